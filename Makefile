@@ -1,0 +1,85 @@
+# QRL build. `make` builds build/qrl, build/libqrl.a and build/libqrl.so.
+# `make test` installs missing Debian packages, builds and runs the test suite.
+# `make test-asan` runs the same suite under AddressSanitizer + UBSan.
+# `make example` runs the bundled Fashion-MNIST example.
+
+B        ?= build
+CC       ?= gcc
+OPT      ?= -O2
+SAN      ?=
+CFLAGS   ?= -std=c11 -Wall -Wextra -Werror $(OPT) -g -fPIC -D_DEFAULT_SOURCE $(SAN)
+LDFLAGS  ?= $(SAN)
+LIBS      = -lprotobuf-c -lm
+PYTHON   ?= /usr/bin/python3
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+VERSION   = 0.1.0
+
+GEN      = $(B)/gen
+CPPFLAGS = -Iinclude -Iruntime -I$(GEN) -DQRL_VERSION='"$(VERSION)"' -MMD -MP
+
+RUNTIME_SRC = $(wildcard runtime/*.c runtime/ops/*.c)
+LIB_OBJ     = $(RUNTIME_SRC:%.c=$(B)/obj/%.o) $(B)/obj/gen/onnx.pb-c.o
+CLI_OBJ     = $(patsubst %.c,$(B)/obj/%.o,$(wildcard cli/*.c))
+
+TEST_SRC  = $(wildcard tests/unit/test_*.c tests/conformance/test_*.c tests/e2e/test_*.c)
+TEST_BIN  = $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
+TEST_SUPPORT = $(patsubst %.c,$(B)/obj/%.o,$(wildcard tests/support/*.c))
+
+all: $(B)/qrl $(B)/libqrl.a $(B)/libqrl.so
+
+$(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h &: $(ONNX_PROTO)
+	@mkdir -p $(GEN)
+	protoc-c -I$(dir $(ONNX_PROTO)) --c_out=$(GEN) $(ONNX_PROTO)
+
+# Generated code gets its own flags: protoc-c output is not -Wextra clean.
+$(B)/obj/gen/onnx.pb-c.o: $(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) -g -fPIC $(SAN) -I$(GEN) -c $< -o $@
+
+$(B)/obj/%.o: %.c | $(GEN)/onnx.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(B)/libqrl.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/libqrl.so: $(LIB_OBJ)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(B)/qrl: $(CLI_OBJ) $(B)/libqrl.a
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(B)/libqrl.a $(LIBS)
+
+$(B)/tests/%: tests/%.c $(B)/libqrl.a $(TEST_SUPPORT) | $(GEN)/onnx.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests/support $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(B)/libqrl.a -lcriterion $(LIBS) $(LDFLAGS)
+
+tests: $(TEST_BIN) $(B)/qrl
+
+deps:
+	@sh tools/install-deps.sh
+
+data: deps
+	@test -f $(B)/data/test_images.npy || $(PYTHON) tools/fmnist_data.py $(B)/data
+
+# The suite: every Criterion binary; the e2e tests find the qrl binary through QRL_BIN.
+check: tests data
+	@sh tools/run-tests.sh $(B) $(TEST_BIN)
+
+test: deps
+	$(MAKE) check
+
+test-asan: deps
+	$(MAKE) B=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" check
+
+example: deps
+	$(MAKE) all data
+	$(B)/qrl eval examples/fmnist/fmnist_cnn.onnx --data $(B)/data/test_images.npy --labels $(B)/data/test_labels.npy
+
+clean:
+	rm -rf build
+
+.PHONY: all tests deps data check test test-asan example clean
+.DELETE_ON_ERROR:
+
+-include $(shell find $(B)/obj $(B)/tests -name '*.d' 2>/dev/null)

@@ -1,0 +1,87 @@
+#include "arena.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ARENA_ALIGN 64
+#define ARENA_CHUNK (64 * 1024)
+
+struct qr_arena_chunk {
+    qr_arena_chunk *next;
+    size_t size, used;
+    _Alignas(ARENA_ALIGN) unsigned char data[];
+};
+
+void qr_arena_init(qr_arena *a)
+{
+    a->head = NULL;
+    a->total = 0;
+}
+
+void qr_arena_free(qr_arena *a)
+{
+    qr_arena_chunk *c = a->head;
+    while (c) {
+        qr_arena_chunk *n = c->next;
+        free(c);
+        c = n;
+    }
+    a->head = NULL;
+    a->total = 0;
+}
+
+void *qr_arena_alloc(qr_arena *a, size_t size)
+{
+    size_t need = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+    if (need < size) {
+        fprintf(stderr, "qrl: arena allocation overflow\n");
+        abort();
+    }
+    qr_arena_chunk *c = a->head;
+    if (!c || c->size - c->used < need) {
+        size_t cap = need > ARENA_CHUNK ? need : ARENA_CHUNK;
+        c = aligned_alloc(ARENA_ALIGN, (sizeof *c + cap + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1));
+        if (!c) {
+            fprintf(stderr, "qrl: out of memory (%zu bytes)\n", cap);
+            abort();
+        }
+        c->size = cap;
+        c->used = 0;
+        /* Big one-off blocks go behind the head so the head keeps its free space. */
+        if (a->head && cap > ARENA_CHUNK) {
+            c->next = a->head->next;
+            a->head->next = c;
+        } else {
+            c->next = a->head;
+            a->head = c;
+        }
+    }
+    void *p = c->data + c->used;
+    c->used += need;
+    a->total += need;
+    memset(p, 0, size);
+    return p;
+}
+
+void *qr_arena_memdup(qr_arena *a, const void *p, size_t n)
+{
+    void *q = qr_arena_alloc(a, n ? n : 1);
+    if (n)
+        memcpy(q, p, n);
+    return q;
+}
+
+char *qr_arena_strndup(qr_arena *a, const char *s, size_t n)
+{
+    char *q = qr_arena_alloc(a, n + 1);
+    memcpy(q, s, n);
+    q[n] = 0;
+    return q;
+}
+
+char *qr_arena_strdup(qr_arena *a, const char *s)
+{
+    return qr_arena_strndup(a, s, strlen(s));
+}

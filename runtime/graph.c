@@ -1,0 +1,358 @@
+#include "graph.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *grow(void *p, int *cap, int need, size_t elem)
+{
+    if (need <= *cap)
+        return p;
+    int c = *cap ? *cap : 16;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(p, (size_t)c * elem);
+    if (!q) {
+        fprintf(stderr, "qrl: out of memory\n");
+        abort();
+    }
+    *cap = c;
+    return q;
+}
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static void index_insert(qr_graph *g, qr_value *v)
+{
+    if ((g->n_values + 1) * 2 > g->index_cap) {
+        int cap = g->index_cap ? g->index_cap * 2 : 64;
+        qr_value **idx = calloc((size_t)cap, sizeof *idx);
+        if (!idx) {
+            fprintf(stderr, "qrl: out of memory\n");
+            abort();
+        }
+        for (int i = 0; i < g->index_cap; i++) {
+            qr_value *w = g->index[i];
+            if (!w)
+                continue;
+            size_t h = hash_str(w->name) & (size_t)(cap - 1);
+            while (idx[h])
+                h = (h + 1) & (size_t)(cap - 1);
+            idx[h] = w;
+        }
+        free(g->index);
+        g->index = idx;
+        g->index_cap = cap;
+    }
+    size_t h = hash_str(v->name) & (size_t)(g->index_cap - 1);
+    while (g->index[h])
+        h = (h + 1) & (size_t)(g->index_cap - 1);
+    g->index[h] = v;
+}
+
+qr_graph *qr_graph_new(void)
+{
+    qr_graph *g = calloc(1, sizeof *g);
+    if (!g) {
+        fprintf(stderr, "qrl: out of memory\n");
+        abort();
+    }
+    qr_arena_init(&g->arena);
+    g->name = "";
+    g->producer = "";
+    return g;
+}
+
+void qr_graph_free(qr_graph *g)
+{
+    if (!g)
+        return;
+    free(g->values);
+    free(g->nodes);
+    free(g->index);
+    qr_arena_free(&g->arena);
+    free(g);
+}
+
+qr_value *qr_graph_find(const qr_graph *g, const char *name)
+{
+    if (!g->index_cap)
+        return NULL;
+    size_t h = hash_str(name) & (size_t)(g->index_cap - 1);
+    for (qr_value *v; (v = g->index[h]); h = (h + 1) & (size_t)(g->index_cap - 1))
+        if (strcmp(v->name, name) == 0)
+            return v;
+    return NULL;
+}
+
+qr_value *qr_graph_new_value(qr_graph *g, const char *name)
+{
+    char buf[256];
+    if (!name || !*name)
+        name = "v";
+    if (qr_graph_find(g, name)) {
+        for (int k = 1;; k++) {
+            snprintf(buf, sizeof buf, "%.200s_%d", name, k);
+            if (!qr_graph_find(g, buf))
+                break;
+        }
+        name = buf;
+    }
+    qr_value *v = qr_arena_alloc(&g->arena, sizeof *v);
+    v->name = qr_arena_strdup(&g->arena, name);
+    v->t.ndim = -1;
+    v->id = g->n_values;
+    index_insert(g, v);
+    g->values = grow(g->values, &g->cap_values, g->n_values + 1, sizeof *g->values);
+    g->values[g->n_values++] = v;
+    return v;
+}
+
+qr_node *qr_graph_add_node(qr_graph *g, const char *op, const char *name, int n_in, int n_out)
+{
+    qr_node *n = qr_arena_alloc(&g->arena, sizeof *n);
+    n->op = qr_arena_strdup(&g->arena, op);
+    n->name = qr_arena_strdup(&g->arena, name ? name : "");
+    n->domain = "";
+    n->opset = g->opset;
+    n->n_in = n_in;
+    n->n_out = n_out;
+    n->in = qr_arena_alloc(&g->arena, sizeof *n->in * (size_t)(n_in ? n_in : 1));
+    n->out = qr_arena_alloc(&g->arena, sizeof *n->out * (size_t)(n_out ? n_out : 1));
+    n->id = g->n_nodes;
+    g->nodes = grow(g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes);
+    g->nodes[g->n_nodes++] = n;
+    return n;
+}
+
+void qr_value_set_const(qr_graph *g, qr_value *v, const qr_tensor *t)
+{
+    v->t = *t;
+    v->t.data = qr_arena_memdup(&g->arena, t->data, qr_tensor_nbytes(t));
+    v->is_const = 1;
+    v->producer = NULL;
+}
+
+int qr_value_shape_known(const qr_value *v)
+{
+    if (v->t.ndim < 0)
+        return 0;
+    for (int i = 0; i < v->t.ndim; i++)
+        if (v->t.dims[i] < 0)
+            return 0;
+    return 1;
+}
+
+/* Kahn's algorithm keyed on original order, so a sorted graph keeps its order. */
+qr_status qr_graph_toposort(qr_graph *g, qr_error *e)
+{
+    int n = g->n_nodes, nv = g->n_values;
+    qr_status st = QR_OK;
+    int *pending = calloc((size_t)n + 1, sizeof *pending);
+    int *ready = calloc((size_t)nv + 1, sizeof *ready);
+    qr_node **order = calloc((size_t)n + 1, sizeof *order);
+    if (!pending || !ready || !order) {
+        fprintf(stderr, "qrl: out of memory\n");
+        abort();
+    }
+    for (int i = 0; i < nv; i++) {
+        qr_value *v = g->values[i];
+        ready[i] = v->is_const || v->is_input;
+        v->producer = NULL;
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < g->nodes[i]->n_out; j++)
+            if (g->nodes[i]->out[j]) {
+                qr_value *o = g->nodes[i]->out[j];
+                if (o->producer || ready[o->id]) {
+                    st = qr_errorf(e, "node '%s' (%s): output '%s' is already produced elsewhere",
+                                   g->nodes[i]->name, g->nodes[i]->op, o->name);
+                    goto out;
+                }
+                o->producer = g->nodes[i];
+            }
+    for (int i = 0; i < nv; i++)
+        if (!ready[i] && !g->values[i]->producer)
+            ready[i] = -1; /* never produced */
+    int done = 0;
+    char *placed = calloc((size_t)n + 1, 1);
+    if (!placed)
+        abort();
+    /* Repeated sweeps: O(n * depth) in the worst case, one sweep for sorted input. */
+    for (int progress = 1; progress && done < n;) {
+        progress = 0;
+        for (int i = 0; i < n; i++) {
+            if (placed[i])
+                continue;
+            qr_node *nd = g->nodes[i];
+            int ok = 1;
+            for (int j = 0; j < nd->n_in && ok; j++) {
+                qr_value *v = nd->in[j];
+                if (!v)
+                    continue;
+                if (ready[v->id] < 0) {
+                    st = qr_errorf(e, "node '%s' (%s): input '%s' is not a graph input, initializer or node output",
+                                   nd->name, nd->op, v->name);
+                    free(placed);
+                    goto out;
+                }
+                ok = ready[v->id] > 0;
+            }
+            if (!ok)
+                continue;
+            placed[i] = 1;
+            order[done++] = nd;
+            for (int j = 0; j < nd->n_out; j++)
+                if (nd->out[j])
+                    ready[nd->out[j]->id] = 1;
+            progress = 1;
+        }
+    }
+    if (done < n) {
+        for (int i = 0; i < n; i++)
+            if (!placed[i]) {
+                st = qr_errorf(e, "node '%s' (%s): the graph has a cycle through this node",
+                               g->nodes[i]->name, g->nodes[i]->op);
+                break;
+            }
+        free(placed);
+        goto out;
+    }
+    free(placed);
+    for (int i = 0; i < g->n_outputs; i++)
+        if (ready[g->outputs[i]->id] <= 0) {
+            st = qr_errorf(e, "graph output '%s' is not produced by any node", g->outputs[i]->name);
+            goto out;
+        }
+    for (int i = 0; i < n; i++) {
+        g->nodes[i] = order[i];
+        order[i]->id = i;
+    }
+out:
+    free(pending);
+    free(ready);
+    free(order);
+    return st;
+}
+
+void qr_graph_replace_uses(qr_graph *g, qr_value *from, qr_value *to)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = 0; j < g->nodes[i]->n_in; j++)
+            if (g->nodes[i]->in[j] == from)
+                g->nodes[i]->in[j] = to;
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == from)
+            g->outputs[i] = to;
+}
+
+int qr_graph_use_count(const qr_graph *g, const qr_value *v)
+{
+    int c = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i]->dead)
+            for (int j = 0; j < g->nodes[i]->n_in; j++)
+                c += g->nodes[i]->in[j] == v;
+    return c;
+}
+
+void qr_graph_compact(qr_graph *g)
+{
+    int k = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i]->dead) {
+            g->nodes[i]->id = k;
+            g->nodes[k++] = g->nodes[i];
+        }
+    g->n_nodes = k;
+    char *used = calloc((size_t)g->n_values + 1, 1);
+    if (!used)
+        abort();
+    for (int i = 0; i < g->n_nodes; i++) {
+        qr_node *n = g->nodes[i];
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j])
+                used[n->in[j]->id] = 1;
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j])
+                used[n->out[j]->id] = 1;
+    }
+    for (int i = 0; i < g->n_inputs; i++)
+        used[g->inputs[i]->id] = 1;
+    for (int i = 0; i < g->n_outputs; i++)
+        used[g->outputs[i]->id] = 1;
+    /* Rebuild values and the name index. */
+    qr_value **old = g->values;
+    int nold = g->n_values;
+    g->values = NULL;
+    g->n_values = g->cap_values = 0;
+    free(g->index);
+    g->index = NULL;
+    g->index_cap = 0;
+    for (int i = 0; i < nold; i++) {
+        if (!used[i])
+            continue;
+        qr_value *v = old[i];
+        v->id = g->n_values;
+        index_insert(g, v);
+        g->values = grow(g->values, &g->cap_values, g->n_values + 1, sizeof *g->values);
+        g->values[g->n_values++] = v;
+    }
+    free(old);
+    free(used);
+}
+
+const qr_attr *qr_node_attr(const qr_node *n, const char *name)
+{
+    for (int i = 0; i < n->n_attr; i++)
+        if (strcmp(n->attr[i].name, name) == 0)
+            return &n->attr[i];
+    return NULL;
+}
+
+int64_t qr_attr_i(const qr_node *n, const char *name, int64_t def)
+{
+    const qr_attr *a = qr_node_attr(n, name);
+    return a && a->kind == QR_ATTR_INT ? a->i : def;
+}
+
+float qr_attr_f(const qr_node *n, const char *name, float def)
+{
+    const qr_attr *a = qr_node_attr(n, name);
+    return a && a->kind == QR_ATTR_FLOAT ? a->f : def;
+}
+
+const char *qr_attr_s(const qr_node *n, const char *name, const char *def)
+{
+    const qr_attr *a = qr_node_attr(n, name);
+    return a && a->kind == QR_ATTR_STRING ? a->s : def;
+}
+
+int qr_attr_ints(const qr_node *n, const char *name, const int64_t **v)
+{
+    const qr_attr *a = qr_node_attr(n, name);
+    if (!a || a->kind != QR_ATTR_INTS)
+        return -1;
+    *v = a->ints;
+    return a->n;
+}
+
+int qr_attr_floats(const qr_node *n, const char *name, const float **v)
+{
+    const qr_attr *a = qr_node_attr(n, name);
+    if (!a || a->kind != QR_ATTR_FLOATS)
+        return -1;
+    *v = a->floats;
+    return a->n;
+}
+
+qr_value *qr_node_input(const qr_node *n, int i)
+{
+    return i < n->n_in ? n->in[i] : NULL;
+}

@@ -1,0 +1,131 @@
+/* The graph IR: values (type, shape, optional constant data, optional
+ * quantization info) and nodes kept in topological order. All names, nodes,
+ * attributes and constant data live in the graph's arena. */
+#ifndef QR_GRAPH_H
+#define QR_GRAPH_H
+
+#include "arena.h"
+#include "status.h"
+#include "tensor.h"
+
+struct qr_op_def;
+
+/* Quantization parameters of a value (filled by the quantizer, read by backends). */
+typedef struct qr_qinfo {
+    qr_dtype dtype;      /* integer storage type */
+    int axis;            /* -1: per tensor */
+    int n;               /* number of scales/zero points (1 or the axis length) */
+    float *scale;
+    int32_t *zero;
+    double clip_min, clip_max;
+    qr_dtype acc;        /* accumulator type of the op producing it, QR_UNDEF if none */
+} qr_qinfo;
+
+typedef struct qr_node qr_node;
+
+typedef struct qr_value {
+    const char *name;
+    /* dtype and shape; ndim < 0 means unknown rank, dims[i] < 0 an unknown dim.
+     * t.data is the constant data (in the graph arena) when is_const. */
+    qr_tensor t;
+    const char *dim_param[QR_MAX_DIMS]; /* symbolic dim names of graph inputs/outputs */
+    int is_const;
+    int is_input;  /* a graph input fed at run time */
+    int is_output;
+    qr_qinfo *q;
+    qr_node *producer; /* NULL for inputs and constants */
+    int id;            /* index in graph->values */
+} qr_value;
+
+/* ONNX AttributeProto.AttributeType codes. */
+typedef enum qr_attr_kind {
+    QR_ATTR_UNDEF = 0,
+    QR_ATTR_FLOAT = 1,
+    QR_ATTR_INT = 2,
+    QR_ATTR_STRING = 3,
+    QR_ATTR_TENSOR = 4,
+    QR_ATTR_GRAPH = 5,
+    QR_ATTR_FLOATS = 6,
+    QR_ATTR_INTS = 7,
+    QR_ATTR_STRINGS = 8,
+} qr_attr_kind;
+
+typedef struct qr_attr {
+    const char *name;
+    qr_attr_kind kind;
+    int64_t i;
+    float f;
+    const char *s;
+    qr_tensor t;
+    int n; /* element count of ints/floats/strs */
+    int64_t *ints;
+    float *floats;
+    const char **strs;
+} qr_attr;
+
+struct qr_node {
+    const char *name;
+    const char *op;
+    const char *domain; /* "" for the default ONNX domain */
+    int opset;          /* opset version of the node's domain */
+    int n_in, n_out, n_attr;
+    qr_value **in;  /* in[i] == NULL: optional input left out */
+    qr_value **out;
+    qr_attr *attr;
+    const struct qr_op_def *def;
+    int id;
+    int dead; /* removed by a pass; qr_graph_compact drops it */
+};
+
+typedef struct qr_graph {
+    qr_arena arena;
+    qr_value **values;
+    int n_values, cap_values;
+    qr_node **nodes;
+    int n_nodes, cap_nodes;
+    qr_value **inputs; /* run-time inputs, in declaration order (initializers excluded) */
+    int n_inputs;
+    qr_value **outputs;
+    int n_outputs;
+    int opset;         /* default-domain opset */
+    const char *name;
+    const char *producer;
+    /* name -> value hash (open addressing, size a power of two) */
+    qr_value **index;
+    int index_cap;
+} qr_graph;
+
+qr_graph *qr_graph_new(void);
+void qr_graph_free(qr_graph *g);
+
+qr_value *qr_graph_find(const qr_graph *g, const char *name);
+/* A new value with a unique name (name is made unique if taken). Unknown type. */
+qr_value *qr_graph_new_value(qr_graph *g, const char *name);
+/* Appends a node; inputs/outputs arrays are allocated and zeroed. */
+qr_node *qr_graph_add_node(qr_graph *g, const char *op, const char *name, int n_in, int n_out);
+/* Makes v a constant holding a copy of t (data copied into the arena). */
+void qr_value_set_const(qr_graph *g, qr_value *v, const qr_tensor *t);
+
+/* Orders nodes topologically (stable for already-sorted graphs); refuses cycles
+ * and values used before anything produces them. */
+qr_status qr_graph_toposort(qr_graph *g, qr_error *e);
+/* Drops dead nodes and values no node, input or output refers to. */
+void qr_graph_compact(qr_graph *g);
+/* Replaces every use of `from` by `to` (node inputs and graph outputs). */
+void qr_graph_replace_uses(qr_graph *g, qr_value *from, qr_value *to);
+/* Number of nodes reading v. */
+int qr_graph_use_count(const qr_graph *g, const qr_value *v);
+
+int qr_value_shape_known(const qr_value *v);
+
+const qr_attr *qr_node_attr(const qr_node *n, const char *name);
+int64_t qr_attr_i(const qr_node *n, const char *name, int64_t def);
+float qr_attr_f(const qr_node *n, const char *name, float def);
+const char *qr_attr_s(const qr_node *n, const char *name, const char *def);
+/* Element count, or -1 when the attribute is absent. */
+int qr_attr_ints(const qr_node *n, const char *name, const int64_t **v);
+int qr_attr_floats(const qr_node *n, const char *name, const float **v);
+/* Optional input i, or NULL when absent or out of range. */
+qr_value *qr_node_input(const qr_node *n, int i);
+
+#endif

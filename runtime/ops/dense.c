@@ -1,0 +1,5 @@
+#include "ops_common.h"
+
+const qr_op_def qr_ops_dense[] = {
+    {0},
+};

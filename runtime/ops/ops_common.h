@@ -1,0 +1,51 @@
+/* Helpers shared by the kernels in runtime/ops/ (internal to the runtime). */
+#ifndef QR_OPS_COMMON_H
+#define QR_OPS_COMMON_H
+
+#include "../op.h"
+
+/* Tables of ops, each terminated by a row with name == NULL. */
+extern const qr_op_def qr_ops_elementwise[];
+extern const qr_op_def qr_ops_conv[];     /* Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool */
+extern const qr_op_def qr_ops_dense[];    /* Gemm, MatMul, Softmax, BatchNormalization, LayerNormalization */
+extern const qr_op_def qr_ops_shape[];    /* Flatten, Reshape, Transpose, Concat, Split, Slice, Squeeze, Unsqueeze,
+                                            Shape, Gather, Pad, Expand, ConstantOfShape, Range, Resize */
+extern const qr_op_def qr_ops_reduce[];  /* ReduceMean/Sum/Max, ArgMax */
+extern const qr_op_def qr_ops_quant[];   /* QuantizeLinear, DequantizeLinear, QLinear*, *Integer */
+
+/* Normalizes a possibly negative axis into [0, rank); QR_ERR when out of range. */
+qr_status qr_norm_axis(qr_kctx *k, int64_t axis, int rank, int *out);
+/* Multidirectional (numpy) broadcast of n shapes into out's ndim/dims. */
+qr_status qr_broadcast_shapes(qr_kctx *k, const qr_tensor *const *ts, int n, qr_tensor *out);
+/* Strides (in elements) to read `in` at each index of `out`'s shape: 0 on broadcast dims. */
+void qr_broadcast_strides(const qr_tensor *in, const qr_tensor *out, int64_t *strides);
+/* Reads an integer-typed 1-D (or scalar) tensor's values into v (at most max); returns count or -1. */
+int qr_read_ints(const qr_tensor *t, int64_t *v, int max);
+/* Output shape helper: copies dtype and shape of src into dst. */
+void qr_same_as(qr_tensor *dst, const qr_tensor *src);
+
+/* Iterates the indices of a shape in row-major order, tracking up to 4 operand offsets. */
+typedef struct qr_iter {
+    int ndim;
+    int64_t dims[QR_MAX_DIMS];
+    int64_t idx[QR_MAX_DIMS];
+    int nops;
+    int64_t stride[4][QR_MAX_DIMS];
+    int64_t off[4];
+} qr_iter;
+void qr_iter_init(qr_iter *it, const qr_tensor *shape, int nops);
+/* Advance to the next index; offsets follow. */
+static inline void qr_iter_next(qr_iter *it)
+{
+    for (int d = it->ndim - 1; d >= 0; d--) {
+        for (int o = 0; o < it->nops; o++)
+            it->off[o] += it->stride[o][d];
+        if (++it->idx[d] < it->dims[d])
+            return;
+        for (int o = 0; o < it->nops; o++)
+            it->off[o] -= it->stride[o][d] * it->dims[d];
+        it->idx[d] = 0;
+    }
+}
+
+#endif

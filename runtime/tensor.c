@@ -1,0 +1,90 @@
+#include "tensor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int64_t qr_tensor_numel(const qr_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->dims[i];
+    return n;
+}
+
+size_t qr_tensor_nbytes(const qr_tensor *t)
+{
+    return (size_t)qr_tensor_numel(t) * qr_dtype_size(t->dtype);
+}
+
+qr_status qr_tensor_check_shape(const qr_tensor *t, qr_error *e)
+{
+    if (t->ndim < 0 || t->ndim > QR_MAX_DIMS)
+        return qr_errorf(e, "rank %d is not supported (at most %d)", t->ndim, QR_MAX_DIMS);
+    int64_t bytes = (int64_t)(qr_dtype_size(t->dtype) ? qr_dtype_size(t->dtype) : 1);
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->dims[i] < 0)
+            return qr_errorf(e, "dimension %d is negative (%lld)", i, (long long)t->dims[i]);
+        if (t->dims[i] > 0 && bytes > QR_MAX_TENSOR_BYTES / t->dims[i])
+            return qr_errorf(e, "shape is too large (over %lld bytes)", (long long)QR_MAX_TENSOR_BYTES);
+        bytes *= t->dims[i] ? t->dims[i] : 1;
+    }
+    return QR_OK;
+}
+
+void qr_tensor_set_shape(qr_tensor *t, int ndim, const int64_t *dims)
+{
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++)
+        t->dims[i] = dims[i];
+}
+
+int qr_tensor_same_shape(const qr_tensor *a, const qr_tensor *b)
+{
+    if (a->ndim != b->ndim)
+        return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i])
+            return 0;
+    return 1;
+}
+
+void qr_tensor_strides(const qr_tensor *t, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= t->dims[i];
+    }
+}
+
+const char *qr_tensor_type_str(const qr_tensor *t, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "%s[", qr_dtype_name(t->dtype));
+    for (int i = 0; i < t->ndim && k < n; i++) {
+        if (t->dims[i] < 0)
+            k += (size_t)snprintf(buf + k, n - k, "%s?", i ? "," : "");
+        else
+            k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)t->dims[i]);
+    }
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+qr_status qr_tensor_alloc(qr_tensor *t, qr_error *e)
+{
+    if (qr_tensor_check_shape(t, e) != QR_OK)
+        return QR_ERR;
+    size_t n = qr_tensor_nbytes(t);
+    t->data = calloc(n ? n : 1, 1);
+    if (!t->data)
+        return qr_errorf(e, "out of memory allocating %zu bytes", n);
+    return QR_OK;
+}
+
+void qr_tensor_free(qr_tensor *t)
+{
+    free(t->data);
+    t->data = NULL;
+}

@@ -1,0 +1,38 @@
+/* A tensor is a dtype, a shape and a pointer to C-order data. The struct does
+ * not own its data: whoever allocated it frees it (the graph arena for
+ * constants, the executor for activations, the caller for outputs). */
+#ifndef QR_TENSOR_H
+#define QR_TENSOR_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "dtype.h"
+#include "status.h"
+
+#define QR_MAX_DIMS 8
+/* Refuse tensors beyond this many bytes: an absurd shape is an error, not a crash. */
+#define QR_MAX_TENSOR_BYTES ((int64_t)1 << 36)
+
+typedef struct qr_tensor {
+    qr_dtype dtype;
+    int ndim;
+    int64_t dims[QR_MAX_DIMS];
+    void *data; /* NULL when only the type and shape are known */
+} qr_tensor;
+
+int64_t qr_tensor_numel(const qr_tensor *t);
+size_t qr_tensor_nbytes(const qr_tensor *t);
+/* Checks every dim is >= 0 and the size is below QR_MAX_TENSOR_BYTES. */
+qr_status qr_tensor_check_shape(const qr_tensor *t, qr_error *e);
+void qr_tensor_set_shape(qr_tensor *t, int ndim, const int64_t *dims);
+int qr_tensor_same_shape(const qr_tensor *a, const qr_tensor *b);
+/* Row-major strides in elements. */
+void qr_tensor_strides(const qr_tensor *t, int64_t *strides);
+/* "f32[1,3,224,224]" into buf. */
+const char *qr_tensor_type_str(const qr_tensor *t, char *buf, size_t n);
+/* malloc'd data of the right size (zeroed); QR_ERR if too large or out of memory. */
+qr_status qr_tensor_alloc(qr_tensor *t, qr_error *e);
+void qr_tensor_free(qr_tensor *t);
+
+#endif
