@@ -7,7 +7,7 @@ B        ?= build
 CC       ?= gcc
 OPT      ?= -O2
 SAN      ?=
-CFLAGS   ?= -std=c11 -Wall -Wextra -Werror $(OPT) -g -fPIC -D_DEFAULT_SOURCE $(SAN)
+CFLAGS   ?= -std=c11 -Wall -Wextra -Werror -Wno-format-truncation $(OPT) -g -fPIC -D_DEFAULT_SOURCE $(SAN)
 LDFLAGS  ?= $(SAN)
 LIBS      = -lprotobuf-c -lm
 PYTHON   ?= /usr/bin/python3

@@ -1,0 +1,445 @@
+#include "exec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op.h"
+
+#define EXEC_ALIGN 64
+/* Values computed while planning (shape arithmetic) are kept only if this small. */
+#define PLAN_CONST_MAX_ELEMS 4096
+
+enum { V_RUNTIME, V_INPUT, V_CONST, V_PLANNED };
+
+struct qr_exec {
+    const qr_graph *g;
+    qr_exec_opts opts;
+    int nv, nn;
+    qr_tensor *vt;      /* per value: type, shape, and data while running */
+    unsigned char *kind; /* V_* per value */
+    int *last_use;      /* index of the last node reading a value; nn for graph outputs */
+    size_t *offset;     /* static plan: arena offset per runtime value */
+    void **planned;     /* data of V_PLANNED values (malloc'd) */
+    char *node_done;    /* node fully evaluated at plan time */
+    int have_plan, dynamic;
+    qr_tensor *plan_inputs; /* input shapes the plan was made for */
+    unsigned char *arena;
+    size_t arena_size;
+    qr_exec_stats stats;
+};
+
+static size_t align_up(size_t n)
+{
+    n = n ? n : 1;
+    return (n + EXEC_ALIGN - 1) & ~(size_t)(EXEC_ALIGN - 1);
+}
+
+/* Ops whose outputs depend only on their inputs' shapes, not data. */
+static int op_shape_only(const qr_node *n)
+{
+    return n->def && !n->domain[0] && (strcmp(n->op, "Shape") == 0 || strcmp(n->op, "Size") == 0);
+}
+
+qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out, qr_error *e)
+{
+    qr_exec *x = calloc(1, sizeof *x);
+    if (!x)
+        return qr_errorf(e, "out of memory");
+    x->g = g;
+    if (opts)
+        x->opts = *opts;
+    x->nv = g->n_values;
+    x->nn = g->n_nodes;
+    size_t nv = (size_t)x->nv + 1, nn = (size_t)x->nn + 1;
+    x->vt = calloc(nv, sizeof *x->vt);
+    x->kind = calloc(nv, 1);
+    x->last_use = calloc(nv, sizeof *x->last_use);
+    x->offset = calloc(nv, sizeof *x->offset);
+    x->planned = calloc(nv, sizeof *x->planned);
+    x->node_done = calloc(nn, 1);
+    x->plan_inputs = calloc((size_t)g->n_inputs + 1, sizeof *x->plan_inputs);
+    if (!x->vt || !x->kind || !x->last_use || !x->offset || !x->planned || !x->node_done || !x->plan_inputs) {
+        qr_exec_free(x);
+        return qr_errorf(e, "out of memory");
+    }
+    for (int i = 0; i < x->nv; i++) {
+        const qr_value *v = g->values[i];
+        x->kind[i] = v->is_const ? V_CONST : v->is_input ? V_INPUT : V_RUNTIME;
+        x->last_use[i] = -1;
+    }
+    for (int n = 0; n < x->nn; n++) {
+        const qr_node *nd = g->nodes[n];
+        if (!nd->def) {
+            qr_exec_free(x);
+            return qr_errorf(e, "node '%s' (%s): no kernel", nd->name, nd->op);
+        }
+        for (int j = 0; j < nd->n_in; j++)
+            if (nd->in[j])
+                x->last_use[nd->in[j]->id] = n;
+    }
+    for (int i = 0; i < g->n_outputs; i++)
+        x->last_use[g->outputs[i]->id] = x->nn;
+    *out = x;
+    return QR_OK;
+}
+
+static void drop_plan(qr_exec *x)
+{
+    for (int i = 0; i < x->nv; i++) {
+        free(x->planned[i]);
+        x->planned[i] = NULL;
+        if (x->kind[i] == V_PLANNED)
+            x->kind[i] = V_RUNTIME;
+    }
+    memset(x->node_done, 0, (size_t)x->nn + 1);
+    free(x->arena);
+    x->arena = NULL;
+    x->arena_size = 0;
+    x->have_plan = 0;
+}
+
+void qr_exec_free(qr_exec *x)
+{
+    if (!x)
+        return;
+    if (x->planned)
+        drop_plan(x);
+    free(x->vt);
+    free(x->kind);
+    free(x->last_use);
+    free(x->offset);
+    free(x->planned);
+    free(x->node_done);
+    free(x->plan_inputs);
+    free(x);
+}
+
+void qr_exec_get_stats(const qr_exec *x, qr_exec_stats *s)
+{
+    *s = x->stats;
+}
+
+static char *dims_str(const qr_tensor *t, const qr_value *v, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "%s[", qr_dtype_name(t->dtype));
+    for (int i = 0; i < t->ndim && k < n; i++) {
+        if (v && v->dim_param[i])
+            k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? "," : "", v->dim_param[i]);
+        else if (t->dims[i] < 0)
+            k += (size_t)snprintf(buf + k, n - k, "%s?", i ? "," : "");
+        else
+            k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)t->dims[i]);
+    }
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+qr_status qr_exec_check_input(const qr_value *v, const qr_tensor *t, qr_error *e)
+{
+    char want[160], got[160];
+    if (qr_tensor_check_shape(t, e) != QR_OK) {
+        qr_error_prefix(e, "input '%s'", v->name);
+        return QR_ERR;
+    }
+    int ok = t->dtype == v->t.dtype && (v->t.ndim < 0 || v->t.ndim == t->ndim);
+    for (int i = 0; ok && v->t.ndim >= 0 && i < t->ndim; i++)
+        ok = v->t.dims[i] < 0 || v->t.dims[i] == t->dims[i];
+    if (!ok)
+        return qr_errorf(e, "input '%s': expected %s, got %s", v->name, dims_str(&v->t, v, want, sizeof want),
+                         dims_str(t, NULL, got, sizeof got));
+    return QR_OK;
+}
+
+static qr_status check_inputs(qr_exec *x, const qr_tensor *inputs, qr_error *e)
+{
+    const qr_graph *g = x->g;
+    for (int i = 0; i < g->n_inputs; i++) {
+        if (qr_exec_check_input(g->inputs[i], &inputs[i], e) != QR_OK)
+            return QR_ERR;
+        if (!inputs[i].data && qr_tensor_numel(&inputs[i]) > 0)
+            return qr_errorf(e, "input '%s': no data", g->inputs[i]->name);
+    }
+    /* Symbolic dims with the same name must bind to the same size. */
+    for (int i = 0; i < g->n_inputs; i++)
+        for (int d = 0; d < inputs[i].ndim; d++) {
+            const char *p = g->inputs[i]->t.ndim > d ? g->inputs[i]->dim_param[d] : NULL;
+            if (!p)
+                continue;
+            for (int j = 0; j <= i; j++)
+                for (int d2 = 0; d2 < inputs[j].ndim && g->inputs[j]->t.ndim > d2; d2++) {
+                    const char *q = g->inputs[j]->dim_param[d2];
+                    if (q && strcmp(p, q) == 0 && inputs[i].dims[d] != inputs[j].dims[d2])
+                        return qr_errorf(e, "input '%s': dimension '%s' is %lld here but %lld in input '%s'",
+                                         g->inputs[i]->name, p, (long long)inputs[i].dims[d],
+                                         (long long)inputs[j].dims[d2], g->inputs[j]->name);
+                }
+        }
+    return QR_OK;
+}
+
+/* Builds the kernel context of node n over x->vt; absent outputs get scratch tensors. */
+typedef struct node_io {
+    const qr_tensor *in[64];
+    qr_tensor *out[16];
+    qr_tensor scratch[16];
+    qr_kctx k;
+} node_io;
+
+static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_error *e)
+{
+    if (n->n_in > 64 || n->n_out > 16)
+        return qr_errorf(e, "node '%s' (%s): too many inputs or outputs", n->name, n->op);
+    memset(io->scratch, 0, sizeof io->scratch);
+    for (int j = 0; j < n->n_in; j++)
+        io->in[j] = n->in[j] ? &x->vt[n->in[j]->id] : NULL;
+    for (int j = 0; j < n->n_out; j++)
+        io->out[j] = n->out[j] ? &x->vt[n->out[j]->id] : &io->scratch[j];
+    io->k = (qr_kctx){.node = n, .opset = n->opset, .n_in = n->n_in, .n_out = n->n_out,
+                      .in = io->in, .out = io->out, .err = e};
+    return QR_OK;
+}
+
+static void node_io_free(const qr_node *n, node_io *io)
+{
+    for (int j = 0; j < n->n_out; j++)
+        qr_tensor_free(&io->scratch[j]);
+}
+
+static qr_status node_infer(const qr_node *n, node_io *io, qr_error *e)
+{
+    for (int j = 0; j < n->n_out; j++) {
+        void *keep = io->out[j]->data;
+        memset(io->out[j], 0, sizeof *io->out[j]);
+        io->out[j]->data = keep;
+    }
+    qr_status st = n->def->infer(&io->k);
+    if (st != QR_OK)
+        return st;
+    for (int j = 0; j < n->n_out; j++)
+        if (qr_tensor_check_shape(io->out[j], e) != QR_OK)
+            return QR_ERR;
+    return QR_OK;
+}
+
+static qr_status node_fail(const qr_node *n, qr_error *e)
+{
+    qr_error_prefix(e, "node '%s' (%s)", n->name, n->op);
+    return QR_ERR;
+}
+
+/* Shape inference over the whole graph for the given input shapes; computes
+ * small shape-only results (Shape, and arithmetic on constants) now, and lays
+ * out the arena by liveness. Falls back to dynamic mode when a shape depends
+ * on run-time data. */
+static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
+{
+    const qr_graph *g = x->g;
+    drop_plan(x);
+    x->dynamic = 0;
+    for (int i = 0; i < x->nv; i++) {
+        x->vt[i] = g->values[i]->t;
+        if (x->kind[i] != V_CONST)
+            x->vt[i].data = NULL;
+    }
+    for (int i = 0; i < g->n_inputs; i++) {
+        qr_tensor *t = &x->vt[g->inputs[i]->id];
+        *t = inputs[i];
+        t->data = NULL;
+        x->plan_inputs[i] = inputs[i];
+    }
+    for (int ni = 0; ni < x->nn; ni++) {
+        const qr_node *n = g->nodes[ni];
+        node_io io;
+        if (node_io_init(x, n, &io, e) != QR_OK)
+            return QR_ERR;
+        qr_status st = node_infer(n, &io, e);
+        if (st == QR_NEED_DATA) {
+            x->dynamic = 1;
+            break;
+        }
+        if (st != QR_OK)
+            return node_fail(n, e);
+        /* Evaluate now when every input is known (or only its shape matters) and the result is small. */
+        int known = 1;
+        for (int j = 0; j < n->n_in && known; j++)
+            known = !n->in[j] || io.in[j]->data || op_shape_only(n);
+        for (int j = 0; j < n->n_out && known; j++)
+            known = n->out[j] && qr_tensor_numel(io.out[j]) <= PLAN_CONST_MAX_ELEMS;
+        if (known) {
+            for (int j = 0; j < n->n_out; j++) {
+                if (qr_tensor_alloc(io.out[j], e) != QR_OK)
+                    return node_fail(n, e);
+                x->planned[n->out[j]->id] = io.out[j]->data;
+                x->kind[n->out[j]->id] = V_PLANNED;
+            }
+            if (n->def->run(&io.k) != QR_OK)
+                return node_fail(n, e);
+            x->node_done[ni] = 1;
+        }
+        node_io_free(n, &io);
+    }
+    if (!x->dynamic) {
+        /* First-fit interval allocation over the node sequence. */
+        typedef struct block { size_t off, size; int value; } block;
+        block *live = calloc((size_t)x->nv + 1, sizeof *live);
+        if (!live)
+            return qr_errorf(e, "out of memory");
+        int nlive = 0;
+        size_t top = 0, sum = 0;
+        for (int ni = 0; ni < x->nn; ni++) {
+            const qr_node *n = g->nodes[ni];
+            for (int j = 0; j < n->n_out; j++) {
+                qr_value *v = n->out[j];
+                if (!v || x->kind[v->id] != V_RUNTIME)
+                    continue;
+                size_t size = align_up(qr_tensor_nbytes(&x->vt[v->id])), off = 0;
+                int at = 0;
+                for (; at < nlive; at++) {
+                    if (live[at].off >= off + size)
+                        break;
+                    off = live[at].off + live[at].size;
+                }
+                memmove(live + at + 1, live + at, sizeof *live * (size_t)(nlive - at));
+                live[at] = (block){off, size, v->id};
+                nlive++;
+                x->offset[v->id] = off;
+                sum += size;
+                if (off + size > top)
+                    top = off + size;
+            }
+            /* Release what dies here, including outputs nobody reads. */
+            for (int at = 0; at < nlive;) {
+                int id = live[at].value;
+                if (x->last_use[id] <= ni) {
+                    memmove(live + at, live + at + 1, sizeof *live * (size_t)(nlive - at - 1));
+                    nlive--;
+                } else {
+                    at++;
+                }
+            }
+        }
+        free(live);
+        x->arena_size = top;
+        x->arena = aligned_alloc(EXEC_ALIGN, align_up(top));
+        if (!x->arena)
+            return qr_errorf(e, "out of memory planning %zu bytes", top);
+        x->stats.arena_bytes = top;
+        x->stats.sum_bytes = sum;
+    }
+    x->have_plan = 1;
+    return QR_OK;
+}
+
+static int same_input_shapes(const qr_exec *x, const qr_tensor *inputs)
+{
+    if (!x->have_plan)
+        return 0;
+    for (int i = 0; i < x->g->n_inputs; i++)
+        if (inputs[i].dtype != x->plan_inputs[i].dtype || !qr_tensor_same_shape(&inputs[i], &x->plan_inputs[i]))
+            return 0;
+    return 1;
+}
+
+static void observe(qr_exec *x, const qr_node *n)
+{
+    if (!x->opts.observer)
+        return;
+    for (int j = 0; j < n->n_out; j++)
+        if (n->out[j])
+            x->opts.observer(x->opts.observer_user, n, n->out[j], &x->vt[n->out[j]->id]);
+}
+
+qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, qr_error *e)
+{
+    const qr_graph *g = x->g;
+    for (int i = 0; i < g->n_outputs; i++)
+        memset(&outputs[i], 0, sizeof outputs[i]);
+    if (check_inputs(x, inputs, e) != QR_OK)
+        return QR_ERR;
+    if (!same_input_shapes(x, inputs) && plan(x, inputs, e) != QR_OK) {
+        drop_plan(x);
+        return QR_ERR;
+    }
+    for (int i = 0; i < x->nv; i++) {
+        if (x->kind[i] == V_CONST)
+            x->vt[i].data = g->values[i]->t.data;
+        else if (x->kind[i] == V_PLANNED)
+            x->vt[i].data = x->planned[i];
+        else if (x->kind[i] == V_RUNTIME)
+            x->vt[i].data = x->dynamic ? NULL : x->arena + x->offset[i];
+    }
+    for (int i = 0; i < g->n_inputs; i++) {
+        qr_tensor *t = &x->vt[g->inputs[i]->id];
+        *t = inputs[i];
+    }
+    size_t live = 0, peak = 0;
+    qr_status st = QR_OK;
+    int ni = 0;
+    for (; ni < x->nn; ni++) {
+        const qr_node *n = g->nodes[ni];
+        if (x->node_done[ni]) {
+            observe(x, n);
+            continue;
+        }
+        node_io io;
+        if ((st = node_io_init(x, n, &io, e)) != QR_OK)
+            break;
+        st = node_infer(n, &io, e);
+        if (st == QR_NEED_DATA)
+            st = qr_errorf(e, "shape inference needs data that is not available");
+        for (int j = 0; j < n->n_out && st == QR_OK; j++) {
+            if (!n->out[j] || x->dynamic) {
+                st = qr_tensor_alloc(io.out[j], e);
+                if (n->out[j])
+                    live += qr_tensor_nbytes(io.out[j]);
+            }
+        }
+        if (st == QR_OK)
+            st = n->def->run(&io.k);
+        if (st == QR_OK)
+            observe(x, n);
+        node_io_free(n, &io);
+        if (st != QR_OK) {
+            node_fail(n, e);
+            break;
+        }
+        if (live > peak)
+            peak = live;
+        if (x->dynamic) {
+            for (int j = 0; j < n->n_in; j++) {
+                qr_value *v = n->in[j];
+                if (v && x->kind[v->id] == V_RUNTIME && x->last_use[v->id] == ni && x->vt[v->id].data) {
+                    live -= qr_tensor_nbytes(&x->vt[v->id]);
+                    qr_tensor_free(&x->vt[v->id]);
+                }
+            }
+            for (int j = 0; j < n->n_out; j++) {
+                qr_value *v = n->out[j];
+                if (v && x->last_use[v->id] < 0) {
+                    live -= qr_tensor_nbytes(&x->vt[v->id]);
+                    qr_tensor_free(&x->vt[v->id]);
+                }
+            }
+        }
+    }
+    for (int i = 0; i < g->n_outputs && st == QR_OK; i++) {
+        const qr_tensor *t = &x->vt[g->outputs[i]->id];
+        outputs[i] = *t;
+        if ((st = qr_tensor_alloc(&outputs[i], e)) == QR_OK && qr_tensor_nbytes(t))
+            memcpy(outputs[i].data, t->data, qr_tensor_nbytes(t));
+    }
+    if (x->dynamic) {
+        /* Free whatever is still allocated (graph outputs, or everything after an error). */
+        for (int i = 0; i < x->nv; i++)
+            if (x->kind[i] == V_RUNTIME)
+                qr_tensor_free(&x->vt[i]);
+    }
+    if (st != QR_OK)
+        for (int i = 0; i < g->n_outputs; i++)
+            qr_tensor_free(&outputs[i]);
+    x->stats.dynamic = x->dynamic;
+    x->stats.peak_bytes = x->dynamic ? peak : x->arena_size;
+    return st;
+}

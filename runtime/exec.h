@@ -1,0 +1,46 @@
+/* The executor: binds inputs, infers shapes, plans memory once by liveness
+ * (one arena, offsets reused when lifetimes do not overlap), runs nodes in
+ * order and reports every computed value to an optional observer. A plan is
+ * kept until the input shapes change. Graphs whose shapes depend on run-time
+ * data (e.g. a Reshape fed by a computed shape) run in dynamic mode: each
+ * output is allocated when computed and freed after its last use. */
+#ifndef QR_EXEC_H
+#define QR_EXEC_H
+
+#include <stddef.h>
+
+#include "graph.h"
+#include "status.h"
+#include "tensor.h"
+
+typedef struct qr_exec qr_exec;
+
+/* Called after a node ran, once per output (t->data valid only during the call). */
+typedef void (*qr_observer_fn)(void *user, const qr_node *node, const qr_value *v, const qr_tensor *t);
+
+typedef struct qr_exec_opts {
+    int threads; /* worker threads for kernels; 0 or 1: run on the caller's thread */
+    qr_observer_fn observer;
+    void *observer_user;
+} qr_exec_opts;
+
+typedef struct qr_exec_stats {
+    size_t arena_bytes;   /* planned arena size (static mode) */
+    size_t sum_bytes;     /* sum of all intermediate tensors: what a plan without reuse would need */
+    size_t peak_bytes;    /* peak bytes live at once in the last run (dynamic or static) */
+    int dynamic;          /* last run used dynamic allocation */
+} qr_exec_stats;
+
+/* The graph must outlive the executor and not change while it exists. */
+qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out, qr_error *e);
+void qr_exec_free(qr_exec *x);
+/* inputs: one tensor per graph input, in graph-input order. outputs: one per
+ * graph output, filled with malloc'd data the caller frees (qr_tensor_free). */
+qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, qr_error *e);
+void qr_exec_get_stats(const qr_exec *x, qr_exec_stats *s);
+
+/* Checks that t fits the declared type of graph input v (dtype, rank, fixed
+ * dims); symbolic dims named alike must agree across inputs (checked by run). */
+qr_status qr_exec_check_input(const qr_value *v, const qr_tensor *t, qr_error *e);
+
+#endif

@@ -1,0 +1,110 @@
+#include "fileio.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+qr_status qr_read_file(const char *path, size_t max, unsigned char **data, size_t *len, qr_error *e)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return qr_errorf(e, "cannot open: %s", strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return qr_errorf(e, "not a regular file");
+    }
+    if ((size_t)st.st_size > max) {
+        fclose(f);
+        return qr_errorf(e, "file is too large (%lld bytes, limit %zu)", (long long)st.st_size, max);
+    }
+    size_t n = (size_t)st.st_size;
+    unsigned char *buf = malloc(n + 1);
+    if (!buf) {
+        fclose(f);
+        return qr_errorf(e, "out of memory reading %zu bytes", n);
+    }
+    size_t got = fread(buf, 1, n, f);
+    int err = ferror(f);
+    fclose(f);
+    if (got != n || err) {
+        free(buf);
+        return qr_errorf(e, "read error");
+    }
+    buf[n] = 0;
+    *data = buf;
+    *len = n;
+    return QR_OK;
+}
+
+qr_status qr_atomic_open(qr_atomic_file *a, const char *path, qr_error *e)
+{
+    memset(a, 0, sizeof *a);
+    size_t n = strlen(path);
+    a->path = strdup(path);
+    a->tmp = malloc(n + 16);
+    if (!a->path || !a->tmp) {
+        qr_atomic_abort(a);
+        return qr_errorf(e, "out of memory");
+    }
+    snprintf(a->tmp, n + 16, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(a->tmp);
+    if (fd < 0) {
+        qr_status st = qr_errorf(e, "cannot create: %s", strerror(errno));
+        free(a->tmp);
+        a->tmp = NULL;
+        qr_atomic_abort(a);
+        return st;
+    }
+    fchmod(fd, 0644);
+    a->f = fdopen(fd, "wb");
+    if (!a->f) {
+        close(fd);
+        qr_atomic_abort(a);
+        return qr_errorf(e, "cannot open: %s", strerror(errno));
+    }
+    return QR_OK;
+}
+
+qr_status qr_atomic_commit(qr_atomic_file *a, qr_error *e)
+{
+    qr_status st = QR_OK;
+    if (fflush(a->f) != 0 || ferror(a->f) || fsync(fileno(a->f)) != 0)
+        st = qr_errorf(e, "write error: %s", strerror(errno));
+    if (fclose(a->f) != 0 && st == QR_OK)
+        st = qr_errorf(e, "write error: %s", strerror(errno));
+    a->f = NULL;
+    if (st == QR_OK && rename(a->tmp, a->path) != 0)
+        st = qr_errorf(e, "cannot rename into place: %s", strerror(errno));
+    if (st != QR_OK) {
+        qr_atomic_abort(a);
+        return st;
+    }
+    free(a->tmp);
+    free(a->path);
+    a->tmp = a->path = NULL;
+    return QR_OK;
+}
+
+void qr_atomic_abort(qr_atomic_file *a)
+{
+    if (a->f)
+        fclose(a->f);
+    if (a->tmp)
+        unlink(a->tmp);
+    free(a->tmp);
+    free(a->path);
+    memset(a, 0, sizeof *a);
+}
+
+char *qr_path_dir(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    if (!s)
+        return strdup(".");
+    if (s == path)
+        return strdup("/");
+    return strndup(path, (size_t)(s - path));
+}

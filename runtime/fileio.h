@@ -1,0 +1,30 @@
+/* File helpers: whole-file reads with a size limit, and atomic writes
+ * (temporary name in the same folder, fsync, rename) so no error leaves a
+ * partial output file behind. */
+#ifndef QR_FILEIO_H
+#define QR_FILEIO_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "status.h"
+
+/* malloc'd contents (NUL-terminated for convenience) of path. */
+qr_status qr_read_file(const char *path, size_t max, unsigned char **data, size_t *len, qr_error *e);
+
+/* An output being written: write to f, then commit (rename into place) or abort (remove). */
+typedef struct qr_atomic_file {
+    FILE *f;
+    char *path;
+    char *tmp;
+} qr_atomic_file;
+
+qr_status qr_atomic_open(qr_atomic_file *a, const char *path, qr_error *e);
+/* Flushes, fsyncs and renames; on failure the temporary file is removed. */
+qr_status qr_atomic_commit(qr_atomic_file *a, qr_error *e);
+void qr_atomic_abort(qr_atomic_file *a);
+
+/* Directory part of path ("." if none), malloc'd. */
+char *qr_path_dir(const char *path);
+
+#endif

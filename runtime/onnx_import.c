@@ -1,0 +1,553 @@
+#include "onnx_import.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fileio.h"
+#include "onnx.pb-c.h"
+#include "op.h"
+
+#define MAX_MODEL_BYTES ((size_t)2 << 30)
+
+typedef struct importer {
+    const char *path;
+    char *dir;      /* folder of the model, for external data */
+    char *realdir;  /* its canonical form, to refuse paths that escape it */
+    qr_graph *g;
+    qr_error *e;
+} importer;
+
+/* ---- tensors ---- */
+
+static qr_status read_external(importer *im, const Onnx__TensorProto *tp, const char *what,
+                               void *dst, size_t nbytes)
+{
+    const char *loc = NULL;
+    long long off = 0, len = -1;
+    for (size_t i = 0; i < tp->n_external_data; i++) {
+        const char *k = tp->external_data[i]->key, *v = tp->external_data[i]->value;
+        if (!k || !v)
+            continue;
+        char *end;
+        if (strcmp(k, "location") == 0) {
+            loc = v;
+        } else if (strcmp(k, "offset") == 0 || strcmp(k, "length") == 0) {
+            long long x = strtoll(v, &end, 10);
+            if (*end || x < 0)
+                return qr_errorf(im->e, "%s: %s: external data %s '%s' is not a non-negative integer",
+                                 im->path, what, k, v);
+            *(k[0] == 'o' ? &off : &len) = x;
+        }
+    }
+    if (!loc || !*loc)
+        return qr_errorf(im->e, "%s: %s: external data has no location", im->path, what);
+    if (loc[0] == '/')
+        return qr_errorf(im->e, "%s: %s: external data location '%s' is an absolute path", im->path, what, loc);
+    size_t n = strlen(im->dir) + strlen(loc) + 2;
+    char *full = malloc(n), *real = NULL;
+    if (!full)
+        return qr_errorf(im->e, "out of memory");
+    snprintf(full, n, "%s/%s", im->dir, loc);
+    qr_status st = QR_OK;
+    real = realpath(full, NULL);
+    if (!real) {
+        st = qr_errorf(im->e, "%s: %s: external data file '%s' not found", im->path, what, loc);
+        goto out;
+    }
+    size_t rl = strlen(im->realdir);
+    if (strncmp(real, im->realdir, rl) != 0 || (real[rl] != '/' && strcmp(im->realdir, "/") != 0)) {
+        st = qr_errorf(im->e, "%s: %s: external data location '%s' is outside the model's folder",
+                       im->path, what, loc);
+        goto out;
+    }
+    if (len >= 0 && (size_t)len != nbytes) {
+        st = qr_errorf(im->e, "%s: %s: external data length %lld does not match the tensor's %zu bytes",
+                       im->path, what, len, nbytes);
+        goto out;
+    }
+    FILE *f = fopen(real, "rb");
+    if (!f) {
+        st = qr_errorf(im->e, "%s: %s: cannot open external data file '%s'", im->path, what, loc);
+        goto out;
+    }
+    if (fseek(f, (long)off, SEEK_SET) != 0 || fread(dst, 1, nbytes, f) != nbytes)
+        st = qr_errorf(im->e, "%s: %s: external data file '%s' is too short (need %zu bytes at offset %lld)",
+                       im->path, what, loc, nbytes, off);
+    fclose(f);
+out:
+    free(full);
+    free(real);
+    return st;
+}
+
+/* Fills t (type, shape, malloc'd data) from a TensorProto. */
+static qr_status tensor_from_proto(importer *im, const Onnx__TensorProto *tp, const char *what, qr_tensor *t)
+{
+    memset(t, 0, sizeof *t);
+    qr_dtype dt = qr_dtype_from_onnx(tp->data_type);
+    if (dt == QR_UNDEF || dt == QR_STRING)
+        return qr_errorf(im->e, "%s: %s: tensor data type %d is not supported", im->path, what, (int)tp->data_type);
+    if (tp->n_dims > QR_MAX_DIMS)
+        return qr_errorf(im->e, "%s: %s: rank %zu is not supported (at most %d)", im->path, what, tp->n_dims, QR_MAX_DIMS);
+    t->dtype = dt;
+    t->ndim = (int)tp->n_dims;
+    for (size_t i = 0; i < tp->n_dims; i++)
+        t->dims[i] = tp->dims[i];
+    qr_error sub;
+    if (qr_tensor_check_shape(t, &sub) != QR_OK)
+        return qr_errorf(im->e, "%s: %s: %s", im->path, what, sub.msg);
+    int64_t n = qr_tensor_numel(t);
+    size_t nbytes = qr_tensor_nbytes(t);
+    if (qr_tensor_alloc(t, &sub) != QR_OK)
+        return qr_errorf(im->e, "%s: %s: %s", im->path, what, sub.msg);
+    qr_status st = QR_OK;
+    size_t have;
+    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        st = read_external(im, tp, what, t->data, nbytes);
+    } else if (tp->has_raw_data) {
+        if (tp->raw_data.len != nbytes)
+            st = qr_errorf(im->e, "%s: %s: raw_data has %zu bytes, expected %zu for %s", im->path, what,
+                           tp->raw_data.len, nbytes, qr_dtype_name(dt));
+        else if (nbytes)
+            memcpy(t->data, tp->raw_data.data, nbytes); /* little-endian host, as ONNX stores it */
+    } else {
+        switch (dt) {
+        case QR_F32: have = tp->n_float_data; break;
+        case QR_F64: have = tp->n_double_data; break;
+        case QR_I64: have = tp->n_int64_data; break;
+        case QR_U32: case QR_U64: have = tp->n_uint64_data; break;
+        default: have = tp->n_int32_data; break;
+        }
+        if (have != (size_t)n) {
+            st = qr_errorf(im->e, "%s: %s: has %zu values, expected %lld for its shape", im->path, what, have,
+                           (long long)n);
+        } else {
+            for (int64_t i = 0; i < n; i++) {
+                switch (dt) {
+                case QR_F32: ((float *)t->data)[i] = tp->float_data[i]; break;
+                case QR_F64: ((double *)t->data)[i] = tp->double_data[i]; break;
+                case QR_I64: ((int64_t *)t->data)[i] = tp->int64_data[i]; break;
+                case QR_U32: ((uint32_t *)t->data)[i] = (uint32_t)tp->uint64_data[i]; break;
+                case QR_U64: ((uint64_t *)t->data)[i] = tp->uint64_data[i]; break;
+                case QR_F16: ((uint16_t *)t->data)[i] = (uint16_t)tp->int32_data[i]; break;
+                default: qr_set_i64(t->data, dt, i, tp->int32_data[i]); break;
+                }
+            }
+        }
+    }
+    if (st != QR_OK)
+        qr_tensor_free(t);
+    return st;
+}
+
+static qr_status add_const(importer *im, const char *name, const qr_tensor *t, const char *what)
+{
+    qr_value *v = qr_graph_find(im->g, name);
+    if (v && (v->is_const || v->producer))
+        return qr_errorf(im->e, "%s: %s: the name '%s' is defined twice", im->path, what, name);
+    if (!v)
+        v = qr_graph_new_value(im->g, name);
+    qr_value_set_const(im->g, v, t);
+    return QR_OK;
+}
+
+/* ---- types ---- */
+
+static qr_status read_type(importer *im, const Onnx__ValueInfoProto *vi, qr_value *v, const char *what)
+{
+    const Onnx__TypeProto *tp = vi->type;
+    if (!tp)
+        return QR_OK; /* no type given: inferred later */
+    if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+        return qr_errorf(im->e, "%s: %s '%s': only tensor types are supported", im->path, what, vi->name);
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    qr_dtype dt = tt->has_elem_type ? qr_dtype_from_onnx(tt->elem_type) : QR_UNDEF;
+    if (tt->has_elem_type && (dt == QR_UNDEF || dt == QR_STRING))
+        return qr_errorf(im->e, "%s: %s '%s': element type %d is not supported", im->path, what, vi->name,
+                         (int)tt->elem_type);
+    v->t.dtype = dt;
+    if (!tt->shape) {
+        v->t.ndim = -1;
+        return QR_OK;
+    }
+    if (tt->shape->n_dim > QR_MAX_DIMS)
+        return qr_errorf(im->e, "%s: %s '%s': rank %zu is not supported (at most %d)", im->path, what, vi->name,
+                         tt->shape->n_dim, QR_MAX_DIMS);
+    v->t.ndim = (int)tt->shape->n_dim;
+    for (size_t i = 0; i < tt->shape->n_dim; i++) {
+        const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+        v->t.dims[i] = -1;
+        v->dim_param[i] = NULL;
+        if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+            if (d->dim_value < 0)
+                return qr_errorf(im->e, "%s: %s '%s': dimension %zu is negative", im->path, what, vi->name, i);
+            v->t.dims[i] = d->dim_value;
+        } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param[0]) {
+            v->dim_param[i] = qr_arena_strdup(&im->g->arena, d->dim_param);
+        }
+    }
+    return QR_OK;
+}
+
+/* ---- attributes ---- */
+
+static const char *kind_name(qr_attr_kind k)
+{
+    static const char *names[] = {"undefined", "f", "i", "s", "t", "graph", "floats", "ints", "strings"};
+    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "unsupported";
+}
+
+/* Checks an attribute against the op's schema ("name:kind ..."): a known name
+ * with the wrong kind is an error; names the schema does not list are kept but unused. */
+static qr_status check_attr(importer *im, const qr_node *n, const qr_attr *a)
+{
+    const char *s = n->def->attrs;
+    size_t nl = strlen(a->name);
+    while (s && *s) {
+        while (*s == ' ')
+            s++;
+        const char *colon = strchr(s, ':'), *end = strchr(s, ' ');
+        if (!colon)
+            break;
+        if (!end)
+            end = s + strlen(s);
+        if ((size_t)(colon - s) == nl && strncmp(s, a->name, nl) == 0) {
+            size_t kl = (size_t)(end - colon - 1);
+            const char *want = colon + 1, *have = kind_name(a->kind);
+            if (strlen(have) != kl || strncmp(want, have, kl) != 0)
+                return qr_errorf(im->e, "%s: node '%s' (%s): attribute '%s' should be of kind '%.*s', not '%s'",
+                                 im->path, n->name, n->op, a->name, (int)kl, want, have);
+            return QR_OK;
+        }
+        s = end;
+    }
+    return QR_OK;
+}
+
+static qr_status read_attr(importer *im, qr_node *n, const Onnx__AttributeProto *ap, qr_attr *a)
+{
+    qr_arena *ar = &im->g->arena;
+    a->name = qr_arena_strdup(ar, ap->name ? ap->name : "");
+    a->kind = ap->has_type ? (qr_attr_kind)ap->type : QR_ATTR_UNDEF;
+    if (ap->ref_attr_name && ap->ref_attr_name[0])
+        return qr_errorf(im->e, "%s: node '%s' (%s): attribute '%s' refers to a function attribute, which is not supported",
+                         im->path, n->name, n->op, a->name);
+    switch (a->kind) {
+    case QR_ATTR_FLOAT: a->f = ap->f; break;
+    case QR_ATTR_INT: a->i = ap->i; break;
+    case QR_ATTR_STRING: a->s = qr_arena_strndup(ar, (const char *)ap->s.data, ap->s.len); break;
+    case QR_ATTR_FLOATS:
+        a->n = (int)ap->n_floats;
+        a->floats = qr_arena_memdup(ar, ap->floats, ap->n_floats * sizeof(float));
+        break;
+    case QR_ATTR_INTS:
+        a->n = (int)ap->n_ints;
+        a->ints = qr_arena_memdup(ar, ap->ints, ap->n_ints * sizeof(int64_t));
+        break;
+    case QR_ATTR_STRINGS:
+        a->n = (int)ap->n_strings;
+        a->strs = qr_arena_alloc(ar, sizeof(char *) * (ap->n_strings + 1));
+        for (size_t i = 0; i < ap->n_strings; i++)
+            a->strs[i] = qr_arena_strndup(ar, (const char *)ap->strings[i].data, ap->strings[i].len);
+        break;
+    case QR_ATTR_TENSOR: {
+        if (!ap->t)
+            return qr_errorf(im->e, "%s: node '%s' (%s): attribute '%s' has no tensor", im->path, n->name, n->op, a->name);
+        char what[300];
+        snprintf(what, sizeof what, "node '%s' (%s): attribute '%s'", n->name, n->op, a->name);
+        qr_tensor t;
+        if (tensor_from_proto(im, ap->t, what, &t) != QR_OK)
+            return QR_ERR;
+        a->t = t;
+        a->t.data = qr_arena_memdup(ar, t.data, qr_tensor_nbytes(&t));
+        qr_tensor_free(&t);
+        break;
+    }
+    default:
+        return qr_errorf(im->e, "%s: node '%s' (%s): attribute '%s' has unsupported kind %s", im->path, n->name,
+                         n->op, a->name, kind_name(a->kind));
+    }
+    return QR_OK;
+}
+
+/* ---- Constant nodes become constant values ---- */
+
+static qr_status import_constant(importer *im, const Onnx__NodeProto *np, const char *name)
+{
+    if (np->n_output != 1 || np->n_attribute != 1)
+        return qr_errorf(im->e, "%s: node '%s' (Constant): needs exactly one output and one attribute", im->path, name);
+    const Onnx__AttributeProto *ap = np->attribute[0];
+    const char *an = ap->name ? ap->name : "";
+    char what[300];
+    snprintf(what, sizeof what, "node '%s' (Constant): attribute '%s'", name, an);
+    qr_tensor t = {0};
+    qr_error sub;
+    if (strcmp(an, "value") == 0 && ap->t) {
+        if (tensor_from_proto(im, ap->t, what, &t) != QR_OK)
+            return QR_ERR;
+    } else if (strcmp(an, "value_float") == 0 || strcmp(an, "value_int") == 0) {
+        t.dtype = an[6] == 'f' ? QR_F32 : QR_I64;
+        t.ndim = 0;
+        if (qr_tensor_alloc(&t, &sub) != QR_OK)
+            return qr_errorf(im->e, "%s: %s: %s", im->path, what, sub.msg);
+        if (t.dtype == QR_F32)
+            ((float *)t.data)[0] = ap->f;
+        else
+            ((int64_t *)t.data)[0] = ap->i;
+    } else if (strcmp(an, "value_floats") == 0 || strcmp(an, "value_ints") == 0) {
+        int fl = an[6] == 'f';
+        t.dtype = fl ? QR_F32 : QR_I64;
+        t.ndim = 1;
+        t.dims[0] = (int64_t)(fl ? ap->n_floats : ap->n_ints);
+        if (qr_tensor_alloc(&t, &sub) != QR_OK)
+            return qr_errorf(im->e, "%s: %s: %s", im->path, what, sub.msg);
+        if (t.dims[0])
+            memcpy(t.data, fl ? (void *)ap->floats : (void *)ap->ints, (size_t)t.dims[0] * (fl ? 4 : 8));
+    } else {
+        return qr_errorf(im->e, "%s: %s: this form of Constant is not supported", im->path, what);
+    }
+    qr_status st = add_const(im, np->output[0], &t, what);
+    qr_tensor_free(&t);
+    return st;
+}
+
+/* ---- nodes ---- */
+
+static qr_value *value_for(importer *im, const char *name)
+{
+    qr_value *v = qr_graph_find(im->g, name);
+    return v ? v : qr_graph_new_value(im->g, name);
+}
+
+static qr_status import_node(importer *im, const Onnx__NodeProto *np, size_t index, int opset_of_domain)
+{
+    char autoname[64];
+    const char *name = np->name && np->name[0] ? np->name : NULL;
+    if (!name) {
+        snprintf(autoname, sizeof autoname, "#%zu", index);
+        name = autoname;
+    }
+    const char *op = np->op_type ? np->op_type : "";
+    const char *domain = np->domain ? np->domain : "";
+    if (strcmp(domain, "ai.onnx") == 0)
+        domain = "";
+    if (!*domain && strcmp(op, "Constant") == 0)
+        return import_constant(im, np, name);
+    const qr_op_def *def = qr_op_find(domain, op);
+    if (!def)
+        return qr_errorf(im->e, "%s: node '%s': unknown op '%s%s%s'", im->path, name, domain, *domain ? "." : "", op);
+    if (opset_of_domain < 0)
+        return qr_errorf(im->e, "%s: node '%s' (%s): domain '%s' is not imported by the model", im->path, name, op, domain);
+    /* Trailing empty names are optional inputs left out. */
+    size_t nin = np->n_input, nout = np->n_output;
+    while (nin && !np->input[nin - 1][0])
+        nin--;
+    while (nout && !np->output[nout - 1][0])
+        nout--;
+    if ((int)nin < def->min_in || (int)nin > def->max_in)
+        return qr_errorf(im->e, "%s: node '%s' (%s): has %zu inputs, expected %d to %d", im->path, name, op, nin,
+                         def->min_in, def->max_in);
+    if ((int)nout < def->min_out || (int)nout > def->max_out)
+        return qr_errorf(im->e, "%s: node '%s' (%s): has %zu outputs, expected %d to %d", im->path, name, op, nout,
+                         def->min_out, def->max_out);
+    qr_node *n = qr_graph_add_node(im->g, op, name, (int)nin, (int)nout);
+    n->def = def;
+    n->domain = qr_arena_strdup(&im->g->arena, domain);
+    n->opset = opset_of_domain;
+    for (size_t i = 0; i < nin; i++)
+        n->in[i] = np->input[i][0] ? value_for(im, np->input[i]) : NULL;
+    for (size_t i = 0; i < nout; i++) {
+        if (!np->output[i][0])
+            continue;
+        qr_value *v = value_for(im, np->output[i]);
+        if (v->is_const || v->producer || v->is_input)
+            return qr_errorf(im->e, "%s: node '%s' (%s): output '%s' is already defined", im->path, name, op,
+                             np->output[i]);
+        v->producer = n;
+        n->out[i] = v;
+    }
+    n->n_attr = (int)np->n_attribute;
+    n->attr = qr_arena_alloc(&im->g->arena, sizeof *n->attr * (np->n_attribute + 1));
+    for (size_t i = 0; i < np->n_attribute; i++) {
+        if (read_attr(im, n, np->attribute[i], &n->attr[i]) != QR_OK)
+            return QR_ERR;
+        if (check_attr(im, n, &n->attr[i]) != QR_OK)
+            return QR_ERR;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(n->attr[i].name, n->attr[j].name) == 0)
+                return qr_errorf(im->e, "%s: node '%s' (%s): attribute '%s' is given twice", im->path, name, op,
+                                 n->attr[i].name);
+    }
+    return QR_OK;
+}
+
+static int opset_for(const Onnx__ModelProto *m, const char *domain)
+{
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        const char *d = m->opset_import[i]->domain ? m->opset_import[i]->domain : "";
+        if (strcmp(d, "ai.onnx") == 0)
+            d = "";
+        if (strcmp(d, domain) == 0)
+            return (int)m->opset_import[i]->version;
+    }
+    return -1;
+}
+
+static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
+{
+    const Onnx__GraphProto *gp = m->graph;
+    qr_graph *g = im->g;
+    if (!gp)
+        return qr_errorf(im->e, "%s: the model has no graph", im->path);
+    int opset = opset_for(m, "");
+    if (opset < 0)
+        opset = m->n_opset_import ? -1 : QR_OPSET_MIN;
+    if (opset < QR_OPSET_MIN || opset > QR_OPSET_MAX)
+        return qr_errorf(im->e, "%s: opset_import: default-domain opset %d is not supported (%d to %d)", im->path,
+                         opset, QR_OPSET_MIN, QR_OPSET_MAX);
+    g->opset = opset;
+    g->name = qr_arena_strdup(&g->arena, gp->name ? gp->name : "");
+    g->producer = qr_arena_strdup(&g->arena, m->producer_name ? m->producer_name : "");
+    /* Unknown ops first: the most useful thing to say about a model we cannot run. */
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *np = gp->node[i];
+        const char *dom = np->domain && strcmp(np->domain, "ai.onnx") ? np->domain : "";
+        const char *op = np->op_type ? np->op_type : "";
+        if ((*dom || strcmp(op, "Constant") != 0) && !qr_op_find(dom, op))
+            return qr_errorf(im->e, "%s: node '%s': unknown op '%s%s%s'", im->path,
+                             np->name && np->name[0] ? np->name : "(unnamed)", dom, *dom ? "." : "", op);
+    }
+    if (gp->n_sparse_initializer)
+        return qr_errorf(im->e, "%s: sparse_initializer: sparse tensors are not supported", im->path);
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *tp = gp->initializer[i];
+        char what[300];
+        snprintf(what, sizeof what, "initializer '%s'", tp->name ? tp->name : "");
+        if (!tp->name || !tp->name[0])
+            return qr_errorf(im->e, "%s: initializer %zu has no name", im->path, i);
+        qr_tensor t;
+        if (tensor_from_proto(im, tp, what, &t) != QR_OK)
+            return QR_ERR;
+        qr_status st = add_const(im, tp->name, &t, what);
+        qr_tensor_free(&t);
+        if (st != QR_OK)
+            return st;
+    }
+    g->inputs = qr_arena_alloc(&g->arena, sizeof *g->inputs * (gp->n_input + 1));
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = gp->input[i];
+        if (!vi->name || !vi->name[0])
+            return qr_errorf(im->e, "%s: graph input %zu has no name", im->path, i);
+        qr_value *v = qr_graph_find(g, vi->name);
+        if (v && v->is_const)
+            continue; /* an input with an initializer: its default is used (a constant) */
+        if (v)
+            return qr_errorf(im->e, "%s: graph input '%s' is declared twice", im->path, vi->name);
+        v = qr_graph_new_value(g, vi->name);
+        if (read_type(im, vi, v, "graph input") != QR_OK)
+            return QR_ERR;
+        if (!vi->type || v->t.dtype == QR_UNDEF)
+            return qr_errorf(im->e, "%s: graph input '%s' has no tensor type", im->path, vi->name);
+        v->is_input = 1;
+        g->inputs[g->n_inputs++] = v;
+    }
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *np = gp->node[i];
+        const char *dom = np->domain && strcmp(np->domain, "ai.onnx") ? np->domain : "";
+        if (import_node(im, np, i, *dom ? opset_for(m, dom) : opset) != QR_OK)
+            return QR_ERR;
+    }
+    for (size_t i = 0; i < gp->n_value_info; i++) {
+        const Onnx__ValueInfoProto *vi = gp->value_info[i];
+        qr_value *v = vi->name ? qr_graph_find(g, vi->name) : NULL;
+        if (v && !v->is_const && !v->is_input && read_type(im, vi, v, "value_info") != QR_OK)
+            return QR_ERR;
+    }
+    if (!gp->n_output)
+        return qr_errorf(im->e, "%s: the graph has no outputs", im->path);
+    g->outputs = qr_arena_alloc(&g->arena, sizeof *g->outputs * gp->n_output);
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const Onnx__ValueInfoProto *vi = gp->output[i];
+        qr_value *v = vi->name ? qr_graph_find(g, vi->name) : NULL;
+        if (!v)
+            return qr_errorf(im->e, "%s: graph output '%s' is not produced by any node", im->path,
+                             vi->name ? vi->name : "");
+        if (!v->is_const && !v->is_input && read_type(im, vi, v, "graph output") != QR_OK)
+            return QR_ERR;
+        v->is_output = 1;
+        g->outputs[g->n_outputs++] = v;
+    }
+    if (qr_graph_toposort(g, im->e) != QR_OK) {
+        qr_error_prefix(im->e, "%s", im->path);
+        return QR_ERR;
+    }
+    return QR_OK;
+}
+
+qr_status qr_onnx_load_buffer(const void *data, size_t len, const char *path, qr_graph **out, qr_error *e)
+{
+    *out = NULL;
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, data);
+    if (!m)
+        return qr_errorf(e, "%s: not a valid ONNX model (the protobuf data is malformed or truncated)", path);
+    importer im = {.path = path, .e = e};
+    im.dir = qr_path_dir(path);
+    im.realdir = realpath(im.dir, NULL);
+    if (!im.realdir)
+        im.realdir = strdup(im.dir);
+    im.g = qr_graph_new();
+    qr_status st = import_graph(&im, m);
+    onnx__model_proto__free_unpacked(m, NULL);
+    free(im.dir);
+    free(im.realdir);
+    if (st != QR_OK) {
+        qr_graph_free(im.g);
+        return st;
+    }
+    *out = im.g;
+    return QR_OK;
+}
+
+qr_status qr_onnx_load(const char *path, qr_graph **out, qr_error *e)
+{
+    unsigned char *buf;
+    size_t len;
+    *out = NULL;
+    if (qr_read_file(path, MAX_MODEL_BYTES, &buf, &len, e) != QR_OK) {
+        qr_error_prefix(e, "%s", path);
+        return QR_ERR;
+    }
+    qr_status st = qr_onnx_load_buffer(buf, len, path, out, e);
+    free(buf);
+    return st;
+}
+
+qr_status qr_onnx_load_tensor(const char *path, qr_tensor *t, char **name, qr_error *e)
+{
+    unsigned char *buf;
+    size_t len;
+    memset(t, 0, sizeof *t);
+    if (name)
+        *name = NULL;
+    if (qr_read_file(path, MAX_MODEL_BYTES, &buf, &len, e) != QR_OK) {
+        qr_error_prefix(e, "%s", path);
+        return QR_ERR;
+    }
+    Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
+    free(buf);
+    if (!tp)
+        return qr_errorf(e, "%s: not a valid ONNX TensorProto (malformed or truncated)", path);
+    importer im = {.path = path, .e = e};
+    im.dir = qr_path_dir(path);
+    im.realdir = realpath(im.dir, NULL);
+    if (!im.realdir)
+        im.realdir = strdup(im.dir);
+    qr_status st = tensor_from_proto(&im, tp, "tensor", t);
+    if (st == QR_OK && name && tp->name)
+        *name = strdup(tp->name);
+    onnx__tensor_proto__free_unpacked(tp, NULL);
+    free(im.dir);
+    free(im.realdir);
+    return st;
+}

@@ -1,0 +1,280 @@
+#include "passes.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op.h"
+
+/* Folding stops at constants this large: they would only bloat the graph. */
+#define FOLD_MAX_BYTES ((size_t)64 << 20)
+
+static int is_op(const qr_node *n, const char *op)
+{
+    return !n->dead && !n->domain[0] && strcmp(n->op, op) == 0;
+}
+
+qr_status qr_pass_remove_identity(qr_graph *g, qr_error *e)
+{
+    (void)e;
+    for (int i = 0; i < g->n_nodes; i++) {
+        qr_node *n = g->nodes[i];
+        if (!is_op(n, "Identity") && !is_op(n, "Dropout"))
+            continue;
+        if (is_op(n, "Dropout")) {
+            if (n->n_out > 1 && n->out[1] && (n->out[1]->is_output || qr_graph_use_count(g, n->out[1])))
+                continue; /* the mask is used */
+            if (qr_attr_i(n, "is_test", 1) == 0 && n->opset < 7)
+                continue;
+            qr_value *tm = qr_node_input(n, 2);
+            if (tm && (!tm->is_const || ((uint8_t *)tm->t.data)[0]))
+                continue; /* training mode: not an identity */
+        }
+        qr_value *in = n->in[0], *out = n->out[0];
+        if (!in || !out)
+            continue;
+        if (!out->is_output) {
+            qr_graph_replace_uses(g, out, in);
+            n->dead = 1;
+        } else if (in->producer && !in->is_output && !in->is_input && !in->is_const &&
+                   qr_graph_use_count(g, in) == 1) {
+            /* Keep the output's name: the producer of `in` writes `out` directly. */
+            qr_node *p = in->producer;
+            for (int j = 0; j < p->n_out; j++)
+                if (p->out[j] == in)
+                    p->out[j] = out;
+            out->producer = p;
+            n->dead = 1;
+        }
+    }
+    return QR_OK;
+}
+
+static int op_shape_only(const qr_node *n)
+{
+    return !n->domain[0] && (strcmp(n->op, "Shape") == 0 || strcmp(n->op, "Size") == 0);
+}
+
+qr_status qr_pass_infer_and_fold(qr_graph *g, qr_error *e)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        qr_node *n = g->nodes[i];
+        if (n->dead || !n->def || n->n_in > 64 || n->n_out > 16)
+            continue;
+        const qr_tensor *in[64];
+        qr_tensor out[16] = {{0}};
+        qr_tensor *outp[16];
+        int shapes = 1, consts = 1;
+        for (int j = 0; j < n->n_in; j++) {
+            qr_value *v = n->in[j];
+            in[j] = v ? &v->t : NULL;
+            if (v && !qr_value_shape_known(v))
+                shapes = 0;
+            if (v && !v->is_const)
+                consts = 0;
+        }
+        if (!shapes)
+            continue;
+        if (op_shape_only(n))
+            consts = 1;
+        for (int j = 0; j < n->n_out; j++)
+            outp[j] = &out[j];
+        qr_kctx k = {.node = n, .opset = n->opset, .n_in = n->n_in, .n_out = n->n_out, .in = in, .out = outp, .err = e};
+        qr_status st = n->def->infer(&k);
+        if (st == QR_NEED_DATA)
+            continue;
+        if (st != QR_OK) {
+            qr_error_prefix(e, "node '%s' (%s)", n->name, n->op);
+            return QR_ERR;
+        }
+        for (int j = 0; j < n->n_out; j++) {
+            if (qr_tensor_check_shape(&out[j], e) != QR_OK) {
+                qr_error_prefix(e, "node '%s' (%s): output %d", n->name, n->op, j);
+                return QR_ERR;
+            }
+            if (n->out[j]) {
+                qr_value *v = n->out[j];
+                /* Keep declared symbolic names where they agree with the inferred rank. */
+                if (v->t.ndim != out[j].ndim)
+                    memset(v->dim_param, 0, sizeof v->dim_param);
+                v->t = out[j];
+                v->t.data = NULL;
+            }
+        }
+        int outputs_named = 1;
+        size_t bytes = 0;
+        for (int j = 0; j < n->n_out; j++) {
+            outputs_named &= n->out[j] != NULL;
+            bytes += qr_tensor_nbytes(&out[j]);
+        }
+        if (!consts || !outputs_named || bytes > FOLD_MAX_BYTES)
+            continue;
+        qr_status rst = QR_OK;
+        for (int j = 0; j < n->n_out && rst == QR_OK; j++)
+            rst = qr_tensor_alloc(&out[j], e);
+        if (rst == QR_OK)
+            rst = n->def->run(&k);
+        if (rst == QR_OK)
+            for (int j = 0; j < n->n_out; j++)
+                qr_value_set_const(g, n->out[j], &out[j]);
+        for (int j = 0; j < n->n_out; j++)
+            qr_tensor_free(&out[j]);
+        if (rst != QR_OK) {
+            qr_error_prefix(e, "node '%s' (%s)", n->name, n->op);
+            return QR_ERR;
+        }
+        n->dead = 1;
+    }
+    return QR_OK;
+}
+
+/* Per-channel s = scale / sqrt(var + eps) and t = B - mean * s of an inference BatchNormalization. */
+static int bn_params(const qr_node *bn, int64_t m, float **s, float **t)
+{
+    if (bn->n_in < 5 || qr_attr_i(bn, "training_mode", 0))
+        return 0;
+    for (int j = 1; j < 5; j++) {
+        const qr_value *v = bn->in[j];
+        if (!v || !v->is_const || v->t.dtype != QR_F32 || v->t.ndim != 1 || v->t.dims[0] != m)
+            return 0;
+    }
+    for (int j = 1; j < bn->n_out; j++)
+        if (bn->out[j])
+            return 0;
+    float eps = qr_attr_f(bn, "epsilon", 1e-5f);
+    const float *sc = bn->in[1]->t.data, *b = bn->in[2]->t.data, *mean = bn->in[3]->t.data, *var = bn->in[4]->t.data;
+    *s = malloc(sizeof(float) * (size_t)m);
+    *t = malloc(sizeof(float) * (size_t)m);
+    if (!*s || !*t) {
+        free(*s);
+        free(*t);
+        return 0;
+    }
+    for (int64_t c = 0; c < m; c++) {
+        (*s)[c] = sc[c] / sqrtf(var[c] + eps);
+        (*t)[c] = b[c] - mean[c] * (*s)[c];
+    }
+    return 1;
+}
+
+static qr_value *new_const(qr_graph *g, const char *name, const qr_tensor *t)
+{
+    qr_value *v = qr_graph_new_value(g, name);
+    qr_value_set_const(g, v, t);
+    return v;
+}
+
+/* Conv(x, W, B) -> BN  ==>  Conv(x, W*s, B*s + t). */
+static void fold_into_conv(qr_graph *g, qr_node *conv, qr_node *bn)
+{
+    qr_value *w = conv->in[1], *b = qr_node_input(conv, 2);
+    if (!w->is_const || w->t.dtype != QR_F32 || w->t.ndim < 3 || (b && (!b->is_const || b->t.dtype != QR_F32)))
+        return;
+    int64_t m = w->t.dims[0], per = qr_tensor_numel(&w->t) / (m ? m : 1);
+    float *s, *t;
+    if (!bn_params(bn, m, &s, &t))
+        return;
+    qr_tensor nw = w->t, nb = {.dtype = QR_F32, .ndim = 1, .dims = {m}};
+    nw.data = malloc(qr_tensor_nbytes(&w->t));
+    nb.data = malloc(sizeof(float) * (size_t)m);
+    if (nw.data && nb.data) {
+        for (int64_t c = 0; c < m; c++) {
+            for (int64_t i = 0; i < per; i++)
+                ((float *)nw.data)[c * per + i] = ((const float *)w->t.data)[c * per + i] * s[c];
+            ((float *)nb.data)[c] = (b ? ((const float *)b->t.data)[c] : 0.f) * s[c] + t[c];
+        }
+        qr_value **in = qr_arena_alloc(&g->arena, sizeof *in * 3);
+        in[0] = conv->in[0];
+        in[1] = new_const(g, w->name, &nw);
+        in[2] = new_const(g, b ? b->name : w->name, &nb);
+        conv->in = in;
+        conv->n_in = 3;
+        conv->out[0] = bn->out[0];
+        bn->out[0]->producer = conv;
+        bn->dead = 1;
+    }
+    free(nw.data);
+    free(nb.data);
+    free(s);
+    free(t);
+}
+
+/* Gemm(A, B, C) -> BN over columns  ==>  Gemm(A, B*s, s*(beta*C) + t) with beta = 1. */
+static void fold_into_gemm(qr_graph *g, qr_node *gemm, qr_node *bn)
+{
+    qr_value *w = gemm->in[1], *c = qr_node_input(gemm, 2);
+    if (!w->is_const || w->t.dtype != QR_F32 || w->t.ndim != 2)
+        return;
+    int transb = (int)qr_attr_i(gemm, "transB", 0);
+    int64_t k = w->t.dims[transb ? 1 : 0], m = w->t.dims[transb ? 0 : 1];
+    int64_t cn = c ? qr_tensor_numel(&c->t) : 0;
+    if (c && (!c->is_const || c->t.dtype != QR_F32 || (cn != 1 && cn != m) || (c->t.ndim == 2 && c->t.dims[0] != 1)))
+        return;
+    float *s, *t;
+    if (!bn_params(bn, m, &s, &t))
+        return;
+    float beta = qr_attr_f(gemm, "beta", 1.f);
+    qr_tensor nw = w->t, nc = {.dtype = QR_F32, .ndim = 1, .dims = {m}};
+    nw.data = malloc(qr_tensor_nbytes(&w->t));
+    nc.data = malloc(sizeof(float) * (size_t)m);
+    qr_attr *at = qr_arena_alloc(&g->arena, sizeof *at * (size_t)(gemm->n_attr + 1));
+    if (nw.data && nc.data) {
+        const float *wd = w->t.data;
+        for (int64_t i = 0; i < k; i++)
+            for (int64_t j = 0; j < m; j++) {
+                int64_t o = transb ? j * k + i : i * m + j;
+                ((float *)nw.data)[o] = wd[o] * s[j];
+            }
+        for (int64_t j = 0; j < m; j++) {
+            float cv = c ? ((const float *)c->t.data)[cn == 1 ? 0 : j] : 0.f;
+            ((float *)nc.data)[j] = s[j] * beta * cv + t[j];
+        }
+        int na = 0;
+        for (int i = 0; i < gemm->n_attr; i++)
+            if (strcmp(gemm->attr[i].name, "beta") != 0)
+                at[na++] = gemm->attr[i];
+        gemm->attr = at;
+        gemm->n_attr = na;
+        qr_value **in = qr_arena_alloc(&g->arena, sizeof *in * 3);
+        in[0] = gemm->in[0];
+        in[1] = new_const(g, w->name, &nw);
+        in[2] = new_const(g, c ? c->name : w->name, &nc);
+        gemm->in = in;
+        gemm->n_in = 3;
+        gemm->out[0] = bn->out[0];
+        bn->out[0]->producer = gemm;
+        bn->dead = 1;
+    }
+    free(nw.data);
+    free(nc.data);
+    free(s);
+    free(t);
+}
+
+qr_status qr_pass_fold_batchnorm(qr_graph *g, qr_error *e)
+{
+    (void)e;
+    for (int i = 0; i < g->n_nodes; i++) {
+        qr_node *bn = g->nodes[i];
+        if (!is_op(bn, "BatchNormalization") || !bn->in[0] || !bn->out[0])
+            continue;
+        qr_value *x = bn->in[0];
+        qr_node *p = x->producer;
+        if (!p || p->dead || x->is_output || qr_graph_use_count(g, x) != 1 || p->n_out != 1)
+            continue;
+        if (is_op(p, "Conv") && p->n_in >= 2)
+            fold_into_conv(g, p, bn);
+        else if (is_op(p, "Gemm") && p->n_in >= 2 && x->t.ndim == 2)
+            fold_into_gemm(g, p, bn);
+    }
+    return QR_OK;
+}
+
+qr_status qr_graph_optimize(qr_graph *g, qr_error *e)
+{
+    if (qr_pass_remove_identity(g, e) != QR_OK || qr_pass_infer_and_fold(g, e) != QR_OK ||
+        qr_pass_fold_batchnorm(g, e) != QR_OK)
+        return QR_ERR;
+    qr_graph_compact(g);
+    return QR_OK;
+}

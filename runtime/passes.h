@@ -1,0 +1,17 @@
+/* Graph passes run after import: removal of Identity/Dropout, shape
+ * inference (for the shapes known without inputs), constant folding, and
+ * BatchNormalization folded into a preceding Conv or Gemm. */
+#ifndef QR_PASSES_H
+#define QR_PASSES_H
+
+#include "graph.h"
+#include "status.h"
+
+qr_status qr_pass_remove_identity(qr_graph *g, qr_error *e);
+/* Infers shapes where all input shapes are known and folds nodes whose inputs are all constant. */
+qr_status qr_pass_infer_and_fold(qr_graph *g, qr_error *e);
+qr_status qr_pass_fold_batchnorm(qr_graph *g, qr_error *e);
+/* All of the above, in order, then drops dead nodes and values. */
+qr_status qr_graph_optimize(qr_graph *g, qr_error *e);
+
+#endif
