@@ -1,0 +1,20 @@
+/* The qrl command: one function per subcommand; main.c dispatches. */
+#ifndef QRL_CLI_H
+#define QRL_CLI_H
+
+#include "graph.h"
+#include "status.h"
+
+int cli_dump(int argc, char **argv);
+int cli_run(int argc, char **argv);
+int cli_eval(int argc, char **argv);
+
+/* Prints "qrl: <message>" to stderr and returns the exit status 1. */
+int cli_fail(const qr_error *e);
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Loads a model and runs the graph passes. */
+qr_status cli_load_model(const char *path, qr_graph **g, qr_error *e);
+/* Parses a positive integer option value. */
+int cli_parse_int(const char *s, int lo, int hi, int *out);
+
+#endif

@@ -1,0 +1,170 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "dump.h"
+#include "exec.h"
+#include "tensor_io.h"
+
+#define MAX_ARGS 64
+
+/* An output name made safe as a file name: path separators and oddities become '_'. */
+static void file_name_for(const char *name, char *buf, size_t n)
+{
+    size_t k = 0;
+    for (; name[k] && k + 1 < n; k++) {
+        char c = name[k];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                 c == '-' || (c == '.' && k > 0);
+        buf[k] = ok ? c : '_';
+    }
+    buf[k] = 0;
+    if (!k)
+        snprintf(buf, n, "output");
+}
+
+int cli_run(int argc, char **argv)
+{
+    const char *model = NULL, *outdir = ".";
+    const char *in_name[MAX_ARGS], *in_file[MAX_ARGS];
+    int nin = 0, threads = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            printf("usage: qrl run MODEL.onnx [-i [NAME=]FILE]... [-o DIR] [--threads N]\n"
+                   "Inputs are .npy or ONNX TensorProto .pb files; an input without NAME= binds to the\n"
+                   "next graph input in order. Each graph output is written to DIR/<name>.npy\n"
+                   "(characters other than letters, digits, '_', '-', '.' become '_').\n");
+            return 0;
+        }
+        if (!strcmp(a, "-i") || !strcmp(a, "--input")) {
+            if (++i == argc)
+                return cli_usage_error("run", "%s needs a file", a);
+            if (nin == MAX_ARGS)
+                return cli_usage_error("run", "too many inputs");
+            char *eq = strchr(argv[i], '=');
+            in_name[nin] = NULL;
+            in_file[nin] = argv[i];
+            if (eq) {
+                *eq = 0;
+                in_name[nin] = argv[i];
+                in_file[nin] = eq + 1;
+            }
+            nin++;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output-dir")) {
+            if (++i == argc)
+                return cli_usage_error("run", "%s needs a directory", a);
+            outdir = argv[i];
+        } else if (!strcmp(a, "--threads")) {
+            if (++i == argc || !cli_parse_int(argv[i], 1, 256, &threads))
+                return cli_usage_error("run", "--threads needs a number from 1 to 256");
+        } else if (a[0] == '-' || model) {
+            return cli_usage_error("run", "unexpected argument '%s'", a);
+        } else {
+            model = a;
+        }
+    }
+    if (!model)
+        return cli_usage_error("run", "missing MODEL.onnx");
+
+    qr_graph *g;
+    qr_error e;
+    if (cli_load_model(model, &g, &e) != QR_OK)
+        return cli_fail(&e);
+    int rc = 1, nout = g->n_outputs;
+    qr_tensor *inputs = calloc((size_t)g->n_inputs + 1, sizeof *inputs);
+    qr_tensor *outputs = calloc((size_t)nout + 1, sizeof *outputs);
+    char **written = calloc((size_t)nout + 1, sizeof *written);
+    int *bound = calloc((size_t)g->n_inputs + 1, sizeof *bound);
+    qr_exec *x = NULL;
+    int nwritten = 0;
+    if (!inputs || !outputs || !written || !bound) {
+        fprintf(stderr, "qrl: out of memory\n");
+        goto out;
+    }
+    for (int k = 0, next = 0; k < nin; k++) {
+        int slot = -1;
+        if (in_name[k]) {
+            for (int j = 0; j < g->n_inputs; j++)
+                if (!strcmp(g->inputs[j]->name, in_name[k]))
+                    slot = j;
+            if (slot < 0) {
+                qr_errorf(&e, "%s: the model has no input named '%s'", model, in_name[k]);
+                rc = cli_fail(&e);
+                goto out;
+            }
+        } else {
+            while (next < g->n_inputs && bound[next])
+                next++;
+            slot = next;
+            if (slot >= g->n_inputs) {
+                qr_errorf(&e, "%s: more input files than graph inputs (%d)", model, g->n_inputs);
+                rc = cli_fail(&e);
+                goto out;
+            }
+        }
+        if (bound[slot]) {
+            qr_errorf(&e, "input '%s' is given twice", g->inputs[slot]->name);
+            rc = cli_fail(&e);
+            goto out;
+        }
+        bound[slot] = 1;
+        if (qr_tensor_read_file(in_file[k], &inputs[slot], &e) != QR_OK ||
+            qr_exec_check_input(g->inputs[slot], &inputs[slot], &e) != QR_OK) {
+            if (inputs[slot].data)
+                qr_error_prefix(&e, "%s", in_file[k]);
+            rc = cli_fail(&e);
+            goto out;
+        }
+    }
+    for (int j = 0; j < g->n_inputs; j++)
+        if (!bound[j]) {
+            char tb[160];
+            qr_errorf(&e, "%s: missing input '%s' (%s); pass it with -i %s=FILE", model, g->inputs[j]->name,
+                      qr_value_type_str(g->inputs[j], tb, sizeof tb), g->inputs[j]->name);
+            rc = cli_fail(&e);
+            goto out;
+        }
+    qr_exec_opts opts = {.threads = threads};
+    if (qr_exec_new(g, &opts, &x, &e) != QR_OK || qr_exec_run(x, inputs, outputs, &e) != QR_OK) {
+        qr_error_prefix(&e, "%s", model);
+        rc = cli_fail(&e);
+        goto out;
+    }
+    for (int j = 0; j < nout; j++) {
+        char fname[256], path[4096];
+        file_name_for(g->outputs[j]->name, fname, sizeof fname);
+        snprintf(path, sizeof path, "%s/%s.npy", outdir, fname);
+        if (qr_npy_write(path, &outputs[j], &e) != QR_OK) {
+            /* All or nothing: remove the outputs already written by this run. */
+            for (int k = 0; k < nwritten; k++)
+                unlink(written[k]);
+            rc = cli_fail(&e);
+            goto out;
+        }
+        written[nwritten++] = strdup(path);
+    }
+    for (int j = 0; j < nout; j++) {
+        char tb[160];
+        printf("%s: %s -> %s/", g->outputs[j]->name, qr_tensor_type_str(&outputs[j], tb, sizeof tb), outdir);
+        file_name_for(g->outputs[j]->name, tb, sizeof tb);
+        printf("%s.npy\n", tb);
+    }
+    rc = 0;
+out:
+    qr_exec_free(x);
+    for (int j = 0; inputs && j < g->n_inputs; j++)
+        qr_tensor_free(&inputs[j]);
+    for (int j = 0; outputs && j < nout; j++)
+        qr_tensor_free(&outputs[j]);
+    for (int k = 0; k < nwritten; k++)
+        free(written[k]);
+    free(written);
+    free(inputs);
+    free(outputs);
+    free(bound);
+    qr_graph_free(g);
+    return rc;
+}

@@ -1,0 +1,209 @@
+#include "tensor_io.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fileio.h"
+#include "onnx_import.h"
+
+#define NPY_MAX_BYTES ((size_t)16 << 30)
+
+/* Finds 'key': in a numpy header dict and returns a pointer just past the colon. */
+static const char *dict_value(const char *h, const char *key)
+{
+    char pat[32];
+    snprintf(pat, sizeof pat, "'%s'", key);
+    const char *p = strstr(h, pat);
+    if (!p)
+        return NULL;
+    p += strlen(pat);
+    while (*p == ' ')
+        p++;
+    if (*p != ':')
+        return NULL;
+    p++;
+    while (*p == ' ')
+        p++;
+    return p;
+}
+
+qr_status qr_npy_parse(const unsigned char *buf, size_t len, const char *path, qr_tensor *t, qr_error *e)
+{
+    memset(t, 0, sizeof *t);
+    if (len < 10 || memcmp(buf, "\x93NUMPY", 6) != 0)
+        return qr_errorf(e, "%s: not a .npy file (bad magic)", path);
+    int major = buf[6];
+    size_t hl, off;
+    if (major == 1) {
+        hl = (size_t)buf[8] | (size_t)buf[9] << 8;
+        off = 10;
+    } else if (major == 2 || major == 3) {
+        if (len < 12)
+            return qr_errorf(e, "%s: truncated .npy header", path);
+        hl = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+        off = 12;
+    } else {
+        return qr_errorf(e, "%s: unsupported .npy version %d", path, major);
+    }
+    if (hl > 65536 || off + hl > len)
+        return qr_errorf(e, "%s: truncated .npy header", path);
+    char *h = malloc(hl + 1);
+    if (!h)
+        return qr_errorf(e, "out of memory");
+    memcpy(h, buf + off, hl);
+    h[hl] = 0;
+    qr_status st = QR_OK;
+    const char *d = dict_value(h, "descr"), *fo = dict_value(h, "fortran_order"), *sh = dict_value(h, "shape");
+    if (!d || !fo || !sh || (*d != '\'' && *d != '"')) {
+        st = qr_errorf(e, "%s: malformed .npy header (needs descr, fortran_order and shape)", path);
+        goto out;
+    }
+    if (strncmp(fo, "True", 4) == 0) {
+        st = qr_errorf(e, "%s: Fortran-order arrays are not supported; save it in C order (np.ascontiguousarray)", path);
+        goto out;
+    }
+    if (strncmp(fo, "False", 5) != 0) {
+        st = qr_errorf(e, "%s: malformed .npy header (fortran_order)", path);
+        goto out;
+    }
+    char q = *d++;
+    const char *dend = strchr(d, q);
+    if (!dend || dend - d < 2 || dend - d > 8) {
+        st = qr_errorf(e, "%s: malformed .npy header (descr)", path);
+        goto out;
+    }
+    char order = d[0];
+    char code[8] = {0};
+    memcpy(code, d + 1, (size_t)(dend - d - 1));
+    if (order == '>' && strcmp(code, "i1") && strcmp(code, "u1") && strcmp(code, "b1")) {
+        st = qr_errorf(e, "%s: big-endian data ('%c%s') is not supported", path, order, code);
+        goto out;
+    }
+    if (order != '<' && order != '|' && order != '=' && order != '>') {
+        st = qr_errorf(e, "%s: malformed .npy header (descr)", path);
+        goto out;
+    }
+    qr_dtype dt = QR_UNDEF;
+    for (int k = 1; k < QR_DTYPE_COUNT; k++) {
+        const char *npy = qr_dtype_get((qr_dtype)k)->npy;
+        if (npy && strcmp(npy, code) == 0)
+            dt = (qr_dtype)k;
+    }
+    if (dt == QR_UNDEF) {
+        st = qr_errorf(e, "%s: numpy dtype '%s' is not supported", path, code);
+        goto out;
+    }
+    t->dtype = dt;
+    const char *p = sh;
+    if (*p++ != '(') {
+        st = qr_errorf(e, "%s: malformed .npy header (shape)", path);
+        goto out;
+    }
+    for (;;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (*p == ')')
+            break;
+        if (!isdigit((unsigned char)*p) || t->ndim == QR_MAX_DIMS) {
+            st = qr_errorf(e, "%s: malformed or unsupported .npy shape (at most %d dims)", path, QR_MAX_DIMS);
+            goto out;
+        }
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        t->dims[t->ndim++] = v;
+        p = end;
+        while (*p == 'L')
+            p++;
+    }
+    if (qr_tensor_check_shape(t, e) != QR_OK) {
+        qr_error_prefix(e, "%s", path);
+        st = QR_ERR;
+        goto out;
+    }
+    size_t need = qr_tensor_nbytes(t), have = len - off - hl;
+    if (have < need) {
+        char ts[160];
+        st = qr_errorf(e, "%s: truncated: %zu data bytes, expected %zu for %s", path, have, need,
+                       qr_tensor_type_str(t, ts, sizeof ts));
+        goto out;
+    }
+    if (qr_tensor_alloc(t, e) != QR_OK) {
+        qr_error_prefix(e, "%s", path);
+        st = QR_ERR;
+        goto out;
+    }
+    memcpy(t->data, buf + off + hl, need);
+    if (dt == QR_BOOL)
+        for (size_t i = 0; i < need; i++)
+            ((unsigned char *)t->data)[i] = ((unsigned char *)t->data)[i] != 0;
+out:
+    free(h);
+    return st;
+}
+
+qr_status qr_npy_read(const char *path, qr_tensor *t, qr_error *e)
+{
+    unsigned char *buf;
+    size_t len;
+    memset(t, 0, sizeof *t);
+    if (qr_read_file(path, NPY_MAX_BYTES, &buf, &len, e) != QR_OK) {
+        qr_error_prefix(e, "%s", path);
+        return QR_ERR;
+    }
+    qr_status st = qr_npy_parse(buf, len, path, t, e);
+    free(buf);
+    return st;
+}
+
+qr_status qr_npy_write(const char *path, const qr_tensor *t, qr_error *e)
+{
+    const char *code = qr_dtype_get(t->dtype)->npy;
+    if (!code)
+        return qr_errorf(e, "%s: dtype %s cannot be written as .npy", path, qr_dtype_name(t->dtype));
+    char dict[512];
+    int n = snprintf(dict, sizeof dict, "{'descr': '%c%s', 'fortran_order': False, 'shape': (",
+                     qr_dtype_size(t->dtype) == 1 ? '|' : '<', code);
+    for (int i = 0; i < t->ndim; i++)
+        n += snprintf(dict + n, sizeof dict - (size_t)n, "%lld,%s", (long long)t->dims[i],
+                      i + 1 < t->ndim ? " " : "");
+    if (t->ndim > 1)
+        n--; /* numpy writes (2, 3), and (5,) for one dim */
+    n += snprintf(dict + n, sizeof dict - (size_t)n, "), }");
+    /* Pad with spaces so the data starts 64-byte aligned; end with a newline. */
+    size_t total = 10 + (size_t)n + 1;
+    size_t pad = (64 - total % 64) % 64;
+    unsigned char hdr[10];
+    size_t hl = (size_t)n + pad + 1;
+    memcpy(hdr, "\x93NUMPY\x01\x00", 8);
+    hdr[8] = (unsigned char)(hl & 0xff);
+    hdr[9] = (unsigned char)(hl >> 8);
+    qr_atomic_file a;
+    if (qr_atomic_open(&a, path, e) != QR_OK) {
+        qr_error_prefix(e, "%s", path);
+        return QR_ERR;
+    }
+    fwrite(hdr, 1, 10, a.f);
+    fwrite(dict, 1, (size_t)n, a.f);
+    for (size_t i = 0; i < pad; i++)
+        fputc(' ', a.f);
+    fputc('\n', a.f);
+    if (qr_tensor_nbytes(t))
+        fwrite(t->data, 1, qr_tensor_nbytes(t), a.f);
+    if (qr_atomic_commit(&a, e) != QR_OK) {
+        qr_error_prefix(e, "%s", path);
+        return QR_ERR;
+    }
+    return QR_OK;
+}
+
+qr_status qr_tensor_read_file(const char *path, qr_tensor *t, qr_error *e)
+{
+    size_t n = strlen(path);
+    if (n > 4 && strcmp(path + n - 4, ".npy") == 0)
+        return qr_npy_read(path, t, e);
+    if (n > 3 && strcmp(path + n - 3, ".pb") == 0)
+        return qr_onnx_load_tensor(path, t, NULL, e);
+    memset(t, 0, sizeof *t);
+    return qr_errorf(e, "%s: unknown tensor file type (expected .npy or .pb)", path);
+}

@@ -1,0 +1,17 @@
+/* Tensors on disk: numpy .npy (read and write) and ONNX TensorProto .pb (read). */
+#ifndef QR_TENSOR_IO_H
+#define QR_TENSOR_IO_H
+
+#include "status.h"
+#include "tensor.h"
+
+/* Reads a .npy file (C order; f32 f64 f16 i8 u8 i16 u16 i32 u32 i64 u64 bool);
+ * t->data is malloc'd. Errors name the file and the problem. */
+qr_status qr_npy_read(const char *path, qr_tensor *t, qr_error *e);
+qr_status qr_npy_parse(const unsigned char *buf, size_t len, const char *path, qr_tensor *t, qr_error *e);
+/* Writes t atomically (temporary file, then rename). */
+qr_status qr_npy_write(const char *path, const qr_tensor *t, qr_error *e);
+/* Reads a tensor from a file chosen by extension: .npy or .pb. */
+qr_status qr_tensor_read_file(const char *path, qr_tensor *t, qr_error *e);
+
+#endif
