@@ -81,5 +81,6 @@ clean:
 
 .PHONY: all tests deps data check test test-asan example clean
 .DELETE_ON_ERROR:
+.SECONDARY: $(TEST_SUPPORT)
 
 -include $(shell find $(B)/obj $(B)/tests -name '*.d' 2>/dev/null)

@@ -1,6 +1,7 @@
 #include "onnx_import.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -414,9 +415,12 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
         const Onnx__NodeProto *np = gp->node[i];
         const char *dom = np->domain && strcmp(np->domain, "ai.onnx") ? np->domain : "";
         const char *op = np->op_type ? np->op_type : "";
-        if ((*dom || strcmp(op, "Constant") != 0) && !qr_op_find(dom, op))
+        if ((*dom || strcmp(op, "Constant") != 0) && !qr_op_find(dom, op)) {
+            char autoname[32];
+            snprintf(autoname, sizeof autoname, "#%zu", i);
             return qr_errorf(im->e, "%s: node '%s': unknown op '%s%s%s'", im->path,
-                             np->name && np->name[0] ? np->name : "(unnamed)", dom, *dom ? "." : "", op);
+                             np->name && np->name[0] ? np->name : autoname, dom, *dom ? "." : "", op);
+        }
     }
     if (gp->n_sparse_initializer)
         return qr_errorf(im->e, "%s: sparse_initializer: sparse tensors are not supported", im->path);

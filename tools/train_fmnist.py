@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 import onnx
+from onnx import helper, numpy_helper
 import torch
 from torch import nn
 
@@ -65,15 +66,15 @@ def add_dropout(model, ratio):
     idx, flat = next((i, n) for i, n in enumerate(g.node) if n.op_type == "Flatten")
     old, new = flat.output[0], flat.output[0] + "_predrop"
     flat.output[0] = new
-    g.initializer.append(onnx.numpy_helper.from_array(np.array(ratio, np.float32), "dropout_ratio"))
-    g.node.insert(idx + 1, onnx.helper.make_node("Dropout", [new, "dropout_ratio"], [old],
+    g.initializer.append(numpy_helper.from_array(np.array(ratio, np.float32), "dropout_ratio"))
+    g.node.insert(idx + 1, helper.make_node("Dropout", [new, "dropout_ratio"], [old],
                                                  name="Dropout_classifier"))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
-    ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--epochs", type=int, default=6)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch", type=int, default=128)
     args = ap.parse_args()
@@ -92,7 +93,8 @@ def main():
     lossf = nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(args.seed)
     for ep in range(args.epochs):
-        t0, model.train()
+        t0 = time.time()
+        model.train()
         perm, total = torch.randperm(len(xtr), generator=gen), 0.0
         for i in range(0, len(xtr), args.batch):
             idx = perm[i:i + args.batch]

@@ -1,0 +1,157 @@
+#include "testutil.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "op.h"
+
+qr_value *tu_input(qr_graph *g, const char *name, int ndim, const int64_t *dims)
+{
+    qr_value *v = qr_graph_new_value(g, name);
+    v->t.dtype = QR_F32;
+    qr_tensor_set_shape(&v->t, ndim, dims);
+    v->is_input = 1;
+    qr_value **in = qr_arena_alloc(&g->arena, sizeof *in * (size_t)(g->n_inputs + 1));
+    if (g->n_inputs)
+        memcpy(in, g->inputs, sizeof *in * (size_t)g->n_inputs);
+    in[g->n_inputs++] = v;
+    g->inputs = in;
+    return v;
+}
+
+qr_value *tu_const_f32(qr_graph *g, const char *name, int ndim, const int64_t *dims, const float *data)
+{
+    qr_tensor t = {.dtype = QR_F32};
+    qr_tensor_set_shape(&t, ndim, dims);
+    t.data = (void *)data;
+    qr_value *v = qr_graph_new_value(g, name);
+    qr_value_set_const(g, v, &t);
+    return v;
+}
+
+qr_node *tu_node(qr_graph *g, const char *op, const char *name, int nin, qr_value **in, int nout)
+{
+    qr_node *n = qr_graph_add_node(g, op, name, nin, nout);
+    n->def = qr_op_find("", op);
+    n->attr = qr_arena_alloc(&g->arena, sizeof *n->attr * 16);
+    if (!g->opset)
+        g->opset = 17;
+    n->opset = g->opset;
+    for (int i = 0; i < nin; i++)
+        n->in[i] = in[i];
+    for (int j = 0; j < nout; j++) {
+        char buf[200];
+        snprintf(buf, sizeof buf, "%s_out%d", name, j);
+        n->out[j] = qr_graph_new_value(g, buf);
+        n->out[j]->producer = n;
+    }
+    return n;
+}
+
+static qr_attr *new_attr(qr_graph *g, qr_node *n, const char *name, qr_attr_kind k)
+{
+    qr_attr *a = &n->attr[n->n_attr++];
+    a->name = qr_arena_strdup(&g->arena, name);
+    a->kind = k;
+    return a;
+}
+
+void tu_attr_int(qr_graph *g, qr_node *n, const char *name, int64_t v)
+{
+    new_attr(g, n, name, QR_ATTR_INT)->i = v;
+}
+
+void tu_attr_float(qr_graph *g, qr_node *n, const char *name, float v)
+{
+    new_attr(g, n, name, QR_ATTR_FLOAT)->f = v;
+}
+
+void tu_attr_ints(qr_graph *g, qr_node *n, const char *name, int count, const int64_t *v)
+{
+    qr_attr *a = new_attr(g, n, name, QR_ATTR_INTS);
+    a->n = count;
+    a->ints = qr_arena_memdup(&g->arena, v, sizeof *v * (size_t)count);
+}
+
+void tu_output(qr_graph *g, qr_value *v)
+{
+    qr_value **o = qr_arena_alloc(&g->arena, sizeof *o * (size_t)(g->n_outputs + 1));
+    if (g->n_outputs)
+        memcpy(o, g->outputs, sizeof *o * (size_t)g->n_outputs);
+    o[g->n_outputs++] = v;
+    v->is_output = 1;
+    g->outputs = o;
+}
+
+int tu_run(const char *cmd, char **output)
+{
+    char *full = malloc(strlen(cmd) + 16);
+    sprintf(full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    free(full);
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (size_t k; p && (k = fread(buf + n, 1, cap - n - 1, p)) > 0;) {
+        n += k;
+        if (cap - n < 2)
+            buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = 0;
+    int st = p ? pclose(p) : -1;
+    if (output)
+        *output = buf;
+    else
+        free(buf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+const char *tu_qrl(void)
+{
+    const char *b = getenv("QRL_BIN");
+    return b && *b ? b : "build/qrl";
+}
+
+const char *tu_root(void)
+{
+    const char *r = getenv("QRL_ROOT");
+    return r && *r ? r : ".";
+}
+
+char *tu_tmpdir(void)
+{
+    char *d = strdup("/tmp/qrl-test-XXXXXX");
+    return mkdtemp(d) ? d : NULL;
+}
+
+void tu_rmdir(char *dir)
+{
+    if (!dir)
+        return;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    free(dir);
+}
+
+int tu_file_exists(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f)
+        fclose(f);
+    return f != NULL;
+}
+
+int tu_count_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += e->d_name[0] != '.' || (e->d_name[1] && (e->d_name[1] != '.' || e->d_name[2]));
+    if (d)
+        closedir(d);
+    return n;
+}

@@ -1,0 +1,32 @@
+/* Helpers shared by the Criterion suites: building small graphs by hand,
+ * running the qrl command, temporary folders. */
+#ifndef QR_TESTUTIL_H
+#define QR_TESTUTIL_H
+
+#include "graph.h"
+#include "tensor.h"
+
+/* A graph input of type f32 with the given shape. */
+qr_value *tu_input(qr_graph *g, const char *name, int ndim, const int64_t *dims);
+/* A constant f32 tensor; data copied. */
+qr_value *tu_const_f32(qr_graph *g, const char *name, int ndim, const int64_t *dims, const float *data);
+/* A node of a registered op with inputs in[0..nin) and fresh outputs named "<name>_out<j>". */
+qr_node *tu_node(qr_graph *g, const char *op, const char *name, int nin, qr_value **in, int nout);
+void tu_attr_int(qr_graph *g, qr_node *n, const char *name, int64_t v);
+void tu_attr_float(qr_graph *g, qr_node *n, const char *name, float v);
+void tu_attr_ints(qr_graph *g, qr_node *n, const char *name, int count, const int64_t *v);
+void tu_output(qr_graph *g, qr_value *v);
+
+/* Runs a shell command, capturing stdout+stderr (malloc'd) and the exit status. */
+int tu_run(const char *cmd, char **output);
+/* The qrl binary ($QRL_BIN, else build/qrl) and the project root ($QRL_ROOT, else .). */
+const char *tu_qrl(void);
+const char *tu_root(void);
+/* A fresh temporary folder (malloc'd path); tu_rmdir removes it and its files. */
+char *tu_tmpdir(void);
+void tu_rmdir(char *dir);
+int tu_file_exists(const char *path);
+/* Count of files in dir (non-recursive, . and .. excluded). */
+int tu_count_files(const char *dir);
+
+#endif

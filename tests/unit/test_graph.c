@@ -1,0 +1,92 @@
+/* Graph IR: topological sort, cycle and dangling-input detection, compaction. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "graph.h"
+#include "testutil.h"
+
+static const int64_t d4[] = {4};
+
+Test(graph, toposort_reorders_nodes)
+{
+    qr_graph *g = qr_graph_new();
+    qr_value *x = tu_input(g, "x", 1, d4);
+    /* b consumes a's output but is added first. */
+    qr_node *b = qr_graph_add_node(g, "Relu", "b", 1, 1);
+    qr_node *a = tu_node(g, "Neg", "a", 1, &x, 1);
+    b->in[0] = a->out[0];
+    b->out[0] = qr_graph_new_value(g, "y");
+    tu_output(g, b->out[0]);
+    qr_error e;
+    cr_assert_eq(qr_graph_toposort(g, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(g->nodes[0], a);
+    cr_assert_eq(g->nodes[1], b);
+    cr_assert_eq(b->out[0]->producer, b);
+    qr_graph_free(g);
+}
+
+Test(graph, cycle_is_an_error_naming_a_node)
+{
+    qr_graph *g = qr_graph_new();
+    qr_node *a = qr_graph_add_node(g, "Relu", "a", 1, 1);
+    qr_node *b = qr_graph_add_node(g, "Relu", "b", 1, 1);
+    a->out[0] = qr_graph_new_value(g, "va");
+    b->out[0] = qr_graph_new_value(g, "vb");
+    a->in[0] = b->out[0];
+    b->in[0] = a->out[0];
+    tu_output(g, b->out[0]);
+    qr_error e;
+    cr_assert_eq(qr_graph_toposort(g, &e), QR_ERR);
+    cr_assert(strstr(e.msg, "cycle") && strstr(e.msg, "node 'a'"), "%s", e.msg);
+    qr_graph_free(g);
+}
+
+Test(graph, dangling_input_is_an_error)
+{
+    qr_graph *g = qr_graph_new();
+    qr_node *a = qr_graph_add_node(g, "Relu", "a", 1, 1);
+    a->in[0] = qr_graph_new_value(g, "nowhere");
+    a->out[0] = qr_graph_new_value(g, "y");
+    tu_output(g, a->out[0]);
+    qr_error e;
+    cr_assert_eq(qr_graph_toposort(g, &e), QR_ERR);
+    cr_assert(strstr(e.msg, "'nowhere' is not a graph input"), "%s", e.msg);
+    qr_graph_free(g);
+}
+
+Test(graph, unique_names_and_lookup)
+{
+    qr_graph *g = qr_graph_new();
+    qr_value *a = qr_graph_new_value(g, "w");
+    qr_value *b = qr_graph_new_value(g, "w");
+    cr_assert_str_eq(a->name, "w");
+    cr_assert_str_eq(b->name, "w_1");
+    cr_assert_eq(qr_graph_find(g, "w_1"), b);
+    for (int i = 0; i < 1000; i++) {
+        char n[32];
+        snprintf(n, sizeof n, "v%d", i);
+        qr_graph_new_value(g, n);
+    }
+    cr_assert_eq(qr_graph_find(g, "w"), a);
+    cr_assert_str_eq(qr_graph_find(g, "v999")->name, "v999");
+    cr_assert_null(qr_graph_find(g, "v1000"));
+    qr_graph_free(g);
+}
+
+Test(graph, compact_drops_dead_nodes_and_unused_values)
+{
+    qr_graph *g = qr_graph_new();
+    qr_value *x = tu_input(g, "x", 1, d4);
+    qr_node *a = tu_node(g, "Relu", "a", 1, &x, 1);
+    qr_node *b = tu_node(g, "Neg", "b", 1, &x, 1);
+    tu_output(g, a->out[0]);
+    b->dead = 1;
+    qr_graph_compact(g);
+    cr_assert_eq(g->n_nodes, 1);
+    cr_assert_null(qr_graph_find(g, "b_out0"));
+    cr_assert_not_null(qr_graph_find(g, "a_out0"));
+    for (int i = 0; i < g->n_values; i++)
+        cr_assert_eq(g->values[i]->id, i);
+    qr_graph_free(g);
+}

@@ -1,0 +1,30 @@
+#!/bin/sh
+# Runs every Criterion test binary given, prints each one's output, and ends
+# with one line summing them all: "N passed, N failed".
+# Usage: tools/run-tests.sh BUILD_DIR TEST_BINARY...
+B=$1
+shift
+export QRL_BIN="$(cd "$B" && pwd)/qrl"
+export QRL_DATA="$(cd "$B" && pwd)/data"
+export QRL_ROOT="$(pwd)"
+passed=0
+failed=0
+status=0
+for t in "$@"; do
+    echo "== $t"
+    out=$("$t" --jobs 1 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    line=$(printf '%s\n' "$out" | grep 'Synthesis:' | tail -n 1)
+    p=$(printf '%s' "$line" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
+    f=$(printf '%s' "$line" | sed -n 's/.*Failing: \([0-9]*\).*/\1/p')
+    c=$(printf '%s' "$line" | sed -n 's/.*Crashing: \([0-9]*\).*/\1/p')
+    passed=$((passed + ${p:-0}))
+    failed=$((failed + ${f:-0} + ${c:-0}))
+    if [ $rc -ne 0 ]; then
+        status=1
+        [ -z "$line" ] && failed=$((failed + 1))
+    fi
+done
+echo "$passed passed, $failed failed"
+exit $status
