@@ -1,0 +1,162 @@
+/* Executor: liveness memory plan, observer hook, input checks, re-planning on
+ * new shapes, dynamic mode for data-dependent shapes. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "exec.h"
+#include "testutil.h"
+
+#define N 1000
+
+/* x -> Relu -> Neg -> Relu -> ... (depth nodes) */
+static qr_graph *chain(int depth)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t d[] = {N};
+    qr_value *v = tu_input(g, "x", 1, d);
+    for (int i = 0; i < depth; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "n%d", i);
+        v = tu_node(g, i % 2 ? "Neg" : "Relu", name, 1, &v, 1)->out[0];
+    }
+    tu_output(g, v);
+    return g;
+}
+
+Test(exec, memory_plan_reuses_buffers)
+{
+    qr_graph *g = chain(10);
+    qr_exec *x;
+    qr_error e;
+    cr_assert_eq(qr_exec_new(g, NULL, &x, &e), QR_OK, "%s", e.msg);
+    float in[N];
+    for (int i = 0; i < N; i++)
+        in[i] = (float)(i - 500);
+    qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {N}, .data = in}, out;
+    cr_assert_eq(qr_exec_run(x, &t, &out, &e), QR_OK, "%s", e.msg);
+    /* Relu then Neg five times: -relu(x) on the first pair, then relu(-relu) = 0 ... */
+    for (int i = 0; i < N; i++)
+        cr_assert_float_eq(((float *)out.data)[i], -0.f, 0, "element %d", i);
+    qr_exec_stats s;
+    qr_exec_get_stats(x, &s);
+    cr_assert_eq(s.dynamic, 0);
+    cr_assert_geq(s.sum_bytes, 10 * N * 4);
+    cr_assert_leq(s.arena_bytes, 2 * (N * 4 + 64), "arena %zu bytes for a chain: two buffers suffice", s.arena_bytes);
+    qr_tensor_free(&out);
+    qr_exec_free(x);
+    qr_graph_free(g);
+}
+
+typedef struct seen { int calls; float last_first; } seen;
+
+static void observer(void *user, const qr_node *n, const qr_value *v, const qr_tensor *t)
+{
+    (void)n;
+    (void)v;
+    seen *s = user;
+    s->calls++;
+    s->last_first = ((const float *)t->data)[0];
+}
+
+Test(exec, observer_sees_every_value)
+{
+    qr_graph *g = chain(4);
+    qr_exec *x;
+    qr_error e;
+    seen s = {0};
+    qr_exec_opts o = {.observer = observer, .observer_user = &s};
+    cr_assert_eq(qr_exec_new(g, &o, &x, &e), QR_OK);
+    float in[N] = {3.f};
+    qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {N}, .data = in}, out;
+    cr_assert_eq(qr_exec_run(x, &t, &out, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(s.calls, 4);
+    cr_assert_float_eq(s.last_first, -3.f, 0);
+    qr_tensor_free(&out);
+    qr_exec_free(x);
+    qr_graph_free(g);
+}
+
+Test(exec, wrong_inputs_are_errors)
+{
+    qr_graph *g = chain(2);
+    qr_exec *x;
+    qr_error e;
+    cr_assert_eq(qr_exec_new(g, NULL, &x, &e), QR_OK);
+    float in[N + 1];
+    qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {N + 1}, .data = in}, out;
+    cr_assert_eq(qr_exec_run(x, &t, &out, &e), QR_ERR);
+    cr_assert(strstr(e.msg, "input 'x': expected f32[1000], got f32[1001]"), "%s", e.msg);
+    t.dims[0] = N;
+    t.dtype = QR_I32;
+    cr_assert_eq(qr_exec_run(x, &t, &out, &e), QR_ERR);
+    cr_assert(strstr(e.msg, "got i32[1000]"), "%s", e.msg);
+    qr_exec_free(x);
+    qr_graph_free(g);
+}
+
+Test(exec, symbolic_batch_replans_and_binds_consistently)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t d[] = {-1, 4};
+    qr_value *a = tu_input(g, "a", 2, d), *b = tu_input(g, "b", 2, d);
+    a->dim_param[0] = b->dim_param[0] = "N";
+    qr_value *ab[] = {a, b};
+    tu_output(g, tu_node(g, "Add", "add", 2, ab, 1)->out[0]);
+    qr_exec *x;
+    qr_error e;
+    cr_assert_eq(qr_exec_new(g, NULL, &x, &e), QR_OK);
+    float da[12], db[12];
+    for (int i = 0; i < 12; i++) {
+        da[i] = (float)i;
+        db[i] = 100.f;
+    }
+    for (int batch = 2; batch <= 3; batch++) {
+        qr_tensor in[2] = {{.dtype = QR_F32, .ndim = 2, .dims = {batch, 4}, .data = da},
+                           {.dtype = QR_F32, .ndim = 2, .dims = {batch, 4}, .data = db}};
+        qr_tensor out;
+        cr_assert_eq(qr_exec_run(x, in, &out, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(out.dims[0], batch);
+        cr_assert_float_eq(((float *)out.data)[batch * 4 - 1], 100.f + (float)(batch * 4 - 1), 0);
+        qr_tensor_free(&out);
+    }
+    qr_tensor in[2] = {{.dtype = QR_F32, .ndim = 2, .dims = {2, 4}, .data = da},
+                       {.dtype = QR_F32, .ndim = 2, .dims = {3, 4}, .data = db}};
+    qr_tensor out;
+    cr_assert_eq(qr_exec_run(x, in, &out, &e), QR_ERR);
+    cr_assert(strstr(e.msg, "dimension 'N' is 3 here but 2 in input 'a'"), "%s", e.msg);
+    qr_exec_free(x);
+    qr_graph_free(g);
+}
+
+Test(exec, data_dependent_shape_runs_dynamically)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t d[] = {2, 6}, ds[] = {2};
+    qr_value *xv = tu_input(g, "x", 2, d), *sv = tu_input(g, "shape", 1, ds);
+    sv->t.dtype = QR_I64;
+    qr_value *in[] = {xv, sv};
+    qr_value *r = tu_node(g, "Reshape", "reshape", 2, in, 1)->out[0];
+    tu_output(g, tu_node(g, "Relu", "relu", 1, &r, 1)->out[0]);
+    qr_exec *x;
+    qr_error e;
+    cr_assert_eq(qr_exec_new(g, NULL, &x, &e), QR_OK);
+    float data[12];
+    for (int i = 0; i < 12; i++)
+        data[i] = (float)(i - 6);
+    int64_t shape[] = {3, -1};
+    qr_tensor ins[2] = {{.dtype = QR_F32, .ndim = 2, .dims = {2, 6}, .data = data},
+                        {.dtype = QR_I64, .ndim = 1, .dims = {2}, .data = shape}};
+    qr_tensor out;
+    cr_assert_eq(qr_exec_run(x, ins, &out, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(out.ndim, 2);
+    cr_assert_eq(out.dims[0], 3);
+    cr_assert_eq(out.dims[1], 4);
+    cr_assert_float_eq(((float *)out.data)[11], 5.f, 0);
+    qr_exec_stats s;
+    qr_exec_get_stats(x, &s);
+    cr_assert_eq(s.dynamic, 1);
+    qr_tensor_free(&out);
+    qr_exec_free(x);
+    qr_graph_free(g);
+}

@@ -1,0 +1,169 @@
+/* Graph passes: each checked by running the graph before and after. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "exec.h"
+#include "passes.h"
+#include "testutil.h"
+
+static void run1(qr_graph *g, const qr_tensor *in, qr_tensor *out)
+{
+    qr_exec *x;
+    qr_error e;
+    cr_assert_eq(qr_exec_new(g, NULL, &x, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_exec_run(x, in, out, &e), QR_OK, "%s", e.msg);
+    qr_exec_free(x);
+}
+
+static void assert_close(const qr_tensor *a, const qr_tensor *b)
+{
+    cr_assert(qr_tensor_same_shape(a, b));
+    for (int64_t i = 0; i < qr_tensor_numel(a); i++) {
+        float x = ((float *)a->data)[i], y = ((float *)b->data)[i];
+        cr_assert(fabsf(x - y) <= 1e-5f + 1e-4f * fabsf(y), "element %lld: %g vs %g", (long long)i, x, y);
+    }
+}
+
+static int count_op(const qr_graph *g, const char *op)
+{
+    int c = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        c += strcmp(g->nodes[i]->op, op) == 0;
+    return c;
+}
+
+static float frand(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return (float)((*s >> 8) & 0xffff) / 65536.f - 0.5f;
+}
+
+static qr_node *add_bn(qr_graph *g, qr_value *x, int m, unsigned *seed)
+{
+    float sc[64], b[64], mean[64], var[64];
+    for (int i = 0; i < m; i++) {
+        sc[i] = 1.f + frand(seed);
+        b[i] = frand(seed);
+        mean[i] = frand(seed);
+        var[i] = 0.5f + frand(seed) * 0.5f + 0.3f;
+    }
+    const int64_t d[] = {m};
+    qr_value *in[] = {x, tu_const_f32(g, "scale", 1, d, sc), tu_const_f32(g, "B", 1, d, b),
+                      tu_const_f32(g, "mean", 1, d, mean), tu_const_f32(g, "var", 1, d, var)};
+    qr_node *bn = tu_node(g, "BatchNormalization", "bn", 5, in, 1);
+    tu_attr_float(g, bn, "epsilon", 1e-3f);
+    return bn;
+}
+
+Test(passes, batchnorm_folds_into_conv)
+{
+    unsigned seed = 7;
+    qr_graph *g = qr_graph_new();
+    const int64_t dx[] = {1, 3, 6, 6}, dw[] = {4, 3, 3, 3}, db[] = {4};
+    float w[108], b[4], xd[108];
+    for (int i = 0; i < 108; i++) {
+        w[i] = frand(&seed);
+        xd[i] = frand(&seed);
+    }
+    for (int i = 0; i < 4; i++)
+        b[i] = frand(&seed);
+    qr_value *in[] = {tu_input(g, "x", 4, dx), tu_const_f32(g, "W", 4, dw, w), tu_const_f32(g, "Bc", 1, db, b)};
+    qr_node *conv = tu_node(g, "Conv", "conv", 3, in, 1);
+    const int64_t pads[] = {1, 1, 1, 1};
+    tu_attr_ints(g, conv, "pads", 4, pads);
+    qr_node *bn = add_bn(g, conv->out[0], 4, &seed);
+    tu_output(g, bn->out[0]);
+    qr_tensor x = {.dtype = QR_F32, .ndim = 4, .dims = {1, 3, 6, 6}, .data = xd}, before, after;
+    run1(g, &x, &before);
+    qr_error e;
+    cr_assert_eq(qr_graph_optimize(g, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(g->n_nodes, 1);
+    cr_assert_eq(count_op(g, "Conv"), 1);
+    cr_assert_str_eq(g->outputs[0]->name, "bn_out0");
+    run1(g, &x, &after);
+    assert_close(&after, &before);
+    qr_tensor_free(&before);
+    qr_tensor_free(&after);
+    qr_graph_free(g);
+}
+
+Test(passes, batchnorm_folds_into_gemm)
+{
+    unsigned seed = 11;
+    qr_graph *g = qr_graph_new();
+    const int64_t dx[] = {2, 5}, dw[] = {3, 5}, dc[] = {3};
+    float w[15], c[3], xd[10];
+    for (int i = 0; i < 15; i++)
+        w[i] = frand(&seed);
+    for (int i = 0; i < 10; i++)
+        xd[i] = frand(&seed);
+    for (int i = 0; i < 3; i++)
+        c[i] = frand(&seed);
+    qr_value *in[] = {tu_input(g, "x", 2, dx), tu_const_f32(g, "W", 2, dw, w), tu_const_f32(g, "C", 1, dc, c)};
+    qr_node *gemm = tu_node(g, "Gemm", "gemm", 3, in, 1);
+    tu_attr_int(g, gemm, "transB", 1);
+    tu_attr_float(g, gemm, "beta", 0.5f);
+    qr_node *bn = add_bn(g, gemm->out[0], 3, &seed);
+    tu_output(g, bn->out[0]);
+    qr_tensor x = {.dtype = QR_F32, .ndim = 2, .dims = {2, 5}, .data = xd}, before, after;
+    run1(g, &x, &before);
+    qr_error e;
+    cr_assert_eq(qr_graph_optimize(g, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(g->n_nodes, 1);
+    run1(g, &x, &after);
+    assert_close(&after, &before);
+    qr_tensor_free(&before);
+    qr_tensor_free(&after);
+    qr_graph_free(g);
+}
+
+Test(passes, identity_and_dropout_removed_output_name_kept)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t d[] = {4};
+    qr_value *x = tu_input(g, "x", 1, d);
+    qr_value *a = tu_node(g, "Identity", "id1", 1, &x, 1)->out[0];
+    qr_value *b = tu_node(g, "Relu", "relu", 1, &a, 1)->out[0];
+    qr_value *c = tu_node(g, "Dropout", "drop", 1, &b, 1)->out[0];
+    tu_output(g, c);
+    qr_error e;
+    cr_assert_eq(qr_graph_toposort(g, &e), QR_OK);
+    cr_assert_eq(qr_graph_optimize(g, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(g->n_nodes, 1);
+    cr_assert_str_eq(g->nodes[0]->op, "Relu");
+    cr_assert_eq(g->nodes[0]->in[0], x);
+    cr_assert_str_eq(g->outputs[0]->name, "drop_out0");
+    float xd[] = {-1, 2, -3, 4};
+    qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {4}, .data = xd}, out;
+    run1(g, &t, &out);
+    cr_assert_float_eq(((float *)out.data)[1], 2.f, 0);
+    cr_assert_float_eq(((float *)out.data)[2], 0.f, 0);
+    qr_tensor_free(&out);
+    qr_graph_free(g);
+}
+
+Test(passes, constants_and_shapes_fold)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t d[] = {2, 3}, d1[] = {1};
+    float one[] = {1.f}, two[] = {2.f};
+    qr_value *x = tu_input(g, "x", 2, d);
+    qr_value *ab[] = {tu_const_f32(g, "a", 1, d1, one), tu_const_f32(g, "b", 1, d1, two)};
+    qr_value *sum = tu_node(g, "Add", "sum", 2, ab, 1)->out[0];
+    qr_value *xm[] = {x, sum};
+    qr_value *y = tu_node(g, "Mul", "mul", 2, xm, 1)->out[0];
+    qr_value *shape = tu_node(g, "Shape", "shape", 1, &x, 1)->out[0];
+    qr_value *yr[] = {y, shape};
+    tu_output(g, tu_node(g, "Reshape", "reshape", 2, yr, 1)->out[0]);
+    qr_error e;
+    cr_assert_eq(qr_graph_optimize(g, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(count_op(g, "Add"), 0);
+    cr_assert_eq(count_op(g, "Shape"), 0);
+    cr_assert_eq(g->n_nodes, 2);
+    cr_assert(sum->is_const);
+    cr_assert_float_eq(((float *)sum->t.data)[0], 3.f, 0);
+    cr_assert_eq(g->outputs[0]->t.ndim, 2, "shape inferred through the graph");
+    cr_assert_eq(g->outputs[0]->t.dims[1], 3);
+    qr_graph_free(g);
+}
