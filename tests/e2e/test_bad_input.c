@@ -1,0 +1,173 @@
+/* Bad input through the qrl command: each case must exit 1 with a one-line
+ * error naming the file and the node or field, and leave no output file.
+ * The broken models are made at test time by tools/make_bad_models.py. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static char *dir, *out;
+
+static void setup(void)
+{
+    dir = tu_tmpdir();
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/make_bad_models.py %s", tu_root(), dir);
+    char *log;
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 0, "fixture generation failed: %s", log);
+    free(log);
+    out = malloc(strlen(dir) + 8);
+    sprintf(out, "%s/out", dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", out);
+    cr_assert_eq(system(cmd), 0);
+}
+
+static void teardown(void)
+{
+    free(out);
+    tu_rmdir(dir);
+}
+
+TestSuite(bad_input, .init = setup, .fini = teardown, .timeout = 120);
+
+/* Runs `qrl run <model> <args> -o out` and checks the failure shape. */
+static void expect_error(const char *model, const char *args, const char *want1, const char *want2)
+{
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd, "%s run %s/%s %s -o %s", tu_qrl(), dir, model, args, out);
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 1, "%s: exit %d, output: %s", model, rc, log);
+    cr_assert(strncmp(log, "qrl: error: ", 12) == 0, "%s: %s", model, log);
+    char *nl = strchr(log, '\n');
+    cr_assert(nl && nl[1] == 0, "%s: error is not one line: %s", model, log);
+    cr_assert(strstr(log, want1), "%s: '%s' not in: %s", model, want1, log);
+    if (want2)
+        cr_assert(strstr(log, want2), "%s: '%s' not in: %s", model, want2, log);
+    cr_assert_eq(tu_count_files(out), 0, "%s: output files left behind", model);
+    free(log);
+}
+
+Test(bad_input, cycle) { expect_error("cycle.onnx", "-i x.npy", "cycle.onnx: ", "cycle through this node"); }
+Test(bad_input, unknown_op) { expect_error("unknown_op.onnx", "", "node 'mystery'", "unknown op 'FooBar'"); }
+Test(bad_input, unsupported_opset) { expect_error("old_opset.onnx", "", "old_opset.onnx: opset_import", "opset 5"); }
+Test(bad_input, dangling_input) { expect_error("dangling.onnx", "", "node 'relu'", "'nowhere'"); }
+Test(bad_input, short_weight) { expect_error("short_weight.onnx", "", "initializer 'w'", "raw_data has 10 bytes"); }
+Test(bad_input, absurd_shape) { expect_error("absurd_shape.onnx", "", "node 'expand'", "too large"); }
+
+Test(bad_input, external_data_outside_folder)
+{
+    expect_error("ext/ext_escape.onnx", "", "initializer 'w'", "outside the model's folder");
+}
+
+Test(bad_input, missing_input) { expect_error("good.onnx", "", "good.onnx", "missing input 'x'"); }
+
+Test(bad_input, wrong_input_shape)
+{
+    char args[600];
+    snprintf(args, sizeof args, "-i %s/x_wrong_shape.npy", dir);
+    expect_error("good.onnx", args, "x_wrong_shape.npy", "expected f32[2,3], got f32[3,2]");
+}
+
+Test(bad_input, wrong_input_dtype)
+{
+    char args[600];
+    snprintf(args, sizeof args, "-i %s/x_f64.npy", dir);
+    expect_error("good.onnx", args, "x_f64.npy", "got f64[2,3]");
+}
+
+Test(bad_input, fortran_npy)
+{
+    char args[600];
+    snprintf(args, sizeof args, "-i %s/x_fortran.npy", dir);
+    expect_error("good.onnx", args, "x_fortran.npy", "Fortran");
+}
+
+Test(bad_input, truncated_npy)
+{
+    char args[600];
+    snprintf(args, sizeof args, "-i %s/x_truncated.npy", dir);
+    expect_error("good.onnx", args, "x_truncated.npy", "truncated");
+}
+
+Test(bad_input, unknown_input_name)
+{
+    char args[600];
+    snprintf(args, sizeof args, "-i nope=%s/x.npy", dir);
+    expect_error("good.onnx", args, "good.onnx", "no input named 'nope'");
+}
+
+/* Copies src to dst keeping the first `keep` bytes, with byte `flip` (if >= 0) xor'ed. */
+static void mutate(const char *src, const char *dst, long keep, long flip, unsigned char mask)
+{
+    FILE *f = fopen(src, "rb");
+    cr_assert(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)n);
+    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    if (flip >= 0 && flip < n)
+        b[flip] ^= mask;
+    FILE *o = fopen(dst, "wb");
+    fwrite(b, 1, (size_t)(keep < n ? keep : n), o);
+    fclose(o);
+    free(b);
+}
+
+static long file_size(const char *p)
+{
+    FILE *f = fopen(p, "rb");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+static const char *bundled(void)
+{
+    static char p[512];
+    snprintf(p, sizeof p, "%s/examples/fmnist/fmnist_cnn.onnx", tu_root());
+    return p;
+}
+
+Test(bad_input, truncated_models)
+{
+    char dst[600];
+    snprintf(dst, sizeof dst, "%s/trunc.onnx", dir);
+    long n = file_size(bundled());
+    for (long keep = n / 2; keep > 0; keep = keep * 3 / 5) {
+        mutate(bundled(), dst, keep, -1, 0);
+        expect_error("trunc.onnx", "", "trunc.onnx: ", NULL);
+    }
+}
+
+/* Random bit flips: either the model still loads (a flipped weight is still a
+ * model) or it fails with a clean one-line error; never a crash, never output
+ * left behind on failure. */
+Test(bad_input, bit_flipped_models, .timeout = 300)
+{
+    char dst[600], cmd[2048], *log;
+    snprintf(dst, sizeof dst, "%s/flip.onnx", dir);
+    long n = file_size(bundled());
+    unsigned seed = 12345;
+    int failed = 0;
+    for (int k = 0; k < 60; k++) {
+        seed = seed * 1103515245u + 12345u;
+        /* Half the flips hit the first 2 KB, where the graph structure lives. */
+        long at = (long)((seed >> 8) % (unsigned long)(k % 2 ? n : (n < 2048 ? n : 2048)));
+        mutate(bundled(), dst, n, at, (unsigned char)(1u << (seed % 8)));
+        snprintf(cmd, sizeof cmd, "%s dump %s > /dev/null", tu_qrl(), dst);
+        int rc = tu_run(cmd, &log);
+        cr_assert(rc == 0 || rc == 1, "flip at %ld: exit %d: %s", at, rc, log);
+        if (rc == 1) {
+            failed++;
+            cr_assert(strncmp(log, "qrl: error: ", 12) == 0 && strstr(log, "flip.onnx"), "flip at %ld: %s", at, log);
+        }
+        free(log);
+    }
+    cr_log_info("%d of 60 bit-flipped models were refused", failed);
+}

@@ -1,0 +1,143 @@
+/* The qrl command end to end: help, version, dump, run on the bundled model
+ * and on conformance models (outputs compared with the expected ones). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor_io.h"
+#include "testutil.h"
+
+#define TESTDATA "/usr/share/libonnx-testdata/data"
+
+static char *dir;
+static void setup(void) { dir = tu_tmpdir(); }
+static void teardown(void) { tu_rmdir(dir); }
+TestSuite(cli, .init = setup, .fini = teardown, .timeout = 120);
+
+Test(cli, help_and_version)
+{
+    char cmd[600], *log;
+    snprintf(cmd, sizeof cmd, "%s --help", tu_qrl());
+    cr_assert_eq(tu_run(cmd, &log), 0);
+    cr_assert(strstr(log, "qrl run") || strstr(log, "run  MODEL.onnx"), "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "%s --version", tu_qrl());
+    cr_assert_eq(tu_run(cmd, &log), 0);
+    cr_assert(strncmp(log, "qrl ", 4) == 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "%s frobnicate", tu_qrl());
+    cr_assert_eq(tu_run(cmd, &log), 2);
+    cr_assert(strstr(log, "unknown command 'frobnicate'"), "%s", log);
+    free(log);
+}
+
+/* Runs a conformance case through `qrl run` and compares every output file. */
+static void run_case(const char *suite, const char *name, int nin, int nout)
+{
+    char cmd[4096], *log;
+    int k = snprintf(cmd, sizeof cmd, "%s run %s/%s/%s/model.onnx", tu_qrl(), TESTDATA, suite, name);
+    for (int i = 0; i < nin; i++)
+        k += snprintf(cmd + k, sizeof cmd - (size_t)k, " -i %s/%s/%s/test_data_set_0/input_%d.pb", TESTDATA, suite,
+                      name, i);
+    snprintf(cmd + k, sizeof cmd - (size_t)k, " -o %s", dir);
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 0, "%s: %s", name, log);
+    for (int o = 0; o < nout; o++) {
+        /* The printed line names the output file: "<name>: <type> -> <dir>/<file>.npy". */
+        char *line = log;
+        for (int skip = 0; skip < o; skip++)
+            line = strchr(line, '\n') + 1;
+        char *arrow = strstr(line, "-> "), path[1024], want[1024];
+        cr_assert(arrow, "%s", log);
+        sscanf(arrow + 3, "%1023s", path);
+        snprintf(want, sizeof want, "%s/%s/%s/test_data_set_0/output_%d.pb", TESTDATA, suite, name, o);
+        qr_tensor got, exp;
+        qr_error e;
+        cr_assert_eq(qr_tensor_read_file(path, &got, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_tensor_read_file(want, &exp, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(got.dtype, exp.dtype);
+        cr_assert(qr_tensor_same_shape(&got, &exp), "%s: shape differs", name);
+        for (int64_t i = 0; i < qr_tensor_numel(&got); i++) {
+            double a = qr_get_f64(got.data, got.dtype, i), b = qr_get_f64(exp.data, exp.dtype, i);
+            cr_assert(fabs(a - b) <= 1e-5 + 1e-3 * fabs(b), "%s: element %lld: %g vs %g", name, (long long)i, a, b);
+        }
+        qr_tensor_free(&got);
+        qr_tensor_free(&exp);
+    }
+    free(log);
+}
+
+Test(cli, run_conformance_models)
+{
+    run_case("node", "test_conv_with_strides_padding", 2, 1);
+    run_case("node", "test_maxpool_2d_pads", 1, 1);
+    run_case("node", "test_gemm_all_attributes", 3, 1);
+    run_case("node", "test_split_equal_parts_1d", 1, 3);
+    run_case("pytorch-converted", "test_Conv2d_depthwise_padded", 1, 1);
+}
+
+Test(cli, run_bundled_model)
+{
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; np.save('%s/x.npy', np.full((3,1,28,28), 0.5, np.float32))\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "%s run %s/examples/fmnist/fmnist_cnn.onnx -i %s/x.npy -o %s", tu_qrl(), tu_root(), dir,
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "logits: f32[3,10]"), "%s", log);
+    free(log);
+    char path[600];
+    snprintf(path, sizeof path, "%s/logits.npy", dir);
+    qr_tensor t;
+    qr_error e;
+    cr_assert_eq(qr_npy_read(path, &t, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(t.dims[0], 3);
+    /* Three identical samples give three identical rows. */
+    for (int c = 0; c < 10; c++)
+        cr_assert_float_eq(((float *)t.data)[c], ((float *)t.data)[20 + c], 1e-6);
+    qr_tensor_free(&t);
+}
+
+Test(cli, dump_bundled_model_matches_golden)
+{
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd, "%s dump %s/examples/fmnist/fmnist_cnn.onnx", tu_qrl(), tu_root());
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    char golden[600];
+    snprintf(golden, sizeof golden, "%s/tests/golden/fmnist_cnn.dump", tu_root());
+    FILE *f = fopen(golden, "rb");
+    cr_assert(f, "missing %s", golden);
+    static char want[1 << 16];
+    size_t n = fread(want, 1, sizeof want - 1, f);
+    want[n] = 0;
+    fclose(f);
+    cr_assert_str_eq(log, want, "dump differs from %s (regenerate with: build/qrl dump examples/fmnist/fmnist_cnn.onnx > %s)",
+                     golden, golden);
+    cr_assert(!strstr(log, "BatchNormalization") && !strstr(log, "Dropout"), "BN and Dropout are folded away");
+    free(log);
+}
+
+Test(cli, run_external_data_model)
+{
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/make_bad_models.py %s", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "%s run %s/ext/ext_ok.onnx -i x=%s/x.npy -o %s", tu_qrl(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    char path[600];
+    snprintf(path, sizeof path, "%s/y.npy", dir);
+    qr_tensor t;
+    qr_error e;
+    cr_assert_eq(qr_npy_read(path, &t, &e), QR_OK, "%s", e.msg);
+    /* y = (arange(6) - 3) + arange(6) */
+    for (int i = 0; i < 6; i++)
+        cr_assert_float_eq(((float *)t.data)[i], (float)(2 * i - 3), 0);
+    qr_tensor_free(&t);
+}
