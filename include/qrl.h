@@ -1,0 +1,86 @@
+/* libqrl — the public C API.
+ *
+ * Load an ONNX model, run it, and walk its graph: every value's type, shape
+ * and (for quantized graphs) quantization parameters. Handles are opaque;
+ * element types use ONNX TensorProto.DataType codes (1 = float32, 2 = uint8,
+ * 3 = int8, 6 = int32, 7 = int64, 9 = bool, 11 = float64, ...), so the API
+ * stays stable while the runtime's internals change.
+ *
+ * Functions that can fail return 0 on success and non-zero on failure, with
+ * one sentence (naming the file and node) written into err[0..errlen). */
+#ifndef QRL_H
+#define QRL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QRL_MAX_DIMS 8
+
+typedef struct qrl_model qrl_model;
+
+typedef struct qrl_tensor {
+    int dtype; /* ONNX TensorProto.DataType */
+    int ndim;
+    int64_t dims[QRL_MAX_DIMS];
+    void *data; /* C order */
+} qrl_tensor;
+
+/* Quantization parameters of a value (present in integer graphs). */
+typedef struct qrl_quant {
+    int dtype;           /* storage type, ONNX code */
+    int axis;            /* -1 per tensor, else the channel axis */
+    int count;           /* number of scales / zero points */
+    const float *scale;
+    const int32_t *zero_point;
+    double clip_min, clip_max;
+    int accumulator;     /* ONNX code of the accumulator type, 0 if none */
+} qrl_quant;
+
+typedef struct qrl_value_info {
+    const char *name;
+    int dtype;
+    int ndim;            /* -1: unknown rank */
+    int64_t dims[QRL_MAX_DIMS]; /* -1: unknown (symbolic) dimension */
+    int is_constant, is_input, is_output;
+    int has_quant;
+    qrl_quant quant;
+} qrl_value_info;
+
+const char *qrl_version(void);
+
+/* Loads a model and runs the graph passes (Identity/Dropout removal, constant
+ * folding, BatchNormalization folding). threads: 0 or 1 runs on the caller's thread. */
+int qrl_model_load(const char *path, int threads, qrl_model **out, char *err, size_t errlen);
+void qrl_model_free(qrl_model *m);
+
+int qrl_model_num_inputs(const qrl_model *m);
+int qrl_model_num_outputs(const qrl_model *m);
+const char *qrl_model_input(const qrl_model *m, int i);
+const char *qrl_model_output(const qrl_model *m, int i);
+
+/* inputs: one per model input, in order. outputs: one per model output, filled
+ * with data the caller frees with qrl_tensor_free. */
+int qrl_model_run(qrl_model *m, const qrl_tensor *inputs, qrl_tensor *outputs, char *err, size_t errlen);
+void qrl_tensor_free(qrl_tensor *t);
+
+/* Graph walk, nodes in topological order. */
+int qrl_model_num_nodes(const qrl_model *m);
+const char *qrl_node_op(const qrl_model *m, int node);
+const char *qrl_node_name(const qrl_model *m, int node);
+int qrl_node_num_inputs(const qrl_model *m, int node);
+int qrl_node_num_outputs(const qrl_model *m, int node);
+/* Value names; NULL for an optional input or output left out. */
+const char *qrl_node_input(const qrl_model *m, int node, int i);
+const char *qrl_node_output(const qrl_model *m, int node, int i);
+/* Type, shape and quantization of a value by name; returns non-zero if unknown. */
+int qrl_value_get(const qrl_model *m, const char *name, qrl_value_info *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
