@@ -9,7 +9,7 @@ OPT      ?= -O2
 SAN      ?=
 CFLAGS   ?= -std=c11 -Wall -Wextra -Werror -Wno-format-truncation $(OPT) -g -fPIC -D_DEFAULT_SOURCE $(SAN)
 LDFLAGS  ?= $(SAN)
-LIBS      = -lprotobuf-c -lm
+LIBS      = -lprotobuf-c -lm -lpthread
 PYTHON   ?= /usr/bin/python3
 ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 VERSION   = 0.1.0

@@ -27,6 +27,7 @@ struct qr_exec {
     unsigned char *arena;
     size_t arena_size;
     qr_exec_stats stats;
+    qr_pool *pool;
 };
 
 static size_t align_up(size_t n)
@@ -80,6 +81,7 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     }
     for (int i = 0; i < g->n_outputs; i++)
         x->last_use[g->outputs[i]->id] = x->nn;
+    x->pool = qr_pool_new(x->opts.threads);
     *out = x;
     return QR_OK;
 }
@@ -112,6 +114,7 @@ void qr_exec_free(qr_exec *x)
     free(x->planned);
     free(x->node_done);
     free(x->plan_inputs);
+    qr_pool_free(x->pool);
     free(x);
 }
 
@@ -197,7 +200,7 @@ static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_erro
     for (int j = 0; j < n->n_out; j++)
         io->out[j] = n->out[j] ? &x->vt[n->out[j]->id] : &io->scratch[j];
     io->k = (qr_kctx){.node = n, .opset = n->opset, .n_in = n->n_in, .n_out = n->n_out,
-                      .in = io->in, .out = io->out, .err = e};
+                      .in = io->in, .out = io->out, .err = e, .pool = x->pool};
     return QR_OK;
 }
 

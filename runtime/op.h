@@ -5,6 +5,7 @@
 #define QR_OP_H
 
 #include "graph.h"
+#include "parallel.h"
 #include "status.h"
 #include "tensor.h"
 
@@ -19,6 +20,7 @@ typedef struct qr_kctx {
     const qr_tensor *const *in;
     qr_tensor *const *out;
     qr_error *err;
+    qr_pool *pool; /* worker threads for qr_parallel_for; NULL = serial */
 } qr_kctx;
 
 typedef qr_status (*qr_op_fn)(qr_kctx *k);

@@ -1,0 +1,127 @@
+#include "parallel.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+struct qr_pool {
+    int n;                 /* threads including the caller */
+    pthread_t *workers;
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    /* current job */
+    qr_range_fn fn;
+    void *arg;
+    int64_t total, chunk;
+    int next;              /* next chunk index to take */
+    int chunks, finished;
+    unsigned long generation;
+    int quit;
+};
+
+/* Takes chunks until none are left; returns with the mutex held. */
+static void drain(qr_pool *p)
+{
+    while (p->next < p->chunks) {
+        int c = p->next++;
+        qr_range_fn fn = p->fn;
+        void *arg = p->arg;
+        int64_t b = (int64_t)c * p->chunk, e = b + p->chunk < p->total ? b + p->chunk : p->total;
+        pthread_mutex_unlock(&p->mu);
+        fn(arg, b, e);
+        pthread_mutex_lock(&p->mu);
+        if (++p->finished == p->chunks)
+            pthread_cond_broadcast(&p->done);
+    }
+}
+
+static void *worker(void *arg)
+{
+    qr_pool *p = arg;
+    unsigned long seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->quit && p->generation == seen)
+            pthread_cond_wait(&p->go, &p->mu);
+        if (p->quit)
+            break;
+        seen = p->generation;
+        drain(p);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+qr_pool *qr_pool_new(int threads)
+{
+    if (threads <= 1)
+        return NULL;
+    qr_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->workers = calloc((size_t)threads, sizeof *p->workers);
+    if (!p->workers) {
+        free(p);
+        return NULL;
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->go, NULL);
+    pthread_cond_init(&p->done, NULL);
+    p->n = 1;
+    for (int i = 0; i < threads - 1; i++) {
+        if (pthread_create(&p->workers[i], NULL, worker, p) != 0)
+            break;
+        p->n++;
+    }
+    return p;
+}
+
+void qr_pool_free(qr_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n - 1; i++)
+        pthread_join(p->workers[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->go);
+    pthread_cond_destroy(&p->done);
+    free(p->workers);
+    free(p);
+}
+
+int qr_pool_threads(const qr_pool *p)
+{
+    return p ? p->n : 1;
+}
+
+void qr_parallel_for(qr_pool *p, int64_t n, int64_t grain, qr_range_fn fn, void *arg)
+{
+    if (n <= 0)
+        return;
+    if (grain < 1)
+        grain = 1;
+    int64_t chunks = p ? (int64_t)p->n * 4 : 1;
+    if (chunks > n / grain)
+        chunks = n / grain;
+    if (!p || chunks <= 1) {
+        fn(arg, 0, n);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->arg = arg;
+    p->total = n;
+    p->chunk = (n + chunks - 1) / chunks;
+    p->chunks = (int)((n + p->chunk - 1) / p->chunk);
+    p->next = 0;
+    p->finished = 0;
+    p->generation++;
+    pthread_cond_broadcast(&p->go);
+    drain(p);
+    while (p->finished < p->chunks)
+        pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
