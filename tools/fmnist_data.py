@@ -27,7 +27,8 @@ N_CALIB = 1000
 def _read_idx(name, magic, ndim):
     path = os.path.join(DATA_DIR, name)
     if not os.path.isfile(path):
-        sys.exit(f"error: Fashion-MNIST file not found: {path}")
+        sys.exit(f"error: Fashion-MNIST file not found: {path}\n"
+                 "(Debian package dataset-fashion-mnist)")
     with gzip.open(path, "rb") as f:
         raw = f.read()
     got, = struct.unpack(">I", raw[:4])

@@ -68,7 +68,7 @@ def add_dropout(model, ratio):
     flat.output[0] = new
     g.initializer.append(numpy_helper.from_array(np.array(ratio, np.float32), "dropout_ratio"))
     g.node.insert(idx + 1, helper.make_node("Dropout", [new, "dropout_ratio"], [old],
-                                                 name="Dropout_classifier"))
+                                            name="Dropout_classifier"))
 
 
 def main():
