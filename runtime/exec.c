@@ -397,6 +397,9 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
                 st = qr_tensor_alloc(io.out[j], e);
                 if (n->out[j])
                     live += qr_tensor_nbytes(io.out[j]);
+            } else {
+                /* Kernels get zeroed outputs in both modes (the arena is reused). */
+                memset(io.out[j]->data, 0, qr_tensor_nbytes(io.out[j]));
             }
         }
         if (st == QR_OK)

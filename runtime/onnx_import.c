@@ -383,6 +383,26 @@ static qr_status import_node(importer *im, const Onnx__NodeProto *np, size_t ind
     return QR_OK;
 }
 
+/* Before opset 7, binary ops broadcast only with broadcast=1, aligning B at `axis` of A.
+ * That equals numpy broadcasting when B's trailing dim lands on A's last dim. */
+static qr_status check_legacy_broadcast(importer *im, const qr_node *n)
+{
+    if (n->opset >= 7 || qr_attr_i(n, "broadcast", 0) != 1 || !qr_node_attr(n, "axis") || n->n_in != 2 ||
+        strcmp(n->op, "Gemm") == 0)
+        return QR_OK;
+    const qr_value *a = n->in[0], *b = n->in[1];
+    int64_t axis = qr_attr_i(n, "axis", 0);
+    if (!a || !b || a->t.ndim < 0 || b->t.ndim < 0)
+        return qr_errorf(im->e, "%s: node '%s' (%s): legacy broadcast with axis needs inputs of known rank", im->path,
+                         n->name, n->op);
+    if (axis < 0)
+        axis += a->t.ndim;
+    if (axis + b->t.ndim != a->t.ndim)
+        return qr_errorf(im->e, "%s: node '%s' (%s): legacy broadcast at axis %lld of a rank-%d input is not supported",
+                         im->path, n->name, n->op, (long long)axis, a->t.ndim);
+    return QR_OK;
+}
+
 static int opset_for(const Onnx__ModelProto *m, const char *domain)
 {
     for (size_t i = 0; i < m->n_opset_import; i++) {
@@ -482,6 +502,9 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
         v->is_output = 1;
         g->outputs[g->n_outputs++] = v;
     }
+    for (int i = 0; i < g->n_nodes; i++)
+        if (check_legacy_broadcast(im, g->nodes[i]) != QR_OK)
+            return QR_ERR;
     if (qr_graph_toposort(g, im->e) != QR_OK) {
         qr_error_prefix(im->e, "%s", im->path);
         return QR_ERR;

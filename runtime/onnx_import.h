@@ -7,7 +7,9 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_OPSET_MIN 7
+/* Opset 6 is accepted too: its ops match opset 7 except the legacy `broadcast`
+ * attribute, which import accepts where it means numpy broadcasting. */
+#define QR_OPSET_MIN 6
 #define QR_OPSET_MAX 21
 
 /* Loads and validates a model (ops known, arity, attribute kinds, topological
