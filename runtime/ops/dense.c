@@ -1,5 +1,632 @@
+/* Dense ops: Gemm, MatMul, Softmax, LogSoftmax, BatchNormalization,
+ * LayerNormalization, InstanceNormalization.
+ * Matrix products have typed kernels (float accumulation for f32, double for
+ * f64, wrapping 64-bit for integers); f16 and narrow integers are widened to
+ * those first. The normalizations read and write through ld/st below, which
+ * stay cheap for f32/f64 and fall back to qr_get_f64 for the rare dtypes. */
 #include "ops_common.h"
 
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline double ld(const void *p, qr_dtype t, int64_t i)
+{
+    if (t == QR_F32)
+        return ((const float *)p)[i];
+    if (t == QR_F64)
+        return ((const double *)p)[i];
+    return qr_get_f64(p, t, i);
+}
+
+static inline void st(void *p, qr_dtype t, int64_t i, double v)
+{
+    if (t == QR_F32)
+        ((float *)p)[i] = (float)v;
+    else if (t == QR_F64)
+        ((double *)p)[i] = v;
+    else
+        qr_set_f64(p, t, i, v);
+}
+
+static int64_t prod(const int64_t *dims, int from, int to)
+{
+    int64_t n = 1;
+    for (int d = from; d < to; d++)
+        n *= dims[d];
+    return n;
+}
+
+/* An empty input name leaves a slot NULL even where the op requires it. */
+static qr_status need_inputs(qr_kctx *k, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (i >= k->n_in || !k->in[i])
+            return QR_KERR(k, "input %d is required", i);
+    return QR_OK;
+}
+
+static qr_status need_float(qr_kctx *k, const qr_tensor *t, const char *what)
+{
+    if (!qr_dtype_is_float(t->dtype))
+        return QR_KERR(k, "%s must be a float tensor, not %s", what, qr_dtype_name(t->dtype));
+    return QR_OK;
+}
+
+/* ---- matrix product kernels ---------------------------------------------- */
+
+/* Y[b] = op(A[b]) * op(B[b]) for nbatch products of (M x K) by (K x N); the
+ * work is split over the nbatch*M output rows. aoff/boff are element offsets
+ * of each product's A and B (NULL: a single product at offset 0). */
+typedef struct mm_job {
+    const void *a, *b;
+    void *y;
+    int64_t m, n, k;
+    int ta, tb;
+    const int64_t *aoff, *boff;
+} mm_job;
+
+/* i-k-j order when B is not transposed (rows of B and Y stream contiguously);
+ * dot products when it is (rows of B are then contiguous in k). */
+#define MM_KERNEL(NAME, T)                                                             \
+    static void NAME(void *arg, int64_t r0, int64_t r1)                                \
+    {                                                                                  \
+        const mm_job *j = arg;                                                         \
+        int64_t M = j->m, N = j->n, K = j->k;                                          \
+        for (int64_t r = r0; r < r1; r++) {                                            \
+            int64_t b = r / M, i = r % M;                                              \
+            const T *A = (const T *)j->a + (j->aoff ? j->aoff[b] : 0);                 \
+            const T *B = (const T *)j->b + (j->boff ? j->boff[b] : 0);                 \
+            T *y = (T *)j->y + r * N;                                                  \
+            int64_t as = j->ta ? M : 1; /* stride of A(i, k) along k */               \
+            const T *arow = j->ta ? A + i : A + i * K;                                 \
+            if (!j->tb) {                                                              \
+                for (int64_t n = 0; n < N; n++)                                        \
+                    y[n] = 0;                                                          \
+                for (int64_t kk = 0; kk < K; kk++) {                                   \
+                    T a = arow[kk * as];                                               \
+                    const T *brow = B + kk * N;                                        \
+                    for (int64_t n = 0; n < N; n++)                                    \
+                        y[n] += a * brow[n];                                           \
+                }                                                                      \
+            } else {                                                                   \
+                for (int64_t n = 0; n < N; n++) {                                      \
+                    const T *brow = B + n * K;                                         \
+                    T s = 0;                                                           \
+                    for (int64_t kk = 0; kk < K; kk++)                                 \
+                        s += arow[kk * as] * brow[kk];                                 \
+                    y[n] = s;                                                          \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
+    }
+
+MM_KERNEL(mm_f32, float)
+MM_KERNEL(mm_f64, double)
+MM_KERNEL(mm_u64, uint64_t) /* integers: unsigned so overflow wraps instead of being UB */
+
+/* Which kernel computes a dtype, and in what element type. */
+static qr_dtype mm_compute_type(qr_dtype t)
+{
+    if (t == QR_F64)
+        return QR_F64;
+    if (qr_dtype_is_float(t))
+        return QR_F32;
+    return QR_U64;
+}
+
+/* Copies n elements of src (dtype t) into a new buffer of the compute type ct. */
+static void *widen(const void *src, qr_dtype t, qr_dtype ct, int64_t n)
+{
+    void *dst = malloc((size_t)(n ? n : 1) * qr_dtype_size(ct));
+    if (!dst)
+        return NULL;
+    for (int64_t i = 0; i < n; i++) {
+        if (ct == QR_F32)
+            ((float *)dst)[i] = (float)qr_get_f64(src, t, i);
+        else if (ct == QR_F64)
+            ((double *)dst)[i] = qr_get_f64(src, t, i);
+        else
+            ((uint64_t *)dst)[i] = (uint64_t)qr_get_i64(src, t, i);
+    }
+    return dst;
+}
+
+/* Runs the products of j over tensors of dtype t: when t is not the compute
+ * type itself, the operands are widened and the result narrowed back. */
+static qr_status mm_run(qr_kctx *k, mm_job j, qr_dtype t, int64_t nbatch, int64_t na, int64_t nb)
+{
+    qr_dtype ct = mm_compute_type(t);
+    int native = ct == t || (ct == QR_U64 && (t == QR_I64 || t == QR_U64));
+    int64_t ny = nbatch * j.m * j.n;
+    void *wa = NULL, *wb = NULL, *wy = NULL;
+    void *y = j.y;
+    if (!native) {
+        wa = widen(j.a, t, ct, na);
+        wb = widen(j.b, t, ct, nb);
+        wy = malloc((size_t)(ny ? ny : 1) * qr_dtype_size(ct));
+        if (!wa || !wb || !wy) {
+            free(wa);
+            free(wb);
+            free(wy);
+            return QR_KERR(k, "out of memory");
+        }
+        j.a = wa;
+        j.b = wb;
+        j.y = wy;
+    }
+    qr_range_fn fn = ct == QR_F32 ? mm_f32 : ct == QR_F64 ? mm_f64 : mm_u64;
+    int64_t rows = nbatch * j.m;
+    int64_t per_row = j.n * j.k + 1;
+    int64_t grain = per_row >= 65536 ? 1 : 65536 / per_row;
+    if (rows > 0)
+        qr_parallel_for(k->pool, rows, grain, fn, &j);
+    if (!native) {
+        for (int64_t i = 0; i < ny; i++) {
+            if (ct == QR_U64)
+                qr_set_i64(y, t, i, (int64_t)((uint64_t *)wy)[i]);
+            else
+                qr_set_f64(y, t, i, ((float *)wy)[i]);
+        }
+        free(wa);
+        free(wb);
+        free(wy);
+    }
+    return QR_OK;
+}
+
+static qr_status mm_types(qr_kctx *k, const qr_tensor *a, const qr_tensor *b)
+{
+    if (a->dtype != b->dtype)
+        return QR_KERR(k, "A and B must have the same type, got %s and %s", qr_dtype_name(a->dtype),
+                       qr_dtype_name(b->dtype));
+    if (a->dtype == QR_BOOL || a->dtype == QR_STRING || a->dtype == QR_UNDEF)
+        return QR_KERR(k, "%s operands are not supported, only numbers", qr_dtype_name(a->dtype));
+    return QR_OK;
+}
+
+/* ---- Gemm ---------------------------------------------------------------- */
+
+static qr_status gemm_infer(qr_kctx *k)
+{
+    if (need_inputs(k, 2) != QR_OK)
+        return QR_ERR;
+    const qr_tensor *a = k->in[0], *b = k->in[1], *c = k->n_in > 2 ? k->in[2] : NULL;
+    if (a->ndim != 2 || b->ndim != 2)
+        return QR_KERR(k, "A and B must be 2-D, got ranks %d and %d", a->ndim, b->ndim);
+    if (mm_types(k, a, b) != QR_OK)
+        return QR_ERR;
+    int ta = qr_attr_i(k->node, "transA", 0) != 0, tb = qr_attr_i(k->node, "transB", 0) != 0;
+    int64_t m = a->dims[ta], ka = a->dims[!ta], kb = b->dims[tb], n = b->dims[!tb];
+    if (ka != kb)
+        return QR_KERR(k, "inner dimensions differ: A gives K=%lld, B gives K=%lld", (long long)ka, (long long)kb);
+    if (c) {
+        if (c->dtype != a->dtype)
+            return QR_KERR(k, "C must have the type of A (%s), not %s", qr_dtype_name(a->dtype),
+                           qr_dtype_name(c->dtype));
+        int64_t want[2] = {m, n};
+        int ok = c->ndim <= 2;
+        for (int d = 0; ok && d < c->ndim; d++) {
+            int64_t x = c->dims[d], w = want[2 - c->ndim + d];
+            ok = x == w || x == 1;
+        }
+        if (!ok) {
+            char buf[128];
+            return QR_KERR(k, "C of shape %s cannot be broadcast to [%lld,%lld]",
+                           qr_tensor_type_str(c, buf, sizeof buf), (long long)m, (long long)n);
+        }
+    }
+    k->out[0]->dtype = a->dtype;
+    k->out[0]->ndim = 2;
+    k->out[0]->dims[0] = m;
+    k->out[0]->dims[1] = n;
+    return QR_OK;
+}
+
+static qr_status gemm_run(qr_kctx *k)
+{
+    const qr_tensor *a = k->in[0], *b = k->in[1], *c = k->n_in > 2 ? k->in[2] : NULL;
+    qr_tensor *y = k->out[0];
+    int ta = qr_attr_i(k->node, "transA", 0) != 0, tb = qr_attr_i(k->node, "transB", 0) != 0;
+    double alpha = qr_attr_f(k->node, "alpha", 1.0f), beta = qr_attr_f(k->node, "beta", 1.0f);
+    int64_t m = y->dims[0], n = y->dims[1];
+    mm_job j = {.a = a->data, .b = b->data, .y = y->data, .m = m, .n = n, .k = a->dims[!ta], .ta = ta, .tb = tb};
+    if (mm_run(k, j, a->dtype, 1, qr_tensor_numel(a), qr_tensor_numel(b)) != QR_OK)
+        return QR_ERR;
+    /* Y = alpha * AB + beta * C; beta * C is skipped when beta is 0 so a C
+     * holding inf or NaN does not leak into the result. */
+    int64_t cs[2] = {0, 0};
+    int use_c = c && beta != 0;
+    if (use_c)
+        qr_broadcast_strides(c, y, cs);
+    int is_int = !qr_dtype_is_float(y->dtype);
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t jn = 0; jn < n; jn++) {
+            int64_t o = i * n + jn;
+            if (y->dtype == QR_F32) {
+                float v = (float)alpha * ((float *)y->data)[o];
+                if (use_c)
+                    v += (float)beta * ((const float *)c->data)[i * cs[0] + jn * cs[1]];
+                ((float *)y->data)[o] = v;
+            } else if (is_int && alpha == 1 && (!use_c || beta == 1)) {
+                /* Exact integer path for the common unit coefficients. */
+                uint64_t v = (uint64_t)qr_get_i64(y->data, y->dtype, o);
+                if (use_c)
+                    v += (uint64_t)qr_get_i64(c->data, c->dtype, i * cs[0] + jn * cs[1]);
+                qr_set_i64(y->data, y->dtype, o, (int64_t)v);
+            } else {
+                double v = alpha * qr_get_f64(y->data, y->dtype, o);
+                if (use_c)
+                    v += beta * qr_get_f64(c->data, c->dtype, i * cs[0] + jn * cs[1]);
+                qr_set_f64(y->data, y->dtype, o, v);
+            }
+        }
+    }
+    return QR_OK;
+}
+
+/* ---- MatMul -------------------------------------------------------------- */
+
+/* numpy matmul shapes: a 1-D A is a row [1,K] and a 1-D B a column [K,1],
+ * the added dimension being dropped from the result; batch dims broadcast. */
+typedef struct mm_shape {
+    int64_t m, n, k;
+    qr_tensor abatch, bbatch, ybatch; /* shapes only */
+} mm_shape;
+
+static qr_status matmul_shape(qr_kctx *k, mm_shape *s)
+{
+    if (need_inputs(k, 2) != QR_OK)
+        return QR_ERR;
+    const qr_tensor *a = k->in[0], *b = k->in[1];
+    if (a->ndim < 1 || b->ndim < 1)
+        return QR_KERR(k, "MatMul inputs must have rank >= 1, got ranks %d and %d", a->ndim, b->ndim);
+    if (mm_types(k, a, b) != QR_OK)
+        return QR_ERR;
+    memset(s, 0, sizeof *s);
+    s->m = a->ndim == 1 ? 1 : a->dims[a->ndim - 2];
+    int64_t ka = a->dims[a->ndim - 1];
+    int64_t kb = b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2];
+    s->n = b->ndim == 1 ? 1 : b->dims[b->ndim - 1];
+    if (ka != kb)
+        return QR_KERR(k, "inner dimensions differ: A has %lld columns, B has %lld rows", (long long)ka, (long long)kb);
+    s->k = ka;
+    s->abatch.ndim = a->ndim > 2 ? a->ndim - 2 : 0;
+    s->bbatch.ndim = b->ndim > 2 ? b->ndim - 2 : 0;
+    memcpy(s->abatch.dims, a->dims, sizeof(int64_t) * (size_t)s->abatch.ndim);
+    memcpy(s->bbatch.dims, b->dims, sizeof(int64_t) * (size_t)s->bbatch.ndim);
+    const qr_tensor *both[2] = {&s->abatch, &s->bbatch};
+    return qr_broadcast_shapes(k, both, 2, &s->ybatch);
+}
+
+static qr_status matmul_infer(qr_kctx *k)
+{
+    mm_shape s;
+    if (matmul_shape(k, &s) != QR_OK)
+        return QR_ERR;
+    qr_tensor *y = k->out[0];
+    y->dtype = k->in[0]->dtype;
+    y->ndim = s.ybatch.ndim;
+    memcpy(y->dims, s.ybatch.dims, sizeof(int64_t) * (size_t)y->ndim);
+    if (k->in[0]->ndim > 1)
+        y->dims[y->ndim++] = s.m;
+    if (k->in[1]->ndim > 1)
+        y->dims[y->ndim++] = s.n;
+    return QR_OK;
+}
+
+static qr_status matmul_run(qr_kctx *k)
+{
+    mm_shape s;
+    if (matmul_shape(k, &s) != QR_OK)
+        return QR_ERR;
+    const qr_tensor *a = k->in[0], *b = k->in[1];
+    int64_t nbatch = qr_tensor_numel(&s.ybatch);
+    int64_t *off = malloc(sizeof(int64_t) * (size_t)(2 * nbatch + 1));
+    if (!off)
+        return QR_KERR(k, "out of memory");
+    /* Element offsets of each product's operands, following broadcast batch dims. */
+    qr_iter it;
+    qr_iter_init(&it, &s.ybatch, 2);
+    qr_broadcast_strides(&s.abatch, &s.ybatch, it.stride[0]);
+    qr_broadcast_strides(&s.bbatch, &s.ybatch, it.stride[1]);
+    for (int64_t i = 0; i < nbatch; i++, qr_iter_next(&it)) {
+        off[i] = it.off[0] * s.m * s.k;
+        off[nbatch + i] = it.off[1] * s.k * s.n;
+    }
+    mm_job j = {.a = a->data, .b = b->data, .y = k->out[0]->data, .m = s.m, .n = s.n, .k = s.k,
+                .aoff = off, .boff = off + nbatch};
+    qr_status st = mm_run(k, j, a->dtype, nbatch, qr_tensor_numel(a), qr_tensor_numel(b));
+    free(off);
+    return st;
+}
+
+/* ---- Softmax, LogSoftmax ------------------------------------------------- */
+
+/* The softmax runs over `n` elements spaced `inner` apart, for each of
+ * outer*inner such groups. Before opset 13 the input is coerced to 2-D at
+ * axis, so the group is the whole flattened tail; from 13 it is one axis. */
+typedef struct sm_layout { int64_t outer, n, inner; } sm_layout;
+
+static qr_status softmax_layout(qr_kctx *k, sm_layout *l)
+{
+    const qr_tensor *x = k->in[0];
+    int new_rule = k->opset >= 13;
+    int axis;
+    if (qr_norm_axis(k, qr_attr_i(k->node, "axis", new_rule ? -1 : 1), x->ndim, &axis) != QR_OK)
+        return QR_ERR;
+    if (x->ndim == 0) {
+        *l = (sm_layout){1, 1, 1};
+        return QR_OK;
+    }
+    l->outer = prod(x->dims, 0, axis);
+    l->n = new_rule ? x->dims[axis] : prod(x->dims, axis, x->ndim);
+    l->inner = new_rule ? prod(x->dims, axis + 1, x->ndim) : 1;
+    return QR_OK;
+}
+
+static qr_status softmax_infer(qr_kctx *k)
+{
+    sm_layout l;
+    if (need_inputs(k, 1) != QR_OK || need_float(k, k->in[0], "the input") != QR_OK || softmax_layout(k, &l) != QR_OK)
+        return QR_ERR;
+    qr_same_as(k->out[0], k->in[0]);
+    return QR_OK;
+}
+
+static qr_status softmax_common(qr_kctx *k, int log_out)
+{
+    sm_layout l;
+    if (softmax_layout(k, &l) != QR_OK)
+        return QR_ERR;
+    const qr_tensor *x = k->in[0];
+    qr_tensor *y = k->out[0];
+    qr_dtype t = x->dtype;
+    for (int64_t o = 0; o < l.outer; o++) {
+        for (int64_t in = 0; in < l.inner; in++) {
+            int64_t base = o * l.n * l.inner + in, s = l.inner;
+            /* Subtracting the max keeps exp() from overflowing. */
+            double mx = -INFINITY;
+            for (int64_t i = 0; i < l.n; i++) {
+                double v = ld(x->data, t, base + i * s);
+                if (v > mx || isnan(v))
+                    mx = v;
+            }
+            double sum = 0;
+            for (int64_t i = 0; i < l.n; i++)
+                sum += exp(ld(x->data, t, base + i * s) - mx);
+            double lsum = log(sum);
+            for (int64_t i = 0; i < l.n; i++) {
+                double d = ld(x->data, t, base + i * s) - mx;
+                st(y->data, t, base + i * s, log_out ? d - lsum : exp(d) / sum);
+            }
+        }
+    }
+    return QR_OK;
+}
+
+static qr_status softmax_run(qr_kctx *k) { return softmax_common(k, 0); }
+static qr_status logsoftmax_run(qr_kctx *k) { return softmax_common(k, 1); }
+
+/* ---- BatchNormalization -------------------------------------------------- */
+
+/* Scale, B, mean and var hold one value per channel, or (opsets before 9 with
+ * spatial=0) one per channel and spatial position. */
+static qr_status bn_infer(qr_kctx *k)
+{
+    if (need_inputs(k, 5) != QR_OK)
+        return QR_ERR;
+    const qr_tensor *x = k->in[0];
+    if (qr_attr_i(k->node, "training_mode", 0) != 0)
+        return QR_KERR(k, "training_mode=1 is not supported: this runtime only runs inference");
+    if (x->ndim < 2)
+        return QR_KERR(k, "input must have rank >= 2 (N x C x ...), got rank %d", x->ndim);
+    if (need_float(k, x, "the input") != QR_OK)
+        return QR_ERR;
+    int64_t c = x->dims[1], per_elem = c * prod(x->dims, 2, x->ndim);
+    static const char *const names[] = {"", "scale", "B", "mean", "var"};
+    for (int i = 1; i < 5; i++) {
+        const qr_tensor *p = k->in[i];
+        if (need_float(k, p, names[i]) != QR_OK)
+            return QR_ERR;
+        int64_t np = qr_tensor_numel(p);
+        if ((np != c && np != per_elem) || np != qr_tensor_numel(k->in[1]))
+            return QR_KERR(k, "'%s' has %lld elements, expected one per channel (%lld)", names[i], (long long)np,
+                           (long long)c);
+    }
+    qr_same_as(k->out[0], x);
+    /* Older opsets list running/saved mean and var outputs; in inference they are the inputs. */
+    for (int j = 1; j < k->n_out; j++)
+        qr_same_as(k->out[j], k->in[j % 2 ? 3 : 4]);
+    return QR_OK;
+}
+
+static qr_status bn_run(qr_kctx *k)
+{
+    const qr_tensor *x = k->in[0], *sc = k->in[1], *bias = k->in[2], *mean = k->in[3], *var = k->in[4];
+    qr_tensor *y = k->out[0];
+    double eps = qr_attr_f(k->node, "epsilon", 1e-5f);
+    int64_t n = x->dims[0], c = x->dims[1], inner = prod(x->dims, 2, x->ndim);
+    int64_t np = qr_tensor_numel(sc);
+    int per_elem = np != c; /* infer checked np is c or c*inner */
+    /* y = x * a + b with a = scale / sqrt(var + eps), b = B - mean * a. */
+    double *ab = malloc(sizeof(double) * (size_t)(2 * np + 1));
+    if (!ab)
+        return QR_KERR(k, "out of memory");
+    for (int64_t i = 0; i < np; i++) {
+        double a = qr_get_f64(sc->data, sc->dtype, i) / sqrt(qr_get_f64(var->data, var->dtype, i) + eps);
+        ab[2 * i] = a;
+        ab[2 * i + 1] = qr_get_f64(bias->data, bias->dtype, i) - qr_get_f64(mean->data, mean->dtype, i) * a;
+    }
+    for (int64_t b = 0; b < n; b++) {
+        for (int64_t ch = 0; ch < c; ch++) {
+            int64_t base = (b * c + ch) * inner;
+            for (int64_t i = 0; i < inner; i++) {
+                int64_t p = per_elem ? ch * inner + i : ch;
+                st(y->data, y->dtype, base + i, ld(x->data, x->dtype, base + i) * ab[2 * p] + ab[2 * p + 1]);
+            }
+        }
+    }
+    free(ab);
+    for (int j = 1; j < k->n_out; j++) {
+        const qr_tensor *src = k->in[j % 2 ? 3 : 4];
+        memcpy(k->out[j]->data, src->data, qr_tensor_nbytes(src));
+    }
+    return QR_OK;
+}
+
+/* ---- LayerNormalization -------------------------------------------------- */
+
+/* t broadcasts to x's shape in one direction (numpy rules, t never grows x). */
+static int broadcasts_to(const qr_tensor *t, const qr_tensor *x)
+{
+    if (t->ndim > x->ndim)
+        return 0;
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t a = t->dims[d], b = x->dims[x->ndim - t->ndim + d];
+        if (a != b && a != 1)
+            return 0;
+    }
+    return 1;
+}
+
+static qr_status ln_infer(qr_kctx *k)
+{
+    if (need_inputs(k, 2) != QR_OK)
+        return QR_ERR;
+    const qr_tensor *x = k->in[0], *sc = k->in[1], *bias = k->n_in > 2 ? k->in[2] : NULL;
+    int axis;
+    if (need_float(k, x, "X") != QR_OK || qr_norm_axis(k, qr_attr_i(k->node, "axis", -1), x->ndim, &axis) != QR_OK)
+        return QR_ERR;
+    if (x->ndim == 0)
+        return QR_KERR(k, "X must have rank >= 1");
+    const qr_tensor *params[2] = {sc, bias};
+    for (int i = 0; i < 2; i++) {
+        const qr_tensor *p = params[i];
+        if (!p)
+            continue;
+        if (need_float(k, p, i ? "B" : "Scale") != QR_OK)
+            return QR_ERR;
+        if (!broadcasts_to(p, x)) {
+            char b1[128], b2[128];
+            return QR_KERR(k, "%s of shape %s does not broadcast to X's shape %s", i ? "B" : "Scale",
+                           qr_tensor_type_str(p, b1, sizeof b1), qr_tensor_type_str(x, b2, sizeof b2));
+        }
+    }
+    int64_t stash = qr_attr_i(k->node, "stash_type", 1);
+    qr_dtype u = qr_dtype_from_onnx((int)stash);
+    if (stash != (int)stash || !qr_dtype_is_float(u))
+        return QR_KERR(k, "stash_type %lld is not a supported float type", (long long)stash);
+    qr_same_as(k->out[0], x);
+    /* Mean and InvStdDev keep X's leading dims and have 1 in the normalized ones. */
+    for (int j = 1; j < k->n_out && j < 3; j++) {
+        k->out[j]->dtype = u;
+        k->out[j]->ndim = x->ndim;
+        for (int d = 0; d < x->ndim; d++)
+            k->out[j]->dims[d] = d < axis ? x->dims[d] : 1;
+    }
+    return QR_OK;
+}
+
+static qr_status ln_run(qr_kctx *k)
+{
+    const qr_tensor *x = k->in[0], *sc = k->in[1], *bias = k->n_in > 2 ? k->in[2] : NULL;
+    qr_tensor *y = k->out[0];
+    int axis;
+    if (qr_norm_axis(k, qr_attr_i(k->node, "axis", -1), x->ndim, &axis) != QR_OK)
+        return QR_ERR;
+    double eps = qr_attr_f(k->node, "epsilon", 1e-5f);
+    int64_t outer = prod(x->dims, 0, axis), inner = prod(x->dims, axis, x->ndim);
+    qr_dtype t = x->dtype;
+    /* One iterator walks X in order and tracks where Scale and B are read. */
+    qr_iter it;
+    qr_iter_init(&it, x, 2);
+    qr_broadcast_strides(sc, x, it.stride[0]);
+    if (bias)
+        qr_broadcast_strides(bias, x, it.stride[1]);
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t base = o * inner;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < inner; i++)
+            mean += ld(x->data, t, base + i);
+        mean /= (double)inner;
+        for (int64_t i = 0; i < inner; i++) {
+            double d = ld(x->data, t, base + i) - mean;
+            var += d * d;
+        }
+        var /= (double)inner;
+        double inv = 1.0 / sqrt(var + eps);
+        for (int64_t i = 0; i < inner; i++, qr_iter_next(&it)) {
+            double v = (ld(x->data, t, base + i) - mean) * inv * ld(sc->data, sc->dtype, it.off[0]);
+            if (bias)
+                v += ld(bias->data, bias->dtype, it.off[1]);
+            st(y->data, t, base + i, v);
+        }
+        if (k->n_out > 1)
+            st(k->out[1]->data, k->out[1]->dtype, o, mean);
+        if (k->n_out > 2)
+            st(k->out[2]->data, k->out[2]->dtype, o, inv);
+    }
+    return QR_OK;
+}
+
+/* ---- InstanceNormalization ----------------------------------------------- */
+
+static qr_status in_infer(qr_kctx *k)
+{
+    if (need_inputs(k, 3) != QR_OK)
+        return QR_ERR;
+    const qr_tensor *x = k->in[0];
+    if (x->ndim < 2)
+        return QR_KERR(k, "input must have rank >= 2 (N x C x ...), got rank %d", x->ndim);
+    if (need_float(k, x, "the input") != QR_OK)
+        return QR_ERR;
+    for (int i = 1; i < 3; i++) {
+        const qr_tensor *p = k->in[i];
+        if (need_float(k, p, i == 1 ? "scale" : "B") != QR_OK)
+            return QR_ERR;
+        if (qr_tensor_numel(p) != x->dims[1])
+            return QR_KERR(k, "'%s' has %lld elements, expected one per channel (%lld)", i == 1 ? "scale" : "B",
+                           (long long)qr_tensor_numel(p), (long long)x->dims[1]);
+    }
+    qr_same_as(k->out[0], x);
+    return QR_OK;
+}
+
+static qr_status in_run(qr_kctx *k)
+{
+    const qr_tensor *x = k->in[0], *sc = k->in[1], *bias = k->in[2];
+    qr_tensor *y = k->out[0];
+    double eps = qr_attr_f(k->node, "epsilon", 1e-5f);
+    int64_t c = x->dims[1], inner = prod(x->dims, 2, x->ndim), planes = x->dims[0] * c;
+    qr_dtype t = x->dtype;
+    for (int64_t p = 0; p < planes; p++) {
+        int64_t base = p * inner;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < inner; i++)
+            mean += ld(x->data, t, base + i);
+        mean /= (double)(inner ? inner : 1);
+        for (int64_t i = 0; i < inner; i++) {
+            double d = ld(x->data, t, base + i) - mean;
+            var += d * d;
+        }
+        var /= (double)(inner ? inner : 1);
+        double a = qr_get_f64(sc->data, sc->dtype, p % c) / sqrt(var + eps);
+        double b = qr_get_f64(bias->data, bias->dtype, p % c);
+        for (int64_t i = 0; i < inner; i++)
+            st(y->data, t, base + i, (ld(x->data, t, base + i) - mean) * a + b);
+    }
+    return QR_OK;
+}
+
 const qr_op_def qr_ops_dense[] = {
+    {"Gemm", "", 2, 3, 1, 1, "alpha:f beta:f transA:i transB:i broadcast:i", gemm_infer, gemm_run},
+    {"MatMul", "", 2, 2, 1, 1, "", matmul_infer, matmul_run},
+    {"Softmax", "", 1, 1, 1, 1, "axis:i", softmax_infer, softmax_run},
+    {"LogSoftmax", "", 1, 1, 1, 1, "axis:i", softmax_infer, logsoftmax_run},
+    {"BatchNormalization", "", 5, 5, 1, 5,
+     "epsilon:f momentum:f spatial:i is_test:i training_mode:i consumed_inputs:ints", bn_infer, bn_run},
+    {"LayerNormalization", "", 2, 3, 1, 3, "axis:i epsilon:f stash_type:i", ln_infer, ln_run},
+    {"InstanceNormalization", "", 3, 3, 1, 1, "epsilon:f", in_infer, in_run},
     {0},
 };
