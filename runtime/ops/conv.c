@@ -1,5 +1,719 @@
-#include "ops_common.h"
+/* Convolutions and pools on float tensors: Conv, ConvTranspose, MaxPool,
+ * AveragePool, GlobalAveragePool, GlobalMaxPool.
+ * Conv is im2col + GEMM per (image, group); ConvTranspose is GEMM + col2im;
+ * the pools walk the kernel positions over the window offsets of
+ * qr_conv_offsets. f32 computes in float, f64 in double, f16 through float. */
+#include "conv_geom.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- geometry (shared with quant.c through conv_geom.h) ---- */
+
+static int64_t floor_div(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    if (a % b != 0 && ((a < 0) != (b < 0)))
+        q--;
+    return q;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+/* An ints attribute with one value per spatial axis (n values), each >= min;
+ * absent or empty means every value is def. */
+static qr_status axis_ints(qr_kctx *k, const char *name, int n, int64_t def, int64_t min, int64_t *v)
+{
+    const int64_t *a;
+    int c = qr_attr_ints(k->node, name, &a);
+    if (c <= 0) {
+        for (int i = 0; i < n; i++)
+            v[i] = def;
+        return QR_OK;
+    }
+    if (c != n)
+        return QR_KERR(k, "attribute '%s' has %d values, expected %d for an input with %d spatial axes",
+                       name, c, n, n / (strcmp(name, "pads") == 0 ? 2 : 1));
+    for (int i = 0; i < n; i++) {
+        if (a[i] < min)
+            return QR_KERR(k, "attribute '%s' value %lld must be at least %lld", name, (long long)a[i],
+                           (long long)min);
+        v[i] = a[i];
+    }
+    return QR_OK;
+}
+
+enum { PAD_NOTSET, PAD_SAME_UPPER, PAD_SAME_LOWER, PAD_VALID };
+
+static qr_status auto_pad_mode(qr_kctx *k, int *mode)
+{
+    const char *s = qr_attr_s(k->node, "auto_pad", "NOTSET");
+    if (!*s || strcmp(s, "NOTSET") == 0)
+        *mode = PAD_NOTSET;
+    else if (strcmp(s, "SAME_UPPER") == 0)
+        *mode = PAD_SAME_UPPER;
+    else if (strcmp(s, "SAME_LOWER") == 0)
+        *mode = PAD_SAME_LOWER;
+    else if (strcmp(s, "VALID") == 0)
+        *mode = PAD_VALID;
+    else
+        return QR_KERR(k, "auto_pad '%s' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", s);
+    return QR_OK;
+}
+
+/* ConvTranspose: the small side is the input, the big side the output. */
+static qr_status transpose_geom(qr_kctx *k, const qr_tensor *x, int mode, const int64_t *pads, qr_conv_geom *g)
+{
+    int r = g->r;
+    int64_t opad[QR_MAX_DIMS];
+    if (axis_ints(k, "output_padding", r, 0, 0, opad) != QR_OK)
+        return QR_ERR;
+    const int64_t *os;
+    int nos = qr_attr_ints(k->node, "output_shape", &os);
+    if (nos == r + 2) /* some exporters give the whole N x C x spatial shape */
+        os += 2;
+    else if (nos > 0 && nos != r)
+        return QR_KERR(k, "attribute 'output_shape' has %d values, expected %d (one per spatial axis)", nos, r);
+    for (int i = 0; i < r; i++) {
+        int64_t in = x->dims[2 + i], s = g->stride[i];
+        if (opad[i] >= s && opad[i] >= g->dilation[i])
+            return QR_KERR(k, "output_padding %lld must be smaller than the stride or the dilation",
+                           (long long)opad[i]);
+        int64_t full = s * (in - 1) + opad[i] + (g->kernel[i] - 1) * g->dilation[i] + 1, out, pb, pe;
+        if (nos > 0 || mode == PAD_SAME_UPPER || mode == PAD_SAME_LOWER) {
+            /* The spec: pads follow from the requested size; the odd unit goes
+             * to the end for SAME_UPPER and to the beginning otherwise. A
+             * negative total extends the output with bias-only positions. */
+            out = nos > 0 ? os[i] : in * s;
+            if (out < 0)
+                return QR_KERR(k, "output_shape value %lld is negative", (long long)out);
+            int64_t total = full - out;
+            if (mode == PAD_SAME_UPPER) {
+                pb = floor_div(total, 2);
+                pe = total - pb;
+            } else {
+                pe = floor_div(total, 2);
+                pb = total - pe;
+            }
+        } else {
+            pb = pads[i];
+            pe = pads[r + i];
+            out = full - pb - pe;
+            if (out < 0)
+                return QR_KERR(k, "spatial axis %d: pads %lld+%lld exceed the output size %lld", i,
+                               (long long)pb, (long long)pe, (long long)full);
+        }
+        g->small[i] = in;
+        g->big[i] = out;
+        g->pad_begin[i] = pb;
+        g->pad_end[i] = pe;
+    }
+    return QR_OK;
+}
+
+qr_status qr_conv_geom_init(qr_kctx *k, const qr_tensor *x, const int64_t *wkernel, qr_win_kind kind,
+                            qr_conv_geom *g)
+{
+    memset(g, 0, sizeof *g);
+    if (x->ndim < 3)
+        return QR_KERR(k, "input must have rank 3 or more (N x C x spatial axes), got rank %d", x->ndim);
+    int r = g->r = x->ndim - 2;
+    const int64_t *ks;
+    int nk = qr_attr_ints(k->node, "kernel_shape", &ks);
+    if (nk > 0) {
+        if (nk != r)
+            return QR_KERR(k, "attribute 'kernel_shape' has %d values, expected %d (one per spatial axis)", nk, r);
+        for (int i = 0; i < r; i++) {
+            if (ks[i] < 1)
+                return QR_KERR(k, "kernel_shape value %lld must be positive", (long long)ks[i]);
+            if (wkernel && wkernel[i] != ks[i])
+                return QR_KERR(k, "kernel_shape[%d] = %lld differs from the weights' spatial size %lld", i,
+                               (long long)ks[i], (long long)wkernel[i]);
+            g->kernel[i] = ks[i];
+        }
+    } else if (wkernel) {
+        for (int i = 0; i < r; i++)
+            g->kernel[i] = wkernel[i];
+    } else {
+        return QR_KERR(k, "attribute 'kernel_shape' is required");
+    }
+    int64_t pads[2 * QR_MAX_DIMS];
+    int mode;
+    if (axis_ints(k, "strides", r, 1, 1, g->stride) != QR_OK ||
+        axis_ints(k, "dilations", r, 1, 1, g->dilation) != QR_OK || axis_ints(k, "pads", 2 * r, 0, 0, pads) != QR_OK ||
+        auto_pad_mode(k, &mode) != QR_OK)
+        return QR_ERR;
+    if (mode == PAD_VALID)
+        memset(pads, 0, sizeof pads);
+    g->kernel_n = 1;
+    for (int i = 0; i < r; i++)
+        g->kernel_n *= g->kernel[i];
+
+    if (kind == QR_WIN_TRANSPOSE) {
+        if (transpose_geom(k, x, mode, pads, g) != QR_OK)
+            return QR_ERR;
+    } else {
+        int ceil_mode = kind == QR_WIN_POOL && qr_attr_i(k->node, "ceil_mode", 0) != 0;
+        for (int i = 0; i < r; i++) {
+            int64_t in = x->dims[2 + i], s = g->stride[i], eff = (g->kernel[i] - 1) * g->dilation[i] + 1;
+            int64_t out, pb, pe;
+            if (mode == PAD_SAME_UPPER || mode == PAD_SAME_LOWER) {
+                out = ceil_div(in, s);
+                int64_t total = (out - 1) * s + eff - in;
+                if (total < 0)
+                    total = 0;
+                pb = mode == PAD_SAME_UPPER ? total / 2 : total - total / 2;
+                pe = total - pb;
+            } else {
+                pb = pads[i];
+                pe = pads[r + i];
+                int64_t span = in + pb + pe - eff;
+                if (span < 0)
+                    return QR_KERR(k, "spatial axis %d: the window (%lld with dilation) is larger than the padded input (%lld)",
+                                   i, (long long)eff, (long long)(in + pb + pe));
+                out = (ceil_mode ? ceil_div(span, s) : span / s) + 1;
+                /* With ceil_mode a last window that would start in the end
+                 * padding is dropped (spec, PyTorch and onnxruntime agree). */
+                if (ceil_mode && (out - 1) * s >= in + pb)
+                    out--;
+            }
+            g->big[i] = in;
+            g->small[i] = out;
+            g->pad_begin[i] = pb;
+            g->pad_end[i] = pe;
+        }
+    }
+    g->big_n = g->small_n = 1;
+    for (int i = 0; i < r; i++) {
+        g->big_n *= g->big[i];
+        g->small_n *= g->small[i];
+    }
+    return QR_OK;
+}
+
+void qr_conv_offsets(const qr_conv_geom *g, int64_t kflat, int64_t *offs)
+{
+    int r = g->r, last = r - 1;
+    int64_t kk[QR_MAX_DIMS], bstride[QR_MAX_DIMS], idx[QR_MAX_DIMS] = {0};
+    if (g->small_n == 0)
+        return;
+    for (int d = r - 1; d >= 0; d--) {
+        kk[d] = kflat % g->kernel[d];
+        kflat /= g->kernel[d];
+    }
+    int64_t bs = 1;
+    for (int d = r - 1; d >= 0; d--) {
+        bstride[d] = bs;
+        bs *= g->big[d];
+    }
+    /* All axes but the last are fixed per row of small positions; the last
+     * axis runs in the inner loop. */
+    int64_t rows = g->small_n / g->small[last], n_last = g->small[last], big_last = g->big[last];
+    int64_t s_last = g->stride[last], k_last = kk[last] * g->dilation[last] - g->pad_begin[last];
+    int64_t j = 0;
+    for (int64_t row = 0; row < rows; row++) {
+        int64_t base = 0;
+        int valid = 1;
+        for (int d = 0; d < last; d++) {
+            int64_t p = idx[d] * g->stride[d] - g->pad_begin[d] + kk[d] * g->dilation[d];
+            if (p < 0 || p >= g->big[d])
+                valid = 0;
+            base += p * bstride[d];
+        }
+        for (int64_t x = 0; x < n_last; x++) {
+            int64_t p = x * s_last + k_last;
+            offs[j++] = valid && p >= 0 && p < big_last ? base + p : -1;
+        }
+        for (int d = last - 1; d >= 0; d--) {
+            if (++idx[d] < g->small[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
+/* ---- float kernels, instantiated for float and double ---- */
+
+/* C[m x n] = A[m x kdim] * B[kdim x n] (+ bias per row); A(r, q) = a[r*a_rs + q*a_cs]. */
+typedef struct gemm_job {
+    const void *a, *b, *bias;
+    void *c;
+    int64_t a_rs, a_cs, m, n, kdim;
+} gemm_job;
+
+#define DEFINE_FLOAT_KERNELS(T, S)                                                                            \
+    static void gemm_rows_##S(void *arg, int64_t r0, int64_t r1)                                              \
+    {                                                                                                         \
+        const gemm_job *jb = arg;                                                                             \
+        const T *a = jb->a, *b = jb->b, *bias = jb->bias;                                                     \
+        for (int64_t r = r0; r < r1; r++) {                                                                   \
+            T *cr = (T *)jb->c + r * jb->n;                                                                   \
+            T init = bias ? bias[r] : 0;                                                                      \
+            for (int64_t x = 0; x < jb->n; x++)                                                               \
+                cr[x] = init;                                                                                 \
+            for (int64_t q = 0; q < jb->kdim; q++) {                                                          \
+                T w = a[r * jb->a_rs + q * jb->a_cs];                                                         \
+                const T *br = b + q * jb->n;                                                                  \
+                for (int64_t x = 0; x < jb->n; x++)                                                           \
+                    cr[x] += w * br[x];                                                                       \
+            }                                                                                                 \
+        }                                                                                                     \
+    }                                                                                                         \
+                                                                                                              \
+    /* col[(c*K + kf) x small_n] = x[c] read through the windows, 0 in the padding. */                       \
+    static void im2col_##S(const qr_conv_geom *g, const T *x, int64_t channels, T *col, int64_t *offs)       \
+    {                                                                                                         \
+        for (int64_t kf = 0; kf < g->kernel_n; kf++) {                                                        \
+            qr_conv_offsets(g, kf, offs);                                                                     \
+            for (int64_t c = 0; c < channels; c++) {                                                          \
+                const T *xc = x + c * g->big_n;                                                               \
+                T *row = col + (c * g->kernel_n + kf) * g->small_n;                                           \
+                for (int64_t j = 0; j < g->small_n; j++)                                                      \
+                    row[j] = offs[j] >= 0 ? xc[offs[j]] : 0;                                                  \
+            }                                                                                                 \
+        }                                                                                                     \
+    }                                                                                                         \
+                                                                                                              \
+    /* The adjoint of im2col: y[c] += col scattered through the windows. */                                   \
+    static void col2im_##S(const qr_conv_geom *g, const T *col, int64_t channels, T *y, int64_t *offs)       \
+    {                                                                                                         \
+        for (int64_t kf = 0; kf < g->kernel_n; kf++) {                                                        \
+            qr_conv_offsets(g, kf, offs);                                                                     \
+            for (int64_t c = 0; c < channels; c++) {                                                          \
+                T *yc = y + c * g->big_n;                                                                     \
+                const T *row = col + (c * g->kernel_n + kf) * g->small_n;                                     \
+                for (int64_t j = 0; j < g->small_n; j++)                                                      \
+                    if (offs[j] >= 0)                                                                         \
+                        yc[offs[j]] += row[j];                                                                \
+            }                                                                                                 \
+        }                                                                                                     \
+    }                                                                                                         \
+                                                                                                              \
+    /* y[N, M, small] = conv(x[N, C, big], w[M, C/group, K]) + b[M] */                                        \
+    static qr_status conv_fwd_##S(qr_kctx *k, const qr_conv_geom *g, const T *x, const T *w, const T *b,     \
+                                  T *y, int64_t n_img, int64_t ch, int64_t m, int64_t group)                 \
+    {                                                                                                         \
+        int64_t cg = ch / group, mg = m / group, ck = cg * g->kernel_n;                                       \
+        /* A 1x1 window with unit strides and no padding reads the input as is. */                           \
+        int direct = g->kernel_n == 1;                                                                        \
+        for (int i = 0; i < g->r; i++)                                                                        \
+            direct &= g->stride[i] == 1 && g->pad_begin[i] == 0 && g->pad_end[i] == 0;                        \
+        T *col = direct ? NULL : malloc((size_t)(ck * g->small_n) * sizeof(T) + 1);                           \
+        int64_t *offs = malloc((size_t)g->small_n * sizeof(int64_t) + 1);                                     \
+        if ((!direct && !col) || !offs) {                                                                     \
+            free(col);                                                                                        \
+            free(offs);                                                                                       \
+            return QR_KERR(k, "out of memory for the im2col buffer");                                         \
+        }                                                                                                     \
+        for (int64_t n = 0; n < n_img; n++)                                                                   \
+            for (int64_t gi = 0; gi < group; gi++) {                                                          \
+                const T *xg = x + (n * ch + gi * cg) * g->big_n;                                              \
+                if (!direct)                                                                                  \
+                    im2col_##S(g, xg, cg, col, offs);                                                         \
+                gemm_job jb = {.a = w + gi * mg * ck, .a_rs = ck, .a_cs = 1, .b = direct ? xg : col,          \
+                               .bias = b ? b + gi * mg : NULL, .c = y + (n * m + gi * mg) * g->small_n,       \
+                               .m = mg, .n = g->small_n, .kdim = ck};                                         \
+                qr_parallel_for(k->pool, mg, 1, gemm_rows_##S, &jb);                                          \
+            }                                                                                                 \
+        free(col);                                                                                            \
+        free(offs);                                                                                           \
+        return QR_OK;                                                                                         \
+    }                                                                                                         \
+                                                                                                              \
+    /* y[N, M, big] = conv_transpose(x[N, C, small], w[C, M/group, K]) + b[M] */                              \
+    static qr_status conv_tr_##S(qr_kctx *k, const qr_conv_geom *g, const T *x, const T *w, const T *b,      \
+                                 T *y, int64_t n_img, int64_t ch, int64_t m, int64_t group)                  \
+    {                                                                                                         \
+        int64_t cg = ch / group, mg = m / group, mk = mg * g->kernel_n;                                       \
+        T *col = malloc((size_t)(mk * g->small_n) * sizeof(T) + 1);                                           \
+        int64_t *offs = malloc((size_t)g->small_n * sizeof(int64_t) + 1);                                     \
+        if (!col || !offs) {                                                                                  \
+            free(col);                                                                                        \
+            free(offs);                                                                                       \
+            return QR_KERR(k, "out of memory for the col2im buffer");                                         \
+        }                                                                                                     \
+        for (int64_t n = 0; n < n_img; n++)                                                                   \
+            for (int64_t gi = 0; gi < group; gi++) {                                                          \
+                /* col = w_g^T x_g: one row per (output channel, kernel position). */                         \
+                gemm_job jb = {.a = w + gi * cg * mk, .a_rs = 1, .a_cs = mk,                                  \
+                               .b = x + (n * ch + gi * cg) * g->small_n, .c = col, .m = mk,                   \
+                               .n = g->small_n, .kdim = cg};                                                  \
+                qr_parallel_for(k->pool, mk, 1, gemm_rows_##S, &jb);                                          \
+                T *yg = y + (n * m + gi * mg) * g->big_n;                                                     \
+                for (int64_t c = 0; c < mg; c++) {                                                            \
+                    T init = b ? b[gi * mg + c] : 0;                                                          \
+                    for (int64_t j = 0; j < g->big_n; j++)                                                    \
+                        yg[c * g->big_n + j] = init;                                                          \
+                }                                                                                             \
+                col2im_##S(g, col, mg, yg, offs);                                                             \
+            }                                                                                                 \
+        free(col);                                                                                            \
+        free(offs);                                                                                           \
+        return QR_OK;                                                                                         \
+    }
+
+DEFINE_FLOAT_KERNELS(float, f32)
+DEFINE_FLOAT_KERNELS(double, f64)
+
+/* float copy of a float16 tensor (NULL stays NULL); *fail set on out of memory. */
+static float *to_f32(const qr_tensor *t, int *fail)
+{
+    if (!t)
+        return NULL;
+    int64_t n = qr_tensor_numel(t);
+    float *f = malloc((size_t)n * sizeof(float) + 1);
+    if (!f) {
+        *fail = 1;
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++)
+        f[i] = (float)qr_get_f64(t->data, t->dtype, i);
+    return f;
+}
+
+/* ---- Conv / ConvTranspose ---- */
+
+typedef struct conv_shape {
+    int64_t n, c, m, group;
+    qr_conv_geom g;
+} conv_shape;
+
+static qr_status conv_check(qr_kctx *k, int transpose, conv_shape *cs)
+{
+    const qr_tensor *x = k->in[0], *w = k->in[1], *b = k->n_in > 2 ? k->in[2] : NULL;
+    const char *op = transpose ? "ConvTranspose" : "Conv";
+    if (!qr_dtype_is_float(x->dtype))
+        return QR_KERR(k, "%s takes float16, float32 or float64 input, not %s", op, qr_dtype_name(x->dtype));
+    if (w->dtype != x->dtype || (b && b->dtype != x->dtype))
+        return QR_KERR(k, "weights and bias must have the input's type %s", qr_dtype_name(x->dtype));
+    if (x->ndim < 3 || w->ndim != x->ndim)
+        return QR_KERR(k, "input (rank %d) and weights (rank %d) must have the same rank, 3 or more", x->ndim,
+                       w->ndim);
+    cs->group = qr_attr_i(k->node, "group", 1);
+    if (cs->group < 1)
+        return QR_KERR(k, "group %lld must be positive", (long long)cs->group);
+    cs->n = x->dims[0];
+    cs->c = x->dims[1];
+    if (cs->c % cs->group)
+        return QR_KERR(k, "%lld input channels are not divisible by group %lld", (long long)cs->c,
+                       (long long)cs->group);
+    if (!transpose) {
+        cs->m = w->dims[0];
+        if (w->dims[1] * cs->group != cs->c)
+            return QR_KERR(k, "input has %lld channels but the weights expect %lld x group %lld", (long long)cs->c,
+                           (long long)w->dims[1], (long long)cs->group);
+    } else {
+        cs->m = w->dims[1] * cs->group;
+        if (w->dims[0] != cs->c)
+            return QR_KERR(k, "input has %lld channels but the weights have %lld", (long long)cs->c,
+                           (long long)w->dims[0]);
+    }
+    if (cs->m % cs->group)
+        return QR_KERR(k, "%lld output channels are not divisible by group %lld", (long long)cs->m,
+                       (long long)cs->group);
+    if (b && (b->ndim != 1 || b->dims[0] != cs->m))
+        return QR_KERR(k, "bias must be a vector of %lld values", (long long)cs->m);
+    return qr_conv_geom_init(k, x, w->dims + 2, transpose ? QR_WIN_TRANSPOSE : QR_WIN_CONV, &cs->g);
+}
+
+static void conv_set_out(qr_kctx *k, const conv_shape *cs, int transpose)
+{
+    qr_tensor *y = k->out[0];
+    y->dtype = k->in[0]->dtype;
+    y->ndim = cs->g.r + 2;
+    y->dims[0] = cs->n;
+    y->dims[1] = cs->m;
+    for (int i = 0; i < cs->g.r; i++)
+        y->dims[2 + i] = transpose ? cs->g.big[i] : cs->g.small[i];
+}
+
+static qr_status conv_infer(qr_kctx *k)
+{
+    conv_shape cs;
+    if (conv_check(k, 0, &cs) != QR_OK)
+        return QR_ERR;
+    conv_set_out(k, &cs, 0);
+    return QR_OK;
+}
+
+static qr_status conv_tr_infer(qr_kctx *k)
+{
+    conv_shape cs;
+    if (conv_check(k, 1, &cs) != QR_OK)
+        return QR_ERR;
+    conv_set_out(k, &cs, 1);
+    return QR_OK;
+}
+
+static qr_status conv_any_run(qr_kctx *k, int transpose)
+{
+    conv_shape cs;
+    if (conv_check(k, transpose, &cs) != QR_OK)
+        return QR_ERR;
+    const qr_tensor *x = k->in[0], *w = k->in[1], *b = k->n_in > 2 ? k->in[2] : NULL;
+    qr_tensor *y = k->out[0];
+    if (x->dtype == QR_F32)
+        return (transpose ? conv_tr_f32 : conv_fwd_f32)(k, &cs.g, x->data, w->data, b ? b->data : NULL, y->data,
+                                                        cs.n, cs.c, cs.m, cs.group);
+    if (x->dtype == QR_F64)
+        return (transpose ? conv_tr_f64 : conv_fwd_f64)(k, &cs.g, x->data, w->data, b ? b->data : NULL, y->data,
+                                                        cs.n, cs.c, cs.m, cs.group);
+    /* float16: compute in float, round once at the end. */
+    int fail = 0;
+    float *xf = to_f32(x, &fail), *wf = to_f32(w, &fail), *bf = to_f32(b, &fail);
+    int64_t ny = qr_tensor_numel(y);
+    float *yf = malloc((size_t)ny * sizeof(float) + 1);
+    qr_status st = QR_ERR;
+    if (fail || !yf)
+        st = QR_KERR(k, "out of memory");
+    else
+        st = (transpose ? conv_tr_f32 : conv_fwd_f32)(k, &cs.g, xf, wf, bf, yf, cs.n, cs.c, cs.m, cs.group);
+    if (st == QR_OK)
+        for (int64_t i = 0; i < ny; i++)
+            qr_set_f64(y->data, y->dtype, i, yf[i]);
+    free(xf);
+    free(wf);
+    free(bf);
+    free(yf);
+    return st;
+}
+
+static qr_status conv_run(qr_kctx *k) { return conv_any_run(k, 0); }
+static qr_status conv_tr_run(qr_kctx *k) { return conv_any_run(k, 1); }
+
+/* ---- MaxPool / AveragePool ---- */
+
+static qr_status pool_check(qr_kctx *k, int is_max, qr_conv_geom *g)
+{
+    const qr_tensor *x = k->in[0];
+    int ok = qr_dtype_is_float(x->dtype) || (is_max && (x->dtype == QR_I8 || x->dtype == QR_U8));
+    if (!ok)
+        return QR_KERR(k, "%s does not take %s input", is_max ? "MaxPool" : "AveragePool", qr_dtype_name(x->dtype));
+    if (is_max) {
+        int64_t so = qr_attr_i(k->node, "storage_order", 0);
+        if (so != 0 && so != 1)
+            return QR_KERR(k, "storage_order %lld must be 0 (row major) or 1 (column major)", (long long)so);
+    }
+    return qr_conv_geom_init(k, x, NULL, QR_WIN_POOL, g);
+}
+
+static qr_status pool_infer_common(qr_kctx *k, int is_max)
+{
+    qr_conv_geom g;
+    if (pool_check(k, is_max, &g) != QR_OK)
+        return QR_ERR;
+    const qr_tensor *x = k->in[0];
+    for (int o = 0; o < k->n_out; o++) {
+        qr_tensor *y = k->out[o];
+        y->dtype = o == 0 ? x->dtype : QR_I64;
+        y->ndim = x->ndim;
+        y->dims[0] = x->dims[0];
+        y->dims[1] = x->dims[1];
+        for (int i = 0; i < g.r; i++)
+            y->dims[2 + i] = g.small[i];
+    }
+    return QR_OK;
+}
+
+static qr_status maxpool_infer(qr_kctx *k) { return pool_infer_common(k, 1); }
+static qr_status avgpool_infer(qr_kctx *k) { return pool_infer_common(k, 0); }
+
+/* A double copy of any float or integer tensor. */
+static double *to_f64(const qr_tensor *t)
+{
+    int64_t n = qr_tensor_numel(t);
+    double *d = malloc((size_t)n * sizeof(double) + 1);
+    if (!d)
+        return NULL;
+    if (t->dtype == QR_F32) {
+        const float *f = t->data;
+        for (int64_t i = 0; i < n; i++)
+            d[i] = f[i];
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            d[i] = qr_get_f64(t->data, t->dtype, i);
+    }
+    return d;
+}
+
+static void store_f64(qr_tensor *t, const double *v, int64_t n)
+{
+    if (t->dtype == QR_F32) {
+        float *f = t->data;
+        for (int64_t i = 0; i < n; i++)
+            f[i] = (float)v[i];
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            qr_set_f64(t->data, t->dtype, i, v[i]);
+    }
+}
+
+/* Converts a row-major offset within one spatial plane to column-major order
+ * (MaxPool's storage_order = 1). */
+static int64_t col_major(const qr_conv_geom *g, int64_t off)
+{
+    int64_t c[QR_MAX_DIMS];
+    for (int d = g->r - 1; d >= 0; d--) {
+        c[d] = off % g->big[d];
+        off /= g->big[d];
+    }
+    int64_t idx = 0, s = 1;
+    for (int d = 0; d < g->r; d++) {
+        idx += c[d] * s;
+        s *= g->big[d];
+    }
+    return idx;
+}
+
+static qr_status pool_run_common(qr_kctx *k, int is_max)
+{
+    qr_conv_geom g;
+    if (pool_check(k, is_max, &g) != QR_OK)
+        return QR_ERR;
+    const qr_tensor *x = k->in[0];
+    qr_tensor *y = k->out[0], *yi = is_max && k->n_out > 1 ? k->out[1] : NULL;
+    int64_t planes = x->dims[0] * x->dims[1], sn = g.small_n;
+    double *xd = to_f64(x), *acc = malloc((size_t)(planes * sn) * sizeof(double) + 1);
+    double *cnt = malloc((size_t)sn * sizeof(double) + 1);
+    int64_t *offs = malloc((size_t)sn * sizeof(int64_t) + 1);
+    int64_t *arg = yi ? yi->data : NULL;
+    if (!xd || !acc || !cnt || !offs) {
+        free(xd);
+        free(acc);
+        free(cnt);
+        free(offs);
+        return QR_KERR(k, "out of memory");
+    }
+    for (int64_t i = 0; i < planes * sn; i++)
+        acc[i] = is_max ? -INFINITY : 0;
+    for (int64_t j = 0; j < sn; j++)
+        cnt[j] = 0;
+    if (arg)
+        for (int64_t i = 0; i < planes * sn; i++)
+            arg[i] = -1;
+    /* Kernel positions outer, planes inner: one offsets table of the output
+     * size at a time. Strict > keeps the first maximum in window order. */
+    for (int64_t kf = 0; kf < g.kernel_n; kf++) {
+        qr_conv_offsets(&g, kf, offs);
+        for (int64_t j = 0; j < sn; j++)
+            cnt[j] += offs[j] >= 0;
+        for (int64_t p = 0; p < planes; p++) {
+            const double *xp = xd + p * g.big_n;
+            double *ap = acc + p * sn;
+            if (is_max) {
+                for (int64_t j = 0; j < sn; j++)
+                    if (offs[j] >= 0 && xp[offs[j]] > ap[j]) {
+                        ap[j] = xp[offs[j]];
+                        if (arg)
+                            arg[p * sn + j] = offs[j];
+                    }
+            } else {
+                for (int64_t j = 0; j < sn; j++)
+                    if (offs[j] >= 0)
+                        ap[j] += xp[offs[j]];
+            }
+        }
+    }
+    if (!is_max) {
+        if (qr_attr_i(k->node, "count_include_pad", 0)) {
+            /* Divide by the window's positions inside the padded input: the
+             * same windows over an input widened by the pads, whose origin
+             * is the start of the begin padding. */
+            qr_conv_geom gp = g;
+            for (int i = 0; i < g.r; i++) {
+                gp.big[i] = g.big[i] + g.pad_begin[i] + g.pad_end[i];
+                gp.pad_begin[i] = gp.pad_end[i] = 0;
+            }
+            for (int64_t j = 0; j < sn; j++)
+                cnt[j] = 0;
+            for (int64_t kf = 0; kf < g.kernel_n; kf++) {
+                qr_conv_offsets(&gp, kf, offs);
+                for (int64_t j = 0; j < sn; j++)
+                    cnt[j] += offs[j] >= 0;
+            }
+        }
+        for (int64_t p = 0; p < planes; p++)
+            for (int64_t j = 0; j < sn; j++)
+                acc[p * sn + j] /= cnt[j];
+    }
+    store_f64(y, acc, planes * sn);
+    if (arg) {
+        int col = qr_attr_i(k->node, "storage_order", 0) == 1;
+        for (int64_t p = 0; p < planes; p++)
+            for (int64_t j = 0; j < sn; j++) {
+                int64_t *a = &arg[p * sn + j];
+                if (*a >= 0)
+                    *a = p * g.big_n + (col ? col_major(&g, *a) : *a);
+            }
+    }
+    free(xd);
+    free(acc);
+    free(cnt);
+    free(offs);
+    return QR_OK;
+}
+
+static qr_status maxpool_run(qr_kctx *k) { return pool_run_common(k, 1); }
+static qr_status avgpool_run(qr_kctx *k) { return pool_run_common(k, 0); }
+
+/* ---- GlobalAveragePool / GlobalMaxPool ---- */
+
+static qr_status global_infer(qr_kctx *k)
+{
+    const qr_tensor *x = k->in[0];
+    if (!qr_dtype_is_float(x->dtype))
+        return QR_KERR(k, "global pools take float input, not %s", qr_dtype_name(x->dtype));
+    if (x->ndim < 2)
+        return QR_KERR(k, "input must have rank 2 or more (N x C x spatial axes), got rank %d", x->ndim);
+    qr_tensor *y = k->out[0];
+    qr_same_as(y, x);
+    for (int i = 2; i < x->ndim; i++)
+        y->dims[i] = 1;
+    return QR_OK;
+}
+
+static qr_status global_run_common(qr_kctx *k, int is_max)
+{
+    const qr_tensor *x = k->in[0];
+    qr_tensor *y = k->out[0];
+    int64_t planes = x->dims[0] * x->dims[1], n = planes ? qr_tensor_numel(x) / planes : 0;
+    double *xd = to_f64(x), *out = malloc((size_t)planes * sizeof(double) + 1);
+    if (!xd || !out) {
+        free(xd);
+        free(out);
+        return QR_KERR(k, "out of memory");
+    }
+    for (int64_t p = 0; p < planes; p++) {
+        const double *xp = xd + p * n;
+        double a = is_max ? -INFINITY : 0;
+        for (int64_t i = 0; i < n; i++)
+            if (is_max ? xp[i] > a : 1)
+                a = is_max ? xp[i] : a + xp[i];
+        out[p] = is_max ? a : a / (double)n;
+    }
+    store_f64(y, out, planes);
+    free(xd);
+    free(out);
+    return QR_OK;
+}
+
+static qr_status gap_run(qr_kctx *k) { return global_run_common(k, 0); }
+static qr_status gmp_run(qr_kctx *k) { return global_run_common(k, 1); }
+
+#define CONV_ATTRS "auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints"
 
 const qr_op_def qr_ops_conv[] = {
+    {"Conv", "", 2, 3, 1, 1, CONV_ATTRS, conv_infer, conv_run},
+    {"ConvTranspose", "", 2, 3, 1, 1, CONV_ATTRS " output_padding:ints output_shape:ints", conv_tr_infer,
+     conv_tr_run},
+    {"MaxPool", "", 1, 1, 1, 2,
+     "auto_pad:s ceil_mode:i dilations:ints kernel_shape:ints pads:ints storage_order:i strides:ints",
+     maxpool_infer, maxpool_run},
+    {"AveragePool", "", 1, 1, 1, 1,
+     "auto_pad:s ceil_mode:i count_include_pad:i dilations:ints kernel_shape:ints pads:ints strides:ints",
+     avgpool_infer, avgpool_run},
+    {"GlobalAveragePool", "", 1, 1, 1, 1, "", global_infer, gap_run},
+    {"GlobalMaxPool", "", 1, 1, 1, 1, "", global_infer, gmp_run},
     {0},
 };

@@ -1,5 +1,838 @@
-#include "ops_common.h"
+/* Quantization ops: QuantizeLinear, DequantizeLinear, and the integer kernels
+ * MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv.
+ * Arithmetic follows the ONNX reference implementation so results are bit
+ * exact: integer products accumulate exactly (wrapping to int32 only at the
+ * end), requantization multiplies float(acc) by the float32 multiplier
+ * (a_scale * b_scale) / y_scale, adds the zero point, rounds half to even and
+ * saturates. float8 and int4 types are not in qr_dtype, so not supported. */
+#include "conv_geom.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- element access for the integer types these ops take ---- */
+
+static inline int64_t get_int(const void *d, qr_dtype t, int64_t i)
+{
+    switch (t) {
+    case QR_U8: return ((const uint8_t *)d)[i];
+    case QR_I8: return ((const int8_t *)d)[i];
+    case QR_U16: return ((const uint16_t *)d)[i];
+    case QR_I16: return ((const int16_t *)d)[i];
+    case QR_I32: return ((const int32_t *)d)[i];
+    default: return qr_get_i64(d, t, i);
+    }
+}
+
+static inline void put_int(void *d, qr_dtype t, int64_t i, int64_t v)
+{
+    switch (t) {
+    case QR_U8: ((uint8_t *)d)[i] = (uint8_t)v; break;
+    case QR_I8: ((int8_t *)d)[i] = (int8_t)v; break;
+    case QR_U16: ((uint16_t *)d)[i] = (uint16_t)v; break;
+    case QR_I16: ((int16_t *)d)[i] = (int16_t)v; break;
+    case QR_I32: ((int32_t *)d)[i] = (int32_t)v; break;
+    default: qr_set_i64(d, t, i, v); break;
+    }
+}
+
+/* Range of a quantized output type; 0 when the type cannot be a quantization target. */
+static int quant_range(qr_dtype t, int64_t *lo, int64_t *hi)
+{
+    switch (t) {
+    case QR_U8: *lo = 0; *hi = UINT8_MAX; return 1;
+    case QR_I8: *lo = INT8_MIN; *hi = INT8_MAX; return 1;
+    case QR_U16: *lo = 0; *hi = UINT16_MAX; return 1;
+    case QR_I16: *lo = INT16_MIN; *hi = INT16_MAX; return 1;
+    case QR_I32: *lo = INT32_MIN; *hi = INT32_MAX; return 1;
+    default: return 0;
+    }
+}
+
+/* Round half to even (rint in the default rounding mode), add the zero point,
+ * saturate. NaN maps to the zero point. */
+static inline int64_t saturate_round(double v, int64_t zp, int64_t lo, int64_t hi)
+{
+    if (isnan(v))
+        v = 0;
+    v = rint(v) + (double)zp;
+    return v <= (double)lo ? lo : v >= (double)hi ? hi : (int64_t)v;
+}
+
+static int is_8bit(qr_dtype t) { return t == QR_U8 || t == QR_I8; }
+
+/* ---- QuantizeLinear / DequantizeLinear: scale layouts ---- */
+
+enum { LAYOUT_TENSOR, LAYOUT_AXIS, LAYOUT_BLOCKED };
+
+/* x viewed as [outer, axis_len, inner]; a scale index per element follows from
+ * the layout: 0, the axis index, or the block's position. */
+typedef struct qlayout {
+    int mode;
+    int64_t outer, axis_len, inner, block, nblocks;
+} qlayout;
+
+static qr_status q_layout(qr_kctx *k, const qr_tensor *x, const qr_tensor *scale, const qr_tensor *zp,
+                          qlayout *L)
+{
+    memset(L, 0, sizeof *L);
+    int64_t ns = qr_tensor_numel(scale);
+    if (zp && qr_tensor_numel(zp) != ns)
+        return QR_KERR(k, "the zero point has %lld values but the scale %lld; they must have the same shape",
+                       (long long)qr_tensor_numel(zp), (long long)ns);
+    int64_t block = qr_attr_i(k->node, "block_size", 0);
+    if (block < 0)
+        return QR_KERR(k, "block_size %lld must not be negative", (long long)block);
+    if (block == 0 && ns == 1) {
+        L->mode = LAYOUT_TENSOR;
+        L->outer = L->axis_len = 1;
+        L->inner = qr_tensor_numel(x);
+        return QR_OK;
+    }
+    int ax;
+    if (qr_norm_axis(k, qr_attr_i(k->node, "axis", 1), x->ndim, &ax) != QR_OK)
+        return QR_ERR;
+    L->outer = L->inner = 1;
+    for (int d = 0; d < ax; d++)
+        L->outer *= x->dims[d];
+    for (int d = ax + 1; d < x->ndim; d++)
+        L->inner *= x->dims[d];
+    L->axis_len = x->dims[ax];
+    if (block == 0) {
+        if (scale->ndim != 1 || scale->dims[0] != L->axis_len)
+            return QR_KERR(k, "the scale must be a scalar or a vector of %lld values (the size of axis %d), "
+                              "or set block_size for blocked quantization",
+                           (long long)L->axis_len, ax);
+        L->mode = LAYOUT_AXIS;
+        return QR_OK;
+    }
+    L->mode = LAYOUT_BLOCKED;
+    L->block = block;
+    L->nblocks = (L->axis_len + block - 1) / block;
+    if (scale->ndim != x->ndim)
+        return QR_KERR(k, "blocked quantization needs a scale of the input's rank %d, got rank %d", x->ndim,
+                       scale->ndim);
+    for (int d = 0; d < x->ndim; d++) {
+        int64_t want = d == ax ? L->nblocks : x->dims[d];
+        if (scale->dims[d] != want)
+            return QR_KERR(k, "blocked quantization: scale dimension %d is %lld, expected %lld", d,
+                           (long long)scale->dims[d], (long long)want);
+    }
+    if (zp && !qr_tensor_same_shape(zp, scale))
+        return QR_KERR(k, "blocked quantization: the zero point must have the scale's shape");
+    return QR_OK;
+}
+
+/* Scale index of element (o, a, i). */
+static inline int64_t q_index(const qlayout *L, int64_t o, int64_t a, int64_t i)
+{
+    switch (L->mode) {
+    case LAYOUT_AXIS: return a;
+    case LAYOUT_BLOCKED: return (o * L->nblocks + a / L->block) * L->inner + i;
+    default: return 0;
+    }
+}
+
+/* Scales as doubles and zero points as integers (0 when absent), ns of each. */
+static qr_status q_params(qr_kctx *k, const qr_tensor *scale, const qr_tensor *zp, double **sc, int64_t **zv)
+{
+    int64_t ns = qr_tensor_numel(scale);
+    *sc = malloc((size_t)ns * sizeof(double) + 1);
+    *zv = malloc((size_t)ns * sizeof(int64_t) + 1);
+    if (!*sc || !*zv) {
+        free(*sc);
+        free(*zv);
+        return QR_KERR(k, "out of memory");
+    }
+    for (int64_t i = 0; i < ns; i++) {
+        (*sc)[i] = qr_get_f64(scale->data, scale->dtype, i);
+        (*zv)[i] = zp ? get_int(zp->data, zp->dtype, i) : 0;
+    }
+    return QR_OK;
+}
+
+static qr_status quantize_out_type(qr_kctx *k, qr_dtype *t)
+{
+    const qr_tensor *zp = k->n_in > 2 ? k->in[2] : NULL;
+    int64_t od = qr_attr_i(k->node, "output_dtype", 0);
+    qr_dtype want = od ? qr_dtype_from_onnx((int)od) : QR_UNDEF;
+    if (od && want == QR_UNDEF)
+        return QR_KERR(k, "output_dtype %lld is not a supported quantized type (float8 and int4 are not supported)",
+                       (long long)od);
+    if (zp && od && zp->dtype != want)
+        return QR_KERR(k, "output_dtype %s differs from the zero point's type %s", qr_dtype_name(want),
+                       qr_dtype_name(zp->dtype));
+    *t = zp ? zp->dtype : od ? want : QR_U8;
+    int64_t lo = 0, hi = 0;
+    if (!quant_range(*t, &lo, &hi) || *t == QR_I32)
+        return QR_KERR(k, "cannot quantize to %s: the output must be uint8, int8, uint16 or int16 "
+                          "(float8 and int4 are not supported)",
+                       qr_dtype_name(*t));
+    return QR_OK;
+}
+
+static qr_status quantize_infer(qr_kctx *k)
+{
+    const qr_tensor *x = k->in[0], *scale = k->in[1], *zp = k->n_in > 2 ? k->in[2] : NULL;
+    if (!qr_dtype_is_float(x->dtype) && x->dtype != QR_I32)
+        return QR_KERR(k, "QuantizeLinear takes float or int32 input, not %s", qr_dtype_name(x->dtype));
+    if (!qr_dtype_is_float(scale->dtype))
+        return QR_KERR(k, "the scale must be a float tensor, not %s", qr_dtype_name(scale->dtype));
+    qr_dtype t = QR_UNDEF;
+    qlayout L;
+    if (quantize_out_type(k, &t) != QR_OK || q_layout(k, x, scale, zp, &L) != QR_OK)
+        return QR_ERR;
+    qr_same_as(k->out[0], x);
+    k->out[0]->dtype = t;
+    return QR_OK;
+}
+
+static qr_status quantize_run(qr_kctx *k)
+{
+    const qr_tensor *x = k->in[0], *scale = k->in[1], *zp = k->n_in > 2 ? k->in[2] : NULL;
+    qr_tensor *y = k->out[0];
+    qlayout L;
+    double *sc;
+    int64_t *zv, lo = 0, hi = 0;
+    if (q_layout(k, x, scale, zp, &L) != QR_OK || q_params(k, scale, zp, &sc, &zv) != QR_OK)
+        return QR_ERR;
+    quant_range(y->dtype, &lo, &hi);
+    /* The reference divides in the input's precision: float32 (and float16,
+     * here widened to float) in float, int32 and float64 in double. */
+    int in_float = x->dtype == QR_F32 || x->dtype == QR_F16;
+    const float *xf = x->dtype == QR_F32 ? x->data : NULL;
+    for (int64_t o = 0; o < L.outer; o++)
+        for (int64_t a = 0; a < L.axis_len; a++) {
+            int64_t e = (o * L.axis_len + a) * L.inner;
+            for (int64_t i = 0; i < L.inner; i++, e++) {
+                int64_t p = q_index(&L, o, a, i);
+                double q;
+                if (in_float) {
+                    float v = xf ? xf[e] : (float)qr_get_f64(x->data, x->dtype, e);
+                    q = v / (float)sc[p];
+                } else {
+                    q = qr_get_f64(x->data, x->dtype, e) / sc[p];
+                }
+                put_int(y->data, y->dtype, e, saturate_round(q, zv[p], lo, hi));
+            }
+        }
+    free(sc);
+    free(zv);
+    return QR_OK;
+}
+
+static qr_status dequantize_infer(qr_kctx *k)
+{
+    const qr_tensor *x = k->in[0], *scale = k->in[1], *zp = k->n_in > 2 ? k->in[2] : NULL;
+    int64_t lo = 0, hi = 0;
+    if (!quant_range(x->dtype, &lo, &hi))
+        return QR_KERR(k, "DequantizeLinear takes int8, uint8, int16, uint16 or int32 input, not %s "
+                          "(float8 and int4 are not supported)",
+                       qr_dtype_name(x->dtype));
+    if (!qr_dtype_is_float(scale->dtype))
+        return QR_KERR(k, "the scale must be a float tensor, not %s", qr_dtype_name(scale->dtype));
+    if (zp && zp->dtype != x->dtype)
+        return QR_KERR(k, "the zero point's type %s differs from the input's type %s", qr_dtype_name(zp->dtype),
+                       qr_dtype_name(x->dtype));
+    qr_dtype t = scale->dtype;
+    int64_t od = qr_attr_i(k->node, "output_dtype", 0); /* opset 23; harmless before */
+    if (od) {
+        t = qr_dtype_from_onnx((int)od);
+        if (!qr_dtype_is_float(t))
+            return QR_KERR(k, "output_dtype %lld is not a supported float type", (long long)od);
+    }
+    qlayout L;
+    if (q_layout(k, x, scale, zp, &L) != QR_OK)
+        return QR_ERR;
+    qr_same_as(k->out[0], x);
+    k->out[0]->dtype = t;
+    return QR_OK;
+}
+
+static qr_status dequantize_run(qr_kctx *k)
+{
+    const qr_tensor *x = k->in[0], *scale = k->in[1], *zp = k->n_in > 2 ? k->in[2] : NULL;
+    qr_tensor *y = k->out[0];
+    qlayout L;
+    double *sc;
+    int64_t *zv;
+    if (q_layout(k, x, scale, zp, &L) != QR_OK || q_params(k, scale, zp, &sc, &zv) != QR_OK)
+        return QR_ERR;
+    /* (x - zero_point) then one float multiply, as onnxruntime and the
+     * reference do for float32 scales; float64 scales multiply in double. */
+    int in_double = scale->dtype == QR_F64;
+    float *yf = y->dtype == QR_F32 ? y->data : NULL;
+    for (int64_t o = 0; o < L.outer; o++)
+        for (int64_t a = 0; a < L.axis_len; a++) {
+            int64_t e = (o * L.axis_len + a) * L.inner;
+            for (int64_t i = 0; i < L.inner; i++, e++) {
+                int64_t p = q_index(&L, o, a, i), d = get_int(x->data, x->dtype, e) - zv[p];
+                if (in_double) {
+                    qr_set_f64(y->data, y->dtype, e, (double)d * sc[p]);
+                } else {
+                    float v = (float)d * (float)sc[p];
+                    if (yf)
+                        yf[e] = v;
+                    else
+                        qr_set_f64(y->data, y->dtype, e, v);
+                }
+            }
+        }
+    free(sc);
+    free(zv);
+    return QR_OK;
+}
+
+/* DynamicQuantizeLinear: uint8 quantization of float32 x over the range
+ * [min(0, min x), max(0, max x)], all in float32 as the reference does. */
+static qr_status dynquant_infer(qr_kctx *k)
+{
+    const qr_tensor *x = k->in[0];
+    if (x->dtype != QR_F32)
+        return QR_KERR(k, "DynamicQuantizeLinear takes float32 input, not %s", qr_dtype_name(x->dtype));
+    qr_same_as(k->out[0], x);
+    k->out[0]->dtype = QR_U8;
+    for (int o = 1; o < k->n_out; o++) {
+        k->out[o]->dtype = o == 1 ? QR_F32 : QR_U8;
+        k->out[o]->ndim = 0;
+    }
+    return QR_OK;
+}
+
+static qr_status dynquant_run(qr_kctx *k)
+{
+    const qr_tensor *x = k->in[0];
+    const float *xf = x->data;
+    int64_t n = qr_tensor_numel(x);
+    float lo = 0, hi = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (xf[i] < lo)
+            lo = xf[i];
+        if (xf[i] > hi)
+            hi = xf[i];
+    }
+    /* The range holds 0, so it is empty only for an all-zero x: scale 1 then. */
+    float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+    float zpf = 0.0f - lo / scale;
+    zpf = zpf < 0 ? 0 : zpf > 255 ? 255 : zpf;
+    int64_t zp = (int64_t)rintf(zpf);
+    uint8_t *y = k->out[0]->data;
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (uint8_t)saturate_round(xf[i] / scale, zp, 0, 255);
+    if (k->n_out > 1)
+        *(float *)k->out[1]->data = scale;
+    if (k->n_out > 2)
+        *(uint8_t *)k->out[2]->data = (uint8_t)zp;
+    return QR_OK;
+}
+
+/* ---- integer matmul ---- */
+
+/* Broadcasts parameter p (a scale or zero point) to the shape (nd, dims) into
+ * out as doubles. A 1-D p of more than one value is read as a column [len, 1]
+ * when per_row is set (per-row parameters of MatMul's a); otherwise numpy
+ * broadcasting applies (per-column parameters of b line up by themselves). */
+static qr_status expand_param(qr_kctx *k, const qr_tensor *p, int nd, const int64_t *dims, int per_row,
+                              const char *what, double *out)
+{
+    qr_tensor tt = {.dtype = QR_F64, .ndim = nd};
+    memcpy(tt.dims, dims, (size_t)nd * sizeof(int64_t));
+    int64_t n = qr_tensor_numel(&tt), np = p ? qr_tensor_numel(p) : 1;
+    if (np == 1) {
+        double v = p ? qr_get_f64(p->data, p->dtype, 0) : 0;
+        for (int64_t i = 0; i < n; i++)
+            out[i] = v;
+        return QR_OK;
+    }
+    qr_tensor tp = *p;
+    if (per_row && p->ndim == 1) {
+        tp.ndim = 2;
+        tp.dims[1] = 1;
+    }
+    int ok = tp.ndim <= nd;
+    for (int d = 0; ok && d < tp.ndim; d++) {
+        int64_t pd = tp.dims[tp.ndim - 1 - d], td = dims[nd - 1 - d];
+        ok = pd == td || pd == 1;
+    }
+    if (!ok) {
+        char a[96], b[96];
+        return QR_KERR(k, "%s of shape %s does not fit the operand (expected a scalar, or per-row/per-column values "
+                          "broadcastable to %s)",
+                       what, qr_tensor_type_str(p, a, sizeof a), qr_tensor_type_str(&tt, b, sizeof b));
+    }
+    qr_iter it;
+    qr_iter_init(&it, &tt, 1);
+    qr_broadcast_strides(&tp, &tt, it.stride[0]);
+    for (int64_t i = 0; i < n; i++, qr_iter_next(&it))
+        out[i] = qr_get_f64(p->data, p->dtype, it.off[0]);
+    return QR_OK;
+}
+
+/* numpy.matmul shapes: batch dims broadcast; a 1-D a is a row, a 1-D b a column. */
+typedef struct mm_plan {
+    int64_t m, kd, n;
+    qr_tensor batch;                     /* broadcast batch shape */
+    int64_t bstride_a[QR_MAX_DIMS], bstride_b[QR_MAX_DIMS]; /* in matrices */
+    int64_t rows_a[QR_MAX_DIMS], cols_b[QR_MAX_DIMS];       /* a as [..., M, 1], b as [..., 1, N] */
+    int nd_a, nd_b;
+} mm_plan;
+
+static qr_status mm_plan_init(qr_kctx *k, const qr_tensor *a, const qr_tensor *b, mm_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (a->ndim < 1 || b->ndim < 1)
+        return QR_KERR(k, "matmul operands must have rank 1 or more");
+    int av = a->ndim == 1, bv = b->ndim == 1;
+    p->m = av ? 1 : a->dims[a->ndim - 2];
+    p->kd = a->dims[a->ndim - 1];
+    p->n = bv ? 1 : b->dims[b->ndim - 1];
+    int64_t kb = bv ? b->dims[0] : b->dims[b->ndim - 2];
+    if (kb != p->kd)
+        return QR_KERR(k, "matmul inner dimensions differ: %lld and %lld", (long long)p->kd, (long long)kb);
+    qr_tensor ta = {.ndim = av ? 0 : a->ndim - 2}, tb = {.ndim = bv ? 0 : b->ndim - 2};
+    memcpy(ta.dims, a->dims, (size_t)ta.ndim * sizeof(int64_t));
+    memcpy(tb.dims, b->dims, (size_t)tb.ndim * sizeof(int64_t));
+    const qr_tensor *both[2] = {&ta, &tb};
+    if (qr_broadcast_shapes(k, both, 2, &p->batch) != QR_OK)
+        return QR_ERR;
+    qr_broadcast_strides(&ta, &p->batch, p->bstride_a);
+    qr_broadcast_strides(&tb, &p->batch, p->bstride_b);
+    /* Row and column parameter shapes of a and b. */
+    p->nd_a = ta.ndim + 2;
+    memcpy(p->rows_a, ta.dims, (size_t)ta.ndim * sizeof(int64_t));
+    p->rows_a[ta.ndim] = p->m;
+    p->rows_a[ta.ndim + 1] = 1;
+    p->nd_b = tb.ndim + 2;
+    memcpy(p->cols_b, tb.dims, (size_t)tb.ndim * sizeof(int64_t));
+    p->cols_b[tb.ndim] = 1;
+    p->cols_b[tb.ndim + 1] = p->n;
+    return QR_OK;
+}
+
+static void mm_out_shape(const qr_tensor *a, const qr_tensor *b, const mm_plan *p, qr_tensor *y)
+{
+    y->ndim = p->batch.ndim;
+    memcpy(y->dims, p->batch.dims, sizeof y->dims);
+    if (a->ndim > 1)
+        y->dims[y->ndim++] = p->m;
+    if (b->ndim > 1)
+        y->dims[y->ndim++] = p->n;
+}
+
+typedef struct int_operands {
+    int32_t *a, *b; /* a - a_zero_point, b - b_zero_point */
+    double *zr, *zc;
+} int_operands;
+
+static void int_operands_free(int_operands *o)
+{
+    free(o->a);
+    free(o->b);
+    free(o->zr);
+    free(o->zc);
+}
+
+/* Subtracts the zero points (per tensor, per row of a, per column of b). */
+static qr_status int_operands_init(qr_kctx *k, const qr_tensor *a, const qr_tensor *azp, const qr_tensor *b,
+                                   const qr_tensor *bzp, const mm_plan *p, int_operands *o)
+{
+    memset(o, 0, sizeof *o);
+    int64_t na = qr_tensor_numel(a), nb = qr_tensor_numel(b);
+    int64_t nra = na / (p->kd ? p->kd : 1), ncb = nb / (p->kd ? p->kd : 1);
+    o->a = malloc((size_t)na * sizeof(int32_t) + 1);
+    o->b = malloc((size_t)nb * sizeof(int32_t) + 1);
+    o->zr = malloc((size_t)nra * sizeof(double) + 1);
+    o->zc = malloc((size_t)ncb * sizeof(double) + 1);
+    if (!o->a || !o->b || !o->zr || !o->zc) {
+        int_operands_free(o);
+        return QR_KERR(k, "out of memory");
+    }
+    if (p->kd == 0)
+        return QR_OK;
+    if (expand_param(k, azp, p->nd_a, p->rows_a, 1, "a_zero_point", o->zr) != QR_OK ||
+        expand_param(k, bzp, p->nd_b, p->cols_b, 0, "b_zero_point", o->zc) != QR_OK) {
+        int_operands_free(o);
+        return QR_ERR;
+    }
+    for (int64_t r = 0; r < nra; r++)
+        for (int64_t q = 0; q < p->kd; q++)
+            o->a[r * p->kd + q] = (int32_t)(get_int(a->data, a->dtype, r * p->kd + q) - (int64_t)o->zr[r]);
+    int64_t mats = ncb / (p->n ? p->n : 1);
+    for (int64_t s = 0; s < mats; s++)
+        for (int64_t q = 0; q < p->kd; q++)
+            for (int64_t c = 0; c < p->n; c++) {
+                int64_t e = (s * p->kd + q) * p->n + c;
+                o->b[e] = (int32_t)(get_int(b->data, b->dtype, e) - (int64_t)o->zc[s * p->n + c]);
+            }
+    return QR_OK;
+}
+
+/* acc = a @ b over the broadcast batch, exact in int64, wrapped to int32 at
+ * the end (the spec allows overflow only of the 32-bit accumulator). When
+ * ia_out/ib_out are given they receive each output matrix's a and b batch
+ * index, for the per-row/per-column scales of requantization. */
+static qr_status int_matmul(qr_kctx *k, const mm_plan *p, const int_operands *o, int32_t *acc,
+                            int64_t *ia_out, int64_t *ib_out)
+{
+    int64_t *row = malloc((size_t)p->n * sizeof(int64_t) + 1);
+    if (!row)
+        return QR_KERR(k, "out of memory");
+    qr_iter it;
+    qr_iter_init(&it, &p->batch, 2);
+    memcpy(it.stride[0], p->bstride_a, sizeof p->bstride_a);
+    memcpy(it.stride[1], p->bstride_b, sizeof p->bstride_b);
+    int64_t nbatch = qr_tensor_numel(&p->batch);
+    for (int64_t bi = 0; bi < nbatch; bi++, qr_iter_next(&it)) {
+        const int32_t *am = o->a + it.off[0] * p->m * p->kd, *bm = o->b + it.off[1] * p->kd * p->n;
+        if (ia_out) {
+            ia_out[bi] = it.off[0];
+            ib_out[bi] = it.off[1];
+        }
+        for (int64_t r = 0; r < p->m; r++) {
+            for (int64_t c = 0; c < p->n; c++)
+                row[c] = 0;
+            for (int64_t q = 0; q < p->kd; q++) {
+                int64_t av = am[r * p->kd + q];
+                const int32_t *br = bm + q * p->n;
+                if (av)
+                    for (int64_t c = 0; c < p->n; c++)
+                        row[c] += av * br[c];
+            }
+            int32_t *out = acc + (bi * p->m + r) * p->n;
+            for (int64_t c = 0; c < p->n; c++)
+                out[c] = (int32_t)(uint32_t)(uint64_t)row[c];
+        }
+    }
+    free(row);
+    return QR_OK;
+}
+
+static qr_status check_quant_operand(qr_kctx *k, const qr_tensor *t, const qr_tensor *zp, const char *name)
+{
+    if (!is_8bit(t->dtype))
+        return QR_KERR(k, "%s must be uint8 or int8, not %s", name, qr_dtype_name(t->dtype));
+    if (zp && zp->dtype != t->dtype)
+        return QR_KERR(k, "%s's zero point has type %s, expected %s", name, qr_dtype_name(zp->dtype),
+                       qr_dtype_name(t->dtype));
+    return QR_OK;
+}
+
+static const qr_tensor *opt_in(const qr_kctx *k, int i) { return i < k->n_in ? k->in[i] : NULL; }
+
+static qr_status matmulint_infer(qr_kctx *k)
+{
+    const qr_tensor *a = k->in[0], *b = k->in[1];
+    mm_plan p;
+    if (check_quant_operand(k, a, opt_in(k, 2), "A") != QR_OK || check_quant_operand(k, b, opt_in(k, 3), "B") != QR_OK ||
+        mm_plan_init(k, a, b, &p) != QR_OK)
+        return QR_ERR;
+    mm_out_shape(a, b, &p, k->out[0]);
+    k->out[0]->dtype = QR_I32;
+    return QR_OK;
+}
+
+static qr_status matmulint_run(qr_kctx *k)
+{
+    mm_plan p;
+    int_operands o;
+    if (mm_plan_init(k, k->in[0], k->in[1], &p) != QR_OK ||
+        int_operands_init(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), &p, &o) != QR_OK)
+        return QR_ERR;
+    qr_status st = int_matmul(k, &p, &o, k->out[0]->data, NULL, NULL);
+    int_operands_free(&o);
+    return st;
+}
+
+/* Output type of a QLinear op: the output zero point's, else the input's. */
+static qr_status qlinear_out_type(qr_kctx *k, const qr_tensor *yzp, const qr_tensor *x, qr_dtype *t)
+{
+    *t = yzp ? yzp->dtype : x->dtype;
+    if (!is_8bit(*t))
+        return QR_KERR(k, "the output zero point must be uint8 or int8, not %s", qr_dtype_name(*t));
+    return QR_OK;
+}
+
+static qr_status check_scale(qr_kctx *k, const qr_tensor *s, const char *name)
+{
+    if (!s || !qr_dtype_is_float(s->dtype))
+        return QR_KERR(k, "%s must be a float tensor", name);
+    return QR_OK;
+}
+
+/* QLinearMatMul inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point. */
+static qr_status qlmatmul_check(qr_kctx *k, mm_plan *p, qr_dtype *t)
+{
+    const qr_tensor *a = k->in[0], *b = k->in[3], *ys = k->in[6], *yzp = opt_in(k, 7);
+    if (check_quant_operand(k, a, k->in[2], "a") != QR_OK || check_quant_operand(k, b, k->in[5], "b") != QR_OK ||
+        check_scale(k, k->in[1], "a_scale") != QR_OK || check_scale(k, k->in[4], "b_scale") != QR_OK ||
+        check_scale(k, ys, "y_scale") != QR_OK || qlinear_out_type(k, yzp, a, t) != QR_OK ||
+        mm_plan_init(k, a, b, p) != QR_OK)
+        return QR_ERR;
+    if (qr_tensor_numel(ys) != 1 || (yzp && qr_tensor_numel(yzp) != 1))
+        return QR_KERR(k, "y_scale and y_zero_point must be scalars (per-tensor output quantization)");
+    return QR_OK;
+}
+
+static qr_status qlmatmul_infer(qr_kctx *k)
+{
+    mm_plan p;
+    qr_dtype t = QR_UNDEF;
+    if (qlmatmul_check(k, &p, &t) != QR_OK)
+        return QR_ERR;
+    mm_out_shape(k->in[0], k->in[3], &p, k->out[0]);
+    k->out[0]->dtype = t;
+    return QR_OK;
+}
+
+static qr_status qlmatmul_run(qr_kctx *k)
+{
+    const qr_tensor *a = k->in[0], *b = k->in[3], *ys = k->in[6], *yzp = opt_in(k, 7);
+    qr_tensor *y = k->out[0];
+    mm_plan p;
+    qr_dtype t = QR_UNDEF;
+    int_operands o;
+    if (qlmatmul_check(k, &p, &t) != QR_OK ||
+        int_operands_init(k, a, k->in[2], b, k->in[5], &p, &o) != QR_OK)
+        return QR_ERR;
+    int64_t nbatch = qr_tensor_numel(&p.batch), ny = nbatch * p.m * p.n, lo = 0, hi = 0;
+    int64_t nra = qr_tensor_numel(a) / (p.kd ? p.kd : 1), ncb = qr_tensor_numel(b) / (p.kd ? p.kd : 1);
+    int32_t *acc = malloc((size_t)ny * sizeof(int32_t) + 1);
+    int64_t *ia = malloc((size_t)nbatch * sizeof(int64_t) + 1), *ib = malloc((size_t)nbatch * sizeof(int64_t) + 1);
+    double *sa = malloc((size_t)nra * sizeof(double) + 1), *sb = malloc((size_t)ncb * sizeof(double) + 1);
+    qr_status st = QR_ERR;
+    if (!acc || !ia || !ib || !sa || !sb) {
+        st = QR_KERR(k, "out of memory");
+        goto out;
+    }
+    if (p.kd == 0) {
+        for (int64_t i = 0; i < nra; i++)
+            sa[i] = 0;
+        for (int64_t i = 0; i < ncb; i++)
+            sb[i] = 0;
+    } else if (expand_param(k, k->in[1], p.nd_a, p.rows_a, 1, "a_scale", sa) != QR_OK ||
+               expand_param(k, k->in[4], p.nd_b, p.cols_b, 0, "b_scale", sb) != QR_OK) {
+        goto out;
+    }
+    if ((st = int_matmul(k, &p, &o, acc, ia, ib)) != QR_OK)
+        goto out;
+    quant_range(t, &lo, &hi);
+    float ysf = (float)qr_get_f64(ys->data, ys->dtype, 0);
+    int64_t yz = yzp ? get_int(yzp->data, yzp->dtype, 0) : 0;
+    for (int64_t bi = 0; bi < nbatch; bi++)
+        for (int64_t r = 0; r < p.m; r++)
+            for (int64_t c = 0; c < p.n; c++) {
+                /* float32 multiplier (a_scale * b_scale) / y_scale, applied in double. */
+                float mult = (float)sa[ia[bi] * p.m + r] * (float)sb[ib[bi] * p.n + c];
+                mult /= ysf;
+                int64_t e = (bi * p.m + r) * p.n + c;
+                put_int(y->data, t, e, saturate_round((double)acc[e] * (double)mult, yz, lo, hi));
+            }
+out:
+    int_operands_free(&o);
+    free(acc);
+    free(ia);
+    free(ib);
+    free(sa);
+    free(sb);
+    return st;
+}
+
+/* ---- integer convolution ---- */
+
+typedef struct iconv {
+    int64_t n, c, m, group;
+    qr_conv_geom g;
+} iconv;
+
+static qr_status iconv_check(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, const qr_tensor *w,
+                             const qr_tensor *wzp, iconv *cv)
+{
+    if (check_quant_operand(k, x, xzp, "x") != QR_OK || check_quant_operand(k, w, wzp, "w") != QR_OK)
+        return QR_ERR;
+    if (x->ndim < 3 || w->ndim != x->ndim)
+        return QR_KERR(k, "input (rank %d) and weights (rank %d) must have the same rank, 3 or more", x->ndim,
+                       w->ndim);
+    cv->group = qr_attr_i(k->node, "group", 1);
+    if (cv->group < 1)
+        return QR_KERR(k, "group %lld must be positive", (long long)cv->group);
+    cv->n = x->dims[0];
+    cv->c = x->dims[1];
+    cv->m = w->dims[0];
+    if (cv->c % cv->group || cv->m % cv->group || w->dims[1] * cv->group != cv->c)
+        return QR_KERR(k, "input has %lld channels, weights %lld x %lld, group %lld: channels do not match",
+                       (long long)cv->c, (long long)cv->m, (long long)w->dims[1], (long long)cv->group);
+    if (xzp && qr_tensor_numel(xzp) != 1)
+        return QR_KERR(k, "the input zero point must be a scalar (per-tensor quantization)");
+    if (wzp && qr_tensor_numel(wzp) != 1 && qr_tensor_numel(wzp) != cv->m)
+        return QR_KERR(k, "the weight zero point must be a scalar or have one value per output channel (%lld)",
+                       (long long)cv->m);
+    return qr_conv_geom_init(k, x, w->dims + 2, QR_WIN_CONV, &cv->g);
+}
+
+static void iconv_set_out(qr_kctx *k, const iconv *cv, qr_dtype t)
+{
+    qr_tensor *y = k->out[0];
+    y->dtype = t;
+    y->ndim = cv->g.r + 2;
+    y->dims[0] = cv->n;
+    y->dims[1] = cv->m;
+    for (int i = 0; i < cv->g.r; i++)
+        y->dims[2 + i] = cv->g.small[i];
+}
+
+/* acc[N, M, small] = conv(x - x_zp, w - w_zp[m]) + bias[m], exact then
+ * wrapped to int32. Padding reads the zero point, i.e. contributes 0. */
+static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, const qr_tensor *xzp,
+                           const qr_tensor *w, const qr_tensor *wzp, const qr_tensor *bias, int32_t *acc)
+{
+    const qr_conv_geom *g = &cv->g;
+    int64_t cg = cv->c / cv->group, mg = cv->m / cv->group, ck = cg * g->kernel_n;
+    int64_t nx = qr_tensor_numel(x), nw = qr_tensor_numel(w), sn = g->small_n;
+    int32_t *xs = malloc((size_t)nx * sizeof(int32_t) + 1), *ws = malloc((size_t)nw * sizeof(int32_t) + 1);
+    int32_t *col = malloc((size_t)(ck * sn) * sizeof(int32_t) + 1);
+    int64_t *offs = malloc((size_t)sn * sizeof(int64_t) + 1), *row = malloc((size_t)sn * sizeof(int64_t) + 1);
+    if (!xs || !ws || !col || !offs || !row) {
+        free(xs);
+        free(ws);
+        free(col);
+        free(offs);
+        free(row);
+        return QR_KERR(k, "out of memory");
+    }
+    int64_t xz = xzp ? get_int(xzp->data, xzp->dtype, 0) : 0;
+    for (int64_t i = 0; i < nx; i++)
+        xs[i] = (int32_t)(get_int(x->data, x->dtype, i) - xz);
+    int64_t per_m = cv->m ? nw / cv->m : 0, nwz = wzp ? qr_tensor_numel(wzp) : 0;
+    for (int64_t m = 0; m < cv->m; m++) {
+        int64_t wz = nwz ? get_int(wzp->data, wzp->dtype, nwz == 1 ? 0 : m) : 0;
+        for (int64_t i = 0; i < per_m; i++)
+            ws[m * per_m + i] = (int32_t)(get_int(w->data, w->dtype, m * per_m + i) - wz);
+    }
+    for (int64_t n = 0; n < cv->n; n++)
+        for (int64_t gi = 0; gi < cv->group; gi++) {
+            const int32_t *xg = xs + (n * cv->c + gi * cg) * g->big_n;
+            for (int64_t kf = 0; kf < g->kernel_n; kf++) {
+                qr_conv_offsets(g, kf, offs);
+                for (int64_t c = 0; c < cg; c++) {
+                    const int32_t *xc = xg + c * g->big_n;
+                    int32_t *cr = col + (c * g->kernel_n + kf) * sn;
+                    for (int64_t j = 0; j < sn; j++)
+                        cr[j] = offs[j] >= 0 ? xc[offs[j]] : 0;
+                }
+            }
+            for (int64_t mm = 0; mm < mg; mm++) {
+                int64_t m = gi * mg + mm;
+                int64_t b0 = bias ? get_int(bias->data, bias->dtype, m) : 0;
+                for (int64_t j = 0; j < sn; j++)
+                    row[j] = b0;
+                const int32_t *wr = ws + m * ck;
+                for (int64_t q = 0; q < ck; q++) {
+                    int64_t wv = wr[q];
+                    const int32_t *cr = col + q * sn;
+                    if (wv)
+                        for (int64_t j = 0; j < sn; j++)
+                            row[j] += wv * cr[j];
+                }
+                int32_t *out = acc + (n * cv->m + m) * sn;
+                for (int64_t j = 0; j < sn; j++)
+                    out[j] = (int32_t)(uint32_t)(uint64_t)row[j];
+            }
+        }
+    free(xs);
+    free(ws);
+    free(col);
+    free(offs);
+    free(row);
+    return QR_OK;
+}
+
+/* ConvInteger inputs: x, w, x_zero_point, w_zero_point. */
+static qr_status convint_infer(qr_kctx *k)
+{
+    iconv cv;
+    if (iconv_check(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), &cv) != QR_OK)
+        return QR_ERR;
+    iconv_set_out(k, &cv, QR_I32);
+    return QR_OK;
+}
+
+static qr_status convint_run(qr_kctx *k)
+{
+    iconv cv;
+    if (iconv_check(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), &cv) != QR_OK)
+        return QR_ERR;
+    return iconv_acc(k, &cv, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), NULL, k->out[0]->data);
+}
+
+/* QLinearConv inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B. */
+static qr_status qlconv_check(qr_kctx *k, iconv *cv, qr_dtype *t)
+{
+    const qr_tensor *ws = k->in[4], *ys = k->in[6], *yzp = opt_in(k, 7), *bias = opt_in(k, 8);
+    if (iconv_check(k, k->in[0], k->in[2], k->in[3], k->in[5], cv) != QR_OK ||
+        check_scale(k, k->in[1], "x_scale") != QR_OK || check_scale(k, ws, "w_scale") != QR_OK ||
+        check_scale(k, ys, "y_scale") != QR_OK || qlinear_out_type(k, yzp, k->in[0], t) != QR_OK)
+        return QR_ERR;
+    if (qr_tensor_numel(k->in[1]) != 1 || qr_tensor_numel(ys) != 1 || (yzp && qr_tensor_numel(yzp) != 1))
+        return QR_KERR(k, "x_scale, y_scale and y_zero_point must be scalars (per-tensor quantization)");
+    if (qr_tensor_numel(ws) != 1 && qr_tensor_numel(ws) != cv->m)
+        return QR_KERR(k, "w_scale must be a scalar or have one value per output channel (%lld)", (long long)cv->m);
+    if (bias && (bias->dtype != QR_I32 || bias->ndim != 1 || bias->dims[0] != cv->m))
+        return QR_KERR(k, "the bias must be an int32 vector of %lld values", (long long)cv->m);
+    return QR_OK;
+}
+
+static qr_status qlconv_infer(qr_kctx *k)
+{
+    iconv cv;
+    qr_dtype t = QR_UNDEF;
+    if (qlconv_check(k, &cv, &t) != QR_OK)
+        return QR_ERR;
+    iconv_set_out(k, &cv, t);
+    return QR_OK;
+}
+
+static qr_status qlconv_run(qr_kctx *k)
+{
+    iconv cv;
+    qr_dtype t = QR_UNDEF;
+    if (qlconv_check(k, &cv, &t) != QR_OK)
+        return QR_ERR;
+    const qr_tensor *xs = k->in[1], *ws = k->in[4], *ys = k->in[6], *yzp = opt_in(k, 7);
+    qr_tensor *y = k->out[0];
+    int64_t ny = qr_tensor_numel(y), sn = cv.g.small_n, lo = 0, hi = 0;
+    int32_t *acc = malloc((size_t)ny * sizeof(int32_t) + 1);
+    if (!acc)
+        return QR_KERR(k, "out of memory");
+    if (iconv_acc(k, &cv, k->in[0], k->in[2], k->in[3], k->in[5], opt_in(k, 8), acc) != QR_OK) {
+        free(acc);
+        return QR_ERR;
+    }
+    quant_range(t, &lo, &hi);
+    float xsf = (float)qr_get_f64(xs->data, xs->dtype, 0), ysf = (float)qr_get_f64(ys->data, ys->dtype, 0);
+    int64_t yz = yzp ? get_int(yzp->data, yzp->dtype, 0) : 0, nws = qr_tensor_numel(ws);
+    for (int64_t n = 0; n < cv.n; n++)
+        for (int64_t m = 0; m < cv.m; m++) {
+            /* float32 multiplier (x_scale * w_scale) / y_scale, applied in double. */
+            float mult = xsf * (float)qr_get_f64(ws->data, ws->dtype, nws == 1 ? 0 : m);
+            mult /= ysf;
+            int64_t base = (n * cv.m + m) * sn;
+            for (int64_t j = 0; j < sn; j++)
+                put_int(y->data, t, base + j, saturate_round((double)acc[base + j] * (double)mult, yz, lo, hi));
+        }
+    free(acc);
+    return QR_OK;
+}
+
+#define CONV_ATTRS "auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints"
 
 const qr_op_def qr_ops_quant[] = {
+    {"QuantizeLinear", "", 2, 3, 1, 1, "axis:i block_size:i output_dtype:i saturate:i", quantize_infer, quantize_run},
+    {"DequantizeLinear", "", 2, 3, 1, 1, "axis:i block_size:i output_dtype:i", dequantize_infer, dequantize_run},
+    {"DynamicQuantizeLinear", "", 1, 1, 1, 3, "", dynquant_infer, dynquant_run},
+    {"MatMulInteger", "", 2, 4, 1, 1, "", matmulint_infer, matmulint_run},
+    {"QLinearMatMul", "", 8, 8, 1, 1, "", qlmatmul_infer, qlmatmul_run},
+    {"ConvInteger", "", 2, 4, 1, 1, CONV_ATTRS, convint_infer, convint_run},
+    {"QLinearConv", "", 8, 9, 1, 1, CONV_ATTRS, qlconv_infer, qlconv_run},
     {0},
 };
