@@ -368,6 +368,8 @@ static qr_status split_sizes(qr_kctx *k, int *axis_out, int64_t *sizes)
         st = in_ints(k, 1, "split", sizes, MAX_SPLITS, &n);
     if (st != QR_OK)
         return st;
+    if (n == 0 && nout > 0)
+        n = -1; /* an empty 'split' input means none was given */
     int64_t dim = x->dims[axis];
     if (n >= 0) {
         if (n != nout)
@@ -487,7 +489,7 @@ static qr_status slice_plan(qr_kctx *k, int64_t *start, int64_t *step, int64_t *
         int d = ax[i];
         int64_t n = x->dims[d], s = starts[i], e = ends[i], p = nst >= 0 ? steps[i] : 1;
         if (p == 0)
-            return QR_KERR(k, "step %d is 0", i);
+            return QR_KERR(k, "steps[%d] is 0", i);
         /* A step longer than the axis selects at most one element: clamp it
          * so that offsets computed from it cannot overflow. */
         int64_t big = n > 0 ? n : 1;

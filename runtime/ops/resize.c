@@ -1,0 +1,505 @@
+/* Resize (opsets 10..19) and its predecessor Upsample. Interpolation is
+ * separable: for every axis and output index we list the input indices it
+ * reads with their weights ("taps"), then each output element is the sum over
+ * the tensor product of its axes' taps. This follows the ONNX reference
+ * implementation (onnx/reference/ops/op_resize.py), including its choice of
+ * neighbours when a coordinate falls exactly on an input index. */
+#include "ops_common.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+qr_status qr_resize_infer(qr_kctx *k);
+qr_status qr_resize_run(qr_kctx *k);
+qr_status qr_upsample_infer(qr_kctx *k);
+qr_status qr_upsample_run(qr_kctx *k);
+
+enum { M_NEAREST, M_LINEAR, M_CUBIC };
+enum { C_HALF_PIXEL, C_HALF_PIXEL_SYMMETRIC, C_PYTORCH_HALF_PIXEL, C_ALIGN_CORNERS, C_ASYMMETRIC,
+       C_TF_HALF_PIXEL_FOR_NN, C_TF_CROP_AND_RESIZE };
+/* N_SIMPLE: Resize-10 and Upsample, which floor when upsampling and ceil when
+ * downsampling (what onnxruntime does and the opset 10 test data expects). */
+enum { N_ROUND_PREFER_FLOOR, N_ROUND_PREFER_CEIL, N_FLOOR, N_CEIL, N_SIMPLE };
+
+typedef struct rz_plan {
+    int mode, ctm, nearest, exclude, antialias;
+    double cubic_a, extrap;
+    double scale[QR_MAX_DIMS];
+    double roi0[QR_MAX_DIMS], roi1[QR_MAX_DIMS];
+    int64_t out[QR_MAX_DIMS];
+} rz_plan;
+
+static int pick(const char *s, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* Reads the float input i (1-D) into v; *n = count (0 when absent or empty). */
+static qr_status in_floats(qr_kctx *k, int i, const char *what, double *v, int max, int *n)
+{
+    *n = 0;
+    if (i >= k->n_in || !k->in[i] || qr_tensor_numel(k->in[i]) == 0)
+        return QR_OK;
+    const qr_tensor *t = k->in[i];
+    if (!qr_dtype_is_float(t->dtype))
+        return QR_KERR(k, "input '%s' must be a float tensor, not %s", what, qr_dtype_name(t->dtype));
+    if (qr_tensor_numel(t) > max)
+        return QR_KERR(k, "input '%s' has %lld values, more than the %d supported", what,
+                       (long long)qr_tensor_numel(t), max);
+    if (!t->data)
+        return QR_NEED_DATA;
+    *n = (int)qr_tensor_numel(t);
+    for (int j = 0; j < *n; j++)
+        v[j] = qr_get_f64(t->data, t->dtype, j);
+    return QR_OK;
+}
+
+static qr_status in_sizes(qr_kctx *k, int i, int64_t *v, int max, int *n)
+{
+    *n = 0;
+    if (i >= k->n_in || !k->in[i] || qr_tensor_numel(k->in[i]) == 0)
+        return QR_OK;
+    const qr_tensor *t = k->in[i];
+    if (!qr_dtype_is_int(t->dtype))
+        return QR_KERR(k, "input 'sizes' must be an integer tensor, not %s", qr_dtype_name(t->dtype));
+    if (!t->data)
+        return QR_NEED_DATA;
+    *n = qr_read_ints(t, v, max);
+    if (*n < 0)
+        return QR_KERR(k, "input 'sizes' has more than the %d values supported", max);
+    return QR_OK;
+}
+
+static qr_status rz_attrs(qr_kctx *k, rz_plan *p, int legacy)
+{
+    static const char *const modes[] = {"nearest", "linear", "cubic"};
+    static const char *const ctms[] = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                                       "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+    static const char *const nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+    const qr_node *n = k->node;
+    const char *m = qr_attr_s(n, "mode", "nearest");
+    p->mode = strcmp(m, "bilinear") == 0 && legacy ? M_LINEAR : pick(m, modes, legacy ? 2 : 3);
+    if (p->mode < 0)
+        return QR_KERR(k, "unknown mode '%s'", m);
+    p->exclude = p->antialias = 0;
+    p->cubic_a = -0.75;
+    p->extrap = 0;
+    if (legacy) {
+        p->ctm = C_ASYMMETRIC;
+        p->nearest = N_SIMPLE;
+        return QR_OK;
+    }
+    const char *c = qr_attr_s(n, "coordinate_transformation_mode", "half_pixel");
+    if ((p->ctm = pick(c, ctms, 7)) < 0)
+        return QR_KERR(k, "unknown coordinate_transformation_mode '%s'", c);
+    const char *nm = qr_attr_s(n, "nearest_mode", "round_prefer_floor");
+    if ((p->nearest = pick(nm, nearests, 4)) < 0)
+        return QR_KERR(k, "unknown nearest_mode '%s'", nm);
+    p->cubic_a = qr_attr_f(n, "cubic_coeff_a", -0.75f);
+    p->exclude = qr_attr_i(n, "exclude_outside", 0) != 0;
+    p->extrap = qr_attr_f(n, "extrapolation_value", 0.0f);
+    p->antialias = k->opset >= 18 && qr_attr_i(n, "antialias", 0) != 0;
+    if (p->antialias && p->mode == M_NEAREST)
+        return QR_KERR(k, "antialias applies to linear and cubic modes only");
+    return QR_OK;
+}
+
+/* Fills p: attributes, per-axis scale, roi and output size. legacy = Resize-10
+ * or Upsample (whose scales are input 1, or the attribute for Upsample-7). */
+static qr_status rz_make(qr_kctx *k, rz_plan *p, int legacy, int need_roi)
+{
+    const qr_tensor *x = k->in[0];
+    int r = x->ndim;
+    qr_status st = rz_attrs(k, p, legacy);
+    if (st != QR_OK)
+        return st;
+    int axes[QR_MAX_DIMS], na = r, mark[QR_MAX_DIMS] = {0};
+    for (int i = 0; i < r; i++)
+        axes[i] = i;
+    const int64_t *av;
+    int nav = k->opset >= 18 && !legacy ? qr_attr_ints(k->node, "axes", &av) : -1;
+    if (nav > QR_MAX_DIMS)
+        return QR_KERR(k, "attribute 'axes' has %d values, more than the rank %d", nav, r);
+    if (nav >= 0) {
+        na = nav;
+        for (int i = 0; i < na; i++) {
+            if (qr_norm_axis(k, av[i], r, &axes[i]) != QR_OK)
+                return QR_ERR;
+            if (mark[axes[i]]++)
+                return QR_KERR(k, "axis %lld is given twice", (long long)av[i]);
+        }
+    }
+    double scales[QR_MAX_DIMS], roi[2 * QR_MAX_DIMS];
+    int64_t sizes[QR_MAX_DIMS];
+    int ns = 0, nz = 0, nr = 0;
+    if (legacy && (k->n_in < 2 || !k->in[1])) {
+        const float *f;
+        ns = qr_attr_floats(k->node, "scales", &f);
+        if (ns < 0)
+            return QR_KERR(k, "scales are required");
+        if (ns > QR_MAX_DIMS)
+            return QR_KERR(k, "scales has %d values, more than the rank %d", ns, r);
+        for (int i = 0; i < ns; i++)
+            scales[i] = f[i];
+    } else if (legacy) {
+        st = in_floats(k, 1, "scales", scales, QR_MAX_DIMS, &ns);
+    } else {
+        st = in_floats(k, 2, "scales", scales, QR_MAX_DIMS, &ns);
+        if (st == QR_OK)
+            st = in_sizes(k, 3, sizes, QR_MAX_DIMS, &nz);
+        if (st == QR_OK && need_roi && p->ctm == C_TF_CROP_AND_RESIZE)
+            st = in_floats(k, 1, "roi", roi, 2 * QR_MAX_DIMS, &nr);
+    }
+    if (st != QR_OK)
+        return st;
+    if (ns && nz)
+        return QR_KERR(k, "only one of scales and sizes may be given");
+    if (!ns && !nz)
+        return QR_KERR(k, "one of scales and sizes is required");
+    if ((ns && ns != na) || (nz && nz != na))
+        return QR_KERR(k, "%s has %d values but %d axes are resized", ns ? "scales" : "sizes", ns ? ns : nz, na);
+    if (need_roi && p->ctm == C_TF_CROP_AND_RESIZE && nr != 2 * na)
+        return QR_KERR(k, "tf_crop_and_resize needs a roi of %d values, got %d", 2 * na, nr);
+    for (int d = 0; d < r; d++) {
+        p->scale[d] = 1;
+        p->out[d] = x->dims[d];
+        p->roi0[d] = 0;
+        p->roi1[d] = 1;
+    }
+    const char *policy = k->opset >= 18 && !legacy ? qr_attr_s(k->node, "keep_aspect_ratio_policy", "stretch")
+                                                    : "stretch";
+    int keep = strcmp(policy, "not_larger") == 0 ? 1 : strcmp(policy, "not_smaller") == 0 ? 2 : 0;
+    if (!keep && strcmp(policy, "stretch") != 0)
+        return QR_KERR(k, "unknown keep_aspect_ratio_policy '%s'", policy);
+    const double too_big = (double)((int64_t)1 << 40);
+    if (ns) {
+        for (int i = 0; i < na; i++) {
+            int d = axes[i];
+            double s = scales[i], o = s * (double)x->dims[d];
+            if (!(s > 0) || !(o < too_big))
+                return QR_KERR(k, "scale %g on axis %d is not usable", s, d);
+            p->scale[d] = s;
+            p->out[d] = (int64_t)o;
+        }
+    } else {
+        double common = 0;
+        int have = 0;
+        for (int i = 0; i < na; i++) {
+            int d = axes[i];
+            if (sizes[i] < 0 || sizes[i] > (int64_t)1 << 40)
+                return QR_KERR(k, "size %lld on axis %d is not usable", (long long)sizes[i], d);
+            if (x->dims[d] == 0) {
+                if (sizes[i] != 0)
+                    return QR_KERR(k, "cannot resize the empty axis %d to %lld", d, (long long)sizes[i]);
+                continue;
+            }
+            double s = (double)sizes[i] / (double)x->dims[d];
+            p->scale[d] = s;
+            p->out[d] = sizes[i];
+            if (!have || (keep == 1 && s < common) || (keep == 2 && s > common))
+                common = s;
+            have = 1;
+        }
+        if (keep && have) {
+            for (int i = 0; i < na; i++) {
+                int d = axes[i];
+                p->scale[d] = common;
+                p->out[d] = (int64_t)(common * (double)x->dims[d] + 0.5);
+            }
+        }
+    }
+    for (int d = 0; d < r; d++)
+        if (p->out[d] > 0 && x->dims[d] == 0)
+            return QR_KERR(k, "cannot resize the empty axis %d", d);
+    for (int i = 0; i < nr / 2; i++) {
+        p->roi0[axes[i]] = roi[i];
+        p->roi1[axes[i]] = roi[na + i];
+    }
+    return QR_OK;
+}
+
+static qr_status rz_infer(qr_kctx *k, int legacy)
+{
+    const qr_tensor *x = k->in[0];
+    rz_plan p;
+    qr_status st = rz_make(k, &p, legacy, 0);
+    if (st != QR_OK)
+        return st;
+    qr_tensor *y = k->out[0];
+    y->dtype = x->dtype;
+    qr_tensor_set_shape(y, x->ndim, p.out);
+    return qr_tensor_check_shape(y, k->err);
+}
+
+/* Input coordinate of output index xo on axis d; *outside for tf_crop_and_resize
+ * coordinates that fall outside the input (they take extrapolation_value). */
+static double to_input(const rz_plan *p, int d, int64_t xo, int64_t in, int *outside)
+{
+    double s = p->scale[d], x = (double)xo, lo = (double)in;
+    double lr = s * lo; /* the resized length, fractional when scales are given */
+    *outside = 0;
+    switch (p->ctm) {
+    case C_HALF_PIXEL: return (x + 0.5) / s - 0.5;
+    case C_HALF_PIXEL_SYMMETRIC: {
+        double adjust = (double)p->out[d] / lr, center = lo / 2;
+        return center * (1 - adjust) + (x + 0.5) / s - 0.5;
+    }
+    case C_PYTORCH_HALF_PIXEL: return lr > 1 ? (x + 0.5) / s - 0.5 : 0;
+    case C_ALIGN_CORNERS: return lr == 1 ? 0 : x * (lo - 1) / (lr - 1);
+    case C_ASYMMETRIC: return x / s;
+    case C_TF_HALF_PIXEL_FOR_NN: return (x + 0.5) / s;
+    default: {
+        double r0 = p->roi0[d], r1 = p->roi1[d], v;
+        if (lr == 1)
+            v = (r1 - r0) * (lo - 1) / 2;
+        else
+            v = x * (r1 - r0) * (lo - 1) / (lr - 1);
+        v += r0 * (lo - 1);
+        *outside = v < 0 || v > lo - 1;
+        return v;
+    }
+    }
+}
+
+static double cubic_kernel(double x, double a)
+{
+    x = fabs(x);
+    if (x <= 1)
+        return ((a + 2) * x - (a + 3)) * x * x + 1;
+    if (x < 2)
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+    return 0;
+}
+
+/* Taps of one axis: for output index o, cnt[o] pairs (idx, w) at o * width;
+ * cnt[o] < 0 marks a coordinate outside the input. */
+typedef struct axis_taps {
+    int width;
+    int *cnt;
+    int64_t *idx;
+    double *w;
+} axis_taps;
+
+static qr_status axis_build(qr_kctx *k, const rz_plan *p, int d, int64_t in, axis_taps *t)
+{
+    int64_t out = p->out[d];
+    double s = p->scale[d];
+    int start = 0, n = 1;
+    if (p->mode != M_NEAREST) {
+        double reach = p->mode == M_LINEAR ? 1 : 2; /* kernel radius */
+        double sa = p->antialias && s < 1 ? s : 1;  /* antialias stretches the kernel by 1/scale */
+        start = (int)fmax(floor(-reach / sa) + 1, -1e6);
+        n = 2 - 2 * start;
+    }
+    if ((double)n * (double)(out ? out : 1) > (double)(1 << 26))
+        return QR_KERR(k, "scale %g on axis %d needs too large an antialiasing filter", s, d);
+    t->width = n;
+    t->cnt = malloc(sizeof(int) * (size_t)(out ? out : 1));
+    t->idx = malloc(sizeof(int64_t) * (size_t)(out ? out : 1) * (size_t)n);
+    t->w = malloc(sizeof(double) * (size_t)(out ? out : 1) * (size_t)n);
+    double *c = malloc(sizeof(double) * (size_t)n);
+    if (!t->cnt || !t->idx || !t->w || !c) {
+        free(c);
+        return QR_KERR(k, "out of memory");
+    }
+    for (int64_t o = 0; o < out; o++) {
+        int outside;
+        double x = to_input(p, d, o, in, &outside);
+        int64_t *ti = t->idx + o * n;
+        double *tw = t->w + o * n;
+        if (outside) {
+            t->cnt[o] = -1;
+            continue;
+        }
+        double fl = floor(x);
+        if (p->mode == M_NEAREST) {
+            int64_t i = (int64_t)fl;
+            double frac = x - fl;
+            if (frac != 0) {
+                int up;
+                switch (p->nearest) {
+                case N_ROUND_PREFER_FLOOR: up = frac > 0.5; break;
+                case N_ROUND_PREFER_CEIL: up = frac >= 0.5; break;
+                case N_FLOOR: up = 0; break;
+                case N_CEIL: up = 1; break;
+                default: up = s < 1; break;
+                }
+                i += up;
+            }
+            ti[0] = i < 0 ? 0 : i >= in ? in - 1 : i;
+            tw[0] = 1;
+            t->cnt[o] = 1;
+            continue;
+        }
+        /* The reference takes the neighbours left of x: on an exact index the
+         * base is x - 1 with ratio 1. */
+        int64_t base = (int64_t)fl;
+        double ratio = x - fl;
+        if (ratio == 0) {
+            base -= 1;
+            ratio = 1;
+        }
+        double sum = 0;
+        if (!p->antialias && p->mode == M_LINEAR) {
+            c[0] = 1 - ratio;
+            c[1] = ratio;
+        } else if (!p->antialias) {
+            double a = p->cubic_a;
+            c[0] = ((a * (ratio + 1) - 5 * a) * (ratio + 1) + 8 * a) * (ratio + 1) - 4 * a;
+            c[1] = ((a + 2) * ratio - (a + 3)) * ratio * ratio + 1;
+            c[2] = ((a + 2) * (1 - ratio) - (a + 3)) * (1 - ratio) * (1 - ratio) + 1;
+            c[3] = ((a * ((1 - ratio) + 1) - 5 * a) * ((1 - ratio) + 1) + 8 * a) * ((1 - ratio) + 1) - 4 * a;
+        } else {
+            double sa = s < 1 ? s : 1, csum = 0;
+            for (int j = 0; j < n; j++) {
+                double arg = sa * ((double)(start + j) - ratio);
+                c[j] = p->mode == M_LINEAR ? fmax(0, 1 - fabs(arg)) : cubic_kernel(arg, p->cubic_a);
+                csum += c[j];
+            }
+            for (int j = 0; j < n; j++)
+                c[j] /= csum;
+        }
+        if (p->exclude) {
+            for (int j = 0; j < n; j++) {
+                int64_t i = base + start + j;
+                if (i < 0 || i >= in)
+                    c[j] = 0;
+                sum += c[j];
+            }
+            if (sum != 0)
+                for (int j = 0; j < n; j++)
+                    c[j] /= sum;
+        }
+        int m = 0;
+        for (int j = 0; j < n; j++) {
+            if (c[j] == 0)
+                continue;
+            int64_t i = base + start + j;
+            ti[m] = i < 0 ? 0 : i >= in ? in - 1 : i;
+            tw[m++] = c[j];
+        }
+        t->cnt[o] = m;
+    }
+    free(c);
+    return QR_OK;
+}
+
+static qr_status rz_run(qr_kctx *k, int legacy)
+{
+    const qr_tensor *x = k->in[0];
+    qr_tensor *y = k->out[0];
+    rz_plan p;
+    qr_status st = rz_make(k, &p, legacy, 1);
+    if (st != QR_OK)
+        return st;
+    int r = x->ndim;
+    int64_t n = qr_tensor_numel(y);
+    if (n == 0)
+        return QR_OK;
+    if (r == 0) {
+        memcpy(y->data, x->data, qr_dtype_size(x->dtype));
+        return QR_OK;
+    }
+    axis_taps taps[QR_MAX_DIMS];
+    memset(taps, 0, sizeof taps);
+    for (int d = 0; d < r && st == QR_OK; d++)
+        st = axis_build(k, &p, d, x->dims[d], &taps[d]);
+    if (st != QR_OK)
+        goto done;
+    int64_t xs[QR_MAX_DIMS], idx[QR_MAX_DIMS] = {0};
+    qr_tensor_strides(x, xs);
+    qr_dtype dt = x->dtype;
+    size_t es = qr_dtype_size(dt);
+    const char *src = x->data;
+    char *dst = y->data;
+    int f32 = dt == QR_F32;
+    for (int64_t e = 0; e < n; e++) {
+        /* Axes with one tap contribute a fixed offset and weight; the others are enumerated. */
+        int act[QR_MAX_DIMS], na = 0, outside = 0;
+        int64_t base = 0;
+        double wbase = 1;
+        for (int d = 0; d < r; d++) {
+            const axis_taps *t = &taps[d];
+            int c = t->cnt[idx[d]];
+            if (c < 0) {
+                outside = 1;
+                break;
+            }
+            if (c == 1) {
+                base += t->idx[idx[d] * t->width] * xs[d];
+                wbase *= t->w[idx[d] * t->width];
+            } else {
+                act[na++] = d;
+            }
+        }
+        if (outside) {
+            qr_set_f64(dst, dt, e, p.extrap);
+        } else if (p.mode == M_NEAREST || (na == 0 && wbase == 1)) {
+            memcpy(dst + (size_t)e * es, src + (size_t)base * es, es);
+        } else {
+            int j[QR_MAX_DIMS] = {0};
+            double acc = 0;
+            for (;;) {
+                int64_t off = base;
+                double w = wbase;
+                for (int a = 0; a < na; a++) {
+                    const axis_taps *t = &taps[act[a]];
+                    int64_t at = idx[act[a]] * t->width + j[a];
+                    off += t->idx[at] * xs[act[a]];
+                    w *= t->w[at];
+                }
+                acc += w * (f32 ? (double)((const float *)src)[off] : qr_get_f64(src, dt, off));
+                int a = na - 1;
+                for (; a >= 0; a--) {
+                    if (++j[a] < taps[act[a]].cnt[idx[act[a]]])
+                        break;
+                    j[a] = 0;
+                }
+                if (a < 0)
+                    break;
+            }
+            if (f32)
+                ((float *)dst)[e] = (float)acc;
+            else
+                qr_set_f64(dst, dt, e, acc);
+        }
+        for (int d = r - 1; d >= 0; d--) {
+            if (++idx[d] < y->dims[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+done:
+    for (int d = 0; d < r; d++) {
+        free(taps[d].cnt);
+        free(taps[d].idx);
+        free(taps[d].w);
+    }
+    return st;
+}
+
+qr_status qr_resize_infer(qr_kctx *k)
+{
+    if (k->opset < 11 && k->n_in != 2)
+        return QR_KERR(k, "Resize-10 takes 2 inputs (X, scales), got %d", k->n_in);
+    return rz_infer(k, k->opset < 11);
+}
+
+qr_status qr_resize_run(qr_kctx *k)
+{
+    return rz_run(k, k->opset < 11);
+}
+
+qr_status qr_upsample_infer(qr_kctx *k)
+{
+    return rz_infer(k, 1);
+}
+
+qr_status qr_upsample_run(qr_kctx *k)
+{
+    return rz_run(k, 1);
+}
