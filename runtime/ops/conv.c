@@ -1,5 +1,5 @@
 /* Convolutions and pools on float tensors: Conv, ConvTranspose, MaxPool,
- * AveragePool, GlobalAveragePool, GlobalMaxPool.
+ * AveragePool, GlobalAveragePool, GlobalMaxPool, MaxUnpool.
  * Conv is im2col + GEMM per (image, group); ConvTranspose is GEMM + col2im;
  * the pools walk the kernel positions over the window offsets of
  * qr_conv_offsets. f32 computes in float, f64 in double, f16 through float. */
@@ -77,9 +77,6 @@ static qr_status transpose_geom(qr_kctx *k, const qr_tensor *x, int mode, const 
         return QR_KERR(k, "attribute 'output_shape' has %d values, expected %d (one per spatial axis)", nos, r);
     for (int i = 0; i < r; i++) {
         int64_t in = x->dims[2 + i], s = g->stride[i];
-        if (opad[i] >= s && opad[i] >= g->dilation[i])
-            return QR_KERR(k, "output_padding %lld must be smaller than the stride or the dilation",
-                           (long long)opad[i]);
         int64_t full = s * (in - 1) + opad[i] + (g->kernel[i] - 1) * g->dilation[i] + 1, out, pb, pe;
         if (nos > 0 || mode == PAD_SAME_UPPER || mode == PAD_SAME_LOWER) {
             /* The spec: pads follow from the requested size; the odd unit goes
@@ -133,8 +130,11 @@ qr_status qr_conv_geom_init(qr_kctx *k, const qr_tensor *x, const int64_t *wkern
             g->kernel[i] = ks[i];
         }
     } else if (wkernel) {
-        for (int i = 0; i < r; i++)
+        for (int i = 0; i < r; i++) {
+            if (wkernel[i] < 1)
+                return QR_KERR(k, "the weights' spatial size %lld must be positive", (long long)wkernel[i]);
             g->kernel[i] = wkernel[i];
+        }
     } else {
         return QR_KERR(k, "attribute 'kernel_shape' is required");
     }
@@ -701,6 +701,91 @@ static qr_status global_run_common(qr_kctx *k, int is_max)
 static qr_status gap_run(qr_kctx *k) { return global_run_common(k, 0); }
 static qr_status gmp_run(qr_kctx *k) { return global_run_common(k, 1); }
 
+/* ---- MaxUnpool ---- */
+
+/* The unpooled shape (N, C, (in - 1) * stride - pads + kernel) into inferred,
+ * and the output shape into y: output_shape when given, which may only grow
+ * the inferred shape (the reference places the result at its origin). */
+static qr_status unpool_shape(qr_kctx *k, int64_t *inferred, qr_tensor *y)
+{
+    const qr_tensor *x = k->in[0], *ind = k->in[1], *os = k->n_in > 2 ? k->in[2] : NULL;
+    if (!qr_dtype_is_float(x->dtype))
+        return QR_KERR(k, "MaxUnpool takes float input, not %s", qr_dtype_name(x->dtype));
+    if (ind->dtype != QR_I64 || !qr_tensor_same_shape(ind, x))
+        return QR_KERR(k, "the indices must be int64 with the input's shape");
+    if (x->ndim < 3)
+        return QR_KERR(k, "input must have rank 3 or more (N x C x spatial axes), got rank %d", x->ndim);
+    int r = x->ndim - 2;
+    const int64_t *ks;
+    if (qr_attr_ints(k->node, "kernel_shape", &ks) != r)
+        return QR_KERR(k, "attribute 'kernel_shape' is required, with one value per spatial axis (%d)", r);
+    int64_t strides[QR_MAX_DIMS], pads[2 * QR_MAX_DIMS];
+    if (axis_ints(k, "strides", r, 1, 1, strides) != QR_OK || axis_ints(k, "pads", 2 * r, 0, 0, pads) != QR_OK)
+        return QR_ERR;
+    inferred[0] = x->dims[0];
+    inferred[1] = x->dims[1];
+    for (int i = 0; i < r; i++) {
+        if (ks[i] < 1)
+            return QR_KERR(k, "kernel_shape value %lld must be positive", (long long)ks[i]);
+        inferred[2 + i] = (x->dims[2 + i] - 1) * strides[i] - pads[i] - pads[r + i] + ks[i];
+        if (inferred[2 + i] < 0)
+            return QR_KERR(k, "spatial axis %d: the pads exceed the unpooled size", i);
+    }
+    y->dtype = x->dtype;
+    y->ndim = x->ndim;
+    memcpy(y->dims, inferred, (size_t)x->ndim * sizeof(int64_t));
+    if (os) {
+        if (!os->data)
+            return QR_NEED_DATA;
+        int64_t v[QR_MAX_DIMS];
+        if (qr_read_ints(os, v, QR_MAX_DIMS) != x->ndim)
+            return QR_KERR(k, "output_shape must be an integer vector of %d values", x->ndim);
+        for (int d = 0; d < x->ndim; d++) {
+            if (v[d] < inferred[d] || (d < 2 && v[d] != inferred[d]))
+                return QR_KERR(k, "output_shape[%d] = %lld is smaller than the unpooled size %lld", d,
+                               (long long)v[d], (long long)inferred[d]);
+            y->dims[d] = v[d];
+        }
+    }
+    return QR_OK;
+}
+
+static qr_status unpool_infer(qr_kctx *k)
+{
+    int64_t inferred[QR_MAX_DIMS];
+    return unpool_shape(k, inferred, k->out[0]);
+}
+
+static qr_status unpool_run(qr_kctx *k)
+{
+    const qr_tensor *x = k->in[0], *ind = k->in[1];
+    qr_tensor *y = k->out[0];
+    int64_t inferred[QR_MAX_DIMS], total = 1, ystride[QR_MAX_DIMS];
+    qr_tensor shape = {0};
+    if (unpool_shape(k, inferred, &shape) != QR_OK)
+        return QR_ERR;
+    for (int d = 0; d < x->ndim; d++)
+        total *= inferred[d];
+    qr_tensor_strides(y, ystride);
+    size_t es = qr_dtype_size(y->dtype);
+    memset(y->data, 0, qr_tensor_nbytes(y));
+    const int64_t *iv = ind->data;
+    int64_t n = qr_tensor_numel(x);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t idx = iv[i], off = 0;
+        if (idx < 0 || idx >= total)
+            return QR_KERR(k, "index %lld is outside the unpooled tensor of %lld elements", (long long)idx,
+                           (long long)total);
+        /* Flat index in the inferred shape -> offset in the output shape. */
+        for (int d = x->ndim - 1; d >= 0; d--) {
+            off += (idx % inferred[d]) * ystride[d];
+            idx /= inferred[d];
+        }
+        memcpy((char *)y->data + (size_t)off * es, (const char *)x->data + (size_t)i * es, es);
+    }
+    return QR_OK;
+}
+
 #define CONV_ATTRS "auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints"
 
 const qr_op_def qr_ops_conv[] = {
@@ -715,5 +800,6 @@ const qr_op_def qr_ops_conv[] = {
      avgpool_infer, avgpool_run},
     {"GlobalAveragePool", "", 1, 1, 1, 1, "", global_infer, gap_run},
     {"GlobalMaxPool", "", 1, 1, 1, 1, "", global_infer, gmp_run},
+    {"MaxUnpool", "", 2, 3, 1, 1, "kernel_shape:ints pads:ints strides:ints", unpool_infer, unpool_run},
     {0},
 };

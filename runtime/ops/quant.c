@@ -8,6 +8,7 @@
 #include "conv_geom.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -356,10 +357,14 @@ static qr_status expand_param(qr_kctx *k, const qr_tensor *p, int nd, const int6
         ok = pd == td || pd == 1;
     }
     if (!ok) {
-        char a[96], b[96];
-        return QR_KERR(k, "%s of shape %s does not fit the operand (expected a scalar, or per-row/per-column values "
-                          "broadcastable to %s)",
-                       what, qr_tensor_type_str(p, a, sizeof a), qr_tensor_type_str(&tt, b, sizeof b));
+        char a[160] = "", b[160] = "";
+        for (int d = 0; d < p->ndim; d++)
+            snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", d ? "," : "", (long long)p->dims[d]);
+        for (int d = 0; d < nd; d++)
+            snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", d ? "," : "", (long long)dims[d]);
+        return QR_KERR(k, "%s of shape [%s] does not fit its operand: expected a scalar, or per-row/per-column "
+                          "values broadcastable to [%s]",
+                       what, a, b);
     }
     qr_iter it;
     qr_iter_init(&it, &tt, 1);
