@@ -6,12 +6,12 @@
 
 /* Tables of ops, each terminated by a row with name == NULL. */
 extern const qr_op_def qr_ops_elementwise[];
-extern const qr_op_def qr_ops_conv[];     /* Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool */
-extern const qr_op_def qr_ops_dense[];    /* Gemm, MatMul, Softmax, BatchNormalization, LayerNormalization */
+extern const qr_op_def qr_ops_conv[];     /* Conv, ConvTranspose, MaxPool, AveragePool, Global*Pool, MaxUnpool */
+extern const qr_op_def qr_ops_dense[];    /* Gemm, MatMul, (Log)Softmax, Batch/Layer/InstanceNormalization */
 extern const qr_op_def qr_ops_shape[];    /* Flatten, Reshape, Transpose, Concat, Split, Slice, Squeeze, Unsqueeze,
-                                            Shape, Gather, Pad, Expand, ConstantOfShape, Range, Resize */
-extern const qr_op_def qr_ops_reduce[];  /* ReduceMean/Sum/Max, ArgMax */
-extern const qr_op_def qr_ops_quant[];   /* QuantizeLinear, DequantizeLinear, QLinear*, *Integer */
+                                            Shape, Gather, Pad, Expand, ConstantOfShape, Range, Resize, Upsample */
+extern const qr_op_def qr_ops_reduce[];  /* Reduce*, ArgMax, ArgMin */
+extern const qr_op_def qr_ops_quant[];   /* (Dynamic)QuantizeLinear, DequantizeLinear, QLinear*, *Integer */
 
 /* Normalizes a possibly negative axis into [0, rank); QR_ERR when out of range. */
 qr_status qr_norm_axis(qr_kctx *k, int64_t axis, int rank, int *out);
