@@ -270,11 +270,137 @@ qr_status qr_pass_fold_batchnorm(qr_graph *g, qr_error *e)
     return QR_OK;
 }
 
+/* Symbolic shapes. Unknown input dims are bound to stand-in sizes and the
+ * graph is inferred (evaluating small integer shape computations such as
+ * Shape -> Gather -> Concat -> Reshape on the way). Two runs with different
+ * stand-ins tell the dims that follow an input dim (same stand-in in both)
+ * from fixed dims (same number in both) and from derived ones (neither),
+ * which stay unknown. Best effort: a node that cannot be inferred leaves its
+ * outputs unknown; errors surface when the graph runs on real inputs. */
+#define SYM_SMALL 64 /* elements: shape tensors are evaluated up to this size */
+
+static void sym_run(const qr_graph *g, qr_tensor *vt, int64_t base)
+{
+    int k_sym = 0;
+    for (int i = 0; i < g->n_values; i++) {
+        qr_value *v = g->values[i];
+        qr_tensor *t = &vt[i];
+        memset(t, 0, sizeof *t);
+        t->ndim = -1;
+        if (v->is_const) {
+            *t = v->t; /* borrowed data: never freed below */
+        } else if (v->is_input && v->t.ndim >= 0) {
+            t->dtype = v->t.dtype;
+            t->ndim = v->t.ndim;
+            for (int d = 0; d < v->t.ndim; d++)
+                t->dims[d] = v->t.dims[d] >= 0 ? v->t.dims[d] : base + k_sym++;
+        }
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        qr_node *n = g->nodes[i];
+        if (n->dead || !n->def || n->n_in > 64 || n->n_out > 16)
+            continue;
+        const qr_tensor *in[64];
+        qr_tensor *outp[16];
+        int ok = 1, data = 1;
+        for (int j = 0; j < n->n_in; j++) {
+            in[j] = n->in[j] ? &vt[n->in[j]->id] : NULL;
+            if (in[j] && in[j]->ndim < 0)
+                ok = 0;
+            if (in[j] && !in[j]->data)
+                data = 0;
+        }
+        for (int j = 0; j < n->n_out; j++)
+            ok &= n->out[j] != NULL;
+        if (!ok)
+            continue;
+        for (int j = 0; j < n->n_out; j++) {
+            outp[j] = &vt[n->out[j]->id];
+            memset(outp[j], 0, sizeof **outp);
+        }
+        qr_error e = {{0}};
+        qr_kctx k = {.node = n, .opset = n->opset, .n_in = n->n_in, .n_out = n->n_out, .in = in, .out = outp, .err = &e};
+        if (n->def->infer(&k) != QR_OK) {
+            for (int j = 0; j < n->n_out; j++)
+                outp[j]->ndim = -1;
+            continue;
+        }
+        if (!data && !op_shape_only(n))
+            continue;
+        int small = 1;
+        for (int j = 0; j < n->n_out; j++)
+            small &= qr_tensor_numel(outp[j]) <= SYM_SMALL && qr_dtype_is_int(outp[j]->dtype);
+        if (!small)
+            continue;
+        int alloc = 1;
+        for (int j = 0; j < n->n_out; j++)
+            alloc &= qr_tensor_alloc(outp[j], &e) == QR_OK;
+        if (!alloc || n->def->run(&k) != QR_OK)
+            for (int j = 0; j < n->n_out; j++)
+                qr_tensor_free(outp[j]);
+    }
+}
+
+static void sym_free(const qr_graph *g, qr_tensor *vt)
+{
+    for (int i = 0; i < g->n_values; i++)
+        if (!g->values[i]->is_const)
+            qr_tensor_free(&vt[i]);
+    free(vt);
+}
+
+void qr_pass_infer_symbolic(qr_graph *g)
+{
+    enum { BASE_A = 7919, BASE_B = 6007 }; /* stand-ins: primes no model is likely to use */
+    qr_tensor *a = calloc((size_t)g->n_values + 1, sizeof *a), *b = calloc((size_t)g->n_values + 1, sizeof *b);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return;
+    }
+    sym_run(g, a, BASE_A);
+    sym_run(g, b, BASE_B);
+    /* Names of the stand-ins, in the order sym_run bound them. */
+    const char *names[256] = {0};
+    int k_sym = 0;
+    for (int i = 0; i < g->n_values; i++) {
+        qr_value *v = g->values[i];
+        if (!v->is_const && v->is_input)
+            for (int d = 0; d < v->t.ndim; d++)
+                if (v->t.dims[d] < 0 && k_sym < 256)
+                    names[k_sym++] = v->dim_param[d];
+    }
+    for (int i = 0; i < g->n_values; i++) {
+        qr_value *v = g->values[i];
+        if (v->is_const || v->is_input || qr_value_shape_known(v) || a[i].ndim < 0 || a[i].ndim != b[i].ndim)
+            continue;
+        if (v->t.ndim >= 0 && v->t.ndim != a[i].ndim)
+            continue; /* disagrees with the model's own annotation: keep that */
+        const char *dp[QR_MAX_DIMS] = {0};
+        int64_t dims[QR_MAX_DIMS];
+        for (int d = 0; d < a[i].ndim; d++) {
+            int64_t x = a[i].dims[d], y = b[i].dims[d];
+            dims[d] = x == y ? x : -1;
+            if (x != y && x - BASE_A == y - BASE_B && x - BASE_A >= 0 && x - BASE_A < k_sym)
+                dp[d] = names[x - BASE_A];
+            else if (x != y && v->t.ndim == a[i].ndim)
+                dp[d] = v->dim_param[d];
+        }
+        v->t.dtype = a[i].dtype;
+        v->t.ndim = a[i].ndim;
+        memcpy(v->t.dims, dims, sizeof(int64_t) * (size_t)a[i].ndim);
+        memcpy(v->dim_param, dp, sizeof dp);
+    }
+    sym_free(g, a);
+    sym_free(g, b);
+}
+
 qr_status qr_graph_optimize(qr_graph *g, qr_error *e)
 {
     if (qr_pass_remove_identity(g, e) != QR_OK || qr_pass_infer_and_fold(g, e) != QR_OK ||
         qr_pass_fold_batchnorm(g, e) != QR_OK)
         return QR_ERR;
     qr_graph_compact(g);
+    qr_pass_infer_symbolic(g);
     return QR_OK;
 }

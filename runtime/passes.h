@@ -11,6 +11,9 @@ qr_status qr_pass_remove_identity(qr_graph *g, qr_error *e);
 /* Infers shapes where all input shapes are known and folds nodes whose inputs are all constant. */
 qr_status qr_pass_infer_and_fold(qr_graph *g, qr_error *e);
 qr_status qr_pass_fold_batchnorm(qr_graph *g, qr_error *e);
+/* Fills the shapes that depend on symbolic input dims (e.g. [N,10] from
+ * [N,1,28,28]); dims derived from them stay unknown. Best effort, never fails. */
+void qr_pass_infer_symbolic(qr_graph *g);
 /* All of the above, in order, then drops dead nodes and values. */
 qr_status qr_graph_optimize(qr_graph *g, qr_error *e);
 

@@ -61,8 +61,8 @@ def main(out):
             f.write(raw)
         save(relu_model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], inits=[t]),
              os.path.join(out, "ext", name + ".onnx"), check=False)
-    # Reshape to an absurd shape: caught at load time by shape inference.
-    shp = numpy_helper.from_array(np.array([1 << 40, 1 << 30], np.int64), "shape")
+    # Expand to an absurd (but broadcast-valid) shape: caught at load time by shape inference.
+    shp = numpy_helper.from_array(np.array([1 << 40, 1 << 30, 1, 3], np.int64), "shape")
     save(relu_model([helper.make_node("Expand", ["x", "shape"], ["y"], name="expand")], inits=[shp]),
          os.path.join(out, "absurd_shape.onnx"), check=False)
     np.save(os.path.join(out, "x.npy"), np.arange(6, dtype=np.float32).reshape(2, 3) - 3)

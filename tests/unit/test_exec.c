@@ -48,15 +48,16 @@ Test(exec, memory_plan_reuses_buffers)
     qr_graph_free(g);
 }
 
-typedef struct seen { int calls; float last_first; } seen;
+typedef struct seen { int calls; float first[8]; } seen;
 
 static void observer(void *user, const qr_node *n, const qr_value *v, const qr_tensor *t)
 {
     (void)n;
     (void)v;
     seen *s = user;
+    if (s->calls < 8)
+        s->first[s->calls] = ((const float *)t->data)[0];
     s->calls++;
-    s->last_first = ((const float *)t->data)[0];
 }
 
 Test(exec, observer_sees_every_value)
@@ -71,7 +72,10 @@ Test(exec, observer_sees_every_value)
     qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {N}, .data = in}, out;
     cr_assert_eq(qr_exec_run(x, &t, &out, &e), QR_OK, "%s", e.msg);
     cr_assert_eq(s.calls, 4);
-    cr_assert_float_eq(s.last_first, -3.f, 0);
+    /* Relu(3) = 3, Neg -> -3, Relu -> 0, Neg -> -0: each value seen in order. */
+    const float want[4] = {3.f, -3.f, 0.f, 0.f};
+    for (int i = 0; i < 4; i++)
+        cr_assert_float_eq(s.first[i], want[i], 0, "value %d", i);
     qr_tensor_free(&out);
     qr_exec_free(x);
     qr_graph_free(g);
