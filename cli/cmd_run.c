@@ -1,11 +1,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "dump.h"
 #include "exec.h"
+#include "fileio.h"
 #include "tensor_io.h"
 
 #define MAX_ARGS 64
@@ -29,14 +31,16 @@ int cli_run(int argc, char **argv)
 {
     const char *model = NULL, *outdir = ".";
     const char *in_name[MAX_ARGS], *in_file[MAX_ARGS];
-    int nin = 0, threads = 1;
+    int nin = 0, threads = 1, stats = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: qrl run MODEL.onnx [-i [NAME=]FILE]... [-o DIR] [--threads N]\n"
+            printf("usage: qrl run MODEL.onnx [-i [NAME=]FILE]... [-o DIR] [--threads N] [--stats]\n"
                    "Inputs are .npy or ONNX TensorProto .pb files; an input without NAME= binds to the\n"
-                   "next graph input in order. Each graph output is written to DIR/<name>.npy\n"
-                   "(characters other than letters, digits, '_', '-', '.' become '_').\n");
+                   "next graph input in order. Each graph output is written to DIR/<name>.npy (DIR is created if missing)\n"
+                   "(characters other than letters, digits, '_', '-', '.' become '_').\n"
+                   "--stats also prints the run time and the memory plan (arena vs. sum of all\n"
+                   "intermediate tensors).\n");
             return 0;
         }
         if (!strcmp(a, "-i") || !strcmp(a, "--input")) {
@@ -60,6 +64,8 @@ int cli_run(int argc, char **argv)
         } else if (!strcmp(a, "--threads")) {
             if (++i == argc || !cli_parse_int(argv[i], 1, 256, &threads))
                 return cli_usage_error("run", "--threads needs a number from 1 to 256");
+        } else if (!strcmp(a, "--stats")) {
+            stats = 1;
         } else if (a[0] == '-' || model) {
             return cli_usage_error("run", "unexpected argument '%s'", a);
         } else {
@@ -128,8 +134,14 @@ int cli_run(int argc, char **argv)
             goto out;
         }
     qr_exec_opts opts = {.threads = threads};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (qr_exec_new(g, &opts, &x, &e) != QR_OK || qr_exec_run(x, inputs, outputs, &e) != QR_OK) {
         qr_error_prefix(&e, "%s", model);
+        rc = cli_fail(&e);
+        goto out;
+    }
+    if (qr_make_dirs(outdir, &e) != QR_OK) {
         rc = cli_fail(&e);
         goto out;
     }
@@ -146,11 +158,24 @@ int cli_run(int argc, char **argv)
         }
         written[nwritten++] = strdup(path);
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     for (int j = 0; j < nout; j++) {
         char tb[160];
         printf("%s: %s -> %s/", g->outputs[j]->name, qr_tensor_type_str(&outputs[j], tb, sizeof tb), outdir);
         file_name_for(g->outputs[j]->name, tb, sizeof tb);
         printf("%s.npy\n", tb);
+    }
+    if (stats) {
+        qr_exec_stats st;
+        qr_exec_get_stats(x, &st);
+        double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+        printf("time: %.2f ms (plan + run + write, %d thread%s)\n", ms, threads, threads > 1 ? "s" : "");
+        if (st.dynamic)
+            printf("memory: dynamic (data-dependent shapes), peak %zu bytes live, %zu bytes in all intermediates\n",
+                   st.peak_bytes, st.sum_bytes);
+        else
+            printf("memory: arena %zu bytes for %zu bytes of intermediates (%.1f%%)\n", st.arena_bytes, st.sum_bytes,
+                   st.sum_bytes ? 100.0 * (double)st.arena_bytes / (double)st.sum_bytes : 0.0);
     }
     rc = 0;
 out:

@@ -12,7 +12,7 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  dump MODEL.onnx                      print the graph as text (ops, dtypes, shapes, attributes)\n"
-    "  run  MODEL.onnx [-i [NAME=]FILE]... [-o DIR] [--threads N]\n"
+    "  run  MODEL.onnx [-i [NAME=]FILE]... [-o DIR] [--threads N] [--stats]\n"
     "                                       run the model; inputs .npy or .pb (ONNX TensorProto),\n"
     "                                       unnamed inputs bind in graph-input order; writes every\n"
     "                                       output to DIR/<output name>.npy (DIR defaults to .)\n"

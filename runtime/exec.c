@@ -236,6 +236,19 @@ static qr_status node_fail(const qr_node *n, qr_error *e)
  * small shape-only results (Shape, and arithmetic on constants) now, and lays
  * out the arena by liveness. Falls back to dynamic mode when a shape depends
  * on run-time data. */
+/* Whether node n (index ni) may write output 0 over input 0. */
+static int inplace_ok(const qr_exec *x, const qr_node *n, int ni)
+{
+    const qr_value *in = n->n_in ? n->in[0] : NULL, *out = n->n_out ? n->out[0] : NULL;
+    if (!n->def->inplace || !in || !out || x->kind[in->id] != V_RUNTIME || x->last_use[in->id] != ni)
+        return 0;
+    for (int j = 1; j < n->n_out; j++)
+        if (n->out[j] == in)
+            return 0;
+    const qr_tensor *a = &x->vt[in->id], *b = &x->vt[out->id];
+    return a->dtype == b->dtype && qr_tensor_same_shape(a, b);
+}
+
 static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
 {
     const qr_graph *g = x->g;
@@ -299,6 +312,15 @@ static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
                     continue;
                 size_t size = align_up(qr_tensor_nbytes(&x->vt[v->id])), off = 0;
                 int at = 0;
+                if (j == 0 && inplace_ok(x, n, ni)) {
+                    /* Output 0 takes over input 0's block, which dies here. */
+                    for (at = 0; live[at].value != n->in[0]->id; at++)
+                        ;
+                    live[at].value = v->id;
+                    x->offset[v->id] = live[at].off;
+                    sum += size;
+                    continue;
+                }
                 for (; at < nlive; at++) {
                     if (live[at].off >= off + size)
                         break;
@@ -397,8 +419,9 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
                 st = qr_tensor_alloc(io.out[j], e);
                 if (n->out[j])
                     live += qr_tensor_nbytes(io.out[j]);
-            } else {
-                /* Kernels get zeroed outputs in both modes (the arena is reused). */
+            } else if (!n->def->inplace) {
+                /* Kernels get zeroed outputs in both modes (the arena is reused);
+                 * in-place kernels write every element and may be reading this buffer. */
                 memset(io.out[j]->data, 0, qr_tensor_nbytes(io.out[j]));
             }
         }

@@ -108,3 +108,28 @@ char *qr_path_dir(const char *path)
         return strdup("/");
     return strndup(path, (size_t)(s - path));
 }
+
+qr_status qr_make_dirs(const char *dir, qr_error *e)
+{
+    size_t n = strlen(dir);
+    char *p = malloc(n + 1);
+    if (!p)
+        return qr_errorf(e, "out of memory");
+    memcpy(p, dir, n + 1);
+    qr_status st = QR_OK;
+    /* Each prefix ending before a '/', then the whole path. */
+    for (size_t i = 1; i <= n && st == QR_OK; i++) {
+        if (p[i] != '/' && p[i] != 0)
+            continue;
+        char c = p[i];
+        p[i] = 0;
+        struct stat sb;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            st = qr_errorf(e, "%s: cannot create directory: %s", p, strerror(errno));
+        else if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            st = qr_errorf(e, "%s: not a directory", p);
+        p[i] = c;
+    }
+    free(p);
+    return st;
+}

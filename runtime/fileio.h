@@ -24,6 +24,9 @@ qr_status qr_atomic_open(qr_atomic_file *a, const char *path, qr_error *e);
 qr_status qr_atomic_commit(qr_atomic_file *a, qr_error *e);
 void qr_atomic_abort(qr_atomic_file *a);
 
+/* mkdir -p: creates dir and its missing parents. */
+qr_status qr_make_dirs(const char *dir, qr_error *e);
+
 /* Directory part of path ("." if none), malloc'd. */
 char *qr_path_dir(const char *path);
 

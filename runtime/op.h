@@ -34,6 +34,9 @@ typedef struct qr_op_def {
     const char *attrs;
     qr_op_fn infer;
     qr_op_fn run;
+    /* Output 0 may share input 0's buffer when both have the same type and
+     * shape: the kernel reads each element before writing the same index. */
+    int inplace;
 } qr_op_def;
 
 /* NULL when the op is unknown. */

@@ -789,17 +789,17 @@ static qr_status unpool_run(qr_kctx *k)
 #define CONV_ATTRS "auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints"
 
 const qr_op_def qr_ops_conv[] = {
-    {"Conv", "", 2, 3, 1, 1, CONV_ATTRS, conv_infer, conv_run},
+    {"Conv", "", 2, 3, 1, 1, CONV_ATTRS, conv_infer, conv_run, 0},
     {"ConvTranspose", "", 2, 3, 1, 1, CONV_ATTRS " output_padding:ints output_shape:ints", conv_tr_infer,
-     conv_tr_run},
+     conv_tr_run, 0},
     {"MaxPool", "", 1, 1, 1, 2,
      "auto_pad:s ceil_mode:i dilations:ints kernel_shape:ints pads:ints storage_order:i strides:ints",
-     maxpool_infer, maxpool_run},
+     maxpool_infer, maxpool_run, 0},
     {"AveragePool", "", 1, 1, 1, 1,
      "auto_pad:s ceil_mode:i count_include_pad:i dilations:ints kernel_shape:ints pads:ints strides:ints",
-     avgpool_infer, avgpool_run},
-    {"GlobalAveragePool", "", 1, 1, 1, 1, "", global_infer, gap_run},
-    {"GlobalMaxPool", "", 1, 1, 1, 1, "", global_infer, gmp_run},
-    {"MaxUnpool", "", 2, 3, 1, 1, "kernel_shape:ints pads:ints strides:ints", unpool_infer, unpool_run},
+     avgpool_infer, avgpool_run, 0},
+    {"GlobalAveragePool", "", 1, 1, 1, 1, "", global_infer, gap_run, 0},
+    {"GlobalMaxPool", "", 1, 1, 1, 1, "", global_infer, gmp_run, 0},
+    {"MaxUnpool", "", 2, 3, 1, 1, "kernel_shape:ints pads:ints strides:ints", unpool_infer, unpool_run, 0},
     {0},
 };

@@ -831,9 +831,9 @@ static qr_status dropout_run(qr_kctx *k)
 
 /* ------------------------------------------------------------------ table */
 
-#define UNARY(name, attrs) {name, "", 1, 1, 1, 1, attrs, unary_infer, unary_run}
-#define BINARY(name, attrs) {name, "", 2, 2, 1, 1, attrs, nary_infer, nary_run}
-#define VARIADIC(name) {name, "", 1, 64, 1, 1, "", nary_infer, nary_run}
+#define UNARY(name, attrs) {name, "", 1, 1, 1, 1, attrs, unary_infer, unary_run, 1}
+#define BINARY(name, attrs) {name, "", 2, 2, 1, 1, attrs, nary_infer, nary_run, 1}
+#define VARIADIC(name) {name, "", 1, 64, 1, 1, "", nary_infer, nary_run, 0}
 
 const qr_op_def qr_ops_elementwise[] = {
     UNARY("Neg", ""),
@@ -881,8 +881,8 @@ const qr_op_def qr_ops_elementwise[] = {
     BINARY("Mul", "broadcast:i axis:i"),
     BINARY("Div", "broadcast:i axis:i"),
     BINARY("Pow", "broadcast:i axis:i"),
-    {"Mod", "", 2, 2, 1, 1, "fmod:i", mod_infer, nary_run},
-    {"BitShift", "", 2, 2, 1, 1, "direction:s", bitshift_infer, nary_run},
+    {"Mod", "", 2, 2, 1, 1, "fmod:i", mod_infer, nary_run, 0},
+    {"BitShift", "", 2, 2, 1, 1, "direction:s", bitshift_infer, nary_run, 0},
     BINARY("Equal", "broadcast:i axis:i"),
     BINARY("Less", "broadcast:i axis:i"),
     BINARY("Greater", "broadcast:i axis:i"),
@@ -895,12 +895,12 @@ const qr_op_def qr_ops_elementwise[] = {
     VARIADIC("Min"),
     VARIADIC("Sum"),
     VARIADIC("Mean"),
-    {"PRelu", "", 2, 2, 1, 1, "", prelu_infer, prelu_run},
-    {"Where", "", 3, 3, 1, 1, "", where_infer, where_run},
-    {"Clip", "", 1, 3, 1, 1, "min:f max:f", clip_infer, clip_run},
-    {"Cast", "", 1, 1, 1, 1, "to:i saturate:i", cast_infer, cast_run},
-    {"CastLike", "", 2, 2, 1, 1, "saturate:i", castlike_infer, cast_run},
-    {"Identity", "", 1, 1, 1, 1, "", identity_infer, identity_run},
-    {"Dropout", "", 1, 3, 1, 2, "ratio:f is_test:i seed:i", dropout_infer, dropout_run},
+    {"PRelu", "", 2, 2, 1, 1, "", prelu_infer, prelu_run, 1},
+    {"Where", "", 3, 3, 1, 1, "", where_infer, where_run, 0},
+    {"Clip", "", 1, 3, 1, 1, "min:f max:f", clip_infer, clip_run, 1},
+    {"Cast", "", 1, 1, 1, 1, "to:i saturate:i", cast_infer, cast_run, 0},
+    {"CastLike", "", 2, 2, 1, 1, "saturate:i", castlike_infer, cast_run, 0},
+    {"Identity", "", 1, 1, 1, 1, "", identity_infer, identity_run, 0},
+    {"Dropout", "", 1, 3, 1, 2, "ratio:f is_test:i seed:i", dropout_infer, dropout_run, 0},
     {0},
 };

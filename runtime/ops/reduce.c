@@ -359,7 +359,7 @@ static qr_status argmax_run(qr_kctx *k) { return arg_run(k, 1); }
 static qr_status argmin_run(qr_kctx *k) { return arg_run(k, 0); }
 
 #define REDUCE_ROW(NAME, FN) \
-    {NAME, "", 1, 2, 1, 1, "axes:ints keepdims:i noop_with_empty_axes:i", FN##_infer, FN##_run}
+    {NAME, "", 1, 2, 1, 1, "axes:ints keepdims:i noop_with_empty_axes:i", FN##_infer, FN##_run, 0}
 
 const qr_op_def qr_ops_reduce[] = {
     REDUCE_ROW("ReduceSum", rsum),
@@ -372,7 +372,7 @@ const qr_op_def qr_ops_reduce[] = {
     REDUCE_ROW("ReduceSumSquare", rsumsq),
     REDUCE_ROW("ReduceLogSum", rlogsum),
     REDUCE_ROW("ReduceLogSumExp", rlogsumexp),
-    {"ArgMax", "", 1, 1, 1, 1, "axis:i keepdims:i select_last_index:i", arg_infer, argmax_run},
-    {"ArgMin", "", 1, 1, 1, 1, "axis:i keepdims:i select_last_index:i", arg_infer, argmin_run},
+    {"ArgMax", "", 1, 1, 1, 1, "axis:i keepdims:i select_last_index:i", arg_infer, argmax_run, 0},
+    {"ArgMin", "", 1, 1, 1, 1, "axis:i keepdims:i select_last_index:i", arg_infer, argmin_run, 0},
     {0},
 };

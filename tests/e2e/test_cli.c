@@ -78,29 +78,37 @@ Test(cli, run_conformance_models)
     run_case("pytorch-converted", "test_Conv2d_depthwise_padded", 1, 1);
 }
 
-Test(cli, run_bundled_model)
+/* The bundled model against PyTorch running the same weights
+ * (tools/torch_reference.py) on seeded random images. */
+Test(cli, run_bundled_model_matches_torch)
 {
     char cmd[2048], *log;
-    snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 -c \"import numpy as np; np.save('%s/x.npy', np.full((3,1,28,28), 0.5, np.float32))\"",
-             dir);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/torch_reference.py %s/examples/fmnist/fmnist_cnn.onnx %s/ref 7 1",
+             tu_root(), tu_root(), dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
-    snprintf(cmd, sizeof cmd, "%s run %s/examples/fmnist/fmnist_cnn.onnx -i %s/x.npy -o %s", tu_qrl(), tu_root(), dir,
-             dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    cr_assert(strstr(log, "logits: f32[3,10]"), "%s", log);
-    free(log);
-    char path[600];
-    snprintf(path, sizeof path, "%s/logits.npy", dir);
-    qr_tensor t;
-    qr_error e;
-    cr_assert_eq(qr_npy_read(path, &t, &e), QR_OK, "%s", e.msg);
-    cr_assert_eq(t.dims[0], 3);
-    /* Three identical samples give three identical rows. */
-    for (int c = 0; c < 10; c++)
-        cr_assert_float_eq(((float *)t.data)[c], ((float *)t.data)[20 + c], 1e-6);
-    qr_tensor_free(&t);
+    for (int threads = 1; threads <= 2; threads++) {
+        snprintf(cmd, sizeof cmd, "%s run %s/examples/fmnist/fmnist_cnn.onnx -i %s/ref/x.npy -o %s/out%d --threads %d --stats",
+                 tu_qrl(), tu_root(), dir, dir, threads, threads);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        cr_assert(strstr(log, "logits: f32[7,10]"), "%s", log);
+        cr_assert(strstr(log, "memory: arena "), "--stats prints the memory plan: %s", log);
+        free(log);
+        char path[600];
+        qr_tensor got, want;
+        qr_error e;
+        snprintf(path, sizeof path, "%s/out%d/logits.npy", dir, threads);
+        cr_assert_eq(qr_npy_read(path, &got, &e), QR_OK, "%s", e.msg);
+        snprintf(path, sizeof path, "%s/ref/logits.npy", dir);
+        cr_assert_eq(qr_npy_read(path, &want, &e), QR_OK, "%s", e.msg);
+        cr_assert(qr_tensor_same_shape(&got, &want));
+        for (int64_t i = 0; i < qr_tensor_numel(&got); i++) {
+            float a = ((float *)got.data)[i], b = ((float *)want.data)[i];
+            cr_assert(fabsf(a - b) <= 1e-4f + 1e-4f * fabsf(b), "logit %lld: qrl %g, torch %g", (long long)i, a, b);
+        }
+        qr_tensor_free(&got);
+        qr_tensor_free(&want);
+    }
 }
 
 Test(cli, dump_bundled_model_matches_golden)
