@@ -1,0 +1,174 @@
+/* Kernels called directly through the op table: the integer and edge cases
+ * that the ONNX conformance data does not reach (division by zero, wrap-around,
+ * saturating casts, broadcasting corner shapes, in-place aliasing). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "op.h"
+
+/* Runs op on the given inputs; out is allocated here (free with qr_tensor_free). */
+static qr_status run_op(const char *op, qr_attr *attrs, int nattr, const qr_tensor **in, int nin, qr_tensor *out,
+                        qr_error *e)
+{
+    const qr_op_def *d = qr_op_find("", op);
+    cr_assert(d, "op %s is registered", op);
+    qr_node n = {.name = "t", .op = op, .domain = "", .opset = 17, .n_in = nin, .n_out = 1, .n_attr = nattr,
+                 .attr = attrs, .def = d};
+    memset(out, 0, sizeof *out);
+    qr_tensor *outs[1] = {out};
+    qr_kctx k = {.node = &n, .opset = 17, .n_in = nin, .n_out = 1, .in = in, .out = outs, .err = e};
+    qr_status st = d->infer(&k);
+    if (st != QR_OK)
+        return st;
+    cr_assert_eq(qr_tensor_alloc(out, e), QR_OK);
+    st = d->run(&k);
+    if (st != QR_OK)
+        qr_tensor_free(out);
+    return st;
+}
+
+static qr_tensor vec(qr_dtype t, int64_t n, void *data)
+{
+    return (qr_tensor){.dtype = t, .ndim = 1, .dims = {n}, .data = data};
+}
+
+Test(ops, integer_division_by_zero_is_an_error)
+{
+    int32_t a[3] = {7, -7, 1}, b[3] = {2, 0, 1};
+    qr_tensor ta = vec(QR_I32, 3, a), tb = vec(QR_I32, 3, b), y;
+    const qr_tensor *in[2] = {&ta, &tb};
+    qr_error e = {{0}};
+    cr_assert_eq(run_op("Div", NULL, 0, in, 2, &y, &e), QR_ERR);
+    cr_assert(strstr(e.msg, "division by zero"), "%s", e.msg);
+    cr_assert_eq(run_op("Mod", NULL, 0, in, 2, &y, &e), QR_ERR);
+}
+
+Test(ops, integer_division_truncates_and_wraps)
+{
+    int64_t a[3] = {7, -7, INT64_MIN}, b[3] = {2, 2, -1};
+    qr_tensor ta = vec(QR_I64, 3, a), tb = vec(QR_I64, 3, b), y;
+    const qr_tensor *in[2] = {&ta, &tb};
+    qr_error e;
+    cr_assert_eq(run_op("Div", NULL, 0, in, 2, &y, &e), QR_OK, "%s", e.msg);
+    const int64_t *r = y.data;
+    cr_assert(r[0] == 3 && r[1] == -3 && r[2] == INT64_MIN, "%lld %lld %lld", (long long)r[0], (long long)r[1],
+              (long long)r[2]);
+    qr_tensor_free(&y);
+}
+
+Test(ops, mod_follows_divisor_sign_unless_fmod)
+{
+    int32_t a[4] = {-4, 4, -4, 4}, b[4] = {3, -3, -3, 3};
+    qr_tensor ta = vec(QR_I32, 4, a), tb = vec(QR_I32, 4, b), y;
+    const qr_tensor *in[2] = {&ta, &tb};
+    qr_error e;
+    cr_assert_eq(run_op("Mod", NULL, 0, in, 2, &y, &e), QR_OK, "%s", e.msg);
+    const int32_t *r = y.data;
+    cr_assert(r[0] == 2 && r[1] == -2 && r[2] == -1 && r[3] == 1);
+    qr_tensor_free(&y);
+    qr_attr fm = {.name = "fmod", .kind = QR_ATTR_INT, .i = 1};
+    cr_assert_eq(run_op("Mod", &fm, 1, in, 2, &y, &e), QR_OK, "%s", e.msg);
+    r = y.data;
+    cr_assert(r[0] == -1 && r[1] == 1 && r[2] == -1 && r[3] == 1);
+    qr_tensor_free(&y);
+}
+
+Test(ops, int8_add_wraps)
+{
+    int8_t a[2] = {127, -128}, b[2] = {1, -1};
+    qr_tensor ta = vec(QR_I8, 2, a), tb = vec(QR_I8, 2, b), y;
+    const qr_tensor *in[2] = {&ta, &tb};
+    qr_error e;
+    cr_assert_eq(run_op("Add", NULL, 0, in, 2, &y, &e), QR_OK, "%s", e.msg);
+    cr_assert(((int8_t *)y.data)[0] == -128 && ((int8_t *)y.data)[1] == 127);
+    qr_tensor_free(&y);
+}
+
+Test(ops, cast_float_to_int_saturates_and_nan_is_zero)
+{
+    float x[4] = {300.f, -300.f, NAN, -2.7f};
+    qr_tensor tx = vec(QR_F32, 4, x), y;
+    const qr_tensor *in[1] = {&tx};
+    qr_attr to = {.name = "to", .kind = QR_ATTR_INT, .i = 3}; /* INT8 */
+    qr_error e;
+    cr_assert_eq(run_op("Cast", &to, 1, in, 1, &y, &e), QR_OK, "%s", e.msg);
+    const int8_t *r = y.data;
+    cr_assert(r[0] == 127 && r[1] == -128 && r[2] == 0 && r[3] == -2, "%d %d %d %d", r[0], r[1], r[2], r[3]);
+    qr_tensor_free(&y);
+}
+
+Test(ops, broadcast_both_ways)
+{
+    /* [2,1,3] + [4,1] -> [2,4,3] */
+    float a[6] = {0, 1, 2, 10, 11, 12}, b[4] = {100, 200, 300, 400};
+    qr_tensor ta = {.dtype = QR_F32, .ndim = 3, .dims = {2, 1, 3}, .data = a};
+    qr_tensor tb = {.dtype = QR_F32, .ndim = 2, .dims = {4, 1}, .data = b}, y;
+    const qr_tensor *in[2] = {&ta, &tb};
+    qr_error e;
+    cr_assert_eq(run_op("Add", NULL, 0, in, 2, &y, &e), QR_OK, "%s", e.msg);
+    cr_assert(y.ndim == 3 && y.dims[0] == 2 && y.dims[1] == 4 && y.dims[2] == 3);
+    const float *r = y.data;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 4; j++)
+            for (int k = 0; k < 3; k++)
+                cr_assert_float_eq(r[(i * 4 + j) * 3 + k], a[i * 3 + k] + b[j], 0);
+    qr_tensor_free(&y);
+}
+
+Test(ops, broadcast_mismatch_is_an_error)
+{
+    float a[3] = {0}, b[2] = {0};
+    qr_tensor ta = vec(QR_F32, 3, a), tb = vec(QR_F32, 2, b), y;
+    const qr_tensor *in[2] = {&ta, &tb};
+    qr_error e;
+    cr_assert_eq(run_op("Mul", NULL, 0, in, 2, &y, &e), QR_ERR);
+    cr_assert(strstr(e.msg, "broadcast"), "%s", e.msg);
+}
+
+Test(ops, mixed_types_are_an_error)
+{
+    float a[2] = {0};
+    int32_t b[2] = {0};
+    qr_tensor ta = vec(QR_F32, 2, a), tb = vec(QR_I32, 2, b), y;
+    const qr_tensor *in[2] = {&ta, &tb};
+    qr_error e;
+    cr_assert_eq(run_op("Sub", NULL, 0, in, 2, &y, &e), QR_ERR);
+    cr_assert(strstr(e.msg, "type"), "%s", e.msg);
+}
+
+Test(ops, variadic_max_broadcasts_and_propagates_nan)
+{
+    float a[2] = {1, NAN}, b[1] = {5}, c[2] = {7, 0};
+    qr_tensor ta = vec(QR_F32, 2, a), tb = vec(QR_F32, 1, b), tc = vec(QR_F32, 2, c), y;
+    const qr_tensor *in[3] = {&ta, &tb, &tc};
+    qr_error e;
+    cr_assert_eq(run_op("Max", NULL, 0, in, 3, &y, &e), QR_OK, "%s", e.msg);
+    cr_assert_float_eq(((float *)y.data)[0], 7, 0);
+    cr_assert(isnan(((float *)y.data)[1]));
+    qr_tensor_free(&y);
+}
+
+Test(ops, elementwise_ops_are_safe_in_place)
+{
+    /* The executor may hand a kernel the same buffer as input 0 and output. */
+    static const char *const ops[] = {"Relu", "Neg", "Sigmoid", "Tanh", "Exp", "Abs"};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+        const qr_op_def *d = qr_op_find("", ops[o]);
+        cr_assert(d && d->inplace, "%s is marked in-place", ops[o]);
+        float buf[40000], ref[40000];
+        for (int i = 0; i < 40000; i++)
+            buf[i] = (float)(i % 17) - 8.f;
+        qr_tensor x = vec(QR_F32, 40000, buf), y;
+        const qr_tensor *in[1] = {&x};
+        qr_error e;
+        cr_assert_eq(run_op(ops[o], NULL, 0, in, 1, &y, &e), QR_OK);
+        memcpy(ref, y.data, sizeof ref);
+        qr_tensor_free(&y);
+        qr_node n = {.name = "t", .op = ops[o], .domain = "", .opset = 17, .n_in = 1, .n_out = 1, .def = d};
+        qr_tensor *outs[1] = {&x};
+        qr_kctx k = {.node = &n, .opset = 17, .n_in = 1, .n_out = 1, .in = in, .out = outs, .err = &e};
+        cr_assert_eq(d->run(&k), QR_OK);
+        cr_assert(memcmp(buf, ref, sizeof ref) == 0, "%s in place differs", ops[o]);
+    }
+}
