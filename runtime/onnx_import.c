@@ -415,6 +415,16 @@ static int opset_for(const Onnx__ModelProto *m, const char *domain)
     return -1;
 }
 
+/* Ops whose only ONNX schema version is 1 (up to opset 21): an opset-1 model means today's op. */
+static int unchanged_since_opset1(const char *op)
+{
+    static const char *const ops[] = {"GlobalAveragePool", "GlobalMaxPool", "Not", "Softplus", "Softsign"};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (strcmp(op, ops[i]) == 0)
+            return 1;
+    return 0;
+}
+
 static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
 {
     const Onnx__GraphProto *gp = m->graph;
@@ -424,9 +434,19 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
     int opset = opset_for(m, "");
     if (opset < 0)
         opset = m->n_opset_import ? -1 : QR_OPSET_MIN;
-    if (opset < QR_OPSET_MIN || opset > QR_OPSET_MAX)
+    if (opset < 1 || opset > QR_OPSET_MAX)
         return qr_errorf(im->e, "%s: opset_import: default-domain opset %d is not supported (%d to %d)", im->path,
                          opset, QR_OPSET_MIN, QR_OPSET_MAX);
+    /* Below QR_OPSET_MIN only ops whose schema never changed since opset 1 are taken. */
+    for (size_t i = 0; opset < QR_OPSET_MIN && i < gp->n_node; i++) {
+        const char *op = gp->node[i]->op_type ? gp->node[i]->op_type : "";
+        const char *dom = gp->node[i]->domain ? gp->node[i]->domain : "";
+        if ((*dom && strcmp(dom, "ai.onnx") != 0) || !unchanged_since_opset1(op))
+            return qr_errorf(im->e,
+                             "%s: opset_import: default-domain opset %d is not supported (%d to %d; older only for ops "
+                             "unchanged since opset 1, and '%s' has changed)",
+                             im->path, opset, QR_OPSET_MIN, QR_OPSET_MAX, op);
+    }
     g->opset = opset;
     g->name = qr_arena_strdup(&g->arena, gp->name ? gp->name : "");
     g->producer = qr_arena_strdup(&g->arena, m->producer_name ? m->producer_name : "");
