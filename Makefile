@@ -18,7 +18,11 @@ GEN      = $(B)/gen
 CPPFLAGS = -Iinclude -Iruntime -I$(GEN) -DQRL_VERSION='"$(VERSION)"' -MMD -MP
 
 RUNTIME_SRC = $(wildcard runtime/*.c runtime/ops/*.c)
-LIB_OBJ     = $(RUNTIME_SRC:%.c=$(B)/obj/%.o) $(B)/obj/gen/onnx.pb-c.o
+FRONT_SRC   = $(wildcard lang/*.c grammar/*.c compiler/*.c)
+GEN_FRONT   = $(B)/obj/gen/lexer.o $(B)/obj/gen/grammar/qrl.o
+LIB_OBJ     = $(RUNTIME_SRC:%.c=$(B)/obj/%.o) $(FRONT_SRC:%.c=$(B)/obj/%.o) $(B)/obj/gen/onnx.pb-c.o $(GEN_FRONT)
+GEN_HDRS    = $(GEN)/onnx.pb-c.h $(GEN)/grammar/qrl.h
+LEMPAR     ?= /usr/share/lemon/lempar.c
 CLI_OBJ     = $(patsubst %.c,$(B)/obj/%.o,$(wildcard cli/*.c))
 
 TEST_SRC  = $(wildcard tests/unit/test_*.c tests/conformance/test_*.c tests/e2e/test_*.c)
@@ -36,7 +40,25 @@ $(B)/obj/gen/onnx.pb-c.o: $(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(OPT) -g -fPIC $(SAN) -I$(GEN) -c $< -o $@
 
-$(B)/obj/%.o: %.c | $(GEN)/onnx.pb-c.h
+# The lexer (re2c) and the parser (Lemon), generated into $(GEN).
+$(GEN)/lexer.c: lang/lexer.re lang/token.h
+	@mkdir -p $(GEN)
+	re2c -W -Werror --no-generation-date --no-version -o $@ $<
+
+$(GEN)/grammar/qrl.c $(GEN)/grammar/qrl.h &: grammar/qrl.y
+	@mkdir -p $(GEN)/grammar
+	lemon -q -T$(LEMPAR) -d$(GEN)/grammar grammar/qrl.y
+
+$(B)/obj/gen/lexer.o: $(GEN)/lexer.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ilang -std=c11 -Wall -Wextra -Werror $(OPT) -g -fPIC -D_DEFAULT_SOURCE $(SAN) -c $< -o $@
+
+# Lemon's template is not -Wextra clean.
+$(B)/obj/gen/grammar/qrl.o: $(GEN)/grammar/qrl.c $(GEN)/grammar/qrl.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Igrammar -std=c11 $(OPT) -g -fPIC -D_DEFAULT_SOURCE $(SAN) -c $< -o $@
+
+$(B)/obj/%.o: %.c | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -50,7 +72,7 @@ $(B)/libqrl.so: $(LIB_OBJ)
 $(B)/qrl: $(CLI_OBJ) $(B)/libqrl.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(B)/libqrl.a $(LIBS)
 
-$(B)/tests/%: tests/%.c $(B)/libqrl.a $(TEST_SUPPORT) | $(GEN)/onnx.pb-c.h
+$(B)/tests/%: tests/%.c $(B)/libqrl.a $(TEST_SUPPORT) | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests/support $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(B)/libqrl.a -lcriterion $(LIBS) $(LDFLAGS)
 

@@ -8,6 +8,7 @@
 int cli_dump(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_eval(int argc, char **argv);
+int cli_check(int argc, char **argv);
 
 /* Prints "qrl: <message>" to stderr and returns the exit status 1. */
 int cli_fail(const qr_error *e);

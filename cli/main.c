@@ -18,6 +18,8 @@ static const char usage[] =
     "                                       output to DIR/<output name>.npy (DIR defaults to .)\n"
     "  eval MODEL.onnx --data X.npy --labels Y.npy [--batch B] [--threads N]\n"
     "                                       top-1 accuracy of a classifier\n"
+    "  check FILE.qrl... [--dump-ast] [--time]\n"
+    "                                       compile recipe files and print their diagnostics\n"
     "\n"
     "options:\n"
     "  -h, --help       this text\n"
@@ -84,6 +86,8 @@ int main(int argc, char **argv)
         return cli_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval"))
         return cli_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "check"))
+        return cli_check(argc - 1, argv + 1);
     fprintf(stderr, "qrl: unknown command '%s'\n(see qrl --help)\n", cmd);
     return 2;
 }

@@ -1,0 +1,215 @@
+#include "unit.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../grammar/parse.h"
+
+#define MAX_IMPORT_DEPTH 64
+
+qc_unit *qc_unit_new(const char *stdlib_dir)
+{
+    qc_unit *u = calloc(1, sizeof *u);
+    if (!u)
+        return NULL;
+    ql_arena_init(&u->arena);
+    ql_diags_init(&u->diags);
+    u->stdlib_dir = stdlib_dir ? strdup(stdlib_dir) : NULL;
+    return u;
+}
+
+void qc_unit_free(qc_unit *u)
+{
+    if (!u)
+        return;
+    for (int i = 0; i < u->nfiles; i++) {
+        ql_source_free(u->files[i]->src);
+        free(u->files[i]->real);
+        free(u->files[i]->imports);
+        free(u->files[i]);
+    }
+    free(u->files);
+    free(u->stdlib_dir);
+    ql_diags_free(&u->diags);
+    ql_arena_free(&u->arena);
+    free(u);
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static qc_file *find_loaded(qc_unit *u, const char *real)
+{
+    for (int i = 0; i < u->nfiles; i++)
+        if (strcmp(u->files[i]->real, real) == 0)
+            return u->files[i];
+    return NULL;
+}
+
+static int is_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* dir of path (without the trailing '/'), malloc'd; "." when none. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return strdup(".");
+    if (slash == path)
+        return strdup("/");
+    return strndup(path, (size_t)(slash - path));
+}
+
+/* The file an import names: relative to the importer's folder, then the stdlib. */
+static char *resolve(qc_unit *u, const char *importer, const char *name)
+{
+    char buf[PATH_MAX];
+    if (name[0] == '/')
+        return is_file(name) ? strdup(name) : NULL;
+    char *dir = dir_of(importer);
+    snprintf(buf, sizeof buf, "%s/%s", dir, name);
+    free(dir);
+    if (is_file(buf))
+        return strdup(buf);
+    if (u->stdlib_dir) {
+        snprintf(buf, sizeof buf, "%s/%s", u->stdlib_dir, name);
+        if (is_file(buf))
+            return strdup(buf);
+    }
+    return NULL;
+}
+
+static qc_file *load(qc_unit *u, const char *path, const ql_node *from, int depth);
+
+static void load_imports(qc_unit *u, qc_file *f, int depth)
+{
+    for (int i = 0; f->ast && i < f->ast->nkids; i++) {
+        ql_node *im = f->ast->kids[i];
+        if (im->kind != QL_IMPORT)
+            continue;
+        if (!im->name || !im->name[0] || memchr(im->name, 0, (size_t)im->slen) != NULL) {
+            ql_error(&u->diags, im->span, "import needs a file name");
+            continue;
+        }
+        char *path = resolve(u, f->src->path, im->name);
+        if (!path) {
+            if (u->stdlib_dir)
+                ql_error(&u->diags, im->span, "cannot find '%s' (looked next to this file and in %s)", im->name,
+                         u->stdlib_dir);
+            else
+                ql_error(&u->diags, im->span, "cannot find '%s' next to this file", im->name);
+            continue;
+        }
+        qc_file *dep = load(u, path, im, depth + 1);
+        free(path);
+        if (dep) {
+            qc_file **v = realloc(f->imports, sizeof *v * (size_t)(f->nimports + 1));
+            if (v) {
+                f->imports = v;
+                f->imports[f->nimports++] = dep;
+            }
+        }
+    }
+}
+
+static qc_file *load(qc_unit *u, const char *path, const ql_node *from, int depth)
+{
+    char real[PATH_MAX];
+    const char *why = NULL;
+    if (!realpath(path, real)) {
+        if (from)
+            ql_error(&u->diags, from->span, "cannot open '%s'", path);
+        else
+            ql_error_file(&u->diags, path, "cannot open: no such file");
+        return NULL;
+    }
+    qc_file *seen = find_loaded(u, real);
+    if (seen) {
+        if (seen->loading) {
+            ql_error(&u->diags, from->span, "import cycle: '%s' is already being imported", from->name);
+            return NULL;
+        }
+        return seen; /* imported twice (a diamond): once is enough */
+    }
+    if (depth > MAX_IMPORT_DEPTH) {
+        ql_error(&u->diags, from->span, "imports nested more than %d deep", MAX_IMPORT_DEPTH);
+        return NULL;
+    }
+    ql_source *src = ql_source_load(path, &why);
+    if (!src) {
+        if (from)
+            ql_error(&u->diags, from->span, "cannot read '%s': %s", path, why);
+        else
+            ql_error_file(&u->diags, path, "cannot read: %s", why);
+        return NULL;
+    }
+    qc_file *f = calloc(1, sizeof *f);
+    char *rdup = strdup(real);
+    if (f && rdup && u->nfiles == u->capfiles) {
+        int cap = u->capfiles ? 2 * u->capfiles : 8;
+        qc_file **v = realloc(u->files, sizeof *v * (size_t)cap);
+        if (v) {
+            u->files = v;
+            u->capfiles = cap;
+        }
+    }
+    if (!f || !rdup || u->nfiles == u->capfiles) {
+        free(f);
+        free(rdup);
+        ql_source_free(src);
+        ql_error_file(&u->diags, path, "out of memory");
+        return NULL;
+    }
+    f->src = src;
+    f->real = rdup;
+    f->loading = 1;
+    double t0 = now_ms();
+    f->ast = qp_parse(src, &u->arena, &u->diags);
+    u->t_parse += now_ms() - t0;
+    /* Registered before its imports (so a cycle finds it), moved after them below. */
+    u->files[u->nfiles++] = f;
+    load_imports(u, f, depth);
+    f->loading = 0;
+    int at = 0;
+    while (u->files[at] != f)
+        at++;
+    memmove(&u->files[at], &u->files[at + 1], sizeof *u->files * (size_t)(u->nfiles - at - 1));
+    u->files[u->nfiles - 1] = f;
+    return f;
+}
+
+qc_file *qc_unit_load(qc_unit *u, const char *path)
+{
+    return load(u, path, NULL, 0);
+}
+
+char *qc_default_stdlib(void)
+{
+    const char *env = getenv("QRL_STDLIB");
+    if (env && *env)
+        return strdup(env);
+    char exe[PATH_MAX], buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return NULL;
+    exe[n] = 0;
+    char *dir = dir_of(exe);
+    snprintf(buf, sizeof buf, "%s/../stdlib", dir);
+    free(dir);
+    struct stat st;
+    char real[PATH_MAX];
+    if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode) && realpath(buf, real))
+        return strdup(real);
+    return NULL;
+}

@@ -1,0 +1,41 @@
+/* A compilation unit: a root .qrl file and every file it imports, parsed.
+ * Imports resolve relative to the importing file, then in the stdlib folder;
+ * each file is loaded once (by real path); cycles are errors. */
+#ifndef QC_UNIT_H
+#define QC_UNIT_H
+
+#include "../lang/arena.h"
+#include "../lang/ast.h"
+#include "../lang/diag.h"
+#include "../lang/source.h"
+
+typedef struct qc_file {
+    ql_source *src;
+    ql_node *ast;     /* NULL when the file could not be read or parsed */
+    char *real;       /* realpath, the file's identity */
+    int loading;      /* on the import stack: importing it again is a cycle */
+    struct qc_file **imports; /* files this one imports, in order */
+    int nimports;
+} qc_file;
+
+typedef struct qc_unit {
+    ql_arena arena;   /* ASTs and names of every file */
+    ql_diags diags;
+    qc_file **files;  /* in load order: every import before its importer */
+    int nfiles, capfiles;
+    char *stdlib_dir; /* NULL: no stdlib fallback */
+    /* Times in ms, for qrl check --time. */
+    double t_parse;
+} qc_unit;
+
+qc_unit *qc_unit_new(const char *stdlib_dir);
+void qc_unit_free(qc_unit *u);
+/* Loads path and its imports; the root file is the last of u->files. Returns
+ * the root (NULL if it could not be read); errors are in u->diags. */
+qc_file *qc_unit_load(qc_unit *u, const char *path);
+
+/* The stdlib folder: $QRL_STDLIB, else <dir of the running executable>/../stdlib
+ * when it exists, else NULL. malloc'd. */
+char *qc_default_stdlib(void);
+
+#endif

@@ -1,0 +1,200 @@
+/* Drives the Lemon parser with the re2c lexer; the constructors the grammar's
+ * actions call; syntax errors that say what was expected. */
+#include "parse_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lang/lexer.h"
+#include "grammar/qrl.h" /* Lemon's TK_ codes (generated into build/gen/grammar) */
+
+void *qp_ParseAlloc(void *(*malloc_fn)(size_t));
+void qp_ParseFree(void *p, void (*free_fn)(void *));
+void qp_Parse(void *p, int major, ql_token minor, qp_state *ps);
+int qp_expected(void *parser, int *codes, int max);
+
+/* lang/ token kind -> Lemon code, and back. */
+static const int to_lemon[QL_TOK_COUNT] = {
+    [QL_TOK_EOF] = 0,
+#define MAP(n, s) [QL_TOK_##n] = TK_##n,
+    QL_TOKENS(MAP)
+#undef MAP
+};
+
+static ql_tok from_lemon(int code)
+{
+    for (int t = 0; t < QL_TOK_COUNT; t++)
+        if (to_lemon[t] == code)
+            return (ql_tok)t;
+    return QL_TOK_EOF;
+}
+
+ql_node *qp_node(qp_state *ps, ql_kind k, ql_span sp)
+{
+    return ql_node_new(ps->arena, k, sp);
+}
+
+ql_node *qp_tok(qp_state *ps, ql_kind k, const ql_token *t)
+{
+    return ql_node_tok(ps->arena, k, t);
+}
+
+ql_node *qp_named(qp_state *ps, ql_kind k, const ql_token *name, ql_span sp)
+{
+    ql_node *n = ql_node_new(ps->arena, k, ql_span_join(name->span, sp));
+    n->name = name->s;
+    return n;
+}
+
+ql_node *qp_fix(ql_node *n, ql_node *a, ql_node *b, ql_node *c)
+{
+    if (a)
+        n->a = a;
+    if (b)
+        n->b = b;
+    if (c)
+        n->c = c;
+    return n;
+}
+
+ql_node *qp_add(qp_state *ps, ql_node *list, ql_node *kid)
+{
+    return ql_node_add(ps->arena, list, kid);
+}
+
+/* Expressions nest at most QP_MAX_DEPTH deep: deeper ones are reported once
+ * and cut (the operand stands for the whole), so no later pass recurses deeper. */
+static int too_deep(qp_state *ps, int depth, ql_span sp)
+{
+    if (depth <= QP_MAX_DEPTH)
+        return 0;
+    if (!ps->too_deep)
+        ql_error(ps->diags, sp, "expression nested more than %d levels deep", QP_MAX_DEPTH);
+    ps->too_deep = 1;
+    return 1;
+}
+
+static int depth_of(const ql_node *n)
+{
+    return n ? n->depth : 0;
+}
+
+ql_node *qp_bin(qp_state *ps, ql_tok op, ql_node *a, ql_node *b)
+{
+    int d = (depth_of(a) > depth_of(b) ? depth_of(a) : depth_of(b)) + 1;
+    if (too_deep(ps, d, ql_span_join(a->span, b->span)))
+        return a->depth < b->depth ? a : b;
+    ql_node *n = ql_node_bin(ps->arena, op, a, b);
+    n->depth = d;
+    return n;
+}
+
+ql_node *qp_un(qp_state *ps, const ql_token *op, ql_node *a)
+{
+    if (too_deep(ps, a->depth + 1, ql_span_join(op->span, a->span)))
+        return a;
+    ql_node *n = ql_node_un(ps->arena, op->kind, op->span, a);
+    n->depth = a->depth + 1;
+    return n;
+}
+
+ql_node *qp_nest(qp_state *ps, ql_node *n)
+{
+    int d = depth_of(n->a);
+    if (depth_of(n->b) > d)
+        d = depth_of(n->b);
+    for (int i = 0; i < n->nkids; i++)
+        if (n->kids[i]->depth > d)
+            d = n->kids[i]->depth;
+    if (too_deep(ps, d + 1, n->span)) {
+        /* Keep the node but drop its nested parts. */
+        n->a = n->kind == QL_CAST || n->kind == QL_SAT ? n->a : NULL;
+        n->b = NULL;
+        n->nkids = 0;
+        if (n->kind == QL_FIELD || n->kind == QL_CALL || n->kind == QL_INDEX)
+            n->kind = QL_NAME, n->name = "<error>";
+        return n;
+    }
+    n->depth = d + 1;
+    return n;
+}
+
+/* Tokens that can start an expression: listed together as "an expression". */
+static int starts_expression(ql_tok t)
+{
+    switch (t) {
+    case QL_TOK_IDENT: case QL_TOK_INT: case QL_TOK_FLOAT: case QL_TOK_STRING: case QL_TOK_LP:
+    case QL_TOK_MINUS: case QL_TOK_TILDE: case QL_TOK_NOT: case QL_TOK_TRUE: case QL_TOK_FALSE:
+    case QL_TOK_SAT: case QL_TOK_BOOL: case QL_TOK_I8: case QL_TOK_U8: case QL_TOK_I16: case QL_TOK_U16:
+    case QL_TOK_I32: case QL_TOK_I64: case QL_TOK_F32: case QL_TOK_F64:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static const char *found_desc(const ql_token *t)
+{
+    if (t->kind == QL_TOK_SEMI && t->span.src && t->span.start < t->span.src->len &&
+        t->span.src->text[t->span.start] == '\n')
+        return "end of line";
+    return ql_tok_desc(t->kind);
+}
+
+void qp_syntax_error(qp_state *ps, void *parser, int major, const ql_token *t)
+{
+    (void)major;
+    int codes[128], n = qp_expected(parser, codes, 128);
+    const char *want[128];
+    int nwant = 0, expr = 0, binop = 0;
+    for (int i = 0; i < n; i++) {
+        ql_tok k = from_lemon(codes[i]);
+        if (starts_expression(k)) {
+            expr = 1;
+            continue;
+        }
+        if (k >= QL_TOK_PLUS && k <= QL_TOK_GE && k != QL_TOK_TILDE) {
+            binop = 1; /* after an operand any operator fits: not worth listing */
+            continue;
+        }
+        want[nwant++] = ql_tok_desc(k);
+    }
+    if (expr)
+        want[nwant++] = "an expression";
+    (void)binop;
+    char buf[512];
+    int len = snprintf(buf, sizeof buf, "unexpected %s", found_desc(t));
+    if (nwant > 0 && nwant <= 6) {
+        len += snprintf(buf + len, sizeof buf - (size_t)len, "; expected ");
+        for (int i = 0; i < nwant && len < (int)sizeof buf; i++)
+            len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%s", i == 0 ? "" : i == nwant - 1 ? " or " : ", ",
+                            want[i]);
+    }
+    ql_span sp = t->span;
+    if (t->kind == QL_TOK_SEMI && sp.end > sp.start)
+        sp.end = sp.start + 1;
+    ql_error(ps->diags, sp, "%s", buf);
+}
+
+ql_node *qp_parse(const ql_source *src, ql_arena *ar, ql_diags *d)
+{
+    qp_state ps = {.arena = ar, .diags = d, .src = src};
+    void *p = qp_ParseAlloc(malloc);
+    if (!p) {
+        ql_error_file(d, src->path, "out of memory");
+        return NULL;
+    }
+    ql_lexer lx;
+    ql_lexer_init(&lx, src, ar, d);
+    ql_token t;
+    do {
+        ql_lex(&lx, &t);
+        qp_Parse(p, to_lemon[t.kind], t, &ps);
+    } while (t.kind != QL_TOK_EOF && !ql_diags_full(d));
+    if (t.kind != QL_TOK_EOF) {
+        ql_token eof = {.kind = QL_TOK_EOF, .span = {src, (uint32_t)src->len, (uint32_t)src->len}};
+        qp_Parse(p, 0, eof, &ps);
+    }
+    qp_ParseFree(p, free);
+    return ps.root;
+}

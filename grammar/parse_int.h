@@ -1,0 +1,29 @@
+/* Shared by the grammar actions (qrl.y) and the driver (parse.c). */
+#ifndef QP_PARSE_INT_H
+#define QP_PARSE_INT_H
+
+#include "parse.h"
+
+#define QP_MAX_DEPTH 256 /* expression nesting: keeps every recursive pass's stack bounded */
+
+typedef struct qp_state {
+    ql_arena *arena;
+    ql_diags *diags;
+    const ql_source *src;
+    ql_node *root;
+    int too_deep; /* reported once */
+} qp_state;
+
+/* Node constructors used by the grammar's one-line actions. */
+ql_node *qp_node(qp_state *ps, ql_kind k, ql_span sp);
+ql_node *qp_tok(qp_state *ps, ql_kind k, const ql_token *t);
+ql_node *qp_bin(qp_state *ps, ql_tok op, ql_node *a, ql_node *b);
+ql_node *qp_un(qp_state *ps, const ql_token *op, ql_node *a);
+ql_node *qp_fix(ql_node *n, ql_node *a, ql_node *b, ql_node *c); /* sets a, b, c (NULL keeps) */
+ql_node *qp_add(qp_state *ps, ql_node *list, ql_node *kid);
+ql_node *qp_named(qp_state *ps, ql_kind k, const ql_token *name, ql_span sp);
+ql_node *qp_nest(qp_state *ps, ql_node *n); /* depth check for calls/indexing */
+
+void qp_syntax_error(qp_state *ps, void *parser, int major, const ql_token *t);
+
+#endif

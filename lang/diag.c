@@ -1,0 +1,158 @@
+#include "diag.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ql_diags_init(ql_diags *d)
+{
+    memset(d, 0, sizeof *d);
+}
+
+void ql_diags_free(ql_diags *d)
+{
+    for (int i = 0; i < d->n; i++)
+        free(d->v[i].msg);
+    free(d->v);
+    ql_diags_init(d);
+}
+
+int ql_diags_full(const ql_diags *d)
+{
+    return d->errors >= (d->max_errors ? d->max_errors : 50);
+}
+
+static void add(ql_diags *d, ql_severity sev, ql_span sp, const char *path, const char *fmt, va_list ap)
+{
+    if (sev == QL_ERROR && ql_diags_full(d))
+        return;
+    if (sev == QL_NOTE && d->n && d->v[d->n - 1].sev == QL_ERROR && ql_diags_full(d))
+        return;
+    if (d->n == d->cap) {
+        int cap = d->cap ? d->cap * 2 : 16;
+        ql_diag *v = realloc(d->v, sizeof *v * (size_t)cap);
+        if (!v)
+            return; /* a lost diagnostic beats a crash; the error count still rises */
+        d->v = v;
+        d->cap = cap;
+    }
+    char buf[1024];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    ql_diag *g = &d->v[d->n];
+    g->msg = strdup(buf);
+    if (!g->msg)
+        return;
+    g->sev = sev;
+    g->span = sp;
+    g->path = path;
+    d->n++;
+    if (sev == QL_ERROR)
+        d->errors++;
+}
+
+void ql_error(ql_diags *d, ql_span sp, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    add(d, QL_ERROR, sp, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void ql_note(ql_diags *d, ql_span sp, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    add(d, QL_NOTE, sp, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void ql_error_file(ql_diags *d, const char *path, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ql_span none = {0};
+    add(d, QL_ERROR, none, path, fmt, ap);
+    va_end(ap);
+}
+
+static const char *sev_name(ql_severity s)
+{
+    return s == QL_ERROR ? "error" : s == QL_WARNING ? "warning" : "note";
+}
+
+/* Source line, then a caret at the start and tildes to the end of the span
+ * (clipped to that line). Tabs are kept in the marker line so it lines up. */
+static void print_excerpt(const ql_span *sp, FILE *f)
+{
+    int line, col;
+    ql_source_linecol(sp->src, sp->start, &line, &col);
+    int len;
+    const char *text = ql_source_line(sp->src, line, &len);
+    fprintf(f, "%5d | %.*s\n      | ", line, len, text);
+    int c0 = col - 1;
+    int width = (int)(sp->end - sp->start);
+    if (width < 1)
+        width = 1;
+    if (c0 + width > len)
+        width = len - c0 > 1 ? len - c0 : 1;
+    for (int i = 0; i < c0 && i < len; i++)
+        fputc(text[i] == '\t' ? '\t' : ' ', f);
+    fputc('^', f);
+    for (int i = 1; i < width; i++)
+        fputc('~', f);
+    fputc('\n', f);
+}
+
+void ql_diags_print(const ql_diags *d, FILE *f)
+{
+    for (int i = 0; i < d->n; i++) {
+        const ql_diag *g = &d->v[i];
+        if (!g->span.src) {
+            fprintf(f, "%s: %s: %s\n", g->path ? g->path : "qrl", sev_name(g->sev), g->msg);
+            continue;
+        }
+        int line, col;
+        ql_source_linecol(g->span.src, g->span.start, &line, &col);
+        fprintf(f, "%s:%d:%d: %s: %s\n", g->span.src->path, line, col, sev_name(g->sev), g->msg);
+        print_excerpt(&g->span, f);
+    }
+}
+
+static int edit_distance(const char *a, const char *b, int limit)
+{
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 64 || lb > 64 || abs(la - lb) > limit)
+        return limit + 1;
+    int prev[65], cur[65];
+    for (int j = 0; j <= lb; j++)
+        prev[j] = j;
+    for (int i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (int j = 1; j <= lb; j++) {
+            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            int del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, sizeof(int) * (size_t)(lb + 1));
+    }
+    return prev[lb];
+}
+
+const char *ql_suggest(const char *name, const char *const *cands, int n)
+{
+    /* A third of the name's length, at least 1, at most 3 edits. */
+    int len = (int)strlen(name), limit = len / 3;
+    limit = limit < 1 ? 1 : limit > 3 ? 3 : limit;
+    const char *best = NULL;
+    int bestd = limit + 1;
+    for (int i = 0; i < n; i++) {
+        if (!cands[i] || strcmp(cands[i], name) == 0)
+            continue;
+        int dist = edit_distance(name, cands[i], limit);
+        if (dist < bestd) {
+            bestd = dist;
+            best = cands[i];
+        }
+    }
+    return best;
+}
