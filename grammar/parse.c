@@ -125,7 +125,7 @@ static int starts_expression(ql_tok t)
     switch (t) {
     case QL_TOK_IDENT: case QL_TOK_INT: case QL_TOK_FLOAT: case QL_TOK_STRING: case QL_TOK_LP:
     case QL_TOK_MINUS: case QL_TOK_TILDE: case QL_TOK_NOT: case QL_TOK_TRUE: case QL_TOK_FALSE:
-    case QL_TOK_SAT: case QL_TOK_BOOL: case QL_TOK_I8: case QL_TOK_U8: case QL_TOK_I16: case QL_TOK_U16:
+    case QL_TOK_SAT: case QL_TOK_CONST: case QL_TOK_BOOL: case QL_TOK_I8: case QL_TOK_U8: case QL_TOK_I16: case QL_TOK_U16:
     case QL_TOK_I32: case QL_TOK_I64: case QL_TOK_F32: case QL_TOK_F64:
         return 1;
     default:
@@ -141,27 +141,52 @@ static const char *found_desc(const ql_token *t)
     return ql_tok_desc(t->kind);
 }
 
+static int starts_type(ql_tok t)
+{
+    switch (t) {
+    case QL_TOK_TENSOR: case QL_TOK_QTYPE: case QL_TOK_QPARAMS: case QL_TOK_HISTOGRAM: case QL_TOK_BOOL:
+    case QL_TOK_I8: case QL_TOK_U8: case QL_TOK_I16: case QL_TOK_U16: case QL_TOK_I32: case QL_TOK_I64:
+    case QL_TOK_F32: case QL_TOK_F64:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int starts_item(ql_tok t)
+{
+    return t == QL_TOK_IMPORT || t == QL_TOK_CONST || t == QL_TOK_FN || t == QL_TOK_KERNEL ||
+           t == QL_TOK_CALIBRATOR || t == QL_TOK_PATTERN || t == QL_TOK_AFFINE || t == QL_TOK_RECIPE;
+}
+
+/* "unexpected X; expected A, B or C": what the parser could take instead,
+ * with families of tokens named as one ("an expression", "a type", ...). */
 void qp_syntax_error(qp_state *ps, void *parser, int major, const ql_token *t)
 {
     (void)major;
     int codes[128], n = qp_expected(parser, codes, 128);
-    const char *want[128];
-    int nwant = 0, expr = 0, binop = 0;
-    for (int i = 0; i < n; i++) {
-        ql_tok k = from_lemon(codes[i]);
-        if (starts_expression(k)) {
-            expr = 1;
+    int has[QL_TOK_COUNT] = {0};
+    for (int i = 0; i < n; i++)
+        has[from_lemon(codes[i])] = 1;
+    int expr = has[QL_TOK_INT], type = has[QL_TOK_TENSOR], item = has[QL_TOK_FN] && has[QL_TOK_CALIBRATOR];
+    const char *want[QL_TOK_COUNT + 3];
+    int nwant = 0;
+    for (int k = 1; k < QL_TOK_COUNT; k++) {
+        if (!has[k] || (expr && starts_expression((ql_tok)k)) || (type && starts_type((ql_tok)k)) ||
+            (item && starts_item((ql_tok)k)))
             continue;
-        }
-        if (k >= QL_TOK_PLUS && k <= QL_TOK_GE && k != QL_TOK_TILDE) {
-            binop = 1; /* after an operand any operator fits: not worth listing */
+        if (k >= QL_TOK_PLUS && k <= QL_TOK_GE && k != QL_TOK_TILDE)
+            continue; /* after an operand any operator fits: not worth listing */
+        if (k == QL_TOK_AND || k == QL_TOK_OR || (item && k == QL_TOK_SEMI))
             continue;
-        }
-        want[nwant++] = ql_tok_desc(k);
+        want[nwant++] = ql_tok_desc((ql_tok)k);
     }
+    if (item)
+        want[nwant++] = "a declaration (import, const, fn, kernel, calibrator, pattern, affine or recipe)";
+    if (type)
+        want[nwant++] = "a type";
     if (expr)
         want[nwant++] = "an expression";
-    (void)binop;
     char buf[512];
     int len = snprintf(buf, sizeof buf, "unexpected %s", found_desc(t));
     if (nwant > 0 && nwant <= 6) {

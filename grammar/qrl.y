@@ -208,6 +208,11 @@ assignop(A) ::= MINUSEQ(T).                           { A = qp_tok(ps, QL_NAME, 
 assignop(A) ::= STAREQ(T).                            { A = qp_tok(ps, QL_NAME, &T); }
 assignop(A) ::= SLASHEQ(T).                           { A = qp_tok(ps, QL_NAME, &T); }
 
+/* 'else' after a newline: the '}' before it ended the if. Said plainly, and the
+ * else's block is consumed so that no error follows from it. */
+stmt(A) ::= ELSE(K) block(B).                         { A = B; ql_error(ps->diags, K.span, "'else' must be on the same line as the '}' that ends the if"); }
+stmt(A) ::= ELSE(K) ifstmt(B).                        { A = B; ql_error(ps->diags, K.span, "'else' must be on the same line as the '}' that ends the if"); }
+
 ifstmt(A) ::= IF(K) expr(C) block(B).                 { A = qp_fix(qp_node(ps, QL_IF, ql_span_join(K.span, B->span)), C, B, NULL); }
 ifstmt(A) ::= IF(K) expr(C) block(B) ELSE block(E).   { A = qp_fix(qp_node(ps, QL_IF, ql_span_join(K.span, E->span)), C, B, E); }
 ifstmt(A) ::= IF(K) expr(C) block(B) ELSE ifstmt(E).  { A = qp_fix(qp_node(ps, QL_IF, ql_span_join(K.span, E->span)), C, B, E); }

@@ -232,7 +232,8 @@ void ql_lex(ql_lexer *lx, ql_token *t)
             ql_error(lx->diags, span_of(lx, tok, lx->cur), "malformed number literal");
             while (lx->cur < lx->lim && (isalnum(*lx->cur) || *lx->cur == '_'))
                 lx->cur++;
-            continue;
+            t->kind = QL_TOK_INT; /* stands in for the number: no follow-on syntax errors */
+            goto done;
         }
 
         ["] ([^"\\\n\x00] | "\\" [^\n\x00])* ["] {
@@ -242,7 +243,9 @@ void ql_lex(ql_lexer *lx, ql_token *t)
         }
         ["] ([^"\\\n\x00] | "\\" [^\n\x00])* "\\"? {
             ql_error(lx->diags, span_of(lx, tok, lx->cur), "unterminated string");
-            continue;
+            t->kind = QL_TOK_STRING; /* what there is of it, so the statement still parses */
+            string_value(lx, tok + 1, lx->cur, t);
+            goto done;
         }
 
         "(" { open_bracket(lx, '(', span_of(lx, tok, lx->cur)); TOKEN(LP); }
