@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../compiler/check.h"
 #include "../compiler/unit.h"
 #include "cli.h"
 
@@ -43,13 +44,16 @@ int cli_check(int argc, char **argv)
             break;
         }
         qc_file *root = qc_unit_load(u, argv[i]);
+        if (root && !u->diags.errors)
+            qc_check(u); /* after syntax errors the checker would mostly repeat them */
         if (dump_ast && root && root->ast)
             ql_ast_dump(root->ast, stdout);
         ql_diags_print(&u->diags, stderr);
         if (u->diags.errors)
             rc = 1;
         if (timing)
-            printf("%s: parse %.3f ms (%d file%s)\n", argv[i], u->t_parse, u->nfiles, u->nfiles == 1 ? "" : "s");
+            printf("%s: parse %.3f ms, check %.3f ms (%d file%s)\n", argv[i], u->t_parse, u->t_check, u->nfiles,
+                   u->nfiles == 1 ? "" : "s");
         qc_unit_free(u);
     }
     free(stdlib);

@@ -24,8 +24,11 @@ typedef struct qc_unit {
     qc_file **files;  /* in load order: every import before its importer */
     int nfiles, capfiles;
     char *stdlib_dir; /* NULL: no stdlib fallback */
+    /* Module-level symbols of every file (filled by the checker, in the arena). */
+    struct qc_sym **items;
+    int nitems, capitems;
     /* Times in ms, for qrl check --time. */
-    double t_parse;
+    double t_parse, t_check;
 } qc_unit;
 
 qc_unit *qc_unit_new(const char *stdlib_dir);

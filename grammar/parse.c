@@ -43,6 +43,7 @@ ql_node *qp_named(qp_state *ps, ql_kind k, const ql_token *name, ql_span sp)
 {
     ql_node *n = ql_node_new(ps->arena, k, ql_span_join(name->span, sp));
     n->name = name->s;
+    n->name_span = name->span;
     return n;
 }
 

@@ -54,13 +54,13 @@ item(A) ::= IMPORT STRING(S).                         { A = qp_tok(ps, QL_IMPORT
 item(A) ::= CONST IDENT(N) typeopt(T) ASSIGN expr(E). { A = qp_fix(qp_named(ps, QL_CONST, &N, E->span), T, E, NULL); }
 item(A) ::= FN IDENT(N) LP params(P) RP result(R) block(B).     { A = qp_fix(qp_named(ps, QL_FN, &N, B->span), P, R, B); }
 item(A) ::= KERNEL IDENT(N) LP params(P) RP result(R) block(B). { A = qp_fix(qp_named(ps, QL_KERNEL, &N, B->span), P, R, B); }
-item(A) ::= CALIBRATOR IDENT(N) cparams(P) LBRACE citems(L) RBRACE(E).        { A = qp_fix(L, P, NULL, NULL); L->name = N.s; L->span = ql_span_join(N.span, E.span); }
-item(A) ::= CALIBRATOR IDENT(N) cparams(P) LBRACE citems(L) citem(I) RBRACE(E). { A = qp_fix(qp_add(ps, L, I), P, NULL, NULL); L->name = N.s; L->span = ql_span_join(N.span, E.span); }
-item(A) ::= PATTERN IDENT(N) LBRACE pitems(L) RBRACE(E).                      { A = L; L->name = N.s; L->span = ql_span_join(N.span, E.span); }
-item(A) ::= PATTERN IDENT(N) LBRACE pitems(L) pitem(I) RBRACE(E).             { A = qp_add(ps, L, I); L->name = N.s; L->span = ql_span_join(N.span, E.span); }
-item(A) ::= AFFINE IDENT(N) affargs(L) ARROW affresult(R) affbody(B).         { A = qp_fix(L, R, NULL, B); L->name = N.s; L->span = ql_span_join(N.span, R->span); }
-item(A) ::= RECIPE IDENT(N) LBRACE ritems(L) RBRACE(E).                       { A = L; L->name = N.s; L->span = ql_span_join(N.span, E.span); }
-item(A) ::= RECIPE IDENT(N) LBRACE ritems(L) ritem(I) RBRACE(E).              { A = qp_add(ps, L, I); L->name = N.s; L->span = ql_span_join(N.span, E.span); }
+item(A) ::= CALIBRATOR IDENT(N) cparams(P) LBRACE citems(L) RBRACE(E).        { A = qp_fix(L, P, NULL, NULL); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
+item(A) ::= CALIBRATOR IDENT(N) cparams(P) LBRACE citems(L) citem(I) RBRACE(E). { A = qp_fix(qp_add(ps, L, I), P, NULL, NULL); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
+item(A) ::= PATTERN IDENT(N) LBRACE pitems(L) RBRACE(E).                      { A = L; L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
+item(A) ::= PATTERN IDENT(N) LBRACE pitems(L) pitem(I) RBRACE(E).             { A = qp_add(ps, L, I); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
+item(A) ::= AFFINE IDENT(N) affargs(L) ARROW affresult(R) affbody(B).         { A = qp_fix(L, R, NULL, B); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, R->span); }
+item(A) ::= RECIPE IDENT(N) LBRACE ritems(L) RBRACE(E).                       { A = L; L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
+item(A) ::= RECIPE IDENT(N) LBRACE ritems(L) ritem(I) RBRACE(E).              { A = qp_add(ps, L, I); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
 
 typeopt(A) ::= .                                      { A = NULL; }
 typeopt(A) ::= COLON type(T).                         { A = T; }
@@ -129,11 +129,11 @@ binds(A) ::= .                                        { A = qp_node(ps, QL_MATCH
 binds(A) ::= binds(L) SEMI.                           { A = L; }
 binds(A) ::= binds(L) bind(B) SEMI.                   { A = qp_add(ps, L, B); }
 
-bind(A) ::= IDENT(N) ASSIGN alts(L).                  { A = L; L->name = N.s; L->span = ql_span_join(N.span, L->span); }
-bind(A) ::= IDENT(N) ASSIGN alts(L) WHERE expr(E).    { A = qp_fix(L, E, NULL, NULL); L->name = N.s; L->span = ql_span_join(N.span, E->span); }
+bind(A) ::= IDENT(N) ASSIGN alts(L).                  { A = L; L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, L->span); }
+bind(A) ::= IDENT(N) ASSIGN alts(L) WHERE expr(E).    { A = qp_fix(L, E, NULL, NULL); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E->span); }
 alts(A) ::= opcall(O).                                { A = qp_add(ps, qp_node(ps, QL_BIND, O->span), O); }
 alts(A) ::= alts(L) PIPE opcall(O).                   { A = qp_add(ps, L, O); }
-opcall(A) ::= IDENT(N) LP opargs(L) RP(R).            { A = L; L->kind = QL_OPCALL; L->name = N.s; L->span = ql_span_join(N.span, R.span); }
+opcall(A) ::= IDENT(N) LP opargs(L) RP(R).            { A = L; L->kind = QL_OPCALL; L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, R.span); }
 
 opargs(A) ::= .                                       { A = qp_node(ps, QL_OPCALL, (ql_span){0}); }
 opargs(A) ::= oplist(L).                              { A = L; }
@@ -254,6 +254,7 @@ primary(A) ::= STRING(T).                             { A = qp_tok(ps, QL_STR, &
 primary(A) ::= TRUE(T).                               { A = qp_node(ps, QL_BOOL, T.span); A->ival = 1; }
 primary(A) ::= FALSE(T).                              { A = qp_node(ps, QL_BOOL, T.span); }
 primary(A) ::= LP expr(E) RP.                         { A = E; }
+primary(A) ::= QPARAMS(K) LP args(L) RP(R).           { A = qp_nest(ps, qp_fix(L, qp_tok(ps, QL_NAME, &K), NULL, NULL)); A->a->name = "qparams"; L->kind = QL_CALL; L->span = ql_span_join(K.span, R.span); }
 primary(A) ::= CONST(K) LP args(L) RP(R).             { A = qp_nest(ps, qp_fix(L, qp_tok(ps, QL_NAME, &K), NULL, NULL)); A->a->name = "const"; L->kind = QL_CALL; L->span = ql_span_join(K.span, R.span); }
 primary(A) ::= scalar(T) LP expr(E) RP(R).            { A = qp_nest(ps, qp_fix(qp_node(ps, QL_CAST, ql_span_join(T->span, R.span)), T, E, NULL)); }
 primary(A) ::= SAT(K) LT scalar(T) GT LP expr(E) RP(R). { A = qp_nest(ps, qp_fix(qp_node(ps, QL_SAT, ql_span_join(K.span, R.span)), T, E, NULL)); }

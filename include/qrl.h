@@ -83,4 +83,10 @@ int qrl_value_get(const qrl_model *m, const char *name, qrl_value_info *out);
 }
 #endif
 
+/* The ONNX ops the runtime knows (default domain): for recipe checking. */
+int qrl_op_known(const char *op);
+/* Number of known ops; names[i] for i < count, in table order. */
+int qrl_op_count(void);
+const char *qrl_op_name(int i);
+
 #endif

@@ -90,6 +90,7 @@ typedef struct ql_node ql_node;
 struct ql_node {
     ql_kind kind;
     ql_span span;
+    ql_span name_span; /* named nodes: just the name (for errors about a declaration) */
     const char *name;
     ql_tok op;
     int flag;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "op.h"
 #include "onnx_import.h"
 #include "passes.h"
 
@@ -186,4 +187,22 @@ int qrl_value_get(const qrl_model *m, const char *name, qrl_value_info *out)
                                  .clip_max = v->q->clip_max, .accumulator = qr_dtype_get(v->q->acc)->onnx};
     }
     return 0;
+}
+
+int qrl_op_known(const char *op)
+{
+    return op && qr_op_find("", op) != NULL;
+}
+
+int qrl_op_count(void)
+{
+    const qr_op_def *const *defs;
+    return qr_op_list(&defs);
+}
+
+const char *qrl_op_name(int i)
+{
+    const qr_op_def *const *defs;
+    int n = qr_op_list(&defs);
+    return i >= 0 && i < n ? defs[i]->name : NULL;
 }

@@ -1,0 +1,53 @@
+/* The checker: name resolution, types, arity, constness, use before
+ * definition, control flow (missing return, unreachable code, break outside
+ * a loop) and recursion, over every file of a unit. It annotates the AST
+ * (node->type, node->sym) for the code generator and reports errors with
+ * "did you mean" hints. */
+#ifndef QC_CHECK_H
+#define QC_CHECK_H
+
+#include "types.h"
+#include "unit.h"
+
+typedef enum qc_symkind {
+    QC_SYM_CONST,      /* const NAME = value (module level) */
+    QC_SYM_FN,
+    QC_SYM_KERNEL,
+    QC_SYM_CALIBRATOR,
+    QC_SYM_PATTERN,
+    QC_SYM_AFFINE,     /* named by its op */
+    QC_SYM_RECIPE,
+    QC_SYM_PARAM,      /* of a fn, kernel or calibrator */
+    QC_SYM_LOCAL,      /* let / var */
+    QC_SYM_LOOP,       /* for variable */
+    QC_SYM_STATE,      /* calibrator state field */
+    QC_SYM_OTHER,      /* merge's other state */
+    QC_SYM_VALUE,      /* value bound by a pattern */
+    QC_SYM_AFF_IN,     /* affine input element (i32, with .zero and .scale) */
+    QC_SYM_AFF_OUT,    /* affine output element y */
+    QC_SYM_TABLE_VAR,  /* table(v => ...) variable: the real value, f64 */
+    QC_SYM_BUILTIN,    /* built-in constant (inf, nan, pi) */
+} qc_symkind;
+
+typedef struct qc_sym qc_sym;
+struct qc_sym {
+    const char *name;
+    qc_symkind kind;
+    const qc_type *type;
+    ql_node *decl;
+    qc_file *file;     /* items: the file defining it */
+    int mutable_;      /* may be assigned */
+    int defined;       /* locals: declaration reached (use before definition otherwise) */
+    int index;         /* params: position; locals: slot number in the function */
+    qc_sym **callees;  /* fns and kernels: what they call (recursion check) */
+    int ncallees, capcallees;
+    int mark;          /* DFS state of the recursion check */
+};
+
+/* Checks every file of u. Returns the number of errors the checker added. */
+int qc_check(qc_unit *u);
+
+/* The module-level symbol (item) named name, or NULL. */
+qc_sym *qc_find_item(const qc_unit *u, const char *name);
+
+#endif

@@ -1,0 +1,62 @@
+/* Types of the QRL language, as the checker assigns them to AST nodes.
+ * Scalars and the built-in record types are singletons; arrays and tensors
+ * are made on demand in the unit's arena and compared structurally. */
+#ifndef QC_TYPES_H
+#define QC_TYPES_H
+
+#include <stdint.h>
+
+#include "../lang/arena.h"
+
+typedef enum qc_tkind {
+    QC_VOID,
+    QC_BOOL,
+    QC_I8, QC_U8, QC_I16, QC_U16, QC_I32, QC_I64, /* integer types, narrowest first */
+    QC_F32, QC_F64,
+    QC_INTLIT,   /* an integer literal not yet given a type by its context */
+    QC_FLOATLIT, /* likewise a float literal */
+    QC_ARRAY,    /* elem[]: a view (pointer and length); len >= 0 for sized state arrays */
+    QC_TENSOR,   /* tensor<elem> */
+    QC_QTYPE,    /* target of quantization: bits, signed, narrow, qmin, qmax, axis */
+    QC_QPARAMS,  /* scale and zero point */
+    QC_HIST,     /* histogram (calibrator state) */
+    QC_STR,      /* string literals: attribute names, op names */
+    QC_STATE,    /* a calibrator's state, as merge's other operand */
+    QC_VALUE,    /* a graph value bound by a pattern */
+    QC_ROLE,     /* what a pattern tensor becomes (activation, weight, bias, ...) */
+    QC_ERROR     /* after an error: accepted everywhere so one mistake gives one message */
+} qc_tkind;
+
+typedef struct qc_type {
+    qc_tkind k;
+    const struct qc_type *elem; /* ARRAY, TENSOR */
+    int64_t len;                /* ARRAY: -1 for a view */
+    const void *decl;           /* STATE: the calibrator's AST node */
+} qc_type;
+
+extern const qc_type qc_void, qc_bool, qc_i8, qc_u8, qc_i16, qc_u16, qc_i32, qc_i64, qc_f32, qc_f64, qc_intlit,
+    qc_floatlit, qc_qtype, qc_qparams, qc_hist, qc_str, qc_value, qc_role, qc_error;
+
+const qc_type *qc_array_of(ql_arena *a, const qc_type *elem, int64_t len);
+const qc_type *qc_tensor_of(ql_arena *a, const qc_type *elem);
+
+int qc_is_int(const qc_type *t);   /* integer types and integer literals */
+int qc_is_float(const qc_type *t); /* float types and float literals */
+int qc_is_numeric(const qc_type *t);
+int qc_is_scalar(const qc_type *t); /* bool or numeric, literals included */
+int qc_is_signed(const qc_type *t);
+int qc_type_bits(const qc_type *t);
+int qc_type_eq(const qc_type *a, const qc_type *b);
+/* Whether a value of type `from` converts implicitly (without loss) to `to`. */
+int qc_widens(const qc_type *from, const qc_type *to);
+/* The narrowest type both convert to implicitly; NULL when there is none. */
+const qc_type *qc_common(const qc_type *a, const qc_type *b);
+/* A literal's type where its context gives none: i64 (ints) and f64 (floats). */
+const qc_type *qc_default(const qc_type *t);
+/* Whether integer value v fits in integer type t. */
+int qc_int_fits(int64_t v, const qc_type *t);
+
+/* "i32", "f32[]", "tensor<u8>", "qparams", ... */
+const char *qc_type_name(const qc_type *t, char *buf, int n);
+
+#endif
