@@ -9,13 +9,14 @@ OPT      ?= -O2
 SAN      ?=
 CFLAGS   ?= -std=c11 -Wall -Wextra -Werror -Wno-format-truncation $(OPT) -g -fPIC -D_DEFAULT_SOURCE $(SAN)
 LDFLAGS  ?= $(SAN)
-LIBS      = -lprotobuf-c -lm -lpthread
+GCCJIT_DIR ?= /usr/lib/gcc/x86_64-linux-gnu/12
+LIBS      = -lprotobuf-c -L$(GCCJIT_DIR) -lgccjit -ldl -lm -lpthread
 PYTHON   ?= /usr/bin/python3
 ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 VERSION   = 0.1.0
 
 GEN      = $(B)/gen
-CPPFLAGS = -Iinclude -Iruntime -I$(GEN) -DQRL_VERSION='"$(VERSION)"' -MMD -MP
+CPPFLAGS = -Iinclude -Iruntime -I$(GEN) -I$(GCCJIT_DIR)/include -DQRL_VERSION='"$(VERSION)"' -MMD -MP
 
 RUNTIME_SRC = $(wildcard runtime/*.c runtime/ops/*.c)
 FRONT_SRC   = $(wildcard lang/*.c grammar/*.c compiler/*.c)

@@ -37,6 +37,9 @@ void qc_unit_free(qc_unit *u);
  * the root (NULL if it could not be read); errors are in u->diags. */
 qc_file *qc_unit_load(qc_unit *u, const char *path);
 
+/* Time to lex every file of the unit again, alone (for qrl check --time), ms. */
+double qc_unit_lex_ms(const qc_unit *u);
+
 /* The stdlib folder: $QRL_STDLIB, else <dir of the running executable>/../stdlib
  * when it exists, else NULL. malloc'd. */
 char *qc_default_stdlib(void);

@@ -1,0 +1,1464 @@
+/* Code generation with libgccjit (see jit.h).
+ *
+ * Semantics the generated code guarantees (docs/language.md has the user's view):
+ *  - integer + - * and unary - wrap (computed in the unsigned type of the same width);
+ *  - / and % by zero trap; MIN / -1 wraps; % takes the sign of the dividend;
+ *  - shifts by a negative count or by the width or more give 0 (>> of a
+ *    negative signed value gives -1);
+ *  - float -> integer conversions truncate and saturate, NaN gives 0;
+ *  - array and tensor indices are bounds checked, except an index that is
+ *    the variable of `for i in 0 .. len(a)` (or a.len, x.numel) into that a;
+ *  - `and` / `or` short-circuit; every call's effects happen where it is written.
+ * A trap records the error in the qrl_rt and returns from every function. */
+#include "jit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cpu.h"
+#include "recipe.h"
+
+/* The import table's entries, in qrl_imports order, with their C types:
+ * v void, d f64, l i64, p void*, r qrl_rt*, t qrl_tview*, s const char*. */
+enum {
+    IMP_ABI, IMP_TRAP, IMP_EXP, IMP_LOG, IMP_LOG2, IMP_TANH, IMP_ERF, IMP_POW, IMP_TMIN, IMP_TMAX, IMP_TABSMAX,
+    IMP_TSUM, IMP_STATE_ALLOC, IMP_HIST_NEW, IMP_HIST_ADD, IMP_HIST_MERGE, IMP_HIST_QUANTILE, IMP_HIST_BIN,
+    IMP_HIST_EDGE, IMP_HIST_COUNT, IMP_HIST_LO, IMP_HIST_HI, IMP_HIST_WIDTH, IMP_HIST_BINS, IMP_ADD_FN,
+    IMP_ADD_CAL, IMP_ADD_PARAM, IMP_COUNT
+};
+static const char *const imp_sig[IMP_COUNT] = {
+    [IMP_ABI] = NULL, [IMP_TRAP] = "vrlsllll", [IMP_EXP] = "dd", [IMP_LOG] = "dd", [IMP_LOG2] = "dd",
+    [IMP_TANH] = "dd", [IMP_ERF] = "dd", [IMP_POW] = "ddd", [IMP_TMIN] = "dt", [IMP_TMAX] = "dt",
+    [IMP_TABSMAX] = "dt", [IMP_TSUM] = "dt", [IMP_STATE_ALLOC] = "prl", [IMP_HIST_NEW] = "prl",
+    [IMP_HIST_ADD] = "vrptl", [IMP_HIST_MERGE] = "vrpp", [IMP_HIST_QUANTILE] = "dpd", [IMP_HIST_BIN] = "dpl",
+    [IMP_HIST_EDGE] = "dpl", [IMP_HIST_COUNT] = "dp", [IMP_HIST_LO] = "dp", [IMP_HIST_HI] = "dp",
+    [IMP_HIST_WIDTH] = "dp", [IMP_HIST_BINS] = "lp", [IMP_ADD_FN] = "vpspsl", [IMP_ADD_CAL] = "vpsllppppp",
+    [IMP_ADD_PARAM] = "vpssl",
+};
+
+typedef struct jit {
+    gcc_jit_context *c;
+    qc_unit *u;
+    ql_diags *d;
+    gcc_jit_type *t_void, *t_bool, *t_i8, *t_u8, *t_i16, *t_u16, *t_i32, *t_u32, *t_i64, *t_u64, *t_f32, *t_f64,
+        *t_voidp, *t_str;
+    gcc_jit_type *t_array, *t_tview, *t_qtype, *t_qparams, *t_rt, *t_imports;
+    gcc_jit_type *p_array, *p_tview, *p_qtype, *p_qparams, *p_rt, *p_imports;
+    gcc_jit_field *f_arr_data, *f_arr_len, *f_tv_data, *f_tv_numel, *f_tv_rank, *f_tv_dims;
+    gcc_jit_field *f_qt[6]; /* bits qmin qmax axis is_signed narrow */
+    gcc_jit_field *f_qp_scale, *f_qp_zero, *f_rt_imp, *f_rt_failed;
+    gcc_jit_field *f_imp[IMP_COUNT];
+    gcc_jit_function **fns; /* by item index: fn/kernel functions */
+} jit;
+
+/* One function being generated. */
+typedef struct fgen {
+    jit *j;
+    gcc_jit_function *fn;
+    gcc_jit_block *b; /* where code goes; NULL after a terminator */
+    gcc_jit_rvalue *rt, *state, *other, *params, *qt;
+    gcc_jit_lvalue *out;      /* solve: *out */
+    gcc_jit_param **fparams;  /* fn/kernel/observe parameters after rt */
+    gcc_jit_lvalue **locals;
+    int nlocals;
+    gcc_jit_type *ret;
+    int ret_qparams_out; /* solve returns through out */
+    gcc_jit_block *brk[256], *cont[256];
+    int nloops;
+    const qc_sym *loop_var[256], *loop_arr[256]; /* bounds-check elision */
+    int nbound;
+    const ql_node *cal;
+    const char *file;
+    int counter;
+} fgen;
+
+/* ---------------------------------------------------------------- types */
+
+static gcc_jit_type *jtype(jit *j, const qc_type *t)
+{
+    switch (t->k) {
+    case QC_BOOL: return j->t_bool;
+    case QC_I8: return j->t_i8;
+    case QC_U8: return j->t_u8;
+    case QC_I16: return j->t_i16;
+    case QC_U16: return j->t_u16;
+    case QC_I32: return j->t_i32;
+    case QC_I64:
+    case QC_INTLIT: return j->t_i64;
+    case QC_F32: return j->t_f32;
+    case QC_F64:
+    case QC_FLOATLIT: return j->t_f64;
+    case QC_ARRAY: return j->p_array;
+    case QC_TENSOR: return j->p_tview;
+    case QC_QTYPE: return j->t_qtype;
+    case QC_QPARAMS: return j->t_qparams;
+    case QC_HIST: return j->t_voidp;
+    default: return j->t_void;
+    }
+}
+
+/* The unsigned type of an integer's width: wrap-around arithmetic. */
+static gcc_jit_type *unsigned_of(jit *j, const qc_type *t)
+{
+    switch (t->k) {
+    case QC_I8:
+    case QC_U8: return j->t_u8;
+    case QC_I16:
+    case QC_U16: return j->t_u16;
+    case QC_I32: return j->t_u32;
+    default: return j->t_u64;
+    }
+}
+
+static gcc_jit_field *field(jit *j, gcc_jit_type *t, const char *name)
+{
+    return gcc_jit_context_new_field(j->c, NULL, t, name);
+}
+
+static gcc_jit_type *sig_type(jit *j, char ch)
+{
+    switch (ch) {
+    case 'v': return j->t_void;
+    case 'd': return j->t_f64;
+    case 'l': return j->t_i64;
+    case 'r': return j->p_rt;
+    case 't': return j->p_tview;
+    case 's': return j->t_str;
+    default: return j->t_voidp;
+    }
+}
+
+static void build_types(jit *j)
+{
+    gcc_jit_context *c = j->c;
+    j->t_void = gcc_jit_context_get_type(c, GCC_JIT_TYPE_VOID);
+    j->t_bool = gcc_jit_context_get_type(c, GCC_JIT_TYPE_BOOL);
+    j->t_i8 = gcc_jit_context_get_int_type(c, 1, 1);
+    j->t_u8 = gcc_jit_context_get_int_type(c, 1, 0);
+    j->t_i16 = gcc_jit_context_get_int_type(c, 2, 1);
+    j->t_u16 = gcc_jit_context_get_int_type(c, 2, 0);
+    j->t_i32 = gcc_jit_context_get_int_type(c, 4, 1);
+    j->t_u32 = gcc_jit_context_get_int_type(c, 4, 0);
+    j->t_i64 = gcc_jit_context_get_int_type(c, 8, 1);
+    j->t_u64 = gcc_jit_context_get_int_type(c, 8, 0);
+    j->t_f32 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_FLOAT);
+    j->t_f64 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_DOUBLE);
+    j->t_voidp = gcc_jit_context_get_type(c, GCC_JIT_TYPE_VOID_PTR);
+    j->t_str = gcc_jit_context_get_type(c, GCC_JIT_TYPE_CONST_CHAR_PTR);
+
+    gcc_jit_field *fa[2] = {j->f_arr_data = field(j, j->t_voidp, "data"), j->f_arr_len = field(j, j->t_i64, "len")};
+    j->t_array = gcc_jit_struct_as_type(gcc_jit_context_new_struct_type(c, NULL, "qrl_array", 2, fa));
+    gcc_jit_field *ft[4] = {j->f_tv_data = field(j, j->t_voidp, "data"), j->f_tv_numel = field(j, j->t_i64, "numel"),
+                            j->f_tv_rank = field(j, j->t_i64, "rank"),
+                            j->f_tv_dims = field(j, gcc_jit_context_new_array_type(c, NULL, j->t_i64, QR_MAX_DIMS),
+                                                 "dims")};
+    j->t_tview = gcc_jit_struct_as_type(gcc_jit_context_new_struct_type(c, NULL, "qrl_tview", 4, ft));
+    static const char *const qtn[6] = {"bits", "qmin", "qmax", "axis", "is_signed", "narrow"};
+    for (int i = 0; i < 6; i++)
+        j->f_qt[i] = field(j, j->t_i64, qtn[i]);
+    j->t_qtype = gcc_jit_struct_as_type(gcc_jit_context_new_struct_type(c, NULL, "qrl_qtype", 6, j->f_qt));
+    gcc_jit_field *fq[2] = {j->f_qp_scale = field(j, j->t_f64, "scale"), j->f_qp_zero = field(j, j->t_i64, "zero")};
+    j->t_qparams = gcc_jit_struct_as_type(gcc_jit_context_new_struct_type(c, NULL, "qrl_qparams", 2, fq));
+    j->p_array = gcc_jit_type_get_pointer(j->t_array);
+    j->p_tview = gcc_jit_type_get_pointer(j->t_tview);
+    j->p_qtype = gcc_jit_type_get_pointer(j->t_qtype);
+    j->p_qparams = gcc_jit_type_get_pointer(j->t_qparams);
+
+    /* qrl_rt is opaque past its first two fields; the imports refer to it. */
+    gcc_jit_struct *rt = gcc_jit_context_new_opaque_struct(c, NULL, "qrl_rt");
+    j->t_rt = gcc_jit_struct_as_type(rt);
+    j->p_rt = gcc_jit_type_get_pointer(j->t_rt);
+    for (int i = 0; i < IMP_COUNT; i++) {
+        gcc_jit_type *ft_i = j->t_i64;
+        if (imp_sig[i]) {
+            const char *s = imp_sig[i];
+            int n = (int)strlen(s) - 1;
+            gcc_jit_type *args[16];
+            for (int a = 0; a < n; a++)
+                args[a] = sig_type(j, s[a + 1]);
+            ft_i = gcc_jit_context_new_function_ptr_type(c, NULL, sig_type(j, s[0]), n, args, 0);
+        }
+        char name[16];
+        snprintf(name, sizeof name, "f%d", i);
+        j->f_imp[i] = field(j, ft_i, name);
+    }
+    j->t_imports = gcc_jit_struct_as_type(gcc_jit_context_new_struct_type(c, NULL, "qrl_imports", IMP_COUNT, j->f_imp));
+    j->p_imports = gcc_jit_type_get_pointer(gcc_jit_type_get_const(j->t_imports));
+    gcc_jit_field *fr[2] = {j->f_rt_imp = field(j, j->p_imports, "imp"), j->f_rt_failed = field(j, j->t_i64, "failed")};
+    gcc_jit_struct_set_fields(rt, NULL, 2, fr);
+}
+
+/* ------------------------------------------------------------- helpers */
+
+static gcc_jit_rvalue *lng(jit *j, gcc_jit_type *t, long v)
+{
+    return gcc_jit_context_new_rvalue_from_long(j->c, t, v);
+}
+
+static gcc_jit_rvalue *dbl(jit *j, gcc_jit_type *t, double v)
+{
+    return gcc_jit_context_new_rvalue_from_double(j->c, t, v);
+}
+
+/* libgccjit refuses a cast to the same type (structs included): skip those. */
+static gcc_jit_rvalue *cast(jit *j, gcc_jit_rvalue *v, gcc_jit_type *t)
+{
+    if (gcc_jit_rvalue_get_type(v) == t)
+        return v;
+    return gcc_jit_context_new_cast(j->c, NULL, v, t);
+}
+
+static gcc_jit_rvalue *cmp(jit *j, enum gcc_jit_comparison op, gcc_jit_rvalue *a, gcc_jit_rvalue *b)
+{
+    return gcc_jit_context_new_comparison(j->c, NULL, op, a, b);
+}
+
+static gcc_jit_rvalue *bin(jit *j, enum gcc_jit_binary_op op, gcc_jit_type *t, gcc_jit_rvalue *a, gcc_jit_rvalue *b)
+{
+    return gcc_jit_context_new_binary_op(j->c, NULL, op, t, a, b);
+}
+
+static gcc_jit_block *new_block(fgen *f)
+{
+    return gcc_jit_function_new_block(f->fn, NULL);
+}
+
+/* The current block, or a fresh unreachable one after a terminator. */
+static gcc_jit_block *cur(fgen *f)
+{
+    if (!f->b)
+        f->b = new_block(f);
+    return f->b;
+}
+
+static gcc_jit_lvalue *temp(fgen *f, gcc_jit_type *t)
+{
+    char name[24];
+    snprintf(name, sizeof name, "t%d", f->counter++);
+    return gcc_jit_function_new_local(f->fn, NULL, t, name);
+}
+
+/* Evaluates v now (a call, a load that must not move) into a temporary. */
+static gcc_jit_rvalue *now(fgen *f, gcc_jit_rvalue *v)
+{
+    gcc_jit_lvalue *t = temp(f, gcc_jit_rvalue_get_type(v));
+    gcc_jit_block_add_assignment(cur(f), NULL, t, v);
+    return gcc_jit_lvalue_as_rvalue(t);
+}
+
+static gcc_jit_rvalue *imp_fn(fgen *f, int i)
+{
+    gcc_jit_lvalue *imp = gcc_jit_rvalue_dereference_field(f->rt, NULL, f->j->f_rt_imp);
+    return gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(gcc_jit_lvalue_as_rvalue(imp), NULL, f->j->f_imp[i]));
+}
+
+static gcc_jit_rvalue *call_imp(fgen *f, int i, int n, gcc_jit_rvalue **args)
+{
+    return gcc_jit_context_new_call_through_ptr(f->j->c, NULL, imp_fn(f, i), n, args);
+}
+
+static void return_default(fgen *f, gcc_jit_block *b)
+{
+    if (f->ret == f->j->t_void || f->ret_qparams_out) {
+        gcc_jit_block_end_with_void_return(b, NULL);
+        return;
+    }
+    if (f->ret == f->j->t_qparams) {
+        gcc_jit_lvalue *t = temp(f, f->ret);
+        gcc_jit_block_add_assignment(b, NULL, gcc_jit_lvalue_access_field(t, NULL, f->j->f_qp_scale),
+                                     dbl(f->j, f->j->t_f64, 0));
+        gcc_jit_block_add_assignment(b, NULL, gcc_jit_lvalue_access_field(t, NULL, f->j->f_qp_zero),
+                                     lng(f->j, f->j->t_i64, 0));
+        gcc_jit_block_end_with_return(b, NULL, gcc_jit_lvalue_as_rvalue(t));
+        return;
+    }
+    gcc_jit_block_end_with_return(b, NULL, gcc_jit_context_zero(f->j->c, f->ret));
+}
+
+static void loc_of(const ql_node *n, int64_t *line, int64_t *col)
+{
+    int l = 0, c = 0;
+    if (n && n->span.src)
+        ql_source_linecol(n->span.src, n->span.start, &l, &c);
+    *line = l;
+    *col = c;
+}
+
+/* if (fail) { trap(code, where, a, b); return; } */
+static void check(fgen *f, gcc_jit_rvalue *fail, int code, const ql_node *at, gcc_jit_rvalue *a, gcc_jit_rvalue *b)
+{
+    jit *j = f->j;
+    gcc_jit_block *bad = new_block(f), *ok = new_block(f);
+    gcc_jit_block_end_with_conditional(cur(f), NULL, fail, bad, ok);
+    int64_t line, col;
+    loc_of(at, &line, &col);
+    gcc_jit_rvalue *args[7] = {f->rt, lng(j, j->t_i64, code), gcc_jit_context_new_string_literal(j->c, f->file),
+                               lng(j, j->t_i64, (long)line), lng(j, j->t_i64, (long)col),
+                               a ? cast(j, a, j->t_i64) : lng(j, j->t_i64, 0),
+                               b ? cast(j, b, j->t_i64) : lng(j, j->t_i64, 0)};
+    gcc_jit_block_add_eval(bad, NULL, call_imp(f, IMP_TRAP, 7, args));
+    return_default(f, bad);
+    f->b = ok;
+}
+
+/* After a call that may trap: leave at once when it did. */
+static void check_failed(fgen *f)
+{
+    gcc_jit_block *bad = new_block(f), *ok = new_block(f);
+    gcc_jit_rvalue *failed = gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(f->rt, NULL, f->j->f_rt_failed));
+    gcc_jit_block_end_with_conditional(cur(f), NULL, cmp(f->j, GCC_JIT_COMPARISON_NE, failed, lng(f->j, f->j->t_i64, 0)),
+                                       bad, ok);
+    return_default(f, bad);
+    f->b = ok;
+}
+
+/* t = cond ? a : b, both already evaluated. */
+static gcc_jit_rvalue *select_rv(fgen *f, gcc_jit_rvalue *c, gcc_jit_rvalue *a, gcc_jit_rvalue *b, gcc_jit_type *t)
+{
+    gcc_jit_lvalue *r = temp(f, t);
+    gcc_jit_block_add_assignment(cur(f), NULL, r, b);
+    gcc_jit_block *yes = new_block(f), *join = new_block(f);
+    gcc_jit_block_end_with_conditional(cur(f), NULL, c, yes, join);
+    gcc_jit_block_add_assignment(yes, NULL, r, a);
+    gcc_jit_block_end_with_jump(yes, NULL, join);
+    f->b = join;
+    return gcc_jit_lvalue_as_rvalue(r);
+}
+
+static gcc_jit_rvalue *builtin1(jit *j, const char *name, gcc_jit_rvalue *x)
+{
+    gcc_jit_function *fn = gcc_jit_context_get_builtin_function(j->c, name);
+    return gcc_jit_context_new_call(j->c, NULL, fn, 1, &x);
+}
+
+static int is_f32(jit *j, gcc_jit_rvalue *v)
+{
+    return gcc_jit_rvalue_get_type(v) == j->t_f32;
+}
+
+static gcc_jit_rvalue *floor_rv(jit *j, gcc_jit_rvalue *x)
+{
+    return builtin1(j, is_f32(j, x) ? "__builtin_floorf" : "__builtin_floor", x);
+}
+
+/* Integer limits of a QRL integer type, as int64. */
+static void int_range(const qc_type *t, int64_t *lo, int64_t *hi)
+{
+    switch (t->k) {
+    case QC_I8: *lo = INT8_MIN, *hi = INT8_MAX; break;
+    case QC_U8: *lo = 0, *hi = UINT8_MAX; break;
+    case QC_I16: *lo = INT16_MIN, *hi = INT16_MAX; break;
+    case QC_U16: *lo = 0, *hi = UINT16_MAX; break;
+    case QC_I32: *lo = INT32_MIN, *hi = INT32_MAX; break;
+    default: *lo = INT64_MIN, *hi = INT64_MAX; break;
+    }
+}
+
+/* Float to integer: truncate, saturate, NaN -> 0. */
+static gcc_jit_rvalue *float_to_int(fgen *f, gcc_jit_rvalue *x, const qc_type *to)
+{
+    jit *j = f->j;
+    int64_t lo, hi;
+    int_range(to, &lo, &hi);
+    gcc_jit_type *ft = gcc_jit_rvalue_get_type(x), *it = jtype(j, to);
+    x = now(f, cast(j, x, j->t_f64));
+    (void)ft;
+    gcc_jit_lvalue *r = temp(f, it);
+    gcc_jit_block *b_nan = new_block(f), *b_notnan = new_block(f), *b_hi = new_block(f), *b_nothi = new_block(f),
+                  *b_lo = new_block(f), *b_mid = new_block(f), *join = new_block(f);
+    gcc_jit_block_end_with_conditional(cur(f), NULL, cmp(j, GCC_JIT_COMPARISON_NE, x, x), b_nan, b_notnan);
+    gcc_jit_block_add_assignment(b_nan, NULL, r, gcc_jit_context_zero(j->c, it));
+    gcc_jit_block_end_with_jump(b_nan, NULL, join);
+    /* 2^63 is the first double above INT64_MAX. */
+    double dhi = hi == INT64_MAX ? 9223372036854775808.0 : (double)hi + 1.0;
+    gcc_jit_block_end_with_conditional(b_notnan, NULL, cmp(j, GCC_JIT_COMPARISON_GE, x, dbl(j, j->t_f64, dhi)), b_hi,
+                                       b_nothi);
+    gcc_jit_block_add_assignment(b_hi, NULL, r, lng(j, it, (long)hi));
+    gcc_jit_block_end_with_jump(b_hi, NULL, join);
+    gcc_jit_block_end_with_conditional(b_nothi, NULL, cmp(j, GCC_JIT_COMPARISON_LE, x, dbl(j, j->t_f64, (double)lo - 1.0)),
+                                       b_lo, b_mid);
+    gcc_jit_block_add_assignment(b_lo, NULL, r, lng(j, it, (long)lo));
+    gcc_jit_block_end_with_jump(b_lo, NULL, join);
+    gcc_jit_block_add_assignment(b_mid, NULL, r, cast(j, x, it));
+    gcc_jit_block_end_with_jump(b_mid, NULL, join);
+    f->b = join;
+    return gcc_jit_lvalue_as_rvalue(r);
+}
+
+/* Integer to a narrower or differently signed integer, clamped to its range. */
+static gcc_jit_rvalue *sat_int(fgen *f, gcc_jit_rvalue *x, const qc_type *from, const qc_type *to)
+{
+    jit *j = f->j;
+    int64_t lo, hi, flo, fhi;
+    int_range(to, &lo, &hi);
+    int_range(from, &flo, &fhi);
+    gcc_jit_rvalue *v = now(f, cast(j, x, j->t_i64));
+    if (flo < lo)
+        v = select_rv(f, cmp(j, GCC_JIT_COMPARISON_LT, v, lng(j, j->t_i64, (long)lo)), lng(j, j->t_i64, (long)lo), v,
+                      j->t_i64);
+    if (fhi > hi)
+        v = select_rv(f, cmp(j, GCC_JIT_COMPARISON_GT, v, lng(j, j->t_i64, (long)hi)), lng(j, j->t_i64, (long)hi), v,
+                      j->t_i64);
+    return cast(j, v, jtype(j, to));
+}
+
+/* ---------------------------------------------------------- expressions */
+
+static gcc_jit_rvalue *expr(fgen *f, const ql_node *n);
+static gcc_jit_lvalue *lvalue(fgen *f, const ql_node *n);
+
+static const qc_type *ty(const ql_node *n)
+{
+    const qc_type *t = n->type ? n->type : &qc_error;
+    return t->k == QC_INTLIT ? &qc_i64 : t->k == QC_FLOATLIT ? &qc_f64 : t;
+}
+
+/* The state slot of a calibrator field: its offset in the state block. */
+static int64_t state_offset(const ql_node *cal, const qc_sym *s)
+{
+    int64_t off = 0;
+    for (int i = 0; i < cal->nkids; i++) {
+        const ql_node *k = cal->kids[i];
+        if (k->kind != QL_STATE)
+            continue;
+        if (k->sym == s)
+            return off;
+        const qc_type *t = ((const qc_sym *)k->sym)->type;
+        off += t->k == QC_ARRAY ? 16 : 8;
+    }
+    return -1;
+}
+
+static int64_t state_bytes(const ql_node *cal)
+{
+    int64_t off = 0;
+    for (int i = 0; i < cal->nkids; i++)
+        if (cal->kids[i]->kind == QL_STATE)
+            off += ((const qc_sym *)cal->kids[i]->sym)->type->k == QC_ARRAY ? 16 : 8;
+    return off;
+}
+
+/* *(T *)(base + off) */
+static gcc_jit_lvalue *slot(fgen *f, gcc_jit_rvalue *base, int64_t off, gcc_jit_type *t)
+{
+    jit *j = f->j;
+    gcc_jit_type *cp = gcc_jit_type_get_pointer(j->t_u8);
+    gcc_jit_lvalue *byte = gcc_jit_context_new_array_access(j->c, NULL, cast(j, base, cp), lng(j, j->t_i64, (long)off));
+    gcc_jit_rvalue *addr = cast(j, gcc_jit_lvalue_get_address(byte, NULL), gcc_jit_type_get_pointer(t));
+    return gcc_jit_rvalue_dereference(addr, NULL);
+}
+
+static gcc_jit_lvalue *state_lvalue(fgen *f, gcc_jit_rvalue *base, const qc_sym *s)
+{
+    return slot(f, base, state_offset(f->cal, s), s->type->k == QC_ARRAY ? f->j->t_array : jtype(f->j, s->type));
+}
+
+static gcc_jit_rvalue *const_value(fgen *f, const qc_sym *s)
+{
+    return cast(f->j, expr(f, s->decl->b), jtype(f->j, s->type));
+}
+
+static gcc_jit_rvalue *param_value(fgen *f, const qc_sym *s)
+{
+    jit *j = f->j;
+    if (f->params && f->cal && s->decl && s->decl->kind == QL_PARAM) {
+        /* A calibrator parameter: params[i] as integer or float. */
+        int is_cal_param = 0;
+        for (int i = 0; f->cal->a && i < f->cal->a->nkids; i++)
+            is_cal_param |= f->cal->a->kids[i] == s->decl;
+        if (is_cal_param) {
+            gcc_jit_type *pt = qc_is_float(s->type) ? j->t_f64 : j->t_i64;
+            gcc_jit_lvalue *v = gcc_jit_context_new_array_access(j->c, NULL, cast(j, f->params, gcc_jit_type_get_pointer(pt)),
+                                                                 lng(j, j->t_i64, s->index));
+            gcc_jit_rvalue *r = gcc_jit_lvalue_as_rvalue(v);
+            if (s->type->k == QC_BOOL)
+                return cmp(j, GCC_JIT_COMPARISON_NE, r, lng(j, j->t_i64, 0));
+            return cast(j, r, jtype(j, s->type));
+        }
+    }
+    if (f->qt && s->type->k == QC_QTYPE) /* solve(t: qtype) */
+        return f->qt;
+    return gcc_jit_param_as_rvalue(f->fparams[s->index]);
+}
+
+static gcc_jit_rvalue *name_rv(fgen *f, const ql_node *n)
+{
+    jit *j = f->j;
+    const qc_sym *s = n->sym;
+    switch (s->kind) {
+    case QC_SYM_LOCAL:
+    case QC_SYM_LOOP: return gcc_jit_lvalue_as_rvalue(f->locals[s->index]);
+    case QC_SYM_PARAM: return param_value(f, s);
+    case QC_SYM_CONST: return const_value(f, s);
+    case QC_SYM_STATE: {
+        gcc_jit_lvalue *lv = state_lvalue(f, f->state, s);
+        if (s->type->k == QC_ARRAY)
+            return gcc_jit_lvalue_get_address(lv, NULL);
+        return gcc_jit_lvalue_as_rvalue(lv);
+    }
+    case QC_SYM_BUILTIN:
+        if (!strcmp(s->name, "inf"))
+            return dbl(j, j->t_f64, INFINITY);
+        if (!strcmp(s->name, "nan"))
+            return dbl(j, j->t_f64, NAN);
+        return dbl(j, j->t_f64, M_PI);
+    default: return lng(j, j->t_i64, 0);
+    }
+}
+
+/* Index into an array or tensor, bounds checked unless proven in range. */
+static gcc_jit_lvalue *element(fgen *f, const ql_node *n)
+{
+    jit *j = f->j;
+    const qc_type *bt = ty(n->a);
+    gcc_jit_rvalue *base = now(f, expr(f, n->a));
+    gcc_jit_type *et = jtype(j, bt->elem);
+    const qc_sym *base_sym = n->a->kind == QL_NAME ? n->a->sym : NULL;
+    if (bt->k == QC_ARRAY) {
+        gcc_jit_rvalue *i = now(f, cast(j, expr(f, n->kids[0]), j->t_i64));
+        int proven = 0;
+        const qc_sym *iv = n->kids[0]->kind == QL_NAME ? n->kids[0]->sym : NULL;
+        for (int k = 0; k < f->nbound && base_sym; k++)
+            proven |= f->loop_var[k] == iv && f->loop_arr[k] == base_sym;
+        gcc_jit_rvalue *len = gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(base, NULL, j->f_arr_len));
+        if (!proven)
+            check(f, cmp(j, GCC_JIT_COMPARISON_GE, cast(j, i, j->t_u64), cast(j, len, j->t_u64)), QRL_TRAP_INDEX,
+                  n->kids[0], i, len);
+        gcc_jit_rvalue *data = gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(base, NULL, j->f_arr_data));
+        return gcc_jit_context_new_array_access(j->c, NULL, cast(j, data, gcc_jit_type_get_pointer(et)), i);
+    }
+    /* tensor: one flat index, or one per dimension */
+    gcc_jit_rvalue *data = gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(base, NULL, j->f_tv_data));
+    gcc_jit_rvalue *flat;
+    if (n->nkids == 1) {
+        flat = now(f, cast(j, expr(f, n->kids[0]), j->t_i64));
+        int proven = 0;
+        const qc_sym *iv = n->kids[0]->kind == QL_NAME ? n->kids[0]->sym : NULL;
+        for (int k = 0; k < f->nbound && base_sym; k++)
+            proven |= f->loop_var[k] == iv && f->loop_arr[k] == base_sym;
+        gcc_jit_rvalue *numel = gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(base, NULL, j->f_tv_numel));
+        if (!proven)
+            check(f, cmp(j, GCC_JIT_COMPARISON_GE, cast(j, flat, j->t_u64), cast(j, numel, j->t_u64)), QRL_TRAP_INDEX,
+                  n->kids[0], flat, numel);
+    } else {
+        gcc_jit_rvalue *rank = gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(base, NULL, j->f_tv_rank));
+        check(f, cmp(j, GCC_JIT_COMPARISON_NE, rank, lng(j, j->t_i64, n->nkids)), QRL_TRAP_RANK, n,
+              lng(j, j->t_i64, n->nkids), rank);
+        gcc_jit_lvalue *acc = temp(f, j->t_i64);
+        gcc_jit_block_add_assignment(cur(f), NULL, acc, lng(j, j->t_i64, 0));
+        gcc_jit_lvalue *dims = gcc_jit_rvalue_dereference_field(base, NULL, j->f_tv_dims);
+        for (int d = 0; d < n->nkids; d++) {
+            gcc_jit_rvalue *i = now(f, cast(j, expr(f, n->kids[d]), j->t_i64));
+            gcc_jit_rvalue *dim = now(f, gcc_jit_lvalue_as_rvalue(gcc_jit_context_new_array_access(
+                                             j->c, NULL, gcc_jit_lvalue_as_rvalue(dims), lng(j, j->t_i64, d))));
+            check(f, cmp(j, GCC_JIT_COMPARISON_GE, cast(j, i, j->t_u64), cast(j, dim, j->t_u64)), QRL_TRAP_INDEX,
+                  n->kids[d], i, dim);
+            gcc_jit_block_add_assignment(cur(f), NULL, acc,
+                                         bin(j, GCC_JIT_BINARY_OP_PLUS, j->t_i64,
+                                             bin(j, GCC_JIT_BINARY_OP_MULT, j->t_i64, gcc_jit_lvalue_as_rvalue(acc), dim), i));
+        }
+        flat = gcc_jit_lvalue_as_rvalue(acc);
+    }
+    return gcc_jit_context_new_array_access(j->c, NULL, cast(j, data, gcc_jit_type_get_pointer(et)), flat);
+}
+
+static gcc_jit_rvalue *arith(fgen *f, ql_tok op, const qc_type *t, gcc_jit_rvalue *a, gcc_jit_rvalue *b,
+                             const ql_node *at)
+{
+    jit *j = f->j;
+    gcc_jit_type *jt = jtype(j, t);
+    a = cast(j, a, jt);
+    b = cast(j, b, jt);
+    if (qc_is_float(t)) {
+        enum gcc_jit_binary_op o = op == QL_TOK_PLUS ? GCC_JIT_BINARY_OP_PLUS
+                                 : op == QL_TOK_MINUS ? GCC_JIT_BINARY_OP_MINUS
+                                 : op == QL_TOK_STAR ? GCC_JIT_BINARY_OP_MULT : GCC_JIT_BINARY_OP_DIVIDE;
+        return bin(j, o, jt, a, b);
+    }
+    gcc_jit_type *ut = unsigned_of(j, t);
+    switch (op) {
+    case QL_TOK_PLUS:
+    case QL_TOK_MINUS:
+    case QL_TOK_STAR: {
+        enum gcc_jit_binary_op o = op == QL_TOK_PLUS ? GCC_JIT_BINARY_OP_PLUS
+                                 : op == QL_TOK_MINUS ? GCC_JIT_BINARY_OP_MINUS : GCC_JIT_BINARY_OP_MULT;
+        return cast(j, bin(j, o, ut, cast(j, a, ut), cast(j, b, ut)), jt);
+    }
+    case QL_TOK_SLASH:
+    case QL_TOK_PERCENT: {
+        a = now(f, a);
+        b = now(f, b);
+        check(f, cmp(j, GCC_JIT_COMPARISON_EQ, b, gcc_jit_context_zero(j->c, jt)), QRL_TRAP_DIVZERO, at, NULL, NULL);
+        if (!qc_is_signed(t))
+            return bin(j, op == QL_TOK_SLASH ? GCC_JIT_BINARY_OP_DIVIDE : GCC_JIT_BINARY_OP_MODULO, jt, a, b);
+        /* MIN / -1 overflows in C: -1 is handled apart (wrapping negation, remainder 0). */
+        gcc_jit_rvalue *minus1 = cmp(j, GCC_JIT_COMPARISON_EQ, b, lng(j, jt, -1));
+        gcc_jit_rvalue *safe_b = now(f, select_rv(f, minus1, gcc_jit_context_one(j->c, jt), b, jt));
+        gcc_jit_rvalue *q = now(f, bin(j, op == QL_TOK_SLASH ? GCC_JIT_BINARY_OP_DIVIDE : GCC_JIT_BINARY_OP_MODULO, jt, a,
+                                       safe_b));
+        gcc_jit_rvalue *alt = op == QL_TOK_SLASH
+                                  ? cast(j, bin(j, GCC_JIT_BINARY_OP_MINUS, ut, gcc_jit_context_zero(j->c, ut), cast(j, a, ut)), jt)
+                                  : gcc_jit_context_zero(j->c, jt);
+        return select_rv(f, minus1, alt, q, jt);
+    }
+    case QL_TOK_AMP: return bin(j, GCC_JIT_BINARY_OP_BITWISE_AND, jt, a, b);
+    case QL_TOK_PIPE: return bin(j, GCC_JIT_BINARY_OP_BITWISE_OR, jt, a, b);
+    case QL_TOK_CARET: return bin(j, GCC_JIT_BINARY_OP_BITWISE_XOR, jt, a, b);
+    default: return a;
+    }
+}
+
+static gcc_jit_rvalue *shift(fgen *f, ql_tok op, const qc_type *t, gcc_jit_rvalue *a, gcc_jit_rvalue *cnt)
+{
+    jit *j = f->j;
+    gcc_jit_type *jt = jtype(j, t), *ut = unsigned_of(j, t);
+    int bits = qc_type_bits(t);
+    a = now(f, cast(j, a, jt));
+    cnt = now(f, cast(j, cnt, j->t_i64));
+    gcc_jit_rvalue *in_range = cmp(j, GCC_JIT_COMPARISON_LT, cast(j, cnt, j->t_u64), lng(j, j->t_u64, bits));
+    gcc_jit_rvalue *safe = now(f, select_rv(f, in_range, cnt, lng(j, j->t_i64, 0), j->t_i64));
+    gcc_jit_rvalue *r, *out;
+    if (op == QL_TOK_SHL) {
+        r = cast(j, bin(j, GCC_JIT_BINARY_OP_LSHIFT, ut, cast(j, a, ut), cast(j, safe, ut)), jt);
+        out = gcc_jit_context_zero(j->c, jt);
+    } else {
+        r = bin(j, GCC_JIT_BINARY_OP_RSHIFT, jt, a, cast(j, safe, jt));
+        out = qc_is_signed(t) ? select_rv(f, cmp(j, GCC_JIT_COMPARISON_LT, a, gcc_jit_context_zero(j->c, jt)),
+                                          lng(j, jt, -1), gcc_jit_context_zero(j->c, jt), jt)
+                              : gcc_jit_context_zero(j->c, jt);
+    }
+    return select_rv(f, in_range, now(f, r), out, jt);
+}
+
+/* a and b / a or b with short-circuit: b's code (and traps) runs only when needed. */
+static gcc_jit_rvalue *logic(fgen *f, const ql_node *n)
+{
+    jit *j = f->j;
+    gcc_jit_lvalue *r = temp(f, j->t_bool);
+    gcc_jit_block_add_assignment(cur(f), NULL, r, expr(f, n->a));
+    gcc_jit_block *rhs = new_block(f), *join = new_block(f);
+    if (n->op == QL_TOK_AND)
+        gcc_jit_block_end_with_conditional(cur(f), NULL, gcc_jit_lvalue_as_rvalue(r), rhs, join);
+    else
+        gcc_jit_block_end_with_conditional(cur(f), NULL, gcc_jit_lvalue_as_rvalue(r), join, rhs);
+    f->b = rhs;
+    gcc_jit_rvalue *b = expr(f, n->b);
+    gcc_jit_block_add_assignment(cur(f), NULL, r, b);
+    gcc_jit_block_end_with_jump(cur(f), NULL, join);
+    f->b = join;
+    return gcc_jit_lvalue_as_rvalue(r);
+}
+
+static gcc_jit_rvalue *binary(fgen *f, const ql_node *n)
+{
+    jit *j = f->j;
+    if (n->op == QL_TOK_AND || n->op == QL_TOK_OR)
+        return logic(f, n);
+    const qc_type *t = ty(n);
+    if (n->op >= QL_TOK_EQ && n->op <= QL_TOK_GE) {
+        /* Operands were settled to a common type by the checker. */
+        const qc_type *ot = ty(n->a);
+        gcc_jit_rvalue *a = expr(f, n->a), *b = expr(f, n->b);
+        if (ot->k != QC_STR && ot->k != QC_BOOL) {
+            const qc_type *ct = qc_common(ot, ty(n->b));
+            if (ct) {
+                a = cast(j, a, jtype(j, ct));
+                b = cast(j, b, jtype(j, ct));
+            }
+        }
+        static const enum gcc_jit_comparison ops[] = {GCC_JIT_COMPARISON_EQ, GCC_JIT_COMPARISON_NE,
+                                                      GCC_JIT_COMPARISON_LT, GCC_JIT_COMPARISON_LE,
+                                                      GCC_JIT_COMPARISON_GT, GCC_JIT_COMPARISON_GE};
+        return cmp(j, ops[n->op - QL_TOK_EQ], a, b);
+    }
+    gcc_jit_rvalue *a = now(f, cast(j, expr(f, n->a), jtype(j, t)));
+    if (n->op == QL_TOK_SHL || n->op == QL_TOK_SHR)
+        return shift(f, n->op, t, a, expr(f, n->b));
+    gcc_jit_rvalue *b = cast(j, expr(f, n->b), jtype(j, t));
+    return arith(f, n->op, t, a, b, n);
+}
+
+static gcc_jit_rvalue *unary(fgen *f, const ql_node *n)
+{
+    jit *j = f->j;
+    const qc_type *t = ty(n);
+    gcc_jit_rvalue *a = expr(f, n->a);
+    if (n->op == QL_TOK_NOT)
+        return gcc_jit_context_new_unary_op(j->c, NULL, GCC_JIT_UNARY_OP_LOGICAL_NEGATE, j->t_bool, a);
+    gcc_jit_type *jt = jtype(j, t);
+    a = cast(j, a, jt);
+    if (n->op == QL_TOK_TILDE)
+        return gcc_jit_context_new_unary_op(j->c, NULL, GCC_JIT_UNARY_OP_BITWISE_NEGATE, jt, a);
+    if (qc_is_float(t))
+        return gcc_jit_context_new_unary_op(j->c, NULL, GCC_JIT_UNARY_OP_MINUS, jt, a);
+    gcc_jit_type *ut = unsigned_of(j, t);
+    return cast(j, bin(j, GCC_JIT_BINARY_OP_MINUS, ut, gcc_jit_context_zero(j->c, ut), cast(j, a, ut)), jt);
+}
+
+static gcc_jit_rvalue *conversion(fgen *f, const ql_node *n)
+{
+    jit *j = f->j;
+    const qc_type *to = ty(n), *from = ty(n->b);
+    gcc_jit_rvalue *x = expr(f, n->b);
+    if (to->k == QC_BOOL) {
+        if (from->k == QC_BOOL)
+            return x;
+        return cmp(j, GCC_JIT_COMPARISON_NE, x, gcc_jit_context_zero(j->c, jtype(j, from)));
+    }
+    if (qc_is_int(to) && qc_is_float(from))
+        return float_to_int(f, x, to);
+    if (n->kind == QL_SAT && qc_is_int(from))
+        return sat_int(f, x, from->k == QC_BOOL ? &qc_u8 : from, to);
+    return cast(j, x, jtype(j, to));
+}
+
+/* round half to even / away from zero / up, exactly (x - floor(x) is exact). */
+static gcc_jit_rvalue *rounding(fgen *f, const char *mode, gcc_jit_rvalue *x)
+{
+    jit *j = f->j;
+    gcc_jit_type *t = gcc_jit_rvalue_get_type(x);
+    x = now(f, x);
+    gcc_jit_rvalue *half = dbl(j, t, 0.5), *one = dbl(j, t, 1.0);
+    if (!strcmp(mode, "round_away")) {
+        gcc_jit_rvalue *tr = now(f, builtin1(j, t == j->t_f32 ? "__builtin_truncf" : "__builtin_trunc", x));
+        gcc_jit_rvalue *d = now(f, builtin1(j, t == j->t_f32 ? "__builtin_fabsf" : "__builtin_fabs",
+                                            bin(j, GCC_JIT_BINARY_OP_MINUS, t, x, tr)));
+        gcc_jit_rvalue *step = select_rv(f, cmp(j, GCC_JIT_COMPARISON_LT, x, dbl(j, t, 0)), dbl(j, t, -1), one, t);
+        return select_rv(f, cmp(j, GCC_JIT_COMPARISON_GE, d, half), bin(j, GCC_JIT_BINARY_OP_PLUS, t, tr, step), tr, t);
+    }
+    gcc_jit_rvalue *fl = now(f, floor_rv(j, x));
+    gcc_jit_rvalue *d = now(f, bin(j, GCC_JIT_BINARY_OP_MINUS, t, x, fl));
+    gcc_jit_rvalue *up = bin(j, GCC_JIT_BINARY_OP_PLUS, t, fl, one);
+    if (!strcmp(mode, "round_up"))
+        return select_rv(f, cmp(j, GCC_JIT_COMPARISON_GE, d, half), up, fl, t);
+    /* half to even: ties go to the even neighbour */
+    gcc_jit_rvalue *odd = cmp(j, GCC_JIT_COMPARISON_NE,
+                              bin(j, GCC_JIT_BINARY_OP_MULT, t, floor_rv(j, bin(j, GCC_JIT_BINARY_OP_MULT, t, fl, half)),
+                                  dbl(j, t, 2.0)),
+                              fl);
+    gcc_jit_rvalue *tie = now(f, select_rv(f, odd, up, fl, t));
+    gcc_jit_rvalue *r = now(f, select_rv(f, cmp(j, GCC_JIT_COMPARISON_GT, d, half), up, fl, t));
+    return select_rv(f, cmp(j, GCC_JIT_COMPARISON_EQ, d, half), tie, r, t);
+}
+
+static gcc_jit_rvalue *user_call(fgen *f, const ql_node *n, const qc_sym *s)
+{
+    jit *j = f->j;
+    const ql_node *ps = s->decl->a;
+    int np = ps ? ps->nkids : 0;
+    gcc_jit_rvalue *args[65];
+    const ql_node *given[64] = {0};
+    args[0] = f->rt;
+    for (int i = 0; i < n->nkids && i < 64; i++) {
+        const ql_node *a = n->kids[i];
+        int at = i;
+        if (a->kind == QL_NAMED_ARG) {
+            for (int p = 0; p < np; p++)
+                if (!strcmp(ps->kids[p]->name, a->name))
+                    at = p;
+            a = a->a;
+        }
+        if (at < 64)
+            given[at] = a;
+    }
+    for (int p = 0; p < np && p < 64; p++) {
+        const ql_node *a = given[p] ? given[p] : ps->kids[p]->b;
+        args[p + 1] = now(f, cast(j, expr(f, a), jtype(j, ps->kids[p]->type)));
+    }
+    int idx = 0;
+    while (j->u->items[idx] != s)
+        idx++;
+    gcc_jit_rvalue *call = gcc_jit_context_new_call(j->c, NULL, j->fns[idx], np + 1, args);
+    gcc_jit_rvalue *r;
+    if (!s->decl->b) {
+        gcc_jit_block_add_eval(cur(f), NULL, call);
+        r = NULL;
+    } else {
+        r = now(f, call);
+    }
+    check_failed(f);
+    return r ? r : lng(j, j->t_i64, 0);
+}
+
+static gcc_jit_rvalue *builtin_call(fgen *f, const ql_node *n, const char *name)
+{
+    jit *j = f->j;
+    const qc_type *t = ty(n);
+    gcc_jit_type *jt = jtype(j, t);
+    ql_node *const *k = n->kids;
+    if (!strcmp(name, "min") || !strcmp(name, "max") || !strcmp(name, "clamp")) {
+        gcc_jit_rvalue *a = now(f, cast(j, expr(f, k[0]), jt)), *b = now(f, cast(j, expr(f, k[1]), jt));
+        int is_max = !strcmp(name, "max");
+        if (!strcmp(name, "clamp")) {
+            gcc_jit_rvalue *hi = now(f, cast(j, expr(f, k[2]), jt));
+            gcc_jit_rvalue *lo_ok = select_rv(f, cmp(j, GCC_JIT_COMPARISON_LT, a, b), b, a, jt);
+            lo_ok = now(f, lo_ok);
+            return select_rv(f, cmp(j, GCC_JIT_COMPARISON_GT, lo_ok, hi), hi, lo_ok, jt);
+        }
+        /* NaN on one side gives the other (as fmin/fmax). */
+        gcc_jit_rvalue *take_a = cmp(j, is_max ? GCC_JIT_COMPARISON_GT : GCC_JIT_COMPARISON_LT, a, b);
+        if (qc_is_float(t))
+            take_a = bin(j, GCC_JIT_BINARY_OP_LOGICAL_OR, j->t_bool, take_a, cmp(j, GCC_JIT_COMPARISON_NE, b, b));
+        return select_rv(f, take_a, a, b, jt);
+    }
+    if (!strcmp(name, "select")) {
+        gcc_jit_rvalue *c = now(f, expr(f, k[0]));
+        gcc_jit_rvalue *a = now(f, cast(j, expr(f, k[1]), jt)), *b = now(f, cast(j, expr(f, k[2]), jt));
+        return select_rv(f, c, a, b, jt);
+    }
+    if (!strcmp(name, "abs")) {
+        gcc_jit_rvalue *a = now(f, cast(j, expr(f, k[0]), jt));
+        if (qc_is_float(t))
+            return builtin1(j, t->k == QC_F32 ? "__builtin_fabsf" : "__builtin_fabs", a);
+        gcc_jit_type *ut = unsigned_of(j, t);
+        gcc_jit_rvalue *neg = cast(j, bin(j, GCC_JIT_BINARY_OP_MINUS, ut, gcc_jit_context_zero(j->c, ut), cast(j, a, ut)), jt);
+        return select_rv(f, cmp(j, GCC_JIT_COMPARISON_LT, a, gcc_jit_context_zero(j->c, jt)), neg, a, jt);
+    }
+    if (!strcmp(name, "len")) {
+        gcc_jit_rvalue *a = now(f, expr(f, k[0]));
+        return gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(a, NULL, j->f_arr_len));
+    }
+    if (!strcmp(name, "qparams")) {
+        gcc_jit_lvalue *q = temp(f, j->t_qparams);
+        gcc_jit_rvalue *s = now(f, cast(j, expr(f, k[0]), j->t_f64));
+        gcc_jit_rvalue *z = now(f, cast(j, expr(f, k[1]), j->t_i64));
+        gcc_jit_block_add_assignment(cur(f), NULL, gcc_jit_lvalue_access_field(q, NULL, j->f_qp_scale), s);
+        gcc_jit_block_add_assignment(cur(f), NULL, gcc_jit_lvalue_access_field(q, NULL, j->f_qp_zero), z);
+        return gcc_jit_lvalue_as_rvalue(q);
+    }
+    const qc_type *at = ty(k[0]);
+    gcc_jit_rvalue *x = now(f, cast(j, expr(f, k[0]), jtype(j, at)));
+    int f32 = at->k == QC_F32;
+    if (!strcmp(name, "isnan"))
+        return cmp(j, GCC_JIT_COMPARISON_NE, x, x);
+    if (!strcmp(name, "isinf"))
+        return cmp(j, GCC_JIT_COMPARISON_EQ, builtin1(j, f32 ? "__builtin_fabsf" : "__builtin_fabs", x),
+                   dbl(j, jtype(j, at), INFINITY));
+    if (!strcmp(name, "floor") || !strcmp(name, "ceil") || !strcmp(name, "trunc") || !strcmp(name, "sqrt")) {
+        char b[32];
+        snprintf(b, sizeof b, "__builtin_%s%s", name, f32 ? "f" : "");
+        return builtin1(j, b, x);
+    }
+    if (!strncmp(name, "round_", 6))
+        return rounding(f, name, x);
+    int imp = !strcmp(name, "exp") ? IMP_EXP : !strcmp(name, "log") ? IMP_LOG : !strcmp(name, "log2") ? IMP_LOG2
+            : !strcmp(name, "tanh") ? IMP_TANH : !strcmp(name, "erf") ? IMP_ERF : IMP_POW;
+    gcc_jit_rvalue *args[2] = {cast(j, x, j->t_f64), NULL};
+    if (imp == IMP_POW)
+        args[1] = now(f, cast(j, expr(f, k[1]), j->t_f64));
+    return cast(j, now(f, call_imp(f, imp, imp == IMP_POW ? 2 : 1, args)), jt);
+}
+
+static gcc_jit_rvalue *method_call(fgen *f, const ql_node *n)
+{
+    jit *j = f->j;
+    const ql_node *recv = n->a->a;
+    const char *m = n->a->name;
+    const qc_type *rt = ty(recv);
+    gcc_jit_rvalue *obj = now(f, expr(f, recv));
+    if (rt->k == QC_TENSOR) {
+        if (!strcmp(m, "dim")) {
+            gcc_jit_rvalue *i = now(f, cast(j, expr(f, n->kids[0]), j->t_i64));
+            gcc_jit_rvalue *rank = gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(obj, NULL, j->f_tv_rank));
+            check(f, cmp(j, GCC_JIT_COMPARISON_GE, cast(j, i, j->t_u64), cast(j, rank, j->t_u64)), QRL_TRAP_INDEX,
+                  n->kids[0], i, rank);
+            gcc_jit_lvalue *dims = gcc_jit_rvalue_dereference_field(obj, NULL, j->f_tv_dims);
+            return now(f, gcc_jit_lvalue_as_rvalue(
+                              gcc_jit_context_new_array_access(j->c, NULL, gcc_jit_lvalue_as_rvalue(dims), i)));
+        }
+        int imp = !strcmp(m, "min") ? IMP_TMIN : !strcmp(m, "max") ? IMP_TMAX : !strcmp(m, "absmax") ? IMP_TABSMAX : IMP_TSUM;
+        return now(f, call_imp(f, imp, 1, &obj));
+    }
+    if (rt->k == QC_HIST) {
+        if (!strcmp(m, "add") || !strcmp(m, "add_abs")) {
+            gcc_jit_rvalue *args[4] = {f->rt, obj, now(f, expr(f, n->kids[0])), lng(j, j->t_i64, !strcmp(m, "add_abs"))};
+            gcc_jit_block_add_eval(cur(f), NULL, call_imp(f, IMP_HIST_ADD, 4, args));
+            check_failed(f);
+            return lng(j, j->t_i64, 0);
+        }
+        if (!strcmp(m, "merge")) {
+            gcc_jit_rvalue *args[3] = {f->rt, obj, now(f, expr(f, n->kids[0]))};
+            gcc_jit_block_add_eval(cur(f), NULL, call_imp(f, IMP_HIST_MERGE, 3, args));
+            check_failed(f);
+            return lng(j, j->t_i64, 0);
+        }
+        int imp = !strcmp(m, "quantile") ? IMP_HIST_QUANTILE : !strcmp(m, "bin") ? IMP_HIST_BIN : IMP_HIST_EDGE;
+        gcc_jit_rvalue *args[2] = {obj, now(f, cast(j, expr(f, n->kids[0]), imp == IMP_HIST_QUANTILE ? j->t_f64 : j->t_i64))};
+        return now(f, call_imp(f, imp, 2, args));
+    }
+    return lng(j, j->t_i64, 0); /* pattern values: not compiled into functions */
+}
+
+static gcc_jit_rvalue *call_expr(fgen *f, const ql_node *n)
+{
+    if (n->a->kind == QL_FIELD)
+        return method_call(f, n);
+    const qc_sym *s = n->a->sym;
+    if (s && (s->kind == QC_SYM_FN || s->kind == QC_SYM_KERNEL))
+        return user_call(f, n, s);
+    return builtin_call(f, n, n->a->name);
+}
+
+static gcc_jit_rvalue *field_expr(fgen *f, const ql_node *n)
+{
+    jit *j = f->j;
+    const qc_type *t = ty(n->a);
+    const char *m = n->name;
+    if (t->k == QC_STATE) /* o.field in merge */
+        return gcc_jit_lvalue_as_rvalue(lvalue(f, n));
+    gcc_jit_rvalue *obj = now(f, expr(f, n->a));
+    switch (t->k) {
+    case QC_TENSOR:
+        return gcc_jit_lvalue_as_rvalue(
+            gcc_jit_rvalue_dereference_field(obj, NULL, !strcmp(m, "numel") ? j->f_tv_numel : j->f_tv_rank));
+    case QC_ARRAY: return gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(obj, NULL, j->f_arr_len));
+    case QC_HIST: {
+        int imp = !strcmp(m, "count") ? IMP_HIST_COUNT : !strcmp(m, "lo") ? IMP_HIST_LO : !strcmp(m, "hi") ? IMP_HIST_HI
+                : !strcmp(m, "width") ? IMP_HIST_WIDTH : IMP_HIST_BINS;
+        return now(f, call_imp(f, imp, 1, &obj));
+    }
+    case QC_QTYPE: {
+        static const char *const names[6] = {"bits", "qmin", "qmax", "axis", "signed", "narrow"};
+        for (int i = 0; i < 6; i++)
+            if (!strcmp(m, names[i])) {
+                gcc_jit_rvalue *v = gcc_jit_rvalue_access_field(obj, NULL, j->f_qt[i]);
+                return i >= 4 ? cmp(j, GCC_JIT_COMPARISON_NE, v, lng(j, j->t_i64, 0)) : v;
+            }
+        break;
+    }
+    case QC_QPARAMS:
+        return gcc_jit_rvalue_access_field(obj, NULL, !strcmp(m, "scale") ? j->f_qp_scale : j->f_qp_zero);
+    default: break;
+    }
+    return lng(j, j->t_i64, 0);
+}
+
+static gcc_jit_rvalue *expr(fgen *f, const ql_node *n)
+{
+    jit *j = f->j;
+    const qc_type *t = ty(n);
+    switch (n->kind) {
+    case QL_INT:
+        if (qc_is_float(t))
+            return dbl(j, jtype(j, t), (double)n->ival);
+        return cast(j, lng(j, j->t_i64, (long)n->ival), jtype(j, t));
+    case QL_FLOAT: return dbl(j, jtype(j, t), n->fval);
+    case QL_BOOL: return gcc_jit_context_new_rvalue_from_int(j->c, j->t_bool, n->ival != 0);
+    case QL_NAME: return name_rv(f, n);
+    case QL_UNARY: {
+        /* a negative literal: fold so that -128 as i8 never overflows */
+        int64_t v;
+        if (n->op == QL_TOK_MINUS && n->a->kind == QL_INT && qc_is_int(t)) {
+            v = n->a->ival == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)n->a->ival;
+            return cast(j, lng(j, j->t_i64, (long)v), jtype(j, t));
+        }
+        if (n->op == QL_TOK_MINUS && n->a->kind == QL_FLOAT)
+            return dbl(j, jtype(j, t), -n->a->fval);
+        return unary(f, n);
+    }
+    case QL_BINARY: return binary(f, n);
+    case QL_CALL: return call_expr(f, n);
+    case QL_FIELD: return field_expr(f, n);
+    case QL_INDEX: return gcc_jit_lvalue_as_rvalue(element(f, n));
+    case QL_CAST:
+    case QL_SAT: return conversion(f, n);
+    default: return lng(j, j->t_i64, 0);
+    }
+}
+
+static gcc_jit_lvalue *lvalue(fgen *f, const ql_node *n)
+{
+    if (n->kind == QL_INDEX)
+        return element(f, n);
+    if (n->kind == QL_FIELD) { /* o.field */
+        return state_lvalue(f, f->other, n->sym);
+    }
+    const qc_sym *s = n->sym;
+    if (s->kind == QC_SYM_STATE)
+        return state_lvalue(f, f->state, s);
+    return f->locals[s->index];
+}
+
+/* ----------------------------------------------------------- statements */
+
+static void stmts(fgen *f, const ql_node *b);
+
+static void do_return(fgen *f, const ql_node *n)
+{
+    jit *j = f->j;
+    if (f->ret_qparams_out) {
+        gcc_jit_rvalue *v = now(f, expr(f, n->a));
+        gcc_jit_block_add_assignment(cur(f), NULL, f->out, v);
+        gcc_jit_block_end_with_void_return(cur(f), NULL);
+    } else if (n->a && f->ret != j->t_void) {
+        gcc_jit_rvalue *v = now(f, cast(j, expr(f, n->a), f->ret));
+        gcc_jit_block_end_with_return(cur(f), NULL, v);
+    } else {
+        gcc_jit_block_end_with_void_return(cur(f), NULL);
+    }
+    f->b = NULL;
+}
+
+/* Whether e is len(a), a.len or a.numel: the loop's bound of a. */
+static const qc_sym *bounded_by(const ql_node *e)
+{
+    if (e->kind == QL_CALL && e->a->kind == QL_NAME && !strcmp(e->a->name, "len") && e->nkids == 1 &&
+        e->kids[0]->kind == QL_NAME)
+        return e->kids[0]->sym;
+    if (e->kind == QL_FIELD && (!strcmp(e->name, "len") || !strcmp(e->name, "numel")) && e->a->kind == QL_NAME)
+        return e->a->sym;
+    return NULL;
+}
+
+static void stmt(fgen *f, const ql_node *n)
+{
+    jit *j = f->j;
+    switch (n->kind) {
+    case QL_LET: {
+        const qc_sym *s = n->sym;
+        gcc_jit_rvalue *v = cast(j, expr(f, n->b), jtype(j, s->type));
+        gcc_jit_block_add_assignment(cur(f), NULL, f->locals[s->index], v);
+        break;
+    }
+    case QL_ASSIGN: {
+        const qc_type *t = ty(n->a);
+        if (n->op == QL_TOK_ASSIGN) {
+            gcc_jit_rvalue *v = now(f, cast(j, expr(f, n->b), jtype(j, t)));
+            gcc_jit_block_add_assignment(cur(f), NULL, lvalue(f, n->a), v);
+        } else {
+            gcc_jit_lvalue *lv = lvalue(f, n->a);
+            gcc_jit_rvalue *old = now(f, gcc_jit_lvalue_as_rvalue(lv));
+            gcc_jit_rvalue *v = now(f, cast(j, expr(f, n->b), jtype(j, t)));
+            ql_tok op = n->op == QL_TOK_PLUSEQ ? QL_TOK_PLUS : n->op == QL_TOK_MINUSEQ ? QL_TOK_MINUS
+                      : n->op == QL_TOK_STAREQ ? QL_TOK_STAR : QL_TOK_SLASH;
+            gcc_jit_rvalue *r = now(f, arith(f, op, t, old, v, n));
+            gcc_jit_block_add_assignment(cur(f), NULL, lv, r);
+        }
+        break;
+    }
+    case QL_EXPR_STMT: {
+        gcc_jit_rvalue *v = expr(f, n->a);
+        (void)v;
+        break;
+    }
+    case QL_IF: {
+        gcc_jit_rvalue *c = now(f, expr(f, n->a));
+        gcc_jit_block *yes = new_block(f), *no = new_block(f), *join = new_block(f);
+        gcc_jit_block_end_with_conditional(cur(f), NULL, c, yes, n->c ? no : join);
+        f->b = yes;
+        stmts(f, n->b);
+        if (f->b)
+            gcc_jit_block_end_with_jump(f->b, NULL, join);
+        if (n->c) {
+            f->b = no;
+            if (n->c->kind == QL_IF)
+                stmt(f, n->c);
+            else
+                stmts(f, n->c);
+            if (f->b)
+                gcc_jit_block_end_with_jump(f->b, NULL, join);
+        } else {
+            gcc_jit_block_end_with_jump(no, NULL, join);
+        }
+        f->b = join;
+        break;
+    }
+    case QL_WHILE: {
+        gcc_jit_block *test = new_block(f), *body = new_block(f), *done = new_block(f);
+        gcc_jit_block_end_with_jump(cur(f), NULL, test);
+        f->b = test;
+        gcc_jit_rvalue *c = now(f, expr(f, n->a));
+        gcc_jit_block_end_with_conditional(cur(f), NULL, c, body, done);
+        f->brk[f->nloops] = done;
+        f->cont[f->nloops++] = test;
+        f->b = body;
+        stmts(f, n->c);
+        if (f->b)
+            gcc_jit_block_end_with_jump(f->b, NULL, test);
+        f->nloops--;
+        f->b = done;
+        break;
+    }
+    case QL_FOR: {
+        const qc_sym *v = n->sym;
+        gcc_jit_type *t = jtype(j, v->type);
+        gcc_jit_lvalue *iv = f->locals[v->index];
+        gcc_jit_block_add_assignment(cur(f), NULL, iv, cast(j, expr(f, n->a), t));
+        gcc_jit_rvalue *hi = now(f, cast(j, expr(f, n->b), t));
+        gcc_jit_block *test = new_block(f), *body = new_block(f), *step = new_block(f), *done = new_block(f);
+        gcc_jit_block_end_with_jump(cur(f), NULL, test);
+        gcc_jit_block_end_with_conditional(test, NULL, cmp(j, GCC_JIT_COMPARISON_LT, gcc_jit_lvalue_as_rvalue(iv), hi),
+                                           body, done);
+        /* i in lo .. len(a) with lo a non-negative literal: a[i] needs no check */
+        int64_t lo;
+        const qc_sym *arr = bounded_by(n->b);
+        int pushed = 0;
+        if (arr && n->a->kind == QL_INT && (lo = (int64_t)n->a->ival) >= 0 && f->nbound < 256) {
+            f->loop_var[f->nbound] = v;
+            f->loop_arr[f->nbound++] = arr;
+            pushed = 1;
+        }
+        f->brk[f->nloops] = done;
+        f->cont[f->nloops++] = step;
+        f->b = body;
+        stmts(f, n->c);
+        if (f->b)
+            gcc_jit_block_end_with_jump(f->b, NULL, step);
+        gcc_jit_block_add_assignment(step, NULL, iv,
+                                     bin(j, GCC_JIT_BINARY_OP_PLUS, t, gcc_jit_lvalue_as_rvalue(iv), gcc_jit_context_one(j->c, t)));
+        gcc_jit_block_end_with_jump(step, NULL, test);
+        f->nloops--;
+        f->nbound -= pushed;
+        f->b = done;
+        break;
+    }
+    case QL_RETURN: do_return(f, n); break;
+    case QL_BREAK:
+        gcc_jit_block_end_with_jump(cur(f), NULL, f->brk[f->nloops - 1]);
+        f->b = NULL;
+        break;
+    case QL_CONTINUE:
+        gcc_jit_block_end_with_jump(cur(f), NULL, f->cont[f->nloops - 1]);
+        f->b = NULL;
+        break;
+    case QL_BLOCK: stmts(f, n); break;
+    default: break;
+    }
+}
+
+static void stmts(fgen *f, const ql_node *b)
+{
+    for (int i = 0; i < b->nkids; i++)
+        stmt(f, b->kids[i]);
+}
+
+/* Locals: one per let/var/for symbol of the body, by sym->index. */
+static void collect_locals(fgen *f, const ql_node *n)
+{
+    if (!n)
+        return;
+    if ((n->kind == QL_LET || n->kind == QL_FOR) && n->sym) {
+        const qc_sym *s = n->sym;
+        if (s->index < f->nlocals && !f->locals[s->index]) {
+            char name[300];
+            snprintf(name, sizeof name, "%s_%d", s->name, s->index);
+            f->locals[s->index] = gcc_jit_function_new_local(f->fn, NULL, jtype(f->j, s->type), name);
+        }
+    }
+    collect_locals(f, n->a);
+    collect_locals(f, n->b);
+    collect_locals(f, n->c);
+    for (int i = 0; i < n->nkids; i++)
+        collect_locals(f, n->kids[i]);
+}
+
+static int count_locals(const ql_node *n)
+{
+    if (!n)
+        return 0;
+    int m = 0;
+    if ((n->kind == QL_LET || n->kind == QL_FOR) && n->sym)
+        m = ((const qc_sym *)n->sym)->index + 1;
+    const ql_node *sub[3] = {n->a, n->b, n->c};
+    for (int i = 0; i < 3; i++) {
+        int k = count_locals(sub[i]);
+        m = k > m ? k : m;
+    }
+    for (int i = 0; i < n->nkids; i++) {
+        int k = count_locals(n->kids[i]);
+        m = k > m ? k : m;
+    }
+    return m;
+}
+
+static void begin_body(fgen *f, const ql_node *body)
+{
+    f->nlocals = count_locals(body);
+    f->locals = calloc((size_t)f->nlocals + 1, sizeof *f->locals);
+    collect_locals(f, body);
+    f->b = new_block(f);
+}
+
+static void end_body(fgen *f)
+{
+    if (f->b)
+        return_default(f, f->b);
+    f->b = NULL;
+    free(f->locals);
+    f->locals = NULL;
+}
+
+/* ----------------------------------------------------------------- items */
+
+/* "f64(f64,qtype)" */
+static char *signature(const qc_sym *s)
+{
+    char *buf = calloc(1, 1024);
+    if (!buf)
+        return NULL;
+    const ql_node *ps = s->decl->a;
+    char tb[64];
+    int len = snprintf(buf, 1024, "%s(", s->decl->b ? qc_type_name(s->decl->b->type, tb, sizeof tb) : "void");
+    for (int i = 0; ps && i < ps->nkids && len < 1000; i++)
+        len += snprintf(buf + len, 1024 - (size_t)len, "%s%s", i ? "," : "", qc_type_name(ps->kids[i]->type, tb, sizeof tb));
+    snprintf(buf + len, 1024 - (size_t)len, ")");
+    return buf;
+}
+
+static void declare_fn(jit *j, int idx)
+{
+    const qc_sym *s = j->u->items[idx];
+    const ql_node *ps = s->decl->a;
+    int np = ps ? ps->nkids : 0;
+    gcc_jit_param **params = calloc((size_t)np + 1, sizeof *params);
+    params[0] = gcc_jit_context_new_param(j->c, NULL, j->p_rt, "rt");
+    for (int i = 0; i < np; i++)
+        params[i + 1] = gcc_jit_context_new_param(j->c, NULL, jtype(j, ps->kids[i]->type), ps->kids[i]->name);
+    char name[300];
+    snprintf(name, sizeof name, "qrl_%s_%s", s->kind == QC_SYM_KERNEL ? "kernel" : "fn", s->name);
+    j->fns[idx] = gcc_jit_context_new_function(j->c, NULL, GCC_JIT_FUNCTION_INTERNAL,
+                                               s->decl->b ? jtype(j, s->decl->b->type) : j->t_void, name, np + 1,
+                                               params, 0);
+    free(params);
+}
+
+static void define_fn(jit *j, int idx)
+{
+    const qc_sym *s = j->u->items[idx];
+    const ql_node *ps = s->decl->a;
+    int np = ps ? ps->nkids : 0;
+    fgen f = {.j = j, .fn = j->fns[idx], .file = s->file->src->path};
+    gcc_jit_param *fparams[64];
+    for (int i = 0; i < np && i < 64; i++)
+        fparams[i] = gcc_jit_function_get_param(f.fn, i + 1);
+    f.fparams = fparams;
+    f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
+    f.ret = s->decl->b ? jtype(j, s->decl->b->type) : j->t_void;
+    begin_body(&f, s->decl->c);
+    stmts(&f, s->decl->c);
+    end_body(&f);
+}
+
+static gcc_jit_function *new_fn(jit *j, const char *name, gcc_jit_type *ret, int n, gcc_jit_type **types,
+                                const char **names)
+{
+    gcc_jit_param *p[8];
+    for (int i = 0; i < n; i++)
+        p[i] = gcc_jit_context_new_param(j->c, NULL, types[i], names[i]);
+    return gcc_jit_context_new_function(j->c, NULL, GCC_JIT_FUNCTION_INTERNAL, ret, name, n, p, 0);
+}
+
+typedef struct cal_fns {
+    gcc_jit_function *defaults, *init, *observe, *merge, *solve;
+} cal_fns;
+
+static void calibrator(jit *j, const qc_sym *s, cal_fns *out)
+{
+    const ql_node *cal = s->decl;
+    char name[300];
+    gcc_jit_type *pp = gcc_jit_type_get_pointer(j->t_i64);
+    /* defaults(rt, params) */
+    {
+        snprintf(name, sizeof name, "qrl_cal_%s_defaults", s->name);
+        gcc_jit_type *ts[2] = {j->p_rt, pp};
+        const char *ns[2] = {"rt", "params"};
+        fgen f = {.j = j, .file = s->file->src->path, .cal = cal, .ret = j->t_void};
+        f.fn = out->defaults = new_fn(j, name, j->t_void, 2, ts, ns);
+        f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
+        f.params = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        f.b = new_block(&f);
+        for (int i = 0; cal->a && i < cal->a->nkids; i++) {
+            const ql_node *p = cal->a->kids[i];
+            if (!p->b)
+                continue;
+            int fl = qc_is_float(p->type);
+            gcc_jit_type *st = fl ? j->t_f64 : j->t_i64;
+            gcc_jit_lvalue *dst = gcc_jit_context_new_array_access(j->c, NULL, cast(j, f.params, gcc_jit_type_get_pointer(st)),
+                                                                   lng(j, j->t_i64, i));
+            gcc_jit_rvalue *v = expr(&f, p->b);
+            gcc_jit_block_add_assignment(cur(&f), NULL, dst, cast(j, v, st));
+        }
+        end_body(&f);
+    }
+    /* init(rt, state, params) */
+    {
+        snprintf(name, sizeof name, "qrl_cal_%s_init", s->name);
+        gcc_jit_type *ts[3] = {j->p_rt, j->t_voidp, pp};
+        const char *ns[3] = {"rt", "state", "params"};
+        fgen f = {.j = j, .file = s->file->src->path, .cal = cal, .ret = j->t_void};
+        f.fn = out->init = new_fn(j, name, j->t_void, 3, ts, ns);
+        f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
+        f.state = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        f.params = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
+        f.b = new_block(&f);
+        for (int i = 0; i < cal->nkids; i++) {
+            const ql_node *k = cal->kids[i];
+            if (k->kind != QL_STATE)
+                continue;
+            const qc_sym *st = k->sym;
+            gcc_jit_lvalue *lv = state_lvalue(&f, f.state, st);
+            if (st->type->k == QC_HIST) {
+                gcc_jit_rvalue *bins = now(&f, cast(j, expr(&f, k->a->kids[0]), j->t_i64));
+                gcc_jit_rvalue *args[2] = {f.rt, bins};
+                gcc_jit_block_add_assignment(cur(&f), NULL, lv, now(&f, call_imp(&f, IMP_HIST_NEW, 2, args)));
+                check_failed(&f);
+            } else if (st->type->k == QC_ARRAY) {
+                gcc_jit_rvalue *len = now(&f, cast(j, expr(&f, k->a->b), j->t_i64));
+                check(&f, cmp(j, GCC_JIT_COMPARISON_GT, cast(j, len, j->t_u64), lng(j, j->t_u64, 1L << 28)),
+                      QRL_TRAP_NOMEM, k, len, NULL);
+                int es = qc_type_bits(st->type->elem) / 8;
+                gcc_jit_rvalue *args[2] = {f.rt, bin(j, GCC_JIT_BINARY_OP_MULT, j->t_i64, len, lng(j, j->t_i64, es))};
+                gcc_jit_rvalue *mem = now(&f, call_imp(&f, IMP_STATE_ALLOC, 2, args));
+                check_failed(&f);
+                gcc_jit_block_add_assignment(cur(&f), NULL, gcc_jit_lvalue_access_field(lv, NULL, j->f_arr_data), mem);
+                gcc_jit_block_add_assignment(cur(&f), NULL, gcc_jit_lvalue_access_field(lv, NULL, j->f_arr_len), len);
+            } else if (k->b) {
+                gcc_jit_block_add_assignment(cur(&f), NULL, lv, cast(j, expr(&f, k->b), jtype(j, st->type)));
+            }
+        }
+        end_body(&f);
+    }
+    for (int i = 0; i < cal->nkids; i++) {
+        const ql_node *k = cal->kids[i];
+        if (k->kind == QL_OBSERVE) {
+            snprintf(name, sizeof name, "qrl_cal_%s_observe", s->name);
+            gcc_jit_type *ts[4] = {j->p_rt, j->t_voidp, pp, j->p_tview};
+            const char *ns[4] = {"rt", "state", "params", "x"};
+            fgen f = {.j = j, .file = s->file->src->path, .cal = cal, .ret = j->t_void};
+            f.fn = out->observe = new_fn(j, name, j->t_void, 4, ts, ns);
+            f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
+            f.state = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+            f.params = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
+            gcc_jit_param *xp = gcc_jit_function_get_param(f.fn, 3);
+            f.fparams = &xp;
+            begin_body(&f, k->c);
+            stmts(&f, k->c);
+            end_body(&f);
+        } else if (k->kind == QL_MERGE) {
+            snprintf(name, sizeof name, "qrl_cal_%s_merge", s->name);
+            gcc_jit_type *ts[4] = {j->p_rt, j->t_voidp, j->t_voidp, pp};
+            const char *ns[4] = {"rt", "state", "other", "params"};
+            fgen f = {.j = j, .file = s->file->src->path, .cal = cal, .ret = j->t_void};
+            f.fn = out->merge = new_fn(j, name, j->t_void, 4, ts, ns);
+            f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
+            f.state = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+            f.other = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
+            f.params = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 3));
+            begin_body(&f, k->c);
+            stmts(&f, k->c);
+            end_body(&f);
+        } else if (k->kind == QL_SOLVE) {
+            snprintf(name, sizeof name, "qrl_cal_%s_solve", s->name);
+            gcc_jit_type *ts[5] = {j->p_rt, j->t_voidp, pp, j->p_qtype, j->p_qparams};
+            const char *ns[5] = {"rt", "state", "params", "t", "out"};
+            fgen f = {.j = j, .file = s->file->src->path, .cal = cal, .ret = j->t_void, .ret_qparams_out = 1};
+            f.fn = out->solve = new_fn(j, name, j->t_void, 5, ts, ns);
+            f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
+            f.state = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+            f.params = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
+            f.out = gcc_jit_rvalue_dereference(gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 4)), NULL);
+            begin_body(&f, k->c);
+            /* solve's t, copied once into a local of the struct type */
+            gcc_jit_lvalue *tl = gcc_jit_function_new_local(f.fn, NULL, j->t_qtype, "t_value");
+            gcc_jit_block_add_assignment(f.b, NULL, tl,
+                                         gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference(
+                                             gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 3)), NULL)));
+            f.qt = gcc_jit_lvalue_as_rvalue(tl);
+            stmts(&f, k->c);
+            end_body(&f);
+        }
+    }
+}
+
+/* qrl_module_entry(m, imp): registers everything. */
+static void entry(jit *j, cal_fns *cals)
+{
+    gcc_jit_type *ts[2] = {j->t_voidp, j->p_imports};
+    gcc_jit_param *p[2] = {gcc_jit_context_new_param(j->c, NULL, ts[0], "m"),
+                           gcc_jit_context_new_param(j->c, NULL, ts[1], "imp")};
+    gcc_jit_function *fn = gcc_jit_context_new_function(j->c, NULL, GCC_JIT_FUNCTION_EXPORTED, j->t_void,
+                                                        QRL_MODULE_ENTRY, 2, p, 0);
+    gcc_jit_block *b = gcc_jit_function_new_block(fn, NULL);
+    gcc_jit_rvalue *m = gcc_jit_param_as_rvalue(p[0]), *imp = gcc_jit_param_as_rvalue(p[1]);
+#define IMPF(i) gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(imp, NULL, j->f_imp[i]))
+#define STR(s) gcc_jit_context_new_string_literal(j->c, (s))
+#define ADDR(fn) cast(j, gcc_jit_function_get_address((fn), NULL), j->t_voidp)
+    for (int i = 0; i < j->u->nitems; i++) {
+        const qc_sym *s = j->u->items[i];
+        if (s->kind == QC_SYM_FN || s->kind == QC_SYM_KERNEL) {
+            char *sig = signature(s);
+            gcc_jit_rvalue *args[5] = {m, STR(s->name), ADDR(j->fns[i]), STR(sig ? sig : "?"),
+                                       lng(j, j->t_i64, s->kind == QC_SYM_KERNEL)};
+            free(sig);
+            gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_FN), 5, args));
+        } else if (s->kind == QC_SYM_CALIBRATOR && cals[i].observe && cals[i].merge && cals[i].solve) {
+            const ql_node *cal = s->decl;
+            int np = cal->a ? cal->a->nkids : 0;
+            gcc_jit_rvalue *args[9] = {m, STR(s->name), lng(j, j->t_i64, np), lng(j, j->t_i64, (long)state_bytes(cal)),
+                                       ADDR(cals[i].defaults), ADDR(cals[i].init), ADDR(cals[i].observe),
+                                       ADDR(cals[i].merge), ADDR(cals[i].solve)};
+            gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_CAL), 9, args));
+            for (int k = 0; k < np; k++) {
+                const qc_type *t = cal->a->kids[k]->type;
+                gcc_jit_rvalue *pa[4] = {m, STR(s->name), STR(cal->a->kids[k]->name),
+                                         lng(j, j->t_i64, qc_is_float(t) ? 1 : t->k == QC_BOOL ? 2 : 0)};
+                gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_PARAM), 4, pa));
+            }
+        }
+    }
+    gcc_jit_block_end_with_void_return(b, NULL);
+#undef IMPF
+#undef STR
+#undef ADDR
+}
+
+gcc_jit_context *qc_jit_build(qc_unit *u, const qc_jit_opts *o)
+{
+    jit j = {.u = u, .d = &u->diags};
+    j.c = gcc_jit_context_acquire();
+    if (!j.c) {
+        ql_error_file(&u->diags, NULL, "cannot start libgccjit");
+        return NULL;
+    }
+    int has_kernels = 0;
+    for (int i = 0; i < u->nitems; i++)
+        has_kernels |= u->items[i]->kind == QC_SYM_KERNEL;
+    int level = o && o->opt_level ? o->opt_level : 2;
+    gcc_jit_context_set_int_option(j.c, GCC_JIT_INT_OPTION_OPTIMIZATION_LEVEL, has_kernels && level < 3 ? 3 : level);
+    gcc_jit_context_set_bool_allow_unreachable_blocks(j.c, 1);
+    gcc_jit_context_set_bool_print_errors_to_stderr(j.c, 0); /* reported as a diagnostic instead */
+    /* The CPU's -march and feature flags: libgccjit does not honor -march=native. */
+    const char *march = o && o->march ? o->march : qc_cpu_flags();
+    char flags[512];
+    snprintf(flags, sizeof flags, "%s", march);
+    for (char *save = NULL, *w = strtok_r(flags, " ", &save); w; w = strtok_r(NULL, " ", &save))
+        gcc_jit_context_add_command_line_option(j.c, w);
+    gcc_jit_context_add_command_line_option(j.c, "-fno-math-errno");
+    build_types(&j);
+    j.fns = calloc((size_t)u->nitems + 1, sizeof *j.fns);
+    cal_fns *cals = calloc((size_t)u->nitems + 1, sizeof *cals);
+    if (!j.fns || !cals) {
+        free(j.fns);
+        free(cals);
+        gcc_jit_context_release(j.c);
+        ql_error_file(&u->diags, NULL, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < u->nitems; i++)
+        if (u->items[i]->kind == QC_SYM_FN || u->items[i]->kind == QC_SYM_KERNEL)
+            declare_fn(&j, i);
+    for (int i = 0; i < u->nitems; i++) {
+        qc_sym *s = u->items[i];
+        if (s->kind == QC_SYM_FN || s->kind == QC_SYM_KERNEL)
+            define_fn(&j, i);
+        else if (s->kind == QC_SYM_CALIBRATOR)
+            calibrator(&j, s, &cals[i]);
+    }
+    entry(&j, cals);
+    free(j.fns);
+    free(cals);
+    return j.c;
+}

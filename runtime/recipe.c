@@ -1,0 +1,428 @@
+#include "recipe.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "histogram.h"
+
+/* ------------------------------------------------------------- imports */
+
+static void rt_trap(qrl_rt *rt, int64_t code, const char *file, int64_t line, int64_t col, int64_t a, int64_t b)
+{
+    if (rt->failed)
+        return;
+    rt->failed = code;
+    char what[256];
+    switch (code) {
+    case QRL_TRAP_INDEX:
+        snprintf(what, sizeof what, "index %lld is out of bounds (length %lld)", (long long)a, (long long)b);
+        break;
+    case QRL_TRAP_DIVZERO: snprintf(what, sizeof what, "integer division by zero"); break;
+    case QRL_TRAP_RANK:
+        snprintf(what, sizeof what, "%lld indices for a tensor of rank %lld", (long long)a, (long long)b);
+        break;
+    case QRL_TRAP_HIST:
+        snprintf(what, sizeof what, "%s",
+                 a == 1 ? "a histogram was filled with both add and add_abs"
+                 : a == 2 ? "histograms of different kinds cannot be merged"
+                          : "a histogram needs an even number of bins from 2 to 16777216");
+        break;
+    default: snprintf(what, sizeof what, "out of memory"); break;
+    }
+    if (file)
+        snprintf(rt->msg, sizeof rt->msg, "%s:%lld:%lld: runtime error: %s", file, (long long)line, (long long)col,
+                 what);
+    else
+        snprintf(rt->msg, sizeof rt->msg, "runtime error: %s", what);
+}
+
+static double t_min(const qrl_tview *x)
+{
+    const float *d = x->data;
+    double m = INFINITY;
+    for (int64_t i = 0; i < x->numel; i++)
+        if (d[i] < m)
+            m = d[i];
+    return m;
+}
+
+static double t_max(const qrl_tview *x)
+{
+    const float *d = x->data;
+    double m = -INFINITY;
+    for (int64_t i = 0; i < x->numel; i++)
+        if (d[i] > m)
+            m = d[i];
+    return m;
+}
+
+static double t_absmax(const qrl_tview *x)
+{
+    const float *d = x->data;
+    double m = 0;
+    for (int64_t i = 0; i < x->numel; i++)
+        if (fabs(d[i]) > m)
+            m = fabs(d[i]);
+    return m;
+}
+
+static double t_sum(const qrl_tview *x)
+{
+    const float *d = x->data;
+    double s = 0;
+    for (int64_t i = 0; i < x->numel; i++)
+        if (!isnan(d[i]))
+            s += d[i];
+    return s;
+}
+
+/* State allocations are chained to the calibrator instance that owns them. */
+typedef struct alloc_node {
+    struct alloc_node *next;
+    int is_hist;
+    _Alignas(16) unsigned char mem[];
+} alloc_node;
+
+struct qr_calib {
+    const qr_cal_desc *d;
+    qrl_scalar *params;
+    void *state;
+    alloc_node *allocs;
+};
+
+static void *track(qrl_rt *rt, size_t bytes, int is_hist)
+{
+    qr_calib *c = rt->owner;
+    alloc_node *n = c ? calloc(1, sizeof *n + bytes) : NULL;
+    if (!n) {
+        rt_trap(rt, QRL_TRAP_NOMEM, NULL, 0, 0, 0, 0);
+        return NULL;
+    }
+    n->is_hist = is_hist;
+    n->next = c->allocs;
+    c->allocs = n;
+    return n->mem;
+}
+
+static void *rt_state_alloc(qrl_rt *rt, int64_t bytes)
+{
+    if (bytes < 0 || bytes > ((int64_t)1 << 32)) {
+        rt_trap(rt, QRL_TRAP_NOMEM, NULL, 0, 0, 0, 0);
+        return NULL;
+    }
+    return track(rt, (size_t)bytes, 0);
+}
+
+/* A histogram's kind (|x| or signed) is set by its first add. */
+typedef struct hist_box {
+    qr_hist h;
+    int kind; /* 0 unknown, 1 signed, 2 abs */
+} hist_box;
+
+static void *rt_hist_new(qrl_rt *rt, int64_t bins)
+{
+    hist_box *b = track(rt, sizeof *b, 1);
+    if (!b)
+        return NULL;
+    qr_error e;
+    if (qr_hist_init(&b->h, bins, 0, &e) != QR_OK) {
+        rt_trap(rt, QRL_TRAP_HIST, NULL, 0, 0, 3, 0);
+        return NULL;
+    }
+    return b;
+}
+
+static void rt_hist_add(qrl_rt *rt, void *h, const qrl_tview *x, int64_t is_abs)
+{
+    hist_box *b = h;
+    if (!b)
+        return;
+    int kind = is_abs ? 2 : 1;
+    if (b->kind && b->kind != kind) {
+        rt_trap(rt, QRL_TRAP_HIST, NULL, 0, 0, 1, 0);
+        return;
+    }
+    b->kind = kind;
+    b->h.is_abs = is_abs != 0;
+    qr_hist_add_f32(&b->h, x->data, x->numel);
+}
+
+static void rt_hist_merge(qrl_rt *rt, void *h, const void *other)
+{
+    hist_box *b = h;
+    const hist_box *o = other;
+    if (!b || !o || !o->kind)
+        return;
+    if (b->kind && b->kind != o->kind) {
+        rt_trap(rt, QRL_TRAP_HIST, NULL, 0, 0, 2, 0);
+        return;
+    }
+    b->kind = o->kind;
+    b->h.is_abs = o->h.is_abs;
+    qr_error e;
+    if (qr_hist_merge(&b->h, &o->h, &e) != QR_OK)
+        rt_trap(rt, QRL_TRAP_HIST, NULL, 0, 0, 2, 0);
+}
+
+#define HIST(h) (&((const hist_box *)(h))->h)
+static double rt_hist_quantile(const void *h, double q) { return h ? qr_hist_quantile(HIST(h), q) : 0; }
+static double rt_hist_bin(const void *h, int64_t i) { return h ? qr_hist_bin(HIST(h), i) : 0; }
+static double rt_hist_edge(const void *h, int64_t i) { return h ? qr_hist_edge(HIST(h), i) : 0; }
+static double rt_hist_count(const void *h) { return h ? HIST(h)->total : 0; }
+static double rt_hist_lo(const void *h) { return h ? qr_hist_lo(HIST(h)) : 0; }
+static double rt_hist_hi(const void *h) { return h ? qr_hist_hi(HIST(h)) : 0; }
+static double rt_hist_width(const void *h) { return h ? qr_hist_width(HIST(h)) : 0; }
+static int64_t rt_hist_bins(const void *h) { return h ? HIST(h)->bins : 0; }
+
+static void reg_fn(qrl_module *m, const char *name, void *fn, const char *sig, int64_t is_kernel)
+{
+    qr_fn_desc *v = realloc(m->fns, sizeof *v * (size_t)(m->nfns + 1));
+    if (!v) {
+        m->bad = 1;
+        return;
+    }
+    m->fns = v;
+    m->fns[m->nfns++] = (qr_fn_desc){name, fn, sig, (int)is_kernel};
+}
+
+static void reg_cal(qrl_module *m, const char *name, int64_t nparams, int64_t state_bytes, void *defaults, void *init,
+                    void *observe, void *merge, void *solve)
+{
+    qr_cal_desc *v = realloc(m->cals, sizeof *v * (size_t)(m->ncals + 1));
+    if (!v) {
+        m->bad = 1;
+        return;
+    }
+    m->cals = v;
+    qr_cal_desc *d = &m->cals[m->ncals++];
+    memset(d, 0, sizeof *d);
+    d->name = name;
+    d->state_bytes = state_bytes;
+    d->defaults = (qrl_cal_defaults_fn)defaults;
+    d->init = (qrl_cal_init_fn)init;
+    d->observe = (qrl_cal_observe_fn)observe;
+    d->merge = (qrl_cal_merge_fn)merge;
+    d->solve = (qrl_cal_solve_fn)solve;
+    d->params = calloc((size_t)nparams + 1, sizeof *d->params);
+    if (!d->params)
+        m->bad = 1;
+}
+
+static void reg_param(qrl_module *m, const char *cal, const char *name, int64_t kind)
+{
+    for (int i = 0; i < m->ncals; i++)
+        if (!strcmp(m->cals[i].name, cal) && m->cals[i].params) {
+            m->cals[i].params[m->cals[i].nparams++] = (qr_cal_param){name, (int)kind};
+            return;
+        }
+    m->bad = 1;
+}
+
+static const qrl_imports imports = {
+    .abi = QR_RECIPE_ABI,
+    .trap = rt_trap,
+    .exp = exp,
+    .log = log,
+    .log2 = log2,
+    .tanh = tanh,
+    .erf = erf,
+    .pow = pow,
+    .tensor_min = t_min,
+    .tensor_max = t_max,
+    .tensor_absmax = t_absmax,
+    .tensor_sum = t_sum,
+    .state_alloc = rt_state_alloc,
+    .hist_new = rt_hist_new,
+    .hist_add = rt_hist_add,
+    .hist_merge = rt_hist_merge,
+    .hist_quantile = rt_hist_quantile,
+    .hist_bin = rt_hist_bin,
+    .hist_edge = rt_hist_edge,
+    .hist_count = rt_hist_count,
+    .hist_lo = rt_hist_lo,
+    .hist_hi = rt_hist_hi,
+    .hist_width = rt_hist_width,
+    .hist_bins = rt_hist_bins,
+    .add_fn = reg_fn,
+    .add_calibrator = reg_cal,
+    .add_param = reg_param,
+};
+
+const qrl_imports *qr_recipe_imports(void)
+{
+    return &imports;
+}
+
+void qr_rt_init(qrl_rt *rt)
+{
+    memset(rt, 0, sizeof *rt);
+    rt->imp = &imports;
+}
+
+qr_status qr_rt_status(const qrl_rt *rt, qr_error *e)
+{
+    return rt->failed ? qr_errorf(e, "%s", rt->msg) : QR_OK;
+}
+
+/* -------------------------------------------------------------- modules */
+
+qr_status qr_module_load(qrl_module_entry_fn entry, void (*release)(void *), void *handle, qrl_module **out,
+                         qr_error *e)
+{
+    qrl_module *m = calloc(1, sizeof *m);
+    if (!m) {
+        if (release)
+            release(handle);
+        return qr_errorf(e, "out of memory");
+    }
+    m->release = release;
+    m->handle = handle;
+    entry(m, &imports);
+    if (m->bad) {
+        qr_module_free(m);
+        return qr_errorf(e, "out of memory registering the module");
+    }
+    *out = m;
+    return QR_OK;
+}
+
+void qr_module_free(qrl_module *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->ncals; i++)
+        free(m->cals[i].params);
+    free(m->cals);
+    free(m->fns);
+    if (m->release)
+        m->release(m->handle);
+    free(m);
+}
+
+const qr_fn_desc *qr_module_fn(const qrl_module *m, const char *name)
+{
+    for (int i = 0; i < m->nfns; i++)
+        if (!strcmp(m->fns[i].name, name))
+            return &m->fns[i];
+    return NULL;
+}
+
+const qr_cal_desc *qr_module_calibrator(const qrl_module *m, const char *name)
+{
+    for (int i = 0; i < m->ncals; i++)
+        if (!strcmp(m->cals[i].name, name))
+            return &m->cals[i];
+    return NULL;
+}
+
+/* ---------------------------------------------------------- calibrators */
+
+static void calib_rt(qr_calib *c, qrl_rt *rt)
+{
+    qr_rt_init(rt);
+    rt->owner = c;
+}
+
+qr_status qr_calib_new(const qrl_module *m, const char *name, int n, const char *const *names, const double *values,
+                       qr_calib **out, qr_error *e)
+{
+    const qr_cal_desc *d = qr_module_calibrator(m, name);
+    if (!d)
+        return qr_errorf(e, "no calibrator named '%s' in the recipe", name);
+    qr_calib *c = calloc(1, sizeof *c);
+    if (!c)
+        return qr_errorf(e, "out of memory");
+    c->d = d;
+    c->params = calloc((size_t)d->nparams + 1, sizeof *c->params);
+    c->state = calloc(1, (size_t)d->state_bytes + 16);
+    if (!c->params || !c->state) {
+        qr_calib_free(c);
+        return qr_errorf(e, "out of memory");
+    }
+    qrl_rt rt;
+    calib_rt(c, &rt);
+    d->defaults(&rt, c->params);
+    for (int i = 0; i < n; i++) {
+        int at = -1;
+        for (int j = 0; j < d->nparams; j++)
+            if (!strcmp(d->params[j].name, names[i]))
+                at = j;
+        if (at < 0) {
+            qr_calib_free(c);
+            return qr_errorf(e, "calibrator '%s' has no parameter '%s'", name, names[i]);
+        }
+        if (d->params[at].kind == 1)
+            c->params[at].f = values[i];
+        else
+            c->params[at].i = (int64_t)values[i];
+    }
+    d->init(&rt, c->state, c->params);
+    if (qr_rt_status(&rt, e) != QR_OK) {
+        qr_error_prefix(e, "calibrator '%s'", name);
+        qr_calib_free(c);
+        return QR_ERR;
+    }
+    *out = c;
+    return QR_OK;
+}
+
+void qr_calib_free(qr_calib *c)
+{
+    if (!c)
+        return;
+    for (alloc_node *a = c->allocs, *next; a; a = next) {
+        next = a->next;
+        if (a->is_hist)
+            qr_hist_free(&((hist_box *)a->mem)->h);
+        free(a);
+    }
+    free(c->params);
+    free(c->state);
+    free(c);
+}
+
+qr_status qr_calib_observe(qr_calib *c, const qr_tensor *x, qr_error *e)
+{
+    if (x->dtype != QR_F32)
+        return qr_errorf(e, "calibrator '%s' observes f32 tensors, not %s", c->d->name, qr_dtype_name(x->dtype));
+    qrl_tview v = {.data = x->data, .numel = qr_tensor_numel(x), .rank = x->ndim};
+    memcpy(v.dims, x->dims, sizeof v.dims);
+    qrl_rt rt;
+    calib_rt(c, &rt);
+    c->d->observe(&rt, c->state, c->params, &v);
+    return qr_rt_status(&rt, e);
+}
+
+qr_status qr_calib_merge(qr_calib *c, const qr_calib *o, qr_error *e)
+{
+    if (o->d != c->d)
+        return qr_errorf(e, "cannot merge calibrator '%s' into '%s'", o->d->name, c->d->name);
+    qrl_rt rt;
+    calib_rt(c, &rt);
+    c->d->merge(&rt, c->state, o->state, c->params);
+    return qr_rt_status(&rt, e);
+}
+
+qr_status qr_calib_solve(qr_calib *c, const qrl_qtype *t, qrl_qparams *out, qr_error *e)
+{
+    qrl_rt rt;
+    calib_rt(c, &rt);
+    c->d->solve(&rt, c->state, c->params, t, out);
+    return qr_rt_status(&rt, e);
+}
+
+qrl_qtype qr_qtype_of(qr_dtype t, int narrow, int axis)
+{
+    qrl_qtype q = {.bits = (int64_t)qr_dtype_size(t) * 8, .axis = axis, .narrow = narrow};
+    q.is_signed = qr_dtype_get(t)->is_signed;
+    if (q.is_signed) {
+        q.qmax = ((int64_t)1 << (q.bits - 1)) - 1;
+        q.qmin = narrow ? -q.qmax : -q.qmax - 1;
+    } else {
+        q.qmin = narrow ? 1 : 0; /* narrow range as TensorFlow: [1, 255] for 8 bits */
+        q.qmax = ((int64_t)1 << q.bits) - 1;
+    }
+    return q;
+}

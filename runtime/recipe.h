@@ -1,0 +1,186 @@
+/* Compiled recipe modules: the one interface between code compiled from QRL
+ * and the runtime. The compiler (compiler/jit.c) produces a shared object
+ * whose entry point registers the module's functions and calibrators through
+ * qrl_imports; JIT code reaches the runtime only through that same table (a
+ * recipe cannot call anything else, so it cannot open files or touch memory
+ * outside the tensors and state it is given). A cached module runs without
+ * the front end: everything the runtime needs is registered by the entry.
+ *
+ * The structs below are laid out identically by the JIT (field order and
+ * types); changing one means changing compiler/jit.c and QR_RECIPE_ABI. */
+#ifndef QR_RECIPE_H
+#define QR_RECIPE_H
+
+#include <stdint.h>
+
+#include "status.h"
+#include "tensor.h"
+
+#define QR_RECIPE_ABI 1
+
+typedef union qrl_scalar {
+    int64_t i; /* integer and bool parameters */
+    double f;  /* float parameters */
+} qrl_scalar;
+
+/* T[]: a view of len elements. */
+typedef struct qrl_array {
+    void *data;
+    int64_t len;
+} qrl_array;
+
+/* tensor<T>: the element type is checked by the runtime before a call. */
+typedef struct qrl_tview {
+    void *data;
+    int64_t numel;
+    int64_t rank;
+    int64_t dims[QR_MAX_DIMS];
+} qrl_tview;
+
+typedef struct qrl_qtype {
+    int64_t bits, qmin, qmax, axis; /* axis -1: per tensor */
+    int64_t is_signed, narrow;
+} qrl_qtype;
+
+typedef struct qrl_qparams {
+    double scale;
+    int64_t zero;
+} qrl_qparams;
+
+/* Per-call context: the import table and the error JIT code raises. */
+typedef struct qrl_rt qrl_rt;
+typedef struct qrl_module qrl_module;
+
+/* What a trap reports. */
+enum {
+    QRL_TRAP_INDEX = 1,    /* a = index, b = length */
+    QRL_TRAP_DIVZERO = 2,
+    QRL_TRAP_RANK = 3,     /* a = indices given, b = rank */
+    QRL_TRAP_HIST = 4,     /* histogram misuse: a = detail code */
+    QRL_TRAP_NOMEM = 5,
+};
+
+typedef struct qrl_imports {
+    int64_t abi; /* QR_RECIPE_ABI */
+    /* Errors: records the first one; the JIT function then returns at once. */
+    void (*trap)(qrl_rt *rt, int64_t code, const char *file, int64_t line, int64_t col, int64_t a, int64_t b);
+    /* Math that is not inlined. */
+    double (*exp)(double);
+    double (*log)(double);
+    double (*log2)(double);
+    double (*tanh)(double);
+    double (*erf)(double);
+    double (*pow)(double, double);
+    /* Reductions over a tensor<f32> (NaN ignored; +-inf for an empty tensor). */
+    double (*tensor_min)(const qrl_tview *x);
+    double (*tensor_max)(const qrl_tview *x);
+    double (*tensor_absmax)(const qrl_tview *x);
+    double (*tensor_sum)(const qrl_tview *x);
+    /* Calibrator state: zeroed memory and histograms owned by the state. */
+    void *(*state_alloc)(qrl_rt *rt, int64_t bytes);
+    void *(*hist_new)(qrl_rt *rt, int64_t bins);
+    void (*hist_add)(qrl_rt *rt, void *h, const qrl_tview *x, int64_t is_abs);
+    void (*hist_merge)(qrl_rt *rt, void *h, const void *other);
+    double (*hist_quantile)(const void *h, double q);
+    double (*hist_bin)(const void *h, int64_t i);
+    double (*hist_edge)(const void *h, int64_t i);
+    double (*hist_count)(const void *h);
+    double (*hist_lo)(const void *h);
+    double (*hist_hi)(const void *h);
+    double (*hist_width)(const void *h);
+    int64_t (*hist_bins)(const void *h);
+    /* Registration, called by the module's entry point. sig is the C-level
+     * signature, e.g. "f64(f64,qtype)": letters for the argument types. */
+    void (*add_fn)(qrl_module *m, const char *name, void *fn, const char *sig, int64_t is_kernel);
+    void (*add_calibrator)(qrl_module *m, const char *name, int64_t nparams, int64_t state_bytes, void *defaults,
+                           void *init, void *observe, void *merge, void *solve);
+    /* kind: 0 integer, 1 float, 2 bool */
+    void (*add_param)(qrl_module *m, const char *calibrator, const char *name, int64_t kind);
+} qrl_imports;
+
+struct qrl_rt {
+    const qrl_imports *imp;
+    int64_t failed;
+    /* runtime-private below */
+    char msg[512];
+    void *owner; /* calibrator instance whose state allocations this call makes */
+};
+
+/* Entry point every module exports under this name. */
+#define QRL_MODULE_ENTRY "qrl_module_entry"
+typedef void (*qrl_module_entry_fn)(qrl_module *m, const qrl_imports *imp);
+
+/* Calibrator function types (state is the module's own layout). */
+typedef void (*qrl_cal_defaults_fn)(qrl_rt *rt, qrl_scalar *params);
+typedef void (*qrl_cal_init_fn)(qrl_rt *rt, void *state, const qrl_scalar *params);
+typedef void (*qrl_cal_observe_fn)(qrl_rt *rt, void *state, const qrl_scalar *params, const qrl_tview *x);
+typedef void (*qrl_cal_merge_fn)(qrl_rt *rt, void *state, const void *other, const qrl_scalar *params);
+typedef void (*qrl_cal_solve_fn)(qrl_rt *rt, const void *state, const qrl_scalar *params, const qrl_qtype *t,
+                                 qrl_qparams *out);
+
+/* ------------------------------------------------------------ runtime side */
+
+typedef struct qr_fn_desc {
+    const char *name;
+    void *fn;
+    const char *sig;
+    int is_kernel;
+} qr_fn_desc;
+
+typedef struct qr_cal_param {
+    const char *name;
+    int kind; /* 0 integer, 1 float, 2 bool */
+} qr_cal_param;
+
+typedef struct qr_cal_desc {
+    const char *name;
+    int nparams;
+    qr_cal_param *params;
+    int64_t state_bytes;
+    qrl_cal_defaults_fn defaults;
+    qrl_cal_init_fn init;
+    qrl_cal_observe_fn observe;
+    qrl_cal_merge_fn merge;
+    qrl_cal_solve_fn solve;
+} qr_cal_desc;
+
+/* A loaded module: what its entry registered, and how to unload it. */
+struct qrl_module {
+    qr_fn_desc *fns;
+    int nfns;
+    qr_cal_desc *cals;
+    int ncals;
+    void (*release)(void *handle); /* dlclose or the JIT result's release */
+    void *handle;
+    int bad; /* registration failed (out of memory, ABI mismatch) */
+};
+
+/* Runs entry to fill a module; release(handle) is called by qr_module_free. */
+qr_status qr_module_load(qrl_module_entry_fn entry, void (*release)(void *), void *handle, qrl_module **out,
+                         qr_error *e);
+void qr_module_free(qrl_module *m);
+const qr_fn_desc *qr_module_fn(const qrl_module *m, const char *name);
+const qr_cal_desc *qr_module_calibrator(const qrl_module *m, const char *name);
+
+/* The import table (for tests that build a qrl_rt by hand). */
+const qrl_imports *qr_recipe_imports(void);
+void qr_rt_init(qrl_rt *rt);
+/* After a JIT call: QR_ERR with the trap's message when it failed. */
+qr_status qr_rt_status(const qrl_rt *rt, qr_error *e);
+
+/* A calibrator instance: parameters, state, and the allocations of its state. */
+typedef struct qr_calib qr_calib;
+
+/* names/values override the defaults (values converted to each parameter's kind). */
+qr_status qr_calib_new(const qrl_module *m, const char *name, int n, const char *const *names, const double *values,
+                       qr_calib **out, qr_error *e);
+void qr_calib_free(qr_calib *c);
+/* x must be f32. */
+qr_status qr_calib_observe(qr_calib *c, const qr_tensor *x, qr_error *e);
+/* Folds o's state into c's (same calibrator and parameters). */
+qr_status qr_calib_merge(qr_calib *c, const qr_calib *o, qr_error *e);
+qr_status qr_calib_solve(qr_calib *c, const qrl_qtype *t, qrl_qparams *out, qr_error *e);
+/* The qtype of an integer dtype: signed or not, narrow range (e.g. -127..127). */
+qrl_qtype qr_qtype_of(qr_dtype t, int narrow, int axis);
+
+#endif

@@ -1,0 +1,428 @@
+/* The compiler end to end: QRL source -> libgccjit -> native code, compared
+ * with C references: integer arithmetic and overflow, rounding modes on ties
+ * and negative values, saturating conversions, loops, bounds checks, the
+ * stdlib calibrators against the same computation in C, and the cache. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../compiler/check.h"
+#include "../../compiler/compile.h"
+#include "histogram.h"
+#include "recipe.h"
+#include "testutil.h"
+
+static char *dir;
+
+static void setup(void)
+{
+    dir = tu_tmpdir();
+}
+
+static void teardown(void)
+{
+    tu_rmdir(dir);
+}
+
+TestSuite(jit, .init = setup, .fini = teardown);
+
+/* Compiles source (written to DIR/name) in memory; fails the test on any diagnostic. */
+static qrl_module *compile_text(const char *name, const char *src, const qc_options *o, qc_stats *st)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(src, f);
+    fclose(f);
+    char stdlib[600];
+    snprintf(stdlib, sizeof stdlib, "%s/stdlib", tu_root());
+    qc_unit *u = qc_unit_new(stdlib);
+    qc_unit_load(u, path);
+    if (!u->diags.errors)
+        qc_check(u);
+    qrl_module *m = NULL;
+    qc_options def = {.no_cache = 1};
+    if (!u->diags.errors)
+        m = qc_compile(u, o ? o : &def, st);
+    if (u->diags.errors) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *mf = open_memstream(&buf, &len);
+        ql_diags_print(&u->diags, mf);
+        fclose(mf);
+        cr_assert_fail("compile failed:\n%s", buf);
+    }
+    qc_unit_free(u);
+    cr_assert(m);
+    return m;
+}
+
+static void *fn(qrl_module *m, const char *name, const char *sig)
+{
+    const qr_fn_desc *d = qr_module_fn(m, name);
+    cr_assert(d, "no function %s", name);
+    cr_assert_str_eq(d->sig, sig);
+    return d->fn;
+}
+
+Test(jit, integer_arithmetic_wraps)
+{
+    qrl_module *m = compile_text("ints.qrl",
+                                 "fn add8(a: i8, b: i8) -> i8 { return a + b }\n"
+                                 "fn mul32(a: i32, b: i32) -> i32 { return a * b }\n"
+                                 "fn neg64(a: i64) -> i64 { return -a }\n"
+                                 "fn div64(a: i64, b: i64) -> i64 { return a / b }\n"
+                                 "fn rem32(a: i32, b: i32) -> i32 { return a % b }\n"
+                                 "fn subu8(a: u8, b: u8) -> u8 { return a - b }\n",
+                                 NULL, NULL);
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    int8_t (*add8)(qrl_rt *, int8_t, int8_t) = fn(m, "add8", "i8(i8,i8)");
+    int32_t (*mul32)(qrl_rt *, int32_t, int32_t) = fn(m, "mul32", "i32(i32,i32)");
+    int64_t (*neg64)(qrl_rt *, int64_t) = fn(m, "neg64", "i64(i64)");
+    int64_t (*div64)(qrl_rt *, int64_t, int64_t) = fn(m, "div64", "i64(i64,i64)");
+    int32_t (*rem32)(qrl_rt *, int32_t, int32_t) = fn(m, "rem32", "i32(i32,i32)");
+    uint8_t (*subu8)(qrl_rt *, uint8_t, uint8_t) = fn(m, "subu8", "u8(u8,u8)");
+    cr_assert_eq(add8(&rt, 127, 1), -128);
+    cr_assert_eq(add8(&rt, -100, -100), 56);
+    cr_assert_eq(mul32(&rt, 65536, 65536), 0);
+    cr_assert_eq(mul32(&rt, 123456, -7), -864192);
+    cr_assert_eq(neg64(&rt, INT64_MIN), INT64_MIN);
+    cr_assert_eq(div64(&rt, INT64_MIN, -1), INT64_MIN);
+    cr_assert_eq(div64(&rt, -7, 2), -3);
+    cr_assert_eq(rem32(&rt, -7, 2), -1);
+    cr_assert_eq(rem32(&rt, INT32_MIN, -1), 0);
+    cr_assert_eq(subu8(&rt, 1, 2), 255);
+    cr_assert_eq(rt.failed, 0);
+    /* Division by zero traps with the source location. */
+    cr_assert_eq(div64(&rt, 1, 0), 0);
+    cr_assert_neq(rt.failed, 0);
+    cr_assert(strstr(rt.msg, "ints.qrl:4:42: runtime error: integer division by zero"), "%s", rt.msg);
+    qr_module_free(m);
+}
+
+Test(jit, shifts_outside_the_width_are_defined)
+{
+    qrl_module *m = compile_text("shifts.qrl",
+                                 "fn shl(a: i32, n: i64) -> i32 { return a << n }\n"
+                                 "fn shr(a: i32, n: i64) -> i32 { return a >> n }\n",
+                                 NULL, NULL);
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    int32_t (*shl)(qrl_rt *, int32_t, int64_t) = fn(m, "shl", "i32(i32,i64)");
+    int32_t (*shr)(qrl_rt *, int32_t, int64_t) = fn(m, "shr", "i32(i32,i64)");
+    cr_assert_eq(shl(&rt, 1, 31), INT32_MIN);
+    cr_assert_eq(shl(&rt, 1, 32), 0);
+    cr_assert_eq(shl(&rt, 1, -1), 0);
+    cr_assert_eq(shr(&rt, -8, 1), -4);
+    cr_assert_eq(shr(&rt, -8, 40), -1);
+    cr_assert_eq(shr(&rt, 8, 40), 0);
+    qr_module_free(m);
+}
+
+static double ref_half_up(double x)
+{
+    double f = floor(x);
+    return x - f >= 0.5 ? f + 1 : f;
+}
+
+Test(jit, rounding_modes_on_ties_and_negatives)
+{
+    qrl_module *m = compile_text("round.qrl",
+                                 "fn even(x: f64) -> f64 { return round_even(x) }\n"
+                                 "fn away(x: f64) -> f64 { return round_away(x) }\n"
+                                 "fn up(x: f64) -> f64 { return round_up(x) }\n"
+                                 "fn down(x: f64) -> f64 { return floor(x) }\n"
+                                 "fn even32(x: f32) -> f32 { return round_even(x) }\n",
+                                 NULL, NULL);
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    double (*even)(qrl_rt *, double) = fn(m, "even", "f64(f64)");
+    double (*away)(qrl_rt *, double) = fn(m, "away", "f64(f64)");
+    double (*up)(qrl_rt *, double) = fn(m, "up", "f64(f64)");
+    double (*down)(qrl_rt *, double) = fn(m, "down", "f64(f64)");
+    float (*even32)(qrl_rt *, float) = fn(m, "even32", "f32(f32)");
+    const double xs[] = {-3.5, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, -2.4999, 2.5001, 0.49999999999999994,
+                         -0.49999999999999994, 4503599627370495.5, 1e300, -1e300, 0.0, -0.0, 7.0, -7.0, 123.456};
+    for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
+        double x = xs[i];
+        cr_assert_eq(even(&rt, x), nearbyint(x), "round_even(%.17g): %.17g vs %.17g", x, even(&rt, x), nearbyint(x));
+        cr_assert_eq(away(&rt, x), round(x), "round_away(%.17g): %.17g vs %.17g", x, away(&rt, x), round(x));
+        cr_assert_eq(up(&rt, x), ref_half_up(x), "round_up(%.17g): %.17g vs %.17g", x, up(&rt, x), ref_half_up(x));
+        cr_assert_eq(down(&rt, x), floor(x), "floor(%.17g)", x);
+        cr_assert_eq(even32(&rt, (float)x), nearbyintf((float)x), "round_even f32(%.9g)", (float)x);
+    }
+    qr_module_free(m);
+}
+
+Test(jit, conversions_saturate)
+{
+    qrl_module *m = compile_text("conv.qrl",
+                                 "fn f2i8(x: f64) -> i8 { return i8(x) }\n"
+                                 "fn f2i64(x: f64) -> i64 { return i64(x) }\n"
+                                 "fn sat8(x: i64) -> i8 { return sat<i8>(x) }\n"
+                                 "fn satu8(x: i32) -> u8 { return sat<u8>(x) }\n"
+                                 "fn wrap8(x: i64) -> i8 { return i8(x) }\n",
+                                 NULL, NULL);
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    int8_t (*f2i8)(qrl_rt *, double) = fn(m, "f2i8", "i8(f64)");
+    int64_t (*f2i64)(qrl_rt *, double) = fn(m, "f2i64", "i64(f64)");
+    int8_t (*sat8)(qrl_rt *, int64_t) = fn(m, "sat8", "i8(i64)");
+    uint8_t (*satu8)(qrl_rt *, int32_t) = fn(m, "satu8", "u8(i32)");
+    int8_t (*wrap8)(qrl_rt *, int64_t) = fn(m, "wrap8", "i8(i64)");
+    cr_assert_eq(f2i8(&rt, 1e10), 127);
+    cr_assert_eq(f2i8(&rt, -1e10), -128);
+    cr_assert_eq(f2i8(&rt, NAN), 0);
+    cr_assert_eq(f2i8(&rt, 127.9), 127);
+    cr_assert_eq(f2i8(&rt, -128.9), -128);
+    cr_assert_eq(f2i8(&rt, -2.7), -2);
+    cr_assert_eq(f2i64(&rt, 1e30), INT64_MAX);
+    cr_assert_eq(f2i64(&rt, -1e30), INT64_MIN);
+    cr_assert_eq(f2i64(&rt, -INFINITY), INT64_MIN);
+    cr_assert_eq(sat8(&rt, 1000), 127);
+    cr_assert_eq(sat8(&rt, -1000), -128);
+    cr_assert_eq(sat8(&rt, -5), -5);
+    cr_assert_eq(satu8(&rt, -1), 0);
+    cr_assert_eq(satu8(&rt, 300), 255);
+    cr_assert_eq(wrap8(&rt, 300), 44);
+    qr_module_free(m);
+}
+
+Test(jit, loops_and_bounds_checks)
+{
+    qrl_module *m = compile_text("loops.qrl",
+                                 "fn sum(a: f32[]) -> f64 {\n"
+                                 "  var s = 0.0\n"
+                                 "  for i in 0 .. len(a) { s += f64(a[i]) }\n"
+                                 "  return s\n"
+                                 "}\n"
+                                 "fn get(a: f32[], i: i64) -> f32 { return a[i] }\n"
+                                 "fn odd_sum(n: i64) -> i64 {\n"
+                                 "  var s = 0\n"
+                                 "  var i = 0\n"
+                                 "  while true {\n"
+                                 "    i += 1\n"
+                                 "    if i > n { break }\n"
+                                 "    if i % 2 == 0 { continue }\n"
+                                 "    s += i\n"
+                                 "  }\n"
+                                 "  return s\n"
+                                 "}\n"
+                                 "kernel scale(x: f32[], k: f32, out: f32[]) {\n"
+                                 "  for i in 0 .. len(x) { out[i] = x[i] * k }\n"
+                                 "}\n",
+                                 NULL, NULL);
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    float data[5] = {1, 2, 3, 4, 5.5f}, out[5] = {0};
+    qrl_array a = {data, 5}, o = {out, 5}, shorto = {out, 3};
+    double (*sum)(qrl_rt *, qrl_array *) = fn(m, "sum", "f64(f32[])");
+    float (*get)(qrl_rt *, qrl_array *, int64_t) = fn(m, "get", "f32(f32[],i64)");
+    int64_t (*odd_sum)(qrl_rt *, int64_t) = fn(m, "odd_sum", "i64(i64)");
+    void (*scale)(qrl_rt *, qrl_array *, float, qrl_array *) = fn(m, "scale", "void(f32[],f32,f32[])");
+    cr_assert_float_eq(sum(&rt, &a), 15.5, 1e-12);
+    cr_assert_eq(odd_sum(&rt, 10), 25);
+    cr_assert_float_eq(get(&rt, &a, 4), 5.5f, 0);
+    scale(&rt, &a, 2.0f, &o);
+    cr_assert_float_eq(out[4], 11.0f, 0);
+    cr_assert_eq(rt.failed, 0);
+    get(&rt, &a, 5);
+    cr_assert(strstr(rt.msg, "loops.qrl:6:44: runtime error: index 5 is out of bounds (length 5)"), "%s", rt.msg);
+    /* out is shorter than x: its index is not proven by the loop, so it is checked */
+    qr_rt_init(&rt);
+    scale(&rt, &a, 2.0f, &shorto);
+    cr_assert(strstr(rt.msg, "index 3 is out of bounds (length 3)"), "%s", rt.msg);
+    qr_module_free(m);
+}
+
+/* ---------------------------------------------------------------- calibrators */
+
+static qrl_module *stdlib_calibrators(void)
+{
+    return compile_text("cal.qrl", "import \"calibrators.qrl\"\n", NULL, NULL);
+}
+
+static void random_data(float *x, int n, unsigned seed)
+{
+    for (int i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        double u = ((seed >> 8) & 0xffffff) / 16777216.0;
+        x[i] = (float)((u - 0.3) * 4.0 * (i % 7 == 0 ? 3 : 1));
+    }
+}
+
+static qr_tensor vec(float *x, int64_t n)
+{
+    return (qr_tensor){.dtype = QR_F32, .ndim = 1, .dims = {n}, .data = x};
+}
+
+Test(jit, minmax_matches_c)
+{
+    qrl_module *m = stdlib_calibrators();
+    enum { N = 10000 };
+    static float x[N];
+    random_data(x, N, 7);
+    qr_calib *c;
+    qr_error e;
+    cr_assert_eq(qr_calib_new(m, "minmax", 0, NULL, NULL, &c, &e), QR_OK, "%s", e.msg);
+    qr_tensor t = vec(x, N);
+    cr_assert_eq(qr_calib_observe(c, &t, &e), QR_OK, "%s", e.msg);
+    double lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < N; i++) {
+        lo = fmin(lo, x[i]);
+        hi = fmax(hi, x[i]);
+    }
+    /* u8 asymmetric: scale (hi - lo) / 255, zero = round_half_even(-lo / scale) */
+    qrl_qtype u8 = qr_qtype_of(QR_U8, 0, -1);
+    qrl_qparams qp;
+    cr_assert_eq(qr_calib_solve(c, &u8, &qp, &e), QR_OK, "%s", e.msg);
+    double scale = (hi - fmin(lo, 0)) / 255.0;
+    cr_assert_float_eq(qp.scale, scale, 1e-15);
+    cr_assert_eq(qp.zero, (int64_t)nearbyint(0 - fmin(lo, 0) / scale));
+    /* i8: symmetric, zero 0, scale max|x| / 127.5 */
+    qrl_qtype i8 = qr_qtype_of(QR_I8, 0, -1);
+    cr_assert_eq(qr_calib_solve(c, &i8, &qp, &e), QR_OK, "%s", e.msg);
+    cr_assert_float_eq(qp.scale, fmax(fabs(lo), fabs(hi)) / 127.5, 1e-15);
+    cr_assert_eq(qp.zero, 0);
+    qr_calib_free(c);
+    qr_module_free(m);
+}
+
+/* percentile: observe in three parts and merge == one pass == the C histogram. */
+Test(jit, percentile_histogram_merges_exactly_and_matches_c)
+{
+    qrl_module *m = stdlib_calibrators();
+    enum { N = 30000 };
+    static float x[N];
+    random_data(x, N, 11);
+    const char *names[1] = {"p"};
+    const double vals[1] = {99.0};
+    qr_calib *whole, *parts[3];
+    qr_error e;
+    cr_assert_eq(qr_calib_new(m, "percentile", 1, names, vals, &whole, &e), QR_OK, "%s", e.msg);
+    qr_tensor all = vec(x, N);
+    cr_assert_eq(qr_calib_observe(whole, &all, &e), QR_OK, "%s", e.msg);
+    for (int k = 0; k < 3; k++) {
+        cr_assert_eq(qr_calib_new(m, "percentile", 1, names, vals, &parts[k], &e), QR_OK, "%s", e.msg);
+        /* uneven parts, the largest values last, so the range grows while merging */
+        int from = k == 0 ? 0 : k == 1 ? 1000 : 21000, to = k == 0 ? 1000 : k == 1 ? 21000 : N;
+        qr_tensor t = vec(x + from, to - from);
+        cr_assert_eq(qr_calib_observe(parts[k], &t, &e), QR_OK, "%s", e.msg);
+    }
+    cr_assert_eq(qr_calib_merge(parts[2], parts[0], &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_calib_merge(parts[2], parts[1], &e), QR_OK, "%s", e.msg);
+    qrl_qtype i8 = qr_qtype_of(QR_I8, 0, -1);
+    qrl_qparams a, b;
+    cr_assert_eq(qr_calib_solve(whole, &i8, &a, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_calib_solve(parts[2], &i8, &b, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(a.scale, b.scale, "merged %.17g vs one pass %.17g", b.scale, a.scale);
+    /* The same computation in C: a 2048-bin |x| histogram, the 99th percentile, symmetric. */
+    qr_hist h;
+    cr_assert_eq(qr_hist_init(&h, 2048, 1, &e), QR_OK);
+    qr_hist_add_f32(&h, x, N);
+    double amax = qr_hist_quantile(&h, 0.99);
+    qr_hist_free(&h);
+    cr_assert_float_eq(a.scale, amax / 127.5, 1e-15, "qrl %.17g vs C %.17g", a.scale, amax / 127.5);
+    /* and the quantile is close to the exact one */
+    static float sorted[N];
+    for (int i = 0; i < N; i++)
+        sorted[i] = fabsf(x[i]);
+    int cmpf(const void *p, const void *q);
+    qsort(sorted, N, sizeof *sorted, cmpf);
+    cr_assert(fabs(amax - sorted[(int)(0.99 * N)]) < 0.01 * sorted[N - 1], "%g vs %g", amax, sorted[(int)(0.99 * N)]);
+    for (int k = 0; k < 3; k++)
+        qr_calib_free(parts[k]);
+    qr_calib_free(whole);
+    qr_module_free(m);
+}
+
+int cmpf(const void *p, const void *q)
+{
+    float a = *(const float *)p, b = *(const float *)q;
+    return a < b ? -1 : a > b;
+}
+
+Test(jit, entropy_and_mse_calibrators_run)
+{
+    qrl_module *m = stdlib_calibrators();
+    enum { N = 20000 };
+    static float x[N];
+    random_data(x, N, 5);
+    qr_tensor t = vec(x, N);
+    const char *cals[] = {"entropy", "mse", "moving_average"};
+    for (int k = 0; k < 3; k++) {
+        qr_calib *c;
+        qr_error e;
+        cr_assert_eq(qr_calib_new(m, cals[k], 0, NULL, NULL, &c, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_calib_observe(c, &t, &e), QR_OK, "%s", e.msg);
+        qrl_qtype i8 = qr_qtype_of(QR_I8, 0, -1);
+        qrl_qparams qp;
+        cr_assert_eq(qr_calib_solve(c, &i8, &qp, &e), QR_OK, "%s", e.msg);
+        /* a clipping threshold between a tenth of the range and all of it */
+        double amax = 0;
+        for (int i = 0; i < N; i++)
+            amax = fmax(amax, fabs(x[i]));
+        cr_assert(qp.scale > amax / 1275.0 && qp.scale <= amax * 1.0001 / 127.5 * 2, "%s: scale %g (amax %g)", cals[k],
+                  qp.scale, amax);
+        qr_calib_free(c);
+    }
+    qr_module_free(m);
+}
+
+/* ----------------------------------------------------------------------- cache */
+
+Test(jit, cache_miss_hit_and_corrupt_entry)
+{
+    char cache[700];
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    qc_options o = {.cache_dir = cache};
+    qc_stats st;
+    const char *src = "fn answer() -> i64 { return 42 }\n";
+    qrl_module *m = compile_text("c.qrl", src, &o, &st);
+    cr_assert_eq(st.cache_hit, 0);
+    qr_module_free(m);
+    m = compile_text("c.qrl", src, &o, &st);
+    cr_assert_eq(st.cache_hit, 1);
+    int64_t (*answer)(qrl_rt *) = fn(m, "answer", "i64()");
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    cr_assert_eq(answer(&rt), 42);
+    qr_module_free(m);
+    /* Corrupt the entry: detected, rebuilt, and the answer is still right. */
+    char path[800];
+    snprintf(path, sizeof path, "%s/%s.so", cache, st.key);
+    FILE *f = fopen(path, "r+b");
+    cr_assert(f);
+    fseek(f, 100, SEEK_SET);
+    fputs("garbage garbage garbage", f);
+    fclose(f);
+    truncate(path, 2000);
+    m = compile_text("c.qrl", src, &o, &st);
+    cr_assert_eq(st.cache_hit, 0);
+    cr_assert_eq(st.cache_rebuilt, 1);
+    answer = fn(m, "answer", "i64()");
+    cr_assert_eq(answer(&rt), 42);
+    qr_module_free(m);
+    /* A foreign module under this key: also rebuilt. */
+    char other_key[40];
+    qrl_module *m2 = compile_text("d.qrl", "fn answer() -> i64 { return 7 }\n", &o, &st);
+    snprintf(other_key, sizeof other_key, "%s", st.key);
+    qr_module_free(m2);
+    m = compile_text("c.qrl", src, &o, &st);
+    cr_assert_eq(st.cache_hit, 1);
+    qr_module_free(m);
+    char other[800];
+    snprintf(other, sizeof other, "%s/%s.so", cache, other_key);
+    cr_assert_eq(rename(other, path), 0);
+    m = compile_text("c.qrl", src, &o, &st);
+    cr_assert_eq(st.cache_rebuilt, 1);
+    answer = fn(m, "answer", "i64()");
+    cr_assert_eq(answer(&rt), 42);
+    qr_module_free(m);
+}
