@@ -93,7 +93,7 @@ test: deps
 	$(MAKE) check
 
 test-asan: deps
-	$(MAKE) B=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" check
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 $(MAKE) B=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" check
 
 example: deps
 	$(MAKE) all data
