@@ -92,6 +92,7 @@ static char *resolve(qc_unit *u, const char *importer, const char *name)
 }
 
 static qc_file *load(qc_unit *u, const char *path, const ql_node *from, int depth);
+static qc_file *add_file(qc_unit *u, ql_source *src, const char *real, int depth);
 
 static void load_imports(qc_unit *u, qc_file *f, int depth)
 {
@@ -155,6 +156,13 @@ static qc_file *load(qc_unit *u, const char *path, const ql_node *from, int dept
             ql_error_file(&u->diags, path, "cannot read: %s", why);
         return NULL;
     }
+    return add_file(u, src, real, depth);
+}
+
+/* Registers a loaded source (taking it), parses it and loads its imports. */
+static qc_file *add_file(qc_unit *u, ql_source *src, const char *real, int depth)
+{
+    const char *path = src->path;
     qc_file *f = calloc(1, sizeof *f);
     char *rdup = strdup(real);
     if (f && rdup && u->nfiles == u->capfiles) {
@@ -166,10 +174,10 @@ static qc_file *load(qc_unit *u, const char *path, const ql_node *from, int dept
         }
     }
     if (!f || !rdup || u->nfiles == u->capfiles) {
+        ql_error_file(&u->diags, path, "out of memory");
         free(f);
         free(rdup);
         ql_source_free(src);
-        ql_error_file(&u->diags, path, "out of memory");
         return NULL;
     }
     f->src = src;
@@ -193,6 +201,19 @@ static qc_file *load(qc_unit *u, const char *path, const ql_node *from, int dept
 qc_file *qc_unit_load(qc_unit *u, const char *path)
 {
     return load(u, path, NULL, 0);
+}
+
+qc_file *qc_unit_load_text(qc_unit *u, const char *path, const char *text, size_t len)
+{
+    ql_source *src = ql_source_from_text(path, text, len);
+    if (!src) {
+        ql_error_file(&u->diags, path, "out of memory");
+        return NULL;
+    }
+    /* Its identity: a name no real file has, so imports of path itself still resolve on disk. */
+    char id[PATH_MAX + 16];
+    snprintf(id, sizeof id, "<memory>%s", path);
+    return add_file(u, src, id, 0);
 }
 
 char *qc_default_stdlib(void)

@@ -37,6 +37,10 @@ void qc_unit_free(qc_unit *u);
  * the root (NULL if it could not be read); errors are in u->diags. */
 qc_file *qc_unit_load(qc_unit *u, const char *path);
 
+/* The same with the root's text given (tests, fuzzing): path names it in
+ * diagnostics and its folder anchors relative imports. */
+qc_file *qc_unit_load_text(qc_unit *u, const char *path, const char *text, size_t len);
+
 /* Time to lex every file of the unit again, alone (for qrl check --time), ms. */
 double qc_unit_lex_ms(const qc_unit *u);
 

@@ -11,8 +11,10 @@ void ql_diags_init(ql_diags *d)
 
 void ql_diags_free(ql_diags *d)
 {
-    for (int i = 0; i < d->n; i++)
+    for (int i = 0; i < d->n; i++) {
         free(d->v[i].msg);
+        free((char *)d->v[i].path);
+    }
     free(d->v);
     ql_diags_init(d);
 }
@@ -44,7 +46,7 @@ static void add(ql_diags *d, ql_severity sev, ql_span sp, const char *path, cons
         return;
     g->sev = sev;
     g->span = sp;
-    g->path = path;
+    g->path = path ? strdup(path) : NULL; /* may be NULL on OOM: printed as "qrl" */
     d->n++;
     if (sev == QL_ERROR)
         d->errors++;

@@ -19,7 +19,7 @@ typedef struct ql_diag {
     ql_severity sev;
     ql_span span; /* span.src NULL: no location (e.g. a file that cannot be opened) */
     char *msg;
-    const char *path; /* when span.src is NULL: the file the message is about, or NULL */
+    const char *path; /* when span.src is NULL: the file the message is about, or NULL (owned) */
 } ql_diag;
 
 typedef struct ql_diags {
