@@ -426,3 +426,66 @@ Test(jit, cache_miss_hit_and_corrupt_entry)
     cr_assert_eq(answer(&rt), 42);
     qr_module_free(m);
 }
+
+/* ------------------------------------------------------------- fixed point */
+
+/* gemmlowp's reference, in C. */
+static int32_t ref_srdhm(int32_t a, int32_t b)
+{
+    if (a == b && a == INT32_MIN)
+        return INT32_MAX;
+    int64_t ab = (int64_t)a * b;
+    int64_t nudge = ab >= 0 ? (1 << 30) : (1 - (1 << 30));
+    return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
+}
+
+static int32_t ref_rdbpot(int32_t x, int e)
+{
+    int32_t mask = (int32_t)((1ll << e) - 1), rem = x & mask, thr = (mask >> 1) + (x < 0);
+    return (x >> e) + (rem > thr);
+}
+
+static int32_t ref_mbqm(int32_t x, int32_t m, int shift)
+{
+    int left = shift > 0 ? shift : 0, right = shift > 0 ? 0 : -shift;
+    return ref_rdbpot(ref_srdhm((int32_t)((uint32_t)x * (1u << left)), m), right);
+}
+
+Test(jit, fixed_point_numerics_match_gemmlowp)
+{
+    qrl_module *m = compile_text("fx.qrl", "import \"numerics.qrl\"\n", NULL, NULL);
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    int32_t (*srdhm)(qrl_rt *, int32_t, int32_t) = fn(m, "srdhm", "i32(i32,i32)");
+    int32_t (*rdbpot)(qrl_rt *, int32_t, int32_t) = fn(m, "rounding_divide_by_pot", "i32(i32,i32)");
+    int32_t (*mbqm)(qrl_rt *, int32_t, int32_t, int32_t) =
+        fn(m, "multiply_by_quantized_multiplier", "i32(i32,i32,i32)");
+    int32_t (*mant)(qrl_rt *, double) = fn(m, "multiplier_mantissa", "i32(f64)");
+    int32_t (*shift)(qrl_rt *, double) = fn(m, "multiplier_shift", "i32(f64)");
+    const int32_t edge[] = {0, 1, -1, 2, -2, 3, -3, 1 << 30, -(1 << 30), INT32_MAX, INT32_MIN, 12345, -12345};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++)
+        for (size_t k = 0; k < sizeof edge / sizeof edge[0]; k++)
+            cr_assert_eq(srdhm(&rt, edge[i], edge[k]), ref_srdhm(edge[i], edge[k]), "srdhm(%d, %d)", edge[i], edge[k]);
+    unsigned seed = 99;
+    for (int n = 0; n < 20000; n++) {
+        seed = seed * 1664525u + 1013904223u;
+        int32_t x = (int32_t)seed >> (seed % 20);
+        seed = seed * 1664525u + 1013904223u;
+        int32_t y = (int32_t)(seed | 0x40000000u) & 0x7fffffff;
+        int e = (int)(seed % 31);
+        cr_assert_eq(srdhm(&rt, x, y), ref_srdhm(x, y));
+        cr_assert_eq(rdbpot(&rt, x, e), ref_rdbpot(x, e), "rdbpot(%d, %d)", x, e);
+        int sh = (int)(seed % 12) - 8;
+        cr_assert_eq(mbqm(&rt, x >> 8, y, sh), ref_mbqm(x >> 8, y, sh), "mbqm(%d, %d, %d)", x >> 8, y, sh);
+    }
+    /* QuantizeMultiplier: m = mantissa * 2^(shift - 31), mantissa in [2^30, 2^31) */
+    const double ms[] = {0.5, 0.75, 1.0 / 3, 0.0012345, 1.5, 3.999999, 0.2499999999};
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+        int32_t q = mant(&rt, ms[i]);
+        int s = shift(&rt, ms[i]);
+        cr_assert(q >= (1 << 30), "mantissa %d for %g", q, ms[i]);
+        cr_assert_float_eq(ldexp(q, s - 31), ms[i], ms[i] * 1e-9, "%g -> %d * 2^(%d - 31)", ms[i], q, s);
+    }
+    cr_assert_eq(rt.failed, 0);
+    qr_module_free(m);
+}
