@@ -1471,6 +1471,117 @@ static void role(ctx *c, ql_node *r)
     }
 }
 
+/* The role expression a pattern's quantize clause gives value `name`, or NULL. */
+static const ql_node *role_of(const ql_node *pat, const char *name)
+{
+    for (int i = 0; i < pat->nkids; i++)
+        if (pat->kids[i]->kind == QL_QUANTIZE)
+            for (int r = 0; r < pat->kids[i]->nkids; r++)
+                if (!strcmp(pat->kids[i]->kids[r]->name, name))
+                    return pat->kids[i]->kids[r]->a;
+    return NULL;
+}
+
+static const char *role_name(const ql_node *re)
+{
+    return re->kind == QL_NAME ? re->name : re->kind == QL_CALL && re->a->kind == QL_NAME ? re->a->name : "";
+}
+
+/* The lowering calling convention: `lower y = K(a, ...)` calls kernel K with,
+ * for each value argument, its integer tensor, scale and zero point when the
+ * pattern quantizes it (arrays of them for per-channel weights; a bias is its
+ * i32 tensor alone), or its f32 tensor when it stays float; other arguments
+ * as they are; and last the output y as tensor, scale and zero point. */
+static void lower_convention(ctx *c, const ql_node *pat, ql_node *lower)
+{
+    char a[64], b[64];
+    ql_node *cl = lower->a;
+    const qc_sym *ks = cl->a->sym;
+    const ql_node *kp = ks->decl->a;
+    int np = kp ? kp->nkids : 0, p = 0;
+    /* expected[i]: the type parameter i must have; NULL = any scalar (a constant argument) */
+    const qc_type *want[128];
+    const char *why[128];
+    int nw = 0;
+    for (int j = 0; j < cl->nkids; j++) {
+        const char *an;
+        expr(c, arg_expr(cl->kids[j], &an), NULL);
+    }
+    for (int j = 0; j <= cl->nkids && nw < 120; j++) {
+        const ql_node *e;
+        const char *vname;
+        if (j < cl->nkids) {
+            const char *an;
+            e = arg_expr(cl->kids[j], &an);
+            if (an) {
+                err(c, cl->kids[j], "lower passes arguments by position");
+                return;
+            }
+            vname = e->kind == QL_NAME && e->sym && ((qc_sym *)e->sym)->kind == QC_SYM_VALUE ? e->name : NULL;
+            if (!vname) {
+                want[nw] = e->type;
+                why[nw++] = "a constant argument";
+                continue;
+            }
+        } else {
+            e = lower;
+            vname = lower->name;
+        }
+        const ql_node *re = role_of(pat, vname);
+        const char *rn = re ? role_name(re) : NULL;
+        static char whybuf[128][96];
+        if (!re) {
+            if (j == cl->nkids) {
+                err(c, lower, "the lowered output '%s' needs a role in quantize (activation or output)", vname);
+                return;
+            }
+            want[nw] = qc_tensor_of(c->ar, &qc_f32);
+            snprintf(whybuf[nw], sizeof whybuf[nw], "'%s' is not quantized: it arrives as its f32 tensor", vname);
+            why[nw] = whybuf[nw];
+            nw++;
+            continue;
+        }
+        if (!strcmp(rn, "bias")) {
+            want[nw] = qc_tensor_of(c->ar, &qc_i32);
+            snprintf(whybuf[nw], sizeof whybuf[nw], "'%s' is a bias: its i32 tensor", vname);
+            why[nw] = whybuf[nw];
+            nw++;
+            continue;
+        }
+        int per_channel = !strcmp(rn, "weight") && re->kind == QL_CALL;
+        const qc_type *three[3] = {NULL, per_channel ? qc_array_of(c->ar, &qc_f32, -1) : &qc_f32,
+                                   per_channel ? qc_array_of(c->ar, &qc_i32, -1) : &qc_i32};
+        static const char *const what[3] = {"integer tensor", "scale", "zero point"};
+        for (int k = 0; k < 3; k++) {
+            want[nw] = three[k]; /* NULL for the tensor: any integer tensor */
+            snprintf(whybuf[nw], sizeof whybuf[nw], "the %s of '%s' (%s%s)", what[k], vname, rn,
+                     per_channel ? ", per channel" : "");
+            why[nw] = whybuf[nw];
+            nw++;
+        }
+    }
+    if (np != nw) {
+        err(c, cl, "kernel '%s' takes %d parameters but this lowering passes %d (quantized values pass tensor, "
+                   "scale and zero point; see the lowering convention in docs/language.md)",
+            ks->name, np, nw);
+        return;
+    }
+    for (p = 0; p < np; p++) {
+        const qc_type *pt = kp->kids[p]->type ? kp->kids[p]->type : &qc_error;
+        int ok;
+        if (!want[p]) /* the integer tensor of a quantized value */
+            ok = pt->k == QC_TENSOR && qc_is_int(pt->elem);
+        else if (want[p]->k == QC_TENSOR || want[p]->k == QC_ARRAY)
+            ok = qc_type_eq(pt, want[p]);
+        else
+            ok = qc_widens(want[p], pt);
+        if (!ok && pt->k != QC_ERROR)
+            err(c, kp->kids[p], "parameter '%s' of kernel '%s' is %s, but pattern '%s' passes %s here (%s)",
+                kp->kids[p]->name, ks->name, qc_type_name(pt, a, sizeof a), pat->name,
+                want[p] ? qc_type_name(want[p], b, sizeof b) : "an integer tensor", why[p]);
+    }
+}
+
 static void pattern(ctx *c, qc_sym *s)
 {
     ql_node *n = s->decl;
@@ -1560,18 +1671,10 @@ static void pattern(ctx *c, qc_sym *s)
                 continue;
             }
             cl->a->sym = ks;
-            /* Values of the pattern stand for tensors; the rest are constants. */
-            for (int j = 0; j < cl->nkids; j++) {
-                const char *an;
-                ql_node *e = arg_expr(cl->kids[j], &an);
-                expr(c, e, NULL);
-            }
-            ql_node *kp = ks->decl->a;
-            int np = kp ? kp->nkids : 0;
-            if (cl->nkids > np)
-                err(c, cl, "kernel '%s' takes %d arguments, not %d", ks->name, np, cl->nkids);
         }
     }
+    if (lower && lower->a->kind == QL_CALL && lower->a->a->sym)
+        lower_convention(c, n, lower);
     if (match && !lower)
         err_decl(c, n, "pattern '%s' has no lower clause (which kernel runs it)", s->name);
     pop_scope(c);
