@@ -49,6 +49,7 @@ $(GEN)/lexer.c: lang/lexer.re lang/token.h
 $(GEN)/grammar/qrl.c $(GEN)/grammar/qrl.h &: grammar/qrl.y
 	@mkdir -p $(GEN)/grammar
 	lemon -q -T$(LEMPAR) -d$(GEN)/grammar grammar/qrl.y
+	@touch $(GEN)/grammar/qrl.c $(GEN)/grammar/qrl.h # lemon keeps an unchanged header's old time
 
 $(B)/obj/gen/lexer.o: $(GEN)/lexer.c
 	@mkdir -p $(dir $@)
@@ -99,10 +100,14 @@ example: deps
 	$(MAKE) all data
 	$(B)/qrl eval examples/fmnist/fmnist_cnn.onnx --data $(B)/data/test_images.npy --labels $(B)/data/test_labels.npy
 
+# Benchmarks print measurements and ratios; they never fail on speed.
+bench: all
+	@sh bench/compile.sh $(B)
+
 clean:
 	rm -rf build
 
-.PHONY: all tests deps data check test test-asan example clean
+.PHONY: all tests deps data check test test-asan example clean bench
 .DELETE_ON_ERROR:
 .SECONDARY: $(TEST_SUPPORT)
 
