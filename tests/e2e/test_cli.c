@@ -149,3 +149,29 @@ Test(cli, run_external_data_model)
         cr_assert_float_eq(((float *)t.data)[i], (float)(2 * i - 3), 0);
     qr_tensor_free(&t);
 }
+
+/* Every file of the stdlib and of recipes/ compiles cleanly through the CLI. */
+Test(cli, check_compiles_stdlib_and_recipes, .timeout = 120)
+{
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd, "cd '%s' && QRL_STDLIB=stdlib '%s' check --no-cache stdlib/*.qrl recipes/*.qrl examples/recipes/*.qrl",
+             tu_root(), tu_qrl());
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 0, "%s", log);
+    cr_assert_str_empty(log, "qrl check printed: %s", log);
+    free(log);
+}
+
+/* The cache: a second check of the same file loads the module instead of compiling. */
+Test(cli, check_time_reports_cache_miss_then_hit, .timeout = 60)
+{
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd, "cd '%s' && XDG_CACHE_HOME='%s/cache' QRL_STDLIB=stdlib '%s' check --time stdlib/qparams.qrl",
+             tu_root(), dir, tu_qrl());
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "(cache miss)"), "%s", log);
+    free(log);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "(hit)"), "%s", log);
+    free(log);
+}
