@@ -697,10 +697,14 @@ static const qc_type *method_call(ctx *c, ql_node *n, const qc_type *recv, const
             const qc_type *nt = expr(c, n->kids[0], NULL);
             if (nt->k != QC_STR)
                 err(c, n->kids[0], "the attribute name must be a string");
+            if (n->kids[0]->kind != QL_STR)
+                err(c, n->kids[0], "the attribute name must be a string literal");
             const qc_type *dt = qc_default(expr(c, n->kids[1], NULL));
             settle(c, n->kids[1], dt);
-            if (dt->k != QC_I64 && dt->k != QC_F64 && dt->k != QC_STR && dt->k != QC_ERROR)
-                err(c, n->kids[1], "an attribute default is an integer, a float or a string");
+            if (dt->k != QC_I64 && dt->k != QC_F64 && dt->k != QC_ERROR) {
+                err(c, n->kids[1], "an attribute default is an integer or a float");
+                dt = &qc_error;
+            }
             return set_type(n, dt);
         }
     }
@@ -1420,6 +1424,7 @@ static qc_sym *value_sym(ctx *c, ql_node *at, const char *name)
     qc_sym *s = scope_find(c->sc, name);
     if (!s) {
         s = new_sym(c, name, QC_SYM_VALUE, &qc_value, at);
+        s->index = c->sc->n; /* the pattern's value table: in order of first appearance */
         scope_add(c, s);
     }
     return s;

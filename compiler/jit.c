@@ -27,7 +27,9 @@ enum {
     IMP_ABI, IMP_TRAP, IMP_EXP, IMP_LOG, IMP_LOG2, IMP_TANH, IMP_ERF, IMP_POW, IMP_TMIN, IMP_TMAX, IMP_TABSMAX,
     IMP_TSUM, IMP_STATE_ALLOC, IMP_HIST_NEW, IMP_HIST_ADD, IMP_HIST_MERGE, IMP_HIST_QUANTILE, IMP_HIST_BIN,
     IMP_HIST_EDGE, IMP_HIST_COUNT, IMP_HIST_LO, IMP_HIST_HI, IMP_HIST_WIDTH, IMP_HIST_BINS, IMP_ADD_FN,
-    IMP_ADD_CAL, IMP_ADD_PARAM, IMP_COUNT
+    IMP_ADD_CAL, IMP_ADD_PARAM, IMP_VALUE_RANK, IMP_VALUE_DIM, IMP_VALUE_CONST, IMP_VALUE_PRESENT, IMP_VALUE_OP_IS,
+    IMP_ATTR_INT, IMP_ATTR_FLOAT, IMP_ADD_PATTERN, IMP_ADD_PATTERN_VALUE, IMP_ADD_PATTERN_NODE, IMP_ADD_PATTERN_LOWER,
+    IMP_ADD_AFFINE, IMP_ADD_RECIPE, IMP_ADD_SETTING, IMP_ADD_USE, IMP_COUNT
 };
 static const char *const imp_sig[IMP_COUNT] = {
     [IMP_ABI] = NULL, [IMP_TRAP] = "vrlsllll", [IMP_EXP] = "dd", [IMP_LOG] = "dd", [IMP_LOG2] = "dd",
@@ -36,7 +38,11 @@ static const char *const imp_sig[IMP_COUNT] = {
     [IMP_HIST_ADD] = "vrptl", [IMP_HIST_MERGE] = "vrpp", [IMP_HIST_QUANTILE] = "dpd", [IMP_HIST_BIN] = "dpl",
     [IMP_HIST_EDGE] = "dpl", [IMP_HIST_COUNT] = "dp", [IMP_HIST_LO] = "dp", [IMP_HIST_HI] = "dp",
     [IMP_HIST_WIDTH] = "dp", [IMP_HIST_BINS] = "lp", [IMP_ADD_FN] = "vpspsl", [IMP_ADD_CAL] = "vpsllppppp",
-    [IMP_ADD_PARAM] = "vpssl",
+    [IMP_ADD_PARAM] = "vpssl", [IMP_VALUE_RANK] = "lpl", [IMP_VALUE_DIM] = "lpll", [IMP_VALUE_CONST] = "lpl",
+    [IMP_VALUE_PRESENT] = "lpl", [IMP_VALUE_OP_IS] = "lpls", [IMP_ATTR_INT] = "lplsl", [IMP_ATTR_FLOAT] = "dplsd",
+    [IMP_ADD_PATTERN] = "vpsp", [IMP_ADD_PATTERN_VALUE] = "vpssslll", [IMP_ADD_PATTERN_NODE] = "vpslss",
+    [IMP_ADD_PATTERN_LOWER] = "vpsslsp", [IMP_ADD_AFFINE] = "vpsllppp", [IMP_ADD_RECIPE] = "vpsp",
+    [IMP_ADD_SETTING] = "vpssssssp", [IMP_ADD_USE] = "vpss",
 };
 
 typedef struct jit {
@@ -73,6 +79,9 @@ typedef struct fgen {
     const ql_node *cal;
     const char *file;
     int counter;
+    /* patterns: the candidate match; affine: inputs, zero points, scales, output; tables: v; fallback: sqnr */
+    gcc_jit_rvalue *mt, *aff_x, *aff_zero, *aff_scale, *table_v, *sqnr;
+    gcc_jit_lvalue *aff_y;
 } fgen;
 
 /* ---------------------------------------------------------------- types */
@@ -209,6 +218,14 @@ static gcc_jit_rvalue *cast(jit *j, gcc_jit_rvalue *v, gcc_jit_type *t)
     if (gcc_jit_rvalue_get_type(v) == t)
         return v;
     return gcc_jit_context_new_cast(j->c, NULL, v, t);
+}
+
+/* Any scalar as f64 (libgccjit casts bool only to integers). */
+static gcc_jit_rvalue *to_f64(jit *j, gcc_jit_rvalue *v)
+{
+    if (gcc_jit_rvalue_get_type(v) == j->t_bool)
+        v = cast(j, v, j->t_i64);
+    return cast(j, v, j->t_f64);
 }
 
 static gcc_jit_rvalue *cmp(jit *j, enum gcc_jit_comparison op, gcc_jit_rvalue *a, gcc_jit_rvalue *b)
@@ -499,7 +516,14 @@ static gcc_jit_rvalue *name_rv(fgen *f, const ql_node *n)
             return gcc_jit_lvalue_get_address(lv, NULL);
         return gcc_jit_lvalue_as_rvalue(lv);
     }
+    case QC_SYM_VALUE: return lng(j, j->t_i64, s->index);
+    case QC_SYM_AFF_IN:
+        return gcc_jit_lvalue_as_rvalue(gcc_jit_context_new_array_access(j->c, NULL, f->aff_x, lng(j, j->t_i64, s->index)));
+    case QC_SYM_AFF_OUT: return gcc_jit_lvalue_as_rvalue(f->aff_y);
+    case QC_SYM_TABLE_VAR: return f->table_v;
     case QC_SYM_BUILTIN:
+        if (!strcmp(s->name, "sqnr") && f->sqnr)
+            return f->sqnr;
         if (!strcmp(s->name, "inf"))
             return dbl(j, j->t_f64, INFINITY);
         if (!strcmp(s->name, "nan"))
@@ -659,6 +683,19 @@ static gcc_jit_rvalue *binary(fgen *f, const ql_node *n)
         return logic(f, n);
     const qc_type *t = ty(n);
     if (n->op >= QL_TOK_EQ && n->op <= QL_TOK_GE) {
+        /* v.op == "Relu" (either way round): asked of the runtime */
+        if (ty(n->a)->k == QC_STR || ty(n->b)->k == QC_STR) {
+            const ql_node *fld = n->a->kind == QL_FIELD ? n->a : n->b, *lit = n->a->kind == QL_STR ? n->a : n->b;
+            gcc_jit_rvalue *r;
+            if (fld->kind == QL_FIELD && lit->kind == QL_STR) {
+                gcc_jit_rvalue *args[3] = {f->mt, expr(f, fld->a), gcc_jit_context_new_string_literal(j->c, lit->name)};
+                r = cmp(j, GCC_JIT_COMPARISON_NE, now(f, call_imp(f, IMP_VALUE_OP_IS, 3, args)), lng(j, j->t_i64, 0));
+            } else { /* two literals */
+                int eq = n->a->name && n->b->name && !strcmp(n->a->name, n->b->name);
+                r = gcc_jit_context_new_rvalue_from_int(j->c, j->t_bool, eq);
+            }
+            return n->op == QL_TOK_EQ ? r : gcc_jit_context_new_unary_op(j->c, NULL, GCC_JIT_UNARY_OP_LOGICAL_NEGATE, j->t_bool, r);
+        }
         /* Operands were settled to a common type by the checker. */
         const qc_type *ot = ty(n->a);
         gcc_jit_rvalue *a = expr(f, n->a), *b = expr(f, n->b);
@@ -829,6 +866,16 @@ static gcc_jit_rvalue *builtin_call(fgen *f, const ql_node *n, const char *name)
         gcc_jit_block_add_assignment(cur(f), NULL, gcc_jit_lvalue_access_field(q, NULL, j->f_qp_zero), z);
         return gcc_jit_lvalue_as_rvalue(q);
     }
+    if (!strcmp(name, "const") || !strcmp(name, "present") || !strcmp(name, "rank") || !strcmp(name, "dim")) {
+        gcc_jit_rvalue *args[3] = {f->mt, expr(f, k[0]), NULL};
+        if (!strcmp(name, "dim")) {
+            args[2] = now(f, cast(j, expr(f, k[1]), j->t_i64));
+            return now(f, call_imp(f, IMP_VALUE_DIM, 3, args));
+        }
+        int imp = !strcmp(name, "const") ? IMP_VALUE_CONST : !strcmp(name, "present") ? IMP_VALUE_PRESENT : IMP_VALUE_RANK;
+        gcc_jit_rvalue *r = now(f, call_imp(f, imp, 2, args));
+        return imp == IMP_VALUE_RANK ? r : cmp(j, GCC_JIT_COMPARISON_NE, r, lng(j, j->t_i64, 0));
+    }
     const qc_type *at = ty(k[0]);
     gcc_jit_rvalue *x = now(f, cast(j, expr(f, k[0]), jtype(j, at)));
     int f32 = at->k == QC_F32;
@@ -889,7 +936,18 @@ static gcc_jit_rvalue *method_call(fgen *f, const ql_node *n)
         gcc_jit_rvalue *args[2] = {obj, now(f, cast(j, expr(f, n->kids[0]), imp == IMP_HIST_QUANTILE ? j->t_f64 : j->t_i64))};
         return now(f, call_imp(f, imp, 2, args));
     }
-    return lng(j, j->t_i64, 0); /* pattern values: not compiled into functions */
+    if (rt->k == QC_VALUE) {
+        if (!strcmp(m, "dim")) {
+            gcc_jit_rvalue *args[3] = {f->mt, obj, now(f, cast(j, expr(f, n->kids[0]), j->t_i64))};
+            return now(f, call_imp(f, IMP_VALUE_DIM, 3, args));
+        }
+        /* attr(name, default): integer or float by the default's type */
+        int fl = qc_is_float(ty(n->kids[1]));
+        gcc_jit_rvalue *args[4] = {f->mt, obj, gcc_jit_context_new_string_literal(j->c, n->kids[0]->name),
+                                   now(f, cast(j, expr(f, n->kids[1]), fl ? j->t_f64 : j->t_i64))};
+        return now(f, call_imp(f, fl ? IMP_ATTR_FLOAT : IMP_ATTR_INT, 4, args));
+    }
+    return lng(j, j->t_i64, 0);
 }
 
 static gcc_jit_rvalue *call_expr(fgen *f, const ql_node *n)
@@ -909,6 +967,17 @@ static gcc_jit_rvalue *field_expr(fgen *f, const ql_node *n)
     const char *m = n->name;
     if (t->k == QC_STATE) /* o.field in merge */
         return gcc_jit_lvalue_as_rvalue(lvalue(f, n));
+    const qc_sym *base = n->a->kind == QL_NAME ? n->a->sym : NULL;
+    if (base && base->kind == QC_SYM_AFF_IN) { /* x.zero, x.scale in an affine body */
+        gcc_jit_rvalue *arr = !strcmp(m, "zero") ? f->aff_zero : f->aff_scale;
+        return gcc_jit_lvalue_as_rvalue(gcc_jit_context_new_array_access(j->c, NULL, arr, lng(j, j->t_i64, base->index)));
+    }
+    if (t->k == QC_VALUE) {
+        gcc_jit_rvalue *args[2] = {f->mt, expr(f, n->a)};
+        int imp = !strcmp(m, "rank") ? IMP_VALUE_RANK : !strcmp(m, "const") ? IMP_VALUE_CONST : IMP_VALUE_PRESENT;
+        gcc_jit_rvalue *r = now(f, call_imp(f, imp, 2, args));
+        return imp == IMP_VALUE_RANK ? r : cmp(j, GCC_JIT_COMPARISON_NE, r, lng(j, j->t_i64, 0));
+    }
     gcc_jit_rvalue *obj = now(f, expr(f, n->a));
     switch (t->k) {
     case QC_TENSOR:
@@ -979,6 +1048,8 @@ static gcc_jit_lvalue *lvalue(fgen *f, const ql_node *n)
     const qc_sym *s = n->sym;
     if (s->kind == QC_SYM_STATE)
         return state_lvalue(f, f->state, s);
+    if (s->kind == QC_SYM_AFF_OUT)
+        return f->aff_y;
     return f->locals[s->index];
 }
 
@@ -1373,8 +1444,368 @@ static void calibrator(jit *j, const qc_sym *s, cal_fns *out)
     }
 }
 
+/* ------------------------------------------- patterns, affine rules, recipes */
+
+typedef struct item_fns {
+    gcc_jit_function *where, *consts;               /* patterns */
+    gcc_jit_function *qparams, *elem, *table;        /* affine rules */
+    gcc_jit_function *fallback, *args[16];           /* recipes: args per setting (by kid index) */
+} item_fns;
+
+static fgen fn_begin(jit *j, const qc_sym *s, const char *name, gcc_jit_type *ret, int n, gcc_jit_type **types,
+                     const char **names)
+{
+    fgen f = {.j = j, .file = s->file->src->path, .ret = ret};
+    f.fn = new_fn(j, name, ret, n, types, names);
+    f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
+    f.b = new_block(&f);
+    return f;
+}
+
+static void pattern_fns(jit *j, const qc_sym *s, item_fns *out)
+{
+    const ql_node *p = s->decl;
+    char name[300];
+    gcc_jit_type *ts[3] = {j->p_rt, j->t_voidp, gcc_jit_type_get_pointer(j->t_f64)};
+    const char *ns[3] = {"rt", "mt", "out"};
+    int npred = 0;
+    for (int i = 0; i < p->nkids; i++) {
+        const ql_node *k = p->kids[i];
+        npred += k->kind == QL_WHERE;
+        for (int b = 0; k->kind == QL_MATCH && b < k->nkids; b++)
+            npred += k->kids[b]->a != NULL;
+    }
+    if (npred) {
+        snprintf(name, sizeof name, "qrl_pattern_%s_where", s->name);
+        fgen f = fn_begin(j, s, name, j->t_i64, 2, ts, ns);
+        f.mt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        for (int i = 0; i < p->nkids; i++) {
+            const ql_node *k = p->kids[i];
+            const ql_node *preds[64];
+            int n = 0;
+            if (k->kind == QL_WHERE)
+                preds[n++] = k->a;
+            for (int b = 0; k->kind == QL_MATCH && b < k->nkids && n < 64; b++)
+                if (k->kids[b]->a)
+                    preds[n++] = k->kids[b]->a;
+            for (int q = 0; q < n; q++) {
+                gcc_jit_rvalue *c = now(&f, expr(&f, preds[q]));
+                gcc_jit_block *no = new_block(&f), *yes = new_block(&f);
+                gcc_jit_block_end_with_conditional(cur(&f), NULL, c, yes, no);
+                gcc_jit_block_end_with_return(no, NULL, lng(j, j->t_i64, 0));
+                f.b = yes;
+            }
+        }
+        gcc_jit_block_end_with_return(cur(&f), NULL, lng(j, j->t_i64, 1));
+        out->where = f.fn;
+    }
+    const ql_node *lower = NULL;
+    for (int i = 0; i < p->nkids; i++)
+        if (p->kids[i]->kind == QL_LOWER)
+            lower = p->kids[i];
+    if (lower) {
+        snprintf(name, sizeof name, "qrl_pattern_%s_consts", s->name);
+        fgen f = fn_begin(j, s, name, j->t_void, 3, ts, ns);
+        f.mt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        gcc_jit_rvalue *o = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
+        const ql_node *cl = lower->a;
+        int k = 0;
+        for (int a = 0; a < cl->nkids; a++) {
+            const ql_node *e = cl->kids[a]->kind == QL_NAMED_ARG ? cl->kids[a]->a : cl->kids[a];
+            if (e->kind == QL_NAME && e->sym && ((const qc_sym *)e->sym)->kind == QC_SYM_VALUE)
+                continue;
+            gcc_jit_block_add_assignment(cur(&f), NULL, gcc_jit_context_new_array_access(j->c, NULL, o, lng(j, j->t_i64, k++)),
+                                         to_f64(j, expr(&f, e)));
+        }
+        gcc_jit_block_end_with_void_return(cur(&f), NULL);
+        out->consts = f.fn;
+    }
+}
+
+static void affine_fns(jit *j, const qc_sym *s, item_fns *out)
+{
+    const ql_node *n = s->decl;
+    char name[300];
+    if (n->a->kind == QL_AFF_FIXED) {
+        snprintf(name, sizeof name, "qrl_affine_%s_qparams", s->name);
+        gcc_jit_type *ts[3] = {j->p_rt, gcc_jit_type_get_pointer(j->t_f64), gcc_jit_type_get_pointer(j->t_i64)};
+        const char *ns[3] = {"rt", "scale", "zero"};
+        fgen f = fn_begin(j, s, name, j->t_void, 3, ts, ns);
+        gcc_jit_block_add_assignment(cur(&f), NULL,
+                                     gcc_jit_rvalue_dereference(gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1)), NULL),
+                                     cast(j, expr(&f, n->a->a), j->t_f64));
+        gcc_jit_block_add_assignment(cur(&f), NULL,
+                                     gcc_jit_rvalue_dereference(gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2)), NULL),
+                                     cast(j, expr(&f, n->a->b), j->t_i64));
+        gcc_jit_block_end_with_void_return(cur(&f), NULL);
+        out->qparams = f.fn;
+    }
+    const ql_node *body = n->c;
+    if (body && body->kind == QL_BLOCK) {
+        snprintf(name, sizeof name, "qrl_affine_%s_elem", s->name);
+        gcc_jit_type *ts[4] = {j->p_rt, gcc_jit_type_get_pointer(j->t_i32), gcc_jit_type_get_pointer(j->t_i32),
+                               gcc_jit_type_get_pointer(j->t_f64)};
+        const char *ns[4] = {"rt", "x", "zero", "scale"};
+        fgen f = {.j = j, .file = s->file->src->path, .ret = j->t_i32};
+        f.fn = new_fn(j, name, j->t_i32, 4, ts, ns);
+        f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
+        f.aff_x = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        f.aff_zero = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
+        f.aff_scale = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 3));
+        begin_body(&f, body);
+        f.aff_y = gcc_jit_function_new_local(f.fn, NULL, j->t_i32, "y");
+        gcc_jit_block_add_assignment(f.b, NULL, f.aff_y, lng(j, j->t_i32, 0));
+        stmts(&f, body);
+        if (f.b)
+            gcc_jit_block_end_with_return(f.b, NULL, gcc_jit_lvalue_as_rvalue(f.aff_y));
+        f.b = NULL;
+        end_body(&f);
+        out->elem = f.fn;
+    } else if (body && body->kind == QL_TABLE) {
+        snprintf(name, sizeof name, "qrl_affine_%s_table", s->name);
+        gcc_jit_type *ts[2] = {j->p_rt, j->t_f64};
+        const char *ns[2] = {"rt", "v"};
+        fgen f = fn_begin(j, s, name, j->t_f64, 2, ts, ns);
+        f.table_v = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        gcc_jit_rvalue *v = now(&f, cast(j, expr(&f, body->a), j->t_f64));
+        gcc_jit_block_end_with_return(cur(&f), NULL, v);
+        out->table = f.fn;
+    }
+}
+
+static void recipe_fns(jit *j, const qc_sym *s, item_fns *out)
+{
+    const ql_node *r = s->decl;
+    char name[300];
+    for (int i = 0; i < r->nkids && i < 16; i++) {
+        const ql_node *k = r->kids[i];
+        if (k->kind != QL_SETTING || k->a->kind != QL_QSPEC)
+            continue;
+        const ql_node *q = k->a;
+        if (q->c) { /* fallback = f32 when CONDITION */
+            snprintf(name, sizeof name, "qrl_recipe_%s_fallback", s->name);
+            gcc_jit_type *ts[2] = {j->p_rt, j->t_f64};
+            const char *ns[2] = {"rt", "sqnr"};
+            fgen f = fn_begin(j, s, name, j->t_i64, 2, ts, ns);
+            f.sqnr = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+            gcc_jit_rvalue *c = now(&f, expr(&f, q->c));
+            gcc_jit_block_end_with_return(cur(&f), NULL, cast(j, c, j->t_i64));
+            out->fallback = f.fn;
+        }
+        const ql_node *by = q->b;
+        if (by && by->kind == QL_CALL && by->nkids) {
+            snprintf(name, sizeof name, "qrl_recipe_%s_%s_args", s->name, k->name);
+            gcc_jit_type *ts[2] = {j->p_rt, gcc_jit_type_get_pointer(j->t_f64)};
+            const char *ns[2] = {"rt", "out"};
+            fgen f = fn_begin(j, s, name, j->t_void, 2, ts, ns);
+            gcc_jit_rvalue *o = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+            for (int a = 0; a < by->nkids; a++) {
+                const ql_node *e = by->kids[a]->kind == QL_NAMED_ARG ? by->kids[a]->a : by->kids[a];
+                gcc_jit_block_add_assignment(cur(&f), NULL, gcc_jit_context_new_array_access(j->c, NULL, o, lng(j, j->t_i64, a)),
+                                             to_f64(j, expr(&f, e)));
+            }
+            gcc_jit_block_end_with_void_return(cur(&f), NULL);
+            out->args[i] = f.fn;
+        }
+    }
+}
+
+/* Strings the registration passes; built in malloc'd buffers freed after use. */
+static char *join_names(const ql_node *n, const char *sep)
+{
+    size_t len = 1;
+    for (int i = 0; i < n->nkids; i++)
+        len += strlen(n->kids[i]->name ? n->kids[i]->name : "") + strlen(sep);
+    char *b = calloc(1, len);
+    for (int i = 0; b && i < n->nkids; i++) {
+        if (i)
+            strcat(b, sep);
+        strcat(b, n->kids[i]->name ? n->kids[i]->name : "");
+    }
+    return b;
+}
+
+/* The value table of a pattern, in index order. */
+static int pattern_values(const ql_node *p, const qc_sym **vals, int max)
+{
+    int n = 0;
+    for (int i = 0; i < p->nkids; i++) {
+        const ql_node *m = p->kids[i];
+        if (m->kind != QL_MATCH)
+            continue;
+        for (int b = 0; b < m->nkids; b++) {
+            const qc_sym *bs = m->kids[b]->sym;
+            if (bs && bs->index < max && !vals[bs->index])
+                vals[bs->index] = bs, n = bs->index + 1 > n ? bs->index + 1 : n;
+            for (int alt = 0; alt < m->kids[b]->nkids; alt++)
+                for (int a = 0; a < m->kids[b]->kids[alt]->nkids; a++) {
+                    const qc_sym *as = m->kids[b]->kids[alt]->kids[a]->sym;
+                    if (as && as->index < max && !vals[as->index])
+                        vals[as->index] = as, n = as->index + 1 > n ? as->index + 1 : n;
+                }
+        }
+    }
+    return n;
+}
+
+static const ql_node *role_expr(const ql_node *p, const char *name)
+{
+    for (int i = 0; i < p->nkids; i++)
+        if (p->kids[i]->kind == QL_QUANTIZE)
+            for (int r = 0; r < p->kids[i]->nkids; r++)
+                if (!strcmp(p->kids[i]->kids[r]->name, name))
+                    return p->kids[i]->kids[r]->a;
+    return NULL;
+}
+
+#define CALL_IMP(i, n, args) gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, \
+    gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(imp, NULL, j->f_imp[i])), n, args))
+#define STR(s) gcc_jit_context_new_string_literal(j->c, (s))
+#define ADDR_OR_NULL(fn) ((fn) ? cast(j, gcc_jit_function_get_address((fn), NULL), j->t_voidp) \
+                               : gcc_jit_context_null(j->c, j->t_voidp))
+
+static void register_pattern(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s,
+                             const item_fns *fns)
+{
+    const ql_node *p = s->decl;
+    gcc_jit_rvalue *a1[3] = {m, STR(s->name), ADDR_OR_NULL(fns->where)};
+    CALL_IMP(IMP_ADD_PATTERN, 3, a1);
+    const qc_sym *vals[256] = {0};
+    int nv = pattern_values(p, vals, 256);
+    for (int v = 0; v < nv; v++) {
+        if (!vals[v])
+            continue;
+        const ql_node *re = role_expr(p, vals[v]->name);
+        const char *role = "";
+        long axis = -1, ra = -1, rb = -1;
+        if (re) {
+            role = re->kind == QL_NAME ? re->name : re->a->name;
+            if (re->kind == QL_CALL && !strcmp(role, "weight")) {
+                axis = 0;
+                for (int k = 0; k < re->nkids; k++)
+                    if (re->kids[k]->kind == QL_NAMED_ARG && re->kids[k]->a->kind == QL_INT)
+                        axis = (long)re->kids[k]->a->ival;
+            }
+            if (re->kind == QL_CALL && (!strcmp(role, "bias") || !strcmp(role, "same"))) {
+                const qc_sym *x = re->nkids > 0 ? re->kids[0]->sym : NULL, *w = re->nkids > 1 ? re->kids[1]->sym : NULL;
+                ra = x ? x->index : -1;
+                rb = w ? w->index : -1;
+            }
+        }
+        gcc_jit_rvalue *a2[7] = {m, STR(s->name), STR(vals[v]->name), STR(role), lng(j, j->t_i64, axis),
+                                 lng(j, j->t_i64, ra), lng(j, j->t_i64, rb)};
+        CALL_IMP(IMP_ADD_PATTERN_VALUE, 7, a2);
+    }
+    for (int i = 0; i < p->nkids; i++) {
+        const ql_node *mt = p->kids[i];
+        if (mt->kind != QL_MATCH)
+            continue;
+        for (int bi = 0; bi < mt->nkids; bi++) {
+            const ql_node *bind = mt->kids[bi];
+            const qc_sym *out = bind->sym;
+            for (int alt = 0; alt < bind->nkids; alt++) {
+                const ql_node *op = bind->kids[alt];
+                char inputs[1024] = "";
+                int len = 0;
+                for (int a = 0; a < op->nkids && len < 1000; a++) {
+                    const qc_sym *as = op->kids[a]->sym;
+                    len += snprintf(inputs + len, sizeof inputs - (size_t)len, "%s", a ? "," : "");
+                    if (as)
+                        len += snprintf(inputs + len, sizeof inputs - (size_t)len, "%d%s", as->index,
+                                        op->kids[a]->flag ? "?" : "");
+                    else
+                        len += snprintf(inputs + len, sizeof inputs - (size_t)len, "_");
+                }
+                gcc_jit_rvalue *a3[5] = {m, STR(s->name), lng(j, j->t_i64, out ? out->index : -1), STR(op->name),
+                                         STR(inputs)};
+                CALL_IMP(IMP_ADD_PATTERN_NODE, 5, a3);
+            }
+        }
+    }
+    for (int i = 0; i < p->nkids; i++) {
+        const ql_node *lw = p->kids[i];
+        if (lw->kind != QL_LOWER || lw->a->kind != QL_CALL)
+            continue;
+        char args[1024] = "";
+        int len = 0, k = 0;
+        for (int a = 0; a < lw->a->nkids && len < 1000; a++) {
+            const ql_node *e = lw->a->kids[a];
+            const qc_sym *es = e->kind == QL_NAME ? e->sym : NULL;
+            if (es && es->kind == QC_SYM_VALUE)
+                len += snprintf(args + len, sizeof args - (size_t)len, "%sv%d", a ? "," : "", es->index);
+            else
+                len += snprintf(args + len, sizeof args - (size_t)len, "%sc%d", a ? "," : "", k++);
+        }
+        const qc_sym *out = NULL;
+        for (int v = 0; v < nv; v++)
+            if (vals[v] && !strcmp(vals[v]->name, lw->name))
+                out = vals[v];
+        gcc_jit_rvalue *a4[6] = {m, STR(s->name), STR(lw->a->a->name), lng(j, j->t_i64, out ? out->index : -1), STR(args),
+                                 ADDR_OR_NULL(fns->consts)};
+        CALL_IMP(IMP_ADD_PATTERN_LOWER, 6, a4);
+    }
+}
+
+static void register_affine(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s,
+                            const item_fns *fns)
+{
+    const ql_node *n = s->decl;
+    long kind = n->a->kind == QL_AFF_SAME ? 0 : n->a->kind == QL_AFF_FIXED ? 1 : 2;
+    gcc_jit_rvalue *a[7] = {m, STR(s->name), lng(j, j->t_i64, n->nkids), lng(j, j->t_i64, kind),
+                            ADDR_OR_NULL(fns->qparams), ADDR_OR_NULL(fns->elem), ADDR_OR_NULL(fns->table)};
+    CALL_IMP(IMP_ADD_AFFINE, 7, a);
+}
+
+static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s,
+                            const item_fns *fns)
+{
+    const ql_node *r = s->decl;
+    gcc_jit_rvalue *a1[3] = {m, STR(s->name), ADDR_OR_NULL(fns->fallback)};
+    CALL_IMP(IMP_ADD_RECIPE, 3, a1);
+    for (int i = 0; i < r->nkids; i++) {
+        const ql_node *k = r->kids[i];
+        if (k->kind == QL_USE) {
+            for (int u = 0; u < k->nkids; u++) {
+                gcc_jit_rvalue *a2[3] = {m, STR(s->name), STR(k->kids[u]->name)};
+                CALL_IMP(IMP_ADD_USE, 3, a2);
+            }
+            continue;
+        }
+        if (k->kind != QL_SETTING)
+            continue;
+        const ql_node *q = k->a;
+        char type[64] = "", *mods = NULL, argnames[512] = "";
+        const char *cal = "";
+        if (q->kind == QL_QSPEC) {
+            qc_type_name(q->a->type ? q->a->type : &qc_error, type, sizeof type);
+            mods = join_names(q, ",");
+            const ql_node *by = q->b;
+            if (by) {
+                const ql_node *fname = by->kind == QL_CALL ? by->a : by;
+                const qc_sym *cs = fname->sym;
+                cal = fname->name;
+                int len = 0;
+                for (int a = 0; by->kind == QL_CALL && a < by->nkids && len < 500; a++) {
+                    const char *pn = by->kids[a]->kind == QL_NAMED_ARG ? by->kids[a]->name
+                                     : cs && cs->decl->a && a < cs->decl->a->nkids ? cs->decl->a->kids[a]->name : "?";
+                    len += snprintf(argnames + len, sizeof argnames - (size_t)len, "%s%s", a ? "," : "", pn);
+                }
+            }
+        } else if (q->kind == QL_NAME) {
+            snprintf(type, sizeof type, "%s", q->name);
+        }
+        gcc_jit_rvalue *a3[8] = {m, STR(s->name), STR(k->name), STR(type), STR(mods ? mods : ""), STR(cal), STR(argnames),
+                                 ADDR_OR_NULL(i < 16 ? fns->args[i] : NULL)};
+        free(mods);
+        CALL_IMP(IMP_ADD_SETTING, 8, a3);
+    }
+}
+#undef CALL_IMP
+#undef STR
+#undef ADDR_OR_NULL
+
 /* qrl_module_entry(m, imp): registers everything. */
-static void entry(jit *j, cal_fns *cals)
+static void entry(jit *j, cal_fns *cals, item_fns *items)
 {
     gcc_jit_type *ts[2] = {j->t_voidp, j->p_imports};
     gcc_jit_param *p[2] = {gcc_jit_context_new_param(j->c, NULL, ts[0], "m"),
@@ -1408,6 +1839,12 @@ static void entry(jit *j, cal_fns *cals)
                 gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_PARAM), 4, pa));
             }
         }
+        else if (s->kind == QC_SYM_PATTERN)
+            register_pattern(j, b, m, imp, s, &items[i]);
+        else if (s->kind == QC_SYM_AFFINE)
+            register_affine(j, b, m, imp, s, &items[i]);
+        else if (s->kind == QC_SYM_RECIPE)
+            register_recipe(j, b, m, imp, s, &items[i]);
     }
     gcc_jit_block_end_with_void_return(b, NULL);
 #undef IMPF
@@ -1440,9 +1877,11 @@ gcc_jit_context *qc_jit_build(qc_unit *u, const qc_jit_opts *o)
     build_types(&j);
     j.fns = calloc((size_t)u->nitems + 1, sizeof *j.fns);
     cal_fns *cals = calloc((size_t)u->nitems + 1, sizeof *cals);
-    if (!j.fns || !cals) {
+    item_fns *items = calloc((size_t)u->nitems + 1, sizeof *items);
+    if (!j.fns || !cals || !items) {
         free(j.fns);
         free(cals);
+        free(items);
         gcc_jit_context_release(j.c);
         ql_error_file(&u->diags, NULL, "out of memory");
         return NULL;
@@ -1456,9 +1895,16 @@ gcc_jit_context *qc_jit_build(qc_unit *u, const qc_jit_opts *o)
             define_fn(&j, i);
         else if (s->kind == QC_SYM_CALIBRATOR)
             calibrator(&j, s, &cals[i]);
+        else if (s->kind == QC_SYM_PATTERN)
+            pattern_fns(&j, s, &items[i]);
+        else if (s->kind == QC_SYM_AFFINE)
+            affine_fns(&j, s, &items[i]);
+        else if (s->kind == QC_SYM_RECIPE)
+            recipe_fns(&j, s, &items[i]);
     }
-    entry(&j, cals);
+    entry(&j, cals, items);
     free(j.fns);
     free(cals);
+    free(items);
     return j.c;
 }

@@ -220,6 +220,165 @@ static void reg_param(qrl_module *m, const char *cal, const char *name, int64_t 
     m->bad = 1;
 }
 
+/* ---------------------------------------------------- pattern predicates */
+
+static const qr_value *mval(const qrl_match *mt, int64_t v)
+{
+    return mt && v >= 0 && v < mt->nvalues ? mt->values[v] : NULL;
+}
+
+static int64_t m_rank(const qrl_match *mt, int64_t v)
+{
+    const qr_value *x = mval(mt, v);
+    return x ? x->t.ndim : -1;
+}
+
+static int64_t m_dim(const qrl_match *mt, int64_t v, int64_t axis)
+{
+    const qr_value *x = mval(mt, v);
+    if (!x || x->t.ndim < 0)
+        return -1;
+    if (axis < 0)
+        axis += x->t.ndim;
+    return axis >= 0 && axis < x->t.ndim ? x->t.dims[axis] : -1;
+}
+
+static int64_t m_const(const qrl_match *mt, int64_t v)
+{
+    const qr_value *x = mval(mt, v);
+    return x && x->is_const;
+}
+
+static int64_t m_present(const qrl_match *mt, int64_t v)
+{
+    return mval(mt, v) != NULL;
+}
+
+static int64_t m_op_is(const qrl_match *mt, int64_t v, const char *op)
+{
+    const qr_value *x = mval(mt, v);
+    return x && x->producer && strcmp(x->producer->op, op) == 0;
+}
+
+static int64_t m_attr_int(const qrl_match *mt, int64_t v, const char *name, int64_t def)
+{
+    const qr_value *x = mval(mt, v);
+    return x && x->producer ? qr_attr_i(x->producer, name, def) : def;
+}
+
+static double m_attr_float(const qrl_match *mt, int64_t v, const char *name, double def)
+{
+    const qr_value *x = mval(mt, v);
+    return x && x->producer ? qr_attr_f(x->producer, name, (float)def) : def;
+}
+
+/* ------------------------------------------- patterns, affine rules, recipes */
+
+/* Grows *v (of *n elements of size sz) by one zeroed element; NULL on OOM (module marked bad). */
+static void *grow1(qrl_module *m, void **v, int *n, size_t sz)
+{
+    char *p = realloc(*v, sz * (size_t)(*n + 1));
+    if (!p) {
+        m->bad = 1;
+        return NULL;
+    }
+    *v = p;
+    memset(p + sz * (size_t)*n, 0, sz);
+    return p + sz * (size_t)(*n)++;
+}
+
+static qr_pattern *find_pattern(qrl_module *m, const char *name)
+{
+    for (int i = 0; i < m->npatterns; i++)
+        if (!strcmp(m->patterns[i].name, name))
+            return &m->patterns[i];
+    m->bad = 1;
+    return NULL;
+}
+
+static qr_recipe *find_recipe(qrl_module *m, const char *name)
+{
+    for (int i = 0; i < m->nrecipes; i++)
+        if (!strcmp(m->recipes[i].name, name))
+            return &m->recipes[i];
+    m->bad = 1;
+    return NULL;
+}
+
+static void reg_pattern(qrl_module *m, const char *name, void *where)
+{
+    qr_pattern *p = grow1(m, (void **)&m->patterns, &m->npatterns, sizeof *p);
+    if (p) {
+        p->name = name;
+        p->where = (qrl_where_fn)where;
+        p->out = -1;
+    }
+}
+
+static void reg_pattern_value(qrl_module *m, const char *pattern, const char *name, const char *role, int64_t axis,
+                              int64_t a, int64_t b)
+{
+    qr_pattern *p = find_pattern(m, pattern);
+    qr_pat_value *v = p ? grow1(m, (void **)&p->values, &p->nvalues, sizeof *v) : NULL;
+    if (v)
+        *v = (qr_pat_value){name, role, (int)axis, (int)a, (int)b};
+}
+
+static void reg_pattern_node(qrl_module *m, const char *pattern, int64_t out, const char *ops, const char *inputs)
+{
+    qr_pattern *p = find_pattern(m, pattern);
+    qr_pat_node *n = p ? grow1(m, (void **)&p->nodes, &p->nnodes, sizeof *n) : NULL;
+    if (n)
+        *n = (qr_pat_node){(int)out, ops, inputs};
+}
+
+static void reg_pattern_lower(qrl_module *m, const char *pattern, const char *kernel, int64_t out, const char *args,
+                              void *consts)
+{
+    qr_pattern *p = find_pattern(m, pattern);
+    if (!p)
+        return;
+    p->kernel = kernel;
+    p->out = (int)out;
+    p->args = args;
+    p->consts = (qrl_consts_fn)consts;
+}
+
+static void reg_affine(qrl_module *m, const char *op, int64_t ninputs, int64_t kind, void *qparams, void *elem,
+                       void *table)
+{
+    qr_affine *a = grow1(m, (void **)&m->affines, &m->naffines, sizeof *a);
+    if (a)
+        *a = (qr_affine){op, (int)ninputs, (int)kind, (qrl_aff_qparams_fn)qparams, (qrl_aff_elem_fn)elem,
+                         (qrl_aff_table_fn)table};
+}
+
+static void reg_recipe(qrl_module *m, const char *name, void *fallback)
+{
+    qr_recipe *r = grow1(m, (void **)&m->recipes, &m->nrecipes, sizeof *r);
+    if (r) {
+        r->name = name;
+        r->fallback = (qrl_fallback_fn)fallback;
+    }
+}
+
+static void reg_setting(qrl_module *m, const char *recipe, const char *key, const char *type, const char *mods,
+                        const char *calibrator, const char *argnames, void *args)
+{
+    qr_recipe *r = find_recipe(m, recipe);
+    qr_setting *s = r ? grow1(m, (void **)&r->settings, &r->nsettings, sizeof *s) : NULL;
+    if (s)
+        *s = (qr_setting){key, type, mods, calibrator, argnames, (qrl_args_fn)args};
+}
+
+static void reg_use(qrl_module *m, const char *recipe, const char *name)
+{
+    qr_recipe *r = find_recipe(m, recipe);
+    const char **u = r ? grow1(m, (void **)&r->use, &r->nuse, sizeof *u) : NULL;
+    if (u)
+        *u = name;
+}
+
 static const qrl_imports imports = {
     .abi = QR_RECIPE_ABI,
     .trap = rt_trap,
@@ -248,6 +407,21 @@ static const qrl_imports imports = {
     .add_fn = reg_fn,
     .add_calibrator = reg_cal,
     .add_param = reg_param,
+    .value_rank = m_rank,
+    .value_dim = m_dim,
+    .value_const = m_const,
+    .value_present = m_present,
+    .value_op_is = m_op_is,
+    .attr_int = m_attr_int,
+    .attr_float = m_attr_float,
+    .add_pattern = reg_pattern,
+    .add_pattern_value = reg_pattern_value,
+    .add_pattern_node = reg_pattern_node,
+    .add_pattern_lower = reg_pattern_lower,
+    .add_affine = reg_affine,
+    .add_recipe = reg_recipe,
+    .add_setting = reg_setting,
+    .add_use = reg_use,
 };
 
 const qrl_imports *qr_recipe_imports(void)
@@ -296,6 +470,17 @@ void qr_module_free(qrl_module *m)
         free(m->cals[i].params);
     free(m->cals);
     free(m->fns);
+    for (int i = 0; i < m->npatterns; i++) {
+        free(m->patterns[i].values);
+        free(m->patterns[i].nodes);
+    }
+    free(m->patterns);
+    free(m->affines);
+    for (int i = 0; i < m->nrecipes; i++) {
+        free(m->recipes[i].settings);
+        free(m->recipes[i].use);
+    }
+    free(m->recipes);
     if (m->release)
         m->release(m->handle);
     free(m);
@@ -314,6 +499,38 @@ const qr_cal_desc *qr_module_calibrator(const qrl_module *m, const char *name)
     for (int i = 0; i < m->ncals; i++)
         if (!strcmp(m->cals[i].name, name))
             return &m->cals[i];
+    return NULL;
+}
+
+const qr_pattern *qr_module_pattern(const qrl_module *m, const char *name)
+{
+    for (int i = 0; i < m->npatterns; i++)
+        if (!strcmp(m->patterns[i].name, name))
+            return &m->patterns[i];
+    return NULL;
+}
+
+const qr_affine *qr_module_affine(const qrl_module *m, const char *op)
+{
+    for (int i = 0; i < m->naffines; i++)
+        if (!strcmp(m->affines[i].op, op))
+            return &m->affines[i];
+    return NULL;
+}
+
+const qr_recipe *qr_module_recipe(const qrl_module *m, const char *name)
+{
+    for (int i = 0; i < m->nrecipes; i++)
+        if (!strcmp(m->recipes[i].name, name))
+            return &m->recipes[i];
+    return NULL;
+}
+
+const qr_setting *qr_recipe_setting(const qr_recipe *r, const char *key)
+{
+    for (int i = 0; i < r->nsettings; i++)
+        if (!strcmp(r->settings[i].key, key))
+            return &r->settings[i];
     return NULL;
 }
 

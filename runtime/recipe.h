@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "graph.h"
 #include "status.h"
 #include "tensor.h"
 
@@ -50,6 +51,8 @@ typedef struct qrl_qparams {
 /* Per-call context: the import table and the error JIT code raises. */
 typedef struct qrl_rt qrl_rt;
 typedef struct qrl_module qrl_module;
+/* A candidate match of a pattern, as its where-predicate sees it (runtime-defined). */
+typedef struct qrl_match qrl_match;
 
 /* What a trap reports. */
 enum {
@@ -96,6 +99,39 @@ typedef struct qrl_imports {
                            void *init, void *observe, void *merge, void *solve);
     /* kind: 0 integer, 1 float, 2 bool */
     void (*add_param)(qrl_module *m, const char *calibrator, const char *name, int64_t kind);
+    /* Pattern predicates: value v of the candidate match (index in the pattern's value table). */
+    int64_t (*value_rank)(const qrl_match *mt, int64_t v);             /* -1: unknown */
+    int64_t (*value_dim)(const qrl_match *mt, int64_t v, int64_t axis); /* -1: unknown */
+    int64_t (*value_const)(const qrl_match *mt, int64_t v);
+    int64_t (*value_present)(const qrl_match *mt, int64_t v);
+    int64_t (*value_op_is)(const qrl_match *mt, int64_t v, const char *op); /* v's producer is op */
+    int64_t (*attr_int)(const qrl_match *mt, int64_t v, const char *name, int64_t def);
+    double (*attr_float)(const qrl_match *mt, int64_t v, const char *name, double def);
+    /* Patterns. where: int64_t (*)(qrl_rt *, const qrl_match *), NULL = always. */
+    void (*add_pattern)(qrl_module *m, const char *name, void *where);
+    /* role: "" (stays float), activation, output, weight, bias, same; axis for weight(axis = N)
+     * (-1: per tensor); a, b: the value indices of bias(a, b) / same(a) (-1: none). */
+    void (*add_pattern_value)(qrl_module *m, const char *pattern, const char *name, const char *role, int64_t axis,
+                              int64_t a, int64_t b);
+    /* ops: "Conv|ConvTranspose"; inputs: value indices, "?" after optional ones, "_" for any: "0,1,2?" */
+    void (*add_pattern_node)(qrl_module *m, const char *pattern, int64_t out, const char *ops, const char *inputs);
+    /* args: "v0,v2,c0": values by index, constants by position in what consts fills
+     * (void (*)(qrl_rt *, const qrl_match *, double *out)). */
+    void (*add_pattern_lower)(qrl_module *m, const char *pattern, const char *kernel, int64_t out, const char *args,
+                              void *consts);
+    /* Affine rules. kind: 0 same, 1 fixed, 2 requantize. qparams: void (*)(qrl_rt *, double *scale, int64_t *zero)
+     * for fixed; elem: int32_t (*)(qrl_rt *, const int32_t *x, const int32_t *zero, const double *scale);
+     * table: double (*)(qrl_rt *, double v). NULL when absent. */
+    void (*add_affine)(qrl_module *m, const char *op, int64_t ninputs, int64_t kind, void *qparams, void *elem,
+                       void *table);
+    /* Recipes. fallback: int64_t (*)(qrl_rt *, double sqnr), NULL = never. */
+    void (*add_recipe)(qrl_module *m, const char *name, void *fallback);
+    /* A setting: key = type mods by calibrator(args). mods "symmetric,per_channel"; argnames "p,bins";
+     * args: void (*)(qrl_rt *, double *out) filling them in that order. Value-only settings
+     * (numerics = onnx, accumulate = i32) give it in type. */
+    void (*add_setting)(qrl_module *m, const char *recipe, const char *key, const char *type, const char *mods,
+                        const char *calibrator, const char *argnames, void *args);
+    void (*add_use)(qrl_module *m, const char *recipe, const char *name);
 } qrl_imports;
 
 struct qrl_rt {
@@ -105,6 +141,15 @@ struct qrl_rt {
     char msg[512];
     void *owner; /* calibrator instance whose state allocations this call makes */
 };
+
+/* Function types of patterns, affine rules and recipes. */
+typedef int64_t (*qrl_where_fn)(qrl_rt *rt, const qrl_match *mt);
+typedef void (*qrl_consts_fn)(qrl_rt *rt, const qrl_match *mt, double *out);
+typedef void (*qrl_aff_qparams_fn)(qrl_rt *rt, double *scale, int64_t *zero);
+typedef int32_t (*qrl_aff_elem_fn)(qrl_rt *rt, const int32_t *x, const int32_t *zero, const double *scale);
+typedef double (*qrl_aff_table_fn)(qrl_rt *rt, double v);
+typedef int64_t (*qrl_fallback_fn)(qrl_rt *rt, double sqnr);
+typedef void (*qrl_args_fn)(qrl_rt *rt, double *out);
 
 /* Entry point every module exports under this name. */
 #define QRL_MODULE_ENTRY "qrl_module_entry"
@@ -144,12 +189,71 @@ typedef struct qr_cal_desc {
     qrl_cal_solve_fn solve;
 } qr_cal_desc;
 
+/* The candidate the matcher hands a where-predicate: the graph values bound
+ * to the pattern's values, by index (NULL: an optional input left out). */
+struct qrl_match {
+    const qr_graph *g;
+    qr_value *const *values;
+    int nvalues;
+};
+
+typedef struct qr_pat_value {
+    const char *name, *role;
+    int axis, a, b;
+} qr_pat_value;
+
+typedef struct qr_pat_node {
+    int out;
+    const char *ops;    /* "Conv|ConvTranspose" */
+    const char *inputs; /* "0,1,2?" */
+} qr_pat_node;
+
+typedef struct qr_pattern {
+    const char *name;
+    qrl_where_fn where;
+    qr_pat_value *values;
+    int nvalues;
+    qr_pat_node *nodes;
+    int nnodes;
+    const char *kernel, *args; /* lowering */
+    int out;
+    qrl_consts_fn consts;
+} qr_pattern;
+
+typedef struct qr_affine {
+    const char *op;
+    int ninputs, kind; /* 0 same, 1 fixed, 2 requantize */
+    qrl_aff_qparams_fn qparams;
+    qrl_aff_elem_fn elem;
+    qrl_aff_table_fn table;
+} qr_affine;
+
+typedef struct qr_setting {
+    const char *key, *type, *mods, *calibrator, *argnames;
+    qrl_args_fn args;
+} qr_setting;
+
+typedef struct qr_recipe {
+    const char *name;
+    qrl_fallback_fn fallback;
+    qr_setting *settings;
+    int nsettings;
+    const char **use;
+    int nuse;
+} qr_recipe;
+
 /* A loaded module: what its entry registered, and how to unload it. */
 struct qrl_module {
     qr_fn_desc *fns;
     int nfns;
     qr_cal_desc *cals;
     int ncals;
+    qr_pattern *patterns;
+    int npatterns;
+    qr_affine *affines;
+    int naffines;
+    qr_recipe *recipes;
+    int nrecipes;
     void (*release)(void *handle); /* dlclose or the JIT result's release */
     void *handle;
     int bad; /* registration failed (out of memory, ABI mismatch) */
@@ -161,6 +265,10 @@ qr_status qr_module_load(qrl_module_entry_fn entry, void (*release)(void *), voi
 void qr_module_free(qrl_module *m);
 const qr_fn_desc *qr_module_fn(const qrl_module *m, const char *name);
 const qr_cal_desc *qr_module_calibrator(const qrl_module *m, const char *name);
+const qr_pattern *qr_module_pattern(const qrl_module *m, const char *name);
+const qr_affine *qr_module_affine(const qrl_module *m, const char *op);
+const qr_recipe *qr_module_recipe(const qrl_module *m, const char *name);
+const qr_setting *qr_recipe_setting(const qr_recipe *r, const char *key);
 
 /* The import table (for tests that build a qrl_rt by hand). */
 const qrl_imports *qr_recipe_imports(void);

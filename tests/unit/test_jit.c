@@ -489,3 +489,105 @@ Test(jit, fixed_point_numerics_match_gemmlowp)
     cr_assert_eq(rt.failed, 0);
     qr_module_free(m);
 }
+
+/* ------------------------------------------- patterns, affine rules, recipes */
+
+static qrl_module *compile_path(const char *rel)
+{
+    char path[600], stdlib[600];
+    snprintf(path, sizeof path, "%s/%s", tu_root(), rel);
+    snprintf(stdlib, sizeof stdlib, "%s/stdlib", tu_root());
+    qc_unit *u = qc_unit_new(stdlib);
+    qc_unit_load(u, path);
+    if (!u->diags.errors)
+        qc_check(u);
+    qrl_module *m = u->diags.errors ? NULL : qc_compile(u, &(qc_options){.no_cache = 1}, NULL);
+    cr_assert_eq(u->diags.errors, 0, "%s: %s", rel, u->diags.n ? u->diags.v[0].msg : "");
+    qc_unit_free(u);
+    cr_assert(m);
+    return m;
+}
+
+Test(jit, recipe_settings_are_registered)
+{
+    qrl_module *m = compile_path("recipes/int8.qrl");
+    const qr_recipe *r = qr_module_recipe(m, "int8");
+    cr_assert(r);
+    const qr_setting *a = qr_recipe_setting(r, "activation"), *w = qr_recipe_setting(r, "weight");
+    cr_assert(a && w);
+    cr_assert_str_eq(a->type, "u8");
+    cr_assert_str_eq(a->mods, "asymmetric");
+    cr_assert_str_eq(a->calibrator, "minmax");
+    cr_assert_str_eq(w->mods, "symmetric,per_channel");
+    cr_assert_str_eq(w->argnames, "symmetric");
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    double v[4] = {0};
+    w->args(&rt, v);
+    cr_assert_eq(v[0], 1.0);
+    cr_assert_str_eq(qr_recipe_setting(r, "numerics")->type, "onnx");
+    cr_assert_str_eq(qr_recipe_setting(r, "accumulate")->type, "i32");
+    cr_assert(r->fallback);
+    cr_assert_eq(r->fallback(&rt, 15.0), 1);
+    cr_assert_eq(r->fallback(&rt, 30.0), 0);
+    /* affine rules of the stdlib come along */
+    const qr_affine *relu = qr_module_affine(m, "Relu"), *sig = qr_module_affine(m, "Sigmoid");
+    cr_assert(relu && relu->kind == 0 && relu->elem);
+    int32_t x[1] = {5}, z[1] = {10};
+    double sc[1] = {0.1};
+    cr_assert_eq(relu->elem(&rt, x, z, sc), 10);
+    x[0] = 20;
+    cr_assert_eq(relu->elem(&rt, x, z, sc), 20);
+    cr_assert(sig && sig->kind == 1 && sig->qparams && sig->table);
+    double scale;
+    int64_t zero;
+    sig->qparams(&rt, &scale, &zero);
+    cr_assert_eq(scale, 1.0 / 256);
+    cr_assert_eq(zero, -128);
+    cr_assert_float_eq(sig->table(&rt, 0.0), 0.5, 1e-15);
+    cr_assert_float_eq(sig->table(&rt, 2.0), 1 / (1 + exp(-2.0)), 1e-15);
+    cr_assert_eq(qr_module_affine(m, "MaxPool")->kind, 0);
+    cr_assert_eq(qr_module_affine(m, "Concat")->kind, 2);
+    cr_assert_eq(rt.failed, 0);
+    qr_module_free(m);
+}
+
+Test(jit, pattern_description_and_where_predicate)
+{
+    qrl_module *m = compile_path("examples/recipes/scale_pattern.qrl");
+    const qr_pattern *p = qr_module_pattern(m, "const_scale");
+    cr_assert(p);
+    cr_assert_eq(p->nvalues, 3);
+    cr_assert_str_eq(p->values[0].name, "y");
+    cr_assert_str_eq(p->values[0].role, "activation");
+    cr_assert_str_eq(p->values[1].name, "x");
+    cr_assert_str_eq(p->values[2].name, "c");
+    cr_assert_str_eq(p->values[2].role, "");
+    cr_assert_eq(p->nnodes, 1);
+    cr_assert_eq(p->nodes[0].out, 0);
+    cr_assert_str_eq(p->nodes[0].ops, "Mul");
+    cr_assert_str_eq(p->nodes[0].inputs, "1,2");
+    cr_assert_str_eq(p->kernel, "scale_kernel");
+    cr_assert_str_eq(p->args, "v1,v2");
+    cr_assert_eq(p->out, 0);
+    /* where const(c) and c.rank == 0, on a real graph */
+    qr_graph *g = qr_graph_new();
+    const int64_t d[1] = {4};
+    const float cv = 0.5f;
+    qr_value *xv = tu_input(g, "x", 1, d);
+    qr_value *c0 = tu_const_f32(g, "c", 0, d, &cv);
+    qr_value *c1 = tu_const_f32(g, "c1", 1, (const int64_t[]){1}, &cv);
+    qr_value *ins[2] = {xv, c0};
+    qr_value *yv = tu_node(g, "Mul", "mul", 2, ins, 1)->out[0];
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    qr_value *vals[3] = {yv, xv, c0};
+    qrl_match mt = {g, vals, 3};
+    cr_assert_eq(p->where(&rt, &mt), 1);
+    vals[2] = c1; /* rank 1: no */
+    cr_assert_eq(p->where(&rt, &mt), 0);
+    vals[2] = xv; /* not constant: no */
+    cr_assert_eq(p->where(&rt, &mt), 0);
+    qr_graph_free(g);
+    qr_module_free(m);
+}
