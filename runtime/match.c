@@ -1,0 +1,167 @@
+#include "match.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct mctx {
+    const qr_graph *g;
+    const qr_pattern *p;
+    const unsigned char *claimed;
+    qr_match m;
+    unsigned char bound[QR_MATCH_MAX_VALUES];
+    int producer_of[QR_MATCH_MAX_VALUES]; /* value index -> 1 when a pattern node produces it */
+} mctx;
+
+static int op_listed(const char *ops, const char *op)
+{
+    size_t n = strlen(op);
+    for (const char *s = ops; *s;) {
+        const char *bar = strchr(s, '|');
+        size_t len = bar ? (size_t)(bar - s) : strlen(s);
+        if (len == n && !strncmp(s, op, n))
+            return 1;
+        if (!bar)
+            break;
+        s = bar + 1;
+    }
+    return 0;
+}
+
+static int node_used(const mctx *c, const qr_node *n)
+{
+    for (int i = 0; i < c->m.nnodes; i++)
+        if (c->m.nodes[i] == n)
+            return 1;
+    return 0;
+}
+
+static int bind_value(mctx *c, int idx, qr_value *v)
+{
+    if (idx < 0 || idx >= QR_MATCH_MAX_VALUES)
+        return 0;
+    if (c->bound[idx])
+        return c->m.values[idx] == v;
+    c->bound[idx] = 1;
+    c->m.values[idx] = v;
+    return 1;
+}
+
+static int match_value(mctx *c, int idx, qr_value *v);
+
+/* The inputs of graph node n against one alternative's input list "0,1,2?,_". */
+static int match_inputs(mctx *c, const qr_pat_node *alt, const qr_node *n)
+{
+    const char *s = alt->inputs;
+    int k = 0;
+    while (*s) {
+        qr_value *in = k < n->n_in ? n->in[k] : NULL;
+        if (*s == '_') {
+            s++;
+        } else {
+            char *end;
+            long idx = strtol(s, &end, 10);
+            int optional = *end == '?';
+            s = end + optional;
+            if (!in) {
+                if (!optional || !bind_value(c, (int)idx, NULL))
+                    return 0;
+            } else if (!match_value(c, (int)idx, in)) {
+                return 0;
+            }
+        }
+        k++;
+        if (*s == ',')
+            s++;
+    }
+    /* More inputs than the pattern names: not this op's form. */
+    for (; k < n->n_in; k++)
+        if (n->in[k])
+            return 0;
+    return 1;
+}
+
+/* Binds value idx to v; when a pattern node produces idx, v's producer must match it. */
+static int match_value(mctx *c, int idx, qr_value *v)
+{
+    int was_bound = idx >= 0 && idx < QR_MATCH_MAX_VALUES && c->bound[idx];
+    if (!bind_value(c, idx, v))
+        return 0;
+    if (was_bound || !c->producer_of[idx])
+        return 1;
+    /* Internal to the match: replaceable only if nothing else reads it. */
+    qr_node *n = v->producer;
+    if (!n || n->dead || c->claimed[n->id] || node_used(c, n) || v->is_output || qr_graph_use_count(c->g, v) != 1 ||
+        c->m.nnodes >= QR_MATCH_MAX_NODES)
+        return 0;
+    for (int a = 0; a < c->p->nnodes; a++) {
+        const qr_pat_node *alt = &c->p->nodes[a];
+        if (alt->out != idx || n->domain[0] || !op_listed(alt->ops, n->op) || n->out[0] != v)
+            continue;
+        mctx save = *c;
+        c->m.nodes[c->m.nnodes++] = n;
+        if (match_inputs(c, alt, n))
+            return 1;
+        *c = save;
+    }
+    return 0;
+}
+
+int qr_match_pattern(const qr_graph *g, const qr_pattern *p, unsigned char *claimed, qrl_rt *rt, qr_match_fn fn,
+                     void *user, qr_error *e)
+{
+    if (p->nvalues > QR_MATCH_MAX_VALUES || p->nnodes > QR_MATCH_MAX_NODES * 4)
+        return qr_errorf(e, "pattern '%s' is too large (%d values)", p->name, p->nvalues), -1;
+    mctx base = {.g = g, .p = p, .claimed = claimed};
+    for (int a = 0; a < p->nnodes; a++)
+        if (p->nodes[a].out >= 0 && p->nodes[a].out < QR_MATCH_MAX_VALUES)
+            base.producer_of[p->nodes[a].out] = 1;
+    /* The root: a produced value that no pattern node reads. */
+    int root = -1;
+    for (int a = p->nnodes - 1; a >= 0 && root < 0; a--) {
+        int out = p->nodes[a].out, read = 0;
+        for (int b = 0; b < p->nnodes && !read; b++) {
+            for (const char *s = p->nodes[b].inputs; *s && !read;) {
+                read = strtol(s, NULL, 10) == out && *s != '_';
+                s = strchr(s, ',') ? strchr(s, ',') + 1 : s + strlen(s);
+            }
+        }
+        if (!read)
+            root = out;
+    }
+    if (root < 0)
+        return qr_errorf(e, "pattern '%s' has no root node (its nodes form a cycle)", p->name), -1;
+    int accepted = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        qr_node *n = g->nodes[i];
+        if (n->dead || claimed[n->id] || n->n_out < 1 || !n->out[0])
+            continue;
+        for (int a = 0; a < p->nnodes; a++) {
+            const qr_pat_node *alt = &p->nodes[a];
+            if (alt->out != root || n->domain[0] || !op_listed(alt->ops, n->op))
+                continue;
+            mctx c = base;
+            c.m.pattern = p;
+            bind_value(&c, root, n->out[0]);
+            if (!match_inputs(&c, alt, n))
+                continue;
+            c.m.nodes[c.m.nnodes++] = n;
+            if (p->where) {
+                qrl_match view = {g, c.m.values, p->nvalues};
+                int ok = (int)p->where(rt, &view);
+                if (qr_rt_status(rt, e) != QR_OK) {
+                    qr_error_prefix(e, "pattern '%s' at node '%s'", p->name, n->name);
+                    return -1;
+                }
+                if (!ok)
+                    continue;
+            }
+            if (fn(user, &c.m)) {
+                for (int k = 0; k < c.m.nnodes; k++)
+                    claimed[c.m.nodes[k]->id] = 1;
+                accepted++;
+                break;
+            }
+        }
+    }
+    return accepted;
+}

@@ -1,0 +1,141 @@
+/* The pattern matcher on graphs built by hand, with patterns compiled from QRL. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "../../compiler/check.h"
+#include "../../compiler/compile.h"
+#include "match.h"
+#include "testutil.h"
+
+static const char *src =
+    "kernel k3(x: tensor<u8>, xs: f32, xz: i32, w: tensor<i8>, ws: f32[], wz: i32[], b: tensor<i32>,\n"
+    "          y: tensor<u8>, ys: f32, yz: i32) { }\n"
+    "kernel k1(x: tensor<u8>, xs: f32, xz: i32, y: tensor<u8>, ys: f32, yz: i32) { }\n"
+    "pattern conv_act {\n"
+    "  match {\n"
+    "    c = Conv(x, w, b?) where const(w)\n"
+    "    y = Relu(c) | Clip(c, _, _)\n"
+    "  }\n"
+    "  quantize x: activation, w: weight(axis = 0), b: bias(x, w), y: activation\n"
+    "  lower y = k3(x, w, b)\n"
+    "}\n"
+    "pattern relu_only {\n"
+    "  match y = Relu(x)\n"
+    "  quantize x: activation, y: activation\n"
+    "  lower y = k1(x)\n"
+    "}\n";
+
+static qrl_module *module(void)
+{
+    qc_unit *u = qc_unit_new(NULL);
+    qc_unit_load_text(u, "/tmp/match_test.qrl", src, strlen(src));
+    if (!u->diags.errors)
+        qc_check(u);
+    qrl_module *m = u->diags.errors ? NULL : qc_compile(u, &(qc_options){.no_cache = 1}, NULL);
+    cr_assert_eq(u->diags.errors, 0, "%s", u->diags.n ? u->diags.v[0].msg : "");
+    qc_unit_free(u);
+    cr_assert(m);
+    return m;
+}
+
+typedef struct found {
+    qr_match m[8];
+    int n;
+} found;
+
+static int collect(void *user, const qr_match *m)
+{
+    found *f = user;
+    if (f->n < 8)
+        f->m[f->n++] = *m;
+    return 1;
+}
+
+/* x -> Conv(w, [b]) -> Relu -> y, optionally with the conv output read twice */
+static qr_graph *conv_relu(int with_bias, int const_w, int shared)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t xd[4] = {1, 2, 4, 4}, wd[4] = {3, 2, 1, 1}, bd[1] = {3};
+    float wv[6] = {1, 2, 3, 4, 5, 6}, bv[3] = {0};
+    qr_value *x = tu_input(g, "x", 4, xd);
+    qr_value *w = const_w ? tu_const_f32(g, "w", 4, wd, wv) : tu_input(g, "w", 4, wd);
+    qr_value *ins[3] = {x, w, with_bias ? tu_const_f32(g, "b", 1, bd, bv) : NULL};
+    qr_value *c = tu_node(g, "Conv", "conv", with_bias ? 3 : 2, ins, 1)->out[0];
+    qr_value *y = tu_node(g, "Relu", "relu", 1, &c, 1)->out[0];
+    tu_output(g, y);
+    if (shared) {
+        qr_value *z = tu_node(g, "Neg", "neg", 1, &c, 1)->out[0];
+        tu_output(g, z);
+    }
+    return g;
+}
+
+static int run(qrl_module *mod, qr_graph *g, const char *pattern, unsigned char *claimed, found *f)
+{
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    qr_error e;
+    int n = qr_match_pattern(g, qr_module_pattern(mod, pattern), claimed, &rt, collect, f, &e);
+    cr_assert_geq(n, 0, "%s", e.msg);
+    return n;
+}
+
+Test(match, fused_conv_relu_with_bias)
+{
+    qrl_module *mod = module();
+    qr_graph *g = conv_relu(1, 1, 0);
+    unsigned char claimed[64] = {0};
+    found f = {0};
+    cr_assert_eq(run(mod, g, "conv_act", claimed, &f), 1);
+    const qr_pattern *p = qr_module_pattern(mod, "conv_act");
+    /* value table: c, y (produced), then x, w, b */
+    const char *want[] = {"c", "y", "x", "w", "b"};
+    cr_assert_eq(p->nvalues, 5);
+    for (int i = 0; i < 5; i++)
+        cr_assert_str_eq(p->values[i].name, want[i]);
+    cr_assert_str_eq(f.m[0].values[2]->name, "x");
+    cr_assert_str_eq(f.m[0].values[3]->name, "w");
+    cr_assert_str_eq(f.m[0].values[4]->name, "b");
+    cr_assert_eq(f.m[0].nnodes, 2);
+    cr_assert_str_eq(f.m[0].nodes[1]->op, "Relu");
+    /* claimed: the plain Relu pattern finds nothing left */
+    found f2 = {0};
+    cr_assert_eq(run(mod, g, "relu_only", claimed, &f2), 0);
+    qr_graph_free(g);
+    qr_module_free(mod);
+}
+
+Test(match, optional_bias_missing)
+{
+    qrl_module *mod = module();
+    qr_graph *g = conv_relu(0, 1, 0);
+    unsigned char claimed[64] = {0};
+    found f = {0};
+    cr_assert_eq(run(mod, g, "conv_act", claimed, &f), 1);
+    cr_assert_null(f.m[0].values[4]);
+    qr_graph_free(g);
+    qr_module_free(mod);
+}
+
+Test(match, where_rejects_non_constant_weight)
+{
+    qrl_module *mod = module();
+    qr_graph *g = conv_relu(1, 0, 0);
+    unsigned char claimed[64] = {0};
+    found f = {0};
+    cr_assert_eq(run(mod, g, "conv_act", claimed, &f), 0);
+    cr_assert_eq(run(mod, g, "relu_only", claimed, &f), 1);
+    qr_graph_free(g);
+    qr_module_free(mod);
+}
+
+Test(match, shared_intermediate_is_not_fused)
+{
+    qrl_module *mod = module();
+    qr_graph *g = conv_relu(1, 1, 1);
+    unsigned char claimed[64] = {0};
+    found f = {0};
+    cr_assert_eq(run(mod, g, "conv_act", claimed, &f), 0, "the conv output also feeds Neg");
+    qr_graph_free(g);
+    qr_module_free(mod);
+}
