@@ -80,6 +80,17 @@ $(B)/tests/%: tests/%.c $(B)/libqrl.a $(TEST_SUPPORT) | $(GEN_HDRS)
 
 tests: $(TEST_BIN) $(B)/qrl
 
+# The recipe fuzzer (tests/fuzz/); `make fuzz` runs a long campaign under ASan + UBSan.
+$(B)/fuzz_qrl: tests/fuzz/fuzz_qrl.c $(B)/libqrl.a $(TEST_SUPPORT) | $(GEN_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests/support $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(B)/libqrl.a -lcriterion $(LIBS) $(LDFLAGS)
+
+FUZZ_N ?= 200000
+fuzz: deps
+	$(MAKE) B=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" build/asan/fuzz_qrl
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 build/asan/fuzz_qrl -n $(FUZZ_N) -c 500 \
+		stdlib/*.qrl tests/golden/*.qrl tests/diag/*.qrl examples/recipes/*.qrl $(wildcard tests/fuzz/regress/*.qrl)
+
 deps:
 	@sh tools/install-deps.sh
 
@@ -107,7 +118,7 @@ bench: all
 clean:
 	rm -rf build
 
-.PHONY: all tests deps data check test test-asan example clean bench
+.PHONY: all tests deps data check test test-asan example clean bench fuzz
 .DELETE_ON_ERROR:
 .SECONDARY: $(TEST_SUPPORT)
 

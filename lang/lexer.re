@@ -104,6 +104,10 @@ static void string_value(ql_lexer *lx, const unsigned char *a, const unsigned ch
             continue;
         }
         const unsigned char *esc = p++;
+        if (p >= b) { /* an unterminated string ending in a backslash */
+            ql_error(lx->diags, span_of(lx, esc, esc + 1), "a string cannot end with '\\'");
+            break;
+        }
         switch (*p) {
         case 'n': out[n++] = '\n'; break;
         case 't': out[n++] = '\t'; break;
