@@ -22,6 +22,7 @@ typedef struct qr_exec_opts {
     int threads; /* worker threads for kernels; 0 or 1: run on the caller's thread */
     qr_observer_fn observer;
     void *observer_user;
+    void *kernel_user; /* handed to every kernel as qr_kctx.user */
 } qr_exec_opts;
 
 typedef struct qr_exec_stats {

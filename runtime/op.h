@@ -21,6 +21,7 @@ typedef struct qr_kctx {
     qr_tensor *const *out;
     qr_error *err;
     qr_pool *pool; /* worker threads for qr_parallel_for; NULL = serial */
+    void *user;    /* qr_exec_opts.kernel_user: state of ops owned by a driver (e.g. the quantizer's SimQuant) */
 } qr_kctx;
 
 typedef qr_status (*qr_op_fn)(qr_kctx *k);
