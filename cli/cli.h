@@ -3,12 +3,17 @@
 #define QRL_CLI_H
 
 #include "graph.h"
+#include "recipe.h"
 #include "status.h"
 
 int cli_dump(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_eval(int argc, char **argv);
 int cli_check(int argc, char **argv);
+int cli_quantize(int argc, char **argv);
+
+/* Compiles a recipe file (and its imports), printing its diagnostics; NULL on errors. */
+qrl_module *cli_compile_recipe(const char *path, int no_cache);
 
 /* Prints "qrl: <message>" to stderr and returns the exit status 1. */
 int cli_fail(const qr_error *e);

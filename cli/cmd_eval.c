@@ -5,19 +5,76 @@
 
 #include "cli.h"
 #include "exec.h"
+#include "quantize.h"
 #include "tensor_io.h"
 
-/* Top-1 accuracy of a one-input classifier over a data set, run in batches. */
+/* Top-1 accuracy of g's first output over x (samples along dim 0) against labels y. */
+static qr_status accuracy(const qr_graph *g, const qr_tensor *x, const qr_tensor *y, int batch, int threads,
+                          int64_t *correct, double *secs, qr_error *e)
+{
+    qr_tensor *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
+    qr_exec *ex = NULL;
+    qr_exec_opts opts = {.threads = threads};
+    if (!out)
+        return qr_errorf(e, "out of memory");
+    if (qr_exec_new(g, &opts, &ex, e) != QR_OK) {
+        free(out);
+        return QR_ERR;
+    }
+    int64_t n = x->dims[0], per = qr_tensor_numel(x) / (n ? n : 1);
+    size_t esz = qr_dtype_size(x->dtype);
+    qr_status st = QR_OK;
+    *correct = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int64_t s = 0; s < n && st == QR_OK; s += batch) {
+        int64_t b = n - s < batch ? n - s : batch;
+        qr_tensor in = *x;
+        in.dims[0] = b;
+        in.data = (char *)x->data + (size_t)(s * per) * esz;
+        if (qr_exec_run(ex, &in, out, e) != QR_OK) {
+            qr_error_prefix(e, "samples %lld..%lld", (long long)s, (long long)(s + b - 1));
+            st = QR_ERR;
+            break;
+        }
+        const qr_tensor *o = &out[0];
+        int64_t classes = o->ndim >= 1 && o->dims[0] == b ? qr_tensor_numel(o) / (b ? b : 1) : 0;
+        if (!classes || !qr_dtype_is_float(o->dtype)) {
+            char tb[160];
+            st = qr_errorf(e, "the first output %s is not a [batch, classes] float tensor",
+                           qr_tensor_type_str(o, tb, sizeof tb));
+        }
+        for (int64_t i = 0; st == QR_OK && i < b; i++) {
+            int64_t best = 0;
+            for (int64_t c = 1; c < classes; c++)
+                if (qr_get_f64(o->data, o->dtype, i * classes + c) > qr_get_f64(o->data, o->dtype, i * classes + best))
+                    best = c;
+            *correct += best == qr_get_i64(y->data, y->dtype, s + i);
+        }
+        for (int j = 0; j < g->n_outputs; j++)
+            qr_tensor_free(&out[j]);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    *secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    qr_exec_free(ex);
+    free(out);
+    return st;
+}
+
+/* Top-1 accuracy of a one-input classifier over a data set, run in batches;
+ * with a recipe, the model quantized in memory too, side by side. */
 int cli_eval(int argc, char **argv)
 {
-    const char *model = NULL, *data = NULL, *labels = NULL;
-    int batch = 100, threads = 1;
+    const char *model = NULL, *data = NULL, *labels = NULL, *recipe = NULL, *calib = NULL;
+    int batch = 100, threads = 1, calib_count = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: qrl eval MODEL.onnx --data X.npy --labels Y.npy [--batch B] [--threads N]\n"
+                   "                [--recipe R.qrl --calib C.npy [--calib-count N]]\n"
                    "X holds the samples along its first dimension; Y one integer class per sample.\n"
-                   "Prints the top-1 accuracy of the model's first output.\n");
+                   "Prints the top-1 accuracy of the model's first output; with --recipe and --calib\n"
+                   "it also quantizes the model in memory and prints fp32 and int8 side by side.\n");
             return 0;
         }
         int has = i + 1 < argc;
@@ -25,7 +82,14 @@ int cli_eval(int argc, char **argv)
             data = argv[++i];
         else if (!strcmp(a, "--labels") && has)
             labels = argv[++i];
-        else if (!strcmp(a, "--batch") && has) {
+        else if (!strcmp(a, "--recipe") && has)
+            recipe = argv[++i];
+        else if (!strcmp(a, "--calib") && has)
+            calib = argv[++i];
+        else if (!strcmp(a, "--calib-count") && has) {
+            if (!cli_parse_int(argv[++i], 1, 1 << 30, &calib_count))
+                return cli_usage_error("eval", "--calib-count needs a positive number");
+        } else if (!strcmp(a, "--batch") && has) {
             if (!cli_parse_int(argv[++i], 1, 1 << 20, &batch))
                 return cli_usage_error("eval", "--batch needs a positive number");
         } else if (!strcmp(a, "--threads") && has) {
@@ -38,15 +102,17 @@ int cli_eval(int argc, char **argv)
     }
     if (!model || !data || !labels)
         return cli_usage_error("eval", "needs MODEL.onnx, --data X.npy and --labels Y.npy");
+    if (!recipe != !calib)
+        return cli_usage_error("eval", "--recipe and --calib go together");
 
     qr_graph *g;
     qr_error e;
     if (cli_load_model(model, &g, &e) != QR_OK)
         return cli_fail(&e);
     int rc = 1;
-    qr_tensor x = {0}, y = {0}, in = {0};
-    qr_tensor *out = calloc((size_t)g->n_outputs, sizeof *out);
-    qr_exec *ex = NULL;
+    qr_tensor x = {0}, y = {0}, c = {0};
+    qrl_module *mod = NULL;
+    qr_quantized *qz = NULL;
     if (g->n_inputs != 1) {
         qr_errorf(&e, "%s: eval needs a model with one input, this one has %d", model, g->n_inputs);
         rc = cli_fail(&e);
@@ -63,60 +129,63 @@ int cli_eval(int argc, char **argv)
         rc = cli_fail(&e);
         goto out;
     }
-    const qr_value *iv = g->inputs[0];
-    if (iv->t.ndim >= 1 && iv->t.dims[0] > 0)
-        batch = (int)iv->t.dims[0]; /* a fixed batch dimension decides */
-    int64_t n = x.dims[0], correct = 0, per = qr_tensor_numel(&x) / (n ? n : 1);
-    size_t esz = qr_dtype_size(x.dtype);
-    qr_exec_opts opts = {.threads = threads};
-    if (qr_exec_new(g, &opts, &ex, &e) != QR_OK) {
+    if (qr_exec_check_input(g->inputs[0], &x, &e) != QR_OK) {
+        qr_error_prefix(&e, "%s", data);
         rc = cli_fail(&e);
         goto out;
     }
-    clock_t t0 = clock();
-    for (int64_t s = 0; s < n; s += batch) {
-        int64_t b = n - s < batch ? n - s : batch;
-        in = x;
-        in.dims[0] = b;
-        in.data = (char *)x.data + (size_t)(s * per) * esz;
-        if (qr_exec_run(ex, &in, out, &e) != QR_OK) {
-            qr_error_prefix(&e, "%s: samples %lld..%lld", model, (long long)s, (long long)(s + b - 1));
-            rc = cli_fail(&e);
-            goto out;
-        }
-        const qr_tensor *o = &out[0];
-        int64_t classes = o->ndim >= 1 && o->dims[0] == b ? qr_tensor_numel(o) / (b ? b : 1) : 0;
-        if (!classes || !qr_dtype_is_float(o->dtype)) {
-            char tb[160];
-            qr_errorf(&e, "%s: first output %s is not a [batch, classes] float tensor", model,
-                      qr_tensor_type_str(o, tb, sizeof tb));
-            rc = cli_fail(&e);
-            goto out;
-        }
-        for (int64_t i = 0; i < b; i++) {
-            int64_t best = 0;
-            for (int64_t c = 1; c < classes; c++)
-                if (qr_get_f64(o->data, o->dtype, i * classes + c) > qr_get_f64(o->data, o->dtype, i * classes + best))
-                    best = c;
-            correct += best == qr_get_i64(y.data, y.dtype, s + i);
-        }
-        for (int j = 0; j < g->n_outputs; j++)
-            qr_tensor_free(&out[j]);
+    const qr_value *iv = g->inputs[0];
+    if (iv->t.ndim >= 1 && iv->t.dims[0] > 0)
+        batch = (int)iv->t.dims[0]; /* a fixed batch dimension decides */
+    int64_t n = x.dims[0], correct = 0, qcorrect = 0;
+    double secs = 0, qsecs = 0;
+    if (accuracy(g, &x, &y, batch, threads, &correct, &secs, &e) != QR_OK) {
+        qr_error_prefix(&e, "%s", model);
+        rc = cli_fail(&e);
+        goto out;
     }
-    double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    if (recipe) {
+        if (!(mod = cli_compile_recipe(recipe, 0)))
+            goto out;
+        if (qr_npy_read(calib, &c, &e) != QR_OK) {
+            rc = cli_fail(&e);
+            goto out;
+        }
+        if (qr_exec_check_input(g->inputs[0], &c, &e) != QR_OK) {
+            qr_error_prefix(&e, "%s", calib);
+            rc = cli_fail(&e);
+            goto out;
+        }
+        qr_quant_opts qo = {.module = mod, .batch = batch, .calib_count = calib_count, .threads = threads,
+                            .progress = 1};
+        if (qr_quantize(g, &c, &qo, &qz, &e) != QR_OK ||
+            accuracy(qz->qdq, &x, &y, batch, threads, &qcorrect, &qsecs, &e) != QR_OK) {
+            qr_error_prefix(&e, "%s", model);
+            rc = cli_fail(&e);
+            goto out;
+        }
+    }
+    double acc = n ? 100.0 * (double)correct / (double)n : 0.0, qacc = n ? 100.0 * (double)qcorrect / (double)n : 0.0;
     printf("model:    %s\n", model);
     printf("samples:  %lld\n", (long long)n);
-    printf("top-1:    %.2f%% (%lld/%lld)\n", n ? 100.0 * (double)correct / (double)n : 0.0, (long long)correct,
-           (long long)n);
-    printf("time:     %.2f s (%.3f ms/sample)\n", secs, n ? 1000.0 * secs / (double)n : 0.0);
+    if (!recipe) {
+        printf("top-1:    %.2f%% (%lld/%lld)\n", acc, (long long)correct, (long long)n);
+        printf("time:     %.2f s (%.3f ms/sample)\n", secs, n ? 1000.0 * secs / (double)n : 0.0);
+    } else {
+        printf("recipe:   %s (%lld calibration samples)\n", recipe, (long long)qz->samples);
+        printf("          %10s %10s %10s\n", "fp32", "int8", "diff");
+        printf("top-1:    %9.2f%% %9.2f%% %+9.2f\n", acc, qacc, qacc - acc);
+        printf("time:     %9.2fs %9.2fs\n", secs, qsecs);
+        printf("nodes:    %d by patterns, %d by affine rules, %d in f32; %d weight tensors quantized\n",
+               qz->nodes_pattern, qz->nodes_affine, qz->nodes_float, qz->weights);
+    }
     rc = 0;
 out:
-    qr_exec_free(ex);
-    for (int j = 0; out && j < g->n_outputs; j++)
-        qr_tensor_free(&out[j]);
-    free(out);
+    qr_quantized_free(qz);
+    qr_module_free(mod);
     qr_tensor_free(&x);
     qr_tensor_free(&y);
+    qr_tensor_free(&c);
     qr_graph_free(g);
     return rc;
 }

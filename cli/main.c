@@ -17,7 +17,10 @@ static const char usage[] =
     "                                       unnamed inputs bind in graph-input order; writes every\n"
     "                                       output to DIR/<output name>.npy (DIR defaults to .)\n"
     "  eval MODEL.onnx --data X.npy --labels Y.npy [--batch B] [--threads N]\n"
-    "                                       top-1 accuracy of a classifier\n"
+    "                 [--recipe R.qrl --calib C.npy]\n"
+    "                                       top-1 accuracy of a classifier (fp32 vs int8 with a recipe)\n"
+    "  quantize MODEL.onnx --recipe R.qrl --calib X.npy -o OUT.onnx [--qparams Q.json]\n"
+    "                                       quantize with a recipe; writes a QDQ ONNX model\n"
     "  check FILE.qrl... [--dump-ast] [--time]\n"
     "                                       compile recipe files and print their diagnostics\n"
     "\n"
@@ -88,6 +91,8 @@ int main(int argc, char **argv)
         return cli_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "check"))
         return cli_check(argc - 1, argv + 1);
+    if (!strcmp(cmd, "quantize"))
+        return cli_quantize(argc - 1, argv + 1);
     fprintf(stderr, "qrl: unknown command '%s'\n(see qrl --help)\n", cmd);
     return 2;
 }

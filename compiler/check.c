@@ -1565,14 +1565,19 @@ static void lower_convention(ctx *c, const ql_node *pat, ql_node *lower)
             nw++;
         }
     }
-    if (np != nw) {
+    /* A first parameter `acc: tensor<i32>` receives the int32 accumulator the
+     * runtime computes for the matched node (an epilogue kernel). */
+    int skip = np > 0 && !strcmp(kp->kids[0]->name, "acc") && kp->kids[0]->type &&
+               qc_type_eq(kp->kids[0]->type, qc_tensor_of(c->ar, &qc_i32));
+    if (np - skip != nw) {
         err(c, cl, "kernel '%s' takes %d parameters but this lowering passes %d (quantized values pass tensor, "
                    "scale and zero point; see the lowering convention in docs/language.md)",
-            ks->name, np, nw);
+            ks->name, np - skip, nw);
         return;
     }
-    for (p = 0; p < np; p++) {
-        const qc_type *pt = kp->kids[p]->type ? kp->kids[p]->type : &qc_error;
+    for (p = 0; p < nw; p++) {
+        const ql_node *kpar = kp->kids[p + skip];
+        const qc_type *pt = kpar->type ? kpar->type : &qc_error;
         int ok;
         if (!want[p]) /* the integer tensor of a quantized value */
             ok = pt->k == QC_TENSOR && qc_is_int(pt->elem);
@@ -1581,8 +1586,8 @@ static void lower_convention(ctx *c, const ql_node *pat, ql_node *lower)
         else
             ok = qc_widens(want[p], pt);
         if (!ok && pt->k != QC_ERROR)
-            err(c, kp->kids[p], "parameter '%s' of kernel '%s' is %s, but pattern '%s' passes %s here (%s)",
-                kp->kids[p]->name, ks->name, qc_type_name(pt, a, sizeof a), pat->name,
+            err(c, kpar, "parameter '%s' of kernel '%s' is %s, but pattern '%s' passes %s here (%s)",
+                kpar->name, ks->name, qc_type_name(pt, a, sizeof a), pat->name,
                 want[p] ? qc_type_name(want[p], b, sizeof b) : "an integer tensor", why[p]);
     }
 }

@@ -356,3 +356,95 @@ qr_value *qr_node_input(const qr_node *n, int i)
 {
     return i < n->n_in ? n->in[i] : NULL;
 }
+
+static void add_attr(qr_graph *g, qr_node *n, const qr_attr *a)
+{
+    qr_attr *v = qr_arena_alloc(&g->arena, sizeof *v * (size_t)(n->n_attr + 1));
+    if (n->n_attr)
+        memcpy(v, n->attr, sizeof *v * (size_t)n->n_attr);
+    qr_attr *c = &v[n->n_attr];
+    *c = *a;
+    c->name = qr_arena_strdup(&g->arena, a->name);
+    if (a->s)
+        c->s = qr_arena_strdup(&g->arena, a->s);
+    if (a->ints)
+        c->ints = qr_arena_memdup(&g->arena, a->ints, sizeof *a->ints * (size_t)a->n);
+    if (a->floats)
+        c->floats = qr_arena_memdup(&g->arena, a->floats, sizeof *a->floats * (size_t)a->n);
+    if (a->strs) {
+        c->strs = qr_arena_alloc(&g->arena, sizeof *c->strs * (size_t)(a->n ? a->n : 1));
+        for (int i = 0; i < a->n; i++)
+            c->strs[i] = qr_arena_strdup(&g->arena, a->strs[i]);
+    }
+    if (a->kind == QR_ATTR_TENSOR && a->t.data)
+        c->t.data = qr_arena_memdup(&g->arena, a->t.data, qr_tensor_nbytes(&a->t));
+    n->attr = v;
+    n->n_attr++;
+}
+
+void qr_node_add_attr_i(qr_graph *g, qr_node *n, const char *name, int64_t v)
+{
+    qr_attr a = {.name = name, .kind = QR_ATTR_INT, .i = v};
+    add_attr(g, n, &a);
+}
+
+void qr_node_add_attr_ints(qr_graph *g, qr_node *n, const char *name, int count, const int64_t *v)
+{
+    qr_attr a = {.name = name, .kind = QR_ATTR_INTS, .n = count, .ints = (int64_t *)v};
+    add_attr(g, n, &a);
+}
+
+qr_graph *qr_graph_clone(const qr_graph *g)
+{
+    qr_graph *c = qr_graph_new();
+    if (!c)
+        return NULL;
+    c->opset = g->opset;
+    c->name = qr_arena_strdup(&c->arena, g->name ? g->name : "");
+    c->producer = qr_arena_strdup(&c->arena, g->producer ? g->producer : "");
+    qr_value **map = calloc((size_t)g->n_values + 1, sizeof *map);
+    if (!map) {
+        qr_graph_free(c);
+        return NULL;
+    }
+    for (int i = 0; i < g->n_values; i++) {
+        const qr_value *v = g->values[i];
+        qr_value *w = qr_graph_new_value(c, v->name);
+        w->t = v->t;
+        w->t.data = NULL;
+        if (v->is_const)
+            qr_value_set_const(c, w, &v->t);
+        for (int d = 0; d < QR_MAX_DIMS; d++)
+            w->dim_param[d] = v->dim_param[d] ? qr_arena_strdup(&c->arena, v->dim_param[d]) : NULL;
+        w->is_input = v->is_input;
+        w->is_output = v->is_output;
+        map[v->id] = w;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qr_node *n = g->nodes[i];
+        qr_node *m = qr_graph_add_node(c, n->op, n->name, n->n_in, n->n_out);
+        m->domain = qr_arena_strdup(&c->arena, n->domain);
+        m->opset = n->opset;
+        m->def = n->def;
+        m->dead = n->dead;
+        for (int j = 0; j < n->n_in; j++)
+            m->in[j] = n->in[j] ? map[n->in[j]->id] : NULL;
+        for (int j = 0; j < n->n_out; j++) {
+            m->out[j] = n->out[j] ? map[n->out[j]->id] : NULL;
+            if (m->out[j])
+                m->out[j]->producer = m;
+        }
+        for (int k = 0; k < n->n_attr; k++)
+            add_attr(c, m, &n->attr[k]);
+    }
+    c->inputs = qr_arena_alloc(&c->arena, sizeof *c->inputs * (size_t)(g->n_inputs + 1));
+    for (int i = 0; i < g->n_inputs; i++)
+        c->inputs[i] = map[g->inputs[i]->id];
+    c->n_inputs = g->n_inputs;
+    c->outputs = qr_arena_alloc(&c->arena, sizeof *c->outputs * (size_t)(g->n_outputs + 1));
+    for (int i = 0; i < g->n_outputs; i++)
+        c->outputs[i] = map[g->outputs[i]->id];
+    c->n_outputs = g->n_outputs;
+    free(map);
+    return c;
+}

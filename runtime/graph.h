@@ -106,6 +106,12 @@ qr_node *qr_graph_add_node(qr_graph *g, const char *op, const char *name, int n_
 /* Makes v a constant holding a copy of t (data copied into the arena). */
 void qr_value_set_const(qr_graph *g, qr_value *v, const qr_tensor *t);
 
+/* A deep copy (values, constants, nodes, attributes) in a new arena. */
+qr_graph *qr_graph_clone(const qr_graph *g);
+/* Adds attributes to a node built with qr_graph_add_node (copied into the arena). */
+void qr_node_add_attr_i(qr_graph *g, qr_node *n, const char *name, int64_t v);
+void qr_node_add_attr_ints(qr_graph *g, qr_node *n, const char *name, int count, const int64_t *v);
+
 /* Orders nodes topologically (stable for already-sorted graphs); refuses cycles
  * and values used before anything produces them. */
 qr_status qr_graph_toposort(qr_graph *g, qr_error *e);

@@ -1,0 +1,194 @@
+/* qrl quantize: a model, a recipe and calibration data in; a QDQ ONNX model
+ * (and optionally the quantization parameters as JSON) out. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "exec.h"
+#include "fileio.h"
+#include "onnx_export.h"
+#include "quantize.h"
+#include "tensor_io.h"
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 32)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void json_num(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.9g", v);
+    else
+        fputs("null", f);
+}
+
+/* Every quantized tensor of the QDQ graph: activations (scale, zero point,
+ * range) and weights (per channel). Backends read the same from include/qrl.h. */
+static qr_status write_qparams(const char *path, const qr_quantized *q, const char *recipe, qr_error *e)
+{
+    qr_atomic_file af;
+    if (qr_atomic_open(&af, path, e) != QR_OK)
+        return QR_ERR;
+    FILE *f = af.f;
+    fprintf(f, "{\n  \"recipe\": ");
+    json_str(f, recipe);
+    fprintf(f, ",\n  \"calibration_samples\": %lld,\n  \"activations\": [\n", (long long)q->samples);
+    for (int i = 0; i < q->nlayers; i++) {
+        const qr_qlayer *l = &q->layers[i];
+        fprintf(f, "    {\"value\": ");
+        json_str(f, l->value);
+        fprintf(f, ", \"producer\": ");
+        json_str(f, l->op);
+        fprintf(f, ", \"how\": ");
+        json_str(f, l->how);
+        fprintf(f, ", \"dtype\": \"%s\", \"scale\": ", qr_dtype_name(l->dtype));
+        json_num(f, l->scale);
+        fprintf(f, ", \"zero_point\": %lld, \"qmin\": %lld, \"qmax\": %lld, \"observed_min\": ", (long long)l->zero,
+                (long long)l->qmin, (long long)l->qmax);
+        json_num(f, l->lo);
+        fprintf(f, ", \"observed_max\": ");
+        json_num(f, l->hi);
+        fprintf(f, ", \"clip_min\": ");
+        json_num(f, (double)(l->qmin - l->zero) * l->scale);
+        fprintf(f, ", \"clip_max\": ");
+        json_num(f, (double)(l->qmax - l->zero) * l->scale);
+        fprintf(f, "}%s\n", i + 1 < q->nlayers ? "," : "");
+    }
+    fprintf(f, "  ],\n  \"weights\": [\n");
+    int first = 1;
+    const qr_graph *g = q->qdq;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qr_node *n = g->nodes[i];
+        if (strcmp(n->op, "DequantizeLinear") || n->n_in < 3 || !n->in[0]->is_const || !n->in[1]->is_const)
+            continue;
+        const qr_tensor *s = &n->in[1]->t, *z = &n->in[2]->t;
+        fprintf(f, "%s    {\"value\": ", first ? "" : ",\n");
+        first = 0;
+        json_str(f, n->out[0]->name);
+        fprintf(f, ", \"dtype\": \"%s\", \"axis\": %lld, \"scale\": [", qr_dtype_name(n->in[0]->t.dtype),
+                (long long)(s->ndim ? qr_attr_i(n, "axis", 1) : -1));
+        for (int64_t k = 0; k < qr_tensor_numel(s); k++) {
+            fprintf(f, "%s", k ? ", " : "");
+            json_num(f, qr_get_f64(s->data, s->dtype, k));
+        }
+        fprintf(f, "], \"zero_point\": [");
+        for (int64_t k = 0; k < qr_tensor_numel(z); k++)
+            fprintf(f, "%s%lld", k ? ", " : "", (long long)qr_get_i64(z->data, z->dtype, k));
+        fprintf(f, "]}");
+    }
+    fprintf(f, "\n  ]\n}\n");
+    return qr_atomic_commit(&af, e);
+}
+
+int cli_quantize(int argc, char **argv)
+{
+    const char *model = NULL, *recipe = NULL, *calib = NULL, *outp = NULL, *qparams = NULL, *name = NULL;
+    int batch = 32, threads = 1, count = 0, no_cache = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            printf("usage: qrl quantize MODEL.onnx --recipe R.qrl --calib X.npy -o OUT.onnx\n"
+                   "                    [--calib-count N] [--batch B] [--threads N] [--recipe-name NAME]\n"
+                   "                    [--qparams Q.json] [--no-cache]\n"
+                   "Quantizes the model as the recipe says, calibrating on the samples of X.npy\n"
+                   "(along its first dimension), and writes a QDQ ONNX model: QuantizeLinear and\n"
+                   "DequantizeLinear around the quantized ops, integer weights and biases. ONNX\n"
+                   "Runtime runs it on its integer kernels; so does `qrl run`.\n"
+                   "--qparams writes every quantized tensor's dtype, scale, zero point, axis and\n"
+                   "clip range as JSON.\n");
+            return 0;
+        }
+        int has = i + 1 < argc;
+        if (!strcmp(a, "--recipe") && has)
+            recipe = argv[++i];
+        else if (!strcmp(a, "--calib") && has)
+            calib = argv[++i];
+        else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && has)
+            outp = argv[++i];
+        else if (!strcmp(a, "--qparams") && has)
+            qparams = argv[++i];
+        else if (!strcmp(a, "--recipe-name") && has)
+            name = argv[++i];
+        else if (!strcmp(a, "--no-cache"))
+            no_cache = 1;
+        else if (!strcmp(a, "--calib-count") && has) {
+            if (!cli_parse_int(argv[++i], 1, 1 << 30, &count))
+                return cli_usage_error("quantize", "--calib-count needs a positive number");
+        } else if (!strcmp(a, "--batch") && has) {
+            if (!cli_parse_int(argv[++i], 1, 1 << 20, &batch))
+                return cli_usage_error("quantize", "--batch needs a positive number");
+        } else if (!strcmp(a, "--threads") && has) {
+            if (!cli_parse_int(argv[++i], 1, 256, &threads))
+                return cli_usage_error("quantize", "--threads needs a number from 1 to 256");
+        } else if (a[0] == '-' || model)
+            return cli_usage_error("quantize", "unexpected argument '%s'", a);
+        else
+            model = a;
+    }
+    if (!model || !recipe || !calib || !outp)
+        return cli_usage_error("quantize", "needs MODEL.onnx, --recipe R.qrl, --calib X.npy and -o OUT.onnx");
+
+    qr_graph *g = NULL;
+    qr_error e;
+    int rc = 1;
+    qr_tensor c = {0};
+    qrl_module *mod = NULL;
+    qr_quantized *q = NULL;
+    if (cli_load_model(model, &g, &e) != QR_OK)
+        return cli_fail(&e);
+    if (!(mod = cli_compile_recipe(recipe, no_cache)))
+        goto out;
+    if (qr_npy_read(calib, &c, &e) != QR_OK) {
+        rc = cli_fail(&e);
+        goto out;
+    }
+    if (g->n_inputs == 1 && qr_exec_check_input(g->inputs[0], &c, &e) != QR_OK) {
+        qr_error_prefix(&e, "%s does not fit %s", calib, model);
+        rc = cli_fail(&e);
+        goto out;
+    }
+    qr_quant_opts qo = {.module = mod, .recipe = name, .batch = batch, .calib_count = count, .threads = threads,
+                        .progress = 1};
+    if (qr_quantize(g, &c, &qo, &q, &e) != QR_OK) {
+        qr_error_prefix(&e, "%s", model);
+        rc = cli_fail(&e);
+        goto out;
+    }
+    if (qr_onnx_save(q->qdq, outp, &e) != QR_OK) {
+        rc = cli_fail(&e);
+        goto out;
+    }
+    if (qparams && write_qparams(qparams, q, recipe, &e) != QR_OK) {
+        remove(outp); /* all or nothing */
+        rc = cli_fail(&e);
+        goto out;
+    }
+    printf("quantized: %s -> %s\n", model, outp);
+    printf("nodes:     %d by patterns, %d by affine rules, %d in f32\n", q->nodes_pattern, q->nodes_affine,
+           q->nodes_float);
+    printf("tensors:   %d activations, %d weights\n", q->nlayers, q->weights);
+    printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms, ratio %.2f)\n", (long long)q->samples,
+           q->calib_ms, q->fp32_ms, q->fp32_ms > 0 ? q->calib_ms / q->fp32_ms : 0.0);
+    if (qparams)
+        printf("qparams:   %s\n", qparams);
+    rc = 0;
+out:
+    qr_quantized_free(q);
+    qr_module_free(mod);
+    qr_tensor_free(&c);
+    qr_graph_free(g);
+    return rc;
+}

@@ -1,0 +1,227 @@
+#include "onnx_export.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "arena.h"
+#include "dtype.h"
+#include "fileio.h"
+#include "onnx.pb-c.h"
+
+#ifndef QRL_VERSION
+#define QRL_VERSION "dev"
+#endif
+
+typedef struct ex {
+    qr_arena ar;
+    const qr_graph *g;
+} ex;
+
+#define NEW(x, T, init)                                                                                               \
+    do {                                                                                                              \
+        (x) = qr_arena_alloc(&c->ar, sizeof(T));                                                                      \
+        init(x);                                                                                                      \
+    } while (0)
+
+static char *str(ex *c, const char *s)
+{
+    return qr_arena_strdup(&c->ar, s ? s : "");
+}
+
+static Onnx__TensorProto *tensor(ex *c, const char *name, const qr_tensor *t)
+{
+    Onnx__TensorProto *tp;
+    NEW(tp, Onnx__TensorProto, onnx__tensor_proto__init);
+    tp->name = str(c, name);
+    tp->n_dims = (size_t)t->ndim;
+    tp->dims = qr_arena_memdup(&c->ar, t->dims, sizeof(int64_t) * (size_t)(t->ndim ? t->ndim : 1));
+    tp->has_data_type = 1;
+    tp->data_type = qr_dtype_get(t->dtype)->onnx;
+    tp->has_raw_data = 1;
+    tp->raw_data.len = qr_tensor_nbytes(t);
+    tp->raw_data.data = t->data; /* little-endian, as ONNX raw_data: no copy needed */
+    return tp;
+}
+
+static Onnx__ValueInfoProto *value_info(ex *c, const qr_value *v)
+{
+    Onnx__ValueInfoProto *vi;
+    Onnx__TypeProto *tp;
+    Onnx__TypeProto__Tensor *tt;
+    NEW(vi, Onnx__ValueInfoProto, onnx__value_info_proto__init);
+    NEW(tp, Onnx__TypeProto, onnx__type_proto__init);
+    NEW(tt, Onnx__TypeProto__Tensor, onnx__type_proto__tensor__init);
+    vi->name = str(c, v->name);
+    vi->type = tp;
+    tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    tp->tensor_type = tt;
+    if (v->t.dtype != QR_UNDEF) {
+        tt->has_elem_type = 1;
+        tt->elem_type = qr_dtype_get(v->t.dtype)->onnx;
+    }
+    if (v->t.ndim >= 0) {
+        Onnx__TensorShapeProto *sp;
+        NEW(sp, Onnx__TensorShapeProto, onnx__tensor_shape_proto__init);
+        tt->shape = sp;
+        sp->n_dim = (size_t)v->t.ndim;
+        sp->dim = qr_arena_alloc(&c->ar, sizeof *sp->dim * (size_t)(v->t.ndim + 1));
+        for (int d = 0; d < v->t.ndim; d++) {
+            NEW(sp->dim[d], Onnx__TensorShapeProto__Dimension, onnx__tensor_shape_proto__dimension__init);
+            if (v->t.dims[d] >= 0) {
+                sp->dim[d]->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+                sp->dim[d]->dim_value = v->t.dims[d];
+            } else if (v->dim_param[d]) {
+                sp->dim[d]->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+                sp->dim[d]->dim_param = str(c, v->dim_param[d]);
+            }
+        }
+    }
+    return vi;
+}
+
+static Onnx__AttributeProto *attribute(ex *c, const qr_attr *a)
+{
+    Onnx__AttributeProto *ap;
+    NEW(ap, Onnx__AttributeProto, onnx__attribute_proto__init);
+    ap->name = str(c, a->name);
+    ap->has_type = 1;
+    ap->type = (Onnx__AttributeProto__AttributeType)a->kind;
+    switch (a->kind) {
+    case QR_ATTR_FLOAT:
+        ap->has_f = 1;
+        ap->f = a->f;
+        break;
+    case QR_ATTR_INT:
+        ap->has_i = 1;
+        ap->i = a->i;
+        break;
+    case QR_ATTR_STRING:
+        ap->has_s = 1;
+        ap->s.data = (uint8_t *)str(c, a->s);
+        ap->s.len = strlen(a->s ? a->s : "");
+        break;
+    case QR_ATTR_TENSOR: ap->t = tensor(c, "", &a->t); break;
+    case QR_ATTR_FLOATS:
+        ap->n_floats = (size_t)a->n;
+        ap->floats = a->floats;
+        break;
+    case QR_ATTR_INTS:
+        ap->n_ints = (size_t)a->n;
+        ap->ints = a->ints;
+        break;
+    case QR_ATTR_STRINGS:
+        ap->n_strings = (size_t)a->n;
+        ap->strings = qr_arena_alloc(&c->ar, sizeof *ap->strings * (size_t)(a->n + 1));
+        for (int i = 0; i < a->n; i++) {
+            ap->strings[i].data = (uint8_t *)str(c, a->strs[i]);
+            ap->strings[i].len = strlen(a->strs[i]);
+        }
+        break;
+    default: break;
+    }
+    return ap;
+}
+
+qr_status qr_onnx_save(const qr_graph *g, const char *path, qr_error *e)
+{
+    ex cx = {.g = g}, *c = &cx;
+    qr_arena_init(&c->ar);
+    Onnx__ModelProto *m;
+    Onnx__GraphProto *gp;
+    NEW(m, Onnx__ModelProto, onnx__model_proto__init);
+    NEW(gp, Onnx__GraphProto, onnx__graph_proto__init);
+    m->has_ir_version = 1;
+    m->ir_version = 8;
+    m->producer_name = str(c, "qrl");
+    m->producer_version = str(c, QRL_VERSION);
+    m->graph = gp;
+    gp->name = str(c, g->name && *g->name ? g->name : "qrl");
+    /* opset imports: the default domain, and each other domain used */
+    const char *domains[16] = {""};
+    int64_t versions[16] = {g->opset};
+    int nd = 1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qr_node *n = g->nodes[i];
+        if (n->dead)
+            continue;
+        int k = 0;
+        while (k < nd && strcmp(domains[k], n->domain))
+            k++;
+        if (k == nd && nd < 16) {
+            domains[nd] = n->domain;
+            versions[nd++] = n->opset;
+        } else if (k < nd && n->opset > versions[k]) {
+            versions[k] = n->opset;
+        }
+    }
+    m->n_opset_import = (size_t)nd;
+    m->opset_import = qr_arena_alloc(&c->ar, sizeof *m->opset_import * (size_t)nd);
+    for (int k = 0; k < nd; k++) {
+        NEW(m->opset_import[k], Onnx__OperatorSetIdProto, onnx__operator_set_id_proto__init);
+        m->opset_import[k]->domain = str(c, domains[k]);
+        m->opset_import[k]->has_version = 1;
+        m->opset_import[k]->version = versions[k];
+    }
+    gp->node = qr_arena_alloc(&c->ar, sizeof *gp->node * (size_t)(g->n_nodes + 1));
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qr_node *n = g->nodes[i];
+        if (n->dead)
+            continue;
+        Onnx__NodeProto *np;
+        NEW(np, Onnx__NodeProto, onnx__node_proto__init);
+        np->name = str(c, n->name);
+        np->op_type = str(c, n->op);
+        np->domain = str(c, n->domain);
+        np->n_input = (size_t)n->n_in;
+        np->input = qr_arena_alloc(&c->ar, sizeof *np->input * (size_t)(n->n_in + 1));
+        for (int j = 0; j < n->n_in; j++)
+            np->input[j] = str(c, n->in[j] ? n->in[j]->name : "");
+        np->n_output = (size_t)n->n_out;
+        np->output = qr_arena_alloc(&c->ar, sizeof *np->output * (size_t)(n->n_out + 1));
+        for (int j = 0; j < n->n_out; j++)
+            np->output[j] = str(c, n->out[j] ? n->out[j]->name : "");
+        np->n_attribute = (size_t)n->n_attr;
+        np->attribute = qr_arena_alloc(&c->ar, sizeof *np->attribute * (size_t)(n->n_attr + 1));
+        for (int k = 0; k < n->n_attr; k++)
+            np->attribute[k] = attribute(c, &n->attr[k]);
+        gp->node[gp->n_node++] = np;
+    }
+    /* initializers: the constants some node reads */
+    gp->initializer = qr_arena_alloc(&c->ar, sizeof *gp->initializer * (size_t)(g->n_values + 1));
+    unsigned char *used = qr_arena_alloc(&c->ar, (size_t)g->n_values + 1);
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = 0; !g->nodes[i]->dead && j < g->nodes[i]->n_in; j++)
+            if (g->nodes[i]->in[j])
+                used[g->nodes[i]->in[j]->id] = 1;
+    for (int i = 0; i < g->n_outputs; i++)
+        used[g->outputs[i]->id] = 1;
+    for (int i = 0; i < g->n_values; i++)
+        if (g->values[i]->is_const && used[i])
+            gp->initializer[gp->n_initializer++] = tensor(c, g->values[i]->name, &g->values[i]->t);
+    gp->input = qr_arena_alloc(&c->ar, sizeof *gp->input * (size_t)(g->n_inputs + 1));
+    for (int i = 0; i < g->n_inputs; i++)
+        gp->input[gp->n_input++] = value_info(c, g->inputs[i]);
+    gp->output = qr_arena_alloc(&c->ar, sizeof *gp->output * (size_t)(g->n_outputs + 1));
+    for (int i = 0; i < g->n_outputs; i++)
+        gp->output[gp->n_output++] = value_info(c, g->outputs[i]);
+    size_t len = onnx__model_proto__get_packed_size(m);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf) {
+        qr_arena_free(&c->ar);
+        return qr_errorf(e, "%s: out of memory serializing the model (%zu bytes)", path, len);
+    }
+    onnx__model_proto__pack(m, buf);
+    qr_arena_free(&c->ar);
+    qr_atomic_file af;
+    qr_status st = qr_atomic_open(&af, path, e);
+    if (st == QR_OK) {
+        if (fwrite(buf, 1, len, af.f) != len) {
+            qr_atomic_abort(&af);
+            st = qr_errorf(e, "%s: write failed", path);
+        } else {
+            st = qr_atomic_commit(&af, e);
+        }
+    }
+    free(buf);
+    return st;
+}

@@ -1,0 +1,849 @@
+#include "quantize.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exec.h"
+#include "match.h"
+#include "op.h"
+#include "ops/ops_common.h"
+
+/* ---------------------------------------------------------------- plan */
+
+enum { SLOT_CALIBRATED, SLOT_FIXED, SLOT_SAME };
+
+typedef struct slot {
+    int value;      /* value id in the original graph */
+    int kind;
+    int same;       /* SLOT_SAME: the slot copied */
+    qr_calib *cal;  /* SLOT_CALIBRATED */
+    qrl_qtype qt;
+    qrl_qparams qp; /* running, then final */
+    int solved;
+    double lo, hi;  /* observed */
+} slot;
+
+typedef struct wquant { /* a quantized weight */
+    int value;
+    int axis;          /* -1: per tensor */
+    int nch;
+    float *scale;
+    int32_t *zero;
+    qr_dtype dtype;
+} wquant;
+
+typedef struct bquant { /* a bias: int32 with scale s_x * s_w */
+    int value, x, w;    /* value ids */
+} bquant;
+
+typedef struct role {
+    const char *name; /* "" none, activation, output, weight, bias, same */
+    int axis, a, b;   /* value ids for bias(a, b) / same(a) */
+} role;
+
+typedef struct qctx {
+    const qr_graph *g;
+    const qrl_module *m;
+    const qr_recipe *r;
+    const qr_quant_opts *o;
+    qr_error *e;
+    /* settings */
+    qr_dtype act_dtype, w_dtype;
+    int act_narrow, w_narrow, w_per_channel;
+    const qr_setting *act, *wt;
+    /* plan */
+    unsigned char *claimed;
+    int *node_kind; /* 0 f32, 1 pattern, 2 affine */
+    role *roles;    /* by value id */
+    int *slot_of;   /* by value id: slot index or -1 */
+    slot *slots;
+    int nslots;
+    wquant *w;
+    int nw;
+    bquant *bias;
+    int nbias;
+    int nodes_pattern, nodes_affine;
+} qctx;
+
+static qr_dtype dtype_named(const char *s)
+{
+    static const struct { const char *n; qr_dtype t; } t[] = {
+        {"i8", QR_I8}, {"u8", QR_U8}, {"i16", QR_I16}, {"u16", QR_U16}, {"i32", QR_I32}, {"i64", QR_I64},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(t[i].n, s))
+            return t[i].t;
+    return QR_UNDEF;
+}
+
+static int has_mod(const char *mods, const char *m)
+{
+    size_t n = strlen(m);
+    for (const char *s = mods; s && *s;) {
+        const char *c = strchr(s, ',');
+        size_t len = c ? (size_t)(c - s) : strlen(s);
+        if (len == n && !strncmp(s, m, n))
+            return 1;
+        s = c ? c + 1 : s + len;
+    }
+    return 0;
+}
+
+/* A calibrator instance for a setting: its arguments, plus `symmetric` from
+ * the symmetric/asymmetric modifier when the calibrator has that parameter
+ * and the recipe did not set it. */
+static qr_status new_calib(qctx *q, const qr_setting *s, qr_calib **out)
+{
+    const char *names[32];
+    double values[32] = {0};
+    char buf[512];
+    int n = 0;
+    snprintf(buf, sizeof buf, "%s", s->argnames ? s->argnames : "");
+    for (char *save = NULL, *w = strtok_r(buf, ",", &save); w && n < 32; w = strtok_r(NULL, ",", &save))
+        names[n++] = w;
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    if (s->args && n)
+        s->args(&rt, values);
+    if (qr_rt_status(&rt, q->e) != QR_OK)
+        return QR_ERR;
+    const qr_cal_desc *d = qr_module_calibrator(q->m, s->calibrator);
+    if (!d)
+        return qr_errorf(q->e, "recipe '%s': %s uses calibrator '%s', which the recipe's module does not define",
+                         q->r->name, s->key, s->calibrator);
+    int sym = has_mod(s->mods, "symmetric"), asym = has_mod(s->mods, "asymmetric"), given = 0;
+    for (int i = 0; i < n; i++)
+        given |= !strcmp(names[i], "symmetric");
+    for (int i = 0; i < d->nparams && !given && (sym || asym) && n < 32; i++)
+        if (!strcmp(d->params[i].name, "symmetric")) {
+            names[n] = "symmetric";
+            values[n++] = sym ? 1 : 0;
+        }
+    return qr_calib_new(q->m, s->calibrator, n, names, values, out, q->e);
+}
+
+static qr_status read_settings(qctx *q)
+{
+    const qr_recipe *r = q->r;
+    q->act = qr_recipe_setting(r, "activation");
+    q->wt = qr_recipe_setting(r, "weight");
+    if (!q->act || !q->wt)
+        return qr_errorf(q->e, "recipe '%s' must set activation and weight", r->name);
+    q->act_dtype = dtype_named(q->act->type);
+    q->w_dtype = dtype_named(q->wt->type);
+    if (q->act_dtype == QR_UNDEF || q->w_dtype == QR_UNDEF)
+        return qr_errorf(q->e, "recipe '%s': unsupported integer type", r->name);
+    if (has_mod(q->act->mods, "per_channel"))
+        return qr_errorf(q->e, "recipe '%s': activations are quantized per tensor (per_channel is for weights)",
+                         r->name);
+    q->act_narrow = has_mod(q->act->mods, "narrow");
+    q->w_narrow = has_mod(q->wt->mods, "narrow");
+    q->w_per_channel = has_mod(q->wt->mods, "per_channel");
+    if (q->g->opset < 10)
+        return qr_errorf(q->e, "the model's opset %d predates QuantizeLinear (opset 10)", q->g->opset);
+    if (q->g->opset < 13)
+        q->w_per_channel = 0; /* per-axis DequantizeLinear needs opset 13; the model's ops keep theirs */
+    static const char *const acc_keys[] = {"bias", "accumulate"};
+    for (int i = 0; i < 2; i++) {
+        const qr_setting *s = qr_recipe_setting(r, acc_keys[i]);
+        if (s && strcmp(s->type, "i32"))
+            return qr_errorf(q->e, "recipe '%s': %s = %s is not supported yet (i32 is)", r->name, acc_keys[i], s->type);
+    }
+    const qr_setting *num = qr_recipe_setting(r, "numerics");
+    if (num && strcmp(num->type, "onnx") && strcmp(num->type, "tflite") && strcmp(num->type, "pytorch"))
+        return qr_errorf(q->e, "recipe '%s': unknown numerics '%s'", r->name, num->type);
+    /* a calibrator the module lacks is reported before any work */
+    qr_calib *c;
+    if (new_calib(q, q->act, &c) != QR_OK)
+        return QR_ERR;
+    qr_calib_free(c);
+    if (new_calib(q, q->wt, &c) != QR_OK)
+        return QR_ERR;
+    qr_calib_free(c);
+    return QR_OK;
+}
+
+static int recipe_uses(const qr_recipe *r, const char *name)
+{
+    if (!r->nuse)
+        return 1;
+    for (int i = 0; i < r->nuse; i++)
+        if (!strcmp(r->use[i], name))
+            return 1;
+    return 0;
+}
+
+static void set_role(qctx *q, const qr_value *v, const char *name, int axis, int a, int b)
+{
+    role *r = &q->roles[v->id];
+    if (r->name && r->name[0] && (!strcmp(r->name, "weight") || !strcmp(r->name, "bias")))
+        return; /* a weight stays a weight */
+    *r = (role){name, axis, a, b};
+}
+
+static int accept_match(void *user, const qr_match *m)
+{
+    qctx *q = user;
+    const qr_pattern *p = m->pattern;
+    for (int i = 0; i < p->nvalues; i++) {
+        const qr_value *v = m->values[i];
+        const qr_pat_value *pv = &p->values[i];
+        if (!v || !pv->role[0])
+            continue;
+        int a = pv->a >= 0 && m->values[pv->a] ? m->values[pv->a]->id : -1;
+        int b = pv->b >= 0 && m->values[pv->b] ? m->values[pv->b]->id : -1;
+        const char *role = pv->role;
+        if ((!strcmp(role, "weight") || !strcmp(role, "bias")) && !v->is_const)
+            role = "activation"; /* only constants can be stored quantized */
+        set_role(q, v, role, pv->axis, a, b);
+    }
+    q->nodes_pattern += m->nnodes;
+    for (int k = 0; k < m->nnodes; k++)
+        q->node_kind[m->nodes[k]->id] = 1;
+    return 1;
+}
+
+static int add_slot(qctx *q, int value, int kind, int same)
+{
+    if (q->slot_of[value] >= 0) {
+        slot *s = &q->slots[q->slot_of[value]];
+        if (kind != SLOT_CALIBRATED) { /* an affine rule decides over a pattern's role */
+            s->kind = kind;
+            s->same = same;
+        }
+        return q->slot_of[value];
+    }
+    slot *v = realloc(q->slots, sizeof *v * (size_t)(q->nslots + 1));
+    if (!v)
+        return -1;
+    q->slots = v;
+    slot *s = &q->slots[q->nslots];
+    memset(s, 0, sizeof *s);
+    s->value = value;
+    s->kind = kind;
+    s->same = same;
+    s->lo = INFINITY;
+    s->hi = -INFINITY;
+    s->qt = qr_qtype_of(q->act_dtype, q->act_narrow, -1);
+    q->slot_of[value] = q->nslots;
+    return q->nslots++;
+}
+
+/* Patterns (largest first), then affine rules over what is left, in graph order. */
+static qr_status plan(qctx *q)
+{
+    const qr_graph *g = q->g;
+    const qrl_module *m = q->m;
+    int *order = calloc((size_t)m->npatterns + 1, sizeof *order);
+    if (!order)
+        return qr_errorf(q->e, "out of memory");
+    for (int i = 0; i < m->npatterns; i++)
+        order[i] = i;
+    for (int i = 1; i < m->npatterns; i++) /* stable: more nodes first */
+        for (int k = i; k > 0; k--) {
+            int a = order[k - 1], b = order[k];
+            int na = 0, nb = 0;
+            for (int t = 0; t < m->patterns[a].nnodes; t++)
+                na += t == 0 || m->patterns[a].nodes[t].out != m->patterns[a].nodes[t - 1].out;
+            for (int t = 0; t < m->patterns[b].nnodes; t++)
+                nb += t == 0 || m->patterns[b].nodes[t].out != m->patterns[b].nodes[t - 1].out;
+            if (nb <= na)
+                break;
+            order[k - 1] = b;
+            order[k] = a;
+        }
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    for (int i = 0; i < m->npatterns; i++) {
+        const qr_pattern *p = &m->patterns[order[i]];
+        if (!recipe_uses(q->r, p->name))
+            continue;
+        if (qr_match_pattern(g, p, q->claimed, &rt, accept_match, q, q->e) < 0) {
+            free(order);
+            return QR_ERR;
+        }
+    }
+    free(order);
+    for (int i = 0; i < g->n_values; i++) {
+        const char *rn = q->roles[i].name;
+        if (rn && (!strcmp(rn, "activation") || !strcmp(rn, "output")))
+            if (add_slot(q, i, SLOT_CALIBRATED, -1) < 0)
+                return qr_errorf(q->e, "out of memory");
+    }
+    /* Affine rules: a node whose data inputs are all quantized activations. */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qr_node *n = g->nodes[i];
+        if (n->dead || q->claimed[n->id] || n->n_out < 1 || !n->out[0] || n->domain[0])
+            continue;
+        const qr_affine *a = qr_module_affine(m, n->op);
+        if (!a || !recipe_uses(q->r, a->op))
+            continue;
+        int ok = 0, first = -1;
+        for (int j = 0; j < n->n_in; j++) {
+            const qr_value *v = n->in[j];
+            if (!v || v->is_const)
+                continue;
+            if (q->slot_of[v->id] < 0) {
+                ok = 0;
+                break;
+            }
+            if (first < 0)
+                first = q->slot_of[v->id];
+            ok = 1;
+        }
+        if (!ok || (a->kind == 0 && a->elem && n->n_in < a->ninputs))
+            continue;
+        int out = n->out[0]->id;
+        int s = a->kind == 0 ? add_slot(q, out, SLOT_SAME, first)
+                : a->kind == 1 ? add_slot(q, out, SLOT_FIXED, -1)
+                               : add_slot(q, out, SLOT_CALIBRATED, -1);
+        if (s < 0)
+            return qr_errorf(q->e, "out of memory");
+        if (a->kind == 1) {
+            qrl_rt rt2;
+            qr_rt_init(&rt2);
+            double sc = 1;
+            int64_t z = 0;
+            a->qparams(&rt2, &sc, &z);
+            slot *sl = &q->slots[s];
+            /* The rule's zero point is for a signed type; an unsigned one holds the same grid shifted. */
+            if (z < sl->qt.qmin || z > sl->qt.qmax)
+                z += sl->qt.is_signed ? -((int64_t)1 << (sl->qt.bits - 1)) : (int64_t)1 << (sl->qt.bits - 1);
+            sl->qp = (qrl_qparams){sc, z};
+            sl->solved = 1;
+        }
+        q->node_kind[n->id] = 2;
+        q->claimed[n->id] = 1;
+        q->nodes_affine++;
+    }
+    return QR_OK;
+}
+
+/* ------------------------------------------------------------ weights */
+
+static qr_status quantize_weights(qctx *q)
+{
+    const qr_graph *g = q->g;
+    for (int i = 0; i < g->n_values; i++) {
+        const role *r = &q->roles[i];
+        const qr_value *v = g->values[i];
+        if (!r->name || strcmp(r->name, "weight") || !v->is_const || v->t.dtype != QR_F32)
+            continue;
+        int axis = q->w_per_channel && r->axis >= 0 && r->axis < v->t.ndim ? r->axis : -1;
+        int64_t n = qr_tensor_numel(&v->t);
+        int nch = axis < 0 ? 1 : (int)v->t.dims[axis];
+        int64_t inner = 1;
+        for (int d = axis + 1; axis >= 0 && d < v->t.ndim; d++)
+            inner *= v->t.dims[d];
+        wquant *wv = realloc(q->w, sizeof *wv * (size_t)(q->nw + 1));
+        if (!wv)
+            return qr_errorf(q->e, "out of memory");
+        q->w = wv;
+        wquant *w = &q->w[q->nw++];
+        *w = (wquant){.value = i, .axis = axis, .nch = nch, .dtype = q->w_dtype};
+        w->scale = calloc((size_t)nch, sizeof *w->scale);
+        w->zero = calloc((size_t)nch, sizeof *w->zero);
+        float *tmp = malloc(sizeof(float) * (size_t)(n / nch + 1));
+        if (!w->scale || !w->zero || !tmp) {
+            free(tmp);
+            return qr_errorf(q->e, "out of memory");
+        }
+        const float *data = v->t.data;
+        qrl_qtype qt = qr_qtype_of(q->w_dtype, q->w_narrow, axis);
+        for (int c = 0; c < nch; c++) {
+            /* gather channel c */
+            int64_t k = 0;
+            for (int64_t j = 0; j < n; j++)
+                if (axis < 0 || (j / inner) % nch == c)
+                    tmp[k++] = data[j];
+            qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {k}, .data = tmp};
+            qr_calib *cal;
+            qrl_qparams qp;
+            if (new_calib(q, q->wt, &cal) != QR_OK) {
+                free(tmp);
+                return QR_ERR;
+            }
+            qr_status st = qr_calib_observe(cal, &t, q->e);
+            if (st == QR_OK)
+                st = qr_calib_solve(cal, &qt, &qp, q->e);
+            qr_calib_free(cal);
+            if (st != QR_OK) {
+                free(tmp);
+                qr_error_prefix(q->e, "weight '%s'", v->name);
+                return QR_ERR;
+            }
+            w->scale[c] = (float)qp.scale;
+            w->zero[c] = (int32_t)qp.zero;
+        }
+        free(tmp);
+    }
+    for (int i = 0; i < g->n_values; i++) {
+        const role *r = &q->roles[i];
+        if (!r->name || strcmp(r->name, "bias") || !g->values[i]->is_const || r->a < 0 || r->b < 0)
+            continue;
+        bquant *bv = realloc(q->bias, sizeof *bv * (size_t)(q->nbias + 1));
+        if (!bv)
+            return qr_errorf(q->e, "out of memory");
+        q->bias = bv;
+        q->bias[q->nbias++] = (bquant){i, r->a, r->b};
+    }
+    return QR_OK;
+}
+
+static const wquant *weight_of(const qctx *q, int value)
+{
+    for (int i = 0; i < q->nw; i++)
+        if (q->w[i].value == value)
+            return &q->w[i];
+    return NULL;
+}
+
+static int64_t qround(float x, float scale, int64_t zero, int64_t qmin, int64_t qmax)
+{
+    float r = nearbyintf(x / scale);
+    double v = (double)r + (double)zero;
+    return v < qmin ? qmin : v > qmax ? qmax : (int64_t)v;
+}
+
+/* ONNX QuantizeLinear then DequantizeLinear: float division, round half to even, saturate. */
+static void fake_quant(const float *x, float *y, int64_t n, float scale, int64_t zero, int64_t qmin, int64_t qmax)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (float)(qround(x[i], scale, zero, qmin, qmax) - zero) * scale;
+}
+
+/* ------------------------------------------------------- the SimQuant op */
+
+static qr_status simq_infer(qr_kctx *k)
+{
+    if (!k->in[0] || k->in[0]->dtype != QR_F32)
+        return QR_KERR(k, "SimQuant takes an f32 tensor");
+    qr_same_as(k->out[0], k->in[0]);
+    return QR_OK;
+}
+
+static qr_status simq_run(qr_kctx *k)
+{
+    qctx *q = k->user;
+    if (!q)
+        return QR_KERR(k, "SimQuant runs only inside the quantizer");
+    int si = (int)qr_attr_i(k->node, "slot", -1);
+    if (si < 0 || si >= q->nslots)
+        return QR_KERR(k, "SimQuant slot %d out of range", si);
+    slot *s = &q->slots[si];
+    const qr_tensor *x = k->in[0];
+    int64_t n = qr_tensor_numel(x);
+    const float *xd = x->data;
+    for (int64_t i = 0; i < n; i++) {
+        if (xd[i] < s->lo)
+            s->lo = xd[i];
+        if (xd[i] > s->hi)
+            s->hi = xd[i];
+    }
+    if (s->kind == SLOT_CALIBRATED) {
+        /* fold in this batch, choose with everything seen so far, pass the quantized value on */
+        if (qr_calib_observe(s->cal, x, k->err) != QR_OK || qr_calib_solve(s->cal, &s->qt, &s->qp, k->err) != QR_OK)
+            return QR_ERR;
+        s->solved = 1;
+    }
+    if (!(s->qp.scale > 0) || !isfinite(s->qp.scale))
+        return QR_KERR(k, "calibration chose scale %g", s->qp.scale);
+    fake_quant(xd, k->out[0]->data, n, (float)s->qp.scale, s->qp.zero, s->qt.qmin, s->qt.qmax);
+    return QR_OK;
+}
+
+const qr_op_def qr_ops_quantizer[] = {
+    {"SimQuant", "qrl", 1, 1, 1, 1, "slot:i", simq_infer, simq_run, 0},
+    {0},
+};
+
+/* ----------------------------------------------------- graph surgery */
+
+static qr_node *new_node(qr_graph *g, const char *op, const char *domain, const char *name, int n_in, int n_out)
+{
+    qr_node *n = qr_graph_add_node(g, op, name, n_in, n_out);
+    n->domain = qr_arena_strdup(&g->arena, domain);
+    n->def = qr_op_find(domain, op);
+    n->opset = domain[0] ? 1 : g->opset;
+    return n;
+}
+
+/* Makes v's producer write a new value and returns it; v is then free to be
+ * produced by an inserted node (consumers and the name stay on v). For a
+ * graph input, the new value replaces v in every consumer instead. */
+static qr_value *split_value(qr_graph *g, qr_value *v, const char *suffix, int *input_case)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s%s", v->name, suffix);
+    qr_value *w = qr_graph_new_value(g, name);
+    w->t = v->t;
+    w->t.data = NULL;
+    if (v->producer) {
+        qr_node *p = v->producer;
+        for (int j = 0; j < p->n_out; j++)
+            if (p->out[j] == v)
+                p->out[j] = w;
+        w->producer = p;
+        v->producer = NULL;
+        *input_case = 0;
+    } else {
+        qr_graph_replace_uses(g, v, w);
+        *input_case = 1;
+    }
+    return w;
+}
+
+/* v (produced by node or input) -> [nodes] -> v: inserts SimQuant(slot). */
+static void insert_simquant(qr_graph *g, qr_value *v, int si)
+{
+    int input_case;
+    qr_value *w = split_value(g, v, "_f32", &input_case);
+    char name[512];
+    snprintf(name, sizeof name, "simquant_%s", v->name);
+    qr_node *n = new_node(g, "SimQuant", "qrl", name, 1, 1);
+    qr_node_add_attr_i(g, n, "slot", si);
+    if (input_case) { /* SimQuant(v) -> w; consumers already read w */
+        n->in[0] = v;
+        n->out[0] = w;
+        w->producer = n;
+    } else { /* producer -> w -> SimQuant -> v */
+        n->in[0] = w;
+        n->out[0] = v;
+        v->producer = n;
+    }
+}
+
+static qr_value *const_value(qr_graph *g, const char *name, const qr_tensor *t)
+{
+    qr_value *v = qr_graph_new_value(g, name);
+    qr_value_set_const(g, v, t);
+    return v;
+}
+
+/* The QDQ pair on v: Q(v_f32) -> v_quantized -> DQ -> v. */
+static void insert_qdq(qr_graph *g, qr_value *v, const slot *s, qr_dtype dt)
+{
+    int input_case;
+    qr_value *w = split_value(g, v, "_f32", &input_case);
+    qr_value *src = input_case ? v : w, *dst = input_case ? w : v;
+    char name[512];
+    float sc = (float)s->qp.scale;
+    snprintf(name, sizeof name, "%s_scale", v->name);
+    qr_tensor ts = {.dtype = QR_F32, .ndim = 0, .data = &sc};
+    qr_value *scale = const_value(g, name, &ts);
+    unsigned char zb[8] = {0};
+    qr_set_i64(zb, dt, 0, s->qp.zero);
+    qr_tensor tz = {.dtype = dt, .ndim = 0, .data = zb};
+    snprintf(name, sizeof name, "%s_zero_point", v->name);
+    qr_value *zero = const_value(g, name, &tz);
+    snprintf(name, sizeof name, "%s_quantized", v->name);
+    qr_value *qv = qr_graph_new_value(g, name);
+    snprintf(name, sizeof name, "quantize_%s", v->name);
+    qr_node *qn = new_node(g, "QuantizeLinear", "", name, 3, 1);
+    qn->in[0] = src;
+    qn->in[1] = scale;
+    qn->in[2] = zero;
+    qn->out[0] = qv;
+    qv->producer = qn;
+    snprintf(name, sizeof name, "dequantize_%s", v->name);
+    qr_node *dn = new_node(g, "DequantizeLinear", "", name, 3, 1);
+    dn->in[0] = qv;
+    dn->in[1] = scale;
+    dn->in[2] = zero;
+    dn->out[0] = dst;
+    dst->producer = dn;
+}
+
+/* A constant weight or bias replaced by integers and a DequantizeLinear. */
+static void insert_dq_const(qr_graph *g, qr_value *v, const qr_tensor *ints, const float *scales, const void *zeros,
+                            qr_dtype zt, int n, int axis)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s_quantized", v->name);
+    qr_value *qv = const_value(g, name, ints);
+    qr_tensor ts = {.dtype = QR_F32, .ndim = axis >= 0 ? 1 : 0, .dims = {n}, .data = (void *)scales};
+    snprintf(name, sizeof name, "%s_scale", v->name);
+    qr_value *scale = const_value(g, name, &ts);
+    qr_tensor tz = {.dtype = zt, .ndim = axis >= 0 ? 1 : 0, .dims = {n}, .data = (void *)zeros};
+    snprintf(name, sizeof name, "%s_zero_point", v->name);
+    qr_value *zero = const_value(g, name, &tz);
+    /* v becomes the DequantizeLinear output: consumers and name unchanged */
+    v->is_const = 0;
+    v->t.data = NULL;
+    snprintf(name, sizeof name, "dequantize_%s", v->name);
+    qr_node *dn = new_node(g, "DequantizeLinear", "", name, 3, 1);
+    dn->in[0] = qv;
+    dn->in[1] = scale;
+    dn->in[2] = zero;
+    dn->out[0] = v;
+    v->producer = dn;
+    if (axis >= 0)
+        qr_node_add_attr_i(g, dn, "axis", axis);
+}
+
+/* ------------------------------------------------------ calibration */
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static void progress(const qr_quant_opts *o, const char *what, int64_t done, int64_t total)
+{
+    if (!o->progress || !isatty(2))
+        return;
+    int w = 30, k = total ? (int)(w * done / total) : w;
+    fprintf(stderr, "\r%s [%.*s%*s] %lld/%lld", what, k, "==============================", w - k, "",
+            (long long)done, (long long)total);
+    if (done >= total)
+        fprintf(stderr, "\n");
+}
+
+/* Runs g over the calibration samples in batches (kernel_user = q). */
+static qr_status run_batches(qctx *q, const qr_graph *g, const qr_tensor *calib, int64_t count, void *user,
+                             const char *what, double *ms)
+{
+    int batch = q->o->batch > 0 ? q->o->batch : 32;
+    qr_exec_opts eo = {.threads = q->o->threads, .kernel_user = user};
+    qr_exec *x;
+    if (qr_exec_new(g, &eo, &x, q->e) != QR_OK)
+        return QR_ERR;
+    size_t row = qr_tensor_nbytes(calib) / (size_t)(calib->dims[0] ? calib->dims[0] : 1);
+    double t0 = now_ms();
+    qr_status st = QR_OK;
+    for (int64_t at = 0; at < count && st == QR_OK; at += batch) {
+        int64_t b = count - at < batch ? count - at : batch;
+        qr_tensor in = *calib;
+        in.dims[0] = b;
+        in.data = (char *)calib->data + (size_t)at * row;
+        qr_tensor out[16] = {{0}};
+        st = qr_exec_run(x, &in, out, q->e);
+        for (int i = 0; i < g->n_outputs && i < 16; i++)
+            qr_tensor_free(&out[i]);
+        progress(q->o, what, at + b, count);
+    }
+    *ms = now_ms() - t0;
+    qr_exec_free(x);
+    return st;
+}
+
+/* ------------------------------------------------------------- main */
+
+static void qctx_free(qctx *q)
+{
+    for (int i = 0; i < q->nslots; i++)
+        qr_calib_free(q->slots[i].cal);
+    free(q->slots);
+    for (int i = 0; i < q->nw; i++) {
+        free(q->w[i].scale);
+        free(q->w[i].zero);
+    }
+    free(q->w);
+    free(q->bias);
+    free(q->claimed);
+    free(q->node_kind);
+    free(q->roles);
+    free(q->slot_of);
+}
+
+static qr_status build_qdq(qctx *q, qr_quantized *res)
+{
+    const qr_graph *g = q->g;
+    qr_graph *d = qr_graph_clone(g);
+    if (!d)
+        return qr_errorf(q->e, "out of memory");
+    res->qdq = d;
+    for (int i = 0; i < q->nslots; i++)
+        insert_qdq(d, d->values[q->slots[i].value], &q->slots[i], q->act_dtype);
+    for (int i = 0; i < q->nw; i++) {
+        const wquant *w = &q->w[i];
+        const qr_value *ov = g->values[w->value];
+        int64_t n = qr_tensor_numel(&ov->t), inner = 1;
+        for (int k = w->axis + 1; w->axis >= 0 && k < ov->t.ndim; k++)
+            inner *= ov->t.dims[k];
+        qr_tensor ints = {.dtype = w->dtype, .ndim = ov->t.ndim};
+        memcpy(ints.dims, ov->t.dims, sizeof ints.dims);
+        if (qr_tensor_alloc(&ints, q->e) != QR_OK)
+            return QR_ERR;
+        qrl_qtype qt = qr_qtype_of(w->dtype, q->w_narrow, w->axis);
+        const float *src = ov->t.data;
+        for (int64_t j = 0; j < n; j++) {
+            int c = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
+            qr_set_i64(ints.data, w->dtype, j, qround(src[j], w->scale[c], w->zero[c], qt.qmin, qt.qmax));
+        }
+        unsigned char *zeros = calloc((size_t)w->nch, qr_dtype_size(w->dtype));
+        for (int c = 0; zeros && c < w->nch; c++)
+            qr_set_i64(zeros, w->dtype, c, w->zero[c]);
+        if (zeros)
+            insert_dq_const(d, d->values[w->value], &ints, w->scale, zeros, w->dtype, w->nch, w->axis);
+        free(zeros);
+        qr_tensor_free(&ints);
+        res->weights++;
+    }
+    for (int i = 0; i < q->nbias; i++) {
+        const bquant *b = &q->bias[i];
+        const qr_value *ov = g->values[b->value];
+        const wquant *w = weight_of(q, b->w);
+        int xs = q->slot_of[b->x];
+        if (!w || xs < 0 || ov->t.dtype != QR_F32 || ov->t.ndim != 1)
+            continue;
+        int64_t n = ov->t.dims[0];
+        if (w->nch != 1 && w->nch != n)
+            continue;
+        qr_tensor ints = {.dtype = QR_I32, .ndim = 1, .dims = {n}};
+        float *scales = malloc(sizeof(float) * (size_t)n);
+        int32_t *zeros = calloc((size_t)n, sizeof *zeros);
+        if (!scales || !zeros || qr_tensor_alloc(&ints, q->e) != QR_OK) {
+            free(scales);
+            free(zeros);
+            return qr_errorf(q->e, "out of memory");
+        }
+        const float *src = ov->t.data;
+        for (int64_t c = 0; c < n; c++) {
+            scales[c] = (float)q->slots[xs].qp.scale * w->scale[w->nch == 1 ? 0 : c];
+            ((int32_t *)ints.data)[c] = (int32_t)qround(src[c], scales[c], 0, INT32_MIN, INT32_MAX);
+        }
+        insert_dq_const(d, d->values[b->value], &ints, scales, zeros, QR_I32, (int)n, 0);
+        free(scales);
+        free(zeros);
+        qr_tensor_free(&ints);
+    }
+    if (qr_graph_toposort(d, q->e) != QR_OK) {
+        qr_error_prefix(q->e, "building the QDQ graph");
+        return QR_ERR;
+    }
+    return QR_OK;
+}
+
+qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
+                      qr_error *e)
+{
+    if (g->n_inputs != 1)
+        return qr_errorf(e, "calibration feeds one input; the model has %d", g->n_inputs);
+    if (calib->ndim < 1 || calib->dims[0] < 1)
+        return qr_errorf(e, "the calibration set is empty");
+    if (calib->dtype != g->inputs[0]->t.dtype)
+        return qr_errorf(e, "the calibration data is %s but input '%s' is %s", qr_dtype_name(calib->dtype),
+                         g->inputs[0]->name, qr_dtype_name(g->inputs[0]->t.dtype));
+    qctx q = {.g = g, .m = o->module, .o = o, .e = e};
+    q.r = o->recipe ? qr_module_recipe(o->module, o->recipe) : o->module->nrecipes ? &o->module->recipes[0] : NULL;
+    if (!q.r)
+        return o->recipe ? qr_errorf(e, "no recipe named '%s'", o->recipe) : qr_errorf(e, "the module has no recipe");
+    qr_quantized *res = calloc(1, sizeof *res);
+    q.claimed = calloc((size_t)g->n_nodes + 1, 1);
+    q.node_kind = calloc((size_t)g->n_nodes + 1, sizeof *q.node_kind);
+    q.roles = calloc((size_t)g->n_values + 1, sizeof *q.roles);
+    q.slot_of = malloc(sizeof *q.slot_of * (size_t)(g->n_values + 1));
+    if (!res || !q.claimed || !q.node_kind || !q.roles || !q.slot_of) {
+        free(res);
+        qctx_free(&q);
+        return qr_errorf(e, "out of memory");
+    }
+    for (int i = 0; i < g->n_values; i++)
+        q.slot_of[i] = -1;
+    qr_graph *sim = NULL;
+    qr_status st = read_settings(&q);
+    if (st == QR_OK)
+        st = plan(&q);
+    if (st == QR_OK)
+        st = quantize_weights(&q);
+    for (int i = 0; st == QR_OK && i < q.nslots; i++)
+        if (q.slots[i].kind == SLOT_CALIBRATED)
+            st = new_calib(&q, q.act, &q.slots[i].cal);
+    /* The simulated graph: fake-quantized weights, SimQuant on calibrated and fixed slots. */
+    if (st == QR_OK && !(sim = qr_graph_clone(g)))
+        st = qr_errorf(e, "out of memory");
+    for (int i = 0; st == QR_OK && i < q.nw; i++) {
+        const wquant *w = &q.w[i];
+        qr_value *v = sim->values[w->value];
+        int64_t n = qr_tensor_numel(&v->t), inner = 1;
+        for (int k = w->axis + 1; w->axis >= 0 && k < v->t.ndim; k++)
+            inner *= v->t.dims[k];
+        qrl_qtype qt = qr_qtype_of(w->dtype, q.w_narrow, w->axis);
+        float *d = v->t.data;
+        for (int64_t j = 0; j < n; j++) {
+            int c = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
+            fake_quant(&d[j], &d[j], 1, w->scale[c], w->zero[c], qt.qmin, qt.qmax);
+        }
+    }
+    for (int i = 0; st == QR_OK && i < q.nslots; i++)
+        if (q.slots[i].kind != SLOT_SAME)
+            insert_simquant(sim, sim->values[q.slots[i].value], i);
+    if (st == QR_OK && (st = qr_graph_toposort(sim, e)) != QR_OK)
+        qr_error_prefix(e, "building the simulated graph");
+    int64_t count = calib->dims[0];
+    if (o->calib_count > 0 && o->calib_count < count)
+        count = o->calib_count;
+    if (st == QR_OK)
+        st = run_batches(&q, g, calib, count, NULL, "fp32     ", &res->fp32_ms);
+    if (st == QR_OK)
+        st = run_batches(&q, sim, calib, count, &q, "calibrate", &res->calib_ms);
+    /* Final choice: every calibrated slot solves over all it saw. */
+    for (int i = 0; st == QR_OK && i < q.nslots; i++) {
+        slot *s = &q.slots[i];
+        if (s->kind == SLOT_CALIBRATED) {
+            st = qr_calib_solve(s->cal, &s->qt, &s->qp, e);
+            if (st != QR_OK)
+                qr_error_prefix(e, "value '%s'", g->values[s->value]->name);
+        }
+    }
+    for (int i = 0; st == QR_OK && i < q.nslots; i++) {
+        /* "same as" chains end at a calibrated or fixed slot */
+        int k = i, hops = 0;
+        while (q.slots[k].kind == SLOT_SAME && hops++ <= q.nslots)
+            k = q.slots[k].same;
+        q.slots[i].qp = q.slots[k].qp;
+        if (q.slots[i].kind == SLOT_SAME)
+            q.slots[i].same = k;
+    }
+    if (st == QR_OK)
+        st = build_qdq(&q, res);
+    if (st == QR_OK) {
+        res->layers = calloc((size_t)q.nslots + 1, sizeof *res->layers);
+        for (int i = 0; res->layers && i < q.nslots; i++) {
+            const slot *s = &q.slots[i];
+            const qr_value *v = g->values[s->value];
+            qr_qlayer *l = &res->layers[res->nlayers++];
+            l->value = res->qdq->values[s->value]->name;
+            l->op = v->producer ? v->producer->op : "input";
+            l->how = s->kind == SLOT_CALIBRATED ? "calibrated" : s->kind == SLOT_FIXED ? "fixed" : "same";
+            l->dtype = q.act_dtype;
+            l->lo = s->kind == SLOT_SAME ? q.slots[s->same].lo : s->lo;
+            l->hi = s->kind == SLOT_SAME ? q.slots[s->same].hi : s->hi;
+            l->scale = s->qp.scale;
+            l->zero = s->qp.zero;
+            l->qmin = s->qt.qmin;
+            l->qmax = s->qt.qmax;
+        }
+        res->nodes_pattern = q.nodes_pattern;
+        res->nodes_affine = q.nodes_affine;
+        int live = 0;
+        for (int i = 0; i < g->n_nodes; i++)
+            live += !g->nodes[i]->dead;
+        res->nodes_float = live - q.nodes_pattern - q.nodes_affine;
+        res->samples = count;
+    }
+    qr_graph_free(sim);
+    qctx_free(&q);
+    if (st != QR_OK) {
+        qr_quantized_free(res);
+        return QR_ERR;
+    }
+    *out = res;
+    return QR_OK;
+}
+
+void qr_quantized_free(qr_quantized *q)
+{
+    if (!q)
+        return;
+    qr_graph_free(q->qdq);
+    free(q->layers);
+    free(q);
+}

@@ -1,0 +1,65 @@
+/* Post-training quantization driven by a compiled recipe (runtime/recipe.h).
+ * The C side is mechanism only; every decision comes from the recipe:
+ *
+ *   plan       the recipe's patterns are matched (largest first), giving each
+ *              value a role (activation, weight, bias, output); nodes no
+ *              pattern claims run on quantized data when an affine rule
+ *              allows it (same / fixed / requantize), else stay f32;
+ *   simulate   a copy of the graph where weights are fake-quantized and every
+ *              activation slot gets a SimQuant node;
+ *   calibrate  one pass over the calibration set in batches: in topological
+ *              order each SimQuant folds its input into its calibrator,
+ *              solves, and passes the fake-quantized value downstream, so
+ *              each choice sees the error of those upstream; a final solve
+ *              fixes every slot;
+ *   export     the QDQ graph: QuantizeLinear/DequantizeLinear pairs on every
+ *              slot, weights as integer constants with (per-channel)
+ *              DequantizeLinear, biases as int32 with scale s_x * s_w. */
+#ifndef QR_QUANTIZE_H
+#define QR_QUANTIZE_H
+
+#include <stdint.h>
+
+#include "graph.h"
+#include "recipe.h"
+#include "status.h"
+#include "tensor.h"
+
+typedef struct qr_quant_opts {
+    const qrl_module *module;
+    const char *recipe;  /* NULL: the module's first recipe */
+    int batch;           /* calibration batch size; 0 = 32 */
+    int64_t calib_count; /* samples used; 0 = all */
+    int threads;
+    int progress; /* a progress bar on stderr */
+} qr_quant_opts;
+
+/* One quantized activation, for reports and the quantization-info JSON. */
+typedef struct qr_qlayer {
+    const char *value; /* name in the QDQ graph */
+    const char *op;    /* its producer's op ("input" for a graph input) */
+    const char *how;   /* "calibrated", "same as <value>", "fixed" */
+    qr_dtype dtype;
+    double lo, hi;     /* observed range (calibrated slots) */
+    double scale;
+    int64_t zero;
+    int64_t qmin, qmax;
+} qr_qlayer;
+
+typedef struct qr_quantized {
+    qr_graph *qdq;
+    qr_qlayer *layers;
+    int nlayers;
+    int nodes_pattern, nodes_affine, nodes_float; /* how the graph's nodes are executed */
+    int weights;                                  /* weight tensors quantized */
+    int64_t samples;                              /* calibration samples used */
+    double calib_ms;                              /* the calibration pass */
+    double fp32_ms;                               /* one fp32 pass over the same samples */
+} qr_quantized;
+
+/* g: an optimized fp32 graph with one input; calib: samples along dim 0. */
+qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
+                      qr_error *e);
+void qr_quantized_free(qr_quantized *q);
+
+#endif
