@@ -105,11 +105,14 @@ test: deps
 	$(MAKE) check
 
 test-asan: deps
-	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 $(MAKE) B=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" check
+	QRL_TEST_QUICK=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 $(MAKE) B=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" check
 
 example: deps
 	$(MAKE) all data
-	$(B)/qrl eval examples/fmnist/fmnist_cnn.onnx --data $(B)/data/test_images.npy --labels $(B)/data/test_labels.npy
+	$(B)/qrl quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl \
+		--calib $(B)/data/calib_images.npy -o $(B)/fmnist_int8.onnx --qparams $(B)/fmnist_int8.json
+	$(B)/qrl eval examples/fmnist/fmnist_cnn.onnx --data $(B)/data/test_images.npy --labels $(B)/data/test_labels.npy \
+		--recipe recipes/int8.qrl --calib $(B)/data/calib_images.npy
 
 # Benchmarks print measurements and ratios; they never fail on speed.
 bench: all

@@ -54,7 +54,7 @@ typedef struct qctx {
     /* settings */
     qr_dtype act_dtype, w_dtype;
     int act_narrow, w_narrow, w_per_channel;
-    const qr_setting *act, *wt;
+    const qr_setting *act, *wt, *in; /* in: the model's first quantized tensors (optional) */
     /* plan */
     unsigned char *claimed;
     int *node_kind; /* 0 f32, 1 pattern, 2 affine */
@@ -131,6 +131,10 @@ static qr_status read_settings(qctx *q)
     const qr_recipe *r = q->r;
     q->act = qr_recipe_setting(r, "activation");
     q->wt = qr_recipe_setting(r, "weight");
+    q->in = qr_recipe_setting(r, "input");
+    if (q->in && strcmp(q->in->type, q->act->type))
+        return qr_errorf(q->e, "recipe '%s': input must use the activation type %s, not %s", r->name, q->act->type,
+                         q->in->type);
     if (!q->act || !q->wt)
         return qr_errorf(q->e, "recipe '%s' must set activation and weight", r->name);
     q->act_dtype = dtype_named(q->act->type);
@@ -161,6 +165,10 @@ static qr_status read_settings(qctx *q)
     if (new_calib(q, q->act, &c) != QR_OK)
         return QR_ERR;
     qr_calib_free(c);
+    if (q->in && new_calib(q, q->in, &c) != QR_OK)
+        return QR_ERR;
+    if (q->in)
+        qr_calib_free(c);
     if (new_calib(q, q->wt, &c) != QR_OK)
         return QR_ERR;
     qr_calib_free(c);
@@ -321,6 +329,26 @@ static qr_status plan(qctx *q)
         q->nodes_affine++;
     }
     return QR_OK;
+}
+
+/* Whether value v is reached from the graph inputs through f32 nodes only:
+ * one of the model's first quantized tensors (the recipe's `input` setting). */
+static int first_quantized(const qctx *q, const qr_value *v, unsigned char *seen)
+{
+    const qr_node *p = v->producer;
+    if (!p)
+        return 1;
+    if (seen[p->id])
+        return 1;
+    seen[p->id] = 1;
+    for (int j = 0; j < p->n_in; j++) {
+        const qr_value *in = p->in[j];
+        if (!in || in->is_const)
+            continue;
+        if (q->slot_of[in->id] >= 0 || !first_quantized(q, in, seen))
+            return 0;
+    }
+    return 1;
 }
 
 /* ------------------------------------------------------------ weights */
@@ -753,9 +781,18 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
         st = plan(&q);
     if (st == QR_OK)
         st = quantize_weights(&q);
+    unsigned char *seen = calloc((size_t)g->n_nodes + 1, 1);
     for (int i = 0; st == QR_OK && i < q.nslots; i++)
-        if (q.slots[i].kind == SLOT_CALIBRATED)
-            st = new_calib(&q, q.act, &q.slots[i].cal);
+        if (q.slots[i].kind == SLOT_CALIBRATED) {
+            const qr_setting *s = q.act;
+            if (q.in && seen) {
+                memset(seen, 0, (size_t)g->n_nodes + 1);
+                if (first_quantized(&q, g->values[q.slots[i].value], seen))
+                    s = q.in;
+            }
+            st = new_calib(&q, s, &q.slots[i].cal);
+        }
+    free(seen);
     /* The simulated graph: fake-quantized weights, SimQuant on calibrated and fixed slots. */
     if (st == QR_OK && !(sim = qr_graph_clone(g)))
         st = qr_errorf(e, "out of memory");

@@ -1,0 +1,266 @@
+/* Quantization end to end through the qrl command, on the bundled
+ * Fashion-MNIST model and the Debian data set (build/data, made by
+ * `make data`): accuracy of every recipe, the exported QDQ model, the
+ * quantization-info JSON, a user's own calibrator and pattern in a recipe
+ * file (no rebuild), and bad input. Accuracy is correctness here. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static char *dir;
+
+static void setup(void)
+{
+    dir = tu_tmpdir();
+}
+
+static void teardown(void)
+{
+    tu_rmdir(dir);
+}
+
+TestSuite(quantize, .init = setup, .fini = teardown, .timeout = 600);
+
+static const char *data_dir(void)
+{
+    const char *d = getenv("QRL_DATA");
+    return d && *d ? d : "build/data";
+}
+
+/* Under the sanitizers everything is ~10x slower: fewer samples there. */
+static int quick(void)
+{
+    const char *q = getenv("QRL_TEST_QUICK");
+    return q && *q == '1';
+}
+
+/* The first n test images and labels, in dir. */
+static void subset(int n)
+{
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; "
+             "np.save('%s/x.npy', np.load('%s/test_images.npy')[:%d]); "
+             "np.save('%s/y.npy', np.load('%s/test_labels.npy')[:%d])\"",
+             dir, data_dir(), n, dir, data_dir(), n);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
+/* Runs qrl eval with a recipe; returns fp32 and int8 top-1 (in %). */
+static void eval(const char *recipe, const char *data, const char *labels, int calib_count, double *fp32, double *int8)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' eval examples/fmnist/fmnist_cnn.onnx --data %s --labels %s --recipe %s "
+             "--calib %s/calib_images.npy --calib-count %d",
+             tu_root(), tu_qrl(), data, labels, recipe, data_dir(), calib_count);
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 0, "%s", log);
+    const char *line = strstr(log, "top-1:");
+    cr_assert(line && sscanf(line, "top-1: %lf%% %lf%%", fp32, int8) == 2, "%s", log);
+    free(log);
+}
+
+Test(quantize, int8_recipe_is_within_0_3_points_of_fp32)
+{
+    char x[700], y[700];
+    if (quick()) {
+        subset(2000);
+        snprintf(x, sizeof x, "%s/x.npy", dir);
+        snprintf(y, sizeof y, "%s/y.npy", dir);
+    } else {
+        snprintf(x, sizeof x, "%s/test_images.npy", data_dir());
+        snprintf(y, sizeof y, "%s/test_labels.npy", data_dir());
+    }
+    double fp32, int8;
+    eval("recipes/int8.qrl", x, y, 1000, &fp32, &int8);
+    cr_log_info("int8.qrl: fp32 %.2f%%, int8 %.2f%%", fp32, int8);
+    cr_assert_gt(fp32, 88.0, "fp32 accuracy %.2f%%: is the data right?", fp32);
+    cr_assert_leq(fp32 - int8, 0.3, "int8 %.2f%% vs fp32 %.2f%%", int8, fp32);
+}
+
+Test(quantize, every_recipe_is_within_1_point)
+{
+    static const char *const recipes[] = {"recipes/int8-minmax.qrl", "recipes/int8-pertensor.qrl",
+                                          "recipes/int8-entropy.qrl", "recipes/int8-percentile.qrl",
+                                          "recipes/int8-tflite.qrl"};
+    subset(quick() ? 1000 : 3000);
+    char x[700], y[700];
+    snprintf(x, sizeof x, "%s/x.npy", dir);
+    snprintf(y, sizeof y, "%s/y.npy", dir);
+    for (size_t i = 0; i < sizeof recipes / sizeof recipes[0]; i++) {
+        double fp32, int8;
+        eval(recipes[i], x, y, quick() ? 200 : 1000, &fp32, &int8);
+        cr_log_info("%s: fp32 %.2f%%, int8 %.2f%%", recipes[i], fp32, int8);
+        cr_assert_leq(fp32 - int8, 1.0, "%s: int8 %.2f%% vs fp32 %.2f%%", recipes[i], int8, fp32);
+    }
+}
+
+Test(quantize, exports_a_valid_qdq_model_and_qparams)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib "
+             "%s/calib_images.npy --calib-count 200 -o %s/q.onnx --qparams %s/q.json",
+             tu_root(), tu_qrl(), data_dir(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "by patterns"), "%s", log);
+    free(log);
+    /* ONNX's own checker, with shape inference; per-channel int8 weights, int32 biases */
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import onnx, json, collections; m = onnx.load('%s/q.onnx'); "
+             "onnx.checker.check_model(m, full_check=True); "
+             "ops = collections.Counter(n.op_type for n in m.graph.node); "
+             "assert ops['QuantizeLinear'] >= 5 and ops['DequantizeLinear'] >= 10, ops; "
+             "types = {i.name: i.data_type for i in m.graph.initializer}; "
+             "assert 3 in types.values() and 6 in types.values(), types; "
+             "axes = [a.i for n in m.graph.node if n.op_type == 'DequantizeLinear' for a in n.attribute if a.name == 'axis']; "
+             "assert axes, 'no per-channel weights'; "
+             "q = json.load(open('%s/q.json')); "
+             "assert len(q['activations']) >= 5 and len(q['weights']) >= 5; "
+             "a = q['activations'][0]; assert a['scale'] > 0 and 0 <= a['zero_point'] <= 255; "
+             "print('ok')\"",
+             dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    /* qrl runs the exported model itself */
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' eval %s/q.onnx --data %s/calib_images.npy --labels %s/calib_labels.npy",
+             tu_root(), tu_qrl(), dir, data_dir(), data_dir());
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "top-1:"), "%s", log);
+    free(log);
+}
+
+/* A user's own calibrator and a pattern for an op the stdlib leaves in f32
+ * (Div by a constant: the model's input normalization), in a recipe file
+ * next to nothing but the stdlib: the installed qrl compiles and uses them. */
+Test(quantize, user_calibrator_and_pattern_without_rebuild)
+{
+    char path[700], cmd[4096], *log;
+    snprintf(path, sizeof path, "%s/mine.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("import \"calibrators.qrl\"\n"
+          "import \"affine.qrl\"\n"
+          "import \"patterns.qrl\"\n"
+          "\n"
+          "# min/max widened by a margin\n"
+          "calibrator padded(margin: f64 = 0.05) {\n"
+          "  state lo: f64 = inf\n"
+          "  state hi: f64 = -inf\n"
+          "  observe(x: tensor<f32>) {\n"
+          "    lo = min(lo, x.min())\n"
+          "    hi = max(hi, x.max())\n"
+          "  }\n"
+          "  merge(o) {\n"
+          "    lo = min(lo, o.lo)\n"
+          "    hi = max(hi, o.hi)\n"
+          "  }\n"
+          "  solve(t: qtype) -> qparams {\n"
+          "    let w = (hi - lo) * margin\n"
+          "    return asymmetric(lo - w, hi + w, t)\n"
+          "  }\n"
+          "}\n"
+          "\n"
+          "pattern div_const {\n"
+          "  match y = Div(x, c) where const(c)\n"
+          "  quantize x: activation, y: activation\n"
+          "  lower y = qdiv(x, c)\n"
+          "}\n"
+          "\n"
+          "kernel qdiv(x: tensor<u8>, x_scale: f32, x_zero: i32, c: tensor<f32>, y: tensor<u8>, y_scale: f32,\n"
+          "            y_zero: i32) {\n"
+          "  for i in 0 .. y.numel {\n"
+          "    let real = f32(i32(x[i % x.numel]) - x_zero) * x_scale / c[0]\n"
+          "    y[i] = sat<u8>(round_even(real / y_scale) + f32(y_zero))\n"
+          "  }\n"
+          "}\n"
+          "\n"
+          "recipe mine {\n"
+          "  activation = u8 asymmetric by padded(margin = 0.02)\n"
+          "  weight     = i8 symmetric per_channel by minmax(symmetric = true)\n"
+          "}\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
+             "--calib-count 200 -o %s/mine.onnx",
+             tu_root(), tu_qrl(), path, data_dir(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    /* Div is now quantized by the new pattern: one more node than the stdlib's 9 */
+    cr_assert(strstr(log, "10 by patterns"), "%s", log);
+    free(log);
+    subset(1000);
+    double fp32, int8;
+    char x[700], y[700];
+    snprintf(x, sizeof x, "%s/x.npy", dir);
+    snprintf(y, sizeof y, "%s/y.npy", dir);
+    eval(path, x, y, 200, &fp32, &int8);
+    cr_assert_leq(fp32 - int8, 1.0, "int8 %.2f%% vs fp32 %.2f%%", int8, fp32);
+}
+
+/* ------------------------------------------------------------- bad input */
+
+static void expect_fail(const char *args, const char *want, const char *outfile)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' quantize %s", tu_root(), tu_qrl(), args);
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 1, "exit %d: %s", rc, log);
+    cr_assert(strstr(log, want), "'%s' not in: %s", want, log);
+    cr_assert(!tu_file_exists(outfile), "%s was left behind", outfile);
+    free(log);
+}
+
+Test(quantize, recipe_naming_a_missing_calibrator)
+{
+    char path[700], args[2048], outf[700];
+    snprintf(path, sizeof path, "%s/bad.qrl", dir);
+    FILE *f = fopen(path, "w");
+    fputs("import \"calibrators.qrl\"\nrecipe r {\n  activation = u8 by nosuch()\n  weight = i8 by minmax()\n}\n", f);
+    fclose(f);
+    snprintf(outf, sizeof outf, "%s/o.onnx", dir);
+    snprintf(args, sizeof args, "examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy -o %s", path,
+             data_dir(), outf);
+    expect_fail(args, "bad.qrl:3:22: error: unknown name 'nosuch'", outf);
+}
+
+Test(quantize, calibration_data_that_does_not_fit)
+{
+    char cmd[2048], args[2048], outf[700], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; np.save('%s/wrong.npy', np.zeros((4, 3, 28, 28), np.float32)); "
+             "np.save('%s/empty.npy', np.zeros((0, 1, 28, 28), np.float32))\"",
+             dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(outf, sizeof outf, "%s/o.onnx", dir);
+    snprintf(args, sizeof args, "examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib %s/wrong.npy -o %s",
+             dir, outf);
+    expect_fail(args, "wrong.npy does not fit", outf);
+    snprintf(args, sizeof args, "examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib %s/empty.npy -o %s",
+             dir, outf);
+    expect_fail(args, "the calibration set is empty", outf);
+}
+
+/* A model with an op nothing matches: it stays f32 (documented fallback), and the file is still written. */
+Test(quantize, unmatched_ops_fall_back_to_f32)
+{
+    char cmd[4096], *log;
+    const char *model = "/usr/share/libonnx-testdata/data/node/test_softmax_example/model.onnx";
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; np.save('%s/c.npy', np.random.default_rng(0).random((1, 3), "
+             "np.float32))\" && cd '%s' && '%s' quantize %s --recipe recipes/int8.qrl --calib %s/c.npy -o %s/s.onnx",
+             dir, tu_root(), tu_qrl(), model, dir, dir);
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 0, "%s", log);
+    cr_assert(strstr(log, "0 by patterns, 0 by affine rules, 1 in f32"), "%s", log);
+    free(log);
+    char out[700];
+    snprintf(out, sizeof out, "%s/s.onnx", dir);
+    cr_assert(tu_file_exists(out));
+}
