@@ -16,7 +16,8 @@ ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 VERSION   = 0.1.0
 
 GEN      = $(B)/gen
-CPPFLAGS = -Iinclude -Iruntime -I$(GEN) -I$(GCCJIT_DIR)/include -DQRL_VERSION='"$(VERSION)"' -MMD -MP
+CPPFLAGS = -Iinclude -Iruntime -I$(GEN) -I$(GCCJIT_DIR)/include -DQRL_VERSION='"$(VERSION)"' \
+           -DQRL_SOURCE_STDLIB='"$(CURDIR)/stdlib"' -MMD -MP
 
 RUNTIME_SRC = $(wildcard runtime/*.c runtime/ops/*.c)
 FRONT_SRC   = $(wildcard lang/*.c grammar/*.c compiler/*.c)
@@ -97,8 +98,14 @@ deps:
 data: deps
 	@test -f $(B)/data/test_images.npy || $(PYTHON) tools/fmnist_data.py $(B)/data
 
+# ONNX Runtime for node (npm), the peer runtime of the export tests and benchmarks.
+ORT_DIR = $(B)/npm
+ort: deps
+	@test -d $(ORT_DIR)/node_modules/onnxruntime-node || \
+		ONNXRUNTIME_NODE_INSTALL=skip npm install --prefix $(ORT_DIR) --no-audit --no-fund --silent onnxruntime-node
+
 # The suite: every Criterion binary; the e2e tests find the qrl binary through QRL_BIN.
-check: tests data
+check: tests data ort
 	@sh tools/run-tests.sh $(B) $(TEST_BIN)
 
 test: deps
@@ -121,7 +128,7 @@ bench: all
 clean:
 	rm -rf build
 
-.PHONY: all tests deps data check test test-asan example clean bench fuzz
+.PHONY: all tests deps data check test test-asan example clean bench fuzz ort
 .DELETE_ON_ERROR:
 .SECONDARY: $(TEST_SUPPORT)
 

@@ -221,37 +221,26 @@ char *qc_default_stdlib(void)
     const char *env = getenv("QRL_STDLIB");
     if (env && *env)
         return strdup(env);
-    char exe[PATH_MAX], buf[PATH_MAX];
+    /* Next to the binary (build/qrl, build/asan/qrl, an installed prefix), then the source tree it was built in. */
+    char exe[PATH_MAX], buf[PATH_MAX], real[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        return NULL;
-    exe[n] = 0;
-    char *dir = dir_of(exe);
-    snprintf(buf, sizeof buf, "%s/../stdlib", dir);
-    free(dir);
+    static const char *const rel[] = {"/../stdlib", "/../../stdlib", "/../share/qrl/stdlib"};
     struct stat st;
-    char real[PATH_MAX];
-    if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode) && realpath(buf, real))
-        return strdup(real);
-    return NULL;
-}
-
-double qc_unit_lex_ms(const qc_unit *u)
-{
-    double t0 = now_ms();
-    for (int i = 0; i < u->nfiles; i++) {
-        ql_arena ar;
-        ql_diags d;
-        ql_arena_init(&ar);
-        ql_diags_init(&d);
-        ql_lexer lx;
-        ql_lexer_init(&lx, u->files[i]->src, &ar, &d);
-        ql_token t;
-        do
-            ql_lex(&lx, &t);
-        while (t.kind != QL_TOK_EOF);
-        ql_diags_free(&d);
-        ql_arena_free(&ar);
+    if (n > 0) {
+        exe[n] = 0;
+        char *dir = dir_of(exe);
+        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+            snprintf(buf, sizeof buf, "%s%s", dir, rel[i]);
+            if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode) && realpath(buf, real)) {
+                free(dir);
+                return strdup(real);
+            }
+        }
+        free(dir);
     }
-    return now_ms() - t0;
+#ifdef QRL_SOURCE_STDLIB
+    if (stat(QRL_SOURCE_STDLIB, &st) == 0 && S_ISDIR(st.st_mode))
+        return strdup(QRL_SOURCE_STDLIB);
+#endif
+    return NULL;
 }

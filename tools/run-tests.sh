@@ -7,6 +7,7 @@ shift
 export QRL_BIN="$(cd "$B" && pwd)/qrl"
 export QRL_DATA="$(cd "$B" && pwd)/data"
 export QRL_ROOT="$(pwd)"
+export ORT_NODE_MODULE="$(cd "$B" && pwd)/npm/node_modules/onnxruntime-node"
 passed=0
 failed=0
 status=0

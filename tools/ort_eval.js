@@ -1,0 +1,58 @@
+// Top-1 accuracy of an ONNX classifier in ONNX Runtime (onnxruntime-node),
+// the peer runtime the tests and benchmarks compare QRL with.
+// Usage: node tools/ort_eval.js MODEL.onnx X.npy Y.npy [OPTIMIZED_OUT.onnx]
+// Prints one JSON line: {"n": N, "correct": C, "accuracy": A, "ms": T}.
+// With OPTIMIZED_OUT, ORT also writes the graph it actually runs (after its
+// fusions), so a test can check that QDQ groups became integer kernels.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const ort = require(process.env.ORT_NODE_MODULE || 'onnxruntime-node');
+
+function loadNpy(file) {
+    const buf = fs.readFileSync(file);
+    if (buf.toString('latin1', 1, 6) !== 'NUMPY') throw new Error(file + ': not a .npy file');
+    const major = buf[6];
+    const hlen = major >= 2 ? buf.readUInt32LE(8) : buf.readUInt16LE(8);
+    const hstart = major >= 2 ? 12 : 10;
+    const header = buf.toString('latin1', hstart, hstart + hlen);
+    const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
+    const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').filter((s) => s.trim()).map(Number);
+    if (/'fortran_order':\s*True/.test(header)) throw new Error(file + ': Fortran order');
+    const data = buf.subarray(hstart + hlen);
+    const copy = new Uint8Array(data.length);
+    copy.set(data);
+    const kinds = {'<f4': Float32Array, '<i8': BigInt64Array, '<i4': Int32Array};
+    if (!kinds[descr]) throw new Error(file + ': unsupported dtype ' + descr);
+    return {shape, data: new kinds[descr](copy.buffer)};
+}
+
+async function main() {
+    const [model, xfile, yfile, optimized] = process.argv.slice(2);
+    const opts = {graphOptimizationLevel: 'all', executionProviders: ['cpu'], intraOpNumThreads: 1};
+    if (optimized) opts.optimizedModelFilePath = path.resolve(optimized);
+    const session = await ort.InferenceSession.create(model, opts);
+    const x = loadNpy(xfile), y = loadNpy(yfile);
+    const n = x.shape[0], per = x.data.length / n, batch = 100;
+    let correct = 0;
+    const t0 = Date.now();
+    for (let s = 0; s < n; s += batch) {
+        const b = Math.min(batch, n - s);
+        const input = new ort.Tensor('float32', x.data.subarray(s * per, (s + b) * per), [b, ...x.shape.slice(1)]);
+        const out = await session.run({[session.inputNames[0]]: input});
+        const logits = out[session.outputNames[0]];
+        const classes = logits.data.length / b;
+        for (let i = 0; i < b; i++) {
+            let best = 0;
+            for (let c = 1; c < classes; c++)
+                if (logits.data[i * classes + c] > logits.data[i * classes + best]) best = c;
+            if (BigInt(best) === BigInt(y.data[s + i])) correct++;
+        }
+    }
+    console.log(JSON.stringify({n, correct, accuracy: (100 * correct) / n, ms: Date.now() - t0}));
+}
+
+main().catch((e) => {
+    console.error('ort_eval: ' + e.message);
+    process.exit(1);
+});
