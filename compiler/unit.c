@@ -244,3 +244,22 @@ char *qc_default_stdlib(void)
 #endif
     return NULL;
 }
+double qc_unit_lex_ms(const qc_unit *u)
+{
+    double t0 = now_ms();
+    for (int i = 0; i < u->nfiles; i++) {
+        ql_arena ar;
+        ql_diags d;
+        ql_arena_init(&ar);
+        ql_diags_init(&d);
+        ql_lexer lx;
+        ql_lexer_init(&lx, u->files[i]->src, &ar, &d);
+        ql_token t;
+        do
+            ql_lex(&lx, &t);
+        while (t.kind != QL_TOK_EOF);
+        ql_diags_free(&d);
+        ql_arena_free(&ar);
+    }
+    return now_ms() - t0;
+}
