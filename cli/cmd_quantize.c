@@ -9,6 +9,7 @@
 #include "exec.h"
 #include "fileio.h"
 #include "onnx_export.h"
+#include "qreport.h"
 #include "quantize.h"
 #include "tensor_io.h"
 
@@ -65,7 +66,9 @@ static qr_status write_qparams(const char *path, const qr_quantized *q, const ch
         json_num(f, (double)(l->qmin - l->zero) * l->scale);
         fprintf(f, ", \"clip_max\": ");
         json_num(f, (double)(l->qmax - l->zero) * l->scale);
-        fprintf(f, "}%s\n", i + 1 < q->nlayers ? "," : "");
+        fprintf(f, ", \"sqnr_db\": ");
+        json_num(f, l->sqnr);
+        fprintf(f, ", \"fallback\": %s}%s\n", l->fallback ? "true" : "false", i + 1 < q->nlayers ? "," : "");
     }
     fprintf(f, "  ],\n  \"weights\": [\n");
     int first = 1;
@@ -95,20 +98,22 @@ static qr_status write_qparams(const char *path, const qr_quantized *q, const ch
 
 int cli_quantize(int argc, char **argv)
 {
-    const char *model = NULL, *recipe = NULL, *calib = NULL, *outp = NULL, *qparams = NULL, *name = NULL;
+    const char *model = NULL, *recipe = NULL, *calib = NULL, *outp = NULL, *qparams = NULL, *name = NULL,
+               *report = NULL;
     int batch = 32, threads = 1, count = 0, no_cache = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: qrl quantize MODEL.onnx --recipe R.qrl --calib X.npy -o OUT.onnx\n"
                    "                    [--calib-count N] [--batch B] [--threads N] [--recipe-name NAME]\n"
-                   "                    [--qparams Q.json] [--no-cache]\n"
+                   "                    [--qparams Q.json] [--report R.html|R.json] [--no-cache]\n"
                    "Quantizes the model as the recipe says, calibrating on the samples of X.npy\n"
                    "(along its first dimension), and writes a QDQ ONNX model: QuantizeLinear and\n"
                    "DequantizeLinear around the quantized ops, integer weights and biases. ONNX\n"
                    "Runtime runs it on its integer kernels; so does `qrl run`.\n"
                    "--qparams writes every quantized tensor's dtype, scale, zero point, axis and\n"
-                   "clip range as JSON.\n");
+                   "clip range as JSON. --report writes, per quantized tensor, its observed range,\n"
+                   "qparams, SQNR against f32, clipped fraction and fallback (HTML with plots, or JSON).\n");
             return 0;
         }
         int has = i + 1 < argc;
@@ -120,6 +125,8 @@ int cli_quantize(int argc, char **argv)
             outp = argv[++i];
         else if (!strcmp(a, "--qparams") && has)
             qparams = argv[++i];
+        else if (!strcmp(a, "--report") && has)
+            report = argv[++i];
         else if (!strcmp(a, "--recipe-name") && has)
             name = argv[++i];
         else if (!strcmp(a, "--no-cache"))
@@ -171,8 +178,11 @@ int cli_quantize(int argc, char **argv)
         rc = cli_fail(&e);
         goto out;
     }
-    if (qparams && write_qparams(qparams, q, recipe, &e) != QR_OK) {
+    if ((qparams && write_qparams(qparams, q, recipe, &e) != QR_OK) ||
+        (report && qr_report_write(q, model, report, &e) != QR_OK)) {
         remove(outp); /* all or nothing */
+        if (qparams)
+            remove(qparams);
         rc = cli_fail(&e);
         goto out;
     }
@@ -182,8 +192,18 @@ int cli_quantize(int argc, char **argv)
     printf("tensors:   %d activations, %d weights\n", q->nlayers, q->weights);
     printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms, ratio %.2f)\n", (long long)q->samples,
            q->calib_ms, q->fp32_ms, q->fp32_ms > 0 ? q->calib_ms / q->fp32_ms : 0.0);
+    double worst = INFINITY;
+    const char *worst_name = "";
+    for (int i = 0; i < q->nlayers; i++)
+        if (q->layers[i].sqnr < worst)
+            worst = q->layers[i].sqnr, worst_name = q->layers[i].value;
+    if (q->nlayers)
+        printf("sqnr:      lowest %.1f dB (%s); %d tensor%s fell back to f32\n", worst, worst_name, q->fallbacks,
+               q->fallbacks == 1 ? "" : "s");
     if (qparams)
         printf("qparams:   %s\n", qparams);
+    if (report)
+        printf("report:    %s\n", report);
     rc = 0;
 out:
     qr_quantized_free(q);

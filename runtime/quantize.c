@@ -25,6 +25,8 @@ typedef struct slot {
     qrl_qparams qp; /* running, then final */
     int solved;
     double lo, hi;  /* observed */
+    double sx2, se2, n, clipped; /* measurement against f32: signal, error, count, outside range */
+    int fallback;
 } slot;
 
 typedef struct wquant { /* a quantized weight */
@@ -67,6 +69,9 @@ typedef struct qctx {
     bquant *bias;
     int nbias;
     int nodes_pattern, nodes_affine;
+    /* each accepted match: its output value and the constants it quantizes (for fallback) */
+    struct mrec { int out; int consts[8]; int nconsts; } *matches;
+    int nmatches;
 } qctx;
 
 static qr_dtype dtype_named(const char *s)
@@ -212,6 +217,16 @@ static int accept_match(void *user, const qr_match *m)
     q->nodes_pattern += m->nnodes;
     for (int k = 0; k < m->nnodes; k++)
         q->node_kind[m->nodes[k]->id] = 1;
+    struct mrec *mv = realloc(q->matches, sizeof *mv * (size_t)(q->nmatches + 1));
+    if (mv) {
+        q->matches = mv;
+        struct mrec *r = &q->matches[q->nmatches++];
+        memset(r, 0, sizeof *r);
+        r->out = m->nodes[m->nnodes - 1]->out[0]->id;
+        for (int i = 0; i < p->nvalues && r->nconsts < 8; i++)
+            if (m->values[i] && m->values[i]->is_const)
+                r->consts[r->nconsts++] = m->values[i]->id;
+    }
     return 1;
 }
 
@@ -674,10 +689,118 @@ static void qctx_free(qctx *q)
     }
     free(q->w);
     free(q->bias);
+    free(q->matches);
     free(q->claimed);
     free(q->node_kind);
     free(q->roles);
     free(q->slot_of);
+}
+
+/* Whether constant `value` belongs to a match whose output fell back to f32. */
+static int const_falls_back(const qctx *q, int value)
+{
+    for (int i = 0; i < q->nmatches; i++) {
+        const struct mrec *r = &q->matches[i];
+        int s = q->slot_of[r->out];
+        if (s < 0 || !q->slots[s].fallback)
+            continue;
+        for (int k = 0; k < r->nconsts; k++)
+            if (r->consts[k] == value)
+                return 1;
+    }
+    return 0;
+}
+
+/* ----------------------------------------------- measurement and fallback */
+
+typedef struct measure {
+    qctx *q;
+    qr_tensor *ref; /* by slot: the f32 value of the current batch */
+    int pass;       /* 0: recording f32, 1: comparing the quantized model */
+} measure;
+
+static void observe_slots(void *user, const qr_node *n, const qr_value *v, const qr_tensor *t)
+{
+    (void)n;
+    measure *ms = user;
+    qctx *q = ms->q;
+    if (v->id >= q->g->n_values || strcmp(v->name, q->g->values[v->id]->name) || t->dtype != QR_F32)
+        return;
+    int si = q->slot_of[v->id];
+    if (si < 0)
+        return;
+    slot *s = &q->slots[si];
+    qr_tensor *r = &ms->ref[si];
+    int64_t cnt = qr_tensor_numel(t);
+    if (ms->pass == 0) {
+        qr_tensor_free(r);
+        *r = *t;
+        r->data = NULL;
+        qr_error e;
+        if (qr_tensor_alloc(r, &e) == QR_OK)
+            memcpy(r->data, t->data, qr_tensor_nbytes(t));
+        return;
+    }
+    if (!r->data || qr_tensor_numel(r) != cnt)
+        return;
+    const float *a = r->data, *b = t->data;
+    double lo = (double)(s->qt.qmin - s->qp.zero) * s->qp.scale, hi = (double)(s->qt.qmax - s->qp.zero) * s->qp.scale;
+    for (int64_t i = 0; i < cnt; i++) {
+        double d = (double)a[i] - (double)b[i];
+        s->sx2 += (double)a[i] * a[i];
+        s->se2 += d * d;
+        s->clipped += a[i] < lo || a[i] > hi;
+    }
+    s->n += (double)cnt;
+}
+
+static double sqnr_db(const slot *s)
+{
+    if (s->se2 <= 0)
+        return INFINITY;
+    return 10.0 * log10(s->sx2 / s->se2);
+}
+
+/* Runs f32 and the QDQ graph side by side on up to 256 calibration samples. */
+static qr_status measure_slots(qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count)
+{
+    measure ms = {.q = q};
+    ms.ref = calloc((size_t)q->nslots + 1, sizeof *ms.ref);
+    if (!ms.ref)
+        return qr_errorf(q->e, "out of memory");
+    for (int i = 0; i < q->nslots; i++)
+        q->slots[i].sx2 = q->slots[i].se2 = q->slots[i].n = q->slots[i].clipped = 0;
+    int batch = q->o->batch > 0 ? q->o->batch : 32;
+    int64_t n = count < 256 ? count : 256;
+    qr_exec_opts o32 = {.threads = q->o->threads, .observer = observe_slots, .observer_user = &ms};
+    qr_exec_opts oq = o32;
+    qr_exec *x32 = NULL, *xq = NULL;
+    qr_status st = qr_exec_new(q->g, &o32, &x32, q->e);
+    if (st == QR_OK)
+        st = qr_exec_new(qdq, &oq, &xq, q->e);
+    size_t row = qr_tensor_nbytes(calib) / (size_t)(calib->dims[0] ? calib->dims[0] : 1);
+    for (int64_t at = 0; st == QR_OK && at < n; at += batch) {
+        int64_t b = n - at < batch ? n - at : batch;
+        qr_tensor in = *calib;
+        in.dims[0] = b;
+        in.data = (char *)calib->data + (size_t)at * row;
+        qr_tensor out[16] = {{0}};
+        ms.pass = 0;
+        st = qr_exec_run(x32, &in, out, q->e);
+        for (int i = 0; i < 16; i++)
+            qr_tensor_free(&out[i]);
+        ms.pass = 1;
+        if (st == QR_OK)
+            st = qr_exec_run(xq, &in, out, q->e);
+        for (int i = 0; i < 16; i++)
+            qr_tensor_free(&out[i]);
+    }
+    qr_exec_free(x32);
+    qr_exec_free(xq);
+    for (int i = 0; i < q->nslots; i++)
+        qr_tensor_free(&ms.ref[i]);
+    free(ms.ref);
+    return st;
 }
 
 static qr_status build_qdq(qctx *q, qr_quantized *res)
@@ -688,9 +811,12 @@ static qr_status build_qdq(qctx *q, qr_quantized *res)
         return qr_errorf(q->e, "out of memory");
     res->qdq = d;
     for (int i = 0; i < q->nslots; i++)
-        insert_qdq(d, d->values[q->slots[i].value], &q->slots[i], q->act_dtype);
+        if (!q->slots[i].fallback)
+            insert_qdq(d, d->values[q->slots[i].value], &q->slots[i], q->act_dtype);
     for (int i = 0; i < q->nw; i++) {
         const wquant *w = &q->w[i];
+        if (const_falls_back(q, w->value))
+            continue;
         const qr_value *ov = g->values[w->value];
         int64_t n = qr_tensor_numel(&ov->t), inner = 1;
         for (int k = w->axis + 1; w->axis >= 0 && k < ov->t.ndim; k++)
@@ -716,6 +842,8 @@ static qr_status build_qdq(qctx *q, qr_quantized *res)
     }
     for (int i = 0; i < q->nbias; i++) {
         const bquant *b = &q->bias[i];
+        if (const_falls_back(q, b->value))
+            continue;
         const qr_value *ov = g->values[b->value];
         const wquant *w = weight_of(q, b->w);
         int xs = q->slot_of[b->x];
@@ -841,6 +969,24 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
     }
     if (st == QR_OK)
         st = build_qdq(&q, res);
+    if (st == QR_OK)
+        st = measure_slots(&q, res->qdq, calib, count);
+    if (st == QR_OK && q.r->fallback) {
+        /* The recipe's fallback: tensors whose SQNR fails the condition stay f32, with their layers. */
+        qrl_rt rt;
+        qr_rt_init(&rt);
+        for (int i = 0; i < q.nslots; i++) {
+            slot *s = &q.slots[i];
+            if (s->n > 0 && q.r->fallback(&rt, sqnr_db(s)))
+                s->fallback = 1, res->fallbacks++;
+        }
+        if ((st = qr_rt_status(&rt, e)) == QR_OK && res->fallbacks) {
+            qr_graph_free(res->qdq);
+            res->qdq = NULL;
+            res->weights = 0;
+            st = build_qdq(&q, res);
+        }
+    }
     if (st == QR_OK) {
         res->layers = calloc((size_t)q.nslots + 1, sizeof *res->layers);
         for (int i = 0; res->layers && i < q.nslots; i++) {
@@ -857,7 +1003,11 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
             l->zero = s->qp.zero;
             l->qmin = s->qt.qmin;
             l->qmax = s->qt.qmax;
+            l->sqnr = sqnr_db(s);
+            l->clipped = s->n > 0 ? s->clipped / s->n : 0;
+            l->fallback = s->fallback;
         }
+        res->recipe = q.r->name;
         res->nodes_pattern = q.nodes_pattern;
         res->nodes_affine = q.nodes_affine;
         int live = 0;

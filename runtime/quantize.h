@@ -44,6 +44,9 @@ typedef struct qr_qlayer {
     double scale;
     int64_t zero;
     int64_t qmin, qmax;
+    double sqnr;    /* dB, of this tensor in the quantized model against f32 (measured on calibration data) */
+    double clipped; /* fraction of f32 values outside the representable range */
+    int fallback;   /* the recipe's fallback condition held: left in f32 */
 } qr_qlayer;
 
 typedef struct qr_quantized {
@@ -55,6 +58,8 @@ typedef struct qr_quantized {
     int64_t samples;                              /* calibration samples used */
     double calib_ms;                              /* the calibration pass */
     double fp32_ms;                               /* one fp32 pass over the same samples */
+    int fallbacks;                                /* layers the recipe's fallback sent back to f32 */
+    const char *recipe;                           /* the recipe used */
 } qr_quantized;
 
 /* g: an optimized fp32 graph with one input; calib: samples along dim 0. */

@@ -264,3 +264,41 @@ Test(quantize, unmatched_ops_fall_back_to_f32)
     snprintf(out, sizeof out, "%s/s.onnx", dir);
     cr_assert(tu_file_exists(out));
 }
+
+/* The report (HTML and JSON) and the recipe's fallback: with a threshold no
+ * tensor meets, everything falls back and the model is f32 again. */
+Test(quantize, report_and_fallback)
+{
+    char cmd[4096], *log, path[700];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib "
+             "%s/calib_images.npy --calib-count 100 -o %s/q.onnx --report %s/r.html && "
+             "'%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib "
+             "%s/calib_images.npy --calib-count 100 -o %s/q.onnx --report %s/r.json",
+             tu_root(), tu_qrl(), data_dir(), dir, dir, tu_qrl(), data_dir(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json, html.parser; r = json.load(open('%s/r.json')); "
+             "assert len(r['layers']) >= 5 and all(l['sqnr_db'] > 15 for l in r['layers']), r; "
+             "h = open('%s/r.html').read(); assert h.count('<svg') == 2 and 'http' not in h.replace('xmlns', ''); "
+             "html.parser.HTMLParser().feed(h); print('ok')\"",
+             dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/strict.qrl", dir);
+    FILE *f = fopen(path, "w");
+    fputs("import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+          "recipe strict {\n  activation = u8 asymmetric by minmax()\n"
+          "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  fallback = f32 when sqnr < 200\n}\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
+             "--calib-count 100 -o %s/f.onnx && /usr/bin/python3 -c \"import onnx; m = onnx.load('%s/f.onnx'); "
+             "assert not any(n.op_type == 'QuantizeLinear' for n in m.graph.node); print('all f32')\"",
+             tu_root(), tu_qrl(), path, data_dir(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "9 tensors fell back to f32"), "%s", log);
+    free(log);
+}

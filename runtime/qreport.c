@@ -1,0 +1,187 @@
+#include "qreport.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fileio.h"
+
+static void esc(FILE *f, const char *s, int json)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (json && (c == '"' || c == '\\'))
+            fprintf(f, "\\%c", c);
+        else if (json && c < 32)
+            fprintf(f, "\\u%04x", c);
+        else if (!json && c == '<')
+            fputs("&lt;", f);
+        else if (!json && c == '>')
+            fputs("&gt;", f);
+        else if (!json && c == '&')
+            fputs("&amp;", f);
+        else if (!json && c == '"')
+            fputs("&quot;", f);
+        else
+            fputc(c, f);
+    }
+}
+
+static void num(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.6g", v);
+    else
+        fputs("null", f);
+}
+
+static void write_json(FILE *f, const qr_quantized *q, const char *model)
+{
+    fprintf(f, "{\n  \"model\": \"");
+    esc(f, model, 1);
+    fprintf(f, "\",\n  \"recipe\": \"");
+    esc(f, q->recipe ? q->recipe : "", 1);
+    fprintf(f, "\",\n  \"calibration_samples\": %lld,\n  \"calibration_ms\": ", (long long)q->samples);
+    num(f, q->calib_ms);
+    fprintf(f, ",\n  \"fp32_pass_ms\": ");
+    num(f, q->fp32_ms);
+    fprintf(f, ",\n  \"nodes\": {\"pattern\": %d, \"affine\": %d, \"f32\": %d},\n  \"fallbacks\": %d,\n  \"layers\": [\n",
+            q->nodes_pattern, q->nodes_affine, q->nodes_float, q->fallbacks);
+    for (int i = 0; i < q->nlayers; i++) {
+        const qr_qlayer *l = &q->layers[i];
+        fprintf(f, "    {\"value\": \"");
+        esc(f, l->value, 1);
+        fprintf(f, "\", \"producer\": \"");
+        esc(f, l->op, 1);
+        fprintf(f, "\", \"how\": \"%s\", \"dtype\": \"%s\", \"observed_min\": ", l->how, qr_dtype_name(l->dtype));
+        num(f, l->lo);
+        fprintf(f, ", \"observed_max\": ");
+        num(f, l->hi);
+        fprintf(f, ", \"scale\": ");
+        num(f, l->scale);
+        fprintf(f, ", \"zero_point\": %lld, \"clip_min\": ", (long long)l->zero);
+        num(f, (double)(l->qmin - l->zero) * l->scale);
+        fprintf(f, ", \"clip_max\": ");
+        num(f, (double)(l->qmax - l->zero) * l->scale);
+        fprintf(f, ", \"sqnr_db\": ");
+        num(f, l->sqnr);
+        fprintf(f, ", \"clipped\": ");
+        num(f, l->clipped);
+        fprintf(f, ", \"fallback\": %s}%s\n", l->fallback ? "true" : "false", i + 1 < q->nlayers ? "," : "");
+    }
+    fprintf(f, "  ]\n}\n");
+}
+
+/* Horizontal bars of SQNR per tensor; red under 20 dB. */
+static void svg_sqnr(FILE *f, const qr_quantized *q)
+{
+    int h = 22 * q->nlayers + 40, w = 720, left = 320;
+    double top = 60;
+    for (int i = 0; i < q->nlayers; i++)
+        if (isfinite(q->layers[i].sqnr) && q->layers[i].sqnr > top)
+            top = q->layers[i].sqnr;
+    fprintf(f, "<svg width=\"%d\" height=\"%d\" role=\"img\" aria-label=\"SQNR per tensor\">\n", w, h);
+    for (int db = 0; db <= (int)top; db += 10) {
+        double x = left + (w - left - 20) * db / top;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"10\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/>"
+                   "<text x=\"%.1f\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\">%d dB</text>\n",
+                x, x, h - 25, x, h - 12, db);
+    }
+    for (int i = 0; i < q->nlayers; i++) {
+        const qr_qlayer *l = &q->layers[i];
+        double v = isfinite(l->sqnr) ? l->sqnr : top;
+        double y = 12 + 22 * i, bw = (w - left - 20) * (v < 0 ? 0 : v) / top;
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">", left - 6, y + 12);
+        esc(f, l->value, 0);
+        fprintf(f, "</text><rect x=\"%d\" y=\"%.1f\" width=\"%.1f\" height=\"16\" fill=\"%s\"><title>%.1f dB</title>"
+                   "</rect>\n",
+                left, y, bw, l->fallback ? "#999" : v < 20 ? "#c0392b" : "#2e86c1", v);
+    }
+    fprintf(f, "</svg>\n");
+}
+
+/* Per tensor: the observed range (blue) inside the representable one (grey). */
+static void svg_ranges(FILE *f, const qr_quantized *q)
+{
+    int h = 22 * q->nlayers + 20, w = 720, left = 320;
+    double lo = 0, hi = 0;
+    for (int i = 0; i < q->nlayers; i++) {
+        const qr_qlayer *l = &q->layers[i];
+        double a = (double)(l->qmin - l->zero) * l->scale, b = (double)(l->qmax - l->zero) * l->scale;
+        lo = fmin(lo, fmin(a, isfinite(l->lo) ? l->lo : 0));
+        hi = fmax(hi, fmax(b, isfinite(l->hi) ? l->hi : 0));
+    }
+    if (hi - lo <= 0)
+        hi = lo + 1;
+    double sx = (w - left - 20) / (hi - lo);
+    fprintf(f, "<svg width=\"%d\" height=\"%d\" role=\"img\" aria-label=\"ranges per tensor\">\n", w, h);
+    double x0 = left + (0 - lo) * sx;
+    fprintf(f, "<line x1=\"%.1f\" y1=\"0\" x2=\"%.1f\" y2=\"%d\" stroke=\"#333\" stroke-dasharray=\"2,2\"/>\n", x0, x0,
+            h);
+    for (int i = 0; i < q->nlayers; i++) {
+        const qr_qlayer *l = &q->layers[i];
+        double y = 6 + 22 * i;
+        double a = (double)(l->qmin - l->zero) * l->scale, b = (double)(l->qmax - l->zero) * l->scale;
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">", left - 6, y + 12);
+        esc(f, l->value, 0);
+        fprintf(f, "</text><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"16\" fill=\"#ddd\"/>", left + (a - lo) * sx,
+                y, (b - a) * sx);
+        if (isfinite(l->lo) && isfinite(l->hi))
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"8\" fill=\"#2e86c1\"><title>observed %.4g .. "
+                       "%.4g</title></rect>",
+                    left + (l->lo - lo) * sx, y + 4, (l->hi - l->lo) * sx, l->lo, l->hi);
+        fputc('\n', f);
+    }
+    fprintf(f, "</svg>\n");
+}
+
+static void write_html(FILE *f, const qr_quantized *q, const char *model)
+{
+    fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>QRL quantization report</title>\n"
+               "<style>body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse}"
+               "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:right}"
+               "td:first-child,th:first-child,td:nth-child(2){text-align:left}.bad{color:#c0392b}</style>"
+               "</head><body>\n<h1>Quantization report</h1>\n<p>Model <b>");
+    esc(f, model, 0);
+    fprintf(f, "</b>, recipe <b>");
+    esc(f, q->recipe ? q->recipe : "", 0);
+    fprintf(f, "</b>. %lld calibration samples in %.0f ms (one f32 pass: %.0f ms). Nodes: %d by patterns, %d by "
+               "affine rules, %d in f32. %d weight tensors quantized; %d tensors fell back to f32.</p>\n",
+            (long long)q->samples, q->calib_ms, q->fp32_ms, q->nodes_pattern, q->nodes_affine, q->nodes_float,
+            q->weights, q->fallbacks);
+    fprintf(f, "<h2>SQNR of each quantized tensor against f32</h2>\n<p>Signal-to-quantization-noise ratio measured "
+               "on calibration data, with every quantization upstream applied. Red: under 20 dB; grey: fell back to "
+               "f32.</p>\n");
+    svg_sqnr(f, q);
+    fprintf(f, "<h2>Ranges</h2>\n<p>Grey: the range the integers can represent; blue: the values observed; the "
+               "dashed line is 0.</p>\n");
+    svg_ranges(f, q);
+    fprintf(f, "<h2>Tensors</h2>\n<table><tr><th>tensor</th><th>producer</th><th>how</th><th>type</th><th>observed "
+               "min</th><th>observed max</th><th>scale</th><th>zero point</th><th>SQNR dB</th><th>clipped</th>"
+               "<th>fallback</th></tr>\n");
+    for (int i = 0; i < q->nlayers; i++) {
+        const qr_qlayer *l = &q->layers[i];
+        fprintf(f, "<tr><td>");
+        esc(f, l->value, 0);
+        fprintf(f, "</td><td>");
+        esc(f, l->op, 0);
+        fprintf(f, "</td><td>%s</td><td>%s</td><td>%.5g</td><td>%.5g</td><td>%.5g</td><td>%lld</td><td%s>%.1f</td>"
+                   "<td>%.3f%%</td><td>%s</td></tr>\n",
+                l->how, qr_dtype_name(l->dtype), l->lo, l->hi, l->scale, (long long)l->zero,
+                l->sqnr < 20 ? " class=\"bad\"" : "", l->sqnr, 100 * l->clipped, l->fallback ? "f32" : "");
+    }
+    fprintf(f, "</table>\n<p>Made by qrl.</p>\n</body></html>\n");
+}
+
+qr_status qr_report_write(const qr_quantized *q, const char *model, const char *path, qr_error *e)
+{
+    qr_atomic_file af;
+    if (qr_atomic_open(&af, path, e) != QR_OK)
+        return QR_ERR;
+    size_t n = strlen(path);
+    if (n >= 5 && !strcmp(path + n - 5, ".json"))
+        write_json(af.f, q, model);
+    else
+        write_html(af.f, q, model);
+    return qr_atomic_commit(&af, e);
+}
