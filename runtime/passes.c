@@ -395,8 +395,46 @@ void qr_pass_infer_symbolic(qr_graph *g)
     sym_free(g, b);
 }
 
+void qr_pass_annotate_qdq(qr_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        qr_node *n = g->nodes[i];
+        int dq = !strcmp(n->op, "DequantizeLinear"), q = !strcmp(n->op, "QuantizeLinear");
+        if (n->dead || n->domain[0] || (!dq && !q) || n->n_in < 2 || !n->in[1] || !n->in[1]->is_const ||
+            (n->n_in > 2 && n->in[2] && !n->in[2]->is_const))
+            continue;
+        const qr_tensor *sc = &n->in[1]->t, *zp = n->n_in > 2 && n->in[2] ? &n->in[2]->t : NULL;
+        int64_t cnt = qr_tensor_numel(sc);
+        if (cnt < 1 || cnt > (1 << 20) || (zp && qr_tensor_numel(zp) != cnt))
+            continue;
+        qr_qinfo *qi = qr_arena_alloc(&g->arena, sizeof *qi);
+        qi->dtype = zp ? zp->dtype : dq ? n->in[0]->t.dtype : QR_U8;
+        qi->axis = cnt > 1 ? (int)qr_attr_i(n, "axis", 1) : -1;
+        qi->n = (int)cnt;
+        qi->scale = qr_arena_alloc(&g->arena, sizeof(float) * (size_t)cnt);
+        qi->zero = qr_arena_alloc(&g->arena, sizeof(int32_t) * (size_t)cnt);
+        for (int64_t k = 0; k < cnt; k++) {
+            qi->scale[k] = (float)qr_get_f64(sc->data, sc->dtype, k);
+            qi->zero[k] = zp ? (int32_t)qr_get_i64(zp->data, zp->dtype, k) : 0;
+        }
+        const qr_dtype_info *di = qr_dtype_get(qi->dtype);
+        int bits = (int)di->size * 8;
+        int64_t qmin = di->is_signed ? -((int64_t)1 << (bits - 1)) : 0, qmax = di->is_signed ? ((int64_t)1 << (bits - 1)) - 1 : ((int64_t)1 << bits) - 1;
+        qi->clip_min = (double)(qmin - qi->zero[0]) * qi->scale[0];
+        qi->clip_max = (double)(qmax - qi->zero[0]) * qi->scale[0];
+        qi->acc = QR_UNDEF;
+        /* The integer tensor and the real tensor it stands for share the parameters. */
+        qr_value *real = dq ? n->out[0] : n->in[0], *ints = dq ? n->in[0] : n->out[0];
+        if (real)
+            real->q = qi;
+        if (ints)
+            ints->q = qi;
+    }
+}
+
 qr_status qr_graph_optimize(qr_graph *g, qr_error *e)
 {
+    qr_pass_annotate_qdq(g); /* before folding turns constant DequantizeLinears into plain floats */
     if (qr_pass_remove_identity(g, e) != QR_OK || qr_pass_infer_and_fold(g, e) != QR_OK ||
         qr_pass_fold_batchnorm(g, e) != QR_OK)
         return QR_ERR;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qrl.h"
 #include "testutil.h"
 
 static char *dir;
@@ -127,6 +128,29 @@ Test(quantize, exports_a_valid_qdq_model_and_qparams)
              dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
+    /* A backend reads each tensor's quantization through the C API */
+    char path[700], err[512];
+    snprintf(path, sizeof path, "%s/q.onnx", dir);
+    qrl_model *m;
+    cr_assert_eq(qrl_model_load(path, 1, &m, err, sizeof err), 0, "%s", err);
+    int activations = 0, per_channel = 0;
+    for (int i = 0; i < qrl_model_num_nodes(m); i++) {
+        qrl_value_info vi;
+        const char *out = qrl_node_output(m, i, 0);
+        if (!out || qrl_value_get(m, out, &vi) != 0 || !vi.quant.count)
+            continue;
+        activations++;
+        cr_assert_gt(vi.quant.scale[0], 0.0f, "%s", out);
+        cr_assert_lt(vi.quant.clip_min, vi.quant.clip_max, "%s", out);
+    }
+    for (const char *w = "features.4.weight_1"; w; w = NULL) {
+        qrl_value_info vi;
+        if (qrl_value_get(m, w, &vi) == 0 && vi.quant.count > 1)
+            per_channel = vi.quant.count;
+    }
+    qrl_model_free(m);
+    cr_assert_geq(activations, 5);
+    cr_assert_eq(per_channel, 32, "per-channel weight scales of features.4 (32 output channels): %d", per_channel);
     /* qrl runs the exported model itself */
     snprintf(cmd, sizeof cmd, "cd '%s' && '%s' eval %s/q.onnx --data %s/calib_images.npy --labels %s/calib_labels.npy",
              tu_root(), tu_qrl(), dir, data_dir(), data_dir());
