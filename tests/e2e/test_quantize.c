@@ -326,3 +326,35 @@ Test(quantize, report_and_fallback)
     cr_assert(strstr(log, "9 tensors fell back to f32"), "%s", log);
     free(log);
 }
+
+/* Calibration in topological order: y = x * x is calibrated on the values
+ * downstream of x's quantization, not on f32 ones (the RFC's propagated error). */
+Test(quantize, calibration_sees_upstream_quantization)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper, TensorProto as T; "
+             "g = helper.make_graph([helper.make_node('Mul', ['x', 'x'], ['y'])], 'sq', "
+             "[helper.make_tensor_value_info('x', T.FLOAT, ['N', 4])], [helper.make_tensor_value_info('y', T.FLOAT, ['N', 4])]); "
+             "onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), '%s/sq.onnx'); "
+             "x = np.array([[-0.3, 0.1, 0.5, 1.7]] * 8, np.float32); np.save('%s/x.npy', x)\"",
+             dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize %s/sq.onnx --recipe recipes/int8.qrl --calib %s/x.npy -o %s/sq_q.onnx "
+             "--report %s/sq.json",
+             tu_root(), tu_qrl(), dir, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    /* x: u8 over [-0.3, 1.7]: scale 2/255, zero point 38; 1.7 becomes round(1.7 / scale) * scale = 1.70196 */
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json, numpy as np; r = json.load(open('%s/sq.json')); "
+             "y = [l for l in r['layers'] if l['value'] == 'y'][0]; "
+             "s = np.float32(2.0) / np.float32(255); xq = np.float32(round(1.7 / s)) * s; "
+             "want = float(np.float32(xq * xq)); "
+             "assert abs(y['observed_max'] - want) < 1e-5, (y['observed_max'], want, 1.7 * 1.7); print('ok')\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
