@@ -13,6 +13,7 @@
 #include "../../compiler/check.h"
 #include "../../compiler/compile.h"
 #include "histogram.h"
+#include "tensor_io.h"
 #include "recipe.h"
 #include "testutil.h"
 
@@ -589,5 +590,41 @@ Test(jit, pattern_description_and_where_predicate)
     vals[2] = xv; /* not constant: no */
     cr_assert_eq(p->where(&rt, &mt), 0);
     qr_graph_free(g);
+    qr_module_free(m);
+}
+
+/* entropy against NVIDIA's algorithm in numpy (tools/ref_entropy.py) */
+Test(jit, entropy_matches_the_reference_implementation, .timeout = 120)
+{
+    qrl_module *m = stdlib_calibrators();
+    enum { N = 20000 };
+    static float x[N];
+    /* a long-tailed signed distribution (Laplace-like), so clipping pays */
+    unsigned seed = 17;
+    for (int i = 0; i < N; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        double u = ((seed >> 8) & 0xffffff) / 16777216.0 * 0.999 + 0.0005;
+        x[i] = (float)(u < 0.5 ? log(2 * u) : -log(2 - 2 * u));
+    }
+    qr_tensor t = vec(x, N);
+    char path[700], cmd[1200], *log;
+    snprintf(path, sizeof path, "%s/ent.npy", dir);
+    qr_error e;
+    cr_assert_eq(qr_npy_write(path, &t, &e), QR_OK, "%s", e.msg);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/ref_entropy.py %s 256 128", tu_root(), path);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    double want = atof(log);
+    free(log);
+    const char *names[1] = {"bins"};
+    const double vals[1] = {256};
+    qr_calib *c;
+    cr_assert_eq(qr_calib_new(m, "entropy", 1, names, vals, &c, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_calib_observe(c, &t, &e), QR_OK, "%s", e.msg);
+    qrl_qtype i8 = qr_qtype_of(QR_I8, 0, -1);
+    qrl_qparams qp;
+    cr_assert_eq(qr_calib_solve(c, &i8, &qp, &e), QR_OK, "%s", e.msg);
+    double amax = qp.scale * 127.5; /* symmetric: scale = amax / 127.5 */
+    cr_assert_float_eq(amax, want, 1e-9 * want, "QRL entropy amax %.12g, reference %.12g", amax, want);
+    qr_calib_free(c);
     qr_module_free(m);
 }
