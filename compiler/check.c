@@ -1822,7 +1822,8 @@ static void qspec(ctx *c, ql_node *setting, int kind)
 static void recipe(ctx *c, qc_sym *s)
 {
     ql_node *n = s->decl;
-    static const char *const keys[] = {"activation", "weight", "bias", "accumulate", "numerics", "fallback", "input"};
+    static const char *const keys[] = {"activation", "weight", "bias", "accumulate", "numerics", "fallback", "input",
+                                       "output"};
     c->w = W_RECIPE;
     for (int i = 0; i < n->nkids; i++) {
         ql_node *k = n->kids[i];
@@ -1847,7 +1848,7 @@ static void recipe(ctx *c, qc_sym *s)
             continue;
         }
         int key = -1;
-        for (int j = 0; j < 7; j++)
+        for (int j = 0; j < 8; j++)
             if (!strcmp(k->name, keys[j]))
                 key = j;
         for (int j = 0; j < i; j++)
@@ -1856,11 +1857,11 @@ static void recipe(ctx *c, qc_sym *s)
                 ql_note(c->d, n->kids[j]->span, "first set here");
             }
         if (key < 0) {
-            const char *hint = ql_suggest(k->name, keys, 7);
+            const char *hint = ql_suggest(k->name, keys, 8);
             if (hint)
                 err(c, k, "unknown recipe setting '%s'; did you mean '%s'?", k->name, hint);
             else
-                err(c, k, "unknown recipe setting '%s' (activation, weight, bias, accumulate, numerics, fallback, input)",
+                err(c, k, "unknown recipe setting '%s' (activation, weight, bias, accumulate, numerics, fallback, input, output)",
                     k->name);
             continue;
         }
@@ -1877,7 +1878,7 @@ static void recipe(ctx *c, qc_sym *s)
                 err(c, v, "numerics is onnx, tflite or pytorch");
             continue;
         }
-        qspec(c, k, key <= 1 || key == 6 ? 0 : key <= 3 ? 1 : 2);
+        qspec(c, k, key <= 1 || key >= 6 ? 0 : key <= 3 ? 1 : 2);
     }
     for (int j = 0; j < 2; j++) {
         int found = 0;

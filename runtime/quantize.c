@@ -56,7 +56,7 @@ typedef struct qctx {
     /* settings */
     qr_dtype act_dtype, w_dtype;
     int act_narrow, w_narrow, w_per_channel;
-    const qr_setting *act, *wt, *in; /* in: the model's first quantized tensors (optional) */
+    const qr_setting *act, *wt, *in, *out; /* in/out: the model's first quantized tensors and its outputs */
     /* plan */
     unsigned char *claimed;
     int *node_kind; /* 0 f32, 1 pattern, 2 affine */
@@ -137,9 +137,13 @@ static qr_status read_settings(qctx *q)
     q->act = qr_recipe_setting(r, "activation");
     q->wt = qr_recipe_setting(r, "weight");
     q->in = qr_recipe_setting(r, "input");
-    if (q->in && strcmp(q->in->type, q->act->type))
-        return qr_errorf(q->e, "recipe '%s': input must use the activation type %s, not %s", r->name, q->act->type,
-                         q->in->type);
+    q->out = qr_recipe_setting(r, "output");
+    for (int k = 0; k < 2; k++) {
+        const qr_setting *s = k ? q->out : q->in;
+        if (s && strcmp(s->type, q->act->type))
+            return qr_errorf(q->e, "recipe '%s': %s must use the activation type %s, not %s", r->name, s->key,
+                             q->act->type, s->type);
+    }
     if (!q->act || !q->wt)
         return qr_errorf(q->e, "recipe '%s' must set activation and weight", r->name);
     q->act_dtype = dtype_named(q->act->type);
@@ -170,10 +174,13 @@ static qr_status read_settings(qctx *q)
     if (new_calib(q, q->act, &c) != QR_OK)
         return QR_ERR;
     qr_calib_free(c);
-    if (q->in && new_calib(q, q->in, &c) != QR_OK)
-        return QR_ERR;
-    if (q->in)
-        qr_calib_free(c);
+    for (int k = 0; k < 2; k++) {
+        const qr_setting *s = k ? q->out : q->in;
+        if (s && new_calib(q, s, &c) != QR_OK)
+            return QR_ERR;
+        if (s)
+            qr_calib_free(c);
+    }
     if (new_calib(q, q->wt, &c) != QR_OK)
         return QR_ERR;
     qr_calib_free(c);
@@ -913,11 +920,14 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
     for (int i = 0; st == QR_OK && i < q.nslots; i++)
         if (q.slots[i].kind == SLOT_CALIBRATED) {
             const qr_setting *s = q.act;
+            const qr_value *v = g->values[q.slots[i].value];
             if (q.in && seen) {
                 memset(seen, 0, (size_t)g->n_nodes + 1);
-                if (first_quantized(&q, g->values[q.slots[i].value], seen))
+                if (first_quantized(&q, v, seen))
                     s = q.in;
             }
+            if (q.out && v->is_output)
+                s = q.out;
             st = new_calib(&q, s, &q.slots[i].cal);
         }
     free(seen);
