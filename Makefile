@@ -117,7 +117,8 @@ test-asan: deps
 example: deps
 	$(MAKE) all data
 	$(B)/qrl quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl \
-		--calib $(B)/data/calib_images.npy -o $(B)/fmnist_int8.onnx --qparams $(B)/fmnist_int8.json
+		--calib $(B)/data/calib_images.npy -o $(B)/fmnist_int8.onnx --qparams $(B)/fmnist_int8.json \
+		--report $(B)/fmnist_int8_report.html
 	$(B)/qrl eval examples/fmnist/fmnist_cnn.onnx --data $(B)/data/test_images.npy --labels $(B)/data/test_labels.npy \
 		--recipe recipes/int8.qrl --calib $(B)/data/calib_images.npy
 
