@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "exec.h"
+#include "passes.h"
 #include "quantize.h"
 #include "tensor_io.h"
 
@@ -158,7 +159,8 @@ int cli_eval(int argc, char **argv)
         }
         qr_quant_opts qo = {.module = mod, .batch = batch, .calib_count = calib_count, .threads = threads,
                             .progress = 1};
-        if (qr_quantize(g, &c, &qo, &qz, &e) != QR_OK ||
+        /* the QDQ graph as it runs when loaded: integer kernels where the groups lower */
+        if (qr_quantize(g, &c, &qo, &qz, &e) != QR_OK || qr_graph_optimize(qz->qdq, &e) != QR_OK ||
             accuracy(qz->qdq, &x, &y, batch, threads, &qcorrect, &qsecs, &e) != QR_OK) {
             qr_error_prefix(&e, "%s", model);
             rc = cli_fail(&e);
