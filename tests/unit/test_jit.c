@@ -628,3 +628,79 @@ Test(jit, entropy_matches_the_reference_implementation, .timeout = 120)
     qr_calib_free(c);
     qr_module_free(m);
 }
+
+/* moving_average: the exponential moving average of per-batch min and max, in C */
+Test(jit, moving_average_matches_c)
+{
+    qrl_module *m = stdlib_calibrators();
+    enum { N = 3000, B = 500 };
+    static float x[N];
+    random_data(x, N, 23);
+    const char *names[1] = {"momentum"};
+    const double vals[1] = {0.1};
+    qr_calib *c;
+    qr_error e;
+    cr_assert_eq(qr_calib_new(m, "moving_average", 1, names, vals, &c, &e), QR_OK, "%s", e.msg);
+    double lo = 0, hi = 0;
+    for (int b = 0; b < N / B; b++) {
+        qr_tensor t = vec(x + b * B, B);
+        cr_assert_eq(qr_calib_observe(c, &t, &e), QR_OK, "%s", e.msg);
+        double mn = INFINITY, mx = -INFINITY;
+        for (int i = 0; i < B; i++) {
+            mn = fmin(mn, x[b * B + i]);
+            mx = fmax(mx, x[b * B + i]);
+        }
+        lo = b == 0 ? mn : lo + 0.1 * (mn - lo);
+        hi = b == 0 ? mx : hi + 0.1 * (mx - hi);
+    }
+    qrl_qtype u8 = qr_qtype_of(QR_U8, 0, -1);
+    qrl_qparams qp;
+    cr_assert_eq(qr_calib_solve(c, &u8, &qp, &e), QR_OK, "%s", e.msg);
+    double scale = (fmax(hi, 0) - fmin(lo, 0)) / 255.0;
+    cr_assert_float_eq(qp.scale, scale, 1e-12 * scale, "qrl %.17g vs C %.17g", qp.scale, scale);
+    cr_assert_eq(qp.zero, (int64_t)nearbyint(-fmin(lo, 0) / scale));
+    qr_calib_free(c);
+    qr_module_free(m);
+}
+
+/* mse: the clipping threshold minimizing the squared error over the |x|
+ * histogram (bin centres), searched over `steps` thresholds, in C */
+Test(jit, mse_matches_c)
+{
+    qrl_module *m = stdlib_calibrators();
+    enum { N = 20000 };
+    static float x[N];
+    random_data(x, N, 29);
+    qr_calib *c;
+    qr_error e;
+    const char *names[2] = {"bins", "steps"};
+    const double vals[2] = {512, 64};
+    cr_assert_eq(qr_calib_new(m, "mse", 2, names, vals, &c, &e), QR_OK, "%s", e.msg);
+    qr_tensor t = vec(x, N);
+    cr_assert_eq(qr_calib_observe(c, &t, &e), QR_OK, "%s", e.msg);
+    qrl_qtype i8 = qr_qtype_of(QR_I8, 0, -1);
+    qrl_qparams qp;
+    cr_assert_eq(qr_calib_solve(c, &i8, &qp, &e), QR_OK, "%s", e.msg);
+    qr_hist h;
+    cr_assert_eq(qr_hist_init(&h, 512, 1, &e), QR_OK);
+    qr_hist_add_f32(&h, x, N);
+    double levels = 255.0 / 2.0, best = qr_hist_hi(&h), best_err = INFINITY; /* data has negatives: half range */
+    for (int s = 1; s <= 64; s++) {
+        double clip = qr_hist_hi(&h) * s / 64.0, scale = clip / levels, err = 0;
+        for (int b = 0; b < 512; b++) {
+            double n = qr_hist_bin(&h, b), v = qr_hist_edge(&h, b) + qr_hist_width(&h) / 2, d;
+            if (n <= 0)
+                continue;
+            d = v > clip ? v - clip : v - nearbyint(v / scale) * scale;
+            err += n * d * d;
+        }
+        if (err < best_err) {
+            best_err = err;
+            best = clip;
+        }
+    }
+    qr_hist_free(&h);
+    cr_assert_float_eq(qp.scale, best / 127.5, 1e-12, "qrl %.17g vs C %.17g", qp.scale, best / 127.5);
+    qr_calib_free(c);
+    qr_module_free(m);
+}
