@@ -11,8 +11,11 @@ extern const qr_op_def qr_ops_dense[];    /* Gemm, MatMul, (Log)Softmax, Batch/L
 extern const qr_op_def qr_ops_shape[];    /* Flatten, Reshape, Transpose, Concat, Split, Slice, Squeeze, Unsqueeze,
                                             Shape, Gather, Pad, Expand, ConstantOfShape, Range, Resize, Upsample */
 extern const qr_op_def qr_ops_reduce[];  /* Reduce*, ArgMax, ArgMin */
-extern const qr_op_def qr_ops_quant[];
-extern const qr_op_def qr_ops_quantizer[]; /* SimQuant (domain qrl): runtime/quantize.c */   /* (Dynamic)QuantizeLinear, DequantizeLinear, QLinear*, *Integer */
+extern const qr_op_def qr_ops_quant[];   /* (Dynamic)QuantizeLinear, DequantizeLinear, QLinear*, *Integer */
+extern const qr_op_def qr_ops_quantizer[]; /* SimQuant (domain qrl): runtime/quantize.c */
+extern const qr_op_def qr_ops_misc[];   /* Size, Tile, DepthToSpace, SpaceToDepth, GatherElements, ScatterElements,
+                                            Scatter, GatherND, ScatterND, CumSum, Hardmax, TopK, Trilu, OneHot,
+                                            EyeLike, LRN, MeanVarianceNormalization, NonZero, Compress */
 
 /* Normalizes a possibly negative axis into [0, rank); QR_ERR when out of range. */
 qr_status qr_norm_axis(qr_kctx *k, int64_t axis, int rank, int *out);
