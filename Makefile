@@ -1,6 +1,7 @@
 # QRL build. `make` builds build/qrl, build/libqrl.a and build/libqrl.so.
 # `make test` installs missing Debian packages, builds and runs the test suite.
 # `make test-asan` runs the same suite under AddressSanitizer + UBSan.
+# `make fuzz` runs the front-end fuzzer's long campaign under both (tests/fuzz/).
 # `make example` runs the bundled Fashion-MNIST example.
 
 B        ?= build
@@ -61,6 +62,11 @@ $(B)/obj/gen/grammar/qrl.o: $(GEN)/grammar/qrl.c $(GEN)/grammar/qrl.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Igrammar -std=c11 $(OPT) -g -fPIC -D_DEFAULT_SOURCE $(SAN) -c $< -o $@
 
+# The compiled-module cache key names the code generator that built a module.
+JIT_ID := $(shell cat compiler/jit.c compiler/compile.c runtime/recipe.h 2>/dev/null | sha256sum | cut -c1-16)
+$(B)/obj/compiler/compile.o: CPPFLAGS += -DQRL_JIT_ID='"$(JIT_ID)"'
+$(B)/obj/compiler/compile.o: compiler/jit.c runtime/recipe.h
+
 $(B)/obj/%.o: %.c | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
@@ -81,16 +87,21 @@ $(B)/tests/%: tests/%.c $(B)/libqrl.a $(TEST_SUPPORT) | $(GEN_HDRS)
 
 tests: $(TEST_BIN) $(B)/qrl
 
-# The recipe fuzzer (tests/fuzz/); `make fuzz` runs a long campaign under ASan + UBSan.
-$(B)/fuzz_qrl: tests/fuzz/fuzz_qrl.c $(B)/libqrl.a $(TEST_SUPPORT) | $(GEN_HDRS)
+# The front-end fuzzer (tests/fuzz/, generator in tests/support/fuzzgen.c, shared with
+# tests/unit/test_fuzz.c). `make fuzz` runs a long campaign under ASan + UBSan
+# (FUZZ_N inputs; one compiled in every FUZZ_COMPILE_EVERY).
+FUZZ_OBJ = $(B)/obj/tests/support/fuzzgen.o
+$(B)/fuzz_front: tests/fuzz/fuzz_front.c $(FUZZ_OBJ) $(B)/libqrl.a | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests/support $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(B)/libqrl.a -lcriterion $(LIBS) $(LDFLAGS)
+	$(CC) $(CPPFLAGS) -Itests/support $(CFLAGS) -o $@ $< $(FUZZ_OBJ) $(B)/libqrl.a $(LIBS) $(LDFLAGS)
 
 FUZZ_N ?= 200000
+FUZZ_COMPILE_EVERY ?= 500
 fuzz: deps
-	$(MAKE) B=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" build/asan/fuzz_qrl
-	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 build/asan/fuzz_qrl -n $(FUZZ_N) -c 500 \
-		stdlib/*.qrl tests/golden/*.qrl tests/diag/*.qrl examples/recipes/*.qrl $(wildcard tests/fuzz/regress/*.qrl)
+	$(MAKE) B=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" build/asan/fuzz_front
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 build/asan/fuzz_front -n $(FUZZ_N) \
+		-c $(FUZZ_COMPILE_EVERY) stdlib/*.qrl tests/golden/*.qrl tests/diag/*.qrl examples/recipes/*.qrl \
+		$(wildcard tests/fuzz/regress/*.qrl)
 
 deps:
 	@sh tools/install-deps.sh
@@ -133,4 +144,4 @@ clean:
 .DELETE_ON_ERROR:
 .SECONDARY: $(TEST_SUPPORT)
 
--include $(shell find $(B)/obj $(B)/tests -name '*.d' 2>/dev/null)
+-include $(shell find $(B)/obj $(B)/tests -name '*.d' 2>/dev/null) $(wildcard $(B)/*.d)

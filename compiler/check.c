@@ -287,6 +287,19 @@ static void settle(ctx *c, ql_node *n, const qc_type *t)
                 err(c, n, "%lld does not fit in %s", (long long)v, TN(t, tb));
         }
     }
+    /* Integer-only operators on literals (1 << 3, 7 % 2, ~0) cannot become floats. */
+    int int_op = n->kind == QL_UNARY ? n->op == QL_TOK_TILDE
+               : n->kind == QL_BINARY && (n->op == QL_TOK_SHL || n->op == QL_TOK_SHR || n->op == QL_TOK_AMP ||
+                                          n->op == QL_TOK_PIPE || n->op == QL_TOK_CARET || n->op == QL_TOK_PERCENT);
+    if (int_op && qc_is_float(t)) {
+        char tb[64];
+        if (n->kind == QL_UNARY)
+            err(c, n, "'~' takes an integer, not %s", TN(t, tb));
+        else
+            err(c, n, "operator %s takes integers, not %s", ql_tok_desc(n->op), TN(t, tb));
+        n->type = &qc_error;
+        return;
+    }
     n->type = t;
     switch (n->kind) {
     case QL_UNARY: settle(c, n->a, t); break;
@@ -466,9 +479,9 @@ static void note_call(ctx *c, qc_sym *callee)
 static void check_args(ctx *c, ql_node *call, const char *what, const ql_node *params)
 {
     int np = params ? params->nkids : 0, seen_named = 0;
-    unsigned char given[64] = {0};
-    if (np > 64)
-        np = 64;
+    unsigned char given[QC_MAX_PARAMS] = {0};
+    if (np > QC_MAX_PARAMS)
+        np = QC_MAX_PARAMS; /* more are reported at the declaration */
     for (int i = 0; i < call->nkids; i++) {
         const char *name;
         ql_node *e = arg_expr(call->kids[i], &name);
@@ -479,7 +492,7 @@ static void check_args(ctx *c, ql_node *call, const char *what, const ql_node *p
                 if (strcmp(params->kids[j]->name, name) == 0)
                     at = j;
             if (at < 0) {
-                const char *cands[64];
+                const char *cands[QC_MAX_PARAMS];
                 for (int j = 0; j < np; j++)
                     cands[j] = params->kids[j]->name;
                 const char *hint = ql_suggest(name, cands, np);
@@ -1138,6 +1151,10 @@ static int stmt(ctx *c, ql_node *n)
         else if (t->k == QC_VOID) {
             err(c, n->b, "this has no value");
             t = &qc_error;
+        } else if (t->k == QC_STR || t->k == QC_STATE || t->k == QC_VALUE) {
+            /* no run-time representation: usable only where they appear */
+            err(c, n->b, "a local cannot be a %s", TN(t, a));
+            t = &qc_error;
         }
         qc_sym *s = declare(c, n->name, QC_SYM_LOCAL, dt ? dt : t, n);
         s->mutable_ = n->flag;
@@ -1255,6 +1272,8 @@ static int block(ctx *c, ql_node *b)
 static void params(ctx *c, ql_node *ps, int scalars_only, const char *owner)
 {
     char a[64];
+    if (ps && ps->nkids > QC_MAX_PARAMS)
+        err(c, ps->kids[QC_MAX_PARAMS], "%s takes at most %d parameters", owner, QC_MAX_PARAMS);
     for (int i = 0; ps && i < ps->nkids; i++) {
         ql_node *p = ps->kids[i];
         where w = c->w;

@@ -44,6 +44,9 @@ struct qc_sym {
     int mark;          /* DFS state of the recursion check */
 };
 
+/* Parameters of a function, kernel or calibrator, at most (the code generator's bound too). */
+#define QC_MAX_PARAMS 64
+
 /* Checks every file of u. Returns the number of errors the checker added. */
 int qc_check(qc_unit *u);
 

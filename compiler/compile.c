@@ -17,6 +17,10 @@
 #define QRL_VERSION "dev"
 #endif
 
+#ifndef QRL_JIT_ID
+#define QRL_JIT_ID "dev"
+#endif
+
 #define KEY_SYMBOL "qrl_module_key"
 
 static double now_ms(void)
@@ -49,7 +53,7 @@ static void unit_key(const qc_unit *u, const qc_options *o, char *key, size_t n)
 {
     hasher h = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
     char buf[128];
-    snprintf(buf, sizeof buf, "qrl %s abi %d gccjit %d.%d.%d opt %d", QRL_VERSION, QR_RECIPE_ABI,
+    snprintf(buf, sizeof buf, "qrl %s jit %s abi %d gccjit %d.%d.%d opt %d", QRL_VERSION, QRL_JIT_ID, QR_RECIPE_ABI,
              gcc_jit_version_major(), gcc_jit_version_minor(), gcc_jit_version_patchlevel(), o ? o->opt_level : 0);
     hash_str(&h, buf);
     hash_str(&h, qc_cpu_flags());

@@ -749,6 +749,8 @@ static gcc_jit_rvalue *conversion(fgen *f, const ql_node *n)
         return float_to_int(f, x, to);
     if (n->kind == QL_SAT && qc_is_int(from))
         return sat_int(f, x, from->k == QC_BOOL ? &qc_u8 : from, to);
+    if (from->k == QC_BOOL && qc_is_float(to))
+        return cast(j, to_f64(j, x), jtype(j, to));
     return cast(j, x, jtype(j, to));
 }
 
@@ -786,10 +788,10 @@ static gcc_jit_rvalue *user_call(fgen *f, const ql_node *n, const qc_sym *s)
     jit *j = f->j;
     const ql_node *ps = s->decl->a;
     int np = ps ? ps->nkids : 0;
-    gcc_jit_rvalue *args[65];
-    const ql_node *given[64] = {0};
+    gcc_jit_rvalue *args[QC_MAX_PARAMS + 1];
+    const ql_node *given[QC_MAX_PARAMS] = {0};
     args[0] = f->rt;
-    for (int i = 0; i < n->nkids && i < 64; i++) {
+    for (int i = 0; i < n->nkids && i < QC_MAX_PARAMS; i++) {
         const ql_node *a = n->kids[i];
         int at = i;
         if (a->kind == QL_NAMED_ARG) {
@@ -798,10 +800,10 @@ static gcc_jit_rvalue *user_call(fgen *f, const ql_node *n, const qc_sym *s)
                     at = p;
             a = a->a;
         }
-        if (at < 64)
+        if (at < QC_MAX_PARAMS)
             given[at] = a;
     }
-    for (int p = 0; p < np && p < 64; p++) {
+    for (int p = 0; p < np && p < QC_MAX_PARAMS; p++) {
         const ql_node *a = given[p] ? given[p] : ps->kids[p]->b;
         args[p + 1] = now(f, cast(j, expr(f, a), jtype(j, ps->kids[p]->type)));
     }
@@ -1302,8 +1304,8 @@ static void define_fn(jit *j, int idx)
     const ql_node *ps = s->decl->a;
     int np = ps ? ps->nkids : 0;
     fgen f = {.j = j, .fn = j->fns[idx], .file = s->file->src->path};
-    gcc_jit_param *fparams[64];
-    for (int i = 0; i < np && i < 64; i++)
+    gcc_jit_param *fparams[QC_MAX_PARAMS];
+    for (int i = 0; i < np && i < QC_MAX_PARAMS; i++)
         fparams[i] = gcc_jit_function_get_param(f.fn, i + 1);
     f.fparams = fparams;
     f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
@@ -1449,7 +1451,7 @@ static void calibrator(jit *j, const qc_sym *s, cal_fns *out)
 typedef struct item_fns {
     gcc_jit_function *where, *consts;               /* patterns */
     gcc_jit_function *qparams, *elem, *table;        /* affine rules */
-    gcc_jit_function *fallback, *args[16];           /* recipes: args per setting (by kid index) */
+    gcc_jit_function *fallback, *args[16];           /* recipes: args per setting (in order; at most 8) */
 } item_fns;
 
 static fgen fn_begin(jit *j, const qc_sym *s, const char *name, gcc_jit_type *ret, int n, gcc_jit_type **types,
@@ -1577,9 +1579,13 @@ static void recipe_fns(jit *j, const qc_sym *s, item_fns *out)
 {
     const ql_node *r = s->decl;
     char name[300];
-    for (int i = 0; i < r->nkids && i < 16; i++) {
+    int set = 0; /* settings are numbered apart from use lines */
+    for (int i = 0; i < r->nkids; i++) {
         const ql_node *k = r->kids[i];
-        if (k->kind != QL_SETTING || k->a->kind != QL_QSPEC)
+        if (k->kind != QL_SETTING)
+            continue;
+        int at = set++;
+        if (k->a->kind != QL_QSPEC)
             continue;
         const ql_node *q = k->a;
         if (q->c) { /* fallback = f32 when CONDITION */
@@ -1593,7 +1599,7 @@ static void recipe_fns(jit *j, const qc_sym *s, item_fns *out)
             out->fallback = f.fn;
         }
         const ql_node *by = q->b;
-        if (by && by->kind == QL_CALL && by->nkids) {
+        if (by && by->kind == QL_CALL && by->nkids && at < 16) {
             snprintf(name, sizeof name, "qrl_recipe_%s_%s_args", s->name, k->name);
             gcc_jit_type *ts[2] = {j->p_rt, gcc_jit_type_get_pointer(j->t_f64)};
             const char *ns[2] = {"rt", "out"};
@@ -1605,7 +1611,7 @@ static void recipe_fns(jit *j, const qc_sym *s, item_fns *out)
                                              to_f64(j, expr(&f, e)));
             }
             gcc_jit_block_end_with_void_return(cur(&f), NULL);
-            out->args[i] = f.fn;
+            out->args[at] = f.fn;
         }
     }
 }
@@ -1762,6 +1768,7 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
     const ql_node *r = s->decl;
     gcc_jit_rvalue *a1[3] = {m, STR(s->name), ADDR_OR_NULL(fns->fallback)};
     CALL_IMP(IMP_ADD_RECIPE, 3, a1);
+    int set = 0; /* as recipe_fns numbers them */
     for (int i = 0; i < r->nkids; i++) {
         const ql_node *k = r->kids[i];
         if (k->kind == QL_USE) {
@@ -1773,6 +1780,7 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
         }
         if (k->kind != QL_SETTING)
             continue;
+        int at = set++;
         const ql_node *q = k->a;
         char type[64] = "", *mods = NULL, argnames[512] = "";
         const char *cal = "";
@@ -1795,7 +1803,7 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
             snprintf(type, sizeof type, "%s", q->name);
         }
         gcc_jit_rvalue *a3[8] = {m, STR(s->name), STR(k->name), STR(type), STR(mods ? mods : ""), STR(cal), STR(argnames),
-                                 ADDR_OR_NULL(i < 16 ? fns->args[i] : NULL)};
+                                 ADDR_OR_NULL(at < 16 ? fns->args[at] : NULL)};
         free(mods);
         CALL_IMP(IMP_ADD_SETTING, 8, a3);
     }

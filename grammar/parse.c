@@ -63,14 +63,15 @@ ql_node *qp_add(qp_state *ps, ql_node *list, ql_node *kid)
     return ql_node_add(ps->arena, list, kid);
 }
 
-/* Expressions nest at most QP_MAX_DEPTH deep: deeper ones are reported once
- * and cut (the operand stands for the whole), so no later pass recurses deeper. */
-static int too_deep(qp_state *ps, int depth, ql_span sp)
+/* Expressions, types and statements nest at most QP_MAX_DEPTH deep: deeper
+ * ones are reported once and cut (a part stands for the whole), so no later
+ * pass recurses deeper. what: "expression", "type" or "statement". */
+static int too_deep(qp_state *ps, int depth, ql_span sp, const char *what)
 {
     if (depth <= QP_MAX_DEPTH)
         return 0;
     if (!ps->too_deep)
-        ql_error(ps->diags, sp, "expression nested more than %d levels deep", QP_MAX_DEPTH);
+        ql_error(ps->diags, sp, "%s nested more than %d levels deep", what, QP_MAX_DEPTH);
     ps->too_deep = 1;
     return 1;
 }
@@ -83,7 +84,7 @@ static int depth_of(const ql_node *n)
 ql_node *qp_bin(qp_state *ps, ql_tok op, ql_node *a, ql_node *b)
 {
     int d = (depth_of(a) > depth_of(b) ? depth_of(a) : depth_of(b)) + 1;
-    if (too_deep(ps, d, ql_span_join(a->span, b->span)))
+    if (too_deep(ps, d, ql_span_join(a->span, b->span), "expression"))
         return a->depth < b->depth ? a : b;
     ql_node *n = ql_node_bin(ps->arena, op, a, b);
     n->depth = d;
@@ -92,7 +93,7 @@ ql_node *qp_bin(qp_state *ps, ql_tok op, ql_node *a, ql_node *b)
 
 ql_node *qp_un(qp_state *ps, const ql_token *op, ql_node *a)
 {
-    if (too_deep(ps, a->depth + 1, ql_span_join(op->span, a->span)))
+    if (too_deep(ps, a->depth + 1, ql_span_join(op->span, a->span), "expression"))
         return a;
     ql_node *n = ql_node_un(ps->arena, op->kind, op->span, a);
     n->depth = a->depth + 1;
@@ -107,13 +108,50 @@ ql_node *qp_nest(qp_state *ps, ql_node *n)
     for (int i = 0; i < n->nkids; i++)
         if (n->kids[i]->depth > d)
             d = n->kids[i]->depth;
-    if (too_deep(ps, d + 1, n->span)) {
+    if (too_deep(ps, d + 1, n->span, "expression")) {
         /* Keep the node but drop its nested parts. */
         n->a = n->kind == QL_CAST || n->kind == QL_SAT ? n->a : NULL;
         n->b = NULL;
         n->nkids = 0;
         if (n->kind == QL_FIELD || n->kind == QL_CALL || n->kind == QL_INDEX)
             n->kind = QL_NAME, n->name = "<error>";
+        return n;
+    }
+    n->depth = d + 1;
+    return n;
+}
+
+/* i64[][]..., tensor<tensor<...>>: each level holds the element type in a. */
+ql_node *qp_type_nest(qp_state *ps, ql_node *n)
+{
+    int d = depth_of(n->a) + 1;
+    if (too_deep(ps, d, n->span, "type"))
+        return n->a; /* one level fewer */
+    n->depth = d;
+    return n;
+}
+
+/* A block is as deep as its deepest statement. */
+ql_node *qp_block(ql_node *b)
+{
+    for (int i = 0; i < b->nkids; i++)
+        if (b->kids[i]->depth > b->depth)
+            b->depth = b->kids[i]->depth;
+    return b;
+}
+
+/* if, for, while: one level deeper than their blocks (an else-if chain nests
+ * too: the if holds the next in c). */
+ql_node *qp_stmt_nest(qp_state *ps, ql_node *n)
+{
+    int d = depth_of(n->c);
+    if (n->kind == QL_IF && depth_of(n->b) > d)
+        d = depth_of(n->b);
+    if (too_deep(ps, d + 1, n->span, "statement")) {
+        /* Keep the statement but drop its blocks. */
+        if (n->kind == QL_IF)
+            n->b = NULL;
+        n->c = NULL;
         return n;
     }
     n->depth = d + 1;

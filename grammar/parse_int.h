@@ -4,7 +4,8 @@
 
 #include "parse.h"
 
-#define QP_MAX_DEPTH 256 /* expression nesting: keeps every recursive pass's stack bounded */
+#define QP_MAX_DEPTH 256 /* nesting of expressions, of types and of statements (blocks and else-if
+                           * chains): keeps every recursive pass's stack bounded */
 
 typedef struct qp_state {
     ql_arena *arena;
@@ -23,6 +24,9 @@ ql_node *qp_fix(ql_node *n, ql_node *a, ql_node *b, ql_node *c); /* sets a, b, c
 ql_node *qp_add(qp_state *ps, ql_node *list, ql_node *kid);
 ql_node *qp_named(qp_state *ps, ql_kind k, const ql_token *name, ql_span sp);
 ql_node *qp_nest(qp_state *ps, ql_node *n); /* depth check for calls/indexing */
+ql_node *qp_type_nest(qp_state *ps, ql_node *n); /* ... for array and tensor types */
+ql_node *qp_block(ql_node *b);                    /* a block's depth: its deepest statement's */
+ql_node *qp_stmt_nest(qp_state *ps, ql_node *n); /* depth check for if, for and while */
 
 void qp_syntax_error(qp_state *ps, void *parser, int major, const ql_token *t);
 

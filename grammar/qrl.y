@@ -80,9 +80,9 @@ param(A) ::= IDENT(N) COLON type(T) ASSIGN expr(E).   { A = qp_fix(qp_named(ps, 
 type(A) ::= scalar(T).                                { A = T; }
 type(A) ::= QTYPE(T).                                 { A = qp_tok(ps, QL_TYPE, &T); }
 type(A) ::= QPARAMS(T).                               { A = qp_tok(ps, QL_TYPE, &T); }
-type(A) ::= type(E) LB RB(R).                         { A = qp_fix(qp_node(ps, QL_TYPE_ARRAY, ql_span_join(E->span, R.span)), E, NULL, NULL); }
-type(A) ::= type(E) LB expr(N) RB(R).                 { A = qp_fix(qp_node(ps, QL_TYPE_ARRAY, ql_span_join(E->span, R.span)), E, N, NULL); }
-type(A) ::= TENSOR(T) LT type(E) GT(R).               { A = qp_fix(qp_node(ps, QL_TYPE_TENSOR, ql_span_join(T.span, R.span)), E, NULL, NULL); }
+type(A) ::= type(E) LB RB(R).                         { A = qp_type_nest(ps, qp_fix(qp_node(ps, QL_TYPE_ARRAY, ql_span_join(E->span, R.span)), E, NULL, NULL)); }
+type(A) ::= type(E) LB expr(N) RB(R).                 { A = qp_type_nest(ps, qp_fix(qp_node(ps, QL_TYPE_ARRAY, ql_span_join(E->span, R.span)), E, N, NULL)); }
+type(A) ::= TENSOR(T) LT type(E) GT(R).               { A = qp_type_nest(ps, qp_fix(qp_node(ps, QL_TYPE_TENSOR, ql_span_join(T.span, R.span)), E, NULL, NULL)); }
 type(A) ::= HISTOGRAM(T) LP args(L) RP(R).            { A = L; L->kind = QL_TYPE_HIST; L->span = ql_span_join(T.span, R.span); }
 
 scalar(A) ::= BOOL(T).                                { A = qp_tok(ps, QL_TYPE, &T); }
@@ -182,8 +182,8 @@ whenopt(A) ::= WHEN expr(E).                          { A = E; }
 
 /* --------------------------------------------------------- statements */
 
-block(A) ::= LBRACE(L) stmts(S) RBRACE(R).            { A = S; S->span = ql_span_join(L.span, R.span); }
-block(A) ::= LBRACE(L) stmts(S) stmt(T) RBRACE(R).    { A = qp_add(ps, S, T); S->span = ql_span_join(L.span, R.span); }
+block(A) ::= LBRACE(L) stmts(S) RBRACE(R).            { A = qp_block(S); S->span = ql_span_join(L.span, R.span); }
+block(A) ::= LBRACE(L) stmts(S) stmt(T) RBRACE(R).    { A = qp_block(qp_add(ps, S, T)); S->span = ql_span_join(L.span, R.span); }
 
 stmts(A) ::= .                                        { A = qp_node(ps, QL_BLOCK, (ql_span){0}); }
 stmts(A) ::= stmts(L) SEMI.                           { A = L; }
@@ -195,8 +195,8 @@ stmt(A) ::= VAR(K) IDENT(N) typeopt(T) ASSIGN expr(E). { A = qp_fix(qp_named(ps,
 stmt(A) ::= expr(E).                                  { A = qp_fix(qp_node(ps, QL_EXPR_STMT, E->span), E, NULL, NULL); }
 stmt(A) ::= expr(L) assignop(O) expr(R).              { A = qp_fix(qp_node(ps, QL_ASSIGN, ql_span_join(L->span, R->span)), L, R, NULL); A->op = O->op; }
 stmt(A) ::= ifstmt(S).                                { A = S; }
-stmt(A) ::= FOR(K) IDENT(N) IN expr(F) DOTDOT expr(T) block(B). { A = qp_fix(qp_named(ps, QL_FOR, &N, K.span), F, T, B); A->span = ql_span_join(K.span, B->span); }
-stmt(A) ::= WHILE(K) expr(C) block(B).                { A = qp_fix(qp_node(ps, QL_WHILE, ql_span_join(K.span, B->span)), C, NULL, B); }
+stmt(A) ::= FOR(K) IDENT(N) IN expr(F) DOTDOT expr(T) block(B). { A = qp_fix(qp_named(ps, QL_FOR, &N, K.span), F, T, B); A->span = ql_span_join(K.span, B->span); A = qp_stmt_nest(ps, A); }
+stmt(A) ::= WHILE(K) expr(C) block(B).                { A = qp_stmt_nest(ps, qp_fix(qp_node(ps, QL_WHILE, ql_span_join(K.span, B->span)), C, NULL, B)); }
 stmt(A) ::= RETURN(K).                                { A = qp_node(ps, QL_RETURN, K.span); }
 stmt(A) ::= RETURN(K) expr(E).                        { A = qp_fix(qp_node(ps, QL_RETURN, ql_span_join(K.span, E->span)), E, NULL, NULL); }
 stmt(A) ::= BREAK(K).                                 { A = qp_node(ps, QL_BREAK, K.span); }
@@ -213,9 +213,9 @@ assignop(A) ::= SLASHEQ(T).                           { A = qp_tok(ps, QL_NAME, 
 stmt(A) ::= ELSE(K) block(B).                         { A = B; ql_error(ps->diags, K.span, "'else' must be on the same line as the '}' that ends the if"); }
 stmt(A) ::= ELSE(K) ifstmt(B).                        { A = B; ql_error(ps->diags, K.span, "'else' must be on the same line as the '}' that ends the if"); }
 
-ifstmt(A) ::= IF(K) expr(C) block(B).                 { A = qp_fix(qp_node(ps, QL_IF, ql_span_join(K.span, B->span)), C, B, NULL); }
-ifstmt(A) ::= IF(K) expr(C) block(B) ELSE block(E).   { A = qp_fix(qp_node(ps, QL_IF, ql_span_join(K.span, E->span)), C, B, E); }
-ifstmt(A) ::= IF(K) expr(C) block(B) ELSE ifstmt(E).  { A = qp_fix(qp_node(ps, QL_IF, ql_span_join(K.span, E->span)), C, B, E); }
+ifstmt(A) ::= IF(K) expr(C) block(B).                 { A = qp_stmt_nest(ps, qp_fix(qp_node(ps, QL_IF, ql_span_join(K.span, B->span)), C, B, NULL)); }
+ifstmt(A) ::= IF(K) expr(C) block(B) ELSE block(E).   { A = qp_stmt_nest(ps, qp_fix(qp_node(ps, QL_IF, ql_span_join(K.span, E->span)), C, B, E)); }
+ifstmt(A) ::= IF(K) expr(C) block(B) ELSE ifstmt(E).  { A = qp_stmt_nest(ps, qp_fix(qp_node(ps, QL_IF, ql_span_join(K.span, E->span)), C, B, E)); }
 
 /* -------------------------------------------------------- expressions */
 
@@ -243,8 +243,8 @@ expr(A) ::= TILDE(O) expr(E).                         { A = qp_un(ps, &O, E); }
 expr(A) ::= postfix(E).                               { A = E; }
 
 postfix(A) ::= primary(E).                            { A = E; }
-postfix(A) ::= postfix(F) LP args(L) RP(R).           { A = qp_nest(ps, qp_fix(L, F, NULL, NULL)); L->kind = QL_CALL; L->span = ql_span_join(F->span, R.span); }
-postfix(A) ::= postfix(F) LB exprs(L) RB(R).          { A = qp_nest(ps, qp_fix(L, F, NULL, NULL)); L->kind = QL_INDEX; L->span = ql_span_join(F->span, R.span); }
+postfix(A) ::= postfix(F) LP args(L) RP(R).           { L->kind = QL_CALL; L->span = ql_span_join(F->span, R.span); A = qp_nest(ps, qp_fix(L, F, NULL, NULL)); }
+postfix(A) ::= postfix(F) LB exprs(L) RB(R).          { L->kind = QL_INDEX; L->span = ql_span_join(F->span, R.span); A = qp_nest(ps, qp_fix(L, F, NULL, NULL)); }
 postfix(A) ::= postfix(F) DOT IDENT(N).               { A = qp_nest(ps, qp_fix(qp_named(ps, QL_FIELD, &N, F->span), F, NULL, NULL)); A->span = ql_span_join(F->span, N.span); }
 
 primary(A) ::= IDENT(T).                              { A = qp_tok(ps, QL_NAME, &T); }
@@ -254,8 +254,8 @@ primary(A) ::= STRING(T).                             { A = qp_tok(ps, QL_STR, &
 primary(A) ::= TRUE(T).                               { A = qp_node(ps, QL_BOOL, T.span); A->ival = 1; }
 primary(A) ::= FALSE(T).                              { A = qp_node(ps, QL_BOOL, T.span); }
 primary(A) ::= LP expr(E) RP.                         { A = E; }
-primary(A) ::= QPARAMS(K) LP args(L) RP(R).           { A = qp_nest(ps, qp_fix(L, qp_tok(ps, QL_NAME, &K), NULL, NULL)); A->a->name = "qparams"; L->kind = QL_CALL; L->span = ql_span_join(K.span, R.span); }
-primary(A) ::= CONST(K) LP args(L) RP(R).             { A = qp_nest(ps, qp_fix(L, qp_tok(ps, QL_NAME, &K), NULL, NULL)); A->a->name = "const"; L->kind = QL_CALL; L->span = ql_span_join(K.span, R.span); }
+primary(A) ::= QPARAMS(K) LP args(L) RP(R).           { L->kind = QL_CALL; L->span = ql_span_join(K.span, R.span); ql_node *f = qp_tok(ps, QL_NAME, &K); f->name = "qparams"; A = qp_nest(ps, qp_fix(L, f, NULL, NULL)); }
+primary(A) ::= CONST(K) LP args(L) RP(R).             { L->kind = QL_CALL; L->span = ql_span_join(K.span, R.span); ql_node *f = qp_tok(ps, QL_NAME, &K); f->name = "const"; A = qp_nest(ps, qp_fix(L, f, NULL, NULL)); }
 primary(A) ::= scalar(T) LP expr(E) RP(R).            { A = qp_nest(ps, qp_fix(qp_node(ps, QL_CAST, ql_span_join(T->span, R.span)), T, E, NULL)); }
 primary(A) ::= SAT(K) LT scalar(T) GT LP expr(E) RP(R). { A = qp_nest(ps, qp_fix(qp_node(ps, QL_SAT, ql_span_join(K.span, R.span)), T, E, NULL)); }
 

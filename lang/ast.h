@@ -100,7 +100,7 @@ struct ql_node {
     ql_node *a, *b, *c, *d;
     ql_node **kids;
     int nkids, capkids;
-    int depth; /* expression nesting, bounded by the parser */
+    int depth; /* nesting of expressions, types and statements, bounded by the parser */
     /* Filled by the checker. */
     const struct qc_type *type;
     void *sym;

@@ -6,7 +6,9 @@
  * replacing a token, lines moved between seeds, two seeds spliced, random
  * token streams, randomly generated programs (syntactically plausible, so
  * they reach the checker and the compiler) and deep nesting at and around
- * the parser's limits. The first fg_nseeds inputs are the seeds unchanged.
+ * the parser's limits. Besides the seed files, built-in probes (near-miss
+ * programs for diagnostics that mutations rarely reach) are seeds too. The
+ * first nseeds inputs are the seeds unchanged.
  *
  * fg_run takes one input through qc_unit_load_text, qc_check and, when
  * asked and the check was clean, qc_compile; it prints the diagnostics and
@@ -32,8 +34,13 @@ typedef struct fg_gen {
     size_t *seed_len;
     int nseeds;
     long produced; /* inputs built so far */
+    /* The input fg_campaign is running (NULL between inputs), for a crash report. */
+    const char *cur;
+    size_t cur_len;
+    long cur_index;
 } fg_gen;
 
+/* A generator with the built-in probes as its first seeds. */
 void fg_init(fg_gen *g, uint64_t seed);
 void fg_free(fg_gen *g);
 /* Adds a seed (copied). */

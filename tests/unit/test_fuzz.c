@@ -1,86 +1,68 @@
-/* A short, fixed-seed fuzz run in every `make test` (and under ASan in
- * `make test-asan`): mutated stdlib/diagnostic recipes and random token
- * streams through every phase, with well-formed diagnostics and no crash.
- * `make fuzz` runs the long campaign. */
+/* A short, fixed-seed fuzz campaign in every `make test` (and under ASan +
+ * UBSan in `make test-asan`): mutated and generated recipes through the
+ * lexer, parser, checker and compiler, every diagnostic well formed and no
+ * crash (tests/support/fuzzgen.h). `make fuzz` runs the long campaign. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
-#include <string.h>
+#include <stdlib.h>
 
-#include "qrlfuzz.h"
+#include "fuzzgen.h"
 #include "testutil.h"
 
-static void add_dir(qf_gen *g, const char *rel)
+static const char *stdlib_dir(void)
 {
-    char dir[600];
-    snprintf(dir, sizeof dir, "%s/%s", tu_root(), rel);
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    char *names[512];
-    int n = 0;
-    for (struct dirent *de; (de = readdir(d)) && n < 512;) {
-        size_t len = strlen(de->d_name);
-        if (len > 4 && !strcmp(de->d_name + len - 4, ".qrl"))
-            names[n++] = strdup(de->d_name);
-    }
-    closedir(d);
-    /* sorted: the same seeds in the same order on every machine */
-    for (int i = 1; i < n; i++)
-        for (int k = i; k > 0 && strcmp(names[k - 1], names[k]) > 0; k--) {
-            char *t = names[k];
-            names[k] = names[k - 1];
-            names[k - 1] = t;
-        }
-    for (int i = 0; i < n; i++) {
-        char path[1200];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        qf_add_seed_file(g, path);
-        free(names[i]);
-    }
+    static char dir[4096];
+    snprintf(dir, sizeof dir, "%s/stdlib", tu_root());
+    return dir;
 }
 
+static int add_seeds(fg_gen *g, const char *rel)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/%s", tu_root(), rel);
+    return fg_add_seed_dir(g, dir);
+}
+
+/* 3000 inputs, one compiled in about every 150 (a compile costs tens of
+ * milliseconds): a few seconds in all. */
 Test(fuzz, short_campaign, .timeout = 300)
 {
-    qf_gen g;
-    qf_init(&g, 20261123);
-    add_dir(&g, "stdlib");
-    add_dir(&g, "tests/diag");
-    add_dir(&g, "tests/golden");
-    add_dir(&g, "examples/recipes");
-    cr_assert_gt(g.nseeds, 10);
-    char stdlib[600];
-    snprintf(stdlib, sizeof stdlib, "%s/stdlib", tu_root());
-    qf_stats st = {0};
-    long next_compile = 0; /* about ten compiles: each costs tens of milliseconds */
-    for (int k = 0; k < 3000; k++) {
-        size_t len;
-        char *text = qf_next(&g, &len);
-        long compiled = st.compiled;
-        const char *bad = qf_run(text, len, stdlib, k >= next_compile, &st);
-        if (st.compiled > compiled)
-            next_compile = k + 300;
-        cr_assert_null(bad, "input %d: %s\n%s", k, bad, text);
-        free(text);
-    }
-    cr_log_info("%ld inputs: %ld parsed clean, %ld checked clean, %ld compiled", st.inputs, st.parsed, st.checked,
-                st.compiled);
+    fg_gen g;
+    fg_init(&g, 20261123);
+    cr_assert_gt(add_seeds(&g, "stdlib"), 3);
+    cr_assert_gt(add_seeds(&g, "tests/diag"), 10);
+    add_seeds(&g, "tests/golden");
+    add_seeds(&g, "examples/recipes");
+    add_seeds(&g, "tests/fuzz/regress");
+    fg_stats st = {0};
+    char *bad = NULL;
+    size_t bad_len = 0;
+    const char *why = fg_campaign(&g, 3000, 150, stdlib_dir(), &st, &bad, &bad_len, NULL);
+    cr_assert_null(why, "input %ld: %s\n--- input ---\n%.*s\n--- end ---", st.inputs - 1, why, (int)bad_len,
+                   bad ? bad : "");
+    cr_log_info("%ld inputs: %ld parsed clean, %ld checked clean, %ld compiled; %ld diagnostics", st.inputs,
+                st.parsed, st.checked, st.compiled, st.diags);
     cr_assert_eq(st.inputs, 3000);
-    qf_free(&g);
+    cr_assert_gt(st.parsed, 100, "too few inputs parse: the generator no longer reaches the checker");
+    cr_assert_gt(st.checked, 30, "too few inputs check clean: the generator no longer reaches the compiler");
+    cr_assert_geq(st.compiled, 10);
+    fg_free(&g);
 }
 
-/* Inputs that once crashed or misbehaved stay in the suite. */
-Test(fuzz, regressions)
+/* Inputs that once crashed the front end or broke a diagnostic, each
+ * through every phase (compiled when they check clean). */
+Test(fuzz, regressions, .timeout = 120)
 {
-    qf_gen g;
-    qf_init(&g, 1);
-    add_dir(&g, "tests/fuzz/regress");
-    char stdlib[600];
-    snprintf(stdlib, sizeof stdlib, "%s/stdlib", tu_root());
-    qf_stats st = {0};
-    for (int i = 0; i < g.nseeds; i++) {
-        const char *bad = qf_run(g.seeds[i], g.seed_len[i], stdlib, 1, &st);
-        cr_assert_null(bad, "regression %d: %s", i, bad);
+    fg_gen g;
+    fg_init(&g, 1);
+    int first = g.nseeds; /* after the built-in probes */
+    int n = add_seeds(&g, "tests/fuzz/regress");
+    cr_assert_gt(n, 5);
+    fg_stats st = {0};
+    for (int i = first; i < g.nseeds; i++) {
+        const char *why = fg_run(g.seeds[i], g.seed_len[i], stdlib_dir(), 1, &st);
+        cr_assert_null(why, "regression %d: %s\n--- input ---\n%s\n--- end ---", i - first, why, g.seeds[i]);
     }
-    qf_free(&g);
+    cr_assert_eq(st.inputs, n);
+    fg_free(&g);
 }

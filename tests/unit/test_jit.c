@@ -704,3 +704,31 @@ Test(jit, mse_matches_c)
     qr_calib_free(c);
     qr_module_free(m);
 }
+
+/* Calibrator arguments and the fallback of settings listed after many use
+ * lines (they were kept only for the first 16 items of a recipe). */
+Test(jit, recipe_settings_after_many_use_lines)
+{
+    char src[4096] = "import \"calibrators.qrl\"\nimport \"patterns.qrl\"\nrecipe r {\n";
+    for (int i = 0; i < 20; i++)
+        strcat(src, "  use conv\n");
+    strcat(src, "  activation = u8 asymmetric by percentile(p = 50.0)\n"
+                "  weight = i8 symmetric by minmax(symmetric = true)\n"
+                "  fallback = f32 when sqnr < 20\n}\n");
+    qrl_module *m = compile_text("many_uses.qrl", src, NULL, NULL);
+    const qr_recipe *r = qr_module_recipe(m, "r");
+    cr_assert(r);
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    double v[4] = {0};
+    const qr_setting *a = qr_recipe_setting(r, "activation"), *w = qr_recipe_setting(r, "weight");
+    cr_assert(a && a->args && w && w->args);
+    a->args(&rt, v);
+    cr_assert_eq(v[0], 50.0);
+    w->args(&rt, v);
+    cr_assert_eq(v[0], 1.0);
+    cr_assert(r->fallback);
+    cr_assert_eq(r->fallback(&rt, 15.0), 1);
+    cr_assert_eq(rt.failed, 0);
+    qr_module_free(m);
+}

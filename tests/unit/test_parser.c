@@ -133,3 +133,50 @@ Test(parser, long_left_chain_is_cut_at_the_depth_limit)
     cr_assert(strstr(p.diags.v[0].msg, "nested more than"));
     parsed_free(&p);
 }
+
+/* head, n times open, middle, n times close, tail. */
+static char *repeat(const char *head, const char *open, int n, const char *middle, const char *close, const char *tail)
+{
+    size_t len = strlen(head) + (strlen(open) + strlen(close)) * (size_t)n + strlen(middle) + strlen(tail) + 1;
+    char *text = malloc(len), *p = text;
+    p += sprintf(p, "%s", head);
+    for (int i = 0; i < n; i++)
+        p += sprintf(p, "%s", open);
+    p += sprintf(p, "%s", middle);
+    for (int i = 0; i < n; i++)
+        p += sprintf(p, "%s", close);
+    sprintf(p, "%s", tail);
+    return text;
+}
+
+/* Parses text; it must give `errors` errors, the first saying `msg`, and a tree the dump can walk. */
+static void expect_nesting(char *text, int errors, const char *msg)
+{
+    parsed p;
+    parse_text(&p, text);
+    cr_assert_eq(p.diags.errors, errors, "%s", p.diags.n ? p.diags.v[0].msg : "no error");
+    if (errors)
+        cr_assert(strstr(p.diags.v[0].msg, msg), "%s", p.diags.v[0].msg);
+    FILE *null = fopen("/dev/null", "w");
+    ql_ast_dump(p.ast, null);
+    fclose(null);
+    parsed_free(&p);
+    free(text);
+}
+
+/* Else-if chains and array or tensor types nest without brackets: they are
+ * bounded like expressions (100000 else-ifs once overflowed the checker's stack). */
+Test(parser, statements_and_types_are_cut_at_the_depth_limit)
+{
+    expect_nesting(repeat("fn f(x: bool) {\n  if x {}", " else if x {}", 255, "", "", "\n}\n"), 0, NULL);
+    expect_nesting(repeat("fn f(x: bool) {\n  if x {}", " else if x {}", 256, "", "", "\n}\n"), 1,
+                   "statement nested more than 256 levels deep");
+    expect_nesting(repeat("fn f(x: bool) {\n  if x {}", " else if x {}", 100000, "", "", "\n}\n"), 1,
+                   "statement nested more than");
+    /* blocks inside a chain inside blocks: the depths add up */
+    expect_nesting(repeat("fn f(x: bool) {\n", "if x {} else if x {} else if x {\n", 100, "", "}\n", "}\n"), 1,
+                   "statement nested more than");
+    expect_nesting(repeat("fn f(a: i64", "[]", 256, "", "", ") {}\n"), 0, NULL);
+    expect_nesting(repeat("fn f(a: i64", "[]", 100000, "", "", ") {}\n"), 1, "type nested more than");
+    expect_nesting(repeat("fn f(a: ", "tensor<", 100000, "f32", " >", ") {}\n"), 1, "type nested more than");
+}
