@@ -1453,22 +1453,22 @@ static void role(ctx *c, ql_node *r)
 {
     ql_node *e = r->a;
     const char *fname = e->kind == QL_NAME ? e->name : e->kind == QL_CALL && e->a->kind == QL_NAME ? e->a->name : NULL;
-    static const char *const roles[] = {"activation", "output", "weight", "bias", "same"};
+    static const char *const roles[] = {"activation", "output", "weight", "bias"};
     int known = 0;
     for (size_t i = 0; fname && i < sizeof roles / sizeof roles[0]; i++)
         known |= !strcmp(fname, roles[i]);
     if (!known) {
-        const char *hint = fname ? ql_suggest(fname, roles, 5) : NULL;
+        const char *hint = fname ? ql_suggest(fname, roles, 4) : NULL;
         if (hint)
             err(c, e, "unknown role '%s'; did you mean '%s'?", fname, hint);
         else
-            err(c, e, "a role is activation, output, weight, weight(axis = N), bias(x, w) or same(x)");
+            err(c, e, "a role is activation, output, weight, weight(axis = N) or bias(x, w)");
         return;
     }
     e->type = &qc_role;
     if (e->kind == QL_NAME) {
-        if (!strcmp(fname, "bias") || !strcmp(fname, "same"))
-            err(c, e, "%s needs arguments: %s", fname, !strcmp(fname, "bias") ? "bias(x, w)" : "same(x)");
+        if (!strcmp(fname, "bias"))
+            err(c, e, "bias needs arguments: bias(x, w)");
         return;
     }
     if (!strcmp(fname, "weight")) {
@@ -1481,8 +1481,8 @@ static void role(ctx *c, ql_node *r)
             }
             convert(c, v, expr(c, v, &qc_i64), &qc_i64, "the axis");
         }
-    } else if (!strcmp(fname, "bias") || !strcmp(fname, "same")) {
-        int want = !strcmp(fname, "bias") ? 2 : 1;
+    } else if (!strcmp(fname, "bias")) {
+        int want = 2;
         if (!expect_args(c, e, fname, want, want))
             return;
         for (int i = 0; i < want; i++) {
