@@ -1,4 +1,4 @@
-/* Shared by the grammar actions (qrl.y) and the driver (parse.c). */
+/* Shared by the grammar actions (qrl.y) and the driver (driver.c). */
 #ifndef QP_PARSE_INT_H
 #define QP_PARSE_INT_H
 

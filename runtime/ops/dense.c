@@ -10,24 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static inline double ld(const void *p, qr_dtype t, int64_t i)
-{
-    if (t == QR_F32)
-        return ((const float *)p)[i];
-    if (t == QR_F64)
-        return ((const double *)p)[i];
-    return qr_get_f64(p, t, i);
-}
 
-static inline void st(void *p, qr_dtype t, int64_t i, double v)
-{
-    if (t == QR_F32)
-        ((float *)p)[i] = (float)v;
-    else if (t == QR_F64)
-        ((double *)p)[i] = v;
-    else
-        qr_set_f64(p, t, i, v);
-}
 
 static int64_t prod(const int64_t *dims, int from, int to)
 {
@@ -388,17 +371,17 @@ static qr_status softmax_common(qr_kctx *k, int log_out)
             /* Subtracting the max keeps exp() from overflowing. */
             double mx = -INFINITY;
             for (int64_t i = 0; i < l.n; i++) {
-                double v = ld(x->data, t, base + i * s);
+                double v = qr_ld(x->data, t, base + i * s);
                 if (v > mx || isnan(v))
                     mx = v;
             }
             double sum = 0;
             for (int64_t i = 0; i < l.n; i++)
-                sum += exp(ld(x->data, t, base + i * s) - mx);
+                sum += exp(qr_ld(x->data, t, base + i * s) - mx);
             double lsum = log(sum);
             for (int64_t i = 0; i < l.n; i++) {
-                double d = ld(x->data, t, base + i * s) - mx;
-                st(y->data, t, base + i * s, log_out ? d - lsum : exp(d) / sum);
+                double d = qr_ld(x->data, t, base + i * s) - mx;
+                qr_st(y->data, t, base + i * s, log_out ? d - lsum : exp(d) / sum);
             }
         }
     }
@@ -463,7 +446,7 @@ static qr_status bn_run(qr_kctx *k)
             int64_t base = (b * c + ch) * inner;
             for (int64_t i = 0; i < inner; i++) {
                 int64_t p = per_elem ? ch * inner + i : ch;
-                st(y->data, y->dtype, base + i, ld(x->data, x->dtype, base + i) * ab[2 * p] + ab[2 * p + 1]);
+                qr_st(y->data, y->dtype, base + i, qr_ld(x->data, x->dtype, base + i) * ab[2 * p] + ab[2 * p + 1]);
             }
         }
     }
@@ -548,24 +531,24 @@ static qr_status ln_run(qr_kctx *k)
         int64_t base = o * inner;
         double mean = 0, var = 0;
         for (int64_t i = 0; i < inner; i++)
-            mean += ld(x->data, t, base + i);
+            mean += qr_ld(x->data, t, base + i);
         mean /= (double)inner;
         for (int64_t i = 0; i < inner; i++) {
-            double d = ld(x->data, t, base + i) - mean;
+            double d = qr_ld(x->data, t, base + i) - mean;
             var += d * d;
         }
         var /= (double)inner;
         double inv = 1.0 / sqrt(var + eps);
         for (int64_t i = 0; i < inner; i++, qr_iter_next(&it)) {
-            double v = (ld(x->data, t, base + i) - mean) * inv * ld(sc->data, sc->dtype, it.off[0]);
+            double v = (qr_ld(x->data, t, base + i) - mean) * inv * qr_ld(sc->data, sc->dtype, it.off[0]);
             if (bias)
-                v += ld(bias->data, bias->dtype, it.off[1]);
-            st(y->data, t, base + i, v);
+                v += qr_ld(bias->data, bias->dtype, it.off[1]);
+            qr_st(y->data, t, base + i, v);
         }
         if (k->n_out > 1)
-            st(k->out[1]->data, k->out[1]->dtype, o, mean);
+            qr_st(k->out[1]->data, k->out[1]->dtype, o, mean);
         if (k->n_out > 2)
-            st(k->out[2]->data, k->out[2]->dtype, o, inv);
+            qr_st(k->out[2]->data, k->out[2]->dtype, o, inv);
     }
     return QR_OK;
 }
@@ -604,17 +587,17 @@ static qr_status in_run(qr_kctx *k)
         int64_t base = p * inner;
         double mean = 0, var = 0;
         for (int64_t i = 0; i < inner; i++)
-            mean += ld(x->data, t, base + i);
+            mean += qr_ld(x->data, t, base + i);
         mean /= (double)(inner ? inner : 1);
         for (int64_t i = 0; i < inner; i++) {
-            double d = ld(x->data, t, base + i) - mean;
+            double d = qr_ld(x->data, t, base + i) - mean;
             var += d * d;
         }
         var /= (double)(inner ? inner : 1);
         double a = qr_get_f64(sc->data, sc->dtype, p % c) / sqrt(var + eps);
         double b = qr_get_f64(bias->data, bias->dtype, p % c);
         for (int64_t i = 0; i < inner; i++)
-            st(y->data, t, base + i, (ld(x->data, t, base + i) - mean) * a + b);
+            qr_st(y->data, t, base + i, (qr_ld(x->data, t, base + i) - mean) * a + b);
     }
     return QR_OK;
 }

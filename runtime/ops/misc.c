@@ -20,24 +20,7 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static inline double ld(const void *p, qr_dtype t, int64_t i)
-{
-    if (t == QR_F32)
-        return ((const float *)p)[i];
-    if (t == QR_F64)
-        return ((const double *)p)[i];
-    return qr_get_f64(p, t, i);
-}
 
-static inline void st(void *p, qr_dtype t, int64_t i, double v)
-{
-    if (t == QR_F32)
-        ((float *)p)[i] = (float)v;
-    else if (t == QR_F64)
-        ((double *)p)[i] = v;
-    else
-        qr_set_f64(p, t, i, v);
-}
 
 /* One element copy; a switch on the size so the common sizes avoid a memcpy call. */
 static inline void cpy(void *dst, const void *src, size_t es)
@@ -101,16 +84,6 @@ static qr_status need_index_type(qr_kctx *k, const qr_tensor *t, const char *wha
     return QR_OK;
 }
 
-/* Sets output j's type and shape and refuses absurd sizes. */
-static qr_status set_out(qr_kctx *k, int j, qr_dtype dt, int ndim, const int64_t *dims)
-{
-    qr_tensor *o = k->out[j];
-    if (ndim < 0 || ndim > QR_MAX_DIMS)
-        return QR_KERR(k, "output rank %d is not supported (at most %d)", ndim, QR_MAX_DIMS);
-    o->dtype = dt;
-    qr_tensor_set_shape(o, ndim, dims);
-    return qr_tensor_check_shape(o, k->err);
-}
 
 /* a * b for a dimension; products past the largest tensor are refused, which
  * also rules out int64 overflow. */
@@ -153,7 +126,7 @@ static qr_status size_infer(qr_kctx *k)
 {
     if (need_inputs(k, 1) != QR_OK)
         return QR_ERR;
-    return set_out(k, 0, QR_I64, 0, NULL);
+    return qr_set_out(k, 0, QR_I64, 0, NULL);
 }
 
 /* Only the input's shape is read: the executor runs this before the input's data exists. */
@@ -184,7 +157,7 @@ static qr_status tile_infer(qr_kctx *k)
         if (dim_mul(k, x->dims[d], rep, &dims[d]) != QR_OK)
             return QR_ERR;
     }
-    return set_out(k, 0, x->dtype, x->ndim, dims);
+    return qr_set_out(k, 0, x->dtype, x->ndim, dims);
 }
 
 /* Copies whole input rows: each output row is one input row repeated along
@@ -265,7 +238,7 @@ static qr_status d2s_infer(qr_kctx *k)
     dims[1] = x->dims[1] / bb;
     if (dim_mul(k, x->dims[2], b, &dims[2]) != QR_OK || dim_mul(k, x->dims[3], b, &dims[3]) != QR_OK)
         return QR_ERR;
-    return set_out(k, 0, x->dtype, 4, dims);
+    return qr_set_out(k, 0, x->dtype, 4, dims);
 }
 
 /* y[n, c, h*b+i, w*b+j] = x[n, src channel, h, w], written in y's order. */
@@ -306,7 +279,7 @@ static qr_status s2d_infer(qr_kctx *k)
     dims[0] = x->dims[0];
     dims[2] = x->dims[2] / b;
     dims[3] = x->dims[3] / b;
-    return set_out(k, 0, x->dtype, 4, dims);
+    return qr_set_out(k, 0, x->dtype, 4, dims);
 }
 
 /* y[n, (i*b + j)*C + c, h, w] = x[n, c, h*b+i, w*b+j], written in y's order. */
@@ -353,9 +326,9 @@ static void combine(void *dst, int64_t di, const void *src, int64_t si, qr_dtype
     if (red == RED_NONE) {
         cpy((char *)dst + (size_t)di * es, (const char *)src + (size_t)si * es, es);
     } else if (qr_dtype_is_float(t)) {
-        double a = ld(dst, t, di), b = ld(src, t, si);
+        double a = qr_ld(dst, t, di), b = qr_ld(src, t, si);
         double r = red == RED_ADD ? a + b : red == RED_MUL ? a * b : red == RED_MAX ? (b > a ? b : a) : (b < a ? b : a);
-        st(dst, t, di, r);
+        qr_st(dst, t, di, r);
     } else {
         int64_t a = qr_get_i64(dst, t, di), b = qr_get_i64(src, t, si), r;
         int less = t == QR_U64 ? (uint64_t)b < (uint64_t)a : b < a;
@@ -408,7 +381,7 @@ static qr_status gather_elements_infer(qr_kctx *k)
     int axis = 0;
     if (need_inputs(k, 2) != QR_OK || elements_args(k, NULL, &axis) != QR_OK)
         return QR_ERR;
-    return set_out(k, 0, k->in[0]->dtype, k->in[1]->ndim, k->in[1]->dims);
+    return qr_set_out(k, 0, k->in[0]->dtype, k->in[1]->ndim, k->in[1]->dims);
 }
 
 static qr_status gather_elements_run(qr_kctx *k)
@@ -538,7 +511,7 @@ static qr_status gathernd_infer(qr_kctx *k)
         dims[n++] = idx->dims[d];
     for (int d = b + l.m; d < x->ndim; d++)
         dims[n++] = x->dims[d];
-    return set_out(k, 0, x->dtype, n, dims);
+    return qr_set_out(k, 0, x->dtype, n, dims);
 }
 
 static qr_status gathernd_run(qr_kctx *k)
@@ -649,7 +622,7 @@ static void cumsum_step(const qr_tensor *x, qr_tensor *y, int64_t yi, int64_t yp
             yy[yi + e] = (has_prev ? yy[yp + e] : 0.0f) + (has_x ? xx[xq + e] : 0.0f);
     } else if (qr_dtype_is_float(t)) {
         for (int64_t e = 0; e < inner; e++)
-            st(y->data, t, yi + e, (has_prev ? ld(y->data, t, yp + e) : 0) + (has_x ? ld(x->data, t, xq + e) : 0));
+            qr_st(y->data, t, yi + e, (has_prev ? qr_ld(y->data, t, yp + e) : 0) + (has_x ? qr_ld(x->data, t, xq + e) : 0));
     } else {
         for (int64_t e = 0; e < inner; e++) {
             uint64_t a = has_prev ? (uint64_t)qr_get_i64(y->data, t, yp + e) : 0;
@@ -726,16 +699,16 @@ static qr_status hardmax_run(qr_kctx *k)
     for (int64_t o = 0; o < l.outer; o++)
         for (int64_t in = 0; in < l.inner; in++) {
             int64_t base = o * l.n * l.inner + in, best = 0;
-            double bv = l.n ? ld(x->data, t, base) : 0;
+            double bv = l.n ? qr_ld(x->data, t, base) : 0;
             for (int64_t i = 1; i < l.n && !isnan(bv); i++) {
-                double v = ld(x->data, t, base + i * l.inner);
+                double v = qr_ld(x->data, t, base + i * l.inner);
                 if (v > bv || isnan(v)) {
                     bv = v;
                     best = i;
                 }
             }
             for (int64_t i = 0; i < l.n; i++)
-                st(y->data, t, base + i * l.inner, i == best);
+                qr_st(y->data, t, base + i * l.inner, i == best);
         }
     return QR_OK;
 }
@@ -782,9 +755,9 @@ static qr_status topk_infer(qr_kctx *k)
     int64_t dims[QR_MAX_DIMS];
     memcpy(dims, x->dims, sizeof dims);
     dims[axis] = kk;
-    if (set_out(k, 0, x->dtype, x->ndim, dims) != QR_OK)
+    if (qr_set_out(k, 0, x->dtype, x->ndim, dims) != QR_OK)
         return QR_ERR;
-    return k->n_out > 1 ? set_out(k, 1, QR_I64, x->ndim, dims) : QR_OK;
+    return k->n_out > 1 ? qr_set_out(k, 1, QR_I64, x->ndim, dims) : QR_OK;
 }
 
 /* Sort entries: the value as a double (floats) or an ordered int64 key
@@ -859,7 +832,7 @@ static qr_status topk_run(qr_kctx *k)
                 int64_t at = base + i * inner;
                 e[i].i = i;
                 if (is_float) {
-                    e[i].f = ld(x->data, t, at);
+                    e[i].f = qr_ld(x->data, t, at);
                 } else {
                     /* u64 flipped at the sign bit: its unsigned order becomes the signed order of the key. */
                     int64_t v = qr_get_i64(x->data, t, at);
@@ -962,7 +935,7 @@ static qr_status onehot_infer(qr_kctx *k)
     int n = 0;
     for (int d = 0; d <= idx->ndim; d++)
         dims[n++] = d == axis ? depth : idx->dims[d - (d > axis)];
-    return set_out(k, 0, k->in[2]->dtype, n, dims);
+    return qr_set_out(k, 0, k->in[2]->dtype, n, dims);
 }
 
 /* Every position gets off_value, then each index in range gets on_value.
@@ -1068,11 +1041,11 @@ static qr_status lrn_run(qr_kctx *k)
             for (int64_t s = 0; s < inner; s++) {
                 double sum = 0;
                 for (int64_t j = c0; j <= c1; j++) {
-                    double v = ld(x->data, t, (n * C + j) * inner + s);
+                    double v = qr_ld(x->data, t, (n * C + j) * inner + s);
                     sum += v * v;
                 }
                 int64_t at = (n * C + c) * inner + s;
-                st(y->data, t, at, ld(x->data, t, at) / pow(bias + alpha / (double)size * sum, beta));
+                qr_st(y->data, t, at, qr_ld(x->data, t, at) / pow(bias + alpha / (double)size * sum, beta));
             }
         }
     return QR_OK;
@@ -1144,19 +1117,19 @@ static qr_status mvn_run(qr_kctx *k)
     qr_iter it;
     mvn_iter(&it, x, &kept);
     for (int64_t i = 0; i < nin; i++, qr_iter_next(&it))
-        mean[it.off[0]] += ld(x->data, t, i);
+        mean[it.off[0]] += qr_ld(x->data, t, i);
     for (int64_t g = 0; g < ngroups; g++)
         mean[g] /= count;
     mvn_iter(&it, x, &kept);
     for (int64_t i = 0; i < nin; i++, qr_iter_next(&it)) {
-        double d = ld(x->data, t, i) - mean[it.off[0]];
+        double d = qr_ld(x->data, t, i) - mean[it.off[0]];
         var[it.off[0]] += d * d;
     }
     for (int64_t g = 0; g < ngroups; g++)
         var[g] = sqrt(var[g] / count) + 1e-9; /* now the divisor */
     mvn_iter(&it, x, &kept);
     for (int64_t i = 0; i < nin; i++, qr_iter_next(&it))
-        st(y->data, t, i, (ld(x->data, t, i) - mean[it.off[0]]) / var[it.off[0]]);
+        qr_st(y->data, t, i, (qr_ld(x->data, t, i) - mean[it.off[0]]) / var[it.off[0]]);
     free(mean);
     return QR_OK;
 }
@@ -1184,7 +1157,7 @@ static qr_status nonzero_infer(qr_kctx *k)
         nnz += is_nonzero(x->data, x->dtype, i);
     /* A scalar counts as a 1-element vector, as numpy.nonzero treats it. */
     int64_t dims[2] = {x->ndim ? x->ndim : 1, nnz};
-    return set_out(k, 0, QR_I64, 2, dims);
+    return qr_set_out(k, 0, QR_I64, 2, dims);
 }
 
 /* Output [rank, nnz]: column j holds the coordinates of the j-th nonzero in row-major order. */
@@ -1256,11 +1229,11 @@ static qr_status compress_infer(qr_kctx *k)
         return st;
     const qr_tensor *x = k->in[0];
     if (axis < 0)
-        return set_out(k, 0, x->dtype, 1, &count);
+        return qr_set_out(k, 0, x->dtype, 1, &count);
     int64_t dims[QR_MAX_DIMS];
     memcpy(dims, x->dims, sizeof dims);
     dims[axis] = count;
-    return set_out(k, 0, x->dtype, x->ndim, dims);
+    return qr_set_out(k, 0, x->dtype, x->ndim, dims);
 }
 
 /* Copies the selected blocks of `inner` elements of each outer slice. */

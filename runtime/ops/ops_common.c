@@ -79,3 +79,13 @@ void qr_iter_init(qr_iter *it, const qr_tensor *shape, int nops)
     memcpy(it->dims, shape->dims, sizeof it->dims);
     it->nops = nops;
 }
+
+qr_status qr_set_out(qr_kctx *k, int j, qr_dtype dt, int ndim, const int64_t *dims)
+{
+    qr_tensor *o = k->out[j];
+    if (ndim < 0 || ndim > QR_MAX_DIMS)
+        return QR_KERR(k, "output rank %d is not supported (at most %d)", ndim, QR_MAX_DIMS);
+    o->dtype = dt;
+    qr_tensor_set_shape(o, ndim, dims);
+    return qr_tensor_check_shape(o, k->err);
+}

@@ -28,6 +28,29 @@ int qr_read_ints(const qr_tensor *t, int64_t *v, int max);
 /* Output shape helper: copies dtype and shape of src into dst. */
 void qr_same_as(qr_tensor *dst, const qr_tensor *src);
 
+/* Element i of a tensor's data as a double, and back: fast paths for f32 and f64. */
+static inline double qr_ld(const void *p, qr_dtype t, int64_t i)
+{
+    if (t == QR_F32)
+        return ((const float *)p)[i];
+    if (t == QR_F64)
+        return ((const double *)p)[i];
+    return qr_get_f64(p, t, i);
+}
+
+static inline void qr_st(void *p, qr_dtype t, int64_t i, double v)
+{
+    if (t == QR_F32)
+        ((float *)p)[i] = (float)v;
+    else if (t == QR_F64)
+        ((double *)p)[i] = v;
+    else
+        qr_set_f64(p, t, i, v);
+}
+
+/* Sets output j's type and shape and refuses absurd sizes. */
+qr_status qr_set_out(qr_kctx *k, int j, qr_dtype dt, int ndim, const int64_t *dims);
+
 /* Iterates the indices of a shape in row-major order, tracking up to 4 operand offsets. */
 typedef struct qr_iter {
     int ndim;

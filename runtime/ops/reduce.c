@@ -13,14 +13,6 @@
 
 typedef enum rkind { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L1, R_L2, R_SUMSQ, R_LOGSUM, R_LOGSUMEXP } rkind;
 
-static inline double ld(const void *p, qr_dtype t, int64_t i)
-{
-    if (t == QR_F32)
-        return ((const float *)p)[i];
-    if (t == QR_F64)
-        return ((const double *)p)[i];
-    return qr_get_f64(p, t, i);
-}
 
 /* Integers compare as int64; u64 is flipped at the sign bit so that its
  * unsigned order becomes the signed order of the key. */
@@ -138,7 +130,7 @@ static void reduce_float(const qr_tensor *x, qr_iter *it, double *acc, int64_t n
     for (int64_t o = 0; o < nout; o++)
         acc[o] = init;
     for (int64_t i = 0; i < nin; i++, qr_iter_next(it)) {
-        double v = ld(x->data, x->dtype, i), *a = &acc[it->off[0]];
+        double v = qr_ld(x->data, x->dtype, i), *a = &acc[it->off[0]];
         switch (kind) {
         case R_SUM:
         case R_MEAN:
@@ -326,9 +318,9 @@ static qr_status arg_run(qr_kctx *k, int want_max)
         for (int64_t in = 0; in < inner; in++) {
             int64_t base = o * n * inner + in, best = 0;
             if (is_float) {
-                double bv = ld(x->data, x->dtype, base);
+                double bv = qr_ld(x->data, x->dtype, base);
                 for (int64_t i = 1; i < n && !(isnan(bv) && !last); i++) {
-                    double v = ld(x->data, x->dtype, base + i * inner);
+                    double v = qr_ld(x->data, x->dtype, base + i * inner);
                     int better = isnan(v) ? (!isnan(bv) || last)
                                  : isnan(bv) ? 0
                                  : want_max ? (last ? v >= bv : v > bv)

@@ -35,16 +35,6 @@ static int64_t prod(const int64_t *d, int from, int to)
     return p;
 }
 
-/* Sets output j's type and shape and refuses absurd sizes. */
-static qr_status set_out(qr_kctx *k, int j, qr_dtype dt, int ndim, const int64_t *dims)
-{
-    qr_tensor *o = k->out[j];
-    if (ndim < 0 || ndim > QR_MAX_DIMS)
-        return QR_KERR(k, "output rank %d is not supported (at most %d)", ndim, QR_MAX_DIMS);
-    o->dtype = dt;
-    qr_tensor_set_shape(o, ndim, dims);
-    return qr_tensor_check_shape(o, k->err);
-}
 
 static qr_status copy_whole(qr_kctx *k)
 {
@@ -126,7 +116,7 @@ static qr_status flatten_infer(qr_kctx *k)
     if (axis < 0)
         axis += x->ndim;
     int64_t dims[2] = {prod(x->dims, 0, (int)axis), prod(x->dims, (int)axis, x->ndim)};
-    return set_out(k, 0, x->dtype, 2, dims);
+    return qr_set_out(k, 0, x->dtype, 2, dims);
 }
 
 static qr_status reshape_infer(qr_kctx *k)
@@ -182,7 +172,7 @@ static qr_status reshape_infer(qr_kctx *k)
         return QR_KERR(k, "cannot reshape %lld elements into a shape of %lld elements", (long long)total,
                        (long long)known);
     }
-    return set_out(k, 0, x->dtype, n, dims);
+    return qr_set_out(k, 0, x->dtype, n, dims);
 }
 
 static qr_status squeeze_infer(qr_kctx *k)
@@ -208,7 +198,7 @@ static qr_status squeeze_infer(qr_kctx *k)
             return QR_KERR(k, "cannot squeeze axis %d: its size is %lld, not 1", d, (long long)x->dims[d]);
         }
     }
-    return set_out(k, 0, x->dtype, r, dims);
+    return qr_set_out(k, 0, x->dtype, r, dims);
 }
 
 static qr_status unsqueeze_infer(qr_kctx *k)
@@ -229,7 +219,7 @@ static qr_status unsqueeze_infer(qr_kctx *k)
     int64_t dims[QR_MAX_DIMS];
     for (int d = 0, j = 0; d < r; d++)
         dims[d] = mark[d] ? 1 : x->dims[j++];
-    return set_out(k, 0, x->dtype, r, dims);
+    return qr_set_out(k, 0, x->dtype, r, dims);
 }
 
 /* ---- Transpose ---------------------------------------------------------- */
@@ -266,7 +256,7 @@ static qr_status transpose_infer(qr_kctx *k)
     int64_t dims[QR_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++)
         dims[i] = x->dims[perm[i]];
-    return set_out(k, 0, x->dtype, x->ndim, dims);
+    return qr_set_out(k, 0, x->dtype, x->ndim, dims);
 }
 
 static qr_status transpose_run(qr_kctx *k)
@@ -323,7 +313,7 @@ static qr_status concat_infer(qr_kctx *k)
                                d, (long long)x0->dims[d]);
         dims[axis] += t->dims[axis];
     }
-    return set_out(k, 0, x0->dtype, x0->ndim, dims);
+    return qr_set_out(k, 0, x0->dtype, x0->ndim, dims);
 }
 
 static qr_status concat_run(qr_kctx *k)
@@ -411,7 +401,7 @@ static qr_status split_infer(qr_kctx *k)
         int64_t dims[QR_MAX_DIMS];
         memcpy(dims, x->dims, sizeof dims);
         dims[axis] = sizes[j];
-        st = set_out(k, j, x->dtype, x->ndim, dims);
+        st = qr_set_out(k, j, x->dtype, x->ndim, dims);
     }
     free(sizes);
     return st;
@@ -524,7 +514,7 @@ static qr_status slice_infer(qr_kctx *k)
     qr_status st = slice_plan(k, start, step, dims);
     if (st != QR_OK)
         return st;
-    return set_out(k, 0, k->in[0]->dtype, k->in[0]->ndim, dims);
+    return qr_set_out(k, 0, k->in[0]->dtype, k->in[0]->ndim, dims);
 }
 
 static qr_status slice_run(qr_kctx *k)
@@ -579,7 +569,7 @@ static qr_status shape_infer(qr_kctx *k)
     int64_t s, e;
     shape_range(k, &s, &e);
     int64_t n = e - s;
-    return set_out(k, 0, QR_I64, 1, &n);
+    return qr_set_out(k, 0, QR_I64, 1, &n);
 }
 
 /* Only the input's shape is read: the executor runs this before the input's data exists. */
@@ -616,7 +606,7 @@ static qr_status gather_infer(qr_kctx *k)
         dims[j++] = idx->dims[d];
     for (int d = axis + 1; d < x->ndim; d++)
         dims[j++] = x->dims[d];
-    return set_out(k, 0, x->dtype, r, dims);
+    return qr_set_out(k, 0, x->dtype, r, dims);
 }
 
 static qr_status gather_run(qr_kctx *k)
@@ -728,7 +718,7 @@ static qr_status pad_infer(qr_kctx *k)
     if (k->opset >= 11 && k->n_in > 2 && k->in[2] && k->in[2]->dtype != x->dtype)
         return QR_KERR(k, "constant_value is %s but the data is %s", qr_dtype_name(k->in[2]->dtype),
                        qr_dtype_name(x->dtype));
-    return set_out(k, 0, x->dtype, x->ndim, dims);
+    return qr_set_out(k, 0, x->dtype, x->ndim, dims);
 }
 
 /* Source index along an axis of size n for the padded position i (-1: the constant). */
@@ -839,7 +829,7 @@ static qr_status expand_infer(qr_kctx *k)
     qr_tensor out = {0};
     if (qr_broadcast_shapes(k, both, 2, &out) != QR_OK)
         return QR_ERR;
-    return set_out(k, 0, x->dtype, out.ndim, out.dims);
+    return qr_set_out(k, 0, x->dtype, out.ndim, out.dims);
 }
 
 /* Copies x into y broadcasting it (y's shape is a broadcast of x's). */
@@ -890,7 +880,7 @@ static qr_status cos_infer(qr_kctx *k)
         return st;
     if (n > QR_MAX_DIMS)
         return QR_KERR(k, "output rank %d is not supported (at most %d)", n, QR_MAX_DIMS);
-    return set_out(k, 0, v ? v->dtype : QR_F32, n, shape);
+    return qr_set_out(k, 0, v ? v->dtype : QR_F32, n, shape);
 }
 
 static qr_status cos_run(qr_kctx *k)
@@ -973,7 +963,7 @@ static qr_status range_infer(qr_kctx *k)
     qr_status st = range_count(k, &n);
     if (st != QR_OK)
         return st;
-    return set_out(k, 0, k->in[0]->dtype, 1, &n);
+    return qr_set_out(k, 0, k->in[0]->dtype, 1, &n);
 }
 
 static qr_status range_run(qr_kctx *k)
