@@ -1,5 +1,8 @@
 #include "testutil.h"
 
+#include "../../compiler/check.h"
+#include "../../compiler/compile.h"
+
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,4 +157,19 @@ int tu_count_files(const char *dir)
     if (d)
         closedir(d);
     return n;
+}
+
+struct qrl_module *tu_compile(const char *rel, char *err, size_t n)
+{
+    char path[600], stdlib[600];
+    snprintf(path, sizeof path, "%s/%s", tu_root(), rel);
+    snprintf(stdlib, sizeof stdlib, "%s/stdlib", tu_root());
+    qc_unit *u = qc_unit_new(stdlib);
+    qc_unit_load(u, path);
+    if (!u->diags.errors)
+        qc_check(u);
+    qrl_module *m = u->diags.errors ? NULL : qc_compile(u, &(qc_options){.no_cache = 1}, NULL);
+    snprintf(err, n, "%s: %s", rel, u->diags.n ? u->diags.v[0].msg : "cannot compile");
+    qc_unit_free(u);
+    return m;
 }

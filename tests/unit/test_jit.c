@@ -495,17 +495,9 @@ Test(jit, fixed_point_numerics_match_gemmlowp)
 
 static qrl_module *compile_path(const char *rel)
 {
-    char path[600], stdlib[600];
-    snprintf(path, sizeof path, "%s/%s", tu_root(), rel);
-    snprintf(stdlib, sizeof stdlib, "%s/stdlib", tu_root());
-    qc_unit *u = qc_unit_new(stdlib);
-    qc_unit_load(u, path);
-    if (!u->diags.errors)
-        qc_check(u);
-    qrl_module *m = u->diags.errors ? NULL : qc_compile(u, &(qc_options){.no_cache = 1}, NULL);
-    cr_assert_eq(u->diags.errors, 0, "%s: %s", rel, u->diags.n ? u->diags.v[0].msg : "");
-    qc_unit_free(u);
-    cr_assert(m);
+    char err[1200];
+    qrl_module *m = tu_compile(rel, err, sizeof err);
+    cr_assert(m, "%s", err);
     return m;
 }
 
