@@ -10,16 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-
-static int64_t prod(const int64_t *dims, int from, int to)
-{
-    int64_t n = 1;
-    for (int d = from; d < to; d++)
-        n *= dims[d];
-    return n;
-}
-
 /* An empty input name leaves a slot NULL even where the op requires it. */
 static qr_status need_inputs(qr_kctx *k, int n)
 {
@@ -342,9 +332,9 @@ static qr_status softmax_layout(qr_kctx *k, sm_layout *l)
         *l = (sm_layout){1, 1, 1};
         return QR_OK;
     }
-    l->outer = prod(x->dims, 0, axis);
-    l->n = new_rule ? x->dims[axis] : prod(x->dims, axis, x->ndim);
-    l->inner = new_rule ? prod(x->dims, axis + 1, x->ndim) : 1;
+    l->outer = qr_dims_prod(x->dims, 0, axis);
+    l->n = new_rule ? x->dims[axis] : qr_dims_prod(x->dims, axis, x->ndim);
+    l->inner = new_rule ? qr_dims_prod(x->dims, axis + 1, x->ndim) : 1;
     return QR_OK;
 }
 
@@ -406,7 +396,7 @@ static qr_status bn_infer(qr_kctx *k)
         return QR_KERR(k, "input must have rank >= 2 (N x C x ...), got rank %d", x->ndim);
     if (need_float(k, x, "the input") != QR_OK)
         return QR_ERR;
-    int64_t c = x->dims[1], per_elem = c * prod(x->dims, 2, x->ndim);
+    int64_t c = x->dims[1], per_elem = c * qr_dims_prod(x->dims, 2, x->ndim);
     static const char *const names[] = {"", "scale", "B", "mean", "var"};
     for (int i = 1; i < 5; i++) {
         const qr_tensor *p = k->in[i];
@@ -429,7 +419,7 @@ static qr_status bn_run(qr_kctx *k)
     const qr_tensor *x = k->in[0], *sc = k->in[1], *bias = k->in[2], *mean = k->in[3], *var = k->in[4];
     qr_tensor *y = k->out[0];
     double eps = qr_attr_f(k->node, "epsilon", 1e-5f);
-    int64_t n = x->dims[0], c = x->dims[1], inner = prod(x->dims, 2, x->ndim);
+    int64_t n = x->dims[0], c = x->dims[1], inner = qr_dims_prod(x->dims, 2, x->ndim);
     int64_t np = qr_tensor_numel(sc);
     int per_elem = np != c; /* infer checked np is c or c*inner */
     /* y = x * a + b with a = scale / sqrt(var + eps), b = B - mean * a. */
@@ -519,7 +509,7 @@ static qr_status ln_run(qr_kctx *k)
     if (qr_norm_axis(k, qr_attr_i(k->node, "axis", -1), x->ndim, &axis) != QR_OK)
         return QR_ERR;
     double eps = qr_attr_f(k->node, "epsilon", 1e-5f);
-    int64_t outer = prod(x->dims, 0, axis), inner = prod(x->dims, axis, x->ndim);
+    int64_t outer = qr_dims_prod(x->dims, 0, axis), inner = qr_dims_prod(x->dims, axis, x->ndim);
     qr_dtype t = x->dtype;
     /* One iterator walks X in order and tracks where Scale and B are read. */
     qr_iter it;
@@ -581,7 +571,7 @@ static qr_status in_run(qr_kctx *k)
     const qr_tensor *x = k->in[0], *sc = k->in[1], *bias = k->in[2];
     qr_tensor *y = k->out[0];
     double eps = qr_attr_f(k->node, "epsilon", 1e-5f);
-    int64_t c = x->dims[1], inner = prod(x->dims, 2, x->ndim), planes = x->dims[0] * c;
+    int64_t c = x->dims[1], inner = qr_dims_prod(x->dims, 2, x->ndim), planes = x->dims[0] * c;
     qr_dtype t = x->dtype;
     for (int64_t p = 0; p < planes; p++) {
         int64_t base = p * inner;

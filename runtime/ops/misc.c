@@ -20,8 +20,6 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-
-
 /* One element copy; a switch on the size so the common sizes avoid a memcpy call. */
 static inline void cpy(void *dst, const void *src, size_t es)
 {
@@ -39,14 +37,6 @@ static void copy_bytes(void *dst, const void *src, size_t n)
 {
     if (n)
         memcpy(dst, src, n);
-}
-
-static int64_t prod(const int64_t *d, int from, int to)
-{
-    int64_t p = 1;
-    for (int i = from; i < to; i++)
-        p *= d[i];
-    return p;
 }
 
 /* An empty input name leaves a slot NULL even where the op requires it. */
@@ -83,7 +73,6 @@ static qr_status need_index_type(qr_kctx *k, const qr_tensor *t, const char *wha
         return QR_KERR(k, "%s must be int32 or int64, not %s", what, qr_dtype_name(t->dtype));
     return QR_OK;
 }
-
 
 /* a * b for a dimension; products past the largest tensor are refused, which
  * also rules out int64 overflow. */
@@ -467,10 +456,10 @@ static qr_status nd_layout_of(qr_kctx *k, int b, nd_layout *l)
         return QR_KERR(k, "index tuples have %lld values, more than the %d dimensions they index", (long long)m, r - b);
     l->b = b;
     l->m = (int)m;
-    l->batches = prod(x->dims, 0, b);
-    l->tuples = prod(idx->dims, b, q - 1);
-    l->slice = prod(x->dims, b + l->m, r);
-    l->batch_size = prod(x->dims, b, r);
+    l->batches = qr_dims_prod(x->dims, 0, b);
+    l->tuples = qr_dims_prod(idx->dims, b, q - 1);
+    l->slice = qr_dims_prod(x->dims, b + l->m, r);
+    l->batch_size = qr_dims_prod(x->dims, b, r);
     return QR_OK;
 }
 
@@ -643,7 +632,7 @@ static qr_status cumsum_run(qr_kctx *k)
     if (cumsum_axis(k, &axis) != QR_OK)
         return QR_ERR;
     int excl = qr_attr_i(k->node, "exclusive", 0) != 0, rev = qr_attr_i(k->node, "reverse", 0) != 0;
-    int64_t outer = prod(x->dims, 0, axis), n = x->dims[axis], inner = prod(x->dims, axis + 1, x->ndim);
+    int64_t outer = qr_dims_prod(x->dims, 0, axis), n = x->dims[axis], inner = qr_dims_prod(x->dims, axis + 1, x->ndim);
     for (int64_t o = 0; o < outer; o++)
         for (int64_t s = 0; s < n; s++) {
             /* i: this step's position along the axis; p: the previous step's; x is read at q. */
@@ -671,9 +660,9 @@ static qr_status hardmax_layout(qr_kctx *k, axis_layout *l)
         *l = (axis_layout){1, 1, 1};
         return QR_OK;
     }
-    l->outer = prod(x->dims, 0, axis);
-    l->n = new_rule ? x->dims[axis] : prod(x->dims, axis, x->ndim);
-    l->inner = new_rule ? prod(x->dims, axis + 1, x->ndim) : 1;
+    l->outer = qr_dims_prod(x->dims, 0, axis);
+    l->n = new_rule ? x->dims[axis] : qr_dims_prod(x->dims, axis, x->ndim);
+    l->inner = new_rule ? qr_dims_prod(x->dims, axis + 1, x->ndim) : 1;
     return QR_OK;
 }
 
@@ -816,7 +805,7 @@ static qr_status topk_run(qr_kctx *k)
     qr_tensor *vals = k->out[0], *inds = k->n_out > 1 ? k->out[1] : NULL;
     qr_dtype t = x->dtype;
     size_t es = qr_dtype_size(t);
-    int64_t outer = prod(x->dims, 0, axis), n = x->dims[axis], inner = prod(x->dims, axis + 1, x->ndim);
+    int64_t outer = qr_dims_prod(x->dims, 0, axis), n = x->dims[axis], inner = qr_dims_prod(x->dims, axis + 1, x->ndim);
     if (kk == 0 || outer * inner == 0)
         return QR_OK;
     int largest = qr_attr_i(k->node, "largest", 1) != 0, is_float = qr_dtype_is_float(t);
@@ -885,7 +874,7 @@ static qr_status trilu_run(qr_kctx *k)
         return QR_ERR;
     int upper = qr_attr_i(k->node, "upper", 1) != 0;
     int r = x->ndim;
-    int64_t rows = x->dims[r - 2], cols = x->dims[r - 1], mats = prod(x->dims, 0, r - 2);
+    int64_t rows = x->dims[r - 2], cols = x->dims[r - 1], mats = qr_dims_prod(x->dims, 0, r - 2);
     int64_t lim = rows + cols;
     kk = kk < -lim ? -lim : kk > lim ? lim : kk;
     size_t es = qr_dtype_size(x->dtype);
@@ -951,7 +940,7 @@ static qr_status onehot_run(qr_kctx *k)
     qr_tensor *y = k->out[0];
     size_t es = qr_dtype_size(y->dtype);
     const char *off_v = values->data, *on_v = off_v + es;
-    int64_t ny = qr_tensor_numel(y), ni = qr_tensor_numel(idx), inner = prod(idx->dims, axis, idx->ndim);
+    int64_t ny = qr_tensor_numel(y), ni = qr_tensor_numel(idx), inner = qr_dims_prod(idx->dims, axis, idx->ndim);
     for (int64_t i = 0; i < ny; i++)
         cpy((char *)y->data + (size_t)i * es, off_v, es);
     for (int64_t i = 0; i < ni; i++) {
@@ -1033,7 +1022,7 @@ static qr_status lrn_run(qr_kctx *k)
     qr_dtype t = x->dtype;
     double alpha = qr_attr_f(k->node, "alpha", 1e-4f), beta = qr_attr_f(k->node, "beta", 0.75f);
     double bias = qr_attr_f(k->node, "bias", 1.0f);
-    int64_t N = x->dims[0], C = x->dims[1], inner = prod(x->dims, 2, x->ndim);
+    int64_t N = x->dims[0], C = x->dims[1], inner = qr_dims_prod(x->dims, 2, x->ndim);
     int64_t lo = (size - 1) / 2, hi = size / 2; /* floor and ceil of (size-1)/2 */
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++) {
@@ -1245,7 +1234,7 @@ static qr_status compress_run(qr_kctx *k)
         return QR_ERR;
     const qr_tensor *x = k->in[0], *c = k->in[1];
     size_t es = qr_dtype_size(x->dtype);
-    int64_t outer = axis < 0 ? 1 : prod(x->dims, 0, axis), inner = axis < 0 ? 1 : prod(x->dims, axis + 1, x->ndim);
+    int64_t outer = axis < 0 ? 1 : qr_dims_prod(x->dims, 0, axis), inner = axis < 0 ? 1 : qr_dims_prod(x->dims, axis + 1, x->ndim);
     int64_t len = c->dims[0] < n ? c->dims[0] : n;
     size_t block = (size_t)inner * es;
     char *dst = k->out[0]->data;

@@ -28,6 +28,15 @@ int qr_read_ints(const qr_tensor *t, int64_t *v, int max);
 /* Output shape helper: copies dtype and shape of src into dst. */
 void qr_same_as(qr_tensor *dst, const qr_tensor *src);
 
+/* Product of dims[from..to): the element count of that run of axes. */
+static inline int64_t qr_dims_prod(const int64_t *dims, int from, int to)
+{
+    int64_t n = 1;
+    for (int d = from; d < to; d++)
+        n *= dims[d];
+    return n;
+}
+
 /* Element i of a tensor's data as a double, and back: fast paths for f32 and f64. */
 static inline double qr_ld(const void *p, qr_dtype t, int64_t i)
 {

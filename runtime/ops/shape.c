@@ -27,15 +27,6 @@ static inline void cpy(void *dst, const void *src, size_t es)
     }
 }
 
-static int64_t prod(const int64_t *d, int from, int to)
-{
-    int64_t p = 1;
-    for (int i = from; i < to; i++)
-        p *= d[i];
-    return p;
-}
-
-
 static qr_status copy_whole(qr_kctx *k)
 {
     size_t n = qr_tensor_nbytes(k->out[0]);
@@ -115,7 +106,7 @@ static qr_status flatten_infer(qr_kctx *k)
         return QR_KERR(k, "axis %lld is out of range for rank %d", (long long)axis, x->ndim);
     if (axis < 0)
         axis += x->ndim;
-    int64_t dims[2] = {prod(x->dims, 0, (int)axis), prod(x->dims, (int)axis, x->ndim)};
+    int64_t dims[2] = {qr_dims_prod(x->dims, 0, (int)axis), qr_dims_prod(x->dims, (int)axis, x->ndim)};
     return qr_set_out(k, 0, x->dtype, 2, dims);
 }
 
@@ -323,7 +314,7 @@ static qr_status concat_run(qr_kctx *k)
     if (qr_norm_axis(k, qr_attr_i(k->node, "axis", 1), y->ndim, &axis) != QR_OK)
         return QR_ERR;
     size_t es = qr_dtype_size(y->dtype);
-    int64_t outer = prod(y->dims, 0, axis), inner = prod(y->dims, axis + 1, y->ndim);
+    int64_t outer = qr_dims_prod(y->dims, 0, axis), inner = qr_dims_prod(y->dims, axis + 1, y->ndim);
     char *dst = y->data;
     for (int64_t o = 0; o < outer; o++) {
         for (int i = 0; i < k->n_in; i++) {
@@ -414,7 +405,7 @@ static qr_status split_run(qr_kctx *k)
     if (qr_norm_axis(k, qr_attr_i(k->node, "axis", 0), x->ndim, &axis) != QR_OK)
         return QR_ERR;
     size_t es = qr_dtype_size(x->dtype);
-    int64_t outer = prod(x->dims, 0, axis), inner = prod(x->dims, axis + 1, x->ndim);
+    int64_t outer = qr_dims_prod(x->dims, 0, axis), inner = qr_dims_prod(x->dims, axis + 1, x->ndim);
     size_t in_block = (size_t)(x->dims[axis] * inner) * es, at = 0;
     for (int j = 0; j < k->n_out; j++) {
         qr_tensor *y = k->out[j];
@@ -617,7 +608,7 @@ static qr_status gather_run(qr_kctx *k)
     if (qr_norm_axis(k, qr_attr_i(k->node, "axis", 0), x->ndim, &axis) != QR_OK)
         return QR_ERR;
     size_t es = qr_dtype_size(x->dtype);
-    int64_t outer = prod(x->dims, 0, axis), inner = prod(x->dims, axis + 1, x->ndim), n = x->dims[axis];
+    int64_t outer = qr_dims_prod(x->dims, 0, axis), inner = qr_dims_prod(x->dims, axis + 1, x->ndim), n = x->dims[axis];
     int64_t ni = qr_tensor_numel(idx);
     size_t block = (size_t)inner * es;
     char *dst = y->data;
