@@ -5,17 +5,18 @@
 
 #include "cli.h"
 #include "exec.h"
+#include "intgraph.h"
 #include "passes.h"
 #include "quantize.h"
 #include "tensor_io.h"
 
 /* Top-1 accuracy of g's first output over x (samples along dim 0) against labels y. */
-static qr_status accuracy(const qr_graph *g, const qr_tensor *x, const qr_tensor *y, int batch, int threads,
-                          int64_t *correct, double *secs, qr_error *e)
+static qr_status accuracy(const qr_graph *g, void *kernel_user, const qr_tensor *x, const qr_tensor *y, int batch,
+                          int threads, int64_t *correct, double *secs, qr_error *e)
 {
     qr_tensor *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
     qr_exec *ex = NULL;
-    qr_exec_opts opts = {.threads = threads};
+    qr_exec_opts opts = {.threads = threads, .kernel_user = kernel_user};
     if (!out)
         return qr_errorf(e, "out of memory");
     if (qr_exec_new(g, &opts, &ex, e) != QR_OK) {
@@ -140,7 +141,7 @@ int cli_eval(int argc, char **argv)
         batch = (int)iv->t.dims[0]; /* a fixed batch dimension decides */
     int64_t n = x.dims[0], correct = 0, qcorrect = 0;
     double secs = 0, qsecs = 0;
-    if (accuracy(g, &x, &y, batch, threads, &correct, &secs, &e) != QR_OK) {
+    if (accuracy(g, NULL, &x, &y, batch, threads, &correct, &secs, &e) != QR_OK) {
         qr_error_prefix(&e, "%s", model);
         rc = cli_fail(&e);
         goto out;
@@ -159,9 +160,9 @@ int cli_eval(int argc, char **argv)
         }
         qr_quant_opts qo = {.module = mod, .batch = batch, .calib_count = calib_count, .threads = threads,
                             .progress = 1};
-        /* the QDQ graph as it runs when loaded: integer kernels where the groups lower */
-        if (qr_quantize(g, &c, &qo, &qz, &e) != QR_OK || qr_graph_optimize(qz->qdq, &e) != QR_OK ||
-            accuracy(qz->qdq, &x, &y, batch, threads, &qcorrect, &qsecs, &e) != QR_OK) {
+        /* the integer graph: the recipe's kernels and tables on the integers */
+        if (qr_quantize(g, &c, &qo, &qz, &e) != QR_OK ||
+            accuracy(qz->ig->g, qz->ig, &x, &y, batch, threads, &qcorrect, &qsecs, &e) != QR_OK) {
             qr_error_prefix(&e, "%s", model);
             rc = cli_fail(&e);
             goto out;
@@ -180,6 +181,8 @@ int cli_eval(int argc, char **argv)
         printf("time:     %9.2fs %9.2fs\n", secs, qsecs);
         printf("nodes:    %d by patterns, %d by affine rules, %d in f32; %d weight tensors quantized\n",
                qz->nodes_pattern, qz->nodes_affine, qz->nodes_float, qz->weights);
+        printf("lowered:  %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
+               qz->ig->kernels, qz->ig->lookups, qz->ig->int_ops, qz->ig->requants, qz->ig->islands);
     }
     rc = 0;
 out:

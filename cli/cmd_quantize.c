@@ -7,7 +7,9 @@
 
 #include "cli.h"
 #include "exec.h"
+#include "dump.h"
 #include "fileio.h"
+#include "intgraph.h"
 #include "onnx_export.h"
 #include "qreport.h"
 #include "quantize.h"
@@ -96,24 +98,36 @@ static qr_status write_qparams(const char *path, const qr_quantized *q, const ch
     return qr_atomic_commit(&af, e);
 }
 
+static qr_status write_int_graph(const char *path, const qr_quantized *q, qr_error *e)
+{
+    qr_atomic_file af;
+    if (qr_atomic_open(&af, path, e) != QR_OK)
+        return QR_ERR;
+    qr_graph_dump(q->ig->g, af.f);
+    return qr_atomic_commit(&af, e);
+}
+
 int cli_quantize(int argc, char **argv)
 {
     const char *model = NULL, *recipe = NULL, *calib = NULL, *outp = NULL, *qparams = NULL, *name = NULL,
-               *report = NULL;
+               *report = NULL, *intg = NULL;
     int batch = 32, threads = 1, count = 0, no_cache = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: qrl quantize MODEL.onnx --recipe R.qrl --calib X.npy -o OUT.onnx\n"
                    "                    [--calib-count N] [--batch B] [--threads N] [--recipe-name NAME]\n"
-                   "                    [--qparams Q.json] [--report R.html|R.json] [--no-cache]\n"
+                   "                    [--qparams Q.json] [--report R.html|R.json] [--int-graph G.txt]\n"
+                   "                    [--no-cache]\n"
                    "Quantizes the model as the recipe says, calibrating on the samples of X.npy\n"
                    "(along its first dimension), and writes a QDQ ONNX model: QuantizeLinear and\n"
                    "DequantizeLinear around the quantized ops, integer weights and biases. ONNX\n"
                    "Runtime runs it on its integer kernels; so does `qrl run`.\n"
                    "--qparams writes every quantized tensor's dtype, scale, zero point, axis and\n"
                    "clip range as JSON. --report writes, per quantized tensor, its observed range,\n"
-                   "qparams, SQNR against f32, clipped fraction and fallback (HTML with plots, or JSON).\n");
+                   "qparams, SQNR against f32, clipped fraction and fallback (HTML with plots, or JSON).\n"
+                   "--int-graph writes the integer graph the recipe lowers to (its kernels, tables and\n"
+                   "integer ops, as `qrl eval --recipe` runs it) as text.\n");
             return 0;
         }
         int has = i + 1 < argc;
@@ -127,6 +141,8 @@ int cli_quantize(int argc, char **argv)
             qparams = argv[++i];
         else if (!strcmp(a, "--report") && has)
             report = argv[++i];
+        else if (!strcmp(a, "--int-graph") && has)
+            intg = argv[++i];
         else if (!strcmp(a, "--recipe-name") && has)
             name = argv[++i];
         else if (!strcmp(a, "--no-cache"))
@@ -179,10 +195,13 @@ int cli_quantize(int argc, char **argv)
         goto out;
     }
     if ((qparams && write_qparams(qparams, q, recipe, &e) != QR_OK) ||
-        (report && qr_report_write(q, model, report, &e) != QR_OK)) {
+        (report && qr_report_write(q, model, report, &e) != QR_OK) ||
+        (intg && write_int_graph(intg, q, &e) != QR_OK)) {
         remove(outp); /* all or nothing */
         if (qparams)
             remove(qparams);
+        if (report)
+            remove(report);
         rc = cli_fail(&e);
         goto out;
     }
@@ -190,6 +209,8 @@ int cli_quantize(int argc, char **argv)
     printf("nodes:     %d by patterns, %d by affine rules, %d in f32\n", q->nodes_pattern, q->nodes_affine,
            q->nodes_float);
     printf("tensors:   %d activations, %d weights\n", q->nlayers, q->weights);
+    printf("lowered:   %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
+           q->ig->kernels, q->ig->lookups, q->ig->int_ops, q->ig->requants, q->ig->islands);
     printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms, ratio %.2f)\n", (long long)q->samples,
            q->calib_ms, q->fp32_ms, q->fp32_ms > 0 ? q->calib_ms / q->fp32_ms : 0.0);
     double worst = INFINITY;

@@ -1679,11 +1679,13 @@ static void pattern(ctx *c, qc_sym *s)
                 role(c, rn);
             }
         } else if (k->kind == QL_LOWER) {
-            if (lower) {
-                err(c, k, "pattern '%s' has two lower clauses", s->name);
+            if (lower && strcmp(lower->name, k->name)) {
+                err(c, k, "every lower clause of pattern '%s' computes the same value ('%s', not '%s')", s->name,
+                    lower->name, k->name);
                 continue;
             }
-            lower = k;
+            if (!lower)
+                lower = k;
             qc_sym *v = scope_find(c->sc, k->name);
             if (!v)
                 err(c, k, "'%s' is not a value of this pattern", k->name);
@@ -1702,8 +1704,9 @@ static void pattern(ctx *c, qc_sym *s)
             cl->a->sym = ks;
         }
     }
-    if (lower && lower->a->kind == QL_CALL && lower->a->a->sym)
-        lower_convention(c, n, lower);
+    for (int i = 0; i < n->nkids; i++) /* each lowering follows the convention */
+        if (n->kids[i]->kind == QL_LOWER && n->kids[i]->a->kind == QL_CALL && n->kids[i]->a->a->sym)
+            lower_convention(c, n, n->kids[i]);
     if (match && !lower)
         err_decl(c, n, "pattern '%s' has no lower clause (which kernel runs it)", s->name);
     pop_scope(c);

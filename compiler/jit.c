@@ -1315,6 +1315,43 @@ static void define_fn(jit *j, int idx)
     end_body(&f);
 }
 
+/* The generic entry of kernel idx, for the runtime to call with arguments it
+ * assembles at run time: void qrl_call_K(qrl_rt *rt, void **args). args[i]
+ * points at parameter i's value (a scalar) or is the parameter itself (a
+ * tensor view or an array, which kernels take by pointer). */
+static gcc_jit_function *kernel_thunk(jit *j, int idx)
+{
+    const qc_sym *s = j->u->items[idx];
+    const ql_node *ps = s->decl->a;
+    int np = ps ? ps->nkids : 0;
+    char name[300];
+    snprintf(name, sizeof name, "qrl_call_%s", s->name);
+    gcc_jit_type *pvoidp = gcc_jit_type_get_pointer(j->t_voidp);
+    gcc_jit_param *p[2] = {gcc_jit_context_new_param(j->c, NULL, j->p_rt, "rt"),
+                           gcc_jit_context_new_param(j->c, NULL, pvoidp, "args")};
+    gcc_jit_function *fn = gcc_jit_context_new_function(j->c, NULL, GCC_JIT_FUNCTION_INTERNAL, j->t_void, name, 2, p, 0);
+    gcc_jit_block *b = gcc_jit_function_new_block(fn, NULL);
+    gcc_jit_rvalue **args = calloc((size_t)np + 1, sizeof *args);
+    if (!args) {
+        gcc_jit_block_end_with_void_return(b, NULL);
+        return fn;
+    }
+    args[0] = gcc_jit_param_as_rvalue(p[0]);
+    for (int i = 0; i < np; i++) {
+        gcc_jit_rvalue *a = gcc_jit_lvalue_as_rvalue(
+            gcc_jit_context_new_array_access(j->c, NULL, gcc_jit_param_as_rvalue(p[1]), lng(j, j->t_i64, i)));
+        gcc_jit_type *t = jtype(j, ps->kids[i]->type);
+        if (t == j->p_tview || t == j->p_array)
+            args[i + 1] = cast(j, a, t);
+        else
+            args[i + 1] = gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference(cast(j, a, gcc_jit_type_get_pointer(t)), NULL));
+    }
+    gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call(j->c, NULL, j->fns[idx], np + 1, args));
+    gcc_jit_block_end_with_void_return(b, NULL);
+    free(args);
+    return fn;
+}
+
 static gcc_jit_function *new_fn(jit *j, const char *name, gcc_jit_type *ret, int n, gcc_jit_type **types,
                                 const char **names)
 {
@@ -1501,23 +1538,26 @@ static void pattern_fns(jit *j, const qc_sym *s, item_fns *out)
         gcc_jit_block_end_with_return(cur(&f), NULL, lng(j, j->t_i64, 1));
         out->where = f.fn;
     }
-    const ql_node *lower = NULL;
+    int nlower = 0;
     for (int i = 0; i < p->nkids; i++)
-        if (p->kids[i]->kind == QL_LOWER)
-            lower = p->kids[i];
-    if (lower) {
+        nlower += p->kids[i]->kind == QL_LOWER;
+    if (nlower) { /* the constant arguments of every lower clause, in order */
         snprintf(name, sizeof name, "qrl_pattern_%s_consts", s->name);
         fgen f = fn_begin(j, s, name, j->t_void, 3, ts, ns);
         f.mt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
         gcc_jit_rvalue *o = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
-        const ql_node *cl = lower->a;
         int k = 0;
+        for (int li = 0; li < p->nkids; li++) {
+        if (p->kids[li]->kind != QL_LOWER)
+            continue;
+        const ql_node *cl = p->kids[li]->a;
         for (int a = 0; a < cl->nkids; a++) {
             const ql_node *e = cl->kids[a]->kind == QL_NAMED_ARG ? cl->kids[a]->a : cl->kids[a];
             if (e->kind == QL_NAME && e->sym && ((const qc_sym *)e->sym)->kind == QC_SYM_VALUE)
                 continue;
             gcc_jit_block_add_assignment(cur(&f), NULL, gcc_jit_context_new_array_access(j->c, NULL, o, lng(j, j->t_i64, k++)),
                                          to_f64(j, expr(&f, e)));
+        }
         }
         gcc_jit_block_end_with_void_return(cur(&f), NULL);
         out->consts = f.fn;
@@ -1728,12 +1768,13 @@ static void register_pattern(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_ji
             }
         }
     }
+    int k = 0; /* constants count on across lower clauses */
     for (int i = 0; i < p->nkids; i++) {
         const ql_node *lw = p->kids[i];
         if (lw->kind != QL_LOWER || lw->a->kind != QL_CALL)
             continue;
         char args[1024] = "";
-        int len = 0, k = 0;
+        int len = 0;
         for (int a = 0; a < lw->a->nkids && len < 1000; a++) {
             const ql_node *e = lw->a->kids[a];
             const qc_sym *es = e->kind == QL_NAME ? e->sym : NULL;
@@ -1833,6 +1874,12 @@ static void entry(jit *j, cal_fns *cals, item_fns *items)
                                        lng(j, j->t_i64, s->kind == QC_SYM_KERNEL)};
             free(sig);
             gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_FN), 5, args));
+            if (s->kind == QC_SYM_KERNEL) { /* its generic entry: is_kernel 2 */
+                gcc_jit_rvalue *ta[5] = {m, STR(s->name), ADDR(kernel_thunk(j, i)), STR("void(rt,args)"),
+                                         lng(j, j->t_i64, 2)};
+                gcc_jit_block_add_eval(b, NULL,
+                                       gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_FN), 5, ta));
+            }
         } else if (s->kind == QC_SYM_CALIBRATOR && cals[i].observe && cals[i].merge && cals[i].solve) {
             const ql_node *cal = s->decl;
             int np = cal->a ? cal->a->nkids : 0;

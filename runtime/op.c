@@ -6,7 +6,7 @@
 
 /* The tables of runtime/ops/, concatenated. */
 static const qr_op_def *const op_tables[] = {
-    qr_ops_elementwise, qr_ops_conv, qr_ops_dense, qr_ops_shape, qr_ops_reduce, qr_ops_quant, qr_ops_quantizer,
+    qr_ops_elementwise, qr_ops_conv, qr_ops_dense, qr_ops_shape, qr_ops_reduce, qr_ops_quant, qr_ops_quantizer, qr_ops_intgraph,
     qr_ops_misc,
 };
 

@@ -8,71 +8,11 @@
 #include <unistd.h>
 
 #include "exec.h"
+#include "intgraph.h"
 #include "match.h"
 #include "op.h"
 #include "ops/ops_common.h"
-
-/* ---------------------------------------------------------------- plan */
-
-enum { SLOT_CALIBRATED, SLOT_FIXED, SLOT_SAME };
-
-typedef struct slot {
-    int value;      /* value id in the original graph */
-    int kind;
-    int same;       /* SLOT_SAME: the slot copied */
-    qr_calib *cal;  /* SLOT_CALIBRATED */
-    qrl_qtype qt;
-    qrl_qparams qp; /* running, then final */
-    int solved;
-    double lo, hi;  /* observed */
-    double sx2, se2, n, clipped; /* measurement against f32: signal, error, count, outside range */
-    int fallback;
-} slot;
-
-typedef struct wquant { /* a quantized weight */
-    int value;
-    int axis;          /* -1: per tensor */
-    int nch;
-    float *scale;
-    int32_t *zero;
-    qr_dtype dtype;
-} wquant;
-
-typedef struct bquant { /* a bias: int32 with scale s_x * s_w */
-    int value, x, w;    /* value ids */
-} bquant;
-
-typedef struct role {
-    const char *name; /* "" none, activation, output, weight, bias, same */
-    int axis, a, b;   /* value ids for bias(a, b) / same(a) */
-} role;
-
-typedef struct qctx {
-    const qr_graph *g;
-    const qrl_module *m;
-    const qr_recipe *r;
-    const qr_quant_opts *o;
-    qr_error *e;
-    /* settings */
-    qr_dtype act_dtype, w_dtype;
-    int act_narrow, w_narrow, w_per_channel;
-    const qr_setting *act, *wt, *in, *out; /* in/out: the model's first quantized tensors and its outputs */
-    /* plan */
-    unsigned char *claimed;
-    int *node_kind; /* 0 f32, 1 pattern, 2 affine */
-    role *roles;    /* by value id */
-    int *slot_of;   /* by value id: slot index or -1 */
-    slot *slots;
-    int nslots;
-    wquant *w;
-    int nw;
-    bquant *bias;
-    int nbias;
-    int nodes_pattern, nodes_affine;
-    /* each accepted match: its output value and the constants it quantizes (for fallback) */
-    struct mrec { int out; int consts[8]; int nconsts; } *matches;
-    int nmatches;
-} qctx;
+#include "quantize_plan.h"
 
 static qr_dtype dtype_named(const char *s)
 {
@@ -101,7 +41,7 @@ static int has_mod(const char *mods, const char *m)
 /* A calibrator instance for a setting: its arguments, plus `symmetric` from
  * the symmetric/asymmetric modifier when the calibrator has that parameter
  * and the recipe did not set it. */
-static qr_status new_calib(qctx *q, const qr_setting *s, qr_calib **out)
+static qr_status new_calib(qr_qctx *q, const qr_setting *s, qr_calib **out)
 {
     const char *names[32];
     double values[32] = {0};
@@ -131,7 +71,7 @@ static qr_status new_calib(qctx *q, const qr_setting *s, qr_calib **out)
     return qr_calib_new(q->m, s->calibrator, n, names, values, out, q->e);
 }
 
-static qr_status read_settings(qctx *q)
+static qr_status read_settings(qr_qctx *q)
 {
     const qr_recipe *r = q->r;
     q->act = qr_recipe_setting(r, "activation");
@@ -197,17 +137,17 @@ static int recipe_uses(const qr_recipe *r, const char *name)
     return 0;
 }
 
-static void set_role(qctx *q, const qr_value *v, const char *name, int axis, int a, int b)
+static void set_role(qr_qctx *q, const qr_value *v, const char *name, int axis, int a, int b)
 {
-    role *r = &q->roles[v->id];
+    qr_role *r = &q->roles[v->id];
     if (r->name && r->name[0] && (!strcmp(r->name, "weight") || !strcmp(r->name, "bias")))
         return; /* a weight stays a weight */
-    *r = (role){name, axis, a, b};
+    *r = (qr_role){name, axis, a, b};
 }
 
 static int accept_match(void *user, const qr_match *m)
 {
-    qctx *q = user;
+    qr_qctx *q = user;
     const qr_pattern *p = m->pattern;
     for (int i = 0; i < p->nvalues; i++) {
         const qr_value *v = m->values[i];
@@ -229,6 +169,11 @@ static int accept_match(void *user, const qr_match *m)
         q->matches = mv;
         struct mrec *r = &q->matches[q->nmatches++];
         memset(r, 0, sizeof *r);
+        r->p = p;
+        for (int i = 0; i < p->nvalues && i < QR_MATCH_MAX_VALUES; i++)
+            r->values[i] = m->values[i] ? m->values[i]->id : -1;
+        for (int k = 0; k < m->nnodes && k < QR_MATCH_MAX_NODES; k++)
+            r->nodes[r->nnodes++] = m->nodes[k]->id;
         r->out = m->nodes[m->nnodes - 1]->out[0]->id;
         for (int i = 0; i < p->nvalues && r->nconsts < 8; i++)
             if (m->values[i] && m->values[i]->is_const)
@@ -237,21 +182,21 @@ static int accept_match(void *user, const qr_match *m)
     return 1;
 }
 
-static int add_slot(qctx *q, int value, int kind, int same)
+static int add_slot(qr_qctx *q, int value, int kind, int same)
 {
     if (q->slot_of[value] >= 0) {
-        slot *s = &q->slots[q->slot_of[value]];
-        if (kind != SLOT_CALIBRATED) { /* an affine rule decides over a pattern's role */
+        qr_slot *s = &q->slots[q->slot_of[value]];
+        if (kind != SLOT_CALIBRATED) { /* an affine rule decides over a pattern's qr_role */
             s->kind = kind;
             s->same = same;
         }
         return q->slot_of[value];
     }
-    slot *v = realloc(q->slots, sizeof *v * (size_t)(q->nslots + 1));
+    qr_slot *v = realloc(q->slots, sizeof *v * (size_t)(q->nslots + 1));
     if (!v)
         return -1;
     q->slots = v;
-    slot *s = &q->slots[q->nslots];
+    qr_slot *s = &q->slots[q->nslots];
     memset(s, 0, sizeof *s);
     s->value = value;
     s->kind = kind;
@@ -264,7 +209,7 @@ static int add_slot(qctx *q, int value, int kind, int same)
 }
 
 /* Patterns (largest first), then affine rules over what is left, in graph order. */
-static qr_status plan(qctx *q)
+static qr_status plan(qr_qctx *q)
 {
     const qr_graph *g = q->g;
     const qrl_module *m = q->m;
@@ -339,7 +284,7 @@ static qr_status plan(qctx *q)
             double sc = 1;
             int64_t z = 0;
             a->qparams(&rt2, &sc, &z);
-            slot *sl = &q->slots[s];
+            qr_slot *sl = &q->slots[s];
             /* The rule's zero point is for a signed type; an unsigned one holds the same grid shifted. */
             if (z < sl->qt.qmin || z > sl->qt.qmax)
                 z += sl->qt.is_signed ? -((int64_t)1 << (sl->qt.bits - 1)) : (int64_t)1 << (sl->qt.bits - 1);
@@ -355,7 +300,7 @@ static qr_status plan(qctx *q)
 
 /* Whether value v is reached from the graph inputs through f32 nodes only:
  * one of the model's first quantized tensors (the recipe's `input` setting). */
-static int first_quantized(const qctx *q, const qr_value *v, unsigned char *seen)
+static int first_quantized(const qr_qctx *q, const qr_value *v, unsigned char *seen)
 {
     const qr_node *p = v->producer;
     if (!p)
@@ -375,11 +320,11 @@ static int first_quantized(const qctx *q, const qr_value *v, unsigned char *seen
 
 /* ------------------------------------------------------------ weights */
 
-static qr_status quantize_weights(qctx *q)
+static qr_status quantize_weights(qr_qctx *q)
 {
     const qr_graph *g = q->g;
     for (int i = 0; i < g->n_values; i++) {
-        const role *r = &q->roles[i];
+        const qr_role *r = &q->roles[i];
         const qr_value *v = g->values[i];
         if (!r->name || strcmp(r->name, "weight") || !v->is_const || v->t.dtype != QR_F32)
             continue;
@@ -389,12 +334,12 @@ static qr_status quantize_weights(qctx *q)
         int64_t inner = 1;
         for (int d = axis + 1; axis >= 0 && d < v->t.ndim; d++)
             inner *= v->t.dims[d];
-        wquant *wv = realloc(q->w, sizeof *wv * (size_t)(q->nw + 1));
+        qr_wquant *wv = realloc(q->w, sizeof *wv * (size_t)(q->nw + 1));
         if (!wv)
             return qr_errorf(q->e, "out of memory");
         q->w = wv;
-        wquant *w = &q->w[q->nw++];
-        *w = (wquant){.value = i, .axis = axis, .nch = nch, .dtype = q->w_dtype};
+        qr_wquant *w = &q->w[q->nw++];
+        *w = (qr_wquant){.value = i, .axis = axis, .nch = nch, .dtype = q->w_dtype};
         w->scale = calloc((size_t)nch, sizeof *w->scale);
         w->zero = calloc((size_t)nch, sizeof *w->zero);
         float *tmp = malloc(sizeof(float) * (size_t)(n / nch + 1));
@@ -432,19 +377,19 @@ static qr_status quantize_weights(qctx *q)
         free(tmp);
     }
     for (int i = 0; i < g->n_values; i++) {
-        const role *r = &q->roles[i];
+        const qr_role *r = &q->roles[i];
         if (!r->name || strcmp(r->name, "bias") || !g->values[i]->is_const || r->a < 0 || r->b < 0)
             continue;
-        bquant *bv = realloc(q->bias, sizeof *bv * (size_t)(q->nbias + 1));
+        qr_bquant *bv = realloc(q->bias, sizeof *bv * (size_t)(q->nbias + 1));
         if (!bv)
             return qr_errorf(q->e, "out of memory");
         q->bias = bv;
-        q->bias[q->nbias++] = (bquant){i, r->a, r->b};
+        q->bias[q->nbias++] = (qr_bquant){i, r->a, r->b};
     }
     return QR_OK;
 }
 
-static const wquant *weight_of(const qctx *q, int value)
+const qr_wquant *qr_plan_weight(const qr_qctx *q, int value)
 {
     for (int i = 0; i < q->nw; i++)
         if (q->w[i].value == value)
@@ -452,7 +397,7 @@ static const wquant *weight_of(const qctx *q, int value)
     return NULL;
 }
 
-static int64_t qround(float x, float scale, int64_t zero, int64_t qmin, int64_t qmax)
+int64_t qr_plan_round(float x, float scale, int64_t zero, int64_t qmin, int64_t qmax)
 {
     float r = nearbyintf(x / scale);
     double v = (double)r + (double)zero;
@@ -463,7 +408,7 @@ static int64_t qround(float x, float scale, int64_t zero, int64_t qmin, int64_t 
 static void fake_quant(const float *x, float *y, int64_t n, float scale, int64_t zero, int64_t qmin, int64_t qmax)
 {
     for (int64_t i = 0; i < n; i++)
-        y[i] = (float)(qround(x[i], scale, zero, qmin, qmax) - zero) * scale;
+        y[i] = (float)(qr_plan_round(x[i], scale, zero, qmin, qmax) - zero) * scale;
 }
 
 /* ------------------------------------------------------- the SimQuant op */
@@ -478,13 +423,13 @@ static qr_status simq_infer(qr_kctx *k)
 
 static qr_status simq_run(qr_kctx *k)
 {
-    qctx *q = k->user;
+    qr_qctx *q = k->user;
     if (!q)
         return QR_KERR(k, "SimQuant runs only inside the quantizer");
     int si = (int)qr_attr_i(k->node, "slot", -1);
     if (si < 0 || si >= q->nslots)
         return QR_KERR(k, "SimQuant slot %d out of range", si);
-    slot *s = &q->slots[si];
+    qr_slot *s = &q->slots[si];
     const qr_tensor *x = k->in[0];
     int64_t n = qr_tensor_numel(x);
     const float *xd = x->data;
@@ -513,7 +458,7 @@ const qr_op_def qr_ops_quantizer[] = {
 
 /* ----------------------------------------------------- graph surgery */
 
-static qr_node *new_node(qr_graph *g, const char *op, const char *domain, const char *name, int n_in, int n_out)
+qr_node *qr_plan_new_node(qr_graph *g, const char *op, const char *domain, const char *name, int n_in, int n_out)
 {
     qr_node *n = qr_graph_add_node(g, op, name, n_in, n_out);
     n->domain = qr_arena_strdup(&g->arena, domain);
@@ -554,7 +499,7 @@ static void insert_simquant(qr_graph *g, qr_value *v, int si)
     qr_value *w = split_value(g, v, "_f32", &input_case);
     char name[512];
     snprintf(name, sizeof name, "simquant_%s", v->name);
-    qr_node *n = new_node(g, "SimQuant", "qrl", name, 1, 1);
+    qr_node *n = qr_plan_new_node(g, "SimQuant", "qrl", name, 1, 1);
     qr_node_add_attr_i(g, n, "slot", si);
     if (input_case) { /* SimQuant(v) -> w; consumers already read w */
         n->in[0] = v;
@@ -567,15 +512,15 @@ static void insert_simquant(qr_graph *g, qr_value *v, int si)
     }
 }
 
-static qr_value *const_value(qr_graph *g, const char *name, const qr_tensor *t)
+qr_value *qr_plan_const(qr_graph *g, const char *name, const qr_tensor *t)
 {
     qr_value *v = qr_graph_new_value(g, name);
     qr_value_set_const(g, v, t);
     return v;
 }
 
-/* The QDQ pair on v: Q(v_f32) -> v_quantized -> DQ -> v. */
-static void insert_qdq(qr_graph *g, qr_value *v, const slot *s, qr_dtype dt)
+/* The QDQ pair on v: Q(v_f32) -> v_quantized -> DQ -> v; returns v_quantized. */
+static qr_value *insert_qdq(qr_graph *g, qr_value *v, const qr_slot *s, qr_dtype dt)
 {
     int input_case;
     qr_value *w = split_value(g, v, "_f32", &input_case);
@@ -584,48 +529,49 @@ static void insert_qdq(qr_graph *g, qr_value *v, const slot *s, qr_dtype dt)
     float sc = (float)s->qp.scale;
     snprintf(name, sizeof name, "%s_scale", v->name);
     qr_tensor ts = {.dtype = QR_F32, .ndim = 0, .data = &sc};
-    qr_value *scale = const_value(g, name, &ts);
+    qr_value *scale = qr_plan_const(g, name, &ts);
     unsigned char zb[8] = {0};
     qr_set_i64(zb, dt, 0, s->qp.zero);
     qr_tensor tz = {.dtype = dt, .ndim = 0, .data = zb};
     snprintf(name, sizeof name, "%s_zero_point", v->name);
-    qr_value *zero = const_value(g, name, &tz);
+    qr_value *zero = qr_plan_const(g, name, &tz);
     snprintf(name, sizeof name, "%s_quantized", v->name);
     qr_value *qv = qr_graph_new_value(g, name);
     snprintf(name, sizeof name, "quantize_%s", v->name);
-    qr_node *qn = new_node(g, "QuantizeLinear", "", name, 3, 1);
+    qr_node *qn = qr_plan_new_node(g, "QuantizeLinear", "", name, 3, 1);
     qn->in[0] = src;
     qn->in[1] = scale;
     qn->in[2] = zero;
     qn->out[0] = qv;
     qv->producer = qn;
     snprintf(name, sizeof name, "dequantize_%s", v->name);
-    qr_node *dn = new_node(g, "DequantizeLinear", "", name, 3, 1);
+    qr_node *dn = qr_plan_new_node(g, "DequantizeLinear", "", name, 3, 1);
     dn->in[0] = qv;
     dn->in[1] = scale;
     dn->in[2] = zero;
     dn->out[0] = dst;
     dst->producer = dn;
+    return qv;
 }
 
-/* A constant weight or bias replaced by integers and a DequantizeLinear. */
-static void insert_dq_const(qr_graph *g, qr_value *v, const qr_tensor *ints, const float *scales, const void *zeros,
+/* A constant weight or bias replaced by integers and a DequantizeLinear; returns the integers. */
+static qr_value *insert_dq_const(qr_graph *g, qr_value *v, const qr_tensor *ints, const float *scales, const void *zeros,
                             qr_dtype zt, int n, int axis)
 {
     char name[512];
     snprintf(name, sizeof name, "%s_quantized", v->name);
-    qr_value *qv = const_value(g, name, ints);
+    qr_value *qv = qr_plan_const(g, name, ints);
     qr_tensor ts = {.dtype = QR_F32, .ndim = axis >= 0 ? 1 : 0, .dims = {n}, .data = (void *)scales};
     snprintf(name, sizeof name, "%s_scale", v->name);
-    qr_value *scale = const_value(g, name, &ts);
+    qr_value *scale = qr_plan_const(g, name, &ts);
     qr_tensor tz = {.dtype = zt, .ndim = axis >= 0 ? 1 : 0, .dims = {n}, .data = (void *)zeros};
     snprintf(name, sizeof name, "%s_zero_point", v->name);
-    qr_value *zero = const_value(g, name, &tz);
+    qr_value *zero = qr_plan_const(g, name, &tz);
     /* v becomes the DequantizeLinear output: consumers and name unchanged */
     v->is_const = 0;
     v->t.data = NULL;
     snprintf(name, sizeof name, "dequantize_%s", v->name);
-    qr_node *dn = new_node(g, "DequantizeLinear", "", name, 3, 1);
+    qr_node *dn = qr_plan_new_node(g, "DequantizeLinear", "", name, 3, 1);
     dn->in[0] = qv;
     dn->in[1] = scale;
     dn->in[2] = zero;
@@ -633,6 +579,7 @@ static void insert_dq_const(qr_graph *g, qr_value *v, const qr_tensor *ints, con
     v->producer = dn;
     if (axis >= 0)
         qr_node_add_attr_i(g, dn, "axis", axis);
+    return qv;
 }
 
 /* ------------------------------------------------------ calibration */
@@ -656,7 +603,7 @@ static void progress(const qr_quant_opts *o, const char *what, int64_t done, int
 }
 
 /* Runs g over the calibration samples in batches (kernel_user = q). */
-static qr_status run_batches(qctx *q, const qr_graph *g, const qr_tensor *calib, int64_t count, void *user,
+static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *calib, int64_t count, void *user,
                              const char *what, double *ms)
 {
     int batch = q->o->batch > 0 ? q->o->batch : 32;
@@ -685,7 +632,7 @@ static qr_status run_batches(qctx *q, const qr_graph *g, const qr_tensor *calib,
 
 /* ------------------------------------------------------------- main */
 
-static void qctx_free(qctx *q)
+static void qctx_free(qr_qctx *q)
 {
     for (int i = 0; i < q->nslots; i++)
         qr_calib_free(q->slots[i].cal);
@@ -701,10 +648,11 @@ static void qctx_free(qctx *q)
     free(q->node_kind);
     free(q->roles);
     free(q->slot_of);
+    free(q->qval);
+    free(q->qnode);
 }
 
-/* Whether constant `value` belongs to a match whose output fell back to f32. */
-static int const_falls_back(const qctx *q, int value)
+int qr_plan_const_falls_back(const qr_qctx *q, int value)
 {
     for (int i = 0; i < q->nmatches; i++) {
         const struct mrec *r = &q->matches[i];
@@ -721,7 +669,7 @@ static int const_falls_back(const qctx *q, int value)
 /* ----------------------------------------------- measurement and fallback */
 
 typedef struct measure {
-    qctx *q;
+    qr_qctx *q;
     qr_tensor *ref; /* by slot: the f32 value of the current batch */
     int pass;       /* 0: recording f32, 1: comparing the quantized model */
 } measure;
@@ -730,13 +678,13 @@ static void observe_slots(void *user, const qr_node *n, const qr_value *v, const
 {
     (void)n;
     measure *ms = user;
-    qctx *q = ms->q;
+    qr_qctx *q = ms->q;
     if (v->id >= q->g->n_values || strcmp(v->name, q->g->values[v->id]->name) || t->dtype != QR_F32)
         return;
     int si = q->slot_of[v->id];
     if (si < 0)
         return;
-    slot *s = &q->slots[si];
+    qr_slot *s = &q->slots[si];
     qr_tensor *r = &ms->ref[si];
     int64_t cnt = qr_tensor_numel(t);
     if (ms->pass == 0) {
@@ -761,7 +709,7 @@ static void observe_slots(void *user, const qr_node *n, const qr_value *v, const
     s->n += (double)cnt;
 }
 
-static double sqnr_db(const slot *s)
+static double sqnr_db(const qr_slot *s)
 {
     if (s->se2 <= 0)
         return INFINITY;
@@ -769,7 +717,7 @@ static double sqnr_db(const slot *s)
 }
 
 /* Runs f32 and the QDQ graph side by side on up to 256 calibration samples. */
-static qr_status measure_slots(qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count)
+static qr_status measure_slots(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count)
 {
     measure ms = {.q = q};
     ms.ref = calloc((size_t)q->nslots + 1, sizeof *ms.ref);
@@ -810,19 +758,24 @@ static qr_status measure_slots(qctx *q, const qr_graph *qdq, const qr_tensor *ca
     return st;
 }
 
-static qr_status build_qdq(qctx *q, qr_quantized *res)
+static qr_status build_qdq(qr_qctx *q, qr_quantized *res)
 {
     const qr_graph *g = q->g;
     qr_graph *d = qr_graph_clone(g);
     if (!d)
         return qr_errorf(q->e, "out of memory");
     res->qdq = d;
+    free(q->qval);
+    if (!(q->qval = malloc(sizeof *q->qval * (size_t)(g->n_values + 1))))
+        return qr_errorf(q->e, "out of memory");
+    for (int i = 0; i < g->n_values; i++)
+        q->qval[i] = -1;
     for (int i = 0; i < q->nslots; i++)
         if (!q->slots[i].fallback)
-            insert_qdq(d, d->values[q->slots[i].value], &q->slots[i], q->act_dtype);
+            q->qval[q->slots[i].value] = insert_qdq(d, d->values[q->slots[i].value], &q->slots[i], q->act_dtype)->id;
     for (int i = 0; i < q->nw; i++) {
-        const wquant *w = &q->w[i];
-        if (const_falls_back(q, w->value))
+        const qr_wquant *w = &q->w[i];
+        if (qr_plan_const_falls_back(q, w->value))
             continue;
         const qr_value *ov = g->values[w->value];
         int64_t n = qr_tensor_numel(&ov->t), inner = 1;
@@ -836,23 +789,23 @@ static qr_status build_qdq(qctx *q, qr_quantized *res)
         const float *src = ov->t.data;
         for (int64_t j = 0; j < n; j++) {
             int c = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
-            qr_set_i64(ints.data, w->dtype, j, qround(src[j], w->scale[c], w->zero[c], qt.qmin, qt.qmax));
+            qr_set_i64(ints.data, w->dtype, j, qr_plan_round(src[j], w->scale[c], w->zero[c], qt.qmin, qt.qmax));
         }
         unsigned char *zeros = calloc((size_t)w->nch, qr_dtype_size(w->dtype));
         for (int c = 0; zeros && c < w->nch; c++)
             qr_set_i64(zeros, w->dtype, c, w->zero[c]);
         if (zeros)
-            insert_dq_const(d, d->values[w->value], &ints, w->scale, zeros, w->dtype, w->nch, w->axis);
+            q->qval[w->value] = insert_dq_const(d, d->values[w->value], &ints, w->scale, zeros, w->dtype, w->nch, w->axis)->id;
         free(zeros);
         qr_tensor_free(&ints);
         res->weights++;
     }
     for (int i = 0; i < q->nbias; i++) {
-        const bquant *b = &q->bias[i];
-        if (const_falls_back(q, b->value))
+        const qr_bquant *b = &q->bias[i];
+        if (qr_plan_const_falls_back(q, b->value))
             continue;
         const qr_value *ov = g->values[b->value];
-        const wquant *w = weight_of(q, b->w);
+        const qr_wquant *w = qr_plan_weight(q, b->w);
         int xs = q->slot_of[b->x];
         if (!w || xs < 0 || ov->t.dtype != QR_F32 || ov->t.ndim != 1)
             continue;
@@ -870,17 +823,29 @@ static qr_status build_qdq(qctx *q, qr_quantized *res)
         const float *src = ov->t.data;
         for (int64_t c = 0; c < n; c++) {
             scales[c] = (float)q->slots[xs].qp.scale * w->scale[w->nch == 1 ? 0 : c];
-            ((int32_t *)ints.data)[c] = (int32_t)qround(src[c], scales[c], 0, INT32_MIN, INT32_MAX);
+            ((int32_t *)ints.data)[c] = (int32_t)qr_plan_round(src[c], scales[c], 0, INT32_MIN, INT32_MAX);
         }
-        insert_dq_const(d, d->values[b->value], &ints, scales, zeros, QR_I32, (int)n, 0);
+        q->qval[b->value] = insert_dq_const(d, d->values[b->value], &ints, scales, zeros, QR_I32, (int)n, 0)->id;
         free(scales);
         free(zeros);
         qr_tensor_free(&ints);
     }
+    qr_node **orig = malloc(sizeof *orig * (size_t)(g->n_nodes + 1));
+    free(q->qnode);
+    if (!orig || !(q->qnode = malloc(sizeof *q->qnode * (size_t)(g->n_nodes + 1)))) {
+        free(orig);
+        return qr_errorf(q->e, "out of memory");
+    }
+    for (int i = 0; i < g->n_nodes; i++) /* the clone keeps the original's nodes first, in order */
+        orig[i] = d->nodes[i];
     if (qr_graph_toposort(d, q->e) != QR_OK) {
+        free(orig);
         qr_error_prefix(q->e, "building the QDQ graph");
         return QR_ERR;
     }
+    for (int i = 0; i < g->n_nodes; i++)
+        q->qnode[i] = orig[i]->id;
+    free(orig);
     return QR_OK;
 }
 
@@ -894,7 +859,7 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
     if (calib->dtype != g->inputs[0]->t.dtype)
         return qr_errorf(e, "the calibration data is %s but input '%s' is %s", qr_dtype_name(calib->dtype),
                          g->inputs[0]->name, qr_dtype_name(g->inputs[0]->t.dtype));
-    qctx q = {.g = g, .m = o->module, .o = o, .e = e};
+    qr_qctx q = {.g = g, .m = o->module, .o = o, .e = e};
     q.r = o->recipe ? qr_module_recipe(o->module, o->recipe) : o->module->nrecipes ? &o->module->recipes[0] : NULL;
     if (!q.r)
         return o->recipe ? qr_errorf(e, "no recipe named '%s'", o->recipe) : qr_errorf(e, "the module has no recipe");
@@ -935,7 +900,7 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
     if (st == QR_OK && !(sim = qr_graph_clone(g)))
         st = qr_errorf(e, "out of memory");
     for (int i = 0; st == QR_OK && i < q.nw; i++) {
-        const wquant *w = &q.w[i];
+        const qr_wquant *w = &q.w[i];
         qr_value *v = sim->values[w->value];
         int64_t n = qr_tensor_numel(&v->t), inner = 1;
         for (int k = w->axis + 1; w->axis >= 0 && k < v->t.ndim; k++)
@@ -961,7 +926,7 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
         st = run_batches(&q, sim, calib, count, &q, "calibrate", &res->calib_ms);
     /* Final choice: every calibrated slot solves over all it saw. */
     for (int i = 0; st == QR_OK && i < q.nslots; i++) {
-        slot *s = &q.slots[i];
+        qr_slot *s = &q.slots[i];
         if (s->kind == SLOT_CALIBRATED) {
             st = qr_calib_solve(s->cal, &s->qt, &s->qp, e);
             if (st != QR_OK)
@@ -969,7 +934,7 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
         }
     }
     for (int i = 0; st == QR_OK && i < q.nslots; i++) {
-        /* "same as" chains end at a calibrated or fixed slot */
+        /* "same as" chains end at a calibrated or fixed qr_slot */
         int k = i, hops = 0;
         while (q.slots[k].kind == SLOT_SAME && hops++ <= q.nslots)
             k = q.slots[k].same;
@@ -986,7 +951,7 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
         qrl_rt rt;
         qr_rt_init(&rt);
         for (int i = 0; i < q.nslots; i++) {
-            slot *s = &q.slots[i];
+            qr_slot *s = &q.slots[i];
             if (s->n > 0 && q.r->fallback(&rt, sqnr_db(s)))
                 s->fallback = 1, res->fallbacks++;
         }
@@ -997,10 +962,12 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
             st = build_qdq(&q, res);
         }
     }
+    if (st == QR_OK && (st = qr_intgraph_build(&q, res->qdq, &res->ig, e)) != QR_OK)
+        qr_error_prefix(e, "recipe '%s'", q.r->name);
     if (st == QR_OK) {
         res->layers = calloc((size_t)q.nslots + 1, sizeof *res->layers);
         for (int i = 0; res->layers && i < q.nslots; i++) {
-            const slot *s = &q.slots[i];
+            const qr_slot *s = &q.slots[i];
             const qr_value *v = g->values[s->value];
             qr_qlayer *l = &res->layers[res->nlayers++];
             l->value = res->qdq->values[s->value]->name;
@@ -1041,6 +1008,7 @@ void qr_quantized_free(qr_quantized *q)
     if (!q)
         return;
     qr_graph_free(q->qdq);
+    qr_intgraph_free(q->ig);
     free(q->layers);
     free(q);
 }

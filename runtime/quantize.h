@@ -14,7 +14,9 @@
  *              fixes every slot;
  *   export     the QDQ graph: QuantizeLinear/DequantizeLinear pairs on every
  *              slot, weights as integer constants with (per-channel)
- *              DequantizeLinear, biases as int32 with scale s_x * s_w. */
+ *              DequantizeLinear, biases as int32 with scale s_x * s_w;
+ *   lower      the integer graph: the recipe's kernels and tables on the
+ *              integers (runtime/intgraph.h). */
 #ifndef QR_QUANTIZE_H
 #define QR_QUANTIZE_H
 
@@ -49,8 +51,11 @@ typedef struct qr_qlayer {
     int fallback;   /* the recipe's fallback condition held: left in f32 */
 } qr_qlayer;
 
+struct qr_intgraph;
+
 typedef struct qr_quantized {
-    qr_graph *qdq;
+    qr_graph *qdq;                 /* the artifact: QuantizeLinear/DequantizeLinear, ONNX numerics */
+    struct qr_intgraph *ig;        /* the integer graph of the recipe's own kernels (runtime/intgraph.h) */
     qr_qlayer *layers;
     int nlayers;
     int nodes_pattern, nodes_affine, nodes_float; /* how the graph's nodes are executed */

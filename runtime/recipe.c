@@ -184,7 +184,16 @@ static void reg_fn(qrl_module *m, const char *name, void *fn, const char *sig, i
         return;
     }
     m->fns = v;
-    m->fns[m->nfns++] = (qr_fn_desc){name, fn, sig, (int)is_kernel};
+    if (is_kernel == 2) { /* a kernel's generic entry, registered right after it */
+        for (int i = m->nfns - 1; i >= 0; i--)
+            if (m->fns[i].is_kernel && !strcmp(m->fns[i].name, name)) {
+                m->fns[i].call = (qrl_kernel_call_fn)fn;
+                return;
+            }
+        m->bad = 1;
+        return;
+    }
+    m->fns[m->nfns++] = (qr_fn_desc){name, fn, sig, (int)is_kernel, NULL};
 }
 
 static void reg_cal(qrl_module *m, const char *name, int64_t nparams, int64_t state_bytes, void *defaults, void *init,
@@ -311,7 +320,6 @@ static void reg_pattern(qrl_module *m, const char *name, void *where)
     if (p) {
         p->name = name;
         p->where = (qrl_where_fn)where;
-        p->out = -1;
     }
 }
 
@@ -336,11 +344,10 @@ static void reg_pattern_lower(qrl_module *m, const char *pattern, const char *ke
                               void *consts)
 {
     qr_pattern *p = find_pattern(m, pattern);
-    if (!p)
+    qr_pat_lower *l = p ? grow1(m, (void **)&p->lowers, &p->nlowers, sizeof *l) : NULL;
+    if (!l)
         return;
-    p->kernel = kernel;
-    p->out = (int)out;
-    p->args = args;
+    *l = (qr_pat_lower){kernel, args, (int)out};
     p->consts = (qrl_consts_fn)consts;
 }
 
@@ -473,6 +480,7 @@ void qr_module_free(qrl_module *m)
     for (int i = 0; i < m->npatterns; i++) {
         free(m->patterns[i].values);
         free(m->patterns[i].nodes);
+        free(m->patterns[i].lowers);
     }
     free(m->patterns);
     free(m->affines);

@@ -93,7 +93,8 @@ typedef struct qrl_imports {
     double (*hist_width)(const void *h);
     int64_t (*hist_bins)(const void *h);
     /* Registration, called by the module's entry point. sig is the C-level
-     * signature, e.g. "f64(f64,qtype)": letters for the argument types. */
+     * signature, e.g. "f64(f64,qtype)". is_kernel: 0 a function, 1 a kernel,
+     * 2 the generic entry (qrl_kernel_call_fn) of the kernel just added. */
     void (*add_fn)(qrl_module *m, const char *name, void *fn, const char *sig, int64_t is_kernel);
     void (*add_calibrator)(qrl_module *m, const char *name, int64_t nparams, int64_t state_bytes, void *defaults,
                            void *init, void *observe, void *merge, void *solve);
@@ -115,8 +116,9 @@ typedef struct qrl_imports {
                               int64_t a, int64_t b);
     /* ops: "Conv|ConvTranspose"; inputs: value indices, "?" after optional ones, "_" for any: "0,1,2?" */
     void (*add_pattern_node)(qrl_module *m, const char *pattern, int64_t out, const char *ops, const char *inputs);
-    /* args: "v0,v2,c0": values by index, constants by position in what consts fills
-     * (void (*)(qrl_rt *, const qrl_match *, double *out)). */
+    /* One per lower clause, in order. args: "v0,v2,c0": values by index,
+     * constants by position in what consts fills (void (*)(qrl_rt *, const
+     * qrl_match *, double *out): the constants of all lower clauses, in order). */
     void (*add_pattern_lower)(qrl_module *m, const char *pattern, const char *kernel, int64_t out, const char *args,
                               void *consts);
     /* Affine rules. kind: 0 same, 1 fixed, 2 requantize. qparams: void (*)(qrl_rt *, double *scale, int64_t *zero)
@@ -165,11 +167,16 @@ typedef void (*qrl_cal_solve_fn)(qrl_rt *rt, const void *state, const qrl_scalar
 
 /* ------------------------------------------------------------ runtime side */
 
+/* A kernel's generic entry: args[i] points at scalar parameter i, or is
+ * tensor/array parameter i itself (a qrl_tview * or qrl_array *). */
+typedef void (*qrl_kernel_call_fn)(qrl_rt *rt, void **args);
+
 typedef struct qr_fn_desc {
     const char *name;
     void *fn;
     const char *sig;
     int is_kernel;
+    qrl_kernel_call_fn call; /* kernels: the generic entry */
 } qr_fn_desc;
 
 typedef struct qr_cal_param {
@@ -208,6 +215,11 @@ typedef struct qr_pat_node {
     const char *inputs; /* "0,1,2?" */
 } qr_pat_node;
 
+typedef struct qr_pat_lower {
+    const char *kernel, *args; /* args as add_pattern_lower documents */
+    int out;                   /* the value the kernel computes */
+} qr_pat_lower;
+
 typedef struct qr_pattern {
     const char *name;
     qrl_where_fn where;
@@ -215,9 +227,9 @@ typedef struct qr_pattern {
     int nvalues;
     qr_pat_node *nodes;
     int nnodes;
-    const char *kernel, *args; /* lowering */
-    int out;
-    qrl_consts_fn consts;
+    qr_pat_lower *lowers; /* in source order: the first whose kernel takes the recipe's types runs */
+    int nlowers;
+    qrl_consts_fn consts; /* the constant arguments of every lowering, in order */
 } qr_pattern;
 
 typedef struct qr_affine {

@@ -13,6 +13,7 @@ extern const qr_op_def qr_ops_shape[];    /* Flatten, Reshape, Transpose, Concat
 extern const qr_op_def qr_ops_reduce[];  /* Reduce*, ArgMax, ArgMin */
 extern const qr_op_def qr_ops_quant[];   /* (Dynamic)QuantizeLinear, DequantizeLinear, QLinear*, *Integer */
 extern const qr_op_def qr_ops_quantizer[]; /* SimQuant (domain qrl): runtime/quantize.c */
+extern const qr_op_def qr_ops_intgraph[]; /* QrlKernel, QrlLookup (domain qrl): runtime/intgraph.c */
 extern const qr_op_def qr_ops_misc[];   /* Size, Tile, DepthToSpace, SpaceToDepth, GatherElements, ScatterElements,
                                             Scatter, GatherND, ScatterND, CumSum, Hardmax, TopK, Trilu, OneHot,
                                             EyeLike, LRN, MeanVarianceNormalization, NonZero, Compress */

@@ -118,5 +118,14 @@ Test(docs, scale_pattern_kernel_matches_c)
         uint8_t want = v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)v;
         cr_assert_eq(yi[i], want, "x=%d: %d vs %d", i, yi[i], want);
     }
+    /* the generic entry the runtime calls: the same kernel, arguments by pointer */
+    uint8_t yg[256];
+    qrl_tview yv = {.data = yg, .numel = 256, .rank = 1, .dims = {256}};
+    int32_t xz = 128, yz = 10;
+    void *args[7] = {&x, &xs, &xz, &cv, &yv, &ys, &yz};
+    cr_assert(d->call);
+    d->call(&rt, args);
+    cr_assert_eq(rt.failed, 0, "%s", rt.msg);
+    cr_assert_arr_eq(yg, yi, sizeof yi);
     qr_module_free(m);
 }

@@ -560,9 +560,10 @@ Test(jit, pattern_description_and_where_predicate)
     cr_assert_eq(p->nodes[0].out, 0);
     cr_assert_str_eq(p->nodes[0].ops, "Mul");
     cr_assert_str_eq(p->nodes[0].inputs, "1,2");
-    cr_assert_str_eq(p->kernel, "scale_kernel");
-    cr_assert_str_eq(p->args, "v1,v2");
-    cr_assert_eq(p->out, 0);
+    cr_assert_eq(p->nlowers, 1);
+    cr_assert_str_eq(p->lowers[0].kernel, "scale_kernel");
+    cr_assert_str_eq(p->lowers[0].args, "v1,v2");
+    cr_assert_eq(p->lowers[0].out, 0);
     /* where const(c) and c.rank == 0, on a real graph */
     qr_graph *g = qr_graph_new();
     const int64_t d[1] = {4};

@@ -1,0 +1,890 @@
+#include "intgraph.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op.h"
+#include "ops/ops_common.h"
+#include "quantize_plan.h"
+
+/* ------------------------------------------------------- kernel calls */
+
+enum { ARG_TENSOR, ARG_OUTPUT, ARG_SCALAR, ARG_ARRAY };
+
+/* A parameter type of a kernel signature: "tensor<u8>", "f32[]", "i32". */
+typedef struct ptype {
+    int kind;       /* ARG_TENSOR (tensor<T>), ARG_ARRAY (T[]), ARG_SCALAR */
+    qr_dtype elem;  /* T, or the scalar's type; QR_UNDEF for bool */
+    int is_bool;
+} ptype;
+
+typedef struct qi_arg {
+    int kind;
+    int input;        /* ARG_TENSOR: the node input it reads */
+    qr_dtype want;    /* ARG_TENSOR / ARG_OUTPUT: the kernel's element type */
+    int64_t bytes[1]; /* ARG_SCALAR: the value, stored as the parameter's C type */
+    qrl_array arr;    /* ARG_ARRAY: data owned by the call */
+} qi_arg;
+
+struct qr_intcall {
+    const qr_fn_desc *k;
+    const char *pattern;
+    qi_arg *args;
+    int nargs;
+};
+
+static int parse_type(const char *s, size_t n, ptype *t)
+{
+    static const struct { const char *n; qr_dtype t; } names[] = {
+        {"i8", QR_I8}, {"u8", QR_U8}, {"i16", QR_I16}, {"u16", QR_U16}, {"i32", QR_I32},
+        {"i64", QR_I64}, {"f32", QR_F32}, {"f64", QR_F64},
+    };
+    char b[64];
+    if (n >= sizeof b)
+        return 0;
+    memcpy(b, s, n);
+    b[n] = 0;
+    *t = (ptype){ARG_SCALAR, QR_UNDEF, 0};
+    char *e = b;
+    if (n > 8 && !memcmp(s, "tensor<", 7) && s[n - 1] == '>') {
+        t->kind = ARG_TENSOR;
+        e = b + 7;
+        b[n - 1] = 0;
+    } else if (n > 2 && !strcmp(b + n - 2, "[]")) {
+        t->kind = ARG_ARRAY;
+        b[n - 2] = 0;
+    }
+    if (!strcmp(e, "bool") && t->kind == ARG_SCALAR) {
+        t->is_bool = 1;
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(names[i].n, e)) {
+            t->elem = names[i].t;
+            return 1;
+        }
+    return 0;
+}
+
+/* "void(tensor<i32>,f32,...)" -> parameter types; -1 when malformed. */
+static int parse_sig(const char *sig, ptype *out, int max)
+{
+    const char *p = strchr(sig, '(');
+    int n = 0;
+    if (!p)
+        return -1;
+    for (p++; *p && *p != ')';) {
+        const char *c = p;
+        while (*c && *c != ',' && *c != ')')
+            c++;
+        if (n >= max || !parse_type(p, (size_t)(c - p), &out[n++]))
+            return -1;
+        p = *c == ',' ? c + 1 : c;
+    }
+    return n;
+}
+
+static void store_scalar(qi_arg *a, const ptype *t, double v)
+{
+    void *b = a->bytes;
+    a->kind = ARG_SCALAR;
+    if (t->is_bool)
+        *(unsigned char *)b = v != 0;
+    else if (t->elem == QR_F32)
+        *(float *)b = (float)v;
+    else if (t->elem == QR_F64)
+        *(double *)b = v;
+    else
+        qr_set_i64(b, t->elem, 0, (int64_t)llround(v));
+}
+
+static const char *type_str(const ptype *t, char *b, size_t n)
+{
+    const char *e = t->is_bool ? "bool" : qr_dtype_name(t->elem);
+    snprintf(b, n, t->kind == ARG_TENSOR ? "tensor<%s>" : t->kind == ARG_ARRAY ? "%s[]" : "%s", e);
+    return b;
+}
+
+/* ------------------------------------------------------------ the ops */
+
+static qr_status kcall_infer(qr_kctx *k)
+{
+    qr_dtype to = (qr_dtype)qr_attr_i(k->node, "to", QR_UNDEF);
+    if (qr_attr_i(k->node, "acc", 0)) {
+        if (!k->in[0] || k->in[0]->dtype != QR_I32)
+            return QR_KERR(k, "QrlKernel: the accumulator must be int32");
+        return qr_set_out(k, 0, to, k->in[0]->ndim, k->in[0]->dims);
+    }
+    qr_tensor shape = {0};
+    if (qr_broadcast_shapes(k, k->in, k->n_in, &shape) != QR_OK)
+        return QR_ERR;
+    return qr_set_out(k, 0, to, shape.ndim, shape.dims);
+}
+
+static void view_of(const qr_tensor *t, qrl_tview *v)
+{
+    memset(v, 0, sizeof *v);
+    v->data = t->data;
+    v->numel = qr_tensor_numel(t);
+    v->rank = t->ndim;
+    memcpy(v->dims, t->dims, sizeof(int64_t) * (size_t)t->ndim);
+}
+
+static qr_status kcall_run(qr_kctx *k)
+{
+    const qr_intgraph *ig = k->user;
+    int64_t ci = qr_attr_i(k->node, "call", -1);
+    if (!ig || ci < 0 || ci >= ig->ncalls)
+        return QR_KERR(k, "QrlKernel runs only in the integer graph of a quantized model");
+    const qr_intcall *c = &ig->calls[ci];
+    qrl_tview views[64];
+    void *args[128];
+    int nv = 0;
+    if (c->nargs > 128)
+        return QR_KERR(k, "kernel '%s': too many parameters", c->k->name);
+    memset(k->out[0]->data, 0, qr_tensor_nbytes(k->out[0])); /* what the kernel leaves unwritten */
+    for (int i = 0; i < c->nargs; i++) {
+        const qi_arg *a = &c->args[i];
+        if (a->kind == ARG_TENSOR || a->kind == ARG_OUTPUT) {
+            const qr_tensor *t = a->kind == ARG_OUTPUT ? k->out[0] : k->in[a->input];
+            if (nv >= 64)
+                return QR_KERR(k, "kernel '%s': too many tensors", c->k->name);
+            if (!t || t->dtype != a->want)
+                return QR_KERR(k, "kernel '%s' (pattern '%s'): parameter %d takes %s tensors, not %s", c->k->name,
+                               c->pattern, i + 1, qr_dtype_name(a->want), t ? qr_dtype_name(t->dtype) : "none");
+            view_of(t, &views[nv]);
+            args[i] = &views[nv++];
+        } else if (a->kind == ARG_ARRAY)
+            args[i] = (void *)&a->arr;
+        else
+            args[i] = (void *)a->bytes;
+    }
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    c->k->call(&rt, args);
+    if (qr_rt_status(&rt, k->err) != QR_OK) {
+        qr_error_prefix(k->err, "kernel '%s' (pattern '%s')", c->k->name, c->pattern);
+        return QR_ERR;
+    }
+    return QR_OK;
+}
+
+/* y[i] = table[x[i] - min(x's type)]: x integers of 8 or 16 bits. */
+static qr_status lookup_infer(qr_kctx *k)
+{
+    const qr_tensor *x = k->in[0], *t = k->in[1];
+    if (!qr_dtype_is_int(x->dtype) || qr_dtype_size(x->dtype) > 2)
+        return QR_KERR(k, "QrlLookup indexes with 8- or 16-bit integers, not %s", qr_dtype_name(x->dtype));
+    if (qr_tensor_numel(t) != (int64_t)1 << (8 * qr_dtype_size(x->dtype)))
+        return QR_KERR(k, "QrlLookup: the table has %lld entries, %s needs %lld", (long long)qr_tensor_numel(t),
+                       qr_dtype_name(x->dtype), (long long)1 << (8 * qr_dtype_size(x->dtype)));
+    return qr_set_out(k, 0, t->dtype, x->ndim, x->dims);
+}
+
+static qr_status lookup_run(qr_kctx *k)
+{
+    const qr_tensor *x = k->in[0], *t = k->in[1];
+    int64_t n = qr_tensor_numel(x);
+    size_t osz = qr_dtype_size(t->dtype);
+    const unsigned char *tab = t->data;
+    unsigned char *y = k->out[0]->data;
+    switch (x->dtype) {
+    case QR_U8:
+        for (int64_t i = 0; i < n; i++)
+            memcpy(y + (size_t)i * osz, tab + (size_t)((const uint8_t *)x->data)[i] * osz, osz);
+        break;
+    case QR_I8:
+        for (int64_t i = 0; i < n; i++)
+            memcpy(y + (size_t)i * osz, tab + (size_t)(((const int8_t *)x->data)[i] + 128) * osz, osz);
+        break;
+    case QR_U16:
+        for (int64_t i = 0; i < n; i++)
+            memcpy(y + (size_t)i * osz, tab + (size_t)((const uint16_t *)x->data)[i] * osz, osz);
+        break;
+    default:
+        for (int64_t i = 0; i < n; i++)
+            memcpy(y + (size_t)i * osz, tab + (size_t)(((const int16_t *)x->data)[i] + 32768) * osz, osz);
+        break;
+    }
+    return QR_OK;
+}
+
+const qr_op_def qr_ops_intgraph[] = {
+    {"QrlKernel", "qrl", 0, 128, 1, 1, "call:i to:i acc:i kernel:s", kcall_infer, kcall_run, 0},
+    {"QrlLookup", "qrl", 2, 2, 1, 1, "", lookup_infer, lookup_run, 0},
+    {0},
+};
+
+/* ------------------------------------------------------------- builder */
+
+typedef struct builder {
+    const qr_qctx *q;
+    qr_intgraph *ig;
+    qr_graph *d;
+    qr_error *e;
+} builder;
+
+static const qr_slot *slot_for(const qr_qctx *q, int value)
+{
+    int s = value >= 0 && value < q->g->n_values ? q->slot_of[value] : -1;
+    return s >= 0 && !q->slots[s].fallback ? &q->slots[s] : NULL;
+}
+
+/* The integer value of original value id v in d, or NULL. */
+static qr_value *int_of(const builder *b, int v)
+{
+    return v >= 0 && v < b->q->g->n_values && b->q->qval[v] >= 0 ? b->d->values[b->q->qval[v]] : NULL;
+}
+
+static qr_value *scalar_const(builder *b, const char *name, qr_dtype t, int64_t v)
+{
+    unsigned char buf[8] = {0};
+    qr_set_i64(buf, t, 0, v);
+    qr_tensor c = {.dtype = t, .ndim = 0, .data = buf};
+    return qr_plan_const(b->d, name, &c);
+}
+
+static qr_node *add_node(builder *b, const char *op, const char *name, int n_in, qr_value *out)
+{
+    qr_node *n = qr_plan_new_node(b->d, op, op[0] == 'Q' && op[1] == 'r' ? "qrl" : "", name, n_in, 1);
+    n->out[0] = out;
+    out->producer = n;
+    return n;
+}
+
+/* The QuantizeLinear that produced integer value v: it goes, v is produced by the lowered code. */
+static void drop_quantize(qr_value *v)
+{
+    if (v->producer)
+        v->producer->dead = 1;
+    v->producer = NULL;
+}
+
+/* A table taking integers on (sx, zx) to integers on (sy, zy) through f (NULL: identity). */
+typedef double (*real_fn)(void *user, double v);
+
+static qr_value *table_const(builder *b, const char *name, qr_dtype t, const qr_slot *x, const qr_slot *y,
+                             real_fn f, void *user, const int32_t *ints)
+{
+    qrl_qtype qt = qr_qtype_of(t, 0, -1);
+    int64_t n = qt.qmax - qt.qmin + 1;
+    qr_tensor tab = {.dtype = t, .ndim = 1, .dims = {n}};
+    if (qr_tensor_alloc(&tab, b->e) != QR_OK)
+        return NULL;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t q = qt.qmin + i, r;
+        if (ints)
+            r = ints[i];
+        else {
+            double v = (double)(q - x->qp.zero) * x->qp.scale;
+            double fv = f ? f(user, v) : v;
+            r = qr_plan_round((float)fv, (float)y->qp.scale, y->qp.zero, y->qt.qmin, y->qt.qmax);
+        }
+        qr_set_i64(tab.data, t, i, r < y->qt.qmin ? y->qt.qmin : r > y->qt.qmax ? y->qt.qmax : r);
+    }
+    qr_value *c = qr_plan_const(b->d, name, &tab);
+    qr_tensor_free(&tab);
+    return c;
+}
+
+/* QrlLookup(x, table) -> out. */
+static void add_lookup(builder *b, qr_value *x, qr_value *table, qr_value *out)
+{
+    char name[512];
+    snprintf(name, sizeof name, "lookup_%s", out->name);
+    qr_node *n = add_node(b, "QrlLookup", name, 2, out);
+    n->in[0] = x;
+    n->in[1] = table;
+}
+
+/* x's integers requantized onto y's qparams, through a table (x itself when they agree). */
+static qr_value *requantized(builder *b, qr_value *xi, const qr_slot *xs, const qr_slot *ys)
+{
+    if (xs->qp.scale == ys->qp.scale && xs->qp.zero == ys->qp.zero)
+        return xi;
+    char name[512];
+    snprintf(name, sizeof name, "%s_requantized", xi->name);
+    qr_value *out = qr_graph_new_value(b->d, name);
+    snprintf(name, sizeof name, "%s_requantize_table", xi->name);
+    qr_value *tab = table_const(b, name, b->q->act_dtype, xs, ys, NULL, NULL, NULL);
+    if (!tab)
+        return NULL;
+    add_lookup(b, xi, tab, out);
+    b->ig->requants++;
+    return out;
+}
+
+/* ---------------------------------------------------- pattern matches */
+
+/* The original graph's id of node n of d (one of the original's nodes). */
+static int orig_of(const builder *b, const qr_node *n)
+{
+    for (int i = 0; i < b->q->g->n_nodes; i++)
+        if (b->q->qnode[i] == n->id)
+            return i;
+    abort(); /* only the original's nodes are asked about */
+}
+
+/* The int32 accumulator of the match's Conv/Gemm/MatMul over the integers:
+ * ConvInteger or MatMulInteger with the zero points. NULL: not lowerable. */
+static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
+{
+    const qr_qctx *q = b->q;
+    qr_node *a = NULL;
+    for (int k = 0; k < r->nnodes; k++) {
+        qr_node *n = b->d->nodes[q->qnode[r->nodes[k]]];
+        if (!strcmp(n->op, "Conv") || !strcmp(n->op, "Gemm") || !strcmp(n->op, "MatMul")) {
+            if (a) {
+                *why = "two nodes could give the accumulator";
+                return NULL;
+            }
+            a = n;
+        }
+    }
+    if (!a) {
+        *why = "the accumulator comes from a Conv, Gemm or MatMul, and the pattern matched none";
+        return NULL;
+    }
+    /* the anchor's inputs in the original graph (node ids are kept; in the QDQ graph it reads DequantizeLinear outputs) */
+    const qr_node *oa = q->g->nodes[orig_of(b, a)];
+    int xv = oa->in[0]->id, wv = oa->n_in > 1 && oa->in[1] ? oa->in[1]->id : -1;
+    const qr_slot *xs = slot_for(q, xv);
+    const qr_wquant *w = wv >= 0 ? qr_plan_weight(q, wv) : NULL;
+    qr_value *xi = int_of(b, xv), *wi = int_of(b, wv);
+    if (!xs || !w || !xi || !wi) {
+        *why = "its input or weight is not quantized";
+        return NULL;
+    }
+    int is_gemm = !strcmp(a->op, "Gemm");
+    if (is_gemm && (qr_attr_i(a, "transA", 0) || qr_attr_f(a, "alpha", 1) != 1 || qr_attr_f(a, "beta", 1) != 1)) {
+        *why = "Gemm with transA, alpha or beta is not lowered";
+        return NULL;
+    }
+    char name[512];
+    if (is_gemm && qr_attr_i(a, "transB", 0)) { /* the weights transposed once, stored [K, N] */
+        const qr_tensor *wt = &wi->t;
+        if (wt->ndim != 2)
+            return *why = "Gemm weight is not a matrix", NULL;
+        qr_tensor t = {.dtype = wt->dtype, .ndim = 2, .dims = {wt->dims[1], wt->dims[0]}};
+        if (qr_tensor_alloc(&t, b->e) != QR_OK)
+            return NULL;
+        size_t es = qr_dtype_size(wt->dtype);
+        for (int64_t i = 0; i < wt->dims[0]; i++)
+            for (int64_t j = 0; j < wt->dims[1]; j++)
+                memcpy((char *)t.data + (size_t)(j * wt->dims[0] + i) * es,
+                       (const char *)wt->data + (size_t)(i * wt->dims[1] + j) * es, es);
+        snprintf(name, sizeof name, "%s_transposed", wi->name);
+        wi = qr_plan_const(b->d, name, &t);
+        qr_tensor_free(&t);
+    }
+    int conv = !strcmp(a->op, "Conv");
+    snprintf(name, sizeof name, "%s_acc", a->out[0]->name);
+    qr_value *acc = qr_graph_new_value(b->d, name);
+    snprintf(name, sizeof name, "%s_x_zero_point", acc->name);
+    qr_value *xz = scalar_const(b, name, q->act_dtype, xs->qp.zero);
+    /* weight zero points: one per output channel, or a scalar */
+    qr_tensor wz = {.dtype = w->dtype, .ndim = w->nch > 1 ? 1 : 0, .dims = {w->nch}};
+    if (qr_tensor_alloc(&wz, b->e) != QR_OK)
+        return NULL;
+    for (int c = 0; c < w->nch; c++)
+        qr_set_i64(wz.data, w->dtype, c, w->zero[c]);
+    snprintf(name, sizeof name, "%s_w_zero_point", acc->name);
+    qr_value *wzv = qr_plan_const(b->d, name, &wz);
+    qr_tensor_free(&wz);
+    snprintf(name, sizeof name, "%s_integer", a->name);
+    qr_node *n = add_node(b, conv ? "ConvInteger" : "MatMulInteger", name, 4, acc);
+    n->in[0] = xi;
+    n->in[1] = wi;
+    n->in[2] = xz;
+    n->in[3] = wzv;
+    if (conv) { /* the Conv's geometry */
+        n->attr = a->attr;
+        n->n_attr = a->n_attr;
+    }
+    return acc;
+}
+
+/* One argument of a lowering before it is built: a value (by role) or a constant. */
+typedef struct plan_arg {
+    int is_const, ci;   /* a constant argument: consts[ci] */
+    int vi, id;         /* pattern value index and original value id (-1: a missing optional input) */
+    const char *role;   /* "activation", "output", "weight", "bias", "" (f32) */
+    int is_out;
+} plan_arg;
+
+/* The arguments of lowering l in order, the output last; -1 when malformed. */
+static int plan_args(const struct mrec *r, const qr_pat_lower *l, plan_arg *pa, int max)
+{
+    const qr_pattern *p = r->p;
+    char tmp[1024];
+    int n = 0;
+    snprintf(tmp, sizeof tmp, "%s", l->args);
+    for (char *s = NULL, *t = strtok_r(tmp, ",", &s); t; t = strtok_r(NULL, ",", &s)) {
+        if (n >= max - 1)
+            return -1;
+        plan_arg *a = &pa[n++];
+        memset(a, 0, sizeof *a);
+        if (t[0] == 'c') {
+            a->is_const = 1;
+            a->ci = atoi(t + 1);
+            continue;
+        }
+        a->vi = atoi(t + 1);
+        if (a->vi < 0 || a->vi >= p->nvalues)
+            return -1;
+        a->id = r->values[a->vi];
+        a->role = p->values[a->vi].role;
+    }
+    if (l->out < 0 || l->out >= p->nvalues)
+        return -1;
+    pa[n++] = (plan_arg){.vi = l->out, .id = r->out, .role = "output", .is_out = 1};
+    return n;
+}
+
+/* Parameters an argument fills: a quantized value its tensor, scale and zero point. */
+static int arg_width(const plan_arg *a)
+{
+    return a->is_const || !strcmp(a->role, "bias") || !a->role[0] ? 1 : 3;
+}
+
+/* The integer type a quantized argument arrives as (QR_UNDEF: not quantized here). */
+static qr_dtype arg_dtype(const builder *b, const plan_arg *a)
+{
+    if (a->is_const || !a->role[0])
+        return a->is_const ? QR_UNDEF : QR_F32;
+    if (!strcmp(a->role, "bias"))
+        return QR_I32;
+    if (!strcmp(a->role, "weight")) {
+        const qr_wquant *w = a->id >= 0 ? qr_plan_weight(b->q, a->id) : NULL;
+        return w ? w->dtype : QR_UNDEF;
+    }
+    return b->q->act_dtype;
+}
+
+/* Whether kernel lowering l takes the types the recipe chose; why says what does not fit. */
+static int lowering_fits(const builder *b, const struct mrec *r, const qr_pat_lower *l, const qr_fn_desc *kd,
+                         const ptype *pt, int np, int *acc, char *why, size_t whyn)
+{
+    plan_arg pa[64];
+    char tb[64];
+    int n = plan_args(r, l, pa, 64), nw = 0;
+    if (n < 0) {
+        snprintf(why, whyn, "its arguments are malformed");
+        return 0;
+    }
+    for (int i = 0; i < n; i++)
+        nw += arg_width(&pa[i]);
+    *acc = np == nw + 1 && pt[0].kind == ARG_TENSOR && pt[0].elem == QR_I32;
+    if (np != nw + *acc) {
+        snprintf(why, whyn, "kernel '%s' takes %d parameters, the lowering passes %d", kd->name, np, nw);
+        return 0;
+    }
+    for (int i = 0, p = *acc; i < n; p += arg_width(&pa[i]), i++) {
+        if (pa[i].is_const)
+            continue;
+        qr_dtype have = arg_dtype(b, &pa[i]);
+        if (have != QR_UNDEF && (pt[p].kind != ARG_TENSOR || pt[p].elem != have)) {
+            snprintf(why, whyn, "kernel '%s' takes '%s' as %s, but the recipe makes it %s", kd->name,
+                     b->q->g->values[pa[i].id >= 0 ? pa[i].id : r->out]->name, type_str(&pt[p], tb, sizeof tb),
+                     have == QR_F32 ? "an f32 tensor" : qr_dtype_name(have));
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static qr_status lower_match(builder *b, const struct mrec *r)
+{
+    const qr_qctx *q = b->q;
+    const qr_pattern *p = r->p;
+    const qr_slot *ys = slot_for(q, r->out);
+    qr_value *yi = int_of(b, r->out);
+    if (!p->nlowers || !ys || !yi)
+        return QR_OK; /* nothing to lower, or it fell back to f32 */
+    /* the first lowering whose kernel takes the recipe's types */
+    const qr_pat_lower *l = NULL;
+    const qr_fn_desc *kd = NULL;
+    ptype pt[128];
+    int np = 0, want_acc = 0;
+    char why[1024] = "", one[400];
+    for (int i = 0; i < p->nlowers && !l; i++) {
+        const qr_fn_desc *k = qr_module_fn(q->m, p->lowers[i].kernel);
+        if (!k || !k->is_kernel || !k->call)
+            return qr_errorf(b->e, "pattern '%s' lowers to kernel '%s', which the recipe's module does not define",
+                             p->name, p->lowers[i].kernel);
+        if ((np = parse_sig(k->sig, pt, 128)) < 0)
+            return qr_errorf(b->e, "kernel '%s': unexpected signature %s", k->name, k->sig);
+        if (lowering_fits(b, r, &p->lowers[i], k, pt, np, &want_acc, one, sizeof one))
+            l = &p->lowers[i], kd = k;
+        else
+            snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s", why[0] ? "; " : "", one);
+    }
+    if (!l)
+        return qr_errorf(b->e, "pattern '%s' has no lowering for the types the recipe chose (%s)", p->name, why);
+    double consts[64] = {0};
+    if (p->consts) { /* the lowerings' constant arguments, computed from the match */
+        qr_value *vals[QR_MATCH_MAX_VALUES] = {0};
+        for (int i = 0; i < p->nvalues && i < QR_MATCH_MAX_VALUES; i++)
+            vals[i] = r->values[i] >= 0 ? q->g->values[r->values[i]] : NULL;
+        qrl_match mt = {q->g, vals, p->nvalues};
+        qrl_rt rt;
+        qr_rt_init(&rt);
+        p->consts(&rt, &mt, consts);
+        if (qr_rt_status(&rt, b->e) != QR_OK) {
+            qr_error_prefix(b->e, "pattern '%s'", p->name);
+            return QR_ERR;
+        }
+    }
+    plan_arg pa[64];
+    int npa = plan_args(r, l, pa, 64);
+    /* values the lowering needs but the plan left without integers: the group stays f32 */
+    for (int i = 0; i < npa; i++) {
+        const plan_arg *a = &pa[i];
+        int missing = !a->is_const && a->id < 0 && strcmp(a->role, "bias");
+        int no_int = !a->is_const && a->id >= 0 && a->role[0] && !int_of(b, a->id);
+        int no_w = !a->is_const && !strcmp(a->role, "weight") && a->id >= 0 && !qr_plan_weight(q, a->id);
+        if (missing || no_int || no_w) {
+            b->ig->islands++;
+            return QR_OK;
+        }
+    }
+    qi_arg args[128];
+    qr_value *ins[128];
+    int na = 0, nin = 0;
+    memset(args, 0, sizeof args);
+    char name[512];
+    if (want_acc) {
+        const char *accwhy = NULL;
+        qr_value *acc = accumulator(b, r, &accwhy);
+        if (!acc) {
+            if (!accwhy)
+                return QR_ERR;
+            b->ig->islands++; /* structurally not lowerable: the group stays f32 between its Q/DQ borders */
+            return QR_OK;
+        }
+        args[na++] = (qi_arg){.kind = ARG_TENSOR, .input = nin, .want = QR_I32};
+        ins[nin++] = acc;
+    }
+    qr_intcall call = {kd, p->name, NULL, 0};
+    qr_status st = QR_OK;
+    for (int i = 0; i < npa && st == QR_OK; i++) {
+        const plan_arg *a = &pa[i];
+        if (a->is_const) {
+            store_scalar(&args[na], &pt[na], a->ci < 64 ? consts[a->ci] : 0);
+            na++;
+            continue;
+        }
+        qr_value *t;
+        if (!strcmp(a->role, "bias") && a->id < 0) { /* a missing bias arrives as one zero */
+            snprintf(name, sizeof name, "%s_no_bias", yi->name);
+            t = scalar_const(b, name, QR_I32, 0);
+        } else
+            t = a->role[0] ? int_of(b, a->id) : b->d->values[a->id];
+        if (a->is_out) {
+            args[na] = (qi_arg){.kind = ARG_OUTPUT, .want = pt[na].elem};
+            na++;
+        } else {
+            args[na] = (qi_arg){.kind = ARG_TENSOR, .input = nin, .want = pt[na].elem};
+            na++;
+            ins[nin++] = t;
+        }
+        if (arg_width(a) == 1)
+            continue;
+        const qr_wquant *w = !strcmp(a->role, "weight") ? qr_plan_weight(q, a->id) : NULL;
+        if (w && p->values[a->vi].axis >= 0) { /* per channel: arrays of scales and zero points */
+            for (int k = 0; k < 2 && st == QR_OK; k++, na++) {
+                qi_arg *arr = &args[na];
+                arr->kind = ARG_ARRAY;
+                if (pt[na].kind != ARG_ARRAY || (pt[na].elem != QR_F32 && pt[na].elem != QR_I32) ||
+                    !(arr->arr.data = calloc((size_t)w->nch, qr_dtype_size(pt[na].elem)))) {
+                    st = qr_errorf(b->e, "kernel '%s': parameter %d must be %s", kd->name, na + 1, k ? "i32[]" : "f32[]");
+                    break;
+                }
+                arr->arr.len = w->nch;
+                for (int c = 0; c < w->nch; c++)
+                    qr_set_f64(arr->arr.data, pt[na].elem, c, k ? (double)w->zero[c] : (double)w->scale[c]);
+            }
+        } else {
+            const qr_slot *s = a->is_out ? ys : slot_for(q, a->id);
+            double sc = w ? w->scale[0] : s ? s->qp.scale : 1, z = w ? w->zero[0] : s ? (double)s->qp.zero : 0;
+            store_scalar(&args[na], &pt[na], sc);
+            na++;
+            store_scalar(&args[na], &pt[na], z);
+            na++;
+        }
+    }
+    for (int i = 0; st == QR_OK && i < na; i++)
+        if (args[i].kind == ARG_SCALAR && pt[i].kind != ARG_SCALAR)
+            st = qr_errorf(b->e, "kernel '%s': parameter %d is not a scalar, pattern '%s' passes one", kd->name,
+                           i + 1, p->name);
+    qr_intcall *cv = st == QR_OK ? realloc(b->ig->calls, sizeof *cv * (size_t)(b->ig->ncalls + 1)) : NULL;
+    if (cv)
+        b->ig->calls = cv;
+    call.nargs = na;
+    if (!cv || !(call.args = malloc(sizeof *call.args * (size_t)na))) {
+        for (int i = 0; i < na; i++)
+            if (args[i].kind == ARG_ARRAY)
+                free(args[i].arr.data);
+        return st == QR_OK ? qr_errorf(b->e, "out of memory") : QR_ERR;
+    }
+    memcpy(call.args, args, sizeof *call.args * (size_t)na); /* the call owns the arrays now */
+    cv[b->ig->ncalls] = call;
+    /* the match's nodes and the QuantizeLinear of y give way to the kernel */
+    for (int k = 0; k < r->nnodes; k++)
+        b->d->nodes[q->qnode[r->nodes[k]]]->dead = 1;
+    drop_quantize(yi);
+    snprintf(name, sizeof name, "%s_%s", p->name, yi->name);
+    qr_node *n = add_node(b, "QrlKernel", name, nin, yi);
+    memcpy(n->in, ins, sizeof *ins * (size_t)nin);
+    qr_node_add_attr_i(b->d, n, "call", b->ig->ncalls);
+    qr_node_add_attr_i(b->d, n, "to", q->act_dtype);
+    qr_node_add_attr_i(b->d, n, "acc", want_acc);
+    b->ig->ncalls++;
+    b->ig->kernels++;
+    return QR_OK;
+}
+
+/* ------------------------------------------------------- affine nodes */
+
+typedef struct table_user {
+    const qr_affine *a;
+    qrl_rt rt;
+} table_user;
+
+static double rule_table(void *user, double v)
+{
+    table_user *t = user;
+    return t->a->table(&t->rt, v);
+}
+
+/* A same-rule's body as a table: elem runs on every integer of x, with the
+ * node's other inputs (scalar constants) quantized on x's qparams. */
+static qr_status body_table(builder *b, const qr_affine *a, const qr_node *n, const qr_slot *xs, int32_t *out,
+                            int *ok)
+{
+    int32_t xv[16] = {0}, zero[16];
+    double scale[16];
+    *ok = 0;
+    if (n->n_in > 16 || n->n_in < a->ninputs)
+        return QR_OK;
+    for (int j = 0; j < n->n_in; j++) {
+        zero[j] = (int32_t)xs->qp.zero;
+        scale[j] = xs->qp.scale;
+        if (j == 0)
+            continue;
+        const qr_value *c = n->in[j];
+        if (!c || !c->is_const || qr_tensor_numel(&c->t) != 1 || !qr_dtype_is_float(c->t.dtype))
+            return QR_OK;
+        xv[j] = (int32_t)qr_plan_round((float)qr_get_f64(c->t.data, c->t.dtype, 0), (float)xs->qp.scale,
+                                       xs->qp.zero, INT32_MIN, INT32_MAX);
+    }
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    for (int64_t q = xs->qt.qmin; q <= xs->qt.qmax; q++) {
+        xv[0] = (int32_t)q;
+        out[q - xs->qt.qmin] = a->elem(&rt, xv, zero, scale);
+    }
+    if (qr_rt_status(&rt, b->e) != QR_OK) {
+        qr_error_prefix(b->e, "affine rule for %s", a->op);
+        return QR_ERR;
+    }
+    *ok = 1;
+    return QR_OK;
+}
+
+static qr_status lower_affine(builder *b, qr_node *n)
+{
+    const qr_qctx *q = b->q;
+    const qr_affine *a = qr_module_affine(q->m, n->op);
+    /* n writes y_f32 (the QuantizeLinear's input); the plan knows the node by its original */
+    const qr_node *on = q->g->nodes[orig_of(b, n)];
+    int yid = on->out[0]->id;
+    const qr_slot *ys = slot_for(q, yid);
+    qr_value *yi = int_of(b, yid);
+    if (!a || !ys || !yi)
+        return QR_OK;
+    /* the data inputs' integers (the originals' ids: n reads their DequantizeLinear outputs) */
+    qr_value *xi[16] = {0};
+    const qr_slot *xsl[16] = {0};
+    int ndata = 0, first = -1;
+    for (int j = 0; j < on->n_in && j < 16; j++) {
+        const qr_value *v = on->in[j];
+        if (!v || v->is_const)
+            continue;
+        if (!(xsl[j] = slot_for(q, v->id)) || !(xi[j] = int_of(b, v->id))) {
+            b->ig->islands++;
+            return QR_OK;
+        }
+        if (first < 0)
+            first = j;
+        ndata++;
+    }
+    if (first < 0 || on->n_in > 16)
+        return QR_OK;
+    qr_dtype t = q->act_dtype;
+    char name[512];
+    if (a->table || a->elem) { /* one data input, through a table */
+        if (ndata != 1 || first != 0) {
+            b->ig->islands++;
+            return QR_OK;
+        }
+        qr_value *tab = NULL;
+        snprintf(name, sizeof name, "%s_table", yi->name);
+        if (a->elem) {
+            int32_t *ints = malloc(sizeof *ints * (size_t)(xsl[0]->qt.qmax - xsl[0]->qt.qmin + 1));
+            qrl_qtype full = qr_qtype_of(t, 0, -1);
+            int32_t *padded = calloc((size_t)(full.qmax - full.qmin + 1), sizeof *padded);
+            int ok = 0;
+            qr_status st = ints && padded ? body_table(b, a, on, xsl[0], ints, &ok) : qr_errorf(b->e, "out of memory");
+            if (st == QR_OK && ok) {
+                /* narrow types leave the entries below qmin: they map like qmin */
+                for (int64_t v = full.qmin; v <= full.qmax; v++) {
+                    int64_t c = v < xsl[0]->qt.qmin ? xsl[0]->qt.qmin : v > xsl[0]->qt.qmax ? xsl[0]->qt.qmax : v;
+                    padded[v - full.qmin] = ints[c - xsl[0]->qt.qmin];
+                }
+                tab = table_const(b, name, t, xsl[0], ys, NULL, NULL, padded);
+            }
+            free(ints);
+            free(padded);
+            if (st != QR_OK)
+                return QR_ERR;
+            if (!ok) {
+                b->ig->islands++;
+                return QR_OK;
+            }
+        } else {
+            table_user tu = {.a = a};
+            qr_rt_init(&tu.rt);
+            tab = table_const(b, name, t, xsl[0], ys, rule_table, &tu, NULL);
+            if (tab && qr_rt_status(&tu.rt, b->e) != QR_OK) {
+                qr_error_prefix(b->e, "affine rule for %s", a->op);
+                return QR_ERR;
+            }
+        }
+        if (!tab)
+            return QR_ERR;
+        n->dead = 1;
+        drop_quantize(yi);
+        add_lookup(b, xi[0], tab, yi);
+        b->ig->lookups++;
+        return QR_OK;
+    }
+    if (a->kind == 1 || n->n_out != 1) { /* fixed without a table: nothing says what the integers become;
+                                          * several outputs: only the first is quantized */
+        b->ig->islands++;
+        return QR_OK;
+    }
+    /* the op on the integers, inputs on the output's qparams */
+    for (int j = 0; j < on->n_in && j < 16; j++)
+        if (xi[j]) {
+            qr_value *r = requantized(b, xi[j], xsl[j], ys);
+            if (!r)
+                return QR_ERR;
+            n->in[j] = r;
+        }
+    if (!strcmp(n->op, "Pad")) { /* constant padding is real c: the integer round(c / s) + z */
+        double c = 0;
+        const qr_value *cv = qr_node_input(on, 2);
+        if (cv && cv->is_const && qr_tensor_numel(&cv->t) == 1)
+            c = qr_get_f64(cv->t.data, cv->t.dtype, 0);
+        if (n->n_in < 3) {
+            qr_value **in = qr_arena_alloc(&b->d->arena, sizeof *in * 3);
+            if (!in)
+                return qr_errorf(b->e, "out of memory");
+            memcpy(in, n->in, sizeof *in * (size_t)n->n_in);
+            for (int j = n->n_in; j < 3; j++)
+                in[j] = NULL;
+            n->in = in;
+            n->n_in = 3;
+        }
+        snprintf(name, sizeof name, "%s_pad_value", yi->name);
+        n->in[2] = scalar_const(b, name, t, qr_plan_round((float)c, (float)ys->qp.scale, ys->qp.zero, ys->qt.qmin,
+                                                           ys->qt.qmax));
+    }
+    drop_quantize(yi);
+    n->out[0]->producer = NULL;
+    n->out[0] = yi;
+    yi->producer = n;
+    b->ig->int_ops++;
+    return QR_OK;
+}
+
+/* ---------------------------------------------------------------- main */
+
+/* Drops nodes whose outputs nothing reads (DequantizeLinear borders no f32 node needs). */
+static void dead_code(qr_graph *g)
+{
+    int changed = 1;
+    int *uses = malloc(sizeof *uses * (size_t)(g->n_values + 1));
+    if (!uses)
+        return;
+    while (changed) {
+        changed = 0;
+        memset(uses, 0, sizeof *uses * (size_t)(g->n_values + 1));
+        for (int i = 0; i < g->n_nodes; i++)
+            for (int j = 0; !g->nodes[i]->dead && j < g->nodes[i]->n_in; j++)
+                if (g->nodes[i]->in[j])
+                    uses[g->nodes[i]->in[j]->id]++;
+        for (int i = 0; i < g->n_nodes; i++) {
+            qr_node *n = g->nodes[i];
+            if (n->dead)
+                continue;
+            int used = 0;
+            for (int j = 0; j < n->n_out; j++)
+                used |= n->out[j] && (uses[n->out[j]->id] || n->out[j]->is_output);
+            if (!used)
+                n->dead = changed = 1;
+        }
+    }
+    free(uses);
+}
+
+static void call_free(qr_intcall *c)
+{
+    for (int i = 0; i < c->nargs; i++)
+        if (c->args[i].kind == ARG_ARRAY)
+            free(c->args[i].arr.data);
+    free(c->args);
+}
+
+void qr_intgraph_free(qr_intgraph *ig)
+{
+    if (!ig)
+        return;
+    for (int i = 0; i < ig->ncalls; i++)
+        call_free(&ig->calls[i]);
+    free(ig->calls);
+    qr_graph_free(ig->g);
+    free(ig);
+}
+
+qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph **out, qr_error *e)
+{
+    qr_intgraph *ig = calloc(1, sizeof *ig);
+    if (!ig || !(ig->g = qr_graph_clone(qdq))) {
+        free(ig);
+        return qr_errorf(e, "out of memory");
+    }
+    builder b = {q, ig, ig->g, e};
+    qr_status st = QR_OK;
+    for (int i = 0; st == QR_OK && i < q->nmatches; i++)
+        st = lower_match(&b, &q->matches[i]);
+    int n0 = q->g->n_nodes;
+    for (int i = 0; st == QR_OK && i < n0; i++)
+        if (q->node_kind[i] == 2 && !ig->g->nodes[q->qnode[i]]->dead)
+            st = lower_affine(&b, ig->g->nodes[q->qnode[i]]);
+    if (st == QR_OK) {
+        dead_code(ig->g);
+        qr_graph_compact(ig->g);
+        if ((st = qr_graph_toposort(ig->g, e)) != QR_OK)
+            qr_error_prefix(e, "building the integer graph");
+    }
+    if (st != QR_OK) {
+        qr_intgraph_free(ig);
+        return QR_ERR;
+    }
+    *out = ig;
+    return QR_OK;
+}

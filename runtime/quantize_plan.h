@@ -1,0 +1,93 @@
+/* The quantizer's plan, shared by its stages (quantize.c: plan, calibrate,
+ * QDQ; intgraph.c: the integer graph). Private to the runtime. */
+#ifndef QR_QUANTIZE_PLAN_H
+#define QR_QUANTIZE_PLAN_H
+
+#include <stdint.h>
+
+#include "graph.h"
+#include "match.h"
+#include "quantize.h"
+#include "recipe.h"
+
+enum { SLOT_CALIBRATED, SLOT_FIXED, SLOT_SAME };
+
+typedef struct qr_slot {
+    int value;      /* value id in the original graph */
+    int kind;
+    int same;       /* SLOT_SAME: the slot copied */
+    qr_calib *cal;  /* SLOT_CALIBRATED */
+    qrl_qtype qt;
+    qrl_qparams qp; /* running, then final */
+    int solved;
+    double lo, hi;  /* observed */
+    double sx2, se2, n, clipped; /* measurement against f32: signal, error, count, outside range */
+    int fallback;
+} qr_slot;
+
+typedef struct qr_wquant { /* a quantized weight */
+    int value;
+    int axis;          /* -1: per tensor */
+    int nch;
+    float *scale;
+    int32_t *zero;
+    qr_dtype dtype;
+} qr_wquant;
+
+typedef struct qr_bquant { /* a bias: int32 with scale s_x * s_w */
+    int value, x, w;    /* value ids */
+} qr_bquant;
+
+typedef struct qr_role {
+    const char *name; /* "" none, activation, output, weight, bias, same */
+    int axis, a, b;   /* value ids for bias(a, b) / same(a) */
+} qr_role;
+
+typedef struct qr_qctx {
+    const qr_graph *g;
+    const qrl_module *m;
+    const qr_recipe *r;
+    const qr_quant_opts *o;
+    qr_error *e;
+    /* settings */
+    qr_dtype act_dtype, w_dtype;
+    int act_narrow, w_narrow, w_per_channel;
+    const qr_setting *act, *wt, *in, *out; /* in/out: the model's first quantized tensors and its outputs */
+    /* plan */
+    unsigned char *claimed;
+    int *node_kind; /* 0 f32, 1 pattern, 2 affine */
+    qr_role *roles;    /* by value id */
+    int *slot_of;   /* by value id: slot index or -1 */
+    qr_slot *slots;
+    int nslots;
+    qr_wquant *w;
+    int nw;
+    qr_bquant *bias;
+    int nbias;
+    int nodes_pattern, nodes_affine;
+    /* each accepted match: its pattern, values and nodes (ids), output value, constants (for fallback) */
+    struct mrec {
+        const qr_pattern *p;
+        int values[QR_MATCH_MAX_VALUES]; /* by pattern value index; -1: a missing optional input */
+        int nodes[QR_MATCH_MAX_NODES];
+        int nnodes, out;
+        int consts[8];
+        int nconsts;
+    } *matches;
+    int nmatches;
+    int *qval; /* by value id: the id of its integer value in the QDQ graph (the QuantizeLinear output or the
+                * quantized constant), or -1 */
+    int *qnode; /* by node id: the id of the same node in the QDQ graph (sorting renumbers nodes) */
+} qr_qctx;
+
+/* The weight record of value id `value`, or NULL. */
+const qr_wquant *qr_plan_weight(const qr_qctx *q, int value);
+/* Whether constant `value` belongs to a match whose output fell back to f32. */
+int qr_plan_const_falls_back(const qr_qctx *q, int value);
+/* ONNX QuantizeLinear of one value: x / scale rounded half to even, plus zero, saturated. */
+int64_t qr_plan_round(float x, float scale, int64_t zero, int64_t qmin, int64_t qmax);
+/* Graph surgery helpers. */
+qr_node *qr_plan_new_node(qr_graph *g, const char *op, const char *domain, const char *name, int n_in, int n_out);
+qr_value *qr_plan_const(qr_graph *g, const char *name, const qr_tensor *t);
+
+#endif
