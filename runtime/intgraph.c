@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "op.h"
+#include "passes.h"
 #include "ops/ops_common.h"
 #include "quantize_plan.h"
 
@@ -635,7 +636,7 @@ static qr_status lower_match(builder *b, const struct mrec *r)
     for (int k = 0; k < r->nnodes; k++)
         b->d->nodes[q->qnode[r->nodes[k]]]->dead = 1;
     drop_quantize(yi);
-    snprintf(name, sizeof name, "%s_%s", p->name, yi->name);
+    snprintf(name, sizeof name, "%s_%s_%s", p->name, kd->name, yi->name);
     qr_node *n = add_node(b, "QrlKernel", name, nin, yi);
     memcpy(n->in, ins, sizeof *ins * (size_t)nin);
     qr_node_add_attr_i(b->d, n, "call", b->ig->ncalls);
@@ -692,6 +693,25 @@ static qr_status body_table(builder *b, const qr_affine *a, const qr_node *n, co
     }
     *ok = 1;
     return QR_OK;
+}
+
+/* Whether op n computes on integers what it computes on the reals they stand for. */
+static int int_op_ok(const qr_node *n)
+{
+    if (!strcmp(n->op, "ReduceMean")) /* ONNX truncates integer means; the reals round */
+        return 0;
+    if (!strcmp(n->op, "AveragePool") && qr_attr_i(n, "count_include_pad", 0)) { /* pads count as integer 0 */
+        const int64_t *pads;
+        int np = qr_attr_ints(n, "pads", &pads);
+        const char *ap = qr_attr_s(n, "auto_pad", "NOTSET");
+        for (int i = 0; i < np; i++)
+            if (pads[i])
+                return 0;
+        return !strcmp(ap, "NOTSET") || !strcmp(ap, "VALID");
+    }
+    if (!strcmp(n->op, "Resize")) /* nearest picks integers; interpolation would round them differently */
+        return !strcmp(qr_attr_s(n, "mode", "nearest"), "nearest");
+    return 1;
 }
 
 static qr_status lower_affine(builder *b, qr_node *n)
@@ -773,6 +793,10 @@ static qr_status lower_affine(builder *b, qr_node *n)
     }
     if (a->kind == 1 || n->n_out != 1) { /* fixed without a table: nothing says what the integers become;
                                           * several outputs: only the first is quantized */
+        b->ig->islands++;
+        return QR_OK;
+    }
+    if (!int_op_ok(on)) {
         b->ig->islands++;
         return QR_OK;
     }
@@ -880,6 +904,8 @@ qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph *
         qr_graph_compact(ig->g);
         if ((st = qr_graph_toposort(ig->g, e)) != QR_OK)
             qr_error_prefix(e, "building the integer graph");
+        else
+            qr_pass_infer_symbolic(ig->g); /* types and shapes, for dumps */
     }
     if (st != QR_OK) {
         qr_intgraph_free(ig);

@@ -487,7 +487,9 @@ static qr_status conv_tr_run(qr_kctx *k) { return conv_any_run(k, 1); }
 static qr_status pool_check(qr_kctx *k, int is_max, qr_conv_geom *g)
 {
     const qr_tensor *x = k->in[0];
-    int ok = qr_dtype_is_float(x->dtype) || (is_max && (x->dtype == QR_I8 || x->dtype == QR_U8));
+    /* integers: quantized data (an average rounds half to even, on the input's scale) */
+    int ok = qr_dtype_is_float(x->dtype) || x->dtype == QR_I8 || x->dtype == QR_U8 || x->dtype == QR_I16 ||
+             x->dtype == QR_U16;
     if (!ok)
         return QR_KERR(k, "%s does not take %s input", is_max ? "MaxPool" : "AveragePool", qr_dtype_name(x->dtype));
     if (is_max) {
@@ -543,6 +545,9 @@ static void store_f64(qr_tensor *t, const double *v, int64_t n)
         float *f = t->data;
         for (int64_t i = 0; i < n; i++)
             f[i] = (float)v[i];
+    } else if (qr_dtype_is_int(t->dtype)) { /* averages of quantized data: round half to even */
+        for (int64_t i = 0; i < n; i++)
+            qr_set_f64(t->data, t->dtype, i, nearbyint(v[i]));
     } else {
         for (int64_t i = 0; i < n; i++)
             qr_set_f64(t->data, t->dtype, i, v[i]);
@@ -662,8 +667,10 @@ static qr_status avgpool_run(qr_kctx *k) { return pool_run_common(k, 0); }
 static qr_status global_infer(qr_kctx *k)
 {
     const qr_tensor *x = k->in[0];
-    if (!qr_dtype_is_float(x->dtype))
-        return QR_KERR(k, "global pools take float input, not %s", qr_dtype_name(x->dtype));
+    int q = x->dtype == QR_I8 || x->dtype == QR_U8 || x->dtype == QR_I16 || x->dtype == QR_U16;
+    if (!qr_dtype_is_float(x->dtype) && !q)
+        return QR_KERR(k, "global pools take float or quantized (8- or 16-bit integer) input, not %s",
+                       qr_dtype_name(x->dtype));
     if (x->ndim < 2)
         return QR_KERR(k, "input must have rank 2 or more (N x C x spatial axes), got rank %d", x->ndim);
     qr_tensor *y = k->out[0];

@@ -162,7 +162,10 @@ int tu_count_files(const char *dir)
 struct qrl_module *tu_compile(const char *rel, char *err, size_t n)
 {
     char path[600], stdlib[600];
-    snprintf(path, sizeof path, "%s/%s", tu_root(), rel);
+    if (rel[0] == '/')
+        snprintf(path, sizeof path, "%s", rel);
+    else
+        snprintf(path, sizeof path, "%s/%s", tu_root(), rel);
     snprintf(stdlib, sizeof stdlib, "%s/stdlib", tu_root());
     qc_unit *u = qc_unit_new(stdlib);
     qc_unit_load(u, path);

@@ -29,7 +29,7 @@ int tu_file_exists(const char *path);
 /* Count of files in dir (non-recursive, . and .. excluded). */
 int tu_count_files(const char *dir);
 
-/* Compiles a recipe file (path relative to the project root) with the stdlib,
+/* Compiles a recipe file (path absolute or relative to the project root) with the stdlib,
  * in memory; NULL with the first diagnostic in err on failure. */
 struct qrl_module *tu_compile(const char *rel, char *err, size_t n);
 

@@ -1,0 +1,197 @@
+/* The integer graph a recipe lowers to (runtime/intgraph.c), on a model that
+ * uses every op the stdlib quantizes (tools/make_zoo_model.py, made at test
+ * time): what is lowered how, its structure against a golden file, and its
+ * outputs against the QDQ simulation and fp32. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dump.h"
+#include "exec.h"
+#include "intgraph.h"
+#include "onnx_import.h"
+#include "passes.h"
+#include "quantize.h"
+#include "recipe.h"
+#include "tensor_io.h"
+#include "testutil.h"
+
+static char *dir;
+
+static void setup(void)
+{
+    dir = tu_tmpdir();
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/make_zoo_model.py %s", tu_root(), dir);
+    int rc = tu_run(cmd, &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+}
+
+static void teardown(void)
+{
+    tu_rmdir(dir);
+}
+
+TestSuite(intgraph, .init = setup, .fini = teardown, .timeout = 300);
+
+static void load(const char *name, qr_graph **g, qr_tensor *t)
+{
+    char path[1024];
+    qr_error e;
+    if (g) {
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        cr_assert_eq(qr_onnx_load(path, g, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_graph_optimize(*g, &e), QR_OK, "%s", e.msg);
+    } else {
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        cr_assert_eq(qr_npy_read(path, t, &e), QR_OK, "%s", e.msg);
+    }
+}
+
+static qr_quantized *quantize(const qr_graph *g, const char *recipe, qrl_module **m)
+{
+    char err[512] = "";
+    *m = tu_compile(recipe, err, sizeof err);
+    cr_assert(*m, "%s", err);
+    qr_tensor calib = {0};
+    load("zoo_calib.npy", NULL, &calib);
+    qr_quant_opts o = {.module = *m, .batch = 16};
+    qr_quantized *q = NULL;
+    qr_error e;
+    cr_assert_eq(qr_quantize(g, &calib, &o, &q, &e), QR_OK, "%s", e.msg);
+    qr_tensor_free(&calib);
+    return q;
+}
+
+/* The first output of g on x (kernel_user: the integer graph's calls). */
+static void run(const qr_graph *g, void *user, const qr_tensor *x, qr_tensor *y)
+{
+    qr_exec_opts o = {.kernel_user = user};
+    qr_exec *ex;
+    qr_error e;
+    cr_assert_eq(qr_exec_new(g, &o, &ex, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_exec_run(ex, x, y, &e), QR_OK, "%s", e.msg);
+    qr_exec_free(ex);
+}
+
+static double sqnr(const qr_tensor *ref, const qr_tensor *t)
+{
+    const float *a = ref->data, *b = t->data;
+    double s = 0, n = 0;
+    cr_assert_eq(qr_tensor_numel(ref), qr_tensor_numel(t));
+    for (int64_t i = 0; i < qr_tensor_numel(ref); i++)
+        s += (double)a[i] * a[i], n += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    return n > 0 ? 10 * log10(s / n) : INFINITY;
+}
+
+/* fp32, the QDQ simulation (ONNX numerics in f32) and the integer graph on the test samples. */
+static void compare(const char *recipe, double min_vs_qdq, double min_vs_fp32, int golden)
+{
+    qr_graph *g;
+    qr_tensor x = {0}, y32 = {0}, yq = {0}, yi = {0};
+    qrl_module *m;
+    load("zoo.onnx", &g, NULL);
+    load("zoo_test.npy", NULL, &x);
+    qr_quantized *q = quantize(g, recipe, &m);
+    run(g, NULL, &x, &y32);
+    run(q->qdq, NULL, &x, &yq);
+    run(q->ig->g, q->ig, &x, &yi);
+    double vs_qdq = sqnr(&yq, &yi), vs_fp32 = sqnr(&y32, &yi);
+    cr_log_info("%s: vs qdq %.1f dB, vs fp32 %.1f dB", recipe, vs_qdq, vs_fp32);
+    cr_assert_geq(vs_qdq, min_vs_qdq, "%s: integer graph vs QDQ %.1f dB", recipe, vs_qdq);
+    cr_assert_geq(vs_fp32, min_vs_fp32, "%s: integer graph vs fp32 %.1f dB", recipe, vs_fp32);
+    const qr_intgraph *ig = q->ig;
+    cr_assert_eq(ig->islands, 0, "%s: %d groups left in f32", recipe, ig->islands);
+    cr_assert_eq(ig->kernels, 8, "%s", recipe);  /* 4 Conv, Add, Mul, Gemm, MatMul */
+    cr_assert_eq(ig->lookups, 4, "%s", recipe);  /* Sigmoid, HardSwish, Tanh, LeakyRelu */
+    cr_assert_eq(ig->int_ops, 6, "%s", recipe);  /* Concat, AveragePool, Pad, MaxPool, GAP, Flatten */
+    if (golden) { /* the structure: node lines of the dump against the golden file */
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        qr_graph_dump(ig->g, f);
+        fclose(f);
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tests/golden/zoo_int8.intgraph", tu_root());
+        FILE *gf = fopen(path, "r");
+        cr_assert(gf, "missing %s", path);
+        char want[65536];
+        size_t wn = fread(want, 1, sizeof want - 1, gf);
+        want[wn] = 0;
+        fclose(gf);
+        char got[65536] = "";
+        size_t gn = 0;
+        for (char *s = NULL, *l = strtok_r(buf, "\n", &s); l; l = strtok_r(NULL, "\n", &s))
+            if (!strncmp(l, "node ", 5) && gn + strlen(l) + 2 < sizeof got)
+                gn += (size_t)sprintf(got + gn, "%s\n", l);
+        free(buf);
+        cr_assert_str_eq(got, want, "integer graph differs from tests/golden/zoo_int8.intgraph:\n%s", got);
+    }
+    qr_quantized_free(q);
+    qr_module_free(m);
+    qr_tensor_free(&x);
+    qr_tensor_free(&y32);
+    qr_tensor_free(&yq);
+    qr_tensor_free(&yi);
+    qr_graph_free(g);
+}
+
+Test(intgraph, int8_recipe_lowers_every_op_and_agrees_with_qdq)
+{
+    compare("recipes/int8.qrl", 30, 25, 1);
+}
+
+Test(intgraph, i8_activations_pick_the_i8_kernels)
+{
+    compare("recipes/int8-percentile.qrl", 30, 25, 0);
+}
+
+Test(intgraph, tflite_fixed_point_kernels_agree_with_float_numerics)
+{
+    /* fixed-point multipliers differ from float requantization by at most one step per value */
+    compare("recipes/int8-tflite.qrl", 30, 25, 0);
+}
+
+/* A pattern whose only kernel takes u8 under a recipe of i8 activations: a
+ * recipe error naming the pattern, the kernel and the types. */
+Test(intgraph, kernel_of_the_wrong_type_is_a_clear_error)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/u8only.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "import \"calibrators.qrl\"\n"
+               "kernel k8(x: tensor<u8>, x_scale: f32, x_zero: i32, y: tensor<u8>, y_scale: f32, y_zero: i32) {\n"
+               "  for i in 0 .. y.numel { y[i] = x[i] }\n"
+               "}\n"
+               "pattern tanh8 {\n"
+               "  match y = Tanh(x)\n"
+               "  quantize x: activation, y: activation\n"
+               "  lower y = k8(x)\n"
+               "}\n"
+               "recipe r {\n"
+               "  activation = i8 asymmetric by minmax()\n"
+               "  weight = i8 symmetric by minmax()\n"
+               "}\n");
+    fclose(f);
+    char err[512] = "";
+    qrl_module *m = tu_compile(path, err, sizeof err);
+    cr_assert(m, "%s", err);
+    qr_graph *g;
+    qr_tensor calib = {0};
+    load("zoo.onnx", &g, NULL);
+    load("zoo_calib.npy", NULL, &calib);
+    qr_quant_opts o = {.module = m};
+    qr_quantized *q = NULL;
+    qr_error e;
+    cr_assert_eq(qr_quantize(g, &calib, &o, &q, &e), QR_ERR);
+    cr_assert(strstr(e.msg, "pattern 'tanh8' has no lowering for the types the recipe chose") &&
+                  strstr(e.msg, "kernel 'k8' takes 'mp' as tensor<u8>, but the recipe makes it i8"),
+              "%s", e.msg);
+    qr_tensor_free(&calib);
+    qr_module_free(m);
+    qr_graph_free(g);
+}

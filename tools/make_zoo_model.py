@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""Writes a small ONNX model that uses every op the stdlib quantizes, and
+sample data, for the integer-graph tests (tests/unit/test_intgraph.c).
+
+    make_zoo_model.py OUT_DIR  ->  zoo.onnx, zoo_calib.npy, zoo_test.npy
+
+The weights are random (seeded), so the model means nothing; what the tests
+check is that its integer graph computes what its QDQ simulation computes.
+Ops: Conv + Clip, Conv + Relu, Conv, Sigmoid, Tanh, HardSwish, LeakyRelu,
+Add, Mul, Concat, AveragePool, Pad, MaxPool, GlobalAveragePool, Flatten,
+Gemm + Relu, MatMul.
+"""
+import os
+import sys
+
+import numpy as np
+from onnx import TensorProto, checker, helper, numpy_helper, save
+
+OPSET = 14
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "."
+    os.makedirs(out, exist_ok=True)
+    rng = np.random.default_rng(7)
+    inits = []
+
+    def const(name, a):
+        inits.append(numpy_helper.from_array(np.asarray(a, dtype=np.float32), name))
+        return name
+
+    def weight(name, shape):
+        fan_in = int(np.prod(shape[1:]))
+        return const(name, rng.normal(0, 1.5 / np.sqrt(fan_in), shape))
+
+    def bias(name, n):
+        return const(name, rng.normal(0, 0.1, n))
+
+    N = helper.make_node
+    nodes = [
+        N("Conv", ["x", weight("w1", (8, 3, 3, 3)), bias("b1", 8)], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        N("Clip", ["c1", const("zero", 0.0), const("six", 6.0)], ["r1"], name="relu6"),
+        N("Conv", ["r1", weight("w2", (8, 8, 1, 1)), bias("b2", 8)], ["c2"], name="conv2"),
+        N("Sigmoid", ["c2"], ["s2"], name="sigmoid"),
+        N("Conv", ["r1", weight("w3", (8, 8, 3, 3)), bias("b3", 8)], ["c3"], name="conv3", pads=[1, 1, 1, 1]),
+        N("HardSwish", ["c3"], ["h3"], name="hardswish"),
+        N("Add", ["s2", "h3"], ["a"], name="add"),
+        N("Mul", ["a", "r1"], ["m"], name="mul"),
+        N("Concat", ["m", "h3"], ["cat"], name="concat", axis=1),
+        N("AveragePool", ["cat"], ["p"], name="avgpool", kernel_shape=[2, 2], strides=[2, 2]),
+        N("Pad", ["p", "pads"], ["pd"], name="pad", mode="constant"),
+        N("Conv", ["pd", weight("w4", (16, 16, 3, 3)), bias("b4", 16)], ["c4"], name="conv4"),
+        N("Relu", ["c4"], ["r4"], name="relu4"),
+        N("MaxPool", ["r4"], ["mp"], name="maxpool", kernel_shape=[2, 2], strides=[2, 2]),
+        N("Tanh", ["mp"], ["t"], name="tanh"),
+        N("LeakyRelu", ["t"], ["lr"], name="leakyrelu", alpha=0.01),
+        N("GlobalAveragePool", ["lr"], ["g"], name="gap"),
+        N("Flatten", ["g"], ["f"], name="flatten", axis=1),
+        N("Gemm", ["f", weight("wf", (32, 16)), bias("bf", 32)], ["fc"], name="fc", transB=1),
+        N("Relu", ["fc"], ["rf"], name="relu_fc"),
+        N("MatMul", ["rf", const("wm", rng.normal(0, 1.5 / np.sqrt(32), (32, 10)))], ["logits"], name="matmul"),
+    ]
+    inits.append(numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], dtype=np.int64), "pads"))
+    g = helper.make_graph(
+        nodes, "zoo",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
+        inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="qrl-tools")
+    checker.check_model(m)
+    save(m, os.path.join(out, "zoo.onnx"))
+    np.save(os.path.join(out, "zoo_calib.npy"), rng.normal(0, 1, (64, 3, 16, 16)).astype(np.float32))
+    np.save(os.path.join(out, "zoo_test.npy"), rng.normal(0, 1, (32, 3, 16, 16)).astype(np.float32))
+
+
+if __name__ == "__main__":
+    main()
