@@ -60,6 +60,8 @@ static void dump_qinfo(const qr_qinfo *q, FILE *f)
     fprintf(f, " scale=%.9g zero=%d", q->n ? q->scale[0] : 0.f, q->n ? q->zero[0] : 0);
     if (q->n > 1)
         fprintf(f, " (+%d channels)", q->n - 1);
+    if (q->acc != QR_UNDEF)
+        fprintf(f, " acc=%s", qr_dtype_name(q->acc));
     fprintf(f, ")");
 }
 

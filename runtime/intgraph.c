@@ -301,7 +301,7 @@ static void add_lookup(builder *b, qr_value *x, qr_value *table, qr_value *out)
 }
 
 /* x's integers requantized onto y's qparams, through a table (x itself when they agree). */
-static qr_value *requantized(builder *b, qr_value *xi, const qr_slot *xs, const qr_slot *ys)
+static qr_value *requantized(builder *b, qr_value *xi, const qr_slot *xs, const qr_slot *ys, qr_qinfo *yq)
 {
     if (xs->qp.scale == ys->qp.scale && xs->qp.zero == ys->qp.zero)
         return xi;
@@ -313,6 +313,7 @@ static qr_value *requantized(builder *b, qr_value *xi, const qr_slot *xs, const 
     if (!tab)
         return NULL;
     add_lookup(b, xi, tab, out);
+    out->q = yq;
     b->ig->requants++;
     return out;
 }
@@ -642,6 +643,11 @@ static qr_status lower_match(builder *b, const struct mrec *r)
     qr_node_add_attr_i(b->d, n, "call", b->ig->ncalls);
     qr_node_add_attr_i(b->d, n, "to", q->act_dtype);
     qr_node_add_attr_i(b->d, n, "acc", want_acc);
+    if (yi->q && want_acc) { /* y comes from an int32 accumulator */
+        qr_qinfo *qi = qr_arena_memdup(&b->d->arena, yi->q, sizeof *qi);
+        if (qi)
+            qi->acc = QR_I32, yi->q = qi;
+    }
     b->ig->ncalls++;
     b->ig->kernels++;
     return QR_OK;
@@ -803,7 +809,7 @@ static qr_status lower_affine(builder *b, qr_node *n)
     /* the op on the integers, inputs on the output's qparams */
     for (int j = 0; j < on->n_in && j < 16; j++)
         if (xi[j]) {
-            qr_value *r = requantized(b, xi[j], xsl[j], ys);
+            qr_value *r = requantized(b, xi[j], xsl[j], ys, yi->q);
             if (!r)
                 return QR_ERR;
             n->in[j] = r;
@@ -891,6 +897,7 @@ qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph *
         free(ig);
         return qr_errorf(e, "out of memory");
     }
+    qr_pass_annotate_qdq(ig->g); /* each integer value's qparams, from its QuantizeLinear/DequantizeLinear */
     builder b = {q, ig, ig->g, e};
     qr_status st = QR_OK;
     for (int i = 0; st == QR_OK && i < q->nmatches; i++)
