@@ -174,6 +174,45 @@ Test(intgraph, tflite_fixed_point_kernels_agree_with_float_numerics)
     compare("recipes/int8-tflite.qrl", 30, 25, 0);
 }
 
+/* Layers the recipe's fallback sends back to f32 run as f32 between
+ * DequantizeLinear/QuantizeLinear borders; the rest stays on the integers. */
+Test(intgraph, fallback_layers_run_in_f32_between_borders)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fallback.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+               "recipe fb {\n"
+               "  activation = u8 asymmetric by minmax()\n"
+               "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
+               "  fallback = f32 when sqnr < 32\n"
+               "}\n");
+    fclose(f);
+    qr_graph *g;
+    qr_tensor x = {0}, yq = {0}, yi = {0};
+    qrl_module *m;
+    load("zoo.onnx", &g, NULL);
+    load("zoo_test.npy", NULL, &x);
+    qr_quantized *q = quantize(g, path, &m);
+    cr_assert_gt(q->fallbacks, 0);
+    cr_assert_gt(q->ig->islands + q->ig->kernels, 0);
+    int f32_convs = 0;
+    for (int i = 0; i < q->ig->g->n_nodes; i++)
+        f32_convs += !strcmp(q->ig->g->nodes[i]->op, "Conv");
+    cr_assert_gt(f32_convs, 0, "a Conv that fell back runs in f32");
+    cr_assert_lt(q->ig->kernels, 8);
+    run(q->qdq, NULL, &x, &yq);
+    run(q->ig->g, q->ig, &x, &yi);
+    cr_assert_geq(sqnr(&yq, &yi), 30);
+    qr_quantized_free(q);
+    qr_module_free(m);
+    qr_tensor_free(&x);
+    qr_tensor_free(&yq);
+    qr_tensor_free(&yi);
+    qr_graph_free(g);
+}
+
 /* A pattern whose only kernel takes u8 under a recipe of i8 activations: a
  * recipe error naming the pattern, the kernel and the types. */
 Test(intgraph, kernel_of_the_wrong_type_is_a_clear_error)
