@@ -1,5 +1,6 @@
 #include "intgraph.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,6 +226,8 @@ typedef struct builder {
     qr_intgraph *ig;
     qr_graph *d;
     qr_error *e;
+    int *orig; /* by node id of d (as cloned): the original graph's node id, or -1 */
+    int norig;
 } builder;
 
 static const qr_slot *slot_for(const qr_qctx *q, int value)
@@ -323,10 +326,8 @@ static qr_value *requantized(builder *b, qr_value *xi, const qr_slot *xs, const 
 /* The original graph's id of node n of d (one of the original's nodes). */
 static int orig_of(const builder *b, const qr_node *n)
 {
-    for (int i = 0; i < b->q->g->n_nodes; i++)
-        if (b->q->qnode[i] == n->id)
-            return i;
-    abort(); /* only the original's nodes are asked about */
+    assert(n->id < b->norig && b->orig[n->id] >= 0); /* only the original's nodes are asked about */
+    return b->orig[n->id];
 }
 
 /* The int32 accumulator of the match's Conv/Gemm/MatMul over the integers:
@@ -898,7 +899,15 @@ qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph *
         return qr_errorf(e, "out of memory");
     }
     qr_pass_annotate_qdq(ig->g); /* each integer value's qparams, from its QuantizeLinear/DequantizeLinear */
-    builder b = {q, ig, ig->g, e};
+    builder b = {q, ig, ig->g, e, malloc(sizeof(int) * (size_t)(ig->g->n_nodes + 1)), ig->g->n_nodes};
+    if (!b.orig) {
+        qr_intgraph_free(ig);
+        return qr_errorf(e, "out of memory");
+    }
+    for (int i = 0; i < b.norig; i++)
+        b.orig[i] = -1;
+    for (int i = 0; i < q->g->n_nodes; i++)
+        b.orig[q->qnode[i]] = i;
     qr_status st = QR_OK;
     for (int i = 0; st == QR_OK && i < q->nmatches; i++)
         st = lower_match(&b, &q->matches[i]);
@@ -906,6 +915,7 @@ qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph *
     for (int i = 0; st == QR_OK && i < n0; i++)
         if (q->node_kind[i] == 2 && !ig->g->nodes[q->qnode[i]]->dead)
             st = lower_affine(&b, ig->g->nodes[q->qnode[i]]);
+    free(b.orig);
     if (st == QR_OK) {
         dead_code(ig->g);
         qr_graph_compact(ig->g);
