@@ -321,6 +321,21 @@ static qr_value *requantized(builder *b, qr_value *xi, const qr_slot *xs, const 
     return out;
 }
 
+/* How original value id v runs in the integer graph, for reports. */
+static void runs_as(builder *b, int v, const char *fmt, const char *a, const char *c)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, fmt, a, c);
+    if (v >= 0 && v < b->q->g->n_values)
+        b->ig->runs[v] = qr_arena_strdup(&b->d->arena, buf);
+}
+
+static void island(builder *b, int v)
+{
+    b->ig->islands++;
+    runs_as(b, v, "f32 between Q/DQ borders%s%s", "", "");
+}
+
 /* ---------------------------------------------------- pattern matches */
 
 /* The original graph's id of node n of d (one of the original's nodes). */
@@ -549,7 +564,7 @@ static qr_status lower_match(builder *b, const struct mrec *r)
         int no_int = !a->is_const && a->id >= 0 && a->role[0] && !int_of(b, a->id);
         int no_w = !a->is_const && !strcmp(a->role, "weight") && a->id >= 0 && !qr_plan_weight(q, a->id);
         if (missing || no_int || no_w) {
-            b->ig->islands++;
+            island(b, r->out);
             return QR_OK;
         }
     }
@@ -564,7 +579,7 @@ static qr_status lower_match(builder *b, const struct mrec *r)
         if (!acc) {
             if (!accwhy)
                 return QR_ERR;
-            b->ig->islands++; /* structurally not lowerable: the group stays f32 between its Q/DQ borders */
+            island(b, r->out); /* structurally not lowerable: the group stays f32 between its Q/DQ borders */
             return QR_OK;
         }
         args[na++] = (qi_arg){.kind = ARG_TENSOR, .input = nin, .want = QR_I32};
@@ -651,6 +666,7 @@ static qr_status lower_match(builder *b, const struct mrec *r)
     }
     b->ig->ncalls++;
     b->ig->kernels++;
+    runs_as(b, r->out, "kernel %s (pattern %s)", kd->name, p->name);
     return QR_OK;
 }
 
@@ -741,7 +757,7 @@ static qr_status lower_affine(builder *b, qr_node *n)
         if (!v || v->is_const)
             continue;
         if (!(xsl[j] = slot_for(q, v->id)) || !(xi[j] = int_of(b, v->id))) {
-            b->ig->islands++;
+            island(b, yid);
             return QR_OK;
         }
         if (first < 0)
@@ -754,7 +770,7 @@ static qr_status lower_affine(builder *b, qr_node *n)
     char name[512];
     if (a->table || a->elem) { /* one data input, through a table */
         if (ndata != 1 || first != 0) {
-            b->ig->islands++;
+            island(b, yid);
             return QR_OK;
         }
         qr_value *tab = NULL;
@@ -778,7 +794,7 @@ static qr_status lower_affine(builder *b, qr_node *n)
             if (st != QR_OK)
                 return QR_ERR;
             if (!ok) {
-                b->ig->islands++;
+                island(b, yid);
                 return QR_OK;
             }
         } else {
@@ -796,15 +812,16 @@ static qr_status lower_affine(builder *b, qr_node *n)
         drop_quantize(yi);
         add_lookup(b, xi[0], tab, yi);
         b->ig->lookups++;
+        runs_as(b, yid, "%s as a lookup table%s", n->op, "");
         return QR_OK;
     }
     if (a->kind == 1 || n->n_out != 1) { /* fixed without a table: nothing says what the integers become;
                                           * several outputs: only the first is quantized */
-        b->ig->islands++;
+        island(b, yid);
         return QR_OK;
     }
     if (!int_op_ok(on)) {
-        b->ig->islands++;
+        island(b, yid);
         return QR_OK;
     }
     /* the op on the integers, inputs on the output's qparams */
@@ -839,6 +856,7 @@ static qr_status lower_affine(builder *b, qr_node *n)
     n->out[0] = yi;
     yi->producer = n;
     b->ig->int_ops++;
+    runs_as(b, yid, "%s on the integers%s", n->op, "");
     return QR_OK;
 }
 
@@ -887,6 +905,7 @@ void qr_intgraph_free(qr_intgraph *ig)
     for (int i = 0; i < ig->ncalls; i++)
         call_free(&ig->calls[i]);
     free(ig->calls);
+    free(ig->runs);
     qr_graph_free(ig->g);
     free(ig);
 }
@@ -906,6 +925,11 @@ qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph *
     }
     for (int i = 0; i < b.norig; i++)
         b.orig[i] = -1;
+    if (!(ig->runs = calloc((size_t)q->g->n_values + 1, sizeof *ig->runs))) {
+        free(b.orig);
+        qr_intgraph_free(ig);
+        return qr_errorf(e, "out of memory");
+    }
     for (int i = 0; i < q->g->n_nodes; i++)
         b.orig[q->qnode[i]] = i;
     qr_status st = QR_OK;

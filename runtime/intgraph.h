@@ -36,6 +36,7 @@ typedef struct qr_intgraph {
     int int_ops;  /* affine nodes run as the op on integers */
     int requants; /* requantizing tables added in front of affine nodes */
     int islands;  /* quantized groups left as f32 between DequantizeLinear and QuantizeLinear */
+    const char **runs; /* by value id of the original graph: how its producer runs, or NULL */
 } qr_intgraph;
 
 /* q: a finished plan (final qparams, fallbacks applied); qdq: the QDQ graph

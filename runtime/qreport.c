@@ -67,7 +67,9 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
         num(f, l->sqnr);
         fprintf(f, ", \"clipped\": ");
         num(f, l->clipped);
-        fprintf(f, ", \"fallback\": %s}%s\n", l->fallback ? "true" : "false", i + 1 < q->nlayers ? "," : "");
+        fprintf(f, ", \"fallback\": %s, \"runs_as\": \"", l->fallback ? "true" : "false");
+        esc(f, l->runs ? l->runs : "", 1);
+        fprintf(f, "\"}%s\n", i + 1 < q->nlayers ? "," : "");
     }
     fprintf(f, "  ]\n}\n");
 }
@@ -158,7 +160,7 @@ static void write_html(FILE *f, const qr_quantized *q, const char *model)
     svg_ranges(f, q);
     fprintf(f, "<h2>Tensors</h2>\n<table><tr><th>tensor</th><th>producer</th><th>how</th><th>type</th><th>observed "
                "min</th><th>observed max</th><th>scale</th><th>zero point</th><th>SQNR dB</th><th>clipped</th>"
-               "<th>fallback</th></tr>\n");
+               "<th>fallback</th><th>runs as (integer graph)</th></tr>\n");
     for (int i = 0; i < q->nlayers; i++) {
         const qr_qlayer *l = &q->layers[i];
         fprintf(f, "<tr><td>");
@@ -166,9 +168,12 @@ static void write_html(FILE *f, const qr_quantized *q, const char *model)
         fprintf(f, "</td><td>");
         esc(f, l->op, 0);
         fprintf(f, "</td><td>%s</td><td>%s</td><td>%.5g</td><td>%.5g</td><td>%.5g</td><td>%lld</td><td%s>%.1f</td>"
-                   "<td>%.3f%%</td><td>%s</td></tr>\n",
+                   "<td>%.3f%%</td><td>%s</td>",
                 l->how, qr_dtype_name(l->dtype), l->lo, l->hi, l->scale, (long long)l->zero,
                 l->sqnr < 20 ? " class=\"bad\"" : "", l->sqnr, 100 * l->clipped, l->fallback ? "f32" : "");
+        fprintf(f, "<td style=\"text-align:left\">");
+        esc(f, l->runs ? l->runs : "", 0);
+        fprintf(f, "</td></tr>\n");
     }
     fprintf(f, "</table>\n<p>Made by qrl.</p>\n</body></html>\n");
 }

@@ -983,6 +983,9 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
             l->sqnr = sqnr_db(s);
             l->clipped = s->n > 0 ? s->clipped / s->n : 0;
             l->fallback = s->fallback;
+            l->runs = s->fallback ? "f32 (fallback)"
+                      : res->ig->runs[s->value] ? res->ig->runs[s->value]
+                      : v->producer ? "f32, then quantized" : "quantized input";
         }
         res->recipe = q.r->name;
         res->nodes_pattern = q.nodes_pattern;

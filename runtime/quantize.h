@@ -49,6 +49,7 @@ typedef struct qr_qlayer {
     double sqnr;    /* dB, of this tensor in the quantized model against f32 (measured on calibration data) */
     double clipped; /* fraction of f32 values outside the representable range */
     int fallback;   /* the recipe's fallback condition held: left in f32 */
+    const char *runs; /* how its producer runs in the integer graph */
 } qr_qlayer;
 
 struct qr_intgraph;

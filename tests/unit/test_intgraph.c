@@ -127,6 +127,16 @@ static void compare(const char *recipe, double min_vs_qdq, double min_vs_fp32, i
     cr_assert_eq(ig->kernels, 8, "%s", recipe);  /* 4 Conv, Add, Mul, Gemm, MatMul */
     cr_assert_eq(ig->lookups, 4, "%s", recipe);  /* Sigmoid, HardSwish, Tanh, LeakyRelu */
     cr_assert_eq(ig->int_ops, 6, "%s", recipe);  /* Concat, AveragePool, Pad, MaxPool, GAP, Flatten */
+    /* the report says how each tensor is computed */
+    int seen = 0;
+    for (int i = 0; i < q->nlayers; i++) {
+        cr_assert(q->layers[i].runs && q->layers[i].runs[0], "%s: layer %s", recipe, q->layers[i].value);
+        if (!strcmp(q->layers[i].value, "s2")) {
+            seen = 1;
+            cr_assert_str_eq(q->layers[i].runs, "Sigmoid as a lookup table");
+        }
+    }
+    cr_assert(seen);
     if (golden) { /* the structure: node lines of the dump against the golden file */
         char *buf = NULL;
         size_t len = 0;
