@@ -5,6 +5,7 @@
 #include "graph.h"
 #include "recipe.h"
 #include "status.h"
+#include "tensor.h"
 
 int cli_dump(int argc, char **argv);
 int cli_run(int argc, char **argv);
@@ -20,6 +21,11 @@ int cli_fail(const qr_error *e);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Loads a model and runs the graph passes. */
 qr_status cli_load_model(const char *path, qr_graph **g, qr_error *e);
+/* Reads the files of specs ("NAME=FILE" or "FILE", the next unbound input)
+ * into inputs[0..g->n_inputs), checked against the inputs' types; every
+ * input must be bound (flag names the option in the message). */
+qr_status cli_bind_inputs(const char *model, const qr_graph *g, const char *flag, int n, char *const *specs,
+                          qr_tensor *inputs, qr_error *e);
 /* Parses a positive integer option value. */
 int cli_parse_int(const char *s, int lo, int hi, int *out);
 

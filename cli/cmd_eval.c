@@ -14,27 +14,33 @@
 static qr_status accuracy(const qr_graph *g, void *kernel_user, const qr_tensor *x, const qr_tensor *y, int batch,
                           int threads, int64_t *correct, double *secs, qr_error *e)
 {
-    qr_tensor *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
+    qr_tensor *out = calloc((size_t)g->n_outputs + 1, sizeof *out), *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
     qr_exec *ex = NULL;
     qr_exec_opts opts = {.threads = threads, .kernel_user = kernel_user};
-    if (!out)
+    if (!out || !in) {
+        free(out);
+        free(in);
         return qr_errorf(e, "out of memory");
+    }
     if (qr_exec_new(g, &opts, &ex, e) != QR_OK) {
         free(out);
+        free(in);
         return QR_ERR;
     }
-    int64_t n = x->dims[0], per = qr_tensor_numel(x) / (n ? n : 1);
-    size_t esz = qr_dtype_size(x->dtype);
+    int64_t n = x[0].dims[0];
     qr_status st = QR_OK;
     *correct = 0;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int64_t s = 0; s < n && st == QR_OK; s += batch) {
         int64_t b = n - s < batch ? n - s : batch;
-        qr_tensor in = *x;
-        in.dims[0] = b;
-        in.data = (char *)x->data + (size_t)(s * per) * esz;
-        if (qr_exec_run(ex, &in, out, e) != QR_OK) {
+        for (int i = 0; i < g->n_inputs; i++) { /* samples s .. s + b of every input */
+            size_t row = qr_tensor_nbytes(&x[i]) / (size_t)(n ? n : 1);
+            in[i] = x[i];
+            in[i].dims[0] = b;
+            in[i].data = (char *)x[i].data + (size_t)s * row;
+        }
+        if (qr_exec_run(ex, in, out, e) != QR_OK) {
             qr_error_prefix(e, "samples %lld..%lld", (long long)s, (long long)(s + b - 1));
             st = QR_ERR;
             break;
@@ -60,6 +66,7 @@ static qr_status accuracy(const qr_graph *g, void *kernel_user, const qr_tensor 
     *secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     qr_exec_free(ex);
     free(out);
+    free(in);
     return st;
 }
 
@@ -67,27 +74,35 @@ static qr_status accuracy(const qr_graph *g, void *kernel_user, const qr_tensor 
  * with a recipe, the model quantized in memory too, side by side. */
 int cli_eval(int argc, char **argv)
 {
-    const char *model = NULL, *data = NULL, *labels = NULL, *recipe = NULL, *calib = NULL;
+    const char *model = NULL, *labels = NULL, *recipe = NULL;
+    char *data[64], *calib[64];
+    int ndata = 0, ncalib = 0;
     int batch = 100, threads = 1, calib_count = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: qrl eval MODEL.onnx --data X.npy --labels Y.npy [--batch B] [--threads N]\n"
-                   "                [--recipe R.qrl --calib C.npy [--calib-count N]]\n"
-                   "X holds the samples along its first dimension; Y one integer class per sample.\n"
+            printf("usage: qrl eval MODEL.onnx --data [NAME=]X.npy... --labels Y.npy [--batch B] [--threads N]\n"
+                   "                [--recipe R.qrl --calib [NAME=]C.npy... [--calib-count N]]\n"
+                   "X holds the samples along its first dimension (one --data per model input, and\n"
+                   "as many --calib: NAME=FILE binds by name); Y one integer class per sample.\n"
                    "Prints the top-1 accuracy of the model's first output; with --recipe and --calib\n"
                    "it also quantizes the model in memory and prints fp32 and int8 side by side.\n");
             return 0;
         }
         int has = i + 1 < argc;
-        if (!strcmp(a, "--data") && has)
-            data = argv[++i];
+        if ((!strcmp(a, "--data") || !strcmp(a, "--calib")) && has) {
+            int d = a[2] == 'd';
+            if ((d ? ndata : ncalib) == 64)
+                return cli_usage_error("eval", "too many %s files", a);
+            if (d)
+                data[ndata++] = argv[++i];
+            else
+                calib[ncalib++] = argv[++i];
+        }
         else if (!strcmp(a, "--labels") && has)
             labels = argv[++i];
         else if (!strcmp(a, "--recipe") && has)
             recipe = argv[++i];
-        else if (!strcmp(a, "--calib") && has)
-            calib = argv[++i];
         else if (!strcmp(a, "--calib-count") && has) {
             if (!cli_parse_int(argv[++i], 1, 1 << 30, &calib_count))
                 return cli_usage_error("eval", "--calib-count needs a positive number");
@@ -102,9 +117,9 @@ int cli_eval(int argc, char **argv)
         else
             model = a;
     }
-    if (!model || !data || !labels)
+    if (!model || !ndata || !labels)
         return cli_usage_error("eval", "needs MODEL.onnx, --data X.npy and --labels Y.npy");
-    if (!recipe != !calib)
+    if (!recipe != !ncalib)
         return cli_usage_error("eval", "--recipe and --calib go together");
 
     qr_graph *g;
@@ -112,36 +127,33 @@ int cli_eval(int argc, char **argv)
     if (cli_load_model(model, &g, &e) != QR_OK)
         return cli_fail(&e);
     int rc = 1;
-    qr_tensor x = {0}, y = {0}, c = {0};
+    qr_tensor *x = calloc((size_t)g->n_inputs + 1, sizeof *x), *c = calloc((size_t)g->n_inputs + 1, sizeof *c);
+    qr_tensor y = {0};
     qrl_module *mod = NULL;
     qr_quantized *qz = NULL;
-    if (g->n_inputs != 1) {
-        qr_errorf(&e, "%s: eval needs a model with one input, this one has %d", model, g->n_inputs);
+    if (!x || !c) {
+        qr_errorf(&e, "out of memory");
         rc = cli_fail(&e);
         goto out;
     }
-    if (qr_npy_read(data, &x, &e) != QR_OK || qr_npy_read(labels, &y, &e) != QR_OK) {
+    if (cli_bind_inputs(model, g, "--data", ndata, data, x, &e) != QR_OK || qr_npy_read(labels, &y, &e) != QR_OK) {
         rc = cli_fail(&e);
         goto out;
     }
-    if (x.ndim < 1 || y.ndim != 1 || x.dims[0] != y.dims[0] || !qr_dtype_is_int(y.dtype)) {
-        char a[160], b[160];
-        qr_errorf(&e, "%s: data %s and labels %s do not match (need N samples and N integer labels)", labels,
-                  qr_tensor_type_str(&x, a, sizeof a), qr_tensor_type_str(&y, b, sizeof b));
-        rc = cli_fail(&e);
-        goto out;
-    }
-    if (qr_exec_check_input(g->inputs[0], &x, &e) != QR_OK) {
-        qr_error_prefix(&e, "%s", data);
-        rc = cli_fail(&e);
-        goto out;
-    }
+    for (int i = 0; i < g->n_inputs; i++)
+        if (x[i].ndim < 1 || y.ndim != 1 || x[i].dims[0] != y.dims[0] || !qr_dtype_is_int(y.dtype)) {
+            char a[160], b[160];
+            qr_errorf(&e, "%s: data %s and labels %s do not match (need N samples and N integer labels)", labels,
+                      qr_tensor_type_str(&x[i], a, sizeof a), qr_tensor_type_str(&y, b, sizeof b));
+            rc = cli_fail(&e);
+            goto out;
+        }
     const qr_value *iv = g->inputs[0];
     if (iv->t.ndim >= 1 && iv->t.dims[0] > 0)
         batch = (int)iv->t.dims[0]; /* a fixed batch dimension decides */
-    int64_t n = x.dims[0], correct = 0, qcorrect = 0;
+    int64_t n = x[0].dims[0], correct = 0, qcorrect = 0;
     double secs = 0, qsecs = 0;
-    if (accuracy(g, NULL, &x, &y, batch, threads, &correct, &secs, &e) != QR_OK) {
+    if (accuracy(g, NULL, x, &y, batch, threads, &correct, &secs, &e) != QR_OK) {
         qr_error_prefix(&e, "%s", model);
         rc = cli_fail(&e);
         goto out;
@@ -149,20 +161,15 @@ int cli_eval(int argc, char **argv)
     if (recipe) {
         if (!(mod = cli_compile_recipe(recipe, 0)))
             goto out;
-        if (qr_npy_read(calib, &c, &e) != QR_OK) {
-            rc = cli_fail(&e);
-            goto out;
-        }
-        if (qr_exec_check_input(g->inputs[0], &c, &e) != QR_OK) {
-            qr_error_prefix(&e, "%s", calib);
+        if (cli_bind_inputs(model, g, "--calib", ncalib, calib, c, &e) != QR_OK) {
             rc = cli_fail(&e);
             goto out;
         }
         qr_quant_opts qo = {.module = mod, .batch = batch, .calib_count = calib_count, .threads = threads,
                             .progress = 1};
         /* the integer graph: the recipe's kernels and tables on the integers */
-        if (qr_quantize(g, &c, &qo, &qz, &e) != QR_OK ||
-            accuracy(qz->ig->g, qz->ig, &x, &y, batch, threads, &qcorrect, &qsecs, &e) != QR_OK) {
+        if (qr_quantize(g, c, &qo, &qz, &e) != QR_OK ||
+            accuracy(qz->ig->g, qz->ig, x, &y, batch, threads, &qcorrect, &qsecs, &e) != QR_OK) {
             qr_error_prefix(&e, "%s", model);
             rc = cli_fail(&e);
             goto out;
@@ -188,9 +195,15 @@ int cli_eval(int argc, char **argv)
 out:
     qr_quantized_free(qz);
     qr_module_free(mod);
-    qr_tensor_free(&x);
+    for (int i = 0; i < g->n_inputs; i++) {
+        if (x)
+            qr_tensor_free(&x[i]);
+        if (c)
+            qr_tensor_free(&c[i]);
+    }
+    free(x);
+    free(c);
     qr_tensor_free(&y);
-    qr_tensor_free(&c);
     qr_graph_free(g);
     return rc;
 }

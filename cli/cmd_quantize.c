@@ -109,17 +109,19 @@ static qr_status write_int_graph(const char *path, const qr_quantized *q, qr_err
 
 int cli_quantize(int argc, char **argv)
 {
-    const char *model = NULL, *recipe = NULL, *calib = NULL, *outp = NULL, *qparams = NULL, *name = NULL,
+    const char *model = NULL, *recipe = NULL, *outp = NULL, *qparams = NULL, *name = NULL,
                *report = NULL, *intg = NULL;
-    int batch = 32, threads = 1, count = 0, no_cache = 0;
+    int batch = 32, threads = 1, count = 0, no_cache = 0, ncalib = 0;
+    char *calib[64];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: qrl quantize MODEL.onnx --recipe R.qrl --calib X.npy -o OUT.onnx\n"
+            printf("usage: qrl quantize MODEL.onnx --recipe R.qrl --calib [NAME=]X.npy... -o OUT.onnx\n"
                    "                    [--calib-count N] [--batch B] [--threads N] [--recipe-name NAME]\n"
                    "                    [--qparams Q.json] [--report R.html|R.json] [--int-graph G.txt]\n"
                    "                    [--no-cache]\n"
                    "Quantizes the model as the recipe says, calibrating on the samples of X.npy\n"
+                   "(one --calib per model input: NAME=FILE binds by name, FILE the next input)\n"
                    "(along its first dimension), and writes a QDQ ONNX model: QuantizeLinear and\n"
                    "DequantizeLinear around the quantized ops, integer weights and biases. ONNX\n"
                    "Runtime runs it on its integer kernels; so does `qrl run`.\n"
@@ -133,8 +135,11 @@ int cli_quantize(int argc, char **argv)
         int has = i + 1 < argc;
         if (!strcmp(a, "--recipe") && has)
             recipe = argv[++i];
-        else if (!strcmp(a, "--calib") && has)
-            calib = argv[++i];
+        else if (!strcmp(a, "--calib") && has) {
+            if (ncalib == 64)
+                return cli_usage_error("quantize", "too many --calib files");
+            calib[ncalib++] = argv[++i];
+        }
         else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && has)
             outp = argv[++i];
         else if (!strcmp(a, "--qparams") && has)
@@ -161,31 +166,31 @@ int cli_quantize(int argc, char **argv)
         else
             model = a;
     }
-    if (!model || !recipe || !calib || !outp)
+    if (!model || !recipe || !ncalib || !outp)
         return cli_usage_error("quantize", "needs MODEL.onnx, --recipe R.qrl, --calib X.npy and -o OUT.onnx");
 
     qr_graph *g = NULL;
     qr_error e;
     int rc = 1;
-    qr_tensor c = {0};
+    qr_tensor *c = NULL;
     qrl_module *mod = NULL;
     qr_quantized *q = NULL;
     if (cli_load_model(model, &g, &e) != QR_OK)
         return cli_fail(&e);
     if (!(mod = cli_compile_recipe(recipe, no_cache)))
         goto out;
-    if (qr_npy_read(calib, &c, &e) != QR_OK) {
+    if (!(c = calloc((size_t)g->n_inputs + 1, sizeof *c))) {
+        qr_errorf(&e, "out of memory");
         rc = cli_fail(&e);
         goto out;
     }
-    if (g->n_inputs == 1 && qr_exec_check_input(g->inputs[0], &c, &e) != QR_OK) {
-        qr_error_prefix(&e, "%s does not fit %s", calib, model);
+    if (cli_bind_inputs(model, g, "--calib", ncalib, calib, c, &e) != QR_OK) {
         rc = cli_fail(&e);
         goto out;
     }
     qr_quant_opts qo = {.module = mod, .recipe = name, .batch = batch, .calib_count = count, .threads = threads,
                         .progress = 1};
-    if (qr_quantize(g, &c, &qo, &q, &e) != QR_OK) {
+    if (qr_quantize(g, c, &qo, &q, &e) != QR_OK) {
         qr_error_prefix(&e, "%s", model);
         rc = cli_fail(&e);
         goto out;
@@ -229,7 +234,9 @@ int cli_quantize(int argc, char **argv)
 out:
     qr_quantized_free(q);
     qr_module_free(mod);
-    qr_tensor_free(&c);
+    for (int i = 0; c && i < g->n_inputs; i++)
+        qr_tensor_free(&c[i]);
+    free(c);
     qr_graph_free(g);
     return rc;
 }

@@ -30,7 +30,7 @@ static void file_name_for(const char *name, char *buf, size_t n)
 int cli_run(int argc, char **argv)
 {
     const char *model = NULL, *outdir = ".";
-    const char *in_name[MAX_ARGS], *in_file[MAX_ARGS];
+    char *in_spec[MAX_ARGS];
     int nin = 0, threads = 1, stats = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -48,15 +48,7 @@ int cli_run(int argc, char **argv)
                 return cli_usage_error("run", "%s needs a file", a);
             if (nin == MAX_ARGS)
                 return cli_usage_error("run", "too many inputs");
-            char *eq = strchr(argv[i], '=');
-            in_name[nin] = NULL;
-            in_file[nin] = argv[i];
-            if (eq) {
-                *eq = 0;
-                in_name[nin] = argv[i];
-                in_file[nin] = eq + 1;
-            }
-            nin++;
+            in_spec[nin++] = argv[i];
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output-dir")) {
             if (++i == argc)
                 return cli_usage_error("run", "%s needs a directory", a);
@@ -83,56 +75,16 @@ int cli_run(int argc, char **argv)
     qr_tensor *inputs = calloc((size_t)g->n_inputs + 1, sizeof *inputs);
     qr_tensor *outputs = calloc((size_t)nout + 1, sizeof *outputs);
     char **written = calloc((size_t)nout + 1, sizeof *written);
-    int *bound = calloc((size_t)g->n_inputs + 1, sizeof *bound);
     qr_exec *x = NULL;
     int nwritten = 0;
-    if (!inputs || !outputs || !written || !bound) {
+    if (!inputs || !outputs || !written) {
         fprintf(stderr, "qrl: out of memory\n");
         goto out;
     }
-    for (int k = 0, next = 0; k < nin; k++) {
-        int slot = -1;
-        if (in_name[k]) {
-            for (int j = 0; j < g->n_inputs; j++)
-                if (!strcmp(g->inputs[j]->name, in_name[k]))
-                    slot = j;
-            if (slot < 0) {
-                qr_errorf(&e, "%s: the model has no input named '%s'", model, in_name[k]);
-                rc = cli_fail(&e);
-                goto out;
-            }
-        } else {
-            while (next < g->n_inputs && bound[next])
-                next++;
-            slot = next;
-            if (slot >= g->n_inputs) {
-                qr_errorf(&e, "%s: more input files than graph inputs (%d)", model, g->n_inputs);
-                rc = cli_fail(&e);
-                goto out;
-            }
-        }
-        if (bound[slot]) {
-            qr_errorf(&e, "input '%s' is given twice", g->inputs[slot]->name);
-            rc = cli_fail(&e);
-            goto out;
-        }
-        bound[slot] = 1;
-        if (qr_tensor_read_file(in_file[k], &inputs[slot], &e) != QR_OK ||
-            qr_exec_check_input(g->inputs[slot], &inputs[slot], &e) != QR_OK) {
-            if (inputs[slot].data)
-                qr_error_prefix(&e, "%s", in_file[k]);
-            rc = cli_fail(&e);
-            goto out;
-        }
+    if (cli_bind_inputs(model, g, "-i", nin, in_spec, inputs, &e) != QR_OK) {
+        rc = cli_fail(&e);
+        goto out;
     }
-    for (int j = 0; j < g->n_inputs; j++)
-        if (!bound[j]) {
-            char tb[160];
-            qr_errorf(&e, "%s: missing input '%s' (%s); pass it with -i %s=FILE", model, g->inputs[j]->name,
-                      qr_value_type_str(g->inputs[j], tb, sizeof tb), g->inputs[j]->name);
-            rc = cli_fail(&e);
-            goto out;
-        }
     qr_exec_opts opts = {.threads = threads};
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -189,7 +141,6 @@ out:
     free(written);
     free(inputs);
     free(outputs);
-    free(bound);
     qr_graph_free(g);
     return rc;
 }

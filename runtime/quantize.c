@@ -602,6 +602,30 @@ static void progress(const qr_quant_opts *o, const char *what, int64_t done, int
         fprintf(stderr, "\n");
 }
 
+/* Samples [at, at + b) of every calibration input, as views. */
+static void slice_inputs(const qr_tensor *calib, int n, int64_t at, int64_t b, qr_tensor *in)
+{
+    for (int i = 0; i < n; i++) {
+        size_t row = qr_tensor_nbytes(&calib[i]) / (size_t)(calib[i].dims[0] ? calib[i].dims[0] : 1);
+        in[i] = calib[i];
+        in[i].dims[0] = b;
+        in[i].data = (char *)calib[i].data + (size_t)at * row;
+    }
+}
+
+/* One batch through x; the outputs are dropped. */
+static qr_status run_once(qr_exec *x, const qr_graph *g, const qr_tensor *in, qr_error *e)
+{
+    qr_tensor *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
+    if (!out)
+        return qr_errorf(e, "out of memory");
+    qr_status st = qr_exec_run(x, in, out, e);
+    for (int i = 0; i < g->n_outputs; i++)
+        qr_tensor_free(&out[i]);
+    free(out);
+    return st;
+}
+
 /* Runs g over the calibration samples in batches (kernel_user = q). */
 static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *calib, int64_t count, void *user,
                              const char *what, double *ms)
@@ -609,24 +633,24 @@ static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *cal
     int batch = q->o->batch > 0 ? q->o->batch : 32;
     qr_exec_opts eo = {.threads = q->o->threads, .kernel_user = user};
     qr_exec *x;
-    if (qr_exec_new(g, &eo, &x, q->e) != QR_OK)
+    qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
+    if (!in)
+        return qr_errorf(q->e, "out of memory");
+    if (qr_exec_new(g, &eo, &x, q->e) != QR_OK) {
+        free(in);
         return QR_ERR;
-    size_t row = qr_tensor_nbytes(calib) / (size_t)(calib->dims[0] ? calib->dims[0] : 1);
+    }
     double t0 = now_ms();
     qr_status st = QR_OK;
     for (int64_t at = 0; at < count && st == QR_OK; at += batch) {
         int64_t b = count - at < batch ? count - at : batch;
-        qr_tensor in = *calib;
-        in.dims[0] = b;
-        in.data = (char *)calib->data + (size_t)at * row;
-        qr_tensor out[16] = {{0}};
-        st = qr_exec_run(x, &in, out, q->e);
-        for (int i = 0; i < g->n_outputs && i < 16; i++)
-            qr_tensor_free(&out[i]);
+        slice_inputs(calib, g->n_inputs, at, b, in);
+        st = run_once(x, g, in, q->e);
         progress(q->o, what, at + b, count);
     }
     *ms = now_ms() - t0;
     qr_exec_free(x);
+    free(in);
     return st;
 }
 
@@ -721,8 +745,12 @@ static qr_status measure_slots(qr_qctx *q, const qr_graph *qdq, const qr_tensor 
 {
     measure ms = {.q = q};
     ms.ref = calloc((size_t)q->nslots + 1, sizeof *ms.ref);
-    if (!ms.ref)
+    qr_tensor *in = calloc((size_t)q->g->n_inputs + 1, sizeof *in);
+    if (!ms.ref || !in) {
+        free(ms.ref);
+        free(in);
         return qr_errorf(q->e, "out of memory");
+    }
     for (int i = 0; i < q->nslots; i++)
         q->slots[i].sx2 = q->slots[i].se2 = q->slots[i].n = q->slots[i].clipped = 0;
     int batch = q->o->batch > 0 ? q->o->batch : 32;
@@ -733,28 +761,21 @@ static qr_status measure_slots(qr_qctx *q, const qr_graph *qdq, const qr_tensor 
     qr_status st = qr_exec_new(q->g, &o32, &x32, q->e);
     if (st == QR_OK)
         st = qr_exec_new(qdq, &oq, &xq, q->e);
-    size_t row = qr_tensor_nbytes(calib) / (size_t)(calib->dims[0] ? calib->dims[0] : 1);
     for (int64_t at = 0; st == QR_OK && at < n; at += batch) {
         int64_t b = n - at < batch ? n - at : batch;
-        qr_tensor in = *calib;
-        in.dims[0] = b;
-        in.data = (char *)calib->data + (size_t)at * row;
-        qr_tensor out[16] = {{0}};
+        slice_inputs(calib, q->g->n_inputs, at, b, in);
         ms.pass = 0;
-        st = qr_exec_run(x32, &in, out, q->e);
-        for (int i = 0; i < 16; i++)
-            qr_tensor_free(&out[i]);
+        st = run_once(x32, q->g, in, q->e);
         ms.pass = 1;
         if (st == QR_OK)
-            st = qr_exec_run(xq, &in, out, q->e);
-        for (int i = 0; i < 16; i++)
-            qr_tensor_free(&out[i]);
+            st = run_once(xq, qdq, in, q->e);
     }
     qr_exec_free(x32);
     qr_exec_free(xq);
     for (int i = 0; i < q->nslots; i++)
         qr_tensor_free(&ms.ref[i]);
     free(ms.ref);
+    free(in);
     return st;
 }
 
@@ -852,13 +873,19 @@ static qr_status build_qdq(qr_qctx *q, qr_quantized *res)
 qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
                       qr_error *e)
 {
-    if (g->n_inputs != 1)
-        return qr_errorf(e, "calibration feeds one input; the model has %d", g->n_inputs);
-    if (calib->ndim < 1 || calib->dims[0] < 1)
-        return qr_errorf(e, "the calibration set is empty");
-    if (calib->dtype != g->inputs[0]->t.dtype)
-        return qr_errorf(e, "the calibration data is %s but input '%s' is %s", qr_dtype_name(calib->dtype),
-                         g->inputs[0]->name, qr_dtype_name(g->inputs[0]->t.dtype));
+    if (g->n_inputs < 1)
+        return qr_errorf(e, "the model has no inputs to calibrate with");
+    for (int i = 0; i < g->n_inputs; i++) {
+        const qr_value *v = g->inputs[i];
+        if (calib[i].ndim < 1 || calib[i].dims[0] < 1)
+            return qr_errorf(e, "the calibration set is empty (input '%s')", v->name);
+        if (calib[i].dims[0] != calib[0].dims[0])
+            return qr_errorf(e, "the calibration sets hold %lld samples for '%s' but %lld for '%s'",
+                             (long long)calib[0].dims[0], g->inputs[0]->name, (long long)calib[i].dims[0], v->name);
+        if (calib[i].dtype != v->t.dtype)
+            return qr_errorf(e, "the calibration data is %s but input '%s' is %s", qr_dtype_name(calib[i].dtype),
+                             v->name, qr_dtype_name(v->t.dtype));
+    }
     qr_qctx q = {.g = g, .m = o->module, .o = o, .e = e};
     q.r = o->recipe ? qr_module_recipe(o->module, o->recipe) : o->module->nrecipes ? &o->module->recipes[0] : NULL;
     if (!q.r)

@@ -68,7 +68,8 @@ typedef struct qr_quantized {
     const char *recipe;                           /* the recipe used */
 } qr_quantized;
 
-/* g: an optimized fp32 graph with one input; calib: samples along dim 0. */
+/* g: an optimized fp32 graph; calib: one tensor per graph input, in input
+ * order, each holding the same number of samples along dim 0. */
 qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
                       qr_error *e);
 void qr_quantized_free(qr_quantized *q);

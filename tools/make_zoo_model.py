@@ -2,13 +2,15 @@
 """Writes a small ONNX model that uses every op the stdlib quantizes, and
 sample data, for the integer-graph tests (tests/unit/test_intgraph.c).
 
-    make_zoo_model.py OUT_DIR  ->  zoo.onnx, zoo_calib.npy, zoo_test.npy
+    make_zoo_model.py OUT_DIR  ->  zoo.onnx, zoo_calib.npy, zoo_test.npy,
+                                   two_inputs.onnx, two_a.npy, two_b.npy, two_labels.npy
 
 The weights are random (seeded), so the model means nothing; what the tests
 check is that its integer graph computes what its QDQ simulation computes.
 Ops: Conv + Clip, Conv + Relu, Conv, Sigmoid, Tanh, HardSwish, LeakyRelu,
 Add, Mul, Concat, AveragePool, Pad, MaxPool, GlobalAveragePool, Flatten,
-Gemm + Relu, MatMul.
+Gemm + Relu, MatMul. two_inputs.onnx has two inputs (a and b, each through
+a Conv, added) for multi-input calibration.
 """
 import os
 import sys
@@ -71,6 +73,28 @@ def main():
     save(m, os.path.join(out, "zoo.onnx"))
     np.save(os.path.join(out, "zoo_calib.npy"), rng.normal(0, 1, (64, 3, 16, 16)).astype(np.float32))
     np.save(os.path.join(out, "zoo_test.npy"), rng.normal(0, 1, (32, 3, 16, 16)).astype(np.float32))
+
+    inits.clear()
+    nodes = [
+        N("Conv", ["a", weight("wa", (4, 2, 3, 3)), bias("ba", 4)], ["ca"], name="conv_a", pads=[1, 1, 1, 1]),
+        N("Conv", ["b", weight("wb", (4, 1, 3, 3)), bias("bb", 4)], ["cb"], name="conv_b", pads=[1, 1, 1, 1]),
+        N("Add", ["ca", "cb"], ["s"], name="add"),
+        N("Relu", ["s"], ["r"], name="relu"),
+        N("Flatten", ["r"], ["f"], name="flatten", axis=1),
+        N("Gemm", ["f", weight("wf", (5, 4 * 8 * 8)), bias("bf", 5)], ["logits"], name="fc", transB=1),
+    ]
+    g = helper.make_graph(
+        nodes, "two_inputs",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 2, 8, 8]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 1, 8, 8])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 5])],
+        inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="qrl-tools")
+    checker.check_model(m)
+    save(m, os.path.join(out, "two_inputs.onnx"))
+    np.save(os.path.join(out, "two_a.npy"), rng.normal(0, 1, (48, 2, 8, 8)).astype(np.float32))
+    np.save(os.path.join(out, "two_b.npy"), rng.normal(0, 1, (48, 1, 8, 8)).astype(np.float32))
+    np.save(os.path.join(out, "two_labels.npy"), rng.integers(0, 5, 48).astype(np.int64))
 
 
 if __name__ == "__main__":
