@@ -473,14 +473,24 @@ static qr_status int_operands_init(qr_kctx *k, const qr_tensor *a, const qr_tens
     return QR_OK;
 }
 
-/* acc = a @ b over the broadcast batch, exact in int64, wrapped to int32 at
- * the end (the spec allows overflow only of the 32-bit accumulator). When
+/* row[j] += w * col[j] modulo 2^32: int32 accumulation that wraps exactly as
+ * an exact sum wrapped at the end would. One clone per instruction set, the
+ * CPU's best chosen when the program loads (never the build machine's). */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+axpy_wrap32(uint32_t *restrict row, uint32_t w, const int32_t *restrict col, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++)
+        row[j] += w * (uint32_t)col[j];
+}
+
+/* acc = a @ b over the broadcast batch, wrapped to int32 (modulo 2^32, as an
+ * exact sum wrapped at the end). When
  * ia_out/ib_out are given they receive each output matrix's a and b batch
  * index, for the per-row/per-column scales of requantization. */
 static qr_status int_matmul(qr_kctx *k, const mm_plan *p, const int_operands *o, int32_t *acc,
                             int64_t *ia_out, int64_t *ib_out)
 {
-    int64_t *row = malloc((size_t)p->n * sizeof(int64_t) + 1);
+    uint32_t *row = malloc((size_t)p->n * sizeof(uint32_t) + 1);
     if (!row)
         return QR_KERR(k, "out of memory");
     qr_iter it;
@@ -497,16 +507,12 @@ static qr_status int_matmul(qr_kctx *k, const mm_plan *p, const int_operands *o,
         for (int64_t r = 0; r < p->m; r++) {
             for (int64_t c = 0; c < p->n; c++)
                 row[c] = 0;
-            for (int64_t q = 0; q < p->kd; q++) {
-                int64_t av = am[r * p->kd + q];
-                const int32_t *br = bm + q * p->n;
-                if (av)
-                    for (int64_t c = 0; c < p->n; c++)
-                        row[c] += av * br[c];
-            }
+            for (int64_t q = 0; q < p->kd; q++)
+                if (am[r * p->kd + q])
+                    axpy_wrap32(row, (uint32_t)am[r * p->kd + q], bm + q * p->n, p->n);
             int32_t *out = acc + (bi * p->m + r) * p->n;
             for (int64_t c = 0; c < p->n; c++)
-                out[c] = (int32_t)(uint32_t)(uint64_t)row[c];
+                out[c] = (int32_t)row[c];
         }
     }
     free(row);
@@ -686,8 +692,8 @@ static void iconv_set_out(qr_kctx *k, const iconv *cv, qr_dtype t)
         y->dims[2 + i] = cv->g.small[i];
 }
 
-/* acc[N, M, small] = conv(x - x_zp, w - w_zp[m]) + bias[m], exact then
- * wrapped to int32. Padding reads the zero point, i.e. contributes 0. */
+/* acc[N, M, small] = conv(x - x_zp, w - w_zp[m]) + bias[m], wrapped to
+ * int32. Padding reads the zero point, i.e. contributes 0. */
 static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, const qr_tensor *xzp,
                            const qr_tensor *w, const qr_tensor *wzp, const qr_tensor *bias, int32_t *acc)
 {
@@ -696,7 +702,8 @@ static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, cons
     int64_t nx = qr_tensor_numel(x), nw = qr_tensor_numel(w), sn = g->small_n;
     int32_t *xs = malloc((size_t)nx * sizeof(int32_t) + 1), *ws = malloc((size_t)nw * sizeof(int32_t) + 1);
     int32_t *col = malloc((size_t)(ck * sn) * sizeof(int32_t) + 1);
-    int64_t *offs = malloc((size_t)sn * sizeof(int64_t) + 1), *row = malloc((size_t)sn * sizeof(int64_t) + 1);
+    int64_t *offs = malloc((size_t)sn * sizeof(int64_t) + 1);
+    uint32_t *row = malloc((size_t)sn * sizeof(uint32_t) + 1);
     if (!xs || !ws || !col || !offs || !row) {
         free(xs);
         free(ws);
@@ -728,20 +735,16 @@ static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, cons
             }
             for (int64_t mm = 0; mm < mg; mm++) {
                 int64_t m = gi * mg + mm;
-                int64_t b0 = bias ? get_int(bias->data, bias->dtype, m) : 0;
+                uint32_t b0 = bias ? (uint32_t)get_int(bias->data, bias->dtype, m) : 0;
                 for (int64_t j = 0; j < sn; j++)
                     row[j] = b0;
                 const int32_t *wr = ws + m * ck;
-                for (int64_t q = 0; q < ck; q++) {
-                    int64_t wv = wr[q];
-                    const int32_t *cr = col + q * sn;
-                    if (wv)
-                        for (int64_t j = 0; j < sn; j++)
-                            row[j] += wv * cr[j];
-                }
+                for (int64_t q = 0; q < ck; q++)
+                    if (wr[q])
+                        axpy_wrap32(row, (uint32_t)wr[q], col + q * sn, sn);
                 int32_t *out = acc + (n * cv->m + m) * sn;
                 for (int64_t j = 0; j < sn; j++)
-                    out[j] = (int32_t)(uint32_t)(uint64_t)row[j];
+                    out[j] = (int32_t)row[j];
             }
         }
     free(xs);

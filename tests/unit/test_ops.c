@@ -3,6 +3,7 @@
  * saturating casts, broadcasting corner shapes, in-place aliasing). */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "op.h"
@@ -171,4 +172,42 @@ Test(ops, elementwise_ops_are_safe_in_place)
         cr_assert_eq(d->run(&k), QR_OK);
         cr_assert(memcmp(buf, ref, sizeof ref) == 0, "%s in place differs", ops[o]);
     }
+}
+
+/* MatMulInteger accumulates in int32 (wrapping, as the 32-bit accumulator
+ * does): a sum past 2^31 equals the exact sum taken modulo 2^32, on the
+ * instruction-set clone of the inner loop this CPU selects. Rows long enough
+ * for the vector path and odd enough for its tail. */
+Test(ops, matmul_integer_wraps_like_an_exact_sum)
+{
+    enum { M = 3, K = 90001, N = 37 };
+    uint8_t *a = malloc(M * K);
+    int8_t *b = malloc((size_t)K * N);
+    for (int i = 0; i < M * K; i++)
+        a[i] = i % 97 ? 255 : (uint8_t)(i * 7919 % 256);
+    for (int i = 0; i < K * N; i++)
+        b[i] = (int8_t)(i % 89 ? -128 : (i * 31) % 256 - 128);
+    uint8_t az = 3;
+    int8_t bz = -5;
+    qr_tensor ta = {.dtype = QR_U8, .ndim = 2, .dims = {M, K}, .data = a};
+    qr_tensor tb = {.dtype = QR_I8, .ndim = 2, .dims = {K, N}, .data = b};
+    qr_tensor tz = {.dtype = QR_U8, .ndim = 0, .data = &az}, tbz = {.dtype = QR_I8, .ndim = 0, .data = &bz};
+    const qr_tensor *in[4] = {&ta, &tb, &tz, &tbz};
+    qr_tensor y;
+    qr_error e;
+    cr_assert_eq(run_op("MatMulInteger", NULL, 0, in, 4, &y, &e), QR_OK, "%s", e.msg);
+    const int32_t *r = y.data;
+    int wrapped = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            int64_t s = 0;
+            for (int q = 0; q < K; q++)
+                s += (int64_t)(a[i * K + q] - az) * (b[q * N + j] - bz);
+            wrapped |= s > INT32_MAX || s < INT32_MIN;
+            cr_assert_eq(r[i * N + j], (int32_t)(uint32_t)(uint64_t)s, "[%d,%d]", i, j);
+        }
+    cr_assert(wrapped, "the test sums must pass the int32 range");
+    qr_tensor_free(&y);
+    free(a);
+    free(b);
 }
