@@ -134,8 +134,9 @@ example: deps
 		--recipe recipes/int8.qrl --calib $(B)/data/calib_images.npy
 
 # Benchmarks print measurements and ratios; they never fail on speed.
-bench: all
+bench: all data ort
 	@sh bench/compile.sh $(B)
+	@sh bench/inference.sh $(B)
 
 clean:
 	rm -rf build
