@@ -218,14 +218,17 @@ int cli_quantize(int argc, char **argv)
            q->ig->kernels, q->ig->lookups, q->ig->int_ops, q->ig->requants, q->ig->islands);
     printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms, ratio %.2f)\n", (long long)q->samples,
            q->calib_ms, q->fp32_ms, q->fp32_ms > 0 ? q->calib_ms / q->fp32_ms : 0.0);
-    double worst = INFINITY;
-    const char *worst_name = "";
-    for (int i = 0; i < q->nlayers; i++)
+    double worst = INFINITY, iworst = INFINITY;
+    const char *worst_name = "", *iworst_name = "";
+    for (int i = 0; i < q->nlayers; i++) {
         if (q->layers[i].sqnr < worst)
             worst = q->layers[i].sqnr, worst_name = q->layers[i].value;
+        if (q->layers[i].sqnr_int < iworst) /* NaN compares false: tensors off the integers */
+            iworst = q->layers[i].sqnr_int, iworst_name = q->layers[i].value;
+    }
     if (q->nlayers)
-        printf("sqnr:      lowest %.1f dB (%s); %d tensor%s fell back to f32\n", worst, worst_name, q->fallbacks,
-               q->fallbacks == 1 ? "" : "s");
+        printf("sqnr:      lowest %.1f dB (%s), in the integer graph %.1f dB (%s); %d tensor%s fell back to f32\n",
+               worst, worst_name, iworst, iworst_name, q->fallbacks, q->fallbacks == 1 ? "" : "s");
     if (qparams)
         printf("qparams:   %s\n", qparams);
     if (report)

@@ -65,6 +65,8 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
         num(f, (double)(l->qmax - l->zero) * l->scale);
         fprintf(f, ", \"sqnr_db\": ");
         num(f, l->sqnr);
+        fprintf(f, ", \"sqnr_int_db\": ");
+        num(f, l->sqnr_int);
         fprintf(f, ", \"clipped\": ");
         num(f, l->clipped);
         fprintf(f, ", \"fallback\": %s, \"runs_as\": \"", l->fallback ? "true" : "false");
@@ -152,14 +154,15 @@ static void write_html(FILE *f, const qr_quantized *q, const char *model)
             (long long)q->samples, q->calib_ms, q->fp32_ms, q->nodes_pattern, q->nodes_affine, q->nodes_float,
             q->weights, q->fallbacks);
     fprintf(f, "<h2>SQNR of each quantized tensor against f32</h2>\n<p>Signal-to-quantization-noise ratio measured "
-               "on calibration data, with every quantization upstream applied. Red: under 20 dB; grey: fell back to "
-               "f32.</p>\n");
+               "on calibration data, with every quantization upstream applied (simulated in f32; the table also "
+               "gives it for the integer graph's own kernels). Red: under 20 dB; grey: fell back to f32.</p>\n");
     svg_sqnr(f, q);
     fprintf(f, "<h2>Ranges</h2>\n<p>Grey: the range the integers can represent; blue: the values observed; the "
                "dashed line is 0.</p>\n");
     svg_ranges(f, q);
     fprintf(f, "<h2>Tensors</h2>\n<table><tr><th>tensor</th><th>producer</th><th>how</th><th>type</th><th>observed "
-               "min</th><th>observed max</th><th>scale</th><th>zero point</th><th>SQNR dB</th><th>clipped</th>"
+               "min</th><th>observed max</th><th>scale</th><th>zero point</th><th>SQNR dB</th><th>SQNR dB, integer graph</th>"
+               "<th>clipped</th>"
                "<th>fallback</th><th>runs as (integer graph)</th></tr>\n");
     for (int i = 0; i < q->nlayers; i++) {
         const qr_qlayer *l = &q->layers[i];
@@ -167,10 +170,14 @@ static void write_html(FILE *f, const qr_quantized *q, const char *model)
         esc(f, l->value, 0);
         fprintf(f, "</td><td>");
         esc(f, l->op, 0);
-        fprintf(f, "</td><td>%s</td><td>%s</td><td>%.5g</td><td>%.5g</td><td>%.5g</td><td>%lld</td><td%s>%.1f</td>"
-                   "<td>%.3f%%</td><td>%s</td>",
+        fprintf(f, "</td><td>%s</td><td>%s</td><td>%.5g</td><td>%.5g</td><td>%.5g</td><td>%lld</td><td%s>%.1f</td>",
                 l->how, qr_dtype_name(l->dtype), l->lo, l->hi, l->scale, (long long)l->zero,
-                l->sqnr < 20 ? " class=\"bad\"" : "", l->sqnr, 100 * l->clipped, l->fallback ? "f32" : "");
+                l->sqnr < 20 ? " class=\"bad\"" : "", l->sqnr);
+        if (isnan(l->sqnr_int))
+            fprintf(f, "<td>-</td>");
+        else
+            fprintf(f, "<td%s>%.1f</td>", l->sqnr_int < 20 ? " class=\"bad\"" : "", l->sqnr_int);
+        fprintf(f, "<td>%.3f%%</td><td>%s</td>", 100 * l->clipped, l->fallback ? "f32" : "");
         fprintf(f, "<td style=\"text-align:left\">");
         esc(f, l->runs ? l->runs : "", 0);
         fprintf(f, "</td></tr>\n");

@@ -696,6 +696,7 @@ typedef struct measure {
     qr_qctx *q;
     qr_tensor *ref; /* by slot: the f32 value of the current batch */
     int pass;       /* 0: recording f32, 1: comparing the quantized model */
+    const qr_value **ival; /* by slot: its integers in the integer graph, or NULL */
 } measure;
 
 static void observe_slots(void *user, const qr_node *n, const qr_value *v, const qr_tensor *t)
@@ -738,6 +739,72 @@ static double sqnr_db(const qr_slot *s)
     if (s->se2 <= 0)
         return INFINITY;
     return 10.0 * log10(s->sx2 / s->se2);
+}
+
+/* The integer graph's integers of a slot, dequantized, against the f32 value. */
+static void observe_ints(void *user, const qr_node *n, const qr_value *v, const qr_tensor *t)
+{
+    (void)n;
+    measure *ms = user;
+    qr_qctx *q = ms->q;
+    for (int si = 0; si < q->nslots; si++) {
+        if (ms->ival[si] != v)
+            continue;
+        qr_slot *s = &q->slots[si];
+        const qr_tensor *r = &ms->ref[si];
+        int64_t cnt = qr_tensor_numel(t);
+        if (!r->data || qr_tensor_numel(r) != cnt || !qr_dtype_is_int(t->dtype))
+            return;
+        const float *a = r->data;
+        for (int64_t i = 0; i < cnt; i++) {
+            double d = (double)a[i] - (double)(qr_get_i64(t->data, t->dtype, i) - s->qp.zero) * s->qp.scale;
+            s->isx2 += (double)a[i] * a[i];
+            s->ise2 += d * d;
+        }
+        return;
+    }
+}
+
+/* SQNR of each slot as the integer graph computes it (up to 256 calibration
+ * samples): what its kernels and tables really produce, against f32. */
+static qr_status measure_ints(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count)
+{
+    const qr_intgraph *ig = res->ig;
+    measure ms = {.q = q};
+    ms.ref = calloc((size_t)q->nslots + 1, sizeof *ms.ref);
+    ms.ival = calloc((size_t)q->nslots + 1, sizeof *ms.ival);
+    qr_tensor *in = calloc((size_t)q->g->n_inputs + 1, sizeof *in);
+    qr_status st = ms.ref && ms.ival && in ? QR_OK : qr_errorf(q->e, "out of memory");
+    for (int i = 0; st == QR_OK && i < q->nslots; i++) {
+        int qv = q->qval[q->slots[i].value];
+        q->slots[i].isx2 = q->slots[i].ise2 = 0;
+        ms.ival[i] = qv >= 0 && !q->slots[i].fallback ? qr_graph_find(ig->g, res->qdq->values[qv]->name) : NULL;
+    }
+    int batch = q->o->batch > 0 ? q->o->batch : 32;
+    int64_t n = count < 256 ? count : 256;
+    qr_exec_opts o32 = {.threads = q->o->threads, .observer = observe_slots, .observer_user = &ms};
+    qr_exec_opts oi = {.threads = q->o->threads, .observer = observe_ints, .observer_user = &ms,
+                       .kernel_user = (void *)ig};
+    qr_exec *x32 = NULL, *xi = NULL;
+    if (st == QR_OK)
+        st = qr_exec_new(q->g, &o32, &x32, q->e);
+    if (st == QR_OK)
+        st = qr_exec_new(ig->g, &oi, &xi, q->e);
+    for (int64_t at = 0; st == QR_OK && at < n; at += batch) {
+        int64_t b = n - at < batch ? n - at : batch;
+        slice_inputs(calib, q->g->n_inputs, at, b, in);
+        st = run_once(x32, q->g, in, q->e);
+        if (st == QR_OK)
+            st = run_once(xi, ig->g, in, q->e);
+    }
+    qr_exec_free(x32);
+    qr_exec_free(xi);
+    for (int i = 0; ms.ref && i < q->nslots; i++)
+        qr_tensor_free(&ms.ref[i]);
+    free(ms.ref);
+    free(ms.ival);
+    free(in);
+    return st;
 }
 
 /* Runs f32 and the QDQ graph side by side on up to 256 calibration samples. */
@@ -991,6 +1058,8 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
     }
     if (st == QR_OK && (st = qr_intgraph_build(&q, res->qdq, &res->ig, e)) != QR_OK)
         qr_error_prefix(e, "recipe '%s'", q.r->name);
+    if (st == QR_OK && (st = measure_ints(&q, res, calib, count)) != QR_OK)
+        qr_error_prefix(e, "running the integer graph");
     if (st == QR_OK) {
         res->layers = calloc((size_t)q.nslots + 1, sizeof *res->layers);
         for (int i = 0; res->layers && i < q.nslots; i++) {
@@ -1008,6 +1077,8 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
             l->qmin = s->qt.qmin;
             l->qmax = s->qt.qmax;
             l->sqnr = sqnr_db(s);
+            l->sqnr_int = s->fallback || q.qval[s->value] < 0 ? NAN
+                          : s->ise2 <= 0 ? INFINITY : 10.0 * log10(s->isx2 / s->ise2);
             l->clipped = s->n > 0 ? s->clipped / s->n : 0;
             l->fallback = s->fallback;
             l->runs = s->fallback ? "f32 (fallback)"

@@ -47,6 +47,7 @@ typedef struct qr_qlayer {
     int64_t zero;
     int64_t qmin, qmax;
     double sqnr;    /* dB, of this tensor in the quantized model against f32 (measured on calibration data) */
+    double sqnr_int; /* dB, the same as the integer graph computes it (NaN: not on the integers) */
     double clipped; /* fraction of f32 values outside the representable range */
     int fallback;   /* the recipe's fallback condition held: left in f32 */
     const char *runs; /* how its producer runs in the integer graph */

@@ -22,6 +22,7 @@ typedef struct qr_slot {
     int solved;
     double lo, hi;  /* observed */
     double sx2, se2, n, clipped; /* measurement against f32: signal, error, count, outside range */
+    double isx2, ise2;           /* the same error, of the integer graph's integers */
     int fallback;
 } qr_slot;
 
