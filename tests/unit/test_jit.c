@@ -430,6 +430,8 @@ Test(jit, cache_miss_hit_and_corrupt_entry)
 
 /* ------------------------------------------------------------- fixed point */
 
+static qrl_module *compile_path(const char *rel);
+
 /* gemmlowp's reference, in C. */
 static int32_t ref_srdhm(int32_t a, int32_t b)
 {
@@ -488,6 +490,108 @@ Test(jit, fixed_point_numerics_match_gemmlowp)
         cr_assert_float_eq(ldexp(q, s - 31), ms[i], ms[i] * 1e-9, "%g -> %d * 2^(%d - 31)", ms[i], q, s);
     }
     cr_assert_eq(rt.failed, 0);
+    qr_module_free(m);
+}
+
+/* TFLite's QuantizeMultiplier (tensorflow/lite/kernels/internal/quantization_util.cc), in C. */
+static void ref_quantize_multiplier(double m, int32_t *q, int *shift)
+{
+    if (m == 0) {
+        *q = 0, *shift = 0;
+        return;
+    }
+    double f = frexp(m, shift);
+    int64_t fixed = (int64_t)round(f * (double)(1ll << 31)); /* TfLiteRound: half away from zero */
+    if (fixed == (1ll << 31))
+        fixed /= 2, ++*shift;
+    if (*shift < -31)
+        *shift = 0, fixed = 0;
+    *q = (int32_t)fixed;
+}
+
+/* The TFLite integer kernels of stdlib/patterns_tflite.qrl, through the
+ * generic entry the runtime calls, against TFLite's per-channel conv
+ * epilogue written in C: acc + bias, MultiplyByQuantizedMultiplier with the
+ * channel's (mantissa, shift) from f64(s_x) * f64(s_w[c]) / f64(s_y), plus
+ * the output offset, clamped to the Relu range [max(-128, z_y), 127]. */
+Test(jit, tflite_conv_epilogue_is_bit_exact)
+{
+    qrl_module *m = compile_path("stdlib/patterns_tflite.qrl");
+    const qr_fn_desc *d = qr_module_fn(m, "tfl_linear_relu");
+    cr_assert(d && d->call);
+    enum { C = 5, HW = 7, N = 2, E = N * C * HW };
+    int32_t acc[E], bias[C], wz[C] = {0};
+    int8_t x[1] = {0}, w[1] = {0}, y[E];
+    float ws[C], xs = 0.0173f, ys = 0.0419f;
+    int32_t xz = -3, yz = -17;
+    unsigned seed = 7;
+    for (int i = 0; i < E; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        acc[i] = (int32_t)(seed % 400001) - 200000;
+    }
+    for (int c = 0; c < C; c++) {
+        seed = seed * 1664525u + 1013904223u;
+        bias[c] = (int32_t)(seed % 2001) - 1000;
+        ws[c] = 0.001f + (float)(seed % 1000) * 1e-5f;
+    }
+    qrl_tview tacc = {.data = acc, .numel = E, .rank = 4, .dims = {N, C, 1, HW}};
+    qrl_tview tx = {.data = x, .numel = 1, .rank = 1, .dims = {1}}, tw = tx;
+    tw.data = w;
+    qrl_tview tb = {.data = bias, .numel = C, .rank = 1, .dims = {C}};
+    qrl_tview ty = {.data = y, .numel = E, .rank = 4, .dims = {N, C, 1, HW}};
+    qrl_array aws = {ws, C}, awz = {wz, C};
+    void *args[] = {&tacc, &tx, &xs, &xz, &tw, &aws, &awz, &tb, &ty, &ys, &yz};
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    d->call(&rt, args);
+    cr_assert_eq(rt.failed, 0, "%s", rt.msg);
+    int lo = yz > -128 ? yz : -128, clamped = 0;
+    for (int i = 0; i < E; i++) {
+        int c = (i / HW) % C, shift;
+        int32_t q;
+        ref_quantize_multiplier((double)xs * (double)ws[c] / (double)ys, &q, &shift);
+        int32_t v = ref_mbqm(acc[i] + bias[c], q, shift) + yz;
+        v = v < lo ? lo : v > 127 ? 127 : v;
+        clamped += v == lo || v == 127;
+        cr_assert_eq(y[i], v, "element %d (channel %d): %d, TFLite %d", i, c, y[i], v);
+    }
+    cr_assert(clamped > 0 && clamped < E, "the data must reach the clamp and stay inside it too");
+    qr_module_free(m);
+}
+
+/* TFLite's int8 Add (reference_integer_ops/add.h and its Prepare), in C,
+ * against tfl_add_kernel: both inputs shifted left 20 bits and scaled to
+ * twice the larger input scale, summed, scaled to the output. */
+Test(jit, tflite_add_is_bit_exact)
+{
+    qrl_module *m = compile_path("stdlib/patterns_tflite.qrl");
+    const qr_fn_desc *d = qr_module_fn(m, "tfl_add_kernel");
+    cr_assert(d && d->call);
+    int8_t a[256], b[256], y[256];
+    for (int i = 0; i < 256; i++)
+        a[i] = (int8_t)(i - 128), b[i] = (int8_t)((i * 37) % 256 - 128);
+    float as = 0.031f, bs = 0.0127f, ys = 0.0452f;
+    int32_t az = 5, bz = -9, yz = 3;
+    qrl_tview ta = {.data = a, .numel = 256, .rank = 1, .dims = {256}}, tb = ta, ty = ta;
+    tb.data = b;
+    ty.data = y;
+    void *args[] = {&ta, &as, &az, &tb, &bs, &bz, &ty, &ys, &yz};
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    d->call(&rt, args);
+    cr_assert_eq(rt.failed, 0, "%s", rt.msg);
+    double twice = 2 * fmax((double)as, (double)bs);
+    int32_t qa, qb, qy;
+    int sa, sb, sy;
+    ref_quantize_multiplier((double)as / twice, &qa, &sa);
+    ref_quantize_multiplier((double)bs / twice, &qb, &sb);
+    ref_quantize_multiplier(twice / ((double)(1 << 20) * (double)ys), &qy, &sy);
+    for (int i = 0; i < 256; i++) {
+        int32_t va = ref_mbqm((a[i] - az) * (1 << 20), qa, sa), vb = ref_mbqm((b[i] - bz) * (1 << 20), qb, sb);
+        int32_t v = ref_mbqm(va + vb, qy, sy) + yz;
+        v = v < -128 ? -128 : v > 127 ? 127 : v;
+        cr_assert_eq(y[i], v, "a=%d b=%d: %d, TFLite %d", a[i], b[i], y[i], v);
+    }
     qr_module_free(m);
 }
 
