@@ -510,6 +510,26 @@ gemm_wrap32(uint32_t *c, int64_t c_rs, const int32_t *a, int64_t a_rs, int64_t r
     }
 }
 
+/* gemm_wrap32 with its rows split across the worker threads (k->pool; serial without one). */
+typedef struct wrap32_job {
+    uint32_t *c;
+    const int32_t *a, *b;
+    int64_t c_rs, a_rs, kdim, n;
+} wrap32_job;
+
+static void wrap32_rows(void *arg, int64_t r0, int64_t r1)
+{
+    const wrap32_job *j = arg;
+    gemm_wrap32(j->c + r0 * j->c_rs, j->c_rs, j->a + r0 * j->a_rs, j->a_rs, r1 - r0, j->b, j->kdim, j->n);
+}
+
+static void gemm_wrap32_par(qr_kctx *k, uint32_t *c, int64_t c_rs, const int32_t *a, int64_t a_rs, int64_t rows,
+                            const int32_t *b, int64_t kdim, int64_t n)
+{
+    wrap32_job j = {c, a, b, c_rs, a_rs, kdim, n};
+    qr_parallel_for(k->pool, rows, 4, wrap32_rows, &j); /* grain 4: whole four-row blocks */
+}
+
 /* acc = a @ b over the broadcast batch, wrapped to int32 (modulo 2^32, as an
  * exact sum wrapped at the end). When
  * ia_out/ib_out are given they receive each output matrix's a and b batch
@@ -517,7 +537,6 @@ gemm_wrap32(uint32_t *c, int64_t c_rs, const int32_t *a, int64_t a_rs, int64_t r
 static qr_status int_matmul(qr_kctx *k, const mm_plan *p, const int_operands *o, int32_t *acc,
                             int64_t *ia_out, int64_t *ib_out)
 {
-    (void)k; /* cannot fail: kept for the callers' error flow */
     qr_iter it;
     qr_iter_init(&it, &p->batch, 2);
     memcpy(it.stride[0], p->bstride_a, sizeof p->bstride_a);
@@ -531,7 +550,7 @@ static qr_status int_matmul(qr_kctx *k, const mm_plan *p, const int_operands *o,
         }
         uint32_t *out = (uint32_t *)acc + bi * p->m * p->n;
         memset(out, 0, sizeof *out * (size_t)(p->m * p->n));
-        gemm_wrap32(out, p->n, am, p->kd, p->m, bm, p->kd, p->n);
+        gemm_wrap32_par(k, out, p->n, am, p->kd, p->m, bm, p->kd, p->n);
     }
     return QR_OK;
 }
@@ -754,7 +773,7 @@ static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, cons
                 for (int64_t j = 0; j < sn; j++)
                     out[mm * sn + j] = b0;
             }
-            gemm_wrap32(out, sn, ws + gi * mg * ck, ck, mg, col, ck, sn);
+            gemm_wrap32_par(k, out, sn, ws + gi * mg * ck, ck, mg, col, ck, sn);
         }
     free(xs);
     free(ws);
