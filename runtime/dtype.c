@@ -34,6 +34,14 @@ int qr_dtype_is_int(qr_dtype t)
     return t != QR_BOOL && t != QR_UNDEF && t != QR_STRING && !qr_dtype_is_float(t);
 }
 
+qr_dtype qr_dtype_from_name(const char *name)
+{
+    for (int t = 1; t < QR_DTYPE_COUNT; t++)
+        if (!strcmp(dtype_table[t].name, name))
+            return (qr_dtype)t;
+    return QR_UNDEF;
+}
+
 qr_dtype qr_dtype_from_onnx(int code)
 {
     for (int t = 1; t < QR_DTYPE_COUNT; t++)

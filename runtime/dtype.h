@@ -35,6 +35,7 @@ const qr_dtype_info *qr_dtype_get(qr_dtype t);
 const char *qr_dtype_name(qr_dtype t);
 size_t qr_dtype_size(qr_dtype t);
 qr_dtype qr_dtype_from_onnx(int onnx_code); /* QR_UNDEF when unknown */
+qr_dtype qr_dtype_from_name(const char *name); /* "u8", "f32", ... as qr_dtype_name; QR_UNDEF when unknown */
 int qr_dtype_is_float(qr_dtype t);
 int qr_dtype_is_int(qr_dtype t); /* integer types, bool excluded */
 

@@ -262,6 +262,33 @@ int qr_graph_use_count(const qr_graph *g, const qr_value *v)
     return c;
 }
 
+void qr_graph_drop_unused(qr_graph *g)
+{
+    int changed = 1;
+    int *uses = malloc(sizeof *uses * (size_t)(g->n_values + 1));
+    if (!uses)
+        return; /* best effort: the unused nodes stay */
+    while (changed) {
+        changed = 0;
+        memset(uses, 0, sizeof *uses * (size_t)(g->n_values + 1));
+        for (int i = 0; i < g->n_nodes; i++)
+            for (int j = 0; !g->nodes[i]->dead && j < g->nodes[i]->n_in; j++)
+                if (g->nodes[i]->in[j])
+                    uses[g->nodes[i]->in[j]->id]++;
+        for (int i = 0; i < g->n_nodes; i++) {
+            qr_node *n = g->nodes[i];
+            if (n->dead)
+                continue;
+            int used = 0;
+            for (int j = 0; j < n->n_out; j++)
+                used |= n->out[j] && (uses[n->out[j]->id] || n->out[j]->is_output);
+            if (!used)
+                n->dead = changed = 1;
+        }
+    }
+    free(uses);
+}
+
 void qr_graph_compact(qr_graph *g)
 {
     int k = 0;

@@ -115,6 +115,9 @@ void qr_node_add_attr_ints(qr_graph *g, qr_node *n, const char *name, int count,
 /* Orders nodes topologically (stable for already-sorted graphs); refuses cycles
  * and values used before anything produces them. */
 qr_status qr_graph_toposort(qr_graph *g, qr_error *e);
+/* Marks dead, until none is left, every node whose outputs no live node reads
+ * and no graph output is (qr_graph_compact then drops them). */
+void qr_graph_drop_unused(qr_graph *g);
 /* Drops dead nodes and values no node, input or output refers to. */
 void qr_graph_compact(qr_graph *g);
 /* Replaces every use of `from` by `to` (node inputs and graph outputs). */

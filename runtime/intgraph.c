@@ -1,7 +1,7 @@
 #include "intgraph.h"
 
-#include <assert.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,11 +15,10 @@
 
 enum { ARG_TENSOR, ARG_OUTPUT, ARG_SCALAR, ARG_ARRAY };
 
-/* A parameter type of a kernel signature: "tensor<u8>", "f32[]", "i32". */
+/* A parameter type of a kernel signature: "tensor<u8>", "f32[]", "i32", "bool". */
 typedef struct ptype {
-    int kind;       /* ARG_TENSOR (tensor<T>), ARG_ARRAY (T[]), ARG_SCALAR */
-    qr_dtype elem;  /* T, or the scalar's type; QR_UNDEF for bool */
-    int is_bool;
+    int kind;      /* ARG_TENSOR (tensor<T>), ARG_ARRAY (T[]), ARG_SCALAR */
+    qr_dtype elem; /* T, or the scalar's type */
 } ptype;
 
 typedef struct qi_arg {
@@ -39,17 +38,13 @@ struct qr_intcall {
 
 static int parse_type(const char *s, size_t n, ptype *t)
 {
-    static const struct { const char *n; qr_dtype t; } names[] = {
-        {"i8", QR_I8}, {"u8", QR_U8}, {"i16", QR_I16}, {"u16", QR_U16}, {"i32", QR_I32},
-        {"i64", QR_I64}, {"f32", QR_F32}, {"f64", QR_F64},
-    };
     char b[64];
     if (n >= sizeof b)
         return 0;
     memcpy(b, s, n);
     b[n] = 0;
-    *t = (ptype){ARG_SCALAR, QR_UNDEF, 0};
     char *e = b;
+    t->kind = ARG_SCALAR;
     if (n > 8 && !memcmp(s, "tensor<", 7) && s[n - 1] == '>') {
         t->kind = ARG_TENSOR;
         e = b + 7;
@@ -58,16 +53,8 @@ static int parse_type(const char *s, size_t n, ptype *t)
         t->kind = ARG_ARRAY;
         b[n - 2] = 0;
     }
-    if (!strcmp(e, "bool") && t->kind == ARG_SCALAR) {
-        t->is_bool = 1;
-        return 1;
-    }
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(names[i].n, e)) {
-            t->elem = names[i].t;
-            return 1;
-        }
-    return 0;
+    t->elem = qr_dtype_from_name(e);
+    return t->elem != QR_UNDEF && (t->elem != QR_BOOL || t->kind == ARG_SCALAR);
 }
 
 /* "void(tensor<i32>,f32,...)" -> parameter types; -1 when malformed. */
@@ -92,9 +79,7 @@ static void store_scalar(qi_arg *a, const ptype *t, double v)
 {
     void *b = a->bytes;
     a->kind = ARG_SCALAR;
-    if (t->is_bool)
-        *(unsigned char *)b = v != 0;
-    else if (t->elem == QR_F32)
+    if (t->elem == QR_F32)
         *(float *)b = (float)v;
     else if (t->elem == QR_F64)
         *(double *)b = v;
@@ -104,8 +89,8 @@ static void store_scalar(qi_arg *a, const ptype *t, double v)
 
 static const char *type_str(const ptype *t, char *b, size_t n)
 {
-    const char *e = t->is_bool ? "bool" : qr_dtype_name(t->elem);
-    snprintf(b, n, t->kind == ARG_TENSOR ? "tensor<%s>" : t->kind == ARG_ARRAY ? "%s[]" : "%s", e);
+    snprintf(b, n, t->kind == ARG_TENSOR ? "tensor<%s>" : t->kind == ARG_ARRAY ? "%s[]" : "%s",
+             qr_dtype_name(t->elem));
     return b;
 }
 
@@ -123,15 +108,6 @@ static qr_status kcall_infer(qr_kctx *k)
     if (qr_broadcast_shapes(k, k->in, k->n_in, &shape) != QR_OK)
         return QR_ERR;
     return qr_set_out(k, 0, to, shape.ndim, shape.dims);
-}
-
-static void view_of(const qr_tensor *t, qrl_tview *v)
-{
-    memset(v, 0, sizeof *v);
-    v->data = t->data;
-    v->numel = qr_tensor_numel(t);
-    v->rank = t->ndim;
-    memcpy(v->dims, t->dims, sizeof(int64_t) * (size_t)t->ndim);
 }
 
 static qr_status kcall_run(qr_kctx *k)
@@ -156,7 +132,7 @@ static qr_status kcall_run(qr_kctx *k)
             if (!t || t->dtype != a->want)
                 return QR_KERR(k, "kernel '%s' (pattern '%s'): parameter %d takes %s tensors, not %s", c->k->name,
                                c->pattern, i + 1, qr_dtype_name(a->want), t ? qr_dtype_name(t->dtype) : "none");
-            view_of(t, &views[nv]);
+            qr_tview_of(t, &views[nv]);
             args[i] = &views[nv++];
         } else if (a->kind == ARG_ARRAY)
             args[i] = (void *)&a->arr;
@@ -226,8 +202,6 @@ typedef struct builder {
     qr_intgraph *ig;
     qr_graph *d;
     qr_error *e;
-    int *orig; /* by node id of d (as cloned): the original graph's node id, or -1 */
-    int norig;
 } builder;
 
 static const qr_slot *slot_for(const qr_qctx *q, int value)
@@ -322,10 +296,13 @@ static qr_value *requantized(builder *b, qr_value *xi, const qr_slot *xs, const 
 }
 
 /* How original value id v runs in the integer graph, for reports. */
-static void runs_as(builder *b, int v, const char *fmt, const char *a, const char *c)
+__attribute__((format(printf, 3, 4))) static void runs_as(builder *b, int v, const char *fmt, ...)
 {
     char buf[256];
-    snprintf(buf, sizeof buf, fmt, a, c);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
     if (v >= 0 && v < b->q->g->n_values)
         b->ig->runs[v] = qr_arena_strdup(&b->d->arena, buf);
 }
@@ -333,40 +310,32 @@ static void runs_as(builder *b, int v, const char *fmt, const char *a, const cha
 static void island(builder *b, int v)
 {
     b->ig->islands++;
-    runs_as(b, v, "f32 between Q/DQ borders%s%s", "", "");
+    runs_as(b, v, "f32 between Q/DQ borders");
 }
 
 /* ---------------------------------------------------- pattern matches */
-
-/* The original graph's id of node n of d (one of the original's nodes). */
-static int orig_of(const builder *b, const qr_node *n)
-{
-    assert(n->id < b->norig && b->orig[n->id] >= 0); /* only the original's nodes are asked about */
-    return b->orig[n->id];
-}
 
 /* The int32 accumulator of the match's Conv/Gemm/MatMul over the integers:
  * ConvInteger or MatMulInteger with the zero points. NULL: not lowerable. */
 static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
 {
     const qr_qctx *q = b->q;
-    qr_node *a = NULL;
+    const qr_node *oa = NULL; /* the anchor in the original graph (in the QDQ graph it reads DequantizeLinears) */
     for (int k = 0; k < r->nnodes; k++) {
-        qr_node *n = b->d->nodes[q->qnode[r->nodes[k]]];
+        const qr_node *n = q->g->nodes[r->nodes[k]];
         if (!strcmp(n->op, "Conv") || !strcmp(n->op, "Gemm") || !strcmp(n->op, "MatMul")) {
-            if (a) {
+            if (oa) {
                 *why = "two nodes could give the accumulator";
                 return NULL;
             }
-            a = n;
+            oa = n;
         }
     }
-    if (!a) {
+    if (!oa) {
         *why = "the accumulator comes from a Conv, Gemm or MatMul, and the pattern matched none";
         return NULL;
     }
-    /* the anchor's inputs in the original graph (node ids are kept; in the QDQ graph it reads DequantizeLinear outputs) */
-    const qr_node *oa = q->g->nodes[orig_of(b, a)];
+    const qr_node *a = b->d->nodes[q->qnode[oa->id]];
     int xv = oa->in[0]->id, wv = oa->n_in > 1 && oa->in[1] ? oa->in[1]->id : -1;
     const qr_slot *xs = slot_for(q, xv);
     const qr_wquant *w = wv >= 0 ? qr_plan_weight(q, wv) : NULL;
@@ -737,12 +706,13 @@ static int int_op_ok(const qr_node *n)
     return 1;
 }
 
-static qr_status lower_affine(builder *b, qr_node *n)
+/* Original node `node`; in d it writes y_f32, the QuantizeLinear's input. */
+static qr_status lower_affine(builder *b, int node)
 {
     const qr_qctx *q = b->q;
+    const qr_node *on = q->g->nodes[node];
+    qr_node *n = b->d->nodes[q->qnode[node]];
     const qr_affine *a = qr_module_affine(q->m, n->op);
-    /* n writes y_f32 (the QuantizeLinear's input); the plan knows the node by its original */
-    const qr_node *on = q->g->nodes[orig_of(b, n)];
     int yid = on->out[0]->id;
     const qr_slot *ys = slot_for(q, yid);
     qr_value *yi = int_of(b, yid);
@@ -812,7 +782,7 @@ static qr_status lower_affine(builder *b, qr_node *n)
         drop_quantize(yi);
         add_lookup(b, xi[0], tab, yi);
         b->ig->lookups++;
-        runs_as(b, yid, "%s as a lookup table%s", n->op, "");
+        runs_as(b, yid, "%s as a lookup table", n->op);
         return QR_OK;
     }
     if (a->kind == 1 || n->n_out != 1) { /* fixed without a table: nothing says what the integers become;
@@ -856,39 +826,11 @@ static qr_status lower_affine(builder *b, qr_node *n)
     n->out[0] = yi;
     yi->producer = n;
     b->ig->int_ops++;
-    runs_as(b, yid, "%s on the integers%s", n->op, "");
+    runs_as(b, yid, "%s on the integers", n->op);
     return QR_OK;
 }
 
 /* ---------------------------------------------------------------- main */
-
-/* Drops nodes whose outputs nothing reads (DequantizeLinear borders no f32 node needs). */
-static void dead_code(qr_graph *g)
-{
-    int changed = 1;
-    int *uses = malloc(sizeof *uses * (size_t)(g->n_values + 1));
-    if (!uses)
-        return;
-    while (changed) {
-        changed = 0;
-        memset(uses, 0, sizeof *uses * (size_t)(g->n_values + 1));
-        for (int i = 0; i < g->n_nodes; i++)
-            for (int j = 0; !g->nodes[i]->dead && j < g->nodes[i]->n_in; j++)
-                if (g->nodes[i]->in[j])
-                    uses[g->nodes[i]->in[j]->id]++;
-        for (int i = 0; i < g->n_nodes; i++) {
-            qr_node *n = g->nodes[i];
-            if (n->dead)
-                continue;
-            int used = 0;
-            for (int j = 0; j < n->n_out; j++)
-                used |= n->out[j] && (uses[n->out[j]->id] || n->out[j]->is_output);
-            if (!used)
-                n->dead = changed = 1;
-        }
-    }
-    free(uses);
-}
 
 static void call_free(qr_intcall *c)
 {
@@ -918,30 +860,19 @@ qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph *
         return qr_errorf(e, "out of memory");
     }
     qr_pass_annotate_qdq(ig->g); /* each integer value's qparams, from its QuantizeLinear/DequantizeLinear */
-    builder b = {q, ig, ig->g, e, malloc(sizeof(int) * (size_t)(ig->g->n_nodes + 1)), ig->g->n_nodes};
-    if (!b.orig) {
-        qr_intgraph_free(ig);
-        return qr_errorf(e, "out of memory");
-    }
-    for (int i = 0; i < b.norig; i++)
-        b.orig[i] = -1;
+    builder b = {q, ig, ig->g, e};
     if (!(ig->runs = calloc((size_t)q->g->n_values + 1, sizeof *ig->runs))) {
-        free(b.orig);
         qr_intgraph_free(ig);
         return qr_errorf(e, "out of memory");
     }
-    for (int i = 0; i < q->g->n_nodes; i++)
-        b.orig[q->qnode[i]] = i;
     qr_status st = QR_OK;
     for (int i = 0; st == QR_OK && i < q->nmatches; i++)
         st = lower_match(&b, &q->matches[i]);
-    int n0 = q->g->n_nodes;
-    for (int i = 0; st == QR_OK && i < n0; i++)
+    for (int i = 0; st == QR_OK && i < q->g->n_nodes; i++)
         if (q->node_kind[i] == 2 && !ig->g->nodes[q->qnode[i]]->dead)
-            st = lower_affine(&b, ig->g->nodes[q->qnode[i]]);
-    free(b.orig);
+            st = lower_affine(&b, i);
     if (st == QR_OK) {
-        dead_code(ig->g);
+        qr_graph_drop_unused(ig->g); /* DequantizeLinear borders no f32 node needs */
         qr_graph_compact(ig->g);
         if ((st = qr_graph_toposort(ig->g, e)) != QR_OK)
             qr_error_prefix(e, "building the integer graph");

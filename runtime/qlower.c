@@ -280,18 +280,8 @@ int qr_pass_lower_qdq(qr_graph *g, qr_error *e)
         else
             lowered += lower_move(g, n);
     }
-    /* DequantizeLinears whose real tensor nobody reads any more */
-    for (int changed = lowered; changed;) {
-        changed = 0;
-        for (int i = 0; i < g->n_nodes; i++) {
-            qr_node *n = g->nodes[i];
-            if (is(n, "DequantizeLinear") && n->out[0] && !n->out[0]->is_output && !qr_graph_use_count(g, n->out[0])) {
-                n->dead = 1;
-                changed = 1;
-            }
-        }
-    }
     if (lowered) {
+        qr_graph_drop_unused(g); /* DequantizeLinears whose real tensor nobody reads any more */
         qr_graph_compact(g);
         if (qr_graph_toposort(g, e) != QR_OK)
             return -1;

@@ -14,17 +14,6 @@
 #include "ops/ops_common.h"
 #include "quantize_plan.h"
 
-static qr_dtype dtype_named(const char *s)
-{
-    static const struct { const char *n; qr_dtype t; } t[] = {
-        {"i8", QR_I8}, {"u8", QR_U8}, {"i16", QR_I16}, {"u16", QR_U16}, {"i32", QR_I32}, {"i64", QR_I64},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (!strcmp(t[i].n, s))
-            return t[i].t;
-    return QR_UNDEF;
-}
-
 static int has_mod(const char *mods, const char *m)
 {
     size_t n = strlen(m);
@@ -86,9 +75,9 @@ static qr_status read_settings(qr_qctx *q)
     }
     if (!q->act || !q->wt)
         return qr_errorf(q->e, "recipe '%s' must set activation and weight", r->name);
-    q->act_dtype = dtype_named(q->act->type);
-    q->w_dtype = dtype_named(q->wt->type);
-    if (q->act_dtype == QR_UNDEF || q->w_dtype == QR_UNDEF)
+    q->act_dtype = qr_dtype_from_name(q->act->type);
+    q->w_dtype = qr_dtype_from_name(q->wt->type);
+    if (!qr_dtype_is_int(q->act_dtype) || !qr_dtype_is_int(q->w_dtype))
         return qr_errorf(q->e, "recipe '%s': unsupported integer type", r->name);
     if (has_mod(q->act->mods, "per_channel"))
         return qr_errorf(q->e, "recipe '%s': activations are quantized per tensor (per_channel is for weights)",
@@ -765,84 +754,65 @@ static void observe_ints(void *user, const qr_node *n, const qr_value *v, const 
     }
 }
 
-/* SQNR of each slot as the integer graph computes it (up to 256 calibration
- * samples): what its kernels and tables really produce, against f32. */
-static qr_status measure_ints(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count)
+/* Runs f32 (recording each slot's value) and `other` (kernel_user: user,
+ * comparing through obs) side by side on up to 256 calibration samples. */
+static qr_status side_by_side(measure *ms, const qr_graph *other, void *user, qr_observer_fn obs,
+                              const qr_tensor *calib, int64_t count)
 {
-    const qr_intgraph *ig = res->ig;
-    measure ms = {.q = q};
-    ms.ref = calloc((size_t)q->nslots + 1, sizeof *ms.ref);
-    ms.ival = calloc((size_t)q->nslots + 1, sizeof *ms.ival);
+    qr_qctx *q = ms->q;
+    ms->ref = calloc((size_t)q->nslots + 1, sizeof *ms->ref);
     qr_tensor *in = calloc((size_t)q->g->n_inputs + 1, sizeof *in);
-    qr_status st = ms.ref && ms.ival && in ? QR_OK : qr_errorf(q->e, "out of memory");
-    for (int i = 0; st == QR_OK && i < q->nslots; i++) {
-        int qv = q->qval[q->slots[i].value];
-        q->slots[i].isx2 = q->slots[i].ise2 = 0;
-        ms.ival[i] = qv >= 0 && !q->slots[i].fallback ? qr_graph_find(ig->g, res->qdq->values[qv]->name) : NULL;
-    }
+    qr_status st = ms->ref && in ? QR_OK : qr_errorf(q->e, "out of memory");
     int batch = q->o->batch > 0 ? q->o->batch : 32;
     int64_t n = count < 256 ? count : 256;
-    qr_exec_opts o32 = {.threads = q->o->threads, .observer = observe_slots, .observer_user = &ms};
-    qr_exec_opts oi = {.threads = q->o->threads, .observer = observe_ints, .observer_user = &ms,
-                       .kernel_user = (void *)ig};
-    qr_exec *x32 = NULL, *xi = NULL;
+    qr_exec_opts o32 = {.threads = q->o->threads, .observer = observe_slots, .observer_user = ms};
+    qr_exec_opts oo = {.threads = q->o->threads, .observer = obs, .observer_user = ms, .kernel_user = user};
+    qr_exec *x32 = NULL, *xo = NULL;
     if (st == QR_OK)
         st = qr_exec_new(q->g, &o32, &x32, q->e);
     if (st == QR_OK)
-        st = qr_exec_new(ig->g, &oi, &xi, q->e);
+        st = qr_exec_new(other, &oo, &xo, q->e);
     for (int64_t at = 0; st == QR_OK && at < n; at += batch) {
         int64_t b = n - at < batch ? n - at : batch;
         slice_inputs(calib, q->g->n_inputs, at, b, in);
+        ms->pass = 0;
         st = run_once(x32, q->g, in, q->e);
+        ms->pass = 1;
         if (st == QR_OK)
-            st = run_once(xi, ig->g, in, q->e);
+            st = run_once(xo, other, in, q->e);
     }
     qr_exec_free(x32);
-    qr_exec_free(xi);
-    for (int i = 0; ms.ref && i < q->nslots; i++)
-        qr_tensor_free(&ms.ref[i]);
-    free(ms.ref);
-    free(ms.ival);
+    qr_exec_free(xo);
+    for (int i = 0; ms->ref && i < q->nslots; i++)
+        qr_tensor_free(&ms->ref[i]);
+    free(ms->ref);
     free(in);
     return st;
 }
 
-/* Runs f32 and the QDQ graph side by side on up to 256 calibration samples. */
+/* Each slot's SQNR and clipped fraction in the QDQ simulation. */
 static qr_status measure_slots(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count)
 {
-    measure ms = {.q = q};
-    ms.ref = calloc((size_t)q->nslots + 1, sizeof *ms.ref);
-    qr_tensor *in = calloc((size_t)q->g->n_inputs + 1, sizeof *in);
-    if (!ms.ref || !in) {
-        free(ms.ref);
-        free(in);
-        return qr_errorf(q->e, "out of memory");
-    }
     for (int i = 0; i < q->nslots; i++)
         q->slots[i].sx2 = q->slots[i].se2 = q->slots[i].n = q->slots[i].clipped = 0;
-    int batch = q->o->batch > 0 ? q->o->batch : 32;
-    int64_t n = count < 256 ? count : 256;
-    qr_exec_opts o32 = {.threads = q->o->threads, .observer = observe_slots, .observer_user = &ms};
-    qr_exec_opts oq = o32;
-    qr_exec *x32 = NULL, *xq = NULL;
-    qr_status st = qr_exec_new(q->g, &o32, &x32, q->e);
-    if (st == QR_OK)
-        st = qr_exec_new(qdq, &oq, &xq, q->e);
-    for (int64_t at = 0; st == QR_OK && at < n; at += batch) {
-        int64_t b = n - at < batch ? n - at : batch;
-        slice_inputs(calib, q->g->n_inputs, at, b, in);
-        ms.pass = 0;
-        st = run_once(x32, q->g, in, q->e);
-        ms.pass = 1;
-        if (st == QR_OK)
-            st = run_once(xq, qdq, in, q->e);
+    measure ms = {.q = q};
+    return side_by_side(&ms, qdq, NULL, observe_slots, calib, count);
+}
+
+/* Each slot's SQNR as the integer graph computes it: what its kernels and
+ * tables really produce, dequantized, against f32. */
+static qr_status measure_ints(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count)
+{
+    measure ms = {.q = q};
+    if (!(ms.ival = calloc((size_t)q->nslots + 1, sizeof *ms.ival)))
+        return qr_errorf(q->e, "out of memory");
+    for (int i = 0; i < q->nslots; i++) {
+        int qv = q->qval[q->slots[i].value];
+        q->slots[i].isx2 = q->slots[i].ise2 = 0;
+        ms.ival[i] = qv >= 0 && !q->slots[i].fallback ? qr_graph_find(res->ig->g, res->qdq->values[qv]->name) : NULL;
     }
-    qr_exec_free(x32);
-    qr_exec_free(xq);
-    for (int i = 0; i < q->nslots; i++)
-        qr_tensor_free(&ms.ref[i]);
-    free(ms.ref);
-    free(in);
+    qr_status st = side_by_side(&ms, res->ig->g, res->ig, observe_ints, calib, count);
+    free(ms.ival);
     return st;
 }
 

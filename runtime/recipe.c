@@ -608,12 +608,21 @@ void qr_calib_free(qr_calib *c)
     free(c);
 }
 
+void qr_tview_of(const qr_tensor *t, qrl_tview *v)
+{
+    memset(v, 0, sizeof *v);
+    v->data = t->data;
+    v->numel = qr_tensor_numel(t);
+    v->rank = t->ndim;
+    memcpy(v->dims, t->dims, sizeof(int64_t) * (size_t)t->ndim);
+}
+
 qr_status qr_calib_observe(qr_calib *c, const qr_tensor *x, qr_error *e)
 {
     if (x->dtype != QR_F32)
         return qr_errorf(e, "calibrator '%s' observes f32 tensors, not %s", c->d->name, qr_dtype_name(x->dtype));
-    qrl_tview v = {.data = x->data, .numel = qr_tensor_numel(x), .rank = x->ndim};
-    memcpy(v.dims, x->dims, sizeof v.dims);
+    qrl_tview v;
+    qr_tview_of(x, &v);
     qrl_rt rt;
     calib_rt(c, &rt);
     c->d->observe(&rt, c->state, c->params, &v);

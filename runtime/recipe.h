@@ -282,6 +282,9 @@ const qr_affine *qr_module_affine(const qrl_module *m, const char *op);
 const qr_recipe *qr_module_recipe(const qrl_module *m, const char *name);
 const qr_setting *qr_recipe_setting(const qr_recipe *r, const char *key);
 
+/* The view of t that JIT code takes for a tensor<T> parameter. */
+void qr_tview_of(const qr_tensor *t, qrl_tview *v);
+
 /* The import table (for tests that build a qrl_rt by hand). */
 const qrl_imports *qr_recipe_imports(void);
 void qr_rt_init(qrl_rt *rt);

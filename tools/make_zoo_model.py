@@ -21,6 +21,18 @@ from onnx import TensorProto, checker, helper, numpy_helper, save
 OPSET = 14
 
 
+def save_model(path, name, nodes, inputs, classes, inits):
+    """A checked model: f32 inputs [N, ...shape] by name, logits [N, classes]."""
+    g = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, ["N"] + v) for k, v in inputs.items()],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", classes])],
+        inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="qrl-tools")
+    checker.check_model(m)
+    save(m, path)
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "."
     os.makedirs(out, exist_ok=True)
@@ -63,14 +75,7 @@ def main():
         N("MatMul", ["rf", const("wm", rng.normal(0, 1.5 / np.sqrt(32), (32, 10)))], ["logits"], name="matmul"),
     ]
     inits.append(numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], dtype=np.int64), "pads"))
-    g = helper.make_graph(
-        nodes, "zoo",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
-        inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="qrl-tools")
-    checker.check_model(m)
-    save(m, os.path.join(out, "zoo.onnx"))
+    save_model(os.path.join(out, "zoo.onnx"), "zoo", nodes, {"x": [3, 16, 16]}, 10, inits)
     np.save(os.path.join(out, "zoo_calib.npy"), rng.normal(0, 1, (64, 3, 16, 16)).astype(np.float32))
     np.save(os.path.join(out, "zoo_test.npy"), rng.normal(0, 1, (32, 3, 16, 16)).astype(np.float32))
 
@@ -83,15 +88,7 @@ def main():
         N("Flatten", ["r"], ["f"], name="flatten", axis=1),
         N("Gemm", ["f", weight("wf", (5, 4 * 8 * 8)), bias("bf", 5)], ["logits"], name="fc", transB=1),
     ]
-    g = helper.make_graph(
-        nodes, "two_inputs",
-        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 2, 8, 8]),
-         helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 1, 8, 8])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 5])],
-        inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="qrl-tools")
-    checker.check_model(m)
-    save(m, os.path.join(out, "two_inputs.onnx"))
+    save_model(os.path.join(out, "two_inputs.onnx"), "two_inputs", nodes, {"a": [2, 8, 8], "b": [1, 8, 8]}, 5, inits)
     np.save(os.path.join(out, "two_a.npy"), rng.normal(0, 1, (48, 2, 8, 8)).astype(np.float32))
     np.save(os.path.join(out, "two_b.npy"), rng.normal(0, 1, (48, 1, 8, 8)).astype(np.float32))
     np.save(os.path.join(out, "two_labels.npy"), rng.integers(0, 5, 48).astype(np.int64))

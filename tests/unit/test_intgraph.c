@@ -106,6 +106,16 @@ static size_t mask_numbers(const char *l, char *out)
     return n;
 }
 
+/* Writes a recipe into the test's folder; path receives where. */
+static void write_recipe(const char *name, const char *text, char *path, size_t n)
+{
+    snprintf(path, n, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
 /* fp32, the QDQ simulation (ONNX numerics in f32) and the integer graph on the test samples. */
 static void compare(const char *recipe, double min_vs_qdq, double min_vs_fp32, int golden)
 {
@@ -193,16 +203,14 @@ Test(intgraph, tflite_fixed_point_kernels_agree_with_float_numerics)
 Test(intgraph, fallback_layers_run_in_f32_between_borders)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/fallback.qrl", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
-               "recipe fb {\n"
-               "  activation = u8 asymmetric by minmax()\n"
-               "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
-               "  fallback = f32 when sqnr < 32\n"
-               "}\n");
-    fclose(f);
+    write_recipe("fallback.qrl",
+                 "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+                 "recipe fb {\n"
+                 "  activation = u8 asymmetric by minmax()\n"
+                 "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
+                 "  fallback = f32 when sqnr < 32\n"
+                 "}\n",
+                 path, sizeof path);
     qr_graph *g;
     qr_tensor x = {0}, yq = {0}, yi = {0};
     qrl_module *m;
@@ -232,10 +240,8 @@ Test(intgraph, fallback_layers_run_in_f32_between_borders)
 Test(intgraph, kernel_of_the_wrong_type_is_a_clear_error)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/u8only.qrl", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fprintf(f, "import \"calibrators.qrl\"\n"
+    write_recipe("u8only.qrl",
+                 "import \"calibrators.qrl\"\n"
                "kernel k8(x: tensor<u8>, x_scale: f32, x_zero: i32, y: tensor<u8>, y_scale: f32, y_zero: i32) {\n"
                "  for i in 0 .. y.numel { y[i] = x[i] }\n"
                "}\n"
@@ -247,8 +253,8 @@ Test(intgraph, kernel_of_the_wrong_type_is_a_clear_error)
                "recipe r {\n"
                "  activation = i8 asymmetric by minmax()\n"
                "  weight = i8 symmetric by minmax()\n"
-               "}\n");
-    fclose(f);
+               "}\n",
+                 path, sizeof path);
     char err[512] = "";
     qrl_module *m = tu_compile(path, err, sizeof err);
     cr_assert(m, "%s", err);
