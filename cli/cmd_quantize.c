@@ -229,6 +229,8 @@ int cli_quantize(int argc, char **argv)
     if (q->nlayers)
         printf("sqnr:      lowest %.1f dB (%s), in the integer graph %.1f dB (%s); %d tensor%s fell back to f32\n",
                worst, worst_name, iworst, iworst_name, q->fallbacks, q->fallbacks == 1 ? "" : "s");
+    for (int i = 0; i < q->nnotes; i++)
+        fprintf(stderr, "note: %s\n", q->notes[i]);
     if (qparams)
         printf("qparams:   %s\n", qparams);
     if (report)

@@ -29,6 +29,8 @@ typedef enum where {
     W_PATTERN, /* where predicates and roles */
     W_AFFINE,
     W_TABLE,
+    W_AFF_PRED,  /* an affine rule's where clause */
+    W_FIXED,     /* fixed(t => ...) */
     W_RECIPE,
 } where;
 
@@ -173,8 +175,13 @@ static const struct { const char *name; const qc_type *type; } builtin_consts[] 
 static const char *const builtin_fns[] = {
     "min", "max", "abs", "clamp", "select", "floor", "ceil", "trunc", "round_even", "round_away", "round_up",
     "sqrt", "exp", "log", "log2", "tanh", "erf", "pow", "isnan", "isinf", "len", "qparams", "const", "rank",
-    "dim", "present",
+    "dim", "present", "attr", "attr_ints",
 };
+
+static int in_affine_rule(const ctx *c)
+{
+    return c->w == W_AFFINE || c->w == W_TABLE || c->w == W_AFF_PRED || c->w == W_FIXED;
+}
 
 static int is_builtin_fn(const char *name)
 {
@@ -359,6 +366,11 @@ static const qc_type *binary(ctx *c, ql_node *n, const qc_type *want)
     const qc_type *l = expr(c, n->a, cmp ? NULL : want), *r = expr(c, n->b, cmp ? NULL : want);
     if (l->k == QC_ERROR || r->k == QC_ERROR)
         return set_type(n, cmp ? &qc_bool : &qc_error);
+    if (cmp && (op == QL_TOK_EQ || op == QL_TOK_NE) && l->k == QC_STR && r->k == QC_STR &&
+        n->a->kind != QL_STR && n->b->kind != QL_STR) {
+        err(c, n, "strings are compared with a string literal: %s", "attr(\"mode\", \"nearest\") == \"linear\"");
+        return set_type(n, &qc_bool);
+    }
     if (cmp && (op == QL_TOK_EQ || op == QL_TOK_NE) &&
         ((l->k == QC_BOOL && r->k == QC_BOOL) || (l->k == QC_STR && r->k == QC_STR)))
         return set_type(n, &qc_bool);
@@ -635,6 +647,34 @@ static const qc_type *builtin_call(ctx *c, ql_node *n, const char *f, const qc_t
         convert(c, k[1], expr(c, k[1], &qc_i64), &qc_i64, "the zero point");
         return set_type(n, &qc_qparams);
     }
+    /* An affine rule's node: attr("alpha", 0.01), attr("mode", "nearest"), attr_ints("pads"). */
+    if (!strcmp(f, "attr") || !strcmp(f, "attr_ints")) {
+        int na = !strcmp(f, "attr") ? 2 : 1;
+        if (!in_affine_rule(c)) {
+            err(c, n, "%s(...) reads the node an affine rule is applied to: it is only allowed in affine rules%s", f,
+                na == 2 ? " (in a pattern, v.attr(name, default))" : "");
+            return set_type(n, &qc_error);
+        }
+        if (!expect_args(c, n, f, na, na))
+            return set_type(n, &qc_error);
+        const qc_type *nt = expr(c, k[0], NULL);
+        if (k[0]->kind != QL_STR) {
+            err(c, k[0], "the attribute name must be a string literal");
+            return set_type(n, &qc_error);
+        }
+        (void)nt;
+        if (na == 1)
+            return set_type(n, qc_array_of(c->ar, &qc_i64, -1));
+        const qc_type *dt = qc_default(expr(c, k[1], NULL));
+        settle(c, k[1], dt);
+        if (dt->k == QC_STR && k[1]->kind != QL_STR)
+            err(c, k[1], "a string attribute's default must be a string literal");
+        else if (dt->k != QC_I64 && dt->k != QC_F64 && dt->k != QC_STR && dt->k != QC_ERROR) {
+            err(c, k[1], "an attribute default is an integer, a float or a string");
+            dt = &qc_error;
+        }
+        return set_type(n, dt);
+    }
     /* Pattern predicates on bound values. */
     if (!strcmp(f, "const") || !strcmp(f, "present") || !strcmp(f, "rank") || !strcmp(f, "dim")) {
         int na = strcmp(f, "dim") ? 1 : 2;
@@ -755,7 +795,7 @@ static const qc_type *call(ctx *c, ql_node *n, const qc_type *want)
     }
     f->sym = s;
     if (s->kind == QC_SYM_FN || s->kind == QC_SYM_KERNEL) {
-        if (c->w == W_CONST || c->w == W_PATTERN || c->w == W_RECIPE) {
+        if (c->w == W_CONST || c->w == W_PATTERN || c->w == W_RECIPE) { /* (affine where clauses may call fns) */
             err(c, f, "'%s' cannot be called here: %s", f->name,
                 c->w == W_CONST ? "constant expressions call no functions" : "only built-in predicates are allowed");
             return set_type(n, &qc_error);
@@ -1730,13 +1770,31 @@ static void affine(ctx *c, qc_sym *s)
         in->index = i;
         arg->sym = in;
     }
+    if (n->b) { /* where: over the node's attributes and shapes */
+        c->w = W_AFF_PRED;
+        convert(c, n->b, expr(c, n->b, &qc_bool), &qc_bool, "a where clause");
+    }
     ql_node *res = n->a;
-    if (res->kind == QL_AFF_FIXED) {
-        c->w = W_CONST;
+    if (res->kind == QL_AFF_FIXED && !res->b) { /* fixed(t => qparams for the recipe's type t) */
+        scope fs;
+        push_scope(c, &fs);
+        qc_sym *t = declare(c, res->name, QC_SYM_TABLE_VAR, &qc_qtype, res);
+        res->sym = t;
+        c->w = W_FIXED;
+        const qc_type *qt = expr(c, res->a, NULL);
+        if (qt->k != QC_QPARAMS && qt->k != QC_ERROR) {
+            char a[64];
+            err(c, res->a, "fixed(%s => ...) gives the output's qparams, not %s", res->name, TN(qt, a));
+        }
+        pop_scope(c);
+    } else if (res->kind == QL_AFF_FIXED) {
+        c->w = W_AFF_PRED; /* constants, and the node's attributes */
         convert(c, res->a, expr(c, res->a, &qc_f64), &qc_f64, "the scale");
         convert(c, res->b, expr(c, res->b, &qc_i64), &qc_i64, "the zero point");
     }
     ql_node *body = n->c;
+    if (body && body->kind == QL_AFF_F32 && res->kind == QL_AFF_FIXED)
+        err(c, body, "fixed output qparams need a table(v => ...) computing the op, not 'in f32'");
     if (body && body->kind == QL_BLOCK) {
         if (res->kind == QL_AFF_REQUANTIZE)
             err(c, body, "requantize takes no body: the runtime requantizes to the output's qparams");
@@ -1962,13 +2020,11 @@ static void add_item(ctx *c, qc_sym *s)
     qc_unit *u = c->u;
     for (int i = 0; i < u->nitems; i++) {
         qc_sym *o = u->items[i];
-        int clash = (o->kind == QC_SYM_AFFINE) == (s->kind == QC_SYM_AFFINE) && !strcmp(o->name, s->name);
+        /* several affine rules may cover one op: the first whose where holds applies */
+        int clash = o->kind != QC_SYM_AFFINE && s->kind != QC_SYM_AFFINE && !strcmp(o->name, s->name);
         if (!clash)
             continue;
-        if (s->kind == QC_SYM_AFFINE)
-            err_decl(c, s->decl, "a second affine rule for %s", s->name);
-        else
-            err_decl(c, s->decl, "'%s' is defined twice", s->name);
+        err_decl(c, s->decl, "'%s' is defined twice", s->name);
         ql_note(c->d, decl_span(o->decl), "the first definition is here");
         return;
     }

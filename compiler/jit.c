@@ -28,7 +28,7 @@ enum {
     IMP_TSUM, IMP_STATE_ALLOC, IMP_HIST_NEW, IMP_HIST_ADD, IMP_HIST_MERGE, IMP_HIST_QUANTILE, IMP_HIST_BIN,
     IMP_HIST_EDGE, IMP_HIST_COUNT, IMP_HIST_LO, IMP_HIST_HI, IMP_HIST_WIDTH, IMP_HIST_BINS, IMP_ADD_FN,
     IMP_ADD_CAL, IMP_ADD_PARAM, IMP_VALUE_RANK, IMP_VALUE_DIM, IMP_VALUE_CONST, IMP_VALUE_PRESENT, IMP_VALUE_OP_IS,
-    IMP_ATTR_INT, IMP_ATTR_FLOAT, IMP_ADD_PATTERN, IMP_ADD_PATTERN_VALUE, IMP_ADD_PATTERN_NODE, IMP_ADD_PATTERN_LOWER,
+    IMP_ATTR_INT, IMP_ATTR_FLOAT, IMP_ATTR_STR_IS, IMP_ATTR_INTS, IMP_ADD_PATTERN, IMP_ADD_PATTERN_VALUE, IMP_ADD_PATTERN_NODE, IMP_ADD_PATTERN_LOWER,
     IMP_ADD_AFFINE, IMP_ADD_RECIPE, IMP_ADD_SETTING, IMP_ADD_USE, IMP_COUNT
 };
 static const char *const imp_sig[IMP_COUNT] = {
@@ -40,8 +40,9 @@ static const char *const imp_sig[IMP_COUNT] = {
     [IMP_HIST_WIDTH] = "dp", [IMP_HIST_BINS] = "lp", [IMP_ADD_FN] = "vpspsl", [IMP_ADD_CAL] = "vpsllppppp",
     [IMP_ADD_PARAM] = "vpssl", [IMP_VALUE_RANK] = "lpl", [IMP_VALUE_DIM] = "lpll", [IMP_VALUE_CONST] = "lpl",
     [IMP_VALUE_PRESENT] = "lpl", [IMP_VALUE_OP_IS] = "lpls", [IMP_ATTR_INT] = "lplsl", [IMP_ATTR_FLOAT] = "dplsd",
+    [IMP_ATTR_STR_IS] = "lplsss", [IMP_ATTR_INTS] = "ppls",
     [IMP_ADD_PATTERN] = "vpsp", [IMP_ADD_PATTERN_VALUE] = "vpssslll", [IMP_ADD_PATTERN_NODE] = "vpslss",
-    [IMP_ADD_PATTERN_LOWER] = "vpsslsp", [IMP_ADD_AFFINE] = "vpsllppp", [IMP_ADD_RECIPE] = "vpsp",
+    [IMP_ADD_PATTERN_LOWER] = "vpsslsp", [IMP_ADD_AFFINE] = "vpsllpppplss", [IMP_ADD_RECIPE] = "vpsp",
     [IMP_ADD_SETTING] = "vpssssssp", [IMP_ADD_USE] = "vpss",
 };
 
@@ -58,6 +59,7 @@ typedef struct jit {
     gcc_jit_field *f_qp_scale, *f_qp_zero, *f_rt_imp, *f_rt_failed;
     gcc_jit_field *f_imp[IMP_COUNT];
     gcc_jit_function **fns; /* by item index: fn/kernel functions */
+    int naffine;            /* affine rules compiled so far (their function names) */
 } jit;
 
 /* One function being generated. */
@@ -687,7 +689,14 @@ static gcc_jit_rvalue *binary(fgen *f, const ql_node *n)
         if (ty(n->a)->k == QC_STR || ty(n->b)->k == QC_STR) {
             const ql_node *fld = n->a->kind == QL_FIELD ? n->a : n->b, *lit = n->a->kind == QL_STR ? n->a : n->b;
             gcc_jit_rvalue *r;
-            if (fld->kind == QL_FIELD && lit->kind == QL_STR) {
+            const ql_node *call = n->a->kind == QL_CALL ? n->a : n->b;
+            if (call->kind == QL_CALL && lit->kind == QL_STR) { /* attr("mode", "nearest") == "linear" */
+                gcc_jit_rvalue *args[5] = {f->mt, lng(j, j->t_i64, -1),
+                                           gcc_jit_context_new_string_literal(j->c, call->kids[0]->name),
+                                           gcc_jit_context_new_string_literal(j->c, call->kids[1]->name),
+                                           gcc_jit_context_new_string_literal(j->c, lit->name)};
+                r = cmp(j, GCC_JIT_COMPARISON_NE, now(f, call_imp(f, IMP_ATTR_STR_IS, 5, args)), lng(j, j->t_i64, 0));
+            } else if (fld->kind == QL_FIELD && lit->kind == QL_STR) {
                 gcc_jit_rvalue *args[3] = {f->mt, expr(f, fld->a), gcc_jit_context_new_string_literal(j->c, lit->name)};
                 r = cmp(j, GCC_JIT_COMPARISON_NE, now(f, call_imp(f, IMP_VALUE_OP_IS, 3, args)), lng(j, j->t_i64, 0));
             } else { /* two literals */
@@ -867,6 +876,16 @@ static gcc_jit_rvalue *builtin_call(fgen *f, const ql_node *n, const char *name)
         gcc_jit_block_add_assignment(cur(f), NULL, gcc_jit_lvalue_access_field(q, NULL, j->f_qp_scale), s);
         gcc_jit_block_add_assignment(cur(f), NULL, gcc_jit_lvalue_access_field(q, NULL, j->f_qp_zero), z);
         return gcc_jit_lvalue_as_rvalue(q);
+    }
+    if (!strcmp(name, "attr")) { /* the affine rule's node (v = -1); a string attribute is only compared */
+        int fl = qc_is_float(ty(k[1]));
+        gcc_jit_rvalue *args[4] = {f->mt, lng(j, j->t_i64, -1), gcc_jit_context_new_string_literal(j->c, k[0]->name),
+                                   now(f, cast(j, expr(f, k[1]), fl ? j->t_f64 : j->t_i64))};
+        return now(f, call_imp(f, fl ? IMP_ATTR_FLOAT : IMP_ATTR_INT, 4, args));
+    }
+    if (!strcmp(name, "attr_ints")) {
+        gcc_jit_rvalue *args[3] = {f->mt, lng(j, j->t_i64, -1), gcc_jit_context_new_string_literal(j->c, k[0]->name)};
+        return now(f, cast(j, call_imp(f, IMP_ATTR_INTS, 3, args), j->p_array));
     }
     if (!strcmp(name, "const") || !strcmp(name, "present") || !strcmp(name, "rank") || !strcmp(name, "dim")) {
         gcc_jit_rvalue *args[3] = {f->mt, expr(f, k[0]), NULL};
@@ -1564,36 +1583,64 @@ static void pattern_fns(jit *j, const qc_sym *s, item_fns *out)
     }
 }
 
+/* An affine rule's functions all take the rule's node as a match (inputs, output; attributes at v = -1). */
 static void affine_fns(jit *j, const qc_sym *s, item_fns *out)
 {
     const ql_node *n = s->decl;
     char name[300];
+    /* one op may have several rules: numbered in the order they are compiled */
+    char id[260];
+    snprintf(id, sizeof id, "%s_%d", s->name, j->naffine++);
+    if (n->b) {
+        snprintf(name, sizeof name, "qrl_affine_%s_where", id);
+        gcc_jit_type *ts[2] = {j->p_rt, j->t_voidp};
+        const char *ns[2] = {"rt", "mt"};
+        fgen f = fn_begin(j, s, name, j->t_i64, 2, ts, ns);
+        f.mt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        gcc_jit_rvalue *c = now(&f, expr(&f, n->b));
+        gcc_jit_block_end_with_return(cur(&f), NULL, cast(j, c, j->t_i64));
+        out->where = f.fn;
+    }
     if (n->a->kind == QL_AFF_FIXED) {
-        snprintf(name, sizeof name, "qrl_affine_%s_qparams", s->name);
-        gcc_jit_type *ts[3] = {j->p_rt, gcc_jit_type_get_pointer(j->t_f64), gcc_jit_type_get_pointer(j->t_i64)};
-        const char *ns[3] = {"rt", "scale", "zero"};
-        fgen f = fn_begin(j, s, name, j->t_void, 3, ts, ns);
+        snprintf(name, sizeof name, "qrl_affine_%s_qparams", id);
+        gcc_jit_type *ts[5] = {j->p_rt, j->t_voidp, j->p_qtype, gcc_jit_type_get_pointer(j->t_f64),
+                               gcc_jit_type_get_pointer(j->t_i64)};
+        const char *ns[5] = {"rt", "mt", "t", "scale", "zero"};
+        fgen f = fn_begin(j, s, name, j->t_void, 5, ts, ns);
+        f.mt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        gcc_jit_rvalue *sc, *zp;
+        if (n->a->b) { /* fixed(scale, zero) */
+            sc = cast(j, expr(&f, n->a->a), j->t_f64);
+            zp = cast(j, expr(&f, n->a->b), j->t_i64);
+        } else { /* fixed(t => qparams): t is the recipe's output type */
+            f.table_v = gcc_jit_lvalue_as_rvalue(
+                gcc_jit_rvalue_dereference(gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2)), NULL));
+            gcc_jit_rvalue *qp = now(&f, expr(&f, n->a->a));
+            sc = gcc_jit_rvalue_access_field(qp, NULL, j->f_qp_scale);
+            zp = gcc_jit_rvalue_access_field(qp, NULL, j->f_qp_zero);
+        }
         gcc_jit_block_add_assignment(cur(&f), NULL,
-                                     gcc_jit_rvalue_dereference(gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1)), NULL),
-                                     cast(j, expr(&f, n->a->a), j->t_f64));
+                                     gcc_jit_rvalue_dereference(gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 3)), NULL),
+                                     sc);
         gcc_jit_block_add_assignment(cur(&f), NULL,
-                                     gcc_jit_rvalue_dereference(gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2)), NULL),
-                                     cast(j, expr(&f, n->a->b), j->t_i64));
+                                     gcc_jit_rvalue_dereference(gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 4)), NULL),
+                                     zp);
         gcc_jit_block_end_with_void_return(cur(&f), NULL);
         out->qparams = f.fn;
     }
     const ql_node *body = n->c;
     if (body && body->kind == QL_BLOCK) {
-        snprintf(name, sizeof name, "qrl_affine_%s_elem", s->name);
-        gcc_jit_type *ts[4] = {j->p_rt, gcc_jit_type_get_pointer(j->t_i32), gcc_jit_type_get_pointer(j->t_i32),
-                               gcc_jit_type_get_pointer(j->t_f64)};
-        const char *ns[4] = {"rt", "x", "zero", "scale"};
+        snprintf(name, sizeof name, "qrl_affine_%s_elem", id);
+        gcc_jit_type *ts[5] = {j->p_rt, j->t_voidp, gcc_jit_type_get_pointer(j->t_i32),
+                               gcc_jit_type_get_pointer(j->t_i32), gcc_jit_type_get_pointer(j->t_f64)};
+        const char *ns[5] = {"rt", "mt", "x", "zero", "scale"};
         fgen f = {.j = j, .file = s->file->src->path, .ret = j->t_i32};
-        f.fn = new_fn(j, name, j->t_i32, 4, ts, ns);
+        f.fn = new_fn(j, name, j->t_i32, 5, ts, ns);
         f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
-        f.aff_x = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
-        f.aff_zero = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
-        f.aff_scale = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 3));
+        f.mt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        f.aff_x = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
+        f.aff_zero = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 3));
+        f.aff_scale = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 4));
         begin_body(&f, body);
         f.aff_y = gcc_jit_function_new_local(f.fn, NULL, j->t_i32, "y");
         gcc_jit_block_add_assignment(f.b, NULL, f.aff_y, lng(j, j->t_i32, 0));
@@ -1604,11 +1651,12 @@ static void affine_fns(jit *j, const qc_sym *s, item_fns *out)
         end_body(&f);
         out->elem = f.fn;
     } else if (body && body->kind == QL_TABLE) {
-        snprintf(name, sizeof name, "qrl_affine_%s_table", s->name);
-        gcc_jit_type *ts[2] = {j->p_rt, j->t_f64};
-        const char *ns[2] = {"rt", "v"};
-        fgen f = fn_begin(j, s, name, j->t_f64, 2, ts, ns);
-        f.table_v = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        snprintf(name, sizeof name, "qrl_affine_%s_table", id);
+        gcc_jit_type *ts[3] = {j->p_rt, j->t_voidp, j->t_f64};
+        const char *ns[3] = {"rt", "mt", "v"};
+        fgen f = fn_begin(j, s, name, j->t_f64, 3, ts, ns);
+        f.mt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        f.table_v = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
         gcc_jit_rvalue *v = now(&f, cast(j, expr(&f, body->a), j->t_f64));
         gcc_jit_block_end_with_return(cur(&f), NULL, v);
         out->table = f.fn;
@@ -1798,9 +1846,20 @@ static void register_affine(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
 {
     const ql_node *n = s->decl;
     long kind = n->a->kind == QL_AFF_SAME ? 0 : n->a->kind == QL_AFF_FIXED ? 1 : 2;
-    gcc_jit_rvalue *a[7] = {m, STR(s->name), lng(j, j->t_i64, n->nkids), lng(j, j->t_i64, kind),
-                            ADDR_OR_NULL(fns->qparams), ADDR_OR_NULL(fns->elem), ADDR_OR_NULL(fns->table)};
-    CALL_IMP(IMP_ADD_AFFINE, 7, a);
+    char loc[600], cond[512] = "";
+    int line = 0, col = 0;
+    ql_source_linecol(n->name_span.src ? n->name_span.src : n->span.src, n->span.start, &line, &col);
+    snprintf(loc, sizeof loc, "%s:%d:%d", s->file->src->path, line, col);
+    if (n->b && n->b->span.src && n->b->span.end > n->b->span.start) {
+        unsigned len = n->b->span.end - n->b->span.start;
+        snprintf(cond, sizeof cond, "%.*s", (int)(len < sizeof cond ? len : sizeof cond - 1),
+                 n->b->span.src->text + n->b->span.start);
+    }
+    gcc_jit_rvalue *a[12] = {m, STR(s->name), lng(j, j->t_i64, n->nkids), lng(j, j->t_i64, kind),
+                             ADDR_OR_NULL(fns->where), ADDR_OR_NULL(fns->qparams), ADDR_OR_NULL(fns->elem),
+                             ADDR_OR_NULL(fns->table), lng(j, j->t_i64, n->c && n->c->kind == QL_AFF_F32),
+                             STR(loc), STR(cond)};
+    CALL_IMP(IMP_ADD_AFFINE, 11, a);
 }
 
 static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s,

@@ -58,7 +58,7 @@ item(A) ::= CALIBRATOR IDENT(N) cparams(P) LBRACE citems(L) RBRACE(E).        { 
 item(A) ::= CALIBRATOR IDENT(N) cparams(P) LBRACE citems(L) citem(I) RBRACE(E). { A = qp_fix(qp_add(ps, L, I), P, NULL, NULL); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
 item(A) ::= PATTERN IDENT(N) LBRACE pitems(L) RBRACE(E).                      { A = L; L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
 item(A) ::= PATTERN IDENT(N) LBRACE pitems(L) pitem(I) RBRACE(E).             { A = qp_add(ps, L, I); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
-item(A) ::= AFFINE IDENT(N) affargs(L) ARROW affresult(R) affbody(B).         { A = qp_fix(L, R, NULL, B); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, R->span); }
+item(A) ::= AFFINE IDENT(N) affargs(L) affwhere(W) ARROW affresult(R) affbody(B). { A = qp_fix(L, R, W, B); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, R->span); }
 item(A) ::= RECIPE IDENT(N) LBRACE ritems(L) RBRACE(E).                       { A = L; L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
 item(A) ::= RECIPE IDENT(N) LBRACE ritems(L) ritem(I) RBRACE(E).              { A = qp_add(ps, L, I); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
 
@@ -153,8 +153,14 @@ affargs(A) ::= LP opargs(L) RP.                       { A = L; L->kind = QL_AFFI
 affresult(A) ::= SAME(K).                             { A = qp_node(ps, QL_AFF_SAME, K.span); }
 affresult(A) ::= REQUANTIZE(K).                       { A = qp_node(ps, QL_AFF_REQUANTIZE, K.span); }
 affresult(A) ::= FIXED(K) LP expr(S) COMMA expr(Z) RP(R). { A = qp_fix(qp_node(ps, QL_AFF_FIXED, ql_span_join(K.span, R.span)), S, Z, NULL); }
+/* fixed(t => qparams(...)): the output's qparams for the recipe's type t */
+affresult(A) ::= FIXED(K) LP IDENT(N) FATARROW expr(E) RP(R). { A = qp_fix(qp_named(ps, QL_AFF_FIXED, &N, ql_span_join(K.span, R.span)), E, NULL, NULL); }
+affwhere(A) ::= .                                     { A = NULL; }
+affwhere(A) ::= WHERE expr(E).                        { A = E; }
 affbody(A) ::= .                                      { A = NULL; }
 affbody(A) ::= block(B).                              { A = B; }
+/* in f32: the op runs on the real values between Q/DQ borders */
+affbody(A) ::= IN(K) F32(T).                          { A = qp_node(ps, QL_AFF_F32, ql_span_join(K.span, T.span)); }
 affbody(A) ::= TABLE(K) LP IDENT(N) FATARROW expr(E) RP(R). { A = qp_fix(qp_named(ps, QL_TABLE, &N, K.span), E, NULL, NULL); A->span = ql_span_join(K.span, R.span); }
 
 /* ------------------------------------------------------------- recipe */

@@ -37,9 +37,10 @@
  *   QUANTIZE     kids = ROLE
  *   ROLE         name = value; a = role expression
  *   LOWER        name = result value; a = CALL
- *   AFFINE       name = ONNX op; kids = OPARG (maybe none); a = result; c = BLOCK or TABLE?
- *   AFF_SAME, AFF_REQUANTIZE   (no children)
- *   AFF_FIXED    a = scale; b = zero point
+ *   AFFINE       name = ONNX op; kids = OPARG (maybe none); a = result; b = where predicate?;
+ *                c = BLOCK, TABLE or AFF_F32?
+ *   AFF_SAME, AFF_REQUANTIZE, AFF_F32   (no children)
+ *   AFF_FIXED    a = scale; b = zero point; or name = qtype variable; a = qparams expression
  *   TABLE        name = lambda variable; a = body expression
  *   RECIPE       name; kids = USE, SETTING
  *   USE          kids = NAME
@@ -71,7 +72,7 @@
     X(OBSERVE, "observe") X(MERGE, "merge") X(SOLVE, "solve") X(PATTERN, "pattern") X(MATCH, "match") \
     X(BIND, "bind") X(OPCALL, "op") X(OPARG, "oparg") X(WHERE, "where") X(QUANTIZE, "quantize")      \
     X(ROLE, "role") X(LOWER, "lower") X(AFFINE, "affine") X(AFF_SAME, "same")                         \
-    X(AFF_REQUANTIZE, "requantize") X(AFF_FIXED, "fixed") X(TABLE, "table") X(RECIPE, "recipe")      \
+    X(AFF_REQUANTIZE, "requantize") X(AFF_FIXED, "fixed") X(AFF_F32, "in") X(TABLE, "table") X(RECIPE, "recipe")      \
     X(USE, "use") X(SETTING, "setting") X(QSPEC, "qspec") X(BLOCK, "block") X(LET, "let")            \
     X(ASSIGN, "assign") X(EXPR_STMT, "expr") X(IF, "if") X(FOR, "for") X(WHILE, "while")             \
     X(RETURN, "return") X(BREAK, "break") X(CONTINUE, "continue") X(INT, "int") X(FLOAT, "float")    \

@@ -415,6 +415,18 @@ void qr_node_add_attr_i(qr_graph *g, qr_node *n, const char *name, int64_t v)
     add_attr(g, n, &a);
 }
 
+void qr_node_add_attr_f(qr_graph *g, qr_node *n, const char *name, float v)
+{
+    qr_attr a = {.name = name, .kind = QR_ATTR_FLOAT, .f = v};
+    add_attr(g, n, &a);
+}
+
+void qr_node_add_attr_s(qr_graph *g, qr_node *n, const char *name, const char *v)
+{
+    qr_attr a = {.name = name, .kind = QR_ATTR_STRING, .s = v};
+    add_attr(g, n, &a);
+}
+
 void qr_node_add_attr_ints(qr_graph *g, qr_node *n, const char *name, int count, const int64_t *v)
 {
     qr_attr a = {.name = name, .kind = QR_ATTR_INTS, .n = count, .ints = (int64_t *)v};

@@ -110,6 +110,8 @@ void qr_value_set_const(qr_graph *g, qr_value *v, const qr_tensor *t);
 qr_graph *qr_graph_clone(const qr_graph *g);
 /* Adds attributes to a node built with qr_graph_add_node (copied into the arena). */
 void qr_node_add_attr_i(qr_graph *g, qr_node *n, const char *name, int64_t v);
+void qr_node_add_attr_f(qr_graph *g, qr_node *n, const char *name, float v);
+void qr_node_add_attr_s(qr_graph *g, qr_node *n, const char *name, const char *v);
 void qr_node_add_attr_ints(qr_graph *g, qr_node *n, const char *name, int count, const int64_t *v);
 
 /* Orders nodes topologically (stable for already-sorted graphs); refuses cycles

@@ -515,7 +515,7 @@ static qr_status lower_match(builder *b, const struct mrec *r)
         qr_value *vals[QR_MATCH_MAX_VALUES] = {0};
         for (int i = 0; i < p->nvalues && i < QR_MATCH_MAX_VALUES; i++)
             vals[i] = r->values[i] >= 0 ? q->g->values[r->values[i]] : NULL;
-        qrl_match mt = {q->g, vals, p->nvalues};
+        qrl_match mt = {q->g, vals, p->nvalues, NULL, NULL, NULL};
         qrl_rt rt;
         qr_rt_init(&rt);
         p->consts(&rt, &mt, consts);
@@ -643,13 +643,14 @@ static qr_status lower_match(builder *b, const struct mrec *r)
 
 typedef struct table_user {
     const qr_affine *a;
+    const qrl_match *mt;
     qrl_rt rt;
 } table_user;
 
 static double rule_table(void *user, double v)
 {
     table_user *t = user;
-    return t->a->table(&t->rt, v);
+    return t->a->table(&t->rt, t->mt, v);
 }
 
 /* A same-rule's body as a table: elem runs on every integer of x, with the
@@ -657,6 +658,8 @@ static double rule_table(void *user, double v)
 static qr_status body_table(builder *b, const qr_affine *a, const qr_node *n, const qr_slot *xs, int32_t *out,
                             int *ok)
 {
+    qr_aff_view av;
+    qr_aff_view_init(&av, b->q->g, n);
     int32_t xv[16] = {0}, zero[16];
     double scale[16];
     *ok = 0;
@@ -677,33 +680,14 @@ static qr_status body_table(builder *b, const qr_affine *a, const qr_node *n, co
     qr_rt_init(&rt);
     for (int64_t q = xs->qt.qmin; q <= xs->qt.qmax; q++) {
         xv[0] = (int32_t)q;
-        out[q - xs->qt.qmin] = a->elem(&rt, xv, zero, scale);
+        out[q - xs->qt.qmin] = a->elem(&rt, &av.mt, xv, zero, scale);
     }
     if (qr_rt_status(&rt, b->e) != QR_OK) {
-        qr_error_prefix(b->e, "affine rule for %s", a->op);
+        qr_error_prefix(b->e, "affine rule for %s (%s)", a->op, a->loc);
         return QR_ERR;
     }
     *ok = 1;
     return QR_OK;
-}
-
-/* Whether op n computes on integers what it computes on the reals they stand for. */
-static int int_op_ok(const qr_node *n)
-{
-    if (!strcmp(n->op, "ReduceMean")) /* ONNX truncates integer means; the reals round */
-        return 0;
-    if (!strcmp(n->op, "AveragePool") && qr_attr_i(n, "count_include_pad", 0)) { /* pads count as integer 0 */
-        const int64_t *pads;
-        int np = qr_attr_ints(n, "pads", &pads);
-        const char *ap = qr_attr_s(n, "auto_pad", "NOTSET");
-        for (int i = 0; i < np; i++)
-            if (pads[i])
-                return 0;
-        return !strcmp(ap, "NOTSET") || !strcmp(ap, "VALID");
-    }
-    if (!strcmp(n->op, "Resize")) /* nearest picks integers; interpolation would round them differently */
-        return !strcmp(qr_attr_s(n, "mode", "nearest"), "nearest");
-    return 1;
 }
 
 /* Original node `node`; in d it writes y_f32, the QuantizeLinear's input. */
@@ -712,7 +696,7 @@ static qr_status lower_affine(builder *b, int node)
     const qr_qctx *q = b->q;
     const qr_node *on = q->g->nodes[node];
     qr_node *n = b->d->nodes[q->qnode[node]];
-    const qr_affine *a = qr_module_affine(q->m, n->op);
+    const qr_affine *a = q->aff_of[node];
     int yid = on->out[0]->id;
     const qr_slot *ys = slot_for(q, yid);
     qr_value *yi = int_of(b, yid);
@@ -768,11 +752,13 @@ static qr_status lower_affine(builder *b, int node)
                 return QR_OK;
             }
         } else {
-            table_user tu = {.a = a};
+            qr_aff_view av;
+            qr_aff_view_init(&av, q->g, on);
+            table_user tu = {.a = a, .mt = &av.mt};
             qr_rt_init(&tu.rt);
             tab = table_const(b, name, t, xsl[0], ys, rule_table, &tu, NULL);
             if (tab && qr_rt_status(&tu.rt, b->e) != QR_OK) {
-                qr_error_prefix(b->e, "affine rule for %s", a->op);
+                qr_error_prefix(b->e, "affine rule for %s (%s)", a->op, a->loc);
                 return QR_ERR;
             }
         }
@@ -790,7 +776,7 @@ static qr_status lower_affine(builder *b, int node)
         island(b, yid);
         return QR_OK;
     }
-    if (!int_op_ok(on)) {
+    if (a->in_f32) { /* the rule says: real values between Q/DQ borders */
         island(b, yid);
         return QR_OK;
     }

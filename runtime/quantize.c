@@ -1,6 +1,7 @@
 #include "quantize.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,30 @@ static int recipe_uses(const qr_recipe *r, const char *name)
     return 0;
 }
 
+static int uses_rule(const void *r, const char *op)
+{
+    return recipe_uses(r, op);
+}
+
+/* A message for the user about the plan (a node left in f32 and why). */
+__attribute__((format(printf, 2, 3))) static qr_status plan_note(qr_qctx *q, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char **v = realloc(q->notes, sizeof *v * (size_t)(q->nnotes + 1));
+    if (!v || !(v[q->nnotes] = strdup(buf))) {
+        if (v)
+            q->notes = v;
+        return qr_errorf(q->e, "out of memory");
+    }
+    q->notes = v;
+    q->nnotes++;
+    return QR_OK;
+}
+
 static void set_role(qr_qctx *q, const qr_value *v, const char *name, int axis, int a, int b)
 {
     qr_role *r = &q->roles[v->id];
@@ -243,9 +268,6 @@ static qr_status plan(qr_qctx *q)
         const qr_node *n = g->nodes[i];
         if (n->dead || q->claimed[n->id] || n->n_out < 1 || !n->out[0] || n->domain[0])
             continue;
-        const qr_affine *a = qr_module_affine(m, n->op);
-        if (!a || !recipe_uses(q->r, a->op))
-            continue;
         int ok = 0, first = -1;
         for (int j = 0; j < n->n_in; j++) {
             const qr_value *v = n->in[j];
@@ -259,8 +281,42 @@ static qr_status plan(qr_qctx *q)
                 first = q->slot_of[v->id];
             ok = 1;
         }
-        if (!ok || (a->kind == 0 && a->elem && n->n_in < a->ninputs))
+        if (!ok)
             continue;
+        char why[768];
+        qr_status st;
+        const qr_affine *a = qr_module_affine_for(m, g, n, uses_rule, q->r, why, sizeof why, q->e, &st);
+        if (st != QR_OK)
+            return QR_ERR;
+        if (!a) {
+            if (why[0] && plan_note(q, "node '%s' (%s) stays f32: %s", n->name, n->op, why) != QR_OK)
+                return QR_ERR;
+            continue;
+        }
+        if (a->kind == 0 && a->elem && n->n_in < a->ninputs)
+            continue;
+        qrl_qparams fixed = {1, 0};
+        if (a->kind == 1) {
+            qrl_qtype qt = qr_qtype_of(q->act_dtype, q->act_narrow, -1);
+            qr_aff_view av;
+            qr_aff_view_init(&av, g, n);
+            qrl_rt rt2;
+            qr_rt_init(&rt2);
+            a->qparams(&rt2, &av.mt, &qt, &fixed.scale, &fixed.zero);
+            if (qr_rt_status(&rt2, q->e) != QR_OK) {
+                qr_error_prefix(q->e, "affine rule for %s (%s), node '%s'", a->op, a->loc, n->name);
+                return QR_ERR;
+            }
+            if (fixed.zero < qt.qmin || fixed.zero > qt.qmax || !(fixed.scale > 0) || !isfinite(fixed.scale)) {
+                if (plan_note(q, "node '%s' (%s) stays f32: the affine rule at %s gives scale %g and zero point "
+                                 "%lld, not valid for %s%s (%lld..%lld)",
+                              n->name, n->op, a->loc, fixed.scale, (long long)fixed.zero,
+                              qr_dtype_name(q->act_dtype), q->act_narrow ? " narrow" : "", (long long)qt.qmin,
+                              (long long)qt.qmax) != QR_OK)
+                    return QR_ERR;
+                continue;
+            }
+        }
         int out = n->out[0]->id;
         int s = a->kind == 0 ? add_slot(q, out, SLOT_SAME, first)
                 : a->kind == 1 ? add_slot(q, out, SLOT_FIXED, -1)
@@ -268,18 +324,10 @@ static qr_status plan(qr_qctx *q)
         if (s < 0)
             return qr_errorf(q->e, "out of memory");
         if (a->kind == 1) {
-            qrl_rt rt2;
-            qr_rt_init(&rt2);
-            double sc = 1;
-            int64_t z = 0;
-            a->qparams(&rt2, &sc, &z);
-            qr_slot *sl = &q->slots[s];
-            /* The rule's zero point is for a signed type; an unsigned one holds the same grid shifted. */
-            if (z < sl->qt.qmin || z > sl->qt.qmax)
-                z += sl->qt.is_signed ? -((int64_t)1 << (sl->qt.bits - 1)) : (int64_t)1 << (sl->qt.bits - 1);
-            sl->qp = (qrl_qparams){sc, z};
-            sl->solved = 1;
+            q->slots[s].qp = fixed;
+            q->slots[s].solved = 1;
         }
+        q->aff_of[n->id] = a;
         q->node_kind[n->id] = 2;
         q->claimed[n->id] = 1;
         q->nodes_affine++;
@@ -659,6 +707,10 @@ static void qctx_free(qr_qctx *q)
     free(q->matches);
     free(q->claimed);
     free(q->node_kind);
+    free(q->aff_of);
+    for (int i = 0; i < q->nnotes; i++)
+        free(q->notes[i]);
+    free(q->notes);
     free(q->roles);
     free(q->slot_of);
     free(q->qval);
@@ -930,9 +982,10 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
     qr_quantized *res = calloc(1, sizeof *res);
     q.claimed = calloc((size_t)g->n_nodes + 1, 1);
     q.node_kind = calloc((size_t)g->n_nodes + 1, sizeof *q.node_kind);
+    q.aff_of = calloc((size_t)g->n_nodes + 1, sizeof *q.aff_of);
     q.roles = calloc((size_t)g->n_values + 1, sizeof *q.roles);
     q.slot_of = malloc(sizeof *q.slot_of * (size_t)(g->n_values + 1));
-    if (!res || !q.claimed || !q.node_kind || !q.roles || !q.slot_of) {
+    if (!res || !q.claimed || !q.node_kind || !q.aff_of || !q.roles || !q.slot_of) {
         free(res);
         qctx_free(&q);
         return qr_errorf(e, "out of memory");
@@ -1063,6 +1116,10 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
             live += !g->nodes[i]->dead;
         res->nodes_float = live - q.nodes_pattern - q.nodes_affine;
         res->samples = count;
+        res->notes = q.notes; /* the result owns them now */
+        res->nnotes = q.nnotes;
+        q.notes = NULL;
+        q.nnotes = 0;
     }
     qr_graph_free(sim);
     qctx_free(&q);
@@ -1081,5 +1138,8 @@ void qr_quantized_free(qr_quantized *q)
     qr_graph_free(q->qdq);
     qr_intgraph_free(q->ig);
     free(q->layers);
+    for (int i = 0; i < q->nnotes; i++)
+        free(q->notes[i]);
+    free(q->notes);
     free(q);
 }

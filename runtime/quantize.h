@@ -67,6 +67,8 @@ typedef struct qr_quantized {
     double fp32_ms;                               /* one fp32 pass over the same samples */
     int fallbacks;                                /* layers the recipe's fallback sent back to f32 */
     const char *recipe;                           /* the recipe used */
+    char **notes;                                 /* nodes the recipe's rules left in f32, and why */
+    int nnotes;
 } qr_quantized;
 
 /* g: an optimized fp32 graph; calib: one tensor per graph input, in input

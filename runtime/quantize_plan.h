@@ -57,6 +57,9 @@ typedef struct qr_qctx {
     /* plan */
     unsigned char *claimed;
     int *node_kind; /* 0 f32, 1 pattern, 2 affine */
+    const qr_affine **aff_of; /* by node id: the affine rule that applies */
+    char **notes;   /* what the user should know about the plan: nodes left in f32 and why */
+    int nnotes;
     qr_role *roles;    /* by value id */
     int *slot_of;   /* by value id: slot index or -1 */
     qr_slot *slots;

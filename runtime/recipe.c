@@ -269,16 +269,55 @@ static int64_t m_op_is(const qrl_match *mt, int64_t v, const char *op)
     return x && x->producer && strcmp(x->producer->op, op) == 0;
 }
 
+/* The node whose attributes v names: v's producer, or (v = -1) the node an affine rule is asked about. */
+static const qr_node *mnode(const qrl_match *mt, int64_t v)
+{
+    if (v == -1)
+        return mt->node;
+    const qr_value *x = mval(mt, v);
+    return x ? x->producer : NULL;
+}
+
 static int64_t m_attr_int(const qrl_match *mt, int64_t v, const char *name, int64_t def)
 {
-    const qr_value *x = mval(mt, v);
-    return x && x->producer ? qr_attr_i(x->producer, name, def) : def;
+    const qr_node *n = mnode(mt, v);
+    return n ? qr_attr_i(n, name, def) : def;
 }
 
 static double m_attr_float(const qrl_match *mt, int64_t v, const char *name, double def)
 {
-    const qr_value *x = mval(mt, v);
-    return x && x->producer ? qr_attr_f(x->producer, name, (float)def) : def;
+    const qr_node *n = mnode(mt, v);
+    return n ? qr_attr_f(n, name, (float)def) : def;
+}
+
+static int64_t m_attr_str_is(const qrl_match *mt, int64_t v, const char *name, const char *def, const char *lit)
+{
+    const qr_node *n = mnode(mt, v);
+    return strcmp(n ? qr_attr_s(n, name, def) : def, lit) == 0;
+}
+
+static qrl_array *m_attr_ints(const qrl_match *mt, int64_t v, const char *name)
+{
+    static qrl_array none; /* read-only for JIT code: len 0 */
+    const qr_node *n = mnode(mt, v);
+    const int64_t *vals = NULL;
+    int cnt = n ? qr_attr_ints(n, name, &vals) : 0;
+    if (!mt->arrays || !mt->narrays || cnt <= 0)
+        return &none;
+    qrl_array *a = &mt->arrays[*mt->narrays % QRL_MATCH_ARRAYS]; /* a rule uses few at once */
+    (*mt->narrays)++;
+    *a = (qrl_array){(void *)vals, cnt};
+    return a;
+}
+
+void qr_aff_view_init(qr_aff_view *v, const qr_graph *g, const qr_node *n)
+{
+    memset(v, 0, sizeof *v);
+    int k = 0;
+    for (int j = 0; j < n->n_in && k < 16; j++)
+        v->values[k++] = n->in[j];
+    v->values[k++] = n->n_out > 0 ? n->out[0] : NULL;
+    v->mt = (qrl_match){g, v->values, k, n, v->arrays, &v->narrays};
 }
 
 /* ------------------------------------------- patterns, affine rules, recipes */
@@ -351,13 +390,21 @@ static void reg_pattern_lower(qrl_module *m, const char *pattern, const char *ke
     p->consts = (qrl_consts_fn)consts;
 }
 
-static void reg_affine(qrl_module *m, const char *op, int64_t ninputs, int64_t kind, void *qparams, void *elem,
-                       void *table)
+static void reg_affine(qrl_module *m, const char *op, int64_t ninputs, int64_t kind, void *where, void *qparams,
+                       void *elem, void *table, int64_t in_f32, const char *loc, const char *cond)
 {
     qr_affine *a = grow1(m, (void **)&m->affines, &m->naffines, sizeof *a);
     if (a)
-        *a = (qr_affine){op, (int)ninputs, (int)kind, (qrl_aff_qparams_fn)qparams, (qrl_aff_elem_fn)elem,
-                         (qrl_aff_table_fn)table};
+        *a = (qr_affine){op,
+                         (int)ninputs,
+                         (int)kind,
+                         (qrl_where_fn)where,
+                         (qrl_aff_qparams_fn)qparams,
+                         (qrl_aff_elem_fn)elem,
+                         (qrl_aff_table_fn)table,
+                         (int)in_f32,
+                         loc ? loc : "",
+                         cond ? cond : ""};
 }
 
 static void reg_recipe(qrl_module *m, const char *name, void *fallback)
@@ -421,6 +468,8 @@ static const qrl_imports imports = {
     .value_op_is = m_op_is,
     .attr_int = m_attr_int,
     .attr_float = m_attr_float,
+    .attr_str_is = m_attr_str_is,
+    .attr_ints = m_attr_ints,
     .add_pattern = reg_pattern,
     .add_pattern_value = reg_pattern_value,
     .add_pattern_node = reg_pattern_node,
@@ -518,11 +567,36 @@ const qr_pattern *qr_module_pattern(const qrl_module *m, const char *name)
     return NULL;
 }
 
-const qr_affine *qr_module_affine(const qrl_module *m, const char *op)
+const qr_affine *qr_module_affine_for(const qrl_module *m, const qr_graph *g, const qr_node *n,
+                                      int (*uses)(const void *ctx, const char *op), const void *uctx, char *why,
+                                      size_t whyn, qr_error *e, qr_status *status)
 {
-    for (int i = 0; i < m->naffines; i++)
-        if (!strcmp(m->affines[i].op, op))
-            return &m->affines[i];
+    qr_aff_view v;
+    size_t at = 0;
+    *status = QR_OK;
+    if (why && whyn)
+        why[0] = 0;
+    qr_aff_view_init(&v, g, n);
+    for (int i = 0; i < m->naffines; i++) {
+        const qr_affine *a = &m->affines[i];
+        if (strcmp(a->op, n->op) || (uses && !uses(uctx, a->op)))
+            continue;
+        if (!a->where)
+            return a;
+        qrl_rt rt;
+        qr_rt_init(&rt);
+        int64_t ok = a->where(&rt, &v.mt);
+        if (qr_rt_status(&rt, e) != QR_OK) {
+            qr_error_prefix(e, "affine rule for %s (%s)", a->op, a->loc);
+            *status = QR_ERR;
+            return NULL;
+        }
+        if (ok)
+            return a;
+        if (why && at < whyn)
+            at += (size_t)snprintf(why + at, whyn - at, "%s%s: where %s does not hold", at ? "; " : "", a->loc,
+                                   a->cond);
+    }
     return NULL;
 }
 

@@ -17,7 +17,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 1
+#define QR_RECIPE_ABI 2
 
 typedef union qrl_scalar {
     int64_t i; /* integer and bool parameters */
@@ -106,8 +106,12 @@ typedef struct qrl_imports {
     int64_t (*value_const)(const qrl_match *mt, int64_t v);
     int64_t (*value_present)(const qrl_match *mt, int64_t v);
     int64_t (*value_op_is)(const qrl_match *mt, int64_t v, const char *op); /* v's producer is op */
+    /* Attributes of v's producer; v = -1: the node an affine rule is asked about. */
     int64_t (*attr_int)(const qrl_match *mt, int64_t v, const char *name, int64_t def);
     double (*attr_float)(const qrl_match *mt, int64_t v, const char *name, double def);
+    int64_t (*attr_str_is)(const qrl_match *mt, int64_t v, const char *name, const char *def, const char *lit);
+    /* An int-list attribute as an i64[] (empty when absent), valid while the match is. */
+    qrl_array *(*attr_ints)(const qrl_match *mt, int64_t v, const char *name);
     /* Patterns. where: int64_t (*)(qrl_rt *, const qrl_match *), NULL = always. */
     void (*add_pattern)(qrl_module *m, const char *name, void *where);
     /* role: "" (stays float), activation, output, weight, bias, same; axis for weight(axis = N)
@@ -121,11 +125,13 @@ typedef struct qrl_imports {
      * qrl_match *, double *out): the constants of all lower clauses, in order). */
     void (*add_pattern_lower)(qrl_module *m, const char *pattern, const char *kernel, int64_t out, const char *args,
                               void *consts);
-    /* Affine rules. kind: 0 same, 1 fixed, 2 requantize. qparams: void (*)(qrl_rt *, double *scale, int64_t *zero)
-     * for fixed; elem: int32_t (*)(qrl_rt *, const int32_t *x, const int32_t *zero, const double *scale);
-     * table: double (*)(qrl_rt *, double v). NULL when absent. */
-    void (*add_affine)(qrl_module *m, const char *op, int64_t ninputs, int64_t kind, void *qparams, void *elem,
-                       void *table);
+    /* Affine rules, in source order (the first whose where holds applies). kind: 0 same, 1 fixed,
+     * 2 requantize. where: qrl_where_fn (the node's inputs, then its output; attributes through v = -1);
+     * qparams (fixed), elem (a body), table: the qrl_aff_*_fn types below; NULL when absent.
+     * in_f32: the op runs on real values between Q/DQ borders. loc "file:line:col" and cond (the
+     * where clause's source) name the rule in messages. */
+    void (*add_affine)(qrl_module *m, const char *op, int64_t ninputs, int64_t kind, void *where, void *qparams,
+                       void *elem, void *table, int64_t in_f32, const char *loc, const char *cond);
     /* Recipes. fallback: int64_t (*)(qrl_rt *, double sqnr), NULL = never. */
     void (*add_recipe)(qrl_module *m, const char *name, void *fallback);
     /* A setting: key = type mods by calibrator(args). mods "symmetric,per_channel"; argnames "p,bins";
@@ -147,9 +153,11 @@ struct qrl_rt {
 /* Function types of patterns, affine rules and recipes. */
 typedef int64_t (*qrl_where_fn)(qrl_rt *rt, const qrl_match *mt);
 typedef void (*qrl_consts_fn)(qrl_rt *rt, const qrl_match *mt, double *out);
-typedef void (*qrl_aff_qparams_fn)(qrl_rt *rt, double *scale, int64_t *zero);
-typedef int32_t (*qrl_aff_elem_fn)(qrl_rt *rt, const int32_t *x, const int32_t *zero, const double *scale);
-typedef double (*qrl_aff_table_fn)(qrl_rt *rt, double v);
+typedef void (*qrl_aff_qparams_fn)(qrl_rt *rt, const qrl_match *mt, const qrl_qtype *t, double *scale,
+                                   int64_t *zero);
+typedef int32_t (*qrl_aff_elem_fn)(qrl_rt *rt, const qrl_match *mt, const int32_t *x, const int32_t *zero,
+                                   const double *scale);
+typedef double (*qrl_aff_table_fn)(qrl_rt *rt, const qrl_match *mt, double v);
 typedef int64_t (*qrl_fallback_fn)(qrl_rt *rt, double sqnr);
 typedef void (*qrl_args_fn)(qrl_rt *rt, double *out);
 
@@ -197,11 +205,16 @@ typedef struct qr_cal_desc {
 } qr_cal_desc;
 
 /* The candidate the matcher hands a where-predicate: the graph values bound
- * to the pattern's values, by index (NULL: an optional input left out). */
+ * to the pattern's values, by index (NULL: an optional input left out). An
+ * affine rule sees its node's inputs and output, and the node itself. */
+#define QRL_MATCH_ARRAYS 8
 struct qrl_match {
     const qr_graph *g;
     qr_value *const *values;
     int nvalues;
+    const qr_node *node;  /* affine rules: the node (attr with v = -1) */
+    qrl_array *arrays;    /* room for QRL_MATCH_ARRAYS int-list attributes (NULL: none) */
+    int *narrays;
 };
 
 typedef struct qr_pat_value {
@@ -235,10 +248,22 @@ typedef struct qr_pattern {
 typedef struct qr_affine {
     const char *op;
     int ninputs, kind; /* 0 same, 1 fixed, 2 requantize */
+    qrl_where_fn where; /* NULL: always */
     qrl_aff_qparams_fn qparams;
     qrl_aff_elem_fn elem;
     qrl_aff_table_fn table;
+    int in_f32;
+    const char *loc, *cond; /* "file:line:col" of the rule, its where clause's source ("" without) */
 } qr_affine;
+
+/* What an affine rule sees of node n: its inputs, its output, its attributes. */
+typedef struct qr_aff_view {
+    qr_value *values[17];
+    qrl_array arrays[QRL_MATCH_ARRAYS];
+    int narrays;
+    qrl_match mt;
+} qr_aff_view;
+void qr_aff_view_init(qr_aff_view *v, const qr_graph *g, const qr_node *n);
 
 typedef struct qr_setting {
     const char *key, *type, *mods, *calibrator, *argnames;
@@ -278,7 +303,12 @@ void qr_module_free(qrl_module *m);
 const qr_fn_desc *qr_module_fn(const qrl_module *m, const char *name);
 const qr_cal_desc *qr_module_calibrator(const qrl_module *m, const char *name);
 const qr_pattern *qr_module_pattern(const qrl_module *m, const char *name);
-const qr_affine *qr_module_affine(const qrl_module *m, const char *op);
+/* The first affine rule for n's op (among those `use`d: uses(name) != 0, NULL: all) whose where
+ * holds. NULL: none applies; then *why (when given) says which rules were tried and why they did
+ * not apply, and *status is QR_ERR when a where clause failed (its message in e). */
+const qr_affine *qr_module_affine_for(const qrl_module *m, const qr_graph *g, const qr_node *n,
+                                      int (*uses)(const void *ctx, const char *op), const void *uctx, char *why,
+                                      size_t whyn, qr_error *e, qr_status *status);
 const qr_recipe *qr_module_recipe(const qrl_module *m, const char *name);
 const qr_setting *qr_recipe_setting(const qr_recipe *r, const char *key);
 

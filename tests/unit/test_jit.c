@@ -63,6 +63,18 @@ static qrl_module *compile_text(const char *name, const char *src, const qc_opti
     return m;
 }
 
+/* A node of op `op` reading one fresh value, writing another (attributes added by the test). */
+static qr_node *one_node(qr_graph *g, const char *op)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s_%d", op, g->n_nodes);
+    qr_node *n = qr_graph_add_node(g, op, name, 1, 1);
+    n->in[0] = qr_graph_new_value(g, "");
+    n->out[0] = qr_graph_new_value(g, "");
+    n->out[0]->producer = n;
+    return n;
+}
+
 static void *fn(qrl_module *m, const char *name, const char *sig)
 {
     const qr_fn_desc *d = qr_module_fn(m, name);
@@ -628,24 +640,115 @@ Test(jit, recipe_settings_are_registered)
     cr_assert_eq(r->fallback(&rt, 15.0), 1);
     cr_assert_eq(r->fallback(&rt, 30.0), 0);
     /* affine rules of the stdlib come along */
-    const qr_affine *relu = qr_module_affine(m, "Relu"), *sig = qr_module_affine(m, "Sigmoid");
+    qr_graph *g = qr_graph_new();
+    qr_node *rn = one_node(g, "Relu"), *sn = one_node(g, "Sigmoid");
+    qr_status st;
+    const qr_affine *relu = qr_module_affine_for(m, g, rn, NULL, NULL, NULL, 0, NULL, &st);
+    const qr_affine *sig = qr_module_affine_for(m, g, sn, NULL, NULL, NULL, 0, NULL, &st);
     cr_assert(relu && relu->kind == 0 && relu->elem);
+    qr_aff_view av;
+    qr_aff_view_init(&av, g, rn);
     int32_t x[1] = {5}, z[1] = {10};
     double sc[1] = {0.1};
-    cr_assert_eq(relu->elem(&rt, x, z, sc), 10);
+    cr_assert_eq(relu->elem(&rt, &av.mt, x, z, sc), 10);
     x[0] = 20;
-    cr_assert_eq(relu->elem(&rt, x, z, sc), 20);
+    cr_assert_eq(relu->elem(&rt, &av.mt, x, z, sc), 20);
     cr_assert(sig && sig->kind == 1 && sig->qparams && sig->table);
     double scale;
     int64_t zero;
-    sig->qparams(&rt, &scale, &zero);
+    qrl_qtype i8 = qr_qtype_of(QR_I8, 0, -1), u8 = qr_qtype_of(QR_U8, 0, -1);
+    qr_aff_view_init(&av, g, sn);
+    sig->qparams(&rt, &av.mt, &i8, &scale, &zero); /* [0, 1]: TFLite's 1/256 at qmin */
     cr_assert_eq(scale, 1.0 / 256);
     cr_assert_eq(zero, -128);
-    cr_assert_float_eq(sig->table(&rt, 0.0), 0.5, 1e-15);
-    cr_assert_float_eq(sig->table(&rt, 2.0), 1 / (1 + exp(-2.0)), 1e-15);
-    cr_assert_eq(qr_module_affine(m, "MaxPool")->kind, 0);
-    cr_assert_eq(qr_module_affine(m, "Concat")->kind, 2);
+    sig->qparams(&rt, &av.mt, &u8, &scale, &zero);
+    cr_assert_eq(scale, 1.0 / 256);
+    cr_assert_eq(zero, 0);
+    cr_assert_float_eq(sig->table(&rt, &av.mt, 0.0), 0.5, 1e-15);
+    cr_assert_float_eq(sig->table(&rt, &av.mt, 2.0), 1 / (1 + exp(-2.0)), 1e-15);
+    cr_assert_eq(qr_module_affine_for(m, g, one_node(g, "MaxPool"), NULL, NULL, NULL, 0, NULL, &st)->kind, 0);
+    cr_assert_eq(qr_module_affine_for(m, g, one_node(g, "Concat"), NULL, NULL, NULL, 0, NULL, &st)->kind, 2);
     cr_assert_eq(rt.failed, 0);
+    qr_graph_free(g);
+    qr_module_free(m);
+}
+
+/* Affine rules read the node: attributes with defaults, where clauses, fixed qparams per type. */
+Test(jit, affine_rules_read_the_node)
+{
+    qrl_module *m = compile_path("recipes/int8.qrl");
+    qr_graph *g = qr_graph_new();
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    qr_status st;
+    char why[512];
+    qr_aff_view av;
+    /* LeakyRelu's alpha: 0.01 by default, the node's when it has one */
+    qr_node *lr = one_node(g, "LeakyRelu"), *lr2 = one_node(g, "LeakyRelu");
+    qr_node_add_attr_f(g, lr2, "alpha", 0.2f);
+    const qr_affine *a = qr_module_affine_for(m, g, lr, NULL, NULL, why, sizeof why, NULL, &st);
+    cr_assert(a && a->table);
+    qr_aff_view_init(&av, g, lr);
+    cr_assert_float_eq(a->table(&rt, &av.mt, -2.0), -0.02, 1e-9);
+    qr_aff_view_init(&av, g, lr2);
+    cr_assert_float_eq(a->table(&rt, &av.mt, -2.0), -0.4, 1e-6);
+    cr_assert_float_eq(a->table(&rt, &av.mt, 3.0), 3.0, 1e-9);
+    /* HardSigmoid as PyTorch exports it: alpha 1/6 */
+    qr_node *hs = one_node(g, "HardSigmoid");
+    qr_node_add_attr_f(g, hs, "alpha", 1.0f / 6);
+    qr_node_add_attr_f(g, hs, "beta", 0.5f);
+    a = qr_module_affine_for(m, g, hs, NULL, NULL, why, sizeof why, NULL, &st);
+    qr_aff_view_init(&av, g, hs);
+    cr_assert_float_eq(a->table(&rt, &av.mt, 1.5), 0.75, 1e-6);
+    cr_assert_float_eq(a->table(&rt, &av.mt, -4.0), 0.0, 1e-9);
+    /* Tanh: [-1, 1] with real 0 in the middle of any type (u8: 128), never an out-of-range zero point */
+    qr_node *th = one_node(g, "Tanh");
+    a = qr_module_affine_for(m, g, th, NULL, NULL, why, sizeof why, NULL, &st);
+    qrl_qtype u8 = qr_qtype_of(QR_U8, 0, -1), n8 = qr_qtype_of(QR_I8, 1, -1);
+    double scale;
+    int64_t zero;
+    a->qparams(&rt, &av.mt, &u8, &scale, &zero);
+    cr_assert_eq(zero, 128);
+    cr_assert_eq(scale, 1.0 / 128);
+    a->qparams(&rt, &av.mt, &n8, &scale, &zero);
+    cr_assert_eq(zero, 0);
+    cr_assert_float_eq(scale * 127, 1.0, 0.01);
+    /* Resize: nearest runs on the integers; linear and cubic in f32, requantized */
+    qr_node *rz = one_node(g, "Resize"), *rc = one_node(g, "Resize");
+    qr_node_add_attr_s(g, rc, "mode", "cubic");
+    a = qr_module_affine_for(m, g, rz, NULL, NULL, why, sizeof why, NULL, &st);
+    cr_assert(a && a->kind == 0 && !a->in_f32);
+    a = qr_module_affine_for(m, g, rc, NULL, NULL, why, sizeof why, NULL, &st);
+    cr_assert(a && a->kind == 2 && a->in_f32);
+    /* AveragePool counting pads: f32; without pads, or not counting them, on the integers */
+    qr_node *ap = one_node(g, "AveragePool"), *ap2 = one_node(g, "AveragePool");
+    int64_t pads[4] = {0, 1, 0, 1}, nopads[4] = {0, 0, 0, 0};
+    qr_node_add_attr_i(g, ap, "count_include_pad", 1);
+    qr_node_add_attr_ints(g, ap, "pads", 4, pads);
+    qr_node_add_attr_i(g, ap2, "count_include_pad", 1);
+    qr_node_add_attr_ints(g, ap2, "pads", 4, nopads);
+    a = qr_module_affine_for(m, g, ap, NULL, NULL, why, sizeof why, NULL, &st);
+    cr_assert(a && a->in_f32);
+    a = qr_module_affine_for(m, g, ap2, NULL, NULL, why, sizeof why, NULL, &st);
+    cr_assert(a && !a->in_f32);
+    cr_assert_eq(rt.failed, 0);
+    qr_graph_free(g);
+    qr_module_free(m);
+}
+
+/* A where clause that holds for no node: the op stays f32, and why names the rule and its condition. */
+Test(jit, affine_where_none_applies)
+{
+    qrl_module *m = compile_text("where.qrl", "affine Resize(x) where attr(\"mode\", \"nearest\") == \"nearest\" -> same\n", NULL, NULL);
+    qr_graph *g = qr_graph_new();
+    qr_node *rc = one_node(g, "Resize");
+    qr_node_add_attr_s(g, rc, "mode", "linear");
+    qr_status st;
+    char why[512];
+    cr_assert_null(qr_module_affine_for(m, g, rc, NULL, NULL, why, sizeof why, NULL, &st));
+    cr_assert_eq(st, QR_OK);
+    cr_assert(strstr(why, ":1:8: where attr(\"mode\", \"nearest\") == \"nearest\" does not hold"), "%s", why);
+    qr_graph_free(g);
     qr_module_free(m);
 }
 
@@ -680,7 +783,7 @@ Test(jit, pattern_description_and_where_predicate)
     qrl_rt rt;
     qr_rt_init(&rt);
     qr_value *vals[3] = {yv, xv, c0};
-    qrl_match mt = {g, vals, 3};
+    qrl_match mt = {g, vals, 3, NULL, NULL, NULL};
     cr_assert_eq(p->where(&rt, &mt), 1);
     vals[2] = c1; /* rank 1: no */
     cr_assert_eq(p->where(&rt, &mt), 0);
