@@ -23,9 +23,10 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 qr_status cli_load_model(const char *path, qr_graph **g, qr_error *e);
 /* Reads the files of specs ("NAME=FILE" or "FILE", the next unbound input)
  * into inputs[0..g->n_inputs), checked against the inputs' types; every
- * input must be bound (flag names the option in the message). */
+ * input must be bound (flag names the option in the message). samples: the
+ * files are sample sets (any count along the first dimension). */
 qr_status cli_bind_inputs(const char *model, const qr_graph *g, const char *flag, int n, char *const *specs,
-                          qr_tensor *inputs, qr_error *e);
+                          int samples, qr_tensor *inputs, qr_error *e);
 /* Parses a positive integer option value. */
 int cli_parse_int(const char *s, int lo, int hi, int *out);
 

@@ -136,7 +136,7 @@ int cli_eval(int argc, char **argv)
         rc = cli_fail(&e);
         goto out;
     }
-    if (cli_bind_inputs(model, g, "--data", ndata, data, x, &e) != QR_OK || qr_npy_read(labels, &y, &e) != QR_OK) {
+    if (cli_bind_inputs(model, g, "--data", ndata, data, 1, x, &e) != QR_OK || qr_npy_read(labels, &y, &e) != QR_OK) {
         rc = cli_fail(&e);
         goto out;
     }
@@ -161,7 +161,7 @@ int cli_eval(int argc, char **argv)
     if (recipe) {
         if (!(mod = cli_compile_recipe(recipe, 0)))
             goto out;
-        if (cli_bind_inputs(model, g, "--calib", ncalib, calib, c, &e) != QR_OK) {
+        if (cli_bind_inputs(model, g, "--calib", ncalib, calib, 1, c, &e) != QR_OK) {
             rc = cli_fail(&e);
             goto out;
         }

@@ -184,7 +184,7 @@ int cli_quantize(int argc, char **argv)
         rc = cli_fail(&e);
         goto out;
     }
-    if (cli_bind_inputs(model, g, "--calib", ncalib, calib, c, &e) != QR_OK) {
+    if (cli_bind_inputs(model, g, "--calib", ncalib, calib, 1, c, &e) != QR_OK) {
         rc = cli_fail(&e);
         goto out;
     }

@@ -81,7 +81,7 @@ int cli_run(int argc, char **argv)
         fprintf(stderr, "qrl: out of memory\n");
         goto out;
     }
-    if (cli_bind_inputs(model, g, "-i", nin, in_spec, inputs, &e) != QR_OK) {
+    if (cli_bind_inputs(model, g, "-i", nin, in_spec, 0, inputs, &e) != QR_OK) {
         rc = cli_fail(&e);
         goto out;
     }

@@ -9,7 +9,7 @@
 #include "tensor_io.h"
 
 qr_status cli_bind_inputs(const char *model, const qr_graph *g, const char *flag, int n, char *const *specs,
-                          qr_tensor *inputs, qr_error *e)
+                          int samples, qr_tensor *inputs, qr_error *e)
 {
     int *bound = calloc((size_t)g->n_inputs + 1, sizeof *bound);
     if (!bound)
@@ -43,7 +43,7 @@ qr_status cli_bind_inputs(const char *model, const qr_graph *g, const char *flag
         bound[slot] = 1;
         if (qr_tensor_read_file(file, &inputs[slot], e) != QR_OK)
             st = QR_ERR;
-        else if (qr_exec_check_input(g->inputs[slot], &inputs[slot], e) != QR_OK) {
+        else if ((samples ? qr_exec_check_samples : qr_exec_check_input)(g->inputs[slot], &inputs[slot], e) != QR_OK) {
             qr_error_prefix(e, "%s does not fit %s", file, model);
             st = QR_ERR;
         }

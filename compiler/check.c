@@ -175,7 +175,7 @@ static const struct { const char *name; const qc_type *type; } builtin_consts[] 
 static const char *const builtin_fns[] = {
     "min", "max", "abs", "clamp", "select", "floor", "ceil", "trunc", "round_even", "round_away", "round_up",
     "sqrt", "exp", "log", "log2", "tanh", "erf", "pow", "isnan", "isinf", "len", "qparams", "const", "rank",
-    "dim", "present", "attr", "attr_ints",
+    "dim", "present", "attr", "attr_ints", "broadcast_index",
 };
 
 static int in_affine_rule(const ctx *c)
@@ -631,6 +631,17 @@ static const qc_type *builtin_call(ctx *c, ql_node *n, const char *f, const qc_t
         settle(c, k[0], m);
         settle(c, k[1], m);
         return set_type(n, m);
+    }
+    if (!strcmp(f, "broadcast_index")) { /* broadcast_index(a, y, i): a's element that y[i] reads */
+        if (!expect_args(c, n, f, 3, 3))
+            return set_type(n, &qc_error);
+        for (int i = 0; i < 2; i++) {
+            const qc_type *t = expr(c, k[i], NULL);
+            if (t->k != QC_TENSOR && t->k != QC_ERROR)
+                err(c, k[i], "broadcast_index takes two tensors and an index, not %s", TN(t, a));
+        }
+        convert(c, k[2], expr(c, k[2], &qc_i64), &qc_i64, "the index");
+        return set_type(n, &qc_i64);
     }
     if (!strcmp(f, "len")) {
         if (!expect_args(c, n, f, 1, 1))

@@ -25,7 +25,7 @@
  * v void, d f64, l i64, p void*, r qrl_rt*, t qrl_tview*, s const char*. */
 enum {
     IMP_ABI, IMP_TRAP, IMP_EXP, IMP_LOG, IMP_LOG2, IMP_TANH, IMP_ERF, IMP_POW, IMP_TMIN, IMP_TMAX, IMP_TABSMAX,
-    IMP_TSUM, IMP_STATE_ALLOC, IMP_HIST_NEW, IMP_HIST_ADD, IMP_HIST_MERGE, IMP_HIST_QUANTILE, IMP_HIST_BIN,
+    IMP_TSUM, IMP_TBCAST, IMP_STATE_ALLOC, IMP_HIST_NEW, IMP_HIST_ADD, IMP_HIST_MERGE, IMP_HIST_QUANTILE, IMP_HIST_BIN,
     IMP_HIST_EDGE, IMP_HIST_COUNT, IMP_HIST_LO, IMP_HIST_HI, IMP_HIST_WIDTH, IMP_HIST_BINS, IMP_ADD_FN,
     IMP_ADD_CAL, IMP_ADD_PARAM, IMP_VALUE_RANK, IMP_VALUE_DIM, IMP_VALUE_CONST, IMP_VALUE_PRESENT, IMP_VALUE_OP_IS,
     IMP_ATTR_INT, IMP_ATTR_FLOAT, IMP_ATTR_STR_IS, IMP_ATTR_INTS, IMP_ADD_PATTERN, IMP_ADD_PATTERN_VALUE, IMP_ADD_PATTERN_NODE, IMP_ADD_PATTERN_LOWER,
@@ -34,7 +34,7 @@ enum {
 static const char *const imp_sig[IMP_COUNT] = {
     [IMP_ABI] = NULL, [IMP_TRAP] = "vrlsllll", [IMP_EXP] = "dd", [IMP_LOG] = "dd", [IMP_LOG2] = "dd",
     [IMP_TANH] = "dd", [IMP_ERF] = "dd", [IMP_POW] = "ddd", [IMP_TMIN] = "dt", [IMP_TMAX] = "dt",
-    [IMP_TABSMAX] = "dt", [IMP_TSUM] = "dt", [IMP_STATE_ALLOC] = "prl", [IMP_HIST_NEW] = "prl",
+    [IMP_TABSMAX] = "dt", [IMP_TSUM] = "dt", [IMP_TBCAST] = "lttl", [IMP_STATE_ALLOC] = "prl", [IMP_HIST_NEW] = "prl",
     [IMP_HIST_ADD] = "vrptl", [IMP_HIST_MERGE] = "vrpp", [IMP_HIST_QUANTILE] = "dpd", [IMP_HIST_BIN] = "dpl",
     [IMP_HIST_EDGE] = "dpl", [IMP_HIST_COUNT] = "dp", [IMP_HIST_LO] = "dp", [IMP_HIST_HI] = "dp",
     [IMP_HIST_WIDTH] = "dp", [IMP_HIST_BINS] = "lp", [IMP_ADD_FN] = "vpspsl", [IMP_ADD_CAL] = "vpsllppppp",
@@ -864,6 +864,10 @@ static gcc_jit_rvalue *builtin_call(fgen *f, const ql_node *n, const char *name)
         gcc_jit_type *ut = unsigned_of(j, t);
         gcc_jit_rvalue *neg = cast(j, bin(j, GCC_JIT_BINARY_OP_MINUS, ut, gcc_jit_context_zero(j->c, ut), cast(j, a, ut)), jt);
         return select_rv(f, cmp(j, GCC_JIT_COMPARISON_LT, a, gcc_jit_context_zero(j->c, jt)), neg, a, jt);
+    }
+    if (!strcmp(name, "broadcast_index")) {
+        gcc_jit_rvalue *args[3] = {now(f, expr(f, k[0])), now(f, expr(f, k[1])), now(f, cast(j, expr(f, k[2]), j->t_i64))};
+        return now(f, call_imp(f, IMP_TBCAST, 3, args));
     }
     if (!strcmp(name, "len")) {
         gcc_jit_rvalue *a = now(f, expr(f, k[0]));

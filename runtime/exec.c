@@ -139,7 +139,7 @@ static char *dims_str(const qr_tensor *t, const qr_value *v, char *buf, size_t n
     return buf;
 }
 
-qr_status qr_exec_check_input(const qr_value *v, const qr_tensor *t, qr_error *e)
+static qr_status check_input(const qr_value *v, const qr_tensor *t, int from, qr_error *e)
 {
     char want[160], got[160];
     if (qr_tensor_check_shape(t, e) != QR_OK) {
@@ -147,12 +147,25 @@ qr_status qr_exec_check_input(const qr_value *v, const qr_tensor *t, qr_error *e
         return QR_ERR;
     }
     int ok = t->dtype == v->t.dtype && (v->t.ndim < 0 || v->t.ndim == t->ndim);
-    for (int i = 0; ok && v->t.ndim >= 0 && i < t->ndim; i++)
+    for (int i = from; ok && v->t.ndim >= 0 && i < t->ndim; i++)
         ok = v->t.dims[i] < 0 || v->t.dims[i] == t->dims[i];
     if (!ok)
-        return qr_errorf(e, "input '%s': expected %s, got %s", v->name, dims_str(&v->t, v, want, sizeof want),
+        return qr_errorf(e, "input '%s': expected %s%s, got %s", v->name, dims_str(&v->t, v, want, sizeof want),
+                         from ? " (any number of samples along the first dimension)" : "",
                          dims_str(t, NULL, got, sizeof got));
     return QR_OK;
+}
+
+qr_status qr_exec_check_input(const qr_value *v, const qr_tensor *t, qr_error *e)
+{
+    return check_input(v, t, 0, e);
+}
+
+qr_status qr_exec_check_samples(const qr_value *v, const qr_tensor *t, qr_error *e)
+{
+    if (t->ndim < 1)
+        return qr_errorf(e, "input '%s': a sample set needs a first dimension (the samples)", v->name);
+    return check_input(v, t, 1, e);
 }
 
 static qr_status check_inputs(qr_exec *x, const qr_tensor *inputs, qr_error *e)

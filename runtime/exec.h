@@ -43,5 +43,8 @@ void qr_exec_get_stats(const qr_exec *x, qr_exec_stats *s);
 /* Checks that t fits the declared type of graph input v (dtype, rank, fixed
  * dims); symbolic dims named alike must agree across inputs (checked by run). */
 qr_status qr_exec_check_input(const qr_value *v, const qr_tensor *t, qr_error *e);
+/* The same for a set of samples stacked along the first dimension: its size is free (a model
+ * whose batch is fixed at 1 runs them one by one). */
+qr_status qr_exec_check_samples(const qr_value *v, const qr_tensor *t, qr_error *e);
 
 #endif

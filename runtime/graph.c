@@ -487,3 +487,15 @@ qr_graph *qr_graph_clone(const qr_graph *g)
     free(map);
     return c;
 }
+
+int64_t qr_graph_fixed_batch(const qr_graph *g)
+{
+    int64_t b = 0;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const qr_value *v = g->inputs[i];
+        if (v->t.ndim < 1 || v->t.dims[0] <= 0 || (b && v->t.dims[0] != b))
+            return 0;
+        b = v->t.dims[0];
+    }
+    return b;
+}

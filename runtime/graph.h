@@ -122,6 +122,9 @@ qr_status qr_graph_toposort(qr_graph *g, qr_error *e);
 void qr_graph_drop_unused(qr_graph *g);
 /* Drops dead nodes and values no node, input or output refers to. */
 void qr_graph_compact(qr_graph *g);
+/* The batch size every input fixes in its first dimension (the same for all), or 0 when any
+ * input leaves it open (symbolic or unknown). */
+int64_t qr_graph_fixed_batch(const qr_graph *g);
 /* Replaces every use of `from` by `to` (node inputs and graph outputs). */
 void qr_graph_replace_uses(qr_graph *g, qr_value *from, qr_value *to);
 /* Number of nodes reading v. */

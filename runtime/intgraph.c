@@ -104,8 +104,16 @@ static qr_status kcall_infer(qr_kctx *k)
             return QR_KERR(k, "QrlKernel: the accumulator must be int32");
         return qr_set_out(k, 0, to, k->in[0]->ndim, k->in[0]->dims);
     }
+    /* the matched node's shape: its quantized data inputs broadcast (not weights, biases or f32 constants) */
+    const int64_t *from;
+    int nfrom = qr_attr_ints(k->node, "shape_from", &from);
+    const qr_tensor *src[64];
+    int ns = 0;
+    for (int i = 0; i < nfrom && ns < 64; i++)
+        if (from[i] >= 0 && from[i] < k->n_in && k->in[from[i]])
+            src[ns++] = k->in[from[i]];
     qr_tensor shape = {0};
-    if (qr_broadcast_shapes(k, k->in, k->n_in, &shape) != QR_OK)
+    if (qr_broadcast_shapes(k, ns ? src : k->in, ns ? ns : k->n_in, &shape) != QR_OK)
         return QR_ERR;
     return qr_set_out(k, 0, to, shape.ndim, shape.dims);
 }
@@ -190,7 +198,7 @@ static qr_status lookup_run(qr_kctx *k)
 }
 
 const qr_op_def qr_ops_intgraph[] = {
-    {"QrlKernel", "qrl", 0, 128, 1, 1, "call:i to:i acc:i kernel:s", kcall_infer, kcall_run, 0},
+    {"QrlKernel", "qrl", 0, 128, 1, 1, "call:i to:i acc:i kernel:s shape_from:ints", kcall_infer, kcall_run, 0},
     {"QrlLookup", "qrl", 2, 2, 1, 1, "", lookup_infer, lookup_run, 0},
     {0},
 };
@@ -539,7 +547,8 @@ static qr_status lower_match(builder *b, const struct mrec *r)
     }
     qi_arg args[128];
     qr_value *ins[128];
-    int na = 0, nin = 0;
+    int64_t shape_from[128];
+    int na = 0, nin = 0, nshape = 0;
     memset(args, 0, sizeof args);
     char name[512];
     if (want_acc) {
@@ -575,6 +584,8 @@ static qr_status lower_match(builder *b, const struct mrec *r)
         } else {
             args[na] = (qi_arg){.kind = ARG_TENSOR, .input = nin, .want = pt[na].elem};
             na++;
+            if (!strcmp(a->role, "activation") || !strcmp(a->role, "output"))
+                shape_from[nshape++] = nin;
             ins[nin++] = t;
         }
         if (arg_width(a) == 1)
@@ -628,6 +639,8 @@ static qr_status lower_match(builder *b, const struct mrec *r)
     qr_node_add_attr_i(b->d, n, "call", b->ig->ncalls);
     qr_node_add_attr_i(b->d, n, "to", q->act_dtype);
     qr_node_add_attr_i(b->d, n, "acc", want_acc);
+    if (!want_acc && nshape)
+        qr_node_add_attr_ints(b->d, n, "shape_from", nshape, shape_from);
     if (yi->q && want_acc) { /* y comes from an int32 accumulator */
         qr_qinfo *qi = qr_arena_memdup(&b->d->arena, yi->q, sizeof *qi);
         if (qi)

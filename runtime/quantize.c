@@ -639,6 +639,16 @@ static void progress(const qr_quant_opts *o, const char *what, int64_t done, int
         fprintf(stderr, "\n");
 }
 
+/* Samples per run: the model's own batch size when its inputs fix one (most shipped models
+ * take exactly 1), else --batch. */
+static int calib_batch(const qr_qctx *q)
+{
+    int64_t fixed = qr_graph_fixed_batch(q->g);
+    if (fixed > 0)
+        return (int)fixed;
+    return q->o->batch > 0 ? q->o->batch : 32;
+}
+
 /* Samples [at, at + b) of every calibration input, as views. */
 static void slice_inputs(const qr_tensor *calib, int n, int64_t at, int64_t b, qr_tensor *in)
 {
@@ -667,7 +677,7 @@ static qr_status run_once(qr_exec *x, const qr_graph *g, const qr_tensor *in, qr
 static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *calib, int64_t count, void *user,
                              const char *what, double *ms)
 {
-    int batch = q->o->batch > 0 ? q->o->batch : 32;
+    int batch = calib_batch(q);
     qr_exec_opts eo = {.threads = q->o->threads, .kernel_user = user};
     qr_exec *x;
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
@@ -815,7 +825,7 @@ static qr_status side_by_side(measure *ms, const qr_graph *other, void *user, qr
     ms->ref = calloc((size_t)q->nslots + 1, sizeof *ms->ref);
     qr_tensor *in = calloc((size_t)q->g->n_inputs + 1, sizeof *in);
     qr_status st = ms->ref && in ? QR_OK : qr_errorf(q->e, "out of memory");
-    int batch = q->o->batch > 0 ? q->o->batch : 32;
+    int batch = calib_batch(q);
     int64_t n = count < 256 ? count : 256;
     qr_exec_opts o32 = {.threads = q->o->threads, .observer = observe_slots, .observer_user = ms};
     qr_exec_opts oo = {.threads = q->o->threads, .observer = obs, .observer_user = ms, .kernel_user = user};
@@ -1037,6 +1047,13 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
     int64_t count = calib->dims[0];
     if (o->calib_count > 0 && o->calib_count < count)
         count = o->calib_count;
+    int64_t fixed = qr_graph_fixed_batch(g);
+    if (st == QR_OK && fixed > 1) { /* whole batches only */
+        if (count < fixed)
+            st = qr_errorf(e, "the model takes batches of exactly %lld samples (input '%s'), the calibration set "
+                              "has %lld", (long long)fixed, g->inputs[0]->name, (long long)count);
+        count -= count % fixed;
+    }
     if (st == QR_OK)
         st = run_batches(&q, g, calib, count, NULL, "fp32     ", &res->fp32_ms);
     if (st == QR_OK)

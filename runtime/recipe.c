@@ -78,6 +78,26 @@ static double t_sum(const qrl_tview *x)
     return s;
 }
 
+static int64_t t_broadcast_index(const qrl_tview *a, const qrl_tview *y, int64_t i)
+{
+    int64_t off = 0, stride = 1;
+    if (a->rank > y->rank)
+        return -1;
+    for (int64_t d = y->rank - 1; d >= 0; d--) {
+        int64_t yd = y->dims[d], coord = yd > 0 ? i % yd : 0;
+        i = yd > 0 ? i / yd : 0;
+        int64_t ad = d - (y->rank - a->rank);
+        if (ad < 0)
+            continue;
+        if (a->dims[ad] == yd)
+            off += coord * stride;
+        else if (a->dims[ad] != 1)
+            return -1;
+        stride *= a->dims[ad];
+    }
+    return off;
+}
+
 /* State allocations are chained to the calibrator instance that owns them. */
 typedef struct alloc_node {
     struct alloc_node *next;
@@ -446,6 +466,7 @@ static const qrl_imports imports = {
     .tensor_max = t_max,
     .tensor_absmax = t_absmax,
     .tensor_sum = t_sum,
+    .broadcast_index = t_broadcast_index,
     .state_alloc = rt_state_alloc,
     .hist_new = rt_hist_new,
     .hist_add = rt_hist_add,

@@ -79,6 +79,9 @@ typedef struct qrl_imports {
     double (*tensor_max)(const qrl_tview *x);
     double (*tensor_absmax)(const qrl_tview *x);
     double (*tensor_sum)(const qrl_tview *x);
+    /* ONNX (numpy) broadcasting: the flat index of the element of a that element i of y reads; -1 when
+     * a's shape does not broadcast to y's. */
+    int64_t (*broadcast_index)(const qrl_tview *a, const qrl_tview *y, int64_t i);
     /* Calibrator state: zeroed memory and histograms owned by the state. */
     void *(*state_alloc)(qrl_rt *rt, int64_t bytes);
     void *(*hist_new)(qrl_rt *rt, int64_t bins);

@@ -390,3 +390,67 @@ Test(quantize, two_input_model_calibrates_on_both)
              outf);
     expect_fail(args, "missing input 'b' (f32[N,1,8,8]); pass it with --calib b=FILE", outf);
 }
+
+/* The model with its batch dimension fixed at b (as most shipped models are). */
+static void fixed_batch_model(int b, const char *out)
+{
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import onnx; m = onnx.load('%s/examples/fmnist/fmnist_cnn.onnx'); "
+             "[v.type.tensor_type.shape.dim[0].Clear() or v.type.tensor_type.shape.dim[0].__setattr__('dim_value', %d) "
+             "for v in list(m.graph.input) + list(m.graph.output)]; onnx.save(m, '%s')\"",
+             tu_root(), b, out);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
+/* A fixed batch of 1 runs the calibration one sample at a time over all of them; a fixed batch of 4
+ * takes whole batches (201 samples: 200). */
+Test(quantize, fixed_batch_model_calibrates_on_every_sample)
+{
+    char m1[700], m4[700], cmd[4096], *log;
+    snprintf(m1, sizeof m1, "%s/b1.onnx", dir);
+    snprintf(m4, sizeof m4, "%s/b4.onnx", dir);
+    fixed_batch_model(1, m1);
+    fixed_batch_model(4, m4);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize %s --recipe recipes/int8.qrl --calib %s/calib_images.npy --calib-count 50 "
+             "-o %s/q1.onnx && '%s' quantize %s --recipe recipes/int8.qrl --calib %s/calib_images.npy "
+             "--calib-count 201 -o %s/q4.onnx",
+             tu_root(), tu_qrl(), m1, data_dir(), dir, tu_qrl(), m4, data_dir(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "calibration: 50 samples in"), "%s", log);
+    cr_assert(strstr(log, "calibration: 200 samples in"), "%s", log);
+    free(log);
+    /* the export keeps the fixed batch and runs one sample */
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; np.save('%s/one.npy', np.load('%s/test_images.npy')[:1])\" && "
+             "'%s' run %s/q1.onnx -i %s/one.npy -o %s/out",
+             dir, data_dir(), tu_qrl(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
+/* An op whose rules all have where clauses that fail stays f32, and quantize says which rule and why. */
+Test(quantize, op_no_rule_covers_stays_f32_with_a_note)
+{
+    char cmd[4096], *log;
+    FILE *f;
+    snprintf(cmd, sizeof cmd, "%s/r.qrl", dir);
+    cr_assert((f = fopen(cmd, "w")));
+    fputs("import \"calibrators.qrl\"\nimport \"patterns.qrl\"\n"
+          "affine MaxPool(x) where attr(\"ceil_mode\", 0) == 1 -> same\n"
+          "recipe r {\n  activation = u8 asymmetric by minmax()\n"
+          "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s/r.qrl --calib "
+             "%s/calib_images.npy --calib-count 64 -o %s/q.onnx 2>&1",
+             tu_root(), tu_qrl(), dir, data_dir(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "(MaxPool) stays f32: ") && strstr(log, "r.qrl:3:8: where attr(\"ceil_mode\", 0) == 1 "
+                                                             "does not hold"),
+              "%s", log);
+    free(log);
+}

@@ -552,7 +552,8 @@ Test(jit, tflite_conv_epilogue_is_bit_exact)
     qrl_tview tb = {.data = bias, .numel = C, .rank = 1, .dims = {C}};
     qrl_tview ty = {.data = y, .numel = E, .rank = 4, .dims = {N, C, 1, HW}};
     qrl_array aws = {ws, C}, awz = {wz, C};
-    void *args[] = {&tacc, &tx, &xs, &xz, &tw, &aws, &awz, &tb, &ty, &ys, &yz};
+    int64_t axis = 1; /* NCHW: channels on axis 1 */
+    void *args[] = {&tacc, &tx, &xs, &xz, &tw, &aws, &awz, &tb, &axis, &ty, &ys, &yz};
     qrl_rt rt;
     qr_rt_init(&rt);
     d->call(&rt, args);
