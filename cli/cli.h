@@ -21,6 +21,18 @@ int cli_fail(const qr_error *e);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Loads a model and runs the graph passes. */
 qr_status cli_load_model(const char *path, qr_graph **g, qr_error *e);
+/* A model ready to run: a QDQ model's pairs lowered by the recipe's rules
+ * (stdlib/qdq.qrl unless another is given) into its integer graph. */
+struct qr_quantized;
+typedef struct cli_runnable {
+    qr_graph *g;               /* as loaded (a QDQ model: stripped to its float graph) */
+    qrl_module *mod;           /* the recipe a QDQ model is lowered with */
+    struct qr_quantized *q;    /* its integer graph */
+    const qr_graph *run;       /* what runs: g, or the integer graph */
+    void *kernel_user;         /* for qr_exec_opts: the integer graph's kernel calls */
+} cli_runnable;
+qr_status cli_load_runnable(const char *path, const char *qdq_recipe, cli_runnable *r, qr_error *e);
+void cli_runnable_free(cli_runnable *r);
 /* Reads the files of specs ("NAME=FILE" or "FILE", the next unbound input)
  * into inputs[0..g->n_inputs), checked against the inputs' types; every
  * input must be bound (flag names the option in the message). samples: the

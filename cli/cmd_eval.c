@@ -122,10 +122,11 @@ int cli_eval(int argc, char **argv)
     if (!recipe != !ncalib)
         return cli_usage_error("eval", "--recipe and --calib go together");
 
-    qr_graph *g;
+    cli_runnable run;
     qr_error e;
-    if (cli_load_model(model, &g, &e) != QR_OK)
+    if (cli_load_runnable(model, NULL, &run, &e) != QR_OK)
         return cli_fail(&e);
+    qr_graph *g = run.g;
     int rc = 1;
     qr_tensor *x = calloc((size_t)g->n_inputs + 1, sizeof *x), *c = calloc((size_t)g->n_inputs + 1, sizeof *c);
     qr_tensor y = {0};
@@ -153,7 +154,7 @@ int cli_eval(int argc, char **argv)
         batch = (int)iv->t.dims[0]; /* a fixed batch dimension decides */
     int64_t n = x[0].dims[0], correct = 0, qcorrect = 0;
     double secs = 0, qsecs = 0;
-    if (accuracy(g, NULL, x, &y, batch, threads, &correct, &secs, &e) != QR_OK) {
+    if (accuracy(run.run, run.kernel_user, x, &y, batch, threads, &correct, &secs, &e) != QR_OK) {
         qr_error_prefix(&e, "%s", model);
         rc = cli_fail(&e);
         goto out;
@@ -165,7 +166,7 @@ int cli_eval(int argc, char **argv)
             rc = cli_fail(&e);
             goto out;
         }
-        qr_quant_opts qo = {.module = mod, .batch = batch, .calib_count = calib_count, .threads = threads,
+        qr_quant_opts qo = {.module = mod, .calib_count = calib_count, .threads = threads,
                             .progress = 1};
         /* the integer graph: the recipe's kernels and tables on the integers */
         if (qr_quantize(g, c, &qo, &qz, &e) != QR_OK ||
@@ -180,6 +181,10 @@ int cli_eval(int argc, char **argv)
     printf("samples:  %lld\n", (long long)n);
     if (!recipe) {
         printf("top-1:    %.2f%% (%lld/%lld)\n", acc, (long long)correct, (long long)n);
+        if (run.q) /* a QDQ model, lowered by stdlib/qdq.qrl */
+            printf("lowered:  %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
+                   run.q->ig->kernels, run.q->ig->lookups, run.q->ig->int_ops, run.q->ig->requants,
+                   run.q->ig->islands);
         printf("time:     %.2f s (%.3f ms/sample)\n", secs, n ? 1000.0 * secs / (double)n : 0.0);
     } else {
         printf("recipe:   %s (%lld calibration samples)\n", recipe, (long long)qz->samples);
@@ -204,6 +209,6 @@ out:
     free(x);
     free(c);
     qr_tensor_free(&y);
-    qr_graph_free(g);
+    cli_runnable_free(&run);
     return rc;
 }

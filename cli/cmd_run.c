@@ -29,18 +29,20 @@ static void file_name_for(const char *name, char *buf, size_t n)
 
 int cli_run(int argc, char **argv)
 {
-    const char *model = NULL, *outdir = ".";
+    const char *model = NULL, *outdir = ".", *qdq_recipe = NULL;
     char *in_spec[MAX_ARGS];
     int nin = 0, threads = 1, stats = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: qrl run MODEL.onnx [-i [NAME=]FILE]... [-o DIR] [--threads N] [--stats]\n"
+            printf("usage: qrl run MODEL.onnx [-i [NAME=]FILE]... [-o DIR] [--threads N] [--stats] [--qdq-recipe R.qrl]\n"
                    "Inputs are .npy or ONNX TensorProto .pb files; an input without NAME= binds to the\n"
                    "next graph input in order. Each graph output is written to DIR/<name>.npy (DIR is created if missing)\n"
                    "(characters other than letters, digits, '_', '-', '.' become '_').\n"
                    "--stats also prints the run time and the memory plan (arena vs. sum of all\n"
-                   "intermediate tensors).\n");
+                   "intermediate tensors).\n"
+                   "A QDQ model (QuantizeLinear/DequantizeLinear pairs) runs on integers, lowered by the\n"
+                   "patterns and affine rules of stdlib/qdq.qrl, or of --qdq-recipe R.qrl.\n");
             return 0;
         }
         if (!strcmp(a, "-i") || !strcmp(a, "--input")) {
@@ -58,6 +60,10 @@ int cli_run(int argc, char **argv)
                 return cli_usage_error("run", "--threads needs a number from 1 to 256");
         } else if (!strcmp(a, "--stats")) {
             stats = 1;
+        } else if (!strcmp(a, "--qdq-recipe")) {
+            if (++i == argc)
+                return cli_usage_error("run", "--qdq-recipe needs a recipe file");
+            qdq_recipe = argv[i];
         } else if (a[0] == '-' || model) {
             return cli_usage_error("run", "unexpected argument '%s'", a);
         } else {
@@ -67,10 +73,11 @@ int cli_run(int argc, char **argv)
     if (!model)
         return cli_usage_error("run", "missing MODEL.onnx");
 
-    qr_graph *g;
+    cli_runnable r;
     qr_error e;
-    if (cli_load_model(model, &g, &e) != QR_OK)
+    if (cli_load_runnable(model, qdq_recipe, &r, &e) != QR_OK)
         return cli_fail(&e);
+    const qr_graph *g = r.run;
     int rc = 1, nout = g->n_outputs;
     qr_tensor *inputs = calloc((size_t)g->n_inputs + 1, sizeof *inputs);
     qr_tensor *outputs = calloc((size_t)nout + 1, sizeof *outputs);
@@ -85,7 +92,7 @@ int cli_run(int argc, char **argv)
         rc = cli_fail(&e);
         goto out;
     }
-    qr_exec_opts opts = {.threads = threads};
+    qr_exec_opts opts = {.threads = threads, .kernel_user = r.kernel_user};
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (qr_exec_new(g, &opts, &x, &e) != QR_OK || qr_exec_run(x, inputs, outputs, &e) != QR_OK) {
@@ -141,6 +148,6 @@ out:
     free(written);
     free(inputs);
     free(outputs);
-    qr_graph_free(g);
+    cli_runnable_free(&r);
     return rc;
 }

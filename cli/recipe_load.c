@@ -2,9 +2,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <string.h>
+
 #include "../compiler/check.h"
 #include "../compiler/compile.h"
 #include "cli.h"
+#include "intgraph.h"
+#include "quantize.h"
 
 qrl_module *cli_compile_recipe(const char *path, int no_cache)
 {
@@ -21,4 +25,45 @@ qrl_module *cli_compile_recipe(const char *path, int no_cache)
     ql_diags_print(&u->diags, stderr);
     qc_unit_free(u);
     return m;
+}
+
+qr_status cli_load_runnable(const char *path, const char *qdq_recipe, cli_runnable *r, qr_error *e)
+{
+    memset(r, 0, sizeof *r);
+    if (cli_load_model(path, &r->g, e) != QR_OK)
+        return QR_ERR;
+    r->run = r->g;
+    if (!qr_qdq_strip(r->g))
+        return QR_OK; /* nothing quantized with QuantizeLinear/DequantizeLinear pairs */
+    char buf[4096];
+    if (!qdq_recipe) {
+        char *stdlib = qc_default_stdlib();
+        snprintf(buf, sizeof buf, "%s/qdq.qrl", stdlib ? stdlib : "stdlib");
+        free(stdlib);
+        qdq_recipe = buf;
+    }
+    if (!(r->mod = cli_compile_recipe(qdq_recipe, 0))) {
+        qr_errorf(e, "%s: the recipe for QDQ models (%s) does not compile", path, qdq_recipe);
+        cli_runnable_free(r);
+        return QR_ERR;
+    }
+    qr_quant_opts o = {.module = r->mod, .from_file = 1};
+    if (qr_quantize(r->g, NULL, &o, &r->q, e) != QR_OK) {
+        qr_error_prefix(e, "%s: lowering its QDQ groups", path);
+        cli_runnable_free(r);
+        return QR_ERR;
+    }
+    for (int i = 0; i < r->q->nnotes; i++)
+        fprintf(stderr, "note: %s\n", r->q->notes[i]);
+    r->run = r->q->ig->g;
+    r->kernel_user = r->q->ig;
+    return QR_OK;
+}
+
+void cli_runnable_free(cli_runnable *r)
+{
+    qr_quantized_free(r->q);
+    qr_module_free(r->mod);
+    qr_graph_free(r->g);
+    memset(r, 0, sizeof *r);
 }

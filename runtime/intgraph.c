@@ -539,8 +539,11 @@ static qr_status lower_match(builder *b, const struct mrec *r)
         const plan_arg *a = &pa[i];
         int missing = !a->is_const && a->id < 0 && strcmp(a->role, "bias");
         int no_int = !a->is_const && a->id >= 0 && a->role[0] && !int_of(b, a->id);
-        int no_w = !a->is_const && !strcmp(a->role, "weight") && a->id >= 0 && !qr_plan_weight(q, a->id);
-        if (missing || no_int || no_w) {
+        const qr_wquant *w = !a->is_const && !strcmp(a->role, "weight") && a->id >= 0 ? qr_plan_weight(q, a->id) : NULL;
+        int no_w = !a->is_const && !strcmp(a->role, "weight") && a->id >= 0 && !w;
+        /* per-channel scales along another axis than the pattern's (a loaded model's choice) */
+        int other_axis = w && w->nch > 1 && w->axis != p->values[a->vi].axis;
+        if (missing || no_int || no_w || other_axis) {
             island(b, r->out);
             return QR_OK;
         }

@@ -435,8 +435,6 @@ void qr_pass_annotate_qdq(qr_graph *g)
 qr_status qr_graph_optimize(qr_graph *g, qr_error *e)
 {
     qr_pass_annotate_qdq(g); /* before folding turns constant DequantizeLinears into plain floats */
-    if (qr_pass_lower_qdq(g, e) < 0)
-        return QR_ERR;
     if (qr_pass_remove_identity(g, e) != QR_OK || qr_pass_infer_and_fold(g, e) != QR_OK ||
         qr_pass_fold_batchnorm(g, e) != QR_OK)
         return QR_ERR;

@@ -15,10 +15,6 @@ qr_status qr_pass_fold_batchnorm(qr_graph *g, qr_error *e);
  * with constant parameters gives its integer and real tensors their dtype,
  * scale(s), zero point(s), axis and clip range (value->q), for backends. */
 void qr_pass_annotate_qdq(qr_graph *g);
-/* Makes QDQ groups integer: Conv -> QLinearConv, Gemm/MatMul -> MatMulInteger
- * with int32 bias and requantization, data-moving ops on the integers
- * (see qlower.c). Returns the number of groups lowered, -1 on error. */
-int qr_pass_lower_qdq(qr_graph *g, qr_error *e);
 /* Fills the shapes that depend on symbolic input dims (e.g. [N,10] from
  * [N,1,28,28]); dims derived from them stay unknown. Best effort, never fails. */
 void qr_pass_infer_symbolic(qr_graph *g);

@@ -365,6 +365,9 @@ static qr_status quantize_weights(qr_qctx *q)
         const qr_value *v = g->values[i];
         if (!r->name || strcmp(r->name, "weight") || !v->is_const || v->t.dtype != QR_F32)
             continue;
+        const qr_qinfo *fq = v->q;
+        if (q->o->from_file && (!fq || fq->dtype == QR_I32 || (fq->n > 1 && (fq->axis < 0 || fq->axis >= v->t.ndim))))
+            continue; /* the file keeps this weight in f32: so does its layer */
         int axis = q->w_per_channel && r->axis >= 0 && r->axis < v->t.ndim ? r->axis : -1;
         int64_t n = qr_tensor_numel(&v->t);
         int nch = axis < 0 ? 1 : (int)v->t.dims[axis];
@@ -376,6 +379,17 @@ static qr_status quantize_weights(qr_qctx *q)
             return qr_errorf(q->e, "out of memory");
         q->w = wv;
         qr_wquant *w = &q->w[q->nw++];
+        if (q->o->from_file) { /* the file's integers: its scales, zero points and axis */
+            const qr_qinfo *qi = fq;
+            *w = (qr_wquant){.value = i, .axis = qi->n > 1 ? qi->axis : -1, .nch = qi->n, .dtype = qi->dtype};
+            w->scale = malloc(sizeof *w->scale * (size_t)qi->n);
+            w->zero = malloc(sizeof *w->zero * (size_t)qi->n);
+            if (!w->scale || !w->zero)
+                return qr_errorf(q->e, "out of memory");
+            memcpy(w->scale, qi->scale, sizeof *w->scale * (size_t)qi->n);
+            memcpy(w->zero, qi->zero, sizeof *w->zero * (size_t)qi->n);
+            continue;
+        }
         *w = (qr_wquant){.value = i, .axis = axis, .nch = nch, .dtype = q->w_dtype};
         w->scale = calloc((size_t)nch, sizeof *w->scale);
         w->zero = calloc((size_t)nch, sizeof *w->zero);
@@ -969,8 +983,7 @@ static qr_status build_qdq(qr_qctx *q, qr_quantized *res)
     return QR_OK;
 }
 
-qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
-                      qr_error *e)
+static qr_status check_calib(const qr_graph *g, const qr_tensor *calib, qr_error *e)
 {
     if (g->n_inputs < 1)
         return qr_errorf(e, "the model has no inputs to calibrate with");
@@ -985,6 +998,223 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
             return qr_errorf(e, "the calibration data is %s but input '%s' is %s", qr_dtype_name(calib[i].dtype),
                              v->name, qr_dtype_name(v->t.dtype));
     }
+    return QR_OK;
+}
+
+/* The activation slots' calibrators: the recipe's `input` setting for the model's first quantized
+ * tensors, `output` for its outputs, `activation` for the rest. */
+static qr_status new_calibrators(qr_qctx *q)
+{
+    unsigned char *seen = calloc((size_t)q->g->n_nodes + 1, 1);
+    if (!seen)
+        return qr_errorf(q->e, "out of memory");
+    qr_status st = QR_OK;
+    for (int i = 0; st == QR_OK && i < q->nslots; i++)
+        if (q->slots[i].kind == SLOT_CALIBRATED) {
+            const qr_setting *s = q->act;
+            const qr_value *v = q->g->values[q->slots[i].value];
+            if (q->in) {
+                memset(seen, 0, (size_t)q->g->n_nodes + 1);
+                if (first_quantized(q, v, seen))
+                    s = q->in;
+            }
+            if (q->out && v->is_output)
+                s = q->out;
+            st = new_calib(q, s, &q->slots[i].cal);
+        }
+    free(seen);
+    return st;
+}
+
+/* The simulated graph: fake-quantized weights, SimQuant on calibrated and fixed slots. */
+static qr_status build_sim(qr_qctx *q, qr_graph **out)
+{
+    qr_graph *sim = qr_graph_clone(q->g);
+    if (!(*out = sim))
+        return qr_errorf(q->e, "out of memory");
+    for (int i = 0; i < q->nw; i++) {
+        const qr_wquant *w = &q->w[i];
+        qr_value *v = sim->values[w->value];
+        int64_t n = qr_tensor_numel(&v->t), inner = 1;
+        for (int k = w->axis + 1; w->axis >= 0 && k < v->t.ndim; k++)
+            inner *= v->t.dims[k];
+        qrl_qtype qt = qr_qtype_of(w->dtype, q->w_narrow, w->axis);
+        float *d = v->t.data;
+        for (int64_t j = 0; j < n; j++) {
+            int c = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
+            fake_quant(&d[j], &d[j], 1, w->scale[c], w->zero[c], qt.qmin, qt.qmax);
+        }
+    }
+    for (int i = 0; i < q->nslots; i++)
+        if (q->slots[i].kind != SLOT_SAME)
+            insert_simquant(sim, sim->values[q->slots[i].value], i);
+    qr_status st = qr_graph_toposort(sim, q->e);
+    if (st != QR_OK)
+        qr_error_prefix(q->e, "building the simulated graph");
+    return st;
+}
+
+/* "same as" chains end at a calibrated or fixed slot: each takes its qparams. */
+static void resolve_same(qr_qctx *q)
+{
+    for (int i = 0; i < q->nslots; i++) {
+        int k = i, hops = 0;
+        while (q->slots[k].kind == SLOT_SAME && hops++ <= q->nslots)
+            k = q->slots[k].same;
+        q->slots[i].qp = q->slots[k].qp;
+        if (q->slots[i].kind == SLOT_SAME)
+            q->slots[i].same = k;
+    }
+}
+
+/* Calibration over the samples, then the QDQ graph, its measurement against f32 and the
+ * recipe's fallback (which rebuilds the QDQ graph without the tensors that fail it). */
+static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib)
+{
+    const qr_graph *g = q->g;
+    int64_t count = calib->dims[0];
+    if (q->o->calib_count > 0 && q->o->calib_count < count)
+        count = q->o->calib_count;
+    int64_t fixed = qr_graph_fixed_batch(g);
+    if (fixed > 1) { /* whole batches only */
+        if (count < fixed)
+            return qr_errorf(q->e, "the model takes batches of exactly %lld samples (input '%s'), the calibration "
+                                   "set has %lld", (long long)fixed, g->inputs[0]->name, (long long)count);
+        count -= count % fixed;
+    }
+    qr_graph *sim = NULL;
+    qr_status st = new_calibrators(q);
+    if (st == QR_OK)
+        st = build_sim(q, &sim);
+    if (st == QR_OK)
+        st = run_batches(q, g, calib, count, NULL, "fp32     ", &res->fp32_ms);
+    if (st == QR_OK)
+        st = run_batches(q, sim, calib, count, q, "calibrate", &res->calib_ms);
+    qr_graph_free(sim);
+    /* Final choice: every calibrated slot solves over all it saw. */
+    for (int i = 0; st == QR_OK && i < q->nslots; i++) {
+        qr_slot *s = &q->slots[i];
+        if (s->kind == SLOT_CALIBRATED && (st = qr_calib_solve(s->cal, &s->qt, &s->qp, q->e)) != QR_OK)
+            qr_error_prefix(q->e, "value '%s'", g->values[s->value]->name);
+    }
+    if (st != QR_OK)
+        return st;
+    resolve_same(q);
+    for (int i = 0; i < q->nslots; i++) /* the export stores f32 scales: what runs uses them too */
+        q->slots[i].qp.scale = (float)q->slots[i].qp.scale;
+    if ((st = build_qdq(q, res)) != QR_OK || (st = measure_slots(q, res->qdq, calib, count)) != QR_OK)
+        return st;
+    res->samples = count;
+    if (!q->r->fallback)
+        return QR_OK;
+    /* The recipe's fallback: tensors whose SQNR fails the condition stay f32, with their layers. */
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    for (int i = 0; i < q->nslots; i++) {
+        qr_slot *s = &q->slots[i];
+        if (s->n > 0 && q->r->fallback(&rt, sqnr_db(s)))
+            s->fallback = 1, res->fallbacks++;
+    }
+    if ((st = qr_rt_status(&rt, q->e)) == QR_OK && res->fallbacks) {
+        qr_graph_free(res->qdq);
+        res->qdq = NULL;
+        res->weights = 0;
+        st = build_qdq(q, res);
+    }
+    return st;
+}
+
+/* A loaded QDQ model (qr_qdq_strip): every slot takes the file's qparams; a slot the file leaves
+ * in f32 stays f32, and a tensor the file quantizes that no rule claims keeps its Q/DQ pair. */
+static qr_status take_file_qparams(qr_qctx *q)
+{
+    const qr_graph *g = q->g;
+    for (int i = 0; i < g->n_values; i++) {
+        const qr_value *v = g->values[i];
+        if (!v->is_const && v->q && v->q->n == 1 && v->q->dtype == q->act_dtype && q->slot_of[i] < 0 &&
+            (v->producer || v->is_input) && add_slot(q, i, SLOT_FIXED, -1) < 0)
+            return qr_errorf(q->e, "out of memory");
+    }
+    for (int i = 0; i < q->nslots; i++) {
+        qr_slot *s = &q->slots[i];
+        const qr_qinfo *qi = g->values[s->value]->q;
+        s->kind = SLOT_FIXED;
+        s->solved = 1;
+        if (qi && qi->n == 1 && qi->dtype == q->act_dtype)
+            s->qp = (qrl_qparams){qi->scale[0], qi->zero[0]};
+        else
+            s->fallback = 1;
+    }
+    return QR_OK;
+}
+
+/* The activation type of a stripped QDQ model: its quantized activations must agree on one. */
+static qr_status file_act_dtype(qr_qctx *q)
+{
+    const qr_graph *g = q->g;
+    q->act_dtype = QR_UNDEF;
+    for (int i = 0; i < g->n_values; i++) {
+        const qr_value *v = g->values[i];
+        if (v->is_const || !v->q || v->q->dtype == QR_I32)
+            continue;
+        if (q->act_dtype != QR_UNDEF && v->q->dtype != q->act_dtype)
+            return qr_errorf(q->e, "the model quantizes activations to both %s and %s (e.g. '%s'); one type is "
+                                   "supported",
+                             qr_dtype_name(q->act_dtype), qr_dtype_name(v->q->dtype), v->name);
+        q->act_dtype = v->q->dtype;
+    }
+    if (q->act_dtype == QR_UNDEF)
+        return qr_errorf(q->e, "the model has no quantized activations");
+    q->act_narrow = 0;
+    q->w_per_channel = 1;
+    return QR_OK;
+}
+
+/* Each quantized tensor, for reports and the quantization-info JSON. */
+static qr_status fill_layers(const qr_qctx *q, qr_quantized *res)
+{
+    const qr_graph *g = q->g;
+    res->layers = calloc((size_t)q->nslots + 1, sizeof *res->layers);
+    if (!res->layers)
+        return qr_errorf(q->e, "out of memory");
+    for (int i = 0; i < q->nslots; i++) {
+        const qr_slot *s = &q->slots[i];
+        const qr_value *v = g->values[s->value];
+        qr_qlayer *l = &res->layers[res->nlayers++];
+        l->value = res->qdq->values[s->value]->name;
+        l->op = v->producer ? v->producer->op : "input";
+        l->how = s->kind == SLOT_CALIBRATED ? "calibrated" : s->kind == SLOT_FIXED ? "fixed" : "same";
+        l->dtype = q->act_dtype;
+        l->lo = s->kind == SLOT_SAME ? q->slots[s->same].lo : s->lo;
+        l->hi = s->kind == SLOT_SAME ? q->slots[s->same].hi : s->hi;
+        l->scale = s->qp.scale;
+        l->zero = s->qp.zero;
+        l->qmin = s->qt.qmin;
+        l->qmax = s->qt.qmax;
+        l->sqnr = sqnr_db(s);
+        l->sqnr_int = s->fallback || q->qval[s->value] < 0 ? NAN
+                      : s->ise2 <= 0 ? INFINITY : 10.0 * log10(s->isx2 / s->ise2);
+        l->clipped = s->n > 0 ? s->clipped / s->n : 0;
+        l->fallback = s->fallback;
+        l->runs = s->fallback ? "f32 (fallback)"
+                  : res->ig->runs[s->value] ? res->ig->runs[s->value]
+                  : v->producer ? "f32, then quantized" : "quantized input";
+    }
+    res->recipe = q->r->name;
+    res->nodes_pattern = q->nodes_pattern;
+    res->nodes_affine = q->nodes_affine;
+    int live = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        live += !g->nodes[i]->dead;
+    res->nodes_float = live - q->nodes_pattern - q->nodes_affine;
+    return QR_OK;
+}
+
+qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
+                      qr_error *e)
+{
+    if (!o->from_file && check_calib(g, calib, e) != QR_OK)
+        return QR_ERR;
     qr_qctx q = {.g = g, .m = o->module, .o = o, .e = e};
     q.r = o->recipe ? qr_module_recipe(o->module, o->recipe) : o->module->nrecipes ? &o->module->recipes[0] : NULL;
     if (!q.r)
@@ -1002,143 +1232,32 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
     }
     for (int i = 0; i < g->n_values; i++)
         q.slot_of[i] = -1;
-    qr_graph *sim = NULL;
     qr_status st = read_settings(&q);
+    if (st == QR_OK && o->from_file)
+        st = file_act_dtype(&q);
     if (st == QR_OK)
         st = plan(&q);
     if (st == QR_OK)
         st = quantize_weights(&q);
-    unsigned char *seen = calloc((size_t)g->n_nodes + 1, 1);
-    for (int i = 0; st == QR_OK && i < q.nslots; i++)
-        if (q.slots[i].kind == SLOT_CALIBRATED) {
-            const qr_setting *s = q.act;
-            const qr_value *v = g->values[q.slots[i].value];
-            if (q.in && seen) {
-                memset(seen, 0, (size_t)g->n_nodes + 1);
-                if (first_quantized(&q, v, seen))
-                    s = q.in;
-            }
-            if (q.out && v->is_output)
-                s = q.out;
-            st = new_calib(&q, s, &q.slots[i].cal);
-        }
-    free(seen);
-    /* The simulated graph: fake-quantized weights, SimQuant on calibrated and fixed slots. */
-    if (st == QR_OK && !(sim = qr_graph_clone(g)))
-        st = qr_errorf(e, "out of memory");
-    for (int i = 0; st == QR_OK && i < q.nw; i++) {
-        const qr_wquant *w = &q.w[i];
-        qr_value *v = sim->values[w->value];
-        int64_t n = qr_tensor_numel(&v->t), inner = 1;
-        for (int k = w->axis + 1; w->axis >= 0 && k < v->t.ndim; k++)
-            inner *= v->t.dims[k];
-        qrl_qtype qt = qr_qtype_of(w->dtype, q.w_narrow, w->axis);
-        float *d = v->t.data;
-        for (int64_t j = 0; j < n; j++) {
-            int c = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
-            fake_quant(&d[j], &d[j], 1, w->scale[c], w->zero[c], qt.qmin, qt.qmax);
-        }
-    }
-    for (int i = 0; st == QR_OK && i < q.nslots; i++)
-        if (q.slots[i].kind != SLOT_SAME)
-            insert_simquant(sim, sim->values[q.slots[i].value], i);
-    if (st == QR_OK && (st = qr_graph_toposort(sim, e)) != QR_OK)
-        qr_error_prefix(e, "building the simulated graph");
-    int64_t count = calib->dims[0];
-    if (o->calib_count > 0 && o->calib_count < count)
-        count = o->calib_count;
-    int64_t fixed = qr_graph_fixed_batch(g);
-    if (st == QR_OK && fixed > 1) { /* whole batches only */
-        if (count < fixed)
-            st = qr_errorf(e, "the model takes batches of exactly %lld samples (input '%s'), the calibration set "
-                              "has %lld", (long long)fixed, g->inputs[0]->name, (long long)count);
-        count -= count % fixed;
-    }
-    if (st == QR_OK)
-        st = run_batches(&q, g, calib, count, NULL, "fp32     ", &res->fp32_ms);
-    if (st == QR_OK)
-        st = run_batches(&q, sim, calib, count, &q, "calibrate", &res->calib_ms);
-    /* Final choice: every calibrated slot solves over all it saw. */
-    for (int i = 0; st == QR_OK && i < q.nslots; i++) {
-        qr_slot *s = &q.slots[i];
-        if (s->kind == SLOT_CALIBRATED) {
-            st = qr_calib_solve(s->cal, &s->qt, &s->qp, e);
-            if (st != QR_OK)
-                qr_error_prefix(e, "value '%s'", g->values[s->value]->name);
-        }
-    }
-    for (int i = 0; st == QR_OK && i < q.nslots; i++) {
-        /* "same as" chains end at a calibrated or fixed qr_slot */
-        int k = i, hops = 0;
-        while (q.slots[k].kind == SLOT_SAME && hops++ <= q.nslots)
-            k = q.slots[k].same;
-        q.slots[i].qp = q.slots[k].qp;
-        if (q.slots[i].kind == SLOT_SAME)
-            q.slots[i].same = k;
-    }
-    if (st == QR_OK)
-        st = build_qdq(&q, res);
-    if (st == QR_OK)
-        st = measure_slots(&q, res->qdq, calib, count);
-    if (st == QR_OK && q.r->fallback) {
-        /* The recipe's fallback: tensors whose SQNR fails the condition stay f32, with their layers. */
-        qrl_rt rt;
-        qr_rt_init(&rt);
-        for (int i = 0; i < q.nslots; i++) {
-            qr_slot *s = &q.slots[i];
-            if (s->n > 0 && q.r->fallback(&rt, sqnr_db(s)))
-                s->fallback = 1, res->fallbacks++;
-        }
-        if ((st = qr_rt_status(&rt, e)) == QR_OK && res->fallbacks) {
-            qr_graph_free(res->qdq);
-            res->qdq = NULL;
-            res->weights = 0;
+    if (st == QR_OK && o->from_file) {
+        if ((st = take_file_qparams(&q)) == QR_OK) {
+            resolve_same(&q);
             st = build_qdq(&q, res);
         }
-    }
+    } else if (st == QR_OK)
+        st = calibrate(&q, res, calib);
     if (st == QR_OK && (st = qr_intgraph_build(&q, res->qdq, &res->ig, e)) != QR_OK)
         qr_error_prefix(e, "recipe '%s'", q.r->name);
-    if (st == QR_OK && (st = measure_ints(&q, res, calib, count)) != QR_OK)
+    if (st == QR_OK && !o->from_file && (st = measure_ints(&q, res, calib, res->samples)) != QR_OK)
         qr_error_prefix(e, "running the integer graph");
+    if (st == QR_OK)
+        st = fill_layers(&q, res);
     if (st == QR_OK) {
-        res->layers = calloc((size_t)q.nslots + 1, sizeof *res->layers);
-        for (int i = 0; res->layers && i < q.nslots; i++) {
-            const qr_slot *s = &q.slots[i];
-            const qr_value *v = g->values[s->value];
-            qr_qlayer *l = &res->layers[res->nlayers++];
-            l->value = res->qdq->values[s->value]->name;
-            l->op = v->producer ? v->producer->op : "input";
-            l->how = s->kind == SLOT_CALIBRATED ? "calibrated" : s->kind == SLOT_FIXED ? "fixed" : "same";
-            l->dtype = q.act_dtype;
-            l->lo = s->kind == SLOT_SAME ? q.slots[s->same].lo : s->lo;
-            l->hi = s->kind == SLOT_SAME ? q.slots[s->same].hi : s->hi;
-            l->scale = s->qp.scale;
-            l->zero = s->qp.zero;
-            l->qmin = s->qt.qmin;
-            l->qmax = s->qt.qmax;
-            l->sqnr = sqnr_db(s);
-            l->sqnr_int = s->fallback || q.qval[s->value] < 0 ? NAN
-                          : s->ise2 <= 0 ? INFINITY : 10.0 * log10(s->isx2 / s->ise2);
-            l->clipped = s->n > 0 ? s->clipped / s->n : 0;
-            l->fallback = s->fallback;
-            l->runs = s->fallback ? "f32 (fallback)"
-                      : res->ig->runs[s->value] ? res->ig->runs[s->value]
-                      : v->producer ? "f32, then quantized" : "quantized input";
-        }
-        res->recipe = q.r->name;
-        res->nodes_pattern = q.nodes_pattern;
-        res->nodes_affine = q.nodes_affine;
-        int live = 0;
-        for (int i = 0; i < g->n_nodes; i++)
-            live += !g->nodes[i]->dead;
-        res->nodes_float = live - q.nodes_pattern - q.nodes_affine;
-        res->samples = count;
         res->notes = q.notes; /* the result owns them now */
         res->nnotes = q.nnotes;
         q.notes = NULL;
         q.nnotes = 0;
     }
-    qr_graph_free(sim);
     qctx_free(&q);
     if (st != QR_OK) {
         qr_quantized_free(res);

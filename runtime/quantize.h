@@ -34,6 +34,7 @@ typedef struct qr_quant_opts {
     int64_t calib_count; /* samples used; 0 = all */
     int threads;
     int progress; /* a progress bar on stderr */
+    int from_file; /* g is a QDQ model stripped by qr_qdq_strip: its qparams, no calibration (calib unused) */
 } qr_quant_opts;
 
 /* One quantized activation, for reports and the quantization-info JSON. */
@@ -76,5 +77,11 @@ typedef struct qr_quantized {
 qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
                       qr_error *e);
 void qr_quantized_free(qr_quantized *q);
+
+/* A loaded QDQ model back to its float graph, in place: each QuantizeLinear whose integers only
+ * feed DequantizeLinears with the same parameters goes with them (run after qr_graph_optimize,
+ * whose annotation leaves the file's qparams on the tensors, value->q). Then qr_quantize with
+ * from_file lowers it by the recipe's rules. Returns the number of pairs removed. */
+int qr_qdq_strip(qr_graph *g);
 
 #endif
