@@ -77,6 +77,15 @@ void ql_error_file(ql_diags *d, const char *path, const char *fmt, ...)
     va_end(ap);
 }
 
+void ql_warning_file(ql_diags *d, const char *path, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ql_span none = {0};
+    add(d, QL_WARNING, none, path, fmt, ap);
+    va_end(ap);
+}
+
 static const char *sev_name(ql_severity s)
 {
     return s == QL_ERROR ? "error" : s == QL_WARNING ? "warning" : "note";

@@ -42,6 +42,8 @@ void ql_error(ql_diags *d, ql_span sp, const char *fmt, ...) QL_PRINTF(3, 4);
 void ql_note(ql_diags *d, ql_span sp, const char *fmt, ...) QL_PRINTF(3, 4);
 /* An error about a whole file (cannot open it, ...). */
 void ql_error_file(ql_diags *d, const char *path, const char *fmt, ...) QL_PRINTF(3, 4);
+/* A warning about a whole file or folder: printed, but not an error. */
+void ql_warning_file(ql_diags *d, const char *path, const char *fmt, ...) QL_PRINTF(3, 4);
 /* True once max_errors errors were recorded: callers may stop early. */
 int ql_diags_full(const ql_diags *d);
 
