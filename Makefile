@@ -63,9 +63,9 @@ $(B)/obj/gen/grammar/qrl.o: $(GEN)/grammar/qrl.c $(GEN)/grammar/qrl.h
 	$(CC) $(CPPFLAGS) -Igrammar -std=c11 $(OPT) -g -fPIC -D_DEFAULT_SOURCE $(SAN) -c $< -o $@
 
 # The compiled-module cache key names the code generator that built a module.
-JIT_ID := $(shell cat compiler/jit.c compiler/compile.c runtime/recipe.h 2>/dev/null | sha256sum | cut -c1-16)
+JIT_ID := $(shell cat compiler/jit.c compiler/compile.c compiler/cache.c runtime/recipe.h 2>/dev/null | sha256sum | cut -c1-16)
 $(B)/obj/compiler/compile.o: CPPFLAGS += -DQRL_JIT_ID='"$(JIT_ID)"'
-$(B)/obj/compiler/compile.o: compiler/jit.c runtime/recipe.h
+$(B)/obj/compiler/compile.o: compiler/jit.c compiler/cache.c runtime/recipe.h
 
 $(B)/obj/%.o: %.c | $(GEN_HDRS)
 	@mkdir -p $(dir $@)

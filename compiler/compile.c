@@ -1,7 +1,7 @@
 #include "compile.h"
 
-#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "cpu.h"
 #include "jit.h"
+#include "sha256.h"
 
 #ifndef QRL_VERSION
 #define QRL_VERSION "dev"
@@ -30,28 +32,18 @@ static double now_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-/* Two FNV-1a hashes with different seeds: 128 bits against accidental collisions. */
-typedef struct hasher {
-    uint64_t a, b;
-} hasher;
-
-static void hash_bytes(hasher *h, const void *p, size_t n)
+/* Strings with their terminating NUL, so that concatenations stay apart. */
+static void hash_str(qc_sha256_ctx *h, const char *s)
 {
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++) {
-        h->a = (h->a ^ s[i]) * 0x100000001b3ull;
-        h->b = (h->b ^ s[i]) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
-    }
+    qc_sha256_update(h, s, strlen(s) + 1);
 }
 
-static void hash_str(hasher *h, const char *s)
-{
-    hash_bytes(h, s, strlen(s) + 1);
-}
-
+/* SHA-256 rather than a fast hash: two recipes with one key would share a
+ * cache entry, so the key must not collide even for crafted sources. */
 static void unit_key(const qc_unit *u, const qc_options *o, char *key, size_t n)
 {
-    hasher h = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
+    qc_sha256_ctx h;
+    qc_sha256_init(&h);
     char buf[128];
     snprintf(buf, sizeof buf, "qrl %s jit %s abi %d gccjit %d.%d.%d opt %d", QRL_VERSION, QRL_JIT_ID, QR_RECIPE_ABI,
              gcc_jit_version_major(), gcc_jit_version_minor(), gcc_jit_version_patchlevel(), o ? o->opt_level : 0);
@@ -59,38 +51,17 @@ static void unit_key(const qc_unit *u, const qc_options *o, char *key, size_t n)
     hash_str(&h, qc_cpu_flags());
     for (int i = 0; i < u->nfiles; i++) {
         hash_str(&h, u->files[i]->real);
-        hash_bytes(&h, u->files[i]->src->text, u->files[i]->src->len);
+        snprintf(buf, sizeof buf, "%zu", u->files[i]->src->len);
+        hash_str(&h, buf);
+        qc_sha256_update(&h, u->files[i]->src->text, u->files[i]->src->len);
     }
-    snprintf(key, n, "%016llx%016llx", (unsigned long long)h.a, (unsigned long long)h.b);
-}
-
-char *qc_cache_dir(const char *override)
-{
-    char buf[PATH_MAX];
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (override)
-        snprintf(buf, sizeof buf, "%s", override);
-    else if (xdg && *xdg)
-        snprintf(buf, sizeof buf, "%s/qrl", xdg);
-    else if (home && *home)
-        snprintf(buf, sizeof buf, "%s/.cache/qrl", home);
-    else
-        return NULL;
-    /* mkdir -p */
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            mkdir(buf, 0755);
-            *p = '/';
-        }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return NULL;
-    return strdup(buf);
-}
-
-static void release_dl(void *h)
-{
-    dlclose(h);
+    unsigned char d[QC_SHA256_LEN];
+    qc_sha256_final(&h, d);
+    /* 128 bits of it: the name stays short and collisions stay out of reach. */
+    char hex[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    snprintf(key, n, "%s", hex);
 }
 
 static void release_result(void *r)
@@ -98,26 +69,64 @@ static void release_result(void *r)
     gcc_jit_result_release(r);
 }
 
-/* Loads a cached module; NULL (and removes the file) when it is not ours. */
-static qrl_module *load_cached(qc_unit *u, const char *path, const char *key, qc_stats *st)
+/* Loads a shared object from verified bytes; NULL when it does not load or
+ * does not carry key (reported to u->diags only when report is set). */
+static qrl_module *load_so(qc_unit *u, const unsigned char *so, size_t len, const char *key, int report)
 {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
+    char err[512];
+    qc_dl *h = qc_dl_open(so, len, err, sizeof err);
+    if (!h) {
+        if (report)
+            ql_error_file(&u->diags, NULL, "cannot load the compiled module: %s", err);
         return NULL;
-    const char *(*keyfn)(void) = (const char *(*)(void))dlsym(h, KEY_SYMBOL);
-    qrl_module_entry_fn entry = (qrl_module_entry_fn)dlsym(h, QRL_MODULE_ENTRY);
+    }
+    const char *(*keyfn)(void) = (const char *(*)(void))qc_dl_sym(h, KEY_SYMBOL);
+    qrl_module_entry_fn entry = (qrl_module_entry_fn)qc_dl_sym(h, QRL_MODULE_ENTRY);
     if (!keyfn || !entry || strcmp(keyfn(), key) != 0) {
-        dlclose(h);
+        qc_dl_close(h);
+        if (report)
+            ql_error_file(&u->diags, NULL, "the compiled module is not the one asked for (key %s)", key);
         return NULL;
     }
     qrl_module *m;
     qr_error e;
-    if (qr_module_load(entry, release_dl, h, &m, &e) != QR_OK) {
+    if (qr_module_load(entry, qc_dl_close, h, &m, &e) != QR_OK) {
         ql_error_file(&u->diags, NULL, "%s", e.msg);
         return NULL;
     }
-    (void)st;
     return m;
+}
+
+typedef enum { BYTES_OK, BYTES_JIT_ERROR, BYTES_NO_TEMP } bytes_status;
+
+/* Compiles c into a shared object in a fresh private folder (mkdtemp: 0700,
+ * an unguessable name), reads its bytes and removes it. libgccjit writes the
+ * output by path, so the path must be one nobody else can prepare. */
+static bytes_status compile_to_bytes(qc_unit *u, gcc_jit_context *c, unsigned char **so, size_t *len)
+{
+    const char *t = getenv("TMPDIR");
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/qrl-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(dir)) {
+        snprintf(dir, sizeof dir, "/tmp/qrl-XXXXXX");
+        if (!mkdtemp(dir))
+            return BYTES_NO_TEMP;
+    }
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/module.so", dir);
+    gcc_jit_context_compile_to_file(c, GCC_JIT_OUTPUT_KIND_DYNAMIC_LIBRARY, path);
+    const char *err = gcc_jit_context_get_first_error(c);
+    bytes_status r = BYTES_OK;
+    if (err) {
+        ql_error_file(&u->diags, NULL, "internal compiler error (libgccjit): %s", err);
+        r = BYTES_JIT_ERROR;
+    } else if (qc_read_file(AT_FDCWD, path, (size_t)1 << 30, so, len) != 0) {
+        ql_error_file(&u->diags, path, "cannot read the compiled module: %s", strerror(errno));
+        r = BYTES_JIT_ERROR;
+    }
+    unlink(path);
+    rmdir(dir);
+    return r;
 }
 
 /* const char *qrl_module_key(void) { return "<key>"; } */
@@ -137,54 +146,54 @@ qrl_module *qc_compile(qc_unit *u, const qc_options *o, qc_stats *st)
     memset(st, 0, sizeof *st);
     st->cache_hit = -1;
     unit_key(u, o, st->key, sizeof st->key);
-    char *dir = o && o->no_cache ? NULL : qc_cache_dir(o ? o->cache_dir : NULL);
-    char path[PATH_MAX] = "", tmp[PATH_MAX + 32] = "";
-    if (dir) {
-        snprintf(path, sizeof path, "%s/%s.so", dir, st->key);
+    qc_cache cache;
+    int cached = !(o && o->no_cache) && qc_cache_open(&cache, o ? o->cache_dir : NULL, &u->diags);
+    if (cached) {
         double t0 = now_ms();
-        struct stat sb;
-        if (stat(path, &sb) == 0) {
-            qrl_module *m = load_cached(u, path, st->key, st);
-            if (m) {
+        unsigned char *so;
+        size_t len;
+        qc_entry_status es = qc_cache_get(&cache, st->key, &so, &len, &u->diags);
+        if (es == QC_ENTRY_OK) {
+            qrl_module *m = load_so(u, so, len, st->key, 0);
+            free(so);
+            if (m || u->diags.errors) {
                 st->t_load = now_ms() - t0;
-                st->cache_hit = 1;
-                free(dir);
+                st->cache_hit = m ? 1 : 0;
+                qc_cache_close(&cache);
                 return m;
             }
-            unlink(path); /* corrupt or foreign: rebuild below */
-            st->cache_rebuilt = 1;
+            es = QC_ENTRY_BAD; /* verified, yet not this key's module: rebuilt below */
         }
+        st->cache_rebuilt = es == QC_ENTRY_BAD;
         st->cache_hit = 0;
     }
     double t0 = now_ms();
     gcc_jit_context *c = qc_jit_build(u, &(qc_jit_opts){.opt_level = o ? o->opt_level : 0});
     if (!c) {
-        free(dir);
+        if (cached)
+            qc_cache_close(&cache);
         return NULL;
     }
     add_key_fn(c, st->key);
     qrl_module *m = NULL;
-    qr_error e;
-    if (dir) {
-        /* A temporary name in the same folder, then rename: readers never see half a file. */
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-        gcc_jit_context_compile_to_file(c, GCC_JIT_OUTPUT_KIND_DYNAMIC_LIBRARY, tmp);
-        const char *err = gcc_jit_context_get_first_error(c);
+    bytes_status bs = BYTES_NO_TEMP;
+    if (cached) {
+        unsigned char *so = NULL;
+        size_t len = 0;
+        bs = compile_to_bytes(u, c, &so, &len);
         st->t_jit = now_ms() - t0;
-        if (err) {
-            ql_error_file(&u->diags, NULL, "internal compiler error (libgccjit): %s", err);
-            unlink(tmp);
-        } else if (rename(tmp, path) != 0) {
-            unlink(tmp);
-            ql_error_file(&u->diags, path, "cannot write the compiled module: %s", strerror(errno));
-        } else {
+        if (bs == BYTES_OK) {
+            /* A cache that cannot be written costs the next run time, nothing else. */
+            qc_cache_put(&cache, st->key, so, len);
             double t1 = now_ms();
-            m = load_cached(u, path, st->key, st);
+            m = load_so(u, so, len, st->key, 1);
             st->t_load = now_ms() - t1;
-            if (!m && !u->diags.errors)
-                ql_error_file(&u->diags, path, "cannot load the compiled module: %s", dlerror());
         }
-    } else {
+        free(so);
+        qc_cache_close(&cache);
+    }
+    if (bs == BYTES_NO_TEMP) {
+        /* No cache, or no private folder to compile into: in memory. */
         gcc_jit_result *r = gcc_jit_context_compile(c);
         st->t_jit = now_ms() - t0;
         if (!r) {
@@ -193,12 +202,12 @@ qrl_module *qc_compile(qc_unit *u, const qc_options *o, qc_stats *st)
         } else {
             double t1 = now_ms();
             qrl_module_entry_fn entry = (qrl_module_entry_fn)gcc_jit_result_get_code(r, QRL_MODULE_ENTRY);
+            qr_error e;
             if (qr_module_load(entry, release_result, r, &m, &e) != QR_OK)
                 ql_error_file(&u->diags, NULL, "%s", e.msg);
             st->t_load = now_ms() - t1;
         }
     }
     gcc_jit_context_release(c);
-    free(dir);
     return m;
 }

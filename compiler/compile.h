@@ -1,9 +1,11 @@
 /* From a checked unit to a loaded module: the compiled-code cache, libgccjit
  * compilation and loading. Cached modules are shared objects under
- * $XDG_CACHE_HOME/qrl (else ~/.cache/qrl) named by a hash of everything that
- * decides the code (QRL and libgccjit versions, the recipe ABI, every source
- * text of the unit, options, CPU flags). Each holds that key, so a corrupt,
- * truncated or foreign file is detected on load and rebuilt. */
+ * $XDG_CACHE_HOME/qrl (else ~/.cache/qrl) named by a hash (SHA-256) of
+ * everything that decides the code (QRL and libgccjit versions, the recipe
+ * ABI, every source text of the unit, options, CPU flags). Each entry records
+ * that key and the SHA-256 of its bytes, checked before anything is loaded,
+ * so a corrupt, truncated or foreign file is rebuilt, never run; what the
+ * cache trusts is described in cache.h. */
 #ifndef QC_COMPILE_H
 #define QC_COMPILE_H
 
@@ -26,8 +28,5 @@ typedef struct qc_stats {
 
 /* u must be checked without errors. Errors go to u->diags. */
 qrl_module *qc_compile(qc_unit *u, const qc_options *o, qc_stats *st);
-
-/* The cache folder (malloc'd), created if missing; NULL when there is no home. */
-char *qc_cache_dir(const char *override);
 
 #endif

@@ -92,7 +92,9 @@ static char *resolve(qc_unit *u, const char *importer, const char *name)
 }
 
 static qc_file *load(qc_unit *u, const char *path, const ql_node *from, int depth);
-static qc_file *add_file(qc_unit *u, ql_source *src, const char *real, int depth);
+static qc_file *add_file(qc_unit *u, ql_source *src, const char *real, int depth, const ql_node *from);
+static int has_qrl_suffix(const char *p);
+static int is_utf8(const char *text, size_t len);
 
 static void load_imports(qc_unit *u, qc_file *f, int depth)
 {
@@ -102,6 +104,11 @@ static void load_imports(qc_unit *u, qc_file *f, int depth)
             continue;
         if (!im->name || !im->name[0] || memchr(im->name, 0, (size_t)im->slen) != NULL) {
             ql_error(&u->diags, im->span, "import needs a file name");
+            continue;
+        }
+        if (!has_qrl_suffix(im->name)) {
+            /* Before looking: nor does it tell whether such a file exists. */
+            ql_error(&u->diags, im->span, "cannot import '%s': not a .qrl file", im->name);
             continue;
         }
         char *path = resolve(u, f->src->path, im->name);
@@ -148,6 +155,13 @@ static qc_file *load(qc_unit *u, const char *path, const ql_node *from, int dept
         ql_error(&u->diags, from->span, "imports nested more than %d deep", MAX_IMPORT_DEPTH);
         return NULL;
     }
+    /* An import names QRL source: anything else (import "/etc/shadow") is not
+     * even opened, since its diagnostics would print its lines. realpath:
+     * a "x.qrl" link to another file does not count. */
+    if (from && !has_qrl_suffix(real)) {
+        ql_error(&u->diags, from->span, "cannot import '%s': not a .qrl file", from->name);
+        return NULL;
+    }
     ql_source *src = ql_source_load(path, &why);
     if (!src) {
         if (from)
@@ -156,11 +170,65 @@ static qc_file *load(qc_unit *u, const char *path, const ql_node *from, int dept
             ql_error_file(&u->diags, path, "cannot read: %s", why);
         return NULL;
     }
-    return add_file(u, src, real, depth);
+    if (from && !is_utf8(src->text, src->len)) {
+        ql_error(&u->diags, from->span, "cannot import '%s': not QRL source (not UTF-8 text)", from->name);
+        ql_source_free(src);
+        return NULL;
+    }
+    return add_file(u, src, real, depth, from);
+}
+
+static int has_qrl_suffix(const char *p)
+{
+    size_t n = strlen(p);
+    return n > 4 && strcmp(p + n - 4, ".qrl") == 0;
+}
+
+/* Well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
+static int is_utf8(const char *text, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)text, *end = s + len;
+    while (s < end) {
+        unsigned c = *s;
+        int n = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+        if (n < 0 || end - s <= n)
+            return n == 0;
+        unsigned cp = n == 0 ? c : c & (0x3f >> n);
+        for (int i = 1; i <= n; i++) {
+            if ((s[i] & 0xc0) != 0x80)
+                return 0;
+            cp = cp << 6 | (s[i] & 0x3f);
+        }
+        static const unsigned min[4] = {0, 0x80, 0x800, 0x10000};
+        if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return 0;
+        s += n + 1;
+    }
+    return 1;
+}
+
+/* True when the first diagnostic since diags index n0 is at or before src's
+ * first token: the file does not even start like QRL (a config file, a key,
+ * a password database), so it is not QRL source. */
+static int fails_at_first_token(qc_unit *u, const ql_source *src, int n0)
+{
+    if (u->diags.n <= n0)
+        return 0;
+    ql_diags scratch;
+    ql_diags_init(&scratch);
+    ql_lexer lx;
+    ql_token t;
+    ql_lexer_init(&lx, src, &u->arena, &scratch);
+    ql_lex(&lx, &t);
+    ql_diags_free(&scratch);
+    for (int i = n0; i < u->diags.n; i++)
+        if (u->diags.v[i].span.src == src)
+            return u->diags.v[i].span.start <= t.span.start;
+    return 0;
 }
 
 /* Registers a loaded source (taking it), parses it and loads its imports. */
-static qc_file *add_file(qc_unit *u, ql_source *src, const char *real, int depth)
+static qc_file *add_file(qc_unit *u, ql_source *src, const char *real, int depth, const ql_node *from)
 {
     const char *path = src->path;
     qc_file *f = calloc(1, sizeof *f);
@@ -184,8 +252,20 @@ static qc_file *add_file(qc_unit *u, ql_source *src, const char *real, int depth
     f->real = rdup;
     f->loading = 1;
     double t0 = now_ms();
+    int n0 = u->diags.n;
     f->ast = qp_parse(src, &u->arena, &u->diags);
     u->t_parse += now_ms() - t0;
+    /* An imported file that is not QRL source: its diagnostics would show its
+     * text to whoever wrote the import, so one error at the import instead. */
+    if (from && fails_at_first_token(u, src, n0)) {
+        ql_diags_truncate(&u->diags, n0);
+        ql_error(&u->diags, from->span, "cannot import '%s': not QRL source (it does not start with a declaration)",
+                 from->name);
+        ql_source_free(src);
+        free(rdup);
+        free(f);
+        return NULL;
+    }
     /* Registered before its imports (so a cycle finds it), moved after them below. */
     u->files[u->nfiles++] = f;
     load_imports(u, f, depth);
@@ -213,7 +293,7 @@ qc_file *qc_unit_load_text(qc_unit *u, const char *path, const char *text, size_
     /* Its identity: a name no real file has, so imports of path itself still resolve on disk. */
     char id[PATH_MAX + 16];
     snprintf(id, sizeof id, "<memory>%s", path);
-    return add_file(u, src, id, 0);
+    return add_file(u, src, id, 0, NULL);
 }
 
 char *qc_default_stdlib(void)

@@ -19,6 +19,17 @@ void ql_diags_free(ql_diags *d)
     ql_diags_init(d);
 }
 
+void ql_diags_truncate(ql_diags *d, int n)
+{
+    for (int i = n < 0 ? 0 : n; i < d->n; i++) {
+        d->errors -= d->v[i].sev == QL_ERROR;
+        free(d->v[i].msg);
+        free((char *)d->v[i].path);
+    }
+    if (n >= 0 && n < d->n)
+        d->n = n;
+}
+
 int ql_diags_full(const ql_diags *d)
 {
     return d->errors >= (d->max_errors ? d->max_errors : 50);
@@ -74,6 +85,15 @@ void ql_error_file(ql_diags *d, const char *path, const char *fmt, ...)
     va_start(ap, fmt);
     ql_span none = {0};
     add(d, QL_ERROR, none, path, fmt, ap);
+    va_end(ap);
+}
+
+void ql_warning_file(ql_diags *d, const char *path, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ql_span none = {0};
+    add(d, QL_WARNING, none, path, fmt, ap);
     va_end(ap);
 }
 

@@ -42,6 +42,11 @@ void ql_error(ql_diags *d, ql_span sp, const char *fmt, ...) QL_PRINTF(3, 4);
 void ql_note(ql_diags *d, ql_span sp, const char *fmt, ...) QL_PRINTF(3, 4);
 /* An error about a whole file (cannot open it, ...). */
 void ql_error_file(ql_diags *d, const char *path, const char *fmt, ...) QL_PRINTF(3, 4);
+/* A warning about a whole file or folder: printed, but not an error. */
+void ql_warning_file(ql_diags *d, const char *path, const char *fmt, ...) QL_PRINTF(3, 4);
+/* Drops every diagnostic from index n on (those about a file found not to be
+ * QRL source, whose text must not be shown). */
+void ql_diags_truncate(ql_diags *d, int n);
 /* True once max_errors errors were recorded: callers may stop early. */
 int ql_diags_full(const ql_diags *d);
 

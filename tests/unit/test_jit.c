@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../compiler/cache.h"
 #include "../../compiler/check.h"
 #include "../../compiler/compile.h"
 #include "histogram.h"
@@ -408,8 +409,9 @@ Test(jit, cache_miss_hit_and_corrupt_entry)
     cr_assert_eq(answer(&rt), 42);
     qr_module_free(m);
     /* Corrupt the entry: detected, rebuilt, and the answer is still right. */
-    char path[800];
-    snprintf(path, sizeof path, "%s/%s.so", cache, st.key);
+    char path[800], name[100];
+    qc_cache_entry_name(st.key, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", cache, name);
     FILE *f = fopen(path, "r+b");
     cr_assert(f);
     fseek(f, 100, SEEK_SET);
@@ -431,7 +433,8 @@ Test(jit, cache_miss_hit_and_corrupt_entry)
     cr_assert_eq(st.cache_hit, 1);
     qr_module_free(m);
     char other[800];
-    snprintf(other, sizeof other, "%s/%s.so", cache, other_key);
+    qc_cache_entry_name(other_key, name, sizeof name);
+    snprintf(other, sizeof other, "%s/%s", cache, name);
     cr_assert_eq(rename(other, path), 0);
     m = compile_text("c.qrl", src, &o, &st);
     cr_assert_eq(st.cache_rebuilt, 1);
