@@ -78,11 +78,12 @@ def images(n, h, w, seed):
     return np.stack([image(rng, h, w) for _ in range(n)])
 
 
-def text_line(rng, h, w):
+def text_line(rng, h, w, rows=None):
     img = np.full((h, w, 3), rng.uniform(0.75, 1.0), np.float64)
     img += 0.05 * _upsample(rng.standard_normal((4, 8, 3)), h, w)
     ink = rng.uniform(0, 0.3, 3)
-    rows = rng.integers(1, max(2, h // 24) + 1)
+    if rows is None:
+        rows = rng.integers(1, max(2, h // 24) + 1)
     for r in range(rows):
         top = int((r + 0.15) * h / rows)
         gh = int(rng.uniform(0.4, 0.7) * h / rows)
@@ -103,9 +104,9 @@ def text_line(rng, h, w):
     return np.clip(img, 0, 1).astype(np.float32)
 
 
-def text_lines(n, h, w, seed):
+def text_lines(n, h, w, seed, rows=None):
     rng = np.random.default_rng(seed)
-    return np.stack([text_line(rng, h, w) for _ in range(n)])
+    return np.stack([text_line(rng, h, w, rows) for _ in range(n)])
 
 
 def _resonate(x, f, bw, sr):
