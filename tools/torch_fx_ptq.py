@@ -1,0 +1,96 @@
+#!/usr/bin/python3
+"""PyTorch FX post-training static quantization of the torchvision models
+tools/export_torchvision.py made (same state dicts, same calibration data),
+the reference column of the real-model evaluation (QRL-D).
+
+Usage: /usr/bin/python3 tools/torch_fx_ptq.py [DIR] [--calib-count N] [--backend onednn|qnnpack|fbgemm]
+                                              [--json OUT.json] [MODEL...]
+DIR defaults to build/realmodels and must hold NAME.pt, tv_calib.npy, tv_test.npy.
+
+Per model: prepare_fx with get_default_qconfig_mapping(BACKEND) (per-channel
+weights, histogram observers for activations on onednn/fbgemm), calibration
+on the first N samples of tv_calib.npy (all by default), convert_fx, then the
+output SQNR of the int8 model against the fp32 model on tv_test.npy:
+SQNR = 10*log10(sum(ref^2) / sum((ref - q)^2)) over all outputs and samples.
+"quantize time" is prepare + calibration + convert (wall clock).
+Debian's torch 1.13 has no fbgemm engine; onednn (x86) is the default here.
+"""
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torchvision
+from torch.ao.quantization import get_default_qconfig_mapping
+from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+MODELS = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0")
+
+
+def sqnr(ref, q):
+    ref = ref.astype(np.float64)
+    err = ((ref - q.astype(np.float64)) ** 2).sum()
+    return float("inf") if err == 0 else 10 * np.log10((ref ** 2).sum() / err)
+
+
+def run(model, x, batch=8):
+    with torch.no_grad():
+        return np.concatenate([model(torch.from_numpy(x[s:s + batch])).numpy()
+                               for s in range(0, len(x), batch)])
+
+
+def main():
+    args = sys.argv[1:]
+    opts = {"--calib-count": None, "--backend": None, "--json": None}
+    for k in opts:
+        if k in args:
+            i = args.index(k)
+            opts[k] = args[i + 1]
+            del args[i:i + 2]
+    d = "build/realmodels"
+    if args and os.path.isdir(args[0]):
+        d = args.pop(0)
+    names = args or list(MODELS)
+    engines = torch.backends.quantized.supported_engines
+    backend = opts["--backend"] or ("fbgemm" if "fbgemm" in engines else "onednn")
+    if backend not in engines:
+        sys.exit("torch_fx_ptq: backend %s not in this torch (%s)" % (backend, engines))
+    torch.backends.quantized.engine = backend
+    torch.set_num_threads(1)
+    calib = np.load(os.path.join(d, "tv_calib.npy"))
+    if opts["--calib-count"]:
+        calib = calib[:int(opts["--calib-count"])]
+    test = np.load(os.path.join(d, "tv_test.npy"))
+    results = {}
+    print("backend %s, %d calibration samples, %d test samples, 1 thread" % (backend, len(calib), len(test)))
+    print("%-20s %10s %10s" % ("model", "SQNR dB", "time s"))
+    for name in names:
+        model = getattr(torchvision.models, name)(weights=None)
+        model.load_state_dict(torch.load(os.path.join(d, name + ".pt")))
+        model.eval()
+        ref = run(model, test)
+        t0 = time.time()
+        try:
+            prepared = prepare_fx(model, get_default_qconfig_mapping(backend), (torch.from_numpy(calib[:1]),))
+            with torch.no_grad():
+                for s in range(0, len(calib), 8):
+                    prepared(torch.from_numpy(calib[s:s + 8]))
+            qmodel = convert_fx(prepared)
+            secs = time.time() - t0
+            q = run(qmodel, test)
+        except Exception as e:  # record, go on with the next model
+            print("%-20s failed: %s" % (name, str(e).splitlines()[0]))
+            results[name] = {"error": str(e).splitlines()[0]}
+            continue
+        s = sqnr(ref, q)
+        results[name] = {"sqnr_db": s, "quantize_s": secs, "nonfinite": int((~np.isfinite(q)).sum())}
+        print("%-20s %10.2f %10.2f" % (name, s, secs))
+    if opts["--json"]:
+        with open(opts["--json"], "w") as f:
+            json.dump({"backend": backend, "calib": len(calib), "test": len(test), "models": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
