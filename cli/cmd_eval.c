@@ -195,6 +195,8 @@ int cli_eval(int argc, char **argv)
                qz->nodes_pattern, qz->nodes_affine, qz->nodes_float, qz->weights);
         printf("lowered:  %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
                qz->ig->kernels, qz->ig->lookups, qz->ig->int_ops, qz->ig->requants, qz->ig->islands);
+        printf("output:   SQNR %.1f dB against f32 on the calibration samples; %.1f%% of MACs in integers\n",
+               qz->output_sqnr, qz->macs > 0 ? 100.0 * qz->macs_int / qz->macs : 0.0);
     }
     rc = 0;
 out:

@@ -229,6 +229,9 @@ int cli_quantize(int argc, char **argv)
     if (q->nlayers)
         printf("sqnr:      lowest %.1f dB (%s), in the integer graph %.1f dB (%s); %d tensor%s fell back to f32\n",
                worst, worst_name, iworst, iworst_name, q->fallbacks, q->fallbacks == 1 ? "" : "s");
+    printf("output:    SQNR %.1f dB against f32 (the integer graph)%s; %.1f%% of %.3g MACs per sample in integers\n",
+           q->output_sqnr, q->output_nonfinite ? ", NOT FINITE" : "", q->macs > 0 ? 100.0 * q->macs_int / q->macs : 0.0,
+           q->macs);
     for (int i = 0; i < q->nnotes; i++)
         fprintf(stderr, "note: %s\n", q->notes[i]);
     if (qparams)

@@ -1901,12 +1901,13 @@ static void qspec(ctx *c, ql_node *setting, int kind)
         } else {
             scope ms;
             push_scope(c, &ms);
-            declare(c, "sqnr", QC_SYM_BUILTIN, &qc_f64, q->c); /* the layer's SQNR in dB */
+            declare(c, "sqnr", QC_SYM_BUILTIN, &qc_f64, q->c);        /* the layer's own SQNR in dB */
+            declare(c, "output_sqnr", QC_SYM_BUILTIN, &qc_f64, q->c); /* the model's outputs' SQNR in dB */
             convert(c, q->c, expr(c, q->c, &qc_bool), &qc_bool, "the fallback condition");
             pop_scope(c);
         }
     } else if (kind == 2) {
-        err(c, q, "the fallback needs a condition: f32 when sqnr < 20");
+        err(c, q, "the fallback needs a condition: f32 when sqnr < 20, or f32 when output_sqnr < 30");
     }
 }
 

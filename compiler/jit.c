@@ -42,7 +42,7 @@ static const char *const imp_sig[IMP_COUNT] = {
     [IMP_VALUE_PRESENT] = "lpl", [IMP_VALUE_OP_IS] = "lpls", [IMP_ATTR_INT] = "lplsl", [IMP_ATTR_FLOAT] = "dplsd",
     [IMP_ATTR_STR_IS] = "lplsss", [IMP_ATTR_INTS] = "ppls",
     [IMP_ADD_PATTERN] = "vpsp", [IMP_ADD_PATTERN_VALUE] = "vpssslll", [IMP_ADD_PATTERN_NODE] = "vpslss",
-    [IMP_ADD_PATTERN_LOWER] = "vpsslsp", [IMP_ADD_AFFINE] = "vpsllpppplss", [IMP_ADD_RECIPE] = "vpsp",
+    [IMP_ADD_PATTERN_LOWER] = "vpsslsp", [IMP_ADD_AFFINE] = "vpsllpppplss", [IMP_ADD_RECIPE] = "vpspl",
     [IMP_ADD_SETTING] = "vpssssssp", [IMP_ADD_USE] = "vpss",
 };
 
@@ -82,7 +82,7 @@ typedef struct fgen {
     const char *file;
     int counter;
     /* patterns: the candidate match; affine: inputs, zero points, scales, output; tables: v; fallback: sqnr */
-    gcc_jit_rvalue *mt, *aff_x, *aff_zero, *aff_scale, *table_v, *sqnr;
+    gcc_jit_rvalue *mt, *aff_x, *aff_zero, *aff_scale, *table_v, *sqnr, *output_sqnr;
     gcc_jit_lvalue *aff_y;
 } fgen;
 
@@ -526,6 +526,8 @@ static gcc_jit_rvalue *name_rv(fgen *f, const ql_node *n)
     case QC_SYM_BUILTIN:
         if (!strcmp(s->name, "sqnr") && f->sqnr)
             return f->sqnr;
+        if (!strcmp(s->name, "output_sqnr") && f->output_sqnr)
+            return f->output_sqnr;
         if (!strcmp(s->name, "inf"))
             return dbl(j, j->t_f64, INFINITY);
         if (!strcmp(s->name, "nan"))
@@ -1682,10 +1684,11 @@ static void recipe_fns(jit *j, const qc_sym *s, item_fns *out)
         const ql_node *q = k->a;
         if (q->c) { /* fallback = f32 when CONDITION */
             snprintf(name, sizeof name, "qrl_recipe_%s_fallback", s->name);
-            gcc_jit_type *ts[2] = {j->p_rt, j->t_f64};
-            const char *ns[2] = {"rt", "sqnr"};
-            fgen f = fn_begin(j, s, name, j->t_i64, 2, ts, ns);
+            gcc_jit_type *ts[3] = {j->p_rt, j->t_f64, j->t_f64};
+            const char *ns[3] = {"rt", "sqnr", "output_sqnr"};
+            fgen f = fn_begin(j, s, name, j->t_i64, 3, ts, ns);
             f.sqnr = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+            f.output_sqnr = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
             gcc_jit_rvalue *c = now(&f, expr(&f, q->c));
             gcc_jit_block_end_with_return(cur(&f), NULL, cast(j, c, j->t_i64));
             out->fallback = f.fn;
@@ -1866,12 +1869,31 @@ static void register_affine(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
     CALL_IMP(IMP_ADD_AFFINE, 11, a);
 }
 
+/* Whether expression n names `name`. */
+static int mentions(const ql_node *n, const char *name)
+{
+    if (!n)
+        return 0;
+    if (n->kind == QL_NAME && n->name && !strcmp(n->name, name))
+        return 1;
+    if (mentions(n->a, name) || mentions(n->b, name) || mentions(n->c, name))
+        return 1;
+    for (int i = 0; i < n->nkids; i++)
+        if (mentions(n->kids[i], name))
+            return 1;
+    return 0;
+}
+
 static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s,
                             const item_fns *fns)
 {
     const ql_node *r = s->decl;
-    gcc_jit_rvalue *a1[3] = {m, STR(s->name), ADDR_OR_NULL(fns->fallback)};
-    CALL_IMP(IMP_ADD_RECIPE, 3, a1);
+    int on_outputs = 0; /* the fallback condition reads output_sqnr: a search over layers */
+    for (int i = 0; i < r->nkids; i++)
+        if (r->kids[i]->kind == QL_SETTING && r->kids[i]->a->kind == QL_QSPEC && r->kids[i]->a->c)
+            on_outputs |= mentions(r->kids[i]->a->c, "output_sqnr");
+    gcc_jit_rvalue *a1[4] = {m, STR(s->name), ADDR_OR_NULL(fns->fallback), lng(j, j->t_i64, on_outputs)};
+    CALL_IMP(IMP_ADD_RECIPE, 4, a1);
     int set = 0; /* as recipe_fns numbers them */
     for (int i = 0; i < r->nkids; i++) {
         const ql_node *k = r->kids[i];

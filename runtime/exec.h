@@ -15,8 +15,10 @@
 
 typedef struct qr_exec qr_exec;
 
-/* Called after a node ran, once per output (t->data valid only during the call). */
-typedef void (*qr_observer_fn)(void *user, const qr_node *node, const qr_value *v, const qr_tensor *t);
+/* Called after a node ran, once per output (t->data valid only during the call). The observer may
+ * rewrite t's data in place (same shape and type): the nodes after read what it wrote (the
+ * quantizer measures each layer with f32 inputs that way). */
+typedef void (*qr_observer_fn)(void *user, const qr_node *node, const qr_value *v, qr_tensor *t);
 
 typedef struct qr_exec_opts {
     int threads; /* worker threads for kernels; 0 or 1: run on the caller's thread */

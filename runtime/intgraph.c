@@ -796,14 +796,28 @@ static qr_status lower_affine(builder *b, int node)
         island(b, yid);
         return QR_OK;
     }
-    /* the op on the integers, inputs on the output's qparams */
-    for (int j = 0; j < on->n_in && j < 16; j++)
+    /* the op on the integers, inputs on the output's qparams; a float constant operand of the
+     * output's rank (Concat's padding channels) is data too: its integers on those qparams */
+    for (int j = 0; j < on->n_in && j < 16; j++) {
+        const qr_value *c = on->in[j];
         if (xi[j]) {
             qr_value *r = requantized(b, xi[j], xsl[j], ys, yi->q);
             if (!r)
                 return QR_ERR;
             n->in[j] = r;
+        } else if (c && c->is_const && c->t.dtype == QR_F32 && c->t.ndim == on->out[0]->t.ndim && c->t.ndim > 0) {
+            qr_tensor ints = {.dtype = t, .ndim = c->t.ndim};
+            memcpy(ints.dims, c->t.dims, sizeof ints.dims);
+            if (qr_tensor_alloc(&ints, b->e) != QR_OK)
+                return QR_ERR;
+            for (int64_t k = 0; k < qr_tensor_numel(&c->t); k++)
+                qr_set_i64(ints.data, t, k, qr_plan_round(((const float *)c->t.data)[k], (float)ys->qp.scale,
+                                                          ys->qp.zero, ys->qt.qmin, ys->qt.qmax));
+            snprintf(name, sizeof name, "%s_quantized_for_%s", c->name, yi->name);
+            n->in[j] = qr_plan_const(b->d, name, &ints);
+            qr_tensor_free(&ints);
         }
+    }
     if (!strcmp(n->op, "Pad")) { /* constant padding is real c: the integer round(c / s) + z */
         double c = 0;
         const qr_value *cv = qr_node_input(on, 2);

@@ -45,8 +45,13 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     num(f, q->calib_ms);
     fprintf(f, ",\n  \"fp32_pass_ms\": ");
     num(f, q->fp32_ms);
-    fprintf(f, ",\n  \"nodes\": {\"pattern\": %d, \"affine\": %d, \"f32\": %d},\n  \"fallbacks\": %d,\n  \"layers\": [\n",
+    fprintf(f, ",\n  \"nodes\": {\"pattern\": %d, \"affine\": %d, \"f32\": %d},\n  \"fallbacks\": %d,\n",
             q->nodes_pattern, q->nodes_affine, q->nodes_float, q->fallbacks);
+    fprintf(f, "  \"output_sqnr_db\": ");
+    num(f, q->output_sqnr);
+    fprintf(f, ",\n  \"output_nonfinite\": %lld,\n  \"macs_per_sample\": %.0f,\n  \"macs_int_per_sample\": %.0f,\n"
+               "  \"layers\": [\n",
+            (long long)q->output_nonfinite, q->macs, q->macs_int);
     for (int i = 0; i < q->nlayers; i++) {
         const qr_qlayer *l = &q->layers[i];
         fprintf(f, "    {\"value\": \"");
@@ -67,6 +72,8 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
         num(f, l->sqnr);
         fprintf(f, ", \"sqnr_int_db\": ");
         num(f, l->sqnr_int);
+        fprintf(f, ", \"sqnr_local_db\": ");
+        num(f, l->sqnr_local);
         fprintf(f, ", \"clipped\": ");
         num(f, l->clipped);
         fprintf(f, ", \"fallback\": %s, \"runs_as\": \"", l->fallback ? "true" : "false");

@@ -456,7 +456,7 @@ int64_t qr_plan_round(float x, float scale, int64_t zero, int64_t qmin, int64_t 
 }
 
 /* ONNX QuantizeLinear then DequantizeLinear: float division, round half to even, saturate. */
-static void fake_quant(const float *x, float *y, int64_t n, float scale, int64_t zero, int64_t qmin, int64_t qmax)
+void qr_plan_fake_quant(const float *x, float *y, int64_t n, float scale, int64_t zero, int64_t qmin, int64_t qmax)
 {
     for (int64_t i = 0; i < n; i++)
         y[i] = (float)(qr_plan_round(x[i], scale, zero, qmin, qmax) - zero) * scale;
@@ -498,7 +498,7 @@ static qr_status simq_run(qr_kctx *k)
     }
     if (!(s->qp.scale > 0) || !isfinite(s->qp.scale))
         return QR_KERR(k, "calibration chose scale %g", s->qp.scale);
-    fake_quant(xd, k->out[0]->data, n, (float)s->qp.scale, s->qp.zero, s->qt.qmin, s->qt.qmax);
+    qr_plan_fake_quant(xd, k->out[0]->data, n, (float)s->qp.scale, s->qp.zero, s->qt.qmin, s->qt.qmax);
     return QR_OK;
 }
 
@@ -655,7 +655,7 @@ static void progress(const qr_quant_opts *o, const char *what, int64_t done, int
 
 /* Samples per run: the model's own batch size when its inputs fix one (most shipped models
  * take exactly 1), else --batch. */
-static int calib_batch(const qr_qctx *q)
+int qr_plan_batch(const qr_qctx *q)
 {
     int64_t fixed = qr_graph_fixed_batch(q->g);
     if (fixed > 0)
@@ -664,7 +664,7 @@ static int calib_batch(const qr_qctx *q)
 }
 
 /* Samples [at, at + b) of every calibration input, as views. */
-static void slice_inputs(const qr_tensor *calib, int n, int64_t at, int64_t b, qr_tensor *in)
+void qr_plan_slice_inputs(const qr_tensor *calib, int n, int64_t at, int64_t b, qr_tensor *in)
 {
     for (int i = 0; i < n; i++) {
         size_t row = qr_tensor_nbytes(&calib[i]) / (size_t)(calib[i].dims[0] ? calib[i].dims[0] : 1);
@@ -675,7 +675,7 @@ static void slice_inputs(const qr_tensor *calib, int n, int64_t at, int64_t b, q
 }
 
 /* One batch through x; the outputs are dropped. */
-static qr_status run_once(qr_exec *x, const qr_graph *g, const qr_tensor *in, qr_error *e)
+qr_status qr_plan_run_once(qr_exec *x, const qr_graph *g, const qr_tensor *in, qr_error *e)
 {
     qr_tensor *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
     if (!out)
@@ -691,7 +691,7 @@ static qr_status run_once(qr_exec *x, const qr_graph *g, const qr_tensor *in, qr
 static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *calib, int64_t count, void *user,
                              const char *what, double *ms)
 {
-    int batch = calib_batch(q);
+    int batch = qr_plan_batch(q);
     qr_exec_opts eo = {.threads = q->o->threads, .kernel_user = user};
     qr_exec *x;
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
@@ -705,8 +705,8 @@ static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *cal
     qr_status st = QR_OK;
     for (int64_t at = 0; at < count && st == QR_OK; at += batch) {
         int64_t b = count - at < batch ? count - at : batch;
-        slice_inputs(calib, g->n_inputs, at, b, in);
-        st = run_once(x, g, in, q->e);
+        qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
+        st = qr_plan_run_once(x, g, in, q->e);
         progress(q->o, what, at + b, count);
     }
     *ms = now_ms() - t0;
@@ -755,144 +755,7 @@ int qr_plan_const_falls_back(const qr_qctx *q, int value)
     return 0;
 }
 
-/* ----------------------------------------------- measurement and fallback */
-
-typedef struct measure {
-    qr_qctx *q;
-    qr_tensor *ref; /* by slot: the f32 value of the current batch */
-    int pass;       /* 0: recording f32, 1: comparing the quantized model */
-    const qr_value **ival; /* by slot: its integers in the integer graph, or NULL */
-} measure;
-
-static void observe_slots(void *user, const qr_node *n, const qr_value *v, const qr_tensor *t)
-{
-    (void)n;
-    measure *ms = user;
-    qr_qctx *q = ms->q;
-    if (v->id >= q->g->n_values || strcmp(v->name, q->g->values[v->id]->name) || t->dtype != QR_F32)
-        return;
-    int si = q->slot_of[v->id];
-    if (si < 0)
-        return;
-    qr_slot *s = &q->slots[si];
-    qr_tensor *r = &ms->ref[si];
-    int64_t cnt = qr_tensor_numel(t);
-    if (ms->pass == 0) {
-        qr_tensor_free(r);
-        *r = *t;
-        r->data = NULL;
-        qr_error e;
-        if (qr_tensor_alloc(r, &e) == QR_OK)
-            memcpy(r->data, t->data, qr_tensor_nbytes(t));
-        return;
-    }
-    if (!r->data || qr_tensor_numel(r) != cnt)
-        return;
-    const float *a = r->data, *b = t->data;
-    double lo = (double)(s->qt.qmin - s->qp.zero) * s->qp.scale, hi = (double)(s->qt.qmax - s->qp.zero) * s->qp.scale;
-    for (int64_t i = 0; i < cnt; i++) {
-        double d = (double)a[i] - (double)b[i];
-        s->sx2 += (double)a[i] * a[i];
-        s->se2 += d * d;
-        s->clipped += a[i] < lo || a[i] > hi;
-    }
-    s->n += (double)cnt;
-}
-
-static double sqnr_db(const qr_slot *s)
-{
-    if (s->se2 <= 0)
-        return INFINITY;
-    return 10.0 * log10(s->sx2 / s->se2);
-}
-
-/* The integer graph's integers of a slot, dequantized, against the f32 value. */
-static void observe_ints(void *user, const qr_node *n, const qr_value *v, const qr_tensor *t)
-{
-    (void)n;
-    measure *ms = user;
-    qr_qctx *q = ms->q;
-    for (int si = 0; si < q->nslots; si++) {
-        if (ms->ival[si] != v)
-            continue;
-        qr_slot *s = &q->slots[si];
-        const qr_tensor *r = &ms->ref[si];
-        int64_t cnt = qr_tensor_numel(t);
-        if (!r->data || qr_tensor_numel(r) != cnt || !qr_dtype_is_int(t->dtype))
-            return;
-        const float *a = r->data;
-        for (int64_t i = 0; i < cnt; i++) {
-            double d = (double)a[i] - (double)(qr_get_i64(t->data, t->dtype, i) - s->qp.zero) * s->qp.scale;
-            s->isx2 += (double)a[i] * a[i];
-            s->ise2 += d * d;
-        }
-        return;
-    }
-}
-
-/* Runs f32 (recording each slot's value) and `other` (kernel_user: user,
- * comparing through obs) side by side on up to 256 calibration samples. */
-static qr_status side_by_side(measure *ms, const qr_graph *other, void *user, qr_observer_fn obs,
-                              const qr_tensor *calib, int64_t count)
-{
-    qr_qctx *q = ms->q;
-    ms->ref = calloc((size_t)q->nslots + 1, sizeof *ms->ref);
-    qr_tensor *in = calloc((size_t)q->g->n_inputs + 1, sizeof *in);
-    qr_status st = ms->ref && in ? QR_OK : qr_errorf(q->e, "out of memory");
-    int batch = calib_batch(q);
-    int64_t n = count < 256 ? count : 256;
-    qr_exec_opts o32 = {.threads = q->o->threads, .observer = observe_slots, .observer_user = ms};
-    qr_exec_opts oo = {.threads = q->o->threads, .observer = obs, .observer_user = ms, .kernel_user = user};
-    qr_exec *x32 = NULL, *xo = NULL;
-    if (st == QR_OK)
-        st = qr_exec_new(q->g, &o32, &x32, q->e);
-    if (st == QR_OK)
-        st = qr_exec_new(other, &oo, &xo, q->e);
-    for (int64_t at = 0; st == QR_OK && at < n; at += batch) {
-        int64_t b = n - at < batch ? n - at : batch;
-        slice_inputs(calib, q->g->n_inputs, at, b, in);
-        ms->pass = 0;
-        st = run_once(x32, q->g, in, q->e);
-        ms->pass = 1;
-        if (st == QR_OK)
-            st = run_once(xo, other, in, q->e);
-    }
-    qr_exec_free(x32);
-    qr_exec_free(xo);
-    for (int i = 0; ms->ref && i < q->nslots; i++)
-        qr_tensor_free(&ms->ref[i]);
-    free(ms->ref);
-    free(in);
-    return st;
-}
-
-/* Each slot's SQNR and clipped fraction in the QDQ simulation. */
-static qr_status measure_slots(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count)
-{
-    for (int i = 0; i < q->nslots; i++)
-        q->slots[i].sx2 = q->slots[i].se2 = q->slots[i].n = q->slots[i].clipped = 0;
-    measure ms = {.q = q};
-    return side_by_side(&ms, qdq, NULL, observe_slots, calib, count);
-}
-
-/* Each slot's SQNR as the integer graph computes it: what its kernels and
- * tables really produce, dequantized, against f32. */
-static qr_status measure_ints(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count)
-{
-    measure ms = {.q = q};
-    if (!(ms.ival = calloc((size_t)q->nslots + 1, sizeof *ms.ival)))
-        return qr_errorf(q->e, "out of memory");
-    for (int i = 0; i < q->nslots; i++) {
-        int qv = q->qval[q->slots[i].value];
-        q->slots[i].isx2 = q->slots[i].ise2 = 0;
-        ms.ival[i] = qv >= 0 && !q->slots[i].fallback ? qr_graph_find(res->ig->g, res->qdq->values[qv]->name) : NULL;
-    }
-    qr_status st = side_by_side(&ms, res->ig->g, res->ig, observe_ints, calib, count);
-    free(ms.ival);
-    return st;
-}
-
-static qr_status build_qdq(qr_qctx *q, qr_quantized *res)
+qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
 {
     const qr_graph *g = q->g;
     qr_graph *d = qr_graph_clone(g);
@@ -1042,7 +905,7 @@ static qr_status build_sim(qr_qctx *q, qr_graph **out)
         float *d = v->t.data;
         for (int64_t j = 0; j < n; j++) {
             int c = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
-            fake_quant(&d[j], &d[j], 1, w->scale[c], w->zero[c], qt.qmin, qt.qmax);
+            qr_plan_fake_quant(&d[j], &d[j], 1, w->scale[c], w->zero[c], qt.qmin, qt.qmax);
         }
     }
     for (int i = 0; i < q->nslots; i++)
@@ -1102,25 +965,14 @@ static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     resolve_same(q);
     for (int i = 0; i < q->nslots; i++) /* the export stores f32 scales: what runs uses them too */
         q->slots[i].qp.scale = (float)q->slots[i].qp.scale;
-    if ((st = build_qdq(q, res)) != QR_OK || (st = measure_slots(q, res->qdq, calib, count)) != QR_OK)
-        return st;
     res->samples = count;
-    if (!q->r->fallback)
-        return QR_OK;
-    /* The recipe's fallback: tensors whose SQNR fails the condition stay f32, with their layers. */
-    qrl_rt rt;
-    qr_rt_init(&rt);
-    for (int i = 0; i < q->nslots; i++) {
-        qr_slot *s = &q->slots[i];
-        if (s->n > 0 && q->r->fallback(&rt, sqnr_db(s)))
-            s->fallback = 1, res->fallbacks++;
-    }
-    if ((st = qr_rt_status(&rt, q->e)) == QR_OK && res->fallbacks) {
-        qr_graph_free(res->qdq);
-        res->qdq = NULL;
-        res->weights = 0;
-        st = build_qdq(q, res);
-    }
+    if ((st = qr_plan_build_qdq(q, res)) != QR_OK || (st = qr_plan_fallback(q, res, calib, count)) != QR_OK)
+        return st;
+    /* each tensor as it ships: cumulative error in the QDQ simulation and in the integer graph */
+    if ((st = qr_measure_slots(q, res->qdq, calib, count)) != QR_OK)
+        return st;
+    if ((st = qr_measure_ints(q, res, calib, count)) != QR_OK)
+        qr_error_prefix(q->e, "running the integer graph");
     return st;
 }
 
@@ -1191,7 +1043,8 @@ static qr_status fill_layers(const qr_qctx *q, qr_quantized *res)
         l->zero = s->qp.zero;
         l->qmin = s->qt.qmin;
         l->qmax = s->qt.qmax;
-        l->sqnr = sqnr_db(s);
+        l->sqnr = qr_plan_sqnr(s);
+        l->sqnr_local = qr_plan_local_sqnr(s);
         l->sqnr_int = s->fallback || q->qval[s->value] < 0 ? NAN
                       : s->ise2 <= 0 ? INFINITY : 10.0 * log10(s->isx2 / s->ise2);
         l->clipped = s->n > 0 ? s->clipped / s->n : 0;
@@ -1242,14 +1095,12 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
     if (st == QR_OK && o->from_file) {
         if ((st = take_file_qparams(&q)) == QR_OK) {
             resolve_same(&q);
-            st = build_qdq(&q, res);
+            st = qr_plan_build_qdq(&q, res);
         }
     } else if (st == QR_OK)
         st = calibrate(&q, res, calib);
-    if (st == QR_OK && (st = qr_intgraph_build(&q, res->qdq, &res->ig, e)) != QR_OK)
+    if (st == QR_OK && !res->ig && (st = qr_intgraph_build(&q, res->qdq, &res->ig, e)) != QR_OK)
         qr_error_prefix(e, "recipe '%s'", q.r->name);
-    if (st == QR_OK && !o->from_file && (st = measure_ints(&q, res, calib, res->samples)) != QR_OK)
-        qr_error_prefix(e, "running the integer graph");
     if (st == QR_OK)
         st = fill_layers(&q, res);
     if (st == QR_OK) {

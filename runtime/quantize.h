@@ -48,6 +48,7 @@ typedef struct qr_qlayer {
     int64_t zero;
     int64_t qmin, qmax;
     double sqnr;    /* dB, of this tensor in the quantized model against f32 (measured on calibration data) */
+    double sqnr_local; /* dB, the error its layer alone adds (f32 inputs): the fallback's ranking */
     double sqnr_int; /* dB, the same as the integer graph computes it (NaN: not on the integers) */
     double clipped; /* fraction of f32 values outside the representable range */
     int fallback;   /* the recipe's fallback condition held: left in f32 */
@@ -67,6 +68,9 @@ typedef struct qr_quantized {
     double calib_ms;                              /* the calibration pass */
     double fp32_ms;                               /* one fp32 pass over the same samples */
     int fallbacks;                                /* layers the recipe's fallback sent back to f32 */
+    double output_sqnr;                           /* dB, the model's outputs from the integer graph against f32 */
+    int64_t output_nonfinite;                     /* output elements the integer graph makes NaN or inf */
+    double macs, macs_int;                        /* per sample: Conv/Gemm/MatMul MACs, and those in integer kernels */
     const char *recipe;                           /* the recipe used */
     char **notes;                                 /* nodes the recipe's rules left in f32, and why */
     int nnotes;

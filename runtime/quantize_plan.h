@@ -23,6 +23,7 @@ typedef struct qr_slot {
     double lo, hi;  /* observed */
     double sx2, se2, n, clipped; /* measurement against f32: signal, error, count, outside range */
     double isx2, ise2;           /* the same error, of the integer graph's integers */
+    double lx2, le2, ln;         /* its layer's own error: the quantized model run with f32 inputs */
     int fallback;
 } qr_slot;
 
@@ -90,6 +91,31 @@ const qr_wquant *qr_plan_weight(const qr_qctx *q, int value);
 int qr_plan_const_falls_back(const qr_qctx *q, int value);
 /* ONNX QuantizeLinear of one value: x / scale rounded half to even, plus zero, saturated. */
 int64_t qr_plan_round(float x, float scale, int64_t zero, int64_t qmin, int64_t qmax);
+/* f32 x fake-quantized (quantized, dequantized) into y. */
+void qr_plan_fake_quant(const float *x, float *y, int64_t n, float scale, int64_t zero, int64_t qmin, int64_t qmax);
+/* Samples per run: the model's fixed batch, else --batch (32). */
+int qr_plan_batch(const qr_qctx *q);
+/* Samples [at, at + b) of every calibration input, as views. */
+void qr_plan_slice_inputs(const qr_tensor *calib, int n, int64_t at, int64_t b, qr_tensor *in);
+/* One batch through x; the outputs are dropped. */
+struct qr_exec;
+qr_status qr_plan_run_once(struct qr_exec *x, const qr_graph *g, const qr_tensor *in, qr_error *e);
+/* The QDQ graph of the slots not fallen back (res->qdq, q->qval). */
+qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res);
+
+/* Measurement (qmeasure.c): a slot's cumulative SQNR (all upstream quantization applied) and its
+ * local one (its layer alone, f32 inputs; NaN when not measured), in dB. */
+double qr_plan_sqnr(const qr_slot *s);
+double qr_plan_local_sqnr(const qr_slot *s);
+qr_status qr_measure_slots(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count);
+qr_status qr_measure_local(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count);
+qr_status qr_measure_ints(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count);
+/* The recipe's fallback, layers with the worst local SQNR first, decided on the outputs of the
+ * integer graph; leaves res->qdq and res->ig built for what stays quantized, and res's output SQNR
+ * and MAC counts filled. */
+qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count);
+void qr_measure_macs(const qr_qctx *q, qr_quantized *res, const double *per_sample, const int64_t *last);
+
 /* Graph surgery helpers. */
 qr_node *qr_plan_new_node(qr_graph *g, const char *op, const char *domain, const char *name, int n_in, int n_out);
 qr_value *qr_plan_const(qr_graph *g, const char *name, const qr_tensor *t);

@@ -427,12 +427,13 @@ static void reg_affine(qrl_module *m, const char *op, int64_t ninputs, int64_t k
                          cond ? cond : ""};
 }
 
-static void reg_recipe(qrl_module *m, const char *name, void *fallback)
+static void reg_recipe(qrl_module *m, const char *name, void *fallback, int64_t on_outputs)
 {
     qr_recipe *r = grow1(m, (void **)&m->recipes, &m->nrecipes, sizeof *r);
     if (r) {
         r->name = name;
         r->fallback = (qrl_fallback_fn)fallback;
+        r->fallback_on_outputs = (int)on_outputs;
     }
 }
 

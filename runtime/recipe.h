@@ -17,7 +17,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 2
+#define QR_RECIPE_ABI 3
 
 typedef union qrl_scalar {
     int64_t i; /* integer and bool parameters */
@@ -135,8 +135,8 @@ typedef struct qrl_imports {
      * where clause's source) name the rule in messages. */
     void (*add_affine)(qrl_module *m, const char *op, int64_t ninputs, int64_t kind, void *where, void *qparams,
                        void *elem, void *table, int64_t in_f32, const char *loc, const char *cond);
-    /* Recipes. fallback: int64_t (*)(qrl_rt *, double sqnr), NULL = never. */
-    void (*add_recipe)(qrl_module *m, const char *name, void *fallback);
+    /* Recipes. fallback: qrl_fallback_fn, NULL = never; on_outputs: its condition reads output_sqnr. */
+    void (*add_recipe)(qrl_module *m, const char *name, void *fallback, int64_t on_outputs);
     /* A setting: key = type mods by calibrator(args). mods "symmetric,per_channel"; argnames "p,bins";
      * args: void (*)(qrl_rt *, double *out) filling them in that order. Value-only settings
      * (numerics = onnx, accumulate = i32) give it in type. */
@@ -161,7 +161,9 @@ typedef void (*qrl_aff_qparams_fn)(qrl_rt *rt, const qrl_match *mt, const qrl_qt
 typedef int32_t (*qrl_aff_elem_fn)(qrl_rt *rt, const qrl_match *mt, const int32_t *x, const int32_t *zero,
                                    const double *scale);
 typedef double (*qrl_aff_table_fn)(qrl_rt *rt, const qrl_match *mt, double v);
-typedef int64_t (*qrl_fallback_fn)(qrl_rt *rt, double sqnr);
+/* sqnr: a quantized tensor's own SQNR (its layer's error with f32 inputs); output_sqnr: the
+ * model's outputs' SQNR with everything still quantized. */
+typedef int64_t (*qrl_fallback_fn)(qrl_rt *rt, double sqnr, double output_sqnr);
 typedef void (*qrl_args_fn)(qrl_rt *rt, double *out);
 
 /* Entry point every module exports under this name. */
@@ -276,6 +278,7 @@ typedef struct qr_setting {
 typedef struct qr_recipe {
     const char *name;
     qrl_fallback_fn fallback;
+    int fallback_on_outputs; /* the condition reads output_sqnr */
     qr_setting *settings;
     int nsettings;
     const char **use;

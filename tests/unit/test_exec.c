@@ -51,7 +51,7 @@ Test(exec, memory_plan_reuses_buffers)
 
 typedef struct seen { int calls; float first[8]; } seen;
 
-static void observer(void *user, const qr_node *n, const qr_value *v, const qr_tensor *t)
+static void observer(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
 {
     (void)n;
     (void)v;

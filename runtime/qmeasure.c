@@ -1,0 +1,451 @@
+/* Measuring a quantized model against f32, and the recipe's fallback (see
+ * quantize_plan.h). Three measurements, each on up to 256 calibration
+ * samples run through f32 and the quantized graph side by side:
+ *
+ *   cumulative  each quantized tensor with all upstream quantization applied
+ *               (what the report shows as the tensor's SQNR);
+ *   local       each tensor's own error: the quantized graph runs with every
+ *               value replaced, as soon as it is computed, by its f32 value
+ *               (quantized where the tensor is), so a layer sees f32 inputs
+ *               and only its own quantization counts: the layer's
+ *               sensitivity, which ranks the layers for fallback;
+ *   outputs     the model's outputs, through the integer graph that ships.
+ *
+ * The fallback reverts the layers with the worst local SQNR first, until
+ * the recipe's condition holds for none of those left (a condition on
+ * output_sqnr is a search over how many to revert) and the outputs are
+ * finite. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "intgraph.h"
+#include "quantize_plan.h"
+
+/* Local measurements run in small batches: every f32 value of a batch is kept. */
+#define LOCAL_BATCH 8
+#define MEASURE_SAMPLES 256
+
+double qr_plan_sqnr(const qr_slot *s)
+{
+    if (s->se2 <= 0)
+        return INFINITY;
+    return 10.0 * log10(s->sx2 / s->se2);
+}
+
+double qr_plan_local_sqnr(const qr_slot *s)
+{
+    if (s->le2 <= 0)
+        return s->ln > 0 ? INFINITY : NAN;
+    return 10.0 * log10(s->lx2 / s->le2);
+}
+
+typedef struct measure {
+    qr_qctx *q;
+    qr_tensor *ref; /* by value id of the original graph: its f32 value in the current batch */
+    int pass;       /* 0: recording f32, 1: comparing the quantized model */
+    int local;      /* pass 1 replaces each value by its f32 value (quantized where it is) */
+    const qr_value **ival; /* by slot: its integers in the integer graph, or NULL */
+} measure;
+
+/* v is value v->id of the original graph (the quantized graphs keep ids and names of the originals). */
+static int original(const qr_qctx *q, const qr_value *v)
+{
+    return v->id < q->g->n_values && !strcmp(v->name, q->g->values[v->id]->name);
+}
+
+static void record(measure *ms, const qr_value *v, const qr_tensor *t)
+{
+    qr_tensor *r = &ms->ref[v->id];
+    qr_tensor_free(r);
+    *r = *t;
+    r->data = NULL;
+    qr_error e;
+    if (qr_tensor_alloc(r, &e) == QR_OK)
+        memcpy(r->data, t->data, qr_tensor_nbytes(t));
+}
+
+static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
+{
+    (void)n;
+    measure *ms = user;
+    qr_qctx *q = ms->q;
+    if (!original(q, v) || t->dtype != QR_F32)
+        return;
+    int si = q->slot_of[v->id];
+    if (ms->pass == 0) {
+        if (si >= 0 || ms->local)
+            record(ms, v, t);
+        return;
+    }
+    const qr_tensor *r = &ms->ref[v->id];
+    int64_t cnt = qr_tensor_numel(t);
+    if (!r->data || qr_tensor_numel(r) != cnt)
+        return;
+    const float *a = r->data;
+    float *b = t->data;
+    if (si < 0 || q->slots[si].fallback) {
+        if (ms->local) /* what f32 nodes compute from quantized inputs is not this layer's error */
+            memcpy(b, a, qr_tensor_nbytes(t));
+        return;
+    }
+    qr_slot *s = &q->slots[si];
+    if (ms->local) {
+        for (int64_t i = 0; i < cnt; i++) {
+            double d = (double)a[i] - (double)b[i];
+            s->lx2 += (double)a[i] * a[i];
+            s->le2 += d * d;
+        }
+        s->ln += (double)cnt;
+        qr_plan_fake_quant(a, b, cnt, (float)s->qp.scale, s->qp.zero, s->qt.qmin, s->qt.qmax);
+        return;
+    }
+    double lo = (double)(s->qt.qmin - s->qp.zero) * s->qp.scale, hi = (double)(s->qt.qmax - s->qp.zero) * s->qp.scale;
+    for (int64_t i = 0; i < cnt; i++) {
+        double d = (double)a[i] - (double)b[i];
+        s->sx2 += (double)a[i] * a[i];
+        s->se2 += d * d;
+        s->clipped += a[i] < lo || a[i] > hi;
+    }
+    s->n += (double)cnt;
+}
+
+/* The integer graph's integers of a slot, dequantized, against the f32 value. */
+static void observe_ints(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
+{
+    (void)n;
+    measure *ms = user;
+    qr_qctx *q = ms->q;
+    for (int si = 0; si < q->nslots; si++) {
+        if (ms->ival[si] != v)
+            continue;
+        qr_slot *s = &q->slots[si];
+        const qr_tensor *r = &ms->ref[s->value];
+        int64_t cnt = qr_tensor_numel(t);
+        if (!r->data || qr_tensor_numel(r) != cnt || !qr_dtype_is_int(t->dtype))
+            return;
+        const float *a = r->data;
+        for (int64_t i = 0; i < cnt; i++) {
+            double d = (double)a[i] - (double)(qr_get_i64(t->data, t->dtype, i) - s->qp.zero) * s->qp.scale;
+            s->isx2 += (double)a[i] * a[i];
+            s->ise2 += d * d;
+        }
+        return;
+    }
+}
+
+/* Runs f32 (recording values) and `other` (kernel_user: user, observed by obs) side by side. */
+static qr_status side_by_side(measure *ms, const qr_graph *other, void *user, qr_observer_fn obs,
+                              const qr_tensor *calib, int64_t count, int batch)
+{
+    qr_qctx *q = ms->q;
+    ms->ref = calloc((size_t)q->g->n_values + 1, sizeof *ms->ref);
+    qr_tensor *in = calloc((size_t)q->g->n_inputs + 1, sizeof *in);
+    qr_status st = ms->ref && in ? QR_OK : qr_errorf(q->e, "out of memory");
+    int64_t n = count < MEASURE_SAMPLES ? count : MEASURE_SAMPLES;
+    qr_exec_opts o32 = {.threads = q->o->threads, .observer = observe_slots, .observer_user = ms};
+    qr_exec_opts oo = {.threads = q->o->threads, .observer = obs, .observer_user = ms, .kernel_user = user};
+    qr_exec *x32 = NULL, *xo = NULL;
+    if (st == QR_OK)
+        st = qr_exec_new(q->g, &o32, &x32, q->e);
+    if (st == QR_OK)
+        st = qr_exec_new(other, &oo, &xo, q->e);
+    for (int64_t at = 0; st == QR_OK && at < n; at += batch) {
+        int64_t b = n - at < batch ? n - at : batch;
+        qr_plan_slice_inputs(calib, q->g->n_inputs, at, b, in);
+        ms->pass = 0;
+        st = qr_plan_run_once(x32, q->g, in, q->e);
+        ms->pass = 1;
+        if (st == QR_OK)
+            st = qr_plan_run_once(xo, other, in, q->e);
+    }
+    qr_exec_free(x32);
+    qr_exec_free(xo);
+    for (int i = 0; ms->ref && i < q->g->n_values; i++)
+        qr_tensor_free(&ms->ref[i]);
+    free(ms->ref);
+    free(in);
+    return st;
+}
+
+qr_status qr_measure_slots(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count)
+{
+    for (int i = 0; i < q->nslots; i++)
+        q->slots[i].sx2 = q->slots[i].se2 = q->slots[i].n = q->slots[i].clipped = 0;
+    measure ms = {.q = q};
+    return side_by_side(&ms, qdq, NULL, observe_slots, calib, count, qr_plan_batch(q));
+}
+
+qr_status qr_measure_local(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count)
+{
+    for (int i = 0; i < q->nslots; i++)
+        q->slots[i].lx2 = q->slots[i].le2 = q->slots[i].ln = 0;
+    measure ms = {.q = q, .local = 1};
+    int batch = qr_plan_batch(q);
+    if (!qr_graph_fixed_batch(q->g) && batch > LOCAL_BATCH)
+        batch = LOCAL_BATCH;
+    return side_by_side(&ms, qdq, NULL, observe_slots, calib, count, batch);
+}
+
+qr_status qr_measure_ints(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count)
+{
+    measure ms = {.q = q};
+    if (!(ms.ival = calloc((size_t)q->nslots + 1, sizeof *ms.ival)))
+        return qr_errorf(q->e, "out of memory");
+    for (int i = 0; i < q->nslots; i++) {
+        int qv = q->qval[q->slots[i].value];
+        q->slots[i].isx2 = q->slots[i].ise2 = 0;
+        ms.ival[i] = qv >= 0 && !q->slots[i].fallback ? qr_graph_find(res->ig->g, res->qdq->values[qv]->name) : NULL;
+    }
+    qr_status st = side_by_side(&ms, res->ig->g, res->ig, observe_ints, calib, count, qr_plan_batch(q));
+    free(ms.ival);
+    return st;
+}
+
+/* ------------------------------------------------------------ outputs */
+
+/* The f32 model's outputs on the measured samples, kept for every comparison; and, seen on the
+ * way, each value's elements per sample and last dimension (for MAC counts). */
+typedef struct outref {
+    qr_qctx *q;
+    int64_t n, batch;
+    int nbatches;
+    qr_tensor *out; /* [nbatches][n_outputs] */
+    double *per_sample;  /* by value id */
+    int64_t *last;       /* by value id: the last dimension */
+    int64_t cur_b;
+} outref;
+
+static void observe_shapes(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
+{
+    (void)n;
+    outref *o = user;
+    if (!original(o->q, v) || o->cur_b <= 0)
+        return;
+    o->per_sample[v->id] = (double)qr_tensor_numel(t) / (double)o->cur_b;
+    o->last[v->id] = t->ndim > 0 ? t->dims[t->ndim - 1] : 1;
+}
+
+static void outref_free(outref *o)
+{
+    for (int i = 0; o->out && i < o->nbatches * o->q->g->n_outputs; i++)
+        qr_tensor_free(&o->out[i]);
+    free(o->out);
+    free(o->per_sample);
+    free(o->last);
+    memset(o, 0, sizeof *o);
+}
+
+static qr_status outref_init(outref *o, qr_qctx *q, const qr_tensor *calib, int64_t count)
+{
+    const qr_graph *g = q->g;
+    memset(o, 0, sizeof *o);
+    o->q = q;
+    o->n = count < MEASURE_SAMPLES ? count : MEASURE_SAMPLES;
+    o->batch = qr_plan_batch(q);
+    o->nbatches = (int)((o->n + o->batch - 1) / o->batch);
+    o->out = calloc((size_t)(o->nbatches * g->n_outputs) + 1, sizeof *o->out);
+    o->per_sample = calloc((size_t)g->n_values + 1, sizeof *o->per_sample);
+    o->last = calloc((size_t)g->n_values + 1, sizeof *o->last);
+    qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
+    qr_exec_opts eo = {.threads = q->o->threads, .observer = observe_shapes, .observer_user = o};
+    qr_exec *x = NULL;
+    qr_status st = o->out && o->per_sample && o->last && in ? qr_exec_new(g, &eo, &x, q->e) : qr_errorf(q->e, "out of memory");
+    for (int k = 0; st == QR_OK && k < o->nbatches; k++) {
+        int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
+        qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
+        o->cur_b = b;
+        st = qr_exec_run(x, in, &o->out[k * g->n_outputs], q->e);
+    }
+    qr_exec_free(x);
+    free(in);
+    if (st != QR_OK)
+        outref_free(o);
+    return st;
+}
+
+/* The SQNR of graph's outputs against f32 over all outputs' elements, and the elements that are
+ * not finite where f32 is. */
+static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *graph, void *user,
+                                 const qr_tensor *calib, double *sqnr, int64_t *nonfinite)
+{
+    const qr_graph *g = q->g;
+    double sx2 = 0, se2 = 0;
+    *nonfinite = 0;
+    qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
+    qr_exec_opts eo = {.threads = q->o->threads, .kernel_user = user};
+    qr_exec *x = NULL;
+    qr_status st = in && out ? qr_exec_new(graph, &eo, &x, q->e) : qr_errorf(q->e, "out of memory");
+    for (int k = 0; st == QR_OK && k < o->nbatches; k++) {
+        int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
+        qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
+        if ((st = qr_exec_run(x, in, out, q->e)) != QR_OK)
+            break;
+        for (int j = 0; j < g->n_outputs; j++) {
+            const qr_tensor *r = &o->out[k * g->n_outputs + j], *t = &out[j];
+            int64_t cnt = qr_tensor_numel(r);
+            if (cnt == qr_tensor_numel(t) && qr_dtype_is_float(r->dtype) && qr_dtype_is_float(t->dtype))
+                for (int64_t i = 0; i < cnt; i++) {
+                    double a = qr_get_f64(r->data, r->dtype, i), v = qr_get_f64(t->data, t->dtype, i);
+                    if (!isfinite(a))
+                        continue;
+                    if (!isfinite(v)) {
+                        (*nonfinite)++;
+                        continue;
+                    }
+                    sx2 += a * a;
+                    se2 += (a - v) * (a - v);
+                }
+            qr_tensor_free(&out[j]);
+        }
+    }
+    qr_exec_free(x);
+    free(in);
+    free(out);
+    *sqnr = *nonfinite ? -INFINITY : se2 <= 0 ? INFINITY : 10.0 * log10(sx2 / se2);
+    return st;
+}
+
+/* ------------------------------------------------------------ fallback */
+
+/* The QDQ and integer graphs for the slots not (yet) fallen back; res->qdq and res->ig replaced. */
+static qr_status rebuild(qr_qctx *q, qr_quantized *res)
+{
+    qr_graph_free(res->qdq);
+    qr_intgraph_free(res->ig);
+    res->qdq = NULL;
+    res->ig = NULL;
+    res->weights = 0;
+    qr_status st = qr_plan_build_qdq(q, res);
+    if (st == QR_OK && (st = qr_intgraph_build(q, res->qdq, &res->ig, q->e)) != QR_OK)
+        qr_error_prefix(q->e, "recipe '%s'", q->r->name);
+    return st;
+}
+
+typedef struct ranked {
+    int slot;
+    double sqnr;
+} ranked;
+
+static int by_sqnr(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    /* NaN (never measured) last */
+    if (isnan(x->sqnr) != isnan(y->sqnr))
+        return isnan(x->sqnr) ? 1 : -1;
+    return x->sqnr < y->sqnr ? -1 : x->sqnr > y->sqnr ? 1 : x->slot - y->slot;
+}
+
+/* With the first k ranked slots fallen back (plus none else), the integer graph's outputs; holds:
+ * the outputs are finite and the recipe's condition holds for no slot still quantized. */
+static qr_status try_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, const ranked *rk,
+                       int nr, int k, int *holds)
+{
+    for (int i = 0; i < nr; i++)
+        q->slots[rk[i].slot].fallback = i < k;
+    qr_status st = rebuild(q, res);
+    if (st == QR_OK)
+        st = measure_outputs(q, o, res->ig->g, res->ig, calib, &res->output_sqnr, &res->output_nonfinite);
+    if (st != QR_OK)
+        return st;
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    int bad = res->output_nonfinite > 0;
+    for (int i = k; !bad && q->r->fallback && i < nr; i++)
+        bad = q->r->fallback(&rt, rk[i].sqnr, res->output_sqnr) != 0;
+    *holds = !bad;
+    return qr_rt_status(&rt, q->e);
+}
+
+qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count)
+{
+    outref o;
+    ranked *rk = calloc((size_t)q->nslots + 1, sizeof *rk);
+    if (!rk)
+        return qr_errorf(q->e, "out of memory");
+    qr_status st = outref_init(&o, q, calib, count);
+    if (st == QR_OK)
+        st = qr_measure_local(q, res->qdq, calib, count);
+    int nr = 0;
+    for (int i = 0; st == QR_OK && i < q->nslots; i++)
+        if (!q->slots[i].fallback && q->qval[q->slots[i].value] >= 0)
+            rk[nr++] = (ranked){i, qr_plan_local_sqnr(&q->slots[i])};
+    qsort(rk, (size_t)nr, sizeof *rk, by_sqnr);
+    int holds = 0, k = 0;
+    if (st == QR_OK)
+        st = try_k(q, res, &o, calib, rk, nr, 0, &holds);
+    if (st == QR_OK && !holds && !(q->r->fallback_on_outputs || res->output_nonfinite)) {
+        /* a condition on each tensor alone: every tensor it holds for goes at once */
+        qrl_rt rt;
+        qr_rt_init(&rt);
+        while (k < nr && q->r->fallback && q->r->fallback(&rt, rk[k].sqnr, res->output_sqnr))
+            k++;
+        if ((st = qr_rt_status(&rt, q->e)) == QR_OK)
+            st = try_k(q, res, &o, calib, rk, nr, k, &holds);
+    }
+    if (st == QR_OK && !holds) { /* the fewest worst layers whose fallback meets it: a binary search */
+        int lo = k, hi = nr; /* fails at lo; assumed to hold at hi (everything in f32) */
+        while (st == QR_OK && hi - lo > 1) {
+            int mid = lo + (hi - lo) / 2;
+            if ((st = try_k(q, res, &o, calib, rk, nr, mid, &holds)) == QR_OK && holds)
+                hi = mid;
+            else
+                lo = mid;
+        }
+        if (st == QR_OK)
+            st = try_k(q, res, &o, calib, rk, nr, hi, &holds);
+    }
+    res->fallbacks = 0;
+    for (int i = 0; i < q->nslots; i++)
+        res->fallbacks += q->slots[i].fallback;
+    if (st == QR_OK)
+        qr_measure_macs(q, res, o.per_sample, o.last);
+    outref_free(&o);
+    free(rk);
+    return st;
+}
+
+/* ------------------------------------------------------------ MACs */
+
+/* Multiply-accumulates per sample of a Conv, ConvTranspose, Gemm or MatMul; 0 for other ops. */
+static double node_macs(const qr_node *n, const double *per_sample, const int64_t *last)
+{
+    if (n->n_out < 1 || !n->out[0] || n->n_in < 2 || !n->in[0] || !n->in[1])
+        return 0;
+    double out = per_sample[n->out[0]->id];
+    const qr_value *w = n->in[1];
+    if (!strcmp(n->op, "Conv")) { /* each output element: C_in / group * kernel */
+        if (w->t.ndim < 2 || w->t.dims[0] <= 0)
+            return 0;
+        return out * (double)qr_tensor_numel(&w->t) / (double)w->t.dims[0];
+    }
+    if (!strcmp(n->op, "ConvTranspose")) /* each input element: C_out / group * kernel */
+        return per_sample[n->in[0]->id] * (w->t.ndim >= 2 && w->t.dims[0] > 0 ? (double)qr_tensor_numel(&w->t) / (double)w->t.dims[0] : 0);
+    if (!strcmp(n->op, "MatMul"))
+        return out * (double)last[n->in[0]->id];
+    if (!strcmp(n->op, "Gemm"))
+        return out * (double)(qr_attr_i(n, "transA", 0) ? (n->in[0]->t.ndim == 2 ? n->in[0]->t.dims[0] : 0)
+                                                         : last[n->in[0]->id]);
+    return 0;
+}
+
+void qr_measure_macs(const qr_qctx *q, qr_quantized *res, const double *per_sample, const int64_t *last)
+{
+    const qr_graph *g = q->g;
+    res->macs = res->macs_int = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qr_node *n = g->nodes[i];
+        double m = n->dead ? 0 : node_macs(n, per_sample, last);
+        if (m <= 0)
+            continue;
+        res->macs += m;
+        /* on the integers when the match that claims it runs as a kernel */
+        for (int k = 0; k < q->nmatches; k++) {
+            const struct mrec *r = &q->matches[k];
+            for (int j = 0; j < r->nnodes; j++)
+                if (r->nodes[j] == n->id && res->ig && res->ig->runs[r->out] && !strncmp(res->ig->runs[r->out], "kernel", 6))
+                    res->macs_int += m;
+        }
+    }
+}
