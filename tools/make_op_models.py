@@ -116,12 +116,17 @@ def case(fn):
 
 
 def unary(name, desc, shape, op, attrs=None, extra_inputs=(), nout=1, opset=14, sqnr=DEFAULT_SQNR,
-          fallback_ok=False, mean=0.2, std=1.0, blocky=False):
-    """input -> pre (1x1 Conv) -> op -> y (or y0..)."""
+          fallback_ok=False, mean=0.2, std=1.0, blocky=False, unfuse=False):
+    """input -> pre (1x1 Conv) -> op -> y (or y0..). unfuse: a Reshape to the same shape (on the integers)
+    between pre and op, so that a Conv + op pattern (conv_relu, conv_clip) cannot claim the op."""
     c = Case(name, desc, opset, sqnr, fallback_ok)
     x = c.input("x", shape, mean, std, blocky)
     c.ndim = {x: len(shape) + 1}
     p = c.pre(x, shape[0], mix=0.0 if blocky else 0.2)
+    if unfuse:
+        c.nodes.append(H("Reshape", [p, c.const("same_shape", i64(*([0] * (len(shape) + 1))), np.int64)], ["pass"],
+                         name="pass"))
+        p = "pass"
     ins = [p] + [c.const("k%d" % i, a, a.dtype) if a is not None else "" for i, a in enumerate(extra_inputs)]
     outs = ["y"] if nout == 1 else ["y%d" % i for i in range(nout)]
     c.nodes.append(H(op, ins, outs, name="op", **(attrs or {})))
@@ -265,8 +270,9 @@ S = (4, 6, 6)
 @case
 def _():
     return [
-        unary("relu", "Relu", S, "Relu"),
-        unary("clip", "Clip(-0.5, 1.5) (inputs)", S, "Clip", extra_inputs=(f32(-0.5), f32(1.5))),
+        unary("relu", "Relu (the affine rule: a Reshape keeps conv_relu off)", S, "Relu", unfuse=True),
+        unary("clip", "Clip(-0.5, 1.5) (the affine rule: a Reshape keeps conv_clip off)", S, "Clip",
+              extra_inputs=(f32(-0.5), f32(1.5)), unfuse=True),
         unary("leakyrelu", "LeakyRelu alpha=0.2", S, "LeakyRelu", {"alpha": 0.2}),
         unary("hardsigmoid", "HardSigmoid alpha=1/6 beta=0.5", S, "HardSigmoid", {"alpha": 1.0 / 6, "beta": 0.5},
               std=3.0),
