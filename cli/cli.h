@@ -3,6 +3,7 @@
 #define QRL_CLI_H
 
 #include "graph.h"
+#include "quantize.h"
 #include "recipe.h"
 #include "status.h"
 #include "tensor.h"
@@ -15,6 +16,13 @@ int cli_quantize(int argc, char **argv);
 
 /* Compiles a recipe file (and its imports), printing its diagnostics; NULL on errors. */
 qrl_module *cli_compile_recipe(const char *path, int no_cache);
+/* Compiles the recipe and quantizes g (loaded from model) in memory,
+ * calibrating on the --calib files (specs as cli_bind_inputs takes them);
+ * opts gives everything but the module. Returns 0, or the exit status 1
+ * after printing the diagnostics or the error. The caller frees *mod and *q
+ * (either may be set on failure). */
+int cli_quantize_in_memory(const char *model, const qr_graph *g, const char *recipe, int no_cache, int ncalib,
+                           char *const *calib, const qr_quant_opts *opts, qrl_module **mod, qr_quantized **q);
 
 /* Prints "qrl: <message>" to stderr and returns the exit status 1. */
 int cli_fail(const qr_error *e);

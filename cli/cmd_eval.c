@@ -128,11 +128,11 @@ int cli_eval(int argc, char **argv)
         return cli_fail(&e);
     qr_graph *g = run.g;
     int rc = 1;
-    qr_tensor *x = calloc((size_t)g->n_inputs + 1, sizeof *x), *c = calloc((size_t)g->n_inputs + 1, sizeof *c);
+    qr_tensor *x = calloc((size_t)g->n_inputs + 1, sizeof *x);
     qr_tensor y = {0};
     qrl_module *mod = NULL;
     qr_quantized *qz = NULL;
-    if (!x || !c) {
+    if (!x) {
         qr_errorf(&e, "out of memory");
         rc = cli_fail(&e);
         goto out;
@@ -160,17 +160,12 @@ int cli_eval(int argc, char **argv)
         goto out;
     }
     if (recipe) {
-        if (!(mod = cli_compile_recipe(recipe, 0)))
+        qr_quant_opts qo = {.calib_count = calib_count, .threads = threads, .progress = 1}; /* quantize's batches */
+        if ((rc = cli_quantize_in_memory(model, g, recipe, 0, ncalib, calib, &qo, &mod, &qz)) != 0)
             goto out;
-        if (cli_bind_inputs(model, g, "--calib", ncalib, calib, 1, c, &e) != QR_OK) {
-            rc = cli_fail(&e);
-            goto out;
-        }
-        qr_quant_opts qo = {.module = mod, .calib_count = calib_count, .threads = threads,
-                            .progress = 1};
+        rc = 1;
         /* the integer graph: the recipe's kernels and tables on the integers */
-        if (qr_quantize(g, c, &qo, &qz, &e) != QR_OK ||
-            accuracy(qz->ig->g, qz->ig, x, &y, batch, threads, &qcorrect, &qsecs, &e) != QR_OK) {
+        if (accuracy(qz->ig->g, qz->ig, x, &y, batch, threads, &qcorrect, &qsecs, &e) != QR_OK) {
             qr_error_prefix(&e, "%s", model);
             rc = cli_fail(&e);
             goto out;
@@ -202,14 +197,9 @@ int cli_eval(int argc, char **argv)
 out:
     qr_quantized_free(qz);
     qr_module_free(mod);
-    for (int i = 0; i < g->n_inputs; i++) {
-        if (x)
-            qr_tensor_free(&x[i]);
-        if (c)
-            qr_tensor_free(&c[i]);
-    }
+    for (int i = 0; x && i < g->n_inputs; i++)
+        qr_tensor_free(&x[i]);
     free(x);
-    free(c);
     qr_tensor_free(&y);
     cli_runnable_free(&run);
     return rc;

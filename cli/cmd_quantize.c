@@ -172,29 +172,14 @@ int cli_quantize(int argc, char **argv)
     qr_graph *g = NULL;
     qr_error e;
     int rc = 1;
-    qr_tensor *c = NULL;
     qrl_module *mod = NULL;
     qr_quantized *q = NULL;
     if (cli_load_model(model, &g, &e) != QR_OK)
         return cli_fail(&e);
-    if (!(mod = cli_compile_recipe(recipe, no_cache)))
+    qr_quant_opts qo = {.recipe = name, .batch = batch, .calib_count = count, .threads = threads, .progress = 1};
+    if ((rc = cli_quantize_in_memory(model, g, recipe, no_cache, ncalib, calib, &qo, &mod, &q)) != 0)
         goto out;
-    if (!(c = calloc((size_t)g->n_inputs + 1, sizeof *c))) {
-        qr_errorf(&e, "out of memory");
-        rc = cli_fail(&e);
-        goto out;
-    }
-    if (cli_bind_inputs(model, g, "--calib", ncalib, calib, 1, c, &e) != QR_OK) {
-        rc = cli_fail(&e);
-        goto out;
-    }
-    qr_quant_opts qo = {.module = mod, .recipe = name, .batch = batch, .calib_count = count, .threads = threads,
-                        .progress = 1};
-    if (qr_quantize(g, c, &qo, &q, &e) != QR_OK) {
-        qr_error_prefix(&e, "%s", model);
-        rc = cli_fail(&e);
-        goto out;
-    }
+    rc = 1;
     if (qr_onnx_save(q->qdq, outp, &e) != QR_OK) {
         rc = cli_fail(&e);
         goto out;
@@ -242,9 +227,6 @@ int cli_quantize(int argc, char **argv)
 out:
     qr_quantized_free(q);
     qr_module_free(mod);
-    for (int i = 0; c && i < g->n_inputs; i++)
-        qr_tensor_free(&c[i]);
-    free(c);
     qr_graph_free(g);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include "dump.h"
 #include "exec.h"
 #include "fileio.h"
+#include "intgraph.h"
 #include "tensor_io.h"
 
 #define MAX_ARGS 64
@@ -29,20 +30,23 @@ static void file_name_for(const char *name, char *buf, size_t n)
 
 int cli_run(int argc, char **argv)
 {
-    const char *model = NULL, *outdir = ".", *qdq_recipe = NULL;
-    char *in_spec[MAX_ARGS];
-    int nin = 0, threads = 1, stats = 0;
+    const char *model = NULL, *outdir = ".", *recipe = NULL, *qdq_recipe = NULL;
+    char *in_spec[MAX_ARGS], *calib[MAX_ARGS];
+    int nin = 0, ncalib = 0, threads = 1, stats = 0, calib_count = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: qrl run MODEL.onnx [-i [NAME=]FILE]... [-o DIR] [--threads N] [--stats] [--qdq-recipe R.qrl]\n"
+                   "               [--recipe R.qrl --calib [NAME=]C.npy... [--calib-count N]]\n"
                    "Inputs are .npy or ONNX TensorProto .pb files; an input without NAME= binds to the\n"
                    "next graph input in order. Each graph output is written to DIR/<name>.npy (DIR is created if missing)\n"
                    "(characters other than letters, digits, '_', '-', '.' become '_').\n"
                    "--stats also prints the run time and the memory plan (arena vs. sum of all\n"
                    "intermediate tensors).\n"
                    "A QDQ model (QuantizeLinear/DequantizeLinear pairs) runs on integers, lowered by the\n"
-                   "patterns and affine rules of stdlib/qdq.qrl, or of --qdq-recipe R.qrl.\n");
+                   "patterns and affine rules of stdlib/qdq.qrl, or of --qdq-recipe R.qrl.\n"
+                   "With --recipe and --calib the model is quantized in memory (as `qrl eval --recipe`\n"
+                   "does) and its integer graph, the recipe's own kernels and tables, runs instead.\n");
             return 0;
         }
         if (!strcmp(a, "-i") || !strcmp(a, "--input")) {
@@ -58,6 +62,19 @@ int cli_run(int argc, char **argv)
         } else if (!strcmp(a, "--threads")) {
             if (++i == argc || !cli_parse_int(argv[i], 1, 256, &threads))
                 return cli_usage_error("run", "--threads needs a number from 1 to 256");
+        } else if (!strcmp(a, "--recipe")) {
+            if (++i == argc)
+                return cli_usage_error("run", "--recipe needs a file");
+            recipe = argv[i];
+        } else if (!strcmp(a, "--calib")) {
+            if (++i == argc)
+                return cli_usage_error("run", "--calib needs a file");
+            if (ncalib == MAX_ARGS)
+                return cli_usage_error("run", "too many --calib files");
+            calib[ncalib++] = argv[i];
+        } else if (!strcmp(a, "--calib-count")) {
+            if (++i == argc || !cli_parse_int(argv[i], 1, 1 << 30, &calib_count))
+                return cli_usage_error("run", "--calib-count needs a positive number");
         } else if (!strcmp(a, "--stats")) {
             stats = 1;
         } else if (!strcmp(a, "--qdq-recipe")) {
@@ -72,13 +89,29 @@ int cli_run(int argc, char **argv)
     }
     if (!model)
         return cli_usage_error("run", "missing MODEL.onnx");
+    if (!recipe != !ncalib)
+        return cli_usage_error("run", "--recipe and --calib go together");
 
     cli_runnable r;
     qr_error e;
     if (cli_load_runnable(model, qdq_recipe, &r, &e) != QR_OK)
         return cli_fail(&e);
-    const qr_graph *g = r.run;
-    int rc = 1, nout = g->n_outputs;
+    qr_graph *g = r.g;
+    qrl_module *mod = NULL;
+    qr_quantized *qz = NULL;
+    if (recipe) {
+        qr_quant_opts qo = {.threads = threads, .calib_count = calib_count};
+        int st = cli_quantize_in_memory(model, g, recipe, 0, ncalib, calib, &qo, &mod, &qz);
+        if (st) {
+            qr_quantized_free(qz);
+            qr_module_free(mod);
+            cli_runnable_free(&r);
+            return st;
+        }
+    }
+    /* the model as loaded (a QDQ model: its integer graph), or the recipe's integer graph of it */
+    const qr_graph *rg = qz ? qz->ig->g : r.run;
+    int rc = 1, nout = rg->n_outputs;
     qr_tensor *inputs = calloc((size_t)g->n_inputs + 1, sizeof *inputs);
     qr_tensor *outputs = calloc((size_t)nout + 1, sizeof *outputs);
     char **written = calloc((size_t)nout + 1, sizeof *written);
@@ -92,10 +125,10 @@ int cli_run(int argc, char **argv)
         rc = cli_fail(&e);
         goto out;
     }
-    qr_exec_opts opts = {.threads = threads, .kernel_user = r.kernel_user};
+    qr_exec_opts opts = {.threads = threads, .kernel_user = qz ? qz->ig : r.kernel_user};
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (qr_exec_new(g, &opts, &x, &e) != QR_OK || qr_exec_run(x, inputs, outputs, &e) != QR_OK) {
+    if (qr_exec_new(rg, &opts, &x, &e) != QR_OK || qr_exec_run(x, inputs, outputs, &e) != QR_OK) {
         qr_error_prefix(&e, "%s", model);
         rc = cli_fail(&e);
         goto out;
@@ -106,7 +139,7 @@ int cli_run(int argc, char **argv)
     }
     for (int j = 0; j < nout; j++) {
         char fname[256], path[4096];
-        file_name_for(g->outputs[j]->name, fname, sizeof fname);
+        file_name_for(rg->outputs[j]->name, fname, sizeof fname);
         snprintf(path, sizeof path, "%s/%s.npy", outdir, fname);
         if (qr_npy_write(path, &outputs[j], &e) != QR_OK) {
             /* All or nothing: remove the outputs already written by this run. */
@@ -120,8 +153,8 @@ int cli_run(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     for (int j = 0; j < nout; j++) {
         char tb[160];
-        printf("%s: %s -> %s/", g->outputs[j]->name, qr_tensor_type_str(&outputs[j], tb, sizeof tb), outdir);
-        file_name_for(g->outputs[j]->name, tb, sizeof tb);
+        printf("%s: %s -> %s/", rg->outputs[j]->name, qr_tensor_type_str(&outputs[j], tb, sizeof tb), outdir);
+        file_name_for(rg->outputs[j]->name, tb, sizeof tb);
         printf("%s.npy\n", tb);
     }
     if (stats) {
@@ -148,6 +181,8 @@ out:
     free(written);
     free(inputs);
     free(outputs);
+    qr_quantized_free(qz);
+    qr_module_free(mod);
     cli_runnable_free(&r);
     return rc;
 }

@@ -16,6 +16,8 @@ static const char usage[] =
     "                                       run the model; inputs .npy or .pb (ONNX TensorProto),\n"
     "                                       unnamed inputs bind in graph-input order; writes every\n"
     "                                       output to DIR/<output name>.npy (DIR defaults to .)\n"
+    "  run  MODEL.onnx --recipe R.qrl --calib C.npy -i FILE... [-o DIR]\n"
+    "                                       quantize in memory, run the recipe's integer graph\n"
     "  eval MODEL.onnx --data X.npy --labels Y.npy [--batch B] [--threads N]\n"
     "                 [--recipe R.qrl --calib C.npy]\n"
     "                                       top-1 accuracy of a classifier (fp32 vs int8 with a recipe)\n"

@@ -1,4 +1,5 @@
-/* Compiling a recipe file for the commands that quantize. */
+/* Compiling a recipe file, and quantizing a model with it in memory, for the
+ * commands that quantize (quantize, eval --recipe, run --recipe). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -66,4 +67,33 @@ void cli_runnable_free(cli_runnable *r)
     qr_module_free(r->mod);
     qr_graph_free(r->g);
     memset(r, 0, sizeof *r);
+}
+
+int cli_quantize_in_memory(const char *model, const qr_graph *g, const char *recipe, int no_cache, int ncalib,
+                           char *const *calib, const qr_quant_opts *opts, qrl_module **mod, qr_quantized **q)
+{
+    qr_error e;
+    *mod = NULL;
+    *q = NULL;
+    if (!(*mod = cli_compile_recipe(recipe, no_cache)))
+        return 1; /* the diagnostics are printed */
+    qr_tensor *c = calloc((size_t)g->n_inputs + 1, sizeof *c);
+    int rc = 0;
+    if (!c) {
+        qr_errorf(&e, "out of memory");
+        rc = cli_fail(&e);
+    } else if (cli_bind_inputs(model, g, "--calib", ncalib, calib, 1, c, &e) != QR_OK) {
+        rc = cli_fail(&e);
+    } else {
+        qr_quant_opts o = *opts;
+        o.module = *mod;
+        if (qr_quantize(g, c, &o, q, &e) != QR_OK) {
+            qr_error_prefix(&e, "%s", model);
+            rc = cli_fail(&e);
+        }
+    }
+    for (int i = 0; c && i < g->n_inputs; i++)
+        qr_tensor_free(&c[i]);
+    free(c);
+    return rc;
 }

@@ -819,23 +819,36 @@ static qr_status lower_affine(builder *b, int node)
         }
     }
     if (!strcmp(n->op, "Pad")) { /* constant padding is real c: the integer round(c / s) + z */
-        double c = 0;
-        const qr_value *cv = qr_node_input(on, 2);
-        if (cv && cv->is_const && qr_tensor_numel(&cv->t) == 1)
-            c = qr_get_f64(cv->t.data, cv->t.dtype, 0);
-        if (n->n_in < 3) {
-            qr_value **in = qr_arena_alloc(&b->d->arena, sizeof *in * 3);
-            if (!in)
-                return qr_errorf(b->e, "out of memory");
-            memcpy(in, n->in, sizeof *in * (size_t)n->n_in);
-            for (int j = n->n_in; j < 3; j++)
-                in[j] = NULL;
-            n->in = in;
-            n->n_in = 3;
+        int old = b->d->opset < 11; /* the value is an attribute, else the optional input 2 */
+        double c = old ? qr_attr_f(on, "value", 0.0f) : 0;
+        const qr_value *cv = old ? NULL : qr_node_input(on, 2);
+        if (cv && (!cv->is_const || qr_tensor_numel(&cv->t) != 1)) {
+            island(b, yid);
+            return QR_OK;
         }
-        snprintf(name, sizeof name, "%s_pad_value", yi->name);
-        n->in[2] = scalar_const(b, name, t, qr_plan_round((float)c, (float)ys->qp.scale, ys->qp.zero, ys->qt.qmin,
-                                                           ys->qt.qmax));
+        if (cv)
+            c = qr_get_f64(cv->t.data, cv->t.dtype, 0);
+        int64_t iv = qr_plan_round((float)c, (float)ys->qp.scale, ys->qp.zero, ys->qt.qmin, ys->qt.qmax);
+        if (old) {
+            const qr_attr *va = qr_node_attr(n, "value");
+            if (va)
+                ((qr_attr *)va)->f = (float)iv; /* n's attributes are this graph's copy */
+            else
+                qr_node_add_attr_f(b->d, n, "value", (float)iv);
+        } else {
+            if (n->n_in < 3) {
+                qr_value **in = qr_arena_alloc(&b->d->arena, sizeof *in * 3);
+                if (!in)
+                    return qr_errorf(b->e, "out of memory");
+                memcpy(in, n->in, sizeof *in * (size_t)n->n_in);
+                for (int j = n->n_in; j < 3; j++)
+                    in[j] = NULL;
+                n->in = in;
+                n->n_in = 3;
+            }
+            snprintf(name, sizeof name, "%s_pad_value", yi->name);
+            n->in[2] = scalar_const(b, name, t, iv);
+        }
     }
     drop_quantize(yi);
     n->out[0]->producer = NULL;

@@ -23,8 +23,6 @@
 #include "intgraph.h"
 #include "quantize_plan.h"
 
-/* Local measurements run in small batches: every f32 value of a batch is kept. */
-#define LOCAL_BATCH 8
 #define MEASURE_SAMPLES 256
 
 double qr_plan_sqnr(const qr_slot *s)
@@ -181,11 +179,9 @@ qr_status qr_measure_local(qr_qctx *q, const qr_graph *qdq, const qr_tensor *cal
 {
     for (int i = 0; i < q->nslots; i++)
         q->slots[i].lx2 = q->slots[i].le2 = q->slots[i].ln = 0;
+    /* in calibration's batches: a model may mix samples across its batch (every f32 value of a batch is kept) */
     measure ms = {.q = q, .local = 1};
-    int batch = qr_plan_batch(q);
-    if (!qr_graph_fixed_batch(q->g) && batch > LOCAL_BATCH)
-        batch = LOCAL_BATCH;
-    return side_by_side(&ms, qdq, NULL, observe_slots, calib, count, batch);
+    return side_by_side(&ms, qdq, NULL, observe_slots, calib, count, qr_plan_batch(q));
 }
 
 qr_status qr_measure_ints(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count)

@@ -822,7 +822,10 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
             scales[c] = (float)q->slots[xs].qp.scale * w->scale[w->nch == 1 ? 0 : c];
             ((int32_t *)ints.data)[c] = (int32_t)qr_plan_round(src[c], scales[c], 0, INT32_MIN, INT32_MAX);
         }
-        q->qval[b->value] = insert_dq_const(d, d->values[b->value], &ints, scales, zeros, QR_I32, (int)n, 0)->id;
+        /* per-tensor weights give a per-tensor bias: no axis (per-axis DequantizeLinear needs opset 13) */
+        int pc = w->nch > 1;
+        q->qval[b->value] = insert_dq_const(d, d->values[b->value], &ints, scales, zeros, QR_I32, pc ? (int)n : 1,
+                                            pc ? 0 : -1)->id;
         free(scales);
         free(zeros);
         qr_tensor_free(&ints);
