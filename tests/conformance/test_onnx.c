@@ -3,7 +3,10 @@
  * must match the expected outputs (rtol 1e-3, atol 1e-5 for floats; exact for
  * integers). Prints ran/passed per op. A case that fails is a failing test
  * unless it is named in `skipped` below with the reason.
- * QRL_CONFORM_ONLY=conv,relu restricts the run to case names containing those words. */
+ * QRL_CONFORM_ONLY=conv,relu restricts the run to case names containing those words.
+ * QRL's own cases, in the same layout, are in tests/conformance/cases/ (made by
+ * the tools/make_*_cases.py named in each case's model producer): built so that
+ * the exact result is known, they must match bit for bit. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fnmatch.h>
@@ -17,6 +20,7 @@
 #include "onnx_import.h"
 #include "op.h"
 #include "passes.h"
+#include "testutil.h"
 
 #ifndef ONNX_TESTDATA
 #define ONNX_TESTDATA "/usr/share/libonnx-testdata/data"
@@ -89,8 +93,12 @@ static int selected(const char *name)
     return hit;
 }
 
+/* Float tolerance: |got - want| <= atol + rtol * |want|. */
+typedef struct tolerance { double atol, rtol; } tolerance;
+static const tolerance onnx_tol = {1e-5, 1e-3}, exact_tol = {0, 0};
+
 /* Returns NULL when equal, else a description of the first mismatch (static buffer). */
-static const char *compare(const qr_tensor *got, const qr_tensor *want)
+static const char *compare(const qr_tensor *got, const qr_tensor *want, tolerance tol)
 {
     static char msg[512];
     char a[128], b[128];
@@ -107,7 +115,7 @@ static const char *compare(const qr_tensor *got, const qr_tensor *want)
                 continue;
             if (isinf(y) && x == y)
                 continue;
-            if (!(fabs(x - y) <= 1e-5 + 1e-3 * fabs(y))) {
+            if (!(fabs(x - y) <= tol.atol + tol.rtol * fabs(y))) {
                 snprintf(msg, sizeof msg, "element %lld: got %.9g, expected %.9g", (long long)i, x, y);
                 return msg;
             }
@@ -129,7 +137,7 @@ static int file_exists(const char *p)
 }
 
 /* Runs one data set; returns 1 on pass, filling why on failure. */
-static int run_set(qr_graph *g, const char *dir, char *why, size_t nwhy)
+static int run_set(qr_graph *g, const char *dir, tolerance tol, char *why, size_t nwhy)
 {
     char path[1024];
     qr_error e = {{0}};
@@ -170,7 +178,7 @@ static int run_set(qr_graph *g, const char *dir, char *why, size_t nwhy)
     qr_exec_free(x);
     ok = 1;
     for (int i = 0; i < nwant && ok; i++) {
-        const char *m = compare(&got[i], &want[i]);
+        const char *m = compare(&got[i], &want[i], tol);
         if (m) {
             snprintf(why, nwhy, "output %d ('%s'): %s", i, g->outputs[i]->name, m);
             ok = 0;
@@ -252,7 +260,7 @@ Test(conformance, onnx_testdata, .timeout = 600)
                     break;
                 }
                 closedir(sd);
-                ok = run_set(g, set, why, sizeof why);
+                ok = run_set(g, set, onnx_tol, why, sizeof why);
             }
             ran++;
             passed += ok;
@@ -307,4 +315,32 @@ Test(conformance, listed_ops_are_registered)
 {
     for (size_t i = 0; i < sizeof listed_ops / sizeof listed_ops[0]; i++)
         cr_expect_not_null(qr_op_find("", listed_ops[i]), "op %s is not registered", listed_ops[i]);
+}
+
+/* QRL's own cases (tests/conformance/cases/NAME/model.onnx, test_data_set_0):
+ * configurations from real models where QRL once differed from the exact
+ * result, with data chosen so the expected output is exact. */
+Test(conformance, qrl_cases_are_exact)
+{
+    char root[1024];
+    snprintf(root, sizeof root, "%s/tests/conformance/cases", tu_root());
+    DIR *d = opendir(root);
+    cr_assert(d, "cannot open %s", root);
+    int ran = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (de->d_name[0] == '.')
+            continue;
+        char model[2048], set[2048], why[1200] = "";
+        snprintf(model, sizeof model, "%s/%s/model.onnx", root, de->d_name);
+        snprintf(set, sizeof set, "%s/%s/test_data_set_0", root, de->d_name);
+        qr_graph *g = NULL;
+        qr_error e = {{0}};
+        cr_assert_eq(qr_onnx_load(model, &g, &e), QR_OK, "%s: %s", de->d_name, e.msg);
+        cr_assert_eq(qr_graph_optimize(g, &e), QR_OK, "%s: %s", de->d_name, e.msg);
+        cr_expect(run_set(g, set, exact_tol, why, sizeof why), "%s: %s", de->d_name, why);
+        qr_graph_free(g);
+        ran++;
+    }
+    closedir(d);
+    cr_assert_gt(ran, 0, "no cases in %s", root);
 }
