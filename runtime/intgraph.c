@@ -115,6 +115,18 @@ static qr_status kcall_infer(qr_kctx *k)
     qr_tensor shape = {0};
     if (qr_broadcast_shapes(k, ns ? src : k->in, ns ? ns : k->n_in, &shape) != QR_OK)
         return QR_ERR;
+    /* the matched node's output shape where the model fixes it (a reduction's 1s), else the inputs' */
+    const int64_t *fixed;
+    int nf = qr_attr_ints(k->node, "shape", &fixed);
+    if (nf > 0) {
+        int64_t dims[QR_MAX_DIMS];
+        for (int d = 0; d < nf && d < QR_MAX_DIMS; d++) {
+            if (fixed[d] < 0 && shape.ndim != nf)
+                return QR_KERR(k, "QrlKernel: dimension %d of the output is not known", d);
+            dims[d] = fixed[d] >= 0 ? fixed[d] : shape.dims[d];
+        }
+        return qr_set_out(k, 0, to, nf, dims);
+    }
     return qr_set_out(k, 0, to, shape.ndim, shape.dims);
 }
 
@@ -198,7 +210,7 @@ static qr_status lookup_run(qr_kctx *k)
 }
 
 const qr_op_def qr_ops_intgraph[] = {
-    {"QrlKernel", "qrl", 0, 128, 1, 1, "call:i to:i acc:i kernel:s shape_from:ints", kcall_infer, kcall_run, 0},
+    {"QrlKernel", "qrl", 0, 128, 1, 1, "call:i to:i acc:i kernel:s shape_from:ints shape:ints", kcall_infer, kcall_run, 0},
     {"QrlLookup", "qrl", 2, 2, 1, 1, "", lookup_infer, lookup_run, 0},
     {0},
 };
@@ -353,8 +365,8 @@ static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
         return NULL;
     }
     int is_gemm = !strcmp(a->op, "Gemm");
-    if (is_gemm && (qr_attr_i(a, "transA", 0) || qr_attr_f(a, "alpha", 1) != 1 || qr_attr_f(a, "beta", 1) != 1)) {
-        *why = "Gemm with transA, alpha or beta is not lowered";
+    if (is_gemm && qr_attr_i(a, "transA", 0)) { /* alpha and beta are the kernel's (patterns say which) */
+        *why = "Gemm with transA is not lowered";
         return NULL;
     }
     char name[512];
@@ -644,6 +656,9 @@ static qr_status lower_match(builder *b, const struct mrec *r)
     qr_node_add_attr_i(b->d, n, "acc", want_acc);
     if (!want_acc && nshape)
         qr_node_add_attr_ints(b->d, n, "shape_from", nshape, shape_from);
+    const qr_value *oy = q->g->values[r->out];
+    if (!want_acc && oy->t.ndim > 0 && oy->t.ndim <= QR_MAX_DIMS) /* -1: an unknown (batch) dim */
+        qr_node_add_attr_ints(b->d, n, "shape", oy->t.ndim, oy->t.dims);
     if (yi->q && want_acc) { /* y comes from an int32 accumulator */
         qr_qinfo *qi = qr_arena_memdup(&b->d->arena, yi->q, sizeof *qi);
         if (qi)

@@ -339,6 +339,33 @@ def _():
     return [c, d]
 
 
+# ------------------------------------------------------------ fused patterns
+
+@case
+def _():
+    """Several nodes that the stdlib matches as one op (one requantization)."""
+    ar = Case("add_relu", "Add of two activations then Relu (pattern add_relu)")
+    a, b = ar.input("a", S, 0.2, 1.0), ar.input("b", S, -0.5, 2.0)
+    ar.ndim = {a: 4, b: 4}
+    ar.nodes.append(H("Add", [a, b], ["s"], name="add"))
+    ar.nodes.append(H("Relu", ["s"], ["y"], name="op"))
+    ar.output("y")
+    out = [ar]
+    for name, desc, act, attrs, swap in (
+            ("silu", "x * Sigmoid(x) (pattern silu)", "Sigmoid", {}, False),
+            ("hardswish_decomposed", "HardSigmoid(x, 1/6, 0.5) * x, as PyTorch exports HardSwish (pattern hardswish)",
+             "HardSigmoid", {"alpha": 1.0 / 6, "beta": 0.5}, True)):
+        c = Case(name, desc)
+        x = c.input("x", S, 0.2, 3.0)
+        c.ndim = {x: 4}
+        p = c.pre(x, S[0], mix=0.0)
+        c.nodes.append(H(act, [p], ["s"], name="act", **attrs))
+        c.nodes.append(H("Mul", ["s", p] if swap else [p, "s"], ["y"], name="op"))
+        c.output("y")
+        out.append(c)
+    return out
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit("usage: make_op_models.py OUT_DIR [CASE...]")

@@ -88,8 +88,10 @@ function sample(feeds, i) {
     return out;
 }
 
+// ORT_OPT_LEVEL=disabled runs a model as ONNX defines it: ORT's QDQ rewrites at 'basic' and above
+// can change the numerics of a graph that mixes f32 layers with quantized ones.
 async function session(model, level) {
-    return ort.InferenceSession.create(model, {graphOptimizationLevel: level || 'all',
+    return ort.InferenceSession.create(model, {graphOptimizationLevel: level || process.env.ORT_OPT_LEVEL || 'all',
         executionProviders: ['cpu'], intraOpNumThreads: 1});
 }
 

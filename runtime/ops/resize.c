@@ -464,6 +464,8 @@ static qr_status rz_run(qr_kctx *k, int legacy)
             }
             if (f32)
                 ((float *)dst)[e] = (float)acc;
+            else if (qr_dtype_is_int(dt)) /* integers (a quantized tensor): rounded half to even, as QuantizeLinear */
+                qr_set_f64(dst, dt, e, nearbyint(acc));
             else
                 qr_set_f64(dst, dt, e, acc);
         }

@@ -448,3 +448,82 @@ Test(quantize, op_no_rule_covers_stays_f32_with_a_note)
               "%s", log);
     free(log);
 }
+
+/* ORT's SQNR of export against model on x (tools/ort_sqnr.js); -1000 when it reports non-finite
+ * outputs. ORT runs without graph rewrites: as ONNX defines the model (its QDQ rewrites change the
+ * numerics of graphs that mix f32 layers with quantized ones by up to 2.5 dB here). */
+static double ort_sqnr(const char *model, const char *export, const char *x)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "ORT_OPT_LEVEL=disabled node '%s/tools/ort_sqnr.js' '%s' '%s' '%s'", tu_root(), model,
+             export, x);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    double db = 0;
+    long bad = 0;
+    const char *s = strstr(log, "\"sqnr_db\":"), *nf = strstr(log, "\"nonfinite_test\":");
+    cr_assert(s && sscanf(s, "\"sqnr_db\":%lf", &db) == 1 && nf && sscanf(nf, "\"nonfinite_test\":%ld", &bad) == 1,
+              "%s", log);
+    free(log);
+    return bad ? -1000 : db;
+}
+
+/* A log-mel front end's guard, Clip(1e-10) before a Log: quantized, the bound becomes real 0 and
+ * the output -inf. Non-finite outputs always fail: the fallback reverts until they are finite,
+ * and ONNX Runtime agrees on the export. */
+Test(quantize, nonfinite_outputs_fall_back)
+{
+    char cmd[4096], model[700], out[700], x[700], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_fallback_models.py' '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(model, sizeof model, "%s/logmel.onnx", dir);
+    snprintf(out, sizeof out, "%s/lm.onnx", dir);
+    snprintf(x, sizeof x, "%s/logmel_x.npy", dir);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' quantize %s --recipe recipes/int8.qrl --calib %s -o %s", tu_root(),
+             tu_qrl(), model, x, out);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    double db = 0;
+    const char *o = strstr(log, "output:    SQNR ");
+    cr_assert(o && sscanf(o, "output:    SQNR %lf", &db) == 1 && !strstr(log, "NOT FINITE"), "%s", log);
+    cr_assert(strstr(log, "tensors fell back to f32"), "%s", log);
+    free(log);
+    double ort = ort_sqnr(model, out, x);
+    cr_assert_gt(ort, 0.0, "ONNX Runtime: the export's outputs are not finite");
+    cr_assert_float_eq(ort, db, 0.5, "ORT %.2f dB, qrl says %.2f dB", ort, db);
+}
+
+/* `fallback = f32 when output_sqnr < 40`: the fewest most sensitive layers go back to f32 until the
+ * outputs meet 40 dB; the printed SQNR is the export's as ONNX Runtime computes it. */
+Test(quantize, output_sqnr_target_is_met)
+{
+    char cmd[4096], recipe[700], out[700], x[700], *log;
+    snprintf(recipe, sizeof recipe, "%s/r40.qrl", dir);
+    FILE *f = fopen(recipe, "w");
+    cr_assert(f);
+    fputs("import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+          "recipe r40 {\n  activation = u8 asymmetric by minmax()\n"
+          "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
+          "  fallback = f32 when output_sqnr < 40\n}\n",
+          f);
+    fclose(f);
+    snprintf(out, sizeof out, "%s/q40.onnx", dir);
+    snprintf(x, sizeof x, "%s/c256.npy", dir);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; np.save('%s', np.load('%s/calib_images.npy')[:256])\" && "
+             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s -o %s",
+             x, data_dir(), tu_root(), tu_qrl(), recipe, x, out);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    double db = 0, share = 0;
+    int fell = 0;
+    const char *o = strstr(log, "output:    SQNR "), *s = strstr(log, "); ");
+    cr_assert(o && sscanf(o, "output:    SQNR %lf dB against f32 (the integer graph); %lf%%", &db, &share) == 2, "%s",
+              log);
+    cr_assert(s && sscanf(s, "); %d tensor", &fell) == 1, "%s", log);
+    cr_assert_geq(db, 40.0, "%s", log);
+    cr_assert(fell >= 1 && share < 100.0 && share > 0.0, "%s", log); /* some layers, not all */
+    free(log);
+    char model[700];
+    snprintf(model, sizeof model, "%s/examples/fmnist/fmnist_cnn.onnx", tu_root());
+    double ort = ort_sqnr(model, out, x);
+    cr_assert_float_eq(ort, db, 0.5, "ORT %.2f dB, qrl says %.2f dB", ort, db);
+}

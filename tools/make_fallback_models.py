@@ -1,0 +1,41 @@
+"""Models for the fallback tests (tests/e2e/test_quantize.c), written to DIR:
+
+logmel.onnx  x -> Conv 1x1 -> Relu -> Clip(1e-10, 1e9) -> Log: a log-mel front
+             end's guard. Quantized, the Clip's lower bound becomes real 0 and
+             Log gives -inf; the fallback must revert until the outputs are finite.
+logmel_x.npy 64 samples of both signs, some channels mostly silent.
+
+Usage: /usr/bin/python3 tools/make_fallback_models.py DIR
+"""
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def main(out):
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((8, 4, 1, 1)).astype(np.float32), "w")
+    b = numpy_helper.from_array((rng.standard_normal(8) * 0.1).astype(np.float32), "b")
+    lo = numpy_helper.from_array(np.array(1e-10, np.float32), "lo")
+    hi = numpy_helper.from_array(np.array(1e9, np.float32), "hi")
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Clip", ["r", "lo", "hi"], ["g"]),
+        helper.make_node("Log", ["g"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "logmel", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 16, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8, 16, 16])], [w, b, lo, hi])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, f"{out}/logmel.onnx")
+    x = rng.standard_normal((64, 4, 16, 16)).astype(np.float32)
+    x[:, :, :8] *= 1e-3  # quiet rows: Conv outputs near 0, below one quantization step
+    np.save(f"{out}/logmel_x.npy", x)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
