@@ -862,7 +862,7 @@ static const qc_type *field(ctx *c, ql_node *n)
     case QC_QTYPE:
         if (!strcmp(m, "bits") || !strcmp(m, "qmin") || !strcmp(m, "qmax") || !strcmp(m, "axis"))
             return set_type(n, &qc_i64);
-        if (!strcmp(m, "signed") || !strcmp(m, "narrow"))
+        if (!strcmp(m, "signed") || !strcmp(m, "narrow") || !strcmp(m, "symmetric"))
             return set_type(n, &qc_bool);
         break;
     case QC_QPARAMS:

@@ -55,7 +55,7 @@ typedef struct jit {
     gcc_jit_type *t_array, *t_tview, *t_qtype, *t_qparams, *t_rt, *t_imports;
     gcc_jit_type *p_array, *p_tview, *p_qtype, *p_qparams, *p_rt, *p_imports;
     gcc_jit_field *f_arr_data, *f_arr_len, *f_tv_data, *f_tv_numel, *f_tv_rank, *f_tv_dims;
-    gcc_jit_field *f_qt[6]; /* bits qmin qmax axis is_signed narrow */
+    gcc_jit_field *f_qt[7]; /* bits qmin qmax axis is_signed narrow symmetric */
     gcc_jit_field *f_qp_scale, *f_qp_zero, *f_rt_imp, *f_rt_failed;
     gcc_jit_field *f_imp[IMP_COUNT];
     gcc_jit_function **fns; /* by item index: fn/kernel functions */
@@ -167,10 +167,10 @@ static void build_types(jit *j)
                             j->f_tv_dims = field(j, gcc_jit_context_new_array_type(c, NULL, j->t_i64, QR_MAX_DIMS),
                                                  "dims")};
     j->t_tview = gcc_jit_struct_as_type(gcc_jit_context_new_struct_type(c, NULL, "qrl_tview", 4, ft));
-    static const char *const qtn[6] = {"bits", "qmin", "qmax", "axis", "is_signed", "narrow"};
-    for (int i = 0; i < 6; i++)
+    static const char *const qtn[7] = {"bits", "qmin", "qmax", "axis", "is_signed", "narrow", "symmetric"};
+    for (int i = 0; i < 7; i++)
         j->f_qt[i] = field(j, j->t_i64, qtn[i]);
-    j->t_qtype = gcc_jit_struct_as_type(gcc_jit_context_new_struct_type(c, NULL, "qrl_qtype", 6, j->f_qt));
+    j->t_qtype = gcc_jit_struct_as_type(gcc_jit_context_new_struct_type(c, NULL, "qrl_qtype", 7, j->f_qt));
     gcc_jit_field *fq[2] = {j->f_qp_scale = field(j, j->t_f64, "scale"), j->f_qp_zero = field(j, j->t_i64, "zero")};
     j->t_qparams = gcc_jit_struct_as_type(gcc_jit_context_new_struct_type(c, NULL, "qrl_qparams", 2, fq));
     j->p_array = gcc_jit_type_get_pointer(j->t_array);
@@ -1017,8 +1017,8 @@ static gcc_jit_rvalue *field_expr(fgen *f, const ql_node *n)
         return now(f, call_imp(f, imp, 1, &obj));
     }
     case QC_QTYPE: {
-        static const char *const names[6] = {"bits", "qmin", "qmax", "axis", "signed", "narrow"};
-        for (int i = 0; i < 6; i++)
+        static const char *const names[7] = {"bits", "qmin", "qmax", "axis", "signed", "narrow", "symmetric"};
+        for (int i = 0; i < 7; i++)
             if (!strcmp(m, names[i])) {
                 gcc_jit_rvalue *v = gcc_jit_rvalue_access_field(obj, NULL, j->f_qt[i]);
                 return i >= 4 ? cmp(j, GCC_JIT_COMPARISON_NE, v, lng(j, j->t_i64, 0)) : v;

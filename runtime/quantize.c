@@ -28,9 +28,8 @@ static int has_mod(const char *mods, const char *m)
     return 0;
 }
 
-/* A calibrator instance for a setting: its arguments, plus `symmetric` from
- * the symmetric/asymmetric modifier when the calibrator has that parameter
- * and the recipe did not set it. */
+/* A calibrator instance for a setting, with its arguments. (The symmetric
+ * modifier reaches every calibrator's solve as t.symmetric.) */
 static qr_status new_calib(qr_qctx *q, const qr_setting *s, qr_calib **out)
 {
     const char *names[32];
@@ -50,14 +49,6 @@ static qr_status new_calib(qr_qctx *q, const qr_setting *s, qr_calib **out)
     if (!d)
         return qr_errorf(q->e, "recipe '%s': %s uses calibrator '%s', which the recipe's module does not define",
                          q->r->name, s->key, s->calibrator);
-    int sym = has_mod(s->mods, "symmetric"), asym = has_mod(s->mods, "asymmetric"), given = 0;
-    for (int i = 0; i < n; i++)
-        given |= !strcmp(names[i], "symmetric");
-    for (int i = 0; i < d->nparams && !given && (sym || asym) && n < 32; i++)
-        if (!strcmp(d->params[i].name, "symmetric")) {
-            names[n] = "symmetric";
-            values[n++] = sym ? 1 : 0;
-        }
     return qr_calib_new(q->m, s->calibrator, n, names, values, out, q->e);
 }
 
@@ -84,6 +75,8 @@ static qr_status read_settings(qr_qctx *q)
         return qr_errorf(q->e, "recipe '%s': activations are quantized per tensor (per_channel is for weights)",
                          r->name);
     q->act_narrow = has_mod(q->act->mods, "narrow");
+    q->act_sym = has_mod(q->act->mods, "symmetric");
+    q->w_sym = has_mod(q->wt->mods, "symmetric");
     q->w_narrow = has_mod(q->wt->mods, "narrow");
     q->w_per_channel = has_mod(q->wt->mods, "per_channel");
     if (q->g->opset < 10)
@@ -218,6 +211,7 @@ static int add_slot(qr_qctx *q, int value, int kind, int same)
     s->lo = INFINITY;
     s->hi = -INFINITY;
     s->qt = qr_qtype_of(q->act_dtype, q->act_narrow, -1);
+    s->qt.symmetric = q->act_sym;
     q->slot_of[value] = q->nslots;
     return q->nslots++;
 }
@@ -298,6 +292,7 @@ static qr_status plan(qr_qctx *q)
         qrl_qparams fixed = {1, 0};
         if (a->kind == 1) {
             qrl_qtype qt = qr_qtype_of(q->act_dtype, q->act_narrow, -1);
+            qt.symmetric = q->act_sym;
             qr_aff_view av;
             qr_aff_view_init(&av, g, n);
             qrl_rt rt2;
@@ -400,6 +395,7 @@ static qr_status quantize_weights(qr_qctx *q)
         }
         const float *data = v->t.data;
         qrl_qtype qt = qr_qtype_of(q->w_dtype, q->w_narrow, axis);
+        qt.symmetric = q->w_sym;
         for (int c = 0; c < nch; c++) {
             /* gather channel c */
             int64_t k = 0;
@@ -886,6 +882,7 @@ static qr_status new_calibrators(qr_qctx *q)
             }
             if (q->out && v->is_output)
                 s = q->out;
+            q->slots[i].qt.symmetric = has_mod(s->mods, "symmetric");
             st = new_calib(q, s, &q->slots[i].cal);
         }
     free(seen);

@@ -17,7 +17,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 3
+#define QR_RECIPE_ABI 4
 
 typedef union qrl_scalar {
     int64_t i; /* integer and bool parameters */
@@ -41,6 +41,7 @@ typedef struct qrl_tview {
 typedef struct qrl_qtype {
     int64_t bits, qmin, qmax, axis; /* axis -1: per tensor */
     int64_t is_signed, narrow;
+    int64_t symmetric; /* the recipe's `symmetric` modifier: real 0 at the middle of the range */
 } qrl_qtype;
 
 typedef struct qrl_qparams {

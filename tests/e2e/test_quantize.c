@@ -527,3 +527,18 @@ Test(quantize, output_sqnr_target_is_met)
     double ort = ort_sqnr(model, out, x);
     cr_assert_float_eq(ort, db, 0.5, "ORT %.2f dB, qrl says %.2f dB", ort, db);
 }
+
+/* `symmetric` reaches every calibrator: int8-percentile's i8 symmetric activations (percentile, a
+ * histogram of |x|) get zero point 0 even where nothing negative was seen (after a Relu). */
+Test(quantize, symmetric_modifier_holds_for_every_calibrator)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8-percentile.qrl --calib "
+             "%s/calib_images.npy --calib-count 128 -o %s/p.onnx --qparams %s/p.json && /usr/bin/python3 -c \"import "
+             "json; a = json.load(open('%s/p.json'))['activations']; z = [x['zero_point'] for x in a]; "
+             "assert len(z) >= 5 and set(z) == {0}, z; print('ok')\"",
+             tu_root(), tu_qrl(), data_dir(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}

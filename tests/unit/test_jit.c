@@ -299,11 +299,18 @@ Test(jit, minmax_matches_c)
     double scale = (hi - fmin(lo, 0)) / 255.0;
     cr_assert_float_eq(qp.scale, scale, 1e-15);
     cr_assert_eq(qp.zero, (int64_t)nearbyint(0 - fmin(lo, 0) / scale));
-    /* i8: symmetric, zero 0, scale max|x| / 127.5 */
+    /* i8 symmetric (the recipe's modifier, t.symmetric): zero 0, scale max|x| / 127.5 */
     qrl_qtype i8 = qr_qtype_of(QR_I8, 0, -1);
+    i8.symmetric = 1;
     cr_assert_eq(qr_calib_solve(c, &i8, &qp, &e), QR_OK, "%s", e.msg);
     cr_assert_float_eq(qp.scale, fmax(fabs(lo), fabs(hi)) / 127.5, 1e-15);
     cr_assert_eq(qp.zero, 0);
+    /* i8 asymmetric: the range on [-128, 127], zero = round_half_even(-128 - lo / scale) */
+    i8.symmetric = 0;
+    cr_assert_eq(qr_calib_solve(c, &i8, &qp, &e), QR_OK, "%s", e.msg);
+    double s8 = (fmax(hi, 0) - fmin(lo, 0)) / 255;
+    cr_assert_float_eq(qp.scale, s8, 1e-15);
+    cr_assert_eq(qp.zero, (int64_t)nearbyint(-128 - fmin(lo, 0) / s8));
     qr_calib_free(c);
     qr_module_free(m);
 }
