@@ -1915,7 +1915,7 @@ static void recipe(ctx *c, qc_sym *s)
 {
     ql_node *n = s->decl;
     static const char *const keys[] = {"activation", "weight", "bias", "accumulate", "numerics", "fallback", "input",
-                                       "output"};
+                                       "output", "tolerance"};
     c->w = W_RECIPE;
     for (int i = 0; i < n->nkids; i++) {
         ql_node *k = n->kids[i];
@@ -1940,7 +1940,7 @@ static void recipe(ctx *c, qc_sym *s)
             continue;
         }
         int key = -1;
-        for (int j = 0; j < 8; j++)
+        for (int j = 0; j < 9; j++)
             if (!strcmp(k->name, keys[j]))
                 key = j;
         for (int j = 0; j < i; j++)
@@ -1949,12 +1949,19 @@ static void recipe(ctx *c, qc_sym *s)
                 ql_note(c->d, n->kids[j]->span, "first set here");
             }
         if (key < 0) {
-            const char *hint = ql_suggest(k->name, keys, 8);
+            const char *hint = ql_suggest(k->name, keys, 9);
             if (hint)
                 err(c, k, "unknown recipe setting '%s'; did you mean '%s'?", k->name, hint);
             else
-                err(c, k, "unknown recipe setting '%s' (activation, weight, bias, accumulate, numerics, fallback, input, output)",
+                err(c, k, "unknown recipe setting '%s' (activation, weight, bias, accumulate, numerics, fallback, input, "
+                          "output, tolerance)",
                     k->name);
+            continue;
+        }
+        if (key == 8) { /* tolerance = 3: dB the integer graph may lose against the QDQ simulation */
+            ql_node *v = k->a;
+            if ((v->kind != QL_INT && v->kind != QL_FLOAT) || (v->kind == QL_FLOAT && !(v->fval >= 0)))
+                err(c, v, "tolerance is a number of dB: tolerance = 3");
             continue;
         }
         if (key == 4) {

@@ -1927,6 +1927,8 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
             }
         } else if (q->kind == QL_NAME) {
             snprintf(type, sizeof type, "%s", q->name);
+        } else if (q->kind == QL_INT || q->kind == QL_FLOAT) { /* a number (tolerance = 3) */
+            snprintf(type, sizeof type, "%.17g", q->kind == QL_INT ? (double)q->ival : q->fval);
         }
         gcc_jit_rvalue *a3[8] = {m, STR(s->name), STR(k->name), STR(type), STR(mods ? mods : ""), STR(cal), STR(argnames),
                                  ADDR_OR_NULL(at < 16 ? fns->args[at] : NULL)};

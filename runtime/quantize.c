@@ -930,6 +930,36 @@ static void resolve_same(qr_qctx *q)
     }
 }
 
+/* What ships is what is checked: the recipe's `tolerance = dB` bounds how much SQNR a tensor may
+ * lose in the integer graph against the QDQ simulation (what the export describes); beyond it,
+ * no export (a rule or kernel computes something else than its op). */
+static qr_status check_agreement(qr_qctx *q, const qr_quantized *res)
+{
+    const qr_setting *tol = qr_recipe_setting(q->r, "tolerance");
+    if (!tol)
+        return QR_OK;
+    double t = strtod(tol->type, NULL);
+    /* in graph order: the first tensor apart is the cause, those after it inherit its error */
+    for (int k = 0; k < q->g->n_nodes; k++) {
+        const qr_node *n = q->g->nodes[k];
+        int si = !n->dead && n->n_out > 0 && n->out[0] ? q->slot_of[n->out[0]->id] : -1;
+        const qr_slot *s = si >= 0 ? &q->slots[si] : NULL;
+        if (!s || s->fallback || q->qval[s->value] < 0 || s->ise2 <= 0)
+            continue;
+        double sim = qr_plan_sqnr(s), ints = 10.0 * log10(s->isx2 / s->ise2);
+        if (isfinite(sim) && ints < sim - t) {
+            const qr_value *v = q->g->values[s->value];
+            const char *runs = res->ig->runs[s->value];
+            return qr_errorf(q->e, "recipe '%s': tensor '%s' (%s, runs as %s) has %.1f dB in the integer graph but "
+                                   "%.1f dB in the QDQ simulation the export describes, more than the recipe's "
+                                   "tolerance of %g dB apart",
+                             q->r->name, v->name, v->producer ? v->producer->op : "input", runs ? runs : "f32", ints,
+                             sim, t);
+        }
+    }
+    return QR_OK;
+}
+
 /* Calibration over the samples, then the QDQ graph, its measurement against f32 and the
  * recipe's fallback (which rebuilds the QDQ graph without the tensors that fail it). */
 static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib)
@@ -971,9 +1001,11 @@ static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     /* each tensor as it ships: cumulative error in the QDQ simulation and in the integer graph */
     if ((st = qr_measure_slots(q, res->qdq, calib, count)) != QR_OK)
         return st;
-    if ((st = qr_measure_ints(q, res, calib, count)) != QR_OK)
+    if ((st = qr_measure_ints(q, res, calib, count)) != QR_OK) {
         qr_error_prefix(q->e, "running the integer graph");
-    return st;
+        return st;
+    }
+    return check_agreement(q, res);
 }
 
 /* A loaded QDQ model (qr_qdq_strip): every slot takes the file's qparams; a slot the file leaves

@@ -542,3 +542,27 @@ Test(quantize, symmetric_modifier_holds_for_every_calibrator)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
 }
+
+/* What ships is what is checked: a rule that computes something else than its op (a Tanh table of
+ * tanh(2v)) makes the integer graph disagree with the QDQ simulation the export describes; beyond
+ * the recipe's tolerance, qrl quantize names the tensor and writes nothing. */
+Test(quantize, integer_graph_disagreeing_with_the_export_is_refused)
+{
+    char path[700], args[2048], outf[700], cmd[2048], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/make_zoo_model.py %s", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/wrong.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("import \"calibrators.qrl\"\nimport \"patterns.qrl\"\nimport \"qparams.qrl\"\n"
+          "affine MaxPool -> same\naffine Tanh(x) -> fixed(t => signed_unit_range(t)) table(v => tanh(2.0 * v))\n"
+          "recipe wrong {\n  activation = u8 asymmetric by minmax()\n"
+          "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  tolerance = 3\n}\n",
+          f);
+    fclose(f);
+    snprintf(outf, sizeof outf, "%s/w.onnx", dir);
+    snprintf(args, sizeof args, "%s/zoo.onnx --recipe %s --calib %s/zoo_calib.npy -o %s", dir, path, dir, outf);
+    expect_fail(args, "tensor 't' (Tanh, runs as Tanh as a lookup table)", outf);
+    expect_fail(args, "more than the recipe's tolerance of 3 dB apart", outf);
+}
