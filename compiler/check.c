@@ -1715,6 +1715,18 @@ static void pattern(ctx *c, qc_sym *s)
         ql_node *k = n->kids[i];
         if (k->kind == QL_WHERE) {
             convert(c, k->a, expr(c, k->a, &qc_bool), &qc_bool, "a where clause");
+        } else if (k->kind == QL_SETTING) { /* numerics onnx | tflite | pytorch */
+            static const char *const modes[] = {"onnx", "tflite", "pytorch"};
+            int ok = 0;
+            for (int j = 0; j < 3; j++)
+                ok |= !strcmp(k->a->name, modes[j]);
+            if (strcmp(k->name, "numerics"))
+                err(c, k, "a pattern has match, where, quantize, lower and numerics clauses, not '%s'", k->name);
+            else if (!ok)
+                err(c, k->a, "numerics is onnx, tflite or pytorch");
+            for (int j = 0; j < i; j++)
+                if (n->kids[j]->kind == QL_SETTING)
+                    err(c, k, "pattern '%s' states its numerics twice", s->name);
         } else if (k->kind == QL_QUANTIZE) {
             for (int r = 0; r < k->nkids; r++) {
                 ql_node *rn = k->kids[r];

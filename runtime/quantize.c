@@ -92,6 +92,7 @@ static qr_status read_settings(qr_qctx *q)
     const qr_setting *num = qr_recipe_setting(r, "numerics");
     if (num && strcmp(num->type, "onnx") && strcmp(num->type, "tflite") && strcmp(num->type, "pytorch"))
         return qr_errorf(q->e, "recipe '%s': unknown numerics '%s'", r->name, num->type);
+    q->numerics = num ? num->type : "onnx"; /* picks the patterns whose kernels implement it */
     /* a calibrator the module lacks is reported before any work */
     qr_calib *c;
     if (new_calib(q, q->act, &c) != QR_OK)
@@ -243,8 +244,8 @@ static qr_status plan(qr_qctx *q)
     qr_rt_init(&rt);
     for (int i = 0; i < m->npatterns; i++) {
         const qr_pattern *p = &m->patterns[order[i]];
-        if (!recipe_uses(q->r, p->name))
-            continue;
+        if (!recipe_uses(q->r, p->name) || (p->numerics[0] && strcmp(p->numerics, q->numerics)))
+            continue; /* not used, or kernels of other numerics than the recipe's */
         if (qr_match_pattern(g, p, q->claimed, &rt, accept_match, q, q->e) < 0) {
             free(order);
             return QR_ERR;

@@ -55,6 +55,7 @@ typedef struct qr_qctx {
     qr_dtype act_dtype, w_dtype;
     int act_narrow, w_narrow, w_per_channel;
     int act_sym, w_sym; /* the symmetric modifier: solve sees it as t.symmetric */
+    const char *numerics; /* the recipe's: only patterns of these numerics (or of none stated) match */
     const qr_setting *act, *wt, *in, *out; /* in/out: the model's first quantized tensors and its outputs */
     /* plan */
     unsigned char *claimed;

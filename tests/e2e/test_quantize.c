@@ -566,3 +566,30 @@ Test(quantize, integer_graph_disagreeing_with_the_export_is_refused)
     expect_fail(args, "tensor 't' (Tanh, runs as Tanh as a lookup table)", outf);
     expect_fail(args, "more than the recipe's tolerance of 3 dB apart", outf);
 }
+
+/* numerics = ... picks the patterns whose kernels implement it: a recipe that sees both the ONNX
+ * and the TFLite patterns runs the TFLite kernels when it says tflite, and the ONNX ones when onnx. */
+Test(quantize, numerics_setting_picks_the_kernels)
+{
+    static const char *const modes[2] = {"tflite", "onnx"}, *const want[2] = {"kernel tfl_", "kernel qlinear"};
+    for (int k = 0; k < 2; k++) {
+        char path[700], cmd[4096], *log;
+        snprintf(path, sizeof path, "%s/n_%s.qrl", dir, modes[k]);
+        FILE *f = fopen(path, "w");
+        cr_assert(f);
+        fprintf(f,
+                "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+                "import \"patterns_tflite.qrl\"\nrecipe n {\n  activation = i8 asymmetric by minmax()\n"
+                "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  numerics = %s\n}\n",
+                modes[k]);
+        fclose(f);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
+                 "--calib-count 64 -o %s/n.onnx --report %s/n.json && /usr/bin/python3 -c \"import json; "
+                 "r = [l['runs_as'] for l in json.load(open('%s/n.json'))['layers'] if l['runs_as'].startswith('kernel')]; "
+                 "assert len(r) == 5 and all(x.startswith('%s') for x in r), r; print('ok')\"",
+                 tu_root(), tu_qrl(), path, data_dir(), dir, dir, dir, want[k]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "numerics = %s: %s", modes[k], log);
+        free(log);
+    }
+}
