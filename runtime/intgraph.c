@@ -802,8 +802,14 @@ static qr_status lower_affine(builder *b, int node)
         runs_as(b, yid, "%s as a lookup table", n->op);
         return QR_OK;
     }
-    if (a->kind == 1 || n->n_out != 1) { /* fixed without a table: nothing says what the integers become;
-                                          * several outputs: only the first is quantized */
+    qr_value *yo[16] = {yi}; /* every output's integers (Split: all on the first one's qparams) */
+    int multi_ok = n->n_out <= 16 && (n->n_out == 1 || a->kind == 0);
+    for (int j = 1; multi_ok && j < n->n_out; j++) {
+        const qr_slot *sj = on->out[j] ? slot_for(q, on->out[j]->id) : NULL;
+        multi_ok = sj && (yo[j] = int_of(b, on->out[j]->id)) && sj->qp.scale == ys->qp.scale &&
+                   sj->qp.zero == ys->qp.zero;
+    }
+    if (a->kind == 1 || !multi_ok) { /* fixed without a table: nothing says what the integers become */
         island(b, yid);
         return QR_OK;
     }
@@ -865,10 +871,12 @@ static qr_status lower_affine(builder *b, int node)
             n->in[2] = scalar_const(b, name, t, iv);
         }
     }
-    drop_quantize(yi);
-    n->out[0]->producer = NULL;
-    n->out[0] = yi;
-    yi->producer = n;
+    for (int j = 0; j < n->n_out; j++) {
+        drop_quantize(yo[j]);
+        n->out[j]->producer = NULL;
+        n->out[j] = yo[j];
+        yo[j]->producer = n;
+    }
     b->ig->int_ops++;
     runs_as(b, yid, "%s on the integers", n->op);
     return QR_OK;

@@ -323,6 +323,9 @@ static qr_status plan(qr_qctx *q)
             q->slots[s].qp = fixed;
             q->slots[s].solved = 1;
         }
+        for (int j = 1; a->kind == 0 && !a->elem && !a->table && j < n->n_out; j++) /* Split: every output */
+            if (n->out[j] && add_slot(q, n->out[j]->id, SLOT_SAME, first) < 0)
+                return qr_errorf(q->e, "out of memory");
         q->aff_of[n->id] = a;
         q->node_kind[n->id] = 2;
         q->claimed[n->id] = 1;
