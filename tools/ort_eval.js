@@ -8,31 +8,15 @@
 const fs = require('fs');
 const path = require('path');
 const ort = require(process.env.ORT_NODE_MODULE || 'onnxruntime-node');
+const npy = require('./npy');
 
-function loadNpy(file) {
-    const buf = fs.readFileSync(file);
-    if (buf.toString('latin1', 1, 6) !== 'NUMPY') throw new Error(file + ': not a .npy file');
-    const major = buf[6];
-    const hlen = major >= 2 ? buf.readUInt32LE(8) : buf.readUInt16LE(8);
-    const hstart = major >= 2 ? 12 : 10;
-    const header = buf.toString('latin1', hstart, hstart + hlen);
-    const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
-    const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').filter((s) => s.trim()).map(Number);
-    if (/'fortran_order':\s*True/.test(header)) throw new Error(file + ': Fortran order');
-    const data = buf.subarray(hstart + hlen);
-    const copy = new Uint8Array(data.length);
-    copy.set(data);
-    const kinds = {'<f4': Float32Array, '<i8': BigInt64Array, '<i4': Int32Array};
-    if (!kinds[descr]) throw new Error(file + ': unsupported dtype ' + descr);
-    return {shape, data: new kinds[descr](copy.buffer)};
-}
 
 async function main() {
     const [model, xfile, yfile, optimized] = process.argv.slice(2);
     const opts = {graphOptimizationLevel: 'all', executionProviders: ['cpu'], intraOpNumThreads: 1};
     if (optimized) opts.optimizedModelFilePath = path.resolve(optimized);
     const session = await ort.InferenceSession.create(model, opts);
-    const x = loadNpy(xfile), y = loadNpy(yfile);
+    const x = npy.read(xfile), y = npy.read(yfile);
     const n = x.shape[0], per = x.data.length / n, batch = 100;
     let correct = 0;
     const t0 = Date.now();

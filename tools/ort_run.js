@@ -14,47 +14,13 @@
 const fs = require('fs');
 const path = require('path');
 const ort = require(process.env.ORT_NODE_MODULE || 'onnxruntime-node');
-
-const kinds = {
-    '<f4': ['float32', Float32Array], '<f8': ['float64', Float64Array], '|i1': ['int8', Int8Array],
-    '|u1': ['uint8', Uint8Array], '<i4': ['int32', Int32Array], '<i8': ['int64', BigInt64Array],
-    '|b1': ['bool', Uint8Array],
-};
+const npy = require('./npy');
 
 function loadNpy(file) {
-    const buf = fs.readFileSync(file);
-    if (buf.toString('latin1', 1, 6) !== 'NUMPY') throw new Error(file + ': not a .npy file');
-    const major = buf[6];
-    const hlen = major >= 2 ? buf.readUInt32LE(8) : buf.readUInt16LE(8);
-    const hstart = major >= 2 ? 12 : 10;
-    const header = buf.toString('latin1', hstart, hstart + hlen);
-    const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
-    const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').filter((s) => s.trim()).map(Number);
-    if (/'fortran_order':\s*True/.test(header)) throw new Error(file + ': Fortran order');
-    if (!kinds[descr]) throw new Error(file + ': unsupported dtype ' + descr);
-    const data = buf.subarray(hstart + hlen);
-    const copy = new Uint8Array(data.length);
-    copy.set(data);
-    const [type, Arr] = kinds[descr];
-    return new ort.Tensor(type, new Arr(copy.buffer), shape);
+    const t = npy.read(file);
+    return new ort.Tensor(t.type, t.data, t.shape);
 }
 
-function saveNpy(file, t) {
-    const descr = {float32: '<f4', float64: '<f8', int8: '|i1', uint8: '|u1', int32: '<i4', int64: '<i8', bool: '|u1'}[t.type];
-    if (!descr) throw new Error('output type ' + t.type + ' is not supported');
-    const shape = t.dims.length === 1 ? `(${t.dims[0]},)` : `(${t.dims.join(', ')})`;
-    let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': ${shape}, }`;
-    const pad = 64 - ((10 + header.length + 1) % 64);
-    header += ' '.repeat(pad % 64) + '\n';
-    const pre = Buffer.alloc(10);
-    pre.write('\x93NUMPY', 0, 'latin1');
-    pre[6] = 1;
-    pre[7] = 0;
-    pre.writeUInt16LE(header.length, 8);
-    const d = t.type === 'bool' ? Uint8Array.from(t.data, (v) => (v ? 1 : 0)) : t.data;
-    const body = Buffer.from(d.buffer, d.byteOffset, d.byteLength);
-    fs.writeFileSync(file, Buffer.concat([pre, Buffer.from(header, 'latin1'), body]));
-}
 
 function fileName(name) {
     const s = name.replace(/[^A-Za-z0-9_.-]/g, '_').replace(/^\./, '_');
@@ -96,7 +62,7 @@ async function runOne(args) {
     }
     const out = await session.run(feeds);
     fs.mkdirSync(outdir, {recursive: true});
-    for (const name of session.outputNames) saveNpy(path.join(outdir, fileName(name) + '.npy'), out[name]);
+    for (const name of session.outputNames) npy.write(path.join(outdir, fileName(name) + '.npy'), out[name].type, out[name].dims, out[name].data);
 }
 
 async function main() {

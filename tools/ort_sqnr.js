@@ -20,38 +20,7 @@
 const fs = require('fs');
 const path = require('path');
 const ort = require(process.env.ORT_NODE_MODULE || 'onnxruntime-node');
-
-function loadNpy(file) {
-    const buf = fs.readFileSync(file);
-    if (buf.toString('latin1', 1, 6) !== 'NUMPY') throw new Error(file + ': not a .npy file');
-    const major = buf[6];
-    const hlen = major >= 2 ? buf.readUInt32LE(8) : buf.readUInt16LE(8);
-    const hstart = major >= 2 ? 12 : 10;
-    const header = buf.toString('latin1', hstart, hstart + hlen);
-    const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
-    const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').filter((s) => s.trim()).map(Number);
-    if (/'fortran_order':\s*True/.test(header)) throw new Error(file + ': Fortran order');
-    const data = buf.subarray(hstart + hlen);
-    const copy = new Uint8Array(data.length);
-    copy.set(data);
-    const kinds = {'<f4': ['float32', Float32Array], '<i8': ['int64', BigInt64Array], '<i4': ['int32', Int32Array]};
-    if (!kinds[descr]) throw new Error(file + ': unsupported dtype ' + descr);
-    return {shape, type: kinds[descr][0], data: new kinds[descr][1](copy.buffer)};
-}
-
-function saveNpy(file, shape, data) {
-    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + shape.join(', ') +
-        (shape.length === 1 ? ',' : '') + '), }';
-    const pad = 64 - ((10 + header.length + 1) % 64);
-    header += ' '.repeat(pad % 64) + '\n';
-    const head = Buffer.alloc(10);
-    head.write('\x93NUMPY', 0, 'latin1');
-    head[6] = 1;
-    head[7] = 0;
-    head.writeUInt16LE(header.length, 8);
-    fs.writeFileSync(file, Buffer.concat([head, Buffer.from(header, 'latin1'),
-        Buffer.from(new Float32Array(data).buffer)]));
-}
+const npy = require('./npy');
 
 function bindInputs(session, specs) {
     const feeds = [];
@@ -68,7 +37,7 @@ function bindInputs(session, specs) {
         }
         next = session.inputNames.indexOf(name) + 1;
         if (file.startsWith('@')) feeds.push({name, scalar: BigInt(file.slice(1))});
-        else feeds.push({name, npy: loadNpy(file)});
+        else feeds.push({name, npy: npy.read(file)});
     }
     const n = Math.min(...feeds.filter((f) => f.npy).map((f) => f.npy.shape[0]));
     return {feeds, n};
@@ -130,7 +99,7 @@ async function main() {
             const all = new Float32Array(total);
             let o = 0;
             for (const a of outs[k]) { all.set(a, o); o += a.length; }
-            saveNpy(path.join(argv[2], k + '.npy'), [n, ...shapes[k]], all);
+            npy.write(path.join(argv[2], k + '.npy'), 'float32', [n, ...shapes[k]], new Float32Array(all));
             console.log(k + '.npy ' + name + ' [' + [n, ...shapes[k]].join(',') + ']');
         });
         return;
