@@ -1715,18 +1715,21 @@ static void pattern(ctx *c, qc_sym *s)
         ql_node *k = n->kids[i];
         if (k->kind == QL_WHERE) {
             convert(c, k->a, expr(c, k->a, &qc_bool), &qc_bool, "a where clause");
-        } else if (k->kind == QL_SETTING) { /* numerics onnx | tflite | pytorch */
+        } else if (k->kind == QL_SETTING) { /* numerics onnx | tflite | pytorch; priority N */
             static const char *const modes[] = {"onnx", "tflite", "pytorch"};
-            int ok = 0;
-            for (int j = 0; j < 3; j++)
+            int ok = 0, numerics = !strcmp(k->name, "numerics"), priority = !strcmp(k->name, "priority");
+            for (int j = 0; numerics && k->a->kind == QL_NAME && j < 3; j++)
                 ok |= !strcmp(k->a->name, modes[j]);
-            if (strcmp(k->name, "numerics"))
-                err(c, k, "a pattern has match, where, quantize, lower and numerics clauses, not '%s'", k->name);
-            else if (!ok)
+            if (!numerics && !priority)
+                err(c, k, "a pattern has match, where, quantize, lower, numerics and priority clauses, not '%s'",
+                    k->name);
+            else if (numerics && !ok)
                 err(c, k->a, "numerics is onnx, tflite or pytorch");
+            else if (priority && (k->a->kind != QL_INT || k->a->ival > 1000))
+                err(c, k->a, "priority is a whole number from 0 to 1000");
             for (int j = 0; j < i; j++)
-                if (n->kids[j]->kind == QL_SETTING)
-                    err(c, k, "pattern '%s' states its numerics twice", s->name);
+                if (n->kids[j]->kind == QL_SETTING && !strcmp(n->kids[j]->name, k->name))
+                    err(c, k, "pattern '%s' states its %s twice", s->name, k->name);
         } else if (k->kind == QL_QUANTIZE) {
             for (int r = 0; r < k->nkids; r++) {
                 ql_node *rn = k->kids[r];

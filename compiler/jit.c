@@ -41,7 +41,7 @@ static const char *const imp_sig[IMP_COUNT] = {
     [IMP_ADD_PARAM] = "vpssl", [IMP_VALUE_RANK] = "lpl", [IMP_VALUE_DIM] = "lpll", [IMP_VALUE_CONST] = "lpl",
     [IMP_VALUE_PRESENT] = "lpl", [IMP_VALUE_OP_IS] = "lpls", [IMP_ATTR_INT] = "lplsl", [IMP_ATTR_FLOAT] = "dplsd",
     [IMP_ATTR_STR_IS] = "lplsss", [IMP_ATTR_INTS] = "ppls",
-    [IMP_ADD_PATTERN] = "vpsps", [IMP_ADD_PATTERN_VALUE] = "vpssslll", [IMP_ADD_PATTERN_NODE] = "vpslss",
+    [IMP_ADD_PATTERN] = "vpspsl", [IMP_ADD_PATTERN_VALUE] = "vpssslll", [IMP_ADD_PATTERN_NODE] = "vpslss",
     [IMP_ADD_PATTERN_LOWER] = "vpsslsp", [IMP_ADD_AFFINE] = "vpsllpppplss", [IMP_ADD_RECIPE] = "vpspl",
     [IMP_ADD_SETTING] = "vpssssssp", [IMP_ADD_USE] = "vpss",
 };
@@ -1770,11 +1770,16 @@ static void register_pattern(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_ji
 {
     const ql_node *p = s->decl;
     const char *numerics = "";
-    for (int i = 0; i < s->decl->nkids; i++)
-        if (s->decl->kids[i]->kind == QL_SETTING)
-            numerics = s->decl->kids[i]->a->name;
-    gcc_jit_rvalue *a1[4] = {m, STR(s->name), ADDR_OR_NULL(fns->where), STR(numerics)};
-    CALL_IMP(IMP_ADD_PATTERN, 4, a1);
+    long priority = -1; /* -1: its number of nodes */
+    for (int i = 0; i < s->decl->nkids; i++) {
+        const ql_node *k = s->decl->kids[i];
+        if (k->kind == QL_SETTING && !strcmp(k->name, "numerics"))
+            numerics = k->a->name;
+        if (k->kind == QL_SETTING && !strcmp(k->name, "priority"))
+            priority = (long)k->a->ival;
+    }
+    gcc_jit_rvalue *a1[5] = {m, STR(s->name), ADDR_OR_NULL(fns->where), STR(numerics), lng(j, j->t_i64, priority)};
+    CALL_IMP(IMP_ADD_PATTERN, 5, a1);
     const qc_sym *vals[256] = {0};
     int nv = pattern_values(p, vals, 256);
     for (int v = 0; v < nv; v++) {

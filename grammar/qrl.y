@@ -124,6 +124,8 @@ pitem(A) ::= MATCH(K) LBRACE binds(L) bind(B) RBRACE(E). { A = qp_add(ps, L, B);
 pitem(A) ::= WHERE(K) expr(E).                        { A = qp_fix(qp_node(ps, QL_WHERE, ql_span_join(K.span, E->span)), E, NULL, NULL); }
 /* numerics tflite: the recipe numerics the pattern's kernels implement */
 pitem(A) ::= IDENT(K) IDENT(V).                       { A = qp_fix(qp_named(ps, QL_SETTING, &K, ql_span_join(K.span, V.span)), qp_tok(ps, QL_NAME, &V), NULL, NULL); }
+/* priority 3: tried before patterns of lower priority (default: its number of nodes) */
+pitem(A) ::= IDENT(K) INT(V).                         { A = qp_fix(qp_named(ps, QL_SETTING, &K, ql_span_join(K.span, V.span)), qp_tok(ps, QL_INT, &V), NULL, NULL); }
 pitem(A) ::= QUANTIZE(K) roles(L).                    { A = ql_node_extend(L, K.span); }
 pitem(A) ::= LOWER(K) IDENT(N) ASSIGN postfix(E).     { A = qp_fix(qp_named(ps, QL_LOWER, &N, K.span), E, NULL, NULL); A->span = ql_span_join(K.span, E->span); }
 

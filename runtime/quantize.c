@@ -217,7 +217,18 @@ static int add_slot(qr_qctx *q, int value, int kind, int same)
     return q->nslots++;
 }
 
-/* Patterns (largest first), then affine rules over what is left, in graph order. */
+/* A pattern's priority: stated, or its number of nodes (larger patterns fuse first). */
+static int pattern_priority(const qr_pattern *p)
+{
+    if (p->priority >= 0)
+        return p->priority;
+    int n = 0;
+    for (int t = 0; t < p->nnodes; t++)
+        n += t == 0 || p->nodes[t].out != p->nodes[t - 1].out;
+    return n;
+}
+
+/* Patterns (by priority), then affine rules over what is left, in graph order. */
 static qr_status plan(qr_qctx *q)
 {
     const qr_graph *g = q->g;
@@ -227,15 +238,10 @@ static qr_status plan(qr_qctx *q)
         return qr_errorf(q->e, "out of memory");
     for (int i = 0; i < m->npatterns; i++)
         order[i] = i;
-    for (int i = 1; i < m->npatterns; i++) /* stable: more nodes first */
+    for (int i = 1; i < m->npatterns; i++) /* stable: higher priority first */
         for (int k = i; k > 0; k--) {
             int a = order[k - 1], b = order[k];
-            int na = 0, nb = 0;
-            for (int t = 0; t < m->patterns[a].nnodes; t++)
-                na += t == 0 || m->patterns[a].nodes[t].out != m->patterns[a].nodes[t - 1].out;
-            for (int t = 0; t < m->patterns[b].nnodes; t++)
-                nb += t == 0 || m->patterns[b].nodes[t].out != m->patterns[b].nodes[t - 1].out;
-            if (nb <= na)
+            if (pattern_priority(&m->patterns[b]) <= pattern_priority(&m->patterns[a]))
                 break;
             order[k - 1] = b;
             order[k] = a;

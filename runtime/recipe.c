@@ -373,13 +373,14 @@ static qr_recipe *find_recipe(qrl_module *m, const char *name)
     return NULL;
 }
 
-static void reg_pattern(qrl_module *m, const char *name, void *where, const char *numerics)
+static void reg_pattern(qrl_module *m, const char *name, void *where, const char *numerics, int64_t priority)
 {
     qr_pattern *p = grow1(m, (void **)&m->patterns, &m->npatterns, sizeof *p);
     if (p) {
         p->name = name;
         p->where = (qrl_where_fn)where;
         p->numerics = numerics ? numerics : "";
+        p->priority = (int)priority;
     }
 }
 

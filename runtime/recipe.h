@@ -17,7 +17,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 5
+#define QR_RECIPE_ABI 6
 
 typedef union qrl_scalar {
     int64_t i; /* integer and bool parameters */
@@ -117,8 +117,9 @@ typedef struct qrl_imports {
     /* An int-list attribute as an i64[] (empty when absent), valid while the match is. */
     qrl_array *(*attr_ints)(const qrl_match *mt, int64_t v, const char *name);
     /* Patterns. where: int64_t (*)(qrl_rt *, const qrl_match *), NULL = always; numerics: the recipe
-     * numerics its kernels implement ("onnx", "tflite", ...; "": any). */
-    void (*add_pattern)(qrl_module *m, const char *name, void *where, const char *numerics);
+     * numerics its kernels implement ("onnx", "tflite", ...; "": any); priority: patterns are tried
+     * highest first (-1: the pattern's number of nodes, so larger ones fuse first). */
+    void (*add_pattern)(qrl_module *m, const char *name, void *where, const char *numerics, int64_t priority);
     /* role: "" (stays float), activation, output, weight, bias, same; axis for weight(axis = N)
      * (-1: per tensor); a, b: the value indices of bias(a, b) / same(a) (-1: none). */
     void (*add_pattern_value)(qrl_module *m, const char *pattern, const char *name, const char *role, int64_t axis,
@@ -244,6 +245,7 @@ typedef struct qr_pattern {
     const char *name;
     qrl_where_fn where;
     const char *numerics; /* "": any recipe's */
+    int priority;         /* tried highest first; -1: its number of nodes */
     qr_pat_value *values;
     int nvalues;
     qr_pat_node *nodes;

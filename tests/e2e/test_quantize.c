@@ -593,3 +593,30 @@ Test(quantize, numerics_setting_picks_the_kernels)
         free(log);
     }
 }
+
+/* Pattern priority is the recipe's: a Conv-alone pattern of priority 10 is tried before the stdlib's
+ * conv_relu (2 nodes), so the Relus run as their affine rule's table. */
+Test(quantize, pattern_priority_is_stated_in_the_recipe)
+{
+    char path[700], cmd[4096], *log;
+    snprintf(path, sizeof path, "%s/prio.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+          "pattern conv_first {\n  priority 10\n  match y = Conv(x, w, b?) where const(w)\n"
+          "  quantize x: activation, w: weight(axis = 0), b: bias(x, w), y: activation\n"
+          "  lower y = qlinear(x, w, b, 1)\n}\n"
+          "recipe p {\n  activation = u8 asymmetric by minmax()\n"
+          "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
+             "--calib-count 64 -o %s/p.onnx --report %s/p.json && /usr/bin/python3 -c \"import json; "
+             "r = [l['runs_as'] for l in json.load(open('%s/p.json'))['layers']]; "
+             "assert r.count('kernel qlinear (pattern conv_first)') == 3 and r.count('Relu as a lookup table') == 3, r; "
+             "print('ok')\"",
+             tu_root(), tu_qrl(), path, data_dir(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
