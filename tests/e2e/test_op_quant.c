@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -85,11 +86,16 @@ static void build_dir(char *buf, size_t n)
         snprintf(buf, n, ".");
 }
 
+/* QRL_OPQ_DIR moves it (the mutation check runs a second suite beside the first). */
 static void work_dir(char *buf, size_t n)
 {
+    const char *d = getenv("QRL_OPQ_DIR");
     char b[1024];
     build_dir(b, sizeof b);
-    snprintf(buf, n, "%s/op_quant", b);
+    if (d && *d)
+        snprintf(buf, n, "%s", d);
+    else
+        snprintf(buf, n, "%s/op_quant", b);
 }
 
 /* The parent's failures (it cannot assert) go to a file every test reports. */
@@ -355,7 +361,10 @@ static int prepare(opcase *cs)
     if (tu_run(cmd, NULL) != 0)
         return 0;
     int k = snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_op_models.py' '%s/models'", tu_root(), wd);
-    for (size_t i = 0; quick() && i < sizeof quick_cases / sizeof quick_cases[0]; i++)
+    const char *only = getenv("QRL_OPQ_CASES"); /* space-separated case names */
+    if (only && *only)
+        k += snprintf(cmd + k, sizeof cmd - (size_t)k, " %s", only);
+    for (size_t i = 0; (!only || !*only) && quick() && i < sizeof quick_cases / sizeof quick_cases[0]; i++)
         k += snprintf(cmd + k, sizeof cmd - (size_t)k, " %s", quick_cases[i]);
     if (tu_run(cmd, &log) != 0) {
         prep_error(wd, "make_op_models.py failed: %s", log);
@@ -539,4 +548,40 @@ Test(op_quant, expected_failures_name_real_checks)
     tu_rmdir(dir);
     free(cs);
     free(xf);
+}
+
+/* The suite can fail: with a stdlib copy whose Sigmoid rule computes 1 / (1 + exp(-1.1 v)) and whose
+ * LeakyRelu default slope is 0.02, the same checks run on those two cases (this binary, again, in
+ * its own folder) and report both. */
+Test(op_quant, a_mutated_stdlib_fails, .timeout = 600)
+{
+    char *dir = tu_tmpdir(), cmd[8192], *log;
+    cr_assert(dir);
+    snprintf(cmd, sizeof cmd,
+             "cp -r '%s/stdlib' '%s/stdlib' && /usr/bin/python3 -c \"import sys; p = sys.argv[1]; s = open(p).read(); "
+             "t = s.replace('exp(-v)', 'exp(-1.1 * v)').replace('0.01) * v', '0.02) * v'); "
+             "assert t.count('1.1 * v') == 1 and t.count('0.02) * v') == 1; open(p, 'w').write(t)\" "
+             "'%s/stdlib/affine.qrl'",
+             tu_root(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    /* a clean environment: Criterion's own variables would make the inner run a worker of this one */
+    char self[PATH_MAX];
+    ssize_t sn = readlink("/proc/self/exe", self, sizeof self - 1);
+    cr_assert_gt(sn, 0);
+    self[sn] = 0;
+    const char *keep[] = {"PATH", "HOME", "QRL_BIN", "QRL_ROOT", "QRL_DATA", "ORT_NODE_MODULE"};
+    int k = snprintf(cmd, sizeof cmd, "env -i");
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+        if (getenv(keep[i]))
+            k += snprintf(cmd + k, sizeof cmd - (size_t)k, " %s='%s'", keep[i], getenv(keep[i]));
+    snprintf(cmd + k, sizeof cmd - (size_t)k,
+             " QRL_STDLIB='%s/stdlib' QRL_OPQ_DIR='%s/opq' QRL_OPQ_CASES='sigmoid leakyrelu' XDG_CACHE_HOME='%s/cache' "
+             "'%s' --filter 'op_quant/each_case' --jobs 1 2>&1",
+             dir, dir, dir, self);
+    int rc = tu_run(cmd, &log);
+    cr_assert_neq(rc, 0, "the suite passed with a wrong stdlib:\n%s", log);
+    cr_assert(strstr(log, "sigmoid (") && strstr(log, "steps from the numpy oracle"), "%s", log);
+    free(log);
+    tu_rmdir(dir);
 }
