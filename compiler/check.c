@@ -175,7 +175,7 @@ static const struct { const char *name; const qc_type *type; } builtin_consts[] 
 static const char *const builtin_fns[] = {
     "min", "max", "abs", "clamp", "select", "floor", "ceil", "trunc", "round_even", "round_away", "round_up",
     "sqrt", "exp", "log", "log2", "tanh", "erf", "pow", "isnan", "isinf", "len", "qparams", "const", "rank",
-    "dim", "present", "attr", "attr_ints", "broadcast_index",
+    "dim", "present", "value", "attr", "attr_ints", "broadcast_index",
 };
 
 static int in_affine_rule(const ctx *c)
@@ -687,7 +687,8 @@ static const qc_type *builtin_call(ctx *c, ql_node *n, const char *f, const qc_t
         return set_type(n, dt);
     }
     /* Pattern predicates on bound values. */
-    if (!strcmp(f, "const") || !strcmp(f, "present") || !strcmp(f, "rank") || !strcmp(f, "dim")) {
+    if (!strcmp(f, "const") || !strcmp(f, "present") || !strcmp(f, "rank") || !strcmp(f, "dim") ||
+        !strcmp(f, "value")) {
         int na = strcmp(f, "dim") ? 1 : 2;
         if (c->w != W_PATTERN) {
             err(c, n, "%s(...) is a pattern predicate: it is only allowed in a pattern's where clause", f);
@@ -700,7 +701,9 @@ static const qc_type *builtin_call(ctx *c, ql_node *n, const char *f, const qc_t
             err(c, k[0], "%s takes a value bound by the pattern, not %s", f, TN(t, a));
         if (na == 2)
             convert(c, k[1], expr(c, k[1], &qc_i64), &qc_i64, "the axis");
-        return set_type(n, !strcmp(f, "const") || !strcmp(f, "present") ? &qc_bool : &qc_i64);
+        return set_type(n, !strcmp(f, "const") || !strcmp(f, "present") ? &qc_bool
+                            : !strcmp(f, "value")                        ? &qc_f64
+                                                                         : &qc_i64);
     }
     err(c, n, "'%s' cannot be called here", f);
     return set_type(n, &qc_error);

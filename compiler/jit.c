@@ -27,7 +27,7 @@ enum {
     IMP_ABI, IMP_TRAP, IMP_EXP, IMP_LOG, IMP_LOG2, IMP_TANH, IMP_ERF, IMP_POW, IMP_TMIN, IMP_TMAX, IMP_TABSMAX,
     IMP_TSUM, IMP_TBCAST, IMP_STATE_ALLOC, IMP_HIST_NEW, IMP_HIST_ADD, IMP_HIST_MERGE, IMP_HIST_QUANTILE, IMP_HIST_BIN,
     IMP_HIST_EDGE, IMP_HIST_COUNT, IMP_HIST_LO, IMP_HIST_HI, IMP_HIST_WIDTH, IMP_HIST_BINS, IMP_ADD_FN,
-    IMP_ADD_CAL, IMP_ADD_PARAM, IMP_VALUE_RANK, IMP_VALUE_DIM, IMP_VALUE_CONST, IMP_VALUE_PRESENT, IMP_VALUE_OP_IS,
+    IMP_ADD_CAL, IMP_ADD_PARAM, IMP_VALUE_RANK, IMP_VALUE_DIM, IMP_VALUE_CONST, IMP_VALUE_PRESENT, IMP_VALUE_SCALAR, IMP_VALUE_OP_IS,
     IMP_ATTR_INT, IMP_ATTR_FLOAT, IMP_ATTR_STR_IS, IMP_ATTR_INTS, IMP_ADD_PATTERN, IMP_ADD_PATTERN_VALUE, IMP_ADD_PATTERN_NODE, IMP_ADD_PATTERN_LOWER,
     IMP_ADD_AFFINE, IMP_ADD_RECIPE, IMP_ADD_SETTING, IMP_ADD_USE, IMP_COUNT
 };
@@ -39,7 +39,7 @@ static const char *const imp_sig[IMP_COUNT] = {
     [IMP_HIST_EDGE] = "dpl", [IMP_HIST_COUNT] = "dp", [IMP_HIST_LO] = "dp", [IMP_HIST_HI] = "dp",
     [IMP_HIST_WIDTH] = "dp", [IMP_HIST_BINS] = "lp", [IMP_ADD_FN] = "vpspsl", [IMP_ADD_CAL] = "vpsllppppp",
     [IMP_ADD_PARAM] = "vpssl", [IMP_VALUE_RANK] = "lpl", [IMP_VALUE_DIM] = "lpll", [IMP_VALUE_CONST] = "lpl",
-    [IMP_VALUE_PRESENT] = "lpl", [IMP_VALUE_OP_IS] = "lpls", [IMP_ATTR_INT] = "lplsl", [IMP_ATTR_FLOAT] = "dplsd",
+    [IMP_VALUE_PRESENT] = "lpl", [IMP_VALUE_SCALAR] = "dpl", [IMP_VALUE_OP_IS] = "lpls", [IMP_ATTR_INT] = "lplsl", [IMP_ATTR_FLOAT] = "dplsd",
     [IMP_ATTR_STR_IS] = "lplsss", [IMP_ATTR_INTS] = "ppls",
     [IMP_ADD_PATTERN] = "vpspsl", [IMP_ADD_PATTERN_VALUE] = "vpssslll", [IMP_ADD_PATTERN_NODE] = "vpslss",
     [IMP_ADD_PATTERN_LOWER] = "vpsslsp", [IMP_ADD_AFFINE] = "vpsllpppplss", [IMP_ADD_RECIPE] = "vpspl",
@@ -892,6 +892,10 @@ static gcc_jit_rvalue *builtin_call(fgen *f, const ql_node *n, const char *name)
     if (!strcmp(name, "attr_ints")) {
         gcc_jit_rvalue *args[3] = {f->mt, lng(j, j->t_i64, -1), gcc_jit_context_new_string_literal(j->c, k[0]->name)};
         return now(f, cast(j, call_imp(f, IMP_ATTR_INTS, 3, args), j->p_array));
+    }
+    if (!strcmp(name, "value")) { /* a scalar constant's value (NaN for anything else) */
+        gcc_jit_rvalue *args[2] = {f->mt, expr(f, k[0])};
+        return now(f, call_imp(f, IMP_VALUE_SCALAR, 2, args));
     }
     if (!strcmp(name, "const") || !strcmp(name, "present") || !strcmp(name, "rank") || !strcmp(name, "dim")) {
         gcc_jit_rvalue *args[3] = {f->mt, expr(f, k[0]), NULL};

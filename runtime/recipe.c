@@ -272,6 +272,14 @@ static int64_t m_dim(const qrl_match *mt, int64_t v, int64_t axis)
     return axis >= 0 && axis < x->t.ndim ? x->t.dims[axis] : -1;
 }
 
+static double m_scalar(const qrl_match *mt, int64_t v)
+{
+    const qr_value *x = mval(mt, v);
+    if (!x || !x->is_const || qr_tensor_numel(&x->t) != 1 || !x->t.data)
+        return NAN;
+    return qr_get_f64(x->t.data, x->t.dtype, 0);
+}
+
 static int64_t m_const(const qrl_match *mt, int64_t v)
 {
     const qr_value *x = mval(mt, v);
@@ -489,6 +497,7 @@ static const qrl_imports imports = {
     .value_dim = m_dim,
     .value_const = m_const,
     .value_present = m_present,
+    .value_scalar = m_scalar,
     .value_op_is = m_op_is,
     .attr_int = m_attr_int,
     .attr_float = m_attr_float,

@@ -17,7 +17,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 6
+#define QR_RECIPE_ABI 7
 
 typedef union qrl_scalar {
     int64_t i; /* integer and bool parameters */
@@ -109,6 +109,7 @@ typedef struct qrl_imports {
     int64_t (*value_dim)(const qrl_match *mt, int64_t v, int64_t axis); /* -1: unknown */
     int64_t (*value_const)(const qrl_match *mt, int64_t v);
     int64_t (*value_present)(const qrl_match *mt, int64_t v);
+    double (*value_scalar)(const qrl_match *mt, int64_t v); /* a one-element constant's value; NaN otherwise */
     int64_t (*value_op_is)(const qrl_match *mt, int64_t v, const char *op); /* v's producer is op */
     /* Attributes of v's producer; v = -1: the node an affine rule is asked about. */
     int64_t (*attr_int)(const qrl_match *mt, int64_t v, const char *name, int64_t def);

@@ -195,6 +195,10 @@ def run_node(n, ins, opset):
         return [x + ins[1]]
     if op == "Mul":
         return [x * ins[1]]
+    if op == "Div":
+        return [x / ins[1]]
+    if op == "Erf":
+        return [np.vectorize(math.erf)(x).astype(x.dtype)]
     if op == "Relu":
         return [np.maximum(x, 0)]
     if op == "Clip":

@@ -363,7 +363,24 @@ def _():
         c.nodes.append(H("Mul", ["s", p] if swap else [p, "s"], ["y"], name="op"))
         c.output("y")
         out.append(c)
-    return out
+    # HardSwish as x * Clip(x + 3, 0, 6) / 6 and GELU as PyTorch writes it (x / sqrt 2, Erf, + 1, * x, * 0.5)
+    hc = Case("hardswish_clip", "x * Clip(x + 3, 0, 6) / 6 (pattern hardswish_clip)")
+    x = hc.input("x", S, 0.2, 3.0)
+    hc.ndim = {x: 4}
+    p = hc.pre(x, S[0], mix=0.0)
+    hc.nodes += [H("Add", [p, hc.const("three", f32(3.0))], ["a"], name="add"),
+                 H("Clip", ["a", hc.const("lo", f32(0.0)), hc.const("hi", f32(6.0))], ["c"], name="clip"),
+                 H("Mul", [p, "c"], ["m"], name="mul"), H("Div", ["m", hc.const("six", f32(6.0))], ["y"], name="op")]
+    hc.output("y")
+    ge = Case("gelu", "GELU: x * (1 + erf(x / sqrt(2))) * 0.5 (pattern gelu)")
+    x = ge.input("x", S, 0.2, 2.0)
+    ge.ndim = {x: 4}
+    p = ge.pre(x, S[0], mix=0.0)
+    ge.nodes += [H("Div", [p, ge.const("r2", f32(1.4142135381698608))], ["d"], name="div"),
+                 H("Erf", ["d"], ["e"], name="erf"), H("Add", ["e", ge.const("one", f32(1.0))], ["a"], name="add"),
+                 H("Mul", [p, "a"], ["m"], name="mul"), H("Mul", ["m", ge.const("half", f32(0.5))], ["y"], name="op")]
+    ge.output("y")
+    return out + [hc, ge]
 
 
 def main():
