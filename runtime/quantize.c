@@ -398,21 +398,27 @@ static qr_status quantize_weights(qr_qctx *q)
         *w = (qr_wquant){.value = i, .axis = axis, .nch = nch, .dtype = q->w_dtype};
         w->scale = calloc((size_t)nch, sizeof *w->scale);
         w->zero = calloc((size_t)nch, sizeof *w->zero);
-        float *tmp = malloc(sizeof(float) * (size_t)(n / nch + 1));
+        /* the weight reordered channel by channel in one pass (channel c holds n / nch values) */
+        float *tmp = malloc(sizeof(float) * (size_t)(n + 1));
         if (!w->scale || !w->zero || !tmp) {
             free(tmp);
             return qr_errorf(q->e, "out of memory");
         }
         const float *data = v->t.data;
+        int64_t per = n / nch;
+        for (int64_t j = 0; j < n; j++) {
+            if (!isfinite(data[j])) {
+                free(tmp);
+                return qr_errorf(q->e, "weight '%s' holds %s at element %lld: it cannot be quantized", v->name,
+                                 isnan(data[j]) ? "NaN" : "an infinity", (long long)j);
+            }
+            int64_t o = j / (inner * nch), c = (j / inner) % nch, k = j % inner;
+            tmp[axis < 0 ? j : c * per + o * inner + k] = data[j];
+        }
         qrl_qtype qt = qr_qtype_of(q->w_dtype, q->w_narrow, axis);
         qt.symmetric = q->w_sym;
         for (int c = 0; c < nch; c++) {
-            /* gather channel c */
-            int64_t k = 0;
-            for (int64_t j = 0; j < n; j++)
-                if (axis < 0 || (j / inner) % nch == c)
-                    tmp[k++] = data[j];
-            qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {k}, .data = tmp};
+            qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {per}, .data = tmp + (size_t)c * (size_t)per};
             qr_calib *cal;
             qrl_qparams qp;
             if (new_calib(q, q->wt, &cal) != QR_OK) {
@@ -423,9 +429,11 @@ static qr_status quantize_weights(qr_qctx *q)
             if (st == QR_OK)
                 st = qr_calib_solve(cal, &qt, &qp, q->e);
             qr_calib_free(cal);
+            if (st == QR_OK && (!isfinite(qp.scale) || !(qp.scale > 0)))
+                st = qr_errorf(q->e, "the weight calibrator gives scale %g", qp.scale);
             if (st != QR_OK) {
                 free(tmp);
-                qr_error_prefix(q->e, "weight '%s'", v->name);
+                qr_error_prefix(q->e, "weight '%s'%s", v->name, nch > 1 ? " (a channel)" : "");
                 return QR_ERR;
             }
             w->scale[c] = (float)qp.scale;
@@ -999,6 +1007,9 @@ static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         qr_slot *s = &q->slots[i];
         if (s->kind == SLOT_CALIBRATED && (st = qr_calib_solve(s->cal, &s->qt, &s->qp, q->e)) != QR_OK)
             qr_error_prefix(q->e, "value '%s'", g->values[s->value]->name);
+        else if (s->kind == SLOT_CALIBRATED && (!isfinite(s->qp.scale) || !(s->qp.scale > 0)))
+            st = qr_errorf(q->e, "value '%s': the calibrator gives scale %g (the range it saw is [%g, %g])",
+                           g->values[s->value]->name, s->qp.scale, s->lo, s->hi);
     }
     if (st != QR_OK)
         return st;

@@ -620,3 +620,26 @@ Test(quantize, pattern_priority_is_stated_in_the_recipe)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
 }
+
+/* A weight holding an infinity cannot be quantized: an error naming the tensor and the element. */
+Test(quantize, non_finite_weight_is_an_error)
+{
+    char cmd[2048], *log, args[2048], outf[700];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import onnx, numpy as np; from onnx import numpy_helper as nh; "
+             "m = onnx.load('%s/examples/fmnist/fmnist_cnn.onnx'); "
+             "i = max(range(len(m.graph.initializer)), key=lambda k: len(m.graph.initializer[k].raw_data)); "
+             "w = nh.to_array(m.graph.initializer[i]).copy(); w.flat[5] = np.inf; "
+             "name = m.graph.initializer[i].name; m.graph.initializer[i].CopyFrom(nh.from_array(w, name)); "
+             "onnx.save(m, '%s/inf.onnx'); print(name)\"",
+             tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    char want[600];
+    log[strcspn(log, "\n")] = 0;
+    snprintf(want, sizeof want, "holds an infinity at element 5: it cannot be quantized");
+    free(log);
+    snprintf(outf, sizeof outf, "%s/inf_q.onnx", dir);
+    snprintf(args, sizeof args, "%s/inf.onnx --recipe recipes/int8.qrl --calib %s/calib_images.npy --calib-count 32 -o %s",
+             dir, data_dir(), outf);
+    expect_fail(args, want, outf);
+}
