@@ -4,8 +4,8 @@
  * (per-axis DequantizeLinear) and exported as a valid opset-13 model.
  *
  * What changed in QRL's op table between opsets 1 and 13 (ONNX's operator
- * changelog; tools/opset_changes.py prints it from onnx.defs), and what the
- * pass does about it:
+ * changelog; tools/opset_changes.py lists each op's schema versions from
+ * onnx.defs), and what the pass does about it:
  *
  *   attribute -> input        Slice (10: starts, ends, axes), TopK (10: k),
  *                             Pad (11: pads, value), Clip (11: min, max),
