@@ -349,6 +349,23 @@ static void sym_free(const qr_graph *g, qr_tensor *vt)
     free(vt);
 }
 
+qr_tensor *qr_pass_standin_types(const qr_graph *g, int64_t base)
+{
+    qr_tensor *vt = calloc((size_t)g->n_values + 1, sizeof *vt);
+    if (vt)
+        sym_run(g, vt, base);
+    return vt;
+}
+
+void qr_pass_standin_free(const qr_graph *g, qr_tensor *vt, int n)
+{
+    /* values added since are not in vt; the first n are still what they were */
+    for (int i = 0; vt && i < n && i < g->n_values; i++)
+        if (!g->values[i]->is_const)
+            qr_tensor_free(&vt[i]);
+    free(vt);
+}
+
 void qr_pass_infer_symbolic(qr_graph *g)
 {
     enum { BASE_A = 7919, BASE_B = 6007 }; /* stand-ins: primes no model is likely to use */

@@ -1,6 +1,7 @@
 /* Graph passes run after import: removal of Identity/Dropout, shape
  * inference (for the shapes known without inputs), constant folding, and
- * BatchNormalization folded into a preceding Conv or Gemm. */
+ * BatchNormalization folded into a preceding Conv or Gemm; and the opset
+ * upgrade the quantizer runs on models older than opset 13. */
 #ifndef QR_PASSES_H
 #define QR_PASSES_H
 
@@ -20,5 +21,22 @@ void qr_pass_annotate_qdq(qr_graph *g);
 void qr_pass_infer_symbolic(qr_graph *g);
 /* All of the above, in order, then drops dead nodes and values. */
 qr_status qr_graph_optimize(qr_graph *g, qr_error *e);
+
+/* The type and shape of every value (indexed by id) as inference gives them when the unknown
+ * dims of inputs are bound to stand-in sizes base, base+1, ...: dtypes and ranks are the
+ * model's, dims equal to a stand-in are not. Constants' entries borrow their data. Best
+ * effort: ndim < 0 where inference fails. NULL when out of memory. */
+qr_tensor *qr_pass_standin_types(const qr_graph *g, int64_t base);
+/* n: g->n_values when vt was made (the graph may have grown since). */
+void qr_pass_standin_free(const qr_graph *g, qr_tensor *vt, int n);
+/* Rewrites every default-domain node whose opset is below `to` (at most 13) into the form
+ * opset `to` defines, with the same results: attributes that became inputs (Slice, Pad,
+ * Clip, Split, Squeeze, Unsqueeze, ReduceSum, TopK, Dropout) become int64 (or typed scalar)
+ * initializers, Softmax/LogSoftmax/Hardmax's 2-D coercion becomes Flatten + op + Reshape,
+ * Upsample and Resize-10 become Resize-13, Scatter ScatterElements, dropped attributes go
+ * (runtime/opset_upgrade.c lists every op). Sets g->opset = to. */
+qr_status qr_pass_upgrade_opset(qr_graph *g, int to, qr_error *e);
+/* A copy of g (not modified) upgraded to opset `to` and optimized; NULL with e set on failure. */
+qr_graph *qr_graph_upgraded(const qr_graph *g, int to, qr_error *e);
 
 #endif

@@ -13,6 +13,7 @@
 #include "match.h"
 #include "op.h"
 #include "ops/ops_common.h"
+#include "passes.h"
 #include "quantize_plan.h"
 
 static int has_mod(const char *mods, const char *m)
@@ -1121,6 +1122,16 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
 {
     if (!o->from_file && check_calib(g, calib, e) != QR_OK)
         return QR_ERR;
+    if (!o->from_file && g->opset < 13) {
+        /* per-axis DequantizeLinear needs opset 13: quantize an upgraded copy, which the result keeps */
+        qr_graph *up = qr_graph_upgraded(g, 13, e);
+        if (!up || qr_quantize(up, calib, o, out, e) != QR_OK) {
+            qr_graph_free(up);
+            return QR_ERR;
+        }
+        (*out)->upgraded = up;
+        return QR_OK;
+    }
     qr_qctx q = {.g = g, .m = o->module, .o = o, .e = e};
     q.r = o->recipe ? qr_module_recipe(o->module, o->recipe) : o->module->nrecipes ? &o->module->recipes[0] : NULL;
     if (!q.r)
@@ -1177,6 +1188,7 @@ void qr_quantized_free(qr_quantized *q)
         return;
     qr_graph_free(q->qdq);
     qr_intgraph_free(q->ig);
+    qr_graph_free(q->upgraded);
     free(q->layers);
     for (int i = 0; i < q->nnotes; i++)
         free(q->notes[i]);
