@@ -110,7 +110,7 @@ static qr_status write_int_graph(const char *path, const qr_quantized *q, qr_err
 int cli_quantize(int argc, char **argv)
 {
     const char *model = NULL, *recipe = NULL, *outp = NULL, *qparams = NULL, *name = NULL,
-               *report = NULL, *intg = NULL;
+               *report = NULL, *intg = NULL, *labels = NULL;
     int batch = 32, threads = 1, count = 0, no_cache = 0, ncalib = 0;
     char *calib[64];
     for (int i = 1; i < argc; i++) {
@@ -119,7 +119,7 @@ int cli_quantize(int argc, char **argv)
             printf("usage: qrl quantize MODEL.onnx --recipe R.qrl --calib [NAME=]X.npy... -o OUT.onnx\n"
                    "                    [--calib-count N] [--batch B] [--threads N] [--recipe-name NAME]\n"
                    "                    [--qparams Q.json] [--report R.html|R.json] [--int-graph G.txt]\n"
-                   "                    [--no-cache]\n"
+                   "                    [--labels Y.npy] [--no-cache]\n"
                    "Quantizes the model as the recipe says, calibrating on the samples of X.npy\n"
                    "(one --calib per model input: NAME=FILE binds by name, FILE the next input)\n"
                    "(along its first dimension), and writes a QDQ ONNX model: QuantizeLinear and\n"
@@ -129,7 +129,9 @@ int cli_quantize(int argc, char **argv)
                    "clip range as JSON. --report writes, per quantized tensor, its observed range,\n"
                    "qparams, SQNR against f32, clipped fraction and fallback (HTML with plots, or JSON).\n"
                    "--int-graph writes the integer graph the recipe lowers to (its kernels, tables and\n"
-                   "integer ops, as `qrl eval --recipe` runs it) as text.\n");
+                   "integer ops, as `qrl eval --recipe` runs it) as text.\n"
+                   "--labels gives the calibration samples' classes: top-1 of f32 and of the integer\n"
+                   "graph, and in the report each layer's effect on top-1 when quantized alone.\n");
             return 0;
         }
         int has = i + 1 < argc;
@@ -148,6 +150,8 @@ int cli_quantize(int argc, char **argv)
             report = argv[++i];
         else if (!strcmp(a, "--int-graph") && has)
             intg = argv[++i];
+        else if (!strcmp(a, "--labels") && has)
+            labels = argv[++i];
         else if (!strcmp(a, "--recipe-name") && has)
             name = argv[++i];
         else if (!strcmp(a, "--no-cache"))
@@ -176,7 +180,13 @@ int cli_quantize(int argc, char **argv)
     qr_quantized *q = NULL;
     if (cli_load_model(model, &g, &e) != QR_OK)
         return cli_fail(&e);
-    qr_quant_opts qo = {.recipe = name, .batch = batch, .calib_count = count, .threads = threads, .progress = 1};
+    qr_tensor lab = {0};
+    if (labels && qr_npy_read(labels, &lab, &e) != QR_OK) {
+        qr_graph_free(g);
+        return cli_fail(&e);
+    }
+    qr_quant_opts qo = {.recipe = name, .batch = batch, .calib_count = count, .threads = threads, .progress = 1,
+                        .labels = labels ? &lab : NULL};
     if ((rc = cli_quantize_in_memory(model, g, recipe, no_cache, ncalib, calib, &qo, &mod, &q)) != 0)
         goto out;
     rc = 1;
@@ -217,6 +227,17 @@ int cli_quantize(int argc, char **argv)
     printf("output:    SQNR %.1f dB against f32 (the integer graph)%s; %.1f%% of %.3g MACs per sample in integers\n",
            q->output_sqnr, q->output_nonfinite ? ", NOT FINITE" : "", q->macs > 0 ? 100.0 * q->macs_int / q->macs : 0.0,
            q->macs);
+    if (labels) {
+        int worst = -1;
+        for (int i = 0; i < q->nlayers; i++)
+            if (!isnan(q->layers[i].top1_delta) && (worst < 0 || q->layers[i].top1_delta < q->layers[worst].top1_delta))
+                worst = i;
+        printf("top-1:     %.2f%% f32, %.2f%% integer graph on %lld calibration samples", q->top1_fp32, q->top1_int8,
+               (long long)q->top1_samples);
+        if (worst >= 0)
+            printf("; most sensitive alone: %s (%+.2f points)", q->layers[worst].value, q->layers[worst].top1_delta);
+        printf("\n");
+    }
     for (int i = 0; i < q->nnotes; i++)
         fprintf(stderr, "note: %s\n", q->notes[i]);
     if (qparams)
@@ -228,5 +249,6 @@ out:
     qr_quantized_free(q);
     qr_module_free(mod);
     qr_graph_free(g);
+    qr_tensor_free(&lab);
     return rc;
 }

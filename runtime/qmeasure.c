@@ -445,3 +445,82 @@ void qr_measure_macs(const qr_qctx *q, qr_quantized *res, const double *per_samp
         }
     }
 }
+
+/* ------------------------------------------------------------ top-1 */
+
+/* Correct top-1 answers of graph on samples [0, n): the first output is [batch, classes]. */
+static qr_status count_top1(qr_qctx *q, const qr_graph *graph, void *user, const qr_tensor *calib,
+                            const qr_tensor *labels, int64_t n, int64_t *correct)
+{
+    const qr_graph *g = q->g;
+    qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = calloc((size_t)graph->n_outputs + 1, sizeof *out);
+    qr_exec_opts eo = {.threads = q->o->threads, .kernel_user = user};
+    qr_exec *x = NULL;
+    qr_status st = in && out ? qr_exec_new(graph, &eo, &x, q->e) : qr_errorf(q->e, "out of memory");
+    int batch = qr_plan_batch(q);
+    *correct = 0;
+    for (int64_t at = 0; st == QR_OK && at < n; at += batch) {
+        int64_t b = n - at < batch ? n - at : batch;
+        qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
+        if ((st = qr_exec_run(x, in, out, q->e)) != QR_OK)
+            break;
+        const qr_tensor *o = &out[0];
+        int64_t classes = o->ndim >= 1 && o->dims[0] == b && qr_dtype_is_float(o->dtype) ? qr_tensor_numel(o) / b : 0;
+        if (!classes)
+            st = qr_errorf(q->e, "top-1 needs the first output as [batch, classes] floats");
+        for (int64_t s = 0; st == QR_OK && s < b; s++) {
+            int64_t best = 0;
+            for (int64_t c = 1; c < classes; c++)
+                if (qr_get_f64(o->data, o->dtype, s * classes + c) > qr_get_f64(o->data, o->dtype, s * classes + best))
+                    best = c;
+            *correct += best == qr_get_i64(labels->data, labels->dtype, at + s);
+        }
+        for (int j = 0; j < graph->n_outputs; j++)
+            qr_tensor_free(&out[j]);
+    }
+    qr_exec_free(x);
+    free(in);
+    free(out);
+    return st;
+}
+
+qr_status qr_measure_top1(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, const qr_tensor *labels,
+                          int64_t count, double *top1)
+{
+    int64_t n = count < MEASURE_SAMPLES ? count : MEASURE_SAMPLES, c32 = 0, ci = 0;
+    if (labels->ndim != 1 || !qr_dtype_is_int(labels->dtype) || labels->dims[0] < n)
+        return qr_errorf(q->e, "the labels must be %lld or more integers, one per calibration sample", (long long)n);
+    qr_status st = count_top1(q, q->g, NULL, calib, labels, n, &c32);
+    if (st == QR_OK)
+        st = count_top1(q, res->ig->g, res->ig, calib, labels, n, &ci);
+    res->top1_samples = n;
+    res->top1_fp32 = 100.0 * (double)c32 / (double)n;
+    res->top1_int8 = 100.0 * (double)ci / (double)n;
+    /* each layer alone: every other slot falls back in a QDQ model of its own */
+    unsigned char *was = calloc((size_t)q->nslots + 1, 1);
+    if (!was)
+        return qr_errorf(q->e, "out of memory");
+    for (int i = 0; i < q->nslots; i++) {
+        was[i] = (unsigned char)q->slots[i].fallback;
+        top1[i] = NAN;
+    }
+    for (int i = 0; st == QR_OK && i < q->nslots; i++) {
+        if (was[i] || !q->g->values[q->slots[i].value]->producer)
+            continue;
+        for (int k = 0; k < q->nslots; k++)
+            q->slots[k].fallback = k != i;
+        qr_quantized one = {0};
+        int64_t c = 0;
+        if ((st = qr_plan_build_qdq(q, &one)) == QR_OK && (st = count_top1(q, one.qdq, NULL, calib, labels, n, &c)) == QR_OK)
+            top1[i] = 100.0 * (double)c / (double)n - res->top1_fp32;
+        qr_graph_free(one.qdq);
+    }
+    for (int i = 0; i < q->nslots; i++)
+        q->slots[i].fallback = was[i];
+    free(was);
+    /* q->qval as the shipped graphs have it again */
+    qr_quantized again = {0};
+    if (st == QR_OK && (st = qr_plan_build_qdq(q, &again)) == QR_OK)
+        qr_graph_free(again.qdq);
+    return st;
+}

@@ -49,6 +49,10 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
             q->nodes_pattern, q->nodes_affine, q->nodes_float, q->fallbacks);
     fprintf(f, "  \"output_sqnr_db\": ");
     num(f, q->output_sqnr);
+    fprintf(f, ",\n  \"top1_fp32\": ");
+    num(f, q->top1_fp32);
+    fprintf(f, ",\n  \"top1_int8\": ");
+    num(f, q->top1_int8);
     fprintf(f, ",\n  \"output_nonfinite\": %lld,\n  \"macs_per_sample\": %.0f,\n  \"macs_int_per_sample\": %.0f,\n"
                "  \"layers\": [\n",
             (long long)q->output_nonfinite, q->macs, q->macs_int);
@@ -74,6 +78,8 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
         num(f, l->sqnr_int);
         fprintf(f, ", \"sqnr_local_db\": ");
         num(f, l->sqnr_local);
+        fprintf(f, ", \"top1_delta_alone\": ");
+        num(f, l->top1_delta);
         fprintf(f, ", \"clipped\": ");
         num(f, l->clipped);
         fprintf(f, ", \"fallback\": %s, \"runs_as\": \"", l->fallback ? "true" : "false");
@@ -170,7 +176,7 @@ static void write_html(FILE *f, const qr_quantized *q, const char *model)
     fprintf(f, "<h2>Tensors</h2>\n<table><tr><th>tensor</th><th>producer</th><th>how</th><th>type</th><th>observed "
                "min</th><th>observed max</th><th>scale</th><th>zero point</th><th>SQNR dB</th><th>SQNR dB, integer graph</th>"
                "<th>clipped</th>"
-               "<th>fallback</th><th>runs as (integer graph)</th></tr>\n");
+               "<th>fallback</th><th>top-1 alone (points)</th><th>runs as (integer graph)</th></tr>\n");
     for (int i = 0; i < q->nlayers; i++) {
         const qr_qlayer *l = &q->layers[i];
         fprintf(f, "<tr><td>");
@@ -185,6 +191,10 @@ static void write_html(FILE *f, const qr_quantized *q, const char *model)
         else
             fprintf(f, "<td%s>%.1f</td>", l->sqnr_int < 20 ? " class=\"bad\"" : "", l->sqnr_int);
         fprintf(f, "<td>%.3f%%</td><td>%s</td>", 100 * l->clipped, l->fallback ? "f32" : "");
+        if (isnan(l->top1_delta))
+            fprintf(f, "<td>-</td>");
+        else
+            fprintf(f, "<td>%+.2f</td>", l->top1_delta);
         fprintf(f, "<td style=\"text-align:left\">");
         esc(f, l->runs ? l->runs : "", 0);
         fprintf(f, "</td></tr>\n");

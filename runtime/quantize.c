@@ -747,6 +747,7 @@ static void qctx_free(qr_qctx *q)
     free(q->claimed);
     free(q->node_kind);
     free(q->aff_of);
+    free(q->top1);
     for (int i = 0; i < q->nnotes; i++)
         free(q->notes[i]);
     free(q->notes);
@@ -1027,6 +1028,13 @@ static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         qr_error_prefix(q->e, "running the integer graph");
         return st;
     }
+    res->top1_fp32 = res->top1_int8 = NAN;
+    if (q->o->labels) {
+        if (!(q->top1 = calloc((size_t)q->nslots + 1, sizeof *q->top1)))
+            return qr_errorf(q->e, "out of memory");
+        if ((st = qr_measure_top1(q, res, calib, q->o->labels, count, q->top1)) != QR_OK)
+            return st;
+    }
     return check_agreement(q, res);
 }
 
@@ -1099,6 +1107,7 @@ static qr_status fill_layers(const qr_qctx *q, qr_quantized *res)
         l->qmax = s->qt.qmax;
         l->sqnr = qr_plan_sqnr(s);
         l->sqnr_local = qr_plan_local_sqnr(s);
+        l->top1_delta = q->top1 ? q->top1[i] : NAN;
         l->sqnr_int = s->fallback || q->qval[s->value] < 0 ? NAN
                       : s->ise2 <= 0 ? INFINITY : 10.0 * log10(s->isx2 / s->ise2);
         l->clipped = s->n > 0 ? s->clipped / s->n : 0;
@@ -1137,6 +1146,8 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
     if (!q.r)
         return o->recipe ? qr_errorf(e, "no recipe named '%s'", o->recipe) : qr_errorf(e, "the module has no recipe");
     qr_quantized *res = calloc(1, sizeof *res);
+    if (res)
+        res->top1_fp32 = res->top1_int8 = NAN;
     q.claimed = calloc((size_t)g->n_nodes + 1, 1);
     q.node_kind = calloc((size_t)g->n_nodes + 1, sizeof *q.node_kind);
     q.aff_of = calloc((size_t)g->n_nodes + 1, sizeof *q.aff_of);

@@ -35,6 +35,7 @@ typedef struct qr_quant_opts {
     int threads;
     int progress; /* a progress bar on stderr */
     int from_file; /* g is a QDQ model stripped by qr_qdq_strip: its qparams, no calibration (calib unused) */
+    const qr_tensor *labels; /* class labels of the calibration samples (integers): top-1 effects in the report */
 } qr_quant_opts;
 
 /* One quantized activation, for reports and the quantization-info JSON. */
@@ -49,6 +50,7 @@ typedef struct qr_qlayer {
     int64_t qmin, qmax;
     double sqnr;    /* dB, of this tensor in the quantized model against f32 (measured on calibration data) */
     double sqnr_local; /* dB, the error its layer alone adds (f32 inputs): the fallback's ranking */
+    double top1_delta; /* with labels: top-1 (points) with only this layer quantized, minus f32's; NaN otherwise */
     double sqnr_int; /* dB, the same as the integer graph computes it (NaN: not on the integers) */
     double clipped; /* fraction of f32 values outside the representable range */
     int fallback;   /* the recipe's fallback condition held: left in f32 */
@@ -71,6 +73,8 @@ typedef struct qr_quantized {
     double output_sqnr;                           /* dB, the model's outputs from the integer graph against f32 */
     int64_t output_nonfinite;                     /* output elements the integer graph makes NaN or inf */
     double macs, macs_int;                        /* per sample: Conv/Gemm/MatMul MACs, and those in integer kernels */
+    double top1_fp32, top1_int8;                  /* with labels: top-1 (%) on the measured samples; NaN otherwise */
+    int64_t top1_samples;
     const char *recipe;                           /* the recipe used */
     char **notes;                                 /* nodes the recipe's rules left in f32, and why */
     int nnotes;

@@ -56,6 +56,7 @@ typedef struct qr_qctx {
     int act_narrow, w_narrow, w_per_channel;
     int act_sym, w_sym; /* the symmetric modifier: solve sees it as t.symmetric */
     const char *numerics; /* the recipe's: only patterns of these numerics (or of none stated) match */
+    double *top1; /* by slot, with labels: top-1 points with that layer alone quantized, minus f32's */
     const qr_setting *act, *wt, *in, *out; /* in/out: the model's first quantized tensors and its outputs */
     /* plan */
     unsigned char *claimed;
@@ -117,6 +118,10 @@ qr_status qr_measure_ints(qr_qctx *q, const qr_quantized *res, const qr_tensor *
  * and MAC counts filled. */
 qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count);
 void qr_measure_macs(const qr_qctx *q, qr_quantized *res, const double *per_sample, const int64_t *last);
+/* With labels: top-1 of f32, of the integer graph, and (top1 by slot, NaN where not measured) of the
+ * QDQ model with that slot's layer alone quantized. */
+qr_status qr_measure_top1(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, const qr_tensor *labels,
+                          int64_t count, double *top1);
 
 /* Graph surgery helpers. */
 qr_node *qr_plan_new_node(qr_graph *g, const char *op, const char *domain, const char *name, int n_in, int n_out);

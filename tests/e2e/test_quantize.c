@@ -643,3 +643,40 @@ Test(quantize, non_finite_weight_is_an_error)
              dir, data_dir(), outf);
     expect_fail(args, want, outf);
 }
+
+/* With --labels: top-1 of f32 and of the integer graph on the calibration samples (ONNX Runtime on
+ * the model and on the export gives the same counts), and each layer's effect alone in the report. */
+Test(quantize, labels_give_top1_and_each_layers_effect)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; np.save('%s/x.npy', np.load('%s/calib_images.npy')[:256]); "
+             "np.save('%s/y.npy', np.load('%s/calib_labels.npy')[:256])\" && cd '%s' && '%s' quantize "
+             "examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib %s/x.npy --labels %s/y.npy -o %s/l.onnx "
+             "--report %s/l.json",
+             dir, data_dir(), dir, data_dir(), tu_root(), tu_qrl(), dir, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    double f32 = 0, i8 = 0;
+    const char *t = strstr(log, "top-1:     ");
+    cr_assert(t && sscanf(t, "top-1:     %lf%% f32, %lf%% integer graph", &f32, &i8) == 2, "%s", log);
+    free(log);
+    const char *models[2] = {"examples/fmnist/fmnist_cnn.onnx", "l.onnx"};
+    double want[2] = {f32, i8};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "cd '%s' && node tools/ort_eval.js %s%s %s/x.npy %s/y.npy", tu_root(),
+                 k ? dir : "", k ? "/l.onnx" : models[0], dir, dir);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        double acc = -1;
+        const char *a = strstr(log, "\"accuracy\":");
+        cr_assert(a && sscanf(a, "\"accuracy\":%lf", &acc) == 1, "%s", log);
+        cr_assert_float_eq(acc, want[k], 0.4, "%s: ORT %.2f%%, qrl %.2f%%", models[k], acc, want[k]);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json, math; d = json.load(open('%s/l.json')); "
+             "v = [l['top1_delta_alone'] for l in d['layers'] if l['runs_as'] != 'quantized input']; "
+             "assert len(v) >= 5 and all(isinstance(x, (int, float)) and abs(x) < 5 for x in v), v; print('ok')\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
