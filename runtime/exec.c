@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "op.h"
 
@@ -29,6 +30,43 @@ struct qr_exec {
     qr_exec_stats stats;
     qr_pool *pool;
 };
+
+static size_t default_budget;
+
+void qr_exec_set_default_max_memory(size_t bytes)
+{
+    default_budget = bytes;
+}
+
+size_t qr_exec_default_max_memory(void)
+{
+    if (default_budget)
+        return default_budget;
+    /* Half the machine: a model that needs more is far more likely hostile or
+     * broken than real, and the other half keeps the machine usable. */
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || psize <= 0)
+        return (size_t)4 << 30;
+    return (size_t)pages / 2 * (size_t)psize;
+}
+
+static size_t budget(const qr_exec *x)
+{
+    return x->opts.max_memory ? x->opts.max_memory : qr_exec_default_max_memory();
+}
+
+static char *dims_str(const qr_tensor *t, const qr_value *v, char *buf, size_t n);
+
+/* The error for a tensor that does not fit in the budget: names the tensor, its type and sizes. */
+static qr_status over_budget(const qr_exec *x, const qr_value *v, const qr_tensor *t, size_t need, qr_error *e)
+{
+    char ty[200];
+    return qr_errorf(e,
+                     "out of memory budget: tensor '%s' (%s, %zu bytes) needs %zu bytes in all, over the budget of "
+                     "%zu bytes (--max-memory)",
+                     v ? v->name : "(unnamed output)", dims_str(t, v, ty, sizeof ty), qr_tensor_nbytes(t), need,
+                     budget(x));
+}
 
 static size_t align_up(size_t n)
 {
@@ -208,6 +246,8 @@ static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_erro
     if (n->n_in > 64 || n->n_out > 16)
         return qr_errorf(e, "node '%s' (%s): too many inputs or outputs", n->name, n->op);
     memset(io->scratch, 0, sizeof io->scratch);
+    /* Past n_in the slots are NULL, so a kernel reading an input the node does not have sees "absent". */
+    memset(io->in, 0, sizeof io->in);
     for (int j = 0; j < n->n_in; j++)
         io->in[j] = n->in[j] ? &x->vt[n->in[j]->id] : NULL;
     for (int j = 0; j < n->n_out; j++)
@@ -230,7 +270,7 @@ static qr_status node_infer(const qr_node *n, node_io *io, qr_error *e)
         memset(io->out[j], 0, sizeof *io->out[j]);
         io->out[j]->data = keep;
     }
-    qr_status st = n->def->infer(&io->k);
+    qr_status st = qr_op_infer(&io->k);
     if (st != QR_OK)
         return st;
     for (int j = 0; j < n->n_out; j++)
@@ -325,6 +365,10 @@ static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
                     continue;
                 size_t size = align_up(qr_tensor_nbytes(&x->vt[v->id])), off = 0;
                 int at = 0;
+                if (size > budget(x)) {
+                    free(live);
+                    return over_budget(x, v, &x->vt[v->id], size, e);
+                }
                 if (j == 0 && inplace_ok(x, n, ni)) {
                     /* Output 0 takes over input 0's block, which dies here. */
                     for (at = 0; live[at].value != n->in[0]->id; at++)
@@ -346,6 +390,11 @@ static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
                 sum += size;
                 if (off + size > top)
                     top = off + size;
+                if (top > budget(x)) {
+                    /* Checked before the arena exists: the tensor that tips it over is named. */
+                    free(live);
+                    return over_budget(x, v, &x->vt[v->id], top, e);
+                }
             }
             /* Release what dies here, including outputs nobody reads. */
             for (int at = 0; at < nlive;) {
@@ -429,6 +478,11 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
             st = qr_errorf(e, "shape inference needs data that is not available");
         for (int j = 0; j < n->n_out && st == QR_OK; j++) {
             if (!n->out[j] || x->dynamic) {
+                size_t need = live + qr_tensor_nbytes(io.out[j]);
+                if (need > budget(x) || need < live) {
+                    st = over_budget(x, n->out[j] ? n->out[j] : NULL, io.out[j], need, e);
+                    break;
+                }
                 st = qr_tensor_alloc(io.out[j], e);
                 if (n->out[j])
                     live += qr_tensor_nbytes(io.out[j]);
