@@ -134,3 +134,22 @@ Test(tensor_io, atomic_write_leaves_nothing_on_failure)
     cr_assert_eq(tu_count_files(dir), 0);
     qr_tensor_free(&t);
 }
+
+/* Keys are read from the dict's structure: a key-like text inside a string
+ * value is not a key (it fooled a strstr-based reader into the wrong shape). */
+Test(tensor_io, header_decoy_key_in_a_string)
+{
+    size_t len;
+    const char *b = with_len("{'note': \"'shape': (100,), 'fortran_order': True\", 'descr': '<f4', "
+                             "'fortran_order': False, 'shape': (1,), }\n", 4, &len);
+    qr_tensor t;
+    qr_error e;
+    cr_assert_eq(qr_npy_parse((const unsigned char *)b, len, "x.npy", &t, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(t.ndim, 1);
+    cr_assert_eq(t.dims[0], 1);
+    qr_tensor_free(&t);
+    /* A key given twice is malformed, not "the first one wins". */
+    b = with_len("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'shape': (2,), }\n", 8, &len);
+    const char *m = parse_error(b, len);
+    cr_assert(m && strstr(m, "malformed"), "%s", m);
+}
