@@ -302,6 +302,28 @@ static int inplace_ok(const qr_exec *x, const qr_node *n, int ni)
     return a->dtype == b->dtype && qr_tensor_same_shape(a, b);
 }
 
+/* A planned arena block: offset, size, and the value living there. */
+typedef struct block {
+    size_t off, size;
+    int value;
+} block;
+
+/* Index of the live block at offset off (live[] is sorted by offset), or -1. */
+static int find_block(const block *b, int n, size_t off)
+{
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (b[mid].off == off)
+            return mid;
+        if (b[mid].off < off)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
 static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
 {
     const qr_graph *g = x->g;
@@ -350,13 +372,21 @@ static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
         node_io_free(n, &io);
     }
     if (!x->dynamic) {
-        /* First-fit interval allocation over the node sequence. */
-        typedef struct block { size_t off, size; int value; } block;
+        /* First-fit interval allocation over the node sequence. live[] holds the
+         * blocks alive now, sorted by offset; a block is found by binary search
+         * and released when its value's last reader ran. Values alive to the end
+         * (graph outputs) are stacked in a region of their own after the reused
+         * one, so live[] stays as small as what dies: no pass is quadratic in
+         * the number of outputs. */
         block *live = calloc((size_t)x->nv + 1, sizeof *live);
-        if (!live)
-            return qr_errorf(e, "out of memory");
-        int nlive = 0;
-        size_t top = 0, sum = 0;
+        int *perm = calloc((size_t)x->nv + 1, sizeof *perm);
+        if (!live || !perm) {
+            free(live);
+            free(perm);
+            return qr_errorf(e, "out of memory planning %d values", x->nv);
+        }
+        int nlive = 0, nperm = 0;
+        size_t top = 0, sum = 0, perm_top = 0;
         for (int ni = 0; ni < x->nn; ni++) {
             const qr_node *n = g->nodes[ni];
             for (int j = 0; j < n->n_out; j++) {
@@ -367,46 +397,58 @@ static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
                 int at = 0;
                 if (size > budget(x)) {
                     free(live);
+                    free(perm);
                     return over_budget(x, v, &x->vt[v->id], size, e);
                 }
-                if (j == 0 && inplace_ok(x, n, ni)) {
+                if (j == 0 && inplace_ok(x, n, ni) && (at = find_block(live, nlive, x->offset[n->in[0]->id])) >= 0) {
                     /* Output 0 takes over input 0's block, which dies here. */
-                    for (at = 0; live[at].value != n->in[0]->id; at++)
-                        ;
                     live[at].value = v->id;
                     x->offset[v->id] = live[at].off;
                     sum += size;
                     continue;
                 }
-                for (; at < nlive; at++) {
-                    if (live[at].off >= off + size)
-                        break;
-                    off = live[at].off + live[at].size;
+                if (x->last_use[v->id] >= x->nn) {
+                    x->offset[v->id] = perm_top; /* moved past the reused region below */
+                    perm[nperm++] = v->id;
+                    perm_top += size;
+                    sum += size;
+                } else {
+                    for (at = 0; at < nlive; at++) {
+                        if (live[at].off >= off + size)
+                            break;
+                        off = live[at].off + live[at].size;
+                    }
+                    memmove(live + at + 1, live + at, sizeof *live * (size_t)(nlive - at));
+                    live[at] = (block){off, size, v->id};
+                    nlive++;
+                    x->offset[v->id] = off;
+                    sum += size;
+                    if (off + size > top)
+                        top = off + size;
                 }
-                memmove(live + at + 1, live + at, sizeof *live * (size_t)(nlive - at));
-                live[at] = (block){off, size, v->id};
-                nlive++;
-                x->offset[v->id] = off;
-                sum += size;
-                if (off + size > top)
-                    top = off + size;
-                if (top > budget(x)) {
+                if (top + perm_top > budget(x) || top + perm_top < top) {
                     /* Checked before the arena exists: the tensor that tips it over is named. */
                     free(live);
-                    return over_budget(x, v, &x->vt[v->id], top, e);
+                    free(perm);
+                    return over_budget(x, v, &x->vt[v->id], top + perm_top, e);
                 }
             }
-            /* Release what dies here, including outputs nobody reads. */
-            for (int at = 0; at < nlive;) {
-                int id = live[at].value;
-                if (x->last_use[id] <= ni) {
-                    memmove(live + at, live + at + 1, sizeof *live * (size_t)(nlive - at - 1));
-                    nlive--;
-                } else {
-                    at++;
-                }
+            /* Release what dies here: inputs read for the last time, outputs nobody reads. */
+            for (int j = 0; j < n->n_in + n->n_out; j++) {
+                const qr_value *v = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+                if (!v || x->kind[v->id] != V_RUNTIME || (j < n->n_in ? x->last_use[v->id] != ni : x->last_use[v->id] > ni))
+                    continue;
+                int at = find_block(live, nlive, x->offset[v->id]);
+                if (at < 0 || live[at].value != v->id)
+                    continue; /* released already (read twice by this node), or in the end region */
+                memmove(live + at, live + at + 1, sizeof *live * (size_t)(nlive - at - 1));
+                nlive--;
             }
         }
+        for (int k = 0; k < nperm; k++)
+            x->offset[perm[k]] += top;
+        top += perm_top;
+        free(perm);
         free(live);
         x->arena_size = top;
         x->arena = aligned_alloc(EXEC_ALIGN, align_up(top));

@@ -224,6 +224,16 @@ static qr_status read_type(importer *im, const Onnx__ValueInfoProto *vi, qr_valu
             v->dim_param[i] = qr_arena_strdup(&im->g->arena, d->dim_param);
         }
     }
+    /* Declared shapes feed shape inference as they are: the same limits as a
+     * tensor's, with unknown dims left out (a huge dim next to a 0 would
+     * otherwise pass as an empty tensor and overflow every product of dims). */
+    qr_tensor known = v->t;
+    for (int i = 0; i < known.ndim; i++)
+        if (known.dims[i] <= 0)
+            known.dims[i] = 1;
+    qr_error sub;
+    if (qr_tensor_check_shape(&known, &sub) != QR_OK)
+        return qr_errorf(im->e, "%s: %s '%s': %s", im->path, what, vi->name, sub.msg);
     return QR_OK;
 }
 

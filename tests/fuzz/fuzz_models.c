@@ -720,6 +720,43 @@ int main(int argc, char **argv)
         return rc ? 2 : 0;
     }
     make_workdir();
+    if (!raw && nseeds > 1) {
+        /* Seeds that do not load as they are (ops QRL lacks, say) are dropped: their
+         * mutants would mostly stop at the same error. Checked in a child, so a seed
+         * that crashes cannot take the campaign down (it is dropped too). */
+        unsigned char *keep = mmap(NULL, (size_t)nseeds, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (keep != MAP_FAILED) {
+            memset(keep, 0, (size_t)nseeds);
+            pid_t pid = fork();
+            if (pid == 0) {
+                for (int s = 0; s < nseeds; s++) {
+                    qr_graph *g = NULL;
+                    qr_error e;
+                    if (qr_onnx_load_buffer(seeds[s].data, seeds[s].len, model_path, &g, &e) == QR_OK &&
+                        qr_graph_optimize(g, &e) == QR_OK)
+                        keep[s] = 1;
+                    qr_graph_free(g);
+                }
+                _exit(0);
+            }
+            int status;
+            waitpid(pid, &status, 0);
+            int k = 0, all = nseeds;
+            for (int s = 0; s < all; s++)
+                k += keep[s];
+            if (k) { /* none loading (a crashed check): all are kept */
+                k = 0;
+                for (int s = 0; s < all; s++)
+                    if (keep[s])
+                        seeds[k++] = seeds[s];
+                    else
+                        free(seeds[s].data);
+                fprintf(stderr, "fuzz_models: %d of %d seed models load; mutating those\n", k, all);
+                nseeds = k;
+            }
+            munmap(keep, (size_t)all);
+        }
+    }
     shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) {
         perror("fuzz_models: mmap");
