@@ -367,6 +367,11 @@ static qr_value *value_for(importer *im, const char *name)
     return v ? v : qr_graph_new_value(im->g, name);
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static qr_status import_node(importer *im, const Onnx__NodeProto *np, size_t index, int opset_of_domain)
 {
     char autoname[64];
@@ -424,11 +429,22 @@ static qr_status import_node(importer *im, const Onnx__NodeProto *np, size_t ind
             return QR_ERR;
         if (check_attr(im, n, &n->attr[i]) != QR_OK)
             return QR_ERR;
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(n->attr[i].name, n->attr[j].name) == 0)
-                return qr_errorf(im->e, "%s: node '%s' (%s): attribute '%s' is given twice", im->path, name, op,
-                                 n->attr[i].name);
     }
+    /* Duplicates by sorting names: a node with very many attributes must not cost n^2. */
+    const char **names = malloc(sizeof *names * (np->n_attribute + 1));
+    if (!names)
+        return qr_errorf(im->e, "%s: node '%s' (%s): out of memory", im->path, name, op);
+    for (size_t i = 0; i < np->n_attribute; i++)
+        names[i] = n->attr[i].name;
+    qsort(names, np->n_attribute, sizeof *names, cmp_str);
+    for (size_t i = 1; i < np->n_attribute; i++)
+        if (strcmp(names[i], names[i - 1]) == 0) {
+            qr_status st = qr_errorf(im->e, "%s: node '%s' (%s): attribute '%s' is given twice", im->path, name, op,
+                                     names[i]);
+            free(names);
+            return st;
+        }
+    free(names);
     return QR_OK;
 }
 
