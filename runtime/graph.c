@@ -205,6 +205,8 @@ qr_status qr_graph_toposort(qr_graph *g, qr_error *e)
         v->producer = NULL;
     }
     for (int i = 0; i < n; i++)
+        g->nodes[i]->id = i; /* the index the order below is keyed on */
+    for (int i = 0; i < n; i++)
         for (int j = 0; j < g->nodes[i]->n_out; j++)
             if (g->nodes[i]->out[j]) {
                 qr_value *o = g->nodes[i]->out[j];
@@ -281,10 +283,45 @@ qr_status qr_graph_toposort(qr_graph *g, qr_error *e)
             st = qr_errorf(e, "graph output '%s' is not produced by any node", g->outputs[i]->name);
             goto out;
         }
-    for (int i = 0; i < n; i++) {
-        g->nodes[i] = order[i];
-        order[i]->id = i;
+    /* The order the sweeps of the original algorithm gave (and tests' golden
+     * dumps hold): sweep after sweep over the nodes in index order, each
+     * placing every node whose inputs are ready. Node i lands in sweep
+     * p(i) = max(0, p(j) for producers j < i, p(j) + 1 for producers j > i);
+     * computed in the topological order found above, then nodes are ordered by
+     * (sweep, index) with a counting sort: linear. */
+    int *sweep = pending; /* all zero again: reused */
+    int *count = calloc((size_t)n + 2, sizeof *count);
+    qr_node **sorted = calloc((size_t)n + 1, sizeof *sorted);
+    if (!count || !sorted) {
+        free(count);
+        free(sorted);
+        st = qr_errorf(e, "out of memory sorting %d nodes", n);
+        goto out;
     }
+    for (int k = 0; k < n; k++) {
+        qr_node *nd = order[k];
+        int p = 0;
+        for (int j = 0; j < nd->n_in; j++) {
+            qr_node *pr = nd->in[j] ? nd->in[j]->producer : NULL;
+            if (pr) {
+                int q = sweep[pr->id] + (pr->id > nd->id);
+                if (q > p)
+                    p = q;
+            }
+        }
+        sweep[nd->id] = p;
+        count[p + 1]++;
+    }
+    for (int k = 0; k < n; k++)
+        count[k + 1] += count[k];
+    for (int i = 0; i < n; i++)
+        sorted[count[sweep[i]]++] = g->nodes[i];
+    for (int i = 0; i < n; i++) {
+        g->nodes[i] = sorted[i];
+        sorted[i]->id = i;
+    }
+    free(count);
+    free(sorted);
 out:
     free(pending);
     free(ready);

@@ -841,9 +841,9 @@ const qr_op_def qr_ops_conv[] = {
      maxpool_infer, maxpool_run, 0, .ins = "X:3+"},
     {"AveragePool", "", 1, 1, 1, 1,
      "auto_pad:s ceil_mode:i count_include_pad:i dilations:ints kernel_shape:ints pads:ints strides:ints",
-     avgpool_infer, avgpool_run, 0, .ins = "X:f3+"},
-    {"GlobalAveragePool", "", 1, 1, 1, 1, "", global_infer, gap_run, 0, .ins = "X:f3+"},
-    {"GlobalMaxPool", "", 1, 1, 1, 1, "", global_infer, gmp_run, 0, .ins = "X:f3+"},
-    {"MaxUnpool", "", 2, 3, 1, 1, "kernel_shape:ints pads:ints strides:ints", unpool_infer, unpool_run, 0, .ins = "X:f3+ I:x output_shape?:x1"},
+     avgpool_infer, avgpool_run, 0, .ins = "X:3+"},
+    {"GlobalAveragePool", "", 1, 1, 1, 1, "", global_infer, gap_run, 0, .ins = "X:3+"},
+    {"GlobalMaxPool", "", 1, 1, 1, 1, "", global_infer, gmp_run, 0, .ins = "X:3+"},
+    {"MaxUnpool", "", 2, 3, 1, 1, "kernel_shape:ints pads:ints strides:ints", unpool_infer, unpool_run, 0, .ins = "X:3+ I:x output_shape?:x1"},
     {0},
 };

@@ -598,8 +598,8 @@ const qr_op_def qr_ops_dense[] = {
     {"Softmax", "", 1, 1, 1, 1, "axis:i", softmax_infer, softmax_run, 0, .ins = "input"},
     {"LogSoftmax", "", 1, 1, 1, 1, "axis:i", softmax_infer, logsoftmax_run, 0, .ins = "input"},
     {"BatchNormalization", "", 5, 5, 1, 5,
-     "epsilon:f momentum:f spatial:i is_test:i training_mode:i consumed_inputs:ints", bn_infer, bn_run, 0, .ins = "X:f scale:f B:f input_mean:f input_var:f"},
-    {"LayerNormalization", "", 2, 3, 1, 3, "axis:i epsilon:f stash_type:i", ln_infer, ln_run, 0, .ins = "X:f1+ Scale:f B?:f"},
-    {"InstanceNormalization", "", 3, 3, 1, 1, "epsilon:f", in_infer, in_run, 0, .ins = "input:f scale:f1 B:f1"},
+     "epsilon:f momentum:f spatial:i is_test:i training_mode:i consumed_inputs:ints", bn_infer, bn_run, 0, .ins = "X scale B input_mean input_var"},
+    {"LayerNormalization", "", 2, 3, 1, 3, "axis:i epsilon:f stash_type:i", ln_infer, ln_run, 0, .ins = "X:1+ Scale B?"},
+    {"InstanceNormalization", "", 3, 3, 1, 1, "epsilon:f", in_infer, in_run, 0, .ins = "input scale:1 B:1"},
     {0},
 };
