@@ -643,6 +643,9 @@ static void remove_workdir(void)
     rmdir(workdir);
 }
 
+/* In raw mode, whether each seed loaded (shared with the parent). */
+static unsigned char *loaded_flags;
+
 static void child_loop(shared *sh, uint64_t seed, long from, long n, int raw, int limit)
 {
     for (long k = from; k < n; k++) {
@@ -658,12 +661,59 @@ static void child_loop(shared *sh, uint64_t seed, long from, long n, int raw, in
         }
         counts c = sh->c;
         run_mutant(model_path, buf, len, k, &c);
+        if (raw && loaded_flags)
+            loaded_flags[k % nseeds] = c.loaded > sh->c.loaded;
         sh->c = c;
         if (!raw)
             free(buf);
         sh->done = k + 1;
     }
     alarm(0);
+}
+
+/* Runs mutants (or, raw, the seeds as they are) 0..n-1 in child processes,
+ * restarting after each crash; returns the number of crashes. */
+static long campaign(shared *sh, uint64_t seed, long n, int raw, int limit, const char *crash_dir)
+{
+    long crashes = 0, next = 0;
+    sh->done = 0;
+    while (next < n) {
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("fuzz_models: fork");
+            exit(2);
+        }
+        if (pid == 0) {
+            child_loop(sh, seed, next, n, raw, limit);
+            _exit(0);
+        }
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && sh->done >= n)
+            break;
+        long k = sh->current;
+        crashes++;
+        const char *why = WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM ? "timed out" : "crashed";
+        mkdir(crash_dir, 0755);
+        char p[4096];
+        snprintf(p, sizeof p, "%s/mutant-%llu-%ld.onnx", crash_dir, (unsigned long long)seed, k);
+        if (raw)
+            write_whole(p, seeds[k % nseeds].data, seeds[k % nseeds].len);
+        else {
+            unsigned char *buf;
+            size_t len;
+            make_mutant(seed, k, &buf, &len);
+            write_whole(p, buf, len);
+            free(buf);
+        }
+        fprintf(stderr, "fuzz_models: mutant %ld (seed file %s) %s (status %d); written to %s\n", k,
+                seeds[k % nseeds].path, why, status, p);
+        sh->c.ran++;
+        next = k + 1;
+    }
+    return crashes;
 }
 
 int main(int argc, char **argv)
@@ -720,86 +770,43 @@ int main(int argc, char **argv)
         return rc ? 2 : 0;
     }
     make_workdir();
-    if (!raw && nseeds > 1) {
-        /* Seeds that do not load as they are (ops QRL lacks, say) are dropped: their
-         * mutants would mostly stop at the same error. Checked in a child, so a seed
-         * that crashes cannot take the campaign down (it is dropped too). */
-        unsigned char *keep = mmap(NULL, (size_t)nseeds, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (keep != MAP_FAILED) {
-            memset(keep, 0, (size_t)nseeds);
-            pid_t pid = fork();
-            if (pid == 0) {
-                for (int s = 0; s < nseeds; s++) {
-                    qr_graph *g = NULL;
-                    qr_error e;
-                    if (qr_onnx_load_buffer(seeds[s].data, seeds[s].len, model_path, &g, &e) == QR_OK &&
-                        qr_graph_optimize(g, &e) == QR_OK)
-                        keep[s] = 1;
-                    qr_graph_free(g);
-                }
-                _exit(0);
-            }
-            int status;
-            waitpid(pid, &status, 0);
-            int k = 0, all = nseeds;
-            for (int s = 0; s < all; s++)
-                k += keep[s];
-            if (k) { /* none loading (a crashed check): all are kept */
-                k = 0;
-                for (int s = 0; s < all; s++)
-                    if (keep[s])
-                        seeds[k++] = seeds[s];
-                    else
-                        free(seeds[s].data);
-                fprintf(stderr, "fuzz_models: %d of %d seed models load; mutating those\n", k, all);
-                nseeds = k;
-            }
-            munmap(keep, (size_t)all);
-        }
-    }
     shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) {
         perror("fuzz_models: mmap");
         return 2;
     }
     memset(sh, 0, sizeof *sh);
-    long crashes = 0, next = 0;
-    while (next < n) {
-        fflush(stderr);
-        pid_t pid = fork();
-        if (pid < 0) {
-            perror("fuzz_models: fork");
+    long crashes = 0;
+    if (!raw) {
+        /* Every seed runs as it is first (the regression seeds of tests/fuzz/models are
+         * crashes of the past); seeds that do not load (ops QRL lacks, say) are then
+         * dropped: their mutants would mostly stop at the same error. */
+        loaded_flags = mmap(NULL, (size_t)nseeds, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (loaded_flags == MAP_FAILED) {
+            perror("fuzz_models: mmap");
             return 2;
         }
-        if (pid == 0) {
-            child_loop(sh, seed, next, n, raw, limit);
-            _exit(0);
+        memset(loaded_flags, 0, (size_t)nseeds);
+        crashes += campaign(sh, seed, nseeds, 1, limit, crash_dir);
+        int k = 0, all = nseeds;
+        for (int s = 0; s < all; s++)
+            k += loaded_flags[s];
+        if (k) {
+            k = 0;
+            for (int s = 0; s < all; s++)
+                if (loaded_flags[s])
+                    seeds[k++] = seeds[s];
+                else
+                    free(seeds[s].data);
+            nseeds = k;
         }
-        int status = 0;
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-            ;
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && sh->done >= n)
-            break;
-        long k = sh->current;
-        crashes++;
-        const char *why = WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM ? "timed out" : "crashed";
-        mkdir(crash_dir, 0755);
-        char p[4096];
-        snprintf(p, sizeof p, "%s/mutant-%llu-%ld.onnx", crash_dir, (unsigned long long)seed, k);
-        if (raw)
-            write_whole(p, seeds[k % nseeds].data, seeds[k % nseeds].len);
-        else {
-            unsigned char *buf;
-            size_t len;
-            make_mutant(seed, k, &buf, &len);
-            write_whole(p, buf, len);
-            free(buf);
-        }
-        fprintf(stderr, "fuzz_models: mutant %ld (seed file %s) %s (status %d); written to %s\n", k,
-                seeds[k % nseeds].path, why, status, p);
-        sh->c.ran++;
-        next = k + 1;
+        fprintf(stderr, "fuzz_models: %d seed models ran as they are (%ld crashed); %d load, mutating those\n", all,
+                crashes, nseeds);
+        munmap(loaded_flags, (size_t)all);
+        loaded_flags = NULL;
+        memset(sh, 0, sizeof *sh);
     }
+    crashes += campaign(sh, seed, n, raw, limit, crash_dir);
     remove_workdir();
     fprintf(stderr, "fuzz_models: %ld mutants of %d seed models: %ld loaded, %ld ran; %ld crashed\n", sh->c.ran, nseeds,
             sh->c.loaded, sh->c.executed, crashes);
