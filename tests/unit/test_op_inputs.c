@@ -122,3 +122,31 @@ Test(op_inputs, sweep_every_op, .timeout = 300)
     cr_log_info("%ld combinations, %ld inferred", tried, inferred);
     cr_assert_gt(inferred, 100);
 }
+
+/* Type codes in int64 attributes are range-checked, not narrowed to int:
+ * Cast to 2^32 + 1 is not a cast to float, QuantizeLinear's output_dtype
+ * 2^32 + 2 is not uint8. */
+Test(op_inputs, type_codes_are_not_truncated)
+{
+    static const struct { const char *op, *attr; int64_t v; } cases[] = {
+        {"Cast", "to", ((int64_t)1 << 32) + 1},
+        {"QuantizeLinear", "output_dtype", ((int64_t)1 << 32) + 2},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        qr_graph *g = qr_graph_new();
+        int64_t d[1] = {4};
+        qr_value *in[2] = {tu_input(g, "x", 1, d), NULL};
+        float one = 1;
+        in[1] = tu_const_f32(g, "s", 0, d, &one);
+        const qr_op_def *def = qr_op_find("", cases[c].op);
+        qr_node *n = tu_node(g, cases[c].op, "n", def->min_in, in, 1);
+        tu_attr_int(g, n, cases[c].attr, cases[c].v);
+        const qr_tensor *ins[2] = {&in[0]->t, &in[1]->t};
+        qr_tensor out = {0}, *outp = &out;
+        qr_error e = {{0}};
+        qr_kctx k = {.node = n, .opset = 21, .n_in = def->min_in, .n_out = 1, .in = ins, .out = &outp, .err = &e};
+        cr_expect_eq(qr_op_infer(&k), QR_ERR, "%s %s=%lld accepted as %s", cases[c].op, cases[c].attr,
+                     (long long)cases[c].v, qr_dtype_name(out.dtype));
+        qr_graph_free(g);
+    }
+}
