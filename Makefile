@@ -1,7 +1,8 @@
 # QRL build. `make` builds build/qrl, build/libqrl.a and build/libqrl.so.
 # `make test` installs missing Debian packages, builds and runs the test suite.
 # `make test-asan` runs the same suite under AddressSanitizer + UBSan.
-# `make fuzz` runs the front-end fuzzer's long campaign under both (tests/fuzz/).
+# `make fuzz` runs the front-end fuzzer's long campaign under both (tests/fuzz/);
+# `make fuzz-models` the model fuzzer's.
 # `make example` runs the bundled Fashion-MNIST example.
 
 B        ?= build
@@ -85,7 +86,7 @@ $(B)/tests/%: tests/%.c $(B)/libqrl.a $(TEST_SUPPORT) | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests/support $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(B)/libqrl.a -lcriterion $(LIBS) $(LDFLAGS)
 
-tests: $(TEST_BIN) $(B)/qrl
+tests: $(TEST_BIN) $(B)/qrl $(B)/fuzz_models
 
 # The front-end fuzzer (tests/fuzz/, generator in tests/support/fuzzgen.c, shared with
 # tests/unit/test_fuzz.c). `make fuzz` runs a long campaign under ASan + UBSan
@@ -102,6 +103,29 @@ fuzz: deps
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 build/asan/fuzz_front -n $(FUZZ_N) \
 		-c $(FUZZ_COMPILE_EVERY) stdlib/*.qrl tests/golden/*.qrl tests/diag/*.qrl examples/recipes/*.qrl \
 		$(wildcard tests/fuzz/regress/*.qrl)
+
+# The model fuzzer (tests/fuzz/fuzz_models.c): mutants of real models through import,
+# passes and the executor. `make fuzz-models` runs FUZZ_MODELS_N of them under ASan +
+# UBSan; tests/unit/test_fuzz_models.c runs a short campaign in `make test`. Seeds: the
+# bundled model, the generated test models, ONNX's own operator tests, and every
+# mutant that ever crashed (tests/fuzz/models/). Crashing mutants go to $(B)/fuzz-models-crashes.
+$(B)/fuzz_models: tests/fuzz/fuzz_models.c $(B)/libqrl.a | $(GEN_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(B)/libqrl.a $(LIBS) $(LDFLAGS)
+
+FUZZ_MODELS_N ?= 100000
+FUZZ_MODELS_SEED ?= 1
+FUZZ_SEEDS = build/asan/fuzz-seeds
+fuzz-models: deps
+	$(MAKE) B=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" build/asan/fuzz_models
+	@mkdir -p $(FUZZ_SEEDS)
+	@test -f $(FUZZ_SEEDS)/zoo/zoo.onnx || $(PYTHON) tools/make_zoo_model.py $(FUZZ_SEEDS)/zoo > /dev/null
+	@test -f $(FUZZ_SEEDS)/bad/good.onnx || $(PYTHON) tools/make_bad_models.py $(FUZZ_SEEDS)/bad > /dev/null
+	@test -f $(FUZZ_SEEDS)/ops/cases.tsv || $(PYTHON) tools/make_op_models.py $(FUZZ_SEEDS)/ops > /dev/null
+	ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
+		build/asan/fuzz_models -n $(FUZZ_MODELS_N) -s $(FUZZ_MODELS_SEED) -o build/asan/fuzz-models-crashes \
+		examples/fmnist/fmnist_cnn.onnx $$(find $(FUZZ_SEEDS) -name '*.onnx' | sort) \
+		$(wildcard tests/fuzz/models/*.onnx) $(wildcard /usr/share/libonnx-testdata/data/node/*/model.onnx)
 
 deps:
 	@sh tools/install-deps.sh
@@ -141,7 +165,7 @@ bench: all data ort
 clean:
 	rm -rf build
 
-.PHONY: all tests deps data check test test-asan example clean bench fuzz ort
+.PHONY: all tests deps data check test test-asan example clean bench fuzz fuzz-models ort
 .DELETE_ON_ERROR:
 .SECONDARY: $(TEST_SUPPORT)
 

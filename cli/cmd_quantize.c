@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "exec.h"
@@ -172,6 +174,8 @@ int cli_quantize(int argc, char **argv)
     }
     if (!model || !recipe || !ncalib || !outp)
         return cli_usage_error("quantize", "needs MODEL.onnx, --recipe R.qrl, --calib X.npy and -o OUT.onnx");
+    if (!*outp || (qparams && !*qparams) || (report && !*report) || (intg && !*intg))
+        return cli_usage_error("quantize", "an output path (-o, --qparams, --report, --int-graph) is empty");
 
     qr_graph *g = NULL;
     qr_error e;
@@ -190,18 +194,27 @@ int cli_quantize(int argc, char **argv)
     if ((rc = cli_quantize_in_memory(model, g, recipe, no_cache, ncalib, calib, &qo, &mod, &q)) != 0)
         goto out;
     rc = 1;
-    if (qr_onnx_save(q->qdq, outp, &e) != QR_OK) {
-        rc = cli_fail(&e);
-        goto out;
+    /* All or nothing, but only ever undoing this run: a file is removed after a
+     * failure only if this run created it (not if it was there before, and a
+     * directory given as a path is never touched). */
+    const char *paths[4] = {outp, qparams, report, intg};
+    int created[4] = {0};
+    for (int k = 0; k < 4; k++) {
+        struct stat sb;
+        created[k] = paths[k] && lstat(paths[k], &sb) != 0;
     }
-    if ((qparams && write_qparams(qparams, q, recipe, &e) != QR_OK) ||
-        (report && qr_report_write(q, model, report, &e) != QR_OK) ||
-        (intg && write_int_graph(intg, q, &e) != QR_OK)) {
-        remove(outp); /* all or nothing */
-        if (qparams)
-            remove(qparams);
-        if (report)
-            remove(report);
+    int done = 0;
+    qr_status wst = qr_onnx_save(q->qdq, outp, &e);
+    if (wst == QR_OK && ++done && qparams)
+        wst = write_qparams(qparams, q, recipe, &e);
+    if (wst == QR_OK && ++done && report)
+        wst = qr_report_write(q, model, report, &e);
+    if (wst == QR_OK && ++done && intg)
+        wst = write_int_graph(intg, q, &e);
+    if (wst != QR_OK) {
+        for (int k = 0; k < done; k++)
+            if (paths[k] && created[k])
+                unlink(paths[k]);
         rc = cli_fail(&e);
         goto out;
     }

@@ -1,6 +1,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -13,7 +14,18 @@
 
 #define MAX_ARGS 64
 
-/* An output name made safe as a file name: path separators and oddities become '_'. */
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* An output name made safe as a file name: path separators and oddities
+ * become '_'; a name too long for a file name (NAME_MAX is 255 with ".npy"
+ * and a temporary suffix to fit) keeps its first 180 characters and gets a
+ * hash of the whole name, so different long names stay different. */
 static void file_name_for(const char *name, char *buf, size_t n)
 {
     size_t k = 0;
@@ -26,6 +38,31 @@ static void file_name_for(const char *name, char *buf, size_t n)
     buf[k] = 0;
     if (!k)
         snprintf(buf, n, "output");
+    if (strlen(name) > 200 && n > 200)
+        snprintf(buf + 180, n - 180, "-%016llx", (unsigned long long)name_hash(name));
+}
+
+/* File names of all outputs, distinct: a name that sanitizes to one already
+ * taken (a/b and a_b) gets its hash appended, never overwriting the other. */
+static void output_file_names(const qr_graph *g, char (*names)[256])
+{
+    for (int j = 0; j < g->n_outputs; j++) {
+        file_name_for(g->outputs[j]->name, names[j], sizeof names[j]);
+        for (int tries = 0;; tries++) {
+            int taken = 0;
+            for (int i = 0; i < j && !taken; i++)
+                taken = strcmp(names[i], names[j]) == 0;
+            if (!taken)
+                break;
+            char base[256];
+            file_name_for(g->outputs[j]->name, base, sizeof base);
+            base[200] = 0;
+            snprintf(names[j], sizeof names[j], "%s-%08llx", base,
+                     (unsigned long long)(name_hash(g->outputs[j]->name) & 0xffffffffu));
+            if (tries)
+                snprintf(names[j] + strlen(names[j]), sizeof names[j] - strlen(names[j]), "-%d", tries);
+        }
+    }
 }
 
 int cli_run(int argc, char **argv)
@@ -56,7 +93,7 @@ int cli_run(int argc, char **argv)
                 return cli_usage_error("run", "too many inputs");
             in_spec[nin++] = argv[i];
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output-dir")) {
-            if (++i == argc)
+            if (++i == argc || !argv[i][0]) /* "" would write into / */
                 return cli_usage_error("run", "%s needs a directory", a);
             outdir = argv[i];
         } else if (!strcmp(a, "--threads")) {
@@ -115,9 +152,10 @@ int cli_run(int argc, char **argv)
     qr_tensor *inputs = calloc((size_t)g->n_inputs + 1, sizeof *inputs);
     qr_tensor *outputs = calloc((size_t)nout + 1, sizeof *outputs);
     char **written = calloc((size_t)nout + 1, sizeof *written);
+    char (*fnames)[256] = calloc((size_t)nout + 1, sizeof *fnames);
     qr_exec *x = NULL;
     int nwritten = 0;
-    if (!inputs || !outputs || !written) {
+    if (!inputs || !outputs || !written || !fnames) {
         fprintf(stderr, "qrl: out of memory\n");
         goto out;
     }
@@ -137,25 +175,27 @@ int cli_run(int argc, char **argv)
         rc = cli_fail(&e);
         goto out;
     }
+    output_file_names(rg, fnames);
     for (int j = 0; j < nout; j++) {
-        char fname[256], path[4096];
-        file_name_for(rg->outputs[j]->name, fname, sizeof fname);
-        snprintf(path, sizeof path, "%s/%s.npy", outdir, fname);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.npy", outdir, fnames[j]);
+        struct stat sb;
+        int existed = lstat(path, &sb) == 0;
         if (qr_npy_write(path, &outputs[j], &e) != QR_OK) {
-            /* All or nothing: remove the outputs already written by this run. */
+            /* All or nothing: remove the outputs this run created (never a file that was there before). */
             for (int k = 0; k < nwritten; k++)
-                unlink(written[k]);
+                if (written[k])
+                    unlink(written[k]);
             rc = cli_fail(&e);
             goto out;
         }
-        written[nwritten++] = strdup(path);
+        written[nwritten++] = existed ? NULL : strdup(path);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     for (int j = 0; j < nout; j++) {
         char tb[160];
-        printf("%s: %s -> %s/", rg->outputs[j]->name, qr_tensor_type_str(&outputs[j], tb, sizeof tb), outdir);
-        file_name_for(rg->outputs[j]->name, tb, sizeof tb);
-        printf("%s.npy\n", tb);
+        printf("%s: %s -> %s/%s.npy\n", rg->outputs[j]->name, qr_tensor_type_str(&outputs[j], tb, sizeof tb), outdir,
+               fnames[j]);
     }
     if (stats) {
         qr_exec_stats st;
@@ -179,6 +219,7 @@ out:
     for (int k = 0; k < nwritten; k++)
         free(written[k]);
     free(written);
+    free(fnames);
     free(inputs);
     free(outputs);
     qr_quantized_free(qz);

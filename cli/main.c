@@ -1,9 +1,13 @@
+#include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "exec.h"
+#include "fileio.h"
 #include "onnx_import.h"
 #include "passes.h"
 
@@ -27,6 +31,8 @@ static const char usage[] =
     "                                       compile recipe files and print their diagnostics\n"
     "\n"
     "options:\n"
+    "  --max-memory SIZE  memory budget for the tensors of a run (run, eval, quantize), e.g. 512M or 4G;\n"
+    "                   a model needing more is refused when planned, naming the tensor (default: half the RAM)\n"
     "  -h, --help       this text\n"
     "  --version        print the version\n";
 
@@ -70,8 +76,47 @@ int cli_parse_int(const char *s, int lo, int hi, int *out)
     return 1;
 }
 
+/* "4096", "512K", "64M", "4G", "1T" (binary units) into bytes; 0 when malformed or zero. */
+static size_t parse_size(const char *s)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || errno || *s == '-')
+        return 0;
+    int shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    case 't': case 'T': shift = 40; end++; break;
+    default: break;
+    }
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end || v > (SIZE_MAX >> shift))
+        return 0;
+    return (size_t)v << shift;
+}
+
 int main(int argc, char **argv)
 {
+    /* Interrupted writes must not leave temporary files behind. */
+    qr_atomic_cleanup_on_signals();
+    /* --max-memory applies to every command that runs a model: taken out here. */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--max-memory") != 0)
+            continue;
+        size_t b = i + 1 < argc ? parse_size(argv[i + 1]) : 0;
+        if (!b) {
+            fprintf(stderr, "qrl: --max-memory needs a size such as 512M or 4G\n(see qrl --help)\n");
+            return 2;
+        }
+        qr_exec_set_default_max_memory(b);
+        memmove(argv + i, argv + i + 2, sizeof *argv * (size_t)(argc - i - 1)); /* keeps argv[argc] == NULL */
+        argc -= 2;
+        i--;
+    }
     if (argc < 2) {
         fputs(usage, stderr);
         return 2;

@@ -76,7 +76,8 @@ void *qr_arena_memdup(qr_arena *a, const void *p, size_t n)
 char *qr_arena_strndup(qr_arena *a, const char *s, size_t n)
 {
     char *q = qr_arena_alloc(a, n + 1);
-    memcpy(q, s, n);
+    if (n) /* s may be NULL for an empty string (protobuf-c's empty bytes) */
+        memcpy(q, s, n);
     q[n] = 0;
     return q;
 }

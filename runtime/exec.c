@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "op.h"
 
@@ -29,6 +30,43 @@ struct qr_exec {
     qr_exec_stats stats;
     qr_pool *pool;
 };
+
+static size_t default_budget;
+
+void qr_exec_set_default_max_memory(size_t bytes)
+{
+    default_budget = bytes;
+}
+
+size_t qr_exec_default_max_memory(void)
+{
+    if (default_budget)
+        return default_budget;
+    /* Half the machine: a model that needs more is far more likely hostile or
+     * broken than real, and the other half keeps the machine usable. */
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || psize <= 0)
+        return (size_t)4 << 30;
+    return (size_t)pages / 2 * (size_t)psize;
+}
+
+static size_t budget(const qr_exec *x)
+{
+    return x->opts.max_memory ? x->opts.max_memory : qr_exec_default_max_memory();
+}
+
+static char *dims_str(const qr_tensor *t, const qr_value *v, char *buf, size_t n);
+
+/* The error for a tensor that does not fit in the budget: names the tensor, its type and sizes. */
+static qr_status over_budget(const qr_exec *x, const qr_value *v, const qr_tensor *t, size_t need, qr_error *e)
+{
+    char ty[200];
+    return qr_errorf(e,
+                     "out of memory budget: tensor '%s' (%s, %zu bytes) needs %zu bytes in all, over the budget of "
+                     "%zu bytes (--max-memory)",
+                     v ? v->name : "(unnamed output)", dims_str(t, v, ty, sizeof ty), qr_tensor_nbytes(t), need,
+                     budget(x));
+}
 
 static size_t align_up(size_t n)
 {
@@ -208,6 +246,8 @@ static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_erro
     if (n->n_in > 64 || n->n_out > 16)
         return qr_errorf(e, "node '%s' (%s): too many inputs or outputs", n->name, n->op);
     memset(io->scratch, 0, sizeof io->scratch);
+    /* Past n_in the slots are NULL, so a kernel reading an input the node does not have sees "absent". */
+    memset(io->in, 0, sizeof io->in);
     for (int j = 0; j < n->n_in; j++)
         io->in[j] = n->in[j] ? &x->vt[n->in[j]->id] : NULL;
     for (int j = 0; j < n->n_out; j++)
@@ -230,7 +270,7 @@ static qr_status node_infer(const qr_node *n, node_io *io, qr_error *e)
         memset(io->out[j], 0, sizeof *io->out[j]);
         io->out[j]->data = keep;
     }
-    qr_status st = n->def->infer(&io->k);
+    qr_status st = qr_op_infer(&io->k);
     if (st != QR_OK)
         return st;
     for (int j = 0; j < n->n_out; j++)
@@ -260,6 +300,28 @@ static int inplace_ok(const qr_exec *x, const qr_node *n, int ni)
             return 0;
     const qr_tensor *a = &x->vt[in->id], *b = &x->vt[out->id];
     return a->dtype == b->dtype && qr_tensor_same_shape(a, b);
+}
+
+/* A planned arena block: offset, size, and the value living there. */
+typedef struct block {
+    size_t off, size;
+    int value;
+} block;
+
+/* Index of the live block at offset off (live[] is sorted by offset), or -1. */
+static int find_block(const block *b, int n, size_t off)
+{
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (b[mid].off == off)
+            return mid;
+        if (b[mid].off < off)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
 }
 
 static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
@@ -310,13 +372,21 @@ static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
         node_io_free(n, &io);
     }
     if (!x->dynamic) {
-        /* First-fit interval allocation over the node sequence. */
-        typedef struct block { size_t off, size; int value; } block;
+        /* First-fit interval allocation over the node sequence. live[] holds the
+         * blocks alive now, sorted by offset; a block is found by binary search
+         * and released when its value's last reader ran. Values alive to the end
+         * (graph outputs) are stacked in a region of their own after the reused
+         * one, so live[] stays as small as what dies: no pass is quadratic in
+         * the number of outputs. */
         block *live = calloc((size_t)x->nv + 1, sizeof *live);
-        if (!live)
-            return qr_errorf(e, "out of memory");
-        int nlive = 0;
-        size_t top = 0, sum = 0;
+        int *perm = calloc((size_t)x->nv + 1, sizeof *perm);
+        if (!live || !perm) {
+            free(live);
+            free(perm);
+            return qr_errorf(e, "out of memory planning %d values", x->nv);
+        }
+        int nlive = 0, nperm = 0;
+        size_t top = 0, sum = 0, perm_top = 0;
         for (int ni = 0; ni < x->nn; ni++) {
             const qr_node *n = g->nodes[ni];
             for (int j = 0; j < n->n_out; j++) {
@@ -325,39 +395,60 @@ static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
                     continue;
                 size_t size = align_up(qr_tensor_nbytes(&x->vt[v->id])), off = 0;
                 int at = 0;
-                if (j == 0 && inplace_ok(x, n, ni)) {
+                if (size > budget(x)) {
+                    free(live);
+                    free(perm);
+                    return over_budget(x, v, &x->vt[v->id], size, e);
+                }
+                if (j == 0 && inplace_ok(x, n, ni) && (at = find_block(live, nlive, x->offset[n->in[0]->id])) >= 0) {
                     /* Output 0 takes over input 0's block, which dies here. */
-                    for (at = 0; live[at].value != n->in[0]->id; at++)
-                        ;
                     live[at].value = v->id;
                     x->offset[v->id] = live[at].off;
                     sum += size;
                     continue;
                 }
-                for (; at < nlive; at++) {
-                    if (live[at].off >= off + size)
-                        break;
-                    off = live[at].off + live[at].size;
-                }
-                memmove(live + at + 1, live + at, sizeof *live * (size_t)(nlive - at));
-                live[at] = (block){off, size, v->id};
-                nlive++;
-                x->offset[v->id] = off;
-                sum += size;
-                if (off + size > top)
-                    top = off + size;
-            }
-            /* Release what dies here, including outputs nobody reads. */
-            for (int at = 0; at < nlive;) {
-                int id = live[at].value;
-                if (x->last_use[id] <= ni) {
-                    memmove(live + at, live + at + 1, sizeof *live * (size_t)(nlive - at - 1));
-                    nlive--;
+                if (x->last_use[v->id] >= x->nn) {
+                    x->offset[v->id] = perm_top; /* moved past the reused region below */
+                    perm[nperm++] = v->id;
+                    perm_top += size;
+                    sum += size;
                 } else {
-                    at++;
+                    for (at = 0; at < nlive; at++) {
+                        if (live[at].off >= off + size)
+                            break;
+                        off = live[at].off + live[at].size;
+                    }
+                    memmove(live + at + 1, live + at, sizeof *live * (size_t)(nlive - at));
+                    live[at] = (block){off, size, v->id};
+                    nlive++;
+                    x->offset[v->id] = off;
+                    sum += size;
+                    if (off + size > top)
+                        top = off + size;
                 }
+                if (top + perm_top > budget(x) || top + perm_top < top) {
+                    /* Checked before the arena exists: the tensor that tips it over is named. */
+                    free(live);
+                    free(perm);
+                    return over_budget(x, v, &x->vt[v->id], top + perm_top, e);
+                }
+            }
+            /* Release what dies here: inputs read for the last time, outputs nobody reads. */
+            for (int j = 0; j < n->n_in + n->n_out; j++) {
+                const qr_value *v = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+                if (!v || x->kind[v->id] != V_RUNTIME || (j < n->n_in ? x->last_use[v->id] != ni : x->last_use[v->id] > ni))
+                    continue;
+                int at = find_block(live, nlive, x->offset[v->id]);
+                if (at < 0 || live[at].value != v->id)
+                    continue; /* released already (read twice by this node), or in the end region */
+                memmove(live + at, live + at + 1, sizeof *live * (size_t)(nlive - at - 1));
+                nlive--;
             }
         }
+        for (int k = 0; k < nperm; k++)
+            x->offset[perm[k]] += top;
+        top += perm_top;
+        free(perm);
         free(live);
         x->arena_size = top;
         x->arena = aligned_alloc(EXEC_ALIGN, align_up(top));
@@ -429,6 +520,11 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
             st = qr_errorf(e, "shape inference needs data that is not available");
         for (int j = 0; j < n->n_out && st == QR_OK; j++) {
             if (!n->out[j] || x->dynamic) {
+                size_t need = live + qr_tensor_nbytes(io.out[j]);
+                if (need > budget(x) || need < live) {
+                    st = over_budget(x, n->out[j] ? n->out[j] : NULL, io.out[j], need, e);
+                    break;
+                }
                 st = qr_tensor_alloc(io.out[j], e);
                 if (n->out[j])
                     live += qr_tensor_nbytes(io.out[j]);

@@ -25,6 +25,10 @@ typedef struct qr_exec_opts {
     qr_observer_fn observer;
     void *observer_user;
     void *kernel_user; /* handed to every kernel as qr_kctx.user */
+    /* Memory budget in bytes for the tensors a run allocates (the arena, or the
+     * live tensors of a dynamic run), checked at planning before anything is
+     * allocated; 0: the process default (qr_exec_default_max_memory). */
+    size_t max_memory;
 } qr_exec_opts;
 
 typedef struct qr_exec_stats {
@@ -41,6 +45,12 @@ void qr_exec_free(qr_exec *x);
  * graph output, filled with malloc'd data the caller frees (qr_tensor_free). */
 qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, qr_error *e);
 void qr_exec_get_stats(const qr_exec *x, qr_exec_stats *s);
+
+/* The budget used when qr_exec_opts.max_memory is 0: the value set by
+ * qr_exec_set_default_max_memory (the CLI's --max-memory), else half the
+ * machine's physical memory. */
+size_t qr_exec_default_max_memory(void);
+void qr_exec_set_default_max_memory(size_t bytes);
 
 /* Checks that t fits the declared type of graph input v (dtype, rank, fixed
  * dims); symbolic dims named alike must agree across inputs (checked by run). */

@@ -1,6 +1,7 @@
 #include "fileio.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -39,6 +40,52 @@ qr_status qr_read_file(const char *path, size_t max, unsigned char **data, size_
     return QR_OK;
 }
 
+/* Temporary files being written, for the signal handler. A slot is claimed
+ * before the file exists and cleared before its name is freed; the handler
+ * only reads slots and calls unlink (async-signal-safe). */
+#define TMP_SLOTS 64
+static char *volatile tmp_slots[TMP_SLOTS];
+
+static void tmp_register(char *tmp)
+{
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (!tmp_slots[i] && __sync_bool_compare_and_swap(&tmp_slots[i], NULL, tmp))
+            return;
+    /* All slots taken: that file is only removed by commit or abort. */
+}
+
+static void tmp_unregister(const char *tmp)
+{
+    for (int i = 0; tmp && i < TMP_SLOTS; i++)
+        if (tmp_slots[i] == tmp)
+            __sync_bool_compare_and_swap(&tmp_slots[i], (char *)tmp, NULL);
+}
+
+static void on_fatal_signal(int sig)
+{
+    for (int i = 0; i < TMP_SLOTS; i++) {
+        char *t = tmp_slots[i];
+        if (t)
+            unlink(t);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void qr_atomic_cleanup_on_signals(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction sa, old;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_fatal_signal;
+        sigemptyset(&sa.sa_mask);
+        /* A signal the caller ignores (nohup) stays ignored. */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 qr_status qr_atomic_open(qr_atomic_file *a, const char *path, qr_error *e)
 {
     memset(a, 0, sizeof *a);
@@ -47,12 +94,14 @@ qr_status qr_atomic_open(qr_atomic_file *a, const char *path, qr_error *e)
     a->tmp = malloc(n + 16);
     if (!a->path || !a->tmp) {
         qr_atomic_abort(a);
-        return qr_errorf(e, "out of memory");
+        return qr_errorf(e, "%s: out of memory", path);
     }
     snprintf(a->tmp, n + 16, "%s.tmp.XXXXXX", path);
+    tmp_register(a->tmp);
     int fd = mkstemp(a->tmp);
     if (fd < 0) {
-        qr_status st = qr_errorf(e, "cannot create: %s", strerror(errno));
+        tmp_unregister(a->tmp);
+        qr_status st = qr_errorf(e, "%s: cannot create: %s", path, strerror(errno));
         free(a->tmp);
         a->tmp = NULL;
         qr_atomic_abort(a);
@@ -63,7 +112,7 @@ qr_status qr_atomic_open(qr_atomic_file *a, const char *path, qr_error *e)
     if (!a->f) {
         close(fd);
         qr_atomic_abort(a);
-        return qr_errorf(e, "cannot open: %s", strerror(errno));
+        return qr_errorf(e, "%s: cannot open: %s", path, strerror(errno));
     }
     return QR_OK;
 }
@@ -72,16 +121,17 @@ qr_status qr_atomic_commit(qr_atomic_file *a, qr_error *e)
 {
     qr_status st = QR_OK;
     if (fflush(a->f) != 0 || ferror(a->f) || fsync(fileno(a->f)) != 0)
-        st = qr_errorf(e, "write error: %s", strerror(errno));
+        st = qr_errorf(e, "%s: write error: %s", a->path, strerror(errno));
     if (fclose(a->f) != 0 && st == QR_OK)
-        st = qr_errorf(e, "write error: %s", strerror(errno));
+        st = qr_errorf(e, "%s: write error: %s", a->path, strerror(errno));
     a->f = NULL;
     if (st == QR_OK && rename(a->tmp, a->path) != 0)
-        st = qr_errorf(e, "cannot rename into place: %s", strerror(errno));
+        st = qr_errorf(e, "%s: cannot rename into place: %s", a->path, strerror(errno));
     if (st != QR_OK) {
         qr_atomic_abort(a);
         return st;
     }
+    tmp_unregister(a->tmp);
     free(a->tmp);
     free(a->path);
     a->tmp = a->path = NULL;
@@ -94,6 +144,7 @@ void qr_atomic_abort(qr_atomic_file *a)
         fclose(a->f);
     if (a->tmp)
         unlink(a->tmp);
+    tmp_unregister(a->tmp);
     free(a->tmp);
     free(a->path);
     memset(a, 0, sizeof *a);

@@ -24,6 +24,11 @@ qr_status qr_atomic_open(qr_atomic_file *a, const char *path, qr_error *e);
 qr_status qr_atomic_commit(qr_atomic_file *a, qr_error *e);
 void qr_atomic_abort(qr_atomic_file *a);
 
+/* Installs handlers for SIGINT, SIGTERM, SIGHUP and SIGQUIT that remove the
+ * temporary files of every qr_atomic_file still open, then die of the signal
+ * as before: an interrupted write leaves nothing behind. */
+void qr_atomic_cleanup_on_signals(void);
+
 /* mkdir -p: creates dir and its missing parents. */
 qr_status qr_make_dirs(const char *dir, qr_error *e);
 

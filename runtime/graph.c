@@ -149,23 +149,63 @@ int qr_value_shape_known(const qr_value *v)
     return 1;
 }
 
-/* Kahn's algorithm keyed on original order, so a sorted graph keeps its order. */
+/* Min-heap of node indices: Kahn's algorithm always takes the earliest ready node. */
+static void heap_push(int *h, int *n, int v)
+{
+    int i = (*n)++;
+    while (i > 0 && h[(i - 1) / 2] > v) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = v;
+}
+
+static int heap_pop(int *h, int *n)
+{
+    int top = h[0], v = h[--*n], i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && h[c + 1] < h[c])
+            c++;
+        if (h[c] >= v)
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n)
+        h[i] = v;
+    return top;
+}
+
+/* Kahn's algorithm keyed on original order (a min-heap of ready nodes), so a
+ * sorted graph keeps its order: O((nodes + edges) log nodes) whatever the
+ * order nodes come in (the old repeated sweeps were quadratic on a reversed chain). */
 qr_status qr_graph_toposort(qr_graph *g, qr_error *e)
 {
     int n = g->n_nodes, nv = g->n_values;
     qr_status st = QR_OK;
+    size_t nedges = 0;
+    for (int i = 0; i < n; i++)
+        nedges += (size_t)g->nodes[i]->n_in;
     int *pending = calloc((size_t)n + 1, sizeof *pending);
     int *ready = calloc((size_t)nv + 1, sizeof *ready);
+    int *first = calloc((size_t)nv + 2, sizeof *first); /* readers of value v: users[first[v] .. first[v+1]) */
+    int *users = malloc(sizeof *users * (nedges + 1));
+    int *heap = malloc(sizeof *heap * ((size_t)n + 1));
     qr_node **order = calloc((size_t)n + 1, sizeof *order);
-    if (!pending || !ready || !order) {
-        fprintf(stderr, "qrl: out of memory\n");
-        abort();
+    if (!pending || !ready || !first || !users || !heap || !order) {
+        st = qr_errorf(e, "out of memory sorting %d nodes", n);
+        goto out;
     }
     for (int i = 0; i < nv; i++) {
         qr_value *v = g->values[i];
         ready[i] = v->is_const || v->is_input;
         v->producer = NULL;
     }
+    for (int i = 0; i < n; i++)
+        g->nodes[i]->id = i; /* the index the order below is keyed on */
     for (int i = 0; i < n; i++)
         for (int j = 0; j < g->nodes[i]->n_out; j++)
             if (g->nodes[i]->out[j]) {
@@ -180,63 +220,114 @@ qr_status qr_graph_toposort(qr_graph *g, qr_error *e)
     for (int i = 0; i < nv; i++)
         if (!ready[i] && !g->values[i]->producer)
             ready[i] = -1; /* never produced */
-    int done = 0;
-    char *placed = calloc((size_t)n + 1, 1);
-    if (!placed)
-        abort();
-    /* Repeated sweeps: O(n * depth) in the worst case, one sweep for sorted input. */
-    for (int progress = 1; progress && done < n;) {
-        progress = 0;
-        for (int i = 0; i < n; i++) {
-            if (placed[i])
+    /* Pending inputs per node, and each value's readers (counting sort into users[]). */
+    for (int i = 0; i < n; i++) {
+        qr_node *nd = g->nodes[i];
+        for (int j = 0; j < nd->n_in; j++) {
+            qr_value *v = nd->in[j];
+            if (!v)
                 continue;
-            qr_node *nd = g->nodes[i];
-            int ok = 1;
-            for (int j = 0; j < nd->n_in && ok; j++) {
-                qr_value *v = nd->in[j];
-                if (!v)
-                    continue;
-                if (ready[v->id] < 0) {
-                    st = qr_errorf(e, "node '%s' (%s): input '%s' is not a graph input, initializer or node output",
-                                   nd->name, nd->op, v->name);
-                    free(placed);
-                    goto out;
-                }
-                ok = ready[v->id] > 0;
+            if (ready[v->id] < 0) {
+                st = qr_errorf(e, "node '%s' (%s): input '%s' is not a graph input, initializer or node output",
+                               nd->name, nd->op, v->name);
+                goto out;
             }
-            if (!ok)
+            if (!ready[v->id]) {
+                pending[i]++;
+                first[v->id + 1]++;
+            }
+        }
+    }
+    for (int i = 0; i < nv; i++)
+        first[i + 1] += first[i];
+    int *fill = calloc((size_t)nv + 1, sizeof *fill);
+    if (!fill) {
+        st = qr_errorf(e, "out of memory sorting %d nodes", n);
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        qr_node *nd = g->nodes[i];
+        for (int j = 0; j < nd->n_in; j++)
+            if (nd->in[j] && !ready[nd->in[j]->id])
+                users[first[nd->in[j]->id] + fill[nd->in[j]->id]++] = i;
+    }
+    free(fill);
+    int nh = 0, done = 0;
+    for (int i = 0; i < n; i++)
+        if (!pending[i])
+            heap_push(heap, &nh, i);
+    while (nh) {
+        qr_node *nd = g->nodes[heap_pop(heap, &nh)];
+        order[done++] = nd;
+        for (int j = 0; j < nd->n_out; j++) {
+            qr_value *o = nd->out[j];
+            if (!o)
                 continue;
-            placed[i] = 1;
-            order[done++] = nd;
-            for (int j = 0; j < nd->n_out; j++)
-                if (nd->out[j])
-                    ready[nd->out[j]->id] = 1;
-            progress = 1;
+            ready[o->id] = 1;
+            for (int u = first[o->id]; u < first[o->id + 1]; u++)
+                if (--pending[users[u]] == 0)
+                    heap_push(heap, &nh, users[u]);
         }
     }
     if (done < n) {
         for (int i = 0; i < n; i++)
-            if (!placed[i]) {
+            if (pending[i]) {
                 st = qr_errorf(e, "node '%s' (%s): the graph has a cycle through this node",
                                g->nodes[i]->name, g->nodes[i]->op);
                 break;
             }
-        free(placed);
         goto out;
     }
-    free(placed);
     for (int i = 0; i < g->n_outputs; i++)
         if (ready[g->outputs[i]->id] <= 0) {
             st = qr_errorf(e, "graph output '%s' is not produced by any node", g->outputs[i]->name);
             goto out;
         }
-    for (int i = 0; i < n; i++) {
-        g->nodes[i] = order[i];
-        order[i]->id = i;
+    /* The order the sweeps of the original algorithm gave (and tests' golden
+     * dumps hold): sweep after sweep over the nodes in index order, each
+     * placing every node whose inputs are ready. Node i lands in sweep
+     * p(i) = max(0, p(j) for producers j < i, p(j) + 1 for producers j > i);
+     * computed in the topological order found above, then nodes are ordered by
+     * (sweep, index) with a counting sort: linear. */
+    int *sweep = pending; /* all zero again: reused */
+    int *count = calloc((size_t)n + 2, sizeof *count);
+    qr_node **sorted = calloc((size_t)n + 1, sizeof *sorted);
+    if (!count || !sorted) {
+        free(count);
+        free(sorted);
+        st = qr_errorf(e, "out of memory sorting %d nodes", n);
+        goto out;
     }
+    for (int k = 0; k < n; k++) {
+        qr_node *nd = order[k];
+        int p = 0;
+        for (int j = 0; j < nd->n_in; j++) {
+            qr_node *pr = nd->in[j] ? nd->in[j]->producer : NULL;
+            if (pr) {
+                int q = sweep[pr->id] + (pr->id > nd->id);
+                if (q > p)
+                    p = q;
+            }
+        }
+        sweep[nd->id] = p;
+        count[p + 1]++;
+    }
+    for (int k = 0; k < n; k++)
+        count[k + 1] += count[k];
+    for (int i = 0; i < n; i++)
+        sorted[count[sweep[i]]++] = g->nodes[i];
+    for (int i = 0; i < n; i++) {
+        g->nodes[i] = sorted[i];
+        sorted[i]->id = i;
+    }
+    free(count);
+    free(sorted);
 out:
     free(pending);
     free(ready);
+    free(first);
+    free(users);
+    free(heap);
     free(order);
     return st;
 }

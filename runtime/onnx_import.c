@@ -1,9 +1,13 @@
 #include "onnx_import.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "onnx.pb-c.h"
@@ -21,8 +25,10 @@ typedef struct importer {
 
 /* ---- tensors ---- */
 
-static qr_status read_external(importer *im, const Onnx__TensorProto *tp, const char *what,
-                               void *dst, size_t nbytes)
+/* Reads external data into t (allocated here, after the file is known to hold
+ * the bytes: a tensor's declared size is never allocated on trust). */
+static qr_status read_external(importer *im, const Onnx__TensorProto *tp, const char *what, qr_tensor *t,
+                               size_t nbytes)
 {
     const char *loc = NULL;
     long long off = 0, len = -1;
@@ -34,8 +40,9 @@ static qr_status read_external(importer *im, const Onnx__TensorProto *tp, const 
         if (strcmp(k, "location") == 0) {
             loc = v;
         } else if (strcmp(k, "offset") == 0 || strcmp(k, "length") == 0) {
+            errno = 0;
             long long x = strtoll(v, &end, 10);
-            if (*end || x < 0)
+            if (!*v || *end || x < 0 || errno == ERANGE)
                 return qr_errorf(im->e, "%s: %s: external data %s '%s' is not a non-negative integer",
                                  im->path, what, k, v);
             *(k[0] == 'o' ? &off : &len) = x;
@@ -48,9 +55,10 @@ static qr_status read_external(importer *im, const Onnx__TensorProto *tp, const 
     size_t n = strlen(im->dir) + strlen(loc) + 2;
     char *full = malloc(n), *real = NULL;
     if (!full)
-        return qr_errorf(im->e, "out of memory");
+        return qr_errorf(im->e, "%s: %s: out of memory", im->path, what);
     snprintf(full, n, "%s/%s", im->dir, loc);
     qr_status st = QR_OK;
+    int fd = -1;
     real = realpath(full, NULL);
     if (!real) {
         st = qr_errorf(im->e, "%s: %s: external data file '%s' not found", im->path, what, loc);
@@ -67,16 +75,41 @@ static qr_status read_external(importer *im, const Onnx__TensorProto *tp, const 
                        im->path, what, len, nbytes);
         goto out;
     }
-    FILE *f = fopen(real, "rb");
-    if (!f) {
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below. */
+    fd = open(real, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
         st = qr_errorf(im->e, "%s: %s: cannot open external data file '%s'", im->path, what, loc);
         goto out;
     }
-    if (fseek(f, (long)off, SEEK_SET) != 0 || fread(dst, 1, nbytes, f) != nbytes)
-        st = qr_errorf(im->e, "%s: %s: external data file '%s' is too short (need %zu bytes at offset %lld)",
-                       im->path, what, loc, nbytes, off);
-    fclose(f);
+    if (!S_ISREG(sb.st_mode)) {
+        st = qr_errorf(im->e, "%s: %s: external data location '%s' is not a regular file", im->path, what, loc);
+        goto out;
+    }
+    if ((unsigned long long)off > (unsigned long long)sb.st_size ||
+        (unsigned long long)sb.st_size - (unsigned long long)off < nbytes) {
+        st = qr_errorf(im->e, "%s: %s: external data file '%s' is too short (need %zu bytes at offset %lld, it has %lld)",
+                       im->path, what, loc, nbytes, off, (long long)sb.st_size);
+        goto out;
+    }
+    qr_error sub;
+    if (qr_tensor_alloc(t, &sub) != QR_OK) {
+        st = qr_errorf(im->e, "%s: %s: %s", im->path, what, sub.msg);
+        goto out;
+    }
+    for (size_t got = 0; got < nbytes;) {
+        ssize_t k = pread(fd, (char *)t->data + got, nbytes - got, (off_t)(off + (long long)got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            st = qr_errorf(im->e, "%s: %s: cannot read external data file '%s'", im->path, what, loc);
+            break;
+        }
+        got += (size_t)k;
+    }
 out:
+    if (fd >= 0)
+        close(fd);
     free(full);
     free(real);
     return st;
@@ -100,18 +133,15 @@ static qr_status tensor_from_proto(importer *im, const Onnx__TensorProto *tp, co
         return qr_errorf(im->e, "%s: %s: %s", im->path, what, sub.msg);
     int64_t n = qr_tensor_numel(t);
     size_t nbytes = qr_tensor_nbytes(t);
-    if (qr_tensor_alloc(t, &sub) != QR_OK)
-        return qr_errorf(im->e, "%s: %s: %s", im->path, what, sub.msg);
-    qr_status st = QR_OK;
+    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return read_external(im, tp, what, t, nbytes);
+    /* The data's length is checked before the declared shape is allocated: a
+     * few bytes of model must not be able to ask for gigabytes. */
     size_t have;
-    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-        st = read_external(im, tp, what, t->data, nbytes);
-    } else if (tp->has_raw_data) {
+    if (tp->has_raw_data) {
         if (tp->raw_data.len != nbytes)
-            st = qr_errorf(im->e, "%s: %s: raw_data has %zu bytes, expected %zu for %s", im->path, what,
-                           tp->raw_data.len, nbytes, qr_dtype_name(dt));
-        else if (nbytes)
-            memcpy(t->data, tp->raw_data.data, nbytes); /* little-endian host, as ONNX stores it */
+            return qr_errorf(im->e, "%s: %s: raw_data has %zu bytes, expected %zu for %s", im->path, what,
+                             tp->raw_data.len, nbytes, qr_dtype_name(dt));
     } else {
         switch (dt) {
         case QR_F32: have = tp->n_float_data; break;
@@ -120,20 +150,26 @@ static qr_status tensor_from_proto(importer *im, const Onnx__TensorProto *tp, co
         case QR_U32: case QR_U64: have = tp->n_uint64_data; break;
         default: have = tp->n_int32_data; break;
         }
-        if (have != (size_t)n) {
-            st = qr_errorf(im->e, "%s: %s: has %zu values, expected %lld for its shape", im->path, what, have,
-                           (long long)n);
-        } else {
-            for (int64_t i = 0; i < n; i++) {
-                switch (dt) {
-                case QR_F32: ((float *)t->data)[i] = tp->float_data[i]; break;
-                case QR_F64: ((double *)t->data)[i] = tp->double_data[i]; break;
-                case QR_I64: ((int64_t *)t->data)[i] = tp->int64_data[i]; break;
-                case QR_U32: ((uint32_t *)t->data)[i] = (uint32_t)tp->uint64_data[i]; break;
-                case QR_U64: ((uint64_t *)t->data)[i] = tp->uint64_data[i]; break;
-                case QR_F16: ((uint16_t *)t->data)[i] = (uint16_t)tp->int32_data[i]; break;
-                default: qr_set_i64(t->data, dt, i, tp->int32_data[i]); break;
-                }
+        if (have != (size_t)n)
+            return qr_errorf(im->e, "%s: %s: has %zu values, expected %lld for its shape", im->path, what, have,
+                             (long long)n);
+    }
+    if (qr_tensor_alloc(t, &sub) != QR_OK)
+        return qr_errorf(im->e, "%s: %s: %s", im->path, what, sub.msg);
+    qr_status st = QR_OK;
+    if (tp->has_raw_data) {
+        if (nbytes)
+            memcpy(t->data, tp->raw_data.data, nbytes); /* little-endian host, as ONNX stores it */
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            switch (dt) {
+            case QR_F32: ((float *)t->data)[i] = tp->float_data[i]; break;
+            case QR_F64: ((double *)t->data)[i] = tp->double_data[i]; break;
+            case QR_I64: ((int64_t *)t->data)[i] = tp->int64_data[i]; break;
+            case QR_U32: ((uint32_t *)t->data)[i] = (uint32_t)tp->uint64_data[i]; break;
+            case QR_U64: ((uint64_t *)t->data)[i] = tp->uint64_data[i]; break;
+            case QR_F16: ((uint16_t *)t->data)[i] = (uint16_t)tp->int32_data[i]; break;
+            default: qr_set_i64(t->data, dt, i, tp->int32_data[i]); break;
             }
         }
     }
@@ -188,6 +224,16 @@ static qr_status read_type(importer *im, const Onnx__ValueInfoProto *vi, qr_valu
             v->dim_param[i] = qr_arena_strdup(&im->g->arena, d->dim_param);
         }
     }
+    /* Declared shapes feed shape inference as they are: the same limits as a
+     * tensor's, with unknown dims left out (a huge dim next to a 0 would
+     * otherwise pass as an empty tensor and overflow every product of dims). */
+    qr_tensor known = v->t;
+    for (int i = 0; i < known.ndim; i++)
+        if (known.dims[i] <= 0)
+            known.dims[i] = 1;
+    qr_error sub;
+    if (qr_tensor_check_shape(&known, &sub) != QR_OK)
+        return qr_errorf(im->e, "%s: %s '%s': %s", im->path, what, vi->name, sub.msg);
     return QR_OK;
 }
 
@@ -321,6 +367,11 @@ static qr_value *value_for(importer *im, const char *name)
     return v ? v : qr_graph_new_value(im->g, name);
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static qr_status import_node(importer *im, const Onnx__NodeProto *np, size_t index, int opset_of_domain)
 {
     char autoname[64];
@@ -358,6 +409,9 @@ static qr_status import_node(importer *im, const Onnx__NodeProto *np, size_t ind
     n->opset = opset_of_domain;
     for (size_t i = 0; i < nin; i++)
         n->in[i] = np->input[i][0] ? value_for(im, np->input[i]) : NULL;
+    qr_error sub;
+    if (qr_op_check_present(n, &sub) != QR_OK)
+        return qr_errorf(im->e, "%s: node '%s' (%s): %s", im->path, name, op, sub.msg);
     for (size_t i = 0; i < nout; i++) {
         if (!np->output[i][0])
             continue;
@@ -375,11 +429,22 @@ static qr_status import_node(importer *im, const Onnx__NodeProto *np, size_t ind
             return QR_ERR;
         if (check_attr(im, n, &n->attr[i]) != QR_OK)
             return QR_ERR;
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(n->attr[i].name, n->attr[j].name) == 0)
-                return qr_errorf(im->e, "%s: node '%s' (%s): attribute '%s' is given twice", im->path, name, op,
-                                 n->attr[i].name);
     }
+    /* Duplicates by sorting names: a node with very many attributes must not cost n^2. */
+    const char **names = malloc(sizeof *names * (np->n_attribute + 1));
+    if (!names)
+        return qr_errorf(im->e, "%s: node '%s' (%s): out of memory", im->path, name, op);
+    for (size_t i = 0; i < np->n_attribute; i++)
+        names[i] = n->attr[i].name;
+    qsort(names, np->n_attribute, sizeof *names, cmp_str);
+    for (size_t i = 1; i < np->n_attribute; i++)
+        if (strcmp(names[i], names[i - 1]) == 0) {
+            qr_status st = qr_errorf(im->e, "%s: node '%s' (%s): attribute '%s' is given twice", im->path, name, op,
+                                     names[i]);
+            free(names);
+            return st;
+        }
+    free(names);
     return QR_OK;
 }
 
@@ -403,14 +468,17 @@ static qr_status check_legacy_broadcast(importer *im, const qr_node *n)
     return QR_OK;
 }
 
-static int opset_for(const Onnx__ModelProto *m, const char *domain)
+/* The opset version a model imports for a domain; -1 when it imports none.
+ * Versions are int64 in the protobuf: anything beyond int range is kept as
+ * INT_MAX (refused as unsupported), never truncated (2^32+13 is not 13). */
+static int64_t opset_for(const Onnx__ModelProto *m, const char *domain)
 {
     for (size_t i = 0; i < m->n_opset_import; i++) {
         const char *d = m->opset_import[i]->domain ? m->opset_import[i]->domain : "";
         if (strcmp(d, "ai.onnx") == 0)
             d = "";
         if (strcmp(d, domain) == 0)
-            return (int)m->opset_import[i]->version;
+            return m->opset_import[i]->version;
     }
     return -1;
 }
@@ -431,12 +499,13 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
     qr_graph *g = im->g;
     if (!gp)
         return qr_errorf(im->e, "%s: the model has no graph", im->path);
-    int opset = opset_for(m, "");
-    if (opset < 0)
-        opset = m->n_opset_import ? -1 : QR_OPSET_MIN;
-    if (opset < 1 || opset > QR_OPSET_MAX)
-        return qr_errorf(im->e, "%s: opset_import: default-domain opset %d is not supported (%d to %d)", im->path,
-                         opset, QR_OPSET_MIN, QR_OPSET_MAX);
+    int64_t opset64 = opset_for(m, "");
+    if (opset64 < 0)
+        opset64 = m->n_opset_import ? -1 : QR_OPSET_MIN;
+    if (opset64 < 1 || opset64 > QR_OPSET_MAX)
+        return qr_errorf(im->e, "%s: opset_import: default-domain opset %lld is not supported (%d to %d)", im->path,
+                         (long long)opset64, QR_OPSET_MIN, QR_OPSET_MAX);
+    int opset = (int)opset64;
     /* Below QR_OPSET_MIN only ops whose schema never changed since opset 1 are taken. */
     for (size_t i = 0; opset < QR_OPSET_MIN && i < gp->n_node; i++) {
         const char *op = gp->node[i]->op_type ? gp->node[i]->op_type : "";
@@ -499,7 +568,11 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *np = gp->node[i];
         const char *dom = np->domain && strcmp(np->domain, "ai.onnx") ? np->domain : "";
-        if (import_node(im, np, i, *dom ? opset_for(m, dom) : opset) != QR_OK)
+        int64_t v = *dom ? opset_for(m, dom) : opset;
+        if (v > INT_MAX)
+            return qr_errorf(im->e, "%s: opset_import: opset %lld of domain '%s' is not supported", im->path,
+                             (long long)v, dom);
+        if (import_node(im, np, i, (int)v) != QR_OK)
             return QR_ERR;
     }
     for (size_t i = 0; i < gp->n_value_info; i++) {
@@ -532,10 +605,30 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
     return QR_OK;
 }
 
+/* protobuf-c returns NULL both for malformed data and when an allocation
+ * fails; this allocator tells the two apart, so out of memory is reported as such. */
+static void *pb_alloc(void *data, size_t size)
+{
+    void *p = malloc(size);
+    if (!p)
+        *(int *)data = 1;
+    return p;
+}
+
+static void pb_free(void *data, void *p)
+{
+    (void)data;
+    free(p);
+}
+
 qr_status qr_onnx_load_buffer(const void *data, size_t len, const char *path, qr_graph **out, qr_error *e)
 {
     *out = NULL;
-    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, data);
+    int oom = 0;
+    ProtobufCAllocator pa = {.alloc = pb_alloc, .free = pb_free, .allocator_data = &oom};
+    Onnx__ModelProto *m = onnx__model_proto__unpack(&pa, len, data);
+    if (!m && oom)
+        return qr_errorf(e, "%s: out of memory reading the model (%zu bytes)", path, len);
     if (!m)
         return qr_errorf(e, "%s: not a valid ONNX model (the protobuf data is malformed or truncated)", path);
     importer im = {.path = path, .e = e};
@@ -545,7 +638,7 @@ qr_status qr_onnx_load_buffer(const void *data, size_t len, const char *path, qr
         im.realdir = strdup(im.dir);
     im.g = qr_graph_new();
     qr_status st = import_graph(&im, m);
-    onnx__model_proto__free_unpacked(m, NULL);
+    onnx__model_proto__free_unpacked(m, &pa);
     free(im.dir);
     free(im.realdir);
     if (st != QR_OK) {

@@ -1,5 +1,7 @@
 #include "op.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/ops_common.h"
@@ -43,4 +45,173 @@ int qr_op_list(const qr_op_def *const **defs)
     op_init();
     *defs = op_all;
     return op_count;
+}
+
+/* ---- input declarations (qr_op_def.ins) ---- */
+
+typedef struct in_spec {
+    char name[32];
+    int optional;
+    const char *types; /* NULL: any */
+    int ntypes;
+    int rmin, rmax;    /* -1: unchecked */
+} in_spec;
+
+/* Reads token number i of ins (the last one repeats when it ends in "..."); 0 when there is none. */
+static int spec_at(const char *ins, int i, in_spec *sp)
+{
+    memset(sp, 0, sizeof *sp);
+    sp->rmin = sp->rmax = -1;
+    if (!ins)
+        return 0;
+    const char *s = ins, *tok = NULL;
+    size_t len = 0;
+    for (int k = 0;; k++) {
+        while (*s == ' ')
+            s++;
+        if (!*s)
+            break;
+        const char *end = strchr(s, ' ');
+        if (!end)
+            end = s + strlen(s);
+        tok = s;
+        len = (size_t)(end - s);
+        s = end;
+        if (k == i)
+            goto found;
+    }
+    /* Past the last token: only a variadic last token applies. */
+    if (!tok || len < 3 || strncmp(tok + len - 3, "...", 3) != 0)
+        return 0;
+found:
+    if (len >= 3 && strncmp(tok + len - 3, "...", 3) == 0)
+        len -= 3;
+    size_t k = 0;
+    while (k < len && tok[k] != '?' && tok[k] != ':' && k + 1 < sizeof sp->name) {
+        sp->name[k] = tok[k];
+        k++;
+    }
+    sp->name[k] = 0;
+    while (k < len && tok[k] != '?' && tok[k] != ':')
+        k++;
+    if (k < len && tok[k] == '?') {
+        sp->optional = 1;
+        k++;
+    }
+    if (k < len && tok[k] == ':') {
+        k++;
+        sp->types = tok + k;
+        while (k < len && !(tok[k] >= '0' && tok[k] <= '9'))
+            k++, sp->ntypes++;
+        if (k < len) {
+            sp->rmin = sp->rmax = (int)strtol(tok + k, NULL, 10);
+            while (k < len && tok[k] >= '0' && tok[k] <= '9')
+                k++;
+            if (k < len && tok[k] == '+')
+                sp->rmax = 1 << 20;
+            else if (k < len && tok[k] == '-')
+                sp->rmax = (int)strtol(tok + k + 1, NULL, 10);
+        }
+    }
+    return 1;
+}
+
+static int type_ok(qr_dtype t, char c)
+{
+    switch (c) {
+    case 'f': return qr_dtype_is_float(t);
+    case 'i': return qr_dtype_is_int(t);
+    case 'x': return t == QR_I32 || t == QR_I64;
+    case 'q': return t == QR_U8 || t == QR_I8;
+    case 'b': return t == QR_BOOL;
+    default: return 1;
+    }
+}
+
+static const char *type_words(char c)
+{
+    switch (c) {
+    case 'f': return "a float type";
+    case 'i': return "an integer type";
+    case 'x': return "int32 or int64";
+    case 'q': return "uint8 or int8";
+    case 'b': return "bool";
+    default: return "any type";
+    }
+}
+
+/* "input 1 ('W')" for messages. */
+static const char *in_label(int i, const in_spec *sp, char *buf, size_t n)
+{
+    if (sp->name[0])
+        snprintf(buf, n, "input %d ('%s')", i, sp->name);
+    else
+        snprintf(buf, n, "input %d", i);
+    return buf;
+}
+
+/* Input i is left out: an error unless the op declares it optional. */
+static qr_status check_absent(const qr_op_def *d, int i, qr_error *e)
+{
+    in_spec sp;
+    int have = spec_at(d->ins, i, &sp);
+    if (i < d->min_in || (have && !sp.optional)) {
+        char lab[64];
+        return qr_errorf(e, "%s is required but left out (\"\")", in_label(i, &sp, lab, sizeof lab));
+    }
+    return QR_OK;
+}
+
+qr_status qr_op_check_present(const qr_node *n, qr_error *e)
+{
+    for (int i = 0; n->def && i < n->n_in; i++)
+        if (!n->in[i] && check_absent(n->def, i, e) != QR_OK)
+            return QR_ERR;
+    return QR_OK;
+}
+
+qr_status qr_op_check_inputs(const qr_kctx *k)
+{
+    const qr_op_def *d = k->node->def;
+    if (!d)
+        return QR_OK;
+    for (int i = 0; i < k->n_in; i++) {
+        const qr_tensor *t = k->in[i];
+        in_spec sp;
+        if (!t && check_absent(d, i, k->err) != QR_OK)
+            return QR_ERR;
+        if (!t || !spec_at(d->ins, i, &sp))
+            continue;
+        char lab[64];
+        if (sp.types && sp.ntypes && sp.types[0] != '*') {
+            int ok = 0;
+            for (int c = 0; c < sp.ntypes && !ok; c++)
+                ok = type_ok(t->dtype, sp.types[c]);
+            if (!ok) {
+                char want[160] = "";
+                for (int c = 0; c < sp.ntypes; c++)
+                    snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s", c ? " or " : "",
+                             type_words(sp.types[c]));
+                return QR_KERR(k, "%s has type %s, expected %s", in_label(i, &sp, lab, sizeof lab),
+                               qr_dtype_name(t->dtype), want);
+            }
+        }
+        if (sp.rmin >= 0 && t->ndim >= 0 && (t->ndim < sp.rmin || t->ndim > sp.rmax)) {
+            if (sp.rmax == sp.rmin)
+                return QR_KERR(k, "%s has rank %d, expected %d", in_label(i, &sp, lab, sizeof lab), t->ndim, sp.rmin);
+            if (sp.rmax >= 1 << 20)
+                return QR_KERR(k, "%s has rank %d, expected %d or more", in_label(i, &sp, lab, sizeof lab), t->ndim,
+                               sp.rmin);
+            return QR_KERR(k, "%s has rank %d, expected %d to %d", in_label(i, &sp, lab, sizeof lab), t->ndim,
+                           sp.rmin, sp.rmax);
+        }
+    }
+    return QR_OK;
+}
+
+qr_status qr_op_infer(qr_kctx *k)
+{
+    if (qr_op_check_inputs(k) != QR_OK)
+        return QR_ERR;
+    return k->node->def->infer(k);
 }

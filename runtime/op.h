@@ -26,6 +26,10 @@ typedef struct qr_kctx {
 
 typedef qr_status (*qr_op_fn)(qr_kctx *k);
 
+/* Op rows are positional and their trailing fields are optional (zero when
+ * left out, as C guarantees): rows written before a field existed stay valid. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 typedef struct qr_op_def {
     const char *name;
     const char *domain; /* "" = ai.onnx */
@@ -38,7 +42,24 @@ typedef struct qr_op_def {
     /* Output 0 may share input 0's buffer when both have the same type and
      * shape: the kernel reads each element before writing the same index. */
     int inplace;
+    /* The inputs, checked in one place (qr_op_check_inputs) before infer ever
+     * sees them, so no kernel has to guard against an input that is absent or
+     * of the wrong kind. Space separated, one token per input position:
+     *     name[?][:TYPES][RANK]
+     * `?` marks an input that may be left out (""); any other input the node
+     * lists must be present. TYPES is any of f (float types), i (integers), x
+     * (int32/int64 indices), q (uint8/int8), b (bool), * (any); RANK is "4",
+     * "1-2" or "3+". A last token ending in "..." repeats for every further
+     * input. NULL: the first min_in inputs are required, nothing else checked. */
+    const char *ins;
 } qr_op_def;
+
+/* Checks a node's inputs against its op's `ins`: presence only (graph load,
+ * before types are known), or presence, types and ranks (before infer). */
+qr_status qr_op_check_present(const qr_node *n, qr_error *e);
+qr_status qr_op_check_inputs(const qr_kctx *k);
+/* qr_op_check_inputs, then the op's infer: what every caller of infer uses. */
+qr_status qr_op_infer(qr_kctx *k);
 
 /* NULL when the op is unknown. */
 const qr_op_def *qr_op_find(const char *domain, const char *name);

@@ -14,39 +14,74 @@ static int is_op(const qr_node *n, const char *op)
     return !n->dead && !n->domain[0] && strcmp(n->op, op) == 0;
 }
 
+/* Readers of each value among live nodes (counted once: the passes below used to
+ * count them per node, which is quadratic on long chains). */
+static int *count_uses(const qr_graph *g)
+{
+    int *uses = calloc((size_t)g->n_values + 1, sizeof *uses);
+    for (int i = 0; uses && i < g->n_nodes; i++)
+        for (int j = 0; !g->nodes[i]->dead && j < g->nodes[i]->n_in; j++)
+            if (g->nodes[i]->in[j])
+                uses[g->nodes[i]->in[j]->id]++;
+    return uses;
+}
+
+static qr_value *resolve(qr_value **fwd, qr_value *v)
+{
+    while (v && fwd[v->id])
+        v = fwd[v->id];
+    return v;
+}
+
+/* Removes Identity and inference-mode Dropout in one pass: each removed node's
+ * output is forwarded to its input (fwd), and every use is rewritten once at the end. */
 qr_status qr_pass_remove_identity(qr_graph *g, qr_error *e)
 {
-    (void)e;
+    int *uses = count_uses(g);
+    qr_value **fwd = calloc((size_t)g->n_values + 1, sizeof *fwd);
+    if (!uses || !fwd) {
+        free(uses);
+        free(fwd);
+        return qr_errorf(e, "out of memory removing Identity nodes");
+    }
     for (int i = 0; i < g->n_nodes; i++) {
         qr_node *n = g->nodes[i];
         if (!is_op(n, "Identity") && !is_op(n, "Dropout"))
             continue;
         if (is_op(n, "Dropout")) {
-            if (n->n_out > 1 && n->out[1] && (n->out[1]->is_output || qr_graph_use_count(g, n->out[1])))
+            if (n->n_out > 1 && n->out[1] && (n->out[1]->is_output || uses[n->out[1]->id]))
                 continue; /* the mask is used */
             if (qr_attr_i(n, "is_test", 1) == 0 && n->opset < 7)
                 continue;
-            qr_value *tm = qr_node_input(n, 2);
+            qr_value *tm = resolve(fwd, qr_node_input(n, 2));
             if (tm && (!tm->is_const || ((uint8_t *)tm->t.data)[0]))
                 continue; /* training mode: not an identity */
         }
-        qr_value *in = n->in[0], *out = n->out[0];
+        qr_value *in = resolve(fwd, n->in[0]), *out = n->out[0];
         if (!in || !out)
             continue;
         if (!out->is_output) {
-            qr_graph_replace_uses(g, out, in);
+            fwd[out->id] = in;
+            uses[in->id] += uses[out->id] - 1;
             n->dead = 1;
-        } else if (in->producer && !in->is_output && !in->is_input && !in->is_const &&
-                   qr_graph_use_count(g, in) == 1) {
+        } else if (in->producer && !in->is_output && !in->is_input && !in->is_const && uses[in->id] == 1) {
             /* Keep the output's name: the producer of `in` writes `out` directly. */
             qr_node *p = in->producer;
             for (int j = 0; j < p->n_out; j++)
                 if (p->out[j] == in)
                     p->out[j] = out;
             out->producer = p;
+            uses[in->id] = 0;
             n->dead = 1;
         }
     }
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = 0; j < g->nodes[i]->n_in; j++)
+            g->nodes[i]->in[j] = resolve(fwd, g->nodes[i]->in[j]);
+    for (int i = 0; i < g->n_outputs; i++)
+        g->outputs[i] = resolve(fwd, g->outputs[i]);
+    free(uses);
+    free(fwd);
     return QR_OK;
 }
 
@@ -61,7 +96,7 @@ qr_status qr_pass_infer_and_fold(qr_graph *g, qr_error *e)
         qr_node *n = g->nodes[i];
         if (n->dead || !n->def || n->n_in > 64 || n->n_out > 16)
             continue;
-        const qr_tensor *in[64];
+        const qr_tensor *in[64] = {0};
         qr_tensor out[16] = {{0}};
         qr_tensor *outp[16];
         int shapes = 1, consts = 1;
@@ -80,7 +115,7 @@ qr_status qr_pass_infer_and_fold(qr_graph *g, qr_error *e)
         for (int j = 0; j < n->n_out; j++)
             outp[j] = &out[j];
         qr_kctx k = {.node = n, .opset = n->opset, .n_in = n->n_in, .n_out = n->n_out, .in = in, .out = outp, .err = e};
-        qr_status st = n->def->infer(&k);
+        qr_status st = qr_op_infer(&k);
         if (st == QR_NEED_DATA)
             continue;
         if (st != QR_OK) {
@@ -253,20 +288,24 @@ static void fold_into_gemm(qr_graph *g, qr_node *gemm, qr_node *bn)
 
 qr_status qr_pass_fold_batchnorm(qr_graph *g, qr_error *e)
 {
-    (void)e;
+    /* Counted once: a fold changes no use count of another BatchNormalization's input. */
+    int nv = g->n_values, *uses = count_uses(g);
+    if (!uses)
+        return qr_errorf(e, "out of memory folding BatchNormalization");
     for (int i = 0; i < g->n_nodes; i++) {
         qr_node *bn = g->nodes[i];
         if (!is_op(bn, "BatchNormalization") || !bn->in[0] || !bn->out[0])
             continue;
         qr_value *x = bn->in[0];
         qr_node *p = x->producer;
-        if (!p || p->dead || x->is_output || qr_graph_use_count(g, x) != 1 || p->n_out != 1)
+        if (!p || p->dead || x->is_output || x->id >= nv || uses[x->id] != 1 || p->n_out != 1)
             continue;
         if (is_op(p, "Conv") && p->n_in >= 2)
             fold_into_conv(g, p, bn);
         else if (is_op(p, "Gemm") && p->n_in >= 2 && x->t.ndim == 2)
             fold_into_gemm(g, p, bn);
     }
+    free(uses);
     return QR_OK;
 }
 
@@ -300,7 +339,7 @@ static void sym_run(const qr_graph *g, qr_tensor *vt, int64_t base)
         qr_node *n = g->nodes[i];
         if (n->dead || !n->def || n->n_in > 64 || n->n_out > 16)
             continue;
-        const qr_tensor *in[64];
+        const qr_tensor *in[64] = {0};
         qr_tensor *outp[16];
         int ok = 1, data = 1;
         for (int j = 0; j < n->n_in; j++) {
@@ -320,7 +359,7 @@ static void sym_run(const qr_graph *g, qr_tensor *vt, int64_t base)
         }
         qr_error e = {{0}};
         qr_kctx k = {.node = n, .opset = n->opset, .n_in = n->n_in, .n_out = n->n_out, .in = in, .out = outp, .err = &e};
-        if (n->def->infer(&k) != QR_OK) {
+        if (qr_op_infer(&k) != QR_OK) {
             for (int j = 0; j < n->n_out; j++)
                 outp[j]->ndim = -1;
             continue;
@@ -424,8 +463,13 @@ void qr_pass_annotate_qdq(qr_graph *g)
         int64_t cnt = qr_tensor_numel(sc);
         if (cnt < 1 || cnt > (1 << 20) || (zp && qr_tensor_numel(zp) != cnt))
             continue;
+        /* Integer storage of at most 32 bits (the range below is computed in 64): a model
+         * may declare any type here, and 1 << 63 is undefined. */
+        qr_dtype st = zp ? zp->dtype : dq && n->in[0] ? n->in[0]->t.dtype : QR_U8;
+        if (!qr_dtype_is_int(st) || qr_dtype_size(st) > 4 || !qr_dtype_is_float(sc->dtype))
+            continue;
         qr_qinfo *qi = qr_arena_alloc(&g->arena, sizeof *qi);
-        qi->dtype = zp ? zp->dtype : dq ? n->in[0]->t.dtype : QR_U8;
+        qi->dtype = st;
         qi->axis = cnt > 1 ? (int)qr_attr_i(n, "axis", 1) : -1;
         qi->n = (int)cnt;
         qi->scale = qr_arena_alloc(&g->arena, sizeof(float) * (size_t)cnt);

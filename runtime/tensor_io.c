@@ -9,23 +9,60 @@
 
 #define NPY_MAX_BYTES ((size_t)16 << 30)
 
-/* Finds 'key': in a numpy header dict and returns a pointer just past the colon. */
+/* Finds key in a numpy header dict ("{'descr': '<f4', 'fortran_order': False,
+ * 'shape': (2, 3), }") and returns a pointer to its value. The dict is walked
+ * key by key, so a key-like text inside a string value (a decoy such as
+ * 'descr': "'shape': (1,)") is never taken for a key. NULL when the key is
+ * missing, given twice, or the dict is malformed. */
 static const char *dict_value(const char *h, const char *key)
 {
-    char pat[32];
-    snprintf(pat, sizeof pat, "'%s'", key);
-    const char *p = strstr(h, pat);
-    if (!p)
-        return NULL;
-    p += strlen(pat);
+    const char *p = h, *found = NULL;
+    size_t kl = strlen(key);
     while (*p == ' ')
         p++;
-    if (*p != ':')
+    if (*p++ != '{')
         return NULL;
-    p++;
-    while (*p == ' ')
-        p++;
-    return p;
+    for (;;) {
+        while (*p == ' ' || *p == ',' || *p == '\n')
+            p++;
+        if (*p == '}')
+            return found;
+        char q = *p++;
+        if (q != '\'' && q != '"')
+            return NULL;
+        const char *k = p, *kend = strchr(p, q);
+        if (!kend)
+            return NULL;
+        p = kend + 1;
+        while (*p == ' ')
+            p++;
+        if (*p++ != ':')
+            return NULL;
+        while (*p == ' ')
+            p++;
+        if ((size_t)(kend - k) == kl && strncmp(k, key, kl) == 0) {
+            if (found)
+                return NULL;
+            found = p;
+        }
+        /* Skip the value: a quoted string, a parenthesized tuple, or a bare word. */
+        if (*p == '\'' || *p == '"') {
+            const char *end = strchr(p + 1, *p);
+            if (!end)
+                return NULL;
+            p = end + 1;
+        } else if (*p == '(') {
+            const char *end = strchr(p, ')');
+            if (!end)
+                return NULL;
+            p = end + 1;
+        } else {
+            while (*p && *p != ',' && *p != '}')
+                p++;
+        }
+        if (!*p)
+            return NULL;
+    }
 }
 
 qr_status qr_npy_parse(const unsigned char *buf, size_t len, const char *path, qr_tensor *t, qr_error *e)
@@ -179,10 +216,8 @@ qr_status qr_npy_write(const char *path, const qr_tensor *t, qr_error *e)
     hdr[8] = (unsigned char)(hl & 0xff);
     hdr[9] = (unsigned char)(hl >> 8);
     qr_atomic_file a;
-    if (qr_atomic_open(&a, path, e) != QR_OK) {
-        qr_error_prefix(e, "%s", path);
-        return QR_ERR;
-    }
+    if (qr_atomic_open(&a, path, e) != QR_OK)
+        return QR_ERR; /* the message names the path */
     fwrite(hdr, 1, 10, a.f);
     fwrite(dict, 1, (size_t)n, a.f);
     for (size_t i = 0; i < pad; i++)
@@ -190,11 +225,7 @@ qr_status qr_npy_write(const char *path, const qr_tensor *t, qr_error *e)
     fputc('\n', a.f);
     if (qr_tensor_nbytes(t))
         fwrite(t->data, 1, qr_tensor_nbytes(t), a.f);
-    if (qr_atomic_commit(&a, e) != QR_OK) {
-        qr_error_prefix(e, "%s", path);
-        return QR_ERR;
-    }
-    return QR_OK;
+    return qr_atomic_commit(&a, e);
 }
 
 qr_status qr_tensor_read_file(const char *path, qr_tensor *t, qr_error *e)

@@ -65,6 +65,54 @@ def main(out):
     shp = numpy_helper.from_array(np.array([1 << 40, 1 << 30, 1, 3], np.int64), "shape")
     save(relu_model([helper.make_node("Expand", ["x", "shape"], ["y"], name="expand")], inits=[shp]),
          os.path.join(out, "absurd_shape.onnx"), check=False)
+    # QRL-G: an absent input ("") in a required position (Conv's weights, with a bias after it).
+    b = numpy_helper.from_array(np.zeros(4, np.float32), "b")
+    save(relu_model([helper.make_node("Conv", ["x4", "", "b"], ["y"], name="conv")],
+                    inputs=[helper.make_tensor_value_info("x4", TensorProto.FLOAT, [1, 1, 4, 4])], inits=[b]),
+         os.path.join(out, "blank_required.onnx"), check=False)
+    # A tiny model declaring an 8 GiB initializer with no data: refused before allocating.
+    huge = TensorProto()
+    huge.name, huge.data_type = "w", TensorProto.FLOAT
+    huge.dims.extend([1 << 29, 4])
+    save(relu_model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], inits=[huge]),
+         os.path.join(out, "huge_declared.onnx"), check=False)
+    # opset 2^32 + 13: not opset 13.
+    save(relu_model([helper.make_node("Relu", ["x"], ["y"], name="relu")], opset=(1 << 32) + 13),
+         os.path.join(out, "opset_huge.onnx"), check=False)
+    # An empty string attribute (protobuf-c gives it no data pointer).
+    pads = numpy_helper.from_array(np.zeros(4, np.int64), "pads")
+    save(relu_model([helper.make_node("Pad", ["x", "pads"], ["y"], name="pad", mode="")], inits=[pads]),
+         os.path.join(out, "empty_attr.onnx"), check=False)
+    # A QDQ pair with an int64 zero point: no 64-bit quantization range (1 << 63) is computed.
+    zp = numpy_helper.from_array(np.array(0, np.int64), "zp")
+    sc = numpy_helper.from_array(np.array(0.5, np.float32), "sc")
+    save(relu_model([helper.make_node("QuantizeLinear", ["x", "sc", "zp"], ["q"], name="q"),
+                     helper.make_node("DequantizeLinear", ["q", "sc", "zp"], ["y"], name="dq")], inits=[sc, zp]),
+         os.path.join(out, "qdq_int64.onnx"), check=False)
+    # Expand to 1.5 GiB: fine for the tensor limit, over a small --max-memory.
+    shp = numpy_helper.from_array(np.array([1 << 14, 1 << 12, 2, 3], np.int64), "shape")
+    save(relu_model([helper.make_node("Expand", ["x", "shape"], ["y"], name="expand")], inits=[shp],
+                    outputs=[helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]),
+         os.path.join(out, "big_expand.onnx"), check=False)
+    # Outputs whose names sanitize to the same file, and one too long for a file name.
+    long_name = "o" * 300
+    save(relu_model([helper.make_node("Relu", ["x"], ["a/b"], name="r1"),
+                     helper.make_node("Relu", ["x"], ["a_b"], name="r2"),
+                     helper.make_node("Relu", ["x"], [long_name], name="r3")],
+                    outputs=[helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3])
+                             for n in ("a/b", "a_b", long_name)]),
+         os.path.join(out, "odd_names.onnx"), check=False)
+    # External data at a FIFO: refused, never waited on.
+    fifo = os.path.join(out, "ext", "fifo")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    t = numpy_helper.from_array(np.zeros((2, 3), np.float32), "w")
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    e = t.external_data.add()
+    e.key, e.value = "location", "fifo"
+    save(relu_model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], inits=[t]),
+         os.path.join(out, "ext", "ext_fifo.onnx"), check=False)
     np.save(os.path.join(out, "x.npy"), np.arange(6, dtype=np.float32).reshape(2, 3) - 3)
     np.save(os.path.join(out, "x_wrong_shape.npy"), np.zeros((3, 2), np.float32))
     np.save(os.path.join(out, "x_f64.npy"), np.zeros((2, 3), np.float64))

@@ -23,6 +23,10 @@ static int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
 
 /* An ints attribute with one value per spatial axis (n values), each >= min;
  * absent or empty means every value is def. */
+/* Bound on kernel sizes, strides, dilations and pads: far beyond any real model,
+ * small enough that the geometry below cannot overflow int64. */
+#define GEOM_MAX ((int64_t)1 << 24)
+
 static qr_status axis_ints(qr_kctx *k, const char *name, int n, int64_t def, int64_t min, int64_t *v)
 {
     const int64_t *a;
@@ -39,6 +43,9 @@ static qr_status axis_ints(qr_kctx *k, const char *name, int n, int64_t def, int
         if (a[i] < min)
             return QR_KERR(k, "attribute '%s' value %lld must be at least %lld", name, (long long)a[i],
                            (long long)min);
+        if (a[i] > GEOM_MAX)
+            return QR_KERR(k, "attribute '%s' value %lld is too large (at most %lld)", name, (long long)a[i],
+                           (long long)GEOM_MAX);
         v[i] = a[i];
     }
     return QR_OK;
@@ -83,8 +90,8 @@ static qr_status transpose_geom(qr_kctx *k, const qr_tensor *x, int mode, const 
              * to the end for SAME_UPPER and to the beginning otherwise. A
              * negative total extends the output with bias-only positions. */
             out = nos > 0 ? os[i] : in * s;
-            if (out < 0)
-                return QR_KERR(k, "output_shape value %lld is negative", (long long)out);
+            if (out < 0 || out > ((int64_t)1 << 40))
+                return QR_KERR(k, "output_shape value %lld is negative or too large", (long long)out);
             int64_t total = full - out;
             if (mode == PAD_SAME_UPPER) {
                 pb = floor_div(total, 2);
@@ -122,8 +129,9 @@ qr_status qr_conv_geom_init(qr_kctx *k, const qr_tensor *x, const int64_t *wkern
         if (nk != r)
             return QR_KERR(k, "attribute 'kernel_shape' has %d values, expected %d (one per spatial axis)", nk, r);
         for (int i = 0; i < r; i++) {
-            if (ks[i] < 1)
-                return QR_KERR(k, "kernel_shape value %lld must be positive", (long long)ks[i]);
+            if (ks[i] < 1 || ks[i] > GEOM_MAX)
+                return QR_KERR(k, "kernel_shape value %lld must be from 1 to %lld", (long long)ks[i],
+                               (long long)GEOM_MAX);
             if (wkernel && wkernel[i] != ks[i])
                 return QR_KERR(k, "kernel_shape[%d] = %lld differs from the weights' spatial size %lld", i,
                                (long long)ks[i], (long long)wkernel[i]);
@@ -131,8 +139,9 @@ qr_status qr_conv_geom_init(qr_kctx *k, const qr_tensor *x, const int64_t *wkern
         }
     } else if (wkernel) {
         for (int i = 0; i < r; i++) {
-            if (wkernel[i] < 1)
-                return QR_KERR(k, "the weights' spatial size %lld must be positive", (long long)wkernel[i]);
+            if (wkernel[i] < 1 || wkernel[i] > GEOM_MAX)
+                return QR_KERR(k, "the weights' spatial size %lld must be from 1 to %lld", (long long)wkernel[i],
+                               (long long)GEOM_MAX);
             g->kernel[i] = wkernel[i];
         }
     } else {
@@ -148,7 +157,8 @@ qr_status qr_conv_geom_init(qr_kctx *k, const qr_tensor *x, const int64_t *wkern
         memset(pads, 0, sizeof pads);
     g->kernel_n = 1;
     for (int i = 0; i < r; i++)
-        g->kernel_n *= g->kernel[i];
+        if (__builtin_mul_overflow(g->kernel_n, g->kernel[i], &g->kernel_n) || g->kernel_n > QR_MAX_TENSOR_BYTES)
+            return QR_KERR(k, "the window (kernel_shape) is too large");
 
     if (kind == QR_WIN_TRANSPOSE) {
         if (transpose_geom(k, x, mode, pads, g) != QR_OK)
@@ -185,10 +195,11 @@ qr_status qr_conv_geom_init(qr_kctx *k, const qr_tensor *x, const int64_t *wkern
         }
     }
     g->big_n = g->small_n = 1;
-    for (int i = 0; i < r; i++) {
-        g->big_n *= g->big[i];
-        g->small_n *= g->small[i];
-    }
+    for (int i = 0; i < r; i++)
+        if (g->big[i] < 0 || g->small[i] < 0 || __builtin_mul_overflow(g->big_n, g->big[i], &g->big_n) ||
+            __builtin_mul_overflow(g->small_n, g->small[i], &g->small_n) || g->big_n > QR_MAX_TENSOR_BYTES ||
+            g->small_n > QR_MAX_TENSOR_BYTES)
+            return QR_KERR(k, "the spatial output size is too large");
     return QR_OK;
 }
 
@@ -835,17 +846,17 @@ static qr_status unpool_run(qr_kctx *k)
 #define CONV_ATTRS "auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints"
 
 const qr_op_def qr_ops_conv[] = {
-    {"Conv", "", 2, 3, 1, 1, CONV_ATTRS, conv_infer, conv_run, 0},
+    {"Conv", "", 2, 3, 1, 1, CONV_ATTRS, conv_infer, conv_run, 0, .ins = "X:f3+ W:f3+ B?:f1"},
     {"ConvTranspose", "", 2, 3, 1, 1, CONV_ATTRS " output_padding:ints output_shape:ints", conv_tr_infer,
-     conv_tr_run, 0},
+     conv_tr_run, 0, .ins = "X:f3+ W:f3+ B?:f1"},
     {"MaxPool", "", 1, 1, 1, 2,
      "auto_pad:s ceil_mode:i dilations:ints kernel_shape:ints pads:ints storage_order:i strides:ints",
-     maxpool_infer, maxpool_run, 0},
+     maxpool_infer, maxpool_run, 0, .ins = "X:3+"},
     {"AveragePool", "", 1, 1, 1, 1,
      "auto_pad:s ceil_mode:i count_include_pad:i dilations:ints kernel_shape:ints pads:ints strides:ints",
-     avgpool_infer, avgpool_run, 0},
-    {"GlobalAveragePool", "", 1, 1, 1, 1, "", global_infer, gap_run, 0},
-    {"GlobalMaxPool", "", 1, 1, 1, 1, "", global_infer, gmp_run, 0},
-    {"MaxUnpool", "", 2, 3, 1, 1, "kernel_shape:ints pads:ints strides:ints", unpool_infer, unpool_run, 0},
+     avgpool_infer, avgpool_run, 0, .ins = "X:3+"},
+    {"GlobalAveragePool", "", 1, 1, 1, 1, "", global_infer, gap_run, 0, .ins = "X:3+"},
+    {"GlobalMaxPool", "", 1, 1, 1, 1, "", global_infer, gmp_run, 0, .ins = "X:3+"},
+    {"MaxUnpool", "", 2, 3, 1, 1, "kernel_shape:ints pads:ints strides:ints", unpool_infer, unpool_run, 0, .ins = "X:3+ I:x output_shape?:x1"},
     {0},
 };

@@ -740,7 +740,7 @@ static qr_status cast_infer(qr_kctx *k)
     if (need_input(k, 0) != QR_OK)
         return QR_ERR;
     int64_t code = qr_attr_i(k->node, "to", -1);
-    qr_dtype to = qr_dtype_from_onnx((int)code);
+    qr_dtype to = code > 0 && code <= INT32_MAX ? qr_dtype_from_onnx((int)code) : QR_UNDEF; /* no narrowing */
     if (to == QR_UNDEF || to == QR_STRING)
         return QR_KERR(k, "cast to ONNX type %lld is not supported", (long long)code);
     return cast_to(k, to);
@@ -833,7 +833,7 @@ static qr_status dropout_run(qr_kctx *k)
 
 #define UNARY(name, attrs) {name, "", 1, 1, 1, 1, attrs, unary_infer, unary_run, 1}
 #define BINARY(name, attrs) {name, "", 2, 2, 1, 1, attrs, nary_infer, nary_run, 1}
-#define VARIADIC(name) {name, "", 1, 64, 1, 1, "", nary_infer, nary_run, 0}
+#define VARIADIC(name) {name, "", 1, 64, 1, 1, "", nary_infer, nary_run, 0, .ins = "data..."}
 
 const qr_op_def qr_ops_elementwise[] = {
     UNARY("Neg", ""),
@@ -881,8 +881,8 @@ const qr_op_def qr_ops_elementwise[] = {
     BINARY("Mul", "broadcast:i axis:i"),
     BINARY("Div", "broadcast:i axis:i"),
     BINARY("Pow", "broadcast:i axis:i"),
-    {"Mod", "", 2, 2, 1, 1, "fmod:i", mod_infer, nary_run, 0},
-    {"BitShift", "", 2, 2, 1, 1, "direction:s", bitshift_infer, nary_run, 0},
+    {"Mod", "", 2, 2, 1, 1, "fmod:i", mod_infer, nary_run, 0, .ins = "A B"},
+    {"BitShift", "", 2, 2, 1, 1, "direction:s", bitshift_infer, nary_run, 0, .ins = "X:i Y:i"},
     BINARY("Equal", "broadcast:i axis:i"),
     BINARY("Less", "broadcast:i axis:i"),
     BINARY("Greater", "broadcast:i axis:i"),
@@ -895,12 +895,12 @@ const qr_op_def qr_ops_elementwise[] = {
     VARIADIC("Min"),
     VARIADIC("Sum"),
     VARIADIC("Mean"),
-    {"PRelu", "", 2, 2, 1, 1, "", prelu_infer, prelu_run, 1},
-    {"Where", "", 3, 3, 1, 1, "", where_infer, where_run, 0},
-    {"Clip", "", 1, 3, 1, 1, "min:f max:f", clip_infer, clip_run, 1},
+    {"PRelu", "", 2, 2, 1, 1, "", prelu_infer, prelu_run, 1, .ins = "X slope"},
+    {"Where", "", 3, 3, 1, 1, "", where_infer, where_run, 0, .ins = "condition:b X Y"},
+    {"Clip", "", 1, 3, 1, 1, "min:f max:f", clip_infer, clip_run, 1, .ins = "input min?:0-1 max?:0-1"},
     {"Cast", "", 1, 1, 1, 1, "to:i saturate:i", cast_infer, cast_run, 0},
-    {"CastLike", "", 2, 2, 1, 1, "saturate:i", castlike_infer, cast_run, 0},
+    {"CastLike", "", 2, 2, 1, 1, "saturate:i", castlike_infer, cast_run, 0, .ins = "input target_type"},
     {"Identity", "", 1, 1, 1, 1, "", identity_infer, identity_run, 0},
-    {"Dropout", "", 1, 3, 1, 2, "ratio:f is_test:i seed:i", dropout_infer, dropout_run, 0},
+    {"Dropout", "", 1, 3, 1, 2, "ratio:f is_test:i seed:i", dropout_infer, dropout_run, 0, .ins = "data ratio?:0 training_mode?:b0"},
     {0},
 };

@@ -83,8 +83,8 @@ static qr_status q_layout(qr_kctx *k, const qr_tensor *x, const qr_tensor *scale
         return QR_KERR(k, "the zero point has %lld values but the scale %lld; they must have the same shape",
                        (long long)qr_tensor_numel(zp), (long long)ns);
     int64_t block = qr_attr_i(k->node, "block_size", 0);
-    if (block < 0)
-        return QR_KERR(k, "block_size %lld must not be negative", (long long)block);
+    if (block < 0 || block > QR_MAX_TENSOR_BYTES)
+        return QR_KERR(k, "block_size %lld must be from 0 to %lld", (long long)block, (long long)QR_MAX_TENSOR_BYTES);
     if (block == 0 && ns == 1) {
         L->mode = LAYOUT_TENSOR;
         L->outer = L->axis_len = 1;
@@ -157,7 +157,8 @@ static qr_status quantize_out_type(qr_kctx *k, qr_dtype *t)
 {
     const qr_tensor *zp = k->n_in > 2 ? k->in[2] : NULL;
     int64_t od = qr_attr_i(k->node, "output_dtype", 0);
-    qr_dtype want = od ? qr_dtype_from_onnx((int)od) : QR_UNDEF;
+    /* Range-checked before narrowing: 2^32 + 2 is not uint8. */
+    qr_dtype want = od > 0 && od <= INT32_MAX ? qr_dtype_from_onnx((int)od) : QR_UNDEF;
     if (od && want == QR_UNDEF)
         return QR_KERR(k, "output_dtype %lld is not a supported quantized type (float8 and int4 are not supported)",
                        (long long)od);
@@ -239,7 +240,7 @@ static qr_status dequantize_infer(qr_kctx *k)
     qr_dtype t = scale->dtype;
     int64_t od = qr_attr_i(k->node, "output_dtype", 0); /* opset 23; harmless before */
     if (od) {
-        t = qr_dtype_from_onnx((int)od);
+        t = od > 0 && od <= INT32_MAX ? qr_dtype_from_onnx((int)od) : QR_UNDEF;
         if (!qr_dtype_is_float(t))
             return QR_KERR(k, "output_dtype %lld is not a supported float type", (long long)od);
     }
@@ -862,12 +863,12 @@ static qr_status qlconv_run(qr_kctx *k)
 #define CONV_ATTRS "auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints"
 
 const qr_op_def qr_ops_quant[] = {
-    {"QuantizeLinear", "", 2, 3, 1, 1, "axis:i block_size:i output_dtype:i saturate:i", quantize_infer, quantize_run, 0},
-    {"DequantizeLinear", "", 2, 3, 1, 1, "axis:i block_size:i output_dtype:i", dequantize_infer, dequantize_run, 0},
-    {"DynamicQuantizeLinear", "", 1, 1, 1, 3, "", dynquant_infer, dynquant_run, 0},
-    {"MatMulInteger", "", 2, 4, 1, 1, "", matmulint_infer, matmulint_run, 0},
-    {"QLinearMatMul", "", 8, 8, 1, 1, "", qlmatmul_infer, qlmatmul_run, 0},
-    {"ConvInteger", "", 2, 4, 1, 1, CONV_ATTRS, convint_infer, convint_run, 0},
-    {"QLinearConv", "", 8, 9, 1, 1, CONV_ATTRS, qlconv_infer, qlconv_run, 0},
+    {"QuantizeLinear", "", 2, 3, 1, 1, "axis:i block_size:i output_dtype:i saturate:i", quantize_infer, quantize_run, 0, .ins = "x y_scale y_zero_point?"},
+    {"DequantizeLinear", "", 2, 3, 1, 1, "axis:i block_size:i output_dtype:i", dequantize_infer, dequantize_run, 0, .ins = "x x_scale x_zero_point?"},
+    {"DynamicQuantizeLinear", "", 1, 1, 1, 3, "", dynquant_infer, dynquant_run, 0, .ins = "x:f"},
+    {"MatMulInteger", "", 2, 4, 1, 1, "", matmulint_infer, matmulint_run, 0, .ins = "A:q1+ B:q1+ a_zero_point?:q b_zero_point?:q"},
+    {"QLinearMatMul", "", 8, 8, 1, 1, "", qlmatmul_infer, qlmatmul_run, 0, .ins = "a:q1+ a_scale:f a_zero_point:q b:q1+ b_scale:f b_zero_point:q y_scale:f y_zero_point:q"},
+    {"ConvInteger", "", 2, 4, 1, 1, CONV_ATTRS, convint_infer, convint_run, 0, .ins = "x:q3+ w:q3+ x_zero_point?:q w_zero_point?:q"},
+    {"QLinearConv", "", 8, 9, 1, 1, CONV_ATTRS, qlconv_infer, qlconv_run, 0, .ins = "x:q3+ x_scale:f x_zero_point:q w:q3+ w_scale:f w_zero_point:q y_scale:f y_zero_point:q B?:x1"},
     {0},
 };

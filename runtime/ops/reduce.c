@@ -351,7 +351,7 @@ static qr_status argmax_run(qr_kctx *k) { return arg_run(k, 1); }
 static qr_status argmin_run(qr_kctx *k) { return arg_run(k, 0); }
 
 #define REDUCE_ROW(NAME, FN) \
-    {NAME, "", 1, 2, 1, 1, "axes:ints keepdims:i noop_with_empty_axes:i", FN##_infer, FN##_run, 0}
+    {NAME, "", 1, 2, 1, 1, "axes:ints keepdims:i noop_with_empty_axes:i", FN##_infer, FN##_run, 0, .ins = "data axes?:x0-1"}
 
 const qr_op_def qr_ops_reduce[] = {
     REDUCE_ROW("ReduceSum", rsum),

@@ -171,3 +171,105 @@ Test(bad_input, bit_flipped_models, .timeout = 300)
     }
     cr_log_info("%d of 60 bit-flipped models were refused", failed);
 }
+
+/* ---- QRL-G: hostile models and output paths ---- */
+
+Test(bad_input, absent_required_input)
+{
+    expect_error("blank_required.onnx", "", "node 'conv' (Conv)", "input 1 ('W') is required but left out");
+}
+
+Test(bad_input, declared_size_checked_before_allocating)
+{
+    /* 91 bytes declaring 8 GiB: refused on its data length; under a 1 GiB address-space
+     * limit an allocation of the declared size would fail differently. */
+    char cmd[2048], *log;
+#if defined(__SANITIZE_ADDRESS__)
+    const char *limit = ""; /* ASan reserves terabytes of address space: no ulimit -v */
+#else
+    const char *limit = "ulimit -v 1000000; ";
+#endif
+    snprintf(cmd, sizeof cmd, "%s%s run %s/huge_declared.onnx -o %s", limit, tu_qrl(), dir, out);
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 1, "%s", log);
+    cr_assert(strstr(log, "initializer 'w': has 0 values, expected 2147483648"), "%s", log);
+    free(log);
+}
+
+Test(bad_input, opset_beyond_int_range)
+{
+    expect_error("opset_huge.onnx", "", "opset_huge.onnx: opset_import", "opset 4294967309 is not supported");
+}
+
+Test(bad_input, empty_string_attribute) { expect_error("empty_attr.onnx", "", "node 'pad' (Pad)", "mode ''"); }
+
+Test(bad_input, int64_zero_point) { expect_error("qdq_int64.onnx", "", "qdq_int64.onnx", "i64"); }
+
+Test(bad_input, external_data_fifo, .timeout = 20)
+{
+    expect_error("ext/ext_fifo.onnx", "", "initializer 'w'", "'fifo' is not a regular file");
+}
+
+Test(bad_input, memory_budget_names_the_tensor)
+{
+    char args[600];
+    snprintf(args, sizeof args, "-i %s/x.npy --max-memory 64M", dir);
+    expect_error("big_expand.onnx", args, "tensor 'y' (f32[16384,4096,2,3], 1610612736 bytes)",
+                 "over the budget of 67108864 bytes (--max-memory)");
+}
+
+Test(bad_input, empty_output_dir_is_an_error)
+{
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd, "cd %s && %s run good.onnx -i x.npy -o ''", dir, tu_qrl());
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 2, "%s", log);
+    cr_assert(strstr(log, "-o needs a directory"), "%s", log);
+    free(log);
+}
+
+Test(bad_input, colliding_and_long_output_names)
+{
+    char cmd[2048], *log, od[600];
+    snprintf(od, sizeof od, "%s/names", dir);
+    snprintf(cmd, sizeof cmd, "%s run %s/odd_names.onnx -i %s/x.npy -o %s", tu_qrl(), dir, dir, od);
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 0, "%s", log);
+    cr_assert_eq(tu_count_files(od), 3, "colliding names overwrote each other: %s", log);
+    cr_assert(strstr(log, "a/b: f32[2,3] -> ") && strstr(log, "/a_b.npy"), "%s", log);
+    cr_assert(strstr(log, "a_b: f32[2,3] -> ") && strstr(log, "/a_b-"), "%s", log);
+    /* the 300-character name: shortened with a hash, reported */
+    const char *p = strstr(log, "-> "), *last = NULL;
+    while (p) {
+        last = p;
+        p = strstr(p + 1, "-> ");
+    }
+    cr_assert(last);
+    const char *slash = strrchr(last, '/');
+    cr_assert(slash && strlen(slash + 1) < 250 && strstr(slash, ".npy"), "%s", last);
+    free(log);
+}
+
+/* A failed quantize removes only what it created: an empty directory given as
+ * --qparams stays, and the error names it. */
+Test(bad_input, quantize_failure_keeps_existing_paths, .timeout = 300)
+{
+    char cmd[4096], *log, qdir[600], outp[600];
+    snprintf(qdir, sizeof qdir, "%s/qdir", dir);
+    snprintf(outp, sizeof outp, "%s/q.onnx", dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", qdir);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s quantize %s/good.onnx --recipe %s/recipes/int8.qrl --calib %s/x.npy -o %s --qparams %s",
+             tu_qrl(), dir, tu_root(), dir, outp, qdir);
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 1, "%s", log);
+    cr_assert(strstr(log, qdir), "the error names no path: %s", log);
+    cr_assert(tu_file_exists(qdir), "the existing directory was deleted");
+    cr_assert(!tu_file_exists(outp), "the model written by the failed run is left behind");
+    free(log);
+    snprintf(cmd, sizeof cmd, "%s quantize %s/good.onnx --recipe %s/recipes/int8.qrl --calib %s/x.npy -o ''", tu_qrl(),
+             dir, tu_root(), dir);
+    rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 2, "%s", log);
+    free(log);
+}

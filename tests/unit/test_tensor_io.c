@@ -2,7 +2,10 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "tensor_io.h"
@@ -133,4 +136,50 @@ Test(tensor_io, atomic_write_leaves_nothing_on_failure)
     cr_assert(strstr(e.msg, "missing-folder/out.npy"), "%s", e.msg);
     cr_assert_eq(tu_count_files(dir), 0);
     qr_tensor_free(&t);
+}
+
+/* Keys are read from the dict's structure: a key-like text inside a string
+ * value is not a key (it fooled a strstr-based reader into the wrong shape). */
+Test(tensor_io, header_decoy_key_in_a_string)
+{
+    size_t len;
+    const char *b = with_len("{'note': \"'shape': (100,), 'fortran_order': True\", 'descr': '<f4', "
+                             "'fortran_order': False, 'shape': (1,), }\n", 4, &len);
+    qr_tensor t;
+    qr_error e;
+    cr_assert_eq(qr_npy_parse((const unsigned char *)b, len, "x.npy", &t, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(t.ndim, 1);
+    cr_assert_eq(t.dims[0], 1);
+    qr_tensor_free(&t);
+    /* A key given twice is malformed, not "the first one wins". */
+    b = with_len("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'shape': (2,), }\n", 8, &len);
+    const char *m = parse_error(b, len);
+    cr_assert(m && strstr(m, "malformed"), "%s", m);
+}
+
+/* A signal in the middle of a write removes the temporary file (qrl installs
+ * the handler at start): nothing is left behind in the output folder. */
+Test(tensor_io, temp_file_removed_on_sigterm)
+{
+    char *d = tu_tmpdir(), path[600];
+    snprintf(path, sizeof path, "%s/out.npy", d);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        qr_atomic_cleanup_on_signals();
+        qr_atomic_file a;
+        qr_error e;
+        if (qr_atomic_open(&a, path, &e) != QR_OK)
+            _exit(3);
+        fputs("partial", a.f);
+        fflush(a.f);
+        raise(SIGTERM);
+        _exit(4); /* not reached */
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "child status %d", status);
+    cr_assert_eq(tu_count_files(d), 0, "a temporary file was left in %s", d);
+    tu_rmdir(d);
 }
