@@ -56,7 +56,13 @@ qr_node *tu_node(qr_graph *g, const char *op, const char *name, int nin, qr_valu
 
 static qr_attr *new_attr(qr_graph *g, qr_node *n, const char *name, qr_attr_kind k)
 {
+    /* a fresh array one longer (other helpers size it exactly), the new attribute cleared */
+    qr_attr *v = qr_arena_alloc(&g->arena, sizeof *v * (size_t)(n->n_attr + 1));
+    if (n->n_attr)
+        memcpy(v, n->attr, sizeof *v * (size_t)n->n_attr);
+    n->attr = v;
     qr_attr *a = &n->attr[n->n_attr++];
+    memset(a, 0, sizeof *a);
     a->name = qr_arena_strdup(&g->arena, name);
     a->kind = k;
     return a;
