@@ -33,6 +33,8 @@ static const char usage[] =
     "options:\n"
     "  --max-memory SIZE  memory budget for the tensors of a run (run, eval, quantize), e.g. 512M or 4G;\n"
     "                   a model needing more is refused when planned, naming the tensor (default: half the RAM)\n"
+    "  --max-recipe-time SECONDS  how long one call of recipe code (a calibrator, kernel or rule) may\n"
+    "                   run before it stops with an error at its loop (default 60; 0: no limit)\n"
     "  -h, --help       this text\n"
     "  --version        print the version\n";
 
@@ -114,6 +116,20 @@ int main(int argc, char **argv)
         }
         qr_exec_set_default_max_memory(b);
         memmove(argv + i, argv + i + 2, sizeof *argv * (size_t)(argc - i - 1)); /* keeps argv[argc] == NULL */
+        argc -= 2;
+        i--;
+    }
+    for (int i = 1; i < argc; i++) { /* --max-recipe-time too */
+        if (strcmp(argv[i], "--max-recipe-time") != 0)
+            continue;
+        char *end = NULL;
+        double sec = i + 1 < argc ? strtod(argv[i + 1], &end) : -1;
+        if (!end || *end || !(sec >= 0) || sec > 1e9) {
+            fprintf(stderr, "qrl: --max-recipe-time needs a number of seconds (0: no limit)\n(see qrl --help)\n");
+            return 2;
+        }
+        qr_set_recipe_time_limit(sec);
+        memmove(argv + i, argv + i + 2, sizeof *argv * (size_t)(argc - i - 1));
         argc -= 2;
         i--;
     }

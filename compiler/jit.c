@@ -24,7 +24,7 @@
 /* The import table's entries, in qrl_imports order, with their C types:
  * v void, d f64, l i64, p void*, r qrl_rt*, t qrl_tview*, s const char*. */
 enum {
-    IMP_ABI, IMP_TRAP, IMP_EXP, IMP_LOG, IMP_LOG2, IMP_TANH, IMP_ERF, IMP_POW, IMP_TMIN, IMP_TMAX, IMP_TABSMAX,
+    IMP_ABI, IMP_TRAP, IMP_REFUEL, IMP_EXP, IMP_LOG, IMP_LOG2, IMP_TANH, IMP_ERF, IMP_POW, IMP_TMIN, IMP_TMAX, IMP_TABSMAX,
     IMP_TSUM, IMP_TBCAST, IMP_STATE_ALLOC, IMP_HIST_NEW, IMP_HIST_ADD, IMP_HIST_MERGE, IMP_HIST_QUANTILE, IMP_HIST_BIN,
     IMP_HIST_EDGE, IMP_HIST_COUNT, IMP_HIST_LO, IMP_HIST_HI, IMP_HIST_WIDTH, IMP_HIST_BINS, IMP_ADD_FN,
     IMP_ADD_CAL, IMP_ADD_PARAM, IMP_VALUE_RANK, IMP_VALUE_DIM, IMP_VALUE_CONST, IMP_VALUE_PRESENT, IMP_VALUE_SCALAR, IMP_VALUE_OP_IS,
@@ -32,7 +32,7 @@ enum {
     IMP_ADD_AFFINE, IMP_ADD_RECIPE, IMP_ADD_SETTING, IMP_ADD_USE, IMP_COUNT
 };
 static const char *const imp_sig[IMP_COUNT] = {
-    [IMP_ABI] = NULL, [IMP_TRAP] = "vrlsllll", [IMP_EXP] = "dd", [IMP_LOG] = "dd", [IMP_LOG2] = "dd",
+    [IMP_ABI] = NULL, [IMP_TRAP] = "vrlsllll", [IMP_REFUEL] = "vrsll", [IMP_EXP] = "dd", [IMP_LOG] = "dd", [IMP_LOG2] = "dd",
     [IMP_TANH] = "dd", [IMP_ERF] = "dd", [IMP_POW] = "ddd", [IMP_TMIN] = "dt", [IMP_TMAX] = "dt",
     [IMP_TABSMAX] = "dt", [IMP_TSUM] = "dt", [IMP_TBCAST] = "lttl", [IMP_STATE_ALLOC] = "prl", [IMP_HIST_NEW] = "prl",
     [IMP_HIST_ADD] = "vrptl", [IMP_HIST_MERGE] = "vrpp", [IMP_HIST_QUANTILE] = "dpd", [IMP_HIST_BIN] = "dpl",
@@ -56,7 +56,7 @@ typedef struct jit {
     gcc_jit_type *p_array, *p_tview, *p_qtype, *p_qparams, *p_rt, *p_imports;
     gcc_jit_field *f_arr_data, *f_arr_len, *f_tv_data, *f_tv_numel, *f_tv_rank, *f_tv_dims;
     gcc_jit_field *f_qt[7]; /* bits qmin qmax axis is_signed narrow symmetric */
-    gcc_jit_field *f_qp_scale, *f_qp_zero, *f_rt_imp, *f_rt_failed;
+    gcc_jit_field *f_qp_scale, *f_qp_zero, *f_rt_imp, *f_rt_failed, *f_rt_fuel;
     gcc_jit_field *f_imp[IMP_COUNT];
     gcc_jit_function **fns; /* by item index: fn/kernel functions */
     int naffine;            /* affine rules compiled so far (their function names) */
@@ -198,8 +198,9 @@ static void build_types(jit *j)
     }
     j->t_imports = gcc_jit_struct_as_type(gcc_jit_context_new_struct_type(c, NULL, "qrl_imports", IMP_COUNT, j->f_imp));
     j->p_imports = gcc_jit_type_get_pointer(gcc_jit_type_get_const(j->t_imports));
-    gcc_jit_field *fr[2] = {j->f_rt_imp = field(j, j->p_imports, "imp"), j->f_rt_failed = field(j, j->t_i64, "failed")};
-    gcc_jit_struct_set_fields(rt, NULL, 2, fr);
+    gcc_jit_field *fr[3] = {j->f_rt_imp = field(j, j->p_imports, "imp"), j->f_rt_failed = field(j, j->t_i64, "failed"),
+                            j->f_rt_fuel = field(j, j->t_i64, "fuel")};
+    gcc_jit_struct_set_fields(rt, NULL, 3, fr);
 }
 
 /* ------------------------------------------------------------- helpers */
@@ -320,6 +321,30 @@ static void check(fgen *f, gcc_jit_rvalue *fail, int code, const ql_node *at, gc
                                b ? cast(j, b, j->t_i64) : lng(j, j->t_i64, 0)};
     gcc_jit_block_add_eval(bad, NULL, call_imp(f, IMP_TRAP, 7, args));
     return_default(f, bad);
+    f->b = ok;
+}
+
+static void check_failed(fgen *f);
+
+/* Each loop iteration burns fuel; when it runs out, the runtime looks at the clock (refuel) and
+ * traps past the recipe time limit, at the loop's location. */
+static void burn_fuel(fgen *f, const ql_node *at)
+{
+    jit *j = f->j;
+    gcc_jit_lvalue *fuel = gcc_jit_rvalue_dereference_field(f->rt, NULL, j->f_rt_fuel);
+    gcc_jit_block_add_assignment_op(cur(f), NULL, fuel, GCC_JIT_BINARY_OP_MINUS, lng(j, j->t_i64, 1));
+    gcc_jit_block *empty = new_block(f), *ok = new_block(f);
+    gcc_jit_block_end_with_conditional(cur(f), NULL,
+                                       cmp(j, GCC_JIT_COMPARISON_LT, gcc_jit_lvalue_as_rvalue(fuel), lng(j, j->t_i64, 0)),
+                                       empty, ok);
+    int64_t line, col;
+    loc_of(at, &line, &col);
+    gcc_jit_rvalue *args[4] = {f->rt, gcc_jit_context_new_string_literal(j->c, f->file), lng(j, j->t_i64, (long)line),
+                               lng(j, j->t_i64, (long)col)};
+    f->b = empty;
+    gcc_jit_block_add_eval(empty, NULL, call_imp(f, IMP_REFUEL, 4, args));
+    check_failed(f);
+    gcc_jit_block_end_with_jump(cur(f), NULL, ok);
     f->b = ok;
 }
 
@@ -1172,6 +1197,7 @@ static void stmt(fgen *f, const ql_node *n)
         gcc_jit_block *test = new_block(f), *body = new_block(f), *done = new_block(f);
         gcc_jit_block_end_with_jump(cur(f), NULL, test);
         f->b = test;
+        burn_fuel(f, n);
         gcc_jit_rvalue *c = now(f, expr(f, n->a));
         gcc_jit_block_end_with_conditional(cur(f), NULL, c, body, done);
         f->brk[f->nloops] = done;
@@ -1211,7 +1237,9 @@ static void stmt(fgen *f, const ql_node *n)
             gcc_jit_block_end_with_jump(f->b, NULL, step);
         gcc_jit_block_add_assignment(step, NULL, iv,
                                      bin(j, GCC_JIT_BINARY_OP_PLUS, t, gcc_jit_lvalue_as_rvalue(iv), gcc_jit_context_one(j->c, t)));
-        gcc_jit_block_end_with_jump(step, NULL, test);
+        f->b = step;
+        burn_fuel(f, n);
+        gcc_jit_block_end_with_jump(cur(f), NULL, test);
         f->nloops--;
         f->nbound -= pushed;
         f->b = done;

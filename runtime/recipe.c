@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "histogram.h"
 
@@ -28,6 +29,10 @@ static void rt_trap(qrl_rt *rt, int64_t code, const char *file, int64_t line, in
                  a == 1 ? "a histogram was filled with both add and add_abs"
                  : a == 2 ? "histograms of different kinds cannot be merged"
                           : "a histogram needs an even number of bins from 2 to 16777216");
+        break;
+    case QRL_TRAP_TIME:
+        snprintf(what, sizeof what, "recipe code ran longer than %.3g s (the limit --max-recipe-time sets)",
+                 (double)a / 1000.0);
         break;
     default: snprintf(what, sizeof what, "out of memory"); break;
     }
@@ -464,9 +469,36 @@ static void reg_use(qrl_module *m, const char *recipe, const char *name)
         *u = name;
 }
 
+/* Loop iterations between looks at the clock: a few milliseconds of the slowest loops. */
+#define QR_FUEL (1 << 20)
+
+static double recipe_time_limit_ms = 60000;
+
+void qr_set_recipe_time_limit(double seconds)
+{
+    recipe_time_limit_ms = seconds > 0 ? seconds * 1000.0 : 0;
+}
+
+static double clock_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static void rt_refuel(qrl_rt *rt, const char *file, int64_t line, int64_t col)
+{
+    if (rt->deadline_ms > 0 && clock_ms() > rt->deadline_ms) {
+        rt_trap(rt, QRL_TRAP_TIME, file, line, col, (int64_t)recipe_time_limit_ms, 0);
+        return;
+    }
+    rt->fuel = QR_FUEL;
+}
+
 static const qrl_imports imports = {
     .abi = QR_RECIPE_ABI,
     .trap = rt_trap,
+    .refuel = rt_refuel,
     .exp = exp,
     .log = log,
     .log2 = log2,
@@ -522,6 +554,8 @@ void qr_rt_init(qrl_rt *rt)
 {
     memset(rt, 0, sizeof *rt);
     rt->imp = &imports;
+    rt->fuel = QR_FUEL;
+    rt->deadline_ms = recipe_time_limit_ms > 0 ? clock_ms() + recipe_time_limit_ms : 0;
 }
 
 qr_status qr_rt_status(const qrl_rt *rt, qr_error *e)

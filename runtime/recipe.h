@@ -17,7 +17,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 7
+#define QR_RECIPE_ABI 8
 
 typedef union qrl_scalar {
     int64_t i; /* integer and bool parameters */
@@ -62,12 +62,15 @@ enum {
     QRL_TRAP_RANK = 3,     /* a = indices given, b = rank */
     QRL_TRAP_HIST = 4,     /* histogram misuse: a = detail code */
     QRL_TRAP_NOMEM = 5,
+    QRL_TRAP_TIME = 6,     /* a = the limit in ms */
 };
 
 typedef struct qrl_imports {
     int64_t abi; /* QR_RECIPE_ABI */
     /* Errors: records the first one; the JIT function then returns at once. */
     void (*trap)(qrl_rt *rt, int64_t code, const char *file, int64_t line, int64_t col, int64_t a, int64_t b);
+    /* A loop ran out of fuel (rt->fuel < 0): more fuel, or a QRL_TRAP_TIME trap past the time limit. */
+    void (*refuel)(qrl_rt *rt, const char *file, int64_t line, int64_t col);
     /* Math that is not inlined. */
     double (*exp)(double);
     double (*log)(double);
@@ -152,7 +155,9 @@ typedef struct qrl_imports {
 struct qrl_rt {
     const qrl_imports *imp;
     int64_t failed;
+    int64_t fuel; /* loop iterations before the next look at the clock */
     /* runtime-private below */
+    double deadline_ms;
     char msg[512];
     void *owner; /* calibrator instance whose state allocations this call makes */
 };
@@ -330,6 +335,8 @@ void qr_tview_of(const qr_tensor *t, qrl_tview *v);
 /* The import table (for tests that build a qrl_rt by hand). */
 const qrl_imports *qr_recipe_imports(void);
 void qr_rt_init(qrl_rt *rt);
+/* How long one call of recipe code may run (--max-recipe-time); 0: no limit. Default 60 s. */
+void qr_set_recipe_time_limit(double seconds);
 /* After a JIT call: QR_ERR with the trap's message when it failed. */
 qr_status qr_rt_status(const qrl_rt *rt, qr_error *e);
 

@@ -680,3 +680,27 @@ Test(quantize, labels_give_top1_and_each_layers_effect)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
 }
+
+/* Recipe code runs under a time limit: a calibrator that never stops ends with an error at its loop. */
+Test(quantize, recipe_code_that_never_stops_is_stopped)
+{
+    char path[700], cmd[4096], *log;
+    snprintf(path, sizeof path, "%s/spin.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("import \"calibrators.qrl\"\nimport \"patterns.qrl\"\n"
+          "calibrator spin() {\n  state n: f64 = 0.0\n  observe(x: tensor<f32>) {\n    while n >= 0.0 {\n"
+          "      n += 1.0\n    }\n  }\n  merge(o) {\n    n = n + o.n\n  }\n"
+          "  solve(t: qtype) -> qparams {\n    return qparams(1.0, 0)\n  }\n}\n"
+          "recipe spinning {\n  activation = u8 by spin()\n  weight = i8 symmetric by minmax()\n}\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && timeout 60 '%s' --max-recipe-time 0.5 quantize examples/fmnist/fmnist_cnn.onnx --recipe %s "
+             "--calib %s/calib_images.npy --calib-count 8 -o %s/spin.onnx",
+             tu_root(), tu_qrl(), path, data_dir(), dir);
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 1, "exit %d: %s", rc, log);
+    cr_assert(strstr(log, "spin.qrl:6:5: runtime error: recipe code ran longer than 0.5 s"), "%s", log);
+    free(log);
+}
