@@ -820,7 +820,7 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
         const qr_value *ov = g->values[b->value];
         const qr_wquant *w = qr_plan_weight(q, b->w);
         int xs = q->slot_of[b->x];
-        if (!w || xs < 0 || ov->t.dtype != QR_F32 || ov->t.ndim != 1)
+        if (!w || xs < 0 || q->slots[xs].fallback || ov->t.dtype != QR_F32 || ov->t.ndim != 1) /* x in f32: so is the bias */
             continue;
         int64_t n = ov->t.dims[0];
         if (w->nch != 1 && w->nch != n)
