@@ -35,6 +35,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+QUANTIZE_TIMEOUT = None  # --quantize-timeout S
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QRL = os.path.join(ROOT, "build", "qrl")
 NODE_ENV = dict(os.environ, NODE_PATH=os.path.join(ROOT, "build", "npm", "node_modules"))
@@ -260,16 +261,41 @@ def macs(export, test, workdir, timeout, fp32=None):
 
 
 def quantize(model, calib, out, report, recipe, extra, timeout):
+    """qrl quantize under /usr/bin/time -v (when present): wall time and peak RSS."""
     cmd = [QRL, "quantize", model, "--recipe", recipe, "--calib", calib, "-o", out, "--report", report] + extra
-    rc, so, se, secs = run(cmd, timeout)
-    return cmd, rc, so, se, secs
+    timed = (["/usr/bin/time", "-v"] if os.path.exists("/usr/bin/time") else []) + cmd
+    rc, so, se, secs = run(timed, timeout)
+    rss = None
+    keep = []
+    for line in se.splitlines():
+        if "Maximum resident set size" in line:
+            rss = int(line.rsplit(":", 1)[1])
+        elif line.startswith("\t") or line.startswith("Command "):
+            continue  # the rest of time -v's report
+        else:
+            keep.append(line)
+    se = "\n".join(line for line in keep if not line.startswith("Command exited with non-zero status"))
+    return cmd, rc, so, se, secs, rss
+
+
+def ort_compare(fp32, export, test, timeout, level=None):
+    """node tools/ort_sqnr.js FP32 EXPORT TEST.npy (ORT_OPT_LEVEL=level when given)."""
+    env = dict(NODE_ENV)
+    if level:
+        env["ORT_OPT_LEVEL"] = level
+    rc, out, err, _ = run(["node", ORT_JS, fp32, export, test], timeout, env)
+    if rc != 0:
+        return {"error": first_error(err or out)}
+    r = json.loads(out.strip().splitlines()[-1])
+    return {"sqnr_db": round(r["sqnr_db"], 2), "nonfinite": sum(o["nonfinite_test"] for o in r["outputs"]),
+            "per_output": {o["name"]: round(o["sqnr_db"], 2) for o in r["outputs"]}}
 
 
 def summary_lines(stdout):
     keep = {}
     for line in stdout.splitlines():
         k = line.split(":", 1)[0].strip()
-        if k in ("nodes", "tensors", "lowered", "calibration", "sqnr"):
+        if k in ("nodes", "tensors", "lowered", "calibration", "sqnr", "output"):
             keep[k] = line.split(":", 1)[1].strip()
     return keep
 
@@ -293,7 +319,9 @@ def eval_model(name, d, recipe, ccount, timeout):
     extra = ["--calib-count", str(ccount)] if ccount else []
     out = os.path.join(od, name + "_int8.onnx")
     rel = lambda p: os.path.relpath(p, ROOT)  # noqa: E731
-    cmd, rc, so, se, secs = quantize(model, calib, out, os.path.join(od, "report.json"), recipe, extra, timeout)
+    cmd, rc, so, se, secs, rss = quantize(model, calib, out, os.path.join(od, "report.json"), recipe, extra,
+                                          QUANTIZE_TIMEOUT or timeout)
+    res["quantize_rss_mb"] = None if rss is None else round(rss / 1024)
     res["quantize_cmd"] = " ".join(rel(c) if os.path.isabs(c) else c for c in cmd)
     if rc != 0:
         res["failures"].append("quantize: %s  [%s]" % (first_error(se or so), res["quantize_cmd"]))
@@ -304,8 +332,9 @@ def eval_model(name, d, recipe, ccount, timeout):
         if "does not fit" in (se + so) and "expected" in (se + so):
             nb = os.path.join(od, name + "_nb.onnx")
             free_batch(model, nb)
-            cmd, rc, so, se, secs = quantize(nb, calib, out, os.path.join(od, "report.json"), recipe,
-                                             extra + ["--batch", "1"], timeout)
+            cmd, rc, so, se, secs, rss = quantize(nb, calib, out, os.path.join(od, "report.json"), recipe,
+                                                  extra + ["--batch", "1"], QUANTIZE_TIMEOUT or timeout)
+            res["quantize_rss_mb"] = None if rss is None else round(rss / 1024)
             res["quantize_cmd_nb"] = " ".join(rel(c) if os.path.isabs(c) else c for c in cmd)
             res["batch_freed"] = True
             if rc != 0:
@@ -320,10 +349,19 @@ def eval_model(name, d, recipe, ccount, timeout):
             r = json.load(open(rep))
             res["fallbacks"] = r.get("fallbacks")
             res["nodes"] = r.get("nodes")
+            for k in ("output_sqnr_db", "output_nonfinite", "macs_per_sample", "macs_int_per_sample"):
+                res["report_" + k] = r.get(k)
             low = [x for x in r.get("layers", []) if x.get("sqnr_db") is not None]
             res["n_layers"] = len(low)
         except Exception as e:  # noqa: BLE001
             res["failures"].append("report.json unreadable: %s" % e)
+    if rc == 0:  # ORT on the export as written, against the fp32 model: default and unoptimized graphs
+        res["ort_direct"] = ort_compare(model, out, test, timeout)
+        res["ort_direct_disabled"] = ort_compare(model, out, test, timeout, "disabled")
+        for k in ("ort_direct", "ort_direct_disabled"):
+            if "error" in res[k]:
+                res["failures"].append("%s: %s  [node tools/ort_sqnr.js %s %s %s]" % (
+                    k, res[k]["error"], rel(model), rel(out), rel(test)))
     m32 = os.path.join(od, "fp32_eval.onnx")
     pre = with_preact(model, m32)
     res["preact_outputs"] = pre
@@ -372,6 +410,34 @@ def fmt(v, spec="%.1f"):
     return "-" if v is None else spec % v
 
 
+def table2(results, fx):
+    """The closing-note table: QRL's own numbers (report.json / the `output:` line), ORT on the export
+    as written (default optimizations and ORT_OPT_LEVEL=disabled), qrl run of the export, PyTorch FX."""
+    head = ("model", "opset", "quantize wall s", "peak RSS MB", "QRL output SQNR (int graph)", "MACs in int (QRL)",
+            "fell back", "ORT SQNR (opt all)", "ORT SQNR (opt disabled)", "qrl run SQNR", "FX SQNR", "FX s")
+    rows = []
+    for r in results:
+        fxr = fx.get(r.get("fxkey") or "", {}) if fx else {}
+        ok = r.get("quantize_rc") == 0
+        m, mi = r.get("report_macs_per_sample"), r.get("report_macs_int_per_sample")
+        share = "-" if not m else "%.1f%% of %.3g" % (100.0 * (mi or 0) / m, m)
+        o = lambda k: ("-" if k not in r else r[k].get("error") and "ERR" or fmt(r[k].get("sqnr_db")) +  # noqa: E731
+                       (" (%d non-finite)" % r[k]["nonfinite"] if r[k].get("nonfinite") else ""))
+        q = r.get("qrl", {})
+        qs = "-" if not q else fmt(q.get("sqnr_db")) + ("" if q.get("preact_sqnr_db") is None else
+                                                        " (logits %.1f)" % q["preact_sqnr_db"])
+        rows.append((r["model"], str(r.get("opset", "-")),
+                     fmt(r.get("quantize_s")) + ("" if ok else (" TIMEOUT" if r.get("quantize_rc") == -1 else " FAIL")),
+                     fmt(r.get("quantize_rss_mb"), "%d"), (fmt(r.get("report_output_sqnr_db")) if r.get("report_output_sqnr_db") is not None
+                                                        else "inf") if ok else "-",
+                     share if ok else "-", str(r.get("fallbacks", "-")) if ok else "-",
+                     o("ort_direct"), o("ort_direct_disabled"), qs,
+                     fmt(fxr.get("sqnr_db")), fmt(fxr.get("quantize_s"))))
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 def table(results, fx):
     head = ("model", "ORT int8 SQNR", "qrl run int8 SQNR", "MAC share int", "quantize s", "FX SQNR", "FX s",
             "qrl fp32 vs ORT")
@@ -398,16 +464,19 @@ def table(results, fx):
 def main():
     args = sys.argv[1:]
     opts = {"--dir": os.path.join(ROOT, "build", "realmodels"), "--recipe": os.path.join(ROOT, "recipes", "int8.qrl"),
-            "--calib-count": None, "--timeout": "1800", "--tag": ""}
+            "--calib-count": None, "--timeout": "1800", "--tag": "", "--quantize-timeout": None}
     for k in list(opts):
         if k in args:
             i = args.index(k)
             opts[k] = args[i + 1]
             del args[i:i + 2]
     nofx = "--no-fx" in args
-    args = [a for a in args if a != "--no-fx"]
+    noop13 = "--no-auto-op13" in args  # only the models named: no opset-13 twin added for an older opset
+    args = [a for a in args if a not in ("--no-fx", "--no-auto-op13", "--merge")]
+    global QUANTIZE_TIMEOUT
+    QUANTIZE_TIMEOUT = int(opts["--quantize-timeout"]) if opts["--quantize-timeout"] else None
     names = args or list(MODELS)
-    for n in list(names):  # models before opset 13 again, converted to 13 (per-axis DequantizeLinear)
+    for n in ([] if noop13 else list(names)):  # models before opset 13 again, converted to 13 (per-axis DequantizeLinear)
         f = os.path.join(opts["--dir"], MODELS[n][0]) if n in MODELS else None
         if f and os.path.exists(f) and opset(f) < 13 and n + "_op13" not in names:
             names.insert(names.index(n) + 1, n + "_op13")
@@ -432,16 +501,23 @@ def main():
     if os.path.exists(fxfile):
         fx = json.load(open(fxfile))["models"]
     results = []
-    for n in names:
+    merge = opts["--tag"] and "--merge" in sys.argv  # the tables again from out/results_<model>.json
+    for n in (names if merge else []):
+        results += json.load(open(os.path.join(d, "out", "results_%s.json" % n)))
+    for n in ([] if merge else names):
         t0 = time.time()
         r = eval_model(n, d, opts["--recipe"], opts["--calib-count"], timeout)
         r["fxkey"] = MODELS[n][2]
+        f = os.path.join(d, MODELS[n][0])
+        r["opset"] = opset(f) if os.path.exists(f) else None
         results.append(r)
         print("%-22s done in %.0f s; ORT %s, qrl %s, failures: %s" % (
             n, time.time() - t0, r.get("ort", {}).get("sqnr_db"), r.get("qrl", {}).get("sqnr_db"),
             "; ".join(r["failures"]) or "none"), flush=True)
         json.dump(results, open(os.path.join(d, "out", "results%s.json" % opts["--tag"]), "w"), indent=1)
-    t = table(results, fx)
+    if merge:
+        json.dump(results, open(os.path.join(d, "out", "results%s.json" % opts["--tag"]), "w"), indent=1)
+    t = table2(results, fx) + "\n\n" + table(results, fx)
     fails = ["* %s: %s" % (r["model"], f) for r in results for f in r["failures"]]
     summ = ["* %s: %s" % (r["model"], " | ".join("%s: %s" % kv for kv in r.get("summary", {}).items()))
             for r in results if r.get("summary")]
