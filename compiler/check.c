@@ -16,6 +16,8 @@ struct scope {
     scope *up;
     qc_sym **v;
     int n, cap;
+    qc_names idx; /* by name, once the scope outgrows a scan */
+    int indexed;
 };
 
 /* What the code being checked is part of: decides what it may touch. */
@@ -104,11 +106,18 @@ static void push_scope(ctx *c, scope *s)
 static void pop_scope(ctx *c)
 {
     free(c->sc->v);
+    qc_names_free(&c->sc->idx);
     c->sc = c->sc->up;
 }
 
+enum { SCOPE_SCAN_MAX = 8 };
+
 static qc_sym *scope_find(const scope *s, const char *name)
 {
+    if (s->indexed) {
+        int i = qc_names_find(&s->idx, s->v, name);
+        return i < 0 ? NULL : s->v[i];
+    }
     for (int i = s->n - 1; i >= 0; i--)
         if (strcmp(s->v[i]->name, name) == 0)
             return s->v[i];
@@ -127,6 +136,16 @@ static void scope_add(ctx *c, qc_sym *s)
         sc->cap = cap;
     }
     sc->v[sc->n++] = s;
+    if (sc->n <= SCOPE_SCAN_MAX)
+        return;
+    /* Names are unique within a scope, so the index and a scan agree; out of
+     * memory for the index only costs speed. */
+    int ok = 1;
+    for (int i = sc->indexed ? sc->n - 1 : 0; i < sc->n && ok; i++)
+        ok = qc_names_add(&sc->idx, sc->v, i) == 0;
+    sc->indexed = ok;
+    if (!ok)
+        qc_names_free(&sc->idx);
 }
 
 /* Declares name in the innermost scope; a second declaration there is an error. */
@@ -161,10 +180,8 @@ static int item_visible(const ctx *c, const qc_sym *s)
 
 qc_sym *qc_find_item(const qc_unit *u, const char *name)
 {
-    for (int i = 0; i < u->nitems; i++)
-        if (u->items[i]->kind != QC_SYM_AFFINE && strcmp(u->items[i]->name, name) == 0)
-            return u->items[i];
-    return NULL;
+    int i = qc_names_find(&u->item_names, u->items, name);
+    return i < 0 ? NULL : u->items[i];
 }
 
 static const struct { const char *name; const qc_type *type; } builtin_consts[] = {
@@ -228,11 +245,9 @@ static qc_sym *lookup(ctx *c, ql_node *at, const char *name, int report)
         if (sym && !pending)
             pending = sym;
     }
-    for (int i = 0; i < c->u->nitems; i++) {
-        qc_sym *s = c->u->items[i];
-        if (s->kind != QC_SYM_AFFINE && strcmp(s->name, name) == 0 && item_visible(c, s))
-            return s;
-    }
+    qc_sym *item = qc_find_item(c->u, name);
+    if (item && item_visible(c, item))
+        return item;
     qc_sym *b = builtin_const(c, name);
     if (b)
         return b;
@@ -244,11 +259,10 @@ static qc_sym *lookup(ctx *c, ql_node *at, const char *name, int report)
             ql_note(c->d, decl_span(pending->decl), "'%s' is defined here", name);
         return NULL;
     }
-    for (int i = 0; i < c->u->nitems; i++)
-        if (strcmp(c->u->items[i]->name, name) == 0 && c->u->items[i]->kind != QC_SYM_AFFINE) {
-            err(c, at, "'%s' is defined in %s, which this file does not import", name, c->u->items[i]->file->src->path);
-            return NULL;
-        }
+    if (item) {
+        err(c, at, "'%s' is defined in %s, which this file does not import", name, item->file->src->path);
+        return NULL;
+    }
     const char *hint = suggest(c, name);
     if (hint)
         err(c, at, "unknown name '%s'; did you mean '%s'?", name, hint);
@@ -1942,10 +1956,9 @@ static void recipe(ctx *c, qc_sym *s)
                 ql_node *nm = k->kids[j];
                 qc_sym *ps = lookup(c, nm, nm->name, 0);
                 int is_affine = 0;
-                for (int t = 0; t < c->u->nitems; t++)
-                    if (c->u->items[t]->kind == QC_SYM_AFFINE && !strcmp(c->u->items[t]->name, nm->name) &&
-                        item_visible(c, c->u->items[t]))
-                        is_affine = 1;
+                int first = qc_names_find(&c->u->affine_names, c->u->items, nm->name);
+                for (qc_sym *t = first < 0 ? NULL : c->u->items[first]; t && !is_affine; t = t->next_same)
+                    is_affine = item_visible(c, t);
                 if (ps && ps->kind == QC_SYM_PATTERN)
                     nm->sym = ps;
                 else if (!is_affine) {
@@ -2055,12 +2068,10 @@ static int find_cycle(ctx *c, qc_sym *s, qc_sym **stack, int depth)
 static void add_item(ctx *c, qc_sym *s)
 {
     qc_unit *u = c->u;
-    for (int i = 0; i < u->nitems; i++) {
-        qc_sym *o = u->items[i];
-        /* several affine rules may cover one op: the first whose where holds applies */
-        int clash = o->kind != QC_SYM_AFFINE && s->kind != QC_SYM_AFFINE && !strcmp(o->name, s->name);
-        if (!clash)
-            continue;
+    /* several affine rules may cover one op (the first whose where holds
+     * applies), so only the other items clash */
+    qc_sym *o = s->kind == QC_SYM_AFFINE ? NULL : qc_find_item(u, s->name);
+    if (o) {
         err_decl(c, s->decl, "'%s' is defined twice", s->name);
         ql_note(c->d, decl_span(o->decl), "the first definition is here");
         return;
@@ -2078,6 +2089,15 @@ static void add_item(ctx *c, qc_sym *s)
         u->capitems = cap;
     }
     u->items[u->nitems++] = s;
+    qc_names *idx = s->kind == QC_SYM_AFFINE ? &u->affine_names : &u->item_names;
+    int first = qc_names_find(idx, u->items, s->name);
+    if (first >= 0) { /* another rule for the op: chained after the first */
+        s->next_same = u->items[first]->next_same;
+        u->items[first]->next_same = s;
+    } else if (qc_names_add(idx, u->items, u->nitems - 1) != 0) {
+        u->nitems--;
+        err_decl(c, s->decl, "out of memory");
+    }
 }
 
 static void collect(ctx *c, qc_file *f)

@@ -42,6 +42,7 @@ struct qc_sym {
     qc_sym **callees;  /* fns and kernels: what they call (recursion check) */
     int ncallees, capcallees;
     int mark;          /* DFS state of the recursion check */
+    qc_sym *next_same; /* affine items: the next rule for the same op */
 };
 
 /* Parameters of a function, kernel or calibrator, at most (the code generator's bound too). */

@@ -34,6 +34,8 @@ void qc_unit_free(qc_unit *u)
         free(u->files[i]);
     }
     free(u->files);
+    qc_names_free(&u->item_names);
+    qc_names_free(&u->affine_names);
     free(u->stdlib_dir);
     ql_diags_free(&u->diags);
     ql_arena_free(&u->arena);

@@ -8,6 +8,7 @@
 #include "../lang/ast.h"
 #include "../lang/diag.h"
 #include "../lang/source.h"
+#include "names.h"
 
 typedef struct qc_file {
     ql_source *src;
@@ -27,6 +28,8 @@ typedef struct qc_unit {
     /* Module-level symbols of every file (filled by the checker, in the arena). */
     struct qc_sym **items;
     int nitems, capitems;
+    qc_names item_names;   /* items but affine rules, by name (unique: a second one is an error) */
+    qc_names affine_names; /* the first affine rule of each op; later ones follow next_same */
     /* Times in ms, for qrl check --time. */
     double t_parse, t_check;
 } qc_unit;
