@@ -253,7 +253,8 @@ static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_erro
     for (int j = 0; j < n->n_out; j++)
         io->out[j] = n->out[j] ? &x->vt[n->out[j]->id] : &io->scratch[j];
     io->k = (qr_kctx){.node = n, .opset = n->opset, .n_in = n->n_in, .n_out = n->n_out,
-                      .in = io->in, .out = io->out, .err = e, .pool = x->pool, .user = x->opts.kernel_user};
+                      .in = io->in, .out = io->out, .err = e, .pool = x->pool, .user = x->opts.kernel_user,
+                      .scratch_max = budget(x)};
     return QR_OK;
 }
 

@@ -215,3 +215,25 @@ qr_status qr_op_infer(qr_kctx *k)
         return QR_ERR;
     return k->node->def->infer(k);
 }
+
+void *qr_kscratch(qr_kctx *k, int64_t rows, int64_t cols, size_t elem, const char *what)
+{
+    int64_t count;
+    size_t bytes;
+    int ovf = rows < 0 || cols < 0 || __builtin_mul_overflow(rows, cols, &count) ||
+              __builtin_mul_overflow((size_t)count, elem, &bytes) || bytes == SIZE_MAX;
+    if (ovf || (k->scratch_max && bytes > k->scratch_max)) {
+        char size[40];
+        if (ovf)
+            snprintf(size, sizeof size, "more than %zu", SIZE_MAX - 1);
+        else
+            snprintf(size, sizeof size, "%zu", bytes);
+        QR_KERR(k, "out of memory budget: its %s needs %s bytes, over the budget of %zu bytes (--max-memory)", what,
+                size, k->scratch_max);
+        return NULL;
+    }
+    void *p = malloc(bytes + 1);
+    if (!p)
+        QR_KERR(k, "out of memory: its %s needs %zu bytes", what, bytes);
+    return p;
+}

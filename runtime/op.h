@@ -22,6 +22,7 @@ typedef struct qr_kctx {
     qr_error *err;
     qr_pool *pool; /* worker threads for qr_parallel_for; NULL = serial */
     void *user;    /* qr_exec_opts.kernel_user: state of ops owned by a driver (e.g. the quantizer's SimQuant) */
+    size_t scratch_max; /* the memory budget (--max-memory) for one kernel's scratch; 0: unbounded */
 } qr_kctx;
 
 typedef qr_status (*qr_op_fn)(qr_kctx *k);
@@ -68,5 +69,11 @@ int qr_op_list(const qr_op_def *const **defs);
 
 /* Error helper: "node 'n' (Op): message" is added by the executor; ops just say what is wrong. */
 #define QR_KERR(k, ...) qr_errorf((k)->err, __VA_ARGS__)
+
+/* Scratch of rows x cols elements of elem bytes for a kernel (im2col and the like,
+ * which can be far larger than the node's tensors): checked against the memory
+ * budget before it is allocated. NULL with the error set (naming what and the
+ * size; the executor adds the node) when it does not fit or malloc fails; free with free(). */
+void *qr_kscratch(qr_kctx *k, int64_t rows, int64_t cols, size_t elem, const char *what);
 
 #endif

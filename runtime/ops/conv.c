@@ -350,11 +350,12 @@ typedef struct gemm_job {
         int direct = g->kernel_n == 1;                                                                        \
         for (int i = 0; i < g->r; i++)                                                                        \
             direct &= g->stride[i] == 1 && g->pad_begin[i] == 0 && g->pad_end[i] == 0;                        \
-        T *col = direct ? NULL : malloc((size_t)(ck * g->small_n) * sizeof(T) + 1);                           \
+        T *col = direct ? NULL : qr_kscratch(k, ck, g->small_n, sizeof(T), "im2col buffer");                  \
+        if (!direct && !col)                                                                                  \
+            return QR_ERR;                                                                                    \
         int64_t *offs = malloc((size_t)g->small_n * sizeof(int64_t) + 1);                                     \
-        if ((!direct && !col) || !offs) {                                                                     \
+        if (!offs) {                                                                                          \
             free(col);                                                                                        \
-            free(offs);                                                                                       \
             return QR_KERR(k, "out of memory for the im2col buffer");                                         \
         }                                                                                                     \
         for (int64_t n = 0; n < n_img; n++)                                                                   \
@@ -377,11 +378,12 @@ typedef struct gemm_job {
                                  T *y, int64_t n_img, int64_t ch, int64_t m, int64_t group)                  \
     {                                                                                                         \
         int64_t cg = ch / group, mg = m / group, mk = mg * g->kernel_n;                                       \
-        T *col = malloc((size_t)(mk * g->small_n) * sizeof(T) + 1);                                           \
+        T *col = qr_kscratch(k, mk, g->small_n, sizeof(T), "col2im buffer");                                  \
+        if (!col)                                                                                             \
+            return QR_ERR;                                                                                    \
         int64_t *offs = malloc((size_t)g->small_n * sizeof(int64_t) + 1);                                     \
-        if (!col || !offs) {                                                                                  \
+        if (!offs) {                                                                                          \
             free(col);                                                                                        \
-            free(offs);                                                                                       \
             return QR_KERR(k, "out of memory for the col2im buffer");                                         \
         }                                                                                                     \
         for (int64_t n = 0; n < n_img; n++)                                                                   \

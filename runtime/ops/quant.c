@@ -737,10 +737,12 @@ static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, cons
     const qr_conv_geom *g = &cv->g;
     int64_t cg = cv->c / cv->group, mg = cv->m / cv->group, ck = cg * g->kernel_n;
     int64_t nx = qr_tensor_numel(x), nw = qr_tensor_numel(w), sn = g->small_n;
+    int32_t *col = qr_kscratch(k, ck, sn, sizeof(int32_t), "im2col buffer");
+    if (!col)
+        return QR_ERR;
     int32_t *xs = malloc((size_t)nx * sizeof(int32_t) + 1), *ws = malloc((size_t)nw * sizeof(int32_t) + 1);
-    int32_t *col = malloc((size_t)(ck * sn) * sizeof(int32_t) + 1);
     int64_t *offs = malloc((size_t)sn * sizeof(int64_t) + 1);
-    if (!xs || !ws || !col || !offs) {
+    if (!xs || !ws || !offs) {
         free(xs);
         free(ws);
         free(col);

@@ -218,6 +218,14 @@ Test(bad_input, memory_budget_names_the_tensor)
                  "over the budget of 67108864 bytes (--max-memory)");
 }
 
+Test(bad_input, memory_budget_counts_kernel_scratch)
+{
+    char args[600];
+    snprintf(args, sizeof args, "-i %s/x.npy --max-memory 200M", dir);
+    expect_error("big_im2col.onnx", args, "node 'conv' (Conv): out of memory budget: its im2col buffer needs 603979776 bytes",
+                 "over the budget of 209715200 bytes (--max-memory)");
+}
+
 Test(bad_input, empty_output_dir_is_an_error)
 {
     char cmd[2048], *log;
