@@ -4,6 +4,9 @@ logmel.onnx  x -> Conv 1x1 -> Relu -> Clip(1e-10, 1e9) -> Log: a log-mel front
              end's guard. Quantized, the Clip's lower bound becomes real 0 and
              Log gives -inf; the fallback must revert until the outputs are finite.
 logmel_x.npy 64 samples of both signs, some channels mostly silent.
+spiky.onnx   x -> Relu -> Conv 3x3 (bias) -> y, and spiky_x.npy whose rare huge values make x
+             fall back to f32 while the Conv's weights stay int8: its bias must stay
+             f32 too (quantized with x's scale, the export loaded back lost it).
 
 Usage: /usr/bin/python3 tools/make_fallback_models.py DIR
 """
@@ -35,6 +38,24 @@ def main(out):
     x = rng.standard_normal((64, 4, 16, 16)).astype(np.float32)
     x[:, :, :8] *= 1e-3  # quiet rows: Conv outputs near 0, below one quantization step
     np.save(f"{out}/logmel_x.npy", x)
+
+    # Positive weights average the input's independent rounding errors over 27 taps while its
+    # signal adds up; channel 0, where the spikes are, is ignored.
+    wv = rng.uniform(0.05, 0.15, (6, 4, 3, 3)).astype(np.float32)
+    wv[:, 0] = 0
+    w = numpy_helper.from_array(wv, "w")
+    b = numpy_helper.from_array(rng.standard_normal(6).astype(np.float32) * 2.0, "b")
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]),
+                           helper.make_node("Conv", ["r", "w", "b"], ["y"], pads=[1, 1, 1, 1])], "spiky",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 32, 32])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6, 32, 32])], [w, b])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, f"{out}/spiky.onnx")
+    x = rng.uniform(0, 1, (32, 4, 32, 32)).astype(np.float32)
+    x[::8, 0, 0, 0] = 100.0  # rare huge values: r's u8 steps are coarse (local SQNR under 20 dB)
+    np.save(f"{out}/spiky_x.npy", x)
 
 
 if __name__ == "__main__":

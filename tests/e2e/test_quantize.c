@@ -492,6 +492,39 @@ Test(quantize, nonfinite_outputs_fall_back)
     cr_assert_float_eq(ort, db, 0.5, "ORT %.2f dB, qrl says %.2f dB", ort, db);
 }
 
+/* A tensor that falls back feeds a Conv that stays quantized (weights int8, output requantized):
+ * the Conv's bias must stay f32, not be quantized with the fallen-back input's scale, which the
+ * export loaded back cannot know (qrl run of the export gave 3.0 dB where ORT gave 50.6). */
+Test(quantize, bias_after_a_fallen_back_input_stays_f32)
+{
+    char cmd[4096], model[700], out[700], x[700], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_fallback_models.py' '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(model, sizeof model, "%s/spiky.onnx", dir);
+    snprintf(out, sizeof out, "%s/spiky_q.onnx", dir);
+    snprintf(x, sizeof x, "%s/spiky_x.npy", dir);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' quantize %s --recipe recipes/int8.qrl --calib %s -o %s", tu_root(),
+             tu_qrl(), model, x, out);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "1 weights") && strstr(log, "1 tensor fell back"), "%s", log);
+    free(log);
+    /* qrl run of the export and of the fp32 model, compared with numpy */
+    snprintf(cmd, sizeof cmd,
+             "'%s' run %s -i %s -o %s/sp_f >/dev/null && '%s' run %s -i %s -o %s/sp_q >/dev/null && "
+             "/usr/bin/python3 -c \"import numpy as np; a = np.load('%s/sp_f/y.npy'); b = np.load('%s/sp_q/y.npy'); "
+             "print('sqnr %%.4f' %% (10 * np.log10((a ** 2).sum() / ((a - b) ** 2).sum())))\"",
+             tu_qrl(), model, x, dir, tu_qrl(), out, x, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    double run = 0;
+    const char *s = strstr(log, "sqnr ");
+    cr_assert(s && sscanf(s, "sqnr %lf", &run) == 1, "%s", log);
+    free(log);
+    double ort = ort_sqnr(model, out, x);
+    cr_assert_gt(ort, 40.0, "ONNX Runtime on the export: %.2f dB", ort);
+    cr_assert_float_eq(run, ort, 0.5, "qrl run of the export %.2f dB, ORT %.2f dB", run, ort);
+}
+
 /* `fallback = f32 when output_sqnr < 40`: the fewest most sensitive layers go back to f32 until the
  * outputs meet 40 dB; the printed SQNR is the export's as ONNX Runtime computes it. */
 Test(quantize, output_sqnr_target_is_met)
