@@ -322,6 +322,10 @@ def _():
               sqnr=AVG_SQNR),
         unary("reducemean_nokeep", "ReduceMean axes [1,3] keepdims=0", S, "ReduceMean", {"axes": [1, 3], "keepdims": 0},
               sqnr=AVG_SQNR),
+        unary("reducemean_keep_mid", "ReduceMean axes [1,3] keepdims=1 (not trailing)", S, "ReduceMean",
+              {"axes": [1, 3], "keepdims": 1}, sqnr=AVG_SQNR),
+        unary("reducemean_keep_neg", "ReduceMean axes [-3] keepdims=1", S, "ReduceMean",
+              {"axes": [-3], "keepdims": 1}, sqnr=AVG_SQNR),
     ]
 
 
