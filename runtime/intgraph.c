@@ -722,6 +722,56 @@ static qr_status body_table(builder *b, const qr_affine *a, const qr_node *n, co
 }
 
 /* Original node `node`; in d it writes y_f32, the QuantizeLinear's input. */
+/* AveragePool counting its padding: the padding is real 0, the integer zero
+ * point, so the integer graph pads with it explicitly (a Pad node) and the
+ * pool, left with no padding, divides by the whole window as ONNX says. */
+static qr_status pad_pool_with_zero(builder *b, qr_node *n, qr_dtype t, int64_t zero, int *ok)
+{
+    qr_attr *pa = (qr_attr *)qr_node_attr(n, "pads"); /* n's attributes are this graph's copy */
+    const qr_attr *ap = qr_node_attr(n, "auto_pad");
+    *ok = 1;
+    if (!qr_attr_i(n, "count_include_pad", 0) || !pa || pa->n < 2 || pa->n % 2)
+        return QR_OK;
+    int any = 0;
+    for (int i = 0; i < pa->n; i++)
+        any |= pa->ints[i] != 0;
+    if (!any)
+        return QR_OK;
+    if (ap && ap->s && strcmp(ap->s, "NOTSET")) { /* pads the shapes decide: not rewritten */
+        *ok = 0;
+        return QR_OK;
+    }
+    int r = pa->n / 2, np = 2 * (r + 2);
+    int64_t p[2 * (QR_MAX_DIMS + 2)] = {0};
+    if (r > QR_MAX_DIMS) {
+        *ok = 0;
+        return QR_OK;
+    }
+    for (int i = 0; i < r; i++) { /* ONNX Pad: every axis' begins, then every axis' ends */
+        p[2 + i] = pa->ints[i];
+        p[r + 2 + 2 + i] = pa->ints[r + i];
+    }
+    char name[512];
+    qr_tensor pt = {.dtype = QR_I64, .ndim = 1, .dims = {np}, .data = p};
+    snprintf(name, sizeof name, "%s_pads", n->name);
+    qr_value *pv = qr_plan_const(b->d, name, &pt);
+    snprintf(name, sizeof name, "%s_pad_zero_point", n->name);
+    qr_value *zv = scalar_const(b, name, t, zero);
+    snprintf(name, sizeof name, "%s_padded", n->name);
+    qr_value *padded = qr_graph_new_value(b->d, name);
+    if (!pv || !zv || !padded)
+        return qr_errorf(b->e, "out of memory");
+    snprintf(name, sizeof name, "%s_pad", n->name);
+    qr_node *pn = add_node(b, "Pad", name, 3, padded);
+    pn->in[0] = n->in[0];
+    pn->in[1] = pv;
+    pn->in[2] = zv;
+    n->in[0] = padded;
+    for (int i = 0; i < pa->n; i++)
+        pa->ints[i] = 0;
+    return QR_OK;
+}
+
 static qr_status lower_affine(builder *b, int node)
 {
     const qr_qctx *q = b->q;
@@ -869,6 +919,15 @@ static qr_status lower_affine(builder *b, int node)
             }
             snprintf(name, sizeof name, "%s_pad_value", yi->name);
             n->in[2] = scalar_const(b, name, t, iv);
+        }
+    }
+    if (!strcmp(n->op, "AveragePool")) {
+        int ok;
+        if (pad_pool_with_zero(b, n, t, ys->qp.zero, &ok) != QR_OK)
+            return QR_ERR;
+        if (!ok) {
+            island(b, yid);
+            return QR_OK;
         }
     }
     for (int j = 0; j < n->n_out; j++) {
