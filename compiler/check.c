@@ -771,6 +771,15 @@ static const qc_type *method_call(ctx *c, ql_node *n, const qc_type *recv, const
                 convert(c, n->kids[0], expr(c, n->kids[0], &qc_i64), &qc_i64, "the axis");
             return set_type(n, &qc_i64);
         }
+        if (!strcmp(m, "attr_ints")) {
+            /* v.attr_ints("axes"): an int-list attribute of v's producer (empty when absent) */
+            if (!expect_args(c, n, m, 1, 1))
+                return set_type(n, &qc_error);
+            expr(c, n->kids[0], NULL);
+            if (n->kids[0]->kind != QL_STR)
+                err(c, n->kids[0], "the attribute name must be a string literal");
+            return set_type(n, qc_array_of(c->ar, &qc_i64, -1));
+        }
         if (!strcmp(m, "attr")) {
             /* v.attr("group", 1): the default's type is the attribute's */
             if (!expect_args(c, n, m, 2, 2))
@@ -823,9 +832,9 @@ static const qc_type *call(ctx *c, ql_node *n, const qc_type *want)
     }
     f->sym = s;
     if (s->kind == QC_SYM_FN || s->kind == QC_SYM_KERNEL) {
-        if (c->w == W_CONST || c->w == W_PATTERN || c->w == W_RECIPE) { /* (affine where clauses may call fns) */
+        if (c->w == W_CONST || c->w == W_RECIPE) { /* (patterns and affine rules may call fns) */
             err(c, f, "'%s' cannot be called here: %s", f->name,
-                c->w == W_CONST ? "constant expressions call no functions" : "only built-in predicates are allowed");
+                c->w == W_CONST ? "constant expressions call no functions" : "a recipe's settings call no functions");
             return set_type(n, &qc_error);
         }
         if (s->kind == QC_SYM_KERNEL && c->w != W_KERNEL) {

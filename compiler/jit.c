@@ -997,6 +997,10 @@ static gcc_jit_rvalue *method_call(fgen *f, const ql_node *n)
             gcc_jit_rvalue *args[3] = {f->mt, obj, now(f, cast(j, expr(f, n->kids[0]), j->t_i64))};
             return now(f, call_imp(f, IMP_VALUE_DIM, 3, args));
         }
+        if (!strcmp(m, "attr_ints")) {
+            gcc_jit_rvalue *args[3] = {f->mt, obj, gcc_jit_context_new_string_literal(j->c, n->kids[0]->name)};
+            return now(f, cast(j, call_imp(f, IMP_ATTR_INTS, 3, args), j->p_array));
+        }
         /* attr(name, default): integer or float by the default's type */
         int fl = qc_is_float(ty(n->kids[1]));
         gcc_jit_rvalue *args[4] = {f->mt, obj, gcc_jit_context_new_string_literal(j->c, n->kids[0]->name),

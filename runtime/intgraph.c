@@ -535,7 +535,9 @@ static qr_status lower_match(builder *b, const struct mrec *r)
         qr_value *vals[QR_MATCH_MAX_VALUES] = {0};
         for (int i = 0; i < p->nvalues && i < QR_MATCH_MAX_VALUES; i++)
             vals[i] = r->values[i] >= 0 ? q->g->values[r->values[i]] : NULL;
-        qrl_match mt = {q->g, vals, p->nvalues, NULL, NULL, NULL};
+        qrl_array arrays[QRL_MATCH_ARRAYS];
+        int narrays = 0;
+        qrl_match mt = {q->g, vals, p->nvalues, NULL, arrays, &narrays};
         qrl_rt rt;
         qr_rt_init(&rt);
         p->consts(&rt, &mt, consts);

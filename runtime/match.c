@@ -146,7 +146,9 @@ int qr_match_pattern(const qr_graph *g, const qr_pattern *p, unsigned char *clai
                 continue;
             c.m.nodes[c.m.nnodes++] = n;
             if (p->where) {
-                qrl_match view = {g, c.m.values, p->nvalues, NULL, NULL, NULL};
+                qrl_array arrays[QRL_MATCH_ARRAYS];
+                int narrays = 0;
+                qrl_match view = {g, c.m.values, p->nvalues, NULL, arrays, &narrays};
                 int ok = (int)p->where(rt, &view);
                 if (qr_rt_status(rt, e) != QR_OK) {
                     qr_error_prefix(e, "pattern '%s' at node '%s'", p->name, n->name);

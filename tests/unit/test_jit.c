@@ -724,24 +724,31 @@ Test(jit, affine_rules_read_the_node)
     a->qparams(&rt, &av.mt, &n8, &scale, &zero);
     cr_assert_eq(zero, 0);
     cr_assert_float_eq(scale * 127, 1.0, 0.01);
-    /* Resize: nearest runs on the integers; linear and cubic in f32, requantized */
-    qr_node *rz = one_node(g, "Resize"), *rc = one_node(g, "Resize");
+    /* Resize: nearest on the integers as they are; cubic requantized, on the integers; tf_crop_and_resize
+     * (which extrapolates a real value) in f32 */
+    qr_node *rz = one_node(g, "Resize"), *rc = one_node(g, "Resize"), *rt2 = one_node(g, "Resize");
     qr_node_add_attr_s(g, rc, "mode", "cubic");
+    qr_node_add_attr_s(g, rt2, "mode", "cubic");
+    qr_node_add_attr_s(g, rt2, "coordinate_transformation_mode", "tf_crop_and_resize");
     a = qr_module_affine_for(m, g, rz, NULL, NULL, why, sizeof why, NULL, &st);
     cr_assert(a && a->kind == 0 && !a->in_f32);
     a = qr_module_affine_for(m, g, rc, NULL, NULL, why, sizeof why, NULL, &st);
+    cr_assert(a && a->kind == 2 && !a->in_f32);
+    a = qr_module_affine_for(m, g, rt2, NULL, NULL, why, sizeof why, NULL, &st);
     cr_assert(a && a->kind == 2 && a->in_f32);
-    /* AveragePool counting pads: f32; without pads, or not counting them, on the integers */
+    /* AveragePool counting explicit pads: on the integers (the integer graph pads with the zero point);
+     * pads from auto_pad: f32 */
     qr_node *ap = one_node(g, "AveragePool"), *ap2 = one_node(g, "AveragePool");
-    int64_t pads[4] = {0, 1, 0, 1}, nopads[4] = {0, 0, 0, 0};
+    int64_t pads[4] = {0, 1, 0, 1};
     qr_node_add_attr_i(g, ap, "count_include_pad", 1);
     qr_node_add_attr_ints(g, ap, "pads", 4, pads);
     qr_node_add_attr_i(g, ap2, "count_include_pad", 1);
-    qr_node_add_attr_ints(g, ap2, "pads", 4, nopads);
+    qr_node_add_attr_ints(g, ap2, "pads", 4, pads);
+    qr_node_add_attr_s(g, ap2, "auto_pad", "SAME_UPPER");
     a = qr_module_affine_for(m, g, ap, NULL, NULL, why, sizeof why, NULL, &st);
-    cr_assert(a && a->in_f32);
-    a = qr_module_affine_for(m, g, ap2, NULL, NULL, why, sizeof why, NULL, &st);
     cr_assert(a && !a->in_f32);
+    a = qr_module_affine_for(m, g, ap2, NULL, NULL, why, sizeof why, NULL, &st);
+    cr_assert(a && a->in_f32);
     cr_assert_eq(rt.failed, 0);
     qr_graph_free(g);
     qr_module_free(m);
