@@ -365,7 +365,7 @@ static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
         return NULL;
     }
     int is_gemm = !strcmp(a->op, "Gemm");
-    if (is_gemm && qr_attr_i(a, "transA", 0)) { /* alpha and beta are the kernel's (patterns say which) */
+    if (is_gemm && qr_attr_i(a, "transA", 0)) { /* alpha and beta were folded into the constants at load */
         *why = "Gemm with transA is not lowered";
         return NULL;
     }

@@ -493,11 +493,60 @@ void qr_pass_annotate_qdq(qr_graph *g)
     }
 }
 
+/* A constant operand times a factor, as a new constant (the old one may have other users). */
+static qr_value *scaled_const(qr_graph *g, const qr_value *v, float f)
+{
+    qr_tensor t = v->t;
+    t.data = malloc(qr_tensor_nbytes(&v->t) + 1);
+    if (!t.data)
+        return NULL;
+    for (int64_t i = 0; i < qr_tensor_numel(&v->t); i++)
+        ((float *)t.data)[i] = ((const float *)v->t.data)[i] * f;
+    qr_value *c = new_const(g, v->name, &t);
+    free(t.data);
+    return c;
+}
+
+qr_status qr_pass_fold_gemm_scales(qr_graph *g, qr_error *e)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        qr_node *n = g->nodes[i];
+        if (n->dead || !is_op(n, "Gemm") || n->n_in < 2 || !n->in[1])
+            continue;
+        float alpha = qr_attr_f(n, "alpha", 1.f), beta = qr_attr_f(n, "beta", 1.f);
+        qr_value *w = n->in[1], *c = qr_node_input(n, 2);
+        int fold_a = alpha != 1.f && w->is_const && w->t.dtype == QR_F32;
+        int fold_b = beta != 1.f && (!c || (c->is_const && c->t.dtype == QR_F32));
+        if (!fold_a && !fold_b)
+            continue;
+        qr_value *nw = fold_a ? scaled_const(g, w, alpha) : w;
+        qr_value *nc = fold_b && c ? scaled_const(g, c, beta) : c;
+        if (!nw || (c && !nc))
+            return qr_errorf(e, "out of memory folding Gemm '%s'", n->name);
+        qr_value **in = qr_arena_alloc(&g->arena, sizeof *in * (size_t)n->n_in);
+        qr_attr *at = qr_arena_alloc(&g->arena, sizeof *at * (size_t)(n->n_attr + 1));
+        if (!in || !at)
+            return qr_errorf(e, "out of memory folding Gemm '%s'", n->name);
+        memcpy(in, n->in, sizeof *in * (size_t)n->n_in);
+        in[1] = nw;
+        if (n->n_in > 2)
+            in[2] = nc;
+        n->in = in;
+        int na = 0;
+        for (int k = 0; k < n->n_attr; k++)
+            if (!(fold_a && !strcmp(n->attr[k].name, "alpha")) && !(fold_b && !strcmp(n->attr[k].name, "beta")))
+                at[na++] = n->attr[k];
+        n->attr = at;
+        n->n_attr = na;
+    }
+    return QR_OK;
+}
+
 qr_status qr_graph_optimize(qr_graph *g, qr_error *e)
 {
     qr_pass_annotate_qdq(g); /* before folding turns constant DequantizeLinears into plain floats */
     if (qr_pass_remove_identity(g, e) != QR_OK || qr_pass_infer_and_fold(g, e) != QR_OK ||
-        qr_pass_fold_batchnorm(g, e) != QR_OK)
+        qr_pass_fold_batchnorm(g, e) != QR_OK || qr_pass_fold_gemm_scales(g, e) != QR_OK)
         return QR_ERR;
     qr_graph_compact(g);
     qr_pass_infer_symbolic(g);

@@ -12,6 +12,9 @@ qr_status qr_pass_remove_identity(qr_graph *g, qr_error *e);
 /* Infers shapes where all input shapes are known and folds nodes whose inputs are all constant. */
 qr_status qr_pass_infer_and_fold(qr_graph *g, qr_error *e);
 qr_status qr_pass_fold_batchnorm(qr_graph *g, qr_error *e);
+/* Gemm's alpha into a constant B and beta into a constant C (new constants;
+ * the attributes go), so one integer Gemm serves every alpha and beta. */
+qr_status qr_pass_fold_gemm_scales(qr_graph *g, qr_error *e);
 /* Quantization info from QDQ models: every QuantizeLinear/DequantizeLinear
  * with constant parameters gives its integer and real tensors their dtype,
  * scale(s), zero point(s), axis and clip range (value->q), for backends. */

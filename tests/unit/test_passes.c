@@ -118,6 +118,31 @@ Test(passes, batchnorm_folds_into_gemm)
     qr_graph_free(g);
 }
 
+/* Gemm's alpha and beta go into its constants: y = x (alpha W)^T + beta C, computed by hand. */
+Test(passes, gemm_alpha_beta_fold_into_constants)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t dx[] = {1, 2}, dw[] = {2, 2}, dc[] = {2};
+    float w[4] = {1, -2, 3, 4}, c[2] = {10, -20}, xd[2] = {-1, 2};
+    qr_value *in[] = {tu_input(g, "x", 2, dx), tu_const_f32(g, "W", 2, dw, w), tu_const_f32(g, "C", 1, dc, c)};
+    qr_node *gemm = tu_node(g, "Gemm", "gemm", 3, in, 1);
+    tu_attr_int(g, gemm, "transB", 1);
+    tu_attr_float(g, gemm, "alpha", -0.5f);
+    tu_attr_float(g, gemm, "beta", 0.25f);
+    tu_output(g, gemm->out[0]);
+    qr_error e;
+    cr_assert_eq(qr_graph_optimize(g, &e), QR_OK, "%s", e.msg);
+    cr_assert_null(qr_node_attr(g->nodes[0], "alpha"));
+    cr_assert_null(qr_node_attr(g->nodes[0], "beta"));
+    qr_tensor x = {.dtype = QR_F32, .ndim = 2, .dims = {1, 2}, .data = xd}, y;
+    run1(g, &x, &y);
+    /* x W^T = [-1*1 + 2*-2, -1*3 + 2*4] = [-5, 5]; * -0.5 = [2.5, -2.5]; + 0.25 C = [5, -7.5] */
+    cr_assert_float_eq(((float *)y.data)[0], 5.0f, 1e-6f);
+    cr_assert_float_eq(((float *)y.data)[1], -7.5f, 1e-6f);
+    qr_tensor_free(&y);
+    qr_graph_free(g);
+}
+
 Test(passes, identity_and_dropout_removed_output_name_kept)
 {
     qr_graph *g = qr_graph_new();
