@@ -7,6 +7,11 @@ logmel_x.npy 64 samples of both signs, some channels mostly silent.
 spiky.onnx   x -> Relu -> Conv 3x3 (bias) -> y, and spiky_x.npy whose rare huge values make x
              fall back to f32 while the Conv's weights stay int8: its bias must stay
              f32 too (quantized with x's scale, the export loaded back lost it).
+ranking.onnx x -> a = Conv 1x1 (two nearly equal channels) -> b = Conv 1x1 (their difference),
+             c = Conv 1x1 (a spiky channel, scaled down) -> y = b + c; ranking_x.npy.
+             a's local SQNR is fine, but b amplifies its rounding error beyond the signal;
+             c's local SQNR is worse, its effect on y small. Ranked by local SQNR the fallback
+             reverts c and then a; ranked by effect on the outputs, a alone.
 
 Usage: /usr/bin/python3 tools/make_fallback_models.py DIR
 """
@@ -56,6 +61,23 @@ def main(out):
     x = rng.uniform(0, 1, (32, 4, 32, 32)).astype(np.float32)
     x[::8, 0, 0, 0] = 100.0  # rare huge values: r's u8 steps are coarse (local SQNR under 20 dB)
     np.save(f"{out}/spiky_x.npy", x)
+
+    wa = numpy_helper.from_array(np.array([[1, 0.01, 0], [1, 0, 0]], np.float32).reshape(2, 3, 1, 1), "wa")
+    wb = numpy_helper.from_array(np.array([[1, -1]], np.float32).reshape(1, 2, 1, 1), "wb")
+    wc = numpy_helper.from_array(np.array([[0, 0, 0.001]], np.float32).reshape(1, 3, 1, 1), "wc")
+    g = helper.make_graph([helper.make_node("Conv", ["x", "wa"], ["a"]),
+                           helper.make_node("Conv", ["a", "wb"], ["b"]),
+                           helper.make_node("Conv", ["x", "wc"], ["c"]),
+                           helper.make_node("Add", ["b", "c"], ["y"])], "ranking",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1, 8, 8])], [wa, wb, wc])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, f"{out}/ranking.onnx")
+    x = rng.standard_normal((32, 3, 8, 8)).astype(np.float32)
+    x[::8, 2, 0, 0] = 30.0  # rare large values: c's u8 steps are coarse
+    np.save(f"{out}/ranking_x.npy", x)
 
 
 if __name__ == "__main__":

@@ -525,6 +525,48 @@ Test(quantize, bias_after_a_fallen_back_input_stays_f32)
     cr_assert_float_eq(run, ort, 0.5, "qrl run of the export %.2f dB, ORT %.2f dB", run, ort);
 }
 
+/* The fallback reverts the layers with the worst effect on the outputs first: in ranking.onnx the
+ * layer whose rounding error a later difference amplifies (a) is the one to revert; ranked by local
+ * SQNR, the difference itself (b: its inputs' error counts against it) went first, uselessly, and two
+ * tensors fell back where one suffices. */
+Test(quantize, fallback_reverts_by_effect_on_the_outputs)
+{
+    char cmd[4096], model[700], out[700], x[700], recipe[700], rep[700], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_fallback_models.py' '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(recipe, sizeof recipe, "%s/r25.qrl", dir);
+    FILE *f = fopen(recipe, "w");
+    cr_assert(f);
+    fputs("import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+          "recipe r25 {\n  activation = u8 asymmetric by minmax()\n"
+          "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
+          "  fallback = f32 when output_sqnr < 25\n}\n",
+          f);
+    fclose(f);
+    snprintf(model, sizeof model, "%s/ranking.onnx", dir);
+    snprintf(out, sizeof out, "%s/ranking_q.onnx", dir);
+    snprintf(x, sizeof x, "%s/ranking_x.npy", dir);
+    snprintf(rep, sizeof rep, "%s/ranking.json", dir);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' quantize %s --recipe %s --calib %s -o %s --report %s", tu_root(), tu_qrl(),
+             model, recipe, x, out, rep);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    double db = 0;
+    const char *o = strstr(log, "output:    SQNR ");
+    cr_assert(o && sscanf(o, "output:    SQNR %lf", &db) == 1 && db >= 25.0, "%s", log);
+    cr_assert(strstr(log, "; 1 tensor fell back to f32"), "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json; r = json.load(open('%s')); "
+             "print('fell', ','.join(l['value'] for l in r['layers'] if l['fallback']))\"",
+             rep);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "fell a\n"), "%s", log);
+    free(log);
+    double ort = ort_sqnr(model, out, x);
+    cr_assert_float_eq(ort, db, 0.5, "ORT %.2f dB, qrl says %.2f dB", ort, db);
+}
+
 /* `fallback = f32 when output_sqnr < 40`: the fewest most sensitive layers go back to f32 until the
  * outputs meet 40 dB; the printed SQNR is the export's as ONNX Runtime computes it. */
 Test(quantize, output_sqnr_target_is_met)
