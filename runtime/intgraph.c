@@ -116,14 +116,20 @@ static qr_status kcall_infer(qr_kctx *k)
     if (qr_broadcast_shapes(k, ns ? src : k->in, ns ? ns : k->n_in, &shape) != QR_OK)
         return QR_ERR;
     /* the matched node's output shape where the model fixes it (a reduction's 1s), else the inputs' */
-    const int64_t *fixed;
-    int nf = qr_attr_ints(k->node, "shape", &fixed);
+    const int64_t *fixed, *dfrom;
+    int nf = qr_attr_ints(k->node, "shape", &fixed), ndf = qr_attr_ints(k->node, "dims_from", &dfrom);
     if (nf > 0) {
         int64_t dims[QR_MAX_DIMS];
         for (int d = 0; d < nf && d < QR_MAX_DIMS; d++) {
-            if (fixed[d] < 0 && shape.ndim != nf)
+            int64_t i = d < ndf && dfrom[d] >= 0 ? dfrom[d] / QR_MAX_DIMS : -1, j = i >= 0 ? dfrom[d] % QR_MAX_DIMS : -1;
+            if (fixed[d] >= 0)
+                dims[d] = fixed[d];
+            else if (i >= 0 && i < k->n_in && k->in[i] && j < k->in[i]->ndim) /* the input dim it follows */
+                dims[d] = k->in[i]->dims[j];
+            else if (shape.ndim == nf)
+                dims[d] = shape.dims[d];
+            else
                 return QR_KERR(k, "QrlKernel: dimension %d of the output is not known", d);
-            dims[d] = fixed[d] >= 0 ? fixed[d] : shape.dims[d];
         }
         return qr_set_out(k, 0, to, nf, dims);
     }
@@ -565,6 +571,7 @@ static qr_status lower_match(builder *b, const struct mrec *r)
     qi_arg args[128];
     qr_value *ins[128];
     int64_t shape_from[128];
+    int orig_in[128]; /* the original graph's value behind each input, -1: none */
     int na = 0, nin = 0, nshape = 0;
     memset(args, 0, sizeof args);
     char name[512];
@@ -578,6 +585,7 @@ static qr_status lower_match(builder *b, const struct mrec *r)
             return QR_OK;
         }
         args[na++] = (qi_arg){.kind = ARG_TENSOR, .input = nin, .want = QR_I32};
+        orig_in[nin] = -1;
         ins[nin++] = acc;
     }
     qr_intcall call = {kd, p->name, NULL, 0};
@@ -603,6 +611,7 @@ static qr_status lower_match(builder *b, const struct mrec *r)
             na++;
             if (!strcmp(a->role, "activation") || !strcmp(a->role, "output"))
                 shape_from[nshape++] = nin;
+            orig_in[nin] = a->id;
             ins[nin++] = t;
         }
         if (arg_width(a) == 1)
@@ -659,8 +668,22 @@ static qr_status lower_match(builder *b, const struct mrec *r)
     if (!want_acc && nshape)
         qr_node_add_attr_ints(b->d, n, "shape_from", nshape, shape_from);
     const qr_value *oy = q->g->values[r->out];
-    if (!want_acc && oy->t.ndim > 0 && oy->t.ndim <= QR_MAX_DIMS) /* -1: an unknown (batch) dim */
+    if (!want_acc && oy->t.ndim > 0 && oy->t.ndim <= QR_MAX_DIMS) { /* -1: an unknown (batch) dim */
         qr_node_add_attr_ints(b->d, n, "shape", oy->t.ndim, oy->t.dims);
+        /* an unknown dim that follows one of an input's (the same symbolic name): input * QR_MAX_DIMS + axis */
+        int64_t from[QR_MAX_DIMS];
+        for (int d = 0; d < oy->t.ndim; d++) {
+            from[d] = -1;
+            for (int i = 0; i < nshape && oy->t.dims[d] < 0 && oy->dim_param[d] && from[d] < 0; i++) {
+                int id = orig_in[shape_from[i]];
+                const qr_value *iv = id >= 0 ? q->g->values[id] : NULL;
+                for (int j = 0; iv && j < iv->t.ndim && j < QR_MAX_DIMS && from[d] < 0; j++)
+                    if (iv->dim_param[j] && !strcmp(iv->dim_param[j], oy->dim_param[d]))
+                        from[d] = shape_from[i] * QR_MAX_DIMS + j;
+            }
+        }
+        qr_node_add_attr_ints(b->d, n, "dims_from", oy->t.ndim, from);
+    }
     if (yi->q && want_acc) { /* y comes from an int32 accumulator */
         qr_qinfo *qi = qr_arena_memdup(&b->d->arena, yi->q, sizeof *qi);
         if (qi)
