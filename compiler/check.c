@@ -700,6 +700,20 @@ static const qc_type *builtin_call(ctx *c, ql_node *n, const char *f, const qc_t
         }
         return set_type(n, dt);
     }
+    /* value(c) in an affine rule: the node's input c as a scalar constant (NaN when it is none). */
+    if (!strcmp(f, "value") && in_affine_rule(c)) {
+        if (!expect_args(c, n, f, 1, 1))
+            return set_type(n, &qc_error);
+        qc_sym *s = k[0]->kind == QL_NAME ? lookup(c, k[0], k[0]->name, 1) : NULL;
+        if (!s || s->kind != QC_SYM_AFF_IN) {
+            if (s || k[0]->kind != QL_NAME)
+                err(c, k[0], "value takes one of the rule's inputs");
+            return set_type(n, &qc_error);
+        }
+        k[0]->sym = s;
+        set_type(k[0], &qc_i32);
+        return set_type(n, &qc_f64);
+    }
     /* Pattern predicates on bound values. */
     if (!strcmp(f, "const") || !strcmp(f, "present") || !strcmp(f, "rank") || !strcmp(f, "dim") ||
         !strcmp(f, "value")) {

@@ -919,7 +919,8 @@ static gcc_jit_rvalue *builtin_call(fgen *f, const ql_node *n, const char *name)
         return now(f, cast(j, call_imp(f, IMP_ATTR_INTS, 3, args), j->p_array));
     }
     if (!strcmp(name, "value")) { /* a scalar constant's value (NaN for anything else) */
-        gcc_jit_rvalue *args[2] = {f->mt, expr(f, k[0])};
+        const qc_sym *in = k[0]->sym;
+        gcc_jit_rvalue *args[2] = {f->mt, in && in->kind == QC_SYM_AFF_IN ? lng(j, j->t_i64, in->index) : expr(f, k[0])};
         return now(f, call_imp(f, IMP_VALUE_SCALAR, 2, args));
     }
     if (!strcmp(name, "const") || !strcmp(name, "present") || !strcmp(name, "rank") || !strcmp(name, "dim")) {
