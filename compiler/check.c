@@ -1970,7 +1970,8 @@ static void recipe(ctx *c, qc_sym *s)
 {
     ql_node *n = s->decl;
     static const char *const keys[] = {"activation", "weight", "bias", "accumulate", "numerics", "fallback", "input",
-                                       "output", "tolerance"};
+                                       "output", "tolerance", "rounding"};
+    enum { NKEYS = sizeof keys / sizeof keys[0] };
     c->w = W_RECIPE;
     for (int i = 0; i < n->nkids; i++) {
         ql_node *k = n->kids[i];
@@ -1994,7 +1995,7 @@ static void recipe(ctx *c, qc_sym *s)
             continue;
         }
         int key = -1;
-        for (int j = 0; j < 9; j++)
+        for (int j = 0; j < NKEYS; j++)
             if (!strcmp(k->name, keys[j]))
                 key = j;
         for (int j = 0; j < i; j++)
@@ -2003,12 +2004,12 @@ static void recipe(ctx *c, qc_sym *s)
                 ql_note(c->d, n->kids[j]->span, "first set here");
             }
         if (key < 0) {
-            const char *hint = ql_suggest(k->name, keys, 9);
+            const char *hint = ql_suggest(k->name, keys, NKEYS);
             if (hint)
                 err(c, k, "unknown recipe setting '%s'; did you mean '%s'?", k->name, hint);
             else
                 err(c, k, "unknown recipe setting '%s' (activation, weight, bias, accumulate, numerics, fallback, input, "
-                          "output, tolerance)",
+                          "output, tolerance, rounding)",
                     k->name);
             continue;
         }
@@ -2018,17 +2019,17 @@ static void recipe(ctx *c, qc_sym *s)
                 err(c, v, "tolerance is a number of dB: tolerance = 3");
             continue;
         }
-        if (key == 4) {
+        if (key == 4 || key == 9) { /* numerics = onnx; rounding = half_even */
             ql_node *v = k->a;
-            static const char *const modes[] = {"onnx", "tflite", "pytorch"};
+            static const char *const modes[2][3] = {{"onnx", "tflite", "pytorch"}, {"half_even", "half_away", "half_even"}};
             int ok = v->kind == QL_NAME;
             if (ok) {
                 ok = 0;
                 for (int j = 0; j < 3; j++)
-                    ok |= !strcmp(v->name, modes[j]);
+                    ok |= !strcmp(v->name, modes[key == 9][j]);
             }
             if (!ok)
-                err(c, v, "numerics is onnx, tflite or pytorch");
+                err(c, v, key == 4 ? "numerics is onnx, tflite or pytorch" : "rounding is half_even or half_away");
             continue;
         }
         qspec(c, k, key <= 1 || key >= 6 ? 0 : key <= 3 ? 1 : 2);

@@ -284,7 +284,7 @@ static qr_value *table_const(builder *b, const char *name, qr_dtype t, const qr_
         else {
             double v = (double)(q - x->qp.zero) * x->qp.scale;
             double fv = f ? f(user, v) : v;
-            r = qr_plan_round((float)fv, (float)y->qp.scale, y->qp.zero, y->qt.qmin, y->qt.qmax);
+            r = qr_plan_round_const(b->q, (float)fv, (float)y->qp.scale, y->qp.zero, y->qt.qmin, y->qt.qmax);
         }
         qr_set_i64(tab.data, t, i, r < y->qt.qmin ? y->qt.qmin : r > y->qt.qmax ? y->qt.qmax : r);
     }
@@ -729,8 +729,8 @@ static qr_status body_table(builder *b, const qr_affine *a, const qr_node *n, co
         const qr_value *c = n->in[j];
         if (!c || !c->is_const || qr_tensor_numel(&c->t) != 1 || !qr_dtype_is_float(c->t.dtype))
             return QR_OK;
-        xv[j] = (int32_t)qr_plan_round((float)qr_get_f64(c->t.data, c->t.dtype, 0), (float)xs->qp.scale,
-                                       xs->qp.zero, INT32_MIN, INT32_MAX);
+        xv[j] = (int32_t)qr_plan_round_const(b->q, (float)qr_get_f64(c->t.data, c->t.dtype, 0), (float)xs->qp.scale,
+                                             xs->qp.zero, INT32_MIN, INT32_MAX);
     }
     qrl_rt rt;
     qr_rt_init(&rt);
@@ -907,8 +907,8 @@ static qr_status lower_affine(builder *b, int node)
             if (qr_tensor_alloc(&ints, b->e) != QR_OK)
                 return QR_ERR;
             for (int64_t k = 0; k < qr_tensor_numel(&c->t); k++)
-                qr_set_i64(ints.data, t, k, qr_plan_round(((const float *)c->t.data)[k], (float)ys->qp.scale,
-                                                          ys->qp.zero, ys->qt.qmin, ys->qt.qmax));
+                qr_set_i64(ints.data, t, k, qr_plan_round_const(b->q, ((const float *)c->t.data)[k], (float)ys->qp.scale,
+                                                                ys->qp.zero, ys->qt.qmin, ys->qt.qmax));
             snprintf(name, sizeof name, "%s_quantized_for_%s", c->name, yi->name);
             n->in[j] = qr_plan_const(b->d, name, &ints);
             qr_tensor_free(&ints);
@@ -924,7 +924,7 @@ static qr_status lower_affine(builder *b, int node)
         }
         if (cv)
             c = qr_get_f64(cv->t.data, cv->t.dtype, 0);
-        int64_t iv = qr_plan_round((float)c, (float)ys->qp.scale, ys->qp.zero, ys->qt.qmin, ys->qt.qmax);
+        int64_t iv = qr_plan_round_const(b->q, (float)c, (float)ys->qp.scale, ys->qp.zero, ys->qt.qmin, ys->qt.qmax);
         if (old) {
             const qr_attr *va = qr_node_attr(n, "value");
             if (va)

@@ -94,6 +94,8 @@ static qr_status read_settings(qr_qctx *q)
     if (num && strcmp(num->type, "onnx") && strcmp(num->type, "tflite") && strcmp(num->type, "pytorch"))
         return qr_errorf(q->e, "recipe '%s': unknown numerics '%s'", r->name, num->type);
     q->numerics = num ? num->type : "onnx"; /* picks the patterns whose kernels implement it */
+    const qr_setting *rnd = qr_recipe_setting(r, "rounding");
+    q->round_away = rnd && !strcmp(rnd->type, "half_away");
     /* a calibrator the module lacks is reported before any work */
     qr_calib *c;
     if (new_calib(q, q->act, &c) != QR_OK)
@@ -470,6 +472,14 @@ int64_t qr_plan_round(float x, float scale, int64_t zero, int64_t qmin, int64_t 
     return v < qmin ? qmin : v > qmax ? qmax : (int64_t)v;
 }
 
+int64_t qr_plan_round_const(const qr_qctx *q, float x, float scale, int64_t zero, int64_t qmin, int64_t qmax)
+{
+    if (!q->round_away)
+        return qr_plan_round(x, scale, zero, qmin, qmax);
+    double v = (double)roundf(x / scale) + (double)zero;
+    return v < qmin ? qmin : v > qmax ? qmax : (int64_t)v;
+}
+
 /* ONNX QuantizeLinear then DequantizeLinear: float division, round half to even, saturate. */
 void qr_plan_fake_quant(const float *x, float *y, int64_t n, float scale, int64_t zero, int64_t qmin, int64_t qmax)
 {
@@ -802,7 +812,7 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
         const float *src = ov->t.data;
         for (int64_t j = 0; j < n; j++) {
             int c = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
-            qr_set_i64(ints.data, w->dtype, j, qr_plan_round(src[j], w->scale[c], w->zero[c], qt.qmin, qt.qmax));
+            qr_set_i64(ints.data, w->dtype, j, qr_plan_round_const(q, src[j], w->scale[c], w->zero[c], qt.qmin, qt.qmax));
         }
         unsigned char *zeros = calloc((size_t)w->nch, qr_dtype_size(w->dtype));
         for (int c = 0; zeros && c < w->nch; c++)
@@ -836,7 +846,7 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
         const float *src = ov->t.data;
         for (int64_t c = 0; c < n; c++) {
             scales[c] = (float)q->slots[xs].qp.scale * w->scale[w->nch == 1 ? 0 : c];
-            ((int32_t *)ints.data)[c] = (int32_t)qr_plan_round(src[c], scales[c], 0, INT32_MIN, INT32_MAX);
+            ((int32_t *)ints.data)[c] = (int32_t)qr_plan_round_const(q, src[c], scales[c], 0, INT32_MIN, INT32_MAX);
         }
         /* per-tensor weights give a per-tensor bias: no axis (per-axis DequantizeLinear needs opset 13) */
         int pc = w->nch > 1;

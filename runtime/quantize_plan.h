@@ -56,6 +56,8 @@ typedef struct qr_qctx {
     int act_narrow, w_narrow, w_per_channel;
     int act_sym, w_sym; /* the symmetric modifier: solve sees it as t.symmetric */
     const char *numerics; /* the recipe's: only patterns of these numerics (or of none stated) match */
+    int round_away;       /* the recipe's rounding = half_away: constants QRL quantizes (weights, biases,
+                           * tables, constant operands) round ties away from zero, else to even */
     double *top1; /* by slot, with labels: top-1 points with that layer alone quantized, minus f32's */
     const qr_setting *act, *wt, *in, *out; /* in/out: the model's first quantized tensors and its outputs */
     /* plan */
@@ -94,6 +96,9 @@ const qr_wquant *qr_plan_weight(const qr_qctx *q, int value);
 int qr_plan_const_falls_back(const qr_qctx *q, int value);
 /* ONNX QuantizeLinear of one value: x / scale rounded half to even, plus zero, saturated. */
 int64_t qr_plan_round(float x, float scale, int64_t zero, int64_t qmin, int64_t qmax);
+/* A constant QRL quantizes itself (weight, bias, table entry, constant operand): rounded as the
+ * recipe's rounding setting says, plus zero, saturated. */
+int64_t qr_plan_round_const(const qr_qctx *q, float x, float scale, int64_t zero, int64_t qmin, int64_t qmax);
 /* f32 x fake-quantized (quantized, dequantized) into y. */
 void qr_plan_fake_quant(const float *x, float *y, int64_t n, float scale, int64_t zero, int64_t qmin, int64_t qmax);
 /* Samples per run: the model's fixed batch, else --batch (32). */

@@ -567,6 +567,69 @@ Test(quantize, fallback_reverts_by_effect_on_the_outputs)
     cr_assert_float_eq(ort, db, 0.5, "ORT %.2f dB, qrl says %.2f dB", ort, db);
 }
 
+/* The recipe's rounding decides how QRL rounds the constants it quantizes: a weight of 0.5, 1.5 and
+ * -2.5 steps goes to 0, 2, -2 with half_even and to 1, 2, -3 with half_away (numpy computes both
+ * from the exported scale). */
+Test(quantize, rounding_setting_rounds_the_weights)
+{
+    char cmd[8192], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"\n"
+             "import numpy as np, onnx\n"
+             "from onnx import helper, numpy_helper, TensorProto\n"
+             "w = np.array([127, 0.5, 1.5, -2.5, 0, 0, 0, 0], np.float32).reshape(1, 8, 1, 1)\n"
+             "g = helper.make_graph([helper.make_node('Conv', ['x', 'w'], ['y'])], 'g',\n"
+             "    [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['N', 8, 2, 2])],\n"
+             "    [helper.make_tensor_value_info('y', TensorProto.FLOAT, ['N', 1, 2, 2])], [numpy_helper.from_array(w, 'w')])\n"
+             "m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]); m.ir_version = 8\n"
+             "onnx.save(m, 'ties.onnx')\n"
+             "np.save('ties_x.npy', np.random.default_rng(0).standard_normal((4, 8, 2, 2)).astype(np.float32))\n"
+             "\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *modes[2] = {"half_even", "half_away"};
+    char got[2][256];
+    for (int k = 0; k < 2; k++) {
+        char recipe[700];
+        snprintf(recipe, sizeof recipe, "%s/r_%s.qrl", dir, modes[k]);
+        FILE *f = fopen(recipe, "w");
+        cr_assert(f);
+        fprintf(f,
+                "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+                "recipe r {\n  activation = u8 asymmetric by minmax()\n"
+                "  weight = i8 symmetric narrow per_channel by minmax(symmetric = true)\n  rounding = %s\n}\n",
+                modes[k]);
+        fclose(f);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && '%s' quantize ties.onnx --recipe %s --calib ties_x.npy -o q_%s.onnx > /dev/null && "
+                 "/usr/bin/python3 -c \"\n"
+                 "import numpy as np, onnx\n"
+                 "from onnx import numpy_helper\n"
+                 "m = onnx.load('q_%s.onnx'); g = m.graph\n"
+                 "ints = {i.name: numpy_helper.to_array(i) for i in g.initializer}\n"
+                 "dq = [n for n in g.node if n.op_type == 'DequantizeLinear' and ints.get(n.input[0]) is not None\n"
+                 "      and ints[n.input[0]].dtype == np.int8][0]\n"
+                 "q = ints[dq.input[0]].ravel(); s = float(np.ravel(ints[dq.input[1]])[0])\n"
+                 "r = np.array([127, 0.5, 1.5, -2.5], np.float32) / np.float32(s)\n"
+                 "want = np.clip(np.round(r) if '%s' == 'half_even' else np.sign(r) * np.floor(np.abs(r) + 0.5), -127, 127)\n"
+                 "print('ints', list(q[:4]), 'want', list(want.astype(int)))\n"
+                 "\"",
+                 dir, tu_qrl(), recipe, modes[k], modes[k], modes[k]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        const char *a = strstr(log, "ints ["), *b = strstr(log, "want [");
+        cr_assert(a && b, "%s", log);
+        int qa[4], qb[4];
+        cr_assert(sscanf(a, "ints [%d, %d, %d, %d]", &qa[0], &qa[1], &qa[2], &qa[3]) == 4, "%s", log);
+        cr_assert(sscanf(b, "want [%d, %d, %d, %d]", &qb[0], &qb[1], &qb[2], &qb[3]) == 4, "%s", log);
+        for (int i = 0; i < 4; i++)
+            cr_assert_eq(qa[i], qb[i], "%s: weight %d is %d, numpy says %d (%s)", modes[k], i, qa[i], qb[i], log);
+        snprintf(got[k], sizeof got[k], "%d %d %d %d", qa[0], qa[1], qa[2], qa[3]);
+        free(log);
+    }
+    cr_assert_str_neq(got[0], got[1], "the weights hold no ties: the test cannot tell the modes apart");
+}
+
 /* `fallback = f32 when output_sqnr < 40`: the fewest most sensitive layers go back to f32 until the
  * outputs meet 40 dB; the printed SQNR is the export's as ONNX Runtime computes it. */
 Test(quantize, output_sqnr_target_is_met)
