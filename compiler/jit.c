@@ -408,8 +408,16 @@ static gcc_jit_rvalue *float_to_int(fgen *f, gcc_jit_rvalue *x, const qc_type *t
     int64_t lo, hi;
     int_range(to, &lo, &hi);
     gcc_jit_type *ft = gcc_jit_rvalue_get_type(x), *it = jtype(j, to);
+    if (hi - lo < (1 << 24)) {
+        /* A narrow type: its bounds are exact in f32 and f64, so clamp in x's own type with
+         * selects (NaN to 0) and truncate; no branches, no f64: GCC vectorizes it. */
+        x = now(f, x);
+        gcc_jit_rvalue *v = select_rv(f, cmp(j, GCC_JIT_COMPARISON_NE, x, x), dbl(j, ft, 0), x, ft);
+        v = select_rv(f, cmp(j, GCC_JIT_COMPARISON_LT, v, dbl(j, ft, (double)lo)), dbl(j, ft, (double)lo), v, ft);
+        v = select_rv(f, cmp(j, GCC_JIT_COMPARISON_GT, v, dbl(j, ft, (double)hi)), dbl(j, ft, (double)hi), v, ft);
+        return now(f, cast(j, v, it));
+    }
     x = now(f, cast(j, x, j->t_f64));
-    (void)ft;
     gcc_jit_lvalue *r = temp(f, it);
     gcc_jit_block *b_nan = new_block(f), *b_notnan = new_block(f), *b_hi = new_block(f), *b_nothi = new_block(f),
                   *b_lo = new_block(f), *b_mid = new_block(f), *join = new_block(f);
@@ -790,7 +798,7 @@ static gcc_jit_rvalue *conversion(fgen *f, const ql_node *n)
     return cast(j, x, jtype(j, to));
 }
 
-/* round half to even / away from zero / up, exactly (x - floor(x) is exact). */
+/* round half to even (rint) / away from zero / up, exactly (x - floor(x) is exact). */
 static gcc_jit_rvalue *rounding(fgen *f, const char *mode, gcc_jit_rvalue *x)
 {
     jit *j = f->j;
@@ -804,19 +812,12 @@ static gcc_jit_rvalue *rounding(fgen *f, const char *mode, gcc_jit_rvalue *x)
         gcc_jit_rvalue *step = select_rv(f, cmp(j, GCC_JIT_COMPARISON_LT, x, dbl(j, t, 0)), dbl(j, t, -1), one, t);
         return select_rv(f, cmp(j, GCC_JIT_COMPARISON_GE, d, half), bin(j, GCC_JIT_BINARY_OP_PLUS, t, tr, step), tr, t);
     }
+    if (!strcmp(mode, "round_even")) /* rint under round-to-nearest, which module load checks */
+        return now(f, builtin1(j, t == j->t_f32 ? "__builtin_rintf" : "__builtin_rint", x));
     gcc_jit_rvalue *fl = now(f, floor_rv(j, x));
     gcc_jit_rvalue *d = now(f, bin(j, GCC_JIT_BINARY_OP_MINUS, t, x, fl));
     gcc_jit_rvalue *up = bin(j, GCC_JIT_BINARY_OP_PLUS, t, fl, one);
-    if (!strcmp(mode, "round_up"))
-        return select_rv(f, cmp(j, GCC_JIT_COMPARISON_GE, d, half), up, fl, t);
-    /* half to even: ties go to the even neighbour */
-    gcc_jit_rvalue *odd = cmp(j, GCC_JIT_COMPARISON_NE,
-                              bin(j, GCC_JIT_BINARY_OP_MULT, t, floor_rv(j, bin(j, GCC_JIT_BINARY_OP_MULT, t, fl, half)),
-                                  dbl(j, t, 2.0)),
-                              fl);
-    gcc_jit_rvalue *tie = now(f, select_rv(f, odd, up, fl, t));
-    gcc_jit_rvalue *r = now(f, select_rv(f, cmp(j, GCC_JIT_COMPARISON_GT, d, half), up, fl, t));
-    return select_rv(f, cmp(j, GCC_JIT_COMPARISON_EQ, d, half), tie, r, t);
+    return select_rv(f, cmp(j, GCC_JIT_COMPARISON_GE, d, half), up, fl, t); /* round_up */
 }
 
 static gcc_jit_rvalue *user_call(fgen *f, const ql_node *n, const qc_sym *s)

@@ -1,5 +1,6 @@
 #include "recipe.h"
 
+#include <fenv.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -568,6 +569,13 @@ qr_status qr_rt_status(const qrl_rt *rt, qr_error *e)
 qr_status qr_module_load(qrl_module_entry_fn entry, void (*release)(void *), void *handle, qrl_module **out,
                          qr_error *e)
 {
+    /* compiled recipe code rounds half to even with rint, which needs the default mode */
+    if (fegetround() != FE_TONEAREST) {
+        if (release)
+            release(handle);
+        return qr_errorf(e, "recipe code needs the round-to-nearest floating-point mode, and this process set "
+                            "another (fesetround)");
+    }
     qrl_module *m = calloc(1, sizeof *m);
     if (!m) {
         if (release)

@@ -3,6 +3,7 @@
  * and negative values, saturating conversions, loops, bounds checks, the
  * stdlib calibrators against the same computation in C, and the cache. */
 #include <criterion/criterion.h>
+#include <fenv.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,7 +182,9 @@ Test(jit, conversions_saturate)
                                  "fn f2i64(x: f64) -> i64 { return i64(x) }\n"
                                  "fn sat8(x: i64) -> i8 { return sat<i8>(x) }\n"
                                  "fn satu8(x: i32) -> u8 { return sat<u8>(x) }\n"
-                                 "fn wrap8(x: i64) -> i8 { return i8(x) }\n",
+                                 "fn wrap8(x: i64) -> i8 { return i8(x) }\n"
+                                 "fn f32u8(x: f32) -> u8 { return sat<u8>(x) }\n"
+                                 "fn f32i16(x: f32) -> i16 { return i16(x) }\n",
                                  NULL, NULL);
     qrl_rt rt;
     qr_rt_init(&rt);
@@ -205,7 +208,48 @@ Test(jit, conversions_saturate)
     cr_assert_eq(satu8(&rt, -1), 0);
     cr_assert_eq(satu8(&rt, 300), 255);
     cr_assert_eq(wrap8(&rt, 300), 44);
+    /* narrow targets from f32: clamped in f32 with selects, then truncated */
+    uint8_t (*f32u8)(qrl_rt *, float) = fn(m, "f32u8", "u8(f32)");
+    int16_t (*f32i16)(qrl_rt *, float) = fn(m, "f32i16", "i16(f32)");
+    const float fx[] = {NAN, INFINITY, -INFINITY, -0.5f, -0.0f, 0.9f, 254.99f, 255.0f, 255.7f, 1e20f, 77.5f};
+    const uint8_t fu8[] = {0, 255, 0, 0, 0, 0, 254, 255, 255, 255, 77};
+    const int16_t fi16[] = {0, 32767, -32768, 0, 0, 0, 254, 255, 255, 32767, 77};
+    for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++) {
+        cr_assert_eq(f32u8(&rt, fx[i]), fu8[i], "sat<u8>(%g) = %d", (double)fx[i], f32u8(&rt, fx[i]));
+        cr_assert_eq(f32i16(&rt, fx[i]), fi16[i], "i16(%g) = %d", (double)fx[i], f32i16(&rt, fx[i]));
+    }
+    cr_assert_eq(f32i16(&rt, -32768.9f), -32768);
+    cr_assert_eq(f32i16(&rt, -7.9f), -7);
     qr_module_free(m);
+}
+
+/* round_even is rint: a module refuses to load under another rounding mode. */
+Test(jit, module_load_needs_round_to_nearest)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/r.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("fn even(x: f64) -> f64 { return round_even(x) }\n", f);
+    fclose(f);
+    char stdlib[600];
+    snprintf(stdlib, sizeof stdlib, "%s/stdlib", tu_root());
+    qc_unit *u = qc_unit_new(stdlib);
+    qc_unit_load(u, path);
+    qc_check(u);
+    cr_assert_eq(u->diags.errors, 0);
+    fesetround(FE_UPWARD);
+    qrl_module *m = qc_compile(u, &(qc_options){.no_cache = 1}, NULL);
+    fesetround(FE_TONEAREST);
+    cr_assert_null(m);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    ql_diags_print(&u->diags, mf);
+    fclose(mf);
+    cr_assert(strstr(buf, "round-to-nearest"), "%s", buf);
+    free(buf);
+    qc_unit_free(u);
 }
 
 Test(jit, loops_and_bounds_checks)
