@@ -623,6 +623,29 @@ static int64_t col_major(const qr_conv_geom *g, int64_t off)
     return idx;
 }
 
+/* MaxPool on 8-bit integers (quantized data) as they are, without the f64
+ * path: the same windows, the first maximum; a window of padding only gives
+ * the type's minimum, as the f64 path's -inf saturates to. */
+#define POOL_MAX_INT(S, T, TMIN)                                                                              \
+    static void pool_max_##S(const qr_conv_geom *g, const T *x, T *y, int64_t planes, int64_t *offs)         \
+    {                                                                                                         \
+        int64_t sn = g->small_n;                                                                              \
+        for (int64_t i = 0; i < planes * sn; i++)                                                             \
+            y[i] = TMIN;                                                                                      \
+        for (int64_t kf = 0; kf < g->kernel_n; kf++) {                                                        \
+            qr_conv_offsets(g, kf, offs);                                                                     \
+            for (int64_t p = 0; p < planes; p++) {                                                            \
+                const T *xp = x + p * g->big_n;                                                               \
+                T *yp = y + p * sn;                                                                           \
+                for (int64_t j = 0; j < sn; j++)                                                              \
+                    if (offs[j] >= 0 && xp[offs[j]] > yp[j])                                                  \
+                        yp[j] = xp[offs[j]];                                                                  \
+            }                                                                                                 \
+        }                                                                                                     \
+    }
+POOL_MAX_INT(u8, uint8_t, 0)
+POOL_MAX_INT(i8, int8_t, INT8_MIN)
+
 static qr_status pool_run_common(qr_kctx *k, int is_max)
 {
     qr_conv_geom g;
@@ -631,6 +654,17 @@ static qr_status pool_run_common(qr_kctx *k, int is_max)
     const qr_tensor *x = k->in[0];
     qr_tensor *y = k->out[0], *yi = is_max && k->n_out > 1 ? k->out[1] : NULL;
     int64_t planes = x->dims[0] * x->dims[1], sn = g.small_n;
+    if (is_max && !yi && x->dtype == y->dtype && (x->dtype == QR_U8 || x->dtype == QR_I8)) {
+        int64_t *o = malloc((size_t)sn * sizeof(int64_t) + 1);
+        if (!o)
+            return QR_KERR(k, "out of memory");
+        if (x->dtype == QR_U8)
+            pool_max_u8(&g, x->data, y->data, planes, o);
+        else
+            pool_max_i8(&g, x->data, y->data, planes, o);
+        free(o);
+        return QR_OK;
+    }
     double *xd = to_f64(x), *acc = malloc((size_t)(planes * sn) * sizeof(double) + 1);
     double *cnt = malloc((size_t)sn * sizeof(double) + 1);
     int64_t *offs = malloc((size_t)sn * sizeof(int64_t) + 1);

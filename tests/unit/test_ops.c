@@ -211,3 +211,45 @@ Test(ops, matmul_integer_wraps_like_an_exact_sum)
     free(a);
     free(b);
 }
+
+/* MaxPool on u8 and i8 runs on the integers as they are: the same result as the f32 kernel (which
+ * the ONNX conformance data checks) on the same values, with padding, strides and ceil mode. */
+Test(ops, maxpool_on_8bit_integers_matches_f32)
+{
+    enum { C = 3, H = 7, W = 6 };
+    float xf[C * H * W];
+    uint8_t xu[C * H * W];
+    int8_t xs[C * H * W];
+    unsigned seed = 5;
+    for (int i = 0; i < C * H * W; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int v = (int)((seed >> 16) % 256);
+        xu[i] = (uint8_t)v;
+        xs[i] = (int8_t)(v - 128);
+    }
+    int64_t ks[2] = {3, 2}, st[2] = {2, 2}, pads[4] = {1, 0, 1, 1};
+    qr_attr attrs[4] = {{.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
+                        {.name = "strides", .kind = QR_ATTR_INTS, .n = 2, .ints = st},
+                        {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pads},
+                        {.name = "ceil_mode", .kind = QR_ATTR_INT, .i = 1}};
+    for (int signed8 = 0; signed8 < 2; signed8++) {
+        for (int i = 0; i < C * H * W; i++)
+            xf[i] = signed8 ? (float)xs[i] : (float)xu[i];
+        qr_tensor tf = {.dtype = QR_F32, .ndim = 4, .dims = {1, C, H, W}, .data = xf};
+        qr_tensor ti = {.dtype = signed8 ? QR_I8 : QR_U8, .ndim = 4, .dims = {1, C, H, W},
+                        .data = signed8 ? (void *)xs : (void *)xu};
+        const qr_tensor *inf[1] = {&tf}, *ini[1] = {&ti};
+        qr_tensor yf, yi;
+        qr_error e;
+        cr_assert_eq(run_op("MaxPool", attrs, 4, inf, 1, &yf, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(run_op("MaxPool", attrs, 4, ini, 1, &yi, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_tensor_numel(&yf), qr_tensor_numel(&yi));
+        for (int64_t i = 0; i < qr_tensor_numel(&yf); i++) {
+            float want = ((float *)yf.data)[i];
+            float got = signed8 ? (float)((int8_t *)yi.data)[i] : (float)((uint8_t *)yi.data)[i];
+            cr_assert_eq(got, want, "%s element %lld: %g vs %g", signed8 ? "i8" : "u8", (long long)i, got, want);
+        }
+        qr_tensor_free(&yf);
+        qr_tensor_free(&yi);
+    }
+}
