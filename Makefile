@@ -12,7 +12,8 @@ SAN      ?=
 CFLAGS   ?= -std=c11 -Wall -Wextra -Werror -Wno-format-truncation $(OPT) -g -fPIC -D_DEFAULT_SOURCE $(SAN)
 # The kernels' loops (GEMMs, im2col) vectorize only under the dynamic cost
 # model: -O2's "very cheap" one left the AVX-512 clones scalar.
-KERNEL_OBJ = $(B)/obj/runtime/ops/quant.o $(B)/obj/runtime/ops/conv.o
+KERNEL_OBJ = $(B)/obj/runtime/ops/quant.o $(B)/obj/runtime/ops/conv.o $(B)/obj/runtime/ops/dense.o \
+             $(B)/obj/runtime/ops/elementwise.o
 $(KERNEL_OBJ): CFLAGS += -fvect-cost-model=dynamic
 LDFLAGS  ?= $(SAN)
 GCCJIT_DIR ?= /usr/lib/gcc/x86_64-linux-gnu/12

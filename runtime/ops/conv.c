@@ -623,9 +623,9 @@ static int64_t col_major(const qr_conv_geom *g, int64_t off)
     return idx;
 }
 
-/* MaxPool on 8-bit integers (quantized data) as they are, without the f64
- * path: the same windows, the first maximum; a window of padding only gives
- * the type's minimum, as the f64 path's -inf saturates to. */
+/* MaxPool on f32 and 8-bit integers (quantized data) as they are, without
+ * the f64 path: the same windows, the first maximum (NaN never wins); a
+ * window of padding only gives the type's minimum (-inf), as the f64 path. */
 #define POOL_MAX_INT(S, T, TMIN)                                                                              \
     static void pool_max_##S(const qr_conv_geom *g, const T *x, T *y, int64_t planes, int64_t *offs)         \
     {                                                                                                         \
@@ -645,6 +645,7 @@ static int64_t col_major(const qr_conv_geom *g, int64_t off)
     }
 POOL_MAX_INT(u8, uint8_t, 0)
 POOL_MAX_INT(i8, int8_t, INT8_MIN)
+POOL_MAX_INT(f32, float, -INFINITY)
 
 static qr_status pool_run_common(qr_kctx *k, int is_max)
 {
@@ -654,14 +655,16 @@ static qr_status pool_run_common(qr_kctx *k, int is_max)
     const qr_tensor *x = k->in[0];
     qr_tensor *y = k->out[0], *yi = is_max && k->n_out > 1 ? k->out[1] : NULL;
     int64_t planes = x->dims[0] * x->dims[1], sn = g.small_n;
-    if (is_max && !yi && x->dtype == y->dtype && (x->dtype == QR_U8 || x->dtype == QR_I8)) {
+    if (is_max && !yi && x->dtype == y->dtype && (x->dtype == QR_U8 || x->dtype == QR_I8 || x->dtype == QR_F32)) {
         int64_t *o = malloc((size_t)sn * sizeof(int64_t) + 1);
         if (!o)
             return QR_KERR(k, "out of memory");
         if (x->dtype == QR_U8)
             pool_max_u8(&g, x->data, y->data, planes, o);
-        else
+        else if (x->dtype == QR_I8)
             pool_max_i8(&g, x->data, y->data, planes, o);
+        else
+            pool_max_f32(&g, x->data, y->data, planes, o);
         free(o);
         return QR_OK;
     }
