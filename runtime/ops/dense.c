@@ -128,12 +128,32 @@ static qr_status mm_run(qr_kctx *k, mm_job j, qr_dtype t, int64_t nbatch, int64_
         j.b = wb;
         j.y = wy;
     }
+    void *bt = NULL;
+    if (j.tb && !j.boff && j.n * j.k > 0) {
+        /* B^T as [K, N] once: every output then sums over k in the same order
+         * as the dot product did (bit for bit), with its inner loop along n,
+         * which vectorizes */
+        size_t es = qr_dtype_size(ct);
+        bt = qr_kscratch(k, j.k, j.n, es, "transposed B");
+        if (!bt) {
+            free(wa);
+            free(wb);
+            free(wy);
+            return QR_ERR;
+        }
+        for (int64_t n = 0; n < j.n; n++)
+            for (int64_t q = 0; q < j.k; q++)
+                memcpy((char *)bt + (size_t)(q * j.n + n) * es, (const char *)j.b + (size_t)(n * j.k + q) * es, es);
+        j.b = bt;
+        j.tb = 0;
+    }
     qr_range_fn fn = ct == QR_F32 ? mm_f32 : ct == QR_F64 ? mm_f64 : mm_u64;
     int64_t rows = nbatch * j.m;
     int64_t per_row = j.n * j.k + 1;
     int64_t grain = per_row >= 65536 ? 1 : 65536 / per_row;
     if (rows > 0)
         qr_parallel_for(k->pool, rows, grain, fn, &j);
+    free(bt);
     if (!native) {
         for (int64_t i = 0; i < ny; i++) {
             if (ct == QR_U64)
