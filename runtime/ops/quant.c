@@ -6,6 +6,7 @@
  * (a_scale * b_scale) / y_scale, adds the zero point, rounds half to even and
  * saturates. float8 and int4 types are not in qr_dtype, so not supported. */
 #include "conv_geom.h"
+#include "igemm.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -731,12 +732,94 @@ static void iconv_set_out(qr_kctx *k, const iconv *cv, qr_dtype t)
 
 /* acc[N, M, small] = conv(x - x_zp, w - w_zp[m]) + bias[m], wrapped to
  * int32. Padding reads the zero point, i.e. contributes 0. */
+/* The u8 x s8 microkernel's share of a row range (igemm.h). */
+typedef struct vnni_job {
+    qr_igemm_fn fn;
+    int32_t *c;
+    const int8_t *a;
+    const int32_t *init;
+    const uint8_t *b;
+    int64_t c_rs, k4, n;
+} vnni_job;
+
+static void vnni_rows(void *arg, int64_t m0, int64_t m1)
+{
+    const vnni_job *j = arg;
+    j->fn(j->c, j->c_rs, j->a, j->init, m0, m1, j->b, j->k4, j->n);
+}
+
+/* iconv_acc for u8 activations and s8 weights with zero points 0, on the
+ * u8s8 microkernel: sum (x - x_zero) w = sum x w - x_zero sum w, so x goes in
+ * as it is (padding as x_zero) and x_zero * sum(w) is folded into each output
+ * channel's starting value; both sides wrap modulo 2^32, as the contract says. */
+static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x, int64_t xz, const qr_tensor *w,
+                                const qr_tensor *bias, int32_t *acc, qr_igemm_fn fn)
+{
+    const qr_conv_geom *g = &cv->g;
+    int64_t cg = cv->c / cv->group, mg = cv->m / cv->group, ck = cg * g->kernel_n, sn = g->small_n;
+    int64_t k4 = qr_igemm_k4(ck), n16 = qr_igemm_n16(sn);
+    uint8_t *colp = qr_kscratch(k, k4, n16, 1, "packed im2col buffer");
+    if (!colp)
+        return QR_ERR;
+    int8_t *wp = calloc((size_t)(cv->m * k4) + 1, 1);
+    int32_t *init = malloc((size_t)cv->m * sizeof(int32_t) + 1);
+    int64_t *offs = malloc((size_t)sn * sizeof(int64_t) + 1);
+    if (!wp || !init || !offs) {
+        free(colp);
+        free(wp);
+        free(init);
+        free(offs);
+        return QR_KERR(k, "out of memory");
+    }
+    const int8_t *wd = w->data;
+    for (int64_t m = 0; m < cv->m; m++) {
+        uint32_t sum = 0;
+        for (int64_t i = 0; i < ck; i++) {
+            wp[m * k4 + i] = wd[m * ck + i];
+            sum += (uint32_t)(int32_t)wd[m * ck + i];
+        }
+        uint32_t b0 = bias ? (uint32_t)get_int(bias->data, bias->dtype, m) : 0;
+        init[m] = (int32_t)(b0 - (uint32_t)xz * sum);
+    }
+    memset(colp, 0, (size_t)(k4 * n16)); /* rows past ck and columns past sn stay 0 */
+    const uint8_t *xd = x->data;
+    for (int64_t n = 0; n < cv->n; n++)
+        for (int64_t gi = 0; gi < cv->group; gi++) {
+            const uint8_t *xg = xd + (n * cv->c + gi * cg) * g->big_n;
+            for (int64_t kf = 0; kf < g->kernel_n; kf++) {
+                qr_conv_offsets(g, kf, offs);
+                for (int64_t c = 0; c < cg; c++) {
+                    const uint8_t *xc = xg + c * g->big_n;
+                    int64_t q = c * g->kernel_n + kf;
+                    uint8_t *dst = colp + (q >> 2) * n16 * 4 + (q & 3);
+                    for (int64_t j = 0; j < sn; j++)
+                        dst[j * 4] = offs[j] >= 0 ? xc[offs[j]] : (uint8_t)xz;
+                }
+            }
+            vnni_job jb = {fn, acc + (n * cv->m + gi * mg) * sn, wp + gi * mg * k4, init + gi * mg, colp, sn, k4, sn};
+            qr_parallel_for(k->pool, mg, 4, vnni_rows, &jb);
+        }
+    free(colp);
+    free(wp);
+    free(init);
+    free(offs);
+    return QR_OK;
+}
+
 static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, const qr_tensor *xzp,
                            const qr_tensor *w, const qr_tensor *wzp, const qr_tensor *bias, int32_t *acc)
 {
     const qr_conv_geom *g = &cv->g;
     int64_t cg = cv->c / cv->group, mg = cv->m / cv->group, ck = cg * g->kernel_n;
     int64_t nx = qr_tensor_numel(x), nw = qr_tensor_numel(w), sn = g->small_n;
+    if (x->dtype == QR_U8 && w->dtype == QR_I8 && nw == cv->m * ck) {
+        int wz0 = 1;
+        for (int64_t i = 0; wzp && i < qr_tensor_numel(wzp); i++)
+            wz0 &= get_int(wzp->data, wzp->dtype, i) == 0;
+        qr_igemm_fn fn = wz0 ? qr_igemm_u8s8() : NULL;
+        if (fn)
+            return iconv_acc_u8s8(k, cv, x, xzp ? get_int(xzp->data, xzp->dtype, 0) : 0, w, bias, acc, fn);
+    }
     int32_t *col = qr_kscratch(k, ck, sn, sizeof(int32_t), "im2col buffer");
     if (!col)
         return QR_ERR;

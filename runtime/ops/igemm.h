@@ -1,0 +1,31 @@
+/* u8 x s8 -> s32 integer GEMM microkernels, one per instruction set, chosen
+ * when first used by what the CPU reports (never by the build machine).
+ *
+ * c[m][n] = init[m] + sum_k a[m][k] * b[k][n], wrapping modulo 2^32 as an
+ * exact sum wrapped at the end would (QRL's accumulation contract), with
+ *   a: s8 weights, row-major [M][K4]  (K4 = K rounded up to 4, zero-filled)
+ *   b: u8 activations packed [K4/4][N16][4]: for each group of four k, the
+ *      four bytes of every column n together (N16 = N rounded up to 16).
+ * This is the layout vpdpbusd reads: 16 columns of four u8 against four s8
+ * broadcast from one weight row. */
+#ifndef QR_IGEMM_H
+#define QR_IGEMM_H
+
+#include <stdint.h>
+
+/* Rounds k up to the packing's multiple of 4 and n to 16. */
+static inline int64_t qr_igemm_k4(int64_t k) { return (k + 3) & ~(int64_t)3; }
+static inline int64_t qr_igemm_n16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+
+typedef void (*qr_igemm_fn)(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
+                            const uint8_t *b, int64_t k4, int64_t n);
+
+/* The best u8s8 kernel this CPU runs, or NULL when none beats the portable
+ * int32 path (then callers keep it). QRL_IGEMM=portable forces NULL. */
+qr_igemm_fn qr_igemm_u8s8(void);
+
+/* The portable reference of the same contract (tests compare every ISA's kernel with it). */
+void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
+                       const uint8_t *b, int64_t k4, int64_t n);
+
+#endif

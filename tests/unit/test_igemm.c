@@ -1,0 +1,135 @@
+/* The u8 x s8 GEMM microkernels (runtime/ops/igemm*.c) against the portable
+ * reference on ragged shapes and sums that wrap int32, and ConvInteger on
+ * the microkernel against ConvInteger on the portable int32 path
+ * (QRL_IGEMM=portable) with padding, strides, dilations, groups and a
+ * nonzero input zero point. On a CPU without a microkernel the comparisons
+ * are skipped and say so. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op.h"
+#include "ops/igemm.h"
+
+static unsigned rnd(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return *s >> 8;
+}
+
+static void pack_b(const uint8_t *b, int64_t k, int64_t n, uint8_t *p)
+{
+    int64_t n16 = qr_igemm_n16(n);
+    memset(p, 0, (size_t)(qr_igemm_k4(k) * n16));
+    for (int64_t q = 0; q < k; q++)
+        for (int64_t j = 0; j < n; j++)
+            p[((q >> 2) * n16 + j) * 4 + (q & 3)] = b[q * n + j];
+}
+
+Test(igemm, kernel_matches_reference_on_ragged_and_wrapping_shapes)
+{
+    qr_igemm_fn fn = qr_igemm_u8s8();
+    if (!fn) {
+        cr_log_warn("no u8s8 microkernel on this CPU: nothing to compare");
+        return;
+    }
+    const int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {4, 4, 16}, {5, 37, 17}, {9, 64, 33}, {8, 3, 100}, {2, 70000, 19}};
+    unsigned seed = 7;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2], k4 = qr_igemm_k4(k);
+        int wrap = k > 60000; /* 255 * 127 * k exceeds 2^31: the sums must wrap exactly */
+        int8_t *a = calloc((size_t)(m * k4), 1);
+        uint8_t *b = malloc((size_t)(k * n)), *bp = malloc((size_t)(k4 * qr_igemm_n16(n)));
+        int32_t *init = malloc(sizeof *init * (size_t)m), *c1 = malloc(sizeof *c1 * (size_t)(m * n)),
+                *c2 = malloc(sizeof *c2 * (size_t)(m * n));
+        cr_assert(a && b && bp && init && c1 && c2);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t q = 0; q < k; q++)
+                a[i * k4 + q] = wrap ? 127 : (int8_t)(rnd(&seed) & 0xff);
+        for (int64_t i = 0; i < k * n; i++)
+            b[i] = wrap ? 255 : (uint8_t)(rnd(&seed) & 0xff);
+        for (int64_t i = 0; i < m; i++)
+            init[i] = (int32_t)rnd(&seed) - (1 << 23);
+        pack_b(b, k, n, bp);
+        qr_igemm_u8s8_ref(c1, n, a, init, 0, m, bp, k4, n);
+        fn(c2, n, a, init, 0, m, bp, k4, n);
+        for (int64_t i = 0; i < m * n; i++)
+            cr_assert_eq(c2[i], c1[i], "shape %lldx%lldx%lld element %lld: %d vs %d", (long long)m, (long long)k,
+                         (long long)n, (long long)i, c2[i], c1[i]);
+        if (wrap) { /* the reference itself against the exact sum wrapped at the end */
+            int64_t exact = (int64_t)init[0] + 255LL * 127LL * k;
+            cr_assert_eq(c1[0], (int32_t)(uint32_t)(uint64_t)exact);
+        }
+        free(a);
+        free(b);
+        free(bp);
+        free(init);
+        free(c1);
+        free(c2);
+    }
+}
+
+static void conv_integer(const qr_tensor *x, const qr_tensor *w, const qr_tensor *xz, qr_attr *attrs, int nattr,
+                         qr_tensor *y)
+{
+    const qr_op_def *d = qr_op_find("", "ConvInteger");
+    cr_assert(d);
+    qr_node n = {.name = "c", .op = "ConvInteger", .domain = "", .opset = 13, .n_in = 3, .n_out = 1,
+                 .n_attr = nattr, .attr = attrs, .def = d};
+    const qr_tensor *in[3] = {x, w, xz};
+    qr_tensor *out[1] = {y};
+    qr_error e;
+    qr_kctx k = {.node = &n, .opset = 13, .n_in = 3, .n_out = 1, .in = in, .out = out, .err = &e};
+    memset(y, 0, sizeof *y);
+    cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_tensor_alloc(y, &e), QR_OK);
+    cr_assert_eq(d->run(&k), QR_OK, "%s", e.msg);
+}
+
+Test(igemm, conv_integer_on_the_microkernel_matches_the_portable_path)
+{
+    if (!qr_igemm_u8s8()) {
+        cr_log_warn("no u8s8 microkernel on this CPU: nothing to compare");
+        return;
+    }
+    /* N, C, H, W, M, kh, kw, group, stride, dilation, pad */
+    const int cases[][11] = {{2, 3, 9, 7, 5, 3, 3, 1, 1, 1, 1}, {1, 8, 10, 10, 8, 3, 3, 8, 2, 1, 1},
+                             {1, 6, 11, 9, 4, 3, 2, 2, 1, 2, 0}, {3, 16, 5, 5, 33, 1, 1, 1, 1, 1, 0},
+                             {1, 4, 8, 8, 7, 5, 5, 1, 3, 1, 2}};
+    unsigned seed = 11;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int *p = cases[c];
+        int N = p[0], C = p[1], H = p[2], W = p[3], M = p[4], kh = p[5], kw = p[6], g = p[7];
+        int64_t nx = (int64_t)N * C * H * W, nw = (int64_t)M * (C / g) * kh * kw;
+        uint8_t *xd = malloc((size_t)nx), zx = (uint8_t)(rnd(&seed) & 0xff);
+        int8_t *wd = malloc((size_t)nw);
+        cr_assert(xd && wd);
+        for (int64_t i = 0; i < nx; i++)
+            xd[i] = (uint8_t)(rnd(&seed) & 0xff);
+        for (int64_t i = 0; i < nw; i++)
+            wd[i] = (int8_t)(rnd(&seed) & 0xff);
+        qr_tensor x = {.dtype = QR_U8, .ndim = 4, .dims = {N, C, H, W}, .data = xd};
+        qr_tensor w = {.dtype = QR_I8, .ndim = 4, .dims = {M, C / g, kh, kw}, .data = wd};
+        qr_tensor xz = {.dtype = QR_U8, .ndim = 0, .data = &zx};
+        int64_t ks[2] = {kh, kw}, st[2] = {p[8], p[8]}, dl[2] = {p[9], p[9]}, pd[4] = {p[10], p[10], p[10], p[10]};
+        qr_attr attrs[5] = {{.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
+                            {.name = "strides", .kind = QR_ATTR_INTS, .n = 2, .ints = st},
+                            {.name = "dilations", .kind = QR_ATTR_INTS, .n = 2, .ints = dl},
+                            {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pd},
+                            {.name = "group", .kind = QR_ATTR_INT, .i = g}};
+        qr_tensor fast, slow;
+        conv_integer(&x, &w, &xz, attrs, 5, &fast);
+        setenv("QRL_IGEMM", "portable", 1);
+        conv_integer(&x, &w, &xz, attrs, 5, &slow);
+        unsetenv("QRL_IGEMM");
+        cr_assert(qr_tensor_same_shape(&fast, &slow));
+        for (int64_t i = 0; i < qr_tensor_numel(&fast); i++)
+            cr_assert_eq(((int32_t *)fast.data)[i], ((int32_t *)slow.data)[i], "case %zu element %lld", c,
+                         (long long)i);
+        qr_tensor_free(&fast);
+        qr_tensor_free(&slow);
+        free(xd);
+        free(wd);
+    }
+}
