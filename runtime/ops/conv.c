@@ -630,6 +630,27 @@ static int64_t col_major(const qr_conv_geom *g, int64_t off)
     static void pool_max_##S(const qr_conv_geom *g, const T *x, T *y, int64_t planes, int64_t *offs)         \
     {                                                                                                         \
         int64_t sn = g->small_n;                                                                              \
+        if (g->r == 2) { /* images: each window read in place, no offsets table */                           \
+            int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1];                         \
+            for (int64_t p = 0; p < planes; p++)                                                              \
+                for (int64_t oy = 0; oy < OH; oy++)                                                           \
+                    for (int64_t ox = 0; ox < OW; ox++) {                                                     \
+                        T m = TMIN;                                                                           \
+                        for (int64_t ky = 0; ky < g->kernel[0]; ky++) {                                       \
+                            int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];           \
+                            if (iy < 0 || iy >= H)                                                            \
+                                continue;                                                                     \
+                            const T *row = x + (p * H + iy) * W;                                              \
+                            for (int64_t kx = 0; kx < g->kernel[1]; kx++) {                                   \
+                                int64_t ix = ox * g->stride[1] - g->pad_begin[1] + kx * g->dilation[1];       \
+                                if (ix >= 0 && ix < W && row[ix] > m)                                         \
+                                    m = row[ix];                                                              \
+                            }                                                                                 \
+                        }                                                                                     \
+                        y[(p * OH + oy) * OW + ox] = m;                                                       \
+                    }                                                                                         \
+            return;                                                                                           \
+        }                                                                                                     \
         for (int64_t i = 0; i < planes * sn; i++)                                                             \
             y[i] = TMIN;                                                                                      \
         for (int64_t kf = 0; kf < g->kernel_n; kf++) {                                                        \
