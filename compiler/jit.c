@@ -408,7 +408,7 @@ static gcc_jit_rvalue *float_to_int(fgen *f, gcc_jit_rvalue *x, const qc_type *t
     int64_t lo, hi;
     int_range(to, &lo, &hi);
     gcc_jit_type *ft = gcc_jit_rvalue_get_type(x), *it = jtype(j, to);
-    if (hi - lo < (1 << 24)) {
+    if (hi <= (1 << 24) && lo >= -(1 << 24)) {
         /* A narrow type: its bounds are exact in f32 and f64, so clamp in x's own type with
          * selects (NaN to 0) and truncate; no branches, no f64: GCC vectorizes it. */
         x = now(f, x);
