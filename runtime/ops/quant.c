@@ -748,6 +748,36 @@ static void vnni_rows(void *arg, int64_t m0, int64_t m1)
     j->fn(j->c, j->c_rs, j->a, j->init, m0, m1, j->b, j->k4, j->n);
 }
 
+/* The packed im2col of one image and group for a 2-D conv (igemm.h's
+ * [K/4][N16][4] layout), read row by row: padding is the zero point. */
+static void pack_image_u8(const qr_conv_geom *g, const uint8_t *xg, int64_t cg, uint8_t xz, uint8_t *colp,
+                          int64_t n16)
+{
+    int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0], KW = g->kernel[1];
+    for (int64_t c = 0; c < cg; c++)
+        for (int64_t ky = 0; ky < KH; ky++)
+            for (int64_t kx = 0; kx < KW; kx++) {
+                int64_t q = (c * KH + ky) * KW + kx;
+                uint8_t *dst = colp + (q >> 2) * n16 * 4 + (q & 3);
+                const uint8_t *xc = xg + c * H * W;
+                for (int64_t oy = 0; oy < OH; oy++) {
+                    int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+                    uint8_t *d = dst + oy * OW * 4;
+                    if (iy < 0 || iy >= H) {
+                        for (int64_t ox = 0; ox < OW; ox++)
+                            d[ox * 4] = xz;
+                        continue;
+                    }
+                    const uint8_t *row = xc + iy * W;
+                    int64_t x0 = kx * g->dilation[1] - g->pad_begin[1], s1 = g->stride[1];
+                    for (int64_t ox = 0; ox < OW; ox++) {
+                        int64_t ix = ox * s1 + x0;
+                        d[ox * 4] = ix >= 0 && ix < W ? row[ix] : xz;
+                    }
+                }
+            }
+}
+
 /* iconv_acc for u8 activations and s8 weights with zero points 0, on the
  * u8s8 microkernel: sum (x - x_zero) w = sum x w - x_zero sum w, so x goes in
  * as it is (padding as x_zero) and x_zero * sum(w) is folded into each output
@@ -786,16 +816,19 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
     for (int64_t n = 0; n < cv->n; n++)
         for (int64_t gi = 0; gi < cv->group; gi++) {
             const uint8_t *xg = xd + (n * cv->c + gi * cg) * g->big_n;
-            for (int64_t kf = 0; kf < g->kernel_n; kf++) {
-                qr_conv_offsets(g, kf, offs);
-                for (int64_t c = 0; c < cg; c++) {
-                    const uint8_t *xc = xg + c * g->big_n;
-                    int64_t q = c * g->kernel_n + kf;
-                    uint8_t *dst = colp + (q >> 2) * n16 * 4 + (q & 3);
-                    for (int64_t j = 0; j < sn; j++)
-                        dst[j * 4] = offs[j] >= 0 ? xc[offs[j]] : (uint8_t)xz;
+            if (g->r == 2) /* images: rows and columns of each window position directly */
+                pack_image_u8(g, xg, cg, (uint8_t)xz, colp, n16);
+            else
+                for (int64_t kf = 0; kf < g->kernel_n; kf++) {
+                    qr_conv_offsets(g, kf, offs);
+                    for (int64_t c = 0; c < cg; c++) {
+                        const uint8_t *xc = xg + c * g->big_n;
+                        int64_t q = c * g->kernel_n + kf;
+                        uint8_t *dst = colp + (q >> 2) * n16 * 4 + (q & 3);
+                        for (int64_t j = 0; j < sn; j++)
+                            dst[j * 4] = offs[j] >= 0 ? xc[offs[j]] : (uint8_t)xz;
+                    }
                 }
-            }
             vnni_job jb = {fn, acc + (n * cv->m + gi * mg) * sn, wp + gi * mg * k4, init + gi * mg, colp, sn, k4, sn};
             qr_parallel_for(k->pool, mg, 4, vnni_rows, &jb);
         }
