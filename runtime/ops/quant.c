@@ -581,10 +581,84 @@ static qr_status matmulint_infer(qr_kctx *k)
     return QR_OK;
 }
 
+/* The u8 x s8 microkernel's share of a row range (igemm.h). */
+typedef struct vnni_job {
+    qr_igemm_fn fn;
+    int32_t *c;
+    const int8_t *a;
+    const int32_t *init;
+    const uint8_t *b;
+    int64_t c_rs, k4, n;
+} vnni_job;
+
+static void vnni_rows(void *arg, int64_t m0, int64_t m1)
+{
+    const vnni_job *j = arg;
+    j->fn(j->c, j->c_rs, j->a, j->init, m0, m1, j->b, j->k4, j->n);
+}
+
+/* MatMulInteger of u8 A [..., M, K] by a matrix of s8 B [K, N] with zero
+ * point 0, on the u8s8 microkernel: it computes acc^T = B^T A^T, with B^T as
+ * the s8 rows, A's rows packed as the u8 columns (four consecutive k of a row
+ * are already together) and -a_zero * sum(B's column) as each start. */
+static qr_status matmulint_u8s8(qr_kctx *k, const qr_tensor *a, int64_t za, const qr_tensor *b, int32_t *acc,
+                                qr_igemm_fn fn)
+{
+    int64_t kd = b->dims[0], nn = b->dims[1], rows = kd ? qr_tensor_numel(a) / kd : 0;
+    int64_t k4 = qr_igemm_k4(kd), r16 = qr_igemm_n16(rows);
+    if (rows == 0 || nn == 0)
+        return QR_OK;
+    uint8_t *bp = qr_kscratch(k, k4, r16, 1, "packed A");
+    int32_t *ct = bp ? qr_kscratch(k, nn, rows, sizeof(int32_t), "transposed product") : NULL;
+    int8_t *wp = calloc((size_t)(nn * k4) + 1, 1);
+    int32_t *init = malloc((size_t)nn * sizeof(int32_t) + 1);
+    if (!bp || !ct || !wp || !init) {
+        free(bp);
+        free(ct);
+        free(wp);
+        free(init);
+        return bp && ct ? QR_KERR(k, "out of memory") : QR_ERR;
+    }
+    const int8_t *bd = b->data;
+    const uint8_t *ad = a->data;
+    for (int64_t j = 0; j < nn; j++) {
+        uint32_t sum = 0;
+        for (int64_t q = 0; q < kd; q++) {
+            wp[j * k4 + q] = bd[q * nn + j];
+            sum += (uint32_t)(int32_t)bd[q * nn + j];
+        }
+        init[j] = (int32_t)(0u - (uint32_t)za * sum);
+    }
+    memset(bp, 0, (size_t)(k4 * r16));
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t q = 0; q < kd; q++)
+            bp[((q >> 2) * r16 + i) * 4 + (q & 3)] = ad[i * kd + q];
+    vnni_job jb = {fn, ct, wp, init, bp, rows, k4, rows};
+    qr_parallel_for(k->pool, nn, 4, vnni_rows, &jb);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < nn; j++)
+            acc[i * nn + j] = ct[j * rows + i];
+    free(bp);
+    free(ct);
+    free(wp);
+    free(init);
+    return QR_OK;
+}
+
 static qr_status matmulint_run(qr_kctx *k)
 {
     mm_plan p;
     int_operands o;
+    const qr_tensor *a = k->in[0], *b = k->in[1], *azp = opt_in(k, 2), *bzp = opt_in(k, 3);
+    if (a->dtype == QR_U8 && b->dtype == QR_I8 && a->ndim >= 2 && b->ndim == 2 && a->dims[a->ndim - 1] == b->dims[0] &&
+        (!azp || qr_tensor_numel(azp) == 1)) {
+        int zero_b = 1;
+        for (int64_t i = 0; bzp && i < qr_tensor_numel(bzp); i++)
+            zero_b &= get_int(bzp->data, bzp->dtype, i) == 0;
+        qr_igemm_fn fn = zero_b ? qr_igemm_u8s8() : NULL;
+        if (fn)
+            return matmulint_u8s8(k, a, azp ? get_int(azp->data, azp->dtype, 0) : 0, b, k->out[0]->data, fn);
+    }
     if (mm_plan_init(k, k->in[0], k->in[1], &p) != QR_OK ||
         int_operands_init(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), &p, &o) != QR_OK)
         return QR_ERR;
@@ -732,21 +806,6 @@ static void iconv_set_out(qr_kctx *k, const iconv *cv, qr_dtype t)
 
 /* acc[N, M, small] = conv(x - x_zp, w - w_zp[m]) + bias[m], wrapped to
  * int32. Padding reads the zero point, i.e. contributes 0. */
-/* The u8 x s8 microkernel's share of a row range (igemm.h). */
-typedef struct vnni_job {
-    qr_igemm_fn fn;
-    int32_t *c;
-    const int8_t *a;
-    const int32_t *init;
-    const uint8_t *b;
-    int64_t c_rs, k4, n;
-} vnni_job;
-
-static void vnni_rows(void *arg, int64_t m0, int64_t m1)
-{
-    const vnni_job *j = arg;
-    j->fn(j->c, j->c_rs, j->a, j->init, m0, m1, j->b, j->k4, j->n);
-}
 
 /* The packed im2col of one image and group for a 2-D conv (igemm.h's
  * [K/4][N16][4] layout), read row by row: padding is the zero point. */

@@ -133,3 +133,55 @@ Test(igemm, conv_integer_on_the_microkernel_matches_the_portable_path)
         free(wd);
     }
 }
+
+static void matmul_integer(const qr_tensor *a, const qr_tensor *b, const qr_tensor *az, qr_tensor *y)
+{
+    const qr_op_def *d = qr_op_find("", "MatMulInteger");
+    cr_assert(d);
+    qr_node n = {.name = "mm", .op = "MatMulInteger", .domain = "", .opset = 13, .n_in = 3, .n_out = 1, .def = d};
+    const qr_tensor *in[3] = {a, b, az};
+    qr_tensor *out[1] = {y};
+    qr_error e;
+    qr_kctx k = {.node = &n, .opset = 13, .n_in = 3, .n_out = 1, .in = in, .out = out, .err = &e};
+    memset(y, 0, sizeof *y);
+    cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_tensor_alloc(y, &e), QR_OK);
+    cr_assert_eq(d->run(&k), QR_OK, "%s", e.msg);
+}
+
+Test(igemm, matmul_integer_on_the_microkernel_matches_the_portable_path)
+{
+    if (!qr_igemm_u8s8()) {
+        cr_log_warn("no u8s8 microkernel on this CPU: nothing to compare");
+        return;
+    }
+    /* batch, M, K, N: a batch folded into the rows, ragged K and N */
+    const int cases[][4] = {{1, 1, 1, 1}, {1, 5, 7, 3}, {3, 4, 33, 17}, {2, 19, 64, 10}, {1, 200, 5, 40}};
+    unsigned seed = 13;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int B = cases[c][0], M = cases[c][1], K = cases[c][2], N = cases[c][3];
+        uint8_t *ad = malloc((size_t)(B * M * K)), za = (uint8_t)(rnd(&seed) & 0xff);
+        int8_t *bd = malloc((size_t)(K * N));
+        cr_assert(ad && bd);
+        for (int i = 0; i < B * M * K; i++)
+            ad[i] = (uint8_t)(rnd(&seed) & 0xff);
+        for (int i = 0; i < K * N; i++)
+            bd[i] = (int8_t)(rnd(&seed) & 0xff);
+        qr_tensor a = {.dtype = QR_U8, .ndim = 3, .dims = {B, M, K}, .data = ad};
+        qr_tensor b = {.dtype = QR_I8, .ndim = 2, .dims = {K, N}, .data = bd};
+        qr_tensor az = {.dtype = QR_U8, .ndim = 0, .data = &za};
+        qr_tensor fast, slow;
+        matmul_integer(&a, &b, &az, &fast);
+        setenv("QRL_IGEMM", "portable", 1);
+        matmul_integer(&a, &b, &az, &slow);
+        unsetenv("QRL_IGEMM");
+        cr_assert(qr_tensor_same_shape(&fast, &slow));
+        for (int64_t i = 0; i < qr_tensor_numel(&fast); i++)
+            cr_assert_eq(((int32_t *)fast.data)[i], ((int32_t *)slow.data)[i], "case %zu element %lld", c,
+                         (long long)i);
+        qr_tensor_free(&fast);
+        qr_tensor_free(&slow);
+        free(ad);
+        free(bd);
+    }
+}
