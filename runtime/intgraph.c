@@ -946,6 +946,8 @@ static qr_status lower_affine(builder *b, int node)
             n->in[2] = scalar_const(b, name, t, iv);
         }
     }
+    /* ONNX semantics, not policy: affine.qrl decides whether such a pool runs on the integers;
+     * this is how counted padding (real 0) reads on them, as Pad's value above */
     if (!strcmp(n->op, "AveragePool")) {
         int ok;
         if (pad_pool_with_zero(b, n, t, ys->qp.zero, &ok) != QR_OK)

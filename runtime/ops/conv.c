@@ -292,22 +292,13 @@ typedef struct gemm_job {
                     const T *ar = a + r * jb->a_rs + q * jb->a_cs;                                            \
                     T w0 = ar[0], w1 = ar[jb->a_rs], w2 = ar[2 * jb->a_rs], w3 = ar[3 * jb->a_rs];            \
                     const T *restrict br = b + q * n + x0;                                                    \
-                    if (xn == GEMM_XT)                                                                        \
-                        for (int64_t x = 0; x < GEMM_XT; x++) {                                               \
-                            T v = br[x];                                                                      \
-                            t0[x] += w0 * v;                                                                  \
-                            t1[x] += w1 * v;                                                                  \
-                            t2[x] += w2 * v;                                                                  \
-                            t3[x] += w3 * v;                                                                  \
-                        }                                                                                     \
-                    else                                                                                      \
-                        for (int64_t x = 0; x < xn; x++) {                                                    \
-                            T v = br[x];                                                                      \
-                            t0[x] += w0 * v;                                                                  \
-                            t1[x] += w1 * v;                                                                  \
-                            t2[x] += w2 * v;                                                                  \
-                            t3[x] += w3 * v;                                                                  \
-                        }                                                                                     \
+                    for (int64_t x = 0; x < xn; x++) {                                                        \
+                        T v = br[x];                                                                          \
+                        t0[x] += w0 * v;                                                                      \
+                        t1[x] += w1 * v;                                                                      \
+                        t2[x] += w2 * v;                                                                      \
+                        t3[x] += w3 * v;                                                                      \
+                    }                                                                                         \
                 }                                                                                             \
                 for (int64_t x = 0; x < xn; x++)                                                              \
                     c0[x0 + x] = t0[x], c1[x0 + x] = t1[x], c2[x0 + x] = t2[x], c3[x0 + x] = t3[x];           \

@@ -581,6 +581,15 @@ static qr_status matmulint_infer(qr_kctx *k)
     return QR_OK;
 }
 
+/* Whether every zero point in zp is 0 (an absent one is): the microkernels take s8 weights as they are. */
+static int all_zero(const qr_tensor *zp)
+{
+    for (int64_t i = 0; zp && i < qr_tensor_numel(zp); i++)
+        if (get_int(zp->data, zp->dtype, i) != 0)
+            return 0;
+    return 1;
+}
+
 /* The u8 x s8 microkernel's share of a row range (igemm.h). */
 typedef struct vnni_job {
     qr_igemm_fn fn;
@@ -652,10 +661,7 @@ static qr_status matmulint_run(qr_kctx *k)
     const qr_tensor *a = k->in[0], *b = k->in[1], *azp = opt_in(k, 2), *bzp = opt_in(k, 3);
     if (a->dtype == QR_U8 && b->dtype == QR_I8 && a->ndim >= 2 && b->ndim == 2 && a->dims[a->ndim - 1] == b->dims[0] &&
         (!azp || qr_tensor_numel(azp) == 1)) {
-        int zero_b = 1;
-        for (int64_t i = 0; bzp && i < qr_tensor_numel(bzp); i++)
-            zero_b &= get_int(bzp->data, bzp->dtype, i) == 0;
-        qr_igemm_fn fn = zero_b ? qr_igemm_u8s8() : NULL;
+        qr_igemm_fn fn = all_zero(bzp) ? qr_igemm_u8s8() : NULL;
         if (fn)
             return matmulint_u8s8(k, a, azp ? get_int(azp->data, azp->dtype, 0) : 0, b, k->out[0]->data, fn);
     }
@@ -905,10 +911,7 @@ static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, cons
     int64_t cg = cv->c / cv->group, mg = cv->m / cv->group, ck = cg * g->kernel_n;
     int64_t nx = qr_tensor_numel(x), nw = qr_tensor_numel(w), sn = g->small_n;
     if (x->dtype == QR_U8 && w->dtype == QR_I8 && nw == cv->m * ck) {
-        int wz0 = 1;
-        for (int64_t i = 0; wzp && i < qr_tensor_numel(wzp); i++)
-            wz0 &= get_int(wzp->data, wzp->dtype, i) == 0;
-        qr_igemm_fn fn = wz0 ? qr_igemm_u8s8() : NULL;
+        qr_igemm_fn fn = all_zero(wzp) ? qr_igemm_u8s8() : NULL;
         if (fn)
             return iconv_acc_u8s8(k, cv, x, xzp ? get_int(xzp->data, xzp->dtype, 0) : 0, w, bias, acc, fn);
     }

@@ -70,13 +70,14 @@ Test(igemm, kernel_matches_reference_on_ragged_and_wrapping_shapes)
     }
 }
 
-static void conv_integer(const qr_tensor *x, const qr_tensor *w, const qr_tensor *xz, qr_attr *attrs, int nattr,
-                         qr_tensor *y)
+/* Runs a three-input integer op (x or a, w or b, x or a zero point) through the op table. */
+static void run3(const char *op, const qr_tensor *x, const qr_tensor *w, const qr_tensor *xz, qr_attr *attrs, int nattr,
+                 qr_tensor *y)
 {
-    const qr_op_def *d = qr_op_find("", "ConvInteger");
+    const qr_op_def *d = qr_op_find("", op);
     cr_assert(d);
-    qr_node n = {.name = "c", .op = "ConvInteger", .domain = "", .opset = 13, .n_in = 3, .n_out = 1,
-                 .n_attr = nattr, .attr = attrs, .def = d};
+    qr_node n = {.name = "n", .op = op, .domain = "", .opset = 13, .n_in = 3, .n_out = 1, .n_attr = nattr,
+                 .attr = attrs, .def = d};
     const qr_tensor *in[3] = {x, w, xz};
     qr_tensor *out[1] = {y};
     qr_error e;
@@ -85,6 +86,23 @@ static void conv_integer(const qr_tensor *x, const qr_tensor *w, const qr_tensor
     cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
     cr_assert_eq(qr_tensor_alloc(y, &e), QR_OK);
     cr_assert_eq(d->run(&k), QR_OK, "%s", e.msg);
+}
+
+/* The op on the microkernel and again with QRL_IGEMM=portable: the same int32 results. */
+static void assert_same_both_ways(const char *op, const qr_tensor *x, const qr_tensor *w, const qr_tensor *xz,
+                                  qr_attr *attrs, int nattr, size_t c)
+{
+    qr_tensor fast, slow;
+    run3(op, x, w, xz, attrs, nattr, &fast);
+    setenv("QRL_IGEMM", "portable", 1);
+    run3(op, x, w, xz, attrs, nattr, &slow);
+    unsetenv("QRL_IGEMM");
+    cr_assert(qr_tensor_same_shape(&fast, &slow));
+    for (int64_t i = 0; i < qr_tensor_numel(&fast); i++)
+        cr_assert_eq(((int32_t *)fast.data)[i], ((int32_t *)slow.data)[i], "%s case %zu element %lld", op, c,
+                     (long long)i);
+    qr_tensor_free(&fast);
+    qr_tensor_free(&slow);
 }
 
 Test(igemm, conv_integer_on_the_microkernel_matches_the_portable_path)
@@ -118,35 +136,10 @@ Test(igemm, conv_integer_on_the_microkernel_matches_the_portable_path)
                             {.name = "dilations", .kind = QR_ATTR_INTS, .n = 2, .ints = dl},
                             {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pd},
                             {.name = "group", .kind = QR_ATTR_INT, .i = g}};
-        qr_tensor fast, slow;
-        conv_integer(&x, &w, &xz, attrs, 5, &fast);
-        setenv("QRL_IGEMM", "portable", 1);
-        conv_integer(&x, &w, &xz, attrs, 5, &slow);
-        unsetenv("QRL_IGEMM");
-        cr_assert(qr_tensor_same_shape(&fast, &slow));
-        for (int64_t i = 0; i < qr_tensor_numel(&fast); i++)
-            cr_assert_eq(((int32_t *)fast.data)[i], ((int32_t *)slow.data)[i], "case %zu element %lld", c,
-                         (long long)i);
-        qr_tensor_free(&fast);
-        qr_tensor_free(&slow);
+        assert_same_both_ways("ConvInteger", &x, &w, &xz, attrs, 5, c);
         free(xd);
         free(wd);
     }
-}
-
-static void matmul_integer(const qr_tensor *a, const qr_tensor *b, const qr_tensor *az, qr_tensor *y)
-{
-    const qr_op_def *d = qr_op_find("", "MatMulInteger");
-    cr_assert(d);
-    qr_node n = {.name = "mm", .op = "MatMulInteger", .domain = "", .opset = 13, .n_in = 3, .n_out = 1, .def = d};
-    const qr_tensor *in[3] = {a, b, az};
-    qr_tensor *out[1] = {y};
-    qr_error e;
-    qr_kctx k = {.node = &n, .opset = 13, .n_in = 3, .n_out = 1, .in = in, .out = out, .err = &e};
-    memset(y, 0, sizeof *y);
-    cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
-    cr_assert_eq(qr_tensor_alloc(y, &e), QR_OK);
-    cr_assert_eq(d->run(&k), QR_OK, "%s", e.msg);
 }
 
 Test(igemm, matmul_integer_on_the_microkernel_matches_the_portable_path)
@@ -170,17 +163,7 @@ Test(igemm, matmul_integer_on_the_microkernel_matches_the_portable_path)
         qr_tensor a = {.dtype = QR_U8, .ndim = 3, .dims = {B, M, K}, .data = ad};
         qr_tensor b = {.dtype = QR_I8, .ndim = 2, .dims = {K, N}, .data = bd};
         qr_tensor az = {.dtype = QR_U8, .ndim = 0, .data = &za};
-        qr_tensor fast, slow;
-        matmul_integer(&a, &b, &az, &fast);
-        setenv("QRL_IGEMM", "portable", 1);
-        matmul_integer(&a, &b, &az, &slow);
-        unsetenv("QRL_IGEMM");
-        cr_assert(qr_tensor_same_shape(&fast, &slow));
-        for (int64_t i = 0; i < qr_tensor_numel(&fast); i++)
-            cr_assert_eq(((int32_t *)fast.data)[i], ((int32_t *)slow.data)[i], "case %zu element %lld", c,
-                         (long long)i);
-        qr_tensor_free(&fast);
-        qr_tensor_free(&slow);
+        assert_same_both_ways("MatMulInteger", &a, &b, &az, NULL, 0, c);
         free(ad);
         free(bd);
     }
