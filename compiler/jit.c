@@ -46,6 +46,9 @@ static const char *const imp_sig[IMP_COUNT] = {
     [IMP_ADD_SETTING] = "vpssssssp", [IMP_ADD_USE] = "vpss",
 };
 
+/* Element accesses one versioned loop can prove in range (more stay checked). */
+#define QRL_JIT_MAX_HOIST 32
+
 typedef struct jit {
     gcc_jit_context *c;
     qc_unit *u;
@@ -59,6 +62,7 @@ typedef struct jit {
     gcc_jit_field *f_qp_scale, *f_qp_zero, *f_rt_imp, *f_rt_failed, *f_rt_fuel;
     gcc_jit_field *f_imp[IMP_COUNT];
     gcc_jit_function **fns; /* by item index: fn/kernel functions */
+    signed char *traps;     /* by item index: fn/kernel can trap (1), cannot (-1), not known yet (0) */
     int naffine;            /* affine rules compiled so far (their function names) */
 } jit;
 
@@ -78,6 +82,12 @@ typedef struct fgen {
     int nloops;
     const qc_sym *loop_var[256], *loop_arr[256]; /* bounds-check elision */
     int nbound;
+    struct {                /* indices the versioned loop being generated proved in range */
+        const ql_node *at;
+        gcc_jit_lvalue *ptr;  /* the data pointer, read once before the loop */
+        gcc_jit_rvalue *data;
+    } hoist[QRL_JIT_MAX_HOIST];
+    int nhoist;
     const ql_node *cal;
     const char *file;
     int counter;
@@ -328,11 +338,11 @@ static void check_failed(fgen *f);
 
 /* Each loop iteration burns fuel; when it runs out, the runtime looks at the clock (refuel) and
  * traps past the recipe time limit, at the loop's location. */
-static void burn_fuel(fgen *f, const ql_node *at)
+static void burn_fuel(fgen *f, const ql_node *at, gcc_jit_rvalue *amount)
 {
     jit *j = f->j;
     gcc_jit_lvalue *fuel = gcc_jit_rvalue_dereference_field(f->rt, NULL, j->f_rt_fuel);
-    gcc_jit_block_add_assignment_op(cur(f), NULL, fuel, GCC_JIT_BINARY_OP_MINUS, lng(j, j->t_i64, 1));
+    gcc_jit_block_add_assignment_op(cur(f), NULL, fuel, GCC_JIT_BINARY_OP_MINUS, amount);
     gcc_jit_block *empty = new_block(f), *ok = new_block(f);
     gcc_jit_block_end_with_conditional(cur(f), NULL,
                                        cmp(j, GCC_JIT_COMPARISON_LT, gcc_jit_lvalue_as_rvalue(fuel), lng(j, j->t_i64, 0)),
@@ -575,6 +585,10 @@ static gcc_jit_lvalue *element(fgen *f, const ql_node *n)
 {
     jit *j = f->j;
     const qc_type *bt = ty(n->a);
+    for (int h = 0; h < f->nhoist; h++)
+        if (f->hoist[h].at == n)
+            return gcc_jit_context_new_array_access(j->c, NULL, gcc_jit_lvalue_as_rvalue(f->hoist[h].ptr),
+                                                    now(f, cast(j, expr(f, n->kids[0]), j->t_i64)));
     gcc_jit_rvalue *base = now(f, expr(f, n->a));
     gcc_jit_type *et = jtype(j, bt->elem);
     const qc_sym *base_sym = n->a->kind == QL_NAME ? n->a->sym : NULL;
@@ -820,6 +834,63 @@ static gcc_jit_rvalue *rounding(fgen *f, const char *mode, gcc_jit_rvalue *x)
     return select_rv(f, cmp(j, GCC_JIT_COMPARISON_GE, d, half), up, fl, t); /* round_up */
 }
 
+/* Whether running n can trap: an index, an integer division, a loop (its fuel), a method call, or a
+ * call of a fn that can. The other builtins cannot: their imports take no qrl_rt. A call of a fn
+ * that cannot trap needs no test of rt->failed after it, which would be a load in the caller's
+ * loop that a store through u8 may alias. */
+static int fn_can_trap(jit *j, const qc_sym *s);
+
+static int can_trap(jit *j, const ql_node *n)
+{
+    if (!n)
+        return 0;
+    switch (n->kind) {
+    case QL_INDEX:
+    case QL_FOR:
+    case QL_WHILE: return 1;
+    case QL_BINARY:
+        if ((n->op == QL_TOK_SLASH || n->op == QL_TOK_PERCENT) && qc_is_int(ty(n)))
+            return 1;
+        break;
+    case QL_ASSIGN:
+        if (n->op == QL_TOK_SLASHEQ && qc_is_int(ty(n->a)))
+            return 1;
+        break;
+    case QL_CALL: {
+        if (n->a->kind == QL_FIELD)
+            return 1;
+        const qc_sym *s = n->a->sym;
+        if (s && (s->kind == QC_SYM_FN || s->kind == QC_SYM_KERNEL) && fn_can_trap(j, s))
+            return 1;
+        break;
+    }
+    default: break;
+    }
+    if (can_trap(j, n->a) || can_trap(j, n->b) || can_trap(j, n->c) || can_trap(j, n->d))
+        return 1;
+    for (int i = 0; i < n->nkids; i++)
+        if (can_trap(j, n->kids[i]))
+            return 1;
+    return 0;
+}
+
+static int item_index(const jit *j, const qc_sym *s)
+{
+    int idx = 0;
+    while (j->u->items[idx] != s)
+        idx++;
+    return idx;
+}
+
+/* can_trap of a fn's body, once per fn (the call graph is a DAG, but may share a lot). */
+static int fn_can_trap(jit *j, const qc_sym *s)
+{
+    int idx = item_index(j, s);
+    if (!j->traps[idx])
+        j->traps[idx] = can_trap(j, s->decl->c) ? 1 : -1;
+    return j->traps[idx] > 0;
+}
+
 static gcc_jit_rvalue *user_call(fgen *f, const ql_node *n, const qc_sym *s)
 {
     jit *j = f->j;
@@ -844,10 +915,7 @@ static gcc_jit_rvalue *user_call(fgen *f, const ql_node *n, const qc_sym *s)
         const ql_node *a = given[p] ? given[p] : ps->kids[p]->b;
         args[p + 1] = now(f, cast(j, expr(f, a), jtype(j, ps->kids[p]->type)));
     }
-    int idx = 0;
-    while (j->u->items[idx] != s)
-        idx++;
-    gcc_jit_rvalue *call = gcc_jit_context_new_call(j->c, NULL, j->fns[idx], np + 1, args);
+    gcc_jit_rvalue *call = gcc_jit_context_new_call(j->c, NULL, j->fns[item_index(j, s)], np + 1, args);
     gcc_jit_rvalue *r;
     if (!s->decl->b) {
         gcc_jit_block_add_eval(cur(f), NULL, call);
@@ -855,7 +923,8 @@ static gcc_jit_rvalue *user_call(fgen *f, const ql_node *n, const qc_sym *s)
     } else {
         r = now(f, call);
     }
-    check_failed(f);
+    if (fn_can_trap(j, s))
+        check_failed(f);
     return r ? r : lng(j, j->t_i64, 0);
 }
 
@@ -1146,6 +1215,246 @@ static const qc_sym *bounded_by(const ql_node *e)
     return NULL;
 }
 
+/* ------------------------------------------------------ loop versioning */
+/* An innermost `for k in lo .. hi` whose element indices are k plus a loop-invariant offset gets a
+ * second copy of its body without those indices' bounds checks. One test before the loop proves
+ * every such index in range for the whole trip; when it fails, the checked copy runs and traps
+ * where it always did. The copy reads each tensor's data pointer once (a store through u8 may
+ * alias the view, so GCC could not hoist the load itself) and burns the trip's fuel in one step:
+ * no exit is left in the body, so GCC can vectorize it. The trip is bounded by the tensor's
+ * size, so the time limit still holds. */
+
+/* Whether n contains a loop. */
+static int has_loop(const ql_node *n)
+{
+    if (!n)
+        return 0;
+    if (n->kind == QL_FOR || n->kind == QL_WHILE)
+        return 1;
+    if (has_loop(n->a) || has_loop(n->b) || has_loop(n->c) || has_loop(n->d))
+        return 1;
+    for (int i = 0; i < n->nkids; i++)
+        if (has_loop(n->kids[i]))
+            return 1;
+    return 0;
+}
+
+/* Whether n contains node x (a declaration inside the loop body), or assigns the variable s. */
+static int contains(const ql_node *n, const ql_node *x, const qc_sym *s)
+{
+    if (!n)
+        return 0;
+    if (n == x || (s && n->kind == QL_ASSIGN && n->a->kind == QL_NAME && n->a->sym == s))
+        return 1;
+    if (contains(n->a, x, s) || contains(n->b, x, s) || contains(n->c, x, s) || contains(n->d, x, s))
+        return 1;
+    for (int i = 0; i < n->nkids; i++)
+        if (contains(n->kids[i], x, s))
+            return 1;
+    return 0;
+}
+
+/* A name whose value cannot change while the loop runs. */
+static int invariant_name(const ql_node *loop, const qc_sym *s)
+{
+    switch (s->kind) {
+    case QC_SYM_PARAM:
+    case QC_SYM_CONST: return 1;
+    case QC_SYM_LOOP:
+    case QC_SYM_LOCAL: return s->decl != loop && !contains(loop->c, s->decl, s->mutable_ ? s : NULL);
+    default: return 0;
+    }
+}
+
+/* An integer expression free of effects and traps whose value cannot change while the loop runs. */
+static int invariant(const ql_node *loop, const ql_node *e)
+{
+    switch (e->kind) {
+    case QL_INT: return 1;
+    case QL_NAME: return e->sym && invariant_name(loop, e->sym) && qc_is_int(ty(e));
+    case QL_BINARY:
+        return (e->op == QL_TOK_PLUS || e->op == QL_TOK_MINUS || e->op == QL_TOK_STAR) && qc_is_int(ty(e)) &&
+               invariant(loop, e->a) && invariant(loop, e->b);
+    case QL_FIELD:
+        return (!strcmp(e->name, "numel") || !strcmp(e->name, "len")) && e->a->kind == QL_NAME && e->a->sym &&
+               (ty(e->a)->k == QC_TENSOR || ty(e->a)->k == QC_ARRAY) && invariant_name(loop, e->a->sym);
+    default: return 0;
+    }
+}
+
+static gcc_jit_rvalue *wrap_op(jit *j, enum gcc_jit_binary_op op, gcc_jit_rvalue *a, gcc_jit_rvalue *b)
+{
+    return cast(j, bin(j, op, j->t_u64, cast(j, a, j->t_u64), cast(j, b, j->t_u64)), j->t_i64);
+}
+
+/* e as k * coef + off with coef 0 or 1 (returned; -1: not of that form), off emitted now, before
+ * the loop. The body computes e in wrapping i64, so off wraps the same way. */
+static int affine_in(fgen *f, const ql_node *loop, const ql_node *e, gcc_jit_rvalue **off)
+{
+    jit *j = f->j;
+    if (ty(e)->k != QC_I64 && ty(e)->k != QC_INTLIT)
+        return -1;
+    if (e->kind == QL_NAME && e->sym == loop->sym) {
+        *off = lng(j, j->t_i64, 0);
+        return 1;
+    }
+    if (invariant(loop, e)) {
+        *off = now(f, cast(j, expr(f, e), j->t_i64));
+        return 0;
+    }
+    const qc_sym *s = e->kind == QL_NAME ? e->sym : NULL;
+    if (s && s->kind == QC_SYM_LOCAL && !s->mutable_ && s->decl && s->decl->kind == QL_LET && s->decl->b)
+        return affine_in(f, loop, s->decl->b, off); /* a let of the body: its initializer */
+    if (e->kind == QL_BINARY && (e->op == QL_TOK_PLUS || e->op == QL_TOK_MINUS)) {
+        gcc_jit_rvalue *oa, *ob;
+        int ca = affine_in(f, loop, e->a, &oa);
+        if (ca < 0)
+            return -1;
+        int cb = affine_in(f, loop, e->b, &ob);
+        if (cb < 0 || ca + cb > 1 || (e->op == QL_TOK_MINUS && cb))
+            return -1;
+        *off = now(f, wrap_op(j, e->op == QL_TOK_PLUS ? GCC_JIT_BINARY_OP_PLUS : GCC_JIT_BINARY_OP_MINUS, oa, ob));
+        return ca + cb;
+    }
+    return -1;
+}
+
+/* The one-dimensional element accesses of body into invariant arrays and tensors. */
+static void index_nodes(const ql_node *loop, const ql_node *n, const ql_node **out, int *nout, int cap)
+{
+    if (!n)
+        return;
+    if (n->kind == QL_INDEX && n->nkids == 1 && n->a->kind == QL_NAME && n->a->sym &&
+        (ty(n->a)->k == QC_TENSOR || ty(n->a)->k == QC_ARRAY) && invariant_name(loop, n->a->sym) && *nout < cap)
+        out[(*nout)++] = n;
+    const ql_node *sub[4] = {n->a, n->b, n->c, n->d};
+    for (int i = 0; i < 4; i++)
+        index_nodes(loop, sub[i], out, nout, cap);
+    for (int i = 0; i < n->nkids; i++)
+        index_nodes(loop, n->kids[i], out, nout, cap);
+}
+
+static gcc_jit_rvalue *and_rv(jit *j, gcc_jit_rvalue *a, gcc_jit_rvalue *b)
+{
+    return a ? bin(j, GCC_JIT_BINARY_OP_LOGICAL_AND, j->t_bool, a, b) : b;
+}
+
+/* Emits the test that proves the body's affine indices in range for k in lo .. hi, and records
+ * them (with their data pointers, for the proven copy to read once) in f->hoist. Returns the test, or NULL when no
+ * index depends on k (nothing bounds the trip then). */
+static gcc_jit_rvalue *prove_indices(fgen *f, const ql_node *loop, gcc_jit_rvalue *lo, gcc_jit_rvalue *hi)
+{
+    jit *j = f->j;
+    const ql_node *body = loop->c;
+    const qc_sym *k = loop->sym;
+    if (k->type->k != QC_I64 || has_loop(body))
+        return NULL;
+    const ql_node *idx[QRL_JIT_MAX_HOIST];
+    int n = 0, with_k = 0;
+    index_nodes(loop, body, idx, &n, QRL_JIT_MAX_HOIST);
+    gcc_jit_rvalue *ok = NULL;
+    gcc_jit_rvalue *zero = lng(j, j->t_i64, 0);
+    f->nhoist = 0;
+    for (int i = 0; i < n; i++) {
+        gcc_jit_rvalue *off;
+        int coef = affine_in(f, loop, idx[i]->kids[0], &off);
+        if (coef < 0)
+            continue;
+        const qc_type *bt = ty(idx[i]->a);
+        gcc_jit_rvalue *base = now(f, expr(f, idx[i]->a));
+        gcc_jit_rvalue *size = now(f, gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(
+                                          base, NULL, bt->k == QC_ARRAY ? j->f_arr_len : j->f_tv_numel)));
+        if (coef) { /* 0 <= off, off <= size, 0 <= lo, hi <= size - off: off + k in [0, size), no overflow */
+            ok = and_rv(j, ok, cmp(j, GCC_JIT_COMPARISON_GE, off, zero));
+            ok = and_rv(j, ok, cmp(j, GCC_JIT_COMPARISON_LE, off, size));
+            ok = and_rv(j, ok, cmp(j, GCC_JIT_COMPARISON_GE, lo, zero));
+            ok = and_rv(j, ok, cmp(j, GCC_JIT_COMPARISON_LE, hi, bin(j, GCC_JIT_BINARY_OP_MINUS, j->t_i64, size, off)));
+            with_k = 1;
+        } else {
+            ok = and_rv(j, ok, cmp(j, GCC_JIT_COMPARISON_LT, cast(j, off, j->t_u64), cast(j, size, j->t_u64)));
+        }
+        gcc_jit_type *pt = gcc_jit_type_get_pointer(jtype(j, bt->elem));
+        gcc_jit_rvalue *data = gcc_jit_lvalue_as_rvalue(
+            gcc_jit_rvalue_dereference_field(base, NULL, bt->k == QC_ARRAY ? j->f_arr_data : j->f_tv_data));
+        f->hoist[f->nhoist].at = idx[i];
+        f->hoist[f->nhoist].ptr = temp(f, pt);
+        f->hoist[f->nhoist++].data = cast(j, data, pt);
+    }
+    if (!with_k) {
+        f->nhoist = 0;
+        return NULL;
+    }
+    return and_rv(j, ok, cmp(j, GCC_JIT_COMPARISON_LT, lo, hi));
+}
+
+static void stmt(fgen *f, const ql_node *n);
+
+/* The loop proper, from iv's current value: test, body, step. The proven copy (fast) burns no
+ * fuel per iteration: its caller burned the whole trip. */
+static void loop_copy(fgen *f, const ql_node *n, gcc_jit_rvalue *hi, int fast)
+{
+    jit *j = f->j;
+    const qc_sym *v = n->sym;
+    gcc_jit_type *t = jtype(j, v->type);
+    gcc_jit_lvalue *iv = f->locals[v->index];
+    gcc_jit_block *test = new_block(f), *body = new_block(f), *step = new_block(f), *done = new_block(f);
+    gcc_jit_block_end_with_jump(cur(f), NULL, test);
+    gcc_jit_block_end_with_conditional(test, NULL, cmp(j, GCC_JIT_COMPARISON_LT, gcc_jit_lvalue_as_rvalue(iv), hi),
+                                       body, done);
+    /* i in lo .. len(a) with lo a non-negative literal: a[i] needs no check */
+    int64_t lo;
+    const qc_sym *arr = bounded_by(n->b);
+    int pushed = 0;
+    if (arr && n->a->kind == QL_INT && (lo = (int64_t)n->a->ival) >= 0 && f->nbound < 256) {
+        f->loop_var[f->nbound] = v;
+        f->loop_arr[f->nbound++] = arr;
+        pushed = 1;
+    }
+    f->brk[f->nloops] = done;
+    f->cont[f->nloops++] = step;
+    f->b = body;
+    stmts(f, n->c);
+    if (f->b)
+        gcc_jit_block_end_with_jump(f->b, NULL, step);
+    gcc_jit_block_add_assignment(step, NULL, iv,
+                                 bin(j, GCC_JIT_BINARY_OP_PLUS, t, gcc_jit_lvalue_as_rvalue(iv), gcc_jit_context_one(j->c, t)));
+    f->b = step;
+    if (!fast)
+        burn_fuel(f, n, lng(j, j->t_i64, 1));
+    gcc_jit_block_end_with_jump(cur(f), NULL, test);
+    f->nloops--;
+    f->nbound -= pushed;
+    f->b = done;
+}
+
+static void for_loop(fgen *f, const ql_node *n)
+{
+    jit *j = f->j;
+    const qc_sym *v = n->sym;
+    gcc_jit_type *t = jtype(j, v->type);
+    gcc_jit_rvalue *lo = now(f, cast(j, expr(f, n->a), t));
+    gcc_jit_block_add_assignment(cur(f), NULL, f->locals[v->index], lo);
+    gcc_jit_rvalue *hi = now(f, cast(j, expr(f, n->b), t));
+    gcc_jit_rvalue *proven = prove_indices(f, n, lo, hi);
+    if (!proven) {
+        loop_copy(f, n, hi, 0);
+        return;
+    }
+    gcc_jit_block *fast = new_block(f), *slow = new_block(f), *join = new_block(f);
+    gcc_jit_block_end_with_conditional(cur(f), NULL, proven, fast, slow);
+    f->b = fast;
+    for (int h = 0; h < f->nhoist; h++)
+        gcc_jit_block_add_assignment(fast, NULL, f->hoist[h].ptr, f->hoist[h].data);
+    burn_fuel(f, n, bin(j, GCC_JIT_BINARY_OP_MINUS, j->t_i64, hi, lo));
+    loop_copy(f, n, hi, 1);
+    f->nhoist = 0;
+    gcc_jit_block_end_with_jump(cur(f), NULL, join);
+    f->b = slow;
+    loop_copy(f, n, hi, 0);
+    gcc_jit_block_end_with_jump(cur(f), NULL, join);
+    f->b = join;
+}
+
 static void stmt(fgen *f, const ql_node *n)
 {
     jit *j = f->j;
@@ -1203,7 +1512,7 @@ static void stmt(fgen *f, const ql_node *n)
         gcc_jit_block *test = new_block(f), *body = new_block(f), *done = new_block(f);
         gcc_jit_block_end_with_jump(cur(f), NULL, test);
         f->b = test;
-        burn_fuel(f, n);
+        burn_fuel(f, n, lng(j, j->t_i64, 1));
         gcc_jit_rvalue *c = now(f, expr(f, n->a));
         gcc_jit_block_end_with_conditional(cur(f), NULL, c, body, done);
         f->brk[f->nloops] = done;
@@ -1216,41 +1525,7 @@ static void stmt(fgen *f, const ql_node *n)
         f->b = done;
         break;
     }
-    case QL_FOR: {
-        const qc_sym *v = n->sym;
-        gcc_jit_type *t = jtype(j, v->type);
-        gcc_jit_lvalue *iv = f->locals[v->index];
-        gcc_jit_block_add_assignment(cur(f), NULL, iv, cast(j, expr(f, n->a), t));
-        gcc_jit_rvalue *hi = now(f, cast(j, expr(f, n->b), t));
-        gcc_jit_block *test = new_block(f), *body = new_block(f), *step = new_block(f), *done = new_block(f);
-        gcc_jit_block_end_with_jump(cur(f), NULL, test);
-        gcc_jit_block_end_with_conditional(test, NULL, cmp(j, GCC_JIT_COMPARISON_LT, gcc_jit_lvalue_as_rvalue(iv), hi),
-                                           body, done);
-        /* i in lo .. len(a) with lo a non-negative literal: a[i] needs no check */
-        int64_t lo;
-        const qc_sym *arr = bounded_by(n->b);
-        int pushed = 0;
-        if (arr && n->a->kind == QL_INT && (lo = (int64_t)n->a->ival) >= 0 && f->nbound < 256) {
-            f->loop_var[f->nbound] = v;
-            f->loop_arr[f->nbound++] = arr;
-            pushed = 1;
-        }
-        f->brk[f->nloops] = done;
-        f->cont[f->nloops++] = step;
-        f->b = body;
-        stmts(f, n->c);
-        if (f->b)
-            gcc_jit_block_end_with_jump(f->b, NULL, step);
-        gcc_jit_block_add_assignment(step, NULL, iv,
-                                     bin(j, GCC_JIT_BINARY_OP_PLUS, t, gcc_jit_lvalue_as_rvalue(iv), gcc_jit_context_one(j->c, t)));
-        f->b = step;
-        burn_fuel(f, n);
-        gcc_jit_block_end_with_jump(cur(f), NULL, test);
-        f->nloops--;
-        f->nbound -= pushed;
-        f->b = done;
-        break;
-    }
+    case QL_FOR: for_loop(f, n); break;
     case QL_RETURN: do_return(f, n); break;
     case QL_BREAK:
         gcc_jit_block_end_with_jump(cur(f), NULL, f->brk[f->nloops - 1]);
@@ -2065,10 +2340,12 @@ gcc_jit_context *qc_jit_build(qc_unit *u, const qc_jit_opts *o)
     gcc_jit_context_add_command_line_option(j.c, "-fno-math-errno");
     build_types(&j);
     j.fns = calloc((size_t)u->nitems + 1, sizeof *j.fns);
+    j.traps = calloc((size_t)u->nitems + 1, sizeof *j.traps);
     cal_fns *cals = calloc((size_t)u->nitems + 1, sizeof *cals);
     item_fns *items = calloc((size_t)u->nitems + 1, sizeof *items);
-    if (!j.fns || !cals || !items) {
+    if (!j.fns || !j.traps || !cals || !items) {
         free(j.fns);
+        free(j.traps);
         free(cals);
         free(items);
         gcc_jit_context_release(j.c);
@@ -2093,6 +2370,7 @@ gcc_jit_context *qc_jit_build(qc_unit *u, const qc_jit_opts *o)
     }
     entry(&j, cals, items);
     free(j.fns);
+    free(j.traps);
     free(cals);
     free(items);
     return j.c;

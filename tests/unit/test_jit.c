@@ -299,6 +299,75 @@ Test(jit, loops_and_bounds_checks)
     qr_module_free(m);
 }
 
+/* An innermost loop whose indices are the loop variable plus an invariant offset runs a copy
+ * without their checks when a test before the loop proves them in range (jit.c, loop
+ * versioning). Every way that test can fail must still give the checked loop's results and
+ * traps: an offset past the end, a negative one, a negative start, an offset that wraps, and a
+ * trap inside a called fn. */
+Test(jit, versioned_loops_keep_results_and_traps)
+{
+    qrl_module *m = compile_text("versioned.qrl",
+                                 "kernel window(x: f32[], off: i64, lo: i64, hi: i64, out: f32[]) {\n"
+                                 "  for k in lo .. hi {\n"
+                                 "    let i = off + k\n"
+                                 "    out[k - lo] = x[i] * 2.0 + x[off]\n"
+                                 "  }\n"
+                                 "}\n"
+                                 "fn at(a: f32[], i: i64) -> f32 { return a[i] }\n"
+                                 "fn twice(v: f32) -> f32 { return v * 2.0 }\n"
+                                 "kernel through_fn(x: f32[], off: i64, out: f32[]) {\n"
+                                 "  for k in 0 .. len(out) { out[k] = twice(at(x, k + off)) }\n"
+                                 "}\n",
+                                 NULL, NULL);
+    void (*window)(qrl_rt *, qrl_array *, int64_t, int64_t, int64_t, qrl_array *) =
+        fn(m, "window", "void(f32[],i64,i64,i64,f32[])");
+    void (*through_fn)(qrl_rt *, qrl_array *, int64_t, qrl_array *) = fn(m, "through_fn", "void(f32[],i64,f32[])");
+    float data[5] = {1, -2, 3, -4, 5}, out[8];
+    qrl_array x = {data, 5}, o = {out, 8}, o3 = {out, 3};
+    qrl_rt rt;
+    /* in range: the proven copy; out[j] = 2 x[off + lo + j] + x[off] */
+    qr_rt_init(&rt);
+    memset(out, 0, sizeof out);
+    window(&rt, &x, 1, 0, 3, &o);
+    cr_assert_eq(rt.failed, 0, "%s", rt.msg);
+    cr_assert(out[0] == -4 - 2 && out[1] == 6 - 2 && out[2] == -8 - 2 && out[3] == 0);
+    /* a negative start with the sum in range: the checked copy, same results */
+    qr_rt_init(&rt);
+    memset(out, 0, sizeof out);
+    window(&rt, &x, 3, -2, 1, &o);
+    cr_assert_eq(rt.failed, 0, "%s", rt.msg);
+    cr_assert(out[0] == -4 - 4 && out[1] == 6 - 4 && out[2] == -8 - 4 && out[3] == 0);
+    /* past the end: the elements before the bad index are written, then it traps */
+    qr_rt_init(&rt);
+    memset(out, 0, sizeof out);
+    window(&rt, &x, 3, 0, 3, &o);
+    cr_assert(strstr(rt.msg, "versioned.qrl:4:21: runtime error: index 5 is out of bounds (length 5)"), "%s", rt.msg);
+    cr_assert(out[0] == -8 - 4 && out[1] == 10 - 4 && out[2] == 0);
+    /* a negative offset */
+    qr_rt_init(&rt);
+    window(&rt, &x, -1, 0, 2, &o);
+    cr_assert(strstr(rt.msg, "index -1 is out of bounds (length 5)"), "%s", rt.msg);
+    /* an offset whose sum with k wraps around */
+    qr_rt_init(&rt);
+    window(&rt, &x, INT64_MAX, 0, 2, &o);
+    cr_assert(strstr(rt.msg, "is out of bounds (length 5)"), "%s", rt.msg);
+    /* the invariant index x[off] alone out of range */
+    qr_rt_init(&rt);
+    window(&rt, &x, 5, -5, -4, &o);
+    cr_assert(strstr(rt.msg, "index 5 is out of bounds (length 5)"), "%s", rt.msg);
+    /* a called fn's trap leaves the loop at once */
+    qr_rt_init(&rt);
+    memset(out, 0, sizeof out);
+    through_fn(&rt, &x, 3, &o3);
+    cr_assert(strstr(rt.msg, "versioned.qrl:7:43: runtime error: index 5 is out of bounds (length 5)"), "%s", rt.msg);
+    cr_assert(out[0] == -8 && out[1] == 10 && out[2] == 0);
+    qr_rt_init(&rt);
+    through_fn(&rt, &x, 2, &o3);
+    cr_assert_eq(rt.failed, 0, "%s", rt.msg);
+    cr_assert(out[0] == 6 && out[1] == -8 && out[2] == 10);
+    qr_module_free(m);
+}
+
 /* ---------------------------------------------------------------- calibrators */
 
 static qrl_module *stdlib_calibrators(void)
