@@ -67,16 +67,18 @@ def pool(x, a, kind):
     k = a["kernel_shape"]
     pads = a.get("pads", [0] * 2 * nd)
     strides = a.get("strides", [1] * nd)
-    if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1] * nd)):
-        raise ValueError("ceil_mode/dilations are not supported by the oracle")
+    dil = a.get("dilations", [1] * nd)
+    ceil = bool(a.get("ceil_mode", 0))
+    if kind != "max" and (ceil or any(d != 1 for d in dil)):
+        raise ValueError("ceil_mode/dilations of an average are not supported by the oracle")
     padspec = []
     for i in reversed(range(nd)):
         padspec += [pads[i], pads[i + nd]]
     xt = torch.from_numpy(x)
-    if kind == "max":
+    if kind == "max":  # padding as -inf; PyTorch drops a last window that starts past the end, as ONNX
         xt = F.pad(xt, padspec, value=-math.inf)
         fn = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[nd]
-        return fn(xt, k, strides).numpy()
+        return fn(xt, k, strides, dilation=dil, ceil_mode=ceil).numpy()
     fn = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[nd]
     s = fn(F.pad(xt, padspec), k, strides).numpy()
     if a.get("count_include_pad", 0):

@@ -283,6 +283,11 @@ def _():
         unary("tanh", "Tanh", S, "Tanh", std=1.5),
         unary("maxpool", "MaxPool 3x3, pads 1, strides 2", (4, 7, 7), "MaxPool",
               {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+        unary("maxpool_dilated_ceil", "MaxPool 2x3, dilations 2x2, strides 2x1, pads 0,1,1,0, ceil_mode", (4, 9, 8),
+              "MaxPool", {"kernel_shape": [2, 3], "dilations": [2, 2], "strides": [2, 1], "pads": [0, 1, 1, 0],
+                          "ceil_mode": 1}),
+        unary("maxpool_stride3", "MaxPool 3x2, strides 3x2, no padding (windows past the edge dropped)", (4, 10, 9),
+              "MaxPool", {"kernel_shape": [3, 2], "strides": [3, 2]}),
         unary("globalmaxpool", "GlobalMaxPool", S, "GlobalMaxPool"),
         # Averages keep the input's scale (affine `same`): the step stays while the signal shrinks, from
         # power 1.04 to 0.04 + 1/k for k values of mean 0.2: -8 dB for 3x3 windows, -12 dB for 24..36

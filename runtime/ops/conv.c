@@ -632,6 +632,52 @@ static int64_t col_major(const qr_conv_geom *g, int64_t off)
     return idx;
 }
 
+/* 2-D MaxPool of integers, a row of windows at a time: the element-wise
+ * maximum of the window's input rows into a row with TMIN borders, then the
+ * maximum across each window's columns; neither loop tests bounds, so both
+ * vectorize. The maximum of integers does not depend on the order it is
+ * taken in (f32 keeps the window order: -0 and +0 tie). tmp holds
+ * pool_row_len(g) elements. */
+static int64_t pool_row_len(const qr_conv_geom *g)
+{
+    int64_t reach = (g->small[1] - 1) * g->stride[1] + (g->kernel[1] - 1) * g->dilation[1] + 1;
+    int64_t wide = g->pad_begin[1] + g->big[1];
+    return reach > wide ? reach : wide;
+}
+
+#define POOL_MAX_ROWS(S, T, TMIN)                                                                              \
+    static void pool_max_rows_##S(const qr_conv_geom *g, const T *x, T *y, int64_t planes, T *tmp)            \
+    {                                                                                                          \
+        int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], len = pool_row_len(g);      \
+        int64_t pl = g->pad_begin[1], s = g->stride[1], d = g->dilation[1];                                   \
+        for (int64_t i = 0; i < len; i++)                                                                      \
+            tmp[i] = TMIN;                                                                                     \
+        for (int64_t p = 0; p < planes; p++)                                                                   \
+            for (int64_t oy = 0; oy < OH; oy++) {                                                              \
+                T *t = tmp + pl;                                                                               \
+                for (int64_t ix = 0; ix < W; ix++)                                                             \
+                    t[ix] = TMIN;                                                                              \
+                for (int64_t ky = 0; ky < g->kernel[0]; ky++) {                                                \
+                    int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];                    \
+                    if (iy < 0 || iy >= H)                                                                     \
+                        continue;                                                                              \
+                    const T *row = x + (p * H + iy) * W;                                                       \
+                    for (int64_t ix = 0; ix < W; ix++)                                                         \
+                        t[ix] = row[ix] > t[ix] ? row[ix] : t[ix];                                             \
+                }                                                                                              \
+                T *yr = y + (p * OH + oy) * OW;                                                                \
+                for (int64_t ox = 0; ox < OW; ox++)                                                            \
+                    yr[ox] = tmp[ox * s];                                                                      \
+                for (int64_t kx = 1; kx < g->kernel[1]; kx++) {                                                \
+                    const T *c = tmp + kx * d;                                                                 \
+                    for (int64_t ox = 0; ox < OW; ox++)                                                        \
+                        yr[ox] = c[ox * s] > yr[ox] ? c[ox * s] : yr[ox];                                      \
+                }                                                                                              \
+            }                                                                                                  \
+    }
+POOL_MAX_ROWS(u8, uint8_t, 0)
+POOL_MAX_ROWS(i8, int8_t, INT8_MIN)
+
 /* MaxPool on f32 and 8-bit integers (quantized data) as they are, without
  * the f64 path: the same windows, the first maximum (NaN never wins); a
  * window of padding only gives the type's minimum (-inf), as the f64 path. */
@@ -686,6 +732,17 @@ static qr_status pool_run_common(qr_kctx *k, int is_max)
     qr_tensor *y = k->out[0], *yi = is_max && k->n_out > 1 ? k->out[1] : NULL;
     int64_t planes = x->dims[0] * x->dims[1], sn = g.small_n;
     if (is_max && !yi && x->dtype == y->dtype && (x->dtype == QR_U8 || x->dtype == QR_I8 || x->dtype == QR_F32)) {
+        if (g.r == 2 && x->dtype != QR_F32) {
+            void *tmp = malloc((size_t)pool_row_len(&g) + 1);
+            if (!tmp)
+                return QR_KERR(k, "out of memory");
+            if (x->dtype == QR_U8)
+                pool_max_rows_u8(&g, x->data, y->data, planes, tmp);
+            else
+                pool_max_rows_i8(&g, x->data, y->data, planes, tmp);
+            free(tmp);
+            return QR_OK;
+        }
         int64_t *o = malloc((size_t)sn * sizeof(int64_t) + 1);
         if (!o)
             return QR_KERR(k, "out of memory");
