@@ -609,10 +609,14 @@ static void vnni_rows(void *arg, int64_t m0, int64_t m1)
 /* MatMulInteger of u8 A [..., M, K] by a matrix of s8 B [K, N] with zero
  * point 0, on the u8s8 microkernel: it computes acc^T = B^T A^T, with B^T as
  * the s8 rows, A's rows packed as the u8 columns (four consecutive k of a row
- * are already together) and -a_zero * sum(B's column) as each start. */
+ * are already together) and -a_zero * sum(B's column) as each start. An i8 A
+ * goes in as a ^ 0x80 = a + 128 with a_zero + 128. */
 static qr_status matmulint_u8s8(qr_kctx *k, const qr_tensor *a, int64_t za, const qr_tensor *b, int32_t *acc,
                                 qr_igemm_fn fn)
 {
+    uint8_t flip = a->dtype == QR_I8 ? 0x80 : 0;
+    if (flip)
+        za += 128;
     int64_t kd = b->dims[0], nn = b->dims[1], rows = kd ? qr_tensor_numel(a) / kd : 0;
     int64_t k4 = qr_igemm_k4(kd), r16 = qr_igemm_n16(rows);
     if (rows == 0 || nn == 0)
@@ -641,7 +645,7 @@ static qr_status matmulint_u8s8(qr_kctx *k, const qr_tensor *a, int64_t za, cons
     memset(bp, 0, (size_t)(k4 * r16));
     for (int64_t i = 0; i < rows; i++)
         for (int64_t q = 0; q < kd; q++)
-            bp[((q >> 2) * r16 + i) * 4 + (q & 3)] = ad[i * kd + q];
+            bp[((q >> 2) * r16 + i) * 4 + (q & 3)] = ad[i * kd + q] ^ flip;
     vnni_job jb = {fn, ct, wp, init, bp, rows, k4, rows};
     qr_parallel_for(k->pool, nn, 4, vnni_rows, &jb);
     for (int64_t i = 0; i < rows; i++)
@@ -659,7 +663,7 @@ static qr_status matmulint_run(qr_kctx *k)
     mm_plan p;
     int_operands o;
     const qr_tensor *a = k->in[0], *b = k->in[1], *azp = opt_in(k, 2), *bzp = opt_in(k, 3);
-    if (a->dtype == QR_U8 && b->dtype == QR_I8 && a->ndim >= 2 && b->ndim == 2 && a->dims[a->ndim - 1] == b->dims[0] &&
+    if ((a->dtype == QR_U8 || a->dtype == QR_I8) && b->dtype == QR_I8 && a->ndim >= 2 && b->ndim == 2 && a->dims[a->ndim - 1] == b->dims[0] &&
         (!azp || qr_tensor_numel(azp) == 1)) {
         qr_igemm_fn fn = all_zero(bzp) ? qr_igemm_u8s8() : NULL;
         if (fn)
@@ -814,31 +818,47 @@ static void iconv_set_out(qr_kctx *k, const iconv *cv, qr_dtype t)
  * int32. Padding reads the zero point, i.e. contributes 0. */
 
 /* The packed im2col of one image and group for a 2-D conv (igemm.h's
- * [K/4][N16][4] layout), read row by row: padding is the zero point. */
-static void pack_image_u8(const qr_conv_geom *g, const uint8_t *xg, int64_t cg, uint8_t xz, uint8_t *colp,
-                          int64_t n16)
+ * [K/4][N16][4] layout), read row by row: padding is the zero point. Each
+ * byte read is XORed with flip: 0x80 turns i8 into u8 (x + 128). The columns
+ * whose window lies inside the row are copied without a bounds test. */
+static void pack_image_u8(const qr_conv_geom *g, const uint8_t *xg, int64_t cg, uint8_t xz, uint8_t flip,
+                          uint8_t *colp, int64_t n16)
 {
-    int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0], KW = g->kernel[1];
+    const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0],
+                  KW = g->kernel[1];
+    const int64_t s0 = g->stride[0], s1 = g->stride[1], d0 = g->dilation[0], d1 = g->dilation[1];
+    const int64_t p0 = g->pad_begin[0], p1 = g->pad_begin[1];
     for (int64_t c = 0; c < cg; c++)
         for (int64_t ky = 0; ky < KH; ky++)
             for (int64_t kx = 0; kx < KW; kx++) {
                 int64_t q = (c * KH + ky) * KW + kx;
                 uint8_t *dst = colp + (q >> 2) * n16 * 4 + (q & 3);
                 const uint8_t *xc = xg + c * H * W;
+                int64_t x0 = kx * d1 - p1;
+                /* ox in [lo, hi): 0 <= ox * s1 + x0 < W */
+                int64_t lo = x0 >= 0 ? 0 : (-x0 + s1 - 1) / s1;
+                int64_t hi = x0 > W - 1 ? 0 : (W - 1 - x0) / s1 + 1;
+                hi = hi < OW ? hi : OW;
+                lo = lo < hi ? lo : hi;
                 for (int64_t oy = 0; oy < OH; oy++) {
-                    int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+                    int64_t iy = oy * s0 - p0 + ky * d0;
                     uint8_t *d = dst + oy * OW * 4;
                     if (iy < 0 || iy >= H) {
                         for (int64_t ox = 0; ox < OW; ox++)
                             d[ox * 4] = xz;
                         continue;
                     }
-                    const uint8_t *row = xc + iy * W;
-                    int64_t x0 = kx * g->dilation[1] - g->pad_begin[1], s1 = g->stride[1];
-                    for (int64_t ox = 0; ox < OW; ox++) {
-                        int64_t ix = ox * s1 + x0;
-                        d[ox * 4] = ix >= 0 && ix < W ? row[ix] : xz;
-                    }
+                    const uint8_t *row = xc + iy * W + x0;
+                    for (int64_t ox = 0; ox < lo; ox++)
+                        d[ox * 4] = xz;
+                    if (s1 == 1)
+                        for (int64_t ox = lo; ox < hi; ox++)
+                            d[ox * 4] = row[ox] ^ flip;
+                    else
+                        for (int64_t ox = lo; ox < hi; ox++)
+                            d[ox * 4] = row[ox * s1] ^ flip;
+                    for (int64_t ox = hi; ox < OW; ox++)
+                        d[ox * 4] = xz;
                 }
             }
 }
@@ -846,10 +866,15 @@ static void pack_image_u8(const qr_conv_geom *g, const uint8_t *xg, int64_t cg, 
 /* iconv_acc for u8 activations and s8 weights with zero points 0, on the
  * u8s8 microkernel: sum (x - x_zero) w = sum x w - x_zero sum w, so x goes in
  * as it is (padding as x_zero) and x_zero * sum(w) is folded into each output
- * channel's starting value; both sides wrap modulo 2^32, as the contract says. */
+ * channel's starting value; both sides wrap modulo 2^32, as the contract says.
+ * i8 activations go in as x ^ 0x80 = x + 128 with x_zero + 128: the same
+ * differences. */
 static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x, int64_t xz, const qr_tensor *w,
                                 const qr_tensor *bias, int32_t *acc, qr_igemm_fn fn)
 {
+    uint8_t flip = x->dtype == QR_I8 ? 0x80 : 0;
+    if (flip)
+        xz += 128;
     const qr_conv_geom *g = &cv->g;
     int64_t cg = cv->c / cv->group, mg = cv->m / cv->group, ck = cg * g->kernel_n, sn = g->small_n;
     int64_t k4 = qr_igemm_k4(ck), n16 = qr_igemm_n16(sn);
@@ -882,7 +907,7 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
         for (int64_t gi = 0; gi < cv->group; gi++) {
             const uint8_t *xg = xd + (n * cv->c + gi * cg) * g->big_n;
             if (g->r == 2) /* images: rows and columns of each window position directly */
-                pack_image_u8(g, xg, cg, (uint8_t)xz, colp, n16);
+                pack_image_u8(g, xg, cg, (uint8_t)xz, flip, colp, n16);
             else
                 for (int64_t kf = 0; kf < g->kernel_n; kf++) {
                     qr_conv_offsets(g, kf, offs);
@@ -891,7 +916,7 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
                         int64_t q = c * g->kernel_n + kf;
                         uint8_t *dst = colp + (q >> 2) * n16 * 4 + (q & 3);
                         for (int64_t j = 0; j < sn; j++)
-                            dst[j * 4] = offs[j] >= 0 ? xc[offs[j]] : (uint8_t)xz;
+                            dst[j * 4] = offs[j] >= 0 ? xc[offs[j]] ^ flip : (uint8_t)xz;
                     }
                 }
             vnni_job jb = {fn, acc + (n * cv->m + gi * mg) * sn, wp + gi * mg * k4, init + gi * mg, colp, sn, k4, sn};
@@ -910,7 +935,7 @@ static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, cons
     const qr_conv_geom *g = &cv->g;
     int64_t cg = cv->c / cv->group, mg = cv->m / cv->group, ck = cg * g->kernel_n;
     int64_t nx = qr_tensor_numel(x), nw = qr_tensor_numel(w), sn = g->small_n;
-    if (x->dtype == QR_U8 && w->dtype == QR_I8 && nw == cv->m * ck) {
+    if ((x->dtype == QR_U8 || x->dtype == QR_I8) && w->dtype == QR_I8 && nw == cv->m * ck) {
         qr_igemm_fn fn = all_zero(wzp) ? qr_igemm_u8s8() : NULL;
         if (fn)
             return iconv_acc_u8s8(k, cv, x, xzp ? get_int(xzp->data, xzp->dtype, 0) : 0, w, bias, acc, fn);

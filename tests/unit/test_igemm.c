@@ -114,7 +114,7 @@ Test(igemm, conv_integer_on_the_microkernel_matches_the_portable_path)
     /* N, C, H, W, M, kh, kw, group, stride, dilation, pad */
     const int cases[][11] = {{2, 3, 9, 7, 5, 3, 3, 1, 1, 1, 1}, {1, 8, 10, 10, 8, 3, 3, 8, 2, 1, 1},
                              {1, 6, 11, 9, 4, 3, 2, 2, 1, 2, 0}, {3, 16, 5, 5, 33, 1, 1, 1, 1, 1, 0},
-                             {1, 4, 8, 8, 7, 5, 5, 1, 3, 1, 2}};
+                             {1, 4, 8, 8, 7, 5, 5, 1, 3, 1, 2}, {2, 5, 7, 6, 9, 3, 3, 1, 1, 1, 1}};
     unsigned seed = 11;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const int *p = cases[c];
@@ -127,9 +127,11 @@ Test(igemm, conv_integer_on_the_microkernel_matches_the_portable_path)
             xd[i] = (uint8_t)(rnd(&seed) & 0xff);
         for (int64_t i = 0; i < nw; i++)
             wd[i] = (int8_t)(rnd(&seed) & 0xff);
-        qr_tensor x = {.dtype = QR_U8, .ndim = 4, .dims = {N, C, H, W}, .data = xd};
+        /* u8 activations in the even cases, the same bytes as i8 (shifted by x ^ 0x80) in the odd */
+        qr_dtype xt = c % 2 ? QR_I8 : QR_U8;
+        qr_tensor x = {.dtype = xt, .ndim = 4, .dims = {N, C, H, W}, .data = xd};
         qr_tensor w = {.dtype = QR_I8, .ndim = 4, .dims = {M, C / g, kh, kw}, .data = wd};
-        qr_tensor xz = {.dtype = QR_U8, .ndim = 0, .data = &zx};
+        qr_tensor xz = {.dtype = xt, .ndim = 0, .data = &zx};
         int64_t ks[2] = {kh, kw}, st[2] = {p[8], p[8]}, dl[2] = {p[9], p[9]}, pd[4] = {p[10], p[10], p[10], p[10]};
         qr_attr attrs[5] = {{.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
                             {.name = "strides", .kind = QR_ATTR_INTS, .n = 2, .ints = st},
@@ -160,9 +162,10 @@ Test(igemm, matmul_integer_on_the_microkernel_matches_the_portable_path)
             ad[i] = (uint8_t)(rnd(&seed) & 0xff);
         for (int i = 0; i < K * N; i++)
             bd[i] = (int8_t)(rnd(&seed) & 0xff);
-        qr_tensor a = {.dtype = QR_U8, .ndim = 3, .dims = {B, M, K}, .data = ad};
+        qr_dtype at = c % 2 ? QR_I8 : QR_U8; /* i8 rows go in as a ^ 0x80 */
+        qr_tensor a = {.dtype = at, .ndim = 3, .dims = {B, M, K}, .data = ad};
         qr_tensor b = {.dtype = QR_I8, .ndim = 2, .dims = {K, N}, .data = bd};
-        qr_tensor az = {.dtype = QR_U8, .ndim = 0, .data = &za};
+        qr_tensor az = {.dtype = at, .ndim = 0, .data = &za};
         assert_same_both_ways("MatMulInteger", &a, &b, &az, NULL, 0, c);
         free(ad);
         free(bd);
