@@ -2,6 +2,9 @@
 #ifndef QRL_CLI_H
 #define QRL_CLI_H
 
+#include <stdio.h>
+
+#include "exec.h"
 #include "graph.h"
 #include "quantize.h"
 #include "recipe.h"
@@ -47,6 +50,9 @@ void cli_runnable_free(cli_runnable *r);
  * files are sample sets (any count along the first dimension). */
 qr_status cli_bind_inputs(const char *model, const qr_graph *g, const char *flag, int n, char *const *specs,
                           int samples, qr_tensor *inputs, qr_error *e);
+/* Prints the profile p of graph g (qr_exec_profile): time per op type and per node, the top
+ * slowest nodes (all when top <= 0), GMAC/s of convolutions and matrix products. Returns 0 or 1. */
+int cli_print_profile(FILE *f, const qr_graph *g, const qr_node_prof *p, int top);
 /* Parses a positive integer option value. */
 int cli_parse_int(const char *s, int lo, int hi, int *out);
 

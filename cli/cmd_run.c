@@ -69,17 +69,20 @@ int cli_run(int argc, char **argv)
 {
     const char *model = NULL, *outdir = ".", *recipe = NULL, *qdq_recipe = NULL;
     char *in_spec[MAX_ARGS], *calib[MAX_ARGS];
-    int nin = 0, ncalib = 0, threads = 1, stats = 0, calib_count = 0;
+    int nin = 0, ncalib = 0, threads = 1, stats = 0, calib_count = 0, profile = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: qrl run MODEL.onnx [-i [NAME=]FILE]... [-o DIR] [--threads N] [--stats] [--qdq-recipe R.qrl]\n"
+            printf("usage: qrl run MODEL.onnx [-i [NAME=]FILE]... [-o DIR] [--threads N] [--stats] [--profile]\n"
+                   "               [--qdq-recipe R.qrl]\n"
                    "               [--recipe R.qrl --calib [NAME=]C.npy... [--calib-count N]]\n"
                    "Inputs are .npy or ONNX TensorProto .pb files; an input without NAME= binds to the\n"
                    "next graph input in order. Each graph output is written to DIR/<name>.npy (DIR is created if missing)\n"
                    "(characters other than letters, digits, '_', '-', '.' become '_').\n"
                    "--stats also prints the run time and the memory plan (arena vs. sum of all\n"
                    "intermediate tensors).\n"
+                   "--profile prints the time of each op type and node of the run (shape inference,\n"
+                   "output allocation and kernel), with GMAC/s for convolutions and matrix products.\n"
                    "A QDQ model (QuantizeLinear/DequantizeLinear pairs) runs on integers, lowered by the\n"
                    "patterns and affine rules of stdlib/qdq.qrl, or of --qdq-recipe R.qrl.\n"
                    "With --recipe and --calib the model is quantized in memory (as `qrl eval --recipe`\n"
@@ -114,6 +117,8 @@ int cli_run(int argc, char **argv)
                 return cli_usage_error("run", "--calib-count needs a positive number");
         } else if (!strcmp(a, "--stats")) {
             stats = 1;
+        } else if (!strcmp(a, "--profile")) {
+            profile = 1;
         } else if (!strcmp(a, "--qdq-recipe")) {
             if (++i == argc)
                 return cli_usage_error("run", "--qdq-recipe needs a recipe file");
@@ -163,7 +168,7 @@ int cli_run(int argc, char **argv)
         rc = cli_fail(&e);
         goto out;
     }
-    qr_exec_opts opts = {.threads = threads, .kernel_user = qz ? qz->ig : r.kernel_user};
+    qr_exec_opts opts = {.threads = threads, .kernel_user = qz ? qz->ig : r.kernel_user, .profile = profile};
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (qr_exec_new(rg, &opts, &x, &e) != QR_OK || qr_exec_run(x, inputs, outputs, &e) != QR_OK) {
@@ -209,7 +214,7 @@ int cli_run(int argc, char **argv)
             printf("memory: arena %zu bytes for %zu bytes of intermediates (%.1f%%)\n", st.arena_bytes, st.sum_bytes,
                    st.sum_bytes ? 100.0 * (double)st.arena_bytes / (double)st.sum_bytes : 0.0);
     }
-    rc = 0;
+    rc = profile ? cli_print_profile(stdout, rg, qr_exec_profile(x), 30) : 0;
 out:
     qr_exec_free(x);
     for (int j = 0; inputs && j < g->n_inputs; j++)

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "op.h"
@@ -29,6 +30,7 @@ struct qr_exec {
     size_t arena_size;
     qr_exec_stats stats;
     qr_pool *pool;
+    qr_node_prof *prof; /* per node when opts.profile */
 };
 
 static size_t default_budget;
@@ -98,7 +100,9 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     x->planned = calloc(nv, sizeof *x->planned);
     x->node_done = calloc(nn, 1);
     x->plan_inputs = calloc((size_t)g->n_inputs + 1, sizeof *x->plan_inputs);
-    if (!x->vt || !x->kind || !x->last_use || !x->offset || !x->planned || !x->node_done || !x->plan_inputs) {
+    x->prof = x->opts.profile ? calloc(nn, sizeof *x->prof) : NULL;
+    if (!x->vt || !x->kind || !x->last_use || !x->offset || !x->planned || !x->node_done || !x->plan_inputs ||
+        (x->opts.profile && !x->prof)) {
         qr_exec_free(x);
         return qr_errorf(e, "out of memory");
     }
@@ -152,8 +156,14 @@ void qr_exec_free(qr_exec *x)
     free(x->planned);
     free(x->node_done);
     free(x->plan_inputs);
+    free(x->prof);
     qr_pool_free(x->pool);
     free(x);
+}
+
+const qr_node_prof *qr_exec_profile(const qr_exec *x)
+{
+    return x->prof;
 }
 
 void qr_exec_get_stats(const qr_exec *x, qr_exec_stats *s)
@@ -514,6 +524,9 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
             continue;
         }
         node_io io;
+        struct timespec t0;
+        if (x->prof)
+            clock_gettime(CLOCK_MONOTONIC, &t0);
         if ((st = node_io_init(x, n, &io, e)) != QR_OK)
             break;
         st = node_infer(n, &io, e);
@@ -537,6 +550,13 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
         }
         if (st == QR_OK)
             st = n->def->run(&io.k);
+        if (st == QR_OK && x->prof) {
+            struct timespec t1;
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            x->prof[ni].seconds += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+            x->prof[ni].runs++;
+            x->prof[ni].macs += qr_op_macs(&io.k);
+        }
         if (st == QR_OK)
             observe(x, n);
         node_io_free(n, &io);

@@ -29,7 +29,15 @@ typedef struct qr_exec_opts {
      * live tensors of a dynamic run), checked at planning before anything is
      * allocated; 0: the process default (qr_exec_default_max_memory). */
     size_t max_memory;
+    int profile; /* time every node's runs (qr_exec_profile) */
 } qr_exec_opts;
+
+/* What one node cost over the runs of a profiling executor. */
+typedef struct qr_node_prof {
+    double seconds; /* shape inference, output allocation and the kernel */
+    int64_t runs;
+    double macs;    /* multiply-accumulates done (qr_op_macs): convolutions and matrix products */
+} qr_node_prof;
 
 typedef struct qr_exec_stats {
     size_t arena_bytes;   /* planned arena size (static mode) */
@@ -45,6 +53,8 @@ void qr_exec_free(qr_exec *x);
  * graph output, filled with malloc'd data the caller frees (qr_tensor_free). */
 qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, qr_error *e);
 void qr_exec_get_stats(const qr_exec *x, qr_exec_stats *s);
+/* Per node of the graph, in node order, summed over every run so far; NULL unless opts.profile. */
+const qr_node_prof *qr_exec_profile(const qr_exec *x);
 
 /* The budget used when qr_exec_opts.max_memory is 0: the value set by
  * qr_exec_set_default_max_memory (the CLI's --max-memory), else half the

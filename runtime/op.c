@@ -237,3 +237,27 @@ void *qr_kscratch(qr_kctx *k, int64_t rows, int64_t cols, size_t elem, const cha
         QR_KERR(k, "out of memory: its %s needs %zu bytes", what, bytes);
     return p;
 }
+
+/* The cost model of the kernels, by op: the profiler's mechanism, not a quantization decision. */
+double qr_op_macs(const qr_kctx *k)
+{
+    const char *op = k->node->op;
+    if (k->node->domain && k->node->domain[0])
+        return 0;
+    if (k->n_out < 1 || !k->out[0] || k->n_in < 2)
+        return 0;
+    double y = (double)qr_tensor_numel(k->out[0]);
+    int qlinear = !strcmp(op, "QLinearConv") || !strcmp(op, "QLinearMatMul");
+    const qr_tensor *a = k->in[0], *w = k->in[qlinear ? 3 : 1];
+    if (!a || !w || w->ndim < 1 || a->ndim < 1)
+        return 0;
+    if (!strcmp(op, "Conv") || !strcmp(op, "ConvInteger") || !strcmp(op, "QLinearConv")) /* per output: C/group x kernel */
+        return w->dims[0] > 0 ? y * (double)qr_tensor_numel(w) / (double)w->dims[0] : 0;
+    if (!strcmp(op, "ConvTranspose")) /* per input element: C_out/group x kernel */
+        return w->dims[0] > 0 ? (double)qr_tensor_numel(a) * (double)qr_tensor_numel(w) / (double)w->dims[0] : 0;
+    if (!strcmp(op, "MatMul") || !strcmp(op, "MatMulInteger") || !strcmp(op, "QLinearMatMul"))
+        return y * (double)a->dims[a->ndim - 1];
+    if (!strcmp(op, "Gemm") && a->ndim == 2)
+        return y * (double)a->dims[qr_attr_i(k->node, "transA", 0) ? 0 : 1];
+    return 0;
+}

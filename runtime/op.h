@@ -67,6 +67,10 @@ const qr_op_def *qr_op_find(const char *domain, const char *name);
 /* Every registered op, for listings and tests; returns the count. */
 int qr_op_list(const qr_op_def *const **defs);
 
+/* The multiply-accumulates one run of k's node did, from its tensors: convolutions and matrix
+ * products (their GMAC/s in a profile); 0 for every other op. */
+double qr_op_macs(const qr_kctx *k);
+
 /* Error helper: "node 'n' (Op): message" is added by the executor; ops just say what is wrong. */
 #define QR_KERR(k, ...) qr_errorf((k)->err, __VA_ARGS__)
 

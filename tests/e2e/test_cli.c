@@ -111,6 +111,36 @@ Test(cli, run_bundled_model_matches_torch)
     }
 }
 
+/* --profile: the MACs it counts are the CNN's, derived by hand from its layers (tools/train_fmnist.py):
+ * conv 1->16 3x3 on 28x28 (112,896), conv 16->32 3x3 on 14x14 (903,168), conv 32->32 3x3 on 7x7
+ * (451,584), fc 1568->64 (100,352), fc 64->10 (640): 1,568,640 per image, 10.98 M for 7; the same
+ * in the recipe's integer graph, on ConvInteger and MatMulInteger. */
+Test(cli, run_profile_counts_the_models_macs)
+{
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/torch_reference.py %s/examples/fmnist/fmnist_cnn.onnx %s/ref 7 1",
+             tu_root(), tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "%s run %s/examples/fmnist/fmnist_cnn.onnx -i %s/ref/x.npy -o %s/p32 --profile", tu_qrl(),
+             tu_root(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "ran 1 time, "), "%s", log);
+    cr_assert(strstr(log, "11.0 MMAC per run"), "%s", log);
+    cr_assert(strstr(log, "\n  Conv                         3 "), "%s", log);
+    cr_assert(strstr(log, "by node (all "), "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "%s run %s/examples/fmnist/fmnist_cnn.onnx -i %s/ref/x.npy -o %s/p8 --profile --recipe %s/recipes/int8.qrl "
+             "--calib %s/ref/x.npy",
+             tu_qrl(), tu_root(), dir, dir, tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "11.0 MMAC per run"), "%s", log);
+    cr_assert(strstr(log, "\n  ConvInteger                  3 "), "%s", log);
+    cr_assert(strstr(log, "\n  MatMulInteger                2 "), "%s", log);
+    free(log);
+}
+
 Test(cli, dump_bundled_model_matches_golden)
 {
     char cmd[2048], *log;

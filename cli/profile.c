@@ -1,0 +1,99 @@
+/* The per-op and per-node time table of a profiling run (qrl run --profile, qrl bench --profile). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct op_row {
+    const char *op;
+    int nodes;
+    double seconds, macs;
+} op_row;
+
+static const qr_node_prof *sort_prof;
+
+static int by_node_time(const void *a, const void *b)
+{
+    double ta = sort_prof[*(const int *)a].seconds, tb = sort_prof[*(const int *)b].seconds;
+    return ta < tb ? 1 : ta > tb ? -1 : 0;
+}
+
+static int by_op_time(const void *a, const void *b)
+{
+    double ta = ((const op_row *)a)->seconds, tb = ((const op_row *)b)->seconds;
+    return ta < tb ? 1 : ta > tb ? -1 : 0;
+}
+
+static void gmacs(FILE *f, double macs, double seconds)
+{
+    if (macs > 0 && seconds > 0)
+        fprintf(f, " %9.1f", macs / seconds * 1e-9);
+    else
+        fprintf(f, " %9s", "-");
+}
+
+int cli_print_profile(FILE *f, const qr_graph *g, const qr_node_prof *p, int top)
+{
+    int n = g->n_nodes, nops = 0, ran = 0;
+    int *order = malloc(((size_t)n + 1) * sizeof *order);
+    op_row *ops = calloc((size_t)n + 1, sizeof *ops);
+    if (!order || !ops) {
+        free(order);
+        free(ops);
+        fprintf(stderr, "qrl: out of memory\n");
+        return 1;
+    }
+    double total = 0, macs = 0;
+    int64_t runs = 0;
+    for (int i = 0; i < n; i++) {
+        if (!p[i].runs)
+            continue;
+        order[ran++] = i;
+        total += p[i].seconds;
+        macs += p[i].macs;
+        runs = p[i].runs > runs ? p[i].runs : runs;
+        int k = 0;
+        while (k < nops && strcmp(ops[k].op, g->nodes[i]->op))
+            k++;
+        if (k == nops)
+            ops[nops++].op = g->nodes[i]->op;
+        ops[k].nodes++;
+        ops[k].seconds += p[i].seconds;
+        ops[k].macs += p[i].macs;
+    }
+    fprintf(f, "profile: %d nodes ran %lld time%s, %.3f ms per run in nodes", ran, (long long)runs, runs == 1 ? "" : "s",
+            runs ? total / (double)runs * 1e3 : 0.0);
+    if (macs > 0)
+        fprintf(f, ", %.1f MMAC per run in convolutions and matrix products (%.1f GMAC/s)", macs / (double)runs * 1e-6,
+                total > 0 ? macs / total * 1e-9 : 0.0);
+    fprintf(f, "\nby op:\n  %-24s %5s %10s %6s %9s\n", "op", "nodes", "ms/run", "%", "GMAC/s");
+    qsort(ops, (size_t)nops, sizeof *ops, by_op_time);
+    for (int k = 0; k < nops; k++) {
+        fprintf(f, "  %-24s %5d %10.3f %6.1f", ops[k].op, ops[k].nodes, ops[k].seconds / (double)runs * 1e3,
+                total > 0 ? 100.0 * ops[k].seconds / total : 0.0);
+        gmacs(f, ops[k].macs, ops[k].seconds);
+        fputc('\n', f);
+    }
+    sort_prof = p;
+    qsort(order, (size_t)ran, sizeof *order, by_node_time);
+    int shown = top > 0 && top < ran ? top : ran;
+    fprintf(f, "by node (%s%d):\n  %-40s %-18s %10s %6s %9s %9s\n", shown < ran ? "the slowest " : "all ", shown,
+            "node", "op", "ms/run", "%", "MMAC", "GMAC/s");
+    for (int r = 0; r < shown; r++) {
+        int i = order[r];
+        const qr_node *nd = g->nodes[i];
+        double per = (double)p[i].runs;
+        fprintf(f, "  %-40.40s %-18.18s %10.3f %6.1f", nd->name && nd->name[0] ? nd->name : "(unnamed)", nd->op,
+                p[i].seconds / per * 1e3, total > 0 ? 100.0 * p[i].seconds / total : 0.0);
+        if (p[i].macs > 0)
+            fprintf(f, " %9.2f", p[i].macs / per * 1e-6);
+        else
+            fprintf(f, " %9s", "-");
+        gmacs(f, p[i].macs, p[i].seconds);
+        fputc('\n', f);
+    }
+    free(order);
+    free(ops);
+    return 0;
+}
