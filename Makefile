@@ -162,10 +162,11 @@ example: deps
 	$(B)/qrl eval examples/fmnist/fmnist_cnn.onnx --data $(B)/data/test_images.npy --labels $(B)/data/test_labels.npy \
 		--recipe recipes/int8.qrl --calib $(B)/data/calib_images.npy
 
-# Benchmarks print measurements and ratios; they never fail on speed.
+# Benchmarks print measurements and ratios; they never fail on speed. bench/run.sh: QRL against
+# ONNX Runtime and PyTorch on four models, the table of ratios and bench/results.json.
 bench: all data ort
 	@sh bench/compile.sh $(B)
-	@sh bench/inference.sh $(B)
+	@sh bench/run.sh $(B)
 
 clean:
 	rm -rf build

@@ -16,6 +16,7 @@ int cli_run(int argc, char **argv);
 int cli_eval(int argc, char **argv);
 int cli_check(int argc, char **argv);
 int cli_quantize(int argc, char **argv);
+int cli_bench(int argc, char **argv);
 
 /* Compiles a recipe file (and its imports), printing its diagnostics; NULL on errors. */
 qrl_module *cli_compile_recipe(const char *path, int no_cache);

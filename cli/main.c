@@ -16,7 +16,7 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  dump MODEL.onnx                      print the graph as text (ops, dtypes, shapes, attributes)\n"
-    "  run  MODEL.onnx [-i [NAME=]FILE]... [-o DIR] [--threads N] [--stats]\n"
+    "  run  MODEL.onnx [-i [NAME=]FILE]... [-o DIR] [--threads N] [--stats] [--profile]\n"
     "                                       run the model; inputs .npy or .pb (ONNX TensorProto),\n"
     "                                       unnamed inputs bind in graph-input order; writes every\n"
     "                                       output to DIR/<output name>.npy (DIR defaults to .)\n"
@@ -27,6 +27,8 @@ static const char usage[] =
     "                                       top-1 accuracy of a classifier (fp32 vs int8 with a recipe)\n"
     "  quantize MODEL.onnx --recipe R.qrl --calib X.npy -o OUT.onnx [--qparams Q.json]\n"
     "                                       quantize with a recipe; writes a QDQ ONNX model\n"
+    "  bench MODEL.onnx [--recipe R.qrl --calib C.npy] [--batch 1,64] [--threads 1,2] [--json FILE]\n"
+    "                                       inference time per batch and thread count, f32 and int8\n"
     "  check FILE.qrl... [--dump-ast] [--time]\n"
     "                                       compile recipe files and print their diagnostics\n"
     "\n"
@@ -156,6 +158,8 @@ int main(int argc, char **argv)
         return cli_check(argc - 1, argv + 1);
     if (!strcmp(cmd, "quantize"))
         return cli_quantize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench"))
+        return cli_bench(argc - 1, argv + 1);
     fprintf(stderr, "qrl: unknown command '%s'\n(see qrl --help)\n", cmd);
     return 2;
 }

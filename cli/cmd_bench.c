@@ -1,0 +1,324 @@
+/* qrl bench: inference time of a model as loaded (f32, or a QDQ model's integer graph) and of
+ * the recipe's integer graph, per batch size and thread count, on seeded random inputs. Each
+ * configuration runs once to plan and warm up, then until --min-time has passed (at least three
+ * runs); the median and the fastest run are reported, with the GMAC/s of the convolutions and
+ * matrix products (from the executor's profile). Measures; never pass/fail: bench/run.sh puts
+ * the numbers next to ONNX Runtime's and PyTorch's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "exec.h"
+#include "fileio.h"
+#include "intgraph.h"
+#include "quantize.h"
+
+#define MAX_ARGS 64
+#define MAX_LIST 16
+
+typedef struct bench_row {
+    const char *variant;
+    int batch, threads, runs;
+    double ms_median, ms_min, gmacs, macs_per_run;
+} bench_row;
+
+/* "1,64" -> {1, 64}; 0 on a malformed list. */
+static int parse_list(const char *s, int lo, int hi, int *out)
+{
+    int n = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+        if (n == MAX_LIST || !cli_parse_int(w, lo, hi, &out[n]))
+            return 0;
+        n++;
+    }
+    return n;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Seeded inputs of g for one batch: the declared shape with a free (or matching) first
+ * dimension set to batch; floats uniform in [0, 1), integers in [0, 8). */
+static qr_status make_inputs(const char *model, const qr_graph *g, int batch, qr_tensor *in, qr_error *e)
+{
+    unsigned seed = 12345;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const qr_value *v = g->inputs[i];
+        qr_tensor *t = &in[i];
+        memset(t, 0, sizeof *t);
+        t->dtype = v->t.dtype;
+        t->ndim = v->t.ndim;
+        if (t->ndim < 1)
+            return qr_errorf(e, "%s: input '%s' has no known rank: bench needs its shape", model, v->name);
+        for (int d = 0; d < t->ndim; d++) {
+            int64_t n = v->t.dims[d];
+            if (d == 0 && n < 0)
+                n = batch;
+            else if (d == 0 && n != batch)
+                return qr_errorf(e, "%s: input '%s' has a fixed batch of %lld: use --batch %lld", model, v->name,
+                                 (long long)n, (long long)n);
+            else if (n < 0)
+                return qr_errorf(e, "%s: input '%s' has a free dimension %d (%s): bench needs it fixed", model,
+                                 v->name, d, v->dim_param[d] ? v->dim_param[d] : "unknown");
+            t->dims[d] = n;
+        }
+        if (qr_tensor_alloc(t, e) != QR_OK)
+            return QR_ERR;
+        int64_t n = qr_tensor_numel(t);
+        for (int64_t k = 0; k < n; k++) {
+            seed = seed * 1664525u + 1013904223u;
+            double u = (double)(seed >> 8) / 16777216.0;
+            if (qr_dtype_is_float(t->dtype))
+                qr_set_f64(t->data, t->dtype, k, u);
+            else
+                qr_set_f64(t->data, t->dtype, k, (double)(int)(u * 8));
+        }
+    }
+    return QR_OK;
+}
+
+/* Times graph g at one batch size and thread count into r. */
+static qr_status time_graph(const char *model, const qr_graph *g, void *kernel_user, int batch, int threads,
+                            double min_time, bench_row *r, qr_error *e)
+{
+    qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
+    double *ms = NULL;
+    int cap = 0, runs = 0;
+    qr_exec *x = NULL;
+    qr_status st = QR_ERR;
+    if (!in || !out) {
+        qr_errorf(e, "out of memory");
+        goto done;
+    }
+    if (make_inputs(model, g, batch, in, e) != QR_OK)
+        goto done;
+    qr_exec_opts opts = {.threads = threads, .kernel_user = kernel_user, .profile = 1};
+    if (qr_exec_new(g, &opts, &x, e) != QR_OK)
+        goto done;
+    /* the first run plans the memory and warms the caches; it is not counted */
+    if (qr_exec_run(x, in, out, e) != QR_OK)
+        goto done;
+    for (int j = 0; j < g->n_outputs; j++)
+        qr_tensor_free(&out[j]);
+    const qr_node_prof *p0 = qr_exec_profile(x);
+    double start = now_s(), warm_gemm = 0, warm_macs = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (p0[i].macs > 0) {
+            warm_gemm += p0[i].seconds;
+            warm_macs += p0[i].macs;
+        }
+    while (runs < 3 || now_s() - start < min_time) {
+        if (runs == cap) {
+            cap = cap ? cap * 2 : 16;
+            double *grown = realloc(ms, (size_t)cap * sizeof *ms);
+            if (!grown) {
+                qr_errorf(e, "out of memory");
+                goto done;
+            }
+            ms = grown;
+        }
+        double t0 = now_s();
+        if (qr_exec_run(x, in, out, e) != QR_OK)
+            goto done;
+        ms[runs++] = (now_s() - t0) * 1e3;
+        for (int j = 0; j < g->n_outputs; j++)
+            qr_tensor_free(&out[j]);
+    }
+    double gemm = 0, macs = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (p0[i].macs > 0) {
+            gemm += p0[i].seconds;
+            macs += p0[i].macs;
+        }
+    gemm -= warm_gemm;
+    macs -= warm_macs;
+    qsort(ms, (size_t)runs, sizeof *ms, cmp_double);
+    r->batch = batch;
+    r->threads = threads;
+    r->runs = runs;
+    r->ms_median = runs % 2 ? ms[runs / 2] : (ms[runs / 2 - 1] + ms[runs / 2]) / 2;
+    r->ms_min = ms[0];
+    r->macs_per_run = macs / runs;
+    r->gmacs = gemm > 0 ? macs / gemm * 1e-9 : 0;
+    st = QR_OK;
+done:
+    qr_exec_free(x);
+    for (int i = 0; in && i < g->n_inputs; i++)
+        qr_tensor_free(&in[i]);
+    for (int j = 0; out && j < g->n_outputs; j++)
+        qr_tensor_free(&out[j]);
+    free(in);
+    free(out);
+    free(ms);
+    return st;
+}
+
+/* s as a JSON string (null for NULL). */
+static void json_str(FILE *f, const char *s)
+{
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static qr_status write_json(const char *path, const char *model, const char *recipe, const bench_row *rows, int n,
+                            qr_error *e)
+{
+    qr_atomic_file a;
+    if (qr_atomic_open(&a, path, e) != QR_OK)
+        return QR_ERR;
+    fputs("{\"model\": ", a.f);
+    json_str(a.f, model);
+    fputs(", \"recipe\": ", a.f);
+    json_str(a.f, recipe);
+    fputs(", \"results\": [", a.f);
+    for (int i = 0; i < n; i++) {
+        const bench_row *r = &rows[i];
+        fprintf(a.f,
+                "%s\n  {\"variant\": \"%s\", \"batch\": %d, \"threads\": %d, \"runs\": %d, \"ms_median\": %.4f, "
+                "\"ms_min\": %.4f, \"images_per_s\": %.2f, \"macs_per_image\": %.0f, \"gemm_gmacs\": %.2f}",
+                i ? "," : "", r->variant, r->batch, r->threads, r->runs, r->ms_median, r->ms_min,
+                r->ms_median > 0 ? r->batch * 1e3 / r->ms_median : 0.0, r->macs_per_run / r->batch, r->gmacs);
+    }
+    fprintf(a.f, "\n]}\n");
+    return qr_atomic_commit(&a, e);
+}
+
+int cli_bench(int argc, char **argv)
+{
+    const char *model = NULL, *recipe = NULL, *json = NULL, *qdq_recipe = NULL;
+    char *calib[MAX_ARGS];
+    int ncalib = 0, calib_count = 0, batches[MAX_LIST] = {1}, threads[MAX_LIST] = {1}, nb = 1, nt = 1;
+    double min_time = 1.0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            printf("usage: qrl bench MODEL.onnx [--recipe R.qrl --calib [NAME=]C.npy... [--calib-count N]]\n"
+                   "                 [--batch 1,64] [--threads 1,2] [--min-time SEC] [--json FILE] [--qdq-recipe R.qrl]\n"
+                   "Times the model as loaded (f32; a QDQ model runs its integer graph) and, with --recipe,\n"
+                   "the recipe's integer graph of it, on seeded random inputs: for each batch size and\n"
+                   "thread count one warm-up run, then runs until SEC seconds (default 1) have passed,\n"
+                   "at least three. Prints the median and fastest ms per batch, images/s and the GMAC/s of\n"
+                   "the convolutions and matrix products; --json writes the same numbers.\n");
+            return 0;
+        }
+        if (!strcmp(a, "--recipe")) {
+            if (++i == argc)
+                return cli_usage_error("bench", "--recipe needs a file");
+            recipe = argv[i];
+        } else if (!strcmp(a, "--calib")) {
+            if (++i == argc)
+                return cli_usage_error("bench", "--calib needs a file");
+            if (ncalib == MAX_ARGS)
+                return cli_usage_error("bench", "too many --calib files");
+            calib[ncalib++] = argv[i];
+        } else if (!strcmp(a, "--calib-count")) {
+            if (++i == argc || !cli_parse_int(argv[i], 1, 1 << 30, &calib_count))
+                return cli_usage_error("bench", "--calib-count needs a positive number");
+        } else if (!strcmp(a, "--batch")) {
+            if (++i == argc || !(nb = parse_list(argv[i], 1, 1 << 16, batches)))
+                return cli_usage_error("bench", "--batch needs sizes from 1 to 65536, e.g. 1,64");
+        } else if (!strcmp(a, "--threads")) {
+            if (++i == argc || !(nt = parse_list(argv[i], 1, 256, threads)))
+                return cli_usage_error("bench", "--threads needs counts from 1 to 256, e.g. 1,2");
+        } else if (!strcmp(a, "--min-time")) {
+            char *end = NULL;
+            min_time = ++i < argc ? strtod(argv[i], &end) : -1;
+            if (!end || *end || !(min_time >= 0) || min_time > 3600)
+                return cli_usage_error("bench", "--min-time needs seconds from 0 to 3600");
+        } else if (!strcmp(a, "--json")) {
+            if (++i == argc || !argv[i][0])
+                return cli_usage_error("bench", "--json needs a file");
+            json = argv[i];
+        } else if (!strcmp(a, "--qdq-recipe")) {
+            if (++i == argc)
+                return cli_usage_error("bench", "--qdq-recipe needs a recipe file");
+            qdq_recipe = argv[i];
+        } else if (a[0] == '-' || model) {
+            return cli_usage_error("bench", "unexpected argument '%s'", a);
+        } else {
+            model = a;
+        }
+    }
+    if (!model)
+        return cli_usage_error("bench", "missing MODEL.onnx");
+    if (!recipe != !ncalib)
+        return cli_usage_error("bench", "--recipe and --calib go together");
+
+    cli_runnable r;
+    qr_error e;
+    if (cli_load_runnable(model, qdq_recipe, &r, &e) != QR_OK)
+        return cli_fail(&e);
+    qrl_module *mod = NULL;
+    qr_quantized *qz = NULL;
+    int rc = 1;
+    bench_row *rows = calloc((size_t)(2 * nb * nt), sizeof *rows);
+    if (!rows) {
+        qr_errorf(&e, "out of memory");
+        rc = cli_fail(&e);
+        goto out;
+    }
+    if (recipe) {
+        qr_quant_opts qo = {.threads = threads[nt - 1], .calib_count = calib_count};
+        if ((rc = cli_quantize_in_memory(model, r.g, recipe, 0, ncalib, calib, &qo, &mod, &qz)) != 0)
+            goto out;
+        rc = 1;
+    }
+    const char *loaded = r.q ? "qdq-int" : "fp32";
+    printf("model: %s\n%-8s %6s %7s %6s %11s %11s %11s %11s %9s\n", model, "variant", "batch", "threads", "runs",
+           "ms median", "ms min", "images/s", "MMAC/image", "GMAC/s");
+    int n = 0;
+    for (int v = 0; v < (qz ? 2 : 1); v++)
+        for (int b = 0; b < nb; b++)
+            for (int t = 0; t < nt; t++) {
+                bench_row *row = &rows[n];
+                row->variant = v ? "int8" : loaded;
+                if (time_graph(model, v ? qz->ig->g : r.run, v ? (void *)qz->ig : r.kernel_user, batches[b], threads[t],
+                               min_time, row, &e) != QR_OK) {
+                    rc = cli_fail(&e);
+                    goto out;
+                }
+                printf("%-8s %6d %7d %6d %11.3f %11.3f %11.1f %11.2f %9.1f\n", row->variant, row->batch, row->threads,
+                       row->runs, row->ms_median, row->ms_min, row->batch * 1e3 / row->ms_median,
+                       row->macs_per_run / row->batch * 1e-6, row->gmacs);
+                fflush(stdout);
+                n++;
+            }
+    if (json && write_json(json, model, recipe, rows, n, &e) != QR_OK) {
+        rc = cli_fail(&e);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(rows);
+    qr_quantized_free(qz);
+    qr_module_free(mod);
+    cli_runnable_free(&r);
+    return rc;
+}
