@@ -31,6 +31,7 @@ struct qr_exec {
     qr_exec_stats stats;
     qr_pool *pool;
     qr_node_prof *prof; /* per node when opts.profile */
+    qr_kcache *cache;   /* per node: what its kernel keeps across runs */
 };
 
 static size_t default_budget;
@@ -101,8 +102,9 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     x->node_done = calloc(nn, 1);
     x->plan_inputs = calloc((size_t)g->n_inputs + 1, sizeof *x->plan_inputs);
     x->prof = x->opts.profile ? calloc(nn, sizeof *x->prof) : NULL;
+    x->cache = calloc(nn, sizeof *x->cache);
     if (!x->vt || !x->kind || !x->last_use || !x->offset || !x->planned || !x->node_done || !x->plan_inputs ||
-        (x->opts.profile && !x->prof)) {
+        (x->opts.profile && !x->prof) || !x->cache) {
         qr_exec_free(x);
         return qr_errorf(e, "out of memory");
     }
@@ -157,6 +159,9 @@ void qr_exec_free(qr_exec *x)
     free(x->node_done);
     free(x->plan_inputs);
     free(x->prof);
+    for (int i = 0; x->cache && i < x->nn; i++)
+        free(x->cache[i].data);
+    free(x->cache);
     qr_pool_free(x->pool);
     free(x);
 }
@@ -264,7 +269,8 @@ static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_erro
         io->out[j] = n->out[j] ? &x->vt[n->out[j]->id] : &io->scratch[j];
     io->k = (qr_kctx){.node = n, .opset = n->opset, .n_in = n->n_in, .n_out = n->n_out,
                       .in = io->in, .out = io->out, .err = e, .pool = x->pool, .user = x->opts.kernel_user,
-                      .scratch_max = budget(x)};
+                      .scratch_max = budget(x),
+                      .cache = n->id >= 0 && n->id < x->nn && x->g->nodes[n->id] == n ? &x->cache[n->id] : NULL};
     return QR_OK;
 }
 

@@ -261,3 +261,32 @@ double qr_op_macs(const qr_kctx *k)
         return y * (double)a->dims[qr_attr_i(k->node, "transA", 0) ? 0 : 1];
     return 0;
 }
+
+void *qr_kcache_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
+{
+    if (k->cache && k->cache->data && k->cache->bytes == bytes) {
+        *fresh = 0;
+        return k->cache->data;
+    }
+    void *p = qr_kscratch(k, 1, (int64_t)bytes, 1, what);
+    if (!p)
+        return NULL;
+    *fresh = 1;
+    if (k->cache) {
+        free(k->cache->data);
+        k->cache->data = p;
+        k->cache->bytes = bytes;
+    }
+    return p;
+}
+
+void qr_kcache_done(qr_kctx *k, void *p)
+{
+    if (!k->cache || k->cache->data != p)
+        free(p);
+}
+
+int qr_kinput_const(const qr_kctx *k, int i)
+{
+    return i >= 0 && i < k->n_in && k->node->in && i < k->node->n_in && k->node->in[i] && k->node->in[i]->is_const;
+}

@@ -23,7 +23,14 @@ typedef struct qr_kctx {
     qr_pool *pool; /* worker threads for qr_parallel_for; NULL = serial */
     void *user;    /* qr_exec_opts.kernel_user: state of ops owned by a driver (e.g. the quantizer's SimQuant) */
     size_t scratch_max; /* the memory budget (--max-memory) for one kernel's scratch; 0: unbounded */
+    struct qr_kcache *cache; /* the node's buffer kept across runs (qr_kcache_get); NULL: none */
 } qr_kctx;
+
+/* A node's buffer that lives as long as its executor (which frees it). */
+typedef struct qr_kcache {
+    void *data;
+    size_t bytes;
+} qr_kcache;
 
 typedef qr_status (*qr_op_fn)(qr_kctx *k);
 
@@ -66,6 +73,17 @@ qr_status qr_op_infer(qr_kctx *k);
 const qr_op_def *qr_op_find(const char *domain, const char *name);
 /* Every registered op, for listings and tests; returns the count. */
 int qr_op_list(const qr_op_def *const **defs);
+
+/* A buffer of bytes for what a kernel derives from its node's constant inputs (packed or
+ * transposed weights, folded biases), made once and kept across the executor's runs: *fresh is 1
+ * when the caller must fill it (the first run), 0 when it holds what the caller wrote before.
+ * The graph does not change while an executor exists, so neither do its constants. Without an
+ * executor's cache (k->cache NULL) it is fresh every time. Checked against the memory budget
+ * like qr_kscratch; NULL with the error set. Give it back with qr_kcache_done. */
+void *qr_kcache_get(qr_kctx *k, size_t bytes, const char *what, int *fresh);
+void qr_kcache_done(qr_kctx *k, void *p);
+/* Whether input i of k's node is a graph constant (what qr_kcache_get may be derived from). */
+int qr_kinput_const(const qr_kctx *k, int i);
 
 /* The multiply-accumulates one run of k's node did, from its tensors: convolutions and matrix
  * products (their GMAC/s in a profile); 0 for every other op. */

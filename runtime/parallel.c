@@ -6,10 +6,12 @@
 struct qr_pool {
     int n;                 /* threads including the caller */
     pthread_t *workers;
+    struct worker_arg *wargs;
     pthread_mutex_t mu;
     pthread_cond_t go, done;
-    /* current job */
+    /* current job: fn, or sfn with the thread's slot */
     qr_range_fn fn;
+    qr_slot_fn sfn;
     void *arg;
     int64_t total, chunk;
     int next;              /* next chunk index to take */
@@ -18,25 +20,35 @@ struct qr_pool {
     int quit;
 };
 
-/* Takes chunks until none are left; returns with the mutex held. */
-static void drain(qr_pool *p)
+/* Takes chunks until none are left, as thread `slot` (0: the caller); returns with the mutex held. */
+static void drain(qr_pool *p, int slot)
 {
     while (p->next < p->chunks) {
         int c = p->next++;
         qr_range_fn fn = p->fn;
+        qr_slot_fn sfn = p->sfn;
         void *arg = p->arg;
         int64_t b = (int64_t)c * p->chunk, e = b + p->chunk < p->total ? b + p->chunk : p->total;
         pthread_mutex_unlock(&p->mu);
-        fn(arg, b, e);
+        if (sfn)
+            sfn(arg, b, e, slot);
+        else
+            fn(arg, b, e);
         pthread_mutex_lock(&p->mu);
         if (++p->finished == p->chunks)
             pthread_cond_broadcast(&p->done);
     }
 }
 
+typedef struct worker_arg {
+    qr_pool *p;
+    int slot;
+} worker_arg;
+
 static void *worker(void *arg)
 {
-    qr_pool *p = arg;
+    qr_pool *p = ((worker_arg *)arg)->p;
+    int slot = ((worker_arg *)arg)->slot;
     unsigned long seen = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -45,7 +57,7 @@ static void *worker(void *arg)
         if (p->quit)
             break;
         seen = p->generation;
-        drain(p);
+        drain(p, slot);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -59,7 +71,10 @@ qr_pool *qr_pool_new(int threads)
     if (!p)
         return NULL;
     p->workers = calloc((size_t)threads, sizeof *p->workers);
-    if (!p->workers) {
+    p->wargs = calloc((size_t)threads, sizeof *p->wargs);
+    if (!p->workers || !p->wargs) {
+        free(p->workers);
+        free(p->wargs);
         free(p);
         return NULL;
     }
@@ -68,7 +83,8 @@ qr_pool *qr_pool_new(int threads)
     pthread_cond_init(&p->done, NULL);
     p->n = 1;
     for (int i = 0; i < threads - 1; i++) {
-        if (pthread_create(&p->workers[i], NULL, worker, p) != 0)
+        p->wargs[i] = (worker_arg){p, i + 1};
+        if (pthread_create(&p->workers[i], NULL, worker, &p->wargs[i]) != 0)
             break;
         p->n++;
     }
@@ -89,6 +105,7 @@ void qr_pool_free(qr_pool *p)
     pthread_cond_destroy(&p->go);
     pthread_cond_destroy(&p->done);
     free(p->workers);
+    free(p->wargs);
     free(p);
 }
 
@@ -97,7 +114,7 @@ int qr_pool_threads(const qr_pool *p)
     return p ? p->n : 1;
 }
 
-void qr_parallel_for(qr_pool *p, int64_t n, int64_t grain, qr_range_fn fn, void *arg)
+static void run_chunks(qr_pool *p, int64_t n, int64_t grain, qr_range_fn fn, qr_slot_fn sfn, void *arg)
 {
     if (n <= 0)
         return;
@@ -107,11 +124,15 @@ void qr_parallel_for(qr_pool *p, int64_t n, int64_t grain, qr_range_fn fn, void 
     if (chunks > n / grain)
         chunks = n / grain;
     if (!p || chunks <= 1) {
-        fn(arg, 0, n);
+        if (sfn)
+            sfn(arg, 0, n, 0);
+        else
+            fn(arg, 0, n);
         return;
     }
     pthread_mutex_lock(&p->mu);
     p->fn = fn;
+    p->sfn = sfn;
     p->arg = arg;
     p->total = n;
     p->chunk = (n + chunks - 1) / chunks;
@@ -120,8 +141,18 @@ void qr_parallel_for(qr_pool *p, int64_t n, int64_t grain, qr_range_fn fn, void 
     p->finished = 0;
     p->generation++;
     pthread_cond_broadcast(&p->go);
-    drain(p);
+    drain(p, 0);
     while (p->finished < p->chunks)
         pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
+}
+
+void qr_parallel_for(qr_pool *p, int64_t n, int64_t grain, qr_range_fn fn, void *arg)
+{
+    run_chunks(p, n, grain, fn, NULL, arg);
+}
+
+void qr_parallel_for_slots(qr_pool *p, int64_t n, int64_t grain, qr_slot_fn fn, void *arg)
+{
+    run_chunks(p, n, grain, NULL, fn, arg);
 }

@@ -253,6 +253,16 @@ typedef struct gemm_job {
     int64_t a_rs, a_cs, m, n, kdim;
 } gemm_job;
 
+/* A forward convolution's operands (of the macro's type T) and per-thread scratch. */
+typedef struct conv_job {
+    const qr_conv_geom *g;
+    const void *x, *w, *b;
+    void *y;
+    int64_t ch, m, group, cg, mg, ck;
+    void *col;     /* slots x ck x small_n, NULL for a direct 1x1 */
+    int64_t *offs; /* slots x small_n */
+} conv_job;
+
 /* Rows are computed four at a time, so each row of b is loaded once for four
  * rows of c; the loops are cloned per instruction set (the CPU's best is
  * chosen when the program loads) without contracting a*b+c into FMA, so
@@ -264,6 +274,14 @@ typedef struct gemm_job {
  * 0.05 from ONNX Runtime's, which adds the bias last). */
 /* Columns per register tile of the float GEMM: 32 floats, two zmm per row. */
 #define GEMM_XT 32
+
+/* Half a tile row as one GCC vector (each clone lowers it to its own registers: one zmm, two
+ * ymm, four xmm); U_ the same for unaligned loads and stores. w - zero broadcasts w exactly
+ * (-0, infinities and NaN included). */
+typedef float V_f32 __attribute__((vector_size(GEMM_XT / 2 * sizeof(float))));
+typedef float U_f32 __attribute__((vector_size(GEMM_XT / 2 * sizeof(float)), aligned(4), may_alias));
+typedef double V_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double))));
+typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), aligned(8), may_alias));
 
 #define DEFINE_FLOAT_KERNELS(T, S)                                                                            \
     /* c[r][x] += bias[r] for rows rows of n values each. */                                                  \
@@ -283,14 +301,33 @@ typedef struct gemm_job {
         for (; r + 4 <= r1; r += 4) {                                                                         \
             T *restrict c0 = (T *)jb->c + r * n, *restrict c1 = c0 + n, *restrict c2 = c1 + n,                \
                         *restrict c3 = c2 + n;                                                                \
-            /* GEMM_XT columns at a time, their four rows of sums in locals across the whole k loop (each  \
-             * sum still adds its products in k order: the same result as summing in place) */            \
-            for (int64_t x0 = 0; x0 < n; x0 += GEMM_XT) {                                                     \
-                int64_t xn = n - x0 < GEMM_XT ? n - x0 : GEMM_XT;                                             \
+            const T *ar = a + r * jb->a_rs;                                                                   \
+            const V_##S zero = {0};                                                                           \
+            int64_t x0 = 0;                                                                                   \
+            /* GEMM_XT columns at a time in eight vector registers, the four rows' sums kept there across  \
+             * the whole k loop (each sum adds its products in k order, as summing in place would) */     \
+            for (; x0 + GEMM_XT <= n; x0 += GEMM_XT) {                                                        \
+                V_##S s00 = {0}, s01 = {0}, s10 = {0}, s11 = {0}, s20 = {0}, s21 = {0}, s30 = {0}, s31 = {0};   \
+                for (int64_t q = 0; q < jb->kdim; q++) {                                                      \
+                    const T *aq = ar + q * jb->a_cs;                                                          \
+                    const T *br = b + q * n + x0;                                                             \
+                    V_##S b0 = *(const U_##S *)br, b1 = *(const U_##S *)(br + GEMM_XT / 2);                   \
+                    V_##S w0 = aq[0] - zero, w1 = aq[jb->a_rs] - zero;                                        \
+                    V_##S w2 = aq[2 * jb->a_rs] - zero, w3 = aq[3 * jb->a_rs] - zero;                         \
+                    s00 += w0 * b0, s01 += w0 * b1, s10 += w1 * b0, s11 += w1 * b1;                           \
+                    s20 += w2 * b0, s21 += w2 * b1, s30 += w3 * b0, s31 += w3 * b1;                           \
+                }                                                                                             \
+                *(U_##S *)(c0 + x0) = s00, *(U_##S *)(c0 + x0 + GEMM_XT / 2) = s01;                           \
+                *(U_##S *)(c1 + x0) = s10, *(U_##S *)(c1 + x0 + GEMM_XT / 2) = s11;                           \
+                *(U_##S *)(c2 + x0) = s20, *(U_##S *)(c2 + x0 + GEMM_XT / 2) = s21;                           \
+                *(U_##S *)(c3 + x0) = s30, *(U_##S *)(c3 + x0 + GEMM_XT / 2) = s31;                           \
+            }                                                                                                 \
+            if (x0 < n) { /* the last columns, fewer than GEMM_XT */                                          \
+                int64_t xn = n - x0;                                                                          \
                 T t0[GEMM_XT] = {0}, t1[GEMM_XT] = {0}, t2[GEMM_XT] = {0}, t3[GEMM_XT] = {0};                 \
                 for (int64_t q = 0; q < jb->kdim; q++) {                                                      \
-                    const T *ar = a + r * jb->a_rs + q * jb->a_cs;                                            \
-                    T w0 = ar[0], w1 = ar[jb->a_rs], w2 = ar[2 * jb->a_rs], w3 = ar[3 * jb->a_rs];            \
+                    const T *aq = ar + q * jb->a_cs;                                                          \
+                    T w0 = aq[0], w1 = aq[jb->a_rs], w2 = aq[2 * jb->a_rs], w3 = aq[3 * jb->a_rs];            \
                     const T *restrict br = b + q * n + x0;                                                    \
                     for (int64_t x = 0; x < xn; x++) {                                                        \
                         T v = br[x];                                                                          \
@@ -321,9 +358,45 @@ typedef struct gemm_job {
         }                                                                                                     \
     }                                                                                                         \
                                                                                                               \
-    /* col[(c*K + kf) x small_n] = x[c] read through the windows, 0 in the padding. */                       \
+    /* col[(c*K + kf) x small_n] = x[c] read through the windows, 0 in the padding. Images a row of   \
+     * windows at a time: the columns whose window lies inside the row are copied without a test. */        \
     static void im2col_##S(const qr_conv_geom *g, const T *x, int64_t channels, T *col, int64_t *offs)       \
     {                                                                                                         \
+        if (g->r == 2) {                                                                                      \
+            const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1];                   \
+            const int64_t KH = g->kernel[0], KW = g->kernel[1], s1 = g->stride[1];                            \
+            for (int64_t c = 0; c < channels; c++)                                                            \
+                for (int64_t ky = 0; ky < KH; ky++)                                                           \
+                    for (int64_t kx = 0; kx < KW; kx++) {                                                     \
+                        T *row = col + ((c * KH + ky) * KW + kx) * g->small_n;                                \
+                        int64_t x0 = kx * g->dilation[1] - g->pad_begin[1];                                   \
+                        int64_t lo = x0 >= 0 ? 0 : (-x0 + s1 - 1) / s1;                                       \
+                        int64_t hi = x0 > W - 1 ? 0 : (W - 1 - x0) / s1 + 1;                                  \
+                        hi = hi < OW ? hi : OW;                                                               \
+                        lo = lo < hi ? lo : hi;                                                               \
+                        for (int64_t oy = 0; oy < OH; oy++) {                                                 \
+                            int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];           \
+                            T *d = row + oy * OW;                                                             \
+                            if (iy < 0 || iy >= H) {                                                          \
+                                for (int64_t ox = 0; ox < OW; ox++)                                           \
+                                    d[ox] = 0;                                                                \
+                                continue;                                                                     \
+                            }                                                                                 \
+                            const T *src = x + (c * H + iy) * W + x0;                                         \
+                            for (int64_t ox = 0; ox < lo; ox++)                                               \
+                                d[ox] = 0;                                                                    \
+                            if (s1 == 1)                                                                      \
+                                for (int64_t ox = lo; ox < hi; ox++)                                          \
+                                    d[ox] = src[ox];                                                          \
+                            else                                                                              \
+                                for (int64_t ox = lo; ox < hi; ox++)                                          \
+                                    d[ox] = src[ox * s1];                                                     \
+                            for (int64_t ox = hi; ox < OW; ox++)                                              \
+                                d[ox] = 0;                                                                    \
+                        }                                                                                     \
+                    }                                                                                         \
+            return;                                                                                           \
+        }                                                                                                     \
         for (int64_t kf = 0; kf < g->kernel_n; kf++) {                                                        \
             qr_conv_offsets(g, kf, offs);                                                                     \
             for (int64_t c = 0; c < channels; c++) {                                                          \
@@ -350,37 +423,67 @@ typedef struct gemm_job {
         }                                                                                                     \
     }                                                                                                         \
                                                                                                               \
-    /* y[N, M, small] = conv(x[N, C, big], w[M, C/group, K]) + b[M] */                                        \
-    static qr_status conv_fwd_##S(qr_kctx *k, const qr_conv_geom *g, const T *x, const T *w, const T *b,     \
-                                  T *y, int64_t n_img, int64_t ch, int64_t m, int64_t group)                 \
+    /* One image, every group: im2col into col (NULL: a 1x1 window reads x as is), then the GEMM              \
+     * of all the group's rows, split across threads when pool is given. */                                   \
+    static void conv_image_##S(const conv_job *cj, int64_t n, T *col, int64_t *offs, qr_pool *pool)           \
+    {                                                                                                         \
+        const qr_conv_geom *g = cj->g;                                                                        \
+        const T *x = cj->x, *w = cj->w, *b = cj->b;                                                           \
+        T *y = cj->y;                                                                                         \
+        for (int64_t gi = 0; gi < cj->group; gi++) {                                                          \
+            const T *xg = x + (n * cj->ch + gi * cj->cg) * g->big_n;                                          \
+            if (col)                                                                                          \
+                im2col_##S(g, xg, cj->cg, col, offs);                                                         \
+            gemm_job jb = {.a = w + gi * cj->mg * cj->ck, .a_rs = cj->ck, .a_cs = 1, .b = col ? col : xg,     \
+                           .bias = b ? b + gi * cj->mg : NULL, .c = y + (n * cj->m + gi * cj->mg) * g->small_n,\
+                           .m = cj->mg, .n = g->small_n, .kdim = cj->ck};                                     \
+            if (pool)                                                                                         \
+                qr_parallel_for(pool, cj->mg, 1, gemm_rows_##S, &jb);                                         \
+            else                                                                                              \
+                gemm_rows_##S(&jb, 0, cj->mg);                                                                \
+        }                                                                                                     \
+    }                                                                                                         \
+                                                                                                              \
+    /* Images [i0, i1) on one thread, with that thread's scratch. */                                          \
+    static void conv_images_##S(void *arg, int64_t i0, int64_t i1, int slot)                                  \
+    {                                                                                                         \
+        const conv_job *cj = arg;                                                                             \
+        for (int64_t n = i0; n < i1; n++)                                                                     \
+            conv_image_##S(cj, n, cj->col ? (T *)cj->col + slot * cj->ck * cj->g->small_n : NULL,             \
+                           cj->offs + slot * cj->g->small_n, NULL);                                           \
+    }                                                                                                         \
+                                                                                                              \
+    /* y[N, M, small] = conv(x[N, C, big], w[M, C/group, K]) + b[M]: a batch splits its images across         \
+     * the threads (each with its own im2col buffer), one image splits its rows. Either way every             \
+     * output is computed alone, in the same order: 1 and 2 threads give the same bits. */                    \
+    static qr_status conv_fwd_##S(qr_kctx *k, const qr_conv_geom *g, const T *x, const T *w, const T *b,      \
+                                  T *y, int64_t n_img, int64_t ch, int64_t m, int64_t group)                  \
     {                                                                                                         \
         int64_t cg = ch / group, mg = m / group, ck = cg * g->kernel_n;                                       \
-        /* A 1x1 window with unit strides and no padding reads the input as is. */                           \
+        /* A 1x1 window with unit strides and no padding reads the input as is. */                            \
         int direct = g->kernel_n == 1;                                                                        \
         for (int i = 0; i < g->r; i++)                                                                        \
             direct &= g->stride[i] == 1 && g->pad_begin[i] == 0 && g->pad_end[i] == 0;                        \
-        T *col = direct ? NULL : qr_kscratch(k, ck, g->small_n, sizeof(T), "im2col buffer");                  \
+        int slots = n_img > 1 ? qr_pool_threads(k->pool) : 1;                                                 \
+        T *col = direct ? NULL : qr_kscratch(k, ck * slots, g->small_n, sizeof(T), "im2col buffer");          \
         if (!direct && !col)                                                                                  \
             return QR_ERR;                                                                                    \
-        int64_t *offs = malloc((size_t)g->small_n * sizeof(int64_t) + 1);                                     \
+        int64_t *offs = malloc((size_t)(g->small_n * slots) * sizeof(int64_t) + 1);                           \
         if (!offs) {                                                                                          \
             free(col);                                                                                        \
             return QR_KERR(k, "out of memory for the im2col buffer");                                         \
         }                                                                                                     \
-        for (int64_t n = 0; n < n_img; n++)                                                                   \
-            for (int64_t gi = 0; gi < group; gi++) {                                                          \
-                const T *xg = x + (n * ch + gi * cg) * g->big_n;                                              \
-                if (!direct)                                                                                  \
-                    im2col_##S(g, xg, cg, col, offs);                                                         \
-                gemm_job jb = {.a = w + gi * mg * ck, .a_rs = ck, .a_cs = 1, .b = direct ? xg : col,          \
-                               .bias = b ? b + gi * mg : NULL, .c = y + (n * m + gi * mg) * g->small_n,       \
-                               .m = mg, .n = g->small_n, .kdim = ck};                                         \
-                qr_parallel_for(k->pool, mg, 1, gemm_rows_##S, &jb);                                          \
-            }                                                                                                 \
+        conv_job cj = {g, x, w, b, y, ch, m, group, cg, mg, ck, col, offs};                                   \
+        if (slots > 1)                                                                                        \
+            qr_parallel_for_slots(k->pool, n_img, 1, conv_images_##S, &cj);                                   \
+        else                                                                                                  \
+            for (int64_t n = 0; n < n_img; n++)                                                               \
+                conv_image_##S(&cj, n, col, offs, k->pool);                                                   \
         free(col);                                                                                            \
         free(offs);                                                                                           \
         return QR_OK;                                                                                         \
     }                                                                                                         \
+                                                                                                              \
                                                                                                               \
     /* y[N, M, big] = conv_transpose(x[N, C, small], w[C, M/group, K]) + b[M] */                              \
     static qr_status conv_tr_##S(qr_kctx *k, const qr_conv_geom *g, const T *x, const T *w, const T *b,      \

@@ -105,6 +105,27 @@ static void *widen(const void *src, qr_dtype t, qr_dtype ct, int64_t n)
     return dst;
 }
 
+/* dst[K, N] = src[N, K]^T for elements of es bytes, in blocks that stay in cache. */
+static void transpose(void *dst, const void *src, int64_t n, int64_t kd, size_t es)
+{
+    enum { BLK = 32 };
+    for (int64_t n0 = 0; n0 < n; n0 += BLK)
+        for (int64_t q0 = 0; q0 < kd; q0 += BLK) {
+            int64_t n1 = n0 + BLK < n ? n0 + BLK : n, q1 = q0 + BLK < kd ? q0 + BLK : kd;
+            if (es == 4) {
+                const uint32_t *s = src;
+                uint32_t *d = dst;
+                for (int64_t i = n0; i < n1; i++)
+                    for (int64_t q = q0; q < q1; q++)
+                        d[q * n + i] = s[i * kd + q];
+            } else {
+                for (int64_t i = n0; i < n1; i++)
+                    for (int64_t q = q0; q < q1; q++)
+                        memcpy((char *)dst + (size_t)(q * n + i) * es, (const char *)src + (size_t)(i * kd + q) * es, es);
+            }
+        }
+}
+
 /* Runs the products of j over tensors of dtype t: when t is not the compute
  * type itself, the operands are widened and the result narrowed back. */
 static qr_status mm_run(qr_kctx *k, mm_job j, qr_dtype t, int64_t nbatch, int64_t na, int64_t nb)
@@ -132,18 +153,19 @@ static qr_status mm_run(qr_kctx *k, mm_job j, qr_dtype t, int64_t nbatch, int64_
     if (j.tb && !j.boff && j.n * j.k > 0) {
         /* B^T as [K, N] once: every output then sums over k in the same order
          * as the dot product did (bit for bit), with its inner loop along n,
-         * which vectorizes */
+         * which vectorizes. Constant weights are transposed on the first run only. */
         size_t es = qr_dtype_size(ct);
-        bt = qr_kscratch(k, j.k, j.n, es, "transposed B");
+        int fresh = 1, keep = native && qr_kinput_const(k, 1);
+        bt = keep ? qr_kcache_get(k, (size_t)(j.k * j.n) * es, "transposed B", &fresh)
+                  : qr_kscratch(k, j.k, j.n, es, "transposed B");
         if (!bt) {
             free(wa);
             free(wb);
             free(wy);
             return QR_ERR;
         }
-        for (int64_t n = 0; n < j.n; n++)
-            for (int64_t q = 0; q < j.k; q++)
-                memcpy((char *)bt + (size_t)(q * j.n + n) * es, (const char *)j.b + (size_t)(n * j.k + q) * es, es);
+        if (fresh)
+            transpose(bt, j.b, j.n, j.k, es);
         j.b = bt;
         j.tb = 0;
     }
@@ -153,7 +175,7 @@ static qr_status mm_run(qr_kctx *k, mm_job j, qr_dtype t, int64_t nbatch, int64_
     int64_t grain = per_row >= 65536 ? 1 : 65536 / per_row;
     if (rows > 0)
         qr_parallel_for(k->pool, rows, grain, fn, &j);
-    free(bt);
+    qr_kcache_done(k, bt);
     if (!native) {
         for (int64_t i = 0; i < ny; i++) {
             if (ct == QR_U64)

@@ -612,7 +612,7 @@ static void vnni_rows(void *arg, int64_t m0, int64_t m1)
  * are already together) and -a_zero * sum(B's column) as each start. An i8 A
  * goes in as a ^ 0x80 = a + 128 with a_zero + 128. */
 static qr_status matmulint_u8s8(qr_kctx *k, const qr_tensor *a, int64_t za, const qr_tensor *b, int32_t *acc,
-                                qr_igemm_fn fn)
+                                qr_igemm_fn fn, int bconst)
 {
     uint8_t flip = a->dtype == QR_I8 ? 0x80 : 0;
     if (flip)
@@ -621,27 +621,36 @@ static qr_status matmulint_u8s8(qr_kctx *k, const qr_tensor *a, int64_t za, cons
     int64_t k4 = qr_igemm_k4(kd), r16 = qr_igemm_n16(rows);
     if (rows == 0 || nn == 0)
         return QR_OK;
+    /* B^T's panels and the starting values: on the first run only when B and a_zero are constants */
+    size_t wbytes = (size_t)(nn * k4 + 63) / 64 * 64, bytes = wbytes + (size_t)nn * sizeof(int32_t);
+    int fresh = 1;
+    uint8_t *packed = bconst ? qr_kcache_get(k, bytes, "packed B", &fresh) : qr_kscratch(k, 1, (int64_t)bytes, 1,
+                                                                                          "packed B");
+    if (!packed)
+        return QR_ERR;
+    int8_t *wp = (int8_t *)packed;
+    int32_t *init = (int32_t *)(packed + wbytes);
+    if (fresh) {
+        memset(wp, 0, wbytes);
+        const int8_t *bd = b->data;
+        for (int64_t j = 0; j < nn; j++) {
+            uint32_t sum = 0;
+            for (int64_t q = 0; q < kd; q++) {
+                wp[j * k4 + q] = bd[q * nn + j];
+                sum += (uint32_t)(int32_t)bd[q * nn + j];
+            }
+            init[j] = (int32_t)(0u - (uint32_t)za * sum);
+        }
+    }
     uint8_t *bp = qr_kscratch(k, k4, r16, 1, "packed A");
     int32_t *ct = bp ? qr_kscratch(k, nn, rows, sizeof(int32_t), "transposed product") : NULL;
-    int8_t *wp = calloc((size_t)(nn * k4) + 1, 1);
-    int32_t *init = malloc((size_t)nn * sizeof(int32_t) + 1);
-    if (!bp || !ct || !wp || !init) {
+    if (!bp || !ct) {
+        qr_kcache_done(k, packed);
         free(bp);
         free(ct);
-        free(wp);
-        free(init);
-        return bp && ct ? QR_KERR(k, "out of memory") : QR_ERR;
+        return QR_ERR;
     }
-    const int8_t *bd = b->data;
     const uint8_t *ad = a->data;
-    for (int64_t j = 0; j < nn; j++) {
-        uint32_t sum = 0;
-        for (int64_t q = 0; q < kd; q++) {
-            wp[j * k4 + q] = bd[q * nn + j];
-            sum += (uint32_t)(int32_t)bd[q * nn + j];
-        }
-        init[j] = (int32_t)(0u - (uint32_t)za * sum);
-    }
     memset(bp, 0, (size_t)(k4 * r16));
     for (int64_t i = 0; i < rows; i++)
         for (int64_t q = 0; q < kd; q++)
@@ -651,10 +660,9 @@ static qr_status matmulint_u8s8(qr_kctx *k, const qr_tensor *a, int64_t za, cons
     for (int64_t i = 0; i < rows; i++)
         for (int64_t j = 0; j < nn; j++)
             acc[i * nn + j] = ct[j * rows + i];
+    qr_kcache_done(k, packed);
     free(bp);
     free(ct);
-    free(wp);
-    free(init);
     return QR_OK;
 }
 
@@ -667,7 +675,8 @@ static qr_status matmulint_run(qr_kctx *k)
         (!azp || qr_tensor_numel(azp) == 1)) {
         qr_igemm_fn fn = all_zero(bzp) ? qr_igemm_u8s8() : NULL;
         if (fn)
-            return matmulint_u8s8(k, a, azp ? get_int(azp->data, azp->dtype, 0) : 0, b, k->out[0]->data, fn);
+            return matmulint_u8s8(k, a, azp ? get_int(azp->data, azp->dtype, 0) : 0, b, k->out[0]->data, fn,
+                                  qr_kinput_const(k, 1) && (!azp || qr_kinput_const(k, 2)));
     }
     if (mm_plan_init(k, k->in[0], k->in[1], &p) != QR_OK ||
         int_operands_init(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), &p, &o) != QR_OK)
@@ -818,49 +827,122 @@ static void iconv_set_out(qr_kctx *k, const iconv *cv, qr_dtype t)
  * int32. Padding reads the zero point, i.e. contributes 0. */
 
 /* The packed im2col of one image and group for a 2-D conv (igemm.h's
- * [K/4][N16][4] layout), read row by row: padding is the zero point. Each
- * byte read is XORed with flip: 0x80 turns i8 into u8 (x + 128). The columns
- * whose window lies inside the row are copied without a bounds test. */
+ * [K/4][N16][4] layout): each group of four window elements (q0 .. q0 + 3)
+ * and row of outputs becomes 32-bit words of four bytes, each byte XORed
+ * with flip (0x80 turns i8 into u8: x + 128), xz where a window hangs over
+ * the padding. Where all four windows lie inside their rows the words are
+ * built without a test, a loop GCC vectorizes; a row of padding reads zrow
+ * (W bytes of xz ^ flip), so it needs no test either. */
 static void pack_image_u8(const qr_conv_geom *g, const uint8_t *xg, int64_t cg, uint8_t xz, uint8_t flip,
-                          uint8_t *colp, int64_t n16)
+                          uint8_t *colp, int64_t n16, const uint8_t *zrow)
 {
     const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0],
                   KW = g->kernel[1];
     const int64_t s0 = g->stride[0], s1 = g->stride[1], d0 = g->dilation[0], d1 = g->dilation[1];
-    const int64_t p0 = g->pad_begin[0], p1 = g->pad_begin[1];
-    for (int64_t c = 0; c < cg; c++)
-        for (int64_t ky = 0; ky < KH; ky++)
-            for (int64_t kx = 0; kx < KW; kx++) {
-                int64_t q = (c * KH + ky) * KW + kx;
-                uint8_t *dst = colp + (q >> 2) * n16 * 4 + (q & 3);
-                const uint8_t *xc = xg + c * H * W;
-                int64_t x0 = kx * d1 - p1;
-                /* ox in [lo, hi): 0 <= ox * s1 + x0 < W */
-                int64_t lo = x0 >= 0 ? 0 : (-x0 + s1 - 1) / s1;
-                int64_t hi = x0 > W - 1 ? 0 : (W - 1 - x0) / s1 + 1;
-                hi = hi < OW ? hi : OW;
-                lo = lo < hi ? lo : hi;
-                for (int64_t oy = 0; oy < OH; oy++) {
-                    int64_t iy = oy * s0 - p0 + ky * d0;
-                    uint8_t *d = dst + oy * OW * 4;
-                    if (iy < 0 || iy >= H) {
-                        for (int64_t ox = 0; ox < OW; ox++)
-                            d[ox * 4] = xz;
-                        continue;
-                    }
-                    const uint8_t *row = xc + iy * W + x0;
-                    for (int64_t ox = 0; ox < lo; ox++)
-                        d[ox * 4] = xz;
+    const int64_t p0 = g->pad_begin[0], p1 = g->pad_begin[1], ck = cg * KH * KW;
+    const uint32_t flip4 = flip * 0x01010101u;
+    for (int64_t q0 = 0; q0 < ck; q0 += 4) {
+        const uint8_t *plane[4];
+        int64_t ky[4], x0[4], lo = 0, hi = OW;
+        for (int t = 0; t < 4; t++) {
+            int64_t q = q0 + t;
+            plane[t] = NULL; /* past K: the weights there are 0, any byte does */
+            ky[t] = x0[t] = 0;
+            if (q < ck) {
+                plane[t] = xg + q / (KH * KW) * H * W;
+                ky[t] = q / KW % KH;
+                x0[t] = q % KW * d1 - p1;
+            }
+            /* ox in [lo, hi): 0 <= ox * s1 + x0 < W */
+            int64_t a = x0[t] >= 0 ? 0 : (-x0[t] + s1 - 1) / s1, b = x0[t] > W - 1 ? 0 : (W - 1 - x0[t]) / s1 + 1;
+            lo = a > lo ? a : lo;
+            hi = b < hi ? b : hi;
+        }
+        lo = lo < hi ? lo : hi;
+        uint32_t *dst = (uint32_t *)(colp + q0 * n16);
+        for (int64_t oy = 0; oy < OH; oy++) {
+            const uint8_t *r[4];
+            for (int t = 0; t < 4; t++) {
+                int64_t iy = oy * s0 - p0 + ky[t] * d0;
+                r[t] = plane[t] && iy >= 0 && iy < H ? plane[t] + iy * W : zrow;
+            }
+            uint32_t *d = dst + oy * OW;
+            for (int64_t ox = 0; ox < OW; ox++) {
+                if (ox == lo) { /* the inside: no tests */
+                    const uint8_t *r0 = r[0] + x0[0], *r1 = r[1] + x0[1], *r2 = r[2] + x0[2], *r3 = r[3] + x0[3];
                     if (s1 == 1)
-                        for (int64_t ox = lo; ox < hi; ox++)
-                            d[ox * 4] = row[ox] ^ flip;
+                        for (; ox < hi; ox++)
+                            d[ox] = ((uint32_t)r0[ox] | (uint32_t)r1[ox] << 8 | (uint32_t)r2[ox] << 16 |
+                                     (uint32_t)r3[ox] << 24) ^ flip4;
                     else
-                        for (int64_t ox = lo; ox < hi; ox++)
-                            d[ox * 4] = row[ox * s1] ^ flip;
-                    for (int64_t ox = hi; ox < OW; ox++)
-                        d[ox * 4] = xz;
+                        for (; ox < hi; ox++)
+                            d[ox] = ((uint32_t)r0[ox * s1] | (uint32_t)r1[ox * s1] << 8 | (uint32_t)r2[ox * s1] << 16 |
+                                     (uint32_t)r3[ox * s1] << 24) ^ flip4;
+                    if (ox == OW)
+                        break;
+                }
+                uint32_t word = 0;
+                for (int t = 0; t < 4; t++) {
+                    int64_t ix = ox * s1 + x0[t];
+                    word |= (uint32_t)(ix >= 0 && ix < W ? r[t][ix] ^ flip : xz) << (8 * t);
+                }
+                d[ox] = word;
+            }
+        }
+    }
+}
+
+/* A u8s8 convolution's operands and per-thread packing buffers. */
+typedef struct u8conv_job {
+    const iconv *cv;
+    const uint8_t *x;
+    uint8_t xz, flip;
+    const int8_t *wp;     /* m x k4, the weight panels */
+    const int32_t *init;  /* m: bias - x_zero * sum(w) */
+    int32_t *acc;
+    qr_igemm_fn fn;
+    int64_t k4, n16;
+    uint8_t *colp;        /* slots x k4 x n16 */
+    int64_t *offs;        /* slots x small_n */
+    const uint8_t *zrow;  /* a row of padding for 2-D packing: W bytes of xz ^ flip */
+} u8conv_job;
+
+/* One image, every group: its packed im2col, then the GEMM of the group's rows, split across
+ * threads when pool is given. */
+static void u8conv_image(const u8conv_job *j, int64_t n, uint8_t *colp, int64_t *offs, qr_pool *pool)
+{
+    const iconv *cv = j->cv;
+    const qr_conv_geom *g = &cv->g;
+    int64_t cg = cv->c / cv->group, mg = cv->m / cv->group, sn = g->small_n;
+    for (int64_t gi = 0; gi < cv->group; gi++) {
+        const uint8_t *xg = j->x + (n * cv->c + gi * cg) * g->big_n;
+        if (g->r == 2) /* images: rows and columns of each window position directly */
+            pack_image_u8(g, xg, cg, j->xz, j->flip, colp, j->n16, j->zrow);
+        else
+            for (int64_t kf = 0; kf < g->kernel_n; kf++) {
+                qr_conv_offsets(g, kf, offs);
+                for (int64_t c = 0; c < cg; c++) {
+                    const uint8_t *xc = xg + c * g->big_n;
+                    int64_t q = c * g->kernel_n + kf;
+                    uint8_t *dst = colp + (q >> 2) * j->n16 * 4 + (q & 3);
+                    for (int64_t i = 0; i < sn; i++)
+                        dst[i * 4] = offs[i] >= 0 ? xc[offs[i]] ^ j->flip : j->xz;
                 }
             }
+        vnni_job jb = {j->fn, j->acc + (n * cv->m + gi * mg) * sn, j->wp + gi * mg * j->k4, j->init + gi * mg, colp,
+                       sn, j->k4, sn};
+        if (pool)
+            qr_parallel_for(pool, mg, 4, vnni_rows, &jb);
+        else
+            vnni_rows(&jb, 0, mg);
+    }
+}
+
+static void u8conv_images(void *arg, int64_t i0, int64_t i1, int slot)
+{
+    const u8conv_job *j = arg;
+    for (int64_t n = i0; n < i1; n++)
+        u8conv_image(j, n, j->colp + slot * j->k4 * j->n16, j->offs + slot * j->cv->g.small_n, NULL);
 }
 
 /* iconv_acc for u8 activations and s8 weights with zero points 0, on the
@@ -868,69 +950,67 @@ static void pack_image_u8(const qr_conv_geom *g, const uint8_t *xg, int64_t cg, 
  * as it is (padding as x_zero) and x_zero * sum(w) is folded into each output
  * channel's starting value; both sides wrap modulo 2^32, as the contract says.
  * i8 activations go in as x ^ 0x80 = x + 128 with x_zero + 128: the same
- * differences. */
+ * differences. The panels and starting values are made on the first run only
+ * when weights, bias and x_zero are constants (wconst). A batch splits its
+ * images across the threads, one image its rows: the same sums either way. */
 static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x, int64_t xz, const qr_tensor *w,
-                                const qr_tensor *bias, int32_t *acc, qr_igemm_fn fn)
+                                const qr_tensor *bias, int32_t *acc, qr_igemm_fn fn, int wconst)
 {
     uint8_t flip = x->dtype == QR_I8 ? 0x80 : 0;
     if (flip)
         xz += 128;
     const qr_conv_geom *g = &cv->g;
-    int64_t cg = cv->c / cv->group, mg = cv->m / cv->group, ck = cg * g->kernel_n, sn = g->small_n;
+    int64_t cg = cv->c / cv->group, ck = cg * g->kernel_n, sn = g->small_n;
     int64_t k4 = qr_igemm_k4(ck), n16 = qr_igemm_n16(sn);
-    uint8_t *colp = qr_kscratch(k, k4, n16, 1, "packed im2col buffer");
-    if (!colp)
+    int slots = cv->n > 1 ? qr_pool_threads(k->pool) : 1;
+    size_t wbytes = (size_t)(cv->m * k4 + 63) / 64 * 64, bytes = wbytes + (size_t)cv->m * sizeof(int32_t);
+    int fresh = 1;
+    uint8_t *packed = wconst ? qr_kcache_get(k, bytes, "packed weights", &fresh) : qr_kscratch(k, 1, (int64_t)bytes, 1,
+                                                                                                 "packed weights");
+    if (!packed)
         return QR_ERR;
-    int8_t *wp = calloc((size_t)(cv->m * k4) + 1, 1);
-    int32_t *init = malloc((size_t)cv->m * sizeof(int32_t) + 1);
-    int64_t *offs = malloc((size_t)sn * sizeof(int64_t) + 1);
-    if (!wp || !init || !offs) {
+    int8_t *wp = (int8_t *)packed;
+    int32_t *init = (int32_t *)(packed + wbytes);
+    if (fresh) {
+        memset(wp, 0, wbytes);
+        const int8_t *wd = w->data;
+        for (int64_t m = 0; m < cv->m; m++) {
+            uint32_t sum = 0;
+            for (int64_t i = 0; i < ck; i++) {
+                wp[m * k4 + i] = wd[m * ck + i];
+                sum += (uint32_t)(int32_t)wd[m * ck + i];
+            }
+            uint32_t b0 = bias ? (uint32_t)get_int(bias->data, bias->dtype, m) : 0;
+            init[m] = (int32_t)(b0 - (uint32_t)xz * sum);
+        }
+    }
+    uint8_t *colp = qr_kscratch(k, k4 * slots, n16, 1, "packed im2col buffer");
+    int64_t *offs = colp ? malloc((size_t)(sn * slots) * sizeof(int64_t) + 1) : NULL;
+    uint8_t *zrow = offs ? malloc((size_t)(g->r == 2 ? g->big[1] : 0) + 1) : NULL;
+    if (!colp || !offs || !zrow) {
+        qr_kcache_done(k, packed);
         free(colp);
-        free(wp);
-        free(init);
         free(offs);
-        return QR_KERR(k, "out of memory");
+        return colp ? QR_KERR(k, "out of memory") : QR_ERR;
     }
-    const int8_t *wd = w->data;
-    for (int64_t m = 0; m < cv->m; m++) {
-        uint32_t sum = 0;
-        for (int64_t i = 0; i < ck; i++) {
-            wp[m * k4 + i] = wd[m * ck + i];
-            sum += (uint32_t)(int32_t)wd[m * ck + i];
-        }
-        uint32_t b0 = bias ? (uint32_t)get_int(bias->data, bias->dtype, m) : 0;
-        init[m] = (int32_t)(b0 - (uint32_t)xz * sum);
-    }
-    memset(colp, 0, (size_t)(k4 * n16)); /* rows past ck and columns past sn stay 0 */
-    const uint8_t *xd = x->data;
-    for (int64_t n = 0; n < cv->n; n++)
-        for (int64_t gi = 0; gi < cv->group; gi++) {
-            const uint8_t *xg = xd + (n * cv->c + gi * cg) * g->big_n;
-            if (g->r == 2) /* images: rows and columns of each window position directly */
-                pack_image_u8(g, xg, cg, (uint8_t)xz, flip, colp, n16);
-            else
-                for (int64_t kf = 0; kf < g->kernel_n; kf++) {
-                    qr_conv_offsets(g, kf, offs);
-                    for (int64_t c = 0; c < cg; c++) {
-                        const uint8_t *xc = xg + c * g->big_n;
-                        int64_t q = c * g->kernel_n + kf;
-                        uint8_t *dst = colp + (q >> 2) * n16 * 4 + (q & 3);
-                        for (int64_t j = 0; j < sn; j++)
-                            dst[j * 4] = offs[j] >= 0 ? xc[offs[j]] ^ flip : (uint8_t)xz;
-                    }
-                }
-            vnni_job jb = {fn, acc + (n * cv->m + gi * mg) * sn, wp + gi * mg * k4, init + gi * mg, colp, sn, k4, sn};
-            qr_parallel_for(k->pool, mg, 4, vnni_rows, &jb);
-        }
+    memset(colp, 0, (size_t)(k4 * slots * n16)); /* rows past ck and columns past sn stay 0 */
+    memset(zrow, (uint8_t)xz ^ flip, (size_t)(g->r == 2 ? g->big[1] : 0));
+    u8conv_job j = {cv, x->data, (uint8_t)xz, flip, wp, init, acc, fn, k4, n16, colp, offs, zrow};
+    if (slots > 1)
+        qr_parallel_for_slots(k->pool, cv->n, 1, u8conv_images, &j);
+    else
+        for (int64_t n = 0; n < cv->n; n++)
+            u8conv_image(&j, n, colp, offs, k->pool);
+    qr_kcache_done(k, packed);
     free(colp);
-    free(wp);
-    free(init);
     free(offs);
+    free(zrow);
     return QR_OK;
 }
 
+/* wconst: w, bias and the input zero point are graph constants (what may be packed once). */
 static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, const qr_tensor *xzp,
-                           const qr_tensor *w, const qr_tensor *wzp, const qr_tensor *bias, int32_t *acc)
+                           const qr_tensor *w, const qr_tensor *wzp, const qr_tensor *bias, int32_t *acc, int wconst)
 {
     const qr_conv_geom *g = &cv->g;
     int64_t cg = cv->c / cv->group, mg = cv->m / cv->group, ck = cg * g->kernel_n;
@@ -938,7 +1018,7 @@ static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, cons
     if ((x->dtype == QR_U8 || x->dtype == QR_I8) && w->dtype == QR_I8 && nw == cv->m * ck) {
         qr_igemm_fn fn = all_zero(wzp) ? qr_igemm_u8s8() : NULL;
         if (fn)
-            return iconv_acc_u8s8(k, cv, x, xzp ? get_int(xzp->data, xzp->dtype, 0) : 0, w, bias, acc, fn);
+            return iconv_acc_u8s8(k, cv, x, xzp ? get_int(xzp->data, xzp->dtype, 0) : 0, w, bias, acc, fn, wconst);
     }
     int32_t *col = qr_kscratch(k, ck, sn, sizeof(int32_t), "im2col buffer");
     if (!col)
@@ -1003,7 +1083,8 @@ static qr_status convint_run(qr_kctx *k)
     iconv cv;
     if (iconv_check(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), &cv) != QR_OK)
         return QR_ERR;
-    return iconv_acc(k, &cv, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), NULL, k->out[0]->data);
+    int wconst = qr_kinput_const(k, 1) && (!opt_in(k, 2) || qr_kinput_const(k, 2));
+    return iconv_acc(k, &cv, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), NULL, k->out[0]->data, wconst);
 }
 
 /* QLinearConv inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B. */
@@ -1045,7 +1126,8 @@ static qr_status qlconv_run(qr_kctx *k)
     int32_t *acc = malloc((size_t)ny * sizeof(int32_t) + 1);
     if (!acc)
         return QR_KERR(k, "out of memory");
-    if (iconv_acc(k, &cv, k->in[0], k->in[2], k->in[3], k->in[5], opt_in(k, 8), acc) != QR_OK) {
+    int wconst = qr_kinput_const(k, 3) && qr_kinput_const(k, 2) && (!opt_in(k, 8) || qr_kinput_const(k, 8));
+    if (iconv_acc(k, &cv, k->in[0], k->in[2], k->in[3], k->in[5], opt_in(k, 8), acc, wconst) != QR_OK) {
         free(acc);
         return QR_ERR;
     }
