@@ -6,8 +6,8 @@
 #   ONNX Runtime (onnxruntime-node) on the same f32 model and on QRL's export  - tools/ort_bench.js
 #   PyTorch f32 and FX post-training int8 (not for the CNN: ONNX only)         - tools/torch_bench.py
 #   the u8s8 VNNI and f32 FMA peak of one core                                 - bench/peak.c
-# at batch 1 and 64, 1 and 2 threads, and the time `qrl quantize` takes against one f32 pass over
-# the same calibration samples. bench/report.py prints the table of ratios against the targets
+# at batch 1 and 64, 1 and 2 threads, and `qrl quantize`: its calibration pass against one f32
+# pass over the same samples (as it reports them), and its whole time. bench/report.py prints the table of ratios against the targets
 # and writes bench/results.json. Measures; never pass/fail.
 # Usage: bench/run.sh [BUILD_DIR] [MIN_TIME_SECONDS] [MODEL...]
 #   models: fmnist_cnn small_resnet resnet18 mobilenet_v2 (default: all)
@@ -51,8 +51,13 @@ for name in $MODELS; do
     t0=$(date +%s.%N)
     $B/qrl quantize "$f32" --recipe recipes/int8.qrl --calib "$calib" -o "$q8" > "$D/$name.quantize.txt"
     t1=$(date +%s.%N)
-    echo "{\"quantize_s\": $(awk "BEGIN { print $t1 - $t0 }"), \"calib\": \"$calib\"}" > "$D/$name.quantize.json"
-    tail -1 "$D/$name.quantize.txt"
+    # "calibration: N samples in X ms (one fp32 pass: Y ms, ratio R)"
+    cal=$(sed -n 's/^calibration: \([0-9]*\) samples in \([0-9.]*\) ms (one fp32 pass: \([0-9.]*\) ms.*/\1 \2 \3/p' \
+        "$D/$name.quantize.txt")
+    set -- $cal
+    echo "{\"quantize_s\": $(awk "BEGIN { print $t1 - $t0 }"), \"samples\": $1, \"calib_ms\": $2, \"fp32_pass_ms\": $3}" \
+        > "$D/$name.quantize.json"
+    grep -E "^(calibration|output):" "$D/$name.quantize.txt"
     $B/qrl bench "$f32" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_f32.json"
     $B/qrl bench "$q8" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_int8.json"
     node tools/ort_bench.js "$f32" "$shape" 1,64 1,2 "$MIN" > "$D/$name.ort_f32.json"
