@@ -4,8 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-void qr_igemm_u8s8_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
-                              const uint8_t *b, int64_t k4, int64_t n);
+void qr_igemm_u8s8_4x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0,
+                                   int64_t m1, const uint8_t *b, int64_t k4, int64_t n);
+void qr_igemm_u8s8_4x16_avxvnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0,
+                                int64_t m1, const uint8_t *b, int64_t k4, int64_t n);
+void qr_igemm_u8s8_4x8_avx2(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
+                            const uint8_t *b, int64_t k4, int64_t n);
 
 void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
                        const uint8_t *b, int64_t k4, int64_t n)
@@ -20,13 +24,51 @@ void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t 
         }
 }
 
+static int has_avx512vnni(void)
+{
+    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+}
+
+static int has_avxvnni(void)
+{
+    return __builtin_cpu_supports("avxvnni") && __builtin_cpu_supports("avx2");
+}
+
+static int has_avx2(void)
+{
+    return __builtin_cpu_supports("avx2");
+}
+
+/* Best first: the first whose features the CPU reports runs. */
+static const struct {
+    const char *isa;
+    int (*cpu_has)(void);
+    qr_igemm_fn fn;
+} kernels[] = {
+    {"avx512vnni", has_avx512vnni, qr_igemm_u8s8_4x32_avx512vnni},
+    {"avxvnni", has_avxvnni, qr_igemm_u8s8_4x16_avxvnni},
+    {"avx2", has_avx2, qr_igemm_u8s8_4x8_avx2},
+};
+
+qr_igemm_fn qr_igemm_u8s8_isa(const char *isa)
+{
+    __builtin_cpu_init();
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
+        if (!strcmp(kernels[i].isa, isa))
+            return kernels[i].cpu_has() ? kernels[i].fn : NULL;
+    return NULL;
+}
+
 qr_igemm_fn qr_igemm_u8s8(void)
 {
     const char *force = getenv("QRL_IGEMM");
     if (force && !strcmp(force, "portable"))
         return NULL;
+    if (force && qr_igemm_u8s8_isa(force))
+        return qr_igemm_u8s8_isa(force);
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
-        return qr_igemm_u8s8_avx512vnni;
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
+        if (kernels[i].cpu_has())
+            return kernels[i].fn;
     return NULL;
 }

@@ -20,9 +20,15 @@ static inline int64_t qr_igemm_n16(int64_t n) { return (n + 15) & ~(int64_t)15; 
 typedef void (*qr_igemm_fn)(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
                             const uint8_t *b, int64_t k4, int64_t n);
 
-/* The best u8s8 kernel this CPU runs, or NULL when none beats the portable
- * int32 path (then callers keep it). QRL_IGEMM=portable forces NULL. */
+/* The best u8s8 kernel this CPU runs (AVX-512 VNNI, AVX-VNNI, AVX2, in that
+ * order), or NULL when it has none of them (then callers keep their portable
+ * int32 path). QRL_IGEMM=portable forces NULL; QRL_IGEMM=avx512vnni, avxvnni
+ * or avx2 picks that kernel when the CPU has it. */
 qr_igemm_fn qr_igemm_u8s8(void);
+
+/* The kernel of one instruction set ("avx512vnni", "avxvnni", "avx2"), NULL
+ * when this CPU lacks it or the name is unknown (tests run each one there is). */
+qr_igemm_fn qr_igemm_u8s8_isa(const char *isa);
 
 /* The portable reference of the same contract (tests compare every ISA's kernel with it). */
 void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,

@@ -1,8 +1,9 @@
 /* The u8s8 GEMM with AVX-512 VNNI: vpdpbusd multiplies 16 columns of four u8
  * by four s8 of one weight row and adds the four products to each int32 lane,
  * wrapping (the non-saturating form, so sums wrap modulo 2^32 as QRL's
- * contract says). Four weight rows share each load of the activations. Only
- * called when the CPU reports avx512vnni (igemm.c). */
+ * contract says). Tile: 4 weight rows x 32 columns, eight independent sums,
+ * enough to cover vpdpbusd's latency; each load of activations serves four
+ * rows. Only called when the CPU reports avx512vnni (igemm.c). */
 #include <immintrin.h>
 
 #include "igemm.h"
@@ -16,36 +17,53 @@ TARGET static inline __m512i bcast4(const int8_t *p)
     return _mm512_set1_epi32(v);
 }
 
-TARGET void qr_igemm_u8s8_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0,
-                                     int64_t m1, const uint8_t *b, int64_t k4, int64_t n)
+static inline __mmask16 cols_mask(int64_t cols)
 {
-    int64_t n16 = qr_igemm_n16(n), kq = k4 / 4;
-    for (int64_t j = 0; j < n; j += 16) {
-        __mmask16 mask = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+    return cols >= 16 ? (__mmask16)0xffff : cols <= 0 ? 0 : (__mmask16)((1u << cols) - 1);
+}
+
+TARGET void qr_igemm_u8s8_4x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0,
+                                          int64_t m1, const uint8_t *b, int64_t k4, int64_t n)
+{
+    int64_t n16 = qr_igemm_n16(n), kq = k4 / 4, step = n16 * 4;
+    for (int64_t j = 0; j < n; j += 32) {
+        /* the second half of the tile reads columns j + 16.. only where the packing has them */
+        int two = j + 16 < n16;
+        __mmask16 k0 = cols_mask(n - j), k1 = cols_mask(n - j - 16);
         const uint8_t *bj = b + j * 4;
-        int64_t m = m0;
-        for (; m + 4 <= m1; m += 4) {
-            const int8_t *a0 = a + m * k4, *a1 = a0 + k4, *a2 = a1 + k4, *a3 = a2 + k4;
-            __m512i c0 = _mm512_set1_epi32(init[m]), c1 = _mm512_set1_epi32(init[m + 1]),
-                    c2 = _mm512_set1_epi32(init[m + 2]), c3 = _mm512_set1_epi32(init[m + 3]);
-            for (int64_t q = 0; q < kq; q++) {
-                __m512i v = _mm512_loadu_si512((const void *)(bj + q * n16 * 4));
-                c0 = _mm512_dpbusd_epi32(c0, v, bcast4(a0 + 4 * q));
-                c1 = _mm512_dpbusd_epi32(c1, v, bcast4(a1 + 4 * q));
-                c2 = _mm512_dpbusd_epi32(c2, v, bcast4(a2 + 4 * q));
-                c3 = _mm512_dpbusd_epi32(c3, v, bcast4(a3 + 4 * q));
+        for (int64_t m = m0; m < m1; m += 4) {
+            int rows = m1 - m < 4 ? (int)(m1 - m) : 4;
+            const int8_t *ar[4];
+            __m512i lo[4], hi[4];
+            #pragma GCC unroll 4 /* the tile stays in registers */
+            for (int r = 0; r < 4; r++) {
+                int rr = r < rows ? r : 0; /* a short tile repeats row 0, not stored */
+                ar[r] = a + (m + rr) * k4;
+                lo[r] = hi[r] = _mm512_set1_epi32(init[m + rr]);
             }
-            _mm512_mask_storeu_epi32(c + m * c_rs + j, mask, c0);
-            _mm512_mask_storeu_epi32(c + (m + 1) * c_rs + j, mask, c1);
-            _mm512_mask_storeu_epi32(c + (m + 2) * c_rs + j, mask, c2);
-            _mm512_mask_storeu_epi32(c + (m + 3) * c_rs + j, mask, c3);
-        }
-        for (; m < m1; m++) {
-            const int8_t *a0 = a + m * k4;
-            __m512i c0 = _mm512_set1_epi32(init[m]);
-            for (int64_t q = 0; q < kq; q++)
-                c0 = _mm512_dpbusd_epi32(c0, _mm512_loadu_si512((const void *)(bj + q * n16 * 4)), bcast4(a0 + 4 * q));
-            _mm512_mask_storeu_epi32(c + m * c_rs + j, mask, c0);
+            if (two)
+                for (int64_t q = 0; q < kq; q++) {
+                    __m512i v0 = _mm512_loadu_si512((const void *)(bj + q * step));
+                    __m512i v1 = _mm512_loadu_si512((const void *)(bj + q * step + 64));
+                    #pragma GCC unroll 4 /* the tile stays in registers */
+                    for (int r = 0; r < 4; r++) {
+                        __m512i w = bcast4(ar[r] + 4 * q);
+                        lo[r] = _mm512_dpbusd_epi32(lo[r], v0, w);
+                        hi[r] = _mm512_dpbusd_epi32(hi[r], v1, w);
+                    }
+                }
+            else
+                for (int64_t q = 0; q < kq; q++) {
+                    __m512i v0 = _mm512_loadu_si512((const void *)(bj + q * step));
+                    #pragma GCC unroll 4 /* the tile stays in registers */
+                    for (int r = 0; r < 4; r++)
+                        lo[r] = _mm512_dpbusd_epi32(lo[r], v0, bcast4(ar[r] + 4 * q));
+                }
+            for (int r = 0; r < rows; r++) {
+                _mm512_mask_storeu_epi32(c + (m + r) * c_rs + j, k0, lo[r]);
+                if (two)
+                    _mm512_mask_storeu_epi32(c + (m + r) * c_rs + j + 16, k1, hi[r]);
+            }
         }
     }
 }

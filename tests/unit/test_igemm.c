@@ -27,14 +27,32 @@ static void pack_b(const uint8_t *b, int64_t k, int64_t n, uint8_t *p)
             p[((q >> 2) * n16 + j) * 4 + (q & 3)] = b[q * n + j];
 }
 
-Test(igemm, kernel_matches_reference_on_ragged_and_wrapping_shapes)
+static void check_kernel(const char *isa, qr_igemm_fn fn);
+
+/* Every ISA's kernel this CPU runs, on shapes with ragged rows, K and columns, and sums that wrap;
+ * each computes its rows in two calls (the row ranges threads get). */
+Test(igemm, kernels_match_reference_on_ragged_and_wrapping_shapes)
 {
-    qr_igemm_fn fn = qr_igemm_u8s8();
-    if (!fn) {
-        cr_log_warn("no u8s8 microkernel on this CPU: nothing to compare");
-        return;
+    static const char *const isas[] = {"avx512vnni", "avxvnni", "avx2"};
+    int tested = 0;
+    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+        qr_igemm_fn fn = qr_igemm_u8s8_isa(isas[i]);
+        if (!fn) {
+            cr_log_warn("this CPU has no %s: its u8s8 kernel is not tested here", isas[i]);
+            continue;
+        }
+        check_kernel(isas[i], fn);
+        tested++;
     }
-    const int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {4, 4, 16}, {5, 37, 17}, {9, 64, 33}, {8, 3, 100}, {2, 70000, 19}};
+    cr_assert(qr_igemm_u8s8_isa("sse9") == NULL);
+    if (!tested)
+        cr_log_warn("no u8s8 microkernel on this CPU: nothing to compare");
+}
+
+static void check_kernel(const char *isa, qr_igemm_fn fn)
+{
+    const int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {4, 4, 16}, {5, 37, 17}, {9, 64, 33}, {8, 3, 100},
+                                 {7, 11, 8}, {6, 9, 24}, {2, 70000, 19}};
     unsigned seed = 7;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int64_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2], k4 = qr_igemm_k4(k);
@@ -53,10 +71,11 @@ Test(igemm, kernel_matches_reference_on_ragged_and_wrapping_shapes)
             init[i] = (int32_t)rnd(&seed) - (1 << 23);
         pack_b(b, k, n, bp);
         qr_igemm_u8s8_ref(c1, n, a, init, 0, m, bp, k4, n);
-        fn(c2, n, a, init, 0, m, bp, k4, n);
+        fn(c2, n, a, init, 0, m / 2, bp, k4, n);
+        fn(c2, n, a, init, m / 2, m, bp, k4, n);
         for (int64_t i = 0; i < m * n; i++)
-            cr_assert_eq(c2[i], c1[i], "shape %lldx%lldx%lld element %lld: %d vs %d", (long long)m, (long long)k,
-                         (long long)n, (long long)i, c2[i], c1[i]);
+            cr_assert_eq(c2[i], c1[i], "%s, shape %lldx%lldx%lld element %lld: %d vs %d", isa, (long long)m,
+                         (long long)k, (long long)n, (long long)i, c2[i], c1[i]);
         if (wrap) { /* the reference itself against the exact sum wrapped at the end */
             int64_t exact = (int64_t)init[0] + 255LL * 127LL * k;
             cr_assert_eq(c1[0], (int32_t)(uint32_t)(uint64_t)exact);
@@ -88,20 +107,27 @@ static void run3(const char *op, const qr_tensor *x, const qr_tensor *w, const q
     cr_assert_eq(d->run(&k), QR_OK, "%s", e.msg);
 }
 
-/* The op on the microkernel and again with QRL_IGEMM=portable: the same int32 results. */
+/* The op on the portable int32 path (QRL_IGEMM=portable), then on each ISA's microkernel this CPU
+ * runs (QRL_IGEMM=isa): the same int32 results. */
 static void assert_same_both_ways(const char *op, const qr_tensor *x, const qr_tensor *w, const qr_tensor *xz,
                                   qr_attr *attrs, int nattr, size_t c)
 {
+    static const char *const isas[] = {"avx512vnni", "avxvnni", "avx2"};
     qr_tensor fast, slow;
-    run3(op, x, w, xz, attrs, nattr, &fast);
     setenv("QRL_IGEMM", "portable", 1);
     run3(op, x, w, xz, attrs, nattr, &slow);
+    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+        if (!qr_igemm_u8s8_isa(isas[i]))
+            continue;
+        setenv("QRL_IGEMM", isas[i], 1);
+        run3(op, x, w, xz, attrs, nattr, &fast);
+        cr_assert(qr_tensor_same_shape(&fast, &slow));
+        for (int64_t e = 0; e < qr_tensor_numel(&fast); e++)
+            cr_assert_eq(((int32_t *)fast.data)[e], ((int32_t *)slow.data)[e], "%s on %s, case %zu element %lld", op,
+                         isas[i], c, (long long)e);
+        qr_tensor_free(&fast);
+    }
     unsetenv("QRL_IGEMM");
-    cr_assert(qr_tensor_same_shape(&fast, &slow));
-    for (int64_t i = 0; i < qr_tensor_numel(&fast); i++)
-        cr_assert_eq(((int32_t *)fast.data)[i], ((int32_t *)slow.data)[i], "%s case %zu element %lld", op, c,
-                     (long long)i);
-    qr_tensor_free(&fast);
     qr_tensor_free(&slow);
 }
 
