@@ -59,10 +59,16 @@ qr_igemm_fn qr_igemm_u8s8_isa(const char *isa)
     return NULL;
 }
 
+int qr_igemm_portable_forced(void)
+{
+    const char *force = getenv("QRL_IGEMM");
+    return force && !strcmp(force, "portable");
+}
+
 qr_igemm_fn qr_igemm_u8s8(void)
 {
     const char *force = getenv("QRL_IGEMM");
-    if (force && !strcmp(force, "portable"))
+    if (qr_igemm_portable_forced())
         return NULL;
     if (force && qr_igemm_u8s8_isa(force))
         return qr_igemm_u8s8_isa(force);

@@ -26,6 +26,10 @@ typedef void (*qr_igemm_fn)(int32_t *c, int64_t c_rs, const int8_t *a, const int
  * or avx2 picks that kernel when the CPU has it. */
 qr_igemm_fn qr_igemm_u8s8(void);
 
+/* Whether QRL_IGEMM=portable asks for the portable int32 path of every
+ * integer convolution (the reference the fast paths are tested against). */
+int qr_igemm_portable_forced(void);
+
 /* The kernel of one instruction set ("avx512vnni", "avxvnni", "avx2"), NULL
  * when this CPU lacks it or the name is unknown (tests run each one there is). */
 qr_igemm_fn qr_igemm_u8s8_isa(const char *isa);

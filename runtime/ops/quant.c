@@ -191,6 +191,27 @@ static qr_status quantize_infer(qr_kctx *k)
     return QR_OK;
 }
 
+/* QuantizeLinear of f32 to u8 or i8 with one scale, the common case, in float and branch-free
+ * so it vectorizes: the same results as saturate_round's double path (NaN as 0; rintf of a float
+ * is rint of it; adding the zero point is exact wherever the clamp does not decide anyway, since
+ * below 2^24 both are small integers). */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void quantize_f32_8bit(
+    const float *x, void *y, int is_u8, int64_t n, float s, float z, float lo, float hi)
+{
+    uint8_t *yu = y;
+    int8_t *yi = y;
+    for (int64_t i = 0; i < n; i++) {
+        float q = x[i] / s;
+        q = q == q ? q : 0.0f;
+        q = __builtin_rintf(q) + z;
+        q = q <= lo ? lo : q >= hi ? hi : q;
+        if (is_u8)
+            yu[i] = (uint8_t)(int32_t)q;
+        else
+            yi[i] = (int8_t)(int32_t)q;
+    }
+}
+
 static qr_status quantize_run(qr_kctx *k)
 {
     const qr_tensor *x = k->in[0], *scale = k->in[1], *zp = k->n_in > 2 ? k->in[2] : NULL;
@@ -205,6 +226,13 @@ static qr_status quantize_run(qr_kctx *k)
      * here widened to float) in float, int32 and float64 in double. */
     int in_float = x->dtype == QR_F32 || x->dtype == QR_F16;
     const float *xf = x->dtype == QR_F32 ? x->data : NULL;
+    if (xf && L.mode == LAYOUT_TENSOR && is_8bit(y->dtype)) {
+        quantize_f32_8bit(xf, y->data, y->dtype == QR_U8, qr_tensor_numel(x), (float)sc[0], (float)zv[0], (float)lo,
+                          (float)hi);
+        free(sc);
+        free(zv);
+        return QR_OK;
+    }
     for (int64_t o = 0; o < L.outer; o++)
         for (int64_t a = 0; a < L.axis_len; a++) {
             int64_t e = (o * L.axis_len + a) * L.inner;
@@ -1008,6 +1036,87 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
     return QR_OK;
 }
 
+/* A depthwise 2-D convolution (one input channel per output channel): each
+ * plane on its own, no im2col. acc = bias + sum (x - x_zero) (w - w_zero[c])
+ * over the window; padding is x_zero, so it adds nothing and is skipped. A
+ * product of two differences of 8-bit values fits int32; the sum wraps
+ * modulo 2^32 (uint32), as the contract says. Output rows a window row at a
+ * time: the columns whose window lies inside the row need no test, a loop
+ * GCC vectorizes. */
+typedef struct dw_job {
+    const iconv *cv;
+    const uint8_t *x;
+    uint8_t flip;       /* 0x80: i8 activations, read as x ^ 0x80 = x + 128 */
+    int32_t xz;         /* in the same (shifted) domain */
+    const int32_t *wk;  /* c x kernel_n: w - w_zero */
+    const uint32_t *b0; /* c: the bias */
+    uint32_t *acc;
+} dw_job;
+
+static void dw_planes(void *arg, int64_t p0, int64_t p1)
+{
+    const dw_job *j = arg;
+    const qr_conv_geom *g = &j->cv->g;
+    const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0],
+                  KW = g->kernel[1], s1 = g->stride[1];
+    for (int64_t p = p0; p < p1; p++) { /* plane p = n * C + c */
+        int64_t c = p % j->cv->c;
+        const uint8_t *xp = j->x + p * H * W;
+        const int32_t *wk = j->wk + c * KH * KW;
+        for (int64_t oy = 0; oy < OH; oy++) {
+            uint32_t *a = j->acc + (p * OH + oy) * OW;
+            for (int64_t ox = 0; ox < OW; ox++)
+                a[ox] = j->b0[c];
+            for (int64_t ky = 0; ky < KH; ky++) {
+                int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+                if (iy < 0 || iy >= H)
+                    continue;
+                const uint8_t *row = xp + iy * W;
+                for (int64_t kx = 0; kx < KW; kx++) {
+                    int32_t wv = wk[ky * KW + kx];
+                    int64_t x0 = kx * g->dilation[1] - g->pad_begin[1];
+                    int64_t lo = x0 >= 0 ? 0 : (-x0 + s1 - 1) / s1, hi = x0 > W - 1 ? 0 : (W - 1 - x0) / s1 + 1;
+                    hi = hi < OW ? hi : OW;
+                    const uint8_t *r = row + x0;
+                    if (s1 == 1)
+                        for (int64_t ox = lo; ox < hi; ox++)
+                            a[ox] += (uint32_t)(wv * ((int32_t)(r[ox] ^ j->flip) - j->xz));
+                    else
+                        for (int64_t ox = lo; ox < hi; ox++)
+                            a[ox] += (uint32_t)(wv * ((int32_t)(r[ox * s1] ^ j->flip) - j->xz));
+                }
+            }
+        }
+    }
+}
+
+static qr_status iconv_acc_depthwise(qr_kctx *k, const iconv *cv, const qr_tensor *x, const qr_tensor *xzp,
+                                     const qr_tensor *w, const qr_tensor *wzp, const qr_tensor *bias, int32_t *acc)
+{
+    const qr_conv_geom *g = &cv->g;
+    int64_t kn = g->kernel_n, nwz = wzp ? qr_tensor_numel(wzp) : 0;
+    int32_t *wk = malloc((size_t)(cv->c * kn) * sizeof(int32_t) + 1);
+    uint32_t *b0 = malloc((size_t)cv->c * sizeof(uint32_t) + 1);
+    if (!wk || !b0) {
+        free(wk);
+        free(b0);
+        return QR_KERR(k, "out of memory");
+    }
+    for (int64_t c = 0; c < cv->c; c++) {
+        int64_t wz = nwz ? get_int(wzp->data, wzp->dtype, nwz == 1 ? 0 : c) : 0;
+        for (int64_t i = 0; i < kn; i++)
+            wk[c * kn + i] = (int32_t)(get_int(w->data, w->dtype, c * kn + i) - wz);
+        b0[c] = bias ? (uint32_t)get_int(bias->data, bias->dtype, c) : 0;
+    }
+    uint8_t flip = x->dtype == QR_I8 ? 0x80 : 0;
+    int32_t xz = (int32_t)(xzp ? get_int(xzp->data, xzp->dtype, 0) : 0) + (flip ? 128 : 0);
+    dw_job j = {cv, x->data, flip, xz, wk, b0, (uint32_t *)acc};
+    qr_parallel_for(k->pool, cv->n * cv->c, 1, dw_planes, &j);
+    free(wk);
+    free(b0);
+    return QR_OK;
+}
+
 /* wconst: w, bias and the input zero point are graph constants (what may be packed once). */
 static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, const qr_tensor *xzp,
                            const qr_tensor *w, const qr_tensor *wzp, const qr_tensor *bias, int32_t *acc, int wconst)
@@ -1015,6 +1124,8 @@ static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, cons
     const qr_conv_geom *g = &cv->g;
     int64_t cg = cv->c / cv->group, mg = cv->m / cv->group, ck = cg * g->kernel_n;
     int64_t nx = qr_tensor_numel(x), nw = qr_tensor_numel(w), sn = g->small_n;
+    if (g->r == 2 && cv->group == cv->c && cv->m == cv->c && nw == cv->m * g->kernel_n && !qr_igemm_portable_forced())
+        return iconv_acc_depthwise(k, cv, x, xzp, w, wzp, bias, acc);
     if ((x->dtype == QR_U8 || x->dtype == QR_I8) && w->dtype == QR_I8 && nw == cv->m * ck) {
         qr_igemm_fn fn = all_zero(wzp) ? qr_igemm_u8s8() : NULL;
         if (fn)
