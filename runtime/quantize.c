@@ -480,11 +480,48 @@ int64_t qr_plan_round_const(const qr_qctx *q, float x, float scale, int64_t zero
     return v < qmin ? qmin : v > qmax ? qmax : (int64_t)v;
 }
 
-/* ONNX QuantizeLinear then DequantizeLinear: float division, round half to even, saturate. */
-void qr_plan_fake_quant(const float *x, float *y, int64_t n, float scale, int64_t zero, int64_t qmin, int64_t qmax)
+/* ONNX QuantizeLinear then DequantizeLinear: float division, round half to even, saturate (NaN
+ * as 0, as QuantizeLinear takes it). In float and branch-free, so it vectorizes: rintf of a float
+ * is qr_plan_round's nearbyintf, and adding the zero point is exact wherever the clamp does not
+ * decide (the integers involved are far below 2^24). */
+__attribute__((target_clones("avx512f", "avx2", "default"))) void qr_plan_fake_quant(
+    const float *x, float *y, int64_t n, float scale, int64_t zero, int64_t qmin, int64_t qmax)
 {
-    for (int64_t i = 0; i < n; i++)
-        y[i] = (float)(qr_plan_round(x[i], scale, zero, qmin, qmax) - zero) * scale;
+    const float z = (float)zero, lo = (float)qmin, hi = (float)qmax;
+    for (int64_t i = 0; i < n; i++) {
+        float q = x[i] / scale;
+        q = q == q ? q : 0.0f;
+        q = __builtin_rintf(q) + z;
+        q = q <= lo ? lo : q >= hi ? hi : q;
+        y[i] = (q - z) * scale;
+    }
+}
+
+/* The smallest and largest of x (NaN ignored), in 16 lanes that become vector min and max. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void range_f32(const float *x, int64_t n,
+                                                                                  float *lo, float *hi)
+{
+    enum { LANES = 16 };
+    float l[LANES], h[LANES];
+    for (int i = 0; i < LANES; i++)
+        l[i] = INFINITY, h[i] = -INFINITY;
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            float v = x[i + j];
+            l[j] = v < l[j] ? v : l[j];
+            h[j] = v > h[j] ? v : h[j];
+        }
+    for (; i < n; i++) {
+        l[0] = x[i] < l[0] ? x[i] : l[0];
+        h[0] = x[i] > h[0] ? x[i] : h[0];
+    }
+    for (int j = 1; j < LANES; j++) {
+        l[0] = l[j] < l[0] ? l[j] : l[0];
+        h[0] = h[j] > h[0] ? h[j] : h[0];
+    }
+    *lo = l[0];
+    *hi = h[0];
 }
 
 /* ------------------------------------------------------- the SimQuant op */
@@ -509,12 +546,12 @@ static qr_status simq_run(qr_kctx *k)
     const qr_tensor *x = k->in[0];
     int64_t n = qr_tensor_numel(x);
     const float *xd = x->data;
-    for (int64_t i = 0; i < n; i++) {
-        if (xd[i] < s->lo)
-            s->lo = xd[i];
-        if (xd[i] > s->hi)
-            s->hi = xd[i];
-    }
+    float lo, hi;
+    range_f32(xd, n, &lo, &hi);
+    if (lo < s->lo)
+        s->lo = lo;
+    if (hi > s->hi)
+        s->hi = hi;
     if (s->kind == SLOT_CALIBRATED) {
         /* fold in this batch, choose with everything seen so far, pass the quantized value on */
         if (qr_calib_observe(s->cal, x, k->err) != QR_OK || qr_calib_solve(s->cal, &s->qt, &s->qp, k->err) != QR_OK)

@@ -44,35 +44,41 @@ static void rt_trap(qrl_rt *rt, int64_t code, const char *file, int64_t line, in
         snprintf(rt->msg, sizeof rt->msg, "runtime error: %s", what);
 }
 
-static double t_min(const qrl_tview *x)
-{
-    const float *d = x->data;
-    double m = INFINITY;
-    for (int64_t i = 0; i < x->numel; i++)
-        if (d[i] < m)
-            m = d[i];
-    return m;
-}
+/* The minimum, maximum and largest magnitude of a calibration tensor (NaN ignored: a comparison
+ * with NaN is false), in 16 lanes the compiler turns into vector min/max; the order the
+ * elements are compared in does not change the result but for the sign of a zero. V(v) is what
+ * is compared, KEEP(a, cur) whether a replaces the lane's current value. */
+#define LANES 16
+#define TENSOR_FOLD(NAME, INIT, V, KEEP)                                                                  \
+    __attribute__((target_clones("avx512f", "avx2", "default"))) static double NAME(const qrl_tview *x)    \
+    {                                                                                                     \
+        const float *d = x->data;                                                                         \
+        float m[LANES];                                                                                   \
+        for (int l = 0; l < LANES; l++)                                                                   \
+            m[l] = INIT;                                                                                  \
+        int64_t i = 0;                                                                                    \
+        for (; i + LANES <= x->numel; i += LANES)                                                         \
+            for (int l = 0; l < LANES; l++) {                                                             \
+                float a = V(d[i + l]), cur = m[l];                                                        \
+                m[l] = KEEP(a, cur) ? a : cur;                                                            \
+            }                                                                                             \
+        for (; i < x->numel; i++) {                                                                       \
+            float a = V(d[i]), cur = m[0];                                                                \
+            m[0] = KEEP(a, cur) ? a : cur;                                                                \
+        }                                                                                                 \
+        for (int l = 1; l < LANES; l++) {                                                                 \
+            float a = m[l], cur = m[0];                                                                   \
+            m[0] = KEEP(a, cur) ? a : cur;                                                                \
+        }                                                                                                 \
+        return m[0];                                                                                      \
+    }
+#define AS_IS(v) (v)
+#define LESS(a, cur) ((a) < (cur))
+#define MORE(a, cur) ((a) > (cur))
 
-static double t_max(const qrl_tview *x)
-{
-    const float *d = x->data;
-    double m = -INFINITY;
-    for (int64_t i = 0; i < x->numel; i++)
-        if (d[i] > m)
-            m = d[i];
-    return m;
-}
-
-static double t_absmax(const qrl_tview *x)
-{
-    const float *d = x->data;
-    double m = 0;
-    for (int64_t i = 0; i < x->numel; i++)
-        if (fabs(d[i]) > m)
-            m = fabs(d[i]);
-    return m;
-}
+TENSOR_FOLD(t_min, INFINITY, AS_IS, LESS)
+TENSOR_FOLD(t_max, -INFINITY, AS_IS, MORE)
+TENSOR_FOLD(t_absmax, 0.0f, fabsf, MORE)
 
 static double t_sum(const qrl_tview *x)
 {
