@@ -65,7 +65,7 @@ def main():
             "torch f32", "FX int8", "vs FX", "GMAC/s", "%peak"))
     print(hdr)
     print("-" * len(hdr))
-    targets, calib_rows = [], []
+    targets, calib_rows, notes = [], [], []
     for name in models:
         q32 = (load(os.path.join(d, name + ".qrl_f32.json")) or {}).get("results")
         q8 = (load(os.path.join(d, name + ".qrl_int8.json")) or {}).get("results")
@@ -75,6 +75,9 @@ def main():
         qz = load(os.path.join(d, name + ".quantize.json")) or {}
         m = {"qrl_f32": q32, "qrl_int8": q8, "ort_f32": o32, "ort_int8": o8, "torch_f32": tch.get("fp32"),
              "fx_int8": tch.get("fx_int8"), "torch_engine": tch.get("engine"), "quantize": qz, "ratios": []}
+        if tch.get("fx_int8_error"):
+            m["fx_int8_error"] = tch["fx_int8_error"]
+            notes.append("%s: PyTorch FX int8 (%s) failed: %s" % (name, tch.get("engine"), tch["fx_int8_error"]))
         for batch in (1, 64):
             for threads in (1, 2):
                 a, b = row(q8, batch, threads), row(o8, batch, threads)
@@ -123,6 +126,8 @@ def main():
             calib_rows.append((name, qz["samples"], qz["calib_ms"], qz["fp32_pass_ms"], r, qz["quantize_s"]))
             targets.append((name, "calibration <= 1.5x one f32 pass (%d samples)" % qz["samples"], r, r <= 1.5))
         results["models"][name] = m
+    for n in notes:
+        print("note: " + n)
     print("\nqrl quantize (1 thread): the calibration pass against one f32 pass over the same samples, and the"
           " whole command")
     for name, n, cms, pms, r, qs in calib_rows:

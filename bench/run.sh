@@ -63,7 +63,8 @@ for name in $MODELS; do
     node tools/ort_bench.js "$f32" "$shape" 1,64 1,2 "$MIN" > "$D/$name.ort_f32.json"
     node tools/ort_bench.js "$q8" "$shape" 1,64 1,2 "$MIN" > "$D/$name.ort_int8.json"
     if [ "$tname" != - ]; then
-        $PY tools/torch_bench.py "$tname" "$state" "$calib" 1,64 1,2 "$MIN" > "$D/$name.torch.json"
+        $PY tools/torch_bench.py "$tname" "$state" "$calib" 1,64 1,2 "$MIN" > "$D/$name.torch.json" ||
+            echo "bench: PyTorch failed on $name (its column stays empty)" >&2
     else
         rm -f "$D/$name.torch.json"
     fi

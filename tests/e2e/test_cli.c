@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "tensor_io.h"
 #include "testutil.h"
 
@@ -139,6 +140,48 @@ Test(cli, run_profile_counts_the_models_macs)
     cr_assert(strstr(log, "\n  ConvInteger                  3 "), "%s", log);
     cr_assert(strstr(log, "\n  MatMulInteger                2 "), "%s", log);
     free(log);
+}
+
+/* qrl bench: a row per variant, batch and thread count; the JSON it writes holds the CNN's MACs per
+ * image as derived by hand above (1,568,640), in f32 and in the recipe's integer graph; bad options
+ * and an unwritable --json fail with a message and leave no file. */
+Test(cli, bench_times_both_graphs_and_writes_json)
+{
+    char cmd[2048], *log, path[600];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/torch_reference.py %s/examples/fmnist/fmnist_cnn.onnx %s/ref 7 1",
+             tu_root(), tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/bench.json", dir);
+    snprintf(cmd, sizeof cmd,
+             "%s bench %s/examples/fmnist/fmnist_cnn.onnx --recipe %s/recipes/int8.qrl --calib %s/ref/x.npy --batch 1,3 "
+             "--threads 1,2 --min-time 0 --json %s",
+             tu_qrl(), tu_root(), tu_root(), dir, path);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "\nfp32          3       2 "), "%s", log);
+    cr_assert(strstr(log, "\nint8          1       1 "), "%s", log);
+    free(log);
+    unsigned char *json = NULL;
+    size_t len = 0;
+    qr_error e;
+    cr_assert_eq(qr_read_file(path, 1 << 20, &json, &len, &e), QR_OK, "%s", e.msg);
+    int rows = 0;
+    for (const char *p = (const char *)json; (p = strstr(p, "\"macs_per_image\": 1568640,")); p++)
+        rows++;
+    cr_assert_eq(rows, 8, "%s", json); /* 2 variants x 2 batches x 2 thread counts */
+    cr_assert(strstr((char *)json, "\"variant\": \"int8\", \"batch\": 3, \"threads\": 2"), "%s", json);
+    free(json);
+    snprintf(cmd, sizeof cmd, "%s bench %s/examples/fmnist/fmnist_cnn.onnx --batch 0", tu_qrl(), tu_root());
+    cr_assert_eq(tu_run(cmd, &log), 2, "%s", log);
+    cr_assert(strstr(log, "--batch needs sizes from 1 to 65536"), "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "%s bench %s/examples/fmnist/fmnist_cnn.onnx --min-time 0 --json %s/no/such/dir/b.json",
+             tu_qrl(), tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 1, "%s", log);
+    cr_assert(strstr(log, "no/such/dir/b.json"), "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/no", dir);
+    cr_assert(!tu_file_exists(path));
 }
 
 Test(cli, dump_bundled_model_matches_golden)
