@@ -297,33 +297,71 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
     {                                                                                                         \
         const gemm_job *jb = arg;                                                                             \
         const T *a = jb->a, *b = jb->b, *bias = jb->bias;                                                     \
-        int64_t n = jb->n, r = r0;                                                                            \
-        for (; r + 4 <= r1; r += 4) {                                                                         \
+        int64_t n = jb->n, r = r0, nfull = n / GEMM_XT * GEMM_XT, r4 = r0 + (r1 - r0) / 4 * 4;                \
+        const V_##S zero = {0};                                                                               \
+        /* Blocks of B's columns that stay in cache while every group of four rows passes over them           \
+         * (about 256 KB: B streamed once per row group was memory-bound on large images). */                 \
+        int64_t xb_cols = (int64_t)(262144 / sizeof(T)) / (jb->kdim > 0 ? jb->kdim : 1) / GEMM_XT * GEMM_XT;  \
+        if (xb_cols < GEMM_XT)                                                                                \
+            xb_cols = GEMM_XT;                                                                                \
+        for (int64_t xb = 0; xb < nfull; xb += xb_cols) {                                                     \
+            int64_t xe = xb + xb_cols < nfull ? xb + xb_cols : nfull;                                         \
+            for (r = r0; r < r4; r += 4) {                                                                    \
+                T *restrict c0 = (T *)jb->c + r * n, *restrict c1 = c0 + n, *restrict c2 = c1 + n,            \
+                            *restrict c3 = c2 + n;                                                            \
+                const T *ar = a + r * jb->a_rs;                                                               \
+                /* GEMM_XT columns at a time in eight vector registers, the four rows' sums kept there        \
+                 * across the whole k loop (each sum adds its products in k order, as summing in place        \
+                 * would) */                                                                                  \
+                for (int64_t x0 = xb; x0 < xe; x0 += GEMM_XT) {                                               \
+                    V_##S s00 = {0}, s01 = {0}, s10 = {0}, s11 = {0}, s20 = {0}, s21 = {0}, s30 = {0}, s31 = {0};\
+                    for (int64_t q = 0; q < jb->kdim; q++) {                                                  \
+                        const T *aq = ar + q * jb->a_cs;                                                      \
+                        const T *br = b + q * n + x0;                                                         \
+                        V_##S b0 = *(const U_##S *)br, b1 = *(const U_##S *)(br + GEMM_XT / 2);               \
+                        V_##S w0 = aq[0] - zero, w1 = aq[jb->a_rs] - zero;                                    \
+                        V_##S w2 = aq[2 * jb->a_rs] - zero, w3 = aq[3 * jb->a_rs] - zero;                     \
+                        s00 += w0 * b0, s01 += w0 * b1, s10 += w1 * b0, s11 += w1 * b1;                       \
+                        s20 += w2 * b0, s21 += w2 * b1, s30 += w3 * b0, s31 += w3 * b1;                       \
+                    }                                                                                         \
+                    *(U_##S *)(c0 + x0) = s00, *(U_##S *)(c0 + x0 + GEMM_XT / 2) = s01;                       \
+                    *(U_##S *)(c1 + x0) = s10, *(U_##S *)(c1 + x0 + GEMM_XT / 2) = s11;                       \
+                    *(U_##S *)(c2 + x0) = s20, *(U_##S *)(c2 + x0 + GEMM_XT / 2) = s21;                       \
+                    *(U_##S *)(c3 + x0) = s30, *(U_##S *)(c3 + x0 + GEMM_XT / 2) = s31;                       \
+                }                                                                                             \
+            }                                                                                                 \
+        }                                                                                                     \
+        /* The last columns, fewer than GEMM_XT: the same vector tile over a zero-padded copy of them         \
+         * (each sum still in k order); only the real columns are stored. */                                  \
+        T *bt = nfull < n && r4 > r0 ? malloc((size_t)jb->kdim * GEMM_XT * sizeof(T) + 1) : NULL;             \
+        if (bt)                                                                                               \
+            for (int64_t q = 0; q < jb->kdim; q++)                                                            \
+                for (int64_t x = 0; x < GEMM_XT; x++)                                                         \
+                    bt[q * GEMM_XT + x] = nfull + x < n ? b[q * n + nfull + x] : 0;                           \
+        for (r = r0; r < r4; r += 4) {                                                                        \
             T *restrict c0 = (T *)jb->c + r * n, *restrict c1 = c0 + n, *restrict c2 = c1 + n,                \
                         *restrict c3 = c2 + n;                                                                \
             const T *ar = a + r * jb->a_rs;                                                                   \
-            const V_##S zero = {0};                                                                           \
-            int64_t x0 = 0;                                                                                   \
-            /* GEMM_XT columns at a time in eight vector registers, the four rows' sums kept there across  \
-             * the whole k loop (each sum adds its products in k order, as summing in place would) */     \
-            for (; x0 + GEMM_XT <= n; x0 += GEMM_XT) {                                                        \
-                V_##S s00 = {0}, s01 = {0}, s10 = {0}, s11 = {0}, s20 = {0}, s21 = {0}, s30 = {0}, s31 = {0};   \
+            int64_t x0 = nfull, xn = n - nfull;                                                               \
+            if (xn > 0 && bt) {                                                                               \
+                V_##S s00 = {0}, s01 = {0}, s10 = {0}, s11 = {0}, s20 = {0}, s21 = {0}, s30 = {0}, s31 = {0}; \
                 for (int64_t q = 0; q < jb->kdim; q++) {                                                      \
                     const T *aq = ar + q * jb->a_cs;                                                          \
-                    const T *br = b + q * n + x0;                                                             \
+                    const T *br = bt + q * GEMM_XT;                                                           \
                     V_##S b0 = *(const U_##S *)br, b1 = *(const U_##S *)(br + GEMM_XT / 2);                   \
                     V_##S w0 = aq[0] - zero, w1 = aq[jb->a_rs] - zero;                                        \
                     V_##S w2 = aq[2 * jb->a_rs] - zero, w3 = aq[3 * jb->a_rs] - zero;                         \
                     s00 += w0 * b0, s01 += w0 * b1, s10 += w1 * b0, s11 += w1 * b1;                           \
                     s20 += w2 * b0, s21 += w2 * b1, s30 += w3 * b0, s31 += w3 * b1;                           \
                 }                                                                                             \
-                *(U_##S *)(c0 + x0) = s00, *(U_##S *)(c0 + x0 + GEMM_XT / 2) = s01;                           \
-                *(U_##S *)(c1 + x0) = s10, *(U_##S *)(c1 + x0 + GEMM_XT / 2) = s11;                           \
-                *(U_##S *)(c2 + x0) = s20, *(U_##S *)(c2 + x0 + GEMM_XT / 2) = s21;                           \
-                *(U_##S *)(c3 + x0) = s30, *(U_##S *)(c3 + x0 + GEMM_XT / 2) = s31;                           \
-            }                                                                                                 \
-            if (x0 < n) { /* the last columns, fewer than GEMM_XT */                                          \
-                int64_t xn = n - x0;                                                                          \
+                T t[4][GEMM_XT];                                                                              \
+                *(U_##S *)t[0] = s00, *(U_##S *)(t[0] + GEMM_XT / 2) = s01;                                   \
+                *(U_##S *)t[1] = s10, *(U_##S *)(t[1] + GEMM_XT / 2) = s11;                                   \
+                *(U_##S *)t[2] = s20, *(U_##S *)(t[2] + GEMM_XT / 2) = s21;                                   \
+                *(U_##S *)t[3] = s30, *(U_##S *)(t[3] + GEMM_XT / 2) = s31;                                   \
+                for (int64_t x = 0; x < xn; x++)                                                              \
+                    c0[x0 + x] = t[0][x], c1[x0 + x] = t[1][x], c2[x0 + x] = t[2][x], c3[x0 + x] = t[3][x];   \
+            } else if (xn > 0) { /* no memory for the copy: the same sums, column by column */                \
                 T t0[GEMM_XT] = {0}, t1[GEMM_XT] = {0}, t2[GEMM_XT] = {0}, t3[GEMM_XT] = {0};                 \
                 for (int64_t q = 0; q < jb->kdim; q++) {                                                      \
                     const T *aq = ar + q * jb->a_cs;                                                          \
@@ -343,6 +381,8 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
             if (bias)                                                                                         \
                 add_bias_##S(c0, n, bias + r, 4);                                                             \
         }                                                                                                     \
+        free(bt);                                                                                             \
+        r = r4;                                                                                               \
         for (; r < r1; r++) {                                                                                 \
             T *restrict cr = (T *)jb->c + r * n;                                                              \
             for (int64_t x = 0; x < n; x++)                                                                   \
