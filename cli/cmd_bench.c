@@ -91,9 +91,10 @@ static qr_status make_inputs(const char *model, const qr_graph *g, int batch, qr
     return QR_OK;
 }
 
-/* Times graph g at one batch size and thread count into r. */
+/* Times graph g at one batch size and thread count into r; profile: also prints where the timed
+ * runs' time went (the warm-up run left out). */
 static qr_status time_graph(const char *model, const qr_graph *g, void *kernel_user, int batch, int threads,
-                            double min_time, bench_row *r, qr_error *e)
+                            double min_time, int profile, bench_row *r, qr_error *e)
 {
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
     double *ms = NULL;
@@ -114,13 +115,9 @@ static qr_status time_graph(const char *model, const qr_graph *g, void *kernel_u
         goto done;
     for (int j = 0; j < g->n_outputs; j++)
         qr_tensor_free(&out[j]);
+    qr_exec_profile_reset(x);
     const qr_node_prof *p0 = qr_exec_profile(x);
-    double start = now_s(), warm_gemm = 0, warm_macs = 0;
-    for (int i = 0; i < g->n_nodes; i++)
-        if (p0[i].macs > 0) {
-            warm_gemm += p0[i].seconds;
-            warm_macs += p0[i].macs;
-        }
+    double start = now_s();
     while (runs < 3 || now_s() - start < min_time) {
         if (runs == cap) {
             cap = cap ? cap * 2 : 16;
@@ -144,8 +141,8 @@ static qr_status time_graph(const char *model, const qr_graph *g, void *kernel_u
             gemm += p0[i].seconds;
             macs += p0[i].macs;
         }
-    gemm -= warm_gemm;
-    macs -= warm_macs;
+    if (profile && cli_print_profile(stdout, g, p0, 20) != 0)
+        goto done;
     qsort(ms, (size_t)runs, sizeof *ms, cmp_double);
     r->batch = batch;
     r->threads = threads;
@@ -214,18 +211,20 @@ int cli_bench(int argc, char **argv)
 {
     const char *model = NULL, *recipe = NULL, *json = NULL, *qdq_recipe = NULL;
     char *calib[MAX_ARGS];
-    int ncalib = 0, calib_count = 0, batches[MAX_LIST] = {1}, threads[MAX_LIST] = {1}, nb = 1, nt = 1;
+    int ncalib = 0, calib_count = 0, batches[MAX_LIST] = {1}, threads[MAX_LIST] = {1}, nb = 1, nt = 1, profile = 0;
     double min_time = 1.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: qrl bench MODEL.onnx [--recipe R.qrl --calib [NAME=]C.npy... [--calib-count N]]\n"
-                   "                 [--batch 1,64] [--threads 1,2] [--min-time SEC] [--json FILE] [--qdq-recipe R.qrl]\n"
+                   "                 [--batch 1,64] [--threads 1,2] [--min-time SEC] [--json FILE] [--profile]\n"
+                   "                 [--qdq-recipe R.qrl]\n"
                    "Times the model as loaded (f32; a QDQ model runs its integer graph) and, with --recipe,\n"
                    "the recipe's integer graph of it, on seeded random inputs: for each batch size and\n"
                    "thread count one warm-up run, then runs until SEC seconds (default 1) have passed,\n"
                    "at least three. Prints the median and fastest ms per batch, images/s and the GMAC/s of\n"
-                   "the convolutions and matrix products; --json writes the same numbers.\n");
+                   "the convolutions and matrix products; --json writes the same numbers. --profile prints\n"
+                   "where each configuration's timed runs spent their time, per op type and node.\n");
             return 0;
         }
         if (!strcmp(a, "--recipe")) {
@@ -256,6 +255,8 @@ int cli_bench(int argc, char **argv)
             if (++i == argc || !argv[i][0])
                 return cli_usage_error("bench", "--json needs a file");
             json = argv[i];
+        } else if (!strcmp(a, "--profile")) {
+            profile = 1;
         } else if (!strcmp(a, "--qdq-recipe")) {
             if (++i == argc)
                 return cli_usage_error("bench", "--qdq-recipe needs a recipe file");
@@ -300,7 +301,7 @@ int cli_bench(int argc, char **argv)
                 bench_row *row = &rows[n];
                 row->variant = v ? "int8" : loaded;
                 if (time_graph(model, v ? qz->ig->g : r.run, v ? (void *)qz->ig : r.kernel_user, batches[b], threads[t],
-                               min_time, row, &e) != QR_OK) {
+                               min_time, profile, row, &e) != QR_OK) {
                     rc = cli_fail(&e);
                     goto out;
                 }

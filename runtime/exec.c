@@ -171,6 +171,12 @@ const qr_node_prof *qr_exec_profile(const qr_exec *x)
     return x->prof;
 }
 
+void qr_exec_profile_reset(qr_exec *x)
+{
+    if (x->prof)
+        memset(x->prof, 0, (size_t)x->nn * sizeof *x->prof);
+}
+
 void qr_exec_get_stats(const qr_exec *x, qr_exec_stats *s)
 {
     *s = x->stats;

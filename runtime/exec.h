@@ -55,6 +55,8 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
 void qr_exec_get_stats(const qr_exec *x, qr_exec_stats *s);
 /* Per node of the graph, in node order, summed over every run so far; NULL unless opts.profile. */
 const qr_node_prof *qr_exec_profile(const qr_exec *x);
+/* Starts the profile over (a benchmark leaves its warm-up run out). */
+void qr_exec_profile_reset(qr_exec *x);
 
 /* The budget used when qr_exec_opts.max_memory is 0: the value set by
  * qr_exec_set_default_max_memory (the CLI's --max-memory), else half the

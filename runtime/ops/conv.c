@@ -493,6 +493,52 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
                            cj->offs + slot * cj->g->small_n, NULL);                                           \
     }                                                                                                         \
                                                                                                               \
+    /* Depthwise 2-D planes [p0, p1) (plane p = n * C + c, one input channel per output channel):             \
+     * every output summed over the window in its order, (ky, kx), as the GEMM would, without im2col:         \
+     * the plane's sums take one window position at a time, whose columns inside the row (found               \
+     * once per position) need no test. Taps on the padding (products with 0) are skipped, so a sum           \
+     * of zeros may differ in its sign; the bias is added last. */                                            \
+    __attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_planes_##S(void *arg,         \
+                                                                                          int64_t p0, int64_t p1)\
+    {                                                                                                         \
+        const conv_job *cj = arg;                                                                             \
+        const qr_conv_geom *g = cj->g;                                                                        \
+        const T *x = cj->x, *w = cj->w, *b = cj->b;                                                           \
+        T *y = cj->y;                                                                                         \
+        const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0],    \
+                      KW = g->kernel[1], s1 = g->stride[1];                                                   \
+        for (int64_t p = p0; p < p1; p++) {                                                                   \
+            int64_t c = p % cj->ch;                                                                           \
+            const T *xp = x + p * H * W, *wc = w + c * KH * KW;                                               \
+            T *yp = y + p * OH * OW;                                                                          \
+            for (int64_t i = 0; i < OH * OW; i++)                                                             \
+                yp[i] = 0;                                                                                    \
+            for (int64_t ky = 0; ky < KH; ky++)                                                               \
+                for (int64_t kx = 0; kx < KW; kx++) {                                                         \
+                    T wv = wc[ky * KW + kx];                                                                  \
+                    int64_t x0 = kx * g->dilation[1] - g->pad_begin[1];                                       \
+                    int64_t lo = x0 >= 0 ? 0 : (-x0 + s1 - 1) / s1, hi = x0 > W - 1 ? 0 : (W - 1 - x0) / s1 + 1;\
+                    hi = hi < OW ? hi : OW;                                                                   \
+                    for (int64_t oy = 0; oy < OH; oy++) {                                                     \
+                        int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];               \
+                        if (iy < 0 || iy >= H)                                                                \
+                            continue;                                                                         \
+                        T *restrict a = yp + oy * OW;                                                         \
+                        const T *restrict r = xp + iy * W + x0;                                               \
+                        if (s1 == 1)                                                                          \
+                            for (int64_t ox = lo; ox < hi; ox++)                                              \
+                                a[ox] += wv * r[ox];                                                          \
+                        else                                                                                  \
+                            for (int64_t ox = lo; ox < hi; ox++)                                              \
+                                a[ox] += wv * r[ox * s1];                                                     \
+                    }                                                                                         \
+                }                                                                                             \
+            if (b)                                                                                            \
+                for (int64_t i = 0; i < OH * OW; i++)                                                         \
+                    yp[i] += b[c];                                                                            \
+        }                                                                                                     \
+    }                                                                                                         \
+                                                                                                              \
     /* y[N, M, small] = conv(x[N, C, big], w[M, C/group, K]) + b[M]: a batch splits its images across         \
      * the threads (each with its own im2col buffer), one image splits its rows. Either way every             \
      * output is computed alone, in the same order: 1 and 2 threads give the same bits. */                    \
@@ -504,6 +550,11 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
         int direct = g->kernel_n == 1;                                                                        \
         for (int i = 0; i < g->r; i++)                                                                        \
             direct &= g->stride[i] == 1 && g->pad_begin[i] == 0 && g->pad_end[i] == 0;                        \
+        if (g->r == 2 && group == ch && m == ch) { /* depthwise: plane by plane */                           \
+            conv_job dj = {g, x, w, b, y, ch, m, group, cg, mg, ck, NULL, NULL};                                \
+            qr_parallel_for(k->pool, n_img * ch, 1, dw_planes_##S, &dj);                                      \
+            return QR_OK;                                                                                     \
+        }                                                                                                     \
         int slots = n_img > 1 ? qr_pool_threads(k->pool) : 1;                                                 \
         T *col = direct ? NULL : qr_kscratch(k, ck * slots, g->small_n, sizeof(T), "im2col buffer");          \
         if (!direct && !col)                                                                                  \

@@ -733,6 +733,15 @@ static qr_status clip_infer(qr_kctx *k)
     return QR_OK;
 }
 
+static void clip_f32(const float *x, float *y, int64_t n, float lo, float hi)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        v = v < lo ? lo : v;
+        y[i] = v > hi ? hi : v;
+    }
+}
+
 static qr_status clip_run(qr_kctx *k)
 {
     const qr_tensor *x = k->in[0], *tmin = k->n_in > 1 ? k->in[1] : NULL, *tmax = k->n_in > 2 ? k->in[2] : NULL;
@@ -748,6 +757,10 @@ static qr_status clip_run(qr_kctx *k)
             lo = qr_get_f64(tmin->data, tmin->dtype, 0);
         if (tmax)
             hi = qr_get_f64(tmax->data, tmax->dtype, 0);
+        if (x->dtype == QR_F32 && y->dtype == QR_F32) { /* f32 bounds are exact in float: the same result */
+            clip_f32(x->data, y->data, n, (float)lo, (float)hi);
+            return QR_OK;
+        }
         for (int64_t i = 0; i < n; i++) {
             double v = qr_get_f64(x->data, x->dtype, i);
             v = v < lo ? lo : v; /* min > max gives max, as numpy.clip does */

@@ -1040,9 +1040,9 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
  * plane on its own, no im2col. acc = bias + sum (x - x_zero) (w - w_zero[c])
  * over the window; padding is x_zero, so it adds nothing and is skipped. A
  * product of two differences of 8-bit values fits int32; the sum wraps
- * modulo 2^32 (uint32), as the contract says. Output rows a window row at a
- * time: the columns whose window lies inside the row need no test, a loop
- * GCC vectorizes. */
+ * modulo 2^32 (uint32), as the contract says. The plane's sums take one
+ * window position at a time: its columns inside the row (found once per
+ * position) need no test, a loop GCC vectorizes. */
 typedef struct dw_job {
     const iconv *cv;
     const uint8_t *x;
@@ -1063,21 +1063,21 @@ static void dw_planes(void *arg, int64_t p0, int64_t p1)
         int64_t c = p % j->cv->c;
         const uint8_t *xp = j->x + p * H * W;
         const int32_t *wk = j->wk + c * KH * KW;
-        for (int64_t oy = 0; oy < OH; oy++) {
-            uint32_t *a = j->acc + (p * OH + oy) * OW;
-            for (int64_t ox = 0; ox < OW; ox++)
-                a[ox] = j->b0[c];
-            for (int64_t ky = 0; ky < KH; ky++) {
-                int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
-                if (iy < 0 || iy >= H)
-                    continue;
-                const uint8_t *row = xp + iy * W;
-                for (int64_t kx = 0; kx < KW; kx++) {
-                    int32_t wv = wk[ky * KW + kx];
-                    int64_t x0 = kx * g->dilation[1] - g->pad_begin[1];
-                    int64_t lo = x0 >= 0 ? 0 : (-x0 + s1 - 1) / s1, hi = x0 > W - 1 ? 0 : (W - 1 - x0) / s1 + 1;
-                    hi = hi < OW ? hi : OW;
-                    const uint8_t *r = row + x0;
+        uint32_t *ap = j->acc + p * OH * OW;
+        for (int64_t i = 0; i < OH * OW; i++)
+            ap[i] = j->b0[c];
+        for (int64_t ky = 0; ky < KH; ky++)
+            for (int64_t kx = 0; kx < KW; kx++) { /* one window position over the plane */
+                int32_t wv = wk[ky * KW + kx];
+                int64_t x0 = kx * g->dilation[1] - g->pad_begin[1];
+                int64_t lo = x0 >= 0 ? 0 : (-x0 + s1 - 1) / s1, hi = x0 > W - 1 ? 0 : (W - 1 - x0) / s1 + 1;
+                hi = hi < OW ? hi : OW;
+                for (int64_t oy = 0; oy < OH; oy++) {
+                    int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+                    if (iy < 0 || iy >= H)
+                        continue;
+                    uint32_t *a = ap + oy * OW;
+                    const uint8_t *r = xp + iy * W + x0;
                     if (s1 == 1)
                         for (int64_t ox = lo; ox < hi; ox++)
                             a[ox] += (uint32_t)(wv * ((int32_t)(r[ox] ^ j->flip) - j->xz));
@@ -1086,7 +1086,6 @@ static void dw_planes(void *arg, int64_t p0, int64_t p1)
                             a[ox] += (uint32_t)(wv * ((int32_t)(r[ox * s1] ^ j->flip) - j->xz));
                 }
             }
-        }
     }
 }
 

@@ -253,3 +253,54 @@ Test(ops, maxpool_on_8bit_integers_matches_f32)
         qr_tensor_free(&yi);
     }
 }
+
+/* A depthwise float Conv (its own kernel) against the definition summed in double here: strides,
+ * dilations, asymmetric pads, a bias, values of both signs; two images. */
+Test(ops, depthwise_conv_matches_the_definition)
+{
+    enum { N = 2, C = 5, H = 9, W = 11, KH = 3, KW = 2 };
+    const int64_t sy = 2, sx = 1, dy = 1, dx = 2, pt = 1, pl = 2, pb = 0, pr = 1;
+    float x[N * C * H * W], w[C * KH * KW], b[C];
+    unsigned seed = 9;
+    for (int i = 0; i < N * C * H * W; i++) {
+        seed = seed * 1103515245u + 12345u;
+        x[i] = (float)((int)((seed >> 16) % 2001) - 1000) / 250.0f;
+    }
+    for (int i = 0; i < C * KH * KW; i++) {
+        seed = seed * 1103515245u + 12345u;
+        w[i] = (float)((int)((seed >> 16) % 201) - 100) / 50.0f;
+    }
+    for (int c = 0; c < C; c++)
+        b[c] = (float)(c - 2) * 0.75f;
+    int64_t ks[2] = {KH, KW}, st[2] = {sy, sx}, dl[2] = {dy, dx}, pads[4] = {pt, pl, pb, pr};
+    qr_attr attrs[5] = {{.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
+                        {.name = "strides", .kind = QR_ATTR_INTS, .n = 2, .ints = st},
+                        {.name = "dilations", .kind = QR_ATTR_INTS, .n = 2, .ints = dl},
+                        {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pads},
+                        {.name = "group", .kind = QR_ATTR_INT, .i = C}};
+    qr_tensor tx = {.dtype = QR_F32, .ndim = 4, .dims = {N, C, H, W}, .data = x};
+    qr_tensor tw = {.dtype = QR_F32, .ndim = 4, .dims = {C, 1, KH, KW}, .data = w};
+    qr_tensor tb = {.dtype = QR_F32, .ndim = 1, .dims = {C}, .data = b};
+    const qr_tensor *in[3] = {&tx, &tw, &tb};
+    qr_tensor y;
+    qr_error e;
+    cr_assert_eq(run_op("Conv", attrs, 5, in, 3, &y, &e), QR_OK, "%s", e.msg);
+    int64_t OH = (H + pt + pb - dy * (KH - 1) - 1) / sy + 1, OW = (W + pl + pr - dx * (KW - 1) - 1) / sx + 1;
+    cr_assert(y.ndim == 4 && y.dims[0] == N && y.dims[1] == C && y.dims[2] == OH && y.dims[3] == OW);
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+            for (int64_t oy = 0; oy < OH; oy++)
+                for (int64_t ox = 0; ox < OW; ox++) {
+                    double s = b[c];
+                    for (int ky = 0; ky < KH; ky++)
+                        for (int kx = 0; kx < KW; kx++) {
+                            int64_t iy = oy * sy - pt + ky * dy, ix = ox * sx - pl + kx * dx;
+                            if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                                s += (double)w[(c * KH + ky) * KW + kx] * x[((n * C + c) * H + iy) * W + ix];
+                        }
+                    float got = ((float *)y.data)[((n * C + c) * OH + oy) * OW + ox];
+                    cr_assert(fabs(got - s) <= 1e-5 * (1 + fabs(s)), "n %d c %d (%lld, %lld): %g vs %g", n, c,
+                              (long long)oy, (long long)ox, got, s);
+                }
+    qr_tensor_free(&y);
+}
