@@ -933,17 +933,77 @@ typedef struct u8conv_job {
     uint8_t *colp;        /* slots x k4 x n16 */
     int64_t *offs;        /* slots x small_n */
     const uint8_t *zrow;  /* a row of padding for 2-D packing: W bytes of xz ^ flip */
+    /* Stride-1 images over padded planes (padded set): the group's channels copied once with
+     * their zero-point border, Hp x Wp each, so that each window position's bytes for all outputs
+     * are one contiguous run; the GEMM then computes OH x Wp columns (Wp - OW of every row are
+     * junk) into accp, whose real columns are copied out. */
+    int padded;
+    int64_t hp, wp_, npad, n16p, xpad_bytes;
+    uint8_t *xpad; /* slots x xpad_bytes */
+    int32_t *accp; /* slots x mg x npad */
 } u8conv_job;
+
+/* x's channels [0, cg) of one image and group, XORed with flip, into planes of hp x wp_ with a
+ * border of xz (the zero point, already in the shifted domain). */
+static void pad_planes(const u8conv_job *j, const uint8_t *xg, int64_t cg, uint8_t *xpad)
+{
+    const qr_conv_geom *g = &j->cv->g;
+    int64_t H = g->big[0], W = g->big[1], pt = g->pad_begin[0], pl = g->pad_begin[1];
+    memset(xpad, j->xz, (size_t)j->xpad_bytes);
+    for (int64_t c = 0; c < cg; c++)
+        for (int64_t y = 0; y < H; y++) {
+            const uint8_t *src = xg + (c * H + y) * W;
+            uint8_t *dst = xpad + (c * j->hp + y + pt) * j->wp_ + pl;
+            for (int64_t x = 0; x < W; x++)
+                dst[x] = src[x] ^ j->flip;
+        }
+}
+
+/* The packed [K/4][N16][4] im2col over the padded planes: for each window position q, its byte
+ * for output column j (= oy * Wp + ox) is xpad[off(q) + j], one run per q. */
+static void pack_padded(const u8conv_job *j, int64_t cg, const uint8_t *xpad, uint8_t *colp)
+{
+    const qr_conv_geom *g = &j->cv->g;
+    const int64_t KH = g->kernel[0], KW = g->kernel[1], ck = cg * KH * KW, np = j->npad;
+    for (int64_t q0 = 0; q0 < ck; q0 += 4) {
+        const uint8_t *r[4];
+        for (int t = 0; t < 4; t++) {
+            int64_t q = q0 + t < ck ? q0 + t : q0; /* past K the weights are 0: any byte does */
+            int64_t c = q / (KH * KW), ky = q / KW % KH, kx = q % KW;
+            r[t] = xpad + (c * j->hp + ky * g->dilation[0]) * j->wp_ + kx * g->dilation[1];
+        }
+        const uint8_t *r0 = r[0], *r1 = r[1], *r2 = r[2], *r3 = r[3];
+        uint32_t *d = (uint32_t *)(colp + q0 * j->n16p);
+        for (int64_t i = 0; i < np; i++)
+            d[i] = (uint32_t)r0[i] | (uint32_t)r1[i] << 8 | (uint32_t)r2[i] << 16 | (uint32_t)r3[i] << 24;
+    }
+}
 
 /* One image, every group: its packed im2col, then the GEMM of the group's rows, split across
  * threads when pool is given. */
-static void u8conv_image(const u8conv_job *j, int64_t n, uint8_t *colp, int64_t *offs, qr_pool *pool)
+static void u8conv_image(const u8conv_job *j, int64_t n, uint8_t *colp, int64_t *offs, uint8_t *xpad, int32_t *accp,
+                         qr_pool *pool)
 {
     const iconv *cv = j->cv;
     const qr_conv_geom *g = &cv->g;
     int64_t cg = cv->c / cv->group, mg = cv->m / cv->group, sn = g->small_n;
     for (int64_t gi = 0; gi < cv->group; gi++) {
         const uint8_t *xg = j->x + (n * cv->c + gi * cg) * g->big_n;
+        if (j->padded) {
+            pad_planes(j, xg, cg, xpad);
+            pack_padded(j, cg, xpad, colp);
+            vnni_job jb = {j->fn, accp, j->wp + gi * mg * j->k4, j->init + gi * mg, colp, j->npad, j->k4, j->npad};
+            if (pool)
+                qr_parallel_for(pool, mg, 4, vnni_rows, &jb);
+            else
+                vnni_rows(&jb, 0, mg);
+            int64_t OH = g->small[0], OW = g->small[1];
+            for (int64_t m = 0; m < mg; m++)
+                for (int64_t oy = 0; oy < OH; oy++)
+                    memcpy(j->acc + ((n * cv->m + gi * mg + m) * OH + oy) * OW, accp + m * j->npad + oy * j->wp_,
+                           (size_t)OW * sizeof(int32_t));
+            continue;
+        }
         if (g->r == 2) /* images: rows and columns of each window position directly */
             pack_image_u8(g, xg, cg, j->xz, j->flip, colp, j->n16, j->zrow);
         else
@@ -969,8 +1029,11 @@ static void u8conv_image(const u8conv_job *j, int64_t n, uint8_t *colp, int64_t 
 static void u8conv_images(void *arg, int64_t i0, int64_t i1, int slot)
 {
     const u8conv_job *j = arg;
+    int64_t mg = j->cv->m / j->cv->group;
     for (int64_t n = i0; n < i1; n++)
-        u8conv_image(j, n, j->colp + slot * j->k4 * j->n16, j->offs + slot * j->cv->g.small_n, NULL);
+        u8conv_image(j, n, j->colp + slot * j->k4 * j->n16, j->offs + slot * j->cv->g.small_n,
+                     j->padded ? j->xpad + slot * j->xpad_bytes : NULL, j->padded ? j->accp + slot * mg * j->npad : NULL,
+                     NULL);
 }
 
 /* iconv_acc for u8 activations and s8 weights with zero points 0, on the
@@ -1012,27 +1075,51 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
             init[m] = (int32_t)(b0 - (uint32_t)xz * sum);
         }
     }
-    uint8_t *colp = qr_kscratch(k, k4 * slots, n16, 1, "packed im2col buffer");
+    u8conv_job j = {cv, x->data, (uint8_t)xz, flip, wp, init, acc, fn, k4, n16, NULL, NULL, NULL};
+    int64_t mg = cv->m / cv->group;
+    if (g->r == 2 && g->stride[0] == 1 && g->stride[1] == 1) {
+        /* padded planes, when the junk columns cost less than a quarter more */
+        j.hp = g->big[0] + g->pad_begin[0] + g->pad_end[0];
+        j.wp_ = g->big[1] + g->pad_begin[1] + g->pad_end[1];
+        j.padded = j.wp_ * 4 <= g->small[1] * 5 && g->small[0] > 0 && g->small[1] > 0;
+        j.npad = g->small[0] * j.wp_;
+        j.n16p = qr_igemm_n16(j.npad);
+        /* the last window position reads (KW - 1) * d past the last plane's junk columns */
+        j.xpad_bytes = (cg * j.hp * j.wp_ + (g->kernel[1] - 1) * g->dilation[1] + 63) / 64 * 64;
+    }
+    int64_t cols = j.padded ? j.n16p : n16;
+    uint8_t *colp = qr_kscratch(k, k4 * slots, cols, 1, "packed im2col buffer");
     int64_t *offs = colp ? malloc((size_t)(sn * slots) * sizeof(int64_t) + 1) : NULL;
     uint8_t *zrow = offs ? malloc((size_t)(g->r == 2 ? g->big[1] : 0) + 1) : NULL;
-    if (!colp || !offs || !zrow) {
+    uint8_t *xpad = zrow && j.padded ? qr_kscratch(k, slots, j.xpad_bytes, 1, "padded input") : NULL;
+    int32_t *accp = xpad ? qr_kscratch(k, slots * mg, j.npad, sizeof(int32_t), "padded accumulators") : NULL;
+    if (!colp || !offs || !zrow || (j.padded && (!xpad || !accp))) {
         qr_kcache_done(k, packed);
         free(colp);
         free(offs);
-        return colp ? QR_KERR(k, "out of memory") : QR_ERR;
+        free(zrow);
+        free(xpad);
+        return colp && offs && zrow ? QR_ERR : colp ? QR_KERR(k, "out of memory") : QR_ERR;
     }
-    memset(colp, 0, (size_t)(k4 * slots * n16)); /* rows past ck and columns past sn stay 0 */
+    memset(colp, 0, (size_t)(k4 * slots * cols)); /* rows past ck and columns past the outputs stay 0 */
     memset(zrow, (uint8_t)xz ^ flip, (size_t)(g->r == 2 ? g->big[1] : 0));
-    u8conv_job j = {cv, x->data, (uint8_t)xz, flip, wp, init, acc, fn, k4, n16, colp, offs, zrow};
+    j.n16 = cols;
+    j.colp = colp;
+    j.offs = offs;
+    j.zrow = zrow;
+    j.xpad = xpad;
+    j.accp = accp;
     if (slots > 1)
         qr_parallel_for_slots(k->pool, cv->n, 1, u8conv_images, &j);
     else
         for (int64_t n = 0; n < cv->n; n++)
-            u8conv_image(&j, n, colp, offs, k->pool);
+            u8conv_image(&j, n, colp, offs, xpad, accp, k->pool);
     qr_kcache_done(k, packed);
     free(colp);
     free(offs);
     free(zrow);
+    free(xpad);
+    free(accp);
     return QR_OK;
 }
 

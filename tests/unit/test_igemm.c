@@ -142,7 +142,10 @@ Test(igemm, conv_integer_on_the_microkernel_matches_the_portable_path)
                              {1, 6, 11, 9, 4, 3, 2, 2, 1, 2, 0}, {3, 16, 5, 5, 33, 1, 1, 1, 1, 1, 0},
                              {1, 4, 8, 8, 7, 5, 5, 1, 3, 1, 2}, {2, 5, 7, 6, 9, 3, 3, 1, 1, 1, 1},
                              /* depthwise (its own kernel): dilated and padded, 5x5 with stride 2 */
-                             {2, 6, 9, 11, 6, 3, 3, 6, 1, 2, 2}, {1, 5, 7, 7, 5, 5, 5, 5, 2, 1, 2}};
+                             {2, 6, 9, 11, 6, 3, 3, 6, 1, 2, 2}, {1, 5, 7, 7, 5, 5, 5, 5, 2, 1, 2},
+                             /* stride 1 on wide enough rows: over padded planes */
+                             {1, 8, 12, 20, 12, 3, 3, 1, 1, 1, 1}, {2, 4, 10, 24, 6, 3, 3, 1, 1, 2, 2},
+                             {1, 6, 6, 16, 4, 3, 3, 2, 1, 1, 1}};
     unsigned seed = 11;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const int *p = cases[c];
