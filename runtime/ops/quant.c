@@ -1078,10 +1078,10 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
     u8conv_job j = {cv, x->data, (uint8_t)xz, flip, wp, init, acc, fn, k4, n16, NULL, NULL, NULL};
     int64_t mg = cv->m / cv->group;
     if (g->r == 2 && g->stride[0] == 1 && g->stride[1] == 1) {
-        /* padded planes, when the junk columns cost less than a quarter more */
+        /* padded planes, when the junk columns cost at most half more (a 3x3 window on 7x7: 9/7) */
         j.hp = g->big[0] + g->pad_begin[0] + g->pad_end[0];
         j.wp_ = g->big[1] + g->pad_begin[1] + g->pad_end[1];
-        j.padded = j.wp_ * 4 <= g->small[1] * 5 && g->small[0] > 0 && g->small[1] > 0;
+        j.padded = j.wp_ * 2 <= g->small[1] * 3 && g->small[0] > 0 && g->small[1] > 0;
         j.npad = g->small[0] * j.wp_;
         j.n16p = qr_igemm_n16(j.npad);
         /* the last window position reads (KW - 1) * d past the last plane's junk columns */
