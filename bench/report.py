@@ -63,6 +63,7 @@ def main():
     hdr = ("%-13s %5s %3s | %9s %9s %7s | %9s %7s | %9s %7s | %9s %9s %7s | %7s %6s" %
            ("model", "batch", "thr", "QRL int8", "ORT int8", "vs ORT", "QRL f32", "i8/f32", "ORT f32", "f32/ORT",
             "torch f32", "FX int8", "vs FX", "GMAC/s", "%peak"))
+    print("(GMAC/s: QRL int8's convolutions and matrix products; %peak: of the VNNI peak times the threads)")
     print(hdr)
     print("-" * len(hdr))
     targets, calib_rows, notes = [], [], []
@@ -91,7 +92,8 @@ def main():
                      "f32_over_ort_f32": f["ms_median"] / g["ms_median"] if f and g else None,
                      "int8_vs_fx_int8": x["ms_median"] / a["ms_median"] if x else None,
                      "int8_gemm_gmacs": a.get("gemm_gmacs"),
-                     "int8_gemm_peak_share": a.get("gemm_gmacs") / vnni if vnni and a.get("gemm_gmacs") else None}
+                     "int8_gemm_peak_share": a.get("gemm_gmacs") / (vnni * threads) if vnni and a.get("gemm_gmacs")
+                     else None}
                 m["ratios"].append(r)
 
                 def ms(v):

@@ -872,6 +872,27 @@ static int64_t pool_row_len(const qr_conv_geom *g)
 POOL_MAX_ROWS(u8, uint8_t, 0)
 POOL_MAX_ROWS(i8, int8_t, INT8_MIN)
 
+typedef struct pool8_job {
+    const qr_conv_geom *g;
+    const void *x;
+    void *y;
+    uint8_t *tmp; /* slots x len */
+    int64_t len;
+    int is_i8;
+} pool8_job;
+
+/* Planes [p0, p1) of an 8-bit MaxPool, with thread slot's row buffer. */
+static void pool8_planes(void *arg, int64_t p0, int64_t p1, int slot)
+{
+    const pool8_job *j = arg;
+    int64_t in = j->g->big_n * p0, out = j->g->small_n * p0;
+    uint8_t *tmp = j->tmp + slot * j->len;
+    if (j->is_i8)
+        pool_max_rows_i8(j->g, (const int8_t *)j->x + in, (int8_t *)j->y + out, p1 - p0, (int8_t *)tmp);
+    else
+        pool_max_rows_u8(j->g, (const uint8_t *)j->x + in, (uint8_t *)j->y + out, p1 - p0, tmp);
+}
+
 /* MaxPool on f32 and 8-bit integers (quantized data) as they are, without
  * the f64 path: the same windows, the first maximum (NaN never wins); a
  * window of padding only gives the type's minimum (-inf), as the f64 path. */
@@ -926,14 +947,14 @@ static qr_status pool_run_common(qr_kctx *k, int is_max)
     qr_tensor *y = k->out[0], *yi = is_max && k->n_out > 1 ? k->out[1] : NULL;
     int64_t planes = x->dims[0] * x->dims[1], sn = g.small_n;
     if (is_max && !yi && x->dtype == y->dtype && (x->dtype == QR_U8 || x->dtype == QR_I8 || x->dtype == QR_F32)) {
-        if (g.r == 2 && x->dtype != QR_F32) {
-            void *tmp = malloc((size_t)pool_row_len(&g) + 1);
+        if (g.r == 2 && x->dtype != QR_F32) { /* planes split across the threads, each with its row buffer */
+            int slots = qr_pool_threads(k->pool);
+            int64_t len = (pool_row_len(&g) + 127) / 64 * 64; /* a cache line apart: no false sharing */
+            void *tmp = qr_kscratch(k, slots, len, 1, "pooling row buffers");
             if (!tmp)
-                return QR_KERR(k, "out of memory");
-            if (x->dtype == QR_U8)
-                pool_max_rows_u8(&g, x->data, y->data, planes, tmp);
-            else
-                pool_max_rows_i8(&g, x->data, y->data, planes, tmp);
+                return QR_ERR;
+            pool8_job pj = {&g, x->data, y->data, tmp, len, x->dtype == QR_I8};
+            qr_parallel_for_slots(k->pool, planes, 1, pool8_planes, &pj);
             free(tmp);
             return QR_OK;
         }
