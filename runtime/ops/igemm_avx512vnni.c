@@ -41,24 +41,36 @@ TARGET void qr_igemm_u8s8_4x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t
                 ar[r] = a + (m + rr) * k4;
                 lo[r] = hi[r] = _mm512_set1_epi32(init[m + rr]);
             }
-            if (two)
+            if (two) { /* eight named sums: an array of them made GCC copy registers every step */
+                __m512i l0 = lo[0], l1 = lo[1], l2 = lo[2], l3 = lo[3], h0 = hi[0], h1 = hi[1], h2 = hi[2], h3 = hi[3];
+                const int8_t *a0 = ar[0], *a1 = ar[1], *a2 = ar[2], *a3 = ar[3];
                 for (int64_t q = 0; q < kq; q++) {
                     __m512i v0 = _mm512_loadu_si512((const void *)(bj + q * step));
                     __m512i v1 = _mm512_loadu_si512((const void *)(bj + q * step + 64));
-                    #pragma GCC unroll 4 /* the tile stays in registers */
-                    for (int r = 0; r < 4; r++) {
-                        __m512i w = bcast4(ar[r] + 4 * q);
-                        lo[r] = _mm512_dpbusd_epi32(lo[r], v0, w);
-                        hi[r] = _mm512_dpbusd_epi32(hi[r], v1, w);
-                    }
+                    __m512i w0 = bcast4(a0 + 4 * q), w1 = bcast4(a1 + 4 * q);
+                    l0 = _mm512_dpbusd_epi32(l0, v0, w0);
+                    h0 = _mm512_dpbusd_epi32(h0, v1, w0);
+                    l1 = _mm512_dpbusd_epi32(l1, v0, w1);
+                    h1 = _mm512_dpbusd_epi32(h1, v1, w1);
+                    __m512i w2 = bcast4(a2 + 4 * q), w3 = bcast4(a3 + 4 * q);
+                    l2 = _mm512_dpbusd_epi32(l2, v0, w2);
+                    h2 = _mm512_dpbusd_epi32(h2, v1, w2);
+                    l3 = _mm512_dpbusd_epi32(l3, v0, w3);
+                    h3 = _mm512_dpbusd_epi32(h3, v1, w3);
                 }
-            else
+                lo[0] = l0, lo[1] = l1, lo[2] = l2, lo[3] = l3, hi[0] = h0, hi[1] = h1, hi[2] = h2, hi[3] = h3;
+            } else {
+                __m512i l0 = lo[0], l1 = lo[1], l2 = lo[2], l3 = lo[3];
+                const int8_t *a0 = ar[0], *a1 = ar[1], *a2 = ar[2], *a3 = ar[3];
                 for (int64_t q = 0; q < kq; q++) {
                     __m512i v0 = _mm512_loadu_si512((const void *)(bj + q * step));
-                    #pragma GCC unroll 4 /* the tile stays in registers */
-                    for (int r = 0; r < 4; r++)
-                        lo[r] = _mm512_dpbusd_epi32(lo[r], v0, bcast4(ar[r] + 4 * q));
+                    l0 = _mm512_dpbusd_epi32(l0, v0, bcast4(a0 + 4 * q));
+                    l1 = _mm512_dpbusd_epi32(l1, v0, bcast4(a1 + 4 * q));
+                    l2 = _mm512_dpbusd_epi32(l2, v0, bcast4(a2 + 4 * q));
+                    l3 = _mm512_dpbusd_epi32(l3, v0, bcast4(a3 + 4 * q));
                 }
+                lo[0] = l0, lo[1] = l1, lo[2] = l2, lo[3] = l3;
+            }
             for (int r = 0; r < rows; r++) {
                 _mm512_mask_storeu_epi32(c + (m + r) * c_rs + j, k0, lo[r]);
                 if (two)
