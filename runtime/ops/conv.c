@@ -539,6 +539,45 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
         }                                                                                                     \
     }                                                                                                         \
                                                                                                               \
+    /* Depthwise planes at stride 1 over a padded copy (Hp x Wp, border 0): each window position adds         \
+     * w * d[off + j] to every column j = oy * Wp + ox of the padded output in one run; the sums take         \
+     * the products with the padding too, in (ky, kx) order, exactly as the GEMM's; the bias last;            \
+     * the real columns are copied out. The plane and the sums come from the thread's slot. */                \
+    __attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_padded_##S(void *arg, int64_t p0,\
+                                                                                          int64_t p1, int slot)\
+    {                                                                                                         \
+        const conv_job *cj = arg;                                                                             \
+        const qr_conv_geom *g = cj->g;                                                                        \
+        const T *x = cj->x, *w = cj->w, *b = cj->b;                                                           \
+        T *y = cj->y;                                                                                         \
+        const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0],    \
+                      KW = g->kernel[1], wp = W + g->pad_begin[1] + g->pad_end[1], n = OH * wp;               \
+        const int64_t dlen = cj->ck, alen = cj->mg; /* per slot, in elements (conv_job fields reused) */      \
+        T *restrict d = (T *)cj->col + slot * (dlen + alen), *restrict a = d + dlen;                          \
+        for (int64_t p = p0; p < p1; p++) {                                                                   \
+            int64_t c = p % cj->ch;                                                                           \
+            const T *xp = x + p * H * W, *wc = w + c * KH * KW;                                               \
+            for (int64_t i = 0; i < dlen; i++)                                                                \
+                d[i] = 0;                                                                                     \
+            for (int64_t yy = 0; yy < H; yy++)                                                                \
+                for (int64_t xx = 0; xx < W; xx++)                                                            \
+                    d[(yy + g->pad_begin[0]) * wp + g->pad_begin[1] + xx] = xp[yy * W + xx];                  \
+            for (int64_t i = 0; i < n; i++)                                                                   \
+                a[i] = 0;                                                                                     \
+            for (int64_t ky = 0; ky < KH; ky++)                                                               \
+                for (int64_t kx = 0; kx < KW; kx++) {                                                         \
+                    T wv = wc[ky * KW + kx];                                                                  \
+                    const T *restrict src = d + ky * g->dilation[0] * wp + kx * g->dilation[1];               \
+                    for (int64_t i = 0; i < n; i++)                                                           \
+                        a[i] += wv * src[i];                                                                  \
+                }                                                                                             \
+            T *out = y + p * OH * OW;                                                                         \
+            for (int64_t oy = 0; oy < OH; oy++)                                                               \
+                for (int64_t ox = 0; ox < OW; ox++)                                                           \
+                    out[oy * OW + ox] = b ? a[oy * wp + ox] + b[c] : a[oy * wp + ox];                         \
+        }                                                                                                     \
+    }                                                                                                         \
+                                                                                                              \
     /* y[N, M, small] = conv(x[N, C, big], w[M, C/group, K]) + b[M]: a batch splits its images across         \
      * the threads (each with its own im2col buffer), one image splits its rows. Either way every             \
      * output is computed alone, in the same order: 1 and 2 threads give the same bits. */                    \
@@ -550,8 +589,23 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
         int direct = g->kernel_n == 1;                                                                        \
         for (int i = 0; i < g->r; i++)                                                                        \
             direct &= g->stride[i] == 1 && g->pad_begin[i] == 0 && g->pad_end[i] == 0;                        \
-        if (g->r == 2 && group == ch && m == ch) { /* depthwise: plane by plane */                           \
-            conv_job dj = {g, x, w, b, y, ch, m, group, cg, mg, ck, NULL, NULL};                                \
+        if (g->r == 2 && group == ch && m == ch && g->stride[0] == 1 && g->stride[1] == 1) {                  \
+            /* depthwise at stride 1: plane by plane over padded copies */                                    \
+            int64_t hp = g->big[0] + g->pad_begin[0] + g->pad_end[0];                                         \
+            int64_t wp = g->big[1] + g->pad_begin[1] + g->pad_end[1];                                         \
+            int64_t dlen = (hp * wp + (g->kernel[1] - 1) * g->dilation[1] + 15) / 16 * 16;                    \
+            int64_t alen = (g->small[0] * wp + 15) / 16 * 16;                                                 \
+            int slots = qr_pool_threads(k->pool);                                                             \
+            T *buf = qr_kscratch(k, slots, dlen + alen, sizeof(T), "padded planes");                          \
+            if (!buf)                                                                                         \
+                return QR_ERR;                                                                                \
+            conv_job dj = {g, x, w, b, y, ch, m, group, cg, alen, dlen, buf, NULL};                           \
+            qr_parallel_for_slots(k->pool, n_img * ch, 1, dw_padded_##S, &dj);                                \
+            free(buf);                                                                                        \
+            return QR_OK;                                                                                     \
+        }                                                                                                     \
+        if (g->r == 2 && group == ch && m == ch) { /* depthwise, strided: plane by plane */                   \
+            conv_job dj = {g, x, w, b, y, ch, m, group, cg, mg, ck, NULL, NULL};                              \
             qr_parallel_for(k->pool, n_img * ch, 1, dw_planes_##S, &dj);                                      \
             return QR_OK;                                                                                     \
         }                                                                                                     \

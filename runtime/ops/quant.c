@@ -1140,12 +1140,14 @@ typedef struct dw_job {
     uint32_t *acc;
 } dw_job;
 
-static void dw_planes(void *arg, int64_t p0, int64_t p1)
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_planes(void *arg, int64_t p0, int64_t p1)
 {
     const dw_job *j = arg;
     const qr_conv_geom *g = &j->cv->g;
     const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0],
                   KW = g->kernel[1], s1 = g->stride[1];
+    const int32_t xz = j->xz; /* locals: the sums' stores may alias anything the job points to */
+    const uint8_t flip = j->flip;
     for (int64_t p = p0; p < p1; p++) { /* plane p = n * C + c */
         int64_t c = p % j->cv->c;
         const uint8_t *xp = j->x + p * H * W;
@@ -1163,16 +1165,66 @@ static void dw_planes(void *arg, int64_t p0, int64_t p1)
                     int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
                     if (iy < 0 || iy >= H)
                         continue;
-                    uint32_t *a = ap + oy * OW;
-                    const uint8_t *r = xp + iy * W + x0;
+                    uint32_t *restrict a = ap + oy * OW;
+                    const uint8_t *restrict r = xp + iy * W + x0;
                     if (s1 == 1)
                         for (int64_t ox = lo; ox < hi; ox++)
-                            a[ox] += (uint32_t)(wv * ((int32_t)(r[ox] ^ j->flip) - j->xz));
+                            a[ox] += (uint32_t)(wv * ((int32_t)(r[ox] ^ flip) - xz));
                     else
                         for (int64_t ox = lo; ox < hi; ox++)
-                            a[ox] += (uint32_t)(wv * ((int32_t)(r[ox * s1] ^ j->flip) - j->xz));
+                            a[ox] += (uint32_t)(wv * ((int32_t)(r[ox * s1] ^ flip) - xz));
                 }
             }
+    }
+}
+
+/* Stride 1 over a padded plane, for planes too small for row loops to vectorize: the plane's
+ * differences x - x_zero as int32 with a border of 0 (padding adds nothing), Hp x Wp; each
+ * window position then adds w * d[off + j] for every column j = oy * Wp + ox of the padded
+ * output in one run (Wp - OW junk columns a row, dropped when the sums are copied out). */
+typedef struct dw_pad {
+    const dw_job *j;
+    int64_t hp, wp, n;  /* n = OH * Wp */
+    int32_t *d;         /* slots x dbytes/4 */
+    uint32_t *a;        /* slots x alen */
+    int64_t dlen, alen; /* per slot, in elements: a cache line apart */
+} dw_pad;
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_planes_padded(void *arg, int64_t p0,
+                                                                                        int64_t p1, int slot)
+{
+    const dw_pad *P = arg;
+    const dw_job *j = P->j;
+    const qr_conv_geom *g = &j->cv->g;
+    const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0],
+                  KW = g->kernel[1], wp = P->wp, n = P->n;
+    const int32_t xz = j->xz;
+    const uint8_t flip = j->flip;
+    int32_t *restrict d = P->d + slot * P->dlen;
+    uint32_t *restrict a = P->a + slot * P->alen;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t c = p % j->cv->c;
+        const uint8_t *xp = j->x + p * H * W;
+        const int32_t *wk = j->wk + c * KH * KW;
+        memset(d, 0, (size_t)P->dlen * sizeof *d);
+        for (int64_t y = 0; y < H; y++) {
+            int32_t *dr = d + (y + g->pad_begin[0]) * wp + g->pad_begin[1];
+            const uint8_t *xr = xp + y * W;
+            for (int64_t x = 0; x < W; x++)
+                dr[x] = (int32_t)(xr[x] ^ flip) - xz;
+        }
+        for (int64_t i = 0; i < n; i++)
+            a[i] = j->b0[c];
+        for (int64_t ky = 0; ky < KH; ky++)
+            for (int64_t kx = 0; kx < KW; kx++) {
+                int32_t wv = wk[ky * KW + kx];
+                const int32_t *restrict src = d + ky * g->dilation[0] * wp + kx * g->dilation[1];
+                for (int64_t i = 0; i < n; i++)
+                    a[i] += (uint32_t)(wv * src[i]);
+            }
+        uint32_t *out = j->acc + p * OH * OW;
+        for (int64_t oy = 0; oy < OH; oy++)
+            memcpy(out + oy * OW, a + oy * wp, (size_t)OW * sizeof *a);
     }
 }
 
@@ -1197,7 +1249,28 @@ static qr_status iconv_acc_depthwise(qr_kctx *k, const iconv *cv, const qr_tenso
     uint8_t flip = x->dtype == QR_I8 ? 0x80 : 0;
     int32_t xz = (int32_t)(xzp ? get_int(xzp->data, xzp->dtype, 0) : 0) + (flip ? 128 : 0);
     dw_job j = {cv, x->data, flip, xz, wk, b0, (uint32_t *)acc};
-    qr_parallel_for(k->pool, cv->n * cv->c, 1, dw_planes, &j);
+    if (g->stride[0] == 1 && g->stride[1] == 1 && g->small_n > 0) {
+        int slots = qr_pool_threads(k->pool);
+        dw_pad P = {&j, g->big[0] + g->pad_begin[0] + g->pad_end[0], g->big[1] + g->pad_begin[1] + g->pad_end[1], 0,
+                    NULL, NULL, 0, 0};
+        P.n = g->small[0] * P.wp;
+        P.alen = (P.n + 15) / 16 * 16;
+        /* the last window position reads (KW - 1) * d past the padded plane's last row; a cache line apart */
+        P.dlen = (P.hp * P.wp + (g->kernel[1] - 1) * g->dilation[1] + 15) / 16 * 16;
+        P.d = qr_kscratch(k, slots, P.dlen, sizeof(int32_t), "padded planes");
+        P.a = P.d ? qr_kscratch(k, slots, P.alen, sizeof(uint32_t), "padded sums") : NULL;
+        if (!P.a) {
+            free(P.d);
+            free(wk);
+            free(b0);
+            return QR_ERR;
+        }
+        qr_parallel_for_slots(k->pool, cv->n * cv->c, 1, dw_planes_padded, &P);
+        free(P.d);
+        free(P.a);
+    } else {
+        qr_parallel_for(k->pool, cv->n * cv->c, 1, dw_planes, &j);
+    }
     free(wk);
     free(b0);
     return QR_OK;

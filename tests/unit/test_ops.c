@@ -254,12 +254,13 @@ Test(ops, maxpool_on_8bit_integers_matches_f32)
     }
 }
 
-/* A depthwise float Conv (its own kernel) against the definition summed in double here: strides,
- * dilations, asymmetric pads, a bias, values of both signs; two images. */
-Test(ops, depthwise_conv_matches_the_definition)
+/* A depthwise float Conv (its own kernels: strided, and stride 1 over padded planes) against the
+ * definition summed in double here: dilations, asymmetric pads, a bias, values of both signs; two
+ * images. */
+static void check_depthwise(int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl, int64_t pb,
+                            int64_t pr)
 {
     enum { N = 2, C = 5, H = 9, W = 11, KH = 3, KW = 2 };
-    const int64_t sy = 2, sx = 1, dy = 1, dx = 2, pt = 1, pl = 2, pb = 0, pr = 1;
     float x[N * C * H * W], w[C * KH * KW], b[C];
     unsigned seed = 9;
     for (int i = 0; i < N * C * H * W; i++) {
@@ -303,4 +304,11 @@ Test(ops, depthwise_conv_matches_the_definition)
                               (long long)oy, (long long)ox, got, s);
                 }
     qr_tensor_free(&y);
+}
+
+Test(ops, depthwise_conv_matches_the_definition)
+{
+    check_depthwise(2, 1, 1, 2, 1, 2, 0, 1); /* strided */
+    check_depthwise(1, 1, 2, 2, 2, 0, 1, 3); /* stride 1: padded planes */
+    check_depthwise(1, 1, 1, 1, 0, 0, 0, 0);
 }
