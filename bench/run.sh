@@ -30,6 +30,7 @@ $PY -c 'import torchvision' 2> /dev/null || {
 cc -O2 -Wall -Wextra -Werror bench/peak.c -o "$D/peak"
 "$D/peak" > "$D/peak.json"
 echo "peak (one core): $(cat "$D/peak.json")"
+sh tools/check_vector_code.sh "$B"
 [ -f "$D/small_resnet.onnx" ] || $PY tools/make_bench_models.py "$D" > /dev/null
 [ -f "$RM/resnet18_dyn.onnx" ] && [ -f "$RM/mobilenet_v2_dyn.onnx" ] || $PY tools/export_torchvision.py "$RM" > /dev/null
 

@@ -142,6 +142,37 @@ Test(cli, run_profile_counts_the_models_macs)
     free(log);
 }
 
+/* 1 and 2 threads give the same bits: f32 (images split across threads) and the recipe's integer
+ * graph (packed convolutions, MaxPool planes, the GEMM rows of the classifier). */
+Test(cli, one_and_two_threads_give_the_same_bits)
+{
+    char cmd[2048], *log, path[600];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/torch_reference.py %s/examples/fmnist/fmnist_cnn.onnx %s/ref 7 1",
+             tu_root(), tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *recipe[2] = {"", "--recipe %s/recipes/int8.qrl --calib %s/ref/x.npy"};
+    for (int v = 0; v < 2; v++) {
+        qr_tensor out[2];
+        for (int t = 1; t <= 2; t++) {
+            char extra[1024];
+            snprintf(extra, sizeof extra, recipe[v], tu_root(), dir);
+            snprintf(cmd, sizeof cmd, "%s run %s/examples/fmnist/fmnist_cnn.onnx -i %s/ref/x.npy -o %s/t%d_%d --threads %d %s",
+                     tu_qrl(), tu_root(), dir, dir, v, t, t, extra);
+            cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+            free(log);
+            qr_error e;
+            snprintf(path, sizeof path, "%s/t%d_%d/logits.npy", dir, v, t);
+            cr_assert_eq(qr_npy_read(path, &out[t - 1], &e), QR_OK, "%s", e.msg);
+        }
+        cr_assert(qr_tensor_same_shape(&out[0], &out[1]));
+        cr_assert(!memcmp(out[0].data, out[1].data, qr_tensor_nbytes(&out[0])), "%s: 1 and 2 threads differ",
+                  v ? "int8" : "f32");
+        qr_tensor_free(&out[0]);
+        qr_tensor_free(&out[1]);
+    }
+}
+
 /* qrl bench: a row per variant, batch and thread count; the JSON it writes holds the CNN's MACs per
  * image as derived by hand above (1,568,640), in f32 and in the recipe's integer graph; bad options
  * and an unwritable --json fail with a message and leave no file. */
