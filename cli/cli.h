@@ -56,5 +56,8 @@ qr_status cli_bind_inputs(const char *model, const qr_graph *g, const char *flag
 int cli_print_profile(FILE *f, const qr_graph *g, const qr_node_prof *p, int top);
 /* Parses a positive integer option value. */
 int cli_parse_int(const char *s, int lo, int hi, int *out);
+/* The online cores (1 when unknown, at most 256): the default --threads of
+ * commands whose results do not depend on the thread count. */
+int cli_default_threads(void);
 
 #endif

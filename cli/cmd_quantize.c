@@ -113,7 +113,7 @@ int cli_quantize(int argc, char **argv)
 {
     const char *model = NULL, *recipe = NULL, *outp = NULL, *qparams = NULL, *name = NULL,
                *report = NULL, *intg = NULL, *labels = NULL;
-    int batch = 32, threads = 1, count = 0, no_cache = 0, ncalib = 0;
+    int batch = 32, threads = cli_default_threads(), count = 0, no_cache = 0, ncalib = 0;
     char *calib[64];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -130,6 +130,8 @@ int cli_quantize(int argc, char **argv)
                    "--qparams writes every quantized tensor's dtype, scale, zero point, axis and\n"
                    "clip range as JSON. --report writes, per quantized tensor, its observed range,\n"
                    "qparams, SQNR against f32, clipped fraction and fallback (HTML with plots, or JSON).\n"
+                   "--threads N runs calibration and the fallback's measurements on N threads\n"
+                   "(default: every online core; results do not depend on it).\n"
                    "--int-graph writes the integer graph the recipe lowers to (its kernels, tables and\n"
                    "integer ops, as `qrl eval --recipe` runs it) as text.\n"
                    "--labels gives the calibration samples' classes: top-1 of f32 and of the integer\n"

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "exec.h"
@@ -78,6 +79,12 @@ int cli_parse_int(const char *s, int lo, int hi, int *out)
         return 0;
     *out = (int)v;
     return 1;
+}
+
+int cli_default_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 256 ? 256 : (int)n;
 }
 
 /* "4096", "512K", "64M", "4G", "1T" (binary units) into bytes; 0 when malformed or zero. */
