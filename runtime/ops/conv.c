@@ -926,6 +926,61 @@ static int64_t pool_row_len(const qr_conv_geom *g)
 POOL_MAX_ROWS(u8, uint8_t, 0)
 POOL_MAX_ROWS(i8, int8_t, INT8_MIN)
 
+/* Windows that tile the plane (kernel = stride, no padding or dilation, the
+ * plane exactly OH x stride rows of OW x stride columns), as 2x2/2 pooling
+ * usually is: every plane's rows follow one rule, so a block of output rows
+ * from any planes is one vertical maximum of whole rows and one horizontal
+ * maximum over the block's flat columns; both are long unit-stride loops,
+ * not a short loop per row. */
+static int pool_tiles_plane(const qr_conv_geom *g)
+{
+    for (int d = 0; d < 2; d++)
+        if (g->kernel[d] != g->stride[d] || g->dilation[d] != 1 || g->pad_begin[d] || g->pad_end[d] ||
+            g->small[d] * g->stride[d] != g->big[d])
+            return 0;
+    return 1;
+}
+
+/* Output rows per block of the tiled path: the block's input rows' maxima (B x W bytes) in L1. */
+static int64_t pool_tile_rows(const qr_conv_geom *g)
+{
+    int64_t b = 8192 / g->big[1];
+    return b < 1 ? 1 : b;
+}
+
+#define POOL_MAX_TILED(S, T)                                                                                   \
+    static void pool_max_tiled_##S(const qr_conv_geom *g, const T *x, T *y, int64_t planes, T *tmp)           \
+    {                                                                                                          \
+        int64_t W = g->big[1], OW = g->small[1], k0 = g->kernel[0], k1 = g->kernel[1];                         \
+        int64_t rows = planes * g->small[0], block = pool_tile_rows(g);                                        \
+        for (int64_t r0 = 0; r0 < rows; r0 += block) {                                                         \
+            int64_t nr = rows - r0 < block ? rows - r0 : block;                                                \
+            for (int64_t r = 0; r < nr; r++) {                                                                 \
+                const T *in = x + (r0 + r) * k0 * W;                                                           \
+                T *t = tmp + r * W;                                                                            \
+                for (int64_t ix = 0; ix < W; ix++)                                                             \
+                    t[ix] = in[ix];                                                                            \
+                for (int64_t ky = 1; ky < k0; ky++)                                                            \
+                    for (int64_t ix = 0; ix < W; ix++)                                                         \
+                        t[ix] = in[ky * W + ix] > t[ix] ? in[ky * W + ix] : t[ix];                             \
+            }                                                                                                  \
+            T *yb = y + r0 * OW;                                                                               \
+            int64_t n = nr * OW;                                                                               \
+            if (k1 == 2) {                                                                                     \
+                for (int64_t j = 0; j < n; j++)                                                                \
+                    yb[j] = tmp[2 * j + 1] > tmp[2 * j] ? tmp[2 * j + 1] : tmp[2 * j];                         \
+                continue;                                                                                      \
+            }                                                                                                  \
+            for (int64_t j = 0; j < n; j++)                                                                    \
+                yb[j] = tmp[j * k1];                                                                           \
+            for (int64_t kx = 1; kx < k1; kx++)                                                                \
+                for (int64_t j = 0; j < n; j++)                                                                \
+                    yb[j] = tmp[j * k1 + kx] > yb[j] ? tmp[j * k1 + kx] : yb[j];                               \
+        }                                                                                                      \
+    }
+POOL_MAX_TILED(u8, uint8_t)
+POOL_MAX_TILED(i8, int8_t)
+
 typedef struct pool8_job {
     const qr_conv_geom *g;
     const void *x;
@@ -941,6 +996,13 @@ static void pool8_planes(void *arg, int64_t p0, int64_t p1, int slot)
     const pool8_job *j = arg;
     int64_t in = j->g->big_n * p0, out = j->g->small_n * p0;
     uint8_t *tmp = j->tmp + slot * j->len;
+    if (pool_tiles_plane(j->g)) {
+        if (j->is_i8)
+            pool_max_tiled_i8(j->g, (const int8_t *)j->x + in, (int8_t *)j->y + out, p1 - p0, (int8_t *)tmp);
+        else
+            pool_max_tiled_u8(j->g, (const uint8_t *)j->x + in, (uint8_t *)j->y + out, p1 - p0, tmp);
+        return;
+    }
     if (j->is_i8)
         pool_max_rows_i8(j->g, (const int8_t *)j->x + in, (int8_t *)j->y + out, p1 - p0, (int8_t *)tmp);
     else
@@ -1003,7 +1065,8 @@ static qr_status pool_run_common(qr_kctx *k, int is_max)
     if (is_max && !yi && x->dtype == y->dtype && (x->dtype == QR_U8 || x->dtype == QR_I8 || x->dtype == QR_F32)) {
         if (g.r == 2 && x->dtype != QR_F32) { /* planes split across the threads, each with its row buffer */
             int slots = qr_pool_threads(k->pool);
-            int64_t len = (pool_row_len(&g) + 127) / 64 * 64; /* a cache line apart: no false sharing */
+            int64_t len = pool_tiles_plane(&g) ? pool_tile_rows(&g) * g.big[1] : pool_row_len(&g);
+            len = (len + 127) / 64 * 64; /* a cache line apart: no false sharing */
             void *tmp = qr_kscratch(k, slots, len, 1, "pooling row buffers");
             if (!tmp)
                 return QR_ERR;

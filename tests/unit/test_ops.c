@@ -213,27 +213,29 @@ Test(ops, matmul_integer_wraps_like_an_exact_sum)
 }
 
 /* MaxPool on u8 and i8 runs on the integers as they are: the same result as the f32 kernel (which
- * the ONNX conformance data checks) on the same values, with padding, strides and ceil mode. */
-Test(ops, maxpool_on_8bit_integers_matches_f32)
+ * the ONNX conformance data checks) on the same values. */
+static void check_maxpool_8bit(int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                               const int64_t pads[4], int ceil_mode)
 {
-    enum { C = 3, H = 7, W = 6 };
-    float xf[C * H * W];
-    uint8_t xu[C * H * W];
-    int8_t xs[C * H * W];
+    int64_t n = C * H * W;
+    float *xf = malloc((size_t)n * sizeof(float));
+    uint8_t *xu = malloc((size_t)n);
+    int8_t *xs = malloc((size_t)n);
+    cr_assert(xf && xu && xs);
     unsigned seed = 5;
-    for (int i = 0; i < C * H * W; i++) {
+    for (int64_t i = 0; i < n; i++) {
         seed = seed * 1103515245u + 12345u;
         int v = (int)((seed >> 16) % 256);
         xu[i] = (uint8_t)v;
         xs[i] = (int8_t)(v - 128);
     }
-    int64_t ks[2] = {3, 2}, st[2] = {2, 2}, pads[4] = {1, 0, 1, 1};
+    int64_t ks[2] = {kh, kw}, st[2] = {sh, sw}, pd[4] = {pads[0], pads[1], pads[2], pads[3]};
     qr_attr attrs[4] = {{.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
                         {.name = "strides", .kind = QR_ATTR_INTS, .n = 2, .ints = st},
-                        {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pads},
-                        {.name = "ceil_mode", .kind = QR_ATTR_INT, .i = 1}};
+                        {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pd},
+                        {.name = "ceil_mode", .kind = QR_ATTR_INT, .i = ceil_mode}};
     for (int signed8 = 0; signed8 < 2; signed8++) {
-        for (int i = 0; i < C * H * W; i++)
+        for (int64_t i = 0; i < n; i++)
             xf[i] = signed8 ? (float)xs[i] : (float)xu[i];
         qr_tensor tf = {.dtype = QR_F32, .ndim = 4, .dims = {1, C, H, W}, .data = xf};
         qr_tensor ti = {.dtype = signed8 ? QR_I8 : QR_U8, .ndim = 4, .dims = {1, C, H, W},
@@ -247,11 +249,28 @@ Test(ops, maxpool_on_8bit_integers_matches_f32)
         for (int64_t i = 0; i < qr_tensor_numel(&yf); i++) {
             float want = ((float *)yf.data)[i];
             float got = signed8 ? (float)((int8_t *)yi.data)[i] : (float)((uint8_t *)yi.data)[i];
-            cr_assert_eq(got, want, "%s element %lld: %g vs %g", signed8 ? "i8" : "u8", (long long)i, got, want);
+            cr_assert_eq(got, want, "%s %lldx%lld/%lldx%lld on %lldx%lld element %lld: %g vs %g",
+                         signed8 ? "i8" : "u8", (long long)kh, (long long)kw, (long long)sh, (long long)sw,
+                         (long long)H, (long long)W, (long long)i, got, want);
         }
         qr_tensor_free(&yf);
         qr_tensor_free(&yi);
     }
+    free(xf);
+    free(xu);
+    free(xs);
+}
+
+/* Padding, strides and ceil mode (the row-wise kernel), and windows that tile the plane (2x2/2 and
+ * 3x3/3, the tiled kernel; 400 planes of 4 output rows span more than one of its blocks). */
+Test(ops, maxpool_on_8bit_integers_matches_f32)
+{
+    static const int64_t no_pads[4] = {0, 0, 0, 0}, pads[4] = {1, 0, 1, 1};
+    check_maxpool_8bit(3, 7, 6, 3, 2, 2, 2, pads, 1);
+    check_maxpool_8bit(3, 8, 6, 2, 2, 2, 2, no_pads, 0);
+    check_maxpool_8bit(400, 8, 6, 2, 2, 2, 2, no_pads, 0);
+    check_maxpool_8bit(5, 6, 9, 3, 3, 3, 3, no_pads, 0);
+    check_maxpool_8bit(4, 6, 8, 3, 2, 3, 2, no_pads, 0);
 }
 
 /* A depthwise float Conv (its own kernels: strided, and stride 1 over padded planes) against the
