@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void qr_igemm_u8s8_4x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0,
+void qr_igemm_u8s8_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0,
                                    int64_t m1, const uint8_t *b, int64_t k4, int64_t n);
 void qr_igemm_u8s8_4x16_avxvnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0,
                                 int64_t m1, const uint8_t *b, int64_t k4, int64_t n);
@@ -45,7 +45,7 @@ static const struct {
     int (*cpu_has)(void);
     qr_igemm_fn fn;
 } kernels[] = {
-    {"avx512vnni", has_avx512vnni, qr_igemm_u8s8_4x32_avx512vnni},
+    {"avx512vnni", has_avx512vnni, qr_igemm_u8s8_8x32_avx512vnni},
     {"avxvnni", has_avxvnni, qr_igemm_u8s8_4x16_avxvnni},
     {"avx2", has_avx2, qr_igemm_u8s8_4x8_avx2},
 };

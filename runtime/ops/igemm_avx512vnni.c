@@ -1,9 +1,8 @@
 /* The u8s8 GEMM with AVX-512 VNNI: vpdpbusd multiplies 16 columns of four u8
  * by four s8 of one weight row and adds the four products to each int32 lane,
  * wrapping (the non-saturating form, so sums wrap modulo 2^32 as QRL's
- * contract says). Tile: 4 weight rows x 32 columns, eight independent sums,
- * enough to cover vpdpbusd's latency; each load of activations serves four
- * rows. Only called when the CPU reports avx512vnni (igemm.c). */
+ * contract says). Tile: 8 weight rows x 32 columns (4 rows for the last
+ * ones). Only called when the CPU reports avx512vnni (igemm.c). */
 #include <immintrin.h>
 
 #include "igemm.h"
@@ -22,60 +21,130 @@ static inline __mmask16 cols_mask(int64_t cols)
     return cols >= 16 ? (__mmask16)0xffff : cols <= 0 ? 0 : (__mmask16)((1u << cols) - 1);
 }
 
-TARGET void qr_igemm_u8s8_4x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0,
-                                          int64_t m1, const uint8_t *b, int64_t k4, int64_t n)
+/* Eight full rows: sixteen sums (32 columns) or eight (the last 16), enough
+ * independent vpdpbusd chains for CPUs that issue two a cycle (Zen 5); each
+ * load of activations serves eight rows. The sums are named registers: an
+ * array of them made GCC copy registers every step of the k loop. */
+#define DP2(L, H, W) (L = _mm512_dpbusd_epi32(L, v0, W), H = _mm512_dpbusd_epi32(H, v1, W))
+TARGET static void tile_8x32(int32_t *c, int64_t c_rs, const int8_t *a, int64_t k4, const int32_t *init,
+                             const uint8_t *bj, int64_t kq, int64_t step, __mmask16 k0, __mmask16 k1)
+{
+    __m512i l0 = _mm512_set1_epi32(init[0]), l1 = _mm512_set1_epi32(init[1]), l2 = _mm512_set1_epi32(init[2]),
+            l3 = _mm512_set1_epi32(init[3]), l4 = _mm512_set1_epi32(init[4]), l5 = _mm512_set1_epi32(init[5]),
+            l6 = _mm512_set1_epi32(init[6]), l7 = _mm512_set1_epi32(init[7]);
+    __m512i h0 = l0, h1 = l1, h2 = l2, h3 = l3, h4 = l4, h5 = l5, h6 = l6, h7 = l7;
+    for (int64_t q = 0; q < kq; q++) {
+        __m512i v0 = _mm512_loadu_si512((const void *)(bj + q * step));
+        __m512i v1 = _mm512_loadu_si512((const void *)(bj + q * step + 64));
+        const int8_t *aq = a + 4 * q;
+        DP2(l0, h0, bcast4(aq));
+        DP2(l1, h1, bcast4(aq + k4));
+        DP2(l2, h2, bcast4(aq + 2 * k4));
+        DP2(l3, h3, bcast4(aq + 3 * k4));
+        DP2(l4, h4, bcast4(aq + 4 * k4));
+        DP2(l5, h5, bcast4(aq + 5 * k4));
+        DP2(l6, h6, bcast4(aq + 6 * k4));
+        DP2(l7, h7, bcast4(aq + 7 * k4));
+    }
+    __m512i lo[8] = {l0, l1, l2, l3, l4, l5, l6, l7}, hi[8] = {h0, h1, h2, h3, h4, h5, h6, h7};
+    for (int r = 0; r < 8; r++) {
+        _mm512_mask_storeu_epi32(c + r * c_rs, k0, lo[r]);
+        _mm512_mask_storeu_epi32(c + r * c_rs + 16, k1, hi[r]);
+    }
+}
+
+TARGET static void tile_8x16(int32_t *c, int64_t c_rs, const int8_t *a, int64_t k4, const int32_t *init,
+                             const uint8_t *bj, int64_t kq, int64_t step, __mmask16 k0)
+{
+    __m512i l0 = _mm512_set1_epi32(init[0]), l1 = _mm512_set1_epi32(init[1]), l2 = _mm512_set1_epi32(init[2]),
+            l3 = _mm512_set1_epi32(init[3]), l4 = _mm512_set1_epi32(init[4]), l5 = _mm512_set1_epi32(init[5]),
+            l6 = _mm512_set1_epi32(init[6]), l7 = _mm512_set1_epi32(init[7]);
+    for (int64_t q = 0; q < kq; q++) {
+        __m512i v0 = _mm512_loadu_si512((const void *)(bj + q * step));
+        const int8_t *aq = a + 4 * q;
+        l0 = _mm512_dpbusd_epi32(l0, v0, bcast4(aq));
+        l1 = _mm512_dpbusd_epi32(l1, v0, bcast4(aq + k4));
+        l2 = _mm512_dpbusd_epi32(l2, v0, bcast4(aq + 2 * k4));
+        l3 = _mm512_dpbusd_epi32(l3, v0, bcast4(aq + 3 * k4));
+        l4 = _mm512_dpbusd_epi32(l4, v0, bcast4(aq + 4 * k4));
+        l5 = _mm512_dpbusd_epi32(l5, v0, bcast4(aq + 5 * k4));
+        l6 = _mm512_dpbusd_epi32(l6, v0, bcast4(aq + 6 * k4));
+        l7 = _mm512_dpbusd_epi32(l7, v0, bcast4(aq + 7 * k4));
+    }
+    __m512i lo[8] = {l0, l1, l2, l3, l4, l5, l6, l7};
+    for (int r = 0; r < 8; r++)
+        _mm512_mask_storeu_epi32(c + r * c_rs, k0, lo[r]);
+}
+
+/* Up to four rows (the ones past the last eight): a short tile repeats row 0, not stored. */
+TARGET static void tile_4(int32_t *c, int64_t c_rs, const int8_t *a, int64_t k4, const int32_t *init, int rows,
+                          const uint8_t *bj, int64_t kq, int64_t step, int two, __mmask16 k0, __mmask16 k1)
+{
+    const int8_t *ar[4];
+    __m512i lo[4], hi[4];
+    #pragma GCC unroll 4 /* the tile stays in registers */
+    for (int r = 0; r < 4; r++) {
+        int rr = r < rows ? r : 0;
+        ar[r] = a + rr * k4;
+        lo[r] = hi[r] = _mm512_set1_epi32(init[rr]);
+    }
+    if (two) {
+        __m512i l0 = lo[0], l1 = lo[1], l2 = lo[2], l3 = lo[3], h0 = hi[0], h1 = hi[1], h2 = hi[2], h3 = hi[3];
+        const int8_t *a0 = ar[0], *a1 = ar[1], *a2 = ar[2], *a3 = ar[3];
+        for (int64_t q = 0; q < kq; q++) {
+            __m512i v0 = _mm512_loadu_si512((const void *)(bj + q * step));
+            __m512i v1 = _mm512_loadu_si512((const void *)(bj + q * step + 64));
+            DP2(l0, h0, bcast4(a0 + 4 * q));
+            DP2(l1, h1, bcast4(a1 + 4 * q));
+            DP2(l2, h2, bcast4(a2 + 4 * q));
+            DP2(l3, h3, bcast4(a3 + 4 * q));
+        }
+        lo[0] = l0, lo[1] = l1, lo[2] = l2, lo[3] = l3, hi[0] = h0, hi[1] = h1, hi[2] = h2, hi[3] = h3;
+    } else {
+        __m512i l0 = lo[0], l1 = lo[1], l2 = lo[2], l3 = lo[3];
+        const int8_t *a0 = ar[0], *a1 = ar[1], *a2 = ar[2], *a3 = ar[3];
+        for (int64_t q = 0; q < kq; q++) {
+            __m512i v0 = _mm512_loadu_si512((const void *)(bj + q * step));
+            l0 = _mm512_dpbusd_epi32(l0, v0, bcast4(a0 + 4 * q));
+            l1 = _mm512_dpbusd_epi32(l1, v0, bcast4(a1 + 4 * q));
+            l2 = _mm512_dpbusd_epi32(l2, v0, bcast4(a2 + 4 * q));
+            l3 = _mm512_dpbusd_epi32(l3, v0, bcast4(a3 + 4 * q));
+        }
+        lo[0] = l0, lo[1] = l1, lo[2] = l2, lo[3] = l3;
+    }
+    for (int r = 0; r < rows; r++) {
+        _mm512_mask_storeu_epi32(c + r * c_rs, k0, lo[r]);
+        if (two)
+            _mm512_mask_storeu_epi32(c + r * c_rs + 16, k1, hi[r]);
+    }
+}
+
+/* Columns [j, j + 32) of rows [m0, m1). */
+TARGET static void strip(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
+                         const uint8_t *b, int64_t k4, int64_t n, int64_t j)
 {
     int64_t n16 = qr_igemm_n16(n), kq = k4 / 4, step = n16 * 4;
-    for (int64_t j = 0; j < n; j += 32) {
-        /* the second half of the tile reads columns j + 16.. only where the packing has them */
-        int two = j + 16 < n16;
-        __mmask16 k0 = cols_mask(n - j), k1 = cols_mask(n - j - 16);
-        const uint8_t *bj = b + j * 4;
-        for (int64_t m = m0; m < m1; m += 4) {
-            int rows = m1 - m < 4 ? (int)(m1 - m) : 4;
-            const int8_t *ar[4];
-            __m512i lo[4], hi[4];
-            #pragma GCC unroll 4 /* the tile stays in registers */
-            for (int r = 0; r < 4; r++) {
-                int rr = r < rows ? r : 0; /* a short tile repeats row 0, not stored */
-                ar[r] = a + (m + rr) * k4;
-                lo[r] = hi[r] = _mm512_set1_epi32(init[m + rr]);
-            }
-            if (two) { /* eight named sums: an array of them made GCC copy registers every step */
-                __m512i l0 = lo[0], l1 = lo[1], l2 = lo[2], l3 = lo[3], h0 = hi[0], h1 = hi[1], h2 = hi[2], h3 = hi[3];
-                const int8_t *a0 = ar[0], *a1 = ar[1], *a2 = ar[2], *a3 = ar[3];
-                for (int64_t q = 0; q < kq; q++) {
-                    __m512i v0 = _mm512_loadu_si512((const void *)(bj + q * step));
-                    __m512i v1 = _mm512_loadu_si512((const void *)(bj + q * step + 64));
-                    __m512i w0 = bcast4(a0 + 4 * q), w1 = bcast4(a1 + 4 * q);
-                    l0 = _mm512_dpbusd_epi32(l0, v0, w0);
-                    h0 = _mm512_dpbusd_epi32(h0, v1, w0);
-                    l1 = _mm512_dpbusd_epi32(l1, v0, w1);
-                    h1 = _mm512_dpbusd_epi32(h1, v1, w1);
-                    __m512i w2 = bcast4(a2 + 4 * q), w3 = bcast4(a3 + 4 * q);
-                    l2 = _mm512_dpbusd_epi32(l2, v0, w2);
-                    h2 = _mm512_dpbusd_epi32(h2, v1, w2);
-                    l3 = _mm512_dpbusd_epi32(l3, v0, w3);
-                    h3 = _mm512_dpbusd_epi32(h3, v1, w3);
-                }
-                lo[0] = l0, lo[1] = l1, lo[2] = l2, lo[3] = l3, hi[0] = h0, hi[1] = h1, hi[2] = h2, hi[3] = h3;
-            } else {
-                __m512i l0 = lo[0], l1 = lo[1], l2 = lo[2], l3 = lo[3];
-                const int8_t *a0 = ar[0], *a1 = ar[1], *a2 = ar[2], *a3 = ar[3];
-                for (int64_t q = 0; q < kq; q++) {
-                    __m512i v0 = _mm512_loadu_si512((const void *)(bj + q * step));
-                    l0 = _mm512_dpbusd_epi32(l0, v0, bcast4(a0 + 4 * q));
-                    l1 = _mm512_dpbusd_epi32(l1, v0, bcast4(a1 + 4 * q));
-                    l2 = _mm512_dpbusd_epi32(l2, v0, bcast4(a2 + 4 * q));
-                    l3 = _mm512_dpbusd_epi32(l3, v0, bcast4(a3 + 4 * q));
-                }
-                lo[0] = l0, lo[1] = l1, lo[2] = l2, lo[3] = l3;
-            }
-            for (int r = 0; r < rows; r++) {
-                _mm512_mask_storeu_epi32(c + (m + r) * c_rs + j, k0, lo[r]);
-                if (two)
-                    _mm512_mask_storeu_epi32(c + (m + r) * c_rs + j + 16, k1, hi[r]);
-            }
-        }
+    /* the second half of the tile reads columns j + 16.. only where the packing has them */
+    int two = j + 16 < n16;
+    __mmask16 k0 = cols_mask(n - j), k1 = cols_mask(n - j - 16);
+    const uint8_t *bj = b + j * 4;
+    int64_t m = m0;
+    for (; m + 8 <= m1; m += 8) {
+        if (two)
+            tile_8x32(c + m * c_rs + j, c_rs, a + m * k4, k4, init + m, bj, kq, step, k0, k1);
+        else
+            tile_8x16(c + m * c_rs + j, c_rs, a + m * k4, k4, init + m, bj, kq, step, k0);
     }
+    for (; m < m1; m += 4)
+        tile_4(c + m * c_rs + j, c_rs, a + m * k4, k4, init + m, m1 - m < 4 ? (int)(m1 - m) : 4, bj, kq, step, two,
+               k0, k1);
+}
+
+/* Column strips outer: a strip of packed activations stays in cache while
+ * every row passes over it. */
+TARGET void qr_igemm_u8s8_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0,
+                                          int64_t m1, const uint8_t *b, int64_t k4, int64_t n)
+{
+    for (int64_t j = 0; j < n; j += 32)
+        strip(c, c_rs, a, init, m0, m1, b, k4, n, j);
 }

@@ -52,7 +52,9 @@ Test(igemm, kernels_match_reference_on_ragged_and_wrapping_shapes)
 static void check_kernel(const char *isa, qr_igemm_fn fn)
 {
     const int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {4, 4, 16}, {5, 37, 17}, {9, 64, 33}, {8, 3, 100},
-                                 {7, 11, 8}, {6, 9, 24}, {2, 70000, 19}};
+                                 {7, 11, 8}, {6, 9, 24}, {2, 70000, 19},
+                                 /* halves of eight rows and more: the 8-row tiles, with 32 and 16 columns */
+                                 {16, 20, 16}, {17, 37, 45}, {24, 13, 70}, {38, 70000, 33}};
     unsigned seed = 7;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int64_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2], k4 = qr_igemm_k4(k);
