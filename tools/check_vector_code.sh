@@ -15,10 +15,11 @@ echo "vector code (instructions on zmm/ymm registers, or vpdpbusd, per clone):"
 check $O/ops/conv.o gemm_rows_f32.avx512f zmm
 check $O/ops/conv.o gemm_rows_f32.avx2 ymm
 check $O/ops/conv.o dw_padded_f32.avx512f 'zmm|ymm'
-check $O/ops/igemm_avx512vnni.o qr_igemm_u8s8_8x32_avx512vnni vpdpbusd
+check $O/ops/igemm_avx512vnni.o tile_8x32 vpdpbusd
 check $O/ops/igemm_avxvnni.o qr_igemm_u8s8_4x16_avxvnni vpdpbusd
 check $O/ops/igemm_avx2.o qr_igemm_u8s8_4x8_avx2 vpmaddwd
 check $O/ops/quant.o quantize_f32_8bit.avx512f 'zmm|ymm'
 check $O/ops/quant.o dw_planes_padded.avx512f 'zmm|ymm'
+check $O/ops/quant.o pack_image_u8.arch_x86_64_v4 'zmm|ymm'
 check $O/quantize.o qr_plan_fake_quant.avx512f 'zmm|ymm'
 check $O/recipe.o t_min.avx512f 'zmm|ymm'

@@ -861,7 +861,7 @@ static void iconv_set_out(qr_kctx *k, const iconv *cv, qr_dtype t)
  * the padding. Where all four windows lie inside their rows the words are
  * built without a test, a loop GCC vectorizes; a row of padding reads zrow
  * (W bytes of xz ^ flip), so it needs no test either. */
-static void pack_image_u8(const qr_conv_geom *g, const uint8_t *xg, int64_t cg, uint8_t xz, uint8_t flip,
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) static void pack_image_u8(const qr_conv_geom *g, const uint8_t *xg, int64_t cg, uint8_t xz, uint8_t flip,
                           uint8_t *colp, int64_t n16, const uint8_t *zrow)
 {
     const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0],
@@ -902,6 +902,10 @@ static void pack_image_u8(const qr_conv_geom *g, const uint8_t *xg, int64_t cg, 
                         for (; ox < hi; ox++)
                             d[ox] = ((uint32_t)r0[ox] | (uint32_t)r1[ox] << 8 | (uint32_t)r2[ox] << 16 |
                                      (uint32_t)r3[ox] << 24) ^ flip4;
+                    else if (s1 == 2) /* a constant stride: even bytes, a loop GCC vectorizes */
+                        for (; ox < hi; ox++)
+                            d[ox] = ((uint32_t)r0[2 * ox] | (uint32_t)r1[2 * ox] << 8 | (uint32_t)r2[2 * ox] << 16 |
+                                     (uint32_t)r3[2 * ox] << 24) ^ flip4;
                     else
                         for (; ox < hi; ox++)
                             d[ox] = ((uint32_t)r0[ox * s1] | (uint32_t)r1[ox * s1] << 8 | (uint32_t)r2[ox * s1] << 16 |
@@ -945,7 +949,7 @@ typedef struct u8conv_job {
 
 /* x's channels [0, cg) of one image and group, XORed with flip, into planes of hp x wp_ with a
  * border of xz (the zero point, already in the shifted domain). */
-static void pad_planes(const u8conv_job *j, const uint8_t *xg, int64_t cg, uint8_t *xpad)
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) static void pad_planes(const u8conv_job *j, const uint8_t *xg, int64_t cg, uint8_t *xpad)
 {
     const qr_conv_geom *g = &j->cv->g;
     int64_t H = g->big[0], W = g->big[1], pt = g->pad_begin[0], pl = g->pad_begin[1];
@@ -961,7 +965,7 @@ static void pad_planes(const u8conv_job *j, const uint8_t *xg, int64_t cg, uint8
 
 /* The packed [K/4][N16][4] im2col over the padded planes: for each window position q, its byte
  * for output column j (= oy * Wp + ox) is xpad[off(q) + j], one run per q. */
-static void pack_padded(const u8conv_job *j, int64_t cg, const uint8_t *xpad, uint8_t *colp)
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) static void pack_padded(const u8conv_job *j, int64_t cg, const uint8_t *xpad, uint8_t *colp)
 {
     const qr_conv_geom *g = &j->cv->g;
     const int64_t KH = g->kernel[0], KW = g->kernel[1], ck = cg * KH * KW, np = j->npad;
