@@ -420,11 +420,20 @@ static gcc_jit_rvalue *float_to_int(fgen *f, gcc_jit_rvalue *x, const qc_type *t
     gcc_jit_type *ft = gcc_jit_rvalue_get_type(x), *it = jtype(j, to);
     if (hi <= (1 << 24) && lo >= -(1 << 24)) {
         /* A narrow type: its bounds are exact in f32 and f64, so clamp in x's own type with
-         * selects (NaN to 0) and truncate; no branches, no f64: GCC vectorizes it. */
+         * selects and truncate; no branches, no f64: GCC vectorizes it. Each select is written
+         * in the operand order of the SSE/AVX min and max (a NaN operand gives the second),
+         * so each is one instruction: with lo = 0 `lo < x ? x : lo` also sends NaN to 0;
+         * otherwise NaN passes both clamps and one test sends it to 0. */
         x = now(f, x);
-        gcc_jit_rvalue *v = select_rv(f, cmp(j, GCC_JIT_COMPARISON_NE, x, x), dbl(j, ft, 0), x, ft);
-        v = select_rv(f, cmp(j, GCC_JIT_COMPARISON_LT, v, dbl(j, ft, (double)lo)), dbl(j, ft, (double)lo), v, ft);
-        v = select_rv(f, cmp(j, GCC_JIT_COMPARISON_GT, v, dbl(j, ft, (double)hi)), dbl(j, ft, (double)hi), v, ft);
+        gcc_jit_rvalue *flo = dbl(j, ft, (double)lo), *fhi = dbl(j, ft, (double)hi), *v;
+        if (lo == 0) {
+            v = now(f, select_rv(f, cmp(j, GCC_JIT_COMPARISON_LT, flo, x), x, flo, ft));
+            v = select_rv(f, cmp(j, GCC_JIT_COMPARISON_LT, v, fhi), v, fhi, ft);
+        } else {
+            v = now(f, select_rv(f, cmp(j, GCC_JIT_COMPARISON_LT, fhi, x), fhi, x, ft));
+            v = now(f, select_rv(f, cmp(j, GCC_JIT_COMPARISON_GT, flo, v), flo, v, ft));
+            v = select_rv(f, cmp(j, GCC_JIT_COMPARISON_EQ, v, v), v, dbl(j, ft, 0), ft);
+        }
         return now(f, cast(j, v, it));
     }
     x = now(f, cast(j, x, j->t_f64));
@@ -943,11 +952,13 @@ static gcc_jit_rvalue *builtin_call(fgen *f, const ql_node *n, const char *name)
             lo_ok = now(f, lo_ok);
             return select_rv(f, cmp(j, GCC_JIT_COMPARISON_GT, lo_ok, hi), hi, lo_ok, jt);
         }
-        /* NaN on one side gives the other (as fmin/fmax). */
-        gcc_jit_rvalue *take_a = cmp(j, is_max ? GCC_JIT_COMPARISON_GT : GCC_JIT_COMPARISON_LT, a, b);
-        if (qc_is_float(t))
-            take_a = bin(j, GCC_JIT_BINARY_OP_LOGICAL_OR, j->t_bool, take_a, cmp(j, GCC_JIT_COMPARISON_NE, b, b));
-        return select_rv(f, take_a, a, b, jt);
+        enum gcc_jit_comparison op = is_max ? GCC_JIT_COMPARISON_GT : GCC_JIT_COMPARISON_LT;
+        if (!qc_is_float(t))
+            return select_rv(f, cmp(j, op, a, b), a, b, jt);
+        /* NaN on one side gives the other (as fmin/fmax), ties give b: `a op b ? a : b` is one
+         * SSE/AVX max or min (a NaN operand gives b), then a NaN b gives a. */
+        gcc_jit_rvalue *m = now(f, select_rv(f, cmp(j, op, a, b), a, b, jt));
+        return select_rv(f, cmp(j, GCC_JIT_COMPARISON_NE, b, b), a, m, jt);
     }
     if (!strcmp(name, "select")) {
         gcc_jit_rvalue *c = now(f, expr(f, k[0]));

@@ -223,6 +223,50 @@ Test(jit, conversions_saturate)
     qr_module_free(m);
 }
 
+/* min and max: a NaN on one side gives the other, ties give the second operand (so the sign
+ * of a zero is b's), integers compare as integers; the same inside a loop GCC vectorizes. */
+Test(jit, min_and_max_take_the_number_over_nan)
+{
+    qrl_module *m = compile_text("minmax.qrl",
+                                 "fn mx(a: f32, b: f32) -> f32 { return max(a, b) }\n"
+                                 "fn mn(a: f64, b: f64) -> f64 { return min(a, b) }\n"
+                                 "fn imx(a: i32, b: i32) -> i32 { return max(a, b) }\n"
+                                 "fn vmx(a: f32[], b: f32[], o: f32[]) { for i in 0 .. len(a) { o[i] = max(a[i], b[i]) } }\n",
+                                 NULL, NULL);
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    float (*mx)(qrl_rt *, float, float) = fn(m, "mx", "f32(f32,f32)");
+    double (*mn)(qrl_rt *, double, double) = fn(m, "mn", "f64(f64,f64)");
+    int32_t (*imx)(qrl_rt *, int32_t, int32_t) = fn(m, "imx", "i32(i32,i32)");
+    cr_assert_eq(mx(&rt, NAN, 1.0f), 1.0f);
+    cr_assert_eq(mx(&rt, 1.0f, NAN), 1.0f);
+    cr_assert(isnan(mx(&rt, NAN, NAN)));
+    cr_assert_eq(mx(&rt, 2.0f, -3.0f), 2.0f);
+    cr_assert_eq(mx(&rt, -3.0f, 2.0f), 2.0f);
+    cr_assert(signbit(mx(&rt, 0.0f, -0.0f)) && !signbit(mx(&rt, -0.0f, 0.0f)));
+    cr_assert_eq(mn(&rt, NAN, -1.0), -1.0);
+    cr_assert_eq(mn(&rt, -1.0, NAN), -1.0);
+    cr_assert_eq(mn(&rt, 2.0, -3.0), -3.0);
+    cr_assert(!signbit(mn(&rt, -0.0, 0.0)) && signbit(mn(&rt, 0.0, -0.0)));
+    cr_assert_eq(imx(&rt, -7, 5), 5);
+    cr_assert_eq(imx(&rt, INT32_MIN, -1), -1);
+    enum { N = 67 }; /* vector iterations and a tail */
+    float a[N], b[N], o[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = i % 3 == 0 ? NAN : (float)(i % 7) - 3.0f;
+        b[i] = i % 5 == 0 ? NAN : (float)(i % 4) - 1.5f;
+    }
+    qrl_array fa = {a, N}, fb = {b, N}, fo = {o, N};
+    void (*vmx)(qrl_rt *, qrl_array *, qrl_array *, qrl_array *) = fn(m, "vmx", "void(f32[],f32[],f32[])");
+    vmx(&rt, &fa, &fb, &fo);
+    for (int i = 0; i < N; i++) {
+        float want = isnan(a[i]) ? b[i] : isnan(b[i]) ? a[i] : a[i] > b[i] ? a[i] : b[i];
+        cr_assert(isnan(want) ? isnan(o[i]) : o[i] == want, "element %d: max(%g, %g) = %g", i, (double)a[i],
+                  (double)b[i], (double)o[i]);
+    }
+    qr_module_free(m);
+}
+
 /* round_even is rint: a module refuses to load under another rounding mode. */
 Test(jit, module_load_needs_round_to_nearest)
 {
