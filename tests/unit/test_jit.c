@@ -412,6 +412,68 @@ Test(jit, versioned_loops_keep_results_and_traps)
     qr_module_free(m);
 }
 
+/* Short proven loops whose body only stores run in blocks of 32, the last moved back to overlap
+ * (compiler/jit.c): every trip length around the block and the cut-off gives the loop's results,
+ * a store to a computed index keeps the last iteration's value, and a body that reads what it
+ * stores (here a counter) runs each iteration exactly once. */
+Test(jit, overlapping_blocks_give_each_iteration_once)
+{
+    qrl_module *m = compile_text("blocks.qrl",
+                                 "kernel requant(x: i32[], s: f32, y: u8[]) {\n"
+                                 "  for k in 0 .. len(y) { y[k] = sat<u8>(round_even(f32(x[k]) * s) + 7.0) }\n"
+                                 "}\n"
+                                 "kernel last(x: i32[], y: u8[]) {\n"
+                                 "  for k in 0 .. len(x) { y[k % 5] = sat<u8>(x[k]) }\n"
+                                 "}\n"
+                                 "kernel count(x: i32[], y: u8[], c: i64[]) {\n"
+                                 "  for k in 0 .. len(y) {\n"
+                                 "    y[k] = sat<u8>(x[k])\n"
+                                 "    c[0] = c[0] + 1\n"
+                                 "  }\n"
+                                 "}\n",
+                                 NULL, NULL);
+    void (*requant)(qrl_rt *, qrl_array *, float, qrl_array *) = fn(m, "requant", "void(i32[],f32,u8[])");
+    void (*last)(qrl_rt *, qrl_array *, qrl_array *) = fn(m, "last", "void(i32[],u8[])");
+    void (*count)(qrl_rt *, qrl_array *, qrl_array *, qrl_array *) = fn(m, "count", "void(i32[],u8[],i64[])");
+    static const int64_t lens[] = {1, 31, 32, 33, 49, 100, 196, 255, 256, 300};
+    int32_t x[300];
+    uint8_t y[301]; /* one past the longest, to see a stray store */
+    unsigned seed = 3;
+    for (int i = 0; i < 300; i++) {
+        seed = seed * 1103515245u + 12345u;
+        x[i] = (int32_t)(seed >> 12) % 2000 - 1000;
+    }
+    for (size_t t = 0; t < sizeof lens / sizeof lens[0]; t++) {
+        int64_t n = lens[t];
+        qrl_array xa = {x, n}, ya = {y, n};
+        qrl_rt rt;
+        qr_rt_init(&rt);
+        memset(y, 0xee, sizeof y);
+        requant(&rt, &xa, 0.37f, &ya);
+        cr_assert_eq(rt.failed, 0, "%s", rt.msg);
+        for (int64_t i = 0; i < n; i++) {
+            float v = rintf((float)x[i] * 0.37f) + 7.0f;
+            uint8_t want = v < 0 ? 0 : v > 255 ? 255 : (uint8_t)v;
+            cr_assert_eq(y[i], want, "length %lld, element %lld: %d, not %d", (long long)n, (long long)i, y[i], want);
+        }
+        cr_assert_eq(y[n], 0xee, "length %lld: a store past the end", (long long)n);
+        memset(y, 0, sizeof y);
+        qrl_array y5 = {y, 5};
+        last(&rt, &xa, &y5);
+        for (int64_t r = 0; r < 5 && r < n; r++) {
+            int64_t k = (n - 1 - r) / 5 * 5 + r; /* the last k with k % 5 == r */
+            uint8_t want = x[k] < 0 ? 0 : x[k] > 255 ? 255 : (uint8_t)x[k];
+            cr_assert_eq(y[r], want, "length %lld, y[%lld] = %d, not x[%lld] = %d", (long long)n, (long long)r, y[r],
+                         (long long)k, want);
+        }
+        int64_t c = 0;
+        qrl_array ca = {&c, 1};
+        count(&rt, &xa, &ya, &ca);
+        cr_assert_eq(c, n, "length %lld: the body ran %lld times", (long long)n, (long long)c);
+    }
+    qr_module_free(m);
+}
+
 /* ---------------------------------------------------------------- calibrators */
 
 static qrl_module *stdlib_calibrators(void)
