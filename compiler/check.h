@@ -6,6 +6,7 @@
 #ifndef QC_CHECK_H
 #define QC_CHECK_H
 
+#include "recipe.h" /* the language's limits, shared with the runtime */
 #include "types.h"
 #include "unit.h"
 
@@ -45,8 +46,9 @@ struct qc_sym {
     qc_sym *next_same; /* affine items: the next rule for the same op */
 };
 
-/* Parameters of a function, kernel or calibrator, at most (the code generator's bound too). */
-#define QC_MAX_PARAMS 64
+/* Parameters of a function, kernel or calibrator, at most (the code generator's bound too,
+ * and the runtime's: a calibrator's arguments). */
+#define QC_MAX_PARAMS QRL_MAX_PARAMS
 
 /* Checks every file of u. Returns the number of errors the checker added. */
 int qc_check(qc_unit *u);

@@ -10,8 +10,8 @@
 #include "graph.h"
 #include "recipe.h"
 
-#define QR_MATCH_MAX_VALUES 32
-#define QR_MATCH_MAX_NODES 16
+#define QR_MATCH_MAX_VALUES QRL_PATTERN_MAX_VALUES
+#define QR_MATCH_MAX_NODES QRL_PATTERN_MAX_NODES
 
 typedef struct qr_match {
     const qr_pattern *pattern;

@@ -30,27 +30,42 @@ static int has_mod(const char *mods, const char *m)
 }
 
 /* A calibrator instance for a setting, with its arguments. (The symmetric
- * modifier reaches every calibrator's solve as t.symmetric.) */
+ * modifier reaches every calibrator's solve as t.symmetric.) The setting's
+ * args function writes one value per argument of the call, which the checker
+ * bounds by the calibrator's parameters (at most QRL_MAX_PARAMS). */
 static qr_status new_calib(qr_qctx *q, const qr_setting *s, qr_calib **out)
 {
-    const char *names[32];
-    double values[32] = {0};
-    char buf[512];
-    int n = 0;
-    snprintf(buf, sizeof buf, "%s", s->argnames ? s->argnames : "");
-    for (char *save = NULL, *w = strtok_r(buf, ",", &save); w && n < 32; w = strtok_r(NULL, ",", &save))
-        names[n++] = w;
-    qrl_rt rt;
-    qr_rt_init(&rt);
-    if (s->args && n)
-        s->args(&rt, values);
-    if (qr_rt_status(&rt, q->e) != QR_OK)
-        return QR_ERR;
     const qr_cal_desc *d = qr_module_calibrator(q->m, s->calibrator);
     if (!d)
         return qr_errorf(q->e, "recipe '%s': %s uses calibrator '%s', which the recipe's module does not define",
                          q->r->name, s->key, s->calibrator);
-    return qr_calib_new(q->m, s->calibrator, n, names, values, out, q->e);
+    char *buf = strdup(s->argnames ? s->argnames : "");
+    const char **names = calloc(QRL_MAX_PARAMS, sizeof *names);
+    double *values = calloc(QRL_MAX_PARAMS, sizeof *values);
+    qr_status st = QR_OK;
+    int n = 0;
+    if (!buf || !names || !values)
+        st = qr_errorf(q->e, "out of memory");
+    for (char *save = NULL, *w = buf ? strtok_r(buf, ",", &save) : NULL; st == QR_OK && w;
+         w = strtok_r(NULL, ",", &save)) {
+        if (n == QRL_MAX_PARAMS)
+            st = qr_errorf(q->e, "recipe '%s': %s passes calibrator '%s' more than %d arguments", q->r->name,
+                           s->key, s->calibrator, QRL_MAX_PARAMS);
+        else
+            names[n++] = w;
+    }
+    if (st == QR_OK && s->args && n) {
+        qrl_rt rt;
+        qr_rt_init(&rt);
+        s->args(&rt, values);
+        st = qr_rt_status(&rt, q->e);
+    }
+    if (st == QR_OK)
+        st = qr_calib_new(q->m, s->calibrator, n, names, values, out, q->e);
+    free(values);
+    free(names);
+    free(buf);
+    return st;
 }
 
 static qr_status read_settings(qr_qctx *q)

@@ -354,7 +354,7 @@ void qr_aff_view_init(qr_aff_view *v, const qr_graph *g, const qr_node *n)
 {
     memset(v, 0, sizeof *v);
     int k = 0;
-    for (int j = 0; j < n->n_in && k < 16; j++)
+    for (int j = 0; j < n->n_in && k < QRL_AFFINE_MAX_INPUTS; j++) /* all a rule can name */
         v->values[k++] = n->in[j];
     v->values[k++] = n->n_out > 0 ? n->out[0] : NULL;
     v->mt = (qrl_match){g, v->values, k, n, v->arrays, &v->narrays};

@@ -19,6 +19,15 @@
 
 #define QR_RECIPE_ABI 8
 
+/* Limits of the language: compiler/check.c reports a recipe over one of them
+ * at its file:line:col, and the runtime sizes its buffers by them. */
+#define QRL_MAX_PARAMS 64         /* parameters of a function, kernel or calibrator */
+#define QRL_PATTERN_MAX_NODES 16  /* nodes a pattern's match clause lists */
+#define QRL_PATTERN_MAX_VALUES 32 /* values a pattern names (outputs, inputs) */
+#define QRL_PATTERN_MAX_FORMS 64  /* a pattern's op alternatives, all its nodes together */
+#define QRL_PATTERN_MAX_INPUTS 64 /* inputs one op form of a pattern lists */
+#define QRL_AFFINE_MAX_INPUTS 16  /* inputs an affine rule names */
+
 typedef union qrl_scalar {
     int64_t i; /* integer and bool parameters */
     double f;  /* float parameters */
@@ -274,7 +283,7 @@ typedef struct qr_affine {
 
 /* What an affine rule sees of node n: its inputs, its output, its attributes. */
 typedef struct qr_aff_view {
-    qr_value *values[17];
+    qr_value *values[QRL_AFFINE_MAX_INPUTS + 1];
     qrl_array arrays[QRL_MATCH_ARRAYS];
     int narrays;
     qrl_match mt;

@@ -4,6 +4,7 @@
  * outputs against the QDQ simulation and fp32. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,6 +273,82 @@ Test(intgraph, kernel_of_the_wrong_type_is_a_clear_error)
     cr_assert(strstr(e.msg, "pattern 'tanh8' has no lowering for the types the recipe chose") &&
                   strstr(e.msg, "kernel 'k8' takes 'mp' as tensor<u8>, but the recipe makes it i8"),
               "%s", e.msg);
+    qr_tensor_free(&calib);
+    qr_module_free(m);
+    qr_graph_free(g);
+}
+
+/* A text buffer for generated recipes. */
+static void append(char *b, size_t n, const char *fmt, ...)
+{
+    size_t at = strlen(b);
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(b + at, n - at, fmt, ap);
+    va_end(ap);
+    cr_assert(k >= 0 && (size_t)k < n - at, "recipe buffer too small");
+}
+
+/* A calibrator of 40 parameters (the language allows 64): every argument
+ * reaches it. The runtime took at most 32 (names[32], values[32]): the
+ * JIT-compiled argument function wrote past values[32] on the stack, and the
+ * margin, the 40th argument, was silently its default. The recipe with the
+ * 40-argument calibrator must give the same qparams as one passing the
+ * margin alone. */
+Test(intgraph, calibrator_with_forty_arguments)
+{
+    static char text[16384];
+    text[0] = 0;
+    append(text, sizeof text, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n");
+    for (int wide = 0; wide < 2; wide++) {
+        append(text, sizeof text, "calibrator %s(", wide ? "wide" : "narrow");
+        for (int i = 0; wide && i < 39; i++)
+            append(text, sizeof text, "a%d: f64 = 0.0, ", i);
+        append(text, sizeof text,
+               "margin: f64 = 0.0) {\n"
+               "  state lo: f64 = inf\n  state hi: f64 = -inf\n"
+               "  observe(x: tensor<f32>) {\n    lo = min(lo, x.min())\n    hi = max(hi, x.max())\n  }\n"
+               "  merge(o) {\n    lo = min(lo, o.lo)\n    hi = max(hi, o.hi)\n  }\n"
+               "  solve(t: qtype) -> qparams {\n    let w = (hi - lo) * margin\n");
+        if (wide) { /* every argument counts: the recipe passes a_i = i, and a0 + ... + a38 is 741 */
+            append(text, sizeof text, "    let s = ");
+            for (int i = 0; i < 39; i++)
+                append(text, sizeof text, "%sa%d", i ? " + " : "", i);
+            append(text, sizeof text, "\n    return asymmetric(lo - w, hi + w + (s - 741.0), t)\n  }\n}\n");
+        } else {
+            append(text, sizeof text, "    return asymmetric(lo - w, hi + w, t)\n  }\n}\n");
+        }
+    }
+    append(text, sizeof text, "recipe r_narrow {\n  activation = u8 asymmetric by narrow(margin = 0.25)\n"
+                              "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n");
+    append(text, sizeof text, "recipe r_wide {\n  activation = u8 asymmetric by wide(");
+    for (int i = 0; i < 39; i++)
+        append(text, sizeof text, "%d.0, ", i);
+    append(text, sizeof text, "0.25)\n  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n");
+    char path[1024];
+    write_recipe("wide.qrl", text, path, sizeof path);
+    char err[512] = "";
+    qrl_module *m = tu_compile(path, err, sizeof err);
+    cr_assert(m, "%s", err);
+    qr_graph *g;
+    qr_tensor calib = {0};
+    load("zoo.onnx", &g, NULL);
+    load("zoo_calib.npy", NULL, &calib);
+    qr_quantized *q[2];
+    for (int k = 0; k < 2; k++) {
+        qr_quant_opts o = {.module = m, .recipe = k ? "r_wide" : "r_narrow", .batch = 16};
+        qr_error e;
+        cr_assert_eq(qr_quantize(g, &calib, &o, &q[k], &e), QR_OK, "%s", e.msg);
+    }
+    cr_assert_eq(q[0]->nlayers, q[1]->nlayers);
+    for (int i = 0; i < q[0]->nlayers; i++) {
+        const qr_qlayer *a = &q[0]->layers[i], *b = &q[1]->layers[i];
+        cr_assert_str_eq(a->value, b->value);
+        cr_assert(a->scale == b->scale && a->zero == b->zero, "%s: scale %g zero %lld vs %g %lld", a->value,
+                  a->scale, (long long)a->zero, b->scale, (long long)b->zero);
+    }
+    qr_quantized_free(q[0]);
+    qr_quantized_free(q[1]);
     qr_tensor_free(&calib);
     qr_module_free(m);
     qr_graph_free(g);
