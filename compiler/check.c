@@ -1535,6 +1535,9 @@ static qc_sym *value_sym(ctx *c, ql_node *at, const char *name)
     if (!s) {
         s = new_sym(c, name, QC_SYM_VALUE, &qc_value, at);
         s->index = c->sc->n; /* the pattern's value table: in order of first appearance */
+        if (s->index == QRL_PATTERN_MAX_VALUES) /* the matcher's table (runtime/match.h) */
+            err(c, at, "'%s' is value %d of this pattern; a pattern names at most %d values", name, s->index + 1,
+                QRL_PATTERN_MAX_VALUES);
         scope_add(c, s);
     }
     return s;
@@ -1718,6 +1721,15 @@ static void pattern(ctx *c, qc_sym *s)
             continue;
         }
         match = k;
+        /* the matcher's limits (runtime/match.h) */
+        if (k->nkids > QRL_PATTERN_MAX_NODES)
+            err(c, k->kids[QRL_PATTERN_MAX_NODES], "pattern '%s' lists %d nodes; a pattern matches at most %d",
+                s->name, k->nkids, QRL_PATTERN_MAX_NODES);
+        for (int b = 0, forms = 0; b < k->nkids; b++)
+            for (int alt = 0; alt < k->kids[b]->nkids; alt++)
+                if (++forms == QRL_PATTERN_MAX_FORMS + 1)
+                    err(c, k->kids[b]->kids[alt], "pattern '%s' lists more than %d op forms (alternatives count)",
+                        s->name, QRL_PATTERN_MAX_FORMS);
         /* Outputs first, so later nodes may consume earlier ones. */
         for (int b = 0; b < k->nkids; b++) {
             ql_node *bind = k->kids[b];
@@ -1737,6 +1749,9 @@ static void pattern(ctx *c, qc_sym *s)
             for (int alt = 0; alt < bind->nkids; alt++) {
                 ql_node *op = bind->kids[alt];
                 check_op_name(c, op, op->name);
+                if (op->nkids > QRL_PATTERN_MAX_INPUTS)
+                    err(c, op->kids[QRL_PATTERN_MAX_INPUTS], "%s lists %d inputs; a pattern's node lists at most %d",
+                        op->name, op->nkids, QRL_PATTERN_MAX_INPUTS);
                 for (int j = 0; j < op->nkids; j++) {
                     ql_node *arg = op->kids[j];
                     if (!strcmp(arg->name, bind->name))

@@ -91,7 +91,7 @@ static int match_value(mctx *c, int idx, qr_value *v)
     /* Internal to the match: replaceable only if nothing else reads it. */
     qr_node *n = v->producer;
     if (!n || n->dead || c->claimed[n->id] || node_used(c, n) || v->is_output || qr_graph_use_count(c->g, v) != 1 ||
-        c->m.nnodes >= QR_MATCH_MAX_NODES)
+        c->m.nnodes >= QR_MATCH_MAX_NODES - 1) /* the root's slot stays free */
         return 0;
     for (int a = 0; a < c->p->nnodes; a++) {
         const qr_pat_node *alt = &c->p->nodes[a];
@@ -109,8 +109,19 @@ static int match_value(mctx *c, int idx, qr_value *v)
 int qr_match_pattern(const qr_graph *g, const qr_pattern *p, unsigned char *claimed, qrl_rt *rt, qr_match_fn fn,
                      void *user, qr_error *e)
 {
-    if (p->nvalues > QR_MATCH_MAX_VALUES || p->nnodes > QR_MATCH_MAX_NODES * 4)
-        return qr_errorf(e, "pattern '%s' is too large (%d values)", p->name, p->nvalues), -1;
+    /* the checker keeps patterns within these (compiler/check.c); a module built otherwise is refused */
+    int nbound = 0; /* nodes the pattern matches: its distinct outputs (alternatives share one) */
+    for (int a = 0; a < p->nnodes; a++) {
+        int seen = 0;
+        for (int b = 0; b < a && !seen; b++)
+            seen = p->nodes[b].out == p->nodes[a].out;
+        nbound += !seen;
+    }
+    if (p->nvalues > QR_MATCH_MAX_VALUES || nbound > QR_MATCH_MAX_NODES || p->nnodes > QRL_PATTERN_MAX_FORMS)
+        return qr_errorf(e, "pattern '%s' is too large (%d values, %d nodes, %d op forms; at most %d, %d, %d)",
+                         p->name, p->nvalues, nbound, p->nnodes, QR_MATCH_MAX_VALUES, QR_MATCH_MAX_NODES,
+                         QRL_PATTERN_MAX_FORMS),
+               -1;
     mctx base = {.g = g, .p = p, .claimed = claimed};
     for (int a = 0; a < p->nnodes; a++)
         if (p->nodes[a].out >= 0 && p->nodes[a].out < QR_MATCH_MAX_VALUES)

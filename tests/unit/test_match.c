@@ -139,3 +139,79 @@ Test(match, shared_intermediate_is_not_fused)
     qr_graph_free(g);
     qr_module_free(mod);
 }
+
+/* x -> Relu -> ... -> Relu (n of them) -> y */
+static qr_graph *relu_chain(int n)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t xd[2] = {1, 4};
+    qr_value *v = tu_input(g, "x", 2, xd);
+    for (int i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "relu%d", i);
+        v = tu_node(g, "Relu", name, 1, &v, 1)->out[0];
+    }
+    tu_output(g, v);
+    return g;
+}
+
+/* A chain of 16 Relus, the most a pattern matches (QRL_PATTERN_MAX_NODES):
+ * all of them, root last. */
+Test(match, pattern_of_sixteen_nodes_matches_whole_chain)
+{
+    char text[2048] = "kernel k1(x: tensor<u8>, xs: f32, xz: i32, y: tensor<u8>, ys: f32, yz: i32) { }\n"
+                      "pattern chain {\n  match {\n";
+    size_t at = strlen(text);
+    for (int i = 0; i < QRL_PATTERN_MAX_NODES; i++)
+        at += (size_t)snprintf(text + at, sizeof text - at, "    %s%d = Relu(%s%d)\n", "r", i + 1, i ? "r" : "x", i);
+    snprintf(text + at, sizeof text - at,
+             "  }\n  quantize x0: activation, r%d: activation\n  lower r%d = k1(x0)\n}\n", QRL_PATTERN_MAX_NODES,
+             QRL_PATTERN_MAX_NODES);
+    qc_unit *u = qc_unit_new(NULL);
+    qc_unit_load_text(u, "/tmp/match_chain.qrl", text, strlen(text));
+    if (!u->diags.errors)
+        qc_check(u);
+    qrl_module *mod = u->diags.errors ? NULL : qc_compile(u, &(qc_options){.no_cache = 1}, NULL);
+    cr_assert_eq(u->diags.errors, 0, "%s", u->diags.n ? u->diags.v[0].msg : "");
+    qc_unit_free(u);
+    cr_assert(mod);
+    qr_graph *g = relu_chain(QRL_PATTERN_MAX_NODES);
+    unsigned char claimed[64] = {0};
+    found f = {0};
+    cr_assert_eq(run(mod, g, "chain", claimed, &f), 1);
+    cr_assert_eq(f.m[0].nnodes, QRL_PATTERN_MAX_NODES);
+    cr_assert_str_eq(f.m[0].nodes[QRL_PATTERN_MAX_NODES - 1]->name, "relu15", "the root is last");
+    cr_assert_str_eq(f.m[0].values[QRL_PATTERN_MAX_NODES]->name, "x", "the chain's input is bound");
+    for (int i = 0; i < g->n_nodes; i++)
+        cr_assert(claimed[g->nodes[i]->id], "%s is claimed", g->nodes[i]->name);
+    qr_graph_free(g);
+    qr_module_free(mod);
+}
+
+/* A pattern of 17 nodes (a module the checker did not see, which refuses
+ * it): the matcher wrote the root past qr_match.nodes[16] (UBSan: index 16
+ * out of bounds; a plain build overwrote nnodes). Now an error value. */
+Test(match, pattern_over_the_node_limit_is_an_error)
+{
+    enum { N = QRL_PATTERN_MAX_NODES + 1 };
+    qr_pat_node nodes[N];
+    qr_pat_value values[N + 1];
+    char inputs[N][8];
+    for (int i = 0; i < N; i++) { /* value i + 1 = Relu(value i); value 0 is x */
+        snprintf(inputs[i], sizeof inputs[i], "%d", i);
+        nodes[i] = (qr_pat_node){.out = i + 1, .ops = "Relu", .inputs = inputs[i]};
+    }
+    for (int i = 0; i <= N; i++)
+        values[i] = (qr_pat_value){.name = "v", .role = "", .axis = -1, .a = -1, .b = -1};
+    qr_pattern p = {.name = "chain17", .numerics = "", .priority = -1, .values = values, .nvalues = N + 1,
+                    .nodes = nodes, .nnodes = N};
+    qr_graph *g = relu_chain(N + 2);
+    unsigned char claimed[64] = {0};
+    found f = {0};
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    qr_error e;
+    cr_assert_eq(qr_match_pattern(g, &p, claimed, &rt, collect, &f, &e), -1);
+    cr_assert(strstr(e.msg, "pattern 'chain17' is too large") && strstr(e.msg, "17 nodes"), "%s", e.msg);
+    qr_graph_free(g);
+}
