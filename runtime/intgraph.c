@@ -456,6 +456,20 @@ static int plan_args(const struct mrec *r, const qr_pat_lower *l, plan_arg *pa, 
     return n;
 }
 
+/* How many constant arguments the lowerings of p pass (c0, c1, ... in their args, numbered
+ * on across lower clauses): what p->consts writes. */
+static int pattern_consts(const qr_pattern *p)
+{
+    int n = 0;
+    for (int i = 0; i < p->nlowers; i++)
+        for (const char *s = p->lowers[i].args; s && *s; s = strchr(s, ',') ? strchr(s, ',') + 1 : "") {
+            long ci = *s == 'c' ? strtol(s + 1, NULL, 10) : -1;
+            if (ci >= n && ci < INT32_MAX)
+                n = (int)ci + 1;
+        }
+    return n;
+}
+
 /* Parameters an argument fills: a quantized value its tensor, scale and zero point. */
 static int arg_width(const plan_arg *a)
 {
@@ -536,22 +550,6 @@ static qr_status lower_match(builder *b, const struct mrec *r)
     }
     if (!l)
         return qr_errorf(b->e, "pattern '%s' has no lowering for the types the recipe chose (%s)", p->name, why);
-    double consts[64] = {0};
-    if (p->consts) { /* the lowerings' constant arguments, computed from the match */
-        qr_value *vals[QR_MATCH_MAX_VALUES] = {0};
-        for (int i = 0; i < p->nvalues && i < QR_MATCH_MAX_VALUES; i++)
-            vals[i] = r->values[i] >= 0 ? q->g->values[r->values[i]] : NULL;
-        qrl_array arrays[QRL_MATCH_ARRAYS];
-        int narrays = 0;
-        qrl_match mt = {q->g, vals, p->nvalues, NULL, arrays, &narrays};
-        qrl_rt rt;
-        qr_rt_init(&rt);
-        p->consts(&rt, &mt, consts);
-        if (qr_rt_status(&rt, b->e) != QR_OK) {
-            qr_error_prefix(b->e, "pattern '%s'", p->name);
-            return QR_ERR;
-        }
-    }
     plan_arg pa[64];
     int npa = plan_args(r, l, pa, 64);
     /* values the lowering needs but the plan left without integers: the group stays f32 */
@@ -589,11 +587,33 @@ static qr_status lower_match(builder *b, const struct mrec *r)
         ins[nin++] = acc;
     }
     qr_intcall call = {kd, p->name, NULL, 0};
+    /* the lowerings' constant arguments, computed from the match: as many as their args name */
+    int nconsts = pattern_consts(p);
+    double *consts = calloc((size_t)nconsts + 1, sizeof *consts);
+    if (!consts)
+        return qr_errorf(b->e, "out of memory");
+    if (p->consts) {
+        qr_value *vals[QR_MATCH_MAX_VALUES] = {0};
+        for (int i = 0; i < p->nvalues && i < QR_MATCH_MAX_VALUES; i++)
+            vals[i] = r->values[i] >= 0 ? q->g->values[r->values[i]] : NULL;
+        qrl_array arrays[QRL_MATCH_ARRAYS];
+        int narrays = 0;
+        qrl_match mt = {q->g, vals, p->nvalues < QR_MATCH_MAX_VALUES ? p->nvalues : QR_MATCH_MAX_VALUES, NULL, arrays,
+                        &narrays};
+        qrl_rt rt;
+        qr_rt_init(&rt);
+        p->consts(&rt, &mt, consts);
+        if (qr_rt_status(&rt, b->e) != QR_OK) {
+            free(consts);
+            qr_error_prefix(b->e, "pattern '%s'", p->name);
+            return QR_ERR;
+        }
+    }
     qr_status st = QR_OK;
     for (int i = 0; i < npa && st == QR_OK; i++) {
         const plan_arg *a = &pa[i];
         if (a->is_const) {
-            store_scalar(&args[na], &pt[na], a->ci < 64 ? consts[a->ci] : 0);
+            store_scalar(&args[na], &pt[na], a->ci >= 0 && a->ci < nconsts ? consts[a->ci] : 0);
             na++;
             continue;
         }
@@ -639,6 +659,7 @@ static qr_status lower_match(builder *b, const struct mrec *r)
             na++;
         }
     }
+    free(consts);
     for (int i = 0; st == QR_OK && i < na; i++)
         if (args[i].kind == ARG_SCALAR && pt[i].kind != ARG_SCALAR)
             st = qr_errorf(b->e, "kernel '%s': parameter %d is not a scalar, pattern '%s' passes one", kd->name,

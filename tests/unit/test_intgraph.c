@@ -353,3 +353,65 @@ Test(intgraph, calibrator_with_forty_arguments)
     qr_module_free(m);
     qr_graph_free(g);
 }
+
+/* Two lower clauses of 55 constant arguments each (a kernel of 61
+ * parameters): the pattern's constants function writes all 110 (numbered on across the clauses), into a
+ * double consts[64] on lower_match's stack, and the second clause's read as
+ * 0 (ci >= 64). The first clause's kernel takes i8, so the second runs: its
+ * output is y_zero (real 0) exactly when all of its constants arrive. */
+Test(intgraph, lowering_constants_past_sixty_four)
+{
+    enum { NC = 55 };
+    static char text[32768];
+    text[0] = 0;
+    append(text, sizeof text, "import \"calibrators.qrl\"\n");
+    for (int k = 0; k < 2; k++) {
+        append(text, sizeof text, "kernel k%d(x: tensor<%s>, x_scale: f32, x_zero: i32, ", k, k ? "u8" : "i8");
+        for (int i = 0; i < NC; i++)
+            append(text, sizeof text, "c%d: f64, ", i);
+        append(text, sizeof text, "y: tensor<%s>, y_scale: f32, y_zero: i32) {\n  let s = ", k ? "u8" : "i8");
+        for (int i = 0; i < NC; i++)
+            append(text, sizeof text, "%sc%d", i ? " + " : "", i);
+        /* the constants passed are 1000 + i */
+        append(text, sizeof text, "\n  for i in 0 .. y.numel {\n    y[i] = sat<%s>(f32(y_zero) + f32(s - %d.0))\n  }\n}\n",
+               k ? "u8" : "i8", 1000 * NC + NC * (NC - 1) / 2);
+    }
+    append(text, sizeof text, "pattern tanh_consts {\n  match y = Tanh(x)\n  quantize x: activation, y: activation\n");
+    for (int k = 0; k < 2; k++) {
+        append(text, sizeof text, "  lower y = k%d(x", k);
+        for (int i = 0; i < NC; i++)
+            append(text, sizeof text, ", %d.0", 1000 + i);
+        append(text, sizeof text, ")\n");
+    }
+    append(text, sizeof text, "}\nrecipe r {\n  activation = u8 asymmetric by minmax()\n"
+                              "  weight = i8 symmetric by minmax(symmetric = true)\n}\n");
+    char path[1024], err[512] = "";
+    write_recipe("consts.qrl", text, path, sizeof path);
+    qrl_module *m = tu_compile(path, err, sizeof err);
+    cr_assert(m, "%s", err);
+    /* x -> Tanh -> y */
+    qr_graph *g = qr_graph_new();
+    const int64_t xd[2] = {1, 8};
+    qr_value *x = tu_input(g, "x", 2, xd);
+    tu_output(g, tu_node(g, "Tanh", "tanh", 1, &x, 1)->out[0]);
+    g->opset = 13;
+    qr_tensor calib = {.dtype = QR_F32, .ndim = 2, .dims = {16, 8}}, y = {0};
+    qr_error e;
+    cr_assert_eq(qr_tensor_alloc(&calib, &e), QR_OK);
+    for (int i = 0; i < 128; i++)
+        ((float *)calib.data)[i] = (float)(i % 17) / 4.0f - 2.0f;
+    qr_quant_opts o = {.module = m, .batch = 1};
+    qr_quantized *q = NULL;
+    cr_assert_eq(qr_quantize(g, &calib, &o, &q, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(q->ig->kernels, 1);
+    qr_tensor x1 = {.dtype = QR_F32, .ndim = 2, .dims = {1, 8}, .data = calib.data};
+    run(q->ig->g, q->ig, &x1, &y);
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(((const float *)y.data)[i], 0.0f, "y[%d] = %g: the constants did not all arrive", i,
+                     ((const float *)y.data)[i]);
+    qr_tensor_free(&y);
+    qr_tensor_free(&calib);
+    qr_quantized_free(q);
+    qr_module_free(m);
+    qr_graph_free(g);
+}
