@@ -1845,6 +1845,9 @@ static void affine(ctx *c, qc_sym *s)
         else
             err_decl(c, n, "unknown ONNX op '%s'", n->name);
     }
+    if (n->nkids > QRL_AFFINE_MAX_INPUTS) /* the runtime's view of the node (qr_aff_view) */
+        err(c, n->kids[QRL_AFFINE_MAX_INPUTS], "affine %s names %d inputs; an affine rule names at most %d", n->name,
+            n->nkids, QRL_AFFINE_MAX_INPUTS);
     for (int i = 0; i < n->nkids; i++) {
         ql_node *arg = n->kids[i];
         qc_sym *in = declare(c, arg->name, QC_SYM_AFF_IN, &qc_i32, arg);
