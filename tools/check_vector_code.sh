@@ -21,5 +21,6 @@ check $O/ops/igemm_avx2.o qr_igemm_u8s8_4x8_avx2 vpmaddwd
 check $O/ops/quant.o quantize_f32_8bit.avx512f 'zmm|ymm'
 check $O/ops/quant.o dw_planes_padded.avx512f 'zmm|ymm'
 check $O/ops/quant.o pack_image_u8.arch_x86_64_v4 'zmm|ymm'
+check $O/ops/igemm_avx512vnni.o qr_igemm_interleave4_avx512bw 'vpunpck'
 check $O/quantize.o qr_plan_fake_quant.avx512f 'zmm|ymm'
 check $O/recipe.o t_min.avx512f 'zmm|ymm'

@@ -24,6 +24,17 @@ void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t 
         }
 }
 
+void qr_igemm_interleave4_avx512bw(uint32_t *d, const uint8_t *r0, const uint8_t *r1, const uint8_t *r2,
+                                   const uint8_t *r3, int64_t n, uint8_t flip);
+
+void qr_igemm_interleave4_ref(uint32_t *d, const uint8_t *r0, const uint8_t *r1, const uint8_t *r2,
+                              const uint8_t *r3, int64_t n, uint8_t flip)
+{
+    uint32_t x = flip * 0x01010101u;
+    for (int64_t i = 0; i < n; i++)
+        d[i] = ((uint32_t)r0[i] | (uint32_t)r1[i] << 8 | (uint32_t)r2[i] << 16 | (uint32_t)r3[i] << 24) ^ x;
+}
+
 static int has_avx512vnni(void)
 {
     return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
@@ -77,4 +88,14 @@ qr_igemm_fn qr_igemm_u8s8(void)
         if (kernels[i].cpu_has())
             return kernels[i].fn;
     return NULL;
+}
+
+qr_igemm_interleave_fn qr_igemm_interleave4(void)
+{
+    const char *force = getenv("QRL_IGEMM");
+    __builtin_cpu_init();
+    if (!qr_igemm_portable_forced() && (!force || !strcmp(force, "avx512vnni")) &&
+        __builtin_cpu_supports("avx512bw"))
+        return qr_igemm_interleave4_avx512bw;
+    return qr_igemm_interleave4_ref;
 }

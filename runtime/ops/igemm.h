@@ -34,6 +34,18 @@ int qr_igemm_portable_forced(void);
  * when this CPU lacks it or the name is unknown (tests run each one there is). */
 qr_igemm_fn qr_igemm_u8s8_isa(const char *isa);
 
+/* The packing's words from four rows of bytes (one group of four k):
+ * d[i] = (r0[i] | r1[i] << 8 | r2[i] << 16 | r3[i] << 24) ^ (flip * 0x01010101) for i < n,
+ * flip 0x80 turning i8 into u8. */
+typedef void (*qr_igemm_interleave_fn)(uint32_t *d, const uint8_t *r0, const uint8_t *r1, const uint8_t *r2,
+                                       const uint8_t *r3, int64_t n, uint8_t flip);
+/* The AVX-512BW one when the CPU has it (byte and word unpacks, eight at a time where the
+ * compiler's version widens each byte to a word on its own), else the portable one; QRL_IGEMM
+ * picks as for qr_igemm_u8s8 ("portable" forces the reference). */
+qr_igemm_interleave_fn qr_igemm_interleave4(void);
+void qr_igemm_interleave4_ref(uint32_t *d, const uint8_t *r0, const uint8_t *r1, const uint8_t *r2,
+                              const uint8_t *r3, int64_t n, uint8_t flip);
+
 /* The portable reference of the same contract (tests compare every ISA's kernel with it). */
 void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
                        const uint8_t *b, int64_t k4, int64_t n);

@@ -148,3 +148,42 @@ TARGET void qr_igemm_u8s8_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t
     for (int64_t j = 0; j < n; j += 32)
         strip(c, c_rs, a, init, m0, m1, b, k4, n, j);
 }
+
+/* Four rows of bytes into the packing's words (igemm.h), 64 columns a step: bytes paired by
+ * vpunpck*bw, pairs by vpunpck*wd (within 128-bit lanes), then the lanes put in column order
+ * by a 4x4 transpose of lanes; the last columns under masks. Needs AVX-512BW only. */
+#define TARGET_BW __attribute__((target("avx512f,avx512bw")))
+TARGET_BW static inline void interleave64(uint32_t *d, __m512i a, __m512i b, __m512i c, __m512i e, __m512i x,
+                                          int64_t left)
+{
+    __m512i ab0 = _mm512_unpacklo_epi8(a, b), ab1 = _mm512_unpackhi_epi8(a, b);
+    __m512i ce0 = _mm512_unpacklo_epi8(c, e), ce1 = _mm512_unpackhi_epi8(c, e);
+    __m512i w0 = _mm512_unpacklo_epi16(ab0, ce0), w1 = _mm512_unpackhi_epi16(ab0, ce0);
+    __m512i w2 = _mm512_unpacklo_epi16(ab1, ce1), w3 = _mm512_unpackhi_epi16(ab1, ce1);
+    __m512i t0 = _mm512_shuffle_i32x4(w0, w1, 0x44), t1 = _mm512_shuffle_i32x4(w0, w1, 0xEE);
+    __m512i t2 = _mm512_shuffle_i32x4(w2, w3, 0x44), t3 = _mm512_shuffle_i32x4(w2, w3, 0xEE);
+    __m512i o[4] = {_mm512_shuffle_i32x4(t0, t2, 0x88), _mm512_shuffle_i32x4(t0, t2, 0xDD),
+                    _mm512_shuffle_i32x4(t1, t3, 0x88), _mm512_shuffle_i32x4(t1, t3, 0xDD)};
+    for (int q = 0; q < 4; q++) {
+        __m512i v = _mm512_xor_si512(o[q], x);
+        if (left >= 64)
+            _mm512_storeu_si512((void *)(d + 16 * q), v);
+        else
+            _mm512_mask_storeu_epi32(d + 16 * q, cols_mask(left - 16 * q), v);
+    }
+}
+
+TARGET_BW void qr_igemm_interleave4_avx512bw(uint32_t *d, const uint8_t *r0, const uint8_t *r1, const uint8_t *r2,
+                                             const uint8_t *r3, int64_t n, uint8_t flip)
+{
+    __m512i x = _mm512_set1_epi8((char)flip);
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        interleave64(d + i, _mm512_loadu_si512((const void *)(r0 + i)), _mm512_loadu_si512((const void *)(r1 + i)),
+                     _mm512_loadu_si512((const void *)(r2 + i)), _mm512_loadu_si512((const void *)(r3 + i)), x, 64);
+    if (i < n) {
+        __mmask64 m = ((__mmask64)1 << (n - i)) - 1; /* n - i < 64 */
+        interleave64(d + i, _mm512_maskz_loadu_epi8(m, r0 + i), _mm512_maskz_loadu_epi8(m, r1 + i),
+                     _mm512_maskz_loadu_epi8(m, r2 + i), _mm512_maskz_loadu_epi8(m, r3 + i), x, n - i);
+    }
+}

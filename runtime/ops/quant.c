@@ -862,7 +862,7 @@ static void iconv_set_out(qr_kctx *k, const iconv *cv, qr_dtype t)
  * built without a test, a loop GCC vectorizes; a row of padding reads zrow
  * (W bytes of xz ^ flip), so it needs no test either. */
 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) static void pack_image_u8(const qr_conv_geom *g, const uint8_t *xg, int64_t cg, uint8_t xz, uint8_t flip,
-                          uint8_t *colp, int64_t n16, const uint8_t *zrow)
+                          uint8_t *colp, int64_t n16, const uint8_t *zrow, qr_igemm_interleave_fn interleave)
 {
     const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0],
                   KW = g->kernel[1];
@@ -898,11 +898,10 @@ __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) static void 
             for (int64_t ox = 0; ox < OW; ox++) {
                 if (ox == lo) { /* the inside: no tests */
                     const uint8_t *r0 = r[0] + x0[0], *r1 = r[1] + x0[1], *r2 = r[2] + x0[2], *r3 = r[3] + x0[3];
-                    if (s1 == 1)
-                        for (; ox < hi; ox++)
-                            d[ox] = ((uint32_t)r0[ox] | (uint32_t)r1[ox] << 8 | (uint32_t)r2[ox] << 16 |
-                                     (uint32_t)r3[ox] << 24) ^ flip4;
-                    else if (s1 == 2) /* a constant stride: even bytes, a loop GCC vectorizes */
+                    if (s1 == 1) {
+                        interleave(d + ox, r0 + ox, r1 + ox, r2 + ox, r3 + ox, hi - ox, flip);
+                        ox = hi;
+                    } else if (s1 == 2) /* a constant stride: even bytes, a loop GCC vectorizes */
                         for (; ox < hi; ox++)
                             d[ox] = ((uint32_t)r0[2 * ox] | (uint32_t)r1[2 * ox] << 8 | (uint32_t)r2[2 * ox] << 16 |
                                      (uint32_t)r3[2 * ox] << 24) ^ flip4;
@@ -933,6 +932,7 @@ typedef struct u8conv_job {
     const int32_t *init;  /* m: bias - x_zero * sum(w) */
     int32_t *acc;
     qr_igemm_fn fn;
+    qr_igemm_interleave_fn interleave; /* four rows of bytes into words */
     int64_t k4, n16;
     uint8_t *colp;        /* slots x k4 x n16 */
     int64_t *offs;        /* slots x small_n */
@@ -965,21 +965,23 @@ __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) static void 
 
 /* The packed [K/4][N16][4] im2col over the padded planes: for each window position q, its byte
  * for output column j (= oy * Wp + ox) is xpad[off(q) + j], one run per q. */
-__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) static void pack_padded(const u8conv_job *j, int64_t cg, const uint8_t *xpad, uint8_t *colp)
+static void pack_padded(const u8conv_job *j, int64_t cg, const uint8_t *xpad, uint8_t *colp)
 {
     const qr_conv_geom *g = &j->cv->g;
     const int64_t KH = g->kernel[0], KW = g->kernel[1], ck = cg * KH * KW, np = j->npad;
+    int64_t c = 0, ky = 0, kx = 0; /* window position q as channel, row, column: counted, not divided */
     for (int64_t q0 = 0; q0 < ck; q0 += 4) {
         const uint8_t *r[4];
         for (int t = 0; t < 4; t++) {
-            int64_t q = q0 + t < ck ? q0 + t : q0; /* past K the weights are 0: any byte does */
-            int64_t c = q / (KH * KW), ky = q / KW % KH, kx = q % KW;
+            if (q0 + t >= ck) { /* past K the weights are 0: any byte does */
+                r[t] = r[0];
+                continue;
+            }
             r[t] = xpad + (c * j->hp + ky * g->dilation[0]) * j->wp_ + kx * g->dilation[1];
+            if (++kx == KW && (kx = 0, ++ky == KH))
+                ky = 0, c++;
         }
-        const uint8_t *r0 = r[0], *r1 = r[1], *r2 = r[2], *r3 = r[3];
-        uint32_t *d = (uint32_t *)(colp + q0 * j->n16p);
-        for (int64_t i = 0; i < np; i++)
-            d[i] = (uint32_t)r0[i] | (uint32_t)r1[i] << 8 | (uint32_t)r2[i] << 16 | (uint32_t)r3[i] << 24;
+        j->interleave((uint32_t *)(colp + q0 * j->n16p), r[0], r[1], r[2], r[3], np, 0);
     }
 }
 
@@ -1009,7 +1011,7 @@ static void u8conv_image(const u8conv_job *j, int64_t n, uint8_t *colp, int64_t 
             continue;
         }
         if (g->r == 2) /* images: rows and columns of each window position directly */
-            pack_image_u8(g, xg, cg, j->xz, j->flip, colp, j->n16, j->zrow);
+            pack_image_u8(g, xg, cg, j->xz, j->flip, colp, j->n16, j->zrow, j->interleave);
         else
             for (int64_t kf = 0; kf < g->kernel_n; kf++) {
                 qr_conv_offsets(g, kf, offs);
@@ -1079,7 +1081,7 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
             init[m] = (int32_t)(b0 - (uint32_t)xz * sum);
         }
     }
-    u8conv_job j = {cv, x->data, (uint8_t)xz, flip, wp, init, acc, fn, k4, n16, NULL, NULL, NULL};
+    u8conv_job j = {cv, x->data, (uint8_t)xz, flip, wp, init, acc, fn, qr_igemm_interleave4(), k4, n16, NULL, NULL, NULL};
     int64_t mg = cv->m / cv->group;
     if (g->r == 2 && g->stride[0] == 1 && g->stride[1] == 1) {
         /* padded planes, when the junk columns cost at most half more (a 3x3 window on 7x7: 9/7) */

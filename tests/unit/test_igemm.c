@@ -133,6 +133,31 @@ static void assert_same_both_ways(const char *op, const qr_tensor *x, const qr_t
     qr_tensor_free(&slow);
 }
 
+/* The interleave of four byte rows into the packing's words (the im2col's inner step), on every
+ * length around its 64-column step and with and without the i8 flip, against the reference. */
+Test(igemm, interleave_matches_the_reference)
+{
+    uint8_t r[4][200];
+    uint32_t want[201], got[201];
+    unsigned seed = 17;
+    for (int t = 0; t < 4; t++)
+        for (int i = 0; i < 200; i++)
+            r[t][i] = (uint8_t)(rnd(&seed) & 0xff);
+    qr_igemm_interleave_fn fn = qr_igemm_interleave4();
+    for (int flip = 0; flip <= 0x80; flip += 0x80)
+        for (int64_t n = 0; n <= 200; n++) {
+            memset(want, 0xab, sizeof want);
+            memset(got, 0xab, sizeof got);
+            qr_igemm_interleave4_ref(want, r[0], r[1], r[2], r[3], n, (uint8_t)flip);
+            fn(got, r[0], r[1], r[2], r[3], n, (uint8_t)flip);
+            for (int64_t i = 0; i <= n && i < 201; i++)
+                cr_assert_eq(got[i], want[i], "n %lld, flip %d, word %lld: %08x vs %08x", (long long)n, flip,
+                             (long long)i, got[i], want[i]);
+        }
+    cr_assert_eq(want[0], ((uint32_t)r[0][0] | (uint32_t)r[1][0] << 8 | (uint32_t)r[2][0] << 16 |
+                           (uint32_t)r[3][0] << 24) ^ 0x80808080u);
+}
+
 Test(igemm, conv_integer_on_the_microkernel_matches_the_portable_path)
 {
     if (!qr_igemm_u8s8()) {
