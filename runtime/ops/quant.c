@@ -958,8 +958,11 @@ __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) static void 
         for (int64_t y = 0; y < H; y++) {
             const uint8_t *src = xg + (c * H + y) * W;
             uint8_t *dst = xpad + (c * j->hp + y + pt) * j->wp_ + pl;
-            for (int64_t x = 0; x < W; x++)
-                dst[x] = src[x] ^ j->flip;
+            if (!j->flip) /* u8: libc's copy of a short row beats a loop with a scalar tail */
+                memcpy(dst, src, (size_t)W);
+            else
+                for (int64_t x = 0; x < W; x++)
+                    dst[x] = src[x] ^ j->flip;
         }
 }
 
