@@ -32,6 +32,7 @@ struct qr_exec {
     qr_pool *pool;
     qr_node_prof *prof; /* per node when opts.profile */
     qr_kcache *cache;   /* per node: what its kernel keeps across runs */
+    qr_kcache work;     /* the kernels' shared workspace (qr_kwork_get) */
 };
 
 static size_t default_budget;
@@ -162,6 +163,7 @@ void qr_exec_free(qr_exec *x)
     for (int i = 0; x->cache && i < x->nn; i++)
         free(x->cache[i].data);
     free(x->cache);
+    free(x->work.data);
     qr_pool_free(x->pool);
     free(x);
 }
@@ -276,7 +278,8 @@ static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_erro
     io->k = (qr_kctx){.node = n, .opset = n->opset, .n_in = n->n_in, .n_out = n->n_out,
                       .in = io->in, .out = io->out, .err = e, .pool = x->pool, .user = x->opts.kernel_user,
                       .scratch_max = budget(x),
-                      .cache = n->id >= 0 && n->id < x->nn && x->g->nodes[n->id] == n ? &x->cache[n->id] : NULL};
+                      .cache = n->id >= 0 && n->id < x->nn && x->g->nodes[n->id] == n ? &x->cache[n->id] : NULL,
+                      .work = &x->work};
     return QR_OK;
 }
 

@@ -1,5 +1,6 @@
 #include "op.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,6 +284,25 @@ void *qr_kcache_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
 void qr_kcache_done(qr_kctx *k, void *p)
 {
     if (!k->cache || k->cache->data != p)
+        free(p);
+}
+
+void *qr_kwork_get(qr_kctx *k, size_t bytes, const char *what)
+{
+    if (k->work && k->work->data && k->work->bytes >= bytes)
+        return k->work->data;
+    void *p = qr_kscratch(k, 1, (int64_t)(bytes > INT64_MAX ? INT64_MAX : bytes), 1, what);
+    if (p && k->work) {
+        free(k->work->data);
+        k->work->data = p;
+        k->work->bytes = bytes;
+    }
+    return p;
+}
+
+void qr_kwork_done(qr_kctx *k, void *p)
+{
+    if (!k->work || k->work->data != p)
         free(p);
 }
 

@@ -24,6 +24,7 @@ typedef struct qr_kctx {
     void *user;    /* qr_exec_opts.kernel_user: state of ops owned by a driver (e.g. the quantizer's SimQuant) */
     size_t scratch_max; /* the memory budget (--max-memory) for one kernel's scratch; 0: unbounded */
     struct qr_kcache *cache; /* the node's buffer kept across runs (qr_kcache_get); NULL: none */
+    struct qr_kcache *work;  /* the executor's workspace (qr_kwork_get); NULL: none */
 } qr_kctx;
 
 /* A node's buffer that lives as long as its executor (which frees it). */
@@ -82,6 +83,13 @@ int qr_op_list(const qr_op_def *const **defs);
  * like qr_kscratch; NULL with the error set. Give it back with qr_kcache_done. */
 void *qr_kcache_get(qr_kctx *k, size_t bytes, const char *what, int *fresh);
 void qr_kcache_done(qr_kctx *k, void *p);
+/* Scratch of bytes for this run of k's kernel (contents undefined) from the executor's workspace:
+ * one buffer its nodes share (they run one at a time), grown to the largest request and kept
+ * across runs, so the scratch costs no malloc and no fresh pages per run. Checked against the
+ * memory budget like qr_kscratch; NULL with the error set. Without an executor (k->work NULL)
+ * a fresh allocation. Give it back with qr_kwork_done. */
+void *qr_kwork_get(qr_kctx *k, size_t bytes, const char *what);
+void qr_kwork_done(qr_kctx *k, void *p);
 /* Whether input i of k's node is a graph constant (what qr_kcache_get may be derived from). */
 int qr_kinput_const(const qr_kctx *k, int i);
 

@@ -1097,20 +1097,33 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
         j.xpad_bytes = (cg * j.hp * j.wp_ + (g->kernel[1] - 1) * g->dilation[1] + 63) / 64 * 64;
     }
     int64_t cols = j.padded ? j.n16p : n16;
-    uint8_t *colp = qr_kscratch(k, k4 * slots, cols, 1, "packed im2col buffer");
-    int64_t *offs = colp ? malloc((size_t)(sn * slots) * sizeof(int64_t) + 1) : NULL;
-    uint8_t *zrow = offs ? malloc((size_t)(g->r == 2 ? g->big[1] : 0) + 1) : NULL;
-    uint8_t *xpad = zrow && j.padded ? qr_kscratch(k, slots, j.xpad_bytes, 1, "padded input") : NULL;
-    int32_t *accp = xpad ? qr_kscratch(k, slots * mg, j.npad, sizeof(int32_t), "padded accumulators") : NULL;
-    if (!colp || !offs || !zrow || (j.padded && (!xpad || !accp))) {
-        qr_kcache_done(k, packed);
-        free(colp);
-        free(offs);
-        free(zrow);
-        free(xpad);
-        return colp && offs && zrow ? QR_ERR : colp ? QR_KERR(k, "out of memory") : QR_ERR;
+    /* one workspace: per thread slot the packed im2col, the offsets table, and for padded planes
+     * the planes and the accumulators with junk columns; then a row of padding */
+    size_t at[6] = {0}, total = 0;
+    int64_t region[5][2] = {{k4 * slots, cols},
+                            {sn * slots, (int64_t)sizeof(int64_t)},
+                            {j.padded ? slots : 0, j.padded ? j.xpad_bytes : 0},
+                            {j.padded ? slots * mg : 0, j.padded ? j.npad * (int64_t)sizeof(int32_t) : 0},
+                            {1, g->r == 2 ? g->big[1] : 0}};
+    for (int r = 0; r < 5; r++) {
+        int64_t bytes;
+        if (__builtin_mul_overflow(region[r][0], region[r][1], &bytes) || bytes < 0 ||
+            __builtin_add_overflow(total, ((size_t)bytes + 63) / 64 * 64, &total)) {
+            qr_kcache_done(k, packed);
+            return QR_KERR(k, "out of memory budget: the integer convolution's scratch exceeds the address space");
+        }
+        at[r + 1] = total;
     }
-    memset(colp, 0, (size_t)(k4 * slots * cols)); /* rows past ck and columns past the outputs stay 0 */
+    uint8_t *work = qr_kwork_get(k, total, "integer convolution's scratch (packed im2col, planes)");
+    if (!work) {
+        qr_kcache_done(k, packed);
+        return QR_ERR;
+    }
+    /* rows past ck and columns past the outputs are never written: the weights there are 0 and
+     * the microkernels store only real columns, so their bytes do not matter */
+    uint8_t *colp = work + at[0], *xpad = j.padded ? work + at[2] : NULL, *zrow = work + at[4];
+    int64_t *offs = (int64_t *)(void *)(work + at[1]);
+    int32_t *accp = j.padded ? (int32_t *)(void *)(work + at[3]) : NULL;
     memset(zrow, (uint8_t)xz ^ flip, (size_t)(g->r == 2 ? g->big[1] : 0));
     j.n16 = cols;
     j.colp = colp;
@@ -1124,11 +1137,7 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
         for (int64_t n = 0; n < cv->n; n++)
             u8conv_image(&j, n, colp, offs, xpad, accp, k->pool);
     qr_kcache_done(k, packed);
-    free(colp);
-    free(offs);
-    free(zrow);
-    free(xpad);
-    free(accp);
+    qr_kwork_done(k, work);
     return QR_OK;
 }
 
