@@ -1054,6 +1054,64 @@ POOL_MAX_INT(u8, uint8_t, 0)
 POOL_MAX_INT(i8, int8_t, INT8_MIN)
 POOL_MAX_INT(f32, float, -INFINITY)
 
+/* The positions each output window counts (cnt[j], for an AveragePool's division): inside the
+ * input, or inside the input widened by its pads (count_include_pad). */
+static void pool_counts(const qr_kctx *k, const qr_conv_geom *g, int64_t *offs, int64_t *cnt)
+{
+    qr_conv_geom gp = *g;
+    if (qr_attr_i(k->node, "count_include_pad", 0))
+        for (int i = 0; i < g->r; i++) { /* the same windows over the input widened by the pads */
+            gp.big[i] = g->big[i] + g->pad_begin[i] + g->pad_end[i];
+            gp.pad_begin[i] = gp.pad_end[i] = 0;
+        }
+    for (int64_t j = 0; j < g->small_n; j++)
+        cnt[j] = 0;
+    for (int64_t kf = 0; kf < g->kernel_n; kf++) {
+        qr_conv_offsets(&gp, kf, offs);
+        for (int64_t j = 0; j < g->small_n; j++)
+            cnt[j] += offs[j] >= 0;
+    }
+}
+
+/* AveragePool of 8-bit integers (quantized data, the output on the input's qparams): exact
+ * integer sums divided with one rounding half to even, what the f64 path computes (its sums and
+ * quotient are exact enough: a tie is exactly representable, anything else is at least 1/(2n)
+ * away from one), without converting every element to f64. */
+#define POOL_AVG_INT(S, T, LO, HI)                                                                             \
+    static void pool_avg_##S(const qr_conv_geom *g, const T *x, T *y, int64_t planes, int64_t *offs,          \
+                             const int64_t *cnt, int64_t *acc)                                                 \
+    {                                                                                                          \
+        int64_t sn = g->small_n;                                                                               \
+        for (int64_t i = 0; i < planes * sn; i++)                                                              \
+            acc[i] = 0;                                                                                        \
+        for (int64_t kf = 0; kf < g->kernel_n; kf++) {                                                         \
+            qr_conv_offsets(g, kf, offs);                                                                      \
+            for (int64_t p = 0; p < planes; p++) {                                                             \
+                const T *xp = x + p * g->big_n;                                                                \
+                int64_t *ap = acc + p * sn;                                                                    \
+                for (int64_t j = 0; j < sn; j++)                                                               \
+                    if (offs[j] >= 0)                                                                          \
+                        ap[j] += xp[offs[j]];                                                                  \
+            }                                                                                                  \
+        }                                                                                                      \
+        for (int64_t p = 0; p < planes; p++)                                                                   \
+            for (int64_t j = 0; j < sn; j++) {                                                                 \
+                int64_t s = acc[p * sn + j], c = cnt[j], q, r;                                                 \
+                if (c <= 0) { /* a window of padding only: 0 / 0, which the f64 path stores as 0 */           \
+                    y[p * sn + j] = 0;                                                                         \
+                    continue;                                                                                  \
+                }                                                                                              \
+                q = s / c, r = s % c; /* truncated: r has s's sign */                                          \
+                if (r < 0)                                                                                     \
+                    q--, r += c; /* floor: 0 <= r < c */                                                       \
+                if (2 * r > c || (2 * r == c && (q & 1)))                                                      \
+                    q++;                                                                                       \
+                y[p * sn + j] = (T)(q < LO ? LO : q > HI ? HI : q);                                            \
+            }                                                                                                  \
+    }
+POOL_AVG_INT(u8, uint8_t, 0, 255)
+POOL_AVG_INT(i8, int8_t, -128, 127)
+
 static qr_status pool_run_common(qr_kctx *k, int is_max)
 {
     qr_conv_geom g;
@@ -1087,8 +1145,24 @@ static qr_status pool_run_common(qr_kctx *k, int is_max)
         free(o);
         return QR_OK;
     }
+    if (!is_max && x->dtype == y->dtype && (x->dtype == QR_U8 || x->dtype == QR_I8)) {
+        int64_t *ia = malloc((size_t)(planes * sn) * sizeof(int64_t) + 1), *io = malloc((size_t)sn * sizeof(int64_t) + 1),
+                *ic = malloc((size_t)sn * sizeof(int64_t) + 1);
+        int ok = ia && io && ic;
+        if (ok) {
+            pool_counts(k, &g, io, ic);
+            if (x->dtype == QR_U8)
+                pool_avg_u8(&g, x->data, y->data, planes, io, ic, ia);
+            else
+                pool_avg_i8(&g, x->data, y->data, planes, io, ic, ia);
+        }
+        free(io);
+        free(ic);
+        free(ia);
+        return ok ? QR_OK : QR_KERR(k, "out of memory");
+    }
     double *xd = to_f64(x), *acc = malloc((size_t)(planes * sn) * sizeof(double) + 1);
-    double *cnt = malloc((size_t)sn * sizeof(double) + 1);
+    int64_t *cnt = malloc((size_t)sn * sizeof(int64_t) + 1);
     int64_t *offs = malloc((size_t)sn * sizeof(int64_t) + 1);
     int64_t *arg = yi ? yi->data : NULL;
     if (!xd || !acc || !cnt || !offs) {
@@ -1100,8 +1174,6 @@ static qr_status pool_run_common(qr_kctx *k, int is_max)
     }
     for (int64_t i = 0; i < planes * sn; i++)
         acc[i] = is_max ? -INFINITY : 0;
-    for (int64_t j = 0; j < sn; j++)
-        cnt[j] = 0;
     if (arg)
         for (int64_t i = 0; i < planes * sn; i++)
             arg[i] = -1;
@@ -1109,8 +1181,6 @@ static qr_status pool_run_common(qr_kctx *k, int is_max)
      * size at a time. Strict > keeps the first maximum in window order. */
     for (int64_t kf = 0; kf < g.kernel_n; kf++) {
         qr_conv_offsets(&g, kf, offs);
-        for (int64_t j = 0; j < sn; j++)
-            cnt[j] += offs[j] >= 0;
         for (int64_t p = 0; p < planes; p++) {
             const double *xp = xd + p * g.big_n;
             double *ap = acc + p * sn;
@@ -1129,26 +1199,10 @@ static qr_status pool_run_common(qr_kctx *k, int is_max)
         }
     }
     if (!is_max) {
-        if (qr_attr_i(k->node, "count_include_pad", 0)) {
-            /* Divide by the window's positions inside the padded input: the
-             * same windows over an input widened by the pads, whose origin
-             * is the start of the begin padding. */
-            qr_conv_geom gp = g;
-            for (int i = 0; i < g.r; i++) {
-                gp.big[i] = g.big[i] + g.pad_begin[i] + g.pad_end[i];
-                gp.pad_begin[i] = gp.pad_end[i] = 0;
-            }
-            for (int64_t j = 0; j < sn; j++)
-                cnt[j] = 0;
-            for (int64_t kf = 0; kf < g.kernel_n; kf++) {
-                qr_conv_offsets(&gp, kf, offs);
-                for (int64_t j = 0; j < sn; j++)
-                    cnt[j] += offs[j] >= 0;
-            }
-        }
+        pool_counts(k, &g, offs, cnt);
         for (int64_t p = 0; p < planes; p++)
             for (int64_t j = 0; j < sn; j++)
-                acc[p * sn + j] /= cnt[j];
+                acc[p * sn + j] /= (double)cnt[j];
     }
     store_f64(y, acc, planes * sn);
     if (arg) {

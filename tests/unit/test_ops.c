@@ -273,6 +273,66 @@ Test(ops, maxpool_on_8bit_integers_matches_f32)
     check_maxpool_8bit(4, 6, 8, 3, 2, 3, 2, no_pads, 0);
 }
 
+/* AveragePool on u8 and i8 (integer sums, one rounding half to even) against the f32 kernel
+ * (which the ONNX conformance data checks) on the same values, rounded half to even here:
+ * padding counted or not, ceil mode, a window of 2x2 and of 3x3 (no near-ties at these counts). */
+static void check_avgpool_8bit(int64_t k, int64_t st, int64_t pad, int include_pad, int ceil_mode)
+{
+    enum { C = 3, H = 7, W = 6 };
+    float xf[C * H * W];
+    uint8_t xu[C * H * W];
+    int8_t xs[C * H * W];
+    unsigned seed = 11;
+    for (int i = 0; i < C * H * W; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int v = (int)((seed >> 16) % 256);
+        xu[i] = (uint8_t)v;
+        xs[i] = (int8_t)(v - 128);
+    }
+    int64_t ks[2] = {k, k}, sts[2] = {st, st}, pads[4] = {pad, pad, pad, pad};
+    qr_attr attrs[5] = {{.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
+                        {.name = "strides", .kind = QR_ATTR_INTS, .n = 2, .ints = sts},
+                        {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pads},
+                        {.name = "count_include_pad", .kind = QR_ATTR_INT, .i = include_pad},
+                        {.name = "ceil_mode", .kind = QR_ATTR_INT, .i = ceil_mode}};
+    int ties = 0;
+    for (int signed8 = 0; signed8 < 2; signed8++) {
+        for (int i = 0; i < C * H * W; i++)
+            xf[i] = signed8 ? (float)xs[i] : (float)xu[i];
+        qr_tensor tf = {.dtype = QR_F32, .ndim = 4, .dims = {1, C, H, W}, .data = xf};
+        qr_tensor ti = {.dtype = signed8 ? QR_I8 : QR_U8, .ndim = 4, .dims = {1, C, H, W},
+                        .data = signed8 ? (void *)xs : (void *)xu};
+        const qr_tensor *inf[1] = {&tf}, *ini[1] = {&ti};
+        qr_tensor yf, yi;
+        qr_error e;
+        cr_assert_eq(run_op("AveragePool", attrs, 5, inf, 1, &yf, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(run_op("AveragePool", attrs, 5, ini, 1, &yi, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_tensor_numel(&yf), qr_tensor_numel(&yi));
+        for (int64_t i = 0; i < qr_tensor_numel(&yf); i++) {
+            float mean = ((float *)yf.data)[i];
+            ties += mean - floorf(mean) == 0.5f;
+            float want = nearbyintf(mean);
+            float got = signed8 ? (float)((int8_t *)yi.data)[i] : (float)((uint8_t *)yi.data)[i];
+            cr_assert_eq(got, want, "%s %lldx%lld/%lld pads %lld include %d: element %lld: %g, mean %g",
+                         signed8 ? "i8" : "u8", (long long)k, (long long)k, (long long)st, (long long)pad, include_pad,
+                         (long long)i, got, (double)mean);
+        }
+        qr_tensor_free(&yf);
+        qr_tensor_free(&yi);
+    }
+    if (k == 2)
+        cr_assert(ties > 0, "2x2 windows give some exact halves (the rounding is tested)");
+}
+
+Test(ops, averagepool_on_8bit_integers_rounds_half_to_even)
+{
+    check_avgpool_8bit(3, 2, 1, 0, 0);
+    check_avgpool_8bit(3, 2, 1, 1, 0);
+    check_avgpool_8bit(3, 2, 1, 0, 1);
+    check_avgpool_8bit(2, 2, 0, 0, 1);
+    check_avgpool_8bit(2, 1, 1, 1, 0);
+}
+
 /* A depthwise float Conv (its own kernels: strided, and stride 1 over padded planes) against the
  * definition summed in double here: dilations, asymmetric pads, a bias, values of both signs; two
  * images. */
