@@ -730,18 +730,37 @@ static double rule_table(void *user, double v)
     return t->a->table(&t->rt, t->mt, v);
 }
 
+static qr_status body_table_with(builder *b, const qr_affine *a, const qr_node *n, const qr_slot *xs, int32_t *out,
+                                 int *ok, int32_t *xv, int32_t *zero, double *scale);
+
 /* A same-rule's body as a table: elem runs on every integer of x, with the
  * node's other inputs (scalar constants) quantized on x's qparams. */
 static qr_status body_table(builder *b, const qr_affine *a, const qr_node *n, const qr_slot *xs, int32_t *out,
                             int *ok)
 {
+    *ok = 0;
+    if (n->n_in < a->ninputs || n->n_in < 1)
+        return QR_OK;
+    /* one slot per input of the node, however many it has */
+    size_t ni = (size_t)n->n_in;
+    int32_t *xv = calloc(2 * ni, sizeof *xv), *zero = xv + ni;
+    double *scale = malloc(ni * sizeof *scale);
+    if (!xv || !scale) {
+        free(xv);
+        free(scale);
+        return qr_errorf(b->e, "out of memory");
+    }
+    qr_status st = body_table_with(b, a, n, xs, out, ok, xv, zero, scale);
+    free(xv);
+    free(scale);
+    return st;
+}
+
+static qr_status body_table_with(builder *b, const qr_affine *a, const qr_node *n, const qr_slot *xs, int32_t *out,
+                                 int *ok, int32_t *xv, int32_t *zero, double *scale)
+{
     qr_aff_view av;
     qr_aff_view_init(&av, b->q->g, n);
-    int32_t xv[16] = {0}, zero[16];
-    double scale[16];
-    *ok = 0;
-    if (n->n_in > 16 || n->n_in < a->ninputs)
-        return QR_OK;
     for (int j = 0; j < n->n_in; j++) {
         zero[j] = (int32_t)xs->qp.zero;
         scale[j] = xs->qp.scale;
@@ -818,7 +837,26 @@ static qr_status pad_pool_with_zero(builder *b, qr_node *n, qr_dtype t, int64_t 
     return QR_OK;
 }
 
+static qr_status lower_affine_with(builder *b, int node, qr_value **xi, const qr_slot **xsl, qr_value **yo);
+
+/* xi, xsl: per input of the node; yo: per output; as many as it has (a Concat of hundreds). */
 static qr_status lower_affine(builder *b, int node)
+{
+    const qr_qctx *q = b->q;
+    const qr_node *on = q->g->nodes[node];
+    const qr_node *n = b->d->nodes[q->qnode[node]];
+    size_t nin = (size_t)(on->n_in > n->n_in ? on->n_in : n->n_in) + 1;
+    size_t nout = (size_t)(on->n_out > n->n_out ? on->n_out : n->n_out) + 1;
+    qr_value **xi = calloc(nin, sizeof *xi), **yo = calloc(nout, sizeof *yo);
+    const qr_slot **xsl = calloc(nin, sizeof *xsl);
+    qr_status st = xi && yo && xsl ? lower_affine_with(b, node, xi, xsl, yo) : qr_errorf(b->e, "out of memory");
+    free(xi);
+    free(yo);
+    free(xsl);
+    return st;
+}
+
+static qr_status lower_affine_with(builder *b, int node, qr_value **xi, const qr_slot **xsl, qr_value **yo)
 {
     const qr_qctx *q = b->q;
     const qr_node *on = q->g->nodes[node];
@@ -830,10 +868,8 @@ static qr_status lower_affine(builder *b, int node)
     if (!a || !ys || !yi)
         return QR_OK;
     /* the data inputs' integers (the originals' ids: n reads their DequantizeLinear outputs) */
-    qr_value *xi[16] = {0};
-    const qr_slot *xsl[16] = {0};
     int ndata = 0, first = -1;
-    for (int j = 0; j < on->n_in && j < 16; j++) {
+    for (int j = 0; j < on->n_in; j++) {
         const qr_value *v = on->in[j];
         if (!v || v->is_const)
             continue;
@@ -845,7 +881,7 @@ static qr_status lower_affine(builder *b, int node)
             first = j;
         ndata++;
     }
-    if (first < 0 || on->n_in > 16)
+    if (first < 0)
         return QR_OK;
     qr_dtype t = q->act_dtype;
     char name[512];
@@ -898,8 +934,8 @@ static qr_status lower_affine(builder *b, int node)
         runs_as(b, yid, "%s as a lookup table", n->op);
         return QR_OK;
     }
-    qr_value *yo[16] = {yi}; /* every output's integers (Split: all on the first one's qparams) */
-    int multi_ok = n->n_out <= 16 && (n->n_out == 1 || a->kind == 0);
+    yo[0] = yi; /* every output's integers (Split: all on the first one's qparams) */
+    int multi_ok = n->n_out == 1 || a->kind == 0;
     for (int j = 1; multi_ok && j < n->n_out; j++) {
         const qr_slot *sj = on->out[j] ? slot_for(q, on->out[j]->id) : NULL;
         multi_ok = sj && (yo[j] = int_of(b, on->out[j]->id)) && sj->qp.scale == ys->qp.scale &&
@@ -915,7 +951,7 @@ static qr_status lower_affine(builder *b, int node)
     }
     /* the op on the integers, inputs on the output's qparams; a float constant operand of the
      * output's rank (Concat's padding channels) is data too: its integers on those qparams */
-    for (int j = 0; j < on->n_in && j < 16; j++) {
+    for (int j = 0; j < on->n_in; j++) {
         const qr_value *c = on->in[j];
         if (xi[j]) {
             qr_value *r = requantized(b, xi[j], xsl[j], ys, yi->q);
@@ -985,7 +1021,9 @@ static qr_status lower_affine(builder *b, int node)
         yo[j]->producer = n;
     }
     b->ig->int_ops++;
-    runs_as(b, yid, "%s on the integers", n->op);
+    for (int j = 0; j < on->n_out; j++) /* each output (Split's) */
+        if (on->out[j])
+            runs_as(b, on->out[j]->id, "%s on the integers", n->op);
     return QR_OK;
 }
 

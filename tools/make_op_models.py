@@ -345,7 +345,17 @@ def _():
     # axis 0: a constant cannot have the batch dimension of the samples on any other axis
     d = unary("concat_const", "Concat axis=0 of an activation and a constant [2,4,6,6]", S, "Concat", {"axis": 0},
               extra_inputs=(f32(rng.normal(0, 1, (2, 4, 6, 6))),))
-    return [c, d]
+    # wider than any fixed array of the lowering (once 16 inputs): 20 activations on ranges up to 4x apart,
+    # concatenated in another order
+    w = Case("concat_wide", "Concat axis=1 of 20 activations with ranges up to 4x apart")
+    parts, w.ndim = [], {}
+    for i in range(20):
+        xi = w.input("x%d" % i, (2, 4, 4), 0.1 * (i % 5) - 0.2, 1.0)
+        w.ndim[xi] = 4
+        parts.append(w.pre(xi, 2, "pre_%d" % i, gain=1.0 + 3.0 * (i % 4) / 3))
+    w.nodes.append(H("Concat", parts[7:] + parts[:7], ["y"], name="op", axis=1))
+    w.output("y")
+    return [c, d, w]
 
 
 # ------------------------------------------------------------ fused patterns

@@ -14,8 +14,9 @@
  *
  * Checks per case and recipe (the names the expected-failures list uses):
  *   quantize        `qrl quantize` succeeds
- *   quantized       no node, island or fallback in f32 (unless the case says
- *                   staying f32 is fine: fallback_ok in cases.tsv)
+ *   quantized       no node, island or fallback in f32, no tensor the report
+ *                   says runs in f32 in the integer graph (unless the case
+ *                   says staying f32 is fine: fallback_ok in cases.tsv)
  *   ort-export      SQNR(b) >= the case's bound, b within 1 step of the oracle
  *   qrl-run-export  SQNR(c) >= bound, c within 1 step of b and of the oracle
  *   intgraph        SQNR(d) >= bound, d within 1 step of b and of the oracle
@@ -388,7 +389,7 @@ static int prepare(opcase *cs)
     }
     int njobs = 0;
     for (int i = 0; i < ncases; i++) {
-        char cdir[1200], calib[2048], test[2048], ort_in[2048];
+        char cdir[1200], calib[8192], test[8192], ort_in[8192]; /* 20 inputs: concat_wide */
         snprintf(cdir, sizeof cdir, "%s/models/%s", wd, cs[i].name);
         bind_args(&cs[i], "--calib", cdir, "calib", calib, sizeof calib);
         bind_args(&cs[i], "-i", cdir, "test", test, sizeof test);
@@ -407,7 +408,7 @@ static int prepare(opcase *cs)
             }
             fprintf(j,
                     "cd '%s' || exit 1\nQ='%s'\nR='%s'\nmkdir -p \"$R\"\n"
-                    "\"$Q\" quantize %s/model.onnx --recipe %s%s -o \"$R/export.onnx\" >\"$R/quantize.log\" 2>&1\n"
+                    "\"$Q\" quantize %s/model.onnx --recipe %s%s -o \"$R/export.onnx\" --report \"$R/report.json\" >\"$R/quantize.log\" 2>&1\n"
                     "echo $? >\"$R/quantize.rc\"\n"
                     "if [ -f \"$R/export.onnx\" ]; then\n"
                     "  \"$Q\" run \"$R/export.onnx\"%s -o \"$R/qrl_run_export\" >\"$R/qrl_run_export.log\" 2>&1\n"
