@@ -33,7 +33,16 @@ struct qr_exec {
     qr_node_prof *prof; /* per node when opts.profile */
     qr_kcache *cache;   /* per node: what its kernel keeps across runs */
     qr_kcache work;     /* the kernels' shared workspace (qr_kwork_get) */
+    /* a node's kernel context, sized once by the graph's widest node (no allocation per node):
+     * io_in past the node's inputs is NULL up to io_nin; io_hi: the last node's input count */
+    const qr_tensor **io_in;
+    qr_tensor **io_out, *io_scratch;
+    int io_nin, io_nout, io_hi;
 };
+
+/* Kernels may read a few optional inputs past the node's own: slots up to this many are always there. */
+#define IO_MIN_IN 64
+#define IO_MIN_OUT 16
 
 static size_t default_budget;
 
@@ -104,8 +113,19 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     x->plan_inputs = calloc((size_t)g->n_inputs + 1, sizeof *x->plan_inputs);
     x->prof = x->opts.profile ? calloc(nn, sizeof *x->prof) : NULL;
     x->cache = calloc(nn, sizeof *x->cache);
+    x->io_nin = IO_MIN_IN;
+    x->io_nout = IO_MIN_OUT;
+    for (int n = 0; n < x->nn; n++) {
+        if (g->nodes[n]->n_in > x->io_nin)
+            x->io_nin = g->nodes[n]->n_in;
+        if (g->nodes[n]->n_out > x->io_nout)
+            x->io_nout = g->nodes[n]->n_out;
+    }
+    x->io_in = calloc((size_t)x->io_nin, sizeof *x->io_in);
+    x->io_out = calloc((size_t)x->io_nout, sizeof *x->io_out);
+    x->io_scratch = calloc((size_t)x->io_nout, sizeof *x->io_scratch);
     if (!x->vt || !x->kind || !x->last_use || !x->offset || !x->planned || !x->node_done || !x->plan_inputs ||
-        (x->opts.profile && !x->prof) || !x->cache) {
+        (x->opts.profile && !x->prof) || !x->cache || !x->io_in || !x->io_out || !x->io_scratch) {
         qr_exec_free(x);
         return qr_errorf(e, "out of memory");
     }
@@ -164,6 +184,9 @@ void qr_exec_free(qr_exec *x)
         free(x->cache[i].data);
     free(x->cache);
     free(x->work.data);
+    free(x->io_in);
+    free(x->io_out);
+    free(x->io_scratch);
     qr_pool_free(x->pool);
     free(x);
 }
@@ -256,23 +279,31 @@ static qr_status check_inputs(qr_exec *x, const qr_tensor *inputs, qr_error *e)
     return QR_OK;
 }
 
-/* Builds the kernel context of node n over x->vt; absent outputs get scratch tensors. */
+/* Builds the kernel context of node n over x->vt; absent outputs get scratch tensors.
+ * The arrays are the executor's, sized by its graph's widest node: one node at a time. */
 typedef struct node_io {
-    const qr_tensor *in[64];
-    qr_tensor *out[16];
-    qr_tensor scratch[16];
+    const qr_tensor **in;
+    qr_tensor **out;
+    qr_tensor *scratch;
     qr_kctx k;
 } node_io;
 
 static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_error *e)
 {
-    if (n->n_in > 64 || n->n_out > 16)
-        return qr_errorf(e, "node '%s' (%s): too many inputs or outputs", n->name, n->op);
-    memset(io->scratch, 0, sizeof io->scratch);
-    /* Past n_in the slots are NULL, so a kernel reading an input the node does not have sees "absent". */
-    memset(io->in, 0, sizeof io->in);
+    if (n->n_in > x->io_nin || n->n_out > x->io_nout) /* a node added to the graph after qr_exec_new */
+        return qr_errorf(e, "node '%s' (%s): %d inputs and %d outputs, more than when the executor was made", n->name,
+                         n->op, n->n_in, n->n_out);
+    io->in = x->io_in;
+    io->out = x->io_out;
+    io->scratch = x->io_scratch;
+    memset(io->scratch, 0, sizeof *io->scratch * (size_t)n->n_out);
+    /* Past n_in the slots are NULL, so a kernel reading an input the node does not have sees "absent":
+     * only those the last node set are cleared (no pass over the widest node's slots per node). */
     for (int j = 0; j < n->n_in; j++)
         io->in[j] = n->in[j] ? &x->vt[n->in[j]->id] : NULL;
+    for (int j = n->n_in; j < x->io_hi; j++)
+        io->in[j] = NULL;
+    x->io_hi = n->n_in;
     for (int j = 0; j < n->n_out; j++)
         io->out[j] = n->out[j] ? &x->vt[n->out[j]->id] : &io->scratch[j];
     io->k = (qr_kctx){.node = n, .opset = n->opset, .n_in = n->n_in, .n_out = n->n_out,

@@ -90,15 +90,70 @@ static int op_shape_only(const qr_node *n)
     return !n->domain[0] && (strcmp(n->op, "Shape") == 0 || strcmp(n->op, "Size") == 0);
 }
 
+typedef struct kargs kargs;
+static qr_status infer_and_fold(qr_graph *g, kargs *ka, qr_error *e);
+
+/* A kernel's argument arrays for every node of a graph, sized once by its widest node. Kernels may
+ * read optional inputs past a node's own: at least 64 input slots, and those past the node's inputs
+ * are NULL (kargs_clear_past clears only what the node before set). */
+typedef struct kargs {
+    const qr_tensor **in;
+    qr_tensor *out, **outp;
+    int hi;
+} kargs;
+
+static int kargs_new(const qr_graph *g, kargs *a)
+{
+    int nin = 64, nout = 16;
+    for (int i = 0; i < g->n_nodes; i++) {
+        nin = g->nodes[i]->n_in > nin ? g->nodes[i]->n_in : nin;
+        nout = g->nodes[i]->n_out > nout ? g->nodes[i]->n_out : nout;
+    }
+    a->in = calloc((size_t)nin, sizeof *a->in);
+    a->out = calloc((size_t)nout, sizeof *a->out);
+    a->outp = calloc((size_t)nout, sizeof *a->outp);
+    a->hi = 0;
+    if (a->in && a->out && a->outp)
+        return 1;
+    free(a->in);
+    free(a->out);
+    free(a->outp);
+    return 0;
+}
+
+static void kargs_free(kargs *a)
+{
+    free(a->in);
+    free(a->out);
+    free(a->outp);
+}
+
+/* After in[0..n_in) is set: the slots past it, up to what the node before set, back to NULL. */
+static void kargs_clear_past(kargs *a, int n_in)
+{
+    for (int j = n_in; j < a->hi; j++)
+        a->in[j] = NULL;
+    a->hi = n_in;
+}
+
 qr_status qr_pass_infer_and_fold(qr_graph *g, qr_error *e)
+{
+    kargs ka;
+    if (!kargs_new(g, &ka))
+        return qr_errorf(e, "out of memory");
+    qr_status st = infer_and_fold(g, &ka, e);
+    kargs_free(&ka);
+    return st;
+}
+
+static qr_status infer_and_fold(qr_graph *g, kargs *ka, qr_error *e)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         qr_node *n = g->nodes[i];
-        if (n->dead || !n->def || n->n_in > 64 || n->n_out > 16)
+        if (n->dead || !n->def)
             continue;
-        const qr_tensor *in[64] = {0};
-        qr_tensor out[16] = {{0}};
-        qr_tensor *outp[16];
+        const qr_tensor **in = ka->in;
+        qr_tensor *out = ka->out, **outp = ka->outp;
         int shapes = 1, consts = 1;
         for (int j = 0; j < n->n_in; j++) {
             qr_value *v = n->in[j];
@@ -108,6 +163,8 @@ qr_status qr_pass_infer_and_fold(qr_graph *g, qr_error *e)
             if (v && !v->is_const)
                 consts = 0;
         }
+        kargs_clear_past(ka, n->n_in);
+        memset(out, 0, sizeof *out * (size_t)n->n_out);
         if (!shapes)
             continue;
         if (op_shape_only(n))
@@ -321,6 +378,7 @@ qr_status qr_pass_fold_batchnorm(qr_graph *g, qr_error *e)
 static void sym_run(const qr_graph *g, qr_tensor *vt, int64_t base)
 {
     int k_sym = 0;
+    kargs ka;
     for (int i = 0; i < g->n_values; i++) {
         qr_value *v = g->values[i];
         qr_tensor *t = &vt[i];
@@ -335,12 +393,14 @@ static void sym_run(const qr_graph *g, qr_tensor *vt, int64_t base)
                 t->dims[d] = v->t.dims[d] >= 0 ? v->t.dims[d] : base + k_sym++;
         }
     }
+    if (!kargs_new(g, &ka))
+        return; /* best effort: every node's outputs stay unknown */
     for (int i = 0; i < g->n_nodes; i++) {
         qr_node *n = g->nodes[i];
-        if (n->dead || !n->def || n->n_in > 64 || n->n_out > 16)
+        if (n->dead || !n->def)
             continue;
-        const qr_tensor *in[64] = {0};
-        qr_tensor *outp[16];
+        const qr_tensor **in = ka.in;
+        qr_tensor **outp = ka.outp;
         int ok = 1, data = 1;
         for (int j = 0; j < n->n_in; j++) {
             in[j] = n->in[j] ? &vt[n->in[j]->id] : NULL;
@@ -349,6 +409,7 @@ static void sym_run(const qr_graph *g, qr_tensor *vt, int64_t base)
             if (in[j] && !in[j]->data)
                 data = 0;
         }
+        kargs_clear_past(&ka, n->n_in);
         for (int j = 0; j < n->n_out; j++)
             ok &= n->out[j] != NULL;
         if (!ok)
@@ -378,6 +439,7 @@ static void sym_run(const qr_graph *g, qr_tensor *vt, int64_t base)
             for (int j = 0; j < n->n_out; j++)
                 qr_tensor_free(outp[j]);
     }
+    kargs_free(&ka);
 }
 
 static void sym_free(const qr_graph *g, qr_tensor *vt)

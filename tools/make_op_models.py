@@ -307,6 +307,8 @@ def _():
               extra_inputs=(i64(1, 5), i64(4, 0), i64(1, 3), i64(2, -2))),
         unary("gather", "Gather axis=1 indices [2,0,3]", S, "Gather", {"axis": 1}, extra_inputs=(i64(2, 0, 3),)),
         unary("split", "Split axis=1 split [1,3]", S, "Split", {"axis": 1}, extra_inputs=(i64(1, 3),), nout=2),
+        # more outputs than the executor and the lowering once had room for (16)
+        unary("split_wide", "Split axis=1 into 20 equal parts", (20, 3, 3), "Split", {"axis": 1}, nout=20),
         unary("expand", "Expand [N,4,1,6] to [N,4,6,6]", (4, 1, 6), "Expand", extra_inputs=(i64(1, 1, 6, 1),)),
         unary("pad_const_input", "Pad constant 0.7 (value as an input, opset 14)", S, "Pad",
               {"mode": "constant"}, extra_inputs=(i64(0, 0, 1, 2, 0, 0, 2, 1), f32(0.7))),

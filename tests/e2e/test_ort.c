@@ -73,3 +73,39 @@ Test(ort, qdq_export_runs_fused_in_onnx_runtime)
     cr_assert_eq(tu_run(cmd, &log), 0, "ORT did not fuse the model into integer kernels: %s", log);
     free(log);
 }
+
+/* Nodes of any arity run (the executor and the graph passes once had room for 64 inputs and 16
+ * outputs: "too many inputs or outputs"): a Split into 100, a Concat of those 100 in reverse order
+ * and a Concat of 130 (the Split's outputs and 30 constants between them), against ONNX Runtime
+ * and numpy. (Sum, Max, Min and Mean take at most 64 inputs: their kernels' declared limit.) */
+Test(ort, nodes_of_a_hundred_inputs_and_outputs_run)
+{
+    char cmd[8192], *log;
+    snprintf(cmd, sizeof cmd,
+             "(cd '%s' && /usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper as h, TensorProto as T, "
+             "numpy_helper as nh\n"
+             "rng = np.random.default_rng(7); s = ['s%%d' %% i for i in range(100)]\n"
+             "cs = [nh.from_array(rng.normal(0, 1, (2, 1, 3)).astype(np.float32), 'c%%d' %% i) for i in range(30)]\n"
+             "nodes = [h.make_node('Split', ['x'], s, axis=1), h.make_node('Concat', s[::-1], ['cat'], axis=1), "
+             "h.make_node('Concat', [v for i in range(100) for v in [s[i]] + ([cs[i // 4].name] if i %% 4 == 0 and i // 4 < 30 "
+             "else [])] + [c.name for c in cs[25:]], ['mix'], axis=1)]\n"
+             "vi = lambda n, d: h.make_tensor_value_info(n, T.FLOAT, d)\n"
+             "g = h.make_graph(nodes, 'wide', [vi('x', [2, 100, 3])], [vi('cat', [2, 100, 3]), vi('mix', [2, 130, 3])], cs)\n"
+             "m = h.make_model(g, opset_imports=[h.make_opsetid('', 13)]); m.ir_version = 7; onnx.checker.check_model(m)\n"
+             "onnx.save(m, 'wide.onnx'); x = rng.normal(0, 1, (2, 100, 3)).astype(np.float32); np.save('x.npy', x)\n"
+             "p = np.split(x, 100, axis=1); np.save('np_cat.npy', np.concatenate(p[::-1], axis=1))\n"
+             "c = [nh.to_array(t) for t in cs]; mix = [v for i in range(100) for v in [p[i]] + ([c[i // 4]] if i %% 4 == 0 and "
+             "i // 4 < 30 else [])] + c[25:]; np.save('np_mix.npy', np.concatenate(mix, axis=1))\") && "
+             "cd '%s' && '%s' run %s/wide.onnx -i x=%s/x.npy -o %s/qrl && "
+             "node tools/ort_run.js %s/wide.onnx x=%s/x.npy -o %s/ort && cd '%s' && /usr/bin/python3 -c \"import numpy as np\n"
+             "for o in ('cat', 'mix'):\n"
+             "    q, r, n = np.load('qrl/%%s.npy' %% o), np.load('ort/%%s.npy' %% o), np.load('np_%%s.npy' %% o)\n"
+             "    assert q.shape == r.shape == n.shape, (o, q.shape, r.shape, n.shape)\n"
+             "    assert np.array_equal(q, r) and np.array_equal(q, n), o\n"
+             "print('ok')\"",
+             dir, tu_root(), tu_qrl(), dir, dir, dir, dir, dir, dir, dir);
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 0, "%s", log);
+    cr_assert(strstr(log, "ok"), "%s", log);
+    free(log);
+}
