@@ -136,9 +136,17 @@ qr_status qr_onnx_save(const qr_graph *g, const char *path, qr_error *e)
     m->producer_version = str(c, QRL_VERSION);
     m->graph = gp;
     gp->name = str(c, g->name && *g->name ? g->name : "qrl");
-    /* opset imports: the default domain, and each other domain used */
-    const char *domains[16] = {""};
-    int64_t versions[16] = {g->opset};
+    /* opset imports: the default domain, and each other domain used (as many as the nodes have) */
+    const char **domains = malloc(sizeof *domains * ((size_t)g->n_nodes + 1));
+    int64_t *versions = malloc(sizeof *versions * ((size_t)g->n_nodes + 1));
+    if (!domains || !versions) {
+        free(domains);
+        free(versions);
+        qr_arena_free(&c->ar);
+        return qr_errorf(e, "%s: out of memory", path);
+    }
+    domains[0] = "";
+    versions[0] = g->opset;
     int nd = 1;
     for (int i = 0; i < g->n_nodes; i++) {
         const qr_node *n = g->nodes[i];
@@ -147,7 +155,7 @@ qr_status qr_onnx_save(const qr_graph *g, const char *path, qr_error *e)
         int k = 0;
         while (k < nd && strcmp(domains[k], n->domain))
             k++;
-        if (k == nd && nd < 16) {
+        if (k == nd) {
             domains[nd] = n->domain;
             versions[nd++] = n->opset;
         } else if (k < nd && n->opset > versions[k]) {
@@ -162,6 +170,8 @@ qr_status qr_onnx_save(const qr_graph *g, const char *path, qr_error *e)
         m->opset_import[k]->has_version = 1;
         m->opset_import[k]->version = versions[k];
     }
+    free(domains);
+    free(versions);
     gp->node = qr_arena_alloc(&c->ar, sizeof *gp->node * (size_t)(g->n_nodes + 1));
     for (int i = 0; i < g->n_nodes; i++) {
         const qr_node *n = g->nodes[i];
