@@ -603,7 +603,7 @@ static qr_status lower_match(builder *b, const struct mrec *r)
         qrl_rt rt;
         qr_rt_init(&rt);
         p->consts(&rt, &mt, consts);
-        if (qr_rt_status(&rt, b->e) != QR_OK) {
+        if (qr_rt_status(&rt, b->e) != QR_OK || qr_match_status(&mt, b->e) != QR_OK) {
             free(consts);
             qr_error_prefix(b->e, "pattern '%s'", p->name);
             return QR_ERR;
@@ -778,7 +778,7 @@ static qr_status body_table_with(builder *b, const qr_affine *a, const qr_node *
         xv[0] = (int32_t)q;
         out[q - xs->qt.qmin] = a->elem(&rt, &av.mt, xv, zero, scale);
     }
-    if (qr_rt_status(&rt, b->e) != QR_OK) {
+    if (qr_rt_status(&rt, b->e) != QR_OK || qr_match_status(&av.mt, b->e) != QR_OK) {
         qr_error_prefix(b->e, "affine rule for %s (%s)", a->op, a->loc);
         return QR_ERR;
     }
@@ -920,7 +920,7 @@ static qr_status lower_affine_with(builder *b, int node, qr_value **xi, const qr
             table_user tu = {.a = a, .mt = &av.mt};
             qr_rt_init(&tu.rt);
             tab = table_const(b, name, t, xsl[0], ys, rule_table, &tu, NULL);
-            if (tab && qr_rt_status(&tu.rt, b->e) != QR_OK) {
+            if (tab && (qr_rt_status(&tu.rt, b->e) != QR_OK || qr_match_status(&av.mt, b->e) != QR_OK)) {
                 qr_error_prefix(b->e, "affine rule for %s (%s)", a->op, a->loc);
                 return QR_ERR;
             }

@@ -1,6 +1,7 @@
 #include "recipe.h"
 
 #include <fenv.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,6 +248,7 @@ static void reg_cal(qrl_module *m, const char *name, int64_t nparams, int64_t st
     d->merge = (qrl_cal_merge_fn)merge;
     d->solve = (qrl_cal_solve_fn)solve;
     d->params = calloc((size_t)nparams + 1, sizeof *d->params);
+    d->max_params = nparams > 0 && nparams < INT_MAX ? (int)nparams : 0;
     if (!d->params)
         m->bad = 1;
 }
@@ -255,6 +257,10 @@ static void reg_param(qrl_module *m, const char *cal, const char *name, int64_t 
 {
     for (int i = 0; i < m->ncals; i++)
         if (!strcmp(m->cals[i].name, cal) && m->cals[i].params) {
+            if (m->cals[i].nparams >= m->cals[i].max_params) { /* more than add_calibrator declared */
+                m->bad = 1;
+                return;
+            }
             m->cals[i].params[m->cals[i].nparams++] = (qr_cal_param){name, (int)kind};
             return;
         }
@@ -342,12 +348,26 @@ static qrl_array *m_attr_ints(const qrl_match *mt, int64_t v, const char *name)
     const qr_node *n = mnode(mt, v);
     const int64_t *vals = NULL;
     int cnt = n ? qr_attr_ints(n, name, &vals) : 0;
-    if (!mt->arrays || !mt->narrays || cnt <= 0)
+    if (!mt->arrays || !mt->narrays || *mt->narrays < 0 || cnt <= 0)
         return &none;
-    qrl_array *a = &mt->arrays[*mt->narrays % QRL_MATCH_ARRAYS]; /* a rule uses few at once */
-    (*mt->narrays)++;
+    /* the same attribute read again (a body run over every integer) keeps its slot */
+    for (int i = 0; i < *mt->narrays; i++)
+        if (mt->arrays[i].data == (void *)vals && mt->arrays[i].len == cnt)
+            return &mt->arrays[i];
+    if (*mt->narrays >= QRL_MATCH_ARRAYS) { /* no slot is overwritten: an error (qr_match_status) */
+        *mt->narrays = -1;
+        return &none;
+    }
+    qrl_array *a = &mt->arrays[(*mt->narrays)++];
     *a = (qrl_array){(void *)vals, cnt};
     return a;
+}
+
+qr_status qr_match_status(const qrl_match *mt, qr_error *e)
+{
+    if (mt->narrays && *mt->narrays < 0)
+        return qr_errorf(e, "reads more than %d int-list attributes (attr_ints) at once", QRL_MATCH_ARRAYS);
+    return QR_OK;
 }
 
 void qr_aff_view_init(qr_aff_view *v, const qr_graph *g, const qr_node *n)
@@ -593,7 +613,8 @@ qr_status qr_module_load(qrl_module_entry_fn entry, void (*release)(void *), voi
     entry(m, &imports);
     if (m->bad) {
         qr_module_free(m);
-        return qr_errorf(e, "out of memory registering the module");
+        return qr_errorf(e, "registering the module failed: out of memory, or it names a calibrator it did not "
+                            "register or more parameters than the calibrator declared");
     }
     *out = m;
     return QR_OK;

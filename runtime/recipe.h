@@ -217,7 +217,7 @@ typedef struct qr_cal_param {
 
 typedef struct qr_cal_desc {
     const char *name;
-    int nparams;
+    int nparams, max_params; /* registered; declared (add_calibrator) */
     qr_cal_param *params;
     int64_t state_bytes;
     qrl_cal_defaults_fn defaults;
@@ -237,7 +237,7 @@ struct qrl_match {
     int nvalues;
     const qr_node *node;  /* affine rules: the node (attr with v = -1) */
     qrl_array *arrays;    /* room for QRL_MATCH_ARRAYS int-list attributes (NULL: none) */
-    int *narrays;
+    int *narrays; /* slots in use; -1: a rule read more than fit (qr_match_status) */
 };
 
 typedef struct qr_pat_value {
@@ -289,6 +289,9 @@ typedef struct qr_aff_view {
     qrl_match mt;
 } qr_aff_view;
 void qr_aff_view_init(qr_aff_view *v, const qr_graph *g, const qr_node *n);
+/* After running a predicate, a lowering's constants or a rule on mt: an error if it read more
+ * int-list attributes at once than mt has room for (QRL_MATCH_ARRAYS; the extra ones read empty). */
+qr_status qr_match_status(const qrl_match *mt, qr_error *e);
 
 typedef struct qr_setting {
     const char *key, *type, *mods, *calibrator, *argnames;

@@ -215,3 +215,64 @@ Test(match, pattern_over_the_node_limit_is_an_error)
     cr_assert(strstr(e.msg, "pattern 'chain17' is too large") && strstr(e.msg, "17 nodes"), "%s", e.msg);
     qr_graph_free(g);
 }
+
+/* attr_ints hands out at most QRL_MATCH_ARRAYS slots per evaluation: the same attribute read again
+ * keeps its slot (a body runs once per integer), one more distinct attribute is an error value
+ * (len 0, and qr_match_status says so), never a slot overwritten (once the 9th replaced the 1st). */
+Test(match, attr_ints_past_the_slots_is_an_error_not_an_overwrite)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t d[] = {4};
+    qr_value *x = tu_input(g, "x", 1, d);
+    qr_node *n = tu_node(g, "Relu", "r", 1, &x, 1);
+    for (int i = 0; i <= QRL_MATCH_ARRAYS; i++) {
+        char name[16];
+        int64_t v[3] = {i, i, i};
+        snprintf(name, sizeof name, "a%d", i);
+        tu_attr_ints(g, n, name, 1 + i % 3, v);
+    }
+    qr_aff_view av;
+    qr_aff_view_init(&av, g, n);
+    const qrl_imports *im = qr_recipe_imports();
+    qrl_array *first = im->attr_ints(&av.mt, -1, "a0");
+    cr_assert_eq(first->len, 1);
+    for (int k = 0; k < 100; k++) /* rereading holds one slot */
+        cr_assert_eq(im->attr_ints(&av.mt, -1, "a0"), first);
+    qr_error e;
+    for (int i = 1; i < QRL_MATCH_ARRAYS; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "a%d", i);
+        qrl_array *a = im->attr_ints(&av.mt, -1, name);
+        cr_assert_eq(a->len, 1 + i % 3, "%s", name);
+        cr_assert_eq(((int64_t *)a->data)[0], i, "%s", name);
+    }
+    cr_assert_eq(qr_match_status(&av.mt, &e), QR_OK);
+    char last[16];
+    snprintf(last, sizeof last, "a%d", QRL_MATCH_ARRAYS);
+    qrl_array *over = im->attr_ints(&av.mt, -1, last);
+    cr_assert_eq(over->len, 0, "the attribute past the slots reads empty");
+    cr_assert_eq(first->len, 1, "the first slot kept");
+    cr_assert_eq(((int64_t *)first->data)[0], 0, "the first slot kept");
+    cr_assert_eq(qr_match_status(&av.mt, &e), QR_ERR);
+    cr_assert(strstr(e.msg, "more than 8 int-list attributes"), "%s", e.msg);
+    qr_graph_free(g);
+}
+
+/* A module registering more parameters than its calibrator declared fails to load (the params array
+ * has room for the declared count: the extra ones were written past it). */
+static void one_param_three_given(qrl_module *m, const qrl_imports *im)
+{
+    im->add_calibrator(m, "c", 1, 8, NULL, NULL, NULL, NULL, NULL);
+    im->add_param(m, "c", "p0", 0);
+    im->add_param(m, "c", "p1", 0);
+    im->add_param(m, "c", "p2", 0);
+}
+
+Test(match, more_calibrator_params_than_declared_is_an_error)
+{
+    qrl_module *m = NULL;
+    qr_error e;
+    cr_assert_eq(qr_module_load(one_param_three_given, NULL, NULL, &m, &e), QR_ERR);
+    cr_assert(strstr(e.msg, "more parameters than the calibrator declared"), "%s", e.msg);
+    cr_assert_null(m);
+}
