@@ -1,6 +1,7 @@
 #include "quantize.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -549,33 +550,56 @@ static qr_status simq_infer(qr_kctx *k)
     return QR_OK;
 }
 
+/* One calibration worker: its own executor runs its batches, and its SimQuant nodes observe into
+ * its own states (cal, one per calibrated slot) and ranges; calibrate() merges the workers'. */
+typedef struct calib_worker {
+    qr_qctx *q;
+    qr_calib **cal; /* by slot: this worker's state (calibrated slots only) */
+    double *lo, *hi; /* by slot: the range this worker saw */
+    int64_t first, last; /* its batches: [first, last) */
+    qr_error err;
+    qr_status st;
+} calib_worker;
+
 static qr_status simq_run(qr_kctx *k)
 {
-    qr_qctx *q = k->user;
-    if (!q)
+    calib_worker *w = k->user;
+    if (!w)
         return QR_KERR(k, "SimQuant runs only inside the quantizer");
+    qr_qctx *q = w->q;
     int si = (int)qr_attr_i(k->node, "slot", -1);
     if (si < 0 || si >= q->nslots)
         return QR_KERR(k, "SimQuant slot %d out of range", si);
-    qr_slot *s = &q->slots[si];
+    const qr_slot *s = &q->slots[si];
     const qr_tensor *x = k->in[0];
     int64_t n = qr_tensor_numel(x);
     const float *xd = x->data;
     float lo, hi;
     range_f32(xd, n, &lo, &hi);
-    if (lo < s->lo)
-        s->lo = lo;
-    if (hi > s->hi)
-        s->hi = hi;
+    if (lo < w->lo[si])
+        w->lo[si] = lo;
+    if (hi > w->hi[si])
+        w->hi[si] = hi;
+    qrl_qparams qp = s->qp;
     if (s->kind == SLOT_CALIBRATED) {
-        /* fold in this batch, choose with everything seen so far, pass the quantized value on */
-        if (qr_calib_observe(s->cal, x, k->err) != QR_OK || qr_calib_solve(s->cal, &s->qt, &s->qp, k->err) != QR_OK)
-            return QR_ERR;
-        s->solved = 1;
+        /* Fold this batch into the worker's state; pass it on quantized with what this batch alone
+         * gives (a fresh state: the batch's own choice), so what every tensor sees downstream
+         * depends on its batch only, not on which worker ran it nor on what that worker saw before. */
+        qr_calib *b = NULL;
+        qr_status st = qr_calib_observe(w->cal[si], x, k->err);
+        if (st == QR_OK)
+            st = qr_calib_fresh(w->cal[si], &b, k->err);
+        if (st == QR_OK)
+            st = qr_calib_observe(b, x, k->err);
+        if (st == QR_OK)
+            st = qr_calib_solve(b, &s->qt, &qp, k->err);
+        qr_calib_free(b);
+        if (st != QR_OK)
+            return st;
     }
-    if (!(s->qp.scale > 0) || !isfinite(s->qp.scale))
-        return QR_KERR(k, "calibration chose scale %g", s->qp.scale);
-    qr_plan_fake_quant(xd, k->out[0]->data, n, (float)s->qp.scale, s->qp.zero, s->qt.qmin, s->qt.qmax);
+    if (!(qp.scale > 0) || !isfinite(qp.scale))
+        return QR_KERR(k, "calibration chose scale %g", qp.scale);
+    qr_plan_fake_quant(xd, k->out[0]->data, n, (float)qp.scale, qp.zero, s->qt.qmin, s->qt.qmax);
     return QR_OK;
 }
 
@@ -764,31 +788,132 @@ qr_status qr_plan_run_once(qr_exec *x, const qr_graph *g, const qr_tensor *in, q
     return st;
 }
 
-/* Runs g over the calibration samples in batches (kernel_user = q). */
-static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *calib, int64_t count, void *user,
-                             const char *what, double *ms)
+/* Runs g over the calibration samples in batches of qr_plan_batch, on W workers (W = --threads,
+ * at most one per batch): worker k runs the contiguous batches [k * nb / W, (k + 1) * nb / W) on its
+ * own executor (its own memory plan: the peak grows with W) and, when calibrating, observes into its
+ * own states (w[k].cal). Which batches a worker runs depends only on W and the batch count, never
+ * on timing. Threads left over when there are fewer batches than --threads go to the workers'
+ * kernels. */
+typedef struct batch_run {
+    qr_qctx *q;
+    const qr_graph *g;
+    const qr_tensor *calib;
+    int64_t count;
+    int batch, kernel_threads;
+    const char *what;
+    _Atomic int64_t done; /* samples run, for the progress bar */
+} batch_run;
+
+typedef struct worker_arg {
+    batch_run *r;
+    calib_worker *w;
+    int index;
+} worker_arg;
+
+static void *run_worker(void *p)
 {
-    int batch = qr_plan_batch(q);
-    qr_exec_opts eo = {.threads = q->o->threads, .kernel_user = user};
-    qr_exec *x;
+    worker_arg *a = p;
+    batch_run *r = a->r;
+    calib_worker *w = a->w;
+    const qr_graph *g = r->g;
+    qr_exec_opts eo = {.threads = r->kernel_threads, .kernel_user = w->cal ? w : NULL};
+    qr_exec *x = NULL;
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
-    if (!in)
-        return qr_errorf(q->e, "out of memory");
-    if (qr_exec_new(g, &eo, &x, q->e) != QR_OK) {
-        free(in);
-        return QR_ERR;
+    w->st = in ? qr_exec_new(g, &eo, &x, &w->err) : qr_errorf(&w->err, "out of memory");
+    for (int64_t k = w->first; k < w->last && w->st == QR_OK; k++) {
+        int64_t at = k * r->batch, b = r->count - at < r->batch ? r->count - at : r->batch;
+        qr_plan_slice_inputs(r->calib, g->n_inputs, at, b, in);
+        w->st = qr_plan_run_once(x, g, in, &w->err);
+        int64_t done = (r->done += b);
+        if (a->index == 0 && done < r->count) /* the caller's thread draws the bar */
+            progress(r->q->o, r->what, done, r->count);
     }
-    double t0 = now_ms();
-    qr_status st = QR_OK;
-    for (int64_t at = 0; at < count && st == QR_OK; at += batch) {
-        int64_t b = count - at < batch ? count - at : batch;
-        qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
-        st = qr_plan_run_once(x, g, in, q->e);
-        progress(q->o, what, at + b, count);
-    }
-    *ms = now_ms() - t0;
     qr_exec_free(x);
     free(in);
+    return NULL;
+}
+
+static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *calib, int64_t count, int calibrating,
+                             const char *what, double *ms)
+{
+    batch_run r = {.q = q, .g = g, .calib = calib, .count = count, .batch = qr_plan_batch(q), .what = what};
+    int64_t nb = (count + r.batch - 1) / r.batch;
+    int threads = q->o->threads > 1 ? q->o->threads : 1;
+    int nw = nb < threads ? (int)nb : threads;
+    if (nw < 1)
+        nw = 1;
+    r.kernel_threads = threads / nw;
+    calib_worker *w = calloc((size_t)nw, sizeof *w);
+    worker_arg *args = calloc((size_t)nw, sizeof *args);
+    pthread_t *tid = calloc((size_t)nw, sizeof *tid);
+    char *started = calloc((size_t)nw, 1);
+    qr_status st = w && args && tid && started ? QR_OK : qr_errorf(q->e, "out of memory");
+    for (int k = 0; st == QR_OK && k < nw; k++) {
+        w[k] = (calib_worker){.q = q, .first = nb * k / nw, .last = nb * (k + 1) / nw};
+        args[k] = (worker_arg){&r, &w[k], k};
+        if (!calibrating)
+            continue;
+        w[k].cal = calloc((size_t)q->nslots + 1, sizeof *w[k].cal);
+        w[k].lo = malloc(sizeof *w[k].lo * (size_t)(q->nslots + 1));
+        w[k].hi = malloc(sizeof *w[k].hi * (size_t)(q->nslots + 1));
+        if (!w[k].cal || !w[k].lo || !w[k].hi)
+            st = qr_errorf(q->e, "out of memory");
+        for (int i = 0; st == QR_OK && i < q->nslots; i++) {
+            w[k].lo[i] = INFINITY;
+            w[k].hi[i] = -INFINITY;
+            if (q->slots[i].kind == SLOT_CALIBRATED)
+                st = qr_calib_fresh(q->slots[i].cal, &w[k].cal[i], q->e);
+        }
+    }
+    double t0 = now_ms();
+    for (int k = 1; st == QR_OK && k < nw; k++)
+        started[k] = pthread_create(&tid[k], NULL, run_worker, &args[k]) == 0;
+    if (st == QR_OK)
+        run_worker(&args[0]);
+    for (int k = 1; st == QR_OK && k < nw; k++) {
+        if (started[k])
+            pthread_join(tid[k], NULL);
+        else
+            run_worker(&args[k]); /* no thread: the same batches, on this one */
+    }
+    *ms = now_ms() - t0;
+    for (int k = 0; st == QR_OK && k < nw; k++)
+        if (w[k].st != QR_OK) {
+            memcpy(q->e, &w[k].err, sizeof *q->e);
+            st = QR_ERR;
+        }
+    if (st == QR_OK)
+        progress(q->o, what, count, count);
+    /* Merged in worker order, into worker 0's states: one worker never calls merge. */
+    for (int i = 0; st == QR_OK && calibrating && i < q->nslots; i++) {
+        qr_slot *s = &q->slots[i];
+        for (int k = 0; k < nw; k++) {
+            s->lo = w[k].lo[i] < s->lo ? w[k].lo[i] : s->lo;
+            s->hi = w[k].hi[i] > s->hi ? w[k].hi[i] : s->hi;
+        }
+        if (s->kind != SLOT_CALIBRATED)
+            continue;
+        for (int k = 1; st == QR_OK && k < nw; k++)
+            if ((st = qr_calib_merge(w[0].cal[i], w[k].cal[i], q->e)) != QR_OK)
+                qr_error_prefix(q->e, "value '%s': merging the calibration of worker %d", q->g->values[s->value]->name,
+                                k);
+        if (st == QR_OK) {
+            qr_calib_free(s->cal);
+            s->cal = w[0].cal[i];
+            w[0].cal[i] = NULL;
+        }
+    }
+    for (int k = 0; w && k < nw; k++) {
+        for (int i = 0; w[k].cal && i < q->nslots; i++)
+            qr_calib_free(w[k].cal[i]);
+        free(w[k].cal);
+        free(w[k].lo);
+        free(w[k].hi);
+    }
+    free(w);
+    free(args);
+    free(tid);
+    free(started);
     return st;
 }
 
@@ -1062,9 +1187,9 @@ static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     if (st == QR_OK)
         st = build_sim(q, &sim);
     if (st == QR_OK)
-        st = run_batches(q, g, calib, count, NULL, "fp32     ", &res->fp32_ms);
+        st = run_batches(q, g, calib, count, 0, "fp32     ", &res->fp32_ms);
     if (st == QR_OK)
-        st = run_batches(q, sim, calib, count, q, "calibrate", &res->calib_ms);
+        st = run_batches(q, sim, calib, count, 1, "calibrate", &res->calib_ms);
     qr_graph_free(sim);
     /* Final choice: every calibrated slot solves over all it saw. */
     for (int i = 0; st == QR_OK && i < q->nslots; i++) {

@@ -769,6 +769,32 @@ qr_status qr_calib_new(const qrl_module *m, const char *name, int n, const char 
     return QR_OK;
 }
 
+qr_status qr_calib_fresh(const qr_calib *like, qr_calib **out, qr_error *e)
+{
+    const qr_cal_desc *d = like->d;
+    qr_calib *c = calloc(1, sizeof *c);
+    if (!c)
+        return qr_errorf(e, "out of memory");
+    c->d = d;
+    c->params = calloc((size_t)d->nparams + 1, sizeof *c->params);
+    c->state = calloc(1, (size_t)d->state_bytes + 16);
+    if (!c->params || !c->state) {
+        qr_calib_free(c);
+        return qr_errorf(e, "out of memory");
+    }
+    memcpy(c->params, like->params, sizeof *c->params * (size_t)d->nparams);
+    qrl_rt rt;
+    calib_rt(c, &rt);
+    d->init(&rt, c->state, c->params);
+    if (qr_rt_status(&rt, e) != QR_OK) {
+        qr_error_prefix(e, "calibrator '%s'", d->name);
+        qr_calib_free(c);
+        return QR_ERR;
+    }
+    *out = c;
+    return QR_OK;
+}
+
 void qr_calib_free(qr_calib *c)
 {
     if (!c)

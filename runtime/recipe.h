@@ -359,6 +359,9 @@ typedef struct qr_calib qr_calib;
 qr_status qr_calib_new(const qrl_module *m, const char *name, int n, const char *const *names, const double *values,
                        qr_calib **out, qr_error *e);
 void qr_calib_free(qr_calib *c);
+/* A new instance of like's calibrator with like's parameters, its state as initialized (nothing
+ * observed): what one calibration worker (or one batch) starts from. */
+qr_status qr_calib_fresh(const qr_calib *like, qr_calib **out, qr_error *e);
 /* x must be f32. */
 qr_status qr_calib_observe(qr_calib *c, const qr_tensor *x, qr_error *e);
 /* Folds o's state into c's (same calibrator and parameters). */
