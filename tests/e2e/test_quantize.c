@@ -842,3 +842,177 @@ Test(quantize, recipe_code_that_never_stops_is_stopped)
     cr_assert(strstr(log, "spin.qrl:6:5: runtime error: recipe code ran longer than 0.5 s"), "%s", log);
     free(log);
 }
+
+/* ------------------------------------------- calibration on several workers */
+
+/* qrl quantize of the bundled model with `recipe`, --threads `threads`, its --qparams JSON at
+ * dir/NAME-tTHREADS.json. */
+static void quantize_threads(const char *recipe, const char *name, int threads, int count)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
+             "--calib-count %d --batch 16 --threads %d -o %s/%s-t%d.onnx --qparams %s/%s-t%d.json",
+             tu_root(), tu_qrl(), recipe, data_dir(), count, threads, dir, name, threads, dir, name, threads);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = calloc((size_t)n + 1, 1);
+    cr_assert(s && fread(s, 1, (size_t)n, f) == (size_t)n);
+    fclose(f);
+    return s;
+}
+
+static int same_file(const char *a, const char *b)
+{
+    char *x = slurp(a), *y = slurp(b);
+    int same = !strcmp(x, y);
+    free(x);
+    free(y);
+    return same;
+}
+
+/* merge is called: a calibrator whose merge widens the range by 1 gives minmax's qparams on one
+ * worker (merge never runs) and wider ranges on two (worker 1's state merged into worker 0's). */
+Test(quantize, wrong_merge_shows_with_two_workers)
+{
+    char path[700], cmd[4096], *log;
+    snprintf(path, sizeof path, "%s/badmerge.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("import \"calibrators.qrl\"\n"
+          "import \"affine.qrl\"\n"
+          "import \"patterns.qrl\"\n"
+          "calibrator badmerge() {\n"
+          "  state lo: f64 = inf\n"
+          "  state hi: f64 = -inf\n"
+          "  observe(x: tensor<f32>) {\n"
+          "    lo = min(lo, x.min())\n"
+          "    hi = max(hi, x.max())\n"
+          "  }\n"
+          "  merge(o) {\n"
+          "    lo = min(lo, o.lo)\n"
+          "    hi = max(hi, o.hi) + 1.0\n"
+          "  }\n"
+          "  solve(t: qtype) -> qparams { return asymmetric(lo, hi, t) }\n"
+          "}\n"
+          "recipe bad {\n"
+          "  activation = u8 asymmetric by badmerge()\n"
+          "  weight     = i8 symmetric per_channel by minmax(symmetric = true)\n"
+          "}\n"
+          "recipe good {\n"
+          "  activation = u8 asymmetric by minmax()\n"
+          "  weight     = i8 symmetric per_channel by minmax(symmetric = true)\n"
+          "}\n",
+          f);
+    fclose(f);
+    char recipe[800];
+    snprintf(recipe, sizeof recipe, "%s --recipe-name bad", path);
+    quantize_threads(recipe, "bad", 1, 128);
+    quantize_threads(recipe, "bad", 2, 128);
+    snprintf(recipe, sizeof recipe, "%s --recipe-name good", path);
+    quantize_threads(recipe, "good", 1, 128);
+    /* every calibrated activation: one worker as minmax, two workers 1.0 wider at the top (a zero point
+     * that rounds otherwise moves the clip range by part of a step) */
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json; l = lambda p: {a['value']: a for a in json.load(open(p))['activations'] "
+             "if a['how'] == 'calibrated'}; g, b1, b2 = l('%s/good-t1.json'), l('%s/bad-t1.json'), l('%s/bad-t2.json'); "
+             "assert g.keys() == b1.keys() == b2.keys() and len(g) >= 4, (g.keys(), b2.keys()); "
+             "assert all(g[k]['scale'] == b1[k]['scale'] and g[k]['zero_point'] == b1[k]['zero_point'] for k in g), 'one worker'; "
+             "assert all(b2[k]['scale'] > b1[k]['scale'] and abs(b2[k]['clip_max'] - b1[k]['clip_max'] - 1.0) < 0.15 "
+             "for k in g), "
+             "[(b1[k]['clip_max'], b2[k]['clip_max']) for k in g]; print('ok')\"",
+             dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
+/* The stdlib's order-independent calibrators (minmax; percentile, mse and entropy over exactly
+ * mergeable histograms) give byte-identical --qparams on 1, 2 and 4 workers. */
+Test(quantize, stdlib_calibrators_do_not_depend_on_the_worker_count)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/mse.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+          "recipe int8_mse {\n"
+          "  activation = u8 asymmetric by mse()\n"
+          "  weight     = i8 symmetric per_channel by minmax(symmetric = true)\n"
+          "}\n",
+          f);
+    fclose(f);
+    const char *recipes[][2] = {{"recipes/int8.qrl", "minmax"},
+                                {"recipes/int8-percentile.qrl", "percentile"},
+                                {"recipes/int8-entropy.qrl", "entropy"},
+                                {path, "mse"}};
+    for (size_t r = 0; r < sizeof recipes / sizeof recipes[0]; r++) {
+        char a[800], b[800];
+        for (int t = 1; t <= 4; t *= 2)
+            quantize_threads(recipes[r][0], recipes[r][1], t, quick() ? 96 : 256);
+        snprintf(a, sizeof a, "%s/%s-t1.json", dir, recipes[r][1]);
+        for (int t = 2; t <= 4; t *= 2) {
+            snprintf(b, sizeof b, "%s/%s-t%d.json", dir, recipes[r][1], t);
+            cr_assert(same_file(a, b), "%s: --threads 1 and %d give different qparams (%s, %s)", recipes[r][1], t, a,
+                      b);
+        }
+    }
+}
+
+/* An oracle outside QRL: numpy's min/max of the input x and, for y = x * x, of the squares of x
+ * fake-quantized batch by batch with each batch's own minmax qparams (what the calibration pass
+ * passes downstream), give QRL's scale and zero point on 1 and on 4 workers. */
+Test(quantize, minmax_qparams_match_numpy_on_1_and_4_workers)
+{
+    char path[700], cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper, TensorProto as T; "
+             "g = helper.make_graph([helper.make_node('Mul', ['x', 'x'], ['y'])], 'sq', "
+             "[helper.make_tensor_value_info('x', T.FLOAT, ['N', 4])], [helper.make_tensor_value_info('y', T.FLOAT, ['N', 4])]); "
+             "onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), '%s/sq.onnx'); "
+             "np.save('%s/x.npy', np.random.default_rng(7).normal(0.3, 1.0, (200, 4)).astype(np.float32))\"",
+             dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/oracle.py", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("import json, sys\n"
+          "import numpy as np\n"
+          "def qparams(lo, hi):  # u8 asymmetric, as stdlib/qparams.qrl's asymmetric()\n"
+          "    a, b = min(float(lo), 0.0), max(float(hi), 0.0)\n"
+          "    s = max((b - a) / 255.0, 1e-12)\n"
+          "    return s, int(np.clip(np.round(0.0 - a / s), 0, 255))\n"
+          "def fake(x, s, z):  # QuantizeLinear + DequantizeLinear in float32\n"
+          "    s, z = np.float32(s), np.float32(z)\n"
+          "    return ((np.clip(np.rint(x / s) + z, 0, 255) - z) * s).astype(np.float32)\n"
+          "x = np.load(sys.argv[1])\n"
+          "ys = [np.square(fake(b, *qparams(b.min(), b.max()))) for b in np.split(x, range(16, len(x), 16))]\n"
+          "want = {'x': qparams(x.min(), x.max()), 'y': qparams(min(y.min() for y in ys), max(y.max() for y in ys))}\n"
+          "for p in sys.argv[2:]:\n"
+          "    got = {a['value']: a for a in json.load(open(p))['activations']}\n"
+          "    for v, (s, z) in want.items():\n"
+          "        assert abs(got[v]['scale'] - s) <= 1e-6 * s and got[v]['zero_point'] == z, (p, v, got[v], s, z)\n"
+          "print('ok', want)\n",
+          f);
+    fclose(f);
+    for (int t = 1; t <= 4; t *= 4) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && '%s' quantize %s/sq.onnx --recipe recipes/int8.qrl --calib %s/x.npy --batch 16 "
+                 "--threads %d -o %s/sq%d.onnx --qparams %s/sq%d.json",
+                 tu_root(), tu_qrl(), dir, dir, t, dir, t, dir, t);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s/x.npy %s/sq1.json %s/sq4.json", path, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
