@@ -18,7 +18,7 @@ typedef struct qr_slot {
     int same;       /* SLOT_SAME: the slot copied */
     qr_calib *cal;  /* SLOT_CALIBRATED */
     qrl_qtype qt;
-    qrl_qparams qp; /* running, then final */
+    qrl_qparams qp; /* fixed, or the final solve over every worker's merged state */
     int solved;
     double lo, hi;  /* observed */
     double sx2, se2, n, clipped; /* measurement against f32: signal, error, count, outside range */
