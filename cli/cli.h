@@ -57,7 +57,8 @@ int cli_print_profile(FILE *f, const qr_graph *g, const qr_node_prof *p, int top
 /* Parses a positive integer option value. */
 int cli_parse_int(const char *s, int lo, int hi, int *out);
 /* The online cores (1 when unknown, at most 256): the default --threads of
- * commands whose results do not depend on the thread count. */
+ * commands whose results do not depend on the thread count (qrl quantize: for
+ * calibrators whose merge is exact; see docs/quantizer.md). */
 int cli_default_threads(void);
 
 #endif
