@@ -324,7 +324,7 @@ static qr_status plan(qr_qctx *q)
             qrl_rt rt2;
             qr_rt_init(&rt2);
             a->qparams(&rt2, &av.mt, &qt, &fixed.scale, &fixed.zero);
-            if (qr_rt_status(&rt2, q->e) != QR_OK) {
+            if (qr_rt_status(&rt2, q->e) != QR_OK || qr_match_status(&av.mt, q->e) != QR_OK) {
                 qr_error_prefix(q->e, "affine rule for %s (%s), node '%s'", a->op, a->loc, n->name);
                 return QR_ERR;
             }
