@@ -428,6 +428,9 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
                             if (s1 == 1)                                                                      \
                                 for (int64_t ox = lo; ox < hi; ox++)                                          \
                                     d[ox] = src[ox];                                                          \
+                            else if (s1 == 2) /* a constant stride: a loop GCC vectorizes */                  \
+                                for (int64_t ox = lo; ox < hi; ox++)                                          \
+                                    d[ox] = src[2 * ox];                                                      \
                             else                                                                              \
                                 for (int64_t ox = lo; ox < hi; ox++)                                          \
                                     d[ox] = src[ox * s1];                                                     \
@@ -528,6 +531,9 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
                         if (s1 == 1)                                                                          \
                             for (int64_t ox = lo; ox < hi; ox++)                                              \
                                 a[ox] += wv * r[ox];                                                          \
+                        else if (s1 == 2) /* a constant stride: a loop GCC vectorizes */                      \
+                            for (int64_t ox = lo; ox < hi; ox++)                                              \
+                                a[ox] += wv * r[2 * ox];                                                      \
                         else                                                                                  \
                             for (int64_t ox = lo; ox < hi; ox++)                                              \
                                 a[ox] += wv * r[ox * s1];                                                     \
@@ -572,9 +578,14 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
                         a[i] += wv * src[i];                                                                  \
                 }                                                                                             \
             T *out = y + p * OH * OW;                                                                         \
-            for (int64_t oy = 0; oy < OH; oy++)                                                               \
-                for (int64_t ox = 0; ox < OW; ox++)                                                           \
-                    out[oy * OW + ox] = b ? a[oy * wp + ox] + b[c] : a[oy * wp + ox];                         \
+            if (b) { /* the bias test out of the loops, so they vectorize */                                  \
+                T bc = b[c];                                                                                  \
+                for (int64_t oy = 0; oy < OH; oy++)                                                           \
+                    for (int64_t ox = 0; ox < OW; ox++)                                                       \
+                        out[oy * OW + ox] = a[oy * wp + ox] + bc;                                             \
+            } else                                                                                            \
+                for (int64_t oy = 0; oy < OH; oy++)                                                           \
+                    memcpy(out + oy * OW, a + oy * wp, (size_t)OW * sizeof(T));                               \
         }                                                                                                     \
     }                                                                                                         \
                                                                                                               \

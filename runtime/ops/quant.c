@@ -1188,6 +1188,9 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_plan
                     if (s1 == 1)
                         for (int64_t ox = lo; ox < hi; ox++)
                             a[ox] += (uint32_t)(wv * ((int32_t)(r[ox] ^ flip) - xz));
+                    else if (s1 == 2) /* a constant stride: a loop GCC vectorizes */
+                        for (int64_t ox = lo; ox < hi; ox++)
+                            a[ox] += (uint32_t)(wv * ((int32_t)(r[2 * ox] ^ flip) - xz));
                     else
                         for (int64_t ox = lo; ox < hi; ox++)
                             a[ox] += (uint32_t)(wv * ((int32_t)(r[ox * s1] ^ flip) - xz));

@@ -334,10 +334,10 @@ Test(ops, averagepool_on_8bit_integers_rounds_half_to_even)
 }
 
 /* A depthwise float Conv (its own kernels: strided, and stride 1 over padded planes) against the
- * definition summed in double here: dilations, asymmetric pads, a bias, values of both signs; two
- * images. */
+ * definition summed in double here: dilations, asymmetric pads, strides 1, 2 and 3, with and without
+ * a bias, values of both signs; two images. */
 static void check_depthwise(int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl, int64_t pb,
-                            int64_t pr)
+                            int64_t pr, int with_bias)
 {
     enum { N = 2, C = 5, H = 9, W = 11, KH = 3, KW = 2 };
     float x[N * C * H * W], w[C * KH * KW], b[C];
@@ -364,14 +364,14 @@ static void check_depthwise(int64_t sy, int64_t sx, int64_t dy, int64_t dx, int6
     const qr_tensor *in[3] = {&tx, &tw, &tb};
     qr_tensor y;
     qr_error e;
-    cr_assert_eq(run_op("Conv", attrs, 5, in, 3, &y, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(run_op("Conv", attrs, 5, in, with_bias ? 3 : 2, &y, &e), QR_OK, "%s", e.msg);
     int64_t OH = (H + pt + pb - dy * (KH - 1) - 1) / sy + 1, OW = (W + pl + pr - dx * (KW - 1) - 1) / sx + 1;
     cr_assert(y.ndim == 4 && y.dims[0] == N && y.dims[1] == C && y.dims[2] == OH && y.dims[3] == OW);
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++)
             for (int64_t oy = 0; oy < OH; oy++)
                 for (int64_t ox = 0; ox < OW; ox++) {
-                    double s = b[c];
+                    double s = with_bias ? b[c] : 0;
                     for (int ky = 0; ky < KH; ky++)
                         for (int kx = 0; kx < KW; kx++) {
                             int64_t iy = oy * sy - pt + ky * dy, ix = ox * sx - pl + kx * dx;
@@ -387,7 +387,10 @@ static void check_depthwise(int64_t sy, int64_t sx, int64_t dy, int64_t dx, int6
 
 Test(ops, depthwise_conv_matches_the_definition)
 {
-    check_depthwise(2, 1, 1, 2, 1, 2, 0, 1); /* strided */
-    check_depthwise(1, 1, 2, 2, 2, 0, 1, 3); /* stride 1: padded planes */
-    check_depthwise(1, 1, 1, 1, 0, 0, 0, 0);
+    check_depthwise(2, 1, 1, 2, 1, 2, 0, 1, 1); /* strided */
+    check_depthwise(2, 2, 1, 1, 1, 1, 1, 1, 1); /* stride 2 both ways, as MobileNet's */
+    check_depthwise(1, 3, 1, 1, 0, 1, 0, 1, 0);
+    check_depthwise(1, 1, 2, 2, 2, 0, 1, 3, 1); /* stride 1: padded planes */
+    check_depthwise(1, 1, 1, 1, 0, 0, 0, 0, 1);
+    check_depthwise(1, 1, 1, 1, 1, 1, 1, 1, 0); /* without a bias */
 }
