@@ -304,9 +304,31 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
         int64_t xb_cols = (int64_t)(262144 / sizeof(T)) / (jb->kdim > 0 ? jb->kdim : 1) / GEMM_XT * GEMM_XT;  \
         if (xb_cols < GEMM_XT)                                                                                \
             xb_cols = GEMM_XT;                                                                                \
+        int64_t r8 = r0 + (r1 - r0) / 8 * 8;                                                                  \
         for (int64_t xb = 0; xb < nfull; xb += xb_cols) {                                                     \
             int64_t xe = xb + xb_cols < nfull ? xb + xb_cols : nfull;                                         \
-            for (r = r0; r < r4; r += 4) {                                                                    \
+            /* eight rows: sixteen sums, independent chains enough for two adders a cycle */                  \
+            for (r = r0; r < r8; r += 8) {                                                                    \
+                T *restrict cr = (T *)jb->c + r * n;                                                          \
+                const T *ar = a + r * jb->a_rs;                                                               \
+                for (int64_t x0 = xb; x0 < xe; x0 += GEMM_XT) {                                               \
+                    V_##S s[8][2] = {{{0}}};                                                                  \
+                    for (int64_t q = 0; q < jb->kdim; q++) {                                                  \
+                        const T *aq = ar + q * jb->a_cs;                                                      \
+                        const T *br = b + q * n + x0;                                                         \
+                        V_##S b0 = *(const U_##S *)br, b1 = *(const U_##S *)(br + GEMM_XT / 2);               \
+                        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {                                 \
+                            V_##S wi = aq[i * jb->a_rs] - zero;                                               \
+                            s[i][0] += wi * b0, s[i][1] += wi * b1;                                           \
+                        }                                                                                     \
+                    }                                                                                         \
+                    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {                                     \
+                        *(U_##S *)(cr + i * n + x0) = s[i][0];                                                \
+                        *(U_##S *)(cr + i * n + x0 + GEMM_XT / 2) = s[i][1];                                  \
+                    }                                                                                         \
+                }                                                                                             \
+            }                                                                                                 \
+            for (r = r8; r < r4; r += 4) {                                                                    \
                 T *restrict c0 = (T *)jb->c + r * n, *restrict c1 = c0 + n, *restrict c2 = c1 + n,            \
                             *restrict c3 = c2 + n;                                                            \
                 const T *ar = a + r * jb->a_rs;                                                               \
