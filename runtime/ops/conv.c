@@ -1087,6 +1087,30 @@ POOL_MAX_INT(u8, uint8_t, 0)
 POOL_MAX_INT(i8, int8_t, INT8_MIN)
 POOL_MAX_INT(f32, float, -INFINITY)
 
+/* f32 2x2 windows at stride 2 tiling the plane: each output the first maximum of its four
+ * values in window order (row 0 then row 1, left then right; NaN never wins), as
+ * pool_max_f32, in one pass over a row pair whose even and odd columns GCC reads as vectors. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void pool_max_2x2_f32(const qr_conv_geom *g,
+                                                                                        const float *x, float *y,
+                                                                                        int64_t planes)
+{
+    int64_t W = g->big[1], OW = g->small[1], rows = planes * g->small[0];
+    for (int64_t r = 0; r < rows; r++) {
+        const float *restrict r0 = x + 2 * r * W, *restrict r1 = r0 + W;
+        float *restrict yr = y + r * OW;
+        for (int64_t j = 0; j < OW; j++) {
+            float m = -INFINITY, c = r0[2 * j];
+            m = c > m ? c : m;
+            c = r0[2 * j + 1];
+            m = c > m ? c : m;
+            c = r1[2 * j];
+            m = c > m ? c : m;
+            c = r1[2 * j + 1];
+            yr[j] = c > m ? c : m;
+        }
+    }
+}
+
 /* The positions each output window counts (cnt[j], for an AveragePool's division): inside the
  * input, or inside the input widened by its pads (count_include_pad). */
 static void pool_counts(const qr_kctx *k, const qr_conv_geom *g, int64_t *offs, int64_t *cnt)
@@ -1174,7 +1198,10 @@ static qr_status pool_run_common(qr_kctx *k, int is_max)
         else if (x->dtype == QR_I8)
             pool_max_i8(&g, x->data, y->data, planes, o);
         else
-            pool_max_f32(&g, x->data, y->data, planes, o);
+            if (g.r == 2 && pool_tiles_plane(&g) && g.kernel[0] == 2 && g.kernel[1] == 2)
+                pool_max_2x2_f32(&g, x->data, y->data, planes);
+            else
+                pool_max_f32(&g, x->data, y->data, planes, o);
         free(o);
         return QR_OK;
     }

@@ -273,6 +273,44 @@ Test(ops, maxpool_on_8bit_integers_matches_f32)
     check_maxpool_8bit(4, 6, 8, 3, 2, 3, 2, no_pads, 0);
 }
 
+/* f32 MaxPool 2x2/2 (its own kernel) against the definition: the first maximum in window order,
+ * NaN never wins, -0 and +0 keep the earlier one, a window of NaN only gives -inf. */
+Test(ops, maxpool_2x2_f32_keeps_the_first_maximum)
+{
+    enum { C = 3, H = 6, W = 8 };
+    float x[C * H * W];
+    unsigned seed = 21;
+    for (int i = 0; i < C * H * W; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int v = (int)((seed >> 16) % 9);
+        x[i] = v == 0 ? NAN : v == 1 ? -0.0f : v == 2 ? 0.0f : v == 3 ? -INFINITY : (float)(v - 6);
+    }
+    x[0] = x[1] = x[W] = x[W + 1] = NAN; /* an all-NaN window */
+    int64_t ks[2] = {2, 2}, st[2] = {2, 2};
+    qr_attr attrs[2] = {{.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
+                        {.name = "strides", .kind = QR_ATTR_INTS, .n = 2, .ints = st}};
+    qr_tensor tx = {.dtype = QR_F32, .ndim = 4, .dims = {1, C, H, W}, .data = x};
+    const qr_tensor *in[1] = {&tx};
+    qr_tensor y;
+    qr_error e;
+    cr_assert_eq(run_op("MaxPool", attrs, 2, in, 1, &y, &e), QR_OK, "%s", e.msg);
+    for (int c = 0; c < C; c++)
+        for (int oy = 0; oy < H / 2; oy++)
+            for (int ox = 0; ox < W / 2; ox++) {
+                float m = -INFINITY;
+                for (int ky = 0; ky < 2; ky++)
+                    for (int kx = 0; kx < 2; kx++) {
+                        float v = x[(c * H + 2 * oy + ky) * W + 2 * ox + kx];
+                        if (v > m)
+                            m = v;
+                    }
+                float got = ((float *)y.data)[(c * H / 2 + oy) * (W / 2) + ox];
+                cr_assert(memcmp(&got, &m, sizeof m) == 0, "c %d (%d, %d): %g vs %g", c, oy, ox, got, m);
+            }
+    cr_assert(isinf(((float *)y.data)[0]) && ((float *)y.data)[0] < 0);
+    qr_tensor_free(&y);
+}
+
 /* AveragePool on u8 and i8 (integer sums, one rounding half to even) against the f32 kernel
  * (which the ONNX conformance data checks) on the same values, rounded half to even here:
  * padding counted or not, ceil mode, a window of 2x2 and of 3x3 (no near-ties at these counts). */
