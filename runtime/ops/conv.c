@@ -698,6 +698,13 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
 DEFINE_FLOAT_KERNELS(float, f32)
 DEFINE_FLOAT_KERNELS(double, f64)
 
+void qr_gemm_f32(qr_pool *pool, const float *a, int64_t a_rs, int64_t a_cs, const float *b, float *c, int64_t m,
+                 int64_t n, int64_t kdim)
+{
+    gemm_job jb = {.a = a, .b = b, .c = c, .a_rs = a_rs, .a_cs = a_cs, .m = m, .n = n, .kdim = kdim};
+    qr_parallel_for(pool, m, 8, gemm_rows_f32, &jb);
+}
+
 /* float copy of a float16 tensor (NULL stays NULL); *fail set on out of memory. */
 static float *to_f32(const qr_tensor *t, int *fail)
 {

@@ -171,9 +171,14 @@ static qr_status mm_run(qr_kctx *k, mm_job j, qr_dtype t, int64_t nbatch, int64_
     }
     qr_range_fn fn = ct == QR_F32 ? mm_f32 : ct == QR_F64 ? mm_f64 : mm_u64;
     int64_t rows = nbatch * j.m;
+    if (ct == QR_F32 && nbatch == 1 && !j.aoff && !j.boff && !j.tb && rows > 0) {
+        /* one product: the register-tiled GEMM, whose sums are the i-k-j loop's bit for bit */
+        qr_gemm_f32(k->pool, j.a, j.ta ? 1 : j.k, j.ta ? j.m : 1, j.b, j.y, j.m, j.n, j.k);
+        fn = NULL;
+    }
     int64_t per_row = j.n * j.k + 1;
     int64_t grain = per_row >= 65536 ? 1 : 65536 / per_row;
-    if (rows > 0)
+    if (rows > 0 && fn)
         qr_parallel_for(k->pool, rows, grain, fn, &j);
     qr_kcache_done(k, bt);
     if (!native) {

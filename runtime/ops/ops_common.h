@@ -61,6 +61,12 @@ static inline void qr_st(void *p, qr_dtype t, int64_t i, double v)
 /* Sets output j's type and shape and refuses absurd sizes. */
 qr_status qr_set_out(qr_kctx *k, int j, qr_dtype dt, int ndim, const int64_t *dims);
 
+/* c[m][n] = sum over q of a[r * a_rs + q * a_cs] * b[q * n + x], each sum in q order from 0
+ * without FMA (conv.c's register-tiled float GEMM, rows split across pool's threads): the same
+ * bits as a loop adding the products in q order. */
+void qr_gemm_f32(qr_pool *pool, const float *a, int64_t a_rs, int64_t a_cs, const float *b, float *c, int64_t m,
+                 int64_t n, int64_t kdim);
+
 /* Iterates the indices of a shape in row-major order, tracking up to 4 operand offsets. */
 typedef struct qr_iter {
     int ndim;

@@ -311,6 +311,48 @@ Test(ops, maxpool_2x2_f32_keeps_the_first_maximum)
     qr_tensor_free(&y);
 }
 
+/* MatMul and Gemm (transA) on the register-tiled float GEMM: every output the products added in
+ * k order from 0, as a plain loop here adds them in float, bit for bit; ragged sizes (rows past a
+ * multiple of 8 and of 4, columns past 32). */
+Test(ops, float_matmul_sums_in_k_order)
+{
+    enum { M = 45, K = 29, N = 70 };
+    static float a[M * K], b[K * N], at[K * M];
+    unsigned seed = 5;
+    for (int i = 0; i < M * K; i++) {
+        seed = seed * 1103515245u + 12345u;
+        a[i] = (float)((int)((seed >> 16) % 2001) - 1000) / 37.0f;
+    }
+    for (int i = 0; i < K * N; i++) {
+        seed = seed * 1103515245u + 12345u;
+        b[i] = (float)((int)((seed >> 16) % 2001) - 1000) / 53.0f;
+    }
+    for (int i = 0; i < M; i++)
+        for (int q = 0; q < K; q++)
+            at[q * M + i] = a[i * K + q];
+    qr_tensor ta = {.dtype = QR_F32, .ndim = 2, .dims = {M, K}, .data = a};
+    qr_tensor tat = {.dtype = QR_F32, .ndim = 2, .dims = {K, M}, .data = at};
+    qr_tensor tb = {.dtype = QR_F32, .ndim = 2, .dims = {K, N}, .data = b};
+    qr_attr trans_a = {.name = "transA", .kind = QR_ATTR_INT, .i = 1};
+    for (int form = 0; form < 2; form++) {
+        const qr_tensor *in[2] = {form ? &tat : &ta, &tb};
+        qr_tensor y;
+        qr_error e;
+        cr_assert_eq(form ? run_op("Gemm", &trans_a, 1, in, 2, &y, &e) : run_op("MatMul", NULL, 0, in, 2, &y, &e),
+                     QR_OK, "%s", e.msg);
+        for (int i = 0; i < M; i++)
+            for (int x = 0; x < N; x++) {
+                float s = 0;
+                for (int q = 0; q < K; q++)
+                    s += a[i * K + q] * b[q * N + x];
+                float got = ((float *)y.data)[i * N + x];
+                cr_assert(memcmp(&got, &s, sizeof s) == 0, "%s (%d, %d): %.9g vs %.9g", form ? "Gemm" : "MatMul", i,
+                          x, got, s);
+            }
+        qr_tensor_free(&y);
+    }
+}
+
 /* AveragePool on u8 and i8 (integer sums, one rounding half to even) against the f32 kernel
  * (which the ONNX conformance data checks) on the same values, rounded half to even here:
  * padding counted or not, ceil mode, a window of 2x2 and of 3x3 (no near-ties at these counts). */
