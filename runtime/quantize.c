@@ -582,17 +582,18 @@ static qr_status simq_run(qr_kctx *k)
         w->hi[si] = hi;
     qrl_qparams qp = s->qp;
     if (s->kind == SLOT_CALIBRATED) {
-        /* Fold this batch into the worker's state; pass it on quantized with what this batch alone
-         * gives (a fresh state: the batch's own choice), so what every tensor sees downstream
-         * depends on its batch only, not on which worker ran it nor on what that worker saw before. */
+        /* The batch into a fresh state, which chooses how this batch passes on quantized (what
+         * every tensor sees downstream depends on its batch only, not on which worker ran it nor
+         * on what that worker saw before) and is then merged into the worker's state: one
+         * observe of the data per batch (a merge of minmax or histogram states is cheap). */
         qr_calib *b = NULL;
-        qr_status st = qr_calib_observe(w->cal[si], x, k->err);
-        if (st == QR_OK)
-            st = qr_calib_fresh(w->cal[si], &b, k->err);
+        qr_status st = qr_calib_fresh(w->cal[si], &b, k->err);
         if (st == QR_OK)
             st = qr_calib_observe(b, x, k->err);
         if (st == QR_OK)
             st = qr_calib_solve(b, &s->qt, &qp, k->err);
+        if (st == QR_OK)
+            st = qr_calib_merge(w->cal[si], b, k->err);
         qr_calib_free(b);
         if (st != QR_OK)
             return st;

@@ -880,8 +880,9 @@ static int same_file(const char *a, const char *b)
     return same;
 }
 
-/* merge is called: a calibrator whose merge widens the range by 1 gives minmax's qparams on one
- * worker (merge never runs) and wider ranges on two (worker 1's state merged into worker 0's). */
+/* merge is called: each batch's fresh state is merged into its worker's, and worker 1's into
+ * worker 0's, so a calibrator whose merge widens the range by 1 gives ranges wider than minmax's
+ * by at least 1 on one worker, and other ones on two (fewer batch merges a worker, one more across). */
 Test(quantize, wrong_merge_shows_with_two_workers)
 {
     char path[700], cmd[4096], *log;
@@ -920,16 +921,15 @@ Test(quantize, wrong_merge_shows_with_two_workers)
     quantize_threads(recipe, "bad", 2, 128);
     snprintf(recipe, sizeof recipe, "%s --recipe-name good", path);
     quantize_threads(recipe, "good", 1, 128);
-    /* every calibrated activation: one worker as minmax, two workers 1.0 wider at the top (a zero point
-     * that rounds otherwise moves the clip range by part of a step) */
+    /* every calibrated activation: at least 1.0 wider at the top than minmax on one and on two workers
+     * (less a part of a step: a zero point that rounds moves the clip range), and not the same on both */
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 -c \"import json; l = lambda p: {a['value']: a for a in json.load(open(p))['activations'] "
              "if a['how'] == 'calibrated'}; g, b1, b2 = l('%s/good-t1.json'), l('%s/bad-t1.json'), l('%s/bad-t2.json'); "
              "assert g.keys() == b1.keys() == b2.keys() and len(g) >= 4, (g.keys(), b2.keys()); "
-             "assert all(g[k]['scale'] == b1[k]['scale'] and g[k]['zero_point'] == b1[k]['zero_point'] for k in g), 'one worker'; "
-             "assert all(b2[k]['scale'] > b1[k]['scale'] and abs(b2[k]['clip_max'] - b1[k]['clip_max'] - 1.0) < 0.15 "
-             "for k in g), "
-             "[(b1[k]['clip_max'], b2[k]['clip_max']) for k in g]; print('ok')\"",
+             "assert all(b[k]['clip_max'] > g[k]['clip_max'] + 0.85 for b in (b1, b2) for k in g), "
+             "[(g[k]['clip_max'], b1[k]['clip_max'], b2[k]['clip_max']) for k in g]; "
+             "assert any(b1[k]['clip_max'] != b2[k]['clip_max'] for k in g), 'one and two workers'; print('ok')\"",
              dir, dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
