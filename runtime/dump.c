@@ -1,5 +1,6 @@
 #include "dump.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const char *qr_value_type_str(const qr_value *v, char *buf, size_t n)
@@ -103,9 +104,20 @@ void qr_graph_dump(const qr_graph *g, FILE *f)
                 dump_qinfo(o->q, f);
         }
         if (n->n_attr) {
-            /* Sorted by name so the text does not depend on the exporter's order. */
-            const qr_attr *order[64];
-            int na = n->n_attr < 64 ? n->n_attr : 64;
+            /* Sorted by name so the text does not depend on the exporter's order (every one of them:
+             * a node may have any number; without memory for the order, as stored). */
+            int na = n->n_attr;
+            const qr_attr **order = malloc((size_t)na * sizeof *order);
+            if (!order) {
+                fprintf(f, " {");
+                for (int j = 0; j < na; j++) {
+                    if (j)
+                        fprintf(f, ", ");
+                    dump_attr(&n->attr[j], f);
+                }
+                fprintf(f, "}\n");
+                continue;
+            }
             for (int j = 0; j < na; j++)
                 order[j] = &n->attr[j];
             for (int a = 1; a < na; a++)
@@ -121,6 +133,7 @@ void qr_graph_dump(const qr_graph *g, FILE *f)
                 dump_attr(order[j], f);
             }
             fprintf(f, "}");
+            free(order);
         }
         fputc('\n', f);
     }

@@ -478,14 +478,22 @@ void qr_pass_infer_symbolic(qr_graph *g)
     }
     sym_run(g, a, BASE_A);
     sym_run(g, b, BASE_B);
-    /* Names of the stand-ins, in the order sym_run bound them. */
-    const char *names[256] = {0};
+    /* Names of the stand-ins, in the order sym_run bound them (every one: a model may have any
+     * number of symbolic input dims; without memory for the names, none is named). */
     int k_sym = 0;
     for (int i = 0; i < g->n_values; i++) {
         qr_value *v = g->values[i];
         if (!v->is_const && v->is_input)
             for (int d = 0; d < v->t.ndim; d++)
-                if (v->t.dims[d] < 0 && k_sym < 256)
+                k_sym += v->t.dims[d] < 0;
+    }
+    const char **names = calloc((size_t)k_sym + 1, sizeof *names);
+    k_sym = 0;
+    for (int i = 0; names && i < g->n_values; i++) {
+        qr_value *v = g->values[i];
+        if (!v->is_const && v->is_input)
+            for (int d = 0; d < v->t.ndim; d++)
+                if (v->t.dims[d] < 0)
                     names[k_sym++] = v->dim_param[d];
     }
     for (int i = 0; i < g->n_values; i++) {
@@ -500,7 +508,7 @@ void qr_pass_infer_symbolic(qr_graph *g)
             int64_t x = a[i].dims[d], y = b[i].dims[d];
             dims[d] = x == y ? x : -1;
             if (x != y && x - BASE_A == y - BASE_B && x - BASE_A >= 0 && x - BASE_A < k_sym)
-                dp[d] = names[x - BASE_A];
+                dp[d] = names ? names[x - BASE_A] : NULL;
             else if (x != y && v->t.ndim == a[i].ndim)
                 dp[d] = v->dim_param[d];
         }
@@ -509,6 +517,7 @@ void qr_pass_infer_symbolic(qr_graph *g)
         memcpy(v->t.dims, dims, sizeof(int64_t) * (size_t)a[i].ndim);
         memcpy(v->dim_param, dp, sizeof dp);
     }
+    free(names);
     sym_free(g, a);
     sym_free(g, b);
 }

@@ -202,7 +202,7 @@ static int accept_match(void *user, const qr_match *m)
         for (int k = 0; k < m->nnodes && k < QR_MATCH_MAX_NODES; k++)
             r->nodes[r->nnodes++] = m->nodes[k]->id;
         r->out = m->nodes[m->nnodes - 1]->out[0]->id;
-        for (int i = 0; i < p->nvalues && r->nconsts < 8; i++)
+        for (int i = 0; i < p->nvalues && i < QR_MATCH_MAX_VALUES; i++)
             if (m->values[i] && m->values[i]->is_const)
                 r->consts[r->nconsts++] = m->values[i]->id;
     }

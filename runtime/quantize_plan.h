@@ -81,7 +81,7 @@ typedef struct qr_qctx {
         int values[QR_MATCH_MAX_VALUES]; /* by pattern value index; -1: a missing optional input */
         int nodes[QR_MATCH_MAX_NODES];
         int nnodes, out;
-        int consts[8];
+        int consts[QR_MATCH_MAX_VALUES]; /* a subset of values */
         int nconsts;
     } *matches;
     int nmatches;

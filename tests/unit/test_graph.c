@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dump.h"
 #include "graph.h"
 #include "onnx_export.h"
 #include "testutil.h"
@@ -24,6 +25,36 @@ Test(graph, toposort_reorders_nodes)
     cr_assert_eq(g->nodes[0], a);
     cr_assert_eq(g->nodes[1], b);
     cr_assert_eq(b->out[0]->producer, b);
+    qr_graph_free(g);
+}
+
+/* A graph dump lists every attribute of a node, sorted by name, however many there are (it
+ * printed the first 64). */
+Test(graph, dump_lists_every_attribute)
+{
+    qr_graph *g = qr_graph_new();
+    qr_value *x = tu_input(g, "x", 1, d4);
+    qr_node *n = tu_node(g, "Relu", "r", 1, &x, 1);
+    tu_output(g, n->out[0]);
+    for (int i = 99; i >= 0; i--) {
+        char name[16];
+        snprintf(name, sizeof name, "a%02d", i);
+        qr_node_add_attr_i(g, n, name, i);
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    qr_graph_dump(g, f);
+    fclose(f);
+    const char *at = buf;
+    for (int i = 0; i < 100; i++) {
+        char want[24];
+        snprintf(want, sizeof want, "a%02d=%d", i, i);
+        const char *p = strstr(at, want);
+        cr_assert(p, "no %s after the ones before it in:\n%s", want, buf);
+        at = p;
+    }
+    free(buf);
     qr_graph_free(g);
 }
 
