@@ -50,7 +50,8 @@ for name in $MODELS; do
     q8=$D/$name.int8.onnx
     echo "== $name"
     t0=$(date +%s.%N)
-    $B/qrl quantize "$f32" --recipe recipes/int8.qrl --calib "$calib" -o "$q8" > "$D/$name.quantize.txt"
+    # one thread, as the target and the table say (quantize defaults to every core)
+    $B/qrl quantize "$f32" --recipe recipes/int8.qrl --calib "$calib" -o "$q8" --threads 1 > "$D/$name.quantize.txt"
     t1=$(date +%s.%N)
     # "calibration: N samples in X ms (one fp32 pass: Y ms, ratio R)"
     cal=$(sed -n 's/^calibration: \([0-9]*\) samples in \([0-9.]*\) ms (one fp32 pass: \([0-9.]*\) ms.*/\1 \2 \3/p' \
