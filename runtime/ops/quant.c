@@ -942,6 +942,11 @@ typedef struct u8conv_job {
      * are one contiguous run; the GEMM then computes OH x Wp columns (Wp - OW of every row are
      * junk) into accp, whose real columns are copied out. */
     int padded;
+    /* Stride 2 (phased set): each padded plane split into its four phases (even or odd rows by
+     * even or odd columns), Hq x Wq each, in which window position (ky, kx) reads phase
+     * (ky % 2, kx % 2) from row ky / 2 and column kx / 2 on: again one run for all outputs, with
+     * hp, wp_ the phase's size. */
+    int phased;
     int64_t hp, wp_, npad, n16p, xpad_bytes;
     uint8_t *xpad; /* slots x xpad_bytes */
     int32_t *accp; /* slots x mg x npad */
@@ -954,6 +959,22 @@ __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) static void 
     const qr_conv_geom *g = &j->cv->g;
     int64_t H = g->big[0], W = g->big[1], pt = g->pad_begin[0], pl = g->pad_begin[1];
     memset(xpad, j->xz, (size_t)j->xpad_bytes);
+    if (j->phased) { /* padded row y + pt, column x + pl into phase ((y + pt) % 2, (x + pl) % 2) */
+        int64_t ps = j->hp * j->wp_;
+        for (int64_t c = 0; c < cg; c++)
+            for (int64_t y = 0; y < H; y++) {
+                const uint8_t *src = xg + (c * H + y) * W;
+                int64_t py = (y + pt) % 2, qy = (y + pt) / 2;
+                for (int px = 0; px < 2; px++) {
+                    /* the columns x with (x + pl) % 2 == px, from x0 on, land at (x + pl) / 2 */
+                    int64_t x0 = ((px - pl) % 2 + 2) % 2;
+                    uint8_t *dst = xpad + (c * 4 + py * 2 + px) * ps + qy * j->wp_ + (x0 + pl) / 2;
+                    for (int64_t i = 0; x0 + 2 * i < W; i++)
+                        dst[i] = src[x0 + 2 * i] ^ j->flip;
+                }
+            }
+        return;
+    }
     for (int64_t c = 0; c < cg; c++)
         for (int64_t y = 0; y < H; y++) {
             const uint8_t *src = xg + (c * H + y) * W;
@@ -980,13 +1001,20 @@ static void pack_padded(const u8conv_job *j, int64_t cg, const uint8_t *xpad, ui
                 r[t] = r[0];
                 continue;
             }
-            r[t] = xpad + (c * j->hp + ky * g->dilation[0]) * j->wp_ + kx * g->dilation[1];
+            if (j->phased)
+                r[t] = xpad + ((c * 4 + ky % 2 * 2 + kx % 2) * j->hp + ky / 2) * j->wp_ + kx / 2;
+            else
+                r[t] = xpad + (c * j->hp + ky * g->dilation[0]) * j->wp_ + kx * g->dilation[1];
             if (++kx == KW && (kx = 0, ++ky == KH))
                 ky = 0, c++;
         }
         j->interleave((uint32_t *)(colp + q0 * j->n16p), r[0], r[1], r[2], r[3], np, 0);
     }
 }
+
+/* Stride-2 phase planes only for images this narrow: wider ones pack as fast row by row (their
+ * rows are long enough to vectorize), and copying the planes would cost more. */
+#define QR_PHASED_MAX_OW 64
 
 /* One image, every group: its packed im2col, then the GEMM of the group's rows, split across
  * threads when pool is given. */
@@ -1095,6 +1123,16 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
         j.n16p = qr_igemm_n16(j.npad);
         /* the last window position reads (KW - 1) * d past the last plane's junk columns */
         j.xpad_bytes = (cg * j.hp * j.wp_ + (g->kernel[1] - 1) * g->dilation[1] + 63) / 64 * 64;
+    } else if (g->r == 2 && g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1 &&
+               g->kernel[0] > 1 && g->kernel[1] > 1 && g->small[0] > 0 && g->small[1] > 0) {
+        /* phase planes of ceil(padded / 2); window position (ky, kx) reads rows up to
+         * OH - 1 + (KH - 1) / 2 < Hq of its phase, so only the last run passes the end, by KW / 2 */
+        j.hp = (g->big[0] + g->pad_begin[0] + g->pad_end[0] + 1) / 2;
+        j.wp_ = (g->big[1] + g->pad_begin[1] + g->pad_end[1] + 1) / 2;
+        j.padded = j.phased = j.wp_ * 2 <= g->small[1] * 3 && g->small[1] <= QR_PHASED_MAX_OW;
+        j.npad = g->small[0] * j.wp_;
+        j.n16p = qr_igemm_n16(j.npad);
+        j.xpad_bytes = (cg * 4 * j.hp * j.wp_ + g->kernel[1] / 2 + 63) / 64 * 64;
     }
     int64_t cols = j.padded ? j.n16p : n16;
     /* one workspace: per thread slot the packed im2col, the offsets table, and for padded planes

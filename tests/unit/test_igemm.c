@@ -175,7 +175,9 @@ Test(igemm, conv_integer_on_the_microkernel_matches_the_portable_path)
                              {1, 6, 6, 16, 4, 3, 3, 2, 1, 1, 1},
                              /* stride 2 (each row's even bytes), 7x7 as ResNet's first conv, and 1x1 */
                              {1, 3, 15, 37, 8, 7, 7, 1, 2, 1, 3}, {2, 3, 16, 41, 9, 7, 7, 1, 2, 1, 3},
-                             {2, 6, 12, 34, 10, 3, 3, 1, 2, 1, 1}, {1, 8, 9, 40, 16, 1, 1, 1, 2, 1, 0}};
+                             {2, 6, 12, 34, 10, 3, 3, 1, 2, 1, 1}, {1, 8, 9, 40, 16, 1, 1, 1, 2, 1, 0},
+                             /* stride 2 over phase planes with even padding (none, and 2 with 5x5) */
+                             {1, 4, 11, 20, 6, 3, 3, 1, 2, 1, 0}, {2, 5, 10, 21, 7, 5, 5, 1, 2, 1, 2}};
     unsigned seed = 11;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const int *p = cases[c];
