@@ -164,12 +164,19 @@ static qc_file *load(qc_unit *u, const char *path, const ql_node *from, int dept
         ql_error(&u->diags, from->span, "cannot import '%s': not a .qrl file", from->name);
         return NULL;
     }
-    ql_source *src = ql_source_load(path, &why);
+    int bad_line, bad_col;
+    ql_source *src = ql_source_load(path, &why, &bad_line, &bad_col);
     if (!src) {
-        if (from)
+        char at[PATH_MAX + 48];
+        if (bad_line > 0) /* the place of what is wrong, as every diagnostic gives it: file:line:col */
+            snprintf(at, sizeof at, "%s:%d:%d", path, bad_line, bad_col);
+        if (from && bad_line > 0)
+            ql_error(&u->diags, from->span, "cannot read '%s': %s at line %d, column %d", path, why, bad_line,
+                     bad_col);
+        else if (from)
             ql_error(&u->diags, from->span, "cannot read '%s': %s", path, why);
         else
-            ql_error_file(&u->diags, path, "cannot read: %s", why);
+            ql_error_file(&u->diags, bad_line > 0 ? at : path, "cannot read: %s", why);
         return NULL;
     }
     if (from && !is_utf8(src->text, src->len)) {

@@ -40,8 +40,9 @@ ql_source *ql_source_from_text(const char *path, const char *text, size_t len)
     return index_lines(s);
 }
 
-ql_source *ql_source_load(const char *path, const char **why)
+ql_source *ql_source_load(const char *path, const char **why, int *bad_line, int *bad_col)
 {
+    *bad_line = *bad_col = 0;
     FILE *f = fopen(path, "rb");
     if (!f) {
         *why = strerror(errno);
@@ -70,8 +71,15 @@ ql_source *ql_source_load(const char *path, const char **why)
         free(buf);
         return NULL;
     }
-    if (memchr(buf, 0, len)) {
-        *why = "not a text file (contains NUL bytes)";
+    const char *nul = memchr(buf, 0, len);
+    if (nul) { /* where: the line and column of the first one (columns count bytes) */
+        *why = "not a text file (a NUL byte)";
+        *bad_line = 1;
+        const char *line = buf;
+        for (const char *p = buf; p < nul; p++)
+            if (*p == '\n')
+                (*bad_line)++, line = p + 1;
+        *bad_col = (int)(nul - line) + 1;
         free(buf);
         return NULL;
     }

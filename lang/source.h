@@ -22,8 +22,9 @@ typedef struct ql_span {
 /* Largest source accepted: recipes are small; this bounds work on hostile input. */
 #define QL_SOURCE_MAX ((size_t)16 << 20)
 
-/* NULL with *why set (a static message naming the problem) on failure. */
-ql_source *ql_source_load(const char *path, const char **why);
+/* NULL with *why set (a static message naming the problem) on failure; for a file with a NUL
+ * byte, *bad_line and *bad_col give the first one's place (1-based; 0 for any other failure). */
+ql_source *ql_source_load(const char *path, const char **why, int *bad_line, int *bad_col);
 /* A source from memory (tests, fuzzing); text is copied. */
 ql_source *ql_source_from_text(const char *path, const char *text, size_t len);
 void ql_source_free(ql_source *s);

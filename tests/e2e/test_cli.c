@@ -266,6 +266,33 @@ Test(cli, check_compiles_stdlib_and_recipes, .timeout = 120)
     free(log);
 }
 
+/* A recipe with a NUL byte is refused at the first one's line and column (file:line:col, as every
+ * diagnostic), also when it is imported (then at the import, naming the place). */
+Test(cli, nul_byte_is_reported_at_its_line_and_column)
+{
+    char path[600], cmd[2048], *log;
+    snprintf(path, sizeof path, "%s/nul.qrl", dir);
+    FILE *f = fopen(path, "wb");
+    cr_assert(f);
+    static const char text[] = "fn f() -> i64 {\n  return 1\n}\nfn g() -> i64 { ret\0urn 2 }\n";
+    fwrite(text, 1, sizeof text - 1, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' check nul.qrl", dir, tu_qrl());
+    cr_assert_eq(tu_run(cmd, &log), 1, "%s", log);
+    cr_assert(strstr(log, "nul.qrl:4:20: error: cannot read: not a text file (a NUL byte)"), "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/imp.qrl", dir);
+    f = fopen(path, "w");
+    cr_assert(f);
+    fputs("import \"nul.qrl\"\n", f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' check imp.qrl", dir, tu_qrl());
+    cr_assert_eq(tu_run(cmd, &log), 1, "%s", log);
+    cr_assert(strstr(log, "imp.qrl:1:8: error: cannot read") && strstr(log, "a NUL byte) at line 4, column 20"), "%s",
+              log);
+    free(log);
+}
+
 /* The cache: a second check of the same file loads the module instead of compiling. */
 Test(cli, check_time_reports_cache_miss_then_hit, .timeout = 60)
 {
