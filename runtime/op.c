@@ -281,10 +281,16 @@ void *qr_kcache_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
     return p;
 }
 
+/* Frees p unless it is the buffer slot keeps (a kernel context without the slot got a fresh one). */
+static void slot_done(const qr_kcache *slot, void *p)
+{
+    if (!slot || slot->data != p)
+        free(p);
+}
+
 void qr_kcache_done(qr_kctx *k, void *p)
 {
-    if (!k->cache || k->cache->data != p)
-        free(p);
+    slot_done(k->cache, p);
 }
 
 void *qr_kwork_get(qr_kctx *k, size_t bytes, const char *what)
@@ -302,8 +308,7 @@ void *qr_kwork_get(qr_kctx *k, size_t bytes, const char *what)
 
 void qr_kwork_done(qr_kctx *k, void *p)
 {
-    if (!k->work || k->work->data != p)
-        free(p);
+    slot_done(k->work, p);
 }
 
 int qr_kinput_const(const qr_kctx *k, int i)

@@ -726,22 +726,32 @@ static void calib_rt(qr_calib *c, qrl_rt *rt)
     rt->owner = c;
 }
 
+/* A calibrator instance of d with zeroed parameters and state; NULL with the error set. */
+static qr_calib *calib_alloc(const qr_cal_desc *d, qr_error *e)
+{
+    qr_calib *c = calloc(1, sizeof *c);
+    if (c) {
+        c->d = d;
+        c->params = calloc((size_t)d->nparams + 1, sizeof *c->params);
+        c->state = calloc(1, (size_t)d->state_bytes + 16);
+    }
+    if (!c || !c->params || !c->state) {
+        qr_calib_free(c);
+        qr_errorf(e, "out of memory");
+        return NULL;
+    }
+    return c;
+}
+
 qr_status qr_calib_new(const qrl_module *m, const char *name, int n, const char *const *names, const double *values,
                        qr_calib **out, qr_error *e)
 {
     const qr_cal_desc *d = qr_module_calibrator(m, name);
     if (!d)
         return qr_errorf(e, "no calibrator named '%s' in the recipe", name);
-    qr_calib *c = calloc(1, sizeof *c);
+    qr_calib *c = calib_alloc(d, e);
     if (!c)
-        return qr_errorf(e, "out of memory");
-    c->d = d;
-    c->params = calloc((size_t)d->nparams + 1, sizeof *c->params);
-    c->state = calloc(1, (size_t)d->state_bytes + 16);
-    if (!c->params || !c->state) {
-        qr_calib_free(c);
-        return qr_errorf(e, "out of memory");
-    }
+        return QR_ERR;
     qrl_rt rt;
     calib_rt(c, &rt);
     d->defaults(&rt, c->params);
@@ -772,16 +782,9 @@ qr_status qr_calib_new(const qrl_module *m, const char *name, int n, const char 
 qr_status qr_calib_fresh(const qr_calib *like, qr_calib **out, qr_error *e)
 {
     const qr_cal_desc *d = like->d;
-    qr_calib *c = calloc(1, sizeof *c);
+    qr_calib *c = calib_alloc(d, e);
     if (!c)
-        return qr_errorf(e, "out of memory");
-    c->d = d;
-    c->params = calloc((size_t)d->nparams + 1, sizeof *c->params);
-    c->state = calloc(1, (size_t)d->state_bytes + 16);
-    if (!c->params || !c->state) {
-        qr_calib_free(c);
-        return qr_errorf(e, "out of memory");
-    }
+        return QR_ERR;
     memcpy(c->params, like->params, sizeof *c->params * (size_t)d->nparams);
     qrl_rt rt;
     calib_rt(c, &rt);

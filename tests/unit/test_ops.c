@@ -212,6 +212,34 @@ Test(ops, matmul_integer_wraps_like_an_exact_sum)
     free(b);
 }
 
+/* n pseudo-random bytes as u8 and as the same bytes shifted to i8 (v - 128). */
+static void fill_8bit(uint8_t *xu, int8_t *xs, int64_t n, unsigned seed)
+{
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int v = (int)((seed >> 16) % 256);
+        xu[i] = (uint8_t)v;
+        xs[i] = (int8_t)(v - 128);
+    }
+}
+
+/* A pooling op on a [1, C, H, W] image of 8-bit integers (i8 when signed8, else u8) and on the same
+ * values as f32 (xf, filled here): *yf and *yi, of the same size. */
+static void pool_8bit_and_f32(const char *op, qr_attr *attrs, int nattr, int64_t C, int64_t H, int64_t W,
+                              const uint8_t *xu, const int8_t *xs, float *xf, int signed8, qr_tensor *yf, qr_tensor *yi)
+{
+    for (int64_t i = 0; i < C * H * W; i++)
+        xf[i] = signed8 ? (float)xs[i] : (float)xu[i];
+    qr_tensor tf = {.dtype = QR_F32, .ndim = 4, .dims = {1, C, H, W}, .data = xf};
+    qr_tensor ti = {.dtype = signed8 ? QR_I8 : QR_U8, .ndim = 4, .dims = {1, C, H, W},
+                    .data = signed8 ? (void *)xs : (void *)xu};
+    const qr_tensor *inf[1] = {&tf}, *ini[1] = {&ti};
+    qr_error e;
+    cr_assert_eq(run_op(op, attrs, nattr, inf, 1, yf, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(run_op(op, attrs, nattr, ini, 1, yi, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_tensor_numel(yf), qr_tensor_numel(yi));
+}
+
 /* MaxPool on u8 and i8 runs on the integers as they are: the same result as the f32 kernel (which
  * the ONNX conformance data checks) on the same values. */
 static void check_maxpool_8bit(int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
@@ -222,30 +250,15 @@ static void check_maxpool_8bit(int64_t C, int64_t H, int64_t W, int64_t kh, int6
     uint8_t *xu = malloc((size_t)n);
     int8_t *xs = malloc((size_t)n);
     cr_assert(xf && xu && xs);
-    unsigned seed = 5;
-    for (int64_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        int v = (int)((seed >> 16) % 256);
-        xu[i] = (uint8_t)v;
-        xs[i] = (int8_t)(v - 128);
-    }
+    fill_8bit(xu, xs, n, 5);
     int64_t ks[2] = {kh, kw}, st[2] = {sh, sw}, pd[4] = {pads[0], pads[1], pads[2], pads[3]};
     qr_attr attrs[4] = {{.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
                         {.name = "strides", .kind = QR_ATTR_INTS, .n = 2, .ints = st},
                         {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pd},
                         {.name = "ceil_mode", .kind = QR_ATTR_INT, .i = ceil_mode}};
     for (int signed8 = 0; signed8 < 2; signed8++) {
-        for (int64_t i = 0; i < n; i++)
-            xf[i] = signed8 ? (float)xs[i] : (float)xu[i];
-        qr_tensor tf = {.dtype = QR_F32, .ndim = 4, .dims = {1, C, H, W}, .data = xf};
-        qr_tensor ti = {.dtype = signed8 ? QR_I8 : QR_U8, .ndim = 4, .dims = {1, C, H, W},
-                        .data = signed8 ? (void *)xs : (void *)xu};
-        const qr_tensor *inf[1] = {&tf}, *ini[1] = {&ti};
         qr_tensor yf, yi;
-        qr_error e;
-        cr_assert_eq(run_op("MaxPool", attrs, 4, inf, 1, &yf, &e), QR_OK, "%s", e.msg);
-        cr_assert_eq(run_op("MaxPool", attrs, 4, ini, 1, &yi, &e), QR_OK, "%s", e.msg);
-        cr_assert_eq(qr_tensor_numel(&yf), qr_tensor_numel(&yi));
+        pool_8bit_and_f32("MaxPool", attrs, 4, C, H, W, xu, xs, xf, signed8, &yf, &yi);
         for (int64_t i = 0; i < qr_tensor_numel(&yf); i++) {
             float want = ((float *)yf.data)[i];
             float got = signed8 ? (float)((int8_t *)yi.data)[i] : (float)((uint8_t *)yi.data)[i];
@@ -362,13 +375,7 @@ static void check_avgpool_8bit(int64_t k, int64_t st, int64_t pad, int include_p
     float xf[C * H * W];
     uint8_t xu[C * H * W];
     int8_t xs[C * H * W];
-    unsigned seed = 11;
-    for (int i = 0; i < C * H * W; i++) {
-        seed = seed * 1103515245u + 12345u;
-        int v = (int)((seed >> 16) % 256);
-        xu[i] = (uint8_t)v;
-        xs[i] = (int8_t)(v - 128);
-    }
+    fill_8bit(xu, xs, C * H * W, 11);
     int64_t ks[2] = {k, k}, sts[2] = {st, st}, pads[4] = {pad, pad, pad, pad};
     qr_attr attrs[5] = {{.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
                         {.name = "strides", .kind = QR_ATTR_INTS, .n = 2, .ints = sts},
@@ -377,17 +384,8 @@ static void check_avgpool_8bit(int64_t k, int64_t st, int64_t pad, int include_p
                         {.name = "ceil_mode", .kind = QR_ATTR_INT, .i = ceil_mode}};
     int ties = 0;
     for (int signed8 = 0; signed8 < 2; signed8++) {
-        for (int i = 0; i < C * H * W; i++)
-            xf[i] = signed8 ? (float)xs[i] : (float)xu[i];
-        qr_tensor tf = {.dtype = QR_F32, .ndim = 4, .dims = {1, C, H, W}, .data = xf};
-        qr_tensor ti = {.dtype = signed8 ? QR_I8 : QR_U8, .ndim = 4, .dims = {1, C, H, W},
-                        .data = signed8 ? (void *)xs : (void *)xu};
-        const qr_tensor *inf[1] = {&tf}, *ini[1] = {&ti};
         qr_tensor yf, yi;
-        qr_error e;
-        cr_assert_eq(run_op("AveragePool", attrs, 5, inf, 1, &yf, &e), QR_OK, "%s", e.msg);
-        cr_assert_eq(run_op("AveragePool", attrs, 5, ini, 1, &yi, &e), QR_OK, "%s", e.msg);
-        cr_assert_eq(qr_tensor_numel(&yf), qr_tensor_numel(&yi));
+        pool_8bit_and_f32("AveragePool", attrs, 5, C, H, W, xu, xs, xf, signed8, &yf, &yi);
         for (int64_t i = 0; i < qr_tensor_numel(&yf); i++) {
             float mean = ((float *)yf.data)[i];
             ties += mean - floorf(mean) == 0.5f;
