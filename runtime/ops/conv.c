@@ -263,6 +263,13 @@ typedef struct conv_job {
     int64_t *offs; /* slots x small_n */
 } conv_job;
 
+/* A depthwise convolution at stride 2 over phase planes (dw_phased_*): Wq the width of a phase,
+ * n = OH * Wq the sums of a plane, plen a phase's length (4 a slot), alen the sums' (after them). */
+typedef struct dw_phase_job {
+    const conv_job *cj;
+    int64_t wq, n, plen, alen;
+} dw_phase_job;
+
 /* Rows are computed four at a time, so each row of b is loaded once for four
  * rows of c; the loops are cloned per instruction set (the CPU's best is
  * chosen when the program loads) without contracting a*b+c into FMA, so
@@ -567,6 +574,58 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
         }                                                                                                     \
     }                                                                                                         \
                                                                                                               \
+    /* Depthwise planes at stride 2 (both ways, no dilation) as stride 1: the padded plane is split           \
+     * into its four phases (even or odd rows by even or odd columns), border 0; window position              \
+     * (ky, kx) reads phase (ky & 1, kx & 1) shifted by (ky / 2, kx / 2), so it adds w * q[off + j]           \
+     * to every column j = oy * Wq + ox in one run, in (ky, kx) order with the padding's products             \
+     * as dw_padded; the bias last. The split reads rows at a constant stride of 2. */                        \
+    __attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_phased_##S(void *arg, int64_t p0, \
+                                                                                          int64_t p1, int slot) \
+    {                                                                                                         \
+        const dw_phase_job *P = arg;                                                                          \
+        const conv_job *cj = P->cj;                                                                           \
+        const qr_conv_geom *g = cj->g;                                                                        \
+        const T *x = cj->x, *w = cj->w, *b = cj->b;                                                           \
+        T *y = cj->y;                                                                                         \
+        const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0],    \
+                      KW = g->kernel[1], pt = g->pad_begin[0], pl = g->pad_begin[1], wq = P->wq, n = P->n;    \
+        T *restrict q = (T *)cj->col + slot * (4 * P->plen + P->alen), *restrict a = q + 4 * P->plen;         \
+        for (int64_t p = p0; p < p1; p++) {                                                                   \
+            int64_t c = p % cj->ch;                                                                           \
+            const T *xp = x + p * H * W, *wc = w + c * KH * KW;                                               \
+            for (int64_t i = 0; i < 4 * P->plen; i++)                                                         \
+                q[i] = 0;                                                                                     \
+            for (int64_t yy = 0; yy < H; yy++) {                                                              \
+                int64_t py = (yy + pt) & 1, r = (yy + pt) >> 1;                                               \
+                for (int64_t px = 0; px < 2; px++) {                                                          \
+                    int64_t x0 = (px - pl) & 1; /* the first column of this phase */                          \
+                    T *restrict d = q + (py * 2 + px) * P->plen + r * wq + ((x0 + pl) >> 1);                  \
+                    const T *restrict src = xp + yy * W + x0;                                                 \
+                    for (int64_t t = 0; t < (W - x0 + 1) / 2; t++)                                            \
+                        d[t] = src[2 * t];                                                                    \
+                }                                                                                             \
+            }                                                                                                 \
+            for (int64_t i = 0; i < n; i++)                                                                   \
+                a[i] = 0;                                                                                     \
+            for (int64_t ky = 0; ky < KH; ky++)                                                               \
+                for (int64_t kx = 0; kx < KW; kx++) {                                                         \
+                    T wv = wc[ky * KW + kx];                                                                  \
+                    const T *restrict src = q + ((ky & 1) * 2 + (kx & 1)) * P->plen + (ky >> 1) * wq + (kx >> 1); \
+                    for (int64_t i = 0; i < n; i++)                                                           \
+                        a[i] += wv * src[i];                                                                  \
+                }                                                                                             \
+            T *out = y + p * OH * OW;                                                                         \
+            T bc = b ? b[c] : 0;                                                                              \
+            if (b)                                                                                            \
+                for (int64_t oy = 0; oy < OH; oy++)                                                           \
+                    for (int64_t ox = 0; ox < OW; ox++)                                                       \
+                        out[oy * OW + ox] = a[oy * wq + ox] + bc;                                             \
+            else                                                                                              \
+                for (int64_t oy = 0; oy < OH; oy++)                                                           \
+                    memcpy(out + oy * OW, a + oy * wq, (size_t)OW * sizeof(T));                               \
+        }                                                                                                     \
+    }                                                                                                         \
+                                                                                                              \
     /* Depthwise planes at stride 1 over a padded copy (Hp x Wp, border 0): each window position adds         \
      * w * d[off + j] to every column j = oy * Wp + ox of the padded output in one run; the sums take         \
      * the products with the padding too, in (ky, kx) order, exactly as the GEMM's; the bias last;            \
@@ -634,6 +693,25 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
                 return QR_ERR;                                                                                \
             conv_job dj = {g, x, w, b, y, ch, m, group, cg, alen, dlen, buf, NULL};                           \
             qr_parallel_for_slots(k->pool, n_img * ch, 1, dw_padded_##S, &dj);                                \
+            free(buf);                                                                                        \
+            return QR_OK;                                                                                     \
+        }                                                                                                     \
+        if (g->r == 2 && group == ch && m == ch && g->stride[0] == 2 && g->stride[1] == 2 &&                  \
+            g->dilation[0] == 1 && g->dilation[1] == 1 && g->small_n > 0) { /* depthwise at stride 2 */       \
+            int64_t hp = g->big[0] + g->pad_begin[0] + g->pad_end[0];                                         \
+            int64_t wp = g->big[1] + g->pad_begin[1] + g->pad_end[1];                                         \
+            dw_phase_job P = {NULL, (wp + 1) / 2, 0, 0, 0};                                                   \
+            P.n = g->small[0] * P.wq;                                                                         \
+            /* the last window position reads (KW - 1) / 2 past a phase's last row */                         \
+            P.plen = ((hp + 1) / 2 * P.wq + (g->kernel[1] - 1) / 2 + 15) / 16 * 16;                           \
+            P.alen = (P.n + 15) / 16 * 16;                                                                    \
+            int slots = qr_pool_threads(k->pool);                                                             \
+            T *buf = qr_kscratch(k, slots, 4 * P.plen + P.alen, sizeof(T), "phase planes");                   \
+            if (!buf)                                                                                         \
+                return QR_ERR;                                                                                \
+            conv_job dj = {g, x, w, b, y, ch, m, group, cg, mg, ck, buf, NULL};                               \
+            P.cj = &dj;                                                                                       \
+            qr_parallel_for_slots(k->pool, n_img * ch, 1, dw_phased_##S, &P);                                 \
             free(buf);                                                                                        \
             return QR_OK;                                                                                     \
         }                                                                                                     \

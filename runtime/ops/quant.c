@@ -1287,6 +1287,63 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_plan
     }
 }
 
+/* Stride 2 (both ways, no dilation) as stride 1: the padded plane's x - x_zero is split into its
+ * four phases (even or odd rows by even or odd columns), Hq x Wq each, border 0; the window
+ * position (ky, kx) reads phase (ky & 1, kx & 1) shifted by (ky / 2, kx / 2), so each position
+ * again adds w * q[off + j] for every column j = oy * Wq + ox in one run (Wq - OW junk columns
+ * a row, dropped when the sums are copied out). The split reads each row at a constant stride
+ * of 2, a loop GCC vectorizes; the row loops of dw_planes had 7 to 56 outputs, mostly scalar. */
+typedef struct dw_phase {
+    const dw_job *j;
+    int64_t hq, wq, n;  /* a phase plane; n = OH * Wq */
+    int32_t *q;         /* slots x qlen: the four phases, plen apart */
+    uint32_t *a;        /* slots x alen */
+    int64_t plen, qlen, alen;
+} dw_phase;
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_planes_phased(void *arg, int64_t p0,
+                                                                                        int64_t p1, int slot)
+{
+    const dw_phase *P = arg;
+    const dw_job *j = P->j;
+    const qr_conv_geom *g = &j->cv->g;
+    const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0],
+                  KW = g->kernel[1], pt = g->pad_begin[0], pl = g->pad_begin[1], wq = P->wq, n = P->n;
+    const int32_t xz = j->xz;
+    const uint8_t flip = j->flip;
+    int32_t *restrict q = P->q + slot * P->qlen;
+    uint32_t *restrict a = P->a + slot * P->alen;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t c = p % j->cv->c;
+        const uint8_t *xp = j->x + p * H * W;
+        const int32_t *wk = j->wk + c * KH * KW;
+        memset(q, 0, (size_t)P->qlen * sizeof *q);
+        for (int64_t y = 0; y < H; y++) {
+            int64_t py = (y + pt) & 1, r = (y + pt) >> 1;
+            const uint8_t *xr = xp + y * W;
+            for (int64_t px = 0; px < 2; px++) {
+                int64_t x0 = (px - pl) & 1; /* the first column of this phase: (x0 + pl) & 1 == px */
+                int32_t *restrict d = q + (py * 2 + px) * P->plen + r * wq + ((x0 + pl) >> 1);
+                const uint8_t *restrict s = xr + x0;
+                for (int64_t t = 0; t < (W - x0 + 1) / 2; t++)
+                    d[t] = (int32_t)(s[2 * t] ^ flip) - xz;
+            }
+        }
+        for (int64_t i = 0; i < n; i++)
+            a[i] = j->b0[c];
+        for (int64_t ky = 0; ky < KH; ky++)
+            for (int64_t kx = 0; kx < KW; kx++) {
+                int32_t wv = wk[ky * KW + kx];
+                const int32_t *restrict src = q + ((ky & 1) * 2 + (kx & 1)) * P->plen + (ky >> 1) * wq + (kx >> 1);
+                for (int64_t i = 0; i < n; i++)
+                    a[i] += (uint32_t)(wv * src[i]);
+            }
+        uint32_t *out = j->acc + p * OH * OW;
+        for (int64_t oy = 0; oy < OH; oy++)
+            memcpy(out + oy * OW, a + oy * wq, (size_t)OW * sizeof *a);
+    }
+}
+
 static qr_status iconv_acc_depthwise(qr_kctx *k, const iconv *cv, const qr_tensor *x, const qr_tensor *xzp,
                                      const qr_tensor *w, const qr_tensor *wzp, const qr_tensor *bias, int32_t *acc)
 {
@@ -1326,6 +1383,27 @@ static qr_status iconv_acc_depthwise(qr_kctx *k, const iconv *cv, const qr_tenso
         }
         qr_parallel_for_slots(k->pool, cv->n * cv->c, 1, dw_planes_padded, &P);
         free(P.d);
+        free(P.a);
+    } else if (g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1 &&
+               g->small_n > 0) {
+        int slots = qr_pool_threads(k->pool);
+        int64_t hp = g->big[0] + g->pad_begin[0] + g->pad_end[0], wp = g->big[1] + g->pad_begin[1] + g->pad_end[1];
+        dw_phase P = {&j, (hp + 1) / 2, (wp + 1) / 2, 0, NULL, NULL, 0, 0, 0};
+        P.n = g->small[0] * P.wq;
+        /* the last window position reads (KW - 1) / 2 past the phase's last row; a cache line apart */
+        P.plen = (P.hq * P.wq + (g->kernel[1] - 1) / 2 + 15) / 16 * 16;
+        P.qlen = 4 * P.plen;
+        P.alen = (P.n + 15) / 16 * 16;
+        P.q = qr_kscratch(k, slots, P.qlen, sizeof(int32_t), "phase planes");
+        P.a = P.q ? qr_kscratch(k, slots, P.alen, sizeof(uint32_t), "phase sums") : NULL;
+        if (!P.a) {
+            free(P.q);
+            free(wk);
+            free(b0);
+            return QR_ERR;
+        }
+        qr_parallel_for_slots(k->pool, cv->n * cv->c, 1, dw_planes_phased, &P);
+        free(P.q);
         free(P.a);
     } else {
         qr_parallel_for(k->pool, cv->n * cv->c, 1, dw_planes, &j);

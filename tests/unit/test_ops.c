@@ -411,9 +411,9 @@ Test(ops, averagepool_on_8bit_integers_rounds_half_to_even)
     check_avgpool_8bit(2, 1, 1, 1, 0);
 }
 
-/* A depthwise float Conv (its own kernels: strided, and stride 1 over padded planes) against the
- * definition summed in double here: dilations, asymmetric pads, strides 1, 2 and 3, with and without
- * a bias, values of both signs; two images. */
+/* A depthwise float Conv (its own kernels: strided, stride 2 over phase planes, stride 1 over padded
+ * planes) against the definition summed in double here: dilations, asymmetric pads, strides 1, 2
+ * and 3, with and without a bias, values of both signs; two images. */
 static void check_depthwise(int64_t sy, int64_t sx, int64_t dy, int64_t dx, int64_t pt, int64_t pl, int64_t pb,
                             int64_t pr, int with_bias)
 {
@@ -466,7 +466,9 @@ static void check_depthwise(int64_t sy, int64_t sx, int64_t dy, int64_t dx, int6
 Test(ops, depthwise_conv_matches_the_definition)
 {
     check_depthwise(2, 1, 1, 2, 1, 2, 0, 1, 1); /* strided */
-    check_depthwise(2, 2, 1, 1, 1, 1, 1, 1, 1); /* stride 2 both ways, as MobileNet's */
+    check_depthwise(2, 2, 1, 1, 1, 1, 1, 1, 1); /* stride 2 both ways, as MobileNet's: phase planes */
+    check_depthwise(2, 2, 1, 1, 0, 1, 2, 0, 0); /* ... with pads of either parity, without a bias */
+    check_depthwise(2, 2, 1, 1, 2, 0, 0, 1, 1);
     check_depthwise(1, 3, 1, 1, 0, 1, 0, 1, 0);
     check_depthwise(1, 1, 2, 2, 2, 0, 1, 3, 1); /* stride 1: padded planes */
     check_depthwise(1, 1, 1, 1, 0, 0, 0, 0, 1);
