@@ -168,9 +168,9 @@ Test(igemm, conv_integer_on_the_microkernel_matches_the_portable_path)
     const int cases[][11] = {{2, 3, 9, 7, 5, 3, 3, 1, 1, 1, 1}, {1, 8, 10, 10, 8, 3, 3, 8, 2, 1, 1},
                              {1, 6, 11, 9, 4, 3, 2, 2, 1, 2, 0}, {3, 16, 5, 5, 33, 1, 1, 1, 1, 1, 0},
                              {1, 4, 8, 8, 7, 5, 5, 1, 3, 1, 2}, {2, 5, 7, 6, 9, 3, 3, 1, 1, 1, 1},
-                             /* depthwise (its own kernels): rows under 32 outputs channel-last (dilated
-                              * and padded, 5x5 with stride 2, blocks of 64 channels with a partial last),
-                              * wider ones plane by plane: strided, and stride 1 over padded planes */
+                             /* depthwise (its own kernels): dilated and padded over strided plane rows,
+                              * stride 2 over phase planes (5x5, many channels, wide rows), stride 1 over
+                              * padded planes */
                              {2, 6, 9, 11, 6, 3, 3, 6, 1, 2, 2}, {1, 5, 7, 7, 5, 5, 5, 5, 2, 1, 2},
                              {1, 70, 9, 9, 70, 3, 3, 70, 2, 1, 1}, {2, 130, 7, 7, 130, 3, 3, 130, 1, 1, 1},
                              {1, 4, 10, 70, 4, 3, 3, 4, 2, 1, 1}, {1, 3, 8, 40, 3, 3, 3, 3, 1, 2, 2},
