@@ -168,12 +168,13 @@ Test(igemm, conv_integer_on_the_microkernel_matches_the_portable_path)
     const int cases[][11] = {{2, 3, 9, 7, 5, 3, 3, 1, 1, 1, 1}, {1, 8, 10, 10, 8, 3, 3, 8, 2, 1, 1},
                              {1, 6, 11, 9, 4, 3, 2, 2, 1, 2, 0}, {3, 16, 5, 5, 33, 1, 1, 1, 1, 1, 0},
                              {1, 4, 8, 8, 7, 5, 5, 1, 3, 1, 2}, {2, 5, 7, 6, 9, 3, 3, 1, 1, 1, 1},
-                             /* depthwise (its own kernels): dilated and padded over strided plane rows,
-                              * stride 2 over phase planes (5x5, many channels, wide rows), stride 1 over
-                              * padded planes */
+                             /* depthwise (its own kernels): stride 2 over phase planes (5x5, many
+                              * channels, wide rows), stride 1 over padded planes (dilated), stride 3 and
+                              * dilated stride 2 over strided plane rows */
                              {2, 6, 9, 11, 6, 3, 3, 6, 1, 2, 2}, {1, 5, 7, 7, 5, 5, 5, 5, 2, 1, 2},
                              {1, 70, 9, 9, 70, 3, 3, 70, 2, 1, 1}, {2, 130, 7, 7, 130, 3, 3, 130, 1, 1, 1},
                              {1, 4, 10, 70, 4, 3, 3, 4, 2, 1, 1}, {1, 3, 8, 40, 3, 3, 3, 3, 1, 2, 2},
+                             {1, 4, 10, 30, 4, 3, 3, 4, 3, 1, 1}, {1, 5, 12, 12, 5, 3, 3, 5, 2, 2, 2},
                              /* stride 1 on wide enough rows: over padded planes */
                              {1, 8, 12, 20, 12, 3, 3, 1, 1, 1, 1}, {2, 4, 10, 24, 6, 3, 3, 1, 1, 2, 2},
                              {1, 6, 6, 16, 4, 3, 3, 2, 1, 1, 1},
