@@ -213,6 +213,7 @@ int cli_run(int argc, char **argv)
         else
             printf("memory: arena %zu bytes for %zu bytes of intermediates (%.1f%%)\n", st.arena_bytes, st.sum_bytes,
                    st.sum_bytes ? 100.0 * (double)st.arena_bytes / (double)st.sum_bytes : 0.0);
+        printf("workspace: %zu bytes of kernel scratch, kept across runs\n", st.work_bytes);
     }
     rc = profile ? cli_print_profile(stdout, rg, qr_exec_profile(x), 30) : 0;
 out:

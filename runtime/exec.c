@@ -32,7 +32,7 @@ struct qr_exec {
     qr_pool *pool;
     qr_node_prof *prof; /* per node when opts.profile */
     qr_kcache *cache;   /* per node: what its kernel keeps across runs */
-    qr_kcache work;     /* the kernels' shared workspace (qr_kwork_get) */
+    qr_kwork_arena work; /* the kernels' shared workspace (qr_kwork) */
     /* a node's kernel context, sized once by the graph's widest node (no allocation per node):
      * io_in past the node's inputs is NULL up to io_nin; io_hi: the last node's input count */
     const qr_tensor **io_in;
@@ -183,7 +183,7 @@ void qr_exec_free(qr_exec *x)
     for (int i = 0; x->cache && i < x->nn; i++)
         free(x->cache[i].data);
     free(x->cache);
-    free(x->work.data);
+    qr_kwork_arena_free(&x->work);
     free(x->io_in);
     free(x->io_out);
     free(x->io_scratch);
@@ -422,7 +422,7 @@ static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
                 x->planned[n->out[j]->id] = io.out[j]->data;
                 x->kind[n->out[j]->id] = V_PLANNED;
             }
-            if (n->def->run(&io.k) != QR_OK)
+            if (qr_op_run(&io.k) != QR_OK)
                 return node_fail(n, e);
             x->node_done[ni] = 1;
         }
@@ -540,6 +540,7 @@ static void observe(qr_exec *x, const qr_node *n)
 qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, qr_error *e)
 {
     const qr_graph *g = x->g;
+    long spills0 = x->work.spills;
     for (int i = 0; i < g->n_outputs; i++)
         memset(&outputs[i], 0, sizeof outputs[i]);
     if (check_inputs(x, inputs, e) != QR_OK)
@@ -595,7 +596,7 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
             }
         }
         if (st == QR_OK)
-            st = n->def->run(&io.k);
+            st = qr_op_run(&io.k);
         if (st == QR_OK && x->prof) {
             struct timespec t1;
             clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -646,5 +647,7 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
             qr_tensor_free(&outputs[i]);
     x->stats.dynamic = x->dynamic;
     x->stats.peak_bytes = x->dynamic ? peak : x->arena_size;
+    x->stats.work_bytes = x->work.cap;
+    x->stats.work_spills = x->work.spills - spills0;
     return st;
 }

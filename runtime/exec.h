@@ -44,6 +44,8 @@ typedef struct qr_exec_stats {
     size_t sum_bytes;     /* sum of all intermediate tensors: what a plan without reuse would need */
     size_t peak_bytes;    /* peak bytes live at once in the last run (dynamic or static) */
     int dynamic;          /* last run used dynamic allocation */
+    size_t work_bytes;    /* the kernels' workspace, kept across runs (qr_kwork) */
+    long work_spills;     /* kernel scratch allocated past the workspace in the last run (0 once it has grown) */
 } qr_exec_stats;
 
 /* The graph must outlive the executor and not change while it exists. */

@@ -1,3 +1,5 @@
+#include <assert.h>
+#include <stddef.h>
 #include "op.h"
 
 #include <stdint.h>
@@ -293,22 +295,89 @@ void qr_kcache_done(qr_kctx *k, void *p)
     slot_done(k->cache, p);
 }
 
-void *qr_kwork_get(qr_kctx *k, size_t bytes, const char *what)
+/* An allocation past the arena's buffer, freed when its node ends. */
+typedef struct qr_kwork_spill {
+    struct qr_kwork_spill *next;
+    max_align_t align[];
+} qr_kwork_spill;
+
+enum { KWORK_ALIGN = 64 };
+
+void *qr_kwork(qr_kctx *k, int64_t rows, int64_t cols, size_t elem, const char *what)
 {
-    if (k->work && k->work->data && k->work->bytes >= bytes)
-        return k->work->data;
-    void *p = qr_kscratch(k, 1, (int64_t)(bytes > INT64_MAX ? INT64_MAX : bytes), 1, what);
-    if (p && k->work) {
-        free(k->work->data);
-        k->work->data = p;
-        k->work->bytes = bytes;
+    qr_kwork_arena *a = k->work;
+    assert(a && "qr_kwork outside qr_op_run");
+    int64_t count;
+    size_t bytes;
+    if (rows < 0 || cols < 0 || __builtin_mul_overflow(rows, cols, &count) ||
+        __builtin_mul_overflow((size_t)count, elem, &bytes) || bytes > SIZE_MAX / 2)
+        return qr_kscratch(k, rows, cols, elem, what); /* reports the size */
+    size_t padded = (bytes + KWORK_ALIGN - 1) / KWORK_ALIGN * KWORK_ALIGN;
+    if (k->scratch_max && a->need + padded > k->scratch_max)
+        return qr_kscratch(k, 1, (int64_t)(a->need + padded), 1, what); /* reports the budget */
+    a->need += padded;
+    if (a->used + padded <= a->cap) {
+        void *p = a->base + a->used;
+        a->used += padded;
+        return p;
     }
-    return p;
+    qr_kwork_spill *sp = aligned_alloc(KWORK_ALIGN, (sizeof *sp + KWORK_ALIGN - 1) / KWORK_ALIGN * KWORK_ALIGN + padded);
+    if (!sp) {
+        QR_KERR(k, "out of memory: its %s needs %zu bytes", what, bytes);
+        return NULL;
+    }
+    sp->next = a->spill;
+    a->spill = sp;
+    a->spills++;
+    return (unsigned char *)sp + (sizeof *sp + KWORK_ALIGN - 1) / KWORK_ALIGN * KWORK_ALIGN;
 }
 
-void qr_kwork_done(qr_kctx *k, void *p)
+/* The node's spills are freed; the buffer grows to the largest need seen, for the next run. */
+static void kwork_end(qr_kwork_arena *a)
 {
-    slot_done(k->work, p);
+    while (a->spill) {
+        qr_kwork_spill *next = a->spill->next;
+        free(a->spill);
+        a->spill = next;
+    }
+    if (a->need > a->high)
+        a->high = a->need;
+    if (a->high > a->cap) {
+        unsigned char *grown = aligned_alloc(KWORK_ALIGN, a->high);
+        if (grown) { /* else the next run spills again */
+            free(a->base);
+            a->base = grown;
+            a->cap = a->high;
+        }
+    }
+    a->used = a->need = 0;
+}
+
+qr_status qr_op_run(qr_kctx *k)
+{
+    qr_kwork_arena own = {0}, *outer = k->work;
+    if (!outer)
+        k->work = &own;
+    qr_kwork_arena *a = k->work;
+    a->used = a->need = 0;
+    qr_status st = k->node->def->run(k);
+    if (outer) {
+        kwork_end(a);
+    } else {
+        while (own.spill) {
+            qr_kwork_spill *next = own.spill->next;
+            free(own.spill);
+            own.spill = next;
+        }
+        k->work = NULL;
+    }
+    return st;
+}
+
+void qr_kwork_arena_free(qr_kwork_arena *a)
+{
+    free(a->base);
+    *a = (qr_kwork_arena){0};
 }
 
 int qr_kinput_const(const qr_kctx *k, int i)

@@ -24,7 +24,7 @@ typedef struct qr_kctx {
     void *user;    /* qr_exec_opts.kernel_user: state of ops owned by a driver (e.g. the quantizer's SimQuant) */
     size_t scratch_max; /* the memory budget (--max-memory) for one kernel's scratch; 0: unbounded */
     struct qr_kcache *cache; /* the node's buffer kept across runs (qr_kcache_get); NULL: none */
-    struct qr_kcache *work;  /* the executor's workspace (qr_kwork_get); NULL: none */
+    struct qr_kwork_arena *work; /* the kernels' workspace (qr_kwork); qr_op_run provides one */
 } qr_kctx;
 
 /* A node's buffer that lives as long as its executor (which frees it). */
@@ -83,13 +83,27 @@ int qr_op_list(const qr_op_def *const **defs);
  * like qr_kscratch; NULL with the error set. Give it back with qr_kcache_done. */
 void *qr_kcache_get(qr_kctx *k, size_t bytes, const char *what, int *fresh);
 void qr_kcache_done(qr_kctx *k, void *p);
-/* Scratch of bytes for this run of k's kernel (contents undefined) from the executor's workspace:
- * one buffer its nodes share (they run one at a time), grown to the largest request and kept
- * across runs, so the scratch costs no malloc and no fresh pages per run. Checked against the
- * memory budget like qr_kscratch; NULL with the error set. Without an executor (k->work NULL)
- * a fresh allocation. Give it back with qr_kwork_done. */
-void *qr_kwork_get(qr_kctx *k, size_t bytes, const char *what);
-void qr_kwork_done(qr_kctx *k, void *p);
+/* The kernels' workspace: scratch for one run of one node, handed out from a buffer the
+ * executor keeps across runs (its nodes run one at a time). What a node asked for beyond the
+ * buffer comes from malloc for that run, and the buffer grows to the node's whole need when the
+ * node ends: from the second run of an executor on, kernels cost no malloc and no fresh pages. */
+typedef struct qr_kwork_arena {
+    unsigned char *base;
+    size_t cap, used;     /* used: the current node's bytes in base */
+    size_t need;          /* the current node's bytes in all, aligned */
+    struct qr_kwork_spill *spill; /* this node's allocations past base */
+    size_t high;          /* the largest need of any node so far */
+    long spills;          /* allocations past base since qr_kwork_reset_stats */
+} qr_kwork_arena;
+
+/* Scratch of rows x cols elements of elem bytes for this run of k's kernel (contents undefined,
+ * 64-byte aligned), valid until the kernel returns: never freed by the kernel. Checked against
+ * the memory budget like qr_kscratch; NULL with the error set. Only on the thread that runs the
+ * kernel (not inside qr_parallel_for's workers): a kernel takes its threads' slots at once. */
+void *qr_kwork(qr_kctx *k, int64_t rows, int64_t cols, size_t elem, const char *what);
+/* Runs k's kernel with its workspace: the executor's (k->work), or one for this run alone. */
+qr_status qr_op_run(qr_kctx *k);
+void qr_kwork_arena_free(qr_kwork_arena *a);
 /* Whether input i of k's node is a graph constant (what qr_kcache_get may be derived from). */
 int qr_kinput_const(const qr_kctx *k, int i);
 

@@ -205,7 +205,7 @@ static qr_status infer_and_fold(qr_graph *g, kargs *ka, qr_error *e)
         for (int j = 0; j < n->n_out && rst == QR_OK; j++)
             rst = qr_tensor_alloc(&out[j], e);
         if (rst == QR_OK)
-            rst = n->def->run(&k);
+            rst = qr_op_run(&k);
         if (rst == QR_OK)
             for (int j = 0; j < n->n_out; j++)
                 qr_value_set_const(g, n->out[j], &out[j]);
@@ -435,7 +435,7 @@ static void sym_run(const qr_graph *g, qr_tensor *vt, int64_t base)
         int alloc = 1;
         for (int j = 0; j < n->n_out; j++)
             alloc &= qr_tensor_alloc(outp[j], &e) == QR_OK;
-        if (!alloc || n->def->run(&k) != QR_OK)
+        if (!alloc || qr_op_run(&k) != QR_OK)
             for (int j = 0; j < n->n_out; j++)
                 qr_tensor_free(outp[j]);
     }

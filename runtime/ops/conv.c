@@ -688,12 +688,11 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
             int64_t dlen = (hp * wp + (g->kernel[1] - 1) * g->dilation[1] + 15) / 16 * 16;                    \
             int64_t alen = (g->small[0] * wp + 15) / 16 * 16;                                                 \
             int slots = qr_pool_threads(k->pool);                                                             \
-            T *buf = qr_kscratch(k, slots, dlen + alen, sizeof(T), "padded planes");                          \
+            T *buf = qr_kwork(k, slots, dlen + alen, sizeof(T), "padded planes");                             \
             if (!buf)                                                                                         \
                 return QR_ERR;                                                                                \
             conv_job dj = {g, x, w, b, y, ch, m, group, cg, alen, dlen, buf, NULL};                           \
             qr_parallel_for_slots(k->pool, n_img * ch, 1, dw_padded_##S, &dj);                                \
-            free(buf);                                                                                        \
             return QR_OK;                                                                                     \
         }                                                                                                     \
         if (g->r == 2 && group == ch && m == ch && g->stride[0] == 2 && g->stride[1] == 2 &&                  \
@@ -706,13 +705,12 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
             P.plen = ((hp + 1) / 2 * P.wq + (g->kernel[1] - 1) / 2 + 15) / 16 * 16;                           \
             P.alen = (P.n + 15) / 16 * 16;                                                                    \
             int slots = qr_pool_threads(k->pool);                                                             \
-            T *buf = qr_kscratch(k, slots, 4 * P.plen + P.alen, sizeof(T), "phase planes");                   \
+            T *buf = qr_kwork(k, slots, 4 * P.plen + P.alen, sizeof(T), "phase planes");                      \
             if (!buf)                                                                                         \
                 return QR_ERR;                                                                                \
             conv_job dj = {g, x, w, b, y, ch, m, group, cg, mg, ck, buf, NULL};                               \
             P.cj = &dj;                                                                                       \
             qr_parallel_for_slots(k->pool, n_img * ch, 1, dw_phased_##S, &P);                                 \
-            free(buf);                                                                                        \
             return QR_OK;                                                                                     \
         }                                                                                                     \
         if (g->r == 2 && group == ch && m == ch) { /* depthwise, strided: plane by plane */                   \
@@ -721,22 +719,18 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
             return QR_OK;                                                                                     \
         }                                                                                                     \
         int slots = n_img > 1 ? qr_pool_threads(k->pool) : 1;                                                 \
-        T *col = direct ? NULL : qr_kscratch(k, ck * slots, g->small_n, sizeof(T), "im2col buffer");          \
+        T *col = direct ? NULL : qr_kwork(k, ck * slots, g->small_n, sizeof(T), "im2col buffer");             \
         if (!direct && !col)                                                                                  \
             return QR_ERR;                                                                                    \
-        int64_t *offs = malloc((size_t)(g->small_n * slots) * sizeof(int64_t) + 1);                           \
-        if (!offs) {                                                                                          \
-            free(col);                                                                                        \
-            return QR_KERR(k, "out of memory for the im2col buffer");                                         \
-        }                                                                                                     \
+        int64_t *offs = qr_kwork(k, slots, g->small_n, sizeof(int64_t), "im2col offsets");                    \
+        if (!offs)                                                                                            \
+            return QR_ERR;                                                                                    \
         conv_job cj = {g, x, w, b, y, ch, m, group, cg, mg, ck, col, offs};                                   \
         if (slots > 1)                                                                                        \
             qr_parallel_for_slots(k->pool, n_img, 1, conv_images_##S, &cj);                                   \
         else                                                                                                  \
             for (int64_t n = 0; n < n_img; n++)                                                               \
                 conv_image_##S(&cj, n, col, offs, k->pool);                                                   \
-        free(col);                                                                                            \
-        free(offs);                                                                                           \
         return QR_OK;                                                                                         \
     }                                                                                                         \
                                                                                                               \
@@ -746,14 +740,10 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
                                  T *y, int64_t n_img, int64_t ch, int64_t m, int64_t group)                  \
     {                                                                                                         \
         int64_t cg = ch / group, mg = m / group, mk = mg * g->kernel_n;                                       \
-        T *col = qr_kscratch(k, mk, g->small_n, sizeof(T), "col2im buffer");                                  \
-        if (!col)                                                                                             \
+        T *col = qr_kwork(k, mk, g->small_n, sizeof(T), "col2im buffer");                                     \
+        int64_t *offs = col ? qr_kwork(k, g->small_n, 1, sizeof(int64_t), "col2im offsets") : NULL;           \
+        if (!offs)                                                                                            \
             return QR_ERR;                                                                                    \
-        int64_t *offs = malloc((size_t)g->small_n * sizeof(int64_t) + 1);                                     \
-        if (!offs) {                                                                                          \
-            free(col);                                                                                        \
-            return QR_KERR(k, "out of memory for the col2im buffer");                                         \
-        }                                                                                                     \
         for (int64_t n = 0; n < n_img; n++)                                                                   \
             for (int64_t gi = 0; gi < group; gi++) {                                                          \
                 /* col = w_g^T x_g: one row per (output channel, kernel position). */                         \
@@ -768,8 +758,6 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
                 if (b) /* last, as in gemm_rows */                                                            \
                     add_bias_##S(yg, g->big_n, b + gi * mg, mg);                                              \
             }                                                                                                 \
-        free(col);                                                                                            \
-        free(offs);                                                                                           \
         return QR_OK;                                                                                         \
     }
 
@@ -1277,17 +1265,16 @@ static qr_status pool_run_common(qr_kctx *k, int is_max)
             int slots = qr_pool_threads(k->pool);
             int64_t len = pool_tiles_plane(&g) ? pool_tile_rows(&g) * g.big[1] : pool_row_len(&g);
             len = (len + 127) / 64 * 64; /* a cache line apart: no false sharing */
-            void *tmp = qr_kscratch(k, slots, len, 1, "pooling row buffers");
+            void *tmp = qr_kwork(k, slots, len, 1, "pooling row buffers");
             if (!tmp)
                 return QR_ERR;
             pool8_job pj = {&g, x->data, y->data, tmp, len, x->dtype == QR_I8};
             qr_parallel_for_slots(k->pool, planes, 1, pool8_planes, &pj);
-            free(tmp);
             return QR_OK;
         }
-        int64_t *o = malloc((size_t)sn * sizeof(int64_t) + 1);
+        int64_t *o = qr_kwork(k, sn, 1, sizeof(int64_t), "window offsets");
         if (!o)
-            return QR_KERR(k, "out of memory");
+            return QR_ERR;
         if (x->dtype == QR_U8)
             pool_max_u8(&g, x->data, y->data, planes, o);
         else if (x->dtype == QR_I8)
@@ -1297,24 +1284,20 @@ static qr_status pool_run_common(qr_kctx *k, int is_max)
                 pool_max_2x2_f32(&g, x->data, y->data, planes);
             else
                 pool_max_f32(&g, x->data, y->data, planes, o);
-        free(o);
         return QR_OK;
     }
     if (!is_max && x->dtype == y->dtype && (x->dtype == QR_U8 || x->dtype == QR_I8)) {
-        int64_t *ia = malloc((size_t)(planes * sn) * sizeof(int64_t) + 1), *io = malloc((size_t)sn * sizeof(int64_t) + 1),
-                *ic = malloc((size_t)sn * sizeof(int64_t) + 1);
-        int ok = ia && io && ic;
-        if (ok) {
-            pool_counts(k, &g, io, ic);
-            if (x->dtype == QR_U8)
-                pool_avg_u8(&g, x->data, y->data, planes, io, ic, ia);
-            else
-                pool_avg_i8(&g, x->data, y->data, planes, io, ic, ia);
-        }
-        free(io);
-        free(ic);
-        free(ia);
-        return ok ? QR_OK : QR_KERR(k, "out of memory");
+        int64_t *ia = qr_kwork(k, planes, sn, sizeof(int64_t), "window sums");
+        int64_t *io = ia ? qr_kwork(k, sn, 1, sizeof(int64_t), "window offsets") : NULL;
+        int64_t *ic = io ? qr_kwork(k, sn, 1, sizeof(int64_t), "window counts") : NULL;
+        if (!ic)
+            return QR_ERR;
+        pool_counts(k, &g, io, ic);
+        if (x->dtype == QR_U8)
+            pool_avg_u8(&g, x->data, y->data, planes, io, ic, ia);
+        else
+            pool_avg_i8(&g, x->data, y->data, planes, io, ic, ia);
+        return QR_OK;
     }
     double *xd = to_f64(x), *acc = malloc((size_t)(planes * sn) * sizeof(double) + 1);
     int64_t *cnt = malloc((size_t)sn * sizeof(int64_t) + 1);

@@ -670,12 +670,10 @@ static qr_status matmulint_u8s8(qr_kctx *k, const qr_tensor *a, int64_t za, cons
             init[j] = (int32_t)(0u - (uint32_t)za * sum);
         }
     }
-    uint8_t *bp = qr_kscratch(k, k4, r16, 1, "packed A");
-    int32_t *ct = bp ? qr_kscratch(k, nn, rows, sizeof(int32_t), "transposed product") : NULL;
-    if (!bp || !ct) {
+    uint8_t *bp = qr_kwork(k, k4, r16, 1, "packed A");
+    int32_t *ct = bp ? qr_kwork(k, nn, rows, sizeof(int32_t), "transposed product") : NULL;
+    if (!ct) {
         qr_kcache_done(k, packed);
-        free(bp);
-        free(ct);
         return QR_ERR;
     }
     const uint8_t *ad = a->data;
@@ -689,8 +687,6 @@ static qr_status matmulint_u8s8(qr_kctx *k, const qr_tensor *a, int64_t za, cons
         for (int64_t j = 0; j < nn; j++)
             acc[i * nn + j] = ct[j * rows + i];
     qr_kcache_done(k, packed);
-    free(bp);
-    free(ct);
     return QR_OK;
 }
 
@@ -1152,7 +1148,7 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
         }
         at[r + 1] = total;
     }
-    uint8_t *work = qr_kwork_get(k, total, "integer convolution's scratch (packed im2col, planes)");
+    uint8_t *work = qr_kwork(k, 1, (int64_t)total, 1, "integer convolution's scratch (packed im2col, planes)");
     if (!work) {
         qr_kcache_done(k, packed);
         return QR_ERR;
@@ -1175,7 +1171,6 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
         for (int64_t n = 0; n < cv->n; n++)
             u8conv_image(&j, n, colp, offs, xpad, accp, k->pool);
     qr_kcache_done(k, packed);
-    qr_kwork_done(k, work);
     return QR_OK;
 }
 
@@ -1349,13 +1344,10 @@ static qr_status iconv_acc_depthwise(qr_kctx *k, const iconv *cv, const qr_tenso
 {
     const qr_conv_geom *g = &cv->g;
     int64_t kn = g->kernel_n, nwz = wzp ? qr_tensor_numel(wzp) : 0;
-    int32_t *wk = malloc((size_t)(cv->c * kn) * sizeof(int32_t) + 1);
-    uint32_t *b0 = malloc((size_t)cv->c * sizeof(uint32_t) + 1);
-    if (!wk || !b0) {
-        free(wk);
-        free(b0);
-        return QR_KERR(k, "out of memory");
-    }
+    int32_t *wk = qr_kwork(k, cv->c, kn, sizeof(int32_t), "depthwise weights");
+    uint32_t *b0 = wk ? qr_kwork(k, cv->c, 1, sizeof(uint32_t), "depthwise bias") : NULL;
+    if (!b0)
+        return QR_ERR;
     for (int64_t c = 0; c < cv->c; c++) {
         int64_t wz = nwz ? get_int(wzp->data, wzp->dtype, nwz == 1 ? 0 : c) : 0;
         for (int64_t i = 0; i < kn; i++)
@@ -1373,17 +1365,11 @@ static qr_status iconv_acc_depthwise(qr_kctx *k, const iconv *cv, const qr_tenso
         P.alen = (P.n + 15) / 16 * 16;
         /* the last window position reads (KW - 1) * d past the padded plane's last row; a cache line apart */
         P.dlen = (P.hp * P.wp + (g->kernel[1] - 1) * g->dilation[1] + 15) / 16 * 16;
-        P.d = qr_kscratch(k, slots, P.dlen, sizeof(int32_t), "padded planes");
-        P.a = P.d ? qr_kscratch(k, slots, P.alen, sizeof(uint32_t), "padded sums") : NULL;
-        if (!P.a) {
-            free(P.d);
-            free(wk);
-            free(b0);
+        P.d = qr_kwork(k, slots, P.dlen, sizeof(int32_t), "padded planes");
+        P.a = P.d ? qr_kwork(k, slots, P.alen, sizeof(uint32_t), "padded sums") : NULL;
+        if (!P.a)
             return QR_ERR;
-        }
         qr_parallel_for_slots(k->pool, cv->n * cv->c, 1, dw_planes_padded, &P);
-        free(P.d);
-        free(P.a);
     } else if (g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1 &&
                g->small_n > 0) {
         int slots = qr_pool_threads(k->pool);
@@ -1394,22 +1380,14 @@ static qr_status iconv_acc_depthwise(qr_kctx *k, const iconv *cv, const qr_tenso
         P.plen = (P.hq * P.wq + (g->kernel[1] - 1) / 2 + 15) / 16 * 16;
         P.qlen = 4 * P.plen;
         P.alen = (P.n + 15) / 16 * 16;
-        P.q = qr_kscratch(k, slots, P.qlen, sizeof(int32_t), "phase planes");
-        P.a = P.q ? qr_kscratch(k, slots, P.alen, sizeof(uint32_t), "phase sums") : NULL;
-        if (!P.a) {
-            free(P.q);
-            free(wk);
-            free(b0);
+        P.q = qr_kwork(k, slots, P.qlen, sizeof(int32_t), "phase planes");
+        P.a = P.q ? qr_kwork(k, slots, P.alen, sizeof(uint32_t), "phase sums") : NULL;
+        if (!P.a)
             return QR_ERR;
-        }
         qr_parallel_for_slots(k->pool, cv->n * cv->c, 1, dw_planes_phased, &P);
-        free(P.q);
-        free(P.a);
     } else {
         qr_parallel_for(k->pool, cv->n * cv->c, 1, dw_planes, &j);
     }
-    free(wk);
-    free(b0);
     return QR_OK;
 }
 
@@ -1427,18 +1405,12 @@ static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, cons
         if (fn)
             return iconv_acc_u8s8(k, cv, x, xzp ? get_int(xzp->data, xzp->dtype, 0) : 0, w, bias, acc, fn, wconst);
     }
-    int32_t *col = qr_kscratch(k, ck, sn, sizeof(int32_t), "im2col buffer");
-    if (!col)
+    int32_t *col = qr_kwork(k, ck, sn, sizeof(int32_t), "im2col buffer");
+    int32_t *xs = col ? qr_kwork(k, nx, 1, sizeof(int32_t), "widened input") : NULL;
+    int32_t *ws = xs ? qr_kwork(k, nw, 1, sizeof(int32_t), "widened weights") : NULL;
+    int64_t *offs = ws ? qr_kwork(k, sn, 1, sizeof(int64_t), "window offsets") : NULL;
+    if (!offs)
         return QR_ERR;
-    int32_t *xs = malloc((size_t)nx * sizeof(int32_t) + 1), *ws = malloc((size_t)nw * sizeof(int32_t) + 1);
-    int64_t *offs = malloc((size_t)sn * sizeof(int64_t) + 1);
-    if (!xs || !ws || !offs) {
-        free(xs);
-        free(ws);
-        free(col);
-        free(offs);
-        return QR_KERR(k, "out of memory");
-    }
     int64_t xz = xzp ? get_int(xzp->data, xzp->dtype, 0) : 0;
     for (int64_t i = 0; i < nx; i++)
         xs[i] = (int32_t)(get_int(x->data, x->dtype, i) - xz);
@@ -1468,10 +1440,6 @@ static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, cons
             }
             gemm_wrap32_par(k, out, sn, ws + gi * mg * ck, ck, mg, col, ck, sn);
         }
-    free(xs);
-    free(ws);
-    free(col);
-    free(offs);
     return QR_OK;
 }
 

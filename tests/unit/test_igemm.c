@@ -106,7 +106,7 @@ static void run3(const char *op, const qr_tensor *x, const qr_tensor *w, const q
     memset(y, 0, sizeof *y);
     cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
     cr_assert_eq(qr_tensor_alloc(y, &e), QR_OK);
-    cr_assert_eq(d->run(&k), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
 }
 
 /* The op on the portable int32 path (QRL_IGEMM=portable), then on each ISA's microkernel this CPU

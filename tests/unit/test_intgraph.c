@@ -415,3 +415,48 @@ Test(intgraph, lowering_constants_past_sixty_four)
     qr_module_free(m);
     qr_graph_free(g);
 }
+
+/* The kernels' scratch comes from the executor's workspace: the first run of the zoo model's
+ * integer graph and of its f32 graph allocate it (spills past an empty workspace, which then
+ * grows), every later run allocates none, and the outputs stay the same bits. */
+static void runs_without_scratch_allocations(const qr_graph *g, void *user, const qr_tensor *x)
+{
+    qr_exec_opts o = {.kernel_user = user};
+    qr_exec *ex;
+    qr_error e;
+    cr_assert_eq(qr_exec_new(g, &o, &ex, &e), QR_OK, "%s", e.msg);
+    qr_tensor y0, y;
+    qr_exec_stats s;
+    cr_assert_eq(qr_exec_run(ex, x, &y0, &e), QR_OK, "%s", e.msg);
+    qr_exec_get_stats(ex, &s);
+    cr_assert_gt(s.work_spills, 0, "the first run found the workspace empty");
+    cr_assert_gt(s.work_bytes, 0);
+    size_t grown = s.work_bytes;
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(qr_exec_run(ex, x, &y, &e), QR_OK, "%s", e.msg);
+        qr_exec_get_stats(ex, &s);
+        cr_assert_eq(s.work_spills, 0, "run %d allocated %ld scratch buffers", r + 2, s.work_spills);
+        cr_assert_eq(s.work_bytes, grown);
+        cr_assert(qr_tensor_same_shape(&y, &y0));
+        cr_assert(memcmp(y.data, y0.data, qr_tensor_nbytes(&y)) == 0, "run %d differs from the first", r + 2);
+        qr_tensor_free(&y);
+    }
+    qr_tensor_free(&y0);
+    qr_exec_free(ex);
+}
+
+Test(intgraph, kernels_take_scratch_from_the_workspace)
+{
+    qr_graph *g;
+    qr_tensor x = {0};
+    qrl_module *m;
+    load("zoo.onnx", &g, NULL);
+    load("zoo_test.npy", NULL, &x);
+    qr_quantized *q = quantize(g, "recipes/int8.qrl", &m);
+    runs_without_scratch_allocations(g, NULL, &x);
+    runs_without_scratch_allocations(q->ig->g, q->ig, &x);
+    qr_quantized_free(q);
+    qr_module_free(m);
+    qr_tensor_free(&x);
+    qr_graph_free(g);
+}
