@@ -91,13 +91,22 @@ static qr_status make_inputs(const char *model, const qr_graph *g, int batch, qr
     return QR_OK;
 }
 
+/* Seconds the profile has counted so far in the nodes that multiply-accumulate. */
+static double gemm_seconds(const qr_graph *g, const qr_node_prof *p)
+{
+    double s = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        s += p[i].macs > 0 ? p[i].seconds : 0;
+    return s;
+}
+
 /* Times graph g at one batch size and thread count into r; profile: also prints where the timed
  * runs' time went (the warm-up run left out). */
 static qr_status time_graph(const char *model, const qr_graph *g, void *kernel_user, int batch, int threads,
                             double min_time, int profile, bench_row *r, qr_error *e)
 {
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
-    double *ms = NULL;
+    double *ms = NULL, *gemm_s = NULL; /* per timed run: its time, and its convolutions' and products' */
     int cap = 0, runs = 0;
     qr_exec *x = NULL;
     qr_status st = QR_ERR;
@@ -122,35 +131,40 @@ static qr_status time_graph(const char *model, const qr_graph *g, void *kernel_u
         if (runs == cap) {
             cap = cap ? cap * 2 : 16;
             double *grown = realloc(ms, (size_t)cap * sizeof *ms);
-            if (!grown) {
+            if (grown)
+                ms = grown;
+            double *grown_g = grown ? realloc(gemm_s, (size_t)cap * sizeof *gemm_s) : NULL;
+            if (grown_g)
+                gemm_s = grown_g;
+            if (!grown_g) {
                 qr_errorf(e, "out of memory");
                 goto done;
             }
-            ms = grown;
         }
-        double t0 = now_s();
+        double t0 = now_s(), g0 = gemm_seconds(g, p0);
         if (qr_exec_run(x, in, out, e) != QR_OK)
             goto done;
-        ms[runs++] = (now_s() - t0) * 1e3;
+        ms[runs] = (now_s() - t0) * 1e3;
+        gemm_s[runs++] = gemm_seconds(g, p0) - g0;
         for (int j = 0; j < g->n_outputs; j++)
             qr_tensor_free(&out[j]);
     }
-    double gemm = 0, macs = 0;
+    double macs = 0;
     for (int i = 0; i < g->n_nodes; i++)
-        if (p0[i].macs > 0) {
-            gemm += p0[i].seconds;
-            macs += p0[i].macs;
-        }
+        macs += p0[i].macs > 0 ? p0[i].macs : 0;
     if (profile && cli_print_profile(stdout, g, p0, 20) != 0)
         goto done;
     qsort(ms, (size_t)runs, sizeof *ms, cmp_double);
+    qsort(gemm_s, (size_t)runs, sizeof *gemm_s, cmp_double);
+    double gemm = runs % 2 ? gemm_s[runs / 2] : (gemm_s[runs / 2 - 1] + gemm_s[runs / 2]) / 2;
     r->batch = batch;
     r->threads = threads;
     r->runs = runs;
     r->ms_median = runs % 2 ? ms[runs / 2] : (ms[runs / 2 - 1] + ms[runs / 2]) / 2;
     r->ms_min = ms[0];
     r->macs_per_run = macs / runs;
-    r->gmacs = gemm > 0 ? macs / gemm * 1e-9 : 0;
+    /* the median run's: a run another process preempted does not drag it down as a mean would */
+    r->gmacs = gemm > 0 ? r->macs_per_run / gemm * 1e-9 : 0;
     st = QR_OK;
 done:
     qr_exec_free(x);
@@ -161,6 +175,7 @@ done:
     free(in);
     free(out);
     free(ms);
+    free(gemm_s);
     return st;
 }
 
