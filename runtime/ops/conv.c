@@ -268,6 +268,7 @@ typedef struct conv_job {
 typedef struct dw_phase_job {
     const conv_job *cj;
     int64_t wq, n, plen, alen;
+    const int64_t *off; /* per window position: where its run starts in the slot's phases */
 } dw_phase_job;
 
 /* Rows are computed four at a time, so each row of b is loaded once for four
@@ -574,6 +575,34 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
         }                                                                                                     \
     }                                                                                                         \
                                                                                                               \
+    /* a[i] = sum over the taps t, in order, of wv[t] * d[off[t] + i], for i < n: blocks of 4 vectors         \
+     * of outputs keep their sums in registers across the taps (a pass per tap loaded and stored              \
+     * every sum again); each sum adds the same products in the same order as the pass per tap. */            \
+    static inline __attribute__((always_inline)) void dw_taps_##S(T *restrict a, const T *restrict d,         \
+                                                                  const int64_t *off, const T *wv, int64_t ntaps, \
+                                                                  int64_t n)                                  \
+    {                                                                                                         \
+        enum { VL = GEMM_XT / 2 };                                                                            \
+        const V_##S zero = {0};                                                                               \
+        int64_t i0 = 0;                                                                                       \
+        for (; i0 + 4 * VL <= n; i0 += 4 * VL) {                                                              \
+            V_##S s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};                                                     \
+            for (int64_t t = 0; t < ntaps; t++) {                                                             \
+                const T *src = d + off[t] + i0;                                                               \
+                V_##S wt = wv[t] - zero;                                                                      \
+                s0 += wt * *(const U_##S *)src, s1 += wt * *(const U_##S *)(src + VL);                        \
+                s2 += wt * *(const U_##S *)(src + 2 * VL), s3 += wt * *(const U_##S *)(src + 3 * VL);         \
+            }                                                                                                 \
+            *(U_##S *)(a + i0) = s0, *(U_##S *)(a + i0 + VL) = s1;                                            \
+            *(U_##S *)(a + i0 + 2 * VL) = s2, *(U_##S *)(a + i0 + 3 * VL) = s3;                               \
+        }                                                                                                     \
+        for (int64_t i = i0; i < n; i++)                                                                      \
+            a[i] = 0;                                                                                         \
+        for (int64_t t = 0; t < ntaps; t++)                                                                   \
+            for (int64_t i = i0; i < n; i++)                                                                  \
+                a[i] += wv[t] * d[off[t] + i];                                                                \
+    }                                                                                                         \
+                                                                                                              \
     /* Depthwise planes at stride 2 (both ways, no dilation) as stride 1: the padded plane is split           \
      * into its four phases (even or odd rows by even or odd columns), border 0; window position              \
      * (ky, kx) reads phase (ky & 1, kx & 1) shifted by (ky / 2, kx / 2), so it adds w * q[off + j]           \
@@ -605,15 +634,7 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
                         d[t] = src[2 * t];                                                                    \
                 }                                                                                             \
             }                                                                                                 \
-            for (int64_t i = 0; i < n; i++)                                                                   \
-                a[i] = 0;                                                                                     \
-            for (int64_t ky = 0; ky < KH; ky++)                                                               \
-                for (int64_t kx = 0; kx < KW; kx++) {                                                         \
-                    T wv = wc[ky * KW + kx];                                                                  \
-                    const T *restrict src = q + ((ky & 1) * 2 + (kx & 1)) * P->plen + (ky >> 1) * wq + (kx >> 1); \
-                    for (int64_t i = 0; i < n; i++)                                                           \
-                        a[i] += wv * src[i];                                                                  \
-                }                                                                                             \
+            dw_taps_##S(a, q, P->off, wc, KH * KW, n);                                                        \
             T *out = y + p * OH * OW;                                                                         \
             T bc = b ? b[c] : 0;                                                                              \
             if (b)                                                                                            \
@@ -649,15 +670,7 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
             for (int64_t yy = 0; yy < H; yy++)                                                                \
                 for (int64_t xx = 0; xx < W; xx++)                                                            \
                     d[(yy + g->pad_begin[0]) * wp + g->pad_begin[1] + xx] = xp[yy * W + xx];                  \
-            for (int64_t i = 0; i < n; i++)                                                                   \
-                a[i] = 0;                                                                                     \
-            for (int64_t ky = 0; ky < KH; ky++)                                                               \
-                for (int64_t kx = 0; kx < KW; kx++) {                                                         \
-                    T wv = wc[ky * KW + kx];                                                                  \
-                    const T *restrict src = d + ky * g->dilation[0] * wp + kx * g->dilation[1];               \
-                    for (int64_t i = 0; i < n; i++)                                                           \
-                        a[i] += wv * src[i];                                                                  \
-                }                                                                                             \
+            dw_taps_##S(a, d, cj->offs, wc, KH * KW, n);                                                      \
             T *out = y + p * OH * OW;                                                                         \
             if (b) { /* the bias test out of the loops, so they vectorize */                                  \
                 T bc = b[c];                                                                                  \
@@ -689,9 +702,12 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
             int64_t alen = (g->small[0] * wp + 15) / 16 * 16;                                                 \
             int slots = qr_pool_threads(k->pool);                                                             \
             T *buf = qr_kwork(k, slots, dlen + alen, sizeof(T), "padded planes");                             \
-            if (!buf)                                                                                         \
+            int64_t *off = buf ? qr_kwork(k, g->kernel_n, 1, sizeof(int64_t), "tap offsets") : NULL;          \
+            if (!off)                                                                                         \
                 return QR_ERR;                                                                                \
-            conv_job dj = {g, x, w, b, y, ch, m, group, cg, alen, dlen, buf, NULL};                           \
+            for (int64_t t = 0; t < g->kernel_n; t++) /* window position t's run in the padded plane */       \
+                off[t] = t / g->kernel[1] * g->dilation[0] * wp + t % g->kernel[1] * g->dilation[1];          \
+            conv_job dj = {g, x, w, b, y, ch, m, group, cg, alen, dlen, buf, off};                            \
             qr_parallel_for_slots(k->pool, n_img * ch, 1, dw_padded_##S, &dj);                                \
             return QR_OK;                                                                                     \
         }                                                                                                     \
@@ -699,15 +715,21 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
             g->dilation[0] == 1 && g->dilation[1] == 1 && g->small_n > 0) { /* depthwise at stride 2 */       \
             int64_t hp = g->big[0] + g->pad_begin[0] + g->pad_end[0];                                         \
             int64_t wp = g->big[1] + g->pad_begin[1] + g->pad_end[1];                                         \
-            dw_phase_job P = {NULL, (wp + 1) / 2, 0, 0, 0};                                                   \
+            dw_phase_job P = {NULL, (wp + 1) / 2, 0, 0, 0, NULL};                                             \
             P.n = g->small[0] * P.wq;                                                                         \
             /* the last window position reads (KW - 1) / 2 past a phase's last row */                         \
             P.plen = ((hp + 1) / 2 * P.wq + (g->kernel[1] - 1) / 2 + 15) / 16 * 16;                           \
             P.alen = (P.n + 15) / 16 * 16;                                                                    \
             int slots = qr_pool_threads(k->pool);                                                             \
             T *buf = qr_kwork(k, slots, 4 * P.plen + P.alen, sizeof(T), "phase planes");                      \
-            if (!buf)                                                                                         \
+            int64_t *off = buf ? qr_kwork(k, g->kernel_n, 1, sizeof(int64_t), "tap offsets") : NULL;          \
+            if (!off)                                                                                         \
                 return QR_ERR;                                                                                \
+            for (int64_t t = 0; t < g->kernel_n; t++) { /* window position t's run in its phase */            \
+                int64_t ky = t / g->kernel[1], kx = t % g->kernel[1];                                         \
+                off[t] = ((ky & 1) * 2 + (kx & 1)) * P.plen + (ky >> 1) * P.wq + (kx >> 1);                   \
+            }                                                                                                 \
+            P.off = off;                                                                                      \
             conv_job dj = {g, x, w, b, y, ch, m, group, cg, mg, ck, buf, NULL};                               \
             P.cj = &dj;                                                                                       \
             qr_parallel_for_slots(k->pool, n_img * ch, 1, dw_phased_##S, &P);                                 \

@@ -1232,6 +1232,38 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_plan
     }
 }
 
+/* 16 sums of a depthwise plane as one GCC vector (each clone lowers it to its own registers). */
+typedef uint32_t V_dwu32 __attribute__((vector_size(64)));
+typedef uint32_t U_dwu32 __attribute__((vector_size(64), aligned(4), may_alias));
+
+/* a[i] = start + sum over the taps t of wv[t] * d[off[t] + i], modulo 2^32, for i < n: blocks of
+ * 64 outputs keep their sums in registers across the taps (a pass per tap loaded and stored every
+ * sum again). */
+static inline __attribute__((always_inline)) void dw_taps_u32(uint32_t *restrict a, const int32_t *restrict d,
+                                                              const int64_t *off, const int32_t *wv, int64_t ntaps,
+                                                              int64_t n, uint32_t start)
+{
+    enum { VL = 16 };
+    const V_dwu32 zero = {0};
+    int64_t i0 = 0;
+    for (; i0 + 4 * VL <= n; i0 += 4 * VL) {
+        V_dwu32 s0 = start + zero, s1 = s0, s2 = s0, s3 = s0;
+        for (int64_t t = 0; t < ntaps; t++) {
+            const int32_t *src = d + off[t] + i0;
+            V_dwu32 wt = (uint32_t)wv[t] + zero;
+            s0 += wt * *(const U_dwu32 *)src, s1 += wt * *(const U_dwu32 *)(src + VL);
+            s2 += wt * *(const U_dwu32 *)(src + 2 * VL), s3 += wt * *(const U_dwu32 *)(src + 3 * VL);
+        }
+        *(U_dwu32 *)(a + i0) = s0, *(U_dwu32 *)(a + i0 + VL) = s1;
+        *(U_dwu32 *)(a + i0 + 2 * VL) = s2, *(U_dwu32 *)(a + i0 + 3 * VL) = s3;
+    }
+    for (int64_t i = i0; i < n; i++)
+        a[i] = start;
+    for (int64_t t = 0; t < ntaps; t++)
+        for (int64_t i = i0; i < n; i++)
+            a[i] += (uint32_t)wv[t] * (uint32_t)d[off[t] + i];
+}
+
 /* Stride 1 over a padded plane, for planes too small for row loops to vectorize: the plane's
  * differences x - x_zero as int32 with a border of 0 (padding adds nothing), Hp x Wp; each
  * window position then adds w * d[off + j] for every column j = oy * Wp + ox of the padded
@@ -1242,6 +1274,7 @@ typedef struct dw_pad {
     int32_t *d;         /* slots x dbytes/4 */
     uint32_t *a;        /* slots x alen */
     int64_t dlen, alen; /* per slot, in elements: a cache line apart */
+    const int64_t *off; /* per window position: where its run starts in the padded plane */
 } dw_pad;
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_planes_padded(void *arg, int64_t p0,
@@ -1267,15 +1300,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_plan
             for (int64_t x = 0; x < W; x++)
                 dr[x] = (int32_t)(xr[x] ^ flip) - xz;
         }
-        for (int64_t i = 0; i < n; i++)
-            a[i] = j->b0[c];
-        for (int64_t ky = 0; ky < KH; ky++)
-            for (int64_t kx = 0; kx < KW; kx++) {
-                int32_t wv = wk[ky * KW + kx];
-                const int32_t *restrict src = d + ky * g->dilation[0] * wp + kx * g->dilation[1];
-                for (int64_t i = 0; i < n; i++)
-                    a[i] += (uint32_t)(wv * src[i]);
-            }
+        dw_taps_u32(a, d, P->off, wk, KH * KW, n, j->b0[c]);
         uint32_t *out = j->acc + p * OH * OW;
         for (int64_t oy = 0; oy < OH; oy++)
             memcpy(out + oy * OW, a + oy * wp, (size_t)OW * sizeof *a);
@@ -1294,6 +1319,7 @@ typedef struct dw_phase {
     int32_t *q;         /* slots x qlen: the four phases, plen apart */
     uint32_t *a;        /* slots x alen */
     int64_t plen, qlen, alen;
+    const int64_t *off; /* per window position: where its run starts in the slot's phases */
 } dw_phase;
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_planes_phased(void *arg, int64_t p0,
@@ -1324,15 +1350,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_plan
                     d[t] = (int32_t)(s[2 * t] ^ flip) - xz;
             }
         }
-        for (int64_t i = 0; i < n; i++)
-            a[i] = j->b0[c];
-        for (int64_t ky = 0; ky < KH; ky++)
-            for (int64_t kx = 0; kx < KW; kx++) {
-                int32_t wv = wk[ky * KW + kx];
-                const int32_t *restrict src = q + ((ky & 1) * 2 + (kx & 1)) * P->plen + (ky >> 1) * wq + (kx >> 1);
-                for (int64_t i = 0; i < n; i++)
-                    a[i] += (uint32_t)(wv * src[i]);
-            }
+        dw_taps_u32(a, q, P->off, wk, KH * KW, n, j->b0[c]);
         uint32_t *out = j->acc + p * OH * OW;
         for (int64_t oy = 0; oy < OH; oy++)
             memcpy(out + oy * OW, a + oy * wq, (size_t)OW * sizeof *a);
@@ -1360,21 +1378,25 @@ static qr_status iconv_acc_depthwise(qr_kctx *k, const iconv *cv, const qr_tenso
     if (g->stride[0] == 1 && g->stride[1] == 1 && g->small_n > 0) {
         int slots = qr_pool_threads(k->pool);
         dw_pad P = {&j, g->big[0] + g->pad_begin[0] + g->pad_end[0], g->big[1] + g->pad_begin[1] + g->pad_end[1], 0,
-                    NULL, NULL, 0, 0};
+                    NULL, NULL, 0, 0, NULL};
         P.n = g->small[0] * P.wp;
         P.alen = (P.n + 15) / 16 * 16;
         /* the last window position reads (KW - 1) * d past the padded plane's last row; a cache line apart */
         P.dlen = (P.hp * P.wp + (g->kernel[1] - 1) * g->dilation[1] + 15) / 16 * 16;
         P.d = qr_kwork(k, slots, P.dlen, sizeof(int32_t), "padded planes");
         P.a = P.d ? qr_kwork(k, slots, P.alen, sizeof(uint32_t), "padded sums") : NULL;
-        if (!P.a)
+        int64_t *off = P.a ? qr_kwork(k, kn, 1, sizeof(int64_t), "tap offsets") : NULL;
+        if (!off)
             return QR_ERR;
+        for (int64_t t = 0; t < kn; t++) /* window position t's run in the padded plane */
+            off[t] = t / g->kernel[1] * g->dilation[0] * P.wp + t % g->kernel[1] * g->dilation[1];
+        P.off = off;
         qr_parallel_for_slots(k->pool, cv->n * cv->c, 1, dw_planes_padded, &P);
     } else if (g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1 &&
                g->small_n > 0) {
         int slots = qr_pool_threads(k->pool);
         int64_t hp = g->big[0] + g->pad_begin[0] + g->pad_end[0], wp = g->big[1] + g->pad_begin[1] + g->pad_end[1];
-        dw_phase P = {&j, (hp + 1) / 2, (wp + 1) / 2, 0, NULL, NULL, 0, 0, 0};
+        dw_phase P = {&j, (hp + 1) / 2, (wp + 1) / 2, 0, NULL, NULL, 0, 0, 0, NULL};
         P.n = g->small[0] * P.wq;
         /* the last window position reads (KW - 1) / 2 past the phase's last row; a cache line apart */
         P.plen = (P.hq * P.wq + (g->kernel[1] - 1) / 2 + 15) / 16 * 16;
@@ -1382,8 +1404,14 @@ static qr_status iconv_acc_depthwise(qr_kctx *k, const iconv *cv, const qr_tenso
         P.alen = (P.n + 15) / 16 * 16;
         P.q = qr_kwork(k, slots, P.qlen, sizeof(int32_t), "phase planes");
         P.a = P.q ? qr_kwork(k, slots, P.alen, sizeof(uint32_t), "phase sums") : NULL;
-        if (!P.a)
+        int64_t *off = P.a ? qr_kwork(k, kn, 1, sizeof(int64_t), "tap offsets") : NULL;
+        if (!off)
             return QR_ERR;
+        for (int64_t t = 0; t < kn; t++) { /* window position t's run in its phase */
+            int64_t ky = t / g->kernel[1], kx = t % g->kernel[1];
+            off[t] = ((ky & 1) * 2 + (kx & 1)) * P.plen + (ky >> 1) * P.wq + (kx >> 1);
+        }
+        P.off = off;
         qr_parallel_for_slots(k->pool, cv->n * cv->c, 1, dw_planes_phased, &P);
     } else {
         qr_parallel_for(k->pool, cv->n * cv->c, 1, dw_planes, &j);
