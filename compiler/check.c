@@ -289,6 +289,37 @@ static int int_literal(const ql_node *n, int64_t *v)
     return 0;
 }
 
+/* The value of an integer constant expression known at check time: literals, named constants,
+ * and -, +, * of them (without overflow). Returns 0 when it is not one. */
+static int const_int(const ql_node *n, int64_t *v, int depth)
+{
+    int64_t a, b;
+    if (depth > 32)
+        return 0;
+    switch (n->kind) {
+    case QL_INT: return int_literal(n, v) == 1;
+    case QL_NAME: {
+        const qc_sym *s = n->sym;
+        return s && s->kind == QC_SYM_CONST && s->decl && s->decl->b && s->type && qc_is_int(s->type) &&
+               const_int(s->decl->b, v, depth + 1);
+    }
+    case QL_UNARY:
+        if (n->op != QL_TOK_MINUS || !const_int(n->a, &a, depth + 1))
+            return 0;
+        return !__builtin_sub_overflow((int64_t)0, a, v);
+    case QL_BINARY:
+        if (!const_int(n->a, &a, depth + 1) || !const_int(n->b, &b, depth + 1))
+            return 0;
+        switch (n->op) {
+        case QL_TOK_PLUS: return !__builtin_add_overflow(a, b, v);
+        case QL_TOK_MINUS: return !__builtin_sub_overflow(a, b, v);
+        case QL_TOK_STAR: return !__builtin_mul_overflow(a, b, v);
+        default: return 0;
+        }
+    default: return 0;
+    }
+}
+
 /* Gives a literal expression its final type, pushing it down to the literal
  * leaves (1.0 / 256 as f32 makes both literals f32), and checks ranges. */
 static void settle(ctx *c, ql_node *n, const qc_type *t)
@@ -419,11 +450,11 @@ static const qc_type *binary(ctx *c, ql_node *n, const qc_type *want)
     if (t->k != QC_INTLIT && t->k != QC_FLOATLIT) {
         settle(c, n->a, t);
         settle(c, n->b, t);
-    } else if (op == QL_TOK_SLASH && t->k == QC_INTLIT) {
-        int64_t v;
-        if (int_literal(n->b, &v) == 1 && v == 0)
-            err(c, n->b, "division by zero");
     }
+    int64_t v;
+    if ((op == QL_TOK_SLASH || op == QL_TOK_PERCENT) && (t->k == QC_INTLIT || qc_is_int(t)) && const_int(n->b, &v, 0) &&
+        v == 0)
+        err(c, n->b, "integer %s by zero", op == QL_TOK_SLASH ? "division" : "remainder of a division");
     return set_type(n, t);
 }
 
@@ -1068,6 +1099,43 @@ static const qc_type *value_expr(ctx *c, ql_node *n, const qc_type *want)
 
 /* -------------------------------------------------------------- types */
 
+/* A histogram's number of bins known at check time (a constant, or the default of the calibrator
+ * parameter it names) is even and in range, as the runtime requires. */
+static void check_bins(ctx *c, const ql_node *at, int64_t v)
+{
+    if (v < 2 || v > QRL_MAX_HIST_BINS || v % 2)
+        err(c, at, "a histogram needs an even number of bins from 2 to %d, not %lld", QRL_MAX_HIST_BINS, (long long)v);
+}
+
+static void hist_bins(ctx *c, const ql_node *e)
+{
+    int64_t v;
+    if (const_int(e, &v, 0)) {
+        check_bins(c, e, v);
+        return;
+    }
+    const qc_sym *s = e->kind == QL_NAME ? e->sym : NULL;
+    if (s && s->kind == QC_SYM_PARAM && s->decl && s->decl->b && const_int(s->decl->b, &v, 0))
+        check_bins(c, s->decl->b, v);
+}
+
+/* In a recipe's `by cal(..., bins = N)`: a constant argument for a parameter that sizes one of the
+ * calibrator's histograms is checked as its default is. */
+static void hist_bins_arg(ctx *c, const ql_node *cal, const char *param, const ql_node *arg)
+{
+    int64_t v;
+    if (!const_int(arg, &v, 0))
+        return;
+    for (int i = 0; i < cal->nkids; i++) {
+        const ql_node *k = cal->kids[i];
+        if (k->kind == QL_STATE && k->a && k->a->kind == QL_TYPE_HIST && k->a->nkids == 1 &&
+            k->a->kids[0]->kind == QL_NAME && !strcmp(k->a->kids[0]->name, param)) {
+            check_bins(c, arg, v);
+            return;
+        }
+    }
+}
+
 /* A constant integer expression (literals, consts and calibrator params
  * are taken at face value only when literal). */
 static const qc_type *check_type(ctx *c, ql_node *n)
@@ -1131,6 +1199,7 @@ static const qc_type *check_type(ctx *c, ql_node *n)
             break;
         }
         convert(c, n->kids[0], expr(c, n->kids[0], &qc_i64), &qc_i64, "the number of bins");
+        hist_bins(c, n->kids[0]);
         t = &qc_hist;
         break;
     default: err(c, n, "expected a type"); break;
@@ -1961,6 +2030,15 @@ static void qspec(ctx *c, ql_node *setting, int kind)
                     snprintf(what, sizeof what, "calibrator '%s'", cs->name);
                     c->w = W_CONST;
                     check_args(c, cl, what, cs->decl->a);
+                    for (int i = 0; i < cl->nkids; i++) {
+                        const char *name;
+                        const ql_node *e = arg_expr(cl->kids[i], &name);
+                        const ql_node *ps = cs->decl->a;
+                        if (!name && ps && i < ps->nkids)
+                            name = ps->kids[i]->name;
+                        if (name)
+                            hist_bins_arg(c, cs->decl, name, e);
+                    }
                     c->w = W_RECIPE;
                 }
             }

@@ -1107,8 +1107,10 @@ static gcc_jit_rvalue *field_expr(fgen *f, const ql_node *n)
     jit *j = f->j;
     const qc_type *t = ty(n->a);
     const char *m = n->name;
-    if (t->k == QC_STATE) /* o.field in merge */
-        return gcc_jit_lvalue_as_rvalue(lvalue(f, n));
+    if (t->k == QC_STATE) { /* o.field in merge: an array by its address, as the calibrator's own (name_rv) */
+        gcc_jit_lvalue *lv = lvalue(f, n);
+        return ty(n)->k == QC_ARRAY ? gcc_jit_lvalue_get_address(lv, NULL) : gcc_jit_lvalue_as_rvalue(lv);
+    }
     const qc_sym *base = n->a->kind == QL_NAME ? n->a->sym : NULL;
     if (base && base->kind == QC_SYM_AFF_IN) { /* x.zero, x.scale in an affine body */
         gcc_jit_rvalue *arr = !strcmp(m, "zero") ? f->aff_zero : f->aff_scale;

@@ -4,6 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "recipe.h"
+
+_Static_assert(QR_HIST_MAX_BINS == QRL_MAX_HIST_BINS, "the checker's bound on bins is the runtime's");
+
 qr_status qr_hist_init(qr_hist *h, int64_t bins, int is_abs, qr_error *e)
 {
     memset(h, 0, sizeof *h);

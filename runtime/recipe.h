@@ -27,6 +27,7 @@
 #define QRL_PATTERN_MAX_FORMS 64  /* a pattern's op alternatives, all its nodes together */
 #define QRL_PATTERN_MAX_INPUTS 64 /* inputs one op form of a pattern lists */
 #define QRL_AFFINE_MAX_INPUTS 16  /* inputs an affine rule names */
+#define QRL_MAX_HIST_BINS (1 << 24) /* a histogram's bins: even, 2 to this (runtime/histogram.h) */
 
 typedef union qrl_scalar {
     int64_t i; /* integer and bool parameters */

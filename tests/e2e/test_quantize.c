@@ -935,6 +935,53 @@ Test(quantize, wrong_merge_shows_with_two_workers)
     free(log);
 }
 
+/* A state array read from the other state in merge (o.r[i]) compiles and merges: minmax kept in an
+ * array gives minmax's clip ranges on one and on two workers (the code generator failed on o.r[0]
+ * with libgccjit's messages on stderr). */
+Test(quantize, merge_reads_the_other_states_array)
+{
+    char path[700], cmd[4096], *log;
+    snprintf(path, sizeof path, "%s/arrmerge.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("import \"calibrators.qrl\"\n"
+          "import \"affine.qrl\"\n"
+          "import \"patterns.qrl\"\n"
+          "calibrator arrmm() {\n"
+          "  state r: f64[2]\n"
+          "  state seen: bool = false\n"
+          "  observe(x: tensor<f32>) {\n"
+          "    r[0] = select(seen, min(r[0], x.min()), x.min())\n"
+          "    r[1] = select(seen, max(r[1], x.max()), x.max())\n"
+          "    seen = true\n"
+          "  }\n"
+          "  merge(o) {\n"
+          "    if o.seen {\n"
+          "      r[0] = select(seen, min(r[0], o.r[0]), o.r[0])\n"
+          "      r[1] = select(seen, max(r[1], o.r[1]), o.r[1])\n"
+          "      seen = true\n"
+          "    }\n"
+          "  }\n"
+          "  solve(t: qtype) -> qparams { return asymmetric(r[0], r[1], t) }\n"
+          "}\n"
+          "recipe arr {\n"
+          "  activation = u8 asymmetric by arrmm()\n"
+          "  weight     = i8 symmetric per_channel by minmax(symmetric = true)\n"
+          "}\n",
+          f);
+    fclose(f);
+    quantize_threads(path, "arr", 1, 128);
+    quantize_threads(path, "arr", 2, 128);
+    quantize_threads("recipes/int8.qrl", "mm", 1, 128);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json; l = lambda p: {a['value']: (a['clip_min'], a['clip_max']) for a in "
+             "json.load(open(p))['activations'] if a['how'] == 'calibrated'}; g, a1, a2 = l('%s/mm-t1.json'), "
+             "l('%s/arr-t1.json'), l('%s/arr-t2.json'); assert len(g) >= 4 and g == a1 == a2, (g, a1, a2); print('ok')\"",
+             dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
 /* The stdlib's order-independent calibrators (minmax; percentile, mse and entropy over exactly
  * mergeable histograms) give byte-identical --qparams on 1, 2 and 4 workers. */
 Test(quantize, stdlib_calibrators_do_not_depend_on_the_worker_count)
