@@ -280,6 +280,9 @@ typedef struct dw_phase_job {
  * sum at the bias's magnitude (M-LSD's first Conv had 3x the rms error, and
  * the depthwise Conv after it amplifies that: its offsets output was up to
  * 0.05 from ONNX Runtime's, which adds the bias last). */
+/* Convolutions of fewer outputs per image than this fold several images into one GEMM. */
+#define CONV_FOLD_COLS 1024
+
 /* Columns per register tile of the float GEMM: 32 floats, two zmm per row. */
 #define GEMM_XT 32
 
@@ -430,7 +433,7 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
                                                                                                               \
     /* col[(c*K + kf) x small_n] = x[c] read through the windows, 0 in the padding. Images a row of   \
      * windows at a time: the columns whose window lies inside the row are copied without a test. */        \
-    static void im2col_##S(const qr_conv_geom *g, const T *x, int64_t channels, T *col, int64_t *offs)       \
+    static void im2col_##S(const qr_conv_geom *g, const T *x, int64_t channels, T *col, int64_t ld, int64_t *offs) \
     {                                                                                                         \
         if (g->r == 2) {                                                                                      \
             const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1];                   \
@@ -438,7 +441,7 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
             for (int64_t c = 0; c < channels; c++)                                                            \
                 for (int64_t ky = 0; ky < KH; ky++)                                                           \
                     for (int64_t kx = 0; kx < KW; kx++) {                                                     \
-                        T *row = col + ((c * KH + ky) * KW + kx) * g->small_n;                                \
+                        T *row = col + ((c * KH + ky) * KW + kx) * ld;                                        \
                         int64_t x0 = kx * g->dilation[1] - g->pad_begin[1];                                   \
                         int64_t lo = x0 >= 0 ? 0 : (-x0 + s1 - 1) / s1;                                       \
                         int64_t hi = x0 > W - 1 ? 0 : (W - 1 - x0) / s1 + 1;                                  \
@@ -474,7 +477,7 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
             qr_conv_offsets(g, kf, offs);                                                                     \
             for (int64_t c = 0; c < channels; c++) {                                                          \
                 const T *xc = x + c * g->big_n;                                                               \
-                T *row = col + (c * g->kernel_n + kf) * g->small_n;                                           \
+                T *row = col + (c * g->kernel_n + kf) * ld;                                                   \
                 for (int64_t j = 0; j < g->small_n; j++)                                                      \
                     row[j] = offs[j] >= 0 ? xc[offs[j]] : 0;                                                  \
             }                                                                                                 \
@@ -506,7 +509,7 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
         for (int64_t gi = 0; gi < cj->group; gi++) {                                                          \
             const T *xg = x + (n * cj->ch + gi * cj->cg) * g->big_n;                                          \
             if (col)                                                                                          \
-                im2col_##S(g, xg, cj->cg, col, offs);                                                         \
+                im2col_##S(g, xg, cj->cg, col, g->small_n, offs);                                             \
             gemm_job jb = {.a = w + gi * cj->mg * cj->ck, .a_rs = cj->ck, .a_cs = 1, .b = col ? col : xg,     \
                            .bias = b ? b + gi * cj->mg : NULL, .c = y + (n * cj->m + gi * cj->mg) * g->small_n,\
                            .m = cj->mg, .n = g->small_n, .kdim = cj->ck};                                     \
@@ -524,6 +527,32 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
         for (int64_t n = i0; n < i1; n++)                                                                     \
             conv_image_##S(cj, n, cj->col ? (T *)cj->col + slot * cj->ck * cj->g->small_n : NULL,             \
                            cj->offs + slot * cj->g->small_n, NULL);                                           \
+    }                                                                                                         \
+                                                                                                              \
+    /* Small images (one group): nb of them side by side in one im2col, [ck][nb * small_n], and one           \
+     * GEMM over all their columns into the slot's product [m][nb * small_n], copied out to y image           \
+     * by image. Each output sums the same products in the same order as one image's GEMM; the                \
+     * GEMM's tiles are full where one image's few columns left most of the last one empty. */                \
+    static void conv_batches_##S(void *arg, int64_t c0, int64_t c1, int slot)                                 \
+    {                                                                                                         \
+        const conv_job *cj = arg;                                                                             \
+        const qr_conv_geom *g = cj->g;                                                                        \
+        const int64_t sn = g->small_n, nb = cj->group; /* group: images per chunk here */                     \
+        T *col = (T *)cj->col + slot * (cj->ck + cj->m) * nb * sn, *prod = col + cj->ck * nb * sn;            \
+        for (int64_t chunk = c0; chunk < c1; chunk++) {                                                       \
+            int64_t n0 = chunk * nb, nn = cj->mg - n0 < nb ? cj->mg - n0 : nb; /* mg: the batch's images */   \
+            for (int64_t b = 0; b < nn; b++) {                                                                \
+                const T *xb = (const T *)cj->x + (n0 + b) * cj->ch * g->big_n;                                \
+                im2col_##S(g, xb, cj->ch, col + b * sn, nn * sn, cj->offs + slot * sn);                       \
+            }                                                                                                 \
+            gemm_job jb = {.a = cj->w, .a_rs = cj->ck, .a_cs = 1, .b = col, .bias = cj->b, .c = prod,         \
+                           .m = cj->m, .n = nn * sn, .kdim = cj->ck};                                         \
+            gemm_rows_##S(&jb, 0, cj->m);                                                                     \
+            for (int64_t b = 0; b < nn; b++)                                                                  \
+                for (int64_t r = 0; r < cj->m; r++)                                                           \
+                    memcpy((T *)cj->y + ((n0 + b) * cj->m + r) * sn, prod + r * nn * sn + b * sn,             \
+                           (size_t)sn * sizeof(T));                                                           \
+        }                                                                                                     \
     }                                                                                                         \
                                                                                                               \
     /* Depthwise 2-D planes [p0, p1) (plane p = n * C + c, one input channel per output channel):             \
@@ -738,6 +767,21 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
         if (g->r == 2 && group == ch && m == ch) { /* depthwise, strided: plane by plane */                   \
             conv_job dj = {g, x, w, b, y, ch, m, group, cg, mg, ck, NULL, NULL};                              \
             qr_parallel_for(k->pool, n_img * ch, 1, dw_planes_##S, &dj);                                      \
+            return QR_OK;                                                                                     \
+        }                                                                                                     \
+        if (group == 1 && n_img > 1 && g->small_n > 0 && 2 * g->small_n <= CONV_FOLD_COLS) {                  \
+            /* images of few outputs: several to one GEMM */                                                  \
+            int64_t nb = CONV_FOLD_COLS / g->small_n, chunks;                                                 \
+            nb = nb < n_img ? nb : n_img;                                                                     \
+            chunks = (n_img + nb - 1) / nb;                                                                   \
+            int slots = qr_pool_threads(k->pool);                                                             \
+            T *buf = qr_kwork(k, slots, (ck + m) * nb * g->small_n, sizeof(T), "batched im2col and product"); \
+            int64_t *offs = buf ? qr_kwork(k, slots, g->small_n, sizeof(int64_t), "im2col offsets") : NULL;   \
+            if (!offs)                                                                                        \
+                return QR_ERR;                                                                                \
+            /* conv_job's group carries the images per chunk, mg the batch's images */                        \
+            conv_job cj = {g, x, w, b, y, ch, m, nb, cg, n_img, ck, buf, offs};                               \
+            qr_parallel_for_slots(k->pool, chunks, 1, conv_batches_##S, &cj);                                 \
             return QR_OK;                                                                                     \
         }                                                                                                     \
         int slots = n_img > 1 ? qr_pool_threads(k->pool) : 1;                                                 \
