@@ -474,3 +474,70 @@ Test(ops, depthwise_conv_matches_the_definition)
     check_depthwise(1, 1, 1, 1, 0, 0, 0, 0, 1);
     check_depthwise(1, 1, 1, 1, 1, 1, 1, 1, 0); /* without a bias */
 }
+
+/* A float Conv over a batch of small images, which folds several images into one GEMM (a last chunk
+ * of fewer images too), against the definition summed in double, and bit for bit against each
+ * image convolved alone (the same products in the same order). */
+static void check_conv_batch(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W)
+{
+    enum { K = 3 };
+    int64_t nx = N * C * H * W, nw = M * C * K * K;
+    float *x = malloc(sizeof(float) * (size_t)nx), *w = malloc(sizeof(float) * (size_t)nw), b[16];
+    cr_assert(x && w && M <= 16);
+    unsigned seed = 5;
+    for (int64_t i = 0; i < nx; i++) {
+        seed = seed * 1103515245u + 12345u;
+        x[i] = (float)((int)((seed >> 16) % 2001) - 1000) / 250.0f;
+    }
+    for (int64_t i = 0; i < nw; i++) {
+        seed = seed * 1103515245u + 12345u;
+        w[i] = (float)((int)((seed >> 16) % 201) - 100) / 50.0f;
+    }
+    for (int64_t m = 0; m < M; m++)
+        b[m] = (float)(m - 2) * 0.5f;
+    int64_t ks[2] = {K, K}, pads[4] = {1, 1, 1, 1};
+    qr_attr attrs[2] = {{.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
+                        {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pads}};
+    qr_tensor tx = {.dtype = QR_F32, .ndim = 4, .dims = {N, C, H, W}, .data = x};
+    qr_tensor tw = {.dtype = QR_F32, .ndim = 4, .dims = {M, C, K, K}, .data = w};
+    qr_tensor tb = {.dtype = QR_F32, .ndim = 1, .dims = {M}, .data = b};
+    const qr_tensor *in[3] = {&tx, &tw, &tb};
+    qr_tensor y, y1;
+    qr_error e;
+    cr_assert_eq(run_op("Conv", attrs, 2, in, 3, &y, &e), QR_OK, "%s", e.msg);
+    cr_assert(y.ndim == 4 && y.dims[0] == N && y.dims[1] == M && y.dims[2] == H && y.dims[3] == W);
+    const float *yd = y.data;
+    for (int64_t n = 0; n < N; n++) {
+        qr_tensor one = {.dtype = QR_F32, .ndim = 4, .dims = {1, C, H, W}, .data = x + n * C * H * W};
+        const qr_tensor *in1[3] = {&one, &tw, &tb};
+        cr_assert_eq(run_op("Conv", attrs, 2, in1, 3, &y1, &e), QR_OK, "%s", e.msg);
+        cr_assert(memcmp(y1.data, yd + n * M * H * W, sizeof(float) * (size_t)(M * H * W)) == 0,
+                  "image %lld of %lld differs from its convolution alone", (long long)n, (long long)N);
+        qr_tensor_free(&y1);
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t oy = 0; oy < H; oy++)
+                for (int64_t ox = 0; ox < W; ox++) {
+                    double s = b[m];
+                    for (int64_t c = 0; c < C; c++)
+                        for (int ky = 0; ky < K; ky++)
+                            for (int kx = 0; kx < K; kx++) {
+                                int64_t iy = oy - 1 + ky, ix = ox - 1 + kx;
+                                if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                                    s += (double)w[((m * C + c) * K + ky) * K + kx] * x[((n * C + c) * H + iy) * W + ix];
+                            }
+                    float got = yd[((n * M + m) * H + oy) * W + ox];
+                    cr_assert(fabs(got - s) <= 1e-4 * (1 + fabs(s)), "n %lld m %lld (%lld, %lld): %g vs %g",
+                              (long long)n, (long long)m, (long long)oy, (long long)ox, got, s);
+                }
+    }
+    qr_tensor_free(&y);
+    free(x);
+    free(w);
+}
+
+Test(ops, conv_over_a_batch_of_small_images)
+{
+    check_conv_batch(7, 3, 5, 6, 5);   /* 30 outputs an image: the whole batch in one GEMM */
+    check_conv_batch(7, 4, 9, 15, 20); /* 300: three images a GEMM, the last of one */
+    check_conv_batch(3, 2, 3, 40, 30); /* 1200: image by image */
+}
