@@ -615,6 +615,48 @@ Test(jit, entropy_and_mse_calibrators_run)
     qr_module_free(m);
 }
 
+/* merge reads the other state's arrays: o.s[i] directly and o.s passed to a fn (both were an
+ * internal compiler error: o.s was the array struct, not its address). Observing 1..4 into one
+ * state and 10..40 into another, the merged sums are 110 and the count 8. */
+Test(jit, merge_reads_the_other_states_arrays)
+{
+    const char *src = "fn add_all(s: f64[], o: f64[]) {\n"
+                      "  for i in 0 .. len(s) { s[i] += o[i] }\n"
+                      "}\n"
+                      "calibrator sums() {\n"
+                      "  state s: f64[2]\n"
+                      "  state n: f64[1]\n"
+                      "  observe(x: tensor<f32>) {\n"
+                      "    s[0] += x.sum()\n"
+                      "    s[1] += x.sum()\n"
+                      "    n[0] += f64(x.numel)\n"
+                      "  }\n"
+                      "  merge(o) {\n"
+                      "    add_all(s, o.s)\n"
+                      "    n[0] += o.n[0]\n"
+                      "  }\n"
+                      "  solve(t: qtype) -> qparams { return qparams(s[0] + s[1] * 1000.0, i64(n[0])) }\n"
+                      "}\n";
+    qrl_module *m = compile_text("sums.qrl", src, NULL, NULL);
+    float a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40};
+    qr_tensor ta = vec(a, 4), tb = vec(b, 4);
+    qr_calib *c, *d;
+    qr_error e;
+    cr_assert_eq(qr_calib_new(m, "sums", 0, NULL, NULL, &c, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_calib_new(m, "sums", 0, NULL, NULL, &d, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_calib_observe(c, &ta, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_calib_observe(d, &tb, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_calib_merge(c, d, &e), QR_OK, "%s", e.msg);
+    qrl_qtype u8 = qr_qtype_of(QR_U8, 0, -1);
+    qrl_qparams qp;
+    cr_assert_eq(qr_calib_solve(c, &u8, &qp, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qp.scale, 110.0 + 110.0 * 1000.0, "%.17g", qp.scale);
+    cr_assert_eq(qp.zero, 8);
+    qr_calib_free(c);
+    qr_calib_free(d);
+    qr_module_free(m);
+}
+
 /* ----------------------------------------------------------------------- cache */
 
 Test(jit, cache_miss_hit_and_corrupt_entry)
