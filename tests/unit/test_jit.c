@@ -534,6 +534,32 @@ Test(jit, minmax_matches_c)
     qr_module_free(m);
 }
 
+/* Nothing observed (an empty or all-NaN tensor): scale 1, zero 0 for every target type, through
+ * qparams.qrl's from_range (which said scale 1e-12 for lo = inf > hi = -inf, inf when symmetric). */
+Test(jit, minmax_of_nothing_is_scale_1_zero_0)
+{
+    qrl_module *m = stdlib_calibrators();
+    float nan_only[3] = {NAN, NAN, NAN};
+    qr_tensor t = vec(nan_only, 3);
+    const char *names[1] = {"symmetric"};
+    for (int sym = 0; sym < 2; sym++) {
+        const double vals[1] = {sym};
+        qr_calib *c;
+        qr_error e;
+        cr_assert_eq(qr_calib_new(m, "minmax", 1, names, vals, &c, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_calib_observe(c, &t, &e), QR_OK, "%s", e.msg);
+        qrl_qtype ts[2] = {qr_qtype_of(QR_U8, 0, -1), qr_qtype_of(QR_I8, 0, -1)};
+        for (int k = 0; k < 2; k++) {
+            qrl_qparams qp;
+            cr_assert_eq(qr_calib_solve(c, &ts[k], &qp, &e), QR_OK, "%s", e.msg);
+            cr_assert(qp.scale == 1.0 && qp.zero == 0, "symmetric=%d type %d: %g %lld", sym, k, qp.scale,
+                      (long long)qp.zero);
+        }
+        qr_calib_free(c);
+    }
+    qr_module_free(m);
+}
+
 /* percentile: observe in three parts and merge == one pass == the C histogram. */
 Test(jit, percentile_histogram_merges_exactly_and_matches_c)
 {
