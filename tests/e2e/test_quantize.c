@@ -1063,3 +1063,36 @@ Test(quantize, minmax_qparams_match_numpy_on_1_and_4_workers)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
 }
+
+/* examples/recipes/aciq.qrl against tools/ref_aciq.py, numpy from the paper's formula: Laplace data
+ * with 1% outliers (so that both x and y = x * x are clipped, y on the half range), in batches of
+ * 16 (the last one of 8), on 1 and 2 workers; and both give the same scale and zero point. */
+Test(quantize, aciq_example_matches_numpy_on_1_and_2_workers)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper, TensorProto as T; "
+             "g = helper.make_graph([helper.make_node('Mul', ['x', 'x'], ['y'])], 'sq', "
+             "[helper.make_tensor_value_info('x', T.FLOAT, ['N', 64])], [helper.make_tensor_value_info('y', T.FLOAT, ['N', 64])]); "
+             "onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), '%s/sq.onnx'); "
+             "r = np.random.default_rng(3); x = r.laplace(0.2, 0.5, (200, 64)); x[r.random(x.shape) < 0.01] *= 20; "
+             "np.save('%s/x.npy', x.astype(np.float32))\"",
+             dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    for (int t = 1; t <= 2; t++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && '%s' quantize %s/sq.onnx --recipe examples/recipes/aciq.qrl --calib %s/x.npy --batch 16 "
+                 "--threads %d -o %s/aciq%d.onnx --qparams %s/aciq%d.json",
+                 tu_root(), tu_qrl(), dir, dir, t, dir, t, dir, t);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 %s/tools/ref_aciq.py %s/x.npy 16 %s/aciq1.json %s/aciq2.json && /usr/bin/python3 -c \"import json; "
+             "l = lambda p: [(a['value'], a['scale'], a['zero_point']) for a in json.load(open(p))['activations']]; "
+             "a, b = l('%s/aciq1.json'), l('%s/aciq2.json'); assert a == b, (a, b)\"",
+             tu_root(), dir, dir, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}

@@ -683,6 +683,66 @@ Test(jit, merge_reads_the_other_states_arrays)
     qr_module_free(m);
 }
 
+/* stdlib/stats.qrl against the same sums in C: mean_of and mean_abs_dev ignore NaN; moments of
+ * three uneven parts merged equal the moments of the three observed into one state, and are
+ * [count, sum, sum of |x - its part's mean|, min, max]; laplace_clip solves x e^x = 3 4^bits
+ * (Banner et al.'s optimum) and is within 0.01 of their table. */
+Test(jit, stats_helpers_match_c)
+{
+    qrl_module *m = compile_text("st.qrl", "import \"stats.qrl\"\n", NULL, NULL);
+    double (*mean_of)(qrl_rt *, const qrl_tview *) = fn(m, "mean_of", "f64(tensor<f32>)");
+    double (*mad)(qrl_rt *, const qrl_tview *, double) = fn(m, "mean_abs_dev", "f64(tensor<f32>,f64)");
+    void (*add)(qrl_rt *, qrl_array *, const qrl_tview *) = fn(m, "moments_add", "void(f64[],tensor<f32>)");
+    void (*merge)(qrl_rt *, qrl_array *, qrl_array *) = fn(m, "moments_merge", "void(f64[],f64[])");
+    double (*clip)(qrl_rt *, int64_t) = fn(m, "laplace_clip", "f64(i64)");
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    enum { N = 3000 };
+    static float x[N];
+    random_data(x, N, 17);
+    x[5] = NAN;
+    x[2500] = NAN;
+    int cut[4] = {0, 100, 2100, N};
+    double one[5] = {0}, merged[5] = {0}, parts[3][5] = {{0}};
+    qrl_array a_one = {one, 5}, a_merged = {merged, 5};
+    double want[5] = {0, 0, 0, INFINITY, -INFINITY};
+    for (int k = 0; k < 3; k++) {
+        qrl_tview t = {.data = x + cut[k], .numel = cut[k + 1] - cut[k], .rank = 1, .dims = {cut[k + 1] - cut[k]}};
+        double n = 0, sum = 0, dev = 0;
+        for (int i = cut[k]; i < cut[k + 1]; i++)
+            if (!isnan(x[i])) {
+                n++;
+                sum += x[i];
+                want[3] = fmin(want[3], x[i]);
+                want[4] = fmax(want[4], x[i]);
+            }
+        for (int i = cut[k]; i < cut[k + 1]; i++)
+            if (!isnan(x[i]))
+                dev += fabs(x[i] - sum / n);
+        cr_assert_float_eq(mean_of(&rt, &t), sum / n, 1e-12 * fabs(sum / n), "part %d", k);
+        cr_assert_float_eq(mad(&rt, &t, sum / n), dev / n, 1e-12 * dev / n, "part %d", k);
+        want[0] += n;
+        want[1] += sum;
+        want[2] += dev;
+        qrl_array a_part = {parts[k], 5};
+        add(&rt, &a_one, &t);
+        add(&rt, &a_part, &t);
+        merge(&rt, &a_merged, &a_part);
+    }
+    cr_assert_eq(rt.failed, 0, "%s", rt.msg);
+    for (int i = 0; i < 5; i++) {
+        cr_assert_float_eq(one[i], want[i], 1e-12 * fabs(want[i]), "moment %d: %.17g, C %.17g", i, one[i], want[i]);
+        cr_assert_eq(merged[i], one[i], "moment %d: merged %.17g, one state %.17g", i, merged[i], one[i]);
+    }
+    const double table[9] = {1.05, 1.86, 2.83, 3.89, 5.03, 6.2, 7.41, 8.64, 9.89};
+    for (int bits = 0; bits <= 8; bits++) {
+        double a = clip(&rt, bits);
+        cr_assert_float_eq(a * exp(a), 3 * pow(4, bits), 1e-12 * 3 * pow(4, bits), "bits %d: %.17g", bits, a);
+        cr_assert(fabs(a - table[bits]) < 0.01, "bits %d: %.4f, the paper %.2f", bits, a, table[bits]);
+    }
+    qr_module_free(m);
+}
+
 /* ----------------------------------------------------------------------- cache */
 
 Test(jit, cache_miss_hit_and_corrupt_entry)
