@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 
 #include "qrl.h"
@@ -1065,11 +1066,12 @@ Test(quantize, minmax_qparams_match_numpy_on_1_and_4_workers)
 }
 
 /* examples/recipes/aciq.qrl against tools/ref_aciq.py, numpy from the paper's formula: Laplace data
- * with 1% outliers (so that both x and y = x * x are clipped, y on the half range), in batches of
- * 16 (the last one of 8), on 1 and 2 workers; and both give the same scale and zero point. */
+ * with 1% outliers (so that both x and y = x * x are clipped), in batches of 16 (the last one of 8),
+ * on 1 and 2 workers, and both give the same scale and zero point. The example's u8 recipe (y on the
+ * half range) and an i8 symmetric one (never the half range). */
 Test(quantize, aciq_example_matches_numpy_on_1_and_2_workers)
 {
-    char cmd[4096], *log;
+    char cmd[4096], path[700], *log;
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper, TensorProto as T; "
              "g = helper.make_graph([helper.make_node('Mul', ['x', 'x'], ['y'])], 'sq', "
@@ -1080,19 +1082,38 @@ Test(quantize, aciq_example_matches_numpy_on_1_and_2_workers)
              dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
-    for (int t = 1; t <= 2; t++) {
+    snprintf(path, sizeof path, "%s/sym.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    char root[PATH_MAX];
+    cr_assert(realpath(tu_root(), root));
+    fprintf(f,
+            "import \"%s/examples/recipes/aciq.qrl\"\n"
+            "recipe i8_aciq {\n"
+            "  activation = i8 symmetric by aciq()\n"
+            "  weight     = i8 symmetric per_channel by minmax(symmetric = true)\n"
+            "}\n",
+            root);
+    fclose(f);
+    char sym[800];
+    snprintf(sym, sizeof sym, "%s --recipe-name i8_aciq", path);
+    const char *recipes[][2] = {{"examples/recipes/aciq.qrl", "u8"}, {sym, "i8sym"}};
+    for (int r = 0; r < 2; r++) {
+        for (int t = 1; t <= 2; t++) {
+            snprintf(cmd, sizeof cmd,
+                     "cd '%s' && '%s' quantize %s/sq.onnx --recipe %s --calib %s/x.npy --batch 16 --threads %d "
+                     "-o %s/%s%d.onnx --qparams %s/%s%d.json",
+                     tu_root(), tu_qrl(), dir, recipes[r][0], dir, t, dir, recipes[r][1], t, dir, recipes[r][1], t);
+            cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+            free(log);
+        }
         snprintf(cmd, sizeof cmd,
-                 "cd '%s' && '%s' quantize %s/sq.onnx --recipe examples/recipes/aciq.qrl --calib %s/x.npy --batch 16 "
-                 "--threads %d -o %s/aciq%d.onnx --qparams %s/aciq%d.json",
-                 tu_root(), tu_qrl(), dir, dir, t, dir, t, dir, t);
-        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+                 "/usr/bin/python3 %s/tools/ref_aciq.py %s/x.npy 16 %s %s/%s1.json %s/%s2.json && /usr/bin/python3 -c "
+                 "\"import json; l = lambda p: [(a['value'], a['scale'], a['zero_point']) for a in json.load(open(p))['activations']]; "
+                 "a, b = l('%s/%s1.json'), l('%s/%s2.json'); assert a == b, (a, b)\"",
+                 tu_root(), dir, recipes[r][1], dir, recipes[r][1], dir, recipes[r][1], dir, recipes[r][1], dir,
+                 recipes[r][1]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", recipes[r][1], log);
         free(log);
     }
-    snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 %s/tools/ref_aciq.py %s/x.npy 16 %s/aciq1.json %s/aciq2.json && /usr/bin/python3 -c \"import json; "
-             "l = lambda p: [(a['value'], a['scale'], a['zero_point']) for a in json.load(open(p))['activations']]; "
-             "a, b = l('%s/aciq1.json'), l('%s/aciq2.json'); assert a == b, (a, b)\"",
-             tu_root(), dir, dir, dir, dir, dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
 }
