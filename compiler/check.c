@@ -925,7 +925,8 @@ static const qc_type *field(ctx *c, ql_node *n)
             return set_type(n, &qc_i64);
         break;
     case QC_HIST:
-        if (!strcmp(m, "count") || !strcmp(m, "lo") || !strcmp(m, "hi") || !strcmp(m, "width"))
+        if (!strcmp(m, "count") || !strcmp(m, "lo") || !strcmp(m, "hi") || !strcmp(m, "width") || !strcmp(m, "min") ||
+            !strcmp(m, "max"))
             return set_type(n, &qc_f64);
         if (!strcmp(m, "bins"))
             return set_type(n, &qc_i64);

@@ -26,7 +26,7 @@
 enum {
     IMP_ABI, IMP_TRAP, IMP_REFUEL, IMP_EXP, IMP_LOG, IMP_LOG2, IMP_TANH, IMP_ERF, IMP_POW, IMP_TMIN, IMP_TMAX, IMP_TABSMAX,
     IMP_TSUM, IMP_TBCAST, IMP_STATE_ALLOC, IMP_HIST_NEW, IMP_HIST_ADD, IMP_HIST_MERGE, IMP_HIST_QUANTILE, IMP_HIST_BIN,
-    IMP_HIST_EDGE, IMP_HIST_COUNT, IMP_HIST_LO, IMP_HIST_HI, IMP_HIST_WIDTH, IMP_HIST_BINS, IMP_ADD_FN,
+    IMP_HIST_EDGE, IMP_HIST_COUNT, IMP_HIST_LO, IMP_HIST_HI, IMP_HIST_WIDTH, IMP_HIST_BINS, IMP_HIST_MIN, IMP_HIST_MAX, IMP_ADD_FN,
     IMP_ADD_CAL, IMP_ADD_PARAM, IMP_VALUE_RANK, IMP_VALUE_DIM, IMP_VALUE_CONST, IMP_VALUE_PRESENT, IMP_VALUE_SCALAR, IMP_VALUE_OP_IS,
     IMP_ATTR_INT, IMP_ATTR_FLOAT, IMP_ATTR_STR_IS, IMP_ATTR_INTS, IMP_ADD_PATTERN, IMP_ADD_PATTERN_VALUE, IMP_ADD_PATTERN_NODE, IMP_ADD_PATTERN_LOWER,
     IMP_ADD_AFFINE, IMP_ADD_RECIPE, IMP_ADD_SETTING, IMP_ADD_USE, IMP_COUNT
@@ -37,7 +37,7 @@ static const char *const imp_sig[IMP_COUNT] = {
     [IMP_TABSMAX] = "dt", [IMP_TSUM] = "dt", [IMP_TBCAST] = "lttl", [IMP_STATE_ALLOC] = "prl", [IMP_HIST_NEW] = "prl",
     [IMP_HIST_ADD] = "vrptl", [IMP_HIST_MERGE] = "vrpp", [IMP_HIST_QUANTILE] = "dpd", [IMP_HIST_BIN] = "dpl",
     [IMP_HIST_EDGE] = "dpl", [IMP_HIST_COUNT] = "dp", [IMP_HIST_LO] = "dp", [IMP_HIST_HI] = "dp",
-    [IMP_HIST_WIDTH] = "dp", [IMP_HIST_BINS] = "lp", [IMP_ADD_FN] = "vpspsl", [IMP_ADD_CAL] = "vpsllppppp",
+    [IMP_HIST_WIDTH] = "dp", [IMP_HIST_BINS] = "lp", [IMP_HIST_MIN] = "dp", [IMP_HIST_MAX] = "dp", [IMP_ADD_FN] = "vpspsl", [IMP_ADD_CAL] = "vpsllppppp",
     [IMP_ADD_PARAM] = "vpssl", [IMP_VALUE_RANK] = "lpl", [IMP_VALUE_DIM] = "lpll", [IMP_VALUE_CONST] = "lpl",
     [IMP_VALUE_PRESENT] = "lpl", [IMP_VALUE_SCALAR] = "dpl", [IMP_VALUE_OP_IS] = "lpls", [IMP_ATTR_INT] = "lplsl", [IMP_ATTR_FLOAT] = "dplsd",
     [IMP_ATTR_STR_IS] = "lplsss", [IMP_ATTR_INTS] = "ppls",
@@ -1130,7 +1130,8 @@ static gcc_jit_rvalue *field_expr(fgen *f, const ql_node *n)
     case QC_ARRAY: return gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(obj, NULL, j->f_arr_len));
     case QC_HIST: {
         int imp = !strcmp(m, "count") ? IMP_HIST_COUNT : !strcmp(m, "lo") ? IMP_HIST_LO : !strcmp(m, "hi") ? IMP_HIST_HI
-                : !strcmp(m, "width") ? IMP_HIST_WIDTH : IMP_HIST_BINS;
+                : !strcmp(m, "width") ? IMP_HIST_WIDTH : !strcmp(m, "min") ? IMP_HIST_MIN : !strcmp(m, "max") ? IMP_HIST_MAX
+                : IMP_HIST_BINS;
         return now(f, call_imp(f, imp, 1, &obj));
     }
     case QC_QTYPE: {

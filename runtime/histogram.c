@@ -20,6 +20,8 @@ qr_status qr_hist_init(qr_hist *h, int64_t bins, int is_abs, qr_error *e)
     h->bins = bins;
     h->is_abs = is_abs;
     h->e = INT32_MIN;
+    h->min = INFINITY;
+    h->max = -INFINITY;
     return QR_OK;
 }
 
@@ -98,12 +100,16 @@ static int64_t bin_of(const qr_hist *h, double v)
 
 void qr_hist_add_f32(qr_hist *h, const float *x, int64_t n)
 {
-    double amax = 0;
+    double amax = 0, lo = h->min, hi = h->max;
     for (int64_t i = 0; i < n; i++) {
-        double a = fabs((double)x[i]);
+        double v = x[i], a = fabs(v);
         if (isfinite(a) && a > amax)
             amax = a;
+        lo = v < lo ? v : lo; /* NaN compares false */
+        hi = v > hi ? v : hi;
     }
+    h->min = lo;
+    h->max = hi;
     if (amax > 0) {
         int e = exponent_for(amax);
         if (h->e == INT32_MIN || e > h->e)
@@ -138,6 +144,8 @@ qr_status qr_hist_merge(qr_hist *h, const qr_hist *o, qr_error *e)
         h->count[i] += tmp.count[i];
     h->total += o->total;
     h->skipped += o->skipped;
+    h->min = o->min < h->min ? o->min : h->min;
+    h->max = o->max > h->max ? o->max : h->max;
     free(tmp.count);
     return QR_OK;
 }

@@ -21,6 +21,8 @@ typedef struct qr_hist {
     double *count;  /* bins entries */
     double total;   /* values counted (non-finite values are not) */
     double skipped; /* NaN and infinities seen */
+    double min, max; /* the smallest and largest value added, before |x| (NaN ignored,
+                      * infinities kept, as tensor min/max); inf and -inf before any */
 } qr_hist;
 
 /* bins must be even, 2 .. QR_HIST_MAX_BINS. */

@@ -208,6 +208,8 @@ static double rt_hist_lo(const void *h) { return h ? qr_hist_lo(HIST(h)) : 0; }
 static double rt_hist_hi(const void *h) { return h ? qr_hist_hi(HIST(h)) : 0; }
 static double rt_hist_width(const void *h) { return h ? qr_hist_width(HIST(h)) : 0; }
 static int64_t rt_hist_bins(const void *h) { return h ? HIST(h)->bins : 0; }
+static double rt_hist_min(const void *h) { return h ? HIST(h)->min : INFINITY; }
+static double rt_hist_max(const void *h) { return h ? HIST(h)->max : -INFINITY; }
 
 static void reg_fn(qrl_module *m, const char *name, void *fn, const char *sig, int64_t is_kernel)
 {
@@ -549,6 +551,8 @@ static const qrl_imports imports = {
     .hist_hi = rt_hist_hi,
     .hist_width = rt_hist_width,
     .hist_bins = rt_hist_bins,
+    .hist_min = rt_hist_min,
+    .hist_max = rt_hist_max,
     .add_fn = reg_fn,
     .add_calibrator = reg_cal,
     .add_param = reg_param,

@@ -17,7 +17,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 8
+#define QR_RECIPE_ABI 9
 
 /* Limits of the language: compiler/check.c reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -109,6 +109,8 @@ typedef struct qrl_imports {
     double (*hist_hi)(const void *h);
     double (*hist_width)(const void *h);
     int64_t (*hist_bins)(const void *h);
+    double (*hist_min)(const void *h); /* the smallest value added (before |x|) */
+    double (*hist_max)(const void *h);
     /* Registration, called by the module's entry point. sig is the C-level
      * signature, e.g. "f64(f64,qtype)". is_kernel: 0 a function, 1 a kernel,
      * 2 the generic entry (qrl_kernel_call_fn) of the kernel just added. */

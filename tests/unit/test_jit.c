@@ -743,6 +743,57 @@ Test(jit, stats_helpers_match_c)
     qr_module_free(m);
 }
 
+/* h.min and h.max: the smallest and largest value added, before |x| for add_abs (NaN ignored,
+ * -inf kept, as x.min()), combined by merge, inf and -inf before any value; against C. */
+Test(jit, histogram_min_and_max_are_the_values_extremes)
+{
+    const char *src = "calibrator ext(abs: bool = true) {\n"
+                      "  state h: histogram(64)\n"
+                      "  observe(x: tensor<f32>) {\n"
+                      "    if abs { h.add_abs(x) } else { h.add(x) }\n"
+                      "  }\n"
+                      "  merge(o) { h.merge(o.h) }\n"
+                      "  solve(t: qtype) -> qparams {\n"
+                      "    if t.signed { return qparams(h.min, 0) }\n"
+                      "    return qparams(h.max, 0)\n"
+                      "  }\n"
+                      "}\n";
+    qrl_module *m = compile_text("ext.qrl", src, NULL, NULL);
+    float a[4] = {1.5f, NAN, -2.25f, 0.5f}, b[3] = {7.0f, -0.75f, NAN}, c[2] = {-INFINITY, 3.0f};
+    qrl_qtype i8 = qr_qtype_of(QR_I8, 0, -1), u8 = qr_qtype_of(QR_U8, 0, -1);
+    const char *names[1] = {"abs"};
+    for (int abs = 0; abs < 2; abs++) {
+        const double vals[1] = {abs};
+        qr_calib *x, *y, *z;
+        qr_error e;
+        qrl_qparams lo, hi;
+        cr_assert_eq(qr_calib_new(m, "ext", 1, names, vals, &x, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_calib_new(m, "ext", 1, names, vals, &y, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_calib_new(m, "ext", 1, names, vals, &z, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_calib_solve(x, &i8, &lo, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_calib_solve(x, &u8, &hi, &e), QR_OK, "%s", e.msg);
+        cr_assert(lo.scale == INFINITY && hi.scale == -INFINITY, "empty: %g %g", lo.scale, hi.scale);
+        qr_tensor ta = vec(a, 4), tb = vec(b, 3), tc = vec(c, 2);
+        cr_assert_eq(qr_calib_observe(x, &ta, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_calib_observe(y, &tb, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_calib_solve(x, &i8, &lo, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_calib_solve(x, &u8, &hi, &e), QR_OK, "%s", e.msg);
+        cr_assert(lo.scale == -2.25 && hi.scale == 1.5, "abs=%d, one tensor: %g %g", abs, lo.scale, hi.scale);
+        cr_assert_eq(qr_calib_merge(x, y, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_calib_solve(x, &i8, &lo, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_calib_solve(x, &u8, &hi, &e), QR_OK, "%s", e.msg);
+        cr_assert(lo.scale == -2.25 && hi.scale == 7.0, "abs=%d, merged: %g %g", abs, lo.scale, hi.scale);
+        cr_assert_eq(qr_calib_observe(z, &tc, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_calib_merge(x, z, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_calib_solve(x, &i8, &lo, &e), QR_OK, "%s", e.msg);
+        cr_assert(lo.scale == -INFINITY, "abs=%d, -inf: %g", abs, lo.scale);
+        qr_calib_free(x);
+        qr_calib_free(y);
+        qr_calib_free(z);
+    }
+    qr_module_free(m);
+}
+
 /* ----------------------------------------------------------------------- cache */
 
 Test(jit, cache_miss_hit_and_corrupt_entry)
