@@ -72,6 +72,16 @@ int cli_check(int argc, char **argv)
                        st.cache_hit == 0 ? (st.cache_rebuilt ? " (cache entry was bad: rebuilt)" : " (cache miss)") : "");
             else
                 printf("\n");
+            for (int k = 0; k < st.nparts && (st.nparts > 1 || st.reach); k++) {
+                const qc_part_stats *ps = &st.parts[k];
+                printf("  %s: %d item%s%s, -O%d, ", ps->name, ps->items, ps->items == 1 ? "" : "s",
+                       st.reach ? " the recipes reach" : "", ps->opt_level);
+                if (ps->cache_hit == 1)
+                    printf("cache load %.3f ms (hit)\n", ps->t_load);
+                else
+                    printf("jit %.3f ms, load %.3f ms%s\n", ps->t_jit, ps->t_load,
+                           ps->cache_hit == 0 ? (ps->cache_rebuilt ? " (rebuilt)" : " (cache miss)") : "");
+            }
         }
         qc_unit_free(u);
     }

@@ -14,6 +14,7 @@
 #include "check.h"
 #include "cpu.h"
 #include "jit.h"
+#include "reach.h"
 #include "sha256.h"
 
 #ifndef QRL_VERSION
@@ -39,23 +40,66 @@ static void hash_str(qc_sha256_ctx *h, const char *s)
     qc_sha256_update(h, s, strlen(s) + 1);
 }
 
+/* used[k] for file f and every file it imports, directly or not. */
+static void mark_file(const qc_unit *u, const qc_file *f, unsigned char *used)
+{
+    for (int k = 0; k < u->nfiles; k++) {
+        if (u->files[k] != f)
+            continue;
+        if (used[k])
+            return;
+        used[k] = 1;
+        break;
+    }
+    for (int i = 0; i < f->nimports; i++)
+        mark_file(u, f->imports[i], used);
+}
+
+/* A part of the module: its items, how it is compiled, and once loaded its
+ * entry and what unloads it. */
+typedef struct part {
+    const char *name;
+    unsigned char *items; /* by item index */
+    int nitems, level, fns_private;
+    qrl_module_entry_fn entry;
+    void (*release)(void *);
+    void *handle;
+} part;
+
 /* SHA-256 rather than a fast hash: two recipes with one key would share a
- * cache entry, so the key must not collide even for crafted sources. */
-static void unit_key(const qc_unit *u, const qc_options *o, char *key, size_t n)
+ * cache entry, so the key must not collide even for crafted sources. A part's
+ * code depends on its items, on the files they come from and on what those
+ * import (names resolve through imports only), so the key hashes those files
+ * and the list of items: a recipe that reaches the same kernels shares them. */
+static void part_key(const qc_unit *u, const qc_options *o, const part *p, char *key, size_t n)
 {
     qc_sha256_ctx h;
     qc_sha256_init(&h);
-    char buf[128];
-    snprintf(buf, sizeof buf, "qrl %s jit %s abi %d gccjit %d.%d.%d opt %d", QRL_VERSION, QRL_JIT_ID, QR_RECIPE_ABI,
-             gcc_jit_version_major(), gcc_jit_version_minor(), gcc_jit_version_patchlevel(), o ? o->opt_level : 0);
+    char buf[160];
+    snprintf(buf, sizeof buf, "qrl %s jit %s abi %d gccjit %d.%d.%d opt %d part %s -O%d", QRL_VERSION, QRL_JIT_ID,
+             QR_RECIPE_ABI, gcc_jit_version_major(), gcc_jit_version_minor(), gcc_jit_version_patchlevel(),
+             o ? o->opt_level : 0, p->name, p->level);
     hash_str(&h, buf);
     hash_str(&h, qc_cpu_flags());
+    unsigned char *used = calloc((size_t)u->nfiles + 1, 1);
+    for (int i = 0; i < u->nitems; i++)
+        if (p->items[i] && used)
+            mark_file(u, u->items[i]->file, used);
     for (int i = 0; i < u->nfiles; i++) {
+        if (used && !used[i])
+            continue;
         hash_str(&h, u->files[i]->real);
         snprintf(buf, sizeof buf, "%zu", u->files[i]->src->len);
         hash_str(&h, buf);
         qc_sha256_update(&h, u->files[i]->src->text, u->files[i]->src->len);
     }
+    free(used);
+    for (int i = 0; i < u->nitems; i++)
+        if (p->items[i]) {
+            snprintf(buf, sizeof buf, "%d", (int)u->items[i]->kind);
+            hash_str(&h, buf);
+            hash_str(&h, u->items[i]->name);
+        }
     unsigned char d[QC_SHA256_LEN];
     qc_sha256_final(&h, d);
     /* 128 bits of it: the name stays short and collisions stay out of reach. */
@@ -70,16 +114,17 @@ static void release_result(void *r)
     gcc_jit_result_release(r);
 }
 
-/* Loads a shared object from verified bytes; NULL when it does not load or
- * does not carry key (reported to u->diags only when report is set). */
-static qrl_module *load_so(qc_unit *u, const unsigned char *so, size_t len, const char *key, int report)
+/* Opens a shared object from verified bytes into p (entry, release, handle);
+ * -1 when it does not load or does not carry key (reported to u->diags only
+ * when report is set). */
+static int load_part(qc_unit *u, const unsigned char *so, size_t len, const char *key, int report, part *p)
 {
     char err[512];
     qc_dl *h = qc_dl_open(so, len, err, sizeof err);
     if (!h) {
         if (report)
             ql_error_file(&u->diags, NULL, "cannot load the compiled module: %s", err);
-        return NULL;
+        return -1;
     }
     const char *(*keyfn)(void) = (const char *(*)(void))qc_dl_sym(h, KEY_SYMBOL);
     qrl_module_entry_fn entry = (qrl_module_entry_fn)qc_dl_sym(h, QRL_MODULE_ENTRY);
@@ -87,15 +132,12 @@ static qrl_module *load_so(qc_unit *u, const unsigned char *so, size_t len, cons
         qc_dl_close(h);
         if (report)
             ql_error_file(&u->diags, NULL, "the compiled module is not the one asked for (key %s)", key);
-        return NULL;
+        return -1;
     }
-    qrl_module *m;
-    qr_error e;
-    if (qr_module_load(entry, qc_dl_close, h, &m, &e) != QR_OK) {
-        ql_error_file(&u->diags, NULL, "%s", e.msg);
-        return NULL;
-    }
-    return m;
+    p->entry = entry;
+    p->release = qc_dl_close;
+    p->handle = h;
+    return 0;
 }
 
 typedef enum { BYTES_OK, BYTES_JIT_ERROR, BYTES_NO_TEMP } bytes_status;
@@ -173,6 +215,171 @@ static int too_big(qc_unit *u)
     return 1;
 }
 
+/* Which items go into which part: with a recipe, what it reaches (reach.h),
+ * else everything. Kernels and the fns they call (compiled again, privately)
+ * make the kernel part; the rest is the code part, which registers the fns.
+ * Returns the number of parts, 0 when out of memory. */
+static int split(qc_unit *u, const qc_options *o, part *parts, int *reach)
+{
+    size_t n = (size_t)u->nitems + 1;
+    unsigned char *emit = calloc(n, 1);
+    part code = {.name = "code", .items = calloc(n, 1), .level = o && o->opt_level ? o->opt_level : 1};
+    part kern = {.name = "kernels", .items = calloc(n, 1), .level = 3, .fns_private = 1};
+    if (!emit || !code.items || !kern.items) {
+        free(emit);
+        free(code.items);
+        free(kern.items);
+        return 0;
+    }
+    *reach = qc_reach(u, emit);
+    for (int i = 0; i < u->nitems; i++) {
+        qc_symkind k = u->items[i]->kind;
+        if (!emit[i] || k == QC_SYM_CONST)
+            continue;
+        if (k == QC_SYM_KERNEL) {
+            kern.items[i] = 1;
+            qc_reach_calls(u, i, kern.items);
+        } else if (k == QC_SYM_FN) {
+            code.items[i] |= !*reach; /* a library: every fn, registered (with a recipe, those it calls) */
+        } else {
+            code.items[i] = 1;
+            qc_reach_calls(u, i, code.items);
+        }
+    }
+    free(emit);
+    for (int i = 0; i < u->nitems; i++) { /* what the walks marked that the part does not compile */
+        qc_symkind k = u->items[i]->kind;
+        code.items[i] &= k != QC_SYM_KERNEL && k != QC_SYM_CONST;
+        kern.items[i] &= k == QC_SYM_KERNEL || k == QC_SYM_FN;
+        code.nitems += code.items[i];
+        kern.nitems += kern.items[i];
+    }
+    int np = 0;
+    if (code.nitems || !kern.nitems) /* an empty unit still makes a module */
+        parts[np++] = code;
+    else
+        free(code.items);
+    if (kern.nitems)
+        parts[np++] = kern;
+    else
+        free(kern.items);
+    return np;
+}
+
+/* Finds p in the cache or compiles it (storing it); 0 when p is loaded. */
+static int obtain(qc_unit *u, qc_cache *cache, int cached, part *p, qc_part_stats *ps)
+{
+    if (cached) {
+        double t0 = now_ms();
+        unsigned char *so;
+        size_t len;
+        qc_entry_status es = qc_cache_get(cache, ps->key, &so, &len, &u->diags);
+        if (es == QC_ENTRY_OK) {
+            int rc = load_part(u, so, len, ps->key, 0, p);
+            free(so);
+            if (rc == 0 || u->diags.errors) {
+                ps->t_load = now_ms() - t0;
+                ps->cache_hit = rc == 0 ? 1 : 0;
+                return rc;
+            }
+            es = QC_ENTRY_BAD; /* verified, yet not this key's module: rebuilt below */
+        }
+        ps->cache_rebuilt = es == QC_ENTRY_BAD;
+        ps->cache_hit = 0;
+    }
+    if (too_big(u))
+        return -1;
+    double t0 = now_ms();
+    gcc_jit_context *c = qc_jit_build(
+        u, &(qc_jit_opts){.opt_level = p->level, .items = p->items, .fns_private = p->fns_private});
+    if (!c)
+        return -1;
+    add_key_fn(c, ps->key);
+    int rc = -1;
+    bytes_status bs = BYTES_NO_TEMP;
+    if (cached) {
+        unsigned char *so = NULL;
+        size_t len = 0;
+        bs = compile_to_bytes(u, c, &so, &len);
+        ps->t_jit = now_ms() - t0;
+        if (bs == BYTES_OK) {
+            /* A cache that cannot be written costs the next run time, nothing else. */
+            qc_cache_put(cache, ps->key, so, len);
+            double t1 = now_ms();
+            rc = load_part(u, so, len, ps->key, 1, p);
+            ps->t_load = now_ms() - t1;
+        }
+        free(so);
+    }
+    if (bs == BYTES_NO_TEMP) {
+        /* No cache, or no private folder to compile into: in memory. */
+        gcc_jit_result *r = gcc_jit_context_compile(c);
+        ps->t_jit = now_ms() - t0;
+        if (!r) {
+            ql_error_file(&u->diags, NULL, "internal compiler error (libgccjit): %s",
+                          gcc_jit_context_get_first_error(c));
+        } else {
+            p->entry = (qrl_module_entry_fn)gcc_jit_result_get_code(r, QRL_MODULE_ENTRY);
+            p->release = release_result;
+            p->handle = r;
+            rc = 0;
+        }
+    }
+    gcc_jit_context_release(c);
+    return rc;
+}
+
+/* The loaded parts of one module, released together. */
+typedef struct bundle {
+    int n;
+    void (*release[QC_MAX_PARTS])(void *);
+    void *handle[QC_MAX_PARTS];
+} bundle;
+
+static void release_bundle(void *h)
+{
+    bundle *b = h;
+    for (int i = 0; i < b->n; i++)
+        b->release[i](b->handle[i]);
+    free(b);
+}
+
+/* One module of the loaded parts: the first part's entry through qr_module_load, then the others'
+ * entries register into it. The parts are released with the module, or here on failure. */
+static qrl_module *assemble(qc_unit *u, part *parts, int np)
+{
+    void (*release)(void *) = parts[0].release;
+    void *handle = parts[0].handle;
+    if (np > 1) {
+        bundle *b = calloc(1, sizeof *b);
+        if (!b) {
+            for (int i = 0; i < np; i++)
+                parts[i].release(parts[i].handle);
+            ql_error_file(&u->diags, NULL, "out of memory");
+            return NULL;
+        }
+        for (int i = 0; i < np; i++)
+            b->release[b->n] = parts[i].release, b->handle[b->n++] = parts[i].handle;
+        release = release_bundle;
+        handle = b;
+    }
+    qrl_module *m;
+    qr_error e;
+    if (qr_module_load(parts[0].entry, release, handle, &m, &e) != QR_OK) {
+        ql_error_file(&u->diags, NULL, "%s", e.msg);
+        return NULL;
+    }
+    for (int i = 1; i < np && !m->bad; i++)
+        parts[i].entry(m, qr_recipe_imports());
+    if (m->bad) {
+        qr_module_free(m);
+        ql_error_file(&u->diags, NULL, "registering the module failed: out of memory, or it names a calibrator it "
+                                       "did not register or more parameters than the calibrator declared");
+        return NULL;
+    }
+    return m;
+}
+
 qrl_module *qc_compile(qc_unit *u, const qc_options *o, qc_stats *st)
 {
     qc_stats dummy;
@@ -180,74 +387,43 @@ qrl_module *qc_compile(qc_unit *u, const qc_options *o, qc_stats *st)
         st = &dummy;
     memset(st, 0, sizeof *st);
     st->cache_hit = -1;
-    unit_key(u, o, st->key, sizeof st->key);
+    part parts[QC_MAX_PARTS];
+    int np = split(u, o, parts, &st->reach);
+    if (!np) {
+        ql_error_file(&u->diags, NULL, "out of memory");
+        return NULL;
+    }
     qc_cache cache;
     int cached = !(o && o->no_cache) && qc_cache_open(&cache, o ? o->cache_dir : NULL, &u->diags);
-    if (cached) {
-        double t0 = now_ms();
-        unsigned char *so;
-        size_t len;
-        qc_entry_status es = qc_cache_get(&cache, st->key, &so, &len, &u->diags);
-        if (es == QC_ENTRY_OK) {
-            qrl_module *m = load_so(u, so, len, st->key, 0);
-            free(so);
-            if (m || u->diags.errors) {
-                st->t_load = now_ms() - t0;
-                st->cache_hit = m ? 1 : 0;
-                qc_cache_close(&cache);
-                return m;
-            }
-            es = QC_ENTRY_BAD; /* verified, yet not this key's module: rebuilt below */
-        }
-        st->cache_rebuilt = es == QC_ENTRY_BAD;
-        st->cache_hit = 0;
-    }
-    if (too_big(u)) {
+    int ok = 1, loaded = 0;
+    for (int i = 0; i < np && ok; i++, loaded++) {
+        qc_part_stats *ps = &st->parts[st->nparts++];
+        ps->name = parts[i].name;
+        ps->items = parts[i].nitems;
+        ps->opt_level = parts[i].level;
+        ps->cache_hit = -1;
+        part_key(u, o, &parts[i], ps->key, sizeof ps->key);
+        ok = obtain(u, &cache, cached, &parts[i], ps) == 0;
+        st->t_jit += ps->t_jit;
+        st->t_load += ps->t_load;
+        st->cache_rebuilt |= ps->cache_rebuilt;
         if (cached)
-            qc_cache_close(&cache);
-        return NULL;
+            st->cache_hit = st->cache_hit == 0 || ps->cache_hit == 0 ? 0 : 1;
     }
-    double t0 = now_ms();
-    gcc_jit_context *c = qc_jit_build(u, &(qc_jit_opts){.opt_level = o ? o->opt_level : 0});
-    if (!c) {
-        if (cached)
-            qc_cache_close(&cache);
-        return NULL;
-    }
-    add_key_fn(c, st->key);
-    qrl_module *m = NULL;
-    bytes_status bs = BYTES_NO_TEMP;
-    if (cached) {
-        unsigned char *so = NULL;
-        size_t len = 0;
-        bs = compile_to_bytes(u, c, &so, &len);
-        st->t_jit = now_ms() - t0;
-        if (bs == BYTES_OK) {
-            /* A cache that cannot be written costs the next run time, nothing else. */
-            qc_cache_put(&cache, st->key, so, len);
-            double t1 = now_ms();
-            m = load_so(u, so, len, st->key, 1);
-            st->t_load = now_ms() - t1;
-        }
-        free(so);
+    if (np)
+        snprintf(st->key, sizeof st->key, "%s", st->parts[0].key);
+    if (cached)
         qc_cache_close(&cache);
+    qrl_module *m = NULL;
+    if (ok) {
+        double t0 = now_ms();
+        m = assemble(u, parts, np);
+        st->t_load += now_ms() - t0;
+    } else {
+        for (int i = 0; i < loaded - 1; i++) /* the parts loaded before the one that failed */
+            parts[i].release(parts[i].handle);
     }
-    if (bs == BYTES_NO_TEMP) {
-        /* No cache, or no private folder to compile into: in memory. */
-        gcc_jit_result *r = gcc_jit_context_compile(c);
-        st->t_jit = now_ms() - t0;
-        if (!r) {
-            ql_error_file(&u->diags, NULL, "internal compiler error (libgccjit): %s",
-                          gcc_jit_context_get_first_error(c));
-        } else {
-            double t1 = now_ms();
-            qrl_module_entry_fn entry = (qrl_module_entry_fn)gcc_jit_result_get_code(r, QRL_MODULE_ENTRY);
-            qr_error e;
-            if (qr_module_load(entry, release_result, r, &m, &e) != QR_OK)
-                ql_error_file(&u->diags, NULL, "%s", e.msg);
-            st->t_load = now_ms() - t1;
-        }
-    }
-    gcc_jit_context_release(c);
+    for (int i = 0; i < np; i++)
+        free(parts[i].items);
     return m;
 }

@@ -63,6 +63,8 @@ typedef struct jit {
     gcc_jit_field *f_imp[IMP_COUNT];
     gcc_jit_function **fns; /* by item index: fn/kernel functions */
     signed char *traps;     /* by item index: fn/kernel can trap (1), cannot (-1), not known yet (0) */
+    const unsigned char *want; /* by item index: compiled into this context (NULL: every item) */
+    int fns_private;        /* fns serve this context's own code: not registered */
     int naffine;            /* affine rules compiled so far (their function names) */
 } jit;
 
@@ -2499,6 +2501,10 @@ static void entry(jit *j, cal_fns *cals, item_fns *items)
 #define ADDR(fn) cast(j, gcc_jit_function_get_address((fn), NULL), j->t_voidp)
     for (int i = 0; i < j->u->nitems; i++) {
         const qc_sym *s = j->u->items[i];
+        if (j->want && !j->want[i])
+            continue;
+        if (s->kind == QC_SYM_FN && j->fns_private)
+            continue;
         if (s->kind == QC_SYM_FN || s->kind == QC_SYM_KERNEL) {
             char *sig = signature(s);
             gcc_jit_rvalue *args[5] = {m, STR(s->name), ADDR(j->fns[i]), STR(sig ? sig : "?"),
@@ -2540,7 +2546,7 @@ static void entry(jit *j, cal_fns *cals, item_fns *items)
 
 gcc_jit_context *qc_jit_build(qc_unit *u, const qc_jit_opts *o)
 {
-    jit j = {.u = u, .d = &u->diags};
+    jit j = {.u = u, .d = &u->diags, .want = o ? o->items : NULL, .fns_private = o && o->fns_private};
     j.c = gcc_jit_context_acquire();
     if (!j.c) {
         ql_error_file(&u->diags, NULL, "cannot start libgccjit");
@@ -2548,7 +2554,7 @@ gcc_jit_context *qc_jit_build(qc_unit *u, const qc_jit_opts *o)
     }
     int has_kernels = 0;
     for (int i = 0; i < u->nitems; i++)
-        has_kernels |= u->items[i]->kind == QC_SYM_KERNEL;
+        has_kernels |= u->items[i]->kind == QC_SYM_KERNEL && (!j.want || j.want[i]);
     int level = o && o->opt_level ? o->opt_level : 2;
     gcc_jit_context_set_int_option(j.c, GCC_JIT_INT_OPTION_OPTIMIZATION_LEVEL, has_kernels && level < 3 ? 3 : level);
     gcc_jit_context_set_bool_allow_unreachable_blocks(j.c, 1);
@@ -2575,10 +2581,12 @@ gcc_jit_context *qc_jit_build(qc_unit *u, const qc_jit_opts *o)
         return NULL;
     }
     for (int i = 0; i < u->nitems; i++)
-        if (u->items[i]->kind == QC_SYM_FN || u->items[i]->kind == QC_SYM_KERNEL)
+        if ((u->items[i]->kind == QC_SYM_FN || u->items[i]->kind == QC_SYM_KERNEL) && (!j.want || j.want[i]))
             declare_fn(&j, i);
     for (int i = 0; i < u->nitems; i++) {
         qc_sym *s = u->items[i];
+        if (j.want && !j.want[i])
+            continue;
         if (s->kind == QC_SYM_FN || s->kind == QC_SYM_KERNEL)
             define_fn(&j, i);
         else if (s->kind == QC_SYM_CALIBRATOR)

@@ -1348,3 +1348,115 @@ Test(jit, recipe_settings_after_many_use_lines)
     cr_assert_eq(rt.failed, 0);
     qr_module_free(m);
 }
+
+/* ------------------------------------------------------- what is compiled */
+
+/* A unit with a recipe compiles what the recipe reaches: its patterns (here
+ * only conv, by `use`) and their kernels at -O3 in a part of their own, the
+ * calibrators its settings name, the fns they call; the rest of the stdlib it
+ * imports is checked, not compiled. The same imports without a recipe compile
+ * everything. */
+Test(jit, only_what_the_recipe_reaches_is_compiled)
+{
+    const char *src = "import \"calibrators.qrl\"\n"
+                      "import \"affine.qrl\"\n"
+                      "import \"patterns.qrl\"\n"
+                      "fn not_called(x: f64) -> f64 { return x }\n"
+                      "recipe only_conv {\n"
+                      "  use conv, Relu\n"
+                      "  activation = u8 asymmetric by minmax()\n"
+                      "  weight     = i8 symmetric per_channel by minmax(symmetric = true)\n"
+                      "  numerics   = onnx\n"
+                      "}\n";
+    qc_stats st;
+    qrl_module *m = compile_text("reach.qrl", src, NULL, &st);
+    cr_assert_eq(st.reach, 1);
+    cr_assert_eq(st.nparts, 2);
+    cr_assert_str_eq(st.parts[0].name, "code");
+    cr_assert_eq(st.parts[0].opt_level, 1);
+    cr_assert_str_eq(st.parts[1].name, "kernels");
+    cr_assert_eq(st.parts[1].opt_level, 3);
+    cr_assert(qr_module_recipe(m, "only_conv"));
+    cr_assert(qr_module_calibrator(m, "minmax"));
+    cr_assert_null(qr_module_calibrator(m, "percentile"));
+    cr_assert_null(qr_module_calibrator(m, "entropy"));
+    cr_assert(qr_module_pattern(m, "conv"));
+    cr_assert_null(qr_module_pattern(m, "add"));
+    cr_assert_null(qr_module_fn(m, "not_called"));
+    cr_assert_null(qr_module_fn(m, "qadd"));
+    /* conv's kernels come from the kernel part and run: (100 + 0) * (0.5 * 0.25 / 1) = 12.5, to even 12, + 3 */
+    const qr_fn_desc *k = qr_module_fn(m, "qlinear");
+    cr_assert(k && k->is_kernel == 1 && k->call);
+    cr_assert(qr_module_fn(m, "qlinear_i8"));
+    int32_t acc_d[1] = {100}, bias_d[1] = {0}, w_zero_d[1] = {0};
+    uint8_t x_d[1] = {0}, y_d[1] = {0};
+    int8_t w_d[1] = {0};
+    float w_scale_d[1] = {0.25f}, x_scale = 0.5f, y_scale = 1.0f;
+    int32_t x_zero = 0, y_zero = 3;
+    int64_t axis = -1;
+    qrl_tview acc = {acc_d, 1, 2, {1, 1}}, x = {x_d, 1, 2, {1, 1}}, w = {w_d, 1, 2, {1, 1}}, b = {bias_d, 1, 1, {1}},
+              y = {y_d, 1, 2, {1, 1}};
+    qrl_array w_scale = {w_scale_d, 1}, w_zero = {w_zero_d, 1};
+    void *args[12] = {&acc, &x, &x_scale, &x_zero, &w, &w_scale, &w_zero, &b, &axis, &y, &y_scale, &y_zero};
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    k->call(&rt, args);
+    cr_assert_eq(rt.failed, 0, "%s", rt.msg);
+    cr_assert_eq(y_d[0], 15);
+    qr_graph *g = qr_graph_new();
+    qr_status status;
+    cr_assert(qr_module_affine_for(m, g, one_node(g, "Relu"), NULL, NULL, NULL, 0, NULL, &status));
+    cr_assert_null(qr_module_affine_for(m, g, one_node(g, "Sigmoid"), NULL, NULL, NULL, 0, NULL, &status));
+    qr_graph_free(g);
+    qr_module_free(m);
+
+    /* Without the recipe: every calibrator, pattern, kernel and fn. */
+    m = compile_text("all.qrl", "import \"calibrators.qrl\"\nimport \"patterns.qrl\"\n"
+                                "fn not_called(x: f64) -> f64 { return x }\n", NULL, &st);
+    cr_assert_eq(st.reach, 0);
+    cr_assert(qr_module_calibrator(m, "percentile"));
+    cr_assert(qr_module_pattern(m, "add"));
+    cr_assert(qr_module_fn(m, "qadd"));
+    cr_assert(qr_module_fn(m, "not_called"));
+    cr_assert(qr_module_fn(m, "channel_count")); /* a fn only kernels call: registered by the code part */
+    qr_module_free(m);
+}
+
+/* The kernel part's key covers only the files its kernels come from (and their
+ * imports) and which kernels: two recipes reaching the same stdlib kernels
+ * share one cache entry for them, and each has its own code part. */
+Test(jit, recipes_share_the_cached_kernel_part)
+{
+    char cache[700];
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    qc_options o = {.cache_dir = cache};
+    const char *head = "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n";
+    char a[1000], b[1000];
+    snprintf(a, sizeof a, "%srecipe a {\n  use conv\n  activation = u8 by minmax()\n  weight = i8 symmetric by minmax()\n}\n",
+             head);
+    snprintf(b, sizeof b, "%srecipe b {\n  use conv\n  activation = u8 by percentile(99.9)\n"
+             "  weight = i8 symmetric by minmax()\n}\n", head);
+    qc_stats st;
+    qr_module_free(compile_text("a.qrl", a, &o, &st));
+    cr_assert_eq(st.nparts, 2);
+    cr_assert_eq(st.parts[0].cache_hit, 0);
+    cr_assert_eq(st.parts[1].cache_hit, 0);
+    char kernels_key[40];
+    snprintf(kernels_key, sizeof kernels_key, "%s", st.parts[1].key);
+    qrl_module *m = compile_text("b.qrl", b, &o, &st);
+    cr_assert_eq(st.parts[0].cache_hit, 0, "b's code part is its own");
+    cr_assert_eq(st.parts[1].cache_hit, 1, "b compiled the kernels a stored");
+    cr_assert_str_eq(st.parts[1].key, kernels_key);
+    cr_assert_eq(st.cache_hit, 0);
+    cr_assert(qr_module_calibrator(m, "percentile") && qr_module_fn(m, "qlinear"));
+    qr_module_free(m);
+    qr_module_free(compile_text("b.qrl", b, &o, &st));
+    cr_assert_eq(st.cache_hit, 1);
+    cr_assert_eq(tu_count_files(cache), 3);
+    /* Another kernel reached: another kernel entry. */
+    snprintf(b, sizeof b, "%srecipe b {\n  use conv, add\n  activation = u8 by minmax()\n"
+             "  weight = i8 symmetric by minmax()\n}\n", head);
+    qr_module_free(compile_text("b.qrl", b, &o, &st));
+    cr_assert_eq(st.parts[1].cache_hit, 0);
+    cr_assert_str_neq(st.parts[1].key, kernels_key);
+}

@@ -1,0 +1,76 @@
+#include "reach.h"
+
+#include <string.h>
+
+#include "check.h"
+
+/* The index of item s, or -1 (affine rules share names, so they are not looked up here). */
+static int index_of(const qc_unit *u, const qc_sym *s)
+{
+    int i = qc_names_find(&u->item_names, u->items, s->name);
+    return i >= 0 && u->items[i] == s ? i : -1;
+}
+
+static void walk(const qc_unit *u, const ql_node *n, unsigned char *mark)
+{
+    if (!n)
+        return;
+    const qc_sym *s = n->sym;
+    if (s && (s->kind == QC_SYM_FN || s->kind == QC_SYM_KERNEL || s->kind == QC_SYM_CALIBRATOR ||
+              s->kind == QC_SYM_CONST)) {
+        int i = index_of(u, s);
+        if (i >= 0 && !mark[i]) {
+            mark[i] = 1;
+            walk(u, s->decl, mark);
+        }
+    }
+    walk(u, n->a, mark);
+    walk(u, n->b, mark);
+    walk(u, n->c, mark);
+    walk(u, n->d, mark);
+    for (int i = 0; i < n->nkids; i++)
+        walk(u, n->kids[i], mark);
+}
+
+void qc_reach_calls(const qc_unit *u, int idx, unsigned char *mark)
+{
+    walk(u, u->items[idx]->decl, mark);
+}
+
+/* Whether recipe r uses the pattern or affine rule named name: every one without a use list. */
+static int uses(const ql_node *r, const char *name)
+{
+    int lists = 0;
+    for (int i = 0; i < r->nkids; i++) {
+        const ql_node *k = r->kids[i];
+        if (k->kind != QL_USE)
+            continue;
+        lists = 1;
+        for (int j = 0; j < k->nkids; j++)
+            if (k->kids[j]->name && !strcmp(k->kids[j]->name, name))
+                return 1;
+    }
+    return !lists;
+}
+
+int qc_reach(const qc_unit *u, unsigned char *emit)
+{
+    int recipes = 0;
+    for (int i = 0; i < u->nitems; i++)
+        recipes += u->items[i]->kind == QC_SYM_RECIPE;
+    if (!recipes) {
+        memset(emit, 1, (size_t)u->nitems);
+        return 0;
+    }
+    for (int i = 0; i < u->nitems; i++) {
+        const qc_sym *s = u->items[i];
+        int want = s->kind == QC_SYM_RECIPE;
+        for (int r = 0; !want && r < u->nitems && (s->kind == QC_SYM_PATTERN || s->kind == QC_SYM_AFFINE); r++)
+            want = u->items[r]->kind == QC_SYM_RECIPE && uses(u->items[r]->decl, s->name);
+        if (want) {
+            emit[i] = 1;
+            qc_reach_calls(u, i, emit);
+        }
+    }
+    return 1;
+}
