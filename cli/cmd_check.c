@@ -53,7 +53,7 @@ int cli_check(int argc, char **argv)
             qc_check(u); /* after syntax errors the checker would mostly repeat them */
         qc_stats st = {.cache_hit = -1};
         if (root && !u->diags.errors) {
-            qc_options o = {.no_cache = no_cache};
+            qc_options o = {.no_cache = no_cache, .check_only = 1};
             qr_module_free(qc_compile(u, &o, &st));
         }
         if (dump_ast && root && root->ast)
@@ -76,7 +76,11 @@ int cli_check(int argc, char **argv)
                 const qc_part_stats *ps = &st.parts[k];
                 printf("  %s: %d item%s%s, -O%d, ", ps->name, ps->items, ps->items == 1 ? "" : "s",
                        st.reach ? " the recipes reach" : "", ps->opt_level);
-                if (ps->cache_hit == 1)
+                if (ps->validated == 2)
+                    printf("validated before (its marker is cached), not compiled\n");
+                else if (ps->validated)
+                    printf("validated by libgccjit without code generation %.3f ms, not compiled\n", ps->t_jit);
+                else if (ps->cache_hit == 1)
                     printf("cache load %.3f ms (hit)\n", ps->t_load);
                 else
                     printf("jit %.3f ms, load %.3f ms%s\n", ps->t_jit, ps->t_load,

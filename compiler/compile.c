@@ -144,7 +144,8 @@ typedef enum { BYTES_OK, BYTES_JIT_ERROR, BYTES_NO_TEMP } bytes_status;
 
 /* Compiles c into a shared object in a fresh private folder (mkdtemp: 0700,
  * an unguessable name), reads its bytes and removes it. libgccjit writes the
- * output by path, so the path must be one nobody else can prepare. */
+ * output by path, so the path must be one nobody else can prepare. With so
+ * NULL, c is only checked (its caller added -fsyntax-only): nothing is read. */
 static bytes_status compile_to_bytes(qc_unit *u, gcc_jit_context *c, unsigned char **so, size_t *len)
 {
     const char *t = getenv("TMPDIR");
@@ -157,13 +158,13 @@ static bytes_status compile_to_bytes(qc_unit *u, gcc_jit_context *c, unsigned ch
     }
     char path[PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/module.so", dir);
-    gcc_jit_context_compile_to_file(c, GCC_JIT_OUTPUT_KIND_DYNAMIC_LIBRARY, path);
+    gcc_jit_context_compile_to_file(c, so ? GCC_JIT_OUTPUT_KIND_DYNAMIC_LIBRARY : GCC_JIT_OUTPUT_KIND_ASSEMBLER, path);
     const char *err = gcc_jit_context_get_first_error(c);
     bytes_status r = BYTES_OK;
     if (err) {
         ql_error_file(&u->diags, NULL, "internal compiler error (libgccjit): %s", err);
         r = BYTES_JIT_ERROR;
-    } else if (qc_read_file(AT_FDCWD, path, (size_t)1 << 30, so, len) != 0) {
+    } else if (so && qc_read_file(AT_FDCWD, path, (size_t)1 << 30, so, len) != 0) {
         ql_error_file(&u->diags, path, "cannot read the compiled module: %s", strerror(errno));
         r = BYTES_JIT_ERROR;
     }
@@ -266,8 +267,60 @@ static int split(qc_unit *u, const qc_options *o, part *parts, int *reach)
     return np;
 }
 
-/* Finds p in the cache or compiles it (storing it); 0 when p is loaded. */
-static int obtain(qc_unit *u, qc_cache *cache, int cached, part *p, qc_part_stats *ps)
+#define VALIDATED_MARK "validated by libgccjit\n"
+
+/* qrl check, kernels not in the cache: their context is built and given to
+ * libgccjit for its own checks and trees only (-fsyntax-only: no optimization,
+ * no code; 10 ms instead of a second at -O3). Checked code can fail nowhere
+ * else but in libgccjit itself. A marker entry (never loaded: it holds no
+ * code) spares the next check; the first quantize compiles them. Returns 1
+ * when validated, -1 on an error, 0 when it could not (no private folder). */
+static int validate(qc_unit *u, qc_cache *cache, int cached, part *p, qc_part_stats *ps)
+{
+    qc_sha256_ctx h;
+    qc_sha256_init(&h);
+    hash_str(&h, "validated");
+    hash_str(&h, ps->key);
+    unsigned char d[QC_SHA256_LEN];
+    qc_sha256_final(&h, d);
+    char mkey[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(mkey + 2 * i, 3, "%02x", d[i]);
+    unsigned char *mark;
+    size_t len;
+    if (cached && qc_cache_get(cache, mkey, &mark, &len, &u->diags) == QC_ENTRY_OK) {
+        int same = len == strlen(VALIDATED_MARK) && !memcmp(mark, VALIDATED_MARK, len);
+        free(mark);
+        if (same) {
+            ps->validated = 2;
+            return 1;
+        }
+    }
+    if (too_big(u))
+        return -1;
+    double t0 = now_ms();
+    gcc_jit_context *c = qc_jit_build(u, &(qc_jit_opts){.opt_level = p->level, .items = p->items, .fns_private = 1});
+    if (!c)
+        return -1;
+    add_key_fn(c, ps->key);
+    gcc_jit_context_set_int_option(c, GCC_JIT_INT_OPTION_OPTIMIZATION_LEVEL, 0);
+    gcc_jit_context_add_command_line_option(c, "-fsyntax-only");
+    bytes_status bs = compile_to_bytes(u, c, NULL, NULL);
+    gcc_jit_context_release(c);
+    ps->t_jit = now_ms() - t0;
+    if (bs == BYTES_NO_TEMP)
+        return 0;
+    if (bs != BYTES_OK)
+        return -1;
+    ps->validated = 1;
+    if (cached)
+        qc_cache_put(cache, mkey, (const unsigned char *)VALIDATED_MARK, strlen(VALIDATED_MARK));
+    return 1;
+}
+
+/* Finds p in the cache or compiles it (storing it), or for qrl check
+ * validates a kernel part: 0 when p is loaded, 1 validated, -1 on an error. */
+static int obtain(qc_unit *u, qc_cache *cache, int cached, int check_only, part *p, qc_part_stats *ps)
 {
     if (cached) {
         double t0 = now_ms();
@@ -286,6 +339,11 @@ static int obtain(qc_unit *u, qc_cache *cache, int cached, part *p, qc_part_stat
         }
         ps->cache_rebuilt = es == QC_ENTRY_BAD;
         ps->cache_hit = 0;
+    }
+    if (check_only && p->fns_private) {
+        int v = validate(u, cache, cached, p, ps);
+        if (v)
+            return v;
     }
     if (too_big(u))
         return -1;
@@ -395,35 +453,42 @@ qrl_module *qc_compile(qc_unit *u, const qc_options *o, qc_stats *st)
     }
     qc_cache cache;
     int cached = !(o && o->no_cache) && qc_cache_open(&cache, o ? o->cache_dir : NULL, &u->diags);
-    int ok = 1, loaded = 0;
-    for (int i = 0; i < np && ok; i++, loaded++) {
+    int ok = 1, loaded = 0, check_only = o && o->check_only, i = 0;
+    for (; i < np && ok; i++) {
         qc_part_stats *ps = &st->parts[st->nparts++];
         ps->name = parts[i].name;
         ps->items = parts[i].nitems;
         ps->opt_level = parts[i].level;
         ps->cache_hit = -1;
         part_key(u, o, &parts[i], ps->key, sizeof ps->key);
-        ok = obtain(u, &cache, cached, &parts[i], ps) == 0;
+        int rc = obtain(u, &cache, cached, check_only, &parts[i], ps);
+        ok = rc >= 0;
+        if (rc == 0)
+            parts[loaded++] = parts[i]; /* the loaded ones first; a validated part is left out */
+        else
+            free(parts[i].items);
         st->t_jit += ps->t_jit;
         st->t_load += ps->t_load;
         st->cache_rebuilt |= ps->cache_rebuilt;
         if (cached)
-            st->cache_hit = st->cache_hit == 0 || ps->cache_hit == 0 ? 0 : 1;
+            st->cache_hit = st->cache_hit == 0 || (ps->cache_hit == 0 && ps->validated != 2) ? 0 : 1;
     }
     if (np)
         snprintf(st->key, sizeof st->key, "%s", st->parts[0].key);
     if (cached)
         qc_cache_close(&cache);
     qrl_module *m = NULL;
-    if (ok) {
+    if (ok && loaded) {
         double t0 = now_ms();
-        m = assemble(u, parts, np);
+        m = assemble(u, parts, loaded);
         st->t_load += now_ms() - t0;
     } else {
-        for (int i = 0; i < loaded - 1; i++) /* the parts loaded before the one that failed */
-            parts[i].release(parts[i].handle);
+        for (int k = 0; k < loaded; k++)
+            parts[k].release(parts[k].handle);
     }
-    for (int i = 0; i < np; i++)
+    for (int k = 0; k < loaded; k++)
+        free(parts[k].items);
+    for (; i < np; i++) /* not reached after an error */
         free(parts[i].items);
     return m;
 }

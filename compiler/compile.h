@@ -17,6 +17,9 @@ typedef struct qc_options {
     int no_cache;          /* compile in memory, touch no cache file */
     int opt_level;         /* 0: default (1 for code other than kernels; kernels 3) */
     const char *cache_dir; /* NULL: the default above */
+    int check_only;        /* qrl check: a kernel part not in the cache is validated by libgccjit
+                            * without generating code (compile.c: validate), and left out of the
+                            * module; quantizing compiles it */
 } qc_options;
 
 /* A module is compiled in parts, each its own libgccjit context, shared
@@ -33,6 +36,7 @@ typedef struct qc_part_stats {
     double t_jit, t_load; /* ms */
     int cache_hit;        /* as qc_stats */
     int cache_rebuilt;
+    int validated;        /* check_only: 1 validated now, 2 validated before (its marker entry) */
     char key[40];
 } qc_part_stats;
 
@@ -47,7 +51,9 @@ typedef struct qc_stats {
     qc_part_stats parts[QC_MAX_PARTS];
 } qc_stats;
 
-/* u must be checked without errors. Errors go to u->diags. */
+/* u must be checked without errors. Errors go to u->diags. With check_only
+ * the module lacks the parts that were only validated (NULL when that is
+ * every part, without an error). */
 qrl_module *qc_compile(qc_unit *u, const qc_options *o, qc_stats *st);
 
 #endif

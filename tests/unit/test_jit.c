@@ -1460,3 +1460,45 @@ Test(jit, recipes_share_the_cached_kernel_part)
     cr_assert_eq(st.parts[1].cache_hit, 0);
     cr_assert_str_neq(st.parts[1].key, kernels_key);
 }
+
+/* qrl check (check_only) validates a kernel part that is not cached instead
+ * of compiling it: the module has no kernels, a marker entry spares the next
+ * check. Quantizing compiles the kernels; a check then loads them. */
+Test(jit, check_validates_kernels_quantize_compiles_them)
+{
+    char cache[700];
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    const char *src = "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+                      "recipe a {\n  use conv\n  activation = u8 by minmax()\n  weight = i8 symmetric by minmax()\n}\n";
+    qc_options check = {.cache_dir = cache, .check_only = 1}, full = {.cache_dir = cache};
+    qc_stats st;
+    qrl_module *m = compile_text("a.qrl", src, &check, &st);
+    cr_assert_eq(st.nparts, 2);
+    cr_assert_eq(st.parts[1].validated, 1);
+    cr_assert_eq(st.cache_hit, 0);
+    cr_assert(qr_module_recipe(m, "a"));
+    cr_assert_null(qr_module_fn(m, "qlinear"));
+    qr_module_free(m);
+    cr_assert_eq(tu_count_files(cache), 2, "the code part and the kernels' marker");
+    m = compile_text("a.qrl", src, &check, &st);
+    cr_assert_eq(st.parts[1].validated, 2);
+    cr_assert_eq(st.cache_hit, 1);
+    qr_module_free(m);
+    m = compile_text("a.qrl", src, &full, &st);
+    cr_assert_eq(st.parts[0].cache_hit, 1);
+    cr_assert_eq(st.parts[1].cache_hit, 0);
+    cr_assert_eq(st.parts[1].validated, 0);
+    cr_assert(qr_module_fn(m, "qlinear"));
+    qr_module_free(m);
+    m = compile_text("a.qrl", src, &check, &st);
+    cr_assert_eq(st.parts[1].cache_hit, 1);
+    cr_assert_eq(st.parts[1].validated, 0);
+    cr_assert(qr_module_fn(m, "qlinear"), "a check loads kernels that are cached");
+    qr_module_free(m);
+    /* In memory (no cache): validated every time. */
+    check.no_cache = 1;
+    m = compile_text("a.qrl", src, &check, &st);
+    cr_assert_eq(st.parts[1].validated, 1);
+    cr_assert_null(qr_module_fn(m, "qlinear"));
+    qr_module_free(m);
+}
