@@ -293,6 +293,25 @@ Test(cli, nul_byte_is_reported_at_its_line_and_column)
     free(log);
 }
 
+/* --time on a recipe lists the module's parts: the code the recipe reaches, compiled and
+ * cached, and its kernels, validated (not compiled) by a check, then remembered. */
+Test(cli, check_time_lists_the_parts, .timeout = 60)
+{
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd, "cd '%s' && XDG_CACHE_HOME='%s/cache' QRL_STDLIB=stdlib '%s' check --time recipes/int8.qrl",
+             tu_root(), dir, tu_qrl());
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "(cache miss)"), "%s", log);
+    cr_assert(strstr(log, "  code: ") && strstr(log, "the recipes reach, -O1, jit "), "%s", log);
+    cr_assert(strstr(log, "  kernels: ") && strstr(log, "-O3, validated by libgccjit without code generation"), "%s",
+              log);
+    free(log);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "cache load") && strstr(log, "(hit)"), "%s", log);
+    cr_assert(strstr(log, "validated before (its marker is cached), not compiled"), "%s", log);
+    free(log);
+}
+
 /* The cache: a second check of the same file loads the module instead of compiling. */
 Test(cli, check_time_reports_cache_miss_then_hit, .timeout = 60)
 {
