@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "generic.h"
 #include "qrl.h" /* qrl_op_known: the runtime's op table */
 
 typedef struct scope scope;
@@ -848,6 +849,8 @@ static const qc_type *method_call(ctx *c, ql_node *n, const qc_type *recv, const
     return set_type(n, &qc_error);
 }
 
+static qc_sym *instance_for_call(ctx *c, ql_node *n, qc_sym *g);
+
 static const qc_type *call(ctx *c, ql_node *n, const qc_type *want)
 {
     ql_node *f = n->a;
@@ -869,6 +872,13 @@ static const qc_type *call(ctx *c, ql_node *n, const qc_type *want)
         return builtin_call(c, n, f->name, want);
     if (!s) {
         lookup(c, f, f->name, 1);
+        for (int i = 0; i < n->nkids; i++) {
+            const char *nm;
+            expr(c, arg_expr(n->kids[i], &nm), NULL);
+        }
+        return set_type(n, &qc_error);
+    }
+    if (s->kind == QC_SYM_GENERIC && !(s = instance_for_call(c, n, s))) {
         for (int i = 0; i < n->nkids; i++) {
             const char *nm;
             expr(c, arg_expr(n->kids[i], &nm), NULL);
@@ -1009,6 +1019,7 @@ static const qc_type *name_expr(ctx *c, ql_node *n)
     switch (s->kind) {
     case QC_SYM_FN:
     case QC_SYM_KERNEL:
+    case QC_SYM_GENERIC:
         err(c, n, "'%s' is a function: call it with (...)", n->name);
         return set_type(n, &qc_error);
     case QC_SYM_CALIBRATOR:
@@ -1046,7 +1057,7 @@ static const qc_type *cast(ctx *c, ql_node *n)
     char a[64], b[64];
     const qc_type *to = check_type(c, n->a);
     const qc_type *from = expr(c, n->b, NULL);
-    if (from->k == QC_ERROR)
+    if (from->k == QC_ERROR || to->k == QC_ERROR)
         return set_type(n, to);
     if (!qc_is_scalar(from)) {
         err(c, n->b, "cannot convert %s to %s", TN(from, a), TN(to, b));
@@ -1159,6 +1170,9 @@ static const qc_type *check_type(ctx *c, ql_node *n)
         case QL_TOK_F64: t = &qc_f64; break;
         case QL_TOK_QTYPE: t = &qc_qtype; break;
         case QL_TOK_QPARAMS: t = &qc_qparams; break;
+        case QL_TOK_IDENT:
+            err(c, n, "unknown type '%s'", n->name); /* not a type parameter of this fn */
+            break;
         default: break;
         }
         break;
@@ -1755,7 +1769,7 @@ static void lower_convention(ctx *c, const ql_node *pat, ql_node *lower)
     if (np - skip != nw) {
         err(c, cl, "kernel '%s' takes %d parameters but this lowering passes %d (quantized values pass tensor, "
                    "scale and zero point; see the lowering convention in docs/language.md)",
-            ks->name, np - skip, nw);
+            ks->generic ? ks->generic->name : ks->name, np - skip, nw);
         return;
     }
     for (p = 0; p < nw; p++) {
@@ -1770,14 +1784,46 @@ static void lower_convention(ctx *c, const ql_node *pat, ql_node *lower)
             ok = qc_widens(want[p], pt);
         if (!ok && pt->k != QC_ERROR)
             err(c, kpar, "parameter '%s' of kernel '%s' is %s, but pattern '%s' passes %s here (%s)",
-                kpar->name, ks->name, qc_type_name(pt, a, sizeof a), pat->name,
+                kpar->name, ks->generic ? ks->generic->name : ks->name, qc_type_name(pt, a, sizeof a), pat->name,
                 want[p] ? qc_type_name(want[p], b, sizeof b) : "an integer tensor", why[p]);
+    }
+}
+
+/* `lower y = k(...)` with k generic: one lowering per instance of k, in
+ * order, so the runtime runs the one whose types the recipe chose. A copy
+ * keeps its source lowering in d, to report its errors once. */
+static void expand_lowers(ctx *c, ql_node *n)
+{
+    ql_node *list = ql_node_new(c->ar, QL_PATTERN, n->span);
+    int any = 0;
+    for (int i = 0; i < n->nkids; i++) {
+        ql_node *k = n->kids[i];
+        qc_sym *g = k->kind == QL_LOWER && k->a->kind == QL_CALL && k->a->a->kind == QL_NAME
+                        ? lookup(c, k->a->a, k->a->a->name, 0)
+                        : NULL;
+        if (!g || g->kind != QC_SYM_GENERIC || !g->ninstances) {
+            ql_node_add(c->ar, list, k);
+            continue;
+        }
+        any = 1;
+        for (int j = 0; j < g->ninstances; j++) {
+            ql_node *cl = qc_clone(c->ar, k);
+            cl->a->a->name = g->instances[j]->name;
+            cl->d = k;
+            ql_node_add(c->ar, list, cl);
+        }
+    }
+    if (any) {
+        n->kids = list->kids;
+        n->nkids = list->nkids;
+        n->capkids = list->capkids;
     }
 }
 
 static void pattern(ctx *c, qc_sym *s)
 {
     ql_node *n = s->decl;
+    expand_lowers(c, n);
     scope sc;
     push_scope(c, &sc);
     c->w = W_PATTERN;
@@ -1895,9 +1941,16 @@ static void pattern(ctx *c, qc_sym *s)
             cl->a->sym = ks;
         }
     }
+    const ql_node *failed = NULL; /* a generic's lowering with errors: its other instances stay quiet */
     for (int i = 0; i < n->nkids; i++) /* each lowering follows the convention */
-        if (n->kids[i]->kind == QL_LOWER && n->kids[i]->a->kind == QL_CALL && n->kids[i]->a->a->sym)
+        if (n->kids[i]->kind == QL_LOWER && n->kids[i]->a->kind == QL_CALL && n->kids[i]->a->a->sym) {
+            int mark = c->d->n, errors = c->d->errors;
             lower_convention(c, n, n->kids[i]);
+            if (n->kids[i]->d && n->kids[i]->d == failed)
+                ql_diags_truncate(c->d, mark);
+            else if (n->kids[i]->d && c->d->errors > errors)
+                failed = n->kids[i]->d;
+        }
     if (match && !lower)
         err_decl(c, n, "pattern '%s' has no lower clause (which kernel runs it)", s->name);
     pop_scope(c);
@@ -2156,6 +2209,151 @@ static void const_item(ctx *c, qc_sym *s)
     s->type = dt ? dt : t;
 }
 
+/* ------------------------------------------------------------ generics */
+
+/* Binds the type parameters that type node pt mentions from t, an argument's
+ * type; 0 after reporting two different types for one parameter. */
+static int unify(ctx *c, const ql_node *call, const qc_sym *g, const ql_node *pt, const qc_type *t, const char *arg,
+                 const qc_type **bound, const char **from)
+{
+    const ql_node *tp = g->decl->d;
+    if (!pt || !t || t->k == QC_ERROR)
+        return 1;
+    if ((pt->kind == QL_TYPE_TENSOR && t->k == QC_TENSOR) || (pt->kind == QL_TYPE_ARRAY && t->k == QC_ARRAY))
+        return unify(c, call, g, pt->a, t->elem, arg, bound, from);
+    if (pt->kind != QL_TYPE || pt->op != QL_TOK_IDENT || t->k == QC_INTLIT || t->k == QC_FLOATLIT || !qc_is_scalar(t))
+        return 1;
+    for (int i = 0; i < tp->nkids; i++) {
+        if (strcmp(tp->kids[i]->name, pt->name))
+            continue;
+        if (!bound[i]) {
+            bound[i] = t;
+            from[i] = arg;
+        } else if (!qc_type_eq(bound[i], t)) {
+            char a[64], b[64];
+            err(c, call, "'%s' is called with %s = %s (argument '%s') and %s = %s (argument '%s'); one %s is one type",
+                g->name, tp->kids[i]->name, TN(bound[i], a), from[i], tp->kids[i]->name, TN(t, b), arg,
+                tp->kids[i]->name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The instance of generic g that call n's arguments select: each type
+ * parameter takes the type of the arguments whose parameter mentions it. */
+static qc_sym *instance_for_call(ctx *c, ql_node *n, qc_sym *g)
+{
+    const ql_node *tp = g->decl->d, *ps = g->decl->a;
+    int np = ps ? ps->nkids : 0, mark = c->d->n, errors = c->d->errors;
+    const qc_type *bound[QC_GENERIC_MAX_PARAMS] = {0}, *types[QC_MAX_PARAMS] = {0};
+    const char *from[QC_GENERIC_MAX_PARAMS] = {0};
+    ql_node *at[QC_MAX_PARAMS] = {0};
+    int ok = 1;
+    /* the arguments' types, quietly: check_args types them again, for real */
+    for (int i = 0; i < n->nkids && i < QC_MAX_PARAMS; i++) {
+        const char *nm;
+        ql_node *e = arg_expr(n->kids[i], &nm);
+        int p = i;
+        if (nm)
+            for (p = 0; p < np && strcmp(ps->kids[p]->name, nm); p++)
+                ;
+        const qc_type *t = expr(c, e, NULL);
+        if (p < np && p < QC_MAX_PARAMS)
+            types[p] = t, at[p] = n->kids[i];
+    }
+    ql_diags_truncate(c->d, mark);
+    c->d->errors = errors;
+    for (int p = 0; p < np && p < QC_MAX_PARAMS && ok; p++)
+        ok = unify(c, n, g, ps->kids[p]->a, types[p], ps->kids[p]->name, bound, from);
+    if (!ok)
+        return NULL;
+    for (int i = 0; i < tp->nkids; i++) {
+        char set[128], a[64];
+        if (!bound[i]) {
+            err(c, n->a, "no argument of this call tells the type %s of '%s' (%s)", tp->kids[i]->name, g->name,
+                qc_generic_set(g->decl, i, set, sizeof set));
+            return NULL;
+        }
+        int in = 0;
+        for (int j = 0; j < tp->kids[i]->nkids; j++)
+            in |= qc_type_eq(qc_generic_member(tp->kids[i]->kids[j]), bound[i]);
+        int p = 0;
+        while (p < np && p < QC_MAX_PARAMS && strcmp(ps->kids[p]->name, from[i]))
+            p++;
+        if (!in) {
+            err(c, p < np && p < QC_MAX_PARAMS && at[p] ? at[p] : n, "'%s' takes %s = %s, not %s (argument '%s')",
+                g->name, tp->kids[i]->name, qc_generic_set(g->decl, i, set, sizeof set), TN(bound[i], a), from[i]);
+            return NULL;
+        }
+    }
+    int k = qc_generic_index(g->decl, bound);
+    return k >= 0 && k < g->ninstances ? g->instances[k] : NULL;
+}
+
+/* An instance's diagnostics are its generic's, and said once: the first
+ * instance with errors reports them, with a note naming its type arguments;
+ * the other instances are checked quietly (their errors would repeat the
+ * same lines). mark: the number of diagnostics before this part of s. */
+static void instance_done(ctx *c, qc_sym *s, int mark)
+{
+    qc_sym *g = s->generic;
+    if (!g)
+        return;
+    if (g->failed && g->failed != s->index + 1) {
+        ql_diags_truncate(c->d, mark);
+        return;
+    }
+    int errs = 0;
+    for (int i = mark; i < c->d->n; i++)
+        errs |= c->d->v[i].sev == QL_ERROR;
+    if (errs && !g->failed) {
+        char a[128];
+        g->failed = s->index + 1;
+        ql_note(c->d, decl_span(g->decl), "in '%s', the instance of '%s' for %s", s->name, g->name,
+                qc_generic_args(g->decl, s->index, a, sizeof a));
+    }
+}
+
+/* The instances of generic g, after it as items: each an ordinary fn or
+ * kernel, named by its type arguments. */
+static void add_item(ctx *c, qc_sym *s);
+static void instantiate(ctx *c, qc_sym *g)
+{
+    ql_node *n = g->decl, *tp = n->d;
+    char tb[64];
+    int errors = c->d->errors;
+    for (int i = 0; i < tp->nkids; i++) {
+        ql_node *p = tp->kids[i];
+        for (int j = 0; j < i; j++)
+            if (!strcmp(tp->kids[j]->name, p->name))
+                err_decl(c, p, "'%s' has two type parameters named '%s'", g->name, p->name);
+        for (int k = 0; k < p->nkids; k++)
+            for (int j = 0; j < k; j++)
+                if (p->kids[j]->op == p->kids[k]->op)
+                    err(c, p->kids[k], "%s lists %s twice", p->name, TN(qc_generic_member(p->kids[k]), tb));
+    }
+    if (c->d->errors > errors)
+        return;
+    int count = qc_generic_count(n);
+    if (!count) {
+        err_decl(c, n, "'%s' has more than %d instances (or %d type parameters)", g->name, QC_GENERIC_MAX_INSTANCES,
+                 QC_GENERIC_MAX_PARAMS);
+        return;
+    }
+    g->instances = ql_alloc(c->ar, sizeof *g->instances * (size_t)count);
+    for (int k = 0; k < count; k++) {
+        const qc_type *args[QC_GENERIC_MAX_PARAMS];
+        ql_node *d = qc_generic_instance(c->ar, n, k, args);
+        qc_sym *s = new_sym(c, d->name, n->kind == QL_KERNEL ? QC_SYM_KERNEL : QC_SYM_FN, NULL, d);
+        s->generic = g;
+        s->index = k;
+        d->sym = s;
+        g->instances[g->ninstances++] = s;
+        add_item(c, s);
+    }
+}
+
 /* --------------------------------------------------------- recursion */
 
 static int find_cycle(ctx *c, qc_sym *s, qc_sym **stack, int depth)
@@ -2229,8 +2427,8 @@ static void collect(ctx *c, qc_file *f)
         qc_symkind k;
         switch (n->kind) {
         case QL_CONST: k = QC_SYM_CONST; break;
-        case QL_FN: k = QC_SYM_FN; break;
-        case QL_KERNEL: k = QC_SYM_KERNEL; break;
+        case QL_FN: k = n->d ? QC_SYM_GENERIC : QC_SYM_FN; break;
+        case QL_KERNEL: k = n->d ? QC_SYM_GENERIC : QC_SYM_KERNEL; break;
         case QL_CALIBRATOR: k = QC_SYM_CALIBRATOR; break;
         case QL_PATTERN: k = QC_SYM_PATTERN; break;
         case QL_AFFINE: k = QC_SYM_AFFINE; break;
@@ -2241,7 +2439,10 @@ static void collect(ctx *c, qc_file *f)
             continue;
         qc_sym *s = new_sym(c, n->name, k, NULL, n);
         n->sym = s;
+        int before = c->u->nitems;
         add_item(c, s);
+        if (k == QC_SYM_GENERIC && c->u->nitems > before)
+            instantiate(c, s);
     }
 }
 
@@ -2284,12 +2485,14 @@ int qc_check(qc_unit *u)
         memset(c.visible, 0, (size_t)u->nfiles);
         mark_visible(u, s->file, c.visible);
         c.w = W_CONST;
+        int mark = u->diags.n;
         for (int p = 0; s->decl->a && p < s->decl->a->nkids; p++) {
             ql_node *pn = s->decl->a->kids[p];
             pn->type = check_type(&c, pn->a);
         }
         if (s->decl->b)
             check_type(&c, s->decl->b);
+        instance_done(&c, s, mark);
     }
     for (int i = 0; i < u->nitems && !ql_diags_full(&u->diags); i++) {
         qc_sym *s = u->items[i];
@@ -2299,7 +2502,12 @@ int qc_check(qc_unit *u)
         switch (s->kind) {
         case QC_SYM_CONST: const_item(&c, s); break;
         case QC_SYM_FN:
-        case QC_SYM_KERNEL: function(&c, s); break;
+        case QC_SYM_KERNEL: {
+            int mark = u->diags.n;
+            function(&c, s);
+            instance_done(&c, s, mark);
+            break;
+        }
         case QC_SYM_CALIBRATOR: calibrator(&c, s); break;
         case QC_SYM_PATTERN: pattern(&c, s); break;
         case QC_SYM_AFFINE: affine(&c, s); break;

@@ -28,6 +28,7 @@ typedef enum qc_symkind {
     QC_SYM_AFF_OUT,    /* affine output element y */
     QC_SYM_TABLE_VAR,  /* table(v => ...) variable: the real value, f64 */
     QC_SYM_BUILTIN,    /* built-in constant (inf, nan, pi) */
+    QC_SYM_GENERIC,    /* a fn or kernel with type parameters: its instances are the items that run */
 } qc_symkind;
 
 typedef struct qc_sym qc_sym;
@@ -44,6 +45,10 @@ struct qc_sym {
     int ncallees, capcallees;
     int mark;          /* DFS state of the recursion check */
     qc_sym *next_same; /* affine items: the next rule for the same op */
+    qc_sym *generic;   /* instances: their generic */
+    qc_sym **instances; /* generics: by qc_generic_index */
+    int ninstances;
+    int failed;        /* generics: an instance had errors (reported once: the others are checked quietly) */
 };
 
 /* Parameters of a function, kernel or calibrator, at most (the code generator's bound too,

@@ -1809,6 +1809,21 @@ static void end_body(fgen *f)
 
 /* ----------------------------------------------------------------- items */
 
+/* A C symbol for item idx: its name, but a generic's instance ("f<u8>")
+ * becomes f_u8_, numbered so that no other item's name can clash. */
+static const char *c_name(const qc_sym *s, int idx)
+{
+    static char buf[280];
+    int n = snprintf(buf, sizeof buf, "%s", s->name), plain = 1;
+    for (int i = 0; i < n && i < (int)sizeof buf - 1; i++)
+        if (!(buf[i] == '_' || (buf[i] >= '0' && buf[i] <= '9') || (buf[i] >= 'a' && buf[i] <= 'z') ||
+              (buf[i] >= 'A' && buf[i] <= 'Z')))
+            buf[i] = '_', plain = 0;
+    if (!plain && n < (int)sizeof buf - 16)
+        snprintf(buf + n, sizeof buf - (size_t)n, "%d", idx);
+    return buf;
+}
+
 /* "f64(f64,qtype)" */
 static char *signature(const qc_sym *s)
 {
@@ -1834,7 +1849,7 @@ static void declare_fn(jit *j, int idx)
     for (int i = 0; i < np; i++)
         params[i + 1] = gcc_jit_context_new_param(j->c, NULL, jtype(j, ps->kids[i]->type), ps->kids[i]->name);
     char name[300];
-    snprintf(name, sizeof name, "qrl_%s_%s", s->kind == QC_SYM_KERNEL ? "kernel" : "fn", s->name);
+    snprintf(name, sizeof name, "qrl_%s_%s", s->kind == QC_SYM_KERNEL ? "kernel" : "fn", c_name(s, idx));
     j->fns[idx] = gcc_jit_context_new_function(j->c, NULL, GCC_JIT_FUNCTION_INTERNAL,
                                                s->decl->b ? jtype(j, s->decl->b->type) : j->t_void, name, np + 1,
                                                params, 0);
@@ -1868,7 +1883,7 @@ static gcc_jit_function *kernel_thunk(jit *j, int idx)
     const ql_node *ps = s->decl->a;
     int np = ps ? ps->nkids : 0;
     char name[300];
-    snprintf(name, sizeof name, "qrl_call_%s", s->name);
+    snprintf(name, sizeof name, "qrl_call_%s", c_name(s, idx));
     gcc_jit_type *pvoidp = gcc_jit_type_get_pointer(j->t_voidp);
     gcc_jit_param *p[2] = {gcc_jit_context_new_param(j->c, NULL, j->p_rt, "rt"),
                            gcc_jit_context_new_param(j->c, NULL, pvoidp, "args")};

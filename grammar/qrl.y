@@ -52,8 +52,8 @@ items(A) ::= items(L) error.                          { A = L; }
 
 item(A) ::= IMPORT STRING(S).                         { A = qp_tok(ps, QL_IMPORT, &S); }
 item(A) ::= CONST IDENT(N) typeopt(T) ASSIGN expr(E). { A = qp_fix(qp_named(ps, QL_CONST, &N, E->span), T, E, NULL); }
-item(A) ::= FN IDENT(N) LP params(P) RP result(R) block(B).     { A = qp_fix(qp_named(ps, QL_FN, &N, B->span), P, R, B); }
-item(A) ::= KERNEL IDENT(N) LP params(P) RP result(R) block(B). { A = qp_fix(qp_named(ps, QL_KERNEL, &N, B->span), P, R, B); }
+item(A) ::= FN IDENT(N) tparams(G) LP params(P) RP result(R) block(B).     { A = qp_fix(qp_named(ps, QL_FN, &N, B->span), P, R, B); A->d = G; }
+item(A) ::= KERNEL IDENT(N) tparams(G) LP params(P) RP result(R) block(B). { A = qp_fix(qp_named(ps, QL_KERNEL, &N, B->span), P, R, B); A->d = G; }
 item(A) ::= CALIBRATOR IDENT(N) cparams(P) LBRACE citems(L) RBRACE(E).        { A = qp_fix(L, P, NULL, NULL); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
 item(A) ::= CALIBRATOR IDENT(N) cparams(P) LBRACE citems(L) citem(I) RBRACE(E). { A = qp_fix(qp_add(ps, L, I), P, NULL, NULL); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
 item(A) ::= PATTERN IDENT(N) LBRACE pitems(L) RBRACE(E).                      { A = L; L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
@@ -61,6 +61,14 @@ item(A) ::= PATTERN IDENT(N) LBRACE pitems(L) pitem(I) RBRACE(E).             { 
 item(A) ::= AFFINE IDENT(N) affargs(L) affwhere(W) ARROW affresult(R) affbody(B). { A = qp_fix(L, R, W, B); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, R->span); }
 item(A) ::= RECIPE IDENT(N) LBRACE ritems(L) RBRACE(E).                       { A = L; L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
 item(A) ::= RECIPE IDENT(N) LBRACE ritems(L) ritem(I) RBRACE(E).              { A = qp_add(ps, L, I); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
+
+/* <T: u8 | i8, ...>: the type parameters of a generic fn or kernel, each with its finite set */
+tparams(A) ::= .                                      { A = NULL; }
+tparams(A) ::= LT tplist(L) GT.                       { A = L; }
+tplist(A) ::= tparam(P).                              { A = qp_add(ps, qp_node(ps, QL_TPARAMS, P->span), P); }
+tplist(A) ::= tplist(L) COMMA tparam(P).              { A = qp_add(ps, L, P); }
+tparam(A) ::= IDENT(N) COLON scalar(T).               { A = qp_add(ps, qp_named(ps, QL_TPARAM, &N, T->span), T); }
+tparam(A) ::= tparam(L) PIPE scalar(T).               { A = qp_add(ps, L, T); }
 
 typeopt(A) ::= .                                      { A = NULL; }
 typeopt(A) ::= COLON type(T).                         { A = T; }
@@ -78,6 +86,7 @@ param(A) ::= IDENT(N) COLON type(T) ASSIGN expr(E).   { A = qp_fix(qp_named(ps, 
 /* -------------------------------------------------------------- types */
 
 type(A) ::= scalar(T).                                { A = T; }
+type(A) ::= IDENT(T).                                 { A = qp_tok(ps, QL_TYPE, &T); } /* a type parameter */
 type(A) ::= QTYPE(T).                                 { A = qp_tok(ps, QL_TYPE, &T); }
 type(A) ::= QPARAMS(T).                               { A = qp_tok(ps, QL_TYPE, &T); }
 type(A) ::= type(E) LB RB(R).                         { A = qp_type_nest(ps, qp_fix(qp_node(ps, QL_TYPE_ARRAY, ql_span_join(E->span, R.span)), E, NULL, NULL)); }
@@ -268,6 +277,7 @@ primary(A) ::= QPARAMS(K) LP args(L) RP(R).           { L->kind = QL_CALL; L->sp
 primary(A) ::= CONST(K) LP args(L) RP(R).             { L->kind = QL_CALL; L->span = ql_span_join(K.span, R.span); ql_node *f = qp_tok(ps, QL_NAME, &K); f->name = "const"; A = qp_nest(ps, qp_fix(L, f, NULL, NULL)); }
 primary(A) ::= scalar(T) LP expr(E) RP(R).            { A = qp_nest(ps, qp_fix(qp_node(ps, QL_CAST, ql_span_join(T->span, R.span)), T, E, NULL)); }
 primary(A) ::= SAT(K) LT scalar(T) GT LP expr(E) RP(R). { A = qp_nest(ps, qp_fix(qp_node(ps, QL_SAT, ql_span_join(K.span, R.span)), T, E, NULL)); }
+primary(A) ::= SAT(K) LT IDENT(T) GT LP expr(E) RP(R). { A = qp_nest(ps, qp_fix(qp_node(ps, QL_SAT, ql_span_join(K.span, R.span)), qp_tok(ps, QL_TYPE, &T), E, NULL)); }
 
 args(A) ::= .                                         { A = qp_node(ps, QL_CALL, (ql_span){0}); }
 args(A) ::= alist(L).                                 { A = L; }

@@ -115,6 +115,8 @@ static void dump(const ql_node *n, int depth, const char *role, FILE *f)
         dump_str(n->name ? n->name : "", n->slen, f);
         break;
     case QL_TYPE:
+        fprintf(f, " %s", n->op == QL_TOK_IDENT && n->name ? n->name : ql_tok_desc(n->op));
+        break;
     case QL_UNARY:
     case QL_BINARY:
     case QL_ASSIGN: fprintf(f, " %s", ql_tok_desc(n->op)); break;

@@ -16,10 +16,12 @@
  *   MODULE       kids = items
  *   IMPORT       name = path
  *   CONST        name; a = type?; b = value
- *   FN, KERNEL   name; a = PARAMS; b = result type?; c = BLOCK
+ *   FN, KERNEL   name; a = PARAMS; b = result type?; c = BLOCK; d = TPARAMS? (a generic)
+ *   TPARAMS      kids = TPARAM
+ *   TPARAM       name; kids = TYPE (the scalar types it ranges over)
  *   PARAMS       kids = PARAM
  *   PARAM        name; a = type; b = default?
- *   TYPE         op = scalar/qtype/qparams token kind
+ *   TYPE         op = scalar/qtype/qparams token kind; or op = IDENT, name = a type parameter
  *   TYPE_ARRAY   a = element type; b = length (state arrays) or NULL (a view)
  *   TYPE_TENSOR  a = element type
  *   TYPE_HIST    kids = constructor arguments
@@ -67,7 +69,7 @@
  *   SAT          a = TYPE; b = value        (sat<i8>(x): saturating conversion) */
 #define QL_NODE_KINDS(X)                                                                              \
     X(MODULE, "module") X(IMPORT, "import") X(CONST, "const") X(FN, "fn") X(KERNEL, "kernel")       \
-    X(PARAMS, "params") X(PARAM, "param") X(TYPE, "type") X(TYPE_ARRAY, "array")                     \
+    X(TPARAMS, "tparams") X(TPARAM, "tparam") X(PARAMS, "params") X(PARAM, "param") X(TYPE, "type") X(TYPE_ARRAY, "array")                     \
     X(TYPE_TENSOR, "tensor") X(TYPE_HIST, "histogram") X(CALIBRATOR, "calibrator") X(STATE, "state") \
     X(OBSERVE, "observe") X(MERGE, "merge") X(SOLVE, "solve") X(PATTERN, "pattern") X(MATCH, "match") \
     X(BIND, "bind") X(OPCALL, "op") X(OPARG, "oparg") X(WHERE, "where") X(QUANTIZE, "quantize")      \

@@ -680,7 +680,8 @@ static qr_status lower_match(builder *b, const struct mrec *r)
     for (int k = 0; k < r->nnodes; k++)
         b->d->nodes[q->qnode[r->nodes[k]]]->dead = 1;
     drop_quantize(yi);
-    snprintf(name, sizeof name, "%s_%s_%s", p->name, kd->name, yi->name);
+    /* a generic kernel's instance ("qlinear<u8>") names the node by its generic: names stay identifiers */
+    snprintf(name, sizeof name, "%s_%.*s_%s", p->name, (int)strcspn(kd->name, "<"), kd->name, yi->name);
     qr_node *n = add_node(b, "QrlKernel", name, nin, yi);
     memcpy(n->in, ins, sizeof *ins * (size_t)nin);
     qr_node_add_attr_i(b->d, n, "call", b->ig->ncalls);

@@ -1209,6 +1209,78 @@ Test(jit, pattern_description_and_where_predicate)
     qr_module_free(m);
 }
 
+/* A generic fn and kernel: one instance per member of T's set, each with
+ * T's own arithmetic (hand-derived values), the fn's instance picked by the
+ * argument's type; a lowering of the generic kernel lists both instances, in
+ * the set's order, so the runtime picks the one the recipe's types fit. */
+Test(jit, generics_instantiate_per_member)
+{
+    qrl_module *m = compile_text("generic.qrl",
+                                 "fn first<T: u8 | i8>(x: tensor<T>) -> i32 { return i32(x[0]) }\n"
+                                 "fn wrap<T: u8 | i8>(v: i32) -> T { return T(v) }\n"
+                                 "fn add_one<T: u8 | i8 | i16>(v: T) -> T { return v + T(1) }\n"
+                                 "kernel shift<T: u8 | i8>(x: tensor<T>, x_scale: f32, x_zero: i32, d: i64,\n"
+                                 "                         y: tensor<T>, y_scale: f32, y_zero: i32) {\n"
+                                 "  for i in 0 .. y.numel {\n"
+                                 "    y[i] = sat<T>(first(x) + i32(x[i]) - i32(x[0]) + i32(d))\n"
+                                 "  }\n"
+                                 "}\n"
+                                 "pattern p {\n"
+                                 "  match y = Relu(x)\n"
+                                 "  quantize x: activation, y: activation\n"
+                                 "  lower y = shift(x, 100)\n"
+                                 "}\n",
+                                 NULL, NULL);
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    uint8_t (*wrap_u8)(qrl_rt *, int32_t) = fn(m, "wrap<u8>", "u8(i32)");
+    int8_t (*wrap_i8)(qrl_rt *, int32_t) = fn(m, "wrap<i8>", "i8(i32)");
+    cr_assert_eq(wrap_u8(&rt, 300), 44); /* T(v) wraps as u8(v) and i8(v) do */
+    cr_assert_eq(wrap_i8(&rt, 200), -56);
+    uint8_t (*add_u8)(qrl_rt *, uint8_t) = fn(m, "add_one<u8>", "u8(u8)");
+    int8_t (*add_i8)(qrl_rt *, int8_t) = fn(m, "add_one<i8>", "i8(i8)");
+    int16_t (*add_i16)(qrl_rt *, int16_t) = fn(m, "add_one<i16>", "i16(i16)");
+    cr_assert_eq(add_u8(&rt, 255), 0);
+    cr_assert_eq(add_i8(&rt, 127), -128);
+    cr_assert_eq(add_i16(&rt, 127), 128);
+    cr_assert_null(qr_module_fn(m, "add_one"), "a generic itself is not compiled");
+    /* sat<T> saturates to each instance's range */
+    const char *names[2] = {"shift<u8>", "shift<i8>"};
+    for (int k = 0; k < 2; k++) {
+        const qr_fn_desc *d = qr_module_fn(m, names[k]);
+        cr_assert(d && d->call, "%s", names[k]);
+        cr_assert_str_eq(d->sig, k ? "void(tensor<i8>,f32,i32,i64,tensor<i8>,f32,i32)"
+                                   : "void(tensor<u8>,f32,i32,i64,tensor<u8>,f32,i32)");
+        int8_t xi[3] = {-100, 0, 20}, yi[3];
+        uint8_t xu[3] = {10, 100, 200}, yu[3];
+        qrl_tview tx = {.data = k ? (void *)xi : (void *)xu, .numel = 3, .rank = 1, .dims = {3}}, ty = tx;
+        ty.data = k ? (void *)yi : (void *)yu;
+        float sc = 1;
+        int32_t z = 0;
+        int64_t dd = 100;
+        void *args[] = {&tx, &sc, &z, &dd, &ty, &sc, &z};
+        d->call(&rt, args);
+        cr_assert_eq(rt.failed, 0, "%s", rt.msg);
+        if (k) { /* x + 100 within [-128, 127] */
+            cr_assert_eq(yi[0], 0);
+            cr_assert_eq(yi[1], 100);
+            cr_assert_eq(yi[2], 120);
+        } else { /* within [0, 255] */
+            cr_assert_eq(yu[0], 110);
+            cr_assert_eq(yu[1], 200);
+            cr_assert_eq(yu[2], 255);
+        }
+    }
+    const qr_pattern *p = qr_module_pattern(m, "p");
+    cr_assert(p);
+    cr_assert_eq(p->nlowers, 2);
+    cr_assert_str_eq(p->lowers[0].kernel, "shift<u8>");
+    cr_assert_str_eq(p->lowers[1].kernel, "shift<i8>");
+    cr_assert_str_eq(p->lowers[0].args, "v1,c0");
+    cr_assert_str_eq(p->lowers[1].args, "v1,c1");
+    qr_module_free(m);
+}
+
 /* entropy against NVIDIA's algorithm in numpy (tools/ref_entropy.py) */
 Test(jit, entropy_matches_the_reference_implementation, .timeout = 120)
 {
