@@ -744,7 +744,7 @@ Test(quantize, pattern_priority_is_stated_in_the_recipe)
     fputs("import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
           "pattern conv_first {\n  priority 10\n  match y = Conv(x, w, b?) where const(w)\n"
           "  quantize x: activation, w: weight(axis = 0), b: bias(x, w), y: activation\n"
-          "  lower y = qlinear(x, w, b, 1)\n}\n"
+          "  lower y = qlinear(x, w, b, 1, -inf, inf)\n}\n"
           "recipe p {\n  activation = u8 asymmetric by minmax()\n"
           "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n",
           f);
@@ -753,7 +753,7 @@ Test(quantize, pattern_priority_is_stated_in_the_recipe)
              "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
              "--calib-count 64 -o %s/p.onnx --report %s/p.json && /usr/bin/python3 -c \"import json; "
              "r = [l['runs_as'] for l in json.load(open('%s/p.json'))['layers']]; "
-             "assert r.count('kernel qlinear (pattern conv_first)') == 3 and r.count('Relu as a lookup table') == 3, r; "
+             "assert r.count('kernel qlinear<u8> (pattern conv_first)') == 3 and r.count('Relu as a lookup table') == 3, r; "
              "print('ok')\"",
              tu_root(), tu_qrl(), path, data_dir(), dir, dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);

@@ -937,7 +937,7 @@ static void ref_quantize_multiplier(double m, int32_t *q, int *shift)
 Test(jit, tflite_conv_epilogue_is_bit_exact)
 {
     qrl_module *m = compile_path("stdlib/patterns_tflite.qrl");
-    const qr_fn_desc *d = qr_module_fn(m, "tfl_linear_relu");
+    const qr_fn_desc *d = qr_module_fn(m, "tfl_linear");
     cr_assert(d && d->call);
     enum { C = 5, HW = 7, N = 2, E = N * C * HW };
     int32_t acc[E], bias[C], wz[C] = {0};
@@ -961,7 +961,8 @@ Test(jit, tflite_conv_epilogue_is_bit_exact)
     qrl_tview ty = {.data = y, .numel = E, .rank = 4, .dims = {N, C, 1, HW}};
     qrl_array aws = {ws, C}, awz = {wz, C};
     int64_t axis = 1; /* NCHW: channels on axis 1 */
-    void *args[] = {&tacc, &tx, &xs, &xz, &tw, &aws, &awz, &tb, &axis, &ty, &ys, &yz};
+    double relu_lo = 0.0, relu_hi = INFINITY; /* a fused Relu's range of real values */
+    void *args[] = {&tacc, &tx, &xs, &xz, &tw, &aws, &awz, &tb, &axis, &relu_lo, &relu_hi, &ty, &ys, &yz};
     qrl_rt rt;
     qr_rt_init(&rt);
     d->call(&rt, args);
