@@ -2337,8 +2337,15 @@ static void instantiate(ctx *c, qc_sym *g)
         return;
     int count = qc_generic_count(n);
     if (!count) {
-        err_decl(c, n, "'%s' has more than %d instances (or %d type parameters)", g->name, QC_GENERIC_MAX_INSTANCES,
-                 QC_GENERIC_MAX_PARAMS);
+        long combos = 1;
+        for (int i = 0; i < tp->nkids && combos <= 1L << 40; i++)
+            combos *= tp->kids[i]->nkids;
+        if (tp->nkids > QC_GENERIC_MAX_PARAMS)
+            err_decl(c, n, "'%s' has %d type parameters; a generic has at most %d", g->name, tp->nkids,
+                     QC_GENERIC_MAX_PARAMS);
+        else
+            err_decl(c, n, "'%s' has %ld instances (one per combination of its type parameters' members); a generic "
+                     "has at most %d", g->name, combos, QC_GENERIC_MAX_INSTANCES);
         return;
     }
     g->instances = ql_alloc(c->ar, sizeof *g->instances * (size_t)count);
