@@ -850,6 +850,7 @@ static const qc_type *method_call(ctx *c, ql_node *n, const qc_type *recv, const
 }
 
 static qc_sym *instance_for_call(ctx *c, ql_node *n, qc_sym *g);
+static qc_sym *explicit_instance(ctx *c, ql_node *name, qc_sym *g);
 
 static const qc_type *call(ctx *c, ql_node *n, const qc_type *want)
 {
@@ -878,7 +879,12 @@ static const qc_type *call(ctx *c, ql_node *n, const qc_type *want)
         }
         return set_type(n, &qc_error);
     }
-    if (s->kind == QC_SYM_GENERIC && !(s = instance_for_call(c, n, s))) {
+    if (f->d && s->kind != QC_SYM_GENERIC) {
+        err(c, f->d, "'%s' has no type parameters", f->name);
+        s = NULL;
+    } else if (s->kind == QC_SYM_GENERIC)
+        s = f->d ? explicit_instance(c, f, s) : instance_for_call(c, n, s);
+    if (!s) {
         for (int i = 0; i < n->nkids; i++) {
             const char *nm;
             expr(c, arg_expr(n->kids[i], &nm), NULL);
@@ -1012,6 +1018,10 @@ static const qc_type *index_expr(ctx *c, ql_node *n)
 
 static const qc_type *name_expr(ctx *c, ql_node *n)
 {
+    if (n->d) {
+        err(c, n, "type arguments come with a call: %s<...>(...)", n->name);
+        return set_type(n, &qc_error);
+    }
     qc_sym *s = lookup(c, n, n->name, 1);
     if (!s)
         return set_type(n, &qc_error);
@@ -1801,6 +1811,15 @@ static void expand_lowers(ctx *c, ql_node *n)
         qc_sym *g = k->kind == QL_LOWER && k->a->kind == QL_CALL && k->a->a->kind == QL_NAME
                         ? lookup(c, k->a->a, k->a->a->name, 0)
                         : NULL;
+        if (g && g->kind == QC_SYM_GENERIC && k->a->a->d) { /* lower y = k<i8>(...): that instance alone */
+            qc_sym *inst = explicit_instance(c, k->a->a, g);
+            if (inst) {
+                k->a->a->name = inst->name;
+                k->a->a->d = NULL;
+            }
+            ql_node_add(c->ar, list, k);
+            continue;
+        }
         if (!g || g->kind != QC_SYM_GENERIC || !g->ninstances) {
             ql_node_add(c->ar, list, k);
             continue;
@@ -1934,6 +1953,8 @@ static void pattern(ctx *c, qc_sym *s)
             qc_sym *ks = lookup(c, cl->a, cl->a->name, 1);
             if (!ks)
                 continue;
+            if (ks->kind == QC_SYM_GENERIC && cl->a->d)
+                continue; /* its type arguments were reported */
             if (ks->kind != QC_SYM_KERNEL) {
                 err(c, cl->a, "'%s' is not a kernel", cl->a->name);
                 continue;
@@ -2238,6 +2259,33 @@ static int unify(ctx *c, const ql_node *call, const qc_sym *g, const ql_node *pt
         }
     }
     return 1;
+}
+
+/* The instance of generic g that name's type arguments (k<i8>) name. */
+static qc_sym *explicit_instance(ctx *c, ql_node *name, qc_sym *g)
+{
+    const ql_node *tp = g->decl->d, *ta = name->d;
+    if (ta->nkids != tp->nkids) {
+        err(c, ta, "'%s' takes %d type argument%s, not %d", g->name, tp->nkids, tp->nkids == 1 ? "" : "s", ta->nkids);
+        return NULL;
+    }
+    const qc_type *args[QC_GENERIC_MAX_PARAMS];
+    for (int i = 0; i < ta->nkids; i++) {
+        char set[128], a[64];
+        args[i] = check_type(c, ta->kids[i]);
+        if (args[i]->k == QC_ERROR)
+            return NULL;
+        int in = 0;
+        for (int j = 0; j < tp->kids[i]->nkids; j++)
+            in |= qc_type_eq(qc_generic_member(tp->kids[i]->kids[j]), args[i]);
+        if (!in) {
+            err(c, ta->kids[i], "'%s' takes %s = %s, not %s", g->name, tp->kids[i]->name,
+                qc_generic_set(g->decl, i, set, sizeof set), TN(args[i], a));
+            return NULL;
+        }
+    }
+    int k = qc_generic_index(g->decl, args);
+    return k >= 0 && k < g->ninstances ? g->instances[k] : NULL;
 }
 
 /* The instance of generic g that call n's arguments select: each type

@@ -214,7 +214,7 @@ void qp_syntax_error(qp_state *ps, void *parser, int major, const ql_token *t)
         if (!has[k] || (expr && starts_expression((ql_tok)k)) || (type && starts_type((ql_tok)k)) ||
             (item && starts_item((ql_tok)k)))
             continue;
-        if (k >= QL_TOK_PLUS && k <= QL_TOK_GE && k != QL_TOK_TILDE)
+        if ((k >= QL_TOK_PLUS && k <= QL_TOK_GE && k != QL_TOK_TILDE) || k == QL_TOK_TLT)
             continue; /* after an operand any operator fits: not worth listing */
         if (k == QL_TOK_AND || k == QL_TOK_OR || (item && k == QL_TOK_SEMI))
             continue;

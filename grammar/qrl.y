@@ -24,7 +24,7 @@
 /* Every token of lang/token.h, so that each has a TK_ code. */
 %token IDENT INT FLOAT STRING SEMI LP RP LB RB LBRACE RBRACE COMMA COLON DOT DOTDOT ARROW FATARROW
        QUESTION ASSIGN PLUSEQ MINUSEQ STAREQ SLASHEQ PLUS MINUS STAR SLASH PERCENT SHL SHR AMP PIPE
-       CARET TILDE EQ NE LT LE GT GE IMPORT CONST FN KERNEL CALIBRATOR STATE OBSERVE MERGE SOLVE
+       CARET TILDE EQ NE LT TLT LE GT GE IMPORT CONST FN KERNEL CALIBRATOR STATE OBSERVE MERGE SOLVE
        PATTERN MATCH WHERE QUANTIZE LOWER AFFINE SAME FIXED TABLE REQUANTIZE RECIPE USE BY WHEN LET
        VAR IF ELSE FOR IN WHILE RETURN BREAK CONTINUE TRUE FALSE AND OR NOT SAT TENSOR QTYPE QPARAMS
        HISTOGRAM BOOL I8 U8 I16 U16 I32 I64 F32 F64.
@@ -267,6 +267,10 @@ postfix(A) ::= postfix(F) LB exprs(L) RB(R).          { L->kind = QL_INDEX; L->s
 postfix(A) ::= postfix(F) DOT IDENT(N).               { A = qp_nest(ps, qp_fix(qp_named(ps, QL_FIELD, &N, F->span), F, NULL, NULL)); A->span = ql_span_join(F->span, N.span); }
 
 primary(A) ::= IDENT(T).                              { A = qp_tok(ps, QL_NAME, &T); }
+/* a generic's instance: k<i8>(...) (TLT: a '<' right after the name, see lexer.re) */
+primary(A) ::= IDENT(T) TLT targs(L) GT(R).           { A = qp_tok(ps, QL_NAME, &T); A->d = L; A->span = ql_span_join(T.span, R.span); }
+targs(A) ::= type(T).                                 { A = qp_add(ps, qp_node(ps, QL_TARGS, T->span), T); }
+targs(A) ::= targs(L) COMMA type(T).                  { A = qp_add(ps, L, T); }
 primary(A) ::= INT(T).                                { A = qp_tok(ps, QL_INT, &T); }
 primary(A) ::= FLOAT(T).                              { A = qp_tok(ps, QL_FLOAT, &T); }
 primary(A) ::= STRING(T).                             { A = qp_tok(ps, QL_STR, &T); }

@@ -58,7 +58,8 @@
  *   RETURN       a = value?
  *   BREAK, CONTINUE
  *   INT          ival;  FLOAT fval;  BOOL ival;  STR name (+ slen)
- *   NAME         name
+ *   NAME         name; d = TARGS? (a generic's instance: k<i8>)
+ *   TARGS        kids = TYPE
  *   UNARY        op; a
  *   BINARY       op; a; b
  *   CALL         a = callee; kids = arguments (expressions or NAMED_ARG)
@@ -69,7 +70,7 @@
  *   SAT          a = TYPE; b = value        (sat<i8>(x): saturating conversion) */
 #define QL_NODE_KINDS(X)                                                                              \
     X(MODULE, "module") X(IMPORT, "import") X(CONST, "const") X(FN, "fn") X(KERNEL, "kernel")       \
-    X(TPARAMS, "tparams") X(TPARAM, "tparam") X(PARAMS, "params") X(PARAM, "param") X(TYPE, "type") X(TYPE_ARRAY, "array")                     \
+    X(TPARAMS, "tparams") X(TPARAM, "tparam") X(TARGS, "targs") X(PARAMS, "params") X(PARAM, "param") X(TYPE, "type") X(TYPE_ARRAY, "array")                     \
     X(TYPE_TENSOR, "tensor") X(TYPE_HIST, "histogram") X(CALIBRATOR, "calibrator") X(STATE, "state") \
     X(OBSERVE, "observe") X(MERGE, "merge") X(SOLVE, "solve") X(PATTERN, "pattern") X(MATCH, "match") \
     X(BIND, "bind") X(OPCALL, "op") X(OPARG, "oparg") X(WHERE, "where") X(QUANTIZE, "quantize")      \

@@ -150,6 +150,12 @@ static void number_value(ql_lexer *lx, const unsigned char *a, const unsigned ch
         ql_error(lx->diags, sp, "integer literal does not fit in 64 bits");
 }
 
+/* Whether the character before p ends a name (no space between them). */
+static int idc_before(const ql_lexer *lx, const unsigned char *p)
+{
+    return p > (const unsigned char *)lx->src->text && (isalnum(p[-1]) || p[-1] == '_');
+}
+
 void ql_lex(ql_lexer *lx, ql_token *t)
 {
     const unsigned char *tok;
@@ -163,8 +169,9 @@ void ql_lex(ql_lexer *lx, ql_token *t)
             lx->last = t->kind;
             return;
         }
-        const unsigned char *YYMARKER = NULL;
+        const unsigned char *YYMARKER = NULL, *YYCTXMARKER = NULL;
         (void)YYMARKER;
+        (void)YYCTXMARKER;
 #define TOKEN(k)                                                                                      \
     do {                                                                                              \
         t->kind = QL_TOK_##k;                                                                         \
@@ -286,6 +293,13 @@ void ql_lex(ql_lexer *lx, ql_token *t)
         "==" { TOKEN(EQ); }
         "!=" { TOKEN(NE); }
         "<" { TOKEN(LT); }
+        /* k<i8>(: a generic's type arguments, written right after its name
+         * and before a call (a valid comparison is never name<name>( ). */
+        "<" / id ("," id)* ">(" {
+            if (lx->last == QL_TOK_IDENT && idc_before(lx, tok))
+                TOKEN(TLT);
+            TOKEN(LT);
+        }
         "<=" { TOKEN(LE); }
         ">" { TOKEN(GT); }
         ">=" { TOKEN(GE); }

@@ -16,7 +16,7 @@
     X(PLUSEQ, "'+='") X(MINUSEQ, "'-='") X(STAREQ, "'*='") X(SLASHEQ, "'/='") X(PLUS, "'+'")        \
     X(MINUS, "'-'") X(STAR, "'*'") X(SLASH, "'/'") X(PERCENT, "'%'") X(SHL, "'<<'") X(SHR, "'>>'")   \
     X(AMP, "'&'") X(PIPE, "'|'") X(CARET, "'^'") X(TILDE, "'~'") X(EQ, "'=='") X(NE, "'!='")        \
-    X(LT, "'<'") X(LE, "'<='") X(GT, "'>'") X(GE, "'>='")                                             \
+    X(LT, "'<'") X(LE, "'<='") X(GT, "'>'") X(GE, "'>='") X(TLT, "'<'")                              \
     QL_KEYWORDS(X)
 
 /* Keywords: X(NAME, "'spelling'"); the spelling is the lower-case name. */

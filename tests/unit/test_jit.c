@@ -1212,8 +1212,9 @@ Test(jit, pattern_description_and_where_predicate)
 
 /* A generic fn and kernel: one instance per member of T's set, each with
  * T's own arithmetic (hand-derived values), the fn's instance picked by the
- * argument's type; a lowering of the generic kernel lists both instances, in
- * the set's order, so the runtime picks the one the recipe's types fit. */
+ * argument's type or written out (wrap<i8>); a lowering of the generic kernel
+ * lists both instances, in the set's order, so the runtime picks the one the
+ * recipe's types fit, and shift<i8> lowers to that instance alone. */
 Test(jit, generics_instantiate_per_member)
 {
     qrl_module *m = compile_text("generic.qrl",
@@ -1230,6 +1231,12 @@ Test(jit, generics_instantiate_per_member)
                                  "  match y = Relu(x)\n"
                                  "  quantize x: activation, y: activation\n"
                                  "  lower y = shift(x, 100)\n"
+                                 "}\n"
+                                 "fn wrapped() -> i32 { return i32(wrap<i8>(200)) + i32(wrap<u8>(300)) }\n"
+                                 "pattern p8 {\n"
+                                 "  match y = Sigmoid(x)\n"
+                                 "  quantize x: activation, y: activation\n"
+                                 "  lower y = shift<i8>(x, 1)\n"
                                  "}\n",
                                  NULL, NULL);
     qrl_rt rt;
@@ -1279,6 +1286,13 @@ Test(jit, generics_instantiate_per_member)
     cr_assert_str_eq(p->lowers[1].kernel, "shift<i8>");
     cr_assert_str_eq(p->lowers[0].args, "v1,c0");
     cr_assert_str_eq(p->lowers[1].args, "v1,c1");
+    /* type arguments written out: that instance alone */
+    int32_t (*wrapped)(qrl_rt *) = fn(m, "wrapped", "i32()");
+    cr_assert_eq(wrapped(&rt), -56 + 44);
+    const qr_pattern *p8 = qr_module_pattern(m, "p8");
+    cr_assert(p8);
+    cr_assert_eq(p8->nlowers, 1);
+    cr_assert_str_eq(p8->lowers[0].kernel, "shift<i8>");
     qr_module_free(m);
 }
 

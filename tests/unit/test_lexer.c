@@ -56,6 +56,21 @@ Test(lexer, keywords_identifiers_and_operators)
     done(l);
 }
 
+/* '<' right after a name and before "type>(" opens type arguments (k<i8>(x));
+ * with a space, or not followed by a call, it is a comparison. */
+Test(lexer, type_arguments_or_less_than)
+{
+    lexed *l = lex("k<i8>(x) k<T,u8>(x) a<b a < b>(c) a<b>c");
+    const ql_tok want[] = {QL_TOK_IDENT, QL_TOK_TLT, QL_TOK_I8, QL_TOK_GT, QL_TOK_LP, QL_TOK_IDENT, QL_TOK_RP,
+                           QL_TOK_IDENT, QL_TOK_TLT, QL_TOK_IDENT, QL_TOK_COMMA, QL_TOK_U8, QL_TOK_GT, QL_TOK_LP,
+                           QL_TOK_IDENT, QL_TOK_RP, QL_TOK_IDENT, QL_TOK_LT, QL_TOK_IDENT, QL_TOK_IDENT, QL_TOK_LT,
+                           QL_TOK_IDENT, QL_TOK_GT, QL_TOK_LP, QL_TOK_IDENT, QL_TOK_RP, QL_TOK_IDENT, QL_TOK_LT,
+                           QL_TOK_IDENT, QL_TOK_GT, QL_TOK_IDENT, QL_TOK_SEMI, QL_TOK_EOF};
+    expect_kinds(l, want, sizeof want / sizeof want[0]);
+    cr_assert_eq(l->diags.n, 0);
+    done(l);
+}
+
 Test(lexer, number_literals)
 {
     lexed *l = lex("42 0x1F 0b101 1.5 2e3 1.25e-2 0x1.8p1 0..3");
