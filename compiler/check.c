@@ -2298,7 +2298,9 @@ static qc_sym *instance_for_call(ctx *c, ql_node *n, qc_sym *g)
     const char *from[QC_GENERIC_MAX_PARAMS] = {0};
     ql_node *at[QC_MAX_PARAMS] = {0};
     int ok = 1;
-    /* the arguments' types, quietly: check_args types them again, for real */
+    /* the arguments' types, quietly: check_args types them again, for real. An
+     * argument typed already (an outer call's quiet pass) keeps its type, so
+     * nested generic calls are typed a quadratic number of times, not 2^depth. */
     for (int i = 0; i < n->nkids && i < QC_MAX_PARAMS; i++) {
         const char *nm;
         ql_node *e = arg_expr(n->kids[i], &nm);
@@ -2306,7 +2308,7 @@ static qc_sym *instance_for_call(ctx *c, ql_node *n, qc_sym *g)
         if (nm)
             for (p = 0; p < np && strcmp(ps->kids[p]->name, nm); p++)
                 ;
-        const qc_type *t = expr(c, e, NULL);
+        const qc_type *t = e->type ? e->type : expr(c, e, NULL);
         if (p < np && p < QC_MAX_PARAMS)
             types[p] = t, at[p] = n->kids[i];
     }

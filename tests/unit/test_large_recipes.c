@@ -165,3 +165,21 @@ Test(large_recipes, duplicate_item_found_by_the_index)
     qc_unit_free(u);
     free(b.p);
 }
+
+/* Nested calls of a generic fn: each call types its arguments to learn T, so
+ * typing them again at every level took 2^depth (24 levels: 2.6 s); an
+ * argument typed already keeps its type. */
+Test(large_recipes, nested_generic_calls_check_in_polynomial_time, .timeout = 60)
+{
+    buf b = {0};
+    put(&b, "fn id<T: u8 | i8 | i16 | i32>(v: T) -> T {\n  return v\n}\nfn f(x: i8) -> i8 {\n  return ");
+    for (int i = 0; i < 150; i++)
+        put(&b, "id(");
+    put(&b, "x");
+    for (int i = 0; i < 150; i++)
+        put(&b, ")");
+    put(&b, "\n}\n");
+    qc_unit *u = check_clean(&b, "150 nested generic calls");
+    qc_unit_free(u);
+    free(b.p);
+}
