@@ -51,6 +51,7 @@ typedef struct ctx {
     ql_node *cal;       /* calibrator being checked */
     int nlocals;
     int assigned_y;     /* affine: the output was assigned */
+    int ninstances;     /* generics' instances made so far */
 } ctx;
 
 #define TN(t, b) qc_type_name((t), (b), sizeof(b))
@@ -2398,6 +2399,12 @@ static void instantiate(ctx *c, qc_sym *g)
                      "has at most %d", g->name, combos, QC_GENERIC_MAX_INSTANCES);
         return;
     }
+    if (c->ninstances + count > QC_GENERIC_MAX_UNIT_INSTANCES) {
+        err_decl(c, n, "'%s' has %d instances, which make %d with the generics before it; a recipe with its imports "
+                 "has at most %d", g->name, count, c->ninstances + count, QC_GENERIC_MAX_UNIT_INSTANCES);
+        return;
+    }
+    c->ninstances += count;
     g->instances = ql_alloc(c->ar, sizeof *g->instances * (size_t)count);
     for (int k = 0; k < count; k++) {
         const qc_type *args[QC_GENERIC_MAX_PARAMS];

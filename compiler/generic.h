@@ -15,6 +15,9 @@
 /* Most type parameters of one generic, and most instances. */
 #define QC_GENERIC_MAX_PARAMS 4
 #define QC_GENERIC_MAX_INSTANCES 64
+/* Most instances in a unit: each is a copy of its generic's code, so a
+ * hostile file must not multiply its size by 64 without end. */
+#define QC_GENERIC_MAX_UNIT_INSTANCES 4096
 
 /* The scalar type a TYPE node of a type parameter's set names, or NULL. */
 const qc_type *qc_generic_member(const ql_node *type);

@@ -183,3 +183,22 @@ Test(large_recipes, nested_generic_calls_check_in_polynomial_time, .timeout = 60
     qc_unit_free(u);
     free(b.p);
 }
+
+/* Each instance copies its generic's code: 70 generics of 64 instances would
+ * be 4480 copies; the 65th generic is refused, once each after it. */
+Test(large_recipes, generic_instances_bounded_per_unit)
+{
+    buf b = {0};
+    for (int i = 0; i < 70; i++)
+        put(&b, "fn g%d<T: u8 | i8 | i16 | u16 | i32 | i64 | f32 | f64, U: u8 | i8 | i16 | u16 | i32 | i64 | f32 | f64>"
+                "(x: T, y: U) -> f64 {\n  return f64(x) + f64(y)\n}\n", i);
+    qc_unit *u = load(&b);
+    qc_check(u);
+    char *d = diags(u);
+    cr_assert_eq(u->diags.errors, 6, "%s", d);
+    cr_assert(strstr(d, "big.qrl:193:4: error: 'g64' has 64 instances, which make 4160 with the generics before it; "
+                        "a recipe with its imports has at most 4096"), "%s", d);
+    free(d);
+    qc_unit_free(u);
+    free(b.p);
+}
