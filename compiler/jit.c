@@ -1811,16 +1811,15 @@ static void end_body(fgen *f)
 
 /* A C symbol for item idx: its name, but a generic's instance ("f<u8>")
  * becomes f_u8_, numbered so that no other item's name can clash. */
-static const char *c_name(const qc_sym *s, int idx)
+static const char *c_name(const qc_sym *s, int idx, char *buf, int size)
 {
-    static char buf[280];
-    int n = snprintf(buf, sizeof buf, "%s", s->name), plain = 1;
-    for (int i = 0; i < n && i < (int)sizeof buf - 1; i++)
+    int n = snprintf(buf, (size_t)size, "%s", s->name), plain = 1;
+    for (int i = 0; i < n && i < size - 1; i++)
         if (!(buf[i] == '_' || (buf[i] >= '0' && buf[i] <= '9') || (buf[i] >= 'a' && buf[i] <= 'z') ||
               (buf[i] >= 'A' && buf[i] <= 'Z')))
             buf[i] = '_', plain = 0;
-    if (!plain && n < (int)sizeof buf - 16)
-        snprintf(buf + n, sizeof buf - (size_t)n, "%d", idx);
+    if (!plain && n < size - 16)
+        snprintf(buf + n, (size_t)(size - n), "%d", idx);
     return buf;
 }
 
@@ -1848,8 +1847,8 @@ static void declare_fn(jit *j, int idx)
     params[0] = gcc_jit_context_new_param(j->c, NULL, j->p_rt, "rt");
     for (int i = 0; i < np; i++)
         params[i + 1] = gcc_jit_context_new_param(j->c, NULL, jtype(j, ps->kids[i]->type), ps->kids[i]->name);
-    char name[300];
-    snprintf(name, sizeof name, "qrl_%s_%s", s->kind == QC_SYM_KERNEL ? "kernel" : "fn", c_name(s, idx));
+    char name[300], cn[280];
+    snprintf(name, sizeof name, "qrl_%s_%s", s->kind == QC_SYM_KERNEL ? "kernel" : "fn", c_name(s, idx, cn, sizeof cn));
     j->fns[idx] = gcc_jit_context_new_function(j->c, NULL, GCC_JIT_FUNCTION_INTERNAL,
                                                s->decl->b ? jtype(j, s->decl->b->type) : j->t_void, name, np + 1,
                                                params, 0);
@@ -1882,8 +1881,8 @@ static gcc_jit_function *kernel_thunk(jit *j, int idx)
     const qc_sym *s = j->u->items[idx];
     const ql_node *ps = s->decl->a;
     int np = ps ? ps->nkids : 0;
-    char name[300];
-    snprintf(name, sizeof name, "qrl_call_%s", c_name(s, idx));
+    char name[300], cn[280];
+    snprintf(name, sizeof name, "qrl_call_%s", c_name(s, idx, cn, sizeof cn));
     gcc_jit_type *pvoidp = gcc_jit_type_get_pointer(j->t_voidp);
     gcc_jit_param *p[2] = {gcc_jit_context_new_param(j->c, NULL, j->p_rt, "rt"),
                            gcc_jit_context_new_param(j->c, NULL, pvoidp, "args")};
