@@ -1470,21 +1470,22 @@ Test(jit, only_what_the_recipe_reaches_is_compiled)
     cr_assert(qr_module_pattern(m, "conv"));
     cr_assert_null(qr_module_pattern(m, "add"));
     cr_assert_null(qr_module_fn(m, "not_called"));
-    cr_assert_null(qr_module_fn(m, "qadd"));
+    cr_assert_null(qr_module_fn(m, "qadd<u8>"));
     /* conv's kernels come from the kernel part and run: (100 + 0) * (0.5 * 0.25 / 1) = 12.5, to even 12, + 3 */
-    const qr_fn_desc *k = qr_module_fn(m, "qlinear");
+    const qr_fn_desc *k = qr_module_fn(m, "qlinear<u8>");
     cr_assert(k && k->is_kernel == 1 && k->call);
-    cr_assert(qr_module_fn(m, "qlinear_i8"));
+    cr_assert(qr_module_fn(m, "qlinear<i8>"));
     int32_t acc_d[1] = {100}, bias_d[1] = {0}, w_zero_d[1] = {0};
     uint8_t x_d[1] = {0}, y_d[1] = {0};
     int8_t w_d[1] = {0};
     float w_scale_d[1] = {0.25f}, x_scale = 0.5f, y_scale = 1.0f;
     int32_t x_zero = 0, y_zero = 3;
     int64_t axis = -1;
+    double lo = -INFINITY, hi = INFINITY;
     qrl_tview acc = {acc_d, 1, 2, {1, 1}}, x = {x_d, 1, 2, {1, 1}}, w = {w_d, 1, 2, {1, 1}}, b = {bias_d, 1, 1, {1}},
               y = {y_d, 1, 2, {1, 1}};
     qrl_array w_scale = {w_scale_d, 1}, w_zero = {w_zero_d, 1};
-    void *args[12] = {&acc, &x, &x_scale, &x_zero, &w, &w_scale, &w_zero, &b, &axis, &y, &y_scale, &y_zero};
+    void *args[14] = {&acc, &x, &x_scale, &x_zero, &w, &w_scale, &w_zero, &b, &axis, &lo, &hi, &y, &y_scale, &y_zero};
     qrl_rt rt;
     qr_rt_init(&rt);
     k->call(&rt, args);
@@ -1503,7 +1504,7 @@ Test(jit, only_what_the_recipe_reaches_is_compiled)
     cr_assert_eq(st.reach, 0);
     cr_assert(qr_module_calibrator(m, "percentile"));
     cr_assert(qr_module_pattern(m, "add"));
-    cr_assert(qr_module_fn(m, "qadd"));
+    cr_assert(qr_module_fn(m, "qadd<u8>"));
     cr_assert(qr_module_fn(m, "not_called"));
     cr_assert(qr_module_fn(m, "channel_count")); /* a fn only kernels call: registered by the code part */
     qr_module_free(m);
@@ -1535,7 +1536,7 @@ Test(jit, recipes_share_the_cached_kernel_part)
     cr_assert_eq(st.parts[1].cache_hit, 1, "b compiled the kernels a stored");
     cr_assert_str_eq(st.parts[1].key, kernels_key);
     cr_assert_eq(st.cache_hit, 0);
-    cr_assert(qr_module_calibrator(m, "percentile") && qr_module_fn(m, "qlinear"));
+    cr_assert(qr_module_calibrator(m, "percentile") && qr_module_fn(m, "qlinear<u8>"));
     qr_module_free(m);
     qr_module_free(compile_text("b.qrl", b, &o, &st));
     cr_assert_eq(st.cache_hit, 1);
@@ -1564,7 +1565,7 @@ Test(jit, check_validates_kernels_quantize_compiles_them)
     cr_assert_eq(st.parts[1].validated, 1);
     cr_assert_eq(st.cache_hit, 0);
     cr_assert(qr_module_recipe(m, "a"));
-    cr_assert_null(qr_module_fn(m, "qlinear"));
+    cr_assert_null(qr_module_fn(m, "qlinear<u8>"));
     qr_module_free(m);
     cr_assert_eq(tu_count_files(cache), 2, "the code part and the kernels' marker");
     m = compile_text("a.qrl", src, &check, &st);
@@ -1575,17 +1576,17 @@ Test(jit, check_validates_kernels_quantize_compiles_them)
     cr_assert_eq(st.parts[0].cache_hit, 1);
     cr_assert_eq(st.parts[1].cache_hit, 0);
     cr_assert_eq(st.parts[1].validated, 0);
-    cr_assert(qr_module_fn(m, "qlinear"));
+    cr_assert(qr_module_fn(m, "qlinear<u8>"));
     qr_module_free(m);
     m = compile_text("a.qrl", src, &check, &st);
     cr_assert_eq(st.parts[1].cache_hit, 1);
     cr_assert_eq(st.parts[1].validated, 0);
-    cr_assert(qr_module_fn(m, "qlinear"), "a check loads kernels that are cached");
+    cr_assert(qr_module_fn(m, "qlinear<u8>"), "a check loads kernels that are cached");
     qr_module_free(m);
     /* In memory (no cache): validated every time. */
     check.no_cache = 1;
     m = compile_text("a.qrl", src, &check, &st);
     cr_assert_eq(st.parts[1].validated, 1);
-    cr_assert_null(qr_module_fn(m, "qlinear"));
+    cr_assert_null(qr_module_fn(m, "qlinear<u8>"));
     qr_module_free(m);
 }
