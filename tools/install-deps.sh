@@ -3,7 +3,8 @@
 # skipping the ones already present. Runs apt-get only when something is missing.
 set -e
 PKGS="gcc make re2c lemon libgccjit-12-dev libcriterion-dev libprotobuf-c-dev protobuf-c-compiler
-      libonnx-dev libonnx-testdata dataset-fashion-mnist python3-numpy python3-torch python3-onnx nodejs"
+      libonnx-dev libonnx-testdata dataset-fashion-mnist python3-numpy python3-torch python3-onnx nodejs
+      groff-base"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
