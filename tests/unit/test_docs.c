@@ -1,6 +1,8 @@
 /* The tutorial of docs/language.md: its two examples are the files in
  * examples/recipes/ (checked verbatim here), they compile, and they compute
- * what the tutorial says, against the same arithmetic in C. */
+ * what the tutorial says, against the same arithmetic in C. The table of
+ * supported ops in docs/runtime.md is the op table and the stdlib's patterns
+ * and affine rules, row for row. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,6 +11,7 @@
 
 #include "../../compiler/check.h"
 #include "../../compiler/compile.h"
+#include "op.h"
 #include "recipe.h"
 #include "testutil.h"
 
@@ -127,5 +130,127 @@ Test(docs, scale_pattern_kernel_matches_c)
     d->call(&rt, args);
     cr_assert_eq(rt.failed, 0, "%s", rt.msg);
     cr_assert_arr_eq(yg, yi, sizeof yi);
+    qr_module_free(m);
+}
+
+/* ---- docs/runtime.md's table of supported ops ---- */
+
+static void cat(char *b, size_t n, const char *s)
+{
+    size_t at = strlen(b);
+    cr_assert_lt(at + strlen(s), n, "row too long");
+    memcpy(b + at, s, strlen(s) + 1);
+}
+
+static int op_in(const char *ops, const char *op) /* ops: "Conv|ConvTranspose" */
+{
+    size_t n = strlen(op);
+    for (const char *p = ops; *p;) {
+        const char *e = strchr(p, '|');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, op, n))
+            return 1;
+        p += len + (e != NULL);
+    }
+    return 0;
+}
+
+/* The row docs/runtime.md must have for op: its domain, the stdlib patterns
+ * that match it, the affine rules for it in source order. */
+static void op_row(const qrl_module *m, const qr_op_def *d, char *row, size_t n)
+{
+    char pats[1024] = "", affs[2048] = "";
+    for (int i = 0; i < m->npatterns; i++) {
+        int hit = 0;
+        for (int k = 0; k < m->patterns[i].nnodes; k++)
+            hit |= op_in(m->patterns[i].nodes[k].ops, d->name);
+        if (hit) {
+            cat(pats, sizeof pats, pats[0] ? ", `" : "`");
+            cat(pats, sizeof pats, m->patterns[i].name);
+            cat(pats, sizeof pats, "`");
+        }
+    }
+    for (int i = 0; i < m->naffines && !d->domain[0]; i++) {
+        const qr_affine *a = &m->affines[i];
+        if (strcmp(a->op, d->name))
+            continue;
+        static const char *const kinds[] = {"same", "fixed", "requantize"};
+        cat(affs, sizeof affs, affs[0] ? "; " : "");
+        cat(affs, sizeof affs, kinds[a->kind]);
+        cat(affs, sizeof affs, a->elem ? " (body)" : a->table ? " (table)" : "");
+        cat(affs, sizeof affs, a->in_f32 ? " in f32" : "");
+        if (a->cond && a->cond[0]) {
+            cat(affs, sizeof affs, " if `");
+            for (const char *c = a->cond; *c; c++) /* a table cell: | escaped */
+                cat(affs, sizeof affs, *c == '|' ? "\\|" : (char[]){*c, 0});
+            cat(affs, sizeof affs, "`");
+        }
+    }
+    snprintf(row, n, "| %s | %s | %s | %s |", d->name, d->domain[0] ? d->domain : "ai.onnx", pats[0] ? pats : "",
+             affs[0] ? affs : "");
+}
+
+static int by_row(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+Test(docs, op_table_lists_every_op_and_its_stdlib_rules)
+{
+    char dir[] = "/tmp/qrl_docs_XXXXXX", path[600], err[1200];
+    cr_assert(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/all.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("import \"patterns.qrl\"\nimport \"patterns_tflite.qrl\"\nimport \"affine.qrl\"\n", f);
+    fclose(f);
+    qrl_module *m = tu_compile(path, err, sizeof err);
+    remove(path);
+    remove(dir);
+    cr_assert(m, "%s", err);
+    const qr_op_def *const *defs;
+    int n = qr_op_list(&defs), nrows = 0;
+    char **want = calloc((size_t)n, sizeof *want);
+    for (int i = 0; i < n; i++) {
+        int dup = 0;
+        for (int j = 0; j < i; j++)
+            dup |= !strcmp(defs[j]->name, defs[i]->name) && !strcmp(defs[j]->domain ? defs[j]->domain : "",
+                                                                  defs[i]->domain ? defs[i]->domain : "");
+        if (dup)
+            continue;
+        qr_op_def d = *defs[i];
+        d.domain = d.domain ? d.domain : "";
+        want[nrows] = malloc(4096);
+        op_row(m, &d, want[nrows++], 4096);
+    }
+    qsort(want, (size_t)nrows, sizeof *want, by_row);
+    /* the rows between the header's separator and the first line that is not a row */
+    char *doc = slurp("docs/runtime.md");
+    const char *head = strstr(doc, "| op | domain | stdlib patterns | stdlib affine rules |\n|---|---|---|---|\n");
+    cr_assert(head, "docs/runtime.md has no table of supported ops");
+    const char *p = strchr(strchr(head, '\n') + 1, '\n') + 1;
+    char all[65536] = "";
+    for (int i = 0; i < nrows; i++) {
+        cat(all, sizeof all, want[i]);
+        cat(all, sizeof all, "\n");
+    }
+    int row = 0, bad = 0;
+    for (; *p == '|'; row++) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (row >= nrows || strlen(want[row]) != len || strncmp(want[row], p, len)) {
+            cr_log_info("docs/runtime.md row %d: %.*s\n   expected: %s", row + 1, (int)len, p,
+                        row < nrows ? want[row] : "(no more ops)");
+            bad++;
+        }
+        p += len + (e != NULL);
+    }
+    if (bad || row != nrows)
+        cr_log_info("the table docs/runtime.md should have:\n%s", all);
+    cr_assert(!bad && row == nrows, "docs/runtime.md's op table: %d rows differ, %d rows for %d ops", bad, row, nrows);
+    for (int i = 0; i < nrows; i++)
+        free(want[i]);
+    free(want);
+    free(doc);
     qr_module_free(m);
 }
