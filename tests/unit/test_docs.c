@@ -2,7 +2,8 @@
  * examples/recipes/ (checked verbatim here), they compile, and they compute
  * what the tutorial says, against the same arithmetic in C. The table of
  * supported ops in docs/runtime.md is the op table and the stdlib's patterns
- * and affine rules, row for row. */
+ * and affine rules, row for row. And what docs/language.md says recipes do
+ * (accumulators, numerics, fixed qparams) is what quantizing does. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,7 +12,10 @@
 
 #include "../../compiler/check.h"
 #include "../../compiler/compile.h"
+#include "onnx_import.h"
 #include "op.h"
+#include "passes.h"
+#include "quantize.h"
 #include "recipe.h"
 #include "testutil.h"
 
@@ -253,4 +257,150 @@ Test(docs, op_table_lists_every_op_and_its_stdlib_rules)
     free(want);
     free(doc);
     qr_module_free(m);
+}
+
+/* ---- docs/language.md's claims about recipes, on the bundled Fashion-MNIST CNN ---- */
+
+static qrl_module *last_module; /* of the last quantize_text; freed by the next and by done() */
+
+static void done(qr_quantized *q)
+{
+    qr_quantized_free(q);
+    qr_module_free(last_module);
+    last_module = NULL;
+}
+
+/* Compiles text as a recipe file and quantizes the CNN with it on seeded
+ * random samples; the status, *q on success (free with done), the message in e. */
+static qr_status quantize_text(const char *text, qr_quantized **q, qr_error *e)
+{
+    qr_module_free(last_module);
+    char dir[] = "/tmp/qrl_docs_XXXXXX", path[600], err[1200] = "";
+    cr_assert(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/r.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(text, f);
+    fclose(f);
+    qrl_module *m = tu_compile(path, err, sizeof err); /* qrl check accepts every recipe here */
+    remove(path);
+    remove(dir);
+    cr_assert(m, "%s", err);
+    char model[600];
+    snprintf(model, sizeof model, "%s/examples/fmnist/fmnist_cnn.onnx", tu_root());
+    qr_graph *g;
+    cr_assert_eq(qr_onnx_load(model, &g, e), QR_OK, "%s", e->msg);
+    cr_assert_eq(qr_graph_optimize(g, e), QR_OK, "%s", e->msg);
+    qr_tensor x = {.dtype = QR_F32, .ndim = 4, .dims = {8, 1, 28, 28}};
+    cr_assert_eq(qr_tensor_alloc(&x, e), QR_OK);
+    unsigned seed = 7;
+    for (int i = 0; i < 8 * 28 * 28; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        ((float *)x.data)[i] = (float)((seed >> 8) & 0xffff) / 65536.0f;
+    }
+    qr_quant_opts o = {.module = m, .batch = 8, .threads = 1};
+    *q = NULL;
+    qr_status st = qr_quantize(g, &x, &o, q, e);
+    qr_tensor_free(&x);
+    qr_graph_free(g);
+    last_module = m;
+    return st;
+}
+
+#define HEAD "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+
+/* "bias, accumulate: i32; qrl check accepts i16 and i64, qrl quantize refuses them" */
+Test(docs, accumulators_other_than_i32_are_refused_when_quantizing)
+{
+    const char *set[] = {"accumulate = i64", "accumulate = i16", "bias = i16", "bias = i64"};
+    for (int i = 0; i < 4; i++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 HEAD "recipe r {\n  activation = u8 asymmetric by minmax()\n"
+                      "  weight = i8 symmetric per_channel by minmax()\n  %s\n}\n",
+                 set[i]);
+        qr_quantized *q;
+        qr_error e;
+        cr_assert_eq(quantize_text(text, &q, &e), QR_ERR, "%s was taken", set[i]);
+        char want[64];
+        snprintf(want, sizeof want, "%s is not supported yet", set[i]);
+        cr_assert(strstr(e.msg, want), "%s: %s", set[i], e.msg);
+    }
+    done(NULL);
+}
+
+/* "numerics picks the patterns: a pattern that states numerics applies only to recipes that say
+ * the same, a recipe that says none is onnx; no stdlib pattern states pytorch" */
+static int patterned_nodes(const char *numerics)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             HEAD "recipe r {\n  activation = u8 asymmetric by minmax()\n"
+                  "  weight = i8 symmetric per_channel by minmax()\n  %s\n}\n",
+             numerics);
+    qr_quantized *q;
+    qr_error e;
+    cr_assert_eq(quantize_text(text, &q, &e), QR_OK, "%s: %s", numerics, e.msg);
+    int n = q->nodes_pattern;
+    done(q);
+    return n;
+}
+
+Test(docs, numerics_selects_the_patterns)
+{
+    int onnx = patterned_nodes("numerics = onnx"), none = patterned_nodes("");
+    cr_assert_gt(onnx, 0);
+    cr_assert_eq(none, onnx, "without numerics %d nodes by patterns, with onnx %d", none, onnx);
+    cr_assert_eq(patterned_nodes("numerics = tflite"), 0);
+    cr_assert_eq(patterned_nodes("numerics = pytorch"), 0);
+}
+
+/* "activations of 16 bits pass qrl check; the stdlib's kernels take 8 bits, so quantizing
+ * with them stops at the first pattern" */
+Test(docs, sixteen_bit_activations_have_no_stdlib_kernels)
+{
+    qr_quantized *q;
+    qr_error e;
+    cr_assert_eq(quantize_text(HEAD "recipe r {\n  activation = i16 symmetric by minmax()\n"
+                                    "  weight = i8 symmetric per_channel by minmax()\n}\n",
+                               &q, &e),
+                 QR_ERR);
+    cr_assert(strstr(e.msg, "has no lowering for the types the recipe chose"), "%s", e.msg);
+    done(NULL);
+}
+
+/* "fixed(t => qparams(...)): a zero point outside the recipe's type (or a scale that is not a
+ * positive number) leaves the node in f32 with a note naming the rule" */
+static qr_quantized *fixed_relu(const char *qparams, qr_error *e)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "import \"calibrators.qrl\"\nimport \"patterns.qrl\"\n"
+             "affine Relu(x) -> fixed(t => %s) table(v => max(v, 0.0))\n"
+             "recipe r {\n  activation = u8 asymmetric by minmax()\n"
+             "  weight = i8 symmetric per_channel by minmax()\n  use conv, gemm, Relu\n}\n",
+             qparams);
+    qr_quantized *q;
+    cr_assert_eq(quantize_text(text, &q, e), QR_OK, "%s", e->msg);
+    return q;
+}
+
+Test(docs, fixed_zero_point_outside_the_type_leaves_the_node_in_f32)
+{
+    qr_error e;
+    qr_quantized *ok = fixed_relu("qparams(0.05, 0)", &e);
+    cr_assert_eq(ok->nnotes, 0, "%s", ok->nnotes ? ok->notes[0] : "");
+    int affine = ok->nodes_affine;
+    cr_assert_gt(affine, 0);
+    done(ok);
+    const char *bad[] = {"qparams(0.05, 256)", "qparams(0.05, -1)", "qparams(0.0, 0)"};
+    for (int i = 0; i < 3; i++) {
+        qr_quantized *q = fixed_relu(bad[i], &e);
+        cr_assert_lt(q->nodes_affine, affine, "%s", bad[i]);
+        cr_assert_gt(q->nnotes, 0, "%s: no note", bad[i]);
+        cr_assert(strstr(q->notes[0], "stays f32: the affine rule at ") && strstr(q->notes[0], "r.qrl:3:") &&
+                      strstr(q->notes[0], "not valid for u8 (0..255)"),
+                  "%s: %s", bad[i], q->notes[0]);
+        done(q);
+    }
 }
