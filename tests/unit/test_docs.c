@@ -5,6 +5,7 @@
  * and affine rules, row for row. And what docs/language.md says recipes do
  * (accumulators, numerics, fixed qparams) is what quantizing does. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -403,4 +404,56 @@ Test(docs, fixed_zero_point_outside_the_type_leaves_the_node_in_f32)
                   "%s: %s", bad[i], q->notes[0]);
         done(q);
     }
+}
+
+/* ---- stdlib/README.md and recipes/README.md are current ---- */
+
+/* Every *.qrl file of folder (relative to the root) is named `file` in text. */
+static void names_every_file(const char *text, const char *folder, const char *doc)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", tu_root(), folder);
+    DIR *d = opendir(path);
+    cr_assert(d, "cannot list %s", path);
+    int n = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        size_t len = strlen(de->d_name);
+        if (len < 5 || strcmp(de->d_name + len - 4, ".qrl"))
+            continue;
+        char want[300];
+        snprintf(want, sizeof want, "`%s`", de->d_name);
+        cr_assert(strstr(text, want), "%s does not name %s/%s", doc, folder, de->d_name);
+        n++;
+    }
+    closedir(d);
+    cr_assert_gt(n, 0, "no .qrl files in %s", path);
+}
+
+Test(docs, readmes_name_every_file_calibrator_and_pattern)
+{
+    char *stdlib = slurp("stdlib/README.md"), *recipes = slurp("recipes/README.md");
+    names_every_file(stdlib, "stdlib", "stdlib/README.md");
+    names_every_file(recipes, "recipes", "recipes/README.md");
+    char dir[] = "/tmp/qrl_docs_XXXXXX", path[600], err[1200];
+    cr_assert(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/all.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("import \"calibrators.qrl\"\nimport \"patterns.qrl\"\nimport \"patterns_tflite.qrl\"\n", f);
+    fclose(f);
+    qrl_module *m = tu_compile(path, err, sizeof err);
+    remove(path);
+    remove(dir);
+    cr_assert(m, "%s", err);
+    cr_assert_geq(m->ncals, 5);
+    for (int i = 0; i < m->ncals + m->npatterns; i++) {
+        const char *name = i < m->ncals ? m->cals[i].name : m->patterns[i - m->ncals].name;
+        char want[300];
+        snprintf(want, sizeof want, "`%s`", name);
+        cr_assert(strstr(stdlib, want), "stdlib/README.md does not name the %s %s",
+                  i < m->ncals ? "calibrator" : "pattern", name);
+    }
+    qr_module_free(m);
+    free(stdlib);
+    free(recipes);
 }
