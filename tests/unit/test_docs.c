@@ -5,6 +5,7 @@
  * and affine rules, row for row. And what docs/language.md says recipes do
  * (accumulators, numerics, fixed qparams) is what quantizing does. */
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -456,4 +457,46 @@ Test(docs, readmes_name_every_file_calibrator_and_pattern)
     qr_module_free(m);
     free(stdlib);
     free(recipes);
+}
+
+/* ---- every built-in function of the checker is in docs/language.md ---- */
+
+static int word_at(const char *text, const char *p, size_t n)
+{
+    int before = p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+    return before && !(isalnum((unsigned char)p[n]) || p[n] == '_');
+}
+
+Test(docs, language_reference_names_every_builtin)
+{
+    char *src = slurp("compiler/check.c"), *doc = slurp("docs/language.md");
+    const char *sec = strstr(doc, "\n## Built-in functions"), *end = sec ? strstr(sec + 1, "\n## ") : NULL;
+    cr_assert(sec && end, "docs/language.md has no section 'Built-in functions'");
+    int n = 0;
+    const char *tables[] = {"builtin_fns[] = {", "builtin_consts[] = {"};
+    for (int t = 0; t < 2; t++) {
+        const char *p = strstr(src, tables[t]);
+        cr_assert(p, "compiler/check.c has no %s", tables[t]);
+        const char *stop = strstr(p, "};");
+        for (p = strchr(p, '"'); p && p < stop; p = strchr(p + 1, '"')) {
+            const char *q = strchr(p + 1, '"');
+            size_t len = (size_t)(q - p - 1);
+            char name[64], call[70];
+            cr_assert_lt(len, sizeof name);
+            memcpy(name, p + 1, len);
+            name[len] = 0;
+            snprintf(call, sizeof call, "%s(", name);
+            int found = 0;
+            for (const char *w = sec; !found && (w = strstr(w, name)) && w < end; w++)
+                found = word_at(doc, w, len); /* in the section, as a word */
+            for (const char *w = doc; !found && (w = strstr(w, call)); w++)
+                found = word_at(doc, w, len); /* or called anywhere (the pattern predicates) */
+            cr_assert(found, "docs/language.md does not describe the built-in '%s' of compiler/check.c", name);
+            n++;
+            p = q;
+        }
+    }
+    cr_assert_geq(n, 30, "found %d built-ins", n);
+    free(src);
+    free(doc);
 }
