@@ -15,13 +15,15 @@ int cli_check(int argc, char **argv)
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: qrl check FILE.qrl... [--dump-ast] [--time] [--no-cache]\n"
-                   "Compiles each recipe file (with its imports) and prints diagnostics as\n"
-                   "file:line:col: error: message, the source line and a caret.\n"
+                   "Checks each recipe file (with its imports) and prints diagnostics as\n"
+                   "file:line:col: error: message, the source line and a caret. Compiles what\n"
+                   "its recipes reach (-O1) and validates their kernels with libgccjit without\n"
+                   "generating code (qrl quantize compiles them, -O3).\n"
                    "Exit status 0 when every file is clean, 1 when any has errors.\n"
                    "  --dump-ast  print each file's syntax tree\n"
                    "  --time      print the time spent in each phase (ms)\n"
                    "  --no-cache  compile in memory; neither read nor write the module cache\n"
-                   "Compiled modules are cached in $XDG_CACHE_HOME/qrl (else ~/.cache/qrl).\n");
+                   "Compiled parts are cached in $XDG_CACHE_HOME/qrl (else ~/.cache/qrl).\n");
             return 0;
         }
         if (!strcmp(a, "--dump-ast"))
