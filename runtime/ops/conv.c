@@ -280,8 +280,16 @@ typedef struct dw_phase_job {
  * sum at the bias's magnitude (M-LSD's first Conv had 3x the rms error, and
  * the depthwise Conv after it amplifies that: its offsets output was up to
  * 0.05 from ONNX Runtime's, which adds the bias last). */
-/* Convolutions of fewer outputs per image than this fold several images into one GEMM. */
-#define CONV_FOLD_COLS 1024
+/* Images a float Conv folds into one GEMM: as many as keep it within 1024 columns and its im2col
+ * within 512 KB (written, then read by the GEMM, in L2), when one image's columns leave the GEMM's
+ * last 32-column tile partly empty; 1: image by image. col_bytes: one column's bytes in the im2col. */
+static int64_t conv_fold(int64_t small_n, int64_t col_bytes)
+{
+    if (small_n <= 0 || small_n % 32 == 0 || col_bytes <= 0)
+        return 1;
+    int64_t by_cols = 1024 / small_n, by_bytes = (512 << 10) / (col_bytes * small_n);
+    return by_cols < by_bytes ? by_cols : by_bytes;
+}
 
 /* Columns per register tile of the float GEMM: 32 floats, two zmm per row. */
 #define GEMM_XT 32
@@ -769,10 +777,10 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
             qr_parallel_for(k->pool, n_img * ch, 1, dw_planes_##S, &dj);                                      \
             return QR_OK;                                                                                     \
         }                                                                                                     \
-        if (group == 1 && n_img > 1 && g->small_n > 0 && 2 * g->small_n <= CONV_FOLD_COLS) {                  \
+        int64_t fold = conv_fold(g->small_n, ck * (int64_t)sizeof(T));                                        \
+        if (group == 1 && n_img > 1 && fold > 1) {                                                            \
             /* images of few outputs: several to one GEMM */                                                  \
-            int64_t nb = CONV_FOLD_COLS / g->small_n, chunks;                                                 \
-            nb = nb < n_img ? nb : n_img;                                                                     \
+            int64_t nb = fold < n_img ? fold : n_img, chunks;                                                 \
             chunks = (n_img + nb - 1) / nb;                                                                   \
             int slots = qr_pool_threads(k->pool);                                                             \
             T *buf = qr_kwork(k, slots, (ck + m) * nb * g->small_n, sizeof(T), "batched im2col and product"); \
