@@ -14,7 +14,7 @@ CFLAGS   ?= -std=c11 -Wall -Wextra -Werror -Wno-format-truncation $(OPT) -g -fPI
 # ranges) vectorize only under the dynamic cost model: -O2's "very cheap" one
 # left the AVX-512 clones scalar.
 KERNEL_OBJ = $(B)/obj/runtime/ops/quant.o $(B)/obj/runtime/ops/conv.o $(B)/obj/runtime/ops/dense.o \
-             $(B)/obj/runtime/ops/elementwise.o $(B)/obj/runtime/quantize.o $(B)/obj/runtime/recipe.o
+             $(B)/obj/runtime/ops/elementwise.o $(B)/obj/quantizer/quantize.o $(B)/obj/runtime/recipe.o
 $(KERNEL_OBJ): CFLAGS += -fvect-cost-model=dynamic
 LDFLAGS  ?= $(SAN)
 GCCJIT_DIR ?= /usr/lib/gcc/x86_64-linux-gnu/12
@@ -24,10 +24,27 @@ ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 VERSION   = 0.1.0
 
 GEN      = $(B)/gen
-CPPFLAGS = -Iinclude -Iruntime -I$(GEN) -I$(GCCJIT_DIR)/include -DQRL_VERSION='"$(VERSION)"' \
-           -DQRL_SOURCE_STDLIB='"$(CURDIR)/stdlib"' -MMD -MP
+CPPFLAGS = -DQRL_VERSION='"$(VERSION)"' -DQRL_SOURCE_STDLIB='"$(CURDIR)/stdlib"' -MMD -MP
 
-RUNTIME_SRC = $(wildcard runtime/*.c runtime/ops/*.c)
+# The layers see only the headers below them (quantizer/README.md): each folder's
+# objects get their own include paths, so an include across the layering does not
+# build (tools/check-layers.sh, run by `make check`, proves it).
+#   runtime/   ->  include/ (it implements the model calls of qrl.h)
+#   quantizer/ ->  runtime/
+#   compiler/  ->  runtime/ (the module interface, recipe.h), include/, grammar/, lang/
+#   cli/       ->  include/, quantizer/, runtime/, compiler/ (until qrl.h has every call it makes)
+INC_lang      =
+INC_grammar   = -I$(GEN)
+INC_runtime   = -Iinclude -Iruntime -I$(GEN)
+INC_quantizer = -Iruntime -Iquantizer
+INC_compiler  = -Iinclude -Iruntime -I$(GCCJIT_DIR)/include
+INC_cli       = -Iinclude -Iruntime -Iquantizer
+INC_tests     = -Iinclude -Iruntime -Iquantizer -I$(GEN) -I$(GCCJIT_DIR)/include
+LAYERS        = lang grammar runtime quantizer compiler cli
+# The include paths of source file $(1)'s folder.
+layer_inc = $(INC_$(firstword $(subst /, ,$(1))))
+
+RUNTIME_SRC = $(wildcard runtime/*.c runtime/ops/*.c quantizer/*.c)
 FRONT_SRC   = $(wildcard lang/*.c grammar/*.c compiler/*.c)
 GEN_FRONT   = $(B)/obj/gen/lexer.o $(B)/obj/gen/grammar/qrl.o
 LIB_OBJ     = $(RUNTIME_SRC:%.c=$(B)/obj/%.o) $(FRONT_SRC:%.c=$(B)/obj/%.o) $(B)/obj/gen/onnx.pb-c.o $(GEN_FRONT)
@@ -62,12 +79,12 @@ $(GEN)/grammar/qrl.c $(GEN)/grammar/qrl.h &: grammar/qrl.y
 
 $(B)/obj/gen/lexer.o: $(GEN)/lexer.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ilang -std=c11 -Wall -Wextra -Werror $(OPT) -g -fPIC -D_DEFAULT_SOURCE $(SAN) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(INC_lang) -Ilang -std=c11 -Wall -Wextra -Werror $(OPT) -g -fPIC -D_DEFAULT_SOURCE $(SAN) -c $< -o $@
 
 # Lemon's template is not -Wextra clean.
 $(B)/obj/gen/grammar/qrl.o: $(GEN)/grammar/qrl.c $(GEN)/grammar/qrl.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Igrammar -std=c11 $(OPT) -g -fPIC -D_DEFAULT_SOURCE $(SAN) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(INC_grammar) -Igrammar -std=c11 $(OPT) -g -fPIC -D_DEFAULT_SOURCE $(SAN) -c $< -o $@
 
 # The compiled-module cache key names the code generator that built a module.
 JIT_ID := $(shell cat compiler/jit.c compiler/compile.c compiler/cache.c runtime/recipe.h 2>/dev/null | sha256sum | cut -c1-16)
@@ -76,7 +93,7 @@ $(B)/obj/compiler/compile.o: compiler/jit.c compiler/cache.c runtime/recipe.h
 
 $(B)/obj/%.o: %.c | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(call layer_inc,$<) $(CFLAGS) -c $< -o $@
 
 $(B)/libqrl.a: $(LIB_OBJ)
 	@rm -f $@
@@ -90,7 +107,7 @@ $(B)/qrl: $(CLI_OBJ) $(B)/libqrl.a
 
 $(B)/tests/%: tests/%.c $(B)/libqrl.a $(TEST_SUPPORT) | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests/support $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(B)/libqrl.a -lcriterion $(LIBS) $(LDFLAGS)
+	$(CC) $(CPPFLAGS) $(INC_tests) -Itests/support $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(B)/libqrl.a -lcriterion $(LIBS) $(LDFLAGS)
 
 tests: $(TEST_BIN) $(B)/qrl $(B)/fuzz_models
 
@@ -100,7 +117,7 @@ tests: $(TEST_BIN) $(B)/qrl $(B)/fuzz_models
 FUZZ_OBJ = $(B)/obj/tests/support/fuzzgen.o
 $(B)/fuzz_front: tests/fuzz/fuzz_front.c $(FUZZ_OBJ) $(B)/libqrl.a | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests/support $(CFLAGS) -o $@ $< $(FUZZ_OBJ) $(B)/libqrl.a $(LIBS) $(LDFLAGS)
+	$(CC) $(CPPFLAGS) $(INC_tests) -Itests/support $(CFLAGS) -o $@ $< $(FUZZ_OBJ) $(B)/libqrl.a $(LIBS) $(LDFLAGS)
 
 FUZZ_N ?= 200000
 FUZZ_COMPILE_EVERY ?= 500
@@ -117,7 +134,7 @@ fuzz: deps
 # mutant that ever crashed (tests/fuzz/models/). Crashing mutants go to $(B)/fuzz-models-crashes.
 $(B)/fuzz_models: tests/fuzz/fuzz_models.c $(B)/libqrl.a | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(B)/libqrl.a $(LIBS) $(LDFLAGS)
+	$(CC) $(CPPFLAGS) $(INC_tests) $(CFLAGS) -o $@ $< $(B)/libqrl.a $(LIBS) $(LDFLAGS)
 
 FUZZ_MODELS_N ?= 100000
 FUZZ_MODELS_SEED ?= 1
@@ -145,8 +162,12 @@ ort: deps
 	@test -d $(ORT_DIR)/node_modules/onnxruntime-node || \
 		ONNXRUNTIME_NODE_INSTALL=skip npm install --prefix $(ORT_DIR) --no-audit --no-fund --silent onnxruntime-node
 
+# The layering is enforced by the include paths above; this proves they refuse what they must.
+layers: | $(GEN_HDRS)
+	@CC='$(CC)' $(foreach l,$(LAYERS),INC_$(l)='$(INC_$(l))') sh tools/check-layers.sh $(B)
+
 # The suite: every Criterion binary; the e2e tests find the qrl binary through QRL_BIN.
-check: tests data ort
+check: tests data ort layers
 	@sh tools/run-tests.sh $(B) $(TEST_BIN)
 
 test: deps
@@ -172,7 +193,7 @@ bench: all data ort
 clean:
 	rm -rf build
 
-.PHONY: all tests deps data check test test-asan example clean bench fuzz fuzz-models ort
+.PHONY: all tests deps data check layers test test-asan example clean bench fuzz fuzz-models ort
 .DELETE_ON_ERROR:
 .SECONDARY: $(TEST_SUPPORT)
 

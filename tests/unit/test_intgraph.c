@@ -1,4 +1,4 @@
-/* The integer graph a recipe lowers to (runtime/intgraph.c), on a model that
+/* The integer graph a recipe lowers to (quantizer/intgraph.c), on a model that
  * uses every op the stdlib quantizes (tools/make_zoo_model.py, made at test
  * time): what is lowered how, its structure against a golden file, and its
  * outputs against the QDQ simulation and fp32. */

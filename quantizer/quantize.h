@@ -16,7 +16,7 @@
  *              slot, weights as integer constants with (per-channel)
  *              DequantizeLinear, biases as int32 with scale s_x * s_w;
  *   lower      the integer graph: the recipe's kernels and tables on the
- *              integers (runtime/intgraph.h). */
+ *              integers (quantizer/intgraph.h). */
 #ifndef QR_QUANTIZE_H
 #define QR_QUANTIZE_H
 
@@ -61,7 +61,7 @@ struct qr_intgraph;
 
 typedef struct qr_quantized {
     qr_graph *qdq;                 /* the artifact: QuantizeLinear/DequantizeLinear, ONNX numerics */
-    struct qr_intgraph *ig;        /* the integer graph of the recipe's own kernels (runtime/intgraph.h) */
+    struct qr_intgraph *ig;        /* the integer graph of the recipe's own kernels (quantizer/intgraph.h) */
     qr_qlayer *layers;
     int nlayers;
     int nodes_pattern, nodes_affine, nodes_float; /* how the graph's nodes are executed */

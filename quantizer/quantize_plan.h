@@ -1,5 +1,5 @@
 /* The quantizer's plan, shared by its stages (quantize.c: plan, calibrate,
- * QDQ; intgraph.c: the integer graph). Private to the runtime. */
+ * QDQ; intgraph.c: the integer graph). Private to quantizer/. */
 #ifndef QR_QUANTIZE_PLAN_H
 #define QR_QUANTIZE_PLAN_H
 
