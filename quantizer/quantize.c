@@ -615,7 +615,11 @@ qr_node *qr_plan_new_node(qr_graph *g, const char *op, const char *domain, const
 {
     qr_node *n = qr_graph_add_node(g, op, name, n_in, n_out);
     n->domain = qr_arena_strdup(&g->arena, domain);
-    n->def = qr_op_find(domain, op);
+    n->def = qr_op_find_in(qr_ops_quantizer, domain, op);
+    if (!n->def)
+        n->def = qr_op_find_in(qr_ops_intgraph, domain, op);
+    if (!n->def)
+        n->def = qr_op_find(domain, op);
     n->opset = domain[0] ? 1 : g->opset;
     return n;
 }

@@ -7,6 +7,7 @@
 
 #include "graph.h"
 #include "match.h"
+#include "op.h"
 #include "quantize.h"
 #include "recipe.h"
 
@@ -128,7 +129,12 @@ void qr_measure_macs(const qr_qctx *q, qr_quantized *res, const double *per_samp
 qr_status qr_measure_top1(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, const qr_tensor *labels,
                           int64_t count, double *top1);
 
-/* Graph surgery helpers. */
+/* The quantizer's own ops (domain "qrl"), kept out of the runtime's core table: SimQuant
+ * (quantize.c), QrlKernel and QrlLookup (intgraph.c). Each ends with a row without a name. */
+extern const qr_op_def qr_ops_quantizer[];
+extern const qr_op_def qr_ops_intgraph[];
+
+/* Graph surgery helpers. A new node's op is looked up in the quantizer's ops, then the core table. */
 qr_node *qr_plan_new_node(qr_graph *g, const char *op, const char *domain, const char *name, int n_in, int n_out);
 qr_value *qr_plan_const(qr_graph *g, const char *name, const qr_tensor *t);
 

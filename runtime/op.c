@@ -2,6 +2,8 @@
 #include <stddef.h>
 #include "op.h"
 
+#include <assert.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,30 +11,42 @@
 
 #include "ops/ops_common.h"
 
-/* The tables of runtime/ops/, concatenated. */
+/* The tables of runtime/ops/, concatenated. Only ONNX's ops and the runtime's own: a layer
+ * above (the quantizer) keeps its private ops in its own table. */
 static const qr_op_def *const op_tables[] = {
-    qr_ops_elementwise, qr_ops_conv, qr_ops_dense, qr_ops_shape, qr_ops_reduce, qr_ops_quant, qr_ops_quantizer, qr_ops_intgraph,
-    qr_ops_misc,
+    qr_ops_elementwise, qr_ops_conv, qr_ops_dense, qr_ops_shape, qr_ops_reduce, qr_ops_quant, qr_ops_misc,
 };
 
 #define MAX_OPS 256
 static const qr_op_def *op_all[MAX_OPS];
-static int op_count = -1;
+static int op_count;
+static pthread_once_t op_once = PTHREAD_ONCE_INIT;
 
+/* Once per process, whichever thread asks first (executors look ops up from their workers). */
 static void op_init(void)
 {
-    if (op_count >= 0)
-        return;
     int n = 0;
     for (size_t t = 0; t < sizeof op_tables / sizeof op_tables[0]; t++)
-        for (const qr_op_def *d = op_tables[t]; d->name && n < MAX_OPS; d++)
+        for (const qr_op_def *d = op_tables[t]; d->name; d++) {
+            assert(n < MAX_OPS && "op table: raise MAX_OPS");
             op_all[n++] = d;
+        }
     op_count = n;
+}
+
+const qr_op_def *qr_op_find_in(const qr_op_def *table, const char *domain, const char *name)
+{
+    if (!domain || strcmp(domain, "ai.onnx") == 0)
+        domain = "";
+    for (const qr_op_def *d = table; d->name; d++)
+        if (strcmp(d->name, name) == 0 && strcmp(d->domain ? d->domain : "", domain) == 0)
+            return d;
+    return NULL;
 }
 
 const qr_op_def *qr_op_find(const char *domain, const char *name)
 {
-    op_init();
+    pthread_once(&op_once, op_init);
     if (!domain || strcmp(domain, "ai.onnx") == 0)
         domain = "";
     for (int i = 0; i < op_count; i++) {
@@ -45,7 +59,7 @@ const qr_op_def *qr_op_find(const char *domain, const char *name)
 
 int qr_op_list(const qr_op_def *const **defs)
 {
-    op_init();
+    pthread_once(&op_once, op_init);
     *defs = op_all;
     return op_count;
 }

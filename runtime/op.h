@@ -70,8 +70,10 @@ qr_status qr_op_check_inputs(const qr_kctx *k);
 /* qr_op_check_inputs, then the op's infer: what every caller of infer uses. */
 qr_status qr_op_infer(qr_kctx *k);
 
-/* NULL when the op is unknown. */
+/* NULL when the op is unknown. The core table: ONNX's ops and the runtime's own. */
 const qr_op_def *qr_op_find(const char *domain, const char *name);
+/* The same lookup in another table (ended by a row without a name): a layer's private ops. */
+const qr_op_def *qr_op_find_in(const qr_op_def *table, const char *domain, const char *name);
 /* Every registered op, for listings and tests; returns the count. */
 int qr_op_list(const qr_op_def *const **defs);
 

@@ -12,8 +12,6 @@ extern const qr_op_def qr_ops_shape[];    /* Flatten, Reshape, Transpose, Concat
                                             Shape, Gather, Pad, Expand, ConstantOfShape, Range, Resize, Upsample */
 extern const qr_op_def qr_ops_reduce[];  /* Reduce*, ArgMax, ArgMin */
 extern const qr_op_def qr_ops_quant[];   /* (Dynamic)QuantizeLinear, DequantizeLinear, QLinear*, *Integer */
-extern const qr_op_def qr_ops_quantizer[]; /* SimQuant (domain qrl): quantizer/quantize.c */
-extern const qr_op_def qr_ops_intgraph[]; /* QrlKernel, QrlLookup (domain qrl): quantizer/intgraph.c */
 extern const qr_op_def qr_ops_misc[];   /* Size, Tile, DepthToSpace, SpaceToDepth, GatherElements, ScatterElements,
                                             Scatter, GatherND, ScatterND, CumSum, Hardmax, TopK, Trilu, OneHot,
                                             EyeLike, LRN, MeanVarianceNormalization, NonZero, Compress */

@@ -13,6 +13,7 @@
 #include "exec.h"
 #include "intgraph.h"
 #include "onnx_import.h"
+#include "op.h"
 #include "passes.h"
 #include "quantize.h"
 #include "recipe.h"
@@ -135,6 +136,17 @@ static void compare(const char *recipe, double min_vs_qdq, double min_vs_fp32, i
     cr_assert_geq(vs_fp32, min_vs_fp32, "%s: integer graph vs fp32 %.1f dB", recipe, vs_fp32);
     const qr_intgraph *ig = q->ig;
     cr_assert_eq(ig->islands, 0, "%s: %d groups left in f32", recipe, ig->islands);
+    /* the quantizer's own ops (domain qrl) come from its table: the runtime's core table lacks them */
+    int own = 0;
+    for (int i = 0; i < ig->g->n_nodes; i++) {
+        const qr_node *n = ig->g->nodes[i];
+        cr_assert(n->def, "%s: node %s (%s) has no op definition", recipe, n->name, n->op);
+        if (n->domain && !strcmp(n->domain, "qrl")) {
+            own++;
+            cr_assert_null(qr_op_find("qrl", n->op), "%s: %s is in the core op table", recipe, n->op);
+        }
+    }
+    cr_assert_gt(own, 0, "%s", recipe);
     /* 4 Conv, Add, Mul, Gemm, MatMul, and GAP as a requantized mean (patterns.qrl; TFLite's patterns
      * keep it on the input's scale: an integer op) */
     int tfl = strstr(recipe, "tflite") != NULL;
