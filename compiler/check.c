@@ -1715,6 +1715,7 @@ static void lower_convention(ctx *c, const ql_node *pat, ql_node *lower)
     /* expected[i]: the type parameter i must have; NULL = any scalar (a constant argument) */
     const qc_type *want[128];
     const char *why[128];
+    char whybuf[128][96]; /* the texts why[] points to; per call, so concurrent checks do not share them */
     int nw = 0;
     for (int j = 0; j < cl->nkids; j++) {
         const char *an;
@@ -1742,7 +1743,6 @@ static void lower_convention(ctx *c, const ql_node *pat, ql_node *lower)
         }
         const ql_node *re = role_of(pat, vname);
         const char *rn = re ? role_name(re) : NULL;
-        static char whybuf[128][96];
         if (!re) {
             if (j == cl->nkids) {
                 err(c, lower, "the lowered output '%s' needs a role in quantize (activation or output)", vname);

@@ -1,13 +1,15 @@
 #include "cpu.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-const char *qc_cpu_flags(void)
+static char flags[256];
+static pthread_once_t flags_once = PTHREAD_ONCE_INIT;
+
+/* Once per process: recipes may be compiled on several threads at once. */
+static void flags_init(void)
 {
-    static char flags[256];
-    if (flags[0])
-        return flags;
 #if defined(__x86_64__)
     __builtin_cpu_init();
     const char *level = "-march=x86-64";
@@ -29,5 +31,10 @@ const char *qc_cpu_flags(void)
 #else
     snprintf(flags, sizeof flags, "-O2");
 #endif
+}
+
+const char *qc_cpu_flags(void)
+{
+    pthread_once(&flags_once, flags_init);
     return flags;
 }
