@@ -8,106 +8,12 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "exec.h"
-#include "dump.h"
-#include "fileio.h"
 #include "intgraph.h"
 #include "onnx_export.h"
+#include "qparams.h"
 #include "qreport.h"
 #include "quantize.h"
 #include "tensor_io.h"
-
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 32)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-static void json_num(FILE *f, double v)
-{
-    if (isfinite(v))
-        fprintf(f, "%.9g", v);
-    else
-        fputs("null", f);
-}
-
-/* Every quantized tensor of the QDQ graph: activations (scale, zero point,
- * range) and weights (per channel). Backends read the same from include/qrl.h. */
-static qr_status write_qparams(const char *path, const qr_quantized *q, const char *recipe, qr_error *e)
-{
-    qr_atomic_file af;
-    if (qr_atomic_open(&af, path, e) != QR_OK)
-        return QR_ERR;
-    FILE *f = af.f;
-    fprintf(f, "{\n  \"recipe\": ");
-    json_str(f, recipe);
-    fprintf(f, ",\n  \"calibration_samples\": %lld,\n  \"activations\": [\n", (long long)q->samples);
-    for (int i = 0; i < q->nlayers; i++) {
-        const qr_qlayer *l = &q->layers[i];
-        fprintf(f, "    {\"value\": ");
-        json_str(f, l->value);
-        fprintf(f, ", \"producer\": ");
-        json_str(f, l->op);
-        fprintf(f, ", \"how\": ");
-        json_str(f, l->how);
-        fprintf(f, ", \"dtype\": \"%s\", \"scale\": ", qr_dtype_name(l->dtype));
-        json_num(f, l->scale);
-        fprintf(f, ", \"zero_point\": %lld, \"qmin\": %lld, \"qmax\": %lld, \"observed_min\": ", (long long)l->zero,
-                (long long)l->qmin, (long long)l->qmax);
-        json_num(f, l->lo);
-        fprintf(f, ", \"observed_max\": ");
-        json_num(f, l->hi);
-        fprintf(f, ", \"clip_min\": ");
-        json_num(f, (double)(l->qmin - l->zero) * l->scale);
-        fprintf(f, ", \"clip_max\": ");
-        json_num(f, (double)(l->qmax - l->zero) * l->scale);
-        fprintf(f, ", \"sqnr_db\": ");
-        json_num(f, l->sqnr);
-        fprintf(f, ", \"fallback\": %s}%s\n", l->fallback ? "true" : "false", i + 1 < q->nlayers ? "," : "");
-    }
-    fprintf(f, "  ],\n  \"weights\": [\n");
-    int first = 1;
-    const qr_graph *g = q->qdq;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const qr_node *n = g->nodes[i];
-        if (strcmp(n->op, "DequantizeLinear") || n->n_in < 3 || !n->in[0]->is_const || !n->in[1]->is_const)
-            continue;
-        const qr_tensor *s = &n->in[1]->t, *z = &n->in[2]->t;
-        fprintf(f, "%s    {\"value\": ", first ? "" : ",\n");
-        first = 0;
-        json_str(f, n->out[0]->name);
-        fprintf(f, ", \"dtype\": \"%s\", \"axis\": %lld, \"scale\": [", qr_dtype_name(n->in[0]->t.dtype),
-                (long long)(s->ndim ? qr_attr_i(n, "axis", 1) : -1));
-        for (int64_t k = 0; k < qr_tensor_numel(s); k++) {
-            fprintf(f, "%s", k ? ", " : "");
-            json_num(f, qr_get_f64(s->data, s->dtype, k));
-        }
-        fprintf(f, "], \"zero_point\": [");
-        for (int64_t k = 0; k < qr_tensor_numel(z); k++)
-            fprintf(f, "%s%lld", k ? ", " : "", (long long)qr_get_i64(z->data, z->dtype, k));
-        fprintf(f, "]}");
-    }
-    fprintf(f, "\n  ]\n}\n");
-    return qr_atomic_commit(&af, e);
-}
-
-static qr_status write_int_graph(const char *path, const qr_quantized *q, qr_error *e)
-{
-    qr_atomic_file af;
-    if (qr_atomic_open(&af, path, e) != QR_OK)
-        return QR_ERR;
-    qr_graph_dump(q->ig->g, af.f);
-    return qr_atomic_commit(&af, e);
-}
 
 int cli_quantize(int argc, char **argv)
 {
@@ -217,11 +123,11 @@ int cli_quantize(int argc, char **argv)
     int done = 0;
     qr_status wst = qr_onnx_save(q->qdq, outp, &e);
     if (wst == QR_OK && ++done && qparams)
-        wst = write_qparams(qparams, q, recipe, &e);
+        wst = qr_qparams_write(qparams, q, recipe, &e);
     if (wst == QR_OK && ++done && report)
         wst = qr_report_write(q, model, report, &e);
     if (wst == QR_OK && ++done && intg)
-        wst = write_int_graph(intg, q, &e);
+        wst = qr_intgraph_write(intg, q, &e);
     if (wst != QR_OK) {
         for (int k = 0; k < done; k++)
             if (paths[k] && created[k])
