@@ -32,19 +32,21 @@ CPPFLAGS = -DQRL_VERSION='"$(VERSION)"' -DQRL_SOURCE_STDLIB='"$(CURDIR)/stdlib"'
 #   runtime/   ->  include/ (it implements the model calls of qrl.h)
 #   quantizer/ ->  runtime/
 #   compiler/  ->  runtime/ (the module interface, recipe.h), include/, grammar/, lang/
+#   api/       ->  include/ (the calls it implements), compiler/, quantizer/, runtime/
 #   cli/       ->  include/, quantizer/, runtime/, compiler/ (until qrl.h has every call it makes)
 INC_lang      =
 INC_grammar   = -I$(GEN)
 INC_runtime   = -Iinclude -Iruntime -I$(GEN)
 INC_quantizer = -Iruntime -Iquantizer
 INC_compiler  = -Iinclude -Iruntime -I$(GCCJIT_DIR)/include
+INC_api       = -Iinclude -Iruntime -Iquantizer -Icompiler
 INC_cli       = -Iinclude -Iruntime -Iquantizer
 INC_tests     = -Iinclude -Iruntime -Iquantizer -I$(GEN) -I$(GCCJIT_DIR)/include
-LAYERS        = lang grammar runtime quantizer compiler cli
+LAYERS        = lang grammar runtime quantizer compiler api cli
 # The include paths of source file $(1)'s folder.
 layer_inc = $(INC_$(firstword $(subst /, ,$(1))))
 
-RUNTIME_SRC = $(wildcard runtime/*.c runtime/ops/*.c quantizer/*.c)
+RUNTIME_SRC = $(wildcard runtime/*.c runtime/ops/*.c quantizer/*.c api/*.c)
 FRONT_SRC   = $(wildcard lang/*.c grammar/*.c compiler/*.c)
 GEN_FRONT   = $(B)/obj/gen/lexer.o $(B)/obj/gen/grammar/qrl.o
 LIB_OBJ     = $(RUNTIME_SRC:%.c=$(B)/obj/%.o) $(FRONT_SRC:%.c=$(B)/obj/%.o) $(B)/obj/gen/onnx.pb-c.o $(GEN_FRONT)

@@ -5,21 +5,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_model.h"
 #include "exec.h"
 #include "op.h"
 #include "onnx_import.h"
 #include "passes.h"
 
-struct qrl_model {
-    qr_graph *g;
-    qr_exec *x;
-};
-
-static int fail(const qr_error *e, char *err, size_t n)
+int qr_api_fail(const qr_error *e, char *err, size_t n)
 {
     if (err && n)
         snprintf(err, n, "%s", e->msg);
     return 1;
+}
+
+#define fail qr_api_fail
+
+qr_status qr_api_model_wrap(qr_graph *g, void *kernel_user, int threads, qrl_model **out, qr_error *e)
+{
+    qrl_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return qr_errorf(e, "out of memory");
+    qr_exec_opts o = {.threads = threads, .kernel_user = kernel_user};
+    if (qr_exec_new(g, &o, &m->x, e) != QR_OK) {
+        free(m);
+        return QR_ERR;
+    }
+    m->g = g;
+    m->threads = threads;
+    m->borrowed = 1;
+    *out = m;
+    return QR_OK;
+}
+
+void qr_api_model_unwrap(qrl_model *m)
+{
+    if (!m)
+        return;
+    qr_exec_free(m->x);
+    free(m);
 }
 
 const char *qrl_version(void) { return QRL_VERSION; }
@@ -34,6 +57,7 @@ int qrl_model_load(const char *path, int threads, qrl_model **out, char *err, si
         return fail(&e, err, errlen);
     }
     qr_exec_opts o = {.threads = threads};
+    m->threads = threads;
     if (qr_onnx_load(path, &m->g, &e) != QR_OK)
         goto bad;
     if (qr_graph_optimize(m->g, &e) != QR_OK) {
@@ -51,7 +75,7 @@ bad:
 
 void qrl_model_free(qrl_model *m)
 {
-    if (!m)
+    if (!m || m->borrowed)
         return;
     qr_exec_free(m->x);
     qr_graph_free(m->g);
@@ -71,7 +95,7 @@ const char *qrl_model_output(const qrl_model *m, int i)
     return i >= 0 && i < m->g->n_outputs ? m->g->outputs[i]->name : NULL;
 }
 
-static void to_qr(const qrl_tensor *a, qr_tensor *b)
+void qr_api_tensor_in(const qrl_tensor *a, qr_tensor *b)
 {
     memset(b, 0, sizeof *b);
     b->dtype = qr_dtype_from_onnx(a->dtype);
@@ -98,7 +122,7 @@ int qrl_model_run(qrl_model *m, const qrl_tensor *inputs, qrl_tensor *outputs, c
             rc = fail(&e, err, errlen);
             goto done;
         }
-        to_qr(&inputs[i], &in[i]);
+        qr_api_tensor_in(&inputs[i], &in[i]);
     }
     if (qr_exec_run(m->x, in, out, &e) != QR_OK) {
         rc = fail(&e, err, errlen);
@@ -205,4 +229,91 @@ const char *qrl_op_name(int i)
     const qr_op_def *const *defs;
     int n = qr_op_list(&defs);
     return i >= 0 && i < n ? defs[i]->name : NULL;
+}
+
+/* One batch's correct answers: the first output's largest class against labels[s..s+b). */
+static qr_status top1_batch(const qr_tensor *o, const qr_tensor *y, int64_t s, int64_t b, int64_t *correct,
+                            qr_error *e)
+{
+    int64_t classes = o->ndim >= 1 && o->dims[0] == b ? qr_tensor_numel(o) / (b ? b : 1) : 0;
+    if (!classes || !qr_dtype_is_float(o->dtype)) {
+        char tb[160];
+        return qr_errorf(e, "the first output %s is not a [batch, classes] float tensor",
+                         qr_tensor_type_str(o, tb, sizeof tb));
+    }
+    for (int64_t i = 0; i < b; i++) {
+        int64_t best = 0;
+        for (int64_t c = 1; c < classes; c++)
+            if (qr_get_f64(o->data, o->dtype, i * classes + c) > qr_get_f64(o->data, o->dtype, i * classes + best))
+                best = c;
+        *correct += best == qr_get_i64(y->data, y->dtype, s + i);
+    }
+    return QR_OK;
+}
+
+qr_status qr_api_top1(qr_exec *ex, const qr_graph *g, const qr_tensor *x, const qr_tensor *y, int batch,
+                      int64_t *correct, qr_error *e)
+{
+    qr_tensor *out = calloc((size_t)g->n_outputs + 1, sizeof *out), *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
+    if (!out || !in) {
+        free(out);
+        free(in);
+        return qr_errorf(e, "out of memory");
+    }
+    int64_t n = x[0].dims[0];
+    qr_status st = QR_OK;
+    *correct = 0;
+    for (int64_t s = 0; s < n && st == QR_OK; s += batch) {
+        int64_t b = n - s < batch ? n - s : batch;
+        for (int i = 0; i < g->n_inputs; i++) { /* samples s .. s + b of every input */
+            size_t row = qr_tensor_nbytes(&x[i]) / (size_t)(n ? n : 1);
+            in[i] = x[i];
+            in[i].dims[0] = b;
+            in[i].data = (char *)x[i].data + (size_t)s * row;
+        }
+        if (qr_exec_run(ex, in, out, e) != QR_OK) {
+            qr_error_prefix(e, "samples %lld..%lld", (long long)s, (long long)(s + b - 1));
+            st = QR_ERR;
+            break;
+        }
+        st = top1_batch(&out[0], y, s, b, correct, e);
+        for (int j = 0; j < g->n_outputs; j++)
+            qr_tensor_free(&out[j]);
+    }
+    free(out);
+    free(in);
+    return st;
+}
+
+int qrl_model_eval_top1(qrl_model *m, const qrl_tensor *data, const qrl_tensor *labels, int batch, int64_t *correct,
+                        char *err, size_t errlen)
+{
+    qr_error e;
+    int ni = m->g->n_inputs;
+    qr_tensor *x = calloc((size_t)ni + 1, sizeof *x), y;
+    *correct = 0;
+    if (!x) {
+        qr_errorf(&e, "out of memory");
+        return fail(&e, err, errlen);
+    }
+    qr_api_tensor_in(labels, &y);
+    qr_status st = QR_OK;
+    for (int i = 0; i < ni && st == QR_OK; i++) {
+        if (data[i].ndim < 1 || data[i].ndim > QR_MAX_DIMS) {
+            st = qr_errorf(&e, "input '%s': rank %d is not supported", m->g->inputs[i]->name, data[i].ndim);
+            break;
+        }
+        qr_api_tensor_in(&data[i], &x[i]);
+        if (x[i].ndim < 1 || y.ndim != 1 || x[i].dims[0] != y.dims[0] || !qr_dtype_is_int(y.dtype)) {
+            char a[160], b[160];
+            st = qr_errorf(&e, "data %s and labels %s do not match (need N samples and N integer labels)",
+                           qr_tensor_type_str(&x[i], a, sizeof a), qr_tensor_type_str(&y, b, sizeof b));
+        }
+    }
+    if (st == QR_OK && ni < 1)
+        st = qr_errorf(&e, "the model has no input");
+    if (st == QR_OK)
+        st = qr_api_top1(m->x, m->g, x, &y, batch > 0 ? batch : 100, correct, &e);
+    free(x);
+    return st == QR_OK ? 0 : fail(&e, err, errlen);
 }

@@ -53,6 +53,11 @@ probe compiler  check.h    ok
 probe compiler  quantize.h fail
 probe compiler  match.h    fail
 probe compiler  cli.h      fail
+probe api       qrl.h      ok
+probe api       check.h    ok
+probe api       quantize.h ok
+probe api       api_model.h ok
+probe api       cli.h      fail
 probe cli       qrl.h      ok
 probe cli       cli.h      ok
 probe cli       check.h    fail
@@ -65,12 +70,13 @@ allowed() {
     runtime) echo "runtime include" ;;
     quantizer) echo "quantizer runtime include" ;;
     compiler) echo "compiler grammar lang runtime include" ;;
+    api) echo "api include compiler quantizer runtime grammar lang" ;;
     cli) echo "cli include quantizer runtime compiler" ;;
     esac
 }
 
 root=$(pwd)
-for layer in lang grammar runtime quantizer compiler cli; do
+for layer in lang grammar runtime quantizer compiler api cli; do
     ok=$(allowed $layer)
     for f in $(find $layer -name '*.c' -o -name '*.h' -o -name '*.y' -o -name '*.re' | sort); do
         grep -o '^[[:space:]]*#[[:space:]]*include[[:space:]]*"\.\./[^"]*"' "$f" | sed 's/.*"\(.*\)"/\1/' |

@@ -1,0 +1,34 @@
+/* The model handle of include/qrl.h, shared by the files that implement the
+ * API: runtime/api.c (load, run, walk) and the layers above that make models
+ * (the quantizer's integer graph). Not part of the public API. */
+#ifndef QR_API_MODEL_H
+#define QR_API_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "exec.h"
+#include "graph.h"
+#include "qrl.h"
+
+struct qrl_model {
+    qr_graph *g;
+    qr_exec *x;
+    int threads;
+    int borrowed; /* g and the handle belong to another object (qrl_quantized_model): qrl_model_free leaves them */
+};
+
+/* A model over g, run with kernel_user for its kernels' calls (qr_exec_opts); g stays the caller's. */
+qr_status qr_api_model_wrap(qr_graph *g, void *kernel_user, int threads, qrl_model **out, qr_error *e);
+/* Frees a model made by qr_api_model_wrap. */
+void qr_api_model_unwrap(qrl_model *m);
+/* The runtime's view of a caller's tensor (the data stays the caller's). */
+void qr_api_tensor_in(const qrl_tensor *a, qr_tensor *b);
+/* Top-1 of g's first output over x (samples along dim 0, one tensor per input) against labels y, run
+ * by ex in batches: qrl_model_eval_top1's loop. */
+qr_status qr_api_top1(qr_exec *ex, const qr_graph *g, const qr_tensor *x, const qr_tensor *y, int batch,
+                      int64_t *correct, qr_error *e);
+/* Copies e's message into err[0..n) and returns 1 (what every failing API call returns). */
+int qr_api_fail(const qr_error *e, char *err, size_t n);
+
+#endif
