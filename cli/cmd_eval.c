@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api_model.h" /* qr_api_top1: the loop of qrl_model_eval_top1 */
 #include "cli.h"
 #include "exec.h"
 #include "intgraph.h"
@@ -10,77 +11,36 @@
 #include "quantize.h"
 #include "tensor_io.h"
 
-/* Top-1 accuracy of g's first output over x (samples along dim 0) against labels y. */
+/* Top-1 accuracy of g's first output over x (samples along dim 0) against labels y, timed. */
 static qr_status accuracy(const qr_graph *g, void *kernel_user, const qr_tensor *x, const qr_tensor *y, int batch,
                           int threads, int64_t *correct, double *secs, qr_error *e)
 {
-    qr_tensor *out = calloc((size_t)g->n_outputs + 1, sizeof *out), *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
     qr_exec *ex = NULL;
     qr_exec_opts opts = {.threads = threads, .kernel_user = kernel_user};
-    if (!out || !in) {
-        free(out);
-        free(in);
-        return qr_errorf(e, "out of memory");
-    }
-    if (qr_exec_new(g, &opts, &ex, e) != QR_OK) {
-        free(out);
-        free(in);
+    if (qr_exec_new(g, &opts, &ex, e) != QR_OK)
         return QR_ERR;
-    }
-    int64_t n = x[0].dims[0];
-    qr_status st = QR_OK;
-    *correct = 0;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int64_t s = 0; s < n && st == QR_OK; s += batch) {
-        int64_t b = n - s < batch ? n - s : batch;
-        for (int i = 0; i < g->n_inputs; i++) { /* samples s .. s + b of every input */
-            size_t row = qr_tensor_nbytes(&x[i]) / (size_t)(n ? n : 1);
-            in[i] = x[i];
-            in[i].dims[0] = b;
-            in[i].data = (char *)x[i].data + (size_t)s * row;
-        }
-        if (qr_exec_run(ex, in, out, e) != QR_OK) {
-            qr_error_prefix(e, "samples %lld..%lld", (long long)s, (long long)(s + b - 1));
-            st = QR_ERR;
-            break;
-        }
-        const qr_tensor *o = &out[0];
-        int64_t classes = o->ndim >= 1 && o->dims[0] == b ? qr_tensor_numel(o) / (b ? b : 1) : 0;
-        if (!classes || !qr_dtype_is_float(o->dtype)) {
-            char tb[160];
-            st = qr_errorf(e, "the first output %s is not a [batch, classes] float tensor",
-                           qr_tensor_type_str(o, tb, sizeof tb));
-        }
-        for (int64_t i = 0; st == QR_OK && i < b; i++) {
-            int64_t best = 0;
-            for (int64_t c = 1; c < classes; c++)
-                if (qr_get_f64(o->data, o->dtype, i * classes + c) > qr_get_f64(o->data, o->dtype, i * classes + best))
-                    best = c;
-            *correct += best == qr_get_i64(y->data, y->dtype, s + i);
-        }
-        for (int j = 0; j < g->n_outputs; j++)
-            qr_tensor_free(&out[j]);
-    }
+    qr_status st = qr_api_top1(ex, g, x, y, batch, correct, e);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     *secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     qr_exec_free(ex);
-    free(out);
-    free(in);
     return st;
 }
 
-/* Top-1 accuracy of a one-input classifier over a data set, run in batches;
- * with a recipe, the model quantized in memory too, side by side. */
-int cli_eval(int argc, char **argv)
-{
-    const char *model = NULL, *labels = NULL, *recipe = NULL;
+typedef struct eval_args {
+    const char *model, *labels, *recipe;
     char *data[64], *calib[64];
-    int ndata = 0, ncalib = 0;
-    int batch = 100, threads = 1, calib_count = 0;
+    int ndata, ncalib, batch, threads, calib_count;
+} eval_args;
+
+/* Fills a from the command line: -1 to go on, else the exit status (0 after --help, 2 on a usage error). */
+static int parse_args(int argc, char **argv, eval_args *a)
+{
+    *a = (eval_args){.batch = 100, .threads = 1};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        const char *s = argv[i];
+        if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
             printf("usage: qrl eval MODEL.onnx --data [NAME=]X.npy... --labels Y.npy [--batch B] [--threads N]\n"
                    "                [--recipe R.qrl --calib [NAME=]C.npy... [--calib-count N]]\n"
                    "X holds the samples along its first dimension (one --data per model input, and\n"
@@ -90,44 +50,98 @@ int cli_eval(int argc, char **argv)
             return 0;
         }
         int has = i + 1 < argc;
-        if ((!strcmp(a, "--data") || !strcmp(a, "--calib")) && has) {
-            int d = a[2] == 'd';
-            if ((d ? ndata : ncalib) == 64)
-                return cli_usage_error("eval", "too many %s files", a);
+        if ((!strcmp(s, "--data") || !strcmp(s, "--calib")) && has) {
+            int d = s[2] == 'd';
+            if ((d ? a->ndata : a->ncalib) == 64)
+                return cli_usage_error("eval", "too many %s files", s);
             if (d)
-                data[ndata++] = argv[++i];
+                a->data[a->ndata++] = argv[++i];
             else
-                calib[ncalib++] = argv[++i];
+                a->calib[a->ncalib++] = argv[++i];
         }
-        else if (!strcmp(a, "--labels") && has)
-            labels = argv[++i];
-        else if (!strcmp(a, "--recipe") && has)
-            recipe = argv[++i];
-        else if (!strcmp(a, "--calib-count") && has) {
-            if (!cli_parse_int(argv[++i], 1, 1 << 30, &calib_count))
+        else if (!strcmp(s, "--labels") && has)
+            a->labels = argv[++i];
+        else if (!strcmp(s, "--recipe") && has)
+            a->recipe = argv[++i];
+        else if (!strcmp(s, "--calib-count") && has) {
+            if (!cli_parse_int(argv[++i], 1, 1 << 30, &a->calib_count))
                 return cli_usage_error("eval", "--calib-count needs a positive number");
-        } else if (!strcmp(a, "--batch") && has) {
-            if (!cli_parse_int(argv[++i], 1, 1 << 20, &batch))
+        } else if (!strcmp(s, "--batch") && has) {
+            if (!cli_parse_int(argv[++i], 1, 1 << 20, &a->batch))
                 return cli_usage_error("eval", "--batch needs a positive number");
-        } else if (!strcmp(a, "--threads") && has) {
-            if (!cli_parse_int(argv[++i], 1, 256, &threads))
+        } else if (!strcmp(s, "--threads") && has) {
+            if (!cli_parse_int(argv[++i], 1, 256, &a->threads))
                 return cli_usage_error("eval", "--threads needs a number from 1 to 256");
-        } else if (a[0] == '-' || model)
-            return cli_usage_error("eval", "unexpected argument '%s'", a);
+        } else if (s[0] == '-' || a->model)
+            return cli_usage_error("eval", "unexpected argument '%s'", s);
         else
-            model = a;
+            a->model = s;
     }
-    if (!model || !ndata || !labels)
+    if (!a->model || !a->ndata || !a->labels)
         return cli_usage_error("eval", "needs MODEL.onnx, --data X.npy and --labels Y.npy");
-    if (!recipe != !ncalib)
+    if (!a->recipe != !a->ncalib)
         return cli_usage_error("eval", "--recipe and --calib go together");
+    return -1;
+}
 
+/* Reads the data (one tensor per input of g) and the labels: N samples each, N integer labels. */
+static qr_status read_data(const eval_args *a, const qr_graph *g, qr_tensor *x, qr_tensor *y, qr_error *e)
+{
+    if (cli_bind_inputs(a->model, g, "--data", a->ndata, a->data, 1, x, e) != QR_OK ||
+        qr_npy_read(a->labels, y, e) != QR_OK)
+        return QR_ERR;
+    for (int i = 0; i < g->n_inputs; i++)
+        if (x[i].ndim < 1 || y->ndim != 1 || x[i].dims[0] != y->dims[0] || !qr_dtype_is_int(y->dtype)) {
+            char ta[160], tb[160];
+            return qr_errorf(e, "%s: data %s and labels %s do not match (need N samples and N integer labels)",
+                             a->labels, qr_tensor_type_str(&x[i], ta, sizeof ta), qr_tensor_type_str(y, tb, sizeof tb));
+        }
+    return QR_OK;
+}
+
+/* The f32 model's results alone (a QDQ model: what its integer graph computed). */
+static void print_model(const cli_runnable *run, int64_t n, int64_t correct, double secs)
+{
+    double acc = n ? 100.0 * (double)correct / (double)n : 0.0;
+    printf("top-1:    %.2f%% (%lld/%lld)\n", acc, (long long)correct, (long long)n);
+    if (run->q) /* a QDQ model, lowered by stdlib/qdq.qrl */
+        printf("lowered:  %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
+               run->q->ig->kernels, run->q->ig->lookups, run->q->ig->int_ops, run->q->ig->requants,
+               run->q->ig->islands);
+    printf("time:     %.2f s (%.3f ms/sample)\n", secs, n ? 1000.0 * secs / (double)n : 0.0);
+}
+
+/* fp32 and the recipe's integer graph side by side. */
+static void print_side_by_side(const char *recipe, const qr_quantized *qz, int64_t n, int64_t correct,
+                               int64_t qcorrect, double secs, double qsecs)
+{
+    double acc = n ? 100.0 * (double)correct / (double)n : 0.0, qacc = n ? 100.0 * (double)qcorrect / (double)n : 0.0;
+    printf("recipe:   %s (%lld calibration samples)\n", recipe, (long long)qz->samples);
+    printf("          %10s %10s %10s\n", "fp32", "int8", "diff");
+    printf("top-1:    %9.2f%% %9.2f%% %+9.2f\n", acc, qacc, qacc - acc);
+    printf("time:     %9.2fs %9.2fs\n", secs, qsecs);
+    printf("nodes:    %d by patterns, %d by affine rules, %d in f32; %d weight tensors quantized\n",
+           qz->nodes_pattern, qz->nodes_affine, qz->nodes_float, qz->weights);
+    printf("lowered:  %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
+           qz->ig->kernels, qz->ig->lookups, qz->ig->int_ops, qz->ig->requants, qz->ig->islands);
+    printf("output:   SQNR %.1f dB against f32 on the calibration samples; %.1f%% of MACs in integers\n",
+           qz->output_sqnr, qz->macs > 0 ? 100.0 * qz->macs_int / qz->macs : 0.0);
+}
+
+/* Top-1 accuracy of a one-input classifier over a data set, run in batches;
+ * with a recipe, the model quantized in memory too, side by side. */
+int cli_eval(int argc, char **argv)
+{
+    eval_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
     cli_runnable run;
     qr_error e;
-    if (cli_load_runnable(model, NULL, &run, &e) != QR_OK)
+    if (cli_load_runnable(a.model, NULL, &run, &e) != QR_OK)
         return cli_fail(&e);
     qr_graph *g = run.g;
-    int rc = 1;
+    rc = 1;
     qr_tensor *x = calloc((size_t)g->n_inputs + 1, sizeof *x);
     qr_tensor y = {0};
     qrl_module *mod = NULL;
@@ -137,62 +151,37 @@ int cli_eval(int argc, char **argv)
         rc = cli_fail(&e);
         goto out;
     }
-    if (cli_bind_inputs(model, g, "--data", ndata, data, 1, x, &e) != QR_OK || qr_npy_read(labels, &y, &e) != QR_OK) {
+    if (read_data(&a, g, x, &y, &e) != QR_OK) {
         rc = cli_fail(&e);
         goto out;
     }
-    for (int i = 0; i < g->n_inputs; i++)
-        if (x[i].ndim < 1 || y.ndim != 1 || x[i].dims[0] != y.dims[0] || !qr_dtype_is_int(y.dtype)) {
-            char a[160], b[160];
-            qr_errorf(&e, "%s: data %s and labels %s do not match (need N samples and N integer labels)", labels,
-                      qr_tensor_type_str(&x[i], a, sizeof a), qr_tensor_type_str(&y, b, sizeof b));
-            rc = cli_fail(&e);
-            goto out;
-        }
     const qr_value *iv = g->inputs[0];
-    if (iv->t.ndim >= 1 && iv->t.dims[0] > 0)
-        batch = (int)iv->t.dims[0]; /* a fixed batch dimension decides */
+    int batch = iv->t.ndim >= 1 && iv->t.dims[0] > 0 ? (int)iv->t.dims[0] : a.batch; /* a fixed batch dimension decides */
     int64_t n = x[0].dims[0], correct = 0, qcorrect = 0;
     double secs = 0, qsecs = 0;
-    if (accuracy(run.run, run.kernel_user, x, &y, batch, threads, &correct, &secs, &e) != QR_OK) {
-        qr_error_prefix(&e, "%s", model);
+    if (accuracy(run.run, run.kernel_user, x, &y, batch, a.threads, &correct, &secs, &e) != QR_OK) {
+        qr_error_prefix(&e, "%s", a.model);
         rc = cli_fail(&e);
         goto out;
     }
-    if (recipe) {
-        qr_quant_opts qo = {.calib_count = calib_count, .threads = threads, .progress = 1}; /* quantize's batches */
-        if ((rc = cli_quantize_in_memory(model, g, recipe, 0, ncalib, calib, &qo, &mod, &qz)) != 0)
+    if (a.recipe) {
+        qr_quant_opts qo = {.calib_count = a.calib_count, .threads = a.threads, .progress = 1}; /* quantize's batches */
+        if ((rc = cli_quantize_in_memory(a.model, g, a.recipe, 0, a.ncalib, a.calib, &qo, &mod, &qz)) != 0)
             goto out;
         rc = 1;
         /* the integer graph: the recipe's kernels and tables on the integers */
-        if (accuracy(qz->ig->g, qz->ig, x, &y, batch, threads, &qcorrect, &qsecs, &e) != QR_OK) {
-            qr_error_prefix(&e, "%s", model);
+        if (accuracy(qz->ig->g, qz->ig, x, &y, batch, a.threads, &qcorrect, &qsecs, &e) != QR_OK) {
+            qr_error_prefix(&e, "%s", a.model);
             rc = cli_fail(&e);
             goto out;
         }
     }
-    double acc = n ? 100.0 * (double)correct / (double)n : 0.0, qacc = n ? 100.0 * (double)qcorrect / (double)n : 0.0;
-    printf("model:    %s\n", model);
+    printf("model:    %s\n", a.model);
     printf("samples:  %lld\n", (long long)n);
-    if (!recipe) {
-        printf("top-1:    %.2f%% (%lld/%lld)\n", acc, (long long)correct, (long long)n);
-        if (run.q) /* a QDQ model, lowered by stdlib/qdq.qrl */
-            printf("lowered:  %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
-                   run.q->ig->kernels, run.q->ig->lookups, run.q->ig->int_ops, run.q->ig->requants,
-                   run.q->ig->islands);
-        printf("time:     %.2f s (%.3f ms/sample)\n", secs, n ? 1000.0 * secs / (double)n : 0.0);
-    } else {
-        printf("recipe:   %s (%lld calibration samples)\n", recipe, (long long)qz->samples);
-        printf("          %10s %10s %10s\n", "fp32", "int8", "diff");
-        printf("top-1:    %9.2f%% %9.2f%% %+9.2f\n", acc, qacc, qacc - acc);
-        printf("time:     %9.2fs %9.2fs\n", secs, qsecs);
-        printf("nodes:    %d by patterns, %d by affine rules, %d in f32; %d weight tensors quantized\n",
-               qz->nodes_pattern, qz->nodes_affine, qz->nodes_float, qz->weights);
-        printf("lowered:  %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
-               qz->ig->kernels, qz->ig->lookups, qz->ig->int_ops, qz->ig->requants, qz->ig->islands);
-        printf("output:   SQNR %.1f dB against f32 on the calibration samples; %.1f%% of MACs in integers\n",
-               qz->output_sqnr, qz->macs > 0 ? 100.0 * qz->macs_int / qz->macs : 0.0);
-    }
+    if (!a.recipe)
+        print_model(&run, n, correct, secs);
+    else
+        print_side_by_side(a.recipe, qz, n, correct, qcorrect, secs, qsecs);
     rc = 0;
 out:
     qr_quantized_free(qz);
