@@ -522,37 +522,37 @@ static int lowering_fits(const builder *b, const struct mrec *r, const qr_pat_lo
     return 1;
 }
 
-static qr_status lower_match(builder *b, const struct mrec *r)
+/* The first lowering of r's pattern whose kernel takes the recipe's types: *l, its kernel *kd, the
+ * kernel's parameter types pt[]; *want_acc when its first parameter is the int32 accumulator. */
+static qr_status choose_lowering(builder *b, const struct mrec *r, const qr_pat_lower **l, const qr_fn_desc **kd,
+                                 ptype *pt, int *want_acc)
 {
-    const qr_qctx *q = b->q;
     const qr_pattern *p = r->p;
-    const qr_slot *ys = slot_for(q, r->out);
-    qr_value *yi = int_of(b, r->out);
-    if (!p->nlowers || !ys || !yi)
-        return QR_OK; /* nothing to lower, or it fell back to f32 */
-    /* the first lowering whose kernel takes the recipe's types */
-    const qr_pat_lower *l = NULL;
-    const qr_fn_desc *kd = NULL;
-    ptype pt[128];
-    int np = 0, want_acc = 0;
     char why[1024] = "", one[400];
-    for (int i = 0; i < p->nlowers && !l; i++) {
-        const qr_fn_desc *k = qr_module_fn(q->m, p->lowers[i].kernel);
+    int np;
+    *l = NULL;
+    *want_acc = 0;
+    for (int i = 0; i < p->nlowers && !*l; i++) {
+        const qr_fn_desc *k = qr_module_fn(b->q->m, p->lowers[i].kernel);
         if (!k || !k->is_kernel || !k->call)
             return qr_errorf(b->e, "pattern '%s' lowers to kernel '%s', which the recipe's module does not define",
                              p->name, p->lowers[i].kernel);
         if ((np = parse_sig(k->sig, pt, 128)) < 0)
             return qr_errorf(b->e, "kernel '%s': unexpected signature %s", k->name, k->sig);
-        if (lowering_fits(b, r, &p->lowers[i], k, pt, np, &want_acc, one, sizeof one))
-            l = &p->lowers[i], kd = k;
+        if (lowering_fits(b, r, &p->lowers[i], k, pt, np, want_acc, one, sizeof one))
+            *l = &p->lowers[i], *kd = k;
         else
             snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s", why[0] ? "; " : "", one);
     }
-    if (!l)
+    if (!*l)
         return qr_errorf(b->e, "pattern '%s' has no lowering for the types the recipe chose (%s)", p->name, why);
-    plan_arg pa[64];
-    int npa = plan_args(r, l, pa, 64);
-    /* values the lowering needs but the plan left without integers: the group stays f32 */
+    return QR_OK;
+}
+
+/* Whether a value the lowering needs was left without integers by the plan (the group then stays f32). */
+static int lacks_integers(const builder *b, const struct mrec *r, const plan_arg *pa, int npa)
+{
+    const qr_qctx *q = b->q;
     for (int i = 0; i < npa; i++) {
         const plan_arg *a = &pa[i];
         int missing = !a->is_const && a->id < 0 && strcmp(a->role, "bias");
@@ -560,61 +560,97 @@ static qr_status lower_match(builder *b, const struct mrec *r)
         const qr_wquant *w = !a->is_const && !strcmp(a->role, "weight") && a->id >= 0 ? qr_plan_weight(q, a->id) : NULL;
         int no_w = !a->is_const && !strcmp(a->role, "weight") && a->id >= 0 && !w;
         /* per-channel scales along another axis than the pattern's (a loaded model's choice) */
-        int other_axis = w && w->nch > 1 && w->axis != p->values[a->vi].axis;
-        if (missing || no_int || no_w || other_axis) {
-            island(b, r->out);
-            return QR_OK;
-        }
+        int other_axis = w && w->nch > 1 && w->axis != r->p->values[a->vi].axis;
+        if (missing || no_int || no_w || other_axis)
+            return 1;
     }
+    return 0;
+}
+
+/* The lowerings' constant arguments, computed from the match (as many as their args name): a
+ * malloc'd array of *nconsts values; NULL with b->e set. */
+static double *match_consts(builder *b, const struct mrec *r, int *nconsts)
+{
+    const qr_qctx *q = b->q;
+    const qr_pattern *p = r->p;
+    *nconsts = pattern_consts(p);
+    double *consts = calloc((size_t)*nconsts + 1, sizeof *consts);
+    if (!consts) {
+        qr_errorf(b->e, "out of memory");
+        return NULL;
+    }
+    if (!p->consts)
+        return consts;
+    qr_value *vals[QR_MATCH_MAX_VALUES] = {0};
+    for (int i = 0; i < p->nvalues && i < QR_MATCH_MAX_VALUES; i++)
+        vals[i] = r->values[i] >= 0 ? q->g->values[r->values[i]] : NULL;
+    qrl_array arrays[QRL_MATCH_ARRAYS];
+    int narrays = 0;
+    qrl_match mt = {q->g, vals, p->nvalues < QR_MATCH_MAX_VALUES ? p->nvalues : QR_MATCH_MAX_VALUES, NULL, arrays,
+                    &narrays};
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    p->consts(&rt, &mt, consts);
+    if (qr_rt_status(&rt, b->e) != QR_OK || qr_match_status(&mt, b->e) != QR_OK) {
+        free(consts);
+        qr_error_prefix(b->e, "pattern '%s'", p->name);
+        return NULL;
+    }
+    return consts;
+}
+
+/* A kernel call's arguments and the QrlKernel node's inputs. */
+typedef struct kernel_args {
     qi_arg args[128];
     qr_value *ins[128];
     int64_t shape_from[128];
     int orig_in[128]; /* the original graph's value behind each input, -1: none */
-    int na = 0, nin = 0, nshape = 0;
-    memset(args, 0, sizeof args);
+    int na, nin, nshape;
+} kernel_args;
+
+/* Adds the scale and zero point of plan argument a after its tensor: arrays per channel for a
+ * per-channel weight, else two scalars. */
+static qr_status add_qparams(builder *b, const struct mrec *r, const qr_fn_desc *kd, const plan_arg *a,
+                             const ptype *pt, kernel_args *ka)
+{
+    const qr_qctx *q = b->q;
+    qi_arg *args = ka->args;
+    const qr_wquant *w = !strcmp(a->role, "weight") ? qr_plan_weight(q, a->id) : NULL;
+    if (w && r->p->values[a->vi].axis >= 0) { /* per channel: arrays of scales and zero points */
+        for (int k = 0; k < 2; k++, ka->na++) {
+            int na = ka->na;
+            qi_arg *arr = &args[na];
+            arr->kind = ARG_ARRAY;
+            if (pt[na].kind != ARG_ARRAY || (pt[na].elem != QR_F32 && pt[na].elem != QR_I32) ||
+                !(arr->arr.data = calloc((size_t)w->nch, qr_dtype_size(pt[na].elem))))
+                return qr_errorf(b->e, "kernel '%s': parameter %d must be %s", kd->name, na + 1, k ? "i32[]" : "f32[]");
+            arr->arr.len = w->nch;
+            for (int c = 0; c < w->nch; c++)
+                qr_set_f64(arr->arr.data, pt[na].elem, c, k ? (double)w->zero[c] : (double)w->scale[c]);
+        }
+        return QR_OK;
+    }
+    const qr_slot *s = a->is_out ? slot_for(q, r->out) : slot_for(q, a->id);
+    double sc = w ? w->scale[0] : s ? s->qp.scale : 1, z = w ? w->zero[0] : s ? (double)s->qp.zero : 0;
+    store_scalar(&args[ka->na], &pt[ka->na], sc);
+    ka->na++;
+    store_scalar(&args[ka->na], &pt[ka->na], z);
+    ka->na++;
+    return QR_OK;
+}
+
+/* The kernel's arguments after the accumulator (if any), one plan argument at a time: a constant,
+ * or the tensor (the output's place for y) followed by its scale and zero point. */
+static qr_status fill_args(builder *b, const struct mrec *r, const qr_fn_desc *kd, const plan_arg *pa, int npa,
+                           const ptype *pt, const double *consts, int nconsts, qr_value *yi, kernel_args *ka)
+{
+    qi_arg *args = ka->args;
     char name[512];
-    if (want_acc) {
-        const char *accwhy = NULL;
-        qr_value *acc = accumulator(b, r, &accwhy);
-        if (!acc) {
-            if (!accwhy)
-                return QR_ERR;
-            island(b, r->out); /* structurally not lowerable: the group stays f32 between its Q/DQ borders */
-            return QR_OK;
-        }
-        args[na++] = (qi_arg){.kind = ARG_TENSOR, .input = nin, .want = QR_I32};
-        orig_in[nin] = -1;
-        ins[nin++] = acc;
-    }
-    qr_intcall call = {kd, p->name, NULL, 0};
-    /* the lowerings' constant arguments, computed from the match: as many as their args name */
-    int nconsts = pattern_consts(p);
-    double *consts = calloc((size_t)nconsts + 1, sizeof *consts);
-    if (!consts)
-        return qr_errorf(b->e, "out of memory");
-    if (p->consts) {
-        qr_value *vals[QR_MATCH_MAX_VALUES] = {0};
-        for (int i = 0; i < p->nvalues && i < QR_MATCH_MAX_VALUES; i++)
-            vals[i] = r->values[i] >= 0 ? q->g->values[r->values[i]] : NULL;
-        qrl_array arrays[QRL_MATCH_ARRAYS];
-        int narrays = 0;
-        qrl_match mt = {q->g, vals, p->nvalues < QR_MATCH_MAX_VALUES ? p->nvalues : QR_MATCH_MAX_VALUES, NULL, arrays,
-                        &narrays};
-        qrl_rt rt;
-        qr_rt_init(&rt);
-        p->consts(&rt, &mt, consts);
-        if (qr_rt_status(&rt, b->e) != QR_OK || qr_match_status(&mt, b->e) != QR_OK) {
-            free(consts);
-            qr_error_prefix(b->e, "pattern '%s'", p->name);
-            return QR_ERR;
-        }
-    }
-    qr_status st = QR_OK;
-    for (int i = 0; i < npa && st == QR_OK; i++) {
+    for (int i = 0; i < npa; i++) {
         const plan_arg *a = &pa[i];
         if (a->is_const) {
-            store_scalar(&args[na], &pt[na], a->ci >= 0 && a->ci < nconsts ? consts[a->ci] : 0);
-            na++;
+            store_scalar(&args[ka->na], &pt[ka->na], a->ci >= 0 && a->ci < nconsts ? consts[a->ci] : 0);
+            ka->na++;
             continue;
         }
         qr_value *t;
@@ -624,50 +660,38 @@ static qr_status lower_match(builder *b, const struct mrec *r)
         } else
             t = a->role[0] ? int_of(b, a->id) : b->d->values[a->id];
         if (a->is_out) {
-            args[na] = (qi_arg){.kind = ARG_OUTPUT, .want = pt[na].elem};
-            na++;
+            args[ka->na] = (qi_arg){.kind = ARG_OUTPUT, .want = pt[ka->na].elem};
+            ka->na++;
         } else {
-            args[na] = (qi_arg){.kind = ARG_TENSOR, .input = nin, .want = pt[na].elem};
-            na++;
+            args[ka->na] = (qi_arg){.kind = ARG_TENSOR, .input = ka->nin, .want = pt[ka->na].elem};
+            ka->na++;
             if (!strcmp(a->role, "activation") || !strcmp(a->role, "output"))
-                shape_from[nshape++] = nin;
-            orig_in[nin] = a->id;
-            ins[nin++] = t;
+                ka->shape_from[ka->nshape++] = ka->nin;
+            ka->orig_in[ka->nin] = a->id;
+            ka->ins[ka->nin++] = t;
         }
-        if (arg_width(a) == 1)
-            continue;
-        const qr_wquant *w = !strcmp(a->role, "weight") ? qr_plan_weight(q, a->id) : NULL;
-        if (w && p->values[a->vi].axis >= 0) { /* per channel: arrays of scales and zero points */
-            for (int k = 0; k < 2 && st == QR_OK; k++, na++) {
-                qi_arg *arr = &args[na];
-                arr->kind = ARG_ARRAY;
-                if (pt[na].kind != ARG_ARRAY || (pt[na].elem != QR_F32 && pt[na].elem != QR_I32) ||
-                    !(arr->arr.data = calloc((size_t)w->nch, qr_dtype_size(pt[na].elem)))) {
-                    st = qr_errorf(b->e, "kernel '%s': parameter %d must be %s", kd->name, na + 1, k ? "i32[]" : "f32[]");
-                    break;
-                }
-                arr->arr.len = w->nch;
-                for (int c = 0; c < w->nch; c++)
-                    qr_set_f64(arr->arr.data, pt[na].elem, c, k ? (double)w->zero[c] : (double)w->scale[c]);
-            }
-        } else {
-            const qr_slot *s = a->is_out ? ys : slot_for(q, a->id);
-            double sc = w ? w->scale[0] : s ? s->qp.scale : 1, z = w ? w->zero[0] : s ? (double)s->qp.zero : 0;
-            store_scalar(&args[na], &pt[na], sc);
-            na++;
-            store_scalar(&args[na], &pt[na], z);
-            na++;
-        }
+        if (arg_width(a) != 1 && add_qparams(b, r, kd, a, pt, ka) != QR_OK)
+            return QR_ERR;
     }
-    free(consts);
+    return QR_OK;
+}
+
+/* Appends the call of kd with ka's arguments to the integer graph's calls (which then own their
+ * arrays), after st (fill_args's status) and the scalar parameters are checked; on any failure the
+ * arrays are freed. */
+static qr_status add_call(builder *b, const qr_pattern *p, const qr_fn_desc *kd, const ptype *pt, kernel_args *ka,
+                          qr_status st)
+{
+    qi_arg *args = ka->args;
+    int na = ka->na;
     for (int i = 0; st == QR_OK && i < na; i++)
         if (args[i].kind == ARG_SCALAR && pt[i].kind != ARG_SCALAR)
             st = qr_errorf(b->e, "kernel '%s': parameter %d is not a scalar, pattern '%s' passes one", kd->name,
                            i + 1, p->name);
+    qr_intcall call = {kd, p->name, NULL, na};
     qr_intcall *cv = st == QR_OK ? realloc(b->ig->calls, sizeof *cv * (size_t)(b->ig->ncalls + 1)) : NULL;
     if (cv)
         b->ig->calls = cv;
-    call.nargs = na;
     if (!cv || !(call.args = malloc(sizeof *call.args * (size_t)na))) {
         for (int i = 0; i < na; i++)
             if (args[i].kind == ARG_ARRAY)
@@ -676,41 +700,103 @@ static qr_status lower_match(builder *b, const struct mrec *r)
     }
     memcpy(call.args, args, sizeof *call.args * (size_t)na); /* the call owns the arrays now */
     cv[b->ig->ncalls] = call;
-    /* the match's nodes and the QuantizeLinear of y give way to the kernel */
+    return QR_OK;
+}
+
+/* A kernel without the accumulator makes its output's shape itself: the original y's, an unknown
+ * dim following one of an input's (the same symbolic name) as input * QR_MAX_DIMS + axis. */
+static void shape_attrs(builder *b, const struct mrec *r, qr_node *n, const kernel_args *ka)
+{
+    const qr_qctx *q = b->q;
+    if (ka->nshape)
+        qr_node_add_attr_ints(b->d, n, "shape_from", ka->nshape, ka->shape_from);
+    const qr_value *oy = q->g->values[r->out];
+    if (oy->t.ndim <= 0 || oy->t.ndim > QR_MAX_DIMS) /* -1: an unknown (batch) dim */
+        return;
+    qr_node_add_attr_ints(b->d, n, "shape", oy->t.ndim, oy->t.dims);
+    int64_t from[QR_MAX_DIMS];
+    for (int d = 0; d < oy->t.ndim; d++) {
+        from[d] = -1;
+        for (int i = 0; i < ka->nshape && oy->t.dims[d] < 0 && oy->dim_param[d] && from[d] < 0; i++) {
+            int id = ka->orig_in[ka->shape_from[i]];
+            const qr_value *iv = id >= 0 ? q->g->values[id] : NULL;
+            for (int j = 0; iv && j < iv->t.ndim && j < QR_MAX_DIMS && from[d] < 0; j++)
+                if (iv->dim_param[j] && !strcmp(iv->dim_param[j], oy->dim_param[d]))
+                    from[d] = ka->shape_from[i] * QR_MAX_DIMS + j;
+        }
+    }
+    qr_node_add_attr_ints(b->d, n, "dims_from", oy->t.ndim, from);
+}
+
+/* The QrlKernel node of the call just added, in place of the match's nodes and y's QuantizeLinear. */
+static void kernel_node(builder *b, const struct mrec *r, const qr_fn_desc *kd, qr_value *yi, const kernel_args *ka,
+                        int want_acc)
+{
+    const qr_qctx *q = b->q;
+    char name[512];
     for (int k = 0; k < r->nnodes; k++)
         b->d->nodes[q->qnode[r->nodes[k]]]->dead = 1;
     drop_quantize(yi);
     /* a generic kernel's instance ("qlinear<u8>") names the node by its generic: names stay identifiers */
-    snprintf(name, sizeof name, "%s_%.*s_%s", p->name, (int)strcspn(kd->name, "<"), kd->name, yi->name);
-    qr_node *n = add_node(b, "QrlKernel", name, nin, yi);
-    memcpy(n->in, ins, sizeof *ins * (size_t)nin);
+    snprintf(name, sizeof name, "%s_%.*s_%s", r->p->name, (int)strcspn(kd->name, "<"), kd->name, yi->name);
+    qr_node *n = add_node(b, "QrlKernel", name, ka->nin, yi);
+    memcpy(n->in, ka->ins, sizeof *ka->ins * (size_t)ka->nin);
     qr_node_add_attr_i(b->d, n, "call", b->ig->ncalls);
     qr_node_add_attr_i(b->d, n, "to", q->act_dtype);
     qr_node_add_attr_i(b->d, n, "acc", want_acc);
-    if (!want_acc && nshape)
-        qr_node_add_attr_ints(b->d, n, "shape_from", nshape, shape_from);
-    const qr_value *oy = q->g->values[r->out];
-    if (!want_acc && oy->t.ndim > 0 && oy->t.ndim <= QR_MAX_DIMS) { /* -1: an unknown (batch) dim */
-        qr_node_add_attr_ints(b->d, n, "shape", oy->t.ndim, oy->t.dims);
-        /* an unknown dim that follows one of an input's (the same symbolic name): input * QR_MAX_DIMS + axis */
-        int64_t from[QR_MAX_DIMS];
-        for (int d = 0; d < oy->t.ndim; d++) {
-            from[d] = -1;
-            for (int i = 0; i < nshape && oy->t.dims[d] < 0 && oy->dim_param[d] && from[d] < 0; i++) {
-                int id = orig_in[shape_from[i]];
-                const qr_value *iv = id >= 0 ? q->g->values[id] : NULL;
-                for (int j = 0; iv && j < iv->t.ndim && j < QR_MAX_DIMS && from[d] < 0; j++)
-                    if (iv->dim_param[j] && !strcmp(iv->dim_param[j], oy->dim_param[d]))
-                        from[d] = shape_from[i] * QR_MAX_DIMS + j;
-            }
-        }
-        qr_node_add_attr_ints(b->d, n, "dims_from", oy->t.ndim, from);
-    }
+    if (!want_acc)
+        shape_attrs(b, r, n, ka);
     if (yi->q && want_acc) { /* y comes from an int32 accumulator */
         qr_qinfo *qi = qr_arena_memdup(&b->d->arena, yi->q, sizeof *qi);
         if (qi)
             qi->acc = QR_I32, yi->q = qi;
     }
+}
+
+/* A match of a pattern as a call of its lowering's kernel: the kernel is chosen, its arguments
+ * filled from the plan (tensors, qparams, the match's constants) and the call replaces the match. */
+static qr_status lower_match(builder *b, const struct mrec *r)
+{
+    const qr_pattern *p = r->p;
+    qr_value *yi = int_of(b, r->out);
+    if (!p->nlowers || !slot_for(b->q, r->out) || !yi)
+        return QR_OK; /* nothing to lower, or it fell back to f32 */
+    const qr_pat_lower *l;
+    const qr_fn_desc *kd = NULL;
+    ptype pt[128];
+    int want_acc;
+    if (choose_lowering(b, r, &l, &kd, pt, &want_acc) != QR_OK)
+        return QR_ERR;
+    plan_arg pa[64];
+    int npa = plan_args(r, l, pa, 64);
+    if (lacks_integers(b, r, pa, npa)) {
+        island(b, r->out);
+        return QR_OK;
+    }
+    kernel_args ka;
+    memset(&ka, 0, sizeof ka);
+    if (want_acc) {
+        const char *accwhy = NULL;
+        qr_value *acc = accumulator(b, r, &accwhy);
+        if (!acc) {
+            if (!accwhy)
+                return QR_ERR;
+            island(b, r->out); /* structurally not lowerable: the group stays f32 between its Q/DQ borders */
+            return QR_OK;
+        }
+        ka.args[ka.na++] = (qi_arg){.kind = ARG_TENSOR, .input = ka.nin, .want = QR_I32};
+        ka.orig_in[ka.nin] = -1;
+        ka.ins[ka.nin++] = acc;
+    }
+    int nconsts;
+    double *consts = match_consts(b, r, &nconsts);
+    if (!consts)
+        return QR_ERR;
+    qr_status st = fill_args(b, r, kd, pa, npa, pt, consts, nconsts, yi, &ka);
+    free(consts);
+    if (add_call(b, p, kd, pt, &ka, st) != QR_OK)
+        return QR_ERR;
+    kernel_node(b, r, kd, yi, &ka, want_acc);
     b->ig->ncalls++;
     b->ig->kernels++;
     runs_as(b, r->out, "kernel %s (pattern %s)", kd->name, p->name);
@@ -857,6 +943,139 @@ static qr_status lower_affine(builder *b, int node)
     return st;
 }
 
+/* An affine rule with a table (fixed / requantize, or a body the rule's code fills): the node's
+ * one data input through a lookup table from its integers to y's. */
+static qr_status lower_affine_table(builder *b, int node, qr_value **xi, const qr_slot **xsl, int ndata, int first)
+{
+    const qr_qctx *q = b->q;
+    const qr_node *on = q->g->nodes[node];
+    qr_node *n = b->d->nodes[q->qnode[node]];
+    const qr_affine *a = q->aff_of[node];
+    int yid = on->out[0]->id;
+    const qr_slot *ys = slot_for(q, yid);
+    qr_value *yi = int_of(b, yid);
+    qr_dtype t = q->act_dtype;
+    char name[512];
+    if (ndata != 1 || first != 0) {
+        island(b, yid);
+        return QR_OK;
+    }
+    qr_value *tab = NULL;
+    snprintf(name, sizeof name, "%s_table", yi->name);
+    if (a->elem) {
+        int32_t *ints = malloc(sizeof *ints * (size_t)(xsl[0]->qt.qmax - xsl[0]->qt.qmin + 1));
+        qrl_qtype full = qr_qtype_of(t, 0, -1);
+        int32_t *padded = calloc((size_t)(full.qmax - full.qmin + 1), sizeof *padded);
+        int ok = 0;
+        qr_status st = ints && padded ? body_table(b, a, on, xsl[0], ints, &ok) : qr_errorf(b->e, "out of memory");
+        if (st == QR_OK && ok) {
+            /* narrow types leave the entries below qmin: they map like qmin */
+            for (int64_t v = full.qmin; v <= full.qmax; v++) {
+                int64_t c = v < xsl[0]->qt.qmin ? xsl[0]->qt.qmin : v > xsl[0]->qt.qmax ? xsl[0]->qt.qmax : v;
+                padded[v - full.qmin] = ints[c - xsl[0]->qt.qmin];
+            }
+            tab = table_const(b, name, t, xsl[0], ys, NULL, NULL, padded);
+        }
+        free(ints);
+        free(padded);
+        if (st != QR_OK)
+            return QR_ERR;
+        if (!ok) {
+            island(b, yid);
+            return QR_OK;
+        }
+    } else {
+        qr_aff_view av;
+        qr_aff_view_init(&av, q->g, on);
+        table_user tu = {.a = a, .mt = &av.mt};
+        qr_rt_init(&tu.rt);
+        tab = table_const(b, name, t, xsl[0], ys, rule_table, &tu, NULL);
+        if (tab && (qr_rt_status(&tu.rt, b->e) != QR_OK || qr_match_status(&av.mt, b->e) != QR_OK)) {
+            qr_error_prefix(b->e, "affine rule for %s (%s)", a->op, a->loc);
+            return QR_ERR;
+        }
+    }
+    if (!tab)
+        return QR_ERR;
+    n->dead = 1;
+    drop_quantize(yi);
+    add_lookup(b, xi[0], tab, yi);
+    b->ig->lookups++;
+    runs_as(b, yid, "%s as a lookup table", n->op);
+    return QR_OK;
+}
+
+/* The op on the integers: its inputs on the output's qparams; a float constant operand of the
+ * output's rank (Concat's padding channels) is data too: its integers on those qparams. */
+static qr_status inputs_on_output_qparams(builder *b, const qr_node *on, qr_node *n, qr_value **xi,
+                                          const qr_slot **xsl, const qr_slot *ys, qr_value *yi)
+{
+    qr_dtype t = b->q->act_dtype;
+    char name[512];
+    for (int j = 0; j < on->n_in; j++) {
+        const qr_value *c = on->in[j];
+        if (xi[j]) {
+            qr_value *r = requantized(b, xi[j], xsl[j], ys, yi->q);
+            if (!r)
+                return QR_ERR;
+            n->in[j] = r;
+        } else if (c && c->is_const && c->t.dtype == QR_F32 && c->t.ndim == on->out[0]->t.ndim && c->t.ndim > 0) {
+            qr_tensor ints = {.dtype = t, .ndim = c->t.ndim};
+            memcpy(ints.dims, c->t.dims, sizeof ints.dims);
+            if (qr_tensor_alloc(&ints, b->e) != QR_OK)
+                return QR_ERR;
+            for (int64_t k = 0; k < qr_tensor_numel(&c->t); k++)
+                qr_set_i64(ints.data, t, k, qr_plan_round_const(b->q, ((const float *)c->t.data)[k], (float)ys->qp.scale,
+                                                                ys->qp.zero, ys->qt.qmin, ys->qt.qmax));
+            snprintf(name, sizeof name, "%s_quantized_for_%s", c->name, yi->name);
+            n->in[j] = qr_plan_const(b->d, name, &ints);
+            qr_tensor_free(&ints);
+        }
+    }
+    return QR_OK;
+}
+
+/* Pad's constant padding is real c: the integer round(c / s) + z, in the attribute (before opset
+ * 11) or as input 2. *ok 0 when the value is not one constant (the group stays f32). */
+static qr_status pad_value_on_integers(builder *b, const qr_node *on, qr_node *n, const qr_slot *ys, qr_value *yi,
+                                       int *ok)
+{
+    qr_dtype t = b->q->act_dtype;
+    char name[512];
+    *ok = 1;
+    int old = b->d->opset < 11; /* the value is an attribute, else the optional input 2 */
+    double c = old ? qr_attr_f(on, "value", 0.0f) : 0;
+    const qr_value *cv = old ? NULL : qr_node_input(on, 2);
+    if (cv && (!cv->is_const || qr_tensor_numel(&cv->t) != 1)) {
+        *ok = 0;
+        return QR_OK;
+    }
+    if (cv)
+        c = qr_get_f64(cv->t.data, cv->t.dtype, 0);
+    int64_t iv = qr_plan_round_const(b->q, (float)c, (float)ys->qp.scale, ys->qp.zero, ys->qt.qmin, ys->qt.qmax);
+    if (old) {
+        const qr_attr *va = qr_node_attr(n, "value");
+        if (va)
+            ((qr_attr *)va)->f = (float)iv; /* n's attributes are this graph's copy */
+        else
+            qr_node_add_attr_f(b->d, n, "value", (float)iv);
+    } else {
+        if (n->n_in < 3) {
+            qr_value **in = qr_arena_alloc(&b->d->arena, sizeof *in * 3);
+            if (!in)
+                return qr_errorf(b->e, "out of memory");
+            memcpy(in, n->in, sizeof *in * (size_t)n->n_in);
+            for (int j = n->n_in; j < 3; j++)
+                in[j] = NULL;
+            n->in = in;
+            n->n_in = 3;
+        }
+        snprintf(name, sizeof name, "%s_pad_value", yi->name);
+        n->in[2] = scalar_const(b, name, t, iv);
+    }
+    return QR_OK;
+}
+
 static qr_status lower_affine_with(builder *b, int node, qr_value **xi, const qr_slot **xsl, qr_value **yo)
 {
     const qr_qctx *q = b->q;
@@ -884,57 +1103,8 @@ static qr_status lower_affine_with(builder *b, int node, qr_value **xi, const qr
     }
     if (first < 0)
         return QR_OK;
-    qr_dtype t = q->act_dtype;
-    char name[512];
-    if (a->table || a->elem) { /* one data input, through a table */
-        if (ndata != 1 || first != 0) {
-            island(b, yid);
-            return QR_OK;
-        }
-        qr_value *tab = NULL;
-        snprintf(name, sizeof name, "%s_table", yi->name);
-        if (a->elem) {
-            int32_t *ints = malloc(sizeof *ints * (size_t)(xsl[0]->qt.qmax - xsl[0]->qt.qmin + 1));
-            qrl_qtype full = qr_qtype_of(t, 0, -1);
-            int32_t *padded = calloc((size_t)(full.qmax - full.qmin + 1), sizeof *padded);
-            int ok = 0;
-            qr_status st = ints && padded ? body_table(b, a, on, xsl[0], ints, &ok) : qr_errorf(b->e, "out of memory");
-            if (st == QR_OK && ok) {
-                /* narrow types leave the entries below qmin: they map like qmin */
-                for (int64_t v = full.qmin; v <= full.qmax; v++) {
-                    int64_t c = v < xsl[0]->qt.qmin ? xsl[0]->qt.qmin : v > xsl[0]->qt.qmax ? xsl[0]->qt.qmax : v;
-                    padded[v - full.qmin] = ints[c - xsl[0]->qt.qmin];
-                }
-                tab = table_const(b, name, t, xsl[0], ys, NULL, NULL, padded);
-            }
-            free(ints);
-            free(padded);
-            if (st != QR_OK)
-                return QR_ERR;
-            if (!ok) {
-                island(b, yid);
-                return QR_OK;
-            }
-        } else {
-            qr_aff_view av;
-            qr_aff_view_init(&av, q->g, on);
-            table_user tu = {.a = a, .mt = &av.mt};
-            qr_rt_init(&tu.rt);
-            tab = table_const(b, name, t, xsl[0], ys, rule_table, &tu, NULL);
-            if (tab && (qr_rt_status(&tu.rt, b->e) != QR_OK || qr_match_status(&av.mt, b->e) != QR_OK)) {
-                qr_error_prefix(b->e, "affine rule for %s (%s)", a->op, a->loc);
-                return QR_ERR;
-            }
-        }
-        if (!tab)
-            return QR_ERR;
-        n->dead = 1;
-        drop_quantize(yi);
-        add_lookup(b, xi[0], tab, yi);
-        b->ig->lookups++;
-        runs_as(b, yid, "%s as a lookup table", n->op);
-        return QR_OK;
-    }
+    if (a->table || a->elem) /* one data input, through a table */
+        return lower_affine_table(b, node, xi, xsl, ndata, first);
     yo[0] = yi; /* every output's integers (Split: all on the first one's qparams) */
     int multi_ok = n->n_out == 1 || a->kind == 0;
     for (int j = 1; multi_ok && j < n->n_out; j++) {
@@ -950,65 +1120,23 @@ static qr_status lower_affine_with(builder *b, int node, qr_value **xi, const qr
         island(b, yid);
         return QR_OK;
     }
-    /* the op on the integers, inputs on the output's qparams; a float constant operand of the
-     * output's rank (Concat's padding channels) is data too: its integers on those qparams */
-    for (int j = 0; j < on->n_in; j++) {
-        const qr_value *c = on->in[j];
-        if (xi[j]) {
-            qr_value *r = requantized(b, xi[j], xsl[j], ys, yi->q);
-            if (!r)
-                return QR_ERR;
-            n->in[j] = r;
-        } else if (c && c->is_const && c->t.dtype == QR_F32 && c->t.ndim == on->out[0]->t.ndim && c->t.ndim > 0) {
-            qr_tensor ints = {.dtype = t, .ndim = c->t.ndim};
-            memcpy(ints.dims, c->t.dims, sizeof ints.dims);
-            if (qr_tensor_alloc(&ints, b->e) != QR_OK)
-                return QR_ERR;
-            for (int64_t k = 0; k < qr_tensor_numel(&c->t); k++)
-                qr_set_i64(ints.data, t, k, qr_plan_round_const(b->q, ((const float *)c->t.data)[k], (float)ys->qp.scale,
-                                                                ys->qp.zero, ys->qt.qmin, ys->qt.qmax));
-            snprintf(name, sizeof name, "%s_quantized_for_%s", c->name, yi->name);
-            n->in[j] = qr_plan_const(b->d, name, &ints);
-            qr_tensor_free(&ints);
-        }
-    }
-    if (!strcmp(n->op, "Pad")) { /* constant padding is real c: the integer round(c / s) + z */
-        int old = b->d->opset < 11; /* the value is an attribute, else the optional input 2 */
-        double c = old ? qr_attr_f(on, "value", 0.0f) : 0;
-        const qr_value *cv = old ? NULL : qr_node_input(on, 2);
-        if (cv && (!cv->is_const || qr_tensor_numel(&cv->t) != 1)) {
+    /* the op on the integers, inputs on the output's qparams */
+    if (inputs_on_output_qparams(b, on, n, xi, xsl, ys, yi) != QR_OK)
+        return QR_ERR;
+    if (!strcmp(n->op, "Pad")) {
+        int ok;
+        if (pad_value_on_integers(b, on, n, ys, yi, &ok) != QR_OK)
+            return QR_ERR;
+        if (!ok) {
             island(b, yid);
             return QR_OK;
-        }
-        if (cv)
-            c = qr_get_f64(cv->t.data, cv->t.dtype, 0);
-        int64_t iv = qr_plan_round_const(b->q, (float)c, (float)ys->qp.scale, ys->qp.zero, ys->qt.qmin, ys->qt.qmax);
-        if (old) {
-            const qr_attr *va = qr_node_attr(n, "value");
-            if (va)
-                ((qr_attr *)va)->f = (float)iv; /* n's attributes are this graph's copy */
-            else
-                qr_node_add_attr_f(b->d, n, "value", (float)iv);
-        } else {
-            if (n->n_in < 3) {
-                qr_value **in = qr_arena_alloc(&b->d->arena, sizeof *in * 3);
-                if (!in)
-                    return qr_errorf(b->e, "out of memory");
-                memcpy(in, n->in, sizeof *in * (size_t)n->n_in);
-                for (int j = n->n_in; j < 3; j++)
-                    in[j] = NULL;
-                n->in = in;
-                n->n_in = 3;
-            }
-            snprintf(name, sizeof name, "%s_pad_value", yi->name);
-            n->in[2] = scalar_const(b, name, t, iv);
         }
     }
     /* ONNX semantics, not policy: affine.qrl decides whether such a pool runs on the integers;
      * this is how counted padding (real 0) reads on them, as Pad's value above */
     if (!strcmp(n->op, "AveragePool")) {
         int ok;
-        if (pad_pool_with_zero(b, n, t, ys->qp.zero, &ok) != QR_OK)
+        if (pad_pool_with_zero(b, n, q->act_dtype, ys->qp.zero, &ok) != QR_OK)
             return QR_ERR;
         if (!ok) {
             island(b, yid);
