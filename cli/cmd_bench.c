@@ -222,78 +222,98 @@ static qr_status write_json(const char *path, const char *model, const char *rec
     return qr_atomic_commit(&a, e);
 }
 
-int cli_bench(int argc, char **argv)
-{
-    const char *model = NULL, *recipe = NULL, *json = NULL, *qdq_recipe = NULL;
+typedef struct bench_args {
+    const char *model, *recipe, *json, *qdq_recipe;
     char *calib[MAX_ARGS];
-    int ncalib = 0, calib_count = 0, batches[MAX_LIST] = {1}, threads[MAX_LIST] = {1}, nb = 1, nt = 1, profile = 0;
-    double min_time = 1.0;
+    int ncalib, calib_count, batches[MAX_LIST], threads[MAX_LIST], nb, nt, profile;
+    double min_time;
+} bench_args;
+
+static void usage(void)
+{
+    printf("usage: qrl bench MODEL.onnx [--recipe R.qrl --calib [NAME=]C.npy... [--calib-count N]]\n"
+           "                 [--batch 1,64] [--threads 1,2] [--min-time SEC] [--json FILE] [--profile]\n"
+           "                 [--qdq-recipe R.qrl]\n"
+           "Times the model as loaded (f32; a QDQ model runs its integer graph) and, with --recipe,\n"
+           "the recipe's integer graph of it, on seeded random inputs: for each batch size and\n"
+           "thread count one warm-up run, then runs until SEC seconds (default 1) have passed,\n"
+           "at least three. Prints the median and fastest ms per batch, images/s and the GMAC/s of\n"
+           "the convolutions and matrix products; --json writes the same numbers. --profile prints\n"
+           "where each configuration's timed runs spent their time, per op type and node.\n");
+}
+
+/* Fills ba from the command line: -1 to go on, else the exit status (0 after --help, 2 on a usage error). */
+static int parse_args(int argc, char **argv, bench_args *ba)
+{
+    *ba = (bench_args){.batches = {1}, .threads = {1}, .nb = 1, .nt = 1, .min_time = 1.0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: qrl bench MODEL.onnx [--recipe R.qrl --calib [NAME=]C.npy... [--calib-count N]]\n"
-                   "                 [--batch 1,64] [--threads 1,2] [--min-time SEC] [--json FILE] [--profile]\n"
-                   "                 [--qdq-recipe R.qrl]\n"
-                   "Times the model as loaded (f32; a QDQ model runs its integer graph) and, with --recipe,\n"
-                   "the recipe's integer graph of it, on seeded random inputs: for each batch size and\n"
-                   "thread count one warm-up run, then runs until SEC seconds (default 1) have passed,\n"
-                   "at least three. Prints the median and fastest ms per batch, images/s and the GMAC/s of\n"
-                   "the convolutions and matrix products; --json writes the same numbers. --profile prints\n"
-                   "where each configuration's timed runs spent their time, per op type and node.\n");
+            usage();
             return 0;
         }
         if (!strcmp(a, "--recipe")) {
             if (++i == argc)
                 return cli_usage_error("bench", "--recipe needs a file");
-            recipe = argv[i];
+            ba->recipe = argv[i];
         } else if (!strcmp(a, "--calib")) {
             if (++i == argc)
                 return cli_usage_error("bench", "--calib needs a file");
-            if (ncalib == MAX_ARGS)
+            if (ba->ncalib == MAX_ARGS)
                 return cli_usage_error("bench", "too many --calib files");
-            calib[ncalib++] = argv[i];
+            ba->calib[ba->ncalib++] = argv[i];
         } else if (!strcmp(a, "--calib-count")) {
-            if (++i == argc || !cli_parse_int(argv[i], 1, 1 << 30, &calib_count))
+            if (++i == argc || !cli_parse_int(argv[i], 1, 1 << 30, &ba->calib_count))
                 return cli_usage_error("bench", "--calib-count needs a positive number");
         } else if (!strcmp(a, "--batch")) {
-            if (++i == argc || !(nb = parse_list(argv[i], 1, 1 << 16, batches)))
+            if (++i == argc || !(ba->nb = parse_list(argv[i], 1, 1 << 16, ba->batches)))
                 return cli_usage_error("bench", "--batch needs sizes from 1 to 65536, e.g. 1,64");
         } else if (!strcmp(a, "--threads")) {
-            if (++i == argc || !(nt = parse_list(argv[i], 1, 256, threads)))
+            if (++i == argc || !(ba->nt = parse_list(argv[i], 1, 256, ba->threads)))
                 return cli_usage_error("bench", "--threads needs counts from 1 to 256, e.g. 1,2");
         } else if (!strcmp(a, "--min-time")) {
             char *end = NULL;
-            min_time = ++i < argc ? strtod(argv[i], &end) : -1;
-            if (!end || *end || !(min_time >= 0) || min_time > 3600)
+            ba->min_time = ++i < argc ? strtod(argv[i], &end) : -1;
+            if (!end || *end || !(ba->min_time >= 0) || ba->min_time > 3600)
                 return cli_usage_error("bench", "--min-time needs seconds from 0 to 3600");
         } else if (!strcmp(a, "--json")) {
             if (++i == argc || !argv[i][0])
                 return cli_usage_error("bench", "--json needs a file");
-            json = argv[i];
+            ba->json = argv[i];
         } else if (!strcmp(a, "--profile")) {
-            profile = 1;
+            ba->profile = 1;
         } else if (!strcmp(a, "--qdq-recipe")) {
             if (++i == argc)
                 return cli_usage_error("bench", "--qdq-recipe needs a recipe file");
-            qdq_recipe = argv[i];
-        } else if (a[0] == '-' || model) {
+            ba->qdq_recipe = argv[i];
+        } else if (a[0] == '-' || ba->model) {
             return cli_usage_error("bench", "unexpected argument '%s'", a);
         } else {
-            model = a;
+            ba->model = a;
         }
     }
-    if (!model)
+    if (!ba->model)
         return cli_usage_error("bench", "missing MODEL.onnx");
-    if (!recipe != !ncalib)
+    if (!ba->recipe != !ba->ncalib)
         return cli_usage_error("bench", "--recipe and --calib go together");
+    return -1;
+}
 
+int cli_bench(int argc, char **argv)
+{
+    bench_args ba;
+    int rc = parse_args(argc, argv, &ba);
+    if (rc >= 0)
+        return rc;
+    const char *model = ba.model, *recipe = ba.recipe;
+    const int nb = ba.nb, nt = ba.nt, *batches = ba.batches, *threads = ba.threads;
     cli_runnable r;
     qr_error e;
-    if (cli_load_runnable(model, qdq_recipe, &r, &e) != QR_OK)
+    if (cli_load_runnable(model, ba.qdq_recipe, &r, &e) != QR_OK)
         return cli_fail(&e);
     qrl_module *mod = NULL;
     qr_quantized *qz = NULL;
-    int rc = 1;
+    rc = 1;
     bench_row *rows = calloc((size_t)(2 * nb * nt), sizeof *rows);
     if (!rows) {
         qr_errorf(&e, "out of memory");
@@ -301,8 +321,8 @@ int cli_bench(int argc, char **argv)
         goto out;
     }
     if (recipe) {
-        qr_quant_opts qo = {.threads = threads[nt - 1], .calib_count = calib_count};
-        if ((rc = cli_quantize_in_memory(model, r.g, recipe, 0, ncalib, calib, &qo, &mod, &qz)) != 0)
+        qr_quant_opts qo = {.threads = threads[nt - 1], .calib_count = ba.calib_count};
+        if ((rc = cli_quantize_in_memory(model, r.g, recipe, 0, ba.ncalib, ba.calib, &qo, &mod, &qz)) != 0)
             goto out;
         rc = 1;
     }
@@ -316,7 +336,7 @@ int cli_bench(int argc, char **argv)
                 bench_row *row = &rows[n];
                 row->variant = v ? "int8" : loaded;
                 if (time_graph(model, v ? qz->ig->g : r.run, v ? (void *)qz->ig : r.kernel_user, batches[b], threads[t],
-                               min_time, profile, row, &e) != QR_OK) {
+                               ba.min_time, ba.profile, row, &e) != QR_OK) {
                     rc = cli_fail(&e);
                     goto out;
                 }
@@ -326,7 +346,7 @@ int cli_bench(int argc, char **argv)
                 fflush(stdout);
                 n++;
             }
-    if (json && write_json(json, model, recipe, rows, n, &e) != QR_OK) {
+    if (ba.json && write_json(ba.json, model, recipe, rows, n, &e) != QR_OK) {
         rc = cli_fail(&e);
         goto out;
     }

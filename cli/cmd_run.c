@@ -65,89 +65,152 @@ static void output_file_names(const qr_graph *g, char (*names)[256])
     }
 }
 
-int cli_run(int argc, char **argv)
-{
-    const char *model = NULL, *outdir = ".", *recipe = NULL, *qdq_recipe = NULL;
+typedef struct run_args {
+    const char *model, *outdir, *recipe, *qdq_recipe;
     char *in_spec[MAX_ARGS], *calib[MAX_ARGS];
-    int nin = 0, ncalib = 0, threads = 1, stats = 0, calib_count = 0, profile = 0;
+    int nin, ncalib, threads, stats, calib_count, profile;
+} run_args;
+
+static void usage(void)
+{
+    printf("usage: qrl run MODEL.onnx [-i [NAME=]FILE]... [-o DIR] [--threads N] [--stats] [--profile]\n"
+           "               [--qdq-recipe R.qrl]\n"
+           "               [--recipe R.qrl --calib [NAME=]C.npy... [--calib-count N]]\n"
+           "  -i, --input [NAME=]FILE  an input: .npy or ONNX TensorProto .pb; without NAME= it binds\n"
+           "                  to the next graph input in order\n"
+           "  -o, --output-dir DIR  where the outputs go (default .)\n"
+           "  --threads N     worker threads of the kernels (default 1)\n"
+           "  --calib-count N  calibrate on the first N samples only (with --recipe)\n"
+           "Each graph output is written to DIR/<name>.npy (DIR is created if missing)\n"
+           "(characters other than letters, digits, '_', '-', '.' become '_').\n"
+           "--stats also prints the run time, the memory plan (arena vs. sum of all\n"
+           "intermediate tensors) and the kernels' workspace.\n"
+           "--profile prints the time of each op type and node of the run (shape inference,\n"
+           "output allocation and kernel), with GMAC/s for convolutions and matrix products.\n"
+           "A QDQ model (QuantizeLinear/DequantizeLinear pairs) runs on integers, lowered by the\n"
+           "patterns and affine rules of stdlib/qdq.qrl, or of --qdq-recipe R.qrl.\n"
+           "With --recipe and --calib the model is quantized in memory (as `qrl eval --recipe`\n"
+           "does) and its integer graph, the recipe's own kernels and tables, runs instead.\n");
+}
+
+/* Fills a from the command line: -1 to go on, else the exit status (0 after --help, 2 on a usage error). */
+static int parse_args(int argc, char **argv, run_args *ra)
+{
+    *ra = (run_args){.outdir = ".", .threads = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: qrl run MODEL.onnx [-i [NAME=]FILE]... [-o DIR] [--threads N] [--stats] [--profile]\n"
-                   "               [--qdq-recipe R.qrl]\n"
-                   "               [--recipe R.qrl --calib [NAME=]C.npy... [--calib-count N]]\n"
-                   "  -i, --input [NAME=]FILE  an input: .npy or ONNX TensorProto .pb; without NAME= it binds\n"
-                   "                  to the next graph input in order\n"
-                   "  -o, --output-dir DIR  where the outputs go (default .)\n"
-                   "  --threads N     worker threads of the kernels (default 1)\n"
-                   "  --calib-count N  calibrate on the first N samples only (with --recipe)\n"
-                   "Each graph output is written to DIR/<name>.npy (DIR is created if missing)\n"
-                   "(characters other than letters, digits, '_', '-', '.' become '_').\n"
-                   "--stats also prints the run time and the memory plan (arena vs. sum of all\n"
-                   "intermediate tensors).\n"
-                   "--profile prints the time of each op type and node of the run (shape inference,\n"
-                   "output allocation and kernel), with GMAC/s for convolutions and matrix products.\n"
-                   "A QDQ model (QuantizeLinear/DequantizeLinear pairs) runs on integers, lowered by the\n"
-                   "patterns and affine rules of stdlib/qdq.qrl, or of --qdq-recipe R.qrl.\n"
-                   "With --recipe and --calib the model is quantized in memory (as `qrl eval --recipe`\n"
-                   "does) and its integer graph, the recipe's own kernels and tables, runs instead.\n");
+            usage();
             return 0;
         }
         if (!strcmp(a, "-i") || !strcmp(a, "--input")) {
             if (++i == argc)
                 return cli_usage_error("run", "%s needs a file", a);
-            if (nin == MAX_ARGS)
+            if (ra->nin == MAX_ARGS)
                 return cli_usage_error("run", "too many inputs");
-            in_spec[nin++] = argv[i];
+            ra->in_spec[ra->nin++] = argv[i];
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output-dir")) {
             if (++i == argc || !argv[i][0]) /* "" would write into / */
                 return cli_usage_error("run", "%s needs a directory", a);
-            outdir = argv[i];
+            ra->outdir = argv[i];
         } else if (!strcmp(a, "--threads")) {
-            if (++i == argc || !cli_parse_int(argv[i], 1, 256, &threads))
+            if (++i == argc || !cli_parse_int(argv[i], 1, 256, &ra->threads))
                 return cli_usage_error("run", "--threads needs a number from 1 to 256");
         } else if (!strcmp(a, "--recipe")) {
             if (++i == argc)
                 return cli_usage_error("run", "--recipe needs a file");
-            recipe = argv[i];
+            ra->recipe = argv[i];
         } else if (!strcmp(a, "--calib")) {
             if (++i == argc)
                 return cli_usage_error("run", "--calib needs a file");
-            if (ncalib == MAX_ARGS)
+            if (ra->ncalib == MAX_ARGS)
                 return cli_usage_error("run", "too many --calib files");
-            calib[ncalib++] = argv[i];
+            ra->calib[ra->ncalib++] = argv[i];
         } else if (!strcmp(a, "--calib-count")) {
-            if (++i == argc || !cli_parse_int(argv[i], 1, 1 << 30, &calib_count))
+            if (++i == argc || !cli_parse_int(argv[i], 1, 1 << 30, &ra->calib_count))
                 return cli_usage_error("run", "--calib-count needs a positive number");
         } else if (!strcmp(a, "--stats")) {
-            stats = 1;
+            ra->stats = 1;
         } else if (!strcmp(a, "--profile")) {
-            profile = 1;
+            ra->profile = 1;
         } else if (!strcmp(a, "--qdq-recipe")) {
             if (++i == argc)
                 return cli_usage_error("run", "--qdq-recipe needs a recipe file");
-            qdq_recipe = argv[i];
-        } else if (a[0] == '-' || model) {
+            ra->qdq_recipe = argv[i];
+        } else if (a[0] == '-' || ra->model) {
             return cli_usage_error("run", "unexpected argument '%s'", a);
         } else {
-            model = a;
+            ra->model = a;
         }
     }
-    if (!model)
+    if (!ra->model)
         return cli_usage_error("run", "missing MODEL.onnx");
-    if (!recipe != !ncalib)
+    if (!ra->recipe != !ra->ncalib)
         return cli_usage_error("run", "--recipe and --calib go together");
+    return -1;
+}
 
+/* Each output into outdir/<fnames[j]>.npy, all or nothing: after a failure the files this run
+ * created are removed (never a file that was there before). */
+static qr_status write_outputs(const char *outdir, int nout, const qr_tensor *outputs, char (*fnames)[256],
+                               qr_error *e)
+{
+    char **written = calloc((size_t)nout + 1, sizeof *written);
+    if (!written)
+        return qr_errorf(e, "out of memory");
+    int nwritten = 0;
+    qr_status st = QR_OK;
+    for (int j = 0; j < nout && st == QR_OK; j++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.npy", outdir, fnames[j]);
+        struct stat sb;
+        int existed = lstat(path, &sb) == 0;
+        if (qr_npy_write(path, &outputs[j], e) != QR_OK) {
+            for (int k = 0; k < nwritten; k++)
+                if (written[k])
+                    unlink(written[k]);
+            st = QR_ERR;
+            break;
+        }
+        written[nwritten++] = existed ? NULL : strdup(path);
+    }
+    for (int k = 0; k < nwritten; k++)
+        free(written[k]);
+    free(written);
+    return st;
+}
+
+/* --stats: the run's time and its memory plan. */
+static void print_stats(const qr_exec *x, double ms, int threads)
+{
+    qr_exec_stats st;
+    qr_exec_get_stats(x, &st);
+    printf("time: %.2f ms (plan + run + write, %d thread%s)\n", ms, threads, threads > 1 ? "s" : "");
+    if (st.dynamic)
+        printf("memory: dynamic (data-dependent shapes), peak %zu bytes live, %zu bytes in all intermediates\n",
+               st.peak_bytes, st.sum_bytes);
+    else
+        printf("memory: arena %zu bytes for %zu bytes of intermediates (%.1f%%)\n", st.arena_bytes, st.sum_bytes,
+               st.sum_bytes ? 100.0 * (double)st.arena_bytes / (double)st.sum_bytes : 0.0);
+    printf("workspace: %zu bytes of kernel scratch, kept across runs\n", st.work_bytes);
+}
+
+int cli_run(int argc, char **argv)
+{
+    run_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
     cli_runnable r;
     qr_error e;
-    if (cli_load_runnable(model, qdq_recipe, &r, &e) != QR_OK)
+    if (cli_load_runnable(a.model, a.qdq_recipe, &r, &e) != QR_OK)
         return cli_fail(&e);
     qr_graph *g = r.g;
     qrl_module *mod = NULL;
     qr_quantized *qz = NULL;
-    if (recipe) {
-        qr_quant_opts qo = {.threads = threads, .calib_count = calib_count};
-        int st = cli_quantize_in_memory(model, g, recipe, 0, ncalib, calib, &qo, &mod, &qz);
+    if (a.recipe) {
+        qr_quant_opts qo = {.threads = a.threads, .calib_count = a.calib_count};
+        int st = cli_quantize_in_memory(a.model, g, a.recipe, 0, a.ncalib, a.calib, &qo, &mod, &qz);
         if (st) {
             qr_quantized_free(qz);
             qr_module_free(mod);
@@ -157,78 +220,48 @@ int cli_run(int argc, char **argv)
     }
     /* the model as loaded (a QDQ model: its integer graph), or the recipe's integer graph of it */
     const qr_graph *rg = qz ? qz->ig->g : r.run;
-    int rc = 1, nout = rg->n_outputs;
+    int nout = rg->n_outputs;
+    rc = 1;
     qr_tensor *inputs = calloc((size_t)g->n_inputs + 1, sizeof *inputs);
     qr_tensor *outputs = calloc((size_t)nout + 1, sizeof *outputs);
-    char **written = calloc((size_t)nout + 1, sizeof *written);
     char (*fnames)[256] = calloc((size_t)nout + 1, sizeof *fnames);
     qr_exec *x = NULL;
-    int nwritten = 0;
-    if (!inputs || !outputs || !written || !fnames) {
+    if (!inputs || !outputs || !fnames) {
         fprintf(stderr, "qrl: out of memory\n");
         goto out;
     }
-    if (cli_bind_inputs(model, g, "-i", nin, in_spec, 0, inputs, &e) != QR_OK) {
+    if (cli_bind_inputs(a.model, g, "-i", a.nin, a.in_spec, 0, inputs, &e) != QR_OK) {
         rc = cli_fail(&e);
         goto out;
     }
-    qr_exec_opts opts = {.threads = threads, .kernel_user = qz ? qz->ig : r.kernel_user, .profile = profile};
+    qr_exec_opts opts = {.threads = a.threads, .kernel_user = qz ? qz->ig : r.kernel_user, .profile = a.profile};
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (qr_exec_new(rg, &opts, &x, &e) != QR_OK || qr_exec_run(x, inputs, outputs, &e) != QR_OK) {
-        qr_error_prefix(&e, "%s", model);
-        rc = cli_fail(&e);
-        goto out;
-    }
-    if (qr_make_dirs(outdir, &e) != QR_OK) {
+        qr_error_prefix(&e, "%s", a.model);
         rc = cli_fail(&e);
         goto out;
     }
     output_file_names(rg, fnames);
-    for (int j = 0; j < nout; j++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s.npy", outdir, fnames[j]);
-        struct stat sb;
-        int existed = lstat(path, &sb) == 0;
-        if (qr_npy_write(path, &outputs[j], &e) != QR_OK) {
-            /* All or nothing: remove the outputs this run created (never a file that was there before). */
-            for (int k = 0; k < nwritten; k++)
-                if (written[k])
-                    unlink(written[k]);
-            rc = cli_fail(&e);
-            goto out;
-        }
-        written[nwritten++] = existed ? NULL : strdup(path);
+    if (qr_make_dirs(a.outdir, &e) != QR_OK || write_outputs(a.outdir, nout, outputs, fnames, &e) != QR_OK) {
+        rc = cli_fail(&e);
+        goto out;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     for (int j = 0; j < nout; j++) {
         char tb[160];
-        printf("%s: %s -> %s/%s.npy\n", rg->outputs[j]->name, qr_tensor_type_str(&outputs[j], tb, sizeof tb), outdir,
-               fnames[j]);
+        printf("%s: %s -> %s/%s.npy\n", rg->outputs[j]->name, qr_tensor_type_str(&outputs[j], tb, sizeof tb),
+               a.outdir, fnames[j]);
     }
-    if (stats) {
-        qr_exec_stats st;
-        qr_exec_get_stats(x, &st);
-        double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-        printf("time: %.2f ms (plan + run + write, %d thread%s)\n", ms, threads, threads > 1 ? "s" : "");
-        if (st.dynamic)
-            printf("memory: dynamic (data-dependent shapes), peak %zu bytes live, %zu bytes in all intermediates\n",
-                   st.peak_bytes, st.sum_bytes);
-        else
-            printf("memory: arena %zu bytes for %zu bytes of intermediates (%.1f%%)\n", st.arena_bytes, st.sum_bytes,
-                   st.sum_bytes ? 100.0 * (double)st.arena_bytes / (double)st.sum_bytes : 0.0);
-        printf("workspace: %zu bytes of kernel scratch, kept across runs\n", st.work_bytes);
-    }
-    rc = profile ? cli_print_profile(stdout, rg, qr_exec_profile(x), 30) : 0;
+    if (a.stats)
+        print_stats(x, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6, a.threads);
+    rc = a.profile ? cli_print_profile(stdout, rg, qr_exec_profile(x), 30) : 0;
 out:
     qr_exec_free(x);
     for (int j = 0; inputs && j < g->n_inputs; j++)
         qr_tensor_free(&inputs[j]);
     for (int j = 0; outputs && j < nout; j++)
         qr_tensor_free(&outputs[j]);
-    for (int k = 0; k < nwritten; k++)
-        free(written[k]);
-    free(written);
     free(fnames);
     free(inputs);
     free(outputs);
