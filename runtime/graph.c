@@ -59,10 +59,8 @@ static void index_insert(qr_graph *g, qr_value *v)
 qr_graph *qr_graph_new(void)
 {
     qr_graph *g = calloc(1, sizeof *g);
-    if (!g) {
-        fprintf(stderr, "qrl: out of memory\n");
-        abort();
-    }
+    if (!g)
+        return NULL;
     qr_arena_init(&g->arena);
     g->name = "";
     g->producer = "";
@@ -389,9 +387,14 @@ void qr_graph_compact(qr_graph *g)
             g->nodes[k++] = g->nodes[i];
         }
     g->n_nodes = k;
+    /* The values no node uses go too, if there is memory to find them: without, they stay (unused, harmless). */
     char *used = calloc((size_t)g->n_values + 1, 1);
-    if (!used)
-        abort();
+    qr_value **idx = g->index_cap ? calloc((size_t)g->index_cap, sizeof *idx) : NULL;
+    if (!used || !idx) {
+        free(used);
+        free(idx);
+        return;
+    }
     for (int i = 0; i < g->n_nodes; i++) {
         qr_node *n = g->nodes[i];
         for (int j = 0; j < n->n_in; j++)
@@ -405,24 +408,22 @@ void qr_graph_compact(qr_graph *g)
         used[g->inputs[i]->id] = 1;
     for (int i = 0; i < g->n_outputs; i++)
         used[g->outputs[i]->id] = 1;
-    /* Rebuild values and the name index. */
-    qr_value **old = g->values;
+    /* Values kept in place, in order; the name index rebuilt at its size (it holds them all already). */
     int nold = g->n_values;
-    g->values = NULL;
-    g->n_values = g->cap_values = 0;
+    g->n_values = 0;
     free(g->index);
-    g->index = NULL;
-    g->index_cap = 0;
+    g->index = idx;
     for (int i = 0; i < nold; i++) {
         if (!used[i])
             continue;
-        qr_value *v = old[i];
+        qr_value *v = g->values[i];
         v->id = g->n_values;
-        index_insert(g, v);
-        g->values = grow(g->values, &g->cap_values, g->n_values + 1, sizeof *g->values);
         g->values[g->n_values++] = v;
+        size_t h = hash_str(v->name) & (size_t)(g->index_cap - 1);
+        while (idx[h])
+            h = (h + 1) & (size_t)(g->index_cap - 1);
+        idx[h] = v;
     }
-    free(old);
     free(used);
 }
 

@@ -95,6 +95,7 @@ typedef struct qr_graph {
     int index_cap;
 } qr_graph;
 
+/* An empty graph; NULL when out of memory. */
 qr_graph *qr_graph_new(void);
 void qr_graph_free(qr_graph *g);
 

@@ -637,7 +637,7 @@ qr_status qr_onnx_load_buffer(const void *data, size_t len, const char *path, qr
     if (!im.realdir)
         im.realdir = strdup(im.dir);
     im.g = qr_graph_new();
-    qr_status st = import_graph(&im, m);
+    qr_status st = im.g ? import_graph(&im, m) : qr_errorf(e, "%s: out of memory", path);
     onnx__model_proto__free_unpacked(m, &pa);
     free(im.dir);
     free(im.realdir);

@@ -123,6 +123,40 @@ Test(graph, compact_drops_dead_nodes_and_unused_values)
     qr_graph_free(g);
 }
 
+/* Compaction keeps the name index right (rebuilt in place at its size): of 500 nodes' outputs, the
+ * dead half are not found, the rest are, by their new ids, and new values still get unique names. */
+Test(graph, compact_keeps_the_name_index)
+{
+    qr_graph *g = qr_graph_new();
+    qr_value *x = tu_input(g, "x", 1, d4);
+    for (int i = 0; i < 500; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "n%d", i);
+        qr_node *n = tu_node(g, "Relu", name, 1, &x, 1);
+        n->dead = i % 2;
+        if (!n->dead)
+            tu_output(g, n->out[0]);
+    }
+    qr_graph_compact(g);
+    cr_assert_eq(g->n_nodes, 250);
+    cr_assert_eq(g->n_values, 251);
+    for (int i = 0; i < 500; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "n%d_out0", i);
+        const qr_value *v = qr_graph_find(g, name);
+        if (i % 2) {
+            cr_assert_null(v, "%s", name);
+            continue;
+        }
+        cr_assert_not_null(v, "%s", name);
+        cr_assert_eq(g->values[v->id], v, "%s", name);
+    }
+    qr_value *w = qr_graph_new_value(g, "n0_out0");
+    cr_assert_str_eq(w->name, "n0_out0_1");
+    cr_assert_eq(qr_graph_find(g, "n0_out0_1"), w);
+    qr_graph_free(g);
+}
+
 /* Every domain the nodes use is in the export's opset_import (once at most 16 were: the 17th and
  * later were left out, and the ONNX checker rejected the file): 20 nodes in 20 custom domains, each
  * of its own version, and one more node in the first of them. */
