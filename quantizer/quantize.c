@@ -248,9 +248,10 @@ static int pattern_priority(const qr_pattern *p)
 }
 
 /* Patterns (by priority), then affine rules over what is left, in graph order. */
-static qr_status plan(qr_qctx *q)
+/* The recipe's patterns, higher priority first (stable), matched over the graph: each accepted
+ * match claims its nodes and gives its values their roles (accept_match). */
+static qr_status match_patterns(qr_qctx *q)
 {
-    const qr_graph *g = q->g;
     const qrl_module *m = q->m;
     int *order = calloc((size_t)m->npatterns + 1, sizeof *order);
     if (!order)
@@ -267,95 +268,120 @@ static qr_status plan(qr_qctx *q)
         }
     qrl_rt rt;
     qr_rt_init(&rt);
-    for (int i = 0; i < m->npatterns; i++) {
+    qr_status st = QR_OK;
+    for (int i = 0; i < m->npatterns && st == QR_OK; i++) {
         const qr_pattern *p = &m->patterns[order[i]];
         if (!recipe_uses(q->r, p->name) || (p->numerics[0] && strcmp(p->numerics, q->numerics)))
             continue; /* not used, or kernels of other numerics than the recipe's */
-        if (qr_match_pattern(g, p, q->claimed, &rt, accept_match, q, q->e) < 0) {
-            free(order);
-            return QR_ERR;
-        }
+        if (qr_match_pattern(q->g, p, q->claimed, &rt, accept_match, q, q->e) < 0)
+            st = QR_ERR;
     }
     free(order);
+    return st;
+}
+
+/* Whether every data input of n (constants aside) is a quantized value, at least one; *first: the
+ * first one's slot. */
+static int data_inputs_quantized(const qr_qctx *q, const qr_node *n, int *first)
+{
+    int ok = 0;
+    *first = -1;
+    for (int j = 0; j < n->n_in; j++) {
+        const qr_value *v = n->in[j];
+        if (!v || v->is_const)
+            continue;
+        if (q->slot_of[v->id] < 0)
+            return 0;
+        if (*first < 0)
+            *first = q->slot_of[v->id];
+        ok = 1;
+    }
+    return ok;
+}
+
+/* A fixed affine rule's qparams for n, from the rule's code; *valid 0 (with a note) when they do
+ * not fit the activations' type, and n stays f32. */
+static qr_status fixed_qparams(qr_qctx *q, const qr_affine *a, const qr_node *n, qrl_qparams *fixed, int *valid)
+{
+    qrl_qtype qt = qr_qtype_of(q->act_dtype, q->act_narrow, -1);
+    qt.symmetric = q->act_sym;
+    qr_aff_view av;
+    qr_aff_view_init(&av, q->g, n);
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    a->qparams(&rt, &av.mt, &qt, &fixed->scale, &fixed->zero);
+    if (qr_rt_status(&rt, q->e) != QR_OK || qr_match_status(&av.mt, q->e) != QR_OK) {
+        qr_error_prefix(q->e, "affine rule for %s (%s), node '%s'", a->op, a->loc, n->name);
+        return QR_ERR;
+    }
+    *valid = !(fixed->zero < qt.qmin || fixed->zero > qt.qmax || !(fixed->scale > 0) || !isfinite(fixed->scale));
+    if (*valid)
+        return QR_OK;
+    return plan_note(q, "node '%s' (%s) stays f32: the affine rule at %s gives scale %g and zero point "
+                        "%lld, not valid for %s%s (%lld..%lld)",
+                     n->name, n->op, a->loc, fixed->scale, (long long)fixed->zero, qr_dtype_name(q->act_dtype),
+                     q->act_narrow ? " narrow" : "", (long long)qt.qmin, (long long)qt.qmax);
+}
+
+/* Node n under an affine rule when one applies: its outputs' slots (same as the input, fixed, or
+ * calibrated, as the rule's kind says), and the node claimed. */
+static qr_status plan_affine(qr_qctx *q, const qr_node *n)
+{
+    int first;
+    if (n->dead || q->claimed[n->id] || n->n_out < 1 || !n->out[0] || n->domain[0] ||
+        !data_inputs_quantized(q, n, &first))
+        return QR_OK;
+    char why[768];
+    qr_status st;
+    const qr_affine *a = qr_module_affine_for(q->m, q->g, n, uses_rule, q->r, why, sizeof why, q->e, &st);
+    if (st != QR_OK)
+        return QR_ERR;
+    if (!a)
+        return why[0] ? plan_note(q, "node '%s' (%s) stays f32: %s", n->name, n->op, why) : QR_OK;
+    if (a->kind == 0 && a->elem && n->n_in < a->ninputs)
+        return QR_OK;
+    qrl_qparams fixed = {1, 0};
+    int valid = 1;
+    if (a->kind == 1 && fixed_qparams(q, a, n, &fixed, &valid) != QR_OK)
+        return QR_ERR;
+    if (!valid)
+        return QR_OK;
+    int out = n->out[0]->id;
+    int s = a->kind == 0 ? add_slot(q, out, SLOT_SAME, first)
+            : a->kind == 1 ? add_slot(q, out, SLOT_FIXED, -1)
+                           : add_slot(q, out, SLOT_CALIBRATED, -1);
+    if (s < 0)
+        return qr_errorf(q->e, "out of memory");
+    if (a->kind == 1) {
+        q->slots[s].qp = fixed;
+        q->slots[s].solved = 1;
+    }
+    for (int j = 1; a->kind == 0 && !a->elem && !a->table && j < n->n_out; j++) /* Split: every output */
+        if (n->out[j] && add_slot(q, n->out[j]->id, SLOT_SAME, first) < 0)
+            return qr_errorf(q->e, "out of memory");
+    q->aff_of[n->id] = a;
+    q->node_kind[n->id] = 2;
+    q->claimed[n->id] = 1;
+    q->nodes_affine++;
+    return QR_OK;
+}
+
+/* The plan: patterns first, a calibrated slot for every activation and output they quantize, then
+ * affine rules, node by node in order, for nodes whose data inputs are all quantized by then. */
+static qr_status plan(qr_qctx *q)
+{
+    const qr_graph *g = q->g;
+    if (match_patterns(q) != QR_OK)
+        return QR_ERR;
     for (int i = 0; i < g->n_values; i++) {
         const char *rn = q->roles[i].name;
         if (rn && (!strcmp(rn, "activation") || !strcmp(rn, "output")))
             if (add_slot(q, i, SLOT_CALIBRATED, -1) < 0)
                 return qr_errorf(q->e, "out of memory");
     }
-    /* Affine rules: a node whose data inputs are all quantized activations. */
-    for (int i = 0; i < g->n_nodes; i++) {
-        const qr_node *n = g->nodes[i];
-        if (n->dead || q->claimed[n->id] || n->n_out < 1 || !n->out[0] || n->domain[0])
-            continue;
-        int ok = 0, first = -1;
-        for (int j = 0; j < n->n_in; j++) {
-            const qr_value *v = n->in[j];
-            if (!v || v->is_const)
-                continue;
-            if (q->slot_of[v->id] < 0) {
-                ok = 0;
-                break;
-            }
-            if (first < 0)
-                first = q->slot_of[v->id];
-            ok = 1;
-        }
-        if (!ok)
-            continue;
-        char why[768];
-        qr_status st;
-        const qr_affine *a = qr_module_affine_for(m, g, n, uses_rule, q->r, why, sizeof why, q->e, &st);
-        if (st != QR_OK)
+    for (int i = 0; i < g->n_nodes; i++)
+        if (plan_affine(q, g->nodes[i]) != QR_OK)
             return QR_ERR;
-        if (!a) {
-            if (why[0] && plan_note(q, "node '%s' (%s) stays f32: %s", n->name, n->op, why) != QR_OK)
-                return QR_ERR;
-            continue;
-        }
-        if (a->kind == 0 && a->elem && n->n_in < a->ninputs)
-            continue;
-        qrl_qparams fixed = {1, 0};
-        if (a->kind == 1) {
-            qrl_qtype qt = qr_qtype_of(q->act_dtype, q->act_narrow, -1);
-            qt.symmetric = q->act_sym;
-            qr_aff_view av;
-            qr_aff_view_init(&av, g, n);
-            qrl_rt rt2;
-            qr_rt_init(&rt2);
-            a->qparams(&rt2, &av.mt, &qt, &fixed.scale, &fixed.zero);
-            if (qr_rt_status(&rt2, q->e) != QR_OK || qr_match_status(&av.mt, q->e) != QR_OK) {
-                qr_error_prefix(q->e, "affine rule for %s (%s), node '%s'", a->op, a->loc, n->name);
-                return QR_ERR;
-            }
-            if (fixed.zero < qt.qmin || fixed.zero > qt.qmax || !(fixed.scale > 0) || !isfinite(fixed.scale)) {
-                if (plan_note(q, "node '%s' (%s) stays f32: the affine rule at %s gives scale %g and zero point "
-                                 "%lld, not valid for %s%s (%lld..%lld)",
-                              n->name, n->op, a->loc, fixed.scale, (long long)fixed.zero,
-                              qr_dtype_name(q->act_dtype), q->act_narrow ? " narrow" : "", (long long)qt.qmin,
-                              (long long)qt.qmax) != QR_OK)
-                    return QR_ERR;
-                continue;
-            }
-        }
-        int out = n->out[0]->id;
-        int s = a->kind == 0 ? add_slot(q, out, SLOT_SAME, first)
-                : a->kind == 1 ? add_slot(q, out, SLOT_FIXED, -1)
-                               : add_slot(q, out, SLOT_CALIBRATED, -1);
-        if (s < 0)
-            return qr_errorf(q->e, "out of memory");
-        if (a->kind == 1) {
-            q->slots[s].qp = fixed;
-            q->slots[s].solved = 1;
-        }
-        for (int j = 1; a->kind == 0 && !a->elem && !a->table && j < n->n_out; j++) /* Split: every output */
-            if (n->out[j] && add_slot(q, n->out[j]->id, SLOT_SAME, first) < 0)
-                return qr_errorf(q->e, "out of memory");
-        q->aff_of[n->id] = a;
-        q->node_kind[n->id] = 2;
-        q->claimed[n->id] = 1;
-        q->nodes_affine++;
-    }
     return QR_OK;
 }
 
