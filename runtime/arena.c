@@ -32,21 +32,17 @@ void qr_arena_free(qr_arena *a)
     a->total = 0;
 }
 
-void *qr_arena_alloc(qr_arena *a, size_t size)
+void *qr_arena_try_alloc(qr_arena *a, size_t size)
 {
     size_t need = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
-    if (need < size) {
-        fprintf(stderr, "qrl: arena allocation overflow\n");
-        abort();
-    }
+    if (need < size || need > SIZE_MAX / 2)
+        return NULL;
     qr_arena_chunk *c = a->head;
     if (!c || c->size - c->used < need) {
         size_t cap = need > ARENA_CHUNK ? need : ARENA_CHUNK;
         c = aligned_alloc(ARENA_ALIGN, (sizeof *c + cap + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1));
-        if (!c) {
-            fprintf(stderr, "qrl: out of memory (%zu bytes)\n", cap);
-            abort();
-        }
+        if (!c)
+            return NULL;
         c->size = cap;
         c->used = 0;
         /* Big one-off blocks go behind the head so the head keeps its free space. */
@@ -63,6 +59,24 @@ void *qr_arena_alloc(qr_arena *a, size_t size)
     a->total += need;
     memset(p, 0, size);
     return p;
+}
+
+void *qr_arena_alloc(qr_arena *a, size_t size)
+{
+    void *p = qr_arena_try_alloc(a, size);
+    if (!p) {
+        fprintf(stderr, "qrl: out of memory (%zu bytes)\n", size);
+        abort();
+    }
+    return p;
+}
+
+void *qr_arena_try_memdup(qr_arena *a, const void *p, size_t n)
+{
+    void *q = qr_arena_try_alloc(a, n ? n : 1);
+    if (q && n)
+        memcpy(q, p, n);
+    return q;
 }
 
 void *qr_arena_memdup(qr_arena *a, const void *p, size_t n)

@@ -129,6 +129,19 @@ qr_node *qr_graph_add_node(qr_graph *g, const char *op, const char *name, int n_
     return n;
 }
 
+qr_status qr_value_try_set_const(qr_graph *g, qr_value *v, const qr_tensor *t, qr_error *e)
+{
+    size_t n = qr_tensor_nbytes(t);
+    void *data = qr_arena_try_memdup(&g->arena, t->data, n);
+    if (!data)
+        return qr_errorf(e, "out of memory: constant '%s' needs %zu bytes", v->name, n);
+    v->t = *t;
+    v->t.data = data;
+    v->is_const = 1;
+    v->producer = NULL;
+    return QR_OK;
+}
+
 void qr_value_set_const(qr_graph *g, qr_value *v, const qr_tensor *t)
 {
     v->t = *t;
@@ -543,8 +556,12 @@ qr_graph *qr_graph_clone(const qr_graph *g)
         qr_value *w = qr_graph_new_value(c, v->name);
         w->t = v->t;
         w->t.data = NULL;
-        if (v->is_const)
-            qr_value_set_const(c, w, &v->t);
+        qr_error e;
+        if (v->is_const && qr_value_try_set_const(c, w, &v->t, &e) != QR_OK) {
+            free(map);
+            qr_graph_free(c);
+            return NULL;
+        }
         for (int d = 0; d < QR_MAX_DIMS; d++)
             w->dim_param[d] = v->dim_param[d] ? qr_arena_strdup(&c->arena, v->dim_param[d]) : NULL;
         w->is_input = v->is_input;

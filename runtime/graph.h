@@ -104,10 +104,12 @@ qr_value *qr_graph_find(const qr_graph *g, const char *name);
 qr_value *qr_graph_new_value(qr_graph *g, const char *name);
 /* Appends a node; inputs/outputs arrays are allocated and zeroed. */
 qr_node *qr_graph_add_node(qr_graph *g, const char *op, const char *name, int n_in, int n_out);
-/* Makes v a constant holding a copy of t (data copied into the arena). */
+/* Makes v a constant holding a copy of t (data copied into the arena); aborts on out-of-memory. */
 void qr_value_set_const(qr_graph *g, qr_value *v, const qr_tensor *t);
+/* The same for data whose size a model decides: an error naming v when memory runs out (v unchanged). */
+qr_status qr_value_try_set_const(qr_graph *g, qr_value *v, const qr_tensor *t, qr_error *e);
 
-/* A deep copy (values, constants, nodes, attributes) in a new arena. */
+/* A deep copy (values, constants, nodes, attributes) in a new arena; NULL when out of memory. */
 qr_graph *qr_graph_clone(const qr_graph *g);
 /* Adds attributes to a node built with qr_graph_add_node (copied into the arena). */
 void qr_node_add_attr_i(qr_graph *g, qr_node *n, const char *name, int64_t v);

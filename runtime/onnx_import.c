@@ -185,7 +185,10 @@ static qr_status add_const(importer *im, const char *name, const qr_tensor *t, c
         return qr_errorf(im->e, "%s: %s: the name '%s' is defined twice", im->path, what, name);
     if (!v)
         v = qr_graph_new_value(im->g, name);
-    qr_value_set_const(im->g, v, t);
+    if (qr_value_try_set_const(im->g, v, t, im->e) != QR_OK) {
+        qr_error_prefix(im->e, "%s: %s", im->path, what);
+        return QR_ERR;
+    }
     return QR_OK;
 }
 
@@ -307,8 +310,10 @@ static qr_status read_attr(importer *im, qr_node *n, const Onnx__AttributeProto 
         if (tensor_from_proto(im, ap->t, what, &t) != QR_OK)
             return QR_ERR;
         a->t = t;
-        a->t.data = qr_arena_memdup(ar, t.data, qr_tensor_nbytes(&t));
+        a->t.data = qr_arena_try_memdup(ar, t.data, qr_tensor_nbytes(&t));
         qr_tensor_free(&t);
+        if (!a->t.data)
+            return qr_errorf(im->e, "%s: %s: out of memory (%zu bytes)", im->path, what, qr_tensor_nbytes(&a->t));
         break;
     }
     default:

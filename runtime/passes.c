@@ -206,9 +206,8 @@ static qr_status infer_and_fold(qr_graph *g, kargs *ka, qr_error *e)
             rst = qr_tensor_alloc(&out[j], e);
         if (rst == QR_OK)
             rst = qr_op_run(&k);
-        if (rst == QR_OK)
-            for (int j = 0; j < n->n_out; j++)
-                qr_value_set_const(g, n->out[j], &out[j]);
+        for (int j = 0; j < n->n_out && rst == QR_OK; j++)
+            rst = qr_value_try_set_const(g, n->out[j], &out[j], e);
         for (int j = 0; j < n->n_out; j++)
             qr_tensor_free(&out[j]);
         if (rst != QR_OK) {

@@ -157,6 +157,24 @@ Test(graph, compact_keeps_the_name_index)
     qr_graph_free(g);
 }
 
+/* A constant whose data does not fit in memory (a model's initializer can claim any size) is an
+ * error naming it, not an abort; the value stays as it was. */
+Test(graph, constant_too_large_is_an_error)
+{
+    qr_graph *g = qr_graph_new();
+    qr_value *v = qr_graph_new_value(g, "big");
+    float one = 1;
+    qr_tensor t = {.dtype = QR_F32, .ndim = 2, .dims = {(int64_t)3 << 30, (int64_t)1 << 30}, .data = &one};
+    qr_error e;
+    cr_assert_eq(qr_value_try_set_const(g, v, &t, &e), QR_ERR);
+    cr_assert(strstr(e.msg, "out of memory: constant 'big' needs"), "%s", e.msg);
+    cr_assert(!v->is_const && !v->t.data);
+    qr_tensor s = {.dtype = QR_F32, .ndim = 1, .dims = {1}, .data = &one};
+    cr_assert_eq(qr_value_try_set_const(g, v, &s, &e), QR_OK, "%s", e.msg);
+    cr_assert(v->is_const && ((float *)v->t.data)[0] == 1);
+    qr_graph_free(g);
+}
+
 /* Every domain the nodes use is in the export's opset_import (once at most 16 were: the 17th and
  * later were left out, and the ONNX checker rejected the file): 20 nodes in 20 custom domains, each
  * of its own version, and one more node in the first of them. */
