@@ -193,124 +193,133 @@ static int heap_pop(int *h, int *n)
 /* Kahn's algorithm keyed on original order (a min-heap of ready nodes), so a
  * sorted graph keeps its order: O((nodes + edges) log nodes) whatever the
  * order nodes come in (the old repeated sweeps were quadratic on a reversed chain). */
-qr_status qr_graph_toposort(qr_graph *g, qr_error *e)
+/* The working arrays of a sort. */
+typedef struct topo {
+    qr_graph *g;
+    int n, nv;
+    int *pending;   /* per node: inputs not ready yet; later its sweep */
+    int *ready;     /* per value: 1 ready, 0 produced by a node, -1 never produced */
+    int *first;     /* readers of value v: users[first[v] .. first[v+1]) */
+    int *users;
+    int *heap;
+    qr_node **order; /* a topological order */
+} topo;
+
+/* Each value's producer, and whether it is ready before any node runs (a constant or input);
+ * an output produced twice is an error. */
+static qr_status topo_producers(topo *t, qr_error *e)
 {
-    int n = g->n_nodes, nv = g->n_values;
-    qr_status st = QR_OK;
-    size_t nedges = 0;
-    for (int i = 0; i < n; i++)
-        nedges += (size_t)g->nodes[i]->n_in;
-    int *pending = calloc((size_t)n + 1, sizeof *pending);
-    int *ready = calloc((size_t)nv + 1, sizeof *ready);
-    int *first = calloc((size_t)nv + 2, sizeof *first); /* readers of value v: users[first[v] .. first[v+1]) */
-    int *users = malloc(sizeof *users * (nedges + 1));
-    int *heap = malloc(sizeof *heap * ((size_t)n + 1));
-    qr_node **order = calloc((size_t)n + 1, sizeof *order);
-    if (!pending || !ready || !first || !users || !heap || !order) {
-        st = qr_errorf(e, "out of memory sorting %d nodes", n);
-        goto out;
-    }
-    for (int i = 0; i < nv; i++) {
+    qr_graph *g = t->g;
+    for (int i = 0; i < t->nv; i++) {
         qr_value *v = g->values[i];
-        ready[i] = v->is_const || v->is_input;
+        t->ready[i] = v->is_const || v->is_input;
         v->producer = NULL;
     }
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < t->n; i++)
         g->nodes[i]->id = i; /* the index the order below is keyed on */
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < t->n; i++)
         for (int j = 0; j < g->nodes[i]->n_out; j++)
             if (g->nodes[i]->out[j]) {
                 qr_value *o = g->nodes[i]->out[j];
-                if (o->producer || ready[o->id]) {
-                    st = qr_errorf(e, "node '%s' (%s): output '%s' is already produced elsewhere",
-                                   g->nodes[i]->name, g->nodes[i]->op, o->name);
-                    goto out;
-                }
+                if (o->producer || t->ready[o->id])
+                    return qr_errorf(e, "node '%s' (%s): output '%s' is already produced elsewhere",
+                                     g->nodes[i]->name, g->nodes[i]->op, o->name);
                 o->producer = g->nodes[i];
             }
-    for (int i = 0; i < nv; i++)
-        if (!ready[i] && !g->values[i]->producer)
-            ready[i] = -1; /* never produced */
-    /* Pending inputs per node, and each value's readers (counting sort into users[]). */
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < t->nv; i++)
+        if (!t->ready[i] && !g->values[i]->producer)
+            t->ready[i] = -1; /* never produced */
+    return QR_OK;
+}
+
+/* Pending inputs per node, and each value's readers (counting sort into users[]); an input that
+ * nothing produces is an error. */
+static qr_status topo_readers(topo *t, qr_error *e)
+{
+    qr_graph *g = t->g;
+    for (int i = 0; i < t->n; i++) {
         qr_node *nd = g->nodes[i];
         for (int j = 0; j < nd->n_in; j++) {
             qr_value *v = nd->in[j];
             if (!v)
                 continue;
-            if (ready[v->id] < 0) {
-                st = qr_errorf(e, "node '%s' (%s): input '%s' is not a graph input, initializer or node output",
-                               nd->name, nd->op, v->name);
-                goto out;
-            }
-            if (!ready[v->id]) {
-                pending[i]++;
-                first[v->id + 1]++;
+            if (t->ready[v->id] < 0)
+                return qr_errorf(e, "node '%s' (%s): input '%s' is not a graph input, initializer or node output",
+                                 nd->name, nd->op, v->name);
+            if (!t->ready[v->id]) {
+                t->pending[i]++;
+                t->first[v->id + 1]++;
             }
         }
     }
-    for (int i = 0; i < nv; i++)
-        first[i + 1] += first[i];
-    int *fill = calloc((size_t)nv + 1, sizeof *fill);
-    if (!fill) {
-        st = qr_errorf(e, "out of memory sorting %d nodes", n);
-        goto out;
-    }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < t->nv; i++)
+        t->first[i + 1] += t->first[i];
+    int *fill = calloc((size_t)t->nv + 1, sizeof *fill);
+    if (!fill)
+        return qr_errorf(e, "out of memory sorting %d nodes", t->n);
+    for (int i = 0; i < t->n; i++) {
         qr_node *nd = g->nodes[i];
         for (int j = 0; j < nd->n_in; j++)
-            if (nd->in[j] && !ready[nd->in[j]->id])
-                users[first[nd->in[j]->id] + fill[nd->in[j]->id]++] = i;
+            if (nd->in[j] && !t->ready[nd->in[j]->id])
+                t->users[t->first[nd->in[j]->id] + fill[nd->in[j]->id]++] = i;
     }
     free(fill);
+    return QR_OK;
+}
+
+/* Kahn's algorithm, the lowest index first: order[] gets every node, or a cycle is an error; every
+ * graph output must be produced. */
+static qr_status topo_order(topo *t, qr_error *e)
+{
+    qr_graph *g = t->g;
     int nh = 0, done = 0;
-    for (int i = 0; i < n; i++)
-        if (!pending[i])
-            heap_push(heap, &nh, i);
+    for (int i = 0; i < t->n; i++)
+        if (!t->pending[i])
+            heap_push(t->heap, &nh, i);
     while (nh) {
-        qr_node *nd = g->nodes[heap_pop(heap, &nh)];
-        order[done++] = nd;
+        qr_node *nd = g->nodes[heap_pop(t->heap, &nh)];
+        t->order[done++] = nd;
         for (int j = 0; j < nd->n_out; j++) {
             qr_value *o = nd->out[j];
             if (!o)
                 continue;
-            ready[o->id] = 1;
-            for (int u = first[o->id]; u < first[o->id + 1]; u++)
-                if (--pending[users[u]] == 0)
-                    heap_push(heap, &nh, users[u]);
+            t->ready[o->id] = 1;
+            for (int u = t->first[o->id]; u < t->first[o->id + 1]; u++)
+                if (--t->pending[t->users[u]] == 0)
+                    heap_push(t->heap, &nh, t->users[u]);
         }
     }
-    if (done < n) {
-        for (int i = 0; i < n; i++)
-            if (pending[i]) {
-                st = qr_errorf(e, "node '%s' (%s): the graph has a cycle through this node",
-                               g->nodes[i]->name, g->nodes[i]->op);
-                break;
-            }
-        goto out;
+    if (done < t->n) {
+        for (int i = 0; i < t->n; i++)
+            if (t->pending[i])
+                return qr_errorf(e, "node '%s' (%s): the graph has a cycle through this node", g->nodes[i]->name,
+                                 g->nodes[i]->op);
+        return QR_ERR;
     }
     for (int i = 0; i < g->n_outputs; i++)
-        if (ready[g->outputs[i]->id] <= 0) {
-            st = qr_errorf(e, "graph output '%s' is not produced by any node", g->outputs[i]->name);
-            goto out;
-        }
-    /* The order the sweeps of the original algorithm gave (and tests' golden
-     * dumps hold): sweep after sweep over the nodes in index order, each
-     * placing every node whose inputs are ready. Node i lands in sweep
-     * p(i) = max(0, p(j) for producers j < i, p(j) + 1 for producers j > i);
-     * computed in the topological order found above, then nodes are ordered by
-     * (sweep, index) with a counting sort: linear. */
-    int *sweep = pending; /* all zero again: reused */
+        if (t->ready[g->outputs[i]->id] <= 0)
+            return qr_errorf(e, "graph output '%s' is not produced by any node", g->outputs[i]->name);
+    return QR_OK;
+}
+
+/* The order the sweeps of the original algorithm gave (and tests' golden dumps hold): sweep after
+ * sweep over the nodes in index order, each placing every node whose inputs are ready. Node i lands
+ * in sweep p(i) = max(0, p(j) for producers j < i, p(j) + 1 for producers j > i); computed in the
+ * topological order found, then nodes are ordered by (sweep, index) with a counting sort: linear. */
+static qr_status topo_sweep_order(topo *t, qr_error *e)
+{
+    qr_graph *g = t->g;
+    int n = t->n;
+    int *sweep = t->pending; /* all zero again: reused */
     int *count = calloc((size_t)n + 2, sizeof *count);
     qr_node **sorted = calloc((size_t)n + 1, sizeof *sorted);
     if (!count || !sorted) {
         free(count);
         free(sorted);
-        st = qr_errorf(e, "out of memory sorting %d nodes", n);
-        goto out;
+        return qr_errorf(e, "out of memory sorting %d nodes", n);
     }
     for (int k = 0; k < n; k++) {
-        qr_node *nd = order[k];
+        qr_node *nd = t->order[k];
         int p = 0;
         for (int j = 0; j < nd->n_in; j++) {
             qr_node *pr = nd->in[j] ? nd->in[j]->producer : NULL;
@@ -333,13 +342,33 @@ qr_status qr_graph_toposort(qr_graph *g, qr_error *e)
     }
     free(count);
     free(sorted);
-out:
-    free(pending);
-    free(ready);
-    free(first);
-    free(users);
-    free(heap);
-    free(order);
+    return QR_OK;
+}
+
+qr_status qr_graph_toposort(qr_graph *g, qr_error *e)
+{
+    topo t = {.g = g, .n = g->n_nodes, .nv = g->n_values};
+    size_t nedges = 0;
+    for (int i = 0; i < t.n; i++)
+        nedges += (size_t)g->nodes[i]->n_in;
+    t.pending = calloc((size_t)t.n + 1, sizeof *t.pending);
+    t.ready = calloc((size_t)t.nv + 1, sizeof *t.ready);
+    t.first = calloc((size_t)t.nv + 2, sizeof *t.first);
+    t.users = malloc(sizeof *t.users * (nedges + 1));
+    t.heap = malloc(sizeof *t.heap * ((size_t)t.n + 1));
+    t.order = calloc((size_t)t.n + 1, sizeof *t.order);
+    qr_status st;
+    if (!t.pending || !t.ready || !t.first || !t.users || !t.heap || !t.order)
+        st = qr_errorf(e, "out of memory sorting %d nodes", t.n);
+    else if ((st = topo_producers(&t, e)) == QR_OK && (st = topo_readers(&t, e)) == QR_OK &&
+             (st = topo_order(&t, e)) == QR_OK)
+        st = topo_sweep_order(&t, e);
+    free(t.pending);
+    free(t.ready);
+    free(t.first);
+    free(t.users);
+    free(t.heap);
+    free(t.order);
     return st;
 }
 
