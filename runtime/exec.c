@@ -342,10 +342,6 @@ static qr_status node_fail(const qr_node *n, qr_error *e)
     return QR_ERR;
 }
 
-/* Shape inference over the whole graph for the given input shapes; computes
- * small shape-only results (Shape, and arithmetic on constants) now, and lays
- * out the arena by liveness. Falls back to dynamic mode when a shape depends
- * on run-time data. */
 /* Whether node n (index ni) may write output 0 over input 0. */
 static int inplace_ok(const qr_exec *x, const qr_node *n, int ni)
 {
@@ -381,7 +377,10 @@ static int find_block(const block *b, int n, size_t off)
     return -1;
 }
 
-static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
+/* The shapes of every value for these inputs, node by node, and what can be computed now (every
+ * input known, or only its shape read, and a small result) computed; x->dynamic when a shape
+ * depends on data not known before the run. */
+static qr_status plan_shapes(qr_exec *x, const qr_tensor *inputs, qr_error *e)
 {
     const qr_graph *g = x->g;
     drop_plan(x);
@@ -428,92 +427,114 @@ static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
         }
         node_io_free(n, &io);
     }
-    if (!x->dynamic) {
-        /* First-fit interval allocation over the node sequence. live[] holds the
-         * blocks alive now, sorted by offset; a block is found by binary search
-         * and released when its value's last reader ran. Values alive to the end
-         * (graph outputs) are stacked in a region of their own after the reused
-         * one, so live[] stays as small as what dies: no pass is quadratic in
-         * the number of outputs. */
-        block *live = calloc((size_t)x->nv + 1, sizeof *live);
-        int *perm = calloc((size_t)x->nv + 1, sizeof *perm);
-        if (!live || !perm) {
-            free(live);
-            free(perm);
-            return qr_errorf(e, "out of memory planning %d values", x->nv);
-        }
-        int nlive = 0, nperm = 0;
-        size_t top = 0, sum = 0, perm_top = 0;
-        for (int ni = 0; ni < x->nn; ni++) {
-            const qr_node *n = g->nodes[ni];
-            for (int j = 0; j < n->n_out; j++) {
-                qr_value *v = n->out[j];
-                if (!v || x->kind[v->id] != V_RUNTIME)
-                    continue;
-                size_t size = align_up(qr_tensor_nbytes(&x->vt[v->id])), off = 0;
-                int at = 0;
-                if (size > budget(x)) {
-                    free(live);
-                    free(perm);
-                    return over_budget(x, v, &x->vt[v->id], size, e);
-                }
-                if (j == 0 && inplace_ok(x, n, ni) && (at = find_block(live, nlive, x->offset[n->in[0]->id])) >= 0) {
-                    /* Output 0 takes over input 0's block, which dies here. */
-                    live[at].value = v->id;
-                    x->offset[v->id] = live[at].off;
-                    sum += size;
-                    continue;
-                }
-                if (x->last_use[v->id] >= x->nn) {
-                    x->offset[v->id] = perm_top; /* moved past the reused region below */
-                    perm[nperm++] = v->id;
-                    perm_top += size;
-                    sum += size;
-                } else {
-                    for (at = 0; at < nlive; at++) {
-                        if (live[at].off >= off + size)
-                            break;
-                        off = live[at].off + live[at].size;
-                    }
-                    memmove(live + at + 1, live + at, sizeof *live * (size_t)(nlive - at));
-                    live[at] = (block){off, size, v->id};
-                    nlive++;
-                    x->offset[v->id] = off;
-                    sum += size;
-                    if (off + size > top)
-                        top = off + size;
-                }
-                if (top + perm_top > budget(x) || top + perm_top < top) {
-                    /* Checked before the arena exists: the tensor that tips it over is named. */
-                    free(live);
-                    free(perm);
-                    return over_budget(x, v, &x->vt[v->id], top + perm_top, e);
-                }
-            }
-            /* Release what dies here: inputs read for the last time, outputs nobody reads. */
-            for (int j = 0; j < n->n_in + n->n_out; j++) {
-                const qr_value *v = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
-                if (!v || x->kind[v->id] != V_RUNTIME || (j < n->n_in ? x->last_use[v->id] != ni : x->last_use[v->id] > ni))
-                    continue;
-                int at = find_block(live, nlive, x->offset[v->id]);
-                if (at < 0 || live[at].value != v->id)
-                    continue; /* released already (read twice by this node), or in the end region */
-                memmove(live + at, live + at + 1, sizeof *live * (size_t)(nlive - at - 1));
-                nlive--;
-            }
-        }
-        for (int k = 0; k < nperm; k++)
-            x->offset[perm[k]] += top;
-        top += perm_top;
-        free(perm);
-        free(live);
-        x->arena_size = top;
-        x->arena = aligned_alloc(EXEC_ALIGN, align_up(top));
-        if (!x->arena)
-            return qr_errorf(e, "out of memory planning %zu bytes", top);
-        x->stats.arena_bytes = top;
-        x->stats.sum_bytes = sum;
+    return QR_OK;
+}
+
+/* Takes node ni's blocks that die there out of live[]: inputs read for the last time, outputs nobody reads. */
+static void release_dead(const qr_exec *x, const qr_node *n, int ni, block *live, int *nlive_io)
+{
+    int nlive = *nlive_io;
+    for (int j = 0; j < n->n_in + n->n_out; j++) {
+        const qr_value *v = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+        if (!v || x->kind[v->id] != V_RUNTIME || (j < n->n_in ? x->last_use[v->id] != ni : x->last_use[v->id] > ni))
+            continue;
+        int at = find_block(live, nlive, x->offset[v->id]);
+        if (at < 0 || live[at].value != v->id)
+            continue; /* released already (read twice by this node), or in the end region */
+        memmove(live + at, live + at + 1, sizeof *live * (size_t)(nlive - at - 1));
+        nlive--;
     }
+    *nlive_io = nlive;
+}
+
+/* First-fit interval allocation over the node sequence. live[] holds the
+ * blocks alive now, sorted by offset; a block is found by binary search
+ * and released when its value's last reader ran. Values alive to the end
+ * (graph outputs) are stacked in a region of their own after the reused
+ * one, so live[] stays as small as what dies: no pass is quadratic in
+ * the number of outputs. */
+static qr_status plan_memory(qr_exec *x, qr_error *e)
+{
+    const qr_graph *g = x->g;
+    block *live = calloc((size_t)x->nv + 1, sizeof *live);
+    int *perm = calloc((size_t)x->nv + 1, sizeof *perm);
+    if (!live || !perm) {
+        free(live);
+        free(perm);
+        return qr_errorf(e, "out of memory planning %d values", x->nv);
+    }
+    int nlive = 0, nperm = 0;
+    size_t top = 0, sum = 0, perm_top = 0;
+    for (int ni = 0; ni < x->nn; ni++) {
+        const qr_node *n = g->nodes[ni];
+        for (int j = 0; j < n->n_out; j++) {
+            qr_value *v = n->out[j];
+            if (!v || x->kind[v->id] != V_RUNTIME)
+                continue;
+            size_t size = align_up(qr_tensor_nbytes(&x->vt[v->id])), off = 0;
+            int at = 0;
+            if (size > budget(x)) {
+                free(live);
+                free(perm);
+                return over_budget(x, v, &x->vt[v->id], size, e);
+            }
+            if (j == 0 && inplace_ok(x, n, ni) && (at = find_block(live, nlive, x->offset[n->in[0]->id])) >= 0) {
+                /* Output 0 takes over input 0's block, which dies here. */
+                live[at].value = v->id;
+                x->offset[v->id] = live[at].off;
+                sum += size;
+                continue;
+            }
+            if (x->last_use[v->id] >= x->nn) {
+                x->offset[v->id] = perm_top; /* moved past the reused region below */
+                perm[nperm++] = v->id;
+                perm_top += size;
+                sum += size;
+            } else {
+                for (at = 0; at < nlive; at++) {
+                    if (live[at].off >= off + size)
+                        break;
+                    off = live[at].off + live[at].size;
+                }
+                memmove(live + at + 1, live + at, sizeof *live * (size_t)(nlive - at));
+                live[at] = (block){off, size, v->id};
+                nlive++;
+                x->offset[v->id] = off;
+                sum += size;
+                if (off + size > top)
+                    top = off + size;
+            }
+            if (top + perm_top > budget(x) || top + perm_top < top) {
+                /* Checked before the arena exists: the tensor that tips it over is named. */
+                free(live);
+                free(perm);
+                return over_budget(x, v, &x->vt[v->id], top + perm_top, e);
+            }
+        }
+        release_dead(x, n, ni, live, &nlive);
+    }
+    for (int k = 0; k < nperm; k++)
+        x->offset[perm[k]] += top;
+    top += perm_top;
+    free(perm);
+    free(live);
+    x->arena_size = top;
+    x->arena = aligned_alloc(EXEC_ALIGN, align_up(top));
+    if (!x->arena)
+        return qr_errorf(e, "out of memory planning %zu bytes", top);
+    x->stats.arena_bytes = top;
+    x->stats.sum_bytes = sum;
+    return QR_OK;
+}
+
+/* Shape inference over the whole graph for the given input shapes; computes
+ * small shape-only results (Shape, and arithmetic on constants) now, and lays
+ * out the arena by liveness. Falls back to dynamic mode when a shape depends
+ * on run-time data. */
+static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
+{
+    if (plan_shapes(x, inputs, e) != QR_OK || (!x->dynamic && plan_memory(x, e) != QR_OK))
+        return QR_ERR;
     x->have_plan = 1;
     return QR_OK;
 }
@@ -537,18 +558,10 @@ static void observe(qr_exec *x, const qr_node *n)
             x->opts.observer(x->opts.observer_user, n, n->out[j], &x->vt[n->out[j]->id]);
 }
 
-qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, qr_error *e)
+/* Every value's buffer for this run: constants', planned ones', the arena's (none yet when dynamic), the inputs'. */
+static void bind_values(qr_exec *x, const qr_tensor *inputs)
 {
     const qr_graph *g = x->g;
-    long spills0 = x->work.spills;
-    for (int i = 0; i < g->n_outputs; i++)
-        memset(&outputs[i], 0, sizeof outputs[i]);
-    if (check_inputs(x, inputs, e) != QR_OK)
-        return QR_ERR;
-    if (!same_input_shapes(x, inputs) && plan(x, inputs, e) != QR_OK) {
-        drop_plan(x);
-        return QR_ERR;
-    }
     for (int i = 0; i < x->nv; i++) {
         if (x->kind[i] == V_CONST)
             x->vt[i].data = g->values[i]->t.data;
@@ -561,74 +574,101 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
         qr_tensor *t = &x->vt[g->inputs[i]->id];
         *t = inputs[i];
     }
+}
+
+/* Runs node ni: its shapes, its outputs' buffers (allocated when dynamic, within the budget with
+ * *live bytes in use; zeroed otherwise), its kernel, its profile and observer. An error names the
+ * node (node_fail), except when its inputs and outputs cannot be set up. */
+static qr_status run_node(qr_exec *x, int ni, size_t *live, qr_error *e)
+{
+    const qr_node *n = x->g->nodes[ni];
+    node_io io;
+    struct timespec t0;
+    if (x->prof)
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+    qr_status st = node_io_init(x, n, &io, e);
+    if (st != QR_OK)
+        return st;
+    st = node_infer(n, &io, e);
+    if (st == QR_NEED_DATA)
+        st = qr_errorf(e, "shape inference needs data that is not available");
+    for (int j = 0; j < n->n_out && st == QR_OK; j++) {
+        if (!n->out[j] || x->dynamic) {
+            size_t need = *live + qr_tensor_nbytes(io.out[j]);
+            if (need > budget(x) || need < *live) {
+                st = over_budget(x, n->out[j] ? n->out[j] : NULL, io.out[j], need, e);
+                break;
+            }
+            st = qr_tensor_alloc(io.out[j], e);
+            if (n->out[j])
+                *live += qr_tensor_nbytes(io.out[j]);
+        } else if (!n->def->inplace) {
+            /* Kernels get zeroed outputs in both modes (the arena is reused);
+             * in-place kernels write every element and may be reading this buffer. */
+            memset(io.out[j]->data, 0, qr_tensor_nbytes(io.out[j]));
+        }
+    }
+    if (st == QR_OK)
+        st = qr_op_run(&io.k);
+    if (st == QR_OK && x->prof) {
+        struct timespec t1;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        x->prof[ni].seconds += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        x->prof[ni].runs++;
+        x->prof[ni].macs += qr_op_macs(&io.k);
+    }
+    if (st == QR_OK)
+        observe(x, n);
+    node_io_free(n, &io);
+    return st == QR_OK ? QR_OK : node_fail(n, e);
+}
+
+/* Dynamic mode: frees what dies at node ni (inputs read for the last time, outputs nobody reads). */
+static void free_dead(qr_exec *x, int ni, size_t *live)
+{
+    const qr_node *n = x->g->nodes[ni];
+    for (int j = 0; j < n->n_in; j++) {
+        qr_value *v = n->in[j];
+        if (v && x->kind[v->id] == V_RUNTIME && x->last_use[v->id] == ni && x->vt[v->id].data) {
+            *live -= qr_tensor_nbytes(&x->vt[v->id]);
+            qr_tensor_free(&x->vt[v->id]);
+        }
+    }
+    for (int j = 0; j < n->n_out; j++) {
+        qr_value *v = n->out[j];
+        if (v && x->last_use[v->id] < 0) {
+            *live -= qr_tensor_nbytes(&x->vt[v->id]);
+            qr_tensor_free(&x->vt[v->id]);
+        }
+    }
+}
+
+qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, qr_error *e)
+{
+    const qr_graph *g = x->g;
+    long spills0 = x->work.spills;
+    for (int i = 0; i < g->n_outputs; i++)
+        memset(&outputs[i], 0, sizeof outputs[i]);
+    if (check_inputs(x, inputs, e) != QR_OK)
+        return QR_ERR;
+    if (!same_input_shapes(x, inputs) && plan(x, inputs, e) != QR_OK) {
+        drop_plan(x);
+        return QR_ERR;
+    }
+    bind_values(x, inputs);
     size_t live = 0, peak = 0;
     qr_status st = QR_OK;
-    int ni = 0;
-    for (; ni < x->nn; ni++) {
-        const qr_node *n = g->nodes[ni];
+    for (int ni = 0; ni < x->nn; ni++) {
         if (x->node_done[ni]) {
-            observe(x, n);
+            observe(x, g->nodes[ni]);
             continue;
         }
-        node_io io;
-        struct timespec t0;
-        if (x->prof)
-            clock_gettime(CLOCK_MONOTONIC, &t0);
-        if ((st = node_io_init(x, n, &io, e)) != QR_OK)
+        if ((st = run_node(x, ni, &live, e)) != QR_OK)
             break;
-        st = node_infer(n, &io, e);
-        if (st == QR_NEED_DATA)
-            st = qr_errorf(e, "shape inference needs data that is not available");
-        for (int j = 0; j < n->n_out && st == QR_OK; j++) {
-            if (!n->out[j] || x->dynamic) {
-                size_t need = live + qr_tensor_nbytes(io.out[j]);
-                if (need > budget(x) || need < live) {
-                    st = over_budget(x, n->out[j] ? n->out[j] : NULL, io.out[j], need, e);
-                    break;
-                }
-                st = qr_tensor_alloc(io.out[j], e);
-                if (n->out[j])
-                    live += qr_tensor_nbytes(io.out[j]);
-            } else if (!n->def->inplace) {
-                /* Kernels get zeroed outputs in both modes (the arena is reused);
-                 * in-place kernels write every element and may be reading this buffer. */
-                memset(io.out[j]->data, 0, qr_tensor_nbytes(io.out[j]));
-            }
-        }
-        if (st == QR_OK)
-            st = qr_op_run(&io.k);
-        if (st == QR_OK && x->prof) {
-            struct timespec t1;
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            x->prof[ni].seconds += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-            x->prof[ni].runs++;
-            x->prof[ni].macs += qr_op_macs(&io.k);
-        }
-        if (st == QR_OK)
-            observe(x, n);
-        node_io_free(n, &io);
-        if (st != QR_OK) {
-            node_fail(n, e);
-            break;
-        }
         if (live > peak)
             peak = live;
-        if (x->dynamic) {
-            for (int j = 0; j < n->n_in; j++) {
-                qr_value *v = n->in[j];
-                if (v && x->kind[v->id] == V_RUNTIME && x->last_use[v->id] == ni && x->vt[v->id].data) {
-                    live -= qr_tensor_nbytes(&x->vt[v->id]);
-                    qr_tensor_free(&x->vt[v->id]);
-                }
-            }
-            for (int j = 0; j < n->n_out; j++) {
-                qr_value *v = n->out[j];
-                if (v && x->last_use[v->id] < 0) {
-                    live -= qr_tensor_nbytes(&x->vt[v->id]);
-                    qr_tensor_free(&x->vt[v->id]);
-                }
-            }
-        }
+        if (x->dynamic)
+            free_dead(x, ni, &live);
     }
     for (int i = 0; i < g->n_outputs && st == QR_OK; i++) {
         const qr_tensor *t = &x->vt[g->outputs[i]->id];
