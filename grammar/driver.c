@@ -164,7 +164,8 @@ static int starts_expression(ql_tok t)
     switch (t) {
     case QL_TOK_IDENT: case QL_TOK_INT: case QL_TOK_FLOAT: case QL_TOK_STRING: case QL_TOK_LP:
     case QL_TOK_MINUS: case QL_TOK_TILDE: case QL_TOK_NOT: case QL_TOK_TRUE: case QL_TOK_FALSE:
-    case QL_TOK_SAT: case QL_TOK_CONST: case QL_TOK_BOOL: case QL_TOK_I8: case QL_TOK_U8: case QL_TOK_I16: case QL_TOK_U16:
+    case QL_TOK_SAT: case QL_TOK_CONST: case QL_TOK_QPARAMS: case QL_TOK_BOOL: case QL_TOK_I8: case QL_TOK_U8:
+    case QL_TOK_I16: case QL_TOK_U16:
     case QL_TOK_I32: case QL_TOK_I64: case QL_TOK_F32: case QL_TOK_F64:
         return 1;
     default:
