@@ -1,0 +1,975 @@
+/* The checker's items (see check.c): fns and kernels, calibrators, patterns
+ * (roles, lowerings and their kernel's convention), affine rules, recipes
+ * (their settings) and module consts; and the generics: a call's type
+ * arguments, unified or written out, and the instances made from them. */
+#include "check_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "generic.h"
+#include "qrl.h" /* qrl_op_known: the runtime's op table */
+
+/* ------------------------------------------------------------- items */
+
+static void params(ctx *c, ql_node *ps, int scalars_only, const char *owner)
+{
+    char a[64];
+    if (ps && ps->nkids > QC_MAX_PARAMS)
+        chk_err(c, ps->kids[QC_MAX_PARAMS], "%s takes at most %d parameters", owner, QC_MAX_PARAMS);
+    for (int i = 0; ps && i < ps->nkids; i++) {
+        ql_node *p = ps->kids[i];
+        where w = c->w;
+        c->w = W_CONST;
+        const qc_type *t = p->type ? p->type : chk_type(c, p->a); /* fn signatures are checked first */
+        c->w = w;
+        if (scalars_only && !qc_is_scalar(t) && t->k != QC_ERROR) {
+            chk_err(c, p->a, "a parameter of %s is a number or a bool, not %s", owner, TN(t, a));
+            t = &qc_error;
+        }
+        if (p->b) {
+            w = c->w;
+            c->w = W_CONST;
+            chk_convert(c, p->b, chk_expr(c, p->b, t), t, "the default value");
+            c->w = w;
+        }
+        p->type = t;
+        qc_sym *s = chk_declare(c, p->name, QC_SYM_PARAM, t, p);
+        s->index = i;
+        p->sym = s;
+    }
+}
+
+void chk_function(ctx *c, qc_sym *s)
+{
+    ql_node *n = s->decl;
+    scope sc;
+    chk_push_scope(c, &sc);
+    c->w = s->kind == QC_SYM_KERNEL ? W_KERNEL : W_FN;
+    c->fn = s;
+    c->nlocals = 0;
+    params(c, n->a, 0, "a function");
+    c->ret = n->b ? n->b->type : &qc_void;
+    if (s->kind == QC_SYM_KERNEL && n->b)
+        chk_err(c, n->b, "a kernel returns nothing: it writes its output arrays or tensors");
+    int returns = chk_block(c, n->c);
+    if (!returns && c->ret->k != QC_VOID && c->ret->k != QC_ERROR) {
+        ql_span end = n->c->span;
+        end.start = end.end > 0 ? end.end - 1 : 0;
+        ql_error(c->d, end, "missing return at the end of '%s' (it returns %s)", s->name,
+                 qc_type_name(c->ret, (char[64]){0}, 64));
+    }
+    c->fn = NULL;
+    c->ret = NULL;
+    chk_pop_scope(c);
+}
+
+void chk_calibrator(ctx *c, qc_sym *s)
+{
+    char a[64];
+    ql_node *n = s->decl;
+    scope sc;
+    chk_push_scope(c, &sc);
+    c->cal = n;
+    c->w = W_CONST;
+    params(c, n->a, 1, "a calibrator");
+    ql_node *seen[4] = {0}; /* observe, merge, solve */
+    /* State first: the bodies may use any field. */
+    for (int i = 0; i < n->nkids; i++) {
+        ql_node *k = n->kids[i];
+        if (k->kind != QL_STATE)
+            continue;
+        c->w = W_CONST;
+        const qc_type *t = chk_type(c, k->a);
+        if (t->k == QC_TENSOR || t->k == QC_QTYPE || t->k == QC_QPARAMS) {
+            chk_err(c, k->a, "state is numbers, bools, sized arrays or histograms, not %s", TN(t, a));
+            t = &qc_error;
+        }
+        if (t->k == QC_ARRAY && !k->a->b) {
+            chk_err(c, k->a, "a state array needs a size: %s[N]", TN(t->elem, a));
+        }
+        if (k->b) {
+            if (t->k == QC_HIST || t->k == QC_ARRAY)
+                chk_err(c, k->b, "%s state starts empty (zero); it takes no initial value", TN(t, a));
+            else
+                chk_convert(c, k->b, chk_expr(c, k->b, t), t, "the initial value");
+        }
+        qc_sym *st = chk_declare(c, k->name, QC_SYM_STATE, t, k);
+        st->mutable_ = 1;
+        k->sym = st;
+    }
+    qc_type *state_t = ql_alloc(c->ar, sizeof *state_t);
+    state_t->k = QC_STATE;
+    state_t->decl = n;
+    for (int i = 0; i < n->nkids; i++) {
+        ql_node *k = n->kids[i];
+        int slot = k->kind == QL_OBSERVE ? 0 : k->kind == QL_MERGE ? 1 : k->kind == QL_SOLVE ? 2 : -1;
+        if (slot < 0)
+            continue;
+        if (seen[slot]) {
+            chk_err(c, k, "calibrator '%s' has two %s blocks", s->name, slot == 0 ? "observe" : slot == 1 ? "merge" : "solve");
+            continue;
+        }
+        seen[slot] = k;
+        scope fs;
+        chk_push_scope(c, &fs);
+        c->nlocals = 0;
+        c->fn = NULL;
+        if (slot == 0) {
+            c->w = W_CONST;
+            params(c, k->a, 0, "observe");
+            c->w = W_OBSERVE;
+            if (!k->a || k->a->nkids != 1 || !k->a->kids[0]->type || k->a->kids[0]->type->k != QC_TENSOR)
+                chk_err(c, k, "observe takes one tensor: observe(x: tensor<f32>)");
+            c->ret = &qc_void;
+        } else if (slot == 1) {
+            c->w = W_MERGE;
+            qc_sym *o = chk_declare(c, k->name, QC_SYM_OTHER, state_t, k);
+            k->sym = o;
+            c->ret = &qc_void;
+        } else {
+            c->w = W_CONST;
+            params(c, k->a, 0, "solve");
+            c->w = W_SOLVE;
+            if (!k->a || k->a->nkids != 1 || !k->a->kids[0]->type || k->a->kids[0]->type->k != QC_QTYPE)
+                chk_err(c, k, "solve takes the target type: solve(t: qtype) -> qparams");
+            const qc_type *rt = chk_type(c, k->b);
+            if (rt->k != QC_QPARAMS && rt->k != QC_ERROR)
+                chk_err(c, k->b, "solve returns qparams, not %s", TN(rt, a));
+            c->ret = &qc_qparams;
+        }
+        int returns = chk_block(c, k->c);
+        if (slot == 2 && !returns) {
+            ql_span end = k->c->span;
+            end.start = end.end > 0 ? end.end - 1 : 0;
+            ql_error(c->d, end, "missing return at the end of solve (it returns qparams)");
+        }
+        chk_pop_scope(c);
+    }
+    if (!seen[0])
+        chk_err_decl(c, n, "calibrator '%s' has no observe block", s->name);
+    if (!seen[1])
+        chk_err_decl(c, n, "calibrator '%s' has no merge block: its state could not be combined across threads", s->name);
+    if (!seen[2])
+        chk_err_decl(c, n, "calibrator '%s' has no solve block", s->name);
+    c->cal = NULL;
+    c->ret = NULL;
+    chk_pop_scope(c);
+}
+
+static const char *op_hint(const char *op)
+{
+    const char *cands[512];
+    int n = qrl_op_count();
+    if (n > 512)
+        n = 512;
+    for (int i = 0; i < n; i++)
+        cands[i] = qrl_op_name(i);
+    return ql_suggest(op, cands, n);
+}
+
+static void check_op_name(ctx *c, ql_node *at, const char *op)
+{
+    if (qrl_op_known(op))
+        return;
+    const char *hint = op_hint(op);
+    if (hint)
+        chk_err(c, at, "unknown ONNX op '%s'; did you mean '%s'?", op, hint);
+    else
+        chk_err(c, at, "unknown ONNX op '%s'", op);
+}
+
+static qc_sym *value_sym(ctx *c, ql_node *at, const char *name)
+{
+    if (!strcmp(name, "_"))
+        return NULL;
+    qc_sym *s = chk_scope_find(c->sc, name);
+    if (!s) {
+        s = chk_new_sym(c, name, QC_SYM_VALUE, &qc_value, at);
+        s->index = c->sc->n; /* the pattern's value table: in order of first appearance */
+        if (s->index == QRL_PATTERN_MAX_VALUES) /* the matcher's table (runtime/match.h) */
+            chk_err(c, at, "'%s' is value %d of this pattern; a pattern names at most %d values", name, s->index + 1,
+                QRL_PATTERN_MAX_VALUES);
+        chk_scope_add(c, s);
+    }
+    return s;
+}
+
+static void role(ctx *c, ql_node *r)
+{
+    ql_node *e = r->a;
+    const char *fname = e->kind == QL_NAME ? e->name : e->kind == QL_CALL && e->a->kind == QL_NAME ? e->a->name : NULL;
+    static const char *const roles[] = {"activation", "output", "weight", "bias"};
+    int known = 0;
+    for (size_t i = 0; fname && i < sizeof roles / sizeof roles[0]; i++)
+        known |= !strcmp(fname, roles[i]);
+    if (!known) {
+        const char *hint = fname ? ql_suggest(fname, roles, 4) : NULL;
+        if (hint)
+            chk_err(c, e, "unknown role '%s'; did you mean '%s'?", fname, hint);
+        else
+            chk_err(c, e, "a role is activation, output, weight, weight(axis = N) or bias(x, w)");
+        return;
+    }
+    e->type = &qc_role;
+    if (e->kind == QL_NAME) {
+        if (!strcmp(fname, "bias"))
+            chk_err(c, e, "bias needs arguments: bias(x, w)");
+        return;
+    }
+    if (!strcmp(fname, "weight")) {
+        for (int i = 0; i < e->nkids; i++) {
+            const char *an;
+            ql_node *v = chk_arg_expr(e->kids[i], &an);
+            if (!an || strcmp(an, "axis")) {
+                chk_err(c, e->kids[i], "weight takes one named argument, axis = N");
+                continue;
+            }
+            chk_convert(c, v, chk_expr(c, v, &qc_i64), &qc_i64, "the axis");
+        }
+    } else if (!strcmp(fname, "bias")) {
+        int want = 2;
+        if (!chk_expect_args(c, e, fname, want, want))
+            return;
+        for (int i = 0; i < want; i++) {
+            const qc_type *t = chk_expr(c, e->kids[i], NULL);
+            if (t->k != QC_VALUE && t->k != QC_ERROR)
+                chk_err(c, e->kids[i], "%s takes values of the pattern", fname);
+        }
+    } else {
+        chk_err(c, e, "%s takes no arguments", fname);
+    }
+}
+
+/* The role expression a pattern's quantize clause gives value `name`, or NULL. */
+static const ql_node *role_of(const ql_node *pat, const char *name)
+{
+    for (int i = 0; i < pat->nkids; i++)
+        if (pat->kids[i]->kind == QL_QUANTIZE)
+            for (int r = 0; r < pat->kids[i]->nkids; r++)
+                if (!strcmp(pat->kids[i]->kids[r]->name, name))
+                    return pat->kids[i]->kids[r]->a;
+    return NULL;
+}
+
+static const char *role_name(const ql_node *re)
+{
+    return re->kind == QL_NAME ? re->name : re->kind == QL_CALL && re->a->kind == QL_NAME ? re->a->name : "";
+}
+
+/* The lowering calling convention: `lower y = K(a, ...)` calls kernel K with,
+ * for each value argument, its integer tensor, scale and zero point when the
+ * pattern quantizes it (arrays of them for per-channel weights; a bias is its
+ * i32 tensor alone), or its f32 tensor when it stays float; other arguments
+ * as they are; and last the output y as tensor, scale and zero point. */
+static void lower_convention(ctx *c, const ql_node *pat, ql_node *lower)
+{
+    char a[64], b[64];
+    ql_node *cl = lower->a;
+    const qc_sym *ks = cl->a->sym;
+    const ql_node *kp = ks->decl->a;
+    int np = kp ? kp->nkids : 0, p = 0;
+    /* expected[i]: the type parameter i must have; NULL = any scalar (a constant argument) */
+    const qc_type *want[128];
+    const char *why[128];
+    char whybuf[128][96]; /* the texts why[] points to; per call, so concurrent checks do not share them */
+    int nw = 0;
+    for (int j = 0; j < cl->nkids; j++) {
+        const char *an;
+        chk_expr(c, chk_arg_expr(cl->kids[j], &an), NULL);
+    }
+    for (int j = 0; j <= cl->nkids && nw < 120; j++) {
+        const ql_node *e;
+        const char *vname;
+        if (j < cl->nkids) {
+            const char *an;
+            e = chk_arg_expr(cl->kids[j], &an);
+            if (an) {
+                chk_err(c, cl->kids[j], "lower passes arguments by position");
+                return;
+            }
+            vname = e->kind == QL_NAME && e->sym && ((qc_sym *)e->sym)->kind == QC_SYM_VALUE ? e->name : NULL;
+            if (!vname) {
+                want[nw] = e->type;
+                why[nw++] = "a constant argument";
+                continue;
+            }
+        } else {
+            e = lower;
+            vname = lower->name;
+        }
+        const ql_node *re = role_of(pat, vname);
+        const char *rn = re ? role_name(re) : NULL;
+        if (!re) {
+            if (j == cl->nkids) {
+                chk_err(c, lower, "the lowered output '%s' needs a role in quantize (activation or output)", vname);
+                return;
+            }
+            want[nw] = qc_tensor_of(c->ar, &qc_f32);
+            snprintf(whybuf[nw], sizeof whybuf[nw], "'%s' is not quantized: it arrives as its f32 tensor", vname);
+            why[nw] = whybuf[nw];
+            nw++;
+            continue;
+        }
+        if (!strcmp(rn, "bias")) {
+            want[nw] = qc_tensor_of(c->ar, &qc_i32);
+            snprintf(whybuf[nw], sizeof whybuf[nw], "'%s' is a bias: its i32 tensor", vname);
+            why[nw] = whybuf[nw];
+            nw++;
+            continue;
+        }
+        int per_channel = !strcmp(rn, "weight") && re->kind == QL_CALL;
+        const qc_type *three[3] = {NULL, per_channel ? qc_array_of(c->ar, &qc_f32, -1) : &qc_f32,
+                                   per_channel ? qc_array_of(c->ar, &qc_i32, -1) : &qc_i32};
+        static const char *const what[3] = {"integer tensor", "scale", "zero point"};
+        for (int k = 0; k < 3; k++) {
+            want[nw] = three[k]; /* NULL for the tensor: any integer tensor */
+            snprintf(whybuf[nw], sizeof whybuf[nw], "the %s of '%s' (%s%s)", what[k], vname, rn,
+                     per_channel ? ", per channel" : "");
+            why[nw] = whybuf[nw];
+            nw++;
+        }
+    }
+    /* A first parameter `acc: tensor<i32>` receives the int32 accumulator the
+     * runtime computes for the matched node (an epilogue kernel). */
+    int skip = np > 0 && !strcmp(kp->kids[0]->name, "acc") && kp->kids[0]->type &&
+               qc_type_eq(kp->kids[0]->type, qc_tensor_of(c->ar, &qc_i32));
+    if (np - skip != nw) {
+        chk_err(c, cl, "kernel '%s' takes %d parameters but this lowering passes %d (quantized values pass tensor, "
+                   "scale and zero point; see the lowering convention in docs/language.md)",
+            ks->generic ? ks->generic->name : ks->name, np - skip, nw);
+        return;
+    }
+    for (p = 0; p < nw; p++) {
+        const ql_node *kpar = kp->kids[p + skip];
+        const qc_type *pt = kpar->type ? kpar->type : &qc_error;
+        int ok;
+        if (!want[p]) /* the integer tensor of a quantized value */
+            ok = pt->k == QC_TENSOR && qc_is_int(pt->elem);
+        else if (want[p]->k == QC_TENSOR || want[p]->k == QC_ARRAY)
+            ok = qc_type_eq(pt, want[p]);
+        else
+            ok = qc_widens(want[p], pt);
+        if (!ok && pt->k != QC_ERROR)
+            chk_err(c, kpar, "parameter '%s' of kernel '%s' is %s, but pattern '%s' passes %s here (%s)",
+                kpar->name, ks->generic ? ks->generic->name : ks->name, qc_type_name(pt, a, sizeof a), pat->name,
+                want[p] ? qc_type_name(want[p], b, sizeof b) : "an integer tensor", why[p]);
+    }
+}
+
+/* `lower y = k(...)` with k generic: one lowering per instance of k, in
+ * order, so the runtime runs the one whose types the recipe chose. A copy
+ * keeps its source lowering in d, to report its errors once. */
+static void expand_lowers(ctx *c, ql_node *n)
+{
+    ql_node *list = ql_node_new(c->ar, QL_PATTERN, n->span);
+    int any = 0;
+    for (int i = 0; i < n->nkids; i++) {
+        ql_node *k = n->kids[i];
+        qc_sym *g = k->kind == QL_LOWER && k->a->kind == QL_CALL && k->a->a->kind == QL_NAME
+                        ? chk_lookup(c, k->a->a, k->a->a->name, 0)
+                        : NULL;
+        if (g && g->kind == QC_SYM_GENERIC && k->a->a->d) { /* lower y = k<i8>(...): that instance alone */
+            qc_sym *inst = chk_explicit_instance(c, k->a->a, g);
+            if (inst) {
+                k->a->a->name = inst->name;
+                k->a->a->d = NULL;
+            }
+            ql_node_add(c->ar, list, k);
+            continue;
+        }
+        if (!g || g->kind != QC_SYM_GENERIC || !g->ninstances) {
+            ql_node_add(c->ar, list, k);
+            continue;
+        }
+        any = 1;
+        for (int j = 0; j < g->ninstances; j++) {
+            ql_node *cl = qc_clone(c->ar, k);
+            cl->a->a->name = g->instances[j]->name;
+            cl->d = k;
+            ql_node_add(c->ar, list, cl);
+        }
+    }
+    if (any) {
+        n->kids = list->kids;
+        n->nkids = list->nkids;
+        n->capkids = list->capkids;
+    }
+}
+
+void chk_pattern(ctx *c, qc_sym *s)
+{
+    ql_node *n = s->decl;
+    expand_lowers(c, n);
+    scope sc;
+    chk_push_scope(c, &sc);
+    c->w = W_PATTERN;
+    ql_node *match = NULL, *lower = NULL;
+    for (int i = 0; i < n->nkids; i++) {
+        ql_node *k = n->kids[i];
+        if (k->kind != QL_MATCH)
+            continue;
+        if (match) {
+            chk_err(c, k, "pattern '%s' has two match clauses; list several nodes in one: match { ... }", s->name);
+            continue;
+        }
+        match = k;
+        /* the matcher's limits (runtime/match.h) */
+        if (k->nkids > QRL_PATTERN_MAX_NODES)
+            chk_err(c, k->kids[QRL_PATTERN_MAX_NODES], "pattern '%s' lists %d nodes; a pattern matches at most %d",
+                s->name, k->nkids, QRL_PATTERN_MAX_NODES);
+        for (int b = 0, forms = 0; b < k->nkids; b++)
+            for (int alt = 0; alt < k->kids[b]->nkids; alt++)
+                if (++forms == QRL_PATTERN_MAX_FORMS + 1)
+                    chk_err(c, k->kids[b]->kids[alt], "pattern '%s' lists more than %d op forms (alternatives count)",
+                        s->name, QRL_PATTERN_MAX_FORMS);
+        /* Outputs first, so later nodes may consume earlier ones. */
+        for (int b = 0; b < k->nkids; b++) {
+            ql_node *bind = k->kids[b];
+            qc_sym *old = chk_scope_find(c->sc, bind->name);
+            if (old && old->decl && old->decl->kind == QL_BIND) {
+                chk_err(c, bind, "'%s' is produced twice in this pattern", bind->name);
+                continue;
+            }
+            qc_sym *v = value_sym(c, bind, bind->name);
+            if (v) {
+                v->decl = bind;
+                bind->sym = v;
+            }
+        }
+        for (int b = 0; b < k->nkids; b++) {
+            ql_node *bind = k->kids[b];
+            for (int alt = 0; alt < bind->nkids; alt++) {
+                ql_node *op = bind->kids[alt];
+                check_op_name(c, op, op->name);
+                if (op->nkids > QRL_PATTERN_MAX_INPUTS)
+                    chk_err(c, op->kids[QRL_PATTERN_MAX_INPUTS], "%s lists %d inputs; a pattern's node lists at most %d",
+                        op->name, op->nkids, QRL_PATTERN_MAX_INPUTS);
+                for (int j = 0; j < op->nkids; j++) {
+                    ql_node *arg = op->kids[j];
+                    if (!strcmp(arg->name, bind->name))
+                        chk_err(c, arg, "'%s' cannot be an input of the node that produces it", arg->name);
+                    arg->sym = value_sym(c, arg, arg->name);
+                }
+            }
+        }
+        for (int b = 0; b < k->nkids; b++)
+            if (k->kids[b]->a)
+                chk_convert(c, k->kids[b]->a, chk_expr(c, k->kids[b]->a, &qc_bool), &qc_bool, "a where clause");
+    }
+    if (!match)
+        chk_err_decl(c, n, "pattern '%s' has no match clause", s->name);
+    for (int i = 0; i < n->nkids; i++) {
+        ql_node *k = n->kids[i];
+        if (k->kind == QL_WHERE) {
+            chk_convert(c, k->a, chk_expr(c, k->a, &qc_bool), &qc_bool, "a where clause");
+        } else if (k->kind == QL_SETTING) { /* numerics onnx | tflite | pytorch; priority N */
+            static const char *const modes[] = {"onnx", "tflite", "pytorch"};
+            int ok = 0, numerics = !strcmp(k->name, "numerics"), priority = !strcmp(k->name, "priority");
+            for (int j = 0; numerics && k->a->kind == QL_NAME && j < 3; j++)
+                ok |= !strcmp(k->a->name, modes[j]);
+            if (!numerics && !priority)
+                chk_err(c, k, "a pattern has match, where, quantize, lower, numerics and priority clauses, not '%s'",
+                    k->name);
+            else if (numerics && !ok)
+                chk_err(c, k->a, "numerics is onnx, tflite or pytorch");
+            else if (priority && (k->a->kind != QL_INT || k->a->ival > 1000))
+                chk_err(c, k->a, "priority is a whole number from 0 to 1000");
+            for (int j = 0; j < i; j++)
+                if (n->kids[j]->kind == QL_SETTING && !strcmp(n->kids[j]->name, k->name))
+                    chk_err(c, k, "pattern '%s' states its %s twice", s->name, k->name);
+        } else if (k->kind == QL_QUANTIZE) {
+            for (int r = 0; r < k->nkids; r++) {
+                ql_node *rn = k->kids[r];
+                qc_sym *v = chk_scope_find(c->sc, rn->name);
+                if (!v) {
+                    chk_err(c, rn, "'%s' is not a value of this pattern", rn->name);
+                    continue;
+                }
+                for (int q = 0; q < r; q++)
+                    if (!strcmp(k->kids[q]->name, rn->name))
+                        chk_err(c, rn, "'%s' is given two roles", rn->name);
+                rn->sym = v;
+                role(c, rn);
+            }
+        } else if (k->kind == QL_LOWER) {
+            if (lower && strcmp(lower->name, k->name)) {
+                chk_err(c, k, "every lower clause of pattern '%s' computes the same value ('%s', not '%s')", s->name,
+                    lower->name, k->name);
+                continue;
+            }
+            if (!lower)
+                lower = k;
+            qc_sym *v = chk_scope_find(c->sc, k->name);
+            if (!v)
+                chk_err(c, k, "'%s' is not a value of this pattern", k->name);
+            ql_node *cl = k->a;
+            if (cl->kind != QL_CALL || cl->a->kind != QL_NAME) {
+                chk_err(c, cl, "lower runs a kernel: lower y = kernel(args)");
+                continue;
+            }
+            qc_sym *ks = chk_lookup(c, cl->a, cl->a->name, 1);
+            if (!ks)
+                continue;
+            if (ks->kind == QC_SYM_GENERIC && cl->a->d)
+                continue; /* its type arguments were reported */
+            if (ks->kind != QC_SYM_KERNEL) {
+                chk_err(c, cl->a, "'%s' is not a kernel", cl->a->name);
+                continue;
+            }
+            cl->a->sym = ks;
+        }
+    }
+    const ql_node *failed = NULL; /* a generic's lowering with errors: its other instances stay quiet */
+    for (int i = 0; i < n->nkids; i++) /* each lowering follows the convention */
+        if (n->kids[i]->kind == QL_LOWER && n->kids[i]->a->kind == QL_CALL && n->kids[i]->a->a->sym) {
+            int mark = c->d->n, errors = c->d->errors;
+            lower_convention(c, n, n->kids[i]);
+            if (n->kids[i]->d && n->kids[i]->d == failed)
+                ql_diags_truncate(c->d, mark);
+            else if (n->kids[i]->d && c->d->errors > errors)
+                failed = n->kids[i]->d;
+        }
+    if (match && !lower)
+        chk_err_decl(c, n, "pattern '%s' has no lower clause (which kernel runs it)", s->name);
+    chk_pop_scope(c);
+}
+
+void chk_affine(ctx *c, qc_sym *s)
+{
+    ql_node *n = s->decl;
+    scope sc;
+    chk_push_scope(c, &sc);
+    if (!qrl_op_known(n->name)) {
+        const char *hint = op_hint(n->name);
+        if (hint)
+            chk_err_decl(c, n, "unknown ONNX op '%s'; did you mean '%s'?", n->name, hint);
+        else
+            chk_err_decl(c, n, "unknown ONNX op '%s'", n->name);
+    }
+    if (n->nkids > QRL_AFFINE_MAX_INPUTS) /* the runtime's view of the node (qr_aff_view) */
+        chk_err(c, n->kids[QRL_AFFINE_MAX_INPUTS], "affine %s names %d inputs; an affine rule names at most %d", n->name,
+            n->nkids, QRL_AFFINE_MAX_INPUTS);
+    for (int i = 0; i < n->nkids; i++) {
+        ql_node *arg = n->kids[i];
+        qc_sym *in = chk_declare(c, arg->name, QC_SYM_AFF_IN, &qc_i32, arg);
+        in->index = i;
+        arg->sym = in;
+    }
+    if (n->b) { /* where: over the node's attributes and shapes */
+        c->w = W_AFF_PRED;
+        chk_convert(c, n->b, chk_expr(c, n->b, &qc_bool), &qc_bool, "a where clause");
+    }
+    ql_node *res = n->a;
+    if (res->kind == QL_AFF_FIXED && !res->b) { /* fixed(t => qparams for the recipe's type t) */
+        scope fs;
+        chk_push_scope(c, &fs);
+        qc_sym *t = chk_declare(c, res->name, QC_SYM_TABLE_VAR, &qc_qtype, res);
+        res->sym = t;
+        c->w = W_FIXED;
+        const qc_type *qt = chk_expr(c, res->a, NULL);
+        if (qt->k != QC_QPARAMS && qt->k != QC_ERROR) {
+            char a[64];
+            chk_err(c, res->a, "fixed(%s => ...) gives the output's qparams, not %s", res->name, TN(qt, a));
+        }
+        chk_pop_scope(c);
+    } else if (res->kind == QL_AFF_FIXED) {
+        c->w = W_AFF_PRED; /* constants, and the node's attributes */
+        chk_convert(c, res->a, chk_expr(c, res->a, &qc_f64), &qc_f64, "the scale");
+        chk_convert(c, res->b, chk_expr(c, res->b, &qc_i64), &qc_i64, "the zero point");
+    }
+    ql_node *body = n->c;
+    if (body && body->kind == QL_AFF_F32 && res->kind == QL_AFF_FIXED)
+        chk_err(c, body, "fixed output qparams need a table(v => ...) computing the op, not 'in f32'");
+    if (body && body->kind == QL_BLOCK) {
+        if (res->kind == QL_AFF_REQUANTIZE)
+            chk_err(c, body, "requantize takes no body: the runtime requantizes to the output's qparams");
+        if (!n->nkids)
+            chk_err(c, body, "a body needs the op's inputs named: affine %s(x) -> ...", n->name);
+        scope bs;
+        chk_push_scope(c, &bs);
+        qc_sym *y = chk_declare(c, "y", QC_SYM_AFF_OUT, &qc_i32, body);
+        y->mutable_ = 1;
+        c->w = W_AFFINE;
+        c->assigned_y = 0;
+        c->nlocals = 0;
+        chk_block(c, body);
+        if (!c->assigned_y)
+            chk_err(c, body, "the body never assigns the output y");
+        chk_pop_scope(c);
+    } else if (body && body->kind == QL_TABLE) {
+        scope bs;
+        chk_push_scope(c, &bs);
+        qc_sym *v = chk_declare(c, body->name, QC_SYM_TABLE_VAR, &qc_f64, body);
+        body->sym = v;
+        c->w = W_TABLE;
+        const qc_type *t = chk_expr(c, body->a, &qc_f64);
+        chk_convert(c, body->a, t, &qc_f64, "the table's value");
+        chk_pop_scope(c);
+    } else if (!body && res->kind == QL_AFF_FIXED) {
+        chk_err(c, res, "fixed output qparams need a table(v => ...) computing the op");
+    }
+    chk_pop_scope(c);
+}
+
+static void qspec(ctx *c, ql_node *setting, int kind)
+{
+    /* kind 0: activation/weight (int type, modifiers, by calibrator); 1: a type only; 2: fallback */
+    char a[64];
+    ql_node *q = setting->a;
+    if (q->kind != QL_QSPEC) {
+        chk_err(c, q, "%s takes a type%s", setting->name,
+            kind == 0 ? " and a calibrator: i8 symmetric by minmax()" : kind == 2 ? ": f32 when sqnr < 20" : "");
+        return;
+    }
+    const qc_type *t = chk_type(c, q->a);
+    if (kind == 0 && t->k != QC_I8 && t->k != QC_U8 && t->k != QC_I16 && t->k != QC_U16)
+        chk_err(c, q->a, "%s is quantized to i8, u8, i16 or u16, not %s", setting->name, TN(t, a));
+    if (kind == 1 && t->k != QC_I32 && t->k != QC_I64 && t->k != QC_I16)
+        chk_err(c, q->a, "%s is i16, i32 or i64, not %s", setting->name, TN(t, a));
+    if (kind == 2 && t->k != QC_F32)
+        chk_err(c, q->a, "the fallback runs in f32, not %s", TN(t, a));
+    static const char *const mods[] = {"symmetric", "asymmetric", "narrow", "per_channel", "per_tensor"};
+    for (int i = 0; i < q->nkids; i++) {
+        const char *m = q->kids[i]->name;
+        int ok = 0;
+        for (int j = 0; j < 5; j++)
+            ok |= !strcmp(m, mods[j]);
+        if (kind != 0)
+            chk_err(c, q->kids[i], "%s takes no modifiers", setting->name);
+        else if (!ok) {
+            const char *hint = ql_suggest(m, mods, 5);
+            if (hint)
+                chk_err(c, q->kids[i], "unknown modifier '%s'; did you mean '%s'?", m, hint);
+            else
+                chk_err(c, q->kids[i], "unknown modifier '%s' (symmetric, asymmetric, narrow, per_channel, per_tensor)", m);
+        }
+    }
+    if (q->b) {
+        if (kind != 0) {
+            chk_err(c, q->b, "%s takes no calibrator", setting->name);
+        } else {
+            ql_node *cl = q->b;
+            ql_node *fname = cl->kind == QL_CALL ? cl->a : cl;
+            qc_sym *cs = fname->kind == QL_NAME ? chk_lookup(c, fname, fname->name, 1) : NULL;
+            if (fname->kind != QL_NAME)
+                chk_err(c, cl, "by names a calibrator: by minmax() or by percentile(p = 99.9)");
+            else if (cs && cs->kind != QC_SYM_CALIBRATOR)
+                chk_err(c, fname, "'%s' is not a calibrator", fname->name);
+            else if (cs) {
+                fname->sym = cs;
+                if (cl->kind == QL_CALL) {
+                    char what[160];
+                    snprintf(what, sizeof what, "calibrator '%s'", cs->name);
+                    c->w = W_CONST;
+                    chk_args(c, cl, what, cs->decl->a);
+                    for (int i = 0; i < cl->nkids; i++) {
+                        const char *name;
+                        const ql_node *e = chk_arg_expr(cl->kids[i], &name);
+                        const ql_node *ps = cs->decl->a;
+                        if (!name && ps && i < ps->nkids)
+                            name = ps->kids[i]->name;
+                        if (name)
+                            chk_hist_bins_arg(c, cs->decl, name, e);
+                    }
+                    c->w = W_RECIPE;
+                }
+            }
+        }
+    } else if (kind == 0) {
+        chk_err(c, q, "%s needs a calibrator: ... by minmax()", setting->name);
+    }
+    if (q->c) {
+        if (kind != 2) {
+            chk_err(c, q->c, "only the fallback takes a condition");
+        } else {
+            scope ms;
+            chk_push_scope(c, &ms);
+            chk_declare(c, "sqnr", QC_SYM_BUILTIN, &qc_f64, q->c);        /* the layer's own SQNR in dB */
+            chk_declare(c, "output_sqnr", QC_SYM_BUILTIN, &qc_f64, q->c); /* the model's outputs' SQNR in dB */
+            chk_convert(c, q->c, chk_expr(c, q->c, &qc_bool), &qc_bool, "the fallback condition");
+            chk_pop_scope(c);
+        }
+    } else if (kind == 2) {
+        chk_err(c, q, "the fallback needs a condition: f32 when sqnr < 20, or f32 when output_sqnr < 30");
+    }
+}
+
+void chk_recipe(ctx *c, qc_sym *s)
+{
+    ql_node *n = s->decl;
+    static const char *const keys[] = {"activation", "weight", "bias", "accumulate", "numerics", "fallback", "input",
+                                       "output", "tolerance", "rounding"};
+    enum { NKEYS = sizeof keys / sizeof keys[0] };
+    c->w = W_RECIPE;
+    for (int i = 0; i < n->nkids; i++) {
+        ql_node *k = n->kids[i];
+        if (k->kind == QL_USE) {
+            for (int j = 0; j < k->nkids; j++) {
+                ql_node *nm = k->kids[j];
+                qc_sym *ps = chk_lookup(c, nm, nm->name, 0);
+                int is_affine = 0;
+                int first = qc_names_find(&c->u->affine_names, c->u->items, nm->name);
+                for (qc_sym *t = first < 0 ? NULL : c->u->items[first]; t && !is_affine; t = t->next_same)
+                    is_affine = chk_item_visible(c, t);
+                if (ps && ps->kind == QC_SYM_PATTERN)
+                    nm->sym = ps;
+                else if (!is_affine) {
+                    if (ps)
+                        chk_err(c, nm, "'%s' is not a pattern or an affine rule", nm->name);
+                    else
+                        chk_lookup(c, nm, nm->name, 1);
+                }
+            }
+            continue;
+        }
+        int key = -1;
+        for (int j = 0; j < NKEYS; j++)
+            if (!strcmp(k->name, keys[j]))
+                key = j;
+        for (int j = 0; j < i; j++)
+            if (n->kids[j]->kind == QL_SETTING && !strcmp(n->kids[j]->name, k->name)) {
+                chk_err(c, k, "'%s' is set twice", k->name);
+                ql_note(c->d, n->kids[j]->span, "first set here");
+            }
+        if (key < 0) {
+            const char *hint = ql_suggest(k->name, keys, NKEYS);
+            if (hint)
+                chk_err(c, k, "unknown recipe setting '%s'; did you mean '%s'?", k->name, hint);
+            else
+                chk_err(c, k, "unknown recipe setting '%s' (activation, weight, bias, accumulate, numerics, fallback, input, "
+                          "output, tolerance, rounding)",
+                    k->name);
+            continue;
+        }
+        if (key == 8) { /* tolerance = 3: dB the integer graph may lose against the QDQ simulation */
+            ql_node *v = k->a;
+            if ((v->kind != QL_INT && v->kind != QL_FLOAT) || (v->kind == QL_FLOAT && !(v->fval >= 0)))
+                chk_err(c, v, "tolerance is a number of dB: tolerance = 3");
+            continue;
+        }
+        if (key == 4 || key == 9) { /* numerics = onnx; rounding = half_even */
+            ql_node *v = k->a;
+            static const char *const modes[2][3] = {{"onnx", "tflite", "pytorch"}, {"half_even", "half_away", "half_even"}};
+            int ok = v->kind == QL_NAME;
+            if (ok) {
+                ok = 0;
+                for (int j = 0; j < 3; j++)
+                    ok |= !strcmp(v->name, modes[key == 9][j]);
+            }
+            if (!ok)
+                chk_err(c, v, key == 4 ? "numerics is onnx, tflite or pytorch" : "rounding is half_even or half_away");
+            continue;
+        }
+        qspec(c, k, key <= 1 || key >= 6 ? 0 : key <= 3 ? 1 : 2);
+    }
+    for (int j = 0; j < 2; j++) {
+        int found = 0;
+        for (int i = 0; i < n->nkids; i++)
+            found |= n->kids[i]->kind == QL_SETTING && !strcmp(n->kids[i]->name, keys[j]);
+        if (!found)
+            chk_err_decl(c, n, "recipe '%s' does not say how %ss are quantized (%s = ...)", s->name, keys[j], keys[j]);
+    }
+}
+
+void chk_const_item(ctx *c, qc_sym *s)
+{
+    ql_node *n = s->decl;
+    c->w = W_CONST;
+    const qc_type *dt = n->a ? chk_type(c, n->a) : NULL;
+    if (dt && !qc_is_scalar(dt) && dt->k != QC_ERROR) {
+        char a[64];
+        chk_err(c, n->a, "a constant is a number or a bool, not %s", TN(dt, a));
+        dt = &qc_error;
+    }
+    const qc_type *t = chk_value_expr(c, n->b, dt);
+    if (dt)
+        chk_convert(c, n->b, t, dt, "the value");
+    s->type = dt ? dt : t;
+}
+
+/* ------------------------------------------------------------ generics */
+
+/* Binds the type parameters that type node pt mentions from t, an argument's
+ * type; 0 after reporting two different types for one parameter. */
+static int unify(ctx *c, const ql_node *call, const qc_sym *g, const ql_node *pt, const qc_type *t, const char *arg,
+                 const qc_type **bound, const char **from)
+{
+    const ql_node *tp = g->decl->d;
+    if (!pt || !t || t->k == QC_ERROR)
+        return 1;
+    if ((pt->kind == QL_TYPE_TENSOR && t->k == QC_TENSOR) || (pt->kind == QL_TYPE_ARRAY && t->k == QC_ARRAY))
+        return unify(c, call, g, pt->a, t->elem, arg, bound, from);
+    if (pt->kind != QL_TYPE || pt->op != QL_TOK_IDENT || t->k == QC_INTLIT || t->k == QC_FLOATLIT || !qc_is_scalar(t))
+        return 1;
+    for (int i = 0; i < tp->nkids; i++) {
+        if (strcmp(tp->kids[i]->name, pt->name))
+            continue;
+        if (!bound[i]) {
+            bound[i] = t;
+            from[i] = arg;
+        } else if (!qc_type_eq(bound[i], t)) {
+            char a[64], b[64];
+            chk_err(c, call, "'%s' is called with %s = %s (argument '%s') and %s = %s (argument '%s'); one %s is one type",
+                g->name, tp->kids[i]->name, TN(bound[i], a), from[i], tp->kids[i]->name, TN(t, b), arg,
+                tp->kids[i]->name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The instance of generic g that name's type arguments (k<i8>) name. */
+qc_sym *chk_explicit_instance(ctx *c, ql_node *name, qc_sym *g)
+{
+    const ql_node *tp = g->decl->d, *ta = name->d;
+    if (ta->nkids != tp->nkids) {
+        chk_err(c, ta, "'%s' takes %d type argument%s, not %d", g->name, tp->nkids, tp->nkids == 1 ? "" : "s", ta->nkids);
+        return NULL;
+    }
+    const qc_type *args[QC_GENERIC_MAX_PARAMS];
+    for (int i = 0; i < ta->nkids; i++) {
+        char set[128], a[64];
+        args[i] = chk_type(c, ta->kids[i]);
+        if (args[i]->k == QC_ERROR)
+            return NULL;
+        int in = 0;
+        for (int j = 0; j < tp->kids[i]->nkids; j++)
+            in |= qc_type_eq(qc_generic_member(tp->kids[i]->kids[j]), args[i]);
+        if (!in) {
+            chk_err(c, ta->kids[i], "'%s' takes %s = %s, not %s", g->name, tp->kids[i]->name,
+                qc_generic_set(g->decl, i, set, sizeof set), TN(args[i], a));
+            return NULL;
+        }
+    }
+    int k = qc_generic_index(g->decl, args);
+    return k >= 0 && k < g->ninstances ? g->instances[k] : NULL;
+}
+
+/* The instance of generic g that call n's arguments select: each type
+ * parameter takes the type of the arguments whose parameter mentions it. */
+qc_sym *chk_instance_for_call(ctx *c, ql_node *n, qc_sym *g)
+{
+    const ql_node *tp = g->decl->d, *ps = g->decl->a;
+    int np = ps ? ps->nkids : 0, mark = c->d->n, errors = c->d->errors;
+    const qc_type *bound[QC_GENERIC_MAX_PARAMS] = {0}, *types[QC_MAX_PARAMS] = {0};
+    const char *from[QC_GENERIC_MAX_PARAMS] = {0};
+    ql_node *at[QC_MAX_PARAMS] = {0};
+    int ok = 1;
+    /* the arguments' types, quietly: chk_args types them again, for real. An
+     * argument typed already (an outer call's quiet pass) keeps its type, so
+     * nested generic calls are typed a quadratic number of times, not 2^depth. */
+    for (int i = 0; i < n->nkids && i < QC_MAX_PARAMS; i++) {
+        const char *nm;
+        ql_node *e = chk_arg_expr(n->kids[i], &nm);
+        int p = i;
+        if (nm)
+            for (p = 0; p < np && strcmp(ps->kids[p]->name, nm); p++)
+                ;
+        const qc_type *t = e->type ? e->type : chk_expr(c, e, NULL);
+        if (p < np && p < QC_MAX_PARAMS)
+            types[p] = t, at[p] = n->kids[i];
+    }
+    ql_diags_truncate(c->d, mark);
+    c->d->errors = errors;
+    for (int p = 0; p < np && p < QC_MAX_PARAMS && ok; p++)
+        ok = unify(c, n, g, ps->kids[p]->a, types[p], ps->kids[p]->name, bound, from);
+    if (!ok)
+        return NULL;
+    for (int i = 0; i < tp->nkids; i++) {
+        char set[128], a[64];
+        if (!bound[i]) {
+            chk_err(c, n->a, "no argument of this call tells the type %s of '%s' (%s)", tp->kids[i]->name, g->name,
+                qc_generic_set(g->decl, i, set, sizeof set));
+            return NULL;
+        }
+        int in = 0;
+        for (int j = 0; j < tp->kids[i]->nkids; j++)
+            in |= qc_type_eq(qc_generic_member(tp->kids[i]->kids[j]), bound[i]);
+        int p = 0;
+        while (p < np && p < QC_MAX_PARAMS && strcmp(ps->kids[p]->name, from[i]))
+            p++;
+        if (!in) {
+            chk_err(c, p < np && p < QC_MAX_PARAMS && at[p] ? at[p] : n, "'%s' takes %s = %s, not %s (argument '%s')",
+                g->name, tp->kids[i]->name, qc_generic_set(g->decl, i, set, sizeof set), TN(bound[i], a), from[i]);
+            return NULL;
+        }
+    }
+    int k = qc_generic_index(g->decl, bound);
+    return k >= 0 && k < g->ninstances ? g->instances[k] : NULL;
+}
+
+/* An instance's diagnostics are its generic's, and said once: the first
+ * instance with errors reports them, with a note naming its type arguments;
+ * the other instances are checked quietly (their errors would repeat the
+ * same lines). mark: the number of diagnostics before this part of s. */
+void chk_instance_done(ctx *c, qc_sym *s, int mark)
+{
+    qc_sym *g = s->generic;
+    if (!g)
+        return;
+    if (g->failed && g->failed != s->index + 1) {
+        ql_diags_truncate(c->d, mark);
+        return;
+    }
+    int errs = 0;
+    for (int i = mark; i < c->d->n; i++)
+        errs |= c->d->v[i].sev == QL_ERROR;
+    if (errs && !g->failed) {
+        char a[128];
+        g->failed = s->index + 1;
+        ql_note(c->d, chk_decl_span(g->decl), "in '%s', the instance of '%s' for %s", s->name, g->name,
+                qc_generic_args(g->decl, s->index, a, sizeof a));
+    }
+}
+
+/* The instances of generic g, after it as items: each an ordinary fn or
+ * kernel, named by its type arguments. */
+void chk_instantiate(ctx *c, qc_sym *g)
+{
+    ql_node *n = g->decl, *tp = n->d;
+    char tb[64];
+    int errors = c->d->errors;
+    for (int i = 0; i < tp->nkids; i++) {
+        ql_node *p = tp->kids[i];
+        for (int j = 0; j < i; j++)
+            if (!strcmp(tp->kids[j]->name, p->name))
+                chk_err_decl(c, p, "'%s' has two type parameters named '%s'", g->name, p->name);
+        for (int k = 0; k < p->nkids; k++)
+            for (int j = 0; j < k; j++)
+                if (p->kids[j]->op == p->kids[k]->op)
+                    chk_err(c, p->kids[k], "%s lists %s twice", p->name, TN(qc_generic_member(p->kids[k]), tb));
+    }
+    if (c->d->errors > errors)
+        return;
+    int count = qc_generic_count(n);
+    if (!count) {
+        long combos = 1;
+        for (int i = 0; i < tp->nkids && combos <= 1L << 40; i++)
+            combos *= tp->kids[i]->nkids;
+        if (tp->nkids > QC_GENERIC_MAX_PARAMS)
+            chk_err_decl(c, n, "'%s' has %d type parameters; a generic has at most %d", g->name, tp->nkids,
+                     QC_GENERIC_MAX_PARAMS);
+        else
+            chk_err_decl(c, n, "'%s' has %ld instances (one per combination of its type parameters' members); a generic "
+                     "has at most %d", g->name, combos, QC_GENERIC_MAX_INSTANCES);
+        return;
+    }
+    if (c->ninstances + count > QC_GENERIC_MAX_UNIT_INSTANCES) {
+        chk_err_decl(c, n, "'%s' has %d instances, which make %d with the generics before it; a recipe with its imports "
+                 "has at most %d", g->name, count, c->ninstances + count, QC_GENERIC_MAX_UNIT_INSTANCES);
+        return;
+    }
+    c->ninstances += count;
+    g->instances = ql_alloc(c->ar, sizeof *g->instances * (size_t)count);
+    for (int k = 0; k < count; k++) {
+        const qc_type *args[QC_GENERIC_MAX_PARAMS];
+        ql_node *d = qc_generic_instance(c->ar, n, k, args);
+        qc_sym *s = chk_new_sym(c, d->name, n->kind == QL_KERNEL ? QC_SYM_KERNEL : QC_SYM_FN, NULL, d);
+        s->generic = g;
+        s->index = k;
+        d->sym = s;
+        g->instances[g->ninstances++] = s;
+        chk_add_item(c, s);
+    }
+}
