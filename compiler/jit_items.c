@@ -1,0 +1,751 @@
+/* The lowering of items (see jit.c): fns and kernels (their C names,
+ * signatures and generic thunks), calibrators (defaults, init, observe,
+ * merge, solve), patterns, affine rules and recipes (the functions their
+ * clauses compile to), and the module's entry, qrl_module_entry, which
+ * registers them all with the runtime (runtime/recipe.h). */
+#include "jit_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ----------------------------------------------------------------- items */
+
+/* A C symbol for item idx: its name, but a generic's instance ("f<u8>")
+ * becomes f_u8_, numbered so that no other item's name can clash. */
+static const char *c_name(const qc_sym *s, int idx, char *buf, int size)
+{
+    int n = snprintf(buf, (size_t)size, "%s", s->name), plain = 1;
+    for (int i = 0; i < n && i < size - 1; i++)
+        if (!(buf[i] == '_' || (buf[i] >= '0' && buf[i] <= '9') || (buf[i] >= 'a' && buf[i] <= 'z') ||
+              (buf[i] >= 'A' && buf[i] <= 'Z')))
+            buf[i] = '_', plain = 0;
+    if (!plain && n < size - 16)
+        snprintf(buf + n, (size_t)(size - n), "%d", idx);
+    return buf;
+}
+
+/* "f64(f64,qtype)" */
+static char *signature(const qc_sym *s)
+{
+    char *buf = calloc(1, 1024);
+    if (!buf)
+        return NULL;
+    const ql_node *ps = s->decl->a;
+    char tb[64];
+    int len = snprintf(buf, 1024, "%s(", s->decl->b ? qc_type_name(s->decl->b->type, tb, sizeof tb) : "void");
+    for (int i = 0; ps && i < ps->nkids && len < 1000; i++)
+        len += snprintf(buf + len, 1024 - (size_t)len, "%s%s", i ? "," : "", qc_type_name(ps->kids[i]->type, tb, sizeof tb));
+    snprintf(buf + len, 1024 - (size_t)len, ")");
+    return buf;
+}
+
+void jit_declare_fn(jit *j, int idx)
+{
+    const qc_sym *s = j->u->items[idx];
+    const ql_node *ps = s->decl->a;
+    int np = ps ? ps->nkids : 0;
+    gcc_jit_param **params = calloc((size_t)np + 1, sizeof *params);
+    params[0] = gcc_jit_context_new_param(j->c, NULL, j->p_rt, "rt");
+    for (int i = 0; i < np; i++)
+        params[i + 1] = gcc_jit_context_new_param(j->c, NULL, jit_type_of(j, ps->kids[i]->type), ps->kids[i]->name);
+    char name[300], cn[280];
+    snprintf(name, sizeof name, "qrl_%s_%s", s->kind == QC_SYM_KERNEL ? "kernel" : "fn", c_name(s, idx, cn, sizeof cn));
+    j->fns[idx] = gcc_jit_context_new_function(j->c, NULL, GCC_JIT_FUNCTION_INTERNAL,
+                                               s->decl->b ? jit_type_of(j, s->decl->b->type) : j->t_void, name, np + 1,
+                                               params, 0);
+    free(params);
+}
+
+void jit_define_fn(jit *j, int idx)
+{
+    const qc_sym *s = j->u->items[idx];
+    const ql_node *ps = s->decl->a;
+    int np = ps ? ps->nkids : 0;
+    fgen f = {.j = j, .fn = j->fns[idx], .file = s->file->src->path};
+    gcc_jit_param *fparams[QC_MAX_PARAMS];
+    for (int i = 0; i < np && i < QC_MAX_PARAMS; i++)
+        fparams[i] = gcc_jit_function_get_param(f.fn, i + 1);
+    f.fparams = fparams;
+    f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
+    f.ret = s->decl->b ? jit_type_of(j, s->decl->b->type) : j->t_void;
+    jit_begin_body(&f, s->decl->c);
+    jit_stmts(&f, s->decl->c);
+    jit_end_body(&f);
+}
+
+/* The generic entry of kernel idx, for the runtime to call with arguments it
+ * assembles at run time: void qrl_call_K(qrl_rt *rt, void **args). args[i]
+ * points at parameter i's value (a scalar) or is the parameter itself (a
+ * tensor view or an array, which kernels take by pointer). */
+static gcc_jit_function *kernel_thunk(jit *j, int idx)
+{
+    const qc_sym *s = j->u->items[idx];
+    const ql_node *ps = s->decl->a;
+    int np = ps ? ps->nkids : 0;
+    char name[300], cn[280];
+    snprintf(name, sizeof name, "qrl_call_%s", c_name(s, idx, cn, sizeof cn));
+    gcc_jit_type *pvoidp = gcc_jit_type_get_pointer(j->t_voidp);
+    gcc_jit_param *p[2] = {gcc_jit_context_new_param(j->c, NULL, j->p_rt, "rt"),
+                           gcc_jit_context_new_param(j->c, NULL, pvoidp, "args")};
+    gcc_jit_function *fn = gcc_jit_context_new_function(j->c, NULL, GCC_JIT_FUNCTION_INTERNAL, j->t_void, name, 2, p, 0);
+    gcc_jit_block *b = gcc_jit_function_new_block(fn, NULL);
+    gcc_jit_rvalue **args = calloc((size_t)np + 1, sizeof *args);
+    if (!args) {
+        gcc_jit_block_end_with_void_return(b, NULL);
+        return fn;
+    }
+    args[0] = gcc_jit_param_as_rvalue(p[0]);
+    for (int i = 0; i < np; i++) {
+        gcc_jit_rvalue *a = gcc_jit_lvalue_as_rvalue(
+            gcc_jit_context_new_array_access(j->c, NULL, gcc_jit_param_as_rvalue(p[1]), jit_lng(j, j->t_i64, i)));
+        gcc_jit_type *t = jit_type_of(j, ps->kids[i]->type);
+        if (t == j->p_tview || t == j->p_array)
+            args[i + 1] = jit_cast(j, a, t);
+        else
+            args[i + 1] = gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference(jit_cast(j, a, gcc_jit_type_get_pointer(t)), NULL));
+    }
+    gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call(j->c, NULL, j->fns[idx], np + 1, args));
+    gcc_jit_block_end_with_void_return(b, NULL);
+    free(args);
+    return fn;
+}
+
+static gcc_jit_function *new_fn(jit *j, const char *name, gcc_jit_type *ret, int n, gcc_jit_type **types,
+                                const char **names)
+{
+    gcc_jit_param *p[8];
+    for (int i = 0; i < n; i++)
+        p[i] = gcc_jit_context_new_param(j->c, NULL, types[i], names[i]);
+    return gcc_jit_context_new_function(j->c, NULL, GCC_JIT_FUNCTION_INTERNAL, ret, name, n, p, 0);
+}
+
+void jit_calibrator(jit *j, const qc_sym *s, cal_fns *out)
+{
+    const ql_node *cal = s->decl;
+    char name[300];
+    gcc_jit_type *pp = gcc_jit_type_get_pointer(j->t_i64);
+    /* defaults(rt, params) */
+    {
+        snprintf(name, sizeof name, "qrl_cal_%s_defaults", s->name);
+        gcc_jit_type *ts[2] = {j->p_rt, pp};
+        const char *ns[2] = {"rt", "params"};
+        fgen f = {.j = j, .file = s->file->src->path, .cal = cal, .ret = j->t_void};
+        f.fn = out->defaults = new_fn(j, name, j->t_void, 2, ts, ns);
+        f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
+        f.params = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        f.b = jit_new_block(&f);
+        for (int i = 0; cal->a && i < cal->a->nkids; i++) {
+            const ql_node *p = cal->a->kids[i];
+            if (!p->b)
+                continue;
+            int fl = qc_is_float(p->type);
+            gcc_jit_type *st = fl ? j->t_f64 : j->t_i64;
+            gcc_jit_lvalue *dst = gcc_jit_context_new_array_access(j->c, NULL, jit_cast(j, f.params, gcc_jit_type_get_pointer(st)),
+                                                                   jit_lng(j, j->t_i64, i));
+            gcc_jit_rvalue *v = jit_expr(&f, p->b);
+            gcc_jit_block_add_assignment(jit_cur(&f), NULL, dst, jit_cast(j, v, st));
+        }
+        jit_end_body(&f);
+    }
+    /* init(rt, state, params) */
+    {
+        snprintf(name, sizeof name, "qrl_cal_%s_init", s->name);
+        gcc_jit_type *ts[3] = {j->p_rt, j->t_voidp, pp};
+        const char *ns[3] = {"rt", "state", "params"};
+        fgen f = {.j = j, .file = s->file->src->path, .cal = cal, .ret = j->t_void};
+        f.fn = out->init = new_fn(j, name, j->t_void, 3, ts, ns);
+        f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
+        f.state = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        f.params = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
+        f.b = jit_new_block(&f);
+        for (int i = 0; i < cal->nkids; i++) {
+            const ql_node *k = cal->kids[i];
+            if (k->kind != QL_STATE)
+                continue;
+            const qc_sym *st = k->sym;
+            gcc_jit_lvalue *lv = jit_state_lvalue(&f, f.state, st);
+            if (st->type->k == QC_HIST) {
+                gcc_jit_rvalue *bins = jit_now(&f, jit_cast(j, jit_expr(&f, k->a->kids[0]), j->t_i64));
+                gcc_jit_rvalue *args[2] = {f.rt, bins};
+                gcc_jit_block_add_assignment(jit_cur(&f), NULL, lv, jit_now(&f, jit_call_imp(&f, IMP_HIST_NEW, 2, args)));
+                jit_check_failed(&f);
+            } else if (st->type->k == QC_ARRAY) {
+                gcc_jit_rvalue *len = jit_now(&f, jit_cast(j, jit_expr(&f, k->a->b), j->t_i64));
+                jit_check(&f, jit_cmp(j, GCC_JIT_COMPARISON_GT, jit_cast(j, len, j->t_u64), jit_lng(j, j->t_u64, 1L << 28)),
+                      QRL_TRAP_NOMEM, k, len, NULL);
+                int es = qc_type_bits(st->type->elem) / 8;
+                gcc_jit_rvalue *args[2] = {f.rt, jit_bin(j, GCC_JIT_BINARY_OP_MULT, j->t_i64, len, jit_lng(j, j->t_i64, es))};
+                gcc_jit_rvalue *mem = jit_now(&f, jit_call_imp(&f, IMP_STATE_ALLOC, 2, args));
+                jit_check_failed(&f);
+                gcc_jit_block_add_assignment(jit_cur(&f), NULL, gcc_jit_lvalue_access_field(lv, NULL, j->f_arr_data), mem);
+                gcc_jit_block_add_assignment(jit_cur(&f), NULL, gcc_jit_lvalue_access_field(lv, NULL, j->f_arr_len), len);
+            } else if (k->b) {
+                gcc_jit_block_add_assignment(jit_cur(&f), NULL, lv, jit_cast(j, jit_expr(&f, k->b), jit_type_of(j, st->type)));
+            }
+        }
+        jit_end_body(&f);
+    }
+    for (int i = 0; i < cal->nkids; i++) {
+        const ql_node *k = cal->kids[i];
+        if (k->kind == QL_OBSERVE) {
+            snprintf(name, sizeof name, "qrl_cal_%s_observe", s->name);
+            gcc_jit_type *ts[4] = {j->p_rt, j->t_voidp, pp, j->p_tview};
+            const char *ns[4] = {"rt", "state", "params", "x"};
+            fgen f = {.j = j, .file = s->file->src->path, .cal = cal, .ret = j->t_void};
+            f.fn = out->observe = new_fn(j, name, j->t_void, 4, ts, ns);
+            f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
+            f.state = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+            f.params = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
+            gcc_jit_param *xp = gcc_jit_function_get_param(f.fn, 3);
+            f.fparams = &xp;
+            jit_begin_body(&f, k->c);
+            jit_stmts(&f, k->c);
+            jit_end_body(&f);
+        } else if (k->kind == QL_MERGE) {
+            snprintf(name, sizeof name, "qrl_cal_%s_merge", s->name);
+            gcc_jit_type *ts[4] = {j->p_rt, j->t_voidp, j->t_voidp, pp};
+            const char *ns[4] = {"rt", "state", "other", "params"};
+            fgen f = {.j = j, .file = s->file->src->path, .cal = cal, .ret = j->t_void};
+            f.fn = out->merge = new_fn(j, name, j->t_void, 4, ts, ns);
+            f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
+            f.state = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+            f.other = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
+            f.params = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 3));
+            jit_begin_body(&f, k->c);
+            jit_stmts(&f, k->c);
+            jit_end_body(&f);
+        } else if (k->kind == QL_SOLVE) {
+            snprintf(name, sizeof name, "qrl_cal_%s_solve", s->name);
+            gcc_jit_type *ts[5] = {j->p_rt, j->t_voidp, pp, j->p_qtype, j->p_qparams};
+            const char *ns[5] = {"rt", "state", "params", "t", "out"};
+            fgen f = {.j = j, .file = s->file->src->path, .cal = cal, .ret = j->t_void, .ret_qparams_out = 1};
+            f.fn = out->solve = new_fn(j, name, j->t_void, 5, ts, ns);
+            f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
+            f.state = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+            f.params = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
+            f.out = gcc_jit_rvalue_dereference(gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 4)), NULL);
+            jit_begin_body(&f, k->c);
+            /* solve's t, copied once into a local of the struct type */
+            gcc_jit_lvalue *tl = gcc_jit_function_new_local(f.fn, NULL, j->t_qtype, "t_value");
+            gcc_jit_block_add_assignment(f.b, NULL, tl,
+                                         gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference(
+                                             gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 3)), NULL)));
+            f.qt = gcc_jit_lvalue_as_rvalue(tl);
+            jit_stmts(&f, k->c);
+            jit_end_body(&f);
+        }
+    }
+}
+
+/* ------------------------------------------- patterns, affine rules, recipes */
+
+static fgen fn_begin(jit *j, const qc_sym *s, const char *name, gcc_jit_type *ret, int n, gcc_jit_type **types,
+                     const char **names)
+{
+    fgen f = {.j = j, .file = s->file->src->path, .ret = ret};
+    f.fn = new_fn(j, name, ret, n, types, names);
+    f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
+    f.b = jit_new_block(&f);
+    return f;
+}
+
+void jit_pattern_fns(jit *j, const qc_sym *s, item_fns *out)
+{
+    const ql_node *p = s->decl;
+    char name[300];
+    gcc_jit_type *ts[3] = {j->p_rt, j->t_voidp, gcc_jit_type_get_pointer(j->t_f64)};
+    const char *ns[3] = {"rt", "mt", "out"};
+    int npred = 0;
+    for (int i = 0; i < p->nkids; i++) {
+        const ql_node *k = p->kids[i];
+        npred += k->kind == QL_WHERE;
+        for (int b = 0; k->kind == QL_MATCH && b < k->nkids; b++)
+            npred += k->kids[b]->a != NULL;
+    }
+    if (npred) {
+        snprintf(name, sizeof name, "qrl_pattern_%s_where", s->name);
+        fgen f = fn_begin(j, s, name, j->t_i64, 2, ts, ns);
+        f.mt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        for (int i = 0; i < p->nkids; i++) {
+            const ql_node *k = p->kids[i];
+            const ql_node *preds[64];
+            int n = 0;
+            if (k->kind == QL_WHERE)
+                preds[n++] = k->a;
+            for (int b = 0; k->kind == QL_MATCH && b < k->nkids && n < 64; b++)
+                if (k->kids[b]->a)
+                    preds[n++] = k->kids[b]->a;
+            for (int q = 0; q < n; q++) {
+                gcc_jit_rvalue *c = jit_now(&f, jit_expr(&f, preds[q]));
+                gcc_jit_block *no = jit_new_block(&f), *yes = jit_new_block(&f);
+                gcc_jit_block_end_with_conditional(jit_cur(&f), NULL, c, yes, no);
+                gcc_jit_block_end_with_return(no, NULL, jit_lng(j, j->t_i64, 0));
+                f.b = yes;
+            }
+        }
+        gcc_jit_block_end_with_return(jit_cur(&f), NULL, jit_lng(j, j->t_i64, 1));
+        out->where = f.fn;
+    }
+    int nlower = 0;
+    for (int i = 0; i < p->nkids; i++)
+        nlower += p->kids[i]->kind == QL_LOWER;
+    if (nlower) { /* the constant arguments of every lower clause, in order */
+        snprintf(name, sizeof name, "qrl_pattern_%s_consts", s->name);
+        fgen f = fn_begin(j, s, name, j->t_void, 3, ts, ns);
+        f.mt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        gcc_jit_rvalue *o = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
+        int k = 0;
+        for (int li = 0; li < p->nkids; li++) {
+        if (p->kids[li]->kind != QL_LOWER)
+            continue;
+        const ql_node *cl = p->kids[li]->a;
+        for (int a = 0; a < cl->nkids; a++) {
+            const ql_node *e = cl->kids[a]->kind == QL_NAMED_ARG ? cl->kids[a]->a : cl->kids[a];
+            if (e->kind == QL_NAME && e->sym && ((const qc_sym *)e->sym)->kind == QC_SYM_VALUE)
+                continue;
+            gcc_jit_block_add_assignment(jit_cur(&f), NULL, gcc_jit_context_new_array_access(j->c, NULL, o, jit_lng(j, j->t_i64, k++)),
+                                         jit_to_f64(j, jit_expr(&f, e)));
+        }
+        }
+        gcc_jit_block_end_with_void_return(jit_cur(&f), NULL);
+        out->consts = f.fn;
+    }
+}
+
+/* An affine rule's functions all take the rule's node as a match (inputs, output; attributes at v = -1). */
+void jit_affine_fns(jit *j, const qc_sym *s, item_fns *out)
+{
+    const ql_node *n = s->decl;
+    char name[300];
+    /* one op may have several rules: numbered in the order they are compiled */
+    char id[260];
+    snprintf(id, sizeof id, "%s_%d", s->name, j->naffine++);
+    if (n->b) {
+        snprintf(name, sizeof name, "qrl_affine_%s_where", id);
+        gcc_jit_type *ts[2] = {j->p_rt, j->t_voidp};
+        const char *ns[2] = {"rt", "mt"};
+        fgen f = fn_begin(j, s, name, j->t_i64, 2, ts, ns);
+        f.mt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        gcc_jit_rvalue *c = jit_now(&f, jit_expr(&f, n->b));
+        gcc_jit_block_end_with_return(jit_cur(&f), NULL, jit_cast(j, c, j->t_i64));
+        out->where = f.fn;
+    }
+    if (n->a->kind == QL_AFF_FIXED) {
+        snprintf(name, sizeof name, "qrl_affine_%s_qparams", id);
+        gcc_jit_type *ts[5] = {j->p_rt, j->t_voidp, j->p_qtype, gcc_jit_type_get_pointer(j->t_f64),
+                               gcc_jit_type_get_pointer(j->t_i64)};
+        const char *ns[5] = {"rt", "mt", "t", "scale", "zero"};
+        fgen f = fn_begin(j, s, name, j->t_void, 5, ts, ns);
+        f.mt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        gcc_jit_rvalue *sc, *zp;
+        if (n->a->b) { /* fixed(scale, zero) */
+            sc = jit_cast(j, jit_expr(&f, n->a->a), j->t_f64);
+            zp = jit_cast(j, jit_expr(&f, n->a->b), j->t_i64);
+        } else { /* fixed(t => qparams): t is the recipe's output type */
+            f.table_v = gcc_jit_lvalue_as_rvalue(
+                gcc_jit_rvalue_dereference(gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2)), NULL));
+            gcc_jit_rvalue *qp = jit_now(&f, jit_expr(&f, n->a->a));
+            sc = gcc_jit_rvalue_access_field(qp, NULL, j->f_qp_scale);
+            zp = gcc_jit_rvalue_access_field(qp, NULL, j->f_qp_zero);
+        }
+        gcc_jit_block_add_assignment(jit_cur(&f), NULL,
+                                     gcc_jit_rvalue_dereference(gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 3)), NULL),
+                                     sc);
+        gcc_jit_block_add_assignment(jit_cur(&f), NULL,
+                                     gcc_jit_rvalue_dereference(gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 4)), NULL),
+                                     zp);
+        gcc_jit_block_end_with_void_return(jit_cur(&f), NULL);
+        out->qparams = f.fn;
+    }
+    const ql_node *body = n->c;
+    if (body && body->kind == QL_BLOCK) {
+        snprintf(name, sizeof name, "qrl_affine_%s_elem", id);
+        gcc_jit_type *ts[5] = {j->p_rt, j->t_voidp, gcc_jit_type_get_pointer(j->t_i32),
+                               gcc_jit_type_get_pointer(j->t_i32), gcc_jit_type_get_pointer(j->t_f64)};
+        const char *ns[5] = {"rt", "mt", "x", "zero", "scale"};
+        fgen f = {.j = j, .file = s->file->src->path, .ret = j->t_i32};
+        f.fn = new_fn(j, name, j->t_i32, 5, ts, ns);
+        f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
+        f.mt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        f.aff_x = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
+        f.aff_zero = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 3));
+        f.aff_scale = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 4));
+        jit_begin_body(&f, body);
+        f.aff_y = gcc_jit_function_new_local(f.fn, NULL, j->t_i32, "y");
+        gcc_jit_block_add_assignment(f.b, NULL, f.aff_y, jit_lng(j, j->t_i32, 0));
+        jit_stmts(&f, body);
+        if (f.b)
+            gcc_jit_block_end_with_return(f.b, NULL, gcc_jit_lvalue_as_rvalue(f.aff_y));
+        f.b = NULL;
+        jit_end_body(&f);
+        out->elem = f.fn;
+    } else if (body && body->kind == QL_TABLE) {
+        snprintf(name, sizeof name, "qrl_affine_%s_table", id);
+        gcc_jit_type *ts[3] = {j->p_rt, j->t_voidp, j->t_f64};
+        const char *ns[3] = {"rt", "mt", "v"};
+        fgen f = fn_begin(j, s, name, j->t_f64, 3, ts, ns);
+        f.mt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+        f.table_v = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
+        gcc_jit_rvalue *v = jit_now(&f, jit_cast(j, jit_expr(&f, body->a), j->t_f64));
+        gcc_jit_block_end_with_return(jit_cur(&f), NULL, v);
+        out->table = f.fn;
+    }
+}
+
+void jit_recipe_fns(jit *j, const qc_sym *s, item_fns *out)
+{
+    const ql_node *r = s->decl;
+    char name[300];
+    int set = 0; /* settings are numbered apart from use lines */
+    for (int i = 0; i < r->nkids; i++) {
+        const ql_node *k = r->kids[i];
+        if (k->kind != QL_SETTING)
+            continue;
+        int at = set++;
+        if (k->a->kind != QL_QSPEC)
+            continue;
+        const ql_node *q = k->a;
+        if (q->c) { /* fallback = f32 when CONDITION */
+            snprintf(name, sizeof name, "qrl_recipe_%s_fallback", s->name);
+            gcc_jit_type *ts[3] = {j->p_rt, j->t_f64, j->t_f64};
+            const char *ns[3] = {"rt", "sqnr", "output_sqnr"};
+            fgen f = fn_begin(j, s, name, j->t_i64, 3, ts, ns);
+            f.sqnr = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+            f.output_sqnr = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
+            gcc_jit_rvalue *c = jit_now(&f, jit_expr(&f, q->c));
+            gcc_jit_block_end_with_return(jit_cur(&f), NULL, jit_cast(j, c, j->t_i64));
+            out->fallback = f.fn;
+        }
+        const ql_node *by = q->b;
+        if (by && by->kind == QL_CALL && by->nkids && at < 16) {
+            snprintf(name, sizeof name, "qrl_recipe_%s_%s_args", s->name, k->name);
+            gcc_jit_type *ts[2] = {j->p_rt, gcc_jit_type_get_pointer(j->t_f64)};
+            const char *ns[2] = {"rt", "out"};
+            fgen f = fn_begin(j, s, name, j->t_void, 2, ts, ns);
+            gcc_jit_rvalue *o = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
+            for (int a = 0; a < by->nkids; a++) {
+                const ql_node *e = by->kids[a]->kind == QL_NAMED_ARG ? by->kids[a]->a : by->kids[a];
+                gcc_jit_block_add_assignment(jit_cur(&f), NULL, gcc_jit_context_new_array_access(j->c, NULL, o, jit_lng(j, j->t_i64, a)),
+                                             jit_to_f64(j, jit_expr(&f, e)));
+            }
+            gcc_jit_block_end_with_void_return(jit_cur(&f), NULL);
+            out->args[at] = f.fn;
+        }
+    }
+}
+
+/* Strings the registration passes; built in malloc'd buffers freed after use. */
+static char *join_names(const ql_node *n, const char *sep)
+{
+    size_t len = 1;
+    for (int i = 0; i < n->nkids; i++)
+        len += strlen(n->kids[i]->name ? n->kids[i]->name : "") + strlen(sep);
+    char *b = calloc(1, len);
+    for (int i = 0; b && i < n->nkids; i++) {
+        if (i)
+            strcat(b, sep);
+        strcat(b, n->kids[i]->name ? n->kids[i]->name : "");
+    }
+    return b;
+}
+
+/* "a,b,c": the parameter each argument of a calibrator call binds (by name, else by position;
+ * "?" past the parameters, which the checker rejects), as long as the names are. */
+static char *call_arg_names(const ql_node *call, const qc_sym *cal)
+{
+    const ql_node *ps = cal && cal->decl ? cal->decl->a : NULL;
+    const char *names[QC_MAX_PARAMS + 1];
+    size_t len = 1;
+    int n = call->nkids < QC_MAX_PARAMS + 1 ? call->nkids : QC_MAX_PARAMS + 1;
+    for (int a = 0; a < n; a++) {
+        const ql_node *arg = call->kids[a];
+        names[a] = arg->kind == QL_NAMED_ARG ? arg->name : ps && a < ps->nkids ? ps->kids[a]->name : "?";
+        len += strlen(names[a]) + 1;
+    }
+    char *b = calloc(1, len);
+    for (int a = 0; b && a < n; a++) {
+        if (a)
+            strcat(b, ",");
+        strcat(b, names[a]);
+    }
+    return b;
+}
+
+/* The value table of a pattern, in index order. */
+static int pattern_values(const ql_node *p, const qc_sym **vals, int max)
+{
+    int n = 0;
+    for (int i = 0; i < p->nkids; i++) {
+        const ql_node *m = p->kids[i];
+        if (m->kind != QL_MATCH)
+            continue;
+        for (int b = 0; b < m->nkids; b++) {
+            const qc_sym *bs = m->kids[b]->sym;
+            if (bs && bs->index < max && !vals[bs->index])
+                vals[bs->index] = bs, n = bs->index + 1 > n ? bs->index + 1 : n;
+            for (int alt = 0; alt < m->kids[b]->nkids; alt++)
+                for (int a = 0; a < m->kids[b]->kids[alt]->nkids; a++) {
+                    const qc_sym *as = m->kids[b]->kids[alt]->kids[a]->sym;
+                    if (as && as->index < max && !vals[as->index])
+                        vals[as->index] = as, n = as->index + 1 > n ? as->index + 1 : n;
+                }
+        }
+    }
+    return n;
+}
+
+static const ql_node *role_expr(const ql_node *p, const char *name)
+{
+    for (int i = 0; i < p->nkids; i++)
+        if (p->kids[i]->kind == QL_QUANTIZE)
+            for (int r = 0; r < p->kids[i]->nkids; r++)
+                if (!strcmp(p->kids[i]->kids[r]->name, name))
+                    return p->kids[i]->kids[r]->a;
+    return NULL;
+}
+
+#define CALL_IMP(i, n, args) gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, \
+    gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(imp, NULL, j->f_imp[i])), n, args))
+#define STR(s) gcc_jit_context_new_string_literal(j->c, (s))
+#define ADDR_OR_NULL(fn) ((fn) ? jit_cast(j, gcc_jit_function_get_address((fn), NULL), j->t_voidp) \
+                               : gcc_jit_context_null(j->c, j->t_voidp))
+
+static void register_pattern(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s,
+                             const item_fns *fns)
+{
+    const ql_node *p = s->decl;
+    const char *numerics = "";
+    long priority = -1; /* -1: its number of nodes */
+    for (int i = 0; i < s->decl->nkids; i++) {
+        const ql_node *k = s->decl->kids[i];
+        if (k->kind == QL_SETTING && !strcmp(k->name, "numerics"))
+            numerics = k->a->name;
+        if (k->kind == QL_SETTING && !strcmp(k->name, "priority"))
+            priority = (long)k->a->ival;
+    }
+    gcc_jit_rvalue *a1[5] = {m, STR(s->name), ADDR_OR_NULL(fns->where), STR(numerics), jit_lng(j, j->t_i64, priority)};
+    CALL_IMP(IMP_ADD_PATTERN, 5, a1);
+    const qc_sym *vals[256] = {0};
+    int nv = pattern_values(p, vals, 256);
+    for (int v = 0; v < nv; v++) {
+        if (!vals[v])
+            continue;
+        const ql_node *re = role_expr(p, vals[v]->name);
+        const char *role = "";
+        long axis = -1, ra = -1, rb = -1;
+        if (re) {
+            role = re->kind == QL_NAME ? re->name : re->a->name;
+            if (re->kind == QL_CALL && !strcmp(role, "weight")) {
+                axis = 0;
+                for (int k = 0; k < re->nkids; k++)
+                    if (re->kids[k]->kind == QL_NAMED_ARG && re->kids[k]->a->kind == QL_INT)
+                        axis = (long)re->kids[k]->a->ival;
+            }
+            if (re->kind == QL_CALL && (!strcmp(role, "bias") || !strcmp(role, "same"))) {
+                const qc_sym *x = re->nkids > 0 ? re->kids[0]->sym : NULL, *w = re->nkids > 1 ? re->kids[1]->sym : NULL;
+                ra = x ? x->index : -1;
+                rb = w ? w->index : -1;
+            }
+        }
+        gcc_jit_rvalue *a2[7] = {m, STR(s->name), STR(vals[v]->name), STR(role), jit_lng(j, j->t_i64, axis),
+                                 jit_lng(j, j->t_i64, ra), jit_lng(j, j->t_i64, rb)};
+        CALL_IMP(IMP_ADD_PATTERN_VALUE, 7, a2);
+    }
+    for (int i = 0; i < p->nkids; i++) {
+        const ql_node *mt = p->kids[i];
+        if (mt->kind != QL_MATCH)
+            continue;
+        for (int bi = 0; bi < mt->nkids; bi++) {
+            const ql_node *bind = mt->kids[bi];
+            const qc_sym *out = bind->sym;
+            for (int alt = 0; alt < bind->nkids; alt++) {
+                const ql_node *op = bind->kids[alt];
+                char inputs[1024] = "";
+                int len = 0;
+                for (int a = 0; a < op->nkids && len < 1000; a++) {
+                    const qc_sym *as = op->kids[a]->sym;
+                    len += snprintf(inputs + len, sizeof inputs - (size_t)len, "%s", a ? "," : "");
+                    if (as)
+                        len += snprintf(inputs + len, sizeof inputs - (size_t)len, "%d%s", as->index,
+                                        op->kids[a]->flag ? "?" : "");
+                    else
+                        len += snprintf(inputs + len, sizeof inputs - (size_t)len, "_");
+                }
+                gcc_jit_rvalue *a3[5] = {m, STR(s->name), jit_lng(j, j->t_i64, out ? out->index : -1), STR(op->name),
+                                         STR(inputs)};
+                CALL_IMP(IMP_ADD_PATTERN_NODE, 5, a3);
+            }
+        }
+    }
+    int k = 0; /* constants count on across lower clauses */
+    for (int i = 0; i < p->nkids; i++) {
+        const ql_node *lw = p->kids[i];
+        if (lw->kind != QL_LOWER || lw->a->kind != QL_CALL)
+            continue;
+        char args[1024] = "";
+        int len = 0;
+        for (int a = 0; a < lw->a->nkids && len < 1000; a++) {
+            const ql_node *e = lw->a->kids[a];
+            const qc_sym *es = e->kind == QL_NAME ? e->sym : NULL;
+            if (es && es->kind == QC_SYM_VALUE)
+                len += snprintf(args + len, sizeof args - (size_t)len, "%sv%d", a ? "," : "", es->index);
+            else
+                len += snprintf(args + len, sizeof args - (size_t)len, "%sc%d", a ? "," : "", k++);
+        }
+        const qc_sym *out = NULL;
+        for (int v = 0; v < nv; v++)
+            if (vals[v] && !strcmp(vals[v]->name, lw->name))
+                out = vals[v];
+        gcc_jit_rvalue *a4[6] = {m, STR(s->name), STR(lw->a->a->name), jit_lng(j, j->t_i64, out ? out->index : -1), STR(args),
+                                 ADDR_OR_NULL(fns->consts)};
+        CALL_IMP(IMP_ADD_PATTERN_LOWER, 6, a4);
+    }
+}
+
+static void register_affine(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s,
+                            const item_fns *fns)
+{
+    const ql_node *n = s->decl;
+    long kind = n->a->kind == QL_AFF_SAME ? 0 : n->a->kind == QL_AFF_FIXED ? 1 : 2;
+    char loc[600], cond[512] = "";
+    int line = 0, col = 0;
+    ql_source_linecol(n->name_span.src ? n->name_span.src : n->span.src, n->span.start, &line, &col);
+    snprintf(loc, sizeof loc, "%s:%d:%d", s->file->src->path, line, col);
+    if (n->b && n->b->span.src && n->b->span.end > n->b->span.start) {
+        unsigned len = n->b->span.end - n->b->span.start;
+        snprintf(cond, sizeof cond, "%.*s", (int)(len < sizeof cond ? len : sizeof cond - 1),
+                 n->b->span.src->text + n->b->span.start);
+    }
+    gcc_jit_rvalue *a[12] = {m, STR(s->name), jit_lng(j, j->t_i64, n->nkids), jit_lng(j, j->t_i64, kind),
+                             ADDR_OR_NULL(fns->where), ADDR_OR_NULL(fns->qparams), ADDR_OR_NULL(fns->elem),
+                             ADDR_OR_NULL(fns->table), jit_lng(j, j->t_i64, n->c && n->c->kind == QL_AFF_F32),
+                             STR(loc), STR(cond)};
+    CALL_IMP(IMP_ADD_AFFINE, 11, a);
+}
+
+/* Whether expression n names `name`. */
+static int mentions(const ql_node *n, const char *name)
+{
+    if (!n)
+        return 0;
+    if (n->kind == QL_NAME && n->name && !strcmp(n->name, name))
+        return 1;
+    if (mentions(n->a, name) || mentions(n->b, name) || mentions(n->c, name))
+        return 1;
+    for (int i = 0; i < n->nkids; i++)
+        if (mentions(n->kids[i], name))
+            return 1;
+    return 0;
+}
+
+static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s,
+                            const item_fns *fns)
+{
+    const ql_node *r = s->decl;
+    int on_outputs = 0; /* the fallback condition reads output_sqnr: a search over layers */
+    for (int i = 0; i < r->nkids; i++)
+        if (r->kids[i]->kind == QL_SETTING && r->kids[i]->a->kind == QL_QSPEC && r->kids[i]->a->c)
+            on_outputs |= mentions(r->kids[i]->a->c, "output_sqnr");
+    gcc_jit_rvalue *a1[4] = {m, STR(s->name), ADDR_OR_NULL(fns->fallback), jit_lng(j, j->t_i64, on_outputs)};
+    CALL_IMP(IMP_ADD_RECIPE, 4, a1);
+    int set = 0; /* as recipe_fns numbers them */
+    for (int i = 0; i < r->nkids; i++) {
+        const ql_node *k = r->kids[i];
+        if (k->kind == QL_USE) {
+            for (int u = 0; u < k->nkids; u++) {
+                gcc_jit_rvalue *a2[3] = {m, STR(s->name), STR(k->kids[u]->name)};
+                CALL_IMP(IMP_ADD_USE, 3, a2);
+            }
+            continue;
+        }
+        if (k->kind != QL_SETTING)
+            continue;
+        int at = set++;
+        const ql_node *q = k->a;
+        char type[64] = "", *mods = NULL, *argnames = NULL;
+        const char *cal = "";
+        if (q->kind == QL_QSPEC) {
+            qc_type_name(q->a->type ? q->a->type : &qc_error, type, sizeof type);
+            mods = join_names(q, ",");
+            const ql_node *by = q->b;
+            if (by) {
+                const ql_node *fname = by->kind == QL_CALL ? by->a : by;
+                const qc_sym *cs = fname->sym;
+                cal = fname->name;
+                if (by->kind == QL_CALL)
+                    argnames = call_arg_names(by, cs);
+            }
+        } else if (q->kind == QL_NAME) {
+            snprintf(type, sizeof type, "%s", q->name);
+        } else if (q->kind == QL_INT || q->kind == QL_FLOAT) { /* a number (tolerance = 3) */
+            snprintf(type, sizeof type, "%.17g", q->kind == QL_INT ? (double)q->ival : q->fval);
+        }
+        gcc_jit_rvalue *a3[8] = {m, STR(s->name), STR(k->name), STR(type), STR(mods ? mods : ""), STR(cal),
+                                 STR(argnames ? argnames : ""), ADDR_OR_NULL(at < 16 ? fns->args[at] : NULL)};
+        free(mods);
+        free(argnames);
+        CALL_IMP(IMP_ADD_SETTING, 8, a3);
+    }
+}
+#undef CALL_IMP
+#undef STR
+#undef ADDR_OR_NULL
+
+/* qrl_module_entry(m, imp): registers everything. */
+void jit_entry(jit *j, cal_fns *cals, item_fns *items)
+{
+    gcc_jit_type *ts[2] = {j->t_voidp, j->p_imports};
+    gcc_jit_param *p[2] = {gcc_jit_context_new_param(j->c, NULL, ts[0], "m"),
+                           gcc_jit_context_new_param(j->c, NULL, ts[1], "imp")};
+    gcc_jit_function *fn = gcc_jit_context_new_function(j->c, NULL, GCC_JIT_FUNCTION_EXPORTED, j->t_void,
+                                                        QRL_MODULE_ENTRY, 2, p, 0);
+    gcc_jit_block *b = gcc_jit_function_new_block(fn, NULL);
+    gcc_jit_rvalue *m = gcc_jit_param_as_rvalue(p[0]), *imp = gcc_jit_param_as_rvalue(p[1]);
+#define IMPF(i) gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(imp, NULL, j->f_imp[i]))
+#define STR(s) gcc_jit_context_new_string_literal(j->c, (s))
+#define ADDR(fn) jit_cast(j, gcc_jit_function_get_address((fn), NULL), j->t_voidp)
+    for (int i = 0; i < j->u->nitems; i++) {
+        const qc_sym *s = j->u->items[i];
+        if (j->want && !j->want[i])
+            continue;
+        if (s->kind == QC_SYM_FN && j->fns_private)
+            continue;
+        if (s->kind == QC_SYM_FN || s->kind == QC_SYM_KERNEL) {
+            char *sig = signature(s);
+            gcc_jit_rvalue *args[5] = {m, STR(s->name), ADDR(j->fns[i]), STR(sig ? sig : "?"),
+                                       jit_lng(j, j->t_i64, s->kind == QC_SYM_KERNEL)};
+            free(sig);
+            gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_FN), 5, args));
+            if (s->kind == QC_SYM_KERNEL) { /* its generic entry: is_kernel 2 */
+                gcc_jit_rvalue *ta[5] = {m, STR(s->name), ADDR(kernel_thunk(j, i)), STR("void(rt,args)"),
+                                         jit_lng(j, j->t_i64, 2)};
+                gcc_jit_block_add_eval(b, NULL,
+                                       gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_FN), 5, ta));
+            }
+        } else if (s->kind == QC_SYM_CALIBRATOR && cals[i].observe && cals[i].merge && cals[i].solve) {
+            const ql_node *cal = s->decl;
+            int np = cal->a ? cal->a->nkids : 0;
+            gcc_jit_rvalue *args[9] = {m, STR(s->name), jit_lng(j, j->t_i64, np), jit_lng(j, j->t_i64, (long)jit_state_bytes(cal)),
+                                       ADDR(cals[i].defaults), ADDR(cals[i].init), ADDR(cals[i].observe),
+                                       ADDR(cals[i].merge), ADDR(cals[i].solve)};
+            gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_CAL), 9, args));
+            for (int k = 0; k < np; k++) {
+                const qc_type *t = cal->a->kids[k]->type;
+                gcc_jit_rvalue *pa[4] = {m, STR(s->name), STR(cal->a->kids[k]->name),
+                                         jit_lng(j, j->t_i64, qc_is_float(t) ? 1 : t->k == QC_BOOL ? 2 : 0)};
+                gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_PARAM), 4, pa));
+            }
+        }
+        else if (s->kind == QC_SYM_PATTERN)
+            register_pattern(j, b, m, imp, s, &items[i]);
+        else if (s->kind == QC_SYM_AFFINE)
+            register_affine(j, b, m, imp, s, &items[i]);
+        else if (s->kind == QC_SYM_RECIPE)
+            register_recipe(j, b, m, imp, s, &items[i]);
+    }
+    gcc_jit_block_end_with_void_return(b, NULL);
+#undef IMPF
+#undef STR
+#undef ADDR
+}
