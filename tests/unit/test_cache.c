@@ -5,6 +5,7 @@
  * test has its own $XDG_CACHE_HOME in a fresh folder. Also SHA-256 against
  * the FIPS 180 vectors. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -212,6 +213,98 @@ Test(cache, sha256_fips180_vectors)
     qc_sha256_final(&s, d);
     hex(d, h);
     cr_assert_str_eq(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+/* The key names the code generator by a hash of its sources (Makefile: JIT_SRC, JIT_ID): every
+ * compiler/jit*.c and jit*.h, in name order, then compile.c, cache.c and runtime/recipe.h. The
+ * code generator is several files (jit.c, jit_expr.c, ...): one the Makefile left out would
+ * change nothing in the key, and the cache would go on serving modules an older code generator
+ * built. So the hash is recomputed here from the files on disk and must be make's; and make,
+ * asked what a change of each jit file would do, must rebuild compile.o (where the key is). */
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void hash_file(qc_sha256_ctx *h, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "%s: %s", path, strerror(errno));
+    char buf[8192];
+    for (size_t k; (k = fread(buf, 1, sizeof buf, f)) > 0;)
+        qc_sha256_update(h, buf, k);
+    fclose(f);
+}
+
+/* make in the project root, outside the make running the suite (its jobserver, its -k). */
+#define MAKE_ALONE "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C "
+
+Test(cache, jit_id_hashes_code_generator_sources)
+{
+    char path[1200], cmd[3000];
+    snprintf(path, sizeof path, "%s/compiler", tu_root());
+    DIR *d = opendir(path);
+    cr_assert(d, "%s: %s", path, strerror(errno));
+    char *names[64];
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "jit", 3) || len < 5 || e->d_name[len - 2] != '.' ||
+            (e->d_name[len - 1] != 'c' && e->d_name[len - 1] != 'h'))
+            continue;
+        cr_assert_lt(n, 64);
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, by_name);
+    cr_assert_geq(n, 6, "jit.c, jit.h, jit_int.h and the jit_*.c files: %d found", n);
+    qc_sha256_ctx h;
+    qc_sha256_init(&h);
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/compiler/%s", tu_root(), names[i]);
+        hash_file(&h, path);
+    }
+    const char *rest[] = {"compiler/compile.c", "compiler/cache.c", "runtime/recipe.h"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", tu_root(), rest[i]);
+        hash_file(&h, path);
+    }
+    unsigned char dg[QC_SHA256_LEN];
+    char want[65];
+    qc_sha256_final(&h, dg);
+    hex(dg, want);
+    want[16] = 0;
+    char *out = NULL;
+    snprintf(cmd, sizeof cmd, MAKE_ALONE "'%s' -s jit-id", tu_root());
+    cr_assert_eq(tu_run(cmd, &out), 0, "%s: %s", cmd, out);
+    out[strcspn(out, "\n")] = 0;
+    cr_assert_str_eq(out, want, "make's JIT_ID is not the hash of the code generator's sources");
+    free(out);
+
+    /* The build the suite runs from ($QRL_BIN's folder): when it is up to date, a change of any
+     * jit file must rebuild compile.o, with the new key. */
+    char b[1024];
+    snprintf(b, sizeof b, "%s", tu_qrl());
+    char *slash = strrchr(b, '/');
+    if (slash)
+        *slash = 0;
+    else
+        snprintf(b, sizeof b, "build");
+    snprintf(cmd, sizeof cmd, MAKE_ALONE "'%s' -q 'B=%s' '%s/obj/compiler/compile.o'", tu_root(), b, b);
+    if (tu_run(cmd, NULL) != 0) {
+        cr_log_info("%s/obj/compiler/compile.o is not up to date: what a change rebuilds is not checked", b);
+    } else {
+        for (int i = 0; i < n; i++) {
+            snprintf(cmd, sizeof cmd, MAKE_ALONE "'%s' -n 'B=%s' -W 'compiler/%s' '%s/obj/compiler/compile.o'",
+                     tu_root(), b, names[i], b);
+            cr_assert_eq(tu_run(cmd, &out), 0, "%s: %s", cmd, out);
+            cr_assert(strstr(out, "-DQRL_JIT_ID="), "a change of compiler/%s does not rebuild compile.o: %s",
+                      names[i], out);
+            free(out);
+        }
+    }
+    for (int i = 0; i < n; i++)
+        free(names[i]);
 }
 
 /* ------------------------------------------------------------------ attacks */
