@@ -344,7 +344,7 @@ Test(jit, loops_and_bounds_checks)
 }
 
 /* An innermost loop whose indices are the loop variable plus an invariant offset runs a copy
- * without their checks when a test before the loop proves them in range (jit.c, loop
+ * without their checks when a test before the loop proves them in range (jit_loops.c, loop
  * versioning). Every way that test can fail must still give the checked loop's results and
  * traps: an offset past the end, a negative one, a negative start, an offset that wraps, and a
  * trap inside a called fn. */
@@ -413,7 +413,7 @@ Test(jit, versioned_loops_keep_results_and_traps)
 }
 
 /* Short proven loops whose body only stores run in blocks of 32, the last moved back to overlap
- * (compiler/jit.c): every trip length around the block and the cut-off gives the loop's results,
+ * (compiler/jit_loops.c): every trip length around the block and the cut-off gives the loop's results,
  * a store to a computed index keeps the last iteration's value, and a body that reads what it
  * stores (here a counter) runs each iteration exactly once. */
 Test(jit, overlapping_blocks_give_each_iteration_once)
