@@ -692,6 +692,22 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
 #undef STR
 #undef ADDR_OR_NULL
 
+/* Registers kernel s's parameters in order (add_kernel_param): name, kind and element type. */
+static void add_kernel_params(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s)
+{
+    const ql_node *ps = s->decl->a;
+    gcc_jit_rvalue *add = gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(imp, NULL, j->f_imp[IMP_ADD_KERNEL_PARAM]));
+    for (int k = 0; ps && k < ps->nkids; k++) {
+        const qc_type *t = ps->kids[k]->type;
+        qr_param_kind kind = t->k == QC_TENSOR ? QR_PARAM_TENSOR : t->k == QC_ARRAY ? QR_PARAM_ARRAY : QR_PARAM_SCALAR;
+        char tb[64];
+        qr_dtype elem = qr_dtype_from_name(qc_type_name(kind == QR_PARAM_SCALAR ? t : t->elem, tb, sizeof tb));
+        gcc_jit_rvalue *args[4] = {m, gcc_jit_context_new_string_literal(j->c, ps->kids[k]->name),
+                                   jit_lng(j, j->t_i64, kind), jit_lng(j, j->t_i64, elem)};
+        gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, add, 4, args));
+    }
+}
+
 /* qrl_module_entry(m, imp): registers everything. */
 void jit_entry(jit *j, cal_fns *cals, item_fns *items)
 {
@@ -717,6 +733,8 @@ void jit_entry(jit *j, cal_fns *cals, item_fns *items)
                                        jit_lng(j, j->t_i64, s->kind == QC_SYM_KERNEL)};
             free(sig);
             gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_FN), 5, args));
+            if (s->kind == QC_SYM_KERNEL) /* its parameters, typed, before its generic entry */
+                add_kernel_params(j, b, m, imp, s);
             if (s->kind == QC_SYM_KERNEL) { /* its generic entry: is_kernel 2 */
                 gcc_jit_rvalue *ta[5] = {m, STR(s->name), ADDR(kernel_thunk(j, i)), STR("void(rt,args)"),
                                          jit_lng(j, j->t_i64, 2)};

@@ -15,7 +15,7 @@
 
 enum { ARG_TENSOR, ARG_OUTPUT, ARG_SCALAR, ARG_ARRAY };
 
-/* A parameter type of a kernel signature: "tensor<u8>", "f32[]", "i32", "bool". */
+/* A kernel parameter's type: tensor<T>, T[] or a scalar. */
 typedef struct ptype {
     int kind;      /* ARG_TENSOR (tensor<T>), ARG_ARRAY (T[]), ARG_SCALAR */
     qr_dtype elem; /* T, or the scalar's type */
@@ -36,43 +36,17 @@ struct qr_intcall {
     int nargs;
 };
 
-static int parse_type(const char *s, size_t n, ptype *t)
+/* Kernel k's parameter types, as the compiler registered them; -1 past max. */
+static int kernel_params(const qr_fn_desc *k, ptype *out, int max)
 {
-    char b[64];
-    if (n >= sizeof b)
-        return 0;
-    memcpy(b, s, n);
-    b[n] = 0;
-    char *e = b;
-    t->kind = ARG_SCALAR;
-    if (n > 8 && !memcmp(s, "tensor<", 7) && s[n - 1] == '>') {
-        t->kind = ARG_TENSOR;
-        e = b + 7;
-        b[n - 1] = 0;
-    } else if (n > 2 && !strcmp(b + n - 2, "[]")) {
-        t->kind = ARG_ARRAY;
-        b[n - 2] = 0;
-    }
-    t->elem = qr_dtype_from_name(e);
-    return t->elem != QR_UNDEF && (t->elem != QR_BOOL || t->kind == ARG_SCALAR);
-}
-
-/* "void(tensor<i32>,f32,...)" -> parameter types; -1 when malformed. */
-static int parse_sig(const char *sig, ptype *out, int max)
-{
-    const char *p = strchr(sig, '(');
-    int n = 0;
-    if (!p)
+    if (k->nparams > max)
         return -1;
-    for (p++; *p && *p != ')';) {
-        const char *c = p;
-        while (*c && *c != ',' && *c != ')')
-            c++;
-        if (n >= max || !parse_type(p, (size_t)(c - p), &out[n++]))
-            return -1;
-        p = *c == ',' ? c + 1 : c;
+    for (int i = 0; i < k->nparams; i++) {
+        qr_param_kind pk = k->params[i].kind;
+        out[i] = (ptype){pk == QR_PARAM_TENSOR ? ARG_TENSOR : pk == QR_PARAM_ARRAY ? ARG_ARRAY : ARG_SCALAR,
+                         k->params[i].elem};
     }
-    return n;
+    return k->nparams;
 }
 
 static void store_scalar(qi_arg *a, const ptype *t, double v)
@@ -513,9 +487,10 @@ static int lowering_fits(const builder *b, const struct mrec *r, const qr_pat_lo
             continue;
         qr_dtype have = arg_dtype(b, &pa[i]);
         if (have != QR_UNDEF && (pt[p].kind != ARG_TENSOR || pt[p].elem != have)) {
-            snprintf(why, whyn, "kernel '%s' takes '%s' as %s, but the recipe makes it %s", kd->name,
-                     b->q->g->values[pa[i].id >= 0 ? pa[i].id : r->out]->name, type_str(&pt[p], tb, sizeof tb),
-                     have == QR_F32 ? "an f32 tensor" : qr_dtype_name(have));
+            snprintf(why, whyn, "kernel '%s' takes '%s' as %s, but the recipe makes it %s (the model's '%s')",
+                     kd->name, kd->params[p].name, type_str(&pt[p], tb, sizeof tb),
+                     have == QR_F32 ? "an f32 tensor" : qr_dtype_name(have),
+                     b->q->g->values[pa[i].id >= 0 ? pa[i].id : r->out]->name);
             return 0;
         }
     }
@@ -537,8 +512,8 @@ static qr_status choose_lowering(builder *b, const struct mrec *r, const qr_pat_
         if (!k || !k->is_kernel || !k->call)
             return qr_errorf(b->e, "pattern '%s' lowers to kernel '%s', which the recipe's module does not define",
                              p->name, p->lowers[i].kernel);
-        if ((np = parse_sig(k->sig, pt, 128)) < 0)
-            return qr_errorf(b->e, "kernel '%s': unexpected signature %s", k->name, k->sig);
+        if ((np = kernel_params(k, pt, 128)) < 0)
+            return qr_errorf(b->e, "kernel '%s' has %d parameters, more than 128", k->name, k->nparams);
         if (lowering_fits(b, r, &p->lowers[i], k, pt, np, want_acc, one, sizeof one))
             *l = &p->lowers[i], *kd = k;
         else

@@ -228,7 +228,24 @@ static void reg_fn(qrl_module *m, const char *name, void *fn, const char *sig, i
         m->bad = 1;
         return;
     }
-    m->fns[m->nfns++] = (qr_fn_desc){name, fn, sig, (int)is_kernel, NULL};
+    m->fns[m->nfns++] = (qr_fn_desc){name, fn, sig, (int)is_kernel, NULL, NULL, 0};
+}
+
+static void reg_kernel_param(qrl_module *m, const char *name, int64_t kind, int64_t elem)
+{
+    qr_fn_desc *k = m->nfns > 0 ? &m->fns[m->nfns - 1] : NULL;
+    if (!k || k->is_kernel != 1 || kind < QR_PARAM_SCALAR || kind > QR_PARAM_TENSOR || elem <= QR_UNDEF ||
+        elem >= QR_DTYPE_COUNT || k->nparams >= QRL_MAX_PARAMS + 1) {
+        m->bad = 1;
+        return;
+    }
+    qr_param_desc *v = realloc(k->params, sizeof *v * (size_t)(k->nparams + 1));
+    if (!v) {
+        m->bad = 1;
+        return;
+    }
+    k->params = v;
+    k->params[k->nparams++] = (qr_param_desc){name, (qr_param_kind)kind, (qr_dtype)elem};
 }
 
 static void reg_cal(qrl_module *m, const char *name, int64_t nparams, int64_t state_bytes, void *defaults, void *init,
@@ -556,6 +573,7 @@ static const qrl_imports imports = {
     .add_fn = reg_fn,
     .add_calibrator = reg_cal,
     .add_param = reg_param,
+    .add_kernel_param = reg_kernel_param,
     .value_rank = m_rank,
     .value_dim = m_dim,
     .value_const = m_const,
@@ -631,6 +649,8 @@ void qr_module_free(qrl_module *m)
     for (int i = 0; i < m->ncals; i++)
         free(m->cals[i].params);
     free(m->cals);
+    for (int i = 0; i < m->nfns; i++)
+        free(m->fns[i].params);
     free(m->fns);
     for (int i = 0; i < m->npatterns; i++) {
         free(m->patterns[i].values);

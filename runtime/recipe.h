@@ -17,7 +17,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 9
+#define QR_RECIPE_ABI 10
 
 /* Limits of the language: compiler/check.c reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -119,6 +119,9 @@ typedef struct qrl_imports {
                            void *init, void *observe, void *merge, void *solve);
     /* kind: 0 integer, 1 float, 2 bool */
     void (*add_param)(qrl_module *m, const char *calibrator, const char *name, int64_t kind);
+    /* The next parameter of the kernel just added (add_fn, is_kernel 1), in order: kind a
+     * qr_param_kind, elem a qr_dtype (the scalar's type, or the array's or tensor's elements). */
+    void (*add_kernel_param)(qrl_module *m, const char *name, int64_t kind, int64_t elem);
     /* Pattern predicates: value v of the candidate match (index in the pattern's value table). */
     int64_t (*value_rank)(const qrl_match *mt, int64_t v);             /* -1: unknown */
     int64_t (*value_dim)(const qrl_match *mt, int64_t v, int64_t axis); /* -1: unknown */
@@ -205,12 +208,24 @@ typedef void (*qrl_cal_solve_fn)(qrl_rt *rt, const void *state, const qrl_scalar
  * tensor/array parameter i itself (a qrl_tview * or qrl_array *). */
 typedef void (*qrl_kernel_call_fn)(qrl_rt *rt, void **args);
 
+/* A kernel's parameter as the compiler declared it: what the quantizer checks a lowering's
+ * arguments against and names in its messages. */
+typedef enum qr_param_kind { QR_PARAM_SCALAR, QR_PARAM_ARRAY, QR_PARAM_TENSOR } qr_param_kind;
+
+typedef struct qr_param_desc {
+    const char *name;
+    qr_param_kind kind;
+    qr_dtype elem; /* the scalar's type, or the array's or tensor's elements */
+} qr_param_desc;
+
 typedef struct qr_fn_desc {
     const char *name;
     void *fn;
     const char *sig;
     int is_kernel;
     qrl_kernel_call_fn call; /* kernels: the generic entry */
+    qr_param_desc *params;   /* kernels: their parameters, in order */
+    int nparams;
 } qr_fn_desc;
 
 typedef struct qr_cal_param {

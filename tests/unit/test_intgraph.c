@@ -283,7 +283,7 @@ Test(intgraph, kernel_of_the_wrong_type_is_a_clear_error)
     qr_error e;
     cr_assert_eq(qr_quantize(g, &calib, &o, &q, &e), QR_ERR);
     cr_assert(strstr(e.msg, "pattern 'tanh8' has no lowering for the types the recipe chose") &&
-                  strstr(e.msg, "kernel 'k8' takes 'mp' as tensor<u8>, but the recipe makes it i8"),
+                  strstr(e.msg, "kernel 'k8' takes 'x' as tensor<u8>, but the recipe makes it i8 (the model's 'mp')"),
               "%s", e.msg);
     qr_tensor_free(&calib);
     qr_module_free(m);

@@ -1474,6 +1474,20 @@ Test(jit, only_what_the_recipe_reaches_is_compiled)
     /* conv's kernels come from the kernel part and run: (100 + 0) * (0.5 * 0.25 / 1) = 12.5, to even 12, + 3 */
     const qr_fn_desc *k = qr_module_fn(m, "qlinear<u8>");
     cr_assert(k && k->is_kernel == 1 && k->call);
+    /* its parameters, typed and named as stdlib/kernels.qrl declares them (the instance's T = u8) */
+    static const struct { const char *name; qr_param_kind kind; qr_dtype elem; } want[14] = {
+        {"acc", QR_PARAM_TENSOR, QR_I32}, {"x", QR_PARAM_TENSOR, QR_U8}, {"x_scale", QR_PARAM_SCALAR, QR_F32},
+        {"x_zero", QR_PARAM_SCALAR, QR_I32}, {"w", QR_PARAM_TENSOR, QR_I8}, {"w_scale", QR_PARAM_ARRAY, QR_F32},
+        {"w_zero", QR_PARAM_ARRAY, QR_I32}, {"b", QR_PARAM_TENSOR, QR_I32}, {"axis", QR_PARAM_SCALAR, QR_I64},
+        {"lo", QR_PARAM_SCALAR, QR_F64}, {"hi", QR_PARAM_SCALAR, QR_F64}, {"y", QR_PARAM_TENSOR, QR_U8},
+        {"y_scale", QR_PARAM_SCALAR, QR_F32}, {"y_zero", QR_PARAM_SCALAR, QR_I32}};
+    cr_assert_eq(k->nparams, 14);
+    for (int i = 0; i < 14; i++)
+        cr_assert(!strcmp(k->params[i].name, want[i].name) && k->params[i].kind == want[i].kind &&
+                      k->params[i].elem == want[i].elem,
+                  "parameter %d: %s %d %d", i, k->params[i].name, k->params[i].kind, k->params[i].elem);
+    const qr_fn_desc *k8 = qr_module_fn(m, "qlinear<i8>");
+    cr_assert(k8 && k8->nparams == 14 && k8->params[1].elem == QR_I8 && k8->params[11].elem == QR_I8);
     cr_assert(qr_module_fn(m, "qlinear<i8>"));
     int32_t acc_d[1] = {100}, bias_d[1] = {0}, w_zero_d[1] = {0};
     uint8_t x_d[1] = {0}, y_d[1] = {0};
