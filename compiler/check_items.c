@@ -187,7 +187,7 @@ static qc_sym *value_sym(ctx *c, ql_node *at, const char *name)
     if (!s) {
         s = chk_new_sym(c, name, QC_SYM_VALUE, &qc_value, at);
         s->index = c->sc->n; /* the pattern's value table: in order of first appearance */
-        if (s->index == QRL_PATTERN_MAX_VALUES) /* the matcher's table (runtime/match.h) */
+        if (s->index == QRL_PATTERN_MAX_VALUES) /* the matcher's table (quantizer/match.h) */
             chk_err(c, at, "'%s' is value %d of this pattern; a pattern names at most %d values", name, s->index + 1,
                 QRL_PATTERN_MAX_VALUES);
         chk_scope_add(c, s);
@@ -414,7 +414,7 @@ void chk_pattern(ctx *c, qc_sym *s)
             continue;
         }
         match = k;
-        /* the matcher's limits (runtime/match.h) */
+        /* the matcher's limits (quantizer/match.h) */
         if (k->nkids > QRL_PATTERN_MAX_NODES)
             chk_err(c, k->kids[QRL_PATTERN_MAX_NODES], "pattern '%s' lists %d nodes; a pattern matches at most %d",
                 s->name, k->nkids, QRL_PATTERN_MAX_NODES);

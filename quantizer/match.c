@@ -109,7 +109,7 @@ static int match_value(mctx *c, int idx, qr_value *v)
 int qr_match_pattern(const qr_graph *g, const qr_pattern *p, unsigned char *claimed, qrl_rt *rt, qr_match_fn fn,
                      void *user, qr_error *e)
 {
-    /* the checker keeps patterns within these (compiler/check.c); a module built otherwise is refused */
+    /* the checker keeps patterns within these (compiler/check_items.c); a module built otherwise is refused */
     int nbound = 0; /* nodes the pattern matches: its distinct outputs (alternatives share one) */
     for (int a = 0; a < p->nnodes; a++) {
         int seen = 0;

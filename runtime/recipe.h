@@ -1,5 +1,5 @@
 /* Compiled recipe modules: the one interface between code compiled from QRL
- * and the runtime. The compiler (compiler/jit.c) produces a shared object
+ * and the runtime. The compiler (compiler/jit*.c) produces a shared object
  * whose entry point registers the module's functions and calibrators through
  * qrl_imports; JIT code reaches the runtime only through that same table (a
  * recipe cannot call anything else, so it cannot open files or touch memory
@@ -7,7 +7,8 @@
  * the front end: everything the runtime needs is registered by the entry.
  *
  * The structs below are laid out identically by the JIT (field order and
- * types); changing one means changing compiler/jit.c and QR_RECIPE_ABI. */
+ * types); changing one means changing compiler/jit.c (its import table, IMP_ in jit_int.h) and
+ * QR_RECIPE_ABI. */
 #ifndef QR_RECIPE_H
 #define QR_RECIPE_H
 
@@ -19,7 +20,7 @@
 
 #define QR_RECIPE_ABI 10
 
-/* Limits of the language: compiler/check.c reports a recipe over one of them
+/* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
 #define QRL_MAX_PARAMS 64         /* parameters of a function, kernel or calibrator */
 #define QRL_PATTERN_MAX_NODES 16  /* nodes a pattern's match clause lists */
