@@ -583,23 +583,21 @@ static void register_pattern(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_ji
         const ql_node *lw = p->kids[i];
         if (lw->kind != QL_LOWER || lw->a->kind != QL_CALL)
             continue;
-        char args[1024] = "";
-        int len = 0;
-        for (int a = 0; a < lw->a->nkids && len < 1000; a++) {
-            const ql_node *e = lw->a->kids[a];
-            const qc_sym *es = e->kind == QL_NAME ? e->sym : NULL;
-            if (es && es->kind == QC_SYM_VALUE)
-                len += snprintf(args + len, sizeof args - (size_t)len, "%sv%d", a ? "," : "", es->index);
-            else
-                len += snprintf(args + len, sizeof args - (size_t)len, "%sc%d", a ? "," : "", k++);
-        }
         const qc_sym *out = NULL;
         for (int v = 0; v < nv; v++)
             if (vals[v] && !strcmp(vals[v]->name, lw->name))
                 out = vals[v];
-        gcc_jit_rvalue *a4[6] = {m, STR(s->name), STR(lw->a->a->name), jit_lng(j, j->t_i64, out ? out->index : -1), STR(args),
+        gcc_jit_rvalue *a4[5] = {m, STR(s->name), STR(lw->a->a->name), jit_lng(j, j->t_i64, out ? out->index : -1),
                                  ADDR_OR_NULL(fns->consts)};
-        CALL_IMP(IMP_ADD_PATTERN_LOWER, 6, a4);
+        CALL_IMP(IMP_ADD_PATTERN_LOWER, 5, a4);
+        for (int a = 0; a < lw->a->nkids; a++) { /* a value by its index, else the next constant */
+            const ql_node *e = lw->a->kids[a];
+            const qc_sym *es = e->kind == QL_NAME ? e->sym : NULL;
+            int is_value = es && es->kind == QC_SYM_VALUE;
+            gcc_jit_rvalue *aa[4] = {m, STR(s->name), jit_lng(j, j->t_i64, is_value ? QR_LOWER_VALUE : QR_LOWER_CONST),
+                                     jit_lng(j, j->t_i64, is_value ? es->index : k++)};
+            CALL_IMP(IMP_ADD_PATTERN_LOWER_ARG, 4, aa);
+        }
     }
 }
 

@@ -405,20 +405,18 @@ typedef struct plan_arg {
 static int plan_args(const struct mrec *r, const qr_pat_lower *l, plan_arg *pa, int max)
 {
     const qr_pattern *p = r->p;
-    char tmp[1024];
     int n = 0;
-    snprintf(tmp, sizeof tmp, "%s", l->args);
-    for (char *s = NULL, *t = strtok_r(tmp, ",", &s); t; t = strtok_r(NULL, ",", &s)) {
+    for (int i = 0; i < l->nargs; i++) {
         if (n >= max - 1)
             return -1;
         plan_arg *a = &pa[n++];
         memset(a, 0, sizeof *a);
-        if (t[0] == 'c') {
+        if (l->args[i].kind == QR_LOWER_CONST) {
             a->is_const = 1;
-            a->ci = atoi(t + 1);
+            a->ci = l->args[i].index;
             continue;
         }
-        a->vi = atoi(t + 1);
+        a->vi = l->args[i].index;
         if (a->vi < 0 || a->vi >= p->nvalues)
             return -1;
         a->id = r->values[a->vi];
@@ -430,17 +428,15 @@ static int plan_args(const struct mrec *r, const qr_pat_lower *l, plan_arg *pa, 
     return n;
 }
 
-/* How many constant arguments the lowerings of p pass (c0, c1, ... in their args, numbered
- * on across lower clauses): what p->consts writes. */
+/* How many constant arguments the lowerings of p pass (QR_LOWER_CONST, numbered on across lower
+ * clauses): what p->consts writes. */
 static int pattern_consts(const qr_pattern *p)
 {
     int n = 0;
     for (int i = 0; i < p->nlowers; i++)
-        for (const char *s = p->lowers[i].args; s && *s; s = strchr(s, ',') ? strchr(s, ',') + 1 : "") {
-            long ci = *s == 'c' ? strtol(s + 1, NULL, 10) : -1;
-            if (ci >= n && ci < INT32_MAX)
-                n = (int)ci + 1;
-        }
+        for (int a = 0; a < p->lowers[i].nargs; a++)
+            if (p->lowers[i].args[a].kind == QR_LOWER_CONST && p->lowers[i].args[a].index >= n)
+                n = p->lowers[i].args[a].index + 1;
     return n;
 }
 

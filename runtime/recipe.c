@@ -460,15 +460,28 @@ static void reg_pattern_node(qrl_module *m, const char *pattern, int64_t out, co
         *n = (qr_pat_node){(int)out, ops, inputs};
 }
 
-static void reg_pattern_lower(qrl_module *m, const char *pattern, const char *kernel, int64_t out, const char *args,
-                              void *consts)
+static void reg_pattern_lower(qrl_module *m, const char *pattern, const char *kernel, int64_t out, void *consts)
 {
     qr_pattern *p = find_pattern(m, pattern);
     qr_pat_lower *l = p ? grow1(m, (void **)&p->lowers, &p->nlowers, sizeof *l) : NULL;
     if (!l)
         return;
-    *l = (qr_pat_lower){kernel, args, (int)out};
+    *l = (qr_pat_lower){kernel, NULL, 0, (int)out};
     p->consts = (qrl_consts_fn)consts;
+}
+
+static void reg_pattern_lower_arg(qrl_module *m, const char *pattern, int64_t kind, int64_t index)
+{
+    qr_pattern *p = find_pattern(m, pattern);
+    qr_pat_lower *l = p && p->nlowers > 0 ? &p->lowers[p->nlowers - 1] : NULL;
+    if (!l || (kind != QR_LOWER_VALUE && kind != QR_LOWER_CONST) || index < 0 || index > INT32_MAX ||
+        (kind == QR_LOWER_VALUE && index >= p->nvalues)) {
+        m->bad = 1;
+        return;
+    }
+    qr_lower_arg *a = grow1(m, (void **)&l->args, &l->nargs, sizeof *a);
+    if (a)
+        *a = (qr_lower_arg){(qr_lower_arg_kind)kind, (int)index};
 }
 
 static void reg_affine(qrl_module *m, const char *op, int64_t ninputs, int64_t kind, void *where, void *qparams,
@@ -588,6 +601,7 @@ static const qrl_imports imports = {
     .add_pattern_value = reg_pattern_value,
     .add_pattern_node = reg_pattern_node,
     .add_pattern_lower = reg_pattern_lower,
+    .add_pattern_lower_arg = reg_pattern_lower_arg,
     .add_affine = reg_affine,
     .add_recipe = reg_recipe,
     .add_setting = reg_setting,
@@ -655,6 +669,8 @@ void qr_module_free(qrl_module *m)
     for (int i = 0; i < m->npatterns; i++) {
         free(m->patterns[i].values);
         free(m->patterns[i].nodes);
+        for (int k = 0; k < m->patterns[i].nlowers; k++)
+            free(m->patterns[i].lowers[k].args);
         free(m->patterns[i].lowers);
     }
     free(m->patterns);

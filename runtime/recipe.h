@@ -18,7 +18,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 10
+#define QR_RECIPE_ABI 11
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -146,11 +146,12 @@ typedef struct qrl_imports {
                               int64_t a, int64_t b);
     /* ops: "Conv|ConvTranspose"; inputs: value indices, "?" after optional ones, "_" for any: "0,1,2?" */
     void (*add_pattern_node)(qrl_module *m, const char *pattern, int64_t out, const char *ops, const char *inputs);
-    /* One per lower clause, in order. args: "v0,v2,c0": values by index,
-     * constants by position in what consts fills (void (*)(qrl_rt *, const
-     * qrl_match *, double *out): the constants of all lower clauses, in order). */
-    void (*add_pattern_lower)(qrl_module *m, const char *pattern, const char *kernel, int64_t out, const char *args,
-                              void *consts);
+    /* One per lower clause, in order; its arguments follow, one add_pattern_lower_arg each. consts:
+     * void (*)(qrl_rt *, const qrl_match *, double *out), the constants of all lower clauses in order. */
+    void (*add_pattern_lower)(qrl_module *m, const char *pattern, const char *kernel, int64_t out, void *consts);
+    /* The next argument of the pattern's last lower clause: kind a qr_lower_arg_kind, index the
+     * value's in the pattern's value table, or the constant's position in what consts fills. */
+    void (*add_pattern_lower_arg)(qrl_module *m, const char *pattern, int64_t kind, int64_t index);
     /* Affine rules, in source order (the first whose where holds applies). kind: 0 same, 1 fixed,
      * 2 requantize. where: qrl_where_fn (the node's inputs, then its output; attributes through v = -1);
      * qparams (fixed), elem (a body), table: the qrl_aff_*_fn types below; NULL when absent.
@@ -270,9 +271,19 @@ typedef struct qr_pat_node {
     const char *inputs; /* "0,1,2?" */
 } qr_pat_node;
 
+/* A lowering's argument: a value of the pattern, or a constant the pattern's consts computes. */
+typedef enum qr_lower_arg_kind { QR_LOWER_VALUE, QR_LOWER_CONST } qr_lower_arg_kind;
+
+typedef struct qr_lower_arg {
+    qr_lower_arg_kind kind;
+    int index; /* the value's in the pattern's values, or the constant's in what consts fills */
+} qr_lower_arg;
+
 typedef struct qr_pat_lower {
-    const char *kernel, *args; /* args as add_pattern_lower documents */
-    int out;                   /* the value the kernel computes */
+    const char *kernel;
+    qr_lower_arg *args; /* in the order the kernel takes them, before its output */
+    int nargs;
+    int out; /* the value the kernel computes */
 } qr_pat_lower;
 
 typedef struct qr_pattern {

@@ -1186,7 +1186,10 @@ Test(jit, pattern_description_and_where_predicate)
     cr_assert_str_eq(p->nodes[0].inputs, "1,2");
     cr_assert_eq(p->nlowers, 1);
     cr_assert_str_eq(p->lowers[0].kernel, "scale_kernel");
-    cr_assert_str_eq(p->lowers[0].args, "v1,v2");
+    /* its arguments typed: values 1 (x) and 2 (c) of the pattern */
+    cr_assert_eq(p->lowers[0].nargs, 2);
+    cr_assert(p->lowers[0].args[0].kind == QR_LOWER_VALUE && p->lowers[0].args[0].index == 1);
+    cr_assert(p->lowers[0].args[1].kind == QR_LOWER_VALUE && p->lowers[0].args[1].index == 2);
     cr_assert_eq(p->lowers[0].out, 0);
     /* where const(c) and c.rank == 0, on a real graph */
     qr_graph *g = qr_graph_new();
@@ -1284,8 +1287,12 @@ Test(jit, generics_instantiate_per_member)
     cr_assert_eq(p->nlowers, 2);
     cr_assert_str_eq(p->lowers[0].kernel, "shift<u8>");
     cr_assert_str_eq(p->lowers[1].kernel, "shift<i8>");
-    cr_assert_str_eq(p->lowers[0].args, "v1,c0");
-    cr_assert_str_eq(p->lowers[1].args, "v1,c1");
+    /* value 1, then a constant numbered on across the clauses: 0, then 1 */
+    for (int i = 0; i < 2; i++)
+        cr_assert(p->lowers[i].nargs == 2 && p->lowers[i].args[0].kind == QR_LOWER_VALUE &&
+                      p->lowers[i].args[0].index == 1 && p->lowers[i].args[1].kind == QR_LOWER_CONST &&
+                      p->lowers[i].args[1].index == i,
+                  "lowering %d", i);
     /* type arguments written out: that instance alone */
     int32_t (*wrapped)(qrl_rt *) = fn(m, "wrapped", "i32()");
     cr_assert_eq(wrapped(&rt), -56 + 44);
