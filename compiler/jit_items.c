@@ -561,20 +561,14 @@ static void register_pattern(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_ji
             const qc_sym *out = bind->sym;
             for (int alt = 0; alt < bind->nkids; alt++) {
                 const ql_node *op = bind->kids[alt];
-                char inputs[1024] = "";
-                int len = 0;
-                for (int a = 0; a < op->nkids && len < 1000; a++) {
+                gcc_jit_rvalue *a3[4] = {m, STR(s->name), jit_lng(j, j->t_i64, out ? out->index : -1), STR(op->name)};
+                CALL_IMP(IMP_ADD_PATTERN_NODE, 4, a3);
+                for (int a = 0; a < op->nkids; a++) { /* the value it binds (-1: "_", any), optional with '?' */
                     const qc_sym *as = op->kids[a]->sym;
-                    len += snprintf(inputs + len, sizeof inputs - (size_t)len, "%s", a ? "," : "");
-                    if (as)
-                        len += snprintf(inputs + len, sizeof inputs - (size_t)len, "%d%s", as->index,
-                                        op->kids[a]->flag ? "?" : "");
-                    else
-                        len += snprintf(inputs + len, sizeof inputs - (size_t)len, "_");
+                    gcc_jit_rvalue *ai[4] = {m, STR(s->name), jit_lng(j, j->t_i64, as ? as->index : -1),
+                                             jit_lng(j, j->t_i64, as && op->kids[a]->flag)};
+                    CALL_IMP(IMP_ADD_PATTERN_NODE_INPUT, 4, ai);
                 }
-                gcc_jit_rvalue *a3[5] = {m, STR(s->name), jit_lng(j, j->t_i64, out ? out->index : -1), STR(op->name),
-                                         STR(inputs)};
-                CALL_IMP(IMP_ADD_PATTERN_NODE, 5, a3);
             }
         }
     }

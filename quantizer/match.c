@@ -48,30 +48,21 @@ static int bind_value(mctx *c, int idx, qr_value *v)
 
 static int match_value(mctx *c, int idx, qr_value *v);
 
-/* The inputs of graph node n against one alternative's input list "0,1,2?,_". */
+/* The inputs of graph node n against one alternative's inputs (a value each, optional or not, or any). */
 static int match_inputs(mctx *c, const qr_pat_node *alt, const qr_node *n)
 {
-    const char *s = alt->inputs;
     int k = 0;
-    while (*s) {
+    for (; k < alt->ninputs; k++) {
         qr_value *in = k < n->n_in ? n->in[k] : NULL;
-        if (*s == '_') {
-            s++;
-        } else {
-            char *end;
-            long idx = strtol(s, &end, 10);
-            int optional = *end == '?';
-            s = end + optional;
-            if (!in) {
-                if (!optional || !bind_value(c, (int)idx, NULL))
-                    return 0;
-            } else if (!match_value(c, (int)idx, in)) {
+        const qr_pat_input *pi = &alt->inputs[k];
+        if (pi->value < 0)
+            continue; /* "_": any input */
+        if (!in) {
+            if (!pi->optional || !bind_value(c, pi->value, NULL))
                 return 0;
-            }
+        } else if (!match_value(c, pi->value, in)) {
+            return 0;
         }
-        k++;
-        if (*s == ',')
-            s++;
     }
     /* More inputs than the pattern names: not this op's form. */
     for (; k < n->n_in; k++)
@@ -130,12 +121,9 @@ int qr_match_pattern(const qr_graph *g, const qr_pattern *p, unsigned char *clai
     int root = -1;
     for (int a = p->nnodes - 1; a >= 0 && root < 0; a--) {
         int out = p->nodes[a].out, read = 0;
-        for (int b = 0; b < p->nnodes && !read; b++) {
-            for (const char *s = p->nodes[b].inputs; *s && !read;) {
-                read = strtol(s, NULL, 10) == out && *s != '_';
-                s = strchr(s, ',') ? strchr(s, ',') + 1 : s + strlen(s);
-            }
-        }
+        for (int b = 0; b < p->nnodes && !read; b++)
+            for (int k = 0; k < p->nodes[b].ninputs && !read; k++)
+                read = p->nodes[b].inputs[k].value == out;
         if (!read)
             root = out;
     }

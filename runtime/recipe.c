@@ -452,12 +452,25 @@ static void reg_pattern_value(qrl_module *m, const char *pattern, const char *na
         *v = (qr_pat_value){name, role, (int)axis, (int)a, (int)b};
 }
 
-static void reg_pattern_node(qrl_module *m, const char *pattern, int64_t out, const char *ops, const char *inputs)
+static void reg_pattern_node(qrl_module *m, const char *pattern, int64_t out, const char *ops)
 {
     qr_pattern *p = find_pattern(m, pattern);
     qr_pat_node *n = p ? grow1(m, (void **)&p->nodes, &p->nnodes, sizeof *n) : NULL;
     if (n)
-        *n = (qr_pat_node){(int)out, ops, inputs};
+        *n = (qr_pat_node){(int)out, ops, NULL, 0};
+}
+
+static void reg_pattern_node_input(qrl_module *m, const char *pattern, int64_t value, int64_t optional)
+{
+    qr_pattern *p = find_pattern(m, pattern);
+    qr_pat_node *n = p && p->nnodes > 0 ? &p->nodes[p->nnodes - 1] : NULL;
+    if (!n || value < -1 || value >= p->nvalues || (optional != 0 && optional != 1)) {
+        m->bad = 1;
+        return;
+    }
+    qr_pat_input *in = grow1(m, (void **)&n->inputs, &n->ninputs, sizeof *in);
+    if (in)
+        *in = (qr_pat_input){(int)value, (int)optional};
 }
 
 static void reg_pattern_lower(qrl_module *m, const char *pattern, const char *kernel, int64_t out, void *consts)
@@ -600,6 +613,7 @@ static const qrl_imports imports = {
     .add_pattern = reg_pattern,
     .add_pattern_value = reg_pattern_value,
     .add_pattern_node = reg_pattern_node,
+    .add_pattern_node_input = reg_pattern_node_input,
     .add_pattern_lower = reg_pattern_lower,
     .add_pattern_lower_arg = reg_pattern_lower_arg,
     .add_affine = reg_affine,
@@ -668,6 +682,8 @@ void qr_module_free(qrl_module *m)
     free(m->fns);
     for (int i = 0; i < m->npatterns; i++) {
         free(m->patterns[i].values);
+        for (int k = 0; k < m->patterns[i].nnodes; k++)
+            free(m->patterns[i].nodes[k].inputs);
         free(m->patterns[i].nodes);
         for (int k = 0; k < m->patterns[i].nlowers; k++)
             free(m->patterns[i].lowers[k].args);

@@ -18,7 +18,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 11
+#define QR_RECIPE_ABI 12
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -144,8 +144,11 @@ typedef struct qrl_imports {
      * (-1: per tensor); a, b: the value indices of bias(a, b) / same(a) (-1: none). */
     void (*add_pattern_value)(qrl_module *m, const char *pattern, const char *name, const char *role, int64_t axis,
                               int64_t a, int64_t b);
-    /* ops: "Conv|ConvTranspose"; inputs: value indices, "?" after optional ones, "_" for any: "0,1,2?" */
-    void (*add_pattern_node)(qrl_module *m, const char *pattern, int64_t out, const char *ops, const char *inputs);
+    /* One op form of a pattern node (ops: "Conv|ConvTranspose"); its inputs follow, in order, one
+     * add_pattern_node_input each: value the index of the value it binds (-1: any input), optional 1
+     * when the input may be absent. */
+    void (*add_pattern_node)(qrl_module *m, const char *pattern, int64_t out, const char *ops);
+    void (*add_pattern_node_input)(qrl_module *m, const char *pattern, int64_t value, int64_t optional);
     /* One per lower clause, in order; its arguments follow, one add_pattern_lower_arg each. consts:
      * void (*)(qrl_rt *, const qrl_match *, double *out), the constants of all lower clauses in order. */
     void (*add_pattern_lower)(qrl_module *m, const char *pattern, const char *kernel, int64_t out, void *consts);
@@ -265,10 +268,17 @@ typedef struct qr_pat_value {
     int axis, a, b;
 } qr_pat_value;
 
+/* An input of a pattern node: the value it binds, or any input at all. */
+typedef struct qr_pat_input {
+    int value;    /* the index in the pattern's values; -1: any input ("_") */
+    int optional; /* it may be absent (b? in the pattern) */
+} qr_pat_input;
+
 typedef struct qr_pat_node {
     int out;
-    const char *ops;    /* "Conv|ConvTranspose" */
-    const char *inputs; /* "0,1,2?" */
+    const char *ops;       /* "Conv|ConvTranspose" */
+    qr_pat_input *inputs;  /* in the op's input order */
+    int ninputs;
 } qr_pat_node;
 
 /* A lowering's argument: a value of the pattern, or a constant the pattern's consts computes. */

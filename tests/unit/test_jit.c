@@ -1183,7 +1183,8 @@ Test(jit, pattern_description_and_where_predicate)
     cr_assert_eq(p->nnodes, 1);
     cr_assert_eq(p->nodes[0].out, 0);
     cr_assert_str_eq(p->nodes[0].ops, "Mul");
-    cr_assert_str_eq(p->nodes[0].inputs, "1,2");
+    cr_assert(p->nodes[0].ninputs == 2 && p->nodes[0].inputs[0].value == 1 && p->nodes[0].inputs[1].value == 2 &&
+              !p->nodes[0].inputs[0].optional && !p->nodes[0].inputs[1].optional);
     cr_assert_eq(p->nlowers, 1);
     cr_assert_str_eq(p->lowers[0].kernel, "scale_kernel");
     /* its arguments typed: values 1 (x) and 2 (c) of the pattern */

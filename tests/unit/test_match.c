@@ -196,10 +196,10 @@ Test(match, pattern_over_the_node_limit_is_an_error)
     enum { N = QRL_PATTERN_MAX_NODES + 1 };
     qr_pat_node nodes[N];
     qr_pat_value values[N + 1];
-    char inputs[N][8];
+    qr_pat_input inputs[N];
     for (int i = 0; i < N; i++) { /* value i + 1 = Relu(value i); value 0 is x */
-        snprintf(inputs[i], sizeof inputs[i], "%d", i);
-        nodes[i] = (qr_pat_node){.out = i + 1, .ops = "Relu", .inputs = inputs[i]};
+        inputs[i] = (qr_pat_input){.value = i, .optional = 0};
+        nodes[i] = (qr_pat_node){.out = i + 1, .ops = "Relu", .inputs = &inputs[i], .ninputs = 1};
     }
     for (int i = 0; i <= N; i++)
         values[i] = (qr_pat_value){.name = "v", .role = "", .axis = -1, .a = -1, .b = -1};
