@@ -36,7 +36,7 @@ static const char *const imp_sig[IMP_COUNT] = {
     [IMP_ADD_PARAM] = "vpssl", [IMP_ADD_KERNEL_PARAM] = "vpsll", [IMP_VALUE_RANK] = "lpl", [IMP_VALUE_DIM] = "lpll", [IMP_VALUE_CONST] = "lpl",
     [IMP_VALUE_PRESENT] = "lpl", [IMP_VALUE_SCALAR] = "dpl", [IMP_VALUE_OP_IS] = "lpls", [IMP_ATTR_INT] = "lplsl", [IMP_ATTR_FLOAT] = "dplsd",
     [IMP_ATTR_STR_IS] = "lplsss", [IMP_ATTR_INTS] = "ppls",
-    [IMP_ADD_PATTERN] = "vpspsl", [IMP_ADD_PATTERN_VALUE] = "vpssslll", [IMP_ADD_PATTERN_NODE] = "vpsls", [IMP_ADD_PATTERN_NODE_INPUT] = "vpsll",
+    [IMP_ADD_PATTERN] = "vpspsl", [IMP_ADD_PATTERN_VALUE] = "vpssllll", [IMP_ADD_PATTERN_NODE] = "vpsls", [IMP_ADD_PATTERN_NODE_INPUT] = "vpsll",
     [IMP_ADD_PATTERN_LOWER] = "vpsslp", [IMP_ADD_PATTERN_LOWER_ARG] = "vpsll", [IMP_ADD_AFFINE] = "vpsllpppplss", [IMP_ADD_RECIPE] = "vpspl",
     [IMP_ADD_SETTING] = "vpssssssp", [IMP_ADD_USE] = "vpss",
 };

@@ -548,8 +548,12 @@ static void register_pattern(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_ji
                 rb = w ? w->index : -1;
             }
         }
-        gcc_jit_rvalue *a2[7] = {m, STR(s->name), STR(vals[v]->name), STR(role), jit_lng(j, j->t_i64, axis),
-                                 jit_lng(j, j->t_i64, ra), jit_lng(j, j->t_i64, rb)};
+        long kind = QR_ROLE_NONE;
+        for (int r = QR_ROLE_NONE + 1; r < QR_ROLE_COUNT; r++)
+            if (!strcmp(role, qr_role_name((qr_role_kind)r)))
+                kind = r;
+        gcc_jit_rvalue *a2[7] = {m, STR(s->name), STR(vals[v]->name), jit_lng(j, j->t_i64, kind),
+                                 jit_lng(j, j->t_i64, axis), jit_lng(j, j->t_i64, ra), jit_lng(j, j->t_i64, rb)};
         CALL_IMP(IMP_ADD_PATTERN_VALUE, 7, a2);
     }
     for (int i = 0; i < p->nkids; i++) {

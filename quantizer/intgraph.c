@@ -397,7 +397,7 @@ static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
 typedef struct plan_arg {
     int is_const, ci;   /* a constant argument: consts[ci] */
     int vi, id;         /* pattern value index and original value id (-1: a missing optional input) */
-    const char *role;   /* "activation", "output", "weight", "bias", "" (f32) */
+    qr_role_kind role;  /* QR_ROLE_NONE: the value stays f32 */
     int is_out;
 } plan_arg;
 
@@ -424,7 +424,7 @@ static int plan_args(const struct mrec *r, const qr_pat_lower *l, plan_arg *pa, 
     }
     if (l->out < 0 || l->out >= p->nvalues)
         return -1;
-    pa[n++] = (plan_arg){.vi = l->out, .id = r->out, .role = "output", .is_out = 1};
+    pa[n++] = (plan_arg){.vi = l->out, .id = r->out, .role = QR_ROLE_OUTPUT, .is_out = 1};
     return n;
 }
 
@@ -443,17 +443,17 @@ static int pattern_consts(const qr_pattern *p)
 /* Parameters an argument fills: a quantized value its tensor, scale and zero point. */
 static int arg_width(const plan_arg *a)
 {
-    return a->is_const || !strcmp(a->role, "bias") || !a->role[0] ? 1 : 3;
+    return a->is_const || a->role == QR_ROLE_BIAS || a->role == QR_ROLE_NONE ? 1 : 3;
 }
 
 /* The integer type a quantized argument arrives as (QR_UNDEF: not quantized here). */
 static qr_dtype arg_dtype(const builder *b, const plan_arg *a)
 {
-    if (a->is_const || !a->role[0])
+    if (a->is_const || a->role == QR_ROLE_NONE)
         return a->is_const ? QR_UNDEF : QR_F32;
-    if (!strcmp(a->role, "bias"))
+    if (a->role == QR_ROLE_BIAS)
         return QR_I32;
-    if (!strcmp(a->role, "weight")) {
+    if (a->role == QR_ROLE_WEIGHT) {
         const qr_wquant *w = a->id >= 0 ? qr_plan_weight(b->q, a->id) : NULL;
         return w ? w->dtype : QR_UNDEF;
     }
@@ -526,10 +526,10 @@ static int lacks_integers(const builder *b, const struct mrec *r, const plan_arg
     const qr_qctx *q = b->q;
     for (int i = 0; i < npa; i++) {
         const plan_arg *a = &pa[i];
-        int missing = !a->is_const && a->id < 0 && strcmp(a->role, "bias");
-        int no_int = !a->is_const && a->id >= 0 && a->role[0] && !int_of(b, a->id);
-        const qr_wquant *w = !a->is_const && !strcmp(a->role, "weight") && a->id >= 0 ? qr_plan_weight(q, a->id) : NULL;
-        int no_w = !a->is_const && !strcmp(a->role, "weight") && a->id >= 0 && !w;
+        int missing = !a->is_const && a->id < 0 && a->role != QR_ROLE_BIAS;
+        int no_int = !a->is_const && a->id >= 0 && a->role != QR_ROLE_NONE && !int_of(b, a->id);
+        const qr_wquant *w = !a->is_const && a->role == QR_ROLE_WEIGHT && a->id >= 0 ? qr_plan_weight(q, a->id) : NULL;
+        int no_w = !a->is_const && a->role == QR_ROLE_WEIGHT && a->id >= 0 && !w;
         /* per-channel scales along another axis than the pattern's (a loaded model's choice) */
         int other_axis = w && w->nch > 1 && w->axis != r->p->values[a->vi].axis;
         if (missing || no_int || no_w || other_axis)
@@ -586,7 +586,7 @@ static qr_status add_qparams(builder *b, const struct mrec *r, const qr_fn_desc 
 {
     const qr_qctx *q = b->q;
     qi_arg *args = ka->args;
-    const qr_wquant *w = !strcmp(a->role, "weight") ? qr_plan_weight(q, a->id) : NULL;
+    const qr_wquant *w = a->role == QR_ROLE_WEIGHT ? qr_plan_weight(q, a->id) : NULL;
     if (w && r->p->values[a->vi].axis >= 0) { /* per channel: arrays of scales and zero points */
         for (int k = 0; k < 2; k++, ka->na++) {
             int na = ka->na;
@@ -625,18 +625,18 @@ static qr_status fill_args(builder *b, const struct mrec *r, const qr_fn_desc *k
             continue;
         }
         qr_value *t;
-        if (!strcmp(a->role, "bias") && a->id < 0) { /* a missing bias arrives as one zero */
+        if (a->role == QR_ROLE_BIAS && a->id < 0) { /* a missing bias arrives as one zero */
             snprintf(name, sizeof name, "%s_no_bias", yi->name);
             t = scalar_const(b, name, QR_I32, 0);
         } else
-            t = a->role[0] ? int_of(b, a->id) : b->d->values[a->id];
+            t = a->role != QR_ROLE_NONE ? int_of(b, a->id) : b->d->values[a->id];
         if (a->is_out) {
             args[ka->na] = (qi_arg){.kind = ARG_OUTPUT, .want = pt[ka->na].elem};
             ka->na++;
         } else {
             args[ka->na] = (qi_arg){.kind = ARG_TENSOR, .input = ka->nin, .want = pt[ka->na].elem};
             ka->na++;
-            if (!strcmp(a->role, "activation") || !strcmp(a->role, "output"))
+            if (a->role == QR_ROLE_ACTIVATION || a->role == QR_ROLE_OUTPUT)
                 ka->shape_from[ka->nshape++] = ka->nin;
             ka->orig_in[ka->nin] = a->id;
             ka->ins[ka->nin++] = t;

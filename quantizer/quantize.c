@@ -164,12 +164,12 @@ __attribute__((format(printf, 2, 3))) static qr_status plan_note(qr_qctx *q, con
     return QR_OK;
 }
 
-static void set_role(qr_qctx *q, const qr_value *v, const char *name, int axis, int a, int b)
+static void set_role(qr_qctx *q, const qr_value *v, qr_role_kind kind, int axis, int a, int b)
 {
     qr_role *r = &q->roles[v->id];
-    if (r->name && r->name[0] && (!strcmp(r->name, "weight") || !strcmp(r->name, "bias")))
+    if (r->kind == QR_ROLE_WEIGHT || r->kind == QR_ROLE_BIAS)
         return; /* a weight stays a weight */
-    *r = (qr_role){name, axis, a, b};
+    *r = (qr_role){kind, axis, a, b};
 }
 
 static int accept_match(void *user, const qr_match *m)
@@ -179,13 +179,13 @@ static int accept_match(void *user, const qr_match *m)
     for (int i = 0; i < p->nvalues; i++) {
         const qr_value *v = m->values[i];
         const qr_pat_value *pv = &p->values[i];
-        if (!v || !pv->role[0])
+        if (!v || pv->role == QR_ROLE_NONE)
             continue;
         int a = pv->a >= 0 && m->values[pv->a] ? m->values[pv->a]->id : -1;
         int b = pv->b >= 0 && m->values[pv->b] ? m->values[pv->b]->id : -1;
-        const char *role = pv->role;
-        if ((!strcmp(role, "weight") || !strcmp(role, "bias")) && !v->is_const)
-            role = "activation"; /* only constants can be stored quantized */
+        qr_role_kind role = pv->role;
+        if ((role == QR_ROLE_WEIGHT || role == QR_ROLE_BIAS) && !v->is_const)
+            role = QR_ROLE_ACTIVATION; /* only constants can be stored quantized */
         set_role(q, v, role, pv->axis, a, b);
     }
     q->nodes_pattern += m->nnodes;
@@ -374,8 +374,8 @@ static qr_status plan(qr_qctx *q)
     if (match_patterns(q) != QR_OK)
         return QR_ERR;
     for (int i = 0; i < g->n_values; i++) {
-        const char *rn = q->roles[i].name;
-        if (rn && (!strcmp(rn, "activation") || !strcmp(rn, "output")))
+        qr_role_kind rk = q->roles[i].kind;
+        if (rk == QR_ROLE_ACTIVATION || rk == QR_ROLE_OUTPUT)
             if (add_slot(q, i, SLOT_CALIBRATED, -1) < 0)
                 return qr_errorf(q->e, "out of memory");
     }
@@ -413,7 +413,7 @@ static qr_status quantize_weights(qr_qctx *q)
     for (int i = 0; i < g->n_values; i++) {
         const qr_role *r = &q->roles[i];
         const qr_value *v = g->values[i];
-        if (!r->name || strcmp(r->name, "weight") || !v->is_const || v->t.dtype != QR_F32)
+        if (r->kind != QR_ROLE_WEIGHT || !v->is_const || v->t.dtype != QR_F32)
             continue;
         const qr_qinfo *fq = v->q;
         if (q->o->from_file && (!fq || fq->dtype == QR_I32 || (fq->n > 1 && (fq->axis < 0 || fq->axis >= v->t.ndim))))
@@ -488,7 +488,7 @@ static qr_status quantize_weights(qr_qctx *q)
     }
     for (int i = 0; i < g->n_values; i++) {
         const qr_role *r = &q->roles[i];
-        if (!r->name || strcmp(r->name, "bias") || !g->values[i]->is_const || r->a < 0 || r->b < 0)
+        if (r->kind != QR_ROLE_BIAS || !g->values[i]->is_const || r->a < 0 || r->b < 0)
             continue;
         qr_bquant *bv = realloc(q->bias, sizeof *bv * (size_t)(q->nbias + 1));
         if (!bv)

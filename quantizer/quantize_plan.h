@@ -42,8 +42,8 @@ typedef struct qr_bquant { /* a bias: int32 with scale s_x * s_w */
 } qr_bquant;
 
 typedef struct qr_role {
-    const char *name; /* "" none, activation, output, weight, bias, same */
-    int axis, a, b;   /* value ids for bias(a, b) / same(a) */
+    qr_role_kind kind;
+    int axis, a, b; /* value ids for bias(a, b) / same(a) */
 } qr_role;
 
 typedef struct qr_qctx {

@@ -443,13 +443,23 @@ static void reg_pattern(qrl_module *m, const char *name, void *where, const char
     }
 }
 
-static void reg_pattern_value(qrl_module *m, const char *pattern, const char *name, const char *role, int64_t axis,
+const char *qr_role_name(qr_role_kind r)
+{
+    static const char *const names[QR_ROLE_COUNT] = {"", "activation", "output", "weight", "bias", "same"};
+    return (unsigned)r < QR_ROLE_COUNT ? names[r] : "";
+}
+
+static void reg_pattern_value(qrl_module *m, const char *pattern, const char *name, int64_t role, int64_t axis,
                               int64_t a, int64_t b)
 {
+    if (role < QR_ROLE_NONE || role >= QR_ROLE_COUNT) {
+        m->bad = 1;
+        return;
+    }
     qr_pattern *p = find_pattern(m, pattern);
     qr_pat_value *v = p ? grow1(m, (void **)&p->values, &p->nvalues, sizeof *v) : NULL;
     if (v)
-        *v = (qr_pat_value){name, role, (int)axis, (int)a, (int)b};
+        *v = (qr_pat_value){name, (qr_role_kind)role, (int)axis, (int)a, (int)b};
 }
 
 static void reg_pattern_node(qrl_module *m, const char *pattern, int64_t out, const char *ops)

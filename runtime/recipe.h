@@ -18,7 +18,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 12
+#define QR_RECIPE_ABI 13
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -140,9 +140,9 @@ typedef struct qrl_imports {
      * numerics its kernels implement ("onnx", "tflite", ...; "": any); priority: patterns are tried
      * highest first (-1: the pattern's number of nodes, so larger ones fuse first). */
     void (*add_pattern)(qrl_module *m, const char *name, void *where, const char *numerics, int64_t priority);
-    /* role: "" (stays float), activation, output, weight, bias, same; axis for weight(axis = N)
-     * (-1: per tensor); a, b: the value indices of bias(a, b) / same(a) (-1: none). */
-    void (*add_pattern_value)(qrl_module *m, const char *pattern, const char *name, const char *role, int64_t axis,
+    /* role: a qr_role_kind; axis for weight(axis = N) (-1: per tensor); a, b: the value
+     * indices of bias(a, b) / same(a) (-1: none). */
+    void (*add_pattern_value)(qrl_module *m, const char *pattern, const char *name, int64_t role, int64_t axis,
                               int64_t a, int64_t b);
     /* One op form of a pattern node (ops: "Conv|ConvTranspose"); its inputs follow, in order, one
      * add_pattern_node_input each: value the index of the value it binds (-1: any input), optional 1
@@ -263,9 +263,25 @@ struct qrl_match {
     int *narrays; /* slots in use; -1: a rule read more than fit (qr_match_status) */
 };
 
+/* What a pattern's quantize clause makes a value: none (it stays f32), activation, output,
+ * weight(axis), bias(x, w) or same(x). */
+typedef enum qr_role_kind {
+    QR_ROLE_NONE,
+    QR_ROLE_ACTIVATION,
+    QR_ROLE_OUTPUT,
+    QR_ROLE_WEIGHT,
+    QR_ROLE_BIAS,
+    QR_ROLE_SAME,
+    QR_ROLE_COUNT
+} qr_role_kind;
+
+/* "activation", "output", ...; "" for QR_ROLE_NONE. */
+const char *qr_role_name(qr_role_kind r);
+
 typedef struct qr_pat_value {
-    const char *name, *role;
-    int axis, a, b;
+    const char *name;
+    qr_role_kind role;
+    int axis, a, b; /* weight's axis; bias(a, b) and same(a): the values' indices in the pattern */
 } qr_pat_value;
 
 /* An input of a pattern node: the value it binds, or any input at all. */

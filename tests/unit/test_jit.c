@@ -1176,10 +1176,10 @@ Test(jit, pattern_description_and_where_predicate)
     cr_assert(p);
     cr_assert_eq(p->nvalues, 3);
     cr_assert_str_eq(p->values[0].name, "y");
-    cr_assert_str_eq(p->values[0].role, "activation");
+    cr_assert_eq(p->values[0].role, QR_ROLE_ACTIVATION);
     cr_assert_str_eq(p->values[1].name, "x");
     cr_assert_str_eq(p->values[2].name, "c");
-    cr_assert_str_eq(p->values[2].role, "");
+    cr_assert_eq(p->values[2].role, QR_ROLE_NONE);
     cr_assert_eq(p->nnodes, 1);
     cr_assert_eq(p->nodes[0].out, 0);
     cr_assert_str_eq(p->nodes[0].ops, "Mul");

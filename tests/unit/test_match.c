@@ -202,7 +202,7 @@ Test(match, pattern_over_the_node_limit_is_an_error)
         nodes[i] = (qr_pat_node){.out = i + 1, .ops = "Relu", .inputs = &inputs[i], .ninputs = 1};
     }
     for (int i = 0; i <= N; i++)
-        values[i] = (qr_pat_value){.name = "v", .role = "", .axis = -1, .a = -1, .b = -1};
+        values[i] = (qr_pat_value){.name = "v", .role = QR_ROLE_NONE, .axis = -1, .a = -1, .b = -1};
     qr_pattern p = {.name = "chain17", .numerics = "", .priority = -1, .values = values, .nvalues = N + 1,
                     .nodes = nodes, .nnodes = N};
     qr_graph *g = relu_chain(N + 2);
