@@ -436,40 +436,27 @@ void jit_recipe_fns(jit *j, const qc_sym *s, item_fns *out)
 }
 
 /* Strings the registration passes; built in malloc'd buffers freed after use. */
-static char *join_names(const ql_node *n, const char *sep)
+/* A setting's modifiers (symmetric, asymmetric, narrow, per_channel, per_tensor: the checker
+ * allows these) as QR_MOD_* flags. */
+static long setting_mods(const ql_node *q)
 {
-    size_t len = 1;
-    for (int i = 0; i < n->nkids; i++)
-        len += strlen(n->kids[i]->name ? n->kids[i]->name : "") + strlen(sep);
-    char *b = calloc(1, len);
-    for (int i = 0; b && i < n->nkids; i++) {
-        if (i)
-            strcat(b, sep);
-        strcat(b, n->kids[i]->name ? n->kids[i]->name : "");
-    }
-    return b;
+    static const struct { const char *name; long flag; } mods[] = {
+        {"symmetric", QR_MOD_SYMMETRIC}, {"asymmetric", QR_MOD_ASYMMETRIC}, {"narrow", QR_MOD_NARROW},
+        {"per_channel", QR_MOD_PER_CHANNEL}, {"per_tensor", QR_MOD_PER_TENSOR}};
+    long f = 0;
+    for (int i = 0; i < q->nkids; i++)
+        for (size_t k = 0; k < sizeof mods / sizeof mods[0]; k++)
+            if (q->kids[i]->name && !strcmp(q->kids[i]->name, mods[k].name))
+                f |= mods[k].flag;
+    return f;
 }
 
-/* "a,b,c": the parameter each argument of a calibrator call binds (by name, else by position;
- * "?" past the parameters, which the checker rejects), as long as the names are. */
-static char *call_arg_names(const ql_node *call, const qc_sym *cal)
+/* The parameter argument a of a calibrator call binds: by name, else by position ("?" past the
+ * parameters, which the checker rejects). */
+static const char *call_arg_name(const ql_node *call, const qc_sym *cal, int a)
 {
-    const ql_node *ps = cal && cal->decl ? cal->decl->a : NULL;
-    const char *names[QC_MAX_PARAMS + 1];
-    size_t len = 1;
-    int n = call->nkids < QC_MAX_PARAMS + 1 ? call->nkids : QC_MAX_PARAMS + 1;
-    for (int a = 0; a < n; a++) {
-        const ql_node *arg = call->kids[a];
-        names[a] = arg->kind == QL_NAMED_ARG ? arg->name : ps && a < ps->nkids ? ps->kids[a]->name : "?";
-        len += strlen(names[a]) + 1;
-    }
-    char *b = calloc(1, len);
-    for (int a = 0; b && a < n; a++) {
-        if (a)
-            strcat(b, ",");
-        strcat(b, names[a]);
-    }
-    return b;
+    const ql_node *ps = cal && cal->decl ? cal->decl->a : NULL, *arg = call->kids[a];
+    return arg->kind == QL_NAMED_ARG ? arg->name : ps && a < ps->nkids ? ps->kids[a]->name : "?";
 }
 
 /* The value table of a pattern, in index order. */
@@ -659,29 +646,34 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
             continue;
         int at = set++;
         const ql_node *q = k->a;
-        char type[64] = "", *mods = NULL, *argnames = NULL;
+        char type[64] = "";
         const char *cal = "";
+        long mods = 0;
+        const ql_node *call = NULL; /* the calibrator call whose arguments' names follow */
+        const qc_sym *cs = NULL;
         if (q->kind == QL_QSPEC) {
             qc_type_name(q->a->type ? q->a->type : &qc_error, type, sizeof type);
-            mods = join_names(q, ",");
+            mods = setting_mods(q);
             const ql_node *by = q->b;
             if (by) {
                 const ql_node *fname = by->kind == QL_CALL ? by->a : by;
-                const qc_sym *cs = fname->sym;
+                cs = fname->sym;
                 cal = fname->name;
                 if (by->kind == QL_CALL)
-                    argnames = call_arg_names(by, cs);
+                    call = by;
             }
         } else if (q->kind == QL_NAME) {
             snprintf(type, sizeof type, "%s", q->name);
         } else if (q->kind == QL_INT || q->kind == QL_FLOAT) { /* a number (tolerance = 3) */
             snprintf(type, sizeof type, "%.17g", q->kind == QL_INT ? (double)q->ival : q->fval);
         }
-        gcc_jit_rvalue *a3[8] = {m, STR(s->name), STR(k->name), STR(type), STR(mods ? mods : ""), STR(cal),
-                                 STR(argnames ? argnames : ""), ADDR_OR_NULL(at < 16 ? fns->args[at] : NULL)};
-        free(mods);
-        free(argnames);
-        CALL_IMP(IMP_ADD_SETTING, 8, a3);
+        gcc_jit_rvalue *a3[7] = {m, STR(s->name), STR(k->name), STR(type), jit_lng(j, j->t_i64, mods), STR(cal),
+                                 ADDR_OR_NULL(at < 16 ? fns->args[at] : NULL)};
+        CALL_IMP(IMP_ADD_SETTING, 7, a3);
+        for (int a = 0; call && a < call->nkids && a < QC_MAX_PARAMS; a++) {
+            gcc_jit_rvalue *aa[3] = {m, STR(s->name), STR(call_arg_name(call, cs, a))};
+            CALL_IMP(IMP_ADD_SETTING_ARG, 3, aa);
+        }
     }
 }
 #undef CALL_IMP

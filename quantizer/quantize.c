@@ -17,18 +17,6 @@
 #include "passes.h"
 #include "quantize_plan.h"
 
-static int has_mod(const char *mods, const char *m)
-{
-    size_t n = strlen(m);
-    for (const char *s = mods; s && *s;) {
-        const char *c = strchr(s, ',');
-        size_t len = c ? (size_t)(c - s) : strlen(s);
-        if (len == n && !strncmp(s, m, n))
-            return 1;
-        s = c ? c + 1 : s + len;
-    }
-    return 0;
-}
 
 /* A calibrator instance for a setting, with its arguments. (The symmetric
  * modifier reaches every calibrator's solve as t.symmetric.) The setting's
@@ -40,21 +28,14 @@ static qr_status new_calib(qr_qctx *q, const qr_setting *s, qr_calib **out)
     if (!d)
         return qr_errorf(q->e, "recipe '%s': %s uses calibrator '%s', which the recipe's module does not define",
                          q->r->name, s->key, s->calibrator);
-    char *buf = strdup(s->argnames ? s->argnames : "");
-    const char **names = calloc(QRL_MAX_PARAMS, sizeof *names);
     double *values = calloc(QRL_MAX_PARAMS, sizeof *values);
     qr_status st = QR_OK;
-    int n = 0;
-    if (!buf || !names || !values)
+    int n = s->nargs;
+    if (!values)
         st = qr_errorf(q->e, "out of memory");
-    for (char *save = NULL, *w = buf ? strtok_r(buf, ",", &save) : NULL; st == QR_OK && w;
-         w = strtok_r(NULL, ",", &save)) {
-        if (n == QRL_MAX_PARAMS)
-            st = qr_errorf(q->e, "recipe '%s': %s passes calibrator '%s' more than %d arguments", q->r->name,
-                           s->key, s->calibrator, QRL_MAX_PARAMS);
-        else
-            names[n++] = w;
-    }
+    else if (n > QRL_MAX_PARAMS)
+        st = qr_errorf(q->e, "recipe '%s': %s passes calibrator '%s' more than %d arguments", q->r->name, s->key,
+                       s->calibrator, QRL_MAX_PARAMS);
     if (st == QR_OK && s->args && n) {
         qrl_rt rt;
         qr_rt_init(&rt);
@@ -62,10 +43,8 @@ static qr_status new_calib(qr_qctx *q, const qr_setting *s, qr_calib **out)
         st = qr_rt_status(&rt, q->e);
     }
     if (st == QR_OK)
-        st = qr_calib_new(q->m, s->calibrator, n, names, values, out, q->e);
+        st = qr_calib_new(q->m, s->calibrator, n, s->argnames, values, out, q->e);
     free(values);
-    free(names);
-    free(buf);
     return st;
 }
 
@@ -88,14 +67,14 @@ static qr_status read_settings(qr_qctx *q)
     q->w_dtype = qr_dtype_from_name(q->wt->type);
     if (!qr_dtype_is_int(q->act_dtype) || !qr_dtype_is_int(q->w_dtype))
         return qr_errorf(q->e, "recipe '%s': unsupported integer type", r->name);
-    if (has_mod(q->act->mods, "per_channel"))
+    if (q->act->mods & QR_MOD_PER_CHANNEL)
         return qr_errorf(q->e, "recipe '%s': activations are quantized per tensor (per_channel is for weights)",
                          r->name);
-    q->act_narrow = has_mod(q->act->mods, "narrow");
-    q->act_sym = has_mod(q->act->mods, "symmetric");
-    q->w_sym = has_mod(q->wt->mods, "symmetric");
-    q->w_narrow = has_mod(q->wt->mods, "narrow");
-    q->w_per_channel = has_mod(q->wt->mods, "per_channel");
+    q->act_narrow = (q->act->mods & QR_MOD_NARROW) != 0;
+    q->act_sym = (q->act->mods & QR_MOD_SYMMETRIC) != 0;
+    q->w_sym = (q->wt->mods & QR_MOD_SYMMETRIC) != 0;
+    q->w_narrow = (q->wt->mods & QR_MOD_NARROW) != 0;
+    q->w_per_channel = (q->wt->mods & QR_MOD_PER_CHANNEL) != 0;
     if (q->g->opset < 10)
         return qr_errorf(q->e, "the model's opset %d predates QuantizeLinear (opset 10)", q->g->opset);
     if (q->g->opset < 13)
@@ -1120,7 +1099,7 @@ static qr_status new_calibrators(qr_qctx *q)
             }
             if (q->out && v->is_output)
                 s = q->out;
-            q->slots[i].qt.symmetric = has_mod(s->mods, "symmetric");
+            q->slots[i].qt.symmetric = (s->mods & QR_MOD_SYMMETRIC) != 0;
             st = new_calib(q, s, &q->slots[i].cal);
         }
     free(seen);

@@ -534,13 +534,31 @@ static void reg_recipe(qrl_module *m, const char *name, void *fallback, int64_t 
     }
 }
 
-static void reg_setting(qrl_module *m, const char *recipe, const char *key, const char *type, const char *mods,
-                        const char *calibrator, const char *argnames, void *args)
+static void reg_setting(qrl_module *m, const char *recipe, const char *key, const char *type, int64_t mods,
+                        const char *calibrator, void *args)
 {
+    const int64_t all = QR_MOD_SYMMETRIC | QR_MOD_ASYMMETRIC | QR_MOD_NARROW | QR_MOD_PER_CHANNEL | QR_MOD_PER_TENSOR;
+    if (mods < 0 || (mods & ~all)) {
+        m->bad = 1;
+        return;
+    }
     qr_recipe *r = find_recipe(m, recipe);
     qr_setting *s = r ? grow1(m, (void **)&r->settings, &r->nsettings, sizeof *s) : NULL;
     if (s)
-        *s = (qr_setting){key, type, mods, calibrator, argnames, (qrl_args_fn)args};
+        *s = (qr_setting){key, type, calibrator, (unsigned)mods, NULL, 0, (qrl_args_fn)args};
+}
+
+static void reg_setting_arg(qrl_module *m, const char *recipe, const char *name)
+{
+    qr_recipe *r = find_recipe(m, recipe);
+    qr_setting *s = r && r->nsettings > 0 ? &r->settings[r->nsettings - 1] : NULL;
+    if (!s || s->nargs >= QRL_MAX_PARAMS) {
+        m->bad = 1;
+        return;
+    }
+    const char **v = grow1(m, (void **)&s->argnames, &s->nargs, sizeof *v);
+    if (v)
+        *v = name;
 }
 
 static void reg_use(qrl_module *m, const char *recipe, const char *name)
@@ -629,6 +647,7 @@ static const qrl_imports imports = {
     .add_affine = reg_affine,
     .add_recipe = reg_recipe,
     .add_setting = reg_setting,
+    .add_setting_arg = reg_setting_arg,
     .add_use = reg_use,
 };
 
@@ -702,6 +721,8 @@ void qr_module_free(qrl_module *m)
     free(m->patterns);
     free(m->affines);
     for (int i = 0; i < m->nrecipes; i++) {
+        for (int k = 0; k < m->recipes[i].nsettings; k++)
+            free(m->recipes[i].settings[k].argnames);
         free(m->recipes[i].settings);
         free(m->recipes[i].use);
     }

@@ -18,7 +18,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 13
+#define QR_RECIPE_ABI 14
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -164,11 +164,13 @@ typedef struct qrl_imports {
                        void *elem, void *table, int64_t in_f32, const char *loc, const char *cond);
     /* Recipes. fallback: qrl_fallback_fn, NULL = never; on_outputs: its condition reads output_sqnr. */
     void (*add_recipe)(qrl_module *m, const char *name, void *fallback, int64_t on_outputs);
-    /* A setting: key = type mods by calibrator(args). mods "symmetric,per_channel"; argnames "p,bins";
-     * args: void (*)(qrl_rt *, double *out) filling them in that order. Value-only settings
-     * (numerics = onnx, accumulate = i32) give it in type. */
-    void (*add_setting)(qrl_module *m, const char *recipe, const char *key, const char *type, const char *mods,
-                        const char *calibrator, const char *argnames, void *args);
+    /* A setting: key = type mods by calibrator(args). mods: QR_MOD_* flags; args: void (*)(qrl_rt *,
+     * double *out) filling the call's arguments in order, whose names follow, one add_setting_arg
+     * each (the calibrator parameter each binds). Value-only settings (numerics = onnx,
+     * accumulate = i32) give it in type. */
+    void (*add_setting)(qrl_module *m, const char *recipe, const char *key, const char *type, int64_t mods,
+                        const char *calibrator, void *args);
+    void (*add_setting_arg)(qrl_module *m, const char *recipe, const char *name);
     void (*add_use)(qrl_module *m, const char *recipe, const char *name);
 } qrl_imports;
 
@@ -349,8 +351,20 @@ void qr_aff_view_init(qr_aff_view *v, const qr_graph *g, const qr_node *n);
  * int-list attributes at once than mt has room for (QRL_MATCH_ARRAYS; the extra ones read empty). */
 qr_status qr_match_status(const qrl_match *mt, qr_error *e);
 
+/* A quantization setting's modifiers (activation = u8 asymmetric per_channel ...), as flags. */
+enum {
+    QR_MOD_SYMMETRIC = 1,
+    QR_MOD_ASYMMETRIC = 2,
+    QR_MOD_NARROW = 4,
+    QR_MOD_PER_CHANNEL = 8,
+    QR_MOD_PER_TENSOR = 16,
+};
+
 typedef struct qr_setting {
-    const char *key, *type, *mods, *calibrator, *argnames;
+    const char *key, *type, *calibrator;
+    unsigned mods;          /* QR_MOD_* */
+    const char **argnames;  /* the calibrator parameter each argument binds, in order */
+    int nargs;
     qrl_args_fn args;
 } qr_setting;
 

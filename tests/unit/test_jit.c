@@ -1035,10 +1035,11 @@ Test(jit, recipe_settings_are_registered)
     const qr_setting *a = qr_recipe_setting(r, "activation"), *w = qr_recipe_setting(r, "weight");
     cr_assert(a && w);
     cr_assert_str_eq(a->type, "u8");
-    cr_assert_str_eq(a->mods, "asymmetric");
+    cr_assert_eq(a->mods, QR_MOD_ASYMMETRIC);
     cr_assert_str_eq(a->calibrator, "minmax");
-    cr_assert_str_eq(w->mods, "symmetric,per_channel");
-    cr_assert_str_eq(w->argnames, "symmetric");
+    cr_assert_eq(a->nargs, 0);
+    cr_assert_eq(w->mods, QR_MOD_SYMMETRIC | QR_MOD_PER_CHANNEL);
+    cr_assert(w->nargs == 1 && !strcmp(w->argnames[0], "symmetric"));
     qrl_rt rt;
     qr_rt_init(&rt);
     double v[4] = {0};
