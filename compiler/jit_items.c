@@ -590,7 +590,7 @@ static void register_affine(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
                             const item_fns *fns)
 {
     const ql_node *n = s->decl;
-    long kind = n->a->kind == QL_AFF_SAME ? 0 : n->a->kind == QL_AFF_FIXED ? 1 : 2;
+    long kind = n->a->kind == QL_AFF_SAME ? QR_AFF_SAME : n->a->kind == QL_AFF_FIXED ? QR_AFF_FIXED : QR_AFF_REQUANTIZE;
     char loc[600], cond[512] = "";
     int line = 0, col = 0;
     ql_source_linecol(n->name_span.src ? n->name_span.src : n->span.src, n->span.start, &line, &col);
@@ -739,7 +739,7 @@ void jit_entry(jit *j, cal_fns *cals, item_fns *items)
             for (int k = 0; k < np; k++) {
                 const qc_type *t = cal->a->kids[k]->type;
                 gcc_jit_rvalue *pa[4] = {m, STR(s->name), STR(cal->a->kids[k]->name),
-                                         jit_lng(j, j->t_i64, qc_is_float(t) ? 1 : t->k == QC_BOOL ? 2 : 0)};
+                                         jit_lng(j, j->t_i64, qc_is_float(t) ? QR_CAL_FLOAT : t->k == QC_BOOL ? QR_CAL_BOOL : QR_CAL_INT)};
                 gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_PARAM), 4, pa));
             }
         }

@@ -1077,13 +1077,13 @@ static qr_status lower_affine_with(builder *b, int node, qr_value **xi, const qr
     if (a->table || a->elem) /* one data input, through a table */
         return lower_affine_table(b, node, xi, xsl, ndata, first);
     yo[0] = yi; /* every output's integers (Split: all on the first one's qparams) */
-    int multi_ok = n->n_out == 1 || a->kind == 0;
+    int multi_ok = n->n_out == 1 || a->kind == QR_AFF_SAME;
     for (int j = 1; multi_ok && j < n->n_out; j++) {
         const qr_slot *sj = on->out[j] ? slot_for(q, on->out[j]->id) : NULL;
         multi_ok = sj && (yo[j] = int_of(b, on->out[j]->id)) && sj->qp.scale == ys->qp.scale &&
                    sj->qp.zero == ys->qp.zero;
     }
-    if (a->kind == 1 || !multi_ok) { /* fixed without a table: nothing says what the integers become */
+    if (a->kind == QR_AFF_FIXED || !multi_ok) { /* fixed without a table: nothing says what the integers become */
         island(b, yid);
         return QR_OK;
     }

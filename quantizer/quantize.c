@@ -317,7 +317,7 @@ static qr_status plan_affine(qr_qctx *q, const qr_node *n)
         return QR_ERR;
     if (!a)
         return why[0] ? plan_note(q, "node '%s' (%s) stays f32: %s", n->name, n->op, why) : QR_OK;
-    if (a->kind == 0 && a->elem && n->n_in < a->ninputs)
+    if (a->kind == QR_AFF_SAME && a->elem && n->n_in < a->ninputs)
         return QR_OK;
     qrl_qparams fixed = {1, 0};
     int valid = 1;
@@ -326,16 +326,16 @@ static qr_status plan_affine(qr_qctx *q, const qr_node *n)
     if (!valid)
         return QR_OK;
     int out = n->out[0]->id;
-    int s = a->kind == 0 ? add_slot(q, out, SLOT_SAME, first)
-            : a->kind == 1 ? add_slot(q, out, SLOT_FIXED, -1)
+    int s = a->kind == QR_AFF_SAME ? add_slot(q, out, SLOT_SAME, first)
+            : a->kind == QR_AFF_FIXED ? add_slot(q, out, SLOT_FIXED, -1)
                            : add_slot(q, out, SLOT_CALIBRATED, -1);
     if (s < 0)
         return qr_errorf(q->e, "out of memory");
-    if (a->kind == 1) {
+    if (a->kind == QR_AFF_FIXED) {
         q->slots[s].qp = fixed;
         q->slots[s].solved = 1;
     }
-    for (int j = 1; a->kind == 0 && !a->elem && !a->table && j < n->n_out; j++) /* Split: every output */
+    for (int j = 1; a->kind == QR_AFF_SAME && !a->elem && !a->table && j < n->n_out; j++) /* Split: every output */
         if (n->out[j] && add_slot(q, n->out[j]->id, SLOT_SAME, first) < 0)
             return qr_errorf(q->e, "out of memory");
     q->aff_of[n->id] = a;

@@ -280,7 +280,9 @@ static void reg_param(qrl_module *m, const char *cal, const char *name, int64_t 
                 m->bad = 1;
                 return;
             }
-            m->cals[i].params[m->cals[i].nparams++] = (qr_cal_param){name, (int)kind};
+            if (kind < QR_CAL_INT || kind > QR_CAL_BOOL)
+                break;
+            m->cals[i].params[m->cals[i].nparams++] = (qr_cal_param){name, (qr_cal_param_kind)kind};
             return;
         }
     m->bad = 1;
@@ -510,11 +512,15 @@ static void reg_pattern_lower_arg(qrl_module *m, const char *pattern, int64_t ki
 static void reg_affine(qrl_module *m, const char *op, int64_t ninputs, int64_t kind, void *where, void *qparams,
                        void *elem, void *table, int64_t in_f32, const char *loc, const char *cond)
 {
+    if (kind < QR_AFF_SAME || kind > QR_AFF_REQUANTIZE) {
+        m->bad = 1;
+        return;
+    }
     qr_affine *a = grow1(m, (void **)&m->affines, &m->naffines, sizeof *a);
     if (a)
         *a = (qr_affine){op,
                          (int)ninputs,
-                         (int)kind,
+                         (qr_affine_kind)kind,
                          (qrl_where_fn)where,
                          (qrl_aff_qparams_fn)qparams,
                          (qrl_aff_elem_fn)elem,
@@ -851,7 +857,7 @@ qr_status qr_calib_new(const qrl_module *m, const char *name, int n, const char 
             qr_calib_free(c);
             return qr_errorf(e, "calibrator '%s' has no parameter '%s'", name, names[i]);
         }
-        if (d->params[at].kind == 1)
+        if (d->params[at].kind == QR_CAL_FLOAT)
             c->params[at].f = values[i];
         else
             c->params[at].i = (int64_t)values[i];

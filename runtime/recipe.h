@@ -118,7 +118,7 @@ typedef struct qrl_imports {
     void (*add_fn)(qrl_module *m, const char *name, void *fn, const char *sig, int64_t is_kernel);
     void (*add_calibrator)(qrl_module *m, const char *name, int64_t nparams, int64_t state_bytes, void *defaults,
                            void *init, void *observe, void *merge, void *solve);
-    /* kind: 0 integer, 1 float, 2 bool */
+    /* kind: a qr_cal_param_kind */
     void (*add_param)(qrl_module *m, const char *calibrator, const char *name, int64_t kind);
     /* The next parameter of the kernel just added (add_fn, is_kernel 1), in order: kind a
      * qr_param_kind, elem a qr_dtype (the scalar's type, or the array's or tensor's elements). */
@@ -155,8 +155,8 @@ typedef struct qrl_imports {
     /* The next argument of the pattern's last lower clause: kind a qr_lower_arg_kind, index the
      * value's in the pattern's value table, or the constant's position in what consts fills. */
     void (*add_pattern_lower_arg)(qrl_module *m, const char *pattern, int64_t kind, int64_t index);
-    /* Affine rules, in source order (the first whose where holds applies). kind: 0 same, 1 fixed,
-     * 2 requantize. where: qrl_where_fn (the node's inputs, then its output; attributes through v = -1);
+    /* Affine rules, in source order (the first whose where holds applies). kind: a
+     * qr_affine_kind. where: qrl_where_fn (the node's inputs, then its output; attributes through v = -1);
      * qparams (fixed), elem (a body), table: the qrl_aff_*_fn types below; NULL when absent.
      * in_f32: the op runs on real values between Q/DQ borders. loc "file:line:col" and cond (the
      * where clause's source) name the rule in messages. */
@@ -235,9 +235,12 @@ typedef struct qr_fn_desc {
     int nparams;
 } qr_fn_desc;
 
+/* A calibrator parameter's kind (add_param). */
+typedef enum qr_cal_param_kind { QR_CAL_INT, QR_CAL_FLOAT, QR_CAL_BOOL } qr_cal_param_kind;
+
 typedef struct qr_cal_param {
     const char *name;
-    int kind; /* 0 integer, 1 float, 2 bool */
+    qr_cal_param_kind kind;
 } qr_cal_param;
 
 typedef struct qr_cal_desc {
@@ -328,9 +331,13 @@ typedef struct qr_pattern {
     qrl_consts_fn consts; /* the constant arguments of every lowering, in order */
 } qr_pattern;
 
+/* What an affine rule gives its output (add_affine): the input's qparams, fixed ones, or its own. */
+typedef enum qr_affine_kind { QR_AFF_SAME, QR_AFF_FIXED, QR_AFF_REQUANTIZE } qr_affine_kind;
+
 typedef struct qr_affine {
     const char *op;
-    int ninputs, kind; /* 0 same, 1 fixed, 2 requantize */
+    int ninputs;
+    qr_affine_kind kind;
     qrl_where_fn where; /* NULL: always */
     qrl_aff_qparams_fn qparams;
     qrl_aff_elem_fn elem;

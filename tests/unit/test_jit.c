@@ -1056,7 +1056,7 @@ Test(jit, recipe_settings_are_registered)
     qr_status st;
     const qr_affine *relu = qr_module_affine_for(m, g, rn, NULL, NULL, NULL, 0, NULL, &st);
     const qr_affine *sig = qr_module_affine_for(m, g, sn, NULL, NULL, NULL, 0, NULL, &st);
-    cr_assert(relu && relu->kind == 0 && relu->elem);
+    cr_assert(relu && relu->kind == QR_AFF_SAME && relu->elem);
     qr_aff_view av;
     qr_aff_view_init(&av, g, rn);
     int32_t x[1] = {5}, z[1] = {10};
@@ -1064,7 +1064,7 @@ Test(jit, recipe_settings_are_registered)
     cr_assert_eq(relu->elem(&rt, &av.mt, x, z, sc), 10);
     x[0] = 20;
     cr_assert_eq(relu->elem(&rt, &av.mt, x, z, sc), 20);
-    cr_assert(sig && sig->kind == 1 && sig->qparams && sig->table);
+    cr_assert(sig && sig->kind == QR_AFF_FIXED && sig->qparams && sig->table);
     double scale;
     int64_t zero;
     qrl_qtype i8 = qr_qtype_of(QR_I8, 0, -1), u8 = qr_qtype_of(QR_U8, 0, -1);
@@ -1077,7 +1077,7 @@ Test(jit, recipe_settings_are_registered)
     cr_assert_eq(zero, 0);
     cr_assert_float_eq(sig->table(&rt, &av.mt, 0.0), 0.5, 1e-15);
     cr_assert_float_eq(sig->table(&rt, &av.mt, 2.0), 1 / (1 + exp(-2.0)), 1e-15);
-    cr_assert_eq(qr_module_affine_for(m, g, one_node(g, "MaxPool"), NULL, NULL, NULL, 0, NULL, &st)->kind, 0);
+    cr_assert_eq(qr_module_affine_for(m, g, one_node(g, "MaxPool"), NULL, NULL, NULL, 0, NULL, &st)->kind, QR_AFF_SAME);
     cr_assert_eq(qr_module_affine_for(m, g, one_node(g, "Concat"), NULL, NULL, NULL, 0, NULL, &st)->kind, 2);
     cr_assert_eq(rt.failed, 0);
     qr_graph_free(g);
@@ -1131,11 +1131,11 @@ Test(jit, affine_rules_read_the_node)
     qr_node_add_attr_s(g, rt2, "mode", "cubic");
     qr_node_add_attr_s(g, rt2, "coordinate_transformation_mode", "tf_crop_and_resize");
     a = qr_module_affine_for(m, g, rz, NULL, NULL, why, sizeof why, NULL, &st);
-    cr_assert(a && a->kind == 0 && !a->in_f32);
+    cr_assert(a && a->kind == QR_AFF_SAME && !a->in_f32);
     a = qr_module_affine_for(m, g, rc, NULL, NULL, why, sizeof why, NULL, &st);
-    cr_assert(a && a->kind == 2 && !a->in_f32);
+    cr_assert(a && a->kind == QR_AFF_REQUANTIZE && !a->in_f32);
     a = qr_module_affine_for(m, g, rt2, NULL, NULL, why, sizeof why, NULL, &st);
-    cr_assert(a && a->kind == 2 && a->in_f32);
+    cr_assert(a && a->kind == QR_AFF_REQUANTIZE && a->in_f32);
     /* AveragePool counting explicit pads: on the integers (the integer graph pads with the zero point);
      * pads from auto_pad: f32 */
     qr_node *ap = one_node(g, "AveragePool"), *ap2 = one_node(g, "AveragePool");
