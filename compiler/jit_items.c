@@ -738,8 +738,8 @@ void jit_entry(jit *j, cal_fns *cals, item_fns *items)
             gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_CAL), 9, args));
             for (int k = 0; k < np; k++) {
                 const qc_type *t = cal->a->kids[k]->type;
-                gcc_jit_rvalue *pa[4] = {m, STR(s->name), STR(cal->a->kids[k]->name),
-                                         jit_lng(j, j->t_i64, qc_is_float(t) ? QR_CAL_FLOAT : t->k == QC_BOOL ? QR_CAL_BOOL : QR_CAL_INT)};
+                qr_cal_param_kind pk = qc_is_float(t) ? QR_CAL_FLOAT : t->k == QC_BOOL ? QR_CAL_BOOL : QR_CAL_INT;
+                gcc_jit_rvalue *pa[4] = {m, STR(s->name), STR(cal->a->kids[k]->name), jit_lng(j, j->t_i64, pk)};
                 gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_PARAM), 4, pa));
             }
         }
