@@ -1264,27 +1264,34 @@ static inline __attribute__((always_inline)) void dw_taps_u32(uint32_t *restrict
             a[i] += (uint32_t)wv[t] * (uint32_t)d[off[t] + i];
 }
 
-/* Stride 1 over a padded plane, for planes too small for row loops to vectorize: the plane's
- * differences x - x_zero as int32 with a border of 0 (padding adds nothing), Hp x Wp; each
- * window position then adds w * d[off + j] for every column j = oy * Wp + ox of the padded
- * output in one run (Wp - OW junk columns a row, dropped when the sums are copied out). */
-typedef struct dw_pad {
+/* Depthwise planes as runs: each window position adds w * d[off + j] to every sum j in one run
+ * over a copy of the plane's x - x_zero (int32, border 0: padding adds nothing), a loop GCC
+ * vectorizes where the row loops of dw_planes had 7 to 56 outputs, mostly scalar.
+ *  - stride 1: the padded plane, Hp x Wp; sum j = oy * Wp + ox;
+ *  - stride 2 (both ways, no dilation): the padded plane split into its four phases (even or odd
+ *    rows by even or odd columns), Hq x Wq each, plen apart; window position (ky, kx) reads phase
+ *    (ky & 1, kx & 1) shifted by (ky / 2, kx / 2); sum j = oy * Wq + ox. The split reads each row
+ *    at a constant stride of 2.
+ * The wrow - OW junk sums a row are dropped when the sums are copied out. */
+typedef struct dw_runs {
     const dw_job *j;
-    int64_t hp, wp, n;  /* n = OH * Wp */
-    int32_t *d;         /* slots x dbytes/4 */
-    uint32_t *a;        /* slots x alen */
+    int phased;         /* stride 2 over the four phases, else stride 1 over the padded plane */
+    int64_t wrow, n;    /* a row of sums (Wp or Wq); n = OH * wrow */
+    int64_t plen;       /* phased: one phase's length */
+    int32_t *d;         /* slots x dlen: the plane, or its four phases */
+    uint32_t *a;        /* slots x alen: the sums */
     int64_t dlen, alen; /* per slot, in elements: a cache line apart */
-    const int64_t *off; /* per window position: where its run starts in the padded plane */
-} dw_pad;
+    const int64_t *off; /* per window position: where its run starts in the slot's plane */
+} dw_runs;
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_planes_padded(void *arg, int64_t p0,
-                                                                                        int64_t p1, int slot)
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_planes_runs(void *arg, int64_t p0,
+                                                                                      int64_t p1, int slot)
 {
-    const dw_pad *P = arg;
+    const dw_runs *P = arg;
     const dw_job *j = P->j;
     const qr_conv_geom *g = &j->cv->g;
     const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0],
-                  KW = g->kernel[1], wp = P->wp, n = P->n;
+                  KW = g->kernel[1], pt = g->pad_begin[0], pl = g->pad_begin[1], wrow = P->wrow;
     const int32_t xz = j->xz;
     const uint8_t flip = j->flip;
     int32_t *restrict d = P->d + slot * P->dlen;
@@ -1292,69 +1299,62 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_plan
     for (int64_t p = p0; p < p1; p++) {
         int64_t c = p % j->cv->c;
         const uint8_t *xp = j->x + p * H * W;
-        const int32_t *wk = j->wk + c * KH * KW;
         memset(d, 0, (size_t)P->dlen * sizeof *d);
         for (int64_t y = 0; y < H; y++) {
-            int32_t *dr = d + (y + g->pad_begin[0]) * wp + g->pad_begin[1];
             const uint8_t *xr = xp + y * W;
-            for (int64_t x = 0; x < W; x++)
-                dr[x] = (int32_t)(xr[x] ^ flip) - xz;
+            if (!P->phased) {
+                int32_t *restrict dr = d + (y + pt) * wrow + pl;
+                for (int64_t x = 0; x < W; x++)
+                    dr[x] = (int32_t)(xr[x] ^ flip) - xz;
+                continue;
+            }
+            int64_t py = (y + pt) & 1, r = (y + pt) >> 1;
+            for (int64_t px = 0; px < 2; px++) {
+                int64_t x0 = (px - pl) & 1; /* the first column of this phase: (x0 + pl) & 1 == px */
+                int32_t *restrict dr = d + (py * 2 + px) * P->plen + r * wrow + ((x0 + pl) >> 1);
+                const uint8_t *restrict sr = xr + x0;
+                for (int64_t t = 0; t < (W - x0 + 1) / 2; t++)
+                    dr[t] = (int32_t)(sr[2 * t] ^ flip) - xz;
+            }
         }
-        dw_taps_u32(a, d, P->off, wk, KH * KW, n, j->b0[c]);
+        dw_taps_u32(a, d, P->off, j->wk + c * KH * KW, KH * KW, P->n, j->b0[c]);
         uint32_t *out = j->acc + p * OH * OW;
         for (int64_t oy = 0; oy < OH; oy++)
-            memcpy(out + oy * OW, a + oy * wp, (size_t)OW * sizeof *a);
+            memcpy(out + oy * OW, a + oy * wrow, (size_t)OW * sizeof *a);
     }
 }
 
-/* Stride 2 (both ways, no dilation) as stride 1: the padded plane's x - x_zero is split into its
- * four phases (even or odd rows by even or odd columns), Hq x Wq each, border 0; the window
- * position (ky, kx) reads phase (ky & 1, kx & 1) shifted by (ky / 2, kx / 2), so each position
- * again adds w * q[off + j] for every column j = oy * Wq + ox in one run (Wq - OW junk columns
- * a row, dropped when the sums are copied out). The split reads each row at a constant stride
- * of 2, a loop GCC vectorizes; the row loops of dw_planes had 7 to 56 outputs, mostly scalar. */
-typedef struct dw_phase {
-    const dw_job *j;
-    int64_t hq, wq, n;  /* a phase plane; n = OH * Wq */
-    int32_t *q;         /* slots x qlen: the four phases, plen apart */
-    uint32_t *a;        /* slots x alen */
-    int64_t plen, qlen, alen;
-    const int64_t *off; /* per window position: where its run starts in the slot's phases */
-} dw_phase;
-
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_planes_phased(void *arg, int64_t p0,
-                                                                                        int64_t p1, int slot)
+/* The depthwise planes of j as runs (dw_planes_runs), stride 1 or, phased, stride 2. */
+static qr_status dw_as_runs(qr_kctx *k, const dw_job *j, int phased)
 {
-    const dw_phase *P = arg;
-    const dw_job *j = P->j;
     const qr_conv_geom *g = &j->cv->g;
-    const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0],
-                  KW = g->kernel[1], pt = g->pad_begin[0], pl = g->pad_begin[1], wq = P->wq, n = P->n;
-    const int32_t xz = j->xz;
-    const uint8_t flip = j->flip;
-    int32_t *restrict q = P->q + slot * P->qlen;
-    uint32_t *restrict a = P->a + slot * P->alen;
-    for (int64_t p = p0; p < p1; p++) {
-        int64_t c = p % j->cv->c;
-        const uint8_t *xp = j->x + p * H * W;
-        const int32_t *wk = j->wk + c * KH * KW;
-        memset(q, 0, (size_t)P->qlen * sizeof *q);
-        for (int64_t y = 0; y < H; y++) {
-            int64_t py = (y + pt) & 1, r = (y + pt) >> 1;
-            const uint8_t *xr = xp + y * W;
-            for (int64_t px = 0; px < 2; px++) {
-                int64_t x0 = (px - pl) & 1; /* the first column of this phase: (x0 + pl) & 1 == px */
-                int32_t *restrict d = q + (py * 2 + px) * P->plen + r * wq + ((x0 + pl) >> 1);
-                const uint8_t *restrict s = xr + x0;
-                for (int64_t t = 0; t < (W - x0 + 1) / 2; t++)
-                    d[t] = (int32_t)(s[2 * t] ^ flip) - xz;
-            }
-        }
-        dw_taps_u32(a, q, P->off, wk, KH * KW, n, j->b0[c]);
-        uint32_t *out = j->acc + p * OH * OW;
-        for (int64_t oy = 0; oy < OH; oy++)
-            memcpy(out + oy * OW, a + oy * wq, (size_t)OW * sizeof *a);
+    const int64_t kn = g->kernel_n, KW = g->kernel[1];
+    const int64_t hp = g->big[0] + g->pad_begin[0] + g->pad_end[0], wp = g->big[1] + g->pad_begin[1] + g->pad_end[1];
+    dw_runs P = {.j = j, .phased = phased, .wrow = phased ? (wp + 1) / 2 : wp};
+    P.n = g->small[0] * P.wrow;
+    P.alen = (P.n + 15) / 16 * 16;
+    /* the last window position reads (KW - 1) * dilation past the plane's last row, (KW - 1) / 2
+     * past a phase's */
+    if (phased) {
+        P.plen = ((hp + 1) / 2 * P.wrow + (KW - 1) / 2 + 15) / 16 * 16;
+        P.dlen = 4 * P.plen;
+    } else {
+        P.dlen = (hp * wp + (KW - 1) * g->dilation[1] + 15) / 16 * 16;
     }
+    int slots = qr_pool_threads(k->pool);
+    P.d = qr_kwork(k, slots, P.dlen, sizeof(int32_t), "depthwise planes");
+    P.a = P.d ? qr_kwork(k, slots, P.alen, sizeof(uint32_t), "depthwise sums") : NULL;
+    int64_t *off = P.a ? qr_kwork(k, kn, 1, sizeof(int64_t), "tap offsets") : NULL;
+    if (!off)
+        return QR_ERR;
+    for (int64_t t = 0; t < kn; t++) { /* window position t's run */
+        int64_t ky = t / KW, kx = t % KW;
+        off[t] = phased ? ((ky & 1) * 2 + (kx & 1)) * P.plen + (ky >> 1) * P.wrow + (kx >> 1)
+                        : ky * g->dilation[0] * wp + kx * g->dilation[1];
+    }
+    P.off = off;
+    qr_parallel_for_slots(k->pool, j->cv->n * j->cv->c, 1, dw_planes_runs, &P);
+    return QR_OK;
 }
 
 static qr_status iconv_acc_depthwise(qr_kctx *k, const iconv *cv, const qr_tensor *x, const qr_tensor *xzp,
@@ -1375,44 +1375,11 @@ static qr_status iconv_acc_depthwise(qr_kctx *k, const iconv *cv, const qr_tenso
     uint8_t flip = x->dtype == QR_I8 ? 0x80 : 0;
     int32_t xz = (int32_t)(xzp ? get_int(xzp->data, xzp->dtype, 0) : 0) + (flip ? 128 : 0);
     dw_job j = {cv, x->data, flip, xz, wk, b0, (uint32_t *)acc};
-    if (g->stride[0] == 1 && g->stride[1] == 1 && g->small_n > 0) {
-        int slots = qr_pool_threads(k->pool);
-        dw_pad P = {&j, g->big[0] + g->pad_begin[0] + g->pad_end[0], g->big[1] + g->pad_begin[1] + g->pad_end[1], 0,
-                    NULL, NULL, 0, 0, NULL};
-        P.n = g->small[0] * P.wp;
-        P.alen = (P.n + 15) / 16 * 16;
-        /* the last window position reads (KW - 1) * d past the padded plane's last row; a cache line apart */
-        P.dlen = (P.hp * P.wp + (g->kernel[1] - 1) * g->dilation[1] + 15) / 16 * 16;
-        P.d = qr_kwork(k, slots, P.dlen, sizeof(int32_t), "padded planes");
-        P.a = P.d ? qr_kwork(k, slots, P.alen, sizeof(uint32_t), "padded sums") : NULL;
-        int64_t *off = P.a ? qr_kwork(k, kn, 1, sizeof(int64_t), "tap offsets") : NULL;
-        if (!off)
+    int stride1 = g->stride[0] == 1 && g->stride[1] == 1;
+    int stride2 = g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1;
+    if ((stride1 || stride2) && g->small_n > 0) {
+        if (dw_as_runs(k, &j, stride2) != QR_OK)
             return QR_ERR;
-        for (int64_t t = 0; t < kn; t++) /* window position t's run in the padded plane */
-            off[t] = t / g->kernel[1] * g->dilation[0] * P.wp + t % g->kernel[1] * g->dilation[1];
-        P.off = off;
-        qr_parallel_for_slots(k->pool, cv->n * cv->c, 1, dw_planes_padded, &P);
-    } else if (g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1 &&
-               g->small_n > 0) {
-        int slots = qr_pool_threads(k->pool);
-        int64_t hp = g->big[0] + g->pad_begin[0] + g->pad_end[0], wp = g->big[1] + g->pad_begin[1] + g->pad_end[1];
-        dw_phase P = {&j, (hp + 1) / 2, (wp + 1) / 2, 0, NULL, NULL, 0, 0, 0, NULL};
-        P.n = g->small[0] * P.wq;
-        /* the last window position reads (KW - 1) / 2 past the phase's last row; a cache line apart */
-        P.plen = (P.hq * P.wq + (g->kernel[1] - 1) / 2 + 15) / 16 * 16;
-        P.qlen = 4 * P.plen;
-        P.alen = (P.n + 15) / 16 * 16;
-        P.q = qr_kwork(k, slots, P.qlen, sizeof(int32_t), "phase planes");
-        P.a = P.q ? qr_kwork(k, slots, P.alen, sizeof(uint32_t), "phase sums") : NULL;
-        int64_t *off = P.a ? qr_kwork(k, kn, 1, sizeof(int64_t), "tap offsets") : NULL;
-        if (!off)
-            return QR_ERR;
-        for (int64_t t = 0; t < kn; t++) { /* window position t's run in its phase */
-            int64_t ky = t / g->kernel[1], kx = t % g->kernel[1];
-            off[t] = ((ky & 1) * 2 + (kx & 1)) * P.plen + (ky >> 1) * P.wq + (kx >> 1);
-        }
-        P.off = off;
-        qr_parallel_for_slots(k->pool, cv->n * cv->c, 1, dw_planes_phased, &P);
     } else {
         qr_parallel_for(k->pool, cv->n * cv->c, 1, dw_planes, &j);
     }
