@@ -263,13 +263,14 @@ typedef struct conv_job {
     int64_t *offs; /* slots x small_n */
 } conv_job;
 
-/* A depthwise convolution at stride 2 over phase planes (dw_phased_*): Wq the width of a phase,
- * n = OH * Wq the sums of a plane, plen a phase's length (4 a slot), alen the sums' (after them). */
-typedef struct dw_phase_job {
+/* A depthwise convolution as runs (dw_runs_*): the plane (stride 1) or its four phases (stride 2,
+ * plen apart) in dlen elements a slot, then alen of sums, n = OH * wrow of them. */
+typedef struct dw_runs_job {
     const conv_job *cj;
-    int64_t wq, n, plen, alen;
-    const int64_t *off; /* per window position: where its run starts in the slot's phases */
-} dw_phase_job;
+    int phased;
+    int64_t wrow, n, plen, dlen, alen;
+    const int64_t *off; /* per window position: where its run starts in the slot's plane */
+} dw_runs_job;
 
 /* Rows are computed four at a time, so each row of b is loaded once for four
  * rows of c; the loops are cloned per instruction set (the CPU's best is
@@ -640,83 +641,53 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
                 a[i] += wv[t] * d[off[t] + i];                                                                \
     }                                                                                                         \
                                                                                                               \
-    /* Depthwise planes at stride 2 (both ways, no dilation) as stride 1: the padded plane is split           \
-     * into its four phases (even or odd rows by even or odd columns), border 0; window position              \
-     * (ky, kx) reads phase (ky & 1, kx & 1) shifted by (ky / 2, kx / 2), so it adds w * q[off + j]           \
-     * to every column j = oy * Wq + ox in one run, in (ky, kx) order with the padding's products             \
-     * as dw_padded; the bias last. The split reads rows at a constant stride of 2. */                        \
-    __attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_phased_##S(void *arg, int64_t p0, \
-                                                                                          int64_t p1, int slot) \
+    /* Depthwise planes as runs over a copy of the plane (border 0), each window position adding              \
+     * w * d[off + j] to every sum j in one run, in (ky, kx) order with the padding's products, as            \
+     * the GEMM sums; the bias last; the real sums are copied out. Stride 1: the padded plane,                \
+     * sum j = oy * Wp + ox. Stride 2 (no dilation): its four phases (even or odd rows by even or             \
+     * odd columns), plen apart; position (ky, kx) reads phase (ky & 1, kx & 1) shifted by                    \
+     * (ky / 2, kx / 2); sum j = oy * Wq + ox; the split reads rows at a constant stride of 2. */             \
+    __attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_runs_##S(void *arg, int64_t p0, \
+                                                                                        int64_t p1, int slot) \
     {                                                                                                         \
-        const dw_phase_job *P = arg;                                                                          \
+        const dw_runs_job *P = arg;                                                                           \
         const conv_job *cj = P->cj;                                                                           \
         const qr_conv_geom *g = cj->g;                                                                        \
         const T *x = cj->x, *w = cj->w, *b = cj->b;                                                           \
         T *y = cj->y;                                                                                         \
         const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0],    \
-                      KW = g->kernel[1], pt = g->pad_begin[0], pl = g->pad_begin[1], wq = P->wq, n = P->n;    \
-        T *restrict q = (T *)cj->col + slot * (4 * P->plen + P->alen), *restrict a = q + 4 * P->plen;         \
+                      KW = g->kernel[1], pt = g->pad_begin[0], pl = g->pad_begin[1], wrow = P->wrow;          \
+        T *restrict d = (T *)cj->col + slot * (P->dlen + P->alen), *restrict a = d + P->dlen;                 \
         for (int64_t p = p0; p < p1; p++) {                                                                   \
             int64_t c = p % cj->ch;                                                                           \
             const T *xp = x + p * H * W, *wc = w + c * KH * KW;                                               \
-            for (int64_t i = 0; i < 4 * P->plen; i++)                                                         \
-                q[i] = 0;                                                                                     \
+            for (int64_t i = 0; i < P->dlen; i++)                                                             \
+                d[i] = 0;                                                                                     \
             for (int64_t yy = 0; yy < H; yy++) {                                                              \
+                if (!P->phased) {                                                                             \
+                    for (int64_t xx = 0; xx < W; xx++)                                                        \
+                        d[(yy + pt) * wrow + pl + xx] = xp[yy * W + xx];                                      \
+                    continue;                                                                                 \
+                }                                                                                             \
                 int64_t py = (yy + pt) & 1, r = (yy + pt) >> 1;                                               \
                 for (int64_t px = 0; px < 2; px++) {                                                          \
                     int64_t x0 = (px - pl) & 1; /* the first column of this phase */                          \
-                    T *restrict d = q + (py * 2 + px) * P->plen + r * wq + ((x0 + pl) >> 1);                  \
+                    T *restrict dr = d + (py * 2 + px) * P->plen + r * wrow + ((x0 + pl) >> 1);               \
                     const T *restrict src = xp + yy * W + x0;                                                 \
                     for (int64_t t = 0; t < (W - x0 + 1) / 2; t++)                                            \
-                        d[t] = src[2 * t];                                                                    \
+                        dr[t] = src[2 * t];                                                                   \
                 }                                                                                             \
             }                                                                                                 \
-            dw_taps_##S(a, q, P->off, wc, KH * KW, n);                                                        \
-            T *out = y + p * OH * OW;                                                                         \
-            T bc = b ? b[c] : 0;                                                                              \
-            if (b)                                                                                            \
-                for (int64_t oy = 0; oy < OH; oy++)                                                           \
-                    for (int64_t ox = 0; ox < OW; ox++)                                                       \
-                        out[oy * OW + ox] = a[oy * wq + ox] + bc;                                             \
-            else                                                                                              \
-                for (int64_t oy = 0; oy < OH; oy++)                                                           \
-                    memcpy(out + oy * OW, a + oy * wq, (size_t)OW * sizeof(T));                               \
-        }                                                                                                     \
-    }                                                                                                         \
-                                                                                                              \
-    /* Depthwise planes at stride 1 over a padded copy (Hp x Wp, border 0): each window position adds         \
-     * w * d[off + j] to every column j = oy * Wp + ox of the padded output in one run; the sums take         \
-     * the products with the padding too, in (ky, kx) order, exactly as the GEMM's; the bias last;            \
-     * the real columns are copied out. The plane and the sums come from the thread's slot. */                \
-    __attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_padded_##S(void *arg, int64_t p0,\
-                                                                                          int64_t p1, int slot)\
-    {                                                                                                         \
-        const conv_job *cj = arg;                                                                             \
-        const qr_conv_geom *g = cj->g;                                                                        \
-        const T *x = cj->x, *w = cj->w, *b = cj->b;                                                           \
-        T *y = cj->y;                                                                                         \
-        const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0],    \
-                      KW = g->kernel[1], wp = W + g->pad_begin[1] + g->pad_end[1], n = OH * wp;               \
-        const int64_t dlen = cj->ck, alen = cj->mg; /* per slot, in elements (conv_job fields reused) */      \
-        T *restrict d = (T *)cj->col + slot * (dlen + alen), *restrict a = d + dlen;                          \
-        for (int64_t p = p0; p < p1; p++) {                                                                   \
-            int64_t c = p % cj->ch;                                                                           \
-            const T *xp = x + p * H * W, *wc = w + c * KH * KW;                                               \
-            for (int64_t i = 0; i < dlen; i++)                                                                \
-                d[i] = 0;                                                                                     \
-            for (int64_t yy = 0; yy < H; yy++)                                                                \
-                for (int64_t xx = 0; xx < W; xx++)                                                            \
-                    d[(yy + g->pad_begin[0]) * wp + g->pad_begin[1] + xx] = xp[yy * W + xx];                  \
-            dw_taps_##S(a, d, cj->offs, wc, KH * KW, n);                                                      \
+            dw_taps_##S(a, d, P->off, wc, KH * KW, P->n);                                                     \
             T *out = y + p * OH * OW;                                                                         \
             if (b) { /* the bias test out of the loops, so they vectorize */                                  \
                 T bc = b[c];                                                                                  \
                 for (int64_t oy = 0; oy < OH; oy++)                                                           \
                     for (int64_t ox = 0; ox < OW; ox++)                                                       \
-                        out[oy * OW + ox] = a[oy * wp + ox] + bc;                                             \
+                        out[oy * OW + ox] = a[oy * wrow + ox] + bc;                                           \
             } else                                                                                            \
                 for (int64_t oy = 0; oy < OH; oy++)                                                           \
-                    memcpy(out + oy * OW, a + oy * wp, (size_t)OW * sizeof(T));                               \
+                    memcpy(out + oy * OW, a + oy * wrow, (size_t)OW * sizeof(T));                             \
         }                                                                                                     \
     }                                                                                                         \
                                                                                                               \
@@ -731,45 +702,37 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
         int direct = g->kernel_n == 1;                                                                        \
         for (int i = 0; i < g->r; i++)                                                                        \
             direct &= g->stride[i] == 1 && g->pad_begin[i] == 0 && g->pad_end[i] == 0;                        \
-        if (g->r == 2 && group == ch && m == ch && g->stride[0] == 1 && g->stride[1] == 1) {                  \
-            /* depthwise at stride 1: plane by plane over padded copies */                                    \
+        int dw_s1 = g->stride[0] == 1 && g->stride[1] == 1;                                                   \
+        int dw_s2 = g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1;     \
+        if (g->r == 2 && group == ch && m == ch && (dw_s1 || dw_s2) && g->small_n > 0) {                      \
+            /* depthwise at stride 1 over padded planes, at stride 2 over their phases */                     \
             int64_t hp = g->big[0] + g->pad_begin[0] + g->pad_end[0];                                         \
-            int64_t wp = g->big[1] + g->pad_begin[1] + g->pad_end[1];                                         \
-            int64_t dlen = (hp * wp + (g->kernel[1] - 1) * g->dilation[1] + 15) / 16 * 16;                    \
-            int64_t alen = (g->small[0] * wp + 15) / 16 * 16;                                                 \
-            int slots = qr_pool_threads(k->pool);                                                             \
-            T *buf = qr_kwork(k, slots, dlen + alen, sizeof(T), "padded planes");                             \
-            int64_t *off = buf ? qr_kwork(k, g->kernel_n, 1, sizeof(int64_t), "tap offsets") : NULL;          \
-            if (!off)                                                                                         \
-                return QR_ERR;                                                                                \
-            for (int64_t t = 0; t < g->kernel_n; t++) /* window position t's run in the padded plane */       \
-                off[t] = t / g->kernel[1] * g->dilation[0] * wp + t % g->kernel[1] * g->dilation[1];          \
-            conv_job dj = {g, x, w, b, y, ch, m, group, cg, alen, dlen, buf, off};                            \
-            qr_parallel_for_slots(k->pool, n_img * ch, 1, dw_padded_##S, &dj);                                \
-            return QR_OK;                                                                                     \
-        }                                                                                                     \
-        if (g->r == 2 && group == ch && m == ch && g->stride[0] == 2 && g->stride[1] == 2 &&                  \
-            g->dilation[0] == 1 && g->dilation[1] == 1 && g->small_n > 0) { /* depthwise at stride 2 */       \
-            int64_t hp = g->big[0] + g->pad_begin[0] + g->pad_end[0];                                         \
-            int64_t wp = g->big[1] + g->pad_begin[1] + g->pad_end[1];                                         \
-            dw_phase_job P = {NULL, (wp + 1) / 2, 0, 0, 0, NULL};                                             \
-            P.n = g->small[0] * P.wq;                                                                         \
-            /* the last window position reads (KW - 1) / 2 past a phase's last row */                         \
-            P.plen = ((hp + 1) / 2 * P.wq + (g->kernel[1] - 1) / 2 + 15) / 16 * 16;                           \
+            int64_t wp = g->big[1] + g->pad_begin[1] + g->pad_end[1], KW = g->kernel[1];                      \
+            dw_runs_job P = {.phased = dw_s2, .wrow = dw_s2 ? (wp + 1) / 2 : wp};                             \
+            P.n = g->small[0] * P.wrow;                                                                       \
             P.alen = (P.n + 15) / 16 * 16;                                                                    \
+            /* the last window position reads (KW - 1) * dilation past the plane's last row, (KW - 1) / 2     \
+             * past a phase's */                                                                              \
+            if (dw_s2) {                                                                                      \
+                P.plen = ((hp + 1) / 2 * P.wrow + (KW - 1) / 2 + 15) / 16 * 16;                               \
+                P.dlen = 4 * P.plen;                                                                          \
+            } else {                                                                                          \
+                P.dlen = (hp * wp + (KW - 1) * g->dilation[1] + 15) / 16 * 16;                                \
+            }                                                                                                 \
             int slots = qr_pool_threads(k->pool);                                                             \
-            T *buf = qr_kwork(k, slots, 4 * P.plen + P.alen, sizeof(T), "phase planes");                      \
+            T *buf = qr_kwork(k, slots, P.dlen + P.alen, sizeof(T), "depthwise planes");                      \
             int64_t *off = buf ? qr_kwork(k, g->kernel_n, 1, sizeof(int64_t), "tap offsets") : NULL;          \
             if (!off)                                                                                         \
                 return QR_ERR;                                                                                \
-            for (int64_t t = 0; t < g->kernel_n; t++) { /* window position t's run in its phase */            \
-                int64_t ky = t / g->kernel[1], kx = t % g->kernel[1];                                         \
-                off[t] = ((ky & 1) * 2 + (kx & 1)) * P.plen + (ky >> 1) * P.wq + (kx >> 1);                   \
+            for (int64_t t = 0; t < g->kernel_n; t++) { /* window position t's run */                         \
+                int64_t ky = t / KW, kx = t % KW;                                                             \
+                off[t] = dw_s2 ? ((ky & 1) * 2 + (kx & 1)) * P.plen + (ky >> 1) * P.wrow + (kx >> 1)          \
+                               : ky * g->dilation[0] * wp + kx * g->dilation[1];                              \
             }                                                                                                 \
             P.off = off;                                                                                      \
             conv_job dj = {g, x, w, b, y, ch, m, group, cg, mg, ck, buf, NULL};                               \
             P.cj = &dj;                                                                                       \
-            qr_parallel_for_slots(k->pool, n_img * ch, 1, dw_phased_##S, &P);                                 \
+            qr_parallel_for_slots(k->pool, n_img * ch, 1, dw_runs_##S, &P);                                   \
             return QR_OK;                                                                                     \
         }                                                                                                     \
         if (g->r == 2 && group == ch && m == ch) { /* depthwise, strided: plane by plane */                   \
