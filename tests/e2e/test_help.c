@@ -17,21 +17,6 @@ typedef struct opts {
     int n;
 } opts;
 
-static char *slurp(const char *rel)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", tu_root(), rel);
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    b[fread(b, 1, (size_t)n, f)] = 0;
-    fclose(f);
-    return b;
-}
-
 static void add(opts *o, const char *s, size_t len)
 {
     for (int i = 0; i < o->n; i++)
@@ -47,7 +32,7 @@ static void add(opts *o, const char *s, size_t len)
  * (which variable is compared does not matter: argv[i], a or cmd). */
 static void options_in(const char *rel, opts *o)
 {
-    char *src = slurp(rel);
+    char *src = tu_slurp_root(rel);
     for (const char *p = src; (p = strstr(p, "strcmp(")); p += 7) {
         const char *q = strchr(p, ',');
         const char *close = strchr(p, ')');
@@ -67,7 +52,7 @@ static void options_in(const char *rel, opts *o)
 /* Commands: the literals main.c compares argv[1] with (strcmp(cmd, "run")). */
 static void commands_in(opts *o)
 {
-    char *src = slurp("cli/main.c");
+    char *src = tu_slurp_root("cli/main.c");
     for (const char *p = src; (p = strstr(p, "strcmp(cmd, \"")); p += 13) {
         const char *s = p + 13, *end = strchr(s, '"');
         if (s[0] != '-' && strncmp(s, "help\"", 5)) /* qrl help is qrl --help */

@@ -859,22 +859,9 @@ static void quantize_threads(const char *recipe, const char *name, int threads, 
     free(log);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "%s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = calloc((size_t)n + 1, 1);
-    cr_assert(s && fread(s, 1, (size_t)n, f) == (size_t)n);
-    fclose(f);
-    return s;
-}
-
 static int same_file(const char *a, const char *b)
 {
-    char *x = slurp(a), *y = slurp(b);
+    char *x = tu_slurp(a), *y = tu_slurp(b);
     int same = !strcmp(x, y);
     free(x);
     free(y);

@@ -1,4 +1,5 @@
 #include "testutil.h"
+#include <criterion/criterion.h>
 
 #include "../../compiler/check.h"
 #include "../../compiler/compile.h"
@@ -181,4 +182,24 @@ struct qrl_module *tu_compile(const char *rel, char *err, size_t n)
     snprintf(err, n, "%s: %s", rel, u->diags.n ? u->diags.v[0].msg : "cannot compile");
     qc_unit_free(u);
     return m;
+}
+
+char *tu_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = calloc((size_t)(n > 0 ? n : 0) + 1, 1);
+    cr_assert(s && n >= 0 && fread(s, 1, (size_t)n, f) == (size_t)n, "cannot read %s", path);
+    fclose(f);
+    return s;
+}
+
+char *tu_slurp_root(const char *rel)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", tu_root(), rel);
+    return tu_slurp(path);
 }

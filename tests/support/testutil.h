@@ -26,6 +26,10 @@ const char *tu_root(void);
 char *tu_tmpdir(void);
 void tu_rmdir(char *dir);
 int tu_file_exists(const char *path);
+/* A whole file, NUL-terminated (malloc'd); the test fails when it cannot be read. tu_slurp_root:
+ * a path relative to the project root. */
+char *tu_slurp(const char *path);
+char *tu_slurp_root(const char *rel);
 /* Count of files in dir (non-recursive, . and .. excluded). */
 int tu_count_files(const char *dir);
 

@@ -21,21 +21,6 @@
 #include "recipe.h"
 #include "testutil.h"
 
-static char *slurp(const char *rel)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", tu_root(), rel);
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    b[fread(b, 1, (size_t)n, f)] = 0;
-    fclose(f);
-    return b;
-}
-
 static qrl_module *compile_file(const char *rel)
 {
     char err[1200];
@@ -46,10 +31,10 @@ static qrl_module *compile_file(const char *rel)
 
 Test(docs, tutorial_examples_are_in_the_text)
 {
-    char *doc = slurp("docs/language.md");
+    char *doc = tu_slurp_root("docs/language.md");
     const char *files[] = {"examples/recipes/meanstd.qrl", "examples/recipes/scale_pattern.qrl"};
     for (int i = 0; i < 2; i++) {
-        char *src = slurp(files[i]);
+        char *src = tu_slurp_root(files[i]);
         cr_assert(strstr(doc, src), "docs/language.md does not show %s as it is", files[i]);
         free(src);
     }
@@ -231,7 +216,7 @@ Test(docs, op_table_lists_every_op_and_its_stdlib_rules)
     }
     qsort(want, (size_t)nrows, sizeof *want, by_row);
     /* the rows between the header's separator and the first line that is not a row */
-    char *doc = slurp("docs/runtime.md");
+    char *doc = tu_slurp_root("docs/runtime.md");
     const char *head = strstr(doc, "| op | domain | stdlib patterns | stdlib affine rules |\n|---|---|---|---|\n");
     cr_assert(head, "docs/runtime.md has no table of supported ops");
     const char *p = strchr(strchr(head, '\n') + 1, '\n') + 1;
@@ -432,7 +417,7 @@ static void names_every_file(const char *text, const char *folder, const char *d
 
 Test(docs, readmes_name_every_file_calibrator_and_pattern)
 {
-    char *stdlib = slurp("stdlib/README.md"), *recipes = slurp("recipes/README.md");
+    char *stdlib = tu_slurp_root("stdlib/README.md"), *recipes = tu_slurp_root("recipes/README.md");
     names_every_file(stdlib, "stdlib", "stdlib/README.md");
     names_every_file(recipes, "recipes", "recipes/README.md");
     char dir[] = "/tmp/qrl_docs_XXXXXX", path[600], err[1200];
@@ -469,7 +454,7 @@ static int word_at(const char *text, const char *p, size_t n)
 
 Test(docs, language_reference_names_every_builtin)
 {
-    char *src = slurp("compiler/check.c"), *doc = slurp("docs/language.md");
+    char *src = tu_slurp_root("compiler/check.c"), *doc = tu_slurp_root("docs/language.md");
     const char *sec = strstr(doc, "\n## Built-in functions"), *end = sec ? strstr(sec + 1, "\n## ") : NULL;
     cr_assert(sec && end, "docs/language.md has no section 'Built-in functions'");
     int n = 0;
