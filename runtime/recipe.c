@@ -235,7 +235,7 @@ static void reg_kernel_param(qrl_module *m, const char *name, int64_t kind, int6
 {
     qr_fn_desc *k = m->nfns > 0 ? &m->fns[m->nfns - 1] : NULL;
     if (!k || k->is_kernel != 1 || kind < QR_PARAM_SCALAR || kind > QR_PARAM_TENSOR || elem <= QR_UNDEF ||
-        elem >= QR_DTYPE_COUNT || k->nparams >= QRL_MAX_PARAMS + 1) {
+        elem >= QR_DTYPE_COUNT || k->nparams >= QRL_MAX_PARAMS) {
         m->bad = 1;
         return;
     }
