@@ -3,12 +3,27 @@
 #include <string.h>
 
 #include "check.h"
+#include "recipe.h"
 
 /* The index of item s, or -1 (affine rules share names, so they are not looked up here). */
 static int index_of(const qc_unit *u, const qc_sym *s)
 {
     int i = qc_names_find(&u->item_names, u->items, s->name);
     return i >= 0 && u->items[i] == s ? i : -1;
+}
+
+static void walk(const qc_unit *u, const ql_node *n, unsigned char *mark);
+
+/* A kernel's tile kernel (an element-wise epilogue's) goes wherever the kernel goes: the runtime
+ * calls it in the kernel's place. */
+static void mark_tile(const qc_unit *u, const qc_sym *k, unsigned char *mark)
+{
+    char name[512];
+    int i = qr_tile_name(k->name, name, sizeof name) == 0 ? qc_names_find(&u->item_names, u->items, name) : -1;
+    if (i >= 0 && !mark[i]) {
+        mark[i] = 1;
+        walk(u, u->items[i]->decl, mark);
+    }
 }
 
 static void walk(const qc_unit *u, const ql_node *n, unsigned char *mark)
@@ -22,6 +37,8 @@ static void walk(const qc_unit *u, const ql_node *n, unsigned char *mark)
         if (i >= 0 && !mark[i]) {
             mark[i] = 1;
             walk(u, s->decl, mark);
+            if (s->kind == QC_SYM_KERNEL)
+                mark_tile(u, s, mark);
         }
     }
     walk(u, n->a, mark);

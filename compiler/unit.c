@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../grammar/parse.h"
+#include "elementwise.h"
 #include "../lang/lexer.h"
 
 #define MAX_IMPORT_DEPTH 64
@@ -263,6 +264,7 @@ static qc_file *add_file(qc_unit *u, ql_source *src, const char *real, int depth
     double t0 = now_ms();
     int n0 = u->diags.n;
     f->ast = qp_parse(src, &u->arena, &u->diags);
+    qc_elementwise_lower(f->ast, &u->arena, &u->diags);
     u->t_parse += now_ms() - t0;
     /* An imported file that is not QRL source: its diagnostics would show its
      * text to whoever wrote the import, so one error at the import instead. */

@@ -140,6 +140,28 @@ ql_node *qp_block(ql_node *b)
     return b;
 }
 
+ql_node *qp_elementwise(qp_state *ps, const ql_token *kw, const ql_token *elem, const ql_token *acc, ql_node *axis,
+                        const ql_token *y, const ql_token *chan, ql_node *block, ql_node *value, const ql_token *end)
+{
+    ql_node *n = qp_named(ps, QL_ELEMENTWISE, elem, ql_span_join(kw->span, end->span));
+    n->a = qp_tok(ps, QL_NAME, acc);
+    n->b = axis;
+    n->c = block;
+    n->d = value;
+    qp_add(ps, n, qp_tok(ps, QL_NAME, y));
+    qp_add(ps, n, qp_tok(ps, QL_NAME, chan));
+    n->span = ql_span_join(kw->span, end->span); /* qp_add widened it */
+    /* as deep as a for holding the block and a statement of the value */
+    int d = block->depth > value->depth ? block->depth : value->depth;
+    if (too_deep(ps, d + 2, n->span, "statement")) {
+        n->c = NULL;
+        n->d = NULL;
+        return n;
+    }
+    n->depth = d + 2;
+    return n;
+}
+
 /* if, for, while: one level deeper than their blocks (an else-if chain nests
  * too: the if holds the next in c). */
 ql_node *qp_stmt_nest(qp_state *ps, ql_node *n)

@@ -28,6 +28,10 @@ ql_node *qp_type_nest(qp_state *ps, ql_node *n); /* ... for array and tensor typ
 ql_node *qp_block(ql_node *b);                    /* a block's depth: its deepest statement's */
 ql_node *qp_stmt_nest(qp_state *ps, ql_node *n); /* depth check for if, for and while */
 
+/* elementwise e in acc along axis -> y { channel c { ... } value } (lang/ast.h's ELEMENTWISE) */
+ql_node *qp_elementwise(qp_state *ps, const ql_token *kw, const ql_token *elem, const ql_token *acc, ql_node *axis,
+                        const ql_token *y, const ql_token *chan, ql_node *block, ql_node *value, const ql_token *end);
+
 void qp_syntax_error(qp_state *ps, void *parser, int major, const ql_token *t);
 
 #endif

@@ -27,7 +27,7 @@
        CARET TILDE EQ NE LT TLT LE GT GE IMPORT CONST FN KERNEL CALIBRATOR STATE OBSERVE MERGE SOLVE
        PATTERN MATCH WHERE QUANTIZE LOWER AFFINE SAME FIXED TABLE REQUANTIZE RECIPE USE BY WHEN LET
        VAR IF ELSE FOR IN WHILE RETURN BREAK CONTINUE TRUE FALSE AND OR NOT SAT TENSOR QTYPE QPARAMS
-       HISTOGRAM BOOL I8 U8 I16 U16 I32 I64 F32 F64.
+       HISTOGRAM BOOL I8 U8 I16 U16 I32 I64 F32 F64 ELEMENTWISE ALONG CHANNEL.
 
 %left OR.
 %left AND.
@@ -218,8 +218,15 @@ stmt(A) ::= FOR(K) IDENT(N) IN expr(F) DOTDOT expr(T) block(B). { A = qp_fix(qp_
 stmt(A) ::= WHILE(K) expr(C) block(B).                { A = qp_stmt_nest(ps, qp_fix(qp_node(ps, QL_WHILE, ql_span_join(K.span, B->span)), C, NULL, B)); }
 stmt(A) ::= RETURN(K).                                { A = qp_node(ps, QL_RETURN, K.span); }
 stmt(A) ::= RETURN(K) expr(E).                        { A = qp_fix(qp_node(ps, QL_RETURN, ql_span_join(K.span, E->span)), E, NULL, NULL); }
+/* elementwise a in acc along axis -> y { channel c { lets } value }: an epilogue's
+ * element-wise form (compiler/elementwise.c turns it into loops) */
+stmt(A) ::= ELEMENTWISE(K) IDENT(E) IN IDENT(X) ALONG expr(AX) ARROW IDENT(Y) LBRACE semis CHANNEL IDENT(C) block(B) SEMI semis expr(V) semis RBRACE(R).
+    { A = qp_elementwise(ps, &K, &E, &X, AX, &Y, &C, B, V, &R); }
 stmt(A) ::= BREAK(K).                                 { A = qp_node(ps, QL_BREAK, K.span); }
 stmt(A) ::= CONTINUE(K).                              { A = qp_node(ps, QL_CONTINUE, K.span); }
+
+semis ::= .
+semis ::= semis SEMI.
 
 assignop(A) ::= ASSIGN(T).                            { A = qp_tok(ps, QL_NAME, &T); }
 assignop(A) ::= PLUSEQ(T).                            { A = qp_tok(ps, QL_NAME, &T); }

@@ -56,6 +56,8 @@
  *   FOR          name; a = from; b = to (exclusive); c = BLOCK
  *   WHILE        a = condition; c = BLOCK
  *   RETURN       a = value?
+ *   ELEMENTWISE  name = element variable; a = NAME accumulator; b = channel axis; c = channel BLOCK;
+ *                d = element value; kids = NAME output, NAME channel variable
  *   BREAK, CONTINUE
  *   INT          ival;  FLOAT fval;  BOOL ival;  STR name (+ slen)
  *   NAME         name; d = TARGS? (a generic's instance: k<i8>)
@@ -81,7 +83,7 @@
     X(RETURN, "return") X(BREAK, "break") X(CONTINUE, "continue") X(INT, "int") X(FLOAT, "float")    \
     X(BOOL, "bool") X(STR, "str") X(NAME, "name") X(UNARY, "unary") X(BINARY, "binary")              \
     X(CALL, "call") X(NAMED_ARG, "named") X(INDEX, "index") X(FIELD, "field") X(CAST, "cast")        \
-    X(SAT, "sat")
+    X(SAT, "sat") X(ELEMENTWISE, "elementwise")
 
 typedef enum ql_kind {
 #define QL_KIND_ENUM(k, s) QL_##k,

@@ -35,6 +35,20 @@ int ql_diags_full(const ql_diags *d)
     return d->errors >= (d->max_errors ? d->max_errors : 50);
 }
 
+/* Whether an error with this span and message was said already: code the
+ * compiler checks twice (an element-wise epilogue's kernel and its tile
+ * kernel, compiler/elementwise.h) reports it once, with the first one's notes. */
+static int repeated(const ql_diags *d, ql_span sp, const char *msg)
+{
+    for (int i = 0; i < d->n; i++) {
+        const ql_diag *g = &d->v[i];
+        if (g->sev == QL_ERROR && g->span.src == sp.src && g->span.start == sp.start && g->span.end == sp.end &&
+            !strcmp(g->msg, msg))
+            return 1;
+    }
+    return 0;
+}
+
 static void add(ql_diags *d, ql_severity sev, ql_span sp, const char *path, const char *fmt, va_list ap)
 {
     if (sev == QL_ERROR && ql_diags_full(d))
@@ -51,6 +65,10 @@ static void add(ql_diags *d, ql_severity sev, ql_span sp, const char *path, cons
     }
     char buf[1024];
     vsnprintf(buf, sizeof buf, fmt, ap);
+    if (sev != QL_NOTE)
+        d->repeating = sev == QL_ERROR && sp.src && repeated(d, sp, buf);
+    if (d->repeating)
+        return;
     ql_diag *g = &d->v[d->n];
     g->msg = strdup(buf);
     if (!g->msg)

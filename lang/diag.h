@@ -27,6 +27,7 @@ typedef struct ql_diags {
     int n, cap;
     int errors;
     int max_errors; /* stop recording errors after this many (0 = 50) */
+    int repeating;  /* the last error repeated an earlier one: its notes are dropped too */
 } ql_diags;
 
 void ql_diags_init(ql_diags *d);

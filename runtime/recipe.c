@@ -746,6 +746,23 @@ const qr_fn_desc *qr_module_fn(const qrl_module *m, const char *name)
     return NULL;
 }
 
+int qr_tile_name(const char *kernel, char *buf, size_t n)
+{
+    size_t base = strcspn(kernel, "<");
+    int len = snprintf(buf, n, "%.*s.tile%s", (int)base, kernel, kernel + base);
+    return len < 0 || (size_t)len >= n ? -1 : 0;
+}
+
+const qr_fn_desc *qr_module_tile(const qrl_module *m, const qr_fn_desc *k)
+{
+    char name[512];
+    if (!k->is_kernel || qr_tile_name(k->name, name, sizeof name) != 0)
+        return NULL;
+    const qr_fn_desc *t = qr_module_fn(m, name);
+    /* the kernel's parameters and the tile's six */
+    return t && t->is_kernel && t->nparams == k->nparams + QR_TILE_NPARAMS ? t : NULL;
+}
+
 const qr_cal_desc *qr_module_calibrator(const qrl_module *m, const char *name)
 {
     for (int i = 0; i < m->ncals; i++)

@@ -407,6 +407,13 @@ qr_status qr_module_load(qrl_module_entry_fn entry, void (*release)(void *), voi
                          qr_error *e);
 void qr_module_free(qrl_module *m);
 const qr_fn_desc *qr_module_fn(const qrl_module *m, const char *name);
+/* The tile kernel of kernel k (an element-wise epilogue, compiler/elementwise.h): k's parameters,
+ * then QR_TILE_C0 .. QR_TILE_Y_RS, each an i64; NULL when k has no element-wise form. */
+const qr_fn_desc *qr_module_tile(const qrl_module *m, const qr_fn_desc *k);
+enum { QR_TILE_C0, QR_TILE_ROWS, QR_TILE_COLS, QR_TILE_ACC_RS, QR_TILE_Y_OFF, QR_TILE_Y_RS, QR_TILE_NPARAMS };
+/* A tile kernel's name: "k.tile" for kernel k, "k.tile<u8>" for its instance "k<u8>"; 0, or -1
+ * when it does not fit in n bytes. */
+int qr_tile_name(const char *kernel, char *buf, size_t n);
 const qr_cal_desc *qr_module_calibrator(const qrl_module *m, const char *name);
 const qr_pattern *qr_module_pattern(const qrl_module *m, const char *name);
 /* The first affine rule for n's op (among those `use`d: uses(name) != 0, NULL: all) whose where

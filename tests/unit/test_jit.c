@@ -1514,6 +1514,29 @@ Test(jit, only_what_the_recipe_reaches_is_compiled)
     k->call(&rt, args);
     cr_assert_eq(rt.failed, 0, "%s", rt.msg);
     cr_assert_eq(y_d[0], 15);
+
+    /* qlinear is element-wise, so it has a tile kernel: its 14 parameters, then c0, rows, cols,
+     * acc_rs, y_off, y_rs. A 2 x 3 block of channels 1 and 2 (acc rows padded to 4), into y rows of
+     * 5 from element 1; by hand: channel 1 m = 0.5 * 0.5 = 0.25, bias 10; channel 2 m = 0.5, bias -20:
+     * round_even((a + bias) * m) + 3, saturated to u8. */
+    const qr_fn_desc *t = qr_module_tile(m, k);
+    cr_assert(t && t->nparams == 20 && !strcmp(t->name, "qlinear.tile<u8>") && !strcmp(t->params[14].name, "c0"));
+    cr_assert(qr_module_tile(m, k8));
+    int32_t tacc_d[8] = {-10, 2, 30, 999, -300, 21, 520, 999}, tb_d[3] = {0, 10, -20};
+    uint8_t ty_d[10];
+    memset(ty_d, 77, sizeof ty_d);
+    float tw_scale_d[3] = {0.25f, 0.5f, 1.0f};
+    qrl_tview tacc = {tacc_d, 8, 1, {8}}, tb = {tb_d, 3, 1, {3}}, ty = {ty_d, 10, 1, {10}};
+    qrl_array tw_scale = {tw_scale_d, 3};
+    int64_t c0 = 1, rows = 2, cols = 3, acc_rs = 4, y_off = 1, y_rs = 5;
+    void *targs[20] = {&tacc, &x, &x_scale, &x_zero, &w, &tw_scale, &w_zero, &tb, &axis, &lo, &hi, &ty, &y_scale,
+                       &y_zero, &c0, &rows, &cols, &acc_rs, &y_off, &y_rs};
+    qr_rt_init(&rt);
+    t->call(&rt, targs);
+    cr_assert_eq(rt.failed, 0, "%s", rt.msg);
+    static const uint8_t twant[10] = {77, 3, 6, 13, 77, 77, 0, 3, 253, 77};
+    for (int i = 0; i < 10; i++)
+        cr_assert_eq(ty_d[i], twant[i], "y[%d] = %d, not %d", i, ty_d[i], twant[i]);
     qr_graph *g = qr_graph_new();
     qr_status status;
     cr_assert(qr_module_affine_for(m, g, one_node(g, "Relu"), NULL, NULL, NULL, 0, NULL, &status));
@@ -1529,7 +1552,7 @@ Test(jit, only_what_the_recipe_reaches_is_compiled)
     cr_assert(qr_module_pattern(m, "add"));
     cr_assert(qr_module_fn(m, "qadd<u8>"));
     cr_assert(qr_module_fn(m, "not_called"));
-    cr_assert(qr_module_fn(m, "channel_count")); /* a fn only kernels call: registered by the code part */
+    cr_assert(qr_module_fn(m, "bound")); /* a fn only kernels call: registered by the code part */
     qr_module_free(m);
 }
 
