@@ -284,6 +284,13 @@ static int check_form(const ql_node *kernel, int at, ql_diags *d)
         errs += tensors_unread(st, st->c, "a channel block", d);
         errs += tensors_unread(st, st->d, "the value", d);
     }
+    const ql_node *ax = st->b;
+    int lit = ax->kind == QL_INT || (ax->kind == QL_UNARY && ax->op == QL_TOK_MINUS && ax->a && ax->a->kind == QL_INT);
+    if (!lit && !(ax->kind == QL_NAME && param(kernel, ax->name))) {
+        ql_error(d, ax->span, "an elementwise statement's axis must be a parameter of kernel '%s' or an integer "
+                 "literal: the runtime reads it to know which axis a block's rows are", kernel->name);
+        errs++;
+    }
     for (int i = 0; i < QC_TILE_EXTRA_PARAMS && !errs; i++)
         if (param(kernel, tile_params[i])) {
             ql_error(d, param(kernel, tile_params[i])->span,
@@ -318,6 +325,10 @@ static ql_node *tile_kernel(ew *e, const ql_node *kernel, const ql_node *st)
     tile(e, st, body);
     body->span = kernel->c->span;
     t->c = body;
+    t->kids = NULL; /* its one kid: the axis, for the runtime (compiler/jit_items.c set_tile_axis) */
+    t->nkids = t->capkids = 0;
+    ql_node_add(e->ar, t, qc_clone(e->ar, st->b));
+    t->span = kernel->span;
     return t;
 }
 

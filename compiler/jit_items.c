@@ -696,6 +696,24 @@ static void add_kernel_params(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_j
     }
 }
 
+/* A tile kernel (compiler/elementwise.c) holds its `along` as its one kid: a parameter's name or
+ * an integer literal, negated or not. */
+static void set_tile_axis(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s)
+{
+    const ql_node *along = s->decl->kids[0], *ps = s->decl->a;
+    long param = -1, value = 0;
+    if (along->kind == QL_NAME)
+        for (int k = 0; ps && k < ps->nkids && param < 0; k++)
+            param = strcmp(ps->kids[k]->name, along->name) ? -1 : k;
+    else if (along->kind == QL_UNARY)
+        value = -(long)along->a->ival;
+    else
+        value = (long)along->ival;
+    gcc_jit_rvalue *set = gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(imp, NULL, j->f_imp[IMP_SET_TILE_AXIS]));
+    gcc_jit_rvalue *args[3] = {m, jit_lng(j, j->t_i64, param), jit_lng(j, j->t_i64, value)};
+    gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, set, 3, args));
+}
+
 /* qrl_module_entry(m, imp): registers everything. */
 void jit_entry(jit *j, cal_fns *cals, item_fns *items)
 {
@@ -723,6 +741,8 @@ void jit_entry(jit *j, cal_fns *cals, item_fns *items)
             gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_FN), 5, args));
             if (s->kind == QC_SYM_KERNEL) /* its parameters, typed, before its generic entry */
                 add_kernel_params(j, b, m, imp, s);
+            if (s->kind == QC_SYM_KERNEL && s->decl->nkids == 1) /* a tile kernel: its rows' axis */
+                set_tile_axis(j, b, m, imp, s);
             if (s->kind == QC_SYM_KERNEL) { /* its generic entry: is_kernel 2 */
                 gcc_jit_rvalue *ta[5] = {m, STR(s->name), ADDR(kernel_thunk(j, i)), STR("void(rt,args)"),
                                          jit_lng(j, j->t_i64, 2)};

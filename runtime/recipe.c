@@ -228,7 +228,7 @@ static void reg_fn(qrl_module *m, const char *name, void *fn, const char *sig, i
         m->bad = 1;
         return;
     }
-    m->fns[m->nfns++] = (qr_fn_desc){name, fn, sig, (int)is_kernel, NULL, NULL, 0};
+    m->fns[m->nfns++] = (qr_fn_desc){name, fn, sig, (int)is_kernel, NULL, NULL, 0, 0, -1, 0};
 }
 
 static void reg_kernel_param(qrl_module *m, const char *name, int64_t kind, int64_t elem)
@@ -246,6 +246,18 @@ static void reg_kernel_param(qrl_module *m, const char *name, int64_t kind, int6
     }
     k->params = v;
     k->params[k->nparams++] = (qr_param_desc){name, (qr_param_kind)kind, (qr_dtype)elem};
+}
+
+static void reg_tile_axis(qrl_module *m, int64_t param, int64_t value)
+{
+    qr_fn_desc *k = m->nfns > 0 ? &m->fns[m->nfns - 1] : NULL;
+    if (!k || k->is_kernel != 1 || param >= k->nparams || param < -1) {
+        m->bad = 1;
+        return;
+    }
+    k->is_tile = 1;
+    k->tile_axis_param = (int)param;
+    k->tile_axis = value;
 }
 
 static void reg_cal(qrl_module *m, const char *name, int64_t nparams, int64_t state_bytes, void *defaults, void *init,
@@ -655,6 +667,7 @@ static const qrl_imports imports = {
     .add_setting = reg_setting,
     .add_setting_arg = reg_setting_arg,
     .add_use = reg_use,
+    .set_tile_axis = reg_tile_axis,
 };
 
 const qrl_imports *qr_recipe_imports(void)

@@ -18,7 +18,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 14
+#define QR_RECIPE_ABI 15
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -172,6 +172,9 @@ typedef struct qrl_imports {
                         const char *calibrator, void *args);
     void (*add_setting_arg)(qrl_module *m, const char *recipe, const char *name);
     void (*add_use)(qrl_module *m, const char *recipe, const char *name);
+    /* The kernel just added is a tile kernel (compiler/elementwise.h) whose rows are channels of
+     * the axis its `along` names: parameter `param` of the kernel (param >= 0), else `value`. */
+    void (*set_tile_axis)(qrl_module *m, int64_t param, int64_t value);
 } qrl_imports;
 
 struct qrl_rt {
@@ -233,6 +236,10 @@ typedef struct qr_fn_desc {
     qrl_kernel_call_fn call; /* kernels: the generic entry */
     qr_param_desc *params;   /* kernels: their parameters, in order */
     int nparams;
+    /* tile kernels: the channel axis of their rows, parameter tile_axis_param's value when it is
+     * >= 0, else tile_axis (negative: from the end); is_tile says the kernel is one */
+    int is_tile, tile_axis_param;
+    int64_t tile_axis;
 } qr_fn_desc;
 
 /* A calibrator parameter's kind (add_param). */

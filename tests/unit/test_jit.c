@@ -1521,6 +1521,8 @@ Test(jit, only_what_the_recipe_reaches_is_compiled)
      * round_even((a + bias) * m) + 3, saturated to u8. */
     const qr_fn_desc *t = qr_module_tile(m, k);
     cr_assert(t && t->nparams == 20 && !strcmp(t->name, "qlinear.tile<u8>") && !strcmp(t->params[14].name, "c0"));
+    cr_assert(t->is_tile && t->tile_axis_param == 8, "its rows are channels of parameter 8 (axis): %d", t->tile_axis_param);
+    cr_assert(!k->is_tile);
     cr_assert(qr_module_tile(m, k8));
     int32_t tacc_d[8] = {-10, 2, 30, 999, -300, 21, 520, 999}, tb_d[3] = {0, 10, -20};
     uint8_t ty_d[10];
