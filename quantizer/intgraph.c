@@ -8,6 +8,7 @@
 
 #include "op.h"
 #include "passes.h"
+#include "ops/conv_epilogue.h"
 #include "ops/ops_common.h"
 #include "quantize_plan.h"
 
@@ -31,6 +32,7 @@ typedef struct qi_arg {
 
 struct qr_intcall {
     const qr_fn_desc *k;
+    const qr_fn_desc *tile; /* k's tile kernel when the call runs fused to its convolution */
     const char *pattern;
     qi_arg *args;
     int nargs;
@@ -149,6 +151,100 @@ static qr_status kcall_run(qr_kctx *k)
     return QR_OK;
 }
 
+/* QrlConvKernel: a ConvInteger and the element-wise epilogue kernel it fed, fused (fuse_epilogues):
+ * inputs are the convolution's (conv_inputs of them: x, w, x_zero?, w_zero?), then the kernel's
+ * other inputs; its call's accumulator argument reads the blocks the convolution hands over. */
+static const qr_tensor *conv_in(const qr_kctx *k, int i)
+{
+    return i < qr_attr_i(k->node, "conv_inputs", 2) && i < k->n_in ? k->in[i] : NULL;
+}
+
+/* The convolution's: per output, C/group x the window. */
+static double kconv_macs(const qr_kctx *k)
+{
+    const qr_tensor *w = k->n_in > 1 ? k->in[1] : NULL;
+    if (!w || w->ndim < 1 || w->dims[0] <= 0 || !k->out[0])
+        return 0;
+    return (double)qr_tensor_numel(k->out[0]) * (double)qr_tensor_numel(w) / (double)w->dims[0];
+}
+
+static qr_status kconv_infer(qr_kctx *k)
+{
+    return qr_convint_infer_as(k, k->in[0], conv_in(k, 2), k->in[1], conv_in(k, 3),
+                               (qr_dtype)qr_attr_i(k->node, "to", QR_UNDEF));
+}
+
+/* A run's arguments of the tile kernel but the accumulator's and the block's six. */
+typedef struct tile_run {
+    const qr_intcall *c;
+    const qr_fn_desc *tile;
+    int acc_arg;
+    void *args[QRL_MAX_PARAMS + QR_TILE_NPARAMS];
+    qrl_tview views[64];
+} tile_run;
+
+static qr_status tile_block(const qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e)
+{
+    const tile_run *t = ep->user;
+    void *args[QRL_MAX_PARAMS + QR_TILE_NPARAMS];
+    int np = t->c->nargs;
+    memcpy(args, t->args, sizeof *args * (size_t)np);
+    int64_t span = b->rows > 0 ? (b->rows - 1) * b->acc_rs + b->cols : 0;
+    qrl_tview acc = {(void *)b->acc, span, 1, {span}};
+    args[t->acc_arg] = &acc;
+    int64_t extra[QR_TILE_NPARAMS] = {[QR_TILE_C0] = b->c0, [QR_TILE_ROWS] = b->rows, [QR_TILE_COLS] = b->cols,
+                                      [QR_TILE_ACC_RS] = b->acc_rs, [QR_TILE_Y_OFF] = b->y_off, [QR_TILE_Y_RS] = b->y_rs};
+    for (int i = 0; i < QR_TILE_NPARAMS; i++)
+        args[np + i] = &extra[i];
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    t->tile->call(&rt, args);
+    if (qr_rt_status(&rt, e) != QR_OK) {
+        qr_error_prefix(e, "kernel '%s' (pattern '%s')", t->tile->name, t->c->pattern);
+        return QR_ERR;
+    }
+    return QR_OK;
+}
+
+static qr_status kconv_run(qr_kctx *k)
+{
+    const qr_intgraph *ig = k->user;
+    int64_t ci = qr_attr_i(k->node, "call", -1), nconv = qr_attr_i(k->node, "conv_inputs", 2);
+    if (!ig || ci < 0 || ci >= ig->ncalls || !ig->calls[ci].tile)
+        return QR_KERR(k, "QrlConvKernel runs only in the integer graph of a quantized model");
+    tile_run t = {&ig->calls[ci], ig->calls[ci].tile, -1, {0}, {{0}}};
+    const qr_intcall *c = t.c;
+    int nv = 0;
+    if (c->nargs > QRL_MAX_PARAMS)
+        return QR_KERR(k, "kernel '%s': too many parameters", c->k->name);
+    for (int i = 0; i < c->nargs; i++) {
+        const qi_arg *a = &c->args[i];
+        if (a->kind == ARG_TENSOR && a->input < 0) { /* the accumulator: each block's */
+            t.acc_arg = i;
+            continue;
+        }
+        if (a->kind == ARG_TENSOR || a->kind == ARG_OUTPUT) {
+            int in = a->kind == ARG_TENSOR ? (int)nconv + a->input - 1 : -1;
+            const qr_tensor *x = a->kind == ARG_OUTPUT ? k->out[0] : in < k->n_in ? k->in[in] : NULL;
+            if (nv >= 64)
+                return QR_KERR(k, "kernel '%s': too many tensors", c->k->name);
+            if (!x || x->dtype != a->want)
+                return QR_KERR(k, "kernel '%s' (pattern '%s'): parameter %d takes %s tensors, not %s", c->k->name,
+                               c->pattern, i + 1, qr_dtype_name(a->want), x ? qr_dtype_name(x->dtype) : "none");
+            qr_tview_of(x, &t.views[nv]);
+            t.args[i] = &t.views[nv++];
+        } else if (a->kind == ARG_ARRAY)
+            t.args[i] = (void *)&a->arr;
+        else
+            t.args[i] = (void *)a->bytes;
+    }
+    if (t.acc_arg < 0)
+        return QR_KERR(k, "kernel '%s': no accumulator parameter", c->k->name);
+    int wconst = qr_kinput_const(k, 1) && (!conv_in(k, 2) || qr_kinput_const(k, 2));
+    qr_acc_epilogue ep = {tile_block, &t};
+    return qr_convint_run_epilogue(k, k->in[0], conv_in(k, 2), k->in[1], conv_in(k, 3), wconst, &ep);
+}
+
 /* y[i] = table[x[i] - min(x's type)]: x integers of 8 or 16 bits. */
 static qr_status lookup_infer(qr_kctx *k)
 {
@@ -192,6 +288,9 @@ static qr_status lookup_run(qr_kctx *k)
 const qr_op_def qr_ops_intgraph[] = {
     {"QrlKernel", "qrl", 0, 128, 1, 1, "call:i to:i acc:i kernel:s shape_from:ints shape:ints", kcall_infer, kcall_run, 0},
     {"QrlLookup", "qrl", 2, 2, 1, 1, "", lookup_infer, lookup_run, 0},
+    {"QrlConvKernel", "qrl", 2, 128, 1, 1,
+     "call:i to:i conv_inputs:i auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints",
+     kconv_infer, kconv_run, 0, NULL, kconv_macs},
     {0},
 };
 
@@ -659,7 +758,7 @@ static qr_status add_call(builder *b, const qr_pattern *p, const qr_fn_desc *kd,
         if (args[i].kind == ARG_SCALAR && pt[i].kind != ARG_SCALAR)
             st = qr_errorf(b->e, "kernel '%s': parameter %d is not a scalar, pattern '%s' passes one", kd->name,
                            i + 1, p->name);
-    qr_intcall call = {kd, p->name, NULL, na};
+    qr_intcall call = {.k = kd, .pattern = p->name, .nargs = na};
     qr_intcall *cv = st == QR_OK ? realloc(b->ig->calls, sizeof *cv * (size_t)(b->ig->ncalls + 1)) : NULL;
     if (cv)
         b->ig->calls = cv;
@@ -1149,6 +1248,95 @@ void qr_intgraph_free(qr_intgraph *ig)
     free(ig);
 }
 
+/* ------------------------------------------------ fused epilogues */
+
+/* Whether the call's tile kernel takes rows of conv's output as its channels: its axis is 1 (N, M,
+ * spatial...), as the call passes it or the kernel fixes it. */
+static int rows_are_channels(const qr_intcall *c, const qr_fn_desc *tile, const qr_node *conv)
+{
+    int64_t axis = tile->tile_axis;
+    int p = tile->tile_axis_param;
+    if (p >= 0) {
+        if (p >= c->nargs || c->args[p].kind != ARG_SCALAR || !qr_dtype_is_int(c->k->params[p].elem))
+            return 0;
+        axis = qr_get_i64(c->args[p].bytes, c->k->params[p].elem, 0);
+    }
+    int rank = conv->n_in > 1 && conv->in[1] ? conv->in[1]->t.ndim : -1; /* the weights': the output's */
+    if (axis < 0 && rank > 0)
+        axis += rank;
+    return rank >= 3 && axis == 1;
+}
+
+static void copy_attrs(qr_graph *d, qr_node *to, const qr_node *from)
+{
+    for (int i = 0; i < from->n_attr; i++) {
+        const qr_attr *a = &from->attr[i];
+        if (a->kind == QR_ATTR_INT)
+            qr_node_add_attr_i(d, to, a->name, a->i);
+        else if (a->kind == QR_ATTR_INTS)
+            qr_node_add_attr_ints(d, to, a->name, a->n, a->ints);
+        else if (a->kind == QR_ATTR_STRING)
+            qr_node_add_attr_s(d, to, a->name, a->s);
+    }
+}
+
+/* conv and the QrlKernel n it feeds as one QrlConvKernel node. */
+static void fuse(builder *b, qr_node *conv, qr_node *n, qr_intcall *c, const qr_fn_desc *tile)
+{
+    int nconv = conv->n_in;
+    qr_node *f = add_node(b, "QrlConvKernel", n->name, nconv + n->n_in - 1, n->out[0]);
+    for (int j = 0; j < nconv; j++)
+        f->in[j] = conv->in[j];
+    for (int j = 1; j < n->n_in; j++)
+        f->in[nconv + j - 1] = n->in[j];
+    copy_attrs(b->d, f, conv);
+    qr_node_add_attr_i(b->d, f, "call", qr_attr_i(n, "call", -1));
+    qr_node_add_attr_i(b->d, f, "to", qr_attr_i(n, "to", QR_UNDEF));
+    qr_node_add_attr_i(b->d, f, "conv_inputs", nconv);
+    for (int i = 0; i < c->nargs; i++)
+        if (c->args[i].kind == ARG_TENSOR && c->args[i].input == 0)
+            c->args[i].input = -1; /* the accumulator: the blocks the convolution hands over */
+    c->tile = tile;
+    n->dead = conv->dead = 1;
+}
+
+/* A ConvInteger feeding only an element-wise epilogue kernel (stdlib's qlinear) whose rows are its
+ * output channels runs fused with it: the recipe's tile kernel gets the int32 accumulator in blocks
+ * while they are in cache, and no int32 tensor is made. QRL_FUSE=0 keeps them apart (the reference
+ * the fused path is tested against). */
+static qr_status fuse_epilogues(builder *b)
+{
+    const char *env = getenv("QRL_FUSE");
+    if (env && !strcmp(env, "0"))
+        return QR_OK;
+    qr_graph *d = b->d;
+    int *uses = calloc((size_t)d->n_values + 1, sizeof *uses);
+    if (!uses)
+        return qr_errorf(b->e, "out of memory");
+    for (int i = 0; i < d->n_nodes; i++)
+        for (int j = 0; !d->nodes[i]->dead && j < d->nodes[i]->n_in; j++)
+            if (d->nodes[i]->in[j])
+                uses[d->nodes[i]->in[j]->id]++;
+    int n0 = d->n_nodes;
+    for (int i = 0; i < n0; i++) {
+        qr_node *n = d->nodes[i];
+        if (n->dead || strcmp(n->op, "QrlKernel") || !qr_attr_i(n, "acc", 0) || n->n_in < 1 || !n->in[0])
+            continue;
+        qr_value *acc = n->in[0];
+        qr_node *conv = acc->producer;
+        int64_t ci = qr_attr_i(n, "call", -1);
+        if (!conv || conv->dead || strcmp(conv->op, "ConvInteger") || acc->is_output || uses[acc->id] != 1 || ci < 0 ||
+            ci >= b->ig->ncalls)
+            continue;
+        qr_intcall *c = &b->ig->calls[ci];
+        const qr_fn_desc *tile = qr_module_tile(b->q->m, c->k);
+        if (tile && rows_are_channels(c, tile, conv))
+            fuse(b, conv, n, c, tile);
+    }
+    free(uses);
+    return QR_OK;
+}
+
 qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph **out, qr_error *e)
 {
     qr_intgraph *ig = calloc(1, sizeof *ig);
@@ -1168,6 +1356,8 @@ qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph *
     for (int i = 0; st == QR_OK && i < q->g->n_nodes; i++)
         if (q->node_kind[i] == 2 && !ig->g->nodes[q->qnode[i]]->dead)
             st = lower_affine(&b, i);
+    if (st == QR_OK)
+        st = fuse_epilogues(&b);
     if (st == QR_OK) {
         qr_graph_drop_unused(ig->g); /* DequantizeLinear borders no f32 node needs */
         qr_graph_compact(ig->g);

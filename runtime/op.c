@@ -259,6 +259,8 @@ void *qr_kscratch(qr_kctx *k, int64_t rows, int64_t cols, size_t elem, const cha
 double qr_op_macs(const qr_kctx *k)
 {
     const char *op = k->node->op;
+    if (k->node->def && k->node->def->macs)
+        return k->node->def->macs(k);
     if (k->node->domain && k->node->domain[0])
         return 0;
     if (k->n_out < 1 || !k->out[0] || k->n_in < 2)

@@ -61,6 +61,9 @@ typedef struct qr_op_def {
      * "1-2" or "3+". A last token ending in "..." repeats for every further
      * input. NULL: the first min_in inputs are required, nothing else checked. */
     const char *ins;
+    /* The multiply-accumulates one run does, for ops qr_op_macs does not know (a driver's fused
+     * convolution); NULL: qr_op_macs's cost model by op name. */
+    double (*macs)(const qr_kctx *k);
 } qr_op_def;
 
 /* Checks a node's inputs against its op's `ins`: presence only (graph load,

@@ -5,6 +5,7 @@
  * end), requantization multiplies float(acc) by the float32 multiplier
  * (a_scale * b_scale) / y_scale, adds the zero point, rounds half to even and
  * saturates. float8 and int4 types are not in qr_dtype, so not supported. */
+#include "conv_epilogue.h"
 #include "conv_geom.h"
 #include "igemm.h"
 
@@ -1455,6 +1456,72 @@ static qr_status convint_run(qr_kctx *k)
         return QR_ERR;
     int wconst = qr_kinput_const(k, 1) && (!opt_in(k, 2) || qr_kinput_const(k, 2));
     return iconv_acc(k, &cv, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), NULL, k->out[0]->data, wconst);
+}
+
+/* ---- ConvInteger with an epilogue (conv_epilogue.h) ---- */
+
+qr_status qr_convint_infer_as(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, const qr_tensor *w,
+                              const qr_tensor *wzp, qr_dtype t)
+{
+    iconv cv;
+    if (iconv_check(k, x, xzp, w, wzp, &cv) != QR_OK)
+        return QR_ERR;
+    iconv_set_out(k, &cv, t);
+    return QR_OK;
+}
+
+/* Blocks of a whole accumulator [N, M, spatial] for an epilogue, from any thread. */
+typedef struct epi_job {
+    const qr_acc_epilogue *ep;
+    const int32_t *acc;
+    int64_t m, sn;
+    int failed;    /* set by the first block that fails, which then owns err */
+    qr_error *err;
+} epi_job;
+
+static void epi_failed(epi_job *j, const qr_error *e)
+{
+    if (!__atomic_exchange_n(&j->failed, 1, __ATOMIC_ACQ_REL))
+        *j->err = *e;
+}
+
+static int epi_stopped(epi_job *j)
+{
+    return __atomic_load_n(&j->failed, __ATOMIC_ACQUIRE);
+}
+
+static void epi_block(epi_job *j, const qr_acc_block *b)
+{
+    qr_error e;
+    if (!epi_stopped(j) && j->ep->run(j->ep, b, &e) != QR_OK)
+        epi_failed(j, &e);
+}
+
+/* Rows [r0, r1) of the N x M, each image's part its own block. */
+static void epi_rows(void *arg, int64_t r0, int64_t r1)
+{
+    epi_job *j = arg;
+    while (r0 < r1) {
+        int64_t c = r0 % j->m, n = r1 - r0 < j->m - c ? r1 - r0 : j->m - c;
+        qr_acc_block b = {j->acc + r0 * j->sn, j->sn, n, j->sn, c, r0 * j->sn, j->sn};
+        epi_block(j, &b);
+        r0 += n;
+    }
+}
+
+qr_status qr_convint_run_epilogue(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, const qr_tensor *w,
+                                  const qr_tensor *wzp, int wconst, const qr_acc_epilogue *ep)
+{
+    iconv cv;
+    if (iconv_check(k, x, xzp, w, wzp, &cv) != QR_OK)
+        return QR_ERR;
+    int64_t sn = cv.g.small_n;
+    int32_t *acc = qr_kwork(k, cv.n * cv.m, sn, sizeof(int32_t), "integer convolution's accumulator");
+    if (!acc || iconv_acc(k, &cv, x, xzp, w, wzp, NULL, acc, wconst) != QR_OK)
+        return QR_ERR;
+    epi_job j = {ep, acc, cv.m, sn, 0, k->err};
+    qr_parallel_for(k->pool, cv.n * cv.m, 8, epi_rows, &j);
+    return j.failed ? QR_ERR : QR_OK;
 }
 
 /* QLinearConv inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B. */

@@ -214,6 +214,65 @@ Test(intgraph, tflite_fixed_point_kernels_agree_with_float_numerics)
     compare("recipes/int8-tflite.qrl", 30, 25, 0);
 }
 
+/* The first output of the integer graph on x with this many threads. */
+static void run_threads(const qr_quantized *q, const qr_tensor *x, int threads, qr_tensor *y)
+{
+    qr_exec_opts o = {.kernel_user = q->ig, .threads = threads};
+    qr_exec *ex;
+    qr_error e;
+    cr_assert_eq(qr_exec_new(q->ig->g, &o, &ex, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_exec_run(ex, x, y, &e), QR_OK, "%s", e.msg);
+    qr_exec_free(ex);
+}
+
+static int count_op(const qr_graph *g, const char *op)
+{
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        n += !strcmp(g->nodes[i]->op, op);
+    return n;
+}
+
+/* A convolution fused with its element-wise epilogue (QrlConvKernel: the recipe's tile kernel on
+ * blocks of the accumulator) computes what the ConvInteger and the QrlKernel compute apart
+ * (QRL_FUSE=0, the reference), to the bit, for the onnx and tflite epilogues, u8 and i8, on one
+ * and two threads. */
+Test(intgraph, fused_conv_epilogues_equal_the_separate_kernels)
+{
+    const char *recipes[] = {"recipes/int8.qrl", "recipes/int8-percentile.qrl", "recipes/int8-tflite.qrl"};
+    qr_graph *g;
+    qr_tensor x = {0};
+    load("zoo.onnx", &g, NULL);
+    load("zoo_test.npy", NULL, &x);
+    for (int r = 0; r < 3; r++) {
+        qrl_module *m0, *m1;
+        setenv("QRL_FUSE", "0", 1);
+        qr_quantized *apart = quantize(g, recipes[r], &m0);
+        unsetenv("QRL_FUSE");
+        qr_quantized *fused = quantize(g, recipes[r], &m1);
+        cr_assert_eq(count_op(apart->ig->g, "QrlConvKernel"), 0, "%s", recipes[r]);
+        cr_assert_eq(count_op(fused->ig->g, "QrlConvKernel"), 4, "%s: the zoo's four convolutions", recipes[r]);
+        cr_assert_eq(count_op(fused->ig->g, "ConvInteger"), 0, "%s", recipes[r]);
+        qr_tensor want = {0};
+        run_threads(apart, &x, 1, &want);
+        for (int t = 1; t <= 2; t++) {
+            qr_tensor got = {0};
+            run_threads(fused, &x, t, &got);
+            cr_assert_eq(qr_tensor_nbytes(&got), qr_tensor_nbytes(&want));
+            cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)), "%s, %d threads: fused outputs differ",
+                      recipes[r], t);
+            qr_tensor_free(&got);
+        }
+        qr_tensor_free(&want);
+        qr_quantized_free(apart);
+        qr_quantized_free(fused);
+        qr_module_free(m0);
+        qr_module_free(m1);
+    }
+    qr_tensor_free(&x);
+    qr_graph_free(g);
+}
+
 /* Layers the recipe's fallback sends back to f32 run as f32 between
  * DequantizeLinear/QuantizeLinear borders; the rest stays on the integers. */
 Test(intgraph, fallback_layers_run_in_f32_between_borders)

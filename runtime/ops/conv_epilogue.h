@@ -1,0 +1,37 @@
+/* An integer convolution whose int32 outputs go to an epilogue instead of
+ * memory: ConvInteger's accumulator, handed over in blocks of rows (output
+ * channels) by columns (output positions) while they are in cache, for the
+ * epilogue to write y. The quantizer's fused conv nodes run the recipe's
+ * tile kernels this way (quantizer/intgraph.c). */
+#ifndef QR_CONV_EPILOGUE_H
+#define QR_CONV_EPILOGUE_H
+
+#include <stdint.h>
+
+#include "../op.h"
+
+/* One block of image n's accumulator: element (r, k) is acc[r * acc_rs + k], output channel
+ * c0 + r, and goes to y's element y_off + r * y_rs + k (y: the node's output, N x M x spatial). */
+typedef struct qr_acc_block {
+    const int32_t *acc;
+    int64_t acc_rs, rows, cols, c0, y_off, y_rs;
+} qr_acc_block;
+
+/* Called from worker threads, on disjoint blocks; an error stops the convolution (its message
+ * goes to e, which the caller owns for this call). */
+typedef struct qr_acc_epilogue {
+    qr_status (*run)(const struct qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e);
+    void *user;
+} qr_acc_epilogue;
+
+/* ConvInteger's checks and output shape, y of type t. x, x_zero, w, w_zero: ConvInteger's inputs
+ * (zero points may be NULL); its attributes are k->node's. */
+qr_status qr_convint_infer_as(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, const qr_tensor *w,
+                              const qr_tensor *wzp, qr_dtype t);
+
+/* ConvInteger of these inputs with every block of its accumulator handed to ep, which writes
+ * k->out[0]. wconst: w and x_zero are graph constants (the packed weights are kept). */
+qr_status qr_convint_run_epilogue(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, const qr_tensor *w,
+                                  const qr_tensor *wzp, int wconst, const qr_acc_epilogue *ep);
+
+#endif
