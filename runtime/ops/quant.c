@@ -848,6 +848,45 @@ static void iconv_set_out(qr_kctx *k, const iconv *cv, qr_dtype t)
         y->dims[2 + i] = cv->g.small[i];
 }
 
+/* Blocks of a whole accumulator [N, M, spatial] for an epilogue, from any thread. */
+typedef struct epi_job {
+    const qr_acc_epilogue *ep;
+    const int32_t *acc;
+    int64_t m, sn;
+    int failed;    /* set by the first block that fails, which then owns err */
+    qr_error *err;
+} epi_job;
+
+static void epi_failed(epi_job *j, const qr_error *e)
+{
+    if (!__atomic_exchange_n(&j->failed, 1, __ATOMIC_ACQ_REL))
+        *j->err = *e;
+}
+
+static int epi_stopped(epi_job *j)
+{
+    return __atomic_load_n(&j->failed, __ATOMIC_ACQUIRE);
+}
+
+static void epi_block(epi_job *j, const qr_acc_block *b)
+{
+    qr_error e;
+    if (!epi_stopped(j) && j->ep->run(j->ep, b, &e) != QR_OK)
+        epi_failed(j, &e);
+}
+
+/* Rows [r0, r1) of the N x M, each image's part its own block. */
+static void epi_rows(void *arg, int64_t r0, int64_t r1)
+{
+    epi_job *j = arg;
+    while (r0 < r1) {
+        int64_t c = r0 % j->m, n = r1 - r0 < j->m - c ? r1 - r0 : j->m - c;
+        qr_acc_block b = {j->acc + r0 * j->sn, j->sn, n, j->sn, c, r0 * j->sn, j->sn};
+        epi_block(j, &b);
+        r0 += n;
+    }
+}
+
 /* acc[N, M, small] = conv(x - x_zp, w - w_zp[m]) + bias[m], wrapped to
  * int32. Padding reads the zero point, i.e. contributes 0. */
 
@@ -946,8 +985,45 @@ typedef struct u8conv_job {
     int phased;
     int64_t hp, wp_, npad, n16p, xpad_bytes;
     uint8_t *xpad; /* slots x xpad_bytes */
-    int32_t *accp; /* slots x mg x npad */
+    int32_t *accp; /* slots x mg x npad: padded planes' sums; with an epilogue, slots x mg x small_n */
+    /* An epilogue (conv_epilogue.h): each image's sums go to accp, and the rows a thread computed go
+     * to the epilogue right after, while in cache; acc is then unused. */
+    epi_job *ep;
 } u8conv_job;
+
+/* The GEMM of rows [m0, m1) of one image and group, then, with an epilogue, those rows' blocks:
+ * one a row of outputs for padded planes (their junk columns skipped), else one. */
+typedef struct rows_job {
+    const u8conv_job *j;
+    vnni_job g;
+    int64_t n, gi; /* image and group */
+} rows_job;
+
+static void gemm_rows_epi(void *arg, int64_t m0, int64_t m1)
+{
+    const rows_job *r = arg;
+    const u8conv_job *j = r->j;
+    vnni_rows((void *)&r->g, m0, m1);
+    if (!j->ep || m0 >= m1)
+        return;
+    const iconv *cv = j->cv;
+    const qr_conv_geom *g = &cv->g;
+    int64_t mg = cv->m / cv->group, c0 = r->gi * mg + m0, sn = g->small_n, row0 = (r->n * cv->m + c0) * sn;
+    if (!j->padded) {
+        qr_acc_block b = {r->g.c + m0 * sn, sn, m1 - m0, sn, c0, row0, sn};
+        epi_block(j->ep, &b);
+        return;
+    }
+    /* the real columns of each row together first (left to right: a row never overtakes its source),
+     * so the epilogue gets whole rows of outputs, long enough to run on vectors */
+    int64_t OH = g->small[0], OW = g->small[1];
+    int32_t *c = r->g.c;
+    for (int64_t m = m0; m < m1; m++)
+        for (int64_t oy = 1; oy < OH; oy++)
+            memmove(c + m * j->npad + oy * OW, c + m * j->npad + oy * j->wp_, (size_t)OW * sizeof(int32_t));
+    qr_acc_block b = {c + m0 * j->npad, j->npad, m1 - m0, sn, c0, row0, sn};
+    epi_block(j->ep, &b);
+}
 
 /* x's channels [0, cg) of one image and group, XORed with flip, into planes of hp x wp_ with a
  * border of xz (the zero point, already in the shifted domain). */
@@ -1026,11 +1102,14 @@ static void u8conv_image(const u8conv_job *j, int64_t n, uint8_t *colp, int64_t 
         if (j->padded) {
             pad_planes(j, xg, cg, xpad);
             pack_padded(j, cg, xpad, colp);
-            vnni_job jb = {j->fn, accp, j->wp + gi * mg * j->k4, j->init + gi * mg, colp, j->npad, j->k4, j->npad};
+            rows_job rj = {j, {j->fn, accp, j->wp + gi * mg * j->k4, j->init + gi * mg, colp, j->npad, j->k4, j->npad},
+                           n, gi};
             if (pool)
-                qr_parallel_for(pool, mg, 4, vnni_rows, &jb);
+                qr_parallel_for(pool, mg, 4, gemm_rows_epi, &rj);
             else
-                vnni_rows(&jb, 0, mg);
+                gemm_rows_epi(&rj, 0, mg);
+            if (j->ep)
+                continue;
             int64_t OH = g->small[0], OW = g->small[1];
             for (int64_t m = 0; m < mg; m++)
                 for (int64_t oy = 0; oy < OH; oy++)
@@ -1051,12 +1130,12 @@ static void u8conv_image(const u8conv_job *j, int64_t n, uint8_t *colp, int64_t 
                         dst[i * 4] = offs[i] >= 0 ? xc[offs[i]] ^ j->flip : j->xz;
                 }
             }
-        vnni_job jb = {j->fn, j->acc + (n * cv->m + gi * mg) * sn, j->wp + gi * mg * j->k4, j->init + gi * mg, colp,
-                       sn, j->k4, sn};
+        int32_t *c = j->ep ? accp : j->acc + (n * cv->m + gi * mg) * sn;
+        rows_job rj = {j, {j->fn, c, j->wp + gi * mg * j->k4, j->init + gi * mg, colp, sn, j->k4, sn}, n, gi};
         if (pool)
-            qr_parallel_for(pool, mg, 4, vnni_rows, &jb);
+            qr_parallel_for(pool, mg, 4, gemm_rows_epi, &rj);
         else
-            vnni_rows(&jb, 0, mg);
+            gemm_rows_epi(&rj, 0, mg);
     }
 }
 
@@ -1066,8 +1145,8 @@ static void u8conv_images(void *arg, int64_t i0, int64_t i1, int slot)
     int64_t mg = j->cv->m / j->cv->group;
     for (int64_t n = i0; n < i1; n++)
         u8conv_image(j, n, j->colp + slot * j->k4 * j->n16, j->offs + slot * j->cv->g.small_n,
-                     j->padded ? j->xpad + slot * j->xpad_bytes : NULL, j->padded ? j->accp + slot * mg * j->npad : NULL,
-                     NULL);
+                     j->padded ? j->xpad + slot * j->xpad_bytes : NULL,
+                     j->accp ? j->accp + slot * mg * (j->padded ? j->npad : j->cv->g.small_n) : NULL, NULL);
 }
 
 /* iconv_acc for u8 activations and s8 weights with zero points 0, on the
@@ -1079,7 +1158,7 @@ static void u8conv_images(void *arg, int64_t i0, int64_t i1, int slot)
  * when weights, bias and x_zero are constants (wconst). A batch splits its
  * images across the threads, one image its rows: the same sums either way. */
 static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x, int64_t xz, const qr_tensor *w,
-                                const qr_tensor *bias, int32_t *acc, qr_igemm_fn fn, int wconst)
+                                const qr_tensor *bias, int32_t *acc, qr_igemm_fn fn, int wconst, epi_job *ep)
 {
     uint8_t flip = x->dtype == QR_I8 ? 0x80 : 0;
     if (flip)
@@ -1138,7 +1217,8 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
     int64_t region[5][2] = {{k4 * slots, cols},
                             {sn * slots, (int64_t)sizeof(int64_t)},
                             {j.padded ? slots : 0, j.padded ? j.xpad_bytes : 0},
-                            {j.padded ? slots * mg : 0, j.padded ? j.npad * (int64_t)sizeof(int32_t) : 0},
+                            {j.padded || ep ? slots * mg : 0,
+                             (j.padded ? j.npad : ep ? sn : 0) * (int64_t)sizeof(int32_t)},
                             {1, g->r == 2 ? g->big[1] : 0}};
     for (int r = 0; r < 5; r++) {
         int64_t bytes;
@@ -1158,7 +1238,7 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
      * the microkernels store only real columns, so their bytes do not matter */
     uint8_t *colp = work + at[0], *xpad = j.padded ? work + at[2] : NULL, *zrow = work + at[4];
     int64_t *offs = (int64_t *)(void *)(work + at[1]);
-    int32_t *accp = j.padded ? (int32_t *)(void *)(work + at[3]) : NULL;
+    int32_t *accp = j.padded || ep ? (int32_t *)(void *)(work + at[3]) : NULL;
     memset(zrow, (uint8_t)xz ^ flip, (size_t)(g->r == 2 ? g->big[1] : 0));
     j.n16 = cols;
     j.colp = colp;
@@ -1166,6 +1246,7 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
     j.zrow = zrow;
     j.xpad = xpad;
     j.accp = accp;
+    j.ep = ep;
     if (slots > 1)
         qr_parallel_for_slots(k->pool, cv->n, 1, u8conv_images, &j);
     else
@@ -1389,17 +1470,30 @@ static qr_status iconv_acc_depthwise(qr_kctx *k, const iconv *cv, const qr_tenso
 
 /* wconst: w, bias and the input zero point are graph constants (what may be packed once). */
 static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, const qr_tensor *xzp,
-                           const qr_tensor *w, const qr_tensor *wzp, const qr_tensor *bias, int32_t *acc, int wconst)
+                           const qr_tensor *w, const qr_tensor *wzp, const qr_tensor *bias, int32_t *acc, int wconst,
+                           epi_job *ep)
 {
     const qr_conv_geom *g = &cv->g;
     int64_t cg = cv->c / cv->group, mg = cv->m / cv->group, ck = cg * g->kernel_n;
     int64_t nx = qr_tensor_numel(x), nw = qr_tensor_numel(w), sn = g->small_n;
-    if (g->r == 2 && cv->group == cv->c && cv->m == cv->c && nw == cv->m * g->kernel_n && !qr_igemm_portable_forced())
+    int depthwise = g->r == 2 && cv->group == cv->c && cv->m == cv->c && nw == cv->m * g->kernel_n &&
+                    !qr_igemm_portable_forced();
+    int u8s8 = !depthwise && (x->dtype == QR_U8 || x->dtype == QR_I8) && w->dtype == QR_I8 && nw == cv->m * ck;
+    if (ep && !(u8s8 && all_zero(wzp) && qr_igemm_u8s8())) {
+        /* the epilogue on the whole accumulator: the other paths make all of it first */
+        int32_t *whole = qr_kwork(k, cv->n * cv->m, sn, sizeof(int32_t), "integer convolution's accumulator");
+        if (!whole || iconv_acc(k, cv, x, xzp, w, wzp, bias, whole, wconst, NULL) != QR_OK)
+            return QR_ERR;
+        ep->acc = whole;
+        qr_parallel_for(k->pool, cv->n * cv->m, 8, epi_rows, ep);
+        return ep->failed ? QR_ERR : QR_OK;
+    }
+    if (depthwise)
         return iconv_acc_depthwise(k, cv, x, xzp, w, wzp, bias, acc);
-    if ((x->dtype == QR_U8 || x->dtype == QR_I8) && w->dtype == QR_I8 && nw == cv->m * ck) {
+    if (u8s8) {
         qr_igemm_fn fn = all_zero(wzp) ? qr_igemm_u8s8() : NULL;
         if (fn)
-            return iconv_acc_u8s8(k, cv, x, xzp ? get_int(xzp->data, xzp->dtype, 0) : 0, w, bias, acc, fn, wconst);
+            return iconv_acc_u8s8(k, cv, x, xzp ? get_int(xzp->data, xzp->dtype, 0) : 0, w, bias, acc, fn, wconst, ep);
     }
     int32_t *col = qr_kwork(k, ck, sn, sizeof(int32_t), "im2col buffer");
     int32_t *xs = col ? qr_kwork(k, nx, 1, sizeof(int32_t), "widened input") : NULL;
@@ -1455,7 +1549,7 @@ static qr_status convint_run(qr_kctx *k)
     if (iconv_check(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), &cv) != QR_OK)
         return QR_ERR;
     int wconst = qr_kinput_const(k, 1) && (!opt_in(k, 2) || qr_kinput_const(k, 2));
-    return iconv_acc(k, &cv, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), NULL, k->out[0]->data, wconst);
+    return iconv_acc(k, &cv, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), NULL, k->out[0]->data, wconst, NULL);
 }
 
 /* ---- ConvInteger with an epilogue (conv_epilogue.h) ---- */
@@ -1470,58 +1564,15 @@ qr_status qr_convint_infer_as(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     return QR_OK;
 }
 
-/* Blocks of a whole accumulator [N, M, spatial] for an epilogue, from any thread. */
-typedef struct epi_job {
-    const qr_acc_epilogue *ep;
-    const int32_t *acc;
-    int64_t m, sn;
-    int failed;    /* set by the first block that fails, which then owns err */
-    qr_error *err;
-} epi_job;
-
-static void epi_failed(epi_job *j, const qr_error *e)
-{
-    if (!__atomic_exchange_n(&j->failed, 1, __ATOMIC_ACQ_REL))
-        *j->err = *e;
-}
-
-static int epi_stopped(epi_job *j)
-{
-    return __atomic_load_n(&j->failed, __ATOMIC_ACQUIRE);
-}
-
-static void epi_block(epi_job *j, const qr_acc_block *b)
-{
-    qr_error e;
-    if (!epi_stopped(j) && j->ep->run(j->ep, b, &e) != QR_OK)
-        epi_failed(j, &e);
-}
-
-/* Rows [r0, r1) of the N x M, each image's part its own block. */
-static void epi_rows(void *arg, int64_t r0, int64_t r1)
-{
-    epi_job *j = arg;
-    while (r0 < r1) {
-        int64_t c = r0 % j->m, n = r1 - r0 < j->m - c ? r1 - r0 : j->m - c;
-        qr_acc_block b = {j->acc + r0 * j->sn, j->sn, n, j->sn, c, r0 * j->sn, j->sn};
-        epi_block(j, &b);
-        r0 += n;
-    }
-}
-
 qr_status qr_convint_run_epilogue(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, const qr_tensor *w,
                                   const qr_tensor *wzp, int wconst, const qr_acc_epilogue *ep)
 {
     iconv cv;
     if (iconv_check(k, x, xzp, w, wzp, &cv) != QR_OK)
         return QR_ERR;
-    int64_t sn = cv.g.small_n;
-    int32_t *acc = qr_kwork(k, cv.n * cv.m, sn, sizeof(int32_t), "integer convolution's accumulator");
-    if (!acc || iconv_acc(k, &cv, x, xzp, w, wzp, NULL, acc, wconst) != QR_OK)
-        return QR_ERR;
-    epi_job j = {ep, acc, cv.m, sn, 0, k->err};
-    qr_parallel_for(k->pool, cv.n * cv.m, 8, epi_rows, &j);
-    return j.failed ? QR_ERR : QR_OK;
+    epi_job j = {ep, NULL, cv.m, cv.g.small_n, 0, k->err};
+    qr_status st = iconv_acc(k, &cv, x, xzp, w, wzp, NULL, NULL, wconst, &j);
+    return j.failed ? QR_ERR : st;
 }
 
 /* QLinearConv inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B. */
@@ -1564,7 +1615,7 @@ static qr_status qlconv_run(qr_kctx *k)
     if (!acc)
         return QR_KERR(k, "out of memory");
     int wconst = qr_kinput_const(k, 3) && qr_kinput_const(k, 2) && (!opt_in(k, 8) || qr_kinput_const(k, 8));
-    if (iconv_acc(k, &cv, k->in[0], k->in[2], k->in[3], k->in[5], opt_in(k, 8), acc, wconst) != QR_OK) {
+    if (iconv_acc(k, &cv, k->in[0], k->in[2], k->in[3], k->in[5], opt_in(k, 8), acc, wconst, NULL) != QR_OK) {
         free(acc);
         return QR_ERR;
     }
