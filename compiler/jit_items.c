@@ -1,5 +1,5 @@
 /* The lowering of items (see jit.c): fns and kernels (their C names,
- * signatures and generic thunks), calibrators (defaults, init, observe,
+ * typed parameters and generic thunks), calibrators (defaults, init, observe,
  * merge, solve), patterns, affine rules and recipes (the functions their
  * clauses compile to), and the module's entry, qrl_module_entry, which
  * registers them all with the runtime (runtime/recipe.h). */
@@ -22,21 +22,6 @@ static const char *c_name(const qc_sym *s, int idx, char *buf, int size)
             buf[i] = '_', plain = 0;
     if (!plain && n < size - 16)
         snprintf(buf + n, (size_t)(size - n), "%d", idx);
-    return buf;
-}
-
-/* "f64(f64,qtype)" */
-static char *signature(const qc_sym *s)
-{
-    char *buf = calloc(1, 1024);
-    if (!buf)
-        return NULL;
-    const ql_node *ps = s->decl->a;
-    char tb[64];
-    int len = snprintf(buf, 1024, "%s(", s->decl->b ? qc_type_name(s->decl->b->type, tb, sizeof tb) : "void");
-    for (int i = 0; ps && i < ps->nkids && len < 1000; i++)
-        len += snprintf(buf + len, 1024 - (size_t)len, "%s%s", i ? "," : "", qc_type_name(ps->kids[i]->type, tb, sizeof tb));
-    snprintf(buf + len, 1024 - (size_t)len, ")");
     return buf;
 }
 
@@ -680,16 +665,58 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
 #undef STR
 #undef ADDR_OR_NULL
 
-/* Registers kernel s's parameters in order (add_kernel_param): name, kind and element type. */
-static void add_kernel_params(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s)
+/* The scalar types' dtypes (QR_UNDEF: not a scalar). */
+static qr_dtype scalar_dtype(qc_tkind k)
 {
+    switch (k) {
+    case QC_BOOL: return QR_BOOL;
+    case QC_I8: return QR_I8;
+    case QC_U8: return QR_U8;
+    case QC_I16: return QR_I16;
+    case QC_U16: return QR_U16;
+    case QC_I32: return QR_I32;
+    case QC_I64: return QR_I64;
+    case QC_F32: return QR_F32;
+    case QC_F64: return QR_F64;
+    default: return QR_UNDEF;
+    }
+}
+
+/* Type t as the runtime's descriptors say it (NULL: void). The checker lets a function take and
+ * return only these; anything else registers as void, which the runtime refuses for a parameter. */
+static void abi_type(const qc_type *t, qr_param_kind *kind, qr_dtype *elem)
+{
+    *elem = QR_UNDEF;
+    switch (t ? t->k : QC_VOID) {
+    case QC_ARRAY: *kind = QR_PARAM_ARRAY, *elem = scalar_dtype(t->elem->k); break;
+    case QC_TENSOR: *kind = QR_PARAM_TENSOR, *elem = scalar_dtype(t->elem->k); break;
+    case QC_QTYPE: *kind = QR_PARAM_QTYPE; break;
+    case QC_QPARAMS: *kind = QR_PARAM_QPARAMS; break;
+    default:
+        *elem = scalar_dtype(t ? t->k : QC_VOID);
+        *kind = *elem != QR_UNDEF ? QR_PARAM_SCALAR : QR_PARAM_VOID;
+        break;
+    }
+}
+
+/* Registers fn or kernel s (add_fn with its result), then its parameters in order (add_fn_param):
+ * name, kind and element type. */
+static void add_fn(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, int idx)
+{
+    const qc_sym *s = j->u->items[idx];
     const ql_node *ps = s->decl->a;
-    gcc_jit_rvalue *add = gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(imp, NULL, j->f_imp[IMP_ADD_KERNEL_PARAM]));
+    qr_param_kind kind;
+    qr_dtype elem;
+    abi_type(s->decl->b ? s->decl->b->type : NULL, &kind, &elem);
+    gcc_jit_rvalue *fa[6] = {m, gcc_jit_context_new_string_literal(j->c, s->name),
+                             jit_cast(j, gcc_jit_function_get_address(j->fns[idx], NULL), j->t_voidp),
+                             jit_lng(j, j->t_i64, s->kind == QC_SYM_KERNEL), jit_lng(j, j->t_i64, kind),
+                             jit_lng(j, j->t_i64, elem)};
+    gcc_jit_rvalue *add = gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(imp, NULL, j->f_imp[IMP_ADD_FN]));
+    gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, add, 6, fa));
+    add = gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(imp, NULL, j->f_imp[IMP_ADD_FN_PARAM]));
     for (int k = 0; ps && k < ps->nkids; k++) {
-        const qc_type *t = ps->kids[k]->type;
-        qr_param_kind kind = t->k == QC_TENSOR ? QR_PARAM_TENSOR : t->k == QC_ARRAY ? QR_PARAM_ARRAY : QR_PARAM_SCALAR;
-        char tb[64];
-        qr_dtype elem = qr_dtype_from_name(qc_type_name(kind == QR_PARAM_SCALAR ? t : t->elem, tb, sizeof tb));
+        abi_type(ps->kids[k]->type, &kind, &elem);
         gcc_jit_rvalue *args[4] = {m, gcc_jit_context_new_string_literal(j->c, ps->kids[k]->name),
                                    jit_lng(j, j->t_i64, kind), jit_lng(j, j->t_i64, elem)};
         gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, add, 4, args));
@@ -734,20 +761,14 @@ void jit_entry(jit *j, cal_fns *cals, item_fns *items)
         if (s->kind == QC_SYM_FN && j->fns_private)
             continue;
         if (s->kind == QC_SYM_FN || s->kind == QC_SYM_KERNEL) {
-            char *sig = signature(s);
-            gcc_jit_rvalue *args[5] = {m, STR(s->name), ADDR(j->fns[i]), STR(sig ? sig : "?"),
-                                       jit_lng(j, j->t_i64, s->kind == QC_SYM_KERNEL)};
-            free(sig);
-            gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_FN), 5, args));
-            if (s->kind == QC_SYM_KERNEL) /* its parameters, typed, before its generic entry */
-                add_kernel_params(j, b, m, imp, s);
+            add_fn(j, b, m, imp, i);
             if (s->kind == QC_SYM_KERNEL && s->decl->nkids == 1) /* a tile kernel: its rows' axis */
                 set_tile_axis(j, b, m, imp, s);
             if (s->kind == QC_SYM_KERNEL) { /* its generic entry: is_kernel 2 */
-                gcc_jit_rvalue *ta[5] = {m, STR(s->name), ADDR(kernel_thunk(j, i)), STR("void(rt,args)"),
-                                         jit_lng(j, j->t_i64, 2)};
+                gcc_jit_rvalue *ta[6] = {m, STR(s->name), ADDR(kernel_thunk(j, i)), jit_lng(j, j->t_i64, 2),
+                                         jit_lng(j, j->t_i64, QR_PARAM_VOID), jit_lng(j, j->t_i64, QR_UNDEF)};
                 gcc_jit_block_add_eval(b, NULL,
-                                       gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_FN), 5, ta));
+                                       gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_FN), 6, ta));
             }
         } else if (s->kind == QC_SYM_CALIBRATOR && cals[i].observe && cals[i].merge && cals[i].solve) {
             const ql_node *cal = s->decl;

@@ -211,14 +211,25 @@ static int64_t rt_hist_bins(const void *h) { return h ? HIST(h)->bins : 0; }
 static double rt_hist_min(const void *h) { return h ? HIST(h)->min : INFINITY; }
 static double rt_hist_max(const void *h) { return h ? HIST(h)->max : -INFINITY; }
 
-static void reg_fn(qrl_module *m, const char *name, void *fn, const char *sig, int64_t is_kernel)
+/* Whether (kind, elem) is a type a function can take (or, with result, return). */
+static int param_type_ok(int64_t kind, int64_t elem, int result)
 {
-    qr_fn_desc *v = realloc(m->fns, sizeof *v * (size_t)(m->nfns + 1));
-    if (!v) {
-        m->bad = 1;
-        return;
+    int scalar = elem == QR_BOOL || elem == QR_I8 || elem == QR_U8 || elem == QR_I16 || elem == QR_U16 ||
+                 elem == QR_I32 || elem == QR_I64 || elem == QR_F32 || elem == QR_F64;
+    switch (kind) {
+    case QR_PARAM_SCALAR:
+    case QR_PARAM_ARRAY: return scalar;
+    case QR_PARAM_TENSOR: return scalar && elem != QR_BOOL;
+    case QR_PARAM_QTYPE:
+    case QR_PARAM_QPARAMS: return elem == QR_UNDEF;
+    case QR_PARAM_VOID: return result && elem == QR_UNDEF;
+    default: return 0;
     }
-    m->fns = v;
+}
+
+static void reg_fn(qrl_module *m, const char *name, void *fn, int64_t is_kernel, int64_t result_kind,
+                   int64_t result_elem)
+{
     if (is_kernel == 2) { /* a kernel's generic entry, registered right after it */
         for (int i = m->nfns - 1; i >= 0; i--)
             if (m->fns[i].is_kernel && !strcmp(m->fns[i].name, name)) {
@@ -228,14 +239,29 @@ static void reg_fn(qrl_module *m, const char *name, void *fn, const char *sig, i
         m->bad = 1;
         return;
     }
-    m->fns[m->nfns++] = (qr_fn_desc){name, fn, sig, (int)is_kernel, NULL, NULL, 0, 0, -1, 0};
+    /* a kernel writes its outputs: it returns nothing */
+    if (is_kernel < 0 || is_kernel > 1 || !param_type_ok(result_kind, result_elem, 1) ||
+        (is_kernel && result_kind != QR_PARAM_VOID)) {
+        m->bad = 1;
+        return;
+    }
+    qr_fn_desc *v = realloc(m->fns, sizeof *v * (size_t)(m->nfns + 1));
+    if (!v) {
+        m->bad = 1;
+        return;
+    }
+    m->fns = v;
+    m->fns[m->nfns++] = (qr_fn_desc){name, fn, (int)is_kernel, NULL,
+                                     (qr_param_desc){NULL, (qr_param_kind)result_kind, (qr_dtype)result_elem},
+                                     NULL, 0, 0, -1, 0};
 }
 
-static void reg_kernel_param(qrl_module *m, const char *name, int64_t kind, int64_t elem)
+static void reg_fn_param(qrl_module *m, const char *name, int64_t kind, int64_t elem)
 {
     qr_fn_desc *k = m->nfns > 0 ? &m->fns[m->nfns - 1] : NULL;
-    if (!k || k->is_kernel != 1 || kind < QR_PARAM_SCALAR || kind > QR_PARAM_TENSOR || elem <= QR_UNDEF ||
-        elem >= QR_DTYPE_COUNT || k->nparams >= QRL_MAX_PARAMS) {
+    /* a lowering passes a kernel numbers, arrays and tensors: a qtype's room would be a double's */
+    int record = kind == QR_PARAM_QTYPE || kind == QR_PARAM_QPARAMS;
+    if (!k || !param_type_ok(kind, elem, 0) || (k->is_kernel && record) || k->nparams >= QRL_MAX_PARAMS) {
         m->bad = 1;
         return;
     }
@@ -645,7 +671,7 @@ static const qrl_imports imports = {
     .add_fn = reg_fn,
     .add_calibrator = reg_cal,
     .add_param = reg_param,
-    .add_kernel_param = reg_kernel_param,
+    .add_fn_param = reg_fn_param,
     .value_rank = m_rank,
     .value_dim = m_dim,
     .value_const = m_const,
@@ -711,8 +737,9 @@ qr_status qr_module_load(qrl_module_entry_fn entry, void (*release)(void *), voi
     entry(m, &imports);
     if (m->bad) {
         qr_module_free(m);
-        return qr_errorf(e, "registering the module failed: out of memory, or it names a calibrator it did not "
-                            "register or more parameters than the calibrator declared");
+        return qr_errorf(e, "registering the module failed: out of memory, a function's type the runtime does not "
+                            "take, or it names a calibrator it did not register or more parameters than the "
+                            "calibrator declared");
     }
     *out = m;
     return QR_OK;
@@ -757,6 +784,79 @@ const qr_fn_desc *qr_module_fn(const qrl_module *m, const char *name)
         if (!strcmp(m->fns[i].name, name))
             return &m->fns[i];
     return NULL;
+}
+
+int qr_fn_type_is(const qr_fn_desc *d, qr_param_desc result, int n, const qr_param_desc *params)
+{
+    if (d->result.kind != result.kind || d->result.elem != result.elem || d->nparams != n)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (d->params[i].kind != params[i].kind || d->params[i].elem != params[i].elem)
+            return 0;
+    return 1;
+}
+
+/* "f32", "i64[]", "tensor<u8>", "qtype", "void": as the recipe writes the type. */
+static const char *type_str(const qr_param_desc *p, char *buf, size_t n)
+{
+    const char *e = p->elem > QR_UNDEF && p->elem < QR_DTYPE_COUNT ? qr_dtype_name(p->elem) : "?";
+    switch (p->kind) {
+    case QR_PARAM_SCALAR: snprintf(buf, n, "%s", e); break;
+    case QR_PARAM_ARRAY: snprintf(buf, n, "%s[]", e); break;
+    case QR_PARAM_TENSOR: snprintf(buf, n, "tensor<%s>", e); break;
+    case QR_PARAM_QTYPE: snprintf(buf, n, "qtype"); break;
+    case QR_PARAM_QPARAMS: snprintf(buf, n, "qparams"); break;
+    case QR_PARAM_VOID: snprintf(buf, n, "void"); break;
+    default: snprintf(buf, n, "?"); break;
+    }
+    return buf;
+}
+
+/* s appended to buf[0 .. len) (n bytes), truncated: the new length. */
+static size_t append(char *buf, size_t n, size_t len, const char *s)
+{
+    if (len + 1 < n)
+        snprintf(buf + len, n - len, "%s", s);
+    len += strlen(s);
+    return len < n ? len : n - 1;
+}
+
+/* "result(param,param)" into buf (n > 0 bytes, truncated). */
+static void sig_str(qr_param_desc result, int np, const qr_param_desc *params, char *buf, size_t n)
+{
+    char t[64];
+    buf[0] = 0;
+    size_t len = append(buf, n, 0, type_str(&result, t, sizeof t));
+    len = append(buf, n, len, "(");
+    for (int i = 0; i < np; i++)
+        len = append(buf, n, append(buf, n, len, i ? "," : ""), type_str(&params[i], t, sizeof t));
+    append(buf, n, len, ")");
+}
+
+const char *qr_fn_type_str(const qr_fn_desc *d, char *buf, size_t n)
+{
+    if (n == 0)
+        return buf;
+    sig_str(d->result, d->nparams, d->params, buf, n);
+    return buf;
+}
+
+const qr_fn_desc *qr_module_fn_typed(const qrl_module *m, const char *name, qr_param_desc result, int n,
+                                     const qr_param_desc *params, qr_error *e)
+{
+    const qr_fn_desc *d = qr_module_fn(m, name);
+    if (!d) {
+        qr_errorf(e, "the module has no function '%s'", name);
+        return NULL;
+    }
+    if (!qr_fn_type_is(d, result, n, params)) {
+        char have[512], want[512];
+        qr_fn_type_str(d, have, sizeof have);
+        sig_str(result, n, params, want, sizeof want);
+        qr_errorf(e, "%s '%s' is %s, not %s", d->is_kernel ? "kernel" : "function", name, have, want);
+        return NULL;
+    }
+    return d;
 }
 
 int qr_tile_name(const char *kernel, char *buf, size_t n)

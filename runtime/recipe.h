@@ -18,7 +18,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 15
+#define QR_RECIPE_ABI 16
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -112,17 +112,18 @@ typedef struct qrl_imports {
     int64_t (*hist_bins)(const void *h);
     double (*hist_min)(const void *h); /* the smallest value added (before |x|) */
     double (*hist_max)(const void *h);
-    /* Registration, called by the module's entry point. sig is the C-level
-     * signature, e.g. "f64(f64,qtype)". is_kernel: 0 a function, 1 a kernel,
-     * 2 the generic entry (qrl_kernel_call_fn) of the kernel just added. */
-    void (*add_fn)(qrl_module *m, const char *name, void *fn, const char *sig, int64_t is_kernel);
+    /* Registration, called by the module's entry point. is_kernel: 0 a function, 1 a kernel, 2 the
+     * generic entry (qrl_kernel_call_fn) of the kernel just added. result: its type, as a parameter's
+     * (kind a qr_param_kind, elem a qr_dtype; QR_PARAM_VOID when it returns nothing). */
+    void (*add_fn)(qrl_module *m, const char *name, void *fn, int64_t is_kernel, int64_t result_kind,
+                   int64_t result_elem);
     void (*add_calibrator)(qrl_module *m, const char *name, int64_t nparams, int64_t state_bytes, void *defaults,
                            void *init, void *observe, void *merge, void *solve);
     /* kind: a qr_cal_param_kind */
     void (*add_param)(qrl_module *m, const char *calibrator, const char *name, int64_t kind);
-    /* The next parameter of the kernel just added (add_fn, is_kernel 1), in order: kind a
-     * qr_param_kind, elem a qr_dtype (the scalar's type, or the array's or tensor's elements). */
-    void (*add_kernel_param)(qrl_module *m, const char *name, int64_t kind, int64_t elem);
+    /* The next parameter of the function or kernel just added (add_fn, is_kernel 0 or 1), in order:
+     * kind a qr_param_kind, elem a qr_dtype (the scalar's type, or the array's or tensor's elements). */
+    void (*add_fn_param)(qrl_module *m, const char *name, int64_t kind, int64_t elem);
     /* Pattern predicates: value v of the candidate match (index in the pattern's value table). */
     int64_t (*value_rank)(const qrl_match *mt, int64_t v);             /* -1: unknown */
     int64_t (*value_dim)(const qrl_match *mt, int64_t v, int64_t axis); /* -1: unknown */
@@ -218,23 +219,32 @@ typedef void (*qrl_cal_solve_fn)(qrl_rt *rt, const void *state, const qrl_scalar
  * tensor/array parameter i itself (a qrl_tview * or qrl_array *). */
 typedef void (*qrl_kernel_call_fn)(qrl_rt *rt, void **args);
 
-/* A kernel's parameter as the compiler declared it: what the quantizer checks a lowering's
- * arguments against and names in its messages. */
-typedef enum qr_param_kind { QR_PARAM_SCALAR, QR_PARAM_ARRAY, QR_PARAM_TENSOR } qr_param_kind;
+/* A function's or kernel's parameter, or (without a name) its result, as the compiler declared it:
+ * what C callers check a function's type against (qr_module_fn_typed) and the quantizer a
+ * lowering's arguments, and what its messages name. */
+typedef enum qr_param_kind {
+    QR_PARAM_SCALAR,  /* passed by value: elem bool, i8, u8, i16, u16, i32, i64, f32 or f64 */
+    QR_PARAM_ARRAY,   /* elem[]: a qrl_array * (elem as a scalar's) */
+    QR_PARAM_TENSOR,  /* tensor<elem>: a qrl_tview * (elem a number, not bool) */
+    QR_PARAM_QTYPE,   /* a qrl_qtype, by value; elem QR_UNDEF */
+    QR_PARAM_QPARAMS, /* a qrl_qparams, by value; elem QR_UNDEF */
+    QR_PARAM_VOID,    /* a result only: the function returns nothing; elem QR_UNDEF */
+    QR_PARAM_KIND_COUNT
+} qr_param_kind;
 
 typedef struct qr_param_desc {
-    const char *name;
+    const char *name; /* NULL: a result */
     qr_param_kind kind;
     qr_dtype elem; /* the scalar's type, or the array's or tensor's elements */
 } qr_param_desc;
 
 typedef struct qr_fn_desc {
     const char *name;
-    void *fn;
-    const char *sig;
+    void *fn; /* its C function: (qrl_rt *, the parameters in order) returning the result */
     int is_kernel;
     qrl_kernel_call_fn call; /* kernels: the generic entry */
-    qr_param_desc *params;   /* kernels: their parameters, in order */
+    qr_param_desc result;    /* kernels: QR_PARAM_VOID */
+    qr_param_desc *params;   /* in order */
     int nparams;
     /* tile kernels: the channel axis of their rows, parameter tile_axis_param's value when it is
      * >= 0, else tile_axis (negative: from the end); is_tile says the kernel is one */
@@ -421,6 +431,16 @@ enum { QR_TILE_C0, QR_TILE_ROWS, QR_TILE_COLS, QR_TILE_ACC_RS, QR_TILE_Y_OFF, QR
 /* A tile kernel's name: "k.tile" for kernel k, "k.tile<u8>" for its instance "k<u8>"; 0, or -1
  * when it does not fit in n bytes. */
 int qr_tile_name(const char *kernel, char *buf, size_t n);
+/* Whether d returns result and takes these n parameters: their kinds and element types (names are
+ * not compared). */
+int qr_fn_type_is(const qr_fn_desc *d, qr_param_desc result, int n, const qr_param_desc *params);
+/* Fn or kernel name of m when it has that type (qr_fn_type_is); otherwise NULL, and e says why: "the
+ * module has no function 'f'", "function 'f' is f64(f64,qtype), not f64(f64)". What a caller checks
+ * before it casts d->fn to a C function type. */
+const qr_fn_desc *qr_module_fn_typed(const qrl_module *m, const char *name, qr_param_desc result, int n,
+                                     const qr_param_desc *params, qr_error *e);
+/* d's type as text, for messages: "f64(f64,qtype)", "void(tensor<u8>,f32[],i32)". */
+const char *qr_fn_type_str(const qr_fn_desc *d, char *buf, size_t n);
 const qr_cal_desc *qr_module_calibrator(const qrl_module *m, const char *name);
 const qr_pattern *qr_module_pattern(const qrl_module *m, const char *name);
 /* The first affine rule for n's op (among those `use`d: uses(name) != 0, NULL: all) whose where

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "op.h"
+#include "recipe.h"
 
 qr_value *tu_input(qr_graph *g, const char *name, int ndim, const int64_t *dims)
 {
@@ -202,4 +203,55 @@ char *tu_slurp_root(const char *rel)
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", tu_root(), rel);
     return tu_slurp(path);
+}
+
+/* One type of a written signature at *s (advanced past it), independently of the runtime's names. */
+static qr_param_desc parse_type(const char **s)
+{
+    static const struct { const char *name; qr_dtype t; } scalars[] = {
+        {"bool", QR_BOOL}, {"i8", QR_I8},   {"u8", QR_U8},   {"i16", QR_I16}, {"u16", QR_U16},
+        {"i32", QR_I32},   {"i64", QR_I64}, {"f32", QR_F32}, {"f64", QR_F64}};
+    static const struct { const char *name; qr_param_kind k; } others[] = {
+        {"void", QR_PARAM_VOID}, {"qtype", QR_PARAM_QTYPE}, {"qparams", QR_PARAM_QPARAMS}};
+    qr_param_desc p = {NULL, QR_PARAM_SCALAR, QR_UNDEF};
+    int tensor = !strncmp(*s, "tensor<", 7);
+    if (tensor)
+        *s += 7;
+    size_t n = strcspn(*s, "[]<>(),");
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++)
+        if (!tensor && strlen(others[i].name) == n && !strncmp(*s, others[i].name, n))
+            p.kind = others[i].k;
+    for (size_t i = 0; i < sizeof scalars / sizeof *scalars; i++)
+        if (strlen(scalars[i].name) == n && !strncmp(*s, scalars[i].name, n))
+            p.elem = scalars[i].t;
+    cr_assert(p.kind != QR_PARAM_SCALAR || p.elem != QR_UNDEF, "tu_fn: unknown type at '%s'", *s);
+    *s += n;
+    if (tensor) {
+        cr_assert(**s == '>', "tu_fn: expected '>' at '%s'", *s);
+        ++*s;
+        p.kind = QR_PARAM_TENSOR;
+    } else if (!strncmp(*s, "[]", 2)) {
+        *s += 2;
+        p.kind = QR_PARAM_ARRAY;
+    }
+    return p;
+}
+
+const struct qr_fn_desc *tu_fn(const struct qrl_module *m, const char *name, const char *type)
+{
+    const char *s = type;
+    qr_param_desc result = parse_type(&s), params[QRL_MAX_PARAMS];
+    int n = 0;
+    cr_assert(*s == '(', "tu_fn: expected '(' at '%s' in %s", s, type);
+    for (s++; *s && *s != ')'; n++) {
+        cr_assert(n < QRL_MAX_PARAMS);
+        params[n] = parse_type(&s);
+        if (*s == ',')
+            s++;
+    }
+    cr_assert(*s == ')' && !s[1], "tu_fn: expected ')' at the end of %s", type);
+    qr_error e;
+    const qr_fn_desc *d = qr_module_fn_typed(m, name, result, n, params, &e);
+    cr_assert(d, "%s", e.msg);
+    return d;
 }

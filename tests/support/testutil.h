@@ -37,4 +37,9 @@ int tu_count_files(const char *dir);
  * in memory; NULL with the first diagnostic in err on failure. */
 struct qrl_module *tu_compile(const char *rel, char *err, size_t n);
 
+/* Function or kernel name of m, checked through the runtime's typed lookup (qr_module_fn_typed)
+ * against its type written as a recipe writes types, "f64(f64[],tensor<u8>,qtype)" or
+ * "void(i32)"; the test fails with the lookup's message when the type differs. */
+const struct qr_fn_desc *tu_fn(const struct qrl_module *m, const char *name, const char *type);
+
 #endif

@@ -90,9 +90,8 @@ Test(docs, meanstd_calibrator_matches_c)
 Test(docs, scale_pattern_kernel_matches_c)
 {
     qrl_module *m = compile_file("examples/recipes/scale_pattern.qrl");
-    const qr_fn_desc *d = qr_module_fn(m, "scale_kernel");
-    cr_assert(d && d->is_kernel);
-    cr_assert_str_eq(d->sig, "void(tensor<u8>,f32,i32,tensor<f32>,tensor<u8>,f32,i32)");
+    const qr_fn_desc *d = tu_fn(m, "scale_kernel", "void(tensor<u8>,f32,i32,tensor<f32>,tensor<u8>,f32,i32)");
+    cr_assert(d->is_kernel);
     void (*k)(qrl_rt *, qrl_tview *, float, int32_t, qrl_tview *, qrl_tview *, float, int32_t) = d->fn;
     uint8_t xi[256], yi[256];
     float c = 0.37f;

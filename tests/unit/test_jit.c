@@ -77,12 +77,178 @@ static qr_node *one_node(qr_graph *g, const char *op)
     return n;
 }
 
-static void *fn(qrl_module *m, const char *name, const char *sig)
+/* Fn name's C function, once its registered type is the one written (tu_fn). */
+static void *fn(qrl_module *m, const char *name, const char *type)
 {
-    const qr_fn_desc *d = qr_module_fn(m, name);
-    cr_assert(d, "no function %s", name);
-    cr_assert_str_eq(d->sig, sig);
-    return d->fn;
+    return tu_fn(m, name, type)->fn;
+}
+
+/* What a fn of every parameter kind registers: its result and its parameters by name, kind and
+ * element type, as the source declares them (written out here by hand). */
+static const char typed_src[] =
+    "fn scalars(a: bool, b: i8, c: u8, d: i16, e: u16, f: i32, g: i64, h: f32, k: f64) -> bool { return a }\n"
+    "fn arrays(a: bool[], b: u8[], c: i64[], d: f32[]) -> f64 { return f64(len(c)) }\n"
+    "fn tensors(x: tensor<u8>, y: tensor<i32>, z: tensor<f32>) -> i64 { return x.numel + y.rank }\n"
+    "fn records(t: qtype, p: qparams) -> qparams { return qparams(p.scale * 2.0, p.zero + t.bits) }\n"
+    "fn pass(t: qtype) -> qtype { return t }\n"
+    "fn nothing(x: f64) { }\n"
+    "fn none() -> i8 { return 7 }\n"
+    "kernel copy(x: tensor<i8>, s: f32[], y: tensor<i8>) {\n"
+    "  for i in 0 .. x.numel { y[i] = x[i] }\n"
+    "}\n";
+
+#define P(name, kind, elem) {name, QR_PARAM_##kind, elem}
+#define RES(kind, elem) {NULL, QR_PARAM_##kind, elem}
+static const struct {
+    const char *fn;
+    qr_param_desc result;
+    int n;
+    qr_param_desc params[9];
+} typed_want[] = {
+    {"scalars", RES(SCALAR, QR_BOOL), 9,
+     {P("a", SCALAR, QR_BOOL), P("b", SCALAR, QR_I8), P("c", SCALAR, QR_U8), P("d", SCALAR, QR_I16),
+      P("e", SCALAR, QR_U16), P("f", SCALAR, QR_I32), P("g", SCALAR, QR_I64), P("h", SCALAR, QR_F32),
+      P("k", SCALAR, QR_F64)}},
+    {"arrays", RES(SCALAR, QR_F64), 4,
+     {P("a", ARRAY, QR_BOOL), P("b", ARRAY, QR_U8), P("c", ARRAY, QR_I64), P("d", ARRAY, QR_F32)}},
+    {"tensors", RES(SCALAR, QR_I64), 3, {P("x", TENSOR, QR_U8), P("y", TENSOR, QR_I32), P("z", TENSOR, QR_F32)}},
+    {"records", RES(QPARAMS, QR_UNDEF), 2, {P("t", QTYPE, QR_UNDEF), P("p", QPARAMS, QR_UNDEF)}},
+    {"pass", RES(QTYPE, QR_UNDEF), 1, {P("t", QTYPE, QR_UNDEF)}},
+    {"nothing", RES(VOID, QR_UNDEF), 1, {P("x", SCALAR, QR_F64)}},
+    {"none", RES(SCALAR, QR_I8), 0, {{0}}},
+    {"copy", RES(VOID, QR_UNDEF), 3, {P("x", TENSOR, QR_I8), P("s", ARRAY, QR_F32), P("y", TENSOR, QR_I8)}},
+};
+#undef P
+#undef RES
+
+Test(jit, fns_register_typed_parameters_and_results)
+{
+    qrl_module *m = compile_text("typed.qrl", typed_src, NULL, NULL);
+    for (size_t f = 0; f < sizeof typed_want / sizeof *typed_want; f++) {
+        const qr_fn_desc *d = qr_module_fn(m, typed_want[f].fn);
+        cr_assert(d, "%s", typed_want[f].fn);
+        cr_assert_eq(d->is_kernel, !strcmp(d->name, "copy"), "%s", d->name);
+        cr_assert(d->result.name == NULL && d->result.kind == typed_want[f].result.kind &&
+                      d->result.elem == typed_want[f].result.elem,
+                  "%s's result: kind %d elem %d", d->name, d->result.kind, d->result.elem);
+        cr_assert_eq(d->nparams, typed_want[f].n, "%s", d->name);
+        for (int i = 0; i < d->nparams; i++) {
+            const qr_param_desc *h = &d->params[i], *w = &typed_want[f].params[i];
+            cr_assert(!strcmp(h->name, w->name) && h->kind == w->kind && h->elem == w->elem,
+                      "%s's parameter %d: %s kind %d elem %d", d->name, i, h->name, h->kind, h->elem);
+        }
+        cr_assert(qr_fn_type_is(d, typed_want[f].result, typed_want[f].n, typed_want[f].params), "%s", d->name);
+    }
+    /* the descriptors say how to call them: qtype and qparams by value both ways */
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    qrl_qparams (*records)(qrl_rt *, qrl_qtype, qrl_qparams) = fn(m, "records", "qparams(qtype,qparams)");
+    qrl_qtype (*pass)(qrl_rt *, qrl_qtype) = fn(m, "pass", "qtype(qtype)");
+    qrl_qtype t = qr_qtype_of(QR_U8, 0, -1);
+    qrl_qparams q = records(&rt, t, (qrl_qparams){0.25, 3});
+    cr_assert(q.scale == 0.5 && q.zero == 11, "%g %lld", q.scale, (long long)q.zero);
+    qrl_qtype t2 = pass(&rt, t);
+    cr_assert(t2.bits == 8 && t2.qmax == 255 && t2.axis == -1 && !t2.is_signed);
+    int64_t (*tensors)(qrl_rt *, qrl_tview *, qrl_tview *, qrl_tview *) =
+        fn(m, "tensors", "i64(tensor<u8>,tensor<i32>,tensor<f32>)");
+    qrl_tview v = {.data = NULL, .numel = 6, .rank = 2, .dims = {2, 3}};
+    cr_assert_eq(tensors(&rt, &v, &v, &v), 8);
+    cr_assert_eq(rt.failed, 0);
+    qr_module_free(m);
+}
+
+/* A lookup of the wrong type is refused, and the message says both types as the recipe writes them. */
+Test(jit, fn_lookup_of_the_wrong_type_is_refused)
+{
+    qrl_module *m = compile_text("typed.qrl", typed_src, NULL, NULL);
+    qr_error e;
+    qr_param_desc f64 = {NULL, QR_PARAM_SCALAR, QR_F64}, i64 = {NULL, QR_PARAM_SCALAR, QR_I64};
+    cr_assert_null(qr_module_fn_typed(m, "nothing", f64, 1, &f64, &e));
+    cr_assert_str_eq(e.msg, "function 'nothing' is void(f64), not f64(f64)");
+    cr_assert_null(qr_module_fn_typed(m, "none", i64, 0, NULL, &e)); /* i8 is not i64 */
+    cr_assert_str_eq(e.msg, "function 'none' is i8(), not i64()");
+    qr_param_desc arr = {NULL, QR_PARAM_ARRAY, QR_I64};
+    cr_assert_null(qr_module_fn_typed(m, "tensors", i64, 1, &arr, &e));
+    cr_assert_str_eq(e.msg, "function 'tensors' is i64(tensor<u8>,tensor<i32>,tensor<f32>), not i64(i64[])");
+    qr_param_desc ten = {NULL, QR_PARAM_TENSOR, QR_I8}, vd = {NULL, QR_PARAM_VOID, QR_UNDEF};
+    cr_assert_null(qr_module_fn_typed(m, "copy", vd, 1, &ten, &e));
+    cr_assert_str_eq(e.msg, "kernel 'copy' is void(tensor<i8>,f32[],tensor<i8>), not void(tensor<i8>)");
+    cr_assert_null(qr_module_fn_typed(m, "nope", vd, 0, NULL, &e));
+    cr_assert_str_eq(e.msg, "the module has no function 'nope'");
+    char buf[128];
+    cr_assert_str_eq(qr_fn_type_str(qr_module_fn(m, "scalars"), buf, sizeof buf),
+                     "bool(bool,i8,u8,i16,u16,i32,i64,f32,f64)");
+    cr_assert_str_eq(qr_fn_type_str(qr_module_fn(m, "records"), buf, sizeof buf), "qparams(qtype,qparams)");
+    cr_assert_str_eq(qr_fn_type_str(qr_module_fn(m, "arrays"), buf, 12), "f64(bool[],"); /* truncated */
+    /* the right type is found */
+    qr_param_desc qt = {NULL, QR_PARAM_QTYPE, QR_UNDEF};
+    cr_assert(qr_module_fn_typed(m, "pass", qt, 1, &qt, &e));
+    qr_module_free(m);
+}
+
+/* Entries that register types no function has (or no kernel: a lowering cannot pass a qtype): each
+ * module is refused as it loads. */
+static void dummy_fn(void) {}
+static void param_void(qrl_module *m, const qrl_imports *im)
+{
+    im->add_fn(m, "f", (void *)dummy_fn, 0, QR_PARAM_SCALAR, QR_F64);
+    im->add_fn_param(m, "x", QR_PARAM_VOID, QR_UNDEF);
+}
+static void tensor_of_bool(qrl_module *m, const qrl_imports *im)
+{
+    im->add_fn(m, "f", (void *)dummy_fn, 0, QR_PARAM_VOID, QR_UNDEF);
+    im->add_fn_param(m, "x", QR_PARAM_TENSOR, QR_BOOL);
+}
+static void scalar_f16(qrl_module *m, const qrl_imports *im)
+{
+    im->add_fn(m, "f", (void *)dummy_fn, 0, QR_PARAM_SCALAR, QR_F16);
+}
+static void qtype_with_elem(qrl_module *m, const qrl_imports *im)
+{
+    im->add_fn(m, "f", (void *)dummy_fn, 0, QR_PARAM_QTYPE, QR_I8);
+}
+static void kernel_returning(qrl_module *m, const qrl_imports *im)
+{
+    im->add_fn(m, "k", (void *)dummy_fn, 1, QR_PARAM_SCALAR, QR_I32);
+}
+static void kernel_taking_qtype(qrl_module *m, const qrl_imports *im)
+{
+    im->add_fn(m, "k", (void *)dummy_fn, 1, QR_PARAM_VOID, QR_UNDEF);
+    im->add_fn_param(m, "t", QR_PARAM_QTYPE, QR_UNDEF);
+}
+static void param_first(qrl_module *m, const qrl_imports *im)
+{
+    im->add_fn_param(m, "x", QR_PARAM_SCALAR, QR_I32);
+}
+static void bad_kind(qrl_module *m, const qrl_imports *im)
+{
+    im->add_fn(m, "f", (void *)dummy_fn, 0, QR_PARAM_VOID, QR_UNDEF);
+    im->add_fn_param(m, "x", QR_PARAM_KIND_COUNT, QR_I32);
+}
+static void good(qrl_module *m, const qrl_imports *im)
+{
+    im->add_fn(m, "f", (void *)dummy_fn, 0, QR_PARAM_QPARAMS, QR_UNDEF);
+    im->add_fn_param(m, "x", QR_PARAM_ARRAY, QR_BOOL);
+    im->add_fn_param(m, "t", QR_PARAM_QTYPE, QR_UNDEF);
+}
+
+Test(jit, registering_a_type_no_function_has_is_refused)
+{
+    qrl_module_entry_fn bad[] = {param_void,       tensor_of_bool,      scalar_f16,  qtype_with_elem,
+                                 kernel_returning, kernel_taking_qtype, param_first, bad_kind};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        qrl_module *m = NULL;
+        qr_error e;
+        cr_assert_eq(qr_module_load(bad[i], NULL, NULL, &m, &e), QR_ERR, "entry %zu", i);
+        cr_assert(strstr(e.msg, "a function's type the runtime does not take"), "%s", e.msg);
+        cr_assert_null(m);
+    }
+    qrl_module *m = NULL;
+    qr_error e;
+    cr_assert_eq(qr_module_load(good, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
+    char buf[64];
+    cr_assert_str_eq(qr_fn_type_str(qr_module_fn(m, "f"), buf, sizeof buf), "qparams(bool[],qtype)");
+    qr_module_free(m);
 }
 
 Test(jit, integer_arithmetic_wraps)
@@ -1260,10 +1426,9 @@ Test(jit, generics_instantiate_per_member)
     /* sat<T> saturates to each instance's range */
     const char *names[2] = {"shift<u8>", "shift<i8>"};
     for (int k = 0; k < 2; k++) {
-        const qr_fn_desc *d = qr_module_fn(m, names[k]);
-        cr_assert(d && d->call, "%s", names[k]);
-        cr_assert_str_eq(d->sig, k ? "void(tensor<i8>,f32,i32,i64,tensor<i8>,f32,i32)"
-                                   : "void(tensor<u8>,f32,i32,i64,tensor<u8>,f32,i32)");
+        const qr_fn_desc *d = tu_fn(m, names[k], k ? "void(tensor<i8>,f32,i32,i64,tensor<i8>,f32,i32)"
+                                                   : "void(tensor<u8>,f32,i32,i64,tensor<u8>,f32,i32)");
+        cr_assert(d->call, "%s", names[k]);
         int8_t xi[3] = {-100, 0, 20}, yi[3];
         uint8_t xu[3] = {10, 100, 200}, yu[3];
         qrl_tview tx = {.data = k ? (void *)xi : (void *)xu, .numel = 3, .rank = 1, .dims = {3}}, ty = tx;
