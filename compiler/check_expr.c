@@ -508,6 +508,12 @@ static const qc_type *method_call(ctx *c, ql_node *n, const qc_type *recv, const
     char a[64];
     ql_node *obj = n->a->a;
     if (recv->k == QC_TENSOR) {
+        int reduction = !strcmp(m, "min") || !strcmp(m, "max") || !strcmp(m, "absmax") || !strcmp(m, "sum") ||
+                        !strcmp(m, "quantile");
+        if (reduction && !qc_type_eq(recv->elem, &qc_f32)) {
+            chk_err(c, n, "%s() reduces tensor<f32> (what calibrators observe), not %s", m, TN(recv, a));
+            return set_type(n, &qc_f64);
+        }
         if (!strcmp(m, "min") || !strcmp(m, "max") || !strcmp(m, "absmax") || !strcmp(m, "sum")) {
             chk_expect_args(c, n, m, 0, 0);
             return set_type(n, &qc_f64);
@@ -516,6 +522,11 @@ static const qc_type *method_call(ctx *c, ql_node *n, const qc_type *recv, const
             if (chk_expect_args(c, n, m, 1, 1))
                 chk_convert(c, n->kids[0], chk_expr(c, n->kids[0], &qc_i64), &qc_i64, "the axis");
             return set_type(n, &qc_i64);
+        }
+        if (!strcmp(m, "quantile")) {
+            if (chk_expect_args(c, n, m, 1, 1))
+                chk_convert(c, n->kids[0], chk_expr(c, n->kids[0], &qc_f64), &qc_f64, "the fraction");
+            return set_type(n, &qc_f64);
         }
     } else if (recv->k == QC_HIST) {
         if (!strcmp(m, "add") || !strcmp(m, "add_abs")) {

@@ -587,6 +587,12 @@ static gcc_jit_rvalue *method_call(fgen *f, const ql_node *n)
             return jit_now(f, gcc_jit_lvalue_as_rvalue(
                               gcc_jit_context_new_array_access(j->c, NULL, gcc_jit_lvalue_as_rvalue(dims), i)));
         }
+        if (!strcmp(m, "quantile")) {
+            gcc_jit_rvalue *args[3] = {f->rt, obj, jit_now(f, jit_cast(j, jit_expr(f, n->kids[0]), j->t_f64))};
+            gcc_jit_rvalue *r = jit_now(f, jit_call_imp(f, IMP_TQUANTILE, 3, args));
+            jit_check_failed(f);
+            return r;
+        }
         int imp = !strcmp(m, "min") ? IMP_TMIN : !strcmp(m, "max") ? IMP_TMAX : !strcmp(m, "absmax") ? IMP_TABSMAX : IMP_TSUM;
         return jit_now(f, jit_call_imp(f, imp, 1, &obj));
     }

@@ -91,6 +91,62 @@ static double t_sum(const qrl_tview *x)
     return s;
 }
 
+/* The k-th smallest of v[0 .. n) (Hoare's selection): v is reordered so that v[k] is it, with
+ * nothing larger before it and nothing smaller after. */
+static void select_kth(float *v, int64_t n, int64_t k)
+{
+    int64_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        float pivot = v[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                float t = v[i];
+                v[i++] = v[j];
+                v[j--] = t;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return;
+    }
+}
+
+static double t_quantile(qrl_rt *rt, const qrl_tview *x, double q)
+{
+    const float *d = x->data;
+    float *v = malloc(sizeof *v * (size_t)(x->numel > 0 ? x->numel : 1));
+    if (!v) {
+        rt_trap(rt, QRL_TRAP_NOMEM, "", 0, 0, 0, 0);
+        return 0;
+    }
+    int64_t n = 0;
+    for (int64_t i = 0; i < x->numel; i++)
+        if (!isnan(d[i]))
+            v[n++] = d[i];
+    double r = 0;
+    if (n > 0) {
+        q = q > 0 ? (q < 1 ? q : 1) : 0; /* NaN too: 0 */
+        double pos = q * (double)(n - 1), t = pos - floor(pos);
+        int64_t k = (int64_t)floor(pos);
+        select_kth(v, n, k);
+        double a = v[k], b = a;
+        for (int64_t i = k + 1; i < n; i++) /* the next value up: the smallest after the k-th */
+            b = i == k + 1 || v[i] < b ? v[i] : b;
+        /* numpy's lerp: from the nearer end, so that t = 1 gives b exactly */
+        r = t == 0 ? a : t < 0.5 ? a + (b - a) * t : b - (b - a) * (1 - t); /* an exact position: its value, inf too */
+    }
+    free(v);
+    return r;
+}
+
 static int64_t t_broadcast_index(const qrl_tview *a, const qrl_tview *y, int64_t i)
 {
     int64_t off = 0, stride = 1;
@@ -694,6 +750,7 @@ static const qrl_imports imports = {
     .add_setting_arg = reg_setting_arg,
     .add_use = reg_use,
     .set_tile_axis = reg_tile_axis,
+    .tensor_quantile = t_quantile,
 };
 
 const qrl_imports *qr_recipe_imports(void)

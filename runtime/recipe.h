@@ -18,7 +18,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 16
+#define QR_RECIPE_ABI 17
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -176,6 +176,10 @@ typedef struct qrl_imports {
     /* The kernel just added is a tile kernel (compiler/elementwise.h) whose rows are channels of
      * the axis its `along` names: parameter `param` of the kernel (param >= 0), else `value`. */
     void (*set_tile_axis)(qrl_module *m, int64_t param, int64_t value);
+    /* x.quantile(q): the value below which a fraction q (clamped to 0..1) of x's values lie, as
+     * numpy's nanquantile (linear interpolation between the sorted values, NaN ignored); 0 when x
+     * has no values. Fails (out of memory) through rt. */
+    double (*tensor_quantile)(qrl_rt *rt, const qrl_tview *x, double q);
 } qrl_imports;
 
 struct qrl_rt {

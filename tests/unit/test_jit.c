@@ -849,6 +849,48 @@ Test(jit, merge_reads_the_other_states_arrays)
     qr_module_free(m);
 }
 
+/* x.quantile(q) is numpy's nanquantile: by hand on five values (one NaN), and numpy itself on
+ * 2001 random ones with NaN and infinities at eleven fractions; q outside [0, 1] is clamped. */
+Test(jit, tensor_quantile_is_numpys_nanquantile)
+{
+    qrl_module *m = compile_text("tq.qrl", "fn q(x: tensor<f32>, p: f64) -> f64 { return x.quantile(p) }\n", NULL, NULL);
+    double (*q)(qrl_rt *, const qrl_tview *, double) = fn(m, "q", "f64(tensor<f32>,f64)");
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    float small[5] = {3, -1, NAN, 7, 2}; /* sorted: -1 2 3 7 */
+    qrl_tview t = {.data = small, .numel = 5, .rank = 1, .dims = {5}};
+    cr_assert_eq(q(&rt, &t, 0.5), 2.5);
+    cr_assert_eq(q(&rt, &t, 0.0), -1.0);
+    cr_assert_eq(q(&rt, &t, 1.0), 7.0);
+    cr_assert_eq(q(&rt, &t, 2.0), 7.0);
+    cr_assert_float_eq(q(&rt, &t, 0.9), 5.8, 1e-12); /* position 2.7: 3 + 0.7 * (7 - 3) */
+    t.numel = 0;
+    cr_assert_eq(q(&rt, &t, 0.5), 0.0);
+    enum { N = 2001 };
+    static float x[N];
+    random_data(x, N, 23);
+    x[7] = NAN, x[900] = INFINITY, x[1500] = -INFINITY, x[1501] = x[1502];
+    qr_tensor xt = {.dtype = QR_F32, .ndim = 1, .dims = {N}, .data = x};
+    char path[700], cmd[2000], *out = NULL;
+    snprintf(path, sizeof path, "%s/quantile_x.npy", dir);
+    qr_error e;
+    cr_assert_eq(qr_npy_write(path, &xt, &e), QR_OK, "%s", e.msg);
+    static const double fr[11] = {0, 0.001, 0.1, 0.25, 0.333, 0.5, 0.6, 0.75, 0.9, 0.9995, 1};
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as np; x = np.load('%s').astype(np.float64); "
+             "print(' '.join(repr(float(np.nanquantile(x, q))) for q in [0, 0.001, 0.1, 0.25, 0.333, 0.5, 0.6, 0.75, "
+             "0.9, 0.9995, 1]))\"", path);
+    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+    char *p = out;
+    t = (qrl_tview){.data = x, .numel = N, .rank = 1, .dims = {N}};
+    for (int i = 0; i < 11; i++) {
+        double want = strtod(p, &p), got = q(&rt, &t, fr[i]);
+        cr_assert(got == want || (isnan(got) && isnan(want)), "q = %g: %.17g, numpy %.17g", fr[i], got, want);
+    }
+    cr_assert_eq(rt.failed, 0, "%s", rt.msg);
+    free(out);
+    qr_module_free(m);
+}
+
 /* stdlib/stats.qrl against the same sums in C: mean_of and mean_abs_dev ignore NaN; moments of
  * three uneven parts merged equal the moments of the three observed into one state, and are
  * [count, sum, sum of |x - its part's mean|, min, max]; laplace_clip solves x e^x = 3 4^bits
