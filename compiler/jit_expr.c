@@ -382,6 +382,11 @@ static gcc_jit_rvalue *rounding(fgen *f, const char *mode, gcc_jit_rvalue *x)
  * loop that a store through u8 may alias. */
 static int fn_can_trap(jit *j, const qc_sym *s);
 
+static int nonzero_literal(const ql_node *n)
+{
+    return n && n->kind == QL_INT && n->ival != 0;
+}
+
 static int can_trap(jit *j, const ql_node *n)
 {
     if (!n)
@@ -390,12 +395,12 @@ static int can_trap(jit *j, const ql_node *n)
     case QL_INDEX:
     case QL_FOR:
     case QL_WHILE: return 1;
-    case QL_BINARY:
-        if ((n->op == QL_TOK_SLASH || n->op == QL_TOK_PERCENT) && qc_is_int(jit_ty(n)))
+    case QL_BINARY: /* by a literal other than 0 it cannot (MIN / -1 wraps, without a trap) */
+        if ((n->op == QL_TOK_SLASH || n->op == QL_TOK_PERCENT) && qc_is_int(jit_ty(n)) && !nonzero_literal(n->b))
             return 1;
         break;
     case QL_ASSIGN:
-        if (n->op == QL_TOK_SLASHEQ && qc_is_int(jit_ty(n->a)))
+        if (n->op == QL_TOK_SLASHEQ && qc_is_int(jit_ty(n->a)) && !nonzero_literal(n->b))
             return 1;
         break;
     case QL_CALL: {
