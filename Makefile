@@ -33,14 +33,14 @@ CPPFLAGS = -DQRL_VERSION='"$(VERSION)"' -DQRL_SOURCE_STDLIB='"$(CURDIR)/stdlib"'
 #   quantizer/ ->  runtime/
 #   compiler/  ->  runtime/ (the module interface, recipe.h), include/, grammar/, lang/
 #   api/       ->  include/ (the calls it implements), compiler/, quantizer/, runtime/
-#   cli/       ->  include/, quantizer/, runtime/, compiler/ (until qrl.h has every call it makes)
+#   cli/       ->  include/ only: every command is calls of the public API
 INC_lang      =
 INC_grammar   = -I$(GEN)
 INC_runtime   = -Iinclude -Iruntime -I$(GEN)
 INC_quantizer = -Iruntime -Iquantizer
 INC_compiler  = -Iinclude -Iruntime -I$(GCCJIT_DIR)/include
 INC_api       = -Iinclude -Iruntime -Iquantizer -Icompiler
-INC_cli       = -Iinclude -Iruntime -Iquantizer
+INC_cli       = -Iinclude
 INC_tests     = -Iinclude -Iruntime -Iquantizer -I$(GEN) -I$(GCCJIT_DIR)/include
 LAYERS        = lang grammar runtime quantizer compiler api cli
 # The include paths of source file $(1)'s folder.

@@ -10,6 +10,7 @@
 #include "api_model.h"
 #include "check.h"
 #include "compile.h"
+#include "unit.h"
 #include "intgraph.h"
 #include "onnx_export.h"
 #include "qparams.h"
@@ -26,6 +27,7 @@ struct qrl_quantized {
     char *recipe_path; /* recorded in the qparams JSON */
     int threads;
     qrl_model *model;  /* the integer graph's handle, made on first request */
+    qrl_recipe *own;   /* the recipe a QDQ model was lowered with (qrl_model_lower_qdq) */
 };
 
 static int fail_msg(char *err, size_t n, const char *fmt, const char *arg)
@@ -108,6 +110,7 @@ void qrl_quantized_free(qrl_quantized *q)
         return;
     qr_api_model_unwrap(q->model);
     qr_quantized_free(q->q);
+    qrl_recipe_free(q->own); /* after the integer graph that calls its kernels */
     free(q->recipe_path);
     free(q);
 }
@@ -144,4 +147,105 @@ int qrl_quantized_write_int_graph(const qrl_quantized *q, const char *path, char
 {
     qr_error e;
     return qr_intgraph_write(path, q->q, &e) == QR_OK ? 0 : qr_api_fail(&e, err, errlen);
+}
+
+int qrl_model_lower_qdq(qrl_model *m, const char *recipe, FILE *diag, qrl_quantized **out, char *err, size_t errlen)
+{
+    qr_error e;
+    char buf[4096], rerr[1024];
+    const char *path = m->path ? m->path : "the model";
+    *out = NULL;
+    if (!qr_qdq_strip(m->g))
+        return 0; /* nothing quantized with QuantizeLinear/DequantizeLinear pairs */
+    /* the graph changed under the executor */
+    if (qr_api_model_exec(m, &e) != QR_OK)
+        return qr_api_fail(&e, err, errlen);
+    if (!recipe) {
+        char *stdlib = qc_default_stdlib();
+        snprintf(buf, sizeof buf, "%s/qdq.qrl", stdlib ? stdlib : "stdlib");
+        free(stdlib);
+        recipe = buf;
+    }
+    qrl_quantized *res = calloc(1, sizeof *res);
+    if (!res || !(res->recipe_path = strdup(recipe))) {
+        qrl_quantized_free(res);
+        return fail_msg(err, errlen, "%s", "out of memory");
+    }
+    if (qrl_recipe_compile(recipe, 0, diag, &res->own, rerr, sizeof rerr) != 0) {
+        qr_errorf(&e, "%s: the recipe for QDQ models (%s) does not compile", path, recipe);
+        qrl_quantized_free(res);
+        return qr_api_fail(&e, err, errlen);
+    }
+    qr_quant_opts o = {.module = res->own->mod, .from_file = 1};
+    res->threads = m->threads;
+    if (qr_quantize(m->g, NULL, &o, &res->q, &e) != QR_OK) {
+        qr_error_prefix(&e, "%s: lowering its QDQ groups", path);
+        qrl_quantized_free(res);
+        return qr_api_fail(&e, err, errlen);
+    }
+    *out = res;
+    return 0;
+}
+
+void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out)
+{
+    const qr_quantized *z = q->q;
+    *out = (qrl_quant_summary){
+        .nodes_pattern = z->nodes_pattern, .nodes_affine = z->nodes_affine, .nodes_float = z->nodes_float,
+        .activations = z->nlayers, .weights = z->weights, .fallbacks = z->fallbacks,
+        .kernels = z->ig->kernels, .lookups = z->ig->lookups, .int_ops = z->ig->int_ops,
+        .requants = z->ig->requants, .islands = z->ig->islands, .samples = z->samples, .calib_ms = z->calib_ms,
+        .fp32_ms = z->fp32_ms, .output_sqnr = z->output_sqnr, .output_nonfinite = z->output_nonfinite,
+        .macs = z->macs, .macs_int = z->macs_int, .top1_fp32 = z->top1_fp32, .top1_int8 = z->top1_int8,
+        .top1_samples = z->top1_samples};
+}
+
+int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out)
+{
+    if (i < 0 || i >= q->q->nlayers)
+        return 1;
+    const qr_qlayer *l = &q->q->layers[i];
+    *out = (qrl_layer_info){.value = l->value, .sqnr = l->sqnr, .sqnr_int = l->sqnr_int, .top1_delta = l->top1_delta};
+    return 0;
+}
+
+const char *qrl_quantized_note(const qrl_quantized *q, int i)
+{
+    return i >= 0 && i < q->q->nnotes ? q->q->notes[i] : NULL;
+}
+
+int qrl_recipe_check(const char *path, int flags, FILE *diag, FILE *ast, qrl_check_stats *st, char *err,
+                     size_t errlen)
+{
+    char *stdlib = qc_default_stdlib();
+    qc_unit *u = qc_unit_new(stdlib);
+    free(stdlib);
+    memset(st, 0, sizeof *st);
+    if (!u)
+        return fail_msg(err, errlen, "%s", "out of memory");
+    qc_file *root = qc_unit_load(u, path);
+    if (root && !u->diags.errors)
+        qc_check(u); /* after syntax errors the checker would mostly repeat them */
+    qc_stats cs = {.cache_hit = -1};
+    if (root && !u->diags.errors) {
+        qc_options o = {.no_cache = flags & QRL_RECIPE_NO_CACHE, .check_only = 1};
+        qr_module_free(qc_compile(u, &o, &cs));
+    }
+    if (ast && root && root->ast)
+        ql_ast_dump(root->ast, ast);
+    if (diag)
+        ql_diags_print(&u->diags, diag);
+    *st = (qrl_check_stats){.errors = u->diags.errors, .files = u->nfiles, .lex_ms = qc_unit_lex_ms(u),
+                            .parse_ms = u->t_parse, .check_ms = u->t_check, .cache_hit = cs.cache_hit,
+                            .cache_rebuilt = cs.cache_rebuilt, .jit_ms = cs.t_jit, .load_ms = cs.t_load,
+                            .reach = cs.reach, .nparts = cs.nparts};
+    _Static_assert(QRL_CHECK_MAX_PARTS >= QC_MAX_PARTS, "qrl_check_stats holds every part");
+    for (int k = 0; k < cs.nparts; k++) {
+        const qc_part_stats *p = &cs.parts[k];
+        st->parts[k] = (qrl_check_part){.name = p->name, .items = p->items, .opt_level = p->opt_level,
+                                        .validated = p->validated, .cache_hit = p->cache_hit,
+                                        .cache_rebuilt = p->cache_rebuilt, .jit_ms = p->t_jit, .load_ms = p->t_load};
+    }
+    qc_unit_free(u);
+    return 0;
 }

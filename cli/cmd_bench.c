@@ -10,10 +10,6 @@
 #include <time.h>
 
 #include "cli.h"
-#include "exec.h"
-#include "fileio.h"
-#include "intgraph.h"
-#include "quantize.h"
 
 #define MAX_ARGS 64
 #define MAX_LIST 16
@@ -53,79 +49,80 @@ static int cmp_double(const void *a, const void *b)
 
 /* Seeded inputs of g for one batch: the declared shape with a free (or matching) first
  * dimension set to batch; floats uniform in [0, 1), integers in [0, 8). */
-static qr_status make_inputs(const char *model, const qr_graph *g, int batch, qr_tensor *in, qr_error *e)
+static int make_inputs(const char *model, const qrl_model *m, int batch, qrl_tensor *in, char *err)
 {
     unsigned seed = 12345;
-    for (int i = 0; i < g->n_inputs; i++) {
-        const qr_value *v = g->inputs[i];
-        qr_tensor *t = &in[i];
+    for (int i = 0; i < qrl_model_num_inputs(m); i++) {
+        qrl_value_info v;
+        qrl_value_get(m, qrl_model_input(m, i), &v);
+        qrl_tensor *t = &in[i];
         memset(t, 0, sizeof *t);
-        t->dtype = v->t.dtype;
-        t->ndim = v->t.ndim;
-        if (t->ndim < 1)
-            return qr_errorf(e, "%s: input '%s' has no known rank: bench needs its shape", model, v->name);
+        t->dtype = v.dtype;
+        t->ndim = v.ndim;
+        if (t->ndim < 1) {
+            snprintf(err, CLI_ERRLEN, "%s: input '%s' has no known rank: bench needs its shape", model, v.name);
+            return 1;
+        }
         for (int d = 0; d < t->ndim; d++) {
-            int64_t n = v->t.dims[d];
+            int64_t n = v.dims[d];
             if (d == 0 && n < 0)
                 n = batch;
-            else if (d == 0 && n != batch)
-                return qr_errorf(e, "%s: input '%s' has a fixed batch of %lld: use --batch %lld", model, v->name,
-                                 (long long)n, (long long)n);
-            else if (n < 0)
-                return qr_errorf(e, "%s: input '%s' has a free dimension %d (%s): bench needs it fixed", model,
-                                 v->name, d, v->dim_param[d] ? v->dim_param[d] : "unknown");
+            else if (d == 0 && n != batch) {
+                snprintf(err, CLI_ERRLEN, "%s: input '%s' has a fixed batch of %lld: use --batch %lld", model, v.name,
+                         (long long)n, (long long)n);
+                return 1;
+            } else if (n < 0) {
+                snprintf(err, CLI_ERRLEN, "%s: input '%s' has a free dimension %d (%s): bench needs it fixed", model,
+                         v.name, d, v.dim_param[d] ? v.dim_param[d] : "unknown");
+                return 1;
+            }
             t->dims[d] = n;
         }
-        if (qr_tensor_alloc(t, e) != QR_OK)
-            return QR_ERR;
-        int64_t n = qr_tensor_numel(t);
+        if (qrl_tensor_alloc(t, err, CLI_ERRLEN) != 0)
+            return 1;
+        int64_t n = qrl_tensor_numel(t);
+        int is_float = qrl_dtype_is_float(t->dtype);
         for (int64_t k = 0; k < n; k++) {
             seed = seed * 1664525u + 1013904223u;
             double u = (double)(seed >> 8) / 16777216.0;
-            if (qr_dtype_is_float(t->dtype))
-                qr_set_f64(t->data, t->dtype, k, u);
-            else
-                qr_set_f64(t->data, t->dtype, k, (double)(int)(u * 8));
+            qrl_tensor_set_f64(t, k, is_float ? u : (double)(int)(u * 8));
         }
     }
-    return QR_OK;
+    return 0;
 }
 
 /* Seconds the profile has counted so far in the nodes that multiply-accumulate. */
-static double gemm_seconds(const qr_graph *g, const qr_node_prof *p)
+static double gemm_seconds(const qrl_model *m)
 {
     double s = 0;
-    for (int i = 0; i < g->n_nodes; i++)
-        s += p[i].macs > 0 ? p[i].seconds : 0;
+    qrl_node_profile p;
+    for (int i = 0; qrl_model_profile(m, i, &p) == 0; i++)
+        s += p.macs > 0 ? p.seconds : 0;
     return s;
 }
 
-/* Times graph g at one batch size and thread count into r; profile: also prints where the timed
+/* Times model m at one batch size and thread count into r; profile: also prints where the timed
  * runs' time went (the warm-up run left out). */
-static qr_status time_graph(const char *model, const qr_graph *g, void *kernel_user, int batch, int threads,
-                            double min_time, int profile, bench_row *r, qr_error *e)
+static int time_model(const char *model, qrl_model *m, int batch, int threads, double min_time, int profile,
+                      bench_row *r, char *err)
 {
-    qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
+    int nin = qrl_model_num_inputs(m), nout = qrl_model_num_outputs(m);
+    qrl_tensor *in = calloc((size_t)nin + 1, sizeof *in), *out = calloc((size_t)nout + 1, sizeof *out);
     double *ms = NULL, *gemm_s = NULL; /* per timed run: its time, and its convolutions' and products' */
-    int cap = 0, runs = 0;
-    qr_exec *x = NULL;
-    qr_status st = QR_ERR;
+    int cap = 0, runs = 0, st = 1;
     if (!in || !out) {
-        qr_errorf(e, "out of memory");
+        snprintf(err, CLI_ERRLEN, "out of memory");
         goto done;
     }
-    if (make_inputs(model, g, batch, in, e) != QR_OK)
+    if (make_inputs(model, m, batch, in, err) != 0)
         goto done;
-    qr_exec_opts opts = {.threads = threads, .kernel_user = kernel_user, .profile = 1};
-    if (qr_exec_new(g, &opts, &x, e) != QR_OK)
+    if (qrl_model_configure(m, threads, QRL_RUN_PROFILE, err, CLI_ERRLEN) != 0)
         goto done;
     /* the first run plans the memory and warms the caches; it is not counted */
-    if (qr_exec_run(x, in, out, e) != QR_OK)
+    if (qrl_model_run(m, in, out, err, CLI_ERRLEN) != 0)
         goto done;
-    for (int j = 0; j < g->n_outputs; j++)
-        qr_tensor_free(&out[j]);
-    qr_exec_profile_reset(x);
-    const qr_node_prof *p0 = qr_exec_profile(x);
+    cli_tensors_free(out, nout);
+    qrl_model_profile_reset(m);
     double start = now_s();
     while (runs < 3 || now_s() - start < min_time) {
         if (runs == cap) {
@@ -137,22 +134,22 @@ static qr_status time_graph(const char *model, const qr_graph *g, void *kernel_u
             if (grown_g)
                 gemm_s = grown_g;
             if (!grown_g) {
-                qr_errorf(e, "out of memory");
+                snprintf(err, CLI_ERRLEN, "out of memory");
                 goto done;
             }
         }
-        double t0 = now_s(), g0 = gemm_seconds(g, p0);
-        if (qr_exec_run(x, in, out, e) != QR_OK)
+        double t0 = now_s(), g0 = gemm_seconds(m);
+        if (qrl_model_run(m, in, out, err, CLI_ERRLEN) != 0)
             goto done;
         ms[runs] = (now_s() - t0) * 1e3;
-        gemm_s[runs++] = gemm_seconds(g, p0) - g0;
-        for (int j = 0; j < g->n_outputs; j++)
-            qr_tensor_free(&out[j]);
+        gemm_s[runs++] = gemm_seconds(m) - g0;
+        cli_tensors_free(out, nout);
     }
     double macs = 0;
-    for (int i = 0; i < g->n_nodes; i++)
-        macs += p0[i].macs > 0 ? p0[i].macs : 0;
-    if (profile && cli_print_profile(stdout, g, p0, 20) != 0)
+    qrl_node_profile p;
+    for (int i = 0; qrl_model_profile(m, i, &p) == 0; i++)
+        macs += p.macs > 0 ? p.macs : 0;
+    if (profile && cli_print_profile(stdout, m, 20) != 0)
         goto done;
     qsort(ms, (size_t)runs, sizeof *ms, cmp_double);
     qsort(gemm_s, (size_t)runs, sizeof *gemm_s, cmp_double);
@@ -165,13 +162,10 @@ static qr_status time_graph(const char *model, const qr_graph *g, void *kernel_u
     r->macs_per_run = macs / runs;
     /* the median run's: a run another process preempted does not drag it down as a mean would */
     r->gmacs = gemm > 0 ? r->macs_per_run / gemm * 1e-9 : 0;
-    st = QR_OK;
+    st = 0;
 done:
-    qr_exec_free(x);
-    for (int i = 0; in && i < g->n_inputs; i++)
-        qr_tensor_free(&in[i]);
-    for (int j = 0; out && j < g->n_outputs; j++)
-        qr_tensor_free(&out[j]);
+    cli_tensors_free(in, nin);
+    cli_tensors_free(out, nout);
     free(in);
     free(out);
     free(ms);
@@ -199,27 +193,28 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static qr_status write_json(const char *path, const char *model, const char *recipe, const bench_row *rows, int n,
-                            qr_error *e)
+static int write_json(const char *path, const char *model, const char *recipe, const bench_row *rows, int n,
+                      char *err)
 {
-    qr_atomic_file a;
-    if (qr_atomic_open(&a, path, e) != QR_OK)
-        return QR_ERR;
-    fputs("{\"model\": ", a.f);
-    json_str(a.f, model);
-    fputs(", \"recipe\": ", a.f);
-    json_str(a.f, recipe);
-    fputs(", \"results\": [", a.f);
+    qrl_output *o;
+    if (qrl_output_open(path, &o, err, CLI_ERRLEN) != 0)
+        return 1;
+    FILE *f = qrl_output_stream(o);
+    fputs("{\"model\": ", f);
+    json_str(f, model);
+    fputs(", \"recipe\": ", f);
+    json_str(f, recipe);
+    fputs(", \"results\": [", f);
     for (int i = 0; i < n; i++) {
         const bench_row *r = &rows[i];
-        fprintf(a.f,
+        fprintf(f,
                 "%s\n  {\"variant\": \"%s\", \"batch\": %d, \"threads\": %d, \"runs\": %d, \"ms_median\": %.4f, "
                 "\"ms_min\": %.4f, \"images_per_s\": %.2f, \"macs_per_image\": %.0f, \"gemm_gmacs\": %.2f}",
                 i ? "," : "", r->variant, r->batch, r->threads, r->runs, r->ms_median, r->ms_min,
                 r->ms_median > 0 ? r->batch * 1e3 / r->ms_median : 0.0, r->macs_per_run / r->batch, r->gmacs);
     }
-    fprintf(a.f, "\n]}\n");
-    return qr_atomic_commit(&a, e);
+    fprintf(f, "\n]}\n");
+    return qrl_output_commit(o, err, CLI_ERRLEN);
 }
 
 typedef struct bench_args {
@@ -308,23 +303,27 @@ int cli_bench(int argc, char **argv)
     const char *model = ba.model, *recipe = ba.recipe;
     const int nb = ba.nb, nt = ba.nt, *batches = ba.batches, *threads = ba.threads;
     cli_runnable r;
-    qr_error e;
-    if (cli_load_runnable(model, ba.qdq_recipe, &r, &e) != QR_OK)
-        return cli_fail(&e);
-    qrl_module *mod = NULL;
-    qr_quantized *qz = NULL;
+    char err[CLI_ERRLEN];
+    if (cli_load_runnable(model, ba.qdq_recipe, 1, &r, err) != 0)
+        return cli_fail(err);
+    qrl_recipe *rcp = NULL;
+    qrl_quantized *qz = NULL;
+    qrl_model *qm = NULL;
     rc = 1;
     bench_row *rows = calloc((size_t)(2 * nb * nt), sizeof *rows);
     if (!rows) {
-        qr_errorf(&e, "out of memory");
-        rc = cli_fail(&e);
+        rc = cli_fail("out of memory");
         goto out;
     }
     if (recipe) {
-        qr_quant_opts qo = {.threads = threads[nt - 1], .calib_count = ba.calib_count};
-        if ((rc = cli_quantize_in_memory(model, r.g, recipe, 0, ba.ncalib, ba.calib, &qo, &mod, &qz)) != 0)
+        qrl_quantize_opts qo = {.threads = threads[nt - 1], .calib_count = ba.calib_count};
+        if ((rc = cli_quantize_in_memory(model, r.m, recipe, 0, ba.ncalib, ba.calib, &qo, &rcp, &qz)) != 0)
             goto out;
         rc = 1;
+        if (!(qm = qrl_quantized_model(qz, err, sizeof err))) {
+            rc = cli_fail(err);
+            goto out;
+        }
     }
     const char *loaded = r.q ? "qdq-int" : "fp32";
     printf("model: %s\n%-8s %6s %7s %6s %11s %11s %11s %11s %9s\n", model, "variant", "batch", "threads", "runs",
@@ -335,9 +334,8 @@ int cli_bench(int argc, char **argv)
             for (int t = 0; t < nt; t++) {
                 bench_row *row = &rows[n];
                 row->variant = v ? "int8" : loaded;
-                if (time_graph(model, v ? qz->ig->g : r.run, v ? (void *)qz->ig : r.kernel_user, batches[b], threads[t],
-                               ba.min_time, ba.profile, row, &e) != QR_OK) {
-                    rc = cli_fail(&e);
+                if (time_model(model, v ? qm : r.run, batches[b], threads[t], ba.min_time, ba.profile, row, err) != 0) {
+                    rc = cli_fail(err);
                     goto out;
                 }
                 printf("%-8s %6d %7d %6d %11.3f %11.3f %11.1f %11.2f %9.1f\n", row->variant, row->batch, row->threads,
@@ -346,15 +344,15 @@ int cli_bench(int argc, char **argv)
                 fflush(stdout);
                 n++;
             }
-    if (ba.json && write_json(ba.json, model, recipe, rows, n, &e) != QR_OK) {
-        rc = cli_fail(&e);
+    if (ba.json && write_json(ba.json, model, recipe, rows, n, err) != 0) {
+        rc = cli_fail(err);
         goto out;
     }
     rc = 0;
 out:
     free(rows);
-    qr_quantized_free(qz);
-    qr_module_free(mod);
+    qrl_quantized_free(qz);
+    qrl_recipe_free(rcp);
     cli_runnable_free(&r);
     return rc;
 }

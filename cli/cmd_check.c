@@ -3,9 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../compiler/check.h"
-#include "../compiler/compile.h"
-#include "../compiler/unit.h"
 #include "cli.h"
 
 int cli_check(int argc, char **argv)
@@ -39,58 +36,45 @@ int cli_check(int argc, char **argv)
     }
     if (!nfiles)
         return cli_usage_error("check", "missing FILE.qrl");
-    char *stdlib = qc_default_stdlib();
     int rc = 0;
     for (int i = 1; i < argc; i++) {
         if (argv[i][0] == '-' && argv[i][1])
             continue;
-        qc_unit *u = qc_unit_new(stdlib);
-        if (!u) {
-            fprintf(stderr, "qrl: out of memory\n");
+        qrl_check_stats st;
+        char err[CLI_ERRLEN];
+        if (qrl_recipe_check(argv[i], no_cache ? QRL_RECIPE_NO_CACHE : 0, stderr, dump_ast ? stdout : NULL, &st, err,
+                             sizeof err) != 0) {
+            fprintf(stderr, "qrl: %s\n", err);
             rc = 1;
             break;
         }
-        qc_file *root = qc_unit_load(u, argv[i]);
-        if (root && !u->diags.errors)
-            qc_check(u); /* after syntax errors the checker would mostly repeat them */
-        qc_stats st = {.cache_hit = -1};
-        if (root && !u->diags.errors) {
-            qc_options o = {.no_cache = no_cache, .check_only = 1};
-            qr_module_free(qc_compile(u, &o, &st));
-        }
-        if (dump_ast && root && root->ast)
-            ql_ast_dump(root->ast, stdout);
-        ql_diags_print(&u->diags, stderr);
-        if (u->diags.errors)
+        if (st.errors)
             rc = 1;
         if (timing) {
-            double lex = qc_unit_lex_ms(u);
-            printf("%s: %d file%s: lex %.3f ms, parse %.3f ms, check %.3f ms", argv[i], u->nfiles,
-                   u->nfiles == 1 ? "" : "s", lex, u->t_parse, u->t_check);
+            printf("%s: %d file%s: lex %.3f ms, parse %.3f ms, check %.3f ms", argv[i], st.files,
+                   st.files == 1 ? "" : "s", st.lex_ms, st.parse_ms, st.check_ms);
             if (st.cache_hit == 1)
-                printf(", cache load %.3f ms (hit)\n", st.t_load);
-            else if (st.cache_hit == 0 || st.t_jit > 0)
-                printf(", jit %.3f ms, load %.3f ms%s\n", st.t_jit, st.t_load,
+                printf(", cache load %.3f ms (hit)\n", st.load_ms);
+            else if (st.cache_hit == 0 || st.jit_ms > 0)
+                printf(", jit %.3f ms, load %.3f ms%s\n", st.jit_ms, st.load_ms,
                        st.cache_hit == 0 ? (st.cache_rebuilt ? " (cache entry was bad: rebuilt)" : " (cache miss)") : "");
             else
                 printf("\n");
             for (int k = 0; k < st.nparts && (st.nparts > 1 || st.reach); k++) {
-                const qc_part_stats *ps = &st.parts[k];
+                const qrl_check_part *ps = &st.parts[k];
                 printf("  %s: %d item%s%s, -O%d, ", ps->name, ps->items, ps->items == 1 ? "" : "s",
                        st.reach ? " the recipes reach" : "", ps->opt_level);
                 if (ps->validated == 2)
                     printf("validated before (its marker is cached), not compiled\n");
                 else if (ps->validated)
-                    printf("validated by libgccjit without code generation %.3f ms, not compiled\n", ps->t_jit);
+                    printf("validated by libgccjit without code generation %.3f ms, not compiled\n", ps->jit_ms);
                 else if (ps->cache_hit == 1)
-                    printf("cache load %.3f ms (hit)\n", ps->t_load);
+                    printf("cache load %.3f ms (hit)\n", ps->load_ms);
                 else
-                    printf("jit %.3f ms, load %.3f ms%s\n", ps->t_jit, ps->t_load,
+                    printf("jit %.3f ms, load %.3f ms%s\n", ps->jit_ms, ps->load_ms,
                            ps->cache_hit == 0 ? (ps->cache_rebuilt ? " (rebuilt)" : " (cache miss)") : "");
             }
         }
-        qc_unit_free(u);
     }
-    free(stdlib);
     return rc;
 }

@@ -2,7 +2,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "dump.h"
 
 int cli_dump(int argc, char **argv)
 {
@@ -20,11 +19,11 @@ int cli_dump(int argc, char **argv)
     }
     if (!model)
         return cli_usage_error("dump", "missing MODEL.onnx");
-    qr_graph *g;
-    qr_error e;
-    if (cli_load_model(model, &g, &e) != QR_OK)
-        return cli_fail(&e);
-    qr_graph_dump(g, stdout);
-    qr_graph_free(g);
+    qrl_model *m;
+    char err[CLI_ERRLEN];
+    if (qrl_model_load(model, 0, &m, err, sizeof err) != 0)
+        return cli_fail(err);
+    qrl_model_dump(m, stdout);
+    qrl_model_free(m);
     return 0;
 }

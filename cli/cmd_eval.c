@@ -3,28 +3,19 @@
 #include <string.h>
 #include <time.h>
 
-#include "api_model.h" /* qr_api_top1: the loop of qrl_model_eval_top1 */
 #include "cli.h"
-#include "exec.h"
-#include "intgraph.h"
-#include "passes.h"
-#include "quantize.h"
-#include "tensor_io.h"
 
-/* Top-1 accuracy of g's first output over x (samples along dim 0) against labels y, timed. */
-static qr_status accuracy(const qr_graph *g, void *kernel_user, const qr_tensor *x, const qr_tensor *y, int batch,
-                          int threads, int64_t *correct, double *secs, qr_error *e)
+/* Top-1 accuracy of m's first output over x (samples along dim 0) against labels y, timed. */
+static int accuracy(qrl_model *m, const qrl_tensor *x, const qrl_tensor *y, int batch, int threads, int64_t *correct,
+                    double *secs, char *err)
 {
-    qr_exec *ex = NULL;
-    qr_exec_opts opts = {.threads = threads, .kernel_user = kernel_user};
-    if (qr_exec_new(g, &opts, &ex, e) != QR_OK)
-        return QR_ERR;
+    if (!m || qrl_model_configure(m, threads, 0, err, CLI_ERRLEN) != 0)
+        return 1;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    qr_status st = qr_api_top1(ex, g, x, y, batch, correct, e);
+    int st = qrl_model_eval_top1(m, x, y, batch, correct, err, CLI_ERRLEN);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     *secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    qr_exec_free(ex);
     return st;
 }
 
@@ -84,19 +75,20 @@ static int parse_args(int argc, char **argv, eval_args *a)
     return -1;
 }
 
-/* Reads the data (one tensor per input of g) and the labels: N samples each, N integer labels. */
-static qr_status read_data(const eval_args *a, const qr_graph *g, qr_tensor *x, qr_tensor *y, qr_error *e)
+/* Reads the data (one tensor per input of m) and the labels: N samples each, N integer labels. */
+static int read_data(const eval_args *a, const qrl_model *m, qrl_tensor *x, qrl_tensor *y, char *err)
 {
-    if (cli_bind_inputs(a->model, g, "--data", a->ndata, a->data, 1, x, e) != QR_OK ||
-        qr_npy_read(a->labels, y, e) != QR_OK)
-        return QR_ERR;
-    for (int i = 0; i < g->n_inputs; i++)
-        if (x[i].ndim < 1 || y->ndim != 1 || x[i].dims[0] != y->dims[0] || !qr_dtype_is_int(y->dtype)) {
+    if (qrl_model_read_inputs(m, a->model, "--data", a->ndata, a->data, 1, x, err, CLI_ERRLEN) != 0 ||
+        qrl_tensor_read_npy(a->labels, y, err, CLI_ERRLEN) != 0)
+        return 1;
+    for (int i = 0; i < qrl_model_num_inputs(m); i++)
+        if (x[i].ndim < 1 || y->ndim != 1 || x[i].dims[0] != y->dims[0] || !qrl_dtype_is_int(y->dtype)) {
             char ta[160], tb[160];
-            return qr_errorf(e, "%s: data %s and labels %s do not match (need N samples and N integer labels)",
-                             a->labels, qr_tensor_type_str(&x[i], ta, sizeof ta), qr_tensor_type_str(y, tb, sizeof tb));
+            snprintf(err, CLI_ERRLEN, "%s: data %s and labels %s do not match (need N samples and N integer labels)",
+                     a->labels, qrl_tensor_type_str(&x[i], ta, sizeof ta), qrl_tensor_type_str(y, tb, sizeof tb));
+            return 1;
         }
-    return QR_OK;
+    return 0;
 }
 
 /* The f32 model's results alone (a QDQ model: what its integer graph computed). */
@@ -104,17 +96,21 @@ static void print_model(const cli_runnable *run, int64_t n, int64_t correct, dou
 {
     double acc = n ? 100.0 * (double)correct / (double)n : 0.0;
     printf("top-1:    %.2f%% (%lld/%lld)\n", acc, (long long)correct, (long long)n);
-    if (run->q) /* a QDQ model, lowered by stdlib/qdq.qrl */
+    if (run->q) { /* a QDQ model, lowered by stdlib/qdq.qrl */
+        qrl_quant_summary s;
+        qrl_quantized_summary(run->q, &s);
         printf("lowered:  %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
-               run->q->ig->kernels, run->q->ig->lookups, run->q->ig->int_ops, run->q->ig->requants,
-               run->q->ig->islands);
+               s.kernels, s.lookups, s.int_ops, s.requants, s.islands);
+    }
     printf("time:     %.2f s (%.3f ms/sample)\n", secs, n ? 1000.0 * secs / (double)n : 0.0);
 }
 
 /* fp32 and the recipe's integer graph side by side. */
-static void print_side_by_side(const char *recipe, const qr_quantized *qz, int64_t n, int64_t correct,
+static void print_side_by_side(const char *recipe, const qrl_quantized *q, int64_t n, int64_t correct,
                                int64_t qcorrect, double secs, double qsecs)
 {
+    qrl_quant_summary s, *qz = &s;
+    qrl_quantized_summary(q, &s);
     double acc = n ? 100.0 * (double)correct / (double)n : 0.0, qacc = n ? 100.0 * (double)qcorrect / (double)n : 0.0;
     printf("recipe:   %s (%lld calibration samples)\n", recipe, (long long)qz->samples);
     printf("          %10s %10s %10s\n", "fp32", "int8", "diff");
@@ -123,7 +119,7 @@ static void print_side_by_side(const char *recipe, const qr_quantized *qz, int64
     printf("nodes:    %d by patterns, %d by affine rules, %d in f32; %d weight tensors quantized\n",
            qz->nodes_pattern, qz->nodes_affine, qz->nodes_float, qz->weights);
     printf("lowered:  %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
-           qz->ig->kernels, qz->ig->lookups, qz->ig->int_ops, qz->ig->requants, qz->ig->islands);
+           qz->kernels, qz->lookups, qz->int_ops, qz->requants, qz->islands);
     printf("output:   SQNR %.1f dB against f32 on the calibration samples; %.1f%% of MACs in integers\n",
            qz->output_sqnr, qz->macs > 0 ? 100.0 * qz->macs_int / qz->macs : 0.0);
 }
@@ -137,42 +133,47 @@ int cli_eval(int argc, char **argv)
     if (rc >= 0)
         return rc;
     cli_runnable run;
-    qr_error e;
-    if (cli_load_runnable(a.model, NULL, &run, &e) != QR_OK)
-        return cli_fail(&e);
-    qr_graph *g = run.g;
+    char err[CLI_ERRLEN];
+    if (cli_load_runnable(a.model, NULL, a.threads, &run, err) != 0)
+        return cli_fail(err);
+    qrl_model *m = run.m;
+    int nin = qrl_model_num_inputs(m);
     rc = 1;
-    qr_tensor *x = calloc((size_t)g->n_inputs + 1, sizeof *x);
-    qr_tensor y = {0};
-    qrl_module *mod = NULL;
-    qr_quantized *qz = NULL;
+    qrl_tensor *x = calloc((size_t)nin + 1, sizeof *x);
+    qrl_tensor y = {0};
+    qrl_recipe *rcp = NULL;
+    qrl_quantized *qz = NULL;
     if (!x) {
-        qr_errorf(&e, "out of memory");
-        rc = cli_fail(&e);
+        rc = cli_fail("out of memory");
         goto out;
     }
-    if (read_data(&a, g, x, &y, &e) != QR_OK) {
-        rc = cli_fail(&e);
+    if (read_data(&a, m, x, &y, err) != 0) {
+        rc = cli_fail(err);
         goto out;
     }
-    const qr_value *iv = g->inputs[0];
-    int batch = iv->t.ndim >= 1 && iv->t.dims[0] > 0 ? (int)iv->t.dims[0] : a.batch; /* a fixed batch dimension decides */
+    if (nin < 1) {
+        rc = cli_fail("the model has no input");
+        goto out;
+    }
+    qrl_value_info iv;
+    qrl_value_get(m, qrl_model_input(m, 0), &iv);
+    int batch = iv.ndim >= 1 && iv.dims[0] > 0 ? (int)iv.dims[0] : a.batch; /* a fixed batch dimension decides */
     int64_t n = x[0].dims[0], correct = 0, qcorrect = 0;
     double secs = 0, qsecs = 0;
-    if (accuracy(run.run, run.kernel_user, x, &y, batch, a.threads, &correct, &secs, &e) != QR_OK) {
-        qr_error_prefix(&e, "%s", a.model);
-        rc = cli_fail(&e);
+    if (accuracy(run.run, x, &y, batch, a.threads, &correct, &secs, err) != 0) {
+        cli_error_prefix(err, "%s", a.model);
+        rc = cli_fail(err);
         goto out;
     }
     if (a.recipe) {
-        qr_quant_opts qo = {.calib_count = a.calib_count, .threads = a.threads, .progress = 1}; /* quantize's batches */
-        if ((rc = cli_quantize_in_memory(a.model, g, a.recipe, 0, a.ncalib, a.calib, &qo, &mod, &qz)) != 0)
+        qrl_quantize_opts qo = {.calib_count = a.calib_count, .threads = a.threads, .progress = 1}; /* quantize's batches */
+        if ((rc = cli_quantize_in_memory(a.model, m, a.recipe, 0, a.ncalib, a.calib, &qo, &rcp, &qz)) != 0)
             goto out;
         rc = 1;
         /* the integer graph: the recipe's kernels and tables on the integers */
-        if (accuracy(qz->ig->g, qz->ig, x, &y, batch, a.threads, &qcorrect, &qsecs, &e) != QR_OK) {
-            qr_error_prefix(&e, "%s", a.model);
-            rc = cli_fail(&e);
+        if (accuracy(qrl_quantized_model(qz, err, sizeof err), x, &y, batch, a.threads, &qcorrect, &qsecs, err) != 0) {
+            cli_error_prefix(err, "%s", a.model);
+            rc = cli_fail(err);
             goto out;
         }
     }
@@ -184,12 +185,11 @@ int cli_eval(int argc, char **argv)
         print_side_by_side(a.recipe, qz, n, correct, qcorrect, secs, qsecs);
     rc = 0;
 out:
-    qr_quantized_free(qz);
-    qr_module_free(mod);
-    for (int i = 0; x && i < g->n_inputs; i++)
-        qr_tensor_free(&x[i]);
+    qrl_quantized_free(qz);
+    qrl_recipe_free(rcp);
+    cli_tensors_free(x, nin);
     free(x);
-    qr_tensor_free(&y);
+    qrl_tensor_free(&y);
     cli_runnable_free(&run);
     return rc;
 }

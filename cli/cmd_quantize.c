@@ -8,12 +8,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "intgraph.h"
-#include "onnx_export.h"
-#include "qparams.h"
-#include "qreport.h"
-#include "quantize.h"
-#include "tensor_io.h"
 
 typedef struct quantize_args {
     const char *model, *recipe, *outp, *qparams, *name, *report, *intg, *labels;
@@ -108,7 +102,7 @@ static int parse_args(int argc, char **argv, quantize_args *a)
 /* Every output file, all or nothing, but only ever undoing this run: a file is
  * removed after a failure only if this run created it (not if it was there
  * before, and a directory given as a path is never touched). */
-static qr_status write_outputs(const quantize_args *a, const qr_quantized *q, qr_error *e)
+static int write_outputs(const quantize_args *a, const qrl_quantized *q, char *err)
 {
     const char *paths[4] = {a->outp, a->qparams, a->report, a->intg};
     int created[4] = {0};
@@ -117,14 +111,14 @@ static qr_status write_outputs(const quantize_args *a, const qr_quantized *q, qr
         created[k] = paths[k] && lstat(paths[k], &sb) != 0;
     }
     int done = 0;
-    qr_status wst = qr_onnx_save(q->qdq, a->outp, e);
-    if (wst == QR_OK && ++done && a->qparams)
-        wst = qr_qparams_write(a->qparams, q, a->recipe, e);
-    if (wst == QR_OK && ++done && a->report)
-        wst = qr_report_write(q, a->model, a->report, e);
-    if (wst == QR_OK && ++done && a->intg)
-        wst = qr_intgraph_write(a->intg, q, e);
-    if (wst != QR_OK)
+    int wst = qrl_quantized_save(q, a->outp, err, CLI_ERRLEN);
+    if (wst == 0 && ++done && a->qparams)
+        wst = qrl_quantized_write_qparams(q, a->qparams, err, CLI_ERRLEN);
+    if (wst == 0 && ++done && a->report)
+        wst = qrl_quantized_write_report(q, a->model, a->report, err, CLI_ERRLEN);
+    if (wst == 0 && ++done && a->intg)
+        wst = qrl_quantized_write_int_graph(q, a->intg, err, CLI_ERRLEN);
+    if (wst != 0)
         for (int k = 0; k < done; k++)
             if (paths[k] && created[k])
                 unlink(paths[k]);
@@ -132,53 +126,56 @@ static qr_status write_outputs(const quantize_args *a, const qr_quantized *q, qr
 }
 
 /* The lowest SQNR of the quantized tensors, and in the integer graph. */
-static void print_sqnr(const qr_quantized *q)
+static void print_sqnr(const qrl_quantized *q, const qrl_quant_summary *s)
 {
     double worst = INFINITY, iworst = INFINITY;
     const char *worst_name = "", *iworst_name = "";
-    for (int i = 0; i < q->nlayers; i++) {
-        if (q->layers[i].sqnr < worst)
-            worst = q->layers[i].sqnr, worst_name = q->layers[i].value;
-        if (q->layers[i].sqnr_int < iworst) /* NaN compares false: tensors off the integers */
-            iworst = q->layers[i].sqnr_int, iworst_name = q->layers[i].value;
+    qrl_layer_info l;
+    for (int i = 0; qrl_quantized_layer(q, i, &l) == 0; i++) {
+        if (l.sqnr < worst)
+            worst = l.sqnr, worst_name = l.value;
+        if (l.sqnr_int < iworst) /* NaN compares false: tensors off the integers */
+            iworst = l.sqnr_int, iworst_name = l.value;
     }
-    if (q->nlayers)
+    if (s->activations)
         printf("sqnr:      lowest %.1f dB (%s), in the integer graph %.1f dB (%s); %d tensor%s fell back to f32\n",
-               worst, worst_name, iworst, iworst_name, q->fallbacks, q->fallbacks == 1 ? "" : "s");
+               worst, worst_name, iworst, iworst_name, s->fallbacks, s->fallbacks == 1 ? "" : "s");
 }
 
 /* Top-1 of f32 and of the integer graph on the labelled calibration samples, and the most sensitive layer. */
-static void print_top1(const qr_quantized *q)
+static void print_top1(const qrl_quantized *q, const qrl_quant_summary *s)
 {
-    int worst = -1;
-    for (int i = 0; i < q->nlayers; i++)
-        if (!isnan(q->layers[i].top1_delta) && (worst < 0 || q->layers[i].top1_delta < q->layers[worst].top1_delta))
-            worst = i;
-    printf("top-1:     %.2f%% f32, %.2f%% integer graph on %lld calibration samples", q->top1_fp32, q->top1_int8,
-           (long long)q->top1_samples);
-    if (worst >= 0)
-        printf("; most sensitive alone: %s (%+.2f points)", q->layers[worst].value, q->layers[worst].top1_delta);
+    qrl_layer_info l, worst = {.value = NULL};
+    for (int i = 0; qrl_quantized_layer(q, i, &l) == 0; i++)
+        if (!isnan(l.top1_delta) && (!worst.value || l.top1_delta < worst.top1_delta))
+            worst = l;
+    printf("top-1:     %.2f%% f32, %.2f%% integer graph on %lld calibration samples", s->top1_fp32, s->top1_int8,
+           (long long)s->top1_samples);
+    if (worst.value)
+        printf("; most sensitive alone: %s (%+.2f points)", worst.value, worst.top1_delta);
     printf("\n");
 }
 
-static void print_summary(const quantize_args *a, const qr_quantized *q)
+static void print_summary(const quantize_args *a, const qrl_quantized *qz)
 {
+    qrl_quant_summary s, *q = &s;
+    qrl_quantized_summary(qz, &s);
     printf("quantized: %s -> %s\n", a->model, a->outp);
     printf("nodes:     %d by patterns, %d by affine rules, %d in f32\n", q->nodes_pattern, q->nodes_affine,
            q->nodes_float);
-    printf("tensors:   %d activations, %d weights\n", q->nlayers, q->weights);
+    printf("tensors:   %d activations, %d weights\n", q->activations, q->weights);
     printf("lowered:   %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
-           q->ig->kernels, q->ig->lookups, q->ig->int_ops, q->ig->requants, q->ig->islands);
+           q->kernels, q->lookups, q->int_ops, q->requants, q->islands);
     printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms, ratio %.2f)\n", (long long)q->samples,
            q->calib_ms, q->fp32_ms, q->fp32_ms > 0 ? q->calib_ms / q->fp32_ms : 0.0);
-    print_sqnr(q);
+    print_sqnr(qz, q);
     printf("output:    SQNR %.1f dB against f32 (the integer graph)%s; %.1f%% of %.3g MACs per sample in integers\n",
            q->output_sqnr, q->output_nonfinite ? ", NOT FINITE" : "", q->macs > 0 ? 100.0 * q->macs_int / q->macs : 0.0,
            q->macs);
     if (a->labels)
-        print_top1(q);
-    for (int i = 0; i < q->nnotes; i++)
-        fprintf(stderr, "note: %s\n", q->notes[i]);
+        print_top1(qz, q);
+    for (int i = 0; qrl_quantized_note(qz, i); i++)
+        fprintf(stderr, "note: %s\n", qrl_quantized_note(qz, i));
     if (a->qparams)
         printf("qparams:   %s\n", a->qparams);
     if (a->report)
@@ -191,27 +188,27 @@ int cli_quantize(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0)
         return rc;
-    qr_graph *g = NULL;
-    qr_error e;
-    qrl_module *mod = NULL;
-    qr_quantized *q = NULL;
-    if (cli_load_model(a.model, &g, &e) != QR_OK)
-        return cli_fail(&e);
-    qr_tensor lab = {0};
-    if (a.labels && qr_npy_read(a.labels, &lab, &e) != QR_OK) {
-        qr_graph_free(g);
-        return cli_fail(&e);
+    qrl_model *m = NULL;
+    char err[CLI_ERRLEN];
+    qrl_recipe *r = NULL;
+    qrl_quantized *q = NULL;
+    if (qrl_model_load(a.model, 0, &m, err, sizeof err) != 0)
+        return cli_fail(err);
+    qrl_tensor lab = {0};
+    if (a.labels && qrl_tensor_read_npy(a.labels, &lab, err, sizeof err) != 0) {
+        qrl_model_free(m);
+        return cli_fail(err);
     }
-    qr_quant_opts qo = {.recipe = a.name, .batch = a.batch, .calib_count = a.count, .threads = a.threads,
-                        .progress = 1, .labels = a.labels ? &lab : NULL};
-    rc = cli_quantize_in_memory(a.model, g, a.recipe, a.no_cache, a.ncalib, a.calib, &qo, &mod, &q);
-    if (rc == 0 && write_outputs(&a, q, &e) != QR_OK)
-        rc = cli_fail(&e);
+    qrl_quantize_opts qo = {.recipe_name = a.name, .batch = a.batch, .calib_count = a.count, .threads = a.threads,
+                            .progress = 1, .labels = a.labels ? &lab : NULL};
+    rc = cli_quantize_in_memory(a.model, m, a.recipe, a.no_cache, a.ncalib, a.calib, &qo, &r, &q);
+    if (rc == 0 && write_outputs(&a, q, err) != 0)
+        rc = cli_fail(err);
     if (rc == 0)
         print_summary(&a, q);
-    qr_quantized_free(q);
-    qr_module_free(mod);
-    qr_graph_free(g);
-    qr_tensor_free(&lab);
+    qrl_quantized_free(q);
+    qrl_recipe_free(r);
+    qrl_model_free(m);
+    qrl_tensor_free(&lab);
     return rc;
 }

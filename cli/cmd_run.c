@@ -6,11 +6,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "dump.h"
-#include "exec.h"
-#include "fileio.h"
-#include "intgraph.h"
-#include "tensor_io.h"
 
 #define MAX_ARGS 64
 
@@ -44,10 +39,11 @@ static void file_name_for(const char *name, char *buf, size_t n)
 
 /* File names of all outputs, distinct: a name that sanitizes to one already
  * taken (a/b and a_b) gets its hash appended, never overwriting the other. */
-static void output_file_names(const qr_graph *g, char (*names)[256])
+static void output_file_names(const qrl_model *m, char (*names)[256])
 {
-    for (int j = 0; j < g->n_outputs; j++) {
-        file_name_for(g->outputs[j]->name, names[j], sizeof names[j]);
+    for (int j = 0; j < qrl_model_num_outputs(m); j++) {
+        const char *name = qrl_model_output(m, j);
+        file_name_for(name, names[j], sizeof names[j]);
         for (int tries = 0;; tries++) {
             int taken = 0;
             for (int i = 0; i < j && !taken; i++)
@@ -55,10 +51,9 @@ static void output_file_names(const qr_graph *g, char (*names)[256])
             if (!taken)
                 break;
             char base[256];
-            file_name_for(g->outputs[j]->name, base, sizeof base);
+            file_name_for(name, base, sizeof base);
             base[200] = 0;
-            snprintf(names[j], sizeof names[j], "%s-%08llx", base,
-                     (unsigned long long)(name_hash(g->outputs[j]->name) & 0xffffffffu));
+            snprintf(names[j], sizeof names[j], "%s-%08llx", base, (unsigned long long)(name_hash(name) & 0xffffffffu));
             if (tries)
                 snprintf(names[j] + strlen(names[j]), sizeof names[j] - strlen(names[j]), "-%d", tries);
         }
@@ -152,24 +147,24 @@ static int parse_args(int argc, char **argv, run_args *ra)
 
 /* Each output into outdir/<fnames[j]>.npy, all or nothing: after a failure the files this run
  * created are removed (never a file that was there before). */
-static qr_status write_outputs(const char *outdir, int nout, const qr_tensor *outputs, char (*fnames)[256],
-                               qr_error *e)
+static int write_outputs(const char *outdir, int nout, const qrl_tensor *outputs, char (*fnames)[256], char *err)
 {
     char **written = calloc((size_t)nout + 1, sizeof *written);
-    if (!written)
-        return qr_errorf(e, "out of memory");
-    int nwritten = 0;
-    qr_status st = QR_OK;
-    for (int j = 0; j < nout && st == QR_OK; j++) {
+    if (!written) {
+        snprintf(err, CLI_ERRLEN, "out of memory");
+        return 1;
+    }
+    int nwritten = 0, st = 0;
+    for (int j = 0; j < nout && st == 0; j++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s.npy", outdir, fnames[j]);
         struct stat sb;
         int existed = lstat(path, &sb) == 0;
-        if (qr_npy_write(path, &outputs[j], e) != QR_OK) {
+        if (qrl_tensor_write_npy(path, &outputs[j], err, CLI_ERRLEN) != 0) {
             for (int k = 0; k < nwritten; k++)
                 if (written[k])
                     unlink(written[k]);
-            st = QR_ERR;
+            st = 1;
             break;
         }
         written[nwritten++] = existed ? NULL : strdup(path);
@@ -181,10 +176,10 @@ static qr_status write_outputs(const char *outdir, int nout, const qr_tensor *ou
 }
 
 /* --stats: the run's time and its memory plan. */
-static void print_stats(const qr_exec *x, double ms, int threads)
+static void print_stats(const qrl_model *m, double ms, int threads)
 {
-    qr_exec_stats st;
-    qr_exec_get_stats(x, &st);
+    qrl_run_stats st;
+    qrl_model_stats(m, &st);
     printf("time: %.2f ms (plan + run + write, %d thread%s)\n", ms, threads, threads > 1 ? "s" : "");
     if (st.dynamic)
         printf("memory: dynamic (data-dependent shapes), peak %zu bytes live, %zu bytes in all intermediates\n",
@@ -202,71 +197,66 @@ int cli_run(int argc, char **argv)
     if (rc >= 0)
         return rc;
     cli_runnable r;
-    qr_error e;
-    if (cli_load_runnable(a.model, a.qdq_recipe, &r, &e) != QR_OK)
-        return cli_fail(&e);
-    qr_graph *g = r.g;
-    qrl_module *mod = NULL;
-    qr_quantized *qz = NULL;
+    char err[CLI_ERRLEN];
+    if (cli_load_runnable(a.model, a.qdq_recipe, a.threads, &r, err) != 0)
+        return cli_fail(err);
+    qrl_recipe *rcp = NULL;
+    qrl_quantized *qz = NULL;
     if (a.recipe) {
-        qr_quant_opts qo = {.threads = a.threads, .calib_count = a.calib_count};
-        int st = cli_quantize_in_memory(a.model, g, a.recipe, 0, a.ncalib, a.calib, &qo, &mod, &qz);
+        qrl_quantize_opts qo = {.threads = a.threads, .calib_count = a.calib_count};
+        int st = cli_quantize_in_memory(a.model, r.m, a.recipe, 0, a.ncalib, a.calib, &qo, &rcp, &qz);
         if (st) {
-            qr_quantized_free(qz);
-            qr_module_free(mod);
+            qrl_quantized_free(qz);
+            qrl_recipe_free(rcp);
             cli_runnable_free(&r);
             return st;
         }
     }
     /* the model as loaded (a QDQ model: its integer graph), or the recipe's integer graph of it */
-    const qr_graph *rg = qz ? qz->ig->g : r.run;
-    int nout = rg->n_outputs;
+    qrl_model *rm = qz ? qrl_quantized_model(qz, err, sizeof err) : r.run;
+    int nin = qrl_model_num_inputs(r.m), nout = rm ? qrl_model_num_outputs(rm) : 0;
     rc = 1;
-    qr_tensor *inputs = calloc((size_t)g->n_inputs + 1, sizeof *inputs);
-    qr_tensor *outputs = calloc((size_t)nout + 1, sizeof *outputs);
+    qrl_tensor *inputs = calloc((size_t)nin + 1, sizeof *inputs);
+    qrl_tensor *outputs = calloc((size_t)nout + 1, sizeof *outputs);
     char (*fnames)[256] = calloc((size_t)nout + 1, sizeof *fnames);
-    qr_exec *x = NULL;
     if (!inputs || !outputs || !fnames) {
         fprintf(stderr, "qrl: out of memory\n");
         goto out;
     }
-    if (cli_bind_inputs(a.model, g, "-i", a.nin, a.in_spec, 0, inputs, &e) != QR_OK) {
-        rc = cli_fail(&e);
+    if (qrl_model_read_inputs(r.m, a.model, "-i", a.nin, a.in_spec, 0, inputs, err, sizeof err) != 0) {
+        rc = cli_fail(err);
         goto out;
     }
-    qr_exec_opts opts = {.threads = a.threads, .kernel_user = qz ? qz->ig : r.kernel_user, .profile = a.profile};
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (qr_exec_new(rg, &opts, &x, &e) != QR_OK || qr_exec_run(x, inputs, outputs, &e) != QR_OK) {
-        qr_error_prefix(&e, "%s", a.model);
-        rc = cli_fail(&e);
+    if (!rm || qrl_model_configure(rm, a.threads, a.profile ? QRL_RUN_PROFILE : 0, err, sizeof err) != 0 ||
+        qrl_model_run(rm, inputs, outputs, err, sizeof err) != 0) {
+        cli_error_prefix(err, "%s", a.model);
+        rc = cli_fail(err);
         goto out;
     }
-    output_file_names(rg, fnames);
-    if (qr_make_dirs(a.outdir, &e) != QR_OK || write_outputs(a.outdir, nout, outputs, fnames, &e) != QR_OK) {
-        rc = cli_fail(&e);
+    output_file_names(rm, fnames);
+    if (qrl_make_dirs(a.outdir, err, sizeof err) != 0 || write_outputs(a.outdir, nout, outputs, fnames, err) != 0) {
+        rc = cli_fail(err);
         goto out;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     for (int j = 0; j < nout; j++) {
         char tb[160];
-        printf("%s: %s -> %s/%s.npy\n", rg->outputs[j]->name, qr_tensor_type_str(&outputs[j], tb, sizeof tb),
+        printf("%s: %s -> %s/%s.npy\n", qrl_model_output(rm, j), qrl_tensor_type_str(&outputs[j], tb, sizeof tb),
                a.outdir, fnames[j]);
     }
     if (a.stats)
-        print_stats(x, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6, a.threads);
-    rc = a.profile ? cli_print_profile(stdout, rg, qr_exec_profile(x), 30) : 0;
+        print_stats(rm, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6, a.threads);
+    rc = a.profile ? cli_print_profile(stdout, rm, 30) : 0;
 out:
-    qr_exec_free(x);
-    for (int j = 0; inputs && j < g->n_inputs; j++)
-        qr_tensor_free(&inputs[j]);
-    for (int j = 0; outputs && j < nout; j++)
-        qr_tensor_free(&outputs[j]);
+    cli_tensors_free(inputs, nin);
+    cli_tensors_free(outputs, nout);
     free(fnames);
     free(inputs);
     free(outputs);
-    qr_quantized_free(qz);
-    qr_module_free(mod);
+    qrl_quantized_free(qz);
+    qrl_recipe_free(rcp);
     cli_runnable_free(&r);
     return rc;
 }

@@ -7,10 +7,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "exec.h"
-#include "fileio.h"
-#include "onnx_import.h"
-#include "passes.h"
 
 static const char usage[] =
     "usage: qrl <command> [options]\n"
@@ -48,10 +44,28 @@ static const char usage[] =
     "\n"
     "exit status: 0 success, 1 an error (a diagnostic on stderr), 2 a usage error\n";
 
-int cli_fail(const qr_error *e)
+int cli_fail(const char *msg)
 {
-    fprintf(stderr, "qrl: error: %s\n", e->msg);
+    fprintf(stderr, "qrl: error: %s\n", msg);
     return 1;
+}
+
+void cli_error_prefix(char *err, const char *fmt, ...)
+{
+    char pre[512], old[CLI_ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pre, sizeof pre, fmt, ap);
+    va_end(ap);
+    memcpy(old, err, sizeof old);
+    size_t n = strlen(pre);
+    if (n > CLI_ERRLEN - 3)
+        n = CLI_ERRLEN - 3;
+    memcpy(err, pre, n);
+    memcpy(err + n, ": ", 2);
+    size_t m = strnlen(old, sizeof old), room = CLI_ERRLEN - n - 3;
+    memcpy(err + n + 2, old, m < room ? m : room);
+    err[n + 2 + (m < room ? m : room)] = 0;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
@@ -65,17 +79,10 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     return 2;
 }
 
-qr_status cli_load_model(const char *path, qr_graph **g, qr_error *e)
+void cli_tensors_free(qrl_tensor *t, int n)
 {
-    if (qr_onnx_load(path, g, e) != QR_OK)
-        return QR_ERR;
-    if (qr_graph_optimize(*g, e) != QR_OK) {
-        qr_error_prefix(e, "%s", path);
-        qr_graph_free(*g);
-        *g = NULL;
-        return QR_ERR;
-    }
-    return QR_OK;
+    for (int i = 0; t && i < n; i++)
+        qrl_tensor_free(&t[i]);
 }
 
 int cli_parse_int(const char *s, int lo, int hi, int *out)
@@ -120,7 +127,7 @@ static size_t parse_size(const char *s)
 int main(int argc, char **argv)
 {
     /* Interrupted writes must not leave temporary files behind. */
-    qr_atomic_cleanup_on_signals();
+    qrl_cleanup_on_signals();
     /* --max-memory applies to every command that runs a model: taken out here. */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--max-memory") != 0)
@@ -130,7 +137,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "qrl: --max-memory needs a size such as 512M or 4G\n(see qrl --help)\n");
             return 2;
         }
-        qr_exec_set_default_max_memory(b);
+        qrl_set_max_memory(b);
         memmove(argv + i, argv + i + 2, sizeof *argv * (size_t)(argc - i - 1)); /* keeps argv[argc] == NULL */
         argc -= 2;
         i--;
@@ -144,7 +151,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "qrl: --max-recipe-time needs a number of seconds (0: no limit)\n(see qrl --help)\n");
             return 2;
         }
-        qr_set_recipe_time_limit(sec);
+        qrl_set_recipe_time_limit(sec);
         memmove(argv + i, argv + i + 2, sizeof *argv * (size_t)(argc - i - 1));
         argc -= 2;
         i--;
@@ -159,7 +166,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "--version")) {
-        printf("qrl %s\n", QRL_VERSION);
+        printf("qrl %s\n", qrl_version());
         return 0;
     }
     if (!strcmp(cmd, "dump"))

@@ -11,7 +11,7 @@ typedef struct op_row {
     double seconds, macs;
 } op_row;
 
-static const qr_node_prof *sort_prof;
+static const qrl_node_profile *sort_prof;
 
 static int by_node_time(const void *a, const void *b)
 {
@@ -33,17 +33,21 @@ static void gmacs(FILE *f, double macs, double seconds)
         fprintf(f, " %9s", "-");
 }
 
-int cli_print_profile(FILE *f, const qr_graph *g, const qr_node_prof *p, int top)
+int cli_print_profile(FILE *f, const qrl_model *m, int top)
 {
-    int n = g->n_nodes, nops = 0, ran = 0;
+    int n = qrl_model_num_nodes(m), nops = 0, ran = 0;
     int *order = malloc(((size_t)n + 1) * sizeof *order);
     op_row *ops = calloc((size_t)n + 1, sizeof *ops);
-    if (!order || !ops) {
+    qrl_node_profile *p = calloc((size_t)n + 1, sizeof *p);
+    if (!order || !ops || !p) {
         free(order);
         free(ops);
+        free(p);
         fprintf(stderr, "qrl: out of memory\n");
         return 1;
     }
+    for (int i = 0; i < n; i++)
+        qrl_model_profile(m, i, &p[i]); /* left zero (not run) when m does not profile */
     double total = 0, macs = 0;
     int64_t runs = 0;
     for (int i = 0; i < n; i++) {
@@ -54,10 +58,10 @@ int cli_print_profile(FILE *f, const qr_graph *g, const qr_node_prof *p, int top
         macs += p[i].macs;
         runs = p[i].runs > runs ? p[i].runs : runs;
         int k = 0;
-        while (k < nops && strcmp(ops[k].op, g->nodes[i]->op))
+        while (k < nops && strcmp(ops[k].op, qrl_node_op(m, i)))
             k++;
         if (k == nops)
-            ops[nops++].op = g->nodes[i]->op;
+            ops[nops++].op = qrl_node_op(m, i);
         ops[k].nodes++;
         ops[k].seconds += p[i].seconds;
         ops[k].macs += p[i].macs;
@@ -82,9 +86,9 @@ int cli_print_profile(FILE *f, const qr_graph *g, const qr_node_prof *p, int top
             "node", "op", "ms/run", "%", "MMAC", "GMAC/s");
     for (int r = 0; r < shown; r++) {
         int i = order[r];
-        const qr_node *nd = g->nodes[i];
+        const char *name = qrl_node_name(m, i);
         double per = (double)p[i].runs;
-        fprintf(f, "  %-40.40s %-18.18s %10.3f %6.1f", nd->name && nd->name[0] ? nd->name : "(unnamed)", nd->op,
+        fprintf(f, "  %-40.40s %-18.18s %10.3f %6.1f", name && name[0] ? name : "(unnamed)", qrl_node_op(m, i),
                 p[i].seconds / per * 1e3, total > 0 ? 100.0 * p[i].seconds / total : 0.0);
         if (p[i].macs > 0)
             fprintf(f, " %9.2f", p[i].macs / per * 1e-6);
@@ -95,5 +99,6 @@ int cli_print_profile(FILE *f, const qr_graph *g, const qr_node_prof *p, int top
     }
     free(order);
     free(ops);
+    free(p);
     return 0;
 }

@@ -1,99 +1,59 @@
-/* Compiling a recipe file, and quantizing a model with it in memory, for the
- * commands that quantize (quantize, eval --recipe, run --recipe). */
+/* Loading a model to run (a QDQ model lowered to its integer graph), and
+ * quantizing one with a recipe in memory, for the commands that run models
+ * (run, eval, bench) and that quantize (quantize, eval --recipe, run --recipe). */
 #include <stdio.h>
 #include <stdlib.h>
-
 #include <string.h>
 
-#include "../compiler/check.h"
-#include "../compiler/compile.h"
 #include "cli.h"
-#include "intgraph.h"
-#include "quantize.h"
 
-qrl_module *cli_compile_recipe(const char *path, int no_cache)
-{
-    char *stdlib = qc_default_stdlib();
-    qc_unit *u = qc_unit_new(stdlib);
-    free(stdlib);
-    if (!u) {
-        fprintf(stderr, "qrl: out of memory\n");
-        return NULL;
-    }
-    qrl_module *m = NULL;
-    if (qc_unit_load(u, path) && !u->diags.errors && !qc_check(u))
-        m = qc_compile(u, &(qc_options){.no_cache = no_cache}, NULL);
-    ql_diags_print(&u->diags, stderr);
-    qc_unit_free(u);
-    return m;
-}
-
-qr_status cli_load_runnable(const char *path, const char *qdq_recipe, cli_runnable *r, qr_error *e)
+int cli_load_runnable(const char *path, const char *qdq_recipe, int threads, cli_runnable *r, char *err)
 {
     memset(r, 0, sizeof *r);
-    if (cli_load_model(path, &r->g, e) != QR_OK)
-        return QR_ERR;
-    r->run = r->g;
-    if (!qr_qdq_strip(r->g))
-        return QR_OK; /* nothing quantized with QuantizeLinear/DequantizeLinear pairs */
-    char buf[4096];
-    if (!qdq_recipe) {
-        char *stdlib = qc_default_stdlib();
-        snprintf(buf, sizeof buf, "%s/qdq.qrl", stdlib ? stdlib : "stdlib");
-        free(stdlib);
-        qdq_recipe = buf;
-    }
-    if (!(r->mod = cli_compile_recipe(qdq_recipe, 0))) {
-        qr_errorf(e, "%s: the recipe for QDQ models (%s) does not compile", path, qdq_recipe);
+    if (qrl_model_load(path, threads, &r->m, err, CLI_ERRLEN) != 0)
+        return 1;
+    r->run = r->m;
+    if (qrl_model_lower_qdq(r->m, qdq_recipe, stderr, &r->q, err, CLI_ERRLEN) != 0) {
         cli_runnable_free(r);
-        return QR_ERR;
+        return 1;
     }
-    qr_quant_opts o = {.module = r->mod, .from_file = 1};
-    if (qr_quantize(r->g, NULL, &o, &r->q, e) != QR_OK) {
-        qr_error_prefix(e, "%s: lowering its QDQ groups", path);
+    if (!r->q)
+        return 0; /* nothing quantized with QuantizeLinear/DequantizeLinear pairs */
+    for (int i = 0; qrl_quantized_note(r->q, i); i++)
+        fprintf(stderr, "note: %s\n", qrl_quantized_note(r->q, i));
+    if (!(r->run = qrl_quantized_model(r->q, err, CLI_ERRLEN))) {
         cli_runnable_free(r);
-        return QR_ERR;
+        return 1;
     }
-    for (int i = 0; i < r->q->nnotes; i++)
-        fprintf(stderr, "note: %s\n", r->q->notes[i]);
-    r->run = r->q->ig->g;
-    r->kernel_user = r->q->ig;
-    return QR_OK;
+    return 0;
 }
 
 void cli_runnable_free(cli_runnable *r)
 {
-    qr_quantized_free(r->q);
-    qr_module_free(r->mod);
-    qr_graph_free(r->g);
+    qrl_quantized_free(r->q);
+    qrl_model_free(r->m);
     memset(r, 0, sizeof *r);
 }
 
-int cli_quantize_in_memory(const char *model, const qr_graph *g, const char *recipe, int no_cache, int ncalib,
-                           char *const *calib, const qr_quant_opts *opts, qrl_module **mod, qr_quantized **q)
+int cli_quantize_in_memory(const char *model, const qrl_model *m, const char *recipe, int no_cache, int ncalib,
+                           char *const *calib, const qrl_quantize_opts *opts, qrl_recipe **r, qrl_quantized **q)
 {
-    qr_error e;
-    *mod = NULL;
+    char err[CLI_ERRLEN];
+    *r = NULL;
     *q = NULL;
-    if (!(*mod = cli_compile_recipe(recipe, no_cache)))
+    if (qrl_recipe_compile(recipe, no_cache ? QRL_RECIPE_NO_CACHE : 0, stderr, r, err, sizeof err) != 0)
         return 1; /* the diagnostics are printed */
-    qr_tensor *c = calloc((size_t)g->n_inputs + 1, sizeof *c);
-    int rc = 0;
+    int ni = qrl_model_num_inputs(m), rc = 0;
+    qrl_tensor *c = calloc((size_t)ni + 1, sizeof *c);
     if (!c) {
-        qr_errorf(&e, "out of memory");
-        rc = cli_fail(&e);
-    } else if (cli_bind_inputs(model, g, "--calib", ncalib, calib, 1, c, &e) != QR_OK) {
-        rc = cli_fail(&e);
-    } else {
-        qr_quant_opts o = *opts;
-        o.module = *mod;
-        if (qr_quantize(g, c, &o, q, &e) != QR_OK) {
-            qr_error_prefix(&e, "%s", model);
-            rc = cli_fail(&e);
-        }
+        rc = cli_fail("out of memory");
+    } else if (qrl_model_read_inputs(m, model, "--calib", ncalib, calib, 1, c, err, sizeof err) != 0) {
+        rc = cli_fail(err);
+    } else if (qrl_quantize(m, *r, c, opts, q, err, sizeof err) != 0) {
+        cli_error_prefix(err, "%s", model);
+        rc = cli_fail(err);
     }
-    for (int i = 0; c && i < g->n_inputs; i++)
-        qr_tensor_free(&c[i]);
+    cli_tensors_free(c, ni);
     free(c);
     return rc;
 }

@@ -49,6 +49,7 @@ typedef struct qrl_value_info {
     int is_constant, is_input, is_output;
     int has_quant;
     qrl_quant quant;
+    const char *dim_param[QRL_MAX_DIMS]; /* a graph input's or output's symbolic dimension names, or NULL */
 } qrl_value_info;
 
 const char *qrl_version(void);
@@ -79,6 +80,78 @@ const char *qrl_node_input(const qrl_model *m, int node, int i);
 const char *qrl_node_output(const qrl_model *m, int node, int i);
 /* Type, shape and quantization of a value by name; returns non-zero if unknown. */
 int qrl_value_get(const qrl_model *m, const char *name, qrl_value_info *out);
+
+/* Sets how m runs from now on (its executor is made again): threads (0 or 1: the caller's thread)
+ * and flags (QRL_RUN_PROFILE: time every node, read with qrl_model_profile). */
+enum { QRL_RUN_PROFILE = 1 };
+int qrl_model_configure(qrl_model *m, int threads, int flags, char *err, size_t errlen);
+
+/* The memory of m's last run. */
+typedef struct qrl_run_stats {
+    size_t arena_bytes; /* the planned arena (static plans) */
+    size_t sum_bytes;   /* every intermediate tensor: what a plan without reuse would need */
+    size_t peak_bytes;  /* most bytes live at once (dynamic runs: data-dependent shapes) */
+    int dynamic;        /* the last run allocated each output when computed */
+    size_t work_bytes;  /* the kernels' workspace (their scratch), kept across runs */
+} qrl_run_stats;
+void qrl_model_stats(const qrl_model *m, qrl_run_stats *out);
+
+/* What node cost over the runs since the model was configured with QRL_RUN_PROFILE (or since
+ * qrl_model_profile_reset). Returns non-zero when m is not profiling or node is out of range. */
+typedef struct qrl_node_profile {
+    double seconds; /* shape inference, output allocation and the kernel */
+    int64_t runs;
+    double macs;    /* multiply-accumulates: convolutions and matrix products, 0 for other ops */
+} qrl_node_profile;
+int qrl_model_profile(const qrl_model *m, int node, qrl_node_profile *out);
+void qrl_model_profile_reset(qrl_model *m);
+
+/* Prints m's graph as stable text: inputs, constants, nodes with output types and attributes. */
+void qrl_model_dump(const qrl_model *m, FILE *f);
+
+/* Reads tensor files into inputs[0..qrl_model_num_inputs(m)), checked against the inputs' declared
+ * types. specs: "NAME=FILE" binds by name, "FILE" the next input not yet bound; files are .npy or
+ * ONNX TensorProto .pb. Every input must be bound. samples: each file is a set of samples along
+ * its first dimension (any count). label names the model and option the command-line option in
+ * the messages ("model.onnx: missing input 'x' (f32[N,4]); pass it with -i x=FILE"). On failure
+ * nothing is left in inputs. */
+int qrl_model_read_inputs(const qrl_model *m, const char *label, const char *option, int n, char *const *specs,
+                          int samples, qrl_tensor *inputs, char *err, size_t errlen);
+
+/* ---- Tensors and files ---- */
+
+/* A .npy file (f32 f64 f16 i8 u8 i16 u16 i32 u32 i64 u64 bool, C order) into t; free with
+ * qrl_tensor_free. Writing is atomic (a temporary file renamed into place). */
+int qrl_tensor_read_npy(const char *path, qrl_tensor *t, char *err, size_t errlen);
+int qrl_tensor_write_npy(const char *path, const qrl_tensor *t, char *err, size_t errlen);
+/* Allocates t->data, zeroed, for t's dtype, ndim and dims. */
+int qrl_tensor_alloc(qrl_tensor *t, char *err, size_t errlen);
+int64_t qrl_tensor_numel(const qrl_tensor *t);
+/* Element i (C order) set to v, converted to t's dtype. */
+void qrl_tensor_set_f64(qrl_tensor *t, int64_t i, double v);
+/* "f32[1,3,224,224]" into buf; returns buf. */
+const char *qrl_tensor_type_str(const qrl_tensor *t, char *buf, size_t n);
+/* ONNX element types: floating point (f16, bf16, f32, f64), integer (bool excluded). */
+int qrl_dtype_is_float(int dtype);
+int qrl_dtype_is_int(int dtype);
+
+/* mkdir -p: dir and its missing parents. */
+int qrl_make_dirs(const char *dir, char *err, size_t errlen);
+/* An output file written atomically: write to qrl_output_stream, then commit (fsync, rename into
+ * place) or abort (remove); either frees o. */
+typedef struct qrl_output qrl_output;
+int qrl_output_open(const char *path, qrl_output **out, char *err, size_t errlen);
+FILE *qrl_output_stream(qrl_output *o);
+int qrl_output_commit(qrl_output *o, char *err, size_t errlen);
+void qrl_output_abort(qrl_output *o);
+/* Removes the temporary files of outputs still open when SIGINT, SIGTERM, SIGHUP or SIGQUIT
+ * arrives, then dies of the signal as before. */
+void qrl_cleanup_on_signals(void);
+
+/* Process-wide limits: the bytes a run may allocate for tensors (0: half the RAM), checked when a
+ * run is planned; the seconds one call of recipe code may run (0: no limit; default 60). */
+void qrl_set_max_memory(size_t bytes);
+void qrl_set_recipe_time_limit(double seconds);
 
 /* Top-1 accuracy of a classifier: m's first output ([batch, classes], float)
  * over data (one tensor per model input, samples along the first dimension),
@@ -128,6 +201,68 @@ int qrl_quantized_save(const qrl_quantized *q, const char *path, char *err, size
 int qrl_quantized_write_qparams(const qrl_quantized *q, const char *path, char *err, size_t errlen);
 int qrl_quantized_write_report(const qrl_quantized *q, const char *model, const char *path, char *err, size_t errlen);
 int qrl_quantized_write_int_graph(const qrl_quantized *q, const char *path, char *err, size_t errlen);
+
+/* What a quantization did (qrl quantize prints it). */
+typedef struct qrl_quant_summary {
+    int nodes_pattern, nodes_affine, nodes_float; /* the model's nodes: matched by patterns, run by affine rules, f32 */
+    int activations, weights;                     /* tensors quantized */
+    int fallbacks;                                /* activations the recipe's fallback left in f32 */
+    int kernels, lookups, int_ops, requants, islands; /* the integer graph: kernel calls, lookup tables, integer
+                                                         ops, requantizations, f32 islands */
+    int64_t samples;                              /* calibration samples used */
+    double calib_ms, fp32_ms;                     /* the calibration, and one f32 pass over the same samples */
+    double output_sqnr;                           /* dB, the outputs of the integer graph against f32 */
+    int64_t output_nonfinite;                     /* output elements the integer graph makes NaN or inf */
+    double macs, macs_int;                        /* per sample: Conv/Gemm/MatMul MACs, and those in integers */
+    double top1_fp32, top1_int8;                  /* with labels (qrl_quantize_opts): top-1 in %; NaN otherwise */
+    int64_t top1_samples;
+} qrl_quant_summary;
+void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out);
+
+/* One quantized activation, i < qrl_quantized_summary's activations. */
+typedef struct qrl_layer_info {
+    const char *value;  /* its name in the model */
+    double sqnr;        /* dB against f32, simulated on the calibration samples */
+    double sqnr_int;    /* dB as the integer graph computes it; NaN when it is not on integers */
+    double top1_delta;  /* with labels: top-1 points with this layer alone quantized, minus f32's; NaN otherwise */
+} qrl_layer_info;
+int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out);
+
+/* The notes of a quantization: nodes the recipe's rules left in f32, and why. NULL past the last. */
+const char *qrl_quantized_note(const qrl_quantized *q, int i);
+
+/* A QDQ model (QuantizeLinear/DequantizeLinear pairs: an export of qrl_quantized_save or a third
+ * party's) on integers: m becomes its float graph, in place, and *out the integer graph that the
+ * recipe's patterns and affine rules lower it to with the file's qparams (qrl_quantized_model runs
+ * it). recipe: NULL for the standard library's qdq.qrl; its diagnostics are printed to diag. *out
+ * is NULL (and m unchanged) when m has no such pairs. */
+int qrl_model_lower_qdq(qrl_model *m, const char *recipe, FILE *diag, qrl_quantized **out, char *err, size_t errlen);
+
+/* Checks a recipe file as `qrl check` does: parses and checks it with its imports, and when it is
+ * clean validates what its recipes reach with libgccjit (flags: QRL_RECIPE_NO_CACHE). Diagnostics
+ * go to diag, the syntax tree to ast (NULL: not printed). Returns non-zero only when it could not
+ * run (err set); the recipe's errors are counted in st->errors. */
+#define QRL_CHECK_MAX_PARTS 2
+typedef struct qrl_check_part {
+    const char *name;   /* "code" or "kernels" */
+    int items, opt_level;
+    int validated;      /* 1 validated without code generation now, 2 validated before (cached) */
+    int cache_hit;      /* 1 loaded from the cache, 0 compiled and stored, -1 cache not used */
+    int cache_rebuilt;  /* a bad cache entry was replaced */
+    double jit_ms, load_ms;
+} qrl_check_part;
+typedef struct qrl_check_stats {
+    int errors;
+    int files;                          /* the file and its imports */
+    double lex_ms, parse_ms, check_ms;
+    int cache_hit, cache_rebuilt;       /* as a part's, for the whole module (-1: nothing compiled) */
+    double jit_ms, load_ms;
+    int reach;                          /* only what the recipes reach was compiled */
+    int nparts;
+    qrl_check_part parts[QRL_CHECK_MAX_PARTS];
+} qrl_check_stats;
+int qrl_recipe_check(const char *path, int flags, FILE *diag, FILE *ast, qrl_check_stats *st, char *err,
+                     size_t errlen);
 
 #ifdef __cplusplus
 }

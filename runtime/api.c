@@ -6,10 +6,14 @@
 #include <string.h>
 
 #include "api_model.h"
+#include "dump.h"
 #include "exec.h"
+#include "fileio.h"
 #include "op.h"
 #include "onnx_import.h"
 #include "passes.h"
+#include "recipe.h"
+#include "tensor_io.h"
 
 int qr_api_fail(const qr_error *e, char *err, size_t n)
 {
@@ -25,13 +29,13 @@ qr_status qr_api_model_wrap(qr_graph *g, void *kernel_user, int threads, qrl_mod
     qrl_model *m = calloc(1, sizeof *m);
     if (!m)
         return qr_errorf(e, "out of memory");
-    qr_exec_opts o = {.threads = threads, .kernel_user = kernel_user};
-    if (qr_exec_new(g, &o, &m->x, e) != QR_OK) {
+    m->g = g;
+    m->threads = threads;
+    m->kernel_user = kernel_user;
+    if (qr_api_model_exec(m, e) != QR_OK) {
         free(m);
         return QR_ERR;
     }
-    m->g = g;
-    m->threads = threads;
     m->borrowed = 1;
     *out = m;
     return QR_OK;
@@ -45,6 +49,14 @@ void qr_api_model_unwrap(qrl_model *m)
     free(m);
 }
 
+qr_status qr_api_model_exec(qrl_model *m, qr_error *e)
+{
+    qr_exec_free(m->x);
+    m->x = NULL;
+    qr_exec_opts o = {.threads = m->threads, .kernel_user = m->kernel_user, .profile = m->profile};
+    return qr_exec_new(m->g, &o, &m->x, e);
+}
+
 const char *qrl_version(void) { return QRL_VERSION; }
 
 int qrl_model_load(const char *path, int threads, qrl_model **out, char *err, size_t errlen)
@@ -56,15 +68,18 @@ int qrl_model_load(const char *path, int threads, qrl_model **out, char *err, si
         qr_errorf(&e, "out of memory");
         return fail(&e, err, errlen);
     }
-    qr_exec_opts o = {.threads = threads};
     m->threads = threads;
+    if (!(m->path = strdup(path))) {
+        qr_errorf(&e, "out of memory");
+        goto bad;
+    }
     if (qr_onnx_load(path, &m->g, &e) != QR_OK)
         goto bad;
     if (qr_graph_optimize(m->g, &e) != QR_OK) {
         qr_error_prefix(&e, "%s", path);
         goto bad;
     }
-    if (qr_exec_new(m->g, &o, &m->x, &e) != QR_OK)
+    if (qr_api_model_exec(m, &e) != QR_OK)
         goto bad;
     *out = m;
     return 0;
@@ -79,6 +94,7 @@ void qrl_model_free(qrl_model *m)
         return;
     qr_exec_free(m->x);
     qr_graph_free(m->g);
+    free(m->path);
     free(m);
 }
 
@@ -105,6 +121,15 @@ void qr_api_tensor_in(const qrl_tensor *a, qr_tensor *b)
     b->data = a->data;
 }
 
+void qr_api_tensor_out(const qr_tensor *a, qrl_tensor *b)
+{
+    memset(b, 0, sizeof *b);
+    b->dtype = qr_dtype_get(a->dtype)->onnx;
+    b->ndim = a->ndim;
+    memcpy(b->dims, a->dims, sizeof a->dims);
+    b->data = a->data;
+}
+
 int qrl_model_run(qrl_model *m, const qrl_tensor *inputs, qrl_tensor *outputs, char *err, size_t errlen)
 {
     qr_error e;
@@ -128,13 +153,8 @@ int qrl_model_run(qrl_model *m, const qrl_tensor *inputs, qrl_tensor *outputs, c
         rc = fail(&e, err, errlen);
         goto done;
     }
-    for (int i = 0; i < no; i++) {
-        memset(&outputs[i], 0, sizeof outputs[i]);
-        outputs[i].dtype = qr_dtype_get(out[i].dtype)->onnx;
-        outputs[i].ndim = out[i].ndim;
-        memcpy(outputs[i].dims, out[i].dims, sizeof out[i].dims);
-        outputs[i].data = out[i].data;
-    }
+    for (int i = 0; i < no; i++)
+        qr_api_tensor_out(&out[i], &outputs[i]);
 done:
     free(in);
     free(out);
@@ -199,8 +219,10 @@ int qrl_value_get(const qrl_model *m, const char *name, qrl_value_info *out)
     out->name = v->name;
     out->dtype = qr_dtype_get(v->t.dtype)->onnx;
     out->ndim = v->t.ndim;
-    for (int i = 0; i < v->t.ndim; i++)
+    for (int i = 0; i < v->t.ndim; i++) {
         out->dims[i] = v->t.dims[i];
+        out->dim_param[i] = v->dim_param[i];
+    }
     out->is_constant = v->is_const;
     out->is_input = v->is_input;
     out->is_output = v->is_output;
@@ -316,4 +338,236 @@ int qrl_model_eval_top1(qrl_model *m, const qrl_tensor *data, const qrl_tensor *
         st = qr_api_top1(m->x, m->g, x, &y, batch > 0 ? batch : 100, correct, &e);
     free(x);
     return st == QR_OK ? 0 : fail(&e, err, errlen);
+}
+
+_Static_assert(QRL_MAX_DIMS == QR_MAX_DIMS, "qrl_tensor and qr_tensor have the same dimensions");
+
+int qrl_model_configure(qrl_model *m, int threads, int flags, char *err, size_t errlen)
+{
+    qr_error e;
+    m->threads = threads;
+    m->profile = (flags & QRL_RUN_PROFILE) != 0;
+    return qr_api_model_exec(m, &e) == QR_OK ? 0 : fail(&e, err, errlen);
+}
+
+void qrl_model_stats(const qrl_model *m, qrl_run_stats *out)
+{
+    qr_exec_stats st;
+    qr_exec_get_stats(m->x, &st);
+    *out = (qrl_run_stats){.arena_bytes = st.arena_bytes, .sum_bytes = st.sum_bytes, .peak_bytes = st.peak_bytes,
+                           .dynamic = st.dynamic, .work_bytes = st.work_bytes};
+}
+
+int qrl_model_profile(const qrl_model *m, int node, qrl_node_profile *out)
+{
+    const qr_node_prof *p = m->x ? qr_exec_profile(m->x) : NULL;
+    if (!p || node < 0 || node >= m->g->n_nodes)
+        return 1;
+    *out = (qrl_node_profile){.seconds = p[node].seconds, .runs = p[node].runs, .macs = p[node].macs};
+    return 0;
+}
+
+void qrl_model_profile_reset(qrl_model *m)
+{
+    qr_exec_profile_reset(m->x);
+}
+
+void qrl_model_dump(const qrl_model *m, FILE *f)
+{
+    qr_graph_dump(m->g, f);
+}
+
+/* The input of g that spec names ("NAME=FILE"), or the next one not yet bound ("FILE"); -1 with e set. */
+static int input_slot(const char *label, const qr_graph *g, const char *spec, const int *bound, int *next,
+                      qr_error *e)
+{
+    const char *eq = strchr(spec, '=');
+    if (eq) {
+        int slot = -1;
+        for (int j = 0; j < g->n_inputs; j++)
+            if (strlen(g->inputs[j]->name) == (size_t)(eq - spec) && !strncmp(g->inputs[j]->name, spec, (size_t)(eq - spec)))
+                slot = j;
+        if (slot < 0)
+            qr_errorf(e, "%s: the model has no input named '%.*s'", label, (int)(eq - spec), spec);
+        return slot;
+    }
+    while (*next < g->n_inputs && bound[*next])
+        (*next)++;
+    if (*next >= g->n_inputs) {
+        qr_errorf(e, "%s: more input files than graph inputs (%d)", label, g->n_inputs);
+        return -1;
+    }
+    return *next;
+}
+
+int qrl_model_read_inputs(const qrl_model *m, const char *label, const char *option, int n, char *const *specs,
+                          int samples, qrl_tensor *inputs, char *err, size_t errlen)
+{
+    const qr_graph *g = m->g;
+    qr_error e;
+    int *bound = calloc((size_t)g->n_inputs + 1, sizeof *bound);
+    qr_tensor *t = calloc((size_t)g->n_inputs + 1, sizeof *t);
+    qr_status st = QR_OK;
+    if (!bound || !t)
+        st = qr_errorf(&e, "out of memory");
+    for (int k = 0, next = 0; k < n && st == QR_OK; k++) {
+        const char *eq = strchr(specs[k], '='), *file = eq ? eq + 1 : specs[k];
+        int slot = input_slot(label, g, specs[k], bound, &next, &e);
+        if (slot < 0) {
+            st = QR_ERR;
+            break;
+        }
+        if (bound[slot]) {
+            st = qr_errorf(&e, "input '%s' is given twice", g->inputs[slot]->name);
+            break;
+        }
+        bound[slot] = 1;
+        if (qr_tensor_read_file(file, &t[slot], &e) != QR_OK)
+            st = QR_ERR;
+        else if ((samples ? qr_exec_check_samples : qr_exec_check_input)(g->inputs[slot], &t[slot], &e) != QR_OK) {
+            qr_error_prefix(&e, "%s does not fit %s", file, label);
+            st = QR_ERR;
+        }
+    }
+    for (int j = 0; st == QR_OK && j < g->n_inputs; j++)
+        if (!bound[j]) {
+            char tb[160];
+            st = qr_errorf(&e, "%s: missing input '%s' (%s); pass it with %s %s=FILE", label, g->inputs[j]->name,
+                           qr_value_type_str(g->inputs[j], tb, sizeof tb), option, g->inputs[j]->name);
+        }
+    for (int j = 0; t && j < g->n_inputs; j++) {
+        if (st == QR_OK)
+            qr_api_tensor_out(&t[j], &inputs[j]);
+        else
+            qr_tensor_free(&t[j]);
+    }
+    free(bound);
+    free(t);
+    return st == QR_OK ? 0 : fail(&e, err, errlen);
+}
+
+int qrl_tensor_read_npy(const char *path, qrl_tensor *t, char *err, size_t errlen)
+{
+    qr_error e;
+    qr_tensor r;
+    memset(t, 0, sizeof *t);
+    if (qr_npy_read(path, &r, &e) != QR_OK)
+        return fail(&e, err, errlen);
+    qr_api_tensor_out(&r, t);
+    return 0;
+}
+
+int qrl_tensor_write_npy(const char *path, const qrl_tensor *t, char *err, size_t errlen)
+{
+    qr_error e;
+    qr_tensor w;
+    qr_api_tensor_in(t, &w);
+    return qr_npy_write(path, &w, &e) == QR_OK ? 0 : fail(&e, err, errlen);
+}
+
+int qrl_tensor_alloc(qrl_tensor *t, char *err, size_t errlen)
+{
+    qr_error e;
+    qr_tensor a;
+    if (t->ndim < 0 || t->ndim > QR_MAX_DIMS) {
+        qr_errorf(&e, "rank %d is not supported", t->ndim);
+        return fail(&e, err, errlen);
+    }
+    qr_api_tensor_in(t, &a);
+    if (qr_tensor_alloc(&a, &e) != QR_OK)
+        return fail(&e, err, errlen);
+    t->data = a.data;
+    return 0;
+}
+
+int64_t qrl_tensor_numel(const qrl_tensor *t)
+{
+    qr_tensor a;
+    qr_api_tensor_in(t, &a);
+    return qr_tensor_numel(&a);
+}
+
+void qrl_tensor_set_f64(qrl_tensor *t, int64_t i, double v)
+{
+    qr_set_f64(t->data, qr_dtype_from_onnx(t->dtype), i, v);
+}
+
+const char *qrl_tensor_type_str(const qrl_tensor *t, char *buf, size_t n)
+{
+    qr_tensor a;
+    qr_api_tensor_in(t, &a);
+    return qr_tensor_type_str(&a, buf, n);
+}
+
+int qrl_dtype_is_float(int dtype)
+{
+    return qr_dtype_is_float(qr_dtype_from_onnx(dtype));
+}
+
+int qrl_dtype_is_int(int dtype)
+{
+    return qr_dtype_is_int(qr_dtype_from_onnx(dtype));
+}
+
+int qrl_make_dirs(const char *dir, char *err, size_t errlen)
+{
+    qr_error e;
+    return qr_make_dirs(dir, &e) == QR_OK ? 0 : fail(&e, err, errlen);
+}
+
+struct qrl_output {
+    qr_atomic_file a;
+};
+
+int qrl_output_open(const char *path, qrl_output **out, char *err, size_t errlen)
+{
+    qr_error e;
+    qrl_output *o = calloc(1, sizeof *o);
+    *out = NULL;
+    if (!o) {
+        qr_errorf(&e, "out of memory");
+        return fail(&e, err, errlen);
+    }
+    if (qr_atomic_open(&o->a, path, &e) != QR_OK) {
+        free(o);
+        return fail(&e, err, errlen);
+    }
+    *out = o;
+    return 0;
+}
+
+FILE *qrl_output_stream(qrl_output *o)
+{
+    return o->a.f;
+}
+
+int qrl_output_commit(qrl_output *o, char *err, size_t errlen)
+{
+    qr_error e;
+    qr_status st = qr_atomic_commit(&o->a, &e);
+    free(o);
+    return st == QR_OK ? 0 : fail(&e, err, errlen);
+}
+
+void qrl_output_abort(qrl_output *o)
+{
+    if (!o)
+        return;
+    qr_atomic_abort(&o->a);
+    free(o);
+}
+
+void qrl_cleanup_on_signals(void)
+{
+    qr_atomic_cleanup_on_signals();
+}
+
+void qrl_set_max_memory(size_t bytes)
+{
+    qr_exec_set_default_max_memory(bytes);
+}
+
+void qrl_set_recipe_time_limit(double seconds)
+{
+    qr_set_recipe_time_limit(seconds);
 }

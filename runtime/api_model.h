@@ -15,8 +15,16 @@ struct qrl_model {
     qr_graph *g;
     qr_exec *x;
     int threads;
+    int profile;
+    void *kernel_user; /* qr_exec_opts.kernel_user of x */
+    char *path;        /* the file it was loaded from (NULL for a wrapped graph) */
     int borrowed; /* g and the handle belong to another object (qrl_quantized_model): qrl_model_free leaves them */
 };
+
+/* (Re)makes m->x over m->g with m's threads, profile and kernel_user (after either changed, or g did). */
+qr_status qr_api_model_exec(qrl_model *m, qr_error *e);
+/* A runtime tensor as the caller's: dtype as its ONNX code, the data handed over (b's, not copied). */
+void qr_api_tensor_out(const qr_tensor *a, qrl_tensor *b);
 
 /* A model over g, run with kernel_user for its kernels' calls (qr_exec_opts); g stays the caller's. */
 qr_status qr_api_model_wrap(qr_graph *g, void *kernel_user, int threads, qrl_model **out, qr_error *e);
