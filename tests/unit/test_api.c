@@ -1,9 +1,10 @@
-/* The recipe and quantization calls of include/qrl.h, used as a backend uses
- * them (nothing but the public header, and .npy loading for the data): the
- * bundled Fashion-MNIST CNN, whose fp32 top-1 on the 10000 test images is
- * 92.20% in PyTorch (examples/fmnist/README.md), compiled recipes, an integer
- * model within half a point of it, and its qparams, the same in memory as in
- * the JSON file. */
+/* The calls of include/qrl.h, used as a backend uses them (nothing but the
+ * public header): the bundled Fashion-MNIST CNN, whose fp32 top-1 on the 10000
+ * test images is 92.20% in PyTorch (examples/fmnist/README.md), compiled
+ * recipes, an integer model within half a point of it, and its qparams, the
+ * same in memory as in the JSON file; its QDQ export lowered again; models run
+ * on input files and checked by numpy; recipe checking; tensors and atomic
+ * outputs. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,7 +13,6 @@
 #include <unistd.h>
 
 #include "qrl.h"
-#include "tensor_io.h"
 #include "testutil.h"
 
 static char *dir;
@@ -30,18 +30,37 @@ static void teardown(void)
 
 TestSuite(api, .init = setup, .fini = teardown, .timeout = 300);
 
-/* A .npy file of the data set (QRL_DATA, else build/data) as a public tensor; *keep owns its data. */
-static qrl_tensor npy(const char *name, qr_tensor *keep)
+/* The number of activations in a qparams JSON file (python's json module reads it). */
+static int checked_json_layers(const char *json)
+{
+    char cmd[1024], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import json; print(len(json.load(open('%s'))['activations']))\"",
+             json);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    int n = atoi(log);
+    free(log);
+    return n;
+}
+
+static int json_has_activation(const char *json, const char *name)
+{
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json, sys; "
+             "sys.exit(0 if '%s' in [a['value'] for a in json.load(open('%s'))['activations']] else 1)\"",
+             name, json);
+    return tu_run(cmd, NULL) == 0;
+}
+
+/* A .npy file of the data set (QRL_DATA, else build/data); the caller frees it with qrl_tensor_free. */
+static qrl_tensor npy(const char *name)
 {
     const char *d = getenv("QRL_DATA");
-    char path[1024];
-    qr_error e;
+    char path[1024], err[1024];
     snprintf(path, sizeof path, "%s/%s", d && *d ? d : "build/data", name);
-    cr_assert_eq(qr_npy_read(path, keep, &e), QR_OK, "%s", e.msg);
-    qrl_tensor t = {.dtype = keep->dtype == QR_F32 ? 1 : 7, .ndim = keep->ndim, .data = keep->data};
-    cr_assert(keep->dtype == QR_F32 || keep->dtype == QR_I64, "%s", name);
-    for (int i = 0; i < keep->ndim; i++)
-        t.dims[i] = keep->dims[i];
+    qrl_tensor t;
+    cr_assert_eq(qrl_tensor_read_npy(path, &t, err, sizeof err), 0, "%s", err);
+    cr_assert(t.dtype == 1 || t.dtype == 7, "%s: float32 or int64", name);
     return t;
 }
 
@@ -50,8 +69,7 @@ Test(api, quantized_model_is_within_half_a_point_of_fp32)
     char err[1024] = "";
     qrl_model *m;
     cr_assert_eq(qrl_model_load("examples/fmnist/fmnist_cnn.onnx", 1, &m, err, sizeof err), 0, "%s", err);
-    qr_tensor kx = {0}, ky = {0}, kc = {0};
-    qrl_tensor x = npy("test_images.npy", &kx), y = npy("test_labels.npy", &ky), c = npy("calib_images.npy", &kc);
+    qrl_tensor x = npy("test_images.npy"), y = npy("test_labels.npy"), c = npy("calib_images.npy");
     int64_t correct = 0;
     cr_assert_eq(qrl_model_eval_top1(m, &x, &y, 0, &correct, err, sizeof err), 0, "%s", err);
     cr_assert_eq(correct, 9220, "fp32 top-1: %lld of 10000, PyTorch's is 9220", (long long)correct);
@@ -106,17 +124,57 @@ Test(api, quantized_model_is_within_half_a_point_of_fp32)
     }
     free(log);
     cr_assert_geq(checked, 6, "values of the JSON found in the integer model: %d", checked);
-    /* The export loads, and runs as the integer model does (its QDQ groups lowered by the stdlib). */
+
+    /* The summary: MACs per sample as onnx's shape inference gives them (Conv: output size times
+     * C_in/groups * kH * kW, Gemm: the weight's size), 1568640, all in integers; the CNN's 3 Conv
+     * and 2 Gemm as the recipe's kernels; each activation's name as the JSON has it. */
+    qrl_quant_summary sum;
+    qrl_quantized_summary(q, &sum);
+    cr_assert_float_eq(sum.macs, 1568640, 0.5, "%g", sum.macs);
+    cr_assert_float_eq(sum.macs_int, sum.macs, 0.5, "%g of %g", sum.macs_int, sum.macs);
+    cr_assert_eq(sum.kernels, 5);
+    cr_assert_eq(sum.samples, 200);
+    cr_assert_gt(sum.output_sqnr, 20, "%g dB", sum.output_sqnr);
+    cr_assert(isnan(sum.top1_fp32), "no labels: no top-1");
+    cr_assert_eq(sum.activations, checked_json_layers(json), "activations in the summary and in the JSON");
+    qrl_layer_info li;
+    int layers = 0;
+    for (; qrl_quantized_layer(q, layers, &li) == 0; layers++) {
+        cr_assert(json_has_activation(json, li.value), "%s", li.value);
+        cr_assert_gt(li.sqnr, 10, "%s: %g dB", li.value, li.sqnr);
+    }
+    cr_assert_eq(layers, sum.activations);
+    cr_assert_null(qrl_quantized_note(q, -1));
+    /* The export loads, and runs as the integer model does (its QDQ groups lowered by the stdlib):
+     * its 5 quantized Conv and Gemm as kernels, top-1 within half a point of PyTorch's f32. */
     qrl_model *e;
     cr_assert_eq(qrl_model_load(onnx, 1, &e, err, sizeof err), 0, "%s", err);
+    qrl_quantized *lq;
+    cr_assert_eq(qrl_model_lower_qdq(e, NULL, stderr, &lq, err, sizeof err), 0, "%s", err);
+    cr_assert(lq, "the export has QuantizeLinear/DequantizeLinear pairs");
+    qrl_quantized_summary(lq, &sum);
+    cr_assert_eq(sum.kernels, 5);
+    qrl_model *lm = qrl_quantized_model(lq, err, sizeof err);
+    cr_assert(lm, "%s", err);
+    int64_t lcorrect = 0;
+    cr_assert_eq(qrl_model_eval_top1(lm, &x, &y, 100, &lcorrect, err, sizeof err), 0, "%s", err);
+    cr_log_info("top-1 of the export lowered: %lld of 10000", (long long)lcorrect);
+    cr_assert_geq(lcorrect, 9220 - 50, "%lld", (long long)lcorrect);
+    qrl_quantized_free(lq);
+    /* its float graph (the pairs removed) is a model of its own, with no pairs left */
+    cr_assert_eq(qrl_model_lower_qdq(e, NULL, stderr, &lq, err, sizeof err), 0, "%s", err);
+    cr_assert_null(lq);
     qrl_model_free(e);
+    /* a float model has none */
+    cr_assert_eq(qrl_model_lower_qdq(m, NULL, stderr, &lq, err, sizeof err), 0, "%s", err);
+    cr_assert_null(lq);
 
     qrl_quantized_free(q);
     qrl_recipe_free(r);
     qrl_model_free(m);
-    qr_tensor_free(&kx);
-    qr_tensor_free(&ky);
-    qr_tensor_free(&kc);
+    qrl_tensor_free(&x);
+    qrl_tensor_free(&y);
+    qrl_tensor_free(&c);
 }
 
 /* A recipe with an error: the call fails, and diag gets exactly what `qrl check` prints (the golden file). */
@@ -138,4 +196,248 @@ Test(api, recipe_errors_are_diagnostics)
     fclose(f);
     cr_assert_str_eq(text, want);
     free(text);
+}
+
+/* Runs a Python script (numpy, onnx) in dir; its output into a fresh string the caller frees. */
+static char *python(const char *script)
+{
+    char path[600], cmd[1400], *log;
+    snprintf(path, sizeof path, "%s/script.py", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(script, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 script.py", dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    return log;
+}
+
+/* A model of two named inputs and two outputs, y = Relu(a @ b) and z = a + a, with its inputs
+ * as .npy files and numpy's outputs (the oracle) in dir. */
+static const char small_model[] =
+    "import numpy as np, onnx\n"
+    "from onnx import helper as h, TensorProto as T\n"
+    "g = h.make_graph([h.make_node('MatMul', ['a', 'b'], ['m']), h.make_node('Relu', ['m'], ['y']),\n"
+    "                  h.make_node('Add', ['a', 'a'], ['z'])], 'small',\n"
+    "    [h.make_tensor_value_info('a', T.FLOAT, ['N', 3]), h.make_tensor_value_info('b', T.FLOAT, [3, 4])],\n"
+    "    [h.make_tensor_value_info('y', T.FLOAT, ['N', 4]), h.make_tensor_value_info('z', T.FLOAT, ['N', 3])])\n"
+    "onnx.save(h.make_model(g, opset_imports=[h.make_opsetid('', 13)]), 'small.onnx')\n"
+    "r = np.random.default_rng(7)\n"
+    "a = r.standard_normal((2, 3)).astype(np.float32); b = r.standard_normal((3, 4)).astype(np.float32)\n"
+    "np.save('a.npy', a); np.save('b.npy', b)\n"
+    "np.save('y_ref.npy', np.maximum(a @ b, 0)); np.save('z_ref.npy', a + a)\n";
+
+/* Inputs read from files by name and in order, the run's outputs written as .npy and compared by
+ * numpy with its own results; the profile counts the MatMul's 2*3*4 multiply-accumulates. */
+Test(api, inputs_from_files_run_and_outputs_to_npy)
+{
+    free(python(small_model));
+    char err[1024] = "", p[700], a[700], b[700];
+    qrl_model *m;
+    snprintf(p, sizeof p, "%s/small.onnx", dir);
+    cr_assert_eq(qrl_model_load(p, 1, &m, err, sizeof err), 0, "%s", err);
+    qrl_value_info vi;
+    cr_assert_eq(qrl_value_get(m, "a", &vi), 0);
+    cr_assert_eq(vi.dims[0], -1);
+    cr_assert_str_eq(vi.dim_param[0], "N");
+    cr_assert_null(vi.dim_param[1]);
+
+    /* b by name, a as the next unbound input */
+    snprintf(a, sizeof a, "%s/a.npy", dir);
+    snprintf(b, sizeof b, "b=%s/b.npy", dir);
+    char *specs[] = {b, a};
+    qrl_tensor in[2] = {{0}}, out[2] = {{0}};
+    cr_assert_eq(qrl_model_read_inputs(m, "small.onnx", "-i", 2, specs, 0, in, err, sizeof err), 0, "%s", err);
+    char tb[64];
+    cr_assert_str_eq(qrl_tensor_type_str(&in[0], tb, sizeof tb), "f32[2,3]");
+    cr_assert_str_eq(qrl_tensor_type_str(&in[1], tb, sizeof tb), "f32[3,4]");
+
+    cr_assert_eq(qrl_model_configure(m, 2, QRL_RUN_PROFILE, err, sizeof err), 0, "%s", err);
+    for (int r = 0; r < 3; r++) {
+        if (r) /* the last run's outputs are kept */
+            for (int j = 0; j < 2; j++)
+                qrl_tensor_free(&out[j]);
+        cr_assert_eq(qrl_model_run(m, in, out, err, sizeof err), 0, "%s", err);
+    }
+    int matmul = -1;
+    for (int i = 0; i < qrl_model_num_nodes(m); i++)
+        if (!strcmp(qrl_node_op(m, i), "MatMul"))
+            matmul = i;
+    qrl_node_profile np;
+    cr_assert_eq(qrl_model_profile(m, matmul, &np), 0);
+    cr_assert_eq(np.runs, 3);
+    cr_assert_float_eq(np.macs, 3 * 2 * 3 * 4, 1e-9, "%g MACs over 3 runs", np.macs);
+    qrl_model_profile_reset(m);
+    cr_assert_eq(qrl_model_profile(m, matmul, &np), 0);
+    cr_assert_eq(np.runs, 0);
+    cr_assert_neq(qrl_model_profile(m, qrl_model_num_nodes(m), &np), 0);
+    qrl_run_stats st;
+    qrl_model_stats(m, &st);
+    cr_assert_eq(st.dynamic, 0);
+    cr_assert(st.sum_bytes >= 2 * 4 * sizeof(float) && st.arena_bytes <= st.sum_bytes, "arena %zu, sum %zu",
+              st.arena_bytes, st.sum_bytes);
+
+    char sub[700];
+    snprintf(sub, sizeof sub, "%s/out/a/b", dir);
+    cr_assert_eq(qrl_make_dirs(sub, err, sizeof err), 0, "%s", err);
+    for (int j = 0; j < 2; j++) {
+        snprintf(p, sizeof p, "%s/%s.npy", sub, qrl_model_output(m, j));
+        cr_assert_eq(qrl_tensor_write_npy(p, &out[j], err, sizeof err), 0, "%s", err);
+    }
+    free(python("import numpy as np\n"
+                "for n in 'yz':\n"
+                "    got, ref = np.load('out/a/b/%s.npy' % n), np.load('%s_ref.npy' % n)\n"
+                "    assert got.dtype == ref.dtype and got.shape == ref.shape, (n, got.dtype, got.shape)\n"
+                "    assert np.allclose(got, ref, rtol=1e-6, atol=1e-6), (n, got, ref)\n"));
+    /* and read back through the API */
+    qrl_tensor back;
+    cr_assert_eq(qrl_tensor_read_npy(p, &back, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(back.dtype, 1);
+    cr_assert_eq(memcmp(back.data, out[1].data, 2 * 3 * sizeof(float)), 0);
+    qrl_tensor_free(&back);
+    for (int j = 0; j < 2; j++) {
+        qrl_tensor_free(&in[j]);
+        qrl_tensor_free(&out[j]);
+    }
+    qrl_model_free(m);
+}
+
+/* Each way of binding input files wrongly has its own message; nothing is left in the inputs. */
+Test(api, input_file_errors)
+{
+    free(python(small_model));
+    char err[1024] = "", p[700], a[700], b[700], na[700], nb[700], nx[700];
+    qrl_model *m;
+    snprintf(p, sizeof p, "%s/small.onnx", dir);
+    cr_assert_eq(qrl_model_load(p, 0, &m, err, sizeof err), 0, "%s", err);
+    snprintf(a, sizeof a, "%s/a.npy", dir);
+    snprintf(b, sizeof b, "%s/b.npy", dir);
+    snprintf(na, sizeof na, "a=%s/a.npy", dir);
+    snprintf(nb, sizeof nb, "b=%s/a.npy", dir);
+    snprintf(nx, sizeof nx, "x=%s/a.npy", dir);
+    qrl_tensor in[2] = {{0}};
+    char *missing[] = {a}, *twice[] = {na, na}, *unknown[] = {nx}, *three[] = {a, b, a}, *wrong[] = {nb};
+    cr_assert_neq(qrl_model_read_inputs(m, "small.onnx", "-i", 1, missing, 0, in, err, sizeof err), 0);
+    cr_assert_str_eq(err, "small.onnx: missing input 'b' (f32[3,4]); pass it with -i b=FILE");
+    cr_assert_null(in[0].data);
+    cr_assert_neq(qrl_model_read_inputs(m, "small.onnx", "-i", 2, twice, 0, in, err, sizeof err), 0);
+    cr_assert_str_eq(err, "input 'a' is given twice");
+    cr_assert_neq(qrl_model_read_inputs(m, "small.onnx", "--data", 1, unknown, 1, in, err, sizeof err), 0);
+    cr_assert_str_eq(err, "small.onnx: the model has no input named 'x'");
+    cr_assert_neq(qrl_model_read_inputs(m, "small.onnx", "-i", 3, three, 0, in, err, sizeof err), 0);
+    cr_assert_str_eq(err, "small.onnx: more input files than graph inputs (2)");
+    cr_assert_neq(qrl_model_read_inputs(m, "small.onnx", "-i", 1, wrong, 0, in, err, sizeof err), 0);
+    cr_assert(strstr(err, "a.npy does not fit small.onnx: "), "%s", err);
+    cr_assert_null(in[0].data);
+    cr_assert_null(in[1].data);
+    qrl_model_free(m);
+}
+
+/* Tensors made by the caller: the bytes of an i8 tensor set through the API, and its type. */
+Test(api, tensor_alloc_set_and_type)
+{
+    char err[256], tb[64];
+    qrl_tensor t = {.dtype = 3, .ndim = 2, .dims = {2, 3}};
+    cr_assert_eq(qrl_tensor_alloc(&t, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(qrl_tensor_numel(&t), 6);
+    for (int64_t i = 0; i < 6; i++)
+        qrl_tensor_set_f64(&t, i, (double)(i * 10 - 20));
+    const int8_t want[6] = {-20, -10, 0, 10, 20, 30};
+    cr_assert_eq(memcmp(t.data, want, 6), 0);
+    cr_assert_str_eq(qrl_tensor_type_str(&t, tb, sizeof tb), "i8[2,3]");
+    qrl_tensor_free(&t);
+    cr_assert(qrl_dtype_is_float(1) && qrl_dtype_is_float(11) && !qrl_dtype_is_float(3));
+    cr_assert(qrl_dtype_is_int(3) && qrl_dtype_is_int(7) && !qrl_dtype_is_int(9) && !qrl_dtype_is_int(1));
+    qrl_tensor bad = {.dtype = 1, .ndim = QRL_MAX_DIMS + 1};
+    cr_assert_neq(qrl_tensor_alloc(&bad, err, sizeof err), 0);
+}
+
+/* An output is seen under its name only once committed; an aborted one leaves nothing in the folder. */
+Test(api, outputs_are_atomic)
+{
+    char err[512], p[700];
+    snprintf(p, sizeof p, "%s/o/x.json", dir);
+    qrl_output *o;
+    cr_assert_neq(qrl_output_open(p, &o, err, sizeof err), 0, "a missing folder");
+    snprintf(p, sizeof p, "%s/x.json", dir);
+    cr_assert_eq(qrl_output_open(p, &o, err, sizeof err), 0, "%s", err);
+    fputs("{\"a\": 1}\n", qrl_output_stream(o));
+    cr_assert(!tu_file_exists(p));
+    cr_assert_eq(qrl_output_commit(o, err, sizeof err), 0, "%s", err);
+    char *text = tu_slurp(p);
+    cr_assert_str_eq(text, "{\"a\": 1}\n");
+    free(text);
+    snprintf(p, sizeof p, "%s/y.json", dir);
+    cr_assert_eq(qrl_output_open(p, &o, err, sizeof err), 0, "%s", err);
+    fputs("partial", qrl_output_stream(o));
+    qrl_output_abort(o);
+    cr_assert(!tu_file_exists(p));
+    cr_assert_eq(tu_count_files(dir), 1, "x.json only: no temporary file is left");
+}
+
+/* qrl_model_dump prints the reviewed golden dump of the bundled CNN (as `qrl dump` does). */
+Test(api, dump_is_the_golden_text)
+{
+    char err[512], *text = NULL;
+    size_t len = 0;
+    qrl_model *m;
+    cr_assert_eq(qrl_model_load("examples/fmnist/fmnist_cnn.onnx", 0, &m, err, sizeof err), 0, "%s", err);
+    FILE *f = open_memstream(&text, &len);
+    qrl_model_dump(m, f);
+    fclose(f);
+    char *want = tu_slurp("tests/golden/fmnist_cnn.dump");
+    cr_assert_str_eq(text, want);
+    free(want);
+    free(text);
+    qrl_model_free(m);
+}
+
+/* qrl_recipe_check: a clean recipe counts its files (the recipe and what its imports reach, found by
+ * python from the import lines) and no errors; the golden recipe's syntax tree is the reviewed
+ * tests/golden/sketch.ast; a recipe with an error counts it and prints the golden diagnostics. */
+Test(api, recipe_check)
+{
+    char err[512] = "", *log;
+    qrl_check_stats st;
+    setenv("QRL_STDLIB", "stdlib", 1);
+    cr_assert_eq(qrl_recipe_check("recipes/int8.qrl", QRL_RECIPE_NO_CACHE, NULL, NULL, &st, err, sizeof err), 0, "%s",
+                 err);
+    cr_assert_eq(st.errors, 0);
+    cr_assert_eq(tu_run("/usr/bin/python3 -c \"import re, os\n"
+                        "seen = set()\n"
+                        "def walk(p):\n"
+                        "    p = os.path.normpath(p)\n"
+                        "    if p in seen: return\n"
+                        "    seen.add(p)\n"
+                        "    for m in re.finditer(r'^\\s*import\\s+\\\"([^\\\"]+)\\\"', open(p).read(), re.M):\n"
+                        "        q = os.path.join(os.path.dirname(p), m.group(1))\n"
+                        "        walk(q if os.path.exists(q) else os.path.join('stdlib', m.group(1)))\n"
+                        "walk('recipes/int8.qrl'); print(len(seen))\"",
+                        &log),
+                 0, "%s", log);
+    cr_assert_eq(st.files, atoi(log), "%d files, python found %s", st.files, log);
+    free(log);
+    cr_assert_neq(st.cache_hit, 1, "no cache: nothing loaded from it");
+    cr_assert(st.nparts >= 1 && st.nparts <= QRL_CHECK_MAX_PARTS, "%d", st.nparts);
+    cr_assert(st.parse_ms >= 0 && st.check_ms >= 0 && st.lex_ms >= 0);
+
+    char *ast = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&ast, &len);
+    cr_assert_eq(qrl_recipe_check("tests/golden/sketch.qrl", 0, NULL, f, &st, err, sizeof err), 0, "%s", err);
+    fclose(f);
+    char *want = tu_slurp("tests/golden/sketch.ast");
+    cr_assert_str_eq(ast, want);
+    free(want);
+    free(ast);
+
+    char *diag = NULL;
+    f = open_memstream(&diag, &len);
+    cr_assert_eq(qrl_recipe_check("tests/diag/check_affine_without_output.qrl", 0, f, NULL, &st, err, sizeof err), 0);
+    fclose(f);
+    cr_assert_eq(st.errors, 1);
+    want = tu_slurp("tests/diag/check_affine_without_output.expected");
+    cr_assert_str_eq(diag, want);
+    free(want);
+    free(diag);
 }
