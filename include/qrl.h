@@ -1,7 +1,10 @@
-/* libqrl — the public C API.
+/* libqrl — the public C API, and all the `qrl` command uses (cli/ is built
+ * with include/ alone).
  *
- * Load an ONNX model, run it, and walk its graph: every value's type, shape
- * and (for quantized graphs) quantization parameters. Handles are opaque;
+ * Load an ONNX model, run it (profiled if asked, on inputs read from files),
+ * and walk its graph: every value's type, shape and (for quantized graphs)
+ * quantization parameters; check and compile recipes, quantize a model with
+ * one and write what it made; lower a QDQ model's pairs. Handles are opaque;
  * element types use ONNX TensorProto.DataType codes (1 = float32, 2 = uint8,
  * 3 = int8, 6 = int32, 7 = int64, 9 = bool, 11 = float64, ...), so the API
  * stays stable while the runtime's internals change.
@@ -118,6 +121,13 @@ void qrl_model_dump(const qrl_model *m, FILE *f);
 int qrl_model_read_inputs(const qrl_model *m, const char *label, const char *option, int n, char *const *specs,
                           int samples, qrl_tensor *inputs, char *err, size_t errlen);
 
+/* Top-1 accuracy of a classifier: m's first output ([batch, classes], float)
+ * over data (one tensor per model input, samples along the first dimension),
+ * run in batches of `batch` samples (0: 100), against labels (one integer
+ * class per sample). *correct: how many samples' largest output is their label. */
+int qrl_model_eval_top1(qrl_model *m, const qrl_tensor *data, const qrl_tensor *labels, int batch, int64_t *correct,
+                        char *err, size_t errlen);
+
 /* ---- Tensors and files ---- */
 
 /* A .npy file (f32 f64 f16 i8 u8 i16 u16 i32 u32 i64 u64 bool, C order) into t; free with
@@ -152,13 +162,6 @@ void qrl_cleanup_on_signals(void);
  * run is planned; the seconds one call of recipe code may run (0: no limit; default 60). */
 void qrl_set_max_memory(size_t bytes);
 void qrl_set_recipe_time_limit(double seconds);
-
-/* Top-1 accuracy of a classifier: m's first output ([batch, classes], float)
- * over data (one tensor per model input, samples along the first dimension),
- * run in batches of `batch` samples (0: 100), against labels (one integer
- * class per sample). *correct: how many samples' largest output is their label. */
-int qrl_model_eval_top1(qrl_model *m, const qrl_tensor *data, const qrl_tensor *labels, int batch, int64_t *correct,
-                        char *err, size_t errlen);
 
 /* ---- Recipes and quantization ---- */
 
