@@ -157,9 +157,12 @@ int qrl_model_lower_qdq(qrl_model *m, const char *recipe, FILE *diag, qrl_quanti
     *out = NULL;
     if (!qr_qdq_strip(m->g))
         return 0; /* nothing quantized with QuantizeLinear/DequantizeLinear pairs */
-    /* the graph changed under the executor */
-    if (qr_api_model_exec(m, &e) != QR_OK)
+    /* the graph changed under the executor: one of the old graph must not run it */
+    if (qr_api_model_exec(m, m->threads, m->profile, &e) != QR_OK) {
+        qr_exec_free(m->x);
+        m->x = NULL;
         return qr_api_fail(&e, err, errlen);
+    }
     if (!recipe) {
         char *stdlib = qc_default_stdlib();
         snprintf(buf, sizeof buf, "%s/qdq.qrl", stdlib ? stdlib : "stdlib");

@@ -238,7 +238,7 @@ const char *qrl_quantized_note(const qrl_quantized *q, int i);
  * party's) on integers: m becomes its float graph, in place, and *out the integer graph that the
  * recipe's patterns and affine rules lower it to with the file's qparams (qrl_quantized_model runs
  * it). recipe: NULL for the standard library's qdq.qrl; its diagnostics are printed to diag. *out
- * is NULL (and m unchanged) when m has no such pairs. */
+ * is NULL (and m unchanged) when m has no such pairs. After a failure m may be its float graph. */
 int qrl_model_lower_qdq(qrl_model *m, const char *recipe, FILE *diag, qrl_quantized **out, char *err, size_t errlen);
 
 /* Checks a recipe file as `qrl check` does: parses and checks it with its imports, and when it is

@@ -30,9 +30,8 @@ qr_status qr_api_model_wrap(qr_graph *g, void *kernel_user, int threads, qrl_mod
     if (!m)
         return qr_errorf(e, "out of memory");
     m->g = g;
-    m->threads = threads;
     m->kernel_user = kernel_user;
-    if (qr_api_model_exec(m, e) != QR_OK) {
+    if (qr_api_model_exec(m, threads, 0, e) != QR_OK) {
         free(m);
         return QR_ERR;
     }
@@ -49,12 +48,17 @@ void qr_api_model_unwrap(qrl_model *m)
     free(m);
 }
 
-qr_status qr_api_model_exec(qrl_model *m, qr_error *e)
+qr_status qr_api_model_exec(qrl_model *m, int threads, int profile, qr_error *e)
 {
+    qr_exec *x;
+    qr_exec_opts o = {.threads = threads, .kernel_user = m->kernel_user, .profile = profile};
+    if (qr_exec_new(m->g, &o, &x, e) != QR_OK)
+        return QR_ERR; /* m->x stays as it was */
     qr_exec_free(m->x);
-    m->x = NULL;
-    qr_exec_opts o = {.threads = m->threads, .kernel_user = m->kernel_user, .profile = m->profile};
-    return qr_exec_new(m->g, &o, &m->x, e);
+    m->x = x;
+    m->threads = threads;
+    m->profile = profile;
+    return QR_OK;
 }
 
 const char *qrl_version(void) { return QRL_VERSION; }
@@ -68,7 +72,6 @@ int qrl_model_load(const char *path, int threads, qrl_model **out, char *err, si
         qr_errorf(&e, "out of memory");
         return fail(&e, err, errlen);
     }
-    m->threads = threads;
     if (!(m->path = strdup(path))) {
         qr_errorf(&e, "out of memory");
         goto bad;
@@ -79,7 +82,7 @@ int qrl_model_load(const char *path, int threads, qrl_model **out, char *err, si
         qr_error_prefix(&e, "%s", path);
         goto bad;
     }
-    if (qr_api_model_exec(m, &e) != QR_OK)
+    if (qr_api_model_exec(m, threads, 0, &e) != QR_OK)
         goto bad;
     *out = m;
     return 0;
@@ -134,6 +137,10 @@ int qrl_model_run(qrl_model *m, const qrl_tensor *inputs, qrl_tensor *outputs, c
 {
     qr_error e;
     int ni = m->g->n_inputs, no = m->g->n_outputs;
+    if (!m->x) {
+        qr_errorf(&e, "the model cannot run: its executor could not be made");
+        return fail(&e, err, errlen);
+    }
     qr_tensor *in = calloc((size_t)ni + 1, sizeof *in), *out = calloc((size_t)no + 1, sizeof *out);
     int rc = 0;
     if (!in || !out) {
@@ -334,6 +341,8 @@ int qrl_model_eval_top1(qrl_model *m, const qrl_tensor *data, const qrl_tensor *
     }
     if (st == QR_OK && ni < 1)
         st = qr_errorf(&e, "the model has no input");
+    if (st == QR_OK && !m->x)
+        st = qr_errorf(&e, "the model cannot run: its executor could not be made");
     if (st == QR_OK)
         st = qr_api_top1(m->x, m->g, x, &y, batch > 0 ? batch : 100, correct, &e);
     free(x);
@@ -345,15 +354,14 @@ _Static_assert(QRL_MAX_DIMS == QR_MAX_DIMS, "qrl_tensor and qr_tensor have the s
 int qrl_model_configure(qrl_model *m, int threads, int flags, char *err, size_t errlen)
 {
     qr_error e;
-    m->threads = threads;
-    m->profile = (flags & QRL_RUN_PROFILE) != 0;
-    return qr_api_model_exec(m, &e) == QR_OK ? 0 : fail(&e, err, errlen);
+    return qr_api_model_exec(m, threads, (flags & QRL_RUN_PROFILE) != 0, &e) == QR_OK ? 0 : fail(&e, err, errlen);
 }
 
 void qrl_model_stats(const qrl_model *m, qrl_run_stats *out)
 {
-    qr_exec_stats st;
-    qr_exec_get_stats(m->x, &st);
+    qr_exec_stats st = {0};
+    if (m->x)
+        qr_exec_get_stats(m->x, &st);
     *out = (qrl_run_stats){.arena_bytes = st.arena_bytes, .sum_bytes = st.sum_bytes, .peak_bytes = st.peak_bytes,
                            .dynamic = st.dynamic, .work_bytes = st.work_bytes};
 }
@@ -369,7 +377,8 @@ int qrl_model_profile(const qrl_model *m, int node, qrl_node_profile *out)
 
 void qrl_model_profile_reset(qrl_model *m)
 {
-    qr_exec_profile_reset(m->x);
+    if (m->x)
+        qr_exec_profile_reset(m->x);
 }
 
 void qrl_model_dump(const qrl_model *m, FILE *f)

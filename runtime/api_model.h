@@ -21,8 +21,9 @@ struct qrl_model {
     int borrowed; /* g and the handle belong to another object (qrl_quantized_model): qrl_model_free leaves them */
 };
 
-/* (Re)makes m->x over m->g with m's threads, profile and kernel_user (after either changed, or g did). */
-qr_status qr_api_model_exec(qrl_model *m, qr_error *e);
+/* Makes m->x again over m->g (after g changed, or to run otherwise), with kernel_user; on failure
+ * the executor it had stays. */
+qr_status qr_api_model_exec(qrl_model *m, int threads, int profile, qr_error *e);
 /* A runtime tensor as the caller's: dtype as its ONNX code, the data handed over (b's, not copied). */
 void qr_api_tensor_out(const qr_tensor *a, qrl_tensor *b);
 
