@@ -280,7 +280,9 @@ static qr_status top1_batch(const qr_tensor *o, const qr_tensor *y, int64_t s, i
     return QR_OK;
 }
 
-qr_status qr_api_top1(qr_exec *ex, const qr_graph *g, const qr_tensor *x, const qr_tensor *y, int batch,
+/* Top-1 of g's first output over x (samples along dim 0, one tensor per input) against labels y, run
+ * by ex in batches. */
+static qr_status top1(qr_exec *ex, const qr_graph *g, const qr_tensor *x, const qr_tensor *y, int batch,
                       int64_t *correct, qr_error *e)
 {
     qr_tensor *out = calloc((size_t)g->n_outputs + 1, sizeof *out), *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
@@ -344,7 +346,7 @@ int qrl_model_eval_top1(qrl_model *m, const qrl_tensor *data, const qrl_tensor *
     if (st == QR_OK && !m->x)
         st = qr_errorf(&e, "the model cannot run: its executor could not be made");
     if (st == QR_OK)
-        st = qr_api_top1(m->x, m->g, x, &y, batch > 0 ? batch : 100, correct, &e);
+        st = top1(m->x, m->g, x, &y, batch > 0 ? batch : 100, correct, &e);
     free(x);
     return st == QR_OK ? 0 : fail(&e, err, errlen);
 }

@@ -33,10 +33,6 @@ qr_status qr_api_model_wrap(qr_graph *g, void *kernel_user, int threads, qrl_mod
 void qr_api_model_unwrap(qrl_model *m);
 /* The runtime's view of a caller's tensor (the data stays the caller's). */
 void qr_api_tensor_in(const qrl_tensor *a, qr_tensor *b);
-/* Top-1 of g's first output over x (samples along dim 0, one tensor per input) against labels y, run
- * by ex in batches: qrl_model_eval_top1's loop. */
-qr_status qr_api_top1(qr_exec *ex, const qr_graph *g, const qr_tensor *x, const qr_tensor *y, int batch,
-                      int64_t *correct, qr_error *e);
 /* Copies e's message into err[0..n) and returns 1 (what every failing API call returns). */
 int qr_api_fail(const qr_error *e, char *err, size_t n);
 
