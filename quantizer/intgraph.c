@@ -325,7 +325,9 @@ static qr_value *scalar_const(builder *b, const char *name, qr_dtype t, int64_t 
 
 static qr_node *add_node(builder *b, const char *op, const char *name, int n_in, qr_value *out)
 {
-    qr_node *n = qr_plan_new_node(b->d, op, op[0] == 'Q' && op[1] == 'r' ? "qrl" : "", name, n_in, 1);
+    qr_node *n = out ? qr_plan_new_node(b->d, op, op[0] == 'Q' && op[1] == 'r' ? "qrl" : "", name, n_in, 1) : NULL;
+    if (!n)
+        return NULL; /* out of memory: the graph marked, qr_intgraph_build reports it */
     n->out[0] = out;
     out->producer = n;
     return n;
@@ -363,6 +365,8 @@ static qr_value *table_const(builder *b, const char *name, qr_dtype t, const qr_
     }
     qr_value *c = qr_plan_const(b->d, name, &tab);
     qr_tensor_free(&tab);
+    if (!c)
+        qr_errorf(b->e, "out of memory");
     return c;
 }
 
@@ -372,6 +376,8 @@ static void add_lookup(builder *b, qr_value *x, qr_value *table, qr_value *out)
     char name[512];
     snprintf(name, sizeof name, "lookup_%s", out->name);
     qr_node *n = add_node(b, "QrlLookup", name, 2, out);
+    if (!n)
+        return;
     n->in[0] = x;
     n->in[1] = table;
 }
@@ -384,6 +390,8 @@ static qr_value *requantized(builder *b, qr_value *xi, const qr_slot *xs, const 
     char name[512];
     snprintf(name, sizeof name, "%s_requantized", xi->name);
     qr_value *out = qr_graph_new_value(b->d, name);
+    if (!out)
+        return qr_errorf(b->e, "out of memory"), NULL;
     snprintf(name, sizeof name, "%s_requantize_table", xi->name);
     qr_value *tab = table_const(b, name, b->q->act_dtype, xs, ys, NULL, NULL, NULL);
     if (!tab)
@@ -468,6 +476,8 @@ static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
     int conv = !strcmp(a->op, "Conv");
     snprintf(name, sizeof name, "%s_acc", a->out[0]->name);
     qr_value *acc = qr_graph_new_value(b->d, name);
+    if (!acc)
+        return qr_errorf(b->e, "out of memory"), NULL;
     snprintf(name, sizeof name, "%s_x_zero_point", acc->name);
     qr_value *xz = scalar_const(b, name, q->act_dtype, xs->qp.zero);
     /* weight zero points: one per output channel, or a scalar */
@@ -481,6 +491,8 @@ static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
     qr_tensor_free(&wz);
     snprintf(name, sizeof name, "%s_integer", a->name);
     qr_node *n = add_node(b, conv ? "ConvInteger" : "MatMulInteger", name, 4, acc);
+    if (!n)
+        return qr_errorf(b->e, "out of memory"), NULL;
     n->in[0] = xi;
     n->in[1] = wi;
     n->in[2] = xz;
@@ -810,6 +822,8 @@ static void kernel_node(builder *b, const struct mrec *r, const qr_fn_desc *kd, 
     /* a generic kernel's instance ("qlinear<u8>") names the node by its generic: names stay identifiers */
     snprintf(name, sizeof name, "%s_%.*s_%s", r->p->name, (int)strcspn(kd->name, "<"), kd->name, yi->name);
     qr_node *n = add_node(b, "QrlKernel", name, ka->nin, yi);
+    if (!n)
+        return;
     memcpy(n->in, ka->ins, sizeof *ka->ins * (size_t)ka->nin);
     qr_node_add_attr_i(b->d, n, "call", b->ig->ncalls);
     qr_node_add_attr_i(b->d, n, "to", q->act_dtype);
@@ -985,6 +999,8 @@ static qr_status pad_pool_with_zero(builder *b, qr_node *n, qr_dtype t, int64_t 
         return qr_errorf(b->e, "out of memory");
     snprintf(name, sizeof name, "%s_pad", n->name);
     qr_node *pn = add_node(b, "Pad", name, 3, padded);
+    if (!pn)
+        return qr_errorf(b->e, "out of memory");
     pn->in[0] = n->in[0];
     pn->in[1] = pv;
     pn->in[2] = zv;
@@ -1285,6 +1301,8 @@ static void fuse(builder *b, qr_node *conv, qr_node *n, qr_intcall *c, const qr_
 {
     int nconv = conv->n_in;
     qr_node *f = add_node(b, "QrlConvKernel", n->name, nconv + n->n_in - 1, n->out[0]);
+    if (!f)
+        return; /* out of memory: the graph is marked, qr_intgraph_build reports it */
     for (int j = 0; j < nconv; j++)
         f->in[j] = conv->in[j];
     for (int j = 1; j < n->n_in; j++)
@@ -1358,6 +1376,8 @@ qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph *
             st = lower_affine(&b, i);
     if (st == QR_OK)
         st = fuse_epilogues(&b);
+    if (st == QR_OK)
+        st = qr_graph_check_oom(ig->g, e); /* a node, value or attribute the lowering added did not fit */
     if (st == QR_OK) {
         qr_graph_drop_unused(ig->g); /* DequantizeLinear borders no f32 node needs */
         qr_graph_compact(ig->g);

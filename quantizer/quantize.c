@@ -619,7 +619,8 @@ const qr_op_def qr_ops_quantizer[] = {
 qr_node *qr_plan_new_node(qr_graph *g, const char *op, const char *domain, const char *name, int n_in, int n_out)
 {
     qr_node *n = qr_graph_add_node(g, op, name, n_in, n_out);
-    n->domain = qr_arena_strdup(&g->arena, domain);
+    if (!n || !(n->domain = qr_arena_strdup(&g->arena, domain)))
+        return NULL; /* out of memory: the graph marked */
     n->def = qr_op_find_in(qr_ops_quantizer, domain, op);
     if (!n->def)
         n->def = qr_op_find_in(qr_ops_intgraph, domain, op);
@@ -637,6 +638,8 @@ static qr_value *split_value(qr_graph *g, qr_value *v, const char *suffix, int *
     char name[512];
     snprintf(name, sizeof name, "%s%s", v->name, suffix);
     qr_value *w = qr_graph_new_value(g, name);
+    if (!w)
+        return NULL;
     w->t = v->t;
     w->t.data = NULL;
     if (v->producer) {
@@ -661,7 +664,9 @@ static void insert_simquant(qr_graph *g, qr_value *v, int si)
     qr_value *w = split_value(g, v, "_f32", &input_case);
     char name[512];
     snprintf(name, sizeof name, "simquant_%s", v->name);
-    qr_node *n = qr_plan_new_node(g, "SimQuant", "qrl", name, 1, 1);
+    qr_node *n = w ? qr_plan_new_node(g, "SimQuant", "qrl", name, 1, 1) : NULL;
+    if (!n)
+        return; /* out of memory: the graph marked, build_sim reports it */
     qr_node_add_attr_i(g, n, "slot", si);
     if (input_case) { /* SimQuant(v) -> w; consumers already read w */
         n->in[0] = v;
@@ -678,7 +683,7 @@ qr_value *qr_plan_const(qr_graph *g, const char *name, const qr_tensor *t)
 {
     qr_value *v = qr_graph_new_value(g, name);
     qr_value_set_const(g, v, t);
-    return v;
+    return v && v->is_const ? v : NULL;
 }
 
 /* The QDQ pair on v: Q(v_f32) -> v_quantized -> DQ -> v; returns v_quantized. */
@@ -686,6 +691,8 @@ static qr_value *insert_qdq(qr_graph *g, qr_value *v, const qr_slot *s, qr_dtype
 {
     int input_case;
     qr_value *w = split_value(g, v, "_f32", &input_case);
+    if (!w)
+        return NULL;
     qr_value *src = input_case ? v : w, *dst = input_case ? w : v;
     char name[512];
     float sc = (float)s->qp.scale;
@@ -701,13 +708,15 @@ static qr_value *insert_qdq(qr_graph *g, qr_value *v, const qr_slot *s, qr_dtype
     qr_value *qv = qr_graph_new_value(g, name);
     snprintf(name, sizeof name, "quantize_%s", v->name);
     qr_node *qn = qr_plan_new_node(g, "QuantizeLinear", "", name, 3, 1);
+    snprintf(name, sizeof name, "dequantize_%s", v->name);
+    qr_node *dn = qr_plan_new_node(g, "DequantizeLinear", "", name, 3, 1);
+    if (!scale || !zero || !qv || !qn || !dn)
+        return NULL;
     qn->in[0] = src;
     qn->in[1] = scale;
     qn->in[2] = zero;
     qn->out[0] = qv;
     qv->producer = qn;
-    snprintf(name, sizeof name, "dequantize_%s", v->name);
-    qr_node *dn = qr_plan_new_node(g, "DequantizeLinear", "", name, 3, 1);
     dn->in[0] = qv;
     dn->in[1] = scale;
     dn->in[2] = zero;
@@ -729,11 +738,13 @@ static qr_value *insert_dq_const(qr_graph *g, qr_value *v, const qr_tensor *ints
     qr_tensor tz = {.dtype = zt, .ndim = axis >= 0 ? 1 : 0, .dims = {n}, .data = (void *)zeros};
     snprintf(name, sizeof name, "%s_zero_point", v->name);
     qr_value *zero = qr_plan_const(g, name, &tz);
+    snprintf(name, sizeof name, "dequantize_%s", v->name);
+    qr_node *dn = qr_plan_new_node(g, "DequantizeLinear", "", name, 3, 1);
+    if (!qv || !scale || !zero || !dn)
+        return NULL; /* out of memory: the graph marked, qr_plan_build_qdq reports it */
     /* v becomes the DequantizeLinear output: consumers and name unchanged */
     v->is_const = 0;
     v->t.data = NULL;
-    snprintf(name, sizeof name, "dequantize_%s", v->name);
-    qr_node *dn = qr_plan_new_node(g, "DequantizeLinear", "", name, 3, 1);
     dn->in[0] = qv;
     dn->in[1] = scale;
     dn->in[2] = zero;
@@ -968,6 +979,13 @@ int qr_plan_const_falls_back(const qr_qctx *q, int value)
     return 0;
 }
 
+/* The id of a value insert_qdq or insert_dq_const added, -1 when it did not fit in memory
+ * (the graph is marked and qr_plan_build_qdq fails). */
+static int id_of(const qr_value *v)
+{
+    return v ? v->id : -1;
+}
+
 qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
 {
     const qr_graph *g = q->g;
@@ -982,7 +1000,7 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
         q->qval[i] = -1;
     for (int i = 0; i < q->nslots; i++)
         if (!q->slots[i].fallback)
-            q->qval[q->slots[i].value] = insert_qdq(d, d->values[q->slots[i].value], &q->slots[i], q->act_dtype)->id;
+            q->qval[q->slots[i].value] = id_of(insert_qdq(d, d->values[q->slots[i].value], &q->slots[i], q->act_dtype));
     for (int i = 0; i < q->nw; i++) {
         const qr_wquant *w = &q->w[i];
         if (qr_plan_const_falls_back(q, w->value))
@@ -1005,7 +1023,7 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
         for (int c = 0; zeros && c < w->nch; c++)
             qr_set_i64(zeros, w->dtype, c, w->zero[c]);
         if (zeros)
-            q->qval[w->value] = insert_dq_const(d, d->values[w->value], &ints, w->scale, zeros, w->dtype, w->nch, w->axis)->id;
+            q->qval[w->value] = id_of(insert_dq_const(d, d->values[w->value], &ints, w->scale, zeros, w->dtype, w->nch, w->axis));
         free(zeros);
         qr_tensor_free(&ints);
         res->weights++;
@@ -1037,8 +1055,8 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
         }
         /* per-tensor weights give a per-tensor bias: no axis (per-axis DequantizeLinear needs opset 13) */
         int pc = w->nch > 1;
-        q->qval[b->value] = insert_dq_const(d, d->values[b->value], &ints, scales, zeros, QR_I32, pc ? (int)n : 1,
-                                            pc ? 0 : -1)->id;
+        q->qval[b->value] = id_of(insert_dq_const(d, d->values[b->value], &ints, scales, zeros, QR_I32, pc ? (int)n : 1,
+                                                  pc ? 0 : -1));
         free(scales);
         free(zeros);
         qr_tensor_free(&ints);
@@ -1051,7 +1069,7 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
     }
     for (int i = 0; i < g->n_nodes; i++) /* the clone keeps the original's nodes first, in order */
         orig[i] = d->nodes[i];
-    if (qr_graph_toposort(d, q->e) != QR_OK) {
+    if (qr_graph_check_oom(d, q->e) != QR_OK || qr_graph_toposort(d, q->e) != QR_OK) {
         free(orig);
         qr_error_prefix(q->e, "building the QDQ graph");
         return QR_ERR;
@@ -1128,7 +1146,9 @@ static qr_status build_sim(qr_qctx *q, qr_graph **out)
     for (int i = 0; i < q->nslots; i++)
         if (q->slots[i].kind != SLOT_SAME)
             insert_simquant(sim, sim->values[q->slots[i].value], i);
-    qr_status st = qr_graph_toposort(sim, q->e);
+    qr_status st = qr_graph_check_oom(sim, q->e);
+    if (st == QR_OK)
+        st = qr_graph_toposort(sim, q->e);
     if (st != QR_OK)
         qr_error_prefix(q->e, "building the simulated graph");
     return st;

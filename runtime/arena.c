@@ -1,7 +1,7 @@
 #include "arena.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,10 +14,26 @@ struct qr_arena_chunk {
     _Alignas(ARENA_ALIGN) unsigned char data[];
 };
 
+/* The countdown of qr_arena_fail_nth: atomic, as workers may allocate too. */
+static _Atomic long fail_countdown;
+
+long qr_arena_fail_nth(long n)
+{
+    return atomic_exchange(&fail_countdown, n);
+}
+
+int qr_arena_fail_now(void)
+{
+    if (fail_countdown <= 0)
+        return 0;
+    return --fail_countdown == 0;
+}
+
 void qr_arena_init(qr_arena *a)
 {
     a->head = NULL;
     a->total = 0;
+    a->oom = 0;
 }
 
 void qr_arena_free(qr_arena *a)
@@ -30,12 +46,13 @@ void qr_arena_free(qr_arena *a)
     }
     a->head = NULL;
     a->total = 0;
+    a->oom = 0;
 }
 
 void *qr_arena_try_alloc(qr_arena *a, size_t size)
 {
     size_t need = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
-    if (need < size || need > SIZE_MAX / 2)
+    if (need < size || need > SIZE_MAX / 2 || qr_arena_fail_now())
         return NULL;
     qr_arena_chunk *c = a->head;
     if (!c || c->size - c->used < need) {
@@ -64,10 +81,8 @@ void *qr_arena_try_alloc(qr_arena *a, size_t size)
 void *qr_arena_alloc(qr_arena *a, size_t size)
 {
     void *p = qr_arena_try_alloc(a, size);
-    if (!p) {
-        fprintf(stderr, "qrl: out of memory (%zu bytes)\n", size);
-        abort();
-    }
+    if (!p)
+        a->oom = 1;
     return p;
 }
 
@@ -82,7 +97,7 @@ void *qr_arena_try_memdup(qr_arena *a, const void *p, size_t n)
 void *qr_arena_memdup(qr_arena *a, const void *p, size_t n)
 {
     void *q = qr_arena_alloc(a, n ? n : 1);
-    if (n)
+    if (q && n)
         memcpy(q, p, n);
     return q;
 }
@@ -90,6 +105,8 @@ void *qr_arena_memdup(qr_arena *a, const void *p, size_t n)
 char *qr_arena_strndup(qr_arena *a, const char *s, size_t n)
 {
     char *q = qr_arena_alloc(a, n + 1);
+    if (!q)
+        return NULL;
     if (n) /* s may be NULL for an empty string (protobuf-c's empty bytes) */
         memcpy(q, s, n);
     q[n] = 0;

@@ -4,17 +4,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void *grow(void *p, int *cap, int need, size_t elem)
+/* p with room for need elements; NULL (and the graph marked out of memory, p still valid)
+ * when there is none. */
+static void *grow(qr_graph *g, void *p, int *cap, int need, size_t elem)
 {
     if (need <= *cap)
         return p;
     int c = *cap ? *cap : 16;
     while (c < need)
         c *= 2;
-    void *q = realloc(p, (size_t)c * elem);
+    void *q = qr_arena_fail_now() ? NULL : realloc(p, (size_t)c * elem);
     if (!q) {
-        fprintf(stderr, "qrl: out of memory\n");
-        abort();
+        g->arena.oom = 1;
+        return NULL;
     }
     *cap = c;
     return q;
@@ -28,14 +30,15 @@ static uint64_t hash_str(const char *s)
     return h;
 }
 
-static void index_insert(qr_graph *g, qr_value *v)
+/* 0 (and the graph marked out of memory, the index unchanged) when it cannot grow. */
+static int index_insert(qr_graph *g, qr_value *v)
 {
     if ((g->n_values + 1) * 2 > g->index_cap) {
         int cap = g->index_cap ? g->index_cap * 2 : 64;
-        qr_value **idx = calloc((size_t)cap, sizeof *idx);
+        qr_value **idx = qr_arena_fail_now() ? NULL : calloc((size_t)cap, sizeof *idx);
         if (!idx) {
-            fprintf(stderr, "qrl: out of memory\n");
-            abort();
+            g->arena.oom = 1;
+            return 0;
         }
         for (int i = 0; i < g->index_cap; i++) {
             qr_value *w = g->index[i];
@@ -54,6 +57,7 @@ static void index_insert(qr_graph *g, qr_value *v)
     while (g->index[h])
         h = (h + 1) & (size_t)(g->index_cap - 1);
     g->index[h] = v;
+    return 1;
 }
 
 qr_graph *qr_graph_new(void)
@@ -65,6 +69,16 @@ qr_graph *qr_graph_new(void)
     g->name = "";
     g->producer = "";
     return g;
+}
+
+int qr_graph_oom(const qr_graph *g)
+{
+    return g->arena.oom;
+}
+
+qr_status qr_graph_check_oom(const qr_graph *g, qr_error *e)
+{
+    return g->arena.oom ? qr_errorf(e, "out of memory") : QR_OK;
 }
 
 void qr_graph_free(qr_graph *g)
@@ -103,11 +117,16 @@ qr_value *qr_graph_new_value(qr_graph *g, const char *name)
         name = buf;
     }
     qr_value *v = qr_arena_alloc(&g->arena, sizeof *v);
-    v->name = qr_arena_strdup(&g->arena, name);
+    if (!v || !(v->name = qr_arena_strdup(&g->arena, name)))
+        return NULL;
     v->t.ndim = -1;
     v->id = g->n_values;
-    index_insert(g, v);
-    g->values = grow(g->values, &g->cap_values, g->n_values + 1, sizeof *g->values);
+    qr_value **values = grow(g, g->values, &g->cap_values, g->n_values + 1, sizeof *g->values);
+    if (!values)
+        return NULL;
+    g->values = values;
+    if (!index_insert(g, v))
+        return NULL;
     g->values[g->n_values++] = v;
     return v;
 }
@@ -115,6 +134,8 @@ qr_value *qr_graph_new_value(qr_graph *g, const char *name)
 qr_node *qr_graph_add_node(qr_graph *g, const char *op, const char *name, int n_in, int n_out)
 {
     qr_node *n = qr_arena_alloc(&g->arena, sizeof *n);
+    if (!n)
+        return NULL;
     n->op = qr_arena_strdup(&g->arena, op);
     n->name = qr_arena_strdup(&g->arena, name ? name : "");
     n->domain = "";
@@ -124,7 +145,11 @@ qr_node *qr_graph_add_node(qr_graph *g, const char *op, const char *name, int n_
     n->in = qr_arena_alloc(&g->arena, sizeof *n->in * (size_t)(n_in ? n_in : 1));
     n->out = qr_arena_alloc(&g->arena, sizeof *n->out * (size_t)(n_out ? n_out : 1));
     n->id = g->n_nodes;
-    g->nodes = grow(g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes);
+    qr_node **nodes = n->op && n->name && n->in && n->out
+                          ? grow(g, g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes) : NULL;
+    if (!nodes)
+        return NULL;
+    g->nodes = nodes;
     g->nodes[g->n_nodes++] = n;
     return n;
 }
@@ -144,8 +169,11 @@ qr_status qr_value_try_set_const(qr_graph *g, qr_value *v, const qr_tensor *t, q
 
 void qr_value_set_const(qr_graph *g, qr_value *v, const qr_tensor *t)
 {
+    void *data = v ? qr_arena_memdup(&g->arena, t->data, qr_tensor_nbytes(t)) : NULL;
+    if (!data)
+        return; /* out of memory: v (if any) unchanged, the graph marked */
     v->t = *t;
-    v->t.data = qr_arena_memdup(&g->arena, t->data, qr_tensor_nbytes(t));
+    v->t.data = data;
     v->is_const = 1;
     v->producer = NULL;
 }
@@ -518,27 +546,36 @@ qr_value *qr_node_input(const qr_node *n, int i)
     return i < n->n_in ? n->in[i] : NULL;
 }
 
+/* Copies a into n's attributes; on out-of-memory n is left as it was (the graph marked). */
 static void add_attr(qr_graph *g, qr_node *n, const qr_attr *a)
 {
-    qr_attr *v = qr_arena_alloc(&g->arena, sizeof *v * (size_t)(n->n_attr + 1));
+    qr_arena *ar = &g->arena;
+    if (!n)
+        return;
+    qr_attr *v = qr_arena_alloc(ar, sizeof *v * (size_t)(n->n_attr + 1));
+    if (!v)
+        return;
     if (n->n_attr)
         memcpy(v, n->attr, sizeof *v * (size_t)n->n_attr);
     qr_attr *c = &v[n->n_attr];
     *c = *a;
-    c->name = qr_arena_strdup(&g->arena, a->name);
+    int ok = (c->name = qr_arena_strdup(ar, a->name)) != NULL;
     if (a->s)
-        c->s = qr_arena_strdup(&g->arena, a->s);
+        ok &= (c->s = qr_arena_strdup(ar, a->s)) != NULL;
     if (a->ints)
-        c->ints = qr_arena_memdup(&g->arena, a->ints, sizeof *a->ints * (size_t)a->n);
+        ok &= (c->ints = qr_arena_memdup(ar, a->ints, sizeof *a->ints * (size_t)a->n)) != NULL;
     if (a->floats)
-        c->floats = qr_arena_memdup(&g->arena, a->floats, sizeof *a->floats * (size_t)a->n);
+        ok &= (c->floats = qr_arena_memdup(ar, a->floats, sizeof *a->floats * (size_t)a->n)) != NULL;
     if (a->strs) {
-        c->strs = qr_arena_alloc(&g->arena, sizeof *c->strs * (size_t)(a->n ? a->n : 1));
-        for (int i = 0; i < a->n; i++)
-            c->strs[i] = qr_arena_strdup(&g->arena, a->strs[i]);
+        c->strs = qr_arena_alloc(ar, sizeof *c->strs * (size_t)(a->n ? a->n : 1));
+        ok &= c->strs != NULL;
+        for (int i = 0; ok && i < a->n; i++)
+            ok &= (c->strs[i] = qr_arena_strdup(ar, a->strs[i])) != NULL;
     }
     if (a->kind == QR_ATTR_TENSOR && a->t.data)
-        c->t.data = qr_arena_memdup(&g->arena, a->t.data, qr_tensor_nbytes(&a->t));
+        ok &= (c->t.data = qr_arena_memdup(ar, a->t.data, qr_tensor_nbytes(&a->t))) != NULL;
+    if (!ok)
+        return;
     n->attr = v;
     n->n_attr++;
 }
@@ -576,23 +613,24 @@ qr_graph *qr_graph_clone(const qr_graph *g)
     c->name = qr_arena_strdup(&c->arena, g->name ? g->name : "");
     c->producer = qr_arena_strdup(&c->arena, g->producer ? g->producer : "");
     qr_value **map = calloc((size_t)g->n_values + 1, sizeof *map);
-    if (!map) {
+    if (!map || !c->name || !c->producer) {
+        free(map);
         qr_graph_free(c);
         return NULL;
     }
     for (int i = 0; i < g->n_values; i++) {
         const qr_value *v = g->values[i];
         qr_value *w = qr_graph_new_value(c, v->name);
+        if (!w)
+            goto oom;
         w->t = v->t;
         w->t.data = NULL;
         qr_error e;
-        if (v->is_const && qr_value_try_set_const(c, w, &v->t, &e) != QR_OK) {
-            free(map);
-            qr_graph_free(c);
-            return NULL;
-        }
+        if (v->is_const && qr_value_try_set_const(c, w, &v->t, &e) != QR_OK)
+            goto oom;
         for (int d = 0; d < QR_MAX_DIMS; d++)
-            w->dim_param[d] = v->dim_param[d] ? qr_arena_strdup(&c->arena, v->dim_param[d]) : NULL;
+            if (v->dim_param[d] && !(w->dim_param[d] = qr_arena_strdup(&c->arena, v->dim_param[d])))
+                goto oom;
         w->is_input = v->is_input;
         w->is_output = v->is_output;
         map[v->id] = w;
@@ -600,7 +638,8 @@ qr_graph *qr_graph_clone(const qr_graph *g)
     for (int i = 0; i < g->n_nodes; i++) {
         const qr_node *n = g->nodes[i];
         qr_node *m = qr_graph_add_node(c, n->op, n->name, n->n_in, n->n_out);
-        m->domain = qr_arena_strdup(&c->arena, n->domain);
+        if (!m || !(m->domain = qr_arena_strdup(&c->arena, n->domain)))
+            goto oom;
         m->opset = n->opset;
         m->def = n->def;
         m->dead = n->dead;
@@ -615,15 +654,21 @@ qr_graph *qr_graph_clone(const qr_graph *g)
             add_attr(c, m, &n->attr[k]);
     }
     c->inputs = qr_arena_alloc(&c->arena, sizeof *c->inputs * (size_t)(g->n_inputs + 1));
+    c->outputs = qr_arena_alloc(&c->arena, sizeof *c->outputs * (size_t)(g->n_outputs + 1));
+    if (!c->inputs || !c->outputs || c->arena.oom) /* oom: an attribute did not fit */
+        goto oom;
     for (int i = 0; i < g->n_inputs; i++)
         c->inputs[i] = map[g->inputs[i]->id];
     c->n_inputs = g->n_inputs;
-    c->outputs = qr_arena_alloc(&c->arena, sizeof *c->outputs * (size_t)(g->n_outputs + 1));
     for (int i = 0; i < g->n_outputs; i++)
         c->outputs[i] = map[g->outputs[i]->id];
     c->n_outputs = g->n_outputs;
     free(map);
     return c;
+oom:
+    free(map);
+    qr_graph_free(c);
+    return NULL;
 }
 
 int64_t qr_graph_fixed_batch(const qr_graph *g)

@@ -98,20 +98,27 @@ typedef struct qr_graph {
 /* An empty graph; NULL when out of memory. */
 qr_graph *qr_graph_new(void);
 void qr_graph_free(qr_graph *g);
+/* Out of memory: the builders below return NULL (or leave the node or value unchanged) when an
+ * allocation fails, and mark the graph; whoever builds a graph checks the mark where it reports
+ * errors. qr_graph_check_oom turns it into the error "out of memory". */
+int qr_graph_oom(const qr_graph *g);
+qr_status qr_graph_check_oom(const qr_graph *g, qr_error *e);
 
 qr_value *qr_graph_find(const qr_graph *g, const char *name);
-/* A new value with a unique name (name is made unique if taken). Unknown type. */
+/* A new value with a unique name (name is made unique if taken). Unknown type. NULL on out-of-memory. */
 qr_value *qr_graph_new_value(qr_graph *g, const char *name);
-/* Appends a node; inputs/outputs arrays are allocated and zeroed. */
+/* Appends a node; inputs/outputs arrays are allocated and zeroed. NULL on out-of-memory. */
 qr_node *qr_graph_add_node(qr_graph *g, const char *op, const char *name, int n_in, int n_out);
-/* Makes v a constant holding a copy of t (data copied into the arena); aborts on out-of-memory. */
+/* Makes v a constant holding a copy of t (data copied into the arena); on out-of-memory (or v
+ * NULL) nothing changes but the graph's mark. */
 void qr_value_set_const(qr_graph *g, qr_value *v, const qr_tensor *t);
 /* The same for data whose size a model decides: an error naming v when memory runs out (v unchanged). */
 qr_status qr_value_try_set_const(qr_graph *g, qr_value *v, const qr_tensor *t, qr_error *e);
 
 /* A deep copy (values, constants, nodes, attributes) in a new arena; NULL when out of memory. */
 qr_graph *qr_graph_clone(const qr_graph *g);
-/* Adds attributes to a node built with qr_graph_add_node (copied into the arena). */
+/* Adds attributes to a node built with qr_graph_add_node (copied into the arena); on
+ * out-of-memory (or n NULL) nothing changes but the graph's mark. */
 void qr_node_add_attr_i(qr_graph *g, qr_node *n, const char *name, int64_t v);
 void qr_node_add_attr_f(qr_graph *g, qr_node *n, const char *name, float v);
 void qr_node_add_attr_s(qr_graph *g, qr_node *n, const char *name, const char *v);

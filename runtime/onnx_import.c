@@ -178,13 +178,19 @@ static qr_status tensor_from_proto(importer *im, const Onnx__TensorProto *tp, co
     return st;
 }
 
+/* The graph's records (names, nodes, values) did not fit in memory. */
+static qr_status out_of_memory(importer *im)
+{
+    return qr_errorf(im->e, "%s: out of memory", im->path);
+}
+
 static qr_status add_const(importer *im, const char *name, const qr_tensor *t, const char *what)
 {
     qr_value *v = qr_graph_find(im->g, name);
     if (v && (v->is_const || v->producer))
         return qr_errorf(im->e, "%s: %s: the name '%s' is defined twice", im->path, what, name);
-    if (!v)
-        v = qr_graph_new_value(im->g, name);
+    if (!v && !(v = qr_graph_new_value(im->g, name)))
+        return out_of_memory(im);
     if (qr_value_try_set_const(im->g, v, t, im->e) != QR_OK) {
         qr_error_prefix(im->e, "%s: %s", im->path, what);
         return QR_ERR;
@@ -224,7 +230,8 @@ static qr_status read_type(importer *im, const Onnx__ValueInfoProto *vi, qr_valu
                 return qr_errorf(im->e, "%s: %s '%s': dimension %zu is negative", im->path, what, vi->name, i);
             v->t.dims[i] = d->dim_value;
         } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param[0]) {
-            v->dim_param[i] = qr_arena_strdup(&im->g->arena, d->dim_param);
+            if (!(v->dim_param[i] = qr_arena_strdup(&im->g->arena, d->dim_param)))
+                return out_of_memory(im);
         }
     }
     /* Declared shapes feed shape inference as they are: the same limits as a
@@ -278,7 +285,8 @@ static qr_status check_attr(importer *im, const qr_node *n, const qr_attr *a)
 static qr_status read_attr(importer *im, qr_node *n, const Onnx__AttributeProto *ap, qr_attr *a)
 {
     qr_arena *ar = &im->g->arena;
-    a->name = qr_arena_strdup(ar, ap->name ? ap->name : "");
+    if (!(a->name = qr_arena_strdup(ar, ap->name ? ap->name : "")))
+        return out_of_memory(im);
     a->kind = ap->has_type ? (qr_attr_kind)ap->type : QR_ATTR_UNDEF;
     if (ap->ref_attr_name && ap->ref_attr_name[0])
         return qr_errorf(im->e, "%s: node '%s' (%s): attribute '%s' refers to a function attribute, which is not supported",
@@ -298,7 +306,7 @@ static qr_status read_attr(importer *im, qr_node *n, const Onnx__AttributeProto 
     case QR_ATTR_STRINGS:
         a->n = (int)ap->n_strings;
         a->strs = qr_arena_alloc(ar, sizeof(char *) * (ap->n_strings + 1));
-        for (size_t i = 0; i < ap->n_strings; i++)
+        for (size_t i = 0; a->strs && i < ap->n_strings; i++)
             a->strs[i] = qr_arena_strndup(ar, (const char *)ap->strings[i].data, ap->strings[i].len);
         break;
     case QR_ATTR_TENSOR: {
@@ -320,7 +328,7 @@ static qr_status read_attr(importer *im, qr_node *n, const Onnx__AttributeProto 
         return qr_errorf(im->e, "%s: node '%s' (%s): attribute '%s' has unsupported kind %s", im->path, n->name,
                          n->op, a->name, kind_name(a->kind));
     }
-    return QR_OK;
+    return ar->oom ? out_of_memory(im) : QR_OK;
 }
 
 /* ---- Constant nodes become constant values ---- */
@@ -409,11 +417,13 @@ static qr_status import_node(importer *im, const Onnx__NodeProto *np, size_t ind
         return qr_errorf(im->e, "%s: node '%s' (%s): has %zu outputs, expected %d to %d", im->path, name, op, nout,
                          def->min_out, def->max_out);
     qr_node *n = qr_graph_add_node(im->g, op, name, (int)nin, (int)nout);
+    if (!n || !(n->domain = qr_arena_strdup(&im->g->arena, domain)))
+        return out_of_memory(im);
     n->def = def;
-    n->domain = qr_arena_strdup(&im->g->arena, domain);
     n->opset = opset_of_domain;
     for (size_t i = 0; i < nin; i++)
-        n->in[i] = np->input[i][0] ? value_for(im, np->input[i]) : NULL;
+        if (np->input[i][0] && !(n->in[i] = value_for(im, np->input[i])))
+            return out_of_memory(im);
     qr_error sub;
     if (qr_op_check_present(n, &sub) != QR_OK)
         return qr_errorf(im->e, "%s: node '%s' (%s): %s", im->path, name, op, sub.msg);
@@ -421,14 +431,18 @@ static qr_status import_node(importer *im, const Onnx__NodeProto *np, size_t ind
         if (!np->output[i][0])
             continue;
         qr_value *v = value_for(im, np->output[i]);
+        if (!v)
+            return out_of_memory(im);
         if (v->is_const || v->producer || v->is_input)
             return qr_errorf(im->e, "%s: node '%s' (%s): output '%s' is already defined", im->path, name, op,
                              np->output[i]);
         v->producer = n;
         n->out[i] = v;
     }
-    n->n_attr = (int)np->n_attribute;
     n->attr = qr_arena_alloc(&im->g->arena, sizeof *n->attr * (np->n_attribute + 1));
+    if (!n->attr)
+        return out_of_memory(im);
+    n->n_attr = (int)np->n_attribute;
     for (size_t i = 0; i < np->n_attribute; i++) {
         if (read_attr(im, n, np->attribute[i], &n->attr[i]) != QR_OK)
             return QR_ERR;
@@ -524,6 +538,8 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
     g->opset = opset;
     g->name = qr_arena_strdup(&g->arena, gp->name ? gp->name : "");
     g->producer = qr_arena_strdup(&g->arena, m->producer_name ? m->producer_name : "");
+    if (!g->name || !g->producer)
+        return out_of_memory(im);
     /* Unknown ops first: the most useful thing to say about a model we cannot run. */
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *np = gp->node[i];
@@ -553,6 +569,8 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
             return st;
     }
     g->inputs = qr_arena_alloc(&g->arena, sizeof *g->inputs * (gp->n_input + 1));
+    if (!g->inputs)
+        return out_of_memory(im);
     for (size_t i = 0; i < gp->n_input; i++) {
         const Onnx__ValueInfoProto *vi = gp->input[i];
         if (!vi->name || !vi->name[0])
@@ -562,7 +580,8 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
             continue; /* an input with an initializer: its default is used (a constant) */
         if (v)
             return qr_errorf(im->e, "%s: graph input '%s' is declared twice", im->path, vi->name);
-        v = qr_graph_new_value(g, vi->name);
+        if (!(v = qr_graph_new_value(g, vi->name)))
+            return out_of_memory(im);
         if (read_type(im, vi, v, "graph input") != QR_OK)
             return QR_ERR;
         if (!vi->type || v->t.dtype == QR_UNDEF)
@@ -589,6 +608,8 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
     if (!gp->n_output)
         return qr_errorf(im->e, "%s: the graph has no outputs", im->path);
     g->outputs = qr_arena_alloc(&g->arena, sizeof *g->outputs * gp->n_output);
+    if (!g->outputs)
+        return out_of_memory(im);
     for (size_t i = 0; i < gp->n_output; i++) {
         const Onnx__ValueInfoProto *vi = gp->output[i];
         qr_value *v = vi->name ? qr_graph_find(g, vi->name) : NULL;
@@ -603,6 +624,8 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
     for (int i = 0; i < g->n_nodes; i++)
         if (check_legacy_broadcast(im, g->nodes[i]) != QR_OK)
             return QR_ERR;
+    if (qr_graph_oom(g))
+        return out_of_memory(im);
     if (qr_graph_toposort(g, im->e) != QR_OK) {
         qr_error_prefix(im->e, "%s", im->path);
         return QR_ERR;

@@ -135,7 +135,7 @@ static qr_value *const_i64(up *u, const qr_node *n, const char *what, int count,
         t.data = &one; /* an empty tensor still needs a valid pointer to copy from */
     qr_value *c = qr_graph_new_value(u->g, name2(u, n->name, what));
     qr_value_set_const(u->g, c, &t);
-    return c;
+    return c && c->is_const ? c : NULL; /* NULL: out of memory, the graph marked */
 }
 
 /* A new 0-D initializer of type dt holding x (converted as the kernels convert). */
@@ -146,7 +146,7 @@ static qr_value *const_scalar(up *u, const qr_node *n, const char *what, qr_dtyp
     qr_tensor t = {.dtype = dt, .ndim = 0, .data = buf};
     qr_value *c = qr_graph_new_value(u->g, name2(u, n->name, what));
     qr_value_set_const(u->g, c, &t);
-    return c;
+    return c && c->is_const ? c : NULL; /* NULL: out of memory, the graph marked */
 }
 
 static void drop_attr(qr_node *n, const char *name)
@@ -169,6 +169,8 @@ static void set_input(up *u, qr_node *n, int i, qr_value *v)
 {
     if (i >= n->n_in) {
         qr_value **in = qr_arena_alloc(&u->g->arena, sizeof *in * (size_t)(i + 1));
+        if (!in)
+            return; /* out of memory: the graph marked, upgrade_node reports it */
         memcpy(in, n->in, sizeof *in * (size_t)n->n_in);
         n->in = in;
         n->n_in = i + 1;
@@ -190,6 +192,8 @@ static void ints_to_input(up *u, qr_node *n, const char *attr, int i)
 static qr_node *new_node(up *u, const char *op, const char *name, int n_in, int n_out)
 {
     qr_node *m = qr_graph_add_node(u->g, op, name, n_in, n_out);
+    if (!m)
+        return NULL;
     m->def = qr_op_find("", op);
     m->opset = u->to;
     return m;
@@ -199,6 +203,11 @@ static qr_status fail(up *u, const qr_node *n, const char *why)
 {
     return qr_errorf(u->e, "node '%s' (%s, opset %d): cannot upgrade to opset %d: %s", n->name, n->op, n->opset,
                      u->to, why);
+}
+
+static qr_status out_of_memory(up *u)
+{
+    return qr_errorf(u->e, "out of memory");
 }
 
 /* ------------------------------------------------------------ the ops */
@@ -222,19 +231,23 @@ static qr_status up_coerced(up *u, qr_node *n)
     if (!x || !y)
         return QR_OK; /* nothing computed: an error the kernel reports either way */
     qr_node *fl = new_node(u, "Flatten", name2(u, n->name, "flatten"), 1, 1);
+    if (!fl || !(fl->out[0] = qr_graph_new_value(u->g, name2(u, y->name, "2d"))))
+        return out_of_memory(u);
     fl->in[0] = x;
-    fl->out[0] = qr_graph_new_value(u->g, name2(u, y->name, "2d"));
     qr_node_add_attr_i(u->g, fl, "axis", axis);
-    qr_value *shape;
+    qr_value *shape = NULL;
     if (qr_value_shape_known(x)) {
         shape = const_i64(u, n, "shape", x->t.ndim, x->t.dims);
     } else {
         qr_node *sh = new_node(u, "Shape", name2(u, n->name, "shape"), 1, 1);
-        sh->in[0] = x;
-        sh->out[0] = shape = qr_graph_new_value(u->g, name2(u, x->name, "shape"));
+        if (sh && (sh->out[0] = shape = qr_graph_new_value(u->g, name2(u, x->name, "shape"))))
+            sh->in[0] = x;
     }
     qr_node *rs = new_node(u, "Reshape", name2(u, n->name, "reshape"), 2, 1);
-    rs->in[0] = n->out[0] = qr_graph_new_value(u->g, name2(u, y->name, "flat"));
+    qr_value *flat = qr_graph_new_value(u->g, name2(u, y->name, "flat"));
+    if (!shape || !rs || !flat)
+        return out_of_memory(u);
+    rs->in[0] = n->out[0] = flat;
     rs->in[1] = shape;
     rs->out[0] = y;
     n->in[0] = fl->out[0];
@@ -261,6 +274,8 @@ static qr_status up_resize(up *u, qr_node *n)
             t.data = &dummy;
         scales = qr_graph_new_value(u->g, name2(u, n->name, "scales"));
         qr_value_set_const(u->g, scales, &t);
+        if (!scales || !scales->is_const)
+            return out_of_memory(u);
     }
     const char *mode = qr_attr_s(n, "mode", "nearest");
     if (!strcmp(mode, "bilinear"))
@@ -292,9 +307,12 @@ static qr_status up_resize(up *u, qr_node *n)
         qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {0}, .data = &none};
         roi = qr_graph_new_value(u->g, name2(u, n->name, "roi"));
         qr_value_set_const(u->g, roi, &t);
+        if (!roi || !roi->is_const)
+            return out_of_memory(u);
     }
     qr_value *in[3] = {x, roi, scales};
-    n->in = qr_arena_memdup(&u->g->arena, in, sizeof in);
+    if (!(n->in = qr_arena_memdup(&u->g->arena, in, sizeof in)))
+        return out_of_memory(u);
     n->n_in = 3;
     qr_node_add_attr_s(u->g, n, "mode", mode);
     qr_node_add_attr_s(u->g, n, "coordinate_transformation_mode", "asymmetric");
@@ -320,11 +338,16 @@ static qr_status up_resize(up *u, qr_node *n)
     qr_value *dn = qr_graph_new_value(u->g, name2(u, n->name, "scales_down"));
     qr_value_set_const(u->g, up1, &t1);
     qr_value_set_const(u->g, dn, &t2);
+    if (!up1 || !up1->is_const || !dn || !dn->is_const)
+        return out_of_memory(u);
     n->in[2] = up1;
     qr_node_add_attr_s(u->g, n, "nearest_mode", "floor");
     qr_value *y = n->out[0];
     qr_node *r2 = new_node(u, "Resize", name2(u, n->name, "down"), 3, 1);
-    r2->in[0] = n->out[0] = qr_graph_new_value(u->g, name2(u, y ? y->name : n->name, "up"));
+    qr_value *mid = qr_graph_new_value(u->g, name2(u, y ? y->name : n->name, "up"));
+    if (!r2 || !mid)
+        return out_of_memory(u);
+    r2->in[0] = n->out[0] = mid;
     r2->in[1] = n->in[1];
     r2->in[2] = dn;
     r2->out[0] = y;
@@ -388,15 +411,19 @@ static qr_status up_batchnorm(up *u, qr_node *n)
     qr_tensor_free(&b);
     qr_value *y = n->out[0];
     qr_node *add = new_node(u, "Add", name2(u, n->name, "add"), 2, 1);
+    qr_value *in[2] = {n->in[0], av};
+    qr_value **nin = qr_arena_memdup(&u->g->arena, in, sizeof in);
+    qr_value *scaled = qr_graph_new_value(u->g, name2(u, y ? y->name : n->name, "scaled"));
+    if (!av || !av->is_const || !bv || !bv->is_const || !add || !nin || !scaled)
+        return out_of_memory(u);
     /* n becomes the Mul */
     n->op = "Mul";
     n->def = qr_op_find("", "Mul");
     n->n_attr = 0;
-    qr_value *in[2] = {n->in[0], av};
-    n->in = qr_arena_memdup(&u->g->arena, in, sizeof in);
+    n->in = nin;
     n->n_in = 2;
     n->n_out = 1;
-    n->out[0] = qr_graph_new_value(u->g, name2(u, y ? y->name : n->name, "scaled"));
+    n->out[0] = scaled;
     add->in[0] = n->out[0];
     add->in[1] = bv;
     add->out[0] = y;
@@ -418,9 +445,10 @@ static qr_status up_prelu(up *u, qr_node *n)
     for (int d = 1; d < xt->ndim - 1; d++)
         axes[d - 1] = d;
     qr_node *un = new_node(u, "Unsqueeze", name2(u, n->name, "slope"), 2, 1);
+    if (!un || !(un->in[1] = const_i64(u, n, "slope_axes", xt->ndim - 2, axes))
+        || !(un->out[0] = qr_graph_new_value(u->g, name2(u, s->name, "per_channel"))))
+        return out_of_memory(u);
     un->in[0] = s;
-    un->in[1] = const_i64(u, n, "slope_axes", xt->ndim - 2, axes);
-    un->out[0] = qr_graph_new_value(u->g, name2(u, s->name, "per_channel"));
     n->in[1] = un->out[0];
     return QR_OK;
 }
@@ -507,6 +535,8 @@ static qr_status upgrade_node(up *u, qr_node *n)
         n->op = "ScatterElements"; /* the same op, renamed (Scatter is deprecated from 11) */
         n->def = qr_op_find("", "ScatterElements");
     }
+    if (st == QR_OK && qr_graph_oom(u->g))
+        st = out_of_memory(u); /* an attribute, input or constant above did not fit */
     if (st == QR_OK)
         n->opset = to;
     return st;

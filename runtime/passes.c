@@ -252,7 +252,7 @@ static qr_value *new_const(qr_graph *g, const char *name, const qr_tensor *t)
 {
     qr_value *v = qr_graph_new_value(g, name);
     qr_value_set_const(g, v, t);
-    return v;
+    return v && v->is_const ? v : NULL; /* NULL: out of memory, the graph marked */
 }
 
 /* Conv(x, W, B) -> BN  ==>  Conv(x, W*s, B*s + t). */
@@ -275,15 +275,16 @@ static void fold_into_conv(qr_graph *g, qr_node *conv, qr_node *bn)
             ((float *)nb.data)[c] = (b ? ((const float *)b->t.data)[c] : 0.f) * s[c] + t[c];
         }
         qr_value **in = qr_arena_alloc(&g->arena, sizeof *in * 3);
+        if (!in || !(in[1] = new_const(g, w->name, &nw)) || !(in[2] = new_const(g, b ? b->name : w->name, &nb)))
+            goto done; /* out of memory: not folded, the graph marked */
         in[0] = conv->in[0];
-        in[1] = new_const(g, w->name, &nw);
-        in[2] = new_const(g, b ? b->name : w->name, &nb);
         conv->in = in;
         conv->n_in = 3;
         conv->out[0] = bn->out[0];
         bn->out[0]->producer = conv;
         bn->dead = 1;
     }
+done:
     free(nw.data);
     free(nb.data);
     free(s);
@@ -309,7 +310,8 @@ static void fold_into_gemm(qr_graph *g, qr_node *gemm, qr_node *bn)
     nw.data = malloc(qr_tensor_nbytes(&w->t));
     nc.data = malloc(sizeof(float) * (size_t)m);
     qr_attr *at = qr_arena_alloc(&g->arena, sizeof *at * (size_t)(gemm->n_attr + 1));
-    if (nw.data && nc.data) {
+    qr_value **in = qr_arena_alloc(&g->arena, sizeof *in * 3);
+    if (nw.data && nc.data && at && in) {
         const float *wd = w->t.data;
         for (int64_t i = 0; i < k; i++)
             for (int64_t j = 0; j < m; j++) {
@@ -320,22 +322,22 @@ static void fold_into_gemm(qr_graph *g, qr_node *gemm, qr_node *bn)
             float cv = c ? ((const float *)c->t.data)[cn == 1 ? 0 : j] : 0.f;
             ((float *)nc.data)[j] = s[j] * beta * cv + t[j];
         }
+        if (!(in[1] = new_const(g, w->name, &nw)) || !(in[2] = new_const(g, c ? c->name : w->name, &nc)))
+            goto done; /* out of memory: not folded, the graph marked */
         int na = 0;
         for (int i = 0; i < gemm->n_attr; i++)
             if (strcmp(gemm->attr[i].name, "beta") != 0)
                 at[na++] = gemm->attr[i];
         gemm->attr = at;
         gemm->n_attr = na;
-        qr_value **in = qr_arena_alloc(&g->arena, sizeof *in * 3);
         in[0] = gemm->in[0];
-        in[1] = new_const(g, w->name, &nw);
-        in[2] = new_const(g, c ? c->name : w->name, &nc);
         gemm->in = in;
         gemm->n_in = 3;
         gemm->out[0] = bn->out[0];
         bn->out[0]->producer = gemm;
         bn->dead = 1;
     }
+done:
     free(nw.data);
     free(nc.data);
     free(s);
@@ -362,7 +364,7 @@ qr_status qr_pass_fold_batchnorm(qr_graph *g, qr_error *e)
             fold_into_gemm(g, p, bn);
     }
     free(uses);
-    return QR_OK;
+    return qr_graph_check_oom(g, e);
 }
 
 /* Symbolic shapes. Unknown input dims are bound to stand-in sizes and the
@@ -539,11 +541,15 @@ void qr_pass_annotate_qdq(qr_graph *g)
         if (!qr_dtype_is_int(st) || qr_dtype_size(st) > 4 || !qr_dtype_is_float(sc->dtype))
             continue;
         qr_qinfo *qi = qr_arena_alloc(&g->arena, sizeof *qi);
+        float *scale = qr_arena_alloc(&g->arena, sizeof(float) * (size_t)cnt);
+        int32_t *zero = qr_arena_alloc(&g->arena, sizeof(int32_t) * (size_t)cnt);
+        if (!qi || !scale || !zero)
+            continue; /* out of memory: the graph marked, qr_graph_optimize reports it */
         qi->dtype = st;
         qi->axis = cnt > 1 ? (int)qr_attr_i(n, "axis", 1) : -1;
         qi->n = (int)cnt;
-        qi->scale = qr_arena_alloc(&g->arena, sizeof(float) * (size_t)cnt);
-        qi->zero = qr_arena_alloc(&g->arena, sizeof(int32_t) * (size_t)cnt);
+        qi->scale = scale;
+        qi->zero = zero;
         for (int64_t k = 0; k < cnt; k++) {
             qi->scale[k] = (float)qr_get_f64(sc->data, sc->dtype, k);
             qi->zero[k] = zp ? (int32_t)qr_get_i64(zp->data, zp->dtype, k) : 0;
@@ -620,5 +626,5 @@ qr_status qr_graph_optimize(qr_graph *g, qr_error *e)
         return QR_ERR;
     qr_graph_compact(g);
     qr_pass_infer_symbolic(g);
-    return QR_OK;
+    return qr_graph_check_oom(g, e);
 }

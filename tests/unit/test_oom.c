@@ -1,0 +1,225 @@
+/* Out of memory is an error value, never an abort: every entry point that builds a graph
+ * (import, clone, the optimizing passes, the opset upgrade, quantizing)
+ * is run with its 1st, 2nd, 3rd, ... allocation failing (qr_arena_fail_nth: arenas' records
+ * and the graph's own arrays) until one run needs no more; each failed run must return the
+ * error "out of memory" without crashing, and (under ASan, `make test-asan`) without a leak
+ * or a read of freed memory. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arena.h"
+#include "graph.h"
+#include "onnx_import.h"
+#include "passes.h"
+#include "quantize.h"
+#include "recipe.h"
+#include "testutil.h"
+
+TestSuite(oom, .timeout = 600);
+
+typedef qr_status (*attempt_fn)(void *user, qr_error *e);
+
+/* Runs f with allocation n failing for n = 1, 2, ... until a run makes no more than n - 1
+ * allocations; returns how many runs failed (the allocations f makes). */
+static long fail_each(const char *what, attempt_fn f, void *user)
+{
+    for (long n = 1;; n++) {
+        qr_error e = {{0}};
+        qr_arena_fail_nth(n);
+        qr_status st = f(user, &e);
+        long left = qr_arena_fail_nth(0);
+        if (left > 0) {
+            cr_assert_eq(st, QR_OK, "%s: no allocation failed, yet: %s", what, e.msg);
+            cr_log_info("%s: %ld allocations, each failure an error", what, n - 1);
+            return n - 1;
+        }
+        cr_assert_neq(st, QR_OK, "%s: allocation %ld failed, and it succeeded anyway", what, n);
+        cr_assert(strstr(e.msg, "out of memory"), "%s: allocation %ld failed: %s", what, n, e.msg);
+    }
+}
+
+static char model_path[600];
+
+static const char *fmnist(void)
+{
+    snprintf(model_path, sizeof model_path, "%s/examples/fmnist/fmnist_cnn.onnx", tu_root());
+    return model_path;
+}
+
+static qr_graph *load_fmnist(void)
+{
+    qr_graph *g;
+    qr_error e;
+    cr_assert_eq(qr_onnx_load(fmnist(), &g, &e), QR_OK, "%s", e.msg);
+    return g;
+}
+
+static qr_status import(void *user, qr_error *e)
+{
+    (void)user;
+    qr_graph *g = NULL;
+    qr_status st = qr_onnx_load(fmnist(), &g, e);
+    if (st == QR_OK)
+        cr_assert(g && g->n_nodes > 0 && !qr_graph_oom(g));
+    else
+        cr_assert_null(g);
+    qr_graph_free(g);
+    return st;
+}
+
+Test(oom, import)
+{
+    cr_assert_gt(fail_each("import", import, NULL), 50);
+}
+
+static qr_status clone_optimize(void *user, qr_error *e)
+{
+    qr_graph *c = qr_graph_clone(user);
+    if (!c)
+        return qr_errorf(e, "out of memory (clone)");
+    qr_status st = qr_graph_optimize(c, e);
+    qr_graph_free(c);
+    return st;
+}
+
+Test(oom, clone_and_optimize)
+{
+    qr_graph *g = load_fmnist();
+    cr_assert_gt(fail_each("clone and optimize", clone_optimize, g), 50);
+    qr_graph_free(g);
+}
+
+/* Conv -> BatchNormalization and Gemm -> BatchNormalization, which the optimizer folds into new
+ * constants; a QuantizeLinear/DequantizeLinear pair it annotates with qparams. */
+static qr_graph *foldable(void)
+{
+    qr_graph *g = qr_graph_new();
+    g->opset = 13;
+    float w[2 * 1 * 3 * 3], one[2] = {1, 1}, zero[2] = {0, 0}, wg[6 * 2], sc[1] = {0.5f};
+    for (int i = 0; i < 18; i++)
+        w[i] = (float)i / 9 - 1;
+    for (int i = 0; i < 12; i++)
+        wg[i] = (float)i / 6 - 1;
+    const int64_t xd[] = {1, 1, 4, 4}, wd[] = {2, 1, 3, 3}, cd[] = {2}, gd[] = {1, 6}, wgd[] = {6, 2}, sd[] = {1};
+    qr_value *x = tu_input(g, "x", 4, xd);
+    qr_value *in[5] = {x, tu_const_f32(g, "w", 4, wd, w)};
+    qr_node *conv = tu_node(g, "Conv", "conv", 2, in, 1);
+    qr_value *bn_in[5] = {conv->out[0], tu_const_f32(g, "s", 1, cd, one), tu_const_f32(g, "b", 1, cd, zero),
+                          tu_const_f32(g, "m", 1, cd, zero), tu_const_f32(g, "v", 1, cd, one)};
+    tu_output(g, tu_node(g, "BatchNormalization", "bn", 5, bn_in, 1)->out[0]);
+    qr_value *gin[2] = {tu_input(g, "a", 2, gd), tu_const_f32(g, "wg", 2, wgd, wg)};
+    qr_node *gemm = tu_node(g, "Gemm", "gemm", 2, gin, 1);
+    tu_attr_float(g, gemm, "alpha", 2.f);
+    qr_value *gbn[5] = {gemm->out[0], bn_in[1], bn_in[2], bn_in[3], bn_in[4]};
+    qr_node *bn2 = tu_node(g, "BatchNormalization", "bn2", 5, gbn, 1);
+    qr_value *q_in[2] = {bn2->out[0], tu_const_f32(g, "qs", 1, sd, sc)};
+    qr_node *q = tu_node(g, "QuantizeLinear", "q", 2, q_in, 1);
+    qr_value *dq_in[2] = {q->out[0], q_in[1]};
+    tu_output(g, tu_node(g, "DequantizeLinear", "dq", 2, dq_in, 1)->out[0]);
+    return g;
+}
+
+Test(oom, fold_batchnorm)
+{
+    qr_graph *g = foldable();
+    qr_error e;
+    qr_graph *c = qr_graph_clone(g);
+    cr_assert_eq(qr_graph_optimize(c, &e), QR_OK, "%s", e.msg);
+    int bn = 0;
+    for (int i = 0; i < c->n_nodes; i++)
+        bn += !strcmp(c->nodes[i]->op, "BatchNormalization");
+    cr_assert_eq(bn, 0, "the test graph's BatchNormalizations were not folded");
+    qr_graph_free(c);
+    fail_each("fold BatchNormalization", clone_optimize, g);
+    qr_graph_free(g);
+}
+
+/* Old-opset nodes each rewrite of the upgrade touches: Softmax-11 on its coerced 2-D form
+ * (Flatten, Shape, Reshape), Resize-10 scaling up and down (two Resizes), PRelu-6 with a
+ * per-channel slope (Unsqueeze), Clip-6 and Slice-9 (attributes to constant inputs). */
+static qr_graph *old_opset(void)
+{
+    qr_graph *g = qr_graph_new();
+    g->opset = 9;
+    const int64_t d4[] = {2, 3, 4, 6}, d1[] = {4}, c1[] = {3};
+    float scales[4] = {1, 1, 2, 0.5f}, slope[3] = {0.1f, 0.2f, 0.3f};
+    qr_value *x = tu_input(g, "x", 4, d4);
+    x->t.dims[0] = -1; /* the Softmax's Shape node: a dim known only at run time */
+    qr_node *sm = tu_node(g, "Softmax", "sm", 1, &x, 1);
+    sm->opset = 11;
+    tu_output(g, sm->out[0]);
+    qr_value *rin[2] = {x, tu_const_f32(g, "scales", 1, d1, scales)};
+    qr_node *rs = tu_node(g, "Resize", "rs", 2, rin, 1);
+    rs->opset = 10;
+    tu_output(g, rs->out[0]);
+    qr_value *pin[2] = {x, tu_const_f32(g, "slope", 1, c1, slope)};
+    qr_node *pr = tu_node(g, "PRelu", "pr", 2, pin, 1);
+    pr->opset = 6;
+    tu_output(g, pr->out[0]);
+    qr_node *cl = tu_node(g, "Clip", "cl", 1, &x, 1);
+    cl->opset = 6;
+    tu_attr_float(g, cl, "min", -0.5f);
+    tu_output(g, cl->out[0]);
+    qr_node *sl = tu_node(g, "Slice", "sl", 1, &x, 1);
+    tu_attr_ints(g, sl, "starts", 1, (int64_t[]){1});
+    tu_attr_ints(g, sl, "ends", 1, (int64_t[]){3});
+    tu_attr_ints(g, sl, "axes", 1, (int64_t[]){2});
+    tu_output(g, sl->out[0]);
+    return g;
+}
+
+static qr_status upgrade(void *user, qr_error *e)
+{
+    qr_graph *u = qr_graph_upgraded(user, 13, e);
+    if (u) {
+        for (int i = 0; i < u->n_nodes; i++)
+            cr_assert(u->nodes[i]->dead || u->nodes[i]->opset == 13, "node '%s' not upgraded", u->nodes[i]->name);
+    }
+    qr_graph_free(u);
+    return u ? QR_OK : QR_ERR;
+}
+
+Test(oom, opset_upgrade)
+{
+    qr_graph *g = old_opset();
+    cr_assert_gt(fail_each("opset upgrade", upgrade, g), 50);
+    qr_graph_free(g);
+}
+
+typedef struct quant_case {
+    const qr_graph *g;
+    qr_tensor calib;
+    qrl_module *m;
+} quant_case;
+
+static qr_status quantize(void *user, qr_error *e)
+{
+    quant_case *c = user;
+    qr_quant_opts o = {.module = c->m, .batch = 8};
+    qr_quantized *q = NULL;
+    qr_status st = qr_quantize(c->g, &c->calib, &o, &q, e);
+    cr_assert_eq(q != NULL, st == QR_OK);
+    qr_quantized_free(q);
+    return st;
+}
+
+/* The simulated graph, the QDQ graph and the integer graph, built with each allocation failing. */
+Test(oom, quantize, .timeout = 900)
+{
+    char err[512] = "";
+    quant_case c = {.g = load_fmnist()};
+    qr_error e;
+    cr_assert_eq(qr_graph_optimize((qr_graph *)c.g, &e), QR_OK, "%s", e.msg);
+    cr_assert(c.m = tu_compile("recipes/int8.qrl", err, sizeof err), "%s", err);
+    c.calib = (qr_tensor){.dtype = QR_F32, .ndim = 4, .dims = {8, 1, 28, 28}};
+    cr_assert_eq(qr_tensor_alloc(&c.calib, &e), QR_OK);
+    srand(1);
+    for (int64_t i = 0; i < qr_tensor_numel(&c.calib); i++)
+        ((float *)c.calib.data)[i] = (float)rand() / RAND_MAX;
+    cr_assert_gt(fail_each("quantize", quantize, &c), 50);
+    qr_tensor_free(&c.calib);
+    qr_module_free(c.m);
+    qr_graph_free((qr_graph *)c.g);
+}
