@@ -17,12 +17,16 @@ typedef struct ex {
     const qr_graph *g;
 } ex;
 
+/* x = a new T in the arena, initialized; the function returns NULL when it does not fit (every
+ * proto is built into the arena: qr_onnx_save reports out of memory once). */
 #define NEW(x, T, init)                                                                                               \
     do {                                                                                                              \
-        (x) = qr_arena_alloc(&c->ar, sizeof(T));                                                                      \
+        if (!((x) = qr_arena_alloc(&c->ar, sizeof(T))))                                                               \
+            return NULL;                                                                                              \
         init(x);                                                                                                      \
     } while (0)
 
+/* NULL when out of memory (the arena marked). */
 static char *str(ex *c, const char *s)
 {
     return qr_arena_strdup(&c->ar, s ? s : "");
@@ -64,7 +68,8 @@ static Onnx__ValueInfoProto *value_info(ex *c, const qr_value *v)
         NEW(sp, Onnx__TensorShapeProto, onnx__tensor_shape_proto__init);
         tt->shape = sp;
         sp->n_dim = (size_t)v->t.ndim;
-        sp->dim = qr_arena_alloc(&c->ar, sizeof *sp->dim * (size_t)(v->t.ndim + 1));
+        if (!(sp->dim = qr_arena_alloc(&c->ar, sizeof *sp->dim * (size_t)(v->t.ndim + 1))))
+            return NULL;
         for (int d = 0; d < v->t.ndim; d++) {
             NEW(sp->dim[d], Onnx__TensorShapeProto__Dimension, onnx__tensor_shape_proto__dimension__init);
             if (v->t.dims[d] >= 0) {
@@ -111,7 +116,8 @@ static Onnx__AttributeProto *attribute(ex *c, const qr_attr *a)
         break;
     case QR_ATTR_STRINGS:
         ap->n_strings = (size_t)a->n;
-        ap->strings = qr_arena_alloc(&c->ar, sizeof *ap->strings * (size_t)(a->n + 1));
+        if (!(ap->strings = qr_arena_alloc(&c->ar, sizeof *ap->strings * (size_t)(a->n + 1))))
+            return NULL;
         for (int i = 0; i < a->n; i++) {
             ap->strings[i].data = (uint8_t *)str(c, a->strs[i]);
             ap->strings[i].len = strlen(a->strs[i]);
@@ -122,28 +128,17 @@ static Onnx__AttributeProto *attribute(ex *c, const qr_attr *a)
     return ap;
 }
 
-qr_status qr_onnx_save(const qr_graph *g, const char *path, qr_error *e)
+/* The opset imports: the default domain, and each other domain used (as many as the nodes have).
+ * NULL when out of memory. */
+static Onnx__ModelProto *opset_imports(ex *c, Onnx__ModelProto *m)
 {
-    ex cx = {.g = g}, *c = &cx;
-    qr_arena_init(&c->ar);
-    Onnx__ModelProto *m;
-    Onnx__GraphProto *gp;
-    NEW(m, Onnx__ModelProto, onnx__model_proto__init);
-    NEW(gp, Onnx__GraphProto, onnx__graph_proto__init);
-    m->has_ir_version = 1;
-    m->ir_version = 8;
-    m->producer_name = str(c, "qrl");
-    m->producer_version = str(c, QRL_VERSION);
-    m->graph = gp;
-    gp->name = str(c, g->name && *g->name ? g->name : "qrl");
-    /* opset imports: the default domain, and each other domain used (as many as the nodes have) */
+    const qr_graph *g = c->g;
     const char **domains = malloc(sizeof *domains * ((size_t)g->n_nodes + 1));
     int64_t *versions = malloc(sizeof *versions * ((size_t)g->n_nodes + 1));
     if (!domains || !versions) {
         free(domains);
         free(versions);
-        qr_arena_free(&c->ar);
-        return qr_errorf(e, "%s: out of memory", path);
+        return NULL;
     }
     domains[0] = "";
     versions[0] = g->opset;
@@ -164,41 +159,57 @@ qr_status qr_onnx_save(const qr_graph *g, const char *path, qr_error *e)
     }
     m->n_opset_import = (size_t)nd;
     m->opset_import = qr_arena_alloc(&c->ar, sizeof *m->opset_import * (size_t)nd);
-    for (int k = 0; k < nd; k++) {
-        NEW(m->opset_import[k], Onnx__OperatorSetIdProto, onnx__operator_set_id_proto__init);
-        m->opset_import[k]->domain = str(c, domains[k]);
-        m->opset_import[k]->has_version = 1;
-        m->opset_import[k]->version = versions[k];
+    for (int k = 0; m->opset_import && k < nd; k++) {
+        Onnx__OperatorSetIdProto *op = qr_arena_alloc(&c->ar, sizeof *op);
+        if (!(m->opset_import[k] = op))
+            break;
+        onnx__operator_set_id_proto__init(op);
+        op->domain = str(c, domains[k]);
+        op->has_version = 1;
+        op->version = versions[k];
     }
     free(domains);
     free(versions);
-    gp->node = qr_arena_alloc(&c->ar, sizeof *gp->node * (size_t)(g->n_nodes + 1));
-    for (int i = 0; i < g->n_nodes; i++) {
-        const qr_node *n = g->nodes[i];
-        if (n->dead)
-            continue;
-        Onnx__NodeProto *np;
-        NEW(np, Onnx__NodeProto, onnx__node_proto__init);
-        np->name = str(c, n->name);
-        np->op_type = str(c, n->op);
-        np->domain = str(c, n->domain);
-        np->n_input = (size_t)n->n_in;
-        np->input = qr_arena_alloc(&c->ar, sizeof *np->input * (size_t)(n->n_in + 1));
-        for (int j = 0; j < n->n_in; j++)
-            np->input[j] = str(c, n->in[j] ? n->in[j]->name : "");
-        np->n_output = (size_t)n->n_out;
-        np->output = qr_arena_alloc(&c->ar, sizeof *np->output * (size_t)(n->n_out + 1));
-        for (int j = 0; j < n->n_out; j++)
-            np->output[j] = str(c, n->out[j] ? n->out[j]->name : "");
-        np->n_attribute = (size_t)n->n_attr;
-        np->attribute = qr_arena_alloc(&c->ar, sizeof *np->attribute * (size_t)(n->n_attr + 1));
-        for (int k = 0; k < n->n_attr; k++)
-            np->attribute[k] = attribute(c, &n->attr[k]);
-        gp->node[gp->n_node++] = np;
-    }
-    /* initializers: the constants some node reads */
+    return c->ar.oom ? NULL : m;
+}
+
+static Onnx__NodeProto *node(ex *c, const qr_node *n)
+{
+    Onnx__NodeProto *np;
+    NEW(np, Onnx__NodeProto, onnx__node_proto__init);
+    np->name = str(c, n->name);
+    np->op_type = str(c, n->op);
+    np->domain = str(c, n->domain);
+    np->input = qr_arena_alloc(&c->ar, sizeof *np->input * (size_t)(n->n_in + 1));
+    np->output = qr_arena_alloc(&c->ar, sizeof *np->output * (size_t)(n->n_out + 1));
+    np->attribute = qr_arena_alloc(&c->ar, sizeof *np->attribute * (size_t)(n->n_attr + 1));
+    if (!np->input || !np->output || !np->attribute)
+        return NULL;
+    np->n_input = (size_t)n->n_in;
+    for (int j = 0; j < n->n_in; j++)
+        np->input[j] = str(c, n->in[j] ? n->in[j]->name : "");
+    np->n_output = (size_t)n->n_out;
+    for (int j = 0; j < n->n_out; j++)
+        np->output[j] = str(c, n->out[j] ? n->out[j]->name : "");
+    np->n_attribute = (size_t)n->n_attr;
+    for (int k = 0; k < n->n_attr; k++)
+        np->attribute[k] = attribute(c, &n->attr[k]);
+    return np;
+}
+
+/* The live nodes, then as initializers the constants some node reads or the graph outputs. */
+static Onnx__GraphProto *nodes_and_initializers(ex *c, Onnx__GraphProto *gp)
+{
+    const qr_graph *g = c->g;
+    if (!(gp->node = qr_arena_alloc(&c->ar, sizeof *gp->node * (size_t)(g->n_nodes + 1))))
+        return NULL;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i]->dead && !(gp->node[gp->n_node++] = node(c, g->nodes[i])))
+            return NULL;
     gp->initializer = qr_arena_alloc(&c->ar, sizeof *gp->initializer * (size_t)(g->n_values + 1));
     unsigned char *used = qr_arena_alloc(&c->ar, (size_t)g->n_values + 1);
+    if (!gp->initializer || !used)
+        return NULL;
     for (int i = 0; i < g->n_nodes; i++)
         for (int j = 0; !g->nodes[i]->dead && j < g->nodes[i]->n_in; j++)
             if (g->nodes[i]->in[j])
@@ -208,20 +219,43 @@ qr_status qr_onnx_save(const qr_graph *g, const char *path, qr_error *e)
     for (int i = 0; i < g->n_values; i++)
         if (g->values[i]->is_const && used[i])
             gp->initializer[gp->n_initializer++] = tensor(c, g->values[i]->name, &g->values[i]->t);
+    return gp;
+}
+
+static Onnx__GraphProto *inputs_and_outputs(ex *c, Onnx__GraphProto *gp)
+{
+    const qr_graph *g = c->g;
     gp->input = qr_arena_alloc(&c->ar, sizeof *gp->input * (size_t)(g->n_inputs + 1));
+    gp->output = qr_arena_alloc(&c->ar, sizeof *gp->output * (size_t)(g->n_outputs + 1));
+    if (!gp->input || !gp->output)
+        return NULL;
     for (int i = 0; i < g->n_inputs; i++)
         gp->input[gp->n_input++] = value_info(c, g->inputs[i]);
-    gp->output = qr_arena_alloc(&c->ar, sizeof *gp->output * (size_t)(g->n_outputs + 1));
     for (int i = 0; i < g->n_outputs; i++)
         gp->output[gp->n_output++] = value_info(c, g->outputs[i]);
-    size_t len = onnx__model_proto__get_packed_size(m);
-    uint8_t *buf = malloc(len ? len : 1);
-    if (!buf) {
-        qr_arena_free(&c->ar);
-        return qr_errorf(e, "%s: out of memory serializing the model (%zu bytes)", path, len);
-    }
-    onnx__model_proto__pack(m, buf);
-    qr_arena_free(&c->ar);
+    return gp;
+}
+
+/* The whole model as protos in c's arena; NULL when out of memory. */
+static Onnx__ModelProto *model(ex *c)
+{
+    Onnx__ModelProto *m;
+    Onnx__GraphProto *gp;
+    NEW(m, Onnx__ModelProto, onnx__model_proto__init);
+    NEW(gp, Onnx__GraphProto, onnx__graph_proto__init);
+    m->has_ir_version = 1;
+    m->ir_version = 8;
+    m->producer_name = str(c, "qrl");
+    m->producer_version = str(c, QRL_VERSION);
+    m->graph = gp;
+    gp->name = str(c, c->g->name && *c->g->name ? c->g->name : "qrl");
+    if (!opset_imports(c, m) || !nodes_and_initializers(c, gp) || !inputs_and_outputs(c, gp))
+        return NULL;
+    return c->ar.oom ? NULL : m; /* a name or a part of a node's that did not fit */
+}
+
+static qr_status write_atomically(const char *path, const uint8_t *buf, size_t len, qr_error *e)
+{
     qr_atomic_file af;
     qr_status st = qr_atomic_open(&af, path, e);
     if (st == QR_OK) {
@@ -232,6 +266,27 @@ qr_status qr_onnx_save(const qr_graph *g, const char *path, qr_error *e)
             st = qr_atomic_commit(&af, e);
         }
     }
+    return st;
+}
+
+qr_status qr_onnx_save(const qr_graph *g, const char *path, qr_error *e)
+{
+    ex cx = {.g = g}, *c = &cx;
+    qr_arena_init(&c->ar);
+    Onnx__ModelProto *m = model(c);
+    if (!m) {
+        qr_arena_free(&c->ar);
+        return qr_errorf(e, "%s: out of memory", path);
+    }
+    size_t len = onnx__model_proto__get_packed_size(m);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf) {
+        qr_arena_free(&c->ar);
+        return qr_errorf(e, "%s: out of memory serializing the model (%zu bytes)", path, len);
+    }
+    onnx__model_proto__pack(m, buf);
+    qr_arena_free(&c->ar);
+    qr_status st = write_atomically(path, buf, len, e);
     free(buf);
     return st;
 }

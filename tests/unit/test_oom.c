@@ -1,5 +1,5 @@
 /* Out of memory is an error value, never an abort: every entry point that builds a graph
- * (import, clone, the optimizing passes, the opset upgrade, quantizing)
+ * (import, clone, the optimizing passes, the opset upgrade, quantizing, the QDQ export)
  * is run with its 1st, 2nd, 3rd, ... allocation failing (qr_arena_fail_nth: arenas' records
  * and the graph's own arrays) until one run needs no more; each failed run must return the
  * error "out of memory" without crashing, and (under ASan, `make test-asan`) without a leak
@@ -11,6 +11,7 @@
 
 #include "arena.h"
 #include "graph.h"
+#include "onnx_export.h"
 #include "onnx_import.h"
 #include "passes.h"
 #include "quantize.h"
@@ -186,6 +187,30 @@ Test(oom, opset_upgrade)
     qr_graph *g = old_opset();
     cr_assert_gt(fail_each("opset upgrade", upgrade, g), 50);
     qr_graph_free(g);
+}
+
+typedef struct save_case {
+    const qr_graph *g;
+    char *dir;
+} save_case;
+
+static qr_status save(void *user, qr_error *e)
+{
+    save_case *c = user;
+    char path[700];
+    snprintf(path, sizeof path, "%s/out.onnx", c->dir);
+    remove(path);
+    qr_status st = qr_onnx_save(c->g, path, e);
+    cr_assert_eq(tu_file_exists(path), st == QR_OK, "%s: %s", path, st == QR_OK ? "missing" : "left behind");
+    return st;
+}
+
+Test(oom, export)
+{
+    save_case c = {load_fmnist(), tu_tmpdir()};
+    cr_assert_gt(fail_each("export", save, &c), 50);
+    qr_graph_free((qr_graph *)c.g);
+    tu_rmdir(c.dir);
 }
 
 typedef struct quant_case {
