@@ -55,13 +55,13 @@ qc_sym *chk_new_sym(ctx *c, const char *name, qc_symkind k, const qc_type *t, ql
 void chk_push_scope(ctx *c, scope *s)
 {
     memset(s, 0, sizeof *s);
+    s->idx.ar = c->ar; /* a scope's arrays are the arena's: qc_check's out-of-memory jump frees nothing */
     s->up = c->sc;
     c->sc = s;
 }
 
 void chk_pop_scope(ctx *c)
 {
-    free(c->sc->v);
     qc_names_free(&c->sc->idx);
     c->sc = c->sc->up;
 }
@@ -85,9 +85,11 @@ void chk_scope_add(ctx *c, qc_sym *s)
     scope *sc = c->sc;
     if (sc->n == sc->cap) {
         int cap = sc->cap ? sc->cap * 2 : 8;
-        qc_sym **v = realloc(sc->v, sizeof *v * (size_t)cap);
+        qc_sym **v = ql_alloc(c->ar, sizeof *v * (size_t)cap);
         if (!v)
             return;
+        if (sc->n)
+            memcpy(v, sc->v, sizeof *v * (size_t)sc->n);
         sc->v = v;
         sc->cap = cap;
     }
@@ -344,9 +346,19 @@ int qc_check(qc_unit *u)
     double t0 = now_ms();
     int before = u->diags.errors;
     ctx c = {.u = u, .ar = &u->arena, .d = &u->diags};
-    c.visible = calloc((size_t)u->nfiles + 1, 1);
-    if (!c.visible)
+    unsigned char *visible = c.visible = calloc((size_t)u->nfiles + 1, 1);
+    if (!visible)
         return 1;
+    /* Out of memory anywhere below jumps back here (lang/arena.h): everything the checker
+     * made is the arena's but the visibility marks. */
+    jmp_buf oom, *outer = u->arena.on_oom;
+    if (setjmp(oom)) {
+        u->arena.on_oom = outer;
+        free(visible);
+        ql_error_file(&u->diags, u->nfiles ? u->files[0]->src->path : "qrl", "out of memory");
+        return u->diags.errors - before;
+    }
+    u->arena.on_oom = &oom;
     for (int i = 0; i < u->nfiles; i++)
         collect(&c, u->files[i]);
     /* Function signatures first: calls anywhere need their parameter types. */
@@ -392,6 +404,7 @@ int qc_check(qc_unit *u)
     for (int i = 0; i < u->nitems; i++)
         if (u->items[i]->kind == QC_SYM_FN || u->items[i]->kind == QC_SYM_KERNEL)
             find_cycle(&c, u->items[i], stack, 0);
+    u->arena.on_oom = outer;
     free(c.visible);
     u->t_check += now_ms() - t0;
     return u->diags.errors - before;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "../lang/arena.h"
 
 static unsigned hash(const char *s)
 {
@@ -41,13 +42,14 @@ int qc_names_add(qc_names *h, struct qc_sym *const *v, int pos)
         return 0;
     if ((unsigned)(h->n + 1) * 2 > h->cap) { /* at most half full */
         unsigned cap = h->cap ? h->cap * 2 : 16;
-        int *slot = calloc(cap, sizeof *slot);
+        int *slot = h->ar ? ql_alloc(h->ar, cap * sizeof *slot) : calloc(cap, sizeof *slot);
         if (!slot)
             return -1;
         for (unsigned i = 0; i < h->cap; i++)
             if (h->slot[i])
                 put(slot, cap, v[h->slot[i] - 1]->name, h->slot[i] - 1);
-        free(h->slot);
+        if (!h->ar)
+            free(h->slot);
         h->slot = slot;
         h->cap = cap;
     }
@@ -58,6 +60,9 @@ int qc_names_add(qc_names *h, struct qc_sym *const *v, int pos)
 
 void qc_names_free(qc_names *h)
 {
-    free(h->slot);
+    struct ql_arena *ar = h->ar;
+    if (!ar)
+        free(h->slot);
     memset(h, 0, sizeof *h);
+    h->ar = ar;
 }

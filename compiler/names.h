@@ -7,10 +7,14 @@
 
 struct qc_sym;
 
+struct ql_arena;
+
 typedef struct qc_names {
     int *slot;      /* position + 1; 0 is empty */
     unsigned cap;   /* a power of two, or 0 */
     int n;
+    struct ql_arena *ar; /* NULL: slots on the heap; else from this arena (the checker's scopes,
+                          * which an out-of-memory jump leaves without freeing them) */
 } qc_names;
 
 /* Position in v of the first symbol indexed under name, or -1. */

@@ -2,6 +2,7 @@
  * actions call; syntax errors that say what was expected. */
 #include "parse_int.h"
 
+#include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -271,6 +272,16 @@ ql_node *qp_parse(const ql_source *src, ql_arena *ar, ql_diags *d)
         ql_error_file(d, src->path, "out of memory");
         return NULL;
     }
+    /* Out of memory in the lexer or a grammar action jumps back here (lang/arena.h): the
+     * parser's stack is freed, the nodes are the arena's. */
+    jmp_buf oom, *outer = ar->on_oom;
+    if (setjmp(oom)) {
+        ar->on_oom = outer;
+        qp_ParseFree(p, free);
+        ql_error_file(d, src->path, "out of memory");
+        return NULL;
+    }
+    ar->on_oom = &oom;
     ql_lexer lx;
     ql_lexer_init(&lx, src, ar, d);
     ql_token t;
@@ -282,6 +293,7 @@ ql_node *qp_parse(const ql_source *src, ql_arena *ar, ql_diags *d)
         ql_token eof = {.kind = QL_TOK_EOF, .span = {src, (uint32_t)src->len, (uint32_t)src->len}};
         qp_Parse(p, 0, eof, &ps);
     }
+    ar->on_oom = outer;
     qp_ParseFree(p, free);
     return ps.root;
 }

@@ -1,6 +1,7 @@
 #include "arena.h"
 
-#include <stdio.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,10 +13,27 @@ struct ql_arena_block {
     _Alignas(16) unsigned char mem[];
 };
 
+/* The countdown of ql_arena_fail_nth. */
+static _Atomic long fail_countdown;
+
+long ql_arena_fail_nth(long n)
+{
+    return atomic_exchange(&fail_countdown, n);
+}
+
+static int fail_now(void)
+{
+    if (fail_countdown <= 0)
+        return 0;
+    return --fail_countdown == 0;
+}
+
 void ql_arena_init(ql_arena *a)
 {
     a->blocks = NULL;
     a->used = 0;
+    a->oom = 0;
+    a->on_oom = NULL;
 }
 
 void ql_arena_free(ql_arena *a)
@@ -29,31 +47,38 @@ void ql_arena_free(ql_arena *a)
 
 void *ql_alloc(ql_arena *a, size_t size)
 {
-    size = (size + 15) & ~(size_t)15;
+    size_t need = (size + 15) & ~(size_t)15;
     ql_arena_block *b = a->blocks;
-    if (!b || b->cap - b->top < size) {
-        size_t cap = size > BLOCK_MIN ? size : BLOCK_MIN;
-        b = malloc(sizeof *b + cap);
-        if (!b) {
-            fprintf(stderr, "qrl: out of memory\n");
-            abort();
+    if (need < size || fail_now())
+        b = NULL;
+    else if (!b || b->cap - b->top < need) {
+        size_t cap = need > BLOCK_MIN ? need : BLOCK_MIN;
+        b = cap <= SIZE_MAX - sizeof *b ? malloc(sizeof *b + cap) : NULL;
+        if (b) {
+            b->cap = cap;
+            b->top = 0;
+            b->next = a->blocks;
+            a->blocks = b;
         }
-        b->cap = cap;
-        b->top = 0;
-        b->next = a->blocks;
-        a->blocks = b;
+    }
+    if (!b) {
+        a->oom = 1;
+        if (a->on_oom)
+            longjmp(*a->on_oom, 1);
+        return NULL;
     }
     void *p = b->mem + b->top;
-    b->top += size;
-    a->used += size;
-    memset(p, 0, size);
+    b->top += need;
+    a->used += need;
+    memset(p, 0, need);
     return p;
 }
 
 char *ql_strndup(ql_arena *a, const char *s, size_t n)
 {
     char *p = ql_alloc(a, n + 1);
-    memcpy(p, s, n);
+    if (p)
+        memcpy(p, s, n);
     return p;
 }
 

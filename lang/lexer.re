@@ -97,6 +97,8 @@ static void close_bracket(ql_lexer *lx, char open)
 static void string_value(ql_lexer *lx, const unsigned char *a, const unsigned char *b, ql_token *t)
 {
     char *out = ql_alloc(lx->arena, (size_t)(b - a) + 1);
+    if (!out)
+        return; /* out of memory, outside a parse (qc_unit_lex_ms): the token keeps no text */
     int n = 0;
     for (const unsigned char *p = a; p < b; p++) {
         if (*p != '\\') {

@@ -3,7 +3,8 @@
  * is run with its 1st, 2nd, 3rd, ... allocation failing (qr_arena_fail_nth: arenas' records
  * and the graph's own arrays) until one run needs no more; each failed run must return the
  * error "out of memory" without crashing, and (under ASan, `make test-asan`) without a leak
- * or a read of freed memory. */
+ * or a read of freed memory. The front end's parse and check likewise, with the AST arena's
+ * allocations failing (ql_arena_fail_nth). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,19 +19,23 @@
 #include "recipe.h"
 #include "testutil.h"
 
+#include "../../compiler/check.h"
+#include "../../compiler/unit.h"
+
 TestSuite(oom, .timeout = 600);
 
 typedef qr_status (*attempt_fn)(void *user, qr_error *e);
 
-/* Runs f with allocation n failing for n = 1, 2, ... until a run makes no more than n - 1
- * allocations; returns how many runs failed (the allocations f makes). */
-static long fail_each(const char *what, attempt_fn f, void *user)
+/* Runs f with allocation n failing (fail_nth: qr_arena_fail_nth or ql_arena_fail_nth) for
+ * n = 1, 2, ... until a run makes no more than n - 1 allocations; returns how many runs failed
+ * (the allocations f makes). */
+static long fail_each_of(long (*fail_nth)(long), const char *what, attempt_fn f, void *user)
 {
     for (long n = 1;; n++) {
         qr_error e = {{0}};
-        qr_arena_fail_nth(n);
+        fail_nth(n);
         qr_status st = f(user, &e);
-        long left = qr_arena_fail_nth(0);
+        long left = fail_nth(0);
         if (left > 0) {
             cr_assert_eq(st, QR_OK, "%s: no allocation failed, yet: %s", what, e.msg);
             cr_log_info("%s: %ld allocations, each failure an error", what, n - 1);
@@ -39,6 +44,11 @@ static long fail_each(const char *what, attempt_fn f, void *user)
         cr_assert_neq(st, QR_OK, "%s: allocation %ld failed, and it succeeded anyway", what, n);
         cr_assert(strstr(e.msg, "out of memory"), "%s: allocation %ld failed: %s", what, n, e.msg);
     }
+}
+
+static long fail_each(const char *what, attempt_fn f, void *user)
+{
+    return fail_each_of(qr_arena_fail_nth, what, f, user);
 }
 
 static char model_path[600];
@@ -247,4 +257,29 @@ Test(oom, quantize, .timeout = 900)
     qr_tensor_free(&c.calib);
     qr_module_free(c.m);
     qr_graph_free((qr_graph *)c.g);
+}
+
+/* ---- the front end: parse and check a recipe with its imports */
+
+static qr_status front(void *user, qr_error *e)
+{
+    char path[600], stdlib[600];
+    snprintf(path, sizeof path, "%s/%s", tu_root(), (const char *)user);
+    snprintf(stdlib, sizeof stdlib, "%s/stdlib", tu_root());
+    qc_unit *u = qc_unit_new(stdlib);
+    cr_assert(u);
+    qc_file *f = qc_unit_load(u, path);
+    if (!u->diags.errors)
+        qc_check(u);
+    qr_status st = u->diags.errors ? qr_errorf(e, "%s", u->diags.v[u->diags.n - 1].msg) : QR_OK;
+    cr_assert(st != QR_OK || (f && f->ast), "%s: no AST and no error", path);
+    qc_unit_free(u);
+    return st;
+}
+
+Test(oom, parse_and_check)
+{
+    cr_assert_gt(fail_each_of(ql_arena_fail_nth, "parse and check meanstd.qrl", front, "examples/recipes/meanstd.qrl"),
+                 200);
+    cr_assert_gt(fail_each_of(ql_arena_fail_nth, "parse and check aciq.qrl", front, "examples/recipes/aciq.qrl"), 200);
 }
