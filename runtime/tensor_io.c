@@ -65,87 +65,66 @@ static const char *dict_value(const char *h, const char *key)
     }
 }
 
-qr_status qr_npy_parse(const unsigned char *buf, size_t len, const char *path, qr_tensor *t, qr_error *e)
+/* The magic, the version and the header's length; *off is where the header starts. */
+static qr_status npy_preamble(const unsigned char *buf, size_t len, const char *path, size_t *off, size_t *hl,
+                              qr_error *e)
 {
-    memset(t, 0, sizeof *t);
     if (len < 10 || memcmp(buf, "\x93NUMPY", 6) != 0)
         return qr_errorf(e, "%s: not a .npy file (bad magic)", path);
     int major = buf[6];
-    size_t hl, off;
     if (major == 1) {
-        hl = (size_t)buf[8] | (size_t)buf[9] << 8;
-        off = 10;
+        *hl = (size_t)buf[8] | (size_t)buf[9] << 8;
+        *off = 10;
     } else if (major == 2 || major == 3) {
         if (len < 12)
             return qr_errorf(e, "%s: truncated .npy header", path);
-        hl = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
-        off = 12;
+        *hl = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+        *off = 12;
     } else {
         return qr_errorf(e, "%s: unsupported .npy version %d", path, major);
     }
-    if (hl > 65536 || off + hl > len)
+    if (*hl > 65536 || *off + *hl > len)
         return qr_errorf(e, "%s: truncated .npy header", path);
-    char *h = malloc(hl + 1);
-    if (!h)
-        return qr_errorf(e, "out of memory");
-    memcpy(h, buf + off, hl);
-    h[hl] = 0;
-    qr_status st = QR_OK;
-    const char *d = dict_value(h, "descr"), *fo = dict_value(h, "fortran_order"), *sh = dict_value(h, "shape");
-    if (!d || !fo || !sh || (*d != '\'' && *d != '"')) {
-        st = qr_errorf(e, "%s: malformed .npy header (needs descr, fortran_order and shape)", path);
-        goto out;
-    }
-    if (strncmp(fo, "True", 4) == 0) {
-        st = qr_errorf(e, "%s: Fortran-order arrays are not supported; save it in C order (np.ascontiguousarray)", path);
-        goto out;
-    }
-    if (strncmp(fo, "False", 5) != 0) {
-        st = qr_errorf(e, "%s: malformed .npy header (fortran_order)", path);
-        goto out;
-    }
+    return QR_OK;
+}
+
+/* The dtype of a descr value ('<f4', "|u1"...): little-endian, or any order for single bytes. */
+static qr_status npy_descr(const char *d, const char *path, qr_dtype *dt, qr_error *e)
+{
     char q = *d++;
     const char *dend = strchr(d, q);
-    if (!dend || dend - d < 2 || dend - d > 8) {
-        st = qr_errorf(e, "%s: malformed .npy header (descr)", path);
-        goto out;
-    }
+    if (!dend || dend - d < 2 || dend - d > 8)
+        return qr_errorf(e, "%s: malformed .npy header (descr)", path);
     char order = d[0];
     char code[8] = {0};
     memcpy(code, d + 1, (size_t)(dend - d - 1));
-    if (order == '>' && strcmp(code, "i1") && strcmp(code, "u1") && strcmp(code, "b1")) {
-        st = qr_errorf(e, "%s: big-endian data ('%c%s') is not supported", path, order, code);
-        goto out;
-    }
-    if (order != '<' && order != '|' && order != '=' && order != '>') {
-        st = qr_errorf(e, "%s: malformed .npy header (descr)", path);
-        goto out;
-    }
-    qr_dtype dt = QR_UNDEF;
+    if (order == '>' && strcmp(code, "i1") && strcmp(code, "u1") && strcmp(code, "b1"))
+        return qr_errorf(e, "%s: big-endian data ('%c%s') is not supported", path, order, code);
+    if (order != '<' && order != '|' && order != '=' && order != '>')
+        return qr_errorf(e, "%s: malformed .npy header (descr)", path);
+    *dt = QR_UNDEF;
     for (int k = 1; k < QR_DTYPE_COUNT; k++) {
         const char *npy = qr_dtype_get((qr_dtype)k)->npy;
         if (npy && strcmp(npy, code) == 0)
-            dt = (qr_dtype)k;
+            *dt = (qr_dtype)k;
     }
-    if (dt == QR_UNDEF) {
-        st = qr_errorf(e, "%s: numpy dtype '%s' is not supported", path, code);
-        goto out;
-    }
-    t->dtype = dt;
-    const char *p = sh;
-    if (*p++ != '(') {
-        st = qr_errorf(e, "%s: malformed .npy header (shape)", path);
-        goto out;
-    }
+    if (*dt == QR_UNDEF)
+        return qr_errorf(e, "%s: numpy dtype '%s' is not supported", path, code);
+    return QR_OK;
+}
+
+/* The dims of a shape value ((2, 3), (5,), ()) into t. */
+static qr_status npy_shape(const char *p, const char *path, qr_tensor *t, qr_error *e)
+{
+    if (*p++ != '(')
+        return qr_errorf(e, "%s: malformed .npy header (shape)", path);
     for (;;) {
         while (*p == ' ' || *p == ',')
             p++;
         if (*p == ')')
             break;
-        if (!isdigit((unsigned char)*p) || t->ndim == QR_MAX_DIMS) {
-            st = qr_errorf(e, "%s: malformed or unsupported .npy shape (at most %d dims)", path, QR_MAX_DIMS);
-            goto out;
-        }
+        if (!isdigit((unsigned char)*p) || t->ndim == QR_MAX_DIMS)
+            return qr_errorf(e, "%s: malformed or unsupported .npy shape (at most %d dims)", path, QR_MAX_DIMS);
         char *end;
         long long v = strtoll(p, &end, 10);
         t->dims[t->ndim++] = v;
@@ -153,30 +132,63 @@ qr_status qr_npy_parse(const unsigned char *buf, size_t len, const char *path, q
         while (*p == 'L')
             p++;
     }
+    return QR_OK;
+}
+
+/* The header's dict (NUL-terminated): t's dtype and shape. */
+static qr_status npy_header(const char *h, const char *path, qr_tensor *t, qr_error *e)
+{
+    const char *d = dict_value(h, "descr"), *fo = dict_value(h, "fortran_order"), *sh = dict_value(h, "shape");
+    if (!d || !fo || !sh || (*d != '\'' && *d != '"'))
+        return qr_errorf(e, "%s: malformed .npy header (needs descr, fortran_order and shape)", path);
+    if (strncmp(fo, "True", 4) == 0)
+        return qr_errorf(e, "%s: Fortran-order arrays are not supported; save it in C order (np.ascontiguousarray)",
+                         path);
+    if (strncmp(fo, "False", 5) != 0)
+        return qr_errorf(e, "%s: malformed .npy header (fortran_order)", path);
+    if (npy_descr(d, path, &t->dtype, e) != QR_OK)
+        return QR_ERR;
+    return npy_shape(sh, path, t, e);
+}
+
+/* t's data from the have bytes after the header: its shape within limits, enough bytes. */
+static qr_status npy_data(const unsigned char *data, size_t have, const char *path, qr_tensor *t, qr_error *e)
+{
     if (qr_tensor_check_shape(t, e) != QR_OK) {
         qr_error_prefix(e, "%s", path);
-        st = QR_ERR;
-        goto out;
+        return QR_ERR;
     }
-    size_t need = qr_tensor_nbytes(t), have = len - off - hl;
+    size_t need = qr_tensor_nbytes(t);
     if (have < need) {
         char ts[160];
-        st = qr_errorf(e, "%s: truncated: %zu data bytes, expected %zu for %s", path, have, need,
-                       qr_tensor_type_str(t, ts, sizeof ts));
-        goto out;
+        return qr_errorf(e, "%s: truncated: %zu data bytes, expected %zu for %s", path, have, need,
+                         qr_tensor_type_str(t, ts, sizeof ts));
     }
     if (qr_tensor_alloc(t, e) != QR_OK) {
         qr_error_prefix(e, "%s", path);
-        st = QR_ERR;
-        goto out;
+        return QR_ERR;
     }
-    memcpy(t->data, buf + off + hl, need);
-    if (dt == QR_BOOL)
+    memcpy(t->data, data, need);
+    if (t->dtype == QR_BOOL)
         for (size_t i = 0; i < need; i++)
             ((unsigned char *)t->data)[i] = ((unsigned char *)t->data)[i] != 0;
-out:
+    return QR_OK;
+}
+
+qr_status qr_npy_parse(const unsigned char *buf, size_t len, const char *path, qr_tensor *t, qr_error *e)
+{
+    memset(t, 0, sizeof *t);
+    size_t off = 0, hl = 0;
+    if (npy_preamble(buf, len, path, &off, &hl, e) != QR_OK)
+        return QR_ERR;
+    char *h = malloc(hl + 1); /* the dict as a C string */
+    if (!h)
+        return qr_errorf(e, "out of memory");
+    memcpy(h, buf + off, hl);
+    h[hl] = 0;
+    qr_status st = npy_header(h, path, t, e);
     free(h);
-    return st;
+    return st == QR_OK ? npy_data(buf + off + hl, len - off - hl, path, t, e) : st;
 }
 
 qr_status qr_npy_read(const char *path, qr_tensor *t, qr_error *e)
