@@ -512,12 +512,11 @@ static int unchanged_since_opset1(const char *op)
     return 0;
 }
 
-static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
+/* The default-domain opset; below QR_OPSET_MIN only ops whose schema never changed since opset 1
+ * are taken. */
+static qr_status graph_opset(importer *im, const Onnx__ModelProto *m, int *out)
 {
     const Onnx__GraphProto *gp = m->graph;
-    qr_graph *g = im->g;
-    if (!gp)
-        return qr_errorf(im->e, "%s: the model has no graph", im->path);
     int64_t opset64 = opset_for(m, "");
     if (opset64 < 0)
         opset64 = m->n_opset_import ? -1 : QR_OPSET_MIN;
@@ -525,7 +524,6 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
         return qr_errorf(im->e, "%s: opset_import: default-domain opset %lld is not supported (%d to %d)", im->path,
                          (long long)opset64, QR_OPSET_MIN, QR_OPSET_MAX);
     int opset = (int)opset64;
-    /* Below QR_OPSET_MIN only ops whose schema never changed since opset 1 are taken. */
     for (size_t i = 0; opset < QR_OPSET_MIN && i < gp->n_node; i++) {
         const char *op = gp->node[i]->op_type ? gp->node[i]->op_type : "";
         const char *dom = gp->node[i]->domain ? gp->node[i]->domain : "";
@@ -535,12 +533,13 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
                              "unchanged since opset 1, and '%s' has changed)",
                              im->path, opset, QR_OPSET_MIN, QR_OPSET_MAX, op);
     }
-    g->opset = opset;
-    g->name = qr_arena_strdup(&g->arena, gp->name ? gp->name : "");
-    g->producer = qr_arena_strdup(&g->arena, m->producer_name ? m->producer_name : "");
-    if (!g->name || !g->producer)
-        return out_of_memory(im);
-    /* Unknown ops first: the most useful thing to say about a model we cannot run. */
+    *out = opset;
+    return QR_OK;
+}
+
+/* Unknown ops first: the most useful thing to say about a model we cannot run. */
+static qr_status check_ops_known(importer *im, const Onnx__GraphProto *gp)
+{
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *np = gp->node[i];
         const char *dom = np->domain && strcmp(np->domain, "ai.onnx") ? np->domain : "";
@@ -552,6 +551,11 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
                              np->name && np->name[0] ? np->name : autoname, dom, *dom ? "." : "", op);
         }
     }
+    return QR_OK;
+}
+
+static qr_status import_initializers(importer *im, const Onnx__GraphProto *gp)
+{
     if (gp->n_sparse_initializer)
         return qr_errorf(im->e, "%s: sparse_initializer: sparse tensors are not supported", im->path);
     for (size_t i = 0; i < gp->n_initializer; i++) {
@@ -568,6 +572,13 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
         if (st != QR_OK)
             return st;
     }
+    return QR_OK;
+}
+
+/* The run-time inputs: those without an initializer (which gives a default, a constant). */
+static qr_status import_inputs(importer *im, const Onnx__GraphProto *gp)
+{
+    qr_graph *g = im->g;
     g->inputs = qr_arena_alloc(&g->arena, sizeof *g->inputs * (gp->n_input + 1));
     if (!g->inputs)
         return out_of_memory(im);
@@ -589,6 +600,12 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
         v->is_input = 1;
         g->inputs[g->n_inputs++] = v;
     }
+    return QR_OK;
+}
+
+static qr_status import_nodes(importer *im, const Onnx__ModelProto *m, int opset)
+{
+    const Onnx__GraphProto *gp = m->graph;
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *np = gp->node[i];
         const char *dom = np->domain && strcmp(np->domain, "ai.onnx") ? np->domain : "";
@@ -599,6 +616,13 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
         if (import_node(im, np, i, (int)v) != QR_OK)
             return QR_ERR;
     }
+    return QR_OK;
+}
+
+/* The types value_info and the outputs declare for values nodes produce. */
+static qr_status import_outputs(importer *im, const Onnx__GraphProto *gp)
+{
+    qr_graph *g = im->g;
     for (size_t i = 0; i < gp->n_value_info; i++) {
         const Onnx__ValueInfoProto *vi = gp->value_info[i];
         qr_value *v = vi->name ? qr_graph_find(g, vi->name) : NULL;
@@ -621,6 +645,24 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
         v->is_output = 1;
         g->outputs[g->n_outputs++] = v;
     }
+    return QR_OK;
+}
+
+static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
+{
+    const Onnx__GraphProto *gp = m->graph;
+    qr_graph *g = im->g;
+    if (!gp)
+        return qr_errorf(im->e, "%s: the model has no graph", im->path);
+    if (graph_opset(im, m, &g->opset) != QR_OK)
+        return QR_ERR;
+    g->name = qr_arena_strdup(&g->arena, gp->name ? gp->name : "");
+    g->producer = qr_arena_strdup(&g->arena, m->producer_name ? m->producer_name : "");
+    if (!g->name || !g->producer)
+        return out_of_memory(im);
+    if (check_ops_known(im, gp) != QR_OK || import_initializers(im, gp) != QR_OK || import_inputs(im, gp) != QR_OK ||
+        import_nodes(im, m, g->opset) != QR_OK || import_outputs(im, gp) != QR_OK)
+        return QR_ERR;
     for (int i = 0; i < g->n_nodes; i++)
         if (check_legacy_broadcast(im, g->nodes[i]) != QR_OK)
             return QR_ERR;
