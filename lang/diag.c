@@ -55,6 +55,8 @@ static void add(ql_diags *d, ql_severity sev, ql_span sp, const char *path, cons
         return;
     if (sev == QL_NOTE && d->n && d->v[d->n - 1].sev == QL_ERROR && ql_diags_full(d))
         return;
+    if (sev == QL_ERROR)
+        d->errors++; /* counted even when it cannot be stored: out of memory still fails the compile */
     if (d->n == d->cap) {
         int cap = d->cap ? d->cap * 2 : 16;
         ql_diag *v = realloc(d->v, sizeof *v * (size_t)cap);
@@ -77,8 +79,6 @@ static void add(ql_diags *d, ql_severity sev, ql_span sp, const char *path, cons
     g->span = sp;
     g->path = path ? strdup(path) : NULL; /* may be NULL on OOM: printed as "qrl" */
     d->n++;
-    if (sev == QL_ERROR)
-        d->errors++;
 }
 
 void ql_error(ql_diags *d, ql_span sp, const char *fmt, ...)
