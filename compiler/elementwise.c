@@ -4,6 +4,7 @@
  * code (the channel block and the value), which keeps its spans for errors. */
 #include "elementwise.h"
 
+#include <setjmp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -332,6 +333,8 @@ static ql_node *tile_kernel(ew *e, const ql_node *kernel, const ql_node *st)
     return t;
 }
 
+static int lower_items(ql_node *module, ql_arena *ar, ql_diags *d);
+
 /* Removes every elementwise statement under n that is not where one may be. */
 static int misplaced(ql_node *n, ql_diags *d)
 {
@@ -356,6 +359,22 @@ int qc_elementwise_lower(ql_node *module, ql_arena *ar, ql_diags *d)
 {
     if (!module)
         return 0;
+    /* Out of memory jumps back here (lang/arena.h): a kernel is rewritten only once its new
+     * bodies are whole, so what is left is checked as it was parsed. */
+    jmp_buf oom, *outer = ar->on_oom;
+    if (setjmp(oom)) {
+        ar->on_oom = outer;
+        ql_error_file(d, module->span.src ? module->span.src->path : NULL, "out of memory");
+        return 1;
+    }
+    ar->on_oom = &oom;
+    int errs = lower_items(module, ar, d);
+    ar->on_oom = outer;
+    return errs;
+}
+
+static int lower_items(ql_node *module, ql_arena *ar, ql_diags *d)
+{
     int errs = 0, nitems = module->nkids;
     for (int i = 0; i < nitems; i++) {
         ql_node *k = module->kids[i];

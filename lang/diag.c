@@ -55,6 +55,12 @@ static void add(ql_diags *d, ql_severity sev, ql_span sp, const char *path, cons
         return;
     if (sev == QL_NOTE && d->n && d->v[d->n - 1].sev == QL_ERROR && ql_diags_full(d))
         return;
+    char buf[1024];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    if (sev != QL_NOTE)
+        d->repeating = sev == QL_ERROR && sp.src && repeated(d, sp, buf);
+    if (d->repeating)
+        return;
     if (sev == QL_ERROR)
         d->errors++; /* counted even when it cannot be stored: out of memory still fails the compile */
     if (d->n == d->cap) {
@@ -65,12 +71,6 @@ static void add(ql_diags *d, ql_severity sev, ql_span sp, const char *path, cons
         d->v = v;
         d->cap = cap;
     }
-    char buf[1024];
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    if (sev != QL_NOTE)
-        d->repeating = sev == QL_ERROR && sp.src && repeated(d, sp, buf);
-    if (d->repeating)
-        return;
     ql_diag *g = &d->v[d->n];
     g->msg = strdup(buf);
     if (!g->msg)
