@@ -24,6 +24,26 @@ void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t 
         }
 }
 
+void qr_igemv_u8s8_avx512vnni(int32_t *y, const uint8_t *x, const int8_t *w, const int32_t *init, int64_t k4,
+                              int64_t j0, int64_t j1, int64_t n);
+
+void qr_igemv_u8s8_ref(int32_t *y, const uint8_t *x, const int8_t *w, const int32_t *init, int64_t k4, int64_t j0,
+                       int64_t j1, int64_t n)
+{
+    int64_t n16 = qr_igemm_n16(n);
+    for (int64_t j = j0; j < j1 && j < n; j++) {
+        uint32_t s = (uint32_t)init[j];
+        for (int64_t q = 0; q < k4; q++)
+            s += (uint32_t)((int32_t)x[q] * (int32_t)w[((q >> 2) * n16 + j) * 4 + (q & 3)]);
+        y[j] = (int32_t)s;
+    }
+}
+
+qr_igemv_fn qr_igemv_u8s8(void)
+{
+    return qr_igemm_u8s8() == qr_igemm_u8s8_8x32_avx512vnni ? qr_igemv_u8s8_avx512vnni : NULL;
+}
+
 void qr_igemm_interleave4_avx512bw(uint32_t *d, const uint8_t *r0, const uint8_t *r1, const uint8_t *r2,
                                    const uint8_t *r3, int64_t n, uint8_t flip);
 

@@ -46,6 +46,18 @@ qr_igemm_interleave_fn qr_igemm_interleave4(void);
 void qr_igemm_interleave4_ref(uint32_t *d, const uint8_t *r0, const uint8_t *r1, const uint8_t *r2,
                               const uint8_t *r3, int64_t n, uint8_t flip);
 
+/* Few rows (a batch of 1 through a fully connected layer): y[j] = init[j] + sum_k x[k] w[k][j]
+ * for columns j in [j0, j1) (j0 a multiple of 16), wrapping as above, with
+ *   x: u8 activations, k4 bytes (zero-filled past K),
+ *   w: s8 weights packed [K4/4][N16][4], the four k of each column together,
+ * four bytes of x broadcast against sixteen columns per vpdpbusd, where the GEMM above would
+ * compute 16 columns for each real one. NULL unless the u8s8 kernel is AVX-512 VNNI's. */
+typedef void (*qr_igemv_fn)(int32_t *y, const uint8_t *x, const int8_t *w, const int32_t *init, int64_t k4,
+                            int64_t j0, int64_t j1, int64_t n);
+qr_igemv_fn qr_igemv_u8s8(void);
+void qr_igemv_u8s8_ref(int32_t *y, const uint8_t *x, const int8_t *w, const int32_t *init, int64_t k4, int64_t j0,
+                       int64_t j1, int64_t n);
+
 /* The portable reference of the same contract (tests compare every ISA's kernel with it). */
 void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
                        const uint8_t *b, int64_t k4, int64_t n);

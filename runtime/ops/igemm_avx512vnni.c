@@ -149,6 +149,49 @@ TARGET void qr_igemm_u8s8_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t
         strip(c, c_rs, a, init, m0, m1, b, k4, n, j);
 }
 
+/* y[j] for columns [j0, j1): eight groups of sixteen at a time (eight independent vpdpbusd chains
+ * for each four bytes of x broadcast), then one group at a time; the last group under a mask. */
+TARGET void qr_igemv_u8s8_avx512vnni(int32_t *y, const uint8_t *x, const int8_t *w, const int32_t *init, int64_t k4,
+                                     int64_t j0, int64_t j1, int64_t n)
+{
+    int64_t n16 = qr_igemm_n16(n), kq = k4 / 4, step = n16 * 4;
+    if (j1 > n)
+        j1 = n;
+    int64_t j = j0;
+    for (; j + 128 <= j1; j += 128) {
+        __m512i s[8];
+        #pragma GCC unroll 8
+        for (int g = 0; g < 8; g++)
+            s[g] = _mm512_loadu_si512((const void *)(init + j + 16 * g));
+        __m512i s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3], s4 = s[4], s5 = s[5], s6 = s[6], s7 = s[7];
+        const int8_t *wj = w + j * 4;
+        for (int64_t q = 0; q < kq; q++) {
+            __m512i xb = bcast4((const int8_t *)(x + 4 * q));
+            const int8_t *wq = wj + q * step;
+            s0 = _mm512_dpbusd_epi32(s0, xb, _mm512_loadu_si512((const void *)wq));
+            s1 = _mm512_dpbusd_epi32(s1, xb, _mm512_loadu_si512((const void *)(wq + 64)));
+            s2 = _mm512_dpbusd_epi32(s2, xb, _mm512_loadu_si512((const void *)(wq + 128)));
+            s3 = _mm512_dpbusd_epi32(s3, xb, _mm512_loadu_si512((const void *)(wq + 192)));
+            s4 = _mm512_dpbusd_epi32(s4, xb, _mm512_loadu_si512((const void *)(wq + 256)));
+            s5 = _mm512_dpbusd_epi32(s5, xb, _mm512_loadu_si512((const void *)(wq + 320)));
+            s6 = _mm512_dpbusd_epi32(s6, xb, _mm512_loadu_si512((const void *)(wq + 384)));
+            s7 = _mm512_dpbusd_epi32(s7, xb, _mm512_loadu_si512((const void *)(wq + 448)));
+        }
+        __m512i o[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
+        #pragma GCC unroll 8
+        for (int g = 0; g < 8; g++)
+            _mm512_storeu_si512((void *)(y + j + 16 * g), o[g]);
+    }
+    for (; j < j1; j += 16) {
+        __mmask16 m = cols_mask(j1 - j);
+        __m512i s = _mm512_maskz_loadu_epi32(m, init + j);
+        const int8_t *wj = w + j * 4;
+        for (int64_t q = 0; q < kq; q++)
+            s = _mm512_dpbusd_epi32(s, bcast4((const int8_t *)(x + 4 * q)), _mm512_loadu_si512((const void *)(wj + q * step)));
+        _mm512_mask_storeu_epi32(y + j, m, s);
+    }
+}
+
 /* Four rows of bytes into the packing's words (igemm.h), 64 columns a step: bytes paired by
  * vpunpck*bw, pairs by vpunpck*wd (within 128-bit lanes), then the lanes put in column order
  * by a 4x4 transpose of lanes; the last columns under masks. Needs AVX-512BW only. */

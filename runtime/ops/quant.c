@@ -640,6 +640,71 @@ static void vnni_rows(void *arg, int64_t m0, int64_t m1)
  * the s8 rows, A's rows packed as the u8 columns (four consecutive k of a row
  * are already together) and -a_zero * sum(B's column) as each start. An i8 A
  * goes in as a ^ 0x80 = a + 128 with a_zero + 128. */
+/* The same product for few rows (a batch of one through a fully connected layer) on the GEMV
+ * kernel (igemm.h): B packed as it is, [K/4][N16][4], x's four bytes broadcast against sixteen
+ * columns, no transpose. Each row's columns split across threads in groups of sixteen. */
+typedef struct gemv_job {
+    qr_igemv_fn fn;
+    int32_t *y;
+    const uint8_t *x;
+    const int8_t *w;
+    const int32_t *init;
+    int64_t k4, n;
+} gemv_job;
+
+static void gemv_groups(void *arg, int64_t g0, int64_t g1)
+{
+    const gemv_job *j = arg;
+    j->fn(j->y, j->x, j->w, j->init, j->k4, g0 * 16, g1 * 16, j->n);
+}
+
+/* The GEMV's packing is one size larger than the GEMM's for the same B (see below), so a node's
+ * kept buffer from one is never taken for the other's. */
+static qr_status matmulint_gemv(qr_kctx *k, const qr_tensor *a, int64_t za, uint8_t flip, const qr_tensor *b,
+                                int32_t *acc, qr_igemv_fn fn, int bconst)
+{
+    int64_t kd = b->dims[0], nn = b->dims[1], rows = qr_tensor_numel(a) / kd;
+    int64_t k4 = qr_igemm_k4(kd), n16 = qr_igemm_n16(nn);
+    size_t wbytes = (size_t)(n16 * k4 + 63) / 64 * 64, bytes = wbytes + (size_t)nn * sizeof(int32_t) + 64;
+    int fresh = 1;
+    uint8_t *packed = bconst ? qr_kcache_get(k, bytes, "packed B", &fresh) : qr_kscratch(k, 1, (int64_t)bytes, 1,
+                                                                                          "packed B");
+    uint8_t *x = packed ? qr_kwork(k, 1, k4, 1, "a row of A") : NULL;
+    if (!x) {
+        if (packed)
+            qr_kcache_done(k, packed);
+        return QR_ERR;
+    }
+    int8_t *wp = (int8_t *)packed;
+    int32_t *init = (int32_t *)(packed + wbytes);
+    if (fresh) {
+        memset(wp, 0, wbytes);
+        const int8_t *bd = b->data;
+        for (int64_t q = 0; q < kd; q++)
+            for (int64_t j = 0; j < nn; j++)
+                wp[((q >> 2) * n16 + j) * 4 + (q & 3)] = bd[q * nn + j];
+        for (int64_t j = 0; j < nn; j++) {
+            uint32_t sum = 0;
+            for (int64_t q = 0; q < kd; q++)
+                sum += (uint32_t)(int32_t)bd[q * nn + j];
+            init[j] = (int32_t)(0u - (uint32_t)za * sum);
+        }
+    }
+    const uint8_t *ad = a->data;
+    memset(x + kd, 0, (size_t)(k4 - kd));
+    for (int64_t i = 0; i < rows; i++) {
+        for (int64_t q = 0; q < kd; q++)
+            x[q] = ad[i * kd + q] ^ flip;
+        gemv_job jb = {fn, acc + i * nn, x, wp, init, k4, nn};
+        qr_parallel_for(k->pool, n16 / 16, 4, gemv_groups, &jb);
+    }
+    qr_kcache_done(k, packed);
+    return QR_OK;
+}
+
+/* Rows up to this many take the GEMV: the GEMM's 16-column tiles would hold 16 / rows times the work. */
+#define QR_GEMV_MAX_ROWS 4
+
 static qr_status matmulint_u8s8(qr_kctx *k, const qr_tensor *a, int64_t za, const qr_tensor *b, int32_t *acc,
                                 qr_igemm_fn fn, int bconst)
 {
@@ -650,6 +715,9 @@ static qr_status matmulint_u8s8(qr_kctx *k, const qr_tensor *a, int64_t za, cons
     int64_t k4 = qr_igemm_k4(kd), r16 = qr_igemm_n16(rows);
     if (rows == 0 || nn == 0)
         return QR_OK;
+    qr_igemv_fn gemv = rows <= QR_GEMV_MAX_ROWS ? qr_igemv_u8s8() : NULL;
+    if (gemv)
+        return matmulint_gemv(k, a, za, flip, b, acc, gemv, bconst);
     /* B^T's panels and the starting values: on the first run only when B and a_zero are constants */
     size_t wbytes = (size_t)(nn * k4 + 63) / 64 * 64, bytes = wbytes + (size_t)nn * sizeof(int32_t);
     int fresh = 1;

@@ -91,6 +91,50 @@ static void check_kernel(const char *isa, qr_igemm_fn fn)
     }
 }
 
+/* The GEMV (few rows) against its reference: ragged column counts around its 128- and 16-column
+ * steps, column ranges split where threads split them, and sums that wrap. */
+Test(igemm, gemv_matches_reference_on_ragged_and_wrapping_shapes)
+{
+    qr_igemv_fn fn = qr_igemv_u8s8();
+    if (!fn) {
+        cr_log_info("no AVX-512 VNNI GEMV on this CPU: nothing to compare");
+        return;
+    }
+    const int64_t shapes[][2] = {{1, 1}, {7, 3}, {16, 16}, {33, 127}, {64, 128}, {100, 129}, {1568, 128},
+                                 {9, 300}, {70000, 19}, {70000, 150}};
+    unsigned seed = 11;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t k = shapes[s][0], n = shapes[s][1], k4 = qr_igemm_k4(k), n16 = qr_igemm_n16(n);
+        int wrap = k > 60000; /* 255 * 127 * k exceeds 2^31 */
+        uint8_t *x = calloc((size_t)k4, 1);
+        int8_t *w = calloc((size_t)(k4 * n16), 1);
+        int32_t *init = malloc(sizeof *init * (size_t)n), *y1 = malloc(sizeof *y1 * (size_t)n),
+                *y2 = malloc(sizeof *y2 * (size_t)n);
+        cr_assert(x && w && init && y1 && y2);
+        for (int64_t q = 0; q < k; q++)
+            x[q] = wrap ? 255 : (uint8_t)(rnd(&seed) & 0xff);
+        for (int64_t q = 0; q < k; q++)
+            for (int64_t j = 0; j < n; j++)
+                w[((q >> 2) * n16 + j) * 4 + (q & 3)] = wrap ? 127 : (int8_t)(rnd(&seed) & 0xff);
+        for (int64_t j = 0; j < n; j++)
+            init[j] = (int32_t)rnd(&seed) - (1 << 23);
+        qr_igemv_u8s8_ref(y1, x, w, init, k4, 0, n16, n);
+        int64_t mid = n16 / 32 * 16; /* two ranges, as two threads take them */
+        fn(y2, x, w, init, k4, 0, mid, n);
+        fn(y2, x, w, init, k4, mid, n16, n);
+        for (int64_t j = 0; j < n; j++)
+            cr_assert_eq(y2[j], y1[j], "K %lld, N %lld, column %lld: %d vs %d", (long long)k, (long long)n,
+                         (long long)j, y2[j], y1[j]);
+        if (wrap) /* the reference against the exact sum wrapped at the end */
+            cr_assert_eq(y1[0], (int32_t)(uint32_t)(uint64_t)((int64_t)init[0] + 255LL * 127LL * k));
+        free(x);
+        free(w);
+        free(init);
+        free(y1);
+        free(y2);
+    }
+}
+
 /* Runs a three-input integer op (x or a, w or b, x or a zero point) through the op table. */
 static void run3(const char *op, const qr_tensor *x, const qr_tensor *w, const qr_tensor *xz, qr_attr *attrs, int nattr,
                  qr_tensor *y)
@@ -219,7 +263,10 @@ Test(igemm, matmul_integer_on_the_microkernel_matches_the_portable_path)
         return;
     }
     /* batch, M, K, N: a batch folded into the rows, ragged K and N */
-    const int cases[][4] = {{1, 1, 1, 1}, {1, 5, 7, 3}, {3, 4, 33, 17}, {2, 19, 64, 10}, {1, 200, 5, 40}};
+    /* rows <= 4 take the GEMV: fmnist's first fully connected layer, ragged N past 128, K that
+     * wraps int32 (70000 x 255 x 127 > 2^31) */
+    const int cases[][4] = {{1, 1, 1, 1},  {1, 5, 7, 3},     {3, 4, 33, 17}, {2, 19, 64, 10}, {1, 200, 5, 40},
+                            {1, 1, 1568, 128}, {1, 3, 100, 170}, {2, 2, 9, 33}, {1, 1, 70000, 17}};
     unsigned seed = 13;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int B = cases[c][0], M = cases[c][1], K = cases[c][2], N = cases[c][3];
