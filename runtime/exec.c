@@ -1,5 +1,6 @@
 #include "exec.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,16 +52,24 @@ void qr_exec_set_default_max_memory(size_t bytes)
     default_budget = bytes;
 }
 
+/* Half the machine: a model that needs more is far more likely hostile or
+ * broken than real, and the other half keeps the machine usable. Asked once:
+ * sysconf(_SC_PHYS_PAGES) is a system call, and every node's run asks. */
+static pthread_once_t half_once = PTHREAD_ONCE_INIT;
+static size_t half_machine;
+
+static void measure_machine(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    half_machine = pages <= 0 || psize <= 0 ? (size_t)4 << 30 : (size_t)pages / 2 * (size_t)psize;
+}
+
 size_t qr_exec_default_max_memory(void)
 {
     if (default_budget)
         return default_budget;
-    /* Half the machine: a model that needs more is far more likely hostile or
-     * broken than real, and the other half keeps the machine usable. */
-    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || psize <= 0)
-        return (size_t)4 << 30;
-    return (size_t)pages / 2 * (size_t)psize;
+    pthread_once(&half_once, measure_machine);
+    return half_machine;
 }
 
 static size_t budget(const qr_exec *x)

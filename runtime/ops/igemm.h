@@ -26,6 +26,10 @@ typedef void (*qr_igemm_fn)(int32_t *c, int64_t c_rs, const int8_t *a, const int
  * or avx2 picks that kernel when the CPU has it. */
 qr_igemm_fn qr_igemm_u8s8(void);
 
+/* What QRL_IGEMM (read once, at the first use) would choose, for tests that compare the paths in
+ * one process: "portable", an ISA's name, or NULL to go back to QRL_IGEMM's choice. */
+void qr_igemm_force(const char *isa);
+
 /* Whether QRL_IGEMM=portable asks for the portable int32 path of every
  * integer convolution (the reference the fast paths are tested against). */
 int qr_igemm_portable_forced(void);

@@ -153,19 +153,19 @@ static void run3(const char *op, const qr_tensor *x, const qr_tensor *w, const q
     cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
 }
 
-/* The op on the portable int32 path (QRL_IGEMM=portable), then on each ISA's microkernel this CPU
- * runs (QRL_IGEMM=isa): the same int32 results. */
+/* The op on the portable int32 path (qr_igemm_force("portable"), as QRL_IGEMM=portable), then on
+ * each ISA's microkernel this CPU runs: the same int32 results. */
 static void assert_same_both_ways(const char *op, const qr_tensor *x, const qr_tensor *w, const qr_tensor *xz,
                                   qr_attr *attrs, int nattr, size_t c)
 {
     static const char *const isas[] = {"avx512vnni", "avxvnni", "avx2"};
     qr_tensor fast, slow;
-    setenv("QRL_IGEMM", "portable", 1);
+    qr_igemm_force("portable");
     run3(op, x, w, xz, attrs, nattr, &slow);
     for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
         if (!qr_igemm_u8s8_isa(isas[i]))
             continue;
-        setenv("QRL_IGEMM", isas[i], 1);
+        qr_igemm_force(isas[i]);
         run3(op, x, w, xz, attrs, nattr, &fast);
         cr_assert(qr_tensor_same_shape(&fast, &slow));
         for (int64_t e = 0; e < qr_tensor_numel(&fast); e++)
@@ -173,7 +173,7 @@ static void assert_same_both_ways(const char *op, const qr_tensor *x, const qr_t
                          isas[i], c, (long long)e);
         qr_tensor_free(&fast);
     }
-    unsetenv("QRL_IGEMM");
+    qr_igemm_force(NULL);
     qr_tensor_free(&slow);
 }
 
