@@ -105,121 +105,149 @@ static gcc_jit_function *new_fn(jit *j, const char *name, gcc_jit_type *ret, int
     return gcc_jit_context_new_function(j->c, NULL, GCC_JIT_FUNCTION_INTERNAL, ret, name, n, p, 0);
 }
 
+/* A calibrator's function: its name, parameters and the fgen that writes its body. */
+static fgen cal_fn(jit *j, const qc_sym *s, const char *part, int n, gcc_jit_type **ts, const char **ns,
+                   gcc_jit_function **out)
+{
+    char name[300];
+    snprintf(name, sizeof name, "qrl_cal_%s_%s", s->name, part);
+    fgen f = {.j = j, .file = s->file->src->path, .cal = s->decl, .ret = j->t_void};
+    f.fn = *out = new_fn(j, name, j->t_void, n, ts, ns);
+    f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
+    return f;
+}
+
+static gcc_jit_rvalue *param_rv(const fgen *f, int i)
+{
+    return gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f->fn, i));
+}
+
+/* defaults(rt, params): each parameter's default into its slot (i64 or f64). */
+static void cal_defaults(jit *j, const qc_sym *s, cal_fns *out)
+{
+    const ql_node *cal = s->decl;
+    gcc_jit_type *ts[2] = {j->p_rt, gcc_jit_type_get_pointer(j->t_i64)};
+    const char *ns[2] = {"rt", "params"};
+    fgen f = cal_fn(j, s, "defaults", 2, ts, ns, &out->defaults);
+    f.params = param_rv(&f, 1);
+    f.b = jit_new_block(&f);
+    for (int i = 0; cal->a && i < cal->a->nkids; i++) {
+        const ql_node *p = cal->a->kids[i];
+        if (!p->b)
+            continue;
+        int fl = qc_is_float(p->type);
+        gcc_jit_type *st = fl ? j->t_f64 : j->t_i64;
+        gcc_jit_lvalue *dst = gcc_jit_context_new_array_access(j->c, NULL, jit_cast(j, f.params, gcc_jit_type_get_pointer(st)),
+                                                               jit_lng(j, j->t_i64, i));
+        gcc_jit_rvalue *v = jit_expr(&f, p->b);
+        gcc_jit_block_add_assignment(jit_cur(&f), NULL, dst, jit_cast(j, v, st));
+    }
+    jit_end_body(&f);
+}
+
+/* One state variable's first value: a new histogram, an array's memory, or its initializer. */
+static void init_state(fgen *f, const ql_node *k)
+{
+    jit *j = f->j;
+    const qc_sym *st = k->sym;
+    gcc_jit_lvalue *lv = jit_state_lvalue(f, f->state, st);
+    if (st->type->k == QC_HIST) {
+        gcc_jit_rvalue *bins = jit_now(f, jit_cast(j, jit_expr(f, k->a->kids[0]), j->t_i64));
+        gcc_jit_rvalue *args[2] = {f->rt, bins};
+        gcc_jit_block_add_assignment(jit_cur(f), NULL, lv, jit_now(f, jit_call_imp(f, IMP_HIST_NEW, 2, args)));
+        jit_check_failed(f);
+    } else if (st->type->k == QC_ARRAY) {
+        gcc_jit_rvalue *len = jit_now(f, jit_cast(j, jit_expr(f, k->a->b), j->t_i64));
+        jit_check(f, jit_cmp(j, GCC_JIT_COMPARISON_GT, jit_cast(j, len, j->t_u64), jit_lng(j, j->t_u64, 1L << 28)),
+                  QRL_TRAP_NOMEM, k, len, NULL);
+        int es = qc_type_bits(st->type->elem) / 8;
+        gcc_jit_rvalue *args[2] = {f->rt, jit_bin(j, GCC_JIT_BINARY_OP_MULT, j->t_i64, len, jit_lng(j, j->t_i64, es))};
+        gcc_jit_rvalue *mem = jit_now(f, jit_call_imp(f, IMP_STATE_ALLOC, 2, args));
+        jit_check_failed(f);
+        gcc_jit_block_add_assignment(jit_cur(f), NULL, gcc_jit_lvalue_access_field(lv, NULL, j->f_arr_data), mem);
+        gcc_jit_block_add_assignment(jit_cur(f), NULL, gcc_jit_lvalue_access_field(lv, NULL, j->f_arr_len), len);
+    } else if (k->b) {
+        gcc_jit_block_add_assignment(jit_cur(f), NULL, lv, jit_cast(j, jit_expr(f, k->b), jit_type_of(j, st->type)));
+    }
+}
+
+/* init(rt, state, params) */
+static void cal_init(jit *j, const qc_sym *s, cal_fns *out)
+{
+    const ql_node *cal = s->decl;
+    gcc_jit_type *ts[3] = {j->p_rt, j->t_voidp, gcc_jit_type_get_pointer(j->t_i64)};
+    const char *ns[3] = {"rt", "state", "params"};
+    fgen f = cal_fn(j, s, "init", 3, ts, ns, &out->init);
+    f.state = param_rv(&f, 1);
+    f.params = param_rv(&f, 2);
+    f.b = jit_new_block(&f);
+    for (int i = 0; i < cal->nkids; i++)
+        if (cal->kids[i]->kind == QL_STATE)
+            init_state(&f, cal->kids[i]);
+    jit_end_body(&f);
+}
+
+/* observe(rt, state, params, x) */
+static void cal_observe(jit *j, const qc_sym *s, const ql_node *k, cal_fns *out)
+{
+    gcc_jit_type *ts[4] = {j->p_rt, j->t_voidp, gcc_jit_type_get_pointer(j->t_i64), j->p_tview};
+    const char *ns[4] = {"rt", "state", "params", "x"};
+    fgen f = cal_fn(j, s, "observe", 4, ts, ns, &out->observe);
+    f.state = param_rv(&f, 1);
+    f.params = param_rv(&f, 2);
+    gcc_jit_param *xp = gcc_jit_function_get_param(f.fn, 3);
+    f.fparams = &xp;
+    jit_begin_body(&f, k->c);
+    jit_stmts(&f, k->c);
+    jit_end_body(&f);
+}
+
+/* merge(rt, state, other, params) */
+static void cal_merge(jit *j, const qc_sym *s, const ql_node *k, cal_fns *out)
+{
+    gcc_jit_type *ts[4] = {j->p_rt, j->t_voidp, j->t_voidp, gcc_jit_type_get_pointer(j->t_i64)};
+    const char *ns[4] = {"rt", "state", "other", "params"};
+    fgen f = cal_fn(j, s, "merge", 4, ts, ns, &out->merge);
+    f.state = param_rv(&f, 1);
+    f.other = param_rv(&f, 2);
+    f.params = param_rv(&f, 3);
+    jit_begin_body(&f, k->c);
+    jit_stmts(&f, k->c);
+    jit_end_body(&f);
+}
+
+/* solve(rt, state, params, t, out): its result goes to *out */
+static void cal_solve(jit *j, const qc_sym *s, const ql_node *k, cal_fns *out)
+{
+    gcc_jit_type *ts[5] = {j->p_rt, j->t_voidp, gcc_jit_type_get_pointer(j->t_i64), j->p_qtype, j->p_qparams};
+    const char *ns[5] = {"rt", "state", "params", "t", "out"};
+    fgen f = cal_fn(j, s, "solve", 5, ts, ns, &out->solve);
+    f.ret_qparams_out = 1;
+    f.state = param_rv(&f, 1);
+    f.params = param_rv(&f, 2);
+    f.out = gcc_jit_rvalue_dereference(param_rv(&f, 4), NULL);
+    jit_begin_body(&f, k->c);
+    /* solve's t, copied once into a local of the struct type */
+    gcc_jit_lvalue *tl = gcc_jit_function_new_local(f.fn, NULL, j->t_qtype, "t_value");
+    gcc_jit_block_add_assignment(f.b, NULL, tl, gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference(param_rv(&f, 3), NULL)));
+    f.qt = gcc_jit_lvalue_as_rvalue(tl);
+    jit_stmts(&f, k->c);
+    jit_end_body(&f);
+}
+
 void jit_calibrator(jit *j, const qc_sym *s, cal_fns *out)
 {
     const ql_node *cal = s->decl;
-    char name[300];
-    gcc_jit_type *pp = gcc_jit_type_get_pointer(j->t_i64);
-    /* defaults(rt, params) */
-    {
-        snprintf(name, sizeof name, "qrl_cal_%s_defaults", s->name);
-        gcc_jit_type *ts[2] = {j->p_rt, pp};
-        const char *ns[2] = {"rt", "params"};
-        fgen f = {.j = j, .file = s->file->src->path, .cal = cal, .ret = j->t_void};
-        f.fn = out->defaults = new_fn(j, name, j->t_void, 2, ts, ns);
-        f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
-        f.params = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
-        f.b = jit_new_block(&f);
-        for (int i = 0; cal->a && i < cal->a->nkids; i++) {
-            const ql_node *p = cal->a->kids[i];
-            if (!p->b)
-                continue;
-            int fl = qc_is_float(p->type);
-            gcc_jit_type *st = fl ? j->t_f64 : j->t_i64;
-            gcc_jit_lvalue *dst = gcc_jit_context_new_array_access(j->c, NULL, jit_cast(j, f.params, gcc_jit_type_get_pointer(st)),
-                                                                   jit_lng(j, j->t_i64, i));
-            gcc_jit_rvalue *v = jit_expr(&f, p->b);
-            gcc_jit_block_add_assignment(jit_cur(&f), NULL, dst, jit_cast(j, v, st));
-        }
-        jit_end_body(&f);
-    }
-    /* init(rt, state, params) */
-    {
-        snprintf(name, sizeof name, "qrl_cal_%s_init", s->name);
-        gcc_jit_type *ts[3] = {j->p_rt, j->t_voidp, pp};
-        const char *ns[3] = {"rt", "state", "params"};
-        fgen f = {.j = j, .file = s->file->src->path, .cal = cal, .ret = j->t_void};
-        f.fn = out->init = new_fn(j, name, j->t_void, 3, ts, ns);
-        f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
-        f.state = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
-        f.params = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
-        f.b = jit_new_block(&f);
-        for (int i = 0; i < cal->nkids; i++) {
-            const ql_node *k = cal->kids[i];
-            if (k->kind != QL_STATE)
-                continue;
-            const qc_sym *st = k->sym;
-            gcc_jit_lvalue *lv = jit_state_lvalue(&f, f.state, st);
-            if (st->type->k == QC_HIST) {
-                gcc_jit_rvalue *bins = jit_now(&f, jit_cast(j, jit_expr(&f, k->a->kids[0]), j->t_i64));
-                gcc_jit_rvalue *args[2] = {f.rt, bins};
-                gcc_jit_block_add_assignment(jit_cur(&f), NULL, lv, jit_now(&f, jit_call_imp(&f, IMP_HIST_NEW, 2, args)));
-                jit_check_failed(&f);
-            } else if (st->type->k == QC_ARRAY) {
-                gcc_jit_rvalue *len = jit_now(&f, jit_cast(j, jit_expr(&f, k->a->b), j->t_i64));
-                jit_check(&f, jit_cmp(j, GCC_JIT_COMPARISON_GT, jit_cast(j, len, j->t_u64), jit_lng(j, j->t_u64, 1L << 28)),
-                      QRL_TRAP_NOMEM, k, len, NULL);
-                int es = qc_type_bits(st->type->elem) / 8;
-                gcc_jit_rvalue *args[2] = {f.rt, jit_bin(j, GCC_JIT_BINARY_OP_MULT, j->t_i64, len, jit_lng(j, j->t_i64, es))};
-                gcc_jit_rvalue *mem = jit_now(&f, jit_call_imp(&f, IMP_STATE_ALLOC, 2, args));
-                jit_check_failed(&f);
-                gcc_jit_block_add_assignment(jit_cur(&f), NULL, gcc_jit_lvalue_access_field(lv, NULL, j->f_arr_data), mem);
-                gcc_jit_block_add_assignment(jit_cur(&f), NULL, gcc_jit_lvalue_access_field(lv, NULL, j->f_arr_len), len);
-            } else if (k->b) {
-                gcc_jit_block_add_assignment(jit_cur(&f), NULL, lv, jit_cast(j, jit_expr(&f, k->b), jit_type_of(j, st->type)));
-            }
-        }
-        jit_end_body(&f);
-    }
+    cal_defaults(j, s, out);
+    cal_init(j, s, out);
     for (int i = 0; i < cal->nkids; i++) {
         const ql_node *k = cal->kids[i];
-        if (k->kind == QL_OBSERVE) {
-            snprintf(name, sizeof name, "qrl_cal_%s_observe", s->name);
-            gcc_jit_type *ts[4] = {j->p_rt, j->t_voidp, pp, j->p_tview};
-            const char *ns[4] = {"rt", "state", "params", "x"};
-            fgen f = {.j = j, .file = s->file->src->path, .cal = cal, .ret = j->t_void};
-            f.fn = out->observe = new_fn(j, name, j->t_void, 4, ts, ns);
-            f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
-            f.state = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
-            f.params = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
-            gcc_jit_param *xp = gcc_jit_function_get_param(f.fn, 3);
-            f.fparams = &xp;
-            jit_begin_body(&f, k->c);
-            jit_stmts(&f, k->c);
-            jit_end_body(&f);
-        } else if (k->kind == QL_MERGE) {
-            snprintf(name, sizeof name, "qrl_cal_%s_merge", s->name);
-            gcc_jit_type *ts[4] = {j->p_rt, j->t_voidp, j->t_voidp, pp};
-            const char *ns[4] = {"rt", "state", "other", "params"};
-            fgen f = {.j = j, .file = s->file->src->path, .cal = cal, .ret = j->t_void};
-            f.fn = out->merge = new_fn(j, name, j->t_void, 4, ts, ns);
-            f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
-            f.state = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
-            f.other = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
-            f.params = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 3));
-            jit_begin_body(&f, k->c);
-            jit_stmts(&f, k->c);
-            jit_end_body(&f);
-        } else if (k->kind == QL_SOLVE) {
-            snprintf(name, sizeof name, "qrl_cal_%s_solve", s->name);
-            gcc_jit_type *ts[5] = {j->p_rt, j->t_voidp, pp, j->p_qtype, j->p_qparams};
-            const char *ns[5] = {"rt", "state", "params", "t", "out"};
-            fgen f = {.j = j, .file = s->file->src->path, .cal = cal, .ret = j->t_void, .ret_qparams_out = 1};
-            f.fn = out->solve = new_fn(j, name, j->t_void, 5, ts, ns);
-            f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
-            f.state = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
-            f.params = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
-            f.out = gcc_jit_rvalue_dereference(gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 4)), NULL);
-            jit_begin_body(&f, k->c);
-            /* solve's t, copied once into a local of the struct type */
-            gcc_jit_lvalue *tl = gcc_jit_function_new_local(f.fn, NULL, j->t_qtype, "t_value");
-            gcc_jit_block_add_assignment(f.b, NULL, tl,
-                                         gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference(
-                                             gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 3)), NULL)));
-            f.qt = gcc_jit_lvalue_as_rvalue(tl);
-            jit_stmts(&f, k->c);
-            jit_end_body(&f);
-        }
+        if (k->kind == QL_OBSERVE)
+            cal_observe(j, s, k, out);
+        else if (k->kind == QL_MERGE)
+            cal_merge(j, s, k, out);
+        else if (k->kind == QL_SOLVE)
+            cal_solve(j, s, k, out);
     }
 }
 
