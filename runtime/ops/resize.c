@@ -110,14 +110,11 @@ static qr_status rz_attrs(qr_kctx *k, rz_plan *p, int legacy)
 
 /* Fills p: attributes, per-axis scale, roi and output size. legacy = Resize-10
  * or Upsample (whose scales are input 1, or the attribute for Upsample-7). */
-static qr_status rz_make(qr_kctx *k, rz_plan *p, int legacy, int need_roi)
+/* The resized axes (opset 18's axes attribute; every axis before), each at most once. */
+static qr_status rz_axes(qr_kctx *k, int legacy, int *axes, int *na)
 {
-    const qr_tensor *x = k->in[0];
-    int r = x->ndim;
-    qr_status st = rz_attrs(k, p, legacy);
-    if (st != QR_OK)
-        return st;
-    int axes[QR_MAX_DIMS], na = r, mark[QR_MAX_DIMS] = {0};
+    int r = k->in[0]->ndim, mark[QR_MAX_DIMS] = {0};
+    *na = r;
     for (int i = 0; i < r; i++)
         axes[i] = i;
     const int64_t *av;
@@ -125,45 +122,105 @@ static qr_status rz_make(qr_kctx *k, rz_plan *p, int legacy, int need_roi)
     if (nav > QR_MAX_DIMS)
         return QR_KERR(k, "attribute 'axes' has %d values, more than the rank %d", nav, r);
     if (nav >= 0) {
-        na = nav;
-        for (int i = 0; i < na; i++) {
+        *na = nav;
+        for (int i = 0; i < nav; i++) {
             if (qr_norm_axis(k, av[i], r, &axes[i]) != QR_OK)
                 return QR_ERR;
             if (mark[axes[i]]++)
                 return QR_KERR(k, "axis %lld is given twice", (long long)av[i]);
         }
     }
+    return QR_OK;
+}
+
+/* The scales, sizes and roi the node gives (attribute or inputs, by version): one of scales and
+ * sizes, a value per resized axis, and a roi of two per axis for tf_crop_and_resize. */
+typedef struct rz_given {
     double scales[QR_MAX_DIMS], roi[2 * QR_MAX_DIMS];
     int64_t sizes[QR_MAX_DIMS];
-    int ns = 0, nz = 0, nr = 0;
+    int ns, nz, nr;
+} rz_given;
+
+static qr_status rz_read(qr_kctx *k, const rz_plan *p, int legacy, int need_roi, int na, rz_given *g)
+{
+    int r = k->in[0]->ndim;
+    qr_status st = QR_OK;
+    g->ns = g->nz = g->nr = 0;
     if (legacy && (k->n_in < 2 || !k->in[1])) {
         const float *f;
-        ns = qr_attr_floats(k->node, "scales", &f);
-        if (ns < 0)
+        g->ns = qr_attr_floats(k->node, "scales", &f);
+        if (g->ns < 0)
             return QR_KERR(k, "scales are required");
-        if (ns > QR_MAX_DIMS)
-            return QR_KERR(k, "scales has %d values, more than the rank %d", ns, r);
-        for (int i = 0; i < ns; i++)
-            scales[i] = f[i];
+        if (g->ns > QR_MAX_DIMS)
+            return QR_KERR(k, "scales has %d values, more than the rank %d", g->ns, r);
+        for (int i = 0; i < g->ns; i++)
+            g->scales[i] = f[i];
     } else if (legacy) {
-        st = in_floats(k, 1, "scales", scales, QR_MAX_DIMS, &ns);
+        st = in_floats(k, 1, "scales", g->scales, QR_MAX_DIMS, &g->ns);
     } else {
-        st = in_floats(k, 2, "scales", scales, QR_MAX_DIMS, &ns);
+        st = in_floats(k, 2, "scales", g->scales, QR_MAX_DIMS, &g->ns);
         if (st == QR_OK)
-            st = in_sizes(k, 3, sizes, QR_MAX_DIMS, &nz);
+            st = in_sizes(k, 3, g->sizes, QR_MAX_DIMS, &g->nz);
         if (st == QR_OK && need_roi && p->ctm == C_TF_CROP_AND_RESIZE)
-            st = in_floats(k, 1, "roi", roi, 2 * QR_MAX_DIMS, &nr);
+            st = in_floats(k, 1, "roi", g->roi, 2 * QR_MAX_DIMS, &g->nr);
     }
     if (st != QR_OK)
         return st;
-    if (ns && nz)
+    if (g->ns && g->nz)
         return QR_KERR(k, "only one of scales and sizes may be given");
-    if (!ns && !nz)
+    if (!g->ns && !g->nz)
         return QR_KERR(k, "one of scales and sizes is required");
-    if ((ns && ns != na) || (nz && nz != na))
-        return QR_KERR(k, "%s has %d values but %d axes are resized", ns ? "scales" : "sizes", ns ? ns : nz, na);
-    if (need_roi && p->ctm == C_TF_CROP_AND_RESIZE && nr != 2 * na)
-        return QR_KERR(k, "tf_crop_and_resize needs a roi of %d values, got %d", 2 * na, nr);
+    if ((g->ns && g->ns != na) || (g->nz && g->nz != na))
+        return QR_KERR(k, "%s has %d values but %d axes are resized", g->ns ? "scales" : "sizes",
+                       g->ns ? g->ns : g->nz, na);
+    if (need_roi && p->ctm == C_TF_CROP_AND_RESIZE && g->nr != 2 * na)
+        return QR_KERR(k, "tf_crop_and_resize needs a roi of %d values, got %d", 2 * na, g->nr);
+    return QR_OK;
+}
+
+/* Output sizes from sizes: each axis's own scale, or with keep_aspect_ratio_policy (keep 1:
+ * not_larger, 2: not_smaller) the smallest or largest of them for all. */
+static qr_status rz_from_sizes(qr_kctx *k, rz_plan *p, const int *axes, int na, const int64_t *sizes, int keep)
+{
+    const qr_tensor *x = k->in[0];
+    double common = 0;
+    int have = 0;
+    for (int i = 0; i < na; i++) {
+        int d = axes[i];
+        if (sizes[i] < 0 || sizes[i] > (int64_t)1 << 40)
+            return QR_KERR(k, "size %lld on axis %d is not usable", (long long)sizes[i], d);
+        if (x->dims[d] == 0) {
+            if (sizes[i] != 0)
+                return QR_KERR(k, "cannot resize the empty axis %d to %lld", d, (long long)sizes[i]);
+            continue;
+        }
+        double s = (double)sizes[i] / (double)x->dims[d];
+        p->scale[d] = s;
+        p->out[d] = sizes[i];
+        if (!have || (keep == 1 && s < common) || (keep == 2 && s > common))
+            common = s;
+        have = 1;
+    }
+    for (int i = 0; keep && have && i < na; i++) {
+        int d = axes[i];
+        p->scale[d] = common;
+        p->out[d] = (int64_t)(common * (double)x->dims[d] + 0.5);
+    }
+    return QR_OK;
+}
+
+static qr_status rz_make(qr_kctx *k, rz_plan *p, int legacy, int need_roi)
+{
+    const qr_tensor *x = k->in[0];
+    int r = x->ndim, axes[QR_MAX_DIMS], na;
+    rz_given g;
+    qr_status st = rz_attrs(k, p, legacy);
+    if (st == QR_OK)
+        st = rz_axes(k, legacy, axes, &na);
+    if (st == QR_OK)
+        st = rz_read(k, p, legacy, need_roi, na, &g);
+    if (st != QR_OK)
+        return st;
     for (int d = 0; d < r; d++) {
         p->scale[d] = 1;
         p->out[d] = x->dims[d];
@@ -175,49 +232,22 @@ static qr_status rz_make(qr_kctx *k, rz_plan *p, int legacy, int need_roi)
     int keep = strcmp(policy, "not_larger") == 0 ? 1 : strcmp(policy, "not_smaller") == 0 ? 2 : 0;
     if (!keep && strcmp(policy, "stretch") != 0)
         return QR_KERR(k, "unknown keep_aspect_ratio_policy '%s'", policy);
-    const double too_big = (double)((int64_t)1 << 40);
-    if (ns) {
-        for (int i = 0; i < na; i++) {
-            int d = axes[i];
-            double s = scales[i], o = s * (double)x->dims[d];
-            if (!(s > 0) || !(o < too_big))
-                return QR_KERR(k, "scale %g on axis %d is not usable", s, d);
-            p->scale[d] = s;
-            p->out[d] = (int64_t)o;
-        }
-    } else {
-        double common = 0;
-        int have = 0;
-        for (int i = 0; i < na; i++) {
-            int d = axes[i];
-            if (sizes[i] < 0 || sizes[i] > (int64_t)1 << 40)
-                return QR_KERR(k, "size %lld on axis %d is not usable", (long long)sizes[i], d);
-            if (x->dims[d] == 0) {
-                if (sizes[i] != 0)
-                    return QR_KERR(k, "cannot resize the empty axis %d to %lld", d, (long long)sizes[i]);
-                continue;
-            }
-            double s = (double)sizes[i] / (double)x->dims[d];
-            p->scale[d] = s;
-            p->out[d] = sizes[i];
-            if (!have || (keep == 1 && s < common) || (keep == 2 && s > common))
-                common = s;
-            have = 1;
-        }
-        if (keep && have) {
-            for (int i = 0; i < na; i++) {
-                int d = axes[i];
-                p->scale[d] = common;
-                p->out[d] = (int64_t)(common * (double)x->dims[d] + 0.5);
-            }
-        }
+    if (!g.ns && rz_from_sizes(k, p, axes, na, g.sizes, keep) != QR_OK)
+        return QR_ERR;
+    for (int i = 0; i < g.ns; i++) {
+        int d = axes[i];
+        double s = g.scales[i], o = s * (double)x->dims[d];
+        if (!(s > 0) || !(o < (double)((int64_t)1 << 40)))
+            return QR_KERR(k, "scale %g on axis %d is not usable", s, d);
+        p->scale[d] = s;
+        p->out[d] = (int64_t)o;
     }
     for (int d = 0; d < r; d++)
         if (p->out[d] > 0 && x->dims[d] == 0)
             return QR_KERR(k, "cannot resize the empty axis %d", d);
-    for (int i = 0; i < nr / 2; i++) {
-        p->roi0[axes[i]] = roi[i];
-        p->roi1[axes[i]] = roi[na + i];
+    for (int i = 0; i < g.nr / 2; i++) {
+        p->roi0[axes[i]] = g.roi[i];
+        p->roi1[axes[i]] = g.roi[na + i];
     }
     return QR_OK;
 }
@@ -284,6 +314,101 @@ typedef struct axis_taps {
     double *w;
 } axis_taps;
 
+/* Nearest mode: the input index of position x, rounded as the plan says, clamped into [0, in). */
+static int64_t nearest_index(const rz_plan *p, double x, double s, int64_t in)
+{
+    double fl = floor(x), frac = x - fl;
+    int64_t i = (int64_t)fl;
+    if (frac != 0) {
+        int up;
+        switch (p->nearest) {
+        case N_ROUND_PREFER_FLOOR: up = frac > 0.5; break;
+        case N_ROUND_PREFER_CEIL: up = frac >= 0.5; break;
+        case N_FLOOR: up = 0; break;
+        case N_CEIL: up = 1; break;
+        default: up = s < 1; break;
+        }
+        i += up;
+    }
+    return i < 0 ? 0 : i >= in ? in - 1 : i;
+}
+
+/* The n interpolation weights around ratio (linear, cubic, or their antialiased forms), each
+ * for input base + start + j; with exclude_outside those outside [0, in) are dropped and the
+ * rest renormalized. */
+static void interp_weights(const rz_plan *p, double s, double ratio, int64_t base, int start, int n, int64_t in,
+                           double *c)
+{
+    if (!p->antialias && p->mode == M_LINEAR) {
+        c[0] = 1 - ratio;
+        c[1] = ratio;
+    } else if (!p->antialias) {
+        double a = p->cubic_a;
+        c[0] = ((a * (ratio + 1) - 5 * a) * (ratio + 1) + 8 * a) * (ratio + 1) - 4 * a;
+        c[1] = ((a + 2) * ratio - (a + 3)) * ratio * ratio + 1;
+        c[2] = ((a + 2) * (1 - ratio) - (a + 3)) * (1 - ratio) * (1 - ratio) + 1;
+        c[3] = ((a * ((1 - ratio) + 1) - 5 * a) * ((1 - ratio) + 1) + 8 * a) * ((1 - ratio) + 1) - 4 * a;
+    } else {
+        double sa = s < 1 ? s : 1, csum = 0;
+        for (int j = 0; j < n; j++) {
+            double arg = sa * ((double)(start + j) - ratio);
+            c[j] = p->mode == M_LINEAR ? fmax(0, 1 - fabs(arg)) : cubic_kernel(arg, p->cubic_a);
+            csum += c[j];
+        }
+        for (int j = 0; j < n; j++)
+            c[j] /= csum;
+    }
+    if (p->exclude) {
+        double sum = 0;
+        for (int j = 0; j < n; j++) {
+            int64_t i = base + start + j;
+            if (i < 0 || i >= in)
+                c[j] = 0;
+            sum += c[j];
+        }
+        if (sum != 0)
+            for (int j = 0; j < n; j++)
+                c[j] /= sum;
+    }
+}
+
+/* Output position o's taps: the nonzero weights and their clamped input indices. */
+static void axis_taps_at(const rz_plan *p, int d, int64_t o, int64_t in, int start, axis_taps *t, double *c)
+{
+    int n = t->width, outside;
+    double s = p->scale[d], x = to_input(p, d, o, in, &outside);
+    int64_t *ti = t->idx + o * n;
+    double *tw = t->w + o * n;
+    if (outside) {
+        t->cnt[o] = -1;
+        return;
+    }
+    if (p->mode == M_NEAREST) {
+        ti[0] = nearest_index(p, x, s, in);
+        tw[0] = 1;
+        t->cnt[o] = 1;
+        return;
+    }
+    /* The reference takes the neighbours left of x: on an exact index the
+     * base is x - 1 with ratio 1. */
+    double fl = floor(x), ratio = x - fl;
+    int64_t base = (int64_t)fl;
+    if (ratio == 0) {
+        base -= 1;
+        ratio = 1;
+    }
+    interp_weights(p, s, ratio, base, start, n, in, c);
+    int m = 0;
+    for (int j = 0; j < n; j++) {
+        if (c[j] == 0)
+            continue;
+        int64_t i = base + start + j;
+        ti[m] = i < 0 ? 0 : i >= in ? in - 1 : i;
+        tw[m++] = c[j];
+    }
+    t->cnt[o] = m;
+}
+
 static qr_status axis_build(qr_kctx *k, const rz_plan *p, int d, int64_t in, axis_taps *t)
 {
     int64_t out = p->out[d];
@@ -306,84 +431,8 @@ static qr_status axis_build(qr_kctx *k, const rz_plan *p, int d, int64_t in, axi
         free(c);
         return QR_KERR(k, "out of memory");
     }
-    for (int64_t o = 0; o < out; o++) {
-        int outside;
-        double x = to_input(p, d, o, in, &outside);
-        int64_t *ti = t->idx + o * n;
-        double *tw = t->w + o * n;
-        if (outside) {
-            t->cnt[o] = -1;
-            continue;
-        }
-        double fl = floor(x);
-        if (p->mode == M_NEAREST) {
-            int64_t i = (int64_t)fl;
-            double frac = x - fl;
-            if (frac != 0) {
-                int up;
-                switch (p->nearest) {
-                case N_ROUND_PREFER_FLOOR: up = frac > 0.5; break;
-                case N_ROUND_PREFER_CEIL: up = frac >= 0.5; break;
-                case N_FLOOR: up = 0; break;
-                case N_CEIL: up = 1; break;
-                default: up = s < 1; break;
-                }
-                i += up;
-            }
-            ti[0] = i < 0 ? 0 : i >= in ? in - 1 : i;
-            tw[0] = 1;
-            t->cnt[o] = 1;
-            continue;
-        }
-        /* The reference takes the neighbours left of x: on an exact index the
-         * base is x - 1 with ratio 1. */
-        int64_t base = (int64_t)fl;
-        double ratio = x - fl;
-        if (ratio == 0) {
-            base -= 1;
-            ratio = 1;
-        }
-        double sum = 0;
-        if (!p->antialias && p->mode == M_LINEAR) {
-            c[0] = 1 - ratio;
-            c[1] = ratio;
-        } else if (!p->antialias) {
-            double a = p->cubic_a;
-            c[0] = ((a * (ratio + 1) - 5 * a) * (ratio + 1) + 8 * a) * (ratio + 1) - 4 * a;
-            c[1] = ((a + 2) * ratio - (a + 3)) * ratio * ratio + 1;
-            c[2] = ((a + 2) * (1 - ratio) - (a + 3)) * (1 - ratio) * (1 - ratio) + 1;
-            c[3] = ((a * ((1 - ratio) + 1) - 5 * a) * ((1 - ratio) + 1) + 8 * a) * ((1 - ratio) + 1) - 4 * a;
-        } else {
-            double sa = s < 1 ? s : 1, csum = 0;
-            for (int j = 0; j < n; j++) {
-                double arg = sa * ((double)(start + j) - ratio);
-                c[j] = p->mode == M_LINEAR ? fmax(0, 1 - fabs(arg)) : cubic_kernel(arg, p->cubic_a);
-                csum += c[j];
-            }
-            for (int j = 0; j < n; j++)
-                c[j] /= csum;
-        }
-        if (p->exclude) {
-            for (int j = 0; j < n; j++) {
-                int64_t i = base + start + j;
-                if (i < 0 || i >= in)
-                    c[j] = 0;
-                sum += c[j];
-            }
-            if (sum != 0)
-                for (int j = 0; j < n; j++)
-                    c[j] /= sum;
-        }
-        int m = 0;
-        for (int j = 0; j < n; j++) {
-            if (c[j] == 0)
-                continue;
-            int64_t i = base + start + j;
-            ti[m] = i < 0 ? 0 : i >= in ? in - 1 : i;
-            tw[m++] = c[j];
-        }
-        t->cnt[o] = m;
-    }
+    for (int64_t o = 0; o < out; o++)
+        axis_taps_at(p, d, o, in, start, t, c);
     free(c);
     return QR_OK;
 }
