@@ -1389,6 +1389,8 @@ typedef uint32_t U_dwu32 __attribute__((vector_size(64), aligned(4), may_alias))
 /* a[i] = start + sum over the taps t of wv[t] * d[off[t] + i], modulo 2^32, for i < n: blocks of
  * 64 outputs keep their sums in registers across the taps (a pass per tap loaded and stored every
  * sum again). */
+/* a[i] = start + sum_t wv[t] d[off[t] + i] for i < n, in whole vectors: a must have room for n
+ * rounded up to 16, and d be readable that far past each run. */
 static inline __attribute__((always_inline)) void dw_taps_u32(uint32_t *restrict a, const int32_t *restrict d,
                                                               const int64_t *off, const int32_t *wv, int64_t ntaps,
                                                               int64_t n, uint32_t start)
@@ -1407,11 +1409,14 @@ static inline __attribute__((always_inline)) void dw_taps_u32(uint32_t *restrict
         *(U_dwu32 *)(a + i0) = s0, *(U_dwu32 *)(a + i0 + VL) = s1;
         *(U_dwu32 *)(a + i0 + 2 * VL) = s2, *(U_dwu32 *)(a + i0 + 3 * VL) = s3;
     }
-    for (int64_t i = i0; i < n; i++)
-        a[i] = start;
-    for (int64_t t = 0; t < ntaps; t++)
-        for (int64_t i = i0; i < n; i++)
-            a[i] += (uint32_t)wv[t] * (uint32_t)d[off[t] + i];
+    /* the rest a vector at a time, the last one past n: planes of 7 x 7 have fewer than 64 sums,
+     * which one at a time cost more than all the rest */
+    for (; i0 < n; i0 += VL) {
+        V_dwu32 s0 = start + zero;
+        for (int64_t t = 0; t < ntaps; t++)
+            s0 += ((uint32_t)wv[t] + zero) * *(const U_dwu32 *)(d + off[t] + i0);
+        *(U_dwu32 *)(a + i0) = s0;
+    }
 }
 
 /* Depthwise planes as runs: each window position adds w * d[off + j] to every sum j in one run
@@ -1491,6 +1496,7 @@ static qr_status dw_as_runs(qr_kctx *k, const dw_job *j, int phased)
     } else {
         P.dlen = (hp * wp + (KW - 1) * g->dilation[1] + 15) / 16 * 16;
     }
+    P.dlen += 16; /* dw_taps_u32's last vector reads up to 15 past its last run's end */
     int slots = qr_pool_threads(k->pool);
     P.d = qr_kwork(k, slots, P.dlen, sizeof(int32_t), "depthwise planes");
     P.a = P.d ? qr_kwork(k, slots, P.alen, sizeof(uint32_t), "depthwise sums") : NULL;
