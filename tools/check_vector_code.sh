@@ -14,13 +14,37 @@ check() { # object symbol pattern
 echo "vector code (instructions on zmm/ymm registers, or vpdpbusd, per clone):"
 check $O/ops/conv.o gemm_rows_f32.avx512f zmm
 check $O/ops/conv.o gemm_rows_f32.avx2 ymm
-check $O/ops/conv.o dw_padded_f32.avx512f 'zmm|ymm'
+check $O/ops/conv.o dw_runs_f32.avx512f 'zmm|ymm'
 check $O/ops/igemm_avx512vnni.o tile_8x32 vpdpbusd
+check $O/ops/igemm_avx512vnni.o qr_igemv_u8s8_avx512vnni vpdpbusd
 check $O/ops/igemm_avxvnni.o qr_igemm_u8s8_4x16_avxvnni vpdpbusd
 check $O/ops/igemm_avx2.o qr_igemm_u8s8_4x8_avx2 vpmaddwd
 check $O/ops/quant.o quantize_f32_8bit.avx512f 'zmm|ymm'
-check $O/ops/quant.o dw_planes_padded.avx512f 'zmm|ymm'
+check $O/ops/quant.o dw_planes_runs.avx512f 'zmm|ymm'
 check $O/ops/quant.o pack_image_u8.arch_x86_64_v4 'zmm|ymm'
 check $O/ops/igemm_avx512vnni.o qr_igemm_interleave4_avx512bw 'vpunpck'
 check $B/obj/quantizer/quantize.o qr_plan_fake_quant.avx512f 'zmm|ymm'
 check $O/recipe.o t_min.avx512f 'zmm|ymm'
+# The recipes' JIT-compiled epilogue tile kernels (stdlib qlinear, tfl_linear): the example
+# quantized with int8.qrl and int8-tflite.qrl into a cache of this script's own, whose modules
+# (each .qmod holds an ELF object after its header) are then read.
+C=$(mktemp -d)
+for r in int8 int8-tflite; do
+    XDG_CACHE_HOME=$C "$B/qrl" quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/$r.qrl \
+        --calib "$B/data/calib_images.npy" --calib-count 16 -o "$C/$r.onnx" > /dev/null 2>&1
+done
+jit_check() { # symbol prefix, pattern
+    for f in "$C"/qrl/*.qmod; do
+        off=$(grep -obUaP '\x7fELF' "$f" 2> /dev/null | head -1 | cut -d: -f1)
+        [ -n "$off" ] || continue
+        tail -c +$((off + 1)) "$f" > "$C/module.so"
+        sym=$(nm "$C/module.so" 2> /dev/null | awk -v p="$1" '$3 ~ "^"p {print $3; exit}')
+        [ -n "$sym" ] || continue
+        check "$C/module.so" "$sym" "$2"
+        return
+    done
+    printf '  %-40s %5s  %s\n' "$1*" - "WARNING: not compiled (quantizing the example failed)"
+}
+jit_check qrl_kernel_qlinear_tile_u8 'zmm|ymm'
+jit_check qrl_kernel_tfl_linear_tile 'zmm|ymm'
+rm -rf "$C"
