@@ -3,14 +3,17 @@
 sample data, for the integer-graph tests (tests/unit/test_intgraph.c).
 
     make_zoo_model.py OUT_DIR  ->  zoo.onnx, zoo_calib.npy, zoo_test.npy,
-                                   two_inputs.onnx, two_a.npy, two_b.npy, two_labels.npy
+                                   two_inputs.onnx, two_a.npy, two_b.npy, two_labels.npy,
+                                   depthwise.onnx
 
 The weights are random (seeded), so the model means nothing; what the tests
 check is that its integer graph computes what its QDQ simulation computes.
 Ops: Conv + Clip, Conv + Relu, Conv, Sigmoid, Tanh, HardSwish, LeakyRelu,
 Add, Mul, Concat, AveragePool, Pad, MaxPool, GlobalAveragePool, Flatten,
 Gemm + Relu, MatMul. two_inputs.onnx has two inputs (a and b, each through
-a Conv, added) for multi-input calibration.
+a Conv, added) for multi-input calibration. depthwise.onnx (the zoo's input
+and samples) has a MobileNet block: Conv to 96 channels, depthwise 3x3 at
+stride 1 (16 x 16 planes) and 2, pointwise Conv, GlobalAveragePool, Gemm.
 """
 import os
 import sys
@@ -92,6 +95,24 @@ def main():
     np.save(os.path.join(out, "two_a.npy"), rng.normal(0, 1, (48, 2, 8, 8)).astype(np.float32))
     np.save(os.path.join(out, "two_b.npy"), rng.normal(0, 1, (48, 1, 8, 8)).astype(np.float32))
     np.save(os.path.join(out, "two_labels.npy"), rng.integers(0, 5, 48).astype(np.int64))
+
+    inits.clear()
+    nodes = [
+        N("Conv", ["x", weight("wd0", (96, 3, 3, 3)), bias("bd0", 96)], ["d0"], name="conv0", pads=[1, 1, 1, 1]),
+        N("Relu", ["d0"], ["r0"], name="relu0"),
+        N("Conv", ["r0", weight("wd1", (96, 1, 3, 3)), bias("bd1", 96)], ["d1"], name="dw1", pads=[1, 1, 1, 1],
+          group=96),
+        N("Clip", ["d1", const("lo", np.array(0, np.float32)), const("hi", np.array(6, np.float32))], ["r1"],
+          name="clip1"),
+        N("Conv", ["r1", weight("wd2", (96, 1, 3, 3)), bias("bd2", 96)], ["d2"], name="dw2", pads=[1, 1, 1, 1],
+          strides=[2, 2], group=96),
+        N("Relu", ["d2"], ["r2"], name="relu2"),
+        N("Conv", ["r2", weight("wd3", (16, 96, 1, 1)), bias("bd3", 16)], ["d3"], name="pw"),
+        N("GlobalAveragePool", ["d3"], ["g"], name="gap"),
+        N("Flatten", ["g"], ["f"], name="flatten", axis=1),
+        N("Gemm", ["f", weight("wdf", (10, 16)), bias("bdf", 10)], ["logits"], name="fc", transB=1),
+    ]
+    save_model(os.path.join(out, "depthwise.onnx"), "depthwise", nodes, {"x": [3, 16, 16]}, 10, inits)
 
 
 if __name__ == "__main__":

@@ -1339,6 +1339,11 @@ typedef struct dw_job {
     const int32_t *wk;  /* c x kernel_n: w - w_zero */
     const uint32_t *b0; /* c: the bias */
     uint32_t *acc;
+    /* With an epilogue (the runs path only): each thread's planes go to its chunk buffer and from
+     * there to the epilogue, chunk_rows planes of one image at a time, instead of to acc. */
+    epi_job *ep;
+    uint32_t *chunks;   /* slots x chunk_rows x OH * OW */
+    int64_t chunk_rows;
 } dw_job;
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_planes(void *arg, int64_t p0, int64_t p1)
@@ -1451,10 +1456,13 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_plan
     const uint8_t flip = j->flip;
     int32_t *restrict d = P->d + slot * P->dlen;
     uint32_t *restrict a = P->a + slot * P->alen;
+    const int64_t sn = OH * OW, C = j->cv->c;
+    uint32_t *chunk = j->ep ? j->chunks + slot * j->chunk_rows * sn : NULL;
+    int64_t first = p0; /* the chunk's first plane */
     /* the border once: each plane writes the same image positions, so the border stays 0 */
     memset(d, 0, (size_t)P->dlen * sizeof *d);
     for (int64_t p = p0; p < p1; p++) {
-        int64_t c = p % j->cv->c;
+        int64_t c = p % C;
         const uint8_t *xp = j->x + p * H * W;
         for (int64_t y = 0; y < H; y++) {
             const uint8_t *xr = xp + y * W;
@@ -1474,15 +1482,21 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void dw_plan
             }
         }
         dw_taps_u32(a, d, P->off, j->wk + c * KH * KW, KH * KW, P->n, j->b0[c]);
-        uint32_t *restrict out = j->acc + p * OH * OW;
+        uint32_t *restrict out = chunk ? chunk + (p - first) * sn : j->acc + p * sn;
         for (int64_t oy = 0; oy < OH; oy++) /* rows of 7 to 56: a loop, not a libc call each */
             for (int64_t ox = 0; ox < OW; ox++)
                 out[oy * OW + ox] = a[oy * wrow + ox];
+        /* a full chunk, the image's last channel or the run's last plane: to the epilogue */
+        if (chunk && (p + 1 - first == j->chunk_rows || (p + 1) % C == 0 || p + 1 == p1)) {
+            qr_acc_block b = {(const int32_t *)chunk, sn, p + 1 - first, sn, first % C, first * sn, sn};
+            epi_block(j->ep, &b);
+            first = p + 1;
+        }
     }
 }
 
 /* The depthwise planes of j as runs (dw_planes_runs), stride 1 or, phased, stride 2. */
-static qr_status dw_as_runs(qr_kctx *k, const dw_job *j, int phased)
+static qr_status dw_as_runs(qr_kctx *k, dw_job *j, int phased)
 {
     const qr_conv_geom *g = &j->cv->g;
     const int64_t kn = g->kernel_n, KW = g->kernel[1];
@@ -1500,6 +1514,9 @@ static qr_status dw_as_runs(qr_kctx *k, const dw_job *j, int phased)
     }
     P.dlen += 16; /* dw_taps_u32's last vector reads up to 15 past its last run's end */
     int slots = qr_pool_threads(k->pool);
+    if (j->ep && !(j->chunks = qr_kwork(k, slots, j->chunk_rows * g->small_n, sizeof(uint32_t),
+                                        "depthwise sums for the epilogue")))
+        return QR_ERR;
     P.d = qr_kwork(k, slots, P.dlen, sizeof(int32_t), "depthwise planes");
     P.a = P.d ? qr_kwork(k, slots, P.alen, sizeof(uint32_t), "depthwise sums") : NULL;
     int64_t *off = P.a ? qr_kwork(k, kn, 1, sizeof(int64_t), "tap offsets") : NULL;
@@ -1515,8 +1532,12 @@ static qr_status dw_as_runs(qr_kctx *k, const dw_job *j, int phased)
     return QR_OK;
 }
 
+/* Depthwise planes handed to an epilogue at most this many bytes of sums at a time (in cache). */
+#define QR_DW_CHUNK_BYTES 65536
+
 static qr_status iconv_acc_depthwise(qr_kctx *k, const iconv *cv, const qr_tensor *x, const qr_tensor *xzp,
-                                     const qr_tensor *w, const qr_tensor *wzp, const qr_tensor *bias, int32_t *acc)
+                                     const qr_tensor *w, const qr_tensor *wzp, const qr_tensor *bias, int32_t *acc,
+                                     epi_job *ep)
 {
     const qr_conv_geom *g = &cv->g;
     int64_t kn = g->kernel_n, nwz = wzp ? qr_tensor_numel(wzp) : 0;
@@ -1532,7 +1553,8 @@ static qr_status iconv_acc_depthwise(qr_kctx *k, const iconv *cv, const qr_tenso
     }
     uint8_t flip = x->dtype == QR_I8 ? 0x80 : 0;
     int32_t xz = (int32_t)(xzp ? get_int(xzp->data, xzp->dtype, 0) : 0) + (flip ? 128 : 0);
-    dw_job j = {cv, x->data, flip, xz, wk, b0, (uint32_t *)acc};
+    int64_t rows = QR_DW_CHUNK_BYTES / (int64_t)sizeof(uint32_t) / (g->small_n > 0 ? g->small_n : 1);
+    dw_job j = {cv, x->data, flip, xz, wk, b0, (uint32_t *)acc, ep, NULL, rows > 1 ? rows : 1};
     int stride1 = g->stride[0] == 1 && g->stride[1] == 1;
     int stride2 = g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1;
     if ((stride1 || stride2) && g->small_n > 0) {
@@ -1555,6 +1577,11 @@ static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, cons
     int depthwise = g->r == 2 && cv->group == cv->c && cv->m == cv->c && nw == cv->m * g->kernel_n &&
                     !qr_igemm_portable_forced();
     int u8s8 = !depthwise && (x->dtype == QR_U8 || x->dtype == QR_I8) && w->dtype == QR_I8 && nw == cv->m * ck;
+    int dw_runs = depthwise && g->small_n > 0 && ((g->stride[0] == 1 && g->stride[1] == 1) ||
+                                                  (g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 &&
+                                                   g->dilation[1] == 1));
+    if (ep && dw_runs)
+        return iconv_acc_depthwise(k, cv, x, xzp, w, wzp, bias, NULL, ep);
     if (ep && !(u8s8 && all_zero(wzp) && qr_igemm_u8s8())) {
         /* the epilogue on the whole accumulator: the other paths make all of it first */
         int32_t *whole = qr_kwork(k, cv->n * cv->m, sn, sizeof(int32_t), "integer convolution's accumulator");
@@ -1565,7 +1592,7 @@ static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, cons
         return ep->failed ? QR_ERR : QR_OK;
     }
     if (depthwise)
-        return iconv_acc_depthwise(k, cv, x, xzp, w, wzp, bias, acc);
+        return iconv_acc_depthwise(k, cv, x, xzp, w, wzp, bias, acc, NULL);
     if (u8s8) {
         qr_igemm_fn fn = all_zero(wzp) ? qr_igemm_u8s8() : NULL;
         if (fn)

@@ -236,47 +236,54 @@ static int count_op(const qr_graph *g, const char *op)
 /* A convolution fused with its element-wise epilogue (QrlConvKernel: the recipe's tile kernel on
  * blocks of the accumulator) computes what the ConvInteger and the QrlKernel compute apart
  * (QRL_FUSE=0, the reference), to the bit, for the onnx and tflite epilogues, u8 and i8, on one
- * and two threads. */
+ * and two threads, a batch and one image: the zoo's four convolutions (im2col and padded planes)
+ * and a MobileNet block's (depthwise at stride 1 and 2, whose 96 planes of 16 x 16 reach the
+ * epilogue in chunks of 64). */
 Test(intgraph, fused_conv_epilogues_equal_the_separate_kernels)
 {
     const char *recipes[] = {"recipes/int8.qrl", "recipes/int8-percentile.qrl", "recipes/int8-tflite.qrl"};
-    qr_graph *g;
+    const char *models[] = {"zoo.onnx", "depthwise.onnx"};
     qr_tensor x = {0};
-    load("zoo.onnx", &g, NULL);
     load("zoo_test.npy", NULL, &x);
-    for (int r = 0; r < 3; r++) {
-        qrl_module *m0, *m1;
-        setenv("QRL_FUSE", "0", 1);
-        qr_quantized *apart = quantize(g, recipes[r], &m0);
-        unsetenv("QRL_FUSE");
-        qr_quantized *fused = quantize(g, recipes[r], &m1);
-        cr_assert_eq(count_op(apart->ig->g, "QrlConvKernel"), 0, "%s", recipes[r]);
-        cr_assert_eq(count_op(fused->ig->g, "QrlConvKernel"), 4, "%s: the zoo's four convolutions", recipes[r]);
-        cr_assert_eq(count_op(fused->ig->g, "ConvInteger"), 0, "%s", recipes[r]);
-        /* a batch splits its images across threads; one image its channels (blocks from mid-channel) */
-        qr_tensor one = x;
-        one.dims[0] = 1;
-        const qr_tensor *inputs[2] = {&x, &one};
-        for (int in = 0; in < 2; in++) {
-            qr_tensor want = {0};
-            run_threads(apart, inputs[in], 1, &want);
-            for (int t = 1; t <= 2; t++) {
-                qr_tensor got = {0};
-                run_threads(fused, inputs[in], t, &got);
-                cr_assert_eq(qr_tensor_nbytes(&got), qr_tensor_nbytes(&want));
-                cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)),
-                          "%s, batch %lld, %d threads: fused outputs differ", recipes[r], (long long)inputs[in]->dims[0], t);
-                qr_tensor_free(&got);
+    for (int mi = 0; mi < 2; mi++) {
+        qr_graph *g;
+        load(models[mi], &g, NULL);
+        for (int r = 0; r < 3; r++) {
+            qrl_module *m0, *m1;
+            setenv("QRL_FUSE", "0", 1);
+            qr_quantized *apart = quantize(g, recipes[r], &m0);
+            unsetenv("QRL_FUSE");
+            qr_quantized *fused = quantize(g, recipes[r], &m1);
+            cr_assert_eq(count_op(apart->ig->g, "QrlConvKernel"), 0, "%s", recipes[r]);
+            cr_assert_eq(count_op(fused->ig->g, "QrlConvKernel"), 4, "%s %s: its four convolutions", models[mi],
+                         recipes[r]);
+            cr_assert_eq(count_op(fused->ig->g, "ConvInteger"), 0, "%s", recipes[r]);
+            /* a batch splits its images across threads; one image its channels (blocks from mid-channel) */
+            qr_tensor one = x;
+            one.dims[0] = 1;
+            const qr_tensor *inputs[2] = {&x, &one};
+            for (int in = 0; in < 2; in++) {
+                qr_tensor want = {0};
+                run_threads(apart, inputs[in], 1, &want);
+                for (int t = 1; t <= 2; t++) {
+                    qr_tensor got = {0};
+                    run_threads(fused, inputs[in], t, &got);
+                    cr_assert_eq(qr_tensor_nbytes(&got), qr_tensor_nbytes(&want));
+                    cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)),
+                              "%s %s, batch %lld, %d threads: fused outputs differ", models[mi], recipes[r],
+                              (long long)inputs[in]->dims[0], t);
+                    qr_tensor_free(&got);
+                }
+                qr_tensor_free(&want);
             }
-            qr_tensor_free(&want);
+            qr_quantized_free(apart);
+            qr_quantized_free(fused);
+            qr_module_free(m0);
+            qr_module_free(m1);
         }
-        qr_quantized_free(apart);
-        qr_quantized_free(fused);
-        qr_module_free(m0);
-        qr_module_free(m1);
+        qr_graph_free(g);
     }
     qr_tensor_free(&x);
-    qr_graph_free(g);
 }
 
 /* Layers the recipe's fallback sends back to f32 run as f32 between
