@@ -364,9 +364,10 @@ int qc_check(qc_unit *u)
     /* Function signatures first: calls anywhere need their parameter types. */
     for (int i = 0; i < u->nitems; i++) {
         qc_sym *s = u->items[i];
-        if (s->kind != QC_SYM_FN && s->kind != QC_SYM_KERNEL)
+        if (s->kind != QC_SYM_FN && s->kind != QC_SYM_KERNEL && (s->kind != QC_SYM_GENERIC || !s->ninstances))
             continue;
         c.file = s->file;
+        c.tparams = s->kind == QC_SYM_GENERIC ? s->decl->d : NULL;
         memset(c.visible, 0, (size_t)u->nfiles);
         mark_visible(u, s->file, c.visible);
         c.w = W_CONST;
@@ -378,6 +379,7 @@ int qc_check(qc_unit *u)
         if (s->decl->b)
             chk_type(&c, s->decl->b);
         chk_instance_done(&c, s, mark);
+        c.tparams = NULL;
     }
     for (int i = 0; i < u->nitems && !ql_diags_full(&u->diags); i++) {
         qc_sym *s = u->items[i];
@@ -393,6 +395,7 @@ int qc_check(qc_unit *u)
             chk_instance_done(&c, s, mark);
             break;
         }
+        case QC_SYM_GENERIC: chk_generic(&c, s); break;
         case QC_SYM_CALIBRATOR: chk_calibrator(&c, s); break;
         case QC_SYM_PATTERN: chk_pattern(&c, s); break;
         case QC_SYM_AFFINE: chk_affine(&c, s); break;

@@ -48,7 +48,8 @@ struct qc_sym {
     qc_sym *generic;   /* instances: their generic */
     qc_sym **instances; /* generics: by qc_generic_index */
     int ninstances;
-    int failed;        /* generics: an instance had errors (reported once: the others are checked quietly) */
+    int failed;        /* generics: -1 when their own check (once, T a type variable) had errors; k + 1 when
+                        * instance k had errors it missed (reported once); the other instances stay quiet */
 };
 
 /* Parameters of a function, kernel or calibrator, at most (the code generator's bound too,

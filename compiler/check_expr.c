@@ -66,12 +66,17 @@ void chk_settle(ctx *c, ql_node *n, const qc_type *t)
         return;
     int64_t v;
     int lit = int_literal(n, &v);
-    if (lit && qc_is_int(t)) {
+    if (lit && qc_any_member(t, qc_is_int)) {
         char tb[64];
         if (lit == 2 || !qc_int_fits(v, t)) {
             if (lit == 2)
                 chk_err(c, n, "integer literal does not fit in i64");
-            else
+            else if (t->k == QC_TVAR) {
+                const qc_type *m = t->members[0];
+                for (int i = 0; i < t->nmembers && qc_int_fits(v, m); i++)
+                    m = t->members[i];
+                chk_err(c, n, "%lld does not fit in %s when %s = %s", (long long)v, t->name, t->name, TN(m, tb));
+            } else
                 chk_err(c, n, "%lld does not fit in %s", (long long)v, TN(t, tb));
         }
     }
@@ -79,12 +84,13 @@ void chk_settle(ctx *c, ql_node *n, const qc_type *t)
     int int_op = n->kind == QL_UNARY ? n->op == QL_TOK_TILDE
                : n->kind == QL_BINARY && (n->op == QL_TOK_SHL || n->op == QL_TOK_SHR || n->op == QL_TOK_AMP ||
                                           n->op == QL_TOK_PIPE || n->op == QL_TOK_CARET || n->op == QL_TOK_PERCENT);
-    if (int_op && qc_is_float(t)) {
-        char tb[64];
+    if (int_op && qc_any_member(t, qc_is_float)) {
+        char tb[64], w[96];
+        chk_when(t, qc_is_int, w, sizeof w);
         if (n->kind == QL_UNARY)
-            chk_err(c, n, "'~' takes an integer, not %s", TN(t, tb));
+            chk_err(c, n, "'~' takes an integer, not %s%s", TN(t, tb), w);
         else
-            chk_err(c, n, "operator %s takes integers, not %s", ql_tok_desc(n->op), TN(t, tb));
+            chk_err(c, n, "operator %s takes integers, not %s%s", ql_tok_desc(n->op), TN(t, tb), w);
         n->type = &qc_error;
         return;
     }
@@ -110,6 +116,23 @@ void chk_settle(ctx *c, ql_node *n, const qc_type *t)
 int chk_convert(ctx *c, ql_node *n, const qc_type *from, const qc_type *to, const char *what)
 {
     char a[64], b[64];
+    if (!qc_widens(from, to) && (qc_has_tvar(from) || qc_has_tvar(to))) {
+        /* the combination of the type variables' members it fails for */
+        qc_tbind tb;
+        int n_ = qc_tbind_vars(&tb, from, to);
+        for (int k = 0; k < n_; k++) {
+            qc_tbind_pick(&tb, k);
+            const qc_type *f = qc_subst(c->ar, from, &tb), *t = qc_subst(c->ar, to, &tb);
+            if (qc_widens(f, t))
+                continue;
+            char fa[64], ta[64], bind[128];
+            int expl = qc_is_numeric(f) && qc_is_numeric(t) && f->k != QC_FLOATLIT && f->k != QC_INTLIT;
+            chk_err(c, n, "%s has type %s, expected %s: %s does not convert to %s implicitly when %s%s%s%s", what,
+                TN(from, a), TN(to, b), TN(f, fa), TN(t, ta), qc_tbind_name(&tb, bind, sizeof bind),
+                expl ? "; convert explicitly with " : "", expl ? b : "", expl ? "(...)" : "");
+            return 0;
+        }
+    }
     if (!qc_widens(from, to)) {
         if (qc_is_numeric(from) && qc_is_numeric(to) && from->k != QC_FLOATLIT && from->k != QC_INTLIT)
             chk_err(c, n, "%s has type %s, expected %s; convert explicitly with %s(...)", what, TN(from, a), TN(to, b),
@@ -129,6 +152,47 @@ static const qc_type *set_type(ql_node *n, const qc_type *t)
 {
     n->type = t;
     return t;
+}
+
+/* " (f32 when T = f32)": t's type variable's first member without ok, for a
+ * message saying t fails ok; "" when t holds no variable or none fails. */
+const char *chk_when(const qc_type *t, int (*ok)(const qc_type *), char *buf, int n)
+{
+    char tb[64];
+    buf[0] = 0;
+    while (t->k == QC_ARRAY || t->k == QC_TENSOR)
+        t = t->elem;
+    for (int i = 0; t->k == QC_TVAR && i < t->nmembers; i++)
+        if (!ok(t->members[i])) {
+            snprintf(buf, (size_t)n, " (%s when %s = %s)", TN(t->members[i], tb), t->name, TN(t->members[i], tb));
+            break;
+        }
+    return buf;
+}
+
+/* Why a and b, holding type variables, have no common type: " when T = f32"
+ * (none for that member), or ": they meet at i16 when T = u8 but at i8 when
+ * T = i8" (the type would depend on the member). "" without variables. */
+static const char *common_when(ctx *c, const qc_type *a, const qc_type *b, char *buf, int n)
+{
+    qc_tbind b1, b2;
+    const qc_type *r1 = NULL, *r2 = NULL;
+    char x[128], y[128], ta[64], tb[64];
+    buf[0] = 0;
+    if (!qc_has_tvar(a) && !qc_has_tvar(b))
+        return buf;
+    int why = qc_common_why(a, b, &b1, &b2, &r1, &r2);
+    if (why == 1)
+        snprintf(buf, (size_t)n, " when %s", qc_tbind_name(&b1, x, sizeof x));
+    else if (why == 2)
+        snprintf(buf, (size_t)n, ": they meet at %s when %s but at %s when %s", TN(qc_subst(c->ar, r1, &b1), ta),
+                 qc_tbind_name(&b1, x, sizeof x), TN(qc_subst(c->ar, r2, &b2), tb), qc_tbind_name(&b2, y, sizeof y));
+    return buf;
+}
+
+static int is_unsigned_int(const qc_type *t)
+{
+    return qc_is_int(t) && !qc_is_signed(t);
 }
 
 static const qc_type *binary(ctx *c, ql_node *n, const qc_type *want)
@@ -153,26 +217,32 @@ static const qc_type *binary(ctx *c, ql_node *n, const qc_type *want)
     if (cmp && (op == QL_TOK_EQ || op == QL_TOK_NE) &&
         ((l->k == QC_BOOL && r->k == QC_BOOL) || (l->k == QC_STR && r->k == QC_STR)))
         return set_type(n, &qc_bool);
+    char w[160];
     if (op == QL_TOK_SHL || op == QL_TOK_SHR) {
         if (!qc_is_int(l) || !qc_is_int(r)) {
-            chk_err(c, n, "shifts take integers, not %s and %s", TN(l, a), TN(r, b));
+            if (!*chk_when(l, qc_is_int, w, sizeof w))
+                chk_when(r, qc_is_int, w, sizeof w);
+            chk_err(c, n, "shifts take integers, not %s and %s%s", TN(l, a), TN(r, b), w);
             return set_type(n, &qc_error);
         }
         chk_settle(c, n->b, r->k == QC_INTLIT ? &qc_i64 : r);
         return set_type(n, l);
     }
     if (!qc_is_numeric(l) || !qc_is_numeric(r)) {
-        chk_err(c, n, "operator %s takes numbers, not %s and %s", ql_tok_desc(op), TN(l, a), TN(r, b));
+        if (!*chk_when(l, qc_is_numeric, w, sizeof w))
+            chk_when(r, qc_is_numeric, w, sizeof w);
+        chk_err(c, n, "operator %s takes numbers, not %s and %s%s", ql_tok_desc(op), TN(l, a), TN(r, b), w);
         return set_type(n, cmp ? &qc_bool : &qc_error);
     }
     const qc_type *t = qc_common(l, r);
     if (!t) {
-        chk_err(c, n, "mismatched types %s and %s for %s; convert one explicitly", TN(l, a), TN(r, b), ql_tok_desc(op));
+        chk_err(c, n, "mismatched types %s and %s for %s%s; convert one explicitly", TN(l, a), TN(r, b), ql_tok_desc(op),
+            common_when(c, l, r, w, sizeof w));
         return set_type(n, cmp ? &qc_bool : &qc_error);
     }
     int bitwise = op == QL_TOK_AMP || op == QL_TOK_PIPE || op == QL_TOK_CARET;
     if ((bitwise || op == QL_TOK_PERCENT) && !qc_is_int(t)) {
-        chk_err(c, n, "operator %s takes integers, not %s", ql_tok_desc(op), TN(t, a));
+        chk_err(c, n, "operator %s takes integers, not %s%s", ql_tok_desc(op), TN(t, a), chk_when(t, qc_is_int, w, sizeof w));
         return set_type(n, &qc_error);
     }
     if (cmp) {
@@ -186,7 +256,7 @@ static const qc_type *binary(ctx *c, ql_node *n, const qc_type *want)
         chk_settle(c, n->b, t);
     }
     int64_t v;
-    if ((op == QL_TOK_SLASH || op == QL_TOK_PERCENT) && (t->k == QC_INTLIT || qc_is_int(t)) && const_int(n->b, &v, 0) &&
+    if ((op == QL_TOK_SLASH || op == QL_TOK_PERCENT) && (t->k == QC_INTLIT || qc_any_member(t, qc_is_int)) && const_int(n->b, &v, 0) &&
         v == 0)
         chk_err(c, n->b, "integer %s by zero", op == QL_TOK_SLASH ? "division" : "remainder of a division");
     return set_type(n, t);
@@ -203,14 +273,21 @@ static const qc_type *unary(ctx *c, ql_node *n, const qc_type *want)
     const qc_type *t = chk_expr(c, n->a, want);
     if (t->k == QC_ERROR)
         return set_type(n, t);
+    char w[96];
     if (n->op == QL_TOK_TILDE && !qc_is_int(t)) {
-        chk_err(c, n, "'~' takes an integer, not %s", TN(t, a));
+        chk_err(c, n, "'~' takes an integer, not %s%s", TN(t, a), chk_when(t, qc_is_int, w, sizeof w));
         return set_type(n, &qc_error);
     }
     if (!qc_is_numeric(t)) {
-        chk_err(c, n, "'-' takes a number, not %s", TN(t, a));
+        chk_err(c, n, "'-' takes a number, not %s%s", TN(t, a), chk_when(t, qc_is_numeric, w, sizeof w));
         return set_type(n, &qc_error);
     }
+    for (int i = 0; n->op == QL_TOK_MINUS && t->k == QC_TVAR && i < t->nmembers; i++)
+        if (is_unsigned_int(t->members[i])) {
+            chk_err(c, n, "'-' on %s, which is unsigned %s when %s = %s; convert to a signed type first", TN(t, a),
+                TN(t->members[i], w), t->name, TN(t->members[i], w));
+            return set_type(n, &qc_error);
+        }
     if (n->op == QL_TOK_MINUS && qc_is_int(t) && !qc_is_signed(t)) {
         chk_err(c, n, "'-' on unsigned %s; convert to a signed type first", TN(t, a));
         return set_type(n, &qc_error);
@@ -348,8 +425,9 @@ static const qc_type *builtin_call(ctx *c, ql_node *n, const char *f, const qc_t
             const qc_type *u = numeric_arg(c, k[i], want, f);
             const qc_type *m = qc_common(t, u);
             if (!m) {
-                char b[64];
-                chk_err(c, n, "%s of mismatched types %s and %s; convert one explicitly", f, TN(t, a), TN(u, b));
+                char b[64], w[160];
+                chk_err(c, n, "%s of mismatched types %s and %s%s; convert one explicitly", f, TN(t, a), TN(u, b),
+                    common_when(c, t, u, w, sizeof w));
                 return set_type(n, &qc_error);
             }
             t = m;
@@ -365,8 +443,8 @@ static const qc_type *builtin_call(ctx *c, ql_node *n, const char *f, const qc_t
         chk_convert(c, k[0], chk_expr(c, k[0], &qc_bool), &qc_bool, "the condition of select");
         const qc_type *t = chk_expr(c, k[1], want), *u = chk_expr(c, k[2], want), *m = qc_common(t, u);
         if (!m) {
-            char b[64];
-            chk_err(c, n, "select between mismatched types %s and %s", TN(t, a), TN(u, b));
+            char b[64], w[160];
+            chk_err(c, n, "select between mismatched types %s and %s%s", TN(t, a), TN(u, b), common_when(c, t, u, w, sizeof w));
             return set_type(n, &qc_error);
         }
         chk_settle(c, k[1], m);
@@ -389,7 +467,9 @@ static const qc_type *builtin_call(ctx *c, ql_node *n, const char *f, const qc_t
         if (t->k == QC_INTLIT || t->k == QC_FLOATLIT) /* a literal takes the wanted float type */
             t = want && (want->k == QC_F32 || want->k == QC_F64) ? want : &qc_f64;
         if (!qc_is_float(t) && t->k != QC_ERROR) {
-            chk_err(c, k[0], "%s takes a float, not %s; convert with f32(...) or f64(...)", f, TN(t, a));
+            char w[96];
+            chk_err(c, k[0], "%s takes a float, not %s%s; convert with f32(...) or f64(...)", f, TN(t, a),
+                chk_when(t, qc_is_float, w, sizeof w));
             return set_type(n, &qc_error);
         }
         t = t->k == QC_FLOATLIT ? qc_default(t) : t;
@@ -610,6 +690,19 @@ static const qc_type *call(ctx *c, ql_node *n, const qc_type *want)
         chk_err(c, f, "this cannot be called");
         return set_type(n, &qc_error);
     }
+    const qc_type *tv = f->d ? NULL : chk_tparam(c, f->name);
+    if (tv && n->nkids == 1 && n->kids[0]->kind != QL_NAMED_ARG) { /* T(x): a conversion, as i32(x) */
+        char a[64], b[64];
+        const qc_type *from = chk_expr(c, n->kids[0], NULL);
+        if (from->k == QC_ERROR)
+            return set_type(n, tv);
+        if (!qc_is_scalar(from)) {
+            chk_err(c, n->kids[0], "cannot convert %s to %s", TN(from, a), TN(tv, b));
+            return set_type(n, &qc_error);
+        }
+        chk_settle(c, n->kids[0], qc_default(from));
+        return set_type(n, tv);
+    }
     qc_sym *s = chk_lookup(c, f, f->name, 0);
     if (!s && chk_is_builtin_fn(f->name))
         return builtin_call(c, n, f->name, want);
@@ -621,11 +714,12 @@ static const qc_type *call(ctx *c, ql_node *n, const qc_type *want)
         }
         return set_type(n, &qc_error);
     }
+    qc_tbind tb = {0};
     if (f->d && s->kind != QC_SYM_GENERIC) {
         chk_err(c, f->d, "'%s' has no type parameters", f->name);
         s = NULL;
     } else if (s->kind == QC_SYM_GENERIC)
-        s = f->d ? chk_explicit_instance(c, f, s) : chk_instance_for_call(c, n, s);
+        s = f->d ? chk_explicit_instance(c, f, s, &tb) : chk_instance_for_call(c, n, s, &tb);
     if (!s) {
         for (int i = 0; i < n->nkids; i++) {
             const char *nm;
@@ -634,19 +728,33 @@ static const qc_type *call(ctx *c, ql_node *n, const qc_type *want)
         return set_type(n, &qc_error);
     }
     f->sym = s;
-    if (s->kind == QC_SYM_FN || s->kind == QC_SYM_KERNEL) {
+    if (s->kind == QC_SYM_FN || s->kind == QC_SYM_KERNEL || s->kind == QC_SYM_GENERIC) {
         if (c->w == W_CONST || c->w == W_RECIPE) { /* (patterns and affine rules may call fns) */
             chk_err(c, f, "'%s' cannot be called here: %s", f->name,
                 c->w == W_CONST ? "constant expressions call no functions" : "a recipe's settings call no functions");
             return set_type(n, &qc_error);
         }
-        if (s->kind == QC_SYM_KERNEL && c->w != W_KERNEL) {
+        if (s->decl->kind == QL_KERNEL && c->w != W_KERNEL) {
             chk_err(c, f, "kernel '%s' is run by the runtime (from a pattern's lower), not called", f->name);
             return set_type(n, &qc_error);
         }
-        note_call(c, s);
         char what[160];
         snprintf(what, sizeof what, "'%s'", s->name);
+        if (s->kind == QC_SYM_GENERIC) {
+            /* called from a generic with its type variables (first(x), x: tensor<T>): the
+             * callee's own signature with its parameters bound to the caller's types */
+            const ql_node *ps = s->decl->a;
+            ql_node *bound = ps ? ql_node_new(c->ar, QL_PARAMS, ps->span) : NULL;
+            for (int i = 0; ps && i < ps->nkids; i++) {
+                ql_node *p = ql_alloc(c->ar, sizeof *p);
+                *p = *ps->kids[i];
+                p->type = p->type ? qc_subst(c->ar, p->type, &tb) : NULL;
+                ql_node_add(c->ar, bound, p);
+            }
+            chk_args(c, n, what, bound);
+            return set_type(n, s->decl->b && s->decl->b->type ? qc_subst(c->ar, s->decl->b->type, &tb) : &qc_void);
+        }
+        note_call(c, s);
         chk_args(c, n, what, s->decl->a);
         return set_type(n, s->decl->b ? s->decl->b->type : &qc_void);
     }
@@ -740,8 +848,9 @@ static const qc_type *index_expr(ctx *c, ql_node *n)
     const qc_type *t = chk_expr(c, n->a, NULL);
     for (int i = 0; i < n->nkids; i++) {
         const qc_type *it = chk_expr(c, n->kids[i], &qc_i64);
+        char w[96];
         if (!qc_is_int(it) && it->k != QC_ERROR)
-            chk_err(c, n->kids[i], "an index is an integer, not %s", TN(it, a));
+            chk_err(c, n->kids[i], "an index is an integer, not %s%s", TN(it, a), chk_when(it, qc_is_int, w, sizeof w));
         else
             chk_settle(c, n->kids[i], it->k == QC_INTLIT ? &qc_i64 : it);
     }
@@ -816,7 +925,8 @@ static const qc_type *cast(ctx *c, ql_node *n)
         return set_type(n, &qc_error);
     }
     if (n->kind == QL_SAT && !qc_is_int(to)) {
-        chk_err(c, n->a, "sat<...> converts to an integer type, not %s", TN(to, a));
+        char w[96];
+        chk_err(c, n->a, "sat<...> converts to an integer type, not %s%s", TN(to, a), chk_when(to, qc_is_int, w, sizeof w));
         return set_type(n, &qc_error);
     }
     chk_settle(c, n->b, qc_default(from));
@@ -900,6 +1010,15 @@ void chk_hist_bins_arg(ctx *c, const ql_node *cal, const char *param, const ql_n
     }
 }
 
+/* The type variable of the generic being checked named name, or NULL. */
+const qc_type *chk_tparam(const ctx *c, const char *name)
+{
+    for (int i = 0; c->tparams && name && i < c->tparams->nkids; i++)
+        if (!strcmp(c->tparams->kids[i]->name, name))
+            return c->tparams->kids[i]->type;
+    return NULL;
+}
+
 /* A constant integer expression (literals, consts and calibrator params
  * are taken at face value only when literal). */
 const qc_type *chk_type(ctx *c, ql_node *n)
@@ -923,7 +1042,11 @@ const qc_type *chk_type(ctx *c, ql_node *n)
         case QL_TOK_QTYPE: t = &qc_qtype; break;
         case QL_TOK_QPARAMS: t = &qc_qparams; break;
         case QL_TOK_IDENT:
-            chk_err(c, n, "unknown type '%s'", n->name); /* not a type parameter of this fn */
+            t = chk_tparam(c, n->name);
+            if (!t) {
+                chk_err(c, n, "unknown type '%s'", n->name); /* not a type parameter of this fn */
+                t = &qc_error;
+            }
             break;
         default: break;
         }
@@ -950,7 +1073,8 @@ const qc_type *chk_type(ctx *c, ql_node *n)
     case QL_TYPE_TENSOR: {
         const qc_type *e = chk_type(c, n->a);
         if (!qc_is_numeric(e) && e->k != QC_ERROR) {
-            chk_err(c, n->a, "tensor elements are numbers, not %s", TN(e, a));
+            char w[96];
+            chk_err(c, n->a, "tensor elements are numbers, not %s%s", TN(e, a), chk_when(e, qc_is_numeric, w, sizeof w));
             e = &qc_error;
         }
         t = qc_tensor_of(c->ar, e);

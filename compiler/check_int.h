@@ -48,6 +48,7 @@ typedef struct ctx {
     int nlocals;
     int assigned_y;     /* affine: the output was assigned */
     int ninstances;     /* generics' instances made so far */
+    const ql_node *tparams; /* the generic being checked: its TPARAMS, whose types are its TVARs */
 } ctx;
 
 #define TN(t, b) qc_type_name((t), (b), sizeof(b))
@@ -81,6 +82,8 @@ const qc_type *chk_expr(ctx *c, ql_node *n, const qc_type *want);
 const qc_type *chk_value_expr(ctx *c, ql_node *n, const qc_type *want);
 void chk_hist_bins_arg(ctx *c, const ql_node *cal, const char *param, const ql_node *arg);
 const qc_type *chk_type(ctx *c, ql_node *n);
+const qc_type *chk_tparam(const ctx *c, const char *name);
+const char *chk_when(const qc_type *t, int (*pred)(const qc_type *), char *buf, int n);
 
 /* ---- check_stmt.c */
 int chk_block(ctx *c, ql_node *b); /* returns 1 when the block always ends in return */
@@ -92,8 +95,9 @@ void chk_pattern(ctx *c, qc_sym *s);
 void chk_affine(ctx *c, qc_sym *s);
 void chk_recipe(ctx *c, qc_sym *s);
 void chk_const_item(ctx *c, qc_sym *s);
-qc_sym *chk_explicit_instance(ctx *c, ql_node *name, qc_sym *g);
-qc_sym *chk_instance_for_call(ctx *c, ql_node *n, qc_sym *g);
+qc_sym *chk_explicit_instance(ctx *c, ql_node *name, qc_sym *g, qc_tbind *tb);
+qc_sym *chk_instance_for_call(ctx *c, ql_node *n, qc_sym *g, qc_tbind *tb);
+void chk_generic(ctx *c, qc_sym *g);
 void chk_instance_done(ctx *c, qc_sym *s, int mark);
 void chk_instantiate(ctx *c, qc_sym *g);
 

@@ -45,12 +45,12 @@ void chk_function(ctx *c, qc_sym *s)
     ql_node *n = s->decl;
     scope sc;
     chk_push_scope(c, &sc);
-    c->w = s->kind == QC_SYM_KERNEL ? W_KERNEL : W_FN;
+    c->w = n->kind == QL_KERNEL ? W_KERNEL : W_FN;
     c->fn = s;
     c->nlocals = 0;
     params(c, n->a, 0, "a function");
     c->ret = n->b ? n->b->type : &qc_void;
-    if (s->kind == QC_SYM_KERNEL && n->b)
+    if (n->kind == QL_KERNEL && n->b)
         chk_err(c, n->b, "a kernel returns nothing: it writes its output arrays or tensors");
     int returns = chk_block(c, n->c);
     if (!returns && c->ret->k != QC_VOID && c->ret->k != QC_ERROR) {
@@ -370,7 +370,7 @@ static void expand_lowers(ctx *c, ql_node *n)
                         ? chk_lookup(c, k->a->a, k->a->a->name, 0)
                         : NULL;
         if (g && g->kind == QC_SYM_GENERIC && k->a->a->d) { /* lower y = k<i8>(...): that instance alone */
-            qc_sym *inst = chk_explicit_instance(c, k->a->a, g);
+            qc_sym *inst = chk_explicit_instance(c, k->a->a, g, NULL);
             if (inst) {
                 k->a->a->name = inst->name;
                 k->a->a->d = NULL;
@@ -819,8 +819,51 @@ static int unify(ctx *c, const ql_node *call, const qc_sym *g, const ql_node *pt
     return 1;
 }
 
+/* Whether type t (a member, or the caller's type variable: each of its
+ * members) is in tparam's set; else ", which is i16 when T = i16" in why. */
+static int in_set(const ql_node *tparam, const qc_type *t, char *why, int n)
+{
+    why[0] = 0;
+    if (t->k == QC_TVAR) {
+        for (int m = 0; m < t->nmembers; m++)
+            if (!in_set(tparam, t->members[m], why, n)) {
+                char tb[64];
+                snprintf(why, (size_t)n, ", which is %s when %s = %s", TN(t->members[m], tb), t->name, TN(t->members[m], tb));
+                return 0;
+            }
+        return 1;
+    }
+    for (int j = 0; j < tparam->nkids; j++)
+        if (qc_type_eq(qc_generic_member(tparam->kids[j]), t))
+            return 1;
+    return 0;
+}
+
+/* The instance of generic g whose type arguments are args; g itself when an
+ * argument holds the caller's type variables (a call inside a generic's
+ * body, checked once for every member), with tb binding g's parameters. */
+static qc_sym *instance_of(qc_sym *g, const qc_type *const *args, qc_tbind *tb)
+{
+    const ql_node *tp = g->decl->d;
+    int abstract = 0;
+    for (int i = 0; i < tp->nkids; i++)
+        abstract |= qc_has_tvar(args[i]);
+    if (!g->ninstances)
+        return NULL;
+    if (abstract && tb) {
+        tb->n = tp->nkids;
+        for (int i = 0; i < tp->nkids; i++) {
+            tb->var[i] = tp->kids[i]->type;
+            tb->to[i] = args[i];
+        }
+        return g;
+    }
+    int k = abstract ? -1 : qc_generic_index(g->decl, args);
+    return k >= 0 && k < g->ninstances ? g->instances[k] : NULL;
+}
+
 /* The instance of generic g that name's type arguments (k<i8>) name. */
-qc_sym *chk_explicit_instance(ctx *c, ql_node *name, qc_sym *g)
+qc_sym *chk_explicit_instance(ctx *c, ql_node *name, qc_sym *g, qc_tbind *tb)
 {
     const ql_node *tp = g->decl->d, *ta = name->d;
     if (ta->nkids != tp->nkids) {
@@ -829,26 +872,22 @@ qc_sym *chk_explicit_instance(ctx *c, ql_node *name, qc_sym *g)
     }
     const qc_type *args[QC_GENERIC_MAX_PARAMS];
     for (int i = 0; i < ta->nkids; i++) {
-        char set[128], a[64];
+        char set[128], a[64], why[96];
         args[i] = chk_type(c, ta->kids[i]);
         if (args[i]->k == QC_ERROR)
             return NULL;
-        int in = 0;
-        for (int j = 0; j < tp->kids[i]->nkids; j++)
-            in |= qc_type_eq(qc_generic_member(tp->kids[i]->kids[j]), args[i]);
-        if (!in) {
-            chk_err(c, ta->kids[i], "'%s' takes %s = %s, not %s", g->name, tp->kids[i]->name,
-                qc_generic_set(g->decl, i, set, sizeof set), TN(args[i], a));
+        if (!in_set(tp->kids[i], args[i], why, sizeof why)) {
+            chk_err(c, ta->kids[i], "'%s' takes %s = %s, not %s%s", g->name, tp->kids[i]->name,
+                qc_generic_set(g->decl, i, set, sizeof set), TN(args[i], a), why);
             return NULL;
         }
     }
-    int k = qc_generic_index(g->decl, args);
-    return k >= 0 && k < g->ninstances ? g->instances[k] : NULL;
+    return instance_of(g, args, tb);
 }
 
 /* The instance of generic g that call n's arguments select: each type
  * parameter takes the type of the arguments whose parameter mentions it. */
-qc_sym *chk_instance_for_call(ctx *c, ql_node *n, qc_sym *g)
+qc_sym *chk_instance_for_call(ctx *c, ql_node *n, qc_sym *g, qc_tbind *tb)
 {
     const ql_node *tp = g->decl->d, *ps = g->decl->a;
     int np = ps ? ps->nkids : 0, mark = c->d->n, errors = c->d->errors;
@@ -877,26 +916,22 @@ qc_sym *chk_instance_for_call(ctx *c, ql_node *n, qc_sym *g)
     if (!ok)
         return NULL;
     for (int i = 0; i < tp->nkids; i++) {
-        char set[128], a[64];
+        char set[128], a[64], why[96];
         if (!bound[i]) {
             chk_err(c, n->a, "no argument of this call tells the type %s of '%s' (%s)", tp->kids[i]->name, g->name,
                 qc_generic_set(g->decl, i, set, sizeof set));
             return NULL;
         }
-        int in = 0;
-        for (int j = 0; j < tp->kids[i]->nkids; j++)
-            in |= qc_type_eq(qc_generic_member(tp->kids[i]->kids[j]), bound[i]);
         int p = 0;
         while (p < np && p < QC_MAX_PARAMS && strcmp(ps->kids[p]->name, from[i]))
             p++;
-        if (!in) {
-            chk_err(c, p < np && p < QC_MAX_PARAMS && at[p] ? at[p] : n, "'%s' takes %s = %s, not %s (argument '%s')",
-                g->name, tp->kids[i]->name, qc_generic_set(g->decl, i, set, sizeof set), TN(bound[i], a), from[i]);
+        if (!in_set(tp->kids[i], bound[i], why, sizeof why)) {
+            chk_err(c, p < np && p < QC_MAX_PARAMS && at[p] ? at[p] : n, "'%s' takes %s = %s, not %s%s (argument '%s')",
+                g->name, tp->kids[i]->name, qc_generic_set(g->decl, i, set, sizeof set), TN(bound[i], a), why, from[i]);
             return NULL;
         }
     }
-    int k = qc_generic_index(g->decl, bound);
-    return k >= 0 && k < g->ninstances ? g->instances[k] : NULL;
+    return instance_of(g, bound, tb);
 }
 
 /* An instance's diagnostics are its generic's, and said once: the first
@@ -906,6 +941,12 @@ qc_sym *chk_instance_for_call(ctx *c, ql_node *n, qc_sym *g)
 void chk_instance_done(ctx *c, qc_sym *s, int mark)
 {
     qc_sym *g = s->generic;
+    if (s->kind == QC_SYM_GENERIC) { /* its own check, once for every member: errors leave its instances quiet */
+        for (int i = mark; i < c->d->n; i++)
+            if (c->d->v[i].sev == QL_ERROR)
+                s->failed = -1;
+        return;
+    }
     if (!g)
         return;
     if (g->failed && g->failed != s->index + 1) {
@@ -961,6 +1002,12 @@ void chk_instantiate(ctx *c, qc_sym *g)
         return;
     }
     c->ninstances += count;
+    for (int i = 0; i < tp->nkids; i++) { /* the type variables its body is checked with */
+        const qc_type *m[QC_GENERIC_MAX_INSTANCES];
+        for (int j = 0; j < tp->kids[i]->nkids; j++)
+            m[j] = qc_generic_member(tp->kids[i]->kids[j]);
+        tp->kids[i]->type = qc_tvar_new(c->ar, tp->kids[i]->name, m, tp->kids[i]->nkids);
+    }
     g->instances = ql_alloc(c->ar, sizeof *g->instances * (size_t)count);
     for (int k = 0; k < count; k++) {
         const qc_type *args[QC_GENERIC_MAX_PARAMS];
@@ -972,4 +1019,21 @@ void chk_instantiate(ctx *c, qc_sym *g)
         g->instances[g->ninstances++] = s;
         chk_add_item(c, s);
     }
+}
+
+/* A generic's body, checked once with its type parameters as type
+ * variables (its signature was, with the other functions'): an operation
+ * passes when it is valid for every member, and its errors name the member
+ * it fails for. Its instances are then checked quietly, for the types the
+ * code generator reads; an error one of them still finds is reported with
+ * a note naming it (chk_instance_done). */
+void chk_generic(ctx *c, qc_sym *g)
+{
+    if (!g->ninstances) /* refused by chk_instantiate */
+        return;
+    int mark = c->d->n;
+    c->tparams = g->decl->d;
+    chk_function(c, g);
+    c->tparams = NULL;
+    chk_instance_done(c, g, mark);
 }

@@ -125,7 +125,7 @@ static int stmt(ctx *c, ql_node *n)
         }
         const qc_type *t = chk_expr(c, n->a, NULL);
         if (t->k != QC_VOID && t->k != QC_ERROR && n->a->a->kind == QL_NAME && n->a->a->sym &&
-            ((qc_sym *)n->a->a->sym)->kind == QC_SYM_FN)
+            ((qc_sym *)n->a->a->sym)->decl && ((qc_sym *)n->a->a->sym)->decl->kind == QL_FN)
             return 0; /* a function's result may be dropped */
         if (t->k != QC_VOID && t->k != QC_ERROR)
             chk_err(c, n, "the result of this call is unused");

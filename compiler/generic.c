@@ -1,6 +1,7 @@
 /* Generics (see generic.h): instances are clones of the declaration with the
- * type parameters substituted, so the checker and the code generator need
- * to know nothing of type parameters beyond this file. */
+ * type parameters substituted, so the code generator needs to know nothing
+ * of type parameters beyond this file (the checker checks the declaration
+ * itself too, with type variables: check_items.c, chk_generic). */
 #include "generic.h"
 
 #include <stdio.h>

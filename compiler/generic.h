@@ -3,7 +3,9 @@
  * ordinary item per combination of members, its instances, named
  * `qlinear<u8>` and `qlinear<i8>`. An instance is the declaration cloned
  * with each parameter replaced by its member: in types (`tensor<T>`), in
- * sat<T>(...) and in casts T(x). The checker checks and the code generator
+ * sat<T>(...) and in casts T(x). The checker checks the generic itself
+ * once, each parameter a type variable (types.h), then its instances
+ * quietly for the types the code generator reads; the code generator
  * compiles instances like any other item. */
 #ifndef QC_GENERIC_H
 #define QC_GENERIC_H

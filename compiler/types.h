@@ -24,6 +24,7 @@ typedef enum qc_tkind {
     QC_STATE,    /* a calibrator's state, as merge's other operand */
     QC_VALUE,    /* a graph value bound by a pattern */
     QC_ROLE,     /* what a pattern tensor becomes (activation, weight, bias, ...) */
+    QC_TVAR,     /* a generic's type parameter while its body is checked: one of its members */
     QC_ERROR     /* after an error: accepted everywhere so one mistake gives one message */
 } qc_tkind;
 
@@ -32,6 +33,9 @@ typedef struct qc_type {
     const struct qc_type *elem; /* ARRAY, TENSOR */
     int64_t len;                /* ARRAY: -1 for a view */
     const void *decl;           /* STATE: the calibrator's AST node */
+    const char *name;           /* TVAR: the parameter's name */
+    const struct qc_type *const *members; /* TVAR: the scalar types it ranges over */
+    int nmembers;
 } qc_type;
 
 extern const qc_type qc_void, qc_bool, qc_i8, qc_u8, qc_i16, qc_u16, qc_i32, qc_i64, qc_f32, qc_f64, qc_intlit,
@@ -56,7 +60,42 @@ const qc_type *qc_default(const qc_type *t);
 /* Whether integer value v fits in integer type t. */
 int qc_int_fits(int64_t v, const qc_type *t);
 
-/* "i32", "f32[]", "tensor<u8>", "qparams", ... */
+/* Type variables. A generic's body is checked once with each type parameter
+ * a TVAR; the predicates and relations above hold for a type holding
+ * variables when they hold for every member (every combination of members,
+ * with several variables): qc_is_int(T) when every member is an integer,
+ * qc_widens(T, i32) when every member widens to i32. qc_common(a, b) is a
+ * type that is the common type for every combination: a fixed type, or a
+ * or b itself (T + T is T, T + i32 is i32), else NULL (T + i8 with T: u8 |
+ * i8 meets at i16 or at i8). A qc_tbind binds variables to types, for one
+ * combination of members (messages name it) or for a call of one generic
+ * from another (its parameters' types in the caller's variables). */
+#define QC_TBIND_MAX 8
+typedef struct qc_tbind {
+    int n;
+    const qc_type *var[QC_TBIND_MAX], *to[QC_TBIND_MAX];
+} qc_tbind;
+
+const qc_type *qc_tvar_new(ql_arena *a, const char *name, const qc_type *const *members, int n);
+int qc_has_tvar(const qc_type *t);
+/* Whether some member of t's variable (t itself when it is none) has pred. */
+int qc_any_member(const qc_type *t, int (*pred)(const qc_type *));
+/* The variables of a and b (either may be NULL) into b->var; returns the
+ * number of combinations of their members (1 without variables). */
+int qc_tbind_vars(qc_tbind *b, const qc_type *a, const qc_type *c);
+/* Binds b's variables to combination k of their members (the last varies fastest). */
+void qc_tbind_pick(qc_tbind *b, int k);
+/* t with b's variables replaced. */
+const qc_type *qc_subst(ql_arena *a, const qc_type *t, const qc_tbind *b);
+/* "T = u8, U = i32" */
+const char *qc_tbind_name(const qc_tbind *b, char *buf, int n);
+/* Why qc_common(a, b) is NULL with variables in a or b: 1 when there is no
+ * common type for combination *b1; 2 when combinations *b1 and *b2 have
+ * different ones (*r1, *r2); 0 when there is a common type. */
+int qc_common_why(const qc_type *a, const qc_type *b, qc_tbind *b1, qc_tbind *b2, const qc_type **r1,
+                  const qc_type **r2);
+
+/* "i32", "f32[]", "tensor<u8>", "qparams", "T", ... */
 const char *qc_type_name(const qc_type *t, char *buf, int n);
 
 #endif
