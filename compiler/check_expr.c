@@ -235,6 +235,10 @@ static const qc_type *binary(ctx *c, ql_node *n, const qc_type *want)
         return set_type(n, cmp ? &qc_bool : &qc_error);
     }
     const qc_type *t = qc_common(l, r);
+    qc_tbind b1, b2;
+    const qc_type *r1, *r2;
+    if (!t && cmp && qc_common_why(l, r, &b1, &b2, &r1, &r2) == 2)
+        return set_type(n, &qc_bool); /* compared at a type that depends on T's member, but bool for each */
     if (!t) {
         chk_err(c, n, "mismatched types %s and %s for %s%s; convert one explicitly", TN(l, a), TN(r, b), ql_tok_desc(op),
             common_when(c, l, r, w, sizeof w));
