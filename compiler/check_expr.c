@@ -190,6 +190,31 @@ static const char *common_when(ctx *c, const qc_type *a, const qc_type *b, char 
     return buf;
 }
 
+static int is_bool(const qc_type *t)
+{
+    return t->k == QC_BOOL;
+}
+
+/* a == b where a type variable ranges over bool and numbers: each
+ * combination of members compares two bools or two numbers. */
+static const qc_type *equality_per_member(ctx *c, ql_node *n, const qc_type *l, const qc_type *r)
+{
+    qc_tbind tb;
+    int count = qc_tbind_vars(&tb, l, r);
+    for (int k = 0; k < count; k++) {
+        qc_tbind_pick(&tb, k);
+        const qc_type *a = qc_subst(c->ar, l, &tb), *b = qc_subst(c->ar, r, &tb);
+        if ((a->k == QC_BOOL && b->k == QC_BOOL) ||
+            (a->k != QC_BOOL && b->k != QC_BOOL && qc_is_numeric(a) && qc_is_numeric(b) && qc_common(a, b)))
+            continue;
+        char x[64], y[64], bind[128];
+        chk_err(c, n, "mismatched types %s and %s for %s when %s; convert one explicitly", TN(l, x), TN(r, y),
+            ql_tok_desc(n->op), qc_tbind_name(&tb, bind, sizeof bind));
+        break;
+    }
+    return &qc_bool;
+}
+
 static int is_unsigned_int(const qc_type *t)
 {
     return qc_is_int(t) && !qc_is_signed(t);
@@ -217,6 +242,9 @@ static const qc_type *binary(ctx *c, ql_node *n, const qc_type *want)
     if (cmp && (op == QL_TOK_EQ || op == QL_TOK_NE) &&
         ((l->k == QC_BOOL && r->k == QC_BOOL) || (l->k == QC_STR && r->k == QC_STR)))
         return set_type(n, &qc_bool);
+    if (cmp && (op == QL_TOK_EQ || op == QL_TOK_NE) && (qc_any_member(l, is_bool) || qc_any_member(r, is_bool)) &&
+        (l->k == QC_TVAR || r->k == QC_TVAR)) /* T: bool | u8: bools or numbers, per member */
+        return set_type(n, equality_per_member(c, n, l, r));
     char w[160];
     if (op == QL_TOK_SHL || op == QL_TOK_SHR) {
         if (!qc_is_int(l) || !qc_is_int(r)) {
