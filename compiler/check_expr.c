@@ -443,46 +443,57 @@ static const qc_type *numeric_arg(ctx *c, ql_node *e, const qc_type *want, const
     return t;
 }
 
-/* min, max, abs, rounding, math, len, qparams, and the pattern predicates. */
-static const qc_type *builtin_call(ctx *c, ql_node *n, const char *f, const qc_type *want)
+/* min, max and clamp: numbers of one common type. */
+static const qc_type *call_min_max(ctx *c, ql_node *n, const char *f, const qc_type *want)
 {
     char a[64];
     ql_node **k = n->kids;
-    if (!strcmp(f, "min") || !strcmp(f, "max") || !strcmp(f, "clamp")) {
-        int na = strcmp(f, "clamp") ? 2 : 3;
-        if (!chk_expect_args(c, n, f, na, na))
-            return set_type(n, &qc_error);
-        const qc_type *t = numeric_arg(c, k[0], want, f);
-        for (int i = 1; i < na; i++) {
-            const qc_type *u = numeric_arg(c, k[i], want, f);
-            const qc_type *m = qc_common(t, u);
-            if (!m) {
-                char b[64], w[160];
-                chk_err(c, n, "%s of mismatched types %s and %s%s; convert one explicitly", f, TN(t, a), TN(u, b),
-                    common_when(c, t, u, w, sizeof w));
-                return set_type(n, &qc_error);
-            }
-            t = m;
-        }
-        if (t->k != QC_INTLIT && t->k != QC_FLOATLIT)
-            for (int i = 0; i < na; i++)
-                chk_settle(c, k[i], t);
-        return set_type(n, t);
-    }
-    if (!strcmp(f, "select")) {
-        if (!chk_expect_args(c, n, f, 3, 3))
-            return set_type(n, &qc_error);
-        chk_convert(c, k[0], chk_expr(c, k[0], &qc_bool), &qc_bool, "the condition of select");
-        const qc_type *t = chk_expr(c, k[1], want), *u = chk_expr(c, k[2], want), *m = qc_common(t, u);
+    int na = strcmp(f, "clamp") ? 2 : 3;
+    if (!chk_expect_args(c, n, f, na, na))
+        return set_type(n, &qc_error);
+    const qc_type *t = numeric_arg(c, k[0], want, f);
+    for (int i = 1; i < na; i++) {
+        const qc_type *u = numeric_arg(c, k[i], want, f);
+        const qc_type *m = qc_common(t, u);
         if (!m) {
             char b[64], w[160];
-            chk_err(c, n, "select between mismatched types %s and %s%s", TN(t, a), TN(u, b), common_when(c, t, u, w, sizeof w));
+            chk_err(c, n, "%s of mismatched types %s and %s%s; convert one explicitly", f, TN(t, a), TN(u, b),
+                common_when(c, t, u, w, sizeof w));
             return set_type(n, &qc_error);
         }
-        chk_settle(c, k[1], m);
-        chk_settle(c, k[2], m);
-        return set_type(n, m);
+        t = m;
     }
+    if (t->k != QC_INTLIT && t->k != QC_FLOATLIT)
+        for (int i = 0; i < na; i++)
+            chk_settle(c, k[i], t);
+    return set_type(n, t);
+}
+
+/* select(condition, a, b): a and b of one common type. */
+static const qc_type *call_select(ctx *c, ql_node *n, const char *f, const qc_type *want)
+{
+    char a[64];
+    ql_node **k = n->kids;
+    if (!chk_expect_args(c, n, f, 3, 3))
+        return set_type(n, &qc_error);
+    chk_convert(c, k[0], chk_expr(c, k[0], &qc_bool), &qc_bool, "the condition of select");
+    const qc_type *t = chk_expr(c, k[1], want), *u = chk_expr(c, k[2], want), *m = qc_common(t, u);
+    if (!m) {
+        char b[64], w[160];
+        chk_err(c, n, "select between mismatched types %s and %s%s", TN(t, a), TN(u, b), common_when(c, t, u, w, sizeof w));
+        return set_type(n, &qc_error);
+    }
+    chk_settle(c, k[1], m);
+    chk_settle(c, k[2], m);
+    return set_type(n, m);
+}
+
+/* The float functions of one argument (rounding, sqrt, exp, ...), and abs and pow; NULL for
+ * another name. */
+static const qc_type *call_math(ctx *c, ql_node *n, const char *f, const qc_type *want)
+{
+    char a[64];
+    ql_node **k = n->kids;
     if (!strcmp(f, "abs")) {
         if (!chk_expect_args(c, n, f, 1, 1))
             return set_type(n, &qc_error);
@@ -523,6 +534,15 @@ static const qc_type *builtin_call(ctx *c, ql_node *n, const char *f, const qc_t
         chk_settle(c, k[1], m);
         return set_type(n, m);
     }
+    return NULL;
+}
+
+/* broadcast_index, len and qparams; NULL for another name. */
+static const qc_type *call_index_len_qparams(ctx *c, ql_node *n, const char *f, const qc_type *want)
+{
+    char a[64];
+    ql_node **k = n->kids;
+    (void)want;
     if (!strcmp(f, "broadcast_index")) { /* broadcast_index(a, y, i): a's element that y[i] reads */
         if (!chk_expect_args(c, n, f, 3, 3))
             return set_type(n, &qc_error);
@@ -549,6 +569,14 @@ static const qc_type *builtin_call(ctx *c, ql_node *n, const char *f, const qc_t
         chk_convert(c, k[1], chk_expr(c, k[1], &qc_i64), &qc_i64, "the zero point");
         return set_type(n, &qc_qparams);
     }
+    return NULL;
+}
+
+/* What an affine rule reads of its node: attr, attr_ints, value(input); NULL for another name. */
+static const qc_type *call_affine(ctx *c, ql_node *n, const char *f, const qc_type *want)
+{
+    ql_node **k = n->kids;
+    (void)want;
     /* An affine rule's node: attr("alpha", 0.01), attr("mode", "nearest"), attr_ints("pads"). */
     if (!strcmp(f, "attr") || !strcmp(f, "attr_ints")) {
         int na = !strcmp(f, "attr") ? 2 : 1;
@@ -591,25 +619,49 @@ static const qc_type *builtin_call(ctx *c, ql_node *n, const char *f, const qc_t
         set_type(k[0], &qc_i32);
         return set_type(n, &qc_f64);
     }
-    /* Pattern predicates on bound values. */
-    if (!strcmp(f, "const") || !strcmp(f, "present") || !strcmp(f, "rank") || !strcmp(f, "dim") ||
-        !strcmp(f, "value")) {
-        int na = strcmp(f, "dim") ? 1 : 2;
-        if (c->w != W_PATTERN) {
-            chk_err(c, n, "%s(...) is a pattern predicate: it is only allowed in a pattern's where clause", f);
-            return set_type(n, &qc_error);
-        }
-        if (!chk_expect_args(c, n, f, na, na))
-            return set_type(n, &qc_error);
-        const qc_type *t = chk_expr(c, k[0], NULL);
-        if (t->k != QC_VALUE && t->k != QC_ERROR)
-            chk_err(c, k[0], "%s takes a value bound by the pattern, not %s", f, TN(t, a));
-        if (na == 2)
-            chk_convert(c, k[1], chk_expr(c, k[1], &qc_i64), &qc_i64, "the axis");
-        return set_type(n, !strcmp(f, "const") || !strcmp(f, "present") ? &qc_bool
-                            : !strcmp(f, "value")                        ? &qc_f64
-                                                                         : &qc_i64);
+    return NULL;
+}
+
+/* A pattern's predicates on its bound values: const, present, rank, dim, value. */
+static const qc_type *call_predicate(ctx *c, ql_node *n, const char *f, const qc_type *want)
+{
+    char a[64];
+    ql_node **k = n->kids;
+    (void)want;
+    int na = strcmp(f, "dim") ? 1 : 2;
+    if (c->w != W_PATTERN) {
+        chk_err(c, n, "%s(...) is a pattern predicate: it is only allowed in a pattern's where clause", f);
+        return set_type(n, &qc_error);
     }
+    if (!chk_expect_args(c, n, f, na, na))
+        return set_type(n, &qc_error);
+    const qc_type *t = chk_expr(c, k[0], NULL);
+    if (t->k != QC_VALUE && t->k != QC_ERROR)
+        chk_err(c, k[0], "%s takes a value bound by the pattern, not %s", f, TN(t, a));
+    if (na == 2)
+        chk_convert(c, k[1], chk_expr(c, k[1], &qc_i64), &qc_i64, "the axis");
+    return set_type(n, !strcmp(f, "const") || !strcmp(f, "present") ? &qc_bool
+                        : !strcmp(f, "value")                        ? &qc_f64
+                                                                     : &qc_i64);
+}
+
+/* min, max, abs, rounding, math, len, qparams, and the pattern predicates. */
+static const qc_type *builtin_call(ctx *c, ql_node *n, const char *f, const qc_type *want)
+{
+    if (!strcmp(f, "min") || !strcmp(f, "max") || !strcmp(f, "clamp"))
+        return call_min_max(c, n, f, want);
+    if (!strcmp(f, "select"))
+        return call_select(c, n, f, want);
+    const qc_type *t = call_math(c, n, f, want);
+    if (!t)
+        t = call_index_len_qparams(c, n, f, want);
+    if (!t)
+        t = call_affine(c, n, f, want);
+    if (t)
+        return t;
+    if (!strcmp(f, "const") || !strcmp(f, "present") || !strcmp(f, "rank") || !strcmp(f, "dim") ||
+        !strcmp(f, "value"))
+        return call_predicate(c, n, f, want);
     chk_err(c, n, "'%s' cannot be called here", f);
     return set_type(n, &qc_error);
 }
