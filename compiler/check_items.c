@@ -397,6 +397,135 @@ static void expand_lowers(ctx *c, ql_node *n)
     }
 }
 
+/* The match clause: at most the matcher's nodes and forms; each bound value once, declared before
+ * the nodes' inputs are resolved (so later nodes may consume earlier ones); the binds' wheres. */
+static void pattern_match(ctx *c, qc_sym *s, ql_node *k)
+{
+    /* the matcher's limits (quantizer/match.h) */
+    if (k->nkids > QRL_PATTERN_MAX_NODES)
+        chk_err(c, k->kids[QRL_PATTERN_MAX_NODES], "pattern '%s' lists %d nodes; a pattern matches at most %d",
+            s->name, k->nkids, QRL_PATTERN_MAX_NODES);
+    for (int b = 0, forms = 0; b < k->nkids; b++)
+        for (int alt = 0; alt < k->kids[b]->nkids; alt++)
+            if (++forms == QRL_PATTERN_MAX_FORMS + 1)
+                chk_err(c, k->kids[b]->kids[alt], "pattern '%s' lists more than %d op forms (alternatives count)",
+                    s->name, QRL_PATTERN_MAX_FORMS);
+    for (int b = 0; b < k->nkids; b++) {
+        ql_node *bind = k->kids[b];
+        qc_sym *old = chk_scope_find(c->sc, bind->name);
+        if (old && old->decl && old->decl->kind == QL_BIND) {
+            chk_err(c, bind, "'%s' is produced twice in this pattern", bind->name);
+            continue;
+        }
+        qc_sym *v = value_sym(c, bind, bind->name);
+        if (v) {
+            v->decl = bind;
+            bind->sym = v;
+        }
+    }
+    for (int b = 0; b < k->nkids; b++) {
+        ql_node *bind = k->kids[b];
+        for (int alt = 0; alt < bind->nkids; alt++) {
+            ql_node *op = bind->kids[alt];
+            check_op_name(c, op, op->name);
+            if (op->nkids > QRL_PATTERN_MAX_INPUTS)
+                chk_err(c, op->kids[QRL_PATTERN_MAX_INPUTS], "%s lists %d inputs; a pattern's node lists at most %d",
+                    op->name, op->nkids, QRL_PATTERN_MAX_INPUTS);
+            for (int j = 0; j < op->nkids; j++) {
+                ql_node *arg = op->kids[j];
+                if (!strcmp(arg->name, bind->name))
+                    chk_err(c, arg, "'%s' cannot be an input of the node that produces it", arg->name);
+                arg->sym = value_sym(c, arg, arg->name);
+            }
+        }
+    }
+    for (int b = 0; b < k->nkids; b++)
+        if (k->kids[b]->a)
+            chk_convert(c, k->kids[b]->a, chk_expr(c, k->kids[b]->a, &qc_bool), &qc_bool, "a where clause");
+}
+
+/* numerics onnx | tflite | pytorch; priority N; each said once (k is clause i of pattern n). */
+static void pattern_setting(ctx *c, qc_sym *s, ql_node *n, int i)
+{
+    ql_node *k = n->kids[i];
+    static const char *const modes[] = {"onnx", "tflite", "pytorch"};
+    int ok = 0, numerics = !strcmp(k->name, "numerics"), priority = !strcmp(k->name, "priority");
+    for (int j = 0; numerics && k->a->kind == QL_NAME && j < 3; j++)
+        ok |= !strcmp(k->a->name, modes[j]);
+    if (!numerics && !priority)
+        chk_err(c, k, "a pattern has match, where, quantize, lower, numerics and priority clauses, not '%s'", k->name);
+    else if (numerics && !ok)
+        chk_err(c, k->a, "numerics is onnx, tflite or pytorch");
+    else if (priority && (k->a->kind != QL_INT || k->a->ival > 1000))
+        chk_err(c, k->a, "priority is a whole number from 0 to 1000");
+    for (int j = 0; j < i; j++)
+        if (n->kids[j]->kind == QL_SETTING && !strcmp(n->kids[j]->name, k->name))
+            chk_err(c, k, "pattern '%s' states its %s twice", s->name, k->name);
+}
+
+/* quantize v: role, ...: values of the pattern, one role each. */
+static void pattern_roles(ctx *c, ql_node *k)
+{
+    for (int r = 0; r < k->nkids; r++) {
+        ql_node *rn = k->kids[r];
+        qc_sym *v = chk_scope_find(c->sc, rn->name);
+        if (!v) {
+            chk_err(c, rn, "'%s' is not a value of this pattern", rn->name);
+            continue;
+        }
+        for (int q = 0; q < r; q++)
+            if (!strcmp(k->kids[q]->name, rn->name))
+                chk_err(c, rn, "'%s' is given two roles", rn->name);
+        rn->sym = v;
+        role(c, rn);
+    }
+}
+
+/* lower y = kernel(args): every lower clause computes the same value, with a kernel. *lower is the
+ * first clause seen. */
+static void pattern_lower(ctx *c, qc_sym *s, ql_node *k, ql_node **lower)
+{
+    if (*lower && strcmp((*lower)->name, k->name)) {
+        chk_err(c, k, "every lower clause of pattern '%s' computes the same value ('%s', not '%s')", s->name,
+            (*lower)->name, k->name);
+        return;
+    }
+    if (!*lower)
+        *lower = k;
+    qc_sym *v = chk_scope_find(c->sc, k->name);
+    if (!v)
+        chk_err(c, k, "'%s' is not a value of this pattern", k->name);
+    ql_node *cl = k->a;
+    if (cl->kind != QL_CALL || cl->a->kind != QL_NAME) {
+        chk_err(c, cl, "lower runs a kernel: lower y = kernel(args)");
+        return;
+    }
+    qc_sym *ks = chk_lookup(c, cl->a, cl->a->name, 1);
+    if (!ks || (ks->kind == QC_SYM_GENERIC && cl->a->d)) /* a generic's type arguments were reported */
+        return;
+    if (ks->kind != QC_SYM_KERNEL) {
+        chk_err(c, cl->a, "'%s' is not a kernel", cl->a->name);
+        return;
+    }
+    cl->a->sym = ks;
+}
+
+/* Each lowering follows the convention; a generic's lowering with errors keeps its other
+ * instances quiet. */
+static void pattern_conventions(ctx *c, ql_node *n)
+{
+    const ql_node *failed = NULL;
+    for (int i = 0; i < n->nkids; i++)
+        if (n->kids[i]->kind == QL_LOWER && n->kids[i]->a->kind == QL_CALL && n->kids[i]->a->a->sym) {
+            int mark = c->d->n, errors = c->d->errors;
+            lower_convention(c, n, n->kids[i]);
+            if (n->kids[i]->d && n->kids[i]->d == failed)
+                ql_diags_truncate(c->d, mark);
+            else if (n->kids[i]->d && c->d->errors > errors)
+                failed = n->kids[i]->d;
+        }
+}
+
 void chk_pattern(ctx *c, qc_sym *s)
 {
     ql_node *n = s->decl;
@@ -409,127 +538,25 @@ void chk_pattern(ctx *c, qc_sym *s)
         ql_node *k = n->kids[i];
         if (k->kind != QL_MATCH)
             continue;
-        if (match) {
+        if (match)
             chk_err(c, k, "pattern '%s' has two match clauses; list several nodes in one: match { ... }", s->name);
-            continue;
-        }
-        match = k;
-        /* the matcher's limits (quantizer/match.h) */
-        if (k->nkids > QRL_PATTERN_MAX_NODES)
-            chk_err(c, k->kids[QRL_PATTERN_MAX_NODES], "pattern '%s' lists %d nodes; a pattern matches at most %d",
-                s->name, k->nkids, QRL_PATTERN_MAX_NODES);
-        for (int b = 0, forms = 0; b < k->nkids; b++)
-            for (int alt = 0; alt < k->kids[b]->nkids; alt++)
-                if (++forms == QRL_PATTERN_MAX_FORMS + 1)
-                    chk_err(c, k->kids[b]->kids[alt], "pattern '%s' lists more than %d op forms (alternatives count)",
-                        s->name, QRL_PATTERN_MAX_FORMS);
-        /* Outputs first, so later nodes may consume earlier ones. */
-        for (int b = 0; b < k->nkids; b++) {
-            ql_node *bind = k->kids[b];
-            qc_sym *old = chk_scope_find(c->sc, bind->name);
-            if (old && old->decl && old->decl->kind == QL_BIND) {
-                chk_err(c, bind, "'%s' is produced twice in this pattern", bind->name);
-                continue;
-            }
-            qc_sym *v = value_sym(c, bind, bind->name);
-            if (v) {
-                v->decl = bind;
-                bind->sym = v;
-            }
-        }
-        for (int b = 0; b < k->nkids; b++) {
-            ql_node *bind = k->kids[b];
-            for (int alt = 0; alt < bind->nkids; alt++) {
-                ql_node *op = bind->kids[alt];
-                check_op_name(c, op, op->name);
-                if (op->nkids > QRL_PATTERN_MAX_INPUTS)
-                    chk_err(c, op->kids[QRL_PATTERN_MAX_INPUTS], "%s lists %d inputs; a pattern's node lists at most %d",
-                        op->name, op->nkids, QRL_PATTERN_MAX_INPUTS);
-                for (int j = 0; j < op->nkids; j++) {
-                    ql_node *arg = op->kids[j];
-                    if (!strcmp(arg->name, bind->name))
-                        chk_err(c, arg, "'%s' cannot be an input of the node that produces it", arg->name);
-                    arg->sym = value_sym(c, arg, arg->name);
-                }
-            }
-        }
-        for (int b = 0; b < k->nkids; b++)
-            if (k->kids[b]->a)
-                chk_convert(c, k->kids[b]->a, chk_expr(c, k->kids[b]->a, &qc_bool), &qc_bool, "a where clause");
+        else
+            pattern_match(c, s, match = k);
     }
     if (!match)
         chk_err_decl(c, n, "pattern '%s' has no match clause", s->name);
     for (int i = 0; i < n->nkids; i++) {
         ql_node *k = n->kids[i];
-        if (k->kind == QL_WHERE) {
+        if (k->kind == QL_WHERE)
             chk_convert(c, k->a, chk_expr(c, k->a, &qc_bool), &qc_bool, "a where clause");
-        } else if (k->kind == QL_SETTING) { /* numerics onnx | tflite | pytorch; priority N */
-            static const char *const modes[] = {"onnx", "tflite", "pytorch"};
-            int ok = 0, numerics = !strcmp(k->name, "numerics"), priority = !strcmp(k->name, "priority");
-            for (int j = 0; numerics && k->a->kind == QL_NAME && j < 3; j++)
-                ok |= !strcmp(k->a->name, modes[j]);
-            if (!numerics && !priority)
-                chk_err(c, k, "a pattern has match, where, quantize, lower, numerics and priority clauses, not '%s'",
-                    k->name);
-            else if (numerics && !ok)
-                chk_err(c, k->a, "numerics is onnx, tflite or pytorch");
-            else if (priority && (k->a->kind != QL_INT || k->a->ival > 1000))
-                chk_err(c, k->a, "priority is a whole number from 0 to 1000");
-            for (int j = 0; j < i; j++)
-                if (n->kids[j]->kind == QL_SETTING && !strcmp(n->kids[j]->name, k->name))
-                    chk_err(c, k, "pattern '%s' states its %s twice", s->name, k->name);
-        } else if (k->kind == QL_QUANTIZE) {
-            for (int r = 0; r < k->nkids; r++) {
-                ql_node *rn = k->kids[r];
-                qc_sym *v = chk_scope_find(c->sc, rn->name);
-                if (!v) {
-                    chk_err(c, rn, "'%s' is not a value of this pattern", rn->name);
-                    continue;
-                }
-                for (int q = 0; q < r; q++)
-                    if (!strcmp(k->kids[q]->name, rn->name))
-                        chk_err(c, rn, "'%s' is given two roles", rn->name);
-                rn->sym = v;
-                role(c, rn);
-            }
-        } else if (k->kind == QL_LOWER) {
-            if (lower && strcmp(lower->name, k->name)) {
-                chk_err(c, k, "every lower clause of pattern '%s' computes the same value ('%s', not '%s')", s->name,
-                    lower->name, k->name);
-                continue;
-            }
-            if (!lower)
-                lower = k;
-            qc_sym *v = chk_scope_find(c->sc, k->name);
-            if (!v)
-                chk_err(c, k, "'%s' is not a value of this pattern", k->name);
-            ql_node *cl = k->a;
-            if (cl->kind != QL_CALL || cl->a->kind != QL_NAME) {
-                chk_err(c, cl, "lower runs a kernel: lower y = kernel(args)");
-                continue;
-            }
-            qc_sym *ks = chk_lookup(c, cl->a, cl->a->name, 1);
-            if (!ks)
-                continue;
-            if (ks->kind == QC_SYM_GENERIC && cl->a->d)
-                continue; /* its type arguments were reported */
-            if (ks->kind != QC_SYM_KERNEL) {
-                chk_err(c, cl->a, "'%s' is not a kernel", cl->a->name);
-                continue;
-            }
-            cl->a->sym = ks;
-        }
+        else if (k->kind == QL_SETTING)
+            pattern_setting(c, s, n, i);
+        else if (k->kind == QL_QUANTIZE)
+            pattern_roles(c, k);
+        else if (k->kind == QL_LOWER)
+            pattern_lower(c, s, k, &lower);
     }
-    const ql_node *failed = NULL; /* a generic's lowering with errors: its other instances stay quiet */
-    for (int i = 0; i < n->nkids; i++) /* each lowering follows the convention */
-        if (n->kids[i]->kind == QL_LOWER && n->kids[i]->a->kind == QL_CALL && n->kids[i]->a->a->sym) {
-            int mark = c->d->n, errors = c->d->errors;
-            lower_convention(c, n, n->kids[i]);
-            if (n->kids[i]->d && n->kids[i]->d == failed)
-                ql_diags_truncate(c->d, mark);
-            else if (n->kids[i]->d && c->d->errors > errors)
-                failed = n->kids[i]->d;
-        }
+    pattern_conventions(c, n);
     if (match && !lower)
         chk_err_decl(c, n, "pattern '%s' has no lower clause (which kernel runs it)", s->name);
     chk_pop_scope(c);
