@@ -89,48 +89,107 @@ static void announce_lets(ctx *c, ql_node *b)
     }
 }
 
-static int stmt(ctx *c, ql_node *n)
+static int stmt(ctx *c, ql_node *n);
+
+/* let / var: the declared type, or the value's when it has a run-time representation. */
+static void let_stmt(ctx *c, ql_node *n)
 {
     char a[64];
-    switch (n->kind) {
-    case QL_LET: {
-        const qc_type *dt = n->a ? chk_type(c, n->a) : NULL;
-        if (dt && (dt->k == QC_HIST || dt->k == QC_TENSOR)) {
-            chk_err(c, n->a, "a local cannot be a %s", TN(dt, a));
-            dt = &qc_error;
-        }
-        const qc_type *t = chk_value_expr(c, n->b, dt);
-        if (dt)
-            chk_convert(c, n->b, t, dt, "the initial value");
-        else if (t->k == QC_VOID) {
-            chk_err(c, n->b, "this has no value");
-            t = &qc_error;
-        } else if (t->k == QC_STR || t->k == QC_STATE || t->k == QC_VALUE) {
-            /* no run-time representation: usable only where they appear */
-            chk_err(c, n->b, "a local cannot be a %s", TN(t, a));
-            t = &qc_error;
-        }
-        qc_sym *s = chk_declare(c, n->name, QC_SYM_LOCAL, dt ? dt : t, n);
-        s->mutable_ = n->flag;
-        s->index = c->nlocals++;
-        n->sym = s;
-        return 0;
+    const qc_type *dt = n->a ? chk_type(c, n->a) : NULL;
+    if (dt && (dt->k == QC_HIST || dt->k == QC_TENSOR)) {
+        chk_err(c, n->a, "a local cannot be a %s", TN(dt, a));
+        dt = &qc_error;
     }
-    case QL_ASSIGN: assign(c, n); return 0;
-    case QL_EXPR_STMT: {
-        if (n->a->kind != QL_CALL) {
-            chk_err(c, n, "this expression does nothing (a statement is a call, an assignment or a declaration)");
+    const qc_type *t = chk_value_expr(c, n->b, dt);
+    if (dt)
+        chk_convert(c, n->b, t, dt, "the initial value");
+    else if (t->k == QC_VOID) {
+        chk_err(c, n->b, "this has no value");
+        t = &qc_error;
+    } else if (t->k == QC_STR || t->k == QC_STATE || t->k == QC_VALUE) {
+        /* no run-time representation: usable only where they appear */
+        chk_err(c, n->b, "a local cannot be a %s", TN(t, a));
+        t = &qc_error;
+    }
+    qc_sym *s = chk_declare(c, n->name, QC_SYM_LOCAL, dt ? dt : t, n);
+    s->mutable_ = n->flag;
+    s->index = c->nlocals++;
+    n->sym = s;
+}
+
+/* A call as a statement: a kernel's or method's result must be used, a fn's may be dropped. */
+static void expr_stmt(ctx *c, ql_node *n)
+{
+    if (n->a->kind != QL_CALL) {
+        chk_err(c, n, "this expression does nothing (a statement is a call, an assignment or a declaration)");
+        chk_expr(c, n->a, NULL);
+        return;
+    }
+    const qc_type *t = chk_expr(c, n->a, NULL);
+    if (t->k != QC_VOID && t->k != QC_ERROR && n->a->a->kind == QL_NAME && n->a->a->sym &&
+        ((qc_sym *)n->a->a->sym)->decl && ((qc_sym *)n->a->a->sym)->decl->kind == QL_FN)
+        return; /* a function's result may be dropped */
+    if (t->k != QC_VOID && t->k != QC_ERROR)
+        chk_err(c, n, "the result of this call is unused");
+}
+
+/* for v in lo .. hi: integer bounds of one type, v declared in the loop's own scope. */
+static void for_stmt(ctx *c, ql_node *n)
+{
+    char a[64], b[64];
+    const qc_type *lo = chk_expr(c, n->a, NULL), *hi = chk_expr(c, n->b, NULL);
+    const qc_type *t = qc_common(lo, hi);
+    if (!t || !qc_is_int(t)) {
+        if (lo->k != QC_ERROR && hi->k != QC_ERROR)
+            chk_err(c, n, "a for loop runs over integers, not %s .. %s", TN(lo, a), TN(hi, b));
+        t = &qc_i64;
+    }
+    t = qc_default(t);
+    chk_settle(c, n->a, t);
+    chk_settle(c, n->b, t);
+    scope sc;
+    chk_push_scope(c, &sc);
+    qc_sym *v = chk_declare(c, n->name, QC_SYM_LOOP, t, n);
+    v->index = c->nlocals++;
+    n->sym = v;
+    c->loops++;
+    chk_block(c, n->c);
+    c->loops--;
+    chk_pop_scope(c);
+}
+
+/* return [value]: a value exactly when the function has a result. */
+static void return_stmt(ctx *c, ql_node *n)
+{
+    char a[64];
+    if (c->w == W_AFFINE || c->w == W_OBSERVE || c->w == W_MERGE) {
+        if (n->a) {
+            chk_err(c, n->a, "%s returns nothing", c->w == W_AFFINE ? "an affine body" : "this");
             chk_expr(c, n->a, NULL);
-            return 0;
         }
-        const qc_type *t = chk_expr(c, n->a, NULL);
-        if (t->k != QC_VOID && t->k != QC_ERROR && n->a->a->kind == QL_NAME && n->a->a->sym &&
-            ((qc_sym *)n->a->a->sym)->decl && ((qc_sym *)n->a->a->sym)->decl->kind == QL_FN)
-            return 0; /* a function's result may be dropped */
-        if (t->k != QC_VOID && t->k != QC_ERROR)
-            chk_err(c, n, "the result of this call is unused");
-        return 0;
+        return;
     }
+    if (!c->ret || c->ret->k == QC_VOID) {
+        if (n->a) {
+            chk_err(c, n->a, "this function returns nothing (declare its result with -> TYPE)");
+            chk_expr(c, n->a, NULL);
+        }
+        return;
+    }
+    if (!n->a) {
+        chk_err(c, n, "return needs a value of type %s", TN(c->ret, a));
+        return;
+    }
+    chk_convert(c, n->a, chk_expr(c, n->a, c->ret), c->ret, "the returned value");
+}
+
+/* Checks statement n; 1 when nothing after it in its block can run (it returns or jumps). */
+static int stmt(ctx *c, ql_node *n)
+{
+    switch (n->kind) {
+    case QL_LET: let_stmt(c, n); return 0;
+    case QL_ASSIGN: assign(c, n); return 0;
+    case QL_EXPR_STMT: expr_stmt(c, n); return 0;
     case QL_IF: {
         chk_convert(c, n->a, chk_expr(c, n->a, &qc_bool), &qc_bool, "the condition");
         int t = chk_block(c, n->b);
@@ -145,50 +204,8 @@ static int stmt(ctx *c, ql_node *n)
         chk_block(c, n->c);
         c->loops--;
         return 0;
-    case QL_FOR: {
-        const qc_type *lo = chk_expr(c, n->a, NULL), *hi = chk_expr(c, n->b, NULL);
-        const qc_type *t = qc_common(lo, hi);
-        if (!t || !qc_is_int(t)) {
-            char b[64];
-            if (lo->k != QC_ERROR && hi->k != QC_ERROR)
-                chk_err(c, n, "a for loop runs over integers, not %s .. %s", TN(lo, a), TN(hi, b));
-            t = &qc_i64;
-        }
-        t = qc_default(t);
-        chk_settle(c, n->a, t);
-        chk_settle(c, n->b, t);
-        scope sc;
-        chk_push_scope(c, &sc);
-        qc_sym *v = chk_declare(c, n->name, QC_SYM_LOOP, t, n);
-        v->index = c->nlocals++;
-        n->sym = v;
-        c->loops++;
-        chk_block(c, n->c);
-        c->loops--;
-        chk_pop_scope(c);
-        return 0;
-    }
-    case QL_RETURN:
-        if (c->w == W_AFFINE || c->w == W_OBSERVE || c->w == W_MERGE) {
-            if (n->a) {
-                chk_err(c, n->a, "%s returns nothing", c->w == W_AFFINE ? "an affine body" : "this");
-                chk_expr(c, n->a, NULL);
-            }
-            return 1;
-        }
-        if (!c->ret || c->ret->k == QC_VOID) {
-            if (n->a) {
-                chk_err(c, n->a, "this function returns nothing (declare its result with -> TYPE)");
-                chk_expr(c, n->a, NULL);
-            }
-            return 1;
-        }
-        if (!n->a) {
-            chk_err(c, n, "return needs a value of type %s", TN(c->ret, a));
-            return 1;
-        }
-        chk_convert(c, n->a, chk_expr(c, n->a, c->ret), c->ret, "the returned value");
-        return 1;
+    case QL_FOR: for_stmt(c, n); return 0;
+    case QL_RETURN: return_stmt(c, n); return 1;
     case QL_BREAK:
     case QL_CONTINUE:
         if (!c->loops)
