@@ -4,6 +4,7 @@
  * the pools walk the kernel positions over the window offsets of
  * qr_conv_offsets. f32 computes in float, f64 in double, f16 through float. */
 #include "conv_geom.h"
+#include "sgemm.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -261,6 +262,8 @@ typedef struct conv_job {
     int64_t ch, m, group, cg, mg, ck;
     void *col;     /* slots x ck x small_n, NULL for a direct 1x1 */
     int64_t *offs; /* slots x small_n */
+    const qr_sgemm_kernel *sk; /* f32's FMA GEMM (NULL: gemm_rows) and its slots' panels */
+    float *pk;
 } conv_job;
 
 /* A depthwise convolution as runs (dw_runs_*): the plane (stride 1) or its four phases (stride 2,
@@ -302,6 +305,21 @@ typedef float V_f32 __attribute__((vector_size(GEMM_XT / 2 * sizeof(float))));
 typedef float U_f32 __attribute__((vector_size(GEMM_XT / 2 * sizeof(float)), aligned(4), may_alias));
 typedef double V_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double))));
 typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), aligned(8), may_alias));
+
+/* The packed f32 GEMM for a float type's products (f64 and CPUs without FMA: NULL, gemm_rows)
+ * and its panels for every thread; *pk NULL with the error set when the workspace fails. */
+static const qr_sgemm_kernel *sgemm_for(qr_kctx *k, size_t elem, float **pk)
+{
+    const qr_sgemm_kernel *sk = elem == sizeof(float) ? qr_sgemm_best() : NULL;
+    *pk = sk ? qr_kwork(k, qr_pool_threads(k->pool), qr_sgemm_work(sk), sizeof(float), "packed GEMM panels") : NULL;
+    return sk;
+}
+
+/* One slot's panels of pk (NULL stays NULL). */
+static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
+{
+    return pk ? pk + slot * qr_sgemm_work(sk) : NULL;
+}
 
 #define DEFINE_FLOAT_KERNELS(T, S)                                                                            \
     /* c[r][x] += bias[r] for rows rows of n values each. */                                                  \
@@ -440,6 +458,21 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
         }                                                                                                     \
     }                                                                                                         \
                                                                                                               \
+    /* The product of jb on pool's threads (NULL: this one): the packed FMA GEMM when sk is given         \
+     * (f32 only; pk its panels for pool's threads, or this thread's), else gemm_rows. */                  \
+    static void gemm_run_##S(qr_pool *pool, const gemm_job *jb, const qr_sgemm_kernel *sk, float *pk)         \
+    {                                                                                                         \
+        if (sk) {                                                                                             \
+            qr_sgemm_job sj = {.a = jb->a, .b = jb->b, .bias = jb->bias, .c = jb->c, .a_rs = jb->a_rs,        \
+                               .a_cs = jb->a_cs, .ldb = jb->n, .ldc = jb->n, .m = jb->m, .n = jb->n,          \
+                               .k = jb->kdim};                                                                \
+            qr_sgemm(pool, sk, &sj, pk);                                                                      \
+        } else if (pool)                                                                                      \
+            qr_parallel_for(pool, jb->m, 1, gemm_rows_##S, (void *)jb);                                       \
+        else                                                                                                  \
+            gemm_rows_##S((void *)jb, 0, jb->m);                                                              \
+    }                                                                                                         \
+                                                                                                              \
     /* col[(c*K + kf) x small_n] = x[c] read through the windows, 0 in the padding. Images a row of   \
      * windows at a time: the columns whose window lies inside the row are copied without a test. */        \
     static void im2col_##S(const qr_conv_geom *g, const T *x, int64_t channels, T *col, int64_t ld, int64_t *offs) \
@@ -510,7 +543,7 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
                                                                                                               \
     /* One image, every group: im2col into col (NULL: a 1x1 window reads x as is), then the GEMM              \
      * of all the group's rows, split across threads when pool is given. */                                   \
-    static void conv_image_##S(const conv_job *cj, int64_t n, T *col, int64_t *offs, qr_pool *pool)           \
+    static void conv_image_##S(const conv_job *cj, int64_t n, T *col, int64_t *offs, qr_pool *pool, float *pk)\
     {                                                                                                         \
         const qr_conv_geom *g = cj->g;                                                                        \
         const T *x = cj->x, *w = cj->w, *b = cj->b;                                                           \
@@ -522,10 +555,7 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
             gemm_job jb = {.a = w + gi * cj->mg * cj->ck, .a_rs = cj->ck, .a_cs = 1, .b = col ? col : xg,     \
                            .bias = b ? b + gi * cj->mg : NULL, .c = y + (n * cj->m + gi * cj->mg) * g->small_n,\
                            .m = cj->mg, .n = g->small_n, .kdim = cj->ck};                                     \
-            if (pool)                                                                                         \
-                qr_parallel_for(pool, cj->mg, 1, gemm_rows_##S, &jb);                                         \
-            else                                                                                              \
-                gemm_rows_##S(&jb, 0, cj->mg);                                                                \
+            gemm_run_##S(pool, &jb, cj->sk, pk);                                                              \
         }                                                                                                     \
     }                                                                                                         \
                                                                                                               \
@@ -535,7 +565,7 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
         const conv_job *cj = arg;                                                                             \
         for (int64_t n = i0; n < i1; n++)                                                                     \
             conv_image_##S(cj, n, cj->col ? (T *)cj->col + slot * cj->ck * cj->g->small_n : NULL,             \
-                           cj->offs + slot * cj->g->small_n, NULL);                                           \
+                           cj->offs + slot * cj->g->small_n, NULL, sgemm_slot(cj->sk, cj->pk, slot));         \
     }                                                                                                         \
                                                                                                               \
     /* Small images (one group): nb of them side by side in one im2col, [ck][nb * small_n], and one           \
@@ -556,7 +586,7 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
             }                                                                                                 \
             gemm_job jb = {.a = cj->w, .a_rs = cj->ck, .a_cs = 1, .b = col, .bias = cj->b, .c = prod,         \
                            .m = cj->m, .n = nn * sn, .kdim = cj->ck};                                         \
-            gemm_rows_##S(&jb, 0, cj->m);                                                                     \
+            gemm_run_##S(NULL, &jb, cj->sk, sgemm_slot(cj->sk, cj->pk, slot));                                \
             for (int64_t b = 0; b < nn; b++)                                                                  \
                 for (int64_t r = 0; r < cj->m; r++)                                                           \
                     memcpy((T *)cj->y + ((n0 + b) * cj->m + r) * sn, prod + r * nn * sn + b * sn,             \
@@ -751,7 +781,9 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
             if (!offs)                                                                                        \
                 return QR_ERR;                                                                                \
             /* conv_job's group carries the images per chunk, mg the batch's images */                        \
-            conv_job cj = {g, x, w, b, y, ch, m, nb, cg, n_img, ck, buf, offs};                               \
+            conv_job cj = {g, x, w, b, y, ch, m, nb, cg, n_img, ck, buf, offs, NULL, NULL};                   \
+            if ((cj.sk = sgemm_for(k, sizeof(T), &cj.pk)) && !cj.pk)                                          \
+                return QR_ERR;                                                                                \
             qr_parallel_for_slots(k->pool, chunks, 1, conv_batches_##S, &cj);                                 \
             return QR_OK;                                                                                     \
         }                                                                                                     \
@@ -762,12 +794,14 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
         int64_t *offs = qr_kwork(k, slots, g->small_n, sizeof(int64_t), "im2col offsets");                    \
         if (!offs)                                                                                            \
             return QR_ERR;                                                                                    \
-        conv_job cj = {g, x, w, b, y, ch, m, group, cg, mg, ck, col, offs};                                   \
+        conv_job cj = {g, x, w, b, y, ch, m, group, cg, mg, ck, col, offs, NULL, NULL};                       \
+        if ((cj.sk = sgemm_for(k, sizeof(T), &cj.pk)) && !cj.pk)                                              \
+            return QR_ERR;                                                                                    \
         if (slots > 1)                                                                                        \
             qr_parallel_for_slots(k->pool, n_img, 1, conv_images_##S, &cj);                                   \
         else                                                                                                  \
             for (int64_t n = 0; n < n_img; n++)                                                               \
-                conv_image_##S(&cj, n, col, offs, k->pool);                                                   \
+                conv_image_##S(&cj, n, col, offs, k->pool, cj.pk);                                            \
         return QR_OK;                                                                                         \
     }                                                                                                         \
                                                                                                               \
@@ -781,13 +815,17 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
         int64_t *offs = col ? qr_kwork(k, g->small_n, 1, sizeof(int64_t), "col2im offsets") : NULL;           \
         if (!offs)                                                                                            \
             return QR_ERR;                                                                                    \
+        float *pk;                                                                                            \
+        const qr_sgemm_kernel *sk = sgemm_for(k, sizeof(T), &pk);                                             \
+        if (sk && !pk)                                                                                        \
+            return QR_ERR;                                                                                    \
         for (int64_t n = 0; n < n_img; n++)                                                                   \
             for (int64_t gi = 0; gi < group; gi++) {                                                          \
                 /* col = w_g^T x_g: one row per (output channel, kernel position). */                         \
                 gemm_job jb = {.a = w + gi * cg * mk, .a_rs = 1, .a_cs = mk,                                  \
                                .b = x + (n * ch + gi * cg) * g->small_n, .c = col, .m = mk,                   \
                                .n = g->small_n, .kdim = cg};                                                  \
-                qr_parallel_for(k->pool, mk, 1, gemm_rows_##S, &jb);                                          \
+                gemm_run_##S(k->pool, &jb, sk, pk);                                                           \
                 T *yg = y + (n * m + gi * mg) * g->big_n;                                                     \
                 for (int64_t j = 0; j < mg * g->big_n; j++)                                                   \
                     yg[j] = 0;                                                                                \
@@ -801,11 +839,45 @@ typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), a
 DEFINE_FLOAT_KERNELS(float, f32)
 DEFINE_FLOAT_KERNELS(double, f64)
 
-void qr_gemm_f32(qr_pool *pool, const float *a, int64_t a_rs, int64_t a_cs, const float *b, float *c, int64_t m,
-                 int64_t n, int64_t kdim)
+/* Products [p0, p1) of a batch (qr_gemm_f32), each on one thread with its slot's panels. */
+typedef struct gemm_batch_job {
+    gemm_job jb;
+    const int64_t *aoff, *boff;
+    const qr_sgemm_kernel *sk;
+    float *pk;
+} gemm_batch_job;
+
+static void gemm_batch(void *arg, int64_t p0, int64_t p1, int slot)
 {
-    gemm_job jb = {.a = a, .b = b, .c = c, .a_rs = a_rs, .a_cs = a_cs, .m = m, .n = n, .kdim = kdim};
-    qr_parallel_for(pool, m, 8, gemm_rows_f32, &jb);
+    const gemm_batch_job *bj = arg;
+    for (int64_t p = p0; p < p1; p++) {
+        gemm_job jb = bj->jb;
+        jb.a = (const float *)jb.a + (bj->aoff ? bj->aoff[p] : 0);
+        jb.b = (const float *)jb.b + (bj->boff ? bj->boff[p] : 0);
+        jb.c = (float *)jb.c + p * jb.m * jb.n;
+        gemm_run_f32(NULL, &jb, bj->sk, sgemm_slot(bj->sk, bj->pk, slot));
+    }
+}
+
+qr_status qr_gemm_f32(qr_kctx *k, const float *a, int64_t a_rs, int64_t a_cs, const float *b, float *c, int64_t m,
+                      int64_t n, int64_t kdim, int64_t nbatch, const int64_t *aoff, const int64_t *boff)
+{
+    gemm_batch_job bj = {.jb = {.a = a, .b = b, .c = c, .a_rs = a_rs, .a_cs = a_cs, .m = m, .n = n, .kdim = kdim},
+                         .aoff = aoff, .boff = boff};
+    bj.sk = sgemm_for(k, sizeof(float), &bj.pk);
+    if (bj.sk && !bj.pk)
+        return QR_ERR;
+    if (nbatch > 1) { /* the threads take whole products */
+        qr_parallel_for_slots(k->pool, nbatch, 1, gemm_batch, &bj);
+        return QR_OK;
+    }
+    bj.jb.a = a + (aoff ? aoff[0] : 0);
+    bj.jb.b = b + (boff ? boff[0] : 0);
+    if (bj.sk)
+        gemm_run_f32(k->pool, &bj.jb, bj.sk, bj.pk);
+    else
+        qr_parallel_for(k->pool, m, 8, gemm_rows_f32, &bj.jb);
+    return QR_OK;
 }
 
 /* float copy of a float16 tensor (NULL stays NULL); *fail set on out of memory. */

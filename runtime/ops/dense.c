@@ -5,6 +5,7 @@
  * those first. The normalizations read and write through ld/st below, which
  * stay cheap for f32/f64 and fall back to qr_get_f64 for the rare dtypes. */
 #include "ops_common.h"
+#include "sgemm.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -171,9 +172,17 @@ static qr_status mm_run(qr_kctx *k, mm_job j, qr_dtype t, int64_t nbatch, int64_
     }
     qr_range_fn fn = ct == QR_F32 ? mm_f32 : ct == QR_F64 ? mm_f64 : mm_u64;
     int64_t rows = nbatch * j.m;
-    if (ct == QR_F32 && nbatch == 1 && !j.aoff && !j.boff && !j.tb && rows > 0) {
-        /* one product: the register-tiled GEMM, whose sums are the i-k-j loop's bit for bit */
-        qr_gemm_f32(k->pool, j.a, j.ta ? 1 : j.k, j.ta ? j.m : 1, j.b, j.y, j.m, j.n, j.k);
+    if (ct == QR_F32 && !j.tb && rows > 0 && ((nbatch == 1 && !j.aoff && !j.boff) || qr_sgemm_best())) {
+        /* the FMA or register-tiled GEMM, each sum in k order (qr_gemm_f32); batches too with FMA,
+         * so that every f32 product rounds alike */
+        if (qr_gemm_f32(k, j.a, j.ta ? 1 : j.k, j.ta ? j.m : 1, j.b, j.y, j.m, j.n, j.k, nbatch, j.aoff, j.boff) !=
+            QR_OK) {
+            qr_kcache_done(k, bt);
+            free(wa);
+            free(wb);
+            free(wy);
+            return QR_ERR;
+        }
         fn = NULL;
     }
     int64_t per_row = j.n * j.k + 1;

@@ -59,11 +59,14 @@ static inline void qr_st(void *p, qr_dtype t, int64_t i, double v)
 /* Sets output j's type and shape and refuses absurd sizes. */
 qr_status qr_set_out(qr_kctx *k, int j, qr_dtype dt, int ndim, const int64_t *dims);
 
-/* c[m][n] = sum over q of a[r * a_rs + q * a_cs] * b[q * n + x], each sum in q order from 0
- * without FMA (conv.c's register-tiled float GEMM, rows split across pool's threads): the same
- * bits as a loop adding the products in q order. */
-void qr_gemm_f32(qr_pool *pool, const float *a, int64_t a_rs, int64_t a_cs, const float *b, float *c, int64_t m,
-                 int64_t n, int64_t kdim);
+/* c[m][n] = sum over q of a[r * a_rs + q * a_cs] * b[q * n + x], each sum in q order from 0, on
+ * k's threads: with FMA where the CPU has it (sgemm.h: the same bits as a loop of fmaf in q
+ * order), else without (conv.c's register-tiled GEMM: a loop adding the products in q order).
+ * nbatch products (the threads take whole ones when there are several): product p reads a from
+ * aoff[p] and b from boff[p] elements on (NULL: 0) and writes c from p * m * n on. QR_ERR with
+ * the error set when the packing's workspace fails. */
+qr_status qr_gemm_f32(qr_kctx *k, const float *a, int64_t a_rs, int64_t a_cs, const float *b, float *c, int64_t m,
+                      int64_t n, int64_t kdim, int64_t nbatch, const int64_t *aoff, const int64_t *boff);
 
 /* Iterates the indices of a shape in row-major order, tracking up to 4 operand offsets. */
 typedef struct qr_iter {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "op.h"
+#include "ops/sgemm.h"
 
 /* Runs op on the given inputs; out is allocated here (free with qr_tensor_free). */
 static qr_status run_op(const char *op, qr_attr *attrs, int nattr, const qr_tensor **in, int nin, qr_tensor *out,
@@ -324,9 +325,10 @@ Test(ops, maxpool_2x2_f32_keeps_the_first_maximum)
     qr_tensor_free(&y);
 }
 
-/* MatMul and Gemm (transA) on the register-tiled float GEMM: every output the products added in
- * k order from 0, as a plain loop here adds them in float, bit for bit; ragged sizes (rows past a
- * multiple of 8 and of 4, columns past 32). */
+/* MatMul and Gemm (transA) on the float GEMM: every output the products added in k order from 0,
+ * as a plain loop here adds them in float, bit for bit, with fmaf when the CPU has the packed FMA
+ * GEMM (ops/sgemm.h) and without it otherwise; ragged sizes (rows past a multiple of 12, 8 and 4,
+ * columns past 32). */
 Test(ops, float_matmul_sums_in_k_order)
 {
     enum { M = 45, K = 29, N = 70 };
@@ -347,6 +349,7 @@ Test(ops, float_matmul_sums_in_k_order)
     qr_tensor tat = {.dtype = QR_F32, .ndim = 2, .dims = {K, M}, .data = at};
     qr_tensor tb = {.dtype = QR_F32, .ndim = 2, .dims = {K, N}, .data = b};
     qr_attr trans_a = {.name = "transA", .kind = QR_ATTR_INT, .i = 1};
+    int fma = qr_sgemm_best() != NULL;
     for (int form = 0; form < 2; form++) {
         const qr_tensor *in[2] = {form ? &tat : &ta, &tb};
         qr_tensor y;
@@ -357,13 +360,49 @@ Test(ops, float_matmul_sums_in_k_order)
             for (int x = 0; x < N; x++) {
                 float s = 0;
                 for (int q = 0; q < K; q++)
-                    s += a[i * K + q] * b[q * N + x];
+                    s = fma ? fmaf(a[i * K + q], b[q * N + x], s) : s + a[i * K + q] * b[q * N + x];
                 float got = ((float *)y.data)[i * N + x];
                 cr_assert(memcmp(&got, &s, sizeof s) == 0, "%s (%d, %d): %.9g vs %.9g", form ? "Gemm" : "MatMul", i,
                           x, got, s);
             }
         qr_tensor_free(&y);
     }
+}
+
+/* A batched MatMul ([3, M, K] x [K, N], B broadcast) sums as the 2-D one: in k order from 0, with
+ * fmaf when the CPU has the FMA GEMM (whose threads take whole products), plainly otherwise. */
+Test(ops, batched_float_matmul_sums_in_k_order)
+{
+    enum { NB = 3, M = 14, K = 37, N = 40 };
+    static float a[NB * M * K], b[K * N];
+    unsigned seed = 9;
+    for (int i = 0; i < NB * M * K; i++) {
+        seed = seed * 1103515245u + 12345u;
+        a[i] = (float)((int)((seed >> 16) % 2001) - 1000) / 37.0f;
+    }
+    for (int i = 0; i < K * N; i++) {
+        seed = seed * 1103515245u + 12345u;
+        b[i] = (float)((int)((seed >> 16) % 2001) - 1000) / 53.0f;
+    }
+    qr_tensor ta = {.dtype = QR_F32, .ndim = 3, .dims = {NB, M, K}, .data = a};
+    qr_tensor tb = {.dtype = QR_F32, .ndim = 2, .dims = {K, N}, .data = b};
+    const qr_tensor *in[2] = {&ta, &tb};
+    qr_tensor y;
+    qr_error e;
+    cr_assert_eq(run_op("MatMul", NULL, 0, in, 2, &y, &e), QR_OK, "%s", e.msg);
+    int fma = qr_sgemm_best() != NULL;
+    for (int p = 0; p < NB; p++)
+        for (int i = 0; i < M; i++)
+            for (int x = 0; x < N; x++) {
+                float s = 0;
+                for (int q = 0; q < K; q++) {
+                    float av = a[(p * M + i) * K + q], bv = b[q * N + x];
+                    s = fma ? fmaf(av, bv, s) : s + av * bv;
+                }
+                float got = ((float *)y.data)[(p * M + i) * N + x];
+                cr_assert(memcmp(&got, &s, sizeof s) == 0, "(%d, %d, %d): %.9g vs %.9g", p, i, x, got, s);
+            }
+    qr_tensor_free(&y);
 }
 
 /* AveragePool on u8 and i8 (integer sums, one rounding half to even) against the f32 kernel

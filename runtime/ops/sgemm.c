@@ -1,0 +1,176 @@
+/* f32 GEMM: the portable reference kernel, the per-ISA table and the blocked driver every kernel
+ * runs under (B packed when enough rows pass over it, A when its rows are not contiguous in k);
+ * see sgemm.h. */
+#include "sgemm.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void qr_sgemm_tile_12x32_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp, int64_t ldbp, int64_t kc,
+                                float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias);
+void qr_sgemm_tile_6x16_avx2(const float *ap, int64_t ars, int64_t acs, const float *bp, int64_t ldbp, int64_t kc,
+                             float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias);
+
+#define REF_MR 4
+#define REF_NR 16
+
+static void tile_ref(const float *ap, int64_t ars, int64_t acs, const float *bp, int64_t ldbp, int64_t kc, float *c,
+                     int64_t ldc, int rows, int cols, int load_c, const float *bias)
+{
+    for (int r = 0; r < rows; r++)
+        for (int x = 0; x < cols; x++) {
+            float s = load_c ? c[r * ldc + x] : 0.0f;
+            for (int64_t q = 0; q < kc; q++)
+                s = fmaf(ap[q * acs + r * ars], bp[q * ldbp + x], s);
+            if (bias)
+                s += bias[r];
+            c[r * ldc + x] = s;
+        }
+}
+
+/* K per block: the B block (KC x NC) stays in L2 while every row tile passes over it, a tile's A
+ * (mr x KC) in L1 while it passes over the block's panels. */
+#define SG_KC 256
+#define SG_NC 512
+/* Rows of a work item from which B's block is packed (fewer rows read B in place: for 32 rows
+ * of a block in L2 that measured faster, for 64 rows of a 7 MB im2col slower). */
+#define SG_PACK_ROWS 48
+
+int64_t qr_sgemm_work(const qr_sgemm_kernel *kn)
+{
+    int64_t nc = (SG_NC + kn->nr - 1) / kn->nr * kn->nr;
+    return (int64_t)SG_KC * (nc + kn->mr) + 16; /* + 16: the A panel 64-byte aligned */
+}
+
+typedef struct sg_run {
+    const qr_sgemm_kernel *kn;
+    const qr_sgemm_job *j;
+    float *work;
+    int64_t per_slot, mb, nc, row_blocks, kc_n; /* kc_n: K blocks */
+} sg_run;
+
+/* Work items [i0, i1): item i is row block i % row_blocks of column block i / row_blocks. */
+static void sg_items(void *arg, int64_t i0, int64_t i1, int slot)
+{
+    const sg_run *R = arg;
+    const qr_sgemm_job *j = R->j;
+    const int mr = R->kn->mr, nr = R->kn->nr;
+    float *bpk = R->work + slot * R->per_slot;
+    float *apk = bpk + (SG_KC * ((R->nc + nr - 1) / nr * nr) + 15) / 16 * 16;
+    for (int64_t it = i0; it < i1; it++) {
+        int64_t m0 = it % R->row_blocks * R->mb, m1 = m0 + R->mb < j->m ? m0 + R->mb : j->m;
+        int64_t n0 = it / R->row_blocks * R->nc, n1 = n0 + R->nc < j->n ? n0 + R->nc : j->n;
+        int64_t panels = (n1 - n0 + nr - 1) / nr, tiles = (m1 - m0 + mr - 1) / mr;
+        /* B packed when enough rows pass over it to pay for the copy, else read in place */
+        int pack = m1 - m0 >= SG_PACK_ROWS;
+        for (int64_t kb = 0; kb < R->kc_n; kb++) {
+            /* K blocks of equal size (their bounds depend on K alone) */
+            int64_t q0 = j->k * kb / R->kc_n, q1 = j->k * (kb + 1) / R->kc_n, kc = q1 - q0;
+            for (int64_t p = 0; pack && p < panels; p++) { /* B's columns [n0 + p*nr, +nr) as kc x nr */
+                int64_t x0 = n0 + p * nr, w = n1 - x0 < nr ? n1 - x0 : nr;
+                float *d = bpk + p * kc * nr;
+                const float *src = j->b + q0 * j->ldb + x0;
+                if (w == 32 && nr == 32) /* a copy of constant size: vector moves, not a call */
+                    for (int64_t q = 0; q < kc; q++)
+                        memcpy(d + q * 32, src + q * j->ldb, 32 * sizeof(float));
+                else if (w == 16 && nr == 16)
+                    for (int64_t q = 0; q < kc; q++)
+                        memcpy(d + q * 16, src + q * j->ldb, 16 * sizeof(float));
+                else
+                    for (int64_t q = 0; q < kc; q++)
+                        for (int64_t x = 0; x < nr; x++)
+                            d[q * nr + x] = x < w ? src[q * j->ldb + x] : 0;
+            }
+            const float *bias = kb == R->kc_n - 1 ? j->bias : NULL;
+            for (int64_t t = 0; t < tiles; t++) {
+                /* tiles of equal rows (12 + 4 did a third of 16 rows at a third of the speed) */
+                int64_t r0 = m0 + (m1 - m0) * t / tiles;
+                int rows = (int)(m0 + (m1 - m0) * (t + 1) / tiles - r0);
+                /* A's rows [r0, +rows) read in place when each is contiguous in k, else packed as kc x mr */
+                const float *ap = j->a + r0 * j->a_rs + q0 * j->a_cs;
+                int64_t ars = j->a_rs, acs = j->a_cs;
+                if (acs != 1) {
+                    for (int64_t q = 0; q < kc; q++)
+                        for (int r = 0; r < rows; r++)
+                            apk[q * mr + r] = ap[q * acs + r * ars];
+                    ap = apk, ars = 1, acs = mr;
+                }
+                for (int64_t p = 0; p < panels; p++) {
+                    int64_t x0 = n0 + p * nr, w = n1 - x0 < nr ? n1 - x0 : nr;
+                    const float *bp = pack ? bpk + p * kc * nr : j->b + q0 * j->ldb + x0;
+                    R->kn->tile(ap, ars, acs, bp, pack ? nr : j->ldb, kc, j->c + r0 * j->ldc + x0, j->ldc, rows, (int)w,
+                                kb > 0, bias ? bias + r0 : NULL);
+                }
+            }
+        }
+    }
+}
+
+void qr_sgemm(qr_pool *pool, const qr_sgemm_kernel *kn, const qr_sgemm_job *j, float *work)
+{
+    if (j->m <= 0 || j->n <= 0)
+        return;
+    sg_run R = {.kn = kn, .j = j, .work = work, .per_slot = qr_sgemm_work(kn)};
+    R.kc_n = j->k > 0 ? (j->k + SG_KC - 1) / SG_KC : 1; /* K = 0: one empty block stores 0 (+ bias) */
+    /* column blocks of about SG_NC, of equal size in whole panels */
+    int64_t panels = (j->n + kn->nr - 1) / kn->nr, col_blocks = (j->n + SG_NC - 1) / SG_NC;
+    R.nc = (panels + col_blocks - 1) / col_blocks * kn->nr;
+    col_blocks = (j->n + R.nc - 1) / R.nc;
+    /* rows in blocks when the columns give the threads too few items (repacking B per row block
+     * costs one copy of the block per mb rows' FMAs over it) */
+    int threads = pool ? qr_pool_threads(pool) : 1;
+    int64_t want = threads > 1 ? 4 * threads : 1, row_blocks = 1;
+    if (col_blocks < want) {
+        row_blocks = (want + col_blocks - 1) / col_blocks;
+        int64_t most = (j->m + 4 * kn->mr - 1) / (4 * kn->mr); /* at least four tiles of rows each */
+        row_blocks = row_blocks < most ? row_blocks : most;
+        row_blocks = row_blocks > 0 ? row_blocks : 1;
+    }
+    int64_t tiles = (j->m + kn->mr - 1) / kn->mr;
+    R.mb = (tiles + row_blocks - 1) / row_blocks * kn->mr;
+    R.row_blocks = (j->m + R.mb - 1) / R.mb;
+    int64_t items = R.row_blocks * col_blocks;
+    if (pool && items > 1)
+        qr_parallel_for_slots(pool, items, 1, sg_items, &R);
+    else
+        sg_items(&R, 0, items, 0);
+}
+
+static int has_avx512(void) { return __builtin_cpu_supports("avx512f"); }
+static int has_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+static int has_any(void) { return 1; }
+
+/* Best first: the first whose features the CPU reports runs (the reference is never picked). */
+static const struct {
+    int (*cpu_has)(void);
+    qr_sgemm_kernel kn;
+} kernels[] = {
+    {has_avx512, {"avx512", 12, 32, qr_sgemm_tile_12x32_avx512}},
+    {has_avx2, {"avx2", 6, 16, qr_sgemm_tile_6x16_avx2}},
+    {has_any, {"ref", REF_MR, REF_NR, tile_ref}},
+};
+#define N_FAST (sizeof kernels / sizeof kernels[0] - 1)
+
+const qr_sgemm_kernel *qr_sgemm_isa(const char *isa)
+{
+    __builtin_cpu_init();
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
+        if (!strcmp(kernels[i].kn.isa, isa))
+            return kernels[i].cpu_has() ? &kernels[i].kn : NULL;
+    return NULL;
+}
+
+const qr_sgemm_kernel *qr_sgemm_best(void)
+{
+    const char *force = getenv("QRL_SGEMM");
+    if (force && !strcmp(force, "portable"))
+        return NULL;
+    if (force && qr_sgemm_isa(force))
+        return qr_sgemm_isa(force);
+    __builtin_cpu_init();
+    for (size_t i = 0; i < N_FAST; i++)
+        if (kernels[i].cpu_has())
+            return &kernels[i].kn;
+    return NULL;
+}

@@ -1,0 +1,54 @@
+/* f32 GEMM with FMA in register tiles, one microkernel per instruction set, chosen when first
+ * used by what the CPU reports (never by the build machine), as igemm.h's integer kernels.
+ *
+ * c[r][x] = (sum over q in order 0..K-1 of fma(a(r, q), b[q][x], s)) (+ bias[r], added last),
+ * each output a chain of fused multiply-adds from 0 in k order: K is cut into blocks whose sums
+ * go through c in f32 between blocks, which rounds exactly as a chain kept in a register, so the
+ * bits do not depend on the blocking, the tile an output falls in, the ISA or the threads (they
+ * split row and column blocks, never K): every kernel's bits are the reference's (fmaf). */
+#ifndef QR_SGEMM_H
+#define QR_SGEMM_H
+
+#include <stdint.h>
+
+#include "parallel.h"
+
+/* One register tile: rows <= mr, cols <= nr of c from ap (A in place, or packed: ars = 1, acs = mr)
+ * and bp (kc rows ldbp apart: a packed panel, ldbp = nr, or B in place):
+ * c[r][x] = fma chain over q of ap[q*acs + r*ars] * bp[q*ldbp + x], started from c[r][x] when load_c,
+ * else from 0; then + bias[r] when bias is not NULL. Only the real rows and columns are read
+ * and stored. */
+typedef void (*qr_sgemm_tile_fn)(const float *ap, int64_t ars, int64_t acs, const float *bp, int64_t ldbp, int64_t kc,
+                                 float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias);
+
+typedef struct qr_sgemm_kernel {
+    const char *isa;
+    int mr, nr; /* the tile's rows and columns (the packing's widths) */
+    qr_sgemm_tile_fn tile;
+} qr_sgemm_kernel;
+
+/* c (row stride ldc) = a * b (+ bias): a(r, q) = a[r * a_rs + q * a_cs] (m x k), b[q * ldb + x]
+ * (k x n, rows contiguous), bias NULL or m values. */
+typedef struct qr_sgemm_job {
+    const float *a, *b, *bias;
+    float *c;
+    int64_t a_rs, a_cs, ldb, ldc, m, n, k;
+} qr_sgemm_job;
+
+/* The floats of packing workspace one thread needs (qr_sgemm takes qr_pool_threads' of them). */
+int64_t qr_sgemm_work(const qr_sgemm_kernel *kn);
+
+/* The product on pool's threads (NULL: this one), work holding qr_sgemm_work(kn) floats per
+ * thread. Blocks of rows and columns are the threads' work items; the bits do not depend on them. */
+void qr_sgemm(qr_pool *pool, const qr_sgemm_kernel *kn, const qr_sgemm_job *j, float *work);
+
+/* The best FMA kernel this CPU runs (AVX-512, then AVX2 with FMA), or NULL when it has none (then
+ * callers keep their portable GEMM, which adds without FMA). QRL_SGEMM=portable forces NULL;
+ * QRL_SGEMM=avx512, avx2 or ref picks that kernel when the CPU has it. */
+const qr_sgemm_kernel *qr_sgemm_best(void);
+
+/* The kernel of one instruction set ("avx512", "avx2", or "ref": the portable reference, with
+ * fmaf), NULL when this CPU lacks it or the name is unknown (tests run each one there is). */
+const qr_sgemm_kernel *qr_sgemm_isa(const char *isa);
+
+#endif

@@ -1,0 +1,153 @@
+/* The f32 FMA GEMM (runtime/ops/sgemm*.c): every ISA's kernel this CPU runs, under the blocked
+ * driver, against a double-precision product (|err| <= K * 2^-23 * sum |a||b| + bias rounding,
+ * an FMA chain's bound) and bit for bit against a plain loop of fmaf in k order (the contract:
+ * the bits do not depend on the tiling, the ISA or the threads), on ragged M, N, K (1, 7, 31, 33,
+ * 250, past the K block of 256), both signs, A in place and transposed (packed), with and without
+ * bias, and on 1 and 2 threads. On a CPU without a kernel the comparisons are skipped and say so. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/sgemm.h"
+#include "parallel.h"
+
+static unsigned rnd(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return *s >> 8;
+}
+
+/* Uniform in (-2, 2), every bit of the mantissa used. */
+static float rnd_f(unsigned *s) { return ((float)(rnd(s) & 0xffffff) / (float)(1 << 23) - 1.0f) * 2.0f; }
+
+typedef struct shape {
+    int64_t m, n, k;
+} shape;
+
+static const shape shapes[] = {
+    {1, 1, 1},     {1, 7, 31},    {7, 1, 33},    {13, 33, 7},    {12, 32, 256}, {25, 65, 257},
+    {31, 250, 33}, {49, 97, 600}, {100, 513, 9}, {250, 31, 250}, {3, 1100, 40}, {64, 70, 0},
+};
+
+/* c = a * b (+ bias) through qr_sgemm with kernel kn on pool, A transposed in memory when ta;
+ * checks it against fmaf in k order (bits) and double (bound). */
+static void check_shape(const qr_sgemm_kernel *kn, qr_pool *pool, shape s, int ta, int with_bias, unsigned seed)
+{
+    int64_t m = s.m, n = s.n, k = s.k;
+    float *a = malloc(sizeof(float) * (size_t)(m * k + 1)), *b = malloc(sizeof(float) * (size_t)(k * n + 1));
+    float *bias = malloc(sizeof(float) * (size_t)m), *c = malloc(sizeof(float) * (size_t)(m * n));
+    int threads = pool ? qr_pool_threads(pool) : 1;
+    float *work = malloc(sizeof(float) * (size_t)(qr_sgemm_work(kn) * threads));
+    cr_assert(a && b && bias && c && work);
+    for (int64_t i = 0; i < m * k; i++)
+        a[i] = rnd_f(&seed);
+    for (int64_t i = 0; i < k * n; i++)
+        b[i] = rnd_f(&seed);
+    for (int64_t i = 0; i < m; i++)
+        bias[i] = 8 * rnd_f(&seed);
+    for (int64_t i = 0; i < m * n; i++)
+        c[i] = NAN; /* every output is written */
+    /* a(r, q) at a[r*k + q], or a[q*m + r] transposed */
+    qr_sgemm_job j = {.a = a,
+                      .b = b,
+                      .bias = with_bias ? bias : NULL,
+                      .c = c,
+                      .a_rs = ta ? 1 : k,
+                      .a_cs = ta ? m : 1,
+                      .ldb = n,
+                      .ldc = n,
+                      .m = m,
+                      .n = n,
+                      .k = k};
+    qr_sgemm(pool, kn, &j, work);
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t x = 0; x < n; x++) {
+            float f = 0;
+            double d = 0, mag = 0;
+            for (int64_t q = 0; q < k; q++) {
+                float av = a[r * j.a_rs + q * j.a_cs], bv = b[q * n + x];
+                f = fmaf(av, bv, f);
+                d += (double)av * bv;
+                mag += fabs((double)av * bv);
+            }
+            if (with_bias) {
+                f += bias[r];
+                d += bias[r];
+                mag += fabs(f) + fabs((double)bias[r]);
+            }
+            float got = c[r * n + x];
+            double tol = (double)(k + 1) * ldexp(1.0, -23) * mag;
+            cr_assert(fabs(got - d) <= tol, "%s m=%lld n=%lld k=%lld ta=%d (%lld, %lld): %.9g vs %.17g (tol %.3g)",
+                      kn->isa, (long long)m, (long long)n, (long long)k, ta, (long long)r, (long long)x, got, d, tol);
+            cr_assert(memcmp(&got, &f, sizeof f) == 0,
+                      "%s m=%lld n=%lld k=%lld ta=%d (%lld, %lld): %.9g, fmaf chain %.9g", kn->isa, (long long)m,
+                      (long long)n, (long long)k, ta, (long long)r, (long long)x, got, f);
+        }
+    free(a);
+    free(b);
+    free(bias);
+    free(c);
+    free(work);
+}
+
+static const char *const isas[] = {"avx512", "avx2", "ref"};
+
+Test(sgemm, kernels_match_fma_chain_and_double_on_ragged_shapes)
+{
+    int tested = 0;
+    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+        const qr_sgemm_kernel *kn = qr_sgemm_isa(isas[i]);
+        if (!kn) {
+            cr_log_info("sgemm: this CPU has no %s kernel, skipped", isas[i]);
+            continue;
+        }
+        tested++;
+        unsigned seed = 7;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int ta = 0; ta < 2; ta++)
+                check_shape(kn, NULL, shapes[s], ta, (int)(s + ta) % 2, seed += 101);
+    }
+    cr_assert(tested >= 1); /* the reference runs everywhere */
+}
+
+/* Two threads split rows and column blocks differently from one; each output is the same chain,
+ * so the bits are too (check_shape compares both with the same fmaf loop; here also c itself). */
+Test(sgemm, one_and_two_threads_give_identical_bits)
+{
+    qr_pool *pool = qr_pool_new(2);
+    cr_assert(pool);
+    const qr_sgemm_kernel *kn = qr_sgemm_best();
+    if (!kn) {
+        cr_log_info("sgemm: no FMA kernel on this CPU, 2-thread check on the reference");
+        kn = qr_sgemm_isa("ref");
+    }
+    static const shape big[] = {{250, 1100, 300}, {33, 2000, 17}, {600, 49, 520}};
+    for (size_t s = 0; s < sizeof big / sizeof big[0]; s++) {
+        int64_t m = big[s].m, n = big[s].n, k = big[s].k;
+        float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
+        float *c1 = malloc(sizeof(float) * (size_t)(m * n)), *c2 = malloc(sizeof(float) * (size_t)(m * n));
+        float *work = malloc(sizeof(float) * (size_t)(qr_sgemm_work(kn) * 2));
+        cr_assert(a && b && c1 && c2 && work);
+        unsigned seed = 3 + (unsigned)s;
+        for (int64_t i = 0; i < m * k; i++)
+            a[i] = rnd_f(&seed);
+        for (int64_t i = 0; i < k * n; i++)
+            b[i] = rnd_f(&seed);
+        qr_sgemm_job j = {.a = a, .b = b, .c = c1, .a_rs = k, .a_cs = 1, .ldb = n, .ldc = n, .m = m, .n = n, .k = k};
+        qr_sgemm(NULL, kn, &j, work);
+        j.c = c2;
+        qr_sgemm(pool, kn, &j, work);
+        cr_assert(memcmp(c1, c2, sizeof(float) * (size_t)(m * n)) == 0, "%s %lldx%lldx%lld: 1 and 2 threads differ",
+                  kn->isa, (long long)m, (long long)n, (long long)k);
+        free(a);
+        free(b);
+        free(c1);
+        free(c2);
+        free(work);
+    }
+    check_shape(kn, pool, (shape){250, 1100, 300}, 0, 1, 11);
+    check_shape(kn, pool, (shape){97, 70, 513}, 1, 0, 12);
+    qr_pool_free(pool);
+}
