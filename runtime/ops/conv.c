@@ -264,6 +264,10 @@ typedef struct conv_job {
     int64_t *offs; /* slots x small_n */
     const qr_sgemm_kernel *sk; /* f32's FMA GEMM (NULL: gemm_rows) and its slots' panels */
     float *pk;
+    /* conv_image_runs: per window position (c, ky, kx) where its run starts in the padded planes
+     * (NULL: im2col), the planes' rows and columns, their elements, and a slot's buffer */
+    const int64_t *rows;
+    int64_t hp, wp, plen, slot_len;
 } conv_job;
 
 /* A depthwise convolution as runs (dw_runs_*): the plane (stride 1) or its four phases (stride 2,
@@ -559,12 +563,45 @@ static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
         }                                                                                                     \
     }                                                                                                         \
                                                                                                               \
+    /* One image over padded planes (f32, 2-D, unit strides: conv_job.rows): each window position's           \
+     * row of B is a run of the padded planes (cj->rows), over OH rows of wp columns of which the             \
+     * first OW are outputs, so the GEMM reads the planes in place, with no im2col. Each output sums          \
+     * the same products in the same order as through im2col (its zeros are the padding's). buf:              \
+     * the slot's planes (plen) then the product [mg][OH * wp]. */                                            \
+    static void conv_image_runs_##S(const conv_job *cj, int64_t n, T *buf, qr_pool *pool, float *pk)          \
+    {                                                                                                         \
+        const qr_conv_geom *g = cj->g;                                                                        \
+        const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1];                       \
+        const int64_t hp = cj->hp, wp = cj->wp, pt = g->pad_begin[0], pl = g->pad_begin[1];                   \
+        T *planes = buf, *prod = buf + cj->plen;                                                              \
+        for (int64_t gi = 0; gi < cj->group; gi++) {                                                          \
+            const T *xg = (const T *)cj->x + (n * cj->ch + gi * cj->cg) * g->big_n;                           \
+            memset(planes, 0, (size_t)cj->plen * sizeof(T));                                                  \
+            for (int64_t c = 0; c < cj->cg; c++)                                                              \
+                for (int64_t yy = 0; yy < H; yy++)                                                            \
+                    memcpy(planes + (c * hp + yy + pt) * wp + pl, xg + (c * H + yy) * W, (size_t)W * sizeof(T)); \
+            qr_sgemm_job sj = {.a = (const float *)cj->w + gi * cj->mg * cj->ck, .a_rs = cj->ck, .a_cs = 1,   \
+                               .b = (const float *)planes, .b_rows = cj->rows,                                \
+                               .bias = cj->b ? (const float *)cj->b + gi * cj->mg : NULL, .c = (float *)prod, \
+                               .ldc = OH * wp, .m = cj->mg, .n = OH * wp, .k = cj->ck};                       \
+            qr_sgemm(pool, cj->sk, &sj, pk);                                                                  \
+            T *y = (T *)cj->y + (n * cj->m + gi * cj->mg) * g->small_n;                                       \
+            for (int64_t r = 0; r < cj->mg; r++)                                                              \
+                for (int64_t oy = 0; oy < OH; oy++)                                                           \
+                    memcpy(y + r * g->small_n + oy * OW, prod + (r * OH + oy) * wp, (size_t)OW * sizeof(T));  \
+        }                                                                                                     \
+    }                                                                                                         \
+                                                                                                              \
     /* Images [i0, i1) on one thread, with that thread's scratch. */                                          \
     static void conv_images_##S(void *arg, int64_t i0, int64_t i1, int slot)                                  \
     {                                                                                                         \
         const conv_job *cj = arg;                                                                             \
         for (int64_t n = i0; n < i1; n++)                                                                     \
-            conv_image_##S(cj, n, cj->col ? (T *)cj->col + slot * cj->ck * cj->g->small_n : NULL,             \
+            if (cj->rows)                                                                                     \
+                conv_image_runs_##S(cj, n, (T *)cj->col + slot * cj->slot_len, NULL,                          \
+                                    sgemm_slot(cj->sk, cj->pk, slot));                                        \
+            else                                                                                              \
+                conv_image_##S(cj, n, cj->col ? (T *)cj->col + slot * cj->ck * cj->g->small_n : NULL,         \
                            cj->offs + slot * cj->g->small_n, NULL, sgemm_slot(cj->sk, cj->pk, slot));         \
     }                                                                                                         \
                                                                                                               \
@@ -770,6 +807,35 @@ static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
             qr_parallel_for(k->pool, n_img * ch, 1, dw_planes_##S, &dj);                                      \
             return QR_OK;                                                                                     \
         }                                                                                                     \
+        float *pk;                                                                                            \
+        const qr_sgemm_kernel *sk = sgemm_for(k, sizeof(T), &pk);                                             \
+        if (sk && !pk)                                                                                        \
+            return QR_ERR;                                                                                    \
+        if (sk && g->r == 2 && !direct && g->stride[0] == 1 && g->stride[1] == 1 && g->small_n > 0) {         \
+            /* the FMA GEMM over padded planes, no im2col (conv_image_runs) */                                \
+            conv_job cj = {g, x, w, b, y, ch, m, group, cg, mg, ck, NULL, NULL, sk, pk, NULL, 0, 0, 0, 0};    \
+            cj.hp = g->big[0] + g->pad_begin[0] + g->pad_end[0];                                              \
+            cj.wp = g->big[1] + g->pad_begin[1] + g->pad_end[1];                                              \
+            /* the last position's run ends (KW - 1) * dilation past the planes */                            \
+            cj.plen = (cg * cj.hp * cj.wp + (g->kernel[1] - 1) * g->dilation[1] + 15) / 16 * 16;              \
+            cj.slot_len = cj.plen + mg * g->small[0] * cj.wp;                                                 \
+            int slots = n_img > 1 ? qr_pool_threads(k->pool) : 1;                                             \
+            cj.col = qr_kwork(k, slots, cj.slot_len, sizeof(T), "padded planes and product");                 \
+            int64_t *rows = cj.col ? qr_kwork(k, ck, 1, sizeof(int64_t), "window runs") : NULL;               \
+            if (!rows)                                                                                        \
+                return QR_ERR;                                                                                \
+            for (int64_t q = 0; q < ck; q++) {                                                                \
+                int64_t c = q / g->kernel_n, t = q % g->kernel_n, ky = t / g->kernel[1], kx = t % g->kernel[1]; \
+                rows[q] = (c * cj.hp + ky * g->dilation[0]) * cj.wp + kx * g->dilation[1];                    \
+            }                                                                                                 \
+            cj.rows = rows;                                                                                   \
+            if (slots > 1)                                                                                    \
+                qr_parallel_for_slots(k->pool, n_img, 1, conv_images_##S, &cj);                               \
+            else                                                                                              \
+                for (int64_t n = 0; n < n_img; n++)                                                           \
+                    conv_image_runs_##S(&cj, n, cj.col, k->pool, pk);                                         \
+            return QR_OK;                                                                                     \
+        }                                                                                                     \
         int64_t fold = conv_fold(g->small_n, ck * (int64_t)sizeof(T));                                        \
         if (group == 1 && n_img > 1 && fold > 1) {                                                            \
             /* images of few outputs: several to one GEMM */                                                  \
@@ -781,9 +847,7 @@ static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
             if (!offs)                                                                                        \
                 return QR_ERR;                                                                                \
             /* conv_job's group carries the images per chunk, mg the batch's images */                        \
-            conv_job cj = {g, x, w, b, y, ch, m, nb, cg, n_img, ck, buf, offs, NULL, NULL};                   \
-            if ((cj.sk = sgemm_for(k, sizeof(T), &cj.pk)) && !cj.pk)                                          \
-                return QR_ERR;                                                                                \
+            conv_job cj = {g, x, w, b, y, ch, m, nb, cg, n_img, ck, buf, offs, sk, pk, NULL, 0, 0, 0, 0};     \
             qr_parallel_for_slots(k->pool, chunks, 1, conv_batches_##S, &cj);                                 \
             return QR_OK;                                                                                     \
         }                                                                                                     \
@@ -794,9 +858,7 @@ static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
         int64_t *offs = qr_kwork(k, slots, g->small_n, sizeof(int64_t), "im2col offsets");                    \
         if (!offs)                                                                                            \
             return QR_ERR;                                                                                    \
-        conv_job cj = {g, x, w, b, y, ch, m, group, cg, mg, ck, col, offs, NULL, NULL};                       \
-        if ((cj.sk = sgemm_for(k, sizeof(T), &cj.pk)) && !cj.pk)                                              \
-            return QR_ERR;                                                                                    \
+        conv_job cj = {g, x, w, b, y, ch, m, group, cg, mg, ck, col, offs, sk, pk, NULL, 0, 0, 0, 0};         \
         if (slots > 1)                                                                                        \
             qr_parallel_for_slots(k->pool, n_img, 1, conv_images_##S, &cj);                                   \
         else                                                                                                  \

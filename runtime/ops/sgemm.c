@@ -7,22 +7,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-void qr_sgemm_tile_12x32_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp, int64_t ldbp, int64_t kc,
+void qr_sgemm_tile_12x32_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff, int64_t kc,
                                 float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias);
-void qr_sgemm_tile_6x16_avx2(const float *ap, int64_t ars, int64_t acs, const float *bp, int64_t ldbp, int64_t kc,
+void qr_sgemm_tile_6x16_avx2(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff, int64_t kc,
                              float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias);
 
 #define REF_MR 4
 #define REF_NR 16
 
-static void tile_ref(const float *ap, int64_t ars, int64_t acs, const float *bp, int64_t ldbp, int64_t kc, float *c,
+static void tile_ref(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff, int64_t kc, float *c,
                      int64_t ldc, int rows, int cols, int load_c, const float *bias)
 {
     for (int r = 0; r < rows; r++)
         for (int x = 0; x < cols; x++) {
             float s = load_c ? c[r * ldc + x] : 0.0f;
             for (int64_t q = 0; q < kc; q++)
-                s = fmaf(ap[q * acs + r * ars], bp[q * ldbp + x], s);
+                s = fmaf(ap[q * acs + r * ars], bp[boff[q] + x], s);
             if (bias)
                 s += bias[r];
             c[r * ldc + x] = s;
@@ -40,7 +40,8 @@ static void tile_ref(const float *ap, int64_t ars, int64_t acs, const float *bp,
 int64_t qr_sgemm_work(const qr_sgemm_kernel *kn)
 {
     int64_t nc = (SG_NC + kn->nr - 1) / kn->nr * kn->nr;
-    return (int64_t)SG_KC * (nc + kn->mr) + 16; /* + 16: the A panel 64-byte aligned */
+    /* B's block, A's tile (64-byte aligned), two tables of K offsets */
+    return (int64_t)SG_KC * (nc + kn->mr) + 16 + 4 * SG_KC;
 }
 
 typedef struct sg_run {
@@ -58,6 +59,10 @@ static void sg_items(void *arg, int64_t i0, int64_t i1, int slot)
     const int mr = R->kn->mr, nr = R->kn->nr;
     float *bpk = R->work + slot * R->per_slot;
     float *apk = bpk + (SG_KC * ((R->nc + nr - 1) / nr * nr) + 15) / 16 * 16;
+    /* where B's rows of the K block are (roff, from j->b) and the packed panel's (poff) */
+    int64_t *roff = (int64_t *)(void *)(apk + SG_KC * mr), *poff = roff + SG_KC;
+    for (int64_t q = 0; q < SG_KC; q++)
+        poff[q] = q * nr;
     for (int64_t it = i0; it < i1; it++) {
         int64_t m0 = it % R->row_blocks * R->mb, m1 = m0 + R->mb < j->m ? m0 + R->mb : j->m;
         int64_t n0 = it / R->row_blocks * R->nc, n1 = n0 + R->nc < j->n ? n0 + R->nc : j->n;
@@ -67,20 +72,22 @@ static void sg_items(void *arg, int64_t i0, int64_t i1, int slot)
         for (int64_t kb = 0; kb < R->kc_n; kb++) {
             /* K blocks of equal size (their bounds depend on K alone) */
             int64_t q0 = j->k * kb / R->kc_n, q1 = j->k * (kb + 1) / R->kc_n, kc = q1 - q0;
+            for (int64_t q = 0; q < kc; q++)
+                roff[q] = j->b_rows ? j->b_rows[q0 + q] : (q0 + q) * j->ldb;
             for (int64_t p = 0; pack && p < panels; p++) { /* B's columns [n0 + p*nr, +nr) as kc x nr */
                 int64_t x0 = n0 + p * nr, w = n1 - x0 < nr ? n1 - x0 : nr;
                 float *d = bpk + p * kc * nr;
-                const float *src = j->b + q0 * j->ldb + x0;
+                const float *src = j->b + x0;
                 if (w == 32 && nr == 32) /* a copy of constant size: vector moves, not a call */
                     for (int64_t q = 0; q < kc; q++)
-                        memcpy(d + q * 32, src + q * j->ldb, 32 * sizeof(float));
+                        memcpy(d + q * 32, src + roff[q], 32 * sizeof(float));
                 else if (w == 16 && nr == 16)
                     for (int64_t q = 0; q < kc; q++)
-                        memcpy(d + q * 16, src + q * j->ldb, 16 * sizeof(float));
+                        memcpy(d + q * 16, src + roff[q], 16 * sizeof(float));
                 else
                     for (int64_t q = 0; q < kc; q++)
                         for (int64_t x = 0; x < nr; x++)
-                            d[q * nr + x] = x < w ? src[q * j->ldb + x] : 0;
+                            d[q * nr + x] = x < w ? src[roff[q] + x] : 0;
             }
             const float *bias = kb == R->kc_n - 1 ? j->bias : NULL;
             for (int64_t t = 0; t < tiles; t++) {
@@ -98,8 +105,8 @@ static void sg_items(void *arg, int64_t i0, int64_t i1, int slot)
                 }
                 for (int64_t p = 0; p < panels; p++) {
                     int64_t x0 = n0 + p * nr, w = n1 - x0 < nr ? n1 - x0 : nr;
-                    const float *bp = pack ? bpk + p * kc * nr : j->b + q0 * j->ldb + x0;
-                    R->kn->tile(ap, ars, acs, bp, pack ? nr : j->ldb, kc, j->c + r0 * j->ldc + x0, j->ldc, rows, (int)w,
+                    const float *bp = pack ? bpk + p * kc * nr : j->b + x0;
+                    R->kn->tile(ap, ars, acs, bp, pack ? poff : roff, kc, j->c + r0 * j->ldc + x0, j->ldc, rows, (int)w,
                                 kb > 0, bias ? bias + r0 : NULL);
                 }
             }

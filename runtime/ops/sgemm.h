@@ -14,11 +14,11 @@
 #include "parallel.h"
 
 /* One register tile: rows <= mr, cols <= nr of c from ap (A in place, or packed: ars = 1, acs = mr)
- * and bp (kc rows ldbp apart: a packed panel, ldbp = nr, or B in place):
- * c[r][x] = fma chain over q of ap[q*acs + r*ars] * bp[q*ldbp + x], started from c[r][x] when load_c,
+ * and bp (row q at boff[q]: a packed panel, boff[q] = q * nr, or B in place):
+ * c[r][x] = fma chain over q of ap[q*acs + r*ars] * bp[boff[q] + x], started from c[r][x] when load_c,
  * else from 0; then + bias[r] when bias is not NULL. Only the real rows and columns are read
  * and stored. */
-typedef void (*qr_sgemm_tile_fn)(const float *ap, int64_t ars, int64_t acs, const float *bp, int64_t ldbp, int64_t kc,
+typedef void (*qr_sgemm_tile_fn)(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff, int64_t kc,
                                  float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias);
 
 typedef struct qr_sgemm_kernel {
@@ -28,11 +28,13 @@ typedef struct qr_sgemm_kernel {
 } qr_sgemm_kernel;
 
 /* c (row stride ldc) = a * b (+ bias): a(r, q) = a[r * a_rs + q * a_cs] (m x k), b[q * ldb + x]
- * (k x n, rows contiguous), bias NULL or m values. */
+ * (k x n, rows contiguous) or, when b_rows is given, b[b_rows[q] + x] (rows anywhere: a
+ * convolution's window positions over its padded planes), bias NULL or m values. */
 typedef struct qr_sgemm_job {
     const float *a, *b, *bias;
     float *c;
     int64_t a_rs, a_cs, ldb, ldc, m, n, k;
+    const int64_t *b_rows;
 } qr_sgemm_job;
 
 /* The floats of packing workspace one thread needs (qr_sgemm takes qr_pool_threads' of them). */

@@ -51,7 +51,7 @@
 /* R rows (a constant in each copy); B's columns past cols are not read (masked loads on a short
  * tile), so B may be read in place. */
 TARGET static inline __attribute__((always_inline)) void tile(const int R, const float *ap, int64_t ars,
-                                                              int64_t acs, const float *bp, int64_t ldbp, int64_t kc,
+                                                              int64_t acs, const float *bp, const int64_t *boff, int64_t kc,
                                                               float *c, int64_t ldc, int cols, int load_c,
                                                               const float *bias)
 {
@@ -61,7 +61,7 @@ TARGET static inline __attribute__((always_inline)) void tile(const int R, const
     }
     if (cols == 16)
         for (int64_t q = 0; q < kc; q++) {
-            __m256 b0 = _mm256_loadu_ps(bp + q * ldbp), b1 = _mm256_loadu_ps(bp + q * ldbp + 8);
+            __m256 b0 = _mm256_loadu_ps(bp + boff[q]), b1 = _mm256_loadu_ps(bp + boff[q] + 8);
             ROWS(FMA)
         }
     else {
@@ -69,7 +69,7 @@ TARGET static inline __attribute__((always_inline)) void tile(const int R, const
         __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), lane);
         __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8), lane);
         for (int64_t q = 0; q < kc; q++) {
-            __m256 b0 = _mm256_maskload_ps(bp + q * ldbp, m0), b1 = _mm256_maskload_ps(bp + q * ldbp + 8, m1);
+            __m256 b0 = _mm256_maskload_ps(bp + boff[q], m0), b1 = _mm256_maskload_ps(bp + boff[q] + 8, m1);
             ROWS(FMA)
         }
     }
@@ -78,11 +78,11 @@ TARGET static inline __attribute__((always_inline)) void tile(const int R, const
 
 #define CASE(r)                                                                                              \
     case r + 1:                                                                                              \
-        tile(r + 1, ap, ars, acs, bp, ldbp, kc, c, ldc, cols, load_c, bias);                                 \
+        tile(r + 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias);                                 \
         break;
 
 TARGET void qr_sgemm_tile_6x16_avx2(const float *ap, int64_t ars, int64_t acs, const float *bp,
-                                    int64_t ldbp, int64_t kc, float *c, int64_t ldc, int rows, int cols,
+                                    const int64_t *boff, int64_t kc, float *c, int64_t ldc, int rows, int cols,
                                     int load_c, const float *bias)
 {
     switch (rows) {

@@ -41,7 +41,7 @@ static inline __mmask16 cols_mask(int cols)
 /* R rows (a constant in each copy); B's columns past cols are not read (masked loads), so B may
  * be read in place. */
 TARGET static inline __attribute__((always_inline)) void tile(const int R, const float *ap, int64_t ars,
-                                                              int64_t acs, const float *bp, int64_t ldbp, int64_t kc,
+                                                              int64_t acs, const float *bp, const int64_t *boff, int64_t kc,
                                                               float *c, int64_t ldc, int cols, int load_c,
                                                               const float *bias)
 {
@@ -51,7 +51,7 @@ TARGET static inline __attribute__((always_inline)) void tile(const int R, const
         ROWS(LOAD)
     }
     for (int64_t q = 0; q < kc; q++) {
-        __m512 b0 = _mm512_maskz_loadu_ps(k0, bp + q * ldbp), b1 = _mm512_maskz_loadu_ps(k1, bp + q * ldbp + 16);
+        __m512 b0 = _mm512_maskz_loadu_ps(k0, bp + boff[q]), b1 = _mm512_maskz_loadu_ps(k1, bp + boff[q] + 16);
         ROWS(FMA)
     }
     ROWS(STORE)
@@ -59,11 +59,11 @@ TARGET static inline __attribute__((always_inline)) void tile(const int R, const
 
 #define CASE(r)                                                                                              \
     case r + 1:                                                                                              \
-        tile(r + 1, ap, ars, acs, bp, ldbp, kc, c, ldc, cols, load_c, bias);                                 \
+        tile(r + 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias);                                 \
         break;
 
 TARGET void qr_sgemm_tile_12x32_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp,
-                                       int64_t ldbp, int64_t kc, float *c, int64_t ldc, int rows, int cols,
+                                       const int64_t *boff, int64_t kc, float *c, int64_t ldc, int rows, int cols,
                                        int load_c, const float *bias)
 {
     switch (rows) {

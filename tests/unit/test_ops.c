@@ -8,10 +8,12 @@
 
 #include "op.h"
 #include "ops/sgemm.h"
+#include "parallel.h"
 
-/* Runs op on the given inputs; out is allocated here (free with qr_tensor_free). */
-static qr_status run_op(const char *op, qr_attr *attrs, int nattr, const qr_tensor **in, int nin, qr_tensor *out,
-                        qr_error *e)
+/* Runs op on the given inputs on pool's threads (NULL: serial); out is allocated here (free with
+ * qr_tensor_free). */
+static qr_status run_op_pool(const char *op, qr_attr *attrs, int nattr, const qr_tensor **in, int nin,
+                             qr_tensor *out, qr_error *e, qr_pool *pool)
 {
     const qr_op_def *d = qr_op_find("", op);
     cr_assert(d, "op %s is registered", op);
@@ -19,7 +21,7 @@ static qr_status run_op(const char *op, qr_attr *attrs, int nattr, const qr_tens
                  .attr = attrs, .def = d};
     memset(out, 0, sizeof *out);
     qr_tensor *outs[1] = {out};
-    qr_kctx k = {.node = &n, .opset = 17, .n_in = nin, .n_out = 1, .in = in, .out = outs, .err = e};
+    qr_kctx k = {.node = &n, .opset = 17, .n_in = nin, .n_out = 1, .in = in, .out = outs, .err = e, .pool = pool};
     qr_status st = d->infer(&k);
     if (st != QR_OK)
         return st;
@@ -28,6 +30,12 @@ static qr_status run_op(const char *op, qr_attr *attrs, int nattr, const qr_tens
     if (st != QR_OK)
         qr_tensor_free(out);
     return st;
+}
+
+static qr_status run_op(const char *op, qr_attr *attrs, int nattr, const qr_tensor **in, int nin, qr_tensor *out,
+                        qr_error *e)
+{
+    return run_op_pool(op, attrs, nattr, in, nin, out, e, NULL);
 }
 
 static qr_tensor vec(qr_dtype t, int64_t n, void *data)
@@ -323,6 +331,85 @@ Test(ops, maxpool_2x2_f32_keeps_the_first_maximum)
             }
     cr_assert(isinf(((float *)y.data)[0]) && ((float *)y.data)[0] < 0);
     qr_tensor_free(&y);
+}
+
+/* f32 Conv against a direct loop summing each output's products in (c, ky, kx) order from 0 (with
+ * fmaf when the CPU has the FMA GEMM, plainly otherwise), the bias last, bit for bit: unit strides
+ * (the GEMM over padded planes), stride 2 (im2col), asymmetric pads, dilation 2, two groups, a 1x3
+ * window, two images, on 1 and 2 threads. */
+static void check_conv_f32(int64_t n_img, int64_t c, int64_t m, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                           int64_t s, int64_t d, int64_t group, const int64_t pads[4], int threads)
+{
+    int64_t cg = c / group, mg = m / group;
+    int64_t oh = (h + pads[0] + pads[2] - d * (kh - 1) - 1) / s + 1, ow = (w + pads[1] + pads[3] - d * (kw - 1) - 1) / s + 1;
+    float *x = malloc(sizeof(float) * (size_t)(n_img * c * h * w)), *wt = malloc(sizeof(float) * (size_t)(m * cg * kh * kw));
+    float bias[16];
+    cr_assert(x && wt && m <= 16);
+    unsigned seed = 17;
+    for (int64_t i = 0; i < n_img * c * h * w; i++) {
+        seed = seed * 1103515245u + 12345u;
+        x[i] = (float)((int)((seed >> 8) % 20001) - 10000) / 3331.0f;
+    }
+    for (int64_t i = 0; i < m * cg * kh * kw; i++) {
+        seed = seed * 1103515245u + 12345u;
+        wt[i] = (float)((int)((seed >> 8) % 20001) - 10000) / 7777.0f;
+    }
+    for (int64_t i = 0; i < m; i++)
+        bias[i] = (float)i * 3.7f - 20.0f;
+    qr_tensor tx = {.dtype = QR_F32, .ndim = 4, .dims = {n_img, c, h, w}, .data = x};
+    qr_tensor tw = {.dtype = QR_F32, .ndim = 4, .dims = {m, cg, kh, kw}, .data = wt};
+    qr_tensor tb = {.dtype = QR_F32, .ndim = 1, .dims = {m}, .data = bias};
+    int64_t st[2] = {s, s}, dl[2] = {d, d};
+    qr_attr attrs[4] = {{.name = "strides", .kind = QR_ATTR_INTS, .n = 2, .ints = st},
+                        {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = (int64_t *)pads},
+                        {.name = "dilations", .kind = QR_ATTR_INTS, .n = 2, .ints = dl},
+                        {.name = "group", .kind = QR_ATTR_INT, .i = group}};
+    const qr_tensor *in[3] = {&tx, &tw, &tb};
+    qr_tensor y;
+    qr_error e;
+    qr_pool *pool = threads > 1 ? qr_pool_new(threads) : NULL;
+    cr_assert_eq(run_op_pool("Conv", attrs, 4, in, 3, &y, &e, pool), QR_OK, "%s", e.msg);
+    qr_pool_free(pool);
+    cr_assert(y.dims[2] == oh && y.dims[3] == ow);
+    int fma = qr_sgemm_best() != NULL;
+    for (int64_t n = 0; n < n_img; n++)
+        for (int64_t o = 0; o < m; o++)
+            for (int64_t oy = 0; oy < oh; oy++)
+                for (int64_t ox = 0; ox < ow; ox++) {
+                    float acc = 0;
+                    for (int64_t ci = 0; ci < cg; ci++)
+                        for (int64_t ky = 0; ky < kh; ky++)
+                            for (int64_t kx = 0; kx < kw; kx++) {
+                                int64_t iy = oy * s - pads[0] + ky * d, ix = ox * s - pads[1] + kx * d;
+                                float xv = iy >= 0 && iy < h && ix >= 0 && ix < w
+                                               ? x[((n * c + o / mg * cg + ci) * h + iy) * w + ix]
+                                               : 0.0f;
+                                float wv = wt[((o * cg + ci) * kh + ky) * kw + kx];
+                                acc = fma ? fmaf(wv, xv, acc) : acc + wv * xv;
+                            }
+                    acc += bias[o];
+                    float got = ((float *)y.data)[((n * m + o) * oh + oy) * ow + ox];
+                    cr_assert(memcmp(&got, &acc, sizeof acc) == 0,
+                              "%lldx%lld k%lldx%lld s%lld d%lld g%lld t%d (%lld,%lld,%lld,%lld): %.9g vs %.9g",
+                              (long long)h, (long long)w, (long long)kh, (long long)kw, (long long)s, (long long)d,
+                              (long long)group, threads, (long long)n, (long long)o, (long long)oy, (long long)ox,
+                              got, acc);
+                }
+    qr_tensor_free(&y);
+    free(x);
+    free(wt);
+}
+
+Test(ops, float_conv_sums_in_k_order)
+{
+    static const int64_t p1[4] = {1, 1, 1, 1}, pa[4] = {0, 2, 1, 0}, p0[4] = {0, 0, 0, 0};
+    for (int threads = 1; threads <= 2; threads++) {
+        check_conv_f32(2, 5, 13, 9, 11, 3, 3, 1, 1, 1, p1, threads);
+        check_conv_f32(1, 6, 8, 10, 7, 3, 3, 1, 2, 2, pa, threads);
+        check_conv_f32(2, 4, 16, 6, 13, 1, 3, 1, 1, 1, p0, threads);
+        check_conv_f32(2, 5, 7, 9, 11, 3, 3, 2, 1, 1, p1, threads);
+        check_conv_f32(1, 3, 9, 40, 40, 3, 3, 1, 1, 1, pa, threads);
+    }
 }
 
 /* MatMul and Gemm (transA) on the float GEMM: every output the products added in k order from 0,
