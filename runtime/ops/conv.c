@@ -268,6 +268,7 @@ typedef struct conv_job {
      * (NULL: im2col), the planes' rows and columns, their elements, and a slot's buffer */
     const int64_t *rows;
     int64_t hp, wp, plen, slot_len;
+    int64_t php; /* stride 2: the planes' four phases (as dw_runs), each php elements; 0: stride 1 */
 } conv_job;
 
 /* A depthwise convolution as runs (dw_runs_*): the plane (stride 1) or its four phases (stride 2,
@@ -563,11 +564,11 @@ static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
         }                                                                                                     \
     }                                                                                                         \
                                                                                                               \
-    /* One image over padded planes (f32, 2-D, unit strides: conv_job.rows): each window position's           \
-     * row of B is a run of the padded planes (cj->rows), over OH rows of wp columns of which the             \
-     * first OW are outputs, so the GEMM reads the planes in place, with no im2col. Each output sums          \
-     * the same products in the same order as through im2col (its zeros are the padding's). buf:              \
-     * the slot's planes (plen) then the product [mg][OH * wp]. */                                            \
+    /* One image over padded planes (f32, 2-D, strides 1, or 2 over the planes' four phases:                  \
+     * conv_job.rows): each window position's row of B is a run of the padded planes (cj->rows), over         \
+     * OH rows of wp columns of which the first OW are outputs, so the GEMM reads the planes in place,        \
+     * with no im2col. Each output sums the same products in the same order as through im2col (its            \
+     * zeros are the padding's). buf: the slot's planes (plen) then the product [mg][OH * wp]. */             \
     static void conv_image_runs_##S(const conv_job *cj, int64_t n, T *buf, qr_pool *pool, float *pk)          \
     {                                                                                                         \
         const qr_conv_geom *g = cj->g;                                                                        \
@@ -578,8 +579,20 @@ static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
             const T *xg = (const T *)cj->x + (n * cj->ch + gi * cj->cg) * g->big_n;                           \
             memset(planes, 0, (size_t)cj->plen * sizeof(T));                                                  \
             for (int64_t c = 0; c < cj->cg; c++)                                                              \
-                for (int64_t yy = 0; yy < H; yy++)                                                            \
-                    memcpy(planes + (c * hp + yy + pt) * wp + pl, xg + (c * H + yy) * W, (size_t)W * sizeof(T)); \
+                for (int64_t yy = 0; yy < H; yy++) {                                                          \
+                    const T *src = xg + (c * H + yy) * W;                                                     \
+                    if (!cj->php) {                                                                           \
+                        memcpy(planes + (c * hp + yy + pt) * wp + pl, src, (size_t)W * sizeof(T));            \
+                        continue;                                                                             \
+                    }                                                                                         \
+                    int64_t py = (yy + pt) & 1, r = (yy + pt) >> 1;                                           \
+                    for (int64_t px = 0; px < 2; px++) {                                                      \
+                        int64_t x0 = (px - pl) & 1; /* the first column of this phase */                      \
+                        T *dr = planes + (c * 4 + py * 2 + px) * cj->php + r * wp + ((x0 + pl) >> 1);         \
+                        for (int64_t t = 0; t < (W - x0 + 1) / 2; t++)                                        \
+                            dr[t] = src[x0 + 2 * t];                                                          \
+                    }                                                                                         \
+                }                                                                                             \
             qr_sgemm_job sj = {.a = (const float *)cj->w + gi * cj->mg * cj->ck, .a_rs = cj->ck, .a_cs = 1,   \
                                .b = (const float *)planes, .b_rows = cj->rows,                                \
                                .bias = cj->b ? (const float *)cj->b + gi * cj->mg : NULL, .c = (float *)prod, \
@@ -811,13 +824,21 @@ static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
         const qr_sgemm_kernel *sk = sgemm_for(k, sizeof(T), &pk);                                             \
         if (sk && !pk)                                                                                        \
             return QR_ERR;                                                                                    \
-        if (sk && g->r == 2 && !direct && g->stride[0] == 1 && g->stride[1] == 1 && g->small_n > 0) {         \
-            /* the FMA GEMM over padded planes, no im2col (conv_image_runs) */                                \
-            conv_job cj = {g, x, w, b, y, ch, m, group, cg, mg, ck, NULL, NULL, sk, pk, NULL, 0, 0, 0, 0};    \
+        int s1 = g->r == 2 && g->stride[0] == 1 && g->stride[1] == 1;                                         \
+        int s2 = g->r == 2 && g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1; \
+        if (sk && !direct && (s1 || s2) && g->small_n > 0) {                                                  \
+            /* the FMA GEMM over padded planes (or their phases), no im2col (conv_image_runs) */              \
+            conv_job cj = {g, x, w, b, y, ch, m, group, cg, mg, ck, NULL, NULL, sk, pk, NULL, 0, 0, 0, 0, 0}; \
             cj.hp = g->big[0] + g->pad_begin[0] + g->pad_end[0];                                              \
             cj.wp = g->big[1] + g->pad_begin[1] + g->pad_end[1];                                              \
-            /* the last position's run ends (KW - 1) * dilation past the planes */                            \
-            cj.plen = (cg * cj.hp * cj.wp + (g->kernel[1] - 1) * g->dilation[1] + 15) / 16 * 16;              \
+            if (s2) {                                                                                         \
+                cj.wp = (cj.wp + 1) / 2;                                                                      \
+                cj.php = (cj.hp + 1) / 2 * cj.wp;                                                             \
+            }                                                                                                 \
+            /* the last position's run ends (KW - 1) * dilation past the planes, (KW - 1) / 2 past a phase */ \
+            cj.plen = s2 ? cg * 4 * cj.php + (g->kernel[1] - 1) / 2                                           \
+                         : cg * cj.hp * cj.wp + (g->kernel[1] - 1) * g->dilation[1];                          \
+            cj.plen = (cj.plen + 15) / 16 * 16;                                                               \
             cj.slot_len = cj.plen + mg * g->small[0] * cj.wp;                                                 \
             int slots = n_img > 1 ? qr_pool_threads(k->pool) : 1;                                             \
             cj.col = qr_kwork(k, slots, cj.slot_len, sizeof(T), "padded planes and product");                 \
@@ -826,7 +847,8 @@ static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
                 return QR_ERR;                                                                                \
             for (int64_t q = 0; q < ck; q++) {                                                                \
                 int64_t c = q / g->kernel_n, t = q % g->kernel_n, ky = t / g->kernel[1], kx = t % g->kernel[1]; \
-                rows[q] = (c * cj.hp + ky * g->dilation[0]) * cj.wp + kx * g->dilation[1];                    \
+                rows[q] = s2 ? (c * 4 + (ky & 1) * 2 + (kx & 1)) * cj.php + (ky >> 1) * cj.wp + (kx >> 1)     \
+                             : (c * cj.hp + ky * g->dilation[0]) * cj.wp + kx * g->dilation[1];               \
             }                                                                                                 \
             cj.rows = rows;                                                                                   \
             if (slots > 1)                                                                                    \
@@ -847,7 +869,7 @@ static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
             if (!offs)                                                                                        \
                 return QR_ERR;                                                                                \
             /* conv_job's group carries the images per chunk, mg the batch's images */                        \
-            conv_job cj = {g, x, w, b, y, ch, m, nb, cg, n_img, ck, buf, offs, sk, pk, NULL, 0, 0, 0, 0};     \
+            conv_job cj = {g, x, w, b, y, ch, m, nb, cg, n_img, ck, buf, offs, sk, pk, NULL, 0, 0, 0, 0, 0};     \
             qr_parallel_for_slots(k->pool, chunks, 1, conv_batches_##S, &cj);                                 \
             return QR_OK;                                                                                     \
         }                                                                                                     \
@@ -858,7 +880,7 @@ static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
         int64_t *offs = qr_kwork(k, slots, g->small_n, sizeof(int64_t), "im2col offsets");                    \
         if (!offs)                                                                                            \
             return QR_ERR;                                                                                    \
-        conv_job cj = {g, x, w, b, y, ch, m, group, cg, mg, ck, col, offs, sk, pk, NULL, 0, 0, 0, 0};         \
+        conv_job cj = {g, x, w, b, y, ch, m, group, cg, mg, ck, col, offs, sk, pk, NULL, 0, 0, 0, 0, 0};         \
         if (slots > 1)                                                                                        \
             qr_parallel_for_slots(k->pool, n_img, 1, conv_images_##S, &cj);                                   \
         else                                                                                                  \

@@ -335,8 +335,8 @@ Test(ops, maxpool_2x2_f32_keeps_the_first_maximum)
 
 /* f32 Conv against a direct loop summing each output's products in (c, ky, kx) order from 0 (with
  * fmaf when the CPU has the FMA GEMM, plainly otherwise), the bias last, bit for bit: unit strides
- * (the GEMM over padded planes), stride 2 (im2col), asymmetric pads, dilation 2, two groups, a 1x3
- * window, two images, on 1 and 2 threads. */
+ * (the GEMM over padded planes), stride 2 (over their phases; a 7x7 window too), asymmetric pads,
+ * dilation 2, two groups, a 1x3 window, two images, on 1 and 2 threads. */
 static void check_conv_f32(int64_t n_img, int64_t c, int64_t m, int64_t h, int64_t w, int64_t kh, int64_t kw,
                            int64_t s, int64_t d, int64_t group, const int64_t pads[4], int threads)
 {
@@ -402,13 +402,15 @@ static void check_conv_f32(int64_t n_img, int64_t c, int64_t m, int64_t h, int64
 
 Test(ops, float_conv_sums_in_k_order)
 {
-    static const int64_t p1[4] = {1, 1, 1, 1}, pa[4] = {0, 2, 1, 0}, p0[4] = {0, 0, 0, 0};
+    static const int64_t p1[4] = {1, 1, 1, 1}, pa[4] = {0, 2, 1, 0}, p0[4] = {0, 0, 0, 0}, p3[4] = {3, 3, 3, 3};
     for (int threads = 1; threads <= 2; threads++) {
         check_conv_f32(2, 5, 13, 9, 11, 3, 3, 1, 1, 1, p1, threads);
         check_conv_f32(1, 6, 8, 10, 7, 3, 3, 1, 2, 2, pa, threads);
         check_conv_f32(2, 4, 16, 6, 13, 1, 3, 1, 1, 1, p0, threads);
         check_conv_f32(2, 5, 7, 9, 11, 3, 3, 2, 1, 1, p1, threads);
         check_conv_f32(1, 3, 9, 40, 40, 3, 3, 1, 1, 1, pa, threads);
+        check_conv_f32(1, 3, 8, 21, 19, 7, 7, 2, 1, 1, p3, threads);
+        check_conv_f32(2, 4, 6, 10, 9, 3, 3, 2, 1, 2, pa, threads);
     }
 }
 
