@@ -94,13 +94,15 @@ def main(out):
     save(relu_model([helper.make_node("Expand", ["x", "shape"], ["y"], name="expand")], inits=[shp],
                     outputs=[helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]),
          os.path.join(out, "big_expand.onnx"), check=False)
-    # A 3x3 Conv over 64 channels of 512x512: 64 MB in, 1 MB out, but 604 MB of im2col
-    # scratch, which the memory budget must count too.
+    # A 9x9 Conv at stride 3 over 64 channels of 512x512: 64 MB in, 114 KB out, but 606 MB of
+    # im2col scratch, which the memory budget must count too (stride 3: the f32 GEMM over padded
+    # planes, which needs no im2col, takes strides 1 and 2 only).
     shp = numpy_helper.from_array(np.array([1, 64, 512, 512], np.int64), "shape")
-    w = numpy_helper.from_array(np.ones((1, 64, 3, 3), np.float32), "w")
+    w = numpy_helper.from_array(np.ones((1, 64, 9, 9), np.float32), "w")
     save(relu_model([helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
                      helper.make_node("Expand", ["s", "shape"], ["big"], name="expand"),
-                     helper.make_node("Conv", ["big", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])],
+                     helper.make_node("Conv", ["big", "w"], ["y"], name="conv", pads=[4, 4, 4, 4],
+                                      strides=[3, 3])],
                     inits=[shp, w], outputs=[helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]),
          os.path.join(out, "big_im2col.onnx"), check=False)
     # Outputs whose names sanitize to the same file, and one too long for a file name.

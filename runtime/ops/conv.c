@@ -311,12 +311,18 @@ typedef float U_f32 __attribute__((vector_size(GEMM_XT / 2 * sizeof(float)), ali
 typedef double V_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double))));
 typedef double U_f64 __attribute__((vector_size(GEMM_XT / 2 * sizeof(double)), aligned(8), may_alias));
 
-/* The packed f32 GEMM for a float type's products (f64 and CPUs without FMA: NULL, gemm_rows)
- * and its panels for every thread; *pk NULL with the error set when the workspace fails. */
+/* The FMA GEMM's panels for each of k's threads; NULL with the error set when the workspace fails. */
+static float *sgemm_panels(qr_kctx *k, const qr_sgemm_kernel *sk)
+{
+    return qr_kwork(k, qr_pool_threads(k->pool), qr_sgemm_work(sk), sizeof(float), "packed GEMM panels");
+}
+
+/* The FMA GEMM for a float type's products (f64 and CPUs without FMA: NULL, gemm_rows) and its
+ * panels for every thread; *pk NULL with the error set when the workspace fails. */
 static const qr_sgemm_kernel *sgemm_for(qr_kctx *k, size_t elem, float **pk)
 {
     const qr_sgemm_kernel *sk = elem == sizeof(float) ? qr_sgemm_best() : NULL;
-    *pk = sk ? qr_kwork(k, qr_pool_threads(k->pool), qr_sgemm_work(sk), sizeof(float), "packed GEMM panels") : NULL;
+    *pk = sk ? sgemm_panels(k, sk) : NULL;
     return sk;
 }
 
@@ -820,10 +826,9 @@ static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
             qr_parallel_for(k->pool, n_img * ch, 1, dw_planes_##S, &dj);                                      \
             return QR_OK;                                                                                     \
         }                                                                                                     \
-        float *pk;                                                                                            \
-        const qr_sgemm_kernel *sk = sgemm_for(k, sizeof(T), &pk);                                             \
-        if (sk && !pk)                                                                                        \
-            return QR_ERR;                                                                                    \
+        /* the FMA GEMM's panels are taken after each path's own scratch, whose size errors name */           \
+        const qr_sgemm_kernel *sk = sizeof(T) == sizeof(float) ? qr_sgemm_best() : NULL;                      \
+        float *pk = NULL;                                                                                     \
         int s1 = g->r == 2 && g->stride[0] == 1 && g->stride[1] == 1;                                         \
         int s2 = g->r == 2 && g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1; \
         if (sk && !direct && (s1 || s2) && g->small_n > 0) {                                                  \
@@ -843,7 +848,7 @@ static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
             int slots = n_img > 1 ? qr_pool_threads(k->pool) : 1;                                             \
             cj.col = qr_kwork(k, slots, cj.slot_len, sizeof(T), "padded planes and product");                 \
             int64_t *rows = cj.col ? qr_kwork(k, ck, 1, sizeof(int64_t), "window runs") : NULL;               \
-            if (!rows)                                                                                        \
+            if (!rows || !(pk = cj.pk = sgemm_panels(k, sk)))                                                 \
                 return QR_ERR;                                                                                \
             for (int64_t q = 0; q < ck; q++) {                                                                \
                 int64_t c = q / g->kernel_n, t = q % g->kernel_n, ky = t / g->kernel[1], kx = t % g->kernel[1]; \
@@ -866,7 +871,7 @@ static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
             int slots = qr_pool_threads(k->pool);                                                             \
             T *buf = qr_kwork(k, slots, (ck + m) * nb * g->small_n, sizeof(T), "batched im2col and product"); \
             int64_t *offs = buf ? qr_kwork(k, slots, g->small_n, sizeof(int64_t), "im2col offsets") : NULL;   \
-            if (!offs)                                                                                        \
+            if (!offs || (sk && !(pk = sgemm_panels(k, sk))))                                                 \
                 return QR_ERR;                                                                                \
             /* conv_job's group carries the images per chunk, mg the batch's images */                        \
             conv_job cj = {g, x, w, b, y, ch, m, nb, cg, n_img, ck, buf, offs, sk, pk, NULL, 0, 0, 0, 0, 0};     \
@@ -878,7 +883,7 @@ static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
         if (!direct && !col)                                                                                  \
             return QR_ERR;                                                                                    \
         int64_t *offs = qr_kwork(k, slots, g->small_n, sizeof(int64_t), "im2col offsets");                    \
-        if (!offs)                                                                                            \
+        if (!offs || (sk && !(pk = sgemm_panels(k, sk))))                                                     \
             return QR_ERR;                                                                                    \
         conv_job cj = {g, x, w, b, y, ch, m, group, cg, mg, ck, col, offs, sk, pk, NULL, 0, 0, 0, 0, 0};         \
         if (slots > 1)                                                                                        \

@@ -38,9 +38,9 @@ static inline __mmask16 cols_mask(int cols)
         _mm512_mask_storeu_ps(c + r * ldc + 16, k1, h##r);                                                   \
     }
 
-/* R rows (a constant in each copy); B's columns past cols are not read (masked loads), so B may
- * be read in place. */
-TARGET static inline __attribute__((always_inline)) void tile(const int R, const float *ap, int64_t ars,
+/* R rows (a constant in each copy); B's columns past cols are not read (masked loads unless the
+ * tile is full, F), so B may be read in place. */
+TARGET static inline __attribute__((always_inline)) void tile(const int R, const int F, const float *ap, int64_t ars,
                                                               int64_t acs, const float *bp, const int64_t *boff, int64_t kc,
                                                               float *c, int64_t ldc, int cols, int load_c,
                                                               const float *bias)
@@ -51,7 +51,9 @@ TARGET static inline __attribute__((always_inline)) void tile(const int R, const
         ROWS(LOAD)
     }
     for (int64_t q = 0; q < kc; q++) {
-        __m512 b0 = _mm512_maskz_loadu_ps(k0, bp + boff[q]), b1 = _mm512_maskz_loadu_ps(k1, bp + boff[q] + 16);
+        const float *bq = bp + boff[q];
+        __m512 b0 = F ? _mm512_loadu_ps(bq) : _mm512_maskz_loadu_ps(k0, bq);
+        __m512 b1 = F ? _mm512_loadu_ps(bq + 16) : _mm512_maskz_loadu_ps(k1, bq + 16);
         ROWS(FMA)
     }
     ROWS(STORE)
@@ -59,7 +61,10 @@ TARGET static inline __attribute__((always_inline)) void tile(const int R, const
 
 #define CASE(r)                                                                                              \
     case r + 1:                                                                                              \
-        tile(r + 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias);                                 \
+        if (cols == 32)                                                                                      \
+            tile(r + 1, 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias);                          \
+        else                                                                                                 \
+            tile(r + 1, 0, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias);                          \
         break;
 
 TARGET void qr_sgemm_tile_12x32_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp,
