@@ -7,16 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-void qr_sgemm_tile_12x32_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff, int64_t kc,
-                                float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias);
-void qr_sgemm_tile_6x16_avx2(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff, int64_t kc,
-                             float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias);
+void qr_sgemm_tile_12x32_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff,
+                                int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias);
+void qr_sgemm_wide_3x128_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff,
+                                int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias);
+void qr_sgemm_tile_6x16_avx2(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff,
+                             int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias);
 
 #define REF_MR 4
 #define REF_NR 16
 
-static void tile_ref(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff, int64_t kc, float *c,
-                     int64_t ldc, int rows, int cols, int load_c, const float *bias)
+static void tile_ref(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff, int64_t kc,
+                     float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias)
 {
     for (int r = 0; r < rows; r++)
         for (int x = 0; x < cols; x++) {
@@ -114,10 +116,38 @@ static void sg_items(void *arg, int64_t i0, int64_t i1, int slot)
     }
 }
 
+/* A product of few rows (kn->wide): column blocks [i0, i1) of wide_cols, B and A in place. */
+static void sg_wide(void *arg, int64_t i0, int64_t i1, int slot)
+{
+    const sg_run *R = arg;
+    const qr_sgemm_job *j = R->j;
+    int64_t *roff = (int64_t *)(void *)(R->work + slot * R->per_slot);
+    for (int64_t kb = 0; kb < R->kc_n; kb++) {
+        int64_t q0 = j->k * kb / R->kc_n, q1 = j->k * (kb + 1) / R->kc_n, kc = q1 - q0;
+        for (int64_t q = 0; q < kc; q++)
+            roff[q] = j->b_rows ? j->b_rows[q0 + q] : (q0 + q) * j->ldb;
+        for (int64_t it = i0; it < i1; it++) {
+            int64_t x0 = it * R->kn->wide_cols, w = j->n - x0 < R->kn->wide_cols ? j->n - x0 : R->kn->wide_cols;
+            R->kn->wide(j->a + q0 * j->a_cs, j->a_rs, j->a_cs, j->b + x0, roff, kc, j->c + x0, j->ldc, (int)j->m,
+                        (int)w, kb > 0, kb == R->kc_n - 1 ? j->bias : NULL);
+        }
+    }
+}
+
 void qr_sgemm(qr_pool *pool, const qr_sgemm_kernel *kn, const qr_sgemm_job *j, float *work)
 {
     if (j->m <= 0 || j->n <= 0)
         return;
+    if (kn->wide && j->m <= kn->wide_rows) {
+        sg_run R = {.kn = kn, .j = j, .work = work, .per_slot = qr_sgemm_work(kn)};
+        R.kc_n = j->k > 0 ? (j->k + SG_KC - 1) / SG_KC : 1;
+        int64_t blocks = (j->n + kn->wide_cols - 1) / kn->wide_cols;
+        if (pool && blocks > 1)
+            qr_parallel_for_slots(pool, blocks, 1, sg_wide, &R);
+        else
+            sg_wide(&R, 0, blocks, 0);
+        return;
+    }
     sg_run R = {.kn = kn, .j = j, .work = work, .per_slot = qr_sgemm_work(kn)};
     R.kc_n = j->k > 0 ? (j->k + SG_KC - 1) / SG_KC : 1; /* K = 0: one empty block stores 0 (+ bias) */
     /* column blocks of about SG_NC, of equal size in whole panels */
@@ -153,9 +183,9 @@ static const struct {
     int (*cpu_has)(void);
     qr_sgemm_kernel kn;
 } kernels[] = {
-    {has_avx512, {"avx512", 12, 32, qr_sgemm_tile_12x32_avx512}},
-    {has_avx2, {"avx2", 6, 16, qr_sgemm_tile_6x16_avx2}},
-    {has_any, {"ref", REF_MR, REF_NR, tile_ref}},
+    {has_avx512, {"avx512", 12, 32, qr_sgemm_tile_12x32_avx512, qr_sgemm_wide_3x128_avx512, 3, 128}},
+    {has_avx2, {"avx2", 6, 16, qr_sgemm_tile_6x16_avx2, NULL, 0, 0}},
+    {has_any, {"ref", REF_MR, REF_NR, tile_ref, NULL, 0, 0}},
 };
 #define N_FAST (sizeof kernels / sizeof kernels[0] - 1)
 

@@ -18,13 +18,17 @@
  * c[r][x] = fma chain over q of ap[q*acs + r*ars] * bp[boff[q] + x], started from c[r][x] when load_c,
  * else from 0; then + bias[r] when bias is not NULL. Only the real rows and columns are read
  * and stored. */
-typedef void (*qr_sgemm_tile_fn)(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff, int64_t kc,
-                                 float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias);
+typedef void (*qr_sgemm_tile_fn)(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff,
+                                 int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias);
 
 typedef struct qr_sgemm_kernel {
     const char *isa;
     int mr, nr; /* the tile's rows and columns (the packing's widths) */
     qr_sgemm_tile_fn tile;
+    /* for products of at most wide_rows rows (NULL: none): tiles of wide_cols columns of B in
+     * place, enough FMA chains for one row */
+    qr_sgemm_tile_fn wide;
+    int wide_rows, wide_cols;
 } qr_sgemm_kernel;
 
 /* c (row stride ldc) = a * b (+ bias): a(r, q) = a[r * a_rs + q * a_cs] (m x k), b[q * ldb + x]

@@ -51,9 +51,9 @@
 /* R rows (a constant in each copy); B's columns past cols are not read (masked loads on a short
  * tile), so B may be read in place. */
 TARGET static inline __attribute__((always_inline)) void tile(const int R, const float *ap, int64_t ars,
-                                                              int64_t acs, const float *bp, const int64_t *boff, int64_t kc,
-                                                              float *c, int64_t ldc, int cols, int load_c,
-                                                              const float *bias)
+                                                              int64_t acs, const float *bp, const int64_t *boff,
+                                                              int64_t kc, float *c, int64_t ldc, int cols,
+                                                              int load_c, const float *bias)
 {
     ROWS(ZERO)
     if (load_c) {

@@ -40,10 +40,10 @@ static inline __mmask16 cols_mask(int cols)
 
 /* R rows (a constant in each copy); B's columns past cols are not read (masked loads unless the
  * tile is full, F), so B may be read in place. */
-TARGET static inline __attribute__((always_inline)) void tile(const int R, const int F, const float *ap, int64_t ars,
-                                                              int64_t acs, const float *bp, const int64_t *boff, int64_t kc,
-                                                              float *c, int64_t ldc, int cols, int load_c,
-                                                              const float *bias)
+TARGET static inline __attribute__((always_inline)) void tile(const int R, const int F, const float *ap,
+                                                              int64_t ars, int64_t acs, const float *bp,
+                                                              const int64_t *boff, int64_t kc, float *c, int64_t ldc,
+                                                              int cols, int load_c, const float *bias)
 {
     __mmask16 k0 = cols_mask(cols), k1 = cols_mask(cols - 16);
     ROWS(ZERO)
@@ -76,4 +76,60 @@ TARGET void qr_sgemm_tile_12x32_avx512(const float *ap, int64_t ars, int64_t acs
     default:
         break;
     }
+}
+
+/* Up to 3 rows x 128 columns (8 zmm sums a row): a tile of 1 or 2 rows x 32 columns is two or
+ * four FMA chains, bound by the FMA's latency (a Gemm of one image: 1 x 512 x 1000). B is read in
+ * place (boff), masked past cols unless the tile is full (F). */
+#define W8(X, r) X(r, 0) X(r, 1) X(r, 2) X(r, 3) X(r, 4) X(r, 5) X(r, 6) X(r, 7)
+#define WZERO(r, v) __m512 s##r##v = _mm512_setzero_ps();
+#define WLOAD(r, v)                                                                                          \
+    if (r < R)                                                                                               \
+        s##r##v = _mm512_maskz_loadu_ps(cols_mask(cols - 16 * v), c + r * ldc + 16 * v);
+#define WB(r, v)                                                                                             \
+    __m512 b##v = F ? _mm512_loadu_ps(bq + 16 * v) : _mm512_maskz_loadu_ps(cols_mask(cols - 16 * v), bq + 16 * v);
+#define WFMA(r, v) s##r##v = _mm512_fmadd_ps(w##r, b##v, s##r##v);
+#define WROW(r)                                                                                              \
+    if (r < R) {                                                                                             \
+        __m512 w##r = _mm512_set1_ps(ap[q * acs + r * ars]);                                                 \
+        W8(WFMA, r)                                                                                          \
+    }
+#define WSTORE(r, v)                                                                                         \
+    if (r < R) {                                                                                             \
+        if (bias)                                                                                            \
+            s##r##v = _mm512_add_ps(s##r##v, _mm512_set1_ps(bias[r]));                                       \
+        _mm512_mask_storeu_ps(c + r * ldc + 16 * v, cols_mask(cols - 16 * v), s##r##v);                      \
+    }
+
+TARGET static inline __attribute__((always_inline)) void wide(const int R, const int F, const float *ap, int64_t ars,
+                                                              int64_t acs, const float *bp, const int64_t *boff,
+                                                              int64_t kc, float *c, int64_t ldc, int cols,
+                                                              int load_c, const float *bias)
+{
+    W8(WZERO, 0) W8(WZERO, 1) W8(WZERO, 2)
+    if (load_c) {
+        W8(WLOAD, 0) W8(WLOAD, 1) W8(WLOAD, 2)
+    }
+    for (int64_t q = 0; q < kc; q++) {
+        const float *bq = bp + boff[q];
+        W8(WB, 0)
+        WROW(0) WROW(1) WROW(2)
+    }
+    W8(WSTORE, 0) W8(WSTORE, 1) W8(WSTORE, 2)
+}
+
+TARGET void qr_sgemm_wide_3x128_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp,
+                                       const int64_t *boff, int64_t kc, float *c, int64_t ldc, int rows, int cols,
+                                       int load_c, const float *bias)
+{
+    int f = cols == 128;
+    if (rows == 1)
+        f ? wide(1, 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias)
+          : wide(1, 0, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias);
+    else if (rows == 2)
+        f ? wide(2, 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias)
+          : wide(2, 0, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias);
+    else if (rows == 3)
+        f ? wide(3, 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias)
+          : wide(3, 0, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias);
 }

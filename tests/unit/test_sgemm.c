@@ -123,7 +123,7 @@ Test(sgemm, one_and_two_threads_give_identical_bits)
         cr_log_info("sgemm: no FMA kernel on this CPU, 2-thread check on the reference");
         kn = qr_sgemm_isa("ref");
     }
-    static const shape big[] = {{250, 1100, 300}, {33, 2000, 17}, {600, 49, 520}};
+    static const shape big[] = {{250, 1100, 300}, {33, 2000, 17}, {600, 49, 520}, {2, 3000, 300}};
     for (size_t s = 0; s < sizeof big / sizeof big[0]; s++) {
         int64_t m = big[s].m, n = big[s].n, k = big[s].k;
         float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
@@ -149,5 +149,6 @@ Test(sgemm, one_and_two_threads_give_identical_bits)
     }
     check_shape(kn, pool, (shape){250, 1100, 300}, 0, 1, 11);
     check_shape(kn, pool, (shape){97, 70, 513}, 1, 0, 12);
+    check_shape(kn, pool, (shape){3, 1000, 600}, 1, 1, 13);
     qr_pool_free(pool);
 }
