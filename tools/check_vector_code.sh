@@ -1,5 +1,5 @@
 #!/bin/sh
-# Counts the vector instructions (zmm/ymm registers, vpdpbusd) in the per-ISA clones of QRL's
+# Counts the vector instructions (zmm/ymm registers, vpdpbusd, vfmadd) in the per-ISA clones of QRL's
 # kernels, from objdump of the build's objects: a clone GCC left scalar (as -O2's "very cheap"
 # cost model once did) shows 0 and a warning. Part of `make bench`; never fails.
 # Usage: tools/check_vector_code.sh [BUILD_DIR]
@@ -14,6 +14,9 @@ check() { # object symbol pattern
 echo "vector code (instructions on zmm/ymm registers, or vpdpbusd, per clone):"
 check $O/ops/conv.o gemm_rows_f32.avx512f zmm
 check $O/ops/conv.o gemm_rows_f32.avx2 ymm
+check $O/ops/sgemm_avx512.o qr_sgemm_tile_12x32_avx512 vfmadd
+check $O/ops/sgemm_avx512.o qr_sgemm_wide_3x128_avx512 vfmadd
+check $O/ops/sgemm_avx2.o qr_sgemm_tile_6x16_avx2 vfmadd
 check $O/ops/conv.o dw_runs_f32.avx512f 'zmm|ymm'
 check $O/ops/igemm_avx512vnni.o tile_8x32 vpdpbusd
 check $O/ops/igemm_avx512vnni.o qr_igemv_u8s8_avx512vnni vpdpbusd
