@@ -1450,75 +1450,68 @@ static void pool_counts(const qr_kctx *k, const qr_conv_geom *g, int64_t *offs, 
 POOL_AVG_INT(u8, uint8_t, 0, 255)
 POOL_AVG_INT(i8, int8_t, -128, 127)
 
-static qr_status pool_run_common(qr_kctx *k, int is_max)
+/* MaxPool of f32 or 8-bit data as it is (no index output): 8-bit images by planes across the
+ * threads, each with its row buffer; the rest through an offsets table. */
+static qr_status pool_max_native(qr_kctx *k, const qr_conv_geom *g, const qr_tensor *x, qr_tensor *y)
 {
-    qr_conv_geom g;
-    if (pool_check(k, is_max, &g) != QR_OK)
+    int64_t planes = x->dims[0] * x->dims[1];
+    if (g->r == 2 && x->dtype != QR_F32) {
+        int slots = qr_pool_threads(k->pool);
+        int64_t len = pool_tiles_plane(g) ? pool_tile_rows(g) * g->big[1] : pool_row_len(g);
+        len = (len + 127) / 64 * 64; /* a cache line apart: no false sharing */
+        void *tmp = qr_kwork(k, slots, len, 1, "pooling row buffers");
+        if (!tmp)
+            return QR_ERR;
+        pool8_job pj = {g, x->data, y->data, tmp, len, x->dtype == QR_I8};
+        qr_parallel_for_slots(k->pool, planes, 1, pool8_planes, &pj);
+        return QR_OK;
+    }
+    int64_t *o = qr_kwork(k, g->small_n, 1, sizeof(int64_t), "window offsets");
+    if (!o)
         return QR_ERR;
-    const qr_tensor *x = k->in[0];
-    qr_tensor *y = k->out[0], *yi = is_max && k->n_out > 1 ? k->out[1] : NULL;
-    int64_t planes = x->dims[0] * x->dims[1], sn = g.small_n;
-    if (is_max && !yi && x->dtype == y->dtype && (x->dtype == QR_U8 || x->dtype == QR_I8 || x->dtype == QR_F32)) {
-        if (g.r == 2 && x->dtype != QR_F32) { /* planes split across the threads, each with its row buffer */
-            int slots = qr_pool_threads(k->pool);
-            int64_t len = pool_tiles_plane(&g) ? pool_tile_rows(&g) * g.big[1] : pool_row_len(&g);
-            len = (len + 127) / 64 * 64; /* a cache line apart: no false sharing */
-            void *tmp = qr_kwork(k, slots, len, 1, "pooling row buffers");
-            if (!tmp)
-                return QR_ERR;
-            pool8_job pj = {&g, x->data, y->data, tmp, len, x->dtype == QR_I8};
-            qr_parallel_for_slots(k->pool, planes, 1, pool8_planes, &pj);
-            return QR_OK;
-        }
-        int64_t *o = qr_kwork(k, sn, 1, sizeof(int64_t), "window offsets");
-        if (!o)
-            return QR_ERR;
-        if (x->dtype == QR_U8)
-            pool_max_u8(&g, x->data, y->data, planes, o);
-        else if (x->dtype == QR_I8)
-            pool_max_i8(&g, x->data, y->data, planes, o);
-        else
-            if (g.r == 2 && pool_tiles_plane(&g) && g.kernel[0] == 2 && g.kernel[1] == 2)
-                pool_max_2x2_f32(&g, x->data, y->data, planes);
-            else
-                pool_max_f32(&g, x->data, y->data, planes, o);
-        return QR_OK;
-    }
-    if (!is_max && x->dtype == y->dtype && (x->dtype == QR_U8 || x->dtype == QR_I8)) {
-        int64_t *ia = qr_kwork(k, planes, sn, sizeof(int64_t), "window sums");
-        int64_t *io = ia ? qr_kwork(k, sn, 1, sizeof(int64_t), "window offsets") : NULL;
-        int64_t *ic = io ? qr_kwork(k, sn, 1, sizeof(int64_t), "window counts") : NULL;
-        if (!ic)
-            return QR_ERR;
-        pool_counts(k, &g, io, ic);
-        if (x->dtype == QR_U8)
-            pool_avg_u8(&g, x->data, y->data, planes, io, ic, ia);
-        else
-            pool_avg_i8(&g, x->data, y->data, planes, io, ic, ia);
-        return QR_OK;
-    }
-    double *xd = to_f64(x), *acc = malloc((size_t)(planes * sn) * sizeof(double) + 1);
-    int64_t *cnt = malloc((size_t)sn * sizeof(int64_t) + 1);
-    int64_t *offs = malloc((size_t)sn * sizeof(int64_t) + 1);
-    int64_t *arg = yi ? yi->data : NULL;
-    if (!xd || !acc || !cnt || !offs) {
-        free(xd);
-        free(acc);
-        free(cnt);
-        free(offs);
-        return QR_KERR(k, "out of memory");
-    }
+    if (x->dtype == QR_U8)
+        pool_max_u8(g, x->data, y->data, planes, o);
+    else if (x->dtype == QR_I8)
+        pool_max_i8(g, x->data, y->data, planes, o);
+    else if (g->r == 2 && pool_tiles_plane(g) && g->kernel[0] == 2 && g->kernel[1] == 2)
+        pool_max_2x2_f32(g, x->data, y->data, planes);
+    else
+        pool_max_f32(g, x->data, y->data, planes, o);
+    return QR_OK;
+}
+
+/* AveragePool of 8-bit data on the integers: exact window sums, one rounding. */
+static qr_status pool_avg_native(qr_kctx *k, const qr_conv_geom *g, const qr_tensor *x, qr_tensor *y)
+{
+    int64_t planes = x->dims[0] * x->dims[1], sn = g->small_n;
+    int64_t *ia = qr_kwork(k, planes, sn, sizeof(int64_t), "window sums");
+    int64_t *io = ia ? qr_kwork(k, sn, 1, sizeof(int64_t), "window offsets") : NULL;
+    int64_t *ic = io ? qr_kwork(k, sn, 1, sizeof(int64_t), "window counts") : NULL;
+    if (!ic)
+        return QR_ERR;
+    pool_counts(k, g, io, ic);
+    if (x->dtype == QR_U8)
+        pool_avg_u8(g, x->data, y->data, planes, io, ic, ia);
+    else
+        pool_avg_i8(g, x->data, y->data, planes, io, ic, ia);
+    return QR_OK;
+}
+
+/* The windows' maxima (with their flat indices into arg when given) or sums, in f64: kernel
+ * positions outer, planes inner, one offsets table of the output size at a time. Strict > keeps
+ * the first maximum in window order. */
+static void pool_windows_f64(const qr_conv_geom *g, const double *xd, double *acc, int64_t *arg, int64_t *offs,
+                             int64_t planes, int is_max)
+{
+    int64_t sn = g->small_n;
     for (int64_t i = 0; i < planes * sn; i++)
         acc[i] = is_max ? -INFINITY : 0;
-    if (arg)
-        for (int64_t i = 0; i < planes * sn; i++)
-            arg[i] = -1;
-    /* Kernel positions outer, planes inner: one offsets table of the output
-     * size at a time. Strict > keeps the first maximum in window order. */
-    for (int64_t kf = 0; kf < g.kernel_n; kf++) {
-        qr_conv_offsets(&g, kf, offs);
+    for (int64_t i = 0; arg && i < planes * sn; i++)
+        arg[i] = -1;
+    for (int64_t kf = 0; kf < g->kernel_n; kf++) {
+        qr_conv_offsets(g, kf, offs);
         for (int64_t p = 0; p < planes; p++) {
-            const double *xp = xd + p * g.big_n;
+            const double *xp = xd + p * g->big_n;
             double *ap = acc + p * sn;
             if (is_max) {
                 for (int64_t j = 0; j < sn; j++)
@@ -1534,8 +1527,28 @@ static qr_status pool_run_common(qr_kctx *k, int is_max)
             }
         }
     }
+}
+
+/* Every other case (f64 and f16 data, MaxPool's indices, AveragePool of floats) through f64. */
+static qr_status pool_run_f64(qr_kctx *k, const qr_conv_geom *g, int is_max)
+{
+    const qr_tensor *x = k->in[0];
+    qr_tensor *y = k->out[0], *yi = is_max && k->n_out > 1 ? k->out[1] : NULL;
+    int64_t planes = x->dims[0] * x->dims[1], sn = g->small_n;
+    double *xd = to_f64(x), *acc = malloc((size_t)(planes * sn) * sizeof(double) + 1);
+    int64_t *cnt = malloc((size_t)sn * sizeof(int64_t) + 1);
+    int64_t *offs = malloc((size_t)sn * sizeof(int64_t) + 1);
+    int64_t *arg = yi ? yi->data : NULL;
+    if (!xd || !acc || !cnt || !offs) {
+        free(xd);
+        free(acc);
+        free(cnt);
+        free(offs);
+        return QR_KERR(k, "out of memory");
+    }
+    pool_windows_f64(g, xd, acc, arg, offs, planes, is_max);
     if (!is_max) {
-        pool_counts(k, &g, offs, cnt);
+        pool_counts(k, g, offs, cnt);
         for (int64_t p = 0; p < planes; p++)
             for (int64_t j = 0; j < sn; j++)
                 acc[p * sn + j] /= (double)cnt[j];
@@ -1547,7 +1560,7 @@ static qr_status pool_run_common(qr_kctx *k, int is_max)
             for (int64_t j = 0; j < sn; j++) {
                 int64_t *a = &arg[p * sn + j];
                 if (*a >= 0)
-                    *a = p * g.big_n + (col ? col_major(&g, *a) : *a);
+                    *a = p * g->big_n + (col ? col_major(g, *a) : *a);
             }
     }
     free(xd);
@@ -1555,6 +1568,22 @@ static qr_status pool_run_common(qr_kctx *k, int is_max)
     free(cnt);
     free(offs);
     return QR_OK;
+}
+
+static qr_status pool_run_common(qr_kctx *k, int is_max)
+{
+    qr_conv_geom g;
+    if (pool_check(k, is_max, &g) != QR_OK)
+        return QR_ERR;
+    const qr_tensor *x = k->in[0];
+    qr_tensor *y = k->out[0];
+    int has_indices = is_max && k->n_out > 1 && k->out[1];
+    if (is_max && !has_indices && x->dtype == y->dtype &&
+        (x->dtype == QR_U8 || x->dtype == QR_I8 || x->dtype == QR_F32))
+        return pool_max_native(k, &g, x, y);
+    if (!is_max && x->dtype == y->dtype && (x->dtype == QR_U8 || x->dtype == QR_I8))
+        return pool_avg_native(k, &g, x, y);
+    return pool_run_f64(k, &g, is_max);
 }
 
 static qr_status maxpool_run(qr_kctx *k) { return pool_run_common(k, 1); }
