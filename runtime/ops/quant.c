@@ -747,9 +747,19 @@ static qr_status matmulint_u8s8(qr_kctx *k, const qr_tensor *a, int64_t za, cons
     }
     const uint8_t *ad = a->data;
     memset(bp, 0, (size_t)(k4 * r16));
-    for (int64_t i = 0; i < rows; i++)
-        for (int64_t q = 0; q < kd; q++)
-            bp[((q >> 2) * r16 + i) * 4 + (q & 3)] = ad[i * kd + q] ^ flip;
+    /* each row's four consecutive k are one word of the packing: words, not bytes, then the tail */
+    uint32_t *bw = (uint32_t *)(void *)bp, fw = flip * 0x01010101u;
+    int64_t kw = kd / 4;
+    for (int64_t i = 0; i < rows; i++) {
+        const uint8_t *ar = ad + i * kd;
+        for (int64_t g = 0; g < kw; g++) {
+            uint32_t w;
+            memcpy(&w, ar + 4 * g, 4);
+            bw[g * r16 + i] = w ^ fw;
+        }
+        for (int64_t q = 4 * kw; q < kd; q++)
+            bp[((q >> 2) * r16 + i) * 4 + (q & 3)] = ar[q] ^ flip;
+    }
     vnni_job jb = {fn, ct, wp, init, bp, rows, k4, rows};
     qr_parallel_for(k->pool, nn, 4, vnni_rows, &jb);
     for (int64_t i = 0; i < rows; i++)
