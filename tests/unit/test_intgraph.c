@@ -286,6 +286,68 @@ Test(intgraph, fused_conv_epilogues_equal_the_separate_kernels)
     qr_tensor_free(&x);
 }
 
+/* A recipe's own element-wise epilogue (an accelerator that rounds half away from zero), its axis
+ * a literal: its tile kernel says rows are channels of axis 1 (no parameter), the runtime fuses
+ * it to every convolution (depthwise too), and the fused outputs are the separate kernels'. */
+Test(intgraph, recipe_epilogue_written_elementwise_is_fused)
+{
+    char path[1024];
+    write_recipe("away.qrl",
+                 "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+                 "kernel away<T: u8 | i8>(acc: tensor<i32>, x: tensor<T>, x_scale: f32, x_zero: i32, w: tensor<i8>,\n"
+                 "                        w_scale: f32[], w_zero: i32[], b: tensor<i32>, y: tensor<T>, y_scale: f32,\n"
+                 "                        y_zero: i32) {\n"
+                 "  elementwise a in acc along 1 -> y {\n"
+                 "    channel c {\n"
+                 "      let m = x_scale * w_scale[c % len(w_scale)] / y_scale\n"
+                 "      let bias = b[c % b.numel]\n"
+                 "    }\n"
+                 "    sat<T>(round_away(f32(a + bias) * m) + f32(y_zero))\n"
+                 "  }\n"
+                 "}\n"
+                 "pattern conv_away {\n"
+                 "  numerics onnx\n"
+                 "  priority 100\n"
+                 "  match y = Conv(x, w, b?) where const(w)\n"
+                 "  quantize x: activation, w: weight(axis = 0), b: bias(x, w), y: activation\n"
+                 "  lower y = away(x, w, b)\n"
+                 "}\n"
+                 "recipe away_int8 {\n"
+                 "  activation = u8 asymmetric by minmax()\n"
+                 "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
+                 "}\n",
+                 path, sizeof path);
+    qr_graph *g;
+    qr_tensor x = {0}, want = {0}, got = {0};
+    load("depthwise.onnx", &g, NULL);
+    load("zoo_test.npy", NULL, &x);
+    qrl_module *m0, *m1;
+    setenv("QRL_FUSE", "0", 1);
+    qr_quantized *apart = quantize(g, path, &m0);
+    unsetenv("QRL_FUSE");
+    qr_quantized *fused = quantize(g, path, &m1);
+    const qr_fn_desc *k = qr_module_fn(m1, "away<u8>"), *t = k ? qr_module_tile(m1, k) : NULL;
+    cr_assert(t && t->is_tile && t->tile_axis_param == -1 && t->tile_axis == 1, "away.tile<u8>: rows of axis 1");
+    cr_assert_eq(count_op(fused->ig->g, "QrlConvKernel"), 4, "the block's four convolutions run fused");
+    for (int i = 0; i < fused->ig->g->n_nodes; i++) /* the recipe's pattern and kernel, not the stdlib's */
+        if (!strcmp(fused->ig->g->nodes[i]->op, "QrlConvKernel"))
+            cr_assert(!strncmp(fused->ig->g->nodes[i]->name, "conv_away_away_", 15), "%s", fused->ig->g->nodes[i]->name);
+    cr_assert_eq(count_op(apart->ig->g, "QrlConvKernel"), 0);
+    run_threads(apart, &x, 1, &want);
+    for (int th = 1; th <= 2; th++) {
+        run_threads(fused, &x, th, &got);
+        cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)), "%d threads: fused outputs differ", th);
+        qr_tensor_free(&got);
+    }
+    qr_tensor_free(&want);
+    qr_quantized_free(apart);
+    qr_quantized_free(fused);
+    qr_module_free(m0);
+    qr_module_free(m1);
+    qr_tensor_free(&x);
+    qr_graph_free(g);
+}
+
 /* Layers the recipe's fallback sends back to f32 run as f32 between
  * DequantizeLinear/QuantizeLinear borders; the rest stays on the integers. */
 Test(intgraph, fallback_layers_run_in_f32_between_borders)
