@@ -112,23 +112,25 @@ static qr_status kcall_infer(qr_kctx *k)
     return qr_set_out(k, 0, to, shape.ndim, shape.dims);
 }
 
-static qr_status kcall_run(qr_kctx *k)
+/* Binds call c's arguments for kernel k's run: a tensor argument reading input j of the call is
+ * the node's input first + j (views[] holds their views, at most 64), the output is the node's,
+ * arrays and scalars are the call's own. An argument reading input -1 (the accumulator of a fused
+ * convolution) is left for the caller, its index in *acc_arg (-1: none). */
+static qr_status bind_args(qr_kctx *k, const qr_intcall *c, int first, qrl_tview *views, void **args, int *acc_arg)
 {
-    const qr_intgraph *ig = k->user;
-    int64_t ci = qr_attr_i(k->node, "call", -1);
-    if (!ig || ci < 0 || ci >= ig->ncalls)
-        return QR_KERR(k, "QrlKernel runs only in the integer graph of a quantized model");
-    const qr_intcall *c = &ig->calls[ci];
-    qrl_tview views[64];
-    void *args[128];
     int nv = 0;
-    if (c->nargs > 128)
+    *acc_arg = -1;
+    if (c->nargs > QRL_MAX_PARAMS)
         return QR_KERR(k, "kernel '%s': too many parameters", c->k->name);
-    memset(k->out[0]->data, 0, qr_tensor_nbytes(k->out[0])); /* what the kernel leaves unwritten */
     for (int i = 0; i < c->nargs; i++) {
         const qi_arg *a = &c->args[i];
+        if (a->kind == ARG_TENSOR && a->input < 0) {
+            *acc_arg = i;
+            continue;
+        }
         if (a->kind == ARG_TENSOR || a->kind == ARG_OUTPUT) {
-            const qr_tensor *t = a->kind == ARG_OUTPUT ? k->out[0] : k->in[a->input];
+            int in = a->kind == ARG_TENSOR ? first + a->input : -1;
+            const qr_tensor *t = a->kind == ARG_OUTPUT ? k->out[0] : in < k->n_in ? k->in[in] : NULL;
             if (nv >= 64)
                 return QR_KERR(k, "kernel '%s': too many tensors", c->k->name);
             if (!t || t->dtype != a->want)
@@ -141,6 +143,22 @@ static qr_status kcall_run(qr_kctx *k)
         else
             args[i] = (void *)a->bytes;
     }
+    return QR_OK;
+}
+
+static qr_status kcall_run(qr_kctx *k)
+{
+    const qr_intgraph *ig = k->user;
+    int64_t ci = qr_attr_i(k->node, "call", -1);
+    if (!ig || ci < 0 || ci >= ig->ncalls)
+        return QR_KERR(k, "QrlKernel runs only in the integer graph of a quantized model");
+    const qr_intcall *c = &ig->calls[ci];
+    qrl_tview views[64];
+    void *args[QRL_MAX_PARAMS];
+    int acc_arg;
+    memset(k->out[0]->data, 0, qr_tensor_nbytes(k->out[0])); /* what the kernel leaves unwritten */
+    if (bind_args(k, c, 0, views, args, &acc_arg) != QR_OK)
+        return QR_ERR;
     qrl_rt rt;
     qr_rt_init(&rt);
     c->k->call(&rt, args);
@@ -214,30 +232,9 @@ static qr_status kconv_run(qr_kctx *k)
         return QR_KERR(k, "QrlConvKernel runs only in the integer graph of a quantized model");
     tile_run t = {&ig->calls[ci], ig->calls[ci].tile, -1, {0}, {{0}}};
     const qr_intcall *c = t.c;
-    int nv = 0;
-    if (c->nargs > QRL_MAX_PARAMS)
-        return QR_KERR(k, "kernel '%s': too many parameters", c->k->name);
-    for (int i = 0; i < c->nargs; i++) {
-        const qi_arg *a = &c->args[i];
-        if (a->kind == ARG_TENSOR && a->input < 0) { /* the accumulator: each block's */
-            t.acc_arg = i;
-            continue;
-        }
-        if (a->kind == ARG_TENSOR || a->kind == ARG_OUTPUT) {
-            int in = a->kind == ARG_TENSOR ? (int)nconv + a->input - 1 : -1;
-            const qr_tensor *x = a->kind == ARG_OUTPUT ? k->out[0] : in < k->n_in ? k->in[in] : NULL;
-            if (nv >= 64)
-                return QR_KERR(k, "kernel '%s': too many tensors", c->k->name);
-            if (!x || x->dtype != a->want)
-                return QR_KERR(k, "kernel '%s' (pattern '%s'): parameter %d takes %s tensors, not %s", c->k->name,
-                               c->pattern, i + 1, qr_dtype_name(a->want), x ? qr_dtype_name(x->dtype) : "none");
-            qr_tview_of(x, &t.views[nv]);
-            t.args[i] = &t.views[nv++];
-        } else if (a->kind == ARG_ARRAY)
-            t.args[i] = (void *)&a->arr;
-        else
-            t.args[i] = (void *)a->bytes;
-    }
+    /* the kernel's inputs after the convolution's; the accumulator is each block's */
+    if (bind_args(k, c, (int)nconv - 1, t.views, t.args, &t.acc_arg) != QR_OK)
+        return QR_ERR;
     if (t.acc_arg < 0)
         return QR_KERR(k, "kernel '%s': no accumulator parameter", c->k->name);
     int wconst = qr_kinput_const(k, 1) && (!conv_in(k, 2) || qr_kinput_const(k, 2));

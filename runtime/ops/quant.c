@@ -640,6 +640,18 @@ static void vnni_rows(void *arg, int64_t m0, int64_t m1)
  * the s8 rows, A's rows packed as the u8 columns (four consecutive k of a row
  * are already together) and -a_zero * sum(B's column) as each start. An i8 A
  * goes in as a ^ 0x80 = a + 128 with a_zero + 128. */
+/* Each column's starting value -a_zero * sum(B's column), wrapped: x - a_zero times w summed is
+ * x times w summed plus this (B: s8 [K, N]). */
+static void zero_point_starts(const int8_t *bd, int64_t kd, int64_t nn, int64_t za, int32_t *init)
+{
+    for (int64_t j = 0; j < nn; j++) {
+        uint32_t sum = 0;
+        for (int64_t q = 0; q < kd; q++)
+            sum += (uint32_t)(int32_t)bd[q * nn + j];
+        init[j] = (int32_t)(0u - (uint32_t)za * sum);
+    }
+}
+
 /* The same product for few rows (a batch of one through a fully connected layer) on the GEMV
  * kernel (igemm.h): B packed as it is, [K/4][N16][4], x's four bytes broadcast against sixteen
  * columns, no transpose. Each row's columns split across threads in groups of sixteen. */
@@ -683,12 +695,7 @@ static qr_status matmulint_gemv(qr_kctx *k, const qr_tensor *a, int64_t za, uint
         for (int64_t q = 0; q < kd; q++)
             for (int64_t j = 0; j < nn; j++)
                 wp[((q >> 2) * n16 + j) * 4 + (q & 3)] = bd[q * nn + j];
-        for (int64_t j = 0; j < nn; j++) {
-            uint32_t sum = 0;
-            for (int64_t q = 0; q < kd; q++)
-                sum += (uint32_t)(int32_t)bd[q * nn + j];
-            init[j] = (int32_t)(0u - (uint32_t)za * sum);
-        }
+        zero_point_starts(bd, kd, nn, za, init);
     }
     const uint8_t *ad = a->data;
     memset(x + kd, 0, (size_t)(k4 - kd));
@@ -730,14 +737,10 @@ static qr_status matmulint_u8s8(qr_kctx *k, const qr_tensor *a, int64_t za, cons
     if (fresh) {
         memset(wp, 0, wbytes);
         const int8_t *bd = b->data;
-        for (int64_t j = 0; j < nn; j++) {
-            uint32_t sum = 0;
-            for (int64_t q = 0; q < kd; q++) {
+        for (int64_t j = 0; j < nn; j++)
+            for (int64_t q = 0; q < kd; q++)
                 wp[j * k4 + q] = bd[q * nn + j];
-                sum += (uint32_t)(int32_t)bd[q * nn + j];
-            }
-            init[j] = (int32_t)(0u - (uint32_t)za * sum);
-        }
+        zero_point_starts(bd, kd, nn, za, init);
     }
     uint8_t *bp = qr_kwork(k, k4, r16, 1, "packed A");
     int32_t *ct = bp ? qr_kwork(k, nn, rows, sizeof(int32_t), "transposed product") : NULL;
