@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "op.h"
+#include "layout.h"
 #include "passes.h"
 #include "ops/conv_epilogue.h"
 #include "ops/ops_common.h"
@@ -188,6 +189,9 @@ static double kconv_macs(const qr_kctx *k)
 
 static qr_status kconv_infer(qr_kctx *k)
 {
+    if (qr_attr_i(k->node, "nhwc", 0))
+        return qr_convint_infer_nhwc(k, k->in[0], conv_in(k, 2), k->in[1], conv_in(k, 3),
+                                     (qr_dtype)qr_attr_i(k->node, "to", QR_UNDEF));
     return qr_convint_infer_as(k, k->in[0], conv_in(k, 2), k->in[1], conv_in(k, 3),
                                (qr_dtype)qr_attr_i(k->node, "to", QR_UNDEF));
 }
@@ -196,7 +200,7 @@ static qr_status kconv_infer(qr_kctx *k)
 typedef struct tile_run {
     const qr_intcall *c;
     const qr_fn_desc *tile;
-    int acc_arg;
+    int acc_arg, y_arg;
     void *args[QRL_MAX_PARAMS + QR_TILE_NPARAMS];
     qrl_tview views[64];
 } tile_run;
@@ -210,6 +214,12 @@ static qr_status tile_block(const qr_acc_epilogue *ep, const qr_acc_block *b, qr
     int64_t span = b->rows > 0 ? (b->rows - 1) * b->acc_rs + b->cols : 0;
     qrl_tview acc = {(void *)b->acc, span, 1, {span}};
     args[t->acc_arg] = &acc;
+    qrl_tview y;
+    if (b->y_block) { /* the block's own y: rows x y_rs elements */
+        int64_t n = b->rows * b->y_rs;
+        y = (qrl_tview){b->y_block, n, 1, {n}};
+        args[t->y_arg] = &y;
+    }
     int64_t extra[QR_TILE_NPARAMS] = {[QR_TILE_C0] = b->c0, [QR_TILE_ROWS] = b->rows, [QR_TILE_COLS] = b->cols,
                                       [QR_TILE_ACC_RS] = b->acc_rs, [QR_TILE_Y_OFF] = b->y_off, [QR_TILE_Y_RS] = b->y_rs};
     for (int i = 0; i < QR_TILE_NPARAMS; i++)
@@ -230,15 +240,20 @@ static qr_status kconv_run(qr_kctx *k)
     int64_t ci = qr_attr_i(k->node, "call", -1), nconv = qr_attr_i(k->node, "conv_inputs", 2);
     if (!ig || ci < 0 || ci >= ig->ncalls || !ig->calls[ci].tile)
         return QR_KERR(k, "QrlConvKernel runs only in the integer graph of a quantized model");
-    tile_run t = {&ig->calls[ci], ig->calls[ci].tile, -1, {0}, {{0}}};
+    tile_run t = {&ig->calls[ci], ig->calls[ci].tile, -1, -1, {0}, {{0}}};
     const qr_intcall *c = t.c;
     /* the kernel's inputs after the convolution's; the accumulator is each block's */
     if (bind_args(k, c, (int)nconv - 1, t.views, t.args, &t.acc_arg) != QR_OK)
         return QR_ERR;
     if (t.acc_arg < 0)
         return QR_KERR(k, "kernel '%s': no accumulator parameter", c->k->name);
+    for (int i = 0; i < c->nargs; i++)
+        if (c->args[i].kind == ARG_OUTPUT)
+            t.y_arg = i;
     int wconst = qr_kinput_const(k, 1) && (!conv_in(k, 2) || qr_kinput_const(k, 2));
     qr_acc_epilogue ep = {tile_block, &t};
+    if (qr_attr_i(k->node, "nhwc", 0))
+        return qr_convint_run_nhwc(k, k->in[0], conv_in(k, 2), k->in[1], conv_in(k, 3), wconst, &ep);
     return qr_convint_run_epilogue(k, k->in[0], conv_in(k, 2), k->in[1], conv_in(k, 3), wconst, &ep);
 }
 
@@ -286,7 +301,7 @@ const qr_op_def qr_ops_intgraph[] = {
     {"QrlKernel", "qrl", 0, 128, 1, 1, "call:i to:i acc:i kernel:s shape_from:ints shape:ints", kcall_infer, kcall_run, 0},
     {"QrlLookup", "qrl", 2, 2, 1, 1, "", lookup_infer, lookup_run, 0},
     {"QrlConvKernel", "qrl", 2, 128, 1, 1,
-     "call:i to:i conv_inputs:i auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints",
+     "call:i to:i conv_inputs:i nhwc:i auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints",
      kconv_infer, kconv_run, 0, NULL, kconv_macs},
     {0},
 };
@@ -1352,6 +1367,29 @@ static qr_status fuse_epilogues(builder *b)
     return QR_OK;
 }
 
+/* Drops what no node reads (DequantizeLinear borders no f32 node needs), sorts, infers types and
+ * shapes (for dumps and for the layout pass). */
+static qr_status tidy(qr_graph *g, qr_error *e)
+{
+    qr_graph_drop_unused(g);
+    qr_graph_compact(g);
+    if (qr_graph_toposort(g, e) != QR_OK) {
+        qr_error_prefix(e, "building the integer graph");
+        return QR_ERR;
+    }
+    qr_pass_infer_symbolic(g);
+    return QR_OK;
+}
+
+/* Whether QrlKernel node n's kernel is pointwise (the compiler's proof). */
+static int kernel_pointwise(const qr_node *n, void *user)
+{
+    const qr_intgraph *ig = user;
+    int64_t ci = qr_attr_i(n, "call", -1);
+    (void)ig, (void)ci;
+    return 0;
+}
+
 qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph **out, qr_error *e)
 {
     qr_intgraph *ig = calloc(1, sizeof *ig);
@@ -1375,14 +1413,10 @@ qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph *
         st = fuse_epilogues(&b);
     if (st == QR_OK)
         st = qr_graph_check_oom(ig->g, e); /* a node, value or attribute the lowering added did not fit */
-    if (st == QR_OK) {
-        qr_graph_drop_unused(ig->g); /* DequantizeLinear borders no f32 node needs */
-        qr_graph_compact(ig->g);
-        if ((st = qr_graph_toposort(ig->g, e)) != QR_OK)
-            qr_error_prefix(e, "building the integer graph");
-        else
-            qr_pass_infer_symbolic(ig->g); /* types and shapes, for dumps */
-    }
+    if (st == QR_OK)
+        st = tidy(ig->g, e);
+    if (st == QR_OK && (st = qr_layout_nhwc(ig->g, kernel_pointwise, ig, e)) == QR_OK)
+        st = tidy(ig->g, e);
     if (st != QR_OK) {
         qr_intgraph_free(ig);
         return QR_ERR;

@@ -21,6 +21,7 @@
 
 #include "exec.h"
 #include "intgraph.h"
+#include "layout.h"
 #include "quantize_plan.h"
 
 #define MEASURE_SAMPLES 256
@@ -45,6 +46,7 @@ typedef struct measure {
     int pass;       /* 0: recording f32, 1: comparing the quantized model */
     int local;      /* pass 1 replaces each value by its f32 value (quantized where it is) */
     const qr_value **ival; /* by slot: its integers in the integer graph, or NULL */
+    char *ival_nhwc;       /* by slot: ival holds them channels last (quantizer/layout.h) */
 } measure;
 
 /* v is value v->id of the original graph (the quantized graphs keep ids and names of the originals). */
@@ -124,8 +126,10 @@ static void observe_ints(void *user, const qr_node *n, const qr_value *v, qr_ten
         if (!r->data || qr_tensor_numel(r) != cnt || !qr_dtype_is_int(t->dtype))
             return;
         const float *a = r->data;
+        int nhwc = ms->ival_nhwc[si] && t->ndim == 4;
         for (int64_t i = 0; i < cnt; i++) {
-            double d = (double)a[i] - (double)(qr_get_i64(t->data, t->dtype, i) - s->qp.zero) * s->qp.scale;
+            int64_t at = nhwc ? qr_layout_nhwc_index(t->dims, i) : i;
+            double d = (double)a[i] - (double)(qr_get_i64(t->data, t->dtype, at) - s->qp.zero) * s->qp.scale;
             s->isx2 += (double)a[i] * a[i];
             s->ise2 += d * d;
         }
@@ -187,15 +191,26 @@ qr_status qr_measure_local(qr_qctx *q, const qr_graph *qdq, const qr_tensor *cal
 qr_status qr_measure_ints(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count)
 {
     measure ms = {.q = q};
-    if (!(ms.ival = calloc((size_t)q->nslots + 1, sizeof *ms.ival)))
+    ms.ival = calloc((size_t)q->nslots + 1, sizeof *ms.ival);
+    ms.ival_nhwc = calloc((size_t)q->nslots + 1, 1);
+    if (!ms.ival || !ms.ival_nhwc) {
+        free(ms.ival);
+        free(ms.ival_nhwc);
         return qr_errorf(q->e, "out of memory");
+    }
     for (int i = 0; i < q->nslots; i++) {
         int qv = q->qval[q->slots[i].value];
         q->slots[i].isx2 = q->slots[i].ise2 = 0;
-        ms.ival[i] = qv >= 0 && !q->slots[i].fallback ? qr_graph_find(res->ig->g, res->qdq->values[qv]->name) : NULL;
+        if (qv < 0 || q->slots[i].fallback)
+            continue;
+        const char *name = res->qdq->values[qv]->name;
+        const qr_value *v = qr_graph_find(res->ig->g, name), *twin = qr_layout_twin(res->ig->g, name);
+        ms.ival_nhwc[i] = twin && (!v || !v->producer); /* only its channels-last form is computed */
+        ms.ival[i] = ms.ival_nhwc[i] ? twin : v;
     }
     qr_status st = side_by_side(&ms, res->ig->g, res->ig, observe_ints, calib, count, qr_plan_batch(q));
     free(ms.ival);
+    free(ms.ival_nhwc);
     return st;
 }
 

@@ -11,10 +11,13 @@
 #include "../op.h"
 
 /* One block of image n's accumulator: element (r, k) is acc[r * acc_rs + k], output channel
- * c0 + r, and goes to y's element y_off + r * y_rs + k (y: the node's output, N x M x spatial). */
+ * c0 + r, and goes to y's element y_off + r * y_rs + k, y the node's output (N x M x spatial), or
+ * when y_block is set, that buffer (rows x y_rs elements: an NHWC convolution turns it into its
+ * output's rows itself). */
 typedef struct qr_acc_block {
     const int32_t *acc;
     int64_t acc_rs, rows, cols, c0, y_off, y_rs;
+    void *y_block;
 } qr_acc_block;
 
 /* Called from worker threads, on disjoint blocks; an error stops the convolution (its message
@@ -33,5 +36,13 @@ qr_status qr_convint_infer_as(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
  * k->out[0]. wconst: w and x_zero are graph constants (the packed weights are kept). */
 qr_status qr_convint_run_epilogue(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, const qr_tensor *w,
                                   const qr_tensor *wzp, int wconst, const qr_acc_epilogue *ep);
+
+/* The same on NHWC activations: x is N x H x W x C, the output N x OH x OW x M (ConvInteger's
+ * attributes, 2-D only; group 1 with weight zero point 0, or depthwise). The blocks the epilogue
+ * gets are as above (rows are channels), each with y_block set. */
+qr_status qr_convint_infer_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, const qr_tensor *w,
+                                const qr_tensor *wzp, qr_dtype t);
+qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, const qr_tensor *w,
+                              const qr_tensor *wzp, int wconst, const qr_acc_epilogue *ep);
 
 #endif

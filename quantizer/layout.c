@@ -1,0 +1,257 @@
+/* The NHWC layout pass (layout.h). One walk in topological order: a node
+ * that can run channels-last reads the NHWC twin of each activation input
+ * (made by a Transpose the first time a value needs one) and writes an NHWC
+ * twin of its output; at the end, a value whose NCHW form some node or the
+ * graph's outputs still read gets it back from its twin by one Transpose. So
+ * a chain of NHWC nodes has no transpose inside, and every transpose left is
+ * at a border of the region. */
+#include "layout.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quantize_plan.h"
+
+#define TWIN_SUFFIX "_nhwc"
+
+static const int64_t to_nhwc_perm[4] = {0, 2, 3, 1};
+static const int64_t to_nchw_perm[4] = {0, 3, 1, 2};
+
+typedef struct lay {
+    qr_graph *g;
+    qr_value **twin; /* by value id: its NHWC twin, or NULL */
+    int ntwin;
+} lay;
+
+static int is_int8(const qr_value *v)
+{
+    return v && (v->t.dtype == QR_U8 || v->t.dtype == QR_I8);
+}
+
+static int rank4(const qr_value *v)
+{
+    return v && v->t.ndim == 4;
+}
+
+static int const_zero(const qr_value *v)
+{
+    if (!v)
+        return 1;
+    if (!v->is_const || !v->t.data)
+        return 0;
+    for (int64_t i = 0; i < qr_tensor_numel(&v->t); i++)
+        if (qr_get_i64(v->t.data, v->t.dtype, i))
+            return 0;
+    return 1;
+}
+
+/* A fused 2-D convolution of group 1 (weight zero point 0) or depthwise, on 8-bit activations. */
+static int conv_capable(const qr_node *n)
+{
+    const qr_value *x = n->in[0], *w = n->n_in > 1 ? n->in[1] : NULL;
+    int64_t nconv = qr_attr_i(n, "conv_inputs", 2);
+    const qr_value *wzp = nconv > 3 && n->n_in > 3 ? n->in[3] : NULL;
+    if (!rank4(x) || !is_int8(x) || !w || !w->is_const || w->t.ndim != 4 || w->t.dtype != QR_I8)
+        return 0;
+    int64_t group = qr_attr_i(n, "group", 1), m = w->t.dims[0];
+    if (group == 1)
+        return const_zero(wzp) && (x->t.dims[1] < 0 || x->t.dims[1] == w->t.dims[1]);
+    return w->t.dims[1] == 1 && group == m && x->t.dims[1] == m;
+}
+
+/* The non-constant inputs of n: all 4-D and of one shape (dims equal, unknown ones alike). */
+static int same_4d_operands(const qr_node *n)
+{
+    const qr_value *first = NULL;
+    for (int i = 0; i < n->n_in; i++) {
+        const qr_value *v = n->in[i];
+        if (!v || v->is_const)
+            continue;
+        if (!rank4(v))
+            return 0;
+        if (!first)
+            first = v;
+        else if (memcmp(first->t.dims, v->t.dims, 4 * sizeof(int64_t)))
+            return 0;
+    }
+    return first != NULL && rank4(n->out[0]) && !memcmp(first->t.dims, n->out[0]->t.dims, 4 * sizeof(int64_t));
+}
+
+/* Whether n runs on NHWC operands; the inputs it reads as activations are its non-constant 4-D
+ * ones (a convolution's: x only). */
+static int capable(const qr_node *n, qr_layout_pointwise_fn pointwise, void *user)
+{
+    if (n->dead || n->n_out != 1 || !n->out[0] || !n->in || n->n_in < 1)
+        return 0;
+    if (!strcmp(n->op, "QrlConvKernel"))
+        return !qr_attr_i(n, "nhwc", 0) && conv_capable(n);
+    if (!strcmp(n->op, "QrlLookup")) /* y[i] = table[x[i]] */
+        return rank4(n->in[0]) && !n->in[0]->is_const;
+    if (!strcmp(n->op, "QrlKernel")) {
+        const int64_t *fixed;
+        int nf = qr_attr_ints(n, "shape", &fixed);
+        return !qr_attr_i(n, "acc", 0) && (nf <= 0 || nf == 4) && same_4d_operands(n) && pointwise &&
+               pointwise(n, user);
+    }
+    return 0;
+}
+
+static qr_value *new_twin(lay *L, const qr_value *v, const char *suffix, const int64_t *perm)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s%s", v->name, suffix);
+    qr_value *t = qr_graph_new_value(L->g, name);
+    if (!t)
+        return NULL;
+    t->t = v->t;
+    t->t.data = NULL;
+    for (int d = 0; d < 4; d++) {
+        t->t.dims[d] = v->t.dims[perm[d]];
+        t->dim_param[d] = v->dim_param[perm[d]];
+    }
+    t->q = v->q;
+    return t;
+}
+
+static qr_node *transpose(lay *L, qr_value *from, qr_value *to, const int64_t *perm)
+{
+    char name[512];
+    snprintf(name, sizeof name, "layout_%s", to->name);
+    qr_node *n = qr_plan_new_node(L->g, "Transpose", "", name, 1, 1);
+    if (!n)
+        return NULL;
+    qr_node_add_attr_ints(L->g, n, "perm", 4, perm);
+    n->in[0] = from;
+    n->out[0] = to;
+    to->producer = n;
+    return n;
+}
+
+/* v's NHWC twin, made by a Transpose the first time. */
+static qr_value *nhwc_of(lay *L, qr_value *v)
+{
+    if (v->id < L->ntwin && L->twin[v->id])
+        return L->twin[v->id];
+    qr_value *t = new_twin(L, v, TWIN_SUFFIX, to_nhwc_perm);
+    if (!t || !transpose(L, v, t, to_nhwc_perm) || v->id >= L->ntwin)
+        return NULL;
+    return L->twin[v->id] = t;
+}
+
+/* A QrlKernel's output shape attributes (intgraph.c kcall_infer) for its NHWC operands: the fixed
+ * dims permuted, and each dim that follows input i's dim j following its new place. */
+static void permute_shape_attrs(qr_node *n)
+{
+    static const int64_t place[4] = {0, 3, 1, 2}; /* where NCHW dim j is in NHWC */
+    for (int a = 0; a < n->n_attr; a++) {
+        qr_attr *at = &n->attr[a];
+        int sh = !strcmp(at->name, "shape"), df = !strcmp(at->name, "dims_from");
+        if ((!sh && !df) || at->kind != QR_ATTR_INTS || at->n != 4)
+            continue;
+        int64_t v[4];
+        for (int d = 0; d < 4; d++) {
+            int64_t x = at->ints[to_nhwc_perm[d]];
+            v[d] = df && x >= 0 ? x / QR_MAX_DIMS * QR_MAX_DIMS + (x % QR_MAX_DIMS < 4 ? place[x % QR_MAX_DIMS] : x % QR_MAX_DIMS) : x;
+        }
+        memcpy(at->ints, v, sizeof v);
+    }
+}
+
+static int convert(lay *L, qr_node *n)
+{
+    int conv = !strcmp(n->op, "QrlConvKernel");
+    qr_value *x = n->in[0];
+    for (int i = 0; i < (conv ? 1 : n->n_in); i++) {
+        qr_value *v = n->in[i];
+        if (!v || v->is_const)
+            continue;
+        if (!(n->in[i] = nhwc_of(L, v)))
+            return -1;
+    }
+    /* the epilogue's own operand x (stdlib's kernels take it for its type) reads the twin too, so
+     * no NCHW copy is made for it */
+    for (int i = (int)qr_attr_i(n, "conv_inputs", 2); conv && i < n->n_in; i++)
+        if (n->in[i] == x)
+            n->in[i] = n->in[0];
+    if (!conv)
+        permute_shape_attrs(n);
+    qr_value *out = n->out[0], *t = new_twin(L, out, TWIN_SUFFIX, to_nhwc_perm);
+    if (!t || out->id >= L->ntwin)
+        return -1;
+    n->out[0] = t;
+    t->producer = n;
+    out->producer = NULL;
+    L->twin[out->id] = t;
+    if (conv)
+        qr_node_add_attr_i(L->g, n, "nhwc", 1);
+    return 0;
+}
+
+/* Every value left without its producer that something still reads in NCHW: back from its twin. */
+static int restore_nchw(lay *L, int nvalues)
+{
+    int *read = calloc((size_t)nvalues + 1, sizeof *read);
+    if (!read)
+        return -1;
+    for (int i = 0; i < L->g->n_nodes; i++) {
+        const qr_node *n = L->g->nodes[i];
+        for (int j = 0; !n->dead && j < n->n_in; j++)
+            if (n->in[j] && n->in[j]->id < nvalues)
+                read[n->in[j]->id] = 1;
+    }
+    int st = 0;
+    for (int id = 0; id < nvalues && !st; id++) {
+        qr_value *v = L->g->values[id];
+        if (L->twin[id] && !v->producer && !v->is_input && !v->is_const && (read[id] || v->is_output))
+            st = transpose(L, L->twin[id], v, to_nchw_perm) ? 0 : -1;
+    }
+    free(read);
+    return st;
+}
+
+qr_status qr_layout_nhwc(qr_graph *g, qr_layout_pointwise_fn pointwise, void *user, qr_error *e)
+{
+    const char *env = getenv("QRL_NHWC");
+    if (!env || strcmp(env, "1")) /* off by default until the NHWC microkernels land */
+        return QR_OK;
+    int nvalues = g->n_values, nnodes = g->n_nodes;
+    lay L = {g, calloc((size_t)nvalues + 1, sizeof(qr_value *)), nvalues};
+    if (!L.twin)
+        return qr_errorf(e, "out of memory");
+    int st = 0, any = 0;
+    for (int i = 0; i < nnodes && !st; i++) {
+        qr_node *n = g->nodes[i];
+        if (capable(n, pointwise, user)) {
+            /* a pointwise op joins only a region a convolution started: alone it would only add transposes */
+            int joins = !strcmp(n->op, "QrlConvKernel");
+            for (int j = 0; !joins && j < n->n_in; j++)
+                joins = n->in[j] && n->in[j]->id < nvalues && L.twin[n->in[j]->id];
+            if (joins) {
+                st = convert(&L, n);
+                any = 1;
+            }
+        }
+    }
+    if (!st && any)
+        st = restore_nchw(&L, nvalues);
+    free(L.twin);
+    if (st)
+        return qr_errorf(e, "out of memory");
+    return qr_graph_check_oom(g, e);
+}
+
+const qr_value *qr_layout_twin(const qr_graph *g, const char *name)
+{
+    char twin[512];
+    if (snprintf(twin, sizeof twin, "%s" TWIN_SUFFIX, name) >= (int)sizeof twin)
+        return NULL;
+    return qr_graph_find(g, twin);
+}
+
+int64_t qr_layout_nhwc_index(const int64_t *nhwc, int64_t i)
+{
+    int64_t h = nhwc[1], w = nhwc[2], c = nhwc[3];
+    int64_t x = i % w, y = i / w % h, ch = i / (w * h) % c, n = i / (w * h * c);
+    return ((n * h + y) * w + x) * c + ch;
+}

@@ -1,0 +1,352 @@
+/* Integer convolutions on NHWC activations (channels last): the layout the
+ * integer graph keeps between its convolutions (quantizer/layout.c).
+ *
+ * A dense convolution is an implicit GEMM whose rows are output pixels and
+ * whose columns are output channels: each row reads its window's positions
+ * straight from the input through a table of row pointers (a padding position
+ * points to a row of the input zero point), so nothing is copied per window
+ * as NCHW's im2col does. A depthwise one sums its taps a vector of channels at
+ * a time. Either way the int32 accumulator goes to the recipe's epilogue one
+ * block of pixels at a time, turned so its rows are channels (the tile
+ * kernels' form, conv_epilogue.h), and the epilogue's y is turned back into
+ * NHWC rows; the block stays in cache throughout. */
+#include <string.h>
+
+#include "conv_epilogue.h"
+#include "conv_geom.h"
+#include "igemm.h"
+#include "../parallel.h"
+
+/* PLACEHOLDERS until the helpers' kernels land (igemm.h qr_iconv_*, nhwc.h qr_nhwc_dw_u8). */
+typedef void (*qr_iconv_fn)(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
+                            const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
+static void iconv_ref(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m, const int8_t *w,
+                      const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n)
+{
+    int64_t n16 = qr_igemm_n16(n);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t jj = j0; jj < j1; jj++) {
+            uint32_t s = (uint32_t)init[jj];
+            for (int64_t t = 0; t < taps; t++)
+                for (int64_t kk = 0; kk < k4; kk++) {
+                    int64_t q = t * k4 + kk;
+                    s += (uint32_t)((int32_t)a[i * taps + t][kk] * (int32_t)w[((q >> 2) * n16 + jj) * 4 + (q & 3)]);
+                }
+            c[i * c_rs + jj] = (int32_t)s;
+        }
+}
+static qr_iconv_fn qr_iconv_specialized(int64_t taps, int64_t k4, int64_t n)
+{
+    (void)taps, (void)k4, (void)n;
+    return NULL;
+}
+static qr_iconv_fn qr_iconv_u8s8(void) { return iconv_ref; }
+static void qr_nhwc_dw_u8(int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
+                          const int32_t *wk, const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0, int64_t oy1)
+{
+    int64_t H = g->big[0], W = g->big[1], OW = g->small[1];
+    for (int64_t oy = oy0; oy < oy1; oy++)
+        for (int64_t ox = 0; ox < OW; ox++) {
+            uint32_t *a = (uint32_t *)acc + ((oy - oy0) * OW + ox) * acc_ps;
+            for (int64_t c = 0; c < C; c++)
+                a[c] = (uint32_t)init[c];
+            for (int64_t ky = 0; ky < g->kernel[0]; ky++)
+                for (int64_t kx = 0; kx < g->kernel[1]; kx++) {
+                    int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+                    int64_t ix = ox * g->stride[1] - g->pad_begin[1] + kx * g->dilation[1];
+                    if (iy < 0 || iy >= H || ix < 0 || ix >= W)
+                        continue;
+                    const uint8_t *r = x + (iy * W + ix) * C;
+                    const int32_t *wt = wk + (ky * g->kernel[1] + kx) * C;
+                    for (int64_t c = 0; c < C; c++)
+                        a[c] += (uint32_t)(((int32_t)(r[c] ^ flip) - xz) * wt[c]);
+                }
+        }
+}
+
+/* x's dims as ConvInteger reads them (N, C, H, W), the data unchanged: for the geometry only. */
+static qr_tensor nchw_view(const qr_tensor *x)
+{
+    qr_tensor v = *x;
+    v.dims[1] = x->dims[3];
+    v.dims[2] = x->dims[1];
+    v.dims[3] = x->dims[2];
+    return v;
+}
+
+qr_status qr_convint_infer_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, const qr_tensor *w,
+                                const qr_tensor *wzp, qr_dtype t)
+{
+    if (x->ndim != 4 || w->ndim != 4)
+        return QR_KERR(k, "an NHWC convolution takes 4-D input and weights, not %d-D and %d-D", x->ndim, w->ndim);
+    qr_tensor v = nchw_view(x);
+    if (qr_convint_infer_as(k, &v, xzp, w, wzp, t) != QR_OK)
+        return QR_ERR;
+    qr_tensor *y = k->out[0];
+    int64_t m = y->dims[1];
+    y->dims[1] = y->dims[2];
+    y->dims[2] = y->dims[3];
+    y->dims[3] = m;
+    return QR_OK;
+}
+
+/* What every block needs: the geometry, the operands as the kernels read them, the epilogue. */
+typedef struct nhwc_job {
+    const qr_conv_geom *g;
+    int64_t c, m, taps, k4, mb, blocks_per_image;
+    const uint8_t *x; /* N x H x W x cs bytes, u8 (i8 already turned by ^ 0x80) unless flip */
+    int64_t cs;       /* the input's pixel stride */
+    uint8_t flip;     /* depthwise only: reads x ^ flip */
+    int32_t xz;       /* the input zero point, in the domain the kernels read */
+    const int8_t *wp; /* dense: panels [taps * k4 / 4][n16][4] */
+    const int32_t *wk; /* depthwise: taps x C, w - w_zero */
+    const int32_t *init;
+    const uint8_t *zrow; /* k4 bytes of xz: what padding positions read */
+    qr_iconv_fn fn;
+    uint8_t *y;
+    size_t esize; /* y's element size */
+    uint8_t *work; /* per slot: pointers, the block's accumulator, it turned, the epilogue's y */
+    size_t slot_bytes, at_acc, at_acct, at_y;
+    const qr_acc_epilogue *ep;
+    int failed; /* set by the first block that fails, which then owns err */
+    qr_error *err;
+} nhwc_job;
+
+/* Pixels per block: the accumulator block about 64 KB, a multiple of 24 rows (the microkernels'
+ * row tiles are 6 or 8), at least 24. */
+static int64_t block_rows(int64_t m, int64_t pixels)
+{
+    int64_t r = 16384 / (m > 0 ? m : 1) / 24 * 24;
+    r = r < 24 ? 24 : r > 240 ? 240 : r;
+    return pixels < r ? pixels : r;
+}
+
+/* The row pointers of pixels [p0, p0 + rows) of image n, taps each (ky, kx row-major). */
+static void window_rows(const nhwc_job *j, int64_t n, int64_t p0, int64_t rows, const uint8_t **a)
+{
+    const qr_conv_geom *g = j->g;
+    const int64_t H = g->big[0], W = g->big[1], OW = g->small[1];
+    const uint8_t *img = j->x + n * H * W * j->cs;
+    for (int64_t i = 0; i < rows; i++) {
+        int64_t oy = (p0 + i) / OW, ox = (p0 + i) % OW;
+        for (int64_t ky = 0; ky < g->kernel[0]; ky++) {
+            int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+            for (int64_t kx = 0; kx < g->kernel[1]; kx++) {
+                int64_t ix = ox * g->stride[1] - g->pad_begin[1] + kx * g->dilation[1];
+                *a++ = iy >= 0 && iy < H && ix >= 0 && ix < W ? img + (iy * W + ix) * j->cs : j->zrow;
+            }
+        }
+    }
+}
+
+/* The block's accumulator [rows][m] turned to [m][rows], the epilogue's form; its y [m][rows] turned
+ * into the NHWC rows of pixels [p0, p0 + rows) of image n. */
+static void turn_acc(const int32_t *restrict acc, int64_t rows, int64_t m, int32_t *restrict t)
+{
+    for (int64_t i0 = 0; i0 < rows; i0 += 16)
+        for (int64_t c = 0; c < m; c++)
+            for (int64_t i = i0; i < rows && i < i0 + 16; i++)
+                t[c * rows + i] = acc[i * m + c];
+}
+
+static void turn_y(const nhwc_job *j, const uint8_t *restrict ys, int64_t n, int64_t p0, int64_t rows)
+{
+    int64_t m = j->m, pixels = j->g->small_n;
+    uint8_t *restrict y = j->y + (n * pixels + p0) * m * (int64_t)j->esize;
+    if (j->esize == 1) {
+        for (int64_t i0 = 0; i0 < rows; i0 += 16)
+            for (int64_t c = 0; c < m; c++)
+                for (int64_t i = i0; i < rows && i < i0 + 16; i++)
+                    y[i * m + c] = ys[c * rows + i];
+        return;
+    }
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t c = 0; c < m; c++)
+            memcpy(y + (i * m + c) * (int64_t)j->esize, ys + (c * rows + i) * (int64_t)j->esize, j->esize);
+}
+
+static void nhwc_failed(nhwc_job *j, const qr_error *e)
+{
+    if (!__atomic_exchange_n(&j->failed, 1, __ATOMIC_ACQ_REL))
+        *j->err = *e;
+}
+
+static void block_epilogue(nhwc_job *j, uint8_t *slot, int32_t *acc, int64_t n, int64_t p0, int64_t rows)
+{
+    int32_t *acct = (int32_t *)(void *)(slot + j->at_acct);
+    uint8_t *ys = slot + j->at_y;
+    turn_acc(acc, rows, j->m, acct);
+    qr_acc_block b = {acct, rows, j->m, rows, 0, 0, rows, ys};
+    qr_error e;
+    if (j->ep->run(j->ep, &b, &e) != QR_OK) {
+        nhwc_failed(j, &e);
+        return;
+    }
+    turn_y(j, ys, n, p0, rows);
+}
+
+static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
+{
+    nhwc_job *j = arg;
+    uint8_t *s = j->work + (size_t)slot * j->slot_bytes;
+    const uint8_t **a = (const uint8_t **)(void *)s;
+    int32_t *acc = (int32_t *)(void *)(s + j->at_acc);
+    for (int64_t b = b0; b < b1 && !__atomic_load_n(&j->failed, __ATOMIC_ACQUIRE); b++) {
+        int64_t n = b / j->blocks_per_image, p0 = b % j->blocks_per_image * j->mb;
+        int64_t rows = j->g->small_n - p0 < j->mb ? j->g->small_n - p0 : j->mb;
+        window_rows(j, n, p0, rows, a);
+        j->fn(acc, j->m, a, j->taps, rows, j->wp, j->init, j->k4, 0, j->m, j->m);
+        block_epilogue(j, s, acc, n, p0, rows);
+    }
+}
+
+static void depthwise_blocks(void *arg, int64_t b0, int64_t b1, int slot)
+{
+    nhwc_job *j = arg;
+    uint8_t *s = j->work + (size_t)slot * j->slot_bytes;
+    int32_t *acc = (int32_t *)(void *)(s + j->at_acc);
+    const qr_conv_geom *g = j->g;
+    int64_t OW = g->small[1];
+    for (int64_t b = b0; b < b1 && !__atomic_load_n(&j->failed, __ATOMIC_ACQUIRE); b++) {
+        int64_t n = b / j->blocks_per_image, oy0 = b % j->blocks_per_image * j->mb;
+        int64_t oy1 = oy0 + j->mb < g->small[0] ? oy0 + j->mb : g->small[0];
+        qr_nhwc_dw_u8(acc, j->c, j->x + n * g->big_n * j->c, j->c, g, j->wk, j->init, j->flip, j->xz, oy0, oy1);
+        block_epilogue(j, s, acc, n, oy0 * OW, (oy1 - oy0) * OW);
+    }
+}
+
+/* The dense panels and starting values: w (M x C x KH x KW, s8, zero point 0) as [taps * k4 / 4][n16][4],
+ * init[m] = -xz * sum w[m] (the padding rows read xz, so every position contributes x - xz). */
+static void pack_dense(const nhwc_job *j, const int8_t *w, int8_t *wp, int32_t *init)
+{
+    int64_t n16 = qr_igemm_n16(j->m);
+    memset(wp, 0, (size_t)(j->taps * j->k4 * n16));
+    for (int64_t m = 0; m < j->m; m++) {
+        uint32_t sum = 0;
+        for (int64_t c = 0; c < j->c; c++)
+            for (int64_t t = 0; t < j->taps; t++) {
+                int8_t v = w[(m * j->c + c) * j->taps + t];
+                int64_t kk = t * j->k4 + c;
+                wp[((kk >> 2) * n16 + m) * 4 + (kk & 3)] = v;
+                sum += (uint32_t)(int32_t)v;
+            }
+        init[m] = (int32_t)(0u - (uint32_t)j->xz * sum);
+    }
+}
+
+/* The depthwise weights as taps x C int32, w - w_zero[c], and zero starting values. */
+static void pack_depthwise(const nhwc_job *j, const qr_tensor *w, const qr_tensor *wzp, int32_t *wk, int32_t *init)
+{
+    int64_t nwz = wzp ? qr_tensor_numel(wzp) : 0;
+    for (int64_t c = 0; c < j->c; c++) {
+        int64_t wz = nwz ? qr_get_i64(wzp->data, wzp->dtype, nwz == 1 ? 0 : c) : 0;
+        for (int64_t t = 0; t < j->taps; t++)
+            wk[t * j->c + c] = (int32_t)(qr_get_i64(w->data, w->dtype, c * j->taps + t) - wz);
+        init[c] = 0;
+    }
+}
+
+/* The input as the dense kernels read it: pixels of k4 bytes (channels past C are read against
+ * zero weights), i8 turned into u8 by ^ 0x80. x itself when it already is that. */
+static const uint8_t *dense_input(qr_kctx *k, const qr_tensor *x, int64_t k4, int64_t *cs)
+{
+    int64_t c = x->dims[3], px = x->dims[0] * x->dims[1] * x->dims[2];
+    uint8_t flip = x->dtype == QR_I8 ? 0x80 : 0;
+    if (!flip && c == k4) {
+        *cs = c;
+        return x->data;
+    }
+    uint8_t *s = qr_kwork(k, px, k4, 1, "NHWC convolution's input, padded to whole words");
+    if (!s)
+        return NULL;
+    const uint8_t *xd = x->data;
+    for (int64_t p = 0; p < px; p++) {
+        for (int64_t i = 0; i < c; i++)
+            s[p * k4 + i] = xd[p * c + i] ^ flip;
+        for (int64_t i = c; i < k4; i++)
+            s[p * k4 + i] = 0;
+    }
+    *cs = k4;
+    return s;
+}
+
+qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, const qr_tensor *w,
+                              const qr_tensor *wzp, int wconst, const qr_acc_epilogue *ep)
+{
+    if (x->ndim != 4 || w->ndim != 4 || (x->dtype != QR_U8 && x->dtype != QR_I8) || w->dtype != QR_I8)
+        return QR_KERR(k, "an NHWC convolution takes 4-D u8 or i8 input and 4-D i8 weights");
+    qr_tensor xv = nchw_view(x);
+    qr_conv_geom g;
+    if (qr_conv_geom_init(k, &xv, w->dims + 2, QR_WIN_CONV, &g) != QR_OK)
+        return QR_ERR;
+    nhwc_job j = {.g = &g, .c = x->dims[3], .m = w->dims[0], .taps = g.kernel_n, .ep = ep, .err = k->err};
+    int64_t group = qr_attr_i(k->node, "group", 1), nimg = x->dims[0];
+    int depthwise = group == j.c && j.m == j.c && w->dims[1] == 1;
+    if (!depthwise && (group != 1 || w->dims[1] != j.c))
+        return QR_KERR(k, "an NHWC convolution has group 1 or is depthwise, not group %lld", (long long)group);
+    uint8_t flip = x->dtype == QR_I8 ? 0x80 : 0;
+    j.xz = (int32_t)(xzp ? qr_get_i64(xzp->data, xzp->dtype, 0) : 0) + (flip ? 128 : 0);
+    if (!depthwise && wzp)
+        for (int64_t i = 0; i < qr_tensor_numel(wzp); i++)
+            if (qr_get_i64(wzp->data, wzp->dtype, i))
+                return QR_KERR(k, "an NHWC convolution's weights have zero point 0");
+    j.y = k->out[0]->data;
+    j.esize = qr_dtype_size(k->out[0]->dtype);
+    if (depthwise) {
+        j.mb = 1 + (16384 / (j.c > 0 ? j.c : 1)) / (g.small[1] > 0 ? g.small[1] : 1); /* output rows */
+        j.blocks_per_image = (g.small[0] + j.mb - 1) / j.mb;
+    } else {
+        j.k4 = qr_igemm_k4(j.c);
+        j.mb = block_rows(j.m, g.small_n);
+        j.blocks_per_image = j.mb > 0 ? (g.small_n + j.mb - 1) / j.mb : 0;
+    }
+    int64_t rows = depthwise ? j.mb * g.small[1] : j.mb;
+    size_t wbytes = depthwise ? (size_t)(j.taps * j.c) * 4 : (size_t)(j.taps * j.k4 * qr_igemm_n16(j.m));
+    size_t pbytes = (wbytes + 63) / 64 * 64 + (size_t)j.m * sizeof(int32_t);
+    int fresh = 1;
+    uint8_t *packed = wconst ? qr_kcache_get(k, pbytes, "packed weights", &fresh)
+                             : qr_kscratch(k, 1, (int64_t)pbytes, 1, "packed weights");
+    if (!packed)
+        return QR_ERR;
+    int32_t *init = (int32_t *)(void *)(packed + (wbytes + 63) / 64 * 64);
+    if (depthwise) {
+        j.wk = (const int32_t *)(void *)packed;
+        if (fresh)
+            pack_depthwise(&j, w, wzp, (int32_t *)(void *)packed, init);
+        j.flip = flip;
+        j.x = x->data;
+        j.cs = j.c;
+    } else {
+        j.wp = (const int8_t *)packed;
+        if (fresh)
+            pack_dense(&j, w->data, (int8_t *)packed, init);
+        j.fn = qr_iconv_specialized(j.taps, j.k4, j.m);
+        if (!j.fn)
+            j.fn = qr_iconv_u8s8();
+        j.x = dense_input(k, x, j.k4, &j.cs);
+        j.xz &= 0xff;
+    }
+    j.init = init;
+    int slots = qr_pool_threads(k->pool);
+    /* per slot: the row pointers, the accumulator block, it turned, the epilogue's y block */
+    size_t ptrs = depthwise ? 0 : (size_t)(rows * j.taps) * sizeof(void *);
+    size_t accb = (size_t)(rows * j.m) * sizeof(int32_t), yb = (size_t)(rows * j.m) * j.esize;
+    j.at_acc = (ptrs + 63) / 64 * 64;
+    j.at_acct = j.at_acc + (accb + 63) / 64 * 64;
+    j.at_y = j.at_acct + (accb + 63) / 64 * 64;
+    j.slot_bytes = j.at_y + (yb + 63) / 64 * 64;
+    uint8_t *zrow = depthwise ? NULL : qr_kwork(k, 1, j.k4 + 64, 1, "NHWC convolution's padding row");
+    j.work = (depthwise || zrow) && (depthwise || j.x) ? qr_kwork(k, slots, (int64_t)j.slot_bytes, 1,
+                                                                 "NHWC convolution's blocks") : NULL;
+    if (!j.work) {
+        qr_kcache_done(k, packed);
+        return QR_ERR;
+    }
+    if (zrow)
+        memset(zrow, (uint8_t)j.xz, (size_t)j.k4);
+    j.zrow = zrow;
+    int64_t blocks = nimg * j.blocks_per_image;
+    qr_parallel_for_slots(k->pool, blocks, 1, depthwise ? depthwise_blocks : dense_blocks, &j);
+    qr_kcache_done(k, packed);
+    return j.failed ? QR_ERR : QR_OK;
+}
