@@ -233,29 +233,44 @@ static int count_op(const qr_graph *g, const char *op)
     return n;
 }
 
+/* Nodes of op with integer attribute attr set (nonzero). */
+static int count_attr(const qr_graph *g, const char *op, const char *attr)
+{
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        n += !strcmp(g->nodes[i]->op, op) && qr_attr_i(g->nodes[i], attr, 0);
+    return n;
+}
+
 /* A convolution fused with its element-wise epilogue (QrlConvKernel: the recipe's tile kernel on
  * blocks of the accumulator) computes what the ConvInteger and the QrlKernel compute apart
  * (QRL_FUSE=0, the reference), to the bit, for the onnx and tflite epilogues, u8 and i8, on one
  * and two threads, a batch and one image: the zoo's four convolutions (im2col and padded planes)
  * and a MobileNet block's (depthwise at stride 1 and 2, whose 96 planes of 16 x 16 reach the
- * epilogue in chunks of 64). */
+ * epilogue in chunks of 64); in NCHW (QRL_NHWC=0) and in the NHWC layout, where every one of
+ * them runs channels last (the implicit GEMM and the NHWC depthwise, quantizer/layout.c). */
 Test(intgraph, fused_conv_epilogues_equal_the_separate_kernels)
 {
     const char *recipes[] = {"recipes/int8.qrl", "recipes/int8-percentile.qrl", "recipes/int8-tflite.qrl"};
     const char *models[] = {"zoo.onnx", "depthwise.onnx"};
     qr_tensor x = {0};
     load("zoo_test.npy", NULL, &x);
-    for (int mi = 0; mi < 2; mi++) {
+    for (int mi = 0; mi < 4; mi++) {
+        int nhwc = mi >= 2;
         qr_graph *g;
-        load(models[mi], &g, NULL);
+        load(models[mi % 2], &g, NULL);
         for (int r = 0; r < 3; r++) {
             qrl_module *m0, *m1;
             setenv("QRL_FUSE", "0", 1);
             qr_quantized *apart = quantize(g, recipes[r], &m0);
             unsetenv("QRL_FUSE");
+            setenv("QRL_NHWC", nhwc ? "1" : "0", 1);
             qr_quantized *fused = quantize(g, recipes[r], &m1);
+            unsetenv("QRL_NHWC");
             cr_assert_eq(count_op(apart->ig->g, "QrlConvKernel"), 0, "%s", recipes[r]);
             cr_assert_eq(count_op(fused->ig->g, "QrlConvKernel"), 4, "%s %s: its four convolutions", models[mi],
+                         recipes[r]);
+            cr_assert_eq(count_attr(fused->ig->g, "QrlConvKernel", "nhwc"), nhwc ? 4 : 0, "%s %s", models[mi],
                          recipes[r]);
             cr_assert_eq(count_op(fused->ig->g, "ConvInteger"), 0, "%s", recipes[r]);
             /* a batch splits its images across threads; one image its channels (blocks from mid-channel) */
@@ -270,8 +285,8 @@ Test(intgraph, fused_conv_epilogues_equal_the_separate_kernels)
                     run_threads(fused, inputs[in], t, &got);
                     cr_assert_eq(qr_tensor_nbytes(&got), qr_tensor_nbytes(&want));
                     cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)),
-                              "%s %s, batch %lld, %d threads: fused outputs differ", models[mi], recipes[r],
-                              (long long)inputs[in]->dims[0], t);
+                              "%s %s, batch %lld, %d threads, %s: fused outputs differ", models[mi % 2],
+                              recipes[r], (long long)inputs[in]->dims[0], t, nhwc ? "NHWC" : "NCHW");
                     qr_tensor_free(&got);
                 }
                 qr_tensor_free(&want);
