@@ -4,6 +4,7 @@
  * clauses compile to), and the module's entry, qrl_module_entry, which
  * registers them all with the runtime (runtime/recipe.h). */
 #include "jit_int.h"
+#include "pointwise.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -792,6 +793,11 @@ void jit_entry(jit *j, cal_fns *cals, item_fns *items)
             add_fn(j, b, m, imp, i);
             if (s->kind == QC_SYM_KERNEL && s->decl->nkids == 1) /* a tile kernel: its rows' axis */
                 set_tile_axis(j, b, m, imp, s);
+            else if (s->kind == QC_SYM_KERNEL && qc_pointwise(s)) {
+                gcc_jit_rvalue *pa[1] = {m};
+                gcc_jit_block_add_eval(b, NULL,
+                                       gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_SET_POINTWISE), 1, pa));
+            }
             if (s->kind == QC_SYM_KERNEL) { /* its generic entry: is_kernel 2 */
                 gcc_jit_rvalue *ta[6] = {m, STR(s->name), ADDR(kernel_thunk(j, i)), jit_lng(j, j->t_i64, 2),
                                          jit_lng(j, j->t_i64, QR_PARAM_VOID), jit_lng(j, j->t_i64, QR_UNDEF)};

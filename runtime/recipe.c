@@ -309,7 +309,7 @@ static void reg_fn(qrl_module *m, const char *name, void *fn, int64_t is_kernel,
     m->fns = v;
     m->fns[m->nfns++] = (qr_fn_desc){name, fn, (int)is_kernel, NULL,
                                      (qr_param_desc){NULL, (qr_param_kind)result_kind, (qr_dtype)result_elem},
-                                     NULL, 0, 0, -1, 0};
+                                     NULL, 0, 0, -1, 0, 0};
 }
 
 static void reg_fn_param(qrl_module *m, const char *name, int64_t kind, int64_t elem)
@@ -340,6 +340,16 @@ static void reg_tile_axis(qrl_module *m, int64_t param, int64_t value)
     k->is_tile = 1;
     k->tile_axis_param = (int)param;
     k->tile_axis = value;
+}
+
+static void reg_pointwise(qrl_module *m)
+{
+    qr_fn_desc *k = m->nfns > 0 ? &m->fns[m->nfns - 1] : NULL;
+    if (!k || k->is_kernel != 1) {
+        m->bad = 1;
+        return;
+    }
+    k->is_pointwise = 1;
 }
 
 static void reg_cal(qrl_module *m, const char *name, int64_t nparams, int64_t state_bytes, void *defaults, void *init,
@@ -751,6 +761,7 @@ static const qrl_imports imports = {
     .add_use = reg_use,
     .set_tile_axis = reg_tile_axis,
     .tensor_quantile = t_quantile,
+    .set_pointwise = reg_pointwise,
 };
 
 const qrl_imports *qr_recipe_imports(void)
@@ -931,6 +942,12 @@ const qr_fn_desc *qr_module_tile(const qrl_module *m, const qr_fn_desc *k)
     const qr_fn_desc *t = qr_module_fn(m, name);
     /* the kernel's parameters and the tile's six */
     return t && t->is_kernel && t->nparams == k->nparams + QR_TILE_NPARAMS ? t : NULL;
+}
+
+int qr_module_kernel_pointwise(const qrl_module *m, const char *name)
+{
+    const qr_fn_desc *d = qr_module_fn(m, name);
+    return d && d->is_kernel == 1 && d->is_pointwise;
 }
 
 const qr_cal_desc *qr_module_calibrator(const qrl_module *m, const char *name)

@@ -18,7 +18,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 17
+#define QR_RECIPE_ABI 18
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -180,6 +180,10 @@ typedef struct qrl_imports {
      * numpy's nanquantile (linear interpolation between the sorted values, NaN ignored); 0 when x
      * has no values. Fails (out of memory) through rt. */
     double (*tensor_quantile)(qrl_rt *rt, const qrl_tview *x, double q);
+    /* The kernel just added is pointwise: the compiler proved (compiler/pointwise.h) that, with
+     * all its tensor operands of one shape, element i of what it writes depends only on element
+     * i of what it reads and on its other parameters. */
+    void (*set_pointwise)(qrl_module *m);
 } qrl_imports;
 
 struct qrl_rt {
@@ -254,6 +258,9 @@ typedef struct qr_fn_desc {
      * >= 0, else tile_axis (negative: from the end); is_tile says the kernel is one */
     int is_tile, tile_axis_param;
     int64_t tile_axis;
+    /* kernels: proven pointwise (set_pointwise), so a permutation of the elements of all its
+     * tensor operands, of one shape, commutes with it (NCHW or NHWC alike); 0: not proven */
+    int is_pointwise;
 } qr_fn_desc;
 
 /* A calibrator parameter's kind (add_param). */
@@ -431,6 +438,11 @@ const qr_fn_desc *qr_module_fn(const qrl_module *m, const char *name);
 /* The tile kernel of kernel k (an element-wise epilogue, compiler/elementwise.h): k's parameters,
  * then QR_TILE_C0 .. QR_TILE_Y_RS, each an i64; NULL when k has no element-wise form. */
 const qr_fn_desc *qr_module_tile(const qrl_module *m, const qr_fn_desc *k);
+
+/* Whether m has a kernel named name ("qadd<u8>" for an instance) that the compiler proved
+ * pointwise (qr_fn_desc.is_pointwise): 0 for a fn, a missing kernel or one not proven. The
+ * runtime may run it on tensors in any layout only when all its tensor operands have one shape. */
+int qr_module_kernel_pointwise(const qrl_module *m, const char *name);
 enum { QR_TILE_C0, QR_TILE_ROWS, QR_TILE_COLS, QR_TILE_ACC_RS, QR_TILE_Y_OFF, QR_TILE_Y_RS, QR_TILE_NPARAMS };
 /* A tile kernel's name: "k.tile" for kernel k, "k.tile<u8>" for its instance "k<u8>"; 0, or -1
  * when it does not fit in n bytes. */

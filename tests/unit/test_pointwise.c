@@ -1,0 +1,268 @@
+/* Pointwise kernels (compiler/pointwise.h): which kernels the compiler proves
+ * layout-free and registers so (qr_fn_desc.is_pointwise, set_pointwise,
+ * qr_module_kernel_pointwise): the stdlib's through the bundled recipes'
+ * modules, and small kernels written here, each pointwise or not by reading
+ * its code (the expectations are derived by hand from the definition in
+ * docs/language.md, "Pointwise kernels": element i of the output from element
+ * i of the inputs and scalars alone). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../compiler/check.h"
+#include "../../compiler/compile.h"
+#include "../../compiler/pointwise.h"
+#include "recipe.h"
+#include "testutil.h"
+
+TestSuite(pointwise);
+
+typedef struct want {
+    const char *kernel;
+    int pointwise;
+} want;
+
+static qrl_module *compile_path(const char *rel)
+{
+    char err[1200];
+    qrl_module *m = tu_compile(rel, err, sizeof err);
+    cr_assert(m, "%s", err);
+    return m;
+}
+
+static void expect(const qrl_module *m, const char *from, const want *w, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const qr_fn_desc *d = qr_module_fn(m, w[i].kernel);
+        cr_assert(d && d->is_kernel == 1, "%s has no kernel %s", from, w[i].kernel);
+        cr_expect_eq(d->is_pointwise, w[i].pointwise, "%s: %s is%s pointwise", from, w[i].kernel,
+                     w[i].pointwise ? " not" : "");
+        cr_expect_eq(qr_module_kernel_pointwise(m, w[i].kernel), w[i].pointwise, "%s", w[i].kernel);
+    }
+}
+
+Test(pointwise, stdlib_kernels_of_the_onnx_recipe)
+{
+    static const want w[] = {
+        {"qadd<u8>", 1},          {"qadd<i8>", 1},          {"qmul<u8>", 1},          {"qmul<i8>", 1},
+        {"qact<u8>", 1},          {"qact<i8>", 1},          {"qmean_spatial<u8>", 0}, {"qmean_spatial<i8>", 0},
+        {"qreduce_mean<u8>", 0},  {"qreduce_mean<i8>", 0},  {"qlinear<u8>", 0},       {"qlinear<i8>", 0},
+        {"qlinear.tile<u8>", 0},  {"qlinear.tile<i8>", 0},
+    };
+    qrl_module *m = compile_path("recipes/int8.qrl");
+    expect(m, "recipes/int8.qrl", w, (int)(sizeof w / sizeof w[0]));
+    /* not a kernel, or no such thing */
+    cr_expect_eq(qr_module_kernel_pointwise(m, "qadd"), 0, "a generic itself is not registered");
+    cr_expect_eq(qr_module_kernel_pointwise(m, "no_such_kernel"), 0);
+    qr_module_free(m);
+}
+
+Test(pointwise, stdlib_kernels_of_the_tflite_recipe)
+{
+    static const want w[] = {
+        {"tfl_add_kernel", 1}, {"tfl_mul_kernel", 1}, {"tfl_linear", 0}, {"tfl_linear.tile", 0},
+    };
+    qrl_module *m = compile_path("recipes/int8-tflite.qrl");
+    expect(m, "recipes/int8-tflite.qrl", w, (int)(sizeof w / sizeof w[0]));
+    qr_module_free(m);
+}
+
+/* Each kernel's name says what it does; the expectations are by hand. */
+static const char small_src[] =
+    "fn at(x: tensor<i8>, k: i64) -> i32 { return i32(x[k]) }\n"
+    "fn first(x: tensor<i8>) -> i32 { return i32(x[0]) }\n"
+    "fn plus(v: i32, d: i32) -> i32 { return v + d }\n"
+    /* y[i] = a[i] + 1 */
+    "kernel plus_one(a: tensor<i8>, y: tensor<i8>) {\n"
+    "  for i in 0 .. y.numel { y[i] = sat<i8>(i32(a[i]) + 1) }\n"
+    "}\n"
+    /* the index through a fn, and scalars through another; a's count for the bound */
+    "kernel plus_through_fns(a: tensor<i8>, d: i32, y: tensor<i8>) {\n"
+    "  for i in 0 .. a.numel { y[i] = sat<i8>(plus(at(a, i), d)) }\n"
+    "}\n"
+    /* broadcast_index, and qadd's fast path on equal counts */
+    "kernel both_paths(a: tensor<i8>, b: tensor<i8>, y: tensor<i8>) {\n"
+    "  if a.numel == y.numel and b.numel == y.numel {\n"
+    "    for i in 0 .. y.numel { y[i] = sat<i8>(i32(a[i]) + i32(b[i])) }\n"
+    "    return\n"
+    "  }\n"
+    "  for i in 0 .. y.numel {\n"
+    "    var s: i32 = i32(a[broadcast_index(a, y, i)])\n"
+    "    for k in 0 .. 3 { s += i32(k) }\n"
+    "    if s < 0 { continue }\n"
+    "    y[i] = sat<i8>(s + i32(b[broadcast_index(b, y, i)]))\n"
+    "  }\n"
+    "}\n"
+    /* a generic */
+    "kernel twice<T: u8 | i8>(a: tensor<T>, s: f32[], y: tensor<T>) {\n"
+    "  let k = s[0]\n"
+    "  for i in 0 .. y.numel { y[i] = sat<T>(f32(a[i]) * 2.0 * k) }\n"
+    "}\n"
+    /* y[i] = a[y.numel - 1 - i] */
+    "kernel reversed(a: tensor<i8>, y: tensor<i8>) {\n"
+    "  for i in 0 .. y.numel { y[i] = a[y.numel - 1 - i] }\n"
+    "}\n"
+    /* y[j] = a[j] with j a var counted by hand */
+    "kernel reassigned(a: tensor<i8>, y: tensor<i8>) {\n"
+    "  var j: i64 = 0\n"
+    "  for i in 0 .. y.numel {\n"
+    "    y[j] = a[j]\n"
+    "    j += 1\n"
+    "  }\n"
+    "}\n"
+    /* the loop variable copied to a var that is then reassigned */
+    "kernel copied_index(a: tensor<i8>, y: tensor<i8>) {\n"
+    "  for i in 0 .. y.numel {\n"
+    "    var k = i\n"
+    "    k = y.numel - 1 - k\n"
+    "    y[k] = a[k]\n"
+    "  }\n"
+    "}\n"
+    /* x.dim(1) */
+    "kernel reads_dim(x: tensor<i8>, y: tensor<i8>) {\n"
+    "  for i in 0 .. y.numel { y[i] = sat<i8>(i32(x[i]) + i32(x.dim(1))) }\n"
+    "}\n"
+    /* a fn indexing a tensor at 0 */
+    "kernel fn_reads_first(a: tensor<i8>, y: tensor<i8>) {\n"
+    "  for i in 0 .. y.numel { y[i] = sat<i8>(i32(a[i]) - first(a)) }\n"
+    "}\n"
+    /* a fn indexing a tensor at a value that is not the loop's */
+    "kernel fn_reads_other(a: tensor<i8>, y: tensor<i8>) {\n"
+    "  for i in 0 .. y.numel { y[i] = sat<i8>(at(a, y.numel - 1 - i)) }\n"
+    "}\n"
+    /* the position itself as a value */
+    "kernel index_as_value(a: tensor<i8>, y: tensor<i8>) {\n"
+    "  for i in 0 .. y.numel { y[i] = sat<i8>(i32(a[i]) + i32(i)) }\n"
+    "}\n"
+    /* a running sum: state from one element to the next */
+    "kernel running_sum(a: tensor<i8>, y: tensor<i8>) {\n"
+    "  var s: i32 = 0\n"
+    "  for i in 0 .. y.numel {\n"
+    "    s += i32(a[i])\n"
+    "    y[i] = sat<i8>(s)\n"
+    "  }\n"
+    "}\n"
+    /* every element from all of a (a loop over numel inside another) */
+    "kernel nested(a: tensor<i8>, y: tensor<i8>) {\n"
+    "  for i in 0 .. y.numel {\n"
+    "    var s: i32 = 0\n"
+    "    for k in 0 .. a.numel { s += i32(a[k]) }\n"
+    "    y[i] = sat<i8>(s)\n"
+    "  }\n"
+    "}\n"
+    /* stops at the first negative element */
+    "kernel stops_early(a: tensor<i8>, y: tensor<i8>) {\n"
+    "  for i in 0 .. y.numel {\n"
+    "    if a[i] < 0 { break }\n"
+    "    y[i] = a[i]\n"
+    "  }\n"
+    "}\n"
+    /* numel as a number */
+    "kernel numel_value(a: tensor<i8>, y: tensor<i8>) {\n"
+    "  for i in 0 .. y.numel { y[i] = sat<i8>(i32(a[i]) + i32(a.numel)) }\n"
+    "}\n"
+    /* a loop from 1 */
+    "kernel from_one(a: tensor<i8>, y: tensor<i8>) {\n"
+    "  for i in 1 .. y.numel { y[i] = a[i] }\n"
+    "}\n"
+    /* writes its array output */
+    "kernel array_out(a: tensor<i8>, y: tensor<i8>, out: i32[]) {\n"
+    "  for i in 0 .. y.numel { y[i] = a[i] }\n"
+    "  out[0] = 1\n"
+    "}\n";
+
+static const want small_want[] = {
+    {"plus_one", 1},     {"plus_through_fns", 1}, {"both_paths", 1},  {"twice<u8>", 1},      {"twice<i8>", 1},
+    {"reversed", 0},     {"reassigned", 0},       {"copied_index", 0}, {"reads_dim", 0},     {"fn_reads_first", 0},
+    {"fn_reads_other", 0}, {"index_as_value", 0}, {"running_sum", 0}, {"nested", 0},         {"stops_early", 0},
+    {"numel_value", 0},  {"from_one", 0},         {"array_out", 0},
+};
+
+/* The unit of small_src, checked (no error). */
+static qc_unit *checked_small(char **dir)
+{
+    *dir = tu_tmpdir();
+    char path[600], stdlib[600];
+    snprintf(path, sizeof path, "%s/small.qrl", *dir);
+    snprintf(stdlib, sizeof stdlib, "%s/stdlib", tu_root());
+    qc_unit *u = qc_unit_new(stdlib);
+    qc_unit_load_text(u, path, small_src, sizeof small_src - 1);
+    if (!u->diags.errors)
+        qc_check(u);
+    if (u->diags.errors) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        ql_diags_print(&u->diags, f);
+        fclose(f);
+        cr_assert_fail("small.qrl does not check:\n%s", buf);
+    }
+    return u;
+}
+
+Test(pointwise, small_kernels_registered)
+{
+    char *dir;
+    qc_unit *u = checked_small(&dir);
+    qrl_module *m = qc_compile(u, &(qc_options){.no_cache = 1}, NULL);
+    cr_assert(m, "%s", u->diags.n ? u->diags.v[0].msg : "cannot compile");
+    expect(m, "small.qrl", small_want, (int)(sizeof small_want / sizeof small_want[0]));
+    cr_expect_eq(qr_module_kernel_pointwise(m, "plus"), 0, "a fn is not a kernel");
+    qr_module_free(m);
+    qc_unit_free(u);
+    tu_rmdir(dir);
+}
+
+/* The analysis alone, on the checked items: a generic itself is not proven (its instances are). */
+Test(pointwise, analysis_of_checked_items)
+{
+    char *dir;
+    qc_unit *u = checked_small(&dir);
+    for (size_t i = 0; i < sizeof small_want / sizeof small_want[0]; i++) {
+        const qc_sym *k = qc_find_item(u, small_want[i].kernel);
+        cr_assert(k, "%s", small_want[i].kernel);
+        cr_expect_eq(qc_pointwise(k), small_want[i].pointwise, "%s", small_want[i].kernel);
+    }
+    const qc_sym *g = qc_find_item(u, "twice");
+    cr_assert(g && g->kind == QC_SYM_GENERIC);
+    cr_expect_eq(qc_pointwise(g), 0);
+    cr_expect_eq(qc_pointwise(qc_find_item(u, "plus")), 0, "a fn");
+    qc_unit_free(u);
+    tu_rmdir(dir);
+}
+
+/* set_pointwise marks the kernel just added; after a fn, or first, the module is refused. */
+static void dummy_fn(void) {}
+static void pointwise_kernel(qrl_module *m, const qrl_imports *im)
+{
+    im->add_fn(m, "k", (void *)dummy_fn, 1, QR_PARAM_VOID, QR_UNDEF);
+    im->add_fn_param(m, "x", QR_PARAM_TENSOR, QR_I8);
+    im->set_pointwise(m);
+    im->add_fn(m, "j", (void *)dummy_fn, 1, QR_PARAM_VOID, QR_UNDEF);
+}
+static void pointwise_fn(qrl_module *m, const qrl_imports *im)
+{
+    im->add_fn(m, "f", (void *)dummy_fn, 0, QR_PARAM_VOID, QR_UNDEF);
+    im->set_pointwise(m);
+}
+static void pointwise_first(qrl_module *m, const qrl_imports *im)
+{
+    im->set_pointwise(m);
+}
+
+Test(pointwise, registration)
+{
+    cr_assert_eq(qr_recipe_imports()->abi, 18, "the import table grew: QR_RECIPE_ABI 18");
+    qr_error e;
+    qrl_module *m = NULL;
+    cr_assert_eq(qr_module_load(pointwise_kernel, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
+    cr_expect_eq(qr_module_kernel_pointwise(m, "k"), 1);
+    cr_expect_eq(qr_module_kernel_pointwise(m, "j"), 0);
+    qr_module_free(m);
+    m = NULL;
+    cr_expect_neq(qr_module_load(pointwise_fn, NULL, NULL, &m, &e), QR_OK);
+    cr_expect_null(m);
+    cr_expect_neq(qr_module_load(pointwise_first, NULL, NULL, &m, &e), QR_OK);
+    cr_expect_null(m);
+}
