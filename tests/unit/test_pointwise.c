@@ -73,6 +73,7 @@ static const char small_src[] =
     "fn at(x: tensor<i8>, k: i64) -> i32 { return i32(x[k]) }\n"
     "fn first(x: tensor<i8>) -> i32 { return i32(x[0]) }\n"
     "fn plus(v: i32, d: i32) -> i32 { return v + d }\n"
+    "fn at_t<T: u8 | i8>(x: tensor<T>, k: i64) -> i32 { return i32(x[k]) }\n"
     /* y[i] = a[i] + 1 */
     "kernel plus_one(a: tensor<i8>, y: tensor<i8>) {\n"
     "  for i in 0 .. y.numel { y[i] = sat<i8>(i32(a[i]) + 1) }\n"
@@ -98,6 +99,17 @@ static const char small_src[] =
     "kernel twice<T: u8 | i8>(a: tensor<T>, s: f32[], y: tensor<T>) {\n"
     "  let k = s[0]\n"
     "  for i in 0 .. y.numel { y[i] = sat<T>(f32(a[i]) * 2.0 * k) }\n"
+    "}\n"
+    /* a generic fn, named arguments, a break out of an inner loop */
+    "kernel generic_fn<T: u8 | i8>(a: tensor<T>, y: tensor<T>) {\n"
+    "  for i in 0 .. y.numel {\n"
+    "    var s: i32 = 0\n"
+    "    for k in 0 .. 4 {\n"
+    "      if k == 2 { break }\n"
+    "      s += at_t(k = i, x = a)\n"
+    "    }\n"
+    "    y[i] = sat<T>(s)\n"
+    "  }\n"
     "}\n"
     /* y[i] = a[y.numel - 1 - i] */
     "kernel reversed(a: tensor<i8>, y: tensor<i8>) {\n"
@@ -174,6 +186,7 @@ static const char small_src[] =
 
 static const want small_want[] = {
     {"plus_one", 1},     {"plus_through_fns", 1}, {"both_paths", 1},  {"twice<u8>", 1},      {"twice<i8>", 1},
+    {"generic_fn<u8>", 1}, {"generic_fn<i8>", 1},
     {"reversed", 0},     {"reassigned", 0},       {"copied_index", 0}, {"reads_dim", 0},     {"fn_reads_first", 0},
     {"fn_reads_other", 0}, {"index_as_value", 0}, {"running_sum", 0}, {"nested", 0},         {"stops_early", 0},
     {"numel_value", 0},  {"from_one", 0},         {"array_out", 0},
