@@ -1386,8 +1386,7 @@ static int kernel_pointwise(const qr_node *n, void *user)
 {
     const qr_intgraph *ig = user;
     int64_t ci = qr_attr_i(n, "call", -1);
-    (void)ig, (void)ci;
-    return 0;
+    return ci >= 0 && ci < ig->ncalls && ig->calls[ci].k->is_pointwise;
 }
 
 qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph **out, qr_error *e)
