@@ -189,12 +189,20 @@ static double kconv_macs(const qr_kctx *k)
 
 static qr_status kconv_infer(qr_kctx *k)
 {
-    if (qr_attr_i(k->node, "nhwc", 0))
+    if (qr_attr_i(k->node, "nhwc", 0)) /* a second stage writes its kernel's type: the same (fuse_stages) */
         return qr_convint_infer_nhwc(k, k->in[0], conv_in(k, 2), k->in[1], conv_in(k, 3),
                                      (qr_dtype)qr_attr_i(k->node, "to", QR_UNDEF));
     return qr_convint_infer_as(k, k->in[0], conv_in(k, 2), k->in[1], conv_in(k, 3),
                                (qr_dtype)qr_attr_i(k->node, "to", QR_UNDEF));
 }
+
+/* A run's arguments of a pointwise kernel run as the second stage, but the convolution's y's. */
+typedef struct stage_run {
+    const qr_intcall *c;
+    int y_arg; /* the argument that reads the convolution's y */
+    void *args[QRL_MAX_PARAMS];
+    qrl_tview views[64];
+} stage_run;
 
 /* A run's arguments of the tile kernel but the accumulator's and the block's six. */
 typedef struct tile_run {
@@ -203,7 +211,41 @@ typedef struct tile_run {
     int acc_arg, y_arg;
     void *args[QRL_MAX_PARAMS + QR_TILE_NPARAMS];
     qrl_tview views[64];
+    const stage_run *stage;
 } tile_run;
+
+static qr_status call_status(qrl_rt *rt, const qr_fn_desc *k, const char *pattern, qr_error *e)
+{
+    if (qr_rt_status(rt, e) != QR_OK) {
+        qr_error_prefix(e, "kernel '%s' (pattern '%s')", k->name, pattern);
+        return QR_ERR;
+    }
+    return QR_OK;
+}
+
+/* The pointwise kernel on elements [off, off + len) of every tensor it takes (it was proven to
+ * compute each element from the same element of its inputs: compiler/pointwise.c), the
+ * convolution's y from the block's rows. */
+static qr_status stage_rows(const qr_acc_epilogue *ep, const void *y_rows, int64_t off, int64_t len, qr_error *e)
+{
+    const stage_run *s = ((const tile_run *)ep->user)->stage;
+    void *args[QRL_MAX_PARAMS];
+    qrl_tview v[QRL_MAX_PARAMS];
+    for (int i = 0; i < s->c->nargs; i++) {
+        const qi_arg *a = &s->c->args[i];
+        args[i] = s->args[i];
+        if (a->kind != ARG_TENSOR && a->kind != ARG_OUTPUT)
+            continue;
+        const qrl_tview *whole = s->args[i];
+        void *at = i == s->y_arg ? (void *)y_rows : (char *)whole->data + off * (int64_t)qr_dtype_size(a->want);
+        v[i] = (qrl_tview){at, len, 1, {len}};
+        args[i] = &v[i];
+    }
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    s->c->k->call(&rt, args);
+    return call_status(&rt, s->c->k, s->c->pattern, e);
+}
 
 static qr_status tile_block(const qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e)
 {
@@ -227,10 +269,26 @@ static qr_status tile_block(const qr_acc_epilogue *ep, const qr_acc_block *b, qr
     qrl_rt rt;
     qr_rt_init(&rt);
     t->tile->call(&rt, args);
-    if (qr_rt_status(&rt, e) != QR_OK) {
-        qr_error_prefix(e, "kernel '%s' (pattern '%s')", t->tile->name, t->c->pattern);
+    return call_status(&rt, t->tile, t->c->pattern, e);
+}
+
+/* The second stage's arguments (fuse_stages: attributes then_call, then_first). */
+static qr_status bind_stage(qr_kctx *k, const qr_intgraph *ig, stage_run *s, qr_acc_epilogue *ep)
+{
+    int64_t ci = qr_attr_i(k->node, "then_call", -1), first = qr_attr_i(k->node, "then_first", -1);
+    if (ci < 0)
+        return QR_OK;
+    if (ci >= ig->ncalls || first < 1 || first > k->n_in || !qr_attr_i(k->node, "nhwc", 0))
+        return QR_KERR(k, "QrlConvKernel: a second stage needs its call and an NHWC convolution");
+    s->c = &ig->calls[ci];
+    /* the call's inputs are the node's from `first` on; the one that was the convolution's y is
+     * left out there (NULL) and marked -1 in the call */
+    if (bind_args(k, s->c, (int)first, s->views, s->args, &s->y_arg) != QR_OK)
         return QR_ERR;
-    }
+    if (s->y_arg < 0)
+        return QR_KERR(k, "kernel '%s': the second stage reads no convolution output", s->c->k->name);
+    ep->then = stage_rows;
+    ep->y_size = qr_dtype_size(s->c->args[s->y_arg].want);
     return QR_OK;
 }
 
@@ -251,7 +309,11 @@ static qr_status kconv_run(qr_kctx *k)
         if (c->args[i].kind == ARG_OUTPUT)
             t.y_arg = i;
     int wconst = qr_kinput_const(k, 1) && (!conv_in(k, 2) || qr_kinput_const(k, 2));
-    qr_acc_epilogue ep = {tile_block, &t};
+    qr_acc_epilogue ep = {tile_block, &t, NULL, 0};
+    stage_run stage = {0};
+    t.stage = &stage;
+    if (bind_stage(k, ig, &stage, &ep) != QR_OK)
+        return QR_ERR;
     if (qr_attr_i(k->node, "nhwc", 0))
         return qr_convint_run_nhwc(k, k->in[0], conv_in(k, 2), k->in[1], conv_in(k, 3), wconst, &ep);
     return qr_convint_run_epilogue(k, k->in[0], conv_in(k, 2), k->in[1], conv_in(k, 3), wconst, &ep);
@@ -301,7 +363,7 @@ const qr_op_def qr_ops_intgraph[] = {
     {"QrlKernel", "qrl", 0, 128, 1, 1, "call:i to:i acc:i kernel:s shape_from:ints shape:ints", kcall_infer, kcall_run, 0},
     {"QrlLookup", "qrl", 2, 2, 1, 1, "", lookup_infer, lookup_run, 0},
     {"QrlConvKernel", "qrl", 2, 128, 1, 1,
-     "call:i to:i conv_inputs:i nhwc:i auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints",
+     "call:i to:i conv_inputs:i nhwc:i then_call:i then_first:i auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints",
      kconv_infer, kconv_run, 0, NULL, kconv_macs},
     {0},
 };
@@ -1389,6 +1451,63 @@ static int kernel_pointwise(const qr_node *n, void *user)
     return ci >= 0 && ci < ig->ncalls && ig->calls[ci].k->is_pointwise;
 }
 
+/* An NHWC convolution whose only reader is a pointwise kernel (a residual Add: the stdlib's qadd,
+ * or a recipe's own that the compiler proved pointwise) runs it as a second stage on each block of
+ * its y while the block is in cache (conv_epilogue.h): one node, no y tensor between them.
+ * QRL_FUSE=0 keeps them apart, as every fusion. */
+static qr_status fuse_stages(builder *b)
+{
+    const char *env = getenv("QRL_FUSE");
+    if (env && !strcmp(env, "0"))
+        return QR_OK;
+    qr_graph *d = b->d;
+    int *uses = calloc((size_t)d->n_values + 1, sizeof *uses);
+    if (!uses)
+        return qr_errorf(b->e, "out of memory");
+    for (int i = 0; i < d->n_nodes; i++)
+        for (int j = 0; !d->nodes[i]->dead && j < d->nodes[i]->n_in; j++)
+            if (d->nodes[i]->in[j])
+                uses[d->nodes[i]->in[j]->id]++;
+    int n0 = d->n_nodes;
+    for (int i = 0; i < n0; i++) {
+        qr_node *n = d->nodes[i];
+        int64_t ci = qr_attr_i(n, "call", -1);
+        if (n->dead || strcmp(n->op, "QrlKernel") || qr_attr_i(n, "acc", 0) || !kernel_pointwise(n, b->ig))
+            continue;
+        for (int j = 0; j < n->n_in; j++) {
+            qr_value *v = n->in[j];
+            qr_node *conv = v ? v->producer : NULL;
+            if (!conv || conv->dead || strcmp(conv->op, "QrlConvKernel") || !qr_attr_i(conv, "nhwc", 0) ||
+                qr_attr_i(conv, "then_call", -1) >= 0 || v->is_output || uses[v->id] != 1 ||
+                qr_attr_i(conv, "to", QR_UNDEF) != qr_attr_i(n, "to", QR_UNDEF))
+                continue;
+            qr_intcall *c = &b->ig->calls[ci];
+            int refs = 0; /* the call reads y once, as a tensor */
+            for (int a = 0; a < c->nargs; a++)
+                refs += c->args[a].kind == ARG_TENSOR && c->args[a].input == j;
+            if (refs != 1)
+                continue;
+            qr_node *f = add_node(b, "QrlConvKernel", n->name, conv->n_in + n->n_in, n->out[0]);
+            if (!f)
+                break; /* out of memory: the graph is marked, qr_intgraph_build reports it */
+            for (int k = 0; k < conv->n_in; k++)
+                f->in[k] = conv->in[k];
+            for (int k = 0; k < n->n_in; k++)
+                f->in[conv->n_in + k] = k == j ? NULL : n->in[k];
+            copy_attrs(d, f, conv);
+            qr_node_add_attr_i(d, f, "then_call", ci);
+            qr_node_add_attr_i(d, f, "then_first", conv->n_in);
+            for (int a = 0; a < c->nargs; a++)
+                if (c->args[a].kind == ARG_TENSOR && c->args[a].input == j)
+                    c->args[a].input = -1;
+            n->dead = conv->dead = 1;
+            break;
+        }
+    }
+    free(uses);
+    return QR_OK;
+}
+
 qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph **out, qr_error *e)
 {
     qr_intgraph *ig = calloc(1, sizeof *ig);
@@ -1414,7 +1533,8 @@ qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph *
         st = qr_graph_check_oom(ig->g, e); /* a node, value or attribute the lowering added did not fit */
     if (st == QR_OK)
         st = tidy(ig->g, e);
-    if (st == QR_OK && (st = qr_layout_nhwc(ig->g, kernel_pointwise, ig, e)) == QR_OK)
+    if (st == QR_OK && (st = qr_layout_nhwc(ig->g, kernel_pointwise, ig, e)) == QR_OK &&
+        (st = fuse_stages(&b)) == QR_OK && (st = qr_graph_check_oom(ig->g, e)) == QR_OK)
         st = tidy(ig->g, e);
     if (st != QR_OK) {
         qr_intgraph_free(ig);

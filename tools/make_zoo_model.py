@@ -4,7 +4,7 @@ sample data, for the integer-graph tests (tests/unit/test_intgraph.c).
 
     make_zoo_model.py OUT_DIR  ->  zoo.onnx, zoo_calib.npy, zoo_test.npy,
                                    two_inputs.onnx, two_a.npy, two_b.npy, two_labels.npy,
-                                   depthwise.onnx
+                                   depthwise.onnx, residual.onnx
 
 The weights are random (seeded), so the model means nothing; what the tests
 check is that its integer graph computes what its QDQ simulation computes.
@@ -14,6 +14,8 @@ Gemm + Relu, MatMul. two_inputs.onnx has two inputs (a and b, each through
 a Conv, added) for multi-input calibration. depthwise.onnx (the zoo's input
 and samples) has a MobileNet block: Conv to 96 channels, depthwise 3x3 at
 stride 1 (16 x 16 planes) and 2, pointwise Conv, GlobalAveragePool, Gemm.
+residual.onnx (the same input) has a ResNet block: Conv + Relu, Conv + Relu,
+Conv, Add of the block's input, Relu, a strided Conv, GlobalAveragePool, Gemm.
 """
 import os
 import sys
@@ -113,6 +115,24 @@ def main():
         N("Gemm", ["f", weight("wdf", (10, 16)), bias("bdf", 10)], ["logits"], name="fc", transB=1),
     ]
     save_model(os.path.join(out, "depthwise.onnx"), "depthwise", nodes, {"x": [3, 16, 16]}, 10, inits)
+
+    inits.clear()
+    nodes = [
+        N("Conv", ["x", weight("wr0", (24, 3, 3, 3)), bias("br0", 24)], ["e0"], name="conv0", pads=[1, 1, 1, 1]),
+        N("Relu", ["e0"], ["s0"], name="relu0"),
+        N("Conv", ["s0", weight("wr1", (24, 24, 3, 3)), bias("br1", 24)], ["e1"], name="conv1", pads=[1, 1, 1, 1]),
+        N("Relu", ["e1"], ["s1"], name="relu1"),
+        N("Conv", ["s1", weight("wr2", (24, 24, 3, 3)), bias("br2", 24)], ["e2"], name="conv2", pads=[1, 1, 1, 1]),
+        N("Add", ["e2", "s0"], ["sum"], name="add"),
+        N("Relu", ["sum"], ["s2"], name="relu2"),
+        N("Conv", ["s2", weight("wr3", (40, 24, 3, 3)), bias("br3", 40)], ["e3"], name="conv3", pads=[1, 1, 1, 1],
+          strides=[2, 2]),
+        N("Relu", ["e3"], ["s3"], name="relu3"),
+        N("GlobalAveragePool", ["s3"], ["g"], name="gap"),
+        N("Flatten", ["g"], ["f"], name="flatten", axis=1),
+        N("Gemm", ["f", weight("wrf", (10, 40)), bias("brf", 10)], ["logits"], name="fc", transB=1),
+    ]
+    save_model(os.path.join(out, "residual.onnx"), "residual", nodes, {"x": [3, 16, 16]}, 10, inits)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,11 @@ typedef struct qr_acc_block {
 typedef struct qr_acc_epilogue {
     qr_status (*run)(const struct qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e);
     void *user;
+    /* A second, element-wise stage (NHWC only; NULL: none): once a block's y is made, elements
+     * [off, off + len) of the flat y, in y_rows (y_size bytes each), go to it, and it writes the
+     * node's output there (a residual Add after the convolution). */
+    qr_status (*then)(const struct qr_acc_epilogue *ep, const void *y_rows, int64_t off, int64_t len, qr_error *e);
+    size_t y_size;
 } qr_acc_epilogue;
 
 /* ConvInteger's checks and output shape, y of type t. x, x_zero, w, w_zero: ConvInteger's inputs

@@ -149,10 +149,9 @@ static void turn_acc(const int32_t *restrict acc, int64_t rows, int64_t m, int32
                 t[c * rows + i] = acc[i * m + c];
 }
 
-static void turn_y(const nhwc_job *j, const uint8_t *restrict ys, int64_t n, int64_t p0, int64_t rows)
+static void turn_y(const nhwc_job *j, const uint8_t *restrict ys, uint8_t *restrict y, int64_t rows)
 {
-    int64_t m = j->m, pixels = j->g->small_n;
-    uint8_t *restrict y = j->y + (n * pixels + p0) * m * (int64_t)j->esize;
+    int64_t m = j->m;
     if (j->esize == 1) {
         for (int64_t i0 = 0; i0 < rows; i0 += 16)
             for (int64_t c = 0; c < m; c++)
@@ -182,7 +181,16 @@ static void block_epilogue(nhwc_job *j, uint8_t *slot, int32_t *acc, int64_t n, 
         nhwc_failed(j, &e);
         return;
     }
-    turn_y(j, ys, n, p0, rows);
+    int64_t off = (n * j->g->small_n + p0) * j->m;
+    if (!j->ep->then) {
+        turn_y(j, ys, j->y + off * (int64_t)j->esize, rows);
+        return;
+    }
+    /* the block's y rows go to the second stage, which writes the output */
+    uint8_t *rows_y = (uint8_t *)acct; /* free again: the epilogue has read it */
+    turn_y(j, ys, rows_y, rows);
+    if (j->ep->then(j->ep, rows_y, off, rows * j->m, &e) != QR_OK)
+        nhwc_failed(j, &e);
 }
 
 static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
@@ -291,7 +299,9 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
             if (qr_get_i64(wzp->data, wzp->dtype, i))
                 return QR_KERR(k, "an NHWC convolution's weights have zero point 0");
     j.y = k->out[0]->data;
-    j.esize = qr_dtype_size(k->out[0]->dtype);
+    j.esize = ep->then ? ep->y_size : qr_dtype_size(k->out[0]->dtype);
+    if (j.esize > sizeof(int32_t))
+        return QR_KERR(k, "an NHWC convolution's epilogue writes at most 4-byte elements, not %zu", j.esize);
     if (depthwise) {
         j.mb = 1 + (16384 / (j.c > 0 ? j.c : 1)) / (g.small[1] > 0 ? g.small[1] : 1); /* output rows */
         j.blocks_per_image = (g.small[0] + j.mb - 1) / j.mb;

@@ -301,6 +301,62 @@ Test(intgraph, fused_conv_epilogues_equal_the_separate_kernels)
     qr_tensor_free(&x);
 }
 
+/* Nodes of op with an integer attribute attr >= 0. */
+static int count_attr_set(const qr_graph *g, const char *op, const char *attr)
+{
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        n += !strcmp(g->nodes[i]->op, op) && qr_attr_i(g->nodes[i], attr, -1) >= 0;
+    return n;
+}
+
+/* A residual Add (the stdlib's qadd, proven pointwise) after an NHWC convolution runs as its
+ * second stage, on each block of the convolution's y: the ResNet block's integer graph keeps no
+ * QrlKernel for it, and its outputs are those of the separate NCHW kernels (QRL_FUSE=0), bit for
+ * bit, onnx u8 and i8 and tflite, batch 32 and 1, 1 and 2 threads. */
+Test(intgraph, residual_add_runs_as_the_convolutions_second_stage)
+{
+    const char *recipes[] = {"recipes/int8.qrl", "recipes/int8-percentile.qrl", "recipes/int8-tflite.qrl"};
+    qr_tensor x = {0};
+    qr_graph *g;
+    load("zoo_test.npy", NULL, &x);
+    load("residual.onnx", &g, NULL);
+    for (int r = 0; r < 3; r++) {
+        qrl_module *m0, *m1;
+        setenv("QRL_FUSE", "0", 1);
+        qr_quantized *apart = quantize(g, recipes[r], &m0);
+        unsetenv("QRL_FUSE");
+        setenv("QRL_NHWC", "1", 1);
+        qr_quantized *fused = quantize(g, recipes[r], &m1);
+        unsetenv("QRL_NHWC");
+        cr_assert_eq(count_attr_set(fused->ig->g, "QrlConvKernel", "then_call"), 1, "%s: the Add is a second stage",
+                     recipes[r]);
+        cr_assert_eq(count_attr(fused->ig->g, "QrlConvKernel", "nhwc"), 4, "%s", recipes[r]);
+        cr_assert_eq(count_op(fused->ig->g, "Transpose"), 2, "%s: only at the region's borders", recipes[r]);
+        qr_tensor one = x;
+        one.dims[0] = 1;
+        const qr_tensor *inputs[2] = {&x, &one};
+        for (int in = 0; in < 2; in++) {
+            qr_tensor want = {0};
+            run_threads(apart, inputs[in], 1, &want);
+            for (int t = 1; t <= 2; t++) {
+                qr_tensor got = {0};
+                run_threads(fused, inputs[in], t, &got);
+                cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)),
+                          "%s, batch %lld, %d threads: outputs differ", recipes[r], (long long)inputs[in]->dims[0], t);
+                qr_tensor_free(&got);
+            }
+            qr_tensor_free(&want);
+        }
+        qr_quantized_free(apart);
+        qr_quantized_free(fused);
+        qr_module_free(m0);
+        qr_module_free(m1);
+    }
+    qr_graph_free(g);
+    qr_tensor_free(&x);
+}
+
 /* A recipe's own element-wise epilogue (an accelerator that rounds half away from zero), its axis
  * a literal: its tile kernel says rows are channels of axis 1 (no parameter), the runtime fuses
  * it to every convolution (depthwise too), and the fused outputs are the separate kernels'. */
