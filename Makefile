@@ -13,7 +13,7 @@ CFLAGS   ?= -std=c11 -Wall -Wextra -Werror -Wno-format-truncation $(OPT) -g -fPI
 # The kernels' loops (GEMMs, im2col, the quantizer's fake quantization and
 # ranges) vectorize only under the dynamic cost model: -O2's "very cheap" one
 # left the AVX-512 clones scalar.
-KERNEL_OBJ = $(B)/obj/runtime/ops/quant.o $(B)/obj/runtime/ops/conv.o $(B)/obj/runtime/ops/dense.o \
+KERNEL_OBJ = $(B)/obj/runtime/ops/quant.o $(B)/obj/runtime/ops/conv.o $(B)/obj/runtime/ops/nhwc.o $(B)/obj/runtime/ops/dense.o \
              $(B)/obj/runtime/ops/elementwise.o $(B)/obj/quantizer/quantize.o $(B)/obj/runtime/recipe.o
 $(KERNEL_OBJ): CFLAGS += -fvect-cost-model=dynamic
 LDFLAGS  ?= $(SAN)

@@ -1,0 +1,360 @@
+/* NHWC kernels of the integer graph (nhwc.h): a pixel's channels are
+ * contiguous, so every loop here runs over channels, the vectors' lanes, and
+ * a window is a rectangle of taps [ky0, ky1) x [kx0, kx1) found once per
+ * output pixel: no tap tests padding. */
+#include "nhwc.h"
+
+#include <assert.h>
+#include <immintrin.h>
+#include <string.h>
+
+/* The taps k in [k0, k1) of a window whose tap k reads i0 + k * d that land in [0, n);
+ * k0 = k1 when none does. */
+static inline void tap_range(int64_t i0, int64_t d, int64_t K, int64_t n, int64_t *k0, int64_t *k1)
+{
+    int64_t lo = i0 >= 0 ? 0 : (-i0 + d - 1) / d, hi = i0 > n - 1 ? 0 : (n - 1 - i0) / d + 1;
+    lo = lo < K ? lo : K;
+    hi = hi < K ? hi : K;
+    *k0 = lo;
+    *k1 = hi > lo ? hi : lo;
+}
+
+/* ---- depthwise convolution ----
+ * One kernel per instruction set, chosen at run time (qr_nhwc_dw_u8_isa): GCC 12 lowers the
+ * byte-to-int32 widening of its generic vectors (__builtin_convertvector) to one byte at a time,
+ * so the AVX-512 and AVX2 kernels widen with vpmovzxbd / vpmovsxbd intrinsics. i8 bytes (sgn) are
+ * sign-extended with the zero point lowered by 128: (x ^ 0x80) - xz = (int8_t)x - (xz - 128).
+ * Products and sums wrap as uint32 (vpmulld, vpaddd keep the low 32 bits). */
+
+/* One output pixel, portable: a[c] = init[c] + sum over taps (i, j) < (nky, nkx) of
+ * (x0[i * ys + j * xs + c] - z) * w0[i * wys + j * C + c], for c0 <= c < C; a loop over channels a
+ * tap, which GCC vectorizes. */
+static inline __attribute__((always_inline)) void dw_pixel_portable(uint32_t *restrict a, const uint8_t *x0,
+                                                                    int64_t ys, int64_t xs, const int32_t *w0,
+                                                                    int64_t wys, int64_t nky, int64_t nkx, int64_t c0,
+                                                                    int64_t C, const int32_t *init, int32_t z, int sgn)
+{
+    for (int64_t c = c0; c < C; c++)
+        a[c] = (uint32_t)init[c];
+    for (int64_t i = 0; i < nky; i++)
+        for (int64_t j = 0; j < nkx; j++) {
+            const uint8_t *restrict p = x0 + i * ys + j * xs;
+            const int32_t *restrict w = w0 + i * wys + j * C;
+            for (int64_t c = c0; c < C; c++) {
+                int32_t v = sgn ? (int32_t)(int8_t)p[c] : (int32_t)p[c];
+                a[c] += (uint32_t)(v - z) * (uint32_t)w[c];
+            }
+        }
+}
+
+/* The same with VL-lane vectors (VL = 16 for AVX-512, 8 for AVX2) whose sums stay in registers
+ * across the taps: 4 VL channels at a time, then VL; a last partial vector recomputes the VL
+ * channels ending at C (the same values again); fewer than VL channels in all go one at a time.
+ * Called with constant nky, nkx for the interior, GCC unrolls the taps. */
+#define NHWC_DW_PIXEL(ISA, TARGET, VT, VL, LOADX, SUB, MUL, ADD, LOADW, STORE, SET1)                          \
+    static inline __attribute__((always_inline, target(TARGET))) VT dw_mac_##ISA(const uint8_t *p,             \
+                                                                                const int32_t *w, VT z, int sgn) \
+    {                                                                                                          \
+        return MUL(SUB(LOADX(p, sgn), z), LOADW(w));                                                           \
+    }                                                                                                          \
+    static inline __attribute__((always_inline, target(TARGET))) void dw_pixel_##ISA(                          \
+        uint32_t *restrict a, const uint8_t *x0, int64_t ys, int64_t xs, const int32_t *w0, int64_t wys,       \
+        int64_t nky, int64_t nkx, int64_t c0, int64_t C, const int32_t *init, int32_t z, int sgn)              \
+    {                                                                                                          \
+        const VT zv = SET1(z);                                                                                 \
+        int64_t c = c0;                                                                                        \
+        for (; c + 4 * VL <= C; c += 4 * VL) {                                                                 \
+            VT s0 = LOADW(init + c), s1 = LOADW(init + c + VL), s2 = LOADW(init + c + 2 * VL),                 \
+               s3 = LOADW(init + c + 3 * VL);                                                                  \
+            for (int64_t i = 0; i < nky; i++)                                                                  \
+                for (int64_t j = 0; j < nkx; j++) {                                                            \
+                    const uint8_t *p = x0 + i * ys + j * xs + c;                                               \
+                    const int32_t *w = w0 + i * wys + j * C + c;                                               \
+                    s0 = ADD(s0, dw_mac_##ISA(p, w, zv, sgn));                                                 \
+                    s1 = ADD(s1, dw_mac_##ISA(p + VL, w + VL, zv, sgn));                                       \
+                    s2 = ADD(s2, dw_mac_##ISA(p + 2 * VL, w + 2 * VL, zv, sgn));                               \
+                    s3 = ADD(s3, dw_mac_##ISA(p + 3 * VL, w + 3 * VL, zv, sgn));                               \
+                }                                                                                              \
+            STORE(a + c, s0), STORE(a + c + VL, s1), STORE(a + c + 2 * VL, s2), STORE(a + c + 3 * VL, s3);     \
+        }                                                                                                      \
+        if (c < C && C >= VL) /* whole vectors, the last one ending at C */                                    \
+            for (;; c += VL) {                                                                                 \
+                if (c + VL > C)                                                                                \
+                    c = C - VL;                                                                                \
+                VT s0 = LOADW(init + c);                                                                       \
+                for (int64_t i = 0; i < nky; i++)                                                              \
+                    for (int64_t j = 0; j < nkx; j++)                                                          \
+                        s0 = ADD(s0, dw_mac_##ISA(x0 + i * ys + j * xs + c, w0 + i * wys + j * C + c, zv, sgn)); \
+                STORE(a + c, s0);                                                                              \
+                if (c + VL == C) {                                                                             \
+                    c = C;                                                                                     \
+                    break;                                                                                     \
+                }                                                                                              \
+            }                                                                                                  \
+        if (c < C) /* fewer than VL channels */                                                                \
+            dw_pixel_portable(a, x0, ys, xs, w0, wys, nky, nkx, c, C, init, z, sgn);                           \
+    }
+
+#define NHWC_X512(p, sgn)                                                                                      \
+    ((sgn) ? _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p)))                         \
+           : _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))))
+#define NHWC_W512(p) _mm512_loadu_si512((const void *)(p))
+#define NHWC_S512(p, v) _mm512_storeu_si512((void *)(p), v)
+NHWC_DW_PIXEL(avx512, "avx512f", __m512i, 16, NHWC_X512, _mm512_sub_epi32, _mm512_mullo_epi32, _mm512_add_epi32,
+              NHWC_W512, NHWC_S512, _mm512_set1_epi32)
+
+#define NHWC_X256(p, sgn)                                                                                      \
+    ((sgn) ? _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p)))                         \
+           : _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p))))
+#define NHWC_W256(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+#define NHWC_S256(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), v)
+NHWC_DW_PIXEL(avx2, "avx2", __m256i, 8, NHWC_X256, _mm256_sub_epi32, _mm256_mullo_epi32, _mm256_add_epi32,
+              NHWC_W256, NHWC_S256, _mm256_set1_epi32)
+
+/* Output rows [oy0, oy1) with ISA's pixel kernel: border pixels with their own tap rectangles,
+ * the interior (every tap inside) between them with the whole window; 3x3 windows, the common
+ * case, with constant trip counts. */
+#define NHWC_DW_ROWS(ISA, TARGET)                                                                              \
+    static inline __attribute__((always_inline, target(TARGET))) void dw_rows_##ISA(                           \
+        uint32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g, const int32_t *wk,  \
+        const int32_t *init, int32_t z, int64_t oy0, int64_t oy1, int sgn)                                     \
+    {                                                                                                          \
+        const int64_t H = g->big[0], W = g->big[1], OW = g->small[1], KH = g->kernel[0], KW = g->kernel[1];    \
+        const int64_t sh = g->stride[0], sw = g->stride[1], dh = g->dilation[0], dw = g->dilation[1];          \
+        const int64_t ys = dh * W * C, xs = dw * C, wys = KW * C, pl = g->pad_begin[1];                        \
+        /* the interior columns: ox * sw - pl >= 0 and ox * sw - pl + (KW - 1) * dw < W */                     \
+        int64_t ilo = (pl + sw - 1) / sw, ihi = W - 1 - (KW - 1) * dw + pl;                                    \
+        ihi = ihi < 0 ? 0 : ihi / sw + 1;                                                                      \
+        ihi = ihi < OW ? ihi : OW;                                                                             \
+        ilo = ilo < ihi ? ilo : ihi;                                                                           \
+        for (int64_t oy = oy0; oy < oy1; oy++) {                                                               \
+            int64_t iy0 = oy * sh - g->pad_begin[0], ky0, ky1;                                                 \
+            tap_range(iy0, dh, KH, H, &ky0, &ky1);                                                             \
+            uint32_t *arow = acc + (oy - oy0) * OW * acc_ps;                                                   \
+            const uint8_t *xrow = x + (iy0 + ky0 * dh) * W * C; /* the first tap row inside */                 \
+            const int32_t *wrow = wk + ky0 * wys;                                                              \
+            int full = ky0 == 0 && ky1 == KH;                                                                  \
+            for (int64_t ox = 0; ox < OW; ox++) {                                                              \
+                int64_t ix0 = ox * sw - pl, kx0, kx1;                                                          \
+                if (full && ox == ilo && ilo < ihi) { /* the interior of an interior row */                    \
+                    for (; ox < ihi; ox++) {                                                                   \
+                        uint32_t *ap = arow + ox * acc_ps;                                                     \
+                        const uint8_t *xp = xrow + (ox * sw - pl) * C;                                         \
+                        if (KH == 3 && KW == 3)                                                                \
+                            dw_pixel_##ISA(ap, xp, ys, xs, wrow, wys, 3, 3, 0, C, init, z, sgn);               \
+                        else                                                                                   \
+                            dw_pixel_##ISA(ap, xp, ys, xs, wrow, wys, KH, KW, 0, C, init, z, sgn);             \
+                    }                                                                                          \
+                    if (ox == OW)                                                                              \
+                        break;                                                                                 \
+                    ix0 = ox * sw - pl;                                                                        \
+                }                                                                                              \
+                tap_range(ix0, dw, KW, W, &kx0, &kx1);                                                         \
+                dw_pixel_##ISA(arow + ox * acc_ps, xrow + (ix0 + kx0 * dw) * C, ys, xs, wrow + kx0 * C, wys,   \
+                               ky1 - ky0, kx1 - kx0, 0, C, init, z, sgn);                                      \
+            }                                                                                                  \
+        }                                                                                                      \
+    }                                                                                                          \
+    static __attribute__((target(TARGET))) void dw_##ISA(int32_t *acc, int64_t acc_ps, const uint8_t *x,       \
+                                                         int64_t C, const qr_conv_geom *g, const int32_t *wk,  \
+                                                         const int32_t *init, uint8_t flip, int32_t xz,        \
+                                                         int64_t oy0, int64_t oy1)                             \
+    {                                                                                                          \
+        assert(g->r == 2 && acc_ps >= C && (flip == 0 || flip == 0x80) && 0 <= oy0 && oy0 <= oy1 &&           \
+               oy1 <= g->small[0]);                                                                            \
+        if (flip)                                                                                              \
+            dw_rows_##ISA((uint32_t *)acc, acc_ps, x, C, g, wk, init, xz - 128, oy0, oy1, 1);                  \
+        else                                                                                                   \
+            dw_rows_##ISA((uint32_t *)acc, acc_ps, x, C, g, wk, init, xz, oy0, oy1, 0);                        \
+    }
+NHWC_DW_ROWS(avx512, "avx512f")
+NHWC_DW_ROWS(avx2, "avx2")
+NHWC_DW_ROWS(portable, "arch=x86-64") /* the baseline: any x86-64 */
+
+qr_nhwc_dw_fn qr_nhwc_dw_u8_isa(const char *isa)
+{
+    if (!strcmp(isa, "avx512f"))
+        return __builtin_cpu_supports("avx512f") ? dw_avx512 : NULL;
+    if (!strcmp(isa, "avx2"))
+        return __builtin_cpu_supports("avx2") ? dw_avx2 : NULL;
+    return !strcmp(isa, "portable") ? dw_portable : NULL;
+}
+
+void qr_nhwc_dw_u8(int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
+                   const int32_t *wk, const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0, int64_t oy1)
+{
+    qr_nhwc_dw_fn fn = __builtin_cpu_supports("avx512f") ? dw_avx512
+                       : __builtin_cpu_supports("avx2") ? dw_avx2
+                                                         : dw_portable;
+    fn(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1);
+}
+
+/* ---- pools ---- */
+
+/* y[c] = the maximum of x0[i * ys + j * xs + c] over (i, j) < (nky, nkx), or TMIN, for c < C:
+ * a loop over channels per tap, which GCC vectorizes. */
+#define NHWC_MAX_PIXEL(S, T, TMIN)                                                                             \
+    static inline __attribute__((always_inline)) void max_pixel_##S(T *restrict y, const T *x0, int64_t ys,   \
+                                                                    int64_t xs, int64_t nky, int64_t nkx,      \
+                                                                    int64_t C)                                 \
+    {                                                                                                          \
+        for (int64_t c = 0; c < C; c++)                                                                        \
+            y[c] = TMIN;                                                                                       \
+        for (int64_t i = 0; i < nky; i++)                                                                      \
+            for (int64_t j = 0; j < nkx; j++) {                                                                \
+                const T *restrict p = x0 + i * ys + j * xs;                                                    \
+                for (int64_t c = 0; c < C; c++)                                                                \
+                    y[c] = p[c] > y[c] ? p[c] : y[c];                                                          \
+            }                                                                                                  \
+    }
+NHWC_MAX_PIXEL(u8, uint8_t, 0)
+NHWC_MAX_PIXEL(i8, int8_t, INT8_MIN)
+
+/* AveragePool's rounding (conv.c's pool_avg): s / n (n > 0) rounded half to even, clamped to
+ * [lo, hi], without branches so that a pixel's channels vectorize. The quotient truncated through
+ * double is exact: when s / n is no integer it is at least 1 / n from one, far more than the
+ * division's rounding error at |s| n < 2^53. */
+static inline int32_t avg_round(int32_t s, int32_t n, double dn, int32_t lo, int32_t hi)
+{
+    int32_t q = (int32_t)((double)s / dn), r = s - q * n; /* truncated: r has s's sign */
+    int32_t neg = r < 0;
+    q -= neg, r += neg * n; /* floor: 0 <= r < n */
+    q += (2 * r > n) | ((2 * r == n) & q & 1);
+    return q < lo ? lo : q > hi ? hi : q;
+}
+
+/* One output pixel of AveragePool: channel blocks of 64 summed in int32 over the taps, then
+ * rounded. */
+#define NHWC_AVG_PIXEL(S, T, LO, HI)                                                                           \
+    static inline __attribute__((always_inline)) void avg_pixel_##S(T *restrict y, const T *x0, int64_t ys,   \
+                                                                    int64_t xs, int64_t nky, int64_t nkx,      \
+                                                                    int64_t C, int32_t n)                      \
+    {                                                                                                          \
+        enum { B = 64 };                                                                                       \
+        for (int64_t c0 = 0; c0 < C; c0 += B) {                                                                \
+            int64_t nb = C - c0 < B ? C - c0 : B;                                                              \
+            int32_t s[B];                                                                                      \
+            for (int64_t c = 0; c < nb; c++)                                                                   \
+                s[c] = 0;                                                                                      \
+            for (int64_t i = 0; i < nky; i++)                                                                  \
+                for (int64_t j = 0; j < nkx; j++) {                                                            \
+                    const T *restrict p = x0 + i * ys + j * xs + c0;                                           \
+                    for (int64_t c = 0; c < nb; c++)                                                           \
+                        s[c] += p[c];                                                                          \
+                }                                                                                              \
+            for (int64_t c = 0; c < nb; c++) /* a window of padding only: 0 / 0, stored as 0 */                \
+                y[c0 + c] = n > 0 ? (T)avg_round(s[c], n, (double)n, LO, HI) : 0;                              \
+        }                                                                                                      \
+    }
+NHWC_AVG_PIXEL(u8, uint8_t, 0, 255)
+NHWC_AVG_PIXEL(i8, int8_t, -128, 127)
+
+/* Output rows [oy0, oy1) of a pool: each pixel's window as a rectangle of taps inside the image;
+ * avg (n_pad: count_include_pad) divides by its count. */
+#define NHWC_POOL_ROWS(S, T)                                                                                   \
+    static inline __attribute__((always_inline)) void pool_rows_##S(T *y, const T *x, int64_t C,              \
+                                                                     const qr_conv_geom *g, int avg,           \
+                                                                     int n_pad, int64_t oy0, int64_t oy1)      \
+    {                                                                                                          \
+        const int64_t H = g->big[0], W = g->big[1], OW = g->small[1], KH = g->kernel[0], KW = g->kernel[1];    \
+        const int64_t sh = g->stride[0], sw = g->stride[1], dh = g->dilation[0], dw = g->dilation[1];          \
+        const int64_t pt = g->pad_begin[0], pl = g->pad_begin[1];                                              \
+        const int64_t Hp = H + pt + g->pad_end[0], Wp = W + pl + g->pad_end[1];                                \
+        for (int64_t oy = oy0; oy < oy1; oy++) {                                                               \
+            int64_t iy0 = oy * sh - pt, ky0, ky1, py0, py1;                                                    \
+            tap_range(iy0, dh, KH, H, &ky0, &ky1);                                                             \
+            tap_range(iy0 + pt, dh, KH, Hp, &py0, &py1);                                                       \
+            const T *xrow = x + (iy0 + ky0 * dh) * W * C;                                                      \
+            for (int64_t ox = 0; ox < OW; ox++) {                                                              \
+                int64_t ix0 = ox * sw - pl, kx0, kx1, px0, px1;                                                \
+                tap_range(ix0, dw, KW, W, &kx0, &kx1);                                                         \
+                T *yp = y + (oy * OW + ox) * C;                                                                \
+                const T *xp = xrow + (ix0 + kx0 * dw) * C;                                                     \
+                if (!avg) {                                                                                    \
+                    max_pixel_##S(yp, xp, dh * W * C, dw * C, ky1 - ky0, kx1 - kx0, C);                        \
+                    continue;                                                                                  \
+                }                                                                                              \
+                tap_range(ix0 + pl, dw, KW, Wp, &px0, &px1);                                                   \
+                int64_t n = n_pad ? (py1 - py0) * (px1 - px0) : (ky1 - ky0) * (kx1 - kx0);                    \
+                avg_pixel_##S(yp, xp, dh * W * C, dw * C, ky1 - ky0, kx1 - kx0, C, (int32_t)n);                \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
+NHWC_POOL_ROWS(u8, uint8_t)
+NHWC_POOL_ROWS(i8, int8_t)
+
+#define NHWC_POOL_ASSERT(g, oy0, oy1) assert((g)->r == 2 && 0 <= (oy0) && (oy0) <= (oy1) && (oy1) <= (g)->small[0])
+
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void
+qr_nhwc_maxpool_u8(uint8_t *y, const uint8_t *x, int64_t C, const qr_conv_geom *g, int64_t oy0, int64_t oy1)
+{
+    NHWC_POOL_ASSERT(g, oy0, oy1);
+    pool_rows_u8(y, x, C, g, 0, 0, oy0, oy1);
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void
+qr_nhwc_maxpool_i8(int8_t *y, const int8_t *x, int64_t C, const qr_conv_geom *g, int64_t oy0, int64_t oy1)
+{
+    NHWC_POOL_ASSERT(g, oy0, oy1);
+    pool_rows_i8(y, x, C, g, 0, 0, oy0, oy1);
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void
+qr_nhwc_avgpool_u8(uint8_t *y, const uint8_t *x, int64_t C, const qr_conv_geom *g, int count_include_pad,
+                   int64_t oy0, int64_t oy1)
+{
+    NHWC_POOL_ASSERT(g, oy0, oy1);
+    assert(g->kernel_n < (int64_t)1 << 23);
+    pool_rows_u8(y, x, C, g, 1, count_include_pad, oy0, oy1);
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void
+qr_nhwc_avgpool_i8(int8_t *y, const int8_t *x, int64_t C, const qr_conv_geom *g, int count_include_pad,
+                   int64_t oy0, int64_t oy1)
+{
+    NHWC_POOL_ASSERT(g, oy0, oy1);
+    assert(g->kernel_n < (int64_t)1 << 23);
+    pool_rows_i8(y, x, C, g, 1, count_include_pad, oy0, oy1);
+}
+
+/* ---- transposes ---- */
+
+/* Blocks of 64 pixels by 64 channels: each block's source and destination lines stay in L1 while
+ * it is copied, whatever the stride of the other side. */
+enum { NHWC_TB = 64 };
+
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void
+qr_nhwc_to_nchw_u8(uint8_t *dst, const uint8_t *src, int64_t C, int64_t HW, int64_t p0, int64_t p1)
+{
+    assert(0 <= p0 && p0 <= p1 && p1 <= HW);
+    for (int64_t pb = p0; pb < p1; pb += NHWC_TB) {
+        int64_t pe = p1 - pb < NHWC_TB ? p1 : pb + NHWC_TB;
+        for (int64_t cb = 0; cb < C; cb += NHWC_TB) {
+            int64_t ce = C - cb < NHWC_TB ? C : cb + NHWC_TB;
+            for (int64_t c = cb; c < ce; c++) {
+                uint8_t *restrict d = dst + c * HW;
+                const uint8_t *restrict s = src + c;
+                for (int64_t p = pb; p < pe; p++)
+                    d[p] = s[p * C];
+            }
+        }
+    }
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void
+qr_nchw_to_nhwc_u8(uint8_t *dst, const uint8_t *src, int64_t C, int64_t HW, int64_t p0, int64_t p1)
+{
+    assert(0 <= p0 && p0 <= p1 && p1 <= HW);
+    for (int64_t pb = p0; pb < p1; pb += NHWC_TB) {
+        int64_t pe = p1 - pb < NHWC_TB ? p1 : pb + NHWC_TB;
+        for (int64_t cb = 0; cb < C; cb += NHWC_TB) {
+            int64_t ce = C - cb < NHWC_TB ? C : cb + NHWC_TB;
+            for (int64_t p = pb; p < pe; p++) {
+                uint8_t *restrict d = dst + p * C;
+                const uint8_t *restrict s = src + p;
+                for (int64_t c = cb; c < ce; c++)
+                    d[c] = s[c * HW];
+            }
+        }
+    }
+}

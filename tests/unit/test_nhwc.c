@@ -1,0 +1,546 @@
+/* The NHWC kernels (runtime/ops/nhwc.c) against naive loops written here over
+ * the same image read as NCHW (index arithmetic, sums in int64 wrapped at the
+ * end, AveragePool's mean rounded by rint of the f64 quotient), on random
+ * shapes, windows, strides, dilations, asymmetric pads and ceil mode, with
+ * values at the 8-bit extremes and output rows in several sub-ranges; and
+ * against the NCHW ops themselves (ConvInteger with one group per channel,
+ * MaxPool, AveragePool on u8 and i8) run through the op table. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op.h"
+#include "ops/nhwc.h"
+
+static unsigned rnd(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return *s >> 8;
+}
+
+/* A value in [lo, hi], the ends a quarter of the time each way (the extremes are tested). */
+static int rnd_in(unsigned *s, int lo, int hi)
+{
+    unsigned r = rnd(s) % 8;
+    return r == 0 ? lo : r == 1 ? hi : lo + (int)(rnd(s) % (unsigned)(hi - lo + 1));
+}
+
+/* One random geometry (windows of 1..5, strides 1..3, dilations 1..2, pads 0..k-1 on each side,
+ * ceil mode for pools; C a multiple of 16 or not, 23 and 40 end in half a vector),
+ * its output size as ONNX defines it; 0 when the window does not fit. */
+typedef struct shape {
+    int64_t C, H, W;
+    int ceil_mode;
+    qr_conv_geom g;
+} shape;
+
+static int make_shape(unsigned *s, int pool, shape *sh)
+{
+    static const int64_t Cs[] = {1, 3, 16, 17, 23, 32, 40, 96}, HWs[] = {1, 5, 7, 14};
+    memset(sh, 0, sizeof *sh);
+    sh->C = Cs[rnd(s) % 8];
+    sh->H = HWs[rnd(s) % 4];
+    sh->W = HWs[rnd(s) % 4];
+    sh->ceil_mode = pool && rnd(s) % 2;
+    qr_conv_geom *g = &sh->g;
+    g->r = 2;
+    g->big[0] = sh->H, g->big[1] = sh->W;
+    for (int d = 0; d < 2; d++) {
+        g->kernel[d] = 1 + rnd(s) % 5;
+        g->stride[d] = 1 + rnd(s) % 3;
+        g->dilation[d] = 1 + rnd(s) % 2;
+        g->pad_begin[d] = rnd(s) % g->kernel[d];
+        g->pad_end[d] = rnd(s) % g->kernel[d];
+        int64_t span = g->big[d] + g->pad_begin[d] + g->pad_end[d] - (g->kernel[d] - 1) * g->dilation[d] - 1;
+        if (span < 0)
+            return 0;
+        int64_t st = g->stride[d], out = (sh->ceil_mode ? (span + st - 1) / st : span / st) + 1;
+        if (sh->ceil_mode && (out - 1) * st >= g->big[d] + g->pad_begin[d]) /* starts in the end pads */
+            out--;
+        g->small[d] = out;
+    }
+    g->kernel_n = g->kernel[0] * g->kernel[1];
+    g->big_n = sh->H * sh->W;
+    g->small_n = g->small[0] * g->small[1];
+    return 1;
+}
+
+static const char *describe(const shape *sh)
+{
+    static char buf[256];
+    const qr_conv_geom *g = &sh->g;
+    snprintf(buf, sizeof buf, "C %lld %lldx%lld -> %lldx%lld, kernel %lldx%lld stride %lldx%lld dilation %lldx%lld "
+             "pads %lld,%lld,%lld,%lld ceil %d", (long long)sh->C, (long long)sh->H, (long long)sh->W,
+             (long long)g->small[0], (long long)g->small[1], (long long)g->kernel[0], (long long)g->kernel[1],
+             (long long)g->stride[0], (long long)g->stride[1], (long long)g->dilation[0], (long long)g->dilation[1],
+             (long long)g->pad_begin[0], (long long)g->pad_begin[1], (long long)g->pad_end[0],
+             (long long)g->pad_end[1], sh->ceil_mode);
+    return buf;
+}
+
+/* Output rows in pieces: [0, OH) whole, or cut at up to two random rows. */
+static int row_cuts(unsigned *s, int64_t OH, int64_t *cuts)
+{
+    int n = 0;
+    cuts[n++] = 0;
+    int64_t a = OH ? (int64_t)(rnd(s) % (unsigned)(OH + 1)) : 0, b = OH ? (int64_t)(rnd(s) % (unsigned)(OH + 1)) : 0;
+    if (a > b) {
+        int64_t t = a;
+        a = b, b = t;
+    }
+    if (rnd(s) % 4) {
+        cuts[n++] = a;
+        cuts[n++] = b;
+    }
+    cuts[n++] = OH;
+    return n;
+}
+
+/* NCHW element (c, y, x) of an NHWC image */
+#define AT(img, sh, c, y, x) ((img)[((y) * (sh)->W + (x)) * (sh)->C + (c)])
+
+/* ---- depthwise ---- */
+
+/* The definition: acc[oy][ox][c] = init[c] + sum over the window's taps inside the image of
+ * (x - xz) w, in int64, wrapped to int32 at the end. xs holds the value of each x as its type
+ * (i8 or u8), xz the zero point of that type. */
+static int32_t dw_ref(const shape *sh, const int32_t *xv, int32_t xz, const int32_t *wv, const int32_t *init,
+                      int64_t c, int64_t oy, int64_t ox)
+{
+    const qr_conv_geom *g = &sh->g;
+    int64_t sum = init[c];
+    for (int64_t ky = 0; ky < g->kernel[0]; ky++)
+        for (int64_t kx = 0; kx < g->kernel[1]; kx++) {
+            int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+            int64_t ix = ox * g->stride[1] - g->pad_begin[1] + kx * g->dilation[1];
+            if (iy < 0 || iy >= sh->H || ix < 0 || ix >= sh->W)
+                continue;
+            sum += (int64_t)(AT(xv, sh, c, iy, ix) - xz) * wv[(c * g->kernel[0] + ky) * g->kernel[1] + kx];
+        }
+    return (int32_t)(uint32_t)(uint64_t)sum;
+}
+
+/* Every depthwise kernel this CPU runs is tested (the portable one always). */
+static const char *const dw_isas[] = {"avx512f", "avx2", "portable"};
+
+/* One random depthwise case on i8 or u8 activations: the kernel (rows in pieces, a pixel stride
+ * past C whose extra lanes must stay untouched) against dw_ref. */
+static void check_dw_case(unsigned *s, int signed8)
+{
+    shape sh;
+    while (!make_shape(s, 0, &sh))
+        ;
+    const qr_conv_geom *g = &sh.g;
+    int64_t C = sh.C, n = C * sh.H * sh.W, kn = g->kernel_n, OH = g->small[0], OW = g->small[1];
+    int64_t ps = C + (rnd(s) % 2) * 3;
+    uint8_t *xb = malloc((size_t)n + 1);
+    int32_t *xv = malloc((size_t)n * sizeof(int32_t) + 1);
+    int32_t *wk = malloc((size_t)(kn * C) * sizeof(int32_t)), *wv = malloc((size_t)(kn * C) * sizeof(int32_t));
+    int32_t *init = malloc((size_t)C * sizeof(int32_t));
+    int32_t *acc = malloc((size_t)(OH * OW * ps) * sizeof(int32_t) + 1);
+    cr_assert(xb && xv && wk && wv && init && acc);
+    for (int64_t i = 0; i < n; i++) { /* the value of the element as its type, and its byte */
+        int v = signed8 ? rnd_in(s, -128, 127) : rnd_in(s, 0, 255);
+        xv[i] = v;
+        xb[i] = (uint8_t)v;
+    }
+    int32_t xz = signed8 ? rnd_in(s, -128, 127) : rnd_in(s, 0, 255);
+    for (int64_t c = 0; c < C; c++) {
+        for (int64_t t = 0; t < kn; t++) /* w - w_zero of 8-bit weights: -255 .. 255 */
+            wv[c * kn + t] = wk[t * C + c] = rnd_in(s, -255, 255);
+        init[c] = rnd(s) % 2 ? (int32_t)(rnd(s) << 8 ^ rnd(s)) : INT32_MAX - (int32_t)(rnd(s) % 1000);
+    }
+    int64_t cuts[4];
+    int nc = row_cuts(s, OH, cuts);
+    for (size_t k = 0; k < sizeof dw_isas / sizeof dw_isas[0]; k++) {
+        qr_nhwc_dw_fn fn = qr_nhwc_dw_u8_isa(dw_isas[k]);
+        if (!fn)
+            continue;
+        for (int64_t i = 0; i < OH * OW * ps; i++)
+            acc[i] = 0x5a5a5a5a;
+        for (int i = 0; i + 1 < nc; i++)
+            fn(acc + cuts[i] * OW * ps, ps, xb, C, g, wk, init, signed8 ? 0x80 : 0, xz + (signed8 ? 128 : 0), cuts[i],
+               cuts[i + 1]);
+        for (int64_t oy = 0; oy < OH; oy++)
+            for (int64_t ox = 0; ox < OW; ox++)
+                for (int64_t c = 0; c < ps; c++) {
+                    int32_t got = acc[(oy * OW + ox) * ps + c];
+                    int32_t want = c < C ? dw_ref(&sh, xv, xz, wv, init, c, oy, ox) : 0x5a5a5a5a;
+                    cr_assert_eq(got, want, "%s %s %s: (%lld, %lld) channel %lld: %d, want %d", dw_isas[k],
+                                 signed8 ? "i8" : "u8", describe(&sh), (long long)oy, (long long)ox, (long long)c,
+                                 got, want);
+                }
+    }
+    free(xb);
+    free(xv);
+    free(wk);
+    free(wv);
+    free(init);
+    free(acc);
+}
+
+Test(nhwc, depthwise_matches_the_definition)
+{
+    for (size_t k = 0; k < sizeof dw_isas / sizeof dw_isas[0]; k++)
+        if (!qr_nhwc_dw_u8_isa(dw_isas[k]))
+            cr_log_info("this CPU has no %s: its depthwise kernel is not tested", dw_isas[k]);
+    unsigned s = 1;
+    for (int i = 0; i < 600; i++)
+        check_dw_case(&s, i % 2);
+}
+
+/* MobileNet's layers (3x3, stride 1 and 2, pads 1, C a multiple of 16, and 17 for a partial
+ * vector) with sums that wrap: every pixel is interior or border in a known way. */
+Test(nhwc, depthwise_3x3_layers_and_wrapping_sums)
+{
+    unsigned s = 7;
+    static const int64_t cfg[][4] = {{32, 14, 14, 1}, {96, 14, 14, 2}, {144, 7, 7, 2}, {17, 9, 8, 1}, {80, 6, 5, 1}};
+    for (size_t k = 0; k < sizeof cfg / sizeof cfg[0]; k++)
+        for (int signed8 = 0; signed8 < 2; signed8++) {
+            shape sh = {.C = cfg[k][0], .H = cfg[k][1], .W = cfg[k][2]};
+            qr_conv_geom *g = &sh.g;
+            g->r = 2;
+            for (int d = 0; d < 2; d++) {
+                g->big[d] = d ? sh.W : sh.H;
+                g->kernel[d] = 3, g->stride[d] = cfg[k][3], g->dilation[d] = 1;
+                g->pad_begin[d] = g->pad_end[d] = 1;
+                g->small[d] = (g->big[d] + 2 - 3) / g->stride[d] + 1;
+            }
+            g->kernel_n = 9;
+            int64_t C = sh.C, n = C * sh.H * sh.W, OH = g->small[0], OW = g->small[1];
+            uint8_t *xb = malloc((size_t)n);
+            int32_t *xv = malloc((size_t)n * sizeof(int32_t)), wk[9 * 144], wv[9 * 144], init[144];
+            int32_t *acc = malloc((size_t)(OH * OW * C) * sizeof(int32_t));
+            cr_assert(xb && xv && acc);
+            for (int64_t i = 0; i < n; i++) { /* extremes: the largest products */
+                xv[i] = signed8 ? (rnd(&s) % 2 ? 127 : -128) : (rnd(&s) % 2 ? 255 : 0);
+                xb[i] = (uint8_t)xv[i];
+            }
+            for (int64_t c = 0; c < C; c++) {
+                for (int t = 0; t < 9; t++)
+                    wv[c * 9 + t] = wk[t * C + c] = rnd(&s) % 2 ? 255 : -255;
+                init[c] = c % 2 ? INT32_MAX - 5 : INT32_MIN + 5; /* one product past either end wraps */
+            }
+            int32_t xz = signed8 ? -128 : 255;
+            int wrapped = 0;
+            for (size_t k = 0; k < sizeof dw_isas / sizeof dw_isas[0]; k++) {
+                qr_nhwc_dw_fn fn = qr_nhwc_dw_u8_isa(dw_isas[k]);
+                if (!fn)
+                    continue;
+                fn(acc, C, xb, C, g, wk, init, signed8 ? 0x80 : 0, xz + (signed8 ? 128 : 0), 0, OH);
+                for (int64_t oy = 0; oy < OH; oy++)
+                    for (int64_t ox = 0; ox < OW; ox++)
+                        for (int64_t c = 0; c < C; c++) {
+                            int32_t got = acc[(oy * OW + ox) * C + c];
+                            int32_t want = dw_ref(&sh, xv, xz, wv, init, c, oy, ox);
+                            wrapped += (c % 2) ? want < 0 : want > 0;
+                            cr_assert_eq(got, want, "%s %s (%lld, %lld) channel %lld: %d, want %d", dw_isas[k],
+                                         describe(&sh), (long long)oy, (long long)ox, (long long)c, got, want);
+                        }
+            }
+            cr_assert(wrapped > 0, "some sums wrap");
+            free(xb);
+            free(xv);
+            free(acc);
+        }
+}
+
+/* ---- pools ---- */
+
+/* The definitions on values as their type: the maximum of the window's pixels inside the image
+ * (the type's minimum for none); the sum over them divided by the count (inside the image, or
+ * inside the padded image), rounded half to even by rint, clamped, 0 for a count of 0. */
+static int pool_ref(const shape *sh, const int32_t *xv, int is_max, int include_pad, int lo, int hi, int64_t c,
+                    int64_t oy, int64_t ox)
+{
+    const qr_conv_geom *g = &sh->g;
+    int64_t sum = 0, count = 0;
+    int m = lo;
+    for (int64_t ky = 0; ky < g->kernel[0]; ky++)
+        for (int64_t kx = 0; kx < g->kernel[1]; kx++) {
+            int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+            int64_t ix = ox * g->stride[1] - g->pad_begin[1] + kx * g->dilation[1];
+            int in_pads = iy >= -g->pad_begin[0] && iy < sh->H + g->pad_end[0] && ix >= -g->pad_begin[1] &&
+                          ix < sh->W + g->pad_end[1];
+            if (iy < 0 || iy >= sh->H || ix < 0 || ix >= sh->W) {
+                count += include_pad && in_pads;
+                continue;
+            }
+            int v = AT(xv, sh, c, iy, ix);
+            m = v > m ? v : m;
+            sum += v;
+            count++;
+        }
+    if (is_max)
+        return m;
+    if (count == 0)
+        return 0;
+    double q = rint((double)sum / (double)count);
+    return q < lo ? lo : q > hi ? hi : (int)q;
+}
+
+/* One random pool case (kind 0 MaxPool, 1 AveragePool, 2 AveragePool with count_include_pad). */
+static void check_pool_case(unsigned *s, int signed8, int kind)
+{
+    shape sh;
+    while (!make_shape(s, 1, &sh))
+        ;
+    const qr_conv_geom *g = &sh.g;
+    int64_t C = sh.C, n = C * sh.H * sh.W, OH = g->small[0], OW = g->small[1];
+    int lo = signed8 ? -128 : 0, hi = signed8 ? 127 : 255;
+    uint8_t *xb = malloc((size_t)n + 1), *y = malloc((size_t)(OH * OW * C) + 1);
+    int32_t *xv = malloc((size_t)n * sizeof(int32_t) + 1);
+    cr_assert(xb && xv && y);
+    for (int64_t i = 0; i < n; i++) {
+        xv[i] = rnd_in(s, lo, hi);
+        xb[i] = (uint8_t)xv[i];
+    }
+    memset(y, 0x5a, (size_t)(OH * OW * C));
+    int64_t cuts[4];
+    int nc = row_cuts(s, OH, cuts);
+    for (int i = 0; i + 1 < nc; i++) {
+        if (kind == 0 && signed8)
+            qr_nhwc_maxpool_i8((int8_t *)y, (const int8_t *)xb, C, g, cuts[i], cuts[i + 1]);
+        else if (kind == 0)
+            qr_nhwc_maxpool_u8(y, xb, C, g, cuts[i], cuts[i + 1]);
+        else if (signed8)
+            qr_nhwc_avgpool_i8((int8_t *)y, (const int8_t *)xb, C, g, kind == 2, cuts[i], cuts[i + 1]);
+        else
+            qr_nhwc_avgpool_u8(y, xb, C, g, kind == 2, cuts[i], cuts[i + 1]);
+    }
+    for (int64_t oy = 0; oy < OH; oy++)
+        for (int64_t ox = 0; ox < OW; ox++)
+            for (int64_t c = 0; c < C; c++) {
+                uint8_t b = y[(oy * OW + ox) * C + c];
+                int got = signed8 ? (int)(int8_t)b : (int)b;
+                int want = pool_ref(&sh, xv, kind == 0, kind == 2, lo, hi, c, oy, ox);
+                cr_assert_eq(got, want, "%s %s %s: (%lld, %lld) channel %lld: %d, want %d",
+                             kind ? "AveragePool" : "MaxPool", signed8 ? "i8" : "u8", describe(&sh), (long long)oy,
+                             (long long)ox, (long long)c, got, want);
+            }
+    free(xb);
+    free(xv);
+    free(y);
+}
+
+Test(nhwc, maxpool_matches_the_definition)
+{
+    unsigned s = 3;
+    for (int i = 0; i < 600; i++)
+        check_pool_case(&s, i % 2, 0);
+}
+
+Test(nhwc, avgpool_matches_the_definition)
+{
+    unsigned s = 5;
+    for (int i = 0; i < 800; i++)
+        check_pool_case(&s, i % 2, 1 + (i / 2) % 2);
+}
+
+/* Means that are exact halves round to the even neighbour, negative ones too (the floor of the
+ * quotient, not its truncation): 2x1 windows over pairs of known sums. */
+Test(nhwc, avgpool_rounds_halves_to_even)
+{
+    static const int pairs[][2] = {{0, 1}, {1, 2}, {2, 3}, {-1, 0}, {-2, -1}, {-3, -2}, {-128, -127}, {126, 127}};
+    enum { N = sizeof pairs / sizeof pairs[0] };
+    shape sh = {.C = N, .H = 2, .W = 1};
+    qr_conv_geom *g = &sh.g;
+    g->r = 2;
+    g->big[0] = 2, g->big[1] = 1, g->small[0] = 1, g->small[1] = 1;
+    g->kernel[0] = 2, g->kernel[1] = 1, g->stride[0] = g->stride[1] = 1, g->dilation[0] = g->dilation[1] = 1;
+    g->kernel_n = 2;
+    int8_t x[2 * N], y[N];
+    for (int c = 0; c < N; c++)
+        x[c] = (int8_t)pairs[c][0], x[N + c] = (int8_t)pairs[c][1];
+    qr_nhwc_avgpool_i8(y, x, N, g, 0, 0, 1);
+    static const int want[N] = {0, 2, 2, 0, -2, -2, -128, 126};
+    for (int c = 0; c < N; c++)
+        cr_assert_eq(y[c], want[c], "(%d + %d) / 2: %d, want %d", pairs[c][0], pairs[c][1], y[c], want[c]);
+}
+
+/* ---- transposes ---- */
+
+Test(nhwc, transposes_invert_each_other)
+{
+    static const int64_t shapes[][2] = {{1, 1}, {3, 5}, {16, 49}, {17, 196}, {96, 130}, {200, 3}};
+    unsigned s = 9;
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int64_t C = shapes[k][0], HW = shapes[k][1], n = C * HW;
+        uint8_t *a = malloc((size_t)n), *b = malloc((size_t)n), *c = malloc((size_t)n);
+        cr_assert(a && b && c);
+        for (int64_t i = 0; i < n; i++)
+            a[i] = (uint8_t)rnd(&s);
+        int64_t cuts[4];
+        int nc = row_cuts(&s, HW, cuts);
+        for (int i = 0; i + 1 < nc; i++)
+            qr_nhwc_to_nchw_u8(b, a, C, HW, cuts[i], cuts[i + 1]);
+        for (int64_t p = 0; p < HW; p++)
+            for (int64_t ch = 0; ch < C; ch++)
+                cr_assert_eq(b[ch * HW + p], a[p * C + ch], "C %lld HW %lld: pixel %lld channel %lld", (long long)C,
+                             (long long)HW, (long long)p, (long long)ch);
+        nc = row_cuts(&s, HW, cuts);
+        for (int i = 0; i + 1 < nc; i++)
+            qr_nchw_to_nhwc_u8(c, b, C, HW, cuts[i], cuts[i + 1]);
+        cr_assert_arr_eq(c, a, (size_t)n, "C %lld HW %lld: back to NHWC", (long long)C, (long long)HW);
+        free(a);
+        free(b);
+        free(c);
+    }
+}
+
+/* ---- against the NCHW ops ---- */
+
+/* Runs op on the given inputs (serially); out is allocated here (free with qr_tensor_free). */
+static void run_op(const char *op, qr_attr *attrs, int nattr, const qr_tensor **in, int nin, qr_tensor *out)
+{
+    const qr_op_def *d = qr_op_find("", op);
+    cr_assert(d, "op %s is registered", op);
+    qr_node n = {.name = "t", .op = op, .domain = "", .opset = 19, .n_in = nin, .n_out = 1, .n_attr = nattr,
+                 .attr = attrs, .def = d};
+    memset(out, 0, sizeof *out);
+    qr_tensor *outs[1] = {out};
+    qr_error e;
+    qr_kctx k = {.node = &n, .opset = 19, .n_in = nin, .n_out = 1, .in = in, .out = outs, .err = &e};
+    cr_assert_eq(d->infer(&k), QR_OK, "%s: %s", op, e.msg);
+    cr_assert_eq(qr_tensor_alloc(out, &e), QR_OK);
+    cr_assert_eq(qr_op_run(&k), QR_OK, "%s: %s", op, e.msg);
+}
+
+/* The attributes of sh's windows (pools add ceil_mode and count_include_pad). */
+typedef struct win_attrs {
+    int64_t ks[2], st[2], dl[2], pd[4];
+    qr_attr a[7];
+    int n;
+} win_attrs;
+
+static void set_win_attrs(win_attrs *w, const shape *sh, int64_t group, int include_pad)
+{
+    const qr_conv_geom *g = &sh->g;
+    for (int d = 0; d < 2; d++) {
+        w->ks[d] = g->kernel[d], w->st[d] = g->stride[d], w->dl[d] = g->dilation[d];
+        w->pd[d] = g->pad_begin[d], w->pd[2 + d] = g->pad_end[d];
+    }
+    w->n = 0;
+    w->a[w->n++] = (qr_attr){.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = w->ks};
+    w->a[w->n++] = (qr_attr){.name = "strides", .kind = QR_ATTR_INTS, .n = 2, .ints = w->st};
+    w->a[w->n++] = (qr_attr){.name = "dilations", .kind = QR_ATTR_INTS, .n = 2, .ints = w->dl};
+    w->a[w->n++] = (qr_attr){.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = w->pd};
+    if (group)
+        w->a[w->n++] = (qr_attr){.name = "group", .kind = QR_ATTR_INT, .i = group};
+    else {
+        w->a[w->n++] = (qr_attr){.name = "ceil_mode", .kind = QR_ATTR_INT, .i = sh->ceil_mode};
+        if (include_pad >= 0)
+            w->a[w->n++] = (qr_attr){.name = "count_include_pad", .kind = QR_ATTR_INT, .i = include_pad};
+    }
+}
+
+/* ConvInteger with one group per channel (quant.c's depthwise paths: runs at strides 1 and 2,
+ * planes otherwise), per-channel weight zero points, bias 0, against the NHWC kernel on the same
+ * image transposed. */
+Test(nhwc, depthwise_matches_convinteger)
+{
+    unsigned s = 11;
+    for (int it = 0; it < 200; it++) {
+        int signed8 = it % 2;
+        shape sh;
+        while (!make_shape(&s, 0, &sh))
+            ;
+        const qr_conv_geom *g = &sh.g;
+        int64_t C = sh.C, H = sh.H, W = sh.W, kn = g->kernel_n, OH = g->small[0], OW = g->small[1];
+        uint8_t *xn = malloc((size_t)(C * H * W)), *xh = malloc((size_t)(C * H * W));
+        int8_t *w = malloc((size_t)(C * kn)), wz[96];
+        int32_t *wk = malloc((size_t)(C * kn) * sizeof(int32_t)), init[96] = {0};
+        int32_t *acc = malloc((size_t)(OH * OW * C) * sizeof(int32_t) + 1);
+        cr_assert(xn && xh && w && wk && acc);
+        for (int64_t i = 0; i < C * H * W; i++)
+            xn[i] = (uint8_t)(signed8 ? rnd_in(&s, -128, 127) : rnd_in(&s, 0, 255));
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < H * W; i++)
+                xh[i * C + c] = xn[c * H * W + i];
+        for (int64_t c = 0; c < C; c++) {
+            wz[c] = (int8_t)rnd_in(&s, -128, 127);
+            for (int64_t t = 0; t < kn; t++) {
+                w[c * kn + t] = (int8_t)rnd_in(&s, -128, 127);
+                wk[t * C + c] = w[c * kn + t] - wz[c];
+            }
+        }
+        int32_t xz = signed8 ? rnd_in(&s, -128, 127) : rnd_in(&s, 0, 255);
+        uint8_t xzb = (uint8_t)xz;
+        qr_tensor tx = {.dtype = signed8 ? QR_I8 : QR_U8, .ndim = 4, .dims = {1, C, H, W}, .data = xn};
+        qr_tensor tw = {.dtype = QR_I8, .ndim = 4, .dims = {C, 1, g->kernel[0], g->kernel[1]}, .data = w};
+        qr_tensor txz = {.dtype = tx.dtype, .ndim = 0, .data = &xzb};
+        qr_tensor twz = {.dtype = QR_I8, .ndim = 1, .dims = {C}, .data = wz};
+        const qr_tensor *in[4] = {&tx, &tw, &txz, &twz};
+        win_attrs wa;
+        set_win_attrs(&wa, &sh, C, -1);
+        qr_tensor y;
+        run_op("ConvInteger", wa.a, wa.n, in, 4, &y);
+        cr_assert(y.dims[2] == OH && y.dims[3] == OW, "%s: the op's output is %lldx%lld", describe(&sh),
+                  (long long)y.dims[2], (long long)y.dims[3]);
+        qr_nhwc_dw_u8(acc, C, xh, C, g, wk, init, signed8 ? 0x80 : 0, xz + (signed8 ? 128 : 0), 0, OH);
+        const int32_t *yv = y.data;
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < OH * OW; i++)
+                cr_assert_eq(acc[i * C + c], yv[c * OH * OW + i], "%s %s: pixel %lld channel %lld: %d, op %d",
+                             signed8 ? "i8" : "u8", describe(&sh), (long long)i, (long long)c, acc[i * C + c],
+                             yv[c * OH * OW + i]);
+        qr_tensor_free(&y);
+        free(xn);
+        free(xh);
+        free(w);
+        free(wk);
+        free(acc);
+    }
+}
+
+/* MaxPool and AveragePool (count_include_pad 0 and 1) on u8 and i8 NCHW images (conv.c's native
+ * 8-bit paths) against the NHWC kernels on the same image transposed. */
+Test(nhwc, pools_match_the_ops)
+{
+    unsigned s = 13;
+    for (int it = 0; it < 300; it++) {
+        int signed8 = it % 2, kind = (it / 2) % 3;
+        shape sh;
+        while (!make_shape(&s, 1, &sh))
+            ;
+        const qr_conv_geom *g = &sh.g;
+        int64_t C = sh.C, H = sh.H, W = sh.W, OH = g->small[0], OW = g->small[1];
+        uint8_t *xn = malloc((size_t)(C * H * W)), *xh = malloc((size_t)(C * H * W));
+        uint8_t *yh = malloc((size_t)(OH * OW * C) + 1);
+        cr_assert(xn && xh && yh);
+        for (int64_t i = 0; i < C * H * W; i++)
+            xn[i] = (uint8_t)(signed8 ? rnd_in(&s, -128, 127) : rnd_in(&s, 0, 255));
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < H * W; i++)
+                xh[i * C + c] = xn[c * H * W + i];
+        qr_tensor tx = {.dtype = signed8 ? QR_I8 : QR_U8, .ndim = 4, .dims = {1, C, H, W}, .data = xn};
+        const qr_tensor *in[1] = {&tx};
+        win_attrs wa;
+        set_win_attrs(&wa, &sh, 0, kind ? kind - 1 : -1);
+        qr_tensor y;
+        run_op(kind ? "AveragePool" : "MaxPool", wa.a, wa.n, in, 1, &y);
+        cr_assert(y.dims[2] == OH && y.dims[3] == OW, "%s: the op's output is %lldx%lld", describe(&sh),
+                  (long long)y.dims[2], (long long)y.dims[3]);
+        if (kind == 0 && signed8)
+            qr_nhwc_maxpool_i8((int8_t *)yh, (const int8_t *)xh, C, g, 0, OH);
+        else if (kind == 0)
+            qr_nhwc_maxpool_u8(yh, xh, C, g, 0, OH);
+        else if (signed8)
+            qr_nhwc_avgpool_i8((int8_t *)yh, (const int8_t *)xh, C, g, kind == 2, 0, OH);
+        else
+            qr_nhwc_avgpool_u8(yh, xh, C, g, kind == 2, 0, OH);
+        const uint8_t *yv = y.data;
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < OH * OW; i++)
+                cr_assert_eq(yh[i * C + c], yv[c * OH * OW + i], "%s %s %s: pixel %lld channel %lld: %d, op %d",
+                             kind ? "AveragePool" : "MaxPool", signed8 ? "i8" : "u8", describe(&sh), (long long)i,
+                             (long long)c, yh[i * C + c], yv[c * OH * OW + i]);
+        qr_tensor_free(&y);
+        free(xn);
+        free(xh);
+        free(yh);
+    }
+}
