@@ -86,6 +86,8 @@ static int capable(const qr_node *n, qr_layout_pointwise_fn pointwise, void *use
         return 0;
     if (!strcmp(n->op, "QrlConvKernel"))
         return !qr_attr_i(n, "nhwc", 0) && conv_capable(n);
+    if ((!strcmp(n->op, "MaxPool") || !strcmp(n->op, "AveragePool")) && !n->domain[0]) /* 8-bit, 2-D */
+        return rank4(n->in[0]) && is_int8(n->in[0]) && n->out[0]->t.dtype == n->in[0]->t.dtype;
     if (!strcmp(n->op, "QrlLookup")) /* y[i] = table[x[i]] */
         return rank4(n->in[0]) && !n->in[0]->is_const;
     if (!strcmp(n->op, "QrlKernel")) {
@@ -158,6 +160,19 @@ static void permute_shape_attrs(qr_node *n)
     }
 }
 
+/* A pool becomes its NHWC op (quantizer/intgraph.c's table), the attributes unchanged. */
+static int pool_nhwc(lay *L, qr_node *n)
+{
+    int max = !strcmp(n->op, "MaxPool");
+    const char *op = max ? "QrlMaxPoolNhwc" : "QrlAveragePoolNhwc";
+    const qr_op_def *def = qr_op_find_in(qr_ops_intgraph, "qrl", op);
+    if (!def || !(n->op = qr_arena_strdup(&L->g->arena, op)) || !(n->domain = qr_arena_strdup(&L->g->arena, "qrl")))
+        return -1;
+    n->def = def;
+    n->opset = 1;
+    return 0;
+}
+
 static int convert(lay *L, qr_node *n)
 {
     int conv = !strcmp(n->op, "QrlConvKernel");
@@ -185,6 +200,8 @@ static int convert(lay *L, qr_node *n)
     L->twin[out->id] = t;
     if (conv)
         qr_node_add_attr_i(L->g, n, "nhwc", 1);
+    else if (!strcmp(n->op, "MaxPool") || !strcmp(n->op, "AveragePool"))
+        return pool_nhwc(L, n);
     return 0;
 }
 

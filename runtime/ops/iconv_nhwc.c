@@ -15,6 +15,7 @@
 #include "conv_epilogue.h"
 #include "conv_geom.h"
 #include "igemm.h"
+#include "nhwc.h"
 #include "../parallel.h"
 
 /* PLACEHOLDERS until the helpers' kernels land (igemm.h qr_iconv_*, nhwc.h qr_nhwc_dw_u8). */
@@ -41,29 +42,6 @@ static qr_iconv_fn qr_iconv_specialized(int64_t taps, int64_t k4, int64_t n)
     return NULL;
 }
 static qr_iconv_fn qr_iconv_u8s8(void) { return iconv_ref; }
-static void qr_nhwc_dw_u8(int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
-                          const int32_t *wk, const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0, int64_t oy1)
-{
-    int64_t H = g->big[0], W = g->big[1], OW = g->small[1];
-    for (int64_t oy = oy0; oy < oy1; oy++)
-        for (int64_t ox = 0; ox < OW; ox++) {
-            uint32_t *a = (uint32_t *)acc + ((oy - oy0) * OW + ox) * acc_ps;
-            for (int64_t c = 0; c < C; c++)
-                a[c] = (uint32_t)init[c];
-            for (int64_t ky = 0; ky < g->kernel[0]; ky++)
-                for (int64_t kx = 0; kx < g->kernel[1]; kx++) {
-                    int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
-                    int64_t ix = ox * g->stride[1] - g->pad_begin[1] + kx * g->dilation[1];
-                    if (iy < 0 || iy >= H || ix < 0 || ix >= W)
-                        continue;
-                    const uint8_t *r = x + (iy * W + ix) * C;
-                    const int32_t *wt = wk + (ky * g->kernel[1] + kx) * C;
-                    for (int64_t c = 0; c < C; c++)
-                        a[c] += (uint32_t)(((int32_t)(r[c] ^ flip) - xz) * wt[c]);
-                }
-        }
-}
-
 /* x's dims as ConvInteger reads them (N, C, H, W), the data unchanged: for the geometry only. */
 static qr_tensor nchw_view(const qr_tensor *x)
 {

@@ -1,6 +1,7 @@
 /* Data movement ops: they rearrange, select or fill elements without doing
  * arithmetic on them, so every kernel works on raw bytes of the element size
  * and accepts every dtype. Resize and Upsample live in resize.c. */
+#include "nhwc.h"
 #include "ops_common.h"
 
 #include <math.h>
@@ -250,6 +251,25 @@ static qr_status transpose_infer(qr_kctx *k)
     return qr_set_out(k, 0, x->dtype, x->ndim, dims);
 }
 
+/* Bytes between NCHW and NHWC, the integer graph's layout borders (quantizer/layout.c): blocked,
+ * per image. 0 for any other permutation. */
+static int transpose_layout(const qr_tensor *x, qr_tensor *y, const int *perm)
+{
+    int to_nhwc = perm[1] == 2 && perm[2] == 3 && perm[3] == 1, to_nchw = perm[1] == 3 && perm[2] == 1 && perm[3] == 2;
+    if (!to_nhwc && !to_nchw)
+        return 0;
+    int64_t c = to_nhwc ? x->dims[1] : x->dims[3], hw = to_nhwc ? x->dims[2] * x->dims[3] : x->dims[1] * x->dims[2];
+    for (int64_t n = 0; n < x->dims[0]; n++) {
+        const uint8_t *src = (const uint8_t *)x->data + n * c * hw;
+        uint8_t *dst = (uint8_t *)y->data + n * c * hw;
+        if (to_nhwc)
+            qr_nchw_to_nhwc_u8(dst, src, c, hw, 0, hw);
+        else
+            qr_nhwc_to_nchw_u8(dst, src, c, hw, 0, hw);
+    }
+    return 1;
+}
+
 static qr_status transpose_run(qr_kctx *k)
 {
     const qr_tensor *x = k->in[0];
@@ -257,6 +277,8 @@ static qr_status transpose_run(qr_kctx *k)
     int perm[QR_MAX_DIMS];
     if (perm_of(k, perm) != QR_OK)
         return QR_ERR;
+    if (qr_dtype_size(x->dtype) == 1 && x->ndim == 4 && perm[0] == 0 && transpose_layout(x, y, perm))
+        return QR_OK;
     int64_t xs[QR_MAX_DIMS];
     qr_tensor_strides(x, xs);
     qr_iter it;

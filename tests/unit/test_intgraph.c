@@ -273,6 +273,9 @@ Test(intgraph, fused_conv_epilogues_equal_the_separate_kernels)
             cr_assert_eq(count_attr(fused->ig->g, "QrlConvKernel", "nhwc"), nhwc ? 4 : 0, "%s %s", models[mi],
                          recipes[r]);
             cr_assert_eq(count_op(fused->ig->g, "ConvInteger"), 0, "%s", recipes[r]);
+            /* the zoo's MaxPool after a convolution runs channels last too */
+            cr_assert_eq(count_op(fused->ig->g, "QrlMaxPoolNhwc"), nhwc && mi % 2 == 0, "%s %s", models[mi % 2],
+                         recipes[r]);
             /* a batch splits its images across threads; one image its channels (blocks from mid-channel) */
             qr_tensor one = x;
             one.dims[0] = 1;
