@@ -12,6 +12,13 @@ void qr_igemm_u8s8_4x16_avxvnni(int32_t *c, int64_t c_rs, const int8_t *a, const
                                 int64_t m1, const uint8_t *b, int64_t k4, int64_t n);
 void qr_igemm_u8s8_4x8_avx2(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
                             const uint8_t *b, int64_t k4, int64_t n);
+void qr_iconv_u8s8_6x64_avx512vnni(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
+                                   const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1,
+                                   int64_t n);
+void qr_iconv_u8s8_4x16_avxvnni(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
+                                const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
+void qr_iconv_u8s8_4x8_avx2(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
+                            const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
 
 void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
                        const uint8_t *b, int64_t k4, int64_t n)
@@ -24,6 +31,80 @@ void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t 
                 s += (uint32_t)((int32_t)a[m * k4 + q] * (int32_t)b[((q >> 2) * n16 + j) * 4 + (q & 3)]);
             c[m * c_rs + j] = (int32_t)s;
         }
+}
+
+/* The definition, one sum at a time. */
+void qr_iconv_u8s8_ref(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m, const int8_t *w,
+                       const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n)
+{
+    int64_t n16 = qr_igemm_n16(n);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = j0; j < j1 && j < n; j++) {
+            uint32_t s = (uint32_t)init[j];
+            for (int64_t t = 0; t < taps; t++)
+                for (int64_t k = 0; k < k4; k++) {
+                    int64_t q = t * k4 + k;
+                    s += (uint32_t)((int32_t)a[i * taps + t][k] * (int32_t)w[((q >> 2) * n16 + j) * 4 + (q & 3)]);
+                }
+            c[i * c_rs + j] = (int32_t)s;
+        }
+}
+
+/* Plain C for CPUs without the ISAs: a tile of 4 rows x 16 columns in uint32 sums (wrapping by
+ * definition), each group of four k read once for the tile. */
+static void iconv_u8s8_portable(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
+                                const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n)
+{
+    int64_t n16 = qr_igemm_n16(n), step = n16 * 4;
+    if (j1 > n)
+        j1 = n;
+    for (int64_t j = j0; j < j1; j += 16) {
+        int cols = j1 - j < 16 ? (int)(j1 - j) : 16;
+        for (int64_t i = 0; i < m; i += 4) {
+            int rows = m - i < 4 ? (int)(m - i) : 4;
+            uint32_t s[4][16] = {{0}};
+            for (int r = 0; r < rows; r++)
+                for (int v = 0; v < cols; v++)
+                    s[r][v] = (uint32_t)init[j + v];
+            for (int64_t t = 0; t < taps; t++) {
+                const int8_t *wt = w + t * (k4 / 4) * step + j * 4;
+                for (int r = 0; r < rows; r++) {
+                    const uint8_t *ar = a[(i + r) * taps + t];
+                    for (int64_t q = 0; q < k4 / 4; q++)
+                        for (int v = 0; v < 16; v++)
+                            for (int b = 0; b < 4; b++)
+                                s[r][v] += (uint32_t)((int32_t)ar[4 * q + b] * (int32_t)wt[q * step + v * 4 + b]);
+                }
+            }
+            for (int r = 0; r < rows; r++)
+                for (int v = 0; v < cols; v++)
+                    c[(i + r) * c_rs + j + v] = (int32_t)s[r][v];
+        }
+    }
+}
+
+void qr_iconv_pack_w(int8_t *dst, const int8_t *w, int64_t taps, int64_t cin, int64_t k4, int64_t n,
+                     int64_t w_tap_stride, int64_t w_c_stride, int64_t w_n_stride)
+{
+    int64_t n16 = qr_igemm_n16(n);
+    for (int64_t t = 0; t < taps; t++)
+        for (int64_t k = 0; k < k4; k++) {
+            int64_t q = t * k4 + k;
+            int8_t *d = dst + (q >> 2) * n16 * 4 + (q & 3);
+            for (int64_t j = 0; j < n16; j++)
+                d[j * 4] = k < cin && j < n ? w[t * w_tap_stride + k * w_c_stride + j * w_n_stride] : 0;
+        }
+}
+
+void qr_iconv_colsums(int32_t *s, const int8_t *w, int64_t taps, int64_t k4, int64_t n)
+{
+    int64_t n16 = qr_igemm_n16(n);
+    for (int64_t j = 0; j < n; j++) {
+        uint32_t sum = 0;
+        for (int64_t q = 0; q < taps * k4; q++)
+            sum += (uint32_t)(int32_t)w[((q >> 2) * n16 + j) * 4 + (q & 3)];
+        s[j] = (int32_t)sum;
+    }
 }
 
 void qr_igemv_u8s8_avx512vnni(int32_t *y, const uint8_t *x, const int8_t *w, const int32_t *init, int64_t k4,
@@ -77,10 +158,11 @@ static const struct {
     const char *isa;
     int (*cpu_has)(void);
     qr_igemm_fn fn;
+    qr_iconv_fn iconv; /* the NHWC indirect GEMM of the same ISA */
 } kernels[] = {
-    {"avx512vnni", has_avx512vnni, qr_igemm_u8s8_8x32_avx512vnni},
-    {"avxvnni", has_avxvnni, qr_igemm_u8s8_4x16_avxvnni},
-    {"avx2", has_avx2, qr_igemm_u8s8_4x8_avx2},
+    {"avx512vnni", has_avx512vnni, qr_igemm_u8s8_8x32_avx512vnni, qr_iconv_u8s8_6x64_avx512vnni},
+    {"avxvnni", has_avxvnni, qr_igemm_u8s8_4x16_avxvnni, qr_iconv_u8s8_4x16_avxvnni},
+    {"avx2", has_avx2, qr_igemm_u8s8_4x8_avx2, qr_iconv_u8s8_4x8_avx2},
 };
 
 qr_igemm_fn qr_igemm_u8s8_isa(const char *isa)
@@ -139,6 +221,29 @@ qr_igemm_fn qr_igemm_u8s8(void)
         if (kernels[i].cpu_has())
             return kernels[i].fn;
     return NULL;
+}
+
+qr_iconv_fn qr_iconv_u8s8_isa(const char *isa)
+{
+    if (!strcmp(isa, "portable"))
+        return iconv_u8s8_portable;
+    __builtin_cpu_init();
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
+        if (!strcmp(kernels[i].isa, isa))
+            return kernels[i].cpu_has() ? kernels[i].iconv : NULL;
+    return NULL;
+}
+
+qr_iconv_fn qr_iconv_u8s8(void)
+{
+    const char *force = forced_choice();
+    if (force && qr_iconv_u8s8_isa(force))
+        return qr_iconv_u8s8_isa(force);
+    __builtin_cpu_init();
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
+        if (kernels[i].cpu_has())
+            return kernels[i].iconv;
+    return iconv_u8s8_portable;
 }
 
 qr_igemm_interleave_fn qr_igemm_interleave4(void)

@@ -66,4 +66,34 @@ void qr_igemv_u8s8_ref(int32_t *y, const uint8_t *x, const int8_t *w, const int3
 void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
                        const uint8_t *b, int64_t k4, int64_t n);
 
+/* Indirect GEMM over NHWC activations (an implicit convolution): for rows i < m and columns j in [j0, j1)
+ * (j0 a multiple of 16, j1 <= n),
+ *   c[i * c_rs + j] = init[j] + sum_{t < taps} sum_{k < k4} a[i * taps + t][k] * w[t * k4 + k][j]
+ * wrapping modulo 2^32 (QRL's accumulation contract: an exact sum wrapped at the end), with
+ *   a: m * taps row pointers, each to k4 readable u8 bytes (one window position's input channels, padded to a multiple of 4;
+ *      a padding position points to a row holding the input zero point),
+ *   w: s8 weights packed [taps * k4 / 4][N16][4], the four k of each column together (qr_igemv_u8s8's layout with K = taps * k4),
+ *   init: n int32 starting values (bias with the zero-point corrections folded in),
+ *   k4: a multiple of 4, > 0; taps >= 1; m >= 0; n16 = qr_igemm_n16(n) columns in the panels.
+ * Only columns [j0, j1) of rows [0, m) are written. */
+typedef void (*qr_iconv_fn)(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
+                            const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
+qr_iconv_fn qr_iconv_u8s8(void);                 /* best for this CPU (QRL_IGEMM as for qr_igemm_u8s8); never NULL: the portable one when no ISA fits */
+qr_iconv_fn qr_iconv_u8s8_isa(const char *isa);  /* "avx512vnni", "avxvnni", "avx2", "portable"; NULL when the CPU lacks it */
+void qr_iconv_u8s8_ref(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m, const int8_t *w,
+                       const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
+
+/* The panels qr_iconv_fn reads, from a strided weight array: for t < taps, k < k4, j < n16,
+ *   dst[((t * k4 + k) / 4 * n16 + j) * 4 + k % 4] = w[t * w_tap_stride + k * w_c_stride + j * w_n_stride]
+ * where k < cin and j < n, 0 elsewhere (cin <= k4, k4 a multiple of 4). dst holds taps * k4 * n16 bytes.
+ * ONNX's [M][C][kh][kw] weights of one group: w_tap_stride 1 (taps t = y * kw + x), w_c_stride kh * kw,
+ * w_n_stride C * kh * kw. */
+void qr_iconv_pack_w(int8_t *dst, const int8_t *w, int64_t taps, int64_t cin, int64_t k4, int64_t n,
+                     int64_t w_tap_stride, int64_t w_c_stride, int64_t w_n_stride);
+
+/* s[j] = sum over all taps * k4 of the packed weights of column j, for j < n: what an input zero point
+ * zx contributes to a column is zx * s[j] (padding rows hold zx too, so the correction holds at every
+ * pixel); init[j] = bias[j] - zx * s[j], wrapping as the sums do. */
+void qr_iconv_colsums(int32_t *s, const int8_t *w, int64_t taps, int64_t k4, int64_t n);
+
 #endif

@@ -286,3 +286,161 @@ Test(igemm, matmul_integer_on_the_microkernel_matches_the_portable_path)
         free(bd);
     }
 }
+
+/* The NHWC indirect GEMM (qr_iconv_fn): every ISA's kernel this CPU runs and the portable one,
+ * against the reference and against a naive loop over the unpacked weights written here (int64
+ * sums wrapped at the end), so a wrong packing (qr_iconv_pack_w) fails too. Rows point into an
+ * image of pixels of k4 bytes; a few pointers per row go to one zero-point row, as padding does. */
+static const char *const iconv_isas[] = {"avx512vnni", "avxvnni", "avx2", "portable"};
+
+/* c[i][j] = init[j] + sum_t sum_k<cin a[i * taps + t][k] * wt[t][k][j] (wt unpacked, [taps][cin][n]). */
+static void iconv_naive(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
+                        const int8_t *wt, int64_t cin, const int32_t *init, int64_t j0, int64_t j1, int64_t n)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = j0; j < j1; j++) {
+            int64_t s = init[j];
+            for (int64_t t = 0; t < taps; t++)
+                for (int64_t k = 0; k < cin; k++)
+                    s += (int64_t)a[i * taps + t][k] * wt[(t * cin + k) * n + j];
+            c[i * c_rs + j] = (int32_t)(uint32_t)(uint64_t)s;
+        }
+}
+
+/* One shape: m rows, taps, cin input channels (k4 = cin rounded up to 4; the bytes past cin are
+ * the padding of the pixel rows, any value as the weights there are 0), n columns, columns
+ * [j0, j1), row stride c_rs; vals 0 random, 1 all 255 x -128 (sums that wrap), 2 all 255 x 127. */
+static void check_iconv_shape(int64_t m, int64_t taps, int64_t cin, int64_t n, int64_t j0, int64_t j1, int64_t c_rs,
+                              int vals, unsigned *seed)
+{
+    int64_t k4 = qr_igemm_k4(cin), n16 = qr_igemm_n16(n), npix = m + taps + 3;
+    uint8_t *img = malloc((size_t)((npix + 1) * k4)), *zrow = img + npix * k4; /* the last row: the zero point */
+    const uint8_t **a = malloc(sizeof *a * (size_t)(m * taps + 1));
+    int8_t *wt = malloc((size_t)(taps * cin * n)), *wp = malloc((size_t)(taps * k4 * n16));
+    int32_t *init = malloc(sizeof *init * (size_t)n), *want = malloc(sizeof *want * (size_t)(m * c_rs + 1)),
+            *ref = malloc(sizeof *ref * (size_t)(m * c_rs + 1)), *got = malloc(sizeof *got * (size_t)(m * c_rs + 1));
+    cr_assert(img && a && wt && wp && init && want && ref && got);
+    for (int64_t i = 0; i < (npix + 1) * k4; i++)
+        img[i] = vals == 0 ? (uint8_t)(rnd(seed) & 0xff) : 255;
+    memset(zrow, (int)(rnd(seed) & 0xff), (size_t)k4);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t t = 0; t < taps; t++) /* the pixel rows of a sliding window; every fifth a padding row */
+            a[i * taps + t] = (i + t) % 5 == 3 && vals == 0 ? zrow : img + ((i + t * 2) % npix) * k4;
+    for (int64_t i = 0; i < taps * cin * n; i++)
+        wt[i] = vals == 1 ? -128 : vals == 2 ? 127 : (int8_t)(rnd(seed) & 0xff);
+    for (int64_t j = 0; j < n; j++)
+        init[j] = vals ? 0x7fffff00 : (int32_t)rnd(seed) - (1 << 23);
+    /* wt is [taps][cin][n]: tap stride cin * n, channel stride n, column stride 1 */
+    qr_iconv_pack_w(wp, wt, taps, cin, k4, n, cin * n, n, 1);
+    for (int64_t i = 0; i < m * c_rs + 1; i++)
+        want[i] = ref[i] = (int32_t)0xdeadbeef; /* what is outside [j0, j1) stays */
+    iconv_naive(want, c_rs, a, taps, m, wt, cin, init, j0, j1, n);
+    qr_iconv_u8s8_ref(ref, c_rs, a, taps, m, wp, init, k4, j0, j1, n);
+    for (int64_t i = 0; i < m * c_rs + 1; i++)
+        cr_assert_eq(ref[i], want[i], "reference, m %lld taps %lld cin %lld n %lld [%lld, %lld) element %lld: %d vs %d",
+                     (long long)m, (long long)taps, (long long)cin, (long long)n, (long long)j0, (long long)j1,
+                     (long long)i, ref[i], want[i]);
+    for (size_t s = 0; s < sizeof iconv_isas / sizeof iconv_isas[0]; s++) {
+        qr_iconv_fn fn = qr_iconv_u8s8_isa(iconv_isas[s]);
+        if (!fn)
+            continue;
+        for (int64_t i = 0; i < m * c_rs + 1; i++)
+            got[i] = (int32_t)0xdeadbeef;
+        fn(got, c_rs, a, taps, m, wp, init, k4, j0, j1, n);
+        for (int64_t i = 0; i < m * c_rs + 1; i++)
+            cr_assert_eq(got[i], want[i], "%s, m %lld taps %lld cin %lld n %lld [%lld, %lld) c_rs %lld element %lld: %d vs %d",
+                         iconv_isas[s], (long long)m, (long long)taps, (long long)cin, (long long)n, (long long)j0,
+                         (long long)j1, (long long)c_rs, (long long)i, got[i], want[i]);
+    }
+    free(img);
+    free(a);
+    free(wt);
+    free(wp);
+    free(init);
+    free(want);
+    free(ref);
+    free(got);
+}
+
+Test(igemm, iconv_kernels_match_a_naive_loop_on_ragged_shapes)
+{
+    for (size_t s = 0; s < sizeof iconv_isas / sizeof iconv_isas[0]; s++)
+        if (!qr_iconv_u8s8_isa(iconv_isas[s]))
+            cr_log_info("this CPU has no %s: its iconv kernel is not tested here", iconv_isas[s]);
+    cr_assert(qr_iconv_u8s8_isa("portable") && !qr_iconv_u8s8_isa("sse9") && qr_iconv_u8s8());
+    static const int64_t ms[] = {0, 1, 2, 5, 6, 7, 12, 13, 20};
+    static const int64_t taps[] = {1, 3, 9};
+    static const int64_t cins[] = {1, 4, 8, 13, 64, 100, 576};
+    static const int64_t ns[] = {1, 15, 16, 17, 48, 63, 65, 200};
+    unsigned seed = 23;
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+        for (size_t ti = 0; ti < sizeof taps / sizeof taps[0]; ti++)
+            for (size_t ci = 0; ci < sizeof cins / sizeof cins[0]; ci++) {
+                int64_t n = ns[ni], t = taps[ti], cin = cins[ci], m = ms[(ni + ti + ci) % (sizeof ms / sizeof ms[0])];
+                if (t * cin > 1200 && m > 7)
+                    m = 7; /* the long sums on fewer rows: the suite stays quick */
+                check_iconv_shape(m, t, cin, n, 0, n, n, 0, &seed);
+            }
+    /* every row count through the 6-row tiles and the 3, 2, 1 of the ragged end */
+    for (int64_t m = 0; m <= 19; m++)
+        check_iconv_shape(m, 3, 8, 70, 0, 70, 70, 0, &seed);
+    /* column ranges as threads split them (j0 a multiple of 16), c_rs past n */
+    const int64_t ranges[][4] = {{200, 16, 200, 203}, {200, 0, 64, 200}, {200, 64, 130, 256}, {65, 48, 65, 65},
+                                 {17, 16, 17, 17},    {130, 112, 129, 131}, {64, 32, 48, 64}};
+    for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++)
+        for (int64_t m = 1; m <= 8; m += 7)
+            check_iconv_shape(m, 9, 12, ranges[r][0], ranges[r][1], ranges[r][2], ranges[r][3], 0, &seed);
+}
+
+/* Sums past int32 in both directions: 255 x -128 and 255 x 127 over 9 x 7000 products start
+ * near INT32_MAX and wrap; the naive loop's int64 sum wrapped at the end is the oracle. */
+Test(igemm, iconv_kernels_wrap_as_an_exact_sum_would)
+{
+    unsigned seed = 29;
+    for (int vals = 1; vals <= 2; vals++) {
+        check_iconv_shape(7, 9, 7000, 33, 0, 33, 40, vals, &seed);
+        check_iconv_shape(13, 1, 70000, 70, 0, 70, 70, vals, &seed);
+    }
+    /* hand-derived: one row, one tap, k4 4, all 255 x -128, init 0: 4 * 255 * -128 = -130560 */
+    uint8_t x[4] = {255, 255, 255, 255};
+    const uint8_t *a[1] = {x};
+    int8_t w[64];
+    memset(w, -128, sizeof w);
+    int32_t init[16] = {0}, c[16];
+    for (size_t s = 0; s < sizeof iconv_isas / sizeof iconv_isas[0]; s++) {
+        qr_iconv_fn fn = qr_iconv_u8s8_isa(iconv_isas[s]);
+        if (!fn)
+            continue;
+        fn(c, 16, a, 1, 1, w, init, 4, 0, 16, 16);
+        for (int j = 0; j < 16; j++)
+            cr_assert_eq(c[j], -130560, "%s column %d: %d", iconv_isas[s], j, c[j]);
+    }
+}
+
+/* The packing from ONNX's [M][C][kh][kw] weights (strides as igemm.h says) and the column sums,
+ * against hand-placed bytes. */
+Test(igemm, iconv_pack_and_colsums)
+{
+    enum { M = 3, C = 5, KH = 2, KW = 2, TAPS = KH * KW, K4 = 8, N16 = 16 };
+    int8_t w[M][C][KH][KW], p[TAPS * K4 * N16];
+    for (int o = 0; o < M; o++)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < TAPS; t++)
+                w[o][c][t / KW][t % KW] = (int8_t)(o * 40 + c * 4 + t - 60);
+    memset(p, 0x55, sizeof p);
+    qr_iconv_pack_w(p, &w[0][0][0][0], TAPS, C, K4, M, 1, KH * KW, C * KH * KW);
+    for (int t = 0; t < TAPS; t++)
+        for (int k = 0; k < K4; k++)
+            for (int j = 0; j < N16; j++) {
+                int q = t * K4 + k;
+                int8_t want = k < C && j < M ? w[j][k][t / KW][t % KW] : 0;
+                cr_assert_eq(p[((q / 4) * N16 + j) * 4 + q % 4], want, "tap %d k %d column %d", t, k, j);
+            }
+    int32_t s[M];
+    qr_iconv_colsums(s, p, TAPS, K4, M);
+    for (int o = 0; o < M; o++) {
+        /* sum over c < 5, t < 4 of o*40 + c*4 + t - 60 = 20 * (o*40 - 60) + 4 * 4 * 10 + 5 * 6 */
+        int32_t want = 20 * (o * 40 - 60) + 160 + 30;
+        cr_assert_eq(s[o], want, "column %d: %d vs %d", o, s[o], want);
+    }
+}

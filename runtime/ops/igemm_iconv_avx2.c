@@ -1,0 +1,95 @@
+/* The NHWC indirect GEMM (qr_iconv_fn, igemm.h) with AVX2 and no VNNI: eight
+ * columns of four s8 weights widened to i16 (columns 0-3 in one register,
+ * 4-7 in another), four u8 activations of one pixel widened to i16 and
+ * repeated, then vpmaddwd: each product is at most 255 * 128 in magnitude and
+ * a pair's sum fits i16 x i16 -> i32 exactly (vpmaddubsw would saturate the
+ * pair at 32767: 2 * 255 * 127 does not fit). A column's two pair sums stay
+ * in neighbouring lanes until the tile is stored (int32 adds wrap, so the
+ * order of the adds does not change the sum modulo 2^32). Tile: 4 rows x 8
+ * columns; ragged last rows in tiles of 2 and 1. Only called when the CPU
+ * reports avx2 (igemm.c). */
+#include <immintrin.h>
+#include <string.h>
+
+#include "igemm.h"
+
+#define TARGET __attribute__((target("avx2")))
+#define INLINE TARGET static inline __attribute__((always_inline))
+
+/* The four u8 activations at p as i16, repeated across the register. */
+INLINE __m256i acts4(const uint8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_broadcastq_epi64(_mm_cvtepu8_epi16(_mm_cvtsi32_si128(v)));
+}
+
+/* Columns 0-3 in lo and 4-7 in hi, each column as two pair sums: the eight column sums in order. */
+INLINE __m256i fold(__m256i lo, __m256i hi)
+{
+    return _mm256_permute4x64_epi64(_mm256_hadd_epi32(lo, hi), 0xd8);
+}
+
+/* MR rows x 8 columns, cols of them stored; MR a constant where inlined. */
+INLINE void tile(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, const int8_t *wj,
+                 const int32_t *init, int64_t kq, int64_t step, int64_t cols, const int MR)
+{
+    __m256i lo[4], hi[4];
+    #pragma GCC unroll 4
+    for (int r = 0; r < MR; r++)
+        lo[r] = hi[r] = _mm256_setzero_si256();
+    for (int64_t t = 0; t < taps; t++) {
+        const uint8_t *p[4];
+        #pragma GCC unroll 4
+        for (int r = 0; r < MR; r++)
+            p[r] = a[r * taps + t];
+        const int8_t *wt = wj + t * kq * step;
+        for (int64_t q = 0; q < kq; q++) {
+            __m256i wv = _mm256_loadu_si256((const __m256i *)(wt + q * step));
+            __m256i wlo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(wv));
+            __m256i whi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(wv, 1));
+            #pragma GCC unroll 4
+            for (int r = 0; r < MR; r++) {
+                __m256i x = acts4(p[r] + 4 * q);
+                lo[r] = _mm256_add_epi32(lo[r], _mm256_madd_epi16(x, wlo));
+                hi[r] = _mm256_add_epi32(hi[r], _mm256_madd_epi16(x, whi));
+            }
+        }
+    }
+    __m256i km = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols > 8 ? 8 : (int)cols),
+                                    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256i i0 = _mm256_maskload_epi32(init, km);
+    #pragma GCC unroll 4
+    for (int r = 0; r < MR; r++)
+        _mm256_maskstore_epi32(c + r * c_rs, km, _mm256_add_epi32(fold(lo[r], hi[r]), i0));
+}
+
+#define SHAPE(MR)                                                                                                   \
+    TARGET static void tile_##MR(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps,                 \
+                                 const int8_t *wj, const int32_t *init, int64_t kq, int64_t step, int64_t cols)   \
+    {                                                                                                             \
+        tile(c, c_rs, a, taps, wj, init, kq, step, cols, MR);                                                     \
+    }
+SHAPE(4) SHAPE(2) SHAPE(1)
+
+TARGET void qr_iconv_u8s8_4x8_avx2(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
+                                   const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1,
+                                   int64_t n)
+{
+    int64_t step = qr_igemm_n16(n) * 4, kq = k4 / 4;
+    if (j1 > n)
+        j1 = n;
+    for (int64_t j = j0; j < j1; j += 8) {
+        int64_t cols = j1 - j;
+        const int8_t *wj = w + j * 4;
+        int64_t i = 0;
+        for (; i + 4 <= m; i += 4)
+            tile_4(c + i * c_rs + j, c_rs, a + i * taps, taps, wj, init + j, kq, step, cols);
+        if (m - i >= 2) {
+            tile_2(c + i * c_rs + j, c_rs, a + i * taps, taps, wj, init + j, kq, step, cols);
+            i += 2;
+        }
+        if (i < m)
+            tile_1(c + i * c_rs + j, c_rs, a + i * taps, taps, wj, init + j, kq, step, cols);
+    }
+}
