@@ -97,8 +97,29 @@ typedef void (*tile_fn)(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64
 #define ROW(MR) {tile_##MR##x1, tile_##MR##x2, tile_##MR##x3, tile_##MR##x4}
 static const tile_fn tiles[4][4] = {ROW(1), ROW(2), ROW(3), ROW(6)}; /* [rows: 1, 2, 3, 6][vectors - 1] */
 
-/* Column strips of 64 outer: a strip's weights (taps * k4 * 64 bytes) stay in cache while every
- * row passes over them. */
+/* The rows of the tile at row i: 6, else 3, 2, 1. */
+static inline int tile_rows(int64_t m, int64_t i)
+{
+    return m - i >= 6 ? 6 : m - i >= 3 ? 3 : (int)(m - i);
+}
+
+/* The tile at row i over columns [j, j1). */
+TARGET static void tile_at(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
+                              const int8_t *w, const int32_t *init, int64_t kq, int64_t step, int64_t i, int64_t j,
+                              int64_t j1)
+{
+    int64_t cols = j1 - j;
+    int nv = cols >= 64 ? 4 : (int)((cols + 15) / 16); /* only vectors with a column to store */
+    int rows = tile_rows(m, i);
+    tiles[rows == 6 ? 3 : rows - 1][nv - 1](c + i * c_rs + j, c_rs, a + i * taps, taps, w + j * 4, init + j, kq, step,
+                                            cols);
+}
+
+/* When all the columns' weights fit in L1 (a 1x1 convolution's, say), rows outer: each row
+ * block's activations are read from memory once for all column strips. Else column strips of 64
+ * outer: a strip's weights (taps * k4 * 64 bytes) stay in L1 or L2 while every row passes over
+ * them. (m 3136, taps 1, k4 64, n 256, best of 25 on a shared Zen 5: 147 -> 166 GMAC/s rows
+ * outer; the 3x3 layers of bench/iconv_gmacs.c within the noise either way.) */
 TARGET void qr_iconv_u8s8_6x64_avx512vnni(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps,
                                           int64_t m, const int8_t *w, const int32_t *init, int64_t k4, int64_t j0,
                                           int64_t j1, int64_t n)
@@ -106,17 +127,13 @@ TARGET void qr_iconv_u8s8_6x64_avx512vnni(int32_t *c, int64_t c_rs, const uint8_
     int64_t step = qr_igemm_n16(n) * 4, kq = k4 / 4;
     if (j1 > n)
         j1 = n;
-    for (int64_t j = j0; j < j1; j += 64) {
-        int64_t cols = j1 - j;
-        int nv = cols >= 64 ? 4 : (int)((cols + 15) / 16); /* only vectors with a column to store */
-        const int8_t *wj = w + j * 4;
-        int64_t i = 0;
-        for (; i + 6 <= m; i += 6)
-            tiles[3][nv - 1](c + i * c_rs + j, c_rs, a + i * taps, taps, wj, init + j, kq, step, cols);
-        while (i < m) {
-            int rows = m - i >= 3 ? 3 : (int)(m - i);
-            tiles[rows - 1][nv - 1](c + i * c_rs + j, c_rs, a + i * taps, taps, wj, init + j, kq, step, cols);
-            i += rows;
-        }
+    if (taps * kq * step <= 32 * 1024) {
+        for (int64_t i = 0; i < m; i += tile_rows(m, i))
+            for (int64_t j = j0; j < j1; j += 64)
+                tile_at(c, c_rs, a, taps, m, w, init, kq, step, i, j, j1);
+    } else {
+        for (int64_t j = j0; j < j1; j += 64)
+            for (int64_t i = 0; i < m; i += tile_rows(m, i))
+                tile_at(c, c_rs, a, taps, m, w, init, kq, step, i, j, j1);
     }
 }

@@ -384,12 +384,15 @@ Test(igemm, iconv_kernels_match_a_naive_loop_on_ragged_shapes)
     /* every row count through the 6-row tiles and the 3, 2, 1 of the ragged end */
     for (int64_t m = 0; m <= 19; m++)
         check_iconv_shape(m, 3, 8, 70, 0, 70, 70, 0, &seed);
-    /* column ranges as threads split them (j0 a multiple of 16), c_rs past n */
+    /* column ranges as threads split them (j0 a multiple of 16, one empty), c_rs past n; the
+     * 1x1 shapes whose weights fit L1 (the AVX-512 kernel's rows-outer order) too */
     const int64_t ranges[][4] = {{200, 16, 200, 203}, {200, 0, 64, 200}, {200, 64, 130, 256}, {65, 48, 65, 65},
-                                 {17, 16, 17, 17},    {130, 112, 129, 131}, {64, 32, 48, 64}};
+                                 {17, 16, 17, 17},    {130, 112, 129, 131}, {64, 32, 48, 64},
+                                 {64, 32, 32, 64} /* empty */};
     for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++)
         for (int64_t m = 1; m <= 8; m += 7)
-            check_iconv_shape(m, 9, 12, ranges[r][0], ranges[r][1], ranges[r][2], ranges[r][3], 0, &seed);
+            for (int64_t t = 1; t <= 9; t += 8)
+                check_iconv_shape(m, t, 12, ranges[r][0], ranges[r][1], ranges[r][2], ranges[r][3], 0, &seed);
 }
 
 /* Sums past int32 in both directions: 255 x -128 and 255 x 127 over 9 x 7000 products start
