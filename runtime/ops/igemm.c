@@ -70,10 +70,14 @@ static void iconv_u8s8_portable(int32_t *c, int64_t c_rs, const uint8_t *const *
                 const int8_t *wt = w + t * (k4 / 4) * step + j * 4;
                 for (int r = 0; r < rows; r++) {
                     const uint8_t *ar = a[(i + r) * taps + t];
-                    for (int64_t q = 0; q < k4 / 4; q++)
+                    for (int64_t q = 0; q < k4 / 4; q++) {
+                        /* four activations against sixteen columns' four weights: independent sums */
+                        int32_t x0 = ar[4 * q], x1 = ar[4 * q + 1], x2 = ar[4 * q + 2], x3 = ar[4 * q + 3];
+                        const int8_t *wq = wt + q * step;
                         for (int v = 0; v < 16; v++)
-                            for (int b = 0; b < 4; b++)
-                                s[r][v] += (uint32_t)((int32_t)ar[4 * q + b] * (int32_t)wt[q * step + v * 4 + b]);
+                            s[r][v] += (uint32_t)(x0 * wq[4 * v] + x1 * wq[4 * v + 1] + x2 * wq[4 * v + 2] +
+                                                  x3 * wq[4 * v + 3]);
+                    }
                 }
             }
             for (int r = 0; r < rows; r++)
