@@ -447,3 +447,23 @@ Test(igemm, iconv_pack_and_colsums)
         cr_assert_eq(s[o], want, "column %d: %d vs %d", o, s[o], want);
     }
 }
+
+/* qr_iconv_u8s8 follows QRL_IGEMM's choice (here through qr_igemm_force): "portable" gives the
+ * portable kernel, an ISA the CPU has gives that one, and no choice the best the CPU has. */
+Test(igemm, iconv_dispatch_follows_the_forced_choice)
+{
+    qr_igemm_force("portable");
+    cr_assert_eq(qr_iconv_u8s8(), qr_iconv_u8s8_isa("portable"));
+    qr_iconv_fn best = NULL;
+    for (size_t s = 0; s < sizeof iconv_isas / sizeof iconv_isas[0]; s++) {
+        qr_iconv_fn fn = qr_iconv_u8s8_isa(iconv_isas[s]);
+        if (!fn)
+            continue;
+        if (!best)
+            best = fn;
+        qr_igemm_force(iconv_isas[s]);
+        cr_assert_eq(qr_iconv_u8s8(), fn, "forced %s", iconv_isas[s]);
+    }
+    qr_igemm_force(NULL);
+    cr_assert_eq(qr_iconv_u8s8(), best);
+}
