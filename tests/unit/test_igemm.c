@@ -309,7 +309,8 @@ static void iconv_naive(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64
 
 /* One shape: m rows, taps, cin input channels (k4 = cin rounded up to 4; the bytes past cin are
  * the padding of the pixel rows, any value as the weights there are 0), n columns, columns
- * [j0, j1), row stride c_rs; vals 0 random, 1 all 255 x -128 (sums that wrap), 2 all 255 x 127. */
+ * [j0, j1), row stride c_rs; vals 0 random, 1 all 255 x -128 from init near INT32_MIN, 2 all
+ * 255 x 127 from near INT32_MAX (sums that wrap). */
 static void check_iconv_shape(int64_t m, int64_t taps, int64_t cin, int64_t n, int64_t j0, int64_t j1, int64_t c_rs,
                               int vals, unsigned *seed)
 {
@@ -329,7 +330,11 @@ static void check_iconv_shape(int64_t m, int64_t taps, int64_t cin, int64_t n, i
     for (int64_t i = 0; i < taps * cin * n; i++)
         wt[i] = vals == 1 ? -128 : vals == 2 ? 127 : (int8_t)(rnd(seed) & 0xff);
     for (int64_t j = 0; j < n; j++)
-        init[j] = vals ? 0x7fffff00 : (int32_t)rnd(seed) - (1 << 23);
+        init[j] = vals == 1 ? INT32_MIN + 0x100 : vals == 2 ? 0x7fffff00 : (int32_t)rnd(seed) - (1 << 23);
+    if (vals) { /* the exact sum is past int32: the kernels must wrap it */
+        int64_t exact = (int64_t)init[0] + taps * cin * 255 * (vals == 1 ? -128 : 127);
+        cr_assert(exact < INT32_MIN || exact > INT32_MAX, "%lld", (long long)exact);
+    }
     /* wt is [taps][cin][n]: tap stride cin * n, channel stride n, column stride 1 */
     qr_iconv_pack_w(wp, wt, taps, cin, k4, n, cin * n, n, 1);
     for (int64_t i = 0; i < m * c_rs + 1; i++)
@@ -395,8 +400,9 @@ Test(igemm, iconv_kernels_match_a_naive_loop_on_ragged_shapes)
                 check_iconv_shape(m, t, 12, ranges[r][0], ranges[r][1], ranges[r][2], ranges[r][3], 0, &seed);
 }
 
-/* Sums past int32 in both directions: 255 x -128 and 255 x 127 over 9 x 7000 products start
- * near INT32_MAX and wrap; the naive loop's int64 sum wrapped at the end is the oracle. */
+/* Sums past int32 in both directions: 255 x -128 over 9 x 7000 and 70000 products from near
+ * INT32_MIN, 255 x 127 from near INT32_MAX; the naive loop's int64 sum wrapped at the end is the
+ * oracle. */
 Test(igemm, iconv_kernels_wrap_as_an_exact_sum_would)
 {
     unsigned seed = 29;
