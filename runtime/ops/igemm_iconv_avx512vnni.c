@@ -54,8 +54,9 @@ static inline __mmask16 cols_mask(int64_t cols)
 /* MR rows (their tap pointers from a) x NV vectors of 16 columns from wj (the strip's first
  * column in the panels), cols columns stored; MR and NV are constants where this is inlined. The
  * sums start at zero and init is added at the store; the loops are do-while (taps and kq are at
- * least 1). The k groups of one tap are one loop, its four weight vectors loaded once for the
- * rows. */
+ * least 1); the masks are computed before the loops. (Each of these keeps GCC 12 from copying
+ * sums in the k loop again, as objdump of tile_6x4 shows: fragile, look there after a change.)
+ * The k groups of one tap are one loop, its four weight vectors loaded once for the rows. */
 INLINE void tile(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, const int8_t *wj,
                  const int32_t *init, int64_t kq, int64_t step, int64_t cols, const int MR, const int NV)
 {
@@ -105,8 +106,8 @@ static inline int tile_rows(int64_t m, int64_t i)
 
 /* The tile at row i over columns [j, j1). */
 TARGET static void tile_at(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
-                              const int8_t *w, const int32_t *init, int64_t kq, int64_t step, int64_t i, int64_t j,
-                              int64_t j1)
+                           const int8_t *w, const int32_t *init, int64_t kq, int64_t step, int64_t i, int64_t j,
+                           int64_t j1)
 {
     int64_t cols = j1 - j;
     int nv = cols >= 64 ? 4 : (int)((cols + 15) / 16); /* only vectors with a column to store */
