@@ -88,6 +88,9 @@ static int capable(const qr_node *n, qr_layout_pointwise_fn pointwise, void *use
         return !qr_attr_i(n, "nhwc", 0) && conv_capable(n);
     if ((!strcmp(n->op, "MaxPool") || !strcmp(n->op, "AveragePool")) && !n->domain[0]) /* 8-bit, 2-D */
         return rank4(n->in[0]) && is_int8(n->in[0]) && n->out[0]->t.dtype == n->in[0]->t.dtype;
+    if (!strcmp(n->op, "Pad") && !n->domain[0]) /* its pads permuted; constant, edge and reflect alike */
+        return rank4(n->in[0]) && n->n_in >= 2 && n->in[1] && n->in[1]->is_const && n->in[1]->t.data &&
+               qr_tensor_numel(&n->in[1]->t) == 8 && (n->n_in < 4 || !n->in[3]);
     if (!strcmp(n->op, "QrlLookup")) /* y[i] = table[x[i]] */
         return rank4(n->in[0]) && !n->in[0]->is_const;
     if (!strcmp(n->op, "QrlKernel")) {
@@ -173,11 +176,33 @@ static int pool_nhwc(lay *L, qr_node *n)
     return 0;
 }
 
+/* A convolution of group 1 over fewer than 16 channels with a window (a first layer) gathers its
+ * windows (runtime/ops/iconv_nhwc.c) as well from NCHW: its input needs no transpose. */
+static int gathers_nchw(const qr_node *n)
+{
+    const qr_value *w = n->in[1];
+    return qr_attr_i(n, "group", 1) == 1 && w->t.dims[1] < 16 && w->t.dims[2] * w->t.dims[3] > 1;
+}
+
+/* Pad's pads (begin N C H W, end N C H W) for NHWC operands: a new constant. */
+static int pad_nhwc(lay *L, qr_node *n)
+{
+    const qr_value *p = n->in[1];
+    int64_t v[8];
+    for (int i = 0; i < 8; i++)
+        v[i] = qr_get_i64(p->t.data, p->t.dtype, i / 4 * 4 + to_nhwc_perm[i % 4]);
+    char name[512];
+    snprintf(name, sizeof name, "%s" TWIN_SUFFIX, p->name);
+    qr_tensor t = {.dtype = QR_I64, .ndim = 1, .dims = {8}, .data = v};
+    return (n->in[1] = qr_plan_const(L->g, name, &t)) ? 0 : -1;
+}
+
 static int convert(lay *L, qr_node *n)
 {
-    int conv = !strcmp(n->op, "QrlConvKernel");
+    int conv = !strcmp(n->op, "QrlConvKernel"), pad = !strcmp(n->op, "Pad");
     qr_value *x = n->in[0];
-    for (int i = 0; i < (conv ? 1 : n->n_in); i++) {
+    int keep = conv && gathers_nchw(n) && !(x->id < L->ntwin && L->twin[x->id]);
+    for (int i = keep ? 1 : 0; i < (conv || pad ? 1 : n->n_in); i++) {
         qr_value *v = n->in[i];
         if (!v || v->is_const)
             continue;
@@ -200,8 +225,12 @@ static int convert(lay *L, qr_node *n)
     L->twin[out->id] = t;
     if (conv)
         qr_node_add_attr_i(L->g, n, "nhwc", 1);
+    if (keep)
+        qr_node_add_attr_i(L->g, n, "x_nchw", 1);
     else if (!strcmp(n->op, "MaxPool") || !strcmp(n->op, "AveragePool"))
         return pool_nhwc(L, n);
+    else if (pad)
+        return pad_nhwc(L, n);
     return 0;
 }
 

@@ -4,7 +4,7 @@ sample data, for the integer-graph tests (tests/unit/test_intgraph.c).
 
     make_zoo_model.py OUT_DIR  ->  zoo.onnx, zoo_calib.npy, zoo_test.npy,
                                    two_inputs.onnx, two_a.npy, two_b.npy, two_labels.npy,
-                                   depthwise.onnx, residual.onnx
+                                   depthwise.onnx, residual.onnx, pools.onnx, pools_test.npy
 
 The weights are random (seeded), so the model means nothing; what the tests
 check is that its integer graph computes what its QDQ simulation computes.
@@ -16,6 +16,9 @@ and samples) has a MobileNet block: Conv to 96 channels, depthwise 3x3 at
 stride 1 (16 x 16 planes) and 2, pointwise Conv, GlobalAveragePool, Gemm.
 residual.onnx (the same input) has a ResNet block: Conv + Relu, Conv + Relu,
 Conv, Add of the block's input, Relu, a strided Conv, GlobalAveragePool, Gemm.
+pools.onnx (3 x 64 x 64 inputs, pools_test.npy) has pools on planes large
+enough to be split across tasks: Conv + Relu, MaxPool 3x3 stride 2, Conv +
+Relu, AveragePool 3x3 with count_include_pad, GlobalAveragePool, Gemm.
 """
 import os
 import sys
@@ -133,6 +136,22 @@ def main():
         N("Gemm", ["f", weight("wrf", (10, 40)), bias("brf", 10)], ["logits"], name="fc", transB=1),
     ]
     save_model(os.path.join(out, "residual.onnx"), "residual", nodes, {"x": [3, 16, 16]}, 10, inits)
+
+    inits.clear()
+    nodes = [
+        N("Conv", ["x", weight("wp0", (32, 3, 3, 3)), bias("bp0", 32)], ["q0"], name="conv0", pads=[1, 1, 1, 1]),
+        N("Relu", ["q0"], ["t0"], name="relu0"),
+        N("MaxPool", ["t0"], ["m0"], name="maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        N("Conv", ["m0", weight("wp1", (32, 32, 3, 3)), bias("bp1", 32)], ["q1"], name="conv1", pads=[1, 1, 1, 1]),
+        N("Relu", ["q1"], ["t1"], name="relu1"),
+        N("AveragePool", ["t1"], ["a1"], name="avgpool", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+          count_include_pad=1),
+        N("GlobalAveragePool", ["a1"], ["g"], name="gap"),
+        N("Flatten", ["g"], ["f"], name="flatten", axis=1),
+        N("Gemm", ["f", weight("wpf", (10, 32)), bias("bpf", 10)], ["logits"], name="fc", transB=1),
+    ]
+    save_model(os.path.join(out, "pools.onnx"), "pools", nodes, {"x": [3, 64, 64]}, 10, inits)
+    np.save(os.path.join(out, "pools_test.npy"), rng.normal(0, 1, (4, 3, 64, 64)).astype(np.float32))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
  * block of pixels at a time, turned so its rows are channels (the tile
  * kernels' form, conv_epilogue.h), and the epilogue's y is turned back into
  * NHWC rows; the block stays in cache throughout. */
+#include <immintrin.h>
 #include <string.h>
 
 #include "conv_epilogue.h"
@@ -18,34 +19,13 @@
 #include "nhwc.h"
 #include "../parallel.h"
 
-/* PLACEHOLDERS until the helpers' kernels land (igemm.h qr_iconv_*, nhwc.h qr_nhwc_dw_u8). */
-typedef void (*qr_iconv_fn)(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
-                            const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
-static void iconv_ref(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m, const int8_t *w,
-                      const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n)
-{
-    int64_t n16 = qr_igemm_n16(n);
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t jj = j0; jj < j1; jj++) {
-            uint32_t s = (uint32_t)init[jj];
-            for (int64_t t = 0; t < taps; t++)
-                for (int64_t kk = 0; kk < k4; kk++) {
-                    int64_t q = t * k4 + kk;
-                    s += (uint32_t)((int32_t)a[i * taps + t][kk] * (int32_t)w[((q >> 2) * n16 + jj) * 4 + (q & 3)]);
-                }
-            c[i * c_rs + jj] = (int32_t)s;
-        }
-}
-static qr_iconv_fn qr_iconv_specialized(int64_t taps, int64_t k4, int64_t n)
-{
-    (void)taps, (void)k4, (void)n;
-    return NULL;
-}
-static qr_iconv_fn qr_iconv_u8s8(void) { return iconv_ref; }
-/* x's dims as ConvInteger reads them (N, C, H, W), the data unchanged: for the geometry only. */
-static qr_tensor nchw_view(const qr_tensor *x)
+/* x's dims as ConvInteger reads them (N, C, H, W), the data unchanged: for the geometry only. An
+ * input the node takes in NCHW (attribute x_nchw: a first layer's few channels, gathered) is that. */
+static qr_tensor nchw_view(const qr_kctx *k, const qr_tensor *x)
 {
     qr_tensor v = *x;
+    if (qr_attr_i(k->node, "x_nchw", 0))
+        return v;
     v.dims[1] = x->dims[3];
     v.dims[2] = x->dims[1];
     v.dims[3] = x->dims[2];
@@ -57,7 +37,7 @@ qr_status qr_convint_infer_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor 
 {
     if (x->ndim != 4 || w->ndim != 4)
         return QR_KERR(k, "an NHWC convolution takes 4-D input and weights, not %d-D and %d-D", x->ndim, w->ndim);
-    qr_tensor v = nchw_view(x);
+    qr_tensor v = nchw_view(k, x);
     if (qr_convint_infer_as(k, &v, xzp, w, wzp, t) != QR_OK)
         return QR_ERR;
     qr_tensor *y = k->out[0];
@@ -80,6 +60,9 @@ typedef struct nhwc_job {
     const int32_t *wk; /* depthwise: taps x C, w - w_zero */
     const int32_t *init;
     const uint8_t *zrow; /* k4 bytes of xz: what padding positions read */
+    int gather;          /* few input channels: each pixel's window copied into one row (gather_rows) */
+    int x_nchw;          /* gather: x is N x C x H x W */
+    size_t at_rows;      /* gather: the block's rows in the slot */
     qr_iconv_fn fn;
     uint8_t *y;
     size_t esize; /* y's element size */
@@ -117,24 +100,55 @@ static void window_rows(const nhwc_job *j, int64_t n, int64_t p0, int64_t rows, 
     }
 }
 
-/* The block's accumulator [rows][m] turned to [m][rows], the epilogue's form; its y [m][rows] turned
- * into the NHWC rows of pixels [p0, p0 + rows) of image n. */
+/* 16 x 16 int32s: dst[c * ds + i] = src[i * ss + c]. Two unpack stages put each column's four
+ * rows of a group together in 128-bit lanes; two lane shuffles gather a column's four groups. */
+__attribute__((target("avx512f"))) static void turn16_avx512(const int32_t *src, int64_t ss, int32_t *dst, int64_t ds)
+{
+    __m512i r[16], t[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = _mm512_loadu_si512(src + i * ss);
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) { /* r[4i + q], lane L: column 4L + q of rows 4i .. 4i + 3 */
+        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int q = 0; q < 4; q++) {
+        __m512i v0 = _mm512_shuffle_i32x4(r[q], r[4 + q], 0x44), v1 = _mm512_shuffle_i32x4(r[q], r[4 + q], 0xee);
+        __m512i v2 = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0x44), v3 = _mm512_shuffle_i32x4(r[8 + q], r[12 + q], 0xee);
+        _mm512_storeu_si512(dst + (0 + q) * ds, _mm512_shuffle_i32x4(v0, v2, 0x88));
+        _mm512_storeu_si512(dst + (4 + q) * ds, _mm512_shuffle_i32x4(v0, v2, 0xdd));
+        _mm512_storeu_si512(dst + (8 + q) * ds, _mm512_shuffle_i32x4(v1, v3, 0x88));
+        _mm512_storeu_si512(dst + (12 + q) * ds, _mm512_shuffle_i32x4(v1, v3, 0xdd));
+    }
+}
+
+/* The block's accumulator [rows][m] turned to [m][rows], the epilogue's form. */
 static void turn_acc(const int32_t *restrict acc, int64_t rows, int64_t m, int32_t *restrict t)
 {
-    for (int64_t i0 = 0; i0 < rows; i0 += 16)
-        for (int64_t c = 0; c < m; c++)
+    static int avx512 = -1;
+    if (avx512 < 0)
+        avx512 = __builtin_cpu_supports("avx512f");
+    int64_t r16 = avx512 ? rows & ~(int64_t)15 : 0, m16 = avx512 ? m & ~(int64_t)15 : 0;
+    for (int64_t i0 = 0; i0 < r16; i0 += 16)
+        for (int64_t c0 = 0; c0 < m16; c0 += 16)
+            turn16_avx512(acc + i0 * m + c0, m, t + c0 * rows + i0, rows);
+    for (int64_t i0 = 0; i0 < rows; i0 += 16) /* what the 16 x 16 blocks left: ragged edges, or all */
+        for (int64_t c = i0 < r16 ? m16 : 0; c < m; c++)
             for (int64_t i = i0; i < rows && i < i0 + 16; i++)
                 t[c * rows + i] = acc[i * m + c];
 }
 
+/* The epilogue's y [m][rows] turned into NHWC rows [rows][m] at y. */
 static void turn_y(const nhwc_job *j, const uint8_t *restrict ys, uint8_t *restrict y, int64_t rows)
 {
     int64_t m = j->m;
     if (j->esize == 1) {
-        for (int64_t i0 = 0; i0 < rows; i0 += 16)
-            for (int64_t c = 0; c < m; c++)
-                for (int64_t i = i0; i < rows && i < i0 + 16; i++)
-                    y[i * m + c] = ys[c * rows + i];
+        qr_nchw_to_nhwc_u8(y, ys, m, rows, 0, rows);
         return;
     }
     for (int64_t i = 0; i < rows; i++)
@@ -171,6 +185,49 @@ static void block_epilogue(nhwc_job *j, uint8_t *slot, int32_t *acc, int64_t n, 
         nhwc_failed(j, &e);
 }
 
+/* With few input channels (a first layer's 1 or 3) a window position is less than one word of
+ * k: each pixel's whole window goes into one row of C * taps bytes in the weights' own order (c,
+ * ky, kx; padding as xz, i8 turned into u8, zeros past K up to k4), and the kernel runs with one
+ * tap. The input may be NCHW (x_nchw), where a window row is KW bytes of one plane. */
+static void gather_rows(const nhwc_job *j, int64_t n, int64_t p0, int64_t rows, uint8_t *buf, const uint8_t **a)
+{
+    const qr_conv_geom *g = j->g;
+    const int64_t H = g->big[0], W = g->big[1], OW = g->small[1], C = j->c, KW = g->kernel[1];
+    const int64_t cs = j->x_nchw ? H * W : 1, ps = j->x_nchw ? 1 : C; /* channel and pixel strides */
+    const uint8_t *img = j->x + n * H * W * C, flip = j->flip, xz = (uint8_t)j->xz;
+    int64_t oy = p0 / OW, ox = p0 % OW;
+    for (int64_t i = 0; i < rows; i++) {
+        uint8_t *row = buf + i * j->k4, *d = row;
+        int64_t ix0 = ox * g->stride[1] - g->pad_begin[1], d1 = g->dilation[1];
+        int inside_x = ix0 >= 0 && ix0 + (KW - 1) * d1 < W;
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t ky = 0; ky < g->kernel[0]; ky++, d += KW) {
+                int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+                if (iy < 0 || iy >= H) {
+                    memset(d, xz ^ flip, (size_t)KW);
+                    continue;
+                }
+                const uint8_t *r = img + c * cs + (iy * W + ix0) * ps;
+                if (inside_x && ps == 1 && d1 == 1) {
+                    memcpy(d, r, (size_t)KW);
+                    continue;
+                }
+                for (int64_t kx = 0; kx < KW; kx++) {
+                    int64_t ix = ix0 + kx * d1;
+                    d[kx] = ix >= 0 && ix < W ? r[kx * d1 * ps] : (uint8_t)(xz ^ flip);
+                }
+            }
+        for (int64_t b = 0; flip && b < C * j->taps; b++) /* padding was written as xz ^ flip: all flip */
+            row[b] ^= flip;
+        memset(d, 0, (size_t)(j->k4 - C * j->taps));
+        a[i] = row;
+        if (++ox == OW) {
+            ox = 0;
+            oy++;
+        }
+    }
+}
+
 static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
 {
     nhwc_job *j = arg;
@@ -180,8 +237,11 @@ static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
     for (int64_t b = b0; b < b1 && !__atomic_load_n(&j->failed, __ATOMIC_ACQUIRE); b++) {
         int64_t n = b / j->blocks_per_image, p0 = b % j->blocks_per_image * j->mb;
         int64_t rows = j->g->small_n - p0 < j->mb ? j->g->small_n - p0 : j->mb;
-        window_rows(j, n, p0, rows, a);
-        j->fn(acc, j->m, a, j->taps, rows, j->wp, j->init, j->k4, 0, j->m, j->m);
+        if (j->gather)
+            gather_rows(j, n, p0, rows, s + j->at_rows, a);
+        else
+            window_rows(j, n, p0, rows, a);
+        j->fn(acc, j->m, a, j->gather ? 1 : j->taps, rows, j->wp, j->init, j->k4, 0, j->m, j->m);
         block_epilogue(j, s, acc, n, p0, rows);
     }
 }
@@ -201,23 +261,18 @@ static void depthwise_blocks(void *arg, int64_t b0, int64_t b1, int slot)
     }
 }
 
-/* The dense panels and starting values: w (M x C x KH x KW, s8, zero point 0) as [taps * k4 / 4][n16][4],
+/* The dense panels and starting values: w (M x C x KH x KW, s8, zero point 0) as igemm.h's panels,
  * init[m] = -xz * sum w[m] (the padding rows read xz, so every position contributes x - xz). */
 static void pack_dense(const nhwc_job *j, const int8_t *w, int8_t *wp, int32_t *init)
 {
-    int64_t n16 = qr_igemm_n16(j->m);
-    memset(wp, 0, (size_t)(j->taps * j->k4 * n16));
-    for (int64_t m = 0; m < j->m; m++) {
-        uint32_t sum = 0;
-        for (int64_t c = 0; c < j->c; c++)
-            for (int64_t t = 0; t < j->taps; t++) {
-                int8_t v = w[(m * j->c + c) * j->taps + t];
-                int64_t kk = t * j->k4 + c;
-                wp[((kk >> 2) * n16 + m) * 4 + (kk & 3)] = v;
-                sum += (uint32_t)(int32_t)v;
-            }
-        init[m] = (int32_t)(0u - (uint32_t)j->xz * sum);
-    }
+    int64_t taps = j->gather ? 1 : j->taps;
+    if (j->gather) /* one tap of k = c * taps + t: the weights' own order */
+        qr_iconv_pack_w(wp, w, 1, j->c * j->taps, j->k4, j->m, 0, 1, j->c * j->taps);
+    else
+        qr_iconv_pack_w(wp, w, j->taps, j->c, j->k4, j->m, 1, j->taps, j->c * j->taps);
+    qr_iconv_colsums(init, wp, taps, j->k4, j->m);
+    for (int64_t m = 0; m < j->m; m++)
+        init[m] = (int32_t)(0u - (uint32_t)j->xz * (uint32_t)init[m]);
 }
 
 /* The depthwise weights as taps x C int32, w - w_zero[c], and zero starting values. */
@@ -261,11 +316,11 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
 {
     if (x->ndim != 4 || w->ndim != 4 || (x->dtype != QR_U8 && x->dtype != QR_I8) || w->dtype != QR_I8)
         return QR_KERR(k, "an NHWC convolution takes 4-D u8 or i8 input and 4-D i8 weights");
-    qr_tensor xv = nchw_view(x);
+    qr_tensor xv = nchw_view(k, x);
     qr_conv_geom g;
     if (qr_conv_geom_init(k, &xv, w->dims + 2, QR_WIN_CONV, &g) != QR_OK)
         return QR_ERR;
-    nhwc_job j = {.g = &g, .c = x->dims[3], .m = w->dims[0], .taps = g.kernel_n, .ep = ep, .err = k->err};
+    nhwc_job j = {.g = &g, .c = xv.dims[1], .m = w->dims[0], .taps = g.kernel_n, .ep = ep, .err = k->err};
     int64_t group = qr_attr_i(k->node, "group", 1), nimg = x->dims[0];
     int depthwise = group == j.c && j.m == j.c && w->dims[1] == 1;
     if (!depthwise && (group != 1 || w->dims[1] != j.c))
@@ -284,12 +339,15 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         j.mb = 1 + (16384 / (j.c > 0 ? j.c : 1)) / (g.small[1] > 0 ? g.small[1] : 1); /* output rows */
         j.blocks_per_image = (g.small[0] + j.mb - 1) / j.mb;
     } else {
-        j.k4 = qr_igemm_k4(j.c);
+        j.x_nchw = (int)qr_attr_i(k->node, "x_nchw", 0);
+        j.gather = j.x_nchw || (j.c < 16 && j.taps > 1);
+        j.k4 = qr_igemm_k4(j.gather ? j.taps * j.c : j.c);
         j.mb = block_rows(j.m, g.small_n);
         j.blocks_per_image = j.mb > 0 ? (g.small_n + j.mb - 1) / j.mb : 0;
     }
     int64_t rows = depthwise ? j.mb * g.small[1] : j.mb;
-    size_t wbytes = depthwise ? (size_t)(j.taps * j.c) * 4 : (size_t)(j.taps * j.k4 * qr_igemm_n16(j.m));
+    size_t wbytes = depthwise ? (size_t)(j.taps * j.c) * 4
+                              : (size_t)((j.gather ? 1 : j.taps) * j.k4 * qr_igemm_n16(j.m));
     size_t pbytes = (wbytes + 63) / 64 * 64 + (size_t)j.m * sizeof(int32_t);
     int fresh = 1;
     uint8_t *packed = wconst ? qr_kcache_get(k, pbytes, "packed weights", &fresh)
@@ -308,10 +366,9 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         j.wp = (const int8_t *)packed;
         if (fresh)
             pack_dense(&j, w->data, (int8_t *)packed, init);
-        j.fn = qr_iconv_specialized(j.taps, j.k4, j.m);
-        if (!j.fn)
-            j.fn = qr_iconv_u8s8();
-        j.x = dense_input(k, x, j.k4, &j.cs);
+        j.fn = qr_iconv_u8s8();
+        j.flip = flip;
+        j.x = j.gather ? x->data : dense_input(k, x, j.k4, &j.cs);
         j.xz &= 0xff;
     }
     j.init = init;
@@ -319,7 +376,9 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     /* per slot: the row pointers, the accumulator block, it turned, the epilogue's y block */
     size_t ptrs = depthwise ? 0 : (size_t)(rows * j.taps) * sizeof(void *);
     size_t accb = (size_t)(rows * j.m) * sizeof(int32_t), yb = (size_t)(rows * j.m) * j.esize;
-    j.at_acc = (ptrs + 63) / 64 * 64;
+    size_t gathered = j.gather ? (size_t)(rows * j.k4) : 0;
+    j.at_rows = (ptrs + 63) / 64 * 64;
+    j.at_acc = j.at_rows + (gathered + 63) / 64 * 64;
     j.at_acct = j.at_acc + (accb + 63) / 64 * 64;
     j.at_y = j.at_acct + (accb + 63) / 64 * 64;
     j.slot_bytes = j.at_y + (yb + 63) / 64 * 64;

@@ -45,7 +45,7 @@ static void pool_rows(void *arg, int64_t t0, int64_t t1)
     for (int64_t t = t0; t < t1; t++) {
         int64_t n = t / per, oy0 = t % per * j->rows, oy1 = oy0 + j->rows < g->small[0] ? oy0 + j->rows : g->small[0];
         const uint8_t *x = (const uint8_t *)j->x->data + n * g->big_n * c;
-        uint8_t *y = (uint8_t *)j->y->data + (n * g->small_n + oy0 * g->small[1]) * c;
+        uint8_t *y = (uint8_t *)j->y->data + n * g->small_n * c; /* the image's: the kernels write rows oy0 .. oy1 of it */
         int u8 = j->x->dtype == QR_U8;
         if (j->is_max && u8)
             qr_nhwc_maxpool_u8(y, x, c, g, oy0, oy1);

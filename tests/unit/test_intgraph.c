@@ -53,19 +53,24 @@ static void load(const char *name, qr_graph **g, qr_tensor *t)
     }
 }
 
-static qr_quantized *quantize(const qr_graph *g, const char *recipe, qrl_module **m)
+static qr_quantized *quantize_on(const qr_graph *g, const char *recipe, const char *samples, qrl_module **m)
 {
     char err[512] = "";
     *m = tu_compile(recipe, err, sizeof err);
     cr_assert(*m, "%s", err);
     qr_tensor calib = {0};
-    load("zoo_calib.npy", NULL, &calib);
+    load(samples, NULL, &calib);
     qr_quant_opts o = {.module = *m, .batch = 16};
     qr_quantized *q = NULL;
     qr_error e;
     cr_assert_eq(qr_quantize(g, &calib, &o, &q, &e), QR_OK, "%s", e.msg);
     qr_tensor_free(&calib);
     return q;
+}
+
+static qr_quantized *quantize(const qr_graph *g, const char *recipe, qrl_module **m)
+{
+    return quantize_on(g, recipe, "zoo_calib.npy", m);
 }
 
 /* The first output of g on x (kernel_user: the integer graph's calls). */
@@ -335,7 +340,8 @@ Test(intgraph, residual_add_runs_as_the_convolutions_second_stage)
         cr_assert_eq(count_attr_set(fused->ig->g, "QrlConvKernel", "then_call"), 1, "%s: the Add is a second stage",
                      recipes[r]);
         cr_assert_eq(count_attr(fused->ig->g, "QrlConvKernel", "nhwc"), 4, "%s", recipes[r]);
-        cr_assert_eq(count_op(fused->ig->g, "Transpose"), 2, "%s: only at the region's borders", recipes[r]);
+        /* one transpose, before the mean: the first convolution gathers its windows from NCHW */
+        cr_assert_eq(count_op(fused->ig->g, "Transpose"), 1, "%s: only at the region's borders", recipes[r]);
         qr_tensor one = x;
         one.dims[0] = 1;
         const qr_tensor *inputs[2] = {&x, &one};
@@ -356,6 +362,47 @@ Test(intgraph, residual_add_runs_as_the_convolutions_second_stage)
         qr_module_free(m0);
         qr_module_free(m1);
     }
+    qr_graph_free(g);
+    qr_tensor_free(&x);
+}
+
+/* 8-bit pools in an NHWC region run channels last (QrlMaxPoolNhwc, QrlAveragePoolNhwc), their
+ * planes split into tasks of output rows (32 x 32 x 32 bytes: two tasks), with the separate NCHW
+ * kernels' bits (QRL_FUSE=0), batch 4 and 1, 1 and 2 threads. */
+Test(intgraph, pools_run_channels_last)
+{
+    qr_tensor x = {0};
+    qr_graph *g;
+    load("pools_test.npy", NULL, &x);
+    load("pools.onnx", &g, NULL);
+    qrl_module *m0, *m1;
+    setenv("QRL_FUSE", "0", 1);
+    qr_quantized *apart = quantize_on(g, "recipes/int8.qrl", "pools_test.npy", &m0);
+    unsetenv("QRL_FUSE");
+    setenv("QRL_NHWC", "1", 1);
+    qr_quantized *nhwc = quantize_on(g, "recipes/int8.qrl", "pools_test.npy", &m1);
+    unsetenv("QRL_NHWC");
+    cr_assert_eq(count_op(nhwc->ig->g, "QrlMaxPoolNhwc"), 1);
+    cr_assert_eq(count_op(nhwc->ig->g, "QrlAveragePoolNhwc"), 1);
+    qr_tensor one = x;
+    one.dims[0] = 1;
+    const qr_tensor *inputs[2] = {&x, &one};
+    for (int in = 0; in < 2; in++) {
+        qr_tensor want = {0};
+        run_threads(apart, inputs[in], 1, &want);
+        for (int t = 1; t <= 2; t++) {
+            qr_tensor got = {0};
+            run_threads(nhwc, inputs[in], t, &got);
+            cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)), "batch %lld, %d threads: outputs differ",
+                      (long long)inputs[in]->dims[0], t);
+            qr_tensor_free(&got);
+        }
+        qr_tensor_free(&want);
+    }
+    qr_quantized_free(apart);
+    qr_quantized_free(nhwc);
+    qr_module_free(m0);
+    qr_module_free(m1);
     qr_graph_free(g);
     qr_tensor_free(&x);
 }
