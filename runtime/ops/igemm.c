@@ -259,3 +259,17 @@ qr_igemm_interleave_fn qr_igemm_interleave4(void)
         return qr_igemm_interleave4_avx512bw;
     return qr_igemm_interleave4_ref;
 }
+
+/* Set by the API before any model runs, read by convolutions on worker threads. */
+static qr_iconv_specializer iconv_specializer;
+
+void qr_iconv_set_specializer(qr_iconv_specializer f)
+{
+    __atomic_store_n(&iconv_specializer, f, __ATOMIC_RELEASE);
+}
+
+qr_iconv_fn qr_iconv_specialized(int64_t taps, int64_t k4, int64_t n)
+{
+    qr_iconv_specializer f = __atomic_load_n(&iconv_specializer, __ATOMIC_ACQUIRE);
+    return f ? f(taps, k4, n) : NULL;
+}

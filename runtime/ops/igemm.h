@@ -96,4 +96,14 @@ void qr_iconv_pack_w(int8_t *dst, const int8_t *w, int64_t taps, int64_t cin, in
  * pixel); init[j] = bias[j] - zx * s[j], wrapping as the sums do. */
 void qr_iconv_colsums(int32_t *s, const int8_t *w, int64_t taps, int64_t k4, int64_t n);
 
+/* A kernel of qr_iconv_fn's contract specialized to one shape (its taps, k4 and n are then the only
+ * ones it may be called with), or NULL when there is none. The runtime cannot see the compiler that
+ * makes them: the API registers one (QRL_ICONV_JIT=1, api/). */
+typedef qr_iconv_fn (*qr_iconv_specializer)(int64_t taps, int64_t k4, int64_t n);
+/* Registers f (NULL unregisters); kernels handed out before stay the specializer's to free. */
+void qr_iconv_set_specializer(qr_iconv_specializer f);
+/* The registered specializer's kernel for this shape, NULL when none is registered or it has none:
+ * asked once per layer, when its weights are packed. */
+qr_iconv_fn qr_iconv_specialized(int64_t taps, int64_t k4, int64_t n);
+
 #endif

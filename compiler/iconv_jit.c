@@ -1,0 +1,436 @@
+/* Shape-specialized NHWC convolution microkernels (iconv_jit.h).
+ *
+ * The generated function, for a tile of R rows by V 16-column vectors:
+ *   for i0 in 0, R, 2R, ... < m:                  rows past m reuse row m-1's pointers, not stored
+ *     for jb from j0 while jb < j1:               V vectors, or fewer for the last columns
+ *       acc[r][v] = init[jb + 16v ...]            (masked past j1)
+ *       for t < TAPS:                             a known trip count
+ *         p[r] = a[(i0 + r) * TAPS + t]
+ *         for g < K4/4:                           unrolled (fully up to UNROLL_ALL groups)
+ *           x[r] = vpbroadcastd p[r][4g]
+ *           y[v] = vmovdqu32 w_t[g][jb + 16v]
+ *           acc[r][v] = vpdpbusd(acc[r][v], x[r], y[v])
+ *       c[i0 + r][jb + 16v ...] = acc[r][v]      (masked past j1)
+ * libgccjit 12 reaches no target builtin, so every AVX-512 instruction is an
+ * extended asm whose operands GCC allocates (/work/shared/perf: "+v" works,
+ * "=m" outputs crash it, a store is volatile with a "memory" clobber). The
+ * loads read memory the function never writes, so they need no memory input. */
+#include "iconv_jit.h"
+
+#include <libgccjit.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+
+enum {
+    MAX_ROWS = 8,
+    MAX_VECS = 4,
+    UNROLL_ALL = 16, /* k groups up to this many are unrolled completely */
+    UNROLL = 8,      /* else this many per iteration, the rest after the loop */
+};
+
+typedef struct gen {
+    gcc_jit_context *c;
+    gcc_jit_function *fn;
+    gcc_jit_type *t_void, *t_i64, *t_i32, *t_u16, *t_u8, *t_i8, *v16;
+    gcc_jit_type *p_i32, *p_u8c, *pp_u8c, *p_i8c, *p_i32c;
+    gcc_jit_param *prm[11];
+    int64_t taps, k4, n, n16, groups;
+    int rows, vecs;
+    gcc_jit_lvalue *i0, *jb, *t, *wt, *kk, *wk, *nrows;
+    gcc_jit_lvalue *arow[MAX_ROWS], *p[MAX_ROWS], *x[MAX_ROWS], *acc[MAX_ROWS][MAX_VECS], *y[MAX_VECS];
+    gcc_jit_lvalue *mask;
+    int nblocks;
+} gen;
+
+enum { P_C, P_CRS, P_A, P_TAPS, P_M, P_W, P_INIT, P_K4, P_J0, P_J1, P_N };
+
+static gcc_jit_rvalue *prm(gen *g, int i) { return gcc_jit_param_as_rvalue(g->prm[i]); }
+static gcc_jit_rvalue *rv(gcc_jit_lvalue *l) { return gcc_jit_lvalue_as_rvalue(l); }
+static gcc_jit_rvalue *lng(gen *g, int64_t v) { return gcc_jit_context_new_rvalue_from_long(g->c, g->t_i64, (long)v); }
+
+static gcc_jit_rvalue *bin(gen *g, enum gcc_jit_binary_op op, gcc_jit_rvalue *a, gcc_jit_rvalue *b)
+{
+    return gcc_jit_context_new_binary_op(g->c, NULL, op, gcc_jit_rvalue_get_type(a), a, b);
+}
+
+static gcc_jit_rvalue *cmp(gen *g, enum gcc_jit_comparison op, gcc_jit_rvalue *a, gcc_jit_rvalue *b)
+{
+    return gcc_jit_context_new_comparison(g->c, NULL, op, a, b);
+}
+
+/* &base[idx] */
+static gcc_jit_rvalue *addr(gen *g, gcc_jit_rvalue *base, gcc_jit_rvalue *idx)
+{
+    return gcc_jit_lvalue_get_address(gcc_jit_context_new_array_access(g->c, NULL, base, idx), NULL);
+}
+
+static gcc_jit_block *block(gen *g)
+{
+    char name[32];
+    snprintf(name, sizeof name, "b%d", g->nblocks++);
+    return gcc_jit_function_new_block(g->fn, name);
+}
+
+static gcc_jit_lvalue *local(gen *g, gcc_jit_type *t, const char *fmt, int a, int b)
+{
+    char name[32];
+    snprintf(name, sizeof name, fmt, a, b);
+    return gcc_jit_function_new_local(g->fn, NULL, t, name);
+}
+
+/* x = vpbroadcastd disp(base[, idx]) */
+static void asm_bcast(gen *g, gcc_jit_block *b, gcc_jit_lvalue *x, gcc_jit_rvalue *base, gcc_jit_rvalue *idx, int64_t disp)
+{
+    (void)g;
+    char t[96];
+    snprintf(t, sizeof t, idx ? "vpbroadcastd %lld(%%1,%%2), %%0" : "vpbroadcastd %lld(%%1), %%0", (long long)disp);
+    gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(b, NULL, t);
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=v", x);
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "r", base);
+    if (idx)
+        gcc_jit_extended_asm_add_input_operand(e, NULL, "r", idx);
+}
+
+/* y = vmovdqu32 disp(base), zeroing the lanes mask leaves out when there is one */
+static void asm_load(gen *g, gcc_jit_block *b, gcc_jit_lvalue *y, gcc_jit_rvalue *base, int64_t disp, gcc_jit_rvalue *mask)
+{
+    (void)g;
+    char t[96];
+    snprintf(t, sizeof t, mask ? "vmovdqu32 %lld(%%1), %%0%%{%%2%%}%%{z%%}" : "vmovdqu32 %lld(%%1), %%0",
+             (long long)disp);
+    gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(b, NULL, t);
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=v", y);
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "r", base);
+    if (mask)
+        gcc_jit_extended_asm_add_input_operand(e, NULL, "Yk", mask);
+}
+
+/* vmovdqu32 v, disp(base), only the lanes of mask when there is one */
+static void asm_store(gen *g, gcc_jit_block *b, gcc_jit_rvalue *v, gcc_jit_rvalue *base, int64_t disp, gcc_jit_rvalue *mask)
+{
+    (void)g;
+    char t[96];
+    snprintf(t, sizeof t, mask ? "vmovdqu32 %%0, %lld(%%1)%%{%%2%%}" : "vmovdqu32 %%0, %lld(%%1)", (long long)disp);
+    gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(b, NULL, t);
+    gcc_jit_extended_asm_set_volatile_flag(e, 1);
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "v", v);
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "r", base);
+    if (mask)
+        gcc_jit_extended_asm_add_input_operand(e, NULL, "Yk", mask);
+    gcc_jit_extended_asm_add_clobber(e, "memory");
+}
+
+/* acc += the four u8 of x times the four s8 of y in each lane, wrapping */
+static void asm_dot(gen *g, gcc_jit_block *b, gcc_jit_lvalue *acc, gcc_jit_rvalue *x, gcc_jit_rvalue *y)
+{
+    (void)g;
+    gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(b, NULL, "vpdpbusd %2, %1, %0");
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "+v", acc);
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "v", x);
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "v", y);
+}
+
+/* Groups [g0, g0 + cnt) of one tap for nv vectors: activations at p[r] + idx + 4 (g - g0), weights at
+ * wbase + (g - g0) * N16 * 4 + jb * 4 + 64 v (wbase already at jb). */
+static void emit_groups(gen *g, gcc_jit_block *b, int nv, int64_t cnt, gcc_jit_rvalue *idx, gcc_jit_rvalue *wbase)
+{
+    for (int64_t q = 0; q < cnt; q++) {
+        for (int v = 0; v < nv; v++)
+            asm_load(g, b, g->y[v], wbase, q * g->n16 * 4 + 64 * v, NULL);
+        for (int r = 0; r < g->rows; r++) {
+            asm_bcast(g, b, g->x[r], rv(g->p[r]), idx, 4 * q);
+            for (int v = 0; v < nv; v++)
+                asm_dot(g, b, g->acc[r][v], rv(g->x[r]), rv(g->y[v]));
+        }
+    }
+}
+
+/* The tile of nv vectors at (i0, jb), from block b to block done. */
+static void emit_tile(gen *g, gcc_jit_block *b, int nv, gcc_jit_block *done)
+{
+    gcc_jit_context *c = g->c;
+    /* the last vector's lanes: min(j1 - (jb + 16 (nv - 1)), 16) of them */
+    gcc_jit_rvalue *left = bin(g, GCC_JIT_BINARY_OP_MINUS, prm(g, P_J1), bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->jb), lng(g, 16 * (nv - 1))));
+    gcc_jit_rvalue *lanes = gcc_jit_context_new_cast(c, NULL, left, g->t_i32);
+    gcc_jit_rvalue *bits = bin(g, GCC_JIT_BINARY_OP_MINUS,
+                               bin(g, GCC_JIT_BINARY_OP_LSHIFT, gcc_jit_context_one(c, g->t_i32), lanes),
+                               gcc_jit_context_one(c, g->t_i32));
+    gcc_jit_block *full = block(g), *part = block(g), *go = block(g);
+    gcc_jit_block_end_with_conditional(b, NULL, cmp(g, GCC_JIT_COMPARISON_GE, left, lng(g, 16)), full, part);
+    gcc_jit_block_add_assignment(full, NULL, g->mask, gcc_jit_context_new_rvalue_from_int(c, g->t_u16, 0xffff));
+    gcc_jit_block_end_with_jump(full, NULL, go);
+    gcc_jit_block_add_assignment(part, NULL, g->mask, gcc_jit_context_new_cast(c, NULL, bits, g->t_u16));
+    gcc_jit_block_end_with_jump(part, NULL, go);
+    b = go;
+
+    gcc_jit_rvalue *init = addr(g, prm(g, P_INIT), rv(g->jb));
+    for (int r = 0; r < g->rows; r++)
+        for (int v = 0; v < nv; v++)
+            asm_load(g, b, g->acc[r][v], init, 64 * v, v == nv - 1 ? rv(g->mask) : NULL);
+    /* w_t at jb: the packed rows of tap 0 */
+    gcc_jit_block_add_assignment(b, NULL, g->wt, addr(g, prm(g, P_W), bin(g, GCC_JIT_BINARY_OP_MULT, rv(g->jb), lng(g, 4))));
+    gcc_jit_block_add_assignment(b, NULL, g->t, lng(g, 0));
+    gcc_jit_block *tap = block(g);
+    gcc_jit_block_end_with_jump(b, NULL, tap);
+    b = tap;
+    for (int r = 0; r < g->rows; r++)
+        gcc_jit_block_add_assignment(b, NULL, g->p[r], rv(gcc_jit_context_new_array_access(c, NULL, rv(g->arow[r]), rv(g->t))));
+    int64_t groups = g->groups;
+    if (groups <= UNROLL_ALL) {
+        emit_groups(g, b, nv, groups, NULL, rv(g->wt));
+    } else {
+        int64_t iters = groups / UNROLL, rest = groups % UNROLL;
+        gcc_jit_block_add_assignment(b, NULL, g->kk, lng(g, 0));
+        gcc_jit_block_add_assignment(b, NULL, g->wk, rv(g->wt));
+        gcc_jit_block *body = block(g), *after = block(g);
+        gcc_jit_block_end_with_jump(b, NULL, body);
+        emit_groups(g, body, nv, UNROLL, rv(g->kk), rv(g->wk));
+        gcc_jit_block_add_assignment_op(body, NULL, g->kk, GCC_JIT_BINARY_OP_PLUS, lng(g, 4 * UNROLL));
+        gcc_jit_block_add_assignment(body, NULL, g->wk, addr(g, rv(g->wk), lng(g, UNROLL * g->n16 * 4)));
+        gcc_jit_block_end_with_conditional(body, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(g->kk), lng(g, 4 * UNROLL * iters)),
+                                           body, after);
+        b = after;
+        if (rest)
+            emit_groups(g, b, nv, rest, rv(g->kk), rv(g->wk));
+    }
+    gcc_jit_block_add_assignment(b, NULL, g->wt, addr(g, rv(g->wt), lng(g, groups * g->n16 * 4)));
+    gcc_jit_block_add_assignment_op(b, NULL, g->t, GCC_JIT_BINARY_OP_PLUS, lng(g, 1));
+    gcc_jit_block *store = block(g);
+    gcc_jit_block_end_with_conditional(b, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(g->t), lng(g, g->taps)), tap, store);
+    b = store;
+    gcc_jit_block *advance = block(g);
+    /* rows past m were computed from row m-1's pointers: only nrows are stored */
+    for (int r = 0; r < g->rows; r++) {
+        gcc_jit_rvalue *row = bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->i0), lng(g, r));
+        gcc_jit_rvalue *dst = addr(g, prm(g, P_C), bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, row, prm(g, P_CRS)), rv(g->jb)));
+        for (int v = 0; v < nv; v++)
+            asm_store(g, b, rv(g->acc[r][v]), dst, 64 * v, v == nv - 1 ? rv(g->mask) : NULL);
+        if (r + 1 < g->rows) {
+            gcc_jit_block *next = block(g);
+            gcc_jit_block_end_with_conditional(b, NULL, cmp(g, GCC_JIT_COMPARISON_GT, rv(g->nrows), lng(g, r + 1)), next, advance);
+            b = next;
+        }
+    }
+    gcc_jit_block_end_with_jump(b, NULL, advance);
+    gcc_jit_block_add_assignment_op(advance, NULL, g->jb, GCC_JIT_BINARY_OP_PLUS, lng(g, 16 * nv));
+    gcc_jit_block_end_with_jump(advance, NULL, done);
+}
+
+void qc_iconv_jit_tile(int64_t taps, int64_t k4, int64_t n, int *rows, int *vecs)
+{
+    (void)taps;
+    (void)k4;
+    /* accumulators rows * vecs, plus vecs weights and a broadcast, within 32 zmm; rows also need one
+     * pointer register each */
+    int64_t nv = (n + 15) / 16;
+    *vecs = nv >= MAX_VECS ? MAX_VECS : (int)nv;
+    *rows = *vecs == 4 ? 6 : *vecs == 3 ? 8 : 8;
+}
+
+static void build(gen *g)
+{
+    gcc_jit_context *c = g->c;
+    g->t_void = gcc_jit_context_get_type(c, GCC_JIT_TYPE_VOID);
+    g->t_i64 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_LONG);
+    g->t_i32 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_INT);
+    g->t_u16 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_UNSIGNED_SHORT);
+    g->t_u8 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_UNSIGNED_CHAR);
+    g->t_i8 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_SIGNED_CHAR);
+    g->v16 = gcc_jit_type_get_vector(g->t_i32, 16);
+    g->p_i32 = gcc_jit_type_get_pointer(g->t_i32);
+    g->p_i32c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->t_i32));
+    g->p_u8c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->t_u8));
+    g->pp_u8c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->p_u8c));
+    g->p_i8c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->t_i8));
+    static const char *const names[] = {"c", "c_rs", "a", "taps", "m", "w", "init", "k4", "j0", "j1", "n"};
+    gcc_jit_type *types[] = {g->p_i32, g->t_i64, g->pp_u8c, g->t_i64, g->t_i64, g->p_i8c,
+                             g->p_i32c, g->t_i64, g->t_i64, g->t_i64, g->t_i64};
+    for (int i = 0; i < 11; i++)
+        g->prm[i] = gcc_jit_context_new_param(c, NULL, types[i], names[i]);
+    g->fn = gcc_jit_context_new_function(c, NULL, GCC_JIT_FUNCTION_EXPORTED, g->t_void, "qr_iconv", 11, g->prm, 0);
+    g->i0 = local(g, g->t_i64, "i0", 0, 0);
+    g->jb = local(g, g->t_i64, "jb", 0, 0);
+    g->t = local(g, g->t_i64, "t", 0, 0);
+    g->kk = local(g, g->t_i64, "kk", 0, 0);
+    g->nrows = local(g, g->t_i64, "nrows", 0, 0);
+    g->wt = local(g, g->p_i8c, "wt", 0, 0);
+    g->wk = local(g, g->p_i8c, "wk", 0, 0);
+    g->mask = local(g, g->t_u16, "mask", 0, 0);
+    for (int r = 0; r < g->rows; r++) {
+        g->arow[r] = local(g, g->pp_u8c, "arow%d", r, 0);
+        g->p[r] = local(g, g->p_u8c, "p%d", r, 0);
+        g->x[r] = local(g, g->v16, "x%d", r, 0);
+        for (int v = 0; v < g->vecs; v++)
+            g->acc[r][v] = local(g, g->v16, "acc%d_%d", r, v);
+    }
+    for (int v = 0; v < g->vecs; v++)
+        g->y[v] = local(g, g->v16, "y%d", v, 0);
+
+    gcc_jit_block *entry = block(g), *rows = block(g), *cols = block(g), *pick = block(g), *next_rows = block(g),
+                  *out = block(g);
+    gcc_jit_block_add_assignment(entry, NULL, g->i0, lng(g, 0));
+    gcc_jit_block_end_with_conditional(entry, NULL, cmp(g, GCC_JIT_COMPARISON_LT, prm(g, P_J0), prm(g, P_J1)), rows, out);
+    /* a row tile: its rows' pointer rows, those past m at row m - 1 */
+    gcc_jit_block *rows_body = block(g);
+    gcc_jit_block_end_with_conditional(rows, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(g->i0), prm(g, P_M)), rows_body, out);
+    gcc_jit_rvalue *left = bin(g, GCC_JIT_BINARY_OP_MINUS, prm(g, P_M), rv(g->i0));
+    gcc_jit_block *few = block(g), *many = block(g), *set = block(g);
+    gcc_jit_block_end_with_conditional(rows_body, NULL, cmp(g, GCC_JIT_COMPARISON_LT, left, lng(g, g->rows)), few, many);
+    gcc_jit_block_add_assignment(few, NULL, g->nrows, left);
+    gcc_jit_block_end_with_jump(few, NULL, set);
+    gcc_jit_block_add_assignment(many, NULL, g->nrows, lng(g, g->rows));
+    gcc_jit_block_end_with_jump(many, NULL, set);
+    for (int r = 0; r < g->rows; r++) {
+        gcc_jit_rvalue *row = bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->i0), lng(g, r));
+        if (r) {
+            gcc_jit_block *in = block(g), *past = block(g), *join = block(g);
+            gcc_jit_block_end_with_conditional(set, NULL, cmp(g, GCC_JIT_COMPARISON_LT, lng(g, r), rv(g->nrows)), in, past);
+            gcc_jit_block_add_assignment(in, NULL, g->arow[r], addr(g, prm(g, P_A), bin(g, GCC_JIT_BINARY_OP_MULT, row, lng(g, g->taps))));
+            gcc_jit_block_end_with_jump(in, NULL, join);
+            gcc_jit_block_add_assignment(past, NULL, g->arow[r], rv(g->arow[r - 1]));
+            gcc_jit_block_end_with_jump(past, NULL, join);
+            set = join;
+        } else {
+            gcc_jit_block_add_assignment(set, NULL, g->arow[r], addr(g, prm(g, P_A), bin(g, GCC_JIT_BINARY_OP_MULT, row, lng(g, g->taps))));
+        }
+    }
+    gcc_jit_block_add_assignment(set, NULL, g->jb, prm(g, P_J0));
+    gcc_jit_block_end_with_jump(set, NULL, cols);
+    gcc_jit_block_end_with_conditional(cols, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(g->jb), prm(g, P_J1)), pick, next_rows);
+    /* the widest tile the columns left fill: more than 16 (nv - 1) of them take nv vectors */
+    gcc_jit_rvalue *cols_left = bin(g, GCC_JIT_BINARY_OP_MINUS, prm(g, P_J1), rv(g->jb));
+    for (int nv = g->vecs; nv >= 1; nv--) {
+        gcc_jit_block *tile = block(g);
+        if (nv == 1) {
+            gcc_jit_block_end_with_jump(pick, NULL, tile);
+        } else {
+            gcc_jit_block *other = block(g);
+            gcc_jit_block_end_with_conditional(pick, NULL, cmp(g, GCC_JIT_COMPARISON_GT, cols_left, lng(g, 16 * (nv - 1))), tile, other);
+            pick = other;
+        }
+        emit_tile(g, tile, nv, cols);
+    }
+    gcc_jit_block_add_assignment_op(next_rows, NULL, g->i0, GCC_JIT_BINARY_OP_PLUS, lng(g, g->rows));
+    gcc_jit_block_end_with_jump(next_rows, NULL, rows);
+    gcc_jit_block_end_with_void_return(out, NULL);
+}
+
+static int cpu_ok(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
+#else
+    return 0;
+#endif
+}
+
+static int shape_ok(int64_t taps, int64_t k4, int64_t n)
+{
+    /* displacements are 32-bit: a tap's packed weights must stay well inside that */
+    return taps >= 1 && k4 >= 4 && k4 % 4 == 0 && n >= 1 && taps <= 1 << 16 && k4 <= 1 << 20 && n <= 1 << 20 &&
+           k4 / 4 * ((n + 15) / 16 * 64) <= (int64_t)1 << 30;
+}
+
+static gcc_jit_context *new_context(int64_t taps, int64_t k4, int64_t n)
+{
+    gcc_jit_context *c = gcc_jit_context_acquire();
+    if (!c)
+        return NULL;
+    gcc_jit_context_set_int_option(c, GCC_JIT_INT_OPTION_OPTIMIZATION_LEVEL, 3);
+    gcc_jit_context_set_bool_print_errors_to_stderr(c, 0);
+    char flags[512];
+    snprintf(flags, sizeof flags, "%s -mavx512f -mavx512vnni", qc_cpu_flags());
+    for (char *save = NULL, *w = strtok_r(flags, " ", &save); w; w = strtok_r(NULL, " ", &save))
+        gcc_jit_context_add_command_line_option(c, w);
+    gen g = {.c = c, .taps = taps, .k4 = k4, .n = n, .n16 = (n + 15) / 16 * 16, .groups = k4 / 4};
+    qc_iconv_jit_tile(taps, k4, n, &g.rows, &g.vecs);
+    build(&g);
+    return c;
+}
+
+static gcc_jit_result *compile(int64_t taps, int64_t k4, int64_t n, qr_iconv_fn *fn)
+{
+    *fn = NULL;
+    if (!cpu_ok() || !shape_ok(taps, k4, n))
+        return NULL;
+    gcc_jit_context *c = new_context(taps, k4, n);
+    if (!c)
+        return NULL;
+    gcc_jit_result *r = gcc_jit_context_compile(c);
+    gcc_jit_context_release(c);
+    if (r && !(*fn = (qr_iconv_fn)gcc_jit_result_get_code(r, "qr_iconv"))) {
+        gcc_jit_result_release(r);
+        r = NULL;
+    }
+    return r;
+}
+
+int qc_iconv_jit_dump_asm(int64_t taps, int64_t k4, int64_t n, const char *path)
+{
+    if (!cpu_ok() || !shape_ok(taps, k4, n))
+        return -1;
+    gcc_jit_context *c = new_context(taps, k4, n);
+    if (!c)
+        return -1;
+    gcc_jit_context_compile_to_file(c, GCC_JIT_OUTPUT_KIND_ASSEMBLER, path);
+    int bad = gcc_jit_context_get_first_error(c) != NULL;
+    gcc_jit_context_release(c);
+    return bad ? -1 : 0;
+}
+
+/* The process-wide table: one entry per shape asked for, failures included. */
+typedef struct entry {
+    int64_t taps, k4, n;
+    gcc_jit_result *res; /* NULL when it did not compile */
+    qr_iconv_fn fn;
+} entry;
+
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static entry *table;
+static size_t table_len, table_cap;
+static int at_exit_set;
+
+qr_iconv_fn qc_iconv_jit(int64_t taps, int64_t k4, int64_t n)
+{
+    qr_iconv_fn fn = NULL;
+    pthread_mutex_lock(&table_lock);
+    for (size_t i = 0; i < table_len; i++)
+        if (table[i].taps == taps && table[i].k4 == k4 && table[i].n == n) {
+            fn = table[i].fn;
+            pthread_mutex_unlock(&table_lock);
+            return fn;
+        }
+    if (table_len == table_cap) {
+        size_t cap = table_cap ? 2 * table_cap : 16;
+        entry *t = realloc(table, cap * sizeof *t);
+        if (!t) {
+            pthread_mutex_unlock(&table_lock);
+            return NULL;
+        }
+        table = t;
+        table_cap = cap;
+    }
+    if (!at_exit_set)
+        at_exit_set = atexit(qc_iconv_jit_release) == 0;
+    gcc_jit_result *res = compile(taps, k4, n, &fn);
+    table[table_len++] = (entry){taps, k4, n, res, fn};
+    pthread_mutex_unlock(&table_lock);
+    return fn;
+}
+
+void qc_iconv_jit_release(void)
+{
+    pthread_mutex_lock(&table_lock);
+    for (size_t i = 0; i < table_len; i++)
+        if (table[i].res)
+            gcc_jit_result_release(table[i].res);
+    free(table);
+    table = NULL;
+    table_len = table_cap = 0;
+    pthread_mutex_unlock(&table_lock);
+}

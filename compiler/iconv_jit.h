@@ -1,0 +1,34 @@
+/* Shape-specialized NHWC convolution microkernels, compiled with libgccjit:
+ * one function of runtime/ops/igemm.h's qr_iconv_fn contract per layer shape
+ * (taps, k4, n), its tap and k loops of known trip counts, v16si accumulators
+ * and every dot product an extended-asm vpdpbusd (the wrapping form).
+ *
+ * Named iconv_jit, not jit_*: the module cache's key hashes every compiler/jit*
+ * source (Makefile JIT_SRC), and these kernels are no part of a recipe module. */
+#ifndef QC_ICONV_JIT_H
+#define QC_ICONV_JIT_H
+
+#include <stdint.h>
+
+#include "ops/igemm.h"
+
+/* The kernel of this shape from the process-wide table, compiled at the first
+ * request (thread-safe: one compilation at a time). NULL when the CPU lacks
+ * AVX-512F or AVX-512 VNNI, the shape is out of range (k4 not a positive
+ * multiple of 4, taps or n < 1), or libgccjit fails: callers keep their
+ * generic kernel. A failure is remembered, not retried. */
+qr_iconv_fn qc_iconv_jit(int64_t taps, int64_t k4, int64_t n);
+
+/* Frees every compiled kernel; pointers handed out before become invalid.
+ * Registered with atexit by the first compilation, so a process frees them
+ * at exit without calling it. */
+void qc_iconv_jit_release(void);
+
+/* The tile a shape gets: rows by 16-column vectors (for reports and the bench). */
+void qc_iconv_jit_tile(int64_t taps, int64_t k4, int64_t n, int *rows, int *vecs);
+
+/* Writes the assembly of a shape's kernel to path (for inspection);
+ * 0 on success. */
+int qc_iconv_jit_dump_asm(int64_t taps, int64_t k4, int64_t n, const char *path);
+
+#endif

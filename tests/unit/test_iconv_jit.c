@@ -1,0 +1,226 @@
+/* The shape-specialized NHWC convolution kernels libgccjit compiles (compiler/iconv_jit.c) against a
+ * naive reference written here from the qr_iconv_fn contract (runtime/ops/igemm.h): int64 sums of
+ * the plain triple loop, wrapped to int32 at the end. Every activation row is its own allocation of
+ * exactly k4 bytes and the weights and starting values exactly their size, so an over-read is
+ * ASan's to see where the bytes are read in C (the generated code itself is not instrumented).
+ * Without AVX-512 VNNI the generator must decline (NULL) and the comparisons are skipped. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../compiler/iconv_jit.h"
+#include "ops/igemm.h"
+
+static int has_vnni(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
+}
+
+static void naive(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m, const int8_t *w,
+                  const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n)
+{
+    int64_t n16 = (n + 15) / 16 * 16;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = j0; j < j1; j++) {
+            int64_t s = init[j];
+            for (int64_t t = 0; t < taps; t++)
+                for (int64_t k = 0; k < k4; k++) {
+                    int64_t q = t * k4 + k;
+                    s += (int64_t)a[i * taps + t][k] * w[((q / 4) * n16 + j) * 4 + q % 4];
+                }
+            c[i * c_rs + j] = (int32_t)(uint32_t)(uint64_t)s;
+        }
+}
+
+static uint64_t rng = 88172645463325252ull;
+static uint32_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)rng;
+}
+
+enum { FILL_RANDOM, FILL_EXTREME };
+
+/* A problem: m * taps row pointers into a pool of distinct rows (some repeated, as padding rows
+ * are), weights with garbage in the padding columns past n, starting values near the int32 ends. */
+typedef struct problem {
+    int64_t taps, k4, n, m, c_rs, n16;
+    uint8_t **pool;
+    int64_t npool;
+    const uint8_t **a;
+    int8_t *w;
+    int32_t *init, *got, *want;
+} problem;
+
+static void make(problem *p, int64_t taps, int64_t k4, int64_t n, int64_t m, int fill)
+{
+    *p = (problem){.taps = taps, .k4 = k4, .n = n, .m = m, .c_rs = n + 3, .n16 = (n + 15) / 16 * 16};
+    p->npool = m * taps / 2 + 1;
+    p->pool = malloc((size_t)p->npool * sizeof *p->pool);
+    for (int64_t r = 0; r < p->npool; r++) {
+        p->pool[r] = malloc((size_t)k4);
+        for (int64_t k = 0; k < k4; k++)
+            p->pool[r][k] = fill == FILL_EXTREME ? 255 : (uint8_t)next();
+    }
+    p->a = malloc((size_t)(m * taps + 1) * sizeof *p->a);
+    for (int64_t i = 0; i < m * taps; i++)
+        p->a[i] = p->pool[next() % (uint32_t)p->npool];
+    size_t wn = (size_t)(taps * k4 / 4 * p->n16 * 4);
+    p->w = malloc(wn);
+    for (size_t i = 0; i < wn; i++)
+        p->w[i] = fill == FILL_EXTREME ? -128 : (int8_t)next();
+    p->init = malloc((size_t)n * sizeof *p->init);
+    for (int64_t j = 0; j < n; j++)
+        p->init[j] = fill == FILL_EXTREME ? INT32_MIN + (int32_t)(next() % 1000) : (j % 3 == 0 ? INT32_MAX - (int32_t)(next() % 100000) : (int32_t)next());
+    size_t cn = (size_t)(m * p->c_rs + 1);
+    p->got = malloc(cn * sizeof *p->got);
+    p->want = malloc(cn * sizeof *p->want);
+}
+
+static void drop(problem *p)
+{
+    for (int64_t r = 0; r < p->npool; r++)
+        free(p->pool[r]);
+    free(p->pool);
+    free((void *)p->a);
+    free(p->w);
+    free(p->init);
+    free(p->got);
+    free(p->want);
+}
+
+/* Runs fn and the reference on columns [j0, j1); both outputs start as the same sentinel, so a
+ * write outside the range is a difference too. */
+static void check(problem *p, qr_iconv_fn fn, int64_t j0, int64_t j1)
+{
+    size_t cn = (size_t)(p->m * p->c_rs + 1);
+    for (size_t i = 0; i < cn; i++)
+        p->got[i] = p->want[i] = 0x5a5a5a5a;
+    naive(p->want, p->c_rs, p->a, p->taps, p->m, p->w, p->init, p->k4, j0, j1, p->n);
+    fn(p->got, p->c_rs, p->a, p->taps, p->m, p->w, p->init, p->k4, j0, j1, p->n);
+    for (int64_t i = 0; i < p->m; i++)
+        for (int64_t j = 0; j < p->c_rs; j++)
+            cr_assert_eq(p->got[i * p->c_rs + j], p->want[i * p->c_rs + j],
+                         "taps %lld k4 %lld n %lld m %lld columns [%lld, %lld): c[%lld][%lld] = %d, want %d",
+                         (long long)p->taps, (long long)p->k4, (long long)p->n, (long long)p->m, (long long)j0,
+                         (long long)j1, (long long)i, (long long)j, p->got[i * p->c_rs + j], p->want[i * p->c_rs + j]);
+    cr_assert_eq(p->got[cn - 1], 0x5a5a5a5a, "written past the last row");
+}
+
+static void column_ranges(problem *p, qr_iconv_fn fn)
+{
+    int64_t n = p->n;
+    check(p, fn, 0, n);
+    check(p, fn, 0, 0 < n - 1 ? n - 1 : n);
+    check(p, fn, 0, 1);
+    if (n > 16) {
+        check(p, fn, 16, n);
+        check(p, fn, 16, 17);
+    }
+    if (n > 48)
+        check(p, fn, 32, n - 5);
+    check(p, fn, 16 * ((n - 1) / 16), n); /* the last block alone */
+    check(p, fn, 0, 0);                  /* nothing */
+}
+
+Test(iconv_jit, matches_the_naive_reference)
+{
+    if (!has_vnni()) {
+        cr_assert_null(qc_iconv_jit(1, 4, 16), "no AVX-512 VNNI: the generator must decline");
+        cr_log_info("this CPU has no AVX-512 VNNI: the generated kernels are not run here");
+        return;
+    }
+    static const int64_t tapss[] = {1, 9}, k4s[] = {4, 36, 64, 68, 576}, ns[] = {16, 17, 64, 200},
+                         ms[] = {0, 1, 5, 37};
+    for (size_t ti = 0; ti < 2; ti++)
+        for (size_t ki = 0; ki < sizeof k4s / sizeof *k4s; ki++)
+            for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
+                int64_t taps = tapss[ti], k4 = k4s[ki], n = ns[ni];
+                qr_iconv_fn fn = qc_iconv_jit(taps, k4, n);
+                cr_assert_not_null(fn, "taps %lld k4 %lld n %lld did not compile", (long long)taps, (long long)k4,
+                                   (long long)n);
+                for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
+                    problem p;
+                    make(&p, taps, k4, n, ms[mi], FILL_RANDOM);
+                    column_ranges(&p, fn);
+                    drop(&p);
+                }
+            }
+}
+
+/* u8 255 times s8 -128 in every product, from starting values just above INT32_MIN: each sum goes
+ * below -2^31 and must wrap as the exact sum does. */
+Test(iconv_jit, wraps_at_the_extremes)
+{
+    if (!has_vnni()) {
+        cr_log_info("this CPU has no AVX-512 VNNI: nothing to run");
+        return;
+    }
+    static const struct {
+        int64_t taps, k4, n, m;
+    } shapes[] = {{9, 576, 64, 37}, {1, 64, 200, 5}, {9, 4, 17, 1}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        problem p;
+        make(&p, shapes[s].taps, shapes[s].k4, shapes[s].n, shapes[s].m, FILL_EXTREME);
+        qr_iconv_fn fn = qc_iconv_jit(p.taps, p.k4, p.n);
+        cr_assert_not_null(fn);
+        check(&p, fn, 0, p.n);
+        /* the wrap did happen: the reference's value differs from the unwrapped sum */
+        int64_t exact = (int64_t)p.init[0] - (int64_t)255 * 128 * p.taps * p.k4;
+        cr_assert_eq(p.got[0], (int32_t)(uint32_t)(uint64_t)exact);
+        cr_assert_gt(p.got[0], 0, "INT32_MIN + small minus products wraps to a positive value");
+        drop(&p);
+    }
+}
+
+Test(iconv_jit, declines_bad_shapes)
+{
+    cr_assert_null(qc_iconv_jit(1, 6, 16), "k4 not a multiple of 4");
+    cr_assert_null(qc_iconv_jit(1, 0, 16), "k4 of 0");
+    cr_assert_null(qc_iconv_jit(0, 4, 16), "no taps");
+    cr_assert_null(qc_iconv_jit(1, 4, 0), "no columns");
+}
+
+static qr_iconv_fn raced[4];
+static void *race(void *arg)
+{
+    raced[(intptr_t)arg] = qr_iconv_specialized(3, 20, 40);
+    return NULL;
+}
+
+/* The runtime's hook: nothing until a specializer is registered, then the table's kernel, the same
+ * one to every thread even when the first requests race; release empties the table. */
+Test(iconv_jit, the_runtime_hook_and_the_table)
+{
+    cr_assert_null(qr_iconv_specialized(3, 20, 40), "no specializer registered");
+    qr_iconv_set_specializer(qc_iconv_jit);
+    pthread_t th[4];
+    for (intptr_t i = 0; i < 4; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, race, (void *)i), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 1; i < 4; i++)
+        cr_assert_eq(raced[i], raced[0], "one kernel per shape");
+    if (!has_vnni()) {
+        cr_assert_null(raced[0]);
+        qr_iconv_set_specializer(NULL);
+        return;
+    }
+    cr_assert_not_null(raced[0]);
+    cr_assert_eq(qr_iconv_specialized(3, 20, 40), raced[0]);
+    problem p;
+    make(&p, 3, 20, 40, 7, FILL_RANDOM);
+    column_ranges(&p, raced[0]);
+    qc_iconv_jit_release();
+    qr_iconv_fn again = qr_iconv_specialized(3, 20, 40);
+    cr_assert_not_null(again, "compiled again after a release");
+    column_ranges(&p, again);
+    drop(&p);
+    qr_iconv_set_specializer(NULL);
+    cr_assert_null(qr_iconv_specialized(3, 20, 40));
+}
