@@ -3,6 +3,7 @@
  * model to an integer graph and its outputs). */
 #include "qrl.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,8 @@
 #include "api_model.h"
 #include "check.h"
 #include "compile.h"
+#include "iconv_jit.h"
+#include "ops/igemm.h"
 #include "unit.h"
 #include "intgraph.h"
 #include "onnx_export.h"
@@ -37,9 +40,23 @@ static int fail_msg(char *err, size_t n, const char *fmt, const char *arg)
     return qr_api_fail(&e, err, n);
 }
 
+/* QRL_ICONV_JIT=1: integer convolutions ask the compiler for kernels specialized to their shape
+ * (compiler/iconv_jit.h; off by default until measured on whole models). Every integer graph is
+ * made with a compiled recipe, so registering here comes before any of them runs; the kernels are
+ * freed at exit. */
+static pthread_once_t iconv_once = PTHREAD_ONCE_INIT;
+
+static void iconv_register(void)
+{
+    const char *e = getenv("QRL_ICONV_JIT");
+    if (e && !strcmp(e, "1"))
+        qr_iconv_set_specializer(qc_iconv_jit);
+}
+
 int qrl_recipe_compile(const char *path, int flags, FILE *diag, qrl_recipe **out, char *err, size_t errlen)
 {
     *out = NULL;
+    pthread_once(&iconv_once, iconv_register);
     qrl_recipe *r = calloc(1, sizeof *r);
     char *stdlib = qc_default_stdlib();
     qc_unit *u = qc_unit_new(stdlib);

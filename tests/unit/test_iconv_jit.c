@@ -12,6 +12,8 @@
 
 #include "../../compiler/iconv_jit.h"
 #include "ops/igemm.h"
+#include "qrl.h"
+#include "testutil.h"
 
 static int has_vnni(void)
 {
@@ -223,4 +225,47 @@ Test(iconv_jit, the_runtime_hook_and_the_table)
     drop(&p);
     qr_iconv_set_specializer(NULL);
     cr_assert_null(qr_iconv_specialized(3, 20, 40));
+}
+
+/* The API registers the specializer at its first recipe compilation (a failing one too) when
+ * QRL_ICONV_JIT=1, and not otherwise. Each test is its own process: the environment is its own. */
+static void first_compile(void)
+{
+    char path[1200], err[512];
+    qrl_recipe *r = NULL;
+    snprintf(path, sizeof path, "%s/tests/diag/check_affine_without_output.qrl", tu_root());
+    FILE *diag = fopen("/dev/null", "w");
+    cr_assert_neq(qrl_recipe_compile(path, QRL_RECIPE_NO_CACHE, diag, &r, err, sizeof err), 0);
+    fclose(diag);
+}
+
+Test(iconv_jit, the_api_registers_it_when_asked)
+{
+    setenv("QRL_ICONV_JIT", "1", 1);
+    cr_assert_null(qr_iconv_specialized(1, 8, 32), "nothing before the API starts");
+    first_compile();
+    qr_iconv_fn fn = qr_iconv_specialized(1, 8, 32);
+    if (!has_vnni()) {
+        cr_assert_null(fn);
+        return;
+    }
+    cr_assert_not_null(fn);
+    problem p;
+    make(&p, 1, 8, 32, 5, FILL_RANDOM);
+    column_ranges(&p, fn);
+    drop(&p);
+}
+
+Test(iconv_jit, the_api_leaves_it_off_by_default)
+{
+    unsetenv("QRL_ICONV_JIT");
+    first_compile();
+    cr_assert_null(qr_iconv_specialized(1, 8, 32), "QRL_ICONV_JIT unset: the generic kernels");
+}
+
+Test(iconv_jit, the_api_leaves_it_off_unless_1)
+{
+    setenv("QRL_ICONV_JIT", "0", 1);
+    first_compile();
+    cr_assert_null(qr_iconv_specialized(1, 8, 32), "QRL_ICONV_JIT=0: the generic kernels");
 }
