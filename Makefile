@@ -101,6 +101,11 @@ $(B)/obj/compiler/compile.o: $(JIT_SRC)
 jit-id:
 	@echo $(JIT_ID)
 
+# The shape-specialized conv kernels (compiler/iconv_jit.c) are cached by the same means under a
+# key naming their own generator.
+ICONV_JIT_ID := $(shell cat compiler/iconv_jit.c compiler/iconv_jit.h 2>/dev/null | sha256sum | cut -c1-16)
+$(B)/obj/compiler/iconv_jit.o: CPPFLAGS += -DQC_ICONV_JIT_ID='"$(ICONV_JIT_ID)"'
+
 $(B)/obj/%.o: %.c | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(call layer_inc,$<) $(CFLAGS) -c $< -o $@

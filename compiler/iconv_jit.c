@@ -17,13 +17,23 @@
  * loads read memory the function never writes, so they need no memory input. */
 #include "iconv_jit.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <libgccjit.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "cache.h"
 #include "cpu.h"
+#include "sha256.h"
+
+#ifndef QC_ICONV_JIT_ID
+#define QC_ICONV_JIT_ID "dev" /* the Makefile passes the hash of this file and its header */
+#endif
 
 enum {
     MAX_ROWS = 8,
@@ -336,6 +346,17 @@ static int shape_ok(int64_t taps, int64_t k4, int64_t n)
            k4 / 4 * ((n + 15) / 16 * 64) <= (int64_t)1 << 30;
 }
 
+#define KEY_SYMBOL "qr_iconv_key"
+
+/* const char *qr_iconv_key(void) { return "<key>"; }: a cached object proves which kernel it holds */
+static void add_key_fn(gcc_jit_context *c, const char *key)
+{
+    gcc_jit_type *t = gcc_jit_context_get_type(c, GCC_JIT_TYPE_CONST_CHAR_PTR);
+    gcc_jit_function *f = gcc_jit_context_new_function(c, NULL, GCC_JIT_FUNCTION_EXPORTED, t, KEY_SYMBOL, 0, NULL, 0);
+    gcc_jit_block *b = gcc_jit_function_new_block(f, NULL);
+    gcc_jit_block_end_with_return(b, NULL, gcc_jit_context_new_string_literal(c, key));
+}
+
 static gcc_jit_context *new_context(int64_t taps, int64_t k4, int64_t n)
 {
     gcc_jit_context *c = gcc_jit_context_acquire();
@@ -353,21 +374,131 @@ static gcc_jit_context *new_context(int64_t taps, int64_t k4, int64_t n)
     return c;
 }
 
-static gcc_jit_result *compile(int64_t taps, int64_t k4, int64_t n, qr_iconv_fn *fn)
+/* The cache key of a shape's kernel: everything the code depends on (this generator's sources, the
+ * libgccjit, the CPU's flags, the shape and its tile), as 128 bits of SHA-256 in hex. */
+static void shape_key(int64_t taps, int64_t k4, int64_t n, char *key, size_t len)
+{
+    int rows, vecs;
+    qc_iconv_jit_tile(taps, k4, n, &rows, &vecs);
+    char buf[320];
+    snprintf(buf, sizeof buf, "qrl iconv %s gccjit %d.%d.%d cpu %s taps %lld k4 %lld n %lld tile %dx%d", QC_ICONV_JIT_ID,
+             gcc_jit_version_major(), gcc_jit_version_minor(), gcc_jit_version_patchlevel(), qc_cpu_flags(),
+             (long long)taps, (long long)k4, (long long)n, rows, vecs);
+    unsigned char d[QC_SHA256_LEN];
+    qc_sha256(buf, strlen(buf), d);
+    char hex[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    snprintf(key, len, "iconv-%s", hex);
+}
+
+/* The kernel from a shared object's bytes when it carries key: its handle, or NULL. */
+static qc_dl *load(const unsigned char *so, size_t len, const char *key, qr_iconv_fn *fn)
+{
+    char err[256];
+    qc_dl *h = qc_dl_open(so, len, err, sizeof err);
+    if (!h)
+        return NULL;
+    const char *(*keyfn)(void) = (const char *(*)(void))qc_dl_sym(h, KEY_SYMBOL);
+    *fn = (qr_iconv_fn)qc_dl_sym(h, "qr_iconv");
+    if (!keyfn || !*fn || strcmp(keyfn(), key) != 0) {
+        *fn = NULL;
+        qc_dl_close(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* c as a shared object's bytes, compiled in a fresh private folder (libgccjit writes by path:
+ * mkdtemp's 0700 folder is one nobody else can prepare); 0 on success. */
+static int compile_to_bytes(gcc_jit_context *c, unsigned char **so, size_t *len)
+{
+    const char *t = getenv("TMPDIR");
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/qrl-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(dir)) {
+        snprintf(dir, sizeof dir, "/tmp/qrl-XXXXXX");
+        if (!mkdtemp(dir))
+            return -1;
+    }
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/iconv.so", dir);
+    gcc_jit_context_compile_to_file(c, GCC_JIT_OUTPUT_KIND_DYNAMIC_LIBRARY, path);
+    int rc = gcc_jit_context_get_first_error(c) || qc_read_file(AT_FDCWD, path, (size_t)1 << 28, so, len) != 0 ? -1 : 0;
+    unlink(path);
+    rmdir(dir);
+    return rc;
+}
+
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The on-disk module cache (compiler/cache.h) when it is usable: a shape compiles once per machine,
+ * not once per process. Opened at the first compilation, closed by qc_iconv_jit_release. */
+static qc_cache cache = {.dirfd = -1};
+static int cache_tried;
+static long n_compiled, n_loaded; /* under table_lock, like the cache */
+
+static qc_cache *open_cache(void)
+{
+    if (!cache_tried) {
+        cache_tried = 1;
+        ql_diags d;
+        ql_diags_init(&d);
+        if (!qc_cache_open(&cache, NULL, &d))
+            cache.dirfd = -1; /* a distrusted cache is the recipe compiler's to report */
+        ql_diags_free(&d);
+    }
+    return cache.dirfd >= 0 ? &cache : NULL;
+}
+
+/* Loads the shape's kernel from the cache, or compiles it (into the cache when there is one, else
+ * in memory). Sets exactly one of *dl and *res on success; NULL fn on failure. */
+static void compile(int64_t taps, int64_t k4, int64_t n, qr_iconv_fn *fn, qc_dl **dl, gcc_jit_result **res)
 {
     *fn = NULL;
+    *dl = NULL;
+    *res = NULL;
     if (!cpu_ok() || !shape_ok(taps, k4, n))
-        return NULL;
+        return;
+    char key[64];
+    shape_key(taps, k4, n, key, sizeof key);
+    qc_cache *cc = open_cache();
+    unsigned char *so = NULL;
+    size_t len = 0;
+    if (cc) {
+        ql_diags d;
+        ql_diags_init(&d);
+        qc_entry_status es = qc_cache_get(cc, key, &so, &len, &d);
+        ql_diags_free(&d);
+        if (es == QC_ENTRY_OK) {
+            *dl = load(so, len, key, fn);
+            free(so);
+            so = NULL;
+            if (*dl) {
+                n_loaded++;
+                return;
+            }
+        }
+    }
     gcc_jit_context *c = new_context(taps, k4, n);
     if (!c)
-        return NULL;
-    gcc_jit_result *r = gcc_jit_context_compile(c);
-    gcc_jit_context_release(c);
-    if (r && !(*fn = (qr_iconv_fn)gcc_jit_result_get_code(r, "qr_iconv"))) {
-        gcc_jit_result_release(r);
-        r = NULL;
+        return;
+    add_key_fn(c, key);
+    n_compiled++;
+    if (cc && compile_to_bytes(c, &so, &len) == 0) {
+        qc_cache_put(cc, key, so, len); /* an unwritable cache costs the next process a compilation */
+        *dl = load(so, len, key, fn);
+        free(so);
     }
-    return r;
+    if (!*dl) {
+        gcc_jit_result *r = gcc_jit_context_compile(c);
+        if (r && !(*fn = (qr_iconv_fn)gcc_jit_result_get_code(r, "qr_iconv"))) {
+            gcc_jit_result_release(r);
+            r = NULL;
+        }
+        *res = r;
+    }
+    gcc_jit_context_release(c);
 }
 
 int qc_iconv_jit_dump_asm(int64_t taps, int64_t k4, int64_t n, const char *path)
@@ -386,11 +517,11 @@ int qc_iconv_jit_dump_asm(int64_t taps, int64_t k4, int64_t n, const char *path)
 /* The process-wide table: one entry per shape asked for, failures included. */
 typedef struct entry {
     int64_t taps, k4, n;
-    gcc_jit_result *res; /* NULL when it did not compile */
+    gcc_jit_result *res; /* compiled in memory, or */
+    qc_dl *dl;           /* loaded from the cache's bytes; both NULL when it did not compile */
     qr_iconv_fn fn;
 } entry;
 
-static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static entry *table;
 static size_t table_len, table_cap;
 static int at_exit_set;
@@ -417,8 +548,10 @@ qr_iconv_fn qc_iconv_jit(int64_t taps, int64_t k4, int64_t n)
     }
     if (!at_exit_set)
         at_exit_set = atexit(qc_iconv_jit_release) == 0;
-    gcc_jit_result *res = compile(taps, k4, n, &fn);
-    table[table_len++] = (entry){taps, k4, n, res, fn};
+    gcc_jit_result *res;
+    qc_dl *dl;
+    compile(taps, k4, n, &fn, &dl, &res);
+    table[table_len++] = (entry){taps, k4, n, res, dl, fn};
     pthread_mutex_unlock(&table_lock);
     return fn;
 }
@@ -429,8 +562,20 @@ void qc_iconv_jit_release(void)
     for (size_t i = 0; i < table_len; i++)
         if (table[i].res)
             gcc_jit_result_release(table[i].res);
+        else if (table[i].dl)
+            qc_dl_close(table[i].dl);
     free(table);
     table = NULL;
     table_len = table_cap = 0;
+    qc_cache_close(&cache);
+    cache_tried = 0;
+    pthread_mutex_unlock(&table_lock);
+}
+
+void qc_iconv_jit_counts(long *compiled, long *loaded)
+{
+    pthread_mutex_lock(&table_lock);
+    *compiled = n_compiled;
+    *loaded = n_loaded;
     pthread_mutex_unlock(&table_lock);
 }

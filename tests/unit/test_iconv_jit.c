@@ -3,7 +3,9 @@
  * the plain triple loop, wrapped to int32 at the end. Every activation row is its own allocation of
  * exactly k4 bytes and the weights and starting values exactly their size, so an over-read is
  * ASan's to see where the bytes are read in C (the generated code itself is not instrumented).
- * Without AVX-512 VNNI the generator must decline (NULL) and the comparisons are skipped. */
+ * Without AVX-512 VNNI the generator must decline (NULL) and the comparisons are skipped. The
+ * kernels are cached on disk as recipe modules are: each test here (its own process) points
+ * XDG_CACHE_HOME at a fresh folder, so what runs was compiled by this build. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -36,6 +38,23 @@ static void naive(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t tap
             c[i * c_rs + j] = (int32_t)(uint32_t)(uint64_t)s;
         }
 }
+
+static char *cache_dir;
+
+static void fresh_cache(void)
+{
+    cache_dir = tu_tmpdir();
+    cr_assert_not_null(cache_dir);
+    setenv("XDG_CACHE_HOME", cache_dir, 1);
+}
+
+static void drop_cache(void)
+{
+    qc_iconv_jit_release();
+    tu_rmdir(cache_dir);
+}
+
+TestSuite(iconv_jit, .init = fresh_cache, .fini = drop_cache);
 
 static uint64_t rng = 88172645463325252ull;
 static uint32_t next(void)
@@ -268,4 +287,46 @@ Test(iconv_jit, the_api_leaves_it_off_unless_1)
     setenv("QRL_ICONV_JIT", "0", 1);
     first_compile();
     cr_assert_null(qr_iconv_specialized(1, 8, 32), "QRL_ICONV_JIT=0: the generic kernels");
+}
+
+static int count_entries(void)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/qrl", cache_dir);
+    return tu_count_files(path);
+}
+
+/* A shape compiles once per machine: the first process stores it in the module cache, the next
+ * loads it (the same bits); with no usable cache it compiles in memory, just as right. */
+Test(iconv_jit, cached_on_disk_and_in_memory_without_a_cache)
+{
+    if (!has_vnni()) {
+        cr_log_info("this CPU has no AVX-512 VNNI: nothing to cache");
+        return;
+    }
+    problem p;
+    make(&p, 9, 20, 33, 11, FILL_RANDOM);
+    cr_assert_eq(count_entries(), 0);
+    qr_iconv_fn fn = qc_iconv_jit(9, 20, 33);
+    cr_assert_not_null(fn);
+    long compiled, loaded;
+    qc_iconv_jit_counts(&compiled, &loaded);
+    cr_assert(compiled == 1 && loaded == 0, "compiled %ld, loaded %ld", compiled, loaded);
+    cr_assert_eq(count_entries(), 1, "the compiled kernel is stored");
+    column_ranges(&p, fn);
+    qc_iconv_jit_release();
+    fn = qc_iconv_jit(9, 20, 33);
+    cr_assert_not_null(fn);
+    qc_iconv_jit_counts(&compiled, &loaded);
+    cr_assert(compiled == 1 && loaded == 1, "loaded from the cache: compiled %ld, loaded %ld", compiled, loaded);
+    cr_assert_eq(count_entries(), 1, "loaded, not stored again");
+    column_ranges(&p, fn);
+    qc_iconv_jit_release();
+    setenv("XDG_CACHE_HOME", "/dev/null", 1); /* no folder can be made there */
+    fn = qc_iconv_jit(9, 20, 33);
+    cr_assert_not_null(fn, "compiled in memory");
+    qc_iconv_jit_counts(&compiled, &loaded);
+    cr_assert(compiled == 2 && loaded == 1, "compiled %ld, loaded %ld", compiled, loaded);
+    column_ranges(&p, fn);
+    drop(&p);
 }
