@@ -134,6 +134,9 @@ int main(void)
     shape(56, 9, 64, 64);
     shape(28, 9, 128, 128);
     shape(56, 1, 64, 256);
+    /* the bundled Fashion-MNIST CNN's conv2 (16 -> 32 at 14x14) and conv3 (32 -> 32 at 7x7), one image */
+    shape(14, 9, 16, 32);
+    shape(7, 9, 32, 32);
     long compiled, loaded;
     qc_iconv_jit_counts(&compiled, &loaded);
     printf("kernels compiled %ld, loaded from the cache %ld\n", compiled, loaded);
