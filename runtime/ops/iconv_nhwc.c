@@ -73,12 +73,20 @@ typedef struct nhwc_job {
     qr_error *err;
 } nhwc_job;
 
-/* Pixels per block: the accumulator block about 64 KB, a multiple of 24 rows (the microkernels'
- * row tiles are 6 or 8), at least 24. */
-static int64_t block_rows(int64_t m, int64_t pixels)
+/* Pixels per block: an image's pixels in equal blocks (every block streams all the weights once,
+ * so a ragged last block of a few rows costs as much as a full one; the epilogue pays per channel
+ * and block, so blocks are as wide as fit) of at most about 256 KB of
+ * accumulator and at least 24 rows, a multiple of 6 (the microkernels' row tile); at least as
+ * many blocks as threads when there is one image. */
+static int64_t block_rows(int64_t m, int64_t pixels, int64_t images, int threads)
 {
-    int64_t r = 16384 / (m > 0 ? m : 1) / 24 * 24;
-    r = r < 24 ? 24 : r > 240 ? 240 : r;
+    int64_t most = 65536 / (m > 0 ? m : 1);
+    most = most < 24 ? 24 : most > 960 ? 960 : most;
+    int64_t blocks = (pixels + most - 1) / most;
+    if (images == 1 && blocks < threads && pixels >= 24 * (int64_t)threads)
+        blocks = threads;
+    int64_t r = blocks > 0 ? (pixels + blocks - 1) / blocks : pixels;
+    r = (r + 5) / 6 * 6;
     return pixels < r ? pixels : r;
 }
 
@@ -127,8 +135,17 @@ __attribute__((target("avx512f"))) static void turn16_avx512(const int32_t *src,
     }
 }
 
-/* The block's accumulator [rows][m] turned to [m][rows], the epilogue's form. */
-static void turn_acc(const int32_t *restrict acc, int64_t rows, int64_t m, int32_t *restrict t)
+/* Columns the epilogue runs on for a block of `rows` pixels: whole vector steps of the tile
+ * kernels' loops (32, or 64 from 256 on), whose scalar remainder costs ten times a vector lane;
+ * the columns past the block's are computed and dropped. */
+static int64_t epilogue_cols(int64_t rows)
+{
+    return rows >= 256 ? (rows + 63) & ~(int64_t)63 : (rows + 31) & ~(int64_t)31;
+}
+
+/* The block's accumulator [rows][m] turned to [m][ts] (ts >= rows: columns past rows are zero),
+ * the epilogue's form. */
+static void turn_acc(const int32_t *restrict acc, int64_t rows, int64_t m, int32_t *restrict t, int64_t ts)
 {
     static int avx512 = -1;
     if (avx512 < 0)
@@ -136,24 +153,26 @@ static void turn_acc(const int32_t *restrict acc, int64_t rows, int64_t m, int32
     int64_t r16 = avx512 ? rows & ~(int64_t)15 : 0, m16 = avx512 ? m & ~(int64_t)15 : 0;
     for (int64_t i0 = 0; i0 < r16; i0 += 16)
         for (int64_t c0 = 0; c0 < m16; c0 += 16)
-            turn16_avx512(acc + i0 * m + c0, m, t + c0 * rows + i0, rows);
+            turn16_avx512(acc + i0 * m + c0, m, t + c0 * ts + i0, ts);
     for (int64_t i0 = 0; i0 < rows; i0 += 16) /* what the 16 x 16 blocks left: ragged edges, or all */
         for (int64_t c = i0 < r16 ? m16 : 0; c < m; c++)
             for (int64_t i = i0; i < rows && i < i0 + 16; i++)
-                t[c * rows + i] = acc[i * m + c];
+                t[c * ts + i] = acc[i * m + c];
+    for (int64_t c = 0; c < m && ts > rows; c++)
+        memset(t + c * ts + rows, 0, (size_t)(ts - rows) * sizeof *t);
 }
 
-/* The epilogue's y [m][rows] turned into NHWC rows [rows][m] at y. */
-static void turn_y(const nhwc_job *j, const uint8_t *restrict ys, uint8_t *restrict y, int64_t rows)
+/* The epilogue's y [m][ys_rs] turned into NHWC rows [rows][m] at y. */
+static void turn_y(const nhwc_job *j, const uint8_t *restrict ys, int64_t ys_rs, uint8_t *restrict y, int64_t rows)
 {
     int64_t m = j->m;
     if (j->esize == 1) {
-        qr_nchw_to_nhwc_u8(y, ys, m, rows, 0, rows);
+        qr_nchw_to_nhwc_u8(y, ys, m, ys_rs, 0, rows);
         return;
     }
     for (int64_t i = 0; i < rows; i++)
         for (int64_t c = 0; c < m; c++)
-            memcpy(y + (i * m + c) * (int64_t)j->esize, ys + (c * rows + i) * (int64_t)j->esize, j->esize);
+            memcpy(y + (i * m + c) * (int64_t)j->esize, ys + (c * ys_rs + i) * (int64_t)j->esize, j->esize);
 }
 
 static void nhwc_failed(nhwc_job *j, const qr_error *e)
@@ -166,8 +185,9 @@ static void block_epilogue(nhwc_job *j, uint8_t *slot, int32_t *acc, int64_t n, 
 {
     int32_t *acct = (int32_t *)(void *)(slot + j->at_acct);
     uint8_t *ys = slot + j->at_y;
-    turn_acc(acc, rows, j->m, acct);
-    qr_acc_block b = {acct, rows, j->m, rows, 0, 0, rows, ys};
+    int64_t cols = epilogue_cols(rows);
+    turn_acc(acc, rows, j->m, acct, cols);
+    qr_acc_block b = {acct, cols, j->m, cols, 0, 0, cols, ys};
     qr_error e;
     if (j->ep->run(j->ep, &b, &e) != QR_OK) {
         nhwc_failed(j, &e);
@@ -175,12 +195,12 @@ static void block_epilogue(nhwc_job *j, uint8_t *slot, int32_t *acc, int64_t n, 
     }
     int64_t off = (n * j->g->small_n + p0) * j->m;
     if (!j->ep->then) {
-        turn_y(j, ys, j->y + off * (int64_t)j->esize, rows);
+        turn_y(j, ys, cols, j->y + off * (int64_t)j->esize, rows);
         return;
     }
     /* the block's y rows go to the second stage, which writes the output */
     uint8_t *rows_y = (uint8_t *)acct; /* free again: the epilogue has read it */
-    turn_y(j, ys, rows_y, rows);
+    turn_y(j, ys, cols, rows_y, rows);
     if (j->ep->then(j->ep, rows_y, off, rows * j->m, &e) != QR_OK)
         nhwc_failed(j, &e);
 }
@@ -208,6 +228,14 @@ static void gather_rows(const nhwc_job *j, int64_t n, int64_t p0, int64_t rows, 
                     continue;
                 }
                 const uint8_t *r = img + c * cs + (iy * W + ix0) * ps;
+                if (inside_x && ps == 1 && d1 == 1 && KW <= 8 && ix0 + 8 <= W) { /* 8 bytes inside x's row */
+                    /* one word: the byte or so past KW is written again by the next row, or is
+                     * the row's zero tail, or the buffer's slack */
+                    uint64_t v;
+                    memcpy(&v, r, 8);
+                    memcpy(d, &v, 8);
+                    continue;
+                }
                 if (inside_x && ps == 1 && d1 == 1) {
                     memcpy(d, r, (size_t)KW);
                     continue;
@@ -336,13 +364,14 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     if (j.esize > sizeof(int32_t))
         return QR_KERR(k, "an NHWC convolution's epilogue writes at most 4-byte elements, not %zu", j.esize);
     if (depthwise) {
-        j.mb = 1 + (16384 / (j.c > 0 ? j.c : 1)) / (g.small[1] > 0 ? g.small[1] : 1); /* output rows */
+        /* output rows: an accumulator block of about 256 KB */
+        j.mb = 1 + (65536 / (j.c > 0 ? j.c : 1)) / (g.small[1] > 0 ? g.small[1] : 1);
         j.blocks_per_image = (g.small[0] + j.mb - 1) / j.mb;
     } else {
         j.x_nchw = (int)qr_attr_i(k->node, "x_nchw", 0);
         j.gather = j.x_nchw || (j.c < 16 && j.taps > 1);
         j.k4 = qr_igemm_k4(j.gather ? j.taps * j.c : j.c);
-        j.mb = block_rows(j.m, g.small_n);
+        j.mb = block_rows(j.m, g.small_n, nimg, qr_pool_threads(k->pool));
         j.blocks_per_image = j.mb > 0 ? (g.small_n + j.mb - 1) / j.mb : 0;
     }
     int64_t rows = depthwise ? j.mb * g.small[1] : j.mb;
@@ -366,7 +395,11 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         j.wp = (const int8_t *)packed;
         if (fresh)
             pack_dense(&j, w->data, (int8_t *)packed, init);
-        j.fn = qr_iconv_u8s8();
+        /* a kernel compiled for this layer's shape when the API registered a specializer
+         * (QRL_ICONV_JIT=1), else the CPU's */
+        j.fn = qr_iconv_specialized(j.gather ? 1 : j.taps, j.k4, j.m);
+        if (!j.fn)
+            j.fn = qr_iconv_u8s8();
         j.flip = flip;
         j.x = j.gather ? x->data : dense_input(k, x, j.k4, &j.cs);
         j.xz &= 0xff;
@@ -375,8 +408,9 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     int slots = qr_pool_threads(k->pool);
     /* per slot: the row pointers, the accumulator block, it turned, the epilogue's y block */
     size_t ptrs = depthwise ? 0 : (size_t)(rows * j.taps) * sizeof(void *);
-    size_t accb = (size_t)(rows * j.m) * sizeof(int32_t), yb = (size_t)(rows * j.m) * j.esize;
-    size_t gathered = j.gather ? (size_t)(rows * j.k4) : 0;
+    size_t cols = (size_t)epilogue_cols(rows); /* the epilogue's columns of the largest block */
+    size_t accb = cols * (size_t)j.m * sizeof(int32_t), yb = cols * (size_t)j.m * j.esize;
+    size_t gathered = j.gather ? (size_t)(rows * j.k4) + 8 : 0; /* a word past the last row: gather_rows */
     j.at_rows = (ptrs + 63) / 64 * 64;
     j.at_acc = j.at_rows + (gathered + 63) / 64 * 64;
     j.at_acct = j.at_acc + (accb + 63) / 64 * 64;
