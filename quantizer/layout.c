@@ -47,7 +47,14 @@ static int const_zero(const qr_value *v)
 }
 
 /* A fused 2-D convolution of group 1 (weight zero point 0) or depthwise, on 8-bit activations. */
-static int conv_capable(const qr_node *n)
+/* Where the NHWC convolution pays (qrl bench, 1 thread, the four bench models): with fewer output
+ * channels its microkernel's 6-row tile has too few independent sums (16: 6), and with fewer input
+ * channels the NCHW path's vectorized im2col beats gathering windows; such convolutions stay NCHW
+ * and a transpose joins them to a region (QRL_NHWC=all converts them too, for the tests). */
+#define NHWC_MIN_M 32
+#define NHWC_MIN_C 16
+
+static int conv_capable(const qr_node *n, int every)
 {
     const qr_value *x = n->in[0], *w = n->n_in > 1 ? n->in[1] : NULL;
     int64_t nconv = qr_attr_i(n, "conv_inputs", 2);
@@ -56,7 +63,8 @@ static int conv_capable(const qr_node *n)
         return 0;
     int64_t group = qr_attr_i(n, "group", 1), m = w->t.dims[0];
     if (group == 1)
-        return const_zero(wzp) && (x->t.dims[1] < 0 || x->t.dims[1] == w->t.dims[1]);
+        return const_zero(wzp) && (x->t.dims[1] < 0 || x->t.dims[1] == w->t.dims[1]) &&
+               (every || (m >= NHWC_MIN_M && w->t.dims[1] >= NHWC_MIN_C));
     return w->t.dims[1] == 1 && group == m && x->t.dims[1] == m;
 }
 
@@ -80,12 +88,12 @@ static int same_4d_operands(const qr_node *n)
 
 /* Whether n runs on NHWC operands; the inputs it reads as activations are its non-constant 4-D
  * ones (a convolution's: x only). */
-static int capable(const qr_node *n, qr_layout_pointwise_fn pointwise, void *user)
+static int capable(const qr_node *n, qr_layout_pointwise_fn pointwise, void *user, int every)
 {
     if (n->dead || n->n_out != 1 || !n->out[0] || !n->in || n->n_in < 1)
         return 0;
     if (!strcmp(n->op, "QrlConvKernel"))
-        return !qr_attr_i(n, "nhwc", 0) && conv_capable(n);
+        return !qr_attr_i(n, "nhwc", 0) && conv_capable(n, every);
     if ((!strcmp(n->op, "MaxPool") || !strcmp(n->op, "AveragePool")) && !n->domain[0]) /* 8-bit, 2-D */
         return rank4(n->in[0]) && is_int8(n->in[0]) && n->out[0]->t.dtype == n->in[0]->t.dtype;
     if (!strcmp(n->op, "Pad") && !n->domain[0]) /* its pads permuted; constant, edge and reflect alike */
@@ -259,8 +267,9 @@ static int restore_nchw(lay *L, int nvalues)
 qr_status qr_layout_nhwc(qr_graph *g, qr_layout_pointwise_fn pointwise, void *user, qr_error *e)
 {
     const char *env = getenv("QRL_NHWC");
-    if (!env || strcmp(env, "1")) /* off by default until the NHWC microkernels land */
+    if (env && !strcmp(env, "0"))
         return QR_OK;
+    int every = env && !strcmp(env, "all");
     int nvalues = g->n_values, nnodes = g->n_nodes;
     lay L = {g, calloc((size_t)nvalues + 1, sizeof(qr_value *)), nvalues};
     if (!L.twin)
@@ -268,7 +277,7 @@ qr_status qr_layout_nhwc(qr_graph *g, qr_layout_pointwise_fn pointwise, void *us
     int st = 0, any = 0;
     for (int i = 0; i < nnodes && !st; i++) {
         qr_node *n = g->nodes[i];
-        if (capable(n, pointwise, user)) {
+        if (capable(n, pointwise, user, every)) {
             /* a pointwise op joins only a region a convolution started: alone it would only add transposes */
             int joins = !strcmp(n->op, "QrlConvKernel");
             for (int j = 0; !joins && j < n->n_in; j++)

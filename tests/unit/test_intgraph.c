@@ -252,8 +252,8 @@ static int count_attr(const qr_graph *g, const char *op, const char *attr)
  * (QRL_FUSE=0, the reference), to the bit, for the onnx and tflite epilogues, u8 and i8, on one
  * and two threads, a batch and one image: the zoo's four convolutions (im2col and padded planes)
  * and a MobileNet block's (depthwise at stride 1 and 2, whose 96 planes of 16 x 16 reach the
- * epilogue in chunks of 64); in NCHW (QRL_NHWC=0) and in the NHWC layout, where every one of
- * them runs channels last (the implicit GEMM and the NHWC depthwise, quantizer/layout.c). */
+ * epilogue in chunks of 64); in NCHW (QRL_NHWC=0) and in the NHWC layout (QRL_NHWC=all), where
+ * every one of them runs channels last (the implicit GEMM and the NHWC depthwise, quantizer/layout.c). */
 Test(intgraph, fused_conv_epilogues_equal_the_separate_kernels)
 {
     const char *recipes[] = {"recipes/int8.qrl", "recipes/int8-percentile.qrl", "recipes/int8-tflite.qrl"};
@@ -269,7 +269,7 @@ Test(intgraph, fused_conv_epilogues_equal_the_separate_kernels)
             setenv("QRL_FUSE", "0", 1);
             qr_quantized *apart = quantize(g, recipes[r], &m0);
             unsetenv("QRL_FUSE");
-            setenv("QRL_NHWC", nhwc ? "1" : "0", 1);
+            setenv("QRL_NHWC", nhwc ? "all" : "0", 1);
             qr_quantized *fused = quantize(g, recipes[r], &m1);
             unsetenv("QRL_NHWC");
             cr_assert_eq(count_op(apart->ig->g, "QrlConvKernel"), 0, "%s", recipes[r]);
@@ -334,7 +334,7 @@ Test(intgraph, residual_add_runs_as_the_convolutions_second_stage)
         setenv("QRL_FUSE", "0", 1);
         qr_quantized *apart = quantize(g, recipes[r], &m0);
         unsetenv("QRL_FUSE");
-        setenv("QRL_NHWC", "1", 1);
+        setenv("QRL_NHWC", "all", 1);
         qr_quantized *fused = quantize(g, recipes[r], &m1);
         unsetenv("QRL_NHWC");
         cr_assert_eq(count_attr_set(fused->ig->g, "QrlConvKernel", "then_call"), 1, "%s: the Add is a second stage",
@@ -379,11 +379,18 @@ Test(intgraph, pools_run_channels_last)
     setenv("QRL_FUSE", "0", 1);
     qr_quantized *apart = quantize_on(g, "recipes/int8.qrl", "pools_test.npy", &m0);
     unsetenv("QRL_FUSE");
-    setenv("QRL_NHWC", "1", 1);
+    setenv("QRL_NHWC", "all", 1);
     qr_quantized *nhwc = quantize_on(g, "recipes/int8.qrl", "pools_test.npy", &m1);
     unsetenv("QRL_NHWC");
     cr_assert_eq(count_op(nhwc->ig->g, "QrlMaxPoolNhwc"), 1);
     cr_assert_eq(count_op(nhwc->ig->g, "QrlAveragePoolNhwc"), 1);
+    /* by default only where it pays: the 32 -> 32 convolution, not the first (3 input channels) */
+    qrl_module *m2;
+    qr_quantized *dflt = quantize_on(g, "recipes/int8.qrl", "pools_test.npy", &m2);
+    cr_assert_eq(count_attr(dflt->ig->g, "QrlConvKernel", "nhwc"), 1);
+    cr_assert_eq(count_attr(nhwc->ig->g, "QrlConvKernel", "nhwc"), 2);
+    qr_quantized_free(dflt);
+    qr_module_free(m2);
     qr_tensor one = x;
     one.dims[0] = 1;
     const qr_tensor *inputs[2] = {&x, &one};
