@@ -242,6 +242,78 @@ static int convert(lay *L, qr_node *n)
     return 0;
 }
 
+/* Whether Flatten f of an NHWC value can read its twin instead: its output goes only to integer
+ * matrix products as their A (their constant B's rows then permuted) and to their epilogue kernels
+ * (which take A for its type), and its input is [N, C, H, W] with C, H, W known. */
+static int flatten_folds(const lay *L, const qr_node *f, int nvalues)
+{
+    const qr_value *v = f->in[0], *u = f->out[0];
+    if (strcmp(f->op, "Flatten") || f->domain[0] || qr_attr_i(f, "axis", 1) != 1 || !v || v->id >= nvalues ||
+        !L->twin[v->id] || !rank4(v) || v->t.dims[1] <= 0 || v->t.dims[2] <= 0 || v->t.dims[3] <= 0 || u->is_output)
+        return 0;
+    int64_t k = v->t.dims[1] * v->t.dims[2] * v->t.dims[3];
+    int uses = 0;
+    for (int i = 0; i < L->g->n_nodes; i++) {
+        const qr_node *n = L->g->nodes[i];
+        for (int j = 0; !n->dead && j < n->n_in; j++) {
+            if (n->in[j] != u)
+                continue;
+            const qr_value *b = n->n_in > 1 ? n->in[1] : NULL;
+            int mm = !strcmp(n->op, "MatMulInteger") && j == 0 && b && b->is_const && b->t.data && b->t.ndim == 2 &&
+                     b->t.dims[0] == k;
+            if (!mm && !(!strcmp(n->op, "QrlKernel") && qr_attr_i(n, "acc", 0) && j > 0))
+                return 0;
+            uses++;
+        }
+    }
+    return uses > 0;
+}
+
+/* The fold: Flatten reads the NHWC twin and writes a twin of its output, whose element
+ * (p * C + c) is the NCHW flatten's (c * H * W + p); each matrix product's B gets its rows in
+ * that order (a new constant). */
+static int fold_flatten(lay *L, qr_node *f)
+{
+    qr_value *v = f->in[0], *u = f->out[0];
+    int64_t c = v->t.dims[1], hw = v->t.dims[2] * v->t.dims[3];
+    char name[512];
+    snprintf(name, sizeof name, "%s" TWIN_SUFFIX, u->name);
+    qr_value *t = qr_graph_new_value(L->g, name);
+    if (!t)
+        return -1;
+    t->t = u->t;
+    t->q = u->q;
+    for (int i = 0; i < L->g->n_nodes; i++) {
+        qr_node *n = L->g->nodes[i];
+        for (int j = 0; !n->dead && j < n->n_in; j++) {
+            if (n->in[j] != u)
+                continue;
+            n->in[j] = t;
+            if (strcmp(n->op, "MatMulInteger"))
+                continue;
+            const qr_value *b = n->in[1];
+            size_t es = qr_dtype_size(b->t.dtype), row = (size_t)b->t.dims[1] * es;
+            qr_tensor p = {.dtype = b->t.dtype, .ndim = 2, .dims = {b->t.dims[0], b->t.dims[1]}};
+            if (!(p.data = malloc(row * (size_t)b->t.dims[0])))
+                return -1;
+            for (int64_t ch = 0; ch < c; ch++)
+                for (int64_t px = 0; px < hw; px++)
+                    memcpy((char *)p.data + (size_t)(px * c + ch) * row, (const char *)b->t.data + (size_t)(ch * hw + px) * row,
+                           row);
+            snprintf(name, sizeof name, "%s_%s" TWIN_SUFFIX, b->name, n->name);
+            n->in[1] = qr_plan_const(L->g, name, &p);
+            free(p.data);
+            if (!n->in[1])
+                return -1;
+        }
+    }
+    f->in[0] = L->twin[v->id];
+    f->out[0] = t;
+    t->producer = f;
+    u->producer = NULL;
+    return 0;
+}
+
 /* Every value left without its producer that something still reads in NCHW: back from its twin. */
 static int restore_nchw(lay *L, int nvalues)
 {
@@ -286,6 +358,8 @@ qr_status qr_layout_nhwc(qr_graph *g, qr_layout_pointwise_fn pointwise, void *us
                 st = convert(&L, n);
                 any = 1;
             }
+        } else if (flatten_folds(&L, n, nvalues)) {
+            st = fold_flatten(&L, n);
         }
     }
     if (!st && any)
@@ -296,12 +370,18 @@ qr_status qr_layout_nhwc(qr_graph *g, qr_layout_pointwise_fn pointwise, void *us
     return qr_graph_check_oom(g, e);
 }
 
-const qr_value *qr_layout_twin(const qr_graph *g, const char *name)
+const qr_value *qr_layout_twin(const qr_graph *g, const char *name, int64_t *dims)
 {
     char twin[512];
     if (snprintf(twin, sizeof twin, "%s" TWIN_SUFFIX, name) >= (int)sizeof twin)
         return NULL;
-    return qr_graph_find(g, twin);
+    const qr_value *t = qr_graph_find(g, twin);
+    const qr_node *f = t ? t->producer : NULL;
+    const qr_value *from = t && t->t.ndim == 2 && f && !strcmp(f->op, "Flatten") ? f->in[0] : t;
+    if (!from || from->t.ndim != 4)
+        return NULL;
+    memcpy(dims, from->t.dims, 4 * sizeof *dims);
+    return t;
 }
 
 int64_t qr_layout_nhwc_index(const int64_t *nhwc, int64_t i)

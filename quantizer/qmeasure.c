@@ -46,7 +46,9 @@ typedef struct measure {
     int pass;       /* 0: recording f32, 1: comparing the quantized model */
     int local;      /* pass 1 replaces each value by its f32 value (quantized where it is) */
     const qr_value **ival; /* by slot: its integers in the integer graph, or NULL */
-    char *ival_nhwc;       /* by slot: ival holds them channels last (quantizer/layout.h) */
+    /* by slot: [0] 1 when ival holds them channels last (quantizer/layout.h), [1..3] its H, W, C as
+     * the graph knows them (for a flattened twin, whose tensor does not say) */
+    int64_t (*ival_nhwc)[4];
 } measure;
 
 /* v is value v->id of the original graph (the quantized graphs keep ids and names of the originals). */
@@ -126,9 +128,14 @@ static void observe_ints(void *user, const qr_node *n, const qr_value *v, qr_ten
         if (!r->data || qr_tensor_numel(r) != cnt || !qr_dtype_is_int(t->dtype))
             return;
         const float *a = r->data;
-        int nhwc = ms->ival_nhwc[si] && t->ndim == 4;
+        int turned = ms->ival_nhwc[si][0] == 1;
+        int64_t nhwc[4] = {t->dims[0], ms->ival_nhwc[si][1], ms->ival_nhwc[si][2], ms->ival_nhwc[si][3]};
+        if (turned && t->ndim == 4)
+            memcpy(nhwc, t->dims, sizeof nhwc);
+        else if (turned && (t->ndim != 2 || nhwc[1] <= 0 || nhwc[2] <= 0 || nhwc[3] <= 0))
+            return; /* a flattened twin of unknown dims: not measured */
         for (int64_t i = 0; i < cnt; i++) {
-            int64_t at = nhwc ? qr_layout_nhwc_index(t->dims, i) : i;
+            int64_t at = turned ? qr_layout_nhwc_index(nhwc, i) : i;
             double d = (double)a[i] - (double)(qr_get_i64(t->data, t->dtype, at) - s->qp.zero) * s->qp.scale;
             s->isx2 += (double)a[i] * a[i];
             s->ise2 += d * d;
@@ -192,7 +199,7 @@ qr_status qr_measure_ints(qr_qctx *q, const qr_quantized *res, const qr_tensor *
 {
     measure ms = {.q = q};
     ms.ival = calloc((size_t)q->nslots + 1, sizeof *ms.ival);
-    ms.ival_nhwc = calloc((size_t)q->nslots + 1, 1);
+    ms.ival_nhwc = calloc((size_t)q->nslots + 1, sizeof *ms.ival_nhwc);
     if (!ms.ival || !ms.ival_nhwc) {
         free(ms.ival);
         free(ms.ival_nhwc);
@@ -204,9 +211,14 @@ qr_status qr_measure_ints(qr_qctx *q, const qr_quantized *res, const qr_tensor *
         if (qv < 0 || q->slots[i].fallback)
             continue;
         const char *name = res->qdq->values[qv]->name;
-        const qr_value *v = qr_graph_find(res->ig->g, name), *twin = qr_layout_twin(res->ig->g, name);
-        ms.ival_nhwc[i] = twin && (!v || !v->producer); /* only its channels-last form is computed */
-        ms.ival[i] = ms.ival_nhwc[i] ? twin : v;
+        int64_t dims[4];
+        const qr_value *v = qr_graph_find(res->ig->g, name), *twin = qr_layout_twin(res->ig->g, name, dims);
+        ms.ival[i] = v;
+        if (twin && (!v || !v->producer)) { /* only its channels-last form is computed */
+            ms.ival[i] = twin;
+            ms.ival_nhwc[i][0] = 1;
+            memcpy(ms.ival_nhwc[i] + 1, dims + 1, 3 * sizeof *dims);
+        }
     }
     qr_status st = side_by_side(&ms, res->ig->g, res->ig, observe_ints, calib, count, qr_plan_batch(q));
     free(ms.ival);

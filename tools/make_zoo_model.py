@@ -18,7 +18,8 @@ residual.onnx (the same input) has a ResNet block: Conv + Relu, Conv + Relu,
 Conv, Add of the block's input, Relu, a strided Conv, GlobalAveragePool, Gemm.
 pools.onnx (3 x 64 x 64 inputs, pools_test.npy) has pools on planes large
 enough to be split across tasks: Conv + Relu, MaxPool 3x3 stride 2, Conv +
-Relu, AveragePool 3x3 with count_include_pad, GlobalAveragePool, Gemm.
+Relu, AveragePool 3x3 with count_include_pad, MaxPool 8x8 stride 8, Flatten of
+its 32 x 4 x 4, Gemm.
 """
 import os
 import sys
@@ -146,9 +147,9 @@ def main():
         N("Relu", ["q1"], ["t1"], name="relu1"),
         N("AveragePool", ["t1"], ["a1"], name="avgpool", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
           count_include_pad=1),
-        N("GlobalAveragePool", ["a1"], ["g"], name="gap"),
-        N("Flatten", ["g"], ["f"], name="flatten", axis=1),
-        N("Gemm", ["f", weight("wpf", (10, 32)), bias("bpf", 10)], ["logits"], name="fc", transB=1),
+        N("MaxPool", ["a1"], ["m1"], name="maxpool2", kernel_shape=[8, 8], strides=[8, 8]),
+        N("Flatten", ["m1"], ["f"], name="flatten", axis=1),
+        N("Gemm", ["f", weight("wpf", (10, 32 * 4 * 4)), bias("bpf", 10)], ["logits"], name="fc", transB=1),
     ]
     save_model(os.path.join(out, "pools.onnx"), "pools", nodes, {"x": [3, 64, 64]}, 10, inits)
     np.save(os.path.join(out, "pools_test.npy"), rng.normal(0, 1, (4, 3, 64, 64)).astype(np.float32))

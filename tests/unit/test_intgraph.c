@@ -367,8 +367,9 @@ Test(intgraph, residual_add_runs_as_the_convolutions_second_stage)
 }
 
 /* 8-bit pools in an NHWC region run channels last (QrlMaxPoolNhwc, QrlAveragePoolNhwc), their
- * planes split into tasks of output rows (32 x 32 x 32 bytes: two tasks), with the separate NCHW
- * kernels' bits (QRL_FUSE=0), batch 4 and 1, 1 and 2 threads. */
+ * planes split into tasks of output rows (32 x 32 x 32 bytes: two tasks), and the Flatten before
+ * the Gemm reads the NHWC pool (the Gemm's weight rows permuted): no transpose is left. The
+ * outputs are the separate NCHW kernels' bits (QRL_FUSE=0), batch 4 and 1, 1 and 2 threads. */
 Test(intgraph, pools_run_channels_last)
 {
     qr_tensor x = {0};
@@ -382,7 +383,8 @@ Test(intgraph, pools_run_channels_last)
     setenv("QRL_NHWC", "all", 1);
     qr_quantized *nhwc = quantize_on(g, "recipes/int8.qrl", "pools_test.npy", &m1);
     unsetenv("QRL_NHWC");
-    cr_assert_eq(count_op(nhwc->ig->g, "QrlMaxPoolNhwc"), 1);
+    cr_assert_eq(count_op(nhwc->ig->g, "QrlMaxPoolNhwc"), 2);
+    cr_assert_eq(count_op(nhwc->ig->g, "Transpose"), 0, "the Flatten is folded into the Gemm's weights");
     cr_assert_eq(count_op(nhwc->ig->g, "QrlAveragePoolNhwc"), 1);
     /* by default only where it pays: the 32 -> 32 convolution, not the first (3 input channels) */
     qrl_module *m2;
