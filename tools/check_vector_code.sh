@@ -26,6 +26,8 @@ check $O/ops/quant.o quantize_f32_8bit.avx512f 'zmm|ymm'
 check $O/ops/quant.o dw_planes_runs.avx512f 'zmm|ymm'
 check $O/ops/quant.o pack_image_u8.arch_x86_64_v4 'zmm|ymm'
 check $O/ops/nhwc.o dw_avx512 'vpmulld.*zmm'
+check $O/ops/igemm_iconv_avx512vnni.o tile_6x4 vpdpbusd
+check $O/ops/iconv_nhwc.o turn16_avx512 zmm
 check $O/ops/nhwc.o dw_avx2 'vpmulld.*ymm'
 check $O/ops/nhwc.o qr_nhwc_maxpool_u8.arch_x86_64_v4 'zmm|ymm'
 check $O/ops/nhwc.o qr_nhwc_avgpool_u8.arch_x86_64_v4 'zmm|ymm'
