@@ -383,10 +383,3 @@ const qr_value *qr_layout_twin(const qr_graph *g, const char *name, int64_t *dim
     memcpy(dims, from->t.dims, 4 * sizeof *dims);
     return t;
 }
-
-int64_t qr_layout_nhwc_index(const int64_t *nhwc, int64_t i)
-{
-    int64_t h = nhwc[1], w = nhwc[2], c = nhwc[3];
-    int64_t x = i % w, y = i / w % h, ch = i / (w * h) % c, n = i / (w * h * c);
-    return ((n * h + y) * w + x) * c + ch;
-}

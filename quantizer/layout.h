@@ -25,8 +25,4 @@ qr_status qr_layout_nhwc(qr_graph *g, qr_layout_pointwise_fn pointwise, void *us
  * elements (unknown ones -1), also when the twin is a flattened one. */
 const qr_value *qr_layout_twin(const qr_graph *g, const char *name, int64_t *dims);
 
-/* The index in an NHWC tensor of dims nhwc (N, H, W, C) of element i of its NCHW form; for a
- * flattened twin ([N, H * W * C], a Flatten the pass folded), nhwc are the dims it was flattened from. */
-int64_t qr_layout_nhwc_index(const int64_t *nhwc, int64_t i);
-
 #endif

@@ -113,6 +113,14 @@ static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_te
     s->n += (double)cnt;
 }
 
+/* One integer v of a slot, dequantized, against its f32 value a. */
+static inline void int_error(qr_slot *s, float a, int64_t v)
+{
+    double d = (double)a - (double)(v - s->qp.zero) * s->qp.scale;
+    s->isx2 += (double)a * a;
+    s->ise2 += d * d;
+}
+
 /* The integer graph's integers of a slot, dequantized, against the f32 value. */
 static void observe_ints(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
 {
@@ -134,12 +142,17 @@ static void observe_ints(void *user, const qr_node *n, const qr_value *v, qr_ten
             memcpy(nhwc, t->dims, sizeof nhwc);
         else if (turned && (t->ndim != 2 || nhwc[1] <= 0 || nhwc[2] <= 0 || nhwc[3] <= 0))
             return; /* a flattened twin of unknown dims: not measured */
-        for (int64_t i = 0; i < cnt; i++) {
-            int64_t at = turned ? qr_layout_nhwc_index(nhwc, i) : i;
-            double d = (double)a[i] - (double)(qr_get_i64(t->data, t->dtype, at) - s->qp.zero) * s->qp.scale;
-            s->isx2 += (double)a[i] * a[i];
-            s->ise2 += d * d;
+        if (!turned) {
+            for (int64_t i = 0; i < cnt; i++)
+                int_error(s, a[i], qr_get_i64(t->data, t->dtype, i));
+            return;
         }
+        /* channels last: element (n, c, p) of the f32 value is (n, p, c) of the integers */
+        int64_t nc = nhwc[3], hw = nhwc[1] * nhwc[2];
+        for (int64_t b = 0; b < nhwc[0]; b++)
+            for (int64_t c = 0; c < nc; c++)
+                for (int64_t px = 0; px < hw; px++)
+                    int_error(s, a[(b * nc + c) * hw + px], qr_get_i64(t->data, t->dtype, (b * hw + px) * nc + c));
         return;
     }
 }
