@@ -14,8 +14,9 @@ Gemm + Relu, MatMul. two_inputs.onnx has two inputs (a and b, each through
 a Conv, added) for multi-input calibration. depthwise.onnx (the zoo's input
 and samples) has a MobileNet block: Conv to 96 channels, depthwise 3x3 at
 stride 1 (16 x 16 planes) and 2, pointwise Conv, GlobalAveragePool, Gemm.
-residual.onnx (the same input) has a ResNet block: Conv + Relu, Conv + Relu,
-Conv, Add of the block's input, Relu, a strided Conv, GlobalAveragePool, Gemm.
+residual.onnx (the same input) has a ResNet block: Conv + Relu, a dilated Conv
++ Relu, Conv, Add of the block's input, Relu, a strided Conv, GlobalAveragePool,
+Gemm.
 pools.onnx (3 x 64 x 64 inputs, pools_test.npy) has pools on planes large
 enough to be split across tasks: Conv + Relu, MaxPool 3x3 stride 2, Conv +
 Relu, AveragePool 3x3 with count_include_pad, MaxPool 8x8 stride 8, Flatten of
@@ -124,7 +125,8 @@ def main():
     nodes = [
         N("Conv", ["x", weight("wr0", (24, 3, 3, 3)), bias("br0", 24)], ["e0"], name="conv0", pads=[1, 1, 1, 1]),
         N("Relu", ["e0"], ["s0"], name="relu0"),
-        N("Conv", ["s0", weight("wr1", (24, 24, 3, 3)), bias("br1", 24)], ["e1"], name="conv1", pads=[1, 1, 1, 1]),
+        N("Conv", ["s0", weight("wr1", (24, 24, 3, 3)), bias("br1", 24)], ["e1"], name="conv1", pads=[2, 2, 2, 2],
+          dilations=[2, 2]),
         N("Relu", ["e1"], ["s1"], name="relu1"),
         N("Conv", ["s1", weight("wr2", (24, 24, 3, 3)), bias("br2", 24)], ["e2"], name="conv2", pads=[1, 1, 1, 1]),
         N("Add", ["e2", "s0"], ["sum"], name="add"),
