@@ -18,6 +18,8 @@
 #include "quantize.h"
 #include "recipe.h"
 #include "tensor_io.h"
+#include "../../compiler/iconv_jit.h"
+#include "ops/igemm.h"
 #include "testutil.h"
 
 static char *dir;
@@ -362,6 +364,43 @@ Test(intgraph, residual_add_runs_as_the_convolutions_second_stage)
         qr_module_free(m0);
         qr_module_free(m1);
     }
+    qr_graph_free(g);
+    qr_tensor_free(&x);
+}
+
+/* Phase 2: the NHWC convolutions on kernels libgccjit compiled for each layer's shape (extended-asm
+ * vpdpbusd, compiler/iconv_jit.c) give the bits of the generic microkernels, on the ResNet block
+ * (a 3-channel window gathered, 3x3, dilated, strided). Skipped on a CPU without AVX-512 VNNI. */
+Test(intgraph, shape_specialized_kernels_equal_the_generic_ones)
+{
+    qr_iconv_set_specializer(qc_iconv_jit);
+    int have = qr_iconv_specialized(9, 24, 24) != NULL;
+    qr_iconv_set_specializer(NULL);
+    if (!have) {
+        cr_log_info("no AVX-512 VNNI: no specialized kernels");
+        return;
+    }
+    qr_tensor x = {0}, want = {0}, got = {0};
+    qr_graph *g;
+    load("zoo_test.npy", NULL, &x);
+    load("residual.onnx", &g, NULL);
+    qrl_module *m0, *m1;
+    setenv("QRL_NHWC", "all", 1);
+    qr_quantized *generic = quantize(g, "recipes/int8.qrl", &m0);
+    qr_iconv_set_specializer(qc_iconv_jit);
+    qr_quantized *special = quantize(g, "recipes/int8.qrl", &m1);
+    unsetenv("QRL_NHWC");
+    run_threads(special, &x, 2, &got);
+    qr_iconv_set_specializer(NULL);
+    run_threads(generic, &x, 1, &want);
+    cr_assert_eq(count_attr(special->ig->g, "QrlConvKernel", "nhwc"), 4);
+    cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)), "specialized kernels' outputs differ");
+    qr_tensor_free(&got);
+    qr_tensor_free(&want);
+    qr_quantized_free(generic);
+    qr_quantized_free(special);
+    qr_module_free(m0);
+    qr_module_free(m1);
     qr_graph_free(g);
     qr_tensor_free(&x);
 }
