@@ -51,7 +51,8 @@ qr_status qr_convint_infer_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor 
 /* What every block needs: the geometry, the operands as the kernels read them, the epilogue. */
 typedef struct nhwc_job {
     const qr_conv_geom *g;
-    int64_t c, m, taps, k4, mb, blocks_per_image;
+    int64_t c, m, taps, k4, mb, blocks_per_image; /* depthwise: blocks of output rows per image */
+    int64_t total;                                  /* dense: the batch's output pixels, in blocks of mb */
     const uint8_t *x; /* N x H x W x cs bytes, u8 (i8 already turned by ^ 0x80) unless flip */
     int64_t cs;       /* the input's pixel stride */
     uint8_t flip;     /* depthwise only: reads x ^ flip */
@@ -73,7 +74,7 @@ typedef struct nhwc_job {
     qr_error *err;
 } nhwc_job;
 
-/* Pixels per block: an image's pixels in equal blocks (every block streams all the weights once,
+/* Pixels per block: the batch's pixels in equal blocks (every block streams all the weights once,
  * so a ragged last block of a few rows costs as much as a full one; the epilogue pays per channel
  * and block, so blocks are as wide as fit) of at most about 256 KB of
  * accumulator and at least 24 rows, a multiple of 6 (the microkernels' row tile); at least as
@@ -90,20 +91,25 @@ static int64_t block_rows(int64_t m, int64_t pixels, int64_t images, int threads
     return pixels < r ? pixels : r;
 }
 
-/* The row pointers of pixels [p0, p0 + rows) of image n, taps each (ky, kx row-major). */
-static void window_rows(const nhwc_job *j, int64_t n, int64_t p0, int64_t rows, const uint8_t **a)
+/* The row pointers of output pixels [r0, r0 + rows) of the batch (its images' pixels one after
+ * another: a block may span images), taps each (ky, kx row-major). */
+static void window_rows(const nhwc_job *j, int64_t r0, int64_t rows, const uint8_t **a)
 {
     const qr_conv_geom *g = j->g;
-    const int64_t H = g->big[0], W = g->big[1], OW = g->small[1];
-    const uint8_t *img = j->x + n * H * W * j->cs;
+    const int64_t H = g->big[0], W = g->big[1], OW = g->small[1], P = g->small_n;
+    int64_t n = r0 / P, oy = r0 % P / OW, ox = r0 % P % OW;
     for (int64_t i = 0; i < rows; i++) {
-        int64_t oy = (p0 + i) / OW, ox = (p0 + i) % OW;
+        const uint8_t *img = j->x + n * H * W * j->cs;
         for (int64_t ky = 0; ky < g->kernel[0]; ky++) {
             int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
             for (int64_t kx = 0; kx < g->kernel[1]; kx++) {
                 int64_t ix = ox * g->stride[1] - g->pad_begin[1] + kx * g->dilation[1];
                 *a++ = iy >= 0 && iy < H && ix >= 0 && ix < W ? img + (iy * W + ix) * j->cs : j->zrow;
             }
+        }
+        if (++ox == OW && (ox = 0, ++oy == g->small[0])) {
+            oy = 0;
+            n++;
         }
     }
 }
@@ -181,7 +187,8 @@ static void nhwc_failed(nhwc_job *j, const qr_error *e)
         *j->err = *e;
 }
 
-static void block_epilogue(nhwc_job *j, uint8_t *slot, int32_t *acc, int64_t n, int64_t p0, int64_t rows)
+/* The epilogue of output pixels [r0, r0 + rows) of the batch, their accumulator in acc. */
+static void block_epilogue(nhwc_job *j, uint8_t *slot, int32_t *acc, int64_t r0, int64_t rows)
 {
     int32_t *acct = (int32_t *)(void *)(slot + j->at_acct);
     uint8_t *ys = slot + j->at_y;
@@ -193,7 +200,7 @@ static void block_epilogue(nhwc_job *j, uint8_t *slot, int32_t *acc, int64_t n, 
         nhwc_failed(j, &e);
         return;
     }
-    int64_t off = (n * j->g->small_n + p0) * j->m;
+    int64_t off = r0 * j->m;
     if (!j->ep->then) {
         turn_y(j, ys, cols, j->y + off * (int64_t)j->esize, rows);
         return;
@@ -209,14 +216,15 @@ static void block_epilogue(nhwc_job *j, uint8_t *slot, int32_t *acc, int64_t n, 
  * k: each pixel's whole window goes into one row of C * taps bytes in the weights' own order (c,
  * ky, kx; padding as xz, i8 turned into u8, zeros past K up to k4), and the kernel runs with one
  * tap. The input may be NCHW (x_nchw), where a window row is KW bytes of one plane. */
-static void gather_rows(const nhwc_job *j, int64_t n, int64_t p0, int64_t rows, uint8_t *buf, const uint8_t **a)
+static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *buf, const uint8_t **a)
 {
     const qr_conv_geom *g = j->g;
-    const int64_t H = g->big[0], W = g->big[1], OW = g->small[1], C = j->c, KW = g->kernel[1];
+    const int64_t H = g->big[0], W = g->big[1], OW = g->small[1], C = j->c, KW = g->kernel[1], P = g->small_n;
     const int64_t cs = j->x_nchw ? H * W : 1, ps = j->x_nchw ? 1 : C; /* channel and pixel strides */
-    const uint8_t *img = j->x + n * H * W * C, flip = j->flip, xz = (uint8_t)j->xz;
-    int64_t oy = p0 / OW, ox = p0 % OW;
+    const uint8_t flip = j->flip, xz = (uint8_t)j->xz;
+    int64_t n = r0 / P, oy = r0 % P / OW, ox = r0 % P % OW;
     for (int64_t i = 0; i < rows; i++) {
+        const uint8_t *img = j->x + n * H * W * C;
         uint8_t *row = buf + i * j->k4, *d = row;
         int64_t ix0 = ox * g->stride[1] - g->pad_begin[1], d1 = g->dilation[1];
         int inside_x = ix0 >= 0 && ix0 + (KW - 1) * d1 < W;
@@ -249,9 +257,9 @@ static void gather_rows(const nhwc_job *j, int64_t n, int64_t p0, int64_t rows, 
             row[b] ^= flip;
         memset(d, 0, (size_t)(j->k4 - C * j->taps));
         a[i] = row;
-        if (++ox == OW) {
-            ox = 0;
-            oy++;
+        if (++ox == OW && (ox = 0, ++oy == g->small[0])) {
+            oy = 0;
+            n++;
         }
     }
 }
@@ -263,14 +271,13 @@ static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
     const uint8_t **a = (const uint8_t **)(void *)s;
     int32_t *acc = (int32_t *)(void *)(s + j->at_acc);
     for (int64_t b = b0; b < b1 && !__atomic_load_n(&j->failed, __ATOMIC_ACQUIRE); b++) {
-        int64_t n = b / j->blocks_per_image, p0 = b % j->blocks_per_image * j->mb;
-        int64_t rows = j->g->small_n - p0 < j->mb ? j->g->small_n - p0 : j->mb;
+        int64_t r0 = b * j->mb, rows = j->total - r0 < j->mb ? j->total - r0 : j->mb;
         if (j->gather)
-            gather_rows(j, n, p0, rows, s + j->at_rows, a);
+            gather_rows(j, r0, rows, s + j->at_rows, a);
         else
-            window_rows(j, n, p0, rows, a);
+            window_rows(j, r0, rows, a);
         j->fn(acc, j->m, a, j->gather ? 1 : j->taps, rows, j->wp, j->init, j->k4, 0, j->m, j->m);
-        block_epilogue(j, s, acc, n, p0, rows);
+        block_epilogue(j, s, acc, r0, rows);
     }
 }
 
@@ -285,7 +292,7 @@ static void depthwise_blocks(void *arg, int64_t b0, int64_t b1, int slot)
         int64_t n = b / j->blocks_per_image, oy0 = b % j->blocks_per_image * j->mb;
         int64_t oy1 = oy0 + j->mb < g->small[0] ? oy0 + j->mb : g->small[0];
         qr_nhwc_dw_u8(acc, j->c, j->x + n * g->big_n * j->c, j->c, g, j->wk, j->init, j->flip, j->xz, oy0, oy1);
-        block_epilogue(j, s, acc, n, oy0 * OW, (oy1 - oy0) * OW);
+        block_epilogue(j, s, acc, n * g->small_n + oy0 * OW, (oy1 - oy0) * OW);
     }
 }
 
@@ -371,8 +378,9 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         j.x_nchw = (int)qr_attr_i(k->node, "x_nchw", 0);
         j.gather = j.x_nchw || (j.c < 16 && j.taps > 1);
         j.k4 = qr_igemm_k4(j.gather ? j.taps * j.c : j.c);
-        j.mb = block_rows(j.m, g.small_n, nimg, qr_pool_threads(k->pool));
-        j.blocks_per_image = j.mb > 0 ? (g.small_n + j.mb - 1) / j.mb : 0;
+        /* the batch folded into the rows: a block may span images, so small images share weight passes */
+        j.total = nimg * g.small_n;
+        j.mb = block_rows(j.m, j.total, nimg, qr_pool_threads(k->pool));
     }
     int64_t rows = depthwise ? j.mb * g.small[1] : j.mb;
     size_t wbytes = depthwise ? (size_t)(j.taps * j.c) * 4
@@ -426,7 +434,7 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     if (zrow)
         memset(zrow, (uint8_t)j.xz, (size_t)j.k4);
     j.zrow = zrow;
-    int64_t blocks = nimg * j.blocks_per_image;
+    int64_t blocks = depthwise ? nimg * j.blocks_per_image : j.mb > 0 ? (j.total + j.mb - 1) / j.mb : 0;
     qr_parallel_for_slots(k->pool, blocks, 1, depthwise ? depthwise_blocks : dense_blocks, &j);
     qr_kcache_done(k, packed);
     return j.failed ? QR_ERR : QR_OK;
