@@ -192,7 +192,8 @@ int qrl_quantize(const qrl_model *m, const qrl_recipe *r, const qrl_tensor *cali
 void qrl_quantized_free(qrl_quantized *q);
 
 /* The integer graph the recipe lowered m to (its kernels, tables and integer ops), as a model to
- * run and walk: qrl_value_get gives every integer value's quantization. Owned by q (and freed with
+ * run and walk: qrl_value_get gives every integer value's quantization (a value the graph computes
+ * channels last is named "<name>_nhwc", with NHWC dims, docs/quantizer.md). Owned by q (and freed with
  * it; qrl_model_free does nothing to it); runs on the threads m was loaded with. NULL with err set
  * when it cannot be set up. */
 qrl_model *qrl_quantized_model(qrl_quantized *q, char *err, size_t errlen);

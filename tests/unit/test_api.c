@@ -112,10 +112,13 @@ Test(api, quantized_model_is_within_half_a_point_of_fp32)
         int zero;
         cr_assert_eq(sscanf(l, "%255s %lf %d", name, &scale, &zero), 3, "%s", l);
         qrl_value_info vi;
-        char iname[300]; /* the integer graph's name of a quantized value */
+        char iname[300]; /* the integer graph's name of a quantized value (_nhwc: computed channels last) */
         snprintf(iname, sizeof iname, "%s_quantized", name);
-        if (qrl_value_get(qm, iname, &vi) != 0 || !vi.has_quant)
-            continue;
+        if (qrl_value_get(qm, iname, &vi) != 0 || !vi.has_quant) {
+            snprintf(iname, sizeof iname, "%s_quantized_nhwc", name);
+            if (qrl_value_get(qm, iname, &vi) != 0 || !vi.has_quant)
+                continue;
+        }
         cr_assert_eq(vi.quant.count, 1, "%s", name);
         cr_assert_float_eq(vi.quant.scale[0], scale, 1e-6 * scale, "%s: %g in the model, %g in the JSON", name,
                            vi.quant.scale[0], scale);
