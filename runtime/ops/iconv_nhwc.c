@@ -346,6 +346,21 @@ static const uint8_t *dense_input(qr_kctx *k, const qr_tensor *x, int64_t k4, in
     return s;
 }
 
+/* Each thread slot's scratch for blocks of up to `rows` pixels: the row pointers (or the gathered
+ * rows), the accumulator block, it turned, the epilogue's y block. */
+static void slot_layout(nhwc_job *j, int64_t rows, int depthwise)
+{
+    size_t ptrs = depthwise ? 0 : (size_t)(rows * j->taps) * sizeof(void *);
+    size_t cols = (size_t)epilogue_cols(rows); /* the epilogue's columns of the largest block */
+    size_t accb = cols * (size_t)j->m * sizeof(int32_t), yb = cols * (size_t)j->m * j->esize;
+    size_t gathered = j->gather ? (size_t)(rows * j->k4) + 8 : 0; /* a word past the last row: gather_rows */
+    j->at_rows = (ptrs + 63) / 64 * 64;
+    j->at_acc = j->at_rows + (gathered + 63) / 64 * 64;
+    j->at_acct = j->at_acc + (accb + 63) / 64 * 64;
+    j->at_y = j->at_acct + (accb + 63) / 64 * 64;
+    j->slot_bytes = j->at_y + (yb + 63) / 64 * 64;
+}
+
 qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, const qr_tensor *w,
                               const qr_tensor *wzp, int wconst, const qr_acc_epilogue *ep)
 {
@@ -414,16 +429,7 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     }
     j.init = init;
     int slots = qr_pool_threads(k->pool);
-    /* per slot: the row pointers, the accumulator block, it turned, the epilogue's y block */
-    size_t ptrs = depthwise ? 0 : (size_t)(rows * j.taps) * sizeof(void *);
-    size_t cols = (size_t)epilogue_cols(rows); /* the epilogue's columns of the largest block */
-    size_t accb = cols * (size_t)j.m * sizeof(int32_t), yb = cols * (size_t)j.m * j.esize;
-    size_t gathered = j.gather ? (size_t)(rows * j.k4) + 8 : 0; /* a word past the last row: gather_rows */
-    j.at_rows = (ptrs + 63) / 64 * 64;
-    j.at_acc = j.at_rows + (gathered + 63) / 64 * 64;
-    j.at_acct = j.at_acc + (accb + 63) / 64 * 64;
-    j.at_y = j.at_acct + (accb + 63) / 64 * 64;
-    j.slot_bytes = j.at_y + (yb + 63) / 64 * 64;
+    slot_layout(&j, rows, depthwise);
     uint8_t *zrow = depthwise ? NULL : qr_kwork(k, 1, j.k4 + 64, 1, "NHWC convolution's padding row");
     j.work = (depthwise || zrow) && (depthwise || j.x) ? qr_kwork(k, slots, (int64_t)j.slot_bytes, 1,
                                                                  "NHWC convolution's blocks") : NULL;
