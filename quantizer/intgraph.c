@@ -1402,23 +1402,35 @@ static void fuse(builder *b, qr_node *conv, qr_node *n, qr_intcall *c, const qr_
     n->dead = conv->dead = 1;
 }
 
+/* For a fusion pass: how many live nodes read each value (*uses, the caller frees it), or *uses
+ * NULL when QRL_FUSE=0 keeps every node apart (QR_OK) or memory ran out (QR_ERR, reported). */
+static qr_status fusion_uses(builder *b, int **uses)
+{
+    *uses = NULL;
+    const char *env = getenv("QRL_FUSE");
+    if (env && !strcmp(env, "0"))
+        return QR_OK;
+    qr_graph *d = b->d;
+    if (!(*uses = calloc((size_t)d->n_values + 1, sizeof **uses)))
+        return qr_errorf(b->e, "out of memory");
+    for (int i = 0; i < d->n_nodes; i++)
+        for (int j = 0; !d->nodes[i]->dead && j < d->nodes[i]->n_in; j++)
+            if (d->nodes[i]->in[j])
+                (*uses)[d->nodes[i]->in[j]->id]++;
+    return QR_OK;
+}
+
 /* A ConvInteger feeding only an element-wise epilogue kernel (stdlib's qlinear) whose rows are its
  * output channels runs fused with it: the recipe's tile kernel gets the int32 accumulator in blocks
  * while they are in cache, and no int32 tensor is made. QRL_FUSE=0 keeps them apart (the reference
  * the fused path is tested against). */
 static qr_status fuse_epilogues(builder *b)
 {
-    const char *env = getenv("QRL_FUSE");
-    if (env && !strcmp(env, "0"))
-        return QR_OK;
     qr_graph *d = b->d;
-    int *uses = calloc((size_t)d->n_values + 1, sizeof *uses);
+    int *uses;
+    qr_status st = fusion_uses(b, &uses);
     if (!uses)
-        return qr_errorf(b->e, "out of memory");
-    for (int i = 0; i < d->n_nodes; i++)
-        for (int j = 0; !d->nodes[i]->dead && j < d->nodes[i]->n_in; j++)
-            if (d->nodes[i]->in[j])
-                uses[d->nodes[i]->in[j]->id]++;
+        return st;
     int n0 = d->n_nodes;
     for (int i = 0; i < n0; i++) {
         qr_node *n = d->nodes[i];
@@ -1467,17 +1479,11 @@ static int kernel_pointwise(const qr_node *n, void *user)
  * QRL_FUSE=0 keeps them apart, as every fusion. */
 static qr_status fuse_stages(builder *b)
 {
-    const char *env = getenv("QRL_FUSE");
-    if (env && !strcmp(env, "0"))
-        return QR_OK;
     qr_graph *d = b->d;
-    int *uses = calloc((size_t)d->n_values + 1, sizeof *uses);
+    int *uses;
+    qr_status st = fusion_uses(b, &uses);
     if (!uses)
-        return qr_errorf(b->e, "out of memory");
-    for (int i = 0; i < d->n_nodes; i++)
-        for (int j = 0; !d->nodes[i]->dead && j < d->nodes[i]->n_in; j++)
-            if (d->nodes[i]->in[j])
-                uses[d->nodes[i]->in[j]->id]++;
+        return st;
     int n0 = d->n_nodes;
     for (int i = 0; i < n0; i++) {
         qr_node *n = d->nodes[i];

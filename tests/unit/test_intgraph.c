@@ -232,6 +232,29 @@ static void run_threads(const qr_quantized *q, const qr_tensor *x, int threads, 
     qr_exec_free(ex);
 }
 
+/* got's integer graph gives want's outputs to the bit on the batch x and on its first image, on 1
+ * and 2 threads (want's on 1); what names the case in a failure. */
+static void assert_same_outputs(const qr_quantized *want_q, const qr_quantized *got_q, const qr_tensor *x,
+                                const char *what)
+{
+    qr_tensor one = *x;
+    one.dims[0] = 1;
+    const qr_tensor *inputs[2] = {x, &one};
+    for (int in = 0; in < 2; in++) {
+        qr_tensor want = {0};
+        run_threads(want_q, inputs[in], 1, &want);
+        for (int t = 1; t <= 2; t++) {
+            qr_tensor got = {0};
+            run_threads(got_q, inputs[in], t, &got);
+            cr_assert_eq(qr_tensor_nbytes(&got), qr_tensor_nbytes(&want), "%s", what);
+            cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)), "%s, batch %lld, %d threads: outputs differ",
+                      what, (long long)inputs[in]->dims[0], t);
+            qr_tensor_free(&got);
+        }
+        qr_tensor_free(&want);
+    }
+}
+
 static int count_op(const qr_graph *g, const char *op)
 {
     int n = 0;
@@ -284,23 +307,9 @@ Test(intgraph, fused_conv_epilogues_equal_the_separate_kernels)
             cr_assert_eq(count_op(fused->ig->g, "QrlMaxPoolNhwc"), nhwc && mi % 2 == 0, "%s %s", models[mi % 2],
                          recipes[r]);
             /* a batch splits its images across threads; one image its channels (blocks from mid-channel) */
-            qr_tensor one = x;
-            one.dims[0] = 1;
-            const qr_tensor *inputs[2] = {&x, &one};
-            for (int in = 0; in < 2; in++) {
-                qr_tensor want = {0};
-                run_threads(apart, inputs[in], 1, &want);
-                for (int t = 1; t <= 2; t++) {
-                    qr_tensor got = {0};
-                    run_threads(fused, inputs[in], t, &got);
-                    cr_assert_eq(qr_tensor_nbytes(&got), qr_tensor_nbytes(&want));
-                    cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)),
-                              "%s %s, batch %lld, %d threads, %s: fused outputs differ", models[mi % 2],
-                              recipes[r], (long long)inputs[in]->dims[0], t, nhwc ? "NHWC" : "NCHW");
-                    qr_tensor_free(&got);
-                }
-                qr_tensor_free(&want);
-            }
+            char what[256];
+            snprintf(what, sizeof what, "%s %s, %s", models[mi % 2], recipes[r], nhwc ? "NHWC" : "NCHW");
+            assert_same_outputs(apart, fused, &x, what);
             qr_quantized_free(apart);
             qr_quantized_free(fused);
             qr_module_free(m0);
@@ -344,21 +353,7 @@ Test(intgraph, residual_add_runs_as_the_convolutions_second_stage)
         cr_assert_eq(count_attr(fused->ig->g, "QrlConvKernel", "nhwc"), 4, "%s", recipes[r]);
         /* one transpose, before the mean: the first convolution gathers its windows from NCHW */
         cr_assert_eq(count_op(fused->ig->g, "Transpose"), 1, "%s: only at the region's borders", recipes[r]);
-        qr_tensor one = x;
-        one.dims[0] = 1;
-        const qr_tensor *inputs[2] = {&x, &one};
-        for (int in = 0; in < 2; in++) {
-            qr_tensor want = {0};
-            run_threads(apart, inputs[in], 1, &want);
-            for (int t = 1; t <= 2; t++) {
-                qr_tensor got = {0};
-                run_threads(fused, inputs[in], t, &got);
-                cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)),
-                          "%s, batch %lld, %d threads: outputs differ", recipes[r], (long long)inputs[in]->dims[0], t);
-                qr_tensor_free(&got);
-            }
-            qr_tensor_free(&want);
-        }
+        assert_same_outputs(apart, fused, &x, recipes[r]);
         qr_quantized_free(apart);
         qr_quantized_free(fused);
         qr_module_free(m0);
@@ -432,21 +427,7 @@ Test(intgraph, pools_run_channels_last)
     cr_assert_eq(count_attr(nhwc->ig->g, "QrlConvKernel", "nhwc"), 2);
     qr_quantized_free(dflt);
     qr_module_free(m2);
-    qr_tensor one = x;
-    one.dims[0] = 1;
-    const qr_tensor *inputs[2] = {&x, &one};
-    for (int in = 0; in < 2; in++) {
-        qr_tensor want = {0};
-        run_threads(apart, inputs[in], 1, &want);
-        for (int t = 1; t <= 2; t++) {
-            qr_tensor got = {0};
-            run_threads(nhwc, inputs[in], t, &got);
-            cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)), "batch %lld, %d threads: outputs differ",
-                      (long long)inputs[in]->dims[0], t);
-            qr_tensor_free(&got);
-        }
-        qr_tensor_free(&want);
-    }
+    assert_same_outputs(apart, nhwc, &x, "pools.onnx");
     qr_quantized_free(apart);
     qr_quantized_free(nhwc);
     qr_module_free(m0);
