@@ -145,12 +145,13 @@ static void asm_dot(gen *g, gcc_jit_block *b, gcc_jit_lvalue *acc, gcc_jit_rvalu
 }
 
 /* Groups [g0, g0 + cnt) of one tap for nv vectors: activations at p[r] + idx + 4 (g - g0), weights at
- * wbase + (g - g0) * N16 * 4 + jb * 4 + 64 v (wbase already at jb). */
-static void emit_groups(gen *g, gcc_jit_block *b, int nv, int64_t cnt, gcc_jit_rvalue *idx, gcc_jit_rvalue *wbase)
+ * wbase + (g - g0) * step + 64 v (wbase at the strip's group g0; step: the strip's bytes per group). */
+static void emit_groups(gen *g, gcc_jit_block *b, int nv, int64_t step, int64_t cnt, gcc_jit_rvalue *idx,
+                        gcc_jit_rvalue *wbase)
 {
     for (int64_t q = 0; q < cnt; q++) {
         for (int v = 0; v < nv; v++)
-            asm_load(g, b, g->y[v], wbase, q * g->n16 * 4 + 64 * v, NULL);
+            asm_load(g, b, g->y[v], wbase, q * step + 64 * v, NULL);
         for (int r = 0; r < g->rows; r++) {
             asm_bcast(g, b, g->x[r], rv(g->p[r]), idx, 4 * q);
             for (int v = 0; v < nv; v++)
@@ -159,8 +160,9 @@ static void emit_groups(gen *g, gcc_jit_block *b, int nv, int64_t cnt, gcc_jit_r
     }
 }
 
-/* The tile of nv vectors at (i0, jb), from block b to block done. */
-static void emit_tile(gen *g, gcc_jit_block *b, int nv, gcc_jit_block *done)
+/* The tile of nv vectors at (i0, jb), from block b to block done; jb is the first column of a strip
+ * of the panels (igemm.h qr_iconv_col) whose k groups are step bytes apart. */
+static void emit_tile(gen *g, gcc_jit_block *b, int nv, int64_t step, gcc_jit_block *done)
 {
     gcc_jit_context *c = g->c;
     /* the last vector's lanes: min(j1 - (jb + 16 (nv - 1)), 16) of them */
@@ -181,8 +183,9 @@ static void emit_tile(gen *g, gcc_jit_block *b, int nv, gcc_jit_block *done)
     for (int r = 0; r < g->rows; r++)
         for (int v = 0; v < nv; v++)
             asm_load(g, b, g->acc[r][v], init, 64 * v, v == nv - 1 ? rv(g->mask) : NULL);
-    /* w_t at jb: the packed rows of tap 0 */
-    gcc_jit_block_add_assignment(b, NULL, g->wt, addr(g, prm(g, P_W), bin(g, GCC_JIT_BINARY_OP_MULT, rv(g->jb), lng(g, 4))));
+    /* w_t at jb: its strip's rows of tap 0 */
+    gcc_jit_block_add_assignment(b, NULL, g->wt,
+                                 addr(g, prm(g, P_W), bin(g, GCC_JIT_BINARY_OP_MULT, rv(g->jb), lng(g, g->taps * g->k4))));
     gcc_jit_block_add_assignment(b, NULL, g->t, lng(g, 0));
     gcc_jit_block *tap = block(g);
     gcc_jit_block_end_with_jump(b, NULL, tap);
@@ -191,23 +194,23 @@ static void emit_tile(gen *g, gcc_jit_block *b, int nv, gcc_jit_block *done)
         gcc_jit_block_add_assignment(b, NULL, g->p[r], rv(gcc_jit_context_new_array_access(c, NULL, rv(g->arow[r]), rv(g->t))));
     int64_t groups = g->groups;
     if (groups <= UNROLL_ALL) {
-        emit_groups(g, b, nv, groups, NULL, rv(g->wt));
+        emit_groups(g, b, nv, step, groups, NULL, rv(g->wt));
     } else {
         int64_t iters = groups / UNROLL, rest = groups % UNROLL;
         gcc_jit_block_add_assignment(b, NULL, g->kk, lng(g, 0));
         gcc_jit_block_add_assignment(b, NULL, g->wk, rv(g->wt));
         gcc_jit_block *body = block(g), *after = block(g);
         gcc_jit_block_end_with_jump(b, NULL, body);
-        emit_groups(g, body, nv, UNROLL, rv(g->kk), rv(g->wk));
+        emit_groups(g, body, nv, step, UNROLL, rv(g->kk), rv(g->wk));
         gcc_jit_block_add_assignment_op(body, NULL, g->kk, GCC_JIT_BINARY_OP_PLUS, lng(g, 4 * UNROLL));
-        gcc_jit_block_add_assignment(body, NULL, g->wk, addr(g, rv(g->wk), lng(g, UNROLL * g->n16 * 4)));
+        gcc_jit_block_add_assignment(body, NULL, g->wk, addr(g, rv(g->wk), lng(g, UNROLL * step)));
         gcc_jit_block_end_with_conditional(body, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(g->kk), lng(g, 4 * UNROLL * iters)),
                                            body, after);
         b = after;
         if (rest)
-            emit_groups(g, b, nv, rest, rv(g->kk), rv(g->wk));
+            emit_groups(g, b, nv, step, rest, rv(g->kk), rv(g->wk));
     }
-    gcc_jit_block_add_assignment(b, NULL, g->wt, addr(g, rv(g->wt), lng(g, groups * g->n16 * 4)));
+    gcc_jit_block_add_assignment(b, NULL, g->wt, addr(g, rv(g->wt), lng(g, groups * step)));
     gcc_jit_block_add_assignment_op(b, NULL, g->t, GCC_JIT_BINARY_OP_PLUS, lng(g, 1));
     gcc_jit_block *store = block(g);
     gcc_jit_block_end_with_conditional(b, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(g->t), lng(g, g->taps)), tap, store);
@@ -228,6 +231,24 @@ static void emit_tile(gen *g, gcc_jit_block *b, int nv, gcc_jit_block *done)
     gcc_jit_block_end_with_jump(b, NULL, advance);
     gcc_jit_block_add_assignment_op(advance, NULL, g->jb, GCC_JIT_BINARY_OP_PLUS, lng(g, 16 * nv));
     gcc_jit_block_end_with_jump(advance, NULL, done);
+}
+
+/* From block pick: the widest tile of at most top vectors the columns left fill (more than
+ * 16 (nv - 1) of them take nv vectors), over a strip of step bytes per k group. */
+static void emit_picks(gen *g, gcc_jit_block *pick, int top, int64_t step, gcc_jit_block *done)
+{
+    gcc_jit_rvalue *cols_left = bin(g, GCC_JIT_BINARY_OP_MINUS, prm(g, P_J1), rv(g->jb));
+    for (int nv = top; nv >= 1; nv--) {
+        gcc_jit_block *tile = block(g);
+        if (nv == 1) {
+            gcc_jit_block_end_with_jump(pick, NULL, tile);
+        } else {
+            gcc_jit_block *other = block(g);
+            gcc_jit_block_end_with_conditional(pick, NULL, cmp(g, GCC_JIT_COMPARISON_GT, cols_left, lng(g, 16 * (nv - 1))), tile, other);
+            pick = other;
+        }
+        emit_tile(g, tile, nv, step, done);
+    }
 }
 
 void qc_iconv_jit_tile(int64_t taps, int64_t k4, int64_t n, int *rows, int *vecs)
@@ -311,18 +332,16 @@ static void build(gen *g)
     gcc_jit_block_add_assignment(set, NULL, g->jb, prm(g, P_J0));
     gcc_jit_block_end_with_jump(set, NULL, cols);
     gcc_jit_block_end_with_conditional(cols, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(g->jb), prm(g, P_J1)), pick, next_rows);
-    /* the widest tile the columns left fill: more than 16 (nv - 1) of them take nv vectors */
-    gcc_jit_rvalue *cols_left = bin(g, GCC_JIT_BINARY_OP_MINUS, prm(g, P_J1), rv(g->jb));
-    for (int nv = g->vecs; nv >= 1; nv--) {
-        gcc_jit_block *tile = block(g);
-        if (nv == 1) {
-            gcc_jit_block_end_with_jump(pick, NULL, tile);
-        } else {
-            gcc_jit_block *other = block(g);
-            gcc_jit_block_end_with_conditional(pick, NULL, cmp(g, GCC_JIT_COMPARISON_GT, cols_left, lng(g, 16 * (nv - 1))), tile, other);
-            pick = other;
-        }
-        emit_tile(g, tile, nv, cols);
+    /* strips of 64 columns, the last one narrower when n16 is not a multiple of 64 */
+    int64_t full = g->n16 / 64, last = g->n16 % 64;
+    if (full && last) {
+        gcc_jit_block *in_full = block(g), *in_last = block(g);
+        gcc_jit_rvalue *end = bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->jb), lng(g, 64));
+        gcc_jit_block_end_with_conditional(pick, NULL, cmp(g, GCC_JIT_COMPARISON_LE, end, lng(g, g->n16)), in_full, in_last);
+        emit_picks(g, in_full, MAX_VECS, 64 * 4, cols);
+        emit_picks(g, in_last, (int)(last / 16), last * 4, cols);
+    } else {
+        emit_picks(g, pick, full ? MAX_VECS : (int)(last / 16), full ? 64 * 4 : last * 4, cols);
     }
     gcc_jit_block_add_assignment_op(next_rows, NULL, g->i0, GCC_JIT_BINARY_OP_PLUS, lng(g, g->rows));
     gcc_jit_block_end_with_jump(next_rows, NULL, rows);

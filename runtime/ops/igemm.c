@@ -37,14 +37,15 @@ void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t 
 void qr_iconv_u8s8_ref(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m, const int8_t *w,
                        const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n)
 {
-    int64_t n16 = qr_igemm_n16(n);
+    int64_t n16 = qr_igemm_n16(n), step;
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = j0; j < j1 && j < n; j++) {
             uint32_t s = (uint32_t)init[j];
+            const int8_t *wj = qr_iconv_col(w, taps * k4, n16, j, &step);
             for (int64_t t = 0; t < taps; t++)
                 for (int64_t k = 0; k < k4; k++) {
                     int64_t q = t * k4 + k;
-                    s += (uint32_t)((int32_t)a[i * taps + t][k] * (int32_t)w[((q >> 2) * n16 + j) * 4 + (q & 3)]);
+                    s += (uint32_t)((int32_t)a[i * taps + t][k] * (int32_t)wj[(q >> 2) * step + (q & 3)]);
                 }
             c[i * c_rs + j] = (int32_t)s;
         }
@@ -55,11 +56,12 @@ void qr_iconv_u8s8_ref(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_
 static void iconv_u8s8_portable(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
                                 const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n)
 {
-    int64_t n16 = qr_igemm_n16(n), step = n16 * 4;
+    int64_t n16 = qr_igemm_n16(n), step;
     if (j1 > n)
         j1 = n;
     for (int64_t j = j0; j < j1; j += 16) {
         int cols = j1 - j < 16 ? (int)(j1 - j) : 16;
+        const int8_t *wj = qr_iconv_col(w, taps * k4, n16, j, &step);
         for (int64_t i = 0; i < m; i += 4) {
             int rows = m - i < 4 ? (int)(m - i) : 4;
             uint32_t s[4][16] = {{0}};
@@ -67,7 +69,7 @@ static void iconv_u8s8_portable(int32_t *c, int64_t c_rs, const uint8_t *const *
                 for (int v = 0; v < cols; v++)
                     s[r][v] = (uint32_t)init[j + v];
             for (int64_t t = 0; t < taps; t++) {
-                const int8_t *wt = w + t * (k4 / 4) * step + j * 4;
+                const int8_t *wt = wj + t * (k4 / 4) * step;
                 for (int r = 0; r < rows; r++) {
                     const uint8_t *ar = a[(i + r) * taps + t];
                     for (int64_t q = 0; q < k4 / 4; q++) {
@@ -90,23 +92,25 @@ static void iconv_u8s8_portable(int32_t *c, int64_t c_rs, const uint8_t *const *
 void qr_iconv_pack_w(int8_t *dst, const int8_t *w, int64_t taps, int64_t cin, int64_t k4, int64_t n,
                      int64_t w_tap_stride, int64_t w_c_stride, int64_t w_n_stride)
 {
-    int64_t n16 = qr_igemm_n16(n);
-    for (int64_t t = 0; t < taps; t++)
-        for (int64_t k = 0; k < k4; k++) {
-            int64_t q = t * k4 + k;
-            int8_t *d = dst + (q >> 2) * n16 * 4 + (q & 3);
-            for (int64_t j = 0; j < n16; j++)
-                d[j * 4] = k < cin && j < n ? w[t * w_tap_stride + k * w_c_stride + j * w_n_stride] : 0;
-        }
+    int64_t n16 = qr_igemm_n16(n), step;
+    for (int64_t j = 0; j < n16; j++) {
+        int8_t *d = (int8_t *)qr_iconv_col(dst, taps * k4, n16, j, &step);
+        for (int64_t t = 0; t < taps; t++)
+            for (int64_t k = 0; k < k4; k++) {
+                int64_t q = t * k4 + k;
+                d[(q >> 2) * step + (q & 3)] = k < cin && j < n ? w[t * w_tap_stride + k * w_c_stride + j * w_n_stride] : 0;
+            }
+    }
 }
 
 void qr_iconv_colsums(int32_t *s, const int8_t *w, int64_t taps, int64_t k4, int64_t n)
 {
-    int64_t n16 = qr_igemm_n16(n);
+    int64_t n16 = qr_igemm_n16(n), step;
     for (int64_t j = 0; j < n; j++) {
         uint32_t sum = 0;
+        const int8_t *wj = qr_iconv_col(w, taps * k4, n16, j, &step);
         for (int64_t q = 0; q < taps * k4; q++)
-            sum += (uint32_t)(int32_t)w[((q >> 2) * n16 + j) * 4 + (q & 3)];
+            sum += (uint32_t)(int32_t)wj[(q >> 2) * step + (q & 3)];
         s[j] = (int32_t)sum;
     }
 }

@@ -106,14 +106,14 @@ static inline int tile_rows(int64_t m, int64_t i)
 
 /* The tile at row i over columns [j, j1). */
 TARGET static void tile_at(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
-                           const int8_t *w, const int32_t *init, int64_t kq, int64_t step, int64_t i, int64_t j,
+                           const int8_t *w, const int32_t *init, int64_t kq, int64_t n16, int64_t i, int64_t j,
                            int64_t j1)
 {
-    int64_t cols = j1 - j;
+    int64_t cols = j1 - j, step;
     int nv = cols >= 64 ? 4 : (int)((cols + 15) / 16); /* only vectors with a column to store */
     int rows = tile_rows(m, i);
-    tiles[rows == 6 ? 3 : rows - 1][nv - 1](c + i * c_rs + j, c_rs, a + i * taps, taps, w + j * 4, init + j, kq, step,
-                                            cols);
+    const int8_t *wj = qr_iconv_col(w, taps * kq * 4, n16, j, &step);
+    tiles[rows == 6 ? 3 : rows - 1][nv - 1](c + i * c_rs + j, c_rs, a + i * taps, taps, wj, init + j, kq, step, cols);
 }
 
 /* When all the columns' weights fit in L1 (a 1x1 convolution's, say), rows outer: each row
@@ -125,16 +125,16 @@ TARGET void qr_iconv_u8s8_6x64_avx512vnni(int32_t *c, int64_t c_rs, const uint8_
                                           int64_t m, const int8_t *w, const int32_t *init, int64_t k4, int64_t j0,
                                           int64_t j1, int64_t n)
 {
-    int64_t step = qr_igemm_n16(n) * 4, kq = k4 / 4;
+    int64_t n16 = qr_igemm_n16(n), kq = k4 / 4;
     if (j1 > n)
         j1 = n;
-    if (taps * kq * step <= 32 * 1024) {
+    if (taps * kq * n16 * 4 <= 32 * 1024) {
         for (int64_t i = 0; i < m; i += tile_rows(m, i))
             for (int64_t j = j0; j < j1; j += 64)
-                tile_at(c, c_rs, a, taps, m, w, init, kq, step, i, j, j1);
+                tile_at(c, c_rs, a, taps, m, w, init, kq, n16, i, j, j1);
     } else {
         for (int64_t j = j0; j < j1; j += 64)
             for (int64_t i = 0; i < m; i += tile_rows(m, i))
-                tile_at(c, c_rs, a, taps, m, w, init, kq, step, i, j, j1);
+                tile_at(c, c_rs, a, taps, m, w, init, kq, n16, i, j, j1);
     }
 }

@@ -88,13 +88,13 @@ TARGET void qr_iconv_u8s8_4x16_avxvnni(int32_t *c, int64_t c_rs, const uint8_t *
                                        const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1,
                                        int64_t n)
 {
-    int64_t step = qr_igemm_n16(n) * 4, kq = k4 / 4;
+    int64_t n16 = qr_igemm_n16(n), step, kq = k4 / 4;
     if (j1 > n)
         j1 = n;
     for (int64_t j = j0; j < j1; j += 16) {
         int64_t cols = j1 - j;
         int nv = cols > 8 ? 2 : 1;
-        const int8_t *wj = w + j * 4;
+        const int8_t *wj = qr_iconv_col(w, taps * k4, n16, j, &step);
         int64_t i = 0;
         for (; i + 4 <= m; i += 4)
             tiles[2][nv - 1](c + i * c_rs + j, c_rs, a + i * taps, taps, wj, init + j, kq, step, cols);

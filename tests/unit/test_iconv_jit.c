@@ -26,14 +26,16 @@ static int has_vnni(void)
 static void naive(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m, const int8_t *w,
                   const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n)
 {
-    int64_t n16 = (n + 15) / 16 * 16;
+    /* the panels as igemm.h lays them out: strips of 64 columns (the last one narrower), each
+     * strip's rows of all k groups after one another */
+    int64_t n16 = (n + 15) / 16 * 16, kk = taps * k4;
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = j0; j < j1; j++) {
-            int64_t s = init[j];
+            int64_t s = init[j], s0 = j / 64 * 64, width = n16 - s0 < 64 ? n16 - s0 : 64;
             for (int64_t t = 0; t < taps; t++)
                 for (int64_t k = 0; k < k4; k++) {
                     int64_t q = t * k4 + k;
-                    s += (int64_t)a[i * taps + t][k] * w[((q / 4) * n16 + j) * 4 + q % 4];
+                    s += (int64_t)a[i * taps + t][k] * w[s0 * kk + (q / 4) * width * 4 + (j - s0) * 4 + q % 4];
                 }
             c[i * c_rs + j] = (int32_t)(uint32_t)(uint64_t)s;
         }
@@ -139,13 +141,13 @@ static void column_ranges(problem *p, qr_iconv_fn fn)
     check(p, fn, 0, n);
     check(p, fn, 0, 0 < n - 1 ? n - 1 : n);
     check(p, fn, 0, 1);
-    if (n > 16) {
-        check(p, fn, 16, n);
-        check(p, fn, 16, 17);
+    if (n > 64) {
+        check(p, fn, 64, n);
+        check(p, fn, 64, 65);
     }
     if (n > 48)
-        check(p, fn, 32, n - 5);
-    check(p, fn, 16 * ((n - 1) / 16), n); /* the last block alone */
+        check(p, fn, 0, n - 5);
+    check(p, fn, 64 * ((n - 1) / 64), n); /* the last strip alone */
     check(p, fn, 0, 0);                  /* nothing */
 }
 

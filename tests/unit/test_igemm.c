@@ -389,11 +389,12 @@ Test(igemm, iconv_kernels_match_a_naive_loop_on_ragged_shapes)
     /* every row count through the 6-row tiles and the 3, 2, 1 of the ragged end */
     for (int64_t m = 0; m <= 19; m++)
         check_iconv_shape(m, 3, 8, 70, 0, 70, 70, 0, &seed);
-    /* column ranges as threads split them (j0 a multiple of 16, one empty), c_rs past n; the
-     * 1x1 shapes whose weights fit L1 (the AVX-512 kernel's rows-outer order) too */
-    const int64_t ranges[][4] = {{200, 16, 200, 203}, {200, 0, 64, 200}, {200, 64, 130, 256}, {65, 48, 65, 65},
-                                 {17, 16, 17, 17},    {130, 112, 129, 131}, {64, 32, 48, 64},
-                                 {64, 32, 32, 64} /* empty */};
+    /* column ranges as threads would split them (j0 a multiple of 64, a strip's first column; one
+     * empty), c_rs past n; the 1x1 shapes whose weights fit L1 (the AVX-512 kernel's rows-outer
+     * order) too; n16 200 -> 208: strips of 64, 64, 64 and 16 */
+    const int64_t ranges[][4] = {{200, 64, 200, 203}, {200, 0, 64, 200}, {200, 64, 130, 256}, {65, 64, 65, 65},
+                                 {17, 0, 17, 17},     {130, 128, 129, 131}, {64, 0, 48, 64},   {200, 128, 150, 200},
+                                 {64, 64, 64, 64} /* empty */};
     for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++)
         for (int64_t m = 1; m <= 8; m += 7)
             for (int64_t t = 1; t <= 9; t += 8)
@@ -450,6 +451,38 @@ Test(igemm, iconv_pack_and_colsums)
     for (int o = 0; o < M; o++) {
         /* sum over c < 5, t < 4 of o*40 + c*4 + t - 60 = 20 * (o*40 - 60) + 4 * 4 * 10 + 5 * 6 */
         int32_t want = 20 * (o * 40 - 60) + 160 + 30;
+        cr_assert_eq(s[o], want, "column %d: %d vs %d", o, s[o], want);
+    }
+}
+
+/* Strips: 70 columns (n16 80) are a strip of 64 columns and one of 16, each strip's k groups after
+ * one another; the byte of each (k, column), hand-placed as igemm.h describes the layout. */
+Test(igemm, iconv_pack_in_strips_of_64_columns)
+{
+    enum { M = 70, C = 6, TAPS = 2, K4 = 8, K = TAPS * K4, N16 = 80 };
+    static int8_t w[M][C][TAPS], p[K * N16];
+    for (int o = 0; o < M; o++)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < TAPS; t++)
+                w[o][c][t] = (int8_t)(o - c * 7 + t * 50);
+    memset(p, 0x55, sizeof p);
+    qr_iconv_pack_w(p, &w[0][0][0], TAPS, C, K4, M, 1, TAPS, C * TAPS);
+    for (int t = 0; t < TAPS; t++)
+        for (int k = 0; k < K4; k++)
+            for (int j = 0; j < N16; j++) {
+                int q = t * K4 + k;
+                /* strip 0: columns 0..63, 64 * 4 bytes per k group; strip 1 after its K groups */
+                int at = j < 64 ? (q / 4) * 256 + j * 4 + q % 4 : 64 * K + (q / 4) * 64 + (j - 64) * 4 + q % 4;
+                int8_t want = k < C && j < M ? w[j][k][t] : 0;
+                cr_assert_eq(p[at], want, "tap %d k %d column %d", t, k, j);
+            }
+    int32_t s[M];
+    qr_iconv_colsums(s, p, TAPS, K4, M);
+    for (int o = 0; o < M; o++) {
+        int32_t want = 0;
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < TAPS; t++)
+                want += w[o][c][t];
         cr_assert_eq(s[o], want, "column %d: %d vs %d", o, s[o], want);
     }
 }
