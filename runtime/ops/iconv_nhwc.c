@@ -61,6 +61,8 @@ typedef struct nhwc_job {
     const int32_t *wk; /* depthwise: taps x C, w - w_zero */
     const int32_t *init;
     const uint8_t *zrow; /* k4 bytes of xz: what padding positions read */
+    const int64_t *tap_off; /* dense: each tap's byte offset from its window's first position */
+    int64_t oy0, oy1, ox0, ox1; /* dense: the output pixels whose windows lie inside the image */
     int gather;          /* few input channels: each pixel's window copied into one row (gather_rows) */
     int x_nchw;          /* gather: x is N x C x H x W */
     size_t at_rows;      /* gather: the block's rows in the slot */
@@ -91,20 +93,54 @@ static int64_t block_rows(int64_t m, int64_t pixels, int64_t images, int threads
     return pixels < r ? pixels : r;
 }
 
+/* Output positions o in [lo, hi) whose windows o * s - pb + [0, span] lie in [0, big) (span:
+ * (kernel - 1) * dilation), of small positions. */
+static void interior(int64_t pb, int64_t s, int64_t span, int64_t big, int64_t small, int64_t *lo, int64_t *hi)
+{
+    int64_t l = (pb + s - 1) / s, top = big - 1 - span + pb;
+    int64_t h = top < 0 ? 0 : top / s + 1;
+    *lo = l < small ? l : small;
+    *hi = h < small ? h : small;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
+/* The taps' offsets within a window and the interior pixels, for window_rows. */
+static void window_setup(nhwc_job *j, int64_t *tap_off)
+{
+    const qr_conv_geom *g = j->g;
+    for (int64_t ky = 0; ky < g->kernel[0]; ky++)
+        for (int64_t kx = 0; kx < g->kernel[1]; kx++)
+            tap_off[ky * g->kernel[1] + kx] = (ky * g->dilation[0] * g->big[1] + kx * g->dilation[1]) * j->cs;
+    j->tap_off = tap_off;
+    interior(g->pad_begin[0], g->stride[0], (g->kernel[0] - 1) * g->dilation[0], g->big[0], g->small[0], &j->oy0, &j->oy1);
+    interior(g->pad_begin[1], g->stride[1], (g->kernel[1] - 1) * g->dilation[1], g->big[1], g->small[1], &j->ox0, &j->ox1);
+}
+
 /* The row pointers of output pixels [r0, r0 + rows) of the batch (its images' pixels one after
- * another: a block may span images), taps each (ky, kx row-major). */
+ * another: a block may span images), taps each (ky, kx row-major). A window inside the image is
+ * its first position plus the taps' offsets; only border windows check each position (a small
+ * layer's rows cost as much to point as to multiply when every position was checked). */
 static void window_rows(const nhwc_job *j, int64_t r0, int64_t rows, const uint8_t **a)
 {
     const qr_conv_geom *g = j->g;
-    const int64_t H = g->big[0], W = g->big[1], OW = g->small[1], P = g->small_n;
+    const int64_t H = g->big[0], W = g->big[1], OW = g->small[1], P = g->small_n, taps = j->taps;
     int64_t n = r0 / P, oy = r0 % P / OW, ox = r0 % P % OW;
     for (int64_t i = 0; i < rows; i++) {
         const uint8_t *img = j->x + n * H * W * j->cs;
-        for (int64_t ky = 0; ky < g->kernel[0]; ky++) {
-            int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
-            for (int64_t kx = 0; kx < g->kernel[1]; kx++) {
-                int64_t ix = ox * g->stride[1] - g->pad_begin[1] + kx * g->dilation[1];
-                *a++ = iy >= 0 && iy < H && ix >= 0 && ix < W ? img + (iy * W + ix) * j->cs : j->zrow;
+        if (oy >= j->oy0 && oy < j->oy1 && ox >= j->ox0 && ox < j->ox1) {
+            const uint8_t *first =
+                img + ((oy * g->stride[0] - g->pad_begin[0]) * W + ox * g->stride[1] - g->pad_begin[1]) * j->cs;
+            for (int64_t t = 0; t < taps; t++)
+                a[t] = first + j->tap_off[t];
+            a += taps;
+        } else {
+            for (int64_t ky = 0; ky < g->kernel[0]; ky++) {
+                int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+                for (int64_t kx = 0; kx < g->kernel[1]; kx++) {
+                    int64_t ix = ox * g->stride[1] - g->pad_begin[1] + kx * g->dilation[1];
+                    *a++ = iy >= 0 && iy < H && ix >= 0 && ix < W ? img + (iy * W + ix) * j->cs : j->zrow;
+                }
             }
         }
         if (++ox == OW && (ox = 0, ++oy == g->small[0])) {
@@ -431,14 +467,18 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     int slots = qr_pool_threads(k->pool);
     slot_layout(&j, rows, depthwise);
     uint8_t *zrow = depthwise ? NULL : qr_kwork(k, 1, j.k4 + 64, 1, "NHWC convolution's padding row");
-    j.work = (depthwise || zrow) && (depthwise || j.x) ? qr_kwork(k, slots, (int64_t)j.slot_bytes, 1,
-                                                                 "NHWC convolution's blocks") : NULL;
+    int64_t *tap_off = depthwise ? NULL : qr_kwork(k, 1, j.taps, sizeof(int64_t), "NHWC convolution's tap offsets");
+    j.work = (depthwise || (zrow && tap_off)) && (depthwise || j.x)
+                 ? qr_kwork(k, slots, (int64_t)j.slot_bytes, 1, "NHWC convolution's blocks")
+                 : NULL;
     if (!j.work) {
         qr_kcache_done(k, packed);
         return QR_ERR;
     }
     if (zrow)
         memset(zrow, (uint8_t)j.xz, (size_t)j.k4);
+    if (tap_off)
+        window_setup(&j, tap_off);
     j.zrow = zrow;
     int64_t blocks = depthwise ? nimg * j.blocks_per_image : j.mb > 0 ? (j.total + j.mb - 1) / j.mb : 0;
     qr_parallel_for_slots(k->pool, blocks, 1, depthwise ? depthwise_blocks : dense_blocks, &j);
