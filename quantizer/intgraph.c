@@ -360,21 +360,28 @@ static qr_status lookup_run(qr_kctx *k)
     return QR_OK;
 }
 
+/* The tile kernel assigns every element of every block (compiler/elementwise.c); a second stage is a
+ * kernel proven pointwise, which may still leave elements unwritten. */
+static int kconv_writes_all(const qr_kctx *k)
+{
+    return qr_attr_i(k->node, "then_call", -1) < 0;
+}
+
 static qr_status maxpool_nhwc_run(qr_kctx *k) { return qr_pool_run_nhwc(k, 1); }
 static qr_status avgpool_nhwc_run(qr_kctx *k) { return qr_pool_run_nhwc(k, 0); }
 
 const qr_op_def qr_ops_intgraph[] = {
     {"QrlKernel", "qrl", 0, 128, 1, 1, "call:i to:i acc:i kernel:s shape_from:ints shape:ints", kcall_infer, kcall_run, 0},
-    {"QrlLookup", "qrl", 2, 2, 1, 1, "", lookup_infer, lookup_run, 0},
+    {"QrlLookup", "qrl", 2, 2, 1, 1, "", lookup_infer, lookup_run, 0, .writes_all = qr_op_writes_all},
     {"QrlConvKernel", "qrl", 2, 128, 1, 1,
      "call:i to:i conv_inputs:i nhwc:i x_nchw:i then_call:i then_first:i auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints",
-     kconv_infer, kconv_run, 0, NULL, kconv_macs},
+     kconv_infer, kconv_run, 0, NULL, kconv_macs, kconv_writes_all},
     {"QrlMaxPoolNhwc", "qrl", 1, 1, 1, 1,
      "auto_pad:s ceil_mode:i dilations:ints kernel_shape:ints pads:ints storage_order:i strides:ints",
-     qr_pool_infer_nhwc, maxpool_nhwc_run, 0},
+     qr_pool_infer_nhwc, maxpool_nhwc_run, 0, .writes_all = qr_op_writes_all},
     {"QrlAveragePoolNhwc", "qrl", 1, 1, 1, 1,
      "auto_pad:s ceil_mode:i count_include_pad:i dilations:ints kernel_shape:ints pads:ints strides:ints",
-     qr_pool_infer_nhwc, avgpool_nhwc_run, 0},
+     qr_pool_infer_nhwc, avgpool_nhwc_run, 0, .writes_all = qr_op_writes_all},
     {0},
 };
 

@@ -64,7 +64,15 @@ typedef struct qr_op_def {
     /* The multiply-accumulates one run does, for ops qr_op_macs does not know (a driver's fused
      * convolution); NULL: qr_op_macs's cost model by op name. */
     double (*macs)(const qr_kctx *k);
+    /* Whether a successful run of this node writes every element of every output, so the
+     * executor need not zero them first (qr_op_writes_all for ops that always do); NULL: no.
+     * QRL_POISON=1 fills such outputs with 0xA5 bytes instead, for tests to catch an element
+     * left unwritten. */
+    int (*writes_all)(const qr_kctx *k);
 } qr_op_def;
+
+/* Always 1: a qr_op_def.writes_all for ops whose every run writes all of their outputs. */
+int qr_op_writes_all(const qr_kctx *k);
 
 /* Checks a node's inputs against its op's `ins`: presence only (graph load,
  * before types are known), or presence, types and ranks (before infer). */

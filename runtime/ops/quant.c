@@ -1754,8 +1754,8 @@ static qr_status qlconv_run(qr_kctx *k)
 #define CONV_ATTRS "auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints"
 
 const qr_op_def qr_ops_quant[] = {
-    {"QuantizeLinear", "", 2, 3, 1, 1, "axis:i block_size:i output_dtype:i saturate:i", quantize_infer, quantize_run, 0, .ins = "x y_scale y_zero_point?"},
-    {"DequantizeLinear", "", 2, 3, 1, 1, "axis:i block_size:i output_dtype:i", dequantize_infer, dequantize_run, 0, .ins = "x x_scale x_zero_point?"},
+    {"QuantizeLinear", "", 2, 3, 1, 1, "axis:i block_size:i output_dtype:i saturate:i", quantize_infer, quantize_run, 0, .ins = "x y_scale y_zero_point?", .writes_all = qr_op_writes_all},
+    {"DequantizeLinear", "", 2, 3, 1, 1, "axis:i block_size:i output_dtype:i", dequantize_infer, dequantize_run, 0, .ins = "x x_scale x_zero_point?", .writes_all = qr_op_writes_all},
     {"DynamicQuantizeLinear", "", 1, 1, 1, 3, "", dynquant_infer, dynquant_run, 0, .ins = "x:f"},
     {"MatMulInteger", "", 2, 4, 1, 1, "", matmulint_infer, matmulint_run, 0, .ins = "A:q1+ B:q1+ a_zero_point?:q b_zero_point?:q"},
     {"QLinearMatMul", "", 8, 8, 1, 1, "", qlmatmul_infer, qlmatmul_run, 0, .ins = "a:q1+ a_scale:f a_zero_point:q b:q1+ b_scale:f b_zero_point:q y_scale:f y_zero_point:q"},

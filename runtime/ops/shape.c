@@ -1006,7 +1006,7 @@ static qr_status range_run(qr_kctx *k)
 const qr_op_def qr_ops_shape[] = {
     {"Flatten", "", 1, 1, 1, 1, "axis:i", flatten_infer, copy_whole, 0},
     {"Reshape", "", 1, 2, 1, 1, "allowzero:i shape:ints", reshape_infer, copy_whole, 0, .ins = "data shape:x1"},
-    {"Transpose", "", 1, 1, 1, 1, "perm:ints", transpose_infer, transpose_run, 0},
+    {"Transpose", "", 1, 1, 1, 1, "perm:ints", transpose_infer, transpose_run, 0, .writes_all = qr_op_writes_all},
     {"Concat", "", 1, 4096, 1, 1, "axis:i", concat_infer, concat_run, 0, .ins = "inputs..."},
     {"Split", "", 1, 2, 1, MAX_SPLITS, "axis:i split:ints num_outputs:i", split_infer, split_run, 0, .ins = "input split?:x1"},
     {"Slice", "", 1, 5, 1, 1, "starts:ints ends:ints axes:ints", slice_infer, slice_run, 0, .ins = "data starts:x1 ends:x1 axes?:x1 steps?:x1"},
