@@ -282,6 +282,30 @@ static qr_status dequantize_infer(qr_kctx *k)
     return QR_OK;
 }
 
+/* 8-bit x to f32 y, one scale and zero point per run of inner elements (per tensor or per
+ * axis): the same float arithmetic as the generic loop, in loops the compiler vectorizes (the
+ * generic one read each element through a type switch: 2 ns each, 6% of a mixed MobileNetV2). */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+dequantize_8bit_f32(const qr_tensor *x, const qlayout *L, const double *sc, const int64_t *zv, float *y)
+{
+    for (int64_t o = 0; o < L->outer; o++)
+        for (int64_t a = 0; a < L->axis_len; a++) {
+            int64_t e = (o * L->axis_len + a) * L->inner, p = q_index(L, o, a, 0);
+            float s = (float)sc[p];
+            int32_t z = (int32_t)zv[p];
+            float *yo = y + e;
+            if (x->dtype == QR_U8) {
+                const uint8_t *xi = (const uint8_t *)x->data + e;
+                for (int64_t i = 0; i < L->inner; i++)
+                    yo[i] = (float)((int32_t)xi[i] - z) * s;
+            } else {
+                const int8_t *xi = (const int8_t *)x->data + e;
+                for (int64_t i = 0; i < L->inner; i++)
+                    yo[i] = (float)((int32_t)xi[i] - z) * s;
+            }
+        }
+}
+
 static qr_status dequantize_run(qr_kctx *k)
 {
     const qr_tensor *x = k->in[0], *scale = k->in[1], *zp = k->n_in > 2 ? k->in[2] : NULL;
@@ -295,6 +319,12 @@ static qr_status dequantize_run(qr_kctx *k)
      * reference do for float32 scales; float64 scales multiply in double. */
     int in_double = scale->dtype == QR_F64;
     float *yf = y->dtype == QR_F32 ? y->data : NULL;
+    if (yf && !in_double && L.mode != LAYOUT_BLOCKED && (x->dtype == QR_U8 || x->dtype == QR_I8)) {
+        dequantize_8bit_f32(x, &L, sc, zv, yf);
+        free(sc);
+        free(zv);
+        return QR_OK;
+    }
     for (int64_t o = 0; o < L.outer; o++)
         for (int64_t a = 0; a < L.axis_len; a++) {
             int64_t e = (o * L.axis_len + a) * L.inner;
