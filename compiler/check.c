@@ -151,6 +151,7 @@ static const char *const builtin_fns[] = {
     "min", "max", "abs", "clamp", "select", "floor", "ceil", "trunc", "round_even", "round_away", "round_up",
     "sqrt", "exp", "log", "log2", "tanh", "erf", "pow", "isnan", "isinf", "len", "qparams", "const", "rank",
     "dim", "present", "value", "attr", "attr_ints", "broadcast_index",
+    "ew.bits", "ew.from_bits", /* the channels-last epilogue's tables: no user can write these names */
 };
 
 int chk_in_affine_rule(const ctx *c)
@@ -178,7 +179,8 @@ static const char *suggest(ctx *c, const char *name)
         if (c->u->items[i]->kind != QC_SYM_AFFINE && chk_item_visible(c, c->u->items[i]))
             cands[n++] = c->u->items[i]->name;
     for (size_t i = 0; i < sizeof builtin_fns / sizeof builtin_fns[0] && n < 512; i++)
-        cands[n++] = builtin_fns[i];
+        if (!strchr(builtin_fns[i], '.')) /* the compiler's own: not to suggest */
+            cands[n++] = builtin_fns[i];
     for (size_t i = 0; i < sizeof builtin_consts / sizeof builtin_consts[0] && n < 512; i++)
         cands[n++] = builtin_consts[i].name;
     return ql_suggest(name, cands, n);

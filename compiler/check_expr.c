@@ -645,9 +645,38 @@ static const qc_type *call_predicate(ctx *c, ql_node *n, const char *f, const qc
                                                                      : &qc_i64);
 }
 
+/* The channels-last epilogue's tables (compiler/elementwise.c), which user code cannot name:
+ * ew.bits(v), a scalar's bits as i64; ew.from_bits(bits, v), those bits read back as v's type
+ * (v is only typed, never run). */
+static const qc_type *call_bits(ctx *c, ql_node *n, const char *f)
+{
+    char a[64];
+    int from = !strcmp(f, "ew.from_bits");
+    if (!chk_expect_args(c, n, f, from ? 2 : 1, from ? 2 : 1))
+        return set_type(n, &qc_error);
+    if (from)
+        chk_convert(c, n->kids[0], chk_expr(c, n->kids[0], &qc_i64), &qc_i64, "the bits");
+    ql_node *v = n->kids[from];
+    const qc_type *t = chk_expr(c, v, NULL);
+    if (t->k == QC_INTLIT || t->k == QC_FLOATLIT) {
+        t = qc_default(t);
+        chk_settle(c, v, t);
+    }
+    if (t->k != QC_ERROR && !qc_is_scalar(t) && from) /* ew.bits of the same let said so */
+        return set_type(n, &qc_error);
+    if (t->k != QC_ERROR && !qc_is_scalar(t)) {
+        chk_err(c, v, "a channel let of an element-wise epilogue is a number or a bool, not %s: the runtime keeps "
+                      "one value of it per channel", TN(t, a));
+        return set_type(n, &qc_error);
+    }
+    return set_type(n, from ? t : &qc_i64);
+}
+
 /* min, max, abs, rounding, math, len, qparams, and the pattern predicates. */
 static const qc_type *builtin_call(ctx *c, ql_node *n, const char *f, const qc_type *want)
 {
+    if (!strcmp(f, "ew.bits") || !strcmp(f, "ew.from_bits"))
+        return call_bits(c, n, f);
     if (!strcmp(f, "min") || !strcmp(f, "max") || !strcmp(f, "clamp"))
         return call_min_max(c, n, f, want);
     if (!strcmp(f, "select"))

@@ -25,12 +25,26 @@ typedef struct ew {
 #define N_K "ew.k"
 #define N_I "ew.i"
 #define N_R "ew.r"
+#define N_FILL "ew.fill"
+#define N_TAB "ew.tab" /* + the channel let's number: ew.tab0, ew.tab1, ... */
+#define N_BITS "ew.bits"
+#define N_FROM_BITS "ew.from_bits"
 
 static const char *const tile_params[QC_TILE_EXTRA_PARAMS] = {"c0", "rows", "cols", "acc_rs", "y_off", "y_rs"};
 
 static ql_node *node(ew *e, ql_kind k)
 {
     return ql_node_new(e->ar, k, e->sp);
+}
+
+/* "ew.tab<i>": the table of channel let i in the channels-last kernel */
+static const char *tab_name(ew *e, int i)
+{
+    char buf[32];
+    int n = snprintf(buf, sizeof buf, "%s%d", N_TAB, i);
+    char *s = ql_alloc(e->ar, (size_t)n + 1);
+    memcpy(s, buf, (size_t)n + 1);
+    return s;
 }
 
 static ql_node *name(ew *e, const char *s)
@@ -204,6 +218,59 @@ static void tile(ew *e, const ql_node *st, ql_node *body)
     element(e, st, kb, at, to);
 }
 
+/* The channel lets of st, in order (the channel block holds only lets: the grammar says so). */
+static int channel_lets(const ql_node *st)
+{
+    return st->c ? st->c->nkids : 0;
+}
+
+/* The channels-last kernel's body after the layer's lets (see elementwise.h):
+ *   if ew.fill != 0 { for ew.k in 0 .. cols { let c = c0 + ew.k; channel...
+ *                       ew.tab<i>[ew.k] = ew.bits(<let i>) } }
+ *   for ew.r in 0 .. rows { for ew.k in 0 .. cols { let c = c0 + ew.k
+ *     let <let i> = ew.from_bits(ew.tab<i>[ew.k], <let i's value>)   (typed as the value; not evaluated)
+ *     let a = acc[ew.r * acc_rs + ew.k]; y[y_off + ew.r * y_rs + ew.k] = value } } */
+static void channels_last(ew *e, const ql_node *st, ql_node *body)
+{
+    const char *c = st->kids[1]->name;
+    int nl = channel_lets(st);
+    ql_node *iff = node(e, QL_IF), *fb, *kb;
+    iff->a = bin(e, QL_TOK_NE, name(e, N_FILL), num(e, 0));
+    iff->b = node(e, QL_BLOCK);
+    ql_node_add(e->ar, body, iff);
+    ql_node_add(e->ar, iff->b, loop(e, N_K, num(e, 0), name(e, "cols"), &fb));
+    ql_node_add(e->ar, fb, let(e, c, bin(e, QL_TOK_PLUS, name(e, "c0"), name(e, N_K)), 0));
+    for (int i = 0; i < nl; i++)
+        ql_node_add(e->ar, fb, qc_clone(e->ar, st->c->kids[i]));
+    for (int i = 0; i < nl; i++) {
+        const ql_node *l = st->c->kids[i];
+        ql_node *bits = node(e, QL_CALL), *v = name(e, l->name);
+        bits->a = name(e, N_BITS);
+        v->span = l->b->span; /* a let that is no scalar is reported at its value */
+        ql_node_add(e->ar, bits, v);
+        ql_node_add(e->ar, fb, assign(e, QL_TOK_ASSIGN, index1(e, tab_name(e, i), name(e, N_K)), bits));
+    }
+    ql_node *rb;
+    ql_node_add(e->ar, body, loop(e, N_R, num(e, 0), name(e, "rows"), &rb));
+    ql_node_add(e->ar, rb, loop(e, N_K, num(e, 0), name(e, "cols"), &kb));
+    ql_node_add(e->ar, kb, let(e, c, bin(e, QL_TOK_PLUS, name(e, "c0"), name(e, N_K)), 0));
+    for (int i = 0; i < nl; i++) {
+        const ql_node *l = st->c->kids[i];
+        ql_node *from = node(e, QL_CALL);
+        from->a = name(e, N_FROM_BITS);
+        ql_node_add(e->ar, from, index1(e, tab_name(e, i), name(e, N_K)));
+        ql_node_add(e->ar, from, qc_clone(e->ar, l->b));
+        ql_node *nl_let = let(e, l->name, from, 0);
+        nl_let->a = l->a ? qc_clone(e->ar, l->a) : NULL; /* a declared type stays */
+        nl_let->name_span = l->name_span;
+        ql_node_add(e->ar, kb, nl_let);
+    }
+    ql_node *at = bin(e, QL_TOK_PLUS, bin(e, QL_TOK_STAR, name(e, N_R), name(e, "acc_rs")), name(e, N_K));
+    ql_node *to = bin(e, QL_TOK_PLUS, name(e, "y_off"),
+                      bin(e, QL_TOK_PLUS, bin(e, QL_TOK_STAR, name(e, N_R), name(e, "y_rs")), name(e, N_K)));
+    element(e, st, kb, at, to);
+}
+
 /* ---------------------------------------------------------------- checks */
 
 static const ql_node *param(const ql_node *kernel, const char *n)
@@ -304,26 +371,43 @@ static int check_form(const ql_node *kernel, int at, ql_diags *d)
 
 /* ----------------------------------------------------------------- lower */
 
-/* k.tile: k's parameters and lets, the six of the block, and the tile walk. */
-static ql_node *tile_kernel(ew *e, const ql_node *kernel, const ql_node *st)
+static void add_param(ew *e, ql_node *params, const char *n, ql_node *type)
+{
+    ql_node *p = node(e, QL_PARAM);
+    p->name = n;
+    p->name_span = e->sp;
+    p->a = type;
+    ql_node_add(e->ar, params, p);
+}
+
+/* k.tile (nhwc 0): k's parameters and lets, the six of the block, and the tile walk; k.nhwc
+ * (nhwc 1): the same six, ew.fill and one table per channel let, and the channels-last walk. */
+static ql_node *tile_kernel(ew *e, const ql_node *kernel, const ql_node *st, int nhwc)
 {
     ql_node *t = qc_clone(e->ar, kernel);
-    size_t nl = strlen(kernel->name) + sizeof ".tile";
+    const char *suffix = nhwc ? ".nhwc" : ".tile";
+    size_t nl = strlen(kernel->name) + strlen(suffix) + 1;
     char *nm = ql_alloc(e->ar, nl);
-    snprintf(nm, nl, "%s.tile", kernel->name);
+    snprintf(nm, nl, "%s%s", kernel->name, suffix);
     t->name = nm;
-    for (int i = 0; i < QC_TILE_EXTRA_PARAMS; i++) {
-        ql_node *p = node(e, QL_PARAM);
-        p->name = tile_params[i];
-        p->name_span = e->sp;
-        p->a = i64_type(e);
-        ql_node_add(e->ar, t->a, p);
+    for (int i = 0; i < QC_TILE_EXTRA_PARAMS; i++)
+        add_param(e, t->a, tile_params[i], i64_type(e));
+    if (nhwc) {
+        add_param(e, t->a, N_FILL, i64_type(e));
+        for (int i = 0; i < channel_lets(st); i++) {
+            ql_node *tt = node(e, QL_TYPE_TENSOR);
+            tt->a = i64_type(e);
+            add_param(e, t->a, tab_name(e, i), tt);
+        }
     }
     t->a->span = kernel->a->span;
     ql_node *body = node(e, QL_BLOCK);
     for (int i = 0; i + 1 < kernel->c->nkids; i++)
         ql_node_add(e->ar, body, qc_clone(e->ar, kernel->c->kids[i]));
-    tile(e, st, body);
+    if (nhwc)
+        channels_last(e, st, body);
+    else
+        tile(e, st, body);
     body->span = kernel->c->span;
     t->c = body;
     t->kids = NULL; /* its one kid: the axis, for the runtime (compiler/jit_items.c set_tile_axis) */
@@ -389,7 +473,7 @@ static int lower_items(ql_node *module, ql_arena *ar, ql_diags *d)
                 k->c->kids[at] = ql_node_new(ar, QL_BLOCK, st->span); /* checked as nothing */
             } else {
                 ew e = {ar, st->span};
-                ql_node *t = tile_kernel(&e, k, st);
+                ql_node *t = tile_kernel(&e, k, st, 0), *cl = tile_kernel(&e, k, st, 1);
                 ql_node *body = ql_node_new(ar, QL_BLOCK, k->c->span);
                 for (int s = 0; s < at; s++)
                     ql_node_add(ar, body, k->c->kids[s]);
@@ -397,6 +481,7 @@ static int lower_items(ql_node *module, ql_arena *ar, ql_diags *d)
                 body->span = k->c->span;
                 k->c = body;
                 ql_node_add(ar, module, t);
+                ql_node_add(ar, module, cl);
             }
         }
         errs += misplaced(k, d);

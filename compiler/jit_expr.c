@@ -481,6 +481,25 @@ static gcc_jit_rvalue *builtin_call(fgen *f, const ql_node *n, const char *name)
     const qc_type *t = jit_ty(n);
     gcc_jit_type *jt = jit_type_of(j, t);
     ql_node *const *k = n->kids;
+    if (!strcmp(name, "ew.bits")) { /* a scalar's bits, widened to i64 (compiler/elementwise.c) */
+        const qc_type *vt = jit_ty(k[0]);
+        gcc_jit_rvalue *v = jit_now(f, jit_cast(j, jit_expr(f, k[0]), jit_type_of(j, vt)));
+        if (vt->k == QC_F32)
+            return jit_cast(j, gcc_jit_context_new_bitcast(j->c, NULL, v, j->t_u32), j->t_i64);
+        if (vt->k == QC_F64)
+            return gcc_jit_context_new_bitcast(j->c, NULL, v, j->t_i64);
+        return jit_cast(j, v, j->t_i64);
+    }
+    if (!strcmp(name, "ew.from_bits")) { /* those bits as the second argument's type, which is not run */
+        gcc_jit_rvalue *b = jit_now(f, jit_cast(j, jit_expr(f, k[0]), j->t_i64));
+        if (t->k == QC_F32)
+            return gcc_jit_context_new_bitcast(j->c, NULL, jit_cast(j, b, j->t_u32), j->t_f32);
+        if (t->k == QC_F64)
+            return gcc_jit_context_new_bitcast(j->c, NULL, b, j->t_f64);
+        if (t->k == QC_BOOL)
+            return jit_cmp(j, GCC_JIT_COMPARISON_NE, b, jit_lng(j, j->t_i64, 0));
+        return jit_cast(j, b, jt);
+    }
     if (!strcmp(name, "min") || !strcmp(name, "max") || !strcmp(name, "clamp")) {
         gcc_jit_rvalue *a = jit_now(f, jit_cast(j, jit_expr(f, k[0]), jt)), *b = jit_now(f, jit_cast(j, jit_expr(f, k[1]), jt));
         int is_max = !strcmp(name, "max");

@@ -111,6 +111,13 @@ static int affine_in(fgen *f, const ql_node *loop, const ql_node *e, gcc_jit_rva
     return -1;
 }
 
+/* ew.from_bits(bits, v) (compiler/elementwise.c): v is only typed, never run. */
+static int typed_only(const ql_node *call, int arg)
+{
+    return call->kind == QL_CALL && arg == 1 && call->a->kind == QL_NAME && !call->a->sym &&
+           !strcmp(call->a->name, "ew.from_bits");
+}
+
 /* The one-dimensional element accesses of body into invariant arrays and tensors. */
 static void index_nodes(const ql_node *loop, const ql_node *n, const ql_node **out, int *nout, int cap)
 {
@@ -123,7 +130,8 @@ static void index_nodes(const ql_node *loop, const ql_node *n, const ql_node **o
     for (int i = 0; i < 4; i++)
         index_nodes(loop, sub[i], out, nout, cap);
     for (int i = 0; i < n->nkids; i++)
-        index_nodes(loop, n->kids[i], out, nout, cap);
+        if (!typed_only(n, i))
+            index_nodes(loop, n->kids[i], out, nout, cap);
 }
 
 static gcc_jit_rvalue *and_rv(jit *j, gcc_jit_rvalue *a, gcc_jit_rvalue *b)
@@ -234,7 +242,7 @@ static void loop_copy(fgen *f, const ql_node *n, gcc_jit_rvalue *hi, int fast)
 
 static const char *const pure_builtins[] = {"min", "max", "abs", "clamp", "select", "floor", "ceil", "trunc",
                                             "round_even", "round_away", "round_up", "sqrt", "exp", "log", "log2",
-                                            "tanh", "erf", "pow", "isnan", "isinf", "len"};
+                                            "tanh", "erf", "pow", "isnan", "isinf", "len", "ew.bits", "ew.from_bits"};
 
 typedef struct overlap_scan {
     const ql_node *body;
@@ -278,7 +286,8 @@ static void overlap_expr(overlap_scan *o, const ql_node *e)
     overlap_expr(o, e->c);
     overlap_expr(o, e->d);
     for (int i = 0; i < e->nkids; i++)
-        overlap_expr(o, e->kids[i]);
+        if (!typed_only(e, i))
+            overlap_expr(o, e->kids[i]);
 }
 
 static void overlap_stmts(overlap_scan *o, const ql_node *loop, const ql_node *b);

@@ -19,10 +19,13 @@ static void walk(const qc_unit *u, const ql_node *n, unsigned char *mark);
 static void mark_tile(const qc_unit *u, const qc_sym *k, unsigned char *mark)
 {
     char name[512];
-    int i = qr_tile_name(k->name, name, sizeof name) == 0 ? qc_names_find(&u->item_names, u->items, name) : -1;
-    if (i >= 0 && !mark[i]) {
-        mark[i] = 1;
-        walk(u, u->items[i]->decl, mark);
+    for (int v = 0; v < 2; v++) { /* k.tile, k.nhwc */
+        int named = v ? qr_nhwc_name(k->name, name, sizeof name) : qr_tile_name(k->name, name, sizeof name);
+        int i = named == 0 ? qc_names_find(&u->item_names, u->items, name) : -1;
+        if (i >= 0 && !mark[i]) {
+            mark[i] = 1;
+            walk(u, u->items[i]->decl, mark);
+        }
     }
 }
 

@@ -35,6 +35,8 @@ typedef struct qi_arg {
 struct qr_intcall {
     const qr_fn_desc *k;
     const qr_fn_desc *tile; /* k's tile kernel when the call runs fused to its convolution */
+    const qr_fn_desc *nhwc; /* and its channels-last form (NULL: none), with this many tables */
+    int tables;
     const char *pattern;
     qi_arg *args;
     int nargs;
@@ -205,14 +207,20 @@ typedef struct stage_run {
     qrl_tview views[64];
 } stage_run;
 
-/* A run's arguments of the tile kernel but the accumulator's and the block's six. */
+/* The most channel lets a channels-last tile kernel may keep tables of; more run turned blocks. */
+#define QI_MAX_TABLES 16
+
+/* A run's arguments of the tile kernel but the accumulator's and the block's six; for the
+ * channels-last one (rows), its fill flag and tables too. */
 typedef struct tile_run {
     const qr_intcall *c;
-    const qr_fn_desc *tile;
+    const qr_fn_desc *tile, *rows;
     int acc_arg, y_arg;
     void *args[QRL_MAX_PARAMS + QR_TILE_NPARAMS];
     qrl_tview views[64];
     const stage_run *stage;
+    int64_t fill;
+    qrl_tview tables[QI_MAX_TABLES];
 } tile_run;
 
 static qr_status call_status(qrl_rt *rt, const qr_fn_desc *k, const char *pattern, qr_error *e)
@@ -248,10 +256,10 @@ static qr_status stage_rows(const qr_acc_epilogue *ep, const void *y_rows, int64
     return call_status(&rt, s->c->k, s->c->pattern, e);
 }
 
-static qr_status tile_block(const qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e)
+/* A block through the tile kernel (rows 0) or the channels-last one (rows 1). */
+static qr_status run_tile(const tile_run *t, int rows, const qr_acc_block *b, qr_error *e)
 {
-    const tile_run *t = ep->user;
-    void *args[QRL_MAX_PARAMS + QR_TILE_NPARAMS];
+    void *args[QRL_MAX_PARAMS + QR_TILE_NPARAMS + 1 + QI_MAX_TABLES];
     int np = t->c->nargs;
     memcpy(args, t->args, sizeof *args * (size_t)np);
     int64_t span = b->rows > 0 ? (b->rows - 1) * b->acc_rs + b->cols : 0;
@@ -267,10 +275,49 @@ static qr_status tile_block(const qr_acc_epilogue *ep, const qr_acc_block *b, qr
                                       [QR_TILE_ACC_RS] = b->acc_rs, [QR_TILE_Y_OFF] = b->y_off, [QR_TILE_Y_RS] = b->y_rs};
     for (int i = 0; i < QR_TILE_NPARAMS; i++)
         args[np + i] = &extra[i];
+    const qr_fn_desc *fn = rows ? t->rows : t->tile;
+    if (rows) {
+        args[np + QR_TILE_NPARAMS] = (void *)&t->fill;
+        for (int i = 0; i < t->c->tables; i++)
+            args[np + QR_TILE_NPARAMS + 1 + i] = (void *)&t->tables[i];
+    }
     qrl_rt rt;
     qr_rt_init(&rt);
-    t->tile->call(&rt, args);
-    return call_status(&rt, t->tile, t->c->pattern, e);
+    fn->call(&rt, args);
+    return call_status(&rt, fn, t->c->pattern, e);
+}
+
+static qr_status tile_block(const qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e)
+{
+    return run_tile(ep->user, 0, b, e);
+}
+
+static qr_status rows_block(const qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e)
+{
+    return run_tile(ep->user, 1, b, e);
+}
+
+/* The channels-last epilogue of an NHWC convolution: its per-channel values for all m output
+ * channels computed once, into tables from the node's workspace, before any block runs.
+ * QRL_EPILOGUE=turn keeps the blocks turned for the tile kernel (the tests' second path). */
+static qr_status bind_rows(qr_kctx *k, tile_run *t, qr_acc_epilogue *ep)
+{
+    const char *env = getenv("QRL_EPILOGUE");
+    if (!t->c->nhwc || t->c->tables > QI_MAX_TABLES || (env && !strcmp(env, "turn")))
+        return QR_OK;
+    int64_t m = k->out[0]->dims[3];
+    int64_t *tab = qr_kwork(k, t->c->tables > 0 ? t->c->tables : 1, m, sizeof(int64_t), "epilogue's channel tables");
+    if (!tab)
+        return QR_ERR;
+    for (int i = 0; i < t->c->tables; i++)
+        t->tables[i] = (qrl_tview){tab + i * m, m, 1, {m}};
+    t->rows = t->c->nhwc;
+    t->fill = 1;
+    qr_acc_block fill = {NULL, 0, 0, m, 0, 0, 0, NULL};
+    qr_status st = run_tile(t, 1, &fill, k->err);
+    t->fill = 0;
+    ep->run_rows = rows_block;
+    return st;
 }
 
 /* The second stage's arguments (fuse_stages: attributes then_call, then_first). */
@@ -299,7 +346,7 @@ static qr_status kconv_run(qr_kctx *k)
     int64_t ci = qr_attr_i(k->node, "call", -1), nconv = qr_attr_i(k->node, "conv_inputs", 2);
     if (!ig || ci < 0 || ci >= ig->ncalls || !ig->calls[ci].tile)
         return QR_KERR(k, "QrlConvKernel runs only in the integer graph of a quantized model");
-    tile_run t = {&ig->calls[ci], ig->calls[ci].tile, -1, -1, {0}, {{0}}};
+    tile_run t = {.c = &ig->calls[ci], .tile = ig->calls[ci].tile, .acc_arg = -1, .y_arg = -1};
     const qr_intcall *c = t.c;
     /* the kernel's inputs after the convolution's; the accumulator is each block's */
     if (bind_args(k, c, (int)nconv - 1, t.views, t.args, &t.acc_arg) != QR_OK)
@@ -310,10 +357,12 @@ static qr_status kconv_run(qr_kctx *k)
         if (c->args[i].kind == ARG_OUTPUT)
             t.y_arg = i;
     int wconst = qr_kinput_const(k, 1) && (!conv_in(k, 2) || qr_kinput_const(k, 2));
-    qr_acc_epilogue ep = {tile_block, &t, NULL, 0};
+    qr_acc_epilogue ep = {tile_block, &t, NULL, 0, NULL};
     stage_run stage = {0};
     t.stage = &stage;
     if (bind_stage(k, ig, &stage, &ep) != QR_OK)
+        return QR_ERR;
+    if (qr_attr_i(k->node, "nhwc", 0) && bind_rows(k, &t, &ep) != QR_OK)
         return QR_ERR;
     if (qr_attr_i(k->node, "nhwc", 0))
         return qr_convint_run_nhwc(k, k->in[0], conv_in(k, 2), k->in[1], conv_in(k, 3), wconst, &ep);
@@ -1406,6 +1455,7 @@ static void fuse(builder *b, qr_node *conv, qr_node *n, qr_intcall *c, const qr_
         if (c->args[i].kind == ARG_TENSOR && c->args[i].input == 0)
             c->args[i].input = -1; /* the accumulator: the blocks the convolution hands over */
     c->tile = tile;
+    c->nhwc = qr_module_nhwc(b->q->m, c->k, &c->tables);
     n->dead = conv->dead = 1;
 }
 

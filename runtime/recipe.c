@@ -927,11 +927,22 @@ const qr_fn_desc *qr_module_fn_typed(const qrl_module *m, const char *name, qr_p
     return d;
 }
 
-int qr_tile_name(const char *kernel, char *buf, size_t n)
+/* kernel's base name, ".", variant, then its type arguments */
+static int variant_name(const char *kernel, const char *variant, char *buf, size_t n)
 {
     size_t base = strcspn(kernel, "<");
-    int len = snprintf(buf, n, "%.*s.tile%s", (int)base, kernel, kernel + base);
+    int len = snprintf(buf, n, "%.*s.%s%s", (int)base, kernel, variant, kernel + base);
     return len < 0 || (size_t)len >= n ? -1 : 0;
+}
+
+int qr_tile_name(const char *kernel, char *buf, size_t n)
+{
+    return variant_name(kernel, "tile", buf, n);
+}
+
+int qr_nhwc_name(const char *kernel, char *buf, size_t n)
+{
+    return variant_name(kernel, "nhwc", buf, n);
 }
 
 const qr_fn_desc *qr_module_tile(const qrl_module *m, const qr_fn_desc *k)
@@ -942,6 +953,27 @@ const qr_fn_desc *qr_module_tile(const qrl_module *m, const qr_fn_desc *k)
     const qr_fn_desc *t = qr_module_fn(m, name);
     /* the kernel's parameters and the tile's six */
     return t && t->is_kernel && t->nparams == k->nparams + QR_TILE_NPARAMS ? t : NULL;
+}
+
+const qr_fn_desc *qr_module_nhwc(const qrl_module *m, const qr_fn_desc *k, int *tables)
+{
+    char name[512];
+    if (!k->is_kernel || qr_nhwc_name(k->name, name, sizeof name) != 0)
+        return NULL;
+    const qr_fn_desc *t = qr_module_fn(m, name);
+    int extra = t && t->is_kernel ? t->nparams - k->nparams - QR_TILE_NPARAMS - 1 : -1;
+    if (extra < 0)
+        return NULL;
+    /* the kernel's parameters, the tile's six, the fill flag (i64), then the tables */
+    if (t->params[k->nparams + QR_TILE_NPARAMS].kind != QR_PARAM_SCALAR)
+        return NULL;
+    for (int i = 0; i < extra; i++) {
+        const qr_param_desc *p = &t->params[k->nparams + QR_TILE_NPARAMS + 1 + i];
+        if (p->kind != QR_PARAM_TENSOR || p->elem != QR_I64)
+            return NULL;
+    }
+    *tables = extra;
+    return t;
 }
 
 int qr_module_kernel_pointwise(const qrl_module *m, const char *name)

@@ -439,6 +439,12 @@ const qr_fn_desc *qr_module_fn(const qrl_module *m, const char *name);
  * then QR_TILE_C0 .. QR_TILE_Y_RS, each an i64; NULL when k has no element-wise form. */
 const qr_fn_desc *qr_module_tile(const qrl_module *m, const qr_fn_desc *k);
 
+/* The channels-last tile kernel of kernel k (compiler/elementwise.h), NULL when k has none: k's
+ * parameters, QR_TILE_C0 .. QR_TILE_Y_RS (rows are now positions and columns channels), ew.fill
+ * (an i64: 1 fills the tables for channels c0 .. c0 + cols, 0 reads them), then *tables
+ * tensor<i64> tables, one per channel let, indexed by a block's column. */
+const qr_fn_desc *qr_module_nhwc(const qrl_module *m, const qr_fn_desc *k, int *tables);
+
 /* Whether m has a kernel named name ("qadd<u8>" for an instance) that the compiler proved
  * pointwise (qr_fn_desc.is_pointwise): 0 for a fn, a missing kernel or one not proven. The
  * runtime may run it on tensors in any layout only when all its tensor operands have one shape. */
@@ -447,6 +453,8 @@ enum { QR_TILE_C0, QR_TILE_ROWS, QR_TILE_COLS, QR_TILE_ACC_RS, QR_TILE_Y_OFF, QR
 /* A tile kernel's name: "k.tile" for kernel k, "k.tile<u8>" for its instance "k<u8>"; 0, or -1
  * when it does not fit in n bytes. */
 int qr_tile_name(const char *kernel, char *buf, size_t n);
+/* The same for the channels-last one: "k.nhwc", "k.nhwc<u8>". */
+int qr_nhwc_name(const char *kernel, char *buf, size_t n);
 /* Whether d returns result and takes these n parameters: their kinds and element types (names are
  * not compared). */
 int qr_fn_type_is(const qr_fn_desc *d, qr_param_desc result, int n, const qr_param_desc *params);

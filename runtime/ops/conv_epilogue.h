@@ -30,6 +30,10 @@ typedef struct qr_acc_epilogue {
      * node's output there (a residual Add after the convolution). */
     qr_status (*then)(const struct qr_acc_epilogue *ep, const void *y_rows, int64_t off, int64_t len, qr_error *e);
     size_t y_size;
+    /* Blocks with channels last (NHWC only; NULL: none, run gets them turned): element (r, k) is
+     * position r's channel c0 + k, the tile kernel's channels-last form (the recipe's per-channel
+     * values were computed once, into tables, before the convolution ran). */
+    qr_status (*run_rows)(const struct qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e);
 } qr_acc_epilogue;
 
 /* ConvInteger's checks and output shape, y of type t. x, x_zero, w, w_zero: ConvInteger's inputs

@@ -226,17 +226,26 @@ static void nhwc_failed(nhwc_job *j, const qr_error *e)
 /* The epilogue of output pixels [r0, r0 + rows) of the batch, their accumulator in acc. */
 static void block_epilogue(nhwc_job *j, uint8_t *slot, int32_t *acc, int64_t r0, int64_t rows)
 {
+    qr_error e;
+    int64_t off = r0 * j->m;
+    if (j->ep->run_rows) { /* channels last as they are: y straight into the output, or the block's rows */
+        uint8_t *ys = slot + j->at_y;
+        qr_acc_block b = {acc, j->m, rows, j->m, 0, j->ep->then ? 0 : off, j->m, j->ep->then ? ys : NULL};
+        if (j->ep->run_rows(j->ep, &b, &e) != QR_OK)
+            nhwc_failed(j, &e);
+        else if (j->ep->then && j->ep->then(j->ep, ys, off, rows * j->m, &e) != QR_OK)
+            nhwc_failed(j, &e);
+        return;
+    }
     int32_t *acct = (int32_t *)(void *)(slot + j->at_acct);
     uint8_t *ys = slot + j->at_y;
     int64_t cols = epilogue_cols(rows);
     turn_acc(acc, rows, j->m, acct, cols);
     qr_acc_block b = {acct, cols, j->m, cols, 0, 0, cols, ys};
-    qr_error e;
     if (j->ep->run(j->ep, &b, &e) != QR_OK) {
         nhwc_failed(j, &e);
         return;
     }
-    int64_t off = r0 * j->m;
     if (!j->ep->then) {
         turn_y(j, ys, cols, j->y + off * (int64_t)j->esize, rows);
         return;
@@ -393,7 +402,7 @@ static void slot_layout(nhwc_job *j, int64_t rows, int depthwise)
     j->at_rows = (ptrs + 63) / 64 * 64;
     j->at_acc = j->at_rows + (gathered + 63) / 64 * 64;
     j->at_acct = j->at_acc + (accb + 63) / 64 * 64;
-    j->at_y = j->at_acct + (accb + 63) / 64 * 64;
+    j->at_y = j->at_acct + (j->ep->run_rows ? 0 : (accb + 63) / 64 * 64); /* channels last: nothing turned */
     j->slot_bytes = j->at_y + (yb + 63) / 64 * 64;
 }
 

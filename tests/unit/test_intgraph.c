@@ -233,7 +233,8 @@ static void run_threads(const qr_quantized *q, const qr_tensor *x, int threads, 
 }
 
 /* got's integer graph gives want's outputs to the bit on the batch x and on its first image, on 1
- * and 2 threads (want's on 1); what names the case in a failure. */
+ * and 2 threads (want's on 1), its NHWC epilogues channels last (the default) and turned
+ * (QRL_EPILOGUE=turn); what names the case in a failure. */
 static void assert_same_outputs(const qr_quantized *want_q, const qr_quantized *got_q, const qr_tensor *x,
                                 const char *what)
 {
@@ -243,14 +244,19 @@ static void assert_same_outputs(const qr_quantized *want_q, const qr_quantized *
     for (int in = 0; in < 2; in++) {
         qr_tensor want = {0};
         run_threads(want_q, inputs[in], 1, &want);
-        for (int t = 1; t <= 2; t++) {
-            qr_tensor got = {0};
-            run_threads(got_q, inputs[in], t, &got);
-            cr_assert_eq(qr_tensor_nbytes(&got), qr_tensor_nbytes(&want), "%s", what);
-            cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)), "%s, batch %lld, %d threads: outputs differ",
-                      what, (long long)inputs[in]->dims[0], t);
-            qr_tensor_free(&got);
-        }
+        for (int t = 1; t <= 2; t++)
+            for (int turn = 0; turn < 2; turn++) {
+                qr_tensor got = {0};
+                if (turn)
+                    setenv("QRL_EPILOGUE", "turn", 1);
+                run_threads(got_q, inputs[in], t, &got);
+                unsetenv("QRL_EPILOGUE");
+                cr_assert_eq(qr_tensor_nbytes(&got), qr_tensor_nbytes(&want), "%s", what);
+                cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)),
+                          "%s, batch %lld, %d threads, epilogue %s: outputs differ", what,
+                          (long long)inputs[in]->dims[0], t, turn ? "turned" : "channels last");
+                qr_tensor_free(&got);
+            }
         qr_tensor_free(&want);
     }
 }
@@ -436,9 +442,11 @@ Test(intgraph, pools_run_channels_last)
     qr_tensor_free(&x);
 }
 
-/* A recipe's own element-wise epilogue (an accelerator that rounds half away from zero), its axis
- * a literal: its tile kernel says rows are channels of axis 1 (no parameter), the runtime fuses
- * it to every convolution (depthwise too), and the fused outputs are the separate kernels'. */
+/* A recipe's own element-wise epilogue (an accelerator that rounds half away from zero, odd
+ * channels one step up), its axis a literal: its tile kernel says rows are channels of axis 1 (no
+ * parameter), the runtime fuses it to every convolution (depthwise too), and the fused outputs are
+ * the separate kernels'. Fused, the convolutions run NHWC, so the channel lets (f32, i32, bool,
+ * f64 and i64) go through the channels-last kernel's tables. */
 Test(intgraph, recipe_epilogue_written_elementwise_is_fused)
 {
     char path[1024];
@@ -451,8 +459,11 @@ Test(intgraph, recipe_epilogue_written_elementwise_is_fused)
                  "    channel c {\n"
                  "      let m = x_scale * w_scale[c % len(w_scale)] / y_scale\n"
                  "      let bias = b[c % b.numel]\n"
+                 "      let odd = c % 2 == 1\n"
+                 "      let half = f64(m) / 2.0\n"
+                 "      let shift = i64(bias) - c\n"
                  "    }\n"
-                 "    sat<T>(round_away(f32(a + bias) * m) + f32(y_zero))\n"
+                 "    sat<T>(round_away(f32(i64(a) + shift + c) * f32(half * 2.0)) + f32(y_zero) + select(odd, 1.0, 0.0))\n"
                  "  }\n"
                  "}\n"
                  "pattern conv_away {\n"
@@ -468,28 +479,29 @@ Test(intgraph, recipe_epilogue_written_elementwise_is_fused)
                  "}\n",
                  path, sizeof path);
     qr_graph *g;
-    qr_tensor x = {0}, want = {0}, got = {0};
+    qr_tensor x = {0};
     load("depthwise.onnx", &g, NULL);
     load("zoo_test.npy", NULL, &x);
     qrl_module *m0, *m1;
     setenv("QRL_FUSE", "0", 1);
     qr_quantized *apart = quantize(g, path, &m0);
     unsetenv("QRL_FUSE");
+    setenv("QRL_NHWC", "all", 1);
     qr_quantized *fused = quantize(g, path, &m1);
+    unsetenv("QRL_NHWC");
     const qr_fn_desc *k = qr_module_fn(m1, "away<u8>"), *t = k ? qr_module_tile(m1, k) : NULL;
     cr_assert(t && t->is_tile && t->tile_axis_param == -1 && t->tile_axis == 1, "away.tile<u8>: rows of axis 1");
+    int tables = -1;
+    const qr_fn_desc *cl = k ? qr_module_nhwc(m1, k, &tables) : NULL;
+    cr_assert(cl && !strcmp(cl->name, "away.nhwc<u8>") && tables == 5, "away.nhwc<u8>: a table per channel let (%d)",
+              tables);
     cr_assert_eq(count_op(fused->ig->g, "QrlConvKernel"), 4, "the block's four convolutions run fused");
     for (int i = 0; i < fused->ig->g->n_nodes; i++) /* the recipe's pattern and kernel, not the stdlib's */
         if (!strcmp(fused->ig->g->nodes[i]->op, "QrlConvKernel"))
             cr_assert(!strncmp(fused->ig->g->nodes[i]->name, "conv_away_away_", 15), "%s", fused->ig->g->nodes[i]->name);
     cr_assert_eq(count_op(apart->ig->g, "QrlConvKernel"), 0);
-    run_threads(apart, &x, 1, &want);
-    for (int th = 1; th <= 2; th++) {
-        run_threads(fused, &x, th, &got);
-        cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)), "%d threads: fused outputs differ", th);
-        qr_tensor_free(&got);
-    }
-    qr_tensor_free(&want);
+    cr_assert_gt(count_op(fused->ig->g, "Transpose"), 0, "the fused block runs NHWC");
+    assert_same_outputs(apart, fused, &x, "away.qrl");
     qr_quantized_free(apart);
     qr_quantized_free(fused);
     qr_module_free(m0);
