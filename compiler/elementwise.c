@@ -218,17 +218,22 @@ static void tile(ew *e, const ql_node *st, ql_node *body)
     element(e, st, kb, at, to);
 }
 
-/* The channel lets of st, in order (the channel block holds only lets: the grammar says so). */
+/* The number of channel lets of st (the grammar allows only lets there), or -1 when the block
+ * is not whole lets (what a parse error left): no channels-last kernel then. */
 static int channel_lets(const ql_node *st)
 {
+    for (int i = 0; st->c && i < st->c->nkids; i++)
+        if (st->c->kids[i]->kind != QL_LET || !st->c->kids[i]->name || !st->c->kids[i]->b)
+            return -1;
     return st->c ? st->c->nkids : 0;
 }
 
-/* The channels-last kernel's body after the layer's lets (see elementwise.h):
+/* The channels-last kernel's body after the layer's lets (see elementwise.h); the tables are
+ * indexed by channel, so a block may start at any channel c0:
  *   if ew.fill != 0 { for ew.k in 0 .. cols { let c = c0 + ew.k; channel...
- *                       ew.tab<i>[ew.k] = ew.bits(<let i>) } }
+ *                       ew.tab<i>[c] = ew.bits(<let i>) } }
  *   for ew.r in 0 .. rows { for ew.k in 0 .. cols { let c = c0 + ew.k
- *     let <let i> = ew.from_bits(ew.tab<i>[ew.k], <let i's value>)   (typed as the value; not evaluated)
+ *     let <let i> = ew.from_bits(ew.tab<i>[c], <let i's value>)   (typed as the value; not evaluated)
  *     let a = acc[ew.r * acc_rs + ew.k]; y[y_off + ew.r * y_rs + ew.k] = value } } */
 static void channels_last(ew *e, const ql_node *st, ql_node *body)
 {
@@ -248,7 +253,7 @@ static void channels_last(ew *e, const ql_node *st, ql_node *body)
         bits->a = name(e, N_BITS);
         v->span = l->b->span; /* a let that is no scalar is reported at its value */
         ql_node_add(e->ar, bits, v);
-        ql_node_add(e->ar, fb, assign(e, QL_TOK_ASSIGN, index1(e, tab_name(e, i), name(e, N_K)), bits));
+        ql_node_add(e->ar, fb, assign(e, QL_TOK_ASSIGN, index1(e, tab_name(e, i), name(e, c)), bits));
     }
     ql_node *rb;
     ql_node_add(e->ar, body, loop(e, N_R, num(e, 0), name(e, "rows"), &rb));
@@ -258,7 +263,7 @@ static void channels_last(ew *e, const ql_node *st, ql_node *body)
         const ql_node *l = st->c->kids[i];
         ql_node *from = node(e, QL_CALL);
         from->a = name(e, N_FROM_BITS);
-        ql_node_add(e->ar, from, index1(e, tab_name(e, i), name(e, N_K)));
+        ql_node_add(e->ar, from, index1(e, tab_name(e, i), name(e, c)));
         ql_node_add(e->ar, from, qc_clone(e->ar, l->b));
         ql_node *nl_let = let(e, l->name, from, 0);
         nl_let->a = l->a ? qc_clone(e->ar, l->a) : NULL; /* a declared type stays */
@@ -473,7 +478,7 @@ static int lower_items(ql_node *module, ql_arena *ar, ql_diags *d)
                 k->c->kids[at] = ql_node_new(ar, QL_BLOCK, st->span); /* checked as nothing */
             } else {
                 ew e = {ar, st->span};
-                ql_node *t = tile_kernel(&e, k, st, 0), *cl = tile_kernel(&e, k, st, 1);
+                ql_node *t = tile_kernel(&e, k, st, 0), *cl = channel_lets(st) >= 0 ? tile_kernel(&e, k, st, 1) : NULL;
                 ql_node *body = ql_node_new(ar, QL_BLOCK, k->c->span);
                 for (int s = 0; s < at; s++)
                     ql_node_add(ar, body, k->c->kids[s]);
@@ -481,7 +486,8 @@ static int lower_items(ql_node *module, ql_arena *ar, ql_diags *d)
                 body->span = k->c->span;
                 k->c = body;
                 ql_node_add(ar, module, t);
-                ql_node_add(ar, module, cl);
+                if (cl)
+                    ql_node_add(ar, module, cl);
             }
         }
         errs += misplaced(k, d);

@@ -442,7 +442,7 @@ const qr_fn_desc *qr_module_tile(const qrl_module *m, const qr_fn_desc *k);
 /* The channels-last tile kernel of kernel k (compiler/elementwise.h), NULL when k has none: k's
  * parameters, QR_TILE_C0 .. QR_TILE_Y_RS (rows are now positions and columns channels), ew.fill
  * (an i64: 1 fills the tables for channels c0 .. c0 + cols, 0 reads them), then *tables
- * tensor<i64> tables, one per channel let, indexed by a block's column. */
+ * tensor<i64> tables, one per channel let, indexed by channel. */
 const qr_fn_desc *qr_module_nhwc(const qrl_module *m, const qr_fn_desc *k, int *tables);
 
 /* Whether m has a kernel named name ("qadd<u8>" for an instance) that the compiler proved
