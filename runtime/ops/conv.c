@@ -5,6 +5,7 @@
  * qr_conv_offsets. f32 computes in float, f64 in double, f16 through float. */
 #include "conv_geom.h"
 #include "sgemm.h"
+#include "window_f32.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -330,6 +331,18 @@ static const qr_sgemm_kernel *sgemm_for(qr_kctx *k, size_t elem, float **pk)
 static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
 {
     return pk ? pk + slot * qr_sgemm_work(sk) : NULL;
+}
+
+/* f32 depthwise planes [p0, p1) (plane p = n * C + c) with the AVX-512 window kernel. */
+static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1)
+{
+    const conv_job *cj = arg;
+    const float *x = cj->x, *w = cj->w, *b = cj->b;
+    const qr_conv_geom *g = cj->g;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t c = p % cj->ch;
+        qr_dw_plane_f32_avx512(g, x + p * g->big_n, w + c * g->kernel_n, b ? b + c : NULL, (float *)cj->y + p * g->small_n);
+    }
 }
 
 #define DEFINE_FLOAT_KERNELS(T, S)                                                                            \
@@ -790,6 +803,13 @@ static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
             direct &= g->stride[i] == 1 && g->pad_begin[i] == 0 && g->pad_end[i] == 0;                        \
         int dw_s1 = g->stride[0] == 1 && g->stride[1] == 1;                                                   \
         int dw_s2 = g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1;     \
+        if (sizeof(T) == sizeof(float) && g->r == 2 && group == ch && m == ch && (dw_s1 || dw_s2) &&          \
+            qr_window_avx512_fits(g) && qr_window_avx512()) {                                                 \
+            /* the same sums as dw_runs, read from the planes in place */                                    \
+            conv_job dj = {g, x, w, b, y, ch, m, group, cg, mg, ck, NULL, NULL};                              \
+            qr_parallel_for(k->pool, n_img * ch, 1, dw_planes_avx512, &dj);                                   \
+            return QR_OK;                                                                                     \
+        }                                                                                                     \
         if (g->r == 2 && group == ch && m == ch && (dw_s1 || dw_s2) && g->small_n > 0) {                      \
             /* depthwise at stride 1 over padded planes, at stride 2 over their phases */                     \
             int64_t hp = g->big[0] + g->pad_begin[0] + g->pad_end[0];                                         \
@@ -1450,6 +1470,20 @@ static void pool_counts(const qr_kctx *k, const qr_conv_geom *g, int64_t *offs, 
 POOL_AVG_INT(u8, uint8_t, 0, 255)
 POOL_AVG_INT(i8, int8_t, -128, 127)
 
+typedef struct pool_f32_job {
+    const qr_conv_geom *g;
+    const float *x;
+    float *y;
+} pool_f32_job;
+
+/* f32 MaxPool planes [p0, p1) with the AVX-512 window kernel. */
+static void pool_max_planes_avx512(void *arg, int64_t p0, int64_t p1)
+{
+    const pool_f32_job *j = arg;
+    for (int64_t p = p0; p < p1; p++)
+        qr_maxpool_plane_f32_avx512(j->g, j->x + p * j->g->big_n, j->y + p * j->g->small_n);
+}
+
 /* MaxPool of f32 or 8-bit data as it is (no index output): 8-bit images by planes across the
  * threads, each with its row buffer; the rest through an offsets table. */
 static qr_status pool_max_native(qr_kctx *k, const qr_conv_geom *g, const qr_tensor *x, qr_tensor *y)
@@ -1464,6 +1498,11 @@ static qr_status pool_max_native(qr_kctx *k, const qr_conv_geom *g, const qr_ten
             return QR_ERR;
         pool8_job pj = {g, x->data, y->data, tmp, len, x->dtype == QR_I8};
         qr_parallel_for_slots(k->pool, planes, 1, pool8_planes, &pj);
+        return QR_OK;
+    }
+    if (x->dtype == QR_F32 && qr_window_avx512_fits(g) && qr_window_avx512()) {
+        pool_f32_job pj = {g, x->data, y->data};
+        qr_parallel_for(k->pool, planes, 1, pool_max_planes_avx512, &pj);
         return QR_OK;
     }
     int64_t *o = qr_kwork(k, g->small_n, 1, sizeof(int64_t), "window offsets");

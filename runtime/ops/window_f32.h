@@ -1,0 +1,27 @@
+/* f32 sliding windows over one 2-D plane in NCHW (depthwise convolution, MaxPool) with AVX-512:
+ * 16 outputs of a row at a time, each window position one masked load (two and a permute at
+ * stride 2) of the input row in place, no padded copy of the plane. conv.c calls them when
+ * qr_window_avx512() says the CPU has AVX-512 and otherwise keeps its portable loops. */
+#ifndef QR_WINDOW_F32_H
+#define QR_WINDOW_F32_H
+
+#include "conv_geom.h"
+
+/* 1 when this CPU reports avx512f and QRL_WINDOW is not "portable" (tests compare both paths). */
+int qr_window_avx512(void);
+
+/* Whether the kernels below take g: 2-D, column stride 1 or 2 (any row stride and dilation). */
+int qr_window_avx512_fits(const qr_conv_geom *g);
+
+/* One plane of a depthwise convolution: y[oy][ox] = sum over window positions (ky, kx) in order,
+ * from 0, of w[ky * KW + kx] * x(...) with the padding's products (w * 0) included, each a
+ * multiply then an add (no FMA), then + *bias when bias is not NULL: the bits of conv.c's
+ * dw_runs. */
+void qr_dw_plane_f32_avx512(const qr_conv_geom *g, const float *x, const float *w, const float *bias, float *y);
+
+/* One plane of MaxPool: each output the first maximum of its window in window order (strict >:
+ * NaN never wins, -0 and +0 keep the earlier), -inf for a window of padding only: the bits of
+ * conv.c's pool_max_f32. */
+void qr_maxpool_plane_f32_avx512(const qr_conv_geom *g, const float *x, float *y);
+
+#endif
