@@ -9,6 +9,22 @@
 #include "status.h"
 #include "tensor.h"
 
+/* An activation a kernel applies to its output 0 as it stores it, in place of the Relu or Clip
+ * that alone read that output (the executor fuses them: qr_op_def.act). relu: v <= 0 ? +0 : v
+ * (NaN kept, -0 to +0), as Relu; else v < lo ? lo : v, then v > hi ? hi : v (NaN kept), as Clip. */
+typedef struct qr_act {
+    int relu;
+    float lo, hi;
+} qr_act;
+
+static inline float qr_act_apply(const qr_act *a, float v)
+{
+    if (a->relu)
+        return v <= 0 ? 0.0f : v;
+    v = v < a->lo ? a->lo : v;
+    return v > a->hi ? a->hi : v;
+}
+
 /* What an op function sees. in[i] is NULL for an optional input left out.
  * For infer, in[i]->data may be NULL (data unknown until run time): an infer
  * function that needs it returns QR_NEED_DATA. infer sets out[i]->dtype, ndim
@@ -25,6 +41,7 @@ typedef struct qr_kctx {
     size_t scratch_max; /* the memory budget (--max-memory) for one kernel's scratch; 0: unbounded */
     struct qr_kcache *cache; /* the node's buffer kept across runs (qr_kcache_get); NULL: none */
     struct qr_kwork_arena *work; /* the kernels' workspace (qr_kwork); qr_op_run provides one */
+    const qr_act *act; /* the activation of output 0 (only for ops whose def has act); NULL: none */
 } qr_kctx;
 
 /* A node's buffer that lives as long as its executor (which frees it). */
@@ -69,6 +86,8 @@ typedef struct qr_op_def {
      * QRL_POISON=1 fills such outputs with 0xA5 bytes instead, for tests to catch an element
      * left unwritten. */
     int (*writes_all)(const qr_kctx *k);
+    /* run applies k->act to output 0 when it is f32 (the executor may then fuse a Relu or Clip) */
+    int act;
 } qr_op_def;
 
 /* Always 1: a qr_op_def.writes_all for ops whose every run writes all of their outputs. */

@@ -3,22 +3,27 @@
  * see sgemm.h. */
 #include "sgemm.h"
 
+#include "op.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 void qr_sgemm_tile_12x32_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff,
-                                int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias);
+                                int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias,
+                                const struct qr_act *act);
 void qr_sgemm_wide_3x128_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff,
-                                int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias);
+                                int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias,
+                                const struct qr_act *act);
 void qr_sgemm_tile_6x16_avx2(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff,
-                             int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias);
+                             int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias,
+                                const struct qr_act *act);
 
 #define REF_MR 4
 #define REF_NR 16
 
 static void tile_ref(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff, int64_t kc,
-                     float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias)
+                     float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias, const qr_act *act)
 {
     for (int r = 0; r < rows; r++)
         for (int x = 0; x < cols; x++) {
@@ -27,7 +32,7 @@ static void tile_ref(const float *ap, int64_t ars, int64_t acs, const float *bp,
                 s = fmaf(ap[q * acs + r * ars], bp[boff[q] + x], s);
             if (bias)
                 s += bias[r];
-            c[r * ldc + x] = s;
+            c[r * ldc + x] = act ? qr_act_apply(act, s) : s;
         }
 }
 
@@ -92,6 +97,7 @@ static void sg_items(void *arg, int64_t i0, int64_t i1, int slot)
                             d[q * nr + x] = x < w ? src[roff[q] + x] : 0;
             }
             const float *bias = kb == R->kc_n - 1 ? j->bias : NULL;
+            const qr_act *act = kb == R->kc_n - 1 ? j->act : NULL;
             for (int64_t t = 0; t < tiles; t++) {
                 /* tiles of equal rows (12 + 4 did a third of 16 rows at a third of the speed) */
                 int64_t r0 = m0 + (m1 - m0) * t / tiles;
@@ -109,7 +115,7 @@ static void sg_items(void *arg, int64_t i0, int64_t i1, int slot)
                     int64_t x0 = n0 + p * nr, w = n1 - x0 < nr ? n1 - x0 : nr;
                     const float *bp = pack ? bpk + p * kc * nr : j->b + x0;
                     R->kn->tile(ap, ars, acs, bp, pack ? poff : roff, kc, j->c + r0 * j->ldc + x0, j->ldc, rows, (int)w,
-                                kb > 0, bias ? bias + r0 : NULL);
+                                kb > 0, bias ? bias + r0 : NULL, act);
                 }
             }
         }
@@ -129,7 +135,7 @@ static void sg_wide(void *arg, int64_t i0, int64_t i1, int slot)
         for (int64_t it = i0; it < i1; it++) {
             int64_t x0 = it * R->kn->wide_cols, w = j->n - x0 < R->kn->wide_cols ? j->n - x0 : R->kn->wide_cols;
             R->kn->wide(j->a + q0 * j->a_cs, j->a_rs, j->a_cs, j->b + x0, roff, kc, j->c + x0, j->ldc, (int)j->m,
-                        (int)w, kb > 0, kb == R->kc_n - 1 ? j->bias : NULL);
+                        (int)w, kb > 0, kb == R->kc_n - 1 ? j->bias : NULL, kb == R->kc_n - 1 ? j->act : NULL);
         }
     }
 }

@@ -13,13 +13,16 @@
 
 #include "parallel.h"
 
+struct qr_act; /* op.h */
+
 /* One register tile: rows <= mr, cols <= nr of c from ap (A in place, or packed: ars = 1, acs = mr)
  * and bp (row q at boff[q]: a packed panel, boff[q] = q * nr, or B in place):
  * c[r][x] = fma chain over q of ap[q*acs + r*ars] * bp[boff[q] + x], started from c[r][x] when load_c,
- * else from 0; then + bias[r] when bias is not NULL. Only the real rows and columns are read
- * and stored. */
+ * else from 0; then + bias[r] when bias is not NULL, then the activation act when not NULL
+ * (qr_act_apply). Only the real rows and columns are read and stored. */
 typedef void (*qr_sgemm_tile_fn)(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff,
-                                 int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias);
+                                 int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias,
+                                 const struct qr_act *act);
 
 typedef struct qr_sgemm_kernel {
     const char *isa;
@@ -33,12 +36,14 @@ typedef struct qr_sgemm_kernel {
 
 /* c (row stride ldc) = a * b (+ bias): a(r, q) = a[r * a_rs + q * a_cs] (m x k), b[q * ldb + x]
  * (k x n, rows contiguous) or, when b_rows is given, b[b_rows[q] + x] (rows anywhere: a
- * convolution's window positions over its padded planes), bias NULL or m values. */
+ * convolution's window positions over its padded planes), bias NULL or m values, act NULL or
+ * the activation every output gets last (op.h's qr_act: a fused Relu or Clip). */
 typedef struct qr_sgemm_job {
     const float *a, *b, *bias;
     float *c;
     int64_t a_rs, a_cs, ldb, ldc, m, n, k;
     const int64_t *b_rows;
+    const struct qr_act *act;
 } qr_sgemm_job;
 
 /* The floats of packing workspace one thread needs (qr_sgemm takes qr_pool_threads' of them). */

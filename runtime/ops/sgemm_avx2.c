@@ -5,7 +5,21 @@
 
 #include "sgemm.h"
 
+#include "op.h"
+
 #define TARGET __attribute__((target("avx2,fma")))
+
+/* The activation (op.h's qr_act_apply) on 8 sums: ordered compares, so NaN stays. */
+TARGET static inline __m256 act_ymm(const qr_act *a, __m256 v)
+{
+    if (a->relu) {
+        __m256 zero = _mm256_setzero_ps();
+        return _mm256_blendv_ps(v, zero, _mm256_cmp_ps(v, zero, _CMP_LE_OQ));
+    }
+    __m256 lo = _mm256_set1_ps(a->lo), hi = _mm256_set1_ps(a->hi);
+    v = _mm256_blendv_ps(v, lo, _mm256_cmp_ps(v, lo, _CMP_LT_OQ));
+    return _mm256_blendv_ps(v, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
+}
 
 #define ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define ZERO(r) __m256 l##r = _mm256_setzero_ps(), h##r = l##r;
@@ -36,6 +50,10 @@
             l##r = _mm256_add_ps(l##r, bv);                                                                  \
             h##r = _mm256_add_ps(h##r, bv);                                                                  \
         }                                                                                                    \
+        if (act) {                                                                                           \
+            l##r = act_ymm(act, l##r);                                                                       \
+            h##r = act_ymm(act, h##r);                                                                       \
+        }                                                                                                    \
         if (cols == 16) {                                                                                    \
             _mm256_storeu_ps(c + r * ldc, l##r);                                                             \
             _mm256_storeu_ps(c + r * ldc + 8, h##r);                                                         \
@@ -53,7 +71,7 @@
 TARGET static inline __attribute__((always_inline)) void tile(const int R, const float *ap, int64_t ars,
                                                               int64_t acs, const float *bp, const int64_t *boff,
                                                               int64_t kc, float *c, int64_t ldc, int cols,
-                                                              int load_c, const float *bias)
+                                                              int load_c, const float *bias, const qr_act *act)
 {
     ROWS(ZERO)
     if (load_c) {
@@ -78,12 +96,12 @@ TARGET static inline __attribute__((always_inline)) void tile(const int R, const
 
 #define CASE(r)                                                                                              \
     case r + 1:                                                                                              \
-        tile(r + 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias);                                 \
+        tile(r + 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act);                               \
         break;
 
 TARGET void qr_sgemm_tile_6x16_avx2(const float *ap, int64_t ars, int64_t acs, const float *bp,
                                     const int64_t *boff, int64_t kc, float *c, int64_t ldc, int rows, int cols,
-                                    int load_c, const float *bias)
+                                    int load_c, const float *bias, const qr_act *act)
 {
     switch (rows) {
         ROWS(CASE)

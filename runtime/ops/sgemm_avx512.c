@@ -6,11 +6,25 @@
 
 #include "sgemm.h"
 
+#include "op.h"
+
 #define TARGET __attribute__((target("avx512f,fma")))
 
 static inline __mmask16 cols_mask(int cols)
 {
     return cols >= 16 ? (__mmask16)0xffff : cols <= 0 ? 0 : (__mmask16)((1u << cols) - 1);
+}
+
+/* The activation (op.h's qr_act_apply) on 16 sums: ordered compares, so NaN stays. */
+TARGET static inline __m512 act_zmm(const qr_act *a, __m512 v)
+{
+    if (a->relu) {
+        __m512 zero = _mm512_setzero_ps();
+        return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LE_OQ), zero);
+    }
+    __m512 lo = _mm512_set1_ps(a->lo), hi = _mm512_set1_ps(a->hi);
+    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), lo);
+    return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), hi);
 }
 
 /* The sums are named registers: an array of them made GCC copy registers (igemm_avx512vnni.c). */
@@ -34,6 +48,10 @@ static inline __mmask16 cols_mask(int cols)
             l##r = _mm512_add_ps(l##r, bv);                                                                  \
             h##r = _mm512_add_ps(h##r, bv);                                                                  \
         }                                                                                                    \
+        if (act) {                                                                                           \
+            l##r = act_zmm(act, l##r);                                                                       \
+            h##r = act_zmm(act, h##r);                                                                       \
+        }                                                                                                    \
         _mm512_mask_storeu_ps(c + r * ldc, k0, l##r);                                                        \
         _mm512_mask_storeu_ps(c + r * ldc + 16, k1, h##r);                                                   \
     }
@@ -43,7 +61,8 @@ static inline __mmask16 cols_mask(int cols)
 TARGET static inline __attribute__((always_inline)) void tile(const int R, const int F, const float *ap,
                                                               int64_t ars, int64_t acs, const float *bp,
                                                               const int64_t *boff, int64_t kc, float *c, int64_t ldc,
-                                                              int cols, int load_c, const float *bias)
+                                                              int cols, int load_c, const float *bias,
+                                                              const qr_act *act)
 {
     __mmask16 k0 = cols_mask(cols), k1 = cols_mask(cols - 16);
     ROWS(ZERO)
@@ -62,14 +81,14 @@ TARGET static inline __attribute__((always_inline)) void tile(const int R, const
 #define CASE(r)                                                                                              \
     case r + 1:                                                                                              \
         if (cols == 32)                                                                                      \
-            tile(r + 1, 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias);                          \
+            tile(r + 1, 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act);                       \
         else                                                                                                 \
-            tile(r + 1, 0, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias);                          \
+            tile(r + 1, 0, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act);                       \
         break;
 
 TARGET void qr_sgemm_tile_12x32_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp,
                                        const int64_t *boff, int64_t kc, float *c, int64_t ldc, int rows, int cols,
-                                       int load_c, const float *bias)
+                                       int load_c, const float *bias, const qr_act *act)
 {
     switch (rows) {
         ROWS(CASE)
@@ -98,13 +117,15 @@ TARGET void qr_sgemm_tile_12x32_avx512(const float *ap, int64_t ars, int64_t acs
     if (r < R) {                                                                                             \
         if (bias)                                                                                            \
             s##r##v = _mm512_add_ps(s##r##v, _mm512_set1_ps(bias[r]));                                       \
+        if (act)                                                                                             \
+            s##r##v = act_zmm(act, s##r##v);                                                                 \
         _mm512_mask_storeu_ps(c + r * ldc + 16 * v, cols_mask(cols - 16 * v), s##r##v);                      \
     }
 
 TARGET static inline __attribute__((always_inline)) void wide(const int R, const int F, const float *ap, int64_t ars,
                                                               int64_t acs, const float *bp, const int64_t *boff,
                                                               int64_t kc, float *c, int64_t ldc, int cols,
-                                                              int load_c, const float *bias)
+                                                              int load_c, const float *bias, const qr_act *act)
 {
     W8(WZERO, 0) W8(WZERO, 1) W8(WZERO, 2)
     if (load_c) {
@@ -120,16 +141,16 @@ TARGET static inline __attribute__((always_inline)) void wide(const int R, const
 
 TARGET void qr_sgemm_wide_3x128_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp,
                                        const int64_t *boff, int64_t kc, float *c, int64_t ldc, int rows, int cols,
-                                       int load_c, const float *bias)
+                                       int load_c, const float *bias, const qr_act *act)
 {
     int f = cols == 128;
     if (rows == 1)
-        f ? wide(1, 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias)
-          : wide(1, 0, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias);
+        f ? wide(1, 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act)
+          : wide(1, 0, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act);
     else if (rows == 2)
-        f ? wide(2, 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias)
-          : wide(2, 0, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias);
+        f ? wide(2, 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act)
+          : wide(2, 0, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act);
     else if (rows == 3)
-        f ? wide(3, 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias)
-          : wide(3, 0, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias);
+        f ? wide(3, 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act)
+          : wide(3, 0, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "op.h"
 #include "ops/sgemm.h"
 #include "parallel.h"
 
@@ -151,4 +152,61 @@ Test(sgemm, one_and_two_threads_give_identical_bits)
     check_shape(kn, pool, (shape){97, 70, 513}, 1, 0, 12);
     check_shape(kn, pool, (shape){3, 1000, 600}, 1, 1, 13);
     qr_pool_free(pool);
+}
+
+/* A fused activation (qr_sgemm_job.act: Relu, or Clip's bounds) gives the bits of the product
+ * without it, then qr_act_apply on every output: each kernel's store path (full and ragged tiles,
+ * the few-rows kernel, K past one block so only the last block's store applies it), NaN kept. */
+Test(sgemm, fused_activation_is_the_product_then_relu_or_clip)
+{
+    static const qr_act acts[] = {{1, 0, 0}, {0, 0.0f, 6.0f}, {0, -0.5f, 0.25f}, {0, 1.0f, -1.0f}};
+    static const shape sh[] = {{1, 300, 40}, {3, 129, 300}, {13, 33, 7}, {25, 65, 257}, {100, 513, 9}};
+    int tested = 0;
+    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+        const qr_sgemm_kernel *kn = qr_sgemm_isa(isas[i]);
+        if (!kn)
+            continue;
+        tested++;
+        for (size_t s = 0; s < sizeof sh / sizeof sh[0]; s++) {
+            int64_t m = sh[s].m, n = sh[s].n, k = sh[s].k;
+            float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
+            float *bias = malloc(sizeof(float) * (size_t)m), *c0 = malloc(sizeof(float) * (size_t)(m * n));
+            float *c1 = malloc(sizeof(float) * (size_t)(m * n));
+            float *work = malloc(sizeof(float) * (size_t)qr_sgemm_work(kn));
+            cr_assert(a && b && bias && c0 && c1 && work);
+            unsigned seed = 41 + (unsigned)s;
+            for (int64_t q = 0; q < m * k; q++)
+                a[q] = rnd_f(&seed);
+            for (int64_t q = 0; q < k * n; q++)
+                b[q] = rnd_f(&seed);
+            for (int64_t r = 0; r < m; r++)
+                bias[r] = 2 * rnd_f(&seed);
+            b[n / 2] = NAN; /* column n / 2 is NaN in every row */
+            qr_sgemm_job j = {.a = a, .b = b, .bias = bias, .c = c0, .a_rs = k, .a_cs = 1, .ldb = n, .ldc = n,
+                              .m = m, .n = n, .k = k};
+            qr_sgemm(NULL, kn, &j, work);
+            for (size_t t = 0; t < sizeof acts / sizeof acts[0]; t++) {
+                j.c = c1;
+                j.act = &acts[t];
+                qr_sgemm(NULL, kn, &j, work);
+                j.act = NULL;
+                int clamped = 0;
+                for (int64_t q = 0; q < m * n; q++) {
+                    float want = qr_act_apply(&acts[t], c0[q]);
+                    clamped += want != c0[q];
+                    cr_assert(memcmp(&c1[q], &want, sizeof want) == 0, "%s %lldx%lldx%lld act %zu element %lld: %g vs %g",
+                              kn->isa, (long long)m, (long long)n, (long long)k, t, (long long)q, c1[q], want);
+                }
+                cr_assert(clamped > 0, "act %zu changed nothing: the test would not see it missing", t);
+                cr_assert(isnan(c1[n / 2]), "NaN is kept");
+            }
+            free(a);
+            free(b);
+            free(bias);
+            free(c0);
+            free(c1);
+            free(work);
+        }
+    }
+    cr_assert(tested >= 1);
 }
