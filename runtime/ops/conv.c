@@ -253,6 +253,7 @@ typedef struct gemm_job {
     const void *a, *b, *bias;
     void *c;
     int64_t a_rs, a_cs, m, n, kdim;
+    const qr_act *act; /* applied to every output last (f32; NULL: none) */
 } gemm_job;
 
 /* A forward convolution's operands (of the macro's type T) and per-thread scratch. */
@@ -270,6 +271,7 @@ typedef struct conv_job {
     const int64_t *rows;
     int64_t hp, wp, plen, slot_len;
     int64_t php; /* stride 2: the planes' four phases (as dw_runs), each php elements; 0: stride 1 */
+    const qr_act *act; /* a Conv's fused activation (NULL: none) */
 } conv_job;
 
 /* A depthwise convolution as runs (dw_runs_*): the plane (stride 1) or its four phases (stride 2,
@@ -341,7 +343,8 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1)
     const qr_conv_geom *g = cj->g;
     for (int64_t p = p0; p < p1; p++) {
         int64_t c = p % cj->ch;
-        qr_dw_plane_f32_avx512(g, x + p * g->big_n, w + c * g->kernel_n, b ? b + c : NULL, (float *)cj->y + p * g->small_n);
+        qr_dw_plane_f32_avx512(g, x + p * g->big_n, w + c * g->kernel_n, b ? b + c : NULL, cj->act,
+                               (float *)cj->y + p * g->small_n);
     }
 }
 
@@ -352,6 +355,23 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1)
         for (int64_t i = 0; i < rows; i++)                                                                    \
             for (int64_t x = 0; x < n; x++)                                                                   \
                 c[i * n + x] += bias[i];                                                                      \
+    }                                                                                                         \
+                                                                                                              \
+    /* y[i] = act(y[i]) for n values (act NULL: none), in T, with qr_act_apply's compares. */                 \
+    static void act_post_##S(T *y, int64_t n, const qr_act *act)                                              \
+    {                                                                                                         \
+        if (!act)                                                                                             \
+            return;                                                                                           \
+        const T lo = act->relu ? 0 : act->lo, hi = act->hi;                                                   \
+        for (int64_t i = 0; i < n; i++) {                                                                     \
+            T v = y[i];                                                                                       \
+            if (act->relu)                                                                                    \
+                y[i] = v <= 0 ? 0 : v;                                                                        \
+            else {                                                                                            \
+                v = v < lo ? lo : v;                                                                          \
+                y[i] = v > hi ? hi : v;                                                                       \
+            }                                                                                                 \
+        }                                                                                                     \
     }                                                                                                         \
                                                                                                               \
     __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off"))) static void     \
@@ -489,12 +509,15 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1)
         if (sk) {                                                                                             \
             qr_sgemm_job sj = {.a = jb->a, .b = jb->b, .bias = jb->bias, .c = jb->c, .a_rs = jb->a_rs,        \
                                .a_cs = jb->a_cs, .ldb = jb->n, .ldc = jb->n, .m = jb->m, .n = jb->n,          \
-                               .k = jb->kdim};                                                                \
+                               .k = jb->kdim, .act = jb->act};                                                \
             qr_sgemm(pool, sk, &sj, pk);                                                                      \
-        } else if (pool)                                                                                      \
+            return;                                                                                           \
+        }                                                                                                     \
+        if (pool)                                                                                             \
             qr_parallel_for(pool, jb->m, 1, gemm_rows_##S, (void *)jb);                                       \
         else                                                                                                  \
             gemm_rows_##S((void *)jb, 0, jb->m);                                                              \
+        act_post_##S(jb->c, jb->m * jb->n, jb->act);                                                          \
     }                                                                                                         \
                                                                                                               \
     /* col[(c*K + kf) x small_n] = x[c] read through the windows, 0 in the padding. Images a row of   \
@@ -578,7 +601,7 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1)
                 im2col_##S(g, xg, cj->cg, col, g->small_n, offs);                                             \
             gemm_job jb = {.a = w + gi * cj->mg * cj->ck, .a_rs = cj->ck, .a_cs = 1, .b = col ? col : xg,     \
                            .bias = b ? b + gi * cj->mg : NULL, .c = y + (n * cj->m + gi * cj->mg) * g->small_n,\
-                           .m = cj->mg, .n = g->small_n, .kdim = cj->ck};                                     \
+                           .m = cj->mg, .n = g->small_n, .kdim = cj->ck, .act = cj->act};                     \
             gemm_run_##S(pool, &jb, cj->sk, pk);                                                              \
         }                                                                                                     \
     }                                                                                                         \
@@ -615,7 +638,7 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1)
             qr_sgemm_job sj = {.a = (const float *)cj->w + gi * cj->mg * cj->ck, .a_rs = cj->ck, .a_cs = 1,   \
                                .b = (const float *)planes, .b_rows = cj->rows,                                \
                                .bias = cj->b ? (const float *)cj->b + gi * cj->mg : NULL, .c = (float *)prod, \
-                               .ldc = OH * wp, .m = cj->mg, .n = OH * wp, .k = cj->ck};                       \
+                               .ldc = OH * wp, .m = cj->mg, .n = OH * wp, .k = cj->ck, .act = cj->act};       \
             qr_sgemm(pool, cj->sk, &sj, pk);                                                                  \
             T *y = (T *)cj->y + (n * cj->m + gi * cj->mg) * g->small_n;                                       \
             for (int64_t r = 0; r < cj->mg; r++)                                                              \
@@ -654,7 +677,7 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1)
                 im2col_##S(g, xb, cj->ch, col + b * sn, nn * sn, cj->offs + slot * sn);                       \
             }                                                                                                 \
             gemm_job jb = {.a = cj->w, .a_rs = cj->ck, .a_cs = 1, .b = col, .bias = cj->b, .c = prod,         \
-                           .m = cj->m, .n = nn * sn, .kdim = cj->ck};                                         \
+                           .m = cj->m, .n = nn * sn, .kdim = cj->ck, .act = cj->act};                         \
             gemm_run_##S(NULL, &jb, cj->sk, sgemm_slot(cj->sk, cj->pk, slot));                                \
             for (int64_t b = 0; b < nn; b++)                                                                  \
                 for (int64_t r = 0; r < cj->m; r++)                                                           \
@@ -709,6 +732,7 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1)
             if (b)                                                                                            \
                 for (int64_t i = 0; i < OH * OW; i++)                                                         \
                     yp[i] += b[c];                                                                            \
+            act_post_##S(yp, OH * OW, cj->act);                                                               \
         }                                                                                                     \
     }                                                                                                         \
                                                                                                               \
@@ -787,6 +811,7 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1)
             } else                                                                                            \
                 for (int64_t oy = 0; oy < OH; oy++)                                                           \
                     memcpy(out + oy * OW, a + oy * wrow, (size_t)OW * sizeof(T));                             \
+            act_post_##S(out, OH * OW, cj->act);                                                              \
         }                                                                                                     \
     }                                                                                                         \
                                                                                                               \
@@ -794,7 +819,7 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1)
      * the threads (each with its own im2col buffer), one image splits its rows. Either way every             \
      * output is computed alone, in the same order: 1 and 2 threads give the same bits. */                    \
     static qr_status conv_fwd_##S(qr_kctx *k, const qr_conv_geom *g, const T *x, const T *w, const T *b,      \
-                                  T *y, int64_t n_img, int64_t ch, int64_t m, int64_t group)                  \
+                                  T *y, int64_t n_img, int64_t ch, int64_t m, int64_t group, const qr_act *act) \
     {                                                                                                         \
         int64_t cg = ch / group, mg = m / group, ck = cg * g->kernel_n;                                       \
         /* A 1x1 window with unit strides and no padding reads the input as is. */                            \
@@ -807,6 +832,7 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1)
             qr_window_avx512_fits(g) && qr_window_avx512()) {                                                 \
             /* the same sums as dw_runs, read from the planes in place */                                    \
             conv_job dj = {g, x, w, b, y, ch, m, group, cg, mg, ck, NULL, NULL};                              \
+            dj.act = act;                                                                                     \
             qr_parallel_for(k->pool, n_img * ch, 1, dw_planes_avx512, &dj);                                   \
             return QR_OK;                                                                                     \
         }                                                                                                     \
@@ -837,12 +863,14 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1)
             }                                                                                                 \
             P.off = off;                                                                                      \
             conv_job dj = {g, x, w, b, y, ch, m, group, cg, mg, ck, buf, NULL};                               \
+            dj.act = act;                                                                                     \
             P.cj = &dj;                                                                                       \
             qr_parallel_for_slots(k->pool, n_img * ch, 1, dw_runs_##S, &P);                                   \
             return QR_OK;                                                                                     \
         }                                                                                                     \
         if (g->r == 2 && group == ch && m == ch) { /* depthwise, strided: plane by plane */                   \
             conv_job dj = {g, x, w, b, y, ch, m, group, cg, mg, ck, NULL, NULL};                              \
+            dj.act = act;                                                                                     \
             qr_parallel_for(k->pool, n_img * ch, 1, dw_planes_##S, &dj);                                      \
             return QR_OK;                                                                                     \
         }                                                                                                     \
@@ -854,6 +882,7 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1)
         if (sk && !direct && (s1 || s2) && g->small_n > 0) {                                                  \
             /* the FMA GEMM over padded planes (or their phases), no im2col (conv_image_runs) */              \
             conv_job cj = {g, x, w, b, y, ch, m, group, cg, mg, ck, NULL, NULL, sk, pk, NULL, 0, 0, 0, 0, 0}; \
+            cj.act = act;                                                                                     \
             cj.hp = g->big[0] + g->pad_begin[0] + g->pad_end[0];                                              \
             cj.wp = g->big[1] + g->pad_begin[1] + g->pad_end[1];                                              \
             if (s2) {                                                                                         \
@@ -895,6 +924,7 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1)
                 return QR_ERR;                                                                                \
             /* conv_job's group carries the images per chunk, mg the batch's images */                        \
             conv_job cj = {g, x, w, b, y, ch, m, nb, cg, n_img, ck, buf, offs, sk, pk, NULL, 0, 0, 0, 0, 0};     \
+            cj.act = act;                                                                                     \
             qr_parallel_for_slots(k->pool, chunks, 1, conv_batches_##S, &cj);                                 \
             return QR_OK;                                                                                     \
         }                                                                                                     \
@@ -906,6 +936,7 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1)
         if (!offs || (sk && !(pk = sgemm_panels(k, sk))))                                                     \
             return QR_ERR;                                                                                    \
         conv_job cj = {g, x, w, b, y, ch, m, group, cg, mg, ck, col, offs, sk, pk, NULL, 0, 0, 0, 0, 0};         \
+        cj.act = act;                                                                                         \
         if (slots > 1)                                                                                        \
             qr_parallel_for_slots(k->pool, n_img, 1, conv_images_##S, &cj);                                   \
         else                                                                                                  \
@@ -1086,12 +1117,15 @@ static qr_status conv_any_run(qr_kctx *k, int transpose)
         return QR_ERR;
     const qr_tensor *x = k->in[0], *w = k->in[1], *b = k->n_in > 2 ? k->in[2] : NULL;
     qr_tensor *y = k->out[0];
+    if (transpose && x->dtype == QR_F32)
+        return conv_tr_f32(k, &cs.g, x->data, w->data, b ? b->data : NULL, y->data, cs.n, cs.c, cs.m, cs.group);
+    if (transpose && x->dtype == QR_F64)
+        return conv_tr_f64(k, &cs.g, x->data, w->data, b ? b->data : NULL, y->data, cs.n, cs.c, cs.m, cs.group);
+    const qr_act *act = transpose ? NULL : k->act; /* a fused Relu or Clip (qr_op_def.act) */
     if (x->dtype == QR_F32)
-        return (transpose ? conv_tr_f32 : conv_fwd_f32)(k, &cs.g, x->data, w->data, b ? b->data : NULL, y->data,
-                                                        cs.n, cs.c, cs.m, cs.group);
+        return conv_fwd_f32(k, &cs.g, x->data, w->data, b ? b->data : NULL, y->data, cs.n, cs.c, cs.m, cs.group, act);
     if (x->dtype == QR_F64)
-        return (transpose ? conv_tr_f64 : conv_fwd_f64)(k, &cs.g, x->data, w->data, b ? b->data : NULL, y->data,
-                                                        cs.n, cs.c, cs.m, cs.group);
+        return conv_fwd_f64(k, &cs.g, x->data, w->data, b ? b->data : NULL, y->data, cs.n, cs.c, cs.m, cs.group, act);
     /* float16: compute in float, round once at the end. */
     int fail = 0;
     float *xf = to_f32(x, &fail), *wf = to_f32(w, &fail), *bf = to_f32(b, &fail);
@@ -1101,7 +1135,8 @@ static qr_status conv_any_run(qr_kctx *k, int transpose)
     if (fail || !yf)
         st = QR_KERR(k, "out of memory");
     else
-        st = (transpose ? conv_tr_f32 : conv_fwd_f32)(k, &cs.g, xf, wf, bf, yf, cs.n, cs.c, cs.m, cs.group);
+        st = transpose ? conv_tr_f32(k, &cs.g, xf, wf, bf, yf, cs.n, cs.c, cs.m, cs.group)
+                       : conv_fwd_f32(k, &cs.g, xf, wf, bf, yf, cs.n, cs.c, cs.m, cs.group, act);
     if (st == QR_OK)
         for (int64_t i = 0; i < ny; i++)
             qr_set_f64(y->data, y->dtype, i, yf[i]);
@@ -1762,7 +1797,7 @@ static qr_status unpool_run(qr_kctx *k)
 #define CONV_ATTRS "auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints"
 
 const qr_op_def qr_ops_conv[] = {
-    {"Conv", "", 2, 3, 1, 1, CONV_ATTRS, conv_infer, conv_run, 0, .ins = "X:f3+ W:f3+ B?:f1"},
+    {"Conv", "", 2, 3, 1, 1, CONV_ATTRS, conv_infer, conv_run, 0, .ins = "X:f3+ W:f3+ B?:f1", .act = 1},
     {"ConvTranspose", "", 2, 3, 1, 1, CONV_ATTRS " output_padding:ints output_shape:ints", conv_tr_infer,
      conv_tr_run, 0, .ins = "X:f3+ W:f3+ B?:f1"},
     {"MaxPool", "", 1, 1, 1, 2,

@@ -8,6 +8,8 @@
 
 #include "window_f32.h"
 
+#include "op.h"
+
 #define TARGET __attribute__((target("avx512f")))
 
 int qr_window_avx512(void)
@@ -46,6 +48,18 @@ TARGET static inline __m512 row_load(const float *row, int64_t c, uint32_t m, in
     __m512 hi = _mm512_mask_loadu_ps(fill, (__mmask16)(m >> 16), p + 16);
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     return _mm512_permutex2var_ps(lo, even, hi);
+}
+
+/* The activation (op.h's qr_act_apply) on 16 outputs: ordered compares, so NaN stays. */
+TARGET static inline __m512 act_zmm(const qr_act *a, __m512 v)
+{
+    if (a->relu) {
+        __m512 zero = _mm512_setzero_ps();
+        return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LE_OQ), zero);
+    }
+    __m512 lo = _mm512_set1_ps(a->lo), hi = _mm512_set1_ps(a->hi);
+    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), lo);
+    return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), hi);
 }
 
 static inline __mmask16 out_mask(int64_t left)
@@ -105,8 +119,8 @@ static inline int cols_inside(const qr_conv_geom *g, int64_t ob, int s)
 /* One row group's column block of a depthwise plane: four rows' sums. */
 TARGET static inline __attribute__((always_inline)) void dw_block(const int S, const int KW, const int IN,
                                                                   const qr_conv_geom *g, const float *x,
-                                                                  const float *w, const float *bias, float *y,
-                                                                  int64_t oy, int64_t ob, const uint32_t *mk,
+                                                                  const float *w, const float *bias, const qr_act *act,
+                                                                  float *y, int64_t oy, int64_t ob, const uint32_t *mk,
                                                                   int table)
 {
     const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0],
@@ -131,6 +145,8 @@ TARGET static inline __attribute__((always_inline)) void dw_block(const int S, c
     if (oy + r < OH) {                                                                                        \
         if (bias) /* last, and only when there is one (0 + -0 would be +0) */                                 \
             a##r = _mm512_add_ps(a##r, _mm512_set1_ps(*bias));                                                \
+        if (act)                                                                                              \
+            a##r = act_zmm(act, a##r);                                                                        \
         _mm512_mask_storeu_ps(y + (oy + r) * OW + ob * 16, out_mask(OW - ob * 16), a##r);                      \
     }
     ROWS4(DW_STORE)
@@ -141,7 +157,7 @@ TARGET static inline __attribute__((always_inline)) void dw_block(const int S, c
  * constants in each copy. */
 TARGET static inline __attribute__((always_inline)) void dw_plane(const int S, const int KW, const qr_conv_geom *g,
                                                                   const float *x, const float *w, const float *bias,
-                                                                  float *y)
+                                                                  const qr_act *act, float *y)
 {
     const int64_t W = g->big[1], OH = g->small[0], OW = g->small[1], kw = KW ? KW : g->kernel[1],
                   blocks = (OW + 15) / 16;
@@ -150,19 +166,20 @@ TARGET static inline __attribute__((always_inline)) void dw_plane(const int S, c
         int rin = rows_inside(g, oy);
         for (int64_t ob = 0; ob < blocks; ob++)
             if (rin && cols_inside(g, ob, S) && OW - ob * 16 >= 16)
-                dw_block(S, KW, 1, g, x, w, bias, y, oy, ob, mk, table);
+                dw_block(S, KW, 1, g, x, w, bias, act, y, oy, ob, mk, table);
             else
-                dw_block(S, KW, 0, g, x, w, bias, y, oy, ob, mk, table);
+                dw_block(S, KW, 0, g, x, w, bias, act, y, oy, ob, mk, table);
     }
 }
 
-TARGET void qr_dw_plane_f32_avx512(const qr_conv_geom *g, const float *x, const float *w, const float *bias, float *y)
+TARGET void qr_dw_plane_f32_avx512(const qr_conv_geom *g, const float *x, const float *w, const float *bias,
+                                   const qr_act *act, float *y)
 {
     int s2 = g->stride[1] == 2, k3 = g->kernel[1] == 3;
     if (k3)
-        s2 ? dw_plane(2, 3, g, x, w, bias, y) : dw_plane(1, 3, g, x, w, bias, y);
+        s2 ? dw_plane(2, 3, g, x, w, bias, act, y) : dw_plane(1, 3, g, x, w, bias, act, y);
     else
-        s2 ? dw_plane(2, 0, g, x, w, bias, y) : dw_plane(1, 0, g, x, w, bias, y);
+        s2 ? dw_plane(2, 0, g, x, w, bias, act, y) : dw_plane(1, 0, g, x, w, bias, act, y);
 }
 
 /* One row group's column block of a MaxPool plane. */

@@ -7,6 +7,8 @@
 
 #include "conv_geom.h"
 
+struct qr_act; /* op.h */
+
 /* 1 when this CPU reports avx512f and QRL_WINDOW is not "portable" (tests compare both paths). */
 int qr_window_avx512(void);
 
@@ -16,8 +18,9 @@ int qr_window_avx512_fits(const qr_conv_geom *g);
 /* One plane of a depthwise convolution: y[oy][ox] = sum over window positions (ky, kx) in order,
  * from 0, of w[ky * KW + kx] * x(...) with the padding's products (w * 0) included, each a
  * multiply then an add (no FMA), then + *bias when bias is not NULL: the bits of conv.c's
- * dw_runs. */
-void qr_dw_plane_f32_avx512(const qr_conv_geom *g, const float *x, const float *w, const float *bias, float *y);
+ * dw_runs; then the activation act when not NULL (op.h's qr_act_apply). */
+void qr_dw_plane_f32_avx512(const qr_conv_geom *g, const float *x, const float *w, const float *bias,
+                            const struct qr_act *act, float *y);
 
 /* One plane of MaxPool: each output the first maximum of its window in window order (strict >:
  * NaN never wins, -0 and +0 keep the earlier), -inf for a window of padding only: the bits of
