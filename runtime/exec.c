@@ -1,5 +1,7 @@
 #include "exec.h"
 
+#include <float.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +42,12 @@ struct qr_exec {
     const qr_tensor **io_in;
     qr_tensor **io_out, *io_scratch;
     int io_nin, io_nout, io_hi;
+    /* Activations fused into their producer (fuse_acts), per node index: act_out[n] the value
+     * node n writes in place of its output 0 (the Relu's or Clip's output; NULL: none), act[n]
+     * what it applies; skip[n] 1 for the Relu or Clip that then does not run. */
+    const qr_value **act_out;
+    qr_act *act;
+    unsigned char *skip;
 };
 
 /* Kernels may read a few optional inputs past the node's own: slots up to this many are always there. */
@@ -103,6 +111,91 @@ static int op_shape_only(const qr_node *n)
     return n->def && !n->domain[0] && (strcmp(n->op, "Shape") == 0 || strcmp(n->op, "Size") == 0);
 }
 
+/* The activation node m applies to its input 0, when m is a Relu, or a Clip whose bounds are
+ * constants (or absent), as elementwise.c's clip_run reads them; 0 when m is neither. */
+static int act_of(const qr_node *m, qr_act *a)
+{
+    if (m->domain[0] || m->n_out != 1 || !m->out[0])
+        return 0;
+    if (!strcmp(m->op, "Relu")) {
+        *a = (qr_act){.relu = 1};
+        return 1;
+    }
+    if (strcmp(m->op, "Clip"))
+        return 0;
+    double lo = -INFINITY, hi = INFINITY;
+    if (m->opset < 11) {
+        lo = qr_attr_f(m, "min", -FLT_MAX);
+        hi = qr_attr_f(m, "max", FLT_MAX);
+    }
+    for (int i = 1; i < m->n_in && i < 3; i++) {
+        const qr_value *b = m->in[i];
+        if (!b)
+            continue;
+        if (!b->is_const || b->t.dtype != QR_F32 || qr_tensor_numel(&b->t) != 1 || !b->t.data)
+            return 0;
+        *(i == 1 ? &lo : &hi) = ((const float *)b->t.data)[0];
+    }
+    *a = (qr_act){.lo = (float)lo, .hi = (float)hi};
+    return 1;
+}
+
+/* Folds each Relu or Clip into the node before it when that node's kernel applies activations
+ * (qr_op_def.act) and the Relu or Clip is the only reader of its f32 output 0, which is no graph
+ * output: the producer writes the activation's output itself, in the same pass as its sums, and
+ * the Relu or Clip does not run (the same bits: the kernels apply qr_act_apply). Not with an
+ * observer, which sees every value, nor under QRL_FUSE=0 (as the integer graph's fusions). */
+static qr_status fuse_acts(qr_exec *x)
+{
+    const qr_graph *g = x->g;
+    const char *env = getenv("QRL_FUSE");
+    if (x->opts.observer || (env && !strcmp(env, "0")))
+        return QR_OK;
+    int *uses = calloc((size_t)x->nv + 1, sizeof *uses), *reader = calloc((size_t)x->nv + 1, sizeof *reader);
+    x->act_out = calloc((size_t)x->nn + 1, sizeof *x->act_out);
+    x->act = calloc((size_t)x->nn + 1, sizeof *x->act);
+    x->skip = calloc((size_t)x->nn + 1, 1);
+    if (!uses || !reader || !x->act_out || !x->act || !x->skip) {
+        free(uses);
+        free(reader);
+        return QR_ERR;
+    }
+    for (int n = 0; n < x->nn; n++)
+        for (int j = 0; j < g->nodes[n]->n_in; j++)
+            if (g->nodes[n]->in[j]) {
+                uses[g->nodes[n]->in[j]->id]++;
+                reader[g->nodes[n]->in[j]->id] = n;
+            }
+    for (int n = 0; n < x->nn; n++) {
+        const qr_node *p = g->nodes[n];
+        const qr_value *v = p->n_out ? p->out[0] : NULL;
+        if (!p->def || !p->def->act || !v || v->is_output || v->t.dtype != QR_F32 || uses[v->id] != 1)
+            continue;
+        int m = reader[v->id];
+        const qr_node *r = g->nodes[m];
+        qr_act a;
+        /* the reader's output must be read or kept: a dead one would hold its block to the end */
+        if (m <= n || x->skip[m] || x->act_out[m] || r->in[0] != v || !act_of(r, &a) ||
+            x->last_use[r->out[0]->id] < 0)
+            continue;
+        x->act_out[n] = r->out[0];
+        x->act[n] = a;
+        x->skip[m] = 1;
+    }
+    free(uses);
+    free(reader);
+    return QR_OK;
+}
+
+/* The value node n writes as output j: a fused activation's output in place of output 0. */
+static const qr_value *out_value(const qr_exec *x, const qr_node *n, int j)
+{
+    int i = n->id;
+    if (j == 0 && x->act_out && i >= 0 && i < x->nn && x->g->nodes[i] == n && x->act_out[i])
+        return x->act_out[i];
+    return n->out[j];
+}
+
 qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out, qr_error *e)
 {
     qr_exec *x = calloc(1, sizeof *x);
@@ -158,6 +251,10 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     }
     for (int i = 0; i < g->n_outputs; i++)
         x->last_use[g->outputs[i]->id] = x->nn;
+    if (fuse_acts(x) != QR_OK) {
+        qr_exec_free(x);
+        return qr_errorf(e, "out of memory");
+    }
     x->pool = qr_pool_new(x->opts.threads);
     *out = x;
     return QR_OK;
@@ -199,6 +296,9 @@ void qr_exec_free(qr_exec *x)
     free(x->io_in);
     free(x->io_out);
     free(x->io_scratch);
+    free(x->act_out);
+    free(x->act);
+    free(x->skip);
     qr_pool_free(x->pool);
     free(x);
 }
@@ -316,13 +416,17 @@ static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_erro
     for (int j = n->n_in; j < x->io_hi; j++)
         io->in[j] = NULL;
     x->io_hi = n->n_in;
-    for (int j = 0; j < n->n_out; j++)
-        io->out[j] = n->out[j] ? &x->vt[n->out[j]->id] : &io->scratch[j];
+    for (int j = 0; j < n->n_out; j++) {
+        const qr_value *v = out_value(x, n, j);
+        io->out[j] = v ? &x->vt[v->id] : &io->scratch[j];
+    }
     io->k = (qr_kctx){.node = n, .opset = n->opset, .n_in = n->n_in, .n_out = n->n_out,
                       .in = io->in, .out = io->out, .err = e, .pool = x->pool, .user = x->opts.kernel_user,
                       .scratch_max = budget(x),
                       .cache = n->id >= 0 && n->id < x->nn && x->g->nodes[n->id] == n ? &x->cache[n->id] : NULL,
                       .work = &x->work};
+    if (n->n_out && out_value(x, n, 0) != n->out[0])
+        io->k.act = &x->act[n->id];
     return QR_OK;
 }
 
@@ -411,6 +515,8 @@ static qr_status plan_shapes(qr_exec *x, const qr_tensor *inputs, qr_error *e)
     for (int ni = 0; ni < x->nn; ni++) {
         const qr_node *n = g->nodes[ni];
         node_io io;
+        if (x->skip && x->skip[ni])
+            continue; /* its output is its producer's (fuse_acts) */
         if (node_io_init(x, n, &io, e) != QR_OK)
             return QR_ERR;
         qr_status st = node_infer(n, &io, e);
@@ -425,13 +531,13 @@ static qr_status plan_shapes(qr_exec *x, const qr_tensor *inputs, qr_error *e)
         for (int j = 0; j < n->n_in && known; j++)
             known = !n->in[j] || io.in[j]->data || op_shape_only(n);
         for (int j = 0; j < n->n_out && known; j++)
-            known = n->out[j] && qr_tensor_numel(io.out[j]) <= PLAN_CONST_MAX_ELEMS;
+            known = out_value(x, n, j) && qr_tensor_numel(io.out[j]) <= PLAN_CONST_MAX_ELEMS;
         if (known) {
             for (int j = 0; j < n->n_out; j++) {
                 if (qr_tensor_alloc(io.out[j], e) != QR_OK)
                     return node_fail(n, e);
-                x->planned[n->out[j]->id] = io.out[j]->data;
-                x->kind[n->out[j]->id] = V_PLANNED;
+                x->planned[out_value(x, n, j)->id] = io.out[j]->data;
+                x->kind[out_value(x, n, j)->id] = V_PLANNED;
             }
             if (qr_op_run(&io.k) != QR_OK)
                 return node_fail(n, e);
@@ -479,8 +585,10 @@ static qr_status plan_memory(qr_exec *x, qr_error *e)
     size_t top = 0, sum = 0, perm_top = 0;
     for (int ni = 0; ni < x->nn; ni++) {
         const qr_node *n = g->nodes[ni];
+        if (x->skip && x->skip[ni])
+            continue; /* nothing to place: its input is never written, its output is its producer's */
         for (int j = 0; j < n->n_out; j++) {
-            qr_value *v = n->out[j];
+            const qr_value *v = out_value(x, n, j);
             if (!v || x->kind[v->id] != V_RUNTIME)
                 continue;
             size_t size = align_up(qr_tensor_nbytes(&x->vt[v->id])), off = 0;
@@ -675,6 +783,8 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
     size_t live = 0, peak = 0;
     qr_status st = QR_OK;
     for (int ni = 0; ni < x->nn; ni++) {
+        if (x->skip && x->skip[ni])
+            continue; /* its producer applied it (fuse_acts) */
         if (x->node_done[ni]) {
             observe(x, g->nodes[ni]);
             continue;

@@ -5,6 +5,7 @@
  * the Conv without it, then Relu or Clip, bit for bit, NaN kept. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,4 +134,160 @@ Test(fusion, conv_activation_is_conv_then_relu_or_clip)
     unsetenv("QRL_SGEMM");
     unsetenv("QRL_WINDOW");
     qr_pool_free(pool);
+}
+
+/* ---- the executor's fusion (exec.c fuse_acts) ---- */
+
+#include "exec.h"
+#include "passes.h"
+#include "testutil.h"
+
+static qr_value *conv3x3(qr_graph *g, const char *name, qr_value *x, int64_t c, int64_t m, int64_t stride, unsigned seed)
+{
+    float *w = malloc(sizeof(float) * (size_t)(m * c * 9)), b[16];
+    cr_assert(w && m <= 16);
+    for (int64_t i = 0; i < m * c * 9; i++)
+        w[i] = (float)((int)(next(&seed) % 201) - 100) / 150.0f;
+    for (int64_t i = 0; i < m; i++)
+        b[i] = (float)((int)(next(&seed) % 21) - 10) / 20.0f;
+    char wn[64], bn[64];
+    snprintf(wn, sizeof wn, "%s_w", name);
+    snprintf(bn, sizeof bn, "%s_b", name);
+    const int64_t wd[4] = {m, c, 3, 3}, bd[1] = {m};
+    qr_value *in[3] = {x, tu_const_f32(g, wn, 4, wd, w), tu_const_f32(g, bn, 1, bd, b)};
+    qr_node *n = tu_node(g, "Conv", name, 3, in, 1);
+    const int64_t ks[2] = {3, 3}, st[2] = {stride, stride}, pads[4] = {1, 1, 1, 1};
+    tu_attr_ints(g, n, "kernel_shape", 2, ks);
+    tu_attr_ints(g, n, "strides", 2, st);
+    tu_attr_ints(g, n, "pads", 4, pads);
+    free(w);
+    return n->out[0];
+}
+
+static qr_value *clip(qr_graph *g, const char *name, qr_value *x, qr_value *lo, float hi)
+{
+    char hn[64];
+    snprintf(hn, sizeof hn, "%s_max", name);
+    qr_value *in[3] = {x, lo, tu_const_f32(g, hn, 0, NULL, &hi)};
+    return tu_node(g, "Clip", name, 3, in, 1)->out[0];
+}
+
+/* x -> conv1 -> Relu "r1" -> conv2 (stride 2) -> Clip "k2" (constant bounds) -> y1: both fused.
+ * r1 -> conv3 -> Relu "r3", conv3's output also read by a Neg (before it): not fused.
+ * r1 -> conv4 (a graph output) -> Relu "r4": not fused.
+ * r1 -> conv5 -> Clip "k5" whose min is computed (ReduceMin of x): not fused. */
+static qr_graph *fusion_graph(int dynamic)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t d[4] = {2, 3, 12, 13};
+    qr_value *x = tu_input(g, "x", 4, d);
+    qr_value *r1 = tu_node(g, "Relu", "r1", 1, (qr_value *[]){conv3x3(g, "conv1", x, 3, 8, 1, 1)}, 1)->out[0];
+    float lo = -0.2f;
+    qr_value *c2 = conv3x3(g, "conv2", r1, 8, 6, 2, 2); /* its Clip is the last node: values come and go between */
+    qr_value *c3 = conv3x3(g, "conv3", r1, 8, 5, 1, 3);
+    qr_value *n3 = tu_node(g, "Neg", "n3", 1, &c3, 1)->out[0]; /* the other reader, before the Relu */
+    qr_value *r3 = tu_node(g, "Relu", "r3", 1, &c3, 1)->out[0];
+    tu_output(g, tu_node(g, "Add", "a3", 2, (qr_value *[]){n3, r3}, 1)->out[0]);
+    qr_value *c4 = conv3x3(g, "conv4", r1, 8, 4, 1, 4);
+    tu_output(g, c4);
+    tu_output(g, tu_node(g, "Relu", "r4", 1, &c4, 1)->out[0]);
+    qr_node *mn = tu_node(g, "ReduceMin", "xmin", 1, &x, 1);
+    tu_attr_int(g, mn, "keepdims", 0);
+    tu_output(g, clip(g, "k5", conv3x3(g, "conv5", r1, 8, 4, 2, 5), mn->out[0], 0.5f));
+    tu_output(g, clip(g, "k2", c2, tu_const_f32(g, "k2_min", 0, NULL, &lo), 0.4f));
+    if (dynamic) /* a shape known only from the data: the executor allocates as it runs */
+        tu_output(g, tu_node(g, "NonZero", "nz", 1, &x, 1)->out[0]);
+    qr_error e;
+    cr_assert_eq(qr_pass_infer_and_fold(g, &e), QR_OK, "%s", e.msg);
+    return g;
+}
+
+static int node_index(const qr_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!strcmp(g->nodes[i]->name, name))
+            return i;
+    cr_assert_fail("no node %s", name);
+    return -1;
+}
+
+static void count_values(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
+{
+    (void)n, (void)v, (void)t;
+    ++*(int *)user;
+}
+
+enum { N_OUT = 6 };
+
+/* Runs g on x (threads, profile), into outs; returns the profile's runs of each node in runs. */
+static void run_graph(const qr_graph *g, int threads, qr_observer_fn obs, const qr_tensor *x, qr_tensor *outs,
+                      int64_t *runs, int dynamic)
+{
+    int seen = 0;
+    qr_exec_opts o = {.threads = threads, .profile = 1, .observer = obs, .observer_user = &seen};
+    qr_exec *ex;
+    qr_error e;
+    cr_assert_eq(qr_exec_new(g, &o, &ex, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_exec_run(ex, x, outs, &e), QR_OK, "%s", e.msg);
+    qr_exec_stats st;
+    qr_exec_get_stats(ex, &st);
+    cr_assert_eq(st.dynamic, dynamic);
+    const qr_node_prof *p = qr_exec_profile(ex);
+    for (int i = 0; i < g->n_nodes; i++)
+        runs[i] = p[i].runs;
+    qr_exec_free(ex);
+}
+
+static void check_fusion(int dynamic)
+{
+    qr_graph *g = fusion_graph(dynamic);
+    int n_out = g->n_outputs;
+    cr_assert_eq(n_out, 5 + dynamic);
+    float *xd = malloc(sizeof(float) * 2 * 3 * 12 * 13);
+    unsigned seed = 9;
+    for (int i = 0; i < 2 * 3 * 12 * 13; i++)
+        xd[i] = (float)((int)(next(&seed) % 2001) - 1000) / 300.0f;
+    qr_tensor x = {.dtype = QR_F32, .ndim = 4, .dims = {2, 3, 12, 13}, .data = xd};
+    int64_t *runs = calloc((size_t)g->n_nodes, sizeof *runs), *runs0 = calloc((size_t)g->n_nodes, sizeof *runs0);
+    cr_assert(runs && runs0);
+    qr_tensor ref[N_OUT], got[N_OUT];
+    setenv("QRL_FUSE", "0", 1); /* the reference: every node on its own */
+    run_graph(g, 1, NULL, &x, ref, runs0, dynamic);
+    unsetenv("QRL_FUSE");
+    for (int i = 0; i < g->n_nodes; i++)
+        cr_assert_eq(runs0[i], 1, "QRL_FUSE=0: node %s ran", g->nodes[i]->name);
+    for (int threads = 1; threads <= 2; threads++) {
+        run_graph(g, threads, NULL, &x, got, runs, dynamic);
+        cr_assert_eq(runs[node_index(g, "r1")], 0, "Relu r1 folded into conv1");
+        cr_assert_eq(runs[node_index(g, "k2")], 0, "Clip k2 folded into conv2 (its output a graph output)");
+        cr_assert_eq(runs[node_index(g, "conv1")], 1);
+        cr_assert_eq(runs[node_index(g, "r3")], 1, "conv3's output has another reader: r3 runs");
+        cr_assert_eq(runs[node_index(g, "r4")], 1, "conv4's output is a graph output: r4 runs");
+        cr_assert_eq(runs[node_index(g, "k5")], 1, "k5's min is computed: k5 runs");
+        for (int o = 0; o < n_out; o++) {
+            cr_assert(qr_tensor_same_shape(&got[o], &ref[o]));
+            cr_assert(memcmp(got[o].data, ref[o].data, qr_tensor_nbytes(&ref[o])) == 0,
+                      "output %d (%s) differs fused, %d threads", o, g->outputs[o]->name, threads);
+            qr_tensor_free(&got[o]);
+        }
+    }
+    /* an observer sees every value: nothing is folded */
+    run_graph(g, 1, count_values, &x, got, runs, dynamic);
+    cr_assert_eq(runs[node_index(g, "r1")], 1);
+    cr_assert_eq(runs[node_index(g, "k2")], 1);
+    for (int o = 0; o < n_out; o++) {
+        cr_assert(memcmp(got[o].data, ref[o].data, qr_tensor_nbytes(&ref[o])) == 0);
+        qr_tensor_free(&got[o]);
+        qr_tensor_free(&ref[o]);
+    }
+    free(runs);
+    free(runs0);
+    free(xd);
+    qr_graph_free(g);
+}
+
+Test(fusion, executor_folds_relu_and_clip_into_conv_only_when_alone)
+{
+    check_fusion(0); /* memory planned once */
+    check_fusion(1); /* allocated as it runs */
 }
