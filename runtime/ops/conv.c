@@ -1797,12 +1797,13 @@ static qr_status unpool_run(qr_kctx *k)
 #define CONV_ATTRS "auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints"
 
 const qr_op_def qr_ops_conv[] = {
-    {"Conv", "", 2, 3, 1, 1, CONV_ATTRS, conv_infer, conv_run, 0, .ins = "X:f3+ W:f3+ B?:f1", .act = 1},
+    {"Conv", "", 2, 3, 1, 1, CONV_ATTRS, conv_infer, conv_run, 0, .ins = "X:f3+ W:f3+ B?:f1", .act = 1,
+     .writes_all = qr_op_writes_all},
     {"ConvTranspose", "", 2, 3, 1, 1, CONV_ATTRS " output_padding:ints output_shape:ints", conv_tr_infer,
      conv_tr_run, 0, .ins = "X:f3+ W:f3+ B?:f1"},
     {"MaxPool", "", 1, 1, 1, 2,
      "auto_pad:s ceil_mode:i dilations:ints kernel_shape:ints pads:ints storage_order:i strides:ints",
-     maxpool_infer, maxpool_run, 0, .ins = "X:3+"},
+     maxpool_infer, maxpool_run, 0, .ins = "X:3+", .writes_all = qr_op_writes_all},
     {"AveragePool", "", 1, 1, 1, 1,
      "auto_pad:s ceil_mode:i count_include_pad:i dilations:ints kernel_shape:ints pads:ints strides:ints",
      avgpool_infer, avgpool_run, 0, .ins = "X:3+"},

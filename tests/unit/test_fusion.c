@@ -291,3 +291,75 @@ Test(fusion, executor_folds_relu_and_clip_into_conv_only_when_alone)
     check_fusion(0); /* memory planned once */
     check_fusion(1); /* allocated as it runs */
 }
+
+/* ---- ops whose def says writes_all: the executor no longer zeroes their outputs ---- */
+
+/* Runs op with its output filled with NaN first; inputs finite, so a NaN left is an element the
+ * kernel did not write. */
+static void check_writes_all(const char *op, qr_attr *attrs, int nattr, const qr_tensor **in, int nin, int nout,
+                             const char *what)
+{
+    const qr_op_def *d = qr_op_find("", op);
+    cr_assert(d && d->writes_all, "%s is marked writes_all", op);
+    qr_node n = {.name = "t", .op = op, .domain = "", .opset = 17, .n_in = nin, .n_out = nout, .n_attr = nattr,
+                 .attr = attrs, .def = d};
+    qr_tensor out[2];
+    memset(out, 0, sizeof out);
+    qr_tensor *outs[2] = {&out[0], &out[1]};
+    qr_error e = {{0}};
+    qr_kctx k = {.node = &n, .opset = 17, .n_in = nin, .n_out = nout, .in = in, .out = outs, .err = &e};
+    cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
+    for (int o = 0; o < nout; o++) {
+        cr_assert_eq(qr_tensor_alloc(&out[o], &e), QR_OK);
+        memset(out[o].data, 0xff, qr_tensor_nbytes(&out[o])); /* NaN as f32 and f64, -1 as integers */
+    }
+    cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
+    for (int o = 0; o < nout; o++) {
+        int64_t nel = qr_tensor_numel(&out[o]);
+        for (int64_t i = 0; i < nel; i++)
+            if (out[o].dtype == QR_F32)
+                cr_assert(!isnan(((float *)out[o].data)[i]), "%s %s: output %d element %lld not written", op, what, o,
+                          (long long)i);
+            else if (out[o].dtype == QR_I64)
+                cr_assert(((int64_t *)out[o].data)[i] >= 0, "%s %s: index %lld not written", op, what, (long long)i);
+        qr_tensor_free(&out[o]);
+    }
+}
+
+Test(fusion, conv_and_maxpool_write_every_output_element)
+{
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        conv_case cc = cases[c].cc;
+        int64_t nx = cc.n * cc.c * cc.h * cc.w, nw = cc.m * (cc.c / cc.group) * cc.k * cc.k;
+        float *x = malloc(sizeof(float) * (size_t)nx), *w = malloc(sizeof(float) * (size_t)nw), b[32];
+        cr_assert(x && w && cc.m <= 32);
+        unsigned seed = 17;
+        for (int64_t i = 0; i < nx; i++)
+            x[i] = (float)((int)(next(&seed) % 2001) - 1000) / 400.0f;
+        for (int64_t i = 0; i < nw; i++)
+            w[i] = (float)((int)(next(&seed) % 2001) - 1000) / 400.0f;
+        for (int64_t i = 0; i < cc.m; i++)
+            b[i] = (float)i;
+        int64_t ks[2] = {cc.k, cc.k}, st[2] = {cc.stride, cc.stride}, pads[4] = {cc.pad, cc.pad, cc.pad, cc.pad};
+        qr_attr a[4] = {{.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
+                        {.name = "strides", .kind = QR_ATTR_INTS, .n = 2, .ints = st},
+                        {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pads},
+                        {.name = "group", .kind = QR_ATTR_INT, .i = cc.group}};
+        qr_tensor tx = {.dtype = QR_F32, .ndim = 4, .dims = {cc.n, cc.c, cc.h, cc.w}, .data = x};
+        qr_tensor tw = {.dtype = QR_F32, .ndim = 4, .dims = {cc.m, cc.c / cc.group, cc.k, cc.k}, .data = w};
+        qr_tensor tb = {.dtype = QR_F32, .ndim = 1, .dims = {cc.m}, .data = b};
+        const qr_tensor *in[3] = {&tx, &tw, &tb};
+        check_writes_all("Conv", a, 4, in, 3, 1, cases[c].what);
+        setenv("QRL_SGEMM", "portable", 1);
+        setenv("QRL_WINDOW", "portable", 1);
+        check_writes_all("Conv", a, 4, in, 2, 1, cases[c].what);
+        unsetenv("QRL_SGEMM");
+        unsetenv("QRL_WINDOW");
+        /* MaxPool over the same input: 3x3 at the case's stride, with and without its indices */
+        qr_attr pa[3] = {a[0], a[1], a[2]};
+        check_writes_all("MaxPool", pa, 3, in, 1, 1, cases[c].what);
+        check_writes_all("MaxPool", pa, 3, in, 1, 2, cases[c].what);
+        free(x);
+        free(w);
+    }
+}
