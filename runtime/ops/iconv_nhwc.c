@@ -278,11 +278,8 @@ static void block_epilogue(nhwc_job *j, uint8_t *slot, int32_t *acc, int64_t r0,
         nhwc_failed(j, &e);
 }
 
-/* With few input channels (a first layer's 1 or 3) a window position is less than one word of
- * k: each pixel's whole window goes into one row of C * taps bytes in the weights' own order (c,
- * ky, kx; padding as xz, i8 turned into u8, zeros past K up to k4), and the kernel runs with one
- * tap. The input may be NCHW (x_nchw), where a window row is KW bytes of one plane. */
-static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *buf, const uint8_t **a)
+/* gather_rows, one byte at a time: any geometry (windows too wide for gather_rows' stack rows). */
+static void gather_rows_bytes(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *buf, const uint8_t **a)
 {
     const qr_conv_geom *g = j->g;
     const int64_t H = g->big[0], W = g->big[1], OW = g->small[1], C = j->c, KW = g->kernel[1], P = g->small_n;
@@ -291,39 +288,98 @@ static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *bu
     int64_t n = r0 / P, oy = r0 % P / OW, ox = r0 % P % OW;
     for (int64_t i = 0; i < rows; i++) {
         const uint8_t *img = j->x + n * H * W * C;
-        uint8_t *row = buf + i * j->k4, *d = row;
-        int64_t ix0 = ox * g->stride[1] - g->pad_begin[1], d1 = g->dilation[1];
-        int inside_x = ix0 >= 0 && ix0 + (KW - 1) * d1 < W;
+        uint8_t *d = buf + i * j->k4;
         for (int64_t c = 0; c < C; c++)
             for (int64_t ky = 0; ky < g->kernel[0]; ky++, d += KW) {
                 int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
-                if (iy < 0 || iy >= H) {
-                    memset(d, xz ^ flip, (size_t)KW);
-                    continue;
-                }
-                const uint8_t *r = img + c * cs + (iy * W + ix0) * ps;
-                if (inside_x && ps == 1 && d1 == 1 && KW <= 8 && ix0 + 8 <= W) { /* 8 bytes inside x's row */
-                    /* one word: the byte or so past KW is written again by the next row, or is
-                     * the row's zero tail, or the buffer's slack */
-                    uint64_t v;
-                    memcpy(&v, r, 8);
-                    memcpy(d, &v, 8);
-                    continue;
-                }
-                if (inside_x && ps == 1 && d1 == 1) {
-                    memcpy(d, r, (size_t)KW);
-                    continue;
-                }
+                const uint8_t *r = img + c * cs + iy * W * ps;
                 for (int64_t kx = 0; kx < KW; kx++) {
-                    int64_t ix = ix0 + kx * d1;
-                    d[kx] = ix >= 0 && ix < W ? r[kx * d1 * ps] : (uint8_t)(xz ^ flip);
+                    int64_t ix = ox * g->stride[1] - g->pad_begin[1] + kx * g->dilation[1];
+                    d[kx] = iy >= 0 && iy < H && ix >= 0 && ix < W ? r[ix * ps] ^ flip : xz;
                 }
             }
-        for (int64_t b = 0; flip && b < C * j->taps; b++) /* padding was written as xz ^ flip: all flip */
-            row[b] ^= flip;
         memset(d, 0, (size_t)(j->k4 - C * j->taps));
-        a[i] = row;
+        a[i] = buf + i * j->k4;
         if (++ox == OW && (ox = 0, ++oy == g->small[0])) {
+            oy = 0;
+            n++;
+        }
+    }
+}
+
+/* Bytes of the padded input rows gather_rows keeps on the stack for a run of pixels. */
+enum { GATHER_STACK = 8192 };
+
+/* With few input channels (a first layer's 1 or 3) a window position is less than one word of
+ * k: each pixel's whole window goes into one row of C * taps bytes in the weights' own order (c,
+ * ky, kx; padding as xz, i8 turned into u8, zeros past K up to k4), and the kernel runs with one
+ * tap. The input may be NCHW (x_nchw). Byte by byte this costs ~50 cycles a pixel, more than the
+ * GEMM: instead, for each run of pixels along one output row, each (c, ky) input row the run reads
+ * is copied once into a padded row (flipped, xz outside the image), and a pixel's KW bytes of it
+ * are then one unaligned word (KW <= 8, no dilation) written over the row; a word's spill past KW
+ * is overwritten by the next segment, the zero tail or the next row (buf has 8 bytes of slack). */
+static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *buf, const uint8_t **a)
+{
+    const qr_conv_geom *g = j->g;
+    const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], C = j->c, P = g->small_n;
+    const int64_t KH = g->kernel[0], KW = g->kernel[1], sx = g->stride[1], dx = g->dilation[1];
+    const int64_t cs = j->x_nchw ? H * W : 1, ps = j->x_nchw ? 1 : C; /* channel and pixel strides */
+    const int64_t nseg = C * KH, K = C * j->taps, reach = (KW - 1) * dx + 1;
+    /* each segment's padded row: the run's span and a word of slack for the last pixel's load */
+    int64_t most = GATHER_STACK / nseg - 8 - reach;
+    if (most < 0) {
+        gather_rows_bytes(j, r0, rows, buf, a);
+        return;
+    }
+    most = most / sx + 1; /* pixels per run */
+    _Alignas(64) uint8_t pad[GATHER_STACK];
+    const uint8_t flip = j->flip, xz = (uint8_t)j->xz;
+    int64_t n = r0 / P, oy = r0 % P / OW, ox = r0 % P % OW;
+    for (int64_t i = 0; i < rows;) {
+        int64_t run = OW - ox < rows - i ? OW - ox : rows - i;
+        run = run < most ? run : most;
+        const int64_t span = (run - 1) * sx + reach, pstride = span + 8, ix0 = ox * sx - g->pad_begin[1];
+        /* the span's part inside the image: [q0, q1) */
+        int64_t q0 = ix0 < 0 ? -ix0 : 0, q1 = W - ix0 < span ? W - ix0 : span;
+        q1 = q1 > q0 ? q1 : q0;
+        const uint8_t *img = j->x + n * H * W * C;
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t ky = 0; ky < KH; ky++) {
+                uint8_t *p = pad + (c * KH + ky) * pstride;
+                int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+                if (iy < 0 || iy >= H) {
+                    memset(p, xz, (size_t)span);
+                    continue;
+                }
+                const uint8_t *r = img + c * cs + iy * W * ps;
+                memset(p, xz, (size_t)q0);
+                if (ps == 1)
+                    for (int64_t q = q0; q < q1; q++)
+                        p[q] = r[ix0 + q] ^ flip;
+                else
+                    for (int64_t q = q0; q < q1; q++)
+                        p[q] = r[(ix0 + q) * ps] ^ flip;
+                memset(p + q1, xz, (size_t)(span - q1));
+            }
+        for (int64_t t = 0; t < run; t++) {
+            uint8_t *row = buf + (i + t) * j->k4, *d = row;
+            const uint8_t *p = pad + t * sx;
+            if (dx == 1 && KW <= 8)
+                for (int64_t sg = 0; sg < nseg; sg++, d += KW, p += pstride) {
+                    uint64_t v;
+                    memcpy(&v, p, 8);
+                    memcpy(d, &v, 8);
+                }
+            else
+                for (int64_t sg = 0; sg < nseg; sg++, d += KW, p += pstride)
+                    for (int64_t kx = 0; kx < KW; kx++)
+                        d[kx] = p[kx * dx];
+            for (int64_t b = K; b < j->k4; b++)
+                row[b] = 0;
+            a[i + t] = row;
+        }
+        i += run;
+        if ((ox += run) == OW && (ox = 0, ++oy == OH)) {
             oy = 0;
             n++;
         }

@@ -4,7 +4,8 @@
  * shapes, windows, strides, dilations, asymmetric pads and ceil mode, with
  * values at the 8-bit extremes and output rows in several sub-ranges; and
  * against the NCHW ops themselves (ConvInteger with one group per channel,
- * MaxPool, AveragePool on u8 and i8) run through the op table. */
+ * MaxPool, AveragePool on u8 and i8) run through the op table; and the NHWC
+ * convolution's gathered windows (few input channels) against ConvInteger. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
@@ -13,7 +14,9 @@
 #include <string.h>
 
 #include "op.h"
+#include "ops/conv_epilogue.h"
 #include "ops/nhwc.h"
+#include "parallel.h"
 
 static unsigned rnd(unsigned *s)
 {
@@ -543,4 +546,138 @@ Test(nhwc, pools_match_the_ops)
         free(xh);
         free(yh);
     }
+}
+
+/* ---- convolutions over few channels (iconv_nhwc.c's gathered windows) ---- */
+
+/* The epilogue: the int32 sums as they are. */
+static qr_status copy_sums(const qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e)
+{
+    (void)ep, (void)e;
+    int32_t *y = b->y_block;
+    for (int64_t r = 0; r < b->rows; r++)
+        memcpy(y + r * b->y_rs, b->acc + r * b->acc_rs, (size_t)b->cols * sizeof *y);
+    return QR_OK;
+}
+
+static qr_status gathered_infer(qr_kctx *k)
+{
+    return qr_convint_infer_nhwc(k, k->in[0], k->in[2], k->in[1], NULL, QR_I32);
+}
+
+static qr_status gathered_run(qr_kctx *k)
+{
+    qr_acc_epilogue ep = {.run = copy_sums};
+    return qr_convint_run_nhwc(k, k->in[0], k->in[2], k->in[1], NULL, 0, &ep);
+}
+
+/* A convolution of group 1 over C < 16 channels (the gathered rows), N images (blocks span
+ * them), M output channels, i8 or u8 activations with a random zero point, x NHWC or NCHW (x_nchw),
+ * on pool's threads: its sums are ConvInteger's bit for bit. */
+static void check_gathered(unsigned *s, const shape *shp, int64_t N, int64_t M, int signed8, int x_nchw, qr_pool *pool)
+{
+    const shape sh = *shp;
+    const qr_conv_geom *g = &sh.g;
+    int64_t C = sh.C, H = sh.H, W = sh.W, kn = g->kernel_n;
+    int64_t OH = g->small[0], OW = g->small[1], nx = N * C * H * W;
+    uint8_t *xn = malloc((size_t)nx), *xh = malloc((size_t)nx);
+    int8_t *w = malloc((size_t)(M * C * kn));
+    cr_assert(xn && xh && w);
+    for (int64_t i = 0; i < nx; i++)
+        xn[i] = (uint8_t)(signed8 ? rnd_in(s, -128, 127) : rnd_in(s, 0, 255));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < H * W; i++)
+                xh[(n * H * W + i) * C + c] = xn[(n * C + c) * H * W + i];
+    for (int64_t i = 0; i < M * C * kn; i++)
+        w[i] = (int8_t)rnd_in(s, -128, 127);
+    uint8_t xzb = (uint8_t)(signed8 ? rnd_in(s, -128, 127) : rnd_in(s, 0, 255));
+    qr_tensor tx = {.dtype = signed8 ? QR_I8 : QR_U8, .ndim = 4, .dims = {N, C, H, W}, .data = xn};
+    qr_tensor tw = {.dtype = QR_I8, .ndim = 4, .dims = {M, C, g->kernel[0], g->kernel[1]}, .data = w};
+    qr_tensor txz = {.dtype = tx.dtype, .ndim = 0, .data = &xzb};
+    const qr_tensor *in[3] = {&tx, &tw, &txz};
+    win_attrs wa;
+    set_win_attrs(&wa, &sh, 1, -1);
+    qr_tensor want;
+    run_op("ConvInteger", wa.a, wa.n, in, 3, &want);
+    cr_assert(want.dims[2] == OH && want.dims[3] == OW);
+
+    qr_tensor th = tx;
+    if (!x_nchw) {
+        th.dims[1] = H, th.dims[2] = W, th.dims[3] = C;
+        th.data = xh;
+    }
+    wa.a[wa.n++] = (qr_attr){.name = "x_nchw", .kind = QR_ATTR_INT, .i = x_nchw};
+    static const qr_op_def def = {.name = "gathered", .domain = "qrl", .infer = gathered_infer, .run = gathered_run};
+    qr_node node = {.name = "t", .op = "gathered", .domain = "qrl", .opset = 1, .n_in = 3, .n_out = 1,
+                    .n_attr = wa.n, .attr = wa.a, .def = &def};
+    const qr_tensor *gin[3] = {&th, &tw, &txz};
+    qr_tensor got = {0}, *outs[1] = {&got};
+    qr_error e;
+    qr_kctx k = {.node = &node, .opset = 1, .n_in = 3, .n_out = 1, .in = gin, .out = outs, .err = &e, .pool = pool};
+    cr_assert_eq(def.infer(&k), QR_OK, "%s", e.msg);
+    cr_assert(got.dims[1] == OH && got.dims[2] == OW && got.dims[3] == M);
+    cr_assert_eq(qr_tensor_alloc(&got, &e), QR_OK);
+    cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
+    const int32_t *yv = want.data, *yh = got.data;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t i = 0; i < OH * OW; i++)
+                cr_assert_eq(yh[(n * OH * OW + i) * M + m], yv[(n * M + m) * OH * OW + i],
+                             "%s %s, N %lld M %lld, %d threads, %s: image %lld pixel %lld channel %lld: %d, op %d",
+                             signed8 ? "i8" : "u8", x_nchw ? "NCHW" : "NHWC", (long long)N, (long long)M,
+                             qr_pool_threads(pool), describe(&sh), (long long)n, (long long)i, (long long)m,
+                             yh[(n * OH * OW + i) * M + m], yv[(n * M + m) * OH * OW + i]);
+    qr_tensor_free(&want);
+    qr_tensor_free(&got);
+    free(xn);
+    free(xh);
+    free(w);
+}
+
+/* Random geometries (windows 1..5, strides 1..3, dilations 1..2, pads), C of 1 to 15, 1 to 3
+ * images, 1 to 40 output channels; every fifth image 150 to 350 pixels wide (long runs, cut by
+ * gather_rows' stack rows). */
+Test(nhwc, gathered_convolutions_match_convinteger)
+{
+    static const int64_t Cs[] = {1, 2, 3, 4, 7, 15};
+    unsigned s = 17;
+    qr_pool *two = qr_pool_new(2);
+    for (int it = 0; it < 240; it++) {
+        int x_nchw = (it / 2) % 2;
+        shape sh;
+        while (!make_shape(&s, 0, &sh) || (!x_nchw && sh.g.kernel_n == 1)) /* one tap of NHWC is no gather */
+            ;
+        sh.C = Cs[rnd(&s) % 6];
+        qr_conv_geom *g = &sh.g;
+        if (it % 5 == 0) {
+            sh.W = g->big[1] = 150 + rnd(&s) % 200;
+            g->small[1] = (sh.W + g->pad_begin[1] + g->pad_end[1] - (g->kernel[1] - 1) * g->dilation[1] - 1) /
+                              g->stride[1] + 1;
+            g->big_n = sh.H * sh.W, g->small_n = g->small[0] * g->small[1];
+        }
+        int64_t N = 1 + rnd(&s) % 3, M = 1 + rnd(&s) % 40;
+        check_gathered(&s, &sh, N, M, it % 2, x_nchw, it % 3 ? NULL : two);
+    }
+    qr_pool_free(two);
+}
+
+/* The bench models' stems at their sizes: ResNet-18's 7x7 stride 2 pads 3 over 3 channels of
+ * 224 x 224 (64 outputs), the small CNN's 3x3 pads 1 over one channel of 28 x 28 (16 outputs). */
+Test(nhwc, gathered_stems_match_convinteger)
+{
+    unsigned s = 19;
+    qr_pool *two = qr_pool_new(2);
+    shape r = {.C = 3, .H = 224, .W = 224}, f = {.C = 1, .H = 28, .W = 28};
+    r.g = (qr_conv_geom){.r = 2, .big = {224, 224}, .small = {112, 112}, .kernel = {7, 7}, .stride = {2, 2},
+                         .dilation = {1, 1}, .pad_begin = {3, 3}, .pad_end = {3, 3}, .big_n = 224 * 224,
+                         .small_n = 112 * 112, .kernel_n = 49};
+    f.g = (qr_conv_geom){.r = 2, .big = {28, 28}, .small = {28, 28}, .kernel = {3, 3}, .stride = {1, 1},
+                         .dilation = {1, 1}, .pad_begin = {1, 1}, .pad_end = {1, 1}, .big_n = 28 * 28,
+                         .small_n = 28 * 28, .kernel_n = 9};
+    for (int it = 0; it < 4; it++) {
+        check_gathered(&s, &r, 1, 64, it % 2, 1, it / 2 ? two : NULL);
+        check_gathered(&s, &f, 5, 16, it % 2, it / 2, it / 2 ? two : NULL);
+    }
+    qr_pool_free(two);
 }
