@@ -191,24 +191,144 @@ void qr_nhwc_dw_u8(int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, co
 
 /* ---- pools ---- */
 
-/* y[c] = the maximum of x0[i * ys + j * xs + c] over (i, j) < (nky, nkx), or TMIN, for c < C:
- * a loop over channels per tap, which GCC vectorizes. */
-#define NHWC_MAX_PIXEL(S, T, TMIN)                                                                             \
-    static inline __attribute__((always_inline)) void max_pixel_##S(T *restrict y, const T *x0, int64_t ys,   \
-                                                                    int64_t xs, int64_t nky, int64_t nkx,      \
-                                                                    int64_t C)                                 \
+/* MaxPool separably: the maximum over a window is the maximum over its columns of the maximum
+ * over its rows. For each output row, the window's rows inside the image are reduced once into one
+ * row v whose pixels outside the image are TMIN (max's identity: padding is ignored, and a window
+ * of padding only gives TMIN), and each output pixel is the maximum of its KW pixels of v. The
+ * loops run over runs of pixels' bytes, not over one pixel's C channels (16 channels a pixel left
+ * most of a vector idle and paid a loop's overhead per pixel). v is on the stack: chunks of output
+ * pixels, and slices of channels when one window row of all C does not fit. */
+enum { NHWC_MAXV = 16384 };
+
+#define NHWC_MAX_ROWS(S, T, TMIN)                                                                              \
+    /* v[p * cb + c] = max over r < nr of x[r * rs + p * xs + c], for p < np, c < cb (TMIN for nr = 0) */      \
+    static inline __attribute__((always_inline)) void max_v_##S(T *restrict v, const T *x, int64_t rs,         \
+                                                                int64_t xs, int64_t nr, int64_t np,            \
+                                                                int64_t cb)                                    \
     {                                                                                                          \
-        for (int64_t c = 0; c < C; c++)                                                                        \
-            y[c] = TMIN;                                                                                       \
-        for (int64_t i = 0; i < nky; i++)                                                                      \
-            for (int64_t j = 0; j < nkx; j++) {                                                                \
-                const T *restrict p = x0 + i * ys + j * xs;                                                    \
-                for (int64_t c = 0; c < C; c++)                                                                \
-                    y[c] = p[c] > y[c] ? p[c] : y[c];                                                          \
+        if (xs == cb) /* whole pixels: one run of np * cb */                                                   \
+            cb *= np, np = 1;                                                                                  \
+        for (int64_t p = 0; p < np; p++) {                                                                     \
+            T *restrict d = v + p * cb;                                                                        \
+            const T *s0 = x + p * xs;                                                                          \
+            if (nr == 0)                                                                                       \
+                for (int64_t c = 0; c < cb; c++)                                                               \
+                    d[c] = TMIN;                                                                               \
+            else                                                                                               \
+                for (int64_t c = 0; c < cb; c++)                                                               \
+                    d[c] = s0[c];                                                                              \
+            for (int64_t r = 1; r < nr; r++) {                                                                 \
+                const T *restrict u = s0 + r * rs;                                                             \
+                for (int64_t c = 0; c < cb; c++)                                                               \
+                    d[c] = u[c] > d[c] ? u[c] : d[c];                                                          \
             }                                                                                                  \
+        }                                                                                                      \
+    }                                                                                                          \
+    /* y[o * ys + c] = max over kx < KW of v[(o * sx + kx * dx) * cb + c], for o < n, c < cb; inlined with    \
+     * constant cb for the usual channel counts */                                                             \
+    static inline __attribute__((always_inline)) void max_h_##S(T *restrict y, int64_t ys, const T *restrict v, \
+                                                                int64_t n, int64_t cb, int64_t sx, int64_t dx, \
+                                                                int64_t KW)                                    \
+    {                                                                                                          \
+        if (sx == 1 && ys == cb) { /* n * cb bytes of y, each the maximum of KW bytes of v dx * cb apart */   \
+            for (int64_t j = 0; j < n * cb; j++)                                                               \
+                y[j] = v[j];                                                                                   \
+            for (int64_t kx = 1; kx < KW; kx++) {                                                              \
+                const T *restrict u = v + kx * dx * cb;                                                        \
+                for (int64_t j = 0; j < n * cb; j++)                                                           \
+                    y[j] = u[j] > y[j] ? u[j] : y[j];                                                          \
+            }                                                                                                  \
+            return;                                                                                            \
+        }                                                                                                      \
+        for (int64_t o = 0; o < n; o++) {                                                                      \
+            T *restrict d = y + o * ys;                                                                        \
+            const T *p = v + o * sx * cb;                                                                      \
+            for (int64_t c = 0; c < cb; c++)                                                                   \
+                d[c] = p[c];                                                                                   \
+            for (int64_t kx = 1; kx < KW; kx++)                                                                \
+                for (int64_t c = 0; c < cb; c++)                                                               \
+                    d[c] = p[kx * dx * cb + c] > d[c] ? p[kx * dx * cb + c] : d[c];                            \
+        }                                                                                                      \
+    }                                                                                                          \
+    static inline __attribute__((always_inline)) void max_h_any_##S(T *y, int64_t ys, const T *v, int64_t n,   \
+                                                                    int64_t cb, int64_t sx, int64_t dx,        \
+                                                                    int64_t KW)                                \
+    {                                                                                                          \
+        switch (cb) {                                                                                          \
+        case 16:                                                                                               \
+            max_h_##S(y, ys, v, n, 16, sx, dx, KW);                                                            \
+            break;                                                                                             \
+        case 32:                                                                                               \
+            max_h_##S(y, ys, v, n, 32, sx, dx, KW);                                                            \
+            break;                                                                                             \
+        case 64:                                                                                               \
+            max_h_##S(y, ys, v, n, 64, sx, dx, KW);                                                            \
+            break;                                                                                             \
+        default:                                                                                               \
+            max_h_##S(y, ys, v, n, cb, sx, dx, KW);                                                            \
+        }                                                                                                      \
+    }                                                                                                          \
+    static void max_rows_wide_##S(T *y, const T *x, int64_t C, const qr_conv_geom *g, int64_t oy0, int64_t oy1) \
+    {                                                                                                          \
+        const int64_t H = g->big[0], W = g->big[1], OW = g->small[1];                                          \
+        for (int64_t oy = oy0; oy < oy1; oy++)                                                                 \
+            for (int64_t ox = 0; ox < OW; ox++) {                                                              \
+                int64_t iy0 = oy * g->stride[0] - g->pad_begin[0], ix0 = ox * g->stride[1] - g->pad_begin[1];  \
+                int64_t ky0, ky1, kx0, kx1;                                                                    \
+                tap_range(iy0, g->dilation[0], g->kernel[0], H, &ky0, &ky1);                                   \
+                tap_range(ix0, g->dilation[1], g->kernel[1], W, &kx0, &kx1);                                   \
+                for (int64_t c = 0; c < C; c++) {                                                              \
+                    T m = TMIN;                                                                                \
+                    for (int64_t ky = ky0; ky < ky1; ky++)                                                     \
+                        for (int64_t kx = kx0; kx < kx1; kx++) {                                               \
+                            T u = x[((iy0 + ky * g->dilation[0]) * W + ix0 + kx * g->dilation[1]) * C + c];    \
+                            m = u > m ? u : m;                                                                 \
+                        }                                                                                      \
+                    y[(oy * OW + ox) * C + c] = m;                                                             \
+                }                                                                                              \
+            }                                                                                                  \
+    }                                                                                                          \
+    static inline __attribute__((always_inline)) void max_rows_##S(T *y, const T *x, int64_t C,               \
+                                                                   const qr_conv_geom *g, int64_t oy0,         \
+                                                                   int64_t oy1)                                \
+    {                                                                                                          \
+        const int64_t H = g->big[0], W = g->big[1], OW = g->small[1], KH = g->kernel[0], KW = g->kernel[1];    \
+        const int64_t sh = g->stride[0], sx = g->stride[1], dh = g->dilation[0], dx = g->dilation[1];          \
+        const int64_t reach = (KW - 1) * dx + 1; /* a window's pixels of v */                                  \
+        if (reach > NHWC_MAXV) { /* a window wider than v: each output on its own */                           \
+            max_rows_wide_##S(y, x, C, g, oy0, oy1);                                                           \
+            return;                                                                                            \
+        }                                                                                                      \
+        _Alignas(64) T v[NHWC_MAXV];                                                                           \
+        /* channels a slice: all C, or whole vectors' worth that fit one output pixel's window */              \
+        int64_t cb = C * reach <= NHWC_MAXV ? C : NHWC_MAXV / reach / 64 * 64;                                 \
+        cb = cb > 0 ? cb : 1;                                                                                  \
+        const int64_t chunk = (NHWC_MAXV / cb - reach) / sx + 1; /* output pixels a chunk */                   \
+        for (int64_t oy = oy0; oy < oy1; oy++) {                                                               \
+            int64_t iy0 = oy * sh - g->pad_begin[0], ky0, ky1;                                                 \
+            tap_range(iy0, dh, KH, H, &ky0, &ky1);                                                             \
+            const T *xr = x + (ky1 > ky0 ? (iy0 + ky0 * dh) * W * C : 0);                                      \
+            for (int64_t ox0 = 0; ox0 < OW; ox0 += chunk) {                                                    \
+                int64_t n = OW - ox0 < chunk ? OW - ox0 : chunk, q0 = ox0 * sx - g->pad_begin[1];              \
+                int64_t span = (n - 1) * sx + reach; /* v's pixels, input columns q0 .. q0 + span */           \
+                int64_t lo = q0 < 0 ? -q0 : 0, hi = W - q0 < span ? W - q0 : span;                             \
+                lo = lo < span ? lo : span;                                                                    \
+                hi = hi > lo ? hi : lo;                                                                        \
+                for (int64_t c0 = 0; c0 < C; c0 += cb) {                                                       \
+                    int64_t nc = C - c0 < cb ? C - c0 : cb;                                                    \
+                    for (int64_t i = 0; i < lo * nc; i++)                                                      \
+                        v[i] = TMIN;                                                                           \
+                    for (int64_t i = hi * nc; i < span * nc; i++)                                              \
+                        v[i] = TMIN;                                                                           \
+                    if (hi > lo)                                                                               \
+                        max_v_##S(v + lo * nc, xr + (q0 + lo) * C + c0, dh * W * C, C, ky1 - ky0, hi - lo, nc); \
+                    max_h_any_##S(y + (oy * OW + ox0) * C + c0, C, v, n, nc, sx, dx, KW);                      \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
     }
-NHWC_MAX_PIXEL(u8, uint8_t, 0)
-NHWC_MAX_PIXEL(i8, int8_t, INT8_MIN)
+NHWC_MAX_ROWS(u8, uint8_t, 0)
+NHWC_MAX_ROWS(i8, int8_t, INT8_MIN)
 
 /* AveragePool's rounding (conv.c's pool_avg): s / n (n > 0) rounded half to even, clamped to
  * [lo, hi], without branches so that a pixel's channels vectorize. The quotient truncated through
@@ -249,12 +369,12 @@ static inline int32_t avg_round(int32_t s, int32_t n, double dn, int32_t lo, int
 NHWC_AVG_PIXEL(u8, uint8_t, 0, 255)
 NHWC_AVG_PIXEL(i8, int8_t, -128, 127)
 
-/* Output rows [oy0, oy1) of a pool: each pixel's window as a rectangle of taps inside the image;
- * avg (n_pad: count_include_pad) divides by its count. */
-#define NHWC_POOL_ROWS(S, T)                                                                                   \
-    static inline __attribute__((always_inline)) void pool_rows_##S(T *y, const T *x, int64_t C,              \
-                                                                     const qr_conv_geom *g, int avg,           \
-                                                                     int n_pad, int64_t oy0, int64_t oy1)      \
+/* Output rows [oy0, oy1) of AveragePool: each pixel's window as a rectangle of taps inside the
+ * image, its sum divided by its count (n_pad: count_include_pad). */
+#define NHWC_AVG_ROWS(S, T)                                                                                   \
+    static inline __attribute__((always_inline)) void avg_rows_##S(T *y, const T *x, int64_t C,               \
+                                                                    const qr_conv_geom *g, int n_pad,          \
+                                                                    int64_t oy0, int64_t oy1)                  \
     {                                                                                                          \
         const int64_t H = g->big[0], W = g->big[1], OW = g->small[1], KH = g->kernel[0], KW = g->kernel[1];    \
         const int64_t sh = g->stride[0], sw = g->stride[1], dh = g->dilation[0], dw = g->dilation[1];          \
@@ -270,18 +390,14 @@ NHWC_AVG_PIXEL(i8, int8_t, -128, 127)
                 tap_range(ix0, dw, KW, W, &kx0, &kx1);                                                         \
                 T *yp = y + (oy * OW + ox) * C;                                                                \
                 const T *xp = xrow + (ix0 + kx0 * dw) * C;                                                     \
-                if (!avg) {                                                                                    \
-                    max_pixel_##S(yp, xp, dh * W * C, dw * C, ky1 - ky0, kx1 - kx0, C);                        \
-                    continue;                                                                                  \
-                }                                                                                              \
                 tap_range(ix0 + pl, dw, KW, Wp, &px0, &px1);                                                   \
                 int64_t n = n_pad ? (py1 - py0) * (px1 - px0) : (ky1 - ky0) * (kx1 - kx0);                    \
                 avg_pixel_##S(yp, xp, dh * W * C, dw * C, ky1 - ky0, kx1 - kx0, C, (int32_t)n);                \
             }                                                                                                  \
         }                                                                                                      \
     }
-NHWC_POOL_ROWS(u8, uint8_t)
-NHWC_POOL_ROWS(i8, int8_t)
+NHWC_AVG_ROWS(u8, uint8_t)
+NHWC_AVG_ROWS(i8, int8_t)
 
 #define NHWC_POOL_ASSERT(g, oy0, oy1) assert((g)->r == 2 && 0 <= (oy0) && (oy0) <= (oy1) && (oy1) <= (g)->small[0])
 
@@ -289,14 +405,14 @@ __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void
 qr_nhwc_maxpool_u8(uint8_t *y, const uint8_t *x, int64_t C, const qr_conv_geom *g, int64_t oy0, int64_t oy1)
 {
     NHWC_POOL_ASSERT(g, oy0, oy1);
-    pool_rows_u8(y, x, C, g, 0, 0, oy0, oy1);
+    max_rows_u8(y, x, C, g, oy0, oy1);
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void
 qr_nhwc_maxpool_i8(int8_t *y, const int8_t *x, int64_t C, const qr_conv_geom *g, int64_t oy0, int64_t oy1)
 {
     NHWC_POOL_ASSERT(g, oy0, oy1);
-    pool_rows_i8(y, x, C, g, 0, 0, oy0, oy1);
+    max_rows_i8(y, x, C, g, oy0, oy1);
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void
@@ -305,7 +421,7 @@ qr_nhwc_avgpool_u8(uint8_t *y, const uint8_t *x, int64_t C, const qr_conv_geom *
 {
     NHWC_POOL_ASSERT(g, oy0, oy1);
     assert(g->kernel_n < (int64_t)1 << 23);
-    pool_rows_u8(y, x, C, g, 1, count_include_pad, oy0, oy1);
+    avg_rows_u8(y, x, C, g, count_include_pad, oy0, oy1);
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void
@@ -314,7 +430,7 @@ qr_nhwc_avgpool_i8(int8_t *y, const int8_t *x, int64_t C, const qr_conv_geom *g,
 {
     NHWC_POOL_ASSERT(g, oy0, oy1);
     assert(g->kernel_n < (int64_t)1 << 23);
-    pool_rows_i8(y, x, C, g, 1, count_include_pad, oy0, oy1);
+    avg_rows_i8(y, x, C, g, count_include_pad, oy0, oy1);
 }
 
 /* ---- transposes ---- */

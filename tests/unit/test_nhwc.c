@@ -285,12 +285,11 @@ static int pool_ref(const shape *sh, const int32_t *xv, int is_max, int include_
     return q < lo ? lo : q > hi ? hi : (int)q;
 }
 
-/* One random pool case (kind 0 MaxPool, 1 AveragePool, 2 AveragePool with count_include_pad). */
-static void check_pool_case(unsigned *s, int signed8, int kind)
+/* One pool case (kind 0 MaxPool, 1 AveragePool, 2 AveragePool with count_include_pad) of shape sh
+ * on random values. */
+static void check_pool_shape(unsigned *s, const shape *shp, int signed8, int kind)
 {
-    shape sh;
-    while (!make_shape(s, 1, &sh))
-        ;
+    const shape sh = *shp;
     const qr_conv_geom *g = &sh.g;
     int64_t C = sh.C, n = C * sh.H * sh.W, OH = g->small[0], OW = g->small[1];
     int lo = signed8 ? -128 : 0, hi = signed8 ? 127 : 255;
@@ -329,11 +328,55 @@ static void check_pool_case(unsigned *s, int signed8, int kind)
     free(y);
 }
 
+static void check_pool_case(unsigned *s, int signed8, int kind)
+{
+    shape sh;
+    while (!make_shape(s, 1, &sh))
+        ;
+    check_pool_shape(s, &sh, signed8, kind);
+}
+
 Test(nhwc, maxpool_matches_the_definition)
 {
     unsigned s = 3;
     for (int i = 0; i < 600; i++)
         check_pool_case(&s, i % 2, 0);
+}
+
+/* A 2-D pool geometry without dilation or ceil mode. */
+static shape pool_shape(int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh_, int64_t sw, int64_t dw,
+                        int64_t pad)
+{
+    shape sh = {.C = C, .H = H, .W = W};
+    qr_conv_geom *g = &sh.g;
+    g->r = 2;
+    g->big[0] = H, g->big[1] = W;
+    g->kernel[0] = kh, g->kernel[1] = kw, g->stride[0] = sh_, g->stride[1] = sw;
+    g->dilation[0] = 1, g->dilation[1] = dw;
+    g->pad_begin[0] = g->pad_begin[1] = g->pad_end[0] = g->pad_end[1] = pad;
+    g->small[0] = (H + 2 * pad - kh) / sh_ + 1;
+    g->small[1] = (W + 2 * pad - (kw - 1) * dw - 1) / sw + 1;
+    g->kernel_n = kh * kw, g->big_n = H * W, g->small_n = g->small[0] * g->small[1];
+    return sh;
+}
+
+/* MaxPool's separable rows at the bench models' pools (the small CNN's 2x2 stride 2 over 16 and 32
+ * channels, ResNet-18's 3x3 stride 2 pads 1 over 64), rows longer than its stack row (chunks of
+ * output pixels), windows of all 2000 or 100 channels too wide for it (slices of channels, with
+ * one or 57 output pixels a chunk), and a window wider than the whole stack row (one output at a
+ * time); u8 and i8. */
+Test(nhwc, maxpool_bench_shapes_chunks_and_slices)
+{
+    const shape shapes[] = {
+        pool_shape(16, 28, 28, 2, 2, 2, 2, 1, 0),   pool_shape(32, 14, 14, 2, 2, 2, 2, 1, 0),
+        pool_shape(64, 112, 112, 3, 3, 2, 2, 1, 1), pool_shape(96, 3, 300, 3, 3, 1, 1, 1, 1),
+        pool_shape(5, 4, 4000, 2, 3, 1, 2, 1, 1),   pool_shape(2000, 3, 5, 3, 5, 1, 1, 2, 3),
+        pool_shape(100, 2, 300, 1, 2, 1, 1, 199, 0), pool_shape(2, 2, 16500, 1, 2, 1, 3, 16400, 0),
+    };
+    unsigned s = 21;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int signed8 = 0; signed8 < 2; signed8++)
+            check_pool_shape(&s, &shapes[i], signed8, 0);
 }
 
 Test(nhwc, avgpool_matches_the_definition)
