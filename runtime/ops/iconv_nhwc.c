@@ -334,6 +334,11 @@ static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *bu
     most = most / sx + 1; /* pixels per run */
     _Alignas(64) uint8_t pad[GATHER_STACK];
     const uint8_t flip = j->flip, xz = (uint8_t)j->xz;
+    const uint64_t flip8 = flip * 0x0101010101010101ull;
+    /* the last segment's word with its bytes past KW zeroed: the row's zeros from K to K + 8 - KW
+     * (reading the row back to mask it would stall on the words just stored) */
+    const uint64_t last = KW >= 8 ? ~0ull : (1ull << (8 * KW)) - 1;
+    const int64_t zeros = dx == 1 && KW <= 8 ? K + 8 - KW : K; /* where the loop must zero from */
     int64_t n = r0 / P, oy = r0 % P / OW, ox = r0 % P % OW;
     for (int64_t i = 0; i < rows;) {
         int64_t run = OW - ox < rows - i ? OW - ox : rows - i;
@@ -353,10 +358,17 @@ static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *bu
                 }
                 const uint8_t *r = img + c * cs + iy * W * ps;
                 memset(p, xz, (size_t)q0);
-                if (ps == 1)
-                    for (int64_t q = q0; q < q1; q++)
+                if (ps == 1) {
+                    int64_t q = q0;
+                    for (; q + 8 <= q1; q += 8) { /* words: GCC -O2 leaves this byte loop scalar */
+                        uint64_t v;
+                        memcpy(&v, r + ix0 + q, 8);
+                        v ^= flip8;
+                        memcpy(p + q, &v, 8);
+                    }
+                    for (; q < q1; q++)
                         p[q] = r[ix0 + q] ^ flip;
-                else
+                } else
                     for (int64_t q = q0; q < q1; q++)
                         p[q] = r[(ix0 + q) * ps] ^ flip;
                 memset(p + q1, xz, (size_t)(span - q1));
@@ -364,17 +376,21 @@ static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *bu
         for (int64_t t = 0; t < run; t++) {
             uint8_t *row = buf + (i + t) * j->k4, *d = row;
             const uint8_t *p = pad + t * sx;
-            if (dx == 1 && KW <= 8)
-                for (int64_t sg = 0; sg < nseg; sg++, d += KW, p += pstride) {
-                    uint64_t v;
+            if (dx == 1 && KW <= 8) {
+                uint64_t v;
+                for (int64_t sg = 1; sg < nseg; sg++, d += KW, p += pstride) {
                     memcpy(&v, p, 8);
                     memcpy(d, &v, 8);
                 }
-            else
+                memcpy(&v, p, 8);
+                v &= last; /* little-endian: the low bytes are the first */
+                memcpy(d, &v, 8);
+            } else {
                 for (int64_t sg = 0; sg < nseg; sg++, d += KW, p += pstride)
                     for (int64_t kx = 0; kx < KW; kx++)
                         d[kx] = p[kx * dx];
-            for (int64_t b = K; b < j->k4; b++)
+            }
+            for (int64_t b = zeros; b < j->k4; b++)
                 row[b] = 0;
             a[i + t] = row;
         }
