@@ -768,3 +768,53 @@ Test(intgraph, kernels_take_scratch_from_the_workspace)
     qr_tensor_free(&x);
     qr_graph_free(g);
 }
+
+/* A pool between a convolution that stays NCHW (pools.onnx's first, 3 input channels) and one that
+ * runs channels last runs channels last by default too (quantizer/layout.c pool_leads): the one
+ * transpose comes before the pool, not after it, and the pool's readers take its NHWC output; the
+ * outputs are the separate NCHW kernels' bits (QRL_FUSE=0), batch 4 and 1, 1 and 2 threads. The
+ * zoo's pools, read by a Pad and a lookup (which could run channels last) but by no convolution,
+ * stay NCHW: nothing there runs channels last by default. */
+Test(intgraph, pool_before_an_nhwc_region_runs_channels_last)
+{
+    qr_tensor x = {0};
+    qr_graph *g;
+    load("pools_test.npy", NULL, &x);
+    load("pools.onnx", &g, NULL);
+    qrl_module *m0, *m1;
+    setenv("QRL_FUSE", "0", 1);
+    qr_quantized *apart = quantize_on(g, "recipes/int8.qrl", "pools_test.npy", &m0);
+    unsetenv("QRL_FUSE");
+    qr_quantized *dflt = quantize_on(g, "recipes/int8.qrl", "pools_test.npy", &m1);
+    const qr_graph *ig = dflt->ig->g;
+    cr_assert_eq(count_attr(ig, "QrlConvKernel", "nhwc"), 1, "the first convolution stays NCHW");
+    cr_assert_eq(count_op(ig, "MaxPool"), 0);
+    cr_assert_eq(count_op(ig, "QrlMaxPoolNhwc"), 2, "the pool after the NCHW convolution runs channels last");
+    cr_assert_eq(count_op(ig, "Transpose"), 1);
+    for (int i = 0; i < ig->n_nodes; i++) {
+        const qr_node *t = ig->nodes[i];
+        if (t->dead || strcmp(t->op, "Transpose"))
+            continue;
+        int into_pool = 0;
+        for (int j = 0; j < ig->n_nodes; j++)
+            into_pool |= !ig->nodes[j]->dead && !strcmp(ig->nodes[j]->op, "QrlMaxPoolNhwc") &&
+                         ig->nodes[j]->in[0] == t->out[0];
+        cr_assert(into_pool, "the transpose (%s) feeds the pool", t->name);
+    }
+    assert_same_outputs(apart, dflt, &x, "pools.onnx, by default");
+    qrl_module *m2;
+    qr_graph *zoo;
+    load("zoo.onnx", &zoo, NULL);
+    qr_quantized *z = quantize(zoo, "recipes/int8.qrl", &m2);
+    cr_assert_eq(count_op(z->ig->g, "MaxPool") + count_op(z->ig->g, "AveragePool"), 2);
+    cr_assert_eq(count_op(z->ig->g, "Transpose"), 0);
+    qr_quantized_free(z);
+    qr_module_free(m2);
+    qr_graph_free(zoo);
+    qr_quantized_free(apart);
+    qr_quantized_free(dflt);
+    qr_module_free(m0);
+    qr_module_free(m1);
+    qr_graph_free(g);
+    qr_tensor_free(&x);
+}
