@@ -426,7 +426,7 @@ const qr_op_def qr_ops_intgraph[] = {
      "call:i to:i conv_inputs:i nhwc:i x_nchw:i then_call:i then_first:i auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints",
      kconv_infer, kconv_run, 0, NULL, kconv_macs, kconv_writes_all},
     {"QrlMaxPoolNhwc", "qrl", 1, 1, 1, 1,
-     "auto_pad:s ceil_mode:i dilations:ints kernel_shape:ints pads:ints storage_order:i strides:ints",
+     "auto_pad:s ceil_mode:i dilations:ints kernel_shape:ints pads:ints storage_order:i strides:ints x_nchw:i",
      qr_pool_infer_nhwc, maxpool_nhwc_run, 0, .writes_all = qr_op_writes_all},
     {"QrlAveragePoolNhwc", "qrl", 1, 1, 1, 1,
      "auto_pad:s ceil_mode:i count_include_pad:i dilations:ints kernel_shape:ints pads:ints strides:ints",

@@ -141,16 +141,17 @@ static qr_node *transpose(lay *L, qr_value *from, qr_value *to, const int64_t *p
     return n;
 }
 
-/* Whether pool n, its input not NHWC, runs channels last anyway: every node that reads its output
- * runs channels last (a convolution among them), so the transpose they need moves from after the
- * pool to before it. That pays: the NHWC pool (runtime/ops/nhwc.c, separable) beats the NCHW one
- * by more than the larger transpose costs (qrl bench, 1 thread: ResNet-18's MaxPool after its NCHW
- * stem 0.167 ms and a 0.015 ms transpose after it, against a 0.04 ms transpose and 0.025 ms; the
- * small CNN's first pool at batch 64, 0.144 + 0.015 against 0.04 + 0.038). */
+/* Whether MaxPool n, its input not NHWC, runs channels last anyway: every node that reads its
+ * output runs channels last (a convolution among them). It then reads its NCHW input itself
+ * (x_nchw: runtime/ops/nhwc.c transposes each task's input rows into cache and pools them
+ * separably), and the transpose its readers needed after it is gone. ResNet-18's MaxPool after its
+ * NCHW stem, b1, isolated: NCHW pool 0.125 + transpose after 0.010 ms, against 0.041 + 0.022 with a
+ * transpose node before an NHWC pool; at batch 64 such a transpose (51 MB, the machine's memory
+ * bandwidth) cost more than the pool saved. */
 static int pool_leads(const lay *L, const qr_node *n, qr_layout_pointwise_fn pointwise, void *user, int every)
 {
     const qr_value *out = n->out[0];
-    if ((strcmp(n->op, "MaxPool") && strcmp(n->op, "AveragePool")) || out->is_output)
+    if (strcmp(n->op, "MaxPool") || out->is_output)
         return 0;
     int convs = 0;
     for (int i = 0; i < L->g->n_nodes; i++) {
@@ -237,7 +238,9 @@ static int convert(lay *L, qr_node *n)
 {
     int conv = !strcmp(n->op, "QrlConvKernel"), pad = !strcmp(n->op, "Pad");
     qr_value *x = n->in[0];
-    int keep = conv && gathers_nchw(n) && !(x->id < L->ntwin && L->twin[x->id]);
+    int pool = !strcmp(n->op, "MaxPool") || !strcmp(n->op, "AveragePool");
+    /* a first convolution's gathered windows, or a MaxPool leading into a region (pool_leads), read NCHW */
+    int keep = (conv ? gathers_nchw(n) : !strcmp(n->op, "MaxPool")) && !(x->id < L->ntwin && L->twin[x->id]);
     for (int i = keep ? 1 : 0; i < (conv || pad ? 1 : n->n_in); i++) {
         qr_value *v = n->in[i];
         if (!v || v->is_const)
@@ -263,7 +266,7 @@ static int convert(lay *L, qr_node *n)
         qr_node_add_attr_i(L->g, n, "nhwc", 1);
     if (keep)
         qr_node_add_attr_i(L->g, n, "x_nchw", 1);
-    else if (!strcmp(n->op, "MaxPool") || !strcmp(n->op, "AveragePool"))
+    if (pool)
         return pool_nhwc(L, n);
     else if (pad)
         return pad_nhwc(L, n);

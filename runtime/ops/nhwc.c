@@ -268,7 +268,8 @@ enum { NHWC_MAXV = 16384 };
             max_h_##S(y, ys, v, n, cb, sx, dx, KW);                                                            \
         }                                                                                                      \
     }                                                                                                          \
-    static void max_rows_wide_##S(T *y, const T *x, int64_t C, const qr_conv_geom *g, int64_t oy0, int64_t oy1) \
+    static void max_rows_wide_##S(T *y, const T *x, int64_t xrow0, int64_t C, const qr_conv_geom *g,           \
+                                  int64_t oy0, int64_t oy1)                                                    \
     {                                                                                                          \
         const int64_t H = g->big[0], W = g->big[1], OW = g->small[1];                                          \
         for (int64_t oy = oy0; oy < oy1; oy++)                                                                 \
@@ -281,14 +282,15 @@ enum { NHWC_MAXV = 16384 };
                     T m = TMIN;                                                                                \
                     for (int64_t ky = ky0; ky < ky1; ky++)                                                     \
                         for (int64_t kx = kx0; kx < kx1; kx++) {                                               \
-                            T u = x[((iy0 + ky * g->dilation[0]) * W + ix0 + kx * g->dilation[1]) * C + c];    \
+                            T u = x[((iy0 + ky * g->dilation[0] - xrow0) * W + ix0 + kx * g->dilation[1]) * C + c]; \
                             m = u > m ? u : m;                                                                 \
                         }                                                                                      \
                     y[(oy * OW + ox) * C + c] = m;                                                             \
                 }                                                                                              \
             }                                                                                                  \
     }                                                                                                          \
-    static inline __attribute__((always_inline)) void max_rows_##S(T *y, const T *x, int64_t C,               \
+    /* x holds the image's input rows from xrow0 on */                                                         \
+    static inline __attribute__((always_inline)) void max_rows_##S(T *y, const T *x, int64_t xrow0, int64_t C, \
                                                                    const qr_conv_geom *g, int64_t oy0,         \
                                                                    int64_t oy1)                                \
     {                                                                                                          \
@@ -296,7 +298,7 @@ enum { NHWC_MAXV = 16384 };
         const int64_t sh = g->stride[0], sx = g->stride[1], dh = g->dilation[0], dx = g->dilation[1];          \
         const int64_t reach = (KW - 1) * dx + 1; /* a window's pixels of v */                                  \
         if (reach > NHWC_MAXV) { /* a window wider than v: each output on its own */                           \
-            max_rows_wide_##S(y, x, C, g, oy0, oy1);                                                           \
+            max_rows_wide_##S(y, x, xrow0, C, g, oy0, oy1);                                                    \
             return;                                                                                            \
         }                                                                                                      \
         _Alignas(64) T v[NHWC_MAXV];                                                                           \
@@ -307,7 +309,7 @@ enum { NHWC_MAXV = 16384 };
         for (int64_t oy = oy0; oy < oy1; oy++) {                                                               \
             int64_t iy0 = oy * sh - g->pad_begin[0], ky0, ky1;                                                 \
             tap_range(iy0, dh, KH, H, &ky0, &ky1);                                                             \
-            const T *xr = x + (ky1 > ky0 ? (iy0 + ky0 * dh) * W * C : 0);                                      \
+            const T *xr = x + (ky1 > ky0 ? (iy0 + ky0 * dh - xrow0) * W * C : 0);                              \
             for (int64_t ox0 = 0; ox0 < OW; ox0 += chunk) {                                                    \
                 int64_t n = OW - ox0 < chunk ? OW - ox0 : chunk, q0 = ox0 * sx - g->pad_begin[1];              \
                 int64_t span = (n - 1) * sx + reach; /* v's pixels, input columns q0 .. q0 + span */           \
@@ -405,14 +407,14 @@ __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void
 qr_nhwc_maxpool_u8(uint8_t *y, const uint8_t *x, int64_t C, const qr_conv_geom *g, int64_t oy0, int64_t oy1)
 {
     NHWC_POOL_ASSERT(g, oy0, oy1);
-    max_rows_u8(y, x, C, g, oy0, oy1);
+    max_rows_u8(y, x, 0, C, g, oy0, oy1);
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void
 qr_nhwc_maxpool_i8(int8_t *y, const int8_t *x, int64_t C, const qr_conv_geom *g, int64_t oy0, int64_t oy1)
 {
     NHWC_POOL_ASSERT(g, oy0, oy1);
-    max_rows_i8(y, x, C, g, oy0, oy1);
+    max_rows_i8(y, x, 0, C, g, oy0, oy1);
 }
 
 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void
@@ -490,11 +492,51 @@ void qr_nhwc_to_nchw_u8(uint8_t *dst, const uint8_t *src, int64_t C, int64_t HW,
                             C - cb < NHWC_TB ? C - cb : NHWC_TB);
 }
 
+/* Pixels [p0, p1) of NCHW src into NHWC rows from at on (at[(p - p0) * C + c]). */
+static void nchw_to_nhwc_from(uint8_t *at, const uint8_t *src, int64_t C, int64_t HW, int64_t p0, int64_t p1)
+{
+    for (int64_t pb = p0; pb < p1; pb += NHWC_TB)
+        for (int64_t cb = 0; cb < C; cb += NHWC_TB)
+            transpose_block(at + (pb - p0) * C + cb, C, src + cb * HW + pb, HW, C - cb < NHWC_TB ? C - cb : NHWC_TB,
+                            p1 - pb < NHWC_TB ? p1 - pb : NHWC_TB);
+}
+
 void qr_nchw_to_nhwc_u8(uint8_t *dst, const uint8_t *src, int64_t C, int64_t HW, int64_t p0, int64_t p1)
 {
     assert(0 <= p0 && p0 <= p1 && p1 <= HW);
-    for (int64_t pb = p0; pb < p1; pb += NHWC_TB)
-        for (int64_t cb = 0; cb < C; cb += NHWC_TB)
-            transpose_block(dst + pb * C + cb, C, src + cb * HW + pb, HW, C - cb < NHWC_TB ? C - cb : NHWC_TB,
-                            p1 - pb < NHWC_TB ? p1 - pb : NHWC_TB);
+    nchw_to_nhwc_from(dst + p0 * C, src, C, HW, p0, p1);
 }
+
+/* ---- MaxPool of NCHW input ---- */
+
+/* The input rows [*r0, *r1) output rows [oy0, oy1) read (padding rows left out). */
+static void slab_rows(const qr_conv_geom *g, int64_t oy0, int64_t oy1, int64_t *r0, int64_t *r1)
+{
+    int64_t H = g->big[0], lo = oy0 * g->stride[0] - g->pad_begin[0];
+    int64_t hi = (oy1 - 1) * g->stride[0] - g->pad_begin[0] + (g->kernel[0] - 1) * g->dilation[0] + 1;
+    lo = lo < 0 ? 0 : lo > H ? H : lo;
+    hi = oy1 <= oy0 || hi < lo ? lo : hi > H ? H : hi;
+    *r0 = lo, *r1 = hi;
+}
+
+size_t qr_nhwc_maxpool_nchw_scratch(int64_t C, const qr_conv_geom *g, int64_t rows)
+{
+    int64_t span = rows > 0 ? (rows - 1) * g->stride[0] + (g->kernel[0] - 1) * g->dilation[0] + 1 : 0;
+    span = span < g->big[0] ? span : g->big[0];
+    return (size_t)(span * g->big[1] * C);
+}
+
+/* The rows' input slab transposed into scratch (in L2 while the pool reads it), then pooled as NHWC:
+ * the input is read once, where a Transpose node before the pool wrote and read it again. */
+#define NHWC_MAX_NCHW(S, T)                                                                                    \
+    __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void qr_nhwc_maxpool_nchw_##S(       \
+        T *y, const T *x, int64_t C, const qr_conv_geom *g, int64_t oy0, int64_t oy1, uint8_t *scratch)        \
+    {                                                                                                          \
+        NHWC_POOL_ASSERT(g, oy0, oy1);                                                                         \
+        int64_t r0, r1, W = g->big[1];                                                                         \
+        slab_rows(g, oy0, oy1, &r0, &r1);                                                                      \
+        nchw_to_nhwc_from(scratch, (const uint8_t *)x, C, g->big_n, r0 * W, r1 * W);                           \
+        max_rows_##S(y, (const T *)(const void *)scratch, r0, C, g, oy0, oy1);                                 \
+    }
+NHWC_MAX_NCHW(u8, uint8_t)
+NHWC_MAX_NCHW(i8, int8_t)

@@ -12,6 +12,7 @@
 #ifndef QR_NHWC_H
 #define QR_NHWC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "conv_geom.h"
@@ -44,6 +45,15 @@ qr_nhwc_dw_fn qr_nhwc_dw_u8_isa(const char *isa);
  * gives the type's minimum (0, -128), as conv.c's pool_max_u8/i8. */
 void qr_nhwc_maxpool_u8(uint8_t *y, const uint8_t *x, int64_t C, const qr_conv_geom *g, int64_t oy0, int64_t oy1);
 void qr_nhwc_maxpool_i8(int8_t *y, const int8_t *x, int64_t C, const qr_conv_geom *g, int64_t oy0, int64_t oy1);
+
+/* The same MaxPool of x given as one NCHW image [C][H][W] (a pool after a convolution that stays
+ * NCHW), y NHWC as above: the input rows that output rows [oy0, oy1) read are transposed into
+ * scratch, which holds qr_nhwc_maxpool_nchw_scratch(C, g, oy1 - oy0) bytes, and pooled there. */
+size_t qr_nhwc_maxpool_nchw_scratch(int64_t C, const qr_conv_geom *g, int64_t rows);
+void qr_nhwc_maxpool_nchw_u8(uint8_t *y, const uint8_t *x, int64_t C, const qr_conv_geom *g, int64_t oy0, int64_t oy1,
+                             uint8_t *scratch);
+void qr_nhwc_maxpool_nchw_i8(int8_t *y, const int8_t *x, int64_t C, const qr_conv_geom *g, int64_t oy0, int64_t oy1,
+                             uint8_t *scratch);
 
 /* AveragePool as conv.c's pool_avg_native, output rows [oy0, oy1) of y
  * [OH][OW][C]: the exact sum s of the window's pixels inside the image (of

@@ -7,16 +7,25 @@
 #include "nhwc.h"
 #include "../parallel.h"
 
-/* The geometry of x (N x H x W x C) read as the pool's NCHW input. */
+/* The geometry of x (N x H x W x C) read as the pool's NCHW input; a MaxPool may take x as NCHW
+ * (attribute x_nchw: the pool after a convolution that stays NCHW, quantizer/layout.c), its
+ * output NHWC all the same. */
 static qr_status pool_geom(qr_kctx *k, const qr_tensor *x, qr_conv_geom *g)
 {
     if (x->ndim != 4 || (x->dtype != QR_U8 && x->dtype != QR_I8))
         return QR_KERR(k, "an NHWC pool takes 4-D u8 or i8 input, not %d-D %s", x->ndim, qr_dtype_name(x->dtype));
     qr_tensor v = *x;
-    v.dims[1] = x->dims[3];
-    v.dims[2] = x->dims[1];
-    v.dims[3] = x->dims[2];
+    if (!qr_attr_i(k->node, "x_nchw", 0)) {
+        v.dims[1] = x->dims[3];
+        v.dims[2] = x->dims[1];
+        v.dims[3] = x->dims[2];
+    }
     return qr_conv_geom_init(k, &v, NULL, QR_WIN_POOL, g);
+}
+
+static int64_t pool_channels(const qr_kctx *k, const qr_tensor *x)
+{
+    return x->dims[qr_attr_i(k->node, "x_nchw", 0) ? 1 : 3];
 }
 
 qr_status qr_pool_infer_nhwc(qr_kctx *k)
@@ -25,7 +34,7 @@ qr_status qr_pool_infer_nhwc(qr_kctx *k)
     const qr_tensor *x = k->in[0];
     if (pool_geom(k, x, &g) != QR_OK)
         return QR_ERR;
-    int64_t dims[4] = {x->dims[0], g.small[0], g.small[1], x->dims[3]};
+    int64_t dims[4] = {x->dims[0], g.small[0], g.small[1], pool_channels(k, x)};
     return qr_set_out(k, 0, x->dtype, 4, dims);
 }
 
@@ -34,20 +43,27 @@ typedef struct pool_job {
     const qr_tensor *x;
     qr_tensor *y;
     int is_max, include_pad;
-    int64_t rows; /* output rows per task */
+    int64_t c, rows; /* channels; output rows per task */
+    uint8_t *scratch; /* x_nchw: per slot, the task's input rows transposed */
+    size_t scratch_bytes;
 } pool_job;
 
-static void pool_rows(void *arg, int64_t t0, int64_t t1)
+static void pool_rows(void *arg, int64_t t0, int64_t t1, int slot)
 {
     const pool_job *j = arg;
     const qr_conv_geom *g = j->g;
-    int64_t c = j->x->dims[3], per = (g->small[0] + j->rows - 1) / j->rows;
+    int64_t c = j->c, per = (g->small[0] + j->rows - 1) / j->rows;
     for (int64_t t = t0; t < t1; t++) {
         int64_t n = t / per, oy0 = t % per * j->rows, oy1 = oy0 + j->rows < g->small[0] ? oy0 + j->rows : g->small[0];
         const uint8_t *x = (const uint8_t *)j->x->data + n * g->big_n * c;
         uint8_t *y = (uint8_t *)j->y->data + n * g->small_n * c; /* the image's: the kernels write rows oy0 .. oy1 of it */
         int u8 = j->x->dtype == QR_U8;
-        if (j->is_max && u8)
+        uint8_t *s = j->scratch + (size_t)slot * j->scratch_bytes;
+        if (j->scratch && u8)
+            qr_nhwc_maxpool_nchw_u8(y, x, c, g, oy0, oy1, s);
+        else if (j->scratch)
+            qr_nhwc_maxpool_nchw_i8((int8_t *)y, (const int8_t *)x, c, g, oy0, oy1, s);
+        else if (j->is_max && u8)
             qr_nhwc_maxpool_u8(y, x, c, g, oy0, oy1);
         else if (j->is_max)
             qr_nhwc_maxpool_i8((int8_t *)y, (const int8_t *)x, c, g, oy0, oy1);
@@ -64,12 +80,20 @@ qr_status qr_pool_run_nhwc(qr_kctx *k, int is_max)
     if (pool_geom(k, k->in[0], &g) != QR_OK)
         return QR_ERR;
     /* tasks of about 16 KB of output rows */
-    int64_t row_bytes = g.small[1] * k->in[0]->dims[3], rows = row_bytes > 0 ? 16384 / row_bytes : 1;
-    pool_job j = {&g, k->in[0], k->out[0], is_max, (int)qr_attr_i(k->node, "count_include_pad", 0),
+    int64_t c = pool_channels(k, k->in[0]), row_bytes = g.small[1] * c, rows = row_bytes > 0 ? 16384 / row_bytes : 1;
+    pool_job j = {&g, k->in[0], k->out[0], is_max, (int)qr_attr_i(k->node, "count_include_pad", 0), c,
                   rows > 1 ? rows : 1};
     if (g.small[0] <= 0)
         return QR_OK;
+    if (qr_attr_i(k->node, "x_nchw", 0)) {
+        if (!is_max)
+            return QR_KERR(k, "only MaxPool reads NCHW input here (x_nchw)");
+        j.scratch_bytes = (qr_nhwc_maxpool_nchw_scratch(c, &g, j.rows) + 64) / 64 * 64; /* never 0 */
+        if (!(j.scratch = qr_kwork(k, qr_pool_threads(k->pool), (int64_t)j.scratch_bytes, 1,
+                                   "NHWC MaxPool's input rows, transposed")))
+            return QR_ERR;
+    }
     int64_t per = (g.small[0] + j.rows - 1) / j.rows;
-    qr_parallel_for(k->pool, k->in[0]->dims[0] * per, 1, pool_rows, &j);
+    qr_parallel_for_slots(k->pool, k->in[0]->dims[0] * per, 1, pool_rows, &j);
     return QR_OK;
 }

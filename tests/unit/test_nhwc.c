@@ -285,8 +285,8 @@ static int pool_ref(const shape *sh, const int32_t *xv, int is_max, int include_
     return q < lo ? lo : q > hi ? hi : (int)q;
 }
 
-/* One pool case (kind 0 MaxPool, 1 AveragePool, 2 AveragePool with count_include_pad) of shape sh
- * on random values. */
+/* One pool case (kind 0 MaxPool, 1 AveragePool, 2 AveragePool with count_include_pad, 3 MaxPool of
+ * the image given as NCHW, qr_nhwc_maxpool_nchw_*) of shape sh on random values. */
 static void check_pool_shape(unsigned *s, const shape *shp, int signed8, int kind)
 {
     const shape sh = *shp;
@@ -303,8 +303,24 @@ static void check_pool_shape(unsigned *s, const shape *shp, int signed8, int kin
     memset(y, 0x5a, (size_t)(OH * OW * C));
     int64_t cuts[4];
     int nc = row_cuts(s, OH, cuts);
+    uint8_t *xn = NULL, *scratch = NULL;
+    if (kind == 3) { /* the NCHW image and scratch for the largest piece, exactly (ASan sees overruns) */
+        int64_t most = 0;
+        for (int i = 0; i + 1 < nc; i++)
+            most = cuts[i + 1] - cuts[i] > most ? cuts[i + 1] - cuts[i] : most;
+        xn = malloc((size_t)n + 1);
+        scratch = malloc(qr_nhwc_maxpool_nchw_scratch(C, g, most) + 1);
+        cr_assert(xn && scratch);
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t p = 0; p < sh.H * sh.W; p++)
+                xn[c * sh.H * sh.W + p] = xb[p * C + c];
+    }
     for (int i = 0; i + 1 < nc; i++) {
-        if (kind == 0 && signed8)
+        if (kind == 3 && signed8)
+            qr_nhwc_maxpool_nchw_i8((int8_t *)y, (const int8_t *)xn, C, g, cuts[i], cuts[i + 1], scratch);
+        else if (kind == 3)
+            qr_nhwc_maxpool_nchw_u8(y, xn, C, g, cuts[i], cuts[i + 1], scratch);
+        else if (kind == 0 && signed8)
             qr_nhwc_maxpool_i8((int8_t *)y, (const int8_t *)xb, C, g, cuts[i], cuts[i + 1]);
         else if (kind == 0)
             qr_nhwc_maxpool_u8(y, xb, C, g, cuts[i], cuts[i + 1]);
@@ -318,11 +334,13 @@ static void check_pool_shape(unsigned *s, const shape *shp, int signed8, int kin
             for (int64_t c = 0; c < C; c++) {
                 uint8_t b = y[(oy * OW + ox) * C + c];
                 int got = signed8 ? (int)(int8_t)b : (int)b;
-                int want = pool_ref(&sh, xv, kind == 0, kind == 2, lo, hi, c, oy, ox);
+                int want = pool_ref(&sh, xv, kind == 0 || kind == 3, kind == 2, lo, hi, c, oy, ox);
                 cr_assert_eq(got, want, "%s %s %s: (%lld, %lld) channel %lld: %d, want %d",
-                             kind ? "AveragePool" : "MaxPool", signed8 ? "i8" : "u8", describe(&sh), (long long)oy,
-                             (long long)ox, (long long)c, got, want);
+                             kind == 3 ? "MaxPool of NCHW" : kind ? "AveragePool" : "MaxPool", signed8 ? "i8" : "u8",
+                             describe(&sh), (long long)oy, (long long)ox, (long long)c, got, want);
             }
+    free(xn);
+    free(scratch);
     free(xb);
     free(xv);
     free(y);
@@ -341,6 +359,13 @@ Test(nhwc, maxpool_matches_the_definition)
     unsigned s = 3;
     for (int i = 0; i < 600; i++)
         check_pool_case(&s, i % 2, 0);
+}
+
+Test(nhwc, maxpool_of_nchw_matches_the_definition)
+{
+    unsigned s = 23;
+    for (int i = 0; i < 600; i++)
+        check_pool_case(&s, i % 2, 3);
 }
 
 /* A 2-D pool geometry without dilation or ceil mode. */
@@ -364,7 +389,7 @@ static shape pool_shape(int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw,
  * channels, ResNet-18's 3x3 stride 2 pads 1 over 64), rows longer than its stack row (chunks of
  * output pixels), windows of all 2000 or 100 channels too wide for it (slices of channels, with
  * one or 57 output pixels a chunk), and a window wider than the whole stack row (one output at a
- * time); u8 and i8. */
+ * time); u8 and i8, NHWC and NCHW input. */
 Test(nhwc, maxpool_bench_shapes_chunks_and_slices)
 {
     const shape shapes[] = {
@@ -375,8 +400,8 @@ Test(nhwc, maxpool_bench_shapes_chunks_and_slices)
     };
     unsigned s = 21;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        for (int signed8 = 0; signed8 < 2; signed8++)
-            check_pool_shape(&s, &shapes[i], signed8, 0);
+        for (int signed8 = 0; signed8 < 4; signed8++) /* and from NCHW */
+            check_pool_shape(&s, &shapes[i], signed8 % 2, signed8 / 2 * 3);
 }
 
 Test(nhwc, avgpool_matches_the_definition)
