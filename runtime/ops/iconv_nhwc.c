@@ -344,8 +344,9 @@ static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *bu
         int64_t run = OW - ox < rows - i ? OW - ox : rows - i;
         run = run < most ? run : most;
         const int64_t span = (run - 1) * sx + reach, pstride = span + 8, ix0 = ox * sx - g->pad_begin[1];
-        /* the span's part inside the image: [q0, q1) */
+        /* the span's part inside the image: [q0, q1) (pads may be wider than a window) */
         int64_t q0 = ix0 < 0 ? -ix0 : 0, q1 = W - ix0 < span ? W - ix0 : span;
+        q0 = q0 < span ? q0 : span;
         q1 = q1 > q0 ? q1 : q0;
         const uint8_t *img = j->x + n * H * W * C;
         for (int64_t c = 0; c < C; c++)

@@ -731,7 +731,9 @@ Test(nhwc, gathered_convolutions_match_convinteger)
 }
 
 /* The bench models' stems at their sizes: ResNet-18's 7x7 stride 2 pads 3 over 3 channels of
- * 224 x 224 (64 outputs), the small CNN's 3x3 pads 1 over one channel of 28 x 28 (16 outputs). */
+ * 224 x 224 (64 outputs), the small CNN's 3x3 pads 1 over one channel of 28 x 28 (16 outputs);
+ * a 23 x 23 window over 15 channels (too many window rows for gather_rows' stack rows: the byte
+ * loop), and a left pad wider than the window. */
 Test(nhwc, gathered_stems_match_convinteger)
 {
     unsigned s = 19;
@@ -743,9 +745,18 @@ Test(nhwc, gathered_stems_match_convinteger)
     f.g = (qr_conv_geom){.r = 2, .big = {28, 28}, .small = {28, 28}, .kernel = {3, 3}, .stride = {1, 1},
                          .dilation = {1, 1}, .pad_begin = {1, 1}, .pad_end = {1, 1}, .big_n = 28 * 28,
                          .small_n = 28 * 28, .kernel_n = 9};
+    shape wide = {.C = 15, .H = 26, .W = 25}, padded = {.C = 3, .H = 6, .W = 7};
+    wide.g = (qr_conv_geom){.r = 2, .big = {26, 25}, .small = {5, 3}, .kernel = {23, 23}, .stride = {1, 2},
+                            .dilation = {1, 1}, .pad_begin = {1, 2}, .pad_end = {0, 1}, .big_n = 26 * 25,
+                            .small_n = 5 * 3, .kernel_n = 23 * 23};
+    padded.g = (qr_conv_geom){.r = 2, .big = {6, 7}, .small = {8, 18}, .kernel = {2, 2}, .stride = {1, 1},
+                              .dilation = {1, 1}, .pad_begin = {2, 12}, .pad_end = {1, 0}, .big_n = 6 * 7,
+                              .small_n = 8 * 18, .kernel_n = 4};
     for (int it = 0; it < 4; it++) {
         check_gathered(&s, &r, 1, 64, it % 2, 1, it / 2 ? two : NULL);
         check_gathered(&s, &f, 5, 16, it % 2, it / 2, it / 2 ? two : NULL);
+        check_gathered(&s, &wide, 2, 24, it % 2, it / 2, it / 2 ? two : NULL);
+        check_gathered(&s, &padded, 2, 8, it % 2, it / 2, it / 2 ? two : NULL);
     }
     qr_pool_free(two);
 }
