@@ -236,6 +236,10 @@ static void loop_copy(fgen *f, const ql_node *n, gcc_jit_rvalue *hi, int fast)
  * tensor or array it never reads (nor any other of the same element type, which could be the
  * same memory), and calls nothing that could write memory. */
 #define QRL_JIT_BLOCK 32
+/* Trips of 16 to 31 run in blocks of this many: left to the plain copy, a channels-last epilogue's
+ * rows of 16 channels (fmnist's first convolution) took 8x as long as in blocks of 16, and blocks
+ * of 16 throughout were slower on longer trips (ResNet-18 int8 b1: 7.5 ms against 7.0). */
+#define QRL_JIT_SHORT_BLOCK 16
 /* Longer trips run the plain copy: its scalar remainder is a small part of them, and the blocks
  * measured slower there (rows of 1024: 1.6x). */
 #define QRL_JIT_BLOCK_TRIPS 256
@@ -365,13 +369,13 @@ static int overlap_ok(const ql_node *loop)
     return o.ok && o.nstored > 0 && stores_unread(&o, loop->c);
 }
 
-/* The proven copy in blocks of QRL_JIT_BLOCK, the last moved back to end at hi (hi - lo >= the block). */
-static void block_copy(fgen *f, const ql_node *n, gcc_jit_rvalue *lo, gcc_jit_rvalue *hi)
+/* The proven copy in blocks of blk iterations, the last moved back to end at hi (hi - lo >= blk). */
+static void block_copy(fgen *f, const ql_node *n, gcc_jit_rvalue *lo, gcc_jit_rvalue *hi, int64_t blk)
 {
     jit *j = f->j;
     gcc_jit_type *t = j->t_i64;
     gcc_jit_lvalue *iv = f->locals[((const qc_sym *)n->sym)->index], *kb = jit_temp(f, t), *k0 = jit_temp(f, t), *kk = jit_temp(f, t);
-    gcc_jit_rvalue *len = jit_lng(j, t, QRL_JIT_BLOCK), *last = jit_now(f, jit_bin(j, GCC_JIT_BINARY_OP_MINUS, t, hi, len));
+    gcc_jit_rvalue *len = jit_lng(j, t, blk), *last = jit_now(f, jit_bin(j, GCC_JIT_BINARY_OP_MINUS, t, hi, len));
     gcc_jit_block_add_assignment(jit_cur(f), NULL, kb, lo);
     gcc_jit_block *otest = jit_new_block(f), *ohead = jit_new_block(f), *itest = jit_new_block(f), *ibody = jit_new_block(f),
                   *ostep = jit_new_block(f), *done = jit_new_block(f);
@@ -419,15 +423,23 @@ void jit_for_loop(fgen *f, const ql_node *n)
         gcc_jit_block_add_assignment(fast, NULL, f->hoist[h].ptr, f->hoist[h].data);
     jit_burn_fuel(f, n, jit_bin(j, GCC_JIT_BINARY_OP_MINUS, j->t_i64, hi, lo));
     if (overlap_ok(n)) { /* blocks for short trips that hold one, else the plain copy */
-        gcc_jit_block *blocks = jit_new_block(f), *plain = jit_new_block(f), *after = jit_new_block(f);
+        gcc_jit_block *blocks = jit_new_block(f), *other = jit_new_block(f), *shorter = jit_new_block(f),
+                      *plain = jit_new_block(f), *after = jit_new_block(f);
         gcc_jit_rvalue *trip = jit_now(f, jit_bin(j, GCC_JIT_BINARY_OP_MINUS, j->t_i64, hi, lo));
         gcc_jit_block_end_with_conditional(
             jit_cur(f), NULL,
             and_rv(j, jit_cmp(j, GCC_JIT_COMPARISON_GE, trip, jit_lng(j, j->t_i64, QRL_JIT_BLOCK)),
                    jit_cmp(j, GCC_JIT_COMPARISON_LT, trip, jit_lng(j, j->t_i64, QRL_JIT_BLOCK_TRIPS))),
-            blocks, plain);
+            blocks, other);
         f->b = blocks;
-        block_copy(f, n, lo, hi);
+        block_copy(f, n, lo, hi, QRL_JIT_BLOCK);
+        gcc_jit_block_end_with_jump(jit_cur(f), NULL, after);
+        gcc_jit_block_end_with_conditional(
+            other, NULL, and_rv(j, jit_cmp(j, GCC_JIT_COMPARISON_GE, trip, jit_lng(j, j->t_i64, QRL_JIT_SHORT_BLOCK)),
+                                jit_cmp(j, GCC_JIT_COMPARISON_LT, trip, jit_lng(j, j->t_i64, QRL_JIT_BLOCK))),
+            shorter, plain);
+        f->b = shorter;
+        block_copy(f, n, lo, hi, QRL_JIT_SHORT_BLOCK);
         gcc_jit_block_end_with_jump(jit_cur(f), NULL, after);
         f->b = plain;
         gcc_jit_block_add_assignment(plain, NULL, f->locals[((const qc_sym *)n->sym)->index], lo);
