@@ -610,7 +610,9 @@ static qr_status simq_run(qr_kctx *k)
 }
 
 const qr_op_def qr_ops_quantizer[] = {
-    {"SimQuant", "qrl", 1, 1, 1, 1, "slot:i", simq_infer, simq_run, 0},
+    /* in place: it reads all of x (range, observe) before writing y[i] from x[i]; it writes every
+     * element, so the executor need not zero y */
+    {"SimQuant", "qrl", 1, 1, 1, 1, "slot:i", simq_infer, simq_run, 1, .writes_all = qr_op_writes_all},
     {0},
 };
 
