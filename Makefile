@@ -91,9 +91,10 @@ $(B)/obj/gen/grammar/qrl.o: $(GEN)/grammar/qrl.c $(GEN)/grammar/qrl.h
 # The compiled-module cache key names the code generator that built a module:
 # the hash of its sources, every compiler/jit*.c and jit*.h among them, and
 # the lowering of element-wise epilogues (compiler/elementwise.c), the proof of
-# pointwise kernels a module registers (compiler/pointwise.c)
+# pointwise kernels a module registers (compiler/pointwise.c) and the vector
+# forms of its epilogues (compiler/vecmap.c)
 # (tests/unit/test_cache.c jit_id_hashes_code_generator_sources checks it).
-JIT_SRC := $(sort $(wildcard compiler/jit*.c compiler/jit*.h)) compiler/compile.c compiler/cache.c compiler/elementwise.c compiler/pointwise.c runtime/recipe.h
+JIT_SRC := $(sort $(wildcard compiler/jit*.c compiler/jit*.h)) compiler/compile.c compiler/cache.c compiler/elementwise.c compiler/pointwise.c compiler/vecmap.c runtime/recipe.h
 JIT_ID := $(shell cat $(JIT_SRC) 2>/dev/null | sha256sum | cut -c1-16)
 $(B)/obj/compiler/compile.o: CPPFLAGS += -DQRL_JIT_ID='"$(JIT_ID)"'
 $(B)/obj/compiler/compile.o: $(JIT_SRC)

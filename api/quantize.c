@@ -41,7 +41,8 @@ static int fail_msg(char *err, size_t n, const char *fmt, const char *arg)
 }
 
 /* QRL_ICONV_JIT=1: integer convolutions ask the compiler for kernels specialized to their shape
- * (compiler/iconv_jit.h; off by default until measured on whole models). Every integer graph is
+ * (compiler/iconv_jit.h; off by default until measured on whole models), with the recipe's
+ * epilogue fused when it has a vector form (compiler/vecmap.h). Every integer graph is
  * made with a compiled recipe, so registering here comes before any of them runs; the kernels are
  * freed at exit. */
 static pthread_once_t iconv_once = PTHREAD_ONCE_INIT;
@@ -49,8 +50,10 @@ static pthread_once_t iconv_once = PTHREAD_ONCE_INIT;
 static void iconv_register(void)
 {
     const char *e = getenv("QRL_ICONV_JIT");
-    if (e && !strcmp(e, "1"))
+    if (e && !strcmp(e, "1")) {
         qr_iconv_set_specializer(qc_iconv_jit);
+        qr_iconv_set_ep_specializer(qc_iconv_jit_ep);
+    }
 }
 
 int qrl_recipe_compile(const char *path, int flags, FILE *diag, qrl_recipe **out, char *err, size_t errlen)

@@ -60,34 +60,37 @@ def main():
     print("\nmachine: %s, %s cores; one core's peak: u8s8 VNNI %s GMAC/s, f32 FMA %s GFLOP-pairs/s" %
           (results["machine"]["cpu"], os.cpu_count(), vnni, peak.get("fma_gflop_pairs")))
     print("times: median ms per batch; speed-up = peer time / QRL time (> 1: QRL faster)")
-    hdr = ("%-13s %5s %3s | %9s %9s %7s | %9s %7s | %9s %7s | %9s %9s %7s | %7s %6s" %
-           ("model", "batch", "thr", "QRL int8", "ORT int8", "vs ORT", "QRL f32", "i8/f32", "ORT f32", "f32/ORT",
-            "torch f32", "FX int8", "vs FX", "GMAC/s", "%peak"))
-    print("(GMAC/s: QRL int8's convolutions and matrix products; %peak: of the VNNI peak times the threads)")
+    hdr = ("%-13s %5s %3s | %9s %9s %7s | %9s %7s | %9s %7s | %9s %7s | %9s %9s %7s | %7s %6s" %
+           ("model", "batch", "thr", "QRL int8", "ORT int8", "vs ORT", "int8 jit", "vs ORT", "QRL f32", "i8/f32",
+            "ORT f32", "f32/ORT", "torch f32", "FX int8", "vs FX", "GMAC/s", "%peak"))
+    print("(GMAC/s: QRL int8's convolutions and matrix products; %peak: of the VNNI peak times the threads;"
+          " int8 jit: QRL_ICONV_JIT=1, convolutions on kernels compiled per layer with the epilogue fused)")
     print(hdr)
     print("-" * len(hdr))
     targets, calib_rows, notes = [], [], []
     for name in models:
         q32 = (load(os.path.join(d, name + ".qrl_f32.json")) or {}).get("results")
         q8 = (load(os.path.join(d, name + ".qrl_int8.json")) or {}).get("results")
+        q8j = (load(os.path.join(d, name + ".qrl_int8_jit.json")) or {}).get("results")
         o32 = (load(os.path.join(d, name + ".ort_f32.json")) or {}).get("results")
         o8 = (load(os.path.join(d, name + ".ort_int8.json")) or {}).get("results")
         tch = load(os.path.join(d, name + ".torch.json")) or {}
         qz = load(os.path.join(d, name + ".quantize.json")) or {}
-        m = {"qrl_f32": q32, "qrl_int8": q8, "ort_f32": o32, "ort_int8": o8, "torch_f32": tch.get("fp32"),
+        m = {"qrl_f32": q32, "qrl_int8": q8, "qrl_int8_jit": q8j, "ort_f32": o32, "ort_int8": o8, "torch_f32": tch.get("fp32"),
              "fx_int8": tch.get("fx_int8"), "torch_engine": tch.get("engine"), "quantize": qz, "ratios": []}
         if tch.get("fx_int8_error"):
             m["fx_int8_error"] = tch["fx_int8_error"]
             notes.append("%s: PyTorch FX int8 (%s) failed: %s" % (name, tch.get("engine"), tch["fx_int8_error"]))
         for batch in (1, 64):
             for threads in (1, 2):
-                a, b = row(q8, batch, threads), row(o8, batch, threads)
+                a, b, j = row(q8, batch, threads), row(o8, batch, threads), row(q8j, batch, threads)
                 f, g = row(q32, batch, threads), row(o32, batch, threads)
                 t, x = row(m["torch_f32"], batch, threads), row(m["fx_int8"], batch, threads)
                 if not a:
                     continue
                 r = {"batch": batch, "threads": threads,
                      "int8_vs_ort_int8": b["ms_median"] / a["ms_median"] if b else None,
+                     "int8_jit_vs_ort_int8": b["ms_median"] / j["ms_median"] if b and j else None,
                      "int8_vs_qrl_f32": f["ms_median"] / a["ms_median"] if f else None,
                      "f32_over_ort_f32": f["ms_median"] / g["ms_median"] if f and g else None,
                      "int8_vs_fx_int8": x["ms_median"] / a["ms_median"] if x else None,
@@ -102,8 +105,9 @@ def main():
                 def ratio(v):
                     return "%7.2f" % v if v is not None else "%7s" % "-"
 
-                print("%-13s %5d %3d | %s %s %s | %s %s | %s %s | %s %s %s | %7.1f %5.1f%%" %
-                      (name, batch, threads, ms(a), ms(b), ratio(r["int8_vs_ort_int8"]), ms(f),
+                print("%-13s %5d %3d | %s %s %s | %s %s | %s %s | %s %s | %s %s %s | %7.1f %5.1f%%" %
+                      (name, batch, threads, ms(a), ms(b), ratio(r["int8_vs_ort_int8"]), ms(j),
+                       ratio(r["int8_jit_vs_ort_int8"]), ms(f),
                        ratio(r["int8_vs_qrl_f32"]), ms(g), ratio(r["f32_over_ort_f32"]), ms(t), ms(x),
                        ratio(r["int8_vs_fx_int8"]), a.get("gemm_gmacs", 0),
                        100 * (r["int8_gemm_peak_share"] or 0)))

@@ -2,7 +2,8 @@
 # Inference benchmark of `make bench` (QRL-E), in one run on this machine: for the bundled
 # Fashion-MNIST CNN, a small ResNet with residual Adds (tools/make_bench_models.py) and
 # torchvision ResNet-18 and MobileNetV2 (random weights, tools/export_torchvision.py):
-#   QRL int8 (the recipe's export, run on QRL's integer kernels) and QRL f32   - qrl bench
+#   QRL int8 (the recipe's export, run on QRL's integer kernels), the same with
+#   QRL_ICONV_JIT=1 (kernels compiled per layer, the epilogue fused) and QRL f32 - qrl bench
 #   ONNX Runtime (onnxruntime-node) on the same f32 model and on QRL's export  - tools/ort_bench.js
 #   PyTorch f32 and FX post-training int8 (not for the CNN: ONNX only)         - tools/torch_bench.py
 #   the u8s8 VNNI and f32 FMA peak of one core                                 - bench/peak.c
@@ -62,6 +63,8 @@ for name in $MODELS; do
     grep -E "^(calibration|output):" "$D/$name.quantize.txt"
     $B/qrl bench "$f32" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_f32.json"
     $B/qrl bench "$q8" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_int8.json"
+    # phase 2: kernels compiled per layer shape, the epilogue fused (compiled before the timed runs)
+    QRL_ICONV_JIT=1 $B/qrl bench "$q8" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_int8_jit.json"
     node tools/ort_bench.js "$f32" "$shape" 1,64 1,2 "$MIN" > "$D/$name.ort_f32.json"
     node tools/ort_bench.js "$q8" "$shape" 1,64 1,2 "$MIN" > "$D/$name.ort_int8.json"
     if [ "$tname" != - ]; then

@@ -151,7 +151,7 @@ static const char *const builtin_fns[] = {
     "min", "max", "abs", "clamp", "select", "floor", "ceil", "trunc", "round_even", "round_away", "round_up",
     "sqrt", "exp", "log", "log2", "tanh", "erf", "pow", "isnan", "isinf", "len", "qparams", "const", "rank",
     "dim", "present", "value", "attr", "attr_ints", "broadcast_index",
-    "ew.bits", "ew.from_bits", /* the channels-last epilogue's tables: no user can write these names */
+    "ew.bits", "ew.from_bits", "ew.ubits", /* the channels-last epilogue's tables: no user can write these names */
 };
 
 int chk_in_affine_rule(const ctx *c)

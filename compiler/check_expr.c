@@ -647,11 +647,19 @@ static const qc_type *call_predicate(ctx *c, ql_node *n, const char *f, const qc
 
 /* The channels-last epilogue's tables (compiler/elementwise.c), which user code cannot name:
  * ew.bits(v), a scalar's bits as i64; ew.from_bits(bits, v), those bits read back as v's type
- * (v is only typed, never run). */
+ * (v is only typed, never run); ew.ubits(v), v's bits when it is a scalar, else 0. */
 static const qc_type *call_bits(ctx *c, ql_node *n, const char *f)
 {
     char a[64];
     int from = !strcmp(f, "ew.from_bits");
+    if (!strcmp(f, "ew.ubits")) { /* a uniform of the value: any type, bits only of a scalar */
+        if (!chk_expect_args(c, n, f, 1, 1))
+            return set_type(n, &qc_error);
+        const qc_type *t = chk_expr(c, n->kids[0], NULL);
+        if (t->k == QC_INTLIT || t->k == QC_FLOATLIT)
+            chk_settle(c, n->kids[0], qc_default(t));
+        return set_type(n, &qc_i64);
+    }
     if (!chk_expect_args(c, n, f, from ? 2 : 1, from ? 2 : 1))
         return set_type(n, &qc_error);
     if (from)
@@ -675,7 +683,7 @@ static const qc_type *call_bits(ctx *c, ql_node *n, const char *f)
 /* min, max, abs, rounding, math, len, qparams, and the pattern predicates. */
 static const qc_type *builtin_call(ctx *c, ql_node *n, const char *f, const qc_type *want)
 {
-    if (!strcmp(f, "ew.bits") || !strcmp(f, "ew.from_bits"))
+    if (!strcmp(f, "ew.bits") || !strcmp(f, "ew.from_bits") || !strcmp(f, "ew.ubits"))
         return call_bits(c, n, f);
     if (!strcmp(f, "min") || !strcmp(f, "max") || !strcmp(f, "clamp"))
         return call_min_max(c, n, f, want);

@@ -28,6 +28,7 @@ typedef struct ew {
 #define N_FILL "ew.fill"
 #define N_TAB "ew.tab" /* + the channel let's number: ew.tab0, ew.tab1, ... */
 #define N_BITS "ew.bits"
+#define N_UBITS "ew.ubits"
 #define N_FROM_BITS "ew.from_bits"
 
 static const char *const tile_params[QC_TILE_EXTRA_PARAMS] = {"c0", "rows", "cols", "acc_rs", "y_off", "y_rs"};
@@ -228,6 +229,57 @@ static int channel_lets(const ql_node *st)
     return st->c ? st->c->nkids : 0;
 }
 
+/* The most tables a channels-last kernel gets; past it, no uniform ones (below). */
+#define MAX_TABLES 32
+
+static const ql_node *param(const ql_node *kernel, const char *n);
+
+static int is_channel_let(const ql_node *st, const char *n)
+{
+    for (int i = 0; st->c && i < st->c->nkids; i++)
+        if (!strcmp(st->c->kids[i]->name, n))
+            return 1;
+    return 0;
+}
+
+/* The names the value reads that are neither the element, the channel, a channel let nor a
+ * tensor parameter (the layer's lets, scalar parameters, constants), each once, in order: the
+ * vector form of the value (compiler/vecmap.h) reads them from tables as it reads channel lets. */
+static void uniform_names(const ql_node *kernel, const ql_node *st, const ql_node *t, const char **out, int *n, int cap)
+{
+    if (!t)
+        return;
+    if (t->kind == QL_NAME && t->name && strcmp(t->name, st->name) && strcmp(t->name, st->kids[1]->name) &&
+        !is_channel_let(st, t->name)) {
+        const ql_node *p = param(kernel, t->name);
+        int seen = p && p->a && p->a->kind == QL_TYPE_TENSOR;
+        for (int i = 0; i < *n && !seen; i++)
+            seen = !strcmp(out[i], t->name);
+        if (!seen && *n < cap)
+            out[(*n)++] = t->name;
+        else if (!seen)
+            *n = cap + 1; /* too many: none */
+    }
+    if (t->kind != QL_CALL || t->a->kind != QL_NAME) /* a callee's name is no value */
+        uniform_names(kernel, st, t->a, out, n, cap);
+    uniform_names(kernel, st, t->b, out, n, cap);
+    uniform_names(kernel, st, t->c, out, n, cap);
+    if (t->kind != QL_NAME) /* a generic instance's type arguments */
+        uniform_names(kernel, st, t->d, out, n, cap);
+    for (int i = 0; i < t->nkids; i++)
+        uniform_names(kernel, st, t->kids[i], out, n, cap);
+}
+
+/* The uniform names of the value (above), or none when there are too many. */
+static int uniforms(const ql_node *kernel, const ql_node *st, const char **out)
+{
+    int n = 0, cap = MAX_TABLES - channel_lets(st);
+    if (cap <= 0)
+        return 0;
+    uniform_names(kernel, st, st->d, out, &n, cap);
+    return n > cap ? 0 : n;
+}
+
 /* The channels-last kernel's body after the layer's lets (see elementwise.h); the tables are
  * indexed by channel, so a block may start at any channel c0:
  *   if ew.fill != 0 { for ew.k in 0 .. cols { let c = c0 + ew.k; channel...
@@ -235,10 +287,12 @@ static int channel_lets(const ql_node *st)
  *   for ew.r in 0 .. rows { for ew.k in 0 .. cols { let c = c0 + ew.k
  *     let <let i> = ew.from_bits(ew.tab<i>[c], <let i's value>)   (typed as the value; not evaluated)
  *     let a = acc[ew.r * acc_rs + ew.k]; y[y_off + ew.r * y_rs + ew.k] = value } } */
-static void channels_last(ew *e, const ql_node *st, ql_node *body)
+static void channels_last(ew *e, const ql_node *kernel, const ql_node *st, ql_node *body)
 {
     const char *c = st->kids[1]->name;
     int nl = channel_lets(st);
+    const char *un[MAX_TABLES];
+    int nu = uniforms(kernel, st, un);
     ql_node *iff = node(e, QL_IF), *fb, *kb;
     iff->a = bin(e, QL_TOK_NE, name(e, N_FILL), num(e, 0));
     iff->b = node(e, QL_BLOCK);
@@ -254,6 +308,12 @@ static void channels_last(ew *e, const ql_node *st, ql_node *body)
         v->span = l->b->span; /* a let that is no scalar is reported at its value */
         ql_node_add(e->ar, bits, v);
         ql_node_add(e->ar, fb, assign(e, QL_TOK_ASSIGN, index1(e, tab_name(e, i), name(e, c)), bits));
+    }
+    for (int i = 0; i < nu; i++) { /* ew.tab<nl + i>[c] = ew.ubits(<uniform i>): 0 unless a scalar */
+        ql_node *bits = node(e, QL_CALL);
+        bits->a = name(e, N_UBITS);
+        ql_node_add(e->ar, bits, name(e, un[i]));
+        ql_node_add(e->ar, fb, assign(e, QL_TOK_ASSIGN, index1(e, tab_name(e, nl + i), name(e, c)), bits));
     }
     ql_node *rb;
     ql_node_add(e->ar, body, loop(e, N_R, num(e, 0), name(e, "rows"), &rb));
@@ -399,7 +459,8 @@ static ql_node *tile_kernel(ew *e, const ql_node *kernel, const ql_node *st, int
         add_param(e, t->a, tile_params[i], i64_type(e));
     if (nhwc) {
         add_param(e, t->a, N_FILL, i64_type(e));
-        for (int i = 0; i < channel_lets(st); i++) {
+        const char *un[MAX_TABLES];
+        for (int i = 0; i < channel_lets(st) + uniforms(kernel, st, un); i++) {
             ql_node *tt = node(e, QL_TYPE_TENSOR);
             tt->a = i64_type(e);
             add_param(e, t->a, tab_name(e, i), tt);
@@ -410,7 +471,7 @@ static ql_node *tile_kernel(ew *e, const ql_node *kernel, const ql_node *st, int
     for (int i = 0; i + 1 < kernel->c->nkids; i++)
         ql_node_add(e->ar, body, qc_clone(e->ar, kernel->c->kids[i]));
     if (nhwc)
-        channels_last(e, st, body);
+        channels_last(e, kernel, st, body);
     else
         tile(e, st, body);
     body->span = kernel->c->span;

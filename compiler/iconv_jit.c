@@ -1,8 +1,8 @@
 /* Shape-specialized NHWC convolution microkernels (iconv_jit.h).
  *
  * The generated function, for a tile of R rows by V 16-column vectors:
- *   for i0 in 0, R, 2R, ... < m:                  rows past m reuse row m-1's pointers, not stored
- *     for jb from j0 while jb < j1:               V vectors, or fewer for the last columns
+ *   for jb from j0 while jb < j1:                 V vectors, or fewer for the last columns
+ *     for i0 in 0, R, 2R, ... < m:                rows past m reuse row m-1's pointers, not stored
  *       acc[r][v] = init[jb + 16v ...]            (masked past j1)
  *       for t < TAPS:                             a known trip count
  *         p[r] = a[(i0 + r) * TAPS + t]
@@ -10,7 +10,8 @@
  *           x[r] = vpbroadcastd p[r][4g]
  *           y[v] = vmovdqu32 w_t[g][jb + 16v]
  *           acc[r][v] = vpdpbusd(acc[r][v], x[r], y[v])
- *       c[i0 + r][jb + 16v ...] = acc[r][v]      (masked past j1)
+ *       c[i0 + r][jb + 16v ...] = acc[r][v]      (masked past j1), or with an epilogue program
+ *                                                 (vecmap.h) fused: y[i0 + r][jb + 16v ...] = its bytes
  * libgccjit 12 reaches no target builtin, so every AVX-512 instruction is an
  * extended asm whose operands GCC allocates (/work/shared/perf: "+v" works,
  * "=m" outputs crash it, a store is volatile with a "memory" clobber). The
@@ -28,6 +29,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "vecmap.h"
 #include "cpu.h"
 #include "sha256.h"
 
@@ -42,21 +44,124 @@ enum {
     UNROLL = 8,      /* else this many per iteration, the rest after the loop */
 };
 
+/* An epilogue program (compiler/vecmap.h) parsed: instruction i's opcode, operands, type. */
+typedef enum vop {
+    V_ACC, V_TAB, V_CONST, V_ADDI, V_SUBI, V_MULI, V_MINI, V_MAXI, V_NEGI, V_CLAMPI, V_ADDF, V_SUBF, V_MULF,
+    V_DIVF, V_MINF, V_MAXF, V_NEGF, V_ABSF, V_RINT, V_CLAMPF, V_CVTF, V_SATF_U8, V_SATF_I8, V_SATI_U8, V_SATI_I8,
+    V_NOPS
+} vop;
+
+enum { VT_I32, VT_F32, VT_BYTE };
+
+static const struct {
+    const char *name;
+    int nargs, in, out; /* operands' lane type (-1: none), the result's */
+} vops[V_NOPS] = {
+    [V_ACC] = {"acc", 0, -1, VT_I32},        [V_TAB] = {"tab", 1, -1, -1},         [V_CONST] = {"const", 1, -1, -1},
+    [V_ADDI] = {"addi", 2, VT_I32, VT_I32},  [V_SUBI] = {"subi", 2, VT_I32, VT_I32}, [V_MULI] = {"muli", 2, VT_I32, VT_I32},
+    [V_MINI] = {"mini", 2, VT_I32, VT_I32},  [V_MAXI] = {"maxi", 2, VT_I32, VT_I32}, [V_NEGI] = {"negi", 1, VT_I32, VT_I32},
+    [V_CLAMPI] = {"clampi", 3, VT_I32, VT_I32}, [V_ADDF] = {"addf", 2, VT_F32, VT_F32}, [V_SUBF] = {"subf", 2, VT_F32, VT_F32},
+    [V_MULF] = {"mulf", 2, VT_F32, VT_F32},  [V_DIVF] = {"divf", 2, VT_F32, VT_F32}, [V_MINF] = {"minf", 2, VT_F32, VT_F32},
+    [V_MAXF] = {"maxf", 2, VT_F32, VT_F32},  [V_NEGF] = {"negf", 1, VT_F32, VT_F32}, [V_ABSF] = {"absf", 1, VT_F32, VT_F32},
+    [V_RINT] = {"rint", 1, VT_F32, VT_F32},  [V_CLAMPF] = {"clampf", 3, VT_F32, VT_F32}, [V_CVTF] = {"cvtf", 1, VT_I32, VT_F32},
+    [V_SATF_U8] = {"satf.u8", 1, VT_F32, VT_BYTE}, [V_SATF_I8] = {"satf.i8", 1, VT_F32, VT_BYTE},
+    [V_SATI_U8] = {"sati.u8", 1, VT_I32, VT_BYTE}, [V_SATI_I8] = {"sati.i8", 1, VT_I32, VT_BYTE},
+};
+
+typedef struct vinsn {
+    vop op;
+    int arg[3];
+    uint32_t imm; /* V_TAB: the table; V_CONST: the bits */
+    int type, dep; /* dep: reads the accumulator, so runs per row */
+} vinsn;
+
+typedef struct vprog {
+    vinsn in[QC_VEC_MAX_INSNS];
+    int n, ntabs;
+} vprog;
+
+/* text -> *p; 0 when it is a whole, well-typed program whose last instruction is a byte */
+static int parse_prog(const char *text, vprog *p)
+{
+    memset(p, 0, sizeof *p);
+    const char *s = text;
+    while (*s) {
+        if (p->n == QC_VEC_MAX_INSNS)
+            return -1;
+        vinsn *x = &p->in[p->n];
+        char name[16];
+        int len = 0;
+        if (sscanf(s, "%15s%n", name, &len) != 1)
+            return -1;
+        char *semi = strchr(name, ';');
+        if (semi) { /* "acc;..." */
+            len -= (int)strlen(semi);
+            *semi = 0;
+        }
+        s += len;
+        x->op = V_NOPS;
+        for (int o = 0; o < V_NOPS; o++)
+            if ((o == V_TAB || o == V_CONST) ? !strncmp(name, vops[o].name, strlen(vops[o].name)) &&
+                                                   (name[strlen(vops[o].name)] == 'i' || name[strlen(vops[o].name)] == 'f') &&
+                                                   !name[strlen(vops[o].name) + 1]
+                                             : !strcmp(name, vops[o].name))
+                x->op = (vop)o;
+        if (x->op == V_NOPS)
+            return -1;
+        x->type = vops[x->op].out;
+        if (x->op == V_TAB || x->op == V_CONST) {
+            x->type = name[strlen(name) - 1] == 'f' ? VT_F32 : VT_I32;
+            unsigned long v;
+            char *end;
+            while (*s == ' ')
+                s++;
+            v = strtoul(s, &end, x->op == V_CONST ? 16 : 10);
+            if (end == s || v > 0xffffffffUL || (x->op == V_TAB && v >= 64))
+                return -1;
+            x->imm = (uint32_t)v;
+            s = end;
+            if (x->op == V_TAB && (int)v + 1 > p->ntabs)
+                p->ntabs = (int)v + 1;
+        }
+        x->dep = x->op == V_ACC;
+        for (int k = 0; k < vops[x->op].nargs && x->op != V_TAB && x->op != V_CONST; k++) {
+            char *end;
+            while (*s == ' ')
+                s++;
+            long a = strtol(s, &end, 10);
+            if (end == s || a < 0 || a >= p->n || p->in[a].type != vops[x->op].in)
+                return -1;
+            x->arg[k] = (int)a;
+            x->dep |= p->in[a].dep;
+            s = end;
+        }
+        if (*s == ';')
+            s++;
+        else if (*s)
+            return -1;
+        p->n++;
+    }
+    return p->n > 0 && p->in[p->n - 1].type == VT_BYTE && p->in[p->n - 1].dep ? 0 : -1;
+}
+
 typedef struct gen {
     gcc_jit_context *c;
     gcc_jit_function *fn;
     gcc_jit_type *t_void, *t_i64, *t_i32, *t_u16, *t_u8, *t_i8, *v16;
     gcc_jit_type *p_i32, *p_u8c, *pp_u8c, *p_i8c, *p_i32c;
-    gcc_jit_param *prm[11];
+    gcc_jit_param *prm[12];
     int64_t taps, k4, n, n16, groups;
     int rows, vecs;
     gcc_jit_lvalue *i0, *jb, *t, *wt, *kk, *wk, *nrows;
     gcc_jit_lvalue *arow[MAX_ROWS], *p[MAX_ROWS], *x[MAX_ROWS], *acc[MAX_ROWS][MAX_VECS], *y[MAX_VECS];
     gcc_jit_lvalue *mask;
     int nblocks;
+    const vprog *ep;        /* the fused epilogue; NULL: the accumulator is stored */
+    gcc_jit_lvalue *val[QC_VEC_MAX_INSNS], *tab[64], *kmask;
+    gcc_jit_param *p_tabs;
 } gen;
 
-enum { P_C, P_CRS, P_A, P_TAPS, P_M, P_W, P_INIT, P_K4, P_J0, P_J1, P_N };
+enum { P_C, P_CRS, P_A, P_TAPS, P_M, P_W, P_INIT, P_K4, P_J0, P_J1, P_N, P_TABS };
 
 static gcc_jit_rvalue *prm(gen *g, int i) { return gcc_jit_param_as_rvalue(g->prm[i]); }
 static gcc_jit_rvalue *rv(gcc_jit_lvalue *l) { return gcc_jit_lvalue_as_rvalue(l); }
@@ -144,6 +249,135 @@ static void asm_dot(gen *g, gcc_jit_block *b, gcc_jit_lvalue *acc, gcc_jit_rvalu
     gcc_jit_extended_asm_add_input_operand(e, NULL, "v", y);
 }
 
+/* out = the template over inputs in[0..nin) ("v" operands, or "r" for GPR constants when
+ * gpr[i]); early: the output is written before the last input is read; kmask: a mask temporary
+ * is operand nin + 1... see the templates: outputs are %0 (the value) and %1 (a mask) when kmask. */
+static void asm_vec(gen *g, gcc_jit_block *b, const char *tmpl, gcc_jit_lvalue *out, int early, int kmask,
+                    gcc_jit_rvalue *const *in, int nin)
+{
+    gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(b, NULL, tmpl);
+    gcc_jit_extended_asm_add_output_operand(e, NULL, early ? "=&v" : "=v", out);
+    if (kmask)
+        gcc_jit_extended_asm_add_output_operand(e, NULL, "=&Yk", g->kmask);
+    for (int i = 0; i < nin; i++)
+        gcc_jit_extended_asm_add_input_operand(e, NULL, gcc_jit_rvalue_get_type(in[i]) == g->v16 ? "v" : "r", in[i]);
+}
+
+/* x = the 32 bits in every lane */
+static void vconst(gen *g, gcc_jit_block *b, gcc_jit_lvalue *x, uint32_t bits)
+{
+    gcc_jit_rvalue *c = gcc_jit_context_new_rvalue_from_int(g->c, g->t_i32, (int)bits);
+    asm_vec(g, b, "vpbroadcastd %1, %0", x, 0, 0, &c, 1);
+}
+
+/* Instruction i of the epilogue into g->val[i]: a table's vector v of the tile (columns
+ * jb + 16 v ..., masked past j1 when last), the accumulator acc, or an operation. Each template is
+ * the scalar code's operation (compiler/jit_expr.c) in the operand order that gives its NaN
+ * cases (vecmap.h); AT&T order: the last operand is the destination. */
+static void emit_insn(gen *g, gcc_jit_block *b, int i, gcc_jit_lvalue *acc, int v, gcc_jit_rvalue *mask, gcc_jit_lvalue *t0,
+                      gcc_jit_lvalue *t1)
+{
+    const vinsn *x = &g->ep->in[i];
+    gcc_jit_lvalue *out = g->val[i];
+    gcc_jit_rvalue *a[4];
+    for (int k = 0; k < vops[x->op].nargs && x->op != V_TAB && x->op != V_CONST; k++)
+        a[k] = rv(g->val[x->arg[k]]);
+    static const char *const two[V_NOPS] = {
+        [V_ADDI] = "vpaddd %2, %1, %0", [V_SUBI] = "vpsubd %2, %1, %0", [V_MULI] = "vpmulld %2, %1, %0",
+        [V_MINI] = "vpminsd %2, %1, %0", [V_MAXI] = "vpmaxsd %2, %1, %0", [V_ADDF] = "vaddps %2, %1, %0",
+        [V_SUBF] = "vsubps %2, %1, %0", [V_MULF] = "vmulps %2, %1, %0", [V_DIVF] = "vdivps %2, %1, %0",
+    };
+    switch (x->op) {
+    case V_ACC: gcc_jit_block_add_assignment(b, NULL, out, rv(acc)); return;
+    case V_TAB: asm_load(g, b, out, addr(g, rv(g->tab[x->imm]), rv(g->jb)), 64 * v, mask); return;
+    case V_CONST: vconst(g, b, out, x->imm); return;
+    case V_MINF: /* (a < b ? a : b), then a where b is NaN */
+    case V_MAXF:
+        asm_vec(g, b, x->op == V_MINF ? "vminps %3, %2, %0\n\tvcmpunordps %3, %3, %1\n\tvmovaps %2, %0%{%1%}"
+                                      : "vmaxps %3, %2, %0\n\tvcmpunordps %3, %3, %1\n\tvmovaps %2, %0%{%1%}",
+                out, 1, 1, a, 2);
+        return;
+    case V_CLAMPI: asm_vec(g, b, "vpmaxsd %2, %1, %0\n\tvpminsd %3, %0, %0", out, 1, 0, a, 3); return;
+    case V_CLAMPF: /* lo_ok = a < lo ? lo : a; lo_ok > hi ? hi : lo_ok */
+        asm_vec(g, b, "vmaxps %1, %2, %0\n\tvminps %0, %3, %0", out, 1, 0, a, 3);
+        return;
+    case V_NEGI: asm_vec(g, b, "vpxord %0, %0, %0\n\tvpsubd %1, %0, %0", out, 1, 0, a, 1); return;
+    case V_NEGF:
+    case V_ABSF:
+        vconst(g, b, t0, x->op == V_NEGF ? 0x80000000u : 0x7fffffffu);
+        a[1] = rv(t0);
+        asm_vec(g, b, x->op == V_NEGF ? "vpxord %2, %1, %0" : "vpandd %2, %1, %0", out, 0, 0, a, 2);
+        return;
+    case V_RINT: asm_vec(g, b, "vrndscaleps $8, %1, %0", out, 0, 0, a, 1); return; /* nearest even, as rintf */
+    case V_CVTF: asm_vec(g, b, "vcvtdq2ps %1, %0", out, 0, 0, a, 1); return;
+    case V_SATF_U8:
+    case V_SATF_I8: /* clamped as the narrow float-to-int conversion does, NaN 0, truncated */
+        vconst(g, b, t0, x->op == V_SATF_U8 ? 0x00000000u : 0xc3000000u); /* 0, -128 */
+        vconst(g, b, t1, x->op == V_SATF_U8 ? 0x437f0000u : 0x42fe0000u); /* 255, 127 */
+        a[1] = rv(t0);
+        a[2] = rv(t1);
+        asm_vec(g, b, "vminps %2, %4, %0\n\tvmaxps %0, %3, %0\n\tvcmpordps %0, %0, %1\n\tvcvttps2dq %0, %0%{%1%}%{z%}",
+                out, 1, 1, a, 3);
+        return;
+    case V_SATI_U8:
+    case V_SATI_I8:
+        vconst(g, b, t0, x->op == V_SATI_U8 ? 0u : 0xffffff80u);
+        vconst(g, b, t1, x->op == V_SATI_U8 ? 255u : 127u);
+        a[1] = rv(t0);
+        a[2] = rv(t1);
+        asm_vec(g, b, "vpmaxsd %2, %1, %0\n\tvpminsd %3, %0, %0", out, 1, 0, a, 3);
+        return;
+    default: asm_vec(g, b, two[x->op], out, 0, 0, a, 2); return;
+    }
+}
+
+/* The 16 bytes of y's element (the last value, i32 lanes within y's type) at disp(base). */
+static void asm_store_bytes(gen *g, gcc_jit_block *b, gcc_jit_rvalue *v, gcc_jit_rvalue *base, int64_t disp,
+                            gcc_jit_rvalue *mask)
+{
+    (void)g;
+    char t[96];
+    snprintf(t, sizeof t, mask ? "vpmovdb %%0, %lld(%%1)%%{%%2%%}" : "vpmovdb %%0, %lld(%%1)", (long long)disp);
+    gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(b, NULL, t);
+    gcc_jit_extended_asm_set_volatile_flag(e, 1);
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "v", v);
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "r", base);
+    if (mask)
+        gcc_jit_extended_asm_add_input_operand(e, NULL, "Yk", mask);
+    gcc_jit_extended_asm_add_clobber(e, "memory");
+}
+
+/* The fused epilogue of the tile's nv vectors from block b: per vector, the instructions that do
+ * not read the accumulator once, then per row (rows past nrows skipped) the others and y's
+ * bytes; returns the block that continues. */
+static gcc_jit_block *emit_epilogue(gen *g, gcc_jit_block *b, int nv, gcc_jit_block *advance)
+{
+    gcc_jit_lvalue *t0 = local(g, g->v16, "k0_%d", g->nblocks, 0), *t1 = local(g, g->v16, "k1_%d", g->nblocks, 0);
+    for (int v = 0; v < nv; v++) {
+        gcc_jit_rvalue *mask = v == nv - 1 ? rv(g->mask) : NULL;
+        gcc_jit_block *next_v = v + 1 < nv ? block(g) : advance;
+        for (int i = 0; i < g->ep->n; i++)
+            if (!g->ep->in[i].dep)
+                emit_insn(g, b, i, NULL, v, mask, t0, t1);
+        for (int r = 0; r < g->rows; r++) {
+            if (r) {
+                gcc_jit_block *in = block(g);
+                gcc_jit_block_end_with_conditional(b, NULL, cmp(g, GCC_JIT_COMPARISON_GT, rv(g->nrows), lng(g, r)), in, next_v);
+                b = in;
+            }
+            for (int i = 0; i < g->ep->n; i++)
+                if (g->ep->in[i].dep)
+                    emit_insn(g, b, i, g->acc[r][v], v, mask, t0, t1);
+            gcc_jit_rvalue *row = bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->i0), lng(g, r));
+            gcc_jit_rvalue *dst = addr(g, prm(g, P_C), bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, row, prm(g, P_CRS)), rv(g->jb)));
+            asm_store_bytes(g, b, rv(g->val[g->ep->n - 1]), dst, 16 * v, mask);
+        }
+        gcc_jit_block_end_with_jump(b, NULL, next_v);
+        b = next_v;
+    }
+    return b;
+}
+
 /* Groups [g0, g0 + cnt) of one tap for nv vectors: activations at p[r] + idx + 4 (g - g0), weights at
  * wbase + (g - g0) * step + 64 v (wbase at the strip's group g0; step: the strip's bytes per group). */
 static void emit_groups(gen *g, gcc_jit_block *b, int nv, int64_t step, int64_t cnt, gcc_jit_rvalue *idx,
@@ -216,6 +450,11 @@ static void emit_tile(gen *g, gcc_jit_block *b, int nv, int64_t step, gcc_jit_bl
     gcc_jit_block_end_with_conditional(b, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(g->t), lng(g, g->taps)), tap, store);
     b = store;
     gcc_jit_block *advance = block(g);
+    if (g->ep) {
+        emit_epilogue(g, b, nv, advance);
+        gcc_jit_block_end_with_jump(advance, NULL, done);
+        return;
+    }
     /* rows past m were computed from row m-1's pointers: only nrows are stored */
     for (int r = 0; r < g->rows; r++) {
         gcc_jit_rvalue *row = bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->i0), lng(g, r));
@@ -229,8 +468,52 @@ static void emit_tile(gen *g, gcc_jit_block *b, int nv, int64_t step, gcc_jit_bl
         }
     }
     gcc_jit_block_end_with_jump(b, NULL, advance);
-    gcc_jit_block_add_assignment_op(advance, NULL, g->jb, GCC_JIT_BINARY_OP_PLUS, lng(g, 16 * nv));
     gcc_jit_block_end_with_jump(advance, NULL, done);
+}
+
+/* A row tile's pointer rows from block b (those past m at row m - 1, and nrows of them real);
+ * returns the block that continues. */
+static gcc_jit_block *emit_row_setup(gen *g, gcc_jit_block *b)
+{
+    gcc_jit_rvalue *left = bin(g, GCC_JIT_BINARY_OP_MINUS, prm(g, P_M), rv(g->i0));
+    gcc_jit_block *few = block(g), *many = block(g), *set = block(g);
+    gcc_jit_block_end_with_conditional(b, NULL, cmp(g, GCC_JIT_COMPARISON_LT, left, lng(g, g->rows)), few, many);
+    gcc_jit_block_add_assignment(few, NULL, g->nrows, left);
+    gcc_jit_block_end_with_jump(few, NULL, set);
+    gcc_jit_block_add_assignment(many, NULL, g->nrows, lng(g, g->rows));
+    gcc_jit_block_end_with_jump(many, NULL, set);
+    for (int r = 0; r < g->rows; r++) {
+        gcc_jit_rvalue *row = bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->i0), lng(g, r));
+        gcc_jit_rvalue *at = addr(g, prm(g, P_A), bin(g, GCC_JIT_BINARY_OP_MULT, row, lng(g, g->taps)));
+        if (r) {
+            gcc_jit_block *in = block(g), *past = block(g), *join = block(g);
+            gcc_jit_block_end_with_conditional(set, NULL, cmp(g, GCC_JIT_COMPARISON_LT, lng(g, r), rv(g->nrows)), in, past);
+            gcc_jit_block_add_assignment(in, NULL, g->arow[r], at);
+            gcc_jit_block_end_with_jump(in, NULL, join);
+            gcc_jit_block_add_assignment(past, NULL, g->arow[r], rv(g->arow[r - 1]));
+            gcc_jit_block_end_with_jump(past, NULL, join);
+            set = join;
+        } else {
+            gcc_jit_block_add_assignment(set, NULL, g->arow[r], at);
+        }
+    }
+    return set;
+}
+
+/* Every row tile of the nv vectors at jb, from block b, then jb past them and on to after: the
+ * strip's weights stay in cache while all the rows pass over them (a layer of few pixels and a
+ * large K, ResNet-18's 7x7 ones, streamed all its weights once per row tile the other way round). */
+static void emit_rows(gen *g, gcc_jit_block *b, int nv, int64_t step, gcc_jit_block *after)
+{
+    gcc_jit_block *rows = block(g), *body = block(g), *next = block(g), *adv = block(g);
+    gcc_jit_block_add_assignment(b, NULL, g->i0, lng(g, 0));
+    gcc_jit_block_end_with_jump(b, NULL, rows);
+    gcc_jit_block_end_with_conditional(rows, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(g->i0), prm(g, P_M)), body, adv);
+    emit_tile(g, emit_row_setup(g, body), nv, step, next);
+    gcc_jit_block_add_assignment_op(next, NULL, g->i0, GCC_JIT_BINARY_OP_PLUS, lng(g, g->rows));
+    gcc_jit_block_end_with_jump(next, NULL, rows);
+    gcc_jit_block_add_assignment_op(adv, NULL, g->jb, GCC_JIT_BINARY_OP_PLUS, lng(g, 16 * nv));
+    gcc_jit_block_end_with_jump(adv, NULL, after);
 }
 
 /* From block pick: the widest tile of at most top vectors the columns left fill (more than
@@ -247,7 +530,7 @@ static void emit_picks(gen *g, gcc_jit_block *pick, int top, int64_t step, gcc_j
             gcc_jit_block_end_with_conditional(pick, NULL, cmp(g, GCC_JIT_COMPARISON_GT, cols_left, lng(g, 16 * (nv - 1))), tile, other);
             pick = other;
         }
-        emit_tile(g, tile, nv, step, done);
+        emit_rows(g, tile, nv, step, done);
     }
 }
 
@@ -277,12 +560,15 @@ static void build(gen *g)
     g->p_u8c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->t_u8));
     g->pp_u8c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->p_u8c));
     g->p_i8c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->t_i8));
-    static const char *const names[] = {"c", "c_rs", "a", "taps", "m", "w", "init", "k4", "j0", "j1", "n"};
-    gcc_jit_type *types[] = {g->p_i32, g->t_i64, g->pp_u8c, g->t_i64, g->t_i64, g->p_i8c,
-                             g->p_i32c, g->t_i64, g->t_i64, g->t_i64, g->t_i64};
-    for (int i = 0; i < 11; i++)
+    /* fused (qr_iconv_ep_fn): y's bytes for c, and the tables last */
+    static const char *const names[] = {"c", "c_rs", "a", "taps", "m", "w", "init", "k4", "j0", "j1", "n", "tabs"};
+    gcc_jit_type *pp_i32c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->p_i32c));
+    gcc_jit_type *types[] = {g->ep ? gcc_jit_type_get_pointer(g->t_u8) : g->p_i32, g->t_i64, g->pp_u8c, g->t_i64, g->t_i64, g->p_i8c,
+                             g->p_i32c, g->t_i64, g->t_i64, g->t_i64, g->t_i64, pp_i32c};
+    int np = g->ep ? 12 : 11;
+    for (int i = 0; i < np; i++)
         g->prm[i] = gcc_jit_context_new_param(c, NULL, types[i], names[i]);
-    g->fn = gcc_jit_context_new_function(c, NULL, GCC_JIT_FUNCTION_EXPORTED, g->t_void, "qr_iconv", 11, g->prm, 0);
+    g->fn = gcc_jit_context_new_function(c, NULL, GCC_JIT_FUNCTION_EXPORTED, g->t_void, "qr_iconv", np, g->prm, 0);
     g->i0 = local(g, g->t_i64, "i0", 0, 0);
     g->jb = local(g, g->t_i64, "jb", 0, 0);
     g->t = local(g, g->t_i64, "t", 0, 0);
@@ -300,38 +586,22 @@ static void build(gen *g)
     }
     for (int v = 0; v < g->vecs; v++)
         g->y[v] = local(g, g->v16, "y%d", v, 0);
-
-    gcc_jit_block *entry = block(g), *rows = block(g), *cols = block(g), *pick = block(g), *next_rows = block(g),
-                  *out = block(g);
-    gcc_jit_block_add_assignment(entry, NULL, g->i0, lng(g, 0));
-    gcc_jit_block_end_with_conditional(entry, NULL, cmp(g, GCC_JIT_COMPARISON_LT, prm(g, P_J0), prm(g, P_J1)), rows, out);
-    /* a row tile: its rows' pointer rows, those past m at row m - 1 */
-    gcc_jit_block *rows_body = block(g);
-    gcc_jit_block_end_with_conditional(rows, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(g->i0), prm(g, P_M)), rows_body, out);
-    gcc_jit_rvalue *left = bin(g, GCC_JIT_BINARY_OP_MINUS, prm(g, P_M), rv(g->i0));
-    gcc_jit_block *few = block(g), *many = block(g), *set = block(g);
-    gcc_jit_block_end_with_conditional(rows_body, NULL, cmp(g, GCC_JIT_COMPARISON_LT, left, lng(g, g->rows)), few, many);
-    gcc_jit_block_add_assignment(few, NULL, g->nrows, left);
-    gcc_jit_block_end_with_jump(few, NULL, set);
-    gcc_jit_block_add_assignment(many, NULL, g->nrows, lng(g, g->rows));
-    gcc_jit_block_end_with_jump(many, NULL, set);
-    for (int r = 0; r < g->rows; r++) {
-        gcc_jit_rvalue *row = bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->i0), lng(g, r));
-        if (r) {
-            gcc_jit_block *in = block(g), *past = block(g), *join = block(g);
-            gcc_jit_block_end_with_conditional(set, NULL, cmp(g, GCC_JIT_COMPARISON_LT, lng(g, r), rv(g->nrows)), in, past);
-            gcc_jit_block_add_assignment(in, NULL, g->arow[r], addr(g, prm(g, P_A), bin(g, GCC_JIT_BINARY_OP_MULT, row, lng(g, g->taps))));
-            gcc_jit_block_end_with_jump(in, NULL, join);
-            gcc_jit_block_add_assignment(past, NULL, g->arow[r], rv(g->arow[r - 1]));
-            gcc_jit_block_end_with_jump(past, NULL, join);
-            set = join;
-        } else {
-            gcc_jit_block_add_assignment(set, NULL, g->arow[r], addr(g, prm(g, P_A), bin(g, GCC_JIT_BINARY_OP_MULT, row, lng(g, g->taps))));
-        }
+    if (g->ep) {
+        g->kmask = local(g, g->t_u16, "kmask", 0, 0);
+        for (int i = 0; i < g->ep->n; i++)
+            g->val[i] = local(g, g->v16, "v%d", i, 0);
+        for (int t = 0; t < g->ep->ntabs; t++)
+            g->tab[t] = local(g, g->p_i32c, "tab%d", t, 0);
     }
-    gcc_jit_block_add_assignment(set, NULL, g->jb, prm(g, P_J0));
-    gcc_jit_block_end_with_jump(set, NULL, cols);
-    gcc_jit_block_end_with_conditional(cols, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(g->jb), prm(g, P_J1)), pick, next_rows);
+
+    gcc_jit_block *entry = block(g), *cols = block(g), *pick = block(g), *out = block(g);
+    gcc_jit_block_add_assignment(entry, NULL, g->i0, lng(g, 0));
+    for (int t = 0; g->ep && t < g->ep->ntabs; t++)
+        gcc_jit_block_add_assignment(entry, NULL, g->tab[t],
+                                     rv(gcc_jit_context_new_array_access(c, NULL, prm(g, P_TABS), lng(g, t))));
+    gcc_jit_block_add_assignment(entry, NULL, g->jb, prm(g, P_J0));
+    gcc_jit_block_end_with_jump(entry, NULL, cols);
+    gcc_jit_block_end_with_conditional(cols, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(g->jb), prm(g, P_J1)), pick, out);
     /* strips of 64 columns, the last one narrower when n16 is not a multiple of 64 */
     int64_t full = g->n16 / 64, last = g->n16 % 64;
     if (full && last) {
@@ -343,8 +613,6 @@ static void build(gen *g)
     } else {
         emit_picks(g, pick, full ? MAX_VECS : (int)(last / 16), full ? 64 * 4 : last * 4, cols);
     }
-    gcc_jit_block_add_assignment_op(next_rows, NULL, g->i0, GCC_JIT_BINARY_OP_PLUS, lng(g, g->rows));
-    gcc_jit_block_end_with_jump(next_rows, NULL, rows);
     gcc_jit_block_end_with_void_return(out, NULL);
 }
 
@@ -376,7 +644,10 @@ static void add_key_fn(gcc_jit_context *c, const char *key)
     gcc_jit_block_end_with_return(b, NULL, gcc_jit_context_new_string_literal(c, key));
 }
 
-static gcc_jit_context *new_context(int64_t taps, int64_t k4, int64_t n)
+/* A kernel as the table and the loader hold it: qr_iconv_fn, or qr_iconv_ep_fn with a program. */
+typedef void (*any_fn)(void);
+
+static gcc_jit_context *new_context(int64_t taps, int64_t k4, int64_t n, const vprog *ep)
 {
     gcc_jit_context *c = gcc_jit_context_acquire();
     if (!c)
@@ -387,24 +658,30 @@ static gcc_jit_context *new_context(int64_t taps, int64_t k4, int64_t n)
     snprintf(flags, sizeof flags, "%s -mavx512f -mavx512vnni", qc_cpu_flags());
     for (char *save = NULL, *w = strtok_r(flags, " ", &save); w; w = strtok_r(NULL, " ", &save))
         gcc_jit_context_add_command_line_option(c, w);
-    gen g = {.c = c, .taps = taps, .k4 = k4, .n = n, .n16 = (n + 15) / 16 * 16, .groups = k4 / 4};
+    gen g = {.c = c, .taps = taps, .k4 = k4, .n = n, .n16 = (n + 15) / 16 * 16, .groups = k4 / 4, .ep = ep};
     qc_iconv_jit_tile(taps, k4, n, &g.rows, &g.vecs);
     build(&g);
     return c;
 }
 
 /* The cache key of a shape's kernel: everything the code depends on (this generator's sources, the
- * libgccjit, the CPU's flags, the shape and its tile), as 128 bits of SHA-256 in hex. */
-static void shape_key(int64_t taps, int64_t k4, int64_t n, char *key, size_t len)
+ * libgccjit, the CPU's flags, the shape, its tile and the epilogue's program), as 128 bits of
+ * SHA-256 in hex. */
+static void shape_key(int64_t taps, int64_t k4, int64_t n, const char *prog, char *key, size_t len)
 {
     int rows, vecs;
     qc_iconv_jit_tile(taps, k4, n, &rows, &vecs);
     char buf[320];
-    snprintf(buf, sizeof buf, "qrl iconv %s gccjit %d.%d.%d cpu %s taps %lld k4 %lld n %lld tile %dx%d", QC_ICONV_JIT_ID,
+    snprintf(buf, sizeof buf, "qrl iconv %s gccjit %d.%d.%d cpu %s taps %lld k4 %lld n %lld tile %dx%d ep %d:", QC_ICONV_JIT_ID,
              gcc_jit_version_major(), gcc_jit_version_minor(), gcc_jit_version_patchlevel(), qc_cpu_flags(),
-             (long long)taps, (long long)k4, (long long)n, rows, vecs);
+             (long long)taps, (long long)k4, (long long)n, rows, vecs, prog != NULL);
+    qc_sha256_ctx h;
+    qc_sha256_init(&h);
+    qc_sha256_update(&h, buf, strlen(buf));
+    if (prog)
+        qc_sha256_update(&h, prog, strlen(prog));
     unsigned char d[QC_SHA256_LEN];
-    qc_sha256(buf, strlen(buf), d);
+    qc_sha256_final(&h, d);
     char hex[33];
     for (int i = 0; i < 16; i++)
         snprintf(hex + 2 * i, 3, "%02x", d[i]);
@@ -412,14 +689,14 @@ static void shape_key(int64_t taps, int64_t k4, int64_t n, char *key, size_t len
 }
 
 /* The kernel from a shared object's bytes when it carries key: its handle, or NULL. */
-static qc_dl *load(const unsigned char *so, size_t len, const char *key, qr_iconv_fn *fn)
+static qc_dl *load(const unsigned char *so, size_t len, const char *key, any_fn *fn)
 {
     char err[256];
     qc_dl *h = qc_dl_open(so, len, err, sizeof err);
     if (!h)
         return NULL;
     const char *(*keyfn)(void) = (const char *(*)(void))qc_dl_sym(h, KEY_SYMBOL);
-    *fn = (qr_iconv_fn)qc_dl_sym(h, "qr_iconv");
+    *fn = (any_fn)qc_dl_sym(h, "qr_iconv");
     if (!keyfn || !*fn || strcmp(keyfn(), key) != 0) {
         *fn = NULL;
         qc_dl_close(h);
@@ -472,15 +749,16 @@ static qc_cache *open_cache(void)
 
 /* Loads the shape's kernel from the cache, or compiles it (into the cache when there is one, else
  * in memory). Sets exactly one of *dl and *res on success; NULL fn on failure. */
-static void compile(int64_t taps, int64_t k4, int64_t n, qr_iconv_fn *fn, qc_dl **dl, gcc_jit_result **res)
+static void compile(int64_t taps, int64_t k4, int64_t n, const char *prog, any_fn *fn, qc_dl **dl, gcc_jit_result **res)
 {
     *fn = NULL;
     *dl = NULL;
     *res = NULL;
-    if (!cpu_ok() || !shape_ok(taps, k4, n))
+    static vprog ep; /* under table_lock */
+    if (!cpu_ok() || !shape_ok(taps, k4, n) || (prog && parse_prog(prog, &ep) != 0))
         return;
     char key[64];
-    shape_key(taps, k4, n, key, sizeof key);
+    shape_key(taps, k4, n, prog, key, sizeof key);
     qc_cache *cc = open_cache();
     unsigned char *so = NULL;
     size_t len = 0;
@@ -499,7 +777,7 @@ static void compile(int64_t taps, int64_t k4, int64_t n, qr_iconv_fn *fn, qc_dl 
             }
         }
     }
-    gcc_jit_context *c = new_context(taps, k4, n);
+    gcc_jit_context *c = new_context(taps, k4, n, prog ? &ep : NULL);
     if (!c)
         return;
     add_key_fn(c, key);
@@ -511,7 +789,7 @@ static void compile(int64_t taps, int64_t k4, int64_t n, qr_iconv_fn *fn, qc_dl 
     }
     if (!*dl) {
         gcc_jit_result *r = gcc_jit_context_compile(c);
-        if (r && !(*fn = (qr_iconv_fn)gcc_jit_result_get_code(r, "qr_iconv"))) {
+        if (r && !(*fn = (any_fn)gcc_jit_result_get_code(r, "qr_iconv"))) {
             gcc_jit_result_release(r);
             r = NULL;
         }
@@ -520,11 +798,12 @@ static void compile(int64_t taps, int64_t k4, int64_t n, qr_iconv_fn *fn, qc_dl 
     gcc_jit_context_release(c);
 }
 
-int qc_iconv_jit_dump_asm(int64_t taps, int64_t k4, int64_t n, const char *path)
+int qc_iconv_jit_dump_asm(int64_t taps, int64_t k4, int64_t n, const char *prog, const char *path)
 {
-    if (!cpu_ok() || !shape_ok(taps, k4, n))
+    vprog ep;
+    if (!cpu_ok() || !shape_ok(taps, k4, n) || (prog && parse_prog(prog, &ep) != 0))
         return -1;
-    gcc_jit_context *c = new_context(taps, k4, n);
+    gcc_jit_context *c = new_context(taps, k4, n, prog ? &ep : NULL);
     if (!c)
         return -1;
     gcc_jit_context_compile_to_file(c, GCC_JIT_OUTPUT_KIND_ASSEMBLER, path);
@@ -536,21 +815,23 @@ int qc_iconv_jit_dump_asm(int64_t taps, int64_t k4, int64_t n, const char *path)
 /* The process-wide table: one entry per shape asked for, failures included. */
 typedef struct entry {
     int64_t taps, k4, n;
+    char *prog;          /* the fused epilogue's program; NULL: none */
     gcc_jit_result *res; /* compiled in memory, or */
     qc_dl *dl;           /* loaded from the cache's bytes; both NULL when it did not compile */
-    qr_iconv_fn fn;
+    any_fn fn;
 } entry;
 
 static entry *table;
 static size_t table_len, table_cap;
 static int at_exit_set;
 
-qr_iconv_fn qc_iconv_jit(int64_t taps, int64_t k4, int64_t n)
+static any_fn lookup(int64_t taps, int64_t k4, int64_t n, const char *prog)
 {
-    qr_iconv_fn fn = NULL;
+    any_fn fn = NULL;
     pthread_mutex_lock(&table_lock);
     for (size_t i = 0; i < table_len; i++)
-        if (table[i].taps == taps && table[i].k4 == k4 && table[i].n == n) {
+        if (table[i].taps == taps && table[i].k4 == k4 && table[i].n == n &&
+            (prog ? table[i].prog && !strcmp(table[i].prog, prog) : !table[i].prog)) {
             fn = table[i].fn;
             pthread_mutex_unlock(&table_lock);
             return fn;
@@ -567,22 +848,39 @@ qr_iconv_fn qc_iconv_jit(int64_t taps, int64_t k4, int64_t n)
     }
     if (!at_exit_set)
         at_exit_set = atexit(qc_iconv_jit_release) == 0;
+    char *copy = prog ? strdup(prog) : NULL;
+    if (prog && !copy) {
+        pthread_mutex_unlock(&table_lock);
+        return NULL;
+    }
     gcc_jit_result *res;
     qc_dl *dl;
-    compile(taps, k4, n, &fn, &dl, &res);
-    table[table_len++] = (entry){taps, k4, n, res, dl, fn};
+    compile(taps, k4, n, prog, &fn, &dl, &res);
+    table[table_len++] = (entry){taps, k4, n, copy, res, dl, fn};
     pthread_mutex_unlock(&table_lock);
     return fn;
+}
+
+qr_iconv_fn qc_iconv_jit(int64_t taps, int64_t k4, int64_t n)
+{
+    return (qr_iconv_fn)lookup(taps, k4, n, NULL);
+}
+
+qr_iconv_ep_fn qc_iconv_jit_ep(int64_t taps, int64_t k4, int64_t n, const char *prog)
+{
+    return prog ? (qr_iconv_ep_fn)lookup(taps, k4, n, prog) : NULL;
 }
 
 void qc_iconv_jit_release(void)
 {
     pthread_mutex_lock(&table_lock);
-    for (size_t i = 0; i < table_len; i++)
+    for (size_t i = 0; i < table_len; i++) {
         if (table[i].res)
             gcc_jit_result_release(table[i].res);
         else if (table[i].dl)
             qc_dl_close(table[i].dl);
+        free(table[i].prog);
+    }
     free(table);
     table = NULL;
     table_len = table_cap = 0;

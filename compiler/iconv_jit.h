@@ -22,6 +22,11 @@
  * generic kernel. A failure is remembered, not retried. */
 qr_iconv_fn qc_iconv_jit(int64_t taps, int64_t k4, int64_t n);
 
+/* The same kernel with the epilogue of program prog (compiler/vecmap.h) fused: it writes y's
+ * bytes instead of the accumulator (qr_iconv_ep_fn). NULL as above, and when prog is not a
+ * well-formed program; thread-safe. */
+qr_iconv_ep_fn qc_iconv_jit_ep(int64_t taps, int64_t k4, int64_t n, const char *prog);
+
 /* Frees every compiled kernel; pointers handed out before become invalid.
  * Registered with atexit by the first compilation, so a process frees them
  * at exit without calling it. */
@@ -34,8 +39,8 @@ void qc_iconv_jit_tile(int64_t taps, int64_t k4, int64_t n, int *rows, int *vecs
  * module cache (the same cache as recipes': $XDG_CACHE_HOME/qrl), for tests and the bench. */
 void qc_iconv_jit_counts(long *compiled, long *loaded);
 
-/* Writes the assembly of a shape's kernel to path (for inspection);
- * 0 on success. */
-int qc_iconv_jit_dump_asm(int64_t taps, int64_t k4, int64_t n, const char *path);
+/* Writes the assembly of a shape's kernel (prog: its fused epilogue, or NULL) to path (for
+ * inspection); 0 on success. */
+int qc_iconv_jit_dump_asm(int64_t taps, int64_t k4, int64_t n, const char *prog, const char *path);
 
 #endif

@@ -481,8 +481,10 @@ static gcc_jit_rvalue *builtin_call(fgen *f, const ql_node *n, const char *name)
     const qc_type *t = jit_ty(n);
     gcc_jit_type *jt = jit_type_of(j, t);
     ql_node *const *k = n->kids;
-    if (!strcmp(name, "ew.bits")) { /* a scalar's bits, widened to i64 (compiler/elementwise.c) */
+    if (!strcmp(name, "ew.bits") || !strcmp(name, "ew.ubits")) { /* a scalar's bits, widened to i64 (compiler/elementwise.c) */
         const qc_type *vt = jit_ty(k[0]);
+        if (!qc_is_scalar(vt)) /* ew.ubits of what is no scalar: the vector form does not read it */
+            return jit_lng(j, j->t_i64, 0);
         gcc_jit_rvalue *v = jit_now(f, jit_cast(j, jit_expr(f, k[0]), jit_type_of(j, vt)));
         if (vt->k == QC_F32)
             return jit_cast(j, gcc_jit_context_new_bitcast(j->c, NULL, v, j->t_u32), j->t_i64);

@@ -5,6 +5,7 @@
  * registers them all with the runtime (runtime/recipe.h). */
 #include "jit_int.h"
 #include "pointwise.h"
+#include "vecmap.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -791,8 +792,15 @@ void jit_entry(jit *j, cal_fns *cals, item_fns *items)
             continue;
         if (s->kind == QC_SYM_FN || s->kind == QC_SYM_KERNEL) {
             add_fn(j, b, m, imp, i);
-            if (s->kind == QC_SYM_KERNEL && s->decl->nkids == 1) /* a tile kernel: its rows' axis */
+            if (s->kind == QC_SYM_KERNEL && s->decl->nkids == 1) { /* a tile kernel: its rows' axis */
                 set_tile_axis(j, b, m, imp, s);
+                char prog[2048];
+                if (qc_vecmap(s, prog, sizeof prog)) { /* a channels-last one's vector form */
+                    gcc_jit_rvalue *va[2] = {m, STR(prog)};
+                    gcc_jit_block_add_eval(
+                        b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_SET_VECTOR_EPILOGUE), 2, va));
+                }
+            }
             else if (s->kind == QC_SYM_KERNEL && qc_pointwise(s)) {
                 gcc_jit_rvalue *pa[1] = {m};
                 gcc_jit_block_add_eval(b, NULL,

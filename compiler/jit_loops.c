@@ -246,7 +246,7 @@ static void loop_copy(fgen *f, const ql_node *n, gcc_jit_rvalue *hi, int fast)
 
 static const char *const pure_builtins[] = {"min", "max", "abs", "clamp", "select", "floor", "ceil", "trunc",
                                             "round_even", "round_away", "round_up", "sqrt", "exp", "log", "log2",
-                                            "tanh", "erf", "pow", "isnan", "isinf", "len", "ew.bits", "ew.from_bits"};
+                                            "tanh", "erf", "pow", "isnan", "isinf", "len", "ew.bits", "ew.from_bits", "ew.ubits"};
 
 typedef struct overlap_scan {
     const ql_node *body;

@@ -208,7 +208,7 @@ typedef struct stage_run {
 } stage_run;
 
 /* The most channel lets a channels-last tile kernel may keep tables of; more run turned blocks. */
-#define QI_MAX_TABLES 16
+#define QI_MAX_TABLES 32
 
 /* A run's arguments of the tile kernel but the accumulator's and the block's six; for the
  * channels-last one (rows), its fill flag and tables too. */
@@ -298,8 +298,10 @@ static qr_status rows_block(const qr_acc_epilogue *ep, const qr_acc_block *b, qr
 }
 
 /* The channels-last epilogue of an NHWC convolution: its per-channel values for all m output
- * channels computed once, into tables from the node's workspace, before any block runs.
- * QRL_EPILOGUE=turn keeps the blocks turned for the tile kernel (the tests' second path). */
+ * channels computed once, into tables from the node's workspace, before any block runs, and
+ * for its vector form (when it has one) as 32-bit lanes.
+ * QRL_EPILOGUE=turn keeps the blocks turned for the tile kernel, QRL_EPILOGUE=rows the
+ * channels-last kernel without the vector form (the tests' second paths). */
 static qr_status bind_rows(qr_kctx *k, tile_run *t, qr_acc_epilogue *ep)
 {
     const char *env = getenv("QRL_EPILOGUE");
@@ -317,7 +319,22 @@ static qr_status bind_rows(qr_kctx *k, tile_run *t, qr_acc_epilogue *ep)
     qr_status st = run_tile(t, 1, &fill, k->err);
     t->fill = 0;
     ep->run_rows = rows_block;
-    return st;
+    if (st != QR_OK || !t->c->nhwc->vector_epilogue || (env && !strcmp(env, "rows")))
+        return st;
+    /* the vector form reads each table's low 32 bits (an i32's or an f32's: ew.bits) */
+    int ntab = t->c->tables > 0 ? t->c->tables : 1;
+    int32_t *lanes = qr_kwork(k, ntab, m, sizeof(int32_t), "epilogue's channel tables, 32-bit");
+    const int32_t **ptrs = qr_kwork(k, 1, ntab, sizeof *ptrs, "epilogue's table pointers");
+    if (!lanes || !ptrs)
+        return QR_ERR;
+    for (int i = 0; i < t->c->tables; i++) {
+        ptrs[i] = lanes + i * m;
+        for (int64_t c = 0; c < m; c++)
+            lanes[i * m + c] = (int32_t)(uint32_t)(uint64_t)tab[i * m + c];
+    }
+    ep->vprog = t->c->nhwc->vector_epilogue;
+    ep->vtabs = ptrs;
+    return QR_OK;
 }
 
 /* The second stage's arguments (fuse_stages: attributes then_call, then_first). */
@@ -357,7 +374,7 @@ static qr_status kconv_run(qr_kctx *k)
         if (c->args[i].kind == ARG_OUTPUT)
             t.y_arg = i;
     int wconst = qr_kinput_const(k, 1) && (!conv_in(k, 2) || qr_kinput_const(k, 2));
-    qr_acc_epilogue ep = {tile_block, &t, NULL, 0, NULL};
+    qr_acc_epilogue ep = {tile_block, &t, NULL, 0, NULL, NULL, NULL};
     stage_run stage = {0};
     t.stage = &stage;
     if (bind_stage(k, ig, &stage, &ep) != QR_OK)

@@ -309,7 +309,7 @@ static void reg_fn(qrl_module *m, const char *name, void *fn, int64_t is_kernel,
     m->fns = v;
     m->fns[m->nfns++] = (qr_fn_desc){name, fn, (int)is_kernel, NULL,
                                      (qr_param_desc){NULL, (qr_param_kind)result_kind, (qr_dtype)result_elem},
-                                     NULL, 0, 0, -1, 0, 0};
+                                     NULL, 0, 0, -1, 0, 0, NULL};
 }
 
 static void reg_fn_param(qrl_module *m, const char *name, int64_t kind, int64_t elem)
@@ -350,6 +350,16 @@ static void reg_pointwise(qrl_module *m)
         return;
     }
     k->is_pointwise = 1;
+}
+
+static void reg_vector_epilogue(qrl_module *m, const char *prog)
+{
+    qr_fn_desc *k = m->nfns > 0 ? &m->fns[m->nfns - 1] : NULL;
+    if (!k || k->is_kernel != 1 || !prog) {
+        m->bad = 1;
+        return;
+    }
+    k->vector_epilogue = prog;
 }
 
 static void reg_cal(qrl_module *m, const char *name, int64_t nparams, int64_t state_bytes, void *defaults, void *init,
@@ -762,6 +772,7 @@ static const qrl_imports imports = {
     .set_tile_axis = reg_tile_axis,
     .tensor_quantile = t_quantile,
     .set_pointwise = reg_pointwise,
+    .set_vector_epilogue = reg_vector_epilogue,
 };
 
 const qrl_imports *qr_recipe_imports(void)

@@ -18,7 +18,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 18
+#define QR_RECIPE_ABI 19
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -184,6 +184,9 @@ typedef struct qrl_imports {
      * all its tensor operands of one shape, element i of what it writes depends only on element
      * i of what it reads and on its other parameters. */
     void (*set_pointwise)(qrl_module *m);
+    /* The kernel just added, a channels-last epilogue kernel, has a vector form: prog, the
+     * program of compiler/vecmap.h, text that lives as long as the module. */
+    void (*set_vector_epilogue)(qrl_module *m, const char *prog);
 } qrl_imports;
 
 struct qrl_rt {
@@ -261,6 +264,8 @@ typedef struct qr_fn_desc {
     /* kernels: proven pointwise (set_pointwise), so a permutation of the elements of all its
      * tensor operands, of one shape, commutes with it (NCHW or NHWC alike); 0: not proven */
     int is_pointwise;
+    /* channels-last epilogue kernels: the vector form of their value (compiler/vecmap.h), or NULL */
+    const char *vector_epilogue;
 } qr_fn_desc;
 
 /* A calibrator parameter's kind (add_param). */

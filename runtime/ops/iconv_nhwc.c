@@ -67,6 +67,7 @@ typedef struct nhwc_job {
     int x_nchw;          /* gather: x is N x C x H x W */
     size_t at_rows;      /* gather: the block's rows in the slot */
     qr_iconv_fn fn;
+    qr_iconv_ep_fn fused; /* the epilogue's vector form fused into a specialized kernel: no block epilogue */
     uint8_t *y;
     size_t esize; /* y's element size */
     uint8_t *work; /* per slot: pointers, the block's accumulator, it turned, the epilogue's y */
@@ -415,6 +416,11 @@ static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
             gather_rows(j, r0, rows, s + j->at_rows, a);
         else
             window_rows(j, r0, rows, a);
+        if (j->fused) { /* y's bytes straight from the registers */
+            j->fused(j->y + r0 * j->m, j->m, a, j->gather ? 1 : j->taps, rows, j->wp, j->init, j->k4, 0, j->m, j->m,
+                     j->ep->vtabs);
+            continue;
+        }
         j->fn(acc, j->m, a, j->gather ? 1 : j->taps, rows, j->wp, j->init, j->k4, 0, j->m, j->m);
         block_epilogue(j, s, acc, r0, rows);
     }
@@ -562,6 +568,8 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         j.fn = qr_iconv_specialized(j.gather ? 1 : j.taps, j.k4, j.m);
         if (!j.fn)
             j.fn = qr_iconv_u8s8();
+        if (ep->vprog && ep->vtabs && !ep->then && j.esize == 1) /* phase 2: the epilogue in the kernel too */
+            j.fused = qr_iconv_specialized_ep(j.gather ? 1 : j.taps, j.k4, j.m, ep->vprog);
         j.flip = flip;
         j.x = j.gather ? x->data : dense_input(k, x, j.k4, &j.cs);
         j.xz &= 0xff;

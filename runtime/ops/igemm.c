@@ -277,3 +277,16 @@ qr_iconv_fn qr_iconv_specialized(int64_t taps, int64_t k4, int64_t n)
     qr_iconv_specializer f = __atomic_load_n(&iconv_specializer, __ATOMIC_ACQUIRE);
     return f ? f(taps, k4, n) : NULL;
 }
+
+static qr_iconv_ep_specializer iconv_ep_specializer;
+
+void qr_iconv_set_ep_specializer(qr_iconv_ep_specializer f)
+{
+    __atomic_store_n(&iconv_ep_specializer, f, __ATOMIC_RELEASE);
+}
+
+qr_iconv_ep_fn qr_iconv_specialized_ep(int64_t taps, int64_t k4, int64_t n, const char *prog)
+{
+    qr_iconv_ep_specializer f = __atomic_load_n(&iconv_ep_specializer, __ATOMIC_ACQUIRE);
+    return f && prog ? f(taps, k4, n, prog) : NULL;
+}

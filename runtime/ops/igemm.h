@@ -118,6 +118,18 @@ void qr_iconv_colsums(int32_t *s, const int8_t *w, int64_t taps, int64_t k4, int
 typedef qr_iconv_fn (*qr_iconv_specializer)(int64_t taps, int64_t k4, int64_t n);
 /* Registers f (NULL unregisters); kernels handed out before stay the specializer's to free. */
 void qr_iconv_set_specializer(qr_iconv_specializer f);
+
+/* A specialized kernel with the recipe's epilogue fused (phase 2 of the issue's item 5): the same
+ * contract, but it writes y's bytes, y[i * y_rs + j] for rows i < m and columns j in [j0, j1),
+ * from the accumulator by the epilogue's program (compiler/vecmap.h), whose tables are tabs[t]
+ * (n int32 lanes each, indexed by column) -- no int32 block in memory between. */
+typedef void (*qr_iconv_ep_fn)(uint8_t *y, int64_t y_rs, const uint8_t *const *a, int64_t taps, int64_t m,
+                               const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n,
+                               const int32_t *const *tabs);
+typedef qr_iconv_ep_fn (*qr_iconv_ep_specializer)(int64_t taps, int64_t k4, int64_t n, const char *prog);
+void qr_iconv_set_ep_specializer(qr_iconv_ep_specializer f);
+/* The registered one's kernel for this shape and program, NULL when there is none. */
+qr_iconv_ep_fn qr_iconv_specialized_ep(int64_t taps, int64_t k4, int64_t n, const char *prog);
 /* The registered specializer's kernel for this shape, NULL when none is registered or it has none:
  * asked once per layer, when its weights are packed. */
 qr_iconv_fn qr_iconv_specialized(int64_t taps, int64_t k4, int64_t n);

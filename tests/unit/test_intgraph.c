@@ -369,9 +369,22 @@ Test(intgraph, residual_add_runs_as_the_convolutions_second_stage)
     qr_tensor_free(&x);
 }
 
+/* The fused kernels the runtime was handed (phase 2 with the epilogue's vector form). */
+static int ep_handed;
+
+static qr_iconv_ep_fn counting_ep(int64_t taps, int64_t k4, int64_t n, const char *prog)
+{
+    qr_iconv_ep_fn f = qc_iconv_jit_ep(taps, k4, n, prog);
+    if (f)
+        __atomic_add_fetch(&ep_handed, 1, __ATOMIC_RELAXED);
+    return f;
+}
+
 /* Phase 2: the NHWC convolutions on kernels libgccjit compiled for each layer's shape (extended-asm
  * vpdpbusd, compiler/iconv_jit.c) give the bits of the generic microkernels, on the ResNet block
- * (a 3-channel window gathered, 3x3, dilated, strided). Skipped on a CPU without AVX-512 VNNI. */
+ * (a 3-channel window gathered, 3x3, dilated, strided), with the stdlib's requantization fused
+ * into them (its vector form: the three convolutions without a residual Add) and without
+ * (QRL_EPILOGUE=rows). Skipped on a CPU without AVX-512 VNNI. */
 Test(intgraph, shape_specialized_kernels_equal_the_generic_ones)
 {
     qr_iconv_set_specializer(qc_iconv_jit);
@@ -389,13 +402,25 @@ Test(intgraph, shape_specialized_kernels_equal_the_generic_ones)
     setenv("QRL_NHWC", "all", 1);
     qr_quantized *generic = quantize(g, "recipes/int8.qrl", &m0);
     qr_iconv_set_specializer(qc_iconv_jit);
+    qr_iconv_set_ep_specializer(counting_ep);
     qr_quantized *special = quantize(g, "recipes/int8.qrl", &m1);
     unsetenv("QRL_NHWC");
+    ep_handed = 0;
     run_threads(special, &x, 2, &got);
+    int fused = ep_handed;
+    setenv("QRL_EPILOGUE", "rows", 1);
+    qr_tensor rows = {0};
+    run_threads(special, &x, 1, &rows);
+    unsetenv("QRL_EPILOGUE");
+    qr_iconv_set_ep_specializer(NULL);
     qr_iconv_set_specializer(NULL);
     run_threads(generic, &x, 1, &want);
     cr_assert_eq(count_attr(special->ig->g, "QrlConvKernel", "nhwc"), 4);
-    cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)), "specialized kernels' outputs differ");
+    cr_assert_eq(fused, 3, "the three convolutions without a second stage ran fused (%d)", fused);
+    cr_assert_eq(ep_handed, fused, "QRL_EPILOGUE=rows: no fused kernel");
+    cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)), "fused kernels' outputs differ");
+    cr_assert(!memcmp(rows.data, want.data, qr_tensor_nbytes(&want)), "specialized kernels' outputs differ");
+    qr_tensor_free(&rows);
     qr_tensor_free(&got);
     qr_tensor_free(&want);
     qr_quantized_free(generic);
@@ -493,8 +518,9 @@ Test(intgraph, recipe_epilogue_written_elementwise_is_fused)
     cr_assert(t && t->is_tile && t->tile_axis_param == -1 && t->tile_axis == 1, "away.tile<u8>: rows of axis 1");
     int tables = -1;
     const qr_fn_desc *cl = k ? qr_module_nhwc(m1, k, &tables) : NULL;
-    cr_assert(cl && !strcmp(cl->name, "away.nhwc<u8>") && tables == 5, "away.nhwc<u8>: a table per channel let (%d)",
-              tables);
+    cr_assert(cl && !strcmp(cl->name, "away.nhwc<u8>") && tables == 6,
+              "away.nhwc<u8>: a table per channel let and one for y_zero, which the value reads (%d)", tables);
+    cr_assert_null(cl->vector_epilogue, "i64, f64 and round_away have no vector form: %s", cl->vector_epilogue);
     cr_assert_eq(count_op(fused->ig->g, "QrlConvKernel"), 4, "the block's four convolutions run fused");
     for (int i = 0; i < fused->ig->g->n_nodes; i++) /* the recipe's pattern and kernel, not the stdlib's */
         if (!strcmp(fused->ig->g->nodes[i]->op, "QrlConvKernel"))

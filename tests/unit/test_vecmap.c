@@ -1,0 +1,280 @@
+/* The vector form of element-wise epilogues (compiler/vecmap.h) and the
+ * convolution kernels it is fused into (compiler/iconv_jit.h, phase 2 of
+ * the integer back end): which epilogues get one, its program for the
+ * stdlib's requantization (derived by hand from stdlib/kernels.qrl's
+ * qlinear), and the fused kernels' bytes against the recipe's own
+ * channels-last kernel run on the same accumulator (phase 1), for epilogues
+ * that use every instruction, with channel values of both signs, zero, NaN
+ * and accumulators that wrap. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../compiler/iconv_jit.h"
+#include "ops/igemm.h"
+#include "recipe.h"
+#include "testutil.h"
+
+static char *cache_dir;
+
+static void fresh_cache(void)
+{
+    cache_dir = tu_tmpdir();
+    setenv("XDG_CACHE_HOME", cache_dir, 1);
+}
+
+static void drop_cache(void)
+{
+    qc_iconv_jit_release();
+    tu_rmdir(cache_dir);
+}
+
+TestSuite(vecmap, .init = fresh_cache, .fini = drop_cache);
+
+static qrl_module *compile_path(const char *rel)
+{
+    char err[1200];
+    qrl_module *m = tu_compile(rel, err, sizeof err);
+    cr_assert(m, "%s", err);
+    return m;
+}
+
+static const char *program(const qrl_module *m, const char *kernel)
+{
+    const qr_fn_desc *d = qr_module_fn(m, kernel);
+    cr_assert(d && d->is_kernel == 1, "no kernel %s", kernel);
+    return d->vector_epilogue;
+}
+
+/* qlinear: min(max(round_even(f32(acc + bias) * m) + f32(y_zero), floor), top) saturated to T;
+ * tables: the channel lets m (0, f32) and bias (1, i32), then what the value reads of the layer in
+ * order of appearance: y_zero (2, i32), floor (3, f32), top (4, f32). */
+Test(vecmap, the_stdlib_requantization)
+{
+    qrl_module *m = compile_path("recipes/int8.qrl");
+    static const char *const body = "tabi 2;tabf 3;tabf 4;tabf 0;tabi 1;acc;addi 5 4;cvtf 6;mulf 7 3;rint 8;cvtf 0;"
+                                    "addf 9 10;maxf 11 1;minf 12 2;satf.";
+    const char *u8 = program(m, "qlinear.nhwc<u8>"), *i8 = program(m, "qlinear.nhwc<i8>");
+    cr_assert(u8 && i8, "qlinear has a vector form");
+    char want[512];
+    snprintf(want, sizeof want, "%su8 13", body);
+    cr_expect_str_eq(u8, want);
+    snprintf(want, sizeof want, "%si8 13", body);
+    cr_expect_str_eq(i8, want);
+    cr_expect_null(program(m, "qlinear<u8>"), "only the channels-last kernel has one");
+    cr_expect_null(program(m, "qlinear.tile<u8>"));
+    qr_module_free(m);
+}
+
+/* TFLite's fixed-point requantization multiplies in i64 (srdhm): no lane form, so it runs
+ * through the channels-last kernel. */
+Test(vecmap, none_for_i64_arithmetic)
+{
+    qrl_module *m = compile_path("recipes/int8-tflite.qrl");
+    cr_expect_null(program(m, "tfl_linear.nhwc"));
+    qr_module_free(m);
+}
+
+/* ------------------------------------------------ fused kernels vs phase 1 */
+
+static const char *const EPILOGUES =
+    "# every f32 instruction; channel values of both signs, zero and NaN (d), each NaN one operand\n"
+    "# of a min, max or clamp whose result is a number as the scalar code has it\n"
+    "fn scaled(a: i32, bias: i32, m: f32, z: i32) -> f32 {\n"
+    "  let r = round_even(f32(a + bias) * m)\n"
+    "  return r + f32(z)\n"
+    "}\n"
+    "kernel ep_f<T: u8 | i8>(acc: tensor<i32>, y: tensor<T>, s: f32, z: i32, lo: f32, hi: f32) {\n"
+    "  let top = hi * 2.0\n"
+    "  elementwise a in acc along 1 -> y {\n"
+    "    channel c {\n"
+    "      let m = s * f32(c % 7 - 3)\n"
+    "      let bias = i32(c) * 977 - 20000\n"
+    "      let d = select(c % 5 == 0, f32(nan), f32(c + 1) / 4.0)\n"
+    "    }\n"
+    "    sat<T>(clamp(scaled(a, bias, m, z), lo, top) + min(abs(f32(a) / d), 3.0) - max(-f32(a) * m, d) + min(d, f32(a) * 1e-6) + min(clamp(f32(a) / d, lo, hi), 5.0))\n"
+    "  }\n"
+    "}\n"
+    "# every i32 instruction, wrapping products\n"
+    "kernel ep_i<T: u8 | i8>(acc: tensor<i32>, y: tensor<T>, z: i32, k: i32) {\n"
+    "  elementwise a in acc along 1 -> y {\n"
+    "    channel c {\n"
+    "      let b = i32(c) * 3 - 50\n"
+    "      let q = 1 - i32(c % 4)\n"
+    "    }\n"
+    "    sat<T>(clamp(-(a * q) + b - k, -200, 300) + min(a, z) - max(b, 7) + a * 65537)\n"
+    "  }\n"
+    "}\n";
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)rng;
+}
+
+/* One layer: rows x n accumulators from random bytes and weights, and the kernel's arguments. */
+typedef struct layer {
+    int64_t taps, k4, n, rows;
+    uint8_t *x;
+    const uint8_t **a;
+    int8_t *w;
+    int32_t *init, *acc;
+    uint8_t *want, *got;
+} layer;
+
+static void make_layer(layer *l, int64_t taps, int64_t k4, int64_t n, int64_t rows)
+{
+    *l = (layer){.taps = taps, .k4 = k4, .n = n, .rows = rows};
+    int64_t n16 = (n + 15) / 16 * 16, px = rows * taps;
+    l->x = malloc((size_t)(px * k4));
+    for (int64_t i = 0; i < px * k4; i++)
+        l->x[i] = (uint8_t)next();
+    l->a = malloc((size_t)px * sizeof *l->a);
+    for (int64_t i = 0; i < px; i++)
+        l->a[i] = l->x + (int64_t)(next() % (uint32_t)px) * k4;
+    l->w = malloc((size_t)(taps * k4 * n16));
+    for (int64_t i = 0; i < taps * k4 * n16; i++)
+        l->w[i] = (int8_t)next();
+    l->init = malloc((size_t)n * sizeof *l->init);
+    for (int64_t j = 0; j < n; j++) /* small, large and near the ends: some sums wrap */
+        l->init[j] = j % 4 == 0 ? (int32_t)(next() % 2001) - 1000 : j % 4 == 1 ? INT32_MAX - (int32_t)(next() % 50000) : (int32_t)next();
+    l->acc = malloc((size_t)(rows * n) * sizeof *l->acc);
+    qr_iconv_u8s8_ref(l->acc, n, l->a, taps, rows, l->w, l->init, k4, 0, n, n);
+    l->want = malloc((size_t)(rows * n) + 1);
+    l->got = malloc((size_t)(rows * n) + 1);
+}
+
+static void drop_layer(layer *l)
+{
+    free(l->x);
+    free((void *)l->a);
+    free(l->w);
+    free(l->init);
+    free(l->acc);
+    free(l->want);
+    free(l->got);
+}
+
+/* y by the channels-last kernel (fill, then one block of all rows) and its tables' low 32 bits */
+static void phase1(const qr_fn_desc *k, int tables, void **scalars, int nscalars, layer *l, int32_t *lanes)
+{
+    int64_t n = l->n, span = l->rows * n;
+    qrl_tview acc = {l->acc, span, 1, {span}}, y = {l->want, span, 1, {span}};
+    int64_t *tab = calloc((size_t)(tables * n), sizeof *tab);
+    qrl_tview tv[32];
+    void *args[64];
+    int np = 0;
+    args[np++] = &acc;
+    args[np++] = &y;
+    for (int i = 0; i < nscalars; i++)
+        args[np++] = scalars[i];
+    int64_t six[6], fill;
+    for (int i = 0; i < 6; i++)
+        args[np + i] = &six[i];
+    args[np + 6] = &fill;
+    for (int i = 0; i < tables; i++) {
+        tv[i] = (qrl_tview){tab + i * n, n, 1, {n}};
+        args[np + 7 + i] = &tv[i];
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t v[6] = {0, pass ? l->rows : 0, n, n, 0, n}; /* c0 rows cols acc_rs y_off y_rs */
+        memcpy(six, v, sizeof six);
+        fill = !pass;
+        qrl_rt rt;
+        qr_rt_init(&rt);
+        k->call(&rt, args);
+        cr_assert_eq(rt.failed, 0, "%s: %s", k->name, rt.msg);
+    }
+    for (int64_t i = 0; i < tables * n; i++)
+        lanes[i] = (int32_t)(uint32_t)(uint64_t)tab[i];
+    free(tab);
+}
+
+static void check_fused(const qrl_module *m, const char *kernel, void **scalars, int nscalars)
+{
+    const qr_fn_desc *base = qr_module_fn(m, kernel);
+    cr_assert(base, "no kernel %s", kernel);
+    int tables = -1;
+    const qr_fn_desc *k = qr_module_nhwc(m, base, &tables);
+    cr_assert(k && k->vector_epilogue, "%s has a vector form", kernel);
+    static const int64_t shapes[][4] = {{1, 4, 16, 1},  {9, 20, 40, 7},  {1, 64, 64, 13},
+                                        {9, 8, 80, 50}, {1, 32, 200, 6}, {4, 12, 131, 23}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        layer l;
+        make_layer(&l, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+        int32_t *lanes = malloc((size_t)(tables * l.n) * sizeof *lanes);
+        phase1(k, tables, scalars, nscalars, &l, lanes);
+        const int32_t *tabs[32];
+        for (int i = 0; i < tables; i++)
+            tabs[i] = lanes + i * l.n;
+        qr_iconv_ep_fn fused = qc_iconv_jit_ep(l.taps, l.k4, l.n, k->vector_epilogue);
+        cr_assert(fused, "%s: no fused kernel for taps %lld k4 %lld n %lld", kernel, (long long)l.taps, (long long)l.k4,
+                  (long long)l.n);
+        memset(l.got, 0xa5, (size_t)(l.rows * l.n) + 1);
+        fused(l.got, l.n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, l.n, l.n, tabs);
+        for (int64_t i = 0; i < l.rows * l.n; i++)
+            cr_assert_eq(l.got[i], l.want[i], "%s, taps %lld k4 %lld n %lld: y[%lld][%lld] = %d, phase 1 %d (acc %d)",
+                         kernel, (long long)l.taps, (long long)l.k4, (long long)l.n, (long long)(i / l.n),
+                         (long long)(i % l.n), l.got[i], l.want[i], l.acc[i]);
+        cr_assert_eq(l.got[l.rows * l.n], 0xa5, "written past the last row");
+        free(lanes);
+        drop_layer(&l);
+    }
+}
+
+static int has_vnni(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
+}
+
+Test(vecmap, fused_kernels_write_the_bytes_of_the_channels_last_kernel)
+{
+    if (!has_vnni()) {
+        cr_log_info("no AVX-512 VNNI: no fused kernels");
+        return;
+    }
+    char *dir = tu_tmpdir(), path[1024];
+    snprintf(path, sizeof path, "%s/ep.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(EPILOGUES, f);
+    fclose(f);
+    qrl_module *m = compile_path(path);
+    float s = 0.0123f, lo = -90.5f, hi = 70.25f, s2 = -0.5f;
+    int32_t z = 7, zn = -3, k = 11;
+    void *f_args[] = {&s, &z, &lo, &hi}, *f_neg[] = {&s2, &zn, &lo, &hi}, *i_args[] = {&z, &k};
+    check_fused(m, "ep_f<u8>", f_args, 4);
+    check_fused(m, "ep_f<i8>", f_args, 4);
+    check_fused(m, "ep_f<i8>", f_neg, 4);
+    check_fused(m, "ep_i<u8>", i_args, 2);
+    check_fused(m, "ep_i<i8>", i_args, 2);
+    qr_module_free(m);
+    tu_rmdir(dir);
+}
+
+/* A program the generator does not accept gets no kernel (the caller keeps phase 1). */
+Test(vecmap, malformed_programs_get_no_kernel)
+{
+    if (!has_vnni())
+        return;
+    static const char *const bad[] = {
+        "",                           /* empty */
+        "acc;addi 0 1;satf.u8 1",     /* an operand not yet defined */
+        "acc;cvtf 0",                 /* the last value is no byte */
+        "tabf 0;satf.u8 0",           /* y does not depend on the accumulator */
+        "acc;addf 0 0;satf.u8 1",     /* an i32 where an f32 belongs */
+        "acc;nosuch 0;sati.u8 1",     /* an unknown opcode */
+        "acc;sati.u8 0 junk",         /* trailing text */
+        "tabi 99;acc;addi 0 1;sati.u8 2", /* a table past the limit */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_expect_null(qc_iconv_jit_ep(1, 4, 16, bad[i]), "accepted '%s'", bad[i]);
+    cr_expect_not_null(qc_iconv_jit_ep(1, 4, 16, "acc;sati.u8 0"), "the smallest program");
+}
