@@ -278,3 +278,37 @@ Test(vecmap, malformed_programs_get_no_kernel)
         cr_expect_null(qc_iconv_jit_ep(1, 4, 16, bad[i]), "accepted '%s'", bad[i]);
     cr_expect_not_null(qc_iconv_jit_ep(1, 4, 16, "acc;sati.u8 0"), "the smallest program");
 }
+
+/* set_vector_epilogue gives the kernel just added its program; after a fn, or first, the module
+ * is refused. */
+static void dummy_fn(void) {}
+static void ep_kernel(qrl_module *m, const qrl_imports *im)
+{
+    im->add_fn(m, "k.nhwc", (void *)dummy_fn, 1, QR_PARAM_VOID, QR_UNDEF);
+    im->set_vector_epilogue(m, "acc;sati.u8 0");
+    im->add_fn(m, "j", (void *)dummy_fn, 1, QR_PARAM_VOID, QR_UNDEF);
+}
+static void ep_fn(qrl_module *m, const qrl_imports *im)
+{
+    im->add_fn(m, "f", (void *)dummy_fn, 0, QR_PARAM_VOID, QR_UNDEF);
+    im->set_vector_epilogue(m, "acc;sati.u8 0");
+}
+static void ep_first(qrl_module *m, const qrl_imports *im)
+{
+    im->set_vector_epilogue(m, "acc;sati.u8 0");
+}
+
+Test(vecmap, registration)
+{
+    qr_error e;
+    qrl_module *m = NULL;
+    cr_assert_eq(qr_module_load(ep_kernel, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
+    cr_expect_str_eq(qr_module_fn(m, "k.nhwc")->vector_epilogue, "acc;sati.u8 0");
+    cr_expect_null(qr_module_fn(m, "j")->vector_epilogue);
+    qr_module_free(m);
+    m = NULL;
+    cr_expect_neq(qr_module_load(ep_fn, NULL, NULL, &m, &e), QR_OK);
+    cr_expect_null(m);
+    cr_expect_neq(qr_module_load(ep_first, NULL, NULL, &m, &e), QR_OK);
+    cr_expect_null(m);
+}
