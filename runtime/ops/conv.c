@@ -335,15 +335,17 @@ static float *sgemm_slot(const qr_sgemm_kernel *sk, float *pk, int slot)
     return pk ? pk + slot * qr_sgemm_work(sk) : NULL;
 }
 
-/* f32 depthwise planes [p0, p1) (plane p = n * C + c) with the AVX-512 window kernel. */
-static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1)
+/* f32 depthwise planes [p0, p1) (plane p = n * C + c) with the AVX-512 window kernel; cj->col holds
+ * each slot's padded plane, cj->slot_len floats apart. */
+static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1, int slot)
 {
     const conv_job *cj = arg;
     const float *x = cj->x, *w = cj->w, *b = cj->b;
     const qr_conv_geom *g = cj->g;
+    float *work = (float *)cj->col + slot * cj->slot_len;
     for (int64_t p = p0; p < p1; p++) {
         int64_t c = p % cj->ch;
-        qr_dw_plane_f32_avx512(g, x + p * g->big_n, w + c * g->kernel_n, b ? b + c : NULL, cj->act,
+        qr_dw_plane_f32_avx512(g, x + p * g->big_n, w + c * g->kernel_n, b ? b + c : NULL, cj->act, work,
                                (float *)cj->y + p * g->small_n);
     }
 }
@@ -829,11 +831,15 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1)
         int dw_s1 = g->stride[0] == 1 && g->stride[1] == 1;                                                   \
         int dw_s2 = g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1;     \
         if (sizeof(T) == sizeof(float) && g->r == 2 && group == ch && m == ch && (dw_s1 || dw_s2) &&          \
-            qr_window_avx512_fits(g) && qr_window_avx512()) {                                                 \
-            /* the same sums as dw_runs, read from the planes in place */                                    \
+            qr_dw_f32_avx512_fits(g) && qr_window_avx512()) {                                                 \
+            /* the same sums as dw_runs, from padded copies of each plane's rows */                                  \
             conv_job dj = {g, x, w, b, y, ch, m, group, cg, mg, ck, NULL, NULL};                              \
             dj.act = act;                                                                                     \
-            qr_parallel_for(k->pool, n_img * ch, 1, dw_planes_avx512, &dj);                                   \
+            dj.slot_len = qr_dw_f32_avx512_work(g);                                                           \
+            dj.col = qr_kwork(k, qr_pool_threads(k->pool), dj.slot_len, sizeof(float), "depthwise planes");   \
+            if (!dj.col)                                                                                      \
+                return QR_ERR;                                                                                \
+            qr_parallel_for_slots(k->pool, n_img * ch, 1, dw_planes_avx512, &dj);                             \
             return QR_OK;                                                                                     \
         }                                                                                                     \
         if (g->r == 2 && group == ch && m == ch && (dw_s1 || dw_s2) && g->small_n > 0) {                      \

@@ -69,6 +69,10 @@ static inline __mmask16 out_mask(int64_t left)
 
 /* Output rows a pass: four independent sums (one chain of adds was bound by their latency). */
 #define WR 4
+/* Window positions the depthwise kernel takes at most (its table of their inputs is on the stack). */
+#define DW_TAPS_MAX 64
+/* Vectors a padded row (or phase of one) holds at most (their masks are on the stack too). */
+#define DW_VEC_MAX 64
 /* Column blocks x window columns whose masks are tabled once a plane (wider planes compute them). */
 #define WIN_MASKS 256
 
@@ -116,70 +120,189 @@ static inline int cols_inside(const qr_conv_geom *g, int64_t ob, int s)
                   : _mm512_permutex2var_ps(_mm512_loadu_ps((row) + (c)), even, _mm512_loadu_ps((row) + (c) + 16))) \
         : row_load(row, c, m, S, fill))
 
-/* One row group's column block of a depthwise plane: four rows' sums. */
-TARGET static inline __attribute__((always_inline)) void dw_block(const int S, const int KW, const int IN,
-                                                                  const qr_conv_geom *g, const float *x,
-                                                                  const float *w, const float *bias, const qr_act *act,
-                                                                  float *y, int64_t oy, int64_t ob, const uint32_t *mk,
-                                                                  int table)
+/* The depthwise kernel reads padded copies of the plane's rows (0 on the padding, so every load is
+ * a plain one and the padding's products are added as before), at column stride 2 each row's even
+ * padded columns then its odd ones, wq apart, so a window column's 16 inputs are again one load.
+ * The copies live in a ring of the rows one row group reads, copied as the groups reach them:
+ * small enough to stay in L1 (a whole padded plane, 72 KB at 112x112, did not, and copying it
+ * took 2.5x the time of reading the input). The masked taps this replaces (row tests and a mask
+ * per tap) took 3-4x the time of the products on MobileNetV2's planes. */
+static int64_t dw_blocks(const qr_conv_geom *g)
 {
-    const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], KH = g->kernel[0],
-                  kw = KW ? KW : g->kernel[1];
-    const __m512 zero = _mm512_setzero_ps();
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    (void)even;
-    __m512 a0 = zero, a1 = zero, a2 = zero, a3 = zero;
-    for (int64_t ky = 0; ky < KH; ky++) {
-        ROWS4(ROW_AT)
-        for (int64_t kx = 0; kx < kw; kx++) {
-            int64_t c = TAP_COL(ob, kx);
-            uint32_t m = IN ? 0 : TAP_MASK(ob, kx);
-            __m512 wv = _mm512_set1_ps(w[ky * kw + kx]);
-            /* a row of padding still adds its products (w * 0), as dw_runs does */
-#define DW_TAP(r) a##r = _mm512_add_ps(a##r, _mm512_mul_ps(wv, LOAD(IN, row##r, c, m & im##r, zero)));
-            ROWS4(DW_TAP)
-#undef DW_TAP
-        }
-    }
-#define DW_STORE(r)                                                                                          \
-    if (oy + r < OH) {                                                                                        \
-        if (bias) /* last, and only when there is one (0 + -0 would be +0) */                                 \
-            a##r = _mm512_add_ps(a##r, _mm512_set1_ps(*bias));                                                \
-        if (act)                                                                                              \
-            a##r = act_zmm(act, a##r);                                                                        \
-        _mm512_mask_storeu_ps(y + (oy + r) * OW + ob * 16, out_mask(OW - ob * 16), a##r);                      \
-    }
-    ROWS4(DW_STORE)
-#undef DW_STORE
+    return (g->small[1] + 15) / 16;
 }
 
-/* The loops over one plane, with the column stride (S) and, when not 0, the window's width (KW)
- * constants in each copy. */
-TARGET static inline __attribute__((always_inline)) void dw_plane(const int S, const int KW, const qr_conv_geom *g,
-                                                                  const float *x, const float *w, const float *bias,
-                                                                  const qr_act *act, float *y)
+/* Padded rows one row group of WR output rows reads: the ring's length. */
+static int64_t dw_ring(const qr_conv_geom *g)
 {
-    const int64_t W = g->big[1], OH = g->small[0], OW = g->small[1], kw = KW ? KW : g->kernel[1],
-                  blocks = (OW + 15) / 16;
-    FILL_MASKS()
-    for (int64_t oy = 0; oy < OH; oy += WR) {
-        int rin = rows_inside(g, oy);
-        for (int64_t ob = 0; ob < blocks; ob++)
-            if (rin && cols_inside(g, ob, S) && OW - ob * 16 >= 16)
-                dw_block(S, KW, 1, g, x, w, bias, act, y, oy, ob, mk, table);
-            else
-                dw_block(S, KW, 0, g, x, w, bias, act, y, oy, ob, mk, table);
+    return (WR - 1) * g->stride[0] + (g->kernel[0] - 1) * g->dilation[0] + 1;
+}
+
+/* Elements of one phase's row (stride 2) or of the row (stride 1), a multiple of 16. */
+static int64_t dw_phase_width(const qr_conv_geom *g)
+{
+    int64_t reach = (g->kernel[1] - 1) * g->dilation[1];
+    int64_t n = dw_blocks(g) * 16 + (g->stride[1] == 2 ? reach >> 1 : reach);
+    return (n + 15) / 16 * 16;
+}
+
+int64_t qr_dw_f32_avx512_work(const qr_conv_geom *g)
+{
+    return 2 * (dw_ring(g) + WR * g->stride[0]) * g->stride[1] * dw_phase_width(g);
+}
+
+/* A plane's padded-row copy, worked out once a plane: vectors of 16 (stride 1) or 32 (stride 2)
+ * input columns a row, each from column col0 + vector * 16 * S with the lanes inside the row
+ * masked (the rest read as 0). */
+typedef struct dw_copy {
+    int64_t H, W, pt, wq, nvec, col0;
+    uint32_t mask[DW_VEC_MAX];
+} dw_copy;
+
+static void dw_copy_init(const int S, const qr_conv_geom *g, dw_copy *c)
+{
+    c->H = g->big[0], c->W = g->big[1], c->pt = g->pad_begin[0], c->wq = dw_phase_width(g), c->nvec = c->wq / 16;
+    c->col0 = -g->pad_begin[1];
+    for (int64_t k = 0; k < c->nvec; k++)
+        c->mask[k] = cols_in(c->col0 + k * 16 * S, c->W, 16 * S);
+}
+
+/* Padded row r (input row r - pad top; 0 outside the plane) of plane x into dr and its twin dr2. */
+TARGET static inline __attribute__((always_inline)) void dw_pad_row(const int S, const dw_copy *c, const float *x,
+                                                                    int64_t r, float *dr, float *dr2)
+{
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const int64_t iy = r - c->pt, wq = c->wq;
+    if (iy < 0 || iy >= c->H) {
+        const __m512 zero = _mm512_setzero_ps();
+        for (int64_t i = 0; i < S * wq; i += 16) {
+            _mm512_storeu_ps(dr + i, zero);
+            _mm512_storeu_ps(dr2 + i, zero);
+        }
+        return;
     }
+    /* formed as an integer: masked-off lanes may lie before or past the row */
+    const float *p = (const float *)((uintptr_t)(x + iy * c->W) + (uintptr_t)(c->col0 * (int64_t)sizeof(float)));
+    for (int64_t k = 0; k < c->nvec; k++, p += 16 * S) {
+        uint32_t m = c->mask[k];
+        __m512 lo = _mm512_maskz_loadu_ps((__mmask16)m, p);
+        if (S == 1) {
+            _mm512_storeu_ps(dr + k * 16, lo);
+            _mm512_storeu_ps(dr2 + k * 16, lo);
+            continue;
+        }
+        __m512 hi = _mm512_maskz_loadu_ps((__mmask16)(m >> 16), p + 16);
+        __m512 ev = _mm512_permutex2var_ps(lo, even, hi), od = _mm512_permutex2var_ps(lo, odd, hi);
+        _mm512_storeu_ps(dr + k * 16, ev);
+        _mm512_storeu_ps(dr + wq + k * 16, od);
+        _mm512_storeu_ps(dr2 + k * 16, ev);
+        _mm512_storeu_ps(dr2 + wq + k * 16, od);
+    }
+}
+
+/* The bias (only when there is one: 0 + -0 would be +0) and the activation on one output vector,
+ * stored with the row's last block masked. */
+TARGET static inline void dw_store(const qr_conv_geom *g, const float *bias, const qr_act *act, float *y,
+                                   int64_t oy, int64_t ob, __m512 v)
+{
+    if (oy >= g->small[0])
+        return;
+    if (bias)
+        v = _mm512_add_ps(v, _mm512_set1_ps(*bias));
+    if (act)
+        v = act_zmm(act, v);
+    _mm512_mask_storeu_ps(y + oy * g->small[1] + ob * 16, out_mask(g->small[1] - ob * 16), v);
+}
+
+/* Output rows oy .. oy + WR - 1, column blocks ob .. ob + NB - 1 (NB 1 or 2) of a depthwise plane:
+ * each sum from 0 over the window positions t in (ky, kx) order, w[t] times the 16 inputs at
+ * d + toff[t] + r * rstep + 16 * block, a multiply then an add; then dw_store. The positions are a
+ * loop: unrolled, GCC spilled the sums and interleaved loads to the stack. */
+TARGET static inline __attribute__((always_inline)) void dw_group(const int NB, const qr_conv_geom *g, const float *d,
+                                                                  const int64_t *toff, int64_t rstep, const float *w,
+                                                                  const float *bias, const qr_act *act, float *y,
+                                                                  int64_t oy, int64_t ob)
+{
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 a0 = zero, a1 = zero, a2 = zero, a3 = zero, b0 = zero, b1 = zero, b2 = zero, b3 = zero;
+    d += ob * 16;
+    for (int64_t t = 0; t < g->kernel_n; t++) {
+        const float *p = d + toff[t];
+        __m512 wv = _mm512_set1_ps(w[t]);
+#define DW_TAP(r)                                                                                            \
+    a##r = _mm512_add_ps(a##r, _mm512_mul_ps(wv, _mm512_loadu_ps(p + r * rstep)));                           \
+    if (NB == 2)                                                                                              \
+        b##r = _mm512_add_ps(b##r, _mm512_mul_ps(wv, _mm512_loadu_ps(p + r * rstep + 16)));
+        ROWS4(DW_TAP)
+#undef DW_TAP
+    }
+#define DW_OUT(r)                                                                                            \
+    dw_store(g, bias, act, y, oy + r, ob, a##r);                                                              \
+    if (NB == 2)                                                                                              \
+        dw_store(g, bias, act, y, oy + r, ob + 1, b##r);
+    ROWS4(DW_OUT)
+#undef DW_OUT
+}
+
+/* Copies padded rows [from, to) of the plane into the ring of L rows (work), each twice, L slots
+ * apart. */
+TARGET static inline __attribute__((always_inline)) void dw_fill(const int S, const dw_copy *cp, const float *x,
+                                                                 int64_t from, int64_t to, int64_t L, int64_t rs,
+                                                                 float *work)
+{
+    int64_t slot = from % L;
+    for (int64_t r = from; r < to; r++) {
+        dw_pad_row(S, cp, x, r, work + slot * rs, work + (slot + L) * rs);
+        slot = slot + 1 == L ? 0 : slot + 1;
+    }
+}
+
+/* One plane: row groups of WR rows by pairs of column blocks (eight sums in flight: four left the
+ * adds' latency exposed). Each group reads n padded rows from a ring of L = n + WR * stride rows,
+ * each held twice (L slots apart, so a group's rows are contiguous from its first one's slot and
+ * every window position is a constant offset). A group first copies the rows the next group adds:
+ * the taps' loads, straddling the copies' stores, waited for them to leave the store buffer when
+ * a group read the rows it had just copied. */
+TARGET static inline __attribute__((always_inline)) void dw_plane(const int S, const qr_conv_geom *g, const float *x,
+                                                                  const float *w, const float *bias, const qr_act *act,
+                                                                  float *work, float *y)
+{
+    const int64_t blocks = dw_blocks(g), OH = g->small[0], n = dw_ring(g), wq = dw_phase_width(g), rs = S * wq,
+                  KW = g->kernel[1], sy = g->stride[0], rstep = sy * rs, L = n + WR * sy;
+    int64_t toff[DW_TAPS_MAX];
+    for (int64_t t = 0; t < g->kernel_n; t++) {
+        int64_t col = t % KW * g->dilation[1];
+        toff[t] = t / KW * g->dilation[0] * rs + (S == 2 ? (col & 1) * wq + (col >> 1) : col);
+    }
+    dw_copy cp;
+    dw_copy_init(S, g, &cp);
+    dw_fill(S, &cp, x, 0, n, L, rs, work);
+    for (int64_t oy = 0; oy < OH; oy += WR) {
+        int64_t first = oy * sy, next = first + WR * sy;
+        if (oy + WR < OH) /* the next group's rows past this one's */
+            dw_fill(S, &cp, x, next > first + n ? next : first + n, next + n, L, rs, work);
+        const float *d = work + first % L * rs;
+        int64_t ob = 0;
+        for (; ob + 2 <= blocks; ob += 2)
+            dw_group(2, g, d, toff, rstep, w, bias, act, y, oy, ob);
+        if (ob < blocks)
+            dw_group(1, g, d, toff, rstep, w, bias, act, y, oy, ob);
+    }
+}
+
+int qr_dw_f32_avx512_fits(const qr_conv_geom *g)
+{
+    return qr_window_avx512_fits(g) && g->kernel_n <= DW_TAPS_MAX && dw_phase_width(g) <= 16 * DW_VEC_MAX;
 }
 
 TARGET void qr_dw_plane_f32_avx512(const qr_conv_geom *g, const float *x, const float *w, const float *bias,
-                                   const qr_act *act, float *y)
+                                   const qr_act *act, float *work, float *y)
 {
-    int s2 = g->stride[1] == 2, k3 = g->kernel[1] == 3;
-    if (k3)
-        s2 ? dw_plane(2, 3, g, x, w, bias, act, y) : dw_plane(1, 3, g, x, w, bias, act, y);
+    if (g->stride[1] == 2)
+        dw_plane(2, g, x, w, bias, act, work, y);
     else
-        s2 ? dw_plane(2, 0, g, x, w, bias, act, y) : dw_plane(1, 0, g, x, w, bias, act, y);
+        dw_plane(1, g, x, w, bias, act, work, y);
 }
 
 /* One row group's column block of a MaxPool plane. */

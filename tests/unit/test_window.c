@@ -199,4 +199,12 @@ Test(window, depthwise_f32_matches_the_definition_bit_for_bit)
     /* rows of 64: the last full block's last window column is the row's last column */
     check_depthwise(1, 2, 13, 64, (win){3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0}, 1);
     check_depthwise(1, 2, 13, 64, (win){3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}, 1);
+    /* the kernel's padded rows: a 5x5 window at stride 2 (two rows of each phase), rows of 32 and
+     * 48 outputs (pairs of blocks, then one alone), and pads wider than a vector (whole vectors of
+     * padding); planes of 29 to 61 rows wrap the ring of rows many times */
+    check_depthwise(2, 3, 61, 67, (win){5, 5, 2, 2, 1, 1, 2, 2, 2, 1, 0}, 1);
+    check_depthwise(1, 2, 29, 32, (win){3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0}, 1);
+    check_depthwise(1, 2, 30, 96, (win){3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}, 0);
+    check_depthwise(1, 2, 9, 20, (win){3, 3, 1, 1, 1, 1, 3, 18, 2, 17, 0}, 1);
+    check_depthwise(1, 2, 9, 20, (win){3, 3, 2, 2, 1, 1, 3, 19, 2, 20, 0}, 1);
 }
