@@ -32,7 +32,8 @@
  * pixel stride; channels past C of a pixel are not written. */
 void qr_nhwc_dw_u8(int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
                    const int32_t *wk, const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0, int64_t oy1);
-/* qr_nhwc_dw_u8 runs the best of these this CPU has; tests run each: "avx512f", "avx2" or
+/* qr_nhwc_dw_u8 runs the best of these this CPU has; tests run each: "avx512vnni" (which takes
+ * the "avx512f" one's path when a weight does not fit s8 or C > 4096), "avx512f", "avx2" or
  * "portable" (NULL when the CPU lacks it or the name is unknown). */
 typedef void (*qr_nhwc_dw_fn)(int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
                               const int32_t *wk, const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0,

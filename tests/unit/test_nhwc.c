@@ -127,7 +127,7 @@ static int32_t dw_ref(const shape *sh, const int32_t *xv, int32_t xz, const int3
 }
 
 /* Every depthwise kernel this CPU runs is tested (the portable one always). */
-static const char *const dw_isas[] = {"avx512f", "avx2", "portable"};
+static const char *const dw_isas[] = {"avx512vnni", "avx512f", "avx2", "portable"};
 
 /* One random depthwise case on i8 or u8 activations: the kernel (rows in pieces, a pixel stride
  * past C whose extra lanes must stay untouched) against dw_ref. */
@@ -151,9 +151,12 @@ static void check_dw_case(unsigned *s, int signed8)
         xb[i] = (uint8_t)v;
     }
     int32_t xz = signed8 ? rnd_in(s, -128, 127) : rnd_in(s, 0, 255);
+    /* w - w_zero of 8-bit weights: -255 .. 255, or in half the cases within s8 (the VNNI kernel's
+     * own path; it takes the AVX-512 one's for the others) */
+    int s8w = rnd(s) % 2;
     for (int64_t c = 0; c < C; c++) {
-        for (int64_t t = 0; t < kn; t++) /* w - w_zero of 8-bit weights: -255 .. 255 */
-            wv[c * kn + t] = wk[t * C + c] = rnd_in(s, -255, 255);
+        for (int64_t t = 0; t < kn; t++)
+            wv[c * kn + t] = wk[t * C + c] = s8w ? rnd_in(s, -128, 127) : rnd_in(s, -255, 255);
         init[c] = rnd(s) % 2 ? (int32_t)(rnd(s) << 8 ^ rnd(s)) : INT32_MAX - (int32_t)(rnd(s) % 1000);
     }
     int64_t cuts[4];
@@ -200,9 +203,11 @@ Test(nhwc, depthwise_matches_the_definition)
 Test(nhwc, depthwise_3x3_layers_and_wrapping_sums)
 {
     unsigned s = 7;
-    static const int64_t cfg[][4] = {{32, 14, 14, 1}, {96, 14, 14, 2}, {144, 7, 7, 2}, {17, 9, 8, 1}, {80, 6, 5, 1}};
+    static const int64_t cfg[][4] = {{32, 14, 14, 1}, {96, 14, 14, 2}, {144, 7, 7, 2}, {17, 9, 8, 1}, {80, 6, 5, 1},
+                                     {208, 7, 9, 1}, {576, 5, 4, 2}};
     for (size_t k = 0; k < sizeof cfg / sizeof cfg[0]; k++)
-        for (int signed8 = 0; signed8 < 2; signed8++) {
+        for (int v = 0; v < 4; v++) {
+            int signed8 = v & 1, s8w = v >> 1;
             shape sh = {.C = cfg[k][0], .H = cfg[k][1], .W = cfg[k][2]};
             qr_conv_geom *g = &sh.g;
             g->r = 2;
@@ -215,7 +220,7 @@ Test(nhwc, depthwise_3x3_layers_and_wrapping_sums)
             g->kernel_n = 9;
             int64_t C = sh.C, n = C * sh.H * sh.W, OH = g->small[0], OW = g->small[1];
             uint8_t *xb = malloc((size_t)n);
-            int32_t *xv = malloc((size_t)n * sizeof(int32_t)), wk[9 * 144], wv[9 * 144], init[144];
+            int32_t *xv = malloc((size_t)n * sizeof(int32_t)), wk[9 * 576], wv[9 * 576], init[576];
             int32_t *acc = malloc((size_t)(OH * OW * C) * sizeof(int32_t));
             cr_assert(xb && xv && acc);
             for (int64_t i = 0; i < n; i++) { /* extremes: the largest products */
@@ -223,8 +228,8 @@ Test(nhwc, depthwise_3x3_layers_and_wrapping_sums)
                 xb[i] = (uint8_t)xv[i];
             }
             for (int64_t c = 0; c < C; c++) {
-                for (int t = 0; t < 9; t++)
-                    wv[c * 9 + t] = wk[t * C + c] = rnd(&s) % 2 ? 255 : -255;
+                for (int t = 0; t < 9; t++) /* the extremes, of 8-bit weights or of s8 ones (VNNI) */
+                    wv[c * 9 + t] = wk[t * C + c] = rnd(&s) % 2 ? (s8w ? 127 : 255) : (s8w ? -128 : -255);
                 init[c] = c % 2 ? INT32_MAX - 5 : INT32_MIN + 5; /* one product past either end wraps */
             }
             int32_t xz = signed8 ? -128 : 255;
