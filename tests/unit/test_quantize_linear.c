@@ -1,0 +1,101 @@
+/* QuantizeLinear of f32 to u8 and i8 with one scale (quant.c: the AVX-512 loop, when the CPU has
+ * it, and the portable one, QRL_QUANT=portable) through the op table, bit for bit against the
+ * definition: y = saturate(rint(x / scale) + zero_point), NaN as 0, on values of both signs,
+ * halves (ties to even), -0, infinities and NaN, tensors whose size is not a multiple of 16, on
+ * one thread and two. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op.h"
+#include "parallel.h"
+
+static qr_tensor run_q(const qr_tensor *x, const qr_tensor *sc, const qr_tensor *zp, qr_pool *pool)
+{
+    const qr_op_def *d = qr_op_find("", "QuantizeLinear");
+    cr_assert(d);
+    qr_node n = {.name = "q", .op = "QuantizeLinear", .domain = "", .opset = 19, .n_in = 3, .n_out = 1, .def = d};
+    qr_tensor out;
+    memset(&out, 0, sizeof out);
+    qr_tensor *outs[1] = {&out};
+    const qr_tensor *in[3] = {x, sc, zp};
+    qr_error e = {{0}};
+    qr_kctx k = {.node = &n, .opset = 19, .n_in = 3, .n_out = 1, .in = in, .out = outs, .err = &e, .pool = pool};
+    cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_tensor_alloc(&out, &e), QR_OK);
+    cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
+    return out;
+}
+
+static unsigned next(unsigned *seed)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    return *seed >> 16;
+}
+
+/* The definition in double: x / scale rounded to float (the reference divides in the input's
+ * precision), then rint, + zero point, clamped. */
+static int64_t want_q(float x, float s, int64_t z, int64_t lo, int64_t hi)
+{
+    float q = x / s;
+    if (q != q)
+        return z < lo ? lo : z > hi ? hi : z;
+    double r = rint((double)q) + (double)z;
+    return r < (double)lo ? lo : r > (double)hi ? hi : (int64_t)r;
+}
+
+static void check(int64_t n, qr_dtype t, float s, int64_t z)
+{
+    float *x = malloc(sizeof(float) * (size_t)n);
+    cr_assert(x);
+    unsigned seed = (unsigned)n * 7u + (unsigned)z;
+    for (int64_t i = 0; i < n; i++) {
+        unsigned v = next(&seed) % 64;
+        /* NaN, -0, +0, infinities, exact halves of the scale (ties), large values that saturate,
+         * and values of both signs in range */
+        x[i] = v == 0   ? NAN
+               : v == 1 ? -0.0f
+               : v == 2 ? 0.0f
+               : v == 3 ? INFINITY
+               : v == 4 ? -INFINITY
+               : v < 16 ? ((float)((int)(next(&seed) % 601) - 300) + 0.5f) * s
+               : v < 20 ? (float)((int)(next(&seed) % 2001) - 1000) * 1e3f
+                        : (float)((int)(next(&seed) % 40001) - 20000) / 100.0f;
+    }
+    int64_t lo = t == QR_U8 ? 0 : -128, hi = t == QR_U8 ? 255 : 127;
+    uint8_t zb = (uint8_t)z;
+    qr_tensor tx = {.dtype = QR_F32, .ndim = 2, .dims = {1, n}, .data = x};
+    qr_tensor ts = {.dtype = QR_F32, .ndim = 0, .data = &s};
+    qr_tensor tz = {.dtype = t, .ndim = 0, .data = &zb};
+    qr_pool *pool2 = qr_pool_new(2);
+    for (int p = 0; p < 2; p++)
+        for (int th = 0; th < 2; th++) {
+            if (p == 1)
+                setenv("QRL_QUANT", "portable", 1);
+            qr_tensor y = run_q(&tx, &ts, &tz, th ? pool2 : NULL);
+            unsetenv("QRL_QUANT");
+            cr_assert_eq(y.dtype, t);
+            for (int64_t i = 0; i < n; i++) {
+                int64_t got = t == QR_U8 ? ((uint8_t *)y.data)[i] : ((int8_t *)y.data)[i];
+                int64_t want = want_q(x[i], s, z, lo, hi);
+                cr_assert_eq(got, want, "%s, %s, %d threads, n %lld: x[%lld] = %g / %g + %lld: %lld, want %lld",
+                             p ? "portable" : "avx512", t == QR_U8 ? "u8" : "i8", th + 1, (long long)n, (long long)i,
+                             x[i], s, (long long)z, (long long)got, (long long)want);
+            }
+            qr_tensor_free(&y);
+        }
+    qr_pool_free(pool2);
+    free(x);
+}
+
+Test(quantize_linear, f32_to_8bit_matches_the_definition_bit_for_bit)
+{
+    check(1, QR_U8, 0.5f, 3);
+    check(15, QR_I8, 0.25f, -5);
+    check(4099, QR_U8, 0.0235294122f, 0);  /* MobileNetV2's Clip(0, 6) outputs */
+    check(4100, QR_U8, 0.0569471046f, 124);
+    check(333, QR_I8, 0.1f, 0);
+    check(1000, QR_I8, 3.0f, 127);
+    check(64, QR_U8, 1e-3f, 255);
+}
