@@ -237,37 +237,46 @@ static inline __attribute__((always_inline, target(DW_VNNI_TARGET))) void dw_vnn
     _mm512_mask_storeu_epi32(a + c, m, s);
 }
 
+/* Output rows [oy0, oy1), pixel by pixel over a slice of channels [c0, c1) at a time: all C
+ * when the weights (int32) fit in half of L1, else 128 at a time, whose weights stay in L1 across
+ * the pixels (960 channels' 34 KB came from L2 for every pixel, and the loads, not the arithmetic,
+ * set the pace; slicing smaller layers only repeated the pixels' tap pointers). */
+#define DW_VNNI_L1_WEIGHTS (24 << 10)
 static inline __attribute__((always_inline, target(DW_VNNI_TARGET))) void dw_vnni_rows(
     const int FLIP, uint32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
     const int32_t *wk, const int32_t *start, const uint8_t *zrow, uint8_t flip, int64_t oy0, int64_t oy1)
 {
     const int64_t H = g->big[0], W = g->big[1], OW = g->small[1], KH = g->kernel[0], KW = g->kernel[1],
                   taps = KH * KW;
+    const int64_t slice = taps * C * (int64_t)sizeof(int32_t) <= DW_VNNI_L1_WEIGHTS ? C : 128;
     const __m128i fv = _mm_set1_epi8((char)flip);
     const uint8_t *p[DW_VNNI_TAPS], *rowp[DW_VNNI_TAPS];
-    for (int64_t oy = oy0; oy < oy1; oy++) {
-        for (int64_t ky = 0; ky < KH; ky++) {
-            int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
-            rowp[ky] = iy >= 0 && iy < H ? x + iy * W * C : NULL;
-        }
-        for (int64_t ox = 0; ox < OW; ox++) {
-            int64_t ix0 = ox * g->stride[1] - g->pad_begin[1];
-            for (int64_t kx = 0; kx < KW; kx++) {
-                int64_t ix = ix0 + kx * g->dilation[1];
-                int in = ix >= 0 && ix < W;
-                for (int64_t ky = 0; ky < KH; ky++)
-                    p[ky * KW + kx] = in && rowp[ky] ? rowp[ky] + ix * C : zrow;
+    for (int64_t c0 = 0; c0 < C; c0 += slice) {
+        int64_t c1 = C - c0 > slice ? c0 + slice : C;
+        for (int64_t oy = oy0; oy < oy1; oy++) {
+            for (int64_t ky = 0; ky < KH; ky++) {
+                int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+                rowp[ky] = iy >= 0 && iy < H ? x + iy * W * C : NULL;
             }
-            uint32_t *a = acc + ((oy - oy0) * OW + ox) * acc_ps;
-            int64_t c = 0;
-            for (; c + 128 <= C; c += 128)
-                dw_vnni_block(8, FLIP, a, p, taps, wk, C, start, c, fv);
-            for (; c + 64 <= C; c += 64)
-                dw_vnni_block(4, FLIP, a, p, taps, wk, C, start, c, fv);
-            for (; c + 16 <= C; c += 16)
-                dw_vnni_block(1, FLIP, a, p, taps, wk, C, start, c, fv);
-            if (c < C)
-                dw_vnni_tail(a, p, taps, wk, C, start, c, C - c, fv);
+            for (int64_t ox = 0; ox < OW; ox++) {
+                int64_t ix0 = ox * g->stride[1] - g->pad_begin[1];
+                for (int64_t kx = 0; kx < KW; kx++) {
+                    int64_t ix = ix0 + kx * g->dilation[1];
+                    int in = ix >= 0 && ix < W;
+                    for (int64_t ky = 0; ky < KH; ky++)
+                        p[ky * KW + kx] = in && rowp[ky] ? rowp[ky] + ix * C : zrow;
+                }
+                uint32_t *a = acc + ((oy - oy0) * OW + ox) * acc_ps;
+                int64_t c = c0;
+                for (; c + 128 <= c1; c += 128)
+                    dw_vnni_block(8, FLIP, a, p, taps, wk, C, start, c, fv);
+                for (; c + 64 <= c1; c += 64)
+                    dw_vnni_block(4, FLIP, a, p, taps, wk, C, start, c, fv);
+                for (; c + 16 <= c1; c += 16)
+                    dw_vnni_block(1, FLIP, a, p, taps, wk, C, start, c, fv);
+                if (c < c1)
+                    dw_vnni_tail(a, p, taps, wk, C, start, c, c1 - c, fv);
+            }
         }
     }
 }

@@ -199,12 +199,13 @@ Test(nhwc, depthwise_matches_the_definition)
 }
 
 /* MobileNet's layers (3x3, stride 1 and 2, pads 1, C a multiple of 16, and 17 for a partial
- * vector) with sums that wrap: every pixel is interior or border in a known way. */
+ * vector; 960 and 700 channels, whose weights the VNNI kernel takes in slices of 128) with sums
+ * that wrap: every pixel is interior or border in a known way. */
 Test(nhwc, depthwise_3x3_layers_and_wrapping_sums)
 {
     unsigned s = 7;
     static const int64_t cfg[][4] = {{32, 14, 14, 1}, {96, 14, 14, 2}, {144, 7, 7, 2}, {17, 9, 8, 1}, {80, 6, 5, 1},
-                                     {208, 7, 9, 1}, {576, 5, 4, 2}};
+                                     {208, 7, 9, 1}, {576, 5, 4, 2}, {960, 7, 7, 1}, {700, 6, 5, 2}};
     for (size_t k = 0; k < sizeof cfg / sizeof cfg[0]; k++)
         for (int v = 0; v < 4; v++) {
             int signed8 = v & 1, s8w = v >> 1;
@@ -220,7 +221,7 @@ Test(nhwc, depthwise_3x3_layers_and_wrapping_sums)
             g->kernel_n = 9;
             int64_t C = sh.C, n = C * sh.H * sh.W, OH = g->small[0], OW = g->small[1];
             uint8_t *xb = malloc((size_t)n);
-            int32_t *xv = malloc((size_t)n * sizeof(int32_t)), wk[9 * 576], wv[9 * 576], init[576];
+            int32_t *xv = malloc((size_t)n * sizeof(int32_t)), wk[9 * 960], wv[9 * 960], init[960];
             int32_t *acc = malloc((size_t)(OH * OW * C) * sizeof(int32_t));
             cr_assert(xb && xv && acc);
             for (int64_t i = 0; i < n; i++) { /* extremes: the largest products */
