@@ -435,16 +435,24 @@ Test(intgraph, shape_specialized_kernels_equal_the_generic_ones)
  * planes split into tasks of output rows (32 x 32 x 32 bytes: two tasks), and the Flatten before
  * the Gemm reads the NHWC pool (the Gemm's weight rows permuted): no transpose is left. The
  * outputs are the separate NCHW kernels' bits (QRL_FUSE=0), batch 4 and 1, 1 and 2 threads. */
+/* pools.onnx (into *g) and its test input (into *x), and its integer graph with every kernel apart
+ * (QRL_FUSE=0): the reference the pool tests compare with; *m holds its module. */
+static qr_quantized *pools_reference(qr_graph **g, qr_tensor *x, qrl_module **m)
+{
+    load("pools_test.npy", NULL, x);
+    load("pools.onnx", g, NULL);
+    setenv("QRL_FUSE", "0", 1);
+    qr_quantized *apart = quantize_on(*g, "recipes/int8.qrl", "pools_test.npy", m);
+    unsetenv("QRL_FUSE");
+    return apart;
+}
+
 Test(intgraph, pools_run_channels_last)
 {
     qr_tensor x = {0};
     qr_graph *g;
-    load("pools_test.npy", NULL, &x);
-    load("pools.onnx", &g, NULL);
     qrl_module *m0, *m1;
-    setenv("QRL_FUSE", "0", 1);
-    qr_quantized *apart = quantize_on(g, "recipes/int8.qrl", "pools_test.npy", &m0);
-    unsetenv("QRL_FUSE");
+    qr_quantized *apart = pools_reference(&g, &x, &m0);
     setenv("QRL_NHWC", "all", 1);
     qr_quantized *nhwc = quantize_on(g, "recipes/int8.qrl", "pools_test.npy", &m1);
     unsetenv("QRL_NHWC");
@@ -805,12 +813,8 @@ Test(intgraph, maxpool_before_an_nhwc_region_runs_channels_last)
 {
     qr_tensor x = {0};
     qr_graph *g;
-    load("pools_test.npy", NULL, &x);
-    load("pools.onnx", &g, NULL);
     qrl_module *m0, *m1;
-    setenv("QRL_FUSE", "0", 1);
-    qr_quantized *apart = quantize_on(g, "recipes/int8.qrl", "pools_test.npy", &m0);
-    unsetenv("QRL_FUSE");
+    qr_quantized *apart = pools_reference(&g, &x, &m0);
     qr_quantized *dflt = quantize_on(g, "recipes/int8.qrl", "pools_test.npy", &m1);
     const qr_graph *ig = dflt->ig->g;
     cr_assert_eq(count_attr(ig, "QrlConvKernel", "nhwc"), 1, "the first convolution stays NCHW");
