@@ -1,7 +1,9 @@
 #include "parallel.h"
 
+#include <immintrin.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 struct qr_pool {
     int n;                 /* threads including the caller */
@@ -20,6 +22,41 @@ struct qr_pool {
     int quit;
 };
 
+/* How long a thread spins on the pool's state before it sleeps on a condition: a sleeping
+ * worker costs each job a wake-up (a futex call and, under a hypervisor, an interrupt to the other
+ * CPU: about 15 us a job on the project's VM, against a 2-thread layer of ResNet-18 at batch 1
+ * that takes 0.2 ms), and a batch-1 network's nodes start their jobs much closer together. */
+#define POOL_SPIN_NS 100000
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Spins (the mutex not held) while *v == old and the pool is not quitting, at most POOL_SPIN_NS;
+ * the caller then checks again under the mutex and sleeps if nothing changed. */
+static void spin_while(const qr_pool *p, const unsigned long *gen, unsigned long old_gen, const int *count,
+                       int target)
+{
+    int64_t end = 0;
+    for (int i = 0;; i++) {
+        if (__atomic_load_n(&p->quit, __ATOMIC_ACQUIRE))
+            return;
+        if (gen ? __atomic_load_n(gen, __ATOMIC_ACQUIRE) != old_gen : __atomic_load_n(count, __ATOMIC_ACQUIRE) >= target)
+            return;
+        if (i % 64 == 0) { /* the clock now and then: a pause is 10 to 140 cycles, by CPU */
+            int64_t t = now_ns();
+            if (!end)
+                end = t + POOL_SPIN_NS;
+            else if (t >= end)
+                return;
+        }
+        _mm_pause();
+    }
+}
+
 /* Takes chunks until none are left, as thread `slot` (0: the caller); returns with the mutex held. */
 static void drain(qr_pool *p, int slot)
 {
@@ -35,7 +72,7 @@ static void drain(qr_pool *p, int slot)
         else
             fn(arg, b, e);
         pthread_mutex_lock(&p->mu);
-        if (++p->finished == p->chunks)
+        if (__atomic_add_fetch(&p->finished, 1, __ATOMIC_RELEASE) == p->chunks)
             pthread_cond_broadcast(&p->done);
     }
 }
@@ -52,6 +89,11 @@ static void *worker(void *arg)
     unsigned long seen = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
+        if (!p->quit && p->generation == seen) {
+            pthread_mutex_unlock(&p->mu);
+            spin_while(p, &p->generation, seen, NULL, 0);
+            pthread_mutex_lock(&p->mu);
+        }
         while (!p->quit && p->generation == seen)
             pthread_cond_wait(&p->go, &p->mu);
         if (p->quit)
@@ -96,7 +138,7 @@ void qr_pool_free(qr_pool *p)
     if (!p)
         return;
     pthread_mutex_lock(&p->mu);
-    p->quit = 1;
+    __atomic_store_n(&p->quit, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->n - 1; i++)
@@ -138,10 +180,15 @@ static void run_chunks(qr_pool *p, int64_t n, int64_t grain, qr_range_fn fn, qr_
     p->chunk = (n + chunks - 1) / chunks;
     p->chunks = (int)((n + p->chunk - 1) / p->chunk);
     p->next = 0;
-    p->finished = 0;
-    p->generation++;
+    __atomic_store_n(&p->finished, 0, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&p->generation, 1, __ATOMIC_RELEASE); /* spinning workers see it */
     pthread_cond_broadcast(&p->go);
     drain(p, 0);
+    if (p->finished < p->chunks) {
+        pthread_mutex_unlock(&p->mu);
+        spin_while(p, NULL, 0, &p->finished, p->chunks);
+        pthread_mutex_lock(&p->mu);
+    }
     while (p->finished < p->chunks)
         pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);

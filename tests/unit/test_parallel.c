@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "parallel.h"
 
@@ -30,6 +31,48 @@ Test(parallel, covers_every_index_once)
                     cr_assert_eq(hits[i], 1, "threads %d n %lld index %lld", threads, (long long)n, (long long)i);
                 free(hits);
             }
+        qr_pool_free(p);
+    }
+}
+
+typedef struct slot_job {
+    _Atomic int *hits;
+    _Atomic int busy[4]; /* ranges running on each slot now */
+    _Atomic int clash;
+} slot_job;
+
+static void visit_slot(void *arg, int64_t b, int64_t e, int slot)
+{
+    slot_job *j = arg;
+    if (slot < 0 || slot >= 4 || atomic_fetch_add(&j->busy[slot], 1) != 0)
+        atomic_store(&j->clash, 1);
+    for (int64_t i = b; i < e; i++)
+        atomic_fetch_add(&j->hits[i], 1);
+    if (slot >= 0 && slot < 4)
+        atomic_fetch_sub(&j->busy[slot], 1);
+}
+
+/* Jobs one right after another (the workers still spinning on the pool, parallel.c) and after a
+ * pause longer than the spin (the workers asleep): each covers its indices once, on slots no two
+ * running ranges share, and returns only when every range is done. */
+Test(parallel, jobs_back_to_back_and_after_sleeping)
+{
+    for (int threads = 2; threads <= 4; threads++) {
+        qr_pool *p = qr_pool_new(threads);
+        for (int r = 0; r < 400; r++) {
+            if (r % 50 == 49) {
+                struct timespec t = {0, 1000000}; /* 1 ms: past the spin */
+                nanosleep(&t, NULL);
+            }
+            int64_t n = 1 + r % 13;
+            slot_job j = {.hits = calloc((size_t)n, sizeof(_Atomic int))};
+            cr_assert(j.hits);
+            qr_parallel_for_slots(p, n, 1, visit_slot, &j);
+            for (int64_t i = 0; i < n; i++)
+                cr_assert_eq(atomic_load(&j.hits[i]), 1, "threads %d job %d index %lld", threads, r, (long long)i);
+            cr_assert(!atomic_load(&j.clash), "threads %d job %d: two ranges on one slot", threads, r);
+            free(j.hits);
+        }
         qr_pool_free(p);
     }
 }
