@@ -11,6 +11,7 @@
  * kernels' form, conv_epilogue.h), and the epilogue's y is turned back into
  * NHWC rows; the block stays in cache throughout. */
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "conv_epilogue.h"
@@ -53,6 +54,8 @@ typedef struct nhwc_job {
     const qr_conv_geom *g;
     int64_t c, m, taps, k4, mb, blocks_per_image; /* depthwise: blocks of output rows per image */
     int64_t total;                                  /* dense: the batch's output pixels, in blocks of mb */
+    int64_t parts, strips; /* dense: each block's 64-column strips in `parts` ranges, one task each */
+    uint8_t *y_split;      /* parts > 1 with a second stage: the whole y the stage runs on afterwards */
     const uint8_t *x; /* N x H x W x cs bytes, u8 (i8 already turned by ^ 0x80) unless flip */
     int64_t cs;       /* the input's pixel stride */
     uint8_t flip;     /* depthwise only: reads x ^ flip */
@@ -92,6 +95,26 @@ static int64_t block_rows(int64_t m, int64_t pixels, int64_t images, int threads
     int64_t r = blocks > 0 ? (pixels + blocks - 1) / blocks : pixels;
     r = (r + 5) / 6 * 6;
     return pixels < r ? pixels : r;
+}
+
+/* How many parts a dense layer's output channels are cut into, each block's parts separate tasks
+ * (1: the blocks of pixels alone are the tasks). Every block streams the weights of the channels
+ * it computes, so when one thread would take fewer blocks than there are threads (one image of
+ * few pixels: ResNet-18's last layers, 49 pixels against 2.4 MB of weights), cutting more blocks
+ * of pixels only adds passes over all the weights, while parts of the channels (whole strips of 64:
+ * qr_iconv_col) share them out: each thread reads its part. QRL_SPLIT=rows or cols forces either
+ * (cols: at least two parts, on one thread too, for the tests), where there are two strips. */
+static int64_t channel_parts(int64_t m, int64_t pixels, int64_t images, int threads)
+{
+    int64_t strips = (m + 63) / 64, want = threads, one = block_rows(m, pixels, images, 1);
+    const char *env = getenv("QRL_SPLIT");
+    if (env && !strcmp(env, "rows"))
+        return 1;
+    if (env && !strcmp(env, "cols"))
+        want = threads > 2 ? threads : 2;
+    else if (threads < 2 || (one > 0 && (pixels + one - 1) / one >= threads))
+        return 1;
+    return strips < want ? strips : want;
 }
 
 /* Output positions o in [lo, hi) whose windows o * s - pb + [0, span] lie in [0, big) (span:
@@ -207,9 +230,10 @@ static int64_t epilogue_cols(int64_t rows)
     return rows >= 256 ? (rows + 63) & ~(int64_t)63 : (rows + 31) & ~(int64_t)31;
 }
 
-/* The block's accumulator [rows][m] turned to [m][ts] (ts >= rows: columns past rows are zero),
- * the epilogue's form. */
-static void turn_acc(const int32_t *restrict acc, int64_t rows, int64_t m, int32_t *restrict t, int64_t ts)
+/* The block's accumulator [rows][m] (rows acc_rs apart) turned to [m][ts] (ts >= rows: columns
+ * past rows are zero), the epilogue's form. */
+static void turn_acc(const int32_t *restrict acc, int64_t acc_rs, int64_t rows, int64_t m, int32_t *restrict t,
+                     int64_t ts)
 {
     static int avx512 = -1;
     if (avx512 < 0)
@@ -217,25 +241,26 @@ static void turn_acc(const int32_t *restrict acc, int64_t rows, int64_t m, int32
     int64_t r16 = avx512 ? rows & ~(int64_t)15 : 0, m16 = avx512 ? m & ~(int64_t)15 : 0;
     for (int64_t i0 = 0; i0 < r16; i0 += 16)
         for (int64_t c0 = 0; c0 < m16; c0 += 16)
-            turn16_avx512(acc + i0 * m + c0, m, t + c0 * ts + i0, ts);
+            turn16_avx512(acc + i0 * acc_rs + c0, acc_rs, t + c0 * ts + i0, ts);
     for (int64_t i0 = 0; i0 < rows; i0 += 16) /* what the 16 x 16 blocks left: ragged edges, or all */
         for (int64_t c = i0 < r16 ? m16 : 0; c < m; c++)
             for (int64_t i = i0; i < rows && i < i0 + 16; i++)
-                t[c * ts + i] = acc[i * m + c];
+                t[c * ts + i] = acc[i * acc_rs + c];
     for (int64_t c = 0; c < m && ts > rows; c++)
         memset(t + c * ts + rows, 0, (size_t)(ts - rows) * sizeof *t);
 }
 
-/* The epilogue's y [m][ys_rs] turned into NHWC rows [rows][m] at y. */
-static void turn_y(const nhwc_job *j, const uint8_t *restrict ys, int64_t ys_rs, uint8_t *restrict y, int64_t rows)
+/* The epilogue's y [cols][ys_rs] turned into NHWC rows [rows][m] at y, cols of their m channels. */
+static void turn_y(const nhwc_job *j, const uint8_t *restrict ys, int64_t ys_rs, uint8_t *restrict y, int64_t rows,
+                   int64_t cols)
 {
     int64_t m = j->m;
-    if (j->esize == 1) {
+    if (j->esize == 1 && cols == m) {
         qr_nchw_to_nhwc_u8(y, ys, m, ys_rs, 0, rows);
         return;
     }
     for (int64_t i = 0; i < rows; i++)
-        for (int64_t c = 0; c < m; c++)
+        for (int64_t c = 0; c < cols; c++)
             memcpy(y + (i * m + c) * (int64_t)j->esize, ys + (c * ys_rs + i) * (int64_t)j->esize, j->esize);
 }
 
@@ -245,37 +270,51 @@ static void nhwc_failed(nhwc_job *j, const qr_error *e)
         *j->err = *e;
 }
 
-/* The epilogue of output pixels [r0, r0 + rows) of the batch, their accumulator in acc. */
-static void block_epilogue(nhwc_job *j, uint8_t *slot, int32_t *acc, int64_t r0, int64_t rows)
+/* The epilogue of output pixels [r0, r0 + rows) of the batch, channels [c0, c1), their accumulator
+ * in acc (rows m apart, from channel 0). A second stage takes whole rows of y: with the channels in
+ * parts, each part's y goes to y_split and the stage runs once all parts are done (split_then). */
+static void block_epilogue(nhwc_job *j, uint8_t *slot, int32_t *acc, int64_t r0, int64_t rows, int64_t c0,
+                           int64_t c1)
 {
     qr_error e;
-    int64_t off = r0 * j->m;
+    int64_t off = r0 * j->m, n = c1 - c0, es = (int64_t)j->esize;
+    int then = j->ep->then && !j->y_split; /* the stage on this block's rows */
     if (j->ep->run_rows) { /* channels last as they are: y straight into the output, or the block's rows */
-        uint8_t *ys = slot + j->at_y;
-        qr_acc_block b = {acc, j->m, rows, j->m, 0, j->ep->then ? 0 : off, j->m, j->ep->then ? ys : NULL};
+        uint8_t *ys = j->y_split ? j->y_split + off * es : slot + j->at_y;
+        qr_acc_block b = {acc + c0, j->m, rows, n, c0, j->ep->then ? c0 : off + c0, j->m, j->ep->then ? ys : NULL};
         if (j->ep->run_rows(j->ep, &b, &e) != QR_OK)
             nhwc_failed(j, &e);
-        else if (j->ep->then && j->ep->then(j->ep, ys, off, rows * j->m, &e) != QR_OK)
+        else if (then && j->ep->then(j->ep, ys, off, rows * j->m, &e) != QR_OK)
             nhwc_failed(j, &e);
         return;
     }
     int32_t *acct = (int32_t *)(void *)(slot + j->at_acct);
     uint8_t *ys = slot + j->at_y;
     int64_t cols = epilogue_cols(rows);
-    turn_acc(acc, rows, j->m, acct, cols);
-    qr_acc_block b = {acct, cols, j->m, cols, 0, 0, cols, ys};
+    turn_acc(acc + c0, j->m, rows, n, acct, cols);
+    qr_acc_block b = {acct, cols, n, cols, c0, 0, cols, ys};
     if (j->ep->run(j->ep, &b, &e) != QR_OK) {
         nhwc_failed(j, &e);
         return;
     }
-    if (!j->ep->then) {
-        turn_y(j, ys, cols, j->y + off * (int64_t)j->esize, rows);
+    if (!j->ep->then || j->y_split) {
+        turn_y(j, ys, cols, (j->y_split ? j->y_split : j->y) + (off + c0) * es, rows, n);
         return;
     }
     /* the block's y rows go to the second stage, which writes the output */
     uint8_t *rows_y = (uint8_t *)acct; /* free again: the epilogue has read it */
-    turn_y(j, ys, cols, rows_y, rows);
+    turn_y(j, ys, cols, rows_y, rows, n);
     if (j->ep->then(j->ep, rows_y, off, rows * j->m, &e) != QR_OK)
+        nhwc_failed(j, &e);
+}
+
+/* The second stage on y_split's pixels [p0, p1), once every part of their channels is made. */
+static void split_then(void *arg, int64_t p0, int64_t p1)
+{
+    nhwc_job *j = arg;
+    qr_error e;
+    if (!__atomic_load_n(&j->failed, __ATOMIC_ACQUIRE) &&
+        j->ep->then(j->ep, j->y_split + p0 * j->m * (int64_t)j->esize, p0 * j->m, (p1 - p0) * j->m, &e) != QR_OK)
         nhwc_failed(j, &e);
 }
 
@@ -411,18 +450,21 @@ static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
     const uint8_t **a = (const uint8_t **)(void *)s;
     int32_t *acc = (int32_t *)(void *)(s + j->at_acc);
     for (int64_t b = b0; b < b1 && !__atomic_load_n(&j->failed, __ATOMIC_ACQUIRE); b++) {
-        int64_t r0 = b * j->mb, rows = j->total - r0 < j->mb ? j->total - r0 : j->mb;
+        int64_t r0 = b / j->parts * j->mb, rows = j->total - r0 < j->mb ? j->total - r0 : j->mb;
+        int64_t part = b % j->parts, c0 = part * j->strips / j->parts * 64;
+        int64_t c1 = (part + 1) * j->strips / j->parts * 64;
+        c1 = c1 < j->m ? c1 : j->m;
         if (j->gather)
             gather_rows(j, r0, rows, s + j->at_rows, a);
         else
             window_rows(j, r0, rows, a);
-        if (j->fused) { /* y's bytes straight from the registers */
-            j->fused(j->y + r0 * j->m, j->m, a, j->gather ? 1 : j->taps, rows, j->wp, j->init, j->k4, 0, j->m, j->m,
+        if (j->fused && !j->y_split) { /* y's bytes straight from the registers */
+            j->fused(j->y + r0 * j->m, j->m, a, j->gather ? 1 : j->taps, rows, j->wp, j->init, j->k4, c0, c1, j->m,
                      j->ep->vtabs);
             continue;
         }
-        j->fn(acc, j->m, a, j->gather ? 1 : j->taps, rows, j->wp, j->init, j->k4, 0, j->m, j->m);
-        block_epilogue(j, s, acc, r0, rows);
+        j->fn(acc, j->m, a, j->gather ? 1 : j->taps, rows, j->wp, j->init, j->k4, c0, c1, j->m);
+        block_epilogue(j, s, acc, r0, rows, c0, c1);
     }
 }
 
@@ -437,7 +479,7 @@ static void depthwise_blocks(void *arg, int64_t b0, int64_t b1, int slot)
         int64_t n = b / j->blocks_per_image, oy0 = b % j->blocks_per_image * j->mb;
         int64_t oy1 = oy0 + j->mb < g->small[0] ? oy0 + j->mb : g->small[0];
         qr_nhwc_dw_u8(acc, j->c, j->x + n * g->big_n * j->c, j->c, g, j->wk, j->init, j->flip, j->xz, oy0, oy1);
-        block_epilogue(j, s, acc, n * g->small_n + oy0 * OW, (oy1 - oy0) * OW);
+        block_epilogue(j, s, acc, n * g->small_n + oy0 * OW, (oy1 - oy0) * OW, 0, j->c);
     }
 }
 
@@ -515,7 +557,7 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     qr_conv_geom g;
     if (qr_conv_geom_init(k, &xv, w->dims + 2, QR_WIN_CONV, &g) != QR_OK)
         return QR_ERR;
-    nhwc_job j = {.g = &g, .c = xv.dims[1], .m = w->dims[0], .taps = g.kernel_n, .ep = ep, .err = k->err};
+    nhwc_job j = {.g = &g, .c = xv.dims[1], .m = w->dims[0], .taps = g.kernel_n, .parts = 1, .ep = ep, .err = k->err};
     int64_t group = qr_attr_i(k->node, "group", 1), nimg = x->dims[0];
     int depthwise = group == j.c && j.m == j.c && w->dims[1] == 1;
     if (!depthwise && (group != 1 || w->dims[1] != j.c))
@@ -540,7 +582,9 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         j.k4 = qr_igemm_k4(j.gather ? j.taps * j.c : j.c);
         /* the batch folded into the rows: a block may span images, so small images share weight passes */
         j.total = nimg * g.small_n;
-        j.mb = block_rows(j.m, j.total, nimg, qr_pool_threads(k->pool));
+        j.strips = (j.m + 63) / 64;
+        j.parts = channel_parts(j.m, j.total, nimg, qr_pool_threads(k->pool));
+        j.mb = block_rows(j.m, j.total, nimg, j.parts > 1 ? 1 : qr_pool_threads(k->pool));
     }
     int64_t rows = depthwise ? j.mb * g.small[1] : j.mb;
     size_t wbytes = depthwise ? (size_t)(j.taps * j.c) * 4
@@ -582,6 +626,11 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     j.work = (depthwise || (zrow && tap_off)) && (depthwise || j.x)
                  ? qr_kwork(k, slots, (int64_t)j.slot_bytes, 1, "NHWC convolution's blocks")
                  : NULL;
+    if (j.work && j.parts > 1 && ep->then) {
+        j.y_split = qr_kwork(k, j.total, j.m * (int64_t)j.esize, 1, "NHWC convolution's y for its second stage");
+        if (!j.y_split)
+            j.work = NULL;
+    }
     if (!j.work) {
         qr_kcache_done(k, packed);
         return QR_ERR;
@@ -591,8 +640,10 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     if (tap_off)
         window_setup(&j, tap_off);
     j.zrow = zrow;
-    int64_t blocks = depthwise ? nimg * j.blocks_per_image : j.mb > 0 ? (j.total + j.mb - 1) / j.mb : 0;
+    int64_t blocks = depthwise ? nimg * j.blocks_per_image : j.mb > 0 ? (j.total + j.mb - 1) / j.mb * j.parts : 0;
     qr_parallel_for_slots(k->pool, blocks, 1, depthwise ? depthwise_blocks : dense_blocks, &j);
+    if (j.y_split) /* pixels of at least 16 KB of y a task */
+        qr_parallel_for(k->pool, j.total, (16384 + j.m - 1) / j.m, split_then, &j);
     qr_kcache_done(k, packed);
     return j.failed ? QR_ERR : QR_OK;
 }

@@ -624,7 +624,7 @@ Test(nhwc, pools_match_the_ops)
 
 /* ---- convolutions over few channels (iconv_nhwc.c's gathered windows) ---- */
 
-/* The epilogue: the int32 sums as they are. */
+/* The epilogue: the int32 sums as they are, of blocks turned (rows are channels). */
 static qr_status copy_sums(const qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e)
 {
     (void)ep, (void)e;
@@ -634,21 +634,71 @@ static qr_status copy_sums(const qr_acc_epilogue *ep, const qr_acc_block *b, qr_
     return QR_OK;
 }
 
-static qr_status gathered_infer(qr_kctx *k)
+/* How check_conv's epilogue runs (conv_run): the forms iconv_nhwc.c hands blocks over in. */
+enum { EP_SUMS, EP_TURNED, EP_TURNED_THEN, EP_ROWS, EP_ROWS_THEN, EP_FORMS };
+static const char *const ep_names[EP_FORMS] = {"sums", "turned", "turned, second stage", "channels last",
+                                               "channels last, second stage"};
+static int ep_form;
+static int32_t *ep_out; /* the node's output, which a channels-last block without y_block writes */
+
+/* The sums plus 3 x their channel, of turned blocks (rows are channels c0 + r): what shows that
+ * a block of channels from mid-layer says which it is. */
+static qr_status turned_sums(const qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e)
+{
+    (void)ep, (void)e;
+    int32_t *y = b->y_block;
+    for (int64_t r = 0; r < b->rows; r++)
+        for (int64_t k = 0; k < b->cols; k++)
+            y[b->y_off + r * b->y_rs + k] = b->acc[r * b->acc_rs + k] + 3 * (int32_t)(b->c0 + r);
+    return QR_OK;
+}
+
+/* The same of channels-last blocks (element (r, k) is channel c0 + k), into the output itself
+ * unless the block has its own y. */
+static qr_status rows_sums(const qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e)
+{
+    (void)ep, (void)e;
+    int32_t *y = b->y_block ? b->y_block : ep_out;
+    for (int64_t r = 0; r < b->rows; r++)
+        for (int64_t k = 0; k < b->cols; k++)
+            y[b->y_off + r * b->y_rs + k] = b->acc[r * b->acc_rs + k] + 3 * (int32_t)(b->c0 + k);
+    return QR_OK;
+}
+
+/* The second stage: the output's elements [off, off + len) are y's plus 1. */
+static qr_status then_plus1(const qr_acc_epilogue *ep, const void *y_rows, int64_t off, int64_t len, qr_error *e)
+{
+    (void)ep, (void)e;
+    const int32_t *y = y_rows;
+    for (int64_t i = 0; i < len; i++)
+        ep_out[off + i] = y[i] + 1;
+    return QR_OK;
+}
+
+static qr_status conv_infer(qr_kctx *k)
 {
     return qr_convint_infer_nhwc(k, k->in[0], k->in[2], k->in[1], NULL, QR_I32);
 }
 
-static qr_status gathered_run(qr_kctx *k)
+static qr_status conv_run(qr_kctx *k)
 {
-    qr_acc_epilogue ep = {.run = copy_sums};
+    qr_acc_epilogue ep = {.run = ep_form == EP_SUMS ? copy_sums : turned_sums};
+    if (ep_form == EP_ROWS || ep_form == EP_ROWS_THEN)
+        ep.run_rows = rows_sums;
+    if (ep_form == EP_TURNED_THEN || ep_form == EP_ROWS_THEN) {
+        ep.then = then_plus1;
+        ep.y_size = sizeof(int32_t);
+    }
+    ep_out = k->out[0]->data;
     return qr_convint_run_nhwc(k, k->in[0], k->in[2], k->in[1], NULL, 0, &ep);
 }
 
-/* A convolution of group 1 over C < 16 channels (the gathered rows), N images (blocks span
+/* A convolution of group 1 over C channels (C < 16: the gathered rows), N images (blocks span
  * them), M output channels, i8 or u8 activations with a random zero point, x NHWC or NCHW (x_nchw),
- * on pool's threads: its sums are ConvInteger's bit for bit. */
-static void check_gathered(unsigned *s, const shape *shp, int64_t N, int64_t M, int signed8, int x_nchw, qr_pool *pool)
+ * on pool's threads, its epilogue of the given form: its sums are ConvInteger's bit for bit (the
+ * forms but EP_SUMS add 3 x the channel, their second stage 1). */
+static void check_conv(unsigned *s, const shape *shp, int64_t N, int64_t M, int signed8, int x_nchw, qr_pool *pool,
+                       int form)
 {
     const shape sh = *shp;
     const qr_conv_geom *g = &sh.g;
@@ -682,8 +732,8 @@ static void check_gathered(unsigned *s, const shape *shp, int64_t N, int64_t M, 
         th.data = xh;
     }
     wa.a[wa.n++] = (qr_attr){.name = "x_nchw", .kind = QR_ATTR_INT, .i = x_nchw};
-    static const qr_op_def def = {.name = "gathered", .domain = "qrl", .infer = gathered_infer, .run = gathered_run};
-    qr_node node = {.name = "t", .op = "gathered", .domain = "qrl", .opset = 1, .n_in = 3, .n_out = 1,
+    static const qr_op_def def = {.name = "conv", .domain = "qrl", .infer = conv_infer, .run = conv_run};
+    qr_node node = {.name = "t", .op = "conv", .domain = "qrl", .opset = 1, .n_in = 3, .n_out = 1,
                     .n_attr = wa.n, .attr = wa.a, .def = &def};
     const qr_tensor *gin[3] = {&th, &tw, &txz};
     qr_tensor got = {0}, *outs[1] = {&got};
@@ -692,21 +742,32 @@ static void check_gathered(unsigned *s, const shape *shp, int64_t N, int64_t M, 
     cr_assert_eq(def.infer(&k), QR_OK, "%s", e.msg);
     cr_assert(got.dims[1] == OH && got.dims[2] == OW && got.dims[3] == M);
     cr_assert_eq(qr_tensor_alloc(&got, &e), QR_OK);
+    ep_form = form;
     cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
     const int32_t *yv = want.data, *yh = got.data;
+    int then = form == EP_TURNED_THEN || form == EP_ROWS_THEN;
+    const char *split = getenv("QRL_SPLIT");
     for (int64_t n = 0; n < N; n++)
         for (int64_t m = 0; m < M; m++)
-            for (int64_t i = 0; i < OH * OW; i++)
-                cr_assert_eq(yh[(n * OH * OW + i) * M + m], yv[(n * M + m) * OH * OW + i],
-                             "%s %s, N %lld M %lld, %d threads, %s: image %lld pixel %lld channel %lld: %d, op %d",
-                             signed8 ? "i8" : "u8", x_nchw ? "NCHW" : "NHWC", (long long)N, (long long)M,
-                             qr_pool_threads(pool), describe(&sh), (long long)n, (long long)i, (long long)m,
-                             yh[(n * OH * OW + i) * M + m], yv[(n * M + m) * OH * OW + i]);
+            for (int64_t i = 0; i < OH * OW; i++) {
+                int32_t w = yv[(n * M + m) * OH * OW + i] + (form == EP_SUMS ? 0 : 3 * (int32_t)m) + then;
+                cr_assert_eq(yh[(n * OH * OW + i) * M + m], w,
+                             "%s %s, N %lld M %lld, %d threads, split %s, epilogue %s, %s: image %lld pixel %lld "
+                             "channel %lld: %d, op %d", signed8 ? "i8" : "u8", x_nchw ? "NCHW" : "NHWC",
+                             (long long)N, (long long)M, qr_pool_threads(pool), split ? split : "auto",
+                             ep_names[form], describe(&sh), (long long)n, (long long)i, (long long)m,
+                             yh[(n * OH * OW + i) * M + m], w);
+            }
     qr_tensor_free(&want);
     qr_tensor_free(&got);
     free(xn);
     free(xh);
     free(w);
+}
+
+static void check_gathered(unsigned *s, const shape *shp, int64_t N, int64_t M, int signed8, int x_nchw, qr_pool *pool)
+{
+    check_conv(s, shp, N, M, signed8, x_nchw, pool, EP_SUMS);
 }
 
 /* Random geometries (windows 1..5, strides 1..3, dilations 1..2, pads), C of 1 to 15, 1 to 3
@@ -764,5 +825,48 @@ Test(nhwc, gathered_stems_match_convinteger)
         check_gathered(&s, &wide, 2, 24, it % 2, it / 2, it / 2 ? two : NULL);
         check_gathered(&s, &padded, 2, 8, it % 2, it / 2, it / 2 ? two : NULL);
     }
+    qr_pool_free(two);
+}
+
+/* A geometry of 3x3 windows, stride 1 or 2, pads 1, dilation 1. */
+static shape square3(int64_t C, int64_t HW, int64_t stride)
+{
+    shape sh = {.C = C, .H = HW, .W = HW};
+    int64_t o = (HW + 2 - 3) / stride + 1;
+    sh.g = (qr_conv_geom){.r = 2, .big = {HW, HW}, .small = {o, o}, .kernel = {3, 3}, .stride = {stride, stride},
+                          .dilation = {1, 1}, .pad_begin = {1, 1}, .pad_end = {1, 1}, .big_n = HW * HW,
+                          .small_n = o * o, .kernel_n = 9};
+    return sh;
+}
+
+/* The output channels cut into parts of whole 64-channel strips, one task each (iconv_nhwc.c's
+ * channel_parts: QRL_SPLIT=cols forces it, on one thread too), give the same sums as blocks of
+ * pixels (QRL_SPLIT=rows) and as the choice by shape: 2 to 4 strips, ragged (80, 200: a last
+ * strip of 16 or 8 channels) or not (128), every epilogue form (turned and channels last, with a
+ * second stage on whole rows of y and without), one image and three (blocks spanning them), the
+ * dense rows and the gathered ones (3 input channels), 1 and 2 threads. */
+Test(nhwc, channel_parts_match_convinteger)
+{
+    static const char *const splits[] = {"cols", "rows", NULL};
+    const struct {
+        shape sh;
+        int64_t M;
+        int x_nchw;
+    } cases[] = {{square3(32, 14, 1), 80, 0}, {square3(24, 7, 1), 200, 0}, {square3(40, 9, 2), 128, 0},
+                 {square3(3, 12, 1), 80, 1}};
+    unsigned s = 23;
+    qr_pool *two = qr_pool_new(2);
+    for (int sp = 0; sp < 3; sp++) {
+        if (splits[sp])
+            setenv("QRL_SPLIT", splits[sp], 1);
+        else
+            unsetenv("QRL_SPLIT");
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+            for (int form = EP_TURNED; form < EP_FORMS; form++)
+                for (int it = 0; it < 4; it++)
+                    check_conv(&s, &cases[c].sh, it % 2 ? 3 : 1, cases[c].M, (int)(c + form) % 2, cases[c].x_nchw,
+                               it / 2 ? two : NULL, form);
+    }
+    unsetenv("QRL_SPLIT");
     qr_pool_free(two);
 }
