@@ -4,7 +4,8 @@ sample data, for the integer-graph tests (tests/unit/test_intgraph.c).
 
     make_zoo_model.py OUT_DIR  ->  zoo.onnx, zoo_calib.npy, zoo_test.npy,
                                    two_inputs.onnx, two_a.npy, two_b.npy, two_labels.npy,
-                                   depthwise.onnx, residual.onnx, pools.onnx, pools_test.npy
+                                   depthwise.onnx, residual.onnx, pools.onnx, pools_test.npy,
+                                   wide.onnx
 
 The weights are random (seeded), so the model means nothing; what the tests
 check is that its integer graph computes what its QDQ simulation computes.
@@ -21,6 +22,10 @@ pools.onnx (3 x 64 x 64 inputs, pools_test.npy) has pools on planes large
 enough to be split across tasks: Conv + Relu, MaxPool 3x3 stride 2, Conv +
 Relu, AveragePool 3x3 with count_include_pad, MaxPool 8x8 stride 8, Flatten of
 its 32 x 4 x 4, Gemm.
+wide.onnx (the zoo's input) has two ResNet blocks of several 64-channel strips
+each, the last one ragged: Conv to 80 channels + Relu, Conv + Relu, Conv, Add
+of the first Relu's, Relu; a strided Conv to 200 channels + Relu, Conv, Add,
+Relu; GlobalAveragePool, Gemm.
 """
 import os
 import sys
@@ -155,6 +160,28 @@ def main():
     ]
     save_model(os.path.join(out, "pools.onnx"), "pools", nodes, {"x": [3, 64, 64]}, 10, inits)
     np.save(os.path.join(out, "pools_test.npy"), rng.normal(0, 1, (4, 3, 64, 64)).astype(np.float32))
+
+    inits.clear()
+    nodes = [
+        N("Conv", ["x", weight("ww0", (80, 3, 3, 3)), bias("bw0", 80)], ["v0"], name="conv0", pads=[1, 1, 1, 1]),
+        N("Relu", ["v0"], ["u0"], name="relu0"),
+        N("Conv", ["u0", weight("ww1", (80, 80, 3, 3)), bias("bw1", 80)], ["v1"], name="conv1", pads=[1, 1, 1, 1]),
+        N("Relu", ["v1"], ["u1"], name="relu1"),
+        N("Conv", ["u1", weight("ww2", (80, 80, 3, 3)), bias("bw2", 80)], ["v2"], name="conv2", pads=[1, 1, 1, 1]),
+        N("Add", ["v2", "u0"], ["sum2"], name="add2"),
+        N("Relu", ["sum2"], ["u2"], name="relu2"),
+        N("Conv", ["u2", weight("ww3", (200, 80, 3, 3)), bias("bw3", 200)], ["v3"], name="conv3",
+          pads=[1, 1, 1, 1], strides=[2, 2]),
+        N("Relu", ["v3"], ["u3"], name="relu3"),
+        N("Conv", ["u3", weight("ww4", (200, 200, 3, 3)), bias("bw4", 200)], ["v4"], name="conv4",
+          pads=[1, 1, 1, 1]),
+        N("Add", ["v4", "u3"], ["sum4"], name="add4"),
+        N("Relu", ["sum4"], ["u4"], name="relu4"),
+        N("GlobalAveragePool", ["u4"], ["g"], name="gap"),
+        N("Flatten", ["g"], ["f"], name="flatten", axis=1),
+        N("Gemm", ["f", weight("wwf", (10, 200)), bias("bwf", 10)], ["logits"], name="fc", transB=1),
+    ]
+    save_model(os.path.join(out, "wide.onnx"), "wide", nodes, {"x": [3, 16, 16]}, 10, inits)
 
 
 if __name__ == "__main__":

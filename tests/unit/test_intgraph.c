@@ -380,6 +380,57 @@ static qr_iconv_ep_fn counting_ep(int64_t taps, int64_t k4, int64_t n, const cha
     return f;
 }
 
+/* The NHWC convolutions' output channels cut into parts of whole 64-channel strips, a task each
+ * (QRL_SPLIT=cols, on one thread too), give the bits of blocks of pixels (QRL_SPLIT=rows) and of
+ * the choice by shape, which are the separate NCHW kernels' (QRL_FUSE=0): wide.onnx's layers of
+ * 80 and 200 channels (a last strip of 16 and 8), its residual Adds as second stages (run on whole
+ * rows of y once every part is done), batch 32 and 1, 1 and 2 threads, epilogues channels last and
+ * turned, onnx u8 and tflite. */
+Test(intgraph, channel_parts_give_the_same_outputs)
+{
+    const char *recipes[] = {"recipes/int8.qrl", "recipes/int8-tflite.qrl"};
+    const char *splits[] = {"cols", "rows", NULL};
+    qr_tensor x = {0};
+    qr_graph *g;
+    load("zoo_test.npy", NULL, &x);
+    load("wide.onnx", &g, NULL);
+    for (int r = 0; r < 2; r++) {
+        qrl_module *m0, *m1;
+        setenv("QRL_FUSE", "0", 1);
+        qr_quantized *apart = quantize(g, recipes[r], &m0);
+        unsetenv("QRL_FUSE");
+        setenv("QRL_NHWC", "all", 1);
+        qr_quantized *fused = quantize(g, recipes[r], &m1);
+        unsetenv("QRL_NHWC");
+        cr_assert_eq(count_attr_set(fused->ig->g, "QrlConvKernel", "then_call"), 2, "%s: the Adds are second stages",
+                     recipes[r]);
+        cr_assert_eq(count_attr(fused->ig->g, "QrlConvKernel", "nhwc"), 5, "%s", recipes[r]);
+        for (int sp = 0; sp < 3; sp++) {
+            char what[256];
+            snprintf(what, sizeof what, "%s, QRL_SPLIT=%s", recipes[r], splits[sp] ? splits[sp] : "(unset)");
+            if (splits[sp])
+                setenv("QRL_SPLIT", splits[sp], 1);
+            assert_same_outputs(apart, fused, &x, what);
+            /* with kernels compiled per shape, the epilogue fused where there is no second stage */
+            qr_iconv_set_specializer(qc_iconv_jit);
+            qr_iconv_set_ep_specializer(counting_ep);
+            ep_handed = 0;
+            snprintf(what, sizeof what, "%s, QRL_SPLIT=%s, QRL_ICONV_JIT=1", recipes[r], splits[sp] ? splits[sp] : "(unset)");
+            assert_same_outputs(apart, fused, &x, what);
+            qr_iconv_set_ep_specializer(NULL);
+            qr_iconv_set_specializer(NULL);
+            cr_assert(r == 1 || !qc_iconv_jit(9, 24, 24) || ep_handed > 0, "%s: no fused kernel ran", what);
+            unsetenv("QRL_SPLIT");
+        }
+        qr_quantized_free(apart);
+        qr_quantized_free(fused);
+        qr_module_free(m0);
+        qr_module_free(m1);
+    }
+    qr_graph_free(g);
+    qr_tensor_free(&x);
+}
+
 /* Phase 2: the NHWC convolutions on kernels libgccjit compiled for each layer's shape (extended-asm
  * vpdpbusd, compiler/iconv_jit.c) give the bits of the generic microkernels, on the ResNet block
  * (a 3-channel window gathered, 3x3, dilated, strided), with the stdlib's requantization fused
