@@ -15,7 +15,7 @@ struct qr_pool {
     qr_range_fn fn;
     qr_slot_fn sfn;
     void *arg;
-    int64_t total, chunk;
+    int64_t total;
     int next;              /* next chunk index to take */
     int chunks, finished;
     unsigned long generation;
@@ -65,7 +65,9 @@ static void drain(qr_pool *p, int slot)
         qr_range_fn fn = p->fn;
         qr_slot_fn sfn = p->sfn;
         void *arg = p->arg;
-        int64_t b = (int64_t)c * p->chunk, e = b + p->chunk < p->total ? b + p->chunk : p->total;
+        /* the first total % chunks ranges hold one item more: taken first, they even out the ends */
+        int64_t q = p->total / p->chunks, r = p->total % p->chunks;
+        int64_t b = c * q + (c < r ? c : r), e = b + q + (c < r);
         pthread_mutex_unlock(&p->mu);
         if (sfn)
             sfn(arg, b, e, slot);
@@ -177,8 +179,10 @@ static void run_chunks(qr_pool *p, int64_t n, int64_t grain, qr_range_fn fn, qr_
     p->sfn = sfn;
     p->arg = arg;
     p->total = n;
-    p->chunk = (n + chunks - 1) / chunks;
-    p->chunks = (int)((n + p->chunk - 1) / p->chunk);
+    /* exactly `chunks` ranges of n / chunks items or one more (at least grain): 14 blocks in ranges
+     * of 2 were 7 ranges, 4 on one thread and 3 on the other; now 8 ranges (2 x 6 then 1 x 2), 7
+     * blocks each */
+    p->chunks = (int)chunks;
     p->next = 0;
     __atomic_store_n(&p->finished, 0, __ATOMIC_RELAXED);
     __atomic_add_fetch(&p->generation, 1, __ATOMIC_RELEASE); /* spinning workers see it */

@@ -76,3 +76,44 @@ Test(parallel, jobs_back_to_back_and_after_sleeping)
         qr_pool_free(p);
     }
 }
+
+typedef struct range_log {
+    _Atomic int n;
+    int64_t len[64];
+} range_log;
+
+static void log_range(void *arg, int64_t b, int64_t e)
+{
+    range_log *l = arg;
+    int i = atomic_fetch_add(&l->n, 1);
+    if (i < 64)
+        l->len[i] = e - b;
+}
+
+/* A job is cut into min(4 x threads, n / grain) ranges whose sizes differ by at most one (each at
+ * least grain): 14 blocks on 2 threads are 8 ranges of 1 or 2, where ranges of 2 made 7, 4 of
+ * them on one thread. */
+Test(parallel, ranges_are_even)
+{
+    const int64_t sizes[] = {2, 7, 14, 15, 33, 100, 1001};
+    for (int threads = 2; threads <= 4; threads++) {
+        qr_pool *p = qr_pool_new(threads);
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+            for (int64_t grain = 1; grain <= 4; grain++) {
+                int64_t n = sizes[s], want = n / grain < 4 * threads ? n / grain : 4 * threads;
+                range_log l = {0};
+                qr_parallel_for(p, n, grain, log_range, &l);
+                int got = atomic_load(&l.n);
+                cr_assert_eq(got, want > 1 ? want : 1, "threads %d n %lld grain %lld: %d ranges", threads,
+                             (long long)n, (long long)grain, got);
+                int64_t lo = n, hi = 0;
+                for (int i = 0; i < got; i++) {
+                    lo = l.len[i] < lo ? l.len[i] : lo;
+                    hi = l.len[i] > hi ? l.len[i] : hi;
+                }
+                cr_assert(hi - lo <= 1 && (got == 1 || lo >= grain), "threads %d n %lld grain %lld: ranges of %lld to %lld",
+                          threads, (long long)n, (long long)grain, (long long)lo, (long long)hi);
+            }
+        qr_pool_free(p);
+    }
+}
