@@ -224,12 +224,14 @@ static void asm_load(gen *g, gcc_jit_block *b, gcc_jit_lvalue *y, gcc_jit_rvalue
         gcc_jit_extended_asm_add_input_operand(e, NULL, "Yk", mask);
 }
 
-/* vmovdqu32 v, disp(base), only the lanes of mask when there is one */
-static void asm_store(gen *g, gcc_jit_block *b, gcc_jit_rvalue *v, gcc_jit_rvalue *base, int64_t disp, gcc_jit_rvalue *mask)
+/* op v, disp(base) (vmovdqu32: the 16 dwords; vpmovdb: their low bytes), only the lanes of mask
+ * when there is one */
+static void asm_store(gen *g, gcc_jit_block *b, const char *op, gcc_jit_rvalue *v, gcc_jit_rvalue *base, int64_t disp,
+                      gcc_jit_rvalue *mask)
 {
     (void)g;
     char t[96];
-    snprintf(t, sizeof t, mask ? "vmovdqu32 %%0, %lld(%%1)%%{%%2%%}" : "vmovdqu32 %%0, %lld(%%1)", (long long)disp);
+    snprintf(t, sizeof t, mask ? "%s %%0, %lld(%%1)%%{%%2%%}" : "%s %%0, %lld(%%1)", op, (long long)disp);
     gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(b, NULL, t);
     gcc_jit_extended_asm_set_volatile_flag(e, 1);
     gcc_jit_extended_asm_add_input_operand(e, NULL, "v", v);
@@ -331,22 +333,6 @@ static void emit_insn(gen *g, gcc_jit_block *b, int i, gcc_jit_lvalue *acc, int 
     }
 }
 
-/* The 16 bytes of y's element (the last value, i32 lanes within y's type) at disp(base). */
-static void asm_store_bytes(gen *g, gcc_jit_block *b, gcc_jit_rvalue *v, gcc_jit_rvalue *base, int64_t disp,
-                            gcc_jit_rvalue *mask)
-{
-    (void)g;
-    char t[96];
-    snprintf(t, sizeof t, mask ? "vpmovdb %%0, %lld(%%1)%%{%%2%%}" : "vpmovdb %%0, %lld(%%1)", (long long)disp);
-    gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(b, NULL, t);
-    gcc_jit_extended_asm_set_volatile_flag(e, 1);
-    gcc_jit_extended_asm_add_input_operand(e, NULL, "v", v);
-    gcc_jit_extended_asm_add_input_operand(e, NULL, "r", base);
-    if (mask)
-        gcc_jit_extended_asm_add_input_operand(e, NULL, "Yk", mask);
-    gcc_jit_extended_asm_add_clobber(e, "memory");
-}
-
 /* The fused epilogue of the tile's nv vectors from block b: per vector, the instructions that do
  * not read the accumulator once, then per row (rows past nrows skipped) the others and y's
  * bytes; returns the block that continues. */
@@ -370,7 +356,7 @@ static gcc_jit_block *emit_epilogue(gen *g, gcc_jit_block *b, int nv, gcc_jit_bl
                     emit_insn(g, b, i, g->acc[r][v], v, mask, t0, t1);
             gcc_jit_rvalue *row = bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->i0), lng(g, r));
             gcc_jit_rvalue *dst = addr(g, prm(g, P_C), bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, row, prm(g, P_CRS)), rv(g->jb)));
-            asm_store_bytes(g, b, rv(g->val[g->ep->n - 1]), dst, 16 * v, mask);
+            asm_store(g, b, "vpmovdb", rv(g->val[g->ep->n - 1]), dst, 16 * v, mask); /* y's bytes */
         }
         gcc_jit_block_end_with_jump(b, NULL, next_v);
         b = next_v;
@@ -460,7 +446,7 @@ static void emit_tile(gen *g, gcc_jit_block *b, int nv, int64_t step, gcc_jit_bl
         gcc_jit_rvalue *row = bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->i0), lng(g, r));
         gcc_jit_rvalue *dst = addr(g, prm(g, P_C), bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, row, prm(g, P_CRS)), rv(g->jb)));
         for (int v = 0; v < nv; v++)
-            asm_store(g, b, rv(g->acc[r][v]), dst, 64 * v, v == nv - 1 ? rv(g->mask) : NULL);
+            asm_store(g, b, "vmovdqu32", rv(g->acc[r][v]), dst, 64 * v, v == nv - 1 ? rv(g->mask) : NULL);
         if (r + 1 < g->rows) {
             gcc_jit_block *next = block(g);
             gcc_jit_block_end_with_conditional(b, NULL, cmp(g, GCC_JIT_COMPARISON_GT, rv(g->nrows), lng(g, r + 1)), next, advance);
