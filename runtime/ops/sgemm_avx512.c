@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "sgemm.h"
+#include "act_avx512.h"
 
 #include "op.h"
 
@@ -13,18 +14,6 @@
 static inline __mmask16 cols_mask(int cols)
 {
     return cols >= 16 ? (__mmask16)0xffff : cols <= 0 ? 0 : (__mmask16)((1u << cols) - 1);
-}
-
-/* The activation (op.h's qr_act_apply) on 16 sums: ordered compares, so NaN stays. */
-TARGET static inline __m512 act_zmm(const qr_act *a, __m512 v)
-{
-    if (a->relu) {
-        __m512 zero = _mm512_setzero_ps();
-        return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LE_OQ), zero);
-    }
-    __m512 lo = _mm512_set1_ps(a->lo), hi = _mm512_set1_ps(a->hi);
-    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), lo);
-    return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), hi);
 }
 
 /* The sums are named registers: an array of them made GCC copy registers (igemm_avx512vnni.c). */
@@ -49,8 +38,8 @@ TARGET static inline __m512 act_zmm(const qr_act *a, __m512 v)
             h##r = _mm512_add_ps(h##r, bv);                                                                  \
         }                                                                                                    \
         if (act) {                                                                                           \
-            l##r = act_zmm(act, l##r);                                                                       \
-            h##r = act_zmm(act, h##r);                                                                       \
+            l##r = qr_act_zmm(act, l##r);                                                                       \
+            h##r = qr_act_zmm(act, h##r);                                                                       \
         }                                                                                                    \
         _mm512_mask_storeu_ps(c + r * ldc, k0, l##r);                                                        \
         _mm512_mask_storeu_ps(c + r * ldc + 16, k1, h##r);                                                   \
@@ -118,7 +107,7 @@ TARGET void qr_sgemm_tile_12x32_avx512(const float *ap, int64_t ars, int64_t acs
         if (bias)                                                                                            \
             s##r##v = _mm512_add_ps(s##r##v, _mm512_set1_ps(bias[r]));                                       \
         if (act)                                                                                             \
-            s##r##v = act_zmm(act, s##r##v);                                                                 \
+            s##r##v = qr_act_zmm(act, s##r##v);                                                                 \
         _mm512_mask_storeu_ps(c + r * ldc + 16 * v, cols_mask(cols - 16 * v), s##r##v);                      \
     }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "window_f32.h"
+#include "act_avx512.h"
 
 #include "op.h"
 
@@ -48,18 +49,6 @@ TARGET static inline __m512 row_load(const float *row, int64_t c, uint32_t m, in
     __m512 hi = _mm512_mask_loadu_ps(fill, (__mmask16)(m >> 16), p + 16);
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     return _mm512_permutex2var_ps(lo, even, hi);
-}
-
-/* The activation (op.h's qr_act_apply) on 16 outputs: ordered compares, so NaN stays. */
-TARGET static inline __m512 act_zmm(const qr_act *a, __m512 v)
-{
-    if (a->relu) {
-        __m512 zero = _mm512_setzero_ps();
-        return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LE_OQ), zero);
-    }
-    __m512 lo = _mm512_set1_ps(a->lo), hi = _mm512_set1_ps(a->hi);
-    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), lo);
-    return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), hi);
 }
 
 static inline __mmask16 out_mask(int64_t left)
@@ -153,7 +142,7 @@ TARGET static inline __attribute__((always_inline)) void dwi_block(const int S, 
         if (bias) /* last, and only when there is one (0 + -0 would be +0) */                                 \
             a##r = _mm512_add_ps(a##r, _mm512_set1_ps(*bias));                                                \
         if (act)                                                                                              \
-            a##r = act_zmm(act, a##r);                                                                        \
+            a##r = qr_act_zmm(act, a##r);                                                                        \
         _mm512_mask_storeu_ps(y + (oy + r) * OW + ob * 16, out_mask(OW - ob * 16), a##r);                      \
     }
     ROWS4(DW_STORE)
@@ -270,7 +259,7 @@ TARGET static inline void dw_store(const qr_conv_geom *g, const float *bias, con
     if (bias)
         v = _mm512_add_ps(v, _mm512_set1_ps(*bias));
     if (act)
-        v = act_zmm(act, v);
+        v = qr_act_zmm(act, v);
     _mm512_mask_storeu_ps(y + oy * g->small[1] + ob * 16, out_mask(g->small[1] - ob * 16), v);
 }
 
