@@ -1,0 +1,147 @@
+#!/usr/bin/python3
+"""Transformer models for QRL-H (tests, `make bench`, the closing note's tables): PyTorch
+exports (torch.onnx.export, opset 17) with random weights, as a new user would make them.
+
+  bert   a post-LN nn.TransformerEncoder (BERT layout: attention, Add, LayerNorm, FFN with
+         GELU, Add, LayerNorm), batch_first, input "x" [batch, seq, d] (dynamic batch),
+         output "y" [batch, seq, d]
+  gpt    a pre-LN decoder (GPT layout): token embedding (Gather on i64 ids) plus a learned
+         position embedding, causal self-attention written as torch code (a
+         masked_fill(-inf) mask, so Where in the export), split Q/K/V Linears, GELU (tanh
+         form), a final LayerNorm and the LM head; input "ids" [1, seq] i64 (fixed batch 1),
+         output "logits" [1, seq, vocab]
+  vit    torchvision vit_b_32 (input "x" [batch, 3, 224, 224]) -- only with --vit
+
+Usage: /usr/bin/python3 tools/make_transformer_models.py OUT_DIR [--size small|bench] [--vit]
+Writes NAME.onnx, NAME.pt (state dict), NAME_calib.npy (32 samples) and NAME_test.npy
+(16 other samples, never used to calibrate) for each model. Sizes:
+  small: d 32, 4 heads, ff 64, 2 layers, seq 8, vocab 50 (tests)
+  bench: d 256, 4 heads, ff 1024, 4 layers, seq 128 (gpt: seq 64, vocab 1000)
+Data: encoder inputs are N(0, 1); decoder ids uniform over the vocabulary (seed 1 for
+calibration, 2 for test).
+"""
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+from torch import nn
+
+SIZES = {
+    "small": dict(d=32, heads=4, ff=64, layers=2, seq=8, gseq=8, vocab=50),
+    "bench": dict(d=256, heads=4, ff=1024, layers=4, seq=128, gseq=64, vocab=1000),
+}
+
+
+def bert(s):
+    layer = nn.TransformerEncoderLayer(s["d"], s["heads"], s["ff"], dropout=0.0, activation="gelu",
+                                       batch_first=True, norm_first=False)
+    return nn.TransformerEncoder(layer, s["layers"], enable_nested_tensor=False)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.h = heads
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.o = nn.Linear(d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        hd = d // self.h
+        q = self.q(x).view(b, t, self.h, hd).transpose(1, 2)
+        k = self.k(x).view(b, t, self.h, hd).transpose(1, 2)
+        v = self.v(x).view(b, t, self.h, hd).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        mask = torch.tril(torch.ones(t, t, dtype=torch.bool))
+        att = att.masked_fill(~mask, float("-inf"))
+        att = torch.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        return self.o(y)
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads, ff):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.attn = CausalSelfAttention(d, heads)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, ff)
+        self.proj = nn.Linear(ff, d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.proj(nn.functional.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, s):
+        super().__init__()
+        d = s["d"]
+        self.tok = nn.Embedding(s["vocab"], d)
+        self.pos = nn.Parameter(torch.randn(1, s["gseq"], d) * 0.02)
+        self.blocks = nn.Sequential(*[Block(d, s["heads"], s["ff"]) for _ in range(s["layers"])])
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, s["vocab"], bias=False)
+
+    def forward(self, ids):
+        x = self.tok(ids) + self.pos[:, : ids.shape[1]]
+        return self.head(self.ln(self.blocks(x)))
+
+
+def export(model, example, path, inames, onames, dynamic_batch):
+    axes = {n: {0: "batch"} for n in inames + onames} if dynamic_batch else None
+    torch.onnx.export(model, example, path, opset_version=17, input_names=inames, output_names=onames,
+                      dynamic_axes=axes, do_constant_folding=True)
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        sys.exit(2)
+    out = sys.argv[1]
+    size = "small"
+    if "--size" in sys.argv:
+        size = sys.argv[sys.argv.index("--size") + 1]
+    s = SIZES[size]
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(0)
+
+    m = bert(s).eval()
+    calib = torch.from_numpy(np.random.default_rng(1).standard_normal((32, s["seq"], s["d"]), dtype=np.float32))
+    test = torch.from_numpy(np.random.default_rng(2).standard_normal((16, s["seq"], s["d"]), dtype=np.float32))
+    # with gradients on, PyTorch takes its generic path (its fused fast path does not export)
+    export(m, calib[:1], os.path.join(out, "bert.onnx"), ["x"], ["y"], True)
+    torch.save(m.state_dict(), os.path.join(out, "bert.pt"))
+    np.save(os.path.join(out, "bert_calib.npy"), calib.numpy())
+    np.save(os.path.join(out, "bert_test.npy"), test.numpy())
+
+    torch.manual_seed(0)
+    g = GPT(s).eval()
+    calib = np.random.default_rng(1).integers(0, s["vocab"], (32, s["gseq"]), dtype=np.int64)
+    test = np.random.default_rng(2).integers(0, s["vocab"], (16, s["gseq"]), dtype=np.int64)
+    with torch.no_grad():
+        export(g, torch.from_numpy(calib[:1]), os.path.join(out, "gpt.onnx"), ["ids"], ["logits"], False)
+    torch.save(g.state_dict(), os.path.join(out, "gpt.pt"))
+    np.save(os.path.join(out, "gpt_calib.npy"), calib)
+    np.save(os.path.join(out, "gpt_test.npy"), test)
+
+    if "--vit" in sys.argv:
+        import torchvision
+        torch.manual_seed(0)
+        v = torchvision.models.vit_b_32(weights=None).eval()
+        rng = np.random.default_rng(1)
+        calib = rng.standard_normal((32, 3, 224, 224), dtype=np.float32)
+        test = np.random.default_rng(2).standard_normal((16, 3, 224, 224), dtype=np.float32)
+        with torch.no_grad():
+            export(v, torch.from_numpy(calib[:1]), os.path.join(out, "vit.onnx"), ["x"], ["y"], True)
+        torch.save(v.state_dict(), os.path.join(out, "vit.pt"))
+        np.save(os.path.join(out, "vit_calib.npy"), calib)
+        np.save(os.path.join(out, "vit_test.npy"), test)
+
+
+if __name__ == "__main__":
+    main()
