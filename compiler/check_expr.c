@@ -220,6 +220,29 @@ static int is_unsigned_int(const qc_type *t)
     return qc_is_int(t) && !qc_is_signed(t);
 }
 
+/* v.dtype == "f32", v.op == "Relu", v.read_by == "Softmax": the literal must name an element
+ * type as `qrl dump` prints it, or an op of the runtime's table, or the predicate could never hold. */
+static const qc_type *check_dtype_literal(ctx *c, ql_node *n)
+{
+    static const char *const names[] = {"f32", "f16", "f64", "u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64",
+                                        "bool", "string"};
+    ql_node *fld = n->a->kind == QL_FIELD ? n->a : n->b, *lit = n->a->kind == QL_STR ? n->a : n->b;
+    if (fld->kind == QL_FIELD && lit->kind == QL_STR && (!strcmp(fld->name, "op") || !strcmp(fld->name, "read_by")))
+        chk_op_name(c, lit, lit->name);
+    if (fld->kind != QL_FIELD || strcmp(fld->name, "dtype") || lit->kind != QL_STR)
+        return &qc_bool;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(lit->name, names[i]))
+            return &qc_bool;
+    const char *hint = ql_suggest(lit->name, names, (int)(sizeof names / sizeof *names));
+    if (hint)
+        chk_err(c, lit, "'%s' is not an element type; did you mean '%s'?", lit->name, hint);
+    else
+        chk_err(c, lit, "'%s' is not an element type (f32, f16, f64, u8, i8, u16, i16, u32, i32, u64, i64, bool, "
+                        "string)", lit->name);
+    return &qc_bool;
+}
+
 static const qc_type *binary(ctx *c, ql_node *n, const qc_type *want)
 {
     char a[64], b[64];
@@ -239,8 +262,9 @@ static const qc_type *binary(ctx *c, ql_node *n, const qc_type *want)
         chk_err(c, n, "strings are compared with a string literal: %s", "attr(\"mode\", \"nearest\") == \"linear\"");
         return set_type(n, &qc_bool);
     }
-    if (cmp && (op == QL_TOK_EQ || op == QL_TOK_NE) &&
-        ((l->k == QC_BOOL && r->k == QC_BOOL) || (l->k == QC_STR && r->k == QC_STR)))
+    if (cmp && (op == QL_TOK_EQ || op == QL_TOK_NE) && l->k == QC_STR && r->k == QC_STR)
+        return set_type(n, check_dtype_literal(c, n));
+    if (cmp && (op == QL_TOK_EQ || op == QL_TOK_NE) && l->k == QC_BOOL && r->k == QC_BOOL)
         return set_type(n, &qc_bool);
     if (cmp && (op == QL_TOK_EQ || op == QL_TOK_NE) && (qc_any_member(l, is_bool) || qc_any_member(r, is_bool)) &&
         (l->k == QC_TVAR || r->k == QC_TVAR)) /* T: bool | u8: bools or numbers, per member */
@@ -935,7 +959,7 @@ static const qc_type *field(ctx *c, ql_node *n)
             return set_type(n, &qc_i64);
         if (!strcmp(m, "const") || !strcmp(m, "present"))
             return set_type(n, &qc_bool);
-        if (!strcmp(m, "op"))
+        if (!strcmp(m, "op") || !strcmp(m, "dtype") || !strcmp(m, "read_by"))
             return set_type(n, &qc_str);
         break;
     case QC_STATE: {

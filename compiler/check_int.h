@@ -59,6 +59,8 @@ typedef struct ctx {
 /* An error at n; chk_err_decl: at a declaration's name. */
 void chk_err(ctx *c, const ql_node *n, const char *fmt, ...) QL_PRINTF(3, 4);
 void chk_err_decl(ctx *c, const ql_node *n, const char *fmt, ...) QL_PRINTF(3, 4);
+/* An ONNX op name of the runtime's table; else an error at `at`, with the nearest name. */
+void chk_op_name(ctx *c, ql_node *at, const char *op);
 ql_span chk_decl_span(const ql_node *n);
 qc_sym *chk_new_sym(ctx *c, const char *name, qc_symkind k, const qc_type *t, ql_node *decl);
 void chk_push_scope(ctx *c, scope *s);

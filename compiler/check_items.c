@@ -168,7 +168,7 @@ static const char *op_hint(const char *op)
     return ql_suggest(op, cands, n);
 }
 
-static void check_op_name(ctx *c, ql_node *at, const char *op)
+void chk_op_name(ctx *c, ql_node *at, const char *op)
 {
     if (qrl_op_known(op))
         return;
@@ -199,16 +199,16 @@ static void role(ctx *c, ql_node *r)
 {
     ql_node *e = r->a;
     const char *fname = e->kind == QL_NAME ? e->name : e->kind == QL_CALL && e->a->kind == QL_NAME ? e->a->name : NULL;
-    static const char *const roles[] = {"activation", "output", "weight", "bias"};
+    static const char *const roles[] = {"activation", "output", "weight", "bias", "real"};
     int known = 0;
     for (size_t i = 0; fname && i < sizeof roles / sizeof roles[0]; i++)
         known |= !strcmp(fname, roles[i]);
     if (!known) {
-        const char *hint = fname ? ql_suggest(fname, roles, 4) : NULL;
+        const char *hint = fname ? ql_suggest(fname, roles, 5) : NULL;
         if (hint)
             chk_err(c, e, "unknown role '%s'; did you mean '%s'?", fname, hint);
         else
-            chk_err(c, e, "a role is activation, output, weight, weight(axis = N) or bias(x, w)");
+            chk_err(c, e, "a role is activation, output, weight, weight(axis = N), bias(x, w) or real");
         return;
     }
     e->type = &qc_role;
@@ -302,11 +302,23 @@ static void lower_convention(ctx *c, const ql_node *pat, ql_node *lower)
         const char *rn = re ? role_name(re) : NULL;
         if (!re) {
             if (j == cl->nkids) {
-                chk_err(c, lower, "the lowered output '%s' needs a role in quantize (activation or output)", vname);
+                chk_err(c, lower, "the lowered output '%s' needs a role in quantize (activation, output or real)", vname);
                 return;
             }
             want[nw] = qc_tensor_of(c->ar, &qc_f32);
             snprintf(whybuf[nw], sizeof whybuf[nw], "'%s' is not quantized: it arrives as its f32 tensor", vname);
+            why[nw] = whybuf[nw];
+            nw++;
+            continue;
+        }
+        if (!strcmp(rn, "real")) { /* a kernel's output in f32, not quantized: its tensor alone */
+            if (j != cl->nkids) {
+                chk_err(c, e, "'%s' is real: only the lowered output may be (an input that stays float has no role)",
+                        vname);
+                return;
+            }
+            want[nw] = qc_tensor_of(c->ar, &qc_f32);
+            snprintf(whybuf[nw], sizeof whybuf[nw], "'%s' is real: its f32 tensor", vname);
             why[nw] = whybuf[nw];
             nw++;
             continue;
@@ -427,7 +439,7 @@ static void pattern_match(ctx *c, qc_sym *s, ql_node *k)
         ql_node *bind = k->kids[b];
         for (int alt = 0; alt < bind->nkids; alt++) {
             ql_node *op = bind->kids[alt];
-            check_op_name(c, op, op->name);
+            chk_op_name(c, op, op->name);
             if (op->nkids > QRL_PATTERN_MAX_INPUTS)
                 chk_err(c, op->kids[QRL_PATTERN_MAX_INPUTS], "%s lists %d inputs; a pattern's node lists at most %d",
                     op->name, op->nkids, QRL_PATTERN_MAX_INPUTS);

@@ -36,10 +36,10 @@ static const char *const imp_sig[IMP_COUNT] = {
     [IMP_ADD_PARAM] = "vpssl", [IMP_ADD_FN_PARAM] = "vpsll", [IMP_VALUE_RANK] = "lpl", [IMP_VALUE_DIM] = "lpll", [IMP_VALUE_CONST] = "lpl",
     [IMP_VALUE_PRESENT] = "lpl", [IMP_VALUE_SCALAR] = "dpl", [IMP_VALUE_OP_IS] = "lpls", [IMP_ATTR_INT] = "lplsl", [IMP_ATTR_FLOAT] = "dplsd",
     [IMP_ATTR_STR_IS] = "lplsss", [IMP_ATTR_INTS] = "ppls",
-    [IMP_ADD_PATTERN] = "vpspsl", [IMP_ADD_PATTERN_VALUE] = "vpssllll", [IMP_ADD_PATTERN_NODE] = "vpsls", [IMP_ADD_PATTERN_NODE_INPUT] = "vpsll",
+    [IMP_ADD_PATTERN] = "vpspsls", [IMP_ADD_PATTERN_VALUE] = "vpssllll", [IMP_ADD_PATTERN_NODE] = "vpsls", [IMP_ADD_PATTERN_NODE_INPUT] = "vpsll",
     [IMP_ADD_PATTERN_LOWER] = "vpsslp", [IMP_ADD_PATTERN_LOWER_ARG] = "vpsll", [IMP_ADD_AFFINE] = "vpsllpppplss", [IMP_ADD_RECIPE] = "vpspl",
     [IMP_ADD_SETTING] = "vpssslsp", [IMP_ADD_SETTING_ARG] = "vpss", [IMP_ADD_USE] = "vpss", [IMP_SET_TILE_AXIS] = "vpll", [IMP_TQUANTILE] = "drtd",
-    [IMP_SET_POINTWISE] = "vp", [IMP_SET_VECTOR_EPILOGUE] = "vps",
+    [IMP_SET_POINTWISE] = "vp", [IMP_SET_VECTOR_EPILOGUE] = "vps", [IMP_VALUE_DTYPE_IS] = "lpls", [IMP_VALUE_READ_BY] = "lpls",
 };
 
 /* ---------------------------------------------------------------- types */

@@ -289,7 +289,10 @@ static gcc_jit_rvalue *binary(fgen *f, const ql_node *n)
                 r = jit_cmp(j, GCC_JIT_COMPARISON_NE, jit_now(f, jit_call_imp(f, IMP_ATTR_STR_IS, 5, args)), jit_lng(j, j->t_i64, 0));
             } else if (fld->kind == QL_FIELD && lit->kind == QL_STR) {
                 gcc_jit_rvalue *args[3] = {f->mt, jit_expr(f, fld->a), gcc_jit_context_new_string_literal(j->c, lit->name)};
-                r = jit_cmp(j, GCC_JIT_COMPARISON_NE, jit_now(f, jit_call_imp(f, IMP_VALUE_OP_IS, 3, args)), jit_lng(j, j->t_i64, 0));
+                int imp = !strcmp(fld->name, "dtype")     ? IMP_VALUE_DTYPE_IS /* v.dtype, v.read_by, v.op */
+                          : !strcmp(fld->name, "read_by") ? IMP_VALUE_READ_BY
+                                                          : IMP_VALUE_OP_IS;
+                r = jit_cmp(j, GCC_JIT_COMPARISON_NE, jit_now(f, jit_call_imp(f, imp, 3, args)), jit_lng(j, j->t_i64, 0));
             } else { /* two literals */
                 int eq = n->a->name && n->b->name && !strcmp(n->a->name, n->b->name);
                 r = gcc_jit_context_new_rvalue_from_int(j->c, j->t_bool, eq);

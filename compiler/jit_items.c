@@ -513,6 +513,15 @@ static const ql_node *role_expr(const ql_node *p, const char *name)
 #define ADDR_OR_NULL(fn) ((fn) ? jit_cast(j, gcc_jit_function_get_address((fn), NULL), j->t_voidp) \
                                : gcc_jit_context_null(j->c, j->t_voidp))
 
+/* A pattern's or rule's "file:line:col", as messages at quantize time name it. */
+static void item_loc(const qc_sym *s, char *loc, size_t cap)
+{
+    const ql_node *n = s->decl;
+    int line = 0, col = 0;
+    ql_source_linecol(n->name_span.src ? n->name_span.src : n->span.src, n->span.start, &line, &col);
+    snprintf(loc, cap, "%s:%d:%d", s->file->src->path, line, col);
+}
+
 static void register_pattern(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s,
                              const item_fns *fns)
 {
@@ -526,8 +535,11 @@ static void register_pattern(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_ji
         if (k->kind == QL_SETTING && !strcmp(k->name, "priority"))
             priority = (long)k->a->ival;
     }
-    gcc_jit_rvalue *a1[5] = {m, STR(s->name), ADDR_OR_NULL(fns->where), STR(numerics), jit_lng(j, j->t_i64, priority)};
-    CALL_IMP(IMP_ADD_PATTERN, 5, a1);
+    char loc[600];
+    item_loc(s, loc, sizeof loc);
+    gcc_jit_rvalue *a1[6] = {m, STR(s->name), ADDR_OR_NULL(fns->where), STR(numerics), jit_lng(j, j->t_i64, priority),
+                             STR(loc)};
+    CALL_IMP(IMP_ADD_PATTERN, 6, a1);
     const qc_sym *vals[256] = {0};
     int nv = pattern_values(p, vals, 256);
     for (int v = 0; v < nv; v++) {
@@ -607,9 +619,7 @@ static void register_affine(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
     const ql_node *n = s->decl;
     long kind = n->a->kind == QL_AFF_SAME ? QR_AFF_SAME : n->a->kind == QL_AFF_FIXED ? QR_AFF_FIXED : QR_AFF_REQUANTIZE;
     char loc[600], cond[512] = "";
-    int line = 0, col = 0;
-    ql_source_linecol(n->name_span.src ? n->name_span.src : n->span.src, n->span.start, &line, &col);
-    snprintf(loc, sizeof loc, "%s:%d:%d", s->file->src->path, line, col);
+    item_loc(s, loc, sizeof loc);
     if (n->b && n->b->span.src && n->b->span.end > n->b->span.start) {
         unsigned len = n->b->span.end - n->b->span.start;
         snprintf(cond, sizeof cond, "%.*s", (int)(len < sizeof cond ? len : sizeof cond - 1),

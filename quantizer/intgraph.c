@@ -579,6 +579,26 @@ static void island(builder *b, int v)
 
 /* ---------------------------------------------------- pattern matches */
 
+/* A matrix product's operand as the match quantizes it: the value itself, or, through nodes of
+ * the match between it and the product (a constant factor the pattern folds into its kernel's
+ * scale, as attention's 1/sqrt(d)), the data value they read. -1: none. */
+static int product_operand(const qr_qctx *q, const struct mrec *r, const qr_value *v)
+{
+    while (v && !slot_for(q, v->id) && !qr_plan_weight(q, v->id) && v->producer) {
+        const qr_node *p = v->producer;
+        int in_match = 0;
+        for (int k = 0; k < r->nnodes && !in_match; k++)
+            in_match = r->nodes[k] == p->id;
+        if (!in_match)
+            break;
+        v = NULL;
+        for (int j = 0; j < p->n_in && !v; j++)
+            if (p->in[j] && !p->in[j]->is_const)
+                v = p->in[j];
+    }
+    return v ? v->id : -1;
+}
+
 /* The int32 accumulator of the match's Conv/Gemm/MatMul over the integers:
  * ConvInteger or MatMulInteger with the zero points. NULL: not lowerable. */
 static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
@@ -600,11 +620,13 @@ static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
         return NULL;
     }
     const qr_node *a = b->d->nodes[q->qnode[oa->id]];
-    int xv = oa->in[0]->id, wv = oa->n_in > 1 && oa->in[1] ? oa->in[1]->id : -1;
+    int xv = product_operand(q, r, oa->in[0]), wv = oa->n_in > 1 ? product_operand(q, r, oa->in[1]) : -1;
     const qr_slot *xs = slot_for(q, xv);
     const qr_wquant *w = wv >= 0 ? qr_plan_weight(q, wv) : NULL;
+    /* a MatMul of two activations (attention's Q.K^T and P.V): the second one's own qparams */
+    const qr_slot *bs = !w && wv >= 0 && !strcmp(oa->op, "MatMul") ? slot_for(q, wv) : NULL;
     qr_value *xi = int_of(b, xv), *wi = int_of(b, wv);
-    if (!xs || !w || !xi || !wi) {
+    if (!xs || (!w && !bs) || !xi || !wi) {
         *why = "its input or weight is not quantized";
         return NULL;
     }
@@ -637,12 +659,13 @@ static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
         return qr_errorf(b->e, "out of memory"), NULL;
     snprintf(name, sizeof name, "%s_x_zero_point", acc->name);
     qr_value *xz = scalar_const(b, name, q->act_dtype, xs->qp.zero);
-    /* weight zero points: one per output channel, or a scalar */
-    qr_tensor wz = {.dtype = w->dtype, .ndim = w->nch > 1 ? 1 : 0, .dims = {w->nch}};
+    /* weight zero points: one per output channel, or a scalar; an activation's one */
+    int nch = w ? w->nch : 1;
+    qr_tensor wz = {.dtype = w ? w->dtype : q->act_dtype, .ndim = nch > 1 ? 1 : 0, .dims = {nch}};
     if (qr_tensor_alloc(&wz, b->e) != QR_OK)
         return NULL;
-    for (int c = 0; c < w->nch; c++)
-        qr_set_i64(wz.data, w->dtype, c, w->zero[c]);
+    for (int c = 0; c < nch; c++)
+        qr_set_i64(wz.data, wz.dtype, c, w ? w->zero[c] : bs->qp.zero);
     snprintf(name, sizeof name, "%s_w_zero_point", acc->name);
     qr_value *wzv = qr_plan_const(b->d, name, &wz);
     qr_tensor_free(&wz);
@@ -692,7 +715,8 @@ static int plan_args(const struct mrec *r, const qr_pat_lower *l, plan_arg *pa, 
     }
     if (l->out < 0 || l->out >= p->nvalues)
         return -1;
-    pa[n++] = (plan_arg){.vi = l->out, .id = r->out, .role = QR_ROLE_OUTPUT, .is_out = 1};
+    qr_role_kind out = p->values[l->out].role == QR_ROLE_REAL ? QR_ROLE_REAL : QR_ROLE_OUTPUT;
+    pa[n++] = (plan_arg){.vi = l->out, .id = r->out, .role = out, .is_out = 1};
     return n;
 }
 
@@ -711,13 +735,13 @@ static int pattern_consts(const qr_pattern *p)
 /* Parameters an argument fills: a quantized value its tensor, scale and zero point. */
 static int arg_width(const plan_arg *a)
 {
-    return a->is_const || a->role == QR_ROLE_BIAS || a->role == QR_ROLE_NONE ? 1 : 3;
+    return a->is_const || a->role == QR_ROLE_BIAS || a->role == QR_ROLE_NONE || a->role == QR_ROLE_REAL ? 1 : 3;
 }
 
 /* The integer type a quantized argument arrives as (QR_UNDEF: not quantized here). */
 static qr_dtype arg_dtype(const builder *b, const plan_arg *a)
 {
-    if (a->is_const || a->role == QR_ROLE_NONE)
+    if (a->is_const || a->role == QR_ROLE_NONE || a->role == QR_ROLE_REAL)
         return a->is_const ? QR_UNDEF : QR_F32;
     if (a->role == QR_ROLE_BIAS)
         return QR_I32;
@@ -795,7 +819,8 @@ static int lacks_integers(const builder *b, const struct mrec *r, const plan_arg
     for (int i = 0; i < npa; i++) {
         const plan_arg *a = &pa[i];
         int missing = !a->is_const && a->id < 0 && a->role != QR_ROLE_BIAS;
-        int no_int = !a->is_const && a->id >= 0 && a->role != QR_ROLE_NONE && !int_of(b, a->id);
+        int no_int = !a->is_const && a->id >= 0 && a->role != QR_ROLE_NONE && a->role != QR_ROLE_REAL &&
+                     !int_of(b, a->id);
         const qr_wquant *w = !a->is_const && a->role == QR_ROLE_WEIGHT && a->id >= 0 ? qr_plan_weight(q, a->id) : NULL;
         int no_w = !a->is_const && a->role == QR_ROLE_WEIGHT && a->id >= 0 && !w;
         /* per-channel scales along another axis than the pattern's (a loaded model's choice) */
@@ -973,9 +998,11 @@ static void kernel_node(builder *b, const struct mrec *r, const qr_fn_desc *kd, 
 {
     const qr_qctx *q = b->q;
     char name[512];
+    int real = yi->t.dtype == QR_F32;
     for (int k = 0; k < r->nnodes; k++)
         b->d->nodes[q->qnode[r->nodes[k]]]->dead = 1;
-    drop_quantize(yi);
+    if (!real)
+        drop_quantize(yi);
     /* a generic kernel's instance ("qlinear<u8>") names the node by its generic: names stay identifiers */
     snprintf(name, sizeof name, "%s_%.*s_%s", r->p->name, (int)strcspn(kd->name, "<"), kd->name, yi->name);
     qr_node *n = add_node(b, "QrlKernel", name, ka->nin, yi);
@@ -983,11 +1010,11 @@ static void kernel_node(builder *b, const struct mrec *r, const qr_fn_desc *kd, 
         return;
     memcpy(n->in, ka->ins, sizeof *ka->ins * (size_t)ka->nin);
     qr_node_add_attr_i(b->d, n, "call", b->ig->ncalls);
-    qr_node_add_attr_i(b->d, n, "to", q->act_dtype);
+    qr_node_add_attr_i(b->d, n, "to", real ? QR_F32 : q->act_dtype);
     qr_node_add_attr_i(b->d, n, "acc", want_acc);
     if (!want_acc)
         shape_attrs(b, r, n, ka);
-    if (yi->q && want_acc) { /* y comes from an int32 accumulator */
+    if (yi->q && want_acc && !real) { /* y comes from an int32 accumulator */
         qr_qinfo *qi = qr_arena_memdup(&b->d->arena, yi->q, sizeof *qi);
         if (qi)
             qi->acc = QR_I32, yi->q = qi;
@@ -996,11 +1023,22 @@ static void kernel_node(builder *b, const struct mrec *r, const qr_fn_desc *kd, 
 
 /* A match of a pattern as a call of its lowering's kernel: the kernel is chosen, its arguments
  * filled from the plan (tensors, qparams, the match's constants) and the call replaces the match. */
+/* The f32 value a real output's kernel writes: y itself, or, when another match quantizes y for
+ * its own use, what y's QuantizeLinear reads (which then stays). */
+static qr_value *real_output(builder *b, int v)
+{
+    qr_value *q = int_of(b, v);
+    if (!q)
+        return b->d->values[v];
+    return q->producer && q->producer->n_in > 0 ? q->producer->in[0] : NULL;
+}
+
 static qr_status lower_match(builder *b, const struct mrec *r)
 {
     const qr_pattern *p = r->p;
-    qr_value *yi = int_of(b, r->out);
-    if (!p->nlowers || !slot_for(b->q, r->out) || !yi)
+    int real = p->nlowers && p->values[p->lowers[0].out].role == QR_ROLE_REAL;
+    qr_value *yi = real ? real_output(b, r->out) : int_of(b, r->out);
+    if (!p->nlowers || (!real && !slot_for(b->q, r->out)) || !yi)
         return QR_OK; /* nothing to lower, or it fell back to f32 */
     const qr_pat_lower *l;
     const qr_fn_desc *kd = NULL;
@@ -1330,11 +1368,12 @@ static qr_status lower_affine_with(builder *b, int node, qr_value **xi, const qr
     qr_value *yi = int_of(b, yid);
     if (!a || !ys || !yi)
         return QR_OK;
-    /* the data inputs' integers (the originals' ids: n reads their DequantizeLinear outputs) */
+    /* the data inputs' integers (the originals' ids: n reads their DequantizeLinear outputs);
+     * integer inputs (shapes, indices) are read as computed, constant or not */
     int ndata = 0, first = -1;
     for (int j = 0; j < on->n_in; j++) {
         const qr_value *v = on->in[j];
-        if (!v || v->is_const)
+        if (!v || v->is_const || (v->t.dtype != QR_UNDEF && !qr_dtype_is_float(v->t.dtype)))
             continue;
         if (!(xsl[j] = slot_for(q, v->id)) || !(xi[j] = int_of(b, v->id))) {
             island(b, yid);

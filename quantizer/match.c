@@ -97,6 +97,28 @@ static int match_value(mctx *c, int idx, qr_value *v)
     return 0;
 }
 
+/* A match may quantize only real numbers: a value its quantize clause makes an activation or an
+ * output (a computed weight or bias becomes an activation) must be f32. Integer values are shape
+ * and index arithmetic, which the pattern's where clause must leave out (v.dtype == "f32"). */
+static int roles_fit(const mctx *c, const qr_node *root, qr_error *e)
+{
+    const qr_pattern *p = c->p;
+    for (int i = 0; i < p->nvalues && i < QR_MATCH_MAX_VALUES; i++) {
+        const qr_value *v = c->m.values[i];
+        qr_role_kind r = p->values[i].role;
+        if (!v || r == QR_ROLE_NONE || r == QR_ROLE_SAME || ((r == QR_ROLE_WEIGHT || r == QR_ROLE_BIAS) && v->is_const))
+            continue;
+        if (v->t.dtype == QR_UNDEF || qr_dtype_is_float(v->t.dtype)) /* undef: not inferred, not known integer */
+            continue;
+        qr_errorf(e, "%s: pattern '%s' matches node '%s' (%s), whose %s '%s' is %s: a pattern quantizes real "
+                     "numbers only; its where clause can test %s.dtype == \"f32\"",
+                  p->loc && p->loc[0] ? p->loc : "?", p->name, root->name, root->op, p->values[i].name, v->name,
+                  qr_dtype_name(v->t.dtype), p->values[i].name);
+        return 0;
+    }
+    return 1;
+}
+
 int qr_match_pattern(const qr_graph *g, const qr_pattern *p, unsigned char *claimed, qrl_rt *rt, qr_match_fn fn,
                      void *user, qr_error *e)
 {
@@ -156,6 +178,8 @@ int qr_match_pattern(const qr_graph *g, const qr_pattern *p, unsigned char *clai
                 if (!ok)
                     continue;
             }
+            if (!roles_fit(&c, n, e))
+                return -1;
             if (fn(user, &c.m)) {
                 for (int k = 0; k < c.m.nnodes; k++)
                     claimed[c.m.nodes[k]->id] = 1;

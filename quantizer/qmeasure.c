@@ -497,6 +497,21 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
 
 /* ------------------------------------------------------------ MACs */
 
+/* The reduced dimension K of a MatMul (transposed: a Gemm with transA): the last dim of A as a run
+ * saw it; A may be a graph input, which no node produces and the run's observer never sees, so
+ * then from its static shape, else from B's (K of [..., K, N]). */
+static double product_depth(const qr_node *n, const int64_t *last, int trans_a)
+{
+    const qr_tensor *a = &n->in[0]->t, *b = &n->in[1]->t;
+    if (trans_a)
+        return a->ndim == 2 && a->dims[0] > 0 ? (double)a->dims[0] : b->ndim == 2 ? (double)b->dims[0] : 0;
+    if (last[n->in[0]->id] > 0)
+        return (double)last[n->in[0]->id];
+    if (a->ndim > 0 && a->dims[a->ndim - 1] > 0)
+        return (double)a->dims[a->ndim - 1];
+    return b->ndim >= 2 && b->dims[b->ndim - 2] > 0 ? (double)b->dims[b->ndim - 2] : 0;
+}
+
 /* Multiply-accumulates per sample of a Conv, ConvTranspose, Gemm or MatMul; 0 for other ops. */
 static double node_macs(const qr_node *n, const double *per_sample, const int64_t *last)
 {
@@ -511,11 +526,8 @@ static double node_macs(const qr_node *n, const double *per_sample, const int64_
     }
     if (!strcmp(n->op, "ConvTranspose")) /* each input element: C_out / group * kernel */
         return per_sample[n->in[0]->id] * (w->t.ndim >= 2 && w->t.dims[0] > 0 ? (double)qr_tensor_numel(&w->t) / (double)w->t.dims[0] : 0);
-    if (!strcmp(n->op, "MatMul"))
-        return out * (double)last[n->in[0]->id];
-    if (!strcmp(n->op, "Gemm"))
-        return out * (double)(qr_attr_i(n, "transA", 0) ? (n->in[0]->t.ndim == 2 ? n->in[0]->t.dims[0] : 0)
-                                                         : last[n->in[0]->id]);
+    if (!strcmp(n->op, "MatMul") || !strcmp(n->op, "Gemm"))
+        return out * product_depth(n, last, !strcmp(n->op, "Gemm") && qr_attr_i(n, "transA", 0));
     return 0;
 }
 

@@ -260,14 +260,16 @@ static qr_status match_patterns(qr_qctx *q)
 }
 
 /* Whether every data input of n (constants aside) is a quantized value, at least one; *first: the
- * first one's slot. */
+ * first one's slot. Integer and bool inputs are not data: they are shapes, indices, axes and
+ * conditions (Reshape's shape, Slice's starts, Gather's indices, Where's condition), computed as
+ * they are in the f32 graph, whether constant or not. */
 static int data_inputs_quantized(const qr_qctx *q, const qr_node *n, int *first)
 {
     int ok = 0;
     *first = -1;
     for (int j = 0; j < n->n_in; j++) {
         const qr_value *v = n->in[j];
-        if (!v || v->is_const)
+        if (!v || v->is_const || (v->t.dtype != QR_UNDEF && !qr_dtype_is_float(v->t.dtype)))
             continue;
         if (q->slot_of[v->id] < 0)
             return 0;

@@ -450,6 +450,31 @@ static int64_t m_op_is(const qrl_match *mt, int64_t v, const char *op)
     return x && x->producer && strcmp(x->producer->op, op) == 0;
 }
 
+static int64_t m_read_by(const qrl_match *mt, int64_t v, const char *op)
+{
+    const qr_value *x = mval(mt, v);
+    if (!x || x->is_output)
+        return 0;
+    int readers = 0;
+    for (int i = 0; i < mt->g->n_nodes; i++) {
+        const qr_node *n = mt->g->nodes[i];
+        for (int j = 0; !n->dead && j < n->n_in; j++)
+            if (n->in[j] == x) {
+                if (strcmp(n->op, op) || n->domain[0])
+                    return 0;
+                readers++;
+                break;
+            }
+    }
+    return readers > 0;
+}
+
+static int64_t m_dtype_is(const qrl_match *mt, int64_t v, const char *dtype)
+{
+    const qr_value *x = mval(mt, v);
+    return x && strcmp(qr_dtype_name(x->t.dtype), dtype) == 0;
+}
+
 /* The node whose attributes v names: v's producer, or (v = -1) the node an affine rule is asked about. */
 static const qr_node *mnode(const qrl_match *mt, int64_t v)
 {
@@ -548,11 +573,13 @@ static qr_recipe *find_recipe(qrl_module *m, const char *name)
     return NULL;
 }
 
-static void reg_pattern(qrl_module *m, const char *name, void *where, const char *numerics, int64_t priority)
+static void reg_pattern(qrl_module *m, const char *name, void *where, const char *numerics, int64_t priority,
+                        const char *loc)
 {
     qr_pattern *p = grow1(m, (void **)&m->patterns, &m->npatterns, sizeof *p);
     if (p) {
         p->name = name;
+        p->loc = loc ? loc : "";
         p->where = (qrl_where_fn)where;
         p->numerics = numerics ? numerics : "";
         p->priority = (int)priority;
@@ -561,7 +588,7 @@ static void reg_pattern(qrl_module *m, const char *name, void *where, const char
 
 const char *qr_role_name(qr_role_kind r)
 {
-    static const char *const names[QR_ROLE_COUNT] = {"", "activation", "output", "weight", "bias", "same"};
+    static const char *const names[QR_ROLE_COUNT] = {"", "activation", "output", "weight", "bias", "same", "real"};
     return (unsigned)r < QR_ROLE_COUNT ? names[r] : "";
 }
 
@@ -773,6 +800,8 @@ static const qrl_imports imports = {
     .tensor_quantile = t_quantile,
     .set_pointwise = reg_pointwise,
     .set_vector_epilogue = reg_vector_epilogue,
+    .value_dtype_is = m_dtype_is,
+    .value_read_by = m_read_by,
 };
 
 const qrl_imports *qr_recipe_imports(void)

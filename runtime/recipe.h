@@ -18,7 +18,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 19
+#define QR_RECIPE_ABI 20
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -139,8 +139,10 @@ typedef struct qrl_imports {
     qrl_array *(*attr_ints)(const qrl_match *mt, int64_t v, const char *name);
     /* Patterns. where: int64_t (*)(qrl_rt *, const qrl_match *), NULL = always; numerics: the recipe
      * numerics its kernels implement ("onnx", "tflite", ...; "": any); priority: patterns are tried
-     * highest first (-1: the pattern's number of nodes, so larger ones fuse first). */
-    void (*add_pattern)(qrl_module *m, const char *name, void *where, const char *numerics, int64_t priority);
+     * highest first (-1: the pattern's number of nodes, so larger ones fuse first); loc: the pattern's
+     * "file:line:col", for messages. */
+    void (*add_pattern)(qrl_module *m, const char *name, void *where, const char *numerics, int64_t priority,
+                        const char *loc);
     /* role: a qr_role_kind; axis for weight(axis = N) (-1: per tensor); a, b: the value
      * indices of bias(a, b) / same(a) (-1: none). */
     void (*add_pattern_value)(qrl_module *m, const char *pattern, const char *name, int64_t role, int64_t axis,
@@ -187,6 +189,12 @@ typedef struct qrl_imports {
     /* The kernel just added, a channels-last epilogue kernel, has a vector form: prog, the
      * program of compiler/vecmap.h, text that lives as long as the module. */
     void (*set_vector_epilogue)(qrl_module *m, const char *prog);
+    /* Pattern predicate v.dtype == "f32": v's element type is the one named ("f32", "i64", ... as
+     * `qrl dump` prints them); 0 for an absent value. */
+    int64_t (*value_dtype_is)(const qrl_match *mt, int64_t v, const char *dtype);
+    /* Pattern predicate v.read_by == "Softmax": every node that reads v is that op, at least one,
+     * and v is not a graph output. */
+    int64_t (*value_read_by)(const qrl_match *mt, int64_t v, const char *op);
 } qrl_imports;
 
 struct qrl_rt {
@@ -302,7 +310,8 @@ struct qrl_match {
 };
 
 /* What a pattern's quantize clause makes a value: none (it stays f32), activation, output,
- * weight(axis), bias(x, w) or same(x). */
+ * weight(axis), bias(x, w), same(x), or real (the lowered output, which the kernel writes in f32
+ * for float consumers: an island's input that is never rounded to integers). */
 typedef enum qr_role_kind {
     QR_ROLE_NONE,
     QR_ROLE_ACTIVATION,
@@ -310,6 +319,7 @@ typedef enum qr_role_kind {
     QR_ROLE_WEIGHT,
     QR_ROLE_BIAS,
     QR_ROLE_SAME,
+    QR_ROLE_REAL,
     QR_ROLE_COUNT
 } qr_role_kind;
 
@@ -352,6 +362,7 @@ typedef struct qr_pat_lower {
 
 typedef struct qr_pattern {
     const char *name;
+    const char *loc; /* "file:line:col" of its declaration */
     qrl_where_fn where;
     const char *numerics; /* "": any recipe's */
     int priority;         /* tried highest first; -1: its number of nodes */

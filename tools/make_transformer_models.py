@@ -14,7 +14,10 @@ exports (torch.onnx.export, opset 17) with random weights, as a new user would m
 
 Usage: /usr/bin/python3 tools/make_transformer_models.py OUT_DIR [--size small|bench] [--vit]
 Writes NAME.onnx, NAME.pt (state dict), NAME_calib.npy (32 samples) and NAME_test.npy
-(16 other samples, never used to calibrate) for each model. Sizes:
+(16 other samples, never used to calibrate) for each model, and PyTorch's own outputs on the
+test samples: NAME_test_f32.npy (the f32 model) and NAME_test_torch_dynamic.npy (PyTorch's
+torch.quantization.quantize_dynamic of its nn.Linear layers, int8, fbgemm where the CPU has it):
+the references QRL's accuracy is judged against. Sizes:
   small: d 32, 4 heads, ff 64, 2 layers, seq 8, vocab 50 (tests)
   bench: d 256, 4 heads, ff 1024, 4 layers, seq 128 (gpt: seq 64, vocab 1000)
 Data: encoder inputs are N(0, 1); decoder ids uniform over the vocabulary (seed 1 for
@@ -34,10 +37,24 @@ SIZES = {
 }
 
 
+def randomize(model):
+    """Every layer its own weights (nn.TransformerEncoder clones one layer), and biases and
+    LayerNorm parameters away from PyTorch's 0 and 1, as trained models have them."""
+    for name, p in model.named_parameters():
+        with torch.no_grad():
+            if p.dim() > 1 and "pos" not in name:
+                nn.init.xavier_uniform_(p)
+            elif "norm" in name or "ln" in name:
+                p.copy_((1.0 if name.endswith("weight") else 0.0) + 0.1 * torch.randn_like(p))
+            elif p.dim() == 1:
+                p.copy_(0.02 * torch.randn_like(p))
+    return model
+
+
 def bert(s):
     layer = nn.TransformerEncoderLayer(s["d"], s["heads"], s["ff"], dropout=0.0, activation="gelu",
                                        batch_first=True, norm_first=False)
-    return nn.TransformerEncoder(layer, s["layers"], enable_nested_tensor=False)
+    return randomize(nn.TransformerEncoder(layer, s["layers"], enable_nested_tensor=False))
 
 
 class CausalSelfAttention(nn.Module):
@@ -92,6 +109,21 @@ class GPT(nn.Module):
         return self.head(self.ln(self.blocks(x)))
 
 
+def references(model, test, out, name):
+    """PyTorch's f32 outputs and quantize_dynamic's on the test samples, one sample at a time."""
+    engines = torch.backends.quantized.supported_engines
+    torch.backends.quantized.engine = "fbgemm" if "fbgemm" in engines else engines[-1]
+    qmodel = torch.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+    # training mode (dropout is 0) keeps nn.TransformerEncoder off its fused fast path, which
+    # torch 1.13 breaks on dynamically quantized weights
+    qmodel.train()
+    with torch.no_grad():
+        f32 = torch.cat([model(test[i:i + 1]) for i in range(len(test))])
+        dyn = torch.cat([qmodel(test[i:i + 1]) for i in range(len(test))])
+    np.save(os.path.join(out, name + "_test_f32.npy"), f32.numpy())
+    np.save(os.path.join(out, name + "_test_torch_dynamic.npy"), dyn.numpy())
+
+
 def export(model, example, path, inames, onames, dynamic_batch):
     axes = {n: {0: "batch"} for n in inames + onames} if dynamic_batch else None
     torch.onnx.export(model, example, path, opset_version=17, input_names=inames, output_names=onames,
@@ -118,9 +150,10 @@ def main():
     torch.save(m.state_dict(), os.path.join(out, "bert.pt"))
     np.save(os.path.join(out, "bert_calib.npy"), calib.numpy())
     np.save(os.path.join(out, "bert_test.npy"), test.numpy())
+    references(m, test, out, "bert")
 
     torch.manual_seed(0)
-    g = GPT(s).eval()
+    g = randomize(GPT(s)).eval()
     calib = np.random.default_rng(1).integers(0, s["vocab"], (32, s["gseq"]), dtype=np.int64)
     test = np.random.default_rng(2).integers(0, s["vocab"], (16, s["gseq"]), dtype=np.int64)
     with torch.no_grad():
@@ -128,6 +161,7 @@ def main():
     torch.save(g.state_dict(), os.path.join(out, "gpt.pt"))
     np.save(os.path.join(out, "gpt_calib.npy"), calib)
     np.save(os.path.join(out, "gpt_test.npy"), test)
+    references(g, torch.from_numpy(test), out, "gpt")
 
     if "--vit" in sys.argv:
         import torchvision
@@ -141,6 +175,7 @@ def main():
         torch.save(v.state_dict(), os.path.join(out, "vit.pt"))
         np.save(os.path.join(out, "vit_calib.npy"), calib)
         np.save(os.path.join(out, "vit_test.npy"), test)
+        references(v, torch.from_numpy(test), out, "vit")
 
 
 if __name__ == "__main__":
