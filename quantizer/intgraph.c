@@ -1023,6 +1023,68 @@ static void kernel_node(builder *b, const struct mrec *r, const qr_fn_desc *kd, 
 
 /* A match of a pattern as a call of its lowering's kernel: the kernel is chosen, its arguments
  * filled from the plan (tensors, qparams, the match's constants) and the call replaces the match. */
+/* A pointwise kernel of one 8-bit tensor (its other arguments constants of the call: qparams,
+ * the pattern's constants) is a function of the 256 integers its input can hold: the call is run
+ * once, at lowering, on all of them, and the match runs as a lookup table of its results, the same
+ * bits element by element. *done 0 when the call is not of that form (it then runs as a kernel). */
+static qr_status table_of_pointwise(builder *b, const struct mrec *r, const qr_fn_desc *kd, const kernel_args *ka,
+                                    qr_value *yi, int *done)
+{
+    *done = 0;
+    qr_dtype t = b->q->act_dtype;
+    if (!kd->is_pointwise || ka->nin != 1 || (t != QR_U8 && t != QR_I8) || ka->na > QRL_MAX_PARAMS)
+        return QR_OK;
+    for (int i = 0; i < ka->na; i++) /* the tensor and the output are both of the activations' type */
+        if ((ka->args[i].kind == ARG_TENSOR || ka->args[i].kind == ARG_OUTPUT) && ka->args[i].want != t)
+            return QR_OK;
+    qrl_qtype qt = qr_qtype_of(t, 0, -1);
+    int64_t n = qt.qmax - qt.qmin + 1;
+    qr_tensor in = {.dtype = t, .ndim = 1, .dims = {n}}, out = {.dtype = t, .ndim = 1, .dims = {n}};
+    if (qr_tensor_alloc(&in, b->e) != QR_OK)
+        return QR_ERR;
+    if (qr_tensor_alloc(&out, b->e) != QR_OK) {
+        qr_tensor_free(&in);
+        return QR_ERR;
+    }
+    for (int64_t i = 0; i < n; i++)
+        qr_set_i64(in.data, t, i, qt.qmin + i);
+    qrl_tview views[2];
+    void *args[QRL_MAX_PARAMS];
+    qr_tview_of(&in, &views[0]);
+    qr_tview_of(&out, &views[1]);
+    for (int i = 0; i < ka->na; i++) {
+        const qi_arg *a = &ka->args[i];
+        args[i] = a->kind == ARG_TENSOR   ? (void *)&views[0]
+                  : a->kind == ARG_OUTPUT ? (void *)&views[1]
+                  : a->kind == ARG_ARRAY  ? (void *)&a->arr
+                                          : (void *)a->bytes;
+    }
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    kd->call(&rt, args);
+    qr_status st = qr_rt_status(&rt, b->e);
+    if (st != QR_OK)
+        qr_error_prefix(b->e, "kernel '%s' (pattern '%s') on its input's %lld integers", kd->name, r->p->name,
+                        (long long)n);
+    char name[512];
+    snprintf(name, sizeof name, "%s_%s_table", r->p->name, yi->name);
+    qr_value *tab = st == QR_OK ? qr_plan_const(b->d, name, &out) : NULL;
+    qr_tensor_free(&in);
+    qr_tensor_free(&out);
+    if (st != QR_OK)
+        return QR_ERR;
+    if (!tab)
+        return qr_errorf(b->e, "out of memory");
+    for (int k = 0; k < r->nnodes; k++)
+        b->d->nodes[b->q->qnode[r->nodes[k]]]->dead = 1;
+    drop_quantize(yi);
+    add_lookup(b, ka->ins[0], tab, yi);
+    b->ig->lookups++;
+    runs_as(b, r->out, "kernel %s as a lookup table (pattern %s)", kd->name, r->p->name);
+    *done = 1;
+    return QR_OK;
+}
+
 /* The f32 value a real output's kernel writes: y itself, or, when another match quantizes y for
  * its own use, what y's QuantizeLinear reads (which then stays). */
 static qr_value *real_output(builder *b, int v)
@@ -1073,6 +1135,13 @@ static qr_status lower_match(builder *b, const struct mrec *r)
         return QR_ERR;
     qr_status st = fill_args(b, r, kd, pa, npa, pt, consts, nconsts, yi, &ka);
     free(consts);
+    int tabled = 0;
+    if (st == QR_OK && !want_acc && (st = table_of_pointwise(b, r, kd, &ka, yi, &tabled)) == QR_OK && tabled) {
+        for (int i = 0; i < ka.na; i++)
+            if (ka.args[i].kind == ARG_ARRAY)
+                free(ka.args[i].arr.data);
+        return QR_OK;
+    }
     if (add_call(b, p, kd, pt, &ka, st) != QR_OK)
         return QR_ERR;
     kernel_node(b, r, kd, yi, &ka, want_acc);

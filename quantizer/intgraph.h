@@ -32,7 +32,7 @@ typedef struct qr_intgraph {
     int ncalls;
     /* how the groups were lowered */
     int kernels;  /* pattern matches run by their lower kernel */
-    int lookups;  /* affine nodes run as lookup tables */
+    int lookups;  /* affine nodes, and pattern kernels of one 8-bit input, run as lookup tables */
     int int_ops;  /* affine nodes run as the op on integers */
     int requants; /* requantizing tables added in front of affine nodes */
     int islands;  /* quantized groups left as f32 between DequantizeLinear and QuantizeLinear */

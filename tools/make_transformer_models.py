@@ -170,8 +170,7 @@ def main():
         rng = np.random.default_rng(1)
         calib = rng.standard_normal((32, 3, 224, 224), dtype=np.float32)
         test = np.random.default_rng(2).standard_normal((16, 3, 224, 224), dtype=np.float32)
-        with torch.no_grad():
-            export(v, torch.from_numpy(calib[:1]), os.path.join(out, "vit.onnx"), ["x"], ["y"], True)
+        export(v, torch.from_numpy(calib[:1]), os.path.join(out, "vit.onnx"), ["x"], ["y"], True)
         torch.save(v.state_dict(), os.path.join(out, "vit.pt"))
         np.save(os.path.join(out, "vit_calib.npy"), calib)
         np.save(os.path.join(out, "vit_test.npy"), test)

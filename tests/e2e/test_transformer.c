@@ -211,3 +211,46 @@ Test(transformer, mac_share_counts_a_matmul_reading_a_graph_input)
     cr_expect(strstr(log, "1 kernel calls"), "the Linear (MatMul + bias Add) is one kernel call:\n%s", log);
     free(log);
 }
+
+/* GELU in both forms PyTorch exports (erf; tanh, approximate="tanh") is one activation of the
+ * stdlib (gelu, gelu_tanh), run as a table of 256 entries. numpy, from the --qparams JSON,
+ * computes each output integer as the exact function of its input integer's real value:
+ * quantize(gelu(dequantize(quantize(x)))), rounded half to even; QRL's integer graph agrees on
+ * every element. */
+Test(transformer, gelu_forms_run_as_exact_tables)
+{
+    const char *forms[] = {"none", "tanh"};
+    const char *fn[] = {"0.5 * v * (1 + np.vectorize(math.erf)(v / math.sqrt(2)))",
+                        "0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[8192], *log;
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 -c \"import torch, numpy as np; "
+                 "torch.onnx.export(torch.nn.GELU(approximate='%s'), torch.zeros(1, 16), 'g.onnx', opset_version=17, "
+                 "input_names=['x'], output_names=['y'], dynamic_axes={'x': {0: 'n'}, 'y': {0: 'n'}}); "
+                 "np.save('g_calib.npy', np.random.default_rng(1).standard_normal((64, 16), dtype=np.float32) * 2); "
+                 "np.save('g_test.npy', np.random.default_rng(2).standard_normal((64, 16), dtype=np.float32) * 3)\" 2>&1 && "
+                 "'%s' quantize g.onnx --recipe '%s/recipes/int8.qrl' --calib g_calib.npy -o g.int8.onnx --qparams g.json "
+                 "&& '%s' run g.onnx --recipe '%s/recipes/int8.qrl' --calib g_calib.npy -i g_test.npy -o gout",
+                 dir, forms[i], tu_qrl(), tu_root(), tu_qrl(), tu_root());
+        int rc = tu_run(cmd, &log);
+        cr_assert_eq(rc, 0, "%s: exit %d: %.2000s", forms[i], rc, log);
+        cr_expect(strstr(log, "0 kernel calls, 1 lookup tables"), "%s: GELU runs as one table\n%s", forms[i], log);
+        free(log);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 -c \"import json, math, numpy as np; "
+                 "q = {t['value']: t for t in json.load(open('g.json'))['activations']}; x, y = q['x'], q['y']; "
+                 "xi = np.clip(np.rint(np.load('g_test.npy').astype(np.float64) / np.float32(x['scale'])) + x['zero_point'], 0, 255); "
+                 "v = (xi - x['zero_point']) * np.float32(x['scale']); "
+                 "want = np.clip(np.rint(%s / np.float32(y['scale'])) + y['zero_point'], 0, 255); "
+                 "got = np.rint(np.load('gout/y.npy') / np.float32(y['scale'])) + y['zero_point']; "
+                 "print(int((want != got).sum()), int(want.size), int(np.unique(xi).size))\"",
+                 dir, fn[i]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        int bad = -1, n = 0, distinct = 0;
+        cr_assert(sscanf(log, "%d %d %d", &bad, &n, &distinct) == 3, "%s", log);
+        cr_expect_eq(bad, 0, "%s: %d of %d outputs differ from numpy's GELU", forms[i], bad, n);
+        cr_expect_gt(distinct, 150, "the test inputs cover most of x's integers (%d)", distinct);
+        free(log);
+    }
+}
