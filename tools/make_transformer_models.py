@@ -112,7 +112,9 @@ class GPT(nn.Module):
 def references(model, test, out, name):
     """PyTorch's f32 outputs and quantize_dynamic's on the test samples, one sample at a time."""
     engines = torch.backends.quantized.supported_engines
-    torch.backends.quantized.engine = "fbgemm" if "fbgemm" in engines else engines[-1]
+    # as tools/torch_bench.py: fbgemm where this torch has it, else onednn (both quantize
+    # activations to 7 bits), else qnnpack
+    torch.backends.quantized.engine = next(e for e in ("fbgemm", "onednn", "qnnpack", engines[-1]) if e in engines)
     qmodel = torch.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
     # training mode (dropout is 0) keeps nn.TransformerEncoder off its fused fast path, which
     # torch 1.13 breaks on dynamically quantized weights
@@ -122,6 +124,26 @@ def references(model, test, out, name):
         dyn = torch.cat([qmodel(test[i:i + 1]) for i in range(len(test))])
     np.save(os.path.join(out, name + "_test_f32.npy"), f32.numpy())
     np.save(os.path.join(out, name + "_test_torch_dynamic.npy"), dyn.numpy())
+
+
+def from_state(name, state):
+    """The model NAME (bert, gpt or vit) with the weights of state dict STATE, at the size whose
+    shapes match them (eval mode): how tools/torch_bench.py and tools/transformer_sqnr.py rebuild
+    what this script exported."""
+    if name == "vit":
+        import torchvision
+        m = torchvision.models.vit_b_32(weights=None)
+        m.load_state_dict(state)
+        return m.eval()
+    for s in SIZES.values():
+        m = bert(s) if name == "bert" else GPT(s) if name == "gpt" else None
+        if m is None:
+            raise ValueError("unknown transformer model %s (bert, gpt, vit)" % name)
+        own = m.state_dict()
+        if own.keys() == state.keys() and all(own[k].shape == state[k].shape for k in own):
+            m.load_state_dict(state)
+            return m.eval()
+    raise ValueError("%s: the state dict matches no size of make_transformer_models.py" % name)
 
 
 def export(model, example, path, inames, onames, dynamic_batch):
@@ -170,6 +192,8 @@ def main():
         rng = np.random.default_rng(1)
         calib = rng.standard_normal((32, 3, 224, 224), dtype=np.float32)
         test = np.random.default_rng(2).standard_normal((16, 3, 224, 224), dtype=np.float32)
+        # with gradients on, as for bert: under no_grad torch 1.13 takes the fused attention fast
+        # path (aten::_native_multi_head_attention), which does not export
         export(v, torch.from_numpy(calib[:1]), os.path.join(out, "vit.onnx"), ["x"], ["y"], True)
         torch.save(v.state_dict(), os.path.join(out, "vit.pt"))
         np.save(os.path.join(out, "vit_calib.npy"), calib)
