@@ -10,7 +10,8 @@ exports (torch.onnx.export, opset 17) with random weights, as a new user would m
          masked_fill(-inf) mask, so Where in the export), split Q/K/V Linears, GELU (tanh
          form), a final LayerNorm and the LM head; input "ids" [1, seq] i64 (fixed batch 1),
          output "logits" [1, seq, vocab]
-  vit    torchvision vit_b_32 (input "x" [batch, 3, 224, 224]) -- only with --vit
+  vit    torchvision vit_b_32 (input "x" [batch, 3, 224, 224]) -- only with --vit; its classifier
+         gets random weights (torchvision's are zeros)
 
 Usage: /usr/bin/python3 tools/make_transformer_models.py OUT_DIR [--size small|bench] [--vit]
 Writes NAME.onnx, NAME.pt (state dict), NAME_calib.npy (32 samples) and NAME_test.npy
@@ -189,6 +190,9 @@ def main():
         import torchvision
         torch.manual_seed(0)
         v = torchvision.models.vit_b_32(weights=None).eval()
+        # torchvision starts the classifier at zero (for fine-tuning): every output would be 0
+        # and no SQNR defined, so it gets nn.Linear's own random initialization
+        v.heads.head.reset_parameters()
         rng = np.random.default_rng(1)
         calib = rng.standard_normal((32, 3, 224, 224), dtype=np.float32)
         test = np.random.default_rng(2).standard_normal((16, 3, 224, 224), dtype=np.float32)

@@ -58,9 +58,10 @@ DEFAULT_RECIPES = ["recipes/int8.qrl", "recipes/int8-dynamic.qrl"]
 
 
 def sqnr(y, yq):
+    """10 log10(sum y^2 / sum (y - yq)^2); NaN when it is undefined (y all zeros, or not finite)."""
     y = np.asarray(y, dtype=np.float64)
     e = np.sum((y - np.asarray(yq, dtype=np.float64)) ** 2)
-    if not np.isfinite(e):
+    if not np.isfinite(e) or not np.any(y):
         return float("nan")
     return float("inf") if e == 0 else float(10 * np.log10(np.sum(y ** 2) / e))
 
