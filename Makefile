@@ -201,15 +201,19 @@ example: deps
 		--recipe recipes/int8.qrl --calib $(B)/data/calib_images.npy
 
 # Benchmarks print measurements and ratios; they never fail on speed. bench/run.sh: QRL against
-# ONNX Runtime and PyTorch on four models, the table of ratios and bench/results.json.
+# ONNX Runtime and PyTorch on four CNNs and two transformers, the table of ratios and bench/results.json.
 bench: all data ort
 	@sh bench/compile.sh $(B)
 	@sh bench/run.sh $(B)
 
+# QRL-H's transformer rows of bench/run.sh alone (BERT-layout encoder, GPT-layout decoder).
+bench-transformers: all ort
+	@sh bench/run.sh $(B) 1.0 bert gpt
+
 clean:
 	rm -rf build
 
-.PHONY: all tests deps data check layers test test-asan example clean bench fuzz fuzz-models ort
+.PHONY: all tests deps data check layers test test-asan example clean bench bench-transformers fuzz fuzz-models ort
 .DELETE_ON_ERROR:
 .SECONDARY: $(TEST_SUPPORT)
 

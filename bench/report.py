@@ -11,6 +11,17 @@ Targets (one thread): QRL int8 at least 2x as fast as ONNX Runtime int8 at batch
 batch 1; QRL int8 at least 2.5x as fast as QRL f32; QRL f32 within 1.25x of ONNX Runtime f32;
 the convolutions at 50% of the measured VNNI peak or more; the calibration pass of `qrl quantize`
 at most 1.5x one f32 pass over the same samples (both as quantize reports them). Speed-ups are "how many times faster" (> 1: QRL ahead).
+
+The transformers (bert, gpt; vit: accuracy only) have QRL-H's targets instead, printed "met" or
+"missed" (or "not measured" when a column is empty, e.g. a recipe that does not quantize the
+model yet): per file NAME.qrl_f32.json, NAME.qrl_int8.json and NAME.qrl_int8_dynamic.json (qrl
+bench --recipe: the 'int8' rows), NAME.ort_f32.json, NAME.ort_int8.json,
+NAME.ort_int8_dynamic.json (ORT on each export), NAME.torch.json (PyTorch f32 and
+quantize_dynamic) and NAME.sqnr.json (tools/transformer_sqnr.py). One thread, batch 1 and 8:
+QRL int8 (static, dynamic) at least 1.5x as fast as ORT on the same export and 2x as fast as QRL
+f32; QRL f32 within 1.1x of ORT f32. Accuracy on the 16 test samples: recipes/int8.qrl within
+3 dB of PyTorch quantize_dynamic's output SQNR, recipes/int8-dynamic.qrl at most 0.5 dB below
+it, each with at least 95% of the MACs in integers.
 """
 import json
 import os
@@ -50,6 +61,130 @@ def verdict(ok):
     return "ok" if ok else "MISSED"
 
 
+TRANSFORMERS = ("bert", "gpt", "vit")
+RECIPES = (("int8", "static", 3.0), ("int8_dynamic", "dynamic", 0.5))  # file tag, name, dB allowed below PyTorch
+
+
+def vrow(rows, batch, threads, variant):
+    for r in rows or []:
+        if r["batch"] == batch and r["threads"] == threads and r.get("variant", variant) == variant:
+            return r
+    return None
+
+
+def transformers(d, names, results):
+    """QRL-H's rows: the times at batch 1 and 8 on one thread, the accuracy table, and the targets
+    as (model, what, value, met) with met None where a number is missing."""
+    targets = []
+    print("\ntransformers (QRL-H), 1 thread: median ms per batch; int8 = the recipe's integer graph"
+          " (qrl bench --recipe), ORT = ONNX Runtime on that recipe's export; speed-up = peer time / QRL time;"
+          " vs dyn: PyTorch quantize_dynamic's time / QRL int8 static's")
+    hdr = ("%-5s %5s | %9s %9s %7s | %9s %9s %7s | %9s %7s %7s | %9s %7s | %9s %9s %7s" %
+           ("model", "batch", "int8", "ORT int8", "vs ORT", "int8 dyn", "ORT dyn", "vs ORT", "QRL f32", "st/f32",
+            "dyn/f32", "ORT f32", "f32/ORT", "torch f32", "torch dyn", "vs dyn"))
+    print(hdr)
+    print("-" * len(hdr))
+
+    def ms(v):
+        return "%9.3f" % v["ms_median"] if v else "%9s" % "-"
+
+    def ratio(v):
+        return "%7.2f" % v if v is not None else "%7s" % "-"
+
+    def over(a, b):  # b's time / a's time: how many times faster a is
+        return b["ms_median"] / a["ms_median"] if a and b else None
+
+    acc = []
+    for name in names:
+        if name not in TRANSFORMERS:
+            continue
+        tch = load(os.path.join(d, name + ".torch.json")) or {}
+        sq = load(os.path.join(d, name + ".sqnr.json"))
+        m = {"kind": "transformer", "qrl_f32": (load(os.path.join(d, name + ".qrl_f32.json")) or {}).get("results"),
+             "ort_f32": (load(os.path.join(d, name + ".ort_f32.json")) or {}).get("results"),
+             "torch_f32": tch.get("fp32"), "torch_dynamic_int8": tch.get("dynamic_int8"),
+             "torch_engine": tch.get("engine"), "accuracy": sq, "ratios": []}
+        for tag, _, _ in RECIPES:
+            m["qrl_" + tag] = (load(os.path.join(d, "%s.qrl_%s.json" % (name, tag))) or {}).get("results")
+            m["ort_" + tag] = (load(os.path.join(d, "%s.ort_%s.json" % (name, tag))) or {}).get("results")
+        results["models"][name] = m
+        if sq:
+            acc.append((name, sq))
+        if name == "vit":  # accuracy only
+            continue
+        for batch in ((1,) if name == "gpt" else (1, 8)):
+            f, g = vrow(m["qrl_f32"], batch, 1, "fp32"), vrow(m["ort_f32"], batch, 1, None)
+            t, td = vrow(m["torch_f32"], batch, 1, None), vrow(m["torch_dynamic_int8"], batch, 1, None)
+            q = {tag: (vrow(m["qrl_" + tag], batch, 1, "int8"), vrow(m["ort_" + tag], batch, 1, None))
+                 for tag, _, _ in RECIPES}
+            r = {"batch": batch, "threads": 1, "f32_over_ort_f32": f["ms_median"] / g["ms_median"] if f and g else None}
+            for tag, _, _ in RECIPES:
+                a, b = q[tag]
+                r[tag + "_vs_ort"] = over(a, b)
+                r[tag + "_vs_qrl_f32"] = over(a, f)
+                r[tag + "_vs_torch_dynamic"] = over(a, td)
+            m["ratios"].append(r)
+            print("%-5s %5d | %s %s %s | %s %s %s | %s %s %s | %s %s | %s %s %s" %
+                  (name, batch, ms(q["int8"][0]), ms(q["int8"][1]), ratio(r["int8_vs_ort"]),
+                   ms(q["int8_dynamic"][0]), ms(q["int8_dynamic"][1]), ratio(r["int8_dynamic_vs_ort"]),
+                   ms(f), ratio(r["int8_vs_qrl_f32"]), ratio(r["int8_dynamic_vs_qrl_f32"]), ms(g),
+                   ratio(r["f32_over_ort_f32"]), ms(t), ms(td), ratio(r["int8_vs_torch_dynamic"])))
+            for tag, kind, _ in RECIPES:
+                v = r[tag + "_vs_ort"]
+                targets.append((name, "int8 %s >= 1.5x ORT on its export, batch %d" % (kind, batch), v,
+                                None if v is None else v >= 1.5))
+                v = r[tag + "_vs_qrl_f32"]
+                targets.append((name, "int8 %s >= 2x QRL f32, batch %d" % (kind, batch), v,
+                                None if v is None else v >= 2.0))
+            v = r["f32_over_ort_f32"]
+            targets.append((name, "f32 <= 1.1x ORT f32 time, batch %d" % batch, v, None if v is None else v <= 1.1))
+    if acc:
+        print("\ntransformer accuracy: output SQNR on the 16 test samples against PyTorch f32 (QRL: the recipe's"
+              " integer graph; ORT: on QRL's export; PyTorch: quantize_dynamic, engine %s); MACs: the share in"
+              " integers" % (acc[0][1].get("torch", {}).get("engine")))
+        hdr = "%-5s %-24s | %7s %7s %8s | %6s %6s | %9s" % ("model", "recipe", "QRL dB", "ORT dB", "torch dB",
+                                                            "MACs", "torch", "quantize")
+        print(hdr)
+        print("-" * len(hdr))
+    for name, sq in acc:
+        t = sq.get("torch", {})
+        tdb = t.get("dynamic_sqnr")
+        tm = t.get("dynamic_int_macs_per_sample")
+        tshare = tm / sq["macs_per_sample"] if tm is not None and sq.get("macs_per_sample") else None
+
+        def db(v):
+            return "%7.1f" % v if isinstance(v, (int, float)) else "%7s" % "-"
+
+        def pct(v):
+            return "%5.1f%%" % (100 * v) if v is not None else "%6s" % "-"
+
+        rows = {os.path.basename(r["recipe"]): r for r in sq.get("recipes", [])}
+        for tag, kind, allowed in RECIPES:
+            rname = tag.replace("_", "-") + ".qrl"
+            r = rows.get(rname, {})
+            print("%-5s %-24s | %s %s %8s | %s %s | %9s" %
+                  (name, "recipes/" + rname, db(r.get("qrl_sqnr")), db(r.get("ort_sqnr")), db(tdb).strip(),
+                   pct(r.get("mac_share")), pct(tshare),
+                   "%8.1fs" % r["quantize_s"] if "quantize_s" in r and "error" not in r else "%9s" % "-"))
+            for k in ("error", "qrl_error", "ort_error"):
+                if r.get(k):
+                    print("      %s" % r[k])
+            qm, bm = r.get("qrl_macs_per_sample"), sq.get("macs_per_sample")
+            if qm and bm and abs(qm - bm) > 0.01 * bm:
+                print("      note: qrl quantize counts %.3g MACs per sample, qrl bench's profile of the f32 model %.3g"
+                      % (qm, bm))
+            v = r.get("qrl_sqnr") - tdb if r.get("qrl_sqnr") is not None and tdb is not None else None
+            targets.append((name, "%s SQNR >= PyTorch dynamic - %.1f dB (QRL - PyTorch, dB)" % (kind, allowed), v,
+                            None if v is None else v >= -allowed))
+            v = r.get("mac_share")
+            targets.append((name, "%s keeps >= 95%% of MACs in integers (%%)" % kind, None if v is None else 100 * v,
+                            None if v is None else v >= 0.95))
+        if t.get("dynamic_sqnr_qnnpack") is not None:
+            print("      (PyTorch dynamic on qnnpack, 8-bit activations: %.1f dB; QRL f32 against PyTorch f32: %s dB)"
+                  % (t["dynamic_sqnr_qnnpack"], db(sq.get("qrl_f32_sqnr")).strip()))
+    return targets
+
+
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
@@ -59,16 +194,19 @@ def main():
     results = {"machine": {"cpu": cpu_name(), "cores": os.cpu_count(), "peak": peak}, "models": {}, "targets": []}
     print("\nmachine: %s, %s cores; one core's peak: u8s8 VNNI %s GMAC/s, f32 FMA %s GFLOP-pairs/s" %
           (results["machine"]["cpu"], os.cpu_count(), vnni, peak.get("fma_gflop_pairs")))
-    print("times: median ms per batch; speed-up = peer time / QRL time (> 1: QRL faster)")
+    cnns = [n for n in models if n not in TRANSFORMERS]
+    if cnns:
+        print("times: median ms per batch; speed-up = peer time / QRL time (> 1: QRL faster)")
     hdr = ("%-13s %5s %3s | %9s %9s %7s | %9s %7s | %9s %7s | %9s %7s | %9s %9s %7s | %7s %6s" %
            ("model", "batch", "thr", "QRL int8", "ORT int8", "vs ORT", "int8 jit", "vs ORT", "QRL f32", "i8/f32",
             "ORT f32", "f32/ORT", "torch f32", "FX int8", "vs FX", "GMAC/s", "%peak"))
-    print("(GMAC/s: QRL int8's convolutions and matrix products; %peak: of the VNNI peak times the threads;"
-          " int8 jit: QRL_ICONV_JIT=1, convolutions on kernels compiled per layer with the epilogue fused)")
-    print(hdr)
-    print("-" * len(hdr))
+    if cnns:
+        print("(GMAC/s: QRL int8's convolutions and matrix products; %peak: of the VNNI peak times the threads;"
+              " int8 jit: QRL_ICONV_JIT=1, convolutions on kernels compiled per layer with the epilogue fused)")
+        print(hdr)
+        print("-" * len(hdr))
     targets, calib_rows, notes = [], [], []
-    for name in models:
+    for name in cnns:
         q32 = (load(os.path.join(d, name + ".qrl_f32.json")) or {}).get("results")
         q8 = (load(os.path.join(d, name + ".qrl_int8.json")) or {}).get("results")
         q8j = (load(os.path.join(d, name + ".qrl_int8_jit.json")) or {}).get("results")
@@ -134,17 +272,31 @@ def main():
         results["models"][name] = m
     for n in notes:
         print("note: " + n)
-    print("\nqrl quantize (1 thread): the calibration pass against one f32 pass over the same samples, and the"
-          " whole command")
+    if calib_rows:
+        print("\nqrl quantize (1 thread): the calibration pass against one f32 pass over the same samples, and the"
+              " whole command")
     for name, n, cms, pms, r, qs in calib_rows:
         print("  %-13s %5d samples: calibration %8.0f ms, f32 pass %8.0f ms, ratio %5.2f; quantize %7.1f s (%.0fx the pass)"
               % (name, n, cms, pms, r, qs, qs * 1e3 / pms))
-    print("\ntargets (one thread):")
+    tf_targets = transformers(d, models, results)
+    if targets:
+        print("\ntargets (one thread):")
     for name, what, v, ok in targets:
         print("  %-13s %-52s %8.2f  %s" % (name, what, v, verdict(ok)))
         results["targets"].append({"model": name, "target": what, "value": v, "met": bool(ok)})
-    met = sum(1 for t in targets if t[3])
-    print("%d of %d targets met" % (met, len(targets)))
+    if targets:
+        met = sum(1 for t in targets if t[3])
+        print("%d of %d targets met" % (met, len(targets)))
+    if tf_targets:
+        print("\ntransformer targets (QRL-H, one thread):")
+    for name, what, v, ok in tf_targets:
+        print("  %-5s %-62s %8s  %s" % (name, what, "%.2f" % v if v is not None else "-",
+                                        "not measured" if ok is None else "met" if ok else "missed"))
+        results["targets"].append({"model": name, "target": what, "value": v, "met": ok, "qrl_h": True})
+    if tf_targets:
+        measured = [t for t in tf_targets if t[3] is not None]
+        print("%d of %d measured transformer targets met; %d not measured" %
+              (sum(1 for t in measured if t[3]), len(measured), len(tf_targets) - len(measured)))
     tmp = out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(results, f, indent=1)

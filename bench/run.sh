@@ -10,20 +10,37 @@
 # at batch 1 and 64, 1 and 2 threads, and `qrl quantize`: its calibration pass against one f32
 # pass over the same samples (as it reports them), and its whole time. bench/report.py prints the table of ratios against the targets
 # and writes bench/results.json. Measures; never pass/fail.
+# QRL-H's transformers (tools/make_transformer_models.py --size bench, random weights, in
+# BUILD_DIR/bench/tf): bert, a BERT-layout encoder (x [batch, 128, 256] f32, batch 1 and 8) and
+# gpt, a GPT-layout decoder (ids [1, 64] i64, fixed batch 1: batch 1 only), one thread:
+#   accuracy first, tools/transformer_sqnr.py: `qrl quantize` with recipes/int8.qrl and
+#   recipes/int8-dynamic.qrl (the exports, the MAC share, the quantize time), the output SQNR on
+#   the 16 test samples of QRL's integer graph, of ORT on the export and of PyTorch's
+#   quantize_dynamic;
+#   then the times: QRL int8 static and dynamic (each recipe's integer graph: qrl bench --recipe),
+#   QRL f32, ORT on each export and on the f32 model, PyTorch f32 and quantize_dynamic.
+# A missing recipe or a failed quantize leaves its columns empty with a one-line message; the
+# run goes on. vit (torchvision ViT-B/32) adds the accuracy row only (no times).
 # Usage: bench/run.sh [BUILD_DIR] [MIN_TIME_SECONDS] [MODEL...]
-#   models: fmnist_cnn small_resnet resnet18 mobilenet_v2 (default: all)
+#   models: fmnist_cnn small_resnet resnet18 mobilenet_v2 bert gpt (default: all), vit
+#   e.g. the transformer rows alone: sh bench/run.sh build 1.0 bert gpt  (make bench-transformers)
 set -e
 B=${1:-build}
 MIN=${2:-1.0}
 [ $# -gt 0 ] && shift
 [ $# -gt 0 ] && shift
-MODELS=${*:-fmnist_cnn small_resnet resnet18 mobilenet_v2}
+MODELS=${*:-fmnist_cnn small_resnet resnet18 mobilenet_v2 bert gpt}
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 D=$B/bench
 RM=$B/realmodels
 mkdir -p "$D"
 export NODE_PATH=$B/npm/node_modules
+TF=$D/tf
+CNNS=
+for name in $MODELS; do
+    case $name in bert | gpt | vit) ;; *) CNNS="$CNNS $name" ;; esac
+done
 $PY -c 'import torchvision' 2> /dev/null || {
     echo "bench: installing python3-torchvision (the torchvision models)" >&2
     apt-get install -y python3-torchvision > /dev/null
@@ -32,8 +49,69 @@ cc -O2 -Wall -Wextra -Werror bench/peak.c -o "$D/peak"
 "$D/peak" > "$D/peak.json"
 echo "peak (one core): $(cat "$D/peak.json")"
 sh tools/check_vector_code.sh "$B"
-[ -f "$D/small_resnet.onnx" ] || $PY tools/make_bench_models.py "$D" > /dev/null
-[ -f "$RM/resnet18_dyn.onnx" ] && [ -f "$RM/mobilenet_v2_dyn.onnx" ] || $PY tools/export_torchvision.py "$RM" > /dev/null
+if [ -n "$CNNS" ]; then
+    [ -f "$D/small_resnet.onnx" ] || $PY tools/make_bench_models.py "$D" > /dev/null
+    [ -f "$RM/resnet18_dyn.onnx" ] && [ -f "$RM/mobilenet_v2_dyn.onnx" ] || $PY tools/export_torchvision.py "$RM" > /dev/null
+fi
+case " $MODELS " in *" vit "*) VIT=--vit ;; *) VIT= ;; esac
+case " $MODELS " in *" bert "* | *" gpt "* | *" vit "*)
+    [ -f "$TF/bert.onnx" ] && [ -f "$TF/gpt.onnx" ] && { [ -z "$VIT" ] || [ -f "$TF/vit.onnx" ]; } ||
+        $PY tools/make_transformer_models.py "$TF" --size bench $VIT > "$TF.log" 2>&1 ||
+        { echo "bench: tools/make_transformer_models.py failed (see $TF.log)" >&2; exit 1; } ;;
+esac
+
+# out FILE CMD...: CMD's stdout to FILE when CMD succeeds; else no FILE and a one-line message
+out() {
+    f=$1
+    shift
+    if "$@" > "$f.tmp" 2> "$f.err"; then
+        mv "$f.tmp" "$f"
+        rm -f "$f.err"
+    else
+        rm -f "$f" "$f.tmp"
+        echo "bench: $(basename "$f" .json) failed (its column stays empty): $(grep -m1 -i error "$f.err" ||
+            tail -n 1 "$f.err")" >&2
+    fi
+}
+
+# A transformer (bert, gpt; vit: accuracy only), one thread; every step may fail without
+# stopping the run.
+transformer() {
+    name=$1
+    f32=$TF/$name.onnx calib=$TF/${name}_calib.npy
+    # one sample's shape; gpt: fixed batch 1, i64 ids over its vocabulary
+    shape=$($PY -c "import numpy; print(','.join(map(str, numpy.load('$calib', mmap_mode='r').shape[1:])))")
+    batches=1,8 vocab=8
+    if [ "$name" = gpt ]; then
+        batches=1
+        vocab=$($PY -c "import torch; print(torch.load('$TF/gpt.pt')['tok.weight'].shape[0])")
+    fi
+    echo "== $name"
+    # accuracy, and the exports $TF/$name.int8.onnx, $TF/$name.int8-dynamic.onnx
+    rm -f "$TF/$name".int8*.onnx
+    $PY tools/transformer_sqnr.py "$name" "$TF" --qrl "$B/qrl" --json "$D/$name.sqnr.json" ||
+        { rm -f "$D/$name.sqnr.json"; echo "bench: tools/transformer_sqnr.py failed on $name" >&2; }
+    [ "$name" = vit ] && return 0
+    rm -f "$D/$name.qrl_f32.json"
+    $B/qrl bench "$f32" --batch $batches --threads 1 --min-time "$MIN" --json "$D/$name.qrl_f32.json" ||
+        echo "bench: qrl bench failed on $name f32 (its column stays empty)" >&2
+    out "$D/$name.ort_f32.json" node tools/ort_bench.js "$f32" "$shape" $batches 1 "$MIN" $vocab
+    for tag in int8 int8-dynamic; do
+        j=$(echo $tag | tr - _)
+        rm -f "$D/$name.qrl_$j.json" "$D/$name.ort_$j.json"
+        if [ ! -f "$TF/$name.$tag.onnx" ]; then
+            echo "bench: no $name export with recipes/$tag.qrl (missing or quantize failed): its columns stay empty" >&2
+            continue
+        fi
+        # the recipe's integer graph (the 'int8' rows; its 'fp32' rows are a second f32 measurement)
+        $B/qrl bench "$f32" --recipe "recipes/$tag.qrl" --calib "$calib" --batch $batches --threads 1 \
+            --min-time "$MIN" --json "$D/$name.qrl_$j.json" 2> "$D/$name.qrl_$j.err" ||
+            echo "bench: qrl bench --recipe recipes/$tag.qrl failed on $name (its column stays empty): $(tail -n 1 \
+                "$D/$name.qrl_$j.err")" >&2
+        out "$D/$name.ort_$j.json" node tools/ort_bench.js "$TF/$name.$tag.onnx" "$shape" $batches 1 "$MIN" $vocab
+    done
+    out "$D/$name.torch.json" $PY tools/torch_bench.py "$name" "$TF/$name.pt" "$calib" $batches 1 "$MIN"
+}
 
 # name, f32 model, calibration samples, one sample's shape, torch model (- for none), its state dict
 model_row() {
@@ -46,6 +124,7 @@ model_row() {
 }
 
 for name in $MODELS; do
+    case $name in bert | gpt | vit) transformer "$name"; continue ;; esac
     set -- $(model_row "$name")
     f32=$1 calib=$2 shape=$3 tname=$4 state=$5
     q8=$D/$name.int8.onnx
