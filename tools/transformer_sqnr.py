@@ -315,11 +315,7 @@ def main():
         except (RuntimeError, ValueError) as e:
             res["qrl_f32_error"] = str(e)
         for r in recipes:
-            row = qrl_recipe(m, qrl, r, y, log)
-            for k in ("error", "qrl_error", "ort_error"):
-                if row.get(k):
-                    print("transformer_sqnr: %s %s: %s" % (name, row["tag"], row[k]), file=sys.stderr)
-            res["recipes"].append(row)
+            res["recipes"].append(qrl_recipe(m, qrl, r, y, log))  # errors: printed under the table's row
     print_table({name: res})
     if out_json:
         tmp = out_json + ".tmp"
