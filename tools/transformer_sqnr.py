@@ -273,7 +273,8 @@ def print_table(results, out=sys.stdout):
             print("%-5s %-14s | %8s %8s %8s | %8s %7s | %8s %7s | %8s" % (
                 name, q["tag"], fmt(q.get("qrl_sqnr")), fmt(q.get("ort_sqnr")), fmt(t.get("dynamic_sqnr")),
                 fmt(100 * ms if ms is not None else None, "%7.1f%%"),
-                fmt(100 * share if share is not None else None, "%6.1f%%"), fmt(q.get("quantize_s")),
+                fmt(100 * share if share is not None else None, "%6.1f%%"),
+                fmt(q.get("quantize_s") if not q.get("error") else None),
                 fmt(r.get("qrl_f32_sqnr")), fmt(t.get("dynamic_sqnr_qnnpack"))), file=out)
             for k in ("error", "qrl_error", "ort_error"):
                 if q.get(k):
