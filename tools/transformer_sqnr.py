@@ -255,6 +255,15 @@ def fmt(v, spec="%6.1f"):
     return spec % v if isinstance(v, (int, float)) else "%6s" % "-"
 
 
+def finite(v):
+    """v with every NaN or infinite float as None (JSON has neither)."""
+    if isinstance(v, dict):
+        return {k: finite(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [finite(x) for x in v]
+    return None if isinstance(v, float) and not np.isfinite(v) else v
+
+
 def print_table(results, out=sys.stdout):
     """The table bench/report.py prints too."""
     hdr = "%-5s %-14s | %8s %8s %8s | %8s %7s | %8s %7s | %8s" % (
@@ -321,7 +330,7 @@ def main():
     if out_json:
         tmp = out_json + ".tmp"
         with open(tmp, "w") as f:
-            json.dump(res, f, indent=1)
+            json.dump(finite(res), f, indent=1)
         os.replace(tmp, out_json)
 
 
