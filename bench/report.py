@@ -76,14 +76,16 @@ def transformers(d, names, results):
     """QRL-H's rows: the times at batch 1 and 8 on one thread, the accuracy table, and the targets
     as (model, what, value, met) with met None where a number is missing."""
     targets = []
-    print("\ntransformers (QRL-H), 1 thread: median ms per batch; int8 = the recipe's integer graph"
-          " (qrl bench --recipe), ORT = ONNX Runtime on that recipe's export; speed-up = peer time / QRL time;"
-          " vs dyn: PyTorch quantize_dynamic's time / QRL int8 static's")
+    timed = [n for n in names if n in TRANSFORMERS and n != "vit"]
     hdr = ("%-5s %5s | %9s %9s %7s | %9s %9s %7s | %9s %7s %7s | %9s %7s | %9s %9s %7s" %
            ("model", "batch", "int8", "ORT int8", "vs ORT", "int8 dyn", "ORT dyn", "vs ORT", "QRL f32", "st/f32",
             "dyn/f32", "ORT f32", "f32/ORT", "torch f32", "torch dyn", "vs dyn"))
-    print(hdr)
-    print("-" * len(hdr))
+    if timed:
+        print("\ntransformers (QRL-H), 1 thread: median ms per batch; int8 = the recipe's integer graph"
+              " (qrl bench --recipe), ORT = ONNX Runtime on that recipe's export; speed-up = peer time / QRL time;"
+              " vs dyn: PyTorch quantize_dynamic's time / QRL int8 static's")
+        print(hdr)
+        print("-" * len(hdr))
 
     def ms(v):
         return "%9.3f" % v["ms_median"] if v else "%9s" % "-"
