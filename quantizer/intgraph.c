@@ -150,6 +150,8 @@ static qr_status bind_args(qr_kctx *k, const qr_intcall *c, int first, qrl_tview
     return QR_OK;
 }
 
+static qr_status kcall_rows(qr_kctx *k, const qr_intcall *c, int *done);
+
 static qr_status kcall_run(qr_kctx *k)
 {
     const qr_intgraph *ig = k->user;
@@ -157,6 +159,9 @@ static qr_status kcall_run(qr_kctx *k)
     if (!ig || ci < 0 || ci >= ig->ncalls)
         return QR_KERR(k, "QrlKernel runs only in the integer graph of a quantized model");
     const qr_intcall *c = &ig->calls[ci];
+    int done = 0;
+    if (c->nhwc && qr_attr_i(k->node, "acc", 0) && (kcall_rows(k, c, &done) != QR_OK || done))
+        return done ? QR_OK : QR_ERR;
     qrl_tview views[64];
     void *args[QRL_MAX_PARAMS];
     int acc_arg;
@@ -334,6 +339,61 @@ static qr_status bind_rows(qr_kctx *k, tile_run *t, qr_acc_epilogue *ep)
     }
     ep->vprog = t->c->nhwc->vector_epilogue;
     ep->vtabs = ptrs;
+    return QR_OK;
+}
+
+/* An accumulator epilogue whose channels are the accumulator's last axis (MatMul's and Gemm's
+ * [..., N]) through its channels-last form: the channel part once per channel into tables, then
+ * all rows as one block, [rows, N] with N columns. The whole-tensor kernel would evaluate the
+ * channel part (a division, the bias's index) once per element. Same bits (the tile and the
+ * channels-last kernels are the kernel's own value). *done 0: not such a call (the caller runs
+ * the whole-tensor kernel); QRL_EPILOGUE=whole forces that (the tests' second path). */
+static qr_status kcall_rows(qr_kctx *k, const qr_intcall *c, int *done)
+{
+    const char *env = getenv("QRL_EPILOGUE");
+    const qr_tensor *acc = k->in[0];
+    *done = 0;
+    if ((env && !strcmp(env, "whole")) || !c->tile || c->tables > QI_MAX_TABLES || !acc || acc->ndim < 1 ||
+        acc->dtype != QR_I32 || k->out[0]->ndim != acc->ndim)
+        return QR_OK;
+    int64_t axis = c->tile->tile_axis;
+    int p = c->tile->tile_axis_param;
+    if (p >= 0) {
+        if (p >= c->nargs || c->args[p].kind != ARG_SCALAR || !qr_dtype_is_int(c->k->params[p].elem))
+            return QR_OK;
+        axis = qr_get_i64(c->args[p].bytes, c->k->params[p].elem, 0);
+    }
+    if (axis < 0)
+        axis += acc->ndim;
+    int64_t m = acc->dims[acc->ndim - 1], n = qr_tensor_numel(acc);
+    if (axis != acc->ndim - 1 || m <= 0 || n <= 0)
+        return QR_OK;
+    tile_run t = {.c = c, .tile = c->tile, .acc_arg = -1, .y_arg = -1};
+    if (bind_args(k, c, 0, t.views, t.args, &t.acc_arg) != QR_OK)
+        return QR_ERR;
+    for (int i = 0; i < c->nargs; i++) {
+        if (c->args[i].kind == ARG_OUTPUT)
+            t.y_arg = i;
+        if (c->args[i].kind == ARG_TENSOR && c->args[i].input == 0)
+            t.acc_arg = i; /* the accumulator: input 0 of a QrlKernel with acc */
+    }
+    if (t.acc_arg < 0 || t.y_arg < 0)
+        return QR_OK;
+    int64_t *tab = qr_kwork(k, c->tables > 0 ? c->tables : 1, m, sizeof(int64_t), "epilogue's channel tables");
+    if (!tab)
+        return QR_ERR;
+    for (int i = 0; i < c->tables; i++)
+        t.tables[i] = (qrl_tview){tab + i * m, m, 1, {m}};
+    t.rows = c->nhwc;
+    t.fill = 1;
+    qr_acc_block fill = {NULL, 0, 0, m, 0, 0, 0, NULL};
+    if (run_tile(&t, 1, &fill, k->err) != QR_OK)
+        return QR_ERR;
+    t.fill = 0;
+    qr_acc_block all = {.acc = acc->data, .acc_rs = m, .rows = n / m, .cols = m, .c0 = 0, .y_off = 0, .y_rs = m};
+    if (run_tile(&t, 1, &all, k->err) != QR_OK)
+        return QR_ERR;
+    *done = 1;
     return QR_OK;
 }
 
@@ -1144,6 +1204,11 @@ static qr_status lower_match(builder *b, const struct mrec *r)
     }
     if (add_call(b, p, kd, pt, &ka, st) != QR_OK)
         return QR_ERR;
+    if (want_acc) { /* its block forms, for accumulators whose channels are the last axis (kcall_rows) */
+        qr_intcall *c = &b->ig->calls[b->ig->ncalls];
+        c->tile = qr_module_tile(b->q->m, kd);
+        c->nhwc = c->tile ? qr_module_nhwc(b->q->m, kd, &c->tables) : NULL;
+    }
     kernel_node(b, r, kd, yi, &ka, want_acc);
     b->ig->ncalls++;
     b->ig->kernels++;

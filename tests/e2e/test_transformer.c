@@ -254,3 +254,34 @@ Test(transformer, gelu_forms_run_as_exact_tables)
         free(log);
     }
 }
+
+/* The epilogues of MatMul and Gemm (channels on the accumulator's last axis) run through their
+ * channels-last form, the per-channel part once into tables; the whole-tensor kernel
+ * (QRL_EPILOGUE=whole) is the second path: the same bytes on the encoder and the decoder. */
+Test(transformer, channels_last_epilogues_give_the_same_bytes)
+{
+    const char *models[] = {"bert", "gpt"}, *outs[] = {"y", "logits"};
+    char cmd[4096], *log;
+    /* the decoder's batch is fixed at 1: its first test sample alone */
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as np; np.save('%s/gpt_one.npy', np.load('%s/gpt_test.npy')[:1]); "
+             "np.save('%s/bert_one.npy', np.load('%s/bert_test.npy'))\"", dir, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    for (int i = 0; i < 2; i++) {
+        char a[1024], b[1024];
+        for (int whole = 0; whole < 2; whole++) {
+            snprintf(cmd, sizeof cmd,
+                     "%s '%s' run '%s/%s.onnx' --recipe '%s/recipes/int8.qrl' --calib '%s/%s_calib.npy' "
+                     "-i '%s/%s_one.npy' -o '%s/%s_ep%d'",
+                     whole ? "QRL_EPILOGUE=whole" : "", tu_qrl(), dir, models[i], tu_root(), dir, models[i], dir,
+                     models[i], dir, models[i], whole);
+            cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+            free(log);
+        }
+        snprintf(a, sizeof a, "%s/%s_ep0/%s.npy", dir, models[i], outs[i]);
+        snprintf(b, sizeof b, "%s/%s_ep1/%s.npy", dir, models[i], outs[i]);
+        snprintf(cmd, sizeof cmd, "cmp '%s' '%s'", a, b);
+        cr_expect_eq(tu_run(cmd, &log), 0, "%s: the two epilogue paths differ: %s", models[i], log);
+        free(log);
+    }
+}
