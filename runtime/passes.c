@@ -136,6 +136,57 @@ static void kargs_clear_past(kargs *a, int n_in)
     a->hi = n_in;
 }
 
+/* ONNX ops whose output 0 has the element type of one input (their type constraint T is shared):
+ * the input, or -1 for none of these. */
+static int same_type_input(const qr_node *n)
+{
+    static const char *const ops[] = {
+        "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt",
+        "Reciprocal", "Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization", "MatMul", "Gemm", "Conv",
+        "Concat", "Reshape", "Transpose", "Slice", "Gather", "Expand", "Squeeze", "Unsqueeze", "Flatten", "Split",
+        "Identity", "Pad", "Tile", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "Max", "Min", "Clip",
+        "MaxPool", "AveragePool", "GlobalAveragePool", "HardSigmoid", "HardSwish", "LeakyRelu", "Dropout"};
+    if (n->domain[0])
+        return -1;
+    if (!strcmp(n->op, "Where"))
+        return 1;
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (!strcmp(n->op, ops[i]))
+            return 0;
+    return -1;
+}
+
+/* A node whose shapes could not be inferred (a dim that only a run knows, as an Expand to a
+ * computed shape) still gives its outputs their element type where ONNX ties it to an input's:
+ * patterns and rules test it (x.dtype == "f32"), and an unknown type would leave the rest of the
+ * graph out. Shapes stay unknown. */
+static void infer_type_only(qr_node *n)
+{
+    static const char *const indices[] = {"Shape", "Size", "NonZero", "ArgMax", "ArgMin"},
+                             *tests[] = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And",
+                                         "Or", "Xor", "IsNaN", "IsInf"};
+    qr_dtype fixed = QR_UNDEF;
+    for (size_t i = 0; !n->domain[0] && i < sizeof indices / sizeof *indices; i++)
+        if (!strcmp(n->op, indices[i]))
+            fixed = QR_I64;
+    for (size_t i = 0; !n->domain[0] && i < sizeof tests / sizeof *tests; i++)
+        if (!strcmp(n->op, tests[i]))
+            fixed = QR_BOOL;
+    if (!n->domain[0] && !strcmp(n->op, "Cast"))
+        fixed = qr_dtype_from_onnx((int)qr_attr_i(n, "to", 0));
+    if (fixed != QR_UNDEF) {
+        if (n->n_out > 0 && n->out[0] && n->out[0]->t.dtype == QR_UNDEF)
+            n->out[0]->t.dtype = fixed;
+        return;
+    }
+    int j = same_type_input(n);
+    if (j < 0 || j >= n->n_in || !n->in[j] || n->in[j]->t.dtype == QR_UNDEF)
+        return;
+    for (int o = 0; o < n->n_out && (o == 0 || !strcmp(n->op, "Split")); o++)
+        if (n->out[o] && n->out[o]->t.dtype == QR_UNDEF)
+            n->out[o]->t.dtype = n->in[j]->t.dtype;
+}
+
 qr_status qr_pass_infer_and_fold(qr_graph *g, qr_error *e)
 {
     kargs ka;
@@ -165,16 +216,20 @@ static qr_status infer_and_fold(qr_graph *g, kargs *ka, qr_error *e)
         }
         kargs_clear_past(ka, n->n_in);
         memset(out, 0, sizeof *out * (size_t)n->n_out);
-        if (!shapes)
+        if (!shapes) {
+            infer_type_only(n);
             continue;
+        }
         if (op_shape_only(n))
             consts = 1;
         for (int j = 0; j < n->n_out; j++)
             outp[j] = &out[j];
         qr_kctx k = {.node = n, .opset = n->opset, .n_in = n->n_in, .n_out = n->n_out, .in = in, .out = outp, .err = e};
         qr_status st = qr_op_infer(&k);
-        if (st == QR_NEED_DATA)
+        if (st == QR_NEED_DATA) {
+            infer_type_only(n);
             continue;
+        }
         if (st != QR_OK) {
             qr_error_prefix(e, "node '%s' (%s)", n->name, n->op);
             return QR_ERR;

@@ -192,3 +192,43 @@ Test(passes, constants_and_shapes_fold)
     cr_assert_eq(g->outputs[0]->t.dims[1], 3);
     qr_graph_free(g);
 }
+
+/* A shape only a run knows (Expand to a computed shape, as torchvision's ViT expands its class
+ * token) leaves the shapes after it unknown, but not the element types: ONNX ties each of these
+ * ops' output type to an input's (Concat, Add, Where's branches), or fixes it (Shape: i64,
+ * Equal: bool, Cast: its `to`). The types below are the ONNX spec's, by hand. */
+Test(passes, element_types_follow_where_shapes_are_unknown)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t xd[] = {1, 4}, sd[] = {2};
+    qr_value *x = tu_input(g, "x", 2, xd), *s = tu_input(g, "s", 1, sd);
+    s->t.dtype = QR_I64;
+    qr_value *in[3] = {x, s};
+    qr_value *e = tu_node(g, "Expand", "expand", 2, in, 1)->out[0]; /* [?, 4]: s is known at run time only */
+    in[0] = e, in[1] = x;
+    qr_node *cat = tu_node(g, "Concat", "cat", 2, in, 1);
+    tu_attr_int(g, cat, "axis", 0);
+    in[0] = cat->out[0], in[1] = cat->out[0];
+    qr_value *sum = tu_node(g, "Add", "add", 2, in, 1)->out[0];
+    qr_value *shape = tu_node(g, "Shape", "shape", 1, &sum, 1)->out[0];
+    in[0] = sum, in[1] = sum;
+    qr_value *eq = tu_node(g, "Equal", "eq", 2, in, 1)->out[0];
+    qr_node *cast = tu_node(g, "Cast", "cast", 1, &sum, 1);
+    tu_attr_int(g, cast, "to", 6); /* INT32 */
+    in[0] = eq, in[1] = sum, in[2] = cast->out[0];
+    qr_value *w = tu_node(g, "Where", "where", 3, in, 1)->out[0];
+    tu_output(g, w);
+    tu_output(g, shape);
+    g->opset = 17;
+    qr_error err;
+    cr_assert_eq(qr_pass_infer_and_fold(g, &err), QR_OK, "%s", err.msg);
+    cr_expect_eq(e->t.dtype, QR_F32);
+    cr_expect_eq(cat->out[0]->t.dtype, QR_F32);
+    cr_expect_eq(sum->t.dtype, QR_F32);
+    cr_expect_eq(shape->t.dtype, QR_I64);
+    cr_expect_eq(eq->t.dtype, QR_BOOL);
+    cr_expect_eq(cast->out[0]->t.dtype, QR_I32);
+    cr_expect_eq(w->t.dtype, QR_F32, "Where: its X branch's type");
+    cr_expect(!qr_value_shape_known(sum), "the shape stays unknown");
+    qr_graph_free(g);
+}
