@@ -37,7 +37,7 @@ struct qr_intcall {
     const qr_fn_desc *tile; /* k's tile kernel when the call runs fused to its convolution */
     const qr_fn_desc *nhwc; /* and its channels-last form (NULL: none), with this many tables */
     int tables;
-    const char *pattern;
+    const char *pattern, *loc; /* the pattern's name and file:line:col */
     qi_arg *args;
     int nargs;
 };
@@ -138,8 +138,8 @@ static qr_status bind_args(qr_kctx *k, const qr_intcall *c, int first, qrl_tview
             if (nv >= 64)
                 return QR_KERR(k, "kernel '%s': too many tensors", c->k->name);
             if (!t || t->dtype != a->want)
-                return QR_KERR(k, "kernel '%s' (pattern '%s'): parameter %d takes %s tensors, not %s", c->k->name,
-                               c->pattern, i + 1, qr_dtype_name(a->want), t ? qr_dtype_name(t->dtype) : "none");
+                return QR_KERR(k, "%s: kernel '%s' (pattern '%s'): parameter %d takes %s tensors, not %s", c->loc,
+                               c->k->name, c->pattern, i + 1, qr_dtype_name(a->want), t ? qr_dtype_name(t->dtype) : "none");
             qr_tview_of(t, &views[nv]);
             args[i] = &views[nv++];
         } else if (a->kind == ARG_ARRAY)
@@ -172,7 +172,7 @@ static qr_status kcall_run(qr_kctx *k)
     qr_rt_init(&rt);
     c->k->call(&rt, args);
     if (qr_rt_status(&rt, k->err) != QR_OK) {
-        qr_error_prefix(k->err, "kernel '%s' (pattern '%s')", c->k->name, c->pattern);
+        qr_error_prefix(k->err, "%s: kernel '%s' (pattern '%s')", c->loc, c->k->name, c->pattern);
         return QR_ERR;
     }
     return QR_OK;
@@ -228,10 +228,10 @@ typedef struct tile_run {
     qrl_tview tables[QI_MAX_TABLES];
 } tile_run;
 
-static qr_status call_status(qrl_rt *rt, const qr_fn_desc *k, const char *pattern, qr_error *e)
+static qr_status call_status(qrl_rt *rt, const qr_fn_desc *k, const qr_intcall *c, qr_error *e)
 {
     if (qr_rt_status(rt, e) != QR_OK) {
-        qr_error_prefix(e, "kernel '%s' (pattern '%s')", k->name, pattern);
+        qr_error_prefix(e, "%s: kernel '%s' (pattern '%s')", c->loc, k->name, c->pattern);
         return QR_ERR;
     }
     return QR_OK;
@@ -258,7 +258,7 @@ static qr_status stage_rows(const qr_acc_epilogue *ep, const void *y_rows, int64
     qrl_rt rt;
     qr_rt_init(&rt);
     s->c->k->call(&rt, args);
-    return call_status(&rt, s->c->k, s->c->pattern, e);
+    return call_status(&rt, s->c->k, s->c, e);
 }
 
 /* A block through the tile kernel (rows 0) or the channels-last one (rows 1). */
@@ -289,7 +289,7 @@ static qr_status run_tile(const tile_run *t, int rows, const qr_acc_block *b, qr
     qrl_rt rt;
     qr_rt_init(&rt);
     fn->call(&rt, args);
-    return call_status(&rt, fn, t->c->pattern, e);
+    return call_status(&rt, fn, t->c, e);
 }
 
 static qr_status tile_block(const qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e)
@@ -858,8 +858,8 @@ static qr_status choose_lowering(builder *b, const struct mrec *r, const qr_pat_
     for (int i = 0; i < p->nlowers && !*l; i++) {
         const qr_fn_desc *k = qr_module_fn(b->q->m, p->lowers[i].kernel);
         if (!k || !k->is_kernel || !k->call)
-            return qr_errorf(b->e, "pattern '%s' lowers to kernel '%s', which the recipe's module does not define",
-                             p->name, p->lowers[i].kernel);
+            return qr_errorf(b->e, "%s: pattern '%s' lowers to kernel '%s', which the recipe's module does not define",
+                             p->loc, p->name, p->lowers[i].kernel);
         if ((np = kernel_params(k, pt, 128)) < 0)
             return qr_errorf(b->e, "kernel '%s' has %d parameters, more than 128", k->name, k->nparams);
         if (lowering_fits(b, r, &p->lowers[i], k, pt, np, want_acc, one, sizeof one))
@@ -868,7 +868,8 @@ static qr_status choose_lowering(builder *b, const struct mrec *r, const qr_pat_
             snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s", why[0] ? "; " : "", one);
     }
     if (!*l)
-        return qr_errorf(b->e, "pattern '%s' has no lowering for the types the recipe chose (%s)", p->name, why);
+        return qr_errorf(b->e, "%s: pattern '%s' has no lowering for the types the recipe chose (%s)", p->loc, p->name,
+                         why);
     return QR_OK;
 }
 
@@ -917,7 +918,7 @@ static double *match_consts(builder *b, const struct mrec *r, int *nconsts)
     p->consts(&rt, &mt, consts);
     if (qr_rt_status(&rt, b->e) != QR_OK || qr_match_status(&mt, b->e) != QR_OK) {
         free(consts);
-        qr_error_prefix(b->e, "pattern '%s'", p->name);
+        qr_error_prefix(b->e, "%s: pattern '%s'", p->loc, p->name);
         return NULL;
     }
     return consts;
@@ -1010,9 +1011,9 @@ static qr_status add_call(builder *b, const qr_pattern *p, const qr_fn_desc *kd,
     int na = ka->na;
     for (int i = 0; st == QR_OK && i < na; i++)
         if (args[i].kind == ARG_SCALAR && pt[i].kind != ARG_SCALAR)
-            st = qr_errorf(b->e, "kernel '%s': parameter %d is not a scalar, pattern '%s' passes one", kd->name,
-                           i + 1, p->name);
-    qr_intcall call = {.k = kd, .pattern = p->name, .nargs = na};
+            st = qr_errorf(b->e, "%s: kernel '%s': parameter %d is not a scalar, pattern '%s' passes one", p->loc,
+                           kd->name, i + 1, p->name);
+    qr_intcall call = {.k = kd, .pattern = p->name, .loc = p->loc, .nargs = na};
     qr_intcall *cv = st == QR_OK ? realloc(b->ig->calls, sizeof *cv * (size_t)(b->ig->ncalls + 1)) : NULL;
     if (cv)
         b->ig->calls = cv;
@@ -1124,8 +1125,8 @@ static qr_status table_of_pointwise(builder *b, const struct mrec *r, const qr_f
     kd->call(&rt, args);
     qr_status st = qr_rt_status(&rt, b->e);
     if (st != QR_OK)
-        qr_error_prefix(b->e, "kernel '%s' (pattern '%s') on its input's %lld integers", kd->name, r->p->name,
-                        (long long)n);
+        qr_error_prefix(b->e, "%s: kernel '%s' (pattern '%s') on its input's %lld integers", r->p->loc, kd->name,
+                        r->p->name, (long long)n);
     char name[512];
     snprintf(name, sizeof name, "%s_%s_table", r->p->name, yi->name);
     qr_value *tab = st == QR_OK ? qr_plan_const(b->d, name, &out) : NULL;

@@ -172,7 +172,7 @@ int qr_match_pattern(const qr_graph *g, const qr_pattern *p, unsigned char *clai
                 qrl_match view = {g, c.m.values, p->nvalues, NULL, arrays, &narrays};
                 int ok = (int)p->where(rt, &view);
                 if (qr_rt_status(rt, e) != QR_OK || qr_match_status(&view, e) != QR_OK) {
-                    qr_error_prefix(e, "pattern '%s' at node '%s'", p->name, n->name);
+                    qr_error_prefix(e, "%s: pattern '%s' at node '%s'", p->loc, p->name, n->name);
                     return -1;
                 }
                 if (!ok)
