@@ -20,6 +20,14 @@ void qr_iconv_u8s8_4x16_avxvnni(int32_t *c, int64_t c_rs, const uint8_t *const *
 void qr_iconv_u8s8_4x8_avx2(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
                             const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
 
+void qr_igemm_u8s8_rc_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init,
+                                      const int32_t *cinit, int64_t m0, int64_t m1, const uint8_t *b, int64_t k4,
+                                      int64_t n);
+void qr_igemm_pack_b_avx512vnni(uint8_t *dst, const uint8_t *src, int64_t src_rs, int64_t k, int64_t n, uint8_t flip,
+                                int32_t *colsum);
+void qr_igemm_pack_a_avx512vnni(int8_t *dst, const uint8_t *src, int64_t src_rs, int64_t rows, int64_t k,
+                                uint8_t flip, int32_t *rowsum);
+
 void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
                        const uint8_t *b, int64_t k4, int64_t n)
 {
@@ -31,6 +39,67 @@ void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t 
                 s += (uint32_t)((int32_t)a[m * k4 + q] * (int32_t)b[((q >> 2) * n16 + j) * 4 + (q & 3)]);
             c[m * c_rs + j] = (int32_t)s;
         }
+}
+
+/* The kernels without column starts, then the columns' added (wrapping). */
+static void add_cinit(int32_t *c, int64_t c_rs, const int32_t *cinit, int64_t m0, int64_t m1, int64_t n)
+{
+    for (int64_t m = m0; cinit && m < m1; m++)
+        for (int64_t j = 0; j < n; j++)
+            c[m * c_rs + j] = (int32_t)((uint32_t)c[m * c_rs + j] + (uint32_t)cinit[j]);
+}
+
+void qr_igemm_u8s8_rc_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
+                          int64_t m0, int64_t m1, const uint8_t *b, int64_t k4, int64_t n)
+{
+    qr_igemm_u8s8_ref(c, c_rs, a, init, m0, m1, b, k4, n);
+    add_cinit(c, c_rs, cinit, m0, m1, n);
+}
+
+static void rc_avxvnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
+                       int64_t m0, int64_t m1, const uint8_t *b, int64_t k4, int64_t n)
+{
+    qr_igemm_u8s8_4x16_avxvnni(c, c_rs, a, init, m0, m1, b, k4, n);
+    add_cinit(c, c_rs, cinit, m0, m1, n);
+}
+
+static void rc_avx2(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit, int64_t m0,
+                    int64_t m1, const uint8_t *b, int64_t k4, int64_t n)
+{
+    qr_igemm_u8s8_4x8_avx2(c, c_rs, a, init, m0, m1, b, k4, n);
+    add_cinit(c, c_rs, cinit, m0, m1, n);
+}
+
+void qr_igemm_pack_b_ref(uint8_t *dst, const uint8_t *src, int64_t src_rs, int64_t k, int64_t n, uint8_t flip,
+                         int32_t *colsum)
+{
+    int64_t k4 = qr_igemm_k4(k), n16 = qr_igemm_n16(n);
+    for (int64_t q = 0; q < k4; q++)
+        for (int64_t j = 0; j < n16; j++)
+            dst[((q >> 2) * n16 + j) * 4 + (q & 3)] = q < k && j < n ? src[q * src_rs + j] ^ flip : 0;
+    for (int64_t j = 0; colsum && j < n; j++) {
+        uint32_t s = 0;
+        for (int64_t q = 0; q < k; q++)
+            s += (uint8_t)(src[q * src_rs + j] ^ flip);
+        colsum[j] = (int32_t)s;
+    }
+}
+
+void qr_igemm_pack_a_ref(int8_t *dst, const uint8_t *src, int64_t src_rs, int64_t rows, int64_t k, uint8_t flip,
+                         int32_t *rowsum)
+{
+    int64_t k4 = qr_igemm_k4(k);
+    for (int64_t i = 0; i < rows; i++) {
+        uint32_t s = 0;
+        for (int64_t q = 0; q < k4; q++) {
+            int8_t v = q < k ? (int8_t)(src[i * src_rs + q] ^ flip) : 0;
+            if (dst)
+                dst[i * k4 + q] = v;
+            s += (uint32_t)(int32_t)v;
+        }
+        if (rowsum)
+            rowsum[i] = (int32_t)s;
+    }
 }
 
 /* The definition, one sum at a time. */
@@ -167,10 +236,12 @@ static const struct {
     int (*cpu_has)(void);
     qr_igemm_fn fn;
     qr_iconv_fn iconv; /* the NHWC indirect GEMM of the same ISA */
+    qr_igemm_rc_fn rc; /* fn with column starting values */
 } kernels[] = {
-    {"avx512vnni", has_avx512vnni, qr_igemm_u8s8_8x32_avx512vnni, qr_iconv_u8s8_6x64_avx512vnni},
-    {"avxvnni", has_avxvnni, qr_igemm_u8s8_4x16_avxvnni, qr_iconv_u8s8_4x16_avxvnni},
-    {"avx2", has_avx2, qr_igemm_u8s8_4x8_avx2, qr_iconv_u8s8_4x8_avx2},
+    {"avx512vnni", has_avx512vnni, qr_igemm_u8s8_8x32_avx512vnni, qr_iconv_u8s8_6x64_avx512vnni,
+     qr_igemm_u8s8_rc_8x32_avx512vnni},
+    {"avxvnni", has_avxvnni, qr_igemm_u8s8_4x16_avxvnni, qr_iconv_u8s8_4x16_avxvnni, rc_avxvnni},
+    {"avx2", has_avx2, qr_igemm_u8s8_4x8_avx2, qr_iconv_u8s8_4x8_avx2, rc_avx2},
 };
 
 qr_igemm_fn qr_igemm_u8s8_isa(const char *isa)
@@ -229,6 +300,36 @@ qr_igemm_fn qr_igemm_u8s8(void)
         if (kernels[i].cpu_has())
             return kernels[i].fn;
     return NULL;
+}
+
+qr_igemm_rc_fn qr_igemm_u8s8_rc_isa(const char *isa)
+{
+    __builtin_cpu_init();
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
+        if (!strcmp(kernels[i].isa, isa))
+            return kernels[i].cpu_has() ? kernels[i].rc : NULL;
+    return NULL;
+}
+
+qr_igemm_rc_fn qr_igemm_u8s8_rc(void)
+{
+    qr_igemm_fn fn = qr_igemm_u8s8();
+    for (size_t i = 0; fn && i < sizeof kernels / sizeof kernels[0]; i++)
+        if (kernels[i].fn == fn)
+            return kernels[i].rc;
+    return NULL;
+}
+
+/* The packings' AVX-512 versions go with the AVX-512 VNNI kernel: what runs with another is
+ * not worth one of its own. */
+qr_igemm_pack_b_fn qr_igemm_pack_b(void)
+{
+    return qr_igemm_u8s8() == qr_igemm_u8s8_8x32_avx512vnni ? qr_igemm_pack_b_avx512vnni : qr_igemm_pack_b_ref;
+}
+
+qr_igemm_pack_a_fn qr_igemm_pack_a(void)
+{
+    return qr_igemm_u8s8() == qr_igemm_u8s8_8x32_avx512vnni ? qr_igemm_pack_a_avx512vnni : qr_igemm_pack_a_ref;
 }
 
 qr_iconv_fn qr_iconv_u8s8_isa(const char *isa)

@@ -62,6 +62,40 @@ qr_igemv_fn qr_igemv_u8s8(void);
 void qr_igemv_u8s8_ref(int32_t *y, const uint8_t *x, const int8_t *w, const int32_t *init, int64_t k4, int64_t j0,
                        int64_t j1, int64_t n);
 
+/* The same product with a starting value per column as well as per row:
+ *   c[m][n] = init[m] + cinit[n] + sum_k a[m][k] * b[k][n]   (wrapping, layouts as above),
+ * for a product of two computed operands, whose zero points correct each row and each column
+ * (quant.c). The AVX-512 VNNI kernel adds cinit where its sums start; the other ISAs' run their
+ * qr_igemm_fn and add it after. QRL_IGEMM picks as for qr_igemm_u8s8 (NULL: portable forced, or
+ * no ISA); qr_igemm_u8s8_rc_isa as qr_igemm_u8s8_isa. */
+typedef void (*qr_igemm_rc_fn)(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
+                               int64_t m0, int64_t m1, const uint8_t *b, int64_t k4, int64_t n);
+qr_igemm_rc_fn qr_igemm_u8s8_rc(void);
+qr_igemm_rc_fn qr_igemm_u8s8_rc_isa(const char *isa);
+void qr_igemm_u8s8_rc_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
+                          int64_t m0, int64_t m1, const uint8_t *b, int64_t k4, int64_t n);
+
+/* Packs a row-major matrix of bytes src [k][n] (rows src_rs bytes apart) as the kernels' b,
+ * [K4/4][N16][4], each byte ^ flip (0x80 turns i8 into u8), 0 past row k and column n.
+ * colsum[j] = the sum of column j's k packed bytes as u8 (NULL: not wanted). dst holds
+ * qr_igemm_k4(k) * qr_igemm_n16(n) bytes. */
+typedef void (*qr_igemm_pack_b_fn)(uint8_t *dst, const uint8_t *src, int64_t src_rs, int64_t k, int64_t n,
+                                   uint8_t flip, int32_t *colsum);
+/* The rows of a, from a row-major matrix of bytes src [rows][k] (rows src_rs bytes apart):
+ * dst[i * k4 + q] = src[i][q] ^ flip for q < k, 0 up to k4 = qr_igemm_k4(k) (flip 0x80 turns u8
+ * into s8); dst NULL: not written. rowsum[i] = the sum of row i's k bytes ^ flip as s8 (NULL: not
+ * wanted). */
+typedef void (*qr_igemm_pack_a_fn)(int8_t *dst, const uint8_t *src, int64_t src_rs, int64_t rows, int64_t k,
+                                   uint8_t flip, int32_t *rowsum);
+/* The AVX-512 VNNI ones when the CPU has it (the sums by vpdpbusd against ones), else the
+ * portable ones (QRL_IGEMM=portable forces them). */
+qr_igemm_pack_b_fn qr_igemm_pack_b(void);
+qr_igemm_pack_a_fn qr_igemm_pack_a(void);
+void qr_igemm_pack_b_ref(uint8_t *dst, const uint8_t *src, int64_t src_rs, int64_t k, int64_t n, uint8_t flip,
+                         int32_t *colsum);
+void qr_igemm_pack_a_ref(int8_t *dst, const uint8_t *src, int64_t src_rs, int64_t rows, int64_t k, uint8_t flip,
+                         int32_t *rowsum);
+
 /* The portable reference of the same contract (tests compare every ISA's kernel with it). */
 void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
                        const uint8_t *b, int64_t k4, int64_t n);

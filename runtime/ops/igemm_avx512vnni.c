@@ -26,13 +26,15 @@ static inline __mmask16 cols_mask(int64_t cols)
  * load of activations serves eight rows. The sums are named registers: an
  * array of them made GCC copy registers every step of the k loop. */
 #define DP2(L, H, W) (L = _mm512_dpbusd_epi32(L, v0, W), H = _mm512_dpbusd_epi32(H, v1, W))
+#define START(r, cv) _mm512_add_epi32(_mm512_set1_epi32(init[r]), cv)
 TARGET static void tile_8x32(int32_t *c, int64_t c_rs, const int8_t *a, int64_t k4, const int32_t *init,
-                             const uint8_t *bj, int64_t kq, int64_t step, __mmask16 k0, __mmask16 k1)
+                             __m512i cv0, __m512i cv1, const uint8_t *bj, int64_t kq, int64_t step, __mmask16 k0,
+                             __mmask16 k1)
 {
-    __m512i l0 = _mm512_set1_epi32(init[0]), l1 = _mm512_set1_epi32(init[1]), l2 = _mm512_set1_epi32(init[2]),
-            l3 = _mm512_set1_epi32(init[3]), l4 = _mm512_set1_epi32(init[4]), l5 = _mm512_set1_epi32(init[5]),
-            l6 = _mm512_set1_epi32(init[6]), l7 = _mm512_set1_epi32(init[7]);
-    __m512i h0 = l0, h1 = l1, h2 = l2, h3 = l3, h4 = l4, h5 = l5, h6 = l6, h7 = l7;
+    __m512i l0 = START(0, cv0), l1 = START(1, cv0), l2 = START(2, cv0), l3 = START(3, cv0), l4 = START(4, cv0),
+            l5 = START(5, cv0), l6 = START(6, cv0), l7 = START(7, cv0);
+    __m512i h0 = START(0, cv1), h1 = START(1, cv1), h2 = START(2, cv1), h3 = START(3, cv1), h4 = START(4, cv1),
+            h5 = START(5, cv1), h6 = START(6, cv1), h7 = START(7, cv1);
     for (int64_t q = 0; q < kq; q++) {
         __m512i v0 = _mm512_loadu_si512((const void *)(bj + q * step));
         __m512i v1 = _mm512_loadu_si512((const void *)(bj + q * step + 64));
@@ -54,11 +56,10 @@ TARGET static void tile_8x32(int32_t *c, int64_t c_rs, const int8_t *a, int64_t 
 }
 
 TARGET static void tile_8x16(int32_t *c, int64_t c_rs, const int8_t *a, int64_t k4, const int32_t *init,
-                             const uint8_t *bj, int64_t kq, int64_t step, __mmask16 k0)
+                             __m512i cv0, const uint8_t *bj, int64_t kq, int64_t step, __mmask16 k0)
 {
-    __m512i l0 = _mm512_set1_epi32(init[0]), l1 = _mm512_set1_epi32(init[1]), l2 = _mm512_set1_epi32(init[2]),
-            l3 = _mm512_set1_epi32(init[3]), l4 = _mm512_set1_epi32(init[4]), l5 = _mm512_set1_epi32(init[5]),
-            l6 = _mm512_set1_epi32(init[6]), l7 = _mm512_set1_epi32(init[7]);
+    __m512i l0 = START(0, cv0), l1 = START(1, cv0), l2 = START(2, cv0), l3 = START(3, cv0), l4 = START(4, cv0),
+            l5 = START(5, cv0), l6 = START(6, cv0), l7 = START(7, cv0);
     for (int64_t q = 0; q < kq; q++) {
         __m512i v0 = _mm512_loadu_si512((const void *)(bj + q * step));
         const int8_t *aq = a + 4 * q;
@@ -77,8 +78,9 @@ TARGET static void tile_8x16(int32_t *c, int64_t c_rs, const int8_t *a, int64_t 
 }
 
 /* Up to four rows (the ones past the last eight): a short tile repeats row 0, not stored. */
-TARGET static void tile_4(int32_t *c, int64_t c_rs, const int8_t *a, int64_t k4, const int32_t *init, int rows,
-                          const uint8_t *bj, int64_t kq, int64_t step, int two, __mmask16 k0, __mmask16 k1)
+TARGET static void tile_4(int32_t *c, int64_t c_rs, const int8_t *a, int64_t k4, const int32_t *init,
+                          __m512i cv0, __m512i cv1, int rows, const uint8_t *bj, int64_t kq, int64_t step, int two,
+                          __mmask16 k0, __mmask16 k1)
 {
     const int8_t *ar[4];
     __m512i lo[4], hi[4];
@@ -86,7 +88,8 @@ TARGET static void tile_4(int32_t *c, int64_t c_rs, const int8_t *a, int64_t k4,
     for (int r = 0; r < 4; r++) {
         int rr = r < rows ? r : 0;
         ar[r] = a + rr * k4;
-        lo[r] = hi[r] = _mm512_set1_epi32(init[rr]);
+        lo[r] = START(rr, cv0);
+        hi[r] = START(rr, cv1);
     }
     if (two) {
         __m512i l0 = lo[0], l1 = lo[1], l2 = lo[2], l3 = lo[3], h0 = hi[0], h1 = hi[1], h2 = hi[2], h3 = hi[3];
@@ -119,25 +122,27 @@ TARGET static void tile_4(int32_t *c, int64_t c_rs, const int8_t *a, int64_t k4,
     }
 }
 
-/* Columns [j, j + 32) of rows [m0, m1). */
-TARGET static void strip(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
-                         const uint8_t *b, int64_t k4, int64_t n, int64_t j)
+/* Columns [j, j + 32) of rows [m0, m1); cinit (NULL: none) adds each column's starting value. */
+TARGET static void strip(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
+                         int64_t m0, int64_t m1, const uint8_t *b, int64_t k4, int64_t n, int64_t j)
 {
     int64_t n16 = qr_igemm_n16(n), kq = k4 / 4, step = n16 * 4;
     /* the second half of the tile reads columns j + 16.. only where the packing has them */
     int two = j + 16 < n16;
     __mmask16 k0 = cols_mask(n - j), k1 = cols_mask(n - j - 16);
+    __m512i cv0 = cinit ? _mm512_maskz_loadu_epi32(k0, cinit + j) : _mm512_setzero_si512();
+    __m512i cv1 = cinit ? _mm512_maskz_loadu_epi32(k1, cinit + j + 16) : _mm512_setzero_si512();
     const uint8_t *bj = b + j * 4;
     int64_t m = m0;
     for (; m + 8 <= m1; m += 8) {
         if (two)
-            tile_8x32(c + m * c_rs + j, c_rs, a + m * k4, k4, init + m, bj, kq, step, k0, k1);
+            tile_8x32(c + m * c_rs + j, c_rs, a + m * k4, k4, init + m, cv0, cv1, bj, kq, step, k0, k1);
         else
-            tile_8x16(c + m * c_rs + j, c_rs, a + m * k4, k4, init + m, bj, kq, step, k0);
+            tile_8x16(c + m * c_rs + j, c_rs, a + m * k4, k4, init + m, cv0, bj, kq, step, k0);
     }
     for (; m < m1; m += 4)
-        tile_4(c + m * c_rs + j, c_rs, a + m * k4, k4, init + m, m1 - m < 4 ? (int)(m1 - m) : 4, bj, kq, step, two,
-               k0, k1);
+        tile_4(c + m * c_rs + j, c_rs, a + m * k4, k4, init + m, cv0, cv1, m1 - m < 4 ? (int)(m1 - m) : 4, bj, kq,
+               step, two, k0, k1);
 }
 
 /* Column strips outer: a strip of packed activations stays in cache while
@@ -146,7 +151,17 @@ TARGET void qr_igemm_u8s8_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t
                                           int64_t m1, const uint8_t *b, int64_t k4, int64_t n)
 {
     for (int64_t j = 0; j < n; j += 32)
-        strip(c, c_rs, a, init, m0, m1, b, k4, n, j);
+        strip(c, c_rs, a, init, NULL, m0, m1, b, k4, n, j);
+}
+
+/* The same with a starting value per column too (igemm.h, qr_igemm_rc_fn): added to the rows'
+ * when the tile's sums start, so the product needs no second pass over c. */
+TARGET void qr_igemm_u8s8_rc_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init,
+                                             const int32_t *cinit, int64_t m0, int64_t m1, const uint8_t *b,
+                                             int64_t k4, int64_t n)
+{
+    for (int64_t j = 0; j < n; j += 32)
+        strip(c, c_rs, a, init, cinit, m0, m1, b, k4, n, j);
 }
 
 /* y[j] for columns [j0, j1): eight groups of sixteen at a time (eight independent vpdpbusd chains
@@ -196,8 +211,8 @@ TARGET void qr_igemv_u8s8_avx512vnni(int32_t *y, const uint8_t *x, const int8_t 
  * vpunpck*bw, pairs by vpunpck*wd (within 128-bit lanes), then the lanes put in column order
  * by a 4x4 transpose of lanes; the last columns under masks. Needs AVX-512BW only. */
 #define TARGET_BW __attribute__((target("avx512f,avx512bw")))
-TARGET_BW static inline void interleave64(uint32_t *d, __m512i a, __m512i b, __m512i c, __m512i e, __m512i x,
-                                          int64_t left)
+/* o[q]: the words of columns 16 q .. 16 q + 15 of rows a, b, c, e. */
+TARGET_BW static inline void words64(__m512i a, __m512i b, __m512i c, __m512i e, __m512i o[4])
 {
     __m512i ab0 = _mm512_unpacklo_epi8(a, b), ab1 = _mm512_unpackhi_epi8(a, b);
     __m512i ce0 = _mm512_unpacklo_epi8(c, e), ce1 = _mm512_unpackhi_epi8(c, e);
@@ -205,8 +220,17 @@ TARGET_BW static inline void interleave64(uint32_t *d, __m512i a, __m512i b, __m
     __m512i w2 = _mm512_unpacklo_epi16(ab1, ce1), w3 = _mm512_unpackhi_epi16(ab1, ce1);
     __m512i t0 = _mm512_shuffle_i32x4(w0, w1, 0x44), t1 = _mm512_shuffle_i32x4(w0, w1, 0xEE);
     __m512i t2 = _mm512_shuffle_i32x4(w2, w3, 0x44), t3 = _mm512_shuffle_i32x4(w2, w3, 0xEE);
-    __m512i o[4] = {_mm512_shuffle_i32x4(t0, t2, 0x88), _mm512_shuffle_i32x4(t0, t2, 0xDD),
-                    _mm512_shuffle_i32x4(t1, t3, 0x88), _mm512_shuffle_i32x4(t1, t3, 0xDD)};
+    o[0] = _mm512_shuffle_i32x4(t0, t2, 0x88);
+    o[1] = _mm512_shuffle_i32x4(t0, t2, 0xDD);
+    o[2] = _mm512_shuffle_i32x4(t1, t3, 0x88);
+    o[3] = _mm512_shuffle_i32x4(t1, t3, 0xDD);
+}
+
+TARGET_BW static inline void interleave64(uint32_t *d, __m512i a, __m512i b, __m512i c, __m512i e, __m512i x,
+                                          int64_t left)
+{
+    __m512i o[4];
+    words64(a, b, c, e, o);
     for (int q = 0; q < 4; q++) {
         __m512i v = _mm512_xor_si512(o[q], x);
         if (left >= 64)
@@ -228,5 +252,63 @@ TARGET_BW void qr_igemm_interleave4_avx512bw(uint32_t *d, const uint8_t *r0, con
         __mmask64 m = ((__mmask64)1 << (n - i)) - 1; /* n - i < 64 */
         interleave64(d + i, _mm512_maskz_loadu_epi8(m, r0 + i), _mm512_maskz_loadu_epi8(m, r1 + i),
                      _mm512_maskz_loadu_epi8(m, r2 + i), _mm512_maskz_loadu_epi8(m, r3 + i), x, n - i);
+    }
+}
+
+/* qr_igemm_pack_b (igemm.h): 64 columns at a time down all the groups of four rows, the column
+ * sums by vpdpbusd of the packed words against ones (exact: four u8 by 1 into each lane). Rows past
+ * k load as zeros and are not flipped, columns past n are zeroed by the masked xor. */
+TARGET void qr_igemm_pack_b_avx512vnni(uint8_t *dst, const uint8_t *src, int64_t src_rs, int64_t k, int64_t n,
+                                       uint8_t flip, int32_t *colsum)
+{
+    int64_t kq = qr_igemm_k4(k) / 4, n16 = qr_igemm_n16(n);
+    __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
+    for (int64_t j = 0; j < n; j += 64) {
+        int64_t left = n - j;
+        __mmask64 lm = left >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << left) - 1;
+        __m512i s[4] = {zero, zero, zero, zero};
+        for (int64_t g = 0; g < kq; g++) {
+            const uint8_t *r = src + 4 * g * src_rs + j;
+            int have = k - 4 * g < 4 ? (int)(k - 4 * g) : 4;
+            __m512i v[4];
+            for (int t = 0; t < 4; t++)
+                v[t] = t < have ? _mm512_maskz_loadu_epi8(lm, r + t * src_rs) : zero;
+            /* the flip on the real rows' bytes only */
+            __m512i x = _mm512_set1_epi32((int)(flip * 0x01010101u & 0xffffffffu >> (32 - 8 * have)));
+            __m512i o[4];
+            words64(v[0], v[1], v[2], v[3], o);
+            uint8_t *d = dst + (g * n16 + j) * 4;
+            for (int q = 0; q < 4 && j + 16 * q < n16; q++) {
+                __m512i w = _mm512_maskz_xor_epi32(cols_mask(left - 16 * q), o[q], x);
+                _mm512_storeu_si512((void *)(d + 64 * q), w);
+                s[q] = _mm512_dpbusd_epi32(s[q], w, ones);
+            }
+        }
+        for (int q = 0; colsum && q < 4; q++)
+            _mm512_mask_storeu_epi32(colsum + j + 16 * q, cols_mask(left - 16 * q), s[q]);
+    }
+}
+
+/* qr_igemm_pack_a (igemm.h): a row 64 bytes at a time, its sum by vpdpbusd of ones against the
+ * flipped bytes as s8, the lanes added at the end of the row. */
+TARGET void qr_igemm_pack_a_avx512vnni(int8_t *dst, const uint8_t *src, int64_t src_rs, int64_t rows, int64_t k,
+                                       uint8_t flip, int32_t *rowsum)
+{
+    int64_t k4 = qr_igemm_k4(k);
+    __m512i ones = _mm512_set1_epi8(1), x = _mm512_set1_epi8((char)flip);
+    for (int64_t i = 0; i < rows; i++) {
+        const uint8_t *r = src + i * src_rs;
+        __m512i s = _mm512_setzero_si512();
+        for (int64_t q = 0; q < k4; q += 64) {
+            __mmask64 lm = k - q >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (k - q)) - 1;
+            __mmask64 sm = k4 - q >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (k4 - q)) - 1;
+            /* bytes past k: 0, not the flip */
+            __m512i v = _mm512_maskz_mov_epi8(lm, _mm512_xor_si512(_mm512_maskz_loadu_epi8(lm, r + q), x));
+            if (dst)
+                _mm512_mask_storeu_epi8(dst + i * k4 + q, sm, v);
+            s = _mm512_dpbusd_epi32(s, ones, v);
+        }
+        if (rowsum)
+            rowsum[i] = _mm512_reduce_add_epi32(s);
     }
 }

@@ -701,11 +701,6 @@ static void vnni_rows(void *arg, int64_t m0, int64_t m1)
     j->fn(j->c, j->c_rs, j->a, j->init, m0, m1, j->b, j->k4, j->n);
 }
 
-/* MatMulInteger of u8 A [..., M, K] by a matrix of s8 B [K, N] with zero
- * point 0, on the u8s8 microkernel: it computes acc^T = B^T A^T, with B^T as
- * the s8 rows, A's rows packed as the u8 columns (four consecutive k of a row
- * are already together) and -a_zero * sum(B's column) as each start. An i8 A
- * goes in as a ^ 0x80 = a + 128 with a_zero + 128. */
 /* Each column's starting value -a_zero * sum(B's column), wrapped: x - a_zero times w summed is
  * x times w summed plus this (B: s8 [K, N]). */
 static void zero_point_starts(const int8_t *bd, int64_t kd, int64_t nn, int64_t za, int32_t *init)
@@ -778,64 +773,147 @@ static qr_status matmulint_gemv(qr_kctx *k, const qr_tensor *a, int64_t za, uint
 /* Rows up to this many take the GEMV: the GEMM's 16-column tiles would hold 16 / rows times the work. */
 #define QR_GEMV_MAX_ROWS 4
 
-static qr_status matmulint_u8s8(qr_kctx *k, const qr_tensor *a, int64_t za, const qr_tensor *b, int32_t *acc,
-                                qr_igemm_fn fn, int bconst)
+/* ---- integer matrix products on the u8s8 microkernel ----
+ * Any u8 or i8 A [..., M, K] by any u8 or i8 B [..., K, N] with one zero point each, batch dims
+ * broadcast (attention's Q K^T and P V, both computed; a projection's constant weights). The
+ * kernel (igemm.h, qr_igemm_rc_fn) multiplies s8 rows by u8 columns, so each operand is moved to
+ * its type with its zero point: an u8 A goes in as a ^ 0x80 = a - 128 with za - 128, an i8 B as
+ * b ^ 0x80 = b + 128 with zb + 128, which leaves every a - za and b - zb as it was. Then
+ *   sum_k (a - za)(b - zb) = sum_k a b - zb rowsum(a) - za colsum(b) + K za zb:
+ * the kernel's sums start from K za zb - zb rowsum(a) per row and -za colsum(b) per column, all
+ * modulo 2^32, so the int32 results are the exact sums wrapped, as the definition's. */
+typedef struct mmq_job {
+    const mm_plan *p;
+    qr_igemm_rc_fn fn;
+    qr_igemm_pack_a_fn pack_a;
+    qr_igemm_pack_b_fn pack_b;
+    const uint8_t *a, *b;  /* the operands' bytes */
+    int8_t *as;            /* A's rows packed [rows][k4], or NULL: A is used as it is */
+    uint8_t *bp;           /* B's matrices packed [nb][K4/4][N16][4] */
+    int32_t *rinit, *colsum, *cinit;
+    uint8_t aflip, bflip;
+    int pack_b_too;        /* 0: bp and colsum hold a constant B's packing already */
+    uint32_t za, zb;       /* the moved zero points, as the sums' wrapping arithmetic takes them */
+    int64_t na, nb, k4, n16, rb;
+    const int64_t *ia, *ib; /* each output matrix's A and B matrix */
+    int32_t *c;
+} mmq_job;
+
+/* Rows of the kernel per task: whole 8-row tiles, enough tasks for two threads on one matrix. */
+#define MMQ_ROWS 64
+
+/* Items [0, na) pack A's matrices (and their starting values), [na, na + nb) B's. */
+static void mmq_pack(void *arg, int64_t i0, int64_t i1)
 {
-    uint8_t flip = a->dtype == QR_I8 ? 0x80 : 0;
-    if (flip)
-        za += 128;
-    int64_t kd = b->dims[0], nn = b->dims[1], rows = kd ? qr_tensor_numel(a) / kd : 0;
-    int64_t k4 = qr_igemm_k4(kd), r16 = qr_igemm_n16(rows);
-    if (rows == 0 || nn == 0)
+    const mmq_job *j = arg;
+    int64_t m = j->p->m, kd = j->p->kd, n = j->p->n;
+    for (int64_t i = i0; i < i1; i++) {
+        if (i < j->na) {
+            int32_t *r = j->rinit + i * m;
+            if (!j->as && !j->zb) { /* A as it is, and no row needs a correction */
+                for (int64_t x = 0; x < m; x++)
+                    r[x] = 0;
+                continue;
+            }
+            j->pack_a(j->as ? j->as + i * m * j->k4 : NULL, j->a + i * m * kd, kd, m, kd, j->aflip, j->zb ? r : NULL);
+            uint32_t kzz = (uint32_t)kd * j->za * j->zb;
+            for (int64_t x = 0; x < m; x++)
+                r[x] = j->zb ? (int32_t)(kzz - j->zb * (uint32_t)r[x]) : 0;
+            continue;
+        }
+        int64_t bi = i - j->na;
+        if (j->pack_b_too)
+            j->pack_b(j->bp + bi * j->k4 * j->n16, j->b + bi * kd * n, n, kd, n, j->bflip, j->colsum + bi * n);
+        for (int64_t x = 0; x < n; x++)
+            j->cinit[bi * n + x] = (int32_t)(0u - j->za * (uint32_t)j->colsum[bi * n + x]);
+    }
+}
+
+/* Tasks t = output matrix * row blocks + row block. */
+static void mmq_rows(void *arg, int64_t t0, int64_t t1)
+{
+    const mmq_job *j = arg;
+    int64_t m = j->p->m, n = j->p->n;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t bi = t / j->rb, r0 = t % j->rb * MMQ_ROWS, r1 = r0 + MMQ_ROWS < m ? r0 + MMQ_ROWS : m;
+        int64_t ia = j->ia[bi], ib = j->ib[bi];
+        const int8_t *am = j->as ? j->as + ia * m * j->k4 : (const int8_t *)j->a + ia * m * j->k4;
+        j->fn(j->c + bi * m * n, n, am, j->rinit + ia * m, j->cinit + ib * n, r0, r1, j->bp + ib * j->k4 * j->n16,
+              j->k4, n);
+    }
+}
+
+/* acc = (a - za) @ (b - zb) over the broadcast batch (p), on the microkernel fn. bconst: B is a
+ * graph constant, so its packing and column sums are made on the first run only. ia_out/ib_out
+ * (NULL: not wanted) receive each output matrix's A and B matrix, as int_matmul's. */
+static qr_status mmq_run(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, const qr_tensor *a, int64_t za,
+                         const qr_tensor *b, int64_t zb, int bconst, int32_t *acc, int64_t *ia_out, int64_t *ib_out)
+{
+    int64_t m = p->m, kd = p->kd, n = p->n, nbatch = qr_tensor_numel(&p->batch);
+    if (m == 0 || n == 0 || nbatch == 0)
         return QR_OK;
-    qr_igemv_fn gemv = rows <= QR_GEMV_MAX_ROWS ? qr_igemv_u8s8() : NULL;
-    if (gemv)
-        return matmulint_gemv(k, a, za, flip, b, acc, gemv, bconst);
-    /* B^T's panels and the starting values: on the first run only when B and a_zero are constants */
-    size_t wbytes = (size_t)(nn * k4 + 63) / 64 * 64, bytes = wbytes + (size_t)nn * sizeof(int32_t);
+    mmq_job j = {.p = p, .fn = fn, .pack_a = qr_igemm_pack_a(), .pack_b = qr_igemm_pack_b(), .a = a->data,
+                 .b = b->data, .c = acc, .k4 = qr_igemm_k4(kd), .n16 = qr_igemm_n16(n),
+                 .rb = (m + MMQ_ROWS - 1) / MMQ_ROWS};
+    j.aflip = a->dtype == QR_U8 ? 0x80 : 0;
+    j.bflip = b->dtype == QR_I8 ? 0x80 : 0;
+    j.za = (uint32_t)(za - j.aflip);
+    j.zb = (uint32_t)(zb + j.bflip);
+    j.na = qr_tensor_numel(a) / (m * kd); /* kd > 0 (callers) */
+    j.nb = qr_tensor_numel(b) / (kd * n);
+    size_t bbytes = (size_t)(j.nb * j.k4 * j.n16 + 63) / 64 * 64, cbytes = (size_t)(j.nb * n) * sizeof(int32_t);
     int fresh = 1;
-    uint8_t *packed = bconst ? qr_kcache_get(k, bytes, "packed B", &fresh) : qr_kscratch(k, 1, (int64_t)bytes, 1,
-                                                                                          "packed B");
+    uint8_t *packed = bconst ? qr_kcache_get(k, bbytes + cbytes, "packed B", &fresh)
+                             : qr_kwork(k, 1, (int64_t)(bbytes + cbytes), 1, "packed B");
     if (!packed)
         return QR_ERR;
-    int8_t *wp = (int8_t *)packed;
-    int32_t *init = (int32_t *)(packed + wbytes);
-    if (fresh) {
-        memset(wp, 0, wbytes);
-        const int8_t *bd = b->data;
-        for (int64_t j = 0; j < nn; j++)
-            for (int64_t q = 0; q < kd; q++)
-                wp[j * k4 + q] = bd[q * nn + j];
-        zero_point_starts(bd, kd, nn, za, init);
-    }
-    uint8_t *bp = qr_kwork(k, k4, r16, 1, "packed A");
-    int32_t *ct = bp ? qr_kwork(k, nn, rows, sizeof(int32_t), "transposed product") : NULL;
-    if (!ct) {
-        qr_kcache_done(k, packed);
+    j.bp = packed;
+    j.colsum = (int32_t *)(void *)(packed + bbytes);
+    j.pack_b_too = fresh;
+    /* A's bytes serve as the kernel's rows when they are s8 already in rows of k4 */
+    int a_as_is = !j.aflip && kd == j.k4;
+    int64_t *idx = qr_kwork(k, 2, nbatch, sizeof(int64_t), "batch indices");
+    j.rinit = idx ? qr_kwork(k, j.na, m, sizeof(int32_t), "row starts") : NULL;
+    j.cinit = j.rinit ? qr_kwork(k, j.nb, n, sizeof(int32_t), "column starts") : NULL;
+    j.as = j.cinit && !a_as_is ? qr_kwork(k, j.na * m, j.k4, 1, "packed A") : NULL;
+    if (!j.cinit || (!a_as_is && !j.as)) {
+        if (bconst)
+            qr_kcache_done(k, packed);
         return QR_ERR;
     }
-    const uint8_t *ad = a->data;
-    memset(bp, 0, (size_t)(k4 * r16));
-    /* each row's four consecutive k are one word of the packing: words, not bytes, then the tail */
-    uint32_t *bw = (uint32_t *)(void *)bp, fw = flip * 0x01010101u;
-    int64_t kw = kd / 4;
-    for (int64_t i = 0; i < rows; i++) {
-        const uint8_t *ar = ad + i * kd;
-        for (int64_t g = 0; g < kw; g++) {
-            uint32_t w;
-            memcpy(&w, ar + 4 * g, 4);
-            bw[g * r16 + i] = w ^ fw;
-        }
-        for (int64_t q = 4 * kw; q < kd; q++)
-            bp[((q >> 2) * r16 + i) * 4 + (q & 3)] = ar[q] ^ flip;
+    qr_iter it;
+    qr_iter_init(&it, &p->batch, 2);
+    memcpy(it.stride[0], p->bstride_a, sizeof p->bstride_a);
+    memcpy(it.stride[1], p->bstride_b, sizeof p->bstride_b);
+    for (int64_t bi = 0; bi < nbatch; bi++, qr_iter_next(&it)) {
+        idx[bi] = it.off[0];
+        idx[nbatch + bi] = it.off[1];
     }
-    vnni_job jb = {fn, ct, wp, init, bp, rows, k4, rows};
-    qr_parallel_for(k->pool, nn, 4, vnni_rows, &jb);
-    for (int64_t i = 0; i < rows; i++)
-        for (int64_t j = 0; j < nn; j++)
-            acc[i * nn + j] = ct[j * rows + i];
-    qr_kcache_done(k, packed);
+    j.ia = idx;
+    j.ib = idx + nbatch;
+    qr_parallel_for(k->pool, j.na + j.nb, 1, mmq_pack, &j);
+    qr_parallel_for(k->pool, nbatch * j.rb, 1, mmq_rows, &j);
+    if (ia_out) {
+        memcpy(ia_out, j.ia, (size_t)nbatch * sizeof *ia_out);
+        memcpy(ib_out, j.ib, (size_t)nbatch * sizeof *ib_out);
+    }
+    if (bconst)
+        qr_kcache_done(k, packed);
     return QR_OK;
+}
+
+/* The microkernel when this CPU has one and the zero points are one per tensor, else NULL
+ * (the caller's portable int32 path). */
+static qr_igemm_rc_fn mmq_kernel(const qr_tensor *azp, const qr_tensor *bzp)
+{
+    if ((azp && qr_tensor_numel(azp) != 1) || (bzp && qr_tensor_numel(bzp) != 1))
+        return NULL;
+    return qr_igemm_u8s8_rc();
+}
+
+static int64_t zero_point(const qr_tensor *zp)
+{
+    return zp ? get_int(zp->data, zp->dtype, 0) : 0;
 }
 
 static qr_status matmulint_run(qr_kctx *k)
@@ -843,15 +921,22 @@ static qr_status matmulint_run(qr_kctx *k)
     mm_plan p;
     int_operands o;
     const qr_tensor *a = k->in[0], *b = k->in[1], *azp = opt_in(k, 2), *bzp = opt_in(k, 3);
-    if ((a->dtype == QR_U8 || a->dtype == QR_I8) && b->dtype == QR_I8 && a->ndim >= 2 && b->ndim == 2 && a->dims[a->ndim - 1] == b->dims[0] &&
-        (!azp || qr_tensor_numel(azp) == 1)) {
-        qr_igemm_fn fn = all_zero(bzp) ? qr_igemm_u8s8() : NULL;
-        if (fn)
-            return matmulint_u8s8(k, a, azp ? get_int(azp->data, azp->dtype, 0) : 0, b, k->out[0]->data, fn,
+    if (mm_plan_init(k, a, b, &p) != QR_OK)
+        return QR_ERR;
+    qr_igemm_rc_fn fn = p.kd > 0 ? mmq_kernel(azp, bzp) : NULL; /* K 0: zeros, the portable path's */
+    if (fn) {
+        /* few rows of A by a matrix of s8 weights: the GEMV, where 8-row tiles would be mostly empty */
+        qr_igemv_fn gemv = qr_igemv_u8s8();
+        int64_t rows = p.kd ? qr_tensor_numel(a) / p.kd : 0;
+        if (gemv && b->dtype == QR_I8 && b->ndim == 2 && a->ndim >= 2 && all_zero(bzp) && rows > 0 &&
+            rows <= QR_GEMV_MAX_ROWS && p.n > 0)
+            return matmulint_gemv(k, a, zero_point(azp) + (a->dtype == QR_I8 ? 128 : 0),
+                                  a->dtype == QR_I8 ? 0x80 : 0, b, k->out[0]->data, gemv,
                                   qr_kinput_const(k, 1) && (!azp || qr_kinput_const(k, 2)));
+        return mmq_run(k, &p, fn, a, zero_point(azp), b, zero_point(bzp), qr_kinput_const(k, 1), k->out[0]->data,
+                       NULL, NULL);
     }
-    if (mm_plan_init(k, k->in[0], k->in[1], &p) != QR_OK ||
-        int_operands_init(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), &p, &o) != QR_OK)
+    if (int_operands_init(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), &p, &o) != QR_OK)
         return QR_ERR;
     qr_status st = int_matmul(k, &p, &o, k->out[0]->data, NULL, NULL);
     int_operands_free(&o);

@@ -506,3 +506,69 @@ Test(igemm, iconv_dispatch_follows_the_forced_choice)
     qr_igemm_force(NULL);
     cr_assert_eq(qr_iconv_u8s8(), best);
 }
+
+/* The kernels with column starting values (qr_igemm_rc_fn) against the reference, and the
+ * packings of computed operands (qr_igemm_pack_a / _b, with their sums and the i8/u8 flip)
+ * against theirs, on ragged shapes: rows past k and columns past n must be 0, or the kernels'
+ * padded sums and the column sums would count them. */
+Test(igemm, rc_kernels_and_packings_match_the_references)
+{
+    static const char *const isas[] = {"avx512vnni", "avxvnni", "avx2"};
+    const int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {9, 13, 33}, {17, 64, 65}, {8, 130, 16}, {20, 3, 100}};
+    unsigned seed = 23;
+    qr_igemm_pack_a_fn pack_a = qr_igemm_pack_a();
+    qr_igemm_pack_b_fn pack_b = qr_igemm_pack_b();
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2], k4 = qr_igemm_k4(k), n16 = qr_igemm_n16(n);
+        uint8_t *a = malloc((size_t)(m * k)), *b = malloc((size_t)(k * n));
+        int8_t *ap1 = malloc((size_t)(m * k4)), *ap2 = malloc((size_t)(m * k4));
+        uint8_t *bp1 = malloc((size_t)(k4 * n16)), *bp2 = malloc((size_t)(k4 * n16));
+        int32_t *rs1 = malloc(sizeof(int32_t) * (size_t)m), *rs2 = malloc(sizeof(int32_t) * (size_t)m),
+                *cs1 = malloc(sizeof(int32_t) * (size_t)n), *cs2 = malloc(sizeof(int32_t) * (size_t)n),
+                *c1 = malloc(sizeof(int32_t) * (size_t)(m * n)), *c2 = malloc(sizeof(int32_t) * (size_t)(m * n));
+        cr_assert(a && b && ap1 && ap2 && bp1 && bp2 && rs1 && rs2 && cs1 && cs2 && c1 && c2);
+        for (int64_t i = 0; i < m * k; i++)
+            a[i] = (uint8_t)(rnd(&seed) & 0xff);
+        for (int64_t i = 0; i < k * n; i++)
+            b[i] = (uint8_t)(rnd(&seed) & 0xff);
+        for (int flip = 0; flip <= 0x80; flip += 0x80) {
+            memset(ap2, 0x5a, (size_t)(m * k4));
+            memset(bp2, 0x5a, (size_t)(k4 * n16));
+            qr_igemm_pack_a_ref(ap1, a, k, m, k, (uint8_t)flip, rs1);
+            pack_a(ap2, a, k, m, k, (uint8_t)flip, rs2);
+            cr_assert(!memcmp(ap1, ap2, (size_t)(m * k4)), "pack_a %lldx%lld flip %d", (long long)m, (long long)k, flip);
+            cr_assert(!memcmp(rs1, rs2, sizeof(int32_t) * (size_t)m), "row sums %lldx%lld flip %d", (long long)m,
+                      (long long)k, flip);
+            qr_igemm_pack_b_ref(bp1, b, n, k, n, (uint8_t)flip, cs1);
+            pack_b(bp2, b, n, k, n, (uint8_t)flip, cs2);
+            cr_assert(!memcmp(bp1, bp2, (size_t)(k4 * n16)), "pack_b %lldx%lld flip %d", (long long)k, (long long)n, flip);
+            cr_assert(!memcmp(cs1, cs2, sizeof(int32_t) * (size_t)n), "column sums %lldx%lld flip %d", (long long)k,
+                      (long long)n, flip);
+        }
+        for (int64_t i = 0; i < m; i++)
+            rs1[i] = (int32_t)rnd(&seed) - (1 << 23);
+        for (int64_t j = 0; j < n; j++)
+            cs1[j] = (int32_t)rnd(&seed) - (1 << 23);
+        /* ap1 and bp1 hold the last packings: a ^ 0x80 and b ^ 0x80 */
+        qr_igemm_u8s8_rc_ref(c1, n, ap1, rs1, cs1, 0, m, bp1, k4, n);
+        for (int64_t i = 0; i < m; i++) /* the reference against the definition at a row's ends */
+            for (int64_t j = 0; j < n; j += n - 1 > 0 ? n - 1 : 1) {
+                uint32_t sum = (uint32_t)rs1[i] + (uint32_t)cs1[j];
+                for (int64_t q = 0; q < k; q++)
+                    sum += (uint32_t)((int32_t)(int8_t)(a[i * k + q] ^ 0x80) * (int32_t)(uint8_t)(b[q * n + j] ^ 0x80));
+                cr_assert_eq(c1[i * n + j], (int32_t)sum);
+            }
+        for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+            qr_igemm_rc_fn fn = qr_igemm_u8s8_rc_isa(isas[i]);
+            if (!fn)
+                continue;
+            memset(c2, 0xa5, sizeof(int32_t) * (size_t)(m * n));
+            fn(c2, n, ap1, rs1, cs1, 0, m / 2, bp1, k4, n);
+            fn(c2, n, ap1, rs1, cs1, m / 2, m, bp1, k4, n);
+            cr_assert(!memcmp(c1, c2, sizeof(int32_t) * (size_t)(m * n)), "%s rc %lldx%lldx%lld", isas[i], (long long)m,
+                      (long long)k, (long long)n);
+        }
+        free(a), free(b), free(ap1), free(ap2), free(bp1), free(bp2);
+        free(rs1), free(rs2), free(cs1), free(cs2), free(c1), free(c2);
+    }
+}

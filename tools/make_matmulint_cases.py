@@ -1,0 +1,131 @@
+#!/usr/bin/python3
+"""Fixtures for tests/unit/test_matmulint.c: integer matrix products with their results computed
+by numpy from the ONNX definitions, the oracle the C kernels are checked against.
+
+    make_matmulint_cases.py OUT_DIR  ->  OUT_DIR/cases.tsv and, per case, OUT_DIR/<case>/*.npy
+
+cases.tsv: one line per case, "name<TAB>op", op MatMulInteger or QLinearMatMul. A case's folder
+holds a.npy, b.npy, and a_zero_point.npy / b_zero_point.npy when the node has them (0-d, the
+operand's type); QLinearMatMul's also a_scale, b_scale, y_scale (0-d float32) and
+y_zero_point; y.npy is the expected output:
+  MatMulInteger: int32(sum_k (a - a_zero)(b - b_zero)), the exact sum (int64) wrapped to int32;
+  QLinearMatMul: the accumulator times the float32 multiplier (a_scale * b_scale) / y_scale in
+  double, rounded half to even, plus y_zero_point, saturated (ONNX's reference implementation
+  keeps the multiplier in float32 as well).
+Operands take values of both signs and the types' extremes; shapes have odd K, M, N, several
+batch and head counts and broadcast batch dims.
+"""
+import os
+import sys
+
+import numpy as np
+
+rng = np.random.default_rng(20261128)
+RANGE = {"u8": (0, 255, np.uint8), "i8": (-128, 127, np.int8)}
+
+
+def operand(kind, shape, extreme=None):
+    lo, hi, t = RANGE[kind]
+    if extreme is not None:  # mostly one end of the type, some random: sums past int32 for large K
+        v = rng.integers(lo, hi + 1, shape)
+        return np.where(rng.integers(0, 20, shape) == 0, v, hi if extreme == "hi" else lo).astype(t)
+    return rng.integers(lo, hi + 1, shape).astype(t)
+
+
+def zero_point(kind, v):
+    return np.array(v, RANGE[kind][2])
+
+
+def accumulate(a, b, za, zb):
+    return np.matmul(a.astype(np.int64) - int(za), b.astype(np.int64) - int(zb))
+
+
+# name, A type, B type, A shape, B shape, A zero point, B zero point (None: the input left out)
+MATMUL = [
+    ("u8u8_heads", "u8", "u8", [2, 3, 17, 13], [2, 3, 13, 19], 7, 250),
+    ("i8i8", "i8", "i8", [5, 9, 33], [5, 33, 21], -3, 100),
+    ("u8i8", "u8", "i8", [4, 31, 64], [4, 64, 40], 200, -128),
+    ("i8u8", "i8", "u8", [3, 10, 5], [3, 5, 70], -128, 1),
+    ("bcast_a", "u8", "u8", [1, 4, 12, 20], [3, 4, 20, 9], 128, 77),
+    ("bcast_both", "i8", "u8", [3, 1, 7, 8], [1, 4, 8, 33], 5, 255),
+    ("bcast_b_heads", "u8", "i8", [2, 4, 9, 16], [1, 4, 16, 17], 0, 3),
+    ("b_matrix_computed", "u8", "i8", [6, 16, 40], [40, 50], 31, -7),
+    ("a_matrix", "i8", "u8", [9, 11], [4, 11, 6], 0, 0),
+    ("k1", "u8", "u8", [2, 5, 1], [2, 1, 7], 255, 0),
+    ("a_vector", "u8", "i8", [13], [2, 13, 5], 9, 9),
+    ("b_vector", "i8", "i8", [2, 6, 13], [13], -100, 100),
+    ("weights_gemv", "u8", "i8", [3, 100], [100, 37], 140, 0),
+    ("weights_gemv_i8", "i8", "i8", [1, 2, 63], [63, 129], -5, 0),
+    ("weights", "u8", "i8", [2, 45, 96], [96, 70], 121, 0),
+    ("weights_i8_no_zp", "i8", "i8", [1, 24, 256], [256, 48], None, None),
+    ("ragged_blocks", "u8", "u8", [2, 2, 130, 67], [2, 2, 67, 45], 90, 161),
+    ("rows_8_9", "i8", "i8", [2, 8, 36], [2, 36, 16], 1, -1),
+    ("rows_9_cols_33", "u8", "i8", [3, 9, 29], [3, 29, 33], 254, 127),
+    ("cols_65", "i8", "u8", [1, 70, 44], [1, 44, 65], -128, 128),
+    ("no_b_zp", "u8", "u8", [2, 11, 21], [2, 21, 23], 200, None),
+    ("attention_qk", "u8", "u8", [2, 4, 64, 32], [2, 4, 32, 64], 119, 134),
+    ("attention_pv", "u8", "i8", [2, 4, 64, 64], [2, 4, 64, 32], 0, -3),
+]
+
+# sums past int32 (255 * 255 * 70001 > 2^32): the int32 result is the exact sum wrapped
+WRAP = [
+    ("wrap_u8u8", "u8", "u8", [1, 3, 70001], [70001, 5], 0, 255),
+    ("wrap_i8i8", "i8", "i8", [2, 5, 66000], [2, 66000, 3], -128, 127),
+]
+
+# name, A type, B type, y type, A shape, B shape, za, zb, yz
+QLINEAR = [
+    ("q_u8u8_heads", "u8", "u8", "u8", [2, 3, 17, 28], [2, 3, 28, 19], 120, 131, 128),
+    ("q_i8i8_bcast", "i8", "i8", "i8", [1, 2, 9, 40], [3, 2, 40, 11], -4, 6, -2),
+    ("q_u8i8_weights", "u8", "i8", "u8", [2, 13, 50], [50, 33], 17, 0, 131),
+    ("q_i8u8_gemv", "i8", "i8", "i8", [1, 2, 77], [77, 20], 0, 0, 0),
+]
+
+
+def save(d, name, v):
+    np.save(os.path.join(d, name + ".npy"), v)
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    lines = []
+    for name, ta, tb, sa, sb, za, zb in MATMUL + WRAP:
+        wrap = name.startswith("wrap")
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        a, b = operand(ta, sa, "hi" if wrap else None), operand(tb, sb, "lo" if wrap else None)
+        save(d, "a", a)
+        save(d, "b", b)
+        if za is not None:
+            save(d, "a_zero_point", zero_point(ta, za))
+        if zb is not None:
+            save(d, "b_zero_point", zero_point(tb, zb))
+        acc = accumulate(a, b, za or 0, zb or 0)
+        if wrap:
+            assert np.abs(acc).max() > 2**31, name
+        save(d, "y", acc.astype(np.int32))  # int64 -> int32 wraps modulo 2^32
+        lines.append("%s\tMatMulInteger\n" % name)
+    for name, ta, tb, ty, sa, sb, za, zb, yz in QLINEAR:
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        a, b = operand(ta, sa), operand(tb, sb)
+        acc = accumulate(a, b, za, zb)
+        scale_a, scale_b = np.float32(0.02), np.float32(0.013)
+        scale_y = np.float32(0.02 * 0.013 * 6 * acc.std() / 255)  # +-3 sigma of the accumulator over 255 steps
+        for n, v in [("a", a), ("b", b), ("a_zero_point", zero_point(ta, za)), ("b_zero_point", zero_point(tb, zb)),
+                     ("a_scale", scale_a), ("b_scale", scale_b), ("y_scale", scale_y),
+                     ("y_zero_point", zero_point(ty, yz))]:
+            save(d, n, np.asarray(v))
+        mult = np.float32(np.float32(scale_a * scale_b) / scale_y)
+        lo, hi, t = RANGE[ty]
+        y = np.clip(np.rint(acc.astype(np.float64) * np.float64(mult)) + yz, lo, hi).astype(t)
+        assert (y == lo).mean() < 0.2 and (y == hi).mean() < 0.2, name  # not mostly saturated
+        save(d, "y", y)
+        lines.append("%s\tQLinearMatMul\n" % name)
+    with open(os.path.join(out, "cases.tsv"), "w") as f:
+        f.writelines(lines)
+
+
+if __name__ == "__main__":
+    main()
