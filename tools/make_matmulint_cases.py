@@ -79,6 +79,7 @@ QLINEAR = [
     ("q_i8i8_bcast", "i8", "i8", "i8", [1, 2, 9, 40], [3, 2, 40, 11], -4, 6, -2),
     ("q_u8i8_weights", "u8", "i8", "u8", [2, 13, 50], [50, 33], 17, 0, 131),
     ("q_i8u8_gemv", "i8", "i8", "i8", [1, 2, 77], [77, 20], 0, 0, 0),
+    ("q_row_col_scales", "u8", "i8", "i8", [3, 1, 6, 21], [1, 2, 21, 10], 140, 2, 1),
 ]
 
 
@@ -113,11 +114,15 @@ def main():
         acc = accumulate(a, b, za, zb)
         scale_a, scale_b = np.float32(0.02), np.float32(0.013)
         scale_y = np.float32(0.02 * 0.013 * 6 * acc.std() / 255)  # +-3 sigma of the accumulator over 255 steps
+        if "row_col" in name:  # a scale per row of each a matrix and per column of each b matrix (QRL's extension)
+            scale_a = (0.02 * rng.uniform(0.8, 1.25, sa[:-1] + [1])).astype(np.float32)
+            scale_b = (0.013 * rng.uniform(0.8, 1.25, sb[:-2] + [1, sb[-1]])).astype(np.float32)
         for n, v in [("a", a), ("b", b), ("a_zero_point", zero_point(ta, za)), ("b_zero_point", zero_point(tb, zb)),
                      ("a_scale", scale_a), ("b_scale", scale_b), ("y_scale", scale_y),
                      ("y_zero_point", zero_point(ty, yz))]:
             save(d, n, np.asarray(v))
-        mult = np.float32(np.float32(scale_a * scale_b) / scale_y)
+        mult = np.asarray(scale_a) * np.asarray(scale_b)  # float32, broadcast as the product's batch
+        mult = (mult / scale_y).astype(np.float32)
         lo, hi, t = RANGE[ty]
         y = np.clip(np.rint(acc.astype(np.float64) * np.float64(mult)) + yz, lo, hi).astype(t)
         assert (y == lo).mean() < 0.2 and (y == hi).mean() < 0.2, name  # not mostly saturated

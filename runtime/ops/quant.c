@@ -990,9 +990,12 @@ static qr_status qlmatmul_run(qr_kctx *k)
     qr_tensor *y = k->out[0];
     mm_plan p;
     qr_dtype t = QR_UNDEF;
-    int_operands o;
-    if (qlmatmul_check(k, &p, &t) != QR_OK ||
-        int_operands_init(k, a, k->in[2], b, k->in[5], &p, &o) != QR_OK)
+    int_operands o = {0};
+    if (qlmatmul_check(k, &p, &t) != QR_OK)
+        return QR_ERR;
+    /* the accumulator on the microkernel when MatMulInteger's would run there, else int32 loops */
+    qr_igemm_rc_fn fn = p.kd > 0 ? mmq_kernel(k->in[2], k->in[5]) : NULL;
+    if (!fn && int_operands_init(k, a, k->in[2], b, k->in[5], &p, &o) != QR_OK)
         return QR_ERR;
     int64_t nbatch = qr_tensor_numel(&p.batch), ny = nbatch * p.m * p.n, lo = 0, hi = 0;
     int64_t nra = qr_tensor_numel(a) / (p.kd ? p.kd : 1), ncb = qr_tensor_numel(b) / (p.kd ? p.kd : 1);
@@ -1013,17 +1016,25 @@ static qr_status qlmatmul_run(qr_kctx *k)
                expand_param(k, k->in[4], p.nd_b, p.cols_b, 0, "b_scale", sb) != QR_OK) {
         goto out;
     }
-    if ((st = int_matmul(k, &p, &o, acc, ia, ib)) != QR_OK)
+    st = fn ? mmq_run(k, &p, fn, a, zero_point(k->in[2]), b, zero_point(k->in[5]), qr_kinput_const(k, 3), acc, ia, ib)
+            : int_matmul(k, &p, &o, acc, ia, ib);
+    if (st != QR_OK)
         goto out;
     quant_range(t, &lo, &hi);
     float ysf = (float)qr_get_f64(ys->data, ys->dtype, 0);
     int64_t yz = yzp ? get_int(yzp->data, yzp->dtype, 0) : 0;
+    /* float32 multiplier (a_scale * b_scale) / y_scale, applied in double; one for the tensor
+     * when both scales are (not a division per element) */
+    int one = p.kd == 0 || (qr_tensor_numel(k->in[1]) == 1 && qr_tensor_numel(k->in[4]) == 1);
+    float mult1 = one && p.kd ? (float)sa[0] * (float)sb[0] / ysf : 0; /* K 0: every sum is 0 */
     for (int64_t bi = 0; bi < nbatch; bi++)
         for (int64_t r = 0; r < p.m; r++)
             for (int64_t c = 0; c < p.n; c++) {
-                /* float32 multiplier (a_scale * b_scale) / y_scale, applied in double. */
-                float mult = (float)sa[ia[bi] * p.m + r] * (float)sb[ib[bi] * p.n + c];
-                mult /= ysf;
+                float mult = mult1;
+                if (!one) {
+                    mult = (float)sa[ia[bi] * p.m + r] * (float)sb[ib[bi] * p.n + c];
+                    mult /= ysf;
+                }
                 int64_t e = (bi * p.m + r) * p.n + c;
                 put_int(y->data, t, e, saturate_round((double)acc[e] * (double)mult, yz, lo, hi));
             }
@@ -1908,8 +1919,8 @@ const qr_op_def qr_ops_quant[] = {
     {"QuantizeLinear", "", 2, 3, 1, 1, "axis:i block_size:i output_dtype:i saturate:i", quantize_infer, quantize_run, 0, .ins = "x y_scale y_zero_point?", .writes_all = qr_op_writes_all},
     {"DequantizeLinear", "", 2, 3, 1, 1, "axis:i block_size:i output_dtype:i", dequantize_infer, dequantize_run, 0, .ins = "x x_scale x_zero_point?", .writes_all = qr_op_writes_all},
     {"DynamicQuantizeLinear", "", 1, 1, 1, 3, "", dynquant_infer, dynquant_run, 0, .ins = "x:f"},
-    {"MatMulInteger", "", 2, 4, 1, 1, "", matmulint_infer, matmulint_run, 0, .ins = "A:q1+ B:q1+ a_zero_point?:q b_zero_point?:q"},
-    {"QLinearMatMul", "", 8, 8, 1, 1, "", qlmatmul_infer, qlmatmul_run, 0, .ins = "a:q1+ a_scale:f a_zero_point:q b:q1+ b_scale:f b_zero_point:q y_scale:f y_zero_point:q"},
+    {"MatMulInteger", "", 2, 4, 1, 1, "", matmulint_infer, matmulint_run, 0, .ins = "A:q1+ B:q1+ a_zero_point?:q b_zero_point?:q", .writes_all = qr_op_writes_all},
+    {"QLinearMatMul", "", 8, 8, 1, 1, "", qlmatmul_infer, qlmatmul_run, 0, .ins = "a:q1+ a_scale:f a_zero_point:q b:q1+ b_scale:f b_zero_point:q y_scale:f y_zero_point:q", .writes_all = qr_op_writes_all},
     {"ConvInteger", "", 2, 4, 1, 1, CONV_ATTRS, convint_infer, convint_run, 0, .ins = "x:q3+ w:q3+ x_zero_point?:q w_zero_point?:q"},
     {"QLinearConv", "", 8, 9, 1, 1, CONV_ATTRS, qlconv_infer, qlconv_run, 0, .ins = "x:q3+ x_scale:f x_zero_point:q w:q3+ w_scale:f w_zero_point:q y_scale:f y_zero_point:q B?:x1"},
     {0},
