@@ -67,10 +67,12 @@ MATMUL = [
     ("attention_pv", "u8", "i8", [2, 4, 64, 64], [2, 4, 64, 32], 0, -3),
 ]
 
-# sums past int32 (255 * 255 * 70001 > 2^32): the int32 result is the exact sum wrapped
+# sums past int32 (255 * 255 * 70001 > 2^32): the int32 result is the exact sum wrapped. The
+# operands sit mostly at the ends that the kernels see as s8 -128 and u8 255 (u8 a 0, i8 a -128;
+# u8 b 255, i8 b 127): a pair of such products is past i16, where vpmaddubsw would saturate.
 WRAP = [
-    ("wrap_u8u8", "u8", "u8", [1, 3, 70001], [70001, 5], 0, 255),
-    ("wrap_i8i8", "i8", "i8", [2, 5, 66000], [2, 66000, 3], -128, 127),
+    ("wrap_u8u8", "u8", "u8", [1, 3, 70001], [70001, 5], 255, 0),
+    ("wrap_i8i8", "i8", "i8", [2, 5, 66000], [2, 66000, 3], 127, -128),
 ]
 
 # name, A type, B type, y type, A shape, B shape, za, zb, yz
@@ -95,7 +97,7 @@ def main():
         wrap = name.startswith("wrap")
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
-        a, b = operand(ta, sa, "hi" if wrap else None), operand(tb, sb, "lo" if wrap else None)
+        a, b = operand(ta, sa, "lo" if wrap else None), operand(tb, sb, "hi" if wrap else None)
         save(d, "a", a)
         save(d, "b", b)
         if za is not None:

@@ -3,7 +3,7 @@
  *   make build/qrl && cc -O2 -Iinclude tools/matmulint_bench.c build/libqrl.a -lprotobuf-c \
  *       -L/usr/lib/gcc/x86_64-linux-gnu/12 -lgccjit -ldl -lm -lpthread -o build/matmulint_bench
  *   build/matmulint_bench MODEL.onnx THREADS X.npy...
- * One warm-up run, then runs for at least 0.5 s; prints the fastest run's ms (wall clock: the
+ * One warm-up run, then runs for at least 0.5 s ($BENCH_MIN_TIME seconds when set); prints the fastest run's ms (wall clock: the
  * machine is shared, so the fastest is the least disturbed) and GMAC/s, counting M * K * N per
  * MatMulInteger or QLinearMatMul node and output matrix. */
 #define _POSIX_C_SOURCE 200809L
@@ -65,9 +65,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s\n", err);
             return 1;
         }
-    double best = 1e30, t0 = now();
+    const char *mt = getenv("BENCH_MIN_TIME");
+    double best = 1e30, t0 = now(), min_time = mt ? atof(mt) : 0.5;
     int runs = 0;
-    for (int r = 0; r < 1 || now() - t0 < 0.5 || runs < 4; r++) {
+    for (int r = 0; r < 1 || now() - t0 < min_time || runs < 4; r++) {
         double t = now();
         if (qrl_model_run(m, in, out, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
