@@ -514,7 +514,9 @@ Test(igemm, iconv_dispatch_follows_the_forced_choice)
 Test(igemm, rc_kernels_and_packings_match_the_references)
 {
     static const char *const isas[] = {"avx512vnni", "avxvnni", "avx2"};
-    const int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {9, 13, 33}, {17, 64, 65}, {8, 130, 16}, {20, 3, 100}};
+    const int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {9, 13, 33}, {17, 64, 65}, {8, 130, 16}, {20, 3, 100},
+                                 /* rows of a head's 32 bytes (alone and after 64), sixteen rows at a time */
+                                 {33, 32, 40}, {16, 96, 20}};
     unsigned seed = 23;
     qr_igemm_pack_a_fn pack_a = qr_igemm_pack_a();
     qr_igemm_pack_b_fn pack_b = qr_igemm_pack_b();
