@@ -33,11 +33,14 @@ def operand(kind, shape, extreme=None):
 
 
 def zero_point(kind, v):
-    return np.array(v, RANGE[kind][2])
+    return np.array(v, RANGE[kind][2])  # a scalar, or a list: one per row of a or column of b
 
 
 def accumulate(a, b, za, zb):
-    return np.matmul(a.astype(np.int64) - int(za), b.astype(np.int64) - int(zb))
+    """za: a scalar or one per row of a (1-D [M]); zb: a scalar or one per column of b ([N])."""
+    za = np.asarray(za, np.int64)
+    za = za[:, None] if za.ndim == 1 else za
+    return np.matmul(a.astype(np.int64) - za, b.astype(np.int64) - np.asarray(zb, np.int64))
 
 
 # name, A type, B type, A shape, B shape, A zero point, B zero point (None: the input left out)
@@ -65,6 +68,11 @@ MATMUL = [
     ("no_b_zp", "u8", "u8", [2, 11, 21], [2, 21, 23], 200, None),
     ("attention_qk", "u8", "u8", [2, 4, 64, 32], [2, 4, 32, 64], 119, 134),
     ("attention_pv", "u8", "i8", [2, 4, 64, 64], [2, 4, 64, 32], 0, -3),
+    # zero points per row of a or per column of b: one value throughout takes the kernels (the
+    # per-channel zero points of symmetric weights), different values the portable path
+    ("weights_per_column_zp_0", "u8", "i8", [2, 20, 64], [64, 48], 121, [0] * 48),
+    ("per_row_zp_one_value", "i8", "u8", [9, 12], [12, 21], [-7] * 9, [200] * 21),
+    ("per_row_and_column_zp", "u8", "u8", [9, 12], [2, 12, 21], list(range(0, 90, 10)), list(range(21))),
 ]
 
 # sums past int32 (255 * 255 * 70001 > 2^32): the int32 result is the exact sum wrapped. The

@@ -902,18 +902,34 @@ static qr_status mmq_run(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, const 
     return QR_OK;
 }
 
-/* The microkernel when this CPU has one and the zero points are one per tensor, else NULL
- * (the caller's portable int32 path). */
-static qr_igemm_rc_fn mmq_kernel(const qr_tensor *azp, const qr_tensor *bzp)
+/* Whether zp (NULL: absent, 0) is one value for the whole operand: a scalar, or a vector of
+ * count (the rows of a, the columns of b) holding one value throughout (the per-channel zero
+ * points of symmetric weights are all 0). Other shapes are left to the portable path, which
+ * checks them. */
+static int uniform_zero_point(const qr_tensor *zp, int64_t count)
 {
-    if ((azp && qr_tensor_numel(azp) != 1) || (bzp && qr_tensor_numel(bzp) != 1))
-        return NULL;
+    int64_t n = zp ? qr_tensor_numel(zp) : 1;
+    if (n != 1 && !(zp->ndim == 1 && n == count))
+        return 0;
+    for (int64_t i = 1; i < n; i++)
+        if (get_int(zp->data, zp->dtype, i) != get_int(zp->data, zp->dtype, 0))
+            return 0;
+    return 1;
+}
+
+/* The microkernel when this CPU has one and each operand has one zero point (p: the product's
+ * shapes), else NULL (the caller's portable int32 path): a zero point per row or column would
+ * need a correction per element. */
+static qr_igemm_rc_fn mmq_kernel(const mm_plan *p, const qr_tensor *azp, const qr_tensor *bzp)
+{
+    if (p->kd == 0 || !uniform_zero_point(azp, p->m) || !uniform_zero_point(bzp, p->n))
+        return NULL; /* K 0: zeros, the portable path's */
     return qr_igemm_u8s8_rc();
 }
 
 static int64_t zero_point(const qr_tensor *zp)
 {
-    return zp ? get_int(zp->data, zp->dtype, 0) : 0;
+    return zp && qr_tensor_numel(zp) ? get_int(zp->data, zp->dtype, 0) : 0;
 }
 
 static qr_status matmulint_run(qr_kctx *k)
@@ -923,7 +939,7 @@ static qr_status matmulint_run(qr_kctx *k)
     const qr_tensor *a = k->in[0], *b = k->in[1], *azp = opt_in(k, 2), *bzp = opt_in(k, 3);
     if (mm_plan_init(k, a, b, &p) != QR_OK)
         return QR_ERR;
-    qr_igemm_rc_fn fn = p.kd > 0 ? mmq_kernel(azp, bzp) : NULL; /* K 0: zeros, the portable path's */
+    qr_igemm_rc_fn fn = mmq_kernel(&p, azp, bzp);
     if (fn) {
         /* few rows of A by a matrix of s8 weights: the GEMV, where 8-row tiles would be mostly empty */
         qr_igemv_fn gemv = qr_igemv_u8s8();
@@ -994,7 +1010,7 @@ static qr_status qlmatmul_run(qr_kctx *k)
     if (qlmatmul_check(k, &p, &t) != QR_OK)
         return QR_ERR;
     /* the accumulator on the microkernel when MatMulInteger's would run there, else int32 loops */
-    qr_igemm_rc_fn fn = p.kd > 0 ? mmq_kernel(k->in[2], k->in[5]) : NULL;
+    qr_igemm_rc_fn fn = mmq_kernel(&p, k->in[2], k->in[5]);
     if (!fn && int_operands_init(k, a, k->in[2], b, k->in[5], &p, &o) != QR_OK)
         return QR_ERR;
     int64_t nbatch = qr_tensor_numel(&p.batch), ny = nbatch * p.m * p.n, lo = 0, hi = 0;
