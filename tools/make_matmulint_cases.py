@@ -73,6 +73,9 @@ MATMUL = [
     ("weights_per_column_zp_0", "u8", "i8", [2, 20, 64], [64, 48], 121, [0] * 48),
     ("per_row_zp_one_value", "i8", "u8", [9, 12], [12, 21], [-7] * 9, [200] * 21),
     ("per_row_and_column_zp", "u8", "u8", [9, 12], [2, 12, 21], list(range(0, 90, 10)), list(range(21))),
+    # A's matrices as the rows of one product by weights: a sequence first with batch 1, and 3
+    ("seq_first_batch1", "u8", "i8", [40, 1, 24], [24, 33], 77, 0),
+    ("seq_first_batch3", "i8", "u8", [20, 3, 18], [18, 9], 4, 130),
 ]
 
 # sums past int32 (255 * 255 * 70001 > 2^32): the int32 result is the exact sum wrapped. The
@@ -90,6 +93,7 @@ QLINEAR = [
     ("q_u8i8_weights", "u8", "i8", "u8", [2, 13, 50], [50, 33], 17, 0, 131),
     ("q_i8u8_gemv", "i8", "i8", "i8", [1, 2, 77], [77, 20], 0, 0, 0),
     ("q_row_col_scales", "u8", "i8", "i8", [3, 1, 6, 21], [1, 2, 21, 10], 140, 2, 1),
+    ("q_row_col_scales_weights", "i8", "i8", "u8", [3, 5, 30], [30, 12], 9, 0, 128),
 ]
 
 

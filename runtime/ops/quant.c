@@ -797,6 +797,7 @@ typedef struct mmq_job {
     int64_t na, nb, k4, n16, rb;
     const int64_t *ia, *ib; /* each output matrix's A and B matrix */
     int32_t *c;
+    int64_t m, nmat;       /* rows of each output matrix, and how many */
 } mmq_job;
 
 /* Rows of the kernel per task: whole 8-row tiles, enough tasks for two threads on one matrix. */
@@ -806,7 +807,7 @@ typedef struct mmq_job {
 static void mmq_pack(void *arg, int64_t i0, int64_t i1)
 {
     const mmq_job *j = arg;
-    int64_t m = j->p->m, kd = j->p->kd, n = j->p->n;
+    int64_t m = j->m, kd = j->p->kd, n = j->p->n;
     for (int64_t i = i0; i < i1; i++) {
         if (i < j->na) {
             int32_t *r = j->rinit + i * m;
@@ -833,7 +834,7 @@ static void mmq_pack(void *arg, int64_t i0, int64_t i1)
 static void mmq_rows(void *arg, int64_t t0, int64_t t1)
 {
     const mmq_job *j = arg;
-    int64_t m = j->p->m, n = j->p->n;
+    int64_t m = j->m, n = j->p->n;
     for (int64_t t = t0; t < t1; t++) {
         int64_t bi = t / j->rb, r0 = t % j->rb * MMQ_ROWS, r1 = r0 + MMQ_ROWS < m ? r0 + MMQ_ROWS : m;
         int64_t ia = j->ia[bi], ib = j->ib[bi];
@@ -853,14 +854,21 @@ static qr_status mmq_run(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, const 
     if (m == 0 || n == 0 || nbatch == 0)
         return QR_OK;
     mmq_job j = {.p = p, .fn = fn, .pack_a = qr_igemm_pack_a(), .pack_b = qr_igemm_pack_b(), .a = a->data,
-                 .b = b->data, .c = acc, .k4 = qr_igemm_k4(kd), .n16 = qr_igemm_n16(n),
-                 .rb = (m + MMQ_ROWS - 1) / MMQ_ROWS};
+                 .b = b->data, .c = acc, .k4 = qr_igemm_k4(kd), .n16 = qr_igemm_n16(n)};
     j.aflip = a->dtype == QR_U8 ? 0x80 : 0;
     j.bflip = b->dtype == QR_I8 ? 0x80 : 0;
     j.za = (uint32_t)(za - j.aflip);
     j.zb = (uint32_t)(zb + j.bflip);
     j.na = qr_tensor_numel(a) / (m * kd); /* kd > 0 (callers) */
     j.nb = qr_tensor_numel(b) / (kd * n);
+    /* One B matrix for A's every matrix (weights): A's matrices are the rows of one product, as
+     * the output's are, so [S, 1, K] (a sequence first, batch 1) is 128 rows, not 128 products
+     * of one row each on 8-row tiles. */
+    int fold = j.nb == 1 && j.na == nbatch;
+    j.m = fold ? nbatch * m : m;
+    j.nmat = fold ? 1 : nbatch;
+    j.na = fold ? 1 : j.na;
+    j.rb = (j.m + MMQ_ROWS - 1) / MMQ_ROWS;
     size_t bbytes = (size_t)(j.nb * j.k4 * j.n16 + 63) / 64 * 64, cbytes = (size_t)(j.nb * n) * sizeof(int32_t);
     int fresh = 1;
     uint8_t *packed = bconst ? qr_kcache_get(k, bbytes + cbytes, "packed B", &fresh)
@@ -873,9 +881,9 @@ static qr_status mmq_run(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, const 
     /* A's bytes serve as the kernel's rows when they are s8 already in rows of k4 */
     int a_as_is = !j.aflip && kd == j.k4;
     int64_t *idx = qr_kwork(k, 2, nbatch, sizeof(int64_t), "batch indices");
-    j.rinit = idx ? qr_kwork(k, j.na, m, sizeof(int32_t), "row starts") : NULL;
+    j.rinit = idx ? qr_kwork(k, j.na, j.m, sizeof(int32_t), "row starts") : NULL;
     j.cinit = j.rinit ? qr_kwork(k, j.nb, n, sizeof(int32_t), "column starts") : NULL;
-    j.as = j.cinit && !a_as_is ? qr_kwork(k, j.na * m, j.k4, 1, "packed A") : NULL;
+    j.as = j.cinit && !a_as_is ? qr_kwork(k, j.na * j.m, j.k4, 1, "packed A") : NULL;
     if (!j.cinit || (!a_as_is && !j.as)) {
         if (bconst)
             qr_kcache_done(k, packed);
@@ -889,14 +897,14 @@ static qr_status mmq_run(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, const 
         idx[bi] = it.off[0];
         idx[nbatch + bi] = it.off[1];
     }
-    j.ia = idx;
+    if (ia_out) {
+        memcpy(ia_out, idx, (size_t)nbatch * sizeof *ia_out);
+        memcpy(ib_out, idx + nbatch, (size_t)nbatch * sizeof *ib_out);
+    }
+    j.ia = idx; /* folded: the one product's A and B are matrix 0 of each, as idx[0] and idx[nbatch] say */
     j.ib = idx + nbatch;
     qr_parallel_for(k->pool, j.na + j.nb, 1, mmq_pack, &j);
-    qr_parallel_for(k->pool, nbatch * j.rb, 1, mmq_rows, &j);
-    if (ia_out) {
-        memcpy(ia_out, j.ia, (size_t)nbatch * sizeof *ia_out);
-        memcpy(ib_out, j.ib, (size_t)nbatch * sizeof *ib_out);
-    }
+    qr_parallel_for(k->pool, j.nmat * j.rb, 1, mmq_rows, &j);
     if (bconst)
         qr_kcache_done(k, packed);
     return QR_OK;
