@@ -5,7 +5,8 @@ Runtime on the same files (tools/matmulint_bench.c, tools/ort_bench_npy.js), wit
     make_matmulint_models.py OUT_DIR  ->  OUT_DIR/<case>.onnx, OUT_DIR/<case>_<input>.npy
 
 Cases: attention's two products of computed activations (both operands graph inputs, u8 with
-non-zero zero points): qk [8,128,32] x [8,32,128] and pv [8,128,128] x [8,128,32]; and the
+non-zero zero points): qk [8,128,32] x [8,32,128] and pv [8,128,128] x [8,128,32], and the same
+with 4 heads of 64; and the
 projections, u8 activations [B,S,K] by a constant i8 [K,N] (zero point 0), at batch 1 and 8.
 """
 import os
@@ -42,6 +43,8 @@ def product(name, a_shape, b_shape, b_const):
 CASES = [
     ("qk", [8, 128, 32], [8, 32, 128], False),
     ("pv", [8, 128, 128], [8, 128, 32], False),
+    ("hd64_qk", [4, 128, 64], [4, 64, 128], False),  # the bench encoder's heads (d 256, 4 heads)
+    ("hd64_pv", [4, 128, 128], [4, 128, 64], False),
     ("proj_b1", [1, 128, 256], [256, 256], True),
     ("ffn_up_b1", [1, 128, 256], [256, 1024], True),
     ("ffn_up_b8", [8, 128, 256], [256, 1024], True),

@@ -17,8 +17,8 @@ while [ $r -lt "$ROUNDS" ]; do
     for f in "$M"/*.onnx; do
         c=$(basename "$f" .onnx)
         for t in $THREADS; do
-            "$B/matmulint_bench" "$f" "$t" "$M/${c}"_*.npy | sed "s/^/qrl $c /" >> "$out"
-            node "$(dirname "$0")/ort_bench_npy.js" "$f" "$t" "$M/${c}"_*.npy | sed "s/^/ort $c /" >> "$out"
+            "$B/matmulint_bench" "$f" "$t" "$M/${c}"_?.npy | sed "s/^/qrl $c /" >> "$out"
+            node "$(dirname "$0")/ort_bench_npy.js" "$f" "$t" "$M/${c}"_?.npy | sed "s/^/ort $c /" >> "$out"
         done
     done
     r=$((r + 1))
