@@ -649,13 +649,17 @@ static qr_status in_run(qr_kctx *k)
 }
 
 const qr_op_def qr_ops_dense[] = {
-    {"Gemm", "", 2, 3, 1, 1, "alpha:f beta:f transA:i transB:i broadcast:i", gemm_infer, gemm_run, 0, .ins = "A:2 B:2 C?"},
-    {"MatMul", "", 2, 2, 1, 1, "", matmul_infer, matmul_run, 0, .ins = "A:1+ B:1+"},
-    {"Softmax", "", 1, 1, 1, 1, "axis:i", softmax_infer, softmax_run, 0, .ins = "input"},
-    {"LogSoftmax", "", 1, 1, 1, 1, "axis:i", softmax_infer, logsoftmax_run, 0, .ins = "input"},
+    {"Gemm", "", 2, 3, 1, 1, "alpha:f beta:f transA:i transB:i broadcast:i", gemm_infer, gemm_run, 0, .ins = "A:2 B:2 C?",
+     .writes_all = qr_op_writes_all},
+    {"MatMul", "", 2, 2, 1, 1, "", matmul_infer, matmul_run, 0, .ins = "A:1+ B:1+",
+     .writes_all = qr_op_writes_all},
+    {"Softmax", "", 1, 1, 1, 1, "axis:i", softmax_infer, softmax_run, 0, .ins = "input", .writes_all = qr_op_writes_all},
+    {"LogSoftmax", "", 1, 1, 1, 1, "axis:i", softmax_infer, logsoftmax_run, 0, .ins = "input",
+     .writes_all = qr_op_writes_all},
     {"BatchNormalization", "", 5, 5, 1, 5,
      "epsilon:f momentum:f spatial:i is_test:i training_mode:i consumed_inputs:ints", bn_infer, bn_run, 0, .ins = "X scale B input_mean input_var"},
-    {"LayerNormalization", "", 2, 3, 1, 3, "axis:i epsilon:f stash_type:i", ln_infer, ln_run, 0, .ins = "X:1+ Scale B?"},
+    {"LayerNormalization", "", 2, 3, 1, 3, "axis:i epsilon:f stash_type:i", ln_infer, ln_run, 0, .ins = "X:1+ Scale B?",
+     .writes_all = qr_op_writes_all},
     {"InstanceNormalization", "", 3, 3, 1, 1, "epsilon:f", in_infer, in_run, 0, .ins = "input scale:1 B:1"},
     {0},
 };
