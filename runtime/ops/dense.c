@@ -351,6 +351,12 @@ static qr_status matmul_run(qr_kctx *k)
         return QR_ERR;
     const qr_tensor *a = k->in[0], *b = k->in[1];
     int64_t nbatch = qr_tensor_numel(&s.ybatch);
+    if (nbatch > 1 && qr_tensor_numel(&s.bbatch) == 1 && qr_tensor_numel(&s.abatch) == nbatch) {
+        /* One B for every product and A's batches contiguous ([B, S, K] x [K, N]): one product of
+         * nbatch * M rows, whose rows are the same sums (one GEMM instead of nbatch thin ones). */
+        mm_job j = {.a = a->data, .b = b->data, .y = k->out[0]->data, .m = nbatch * s.m, .n = s.n, .k = s.k};
+        return mm_run(k, j, a->dtype, 1, qr_tensor_numel(a), qr_tensor_numel(b));
+    }
     int64_t *off = malloc(sizeof(int64_t) * (size_t)(2 * nbatch + 1));
     if (!off)
         return QR_KERR(k, "out of memory");
