@@ -3,6 +3,7 @@
  * and accepts every dtype. Resize and Upsample live in resize.c. */
 #include "nhwc.h"
 #include "ops_common.h"
+#include "permute.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -279,6 +280,10 @@ static qr_status transpose_run(qr_kctx *k)
         return QR_ERR;
     if (qr_dtype_size(x->dtype) == 1 && x->ndim == 4 && perm[0] == 0 && transpose_layout(x, y, perm))
         return QR_OK;
+    if (x->dtype != QR_STRING) {
+        qr_permute_copy(y->data, x->data, x->ndim, x->dims, perm, qr_dtype_size(x->dtype));
+        return QR_OK;
+    }
     int64_t xs[QR_MAX_DIMS];
     qr_tensor_strides(x, xs);
     qr_iter it;
@@ -551,6 +556,22 @@ static qr_status slice_run(qr_kctx *k)
     size_t es = qr_dtype_size(x->dtype);
     const char *src = x->data;
     char *dst = y->data;
+    int r = y->ndim;
+    if (r > 0 && step[r - 1] == 1 && x->dtype != QR_STRING) {
+        /* step 1 on the last axis: each output row is one run of the input */
+        qr_tensor outer = {0};
+        outer.ndim = r - 1;
+        memcpy(outer.dims, y->dims, sizeof(int64_t) * (size_t)(r - 1));
+        int64_t off = it.off[0], row = y->dims[r - 1];
+        qr_iter_init(&it, &outer, 1);
+        memcpy(it.stride[0], xs, sizeof(int64_t) * (size_t)(r - 1));
+        for (int d = 0; d < r - 1; d++)
+            it.stride[0][d] *= step[d];
+        it.off[0] = off;
+        for (int64_t i = 0; i < n / row; i++, qr_iter_next(&it))
+            memcpy(dst + (size_t)(i * row) * es, src + (size_t)it.off[0] * es, (size_t)row * es);
+        return QR_OK;
+    }
     for (int64_t i = 0; i < n; i++, qr_iter_next(&it))
         cpy(dst + (size_t)i * es, src + (size_t)it.off[0] * es, es);
     return QR_OK;

@@ -1,0 +1,129 @@
+/* Transpose by runs and blocks (permute.h). */
+#include "permute.h"
+
+#include <string.h>
+
+#include "tensor.h" /* QR_MAX_DIMS */
+
+/* An odometer over n dims (sizes d) tracking an input and an output offset in elements. */
+typedef struct odo {
+    int n;
+    int64_t d[QR_MAX_DIMS], is[QR_MAX_DIMS], os[QR_MAX_DIMS], idx[QR_MAX_DIMS];
+    int64_t in, out;
+} odo;
+
+static void odo_next(odo *o)
+{
+    for (int k = o->n - 1; k >= 0; k--) {
+        o->in += o->is[k];
+        o->out += o->os[k];
+        if (++o->idx[k] < o->d[k])
+            return;
+        o->in -= o->is[k] * o->d[k];
+        o->out -= o->os[k] * o->d[k];
+        o->idx[k] = 0;
+    }
+}
+
+/* dst[a * so + b] = src[a + b * sb] for a < na, b < nb, in 16 x 16 blocks. */
+static void transpose_2d(char *dst, const char *src, int64_t na, int64_t nb, int64_t so, int64_t sb, size_t es)
+{
+    enum { BLK = 16 };
+    for (int64_t a0 = 0; a0 < na; a0 += BLK)
+        for (int64_t b0 = 0; b0 < nb; b0 += BLK) {
+            int64_t a1 = a0 + BLK < na ? a0 + BLK : na, b1 = b0 + BLK < nb ? b0 + BLK : nb;
+            if (es == 4) {
+                const uint32_t *s = (const uint32_t *)(const void *)src;
+                uint32_t *d = (uint32_t *)(void *)dst;
+                for (int64_t a = a0; a < a1; a++)
+                    for (int64_t b = b0; b < b1; b++)
+                        d[a * so + b] = s[a + b * sb];
+            } else {
+                for (int64_t a = a0; a < a1; a++)
+                    for (int64_t b = b0; b < b1; b++)
+                        memcpy(dst + (size_t)(a * so + b) * es, src + (size_t)(a + b * sb) * es, es);
+            }
+        }
+}
+
+void qr_permute_copy(void *dst, const void *src, int ndim, const int64_t *dims, const int *perm, size_t es)
+{
+    /* the input's axes of size > 1, renumbered; then the output's order of them */
+    int keep[QR_MAX_DIMS], r = 0, p[QR_MAX_DIMS], np = 0;
+    int64_t n = 1;
+    for (int a = 0; a < ndim; a++) {
+        keep[a] = dims[a] != 1 ? r++ : -1;
+        n *= dims[a];
+    }
+    if (n == 0)
+        return;
+    for (int i = 0; i < ndim; i++)
+        if (keep[perm[i]] >= 0)
+            p[np++] = keep[perm[i]];
+    int64_t d[QR_MAX_DIMS];
+    for (int a = 0, k = 0; a < ndim; a++)
+        if (dims[a] != 1)
+            d[k++] = dims[a];
+    /* groups: runs of output axes whose input axes follow each other; first[g] is the group's
+     * first input axis, in output order */
+    int first[QR_MAX_DIMS], ng = 0;
+    int64_t gsize[QR_MAX_DIMS];
+    for (int i = 0; i < np; i++) {
+        if (i > 0 && p[i] == p[i - 1] + 1) {
+            gsize[ng - 1] *= d[p[i]];
+            continue;
+        }
+        first[ng] = p[i];
+        gsize[ng++] = d[p[i]];
+    }
+    /* the groups' order in the input: rank[g] */
+    int rank[QR_MAX_DIMS];
+    for (int g = 0; g < ng; g++) {
+        rank[g] = 0;
+        for (int h = 0; h < ng; h++)
+            rank[g] += first[h] < first[g];
+    }
+    if (ng <= 1) {
+        memcpy(dst, src, (size_t)n * es);
+        return;
+    }
+    /* input dims and strides (elements) in input order; output strides in output order */
+    int64_t id[QR_MAX_DIMS], is[QR_MAX_DIMS], os[QR_MAX_DIMS];
+    for (int g = 0; g < ng; g++)
+        id[rank[g]] = gsize[g];
+    for (int k = ng - 1, s = 1; k >= 0; k--) {
+        is[k] = s;
+        s *= id[k];
+    }
+    for (int g = ng - 1, s = 1; g >= 0; g--) {
+        os[g] = s;
+        s *= gsize[g];
+    }
+    const char *sp = src;
+    char *dp = dst;
+    odo o = {0};
+    if (rank[ng - 1] == ng - 1) { /* the last axis stays last: runs of gsize[ng - 1] elements */
+        size_t run = (size_t)gsize[ng - 1] * es;
+        for (int g = 0; g < ng - 1; g++) {
+            o.d[o.n] = gsize[g];
+            o.is[o.n] = is[rank[g]];
+            o.os[o.n++] = os[g];
+        }
+        for (int64_t i = 0, runs = n / gsize[ng - 1]; i < runs; i++, odo_next(&o))
+            memcpy(dp + (size_t)o.out * es, sp + (size_t)o.in * es, run);
+        return;
+    }
+    /* the input's last axis is output group ga; the output's last is input axis rank[ng - 1] */
+    int ga = 0;
+    while (rank[ga] != ng - 1)
+        ga++;
+    for (int g = 0; g < ng - 1; g++)
+        if (g != ga) {
+            o.d[o.n] = gsize[g];
+            o.is[o.n] = is[rank[g]];
+            o.os[o.n++] = os[g];
+        }
+    int64_t na = gsize[ga], nb = gsize[ng - 1], so = os[ga], sb = is[rank[ng - 1]];
+    for (int64_t i = 0, outer = n / (na * nb); i < outer; i++, odo_next(&o))
+        transpose_2d(dp + (size_t)o.out * es, sp + (size_t)o.in * es, na, nb, so, sb, es);
+}
