@@ -5,6 +5,7 @@
  * those first. The normalizations read and write through ld/st below, which
  * stay cheap for f32/f64 and fall back to qr_get_f64 for the rare dtypes. */
 #include "ops_common.h"
+#include "f32_rows.h"
 #include "sgemm.h"
 
 #include <math.h>
@@ -409,6 +410,20 @@ static qr_status softmax_infer(qr_kctx *k)
     return QR_OK;
 }
 
+/* Rows of a last-axis f32 softmax on an f32_rows.h kernel, in parallel. */
+typedef struct sm_rows_job {
+    const qr_f32_rows *fr;
+    const float *x;
+    float *y;
+    int64_t n;
+} sm_rows_job;
+
+static void sm_rows(void *arg, int64_t r0, int64_t r1)
+{
+    const sm_rows_job *j = arg;
+    j->fr->softmax(j->x + r0 * j->n, j->y + r0 * j->n, r1 - r0, j->n);
+}
+
 static qr_status softmax_common(qr_kctx *k, int log_out)
 {
     sm_layout l;
@@ -417,6 +432,14 @@ static qr_status softmax_common(qr_kctx *k, int log_out)
     const qr_tensor *x = k->in[0];
     qr_tensor *y = k->out[0];
     qr_dtype t = x->dtype;
+    /* LogSoftmax keeps the double loop: f32 exps' error grows in log(sum) near 0 */
+    const qr_f32_rows *fr = t == QR_F32 && l.inner == 1 && !log_out ? qr_f32_rows_best() : NULL;
+    if (fr) {
+        sm_rows_job j = {fr, x->data, y->data, l.n};
+        int64_t grain = l.n >= 4096 ? 1 : 4096 / (l.n ? l.n : 1);
+        qr_parallel_for(k->pool, l.outer, grain, sm_rows, &j);
+        return QR_OK;
+    }
     for (int64_t o = 0; o < l.outer; o++) {
         for (int64_t in = 0; in < l.inner; in++) {
             int64_t base = o * l.n * l.inner + in, s = l.inner;
@@ -563,6 +586,24 @@ static qr_status ln_infer(qr_kctx *k)
     return QR_OK;
 }
 
+/* Rows of an f32 LayerNormalization on an f32_rows.h kernel, in parallel. */
+typedef struct ln_rows_job {
+    const qr_f32_rows *fr;
+    const float *x;
+    float *y;
+    int64_t n;
+    const float *scale, *bias;
+    double eps;
+    float *mean, *inv;
+} ln_rows_job;
+
+static void ln_rows(void *arg, int64_t r0, int64_t r1)
+{
+    const ln_rows_job *j = arg;
+    j->fr->layernorm(j->x + r0 * j->n, j->y + r0 * j->n, r1 - r0, j->n, j->scale, j->bias, j->eps,
+                     j->mean ? j->mean + r0 : NULL, j->inv ? j->inv + r0 : NULL);
+}
+
 static qr_status ln_run(qr_kctx *k)
 {
     const qr_tensor *x = k->in[0], *sc = k->in[1], *bias = k->n_in > 2 ? k->in[2] : NULL;
@@ -573,6 +614,17 @@ static qr_status ln_run(qr_kctx *k)
     double eps = qr_attr_f(k->node, "epsilon", 1e-5f);
     int64_t outer = qr_dims_prod(x->dims, 0, axis), inner = qr_dims_prod(x->dims, axis, x->ndim);
     qr_dtype t = x->dtype;
+    const qr_f32_rows *fr = qr_f32_rows_best();
+    if (fr && t == QR_F32 && sc->dtype == QR_F32 && qr_tensor_numel(sc) == inner && (!bias || (bias->dtype == QR_F32 &&
+        qr_tensor_numel(bias) == inner)) && (k->n_out < 2 || k->out[1]->dtype == QR_F32) &&
+        (k->n_out < 3 || k->out[2]->dtype == QR_F32)) {
+        /* Scale and B of the normalized shape (no broadcast within it): contiguous rows */
+        ln_rows_job j = {fr, x->data, y->data, inner, sc->data, bias ? bias->data : NULL, eps,
+                         k->n_out > 1 ? k->out[1]->data : NULL, k->n_out > 2 ? k->out[2]->data : NULL};
+        int64_t grain = inner >= 4096 ? 1 : 4096 / (inner ? inner : 1);
+        qr_parallel_for(k->pool, outer, grain, ln_rows, &j);
+        return QR_OK;
+    }
     /* One iterator walks X in order and tracks where Scale and B are read. */
     qr_iter it;
     qr_iter_init(&it, x, 2);

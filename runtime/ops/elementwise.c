@@ -7,6 +7,7 @@
  * Integers compute in 64 bits with wrap-around (unsigned arithmetic), as the
  * narrower types do; division by zero is an error, never a SIGFPE. */
 #include "ops_common.h"
+#include "f32_rows.h"
 
 #include <float.h>
 #include <math.h>
@@ -228,6 +229,7 @@ typedef struct unary_job {
     uparams p;
     const qr_tensor *x;
     qr_tensor *y;
+    const qr_f32_rows *fr; /* vector kernels (Erf), NULL: the portable loops */
 } unary_job;
 
 static void unary_range(void *arg, int64_t lo, int64_t hi)
@@ -241,6 +243,8 @@ static void unary_range(void *arg, int64_t lo, int64_t hi)
         float *ys = y->data;
         for (int64_t i = lo; i < hi; i++)
             ys[i] = xs[i] > 0 || xs[i] != xs[i] ? xs[i] : 0.0f;
+    } else if (x->dtype == QR_F32 && y->dtype == QR_F32 && f == u_erf && j->fr) {
+        j->fr->erf((const float *)x->data + lo, (float *)y->data + lo, hi - lo);
     } else if (x->dtype == QR_F32 && y->dtype == QR_F32) {
         const float *xs = x->data;
         float *ys = y->data;
@@ -260,7 +264,7 @@ static void unary_range(void *arg, int64_t lo, int64_t hi)
 
 static qr_status unary_run(qr_kctx *k)
 {
-    unary_job j = {.d = unary_find(k->node->op), .x = k->in[0], .y = k->out[0]};
+    unary_job j = {.d = unary_find(k->node->op), .x = k->in[0], .y = k->out[0], .fr = qr_f32_rows_best()};
     unary_params(k->node, &j.p);
     qr_parallel_for(k->pool, qr_tensor_numel(j.x), GRAIN, unary_range, &j);
     return QR_OK;

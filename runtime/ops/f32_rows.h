@@ -1,0 +1,33 @@
+/* f32 kernels of the transformer ops (Softmax, LayerNormalization, Erf) over contiguous rows,
+ * one table per instruction set, chosen when first used by what the CPU reports (never by the
+ * build machine), as sgemm.h's. Without one, dense.c and elementwise.c keep their portable loops
+ * (double arithmetic, rounded once), which are also the tests' oracle for the bounds below. */
+#ifndef QR_F32_ROWS_H
+#define QR_F32_ROWS_H
+
+#include <stdint.h>
+
+typedef struct qr_f32_rows {
+    const char *isa;
+    /* y = softmax of each of rows rows of n contiguous values: x - max exact (in two parts), exp
+     * by a polynomial, the sum in double, within 3 ulp of the exact result (results under
+     * FLT_MIN flushed to 0); a row with NaN or with no finite maximum (all -inf, or +inf) gives
+     * NaN, as the portable loop and ONNX's reference do. */
+    void (*softmax)(const float *x, float *y, int64_t rows, int64_t n);
+    /* y = (x - mean) / sqrt(var + eps) * scale + bias (bias NULL: none) over rows of n, scale
+     * and bias n values each; the statistics and y in double (as the portable loop), rounded
+     * once. mean and inv_std (NULL: not wanted) get one value per row. */
+    void (*layernorm)(const float *x, float *y, int64_t rows, int64_t n, const float *scale, const float *bias,
+                      double eps, float *mean, float *inv_std);
+    /* y[i] = erf(x[i]), within 2 ulp of the exact value (f32_rows_avx512.c). */
+    void (*erf)(const float *x, float *y, int64_t n);
+} qr_f32_rows;
+
+/* The best table this CPU runs (AVX-512F), or NULL (then the portable loops run).
+ * QRL_F32_ROWS=portable forces NULL. */
+const qr_f32_rows *qr_f32_rows_best(void);
+
+/* The AVX-512 table, NULL when this CPU lacks AVX-512F (the tests call it directly). */
+const qr_f32_rows *qr_f32_rows_avx512(void);
+
+#endif

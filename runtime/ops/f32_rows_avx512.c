@@ -1,0 +1,201 @@
+/* f32_rows.h's kernels with AVX-512F: 16 values a vector, tails by masks. Only called when the
+ * CPU reports avx512f (qr_f32_rows_avx512 checks).
+ *
+ * exp: Cephes' expf (Cody-Waite reduction by ln 2 in two parts, degree-5 polynomial on
+ * [-ln2/2, ln2/2], relative error under 1 ulp there) with FMA, and the power of two by vscalefps,
+ * which gives inf above 88.7; below ln(FLT_MIN) = -87.34 it gives 0 (subnormal results, under
+ * 1.2e-38, are flushed).
+ * erf: |x| <= 0.921875: x * P(x^2), degree 6 (relative error of the polynomial 4e-10);
+ * up to 3.925: 1 - exp(-x^2) * R(|x| - 2.4), R of degree 11 fitted to erfc(x) * exp(x^2) (relative
+ * error 3.5e-8); beyond: +-1. Coefficients fitted with numpy (least squares on Chebyshev nodes,
+ * reweighted towards minimax); tests/unit/test_f32_rows.c measures the whole function at most
+ * 2 ulp from the correctly rounded erf on [-5, 5]. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "f32_rows.h"
+
+#define TARGET __attribute__((target("avx512f,fma")))
+
+static inline __mmask16 tail_mask(int64_t left)
+{
+    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+}
+
+/* exp(x + lo), lo a correction far below x's ulp (0: plain exp). */
+TARGET static inline __m512 exp_zmm2(__m512 x, __m512 lo)
+{
+    /* below ln(FLT_MIN) the result is 0: no subnormal ever goes through the arithmetic (slow on
+     * some CPUs; a causal mask's -inf lands here) */
+    __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_LT_OQ);
+    /* max(lo, x) and min(hi, x) return x when it is NaN, so NaN stays */
+    x = _mm512_max_ps(_mm512_set1_ps(-87.33654f), x);
+    x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    r = _mm512_add_ps(r, lo);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+    return _mm512_maskz_mov_ps(~tiny, _mm512_scalef_ps(p, n));
+}
+
+TARGET static inline __m512 exp_zmm(__m512 x) { return exp_zmm2(x, _mm512_setzero_ps()); }
+
+/* The sum of v's 16 floats into two vectors of 8 doubles. */
+TARGET static inline void add_pd(__m512d *s0, __m512d *s1, __m512 v)
+{
+    *s0 = _mm512_add_pd(*s0, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    *s1 = _mm512_add_pd(*s1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+}
+
+TARGET static inline __m512d lo_pd(__m512 v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(v)); }
+TARGET static inline __m512d hi_pd(__m512 v)
+{
+    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+TARGET static inline __m512 join_ps(__m512d lo, __m512d hi)
+{
+    __m256 l = _mm512_cvtpd_ps(lo), h = _mm512_cvtpd_ps(hi);
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(l)), _mm256_castps_pd(h), 1));
+}
+
+TARGET static void softmax_avx512(const float *x, float *y, int64_t rows, int64_t n)
+{
+    const __m512 minf = _mm512_set1_ps(-INFINITY);
+    for (int64_t r = 0; r < rows; r++, x += n, y += n) {
+        __m512 m = minf;
+        for (int64_t i = 0; i < n; i += 16)
+            m = _mm512_max_ps(m, _mm512_mask_loadu_ps(minf, tail_mask(n - i), x + i));
+        /* a NaN max_ps dropped still makes its exp NaN, and with it the sum and the row */
+        __m512 nmx = _mm512_set1_ps(-_mm512_reduce_max_ps(m));
+        __m512d s0 = _mm512_setzero_pd(), s1 = s0;
+        for (int64_t i = 0; i < n; i += 16) {
+            __mmask16 k = tail_mask(n - i);
+            __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+            /* x - max exactly, as d + lo (Knuth's TwoSum): rounding d alone cost up to 8 ulp of
+             * exp at |d| ~ 20, and 30 at 80 (-inf's NaN lo is masked by exp's flush) */
+            __m512 d = _mm512_add_ps(v, nmx), bv = _mm512_sub_ps(d, v), av = _mm512_sub_ps(d, bv);
+            __m512 lo = _mm512_add_ps(_mm512_sub_ps(v, av), _mm512_sub_ps(nmx, bv));
+            __m512 e = _mm512_maskz_mov_ps(k, exp_zmm2(d, lo));
+            _mm512_mask_storeu_ps(y + i, k, e);
+            add_pd(&s0, &s1, e);
+        }
+        __m512 sv = _mm512_set1_ps((float)_mm512_reduce_add_pd(_mm512_add_pd(s0, s1)));
+        for (int64_t i = 0; i < n; i += 16) {
+            __mmask16 k = tail_mask(n - i);
+            _mm512_mask_storeu_ps(y + i, k, _mm512_div_ps(_mm512_maskz_loadu_ps(k, y + i), sv));
+        }
+    }
+}
+
+TARGET static void layernorm_avx512(const float *x, float *y, int64_t rows, int64_t n, const float *scale,
+                                    const float *bias, double eps, float *mean_out, float *inv_out)
+{
+    for (int64_t r = 0; r < rows; r++, x += n, y += n) {
+        __m512d s0 = _mm512_setzero_pd(), s1 = s0;
+        for (int64_t i = 0; i < n; i += 16)
+            add_pd(&s0, &s1, _mm512_maskz_loadu_ps(tail_mask(n - i), x + i));
+        double mean = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1)) / (double)n;
+        __m512d md = _mm512_set1_pd(mean), q0 = _mm512_setzero_pd(), q1 = q0;
+        for (int64_t i = 0; i < n; i += 16) {
+            __mmask16 k = tail_mask(n - i);
+            __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+            /* masked lanes hold 0 - mean: keep them out of the sum */
+            __m512d d0 = _mm512_maskz_sub_pd((__mmask8)k, lo_pd(v), md);
+            __m512d d1 = _mm512_maskz_sub_pd((__mmask8)(k >> 8), hi_pd(v), md);
+            q0 = _mm512_add_pd(q0, _mm512_mul_pd(d0, d0));
+            q1 = _mm512_add_pd(q1, _mm512_mul_pd(d1, d1));
+        }
+        double var = _mm512_reduce_add_pd(_mm512_add_pd(q0, q1)) / (double)n;
+        double inv = 1.0 / sqrt(var + eps);
+        __m512d id = _mm512_set1_pd(inv);
+        for (int64_t i = 0; i < n; i += 16) {
+            __mmask16 k = tail_mask(n - i);
+            __m512 v = _mm512_maskz_loadu_ps(k, x + i), sc = _mm512_maskz_loadu_ps(k, scale + i);
+            __m512d lo = _mm512_mul_pd(_mm512_mul_pd(_mm512_sub_pd(lo_pd(v), md), id), lo_pd(sc));
+            __m512d hi = _mm512_mul_pd(_mm512_mul_pd(_mm512_sub_pd(hi_pd(v), md), id), hi_pd(sc));
+            if (bias) {
+                __m512 b = _mm512_maskz_loadu_ps(k, bias + i);
+                lo = _mm512_add_pd(lo, lo_pd(b));
+                hi = _mm512_add_pd(hi, hi_pd(b));
+            }
+            _mm512_mask_storeu_ps(y + i, k, join_ps(lo, hi));
+        }
+        if (mean_out)
+            mean_out[r] = (float)mean;
+        if (inv_out)
+            inv_out[r] = (float)inv;
+    }
+}
+
+#define ERF_SPLIT 0.921875f
+#define ERF_ONE 3.925f
+#define ERF_CENTER 2.4f
+#define ERF_C0_HI 1.12837922573089599609375f /* 2/sqrt(pi) = HI + LO */
+#define ERF_C0_LO -5.86353834e-08f
+
+static const float erf_small[] = {ERF_C0_HI,     -0.37612634897232056f,  0.11283695697784424f,
+                                  -0.026859398931264877f, 0.005201032850891352f, -0.0008142709848470986f,
+                                  8.37012121337466e-05f};
+static const float erf_big[] = {0.21849872171878815f,    -0.07958526164293289f,  0.027494393289089203f,
+                                -0.009066018275916576f,  0.0028663931880146265f, -0.0008738005417399108f,
+                                0.0002595169353298843f,  -7.323457975871861e-05f, 1.8211578208138235e-05f,
+                                -5.2734803830389865e-06f, 2.2172293938638177e-06f, -5.036482662035269e-07f};
+
+TARGET static inline __m512 horner(const float *c, int deg, __m512 t)
+{
+    __m512 p = _mm512_set1_ps(c[deg]);
+    for (int i = deg - 1; i >= 0; i--)
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c[i]));
+    return p;
+}
+
+/* Bit operations on floats with AVX-512F alone (the _ps forms are AVX-512DQ). */
+#define BITS(op, a, b) _mm512_castsi512_ps(op(_mm512_castps_si512(a), _mm512_castps_si512(b)))
+
+TARGET static inline __m512 erf_zmm(__m512 x)
+{
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    __m512 ax = BITS(_mm512_andnot_si512, sign, x);
+    /* x * (2/sqrt(pi) + t * Q(t)) with 2/sqrt(pi) in two parts: its f32 rounding alone cost
+     * 0.5 ulp, and 2 ulp in all near 0 */
+    __m512 t = _mm512_mul_ps(x, x);
+    __m512 q = _mm512_fmadd_ps(horner(erf_small + 1, 5, t), t, _mm512_set1_ps(ERF_C0_LO));
+    __m512 y = _mm512_fmadd_ps(x, _mm512_set1_ps(ERF_C0_HI), _mm512_mul_ps(x, q));
+    /* not <= (ordered): NaN goes the big way, whose exp keeps it */
+    __mmask16 big = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(ERF_SPLIT), _CMP_NLE_UQ);
+    if (big) {
+        __m512 c = _mm512_min_ps(_mm512_set1_ps(ERF_ONE), ax); /* NaN stays */
+        __m512 rr = horner(erf_big, 11, _mm512_sub_ps(c, _mm512_set1_ps(ERF_CENTER)));
+        __m512 e = exp_zmm(_mm512_mul_ps(BITS(_mm512_xor_si512, c, sign), c));
+        __m512 v = _mm512_fnmadd_ps(e, rr, _mm512_set1_ps(1.0f));
+        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(ax, _mm512_set1_ps(ERF_ONE), _CMP_GE_OQ), _mm512_set1_ps(1.0f));
+        y = _mm512_mask_mov_ps(y, big, v);
+    }
+    /* the sign of x (erf(-0) = -0, where x * c + x * q gave +0) */
+    return BITS(_mm512_or_si512, BITS(_mm512_andnot_si512, sign, y), BITS(_mm512_and_si512, x, sign));
+}
+
+TARGET static void erf_avx512(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        _mm512_mask_storeu_ps(y + i, k, erf_zmm(_mm512_maskz_loadu_ps(k, x + i)));
+    }
+}
+
+static const qr_f32_rows table = {"avx512", softmax_avx512, layernorm_avx512, erf_avx512};
+
+const qr_f32_rows *qr_f32_rows_avx512(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") ? &table : NULL;
+}

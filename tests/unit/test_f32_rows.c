@@ -1,0 +1,496 @@
+/* The f32 transformer ops (Softmax, LogSoftmax, LayerNormalization, Erf on ops/f32_rows_avx512.c;
+ * MatMul's batched and flattened products; Transpose and Slice by runs, ops/permute.c) through
+ * the op table, against an independent float64 oracle: numpy (tools/f32_rows_ref.py, run by
+ * /usr/bin/python3) for every op, and libm's double erf on a sweep of the float line. Both paths
+ * (AVX-512 when the CPU has it, QRL_F32_ROWS=portable), serial and on two threads. Data of both
+ * signs, odd row lengths (not multiples of 16), -inf entries (causal masks), rows all -inf and
+ * rows with NaN or +inf, several head counts. Bounds in ulps of the exact result, per path. */
+#include <criterion/criterion.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op.h"
+#include "ops/f32_rows.h"
+#include "parallel.h"
+#include "tensor_io.h"
+#include "testutil.h"
+
+#define MAX_OUT 3
+
+/* Runs op on in (opset 17) into outs (allocated here). */
+static void run(const char *op, qr_attr *attrs, int nattr, const qr_tensor **in, int nin, qr_tensor *outs, int nout,
+                qr_pool *pool)
+{
+    const qr_op_def *d = qr_op_find("", op);
+    cr_assert(d);
+    qr_node n = {.name = "t", .op = op, .domain = "", .opset = 17, .n_in = nin, .n_out = nout, .n_attr = nattr,
+                 .attr = attrs, .def = d};
+    qr_tensor *o[MAX_OUT];
+    for (int j = 0; j < nout; j++) {
+        memset(&outs[j], 0, sizeof outs[j]);
+        o[j] = &outs[j];
+    }
+    qr_error e = {{0}};
+    qr_kctx k = {.node = &n, .opset = 17, .n_in = nin, .n_out = nout, .in = in, .out = o, .err = &e, .pool = pool};
+    cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
+    for (int j = 0; j < nout; j++) {
+        cr_assert_eq(qr_tensor_alloc(&outs[j], &e), QR_OK);
+        memset(outs[j].data, 0xa5, qr_tensor_nbytes(&outs[j])); /* every element must be written */
+    }
+    cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
+}
+
+static unsigned next(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return *s >> 8;
+}
+
+/* Uniform in (-r, r), every mantissa bit used. */
+static float rnd(unsigned *s, float r) { return ((float)(next(s) & 0xffffff) / (float)(1 << 23) - 1.0f) * r; }
+
+static qr_tensor f32_tensor(int ndim, const int64_t *dims)
+{
+    qr_tensor t = {.dtype = QR_F32, .ndim = ndim};
+    memcpy(t.dims, dims, sizeof(int64_t) * (size_t)ndim);
+    qr_error e = {{0}};
+    cr_assert_eq(qr_tensor_alloc(&t, &e), QR_OK);
+    return t;
+}
+
+/* ---- the oracle ---- */
+
+static char *dir; /* the suite's temporary folder */
+
+static void save(const char *name, const qr_tensor *t)
+{
+    char path[512];
+    qr_error e = {{0}};
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    cr_assert_eq(qr_npy_write(path, t, &e), QR_OK, "%s", e.msg);
+}
+
+static qr_tensor load(const char *name)
+{
+    char path[512];
+    qr_tensor t;
+    qr_error e = {{0}};
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    cr_assert_eq(qr_npy_read(path, &t, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(t.dtype, QR_F64);
+    return t;
+}
+
+/* Runs tools/f32_rows_ref.py with args (file names are relative to dir). */
+static void oracle(const char *args)
+{
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 '%s/tools/f32_rows_ref.py' %s 2>&1", dir, tu_root(), args);
+    int rc = tu_run(cmd, &out);
+    cr_assert_eq(rc, 0, "%s: %s", cmd, out ? out : "");
+    free(out);
+}
+
+static void setup(void) { dir = tu_tmpdir(); }
+static void teardown(void) { tu_rmdir(dir); }
+
+/* |got - want| in ulps of want rounded to f32 (NaN must meet NaN, inf the same inf); both under
+ * FLT_MIN count as equal (subnormal results may be flushed to 0). */
+static double ulps(float got, double want)
+{
+    if (isnan(want) || isnan(got))
+        return isnan(want) && isnan(got) ? 0 : INFINITY;
+    if (isinf(want) || isinf(got))
+        return got == want ? 0 : INFINITY;
+    if (fabs(want) < FLT_MIN && fabsf(got) < FLT_MIN)
+        return 0;
+    float a = fabsf((float)want);
+    a = a < FLT_MIN ? FLT_MIN : a;
+    double ulp = (double)nextafterf(a, INFINITY) - (double)a;
+    return fabs((double)got - want) / ulp;
+}
+
+/* The worst error of got against want (n values), checked against bound; returns it. */
+static double check_ulps(const char *what, const qr_tensor *got, const qr_tensor *want, double bound)
+{
+    int64_t n = qr_tensor_numel(got);
+    cr_assert_eq(n, qr_tensor_numel(want), "%s: sizes differ", what);
+    const float *g = got->data;
+    const double *w = want->data;
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double u = ulps(g[i], w[i]);
+        cr_assert(u <= bound, "%s: element %lld is %.9g, exact %.17g: %.2f ulp (bound %.1f)", what, (long long)i,
+                  (double)g[i], w[i], u, bound);
+        worst = u > worst ? u : worst;
+    }
+    return worst;
+}
+
+/* The two paths: the CPU's kernels (when it has AVX-512) and the portable loops. */
+static int use_path(int p)
+{
+    if (p == 0 && !qr_f32_rows_avx512())
+        return 0;
+    if (p == 1)
+        setenv("QRL_F32_ROWS", "portable", 1);
+    else
+        unsetenv("QRL_F32_ROWS");
+    return 1;
+}
+
+/* Worst errors seen per path (printed at the end of a test, for the docs' bounds). */
+static const char *const path_name[2] = {"avx512", "portable"};
+
+/* ---- Softmax, LogSoftmax ---- */
+
+/* rows x n logits: attention scores of both signs, a causal mask's -inf above the diagonal
+ * (row r keeps r % n + 1 values), and the special rows: all -inf, one NaN, one +inf. */
+static qr_tensor logits(int64_t heads, int64_t rows, int64_t n, unsigned seed, int specials)
+{
+    int64_t dims[3] = {heads, rows, n};
+    qr_tensor t = f32_tensor(3, dims);
+    float *x = t.data;
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t i = 0; i < n; i++)
+                x[(h * rows + r) * n + i] = i <= r % n ? rnd(&seed, 12.0f) : -INFINITY;
+    if (specials && heads * rows >= 4) {
+        for (int64_t i = 0; i < n; i++)
+            x[i] = -INFINITY;
+        x[n + n / 2] = NAN;
+        x[2 * n + n / 3] = INFINITY;
+        x[3 * n] = 80.0f; /* the others far below: exp underflows */
+    }
+    return t;
+}
+
+static void check_softmax(const char *op, int64_t heads, int64_t rows, int64_t n, unsigned seed, double bound_fast)
+{
+    qr_tensor x = logits(heads, rows, n, seed, 1);
+    save("x.npy", &x);
+    char args[128];
+    snprintf(args, sizeof args, "%s x.npy want.npy", strcmp(op, "Softmax") ? "logsoftmax" : "softmax");
+    oracle(args);
+    qr_tensor want = load("want.npy");
+    qr_pool *pool2 = qr_pool_new(2);
+    const qr_tensor *in[1] = {&x};
+    for (int p = 0; p < 2; p++) {
+        if (!use_path(p))
+            continue;
+        for (int t = 0; t < 2; t++) {
+            qr_tensor y;
+            run(op, NULL, 0, in, 1, &y, 1, t ? pool2 : NULL);
+            char what[128];
+            snprintf(what, sizeof what, "%s [%lld,%lld,%lld] %s %d thread(s)", op, (long long)heads, (long long)rows,
+                     (long long)n, path_name[p], t + 1);
+            double w = check_ulps(what, &y, &want, p ? 1.0 : bound_fast);
+            cr_log_info("%s: worst %.2f ulp", what, w);
+            qr_tensor_free(&y);
+        }
+    }
+    unsetenv("QRL_F32_ROWS");
+    qr_pool_free(pool2);
+    qr_tensor_free(&want);
+    qr_tensor_free(&x);
+}
+
+TestSuite(f32_rows, .init = setup, .fini = teardown);
+
+Test(f32_rows, softmax_matches_numpy_within_3_ulp)
+{
+    check_softmax("Softmax", 4, 128, 128, 1, 3.0); /* BERT's scores, 4 heads */
+    check_softmax("Softmax", 3, 17, 77, 2, 3.0);   /* odd rows */
+    check_softmax("Softmax", 12, 5, 16, 3, 3.0);   /* one vector a row, 12 heads */
+    check_softmax("Softmax", 1, 9, 1, 4, 3.0);     /* rows of one */
+    check_softmax("Softmax", 2, 6, 300, 5, 3.0);
+}
+
+Test(f32_rows, logsoftmax_matches_numpy_within_1_ulp)
+{
+    check_softmax("LogSoftmax", 4, 33, 129, 6, 1.0); /* the double loop on both paths */
+    check_softmax("LogSoftmax", 1, 7, 5, 7, 1.0);
+}
+
+/* ---- LayerNormalization ---- */
+
+static void check_layernorm(int64_t rows, int64_t n, float offset, int with_bias, unsigned seed)
+{
+    int64_t dims[3] = {2, rows, n}, pd[1] = {n}, sd[3] = {2, rows, 1};
+    qr_tensor x = f32_tensor(3, dims), sc = f32_tensor(1, pd), b = f32_tensor(1, pd);
+    float *xv = x.data, *sv = sc.data, *bv = b.data;
+    for (int64_t i = 0; i < 2 * rows * n; i++)
+        xv[i] = offset + rnd(&seed, 3.0f) * (float)(1 + i / n % 5); /* rows of several spreads */
+    for (int64_t i = 0; i < n; i++) {
+        sv[i] = rnd(&seed, 2.0f);
+        bv[i] = with_bias ? rnd(&seed, 1.0f) : 0.0f;
+    }
+    save("x.npy", &x);
+    save("s.npy", &sc);
+    save("b.npy", &b);
+    oracle("layernorm x.npy s.npy b.npy 1e-5 want.npy mean.npy inv.npy");
+    qr_tensor want = load("want.npy"), mean = load("mean.npy"), inv = load("inv.npy");
+    qr_pool *pool2 = qr_pool_new(2);
+    const qr_tensor *in[3] = {&x, &sc, &b};
+    qr_attr a[1] = {{.name = "epsilon", .kind = QR_ATTR_FLOAT, .f = 1e-5f}};
+    for (int p = 0; p < 2; p++) {
+        if (!use_path(p))
+            continue;
+        for (int t = 0; t < 2; t++) {
+            qr_tensor y[3];
+            run("LayerNormalization", a, 1, in, with_bias ? 3 : 2, y, 3, t ? pool2 : NULL);
+            cr_assert_eq(y[1].ndim, 3);
+            cr_assert_eq(y[1].dims[2], 1);
+            cr_assert_eq(y[1].dims[1], sd[1]);
+            char what[128];
+            snprintf(what, sizeof what, "LayerNormalization [2,%lld,%lld] + %g %s %d thread(s)", (long long)rows,
+                     (long long)n, (double)offset, path_name[p], t + 1);
+            double w = check_ulps(what, &y[0], &want, 1.0);
+            check_ulps(what, &y[1], &mean, 1.0);
+            check_ulps(what, &y[2], &inv, 1.0);
+            cr_log_info("%s: worst %.2f ulp", what, w);
+            for (int j = 0; j < 3; j++)
+                qr_tensor_free(&y[j]);
+        }
+    }
+    unsetenv("QRL_F32_ROWS");
+    qr_pool_free(pool2);
+    qr_tensor_free(&want);
+    qr_tensor_free(&mean);
+    qr_tensor_free(&inv);
+    qr_tensor_free(&x);
+    qr_tensor_free(&sc);
+    qr_tensor_free(&b);
+}
+
+/* The bias is numpy's b (zeros when left out, which adds nothing). */
+Test(f32_rows, layernorm_matches_numpy_within_1_ulp)
+{
+    check_layernorm(128, 256, 0.0f, 1, 11); /* BERT's */
+    check_layernorm(7, 33, -40.0f, 1, 12);  /* odd rows, a mean far from 0 */
+    check_layernorm(5, 1000, 3.0f, 0, 13);  /* no bias */
+    check_layernorm(3, 1, 0.0f, 1, 14);     /* rows of one: x - mean is 0 */
+}
+
+/* ---- Erf ---- */
+
+/* Every 61st float of [-6, 6] (and the specials) against libm's double erf. */
+Test(f32_rows, erf_kernel_within_2_ulp_of_libm_on_a_sweep)
+{
+    const qr_f32_rows *fr = qr_f32_rows_avx512();
+    if (!fr) {
+        cr_log_warn("no AVX-512 on this CPU: the erf kernel is not tested here");
+        return;
+    }
+    enum { N = 4096 };
+    static float x[N], y[N];
+    double worst = 0;
+    float worst_x = 0;
+    uint32_t top;
+    float six = 6.0f;
+    memcpy(&top, &six, 4);
+    int64_t m = 0;
+    for (uint32_t sign = 0; sign < 2; sign++)
+        for (uint32_t b = 0; b <= top; b += 61) {
+            uint32_t bits = b | sign << 31;
+            memcpy(&x[m], &bits, 4);
+            if (++m == N || (sign == 1 && b + 61 > top)) {
+                fr->erf(x, y, m);
+                for (int64_t i = 0; i < m; i++) {
+                    double u = ulps(y[i], erf((double)x[i]));
+                    cr_assert(u <= 2.0, "erf(%.9g) = %.9g, exact %.17g: %.2f ulp", (double)x[i], (double)y[i],
+                              erf((double)x[i]), u);
+                    if (u > worst)
+                        worst = u, worst_x = x[i];
+                }
+                m = 0;
+            }
+        }
+    const float sp[] = {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 1e-40f, -1e-40f, 100.0f, -3.925f, 0.921875f};
+    fr->erf(sp, y, 10);
+    cr_assert(y[0] == 1.0f && y[1] == -1.0f && isnan(y[2]));
+    cr_assert(y[3] == 0.0f && !signbit(y[3]) && y[4] == 0.0f && signbit(y[4]), "erf(+-0) = %g, %g", (double)y[3],
+              (double)y[4]);
+    cr_assert(y[7] == 1.0f && y[8] == -1.0f);
+    for (int i = 5; i < 10; i++)
+        cr_assert(ulps(y[i], erf((double)sp[i])) <= 2.0, "erf(%g) = %g", (double)sp[i], (double)y[i]);
+    cr_log_info("erf: worst %.2f ulp at %.9g", worst, (double)worst_x);
+}
+
+Test(f32_rows, erf_op_matches_math_erf)
+{
+    int64_t dims[2] = {3, 1001};
+    qr_tensor x = f32_tensor(2, dims);
+    unsigned seed = 21;
+    float *xv = x.data;
+    for (int64_t i = 0; i < 3003; i++)
+        xv[i] = rnd(&seed, i < 1001 ? 1.0f : i < 2002 ? 4.0f : 9.0f);
+    save("x.npy", &x);
+    oracle("erf x.npy want.npy");
+    qr_tensor want = load("want.npy");
+    qr_pool *pool2 = qr_pool_new(2);
+    const qr_tensor *in[1] = {&x};
+    for (int p = 0; p < 2; p++) {
+        if (!use_path(p))
+            continue;
+        for (int t = 0; t < 2; t++) {
+            qr_tensor y;
+            run("Erf", NULL, 0, in, 1, &y, 1, t ? pool2 : NULL);
+            check_ulps(p ? "Erf portable" : "Erf avx512", &y, &want, p ? 0.5 : 2.0);
+            qr_tensor_free(&y);
+        }
+    }
+    unsetenv("QRL_F32_ROWS");
+    qr_pool_free(pool2);
+    qr_tensor_free(&want);
+    qr_tensor_free(&x);
+}
+
+/* ---- MatMul ---- */
+
+/* |got - want| <= bound (an f32 dot product's: K * 2^-23 * sum |a||b|) for every output. */
+static void check_bound(const char *what, const qr_tensor *got, const qr_tensor *want, const qr_tensor *bound)
+{
+    int64_t n = qr_tensor_numel(got);
+    cr_assert_eq(n, qr_tensor_numel(want), "%s: sizes differ", what);
+    const float *g = got->data;
+    const double *w = want->data, *b = bound->data;
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(fabs((double)g[i] - w[i]) <= b[i] + 1e-30, "%s: element %lld is %.9g, exact %.17g (bound %.3g)",
+                  what, (long long)i, (double)g[i], w[i], b[i]);
+}
+
+/* A [ad] x B [bd] against numpy, both paths, serial and on two threads. */
+static void check_matmul(int na, const int64_t *ad, int nb, const int64_t *bd, unsigned seed)
+{
+    qr_tensor a = f32_tensor(na, ad), b = f32_tensor(nb, bd);
+    for (int64_t i = 0; i < qr_tensor_numel(&a); i++)
+        ((float *)a.data)[i] = rnd(&seed, 2.0f);
+    for (int64_t i = 0; i < qr_tensor_numel(&b); i++)
+        ((float *)b.data)[i] = rnd(&seed, 2.0f);
+    save("a.npy", &a);
+    save("b.npy", &b);
+    oracle("matmul a.npy b.npy want.npy bound.npy");
+    qr_tensor want = load("want.npy"), bound = load("bound.npy");
+    qr_pool *pool2 = qr_pool_new(2);
+    const qr_tensor *in[2] = {&a, &b};
+    for (int t = 0; t < 2; t++) {
+        qr_tensor y;
+        run("MatMul", NULL, 0, in, 2, &y, 1, t ? pool2 : NULL);
+        cr_assert_eq(y.ndim, want.ndim);
+        for (int d = 0; d < y.ndim; d++)
+            cr_assert_eq(y.dims[d], want.dims[d]);
+        check_bound("MatMul", &y, &want, &bound);
+        qr_tensor_free(&y);
+    }
+    qr_pool_free(pool2);
+    qr_tensor_free(&want);
+    qr_tensor_free(&bound);
+    qr_tensor_free(&a);
+    qr_tensor_free(&b);
+}
+
+Test(f32_rows, matmul_attention_and_projections_match_numpy)
+{
+    /* [B, S, K] x [K, N]: one product of B * S rows (the projections) */
+    check_matmul(3, (int64_t[]){2, 37, 33}, 2, (int64_t[]){33, 70}, 31);
+    check_matmul(3, (int64_t[]){3, 1, 19}, 2, (int64_t[]){19, 5}, 32);
+    check_matmul(4, (int64_t[]){2, 3, 5, 17}, 2, (int64_t[]){17, 9}, 33);
+    /* Q.K^T and P.V per head: [B*H, S, hd] x [B*H, hd, S], 1, 3 and 12 heads */
+    for (int heads = 1; heads <= 12; heads = heads == 1 ? 3 : 12 + heads) {
+        check_matmul(3, (int64_t[]){heads, 21, 13}, 3, (int64_t[]){heads, 13, 21}, 34 + (unsigned)heads);
+        check_matmul(4, (int64_t[]){2, heads, 21, 21}, 4, (int64_t[]){2, heads, 21, 13}, 35 + (unsigned)heads);
+    }
+    /* broadcast batches: [2, 1, M, K] x [3, K, N], and a 2-D A against a batch of B */
+    check_matmul(4, (int64_t[]){2, 1, 7, 9}, 3, (int64_t[]){3, 9, 11}, 36);
+    check_matmul(2, (int64_t[]){7, 9}, 3, (int64_t[]){3, 9, 11}, 37);
+}
+
+/* ---- Transpose, Slice (exact copies) ---- */
+
+static void check_exact(const char *what, const qr_tensor *got, const qr_tensor *want)
+{
+    cr_assert_eq(got->ndim, want->ndim, "%s: rank", what);
+    for (int d = 0; d < got->ndim; d++)
+        cr_assert_eq(got->dims[d], want->dims[d], "%s: dim %d", what, d);
+    for (int64_t i = 0; i < qr_tensor_numel(got); i++)
+        cr_assert_eq((double)((float *)got->data)[i], ((double *)want->data)[i], "%s: element %lld", what,
+                     (long long)i);
+}
+
+static qr_tensor iota(int nd, const int64_t *dims)
+{
+    qr_tensor x = f32_tensor(nd, dims);
+    for (int64_t i = 0; i < qr_tensor_numel(&x); i++)
+        ((float *)x.data)[i] = (float)(i % 2 ? -i : i); /* every element its own value */
+    return x;
+}
+
+static void check_transpose(int nd, const int64_t *dims, const int64_t *perm)
+{
+    qr_tensor x = iota(nd, dims);
+    save("x.npy", &x);
+    char args[128] = "transpose x.npy want.npy ", *p = args + strlen(args);
+    for (int d = 0; d < nd; d++)
+        p += sprintf(p, d ? ",%lld" : "%lld", (long long)perm[d]);
+    oracle(args);
+    qr_tensor want = load("want.npy");
+    qr_attr a[1] = {{.name = "perm", .kind = QR_ATTR_INTS, .n = nd, .ints = (int64_t *)perm}};
+    const qr_tensor *in[1] = {&x};
+    qr_tensor y;
+    run("Transpose", a, 1, in, 1, &y, 1, NULL);
+    check_exact(args, &y, &want);
+    qr_tensor_free(&y);
+    qr_tensor_free(&want);
+    qr_tensor_free(&x);
+}
+
+Test(f32_rows, transpose_matches_numpy)
+{
+    check_transpose(3, (int64_t[]){5, 3, 19}, (int64_t[]){1, 0, 2});      /* [S, B, D] -> [B, S, D]: runs */
+    check_transpose(3, (int64_t[]){37, 6, 17}, (int64_t[]){1, 2, 0});     /* K^T per head: blocks */
+    check_transpose(4, (int64_t[]){2, 33, 3, 17}, (int64_t[]){0, 2, 1, 3}); /* [B, S, H, hd] -> [B, H, S, hd] */
+    check_transpose(4, (int64_t[]){2, 3, 33, 17}, (int64_t[]){0, 1, 3, 2}); /* last two */
+    check_transpose(4, (int64_t[]){2, 1, 33, 17}, (int64_t[]){2, 1, 3, 0}); /* a dim of 1 dropped */
+    check_transpose(3, (int64_t[]){4, 5, 6}, (int64_t[]){2, 1, 0});
+    check_transpose(2, (int64_t[]){1, 7}, (int64_t[]){1, 0}); /* only a copy */
+    check_transpose(5, (int64_t[]){2, 3, 4, 5, 6}, (int64_t[]){4, 0, 3, 1, 2});
+}
+
+static void check_slice(int nd, const int64_t *dims, int n, const int64_t *st, const int64_t *en, const int64_t *ax,
+                        const int64_t *sp)
+{
+    qr_tensor x = iota(nd, dims);
+    save("x.npy", &x);
+    char args[256] = "slice x.npy want.npy", *p = args + strlen(args);
+    const int64_t *lists[4] = {st, en, ax, sp};
+    for (int l = 0; l < 4; l++)
+        for (int i = 0; i < n; i++)
+            p += sprintf(p, i ? ",%lld" : " %lld", (long long)lists[l][i]);
+    oracle(args);
+    qr_tensor want = load("want.npy");
+    qr_tensor ts[4];
+    for (int l = 0; l < 4; l++) {
+        ts[l] = (qr_tensor){.dtype = QR_I64, .ndim = 1, .dims = {n}, .data = (void *)lists[l]};
+    }
+    const qr_tensor *in[5] = {&x, &ts[0], &ts[1], &ts[2], &ts[3]};
+    qr_tensor y;
+    run("Slice", NULL, 0, in, 5, &y, 1, NULL);
+    check_exact(args, &y, &want);
+    qr_tensor_free(&y);
+    qr_tensor_free(&want);
+    qr_tensor_free(&x);
+}
+
+Test(f32_rows, slice_matches_numpy)
+{
+    /* q, k, v out of one [S, B, 3D] projection */
+    check_slice(3, (int64_t[]){5, 2, 51}, 1, (int64_t[]){17}, (int64_t[]){34}, (int64_t[]){2}, (int64_t[]){1});
+    check_slice(3, (int64_t[]){5, 2, 51}, 2, (int64_t[]){1, 0}, (int64_t[]){4, 50}, (int64_t[]){0, 2},
+                (int64_t[]){2, 3}); /* a step on the last axis: element by element */
+    check_slice(2, (int64_t[]){9, 13}, 1, (int64_t[]){-1}, (int64_t[]){-10}, (int64_t[]){0}, (int64_t[]){-2});
+    check_slice(1, (int64_t[]){19}, 1, (int64_t[]){3}, (int64_t[]){18}, (int64_t[]){0}, (int64_t[]){1});
+}

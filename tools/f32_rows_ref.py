@@ -1,0 +1,62 @@
+#!/usr/bin/python3
+"""The float64 oracle of tests/unit/test_f32_rows.c: Softmax, LogSoftmax and LayerNormalization on
+the last axis, Erf, MatMul, Transpose and Slice, as numpy computes them from their ONNX
+definitions (math.erf for Erf).
+
+Usage: f32_rows_ref.py softmax|logsoftmax X.npy OUT.npy
+       f32_rows_ref.py layernorm X.npy SCALE.npy BIAS.npy EPS OUT.npy MEAN.npy INVSTD.npy
+       f32_rows_ref.py erf X.npy OUT.npy
+       f32_rows_ref.py matmul A.npy B.npy OUT.npy BOUND.npy
+       f32_rows_ref.py transpose X.npy OUT.npy P0,P1,...
+       f32_rows_ref.py slice X.npy OUT.npy STARTS ENDS AXES STEPS   (comma lists)
+Outputs are float64 (the test rounds nothing: it measures its f32 results against them);
+matmul's BOUND is K * 2^-23 * sum |a||b| per output, an f32 dot product's error bound."""
+import math
+import sys
+
+import numpy as np
+
+
+def softmax(x, log):
+    x = x.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = x - x.max(axis=-1, keepdims=True)  # all -inf or +inf rows: NaN, as ONNX's reference
+        s = np.exp(d).sum(axis=-1, keepdims=True)
+        return d - np.log(s) if log else np.exp(d) / s
+
+
+def main(a):
+    op = a[0]
+    if op in ("softmax", "logsoftmax"):
+        np.save(a[2], softmax(np.load(a[1]), op == "logsoftmax"))
+    elif op == "layernorm":
+        x = np.load(a[1]).astype(np.float64)
+        sc, b, eps = np.load(a[2]).astype(np.float64), np.load(a[3]).astype(np.float64), float(a[4])
+        mean = x.mean(axis=-1, keepdims=True)
+        inv = 1.0 / np.sqrt(((x - mean) ** 2).mean(axis=-1, keepdims=True) + eps)
+        np.save(a[5], (x - mean) * inv * sc + b)
+        np.save(a[6], mean)
+        np.save(a[7], inv)
+    elif op == "erf":
+        x = np.load(a[1]).astype(np.float64)
+        np.save(a[2], np.vectorize(math.erf, otypes=[np.float64])(x))
+    elif op == "matmul":
+        A, B = np.load(a[1]).astype(np.float64), np.load(a[2]).astype(np.float64)
+        np.save(a[3], np.matmul(A, B))
+        np.save(a[4], A.shape[-1] * 2.0 ** -23 * np.matmul(np.abs(A), np.abs(B)))
+    elif op == "transpose":
+        x = np.load(a[1]).astype(np.float64)
+        np.save(a[2], np.ascontiguousarray(x.transpose([int(v) for v in a[3].split(",")])))
+    elif op == "slice":
+        x = np.load(a[1]).astype(np.float64)
+        starts, ends, axes, steps = ([int(v) for v in l.split(",")] for l in a[3:7])
+        idx = [slice(None)] * x.ndim
+        for s_, e_, ax, st in zip(starts, ends, axes, steps):
+            idx[ax] = slice(s_, e_, st)
+        np.save(a[2], np.ascontiguousarray(x[tuple(idx)]))
+    else:
+        sys.exit("unknown op " + op)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
