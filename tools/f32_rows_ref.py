@@ -7,6 +7,7 @@ Usage: f32_rows_ref.py softmax|logsoftmax X.npy OUT.npy
        f32_rows_ref.py layernorm X.npy SCALE.npy BIAS.npy EPS OUT.npy MEAN.npy INVSTD.npy
        f32_rows_ref.py erf X.npy OUT.npy
        f32_rows_ref.py matmul A.npy B.npy OUT.npy BOUND.npy
+       f32_rows_ref.py gemm A.npy B.npy C.npy ALPHA BETA TRANSB OUT.npy BOUND.npy
        f32_rows_ref.py transpose X.npy OUT.npy P0,P1,...
        f32_rows_ref.py slice X.npy OUT.npy STARTS ENDS AXES STEPS   (comma lists)
 Outputs are float64 (the test rounds nothing: it measures its f32 results against them);
@@ -44,6 +45,12 @@ def main(a):
         A, B = np.load(a[1]).astype(np.float64), np.load(a[2]).astype(np.float64)
         np.save(a[3], np.matmul(A, B))
         np.save(a[4], A.shape[-1] * 2.0 ** -23 * np.matmul(np.abs(A), np.abs(B)))
+    elif op == "gemm":
+        A, B, Cm = (np.load(f).astype(np.float64) for f in a[1:4])
+        alpha, beta = float(a[4]), float(a[5])
+        B = B.T if int(a[6]) else B
+        np.save(a[7], alpha * (A @ B) + beta * Cm)
+        np.save(a[8], A.shape[-1] * 2.0 ** -23 * abs(alpha) * (np.abs(A) @ np.abs(B)) + 2.0 ** -23 * np.abs(beta * Cm))
     elif op == "transpose":
         x = np.load(a[1]).astype(np.float64)
         np.save(a[2], np.ascontiguousarray(x.transpose([int(v) for v in a[3].split(",")])))

@@ -270,6 +270,27 @@ static qr_status gemm_run(qr_kctx *k)
     if (use_c)
         qr_broadcast_strides(c, y, cs);
     int is_int = !qr_dtype_is_float(y->dtype);
+    if (y->dtype == QR_F32) {
+        /* the loop below's f32 arithmetic by rows, which vectorizes (it tested the type per element) */
+        float fa = (float)alpha, fb = (float)beta, *yv = y->data;
+        const float *cv = use_c ? c->data : NULL;
+        for (int64_t i = 0; i < m; i++) {
+            float *row = yv + i * n;
+            if (!use_c) {
+                for (int64_t jn = 0; fa != 1.0f && jn < n; jn++)
+                    row[jn] = fa * row[jn];
+            } else if (cs[1] == 1) {
+                const float *crow = cv + i * cs[0];
+                for (int64_t jn = 0; jn < n; jn++)
+                    row[jn] = fa * row[jn] + fb * crow[jn];
+            } else {
+                float cb = fb * cv[i * cs[0]];
+                for (int64_t jn = 0; jn < n; jn++)
+                    row[jn] = fa * row[jn] + cb;
+            }
+        }
+        return QR_OK;
+    }
     for (int64_t i = 0; i < m; i++) {
         for (int64_t jn = 0; jn < n; jn++) {
             int64_t o = i * n + jn;

@@ -494,3 +494,46 @@ Test(f32_rows, slice_matches_numpy)
     check_slice(2, (int64_t[]){9, 13}, 1, (int64_t[]){-1}, (int64_t[]){-10}, (int64_t[]){0}, (int64_t[]){-2});
     check_slice(1, (int64_t[]){19}, 1, (int64_t[]){3}, (int64_t[]){18}, (int64_t[]){0}, (int64_t[]){1});
 }
+
+/* Gemm with a bias C per column ([N], as exported Linear layers), per row ([M, 1]) or whole. */
+static void check_gemm(int64_t m, int64_t k, int64_t n, int cnd, const int64_t *cd, float alpha, float beta, int tb,
+                       unsigned seed)
+{
+    int64_t ad[2] = {m, k}, bd[2] = {tb ? n : k, tb ? k : n};
+    qr_tensor a = f32_tensor(2, ad), b = f32_tensor(2, bd), c = f32_tensor(cnd, cd);
+    for (int64_t i = 0; i < m * k; i++)
+        ((float *)a.data)[i] = rnd(&seed, 2.0f);
+    for (int64_t i = 0; i < k * n; i++)
+        ((float *)b.data)[i] = rnd(&seed, 2.0f);
+    for (int64_t i = 0; i < qr_tensor_numel(&c); i++)
+        ((float *)c.data)[i] = rnd(&seed, 4.0f);
+    save("a.npy", &a);
+    save("b.npy", &b);
+    save("c.npy", &c);
+    char args[160];
+    snprintf(args, sizeof args, "gemm a.npy b.npy c.npy %.9g %.9g %d want.npy bound.npy", (double)alpha, (double)beta,
+             tb);
+    oracle(args);
+    qr_tensor want = load("want.npy"), bound = load("bound.npy");
+    qr_attr at[3] = {{.name = "alpha", .kind = QR_ATTR_FLOAT, .f = alpha},
+                     {.name = "beta", .kind = QR_ATTR_FLOAT, .f = beta},
+                     {.name = "transB", .kind = QR_ATTR_INT, .i = tb}};
+    const qr_tensor *in[3] = {&a, &b, &c};
+    qr_tensor y;
+    run("Gemm", at, 3, in, 3, &y, 1, NULL);
+    check_bound(args, &y, &want, &bound);
+    qr_tensor_free(&y);
+    qr_tensor_free(&want);
+    qr_tensor_free(&bound);
+    qr_tensor_free(&a);
+    qr_tensor_free(&b);
+    qr_tensor_free(&c);
+}
+
+Test(f32_rows, gemm_with_bias_matches_numpy)
+{
+    check_gemm(37, 33, 70, 1, (int64_t[]){70}, 1.0f, 1.0f, 1, 41);         /* Linear: x W^T + b */
+    check_gemm(5, 17, 19, 2, (int64_t[]){5, 1}, 0.5f, -2.0f, 0, 42);      /* a value per row */
+    check_gemm(9, 8, 23, 2, (int64_t[]){9, 23}, 1.0f, 0.25f, 1, 43);      /* a whole C */
+    check_gemm(4, 3, 2, 2, (int64_t[]){1, 1}, -1.5f, 1.0f, 0, 44);        /* one value */
+}
