@@ -446,7 +446,10 @@ typedef struct bin_job {
             }                                                                                                 \
     } while (0)
 
-static int f32_arith(bfn f, const float *xa, int64_t sa, const float *xb, int64_t sb, float *y, int64_t n)
+/* One clone per vector width, picked by the CPU at load time (SSE2 alone was the default);
+ * no contraction, so every clone gives the double path's bits. */
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off"))) static int
+f32_arith(bfn f, const float *xa, int64_t sa, const float *xb, int64_t sb, float *y, int64_t n)
 {
     if (f == b_add)
         F32_LOOP(u + v);
