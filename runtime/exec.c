@@ -468,6 +468,8 @@ static int inplace_ok(const qr_exec *x, const qr_node *n, int ni)
         if (n->out[j] == in)
             return 0;
     const qr_tensor *a = &x->vt[in->id], *b = &x->vt[out->id];
+    if (n->def->inplace == QR_INPLACE_VIEW)
+        return a->dtype == b->dtype && qr_tensor_numel(a) == qr_tensor_numel(b);
     return a->dtype == b->dtype && qr_tensor_same_shape(a, b);
 }
 

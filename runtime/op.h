@@ -56,6 +56,8 @@ typedef qr_status (*qr_op_fn)(qr_kctx *k);
  * left out, as C guarantees): rows written before a field existed stay valid. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
+#define QR_INPLACE_VIEW 2
+
 typedef struct qr_op_def {
     const char *name;
     const char *domain; /* "" = ai.onnx */
@@ -66,7 +68,10 @@ typedef struct qr_op_def {
     qr_op_fn infer;
     qr_op_fn run;
     /* Output 0 may share input 0's buffer when both have the same type and
-     * shape: the kernel reads each element before writing the same index. */
+     * shape: the kernel reads each element before writing the same index.
+     * QR_INPLACE_VIEW: output 0 is input 0's bytes under another shape
+     * (Reshape): it may share the buffer whenever the element counts match,
+     * and the kernel then copies nothing. */
     int inplace;
     /* The inputs, checked in one place (qr_op_check_inputs) before infer ever
      * sees them, so no kernel has to guard against an input that is absent or

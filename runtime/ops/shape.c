@@ -29,10 +29,12 @@ static inline void cpy(void *dst, const void *src, size_t es)
     }
 }
 
+/* Reshape and its kind: a copy, or nothing when the executor gave output 0 input 0's buffer
+ * (QR_INPLACE_VIEW). */
 static qr_status copy_whole(qr_kctx *k)
 {
     size_t n = qr_tensor_nbytes(k->out[0]);
-    if (n)
+    if (n && k->out[0]->data != k->in[0]->data)
         memcpy(k->out[0]->data, k->in[0]->data, n);
     return QR_OK;
 }
@@ -1025,17 +1027,17 @@ static qr_status range_run(qr_kctx *k)
 /* ---- the table ---------------------------------------------------------- */
 
 const qr_op_def qr_ops_shape[] = {
-    {"Flatten", "", 1, 1, 1, 1, "axis:i", flatten_infer, copy_whole, 0, .writes_all = qr_op_writes_all},
-    {"Reshape", "", 1, 2, 1, 1, "allowzero:i shape:ints", reshape_infer, copy_whole, 0, .ins = "data shape:x1",
+    {"Flatten", "", 1, 1, 1, 1, "axis:i", flatten_infer, copy_whole, QR_INPLACE_VIEW, .writes_all = qr_op_writes_all},
+    {"Reshape", "", 1, 2, 1, 1, "allowzero:i shape:ints", reshape_infer, copy_whole, QR_INPLACE_VIEW, .ins = "data shape:x1",
      .writes_all = qr_op_writes_all},
     {"Transpose", "", 1, 1, 1, 1, "perm:ints", transpose_infer, transpose_run, 0, .writes_all = qr_op_writes_all},
     {"Concat", "", 1, 4096, 1, 1, "axis:i", concat_infer, concat_run, 0, .ins = "inputs..."},
     {"Split", "", 1, 2, 1, MAX_SPLITS, "axis:i split:ints num_outputs:i", split_infer, split_run, 0, .ins = "input split?:x1"},
     {"Slice", "", 1, 5, 1, 1, "starts:ints ends:ints axes:ints", slice_infer, slice_run, 0, .ins = "data starts:x1 ends:x1 axes?:x1 steps?:x1",
      .writes_all = qr_op_writes_all},
-    {"Squeeze", "", 1, 2, 1, 1, "axes:ints", squeeze_infer, copy_whole, 0, .ins = "data axes?:x0-1",
+    {"Squeeze", "", 1, 2, 1, 1, "axes:ints", squeeze_infer, copy_whole, QR_INPLACE_VIEW, .ins = "data axes?:x0-1",
      .writes_all = qr_op_writes_all},
-    {"Unsqueeze", "", 1, 2, 1, 1, "axes:ints", unsqueeze_infer, copy_whole, 0, .ins = "data axes?:x0-1",
+    {"Unsqueeze", "", 1, 2, 1, 1, "axes:ints", unsqueeze_infer, copy_whole, QR_INPLACE_VIEW, .ins = "data axes?:x0-1",
      .writes_all = qr_op_writes_all},
     {"Shape", "", 1, 1, 1, 1, "start:i end:i", shape_infer, shape_run, 0},
     {"Gather", "", 2, 2, 1, 1, "axis:i", gather_infer, gather_run, 0, .ins = "data:1+ indices:x"},

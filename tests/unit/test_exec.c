@@ -49,6 +49,48 @@ Test(exec, memory_plan_reuses_buffers)
     qr_graph_free(g);
 }
 
+static qr_value *const_i64(qr_graph *g, const char *name, int64_t n, const int64_t *vals)
+{
+    qr_tensor t = {.dtype = QR_I64, .ndim = 1, .dims = {n}, .data = (void *)vals};
+    qr_value *v = qr_graph_new_value(g, name);
+    qr_value_set_const(g, v, &t);
+    return v;
+}
+
+/* Relu -> Reshape [N] to [N/10, 10] -> Neg -> Reshape back: the Reshapes take their input's
+ * buffer (QR_INPLACE_VIEW), so the arena stays one buffer and the values pass unchanged. */
+Test(exec, reshape_shares_its_input_buffer)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t d[] = {N}, two[] = {N / 10, 10}, one[] = {N};
+    qr_value *v = tu_input(g, "x", 1, d);
+    v = tu_node(g, "Relu", "r0", 1, &v, 1)->out[0];
+    qr_value *in[2] = {v, const_i64(g, "s2", 2, two)};
+    v = tu_node(g, "Reshape", "reshape0", 2, in, 1)->out[0];
+    v = tu_node(g, "Neg", "neg", 1, &v, 1)->out[0];
+    in[0] = v;
+    in[1] = const_i64(g, "s1", 1, one);
+    v = tu_node(g, "Reshape", "reshape1", 2, in, 1)->out[0];
+    tu_output(g, tu_node(g, "Relu", "r1", 1, &v, 1)->out[0]);
+    qr_exec *x;
+    qr_error e;
+    cr_assert_eq(qr_exec_new(g, NULL, &x, &e), QR_OK, "%s", e.msg);
+    float vals[N];
+    for (int i = 0; i < N; i++)
+        vals[i] = (float)(i % 7) - 3.0f;
+    qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {N}, .data = vals}, out;
+    cr_assert_eq(qr_exec_run(x, &t, &out, &e), QR_OK, "%s", e.msg);
+    for (int i = 0; i < N; i++) /* relu(-relu(x)) = 0 */
+        cr_assert_eq(((float *)out.data)[i], 0.0f, "element %d", i);
+    qr_exec_stats s;
+    qr_exec_get_stats(x, &s);
+    cr_assert_leq(s.arena_bytes, N * 4 + 64, "arena %zu bytes: the Reshapes should share their input's buffer",
+                  s.arena_bytes);
+    qr_tensor_free(&out);
+    qr_exec_free(x);
+    qr_graph_free(g);
+}
+
 typedef struct seen { int calls; float first[8]; } seen;
 
 static void observer(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
