@@ -151,6 +151,29 @@ static qr_status mm_run(qr_kctx *k, mm_job j, qr_dtype t, int64_t nbatch, int64_
         j.b = wb;
         j.y = wy;
     }
+    const qr_sgemm_kernel *sk = ct == QR_F32 && native && nbatch == 1 && !j.aoff && !j.boff && j.m > 0 &&
+                                        qr_kinput_const(k, 1) ? qr_sgemm_best() : NULL;
+    if (sk) {
+        /* a constant B (a weight): packed into the GEMM's panels on the first run only, from B or
+         * its transpose in place; the products are the same FMA chains as the packing per run's */
+        int fresh = 1;
+        float *pb = qr_kcache_get(k, (size_t)qr_sgemm_packed_size(sk, j.k, j.n) * sizeof(float) + 1, "packed B",
+                                  &fresh);
+        float *work = pb ? qr_kwork(k, qr_pool_threads(k->pool), qr_sgemm_work(sk), sizeof(float),
+                                    "packed GEMM panels")
+                         : NULL;
+        if (!work) {
+            qr_kcache_done(k, pb);
+            return QR_ERR;
+        }
+        if (fresh)
+            qr_sgemm_pack_b(sk, j.b, j.tb ? 1 : j.n, j.tb ? j.k : 1, j.k, j.n, pb);
+        qr_sgemm_job sj = {.a = j.a, .b = j.tb ? NULL : j.b, .c = j.y, .a_rs = j.ta ? 1 : j.k, .a_cs = j.ta ? j.m : 1,
+                           .ldb = j.n, .ldc = j.n, .m = j.m, .n = j.n, .k = j.k, .b_packed = pb};
+        qr_sgemm(k->pool, sk, &sj, work);
+        qr_kcache_done(k, pb);
+        return QR_OK;
+    }
     void *bt = NULL;
     if (j.tb && !j.boff && j.n * j.k > 0) {
         /* B^T as [K, N] once: every output then sums over k in the same order

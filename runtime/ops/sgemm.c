@@ -75,7 +75,7 @@ static void sg_items(void *arg, int64_t i0, int64_t i1, int slot)
         int64_t n0 = it / R->row_blocks * R->nc, n1 = n0 + R->nc < j->n ? n0 + R->nc : j->n;
         int64_t panels = (n1 - n0 + nr - 1) / nr, tiles = (m1 - m0 + mr - 1) / mr;
         /* B packed when enough rows pass over it to pay for the copy, else read in place */
-        int pack = m1 - m0 >= SG_PACK_ROWS;
+        int pack = m1 - m0 >= SG_PACK_ROWS && !j->b_packed;
         for (int64_t kb = 0; kb < R->kc_n; kb++) {
             /* K blocks of equal size (their bounds depend on K alone) */
             int64_t q0 = j->k * kb / R->kc_n, q1 = j->k * (kb + 1) / R->kc_n, kc = q1 - q0;
@@ -113,9 +113,11 @@ static void sg_items(void *arg, int64_t i0, int64_t i1, int slot)
                 }
                 for (int64_t p = 0; p < panels; p++) {
                     int64_t x0 = n0 + p * nr, w = n1 - x0 < nr ? n1 - x0 : nr;
-                    const float *bp = pack ? bpk + p * kc * nr : j->b + x0;
-                    R->kn->tile(ap, ars, acs, bp, pack ? poff : roff, kc, j->c + r0 * j->ldc + x0, j->ldc, rows, (int)w,
-                                kb > 0, bias ? bias + r0 : NULL, act);
+                    const float *bp = j->b_packed ? j->b_packed + (x0 / nr * j->k + q0) * nr
+                                      : pack      ? bpk + p * kc * nr
+                                                  : j->b + x0;
+                    R->kn->tile(ap, ars, acs, bp, pack || j->b_packed ? poff : roff, kc, j->c + r0 * j->ldc + x0,
+                                j->ldc, rows, (int)w, kb > 0, bias ? bias + r0 : NULL, act);
                 }
             }
         }
@@ -140,11 +142,28 @@ static void sg_wide(void *arg, int64_t i0, int64_t i1, int slot)
     }
 }
 
+int64_t qr_sgemm_packed_size(const qr_sgemm_kernel *kn, int64_t k, int64_t n)
+{
+    return (n + kn->nr - 1) / kn->nr * kn->nr * k;
+}
+
+void qr_sgemm_pack_b(const qr_sgemm_kernel *kn, const float *b, int64_t b_rs, int64_t b_cs, int64_t k, int64_t n,
+                     float *dst)
+{
+    const int nr = kn->nr;
+    for (int64_t x0 = 0; x0 < n; x0 += nr, dst += k * nr) {
+        int64_t w = n - x0 < nr ? n - x0 : nr;
+        for (int64_t q = 0; q < k; q++)
+            for (int64_t x = 0; x < nr; x++)
+                dst[q * nr + x] = x < w ? b[q * b_rs + (x0 + x) * b_cs] : 0.0f;
+    }
+}
+
 void qr_sgemm(qr_pool *pool, const qr_sgemm_kernel *kn, const qr_sgemm_job *j, float *work)
 {
     if (j->m <= 0 || j->n <= 0)
         return;
-    if (kn->wide && j->m <= kn->wide_rows) {
+    if (kn->wide && j->m <= kn->wide_rows && j->b) {
         sg_run R = {.kn = kn, .j = j, .work = work, .per_slot = qr_sgemm_work(kn)};
         R.kc_n = j->k > 0 ? (j->k + SG_KC - 1) / SG_KC : 1;
         int64_t blocks = (j->n + kn->wide_cols - 1) / kn->wide_cols;

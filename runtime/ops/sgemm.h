@@ -44,7 +44,18 @@ typedef struct qr_sgemm_job {
     int64_t a_rs, a_cs, ldb, ldc, m, n, k;
     const int64_t *b_rows;
     const struct qr_act *act;
+    /* B packed once by qr_sgemm_pack_b (a constant weight), or NULL; products of more than
+     * kn->wide_rows rows then read it instead of packing b (still needed for fewer) */
+    const float *b_packed;
 } qr_sgemm_job;
+
+/* The floats of B (k x n) packed for kn: every panel of nr columns, its k rows contiguous. */
+int64_t qr_sgemm_packed_size(const qr_sgemm_kernel *kn, int64_t k, int64_t n);
+
+/* dst = B packed for kn, B(q, x) = b[q * b_rs + x * b_cs] (b_cs = k, b_rs = 1: a transposed B);
+ * columns past n are 0. */
+void qr_sgemm_pack_b(const qr_sgemm_kernel *kn, const float *b, int64_t b_rs, int64_t b_cs, int64_t k, int64_t n,
+                     float *dst);
 
 /* The floats of packing workspace one thread needs (qr_sgemm takes qr_pool_threads' of them). */
 int64_t qr_sgemm_work(const qr_sgemm_kernel *kn);

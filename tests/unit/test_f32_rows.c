@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph.h"
 #include "op.h"
 #include "ops/f32_rows.h"
 #include "parallel.h"
@@ -20,21 +21,35 @@
 
 #define MAX_OUT 3
 
+/* Inputs run() marks constant (bit i: input i), and the node's buffer kept across runs it gives
+ * the kernel (NULL: none): what an executor gives a node whose weights are initializers. */
+static unsigned const_mask;
+static qr_kcache *node_cache;
+
 /* Runs op on in (opset 17) into outs (allocated here). */
 static void run(const char *op, qr_attr *attrs, int nattr, const qr_tensor **in, int nin, qr_tensor *outs, int nout,
                 qr_pool *pool)
 {
     const qr_op_def *d = qr_op_find("", op);
     cr_assert(d);
+    qr_value vals[8] = {0};
+    qr_value *vp[8];
+    cr_assert(nin <= 8);
+    for (int i = 0; i < nin; i++) {
+        vals[i].t = *in[i];
+        vals[i].is_const = (const_mask >> i) & 1;
+        vp[i] = &vals[i];
+    }
     qr_node n = {.name = "t", .op = op, .domain = "", .opset = 17, .n_in = nin, .n_out = nout, .n_attr = nattr,
-                 .attr = attrs, .def = d};
+                 .attr = attrs, .def = d, .in = vp};
     qr_tensor *o[MAX_OUT];
     for (int j = 0; j < nout; j++) {
         memset(&outs[j], 0, sizeof outs[j]);
         o[j] = &outs[j];
     }
     qr_error e = {{0}};
-    qr_kctx k = {.node = &n, .opset = 17, .n_in = nin, .n_out = nout, .in = in, .out = o, .err = &e, .pool = pool};
+    qr_kctx k = {.node = &n, .opset = 17, .n_in = nin, .n_out = nout, .in = in, .out = o, .err = &e, .pool = pool,
+                 .cache = node_cache};
     cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
     for (int j = 0; j < nout; j++) {
         cr_assert_eq(qr_tensor_alloc(&outs[j], &e), QR_OK);
@@ -377,15 +392,22 @@ static void check_matmul(int na, const int64_t *ad, int nb, const int64_t *bd, u
     qr_tensor want = load("want.npy"), bound = load("bound.npy");
     qr_pool *pool2 = qr_pool_new(2);
     const qr_tensor *in[2] = {&a, &b};
-    for (int t = 0; t < 2; t++) {
+    /* B in memory, then B a constant (packed once into the node's buffer, read from it again) */
+    qr_kcache cache = {0};
+    for (int t = 0; t < 6; t++) {
         qr_tensor y;
-        run("MatMul", NULL, 0, in, 2, &y, 1, t ? pool2 : NULL);
+        const_mask = t >= 2 ? 2 : 0;
+        node_cache = t >= 2 ? &cache : NULL;
+        run("MatMul", NULL, 0, in, 2, &y, 1, t % 2 ? pool2 : NULL);
         cr_assert_eq(y.ndim, want.ndim);
         for (int d = 0; d < y.ndim; d++)
             cr_assert_eq(y.dims[d], want.dims[d]);
-        check_bound("MatMul", &y, &want, &bound);
+        check_bound(t >= 2 ? "MatMul, B constant" : "MatMul", &y, &want, &bound);
         qr_tensor_free(&y);
     }
+    const_mask = 0;
+    node_cache = NULL;
+    free(cache.data);
     qr_pool_free(pool2);
     qr_tensor_free(&want);
     qr_tensor_free(&bound);
@@ -399,6 +421,9 @@ Test(f32_rows, matmul_attention_and_projections_match_numpy)
     check_matmul(3, (int64_t[]){2, 37, 33}, 2, (int64_t[]){33, 70}, 31);
     check_matmul(3, (int64_t[]){3, 1, 19}, 2, (int64_t[]){19, 5}, 32);
     check_matmul(4, (int64_t[]){2, 3, 5, 17}, 2, (int64_t[]){17, 9}, 33);
+    check_matmul(3, (int64_t[]){2, 30, 600}, 2, (int64_t[]){600, 40}, 38); /* K blocks of the GEMM */
+    check_matmul(3, (int64_t[]){1, 50, 20}, 2, (int64_t[]){20, 1100}, 39); /* column blocks */
+    check_matmul(2, (int64_t[]){2, 20}, 2, (int64_t[]){20, 70}, 40);       /* the few rows' kernel */
     /* Q.K^T and P.V per head: [B*H, S, hd] x [B*H, hd, S], 1, 3 and 12 heads */
     for (int heads = 1; heads <= 12; heads = heads == 1 ? 3 : 12 + heads) {
         check_matmul(3, (int64_t[]){heads, 21, 13}, 3, (int64_t[]){heads, 13, 21}, 34 + (unsigned)heads);
@@ -519,10 +544,18 @@ static void check_gemm(int64_t m, int64_t k, int64_t n, int cnd, const int64_t *
                      {.name = "beta", .kind = QR_ATTR_FLOAT, .f = beta},
                      {.name = "transB", .kind = QR_ATTR_INT, .i = tb}};
     const qr_tensor *in[3] = {&a, &b, &c};
-    qr_tensor y;
-    run("Gemm", at, 3, in, 3, &y, 1, NULL);
-    check_bound(args, &y, &want, &bound);
-    qr_tensor_free(&y);
+    qr_kcache cache = {0};
+    for (int t = 0; t < 3; t++) { /* B in memory, then constant: packed, then read packed */
+        qr_tensor y;
+        const_mask = t ? 6 : 0;
+        node_cache = t ? &cache : NULL;
+        run("Gemm", at, 3, in, 3, &y, 1, NULL);
+        check_bound(args, &y, &want, &bound);
+        qr_tensor_free(&y);
+    }
+    const_mask = 0;
+    node_cache = NULL;
+    free(cache.data);
     qr_tensor_free(&want);
     qr_tensor_free(&bound);
     qr_tensor_free(&a);
@@ -536,4 +569,6 @@ Test(f32_rows, gemm_with_bias_matches_numpy)
     check_gemm(5, 17, 19, 2, (int64_t[]){5, 1}, 0.5f, -2.0f, 0, 42);      /* a value per row */
     check_gemm(9, 8, 23, 2, (int64_t[]){9, 23}, 1.0f, 0.25f, 1, 43);      /* a whole C */
     check_gemm(4, 3, 2, 2, (int64_t[]){1, 1}, -1.5f, 1.0f, 0, 44);        /* one value */
+    check_gemm(60, 300, 530, 1, (int64_t[]){530}, 1.0f, 1.0f, 1, 45);     /* K and column blocks */
+    check_gemm(2, 30, 50, 1, (int64_t[]){50}, 1.0f, 1.0f, 1, 46);         /* few rows, B transposed */
 }
