@@ -48,6 +48,9 @@ struct qr_exec {
     const qr_value **act_out;
     qr_act *act;
     unsigned char *skip;
+    /* bias[n]: the constant vector an Add fused into node n adds to its output 0 (NULL: none;
+     * act_out[n] is then the Add's output) */
+    const qr_value **bias;
 };
 
 /* Kernels may read a few optional inputs past the node's own: slots up to this many are always there. */
@@ -140,10 +143,27 @@ static int act_of(const qr_node *m, qr_act *a)
     return 1;
 }
 
+/* The constant an Add m adds to v when it is a bias of v's rows: f32, of v's last dim's size
+ * (leading dims of 1 allowed, no more dims than v), m's other input; NULL otherwise. */
+static const qr_value *bias_of(const qr_node *m, const qr_value *v)
+{
+    if (m->domain[0] || strcmp(m->op, "Add") || m->n_in != 2 || m->n_out != 1 || !m->out[0] ||
+        (m->in[0] == v) == (m->in[1] == v))
+        return NULL;
+    const qr_value *c = m->in[0] == v ? m->in[1] : m->in[0];
+    if (!c || !c->is_const || c->t.dtype != QR_F32 || !c->t.data || v->t.ndim < 1 || c->t.ndim < 1 ||
+        c->t.ndim > v->t.ndim || c->t.dims[c->t.ndim - 1] != v->t.dims[v->t.ndim - 1] ||
+        qr_tensor_numel(&c->t) != c->t.dims[c->t.ndim - 1])
+        return NULL;
+    return c;
+}
+
 /* Folds each Relu or Clip into the node before it when that node's kernel applies activations
  * (qr_op_def.act) and the Relu or Clip is the only reader of its f32 output 0, which is no graph
  * output: the producer writes the activation's output itself, in the same pass as its sums, and
- * the Relu or Clip does not run (the same bits: the kernels apply qr_act_apply). Not with an
+ * the Relu or Clip does not run (the same bits: the kernels apply qr_act_apply). An Add of a
+ * constant row vector (a Linear layer's bias after its MatMul) folds the same way into a node
+ * whose kernel adds biases (qr_op_def.bias): one rounding, as the Add's. Not with an
  * observer, which sees every value, nor under QRL_FUSE=0 (as the integer graph's fusions). */
 static qr_status fuse_acts(qr_exec *x)
 {
@@ -155,7 +175,8 @@ static qr_status fuse_acts(qr_exec *x)
     x->act_out = calloc((size_t)x->nn + 1, sizeof *x->act_out);
     x->act = calloc((size_t)x->nn + 1, sizeof *x->act);
     x->skip = calloc((size_t)x->nn + 1, 1);
-    if (!uses || !reader || !x->act_out || !x->act || !x->skip) {
+    x->bias = calloc((size_t)x->nn + 1, sizeof *x->bias);
+    if (!uses || !reader || !x->act_out || !x->act || !x->skip || !x->bias) {
         free(uses);
         free(reader);
         return QR_ERR;
@@ -169,17 +190,23 @@ static qr_status fuse_acts(qr_exec *x)
     for (int n = 0; n < x->nn; n++) {
         const qr_node *p = g->nodes[n];
         const qr_value *v = p->n_out ? p->out[0] : NULL;
-        if (!p->def || !p->def->act || !v || v->is_output || v->t.dtype != QR_F32 || uses[v->id] != 1)
+        if (!p->def || (!p->def->act && !p->def->bias) || !v || v->is_output || v->t.dtype != QR_F32 ||
+            uses[v->id] != 1)
             continue;
         int m = reader[v->id];
         const qr_node *r = g->nodes[m];
         qr_act a;
+        const qr_value *b = NULL;
         /* the reader's output must be read or kept: a dead one would hold its block to the end */
-        if (m <= n || x->skip[m] || x->act_out[m] || r->in[0] != v || !act_of(r, &a) ||
-            x->last_use[r->out[0]->id] < 0)
+        if (m <= n || x->skip[m] || x->act_out[m] || x->last_use[r->out[0]->id] < 0)
+            continue;
+        if (p->def->act && r->in[0] == v && act_of(r, &a))
+            x->act[n] = a;
+        else if (p->def->bias && (b = bias_of(r, v)))
+            x->bias[n] = b;
+        else
             continue;
         x->act_out[n] = r->out[0];
-        x->act[n] = a;
         x->skip[m] = 1;
     }
     free(uses);
@@ -299,6 +326,7 @@ void qr_exec_free(qr_exec *x)
     free(x->act_out);
     free(x->act);
     free(x->skip);
+    free(x->bias);
     qr_pool_free(x->pool);
     free(x);
 }
@@ -425,8 +453,12 @@ static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_erro
                       .scratch_max = budget(x),
                       .cache = n->id >= 0 && n->id < x->nn && x->g->nodes[n->id] == n ? &x->cache[n->id] : NULL,
                       .work = &x->work};
-    if (n->n_out && out_value(x, n, 0) != n->out[0])
-        io->k.act = &x->act[n->id];
+    if (n->n_out && out_value(x, n, 0) != n->out[0]) {
+        if (x->bias[n->id])
+            io->k.bias = &x->vt[x->bias[n->id]->id];
+        else
+            io->k.act = &x->act[n->id];
+    }
     return QR_OK;
 }
 

@@ -42,6 +42,9 @@ typedef struct qr_kctx {
     struct qr_kcache *cache; /* the node's buffer kept across runs (qr_kcache_get); NULL: none */
     struct qr_kwork_arena *work; /* the kernels' workspace (qr_kwork); qr_op_run provides one */
     const qr_act *act; /* the activation of output 0 (only for ops whose def has act); NULL: none */
+    /* f32 values added last to every row of output 0, one per element of its last dim (a fused
+     * Add; only for ops whose def has bias); NULL: none */
+    const struct qr_tensor *bias;
 } qr_kctx;
 
 /* A node's buffer that lives as long as its executor (which frees it). */
@@ -93,6 +96,9 @@ typedef struct qr_op_def {
     int (*writes_all)(const qr_kctx *k);
     /* run applies k->act to output 0 when it is f32 (the executor may then fuse a Relu or Clip) */
     int act;
+    /* run adds k->bias to output 0's rows when it is f32 (the executor may then fuse an Add of a
+     * constant vector of output 0's last dim) */
+    int bias;
 } qr_op_def;
 
 /* Always 1: a qr_op_def.writes_all for ops whose every run writes all of their outputs. */

@@ -39,6 +39,7 @@ typedef struct mm_job {
     int64_t m, n, k;
     int ta, tb;
     const int64_t *aoff, *boff;
+    const float *bias; /* f32: n values mm_run adds to every row of y last (a fused Add), or NULL */
 } mm_job;
 
 /* i-k-j order when B is not transposed (rows of B and Y stream contiguously);
@@ -169,7 +170,8 @@ static qr_status mm_run(qr_kctx *k, mm_job j, qr_dtype t, int64_t nbatch, int64_
         if (fresh)
             qr_sgemm_pack_b(sk, j.b, j.tb ? 1 : j.n, j.tb ? j.k : 1, j.k, j.n, pb);
         qr_sgemm_job sj = {.a = j.a, .b = j.tb ? NULL : j.b, .c = j.y, .a_rs = j.ta ? 1 : j.k, .a_cs = j.ta ? j.m : 1,
-                           .ldb = j.n, .ldc = j.n, .m = j.m, .n = j.n, .k = j.k, .b_packed = pb};
+                           .ldb = j.n, .ldc = j.n, .m = j.m, .n = j.n, .k = j.k, .b_packed = pb,
+                           .col_bias = j.bias};
         qr_sgemm(k->pool, sk, &sj, work);
         qr_kcache_done(k, pb);
         return QR_OK;
@@ -214,6 +216,9 @@ static qr_status mm_run(qr_kctx *k, mm_job j, qr_dtype t, int64_t nbatch, int64_
     if (rows > 0 && fn)
         qr_parallel_for(k->pool, rows, grain, fn, &j);
     qr_kcache_done(k, bt);
+    for (int64_t r = 0; j.bias && r < rows; r++) /* after the sums, as the fused Add did (f32 only) */
+        for (int64_t x = 0; x < j.n; x++)
+            ((float *)j.y)[r * j.n + x] += j.bias[x];
     if (!native) {
         for (int64_t i = 0; i < ny; i++) {
             if (ct == QR_U64)
@@ -396,10 +401,16 @@ static qr_status matmul_run(qr_kctx *k)
         return QR_ERR;
     const qr_tensor *a = k->in[0], *b = k->in[1];
     int64_t nbatch = qr_tensor_numel(&s.ybatch);
+    /* a fused Add's row vector (the executor's, for an f32 MatMul whose output is at least 1-D) */
+    const float *bias = k->bias ? k->bias->data : NULL;
+    if (bias && (a->dtype != QR_F32 || k->bias->dtype != QR_F32 || qr_tensor_numel(k->bias) != s.n))
+        return QR_KERR(k, "a fused bias of %lld values for %lld columns", (long long)qr_tensor_numel(k->bias),
+                       (long long)s.n);
     if (nbatch > 1 && qr_tensor_numel(&s.bbatch) == 1 && qr_tensor_numel(&s.abatch) == nbatch) {
         /* One B for every product and A's batches contiguous ([B, S, K] x [K, N]): one product of
          * nbatch * M rows, whose rows are the same sums (one GEMM instead of nbatch thin ones). */
-        mm_job j = {.a = a->data, .b = b->data, .y = k->out[0]->data, .m = nbatch * s.m, .n = s.n, .k = s.k};
+        mm_job j = {.a = a->data, .b = b->data, .y = k->out[0]->data, .m = nbatch * s.m, .n = s.n, .k = s.k,
+                    .bias = bias};
         return mm_run(k, j, a->dtype, 1, qr_tensor_numel(a), qr_tensor_numel(b));
     }
     int64_t *off = malloc(sizeof(int64_t) * (size_t)(2 * nbatch + 1));
@@ -415,7 +426,7 @@ static qr_status matmul_run(qr_kctx *k)
         off[nbatch + i] = it.off[1] * s.k * s.n;
     }
     mm_job j = {.a = a->data, .b = b->data, .y = k->out[0]->data, .m = s.m, .n = s.n, .k = s.k,
-                .aoff = off, .boff = off + nbatch};
+                .aoff = off, .boff = off + nbatch, .bias = bias};
     qr_status st = mm_run(k, j, a->dtype, nbatch, qr_tensor_numel(a), qr_tensor_numel(b));
     free(off);
     return st;
@@ -754,7 +765,7 @@ const qr_op_def qr_ops_dense[] = {
     {"Gemm", "", 2, 3, 1, 1, "alpha:f beta:f transA:i transB:i broadcast:i", gemm_infer, gemm_run, 0, .ins = "A:2 B:2 C?",
      .writes_all = qr_op_writes_all},
     {"MatMul", "", 2, 2, 1, 1, "", matmul_infer, matmul_run, 0, .ins = "A:1+ B:1+",
-     .writes_all = qr_op_writes_all},
+     .writes_all = qr_op_writes_all, .bias = 1},
     {"Softmax", "", 1, 1, 1, 1, "axis:i", softmax_infer, softmax_run, 0, .ins = "input", .writes_all = qr_op_writes_all},
     {"LogSoftmax", "", 1, 1, 1, 1, "axis:i", softmax_infer, logsoftmax_run, 0, .ins = "input",
      .writes_all = qr_op_writes_all},

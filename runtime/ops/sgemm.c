@@ -58,6 +58,14 @@ typedef struct sg_run {
     int64_t per_slot, mb, nc, row_blocks, kc_n; /* kc_n: K blocks */
 } sg_run;
 
+/* c[r][x] += b[x] for rows x w values (a fused Add: the sums' rounding, then the Add's). */
+static void add_cols(float *c, int64_t ldc, int64_t rows, int64_t w, const float *b)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t x = 0; x < w; x++)
+            c[r * ldc + x] += b[x];
+}
+
 /* Work items [i0, i1): item i is row block i % row_blocks of column block i / row_blocks. */
 static void sg_items(void *arg, int64_t i0, int64_t i1, int slot)
 {
@@ -118,6 +126,8 @@ static void sg_items(void *arg, int64_t i0, int64_t i1, int slot)
                                                   : j->b + x0;
                     R->kn->tile(ap, ars, acs, bp, pack || j->b_packed ? poff : roff, kc, j->c + r0 * j->ldc + x0,
                                 j->ldc, rows, (int)w, kb > 0, bias ? bias + r0 : NULL, act);
+                    if (j->col_bias && kb == R->kc_n - 1) /* the tile is in L1 */
+                        add_cols(j->c + r0 * j->ldc + x0, j->ldc, rows, w, j->col_bias + x0);
                 }
             }
         }
@@ -171,6 +181,8 @@ void qr_sgemm(qr_pool *pool, const qr_sgemm_kernel *kn, const qr_sgemm_job *j, f
             qr_parallel_for_slots(pool, blocks, 1, sg_wide, &R);
         else
             sg_wide(&R, 0, blocks, 0);
+        if (j->col_bias)
+            add_cols(j->c, j->ldc, j->m, j->n, j->col_bias);
         return;
     }
     sg_run R = {.kn = kn, .j = j, .work = work, .per_slot = qr_sgemm_work(kn)};

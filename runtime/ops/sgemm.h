@@ -47,6 +47,8 @@ typedef struct qr_sgemm_job {
     /* B packed once by qr_sgemm_pack_b (a constant weight), or NULL; products of more than
      * kn->wide_rows rows then read it instead of packing b (still needed for fewer) */
     const float *b_packed;
+    /* n values added last to every row of c (a fused Add's bias; not with act), or NULL */
+    const float *col_bias;
 } qr_sgemm_job;
 
 /* The floats of B (k x n) packed for kn: every panel of nr columns, its k rows contiguous. */

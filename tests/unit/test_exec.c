@@ -1,10 +1,13 @@
 /* Executor: liveness memory plan, observer hook, input checks, re-planning on
  * new shapes, dynamic mode for data-dependent shapes. */
 #include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "exec.h"
+#include "passes.h"
 #include "testutil.h"
 
 #define N 1000
@@ -206,4 +209,67 @@ Test(exec, data_dependent_shape_runs_dynamically)
     qr_tensor_free(&out);
     qr_exec_free(x);
     qr_graph_free(g);
+}
+
+/* y = relu(x @ W + b) with x [2, 3, 5]: W a constant (packed GEMM) or an input (batched products),
+ * b a row vector [7] (fused into the MatMul: the Add does not run) or a scalar [1] (not fused),
+ * against the unfused run (QRL_FUSE=0) bit for bit and a double reference. */
+static void check_bias_fusion(int w_const, int bias_n)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t dx[] = {2, 3, 5}, dw[] = {5, 7}, db[] = {bias_n};
+    float w[35], b[7], xs[30];
+    for (int i = 0; i < 35; i++)
+        w[i] = (float)((i * 7) % 11) / 8.0f - 0.6f;
+    for (int i = 0; i < 7; i++)
+        b[i] = (float)i / 3.0f - 1.0f;
+    for (int i = 0; i < 30; i++)
+        xs[i] = (float)((i * 5) % 13) / 4.0f - 1.5f;
+    qr_value *mm_in[2] = {tu_input(g, "x", 3, dx), w_const ? tu_const_f32(g, "w", 2, dw, w) : tu_input(g, "w", 2, dw)};
+    qr_value *v = tu_node(g, "MatMul", "mm", 2, mm_in, 1)->out[0];
+    qr_value *add_in[2] = {tu_const_f32(g, "b", 1, db, b), v};
+    v = tu_node(g, "Add", "add", 2, add_in, 1)->out[0];
+    tu_output(g, tu_node(g, "Relu", "relu", 1, &v, 1)->out[0]);
+    qr_error e;
+    cr_assert_eq(qr_pass_infer_and_fold(g, &e), QR_OK, "%s", e.msg); /* the shapes the fusion checks */
+    qr_tensor in[2] = {{.dtype = QR_F32, .ndim = 3, .dims = {2, 3, 5}, .data = xs},
+                       {.dtype = QR_F32, .ndim = 2, .dims = {5, 7}, .data = w}}, out[2];
+    for (int fuse = 1; fuse >= 0; fuse--) {
+        if (!fuse)
+            setenv("QRL_FUSE", "0", 1);
+        qr_exec_opts o = {.profile = 1};
+        qr_exec *x;
+        cr_assert_eq(qr_exec_new(g, &o, &x, &e), QR_OK, "%s", e.msg);
+        unsetenv("QRL_FUSE");
+        for (int r = 0; r < 2; r++) { /* the weights packed, then read packed */
+            if (r)
+                qr_tensor_free(&out[fuse]);
+            cr_assert_eq(qr_exec_run(x, in, &out[fuse], &e), QR_OK, "%s", e.msg);
+        }
+        const qr_node_prof *p = qr_exec_profile(x);
+        cr_assert_eq(p[1].runs == 0, fuse && bias_n == 7, "the Add ran %lld times", (long long)p[1].runs);
+        qr_exec_free(x);
+    }
+    const float *y = out[1].data, *y0 = out[0].data;
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 7; j++) {
+            double s = 0;
+            for (int q = 0; q < 5; q++)
+                s += (double)xs[i * 5 + q] * w[q * 7 + j];
+            s += b[bias_n == 7 ? j : 0];
+            s = s > 0 ? s : 0;
+            cr_assert(fabs(y[i * 7 + j] - s) <= 1e-5, "(%d, %d): %g, want %g", i, j, (double)y[i * 7 + j], s);
+            cr_assert(memcmp(&y[i * 7 + j], &y0[i * 7 + j], 4) == 0, "(%d, %d): fused %g, unfused %g", i, j,
+                      (double)y[i * 7 + j], (double)y0[i * 7 + j]);
+        }
+    qr_tensor_free(&out[0]);
+    qr_tensor_free(&out[1]);
+    qr_graph_free(g);
+}
+
+Test(exec, bias_add_fuses_into_matmul)
+{
+    check_bias_fusion(1, 7);
+    check_bias_fusion(0, 7);
+    check_bias_fusion(1, 1); /* a scalar: the Add runs */
 }
