@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exec_tiles.h"
 #include "op.h"
 
 #define EXEC_ALIGN 64
@@ -51,6 +52,14 @@ struct qr_exec {
     /* bias[n]: the constant vector an Add fused into node n adds to its output 0 (NULL: none;
      * act_out[n] is then the Add's output) */
     const qr_value **bias;
+    /* Runs of pointwise nodes (exec_tiles.h): chain[n] the number of nodes of the run starting
+     * at node n (0: none), from the graph; tiles[n] its split and tiled[n] 1 when the plan's
+     * shapes allow it (static plans only). */
+    int *chain;
+    qr_tiles *tiles;
+    unsigned char *tiled;
+    const qr_node **chain_nodes; /* scratch: one chain's nodes */
+    double *chain_seconds;       /* scratch: one chain's kernel times */
 };
 
 /* Kernels may read a few optional inputs past the node's own: slots up to this many are always there. */
@@ -223,6 +232,43 @@ static const qr_value *out_value(const qr_exec *x, const qr_node *n, int j)
     return n->out[j];
 }
 
+/* Whether node n reads value v. */
+static int reads(const qr_node *n, const qr_value *v)
+{
+    for (int j = 0; j < n->n_in; j++)
+        if (n->in[j] == v)
+            return 1;
+    return 0;
+}
+/* Runs of consecutive pointwise nodes (qr_op_def.pointwise), of one output each, none fused
+ * away, each after the first reading the one before it: candidates for running by tiles once a
+ * plan knows their shapes. Not with an observer (it sees each value whole) nor QRL_FUSE=0. */
+static qr_status find_chains(qr_exec *x)
+{
+    const char *env = getenv("QRL_FUSE");
+    if (x->opts.observer || (env && !strcmp(env, "0")))
+        return QR_OK;
+    x->chain = calloc((size_t)x->nn + 1, sizeof *x->chain);
+    x->tiles = calloc((size_t)x->nn + 1, sizeof *x->tiles);
+    x->tiled = calloc((size_t)x->nn + 1, 1);
+    x->chain_nodes = calloc((size_t)x->nn + 1, sizeof *x->chain_nodes);
+    x->chain_seconds = calloc((size_t)x->nn + 1, sizeof *x->chain_seconds);
+    if (!x->chain || !x->tiles || !x->tiled || !x->chain_nodes || !x->chain_seconds)
+        return QR_ERR;
+    const qr_graph *g = x->g;
+    for (int a = 0; a < x->nn;) {
+        int b = a;
+        while (b < x->nn && g->nodes[b]->def->pointwise && g->nodes[b]->n_out == 1 && g->nodes[b]->out[0] &&
+               !(x->skip && x->skip[b]) && out_value(x, g->nodes[b], 0) == g->nodes[b]->out[0] &&
+               (b == a || reads(g->nodes[b], g->nodes[b - 1]->out[0])))
+            b++;
+        if (b - a >= 2)
+            x->chain[a] = b - a;
+        a = b > a ? b : a + 1;
+    }
+    return QR_OK;
+}
+
 qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out, qr_error *e)
 {
     qr_exec *x = calloc(1, sizeof *x);
@@ -278,7 +324,7 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     }
     for (int i = 0; i < g->n_outputs; i++)
         x->last_use[g->outputs[i]->id] = x->nn;
-    if (fuse_acts(x) != QR_OK) {
+    if (fuse_acts(x) != QR_OK || find_chains(x) != QR_OK) {
         qr_exec_free(x);
         return qr_errorf(e, "out of memory");
     }
@@ -327,6 +373,11 @@ void qr_exec_free(qr_exec *x)
     free(x->act);
     free(x->skip);
     free(x->bias);
+    free(x->chain);
+    free(x->tiles);
+    free(x->tiled);
+    free(x->chain_nodes);
+    free(x->chain_seconds);
     qr_pool_free(x->pool);
     free(x);
 }
@@ -617,10 +668,20 @@ static qr_status plan_memory(qr_exec *x, qr_error *e)
     }
     int nlive = 0, nperm = 0;
     size_t top = 0, sum = 0, perm_top = 0;
+    /* inside a chain run by tiles [chain_a, chain_b), what dies there is released at its end: a
+     * block given to a later output at another offset would lose rows not read yet (a tile's rows
+     * are read by every node before the next tile's). Output 0 taking input 0's block, at the same
+     * offset, is safe: its tile overwrites only rows read already. */
+    int chain_a = -1, chain_b = -1;
     for (int ni = 0; ni < x->nn; ni++) {
         const qr_node *n = g->nodes[ni];
         if (x->skip && x->skip[ni])
             continue; /* nothing to place: its input is never written, its output is its producer's */
+        if (x->tiled && x->tiled[ni]) {
+            chain_a = ni;
+            chain_b = ni + x->chain[ni];
+        }
+        int in_chain = ni >= chain_a && ni < chain_b;
         for (int j = 0; j < n->n_out; j++) {
             const qr_value *v = out_value(x, n, j);
             if (!v || x->kind[v->id] != V_RUNTIME)
@@ -632,7 +693,8 @@ static qr_status plan_memory(qr_exec *x, qr_error *e)
                 free(perm);
                 return over_budget(x, v, &x->vt[v->id], size, e);
             }
-            if (j == 0 && inplace_ok(x, n, ni) && (at = find_block(live, nlive, x->offset[n->in[0]->id])) >= 0) {
+            if (j == 0 && inplace_ok(x, n, ni) &&
+                (at = find_block(live, nlive, x->offset[n->in[0]->id])) >= 0) {
                 /* Output 0 takes over input 0's block, which dies here. */
                 live[at].value = v->id;
                 x->offset[v->id] = live[at].off;
@@ -665,7 +727,11 @@ static qr_status plan_memory(qr_exec *x, qr_error *e)
                 return over_budget(x, v, &x->vt[v->id], top + perm_top, e);
             }
         }
-        release_dead(x, n, ni, live, &nlive);
+        if (!in_chain)
+            release_dead(x, n, ni, live, &nlive);
+        else if (ni == chain_b - 1)
+            for (int c = chain_a; c < chain_b; c++)
+                release_dead(x, g->nodes[c], c, live, &nlive);
     }
     for (int k = 0; k < nperm; k++)
         x->offset[perm[k]] += top;
@@ -685,9 +751,32 @@ static qr_status plan_memory(qr_exec *x, qr_error *e)
  * small shape-only results (Shape, and arithmetic on constants) now, and lays
  * out the arena by liveness. Falls back to dynamic mode when a shape depends
  * on run-time data. */
+/* Which chains run by tiles with the plan's shapes: none of their nodes evaluated while
+ * planning, and a split qr_tiles_plan accepts. */
+static void plan_tiles(qr_exec *x)
+{
+    x->stats.tiled_nodes = 0;
+    for (int a = 0; x->chain && a < x->nn; a++) {
+        x->tiled[a] = 0;
+        if (!x->chain[a])
+            continue;
+        int ok = 1;
+        for (int i = 0; i < x->chain[a]; i++) {
+            x->chain_nodes[i] = x->g->nodes[a + i];
+            ok = ok && !x->node_done[a + i];
+        }
+        x->tiled[a] = ok && qr_tiles_plan(x->chain_nodes, x->chain[a], x->vt, &x->tiles[a]);
+        x->stats.tiled_nodes += x->tiled[a] ? x->chain[a] : 0;
+    }
+}
+
 static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
 {
-    if (plan_shapes(x, inputs, e) != QR_OK || (!x->dynamic && plan_memory(x, e) != QR_OK))
+    if (plan_shapes(x, inputs, e) != QR_OK)
+        return QR_ERR;
+    if (!x->dynamic)
+        plan_tiles(x);
+    if (!x->dynamic && plan_memory(x, e) != QR_OK)
         return QR_ERR;
     x->have_plan = 1;
     return QR_OK;
@@ -781,6 +870,34 @@ static qr_status run_node(qr_exec *x, int ni, size_t *live, qr_error *e)
     return st == QR_OK ? QR_OK : node_fail(n, e);
 }
 
+/* The chain of pointwise nodes starting at node a, by tiles (exec_tiles.h), on the plan's
+ * shapes and buffers: each node's shapes are the plan's (same inputs), its kernel its own. */
+static qr_status run_chain(qr_exec *x, int a, qr_error *e)
+{
+    int count = x->chain[a];
+    for (int i = 0; i < count; i++) {
+        x->chain_nodes[i] = x->g->nodes[a + i];
+        x->chain_seconds[i] = 0;
+    }
+    struct timespec t0, t1;
+    if (x->prof)
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+    qr_status st = qr_tiles_run(x->chain_nodes, count, x->vt, &x->tiles[a], x->pool, x->opts.kernel_user,
+                                x->prof ? x->chain_seconds : NULL, e);
+    if (st != QR_OK || !x->prof)
+        return st;
+    /* the chain's time, shared out as its nodes' kernels took it */
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double all = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9, kern = 0;
+    for (int i = 0; i < count; i++)
+        kern += x->chain_seconds[i];
+    for (int i = 0; i < count; i++) {
+        x->prof[a + i].seconds += kern > 0 ? all * x->chain_seconds[i] / kern : all / count;
+        x->prof[a + i].runs++;
+    }
+    return QR_OK;
+}
+
 /* Dynamic mode: frees what dies at node ni (inputs read for the last time, outputs nobody reads). */
 static void free_dead(qr_exec *x, int ni, size_t *live)
 {
@@ -821,6 +938,12 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
             continue; /* its producer applied it (fuse_acts) */
         if (x->node_done[ni]) {
             observe(x, g->nodes[ni]);
+            continue;
+        }
+        if (!x->dynamic && x->tiled && x->tiled[ni]) {
+            if ((st = run_chain(x, ni, e)) != QR_OK)
+                break;
+            ni += x->chain[ni] - 1;
             continue;
         }
         if ((st = run_node(x, ni, &live, e)) != QR_OK)

@@ -46,6 +46,7 @@ typedef struct qr_exec_stats {
     int dynamic;          /* last run used dynamic allocation */
     size_t work_bytes;    /* the kernels' workspace, kept across runs (qr_kwork) */
     long work_spills;     /* kernel scratch allocated past the workspace in the last run (0 once it has grown) */
+    int tiled_nodes;      /* pointwise nodes the plan runs in chains by tiles (exec_tiles.h) */
 } qr_exec_stats;
 
 /* The graph must outlive the executor and not change while it exists. */

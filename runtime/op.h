@@ -99,6 +99,10 @@ typedef struct qr_op_def {
     /* run adds k->bias to output 0's rows when it is f32 (the executor may then fuse an Add of a
      * constant vector of output 0's last dim) */
     int bias;
+    /* output element i depends on element i of each input (after broadcasting) alone, and run
+     * takes inputs and output of any shapes infer accepts (the executor may run chains of such
+     * nodes by tiles, exec_tiles.h) */
+    int pointwise;
 } qr_op_def;
 
 /* Always 1: a qr_op_def.writes_all for ops whose every run writes all of their outputs. */

@@ -898,8 +898,8 @@ static qr_status dropout_run(qr_kctx *k)
 
 /* ------------------------------------------------------------------ table */
 
-#define UNARY(name, attrs) {name, "", 1, 1, 1, 1, attrs, unary_infer, unary_run, 1}
-#define BINARY(name, attrs) {name, "", 2, 2, 1, 1, attrs, nary_infer, nary_run, 1}
+#define UNARY(name, attrs) {name, "", 1, 1, 1, 1, attrs, unary_infer, unary_run, 1, .pointwise = 1}
+#define BINARY(name, attrs) {name, "", 2, 2, 1, 1, attrs, nary_infer, nary_run, 1, .pointwise = 1}
 /* Any number of inputs, as Concat (the executor sizes its argument arrays by the widest node). */
 #define VARIADIC(name) {name, "", 1, 4096, 1, 1, "", nary_infer, nary_run, 0, .ins = "data..."}
 

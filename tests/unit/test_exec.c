@@ -273,3 +273,70 @@ Test(exec, bias_add_fuses_into_matmul)
     check_bias_fusion(0, 7);
     check_bias_fusion(1, 1); /* a scalar: the Add runs */
 }
+
+/* GELU as PyTorch exports it, after a bias: y = (x + b) / sqrt(2) |> Erf |> + 1 |> * (x + b) |> * 0.5,
+ * on x [rows, 3, 100] (b [100]): the six pointwise nodes run by tiles of rows
+ * (exec_tiles.h), on 1 and 2 threads; every bit the node-by-node run's (QRL_FUSE=0). */
+static void check_tiled_chain(int64_t rows, int threads, int want_tiled)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t dx[] = {rows, 3, 100}, db[] = {100}, d1[] = {1};
+    static float b[100], xs[3 * 100 * 200];
+    const float sq2 = 1.41421354f, one = 1.0f, half = 0.5f;
+    for (int i = 0; i < 100; i++)
+        b[i] = (float)(i % 9) / 4.0f - 1.0f;
+    for (int64_t i = 0; i < rows * 300; i++)
+        xs[i] = (float)((i * 37) % 101) / 17.0f - 3.0f;
+    qr_value *in2[2] = {tu_input(g, "x", 3, dx), tu_const_f32(g, "b", 1, db, b)};
+    qr_value *xb = tu_node(g, "Add", "bias", 2, in2, 1)->out[0];
+    in2[0] = xb;
+    in2[1] = tu_const_f32(g, "sqrt2", 0, d1, &sq2);
+    qr_value *v = tu_node(g, "Div", "div", 2, in2, 1)->out[0];
+    v = tu_node(g, "Erf", "erf", 1, &v, 1)->out[0];
+    in2[0] = v;
+    in2[1] = tu_const_f32(g, "one", 1, d1, &one);
+    v = tu_node(g, "Add", "add1", 2, in2, 1)->out[0];
+    in2[0] = xb;
+    in2[1] = v;
+    v = tu_node(g, "Mul", "mul", 2, in2, 1)->out[0];
+    in2[0] = v;
+    in2[1] = tu_const_f32(g, "half", 0, d1, &half);
+    tu_output(g, tu_node(g, "Mul", "mul_half", 2, in2, 1)->out[0]);
+    qr_error e;
+    cr_assert_eq(qr_pass_infer_and_fold(g, &e), QR_OK, "%s", e.msg);
+    qr_tensor in = {.dtype = QR_F32, .ndim = 3, .dims = {rows, 3, 100}, .data = xs}, out[2];
+    for (int fuse = 1; fuse >= 0; fuse--) {
+        if (!fuse)
+            setenv("QRL_FUSE", "0", 1);
+        qr_exec_opts o = {.threads = threads, .profile = fuse};
+        qr_exec *x;
+        cr_assert_eq(qr_exec_new(g, &o, &x, &e), QR_OK, "%s", e.msg);
+        unsetenv("QRL_FUSE");
+        cr_assert_eq(qr_exec_run(x, &in, &out[fuse], &e), QR_OK, "%s", e.msg);
+        qr_exec_stats s;
+        qr_exec_get_stats(x, &s);
+        cr_assert_eq(s.tiled_nodes, fuse && want_tiled ? 6 : 0, "%d nodes run by tiles", s.tiled_nodes);
+        if (fuse && want_tiled) {
+            const qr_node_prof *p = qr_exec_profile(x);
+            for (int n = 0; n < 6; n++)
+                cr_assert_eq(p[n].runs, 1, "node %d's profile", n);
+        }
+        qr_exec_free(x);
+    }
+    cr_assert_eq(memcmp(out[0].data, out[1].data, qr_tensor_nbytes(&out[0])), 0, "tiled and node by node differ");
+    const float *y = out[1].data;
+    for (int64_t i = 0; i < rows * 300; i++) { /* and a double GELU, loosely */
+        double t = (double)xs[i] + b[i % 100], want = 0.5 * t * (1 + erf(t / sqrt(2.0)));
+        cr_assert(fabs(y[i] - want) <= 1e-5 * (1 + fabs(want)), "%lld: %g, want %g", (long long)i, (double)y[i], want);
+    }
+    qr_tensor_free(&out[0]);
+    qr_tensor_free(&out[1]);
+    qr_graph_free(g);
+}
+
+Test(exec, pointwise_chain_runs_by_tiles_bit_for_bit)
+{
+    check_tiled_chain(200, 1, 1); /* 300 values a row: 54 rows a tile, the last one short */
+    check_tiled_chain(200, 2, 1);
+    check_tiled_chain(7, 1, 0); /* one tile: node by node */
+}
