@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """The float64 oracle of tests/unit/test_f32_rows.c: Softmax, LogSoftmax and LayerNormalization on
-the last axis, Erf, MatMul, Transpose and Slice, as numpy computes them from their ONNX
+the last axis, Erf, Tanh, MatMul, Gemm, Transpose and Slice, as numpy computes them from their ONNX
 definitions (math.erf for Erf).
 
 Usage: f32_rows_ref.py softmax|logsoftmax X.npy OUT.npy
        f32_rows_ref.py layernorm X.npy SCALE.npy BIAS.npy EPS OUT.npy MEAN.npy INVSTD.npy
-       f32_rows_ref.py erf X.npy OUT.npy
+       f32_rows_ref.py erf|tanh X.npy OUT.npy
        f32_rows_ref.py matmul A.npy B.npy OUT.npy BOUND.npy
        f32_rows_ref.py gemm A.npy B.npy C.npy ALPHA BETA TRANSB OUT.npy BOUND.npy
        f32_rows_ref.py transpose X.npy OUT.npy P0,P1,...
@@ -41,6 +41,8 @@ def main(a):
     elif op == "erf":
         x = np.load(a[1]).astype(np.float64)
         np.save(a[2], np.vectorize(math.erf, otypes=[np.float64])(x))
+    elif op == "tanh":
+        np.save(a[2], np.tanh(np.load(a[1]).astype(np.float64)))
     elif op == "matmul":
         A, B = np.load(a[1]).astype(np.float64), np.load(a[2]).astype(np.float64)
         np.save(a[3], np.matmul(A, B))

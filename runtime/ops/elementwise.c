@@ -229,7 +229,7 @@ typedef struct unary_job {
     uparams p;
     const qr_tensor *x;
     qr_tensor *y;
-    const qr_f32_rows *fr; /* vector kernels (Erf), NULL: the portable loops */
+    const qr_f32_rows *fr; /* vector kernels (Erf, Tanh), NULL: the portable loops */
 } unary_job;
 
 static void unary_range(void *arg, int64_t lo, int64_t hi)
@@ -243,8 +243,8 @@ static void unary_range(void *arg, int64_t lo, int64_t hi)
         float *ys = y->data;
         for (int64_t i = lo; i < hi; i++)
             ys[i] = xs[i] > 0 || xs[i] != xs[i] ? xs[i] : 0.0f;
-    } else if (x->dtype == QR_F32 && y->dtype == QR_F32 && f == u_erf && j->fr) {
-        j->fr->erf((const float *)x->data + lo, (float *)y->data + lo, hi - lo);
+    } else if (x->dtype == QR_F32 && y->dtype == QR_F32 && (f == u_erf || f == u_tanh) && j->fr) {
+        (f == u_erf ? j->fr->erf : j->fr->tanh)((const float *)x->data + lo, (float *)y->data + lo, hi - lo);
     } else if (x->dtype == QR_F32 && y->dtype == QR_F32) {
         const float *xs = x->data;
         float *ys = y->data;

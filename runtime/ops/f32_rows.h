@@ -1,4 +1,4 @@
-/* f32 kernels of the transformer ops (Softmax, LayerNormalization, Erf) over contiguous rows,
+/* f32 kernels of the transformer ops (Softmax, LayerNormalization, Erf, Tanh) over contiguous rows,
  * one table per instruction set, chosen when first used by what the CPU reports (never by the
  * build machine), as sgemm.h's. Without one, dense.c and elementwise.c keep their portable loops
  * (double arithmetic, rounded once), which are also the tests' oracle for the bounds below. */
@@ -21,6 +21,8 @@ typedef struct qr_f32_rows {
                       double eps, float *mean, float *inv_std);
     /* y[i] = erf(x[i]), within 1.5 ulp of the exact value (1.07 measured, f32_rows_avx512.c). */
     void (*erf)(const float *x, float *y, int64_t n);
+    /* y[i] = tanh(x[i]) (GELU's tanh form), within 2 ulp of the exact value. */
+    void (*tanh)(const float *x, float *y, int64_t n);
 } qr_f32_rows;
 
 /* The best table this CPU runs (AVX-512F), or NULL (then the portable loops run).

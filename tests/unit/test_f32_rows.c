@@ -1,7 +1,8 @@
-/* The f32 transformer ops (Softmax, LogSoftmax, LayerNormalization, Erf on ops/f32_rows_avx512.c;
- * MatMul's batched and flattened products; Transpose and Slice by runs, ops/permute.c) through
- * the op table, against an independent float64 oracle: numpy (tools/f32_rows_ref.py, run by
- * /usr/bin/python3) for every op, and libm's double erf on a sweep of the float line. Both paths
+/* The f32 transformer ops (Softmax, LogSoftmax, LayerNormalization, Erf, Tanh on
+ * ops/f32_rows_avx512.c; MatMul's batched, flattened and packed products, Gemm; Transpose and
+ * Slice by runs, ops/permute.c) through the op table, against an independent float64 oracle:
+ * numpy (tools/f32_rows_ref.py, run by /usr/bin/python3) for every op, and libm's double erf
+ * and tanh on sweeps of the float line. Both paths
  * (AVX-512 when the CPU has it, QRL_F32_ROWS=portable), serial and on two threads. Data of both
  * signs, odd row lengths (not multiples of 16), -inf entries (causal masks), rows all -inf and
  * rows with NaN or +inf, several head counts. Bounds in ulps of the exact result, per path. */
@@ -292,6 +293,80 @@ Test(f32_rows, layernorm_matches_numpy_within_1_ulp)
 
 /* ---- Erf ---- */
 
+/* Every 61st float of [-top, top] through kernel f against the double function ref, each
+ * within bound ulp; the worst. */
+static double sweep(void (*f)(const float *, float *, int64_t), double (*ref)(double), float topf, double bound,
+                    const char *name)
+{
+    enum { N = 4096 };
+    static float x[N], y[N];
+    double worst = 0;
+    float worst_x = 0;
+    uint32_t top;
+    memcpy(&top, &topf, 4);
+    int64_t m = 0;
+    for (uint32_t sign = 0; sign < 2; sign++)
+        for (uint32_t b = 0; b <= top; b += 61) {
+            uint32_t bits = b | sign << 31;
+            memcpy(&x[m], &bits, 4);
+            if (++m == N || (sign == 1 && b + 61 > top)) {
+                f(x, y, m);
+                for (int64_t i = 0; i < m; i++) {
+                    double u = ulps(y[i], ref((double)x[i]));
+                    cr_assert(u <= bound, "%s(%.9g) = %.9g, exact %.17g: %.2f ulp", name, (double)x[i], (double)y[i],
+                              ref((double)x[i]), u);
+                    if (u > worst)
+                        worst = u, worst_x = x[i];
+                }
+                m = 0;
+            }
+        }
+    cr_log_info("%s: worst %.2f ulp at %.9g", name, worst, (double)worst_x);
+    return worst;
+}
+
+Test(f32_rows, tanh_kernel_within_2_ulp_of_libm_on_a_sweep)
+{
+    const qr_f32_rows *fr = qr_f32_rows_avx512();
+    if (!fr) {
+        cr_log_warn("no AVX-512 on this CPU: the tanh kernel is not tested here");
+        return;
+    }
+    sweep(fr->tanh, tanh, 12.0f, 2.0, "tanh");
+    const float sp[] = {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 1e-40f, -1e-40f, 100.0f, -0.625f, 9.5f};
+    float y[10];
+    fr->tanh(sp, y, 10);
+    cr_assert(y[0] == 1.0f && y[1] == -1.0f && isnan(y[2]) && y[7] == 1.0f);
+    cr_assert(y[3] == 0.0f && !signbit(y[3]) && y[4] == 0.0f && signbit(y[4]), "tanh(+-0) = %g, %g", (double)y[3],
+              (double)y[4]);
+    for (int i = 5; i < 10; i++)
+        cr_assert(ulps(y[i], tanh((double)sp[i])) <= 2.0, "tanh(%g) = %g", (double)sp[i], (double)y[i]);
+}
+
+Test(f32_rows, tanh_op_matches_numpy)
+{
+    int64_t dims[2] = {2, 1001};
+    qr_tensor x = f32_tensor(2, dims);
+    unsigned seed = 22;
+    for (int64_t i = 0; i < 2002; i++)
+        ((float *)x.data)[i] = rnd(&seed, i < 1001 ? 1.0f : 6.0f);
+    save("x.npy", &x);
+    oracle("tanh x.npy want.npy");
+    qr_tensor want = load("want.npy");
+    const qr_tensor *in[1] = {&x};
+    for (int p = 0; p < 2; p++) {
+        if (!use_path(p))
+            continue;
+        qr_tensor y;
+        run("Tanh", NULL, 0, in, 1, &y, 1, NULL);
+        check_ulps(p ? "Tanh portable" : "Tanh avx512", &y, &want, p ? 0.5 : 2.0);
+        qr_tensor_free(&y);
+    }
+    unsetenv("QRL_F32_ROWS");
+    qr_tensor_free(&want);
+    qr_tensor_free(&x);
+}
+
 /* Every 61st float of [-6, 6] (and the specials) against libm's double erf. */
 Test(f32_rows, erf_kernel_within_1_5_ulp_of_libm_on_a_sweep)
 {
@@ -300,30 +375,8 @@ Test(f32_rows, erf_kernel_within_1_5_ulp_of_libm_on_a_sweep)
         cr_log_warn("no AVX-512 on this CPU: the erf kernel is not tested here");
         return;
     }
-    enum { N = 4096 };
-    static float x[N], y[N];
-    double worst = 0;
-    float worst_x = 0;
-    uint32_t top;
-    float six = 6.0f;
-    memcpy(&top, &six, 4);
-    int64_t m = 0;
-    for (uint32_t sign = 0; sign < 2; sign++)
-        for (uint32_t b = 0; b <= top; b += 61) {
-            uint32_t bits = b | sign << 31;
-            memcpy(&x[m], &bits, 4);
-            if (++m == N || (sign == 1 && b + 61 > top)) {
-                fr->erf(x, y, m);
-                for (int64_t i = 0; i < m; i++) {
-                    double u = ulps(y[i], erf((double)x[i]));
-                    cr_assert(u <= 1.5, "erf(%.9g) = %.9g, exact %.17g: %.2f ulp", (double)x[i], (double)y[i],
-                              erf((double)x[i]), u);
-                    if (u > worst)
-                        worst = u, worst_x = x[i];
-                }
-                m = 0;
-            }
-        }
+    sweep(fr->erf, erf, 6.0f, 1.5, "erf");
+    float y[10];
     const float sp[] = {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 1e-40f, -1e-40f, 100.0f, -3.925f, 0.921875f};
     fr->erf(sp, y, 10);
     cr_assert(y[0] == 1.0f && y[1] == -1.0f && isnan(y[2]));
@@ -332,7 +385,6 @@ Test(f32_rows, erf_kernel_within_1_5_ulp_of_libm_on_a_sweep)
     cr_assert(y[7] == 1.0f && y[8] == -1.0f);
     for (int i = 5; i < 10; i++)
         cr_assert(ulps(y[i], erf((double)sp[i])) <= 1.5, "erf(%g) = %g", (double)sp[i], (double)y[i]);
-    cr_log_info("erf: worst %.2f ulp at %.9g", worst, (double)worst_x);
 }
 
 Test(f32_rows, erf_op_matches_math_erf)
