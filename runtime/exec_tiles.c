@@ -57,7 +57,7 @@ int qr_tiles_plan(const qr_node *const *nodes, int count, const qr_tensor *vt, q
             p = lead < p ? lead : p;
         }
     }
-    if (p == 0)
+    if (p == 0 || qr_tensor_numel(s) == 0)
         return 0;
     t->axes = p;
     t->rows = 1;
