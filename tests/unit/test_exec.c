@@ -339,4 +339,5 @@ Test(exec, pointwise_chain_runs_by_tiles_bit_for_bit)
     check_tiled_chain(200, 1, 1); /* 300 values a row: 54 rows a tile, the last one short */
     check_tiled_chain(200, 2, 1);
     check_tiled_chain(7, 1, 0); /* one tile: node by node */
+    check_tiled_chain(0, 1, 0); /* empty */
 }
