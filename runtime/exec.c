@@ -240,6 +240,7 @@ static int reads(const qr_node *n, const qr_value *v)
             return 1;
     return 0;
 }
+
 /* Runs of consecutive pointwise nodes (qr_op_def.pointwise), of one output each, none fused
  * away, each after the first reading the one before it: candidates for running by tiles once a
  * plan knows their shapes. Not with an observer (it sees each value whole) nor QRL_FUSE=0. */
@@ -693,8 +694,7 @@ static qr_status plan_memory(qr_exec *x, qr_error *e)
                 free(perm);
                 return over_budget(x, v, &x->vt[v->id], size, e);
             }
-            if (j == 0 && inplace_ok(x, n, ni) &&
-                (at = find_block(live, nlive, x->offset[n->in[0]->id])) >= 0) {
+            if (j == 0 && inplace_ok(x, n, ni) && (at = find_block(live, nlive, x->offset[n->in[0]->id])) >= 0) {
                 /* Output 0 takes over input 0's block, which dies here. */
                 live[at].value = v->id;
                 x->offset[v->id] = live[at].off;
@@ -747,10 +747,6 @@ static qr_status plan_memory(qr_exec *x, qr_error *e)
     return QR_OK;
 }
 
-/* Shape inference over the whole graph for the given input shapes; computes
- * small shape-only results (Shape, and arithmetic on constants) now, and lays
- * out the arena by liveness. Falls back to dynamic mode when a shape depends
- * on run-time data. */
 /* Which chains run by tiles with the plan's shapes: none of their nodes evaluated while
  * planning, and a split qr_tiles_plan accepts. */
 static void plan_tiles(qr_exec *x)
@@ -770,6 +766,10 @@ static void plan_tiles(qr_exec *x)
     }
 }
 
+/* Shape inference over the whole graph for the given input shapes; computes
+ * small shape-only results (Shape, and arithmetic on constants) now, and lays
+ * out the arena by liveness. Falls back to dynamic mode when a shape depends
+ * on run-time data. */
 static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
 {
     if (plan_shapes(x, inputs, e) != QR_OK)
