@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The float64 oracle of tests/unit/test_f32_rows.c: Softmax, LogSoftmax and LayerNormalization on
-the last axis, Erf, Tanh, MatMul, Gemm, Transpose and Slice, as numpy computes them from their ONNX
+the last axis, Erf, Tanh, MatMul, Gemm, Where, Transpose and Slice, as numpy computes them from their ONNX
 definitions (math.erf for Erf).
 
 Usage: f32_rows_ref.py softmax|logsoftmax X.npy OUT.npy
@@ -8,6 +8,7 @@ Usage: f32_rows_ref.py softmax|logsoftmax X.npy OUT.npy
        f32_rows_ref.py erf|tanh X.npy OUT.npy
        f32_rows_ref.py matmul A.npy B.npy OUT.npy BOUND.npy
        f32_rows_ref.py gemm A.npy B.npy C.npy ALPHA BETA TRANSB OUT.npy BOUND.npy
+       f32_rows_ref.py where C.npy X.npy Y.npy OUT.npy
        f32_rows_ref.py transpose X.npy OUT.npy P0,P1,...
        f32_rows_ref.py slice X.npy OUT.npy STARTS ENDS AXES STEPS   (comma lists)
 Outputs are float64 (the test rounds nothing: it measures its f32 results against them);
@@ -53,6 +54,9 @@ def main(a):
         B = B.T if int(a[6]) else B
         np.save(a[7], alpha * (A @ B) + beta * Cm)
         np.save(a[8], A.shape[-1] * 2.0 ** -23 * abs(alpha) * (np.abs(A) @ np.abs(B)) + 2.0 ** -23 * np.abs(beta * Cm))
+    elif op == "where":
+        c, x, y = (np.load(f) for f in a[1:4])
+        np.save(a[4], np.where(c, x, y).astype(np.float64))
     elif op == "transpose":
         x = np.load(a[1]).astype(np.float64)
         np.save(a[2], np.ascontiguousarray(x.transpose([int(v) for v in a[3].split(",")])))

@@ -710,6 +710,27 @@ static qr_status where_run(qr_kctx *k)
     const uint8_t *c = k->in[0]->data;
     const char *xs = k->in[1]->data, *ys = k->in[2]->data;
     char *out = y->data;
+    if (es == 4 && y->ndim > 0 && n > 0) {
+        /* rows of the last dim, each input's stride along it 0 or 1: a select GCC vectorizes
+         * (a causal mask over attention scores) */
+        int r = y->ndim;
+        int64_t inner = y->dims[r - 1], sc = it.stride[0][r - 1], sx = it.stride[1][r - 1], sy = it.stride[2][r - 1];
+        qr_tensor outer = {.ndim = r - 1};
+        memcpy(outer.dims, y->dims, sizeof(int64_t) * (size_t)(r - 1));
+        qr_iter ot;
+        qr_iter_init(&ot, &outer, 3);
+        for (int i = 0; i < 3; i++)
+            memcpy(ot.stride[i], it.stride[i], sizeof(int64_t) * (size_t)(r - 1));
+        for (int64_t row = 0; row < n / inner; row++, qr_iter_next(&ot)) {
+            const uint8_t *cr = c + ot.off[0];
+            const uint32_t *xr = (const uint32_t *)(const void *)xs + ot.off[1];
+            const uint32_t *yr = (const uint32_t *)(const void *)ys + ot.off[2];
+            uint32_t *o = (uint32_t *)(void *)out + row * inner;
+            for (int64_t i = 0; i < inner; i++)
+                o[i] = cr[i * sc] ? xr[i * sx] : yr[i * sy];
+        }
+        return QR_OK;
+    }
     for (int64_t i = 0; i < n; i++, qr_iter_next(&it)) {
         const char *src = c[it.off[0]] ? xs + it.off[1] * (int64_t)es : ys + it.off[2] * (int64_t)es;
         memcpy(out + i * (int64_t)es, src, es);
@@ -965,7 +986,7 @@ const qr_op_def qr_ops_elementwise[] = {
     VARIADIC("Mean"),
     {"PRelu", "", 2, 2, 1, 1, "", prelu_infer, prelu_run, 1, .ins = "X slope"},
     {"Where", "", 3, 3, 1, 1, "", where_infer, where_run, 0, .ins = "condition:b X Y",
-     .writes_all = qr_op_writes_all},
+     .writes_all = qr_op_writes_all, .pointwise = 1},
     {"Clip", "", 1, 3, 1, 1, "min:f max:f", clip_infer, clip_run, 1, .ins = "input min?:0-1 max?:0-1"},
     {"Cast", "", 1, 1, 1, 1, "to:i saturate:i", cast_infer, cast_run, 0},
     {"CastLike", "", 2, 2, 1, 1, "saturate:i", castlike_infer, cast_run, 0, .ins = "input target_type"},

@@ -486,6 +486,47 @@ Test(f32_rows, matmul_attention_and_projections_match_numpy)
     check_matmul(2, (int64_t[]){7, 9}, 3, (int64_t[]){3, 9, 11}, 37);
 }
 
+/* ---- Where (exact selections) ---- */
+
+static void check_exact(const char *what, const qr_tensor *got, const qr_tensor *want);
+
+/* scores [b, h, s, s] masked by a causal [s, s] bool (or [b, 1, 1, s], a padding mask) with
+ * -inf or a [1] fill, and the other way round */
+static void check_where(int nc, const int64_t *cd, int nx, const int64_t *xd, int ny, const int64_t *yd, unsigned seed)
+{
+    qr_tensor c = {.dtype = QR_BOOL, .ndim = nc}, x = f32_tensor(nx, xd), y = f32_tensor(ny, yd);
+    memcpy(c.dims, cd, sizeof(int64_t) * (size_t)nc);
+    qr_error e = {{0}};
+    cr_assert_eq(qr_tensor_alloc(&c, &e), QR_OK);
+    for (int64_t i = 0; i < qr_tensor_numel(&c); i++)
+        ((uint8_t *)c.data)[i] = cd[nc - 1] > 1 && nc >= 2 ? i % cd[nc - 1] <= i / cd[nc - 1] % cd[nc - 2] : next(&seed) % 2;
+    for (int64_t i = 0; i < qr_tensor_numel(&x); i++)
+        ((float *)x.data)[i] = rnd(&seed, 5.0f);
+    for (int64_t i = 0; i < qr_tensor_numel(&y); i++)
+        ((float *)y.data)[i] = qr_tensor_numel(&y) == 1 ? -INFINITY : rnd(&seed, 5.0f);
+    save("c.npy", &c);
+    save("x.npy", &x);
+    save("y.npy", &y);
+    oracle("where c.npy x.npy y.npy want.npy");
+    qr_tensor want = load("want.npy");
+    const qr_tensor *in[3] = {&c, &x, &y};
+    qr_tensor out;
+    run("Where", NULL, 0, in, 3, &out, 1, NULL);
+    check_exact("Where", &out, &want);
+    qr_tensor_free(&out);
+    qr_tensor_free(&want);
+    qr_tensor_free(&c);
+    qr_tensor_free(&x);
+    qr_tensor_free(&y);
+}
+
+Test(f32_rows, where_matches_numpy)
+{
+    check_where(2, (int64_t[]){17, 17}, 4, (int64_t[]){2, 3, 17, 17}, 1, (int64_t[]){1}, 51); /* causal, -inf */
+    check_where(4, (int64_t[]){2, 1, 1, 19}, 4, (int64_t[]){2, 4, 5, 19}, 0, NULL, 52);      /* padding, scalar */
+    check_where(3, (int64_t[]){3, 1, 7}, 1, (int64_t[]){1}, 2, (int64_t[]){5, 7}, 53);       /* X broadcast */
+}
+
 /* ---- Transpose, Slice (exact copies) ---- */
 
 static void check_exact(const char *what, const qr_tensor *got, const qr_tensor *want)
