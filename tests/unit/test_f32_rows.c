@@ -71,7 +71,8 @@ static float rnd(unsigned *s, float r) { return ((float)(next(s) & 0xffffff) / (
 static qr_tensor f32_tensor(int ndim, const int64_t *dims)
 {
     qr_tensor t = {.dtype = QR_F32, .ndim = ndim};
-    memcpy(t.dims, dims, sizeof(int64_t) * (size_t)ndim);
+    if (ndim > 0)
+        memcpy(t.dims, dims, sizeof(int64_t) * (size_t)ndim);
     qr_error e = {{0}};
     cr_assert_eq(qr_tensor_alloc(&t, &e), QR_OK);
     return t;
