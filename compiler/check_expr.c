@@ -227,7 +227,8 @@ static const qc_type *check_dtype_literal(ctx *c, ql_node *n)
     static const char *const names[] = {"f32", "f16", "f64", "u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64",
                                         "bool", "string"};
     ql_node *fld = n->a->kind == QL_FIELD ? n->a : n->b, *lit = n->a->kind == QL_STR ? n->a : n->b;
-    if (fld->kind == QL_FIELD && lit->kind == QL_STR && (!strcmp(fld->name, "op") || !strcmp(fld->name, "read_by")))
+    if (fld->kind == QL_FIELD && lit->kind == QL_STR &&
+        (!strcmp(fld->name, "op") || !strcmp(fld->name, "read_by") || !strcmp(fld->name, "feeds")))
         chk_op_name(c, lit, lit->name);
     if (fld->kind != QL_FIELD || strcmp(fld->name, "dtype") || lit->kind != QL_STR)
         return &qc_bool;
@@ -959,7 +960,7 @@ static const qc_type *field(ctx *c, ql_node *n)
             return set_type(n, &qc_i64);
         if (!strcmp(m, "const") || !strcmp(m, "present"))
             return set_type(n, &qc_bool);
-        if (!strcmp(m, "op") || !strcmp(m, "dtype") || !strcmp(m, "read_by"))
+        if (!strcmp(m, "op") || !strcmp(m, "dtype") || !strcmp(m, "read_by") || !strcmp(m, "feeds"))
             return set_type(n, &qc_str);
         break;
     case QC_STATE: {

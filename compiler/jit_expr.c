@@ -291,6 +291,7 @@ static gcc_jit_rvalue *binary(fgen *f, const ql_node *n)
                 gcc_jit_rvalue *args[3] = {f->mt, jit_expr(f, fld->a), gcc_jit_context_new_string_literal(j->c, lit->name)};
                 int imp = !strcmp(fld->name, "dtype")     ? IMP_VALUE_DTYPE_IS /* v.dtype, v.read_by, v.op */
                           : !strcmp(fld->name, "read_by") ? IMP_VALUE_READ_BY
+                          : !strcmp(fld->name, "feeds")   ? IMP_VALUE_FEEDS
                                                           : IMP_VALUE_OP_IS;
                 r = jit_cmp(j, GCC_JIT_COMPARISON_NE, jit_now(f, jit_call_imp(f, imp, 3, args)), jit_lng(j, j->t_i64, 0));
             } else { /* two literals */

@@ -450,23 +450,41 @@ static int64_t m_op_is(const qrl_match *mt, int64_t v, const char *op)
     return x && x->producer && strcmp(x->producer->op, op) == 0;
 }
 
-static int64_t m_read_by(const qrl_match *mt, int64_t v, const char *op)
+/* v's readers that are op (domain ai.onnx), and the others, counted. */
+static void m_readers(const qrl_match *mt, const qr_value *x, const char *op, int *same, int *other)
 {
-    const qr_value *x = mval(mt, v);
-    if (!x || x->is_output)
-        return 0;
-    int readers = 0;
+    *same = *other = 0;
     for (int i = 0; i < mt->g->n_nodes; i++) {
         const qr_node *n = mt->g->nodes[i];
         for (int j = 0; !n->dead && j < n->n_in; j++)
             if (n->in[j] == x) {
                 if (strcmp(n->op, op) || n->domain[0])
-                    return 0;
-                readers++;
+                    ++*other;
+                else
+                    ++*same;
                 break;
             }
     }
-    return readers > 0;
+}
+
+static int64_t m_read_by(const qrl_match *mt, int64_t v, const char *op)
+{
+    const qr_value *x = mval(mt, v);
+    int same, other;
+    if (!x || x->is_output)
+        return 0;
+    m_readers(mt, x, op, &same, &other);
+    return same > 0 && other == 0;
+}
+
+static int64_t m_feeds(const qrl_match *mt, int64_t v, const char *op)
+{
+    const qr_value *x = mval(mt, v);
+    int same, other;
+    if (!x)
+        return 0;
+    m_readers(mt, x, op, &same, &other);
+    return same > 0;
 }
 
 static int64_t m_dtype_is(const qrl_match *mt, int64_t v, const char *dtype)
@@ -802,6 +820,7 @@ static const qrl_imports imports = {
     .set_vector_epilogue = reg_vector_epilogue,
     .value_dtype_is = m_dtype_is,
     .value_read_by = m_read_by,
+    .value_feeds = m_feeds,
 };
 
 const qrl_imports *qr_recipe_imports(void)

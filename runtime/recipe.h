@@ -195,6 +195,8 @@ typedef struct qrl_imports {
     /* Pattern predicate v.read_by == "Softmax": every node that reads v is that op, at least one,
      * and v is not a graph output. */
     int64_t (*value_read_by)(const qrl_match *mt, int64_t v, const char *op);
+    /* Pattern predicate v.feeds == "LayerNormalization": at least one node reading v is that op. */
+    int64_t (*value_feeds)(const qrl_match *mt, int64_t v, const char *op);
 } qrl_imports;
 
 struct qrl_rt {

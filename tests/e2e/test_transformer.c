@@ -113,8 +113,9 @@ Test(transformer, export_runs_in_ort_close_to_pytorch_dynamic)
     const char *models[] = {"bert", "gpt"};
     /* QRL quantizes every product; PyTorch's dynamic mode quantizes the Linear layers it can find
      * (not nn.MultiheadAttention's in-projection), with per-call activation scales. The floors
-     * are what the integer graphs reach today (31.7 and 27.8 dB): a regression fails here. */
-    const double floor[] = {31.0, 27.0};
+     * are what the integer graphs reach today (31.7 and 29.7 dB): a regression fails here (the
+     * decoder's pre-LN residual stream quantized at every block, as the stdlib once did, gives 28.3). */
+    const double floor[] = {31.0, 29.0};
     char ref[1024], dyn[1024], got[1024];
     for (int i = 0; i < 2; i++) {
         int rc;
