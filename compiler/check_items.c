@@ -199,16 +199,16 @@ static void role(ctx *c, ql_node *r)
 {
     ql_node *e = r->a;
     const char *fname = e->kind == QL_NAME ? e->name : e->kind == QL_CALL && e->a->kind == QL_NAME ? e->a->name : NULL;
-    static const char *const roles[] = {"activation", "output", "weight", "bias", "real"};
+    static const char *const roles[] = {"activation", "output", "weight", "bias", "real", "dynamic"};
     int known = 0;
     for (size_t i = 0; fname && i < sizeof roles / sizeof roles[0]; i++)
         known |= !strcmp(fname, roles[i]);
     if (!known) {
-        const char *hint = fname ? ql_suggest(fname, roles, 5) : NULL;
+        const char *hint = fname ? ql_suggest(fname, roles, 6) : NULL;
         if (hint)
             chk_err(c, e, "unknown role '%s'; did you mean '%s'?", fname, hint);
         else
-            chk_err(c, e, "a role is activation, output, weight, weight(axis = N), bias(x, w) or real");
+            chk_err(c, e, "a role is activation, output, weight, weight(axis = N), bias(x, w), real or dynamic");
         return;
     }
     e->type = &qc_role;
@@ -226,6 +226,16 @@ static void role(ctx *c, ql_node *r)
                 continue;
             }
             chk_convert(c, v, chk_expr(c, v, &qc_i64), &qc_i64, "the axis");
+        }
+    } else if (!strcmp(fname, "dynamic")) {
+        /* the runtime reads per_row when the module registers the pattern: a literal, not an expression */
+        for (int i = 0; i < e->nkids; i++) {
+            const char *an;
+            ql_node *v = chk_arg_expr(e->kids[i], &an);
+            if (!an || strcmp(an, "per_row") || v->kind != QL_BOOL)
+                chk_err(c, e->kids[i], "dynamic takes one named argument, per_row = true or false");
+            else if (i > 0)
+                chk_err(c, e->kids[i], "per_row is given twice");
         }
     } else if (!strcmp(fname, "bias")) {
         int want = 2;
@@ -321,6 +331,22 @@ static void lower_convention(ctx *c, const ql_node *pat, ql_node *lower)
             snprintf(whybuf[nw], sizeof whybuf[nw], "'%s' is real: its f32 tensor", vname);
             why[nw] = whybuf[nw];
             nw++;
+            continue;
+        }
+        if (!strcmp(rn, "dynamic")) { /* quantized at run time: its integers, then its scales and zero points */
+            if (j == cl->nkids) {
+                chk_err(c, e, "'%s' is dynamic: only an input of the lowering may be (the output is activation, "
+                              "output or real)", vname);
+                return;
+            }
+            const qc_type *three[3] = {NULL, qc_tensor_of(c->ar, &qc_f32), qc_tensor_of(c->ar, &qc_i32)};
+            static const char *const what[3] = {"integer tensor", "run-time scales", "run-time zero points"};
+            for (int k = 0; k < 3; k++) {
+                want[nw] = three[k];
+                snprintf(whybuf[nw], sizeof whybuf[nw], "the %s of '%s' (dynamic)", what[k], vname);
+                why[nw] = whybuf[nw];
+                nw++;
+            }
             continue;
         }
         if (!strcmp(rn, "bias")) {

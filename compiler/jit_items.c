@@ -556,6 +556,12 @@ static void register_pattern(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_ji
                     if (re->kids[k]->kind == QL_NAMED_ARG && re->kids[k]->a->kind == QL_INT)
                         axis = (long)re->kids[k]->a->ival;
             }
+            if (!strcmp(role, "dynamic")) { /* axis: 1 per row, 0 per tensor */
+                axis = 0;
+                for (int k = 0; re->kind == QL_CALL && k < re->nkids; k++)
+                    if (re->kids[k]->kind == QL_NAMED_ARG && re->kids[k]->a->kind == QL_BOOL)
+                        axis = (long)re->kids[k]->a->ival;
+            }
             if (re->kind == QL_CALL && (!strcmp(role, "bias") || !strcmp(role, "same"))) {
                 const qc_sym *x = re->nkids > 0 ? re->kids[0]->sym : NULL, *w = re->nkids > 1 ? re->kids[1]->sym : NULL;
                 ra = x ? x->index : -1;

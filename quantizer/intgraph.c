@@ -513,11 +513,18 @@ const qr_op_def qr_ops_intgraph[] = {
 
 /* ------------------------------------------------------------- builder */
 
+/* A dynamic value's run-time quantization in the integer graph: its u8 integers, scales (f32), zero
+ * points (u8, MatMulInteger's a_zero_point) and the same as i32 (what a kernel takes). */
+typedef struct dyn_ints {
+    qr_value *x, *scale, *zero, *zero32;
+} dyn_ints;
+
 typedef struct builder {
     const qr_qctx *q;
     qr_intgraph *ig;
     qr_graph *d;
     qr_error *e;
+    dyn_ints *dyn; /* by value id of the original graph, made when a lowering first needs it */
 } builder;
 
 static const qr_slot *slot_for(const qr_qctx *q, int value)
@@ -639,6 +646,52 @@ static void island(builder *b, int v)
 
 /* ---------------------------------------------------- pattern matches */
 
+/* Whether match r quantizes original value v at run time (its pattern gives v the role dynamic). */
+static int match_dynamic(const struct mrec *r, int v)
+{
+    for (int k = 0; v >= 0 && k < r->p->nvalues && k < QR_MATCH_MAX_VALUES; k++)
+        if (r->values[k] == v && r->p->values[k].role == QR_ROLE_DYNAMIC)
+            return 1;
+    return 0;
+}
+
+/* Dynamic value v quantized at run time, once for every match that reads it so: DynamicQuantizeLinear
+ * per tensor, the runtime's DynamicQuantizeRows per row (the same formula on each row); the
+ * QDQ graph's fake quantization of v then has no reader left and goes. NULL: out of memory. */
+static const dyn_ints *dynamic_ints(builder *b, int v)
+{
+    dyn_ints *di = &b->dyn[v];
+    if (di->x)
+        return di;
+    qr_value *x = b->d->values[v], *o[3];
+    static const char *const suf[3] = {"quantized_at_run_time", "run_time_scale", "run_time_zero_point"};
+    char name[512];
+    for (int k = 0; k < 3; k++) {
+        snprintf(name, sizeof name, "%s_%s", x->name, suf[k]);
+        if (!(o[k] = qr_graph_new_value(b->d, name)))
+            return qr_errorf(b->e, "out of memory"), NULL;
+    }
+    int rows = b->q->dyn[v] == DYN_ROW;
+    snprintf(name, sizeof name, "run_time_quantize_%s", x->name);
+    qr_node *n = qr_plan_new_node(b->d, rows ? "DynamicQuantizeRows" : "DynamicQuantizeLinear", rows ? "qrl" : "",
+                                  name, 1, 3);
+    snprintf(name, sizeof name, "%s_run_time_zero_point_i32", x->name);
+    qr_value *z32 = qr_graph_new_value(b->d, name);
+    snprintf(name, sizeof name, "cast_%s_run_time_zero_point", x->name);
+    qr_node *c = z32 ? add_node(b, "Cast", name, 1, z32) : NULL;
+    if (!n || !c)
+        return qr_errorf(b->e, "out of memory"), NULL;
+    n->in[0] = x;
+    for (int k = 0; k < 3; k++)
+        n->out[k] = o[k], o[k]->producer = n;
+    c->in[0] = o[2];
+    qr_node_add_attr_i(b->d, c, "to", 6); /* ONNX's INT32 */
+    *di = (dyn_ints){o[0], o[1], o[2], z32};
+    runs_as(b, v, "quantized at run time, %s", rows ? "per row (DynamicQuantizeRows)" : "per tensor "
+                                                                                        "(DynamicQuantizeLinear)");
+    return di;
+}
+
 /* A matrix product's operand as the match quantizes it: the value itself, or, through nodes of
  * the match between it and the product (a constant factor the pattern folds into its kernel's
  * scale, as attention's 1/sqrt(d)), the data value they read. -1: none. */
@@ -681,12 +734,15 @@ static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
     }
     const qr_node *a = b->d->nodes[q->qnode[oa->id]];
     int xv = product_operand(q, r, oa->in[0]), wv = oa->n_in > 1 ? product_operand(q, r, oa->in[1]) : -1;
-    const qr_slot *xs = slot_for(q, xv);
+    const dyn_ints *xd = NULL; /* x quantized at run time: its zero points come with it */
+    if (match_dynamic(r, xv) && !(xd = dynamic_ints(b, xv)))
+        return NULL;
+    const qr_slot *xs = xd ? NULL : slot_for(q, xv);
     const qr_wquant *w = wv >= 0 ? qr_plan_weight(q, wv) : NULL;
     /* a MatMul of two activations (attention's Q.K^T and P.V): the second one's own qparams */
     const qr_slot *bs = !w && wv >= 0 && !strcmp(oa->op, "MatMul") ? slot_for(q, wv) : NULL;
-    qr_value *xi = int_of(b, xv), *wi = int_of(b, wv);
-    if (!xs || (!w && !bs) || !xi || !wi) {
+    qr_value *xi = xd ? xd->x : int_of(b, xv), *wi = int_of(b, wv);
+    if ((!xs && !xd) || (!w && !bs) || !xi || !wi) {
         *why = "its input or weight is not quantized";
         return NULL;
     }
@@ -718,7 +774,7 @@ static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
     if (!acc)
         return qr_errorf(b->e, "out of memory"), NULL;
     snprintf(name, sizeof name, "%s_x_zero_point", acc->name);
-    qr_value *xz = scalar_const(b, name, q->act_dtype, xs->qp.zero);
+    qr_value *xz = xd ? xd->zero : scalar_const(b, name, q->act_dtype, xs->qp.zero);
     /* weight zero points: one per output channel, or a scalar; an activation's one */
     int nch = w ? w->nch : 1;
     qr_tensor wz = {.dtype = w ? w->dtype : q->act_dtype, .ndim = nch > 1 ? 1 : 0, .dims = {nch}};
@@ -879,9 +935,10 @@ static int lacks_integers(const builder *b, const struct mrec *r, const plan_arg
     const qr_qctx *q = b->q;
     for (int i = 0; i < npa; i++) {
         const plan_arg *a = &pa[i];
-        int missing = !a->is_const && a->id < 0 && a->role != QR_ROLE_BIAS;
+        /* a missing optional bias arrives as one zero: i32 with its role, f32 without one */
+        int missing = !a->is_const && a->id < 0 && a->role != QR_ROLE_BIAS && a->role != QR_ROLE_NONE;
         int no_int = !a->is_const && a->id >= 0 && a->role != QR_ROLE_NONE && a->role != QR_ROLE_REAL &&
-                     !int_of(b, a->id);
+                     a->role != QR_ROLE_DYNAMIC && !int_of(b, a->id);
         const qr_wquant *w = !a->is_const && a->role == QR_ROLE_WEIGHT && a->id >= 0 ? qr_plan_weight(q, a->id) : NULL;
         int no_w = !a->is_const && a->role == QR_ROLE_WEIGHT && a->id >= 0 && !w;
         /* per-channel scales along another axis than the pattern's (a loaded model's choice) */
@@ -978,10 +1035,25 @@ static qr_status fill_args(builder *b, const struct mrec *r, const qr_fn_desc *k
             ka->na++;
             continue;
         }
+        if (a->role == QR_ROLE_DYNAMIC) { /* its integers, scales and zero points, all computed at run time */
+            const dyn_ints *di = dynamic_ints(b, a->id);
+            if (!di)
+                return QR_ERR;
+            qr_value *three[3] = {di->x, di->scale, di->zero32};
+            for (int k = 0; k < 3; k++) {
+                args[ka->na] = (qi_arg){.kind = ARG_TENSOR, .input = ka->nin, .want = pt[ka->na].elem};
+                ka->na++;
+                if (!k)
+                    ka->shape_from[ka->nshape++] = ka->nin;
+                ka->orig_in[ka->nin] = k ? -1 : a->id;
+                ka->ins[ka->nin++] = three[k];
+            }
+            continue;
+        }
         qr_value *t;
-        if (a->role == QR_ROLE_BIAS && a->id < 0) { /* a missing bias arrives as one zero */
+        if ((a->role == QR_ROLE_BIAS || a->role == QR_ROLE_NONE) && a->id < 0) { /* a missing bias: one zero */
             snprintf(name, sizeof name, "%s_no_bias", yi->name);
-            t = scalar_const(b, name, QR_I32, 0);
+            t = scalar_const(b, name, a->role == QR_ROLE_BIAS ? QR_I32 : QR_F32, 0);
         } else
             t = a->role != QR_ROLE_NONE ? int_of(b, a->id) : b->d->values[a->id];
         if (a->is_out) {
@@ -1780,8 +1852,9 @@ qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph *
         return qr_errorf(e, "out of memory");
     }
     qr_pass_annotate_qdq(ig->g); /* each integer value's qparams, from its QuantizeLinear/DequantizeLinear */
-    builder b = {q, ig, ig->g, e};
-    if (!(ig->runs = calloc((size_t)q->g->n_values + 1, sizeof *ig->runs))) {
+    builder b = {q, ig, ig->g, e, calloc((size_t)q->g->n_values + 1, sizeof(dyn_ints))};
+    if (!(ig->runs = calloc((size_t)q->g->n_values + 1, sizeof *ig->runs)) || !b.dyn) {
+        free(b.dyn);
         qr_intgraph_free(ig);
         return qr_errorf(e, "out of memory");
     }
@@ -1800,6 +1873,7 @@ qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph *
     if (st == QR_OK && (st = qr_layout_nhwc(ig->g, kernel_pointwise, ig, e)) == QR_OK &&
         (st = fuse_stages(&b)) == QR_OK && (st = qr_graph_check_oom(ig->g, e)) == QR_OK)
         st = tidy(ig->g, e);
+    free(b.dyn);
     if (st != QR_OK) {
         qr_intgraph_free(ig);
         return QR_ERR;

@@ -148,6 +148,11 @@ static void set_role(qr_qctx *q, const qr_value *v, qr_role_kind kind, int axis,
     qr_role *r = &q->roles[v->id];
     if (r->kind == QR_ROLE_WEIGHT || r->kind == QR_ROLE_BIAS)
         return; /* a weight stays a weight */
+    if (kind == QR_ROLE_DYNAMIC) { /* quantized at run time for this match; another's static qparams stay */
+        q->dyn[v->id] = axis == 1 ? DYN_ROW : DYN_TENSOR;
+        if (r->kind == QR_ROLE_ACTIVATION || r->kind == QR_ROLE_OUTPUT)
+            return;
+    }
     *r = (qr_role){kind, axis, a, b};
 }
 
@@ -363,6 +368,12 @@ static qr_status plan(qr_qctx *q)
     for (int i = 0; i < g->n_nodes; i++)
         if (plan_affine(q, g->nodes[i]) != QR_OK)
             return QR_ERR;
+    for (int i = 0; i < g->n_values; i++) /* what DynamicQuantizeLinear and its per-row form compute */
+        if (q->dyn[i] && (q->act_dtype != QR_U8 || q->act_narrow))
+            return qr_errorf(q->e, "recipe '%s': value '%s' is quantized at run time (role dynamic), which is u8 "
+                                   "over its range with 0 in it, as DynamicQuantizeLinear; the recipe's activations "
+                                   "are %s%s", q->r->name, g->values[i]->name, qr_dtype_name(q->act_dtype),
+                             q->act_narrow ? " narrow" : "");
     return QR_OK;
 }
 
@@ -942,6 +953,128 @@ static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *cal
     return st;
 }
 
+/* ------------------------------------------- run-time quantization */
+
+/* A node op(ins) -> one new f32 value named NAME_suffix; NULL when out of memory (the graph marked). */
+static qr_value *dyn_node(qr_graph *g, const char *op, const qr_value *x, const char *suffix, int n_in, qr_value *a,
+                          qr_value *b, qr_value *c)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s_%s", x->name, suffix);
+    qr_value *out = qr_graph_new_value(g, name);
+    snprintf(name, sizeof name, "%s_%s_node", x->name, suffix);
+    qr_node *n = out ? qr_plan_new_node(g, op, "", name, n_in, 1) : NULL;
+    if (!n)
+        return NULL;
+    qr_value *in[3] = {a, b, c};
+    for (int j = 0; j < n_in; j++) {
+        if (!in[j])
+            return NULL;
+        n->in[j] = in[j];
+    }
+    n->out[0] = out;
+    out->producer = n;
+    return out;
+}
+
+static qr_value *f32_const(qr_graph *g, const qr_value *x, const char *suffix, float v)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s_%s", x->name, suffix);
+    qr_tensor t = {.dtype = QR_F32, .ndim = 0, .data = &v};
+    return qr_plan_const(g, name, &t);
+}
+
+/* x's minimum or maximum along its last axis, kept as [..., 1] (axes an attribute before opset 18). */
+static qr_value *dyn_reduce(qr_graph *g, const char *op, qr_value *x, const char *suffix)
+{
+    int64_t last = -1;
+    qr_value *axes = NULL;
+    if (g->opset >= 18) {
+        char name[512];
+        snprintf(name, sizeof name, "%s_%s_axes", x->name, suffix);
+        qr_tensor t = {.dtype = QR_I64, .ndim = 1, .dims = {1}, .data = &last};
+        axes = qr_plan_const(g, name, &t);
+    }
+    qr_value *r = dyn_node(g, op, x, suffix, axes ? 2 : 1, x, axes, NULL);
+    if (r && !axes)
+        qr_node_add_attr_ints(g, r->producer, "axes", 1, &last);
+    return r;
+}
+
+/* x fake-quantized at run time as the integer graph quantizes it (DynamicQuantizeLinear's formula):
+ * u8 over [min(0, min x), max(0, max x)], scale range / 255 (1 for a range of 0), zero point
+ * round(clamp(-min / scale, 0, 255)), x as saturate(round(x / scale) + zero), all in f32 and half
+ * to even. Per tensor that is DynamicQuantizeLinear then DequantizeLinear; per row (of the last
+ * axis) the same formula in standard ops over ReduceMin and ReduceMax keeping that axis, so other
+ * runtimes run the export. Returns the dequantized value. */
+static qr_value *dyn_quant(qr_graph *g, qr_value *x, int per_row)
+{
+    char name[512];
+    if (!per_row) {
+        qr_value *o[3];
+        static const char *const suf[3] = {"dynamic_quantized", "dynamic_scale", "dynamic_zero_point"};
+        for (int k = 0; k < 3; k++) {
+            snprintf(name, sizeof name, "%s_%s", x->name, suf[k]);
+            if (!(o[k] = qr_graph_new_value(g, name)))
+                return NULL;
+        }
+        snprintf(name, sizeof name, "dynamic_quantize_%s", x->name);
+        qr_node *n = qr_plan_new_node(g, "DynamicQuantizeLinear", "", name, 1, 3);
+        if (!n)
+            return NULL;
+        n->in[0] = x;
+        for (int k = 0; k < 3; k++)
+            n->out[k] = o[k], o[k]->producer = n;
+        return dyn_node(g, "DequantizeLinear", x, "dynamic_dequantized", 3, o[0], o[1], o[2]);
+    }
+    qr_value *z = f32_const(g, x, "dynamic_0", 0.0f), *one = f32_const(g, x, "dynamic_1", 1.0f),
+             *top = f32_const(g, x, "dynamic_255", 255.0f);
+    qr_value *lo = dyn_node(g, "Min", x, "dynamic_lo", 2, dyn_reduce(g, "ReduceMin", x, "dynamic_min"), z, NULL);
+    qr_value *hi = dyn_node(g, "Max", x, "dynamic_hi", 2, dyn_reduce(g, "ReduceMax", x, "dynamic_max"), z, NULL);
+    qr_value *range = dyn_node(g, "Sub", x, "dynamic_range", 2, hi, lo, NULL);
+    qr_value *empty = dyn_node(g, "Equal", x, "dynamic_empty", 2, range, z, NULL);
+    qr_value *scale = dyn_node(g, "Where", x, "dynamic_scale", 3, empty, one,
+                               dyn_node(g, "Div", x, "dynamic_step", 2, range, top, NULL));
+    qr_value *zf = dyn_node(g, "Sub", x, "dynamic_zero_real", 2, z, dyn_node(g, "Div", x, "dynamic_lo_steps", 2, lo,
+                                                                              scale, NULL), NULL);
+    qr_value *zero = dyn_node(g, "Round", x, "dynamic_zero_point", 1, dyn_node(g, "Clip", x, "dynamic_zero_clip", 3, zf, z,
+                                                                              top), NULL, NULL);
+    qr_value *steps = dyn_node(g, "Round", x, "dynamic_steps", 1, dyn_node(g, "Div", x, "dynamic_ratio", 2, x, scale,
+                                                                           NULL), NULL, NULL);
+    qr_value *qx = dyn_node(g, "Clip", x, "dynamic_quantized", 3, dyn_node(g, "Add", x, "dynamic_shifted", 2, steps,
+                                                                           zero, NULL), z, top);
+    return dyn_node(g, "Mul", x, "dynamic_dequantized", 2, dyn_node(g, "Sub", x, "dynamic_centered", 2, qx, zero, NULL),
+                    scale, NULL);
+}
+
+/* Each value a match quantizes at run time gets its run-time quantization in d, and the match's
+ * own nodes read the dequantized value; every other reader keeps reading the f32 value. */
+static qr_status insert_dynamic(qr_qctx *q, qr_graph *d)
+{
+    const qr_graph *g = q->g;
+    for (int v = 0; v < g->n_values; v++) {
+        if (!q->dyn[v])
+            continue;
+        qr_value *x = d->values[v], *xd = dyn_quant(d, x, q->dyn[v] == DYN_ROW);
+        if (!xd)
+            return qr_graph_check_oom(d, q->e) != QR_OK ? QR_ERR : qr_errorf(q->e, "out of memory");
+        for (int i = 0; i < q->nmatches; i++) {
+            const struct mrec *r = &q->matches[i];
+            int dynamic_here = 0;
+            for (int k = 0; k < r->p->nvalues && k < QR_MATCH_MAX_VALUES; k++)
+                dynamic_here |= r->values[k] == v && r->p->values[k].role == QR_ROLE_DYNAMIC;
+            for (int k = 0; dynamic_here && k < r->nnodes; k++) { /* the clone's nodes are the original's, in order */
+                qr_node *n = d->nodes[r->nodes[k]];
+                for (int j = 0; j < n->n_in; j++)
+                    if (n->in[j] == x)
+                        n->in[j] = xd;
+            }
+        }
+    }
+    return QR_OK;
+}
+
 /* ------------------------------------------------------------- main */
 
 static void qctx_free(qr_qctx *q)
@@ -965,6 +1098,7 @@ static void qctx_free(qr_qctx *q)
     free(q->notes);
     free(q->roles);
     free(q->slot_of);
+    free(q->dyn);
     free(q->qval);
     free(q->qnode);
 }
@@ -1065,6 +1199,8 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
         free(zeros);
         qr_tensor_free(&ints);
     }
+    if (insert_dynamic(q, d) != QR_OK)
+        return QR_ERR;
     qr_node **orig = malloc(sizeof *orig * (size_t)(g->n_nodes + 1));
     free(q->qnode);
     if (!orig || !(q->qnode = malloc(sizeof *q->qnode * (size_t)(g->n_nodes + 1)))) {
@@ -1374,7 +1510,8 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
     q.aff_of = calloc((size_t)g->n_nodes + 1, sizeof *q.aff_of);
     q.roles = calloc((size_t)g->n_values + 1, sizeof *q.roles);
     q.slot_of = malloc(sizeof *q.slot_of * (size_t)(g->n_values + 1));
-    if (!res || !q.claimed || !q.node_kind || !q.aff_of || !q.roles || !q.slot_of) {
+    q.dyn = calloc((size_t)g->n_values + 1, 1);
+    if (!res || !q.claimed || !q.node_kind || !q.aff_of || !q.roles || !q.slot_of || !q.dyn) {
         free(res);
         qctx_free(&q);
         return qr_errorf(e, "out of memory");

@@ -12,6 +12,7 @@
 #include "recipe.h"
 
 enum { SLOT_CALIBRATED, SLOT_FIXED, SLOT_SAME };
+enum { DYN_NONE, DYN_TENSOR, DYN_ROW }; /* how a dynamic value is quantized: one scale, or one per row */
 
 typedef struct qr_slot {
     int value;      /* value id in the original graph */
@@ -76,6 +77,8 @@ typedef struct qr_qctx {
     qr_bquant *bias;
     int nbias;
     int nodes_pattern, nodes_affine;
+    unsigned char *dyn; /* by value id: a match quantizes it at run time (role dynamic): DYN_TENSOR or DYN_ROW;
+                         * it has no slot (nothing to calibrate) */
     /* each accepted match: its pattern, values and nodes (ids), output value, constants (for fallback) */
     struct mrec {
         const qr_pattern *p;

@@ -606,7 +606,7 @@ static void reg_pattern(qrl_module *m, const char *name, void *where, const char
 
 const char *qr_role_name(qr_role_kind r)
 {
-    static const char *const names[QR_ROLE_COUNT] = {"", "activation", "output", "weight", "bias", "same", "real"};
+    static const char *const names[QR_ROLE_COUNT] = {"", "activation", "output", "weight", "bias", "same", "real", "dynamic"};
     return (unsigned)r < QR_ROLE_COUNT ? names[r] : "";
 }
 

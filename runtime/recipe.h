@@ -18,7 +18,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 20
+#define QR_RECIPE_ABI 21
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -312,8 +312,9 @@ struct qrl_match {
 };
 
 /* What a pattern's quantize clause makes a value: none (it stays f32), activation, output,
- * weight(axis), bias(x, w), same(x), or real (the lowered output, which the kernel writes in f32
- * for float consumers: an island's input that is never rounded to integers). */
+ * weight(axis), bias(x, w), same(x), real (the lowered output, which the kernel writes in f32
+ * for float consumers: an island's input that is never rounded to integers), or dynamic (an input
+ * quantized at run time, u8 over its own range: axis 0 per tensor, 1 per row of its last axis). */
 typedef enum qr_role_kind {
     QR_ROLE_NONE,
     QR_ROLE_ACTIVATION,
@@ -322,6 +323,7 @@ typedef enum qr_role_kind {
     QR_ROLE_BIAS,
     QR_ROLE_SAME,
     QR_ROLE_REAL,
+    QR_ROLE_DYNAMIC,
     QR_ROLE_COUNT
 } qr_role_kind;
 
@@ -331,7 +333,8 @@ const char *qr_role_name(qr_role_kind r);
 typedef struct qr_pat_value {
     const char *name;
     qr_role_kind role;
-    int axis, a, b; /* weight's axis; bias(a, b) and same(a): the values' indices in the pattern */
+    int axis, a, b; /* weight's axis (dynamic: 1 per row, 0 per tensor); bias(a, b) and same(a): the values'
+                     * indices in the pattern */
 } qr_pat_value;
 
 /* An input of a pattern node: the value it binds, or any input at all. */

@@ -398,30 +398,79 @@ static qr_status dynquant_infer(qr_kctx *k)
     return QR_OK;
 }
 
+/* DynamicQuantizeLinear's scale and zero point for n values (ONNX's formula, as ONNX Runtime computes
+ * it): NaN does not widen the range, which holds 0, so it is empty only for values all 0: scale 1 then
+ * (the spec's 0 would divide by 0). The zero point is clamped to [0, 255], then rounded half to even. */
+static void dynquant_params(const float *x, int64_t n, float *scale, int64_t *zp)
+{
+    float lo = 0, hi = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (x[i] < lo)
+            lo = x[i];
+        if (x[i] > hi)
+            hi = x[i];
+    }
+    *scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+    float zpf = 0.0f - lo / *scale;
+    zpf = zpf < 0 ? 0 : zpf > 255 ? 255 : zpf;
+    *zp = (int64_t)rintf(zpf);
+}
+
+/* x / scale rounded half to even, plus the zero point, saturated to u8; NaN is quantized as 0 (the zero
+ * point), as QuantizeLinear does here. */
+static void dynquant_values(const float *x, int64_t n, float scale, int64_t zp, uint8_t *y)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (uint8_t)saturate_round(x[i] / scale, zp, 0, 255);
+}
+
 static qr_status dynquant_run(qr_kctx *k)
 {
     const qr_tensor *x = k->in[0];
-    const float *xf = x->data;
-    int64_t n = qr_tensor_numel(x);
-    float lo = 0, hi = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (xf[i] < lo)
-            lo = xf[i];
-        if (xf[i] > hi)
-            hi = xf[i];
-    }
-    /* The range holds 0, so it is empty only for an all-zero x: scale 1 then. */
-    float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
-    float zpf = 0.0f - lo / scale;
-    zpf = zpf < 0 ? 0 : zpf > 255 ? 255 : zpf;
-    int64_t zp = (int64_t)rintf(zpf);
-    uint8_t *y = k->out[0]->data;
-    for (int64_t i = 0; i < n; i++)
-        y[i] = (uint8_t)saturate_round(xf[i] / scale, zp, 0, 255);
+    int64_t n = qr_tensor_numel(x), zp;
+    float scale;
+    dynquant_params(x->data, n, &scale, &zp);
+    dynquant_values(x->data, n, scale, zp, k->out[0]->data);
     if (k->n_out > 1)
         *(float *)k->out[1]->data = scale;
     if (k->n_out > 2)
         *(uint8_t *)k->out[2]->data = (uint8_t)zp;
+    return QR_OK;
+}
+
+/* DynamicQuantizeRows (domain qrl): DynamicQuantizeLinear on each row of x's last axis (per token, for
+ * dynamically quantized transformers), the same bits row by row. Scales (f32) and zero points (u8)
+ * have x's shape with the last dim 1: they broadcast against x, and MatMulInteger takes the zero
+ * points as its per-row a_zero_point. */
+static qr_status dynrows_infer(qr_kctx *k)
+{
+    const qr_tensor *x = k->in[0];
+    if (x->dtype != QR_F32)
+        return QR_KERR(k, "DynamicQuantizeRows takes float32 input, not %s", qr_dtype_name(x->dtype));
+    if (x->ndim < 1)
+        return QR_KERR(k, "DynamicQuantizeRows takes rows: x must have rank 1 or more");
+    for (int o = 0; o < 3; o++) {
+        qr_same_as(k->out[o], x);
+        k->out[o]->dtype = o == 1 ? QR_F32 : QR_U8;
+        if (o)
+            k->out[o]->dims[x->ndim - 1] = 1;
+    }
+    return QR_OK;
+}
+
+static qr_status dynrows_run(qr_kctx *k)
+{
+    const qr_tensor *x = k->in[0];
+    int64_t cols = x->dims[x->ndim - 1], rows = cols > 0 ? qr_tensor_numel(x) / cols : qr_tensor_numel(k->out[1]);
+    const float *xf = x->data;
+    float *scale = k->out[1]->data;
+    uint8_t *y = k->out[0]->data, *zero = k->out[2]->data;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t zp;
+        dynquant_params(xf + r * cols, cols, &scale[r], &zp);
+        dynquant_values(xf + r * cols, cols, scale[r], zp, y + r * cols);
+        zero[r] = (uint8_t)zp;
+    }
     return QR_OK;
 }
 
@@ -1943,6 +1992,7 @@ const qr_op_def qr_ops_quant[] = {
     {"QuantizeLinear", "", 2, 3, 1, 1, "axis:i block_size:i output_dtype:i saturate:i", quantize_infer, quantize_run, 0, .ins = "x y_scale y_zero_point?", .writes_all = qr_op_writes_all},
     {"DequantizeLinear", "", 2, 3, 1, 1, "axis:i block_size:i output_dtype:i", dequantize_infer, dequantize_run, 0, .ins = "x x_scale x_zero_point?", .writes_all = qr_op_writes_all},
     {"DynamicQuantizeLinear", "", 1, 1, 1, 3, "", dynquant_infer, dynquant_run, 0, .ins = "x:f"},
+    {"DynamicQuantizeRows", "qrl", 1, 1, 3, 3, "", dynrows_infer, dynrows_run, 0, .ins = "x:f"},
     {"MatMulInteger", "", 2, 4, 1, 1, "", matmulint_infer, matmulint_run, 0, .ins = "A:q1+ B:q1+ a_zero_point?:q b_zero_point?:q", .writes_all = qr_op_writes_all},
     {"QLinearMatMul", "", 8, 8, 1, 1, "", qlmatmul_infer, qlmatmul_run, 0, .ins = "a:q1+ a_scale:f a_zero_point:q b:q1+ b_scale:f b_zero_point:q y_scale:f y_zero_point:q", .writes_all = qr_op_writes_all},
     {"ConvInteger", "", 2, 4, 1, 1, CONV_ATTRS, convint_infer, convint_run, 0, .ins = "x:q3+ w:q3+ x_zero_point?:q w_zero_point?:q"},

@@ -192,7 +192,7 @@ Test(docs, op_table_lists_every_op_and_its_stdlib_rules)
     snprintf(path, sizeof path, "%s/all.qrl", dir);
     FILE *f = fopen(path, "w");
     cr_assert(f);
-    fputs("import \"patterns.qrl\"\nimport \"patterns_tflite.qrl\"\nimport \"affine.qrl\"\n", f);
+    fputs("import \"patterns.qrl\"\nimport \"patterns_tflite.qrl\"\nimport \"patterns_dynamic.qrl\"\nimport \"affine.qrl\"\n", f);
     fclose(f);
     qrl_module *m = tu_compile(path, err, sizeof err);
     remove(path);
@@ -424,7 +424,8 @@ Test(docs, readmes_name_every_file_calibrator_and_pattern)
     snprintf(path, sizeof path, "%s/all.qrl", dir);
     FILE *f = fopen(path, "w");
     cr_assert(f);
-    fputs("import \"calibrators.qrl\"\nimport \"patterns.qrl\"\nimport \"patterns_tflite.qrl\"\n", f);
+    fputs("import \"calibrators.qrl\"\nimport \"patterns.qrl\"\nimport \"patterns_tflite.qrl\"\n"
+          "import \"patterns_dynamic.qrl\"\n", f);
     fclose(f);
     qrl_module *m = tu_compile(path, err, sizeof err);
     remove(path);
