@@ -739,10 +739,21 @@ static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
         return NULL;
     const qr_slot *xs = xd ? NULL : slot_for(q, xv);
     const qr_wquant *w = wv >= 0 ? qr_plan_weight(q, wv) : NULL;
-    /* a MatMul of two activations (attention's Q.K^T and P.V): the second one's own qparams */
-    const qr_slot *bs = !w && wv >= 0 && !strcmp(oa->op, "MatMul") ? slot_for(q, wv) : NULL;
-    qr_value *xi = xd ? xd->x : int_of(b, xv), *wi = int_of(b, wv);
-    if ((!xs && !xd) || (!w && !bs) || !xi || !wi) {
+    /* a MatMul of two activations (attention's Q.K^T and P.V): the second one's own qparams, or its
+     * run-time ones when per tensor (per row of B would vary along the sum: no factor of it) */
+    int act_b = !w && wv >= 0 && !strcmp(oa->op, "MatMul");
+    const dyn_ints *bd = NULL;
+    if (act_b && match_dynamic(r, wv)) {
+        if (q->dyn[wv] != DYN_TENSOR) {
+            *why = "the second operand of a product is quantized at run time per row, along the sum";
+            return NULL;
+        }
+        if (!(bd = dynamic_ints(b, wv)))
+            return NULL;
+    }
+    const qr_slot *bs = act_b && !bd ? slot_for(q, wv) : NULL;
+    qr_value *xi = xd ? xd->x : int_of(b, xv), *wi = bd ? bd->x : int_of(b, wv);
+    if ((!xs && !xd) || (!w && !bs && !bd) || !xi || !wi) {
         *why = "its input or weight is not quantized";
         return NULL;
     }
@@ -778,13 +789,16 @@ static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
     /* weight zero points: one per output channel, or a scalar; an activation's one */
     int nch = w ? w->nch : 1;
     qr_tensor wz = {.dtype = w ? w->dtype : q->act_dtype, .ndim = nch > 1 ? 1 : 0, .dims = {nch}};
-    if (qr_tensor_alloc(&wz, b->e) != QR_OK)
-        return NULL;
-    for (int c = 0; c < nch; c++)
-        qr_set_i64(wz.data, wz.dtype, c, w ? w->zero[c] : bs->qp.zero);
-    snprintf(name, sizeof name, "%s_w_zero_point", acc->name);
-    qr_value *wzv = qr_plan_const(b->d, name, &wz);
-    qr_tensor_free(&wz);
+    qr_value *wzv = bd ? bd->zero : NULL;
+    if (!bd) {
+        if (qr_tensor_alloc(&wz, b->e) != QR_OK)
+            return NULL;
+        for (int c = 0; c < nch; c++)
+            qr_set_i64(wz.data, wz.dtype, c, w ? w->zero[c] : bs->qp.zero);
+        snprintf(name, sizeof name, "%s_w_zero_point", acc->name);
+        wzv = qr_plan_const(b->d, name, &wz);
+        qr_tensor_free(&wz);
+    }
     snprintf(name, sizeof name, "%s_integer", a->name);
     qr_node *n = add_node(b, conv ? "ConvInteger" : "MatMulInteger", name, 4, acc);
     if (!n)
