@@ -974,6 +974,22 @@ static int uniform_zero_point(const qr_tensor *zp, int64_t count)
     return 1;
 }
 
+/* Whether zp holds one zero point per row of a [..., M, K] (the rows of all its matrices): 1-D of M
+ * for a matrix, or a's shape with the last dim 1 (DynamicQuantizeRows's zero points). */
+static int per_row_zero_points(const qr_tensor *a, const qr_tensor *zp)
+{
+    if (!zp || a->ndim < 2 || qr_tensor_numel(zp) < 2)
+        return 0;
+    if (zp->ndim == 1)
+        return a->ndim == 2 && zp->dims[0] == a->dims[0];
+    if (zp->ndim != a->ndim || zp->dims[zp->ndim - 1] != 1)
+        return 0;
+    for (int d = 0; d + 1 < a->ndim; d++)
+        if (zp->dims[d] != a->dims[d])
+            return 0;
+    return 1;
+}
+
 /* The microkernel when this CPU has one and each operand has one zero point (p: the product's
  * shapes), else NULL (the caller's portable int32 path): a zero point per row or column would
  * need a correction per element. */
@@ -987,6 +1003,32 @@ static qr_igemm_rc_fn mmq_kernel(const mm_plan *p, const qr_tensor *azp, const q
 static int64_t zero_point(const qr_tensor *zp)
 {
     return zp && qr_tensor_numel(zp) ? get_int(zp->data, zp->dtype, 0) : 0;
+}
+
+/* MatMulInteger with a zero point per row of u8 A (the dynamic recipes' per-row activations) and
+ * s8 B of zero point 0: the product with zero point 0 on the microkernel, then row r's zero point
+ * times each column's sum of B taken off, wrapped as the sum would wrap:
+ * sum (a - z_r) w = sum a w - z_r sum w. */
+static qr_status matmulint_rows(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, const qr_tensor *a,
+                                const qr_tensor *azp, const qr_tensor *b, int32_t *acc)
+{
+    int64_t kd = b->dims[0], nn = b->dims[1], rows = kd ? qr_tensor_numel(a) / kd : 0;
+    if (mmq_run(k, p, fn, a, 0, b, 0, qr_kinput_const(k, 1), acc, NULL, NULL) != QR_OK)
+        return QR_ERR;
+    uint32_t *colsum = qr_kwork(k, nn, 1, sizeof *colsum, "column sums of B");
+    if (!colsum)
+        return QR_ERR;
+    const int8_t *bd = b->data;
+    memset(colsum, 0, sizeof *colsum * (size_t)nn);
+    for (int64_t q = 0; q < kd; q++)
+        for (int64_t j = 0; j < nn; j++)
+            colsum[j] += (uint32_t)(int32_t)bd[q * nn + j];
+    for (int64_t i = 0; i < rows; i++) {
+        uint32_t z = (uint32_t)get_int(azp->data, azp->dtype, i), *ci = (uint32_t *)acc + i * nn;
+        for (int64_t j = 0; j < nn; j++)
+            ci[j] -= z * colsum[j];
+    }
+    return QR_OK;
 }
 
 static qr_status matmulint_run(qr_kctx *k)
@@ -1008,6 +1050,12 @@ static qr_status matmulint_run(qr_kctx *k)
                                   qr_kinput_const(k, 1) && (!azp || qr_kinput_const(k, 2)));
         return mmq_run(k, &p, fn, a, zero_point(azp), b, zero_point(bzp), qr_kinput_const(k, 1), k->out[0]->data,
                        NULL, NULL);
+    }
+    if (a->dtype == QR_U8 && b->dtype == QR_I8 && b->ndim == 2 && a->dims[a->ndim - 1] == b->dims[0] &&
+        per_row_zero_points(a, azp) && all_zero(bzp) && p.kd > 0) {
+        qr_igemm_rc_fn rfn = qr_igemm_u8s8_rc();
+        if (rfn)
+            return matmulint_rows(k, &p, rfn, a, azp, b, k->out[0]->data);
     }
     if (int_operands_init(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), &p, &o) != QR_OK)
         return QR_ERR;

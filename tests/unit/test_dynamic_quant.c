@@ -1,0 +1,199 @@
+/* Run-time quantization (dynamic recipes): the runtime's DynamicQuantizeRows (domain qrl) against
+ * numpy's DynamicQuantizeLinear formula row by row, bit for bit, on rows of both signs, rows all
+ * equal, rows all 0, a one-element row and rows with NaN and infinities; and MatMulInteger with a
+ * zero point per row of A (the u8s8 microkernel's path and the general one) against numpy's
+ * integer product.
+ * NaN policy: a NaN does not widen a row's range and is quantized as 0 (to the zero point), as
+ * QuantizeLinear quantizes it here; the other values of its row are unaffected. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op.h"
+#include "tensor_io.h"
+#include "testutil.h"
+
+static char *dir;
+
+static void setup(void) { dir = tu_tmpdir(); }
+static void teardown(void) { tu_rmdir(dir); }
+
+TestSuite(dynamic_quant, .init = setup, .fini = teardown, .timeout = 120);
+
+/* One node of the op table run on inputs (ins[i] NULL: absent), its outputs allocated here. */
+static void run_op(const char *domain, const char *op, const qr_tensor **ins, int n_in, qr_tensor *outs, int n_out)
+{
+    const qr_op_def *d = qr_op_find(domain, op);
+    cr_assert(d, "%s is not in the op table", op);
+    qr_node n = {.name = "n", .op = op, .domain = domain, .opset = 17, .n_in = n_in, .n_out = n_out, .def = d};
+    qr_tensor *o[4];
+    for (int i = 0; i < n_out; i++) {
+        memset(&outs[i], 0, sizeof outs[i]);
+        o[i] = &outs[i];
+    }
+    qr_error e = {{0}};
+    qr_kctx k = {.node = &n, .opset = 17, .n_in = n_in, .n_out = n_out, .in = ins, .out = o, .err = &e};
+    cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
+    for (int i = 0; i < n_out; i++)
+        cr_assert_eq(qr_tensor_alloc(&outs[i], &e), QR_OK);
+    cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
+}
+
+static void save(const char *name, const qr_tensor *t)
+{
+    char path[1024];
+    qr_error e = {{0}};
+    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+    cr_assert_eq(qr_npy_write(path, t, &e), QR_OK, "%s", e.msg);
+}
+
+static qr_tensor load(const char *name)
+{
+    char path[1024];
+    qr_error e = {{0}};
+    qr_tensor t;
+    memset(&t, 0, sizeof t);
+    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+    cr_assert_eq(qr_npy_read(path, &t, &e), QR_OK, "%s", e.msg);
+    return t;
+}
+
+static void python(const char *code)
+{
+    char cmd[8192], *log;
+    snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 -c \"%s\"", dir, code);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
+/* numpy's DynamicQuantizeLinear, all in float32 (the ONNX reference's formula; a range of 0 has
+ * scale 1, as ONNX Runtime gives it), on each row of x's last axis: y, scale, zero as .npy. */
+static const char *const numpy_rows =
+    "import numpy as np\n"
+    "x = np.load('x.npy'); k = x.shape[-1]; r = x.reshape(-1, k)\n"
+    "with np.errstate(all='ignore'):\n"
+    "  lo = np.minimum(np.nanmin(np.where(np.isnan(r), 0, r), axis=1), np.float32(0))\n"
+    "  hi = np.maximum(np.nanmax(np.where(np.isnan(r), 0, r), axis=1), np.float32(0))\n"
+    "  s = np.where(hi == lo, np.float32(1), (hi - lo) / np.float32(255)).astype(np.float32)\n"
+    "  z = np.round(np.clip(np.float32(0) - lo / s, 0, 255)).astype(np.float32)\n"
+    "  q = np.round((r / s[:, None]).astype(np.float32))\n"
+    "  q = np.where(np.isnan(q), 0, q) + z[:, None]\n"
+    "  y = np.clip(q, 0, 255).astype(np.uint8)\n"
+    "shp = x.shape[:-1] + (1,)\n"
+    "np.save('y.npy', y.reshape(x.shape)); np.save('s.npy', s.reshape(shp)); np.save('z.npy', z.astype(np.uint8).reshape(shp))\n";
+
+Test(dynamic_quant, rows_match_numpy_bit_for_bit)
+{
+    enum { ROWS = 12, K = 37 };
+    qr_tensor x = {.dtype = QR_F32, .ndim = 3, .dims = {3, 4, K}};
+    qr_error e = {{0}};
+    cr_assert_eq(qr_tensor_alloc(&x, &e), QR_OK);
+    float *xf = x.data;
+    unsigned seed = 7;
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < K; c++) {
+            seed = seed * 1103515245u + 12345u;
+            float v = ((float)(seed >> 16 & 0xffff) / 65536.0f - 0.5f) * 8.0f; /* both signs */
+            xf[r * K + c] = r == 1   ? 2.5f                         /* all equal, positive */
+                            : r == 2 ? -0.75f                       /* all equal, negative */
+                            : r == 3 ? 0.0f                         /* 0 only: scale 1 */
+                            : r == 4 ? (c == 5 ? NAN : v)           /* a NaN */
+                            : r == 5 ? fabsf(v) + 0.5f              /* positive only: zero point 0 */
+                            : r == 6 ? -fabsf(v) - 0.5f             /* negative only: zero point 255 */
+                            : r == 7 ? (c == 0 ? 1e-30f : 0.0f)     /* a tiny range */
+                            : r == 8 ? (c == 3 ? INFINITY : v)      /* an infinity */
+                            : r == 9 ? v * 1000.0f                  /* large */
+                                     : v;
+        }
+    /* range [-128.5, 126.5]: scale 1, the zero point 128.5 and every value a tie, rounded to even */
+    for (int c = 0; c < K; c++)
+        xf[10 * K + c] = c == K - 1 ? 126.5f : (float)c - 128.5f;
+    save("x", &x);
+    python(numpy_rows);
+    const qr_tensor *ins[1] = {&x};
+    qr_tensor out[3];
+    run_op("qrl", "DynamicQuantizeRows", ins, 1, out, 3);
+    qr_tensor y = load("y"), s = load("s"), z = load("z");
+    cr_assert_eq(out[1].ndim, 3);
+    cr_assert_eq(out[1].dims[2], 1, "the scales keep the row axis as 1");
+    cr_assert_eq(memcmp(out[0].data, y.data, ROWS * K), 0, "the integers differ from numpy's");
+    for (int r = 0; r < ROWS; r++) {
+        float a = ((float *)out[1].data)[r], b = ((float *)s.data)[r];
+        cr_expect(memcmp(&a, &b, 4) == 0, "row %d: scale %.9g, numpy %.9g", r, a, b);
+        cr_expect_eq(((uint8_t *)out[2].data)[r], ((uint8_t *)z.data)[r], "row %d: zero point", r);
+    }
+    cr_expect_eq(((float *)out[1].data)[3], 1.0f, "a row of 0s has scale 1");
+    cr_expect_eq(((uint8_t *)out[0].data)[4 * K + 5], ((uint8_t *)out[2].data)[4], "NaN is quantized to the zero point");
+    /* DynamicQuantizeLinear on one row alone gives that row's bits */
+    qr_tensor row = {.dtype = QR_F32, .ndim = 1, .dims = {K}, .data = xf + 4 * K};
+    const qr_tensor *rin[1] = {&row};
+    qr_tensor dq[3];
+    run_op("", "DynamicQuantizeLinear", rin, 1, dq, 3);
+    cr_expect_eq(memcmp(dq[0].data, (uint8_t *)out[0].data + 4 * K, K), 0);
+    cr_expect_eq(*(float *)dq[1].data, ((float *)out[1].data)[4]);
+    for (int i = 0; i < 3; i++) {
+        qr_tensor_free(&out[i]);
+        qr_tensor_free(&dq[i]);
+    }
+    qr_tensor_free(&x);
+    qr_tensor_free(&y);
+    qr_tensor_free(&s);
+    qr_tensor_free(&z);
+}
+
+/* acc = (A - z_row) B over int64 in numpy, for A u8 [2, 5, K] with zero points [2, 5, 1] and for a
+ * matrix A [M, K] with 1-D zero points; B s8 [K, N] (the microkernel's path) and u8 (the general). */
+static void check_matmul(qr_dtype bt, int matrix)
+{
+    enum { K = 19, N = 21 };
+    int64_t rows = matrix ? 7 : 10;
+    qr_tensor a = {.dtype = QR_U8, .ndim = matrix ? 2 : 3}, z = {.dtype = QR_U8, .ndim = matrix ? 1 : 3};
+    if (matrix) {
+        a.dims[0] = rows, a.dims[1] = K;
+        z.dims[0] = rows;
+    } else {
+        a.dims[0] = 2, a.dims[1] = 5, a.dims[2] = K;
+        z.dims[0] = 2, z.dims[1] = 5, z.dims[2] = 1;
+    }
+    qr_tensor b = {.dtype = bt, .ndim = 2, .dims = {K, N}};
+    qr_error e = {{0}};
+    cr_assert_eq(qr_tensor_alloc(&a, &e), QR_OK);
+    cr_assert_eq(qr_tensor_alloc(&z, &e), QR_OK);
+    cr_assert_eq(qr_tensor_alloc(&b, &e), QR_OK);
+    unsigned seed = 3;
+    for (int64_t i = 0; i < rows * K; i++)
+        ((uint8_t *)a.data)[i] = (uint8_t)((seed = seed * 1103515245u + 12345u) >> 16);
+    for (int64_t i = 0; i < rows; i++)
+        ((uint8_t *)z.data)[i] = (uint8_t)(i == 0 ? 0 : i == 1 ? 255 : (seed = seed * 1103515245u + 12345u) >> 16);
+    for (int64_t i = 0; i < K * N; i++)
+        ((uint8_t *)b.data)[i] = (uint8_t)((seed = seed * 1103515245u + 12345u) >> 16);
+    save("a", &a);
+    save("za", &z);
+    save("b", &b);
+    python("import numpy as np\n"
+           "a = np.load('a.npy').astype(np.int64); z = np.load('za.npy').astype(np.int64)\n"
+           "z = z.reshape(a.shape[:-1] + (1,))\n"
+           "np.save('acc.npy', ((a - z) @ np.load('b.npy').astype(np.int64)).astype(np.int32))\n");
+    const qr_tensor *ins[4] = {&a, &b, &z, NULL};
+    qr_tensor out[1];
+    run_op("", "MatMulInteger", ins, 3, out, 1);
+    qr_tensor want = load("acc");
+    cr_assert_eq(qr_tensor_numel(&out[0]), rows * N);
+    cr_expect_eq(memcmp(out[0].data, want.data, (size_t)(rows * N) * 4), 0, "B %s, A %s: the accumulators differ",
+                 qr_dtype_name(bt), matrix ? "a matrix, 1-D zero points" : "batched, zero points [..., 1]");
+    qr_tensor_free(&out[0]);
+    qr_tensor_free(&want);
+    qr_tensor_free(&a);
+    qr_tensor_free(&z);
+    qr_tensor_free(&b);
+}
+
+Test(dynamic_quant, matmul_integer_takes_a_zero_point_per_row)
+{
+    check_matmul(QR_I8, 0);
+    check_matmul(QR_I8, 1);
+    check_matmul(QR_U8, 0);
+    check_matmul(QR_U8, 1);
+}
