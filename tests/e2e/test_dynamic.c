@@ -1,0 +1,238 @@
+/* Dynamic quantization end to end (QRL-H item 4): recipes/int8-dynamic.qrl (activations
+ * quantized at run time per row, per token) and int8-dynamic-tensor.qrl (per tensor) through the
+ * qrl command, on the small torch.onnx encoder (BERT layout) and decoder (GPT layout) of
+ * tools/make_transformer_models.py. The oracles are independent of QRL: PyTorch's f32 outputs
+ * and its quantize_dynamic's on samples never used to calibrate, ONNX Runtime on QRL's export
+ * (with its graph optimizations, and without: the ONNX definition of the file), and MAC counts
+ * derived by hand from the layer sizes. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static char *dir;
+
+static void setup(void)
+{
+    dir = tu_tmpdir();
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 '%s/tools/make_transformer_models.py' '%s' 2>&1 && cd '%s' && /usr/bin/python3 -c "
+             "\"import numpy as np\nfor m in ('bert', 'gpt'):\n  x = np.load(m + '_test.npy')\n"
+             "  for i in range(len(x)): np.save('%%s_one_%%d.npy' %% (m, i), x[i:i + 1])\"",
+             tu_root(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
+static void teardown(void)
+{
+    tu_rmdir(dir);
+}
+
+TestSuite(dynamic, .init = setup, .fini = teardown, .timeout = 900);
+
+static const char *const models[] = {"bert", "gpt"};
+static const char *const recipes[] = {"int8-dynamic", "int8-dynamic-tensor"}; /* per row, per tensor */
+
+#define NTEST 16 /* test samples (make_transformer_models.py) */
+
+/* qrl quantize MODEL with recipes/RECIPE.qrl: DIR/MODEL.RECIPE.onnx, .json (report), .txt (integer
+ * graph); the log (malloc'd), exit status in *rc. */
+static char *quantize(const char *model, const char *recipe, int *rc)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize '%s/%s.onnx' --recipe recipes/%s.qrl --calib '%s/%s_calib.npy' "
+             "-o '%s/%s.%s.onnx' --report '%s/%s.%s.json' --int-graph '%s/%s.%s.txt'",
+             tu_root(), tu_qrl(), dir, model, recipe, dir, model, dir, model, recipe, dir, model, recipe, dir, model,
+             recipe);
+    *rc = tu_run(cmd, &log);
+    return log;
+}
+
+static double report_number(const char *model, const char *recipe, const char *key)
+{
+    char path[1024], pat[128];
+    snprintf(path, sizeof path, "%s/%s.%s.json", dir, model, recipe);
+    char *r = tu_slurp(path);
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *s = strstr(r, pat);
+    double v = -1;
+    cr_assert(s && sscanf(s + strlen(pat), "%lf", &v) == 1, "%s has no %s", path, key);
+    free(r);
+    return v;
+}
+
+/* SQNR in dB of test against ref (numpy, over all elements; test reshaped to ref's shape). */
+static double npy_sqnr(const char *ref, const char *test)
+{
+    char cmd[2048], *log;
+    double db = 0;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; r = np.load('%s').astype(np.float64); "
+             "t = np.load('%s').astype(np.float64).reshape(r.shape); "
+             "print(10 * np.log10((r * r).sum() / ((r - t) ** 2).sum()))\"",
+             ref, test);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(sscanf(log, "%lf", &db) == 1, "%s", log);
+    free(log);
+    return db;
+}
+
+/* The recipe's integer graph on the test samples, one at a time as ORT runs them (a per-tensor
+ * range depends on the batch; the decoder takes batches of one), quantizing in memory each time:
+ * DIR/MODEL.RECIPE.qrl.npy, the outputs stacked. */
+static void qrl_int_outputs(const char *model, const char *recipe)
+{
+    char cmd[4096], *log;
+    for (int i = 0; i < NTEST; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && '%s' run '%s/%s.onnx' --recipe recipes/%s.qrl --calib '%s/%s_calib.npy' "
+                 "-i '%s/%s_one_%d.npy' -o '%s/%s.%s.qrl_%d'",
+                 tu_root(), tu_qrl(), dir, model, recipe, dir, model, dir, model, i, dir, model, recipe, i);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import numpy as np, os\nouts = []\nfor i in range(%d):\n"
+             "  d = '%s.%s.qrl_%%d' %% i\n  outs.append(np.load(os.path.join(d, os.listdir(d)[0])))\n"
+             "np.save('%s.%s.qrl.npy', np.concatenate(outs))\"",
+             dir, NTEST, model, recipe, model, recipe);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
+/* ONNX Runtime on the export, the test samples one at a time: DIR/MODEL.RECIPE.ort[_plain]/0.npy.
+ * plain: without graph optimizations (every node as the ONNX spec defines it). */
+static void ort_outputs(const char *model, const char *recipe, int plain)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "%s node '%s/tools/ort_sqnr.js' --run '%s/%s.%s.onnx' '%s/%s.%s.ort%s' '%s/%s_test.npy'",
+             plain ? "ORT_OPT_LEVEL=disabled" : "", tu_root(), dir, model, recipe, dir, model, recipe,
+             plain ? "_plain" : "", dir, model);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
+/* Multiply-accumulates per sample of the small models (seq 8, d 32, 4 heads of 8, ff 64, 2
+ * layers): per layer Q, K, V and the output projection (4 x 8 x 32 x 32), the feed forward
+ * (2 x 8 x 32 x 64), Q.K^T and P.V (2 x 4 heads x 8 x 8 x 8); the decoder adds its LM head
+ * (8 x 32 x 50). */
+#define LAYER_MACS (4.0 * 8 * 32 * 32 + 2.0 * 8 * 32 * 64 + 2.0 * 4 * 8 * 8 * 8)
+#define BERT_MACS (2 * LAYER_MACS)
+#define GPT_MACS (2 * LAYER_MACS + 8.0 * 32 * 50)
+
+/* Every product on the integers (QRL-H: at least 95% of the MACs), attention's two-activation
+ * products included; per row the integer graph quantizes with DynamicQuantizeRows, per tensor
+ * with DynamicQuantizeLinear alone. */
+Test(dynamic, every_product_runs_on_integers_per_row_and_per_tensor)
+{
+    const double macs[] = {BERT_MACS, GPT_MACS};
+    char path[1024];
+    for (int m = 0; m < 2; m++)
+        for (int r = 0; r < 2; r++) {
+            int rc;
+            char *log = quantize(models[m], recipes[r], &rc);
+            cr_assert_eq(rc, 0, "%s %s: %s", models[m], recipes[r], log);
+            double total = report_number(models[m], recipes[r], "macs_per_sample"),
+                   ints = report_number(models[m], recipes[r], "macs_int_per_sample");
+            cr_expect_float_eq(total, macs[m], 0.5, "%s: %.0f MACs per sample, by hand %.0f", models[m], total,
+                               macs[m]);
+            cr_expect_geq(ints, 0.95 * total, "%s %s: %.0f of %.0f MACs in integers\n%s", models[m], recipes[r], ints,
+                          total, log);
+            cr_log_info("%s %s: %.1f%% of MACs in integers", models[m], recipes[r], 100 * ints / total);
+            snprintf(path, sizeof path, "%s/%s.%s.txt", dir, models[m], recipes[r]);
+            char *ig = tu_slurp(path);
+            cr_expect_eq(strstr(ig, "DynamicQuantizeRows(") != NULL, r == 0, "%s %s: per %s, the integer graph %s",
+                         models[m], recipes[r], r == 0 ? "row" : "tensor",
+                         r == 0 ? "has no DynamicQuantizeRows" : "quantizes rows");
+            cr_expect(strstr(ig, "MatMulInteger("), "%s %s: no MatMulInteger", models[m], recipes[r]);
+            free(ig);
+            free(log);
+        }
+}
+
+/* QRL-H's target: output SQNR on samples never used to calibrate, against PyTorch's f32 outputs,
+ * at least PyTorch quantize_dynamic's minus 0.5 dB; the integer graph and ONNX Runtime on the
+ * export (with its own fusions: the per-tensor export's groups become DynamicQuantizeMatMul). */
+Test(dynamic, sqnr_at_least_pytorch_dynamic)
+{
+    char ref[1024], dyn[1024], got[1024];
+    for (int m = 0; m < 2; m++) {
+        snprintf(ref, sizeof ref, "%s/%s_test_f32.npy", dir, models[m]);
+        snprintf(dyn, sizeof dyn, "%s/%s_test_torch_dynamic.npy", dir, models[m]);
+        double torch_db = npy_sqnr(ref, dyn);
+        for (int r = 0; r < 2; r++) {
+            int rc;
+            char *log = quantize(models[m], recipes[r], &rc);
+            cr_assert_eq(rc, 0, "%s", log);
+            free(log);
+            qrl_int_outputs(models[m], recipes[r]);
+            ort_outputs(models[m], recipes[r], 0);
+            snprintf(got, sizeof got, "%s/%s.%s.qrl.npy", dir, models[m], recipes[r]);
+            double qrl_db = npy_sqnr(ref, got);
+            snprintf(got, sizeof got, "%s/%s.%s.ort/0.npy", dir, models[m], recipes[r]);
+            double ort_db = npy_sqnr(ref, got);
+            cr_log_info("%s %s: QRL %.1f dB, ORT on the export %.1f dB, PyTorch quantize_dynamic %.1f dB", models[m],
+                        recipes[r], qrl_db, ort_db, torch_db);
+            cr_expect_geq(qrl_db, torch_db - 0.5, "%s %s: the integer graph gives %.1f dB, PyTorch dynamic %.1f",
+                          models[m], recipes[r], qrl_db, torch_db);
+            cr_expect_geq(ort_db, torch_db - 0.5, "%s %s: ORT on the export gives %.1f dB, PyTorch dynamic %.1f",
+                          models[m], recipes[r], ort_db, torch_db);
+        }
+    }
+}
+
+/* The export says what QRL's integer graph computes: ORT without its graph optimizations runs the
+ * file's DynamicQuantizeLinear (or the per-row formula in standard ops), DequantizeLinear and
+ * float products as ONNX defines them. They are not the same bits: the export's products are
+ * float sums of dequantized values, the integer graph's exact int32 sums scaled once, so a value
+ * differs in its last bits, and a run-time range that moves by one ulp can move a rounding by a
+ * step. The encoder's outputs agree to about 135 dB; in the decoder such steps happen and grow
+ * through its layers and LM head (about 48 dB per tensor, 51 per row, 40 for the worst sample). */
+Test(dynamic, integer_graph_agrees_with_ort_on_the_export)
+{
+    const double floor[] = {100.0, 45.0};
+    char a[1024], b[1024];
+    for (int m = 0; m < 2; m++)
+        for (int r = 0; r < 2; r++) {
+            int rc;
+            char *log = quantize(models[m], recipes[r], &rc);
+            cr_assert_eq(rc, 0, "%s", log);
+            free(log);
+            qrl_int_outputs(models[m], recipes[r]);
+            ort_outputs(models[m], recipes[r], 1);
+            snprintf(a, sizeof a, "%s/%s.%s.ort_plain/0.npy", dir, models[m], recipes[r]);
+            snprintf(b, sizeof b, "%s/%s.%s.qrl.npy", dir, models[m], recipes[r]);
+            double db = npy_sqnr(a, b);
+            cr_log_info("%s %s: QRL's integer graph against ORT without optimizations on the export: %.1f dB",
+                        models[m], recipes[r], db);
+            cr_expect_geq(db, floor[m], "%s %s: the integer graph and the export's ONNX definition differ: %.1f dB",
+                          models[m], recipes[r], db);
+        }
+}
+
+/* Run-time quantization is DynamicQuantizeLinear's formula, u8: a recipe with other activations
+ * stops with the value and the type, and writes nothing. */
+Test(dynamic, dynamic_role_needs_u8_activations)
+{
+    char path[1024], cmd[4096], out[1024], *log;
+    snprintf(path, sizeof path, "%s/i8.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("import \"calibrators.qrl\"\nimport \"patterns_dynamic.qrl\"\nrecipe i8_dynamic {\n"
+          "  activation = i8 symmetric by minmax()\n  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
+          "  use linear_dynamic\n}\n",
+          f);
+    fclose(f);
+    snprintf(out, sizeof out, "%s/i8.onnx", dir);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' quantize '%s/bert.onnx' --recipe '%s' --calib '%s/bert_calib.npy' -o '%s'",
+             tu_root(), tu_qrl(), dir, path, dir, out);
+    cr_assert_neq(tu_run(cmd, &log), 0, "%s", log);
+    cr_expect(strstr(log, "quantized at run time") && strstr(log, "u8") && strstr(log, "i8"), "%s", log);
+    cr_expect(!tu_file_exists(out), "a failed quantize wrote %s", out);
+    free(log);
+}
