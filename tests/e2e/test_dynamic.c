@@ -55,31 +55,9 @@ static char *quantize(const char *model, const char *recipe, int *rc)
 
 static double report_number(const char *model, const char *recipe, const char *key)
 {
-    char path[1024], pat[128];
+    char path[1024];
     snprintf(path, sizeof path, "%s/%s.%s.json", dir, model, recipe);
-    char *r = tu_slurp(path);
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *s = strstr(r, pat);
-    double v = -1;
-    cr_assert(s && sscanf(s + strlen(pat), "%lf", &v) == 1, "%s has no %s", path, key);
-    free(r);
-    return v;
-}
-
-/* SQNR in dB of test against ref (numpy, over all elements; test reshaped to ref's shape). */
-static double npy_sqnr(const char *ref, const char *test)
-{
-    char cmd[2048], *log;
-    double db = 0;
-    snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 -c \"import numpy as np; r = np.load('%s').astype(np.float64); "
-             "t = np.load('%s').astype(np.float64).reshape(r.shape); "
-             "print(10 * np.log10((r * r).sum() / ((r - t) ** 2).sum()))\"",
-             ref, test);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    cr_assert(sscanf(log, "%lf", &db) == 1, "%s", log);
-    free(log);
-    return db;
+    return tu_json_number(path, key);
 }
 
 /* The recipe's integer graph on the test samples, one at a time as ORT runs them (a per-tensor
@@ -164,7 +142,7 @@ Test(dynamic, sqnr_at_least_pytorch_dynamic)
     for (int m = 0; m < 2; m++) {
         snprintf(ref, sizeof ref, "%s/%s_test_f32.npy", dir, models[m]);
         snprintf(dyn, sizeof dyn, "%s/%s_test_torch_dynamic.npy", dir, models[m]);
-        double torch_db = npy_sqnr(ref, dyn);
+        double torch_db = tu_npy_sqnr(ref, dyn);
         for (int r = 0; r < 2; r++) {
             int rc;
             char *log = quantize(models[m], recipes[r], &rc);
@@ -173,9 +151,9 @@ Test(dynamic, sqnr_at_least_pytorch_dynamic)
             qrl_int_outputs(models[m], recipes[r]);
             ort_outputs(models[m], recipes[r], 0);
             snprintf(got, sizeof got, "%s/%s.%s.qrl.npy", dir, models[m], recipes[r]);
-            double qrl_db = npy_sqnr(ref, got);
+            double qrl_db = tu_npy_sqnr(ref, got);
             snprintf(got, sizeof got, "%s/%s.%s.ort/0.npy", dir, models[m], recipes[r]);
-            double ort_db = npy_sqnr(ref, got);
+            double ort_db = tu_npy_sqnr(ref, got);
             cr_log_info("%s %s: QRL %.1f dB, ORT on the export %.1f dB, PyTorch quantize_dynamic %.1f dB", models[m],
                         recipes[r], qrl_db, ort_db, torch_db);
             cr_expect_geq(qrl_db, torch_db - 0.5, "%s %s: the integer graph gives %.1f dB, PyTorch dynamic %.1f",
@@ -207,7 +185,7 @@ Test(dynamic, integer_graph_agrees_with_ort_on_the_export)
             ort_outputs(models[m], recipes[r], 1);
             snprintf(a, sizeof a, "%s/%s.%s.ort_plain/0.npy", dir, models[m], recipes[r]);
             snprintf(b, sizeof b, "%s/%s.%s.qrl.npy", dir, models[m], recipes[r]);
-            double db = npy_sqnr(a, b);
+            double db = tu_npy_sqnr(a, b);
             cr_log_info("%s %s: QRL's integer graph against ORT without optimizations on the export: %.1f dB",
                         models[m], recipes[r], db);
             cr_expect_geq(db, floor[m], "%s %s: the integer graph and the export's ONNX definition differ: %.1f dB",

@@ -43,31 +43,9 @@ static char *quantize(const char *model, const char *recipe, int *rc)
 /* A number the report JSON holds under key. */
 static double report_number(const char *model, const char *key)
 {
-    char path[1024], pat[128];
+    char path[1024];
     snprintf(path, sizeof path, "%s/%s.json", dir, model);
-    char *r = tu_slurp(path);
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *s = strstr(r, pat);
-    double v = -1;
-    cr_assert(s && sscanf(s + strlen(pat), "%lf", &v) == 1, "%s has no %s", path, key);
-    free(r);
-    return v;
-}
-
-/* SQNR in dB of the outputs file against the reference file (numpy, over all elements). */
-static double npy_sqnr(const char *ref, const char *test)
-{
-    char cmd[2048], *log;
-    double db = 0;
-    snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 -c \"import numpy as np; r = np.load('%s').astype(np.float64); "
-             "t = np.load('%s').astype(np.float64).reshape(r.shape); "
-             "print(10 * np.log10((r * r).sum() / ((r - t) ** 2).sum()))\"",
-             ref, test);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    cr_assert(sscanf(log, "%lf", &db) == 1, "%s", log);
-    free(log);
-    return db;
+    return tu_json_number(path, key);
 }
 
 /* ONNX Runtime on QRL's export, on the test samples one at a time: their outputs stacked in
@@ -126,7 +104,7 @@ Test(transformer, export_runs_in_ort_close_to_pytorch_dynamic)
         snprintf(ref, sizeof ref, "%s/%s_test_f32.npy", dir, models[i]);
         snprintf(dyn, sizeof dyn, "%s/%s_test_torch_dynamic.npy", dir, models[i]);
         snprintf(got, sizeof got, "%s/%s_ort/0.npy", dir, models[i]);
-        double torch_db = npy_sqnr(ref, dyn), qrl_db = npy_sqnr(ref, got);
+        double torch_db = tu_npy_sqnr(ref, dyn), qrl_db = tu_npy_sqnr(ref, got);
         cr_log_info("%s: QRL int8 export in ORT %.1f dB, PyTorch quantize_dynamic %.1f dB", models[i], qrl_db,
                     torch_db);
         cr_expect_geq(qrl_db, floor[i], "%s: the export gives %.1f dB on the test samples (PyTorch dynamic %.1f)",
@@ -152,7 +130,7 @@ Test(transformer, integer_graph_agrees_with_ort_on_the_export)
     free(log);
     snprintf(a, sizeof a, "%s/bert_ort/0.npy", dir);
     snprintf(b, sizeof b, "%s/qrl_out/y.npy", dir);
-    double db = npy_sqnr(a, b);
+    double db = tu_npy_sqnr(a, b);
     cr_expect_geq(db, 55.0, "QRL's integer graph and the ONNX definition of the same export differ: %.1f dB", db);
 }
 

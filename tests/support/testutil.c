@@ -198,6 +198,33 @@ char *tu_slurp(const char *path)
     return s;
 }
 
+double tu_json_number(const char *path, const char *key)
+{
+    char pat[256];
+    char *r = tu_slurp(path);
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *s = strstr(r, pat);
+    double v = -1;
+    cr_assert(s && sscanf(s + strlen(pat), "%lf", &v) == 1, "%s has no %s", path, key);
+    free(r);
+    return v;
+}
+
+double tu_npy_sqnr(const char *ref, const char *test)
+{
+    char cmd[4096], *log;
+    double db = 0;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; r = np.load('%s').astype(np.float64); "
+             "t = np.load('%s').astype(np.float64).reshape(r.shape); "
+             "print(10 * np.log10((r * r).sum() / ((r - t) ** 2).sum()))\"",
+             ref, test);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(sscanf(log, "%lf", &db) == 1, "%s", log);
+    free(log);
+    return db;
+}
+
 char *tu_slurp_root(const char *rel)
 {
     char path[1024];

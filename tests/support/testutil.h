@@ -30,6 +30,12 @@ int tu_file_exists(const char *path);
  * a path relative to the project root. */
 char *tu_slurp(const char *path);
 char *tu_slurp_root(const char *rel);
+/* The number a JSON file (a report, qparams) holds under "key": its first occurrence; the test
+ * fails without one. */
+double tu_json_number(const char *path, const char *key);
+/* SQNR in dB of the .npy test against the .npy ref, computed by numpy over all elements (test
+ * reshaped to ref's shape): 10 log10(sum ref^2 / sum (ref - test)^2). */
+double tu_npy_sqnr(const char *ref, const char *test);
 /* Count of files in dir (non-recursive, . and .. excluded). */
 int tu_count_files(const char *dir);
 
