@@ -401,15 +401,22 @@ static qr_status dynquant_infer(qr_kctx *k)
 /* DynamicQuantizeLinear's scale and zero point for n values (ONNX's formula, as ONNX Runtime computes
  * it): NaN does not widen the range, which holds 0, so it is empty only for values all 0: scale 1 then
  * (the spec's 0 would divide by 0). The zero point is clamped to [0, 255], then rounded half to even. */
-static void dynquant_params(const float *x, int64_t n, float *scale, int64_t *zp)
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void dynquant_range(const float *x, int64_t n,
+                                                                                     float *lo_out, float *hi_out)
 {
     float lo = 0, hi = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (x[i] < lo)
-            lo = x[i];
-        if (x[i] > hi)
-            hi = x[i];
+    for (int64_t i = 0; i < n; i++) { /* a NaN keeps the bound: what minps and maxps do */
+        lo = x[i] < lo ? x[i] : lo;
+        hi = x[i] > hi ? x[i] : hi;
     }
+    *lo_out = lo;
+    *hi_out = hi;
+}
+
+static void dynquant_params(const float *x, int64_t n, float *scale, int64_t *zp)
+{
+    float lo, hi;
+    dynquant_range(x, n, &lo, &hi);
     *scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
     float zpf = 0.0f - lo / *scale;
     zpf = zpf < 0 ? 0 : zpf > 255 ? 255 : zpf;
@@ -420,8 +427,7 @@ static void dynquant_params(const float *x, int64_t n, float *scale, int64_t *zp
  * point), as QuantizeLinear does here. */
 static void dynquant_values(const float *x, int64_t n, float scale, int64_t zp, uint8_t *y)
 {
-    for (int64_t i = 0; i < n; i++)
-        y[i] = (uint8_t)saturate_round(x[i] / scale, zp, 0, 255);
+    quantize_f32_8bit(x, y, 1, n, scale, (float)zp, 0, 255); /* saturate_round's bits, vectorized */
 }
 
 static qr_status dynquant_run(qr_kctx *k)
@@ -458,19 +464,34 @@ static qr_status dynrows_infer(qr_kctx *k)
     return QR_OK;
 }
 
+typedef struct dynrows_job {
+    const float *x;
+    float *scale;
+    uint8_t *y, *zero;
+    int64_t cols;
+} dynrows_job;
+
+static void dynrows_part(void *arg, int64_t r0, int64_t r1)
+{
+    const dynrows_job *j = arg;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t zp;
+        dynquant_params(j->x + r * j->cols, j->cols, &j->scale[r], &zp);
+        dynquant_values(j->x + r * j->cols, j->cols, j->scale[r], zp, j->y + r * j->cols);
+        j->zero[r] = (uint8_t)zp;
+    }
+}
+
 static qr_status dynrows_run(qr_kctx *k)
 {
     const qr_tensor *x = k->in[0];
     int64_t cols = x->dims[x->ndim - 1], rows = cols > 0 ? qr_tensor_numel(x) / cols : qr_tensor_numel(k->out[1]);
-    const float *xf = x->data;
-    float *scale = k->out[1]->data;
-    uint8_t *y = k->out[0]->data, *zero = k->out[2]->data;
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t zp;
-        dynquant_params(xf + r * cols, cols, &scale[r], &zp);
-        dynquant_values(xf + r * cols, cols, scale[r], zp, y + r * cols);
-        zero[r] = (uint8_t)zp;
+    dynrows_job j = {x->data, k->out[1]->data, k->out[0]->data, k->out[2]->data, cols};
+    if (cols == 0) { /* empty rows: scale 1, zero point 0, as an all-zero row */
+        dynrows_part(&j, 0, rows);
+        return QR_OK;
     }
+    qr_parallel_for(k->pool, rows, 8, dynrows_part, &j); /* rows are independent: the same bits on any split */
     return QR_OK;
 }
 
