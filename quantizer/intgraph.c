@@ -686,9 +686,7 @@ static const dyn_ints *dynamic_ints(builder *b, int v)
         n->out[k] = o[k], o[k]->producer = n;
     c->in[0] = o[2];
     qr_node_add_attr_i(b->d, c, "to", 6); /* ONNX's INT32 */
-    *di = (dyn_ints){o[0], o[1], o[2], z32};
-    runs_as(b, v, "quantized at run time, %s", rows ? "per row (DynamicQuantizeRows)" : "per tensor "
-                                                                                        "(DynamicQuantizeLinear)");
+    *di = (dyn_ints){o[0], o[1], o[2], z32}; /* v's runs_as stays its producer's (a match's kernel, for MACs) */
     return di;
 }
 

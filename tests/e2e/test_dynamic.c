@@ -214,3 +214,38 @@ Test(dynamic, dynamic_role_needs_u8_activations)
     cr_expect(!tu_file_exists(out), "a failed quantize wrote %s", out);
     free(log);
 }
+
+/* A Linear reading another Linear's output directly: the first one's output is the second one's
+ * dynamic input, and both count as integer MACs (the input's run-time quantization does not
+ * hide its producer's kernel). */
+Test(dynamic, back_to_back_linears_both_count)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper as h, numpy_helper as nh, "
+             "TensorProto as T\nr = np.random.default_rng(1)\n"
+             "w = [nh.from_array(r.normal(size=s).astype(np.float32), n) for n, s in "
+             "(('w1', (8, 16)), ('b1', (16,)), ('w2', (16, 4)), ('b2', (4,)))]\n"
+             "n = [h.make_node('MatMul', ['x', 'w1'], ['m1']), h.make_node('Add', ['m1', 'b1'], ['h']), "
+             "h.make_node('MatMul', ['h', 'w2'], ['m2']), h.make_node('Add', ['m2', 'b2'], ['y'])]\n"
+             "g = h.make_graph(n, 'g', [h.make_tensor_value_info('x', T.FLOAT, ['N', 3, 8])], "
+             "[h.make_tensor_value_info('y', T.FLOAT, ['N', 3, 4])], w)\n"
+             "onnx.save(h.make_model(g, opset_imports=[h.make_opsetid('', 17)]), 'two.onnx')\n"
+             "np.save('two_calib.npy', r.normal(size=(8, 3, 8)).astype(np.float32))\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    for (int r = 0; r < 2; r++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && '%s' quantize '%s/two.onnx' --recipe recipes/%s.qrl --calib '%s/two_calib.npy' "
+                 "-o '%s/two.%s.onnx' --report '%s/two.%s.json'",
+                 tu_root(), tu_qrl(), dir, recipes[r], dir, dir, recipes[r], dir, recipes[r]);
+        int rc = tu_run(cmd, &log);
+        cr_assert_eq(rc, 0, "%s", log);
+        double total = report_number("two", recipes[r], "macs_per_sample"),
+               ints = report_number("two", recipes[r], "macs_int_per_sample");
+        cr_expect_float_eq(total, 3.0 * 8 * 16 + 3.0 * 16 * 4, 0.5, "%.0f MACs per sample", total);
+        cr_expect_float_eq(ints, total, 0.5, "%s: %.0f of %.0f MACs in integers\n%s", recipes[r], ints, total, log);
+        free(log);
+    }
+}
