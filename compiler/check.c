@@ -310,6 +310,7 @@ static void collect(ctx *c, qc_file *f)
         case QL_PATTERN: k = QC_SYM_PATTERN; break;
         case QL_AFFINE: k = QC_SYM_AFFINE; break;
         case QL_RECIPE: k = QC_SYM_RECIPE; break;
+        case QL_TRANSFORM: k = QC_SYM_TRANSFORM; break;
         default: continue;
         }
         if (!n->name)
@@ -402,6 +403,7 @@ int qc_check(qc_unit *u)
         case QC_SYM_PATTERN: chk_pattern(&c, s); break;
         case QC_SYM_AFFINE: chk_affine(&c, s); break;
         case QC_SYM_RECIPE: chk_recipe(&c, s); break;
+        case QC_SYM_TRANSFORM: chk_transform(&c, s); break;
         default: break;
         }
     }

@@ -18,6 +18,7 @@ typedef enum qc_symkind {
     QC_SYM_PATTERN,
     QC_SYM_AFFINE,     /* named by its op */
     QC_SYM_RECIPE,
+    QC_SYM_TRANSFORM,
     QC_SYM_PARAM,      /* of a fn, kernel or calibrator */
     QC_SYM_LOCAL,      /* let / var */
     QC_SYM_LOOP,       /* for variable */

@@ -1032,8 +1032,10 @@ static const qc_type *name_expr(ctx *c, ql_node *n)
     case QC_SYM_CALIBRATOR:
     case QC_SYM_PATTERN:
     case QC_SYM_RECIPE:
+    case QC_SYM_TRANSFORM:
         chk_err(c, n, "'%s' is a %s, not a value", n->name,
-            s->kind == QC_SYM_CALIBRATOR ? "calibrator" : s->kind == QC_SYM_PATTERN ? "pattern" : "recipe");
+            s->kind == QC_SYM_CALIBRATOR ? "calibrator" : s->kind == QC_SYM_PATTERN ? "pattern"
+            : s->kind == QC_SYM_TRANSFORM ? "transform" : "recipe");
         return set_type(n, &qc_error);
     case QC_SYM_CONST:
         if (!s->type) {

@@ -94,6 +94,7 @@ int chk_block(ctx *c, ql_node *b); /* returns 1 when the block always ends in re
 void chk_function(ctx *c, qc_sym *s);
 void chk_calibrator(ctx *c, qc_sym *s);
 void chk_pattern(ctx *c, qc_sym *s);
+void chk_transform(ctx *c, qc_sym *s);
 void chk_affine(ctx *c, qc_sym *s);
 void chk_recipe(ctx *c, qc_sym *s);
 void chk_const_item(ctx *c, qc_sym *s);

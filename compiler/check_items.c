@@ -593,10 +593,87 @@ void chk_pattern(ctx *c, qc_sym *s)
             pattern_roles(c, k);
         else if (k->kind == QL_LOWER)
             pattern_lower(c, s, k, &lower);
+        else if (k->kind == QL_FN)
+            chk_err_decl(c, k, "a pattern has no functions ('%s'); a transform has one, scale", k->name);
     }
     pattern_conventions(c, n);
     if (match && !lower)
         chk_err_decl(c, n, "pattern '%s' has no lower clause (which kernel runs it)", s->name);
+    chk_pop_scope(c);
+}
+
+/* scale(act: f64, weight: f64) -> f64: the one function of transform s. */
+static void transform_scale(ctx *c, qc_sym *s, ql_node *fn)
+{
+    static const char *const want[2] = {"act", "weight"};
+    scope fs;
+    chk_push_scope(c, &fs);
+    c->nlocals = 0;
+    c->fn = NULL;
+    c->w = W_CONST;
+    params(c, fn->a, 0, "scale");
+    int ok = !strcmp(fn->name, "scale") && fn->a && fn->a->nkids == 2;
+    for (int i = 0; ok && i < 2; i++)
+        ok = !strcmp(fn->a->kids[i]->name, want[i]) && fn->a->kids[i]->type && fn->a->kids[i]->type->k == QC_F64;
+    const qc_type *rt = fn->b ? chk_type(c, fn->b) : &qc_void;
+    if (!ok || rt->k != QC_F64)
+        chk_err_decl(c, fn, "transform '%s' has one function, scale(act: f64, weight: f64) -> f64: the factor channel j "
+            "of the matched value is divided by, from its largest |value| (act) and its readers' largest |weight| "
+            "in row j (weight)", s->name);
+    c->w = W_FN;
+    c->ret = &qc_f64;
+    int returns = chk_block(c, fn->c);
+    if (!returns) {
+        ql_span end = fn->c->span;
+        end.start = end.end > 0 ? end.end - 1 : 0;
+        ql_error(c->d, end, "missing return at the end of scale (it returns f64)");
+    }
+    c->ret = NULL;
+    chk_pop_scope(c);
+}
+
+/* A transform: a match (as a pattern's, without roles or lowerings) whose root value is rescaled,
+ * parameters a recipe sets (numbers and bools), and scale(act, weight). The match's where clauses
+ * cannot read the parameters (they run while matching, before a recipe's values exist). */
+void chk_transform(ctx *c, qc_sym *s)
+{
+    ql_node *n = s->decl;
+    scope ms;
+    chk_push_scope(c, &ms);
+    c->w = W_PATTERN;
+    ql_node *match = NULL, *fn = NULL;
+    for (int i = 0; i < n->nkids; i++) {
+        ql_node *k = n->kids[i];
+        if (k->kind == QL_MATCH) {
+            if (match)
+                chk_err(c, k, "transform '%s' has two match clauses; list several nodes in one: match { ... }", s->name);
+            else
+                pattern_match(c, s, match = k);
+        } else if (k->kind == QL_WHERE) {
+            chk_convert(c, k->a, chk_expr(c, k->a, &qc_bool), &qc_bool, "a where clause");
+        } else if (k->kind == QL_FN) {
+            if (fn)
+                chk_err_decl(c, k, "transform '%s' has two functions; it has one, scale", s->name);
+            else
+                fn = k;
+        } else {
+            chk_err(c, k, "a transform has match, where and scale clauses, not %s",
+                k->kind == QL_QUANTIZE ? "quantize" : k->kind == QL_LOWER ? "lower" : k->name ? k->name : "this");
+        }
+    }
+    if (!match)
+        chk_err_decl(c, n, "transform '%s' has no match clause (which value it rescales)", s->name);
+    chk_pop_scope(c);
+    scope ps;
+    chk_push_scope(c, &ps);
+    c->cal = n; /* its parameters are read from the recipe's values, as a calibrator's */
+    c->w = W_CONST;
+    params(c, n->a, 1, "a transform");
+    if (fn)
+        transform_scale(c, s, fn);
+    else
+        chk_err_decl(c, n, "transform '%s' has no scale function: scale(act: f64, weight: f64) -> f64 { ... }", s->name);
+    c->cal = NULL;
     chk_pop_scope(c);
 }
 
@@ -760,11 +837,37 @@ static void qspec(ctx *c, ql_node *setting, int kind)
     }
 }
 
+/* transform = NAME or NAME(args): a transform, its arguments checked against its parameters. */
+static void recipe_transform(ctx *c, ql_node *k)
+{
+    ql_node *cl = k->a;
+    ql_node *fname = cl->kind == QL_CALL ? cl->a : cl;
+    qc_sym *ts = fname->kind == QL_NAME ? chk_lookup(c, fname, fname->name, 1) : NULL;
+    if (fname->kind != QL_NAME) {
+        chk_err(c, cl, "transform names a transform: transform = smoothquant(alpha = 0.5)");
+        return;
+    }
+    if (!ts)
+        return;
+    if (ts->kind != QC_SYM_TRANSFORM) {
+        chk_err(c, fname, "'%s' is not a transform", fname->name);
+        return;
+    }
+    fname->sym = ts;
+    if (cl->kind == QL_CALL) {
+        char what[160];
+        snprintf(what, sizeof what, "transform '%s'", ts->name);
+        c->w = W_CONST;
+        chk_args(c, cl, what, ts->decl->a);
+        c->w = W_RECIPE;
+    }
+}
+
 void chk_recipe(ctx *c, qc_sym *s)
 {
     ql_node *n = s->decl;
     static const char *const keys[] = {"activation", "weight", "bias", "accumulate", "numerics", "fallback", "input",
-                                       "output", "tolerance", "rounding"};
+                                       "output", "tolerance", "rounding", "transform"};
     enum { NKEYS = sizeof keys / sizeof keys[0] };
     c->w = W_RECIPE;
     for (int i = 0; i < n->nkids; i++) {
@@ -803,8 +906,12 @@ void chk_recipe(ctx *c, qc_sym *s)
                 chk_err(c, k, "unknown recipe setting '%s'; did you mean '%s'?", k->name, hint);
             else
                 chk_err(c, k, "unknown recipe setting '%s' (activation, weight, bias, accumulate, numerics, fallback, input, "
-                          "output, tolerance, rounding)",
+                          "output, tolerance, rounding, transform)",
                     k->name);
+            continue;
+        }
+        if (key == 10) { /* transform = smoothquant(alpha = 0.5) */
+            recipe_transform(c, k);
             continue;
         }
         if (key == 8) { /* tolerance = 3: dB the integer graph may lose against the QDQ simulation */

@@ -21,7 +21,7 @@ enum {
     IMP_HIST_EDGE, IMP_HIST_COUNT, IMP_HIST_LO, IMP_HIST_HI, IMP_HIST_WIDTH, IMP_HIST_BINS, IMP_HIST_MIN, IMP_HIST_MAX, IMP_ADD_FN,
     IMP_ADD_CAL, IMP_ADD_PARAM, IMP_ADD_FN_PARAM, IMP_VALUE_RANK, IMP_VALUE_DIM, IMP_VALUE_CONST, IMP_VALUE_PRESENT, IMP_VALUE_SCALAR, IMP_VALUE_OP_IS,
     IMP_ATTR_INT, IMP_ATTR_FLOAT, IMP_ATTR_STR_IS, IMP_ATTR_INTS, IMP_ADD_PATTERN, IMP_ADD_PATTERN_VALUE, IMP_ADD_PATTERN_NODE, IMP_ADD_PATTERN_NODE_INPUT, IMP_ADD_PATTERN_LOWER, IMP_ADD_PATTERN_LOWER_ARG,
-    IMP_ADD_AFFINE, IMP_ADD_RECIPE, IMP_ADD_SETTING, IMP_ADD_SETTING_ARG, IMP_ADD_USE, IMP_SET_TILE_AXIS, IMP_TQUANTILE, IMP_SET_POINTWISE, IMP_SET_VECTOR_EPILOGUE, IMP_VALUE_DTYPE_IS, IMP_VALUE_READ_BY, IMP_VALUE_FEEDS, IMP_COUNT
+    IMP_ADD_AFFINE, IMP_ADD_RECIPE, IMP_ADD_SETTING, IMP_ADD_SETTING_ARG, IMP_ADD_USE, IMP_SET_TILE_AXIS, IMP_TQUANTILE, IMP_SET_POINTWISE, IMP_SET_VECTOR_EPILOGUE, IMP_VALUE_DTYPE_IS, IMP_VALUE_READ_BY, IMP_VALUE_FEEDS, IMP_ADD_TRANSFORM, IMP_ADD_TRANSFORM_PARAM, IMP_COUNT
 };
 
 /* Element accesses one versioned loop can prove in range (more stay checked). */
@@ -87,6 +87,7 @@ typedef struct item_fns {
     gcc_jit_function *where, *consts;               /* patterns */
     gcc_jit_function *qparams, *elem, *table;        /* affine rules */
     gcc_jit_function *fallback, *args[16];           /* recipes: args per setting (in order; at most 8) */
+    gcc_jit_function *defaults, *scale;              /* transforms (and where, of their match) */
 } item_fns;
 
 /* ---- jit.c */
@@ -134,6 +135,7 @@ void jit_calibrator(jit *j, const qc_sym *s, cal_fns *out);
 void jit_pattern_fns(jit *j, const qc_sym *s, item_fns *out);
 void jit_affine_fns(jit *j, const qc_sym *s, item_fns *out);
 void jit_recipe_fns(jit *j, const qc_sym *s, item_fns *out);
+void jit_transform_fns(jit *j, const qc_sym *s, item_fns *out);
 void jit_entry(jit *j, cal_fns *cals, item_fns *items);
 
 #endif

@@ -418,10 +418,11 @@ void jit_recipe_fns(jit *j, const qc_sym *s, item_fns *out)
         if (k->kind != QL_SETTING)
             continue;
         int at = set++;
-        if (k->a->kind != QL_QSPEC)
+        const ql_node *tcall = !strcmp(k->name, "transform") && k->a->kind == QL_CALL ? k->a : NULL;
+        if (k->a->kind != QL_QSPEC && !tcall)
             continue;
         const ql_node *q = k->a;
-        if (q->c) { /* fallback = f32 when CONDITION */
+        if (!tcall && q->c) { /* fallback = f32 when CONDITION */
             snprintf(name, sizeof name, "qrl_recipe_%s_fallback", s->name);
             gcc_jit_type *ts[3] = {j->p_rt, j->t_f64, j->t_f64};
             const char *ns[3] = {"rt", "sqnr", "output_sqnr"};
@@ -432,7 +433,7 @@ void jit_recipe_fns(jit *j, const qc_sym *s, item_fns *out)
             gcc_jit_block_end_with_return(jit_cur(&f), NULL, jit_cast(j, c, j->t_i64));
             out->fallback = f.fn;
         }
-        const ql_node *by = q->b;
+        const ql_node *by = tcall ? tcall : q->b;
         if (by && by->kind == QL_CALL && by->nkids && at < 16) {
             snprintf(name, sizeof name, "qrl_recipe_%s_%s_args", s->name, k->name);
             gcc_jit_type *ts[2] = {j->p_rt, gcc_jit_type_get_pointer(j->t_f64)};
@@ -448,6 +449,35 @@ void jit_recipe_fns(jit *j, const qc_sym *s, item_fns *out)
             out->args[at] = f.fn;
         }
     }
+}
+
+/* A transform: its match's where (as a pattern's), its parameters' defaults (as a calibrator's) and
+ * scale(rt, params, act, weight) -> f64. */
+void jit_transform_fns(jit *j, const qc_sym *s, item_fns *out)
+{
+    jit_pattern_fns(j, s, out);
+    cal_fns cf = {0};
+    cal_defaults(j, s, &cf);
+    out->defaults = cf.defaults;
+    const ql_node *fn = NULL;
+    for (int i = 0; i < s->decl->nkids; i++)
+        if (s->decl->kids[i]->kind == QL_FN)
+            fn = s->decl->kids[i];
+    if (!fn)
+        return;
+    gcc_jit_type *ts[4] = {j->p_rt, gcc_jit_type_get_pointer(j->t_i64), j->t_f64, j->t_f64};
+    const char *ns[4] = {"rt", "params", "act", "weight"};
+    char name[300];
+    snprintf(name, sizeof name, "qrl_transform_%s_scale", s->name);
+    fgen f = {.j = j, .file = s->file->src->path, .cal = s->decl, .ret = j->t_f64};
+    f.fn = out->scale = new_fn(j, name, j->t_f64, 4, ts, ns);
+    f.rt = param_rv(&f, 0);
+    f.params = param_rv(&f, 1);
+    gcc_jit_param *fparams[2] = {gcc_jit_function_get_param(f.fn, 2), gcc_jit_function_get_param(f.fn, 3)};
+    f.fparams = fparams;
+    jit_begin_body(&f, fn->c);
+    jit_stmts(&f, fn->c);
+    jit_end_body(&f);
 }
 
 /* Strings the registration passes; built in malloc'd buffers freed after use. */
@@ -522,24 +552,11 @@ static void item_loc(const qc_sym *s, char *loc, size_t cap)
     snprintf(loc, cap, "%s:%d:%d", s->file->src->path, line, col);
 }
 
-static void register_pattern(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s,
-                             const item_fns *fns)
+/* A pattern's or transform's match: its values (with their roles) and nodes, registered under
+ * its name. Returns the number of values. */
+static int register_match(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s)
 {
     const ql_node *p = s->decl;
-    const char *numerics = "";
-    long priority = -1; /* -1: its number of nodes */
-    for (int i = 0; i < s->decl->nkids; i++) {
-        const ql_node *k = s->decl->kids[i];
-        if (k->kind == QL_SETTING && !strcmp(k->name, "numerics"))
-            numerics = k->a->name;
-        if (k->kind == QL_SETTING && !strcmp(k->name, "priority"))
-            priority = (long)k->a->ival;
-    }
-    char loc[600];
-    item_loc(s, loc, sizeof loc);
-    gcc_jit_rvalue *a1[6] = {m, STR(s->name), ADDR_OR_NULL(fns->where), STR(numerics), jit_lng(j, j->t_i64, priority),
-                             STR(loc)};
-    CALL_IMP(IMP_ADD_PATTERN, 6, a1);
     const qc_sym *vals[256] = {0};
     int nv = pattern_values(p, vals, 256);
     for (int v = 0; v < nv; v++) {
@@ -596,6 +613,30 @@ static void register_pattern(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_ji
             }
         }
     }
+    return nv;
+}
+
+static void register_pattern(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s,
+                             const item_fns *fns)
+{
+    const ql_node *p = s->decl;
+    const char *numerics = "";
+    long priority = -1; /* -1: its number of nodes */
+    for (int i = 0; i < s->decl->nkids; i++) {
+        const ql_node *k = s->decl->kids[i];
+        if (k->kind == QL_SETTING && !strcmp(k->name, "numerics"))
+            numerics = k->a->name;
+        if (k->kind == QL_SETTING && !strcmp(k->name, "priority"))
+            priority = (long)k->a->ival;
+    }
+    char loc[600];
+    item_loc(s, loc, sizeof loc);
+    gcc_jit_rvalue *a1[6] = {m, STR(s->name), ADDR_OR_NULL(fns->where), STR(numerics), jit_lng(j, j->t_i64, priority),
+                             STR(loc)};
+    CALL_IMP(IMP_ADD_PATTERN, 6, a1);
+    int nv = register_match(j, b, m, imp, s);
+    const qc_sym *vals[256] = {0};
+    pattern_values(p, vals, 256);
     int k = 0; /* constants count on across lower clauses */
     for (int i = 0; i < p->nkids; i++) {
         const ql_node *lw = p->kids[i];
@@ -617,6 +658,26 @@ static void register_pattern(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_ji
             CALL_IMP(IMP_ADD_PATTERN_LOWER_ARG, 4, aa);
         }
     }
+}
+
+/* add_transform, its parameters, then its match as a pattern's (values without roles, nodes). */
+static void register_transform(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s,
+                               const item_fns *fns)
+{
+    const ql_node *t = s->decl;
+    int np = t->a ? t->a->nkids : 0;
+    char loc[600];
+    item_loc(s, loc, sizeof loc);
+    gcc_jit_rvalue *a1[7] = {m, STR(s->name), jit_lng(j, j->t_i64, np), ADDR_OR_NULL(fns->defaults),
+                             ADDR_OR_NULL(fns->where), ADDR_OR_NULL(fns->scale), STR(loc)};
+    CALL_IMP(IMP_ADD_TRANSFORM, 7, a1);
+    for (int k = 0; k < np; k++) {
+        const qc_type *pt = t->a->kids[k]->type;
+        qr_cal_param_kind pk = qc_is_float(pt) ? QR_CAL_FLOAT : pt->k == QC_BOOL ? QR_CAL_BOOL : QR_CAL_INT;
+        gcc_jit_rvalue *pa[4] = {m, STR(s->name), STR(t->a->kids[k]->name), jit_lng(j, j->t_i64, pk)};
+        CALL_IMP(IMP_ADD_TRANSFORM_PARAM, 4, pa);
+    }
+    register_match(j, b, m, imp, s);
 }
 
 static void register_affine(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s,
@@ -682,7 +743,14 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
         long mods = 0;
         const ql_node *call = NULL; /* the calibrator call whose arguments' names follow */
         const qc_sym *cs = NULL;
-        if (q->kind == QL_QSPEC) {
+        if (!strcmp(k->name, "transform") && (q->kind == QL_CALL || q->kind == QL_NAME)) {
+            /* the transform's name where a calibrator's goes; its call's arguments follow */
+            const ql_node *fname = q->kind == QL_CALL ? q->a : q;
+            cs = fname->sym;
+            cal = fname->name;
+            if (q->kind == QL_CALL)
+                call = q;
+        } else if (q->kind == QL_QSPEC) {
             qc_type_name(q->a->type ? q->a->type : &qc_error, type, sizeof type);
             mods = setting_mods(q);
             const ql_node *by = q->b;
@@ -848,6 +916,8 @@ void jit_entry(jit *j, cal_fns *cals, item_fns *items)
             register_affine(j, b, m, imp, s, &items[i]);
         else if (s->kind == QC_SYM_RECIPE)
             register_recipe(j, b, m, imp, s, &items[i]);
+        else if (s->kind == QC_SYM_TRANSFORM && items[i].defaults && items[i].scale)
+            register_transform(j, b, m, imp, s, &items[i]);
     }
     gcc_jit_block_end_with_void_return(b, NULL);
 #undef IMPF

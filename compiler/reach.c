@@ -35,7 +35,7 @@ static void walk(const qc_unit *u, const ql_node *n, unsigned char *mark)
         return;
     const qc_sym *s = n->sym;
     if (s && (s->kind == QC_SYM_FN || s->kind == QC_SYM_KERNEL || s->kind == QC_SYM_CALIBRATOR ||
-              s->kind == QC_SYM_CONST)) {
+              s->kind == QC_SYM_CONST || s->kind == QC_SYM_TRANSFORM)) {
         int i = index_of(u, s);
         if (i >= 0 && !mark[i]) {
             mark[i] = 1;

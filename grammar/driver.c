@@ -219,7 +219,8 @@ static int starts_type(ql_tok t)
 static int starts_item(ql_tok t)
 {
     return t == QL_TOK_IMPORT || t == QL_TOK_CONST || t == QL_TOK_FN || t == QL_TOK_KERNEL ||
-           t == QL_TOK_CALIBRATOR || t == QL_TOK_PATTERN || t == QL_TOK_AFFINE || t == QL_TOK_RECIPE;
+           t == QL_TOK_CALIBRATOR || t == QL_TOK_PATTERN || t == QL_TOK_AFFINE || t == QL_TOK_RECIPE ||
+           t == QL_TOK_TRANSFORM;
 }
 
 /* "unexpected X; expected A, B or C": what the parser could take instead,
@@ -245,7 +246,7 @@ void qp_syntax_error(qp_state *ps, void *parser, int major, const ql_token *t)
         want[nwant++] = ql_tok_desc((ql_tok)k);
     }
     if (item)
-        want[nwant++] = "a declaration (import, const, fn, kernel, calibrator, pattern, affine or recipe)";
+        want[nwant++] = "a declaration (import, const, fn, kernel, calibrator, pattern, transform, affine or recipe)";
     if (type)
         want[nwant++] = "a type";
     if (expr)

@@ -27,7 +27,7 @@
        CARET TILDE EQ NE LT TLT LE GT GE IMPORT CONST FN KERNEL CALIBRATOR STATE OBSERVE MERGE SOLVE
        PATTERN MATCH WHERE QUANTIZE LOWER AFFINE SAME FIXED TABLE REQUANTIZE RECIPE USE BY WHEN LET
        VAR IF ELSE FOR IN WHILE RETURN BREAK CONTINUE TRUE FALSE AND OR NOT SAT TENSOR QTYPE QPARAMS
-       HISTOGRAM BOOL I8 U8 I16 U16 I32 I64 F32 F64 ELEMENTWISE ALONG CHANNEL.
+       HISTOGRAM BOOL I8 U8 I16 U16 I32 I64 F32 F64 ELEMENTWISE ALONG CHANNEL TRANSFORM.
 
 %left OR.
 %left AND.
@@ -58,6 +58,9 @@ item(A) ::= CALIBRATOR IDENT(N) cparams(P) LBRACE citems(L) RBRACE(E).        { 
 item(A) ::= CALIBRATOR IDENT(N) cparams(P) LBRACE citems(L) citem(I) RBRACE(E). { A = qp_fix(qp_add(ps, L, I), P, NULL, NULL); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
 item(A) ::= PATTERN IDENT(N) LBRACE pitems(L) RBRACE(E).                      { A = L; L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
 item(A) ::= PATTERN IDENT(N) LBRACE pitems(L) pitem(I) RBRACE(E).             { A = qp_add(ps, L, I); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
+/* transform smoothquant(alpha: f64 = 0.5) { match ...; scale(act: f64, weight: f64) -> f64 { ... } } */
+item(A) ::= TRANSFORM IDENT(N) cparams(P) LBRACE pitems(L) RBRACE(E).          { A = qp_fix(L, P, NULL, NULL); L->kind = QL_TRANSFORM; L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
+item(A) ::= TRANSFORM IDENT(N) cparams(P) LBRACE pitems(L) pitem(I) RBRACE(E). { A = qp_fix(qp_add(ps, L, I), P, NULL, NULL); L->kind = QL_TRANSFORM; L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
 item(A) ::= AFFINE IDENT(N) affargs(L) affwhere(W) ARROW affresult(R) affbody(B). { A = qp_fix(L, R, W, B); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, R->span); }
 item(A) ::= RECIPE IDENT(N) LBRACE ritems(L) RBRACE(E).                       { A = L; L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
 item(A) ::= RECIPE IDENT(N) LBRACE ritems(L) ritem(I) RBRACE(E).              { A = qp_add(ps, L, I); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
@@ -136,6 +139,8 @@ pitem(A) ::= IDENT(K) IDENT(V).                       { A = qp_fix(qp_named(ps, 
 /* priority 3: tried before patterns of lower priority (default: its number of nodes) */
 pitem(A) ::= IDENT(K) INT(V).                         { A = qp_fix(qp_named(ps, QL_SETTING, &K, ql_span_join(K.span, V.span)), qp_tok(ps, QL_INT, &V), NULL, NULL); }
 pitem(A) ::= QUANTIZE(K) roles(L).                    { A = ql_node_extend(L, K.span); }
+/* a transform's function: scale(act: f64, weight: f64) -> f64 { ... } */
+pitem(A) ::= IDENT(N) LP params(P) RP result(R) block(B). { A = qp_fix(qp_named(ps, QL_FN, &N, B->span), P, R, B); }
 pitem(A) ::= LOWER(K) IDENT(N) ASSIGN postfix(E).     { A = qp_fix(qp_named(ps, QL_LOWER, &N, K.span), E, NULL, NULL); A->span = ql_span_join(K.span, E->span); }
 
 binds(A) ::= .                                        { A = qp_node(ps, QL_MATCH, (ql_span){0}); }
@@ -185,6 +190,7 @@ ritems(A) ::= ritems(L) error.                        { A = L; }
 
 ritem(A) ::= USE(K) names(L).                         { A = ql_node_extend(L, K.span); }
 ritem(A) ::= IDENT(N) ASSIGN expr(E).                 { A = qp_fix(qp_named(ps, QL_SETTING, &N, E->span), E, NULL, NULL); }
+ritem(A) ::= TRANSFORM(K) ASSIGN expr(E).             { A = qp_fix(qp_node(ps, QL_SETTING, ql_span_join(K.span, E->span)), E, NULL, NULL); A->name = "transform"; A->name_span = K.span; }
 ritem(A) ::= IDENT(N) ASSIGN qspec(Q).                { A = qp_fix(qp_named(ps, QL_SETTING, &N, Q->span), Q, NULL, NULL); }
 
 names(A) ::= IDENT(N).                                { A = qp_add(ps, qp_node(ps, QL_USE, N.span), qp_tok(ps, QL_NAME, &N)); }

@@ -31,6 +31,7 @@
  *   MERGE        name = the other state; c = BLOCK
  *   SOLVE        a = PARAMS; b = result type; c = BLOCK
  *   PATTERN      name; kids = MATCH, WHERE, QUANTIZE, LOWER
+ *   TRANSFORM    name; a = PARAMS; kids = MATCH, WHERE, FN (its scale function)
  *   MATCH        kids = BIND
  *   BIND         name = bound value; kids = OPCALL alternatives; a = where-predicate?
  *   OPCALL       name = ONNX op; kids = OPARG
@@ -83,7 +84,7 @@
     X(RETURN, "return") X(BREAK, "break") X(CONTINUE, "continue") X(INT, "int") X(FLOAT, "float")    \
     X(BOOL, "bool") X(STR, "str") X(NAME, "name") X(UNARY, "unary") X(BINARY, "binary")              \
     X(CALL, "call") X(NAMED_ARG, "named") X(INDEX, "index") X(FIELD, "field") X(CAST, "cast")        \
-    X(SAT, "sat") X(ELEMENTWISE, "elementwise")
+    X(SAT, "sat") X(ELEMENTWISE, "elementwise") X(TRANSFORM, "transform")
 
 typedef enum ql_kind {
 #define QL_KIND_ENUM(k, s) QL_##k,

@@ -12,6 +12,7 @@
 #include "exec.h"
 #include "intgraph.h"
 #include "match.h"
+#include "transform.h"
 #include "op.h"
 #include "ops/ops_common.h"
 #include "passes.h"
@@ -1483,15 +1484,60 @@ static qr_status fill_layers(const qr_qctx *q, qr_quantized *res)
     return QR_OK;
 }
 
+static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
+                          qr_error *e, int transformed);
+
+/* The recipe's transform on a copy of g, then the quantization of that copy, which the result
+ * keeps; the transform's notes go first. */
+static qr_status quantize_transformed(const qr_graph *g, const qr_recipe *r, const qr_tensor *calib,
+                                      const qr_quant_opts *o, qr_quantized **out, qr_error *e)
+{
+    int64_t count = calib[0].dims[0], fixed = qr_graph_fixed_batch(g);
+    if (o->calib_count > 0 && o->calib_count < count)
+        count = o->calib_count;
+    if (fixed > 1)
+        count -= count % fixed; /* whole batches (calibration says so when none is left) */
+    int batch = fixed > 0 ? (int)fixed : o->batch > 0 ? o->batch : 32;
+    qr_graph *tg = qr_graph_clone(g);
+    qr_transform_run run;
+    if (!tg)
+        return qr_errorf(e, "out of memory");
+    if (qr_transform_apply(tg, o->module, r, calib, count, batch, &run, e) != QR_OK ||
+        quantize(tg, calib, o, out, e, 1) != QR_OK) {
+        qr_transform_run_free(&run);
+        qr_graph_free(tg);
+        return QR_ERR;
+    }
+    qr_quantized *res = *out;
+    res->transformed = tg;
+    char **v = realloc(run.notes, sizeof *v * (size_t)(run.nnotes + res->nnotes + 1));
+    if (v) {
+        memcpy(v + run.nnotes, res->notes, sizeof *v * (size_t)res->nnotes);
+        free(res->notes);
+        res->notes = v;
+        res->nnotes += run.nnotes;
+        run.notes = NULL;
+        run.nnotes = 0;
+    }
+    qr_transform_run_free(&run);
+    return QR_OK;
+}
+
 qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
                       qr_error *e)
+{
+    return quantize(g, calib, o, out, e, 0);
+}
+
+static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
+                          qr_error *e, int transformed)
 {
     if (!o->from_file && check_calib(g, calib, e) != QR_OK)
         return QR_ERR;
     if (!o->from_file && g->opset < 13) {
         /* per-axis DequantizeLinear needs opset 13: quantize an upgraded copy, which the result keeps */
         qr_graph *up = qr_graph_upgraded(g, 13, e);
-        if (!up || qr_quantize(up, calib, o, out, e) != QR_OK) {
+        if (!up || quantize(up, calib, o, out, e, transformed) != QR_OK) {
             qr_graph_free(up);
             return QR_ERR;
         }
@@ -1502,6 +1548,8 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
     q.r = o->recipe ? qr_module_recipe(o->module, o->recipe) : o->module->nrecipes ? &o->module->recipes[0] : NULL;
     if (!q.r)
         return o->recipe ? qr_errorf(e, "no recipe named '%s'", o->recipe) : qr_errorf(e, "the module has no recipe");
+    if (!transformed && !o->from_file && qr_recipe_setting(q.r, "transform"))
+        return quantize_transformed(g, q.r, calib, o, out, e);
     qr_quantized *res = calloc(1, sizeof *res);
     if (res)
         res->top1_fp32 = res->top1_int8 = NAN;
@@ -1558,6 +1606,7 @@ void qr_quantized_free(qr_quantized *q)
     qr_graph_free(q->qdq);
     qr_intgraph_free(q->ig);
     qr_graph_free(q->upgraded);
+    qr_graph_free(q->transformed);
     free(q->layers);
     for (int i = 0; i < q->nnotes; i++)
         free(q->notes[i]);

@@ -79,6 +79,7 @@ typedef struct qr_quantized {
     char **notes;                                 /* nodes the recipe's rules left in f32, and why */
     int nnotes;
     qr_graph *upgraded; /* the model upgraded to opset 13 that was quantized (an older one's copy), or NULL */
+    qr_graph *transformed; /* the recipe's transform applied to the model: what was quantized, or NULL */
 } qr_quantized;
 
 /* g: an optimized fp32 graph; calib: one tensor per graph input, in input

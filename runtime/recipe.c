@@ -573,11 +573,15 @@ static void *grow1(qrl_module *m, void **v, int *n, size_t sz)
     return p + sz * (size_t)(*n)++;
 }
 
+/* A pattern, or a transform's match (names are unique across both: the checker says so). */
 static qr_pattern *find_pattern(qrl_module *m, const char *name)
 {
     for (int i = 0; i < m->npatterns; i++)
         if (!strcmp(m->patterns[i].name, name))
             return &m->patterns[i];
+    for (int i = 0; i < m->ntransforms; i++)
+        if (!strcmp(m->transforms[i].match.name, name))
+            return &m->transforms[i].match;
     m->bad = 1;
     return NULL;
 }
@@ -687,6 +691,48 @@ static void reg_affine(qrl_module *m, const char *op, int64_t ninputs, int64_t k
                          (int)in_f32,
                          loc ? loc : "",
                          cond ? cond : ""};
+}
+
+static void reg_transform(qrl_module *m, const char *name, int64_t nparams, void *defaults, void *where, void *scale,
+                          const char *loc)
+{
+    if (nparams < 0 || nparams > QRL_MAX_PARAMS || !defaults || !scale) {
+        m->bad = 1;
+        return;
+    }
+    qr_transform *t = grow1(m, (void **)&m->transforms, &m->ntransforms, sizeof *t);
+    if (!t)
+        return;
+    t->match = (qr_pattern){.name = name, .loc = loc ? loc : "", .where = (qrl_where_fn)where, .numerics = "",
+                            .priority = -1};
+    t->defaults = (qrl_cal_defaults_fn)defaults;
+    t->scale = (qrl_transform_scale_fn)scale;
+    t->max_params = (int)nparams;
+    t->params = calloc((size_t)nparams + 1, sizeof *t->params);
+    if (!t->params)
+        m->bad = 1;
+}
+
+static void reg_transform_param(qrl_module *m, const char *transform, const char *name, int64_t kind)
+{
+    for (int i = 0; i < m->ntransforms; i++) {
+        qr_transform *t = &m->transforms[i];
+        if (strcmp(t->match.name, transform) || !t->params)
+            continue;
+        if (t->nparams >= t->max_params || kind < QR_CAL_INT || kind > QR_CAL_BOOL)
+            break;
+        t->params[t->nparams++] = (qr_cal_param){name, (qr_cal_param_kind)kind};
+        return;
+    }
+    m->bad = 1;
+}
+
+const qr_transform *qr_module_transform(const qrl_module *m, const char *name)
+{
+    for (int i = 0; m && name && i < m->ntransforms; i++)
+        if (!strcmp(m->transforms[i].match.name, name))
+            return &m->transforms[i];
+    return NULL;
 }
 
 static void reg_recipe(qrl_module *m, const char *name, void *fallback, int64_t on_outputs)
@@ -821,6 +867,8 @@ static const qrl_imports imports = {
     .value_dtype_is = m_dtype_is,
     .value_read_by = m_read_by,
     .value_feeds = m_feeds,
+    .add_transform = reg_transform,
+    .add_transform_param = reg_transform_param,
 };
 
 const qrl_imports *qr_recipe_imports(void)
@@ -892,6 +940,15 @@ void qr_module_free(qrl_module *m)
         free(m->patterns[i].lowers);
     }
     free(m->patterns);
+    for (int i = 0; i < m->ntransforms; i++) {
+        qr_pattern *p = &m->transforms[i].match;
+        free(p->values);
+        for (int k = 0; k < p->nnodes; k++)
+            free(p->nodes[k].inputs);
+        free(p->nodes);
+        free(m->transforms[i].params);
+    }
+    free(m->transforms);
     free(m->affines);
     for (int i = 0; i < m->nrecipes; i++) {
         for (int k = 0; k < m->recipes[i].nsettings; k++)

@@ -18,7 +18,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 21
+#define QR_RECIPE_ABI 22
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -197,6 +197,14 @@ typedef struct qrl_imports {
     int64_t (*value_read_by)(const qrl_match *mt, int64_t v, const char *op);
     /* Pattern predicate v.feeds == "LayerNormalization": at least one node reading v is that op. */
     int64_t (*value_feeds)(const qrl_match *mt, int64_t v, const char *op);
+    /* Transforms (a graph rewrite before calibration: channel scales moved from a value into its
+     * readers' weights). defaults: qrl_cal_defaults_fn for its nparams parameters, which follow one
+     * add_transform_param each (kind a qr_cal_param_kind); where: qrl_where_fn of its match, whose
+     * values and nodes follow through add_pattern_value/add_pattern_node under the transform's name;
+     * scale: qrl_transform_scale_fn; loc its "file:line:col". */
+    void (*add_transform)(qrl_module *m, const char *name, int64_t nparams, void *defaults, void *where, void *scale,
+                          const char *loc);
+    void (*add_transform_param)(qrl_module *m, const char *transform, const char *name, int64_t kind);
 } qrl_imports;
 
 struct qrl_rt {
@@ -221,6 +229,10 @@ typedef double (*qrl_aff_table_fn)(qrl_rt *rt, const qrl_match *mt, double v);
  * model's outputs' SQNR with everything still quantized. */
 typedef int64_t (*qrl_fallback_fn)(qrl_rt *rt, double sqnr, double output_sqnr);
 typedef void (*qrl_args_fn)(qrl_rt *rt, double *out);
+/* A transform's scale(act, weight): the factor s channel j of the matched value is divided by (and
+ * its readers' weights' row j multiplied by), from the channel's largest |activation| over the
+ * calibration samples and the largest |weight| of its readers' row j. */
+typedef double (*qrl_transform_scale_fn)(qrl_rt *rt, const qrl_scalar *params, double act, double weight);
 
 /* Entry point every module exports under this name. */
 #define QRL_MODULE_ENTRY "qrl_module_entry"
@@ -435,6 +447,16 @@ typedef struct qr_recipe {
 } qr_recipe;
 
 /* A loaded module: what its entry registered, and how to unload it. */
+/* A transform: its match (a pattern without roles or lowerings; the root's value is the one
+ * rescaled), its parameters and its scale function. */
+typedef struct qr_transform {
+    qr_pattern match; /* name and loc are the transform's */
+    qr_cal_param *params;
+    int nparams, max_params;
+    qrl_cal_defaults_fn defaults;
+    qrl_transform_scale_fn scale;
+} qr_transform;
+
 struct qrl_module {
     qr_fn_desc *fns;
     int nfns;
@@ -446,6 +468,8 @@ struct qrl_module {
     int naffines;
     qr_recipe *recipes;
     int nrecipes;
+    qr_transform *transforms;
+    int ntransforms;
     void (*release)(void *handle); /* dlclose or the JIT result's release */
     void *handle;
     int bad; /* registration failed (out of memory, ABI mismatch) */
@@ -495,6 +519,8 @@ const qr_affine *qr_module_affine_for(const qrl_module *m, const qr_graph *g, co
                                       int (*uses)(const void *ctx, const char *op), const void *uctx, char *why,
                                       size_t whyn, qr_error *e, qr_status *status);
 const qr_recipe *qr_module_recipe(const qrl_module *m, const char *name);
+/* The transform named name; NULL when the module has none. */
+const qr_transform *qr_module_transform(const qrl_module *m, const char *name);
 const qr_setting *qr_recipe_setting(const qr_recipe *r, const char *key);
 
 /* The view of t that JIT code takes for a tensor<T> parameter. */

@@ -10,6 +10,8 @@ exports (torch.onnx.export, opset 17) with random weights, as a new user would m
          masked_fill(-inf) mask, so Where in the export), split Q/K/V Linears, GELU (tanh
          form), a final LayerNorm and the LM head; input "ids" [1, seq] i64 (fixed batch 1),
          output "logits" [1, seq, vocab]
+  gpt_outliers  gpt with 4 channels of every LayerNorm scale 20x larger, as trained LLMs have
+         them (SmoothQuant's case)
   vit    torchvision vit_b_32 (input "x" [batch, 3, 224, 224]) -- only with --vit; its classifier
          gets random weights (torchvision's are zeros)
 
@@ -137,7 +139,7 @@ def from_state(name, state):
         m.load_state_dict(state)
         return m.eval()
     for s in SIZES.values():
-        m = bert(s) if name == "bert" else GPT(s) if name == "gpt" else None
+        m = bert(s) if name == "bert" else GPT(s) if name in ("gpt", "gpt_outliers") else None
         if m is None:
             raise ValueError("unknown transformer model %s (bert, gpt, vit)" % name)
         own = m.state_dict()
@@ -185,6 +187,23 @@ def main():
     np.save(os.path.join(out, "gpt_calib.npy"), calib)
     np.save(os.path.join(out, "gpt_test.npy"), test)
     references(g, torch.from_numpy(test), out, "gpt")
+
+    # gpt_outliers: the same decoder with the outlier channels trained LLMs have in their
+    # LayerNorm outputs (Dettmers et al., LLM.int8(), 2022): the same 4 channels of every
+    # LayerNorm's scale 20x larger. One per-tensor activation scale then spends its levels on
+    # them, the case SmoothQuant (stdlib/transforms.qrl) moves into the weights.
+    torch.manual_seed(0)
+    g = randomize(GPT(s)).eval()
+    hot = torch.randperm(s["d"], generator=torch.Generator().manual_seed(3))[:4]
+    with torch.no_grad():
+        for name, p in g.named_parameters():
+            if ("ln" in name) and name.endswith("weight"):
+                p[hot] *= 20.0
+        export(g, torch.from_numpy(calib[:1]), os.path.join(out, "gpt_outliers.onnx"), ["ids"], ["logits"], False)
+    torch.save(g.state_dict(), os.path.join(out, "gpt_outliers.pt"))
+    np.save(os.path.join(out, "gpt_outliers_calib.npy"), calib)
+    np.save(os.path.join(out, "gpt_outliers_test.npy"), test)
+    references(g, torch.from_numpy(test), out, "gpt_outliers")
 
     if "--vit" in sys.argv:
         import torchvision

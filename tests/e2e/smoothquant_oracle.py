@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""The oracle of tests/e2e/test_smoothquant.c: SmoothQuant's rewrite of the small gpt_outliers
+decoder (tools/make_transformer_models.py), computed from the paper's formula in PyTorch, never
+from QRL:  s[j] = act[j]^alpha / weight[j]^(1 - alpha), act[j] the largest |LayerNorm output| of
+channel j over the calibration samples (forward hooks on the PyTorch model), weight[j] the largest
+|w| in input row j over the Linears reading that LayerNorm (ln1: attention's q, k and v; ln2: fc;
+the final ln: the LM head); s = 1 where either is 0.
+
+Checks QRL's export (the QDQ model) against it: each LayerNorm's scale and bias initializers are
+the PyTorch ones divided by s (relative error 1e-4: QRL's f32 LayerNorm and PyTorch's round
+differently), and each reader's int8 weight, dequantized, is the PyTorch weight with row j times
+s[j] to within half a quantization step. Prints the number of values checked and the largest
+errors; exits 1 on a mismatch.
+
+Usage: smoothquant_oracle.py DIR EXPORT.onnx ALPHA"""
+import sys
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+sys.path.insert(0, sys.argv[4] if len(sys.argv) > 4 else "tools")
+import make_transformer_models  # noqa: E402
+
+
+def main():
+    d, export, alpha = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    model = make_transformer_models.from_state("gpt_outliers", torch.load(d + "/gpt_outliers.pt"))
+    calib = torch.from_numpy(np.load(d + "/gpt_outliers_calib.npy"))
+    act = {}
+    lns = [n for n, m in model.named_modules() if isinstance(m, torch.nn.LayerNorm)]
+
+    def hook(name):
+        def f(_, __, out):
+            a = out.detach().abs().reshape(-1, out.shape[-1]).amax(0).double()
+            act[name] = torch.maximum(act[name], a) if name in act else a
+        return f
+
+    for n in lns:
+        dict(model.named_modules())[n].register_forward_hook(hook(n))
+    with torch.no_grad():
+        for i in range(len(calib)):
+            model(calib[i:i + 1])
+    mods = dict(model.named_modules())
+
+    def readers(ln):
+        if ln == "ln":
+            return ["head"]
+        block = ln.rsplit(".", 1)[0]
+        return [block + ".attn." + x for x in "qkv"] if ln.endswith("ln1") else [block + ".fc"]
+
+    q = onnx.load(export)
+    inits = {i.name: numpy_helper.to_array(i) for i in q.graph.initializer}
+    orig = onnx.load(d + "/gpt_outliers.onnx")
+    # the ONNX name of each Linear's weight: the MatMul whose output names the module
+    weight_of = {}
+    for node in orig.graph.node:
+        if node.op_type == "MatMul" and node.input[1] in {i.name for i in orig.graph.initializer}:
+            weight_of[node.output[0]] = node.input[1]
+    checked, worst_ln, worst_w = 0, 0.0, 0.0
+    for ln in lns:
+        w = torch.stack([mods[r].weight.detach().abs().amax(0).double() for r in readers(ln)]).amax(0)
+        a = act[ln]
+        s = torch.where((a > 0) & (w > 0), a.pow(alpha) / w.pow(1 - alpha), torch.ones_like(a)).numpy()
+        for part in ("weight", "bias"):
+            want = getattr(mods[ln], part).detach().double().numpy() / s
+            got = inits[ln + "." + part].astype(np.float64)
+            err = np.max(np.abs(got - want) / np.maximum(np.abs(want), 1e-12))
+            worst_ln = max(worst_ln, err)
+            checked += 1
+            if err > 1e-4:
+                print("%s.%s: relative error %.3g against PyTorch / s" % (ln, part, err))
+                return 1
+        for r in readers(ln):
+            out = "/" + r.replace(".", "/").replace("blocks/", "blocks/blocks.", 1) + "/MatMul_output_0"
+            if r == "head":
+                out = "logits"
+            name = weight_of[out]
+            want = mods[r].weight.detach().double().numpy().T * s[:, None]
+            if name + "_quantized" not in inits:  # a layer the fallback left in f32: the weight as is
+                err = np.max(np.abs(inits[name] - want) / np.maximum(np.abs(want), 1e-12))
+                worst_ln = max(worst_ln, err)
+                checked += 1
+                if err > 1e-4:
+                    print("%s (%s, f32): relative error %.3g against PyTorch times s" % (r, name, err))
+                    return 1
+                continue
+            wq = inits[name + "_quantized"].astype(np.float64)
+            scale = inits[name + "_scale"].astype(np.float64)
+            zero = inits[name + "_zero_point"].astype(np.float64)
+            deq = (wq - zero) * scale  # per output channel: the last axis of [in, out]
+            err = np.max(np.abs(deq - want) / (0.5 * scale[None, :]))
+            worst_w = max(worst_w, err)
+            checked += 1
+            if err > 1.0 + 1e-3:
+                print("%s (%s): dequantized weight off by %.3g half-steps from PyTorch's times s" % (r, name, err))
+                return 1
+    print("%d checked, LayerNorm relative error %.3g, weights %.3g half-steps" % (checked, worst_ln, worst_w))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

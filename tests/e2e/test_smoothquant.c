@@ -1,0 +1,133 @@
+/* SmoothQuant as a recipe transform (stdlib/transforms.qrl, quantizer/transform.c) end to end
+ * through the qrl command, on the small decoders of tools/make_transformer_models.py: gpt_outliers
+ * (4 channels of every LayerNorm scale 20x larger, as trained LLMs have them) and the post-LN
+ * encoder. The oracle of the rewrite is tests/e2e/smoothquant_oracle.py: the paper's formula
+ * evaluated in PyTorch on the same calibration samples, never QRL's numbers. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static char *dir;
+
+static void setup(void)
+{
+    dir = tu_tmpdir();
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_transformer_models.py' '%s' 2>&1", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
+static void teardown(void)
+{
+    tu_rmdir(dir);
+}
+
+TestSuite(smoothquant, .init = setup, .fini = teardown, .timeout = 600);
+
+/* qrl quantize MODEL with RECIPE (a path) into DIR/MODEL.TAG.onnx, with a JSON report; the log. */
+static char *quantize(const char *model, const char *recipe, const char *tag, int *rc)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize '%s/%s.onnx' --recipe '%s' --calib '%s/%s_calib.npy' -o '%s/%s.%s.onnx' "
+             "--report '%s/%s.%s.json' 2>&1",
+             tu_root(), tu_qrl(), dir, model, recipe, dir, model, dir, model, tag, dir, model, tag);
+    *rc = tu_run(cmd, &log);
+    return log;
+}
+
+/* The LayerNorm scales and biases and every reader's weight in the export are PyTorch's, rescaled
+ * by the s PyTorch computes from the paper's formula; the plain recipe's export fails the same
+ * oracle (it checks something). */
+Test(smoothquant, rewrite_matches_the_formula_evaluated_in_pytorch)
+{
+    int rc;
+    char *log = quantize("gpt_outliers", "recipes/int8-smooth.qrl", "smooth", &rc);
+    cr_assert_eq(rc, 0, "%s", log);
+    cr_expect(strstr(log, "transform smoothquant(alpha = 0.5)") && strstr(log, "rescaled 5 of the 5 values"),
+              "the summary names the transform and the 5 LayerNorms (2 blocks x 2 + the final one):\n%s", log);
+    free(log);
+    log = quantize("gpt_outliers", "recipes/int8-minmax.qrl", "plain", &rc);
+    cr_assert_eq(rc, 0, "%s", log);
+    free(log);
+    const char *tags[] = {"smooth", "plain"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 tests/e2e/smoothquant_oracle.py '%s' '%s/gpt_outliers.%s.onnx' 0.5 tools",
+                 tu_root(), dir, dir, tags[i]);
+        int orc = tu_run(cmd, &log);
+        if (i == 0)
+            cr_expect_eq(orc, 0, "the export against PyTorch's SmoothQuant: %s", log);
+        else
+            cr_expect_neq(orc, 0, "the plain export passed the oracle: %s", log);
+        free(log);
+    }
+}
+
+/* The point of it: the LayerNorm outputs' calibrated ranges lose their outliers (20x channels),
+ * so their 8-bit scales shrink by far more than 4x; from the reports' observed ranges. */
+Test(smoothquant, layernorm_output_ranges_shrink)
+{
+    int rc;
+    double amax[2];
+    const char *recipes[] = {"recipes/int8-minmax.qrl", "recipes/int8-smooth.qrl"}, *tags[] = {"plain", "smooth"};
+    for (int i = 0; i < 2; i++) {
+        char *log = quantize("gpt_outliers", recipes[i], tags[i], &rc);
+        cr_assert_eq(rc, 0, "%s", log);
+        free(log);
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 -c \"import json; L = json.load(open('%s/gpt_outliers.%s.json'))['layers']; "
+                 "print(max(max(-l['observed_min'], l['observed_max']) for l in L if l['producer'] == 'LayerNormalization'))\"",
+                 dir, tags[i]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        cr_assert(sscanf(log, "%lf", &amax[i]) == 1, "%s", log);
+        free(log);
+    }
+    cr_log_info("LayerNorm outputs' largest |value|: %.2f plain, %.2f smoothed", amax[0], amax[1]);
+    cr_expect_lt(amax[1] * 4, amax[0], "largest LayerNorm output %.2f smoothed, %.2f plain", amax[1], amax[0]);
+}
+
+/* A post-LN encoder's LayerNorms feed the next residual Add too, which cannot take channel
+ * scales: each is left as it is with a note naming the reader, and the quantization goes on. */
+Test(smoothquant, a_value_it_cannot_rescale_is_noted)
+{
+    int rc;
+    char *log = quantize("bert", "recipes/int8-smooth.qrl", "smooth", &rc);
+    cr_assert_eq(rc, 0, "%s", log);
+    cr_expect(strstr(log, "rescaled none of the 4 values it matched"), "%s", log);
+    cr_expect(strstr(log, "left as it is: its reader") && strstr(log, "(Add) is no MatMul or Gemm"), "%s", log);
+    free(log);
+}
+
+/* A scale function that gives no positive factor stops qrl quantize at the transform's line,
+ * naming the channel and value; nothing is written. */
+Test(smoothquant, a_bad_factor_names_the_transform_and_writes_nothing)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/bad.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("import \"calibrators.qrl\"\nimport \"patterns.qrl\"\n"
+          "transform flip(k: f64 = -1.0) {\n"
+          "  match y = LayerNormalization(x, g, b?) where const(g)\n"
+          "  scale(act: f64, weight: f64) -> f64 { return k * act / weight }\n"
+          "}\n"
+          "recipe r {\n  transform = flip(k = -2.0)\n  activation = u8 by minmax()\n"
+          "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n",
+          f);
+    fclose(f);
+    int rc;
+    char *log = quantize("gpt_outliers", path, "bad", &rc);
+    cr_expect_neq(rc, 0, "%s", log);
+    cr_expect(strstr(log, "transform flip (") && strstr(log, "bad.qrl:3:11)"), "%s", log);
+    cr_expect(strstr(log, "a channel's factor must be a positive finite number"), "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/gpt_outliers.bad.onnx", dir);
+    cr_expect(!tu_file_exists(path), "a failed quantize left %s", path);
+}
