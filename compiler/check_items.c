@@ -602,24 +602,30 @@ void chk_pattern(ctx *c, qc_sym *s)
     chk_pop_scope(c);
 }
 
-/* scale(act: f64, weight: f64) -> f64: the one function of transform s. */
+/* scale(...) -> f64, the one function of transform s: its parameters are f64 statistics of channel j,
+ * each at most once, by name (QR_TRANSFORM_STATS: act, weight, source). */
 static void transform_scale(ctx *c, qc_sym *s, ql_node *fn)
 {
-    static const char *const want[2] = {"act", "weight"};
     scope fs;
     chk_push_scope(c, &fs);
     c->nlocals = 0;
     c->fn = NULL;
     c->w = W_CONST;
     params(c, fn->a, 0, "scale");
-    int ok = !strcmp(fn->name, "scale") && fn->a && fn->a->nkids == 2;
-    for (int i = 0; ok && i < 2; i++)
-        ok = !strcmp(fn->a->kids[i]->name, want[i]) && fn->a->kids[i]->type && fn->a->kids[i]->type->k == QC_F64;
+    int ok = !strcmp(fn->name, "scale") && fn->a && fn->a->nkids >= 1 && fn->a->nkids <= 3;
+    for (int i = 0; ok && i < fn->a->nkids; i++) {
+        const ql_node *p = fn->a->kids[i];
+        ok = (!strcmp(p->name, "act") || !strcmp(p->name, "weight") || !strcmp(p->name, "source")) && !p->b &&
+             p->type && p->type->k == QC_F64;
+        for (int k = 0; ok && k < i; k++)
+            ok = strcmp(fn->a->kids[k]->name, p->name) != 0;
+    }
     const qc_type *rt = fn->b ? chk_type(c, fn->b) : &qc_void;
     if (!ok || rt->k != QC_F64)
-        chk_err_decl(c, fn, "transform '%s' has one function, scale(act: f64, weight: f64) -> f64: the factor channel j "
-            "of the matched value is divided by, from its largest |value| (act) and its readers' largest |weight| "
-            "in row j (weight)", s->name);
+        chk_err_decl(c, fn, "transform '%s' has one function, scale(...) -> f64, the factor channel j of the matched "
+            "value is divided by, from f64 statistics of the channel named as parameters: act (its largest |value| "
+            "on the calibration samples), weight (its readers' largest |weight| for it), source (its producer's "
+            "largest |weight| for it)", s->name);
     c->w = W_FN;
     c->ret = &qc_f64;
     int returns = chk_block(c, fn->c);

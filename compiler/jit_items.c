@@ -465,15 +465,20 @@ void jit_transform_fns(jit *j, const qc_sym *s, item_fns *out)
             fn = s->decl->kids[i];
     if (!fn)
         return;
-    gcc_jit_type *ts[4] = {j->p_rt, gcc_jit_type_get_pointer(j->t_i64), j->t_f64, j->t_f64};
-    const char *ns[4] = {"rt", "params", "act", "weight"};
+    /* every statistic is passed (qrl_transform_scale_fn); the function's parameters name those it reads */
+    gcc_jit_type *ts[5] = {j->p_rt, gcc_jit_type_get_pointer(j->t_i64), j->t_f64, j->t_f64, j->t_f64};
+    const char *ns[5] = {"rt", "params", "act", "weight", "source"};
     char name[300];
     snprintf(name, sizeof name, "qrl_transform_%s_scale", s->name);
     fgen f = {.j = j, .file = s->file->src->path, .cal = s->decl, .ret = j->t_f64};
-    f.fn = out->scale = new_fn(j, name, j->t_f64, 4, ts, ns);
+    f.fn = out->scale = new_fn(j, name, j->t_f64, 5, ts, ns);
     f.rt = param_rv(&f, 0);
     f.params = param_rv(&f, 1);
-    gcc_jit_param *fparams[2] = {gcc_jit_function_get_param(f.fn, 2), gcc_jit_function_get_param(f.fn, 3)};
+    gcc_jit_param *fparams[3] = {0};
+    for (int k = 0; fn->a && k < fn->a->nkids && k < 3; k++)
+        for (int at = 0; at < 3; at++)
+            if (!strcmp(fn->a->kids[k]->name, ns[2 + at]))
+                fparams[k] = gcc_jit_function_get_param(f.fn, 2 + at);
     f.fparams = fparams;
     jit_begin_body(&f, fn->c);
     jit_stmts(&f, fn->c);
@@ -668,9 +673,16 @@ static void register_transform(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_
     int np = t->a ? t->a->nkids : 0;
     char loc[600];
     item_loc(s, loc, sizeof loc);
-    gcc_jit_rvalue *a1[7] = {m, STR(s->name), jit_lng(j, j->t_i64, np), ADDR_OR_NULL(fns->defaults),
-                             ADDR_OR_NULL(fns->where), ADDR_OR_NULL(fns->scale), STR(loc)};
-    CALL_IMP(IMP_ADD_TRANSFORM, 7, a1);
+    long stats = 0; /* QR_TRANSFORM_* of the statistics its scale function reads */
+    for (int i = 0; i < t->nkids; i++)
+        for (int k = 0; t->kids[i]->kind == QL_FN && t->kids[i]->a && k < t->kids[i]->a->nkids; k++) {
+            const char *pn = t->kids[i]->a->kids[k]->name;
+            stats |= !strcmp(pn, "act") ? QR_TRANSFORM_ACT : !strcmp(pn, "weight") ? QR_TRANSFORM_WEIGHT
+                   : !strcmp(pn, "source") ? QR_TRANSFORM_SOURCE : 0;
+        }
+    gcc_jit_rvalue *a1[8] = {m, STR(s->name), jit_lng(j, j->t_i64, np), ADDR_OR_NULL(fns->defaults),
+                             ADDR_OR_NULL(fns->where), ADDR_OR_NULL(fns->scale), STR(loc), jit_lng(j, j->t_i64, stats)};
+    CALL_IMP(IMP_ADD_TRANSFORM, 8, a1);
     for (int k = 0; k < np; k++) {
         const qc_type *pt = t->a->kids[k]->type;
         qr_cal_param_kind pk = qc_is_float(pt) ? QR_CAL_FLOAT : pt->k == QC_BOOL ? QR_CAL_BOOL : QR_CAL_INT;

@@ -9,14 +9,16 @@
 #include "exec.h"
 #include "match.h"
 
-/* One value the transform rewrites: y, its channel count, the readers' weights. */
+/* One value the transform rewrites: y, its channel axis and count, its producer (past a Relu),
+ * its readers. */
 typedef struct site {
     qr_value *y;
-    qr_node *producer;
+    qr_node *producer; /* LayerNormalization or Conv */
+    int axis;          /* y's channel axis: the last for a LayerNormalization, 1 for a Conv */
     int64_t channels;
-    qr_node **readers; /* MatMul or Gemm nodes reading y as input 0 */
+    qr_node **readers; /* MatMul or Gemm (channels last), Conv (channels on axis 1), reading y as input 0 */
     int nreaders;
-    float *act; /* max |y[..., j]| over the calibration samples */
+    float *act; /* max |y| of each channel over the calibration samples */
 } site;
 
 typedef struct tctx {
@@ -66,27 +68,54 @@ static int private_const(const qr_graph *g, const qr_value *v)
     return is_f32_const(v) && !v->is_output && qr_graph_use_count(g, v) == 1;
 }
 
-/* Why y's producer cannot divide channel j by s[j] (NULL: it can). LayerNormalization over the last
- * axis only: y[..., j] = norm(x)[..., j] * scale[j] + bias[j], so dividing scale and bias divides y. */
-static const char *producer_problem(const qr_graph *g, const qr_value *y, int64_t c)
+static int is_op(const qr_node *n, const char *op)
 {
-    const qr_node *p = y->producer;
-    if (!p || strcmp(p->op, "LayerNormalization") || p->domain[0])
-        return "its producer is not a LayerNormalization (the one producer whose channels this mechanism divides)";
-    int64_t axis = qr_attr_i(p, "axis", -1);
-    if (axis != -1 && axis != y->t.ndim - 1)
-        return "its LayerNormalization normalizes over more than the last axis";
-    const qr_value *sc = qr_node_input(p, 1), *b = qr_node_input(p, 2);
-    if (!private_const(g, sc) || qr_tensor_numel(&sc->t) != c)
-        return "its LayerNormalization's scale is not an f32 constant of one value per channel that only it reads";
-    if (b && (!private_const(g, b) || qr_tensor_numel(&b->t) != c))
-        return "its LayerNormalization's bias is not an f32 constant of one value per channel that only it reads";
+    return n && !n->domain[0] && !strcmp(n->op, op);
+}
+
+/* The node whose channels are divided: y's producer, or the producer of a Relu's input that only the
+ * Relu reads (Relu(c / s) is Relu(c) / s for s > 0). */
+static qr_node *producer_of(const qr_graph *g, const qr_value *y)
+{
+    qr_node *p = y->producer;
+    if (is_op(p, "Relu") && p->in[0] && p->in[0]->producer && !p->in[0]->is_output &&
+        qr_graph_use_count(g, p->in[0]) == 1)
+        p = p->in[0]->producer;
+    return p;
+}
+
+/* Why producer p cannot divide y's channels (NULL: it can); sets the channel axis and count.
+ * LayerNormalization over the last axis: its scale and bias; Conv: its weight's output channel and
+ * bias. */
+static const char *producer_problem(const qr_graph *g, const qr_node *p, const qr_value *y, int *axis, int64_t *c)
+{
+    if (is_op(p, "LayerNormalization")) {
+        *axis = y->t.ndim - 1;
+        int64_t a = qr_attr_i(p, "axis", -1);
+        if (a != -1 && a != y->t.ndim - 1)
+            return "its LayerNormalization normalizes over more than the last axis";
+    } else if (is_op(p, "Conv")) {
+        *axis = 1;
+    } else {
+        return "its producer is no LayerNormalization or Conv (the producers whose channels this mechanism divides)";
+    }
+    *c = y->t.ndim > *axis ? y->t.dims[*axis] : -1;
+    if (*c <= 0)
+        return "its channel count is not known";
+    const qr_value *w = qr_node_input(p, 1), *b = qr_node_input(p, 2);
+    int conv = is_op(p, "Conv");
+    if (!private_const(g, w) || (conv ? w->t.ndim < 1 || w->t.dims[0] != *c : qr_tensor_numel(&w->t) != *c))
+        return "its producer's weight (a LayerNorm's scale) is not an f32 constant with one row per channel that only "
+               "it reads";
+    if (b && (!private_const(g, b) || qr_tensor_numel(&b->t) != *c))
+        return "its producer's bias is not an f32 constant of one value per channel that only it reads";
     return NULL;
 }
 
-/* Whether node n reads y as its input 0 with a constant weight whose rows (input channels) are y's
- * c channels: MatMul(y, W[c, N]) or Gemm(y, W) without transA. */
-static int reader_ok(const qr_graph *g, const qr_node *n, const qr_value *y, int64_t c)
+/* Whether node n reads y as its input 0 with a constant weight that gives each of y's c channels
+ * its own rows: MatMul(y, W[c, N]) or Gemm(y, W) without transA when the channels are last,
+ * Conv(y, W[O, c, ...]) of one group when they are on axis 1. */
+static int reader_ok(const qr_graph *g, const qr_node *n, const qr_value *y, int axis, int64_t c)
 {
     if (n->domain[0] || n->n_in < 2 || n->in[0] != y)
         return 0;
@@ -94,29 +123,43 @@ static int reader_ok(const qr_graph *g, const qr_node *n, const qr_value *y, int
         if (n->in[i] == y)
             return 0;
     const qr_value *w = n->in[1];
-    if (!private_const(g, w) || w->t.ndim != 2)
+    if (!private_const(g, w))
         return 0;
-    if (!strcmp(n->op, "MatMul"))
-        return w->t.dims[0] == c;
-    if (!strcmp(n->op, "Gemm"))
-        return qr_attr_i(n, "transA", 0) == 0 && w->t.dims[qr_attr_i(n, "transB", 0) ? 1 : 0] == c;
+    int last = axis == y->t.ndim - 1;
+    if (is_op(n, "MatMul"))
+        return last && w->t.ndim == 2 && w->t.dims[0] == c;
+    if (is_op(n, "Gemm"))
+        return last && w->t.ndim == 2 && qr_attr_i(n, "transA", 0) == 0 &&
+               w->t.dims[qr_attr_i(n, "transB", 0) ? 1 : 0] == c;
+    if (is_op(n, "Conv"))
+        return axis == 1 && w->t.ndim >= 3 && w->t.dims[1] == c && qr_attr_i(n, "group", 1) == 1;
     return 0;
 }
 
-/* Element (j, k) of reader n's weight, j the input channel. */
-static float *weight_at(const qr_node *n, int64_t j, int64_t k)
+/* The elements of reader n's weight that meet channel j: count runs of len elements, stride apart. */
+static float *reader_run(const qr_node *n, int64_t j, int64_t *count, int64_t *len, int64_t *stride)
 {
     const qr_value *w = n->in[1];
     float *d = w->t.data;
-    int trans = !strcmp(n->op, "Gemm") && qr_attr_i(n, "transB", 0);
-    return trans ? &d[k * w->t.dims[1] + j] : &d[j * w->t.dims[1] + k];
+    if (is_op(n, "Conv")) { /* W[O, C, k...]: for each output channel, input channel j's kernel */
+        int64_t k = qr_tensor_numel(&w->t) / (w->t.dims[0] * w->t.dims[1]);
+        *count = w->t.dims[0], *len = k, *stride = w->t.dims[1] * k;
+        return d + j * k;
+    }
+    if (is_op(n, "Gemm") && qr_attr_i(n, "transB", 0)) { /* W[N, C]: column j */
+        *count = w->t.dims[0], *len = 1, *stride = w->t.dims[1];
+        return d + j;
+    }
+    *count = 1, *len = w->t.dims[1], *stride = 0; /* W[C, N]: row j */
+    return d + j * w->t.dims[1];
 }
 
-static int64_t weight_cols(const qr_node *n)
+/* The producer's weights of channel j: a LayerNorm's scale element, a Conv's output channel. */
+static float *producer_run(const qr_node *p, int64_t j, int64_t *len)
 {
-    const qr_value *w = n->in[1];
-    int trans = !strcmp(n->op, "Gemm") && qr_attr_i(n, "transB", 0);
-    return trans ? w->t.dims[0] : w->t.dims[1];
+    const qr_value *w = qr_node_input(p, 1);
+    *len = is_op(p, "Conv") ? qr_tensor_numel(&w->t) / w->t.dims[0] : 1;
+    return (float *)w->t.data + j * *len;
 }
 
 static int accept(void *user, const qr_match *m)
@@ -125,15 +168,18 @@ static int accept(void *user, const qr_match *m)
     qr_value *y = m->nodes[m->nnodes - 1]->out[0];
     c->run->matched++;
     const char *why = NULL;
-    int64_t ch = y && y->t.ndim > 0 ? y->t.dims[y->t.ndim - 1] : -1;
-    if (!y || y->t.dtype != QR_F32 || ch <= 0)
-        why = "its channel count (the last dimension) is not known";
+    int axis = -1;
+    int64_t ch = -1;
+    qr_node *prod = y ? producer_of(c->g, y) : NULL;
+    if (!y || y->t.dtype != QR_F32 || y->t.ndim < 1)
+        why = "its rank is not known";
     else if (y->is_output)
         why = "it is a graph output, which must keep its values";
     if (!why)
-        why = producer_problem(c->g, y, ch);
+        why = producer_problem(c->g, prod, y, &axis, &ch);
     qr_node **readers = NULL;
     int nreaders = 0;
+    char buf[512];
     for (int i = 0; !why && i < c->g->n_nodes; i++) {
         qr_node *n = c->g->nodes[i];
         int reads = 0;
@@ -141,10 +187,9 @@ static int accept(void *user, const qr_match *m)
             reads |= n->in[k] == y;
         if (!reads)
             continue;
-        if (!reader_ok(c->g, n, y, ch)) {
-            static char buf[512];
-            snprintf(buf, sizeof buf, "its reader '%s' (%s) is no MatMul or Gemm with a constant weight of %lld rows "
-                     "that only it reads", n->name, n->op, (long long)ch);
+        if (!reader_ok(c->g, n, y, axis, ch)) {
+            snprintf(buf, sizeof buf, "its reader '%s' (%s) is no %s with a constant weight for its %lld channels that "
+                     "only it reads", n->name, n->op, axis == 1 ? "one-group Conv" : "MatMul or Gemm", (long long)ch);
             why = buf;
             break;
         }
@@ -176,7 +221,7 @@ static int accept(void *user, const qr_match *m)
         return 0;
     }
     c->sites = v;
-    c->sites[c->nsites++] = (site){y, y->producer, ch, readers, nreaders, act};
+    c->sites[c->nsites++] = (site){y, prod, axis, ch, readers, nreaders, act};
     return 1;
 }
 
@@ -189,17 +234,20 @@ static void observe(void *user, const qr_node *node, const qr_value *v, qr_tenso
     if (k < 0 || t->dtype != QR_F32)
         return;
     site *s = &c->sites[k];
-    int64_t n = qr_tensor_numel(t), ch = s->channels;
-    const float *d = t->data;
-    if (n % ch)
+    if (t->ndim <= s->axis || t->dims[s->axis] != s->channels)
         return;
-    for (int64_t i = 0; i < n; i += ch)
-        for (int64_t j = 0; j < ch; j++) {
-            float a = fabsf(d[i + j]);
-            if (a > s->act[j])
-                s->act[j] = a;
-        }
+    int64_t inner = 1, ch = s->channels, n = qr_tensor_numel(t);
+    for (int d = s->axis + 1; d < t->ndim; d++)
+        inner *= t->dims[d];
+    const float *d = t->data;
+    for (int64_t i = 0; i < n; i++) { /* element i is of channel (i / inner) % ch */
+        float a = fabsf(d[i]);
+        int64_t j = (i / inner) % ch;
+        if (a > s->act[j])
+            s->act[j] = a;
+    }
 }
+
 
 /* act for every site: the f32 model over the calibration samples. */
 static qr_status measure(tctx *c, const qr_tensor *calib, int64_t count, int batch)
@@ -228,23 +276,44 @@ static qr_status measure(tctx *c, const qr_tensor *calib, int64_t count, int bat
     return st;
 }
 
-/* s[j] from the recipe, then the rewrite of one site. */
+static double run_absmax(const float *d, int64_t count, int64_t len, int64_t stride)
+{
+    double m = 0;
+    for (int64_t r = 0; r < count; r++)
+        for (int64_t k = 0; k < len; k++)
+            m = fmax(m, fabs(d[r * stride + k]));
+    return m;
+}
+
+static void run_scale(float *d, int64_t count, int64_t len, int64_t stride, double f)
+{
+    for (int64_t r = 0; r < count; r++)
+        for (int64_t k = 0; k < len; k++)
+            d[r * stride + k] = (float)(d[r * stride + k] * f);
+}
+
+/* s[j] from the recipe, then the rewrite of one site. Statistics scale does not read are NaN. */
 static qr_status rescale(tctx *c, site *s, const qrl_scalar *params)
 {
     const qr_transform *t = c->t;
     double *f = malloc(sizeof *f * (size_t)s->channels);
     if (!f)
         return qr_errorf(c->e, "out of memory");
+    int64_t count, len, stride;
     for (int64_t j = 0; j < s->channels; j++) {
-        double w = 0;
-        for (int r = 0; r < s->nreaders; r++)
-            for (int64_t k = 0, n = weight_cols(s->readers[r]); k < n; k++) {
-                double a = fabs(*weight_at(s->readers[r], j, k));
-                w = a > w ? a : w;
-            }
+        double w = NAN, src = NAN, act = t->stats & QR_TRANSFORM_ACT ? s->act[j] : NAN;
+        for (int r = 0; (t->stats & QR_TRANSFORM_WEIGHT) && r < s->nreaders; r++) {
+            float *d = reader_run(s->readers[r], j, &count, &len, &stride);
+            double m = run_absmax(d, count, len, stride);
+            w = r ? fmax(w, m) : m;
+        }
+        if (t->stats & QR_TRANSFORM_SOURCE) {
+            float *d = producer_run(s->producer, j, &len);
+            src = run_absmax(d, 1, len, 0);
+        }
         qrl_rt rt;
         qr_rt_init(&rt);
-        f[j] = t->scale(&rt, params, s->act[j], w);
+        f[j] = t->scale(&rt, params, act, w, src);
         if (qr_rt_status(&rt, c->e) != QR_OK) {
             free(f);
             qr_error_prefix(c->e, "transform %s (%s), value '%s' channel %lld", t->match.name, t->match.loc,
@@ -252,25 +321,25 @@ static qr_status rescale(tctx *c, site *s, const qrl_scalar *params)
             return QR_ERR;
         }
         if (!(f[j] > 0) || !isfinite(f[j]) || !isfinite((float)f[j]) || (float)f[j] == 0) {
-            qr_status st = qr_errorf(c->e, "transform %s (%s): scale(act = %g, weight = %g) gave %g for channel %lld of "
-                                     "'%s': a channel's factor must be a positive finite number",
-                                     t->match.name, t->match.loc, (double)s->act[j], w, f[j], (long long)j, s->y->name);
+            qr_status st = qr_errorf(c->e, "transform %s (%s): scale gave %g for channel %lld of '%s' (act %g, "
+                                     "weight %g, source %g): a channel's factor must be a positive finite number",
+                                     t->match.name, t->match.loc, f[j], (long long)j, s->y->name, act, w, src);
             free(f);
             return st;
         }
     }
-    float *scale = qr_node_input(s->producer, 1)->t.data;
     qr_value *bv = qr_node_input(s->producer, 2);
     float *bias = bv ? bv->t.data : NULL;
     for (int64_t j = 0; j < s->channels; j++) {
-        scale[j] = (float)(scale[j] / f[j]);
+        float *d = producer_run(s->producer, j, &len);
+        for (int64_t k = 0; k < len; k++)
+            d[k] = (float)(d[k] / f[j]);
         if (bias)
             bias[j] = (float)(bias[j] / f[j]);
-        for (int r = 0; r < s->nreaders; r++)
-            for (int64_t k = 0, n = weight_cols(s->readers[r]); k < n; k++) {
-                float *wp = weight_at(s->readers[r], j, k);
-                *wp = (float)(*wp * f[j]);
-            }
+        for (int r = 0; r < s->nreaders; r++) {
+            d = reader_run(s->readers[r], j, &count, &len, &stride);
+            run_scale(d, count, len, stride, f[j]);
+        }
         c->run->s_min = f[j] < c->run->s_min ? f[j] : c->run->s_min;
         c->run->s_max = f[j] > c->run->s_max ? f[j] : c->run->s_max;
     }
@@ -336,7 +405,7 @@ qr_status qr_transform_apply(qr_graph *g, const qrl_module *m, const qr_recipe *
         c.site_of[i] = -1;
     for (int k = 0; k < c.nsites; k++)
         c.site_of[c.sites[k].y->id] = k;
-    if (st == QR_OK && c.nsites)
+    if (st == QR_OK && c.nsites && (t->stats & QR_TRANSFORM_ACT)) /* only what scale reads */
         st = measure(&c, calib, count, batch > 0 ? batch : 32);
     for (int k = 0; st == QR_OK && k < c.nsites; k++)
         st = rescale(&c, &c.sites[k], params);

@@ -694,9 +694,9 @@ static void reg_affine(qrl_module *m, const char *op, int64_t ninputs, int64_t k
 }
 
 static void reg_transform(qrl_module *m, const char *name, int64_t nparams, void *defaults, void *where, void *scale,
-                          const char *loc)
+                          const char *loc, int64_t stats)
 {
-    if (nparams < 0 || nparams > QRL_MAX_PARAMS || !defaults || !scale) {
+    if (nparams < 0 || nparams > QRL_MAX_PARAMS || !defaults || !scale || stats < 0 || stats > 7) {
         m->bad = 1;
         return;
     }
@@ -707,6 +707,7 @@ static void reg_transform(qrl_module *m, const char *name, int64_t nparams, void
                             .priority = -1};
     t->defaults = (qrl_cal_defaults_fn)defaults;
     t->scale = (qrl_transform_scale_fn)scale;
+    t->stats = (int)stats;
     t->max_params = (int)nparams;
     t->params = calloc((size_t)nparams + 1, sizeof *t->params);
     if (!t->params)

@@ -203,7 +203,7 @@ typedef struct qrl_imports {
      * values and nodes follow through add_pattern_value/add_pattern_node under the transform's name;
      * scale: qrl_transform_scale_fn; loc its "file:line:col". */
     void (*add_transform)(qrl_module *m, const char *name, int64_t nparams, void *defaults, void *where, void *scale,
-                          const char *loc);
+                          const char *loc, int64_t stats);
     void (*add_transform_param)(qrl_module *m, const char *transform, const char *name, int64_t kind);
 } qrl_imports;
 
@@ -229,10 +229,14 @@ typedef double (*qrl_aff_table_fn)(qrl_rt *rt, const qrl_match *mt, double v);
  * model's outputs' SQNR with everything still quantized. */
 typedef int64_t (*qrl_fallback_fn)(qrl_rt *rt, double sqnr, double output_sqnr);
 typedef void (*qrl_args_fn)(qrl_rt *rt, double *out);
-/* A transform's scale(act, weight): the factor s channel j of the matched value is divided by (and
- * its readers' weights' row j multiplied by), from the channel's largest |activation| over the
- * calibration samples and the largest |weight| of its readers' row j. */
-typedef double (*qrl_transform_scale_fn)(qrl_rt *rt, const qrl_scalar *params, double act, double weight);
+/* A transform's scale: the factor s channel j of the matched value is divided by (and its readers'
+ * weights for channel j multiplied by), from the channel's statistics: act, its largest |value| over
+ * the calibration samples; weight, the largest |weight| its readers apply to it; source, the largest
+ * |weight| of its producer's channel j. Only those the function names (stats, QR_TRANSFORM_*) are
+ * measured; the others arrive as NaN. */
+typedef double (*qrl_transform_scale_fn)(qrl_rt *rt, const qrl_scalar *params, double act, double weight,
+                                         double source);
+enum { QR_TRANSFORM_ACT = 1, QR_TRANSFORM_WEIGHT = 2, QR_TRANSFORM_SOURCE = 4 };
 
 /* Entry point every module exports under this name. */
 #define QRL_MODULE_ENTRY "qrl_module_entry"
@@ -455,6 +459,7 @@ typedef struct qr_transform {
     int nparams, max_params;
     qrl_cal_defaults_fn defaults;
     qrl_transform_scale_fn scale;
+    int stats; /* QR_TRANSFORM_*: the statistics scale reads */
 } qr_transform;
 
 struct qrl_module {

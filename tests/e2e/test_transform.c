@@ -1,8 +1,9 @@
-/* SmoothQuant as a recipe transform (stdlib/transforms.qrl, quantizer/transform.c) end to end
- * through the qrl command, on the small decoders of tools/make_transformer_models.py: gpt_outliers
+/* Recipe transforms (stdlib/transforms.qrl, quantizer/transform.c) end to end through the qrl
+ * command. SmoothQuant on the small decoders of tools/make_transformer_models.py: gpt_outliers
  * (4 channels of every LayerNorm scale 20x larger, as trained LLMs have them) and the post-LN
- * encoder. The oracle of the rewrite is tests/e2e/smoothquant_oracle.py: the paper's formula
- * evaluated in PyTorch on the same calibration samples, never QRL's numbers. */
+ * encoder; its oracle is tests/e2e/smoothquant_oracle.py, the paper's formula evaluated in
+ * PyTorch on the same calibration samples. Cross-layer equalization on a small CNN; its oracle is
+ * tests/e2e/equalize_oracle.py, the paper's formula in numpy. Never QRL's own numbers. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +27,7 @@ static void teardown(void)
     tu_rmdir(dir);
 }
 
-TestSuite(smoothquant, .init = setup, .fini = teardown, .timeout = 600);
+TestSuite(transform, .init = setup, .fini = teardown, .timeout = 600);
 
 /* qrl quantize MODEL with RECIPE (a path) into DIR/MODEL.TAG.onnx, with a JSON report; the log. */
 static char *quantize(const char *model, const char *recipe, const char *tag, int *rc)
@@ -43,7 +44,7 @@ static char *quantize(const char *model, const char *recipe, const char *tag, in
 /* The LayerNorm scales and biases and every reader's weight in the export are PyTorch's, rescaled
  * by the s PyTorch computes from the paper's formula; the plain recipe's export fails the same
  * oracle (it checks something). */
-Test(smoothquant, rewrite_matches_the_formula_evaluated_in_pytorch)
+Test(transform, rewrite_matches_the_formula_evaluated_in_pytorch)
 {
     int rc;
     char *log = quantize("gpt_outliers", "recipes/int8-smooth.qrl", "smooth", &rc);
@@ -71,7 +72,7 @@ Test(smoothquant, rewrite_matches_the_formula_evaluated_in_pytorch)
 
 /* The point of it: the LayerNorm outputs' calibrated ranges lose their outliers (20x channels),
  * so their 8-bit scales shrink by far more than 4x; from the reports' observed ranges. */
-Test(smoothquant, layernorm_output_ranges_shrink)
+Test(transform, layernorm_output_ranges_shrink)
 {
     int rc;
     double amax[2];
@@ -95,7 +96,7 @@ Test(smoothquant, layernorm_output_ranges_shrink)
 
 /* A post-LN encoder's LayerNorms feed the next residual Add too, which cannot take channel
  * scales: each is left as it is with a note naming the reader, and the quantization goes on. */
-Test(smoothquant, a_value_it_cannot_rescale_is_noted)
+Test(transform, a_value_it_cannot_rescale_is_noted)
 {
     int rc;
     char *log = quantize("bert", "recipes/int8-smooth.qrl", "smooth", &rc);
@@ -107,7 +108,7 @@ Test(smoothquant, a_value_it_cannot_rescale_is_noted)
 
 /* A scale function that gives no positive factor stops qrl quantize at the transform's line,
  * naming the channel and value; nothing is written. */
-Test(smoothquant, a_bad_factor_names_the_transform_and_writes_nothing)
+Test(transform, a_bad_factor_names_the_transform_and_writes_nothing)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/bad.qrl", dir);
@@ -130,4 +131,47 @@ Test(smoothquant, a_bad_factor_names_the_transform_and_writes_nothing)
     free(log);
     snprintf(path, sizeof path, "%s/gpt_outliers.bad.onnx", dir);
     cr_expect(!tu_file_exists(path), "a failed quantize left %s", path);
+}
+
+/* Cross-layer equalization of Conv -> Relu -> Conv -> Conv, per-tensor weights: both pairs
+ * rewritten as numpy computes them from the f32 weights (dequantized export within half a step),
+ * and the recipe without the transform fails the same oracle. */
+Test(transform, equalize_matches_numpy_on_a_cnn)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 tests/e2e/equalize_oracle.py make '%s' 2>&1", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/eq.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\nimport \"transforms.qrl\"\n"
+          "recipe eq {\n  transform = equalize\n  activation = u8 asymmetric by minmax()\n"
+          "  weight = i8 symmetric per_tensor by minmax(symmetric = true)\n}\n"
+          "recipe plain {\n  activation = u8 asymmetric by minmax()\n"
+          "  weight = i8 symmetric per_tensor by minmax(symmetric = true)\n}\n",
+          f);
+    fclose(f);
+    const char *recipes[] = {"eq", "plain"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && '%s' quantize cnn.onnx --recipe eq.qrl --recipe-name %s --calib cnn_calib.npy -o cnn.%s.onnx 2>&1",
+                 dir, tu_qrl(), recipes[i], recipes[i]);
+        int rc = tu_run(cmd, &log);
+        cr_assert_eq(rc, 0, "%s", log);
+        if (i == 0)
+            cr_expect(strstr(log, "transform equalize() (") && strstr(log, "rescaled 2 of the 2 values"), "%s", log);
+        free(log);
+        snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 tests/e2e/equalize_oracle.py check '%s' '%s/cnn.%s.onnx'",
+                 tu_root(), dir, dir, recipes[i]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        double worst = -1;
+        cr_assert(sscanf(log, "%lf", &worst) == 1, "%s", log);
+        if (i == 0)
+            cr_expect_leq(worst, 1.001, "the export is %.3f half-steps from numpy's equalized weights", worst);
+        else
+            cr_expect_gt(worst, 10.0, "the plain export is within %.3f half-steps of the equalized weights", worst);
+        free(log);
+    }
 }
