@@ -1235,6 +1235,18 @@ static qr_status check_calib(const qr_graph *g, const qr_tensor *calib, qr_error
         if (calib[i].dtype != v->t.dtype)
             return qr_errorf(e, "the calibration data is %s but input '%s' is %s", qr_dtype_name(calib[i].dtype),
                              v->name, qr_dtype_name(v->t.dtype));
+        /* A NaN or an infinity would reach every range downstream (minmax gives an infinite scale, a
+         * histogram a NaN one) and every SQNR the fallback ranks by: refused, where it is. */
+        if (calib[i].dtype == QR_F32) {
+            const float *d = calib[i].data;
+            int64_t n = qr_tensor_numel(&calib[i]), per = n / calib[i].dims[0];
+            for (int64_t k = 0; k < n; k++)
+                if (!isfinite(d[k]))
+                    return qr_errorf(e, "the calibration data for input '%s' holds %s at sample %lld (element %lld of "
+                                     "its %lld): calibration needs finite numbers",
+                                     v->name, isnan(d[k]) ? "NaN" : "an infinity", (long long)(k / per),
+                                     (long long)(k % per), (long long)per);
+        }
     }
     return QR_OK;
 }

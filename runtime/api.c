@@ -2,6 +2,7 @@
 #include "qrl.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -438,6 +439,15 @@ int qrl_model_read_inputs(const qrl_model *m, const char *label, const char *opt
         else if ((samples ? qr_exec_check_samples : qr_exec_check_input)(g->inputs[slot], &t[slot], &e) != QR_OK) {
             qr_error_prefix(&e, "%s does not fit %s", file, label);
             st = QR_ERR;
+        } else if (!strcmp(option, "--calib") && t[slot].dtype == QR_F32) {
+            /* the quantizer refuses them too; here the message can name the file */
+            const float *d = t[slot].data;
+            int64_t cnt = qr_tensor_numel(&t[slot]), per = t[slot].dims[0] ? cnt / t[slot].dims[0] : cnt;
+            for (int64_t i = 0; i < cnt && st == QR_OK; i++)
+                if (!isfinite(d[i]))
+                    st = qr_errorf(&e, "%s: sample %lld holds %s (element %lld of its %lld): calibration needs finite "
+                                   "numbers", file, (long long)(i / per), isnan(d[i]) ? "NaN" : "an infinity",
+                                   (long long)(i % per), (long long)per);
         }
     }
     for (int j = 0; st == QR_OK && j < g->n_inputs; j++)
