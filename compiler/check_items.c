@@ -873,7 +873,7 @@ void chk_recipe(ctx *c, qc_sym *s)
 {
     ql_node *n = s->decl;
     static const char *const keys[] = {"activation", "weight", "bias", "accumulate", "numerics", "fallback", "input",
-                                       "output", "tolerance", "rounding", "transform"};
+                                       "output", "tolerance", "rounding", "transform", "validate"};
     enum { NKEYS = sizeof keys / sizeof keys[0] };
     c->w = W_RECIPE;
     for (int i = 0; i < n->nkids; i++) {
@@ -912,8 +912,16 @@ void chk_recipe(ctx *c, qc_sym *s)
                 chk_err(c, k, "unknown recipe setting '%s'; did you mean '%s'?", k->name, hint);
             else
                 chk_err(c, k, "unknown recipe setting '%s' (activation, weight, bias, accumulate, numerics, fallback, input, "
-                          "output, tolerance, rounding, transform)",
+                          "output, tolerance, rounding, transform, validate)",
                     k->name);
+            continue;
+        }
+        if (key == 11) { /* validate = 0.25: the share of the calibration samples held out */
+            ql_node *v = k->a;
+            double f = v->kind == QL_INT ? (double)v->ival : v->kind == QL_FLOAT ? v->fval : -1;
+            if ((v->kind != QL_INT && v->kind != QL_FLOAT) || !(f >= 0 && f < 1))
+                chk_err(c, v, "validate is the share of the calibration samples held out to judge the fallback on, "
+                              "from 0 to below 1: validate = 0.25");
             continue;
         }
         if (key == 10) { /* transform = smoothquant(alpha = 0.5) */

@@ -217,6 +217,9 @@ typedef struct qrl_quant_summary {
     double calib_ms, fp32_ms;                     /* the calibration, and one f32 pass over the same samples */
     double output_sqnr;                           /* dB, the outputs of the integer graph against f32 */
     int64_t output_nonfinite;                     /* output elements the integer graph makes NaN or inf */
+    int64_t validate_samples;                     /* held out from calibration by the recipe's validate: what
+                                                   * output_sqnr and the fallback were measured on (0: none) */
+    double output_sqnr_calib;                     /* dB, output_sqnr on the calibration samples */
     double macs, macs_int;                        /* per sample: Conv/Gemm/MatMul MACs, and those in integers */
     double top1_fp32, top1_int8;                  /* with labels (qrl_quantize_opts): top-1 in %; NaN otherwise */
     int64_t top1_samples;

@@ -495,6 +495,19 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     return st;
 }
 
+qr_status qr_measure_output_sqnr(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count,
+                                 double *sqnr)
+{
+    outref o;
+    int64_t nonfinite = 0;
+    qr_status st = outref_init(&o, q, calib, count);
+    if (st == QR_OK)
+        st = measure_outputs(q, &o, res->ig->g, res->ig, calib, o.nbatches, sqnr, &nonfinite);
+    if (st == QR_OK)
+        outref_free(&o);
+    return st;
+}
+
 /* ------------------------------------------------------------ MACs */
 
 /* The reduced dimension K of a MatMul (transposed: a Gemm with transA): the last dim of A as a run

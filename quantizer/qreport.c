@@ -47,8 +47,10 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     num(f, q->fp32_ms);
     fprintf(f, ",\n  \"nodes\": {\"pattern\": %d, \"affine\": %d, \"f32\": %d},\n  \"fallbacks\": %d,\n",
             q->nodes_pattern, q->nodes_affine, q->nodes_float, q->fallbacks);
-    fprintf(f, "  \"output_sqnr_db\": ");
+    fprintf(f, "  \"validate_samples\": %lld,\n  \"output_sqnr_db\": ", (long long)q->validate_samples);
     num(f, q->output_sqnr);
+    fprintf(f, ",\n  \"output_sqnr_calibrate_db\": ");
+    num(f, q->output_sqnr_calib);
     fprintf(f, ",\n  \"top1_fp32\": ");
     num(f, q->top1_fp32);
     fprintf(f, ",\n  \"top1_int8\": ");

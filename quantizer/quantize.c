@@ -1352,6 +1352,9 @@ static qr_status check_agreement(qr_qctx *q, const qr_quantized *res)
 
 /* Calibration over the samples, then the QDQ graph, its measurement against f32 and the
  * recipe's fallback (which rebuilds the QDQ graph without the tensors that fail it). */
+static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count,
+                              const qr_tensor *judge, int64_t njudge);
+
 static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib)
 {
     const qr_graph *g = q->g;
@@ -1365,6 +1368,39 @@ static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
                                    "set has %lld", (long long)fixed, g->inputs[0]->name, (long long)count);
         count -= count % fixed;
     }
+    /* validate = f: the last f of the samples are held out, for the fallback's decisions and the
+     * output SQNR; whole batches of a fixed-batch model */
+    const qr_setting *vs = qr_recipe_setting(q->r, "validate");
+    double frac = vs ? strtod(vs->type, NULL) : 0;
+    int64_t nval = (int64_t)floor((double)count * frac), step = fixed > 1 ? fixed : 1;
+    nval -= nval % step;
+    if (frac > 0 && nval < step)
+        nval = step;
+    if (frac > 0 && count - nval < step)
+        return qr_errorf(q->e, "recipe '%s': validate = %g of %lld calibration samples leaves none to calibrate on",
+                         q->r->name, frac, (long long)count);
+    count -= nval;
+    qr_tensor *val = calloc((size_t)g->n_inputs + 1, sizeof *val);
+    if (!val)
+        return qr_errorf(q->e, "out of memory");
+    for (int i = 0; i < g->n_inputs; i++) { /* samples [count, count + nval) of each input, as views */
+        size_t row = qr_tensor_nbytes(&calib[i]) / (size_t)(calib[i].dims[0] ? calib[i].dims[0] : 1);
+        val[i] = calib[i];
+        val[i].dims[0] = nval;
+        val[i].data = (char *)calib[i].data + (size_t)count * row;
+    }
+    qr_status st = calibrate_on(q, res, calib, count, nval ? val : calib, nval ? nval : count);
+    res->validate_samples = nval;
+    free(val);
+    return st;
+}
+
+/* Calibration on count samples of calib, then the fallback's decisions and every SQNR on the
+ * judge samples (held out, or the same ones). */
+static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count,
+                              const qr_tensor *judge, int64_t njudge)
+{
+    const qr_graph *g = q->g;
     qr_graph *sim = NULL;
     qr_status st = new_calibrators(q);
     if (st == QR_OK)
@@ -1389,12 +1425,15 @@ static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     for (int i = 0; i < q->nslots; i++) /* the export stores f32 scales: what runs uses them too */
         q->slots[i].qp.scale = (float)q->slots[i].qp.scale;
     res->samples = count;
-    if ((st = qr_plan_build_qdq(q, res)) != QR_OK || (st = qr_plan_fallback(q, res, calib, count)) != QR_OK)
+    if ((st = qr_plan_build_qdq(q, res)) != QR_OK || (st = qr_plan_fallback(q, res, judge, njudge)) != QR_OK)
+        return st;
+    res->output_sqnr_calib = res->output_sqnr;
+    if (judge != calib && (st = qr_measure_output_sqnr(q, res, calib, count, &res->output_sqnr_calib)) != QR_OK)
         return st;
     /* each tensor as it ships: cumulative error in the QDQ simulation and in the integer graph */
-    if ((st = qr_measure_slots(q, res->qdq, calib, count)) != QR_OK)
+    if ((st = qr_measure_slots(q, res->qdq, judge, njudge)) != QR_OK)
         return st;
-    if ((st = qr_measure_ints(q, res, calib, count)) != QR_OK) {
+    if ((st = qr_measure_ints(q, res, judge, njudge)) != QR_OK) {
         qr_error_prefix(q->e, "running the integer graph");
         return st;
     }

@@ -72,6 +72,9 @@ typedef struct qr_quantized {
     int fallbacks;                                /* layers the recipe's fallback sent back to f32 */
     double output_sqnr;                           /* dB, the model's outputs from the integer graph against f32 */
     int64_t output_nonfinite;                     /* output elements the integer graph makes NaN or inf */
+    int64_t validate_samples;                     /* held out from calibration by the recipe's validate: what
+                                                   * output_sqnr and the fallback were measured on (0: none) */
+    double output_sqnr_calib;                     /* dB, output_sqnr on the calibration samples */
     double macs, macs_int;                        /* per sample: Conv/Gemm/MatMul MACs, and those in integer kernels */
     double top1_fp32, top1_int8;                  /* with labels: top-1 (%) on the measured samples; NaN otherwise */
     int64_t top1_samples;

@@ -126,6 +126,9 @@ qr_status qr_measure_ints(qr_qctx *q, const qr_quantized *res, const qr_tensor *
  * integer graph; leaves res->qdq and res->ig built for what stays quantized, and res's output SQNR
  * and MAC counts filled. */
 qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count);
+/* The integer graph's output SQNR against f32 on the first count samples of calib (at most 256). */
+qr_status qr_measure_output_sqnr(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count,
+                                 double *sqnr);
 void qr_measure_macs(const qr_qctx *q, qr_quantized *res, const double *per_sample, const int64_t *last);
 /* With labels: top-1 of f32, of the integer graph, and (top1 by slot, NaN where not measured) of the
  * QDQ model with that slot's layer alone quantized. */

@@ -1128,3 +1128,66 @@ Test(quantize, non_finite_calibration_data_is_refused)
         expect_fail(args, want[i], outf);
     }
 }
+
+/* validate = 0.25 holds the last quarter of the calibration samples out: the fallback judges on
+ * them. A model whose calibration samples' first three quarters are 1.5 times narrower than the rest
+ * (as if calibrated on the wrong data): calibrated on those three quarters and judged on them, the
+ * outputs meet the recipe's 25 dB and nothing falls back; judged on the held-out quarter, the
+ * clipped ranges miss it and layers fall back. The summary and the report give both figures. */
+Test(quantize, validate_split_changes_the_fallback_decision)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper as h, TensorProto as T; "
+             "r = np.random.default_rng(0); "
+             "w1 = h.make_tensor('w1', T.FLOAT, [16, 32], r.standard_normal(512).astype(np.float32) * 0.3); "
+             "w2 = h.make_tensor('w2', T.FLOAT, [32, 8], r.standard_normal(256).astype(np.float32) * 0.3); "
+             "g = h.make_graph([h.make_node('MatMul', ['x', 'w1'], ['m']), h.make_node('Relu', ['m'], ['a']), "
+             "h.make_node('MatMul', ['a', 'w2'], ['y'])], 'g', [h.make_tensor_value_info('x', T.FLOAT, ['n', 16])], "
+             "[h.make_tensor_value_info('y', T.FLOAT, ['n', 8])], [w1, w2]); "
+             "onnx.save(h.make_model(g, opset_imports=[h.make_opsetid('', 17)]), '%s/mlp.onnx'); "
+             "x = r.standard_normal((128, 16)).astype(np.float32); x[96:] *= 1.5; np.save('%s/mlp_calib.npy', x)\"",
+             dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/val.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+          "recipe held_out {\n  activation = u8 asymmetric by minmax()\n"
+          "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
+          "  fallback = f32 when output_sqnr < 25\n}\n"
+          "recipe same_samples {\n  activation = u8 asymmetric by minmax()\n"
+          "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
+          "  fallback = f32 when output_sqnr < 25\n}\n",
+          f);
+    fclose(f);
+    /* the same 96 samples calibrate both: held_out judges on the other 32, same on the 96 */
+    const char *recipes[] = {"held_out", "same_samples"}, *count[] = {"128", "96"};
+    double fallbacks[2], validate[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && '%s' quantize mlp.onnx --recipe val.qrl --recipe-name %s --calib mlp_calib.npy "
+                 "--calib-count %s -o mlp.%s.onnx --report mlp.%s.json 2>&1",
+                 dir, tu_qrl(), recipes[i], count[i], recipes[i], recipes[i]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        if (i == 0)
+            cr_expect(strstr(log, "validate:  the SQNR above and the fallback's decisions on 32 held-out samples") &&
+                          strstr(log, "on the 96 calibration samples"),
+                      "%s", log);
+        free(log);
+        snprintf(path, sizeof path, "%s/mlp.%s.json", dir, recipes[i]);
+        fallbacks[i] = tu_json_number(path, "fallbacks");
+        validate[i] = tu_json_number(path, "validate_samples");
+    }
+    /* with every layer back in f32 the held-out SQNR is infinite (null in the JSON): read the other's */
+    snprintf(path, sizeof path, "%s/mlp.same_samples.json", dir);
+    double sqnr = tu_json_number(path, "output_sqnr_db"), sqnr_cal = tu_json_number(path, "output_sqnr_calibrate_db");
+    cr_log_info("held out: %.0f fallbacks; same samples: %.0f fallbacks, %.1f dB", fallbacks[0], fallbacks[1], sqnr);
+    cr_expect_eq(validate[0], 32, "validate_samples %.0f", validate[0]);
+    cr_expect_eq(validate[1], 0, "validate_samples %.0f", validate[1]);
+    cr_expect_eq(fallbacks[1], 0, "judged on its own calibration samples, nothing falls back (%.1f dB)", sqnr);
+    cr_expect_gt(fallbacks[0], 0, "judged on the held-out samples, layers fall back");
+    cr_expect_eq(sqnr, sqnr_cal, "without a split both figures are the same samples'");
+}
