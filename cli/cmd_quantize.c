@@ -11,7 +11,7 @@
 
 typedef struct quantize_args {
     const char *model, *recipe, *outp, *qparams, *name, *report, *intg, *labels;
-    int batch, threads, count, no_cache, ncalib;
+    int batch, threads, count, no_cache, ncalib, quiet;
     char *calib[64];
 } quantize_args;
 
@@ -20,7 +20,7 @@ static void usage(void)
     printf("usage: qrl quantize MODEL.onnx --recipe R.qrl --calib [NAME=]X.npy... -o OUT.onnx\n"
            "                    [--calib-count N] [--batch B] [--threads N] [--recipe-name NAME]\n"
            "                    [--qparams Q.json] [--report R.html|R.json] [--int-graph G.txt]\n"
-           "                    [--labels Y.npy] [--no-cache]\n"
+           "                    [--labels Y.npy] [--no-cache] [--quiet]\n"
            "Quantizes the model as the recipe says, calibrating on the samples of X.npy\n"
            "(one --calib per model input: NAME=FILE binds by name, FILE the next input)\n"
            "(along its first dimension), and writes a QDQ ONNX model: QuantizeLinear and\n"
@@ -43,7 +43,10 @@ static void usage(void)
            "--int-graph writes the integer graph the recipe lowers to (its kernels, tables and\n"
            "integer ops, as `qrl eval --recipe` runs it) as text.\n"
            "--labels gives the calibration samples' classes: top-1 of f32 and of the integer\n"
-           "graph, and in the report each layer's effect on top-1 when quantized alone.\n");
+           "graph, and in the report each layer's effect on top-1 when quantized alone.\n"
+           "On a terminal, the long phases (the f32 pass, calibration, the fallback's search)\n"
+           "draw a progress bar on stderr with the time left; --quiet draws none (nor does a\n"
+           "stderr that is not a terminal).\n");
 }
 
 /* Fills a from the command line: -1 to go on, else the exit status (0 after --help, 2 on a usage error). */
@@ -76,6 +79,8 @@ static int parse_args(int argc, char **argv, quantize_args *a)
             a->labels = argv[++i];
         else if (!strcmp(s, "--recipe-name") && has)
             a->name = argv[++i];
+        else if (!strcmp(s, "--quiet") || !strcmp(s, "-q"))
+            a->quiet = 1;
         else if (!strcmp(s, "--no-cache"))
             a->no_cache = 1;
         else if (!strcmp(s, "--calib-count") && has) {
@@ -203,7 +208,7 @@ int cli_quantize(int argc, char **argv)
         return cli_fail(err);
     }
     qrl_quantize_opts qo = {.recipe_name = a.name, .batch = a.batch, .calib_count = a.count, .threads = a.threads,
-                            .progress = 1, .labels = a.labels ? &lab : NULL};
+                            .progress = !a.quiet, .labels = a.labels ? &lab : NULL};
     rc = cli_quantize_in_memory(a.model, m, a.recipe, a.no_cache, a.ncalib, a.calib, &qo, &r, &q);
     if (rc == 0 && write_outputs(&a, q, err) != 0)
         rc = cli_fail(err);

@@ -418,6 +418,22 @@ static qr_status measure_effects(qr_qctx *q, const outref *o, const qr_tensor *c
     return st;
 }
 
+/* The fallback's progress: its measurements as steps of an estimate made up front (the binary
+ * search's log2 steps; fewer when the first tries meet the recipe). */
+typedef struct fb_progress {
+    const qr_quant_opts *o;
+    int64_t done, total;
+    double t0;
+} fb_progress;
+
+static void fb_step(fb_progress *p)
+{
+    p->done++;
+    if (p->done > p->total - 1)
+        p->total = p->done + 1;
+    qr_plan_progress(p->o, "fallback ", p->done, p->total, p->t0);
+}
+
 /* With the first k ranked slots fallen back (plus none else), the integer graph's outputs; holds:
  * the outputs are finite and the recipe's condition holds for no slot still quantized. */
 static qr_status try_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, const ranked *rk,
@@ -445,9 +461,13 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     ranked *rk = calloc((size_t)q->nslots + 1, sizeof *rk);
     if (!rk)
         return qr_errorf(q->e, "out of memory");
+    fb_progress pg = {.o = q->o, .total = 3, .t0 = qr_plan_now_ms()};
+    for (int n = q->nslots; n > 0 && q->r->fallback; n /= 2) /* the search's steps, at most */
+        pg.total++;
     qr_status st = outref_init(&o, q, calib, count);
     if (st == QR_OK)
         st = qr_measure_local(q, res->qdq, calib, count);
+    fb_step(&pg);
     int nr = 0;
     for (int i = 0; st == QR_OK && i < q->nslots; i++)
         if (!q->slots[i].fallback && q->qval[q->slots[i].value] >= 0)
@@ -456,6 +476,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     int holds = 0, k = 0;
     if (st == QR_OK)
         st = try_k(q, res, &o, calib, rk, nr, 0, &holds);
+    fb_step(&pg);
     if (st == QR_OK && !holds && q->r->fallback) {
         /* the tensors the condition sends back on their own (read with the outputs as if they met
          * it) go at once, first: a stable partition of the ranking */
@@ -469,6 +490,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
             }
         if ((st = qr_rt_status(&rt, q->e)) == QR_OK && k > 0)
             st = try_k(q, res, &o, calib, rk, nr, k, &holds);
+        fb_step(&pg);
     }
     if (st == QR_OK && !holds) { /* the fewest worst layers whose fallback meets it: a binary search */
         /* past those, the layers with the worst effect on the outputs first */
@@ -481,10 +503,13 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
                 hi = mid;
             else
                 lo = mid;
+            fb_step(&pg);
         }
         if (st == QR_OK)
             st = try_k(q, res, &o, calib, rk, nr, hi, &holds);
     }
+    pg.total = pg.done; /* finished: a full bar */
+    qr_plan_progress(pg.o, "fallback ", pg.done, pg.total, pg.t0);
     res->fallbacks = 0;
     for (int i = 0; i < q->nslots; i++)
         res->fallbacks += q->slots[i].fallback;

@@ -780,13 +780,26 @@ static double now_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-static void progress(const qr_quant_opts *o, const char *what, int64_t done, int64_t total)
+double qr_plan_now_ms(void)
+{
+    return now_ms();
+}
+
+/* A bar on a terminal only (stderr), with the time left at the rate so far. */
+void qr_plan_progress(const qr_quant_opts *o, const char *what, int64_t done, int64_t total, double t0)
 {
     if (!o->progress || !isatty(2))
         return;
+    if (done > total)
+        done = total;
     int w = 30, k = total ? (int)(w * done / total) : w;
+    double left = done > 0 ? (now_ms() - t0) / 1e3 * (double)(total - done) / (double)done : 0;
     fprintf(stderr, "\r%s [%.*s%*s] %lld/%lld", what, k, "==============================", w - k, "",
             (long long)done, (long long)total);
+    if (done > 0 && done < total)
+        fprintf(stderr, "  %d:%02d left ", (int)(left / 60), (int)left % 60);
+    else
+        fprintf(stderr, "%13s", "");
     if (done >= total)
         fprintf(stderr, "\n");
 }
@@ -838,6 +851,7 @@ typedef struct batch_run {
     int64_t count;
     int batch, kernel_threads;
     const char *what;
+    double t0;            /* when the run started, for the time left */
     _Atomic int64_t done; /* samples run, for the progress bar */
 } batch_run;
 
@@ -863,7 +877,7 @@ static void *run_worker(void *p)
         w->st = qr_plan_run_once(x, g, in, &w->err);
         int64_t done = (r->done += b);
         if (a->index == 0 && done < r->count) /* the caller's thread draws the bar */
-            progress(r->q->o, r->what, done, r->count);
+            qr_plan_progress(r->q->o, r->what, done, r->count, r->t0);
     }
     qr_exec_free(x);
     free(in);
@@ -902,7 +916,7 @@ static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *cal
                 st = qr_calib_fresh(q->slots[i].cal, &w[k].cal[i], q->e);
         }
     }
-    double t0 = now_ms();
+    double t0 = r.t0 = now_ms();
     for (int k = 1; st == QR_OK && k < nw; k++)
         started[k] = pthread_create(&tid[k], NULL, run_worker, &args[k]) == 0;
     if (st == QR_OK)
@@ -920,7 +934,7 @@ static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *cal
             st = QR_ERR;
         }
     if (st == QR_OK)
-        progress(q->o, what, count, count);
+        qr_plan_progress(q->o, what, count, count, t0);
     /* Merged in worker order, into worker 0's states: one worker never calls merge. */
     for (int i = 0; st == QR_OK && calibrating && i < q->nslots; i++) {
         qr_slot *s = &q->slots[i];

@@ -107,6 +107,10 @@ int64_t qr_plan_round_const(const qr_qctx *q, float x, float scale, int64_t zero
 void qr_plan_fake_quant(const float *x, float *y, int64_t n, float scale, int64_t zero, int64_t qmin, int64_t qmax);
 /* Samples per run: the model's fixed batch, else --batch (32). */
 int qr_plan_batch(const qr_qctx *q);
+/* A progress bar for a long phase on stderr, when it is a terminal and the options allow it
+ * (qr_quant_opts.progress): done of total steps since t0 (qr_plan_now_ms), and the time left. */
+void qr_plan_progress(const qr_quant_opts *o, const char *what, int64_t done, int64_t total, double t0);
+double qr_plan_now_ms(void);
 /* Samples [at, at + b) of every calibration input, as views. */
 void qr_plan_slice_inputs(const qr_tensor *calib, int n, int64_t at, int64_t b, qr_tensor *in);
 /* One batch through x; the outputs are dropped. */

@@ -326,3 +326,28 @@ Test(cli, check_time_reports_cache_miss_then_hit, .timeout = 60)
     cr_assert(strstr(log, "(hit)"), "%s", log);
     free(log);
 }
+
+/* qrl quantize's long phases draw a progress bar with the time left on a terminal (here a pseudo
+ * terminal, util-linux's script), none with --quiet, none when stderr is a file. */
+Test(cli, quantize_progress_only_on_a_terminal)
+{
+    char cmd[4096], *log;
+    const char *q = "quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib";
+    for (int c = 0; c < 3; c++) {
+        if (c < 2)
+            snprintf(cmd, sizeof cmd, "cd '%s' && script -qec \"'%s' %s '%s/calib_images.npy' --calib-count 256 "
+                     "--threads 1 -o '%s/p.onnx'%s\" /dev/null", tu_root(), tu_qrl(), q, getenv("QRL_DATA") ?
+                     getenv("QRL_DATA") : "build/data", dir, c ? " --quiet" : "");
+        else
+            snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s '%s/calib_images.npy' --calib-count 256 --threads 1 -o '%s/p.onnx'",
+                     tu_root(), tu_qrl(), q, getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data", dir);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        int bar = strstr(log, "calibrate [") != NULL && strstr(log, "fallback  [") != NULL;
+        if (c == 0)
+            cr_expect(bar && strstr(log, " left") && strstr(log, "] 256/256"),
+                      "a terminal shows calibrate and fallback bars with the time left:\n%s", log);
+        else
+            cr_expect(!strstr(log, "["), "%s: no bar:\n%s", c == 1 ? "--quiet" : "stderr not a terminal", log);
+        free(log);
+    }
+}
