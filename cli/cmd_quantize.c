@@ -79,7 +79,7 @@ static int parse_args(int argc, char **argv, quantize_args *a)
             a->labels = argv[++i];
         else if (!strcmp(s, "--recipe-name") && has)
             a->name = argv[++i];
-        else if (!strcmp(s, "--quiet") || !strcmp(s, "-q"))
+        else if (!strcmp(s, "--quiet"))
             a->quiet = 1;
         else if (!strcmp(s, "--no-cache"))
             a->no_cache = 1;
