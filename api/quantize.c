@@ -220,6 +220,7 @@ void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out)
         .requants = z->ig->requants, .islands = z->ig->islands, .samples = z->samples, .calib_ms = z->calib_ms,
         .fp32_ms = z->fp32_ms, .output_sqnr = z->output_sqnr, .output_nonfinite = z->output_nonfinite,
         .validate_samples = z->validate_samples, .output_sqnr_calib = z->output_sqnr_calib,
+        .output_cosine = z->output_cosine, .output_agreement = z->output_agreement,
         .macs = z->macs, .macs_int = z->macs_int, .top1_fp32 = z->top1_fp32, .top1_int8 = z->top1_int8,
         .top1_samples = z->top1_samples};
 }

@@ -177,6 +177,8 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
     printf("output:    SQNR %.1f dB against f32 (the integer graph)%s; %.1f%% of %.3g MACs per sample in integers\n",
            q->output_sqnr, q->output_nonfinite ? ", NOT FINITE" : "", q->macs > 0 ? 100.0 * q->macs_int / q->macs : 0.0,
            q->macs);
+    printf("agreement: cosine %.5f to f32's outputs; %.1f%% of output rows have f32's argmax\n", q->output_cosine,
+           100.0 * q->output_agreement);
     if (q->validate_samples > 0)
         printf("validate:  the SQNR above and the fallback's decisions on %lld held-out samples; %.1f dB on the %lld "
                "calibration samples\n", (long long)q->validate_samples, q->output_sqnr_calib, (long long)q->samples);

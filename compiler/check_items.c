@@ -835,6 +835,8 @@ static void qspec(ctx *c, ql_node *setting, int kind)
             chk_push_scope(c, &ms);
             chk_declare(c, "sqnr", QC_SYM_BUILTIN, &qc_f64, q->c);        /* the layer's own SQNR in dB */
             chk_declare(c, "output_sqnr", QC_SYM_BUILTIN, &qc_f64, q->c); /* the model's outputs' SQNR in dB */
+            chk_declare(c, "output_cosine", QC_SYM_BUILTIN, &qc_f64, q->c); /* their cosine similarity */
+            chk_declare(c, "output_agreement", QC_SYM_BUILTIN, &qc_f64, q->c); /* argmax agreement, 0 to 1 */
             chk_convert(c, q->c, chk_expr(c, q->c, &qc_bool), &qc_bool, "the fallback condition");
             chk_pop_scope(c);
         }
@@ -873,7 +875,8 @@ void chk_recipe(ctx *c, qc_sym *s)
 {
     ql_node *n = s->decl;
     static const char *const keys[] = {"activation", "weight", "bias", "accumulate", "numerics", "fallback", "input",
-                                       "output", "tolerance", "rounding", "transform", "validate"};
+                                       "output", "tolerance", "rounding", "transform", "validate", "measure_samples",
+                                       "effect_samples"};
     enum { NKEYS = sizeof keys / sizeof keys[0] };
     c->w = W_RECIPE;
     for (int i = 0; i < n->nkids; i++) {
@@ -912,8 +915,15 @@ void chk_recipe(ctx *c, qc_sym *s)
                 chk_err(c, k, "unknown recipe setting '%s'; did you mean '%s'?", k->name, hint);
             else
                 chk_err(c, k, "unknown recipe setting '%s' (activation, weight, bias, accumulate, numerics, fallback, input, "
-                          "output, tolerance, rounding, transform, validate)",
+                          "output, tolerance, rounding, transform, validate, measure_samples, effect_samples)",
                     k->name);
+            continue;
+        }
+        if (key == 12 || key == 13) { /* measure_samples = 256, effect_samples = 8 */
+            ql_node *v = k->a;
+            if (v->kind != QL_INT || v->ival < 1 || v->ival > 1000000)
+                chk_err(c, v, "%s is a number of samples, 1 to 1000000: %s", k->name,
+                        key == 12 ? "measure_samples = 256" : "effect_samples = 8");
             continue;
         }
         if (key == 11) { /* validate = 0.25: the share of the calibration samples held out */

@@ -113,6 +113,10 @@ static gcc_jit_rvalue *name_rv(fgen *f, const ql_node *n)
             return f->sqnr;
         if (!strcmp(s->name, "output_sqnr") && f->output_sqnr)
             return f->output_sqnr;
+        if (!strcmp(s->name, "output_cosine") && f->output_cosine)
+            return f->output_cosine;
+        if (!strcmp(s->name, "output_agreement") && f->output_agreement)
+            return f->output_agreement;
         if (!strcmp(s->name, "inf"))
             return jit_dbl(j, j->t_f64, INFINITY);
         if (!strcmp(s->name, "nan"))

@@ -72,7 +72,8 @@ typedef struct fgen {
     const char *file;
     int counter;
     /* patterns: the candidate match; affine: inputs, zero points, scales, output; tables: v; fallback: sqnr */
-    gcc_jit_rvalue *mt, *aff_x, *aff_zero, *aff_scale, *table_v, *sqnr, *output_sqnr;
+    gcc_jit_rvalue *mt, *aff_x, *aff_zero, *aff_scale, *table_v, *sqnr, *output_sqnr, *output_cosine,
+        *output_agreement;
     gcc_jit_lvalue *aff_y;
 } fgen;
 

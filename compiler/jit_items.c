@@ -424,11 +424,13 @@ void jit_recipe_fns(jit *j, const qc_sym *s, item_fns *out)
         const ql_node *q = k->a;
         if (!tcall && q->c) { /* fallback = f32 when CONDITION */
             snprintf(name, sizeof name, "qrl_recipe_%s_fallback", s->name);
-            gcc_jit_type *ts[3] = {j->p_rt, j->t_f64, j->t_f64};
-            const char *ns[3] = {"rt", "sqnr", "output_sqnr"};
-            fgen f = fn_begin(j, s, name, j->t_i64, 3, ts, ns);
+            gcc_jit_type *ts[5] = {j->p_rt, j->t_f64, j->t_f64, j->t_f64, j->t_f64};
+            const char *ns[5] = {"rt", "sqnr", "output_sqnr", "output_cosine", "output_agreement"};
+            fgen f = fn_begin(j, s, name, j->t_i64, 5, ts, ns);
             f.sqnr = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
             f.output_sqnr = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
+            f.output_cosine = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 3));
+            f.output_agreement = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 4));
             gcc_jit_rvalue *c = jit_now(&f, jit_expr(&f, q->c));
             gcc_jit_block_end_with_return(jit_cur(&f), NULL, jit_cast(j, c, j->t_i64));
             out->fallback = f.fn;
@@ -733,7 +735,8 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
     int on_outputs = 0; /* the fallback condition reads output_sqnr: a search over layers */
     for (int i = 0; i < r->nkids; i++)
         if (r->kids[i]->kind == QL_SETTING && r->kids[i]->a->kind == QL_QSPEC && r->kids[i]->a->c)
-            on_outputs |= mentions(r->kids[i]->a->c, "output_sqnr");
+            on_outputs |= mentions(r->kids[i]->a->c, "output_sqnr") || mentions(r->kids[i]->a->c, "output_cosine") ||
+                          mentions(r->kids[i]->a->c, "output_agreement");
     gcc_jit_rvalue *a1[4] = {m, STR(s->name), ADDR_OR_NULL(fns->fallback), jit_lng(j, j->t_i64, on_outputs)};
     CALL_IMP(IMP_ADD_RECIPE, 4, a1);
     int set = 0; /* as recipe_fns numbers them */

@@ -220,6 +220,8 @@ typedef struct qrl_quant_summary {
     int64_t validate_samples;                     /* held out from calibration by the recipe's validate: what
                                                    * output_sqnr and the fallback were measured on (0: none) */
     double output_sqnr_calib;                     /* dB, output_sqnr on the calibration samples */
+    double output_cosine;                         /* the outputs' cosine similarity to f32's */
+    double output_agreement;                      /* share of output rows whose argmax is f32's */
     double macs, macs_int;                        /* per sample: Conv/Gemm/MatMul MACs, and those in integers */
     double top1_fp32, top1_int8;                  /* with labels (qrl_quantize_opts): top-1 in %; NaN otherwise */
     int64_t top1_samples;

@@ -24,7 +24,13 @@
 #include "layout.h"
 #include "quantize_plan.h"
 
-#define MEASURE_SAMPLES 256
+/* The recipe's measure_samples (default 256): calibration samples each measurement runs. */
+static int64_t measure_samples(const qr_qctx *q)
+{
+    const qr_setting *s = qr_recipe_setting(q->r, "measure_samples");
+    int64_t n = s ? strtoll(s->type, NULL, 10) : 256;
+    return n > 0 ? n : 256;
+}
 
 double qr_plan_sqnr(const qr_slot *s)
 {
@@ -165,7 +171,7 @@ static qr_status side_by_side(measure *ms, const qr_graph *other, void *user, qr
     ms->ref = calloc((size_t)q->g->n_values + 1, sizeof *ms->ref);
     qr_tensor *in = calloc((size_t)q->g->n_inputs + 1, sizeof *in);
     qr_status st = ms->ref && in ? QR_OK : qr_errorf(q->e, "out of memory");
-    int64_t n = count < MEASURE_SAMPLES ? count : MEASURE_SAMPLES;
+    int64_t n = count < measure_samples(q) ? count : measure_samples(q);
     qr_exec_opts o32 = {.threads = q->o->threads, .observer = observe_slots, .observer_user = ms};
     qr_exec_opts oo = {.threads = q->o->threads, .observer = obs, .observer_user = ms, .kernel_user = user};
     qr_exec *x32 = NULL, *xo = NULL;
@@ -278,7 +284,7 @@ static qr_status outref_init(outref *o, qr_qctx *q, const qr_tensor *calib, int6
     const qr_graph *g = q->g;
     memset(o, 0, sizeof *o);
     o->q = q;
-    o->n = count < MEASURE_SAMPLES ? count : MEASURE_SAMPLES;
+    o->n = count < measure_samples(q) ? count : measure_samples(q);
     o->batch = qr_plan_batch(q);
     o->nbatches = (int)((o->n + o->batch - 1) / o->batch);
     o->out = calloc((size_t)(o->nbatches * g->n_outputs) + 1, sizeof *o->out);
@@ -303,12 +309,31 @@ static qr_status outref_init(outref *o, qr_qctx *q, const qr_tensor *calib, int6
 
 /* The SQNR of graph's outputs against f32 over all outputs' elements, and the elements that are
  * not finite where f32 is. */
+typedef struct out_metrics {
+    double sqnr, cosine, agreement;
+    int64_t nonfinite;
+} out_metrics;
+
+/* Row r (the last axis, n long) of a and of b: whether their largest elements are at the same place. */
+static int same_argmax(const qr_tensor *a, const qr_tensor *b, int64_t r, int64_t n)
+{
+    int64_t ia = 0, ib = 0;
+    for (int64_t k = 1; k < n; k++) {
+        if (qr_get_f64(a->data, a->dtype, r * n + k) > qr_get_f64(a->data, a->dtype, r * n + ia))
+            ia = k;
+        if (qr_get_f64(b->data, b->dtype, r * n + k) > qr_get_f64(b->data, b->dtype, r * n + ib))
+            ib = k;
+    }
+    return ia == ib;
+}
+
 static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *graph, void *user,
-                                 const qr_tensor *calib, int nbatches, double *sqnr, int64_t *nonfinite)
+                                 const qr_tensor *calib, int nbatches, out_metrics *mt)
 {
     const qr_graph *g = q->g;
-    double sx2 = 0, se2 = 0;
-    *nonfinite = 0;
+    double sx2 = 0, se2 = 0, sv2 = 0, sxv = 0;
+    int64_t rows = 0, agree = 0, nf = 0;
+    int64_t *nonfinite = &nf;
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
     qr_exec_opts eo = {.threads = q->o->threads, .kernel_user = user};
     qr_exec *x = NULL;
@@ -332,14 +357,23 @@ static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *gr
                     }
                     sx2 += a * a;
                     se2 += (a - v) * (a - v);
+                    sv2 += v * v;
+                    sxv += a * v;
                 }
+            int64_t n = r->ndim > 0 ? r->dims[r->ndim - 1] : 1;
+            if (cnt == qr_tensor_numel(t) && n > 1 && cnt % n == 0)
+                for (int64_t row = 0; row < cnt / n; row++, rows++)
+                    agree += same_argmax(r, t, row, n);
             qr_tensor_free(&out[j]);
         }
     }
     qr_exec_free(x);
     free(in);
     free(out);
-    *sqnr = *nonfinite ? -INFINITY : se2 <= 0 ? INFINITY : 10.0 * log10(sx2 / se2);
+    mt->nonfinite = nf;
+    mt->sqnr = nf ? -INFINITY : se2 <= 0 ? INFINITY : 10.0 * log10(sx2 / se2);
+    mt->cosine = nf ? -1 : sx2 > 0 && sv2 > 0 ? sxv / sqrt(sx2 * sv2) : sx2 == sv2 ? 1 : 0;
+    mt->agreement = nf ? 0 : rows ? (double)agree / (double)rows : 1;
     return st;
 }
 
@@ -386,7 +420,13 @@ static int by_effect(const void *a, const void *b)
 
 /* Samples for each layer's effect on the outputs: one forward pass of the
  * QDQ simulation per layer, so a few. */
-#define EFFECT_SAMPLES 8
+/* The recipe's effect_samples (default 8): samples each layer's effect on the outputs is measured on. */
+static int64_t effect_samples(const qr_qctx *q)
+{
+    const qr_setting *s = qr_recipe_setting(q->r, "effect_samples");
+    int64_t n = s ? strtoll(s->type, NULL, 10) : 8;
+    return n > 0 ? n : 8;
+}
 
 /* Each ranked layer's effect on the model's outputs when it alone is quantized
  * (the QDQ simulation, every other layer in f32). Local SQNR ranks the victims
@@ -399,17 +439,16 @@ static qr_status measure_effects(qr_qctx *q, const outref *o, const qr_tensor *c
         return qr_errorf(q->e, "out of memory");
     for (int i = 0; i < q->nslots; i++)
         was[i] = (unsigned char)q->slots[i].fallback;
-    int nb = (int)((EFFECT_SAMPLES + o->batch - 1) / o->batch);
+    int nb = (int)((effect_samples(q) + o->batch - 1) / o->batch);
     qr_status st = QR_OK;
     for (int r = 0; st == QR_OK && r < nr; r++) {
         for (int k = 0; k < q->nslots; k++)
             q->slots[k].fallback = k != rk[r].slot;
         qr_quantized one = {0};
-        int64_t nonfinite = 0;
+        out_metrics mt = {0};
         if ((st = qr_plan_build_qdq(q, &one)) == QR_OK)
-            st = measure_outputs(q, o, one.qdq, NULL, calib, nb, &rk[r].effect, &nonfinite);
-        if (nonfinite)
-            rk[r].effect = -INFINITY;
+            st = measure_outputs(q, o, one.qdq, NULL, calib, nb, &mt);
+        rk[r].effect = mt.nonfinite ? -INFINITY : mt.sqnr;
         qr_graph_free(one.qdq);
     }
     for (int i = 0; i < q->nslots; i++)
@@ -442,15 +481,20 @@ static qr_status try_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_
     for (int i = 0; i < nr; i++)
         q->slots[rk[i].slot].fallback = i < k;
     qr_status st = rebuild(q, res);
+    out_metrics mt = {0};
     if (st == QR_OK)
-        st = measure_outputs(q, o, res->ig->g, res->ig, calib, o->nbatches, &res->output_sqnr, &res->output_nonfinite);
+        st = measure_outputs(q, o, res->ig->g, res->ig, calib, o->nbatches, &mt);
     if (st != QR_OK)
         return st;
+    res->output_sqnr = mt.sqnr;
+    res->output_nonfinite = mt.nonfinite;
+    res->output_cosine = mt.cosine;
+    res->output_agreement = mt.agreement;
     qrl_rt rt;
     qr_rt_init(&rt);
     int bad = res->output_nonfinite > 0;
     for (int i = k; !bad && q->r->fallback && i < nr; i++)
-        bad = q->r->fallback(&rt, rk[i].sqnr, res->output_sqnr) != 0;
+        bad = q->r->fallback(&rt, rk[i].sqnr, mt.sqnr, mt.cosine, mt.agreement) != 0;
     *holds = !bad;
     return qr_rt_status(&rt, q->e);
 }
@@ -483,7 +527,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         qrl_rt rt;
         qr_rt_init(&rt);
         for (int i = 0; i < nr; i++)
-            if (q->r->fallback(&rt, rk[i].sqnr, INFINITY)) {
+            if (q->r->fallback(&rt, rk[i].sqnr, INFINITY, 1.0, 1.0)) {
                 ranked r = rk[i];
                 memmove(rk + k + 1, rk + k, sizeof *rk * (size_t)(i - k));
                 rk[k++] = r;
@@ -524,10 +568,11 @@ qr_status qr_measure_output_sqnr(qr_qctx *q, const qr_quantized *res, const qr_t
                                  double *sqnr)
 {
     outref o;
-    int64_t nonfinite = 0;
+    out_metrics mt = {0};
     qr_status st = outref_init(&o, q, calib, count);
     if (st == QR_OK)
-        st = measure_outputs(q, &o, res->ig->g, res->ig, calib, o.nbatches, sqnr, &nonfinite);
+        st = measure_outputs(q, &o, res->ig->g, res->ig, calib, o.nbatches, &mt);
+    *sqnr = mt.sqnr;
     if (st == QR_OK)
         outref_free(&o);
     return st;
@@ -630,7 +675,7 @@ static qr_status count_top1(qr_qctx *q, const qr_graph *graph, void *user, const
 qr_status qr_measure_top1(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, const qr_tensor *labels,
                           int64_t count, double *top1)
 {
-    int64_t n = count < MEASURE_SAMPLES ? count : MEASURE_SAMPLES, c32 = 0, ci = 0;
+    int64_t n = count < measure_samples(q) ? count : measure_samples(q), c32 = 0, ci = 0;
     if (labels->ndim != 1 || !qr_dtype_is_int(labels->dtype) || labels->dims[0] < n)
         return qr_errorf(q->e, "the labels must be %lld or more integers, one per calibration sample", (long long)n);
     qr_status st = count_top1(q, q->g, NULL, calib, labels, n, &c32);

@@ -51,6 +51,10 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     num(f, q->output_sqnr);
     fprintf(f, ",\n  \"output_sqnr_calibrate_db\": ");
     num(f, q->output_sqnr_calib);
+    fprintf(f, ",\n  \"output_cosine\": ");
+    num(f, q->output_cosine);
+    fprintf(f, ",\n  \"output_agreement\": ");
+    num(f, q->output_agreement);
     fprintf(f, ",\n  \"top1_fp32\": ");
     num(f, q->top1_fp32);
     fprintf(f, ",\n  \"top1_int8\": ");

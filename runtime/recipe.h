@@ -226,8 +226,11 @@ typedef int32_t (*qrl_aff_elem_fn)(qrl_rt *rt, const qrl_match *mt, const int32_
                                    const double *scale);
 typedef double (*qrl_aff_table_fn)(qrl_rt *rt, const qrl_match *mt, double v);
 /* sqnr: a quantized tensor's own SQNR (its layer's error with f32 inputs); output_sqnr: the
- * model's outputs' SQNR with everything still quantized. */
-typedef int64_t (*qrl_fallback_fn)(qrl_rt *rt, double sqnr, double output_sqnr);
+ * model's outputs' SQNR with everything still quantized; output_cosine: their cosine similarity to
+ * f32's; output_agreement: the share of output rows (the last axis) whose largest element is where
+ * f32's is (top-1 agreement of a classifier, per token of a sequence model). */
+typedef int64_t (*qrl_fallback_fn)(qrl_rt *rt, double sqnr, double output_sqnr, double output_cosine,
+                                   double output_agreement);
 typedef void (*qrl_args_fn)(qrl_rt *rt, double *out);
 /* A transform's scale: the factor s channel j of the matched value is divided by (and its readers'
  * weights for channel j multiplied by), from the channel's statistics: act, its largest |value| over

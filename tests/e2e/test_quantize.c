@@ -1191,3 +1191,59 @@ Test(quantize, validate_split_changes_the_fallback_decision)
     cr_expect_gt(fallbacks[0], 0, "judged on the held-out samples, layers fall back");
     cr_expect_eq(sqnr, sqnr_cal, "without a split both figures are the same samples'");
 }
+
+/* The fallback's metrics beside output_sqnr: output_cosine and output_agreement (the share of
+ * output rows whose argmax is f32's), as numpy computes them from ONNX Runtime's f32 outputs and
+ * the integer graph's (qrl run --recipe) on the same samples, with activations clipped hard
+ * (percentile 90) so that decisions change; a recipe may fall back on them (f32 when
+ * output_agreement < 1: every one of the 64 samples classified as f32 classifies it). */
+Test(quantize, fallback_on_cosine_and_argmax_agreement)
+{
+    char cmd[4096], *log, path[1024];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as np; np.save('%s/x64.npy', np.load('%s/calib_images.npy')[:64])\"",
+             dir, data_dir());
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *head = "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n";
+    const char *body = "  activation = i8 symmetric by percentile(p = 90.0)\n  weight = i8 symmetric per_tensor by minmax()\n";
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/%s.qrl", dir, k ? "agree" : "plain");
+        FILE *f = fopen(path, "w");
+        cr_assert(f);
+        fprintf(f, "%srecipe r {\n%s%s}\n", head, body,
+                k ? "  fallback = f32 when output_agreement < 1.0 or output_cosine < 0.9\n  measure_samples = 64\n" : "");
+        fclose(f);
+    }
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s/plain.qrl --calib %s/x64.npy "
+             "-o %s/plain.onnx --report %s/plain.json && '%s' run examples/fmnist/fmnist_cnn.onnx --recipe %s/plain.qrl "
+             "--calib %s/x64.npy -i %s/x64.npy -o %s/int && node tools/ort_sqnr.js --run "
+             "examples/fmnist/fmnist_cnn.onnx %s/f32 %s/x64.npy 2>&1",
+             tu_root(), tu_qrl(), dir, dir, dir, dir, tu_qrl(), dir, dir, dir, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import numpy as np, glob; a = np.load('f32/0.npy').astype(np.float64); "
+             "b = np.load(glob.glob('int/*.npy')[0]).astype(np.float64).reshape(a.shape); "
+             "print('%%.6f %%.6f' %% ((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum()), "
+             "(a.argmax(-1) == b.argmax(-1)).mean()))\"", dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    double cosine = -1, agreement = -1;
+    cr_assert(sscanf(log, "%lf %lf", &cosine, &agreement) == 2, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/plain.json", dir);
+    double rc = tu_json_number(path, "output_cosine"), ra = tu_json_number(path, "output_agreement");
+    cr_log_info("numpy: cosine %.6f, agreement %.4f; QRL: %.6f, %.4f", cosine, agreement, rc, ra);
+    cr_expect_float_eq(rc, cosine, 1e-5, "cosine %.6f, numpy %.6f", rc, cosine);
+    cr_expect_float_eq(ra, agreement, 1e-9, "agreement %.4f, numpy %.4f", ra, agreement);
+    cr_expect_lt(agreement, 1.0, "the clipped activations change some of the 64 decisions (else the next part tests nothing)");
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s/agree.qrl --calib %s/x64.npy "
+             "-o %s/agree.onnx --report %s/agree.json 2>&1",
+             tu_root(), tu_qrl(), dir, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/agree.json", dir);
+    cr_expect_eq(tu_json_number(path, "output_agreement"), 1.0, "the fallback met output_agreement >= 1");
+    cr_expect_gt(tu_json_number(path, "fallbacks"), 0, "layers fell back to get there");
+}
