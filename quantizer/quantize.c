@@ -617,8 +617,14 @@ static qr_status simq_run(qr_kctx *k)
         if (st != QR_OK)
             return st;
     }
-    if (!(qp.scale > 0) || !isfinite(qp.scale))
-        return QR_KERR(k, "calibration chose scale %g", qp.scale);
+    if (!(qp.scale > 0) || !isfinite(qp.scale) || !isfinite((float)qp.scale) || (float)qp.scale == 0) {
+        /* a range no scale holds (values that overflow to infinity, say): this batch passes on
+         * unrounded, and the final solve sends the tensor back to f32 with a note */
+        if (s->kind != SLOT_CALIBRATED)
+            return QR_KERR(k, "calibration chose scale %g", qp.scale);
+        memcpy(k->out[0]->data, xd, sizeof *xd * (size_t)n);
+        return QR_OK;
+    }
     qr_plan_fake_quant(xd, k->out[0]->data, n, (float)qp.scale, qp.zero, s->qt.qmin, s->qt.qmax);
     return QR_OK;
 }
@@ -1429,9 +1435,14 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
         qr_slot *s = &q->slots[i];
         if (s->kind == SLOT_CALIBRATED && (st = qr_calib_solve(s->cal, &s->qt, &s->qp, q->e)) != QR_OK)
             qr_error_prefix(q->e, "value '%s'", g->values[s->value]->name);
-        else if (s->kind == SLOT_CALIBRATED && (!isfinite(s->qp.scale) || !(s->qp.scale > 0)))
-            st = qr_errorf(q->e, "value '%s': the calibrator gives scale %g (the range it saw is [%g, %g])",
+        else if (s->kind == SLOT_CALIBRATED && (!isfinite(s->qp.scale) || !(s->qp.scale > 0) ||
+                                               !isfinite((float)s->qp.scale) || (float)s->qp.scale == 0)) {
+            /* one tensor that cannot be calibrated stays f32; the rest goes on */
+            st = plan_note(q, "value '%s' stays f32: the calibrator gives scale %g for the range it saw, [%g, %g]",
                            g->values[s->value]->name, s->qp.scale, s->lo, s->hi);
+            s->fallback = 1;
+            s->qp = (qrl_qparams){1.0, 0};
+        }
     }
     if (st != QR_OK)
         return st;

@@ -1247,3 +1247,39 @@ Test(quantize, fallback_on_cosine_and_argmax_agreement)
     cr_expect_eq(tu_json_number(path, "output_agreement"), 1.0, "the fallback met output_agreement >= 1");
     cr_expect_gt(tu_json_number(path, "fallbacks"), 0, "layers fell back to get there");
 }
+
+/* One tensor that cannot be calibrated (here its f32 values overflow to infinity: PP-OCR rec once
+ * stopped with "calibration chose scale inf") stays f32 with a note naming it; the rest of the
+ * model is quantized and the run succeeds. */
+Test(quantize, a_tensor_without_a_scale_falls_back_alone)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper as h, TensorProto as T; "
+             "r = np.random.default_rng(0); "
+             "w1 = h.make_tensor('w1', T.FLOAT, [16, 32], r.standard_normal(512).astype(np.float32) * 0.3); "
+             "w2 = h.make_tensor('w2', T.FLOAT, [32, 8], r.standard_normal(256).astype(np.float32) * 0.3); "
+             "big = h.make_tensor('big', T.FLOAT, [], [1e38]); "
+             "g = h.make_graph([h.make_node('MatMul', ['x', 'w1'], ['m']), h.make_node('Mul', ['m', 'big'], ['e']), "
+             "h.make_node('Relu', ['m'], ['a']), h.make_node('MatMul', ['a', 'w2'], ['y'])], 'g', "
+             "[h.make_tensor_value_info('x', T.FLOAT, ['n', 16])], [h.make_tensor_value_info('y', T.FLOAT, ['n', 8]), "
+             "h.make_tensor_value_info('e', T.FLOAT, ['n', 32])], [w1, w2, big]); "
+             "onnx.save(h.make_model(g, opset_imports=[h.make_opsetid('', 17)]), '%s/infm.onnx'); "
+             "np.save('%s/infm_calib.npy', r.standard_normal((64, 16)).astype(np.float32))\"",
+             dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize %s/infm.onnx --recipe recipes/int8-minmax.qrl --calib %s/infm_calib.npy "
+             "-o %s/infm_q.onnx --report %s/infm.json 2>&1",
+             tu_root(), tu_qrl(), dir, dir, dir, dir);
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 0, "exit %d: %s", rc, log);
+    cr_expect(strstr(log, "note: value 'e' stays f32: the calibrator gives scale inf for the range it saw, [-inf, inf]"),
+              "%s", log);
+    cr_expect(strstr(log, "100.0% of 768 MACs per sample in integers"), "both MatMuls stay on integers: %s", log);
+    free(log);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/infm.json", dir);
+    cr_expect_eq(tu_json_number(path, "fallbacks"), 1, "e alone falls back");
+}
