@@ -16,10 +16,7 @@ static char *dir;
 static void setup(void)
 {
     dir = tu_tmpdir();
-    char cmd[2048], *log;
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_transformer_models.py' '%s' 2>&1", tu_root(), dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
+    tu_make_transformer_models(dir);
 }
 
 static void teardown(void)

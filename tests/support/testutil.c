@@ -282,3 +282,11 @@ const struct qr_fn_desc *tu_fn(const struct qrl_module *m, const char *name, con
     cr_assert(d, "%s", e.msg);
     return d;
 }
+
+void tu_make_transformer_models(const char *dir)
+{
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_transformer_models.py' '%s' 2>&1", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}

@@ -26,6 +26,8 @@ const char *tu_root(void);
 char *tu_tmpdir(void);
 void tu_rmdir(char *dir);
 int tu_file_exists(const char *path);
+/* tools/make_transformer_models.py's small models into dir (the test fails if it fails). */
+void tu_make_transformer_models(const char *dir);
 /* A whole file, NUL-terminated (malloc'd); the test fails when it cannot be read. tu_slurp_root:
  * a path relative to the project root. */
 char *tu_slurp(const char *path);
