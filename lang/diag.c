@@ -158,24 +158,28 @@ void ql_diags_print(const ql_diags *d, FILE *f)
     }
 }
 
+/* Edits from a to b: insertions, deletions, substitutions and swaps of two neighbours (optimal
+ * string alignment), so "f23" is one edit from "f32". */
 static int edit_distance(const char *a, const char *b, int limit)
 {
     int la = (int)strlen(a), lb = (int)strlen(b);
     if (la > 64 || lb > 64 || abs(la - lb) > limit)
         return limit + 1;
-    int prev[65], cur[65];
+    int d[65][65];
+    for (int i = 0; i <= la; i++)
+        d[i][0] = i;
     for (int j = 0; j <= lb; j++)
-        prev[j] = j;
-    for (int i = 1; i <= la; i++) {
-        cur[0] = i;
+        d[0][j] = j;
+    for (int i = 1; i <= la; i++)
         for (int j = 1; j <= lb; j++) {
-            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            int del = prev[j] + 1, ins = cur[j - 1] + 1;
-            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+            int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            int best = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
         }
-        memcpy(prev, cur, sizeof(int) * (size_t)(lb + 1));
-    }
-    return prev[lb];
+    return d[la][lb];
 }
 
 const char *ql_suggest(const char *name, const char *const *cands, int n)
