@@ -770,12 +770,24 @@ static void qspec(ctx *c, ql_node *setting, int kind)
             kind == 0 ? " and a calibrator: i8 symmetric by minmax()" : kind == 2 ? ": f32 when sqnr < 20" : "");
         return;
     }
-    const qc_type *t = chk_type(c, q->a);
-    if (kind == 0 && t->k != QC_I8 && t->k != QC_U8 && t->k != QC_I16 && t->k != QC_U16)
+    const qc_type *t;
+    if (q->a->kind == QL_TYPE && q->a->op == QL_TOK_IDENT) { /* a name where the type goes: i4, u7 */
+        static const char *const types[] = {"i8", "u8", "i16", "u16", "i32", "i64", "f32"};
+        const char *hint = ql_suggest(q->a->name, types, kind == 0 ? 4 : kind == 1 ? 6 : 7);
+        int four = !strcmp(q->a->name, "i4") || !strcmp(q->a->name, "u4");
+        chk_err(c, q->a, "'%s' is not a type%s; %s %s%s%s%s", q->a->name, four ? " (4-bit types do not exist yet)" : "",
+                setting->name,
+                kind == 0 ? "is quantized to i8, u8, i16 or u16" : kind == 1 ? "is i16, i32 or i64" : "runs in f32",
+                hint && !four ? "; did you mean '" : "", hint && !four ? hint : "", hint && !four ? "'?" : "");
+        t = &qc_error;
+    } else {
+        t = chk_type(c, q->a);
+    }
+    if (kind == 0 && t->k != QC_I8 && t->k != QC_U8 && t->k != QC_I16 && t->k != QC_U16 && t->k != QC_ERROR)
         chk_err(c, q->a, "%s is quantized to i8, u8, i16 or u16, not %s", setting->name, TN(t, a));
-    if (kind == 1 && t->k != QC_I32 && t->k != QC_I64 && t->k != QC_I16)
+    if (kind == 1 && t->k != QC_I32 && t->k != QC_I64 && t->k != QC_I16 && t->k != QC_ERROR)
         chk_err(c, q->a, "%s is i16, i32 or i64, not %s", setting->name, TN(t, a));
-    if (kind == 2 && t->k != QC_F32)
+    if (kind == 2 && t->k != QC_F32 && t->k != QC_ERROR)
         chk_err(c, q->a, "the fallback runs in f32, not %s", TN(t, a));
     static const char *const mods[] = {"symmetric", "asymmetric", "narrow", "per_channel", "per_tensor"};
     for (int i = 0; i < q->nkids; i++) {

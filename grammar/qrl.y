@@ -198,6 +198,9 @@ names(A) ::= names(L) COMMA IDENT(N).                 { A = qp_add(ps, L, qp_tok
 
 /* i8 symmetric narrow per_channel by minmax()  |  i32  |  f32 when sqnr < 20 */
 qspec(A) ::= scalar(T) mods(M) byopt(B) whenopt(W).   { A = qp_fix(M, T, B, W); M->span = ql_span_join(T->span, M->span); }
+/* a name where the type goes (i4 symmetric ..., u7 by ...): parsed so the checker can say it is no type */
+qspec(A) ::= IDENT(T) IDENT(N) mods(M) byopt(B) whenopt(W). { A = qp_fix(qp_add(ps, M, qp_tok(ps, QL_NAME, &N)), qp_tok(ps, QL_TYPE, &T), B, W); M->span = T.span; }
+qspec(A) ::= IDENT(T) BY postfix(B) whenopt(W).       { A = qp_fix(qp_node(ps, QL_QSPEC, T.span), qp_tok(ps, QL_TYPE, &T), B, W); }
 mods(A) ::= .                                         { A = qp_node(ps, QL_QSPEC, (ql_span){0}); }
 mods(A) ::= mods(L) IDENT(N).                         { A = qp_add(ps, L, qp_tok(ps, QL_NAME, &N)); }
 byopt(A) ::= .                                        { A = NULL; }
