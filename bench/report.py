@@ -61,7 +61,7 @@ def verdict(ok):
     return "ok" if ok else "MISSED"
 
 
-TRANSFORMERS = ("bert", "gpt", "vit")
+TRANSFORMERS = ("bert", "gpt", "vit", "swin")
 RECIPES = (("int8", "static", 3.0), ("int8_dynamic", "dynamic", 0.5))  # file tag, name, dB allowed below PyTorch
 
 

@@ -14,8 +14,11 @@ exports (torch.onnx.export, opset 17) with random weights, as a new user would m
          them (SmoothQuant's case)
   vit    torchvision vit_b_32 (input "x" [batch, 3, 224, 224]) -- only with --vit; its classifier
          gets random weights (torchvision's are zeros)
+  swin   torchvision swin_t (Swin-T: shifted windows, torch.roll, the shifted windows' attention
+         masks, patch merging; input "x" [batch, 3, 224, 224]) -- only with --swin; torchvision's
+         own random initialization (truncated normal Linears, zero biases)
 
-Usage: /usr/bin/python3 tools/make_transformer_models.py OUT_DIR [--size small|bench] [--vit]
+Usage: /usr/bin/python3 tools/make_transformer_models.py OUT_DIR [--size small|bench] [--vit] [--swin]
 Writes NAME.onnx, NAME.pt (state dict), NAME_calib.npy (32 samples) and NAME_test.npy
 (16 other samples, never used to calibrate) for each model, and PyTorch's own outputs on the
 test samples: NAME_test_f32.npy (the f32 model) and NAME_test_torch_dynamic.npy (PyTorch's
@@ -34,6 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
+TORCHVISION = {"vit": "vit_b_32", "swin": "swin_t"}  # the torchvision transformers, by their name here
 SIZES = {
     "small": dict(d=32, heads=4, ff=64, layers=2, seq=8, gseq=8, vocab=50),
     "bench": dict(d=256, heads=4, ff=1024, layers=4, seq=128, gseq=64, vocab=1000),
@@ -112,6 +116,33 @@ class GPT(nn.Module):
         return self.head(self.ln(self.blocks(x)))
 
 
+class _SwinF:
+    """torch.nn.functional for torchvision's swin_transformer module, but F.linear(x, w, b) with w the
+    weight() method of a dynamically quantized Linear runs that Linear. torchvision's
+    ShiftedWindowAttention passes self.qkv.weight and self.proj.weight to a functional
+    shifted_window_attention, so after quantize_dynamic swaps those nn.Linear modules it fails
+    ("linear(): argument 'weight' must be Tensor, not method"); with this, quantize_dynamic runs
+    them as it runs every other nn.Linear, and the f32 model is unchanged (tensor weights go to
+    F.linear)."""
+
+    def __getattr__(self, name):
+        return getattr(nn.functional, name)
+
+    @staticmethod
+    def linear(x, w, b=None):
+        mod = getattr(w, "__self__", None)
+        if isinstance(mod, torch.nn.quantized.dynamic.Linear):
+            return mod(x)
+        return nn.functional.linear(x, w, b)
+
+
+def swin_dynamic_linears():
+    """Lets quantize_dynamic's Swin run its attention Linears (see _SwinF); idempotent."""
+    import torchvision.models.swin_transformer as st
+    if not isinstance(st.F, _SwinF):
+        st.F = _SwinF()
+
+
 def references(model, test, out, name):
     """PyTorch's f32 outputs and quantize_dynamic's on the test samples, one sample at a time."""
     engines = torch.backends.quantized.supported_engines
@@ -120,8 +151,10 @@ def references(model, test, out, name):
     torch.backends.quantized.engine = next(e for e in ("fbgemm", "onednn", "qnnpack", engines[-1]) if e in engines)
     qmodel = torch.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
     # training mode (dropout is 0) keeps nn.TransformerEncoder off its fused fast path, which
-    # torch 1.13 breaks on dynamically quantized weights
-    qmodel.train()
+    # torch 1.13 breaks on dynamically quantized weights; not for swin, whose training mode
+    # drops whole residual branches (torchvision's stochastic depth, 0.2 in swin_t)
+    if name != "swin":
+        qmodel.train()
     with torch.no_grad():
         f32 = torch.cat([model(test[i:i + 1]) for i in range(len(test))])
         dyn = torch.cat([qmodel(test[i:i + 1]) for i in range(len(test))])
@@ -130,18 +163,20 @@ def references(model, test, out, name):
 
 
 def from_state(name, state):
-    """The model NAME (bert, gpt or vit) with the weights of state dict STATE, at the size whose
+    """The model NAME (bert, gpt, vit or swin) with the weights of state dict STATE, at the size whose
     shapes match them (eval mode): how tools/torch_bench.py and tools/transformer_sqnr.py rebuild
     what this script exported."""
-    if name == "vit":
+    if name in TORCHVISION:
         import torchvision
-        m = torchvision.models.vit_b_32(weights=None)
+        if name == "swin":
+            swin_dynamic_linears()
+        m = getattr(torchvision.models, TORCHVISION[name])(weights=None)
         m.load_state_dict(state)
         return m.eval()
     for s in SIZES.values():
         m = bert(s) if name == "bert" else GPT(s) if name in ("gpt", "gpt_outliers") else None
         if m is None:
-            raise ValueError("unknown transformer model %s (bert, gpt, vit)" % name)
+            raise ValueError("unknown transformer model %s (bert, gpt, vit, swin)" % name)
         own = m.state_dict()
         if own.keys() == state.keys() and all(own[k].shape == state[k].shape for k in own):
             m.load_state_dict(state)
@@ -153,6 +188,25 @@ def export(model, example, path, inames, onames, dynamic_batch):
     axes = {n: {0: "batch"} for n in inames + onames} if dynamic_batch else None
     torch.onnx.export(model, example, path, opset_version=17, input_names=inames, output_names=onames,
                       dynamic_axes=axes, do_constant_folding=True)
+
+
+def swin(out):
+    """torchvision swin_t with randomize()'s weights: torchvision's own initialization
+    (trunc_normal_(std=0.02)) leaves, in torch 1.13, single weights at the truncation bound 2.0
+    (100 standard deviations: erfinv(-1) clamped) in some Linears, which no trained model has."""
+    import torchvision
+    torch.manual_seed(0)
+    w = randomize(torchvision.models.swin_t(weights=None)).eval()
+    calib = np.random.default_rng(1).standard_normal((32, 3, 224, 224), dtype=np.float32)
+    test = np.random.default_rng(2).standard_normal((16, 3, 224, 224), dtype=np.float32)
+    # exports as it is in torch 1.13 (torch.roll: Slice and Concat; the shifted windows' masks,
+    # built in forward, as ScatterND on shapes; attention's F.dropout(p=0) as Dropout)
+    export(w, torch.from_numpy(calib[:1]), os.path.join(out, "swin.onnx"), ["x"], ["y"], True)
+    torch.save(w.state_dict(), os.path.join(out, "swin.pt"))
+    np.save(os.path.join(out, "swin_calib.npy"), calib)
+    np.save(os.path.join(out, "swin_test.npy"), test)
+    swin_dynamic_linears()
+    references(w, torch.from_numpy(test), out, "swin")
 
 
 def main():
@@ -223,6 +277,8 @@ def main():
         np.save(os.path.join(out, "vit_test.npy"), test)
         references(v, torch.from_numpy(test), out, "vit")
 
+    if "--swin" in sys.argv:
+        swin(out)
 
 if __name__ == "__main__":
     main()

@@ -28,7 +28,7 @@ from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
-TRANSFORMERS = ("bert", "gpt", "gpt_outliers", "vit")
+TRANSFORMERS = ("bert", "gpt", "gpt_outliers", "vit", "swin")
 
 
 def engine():
