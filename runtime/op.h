@@ -45,6 +45,9 @@ typedef struct qr_kctx {
     /* f32 values added last to every row of output 0, one per element of its last dim (a fused
      * Add; only for ops whose def has bias); NULL: none */
     const struct qr_tensor *bias;
+    /* infer only, on stand-in sizes (symbolic shape inference): the outputs are never allocated
+     * beyond a few elements, so qr_set_out checks ranks and dims but not the tensor size limit */
+    int shapes_only;
 } qr_kctx;
 
 /* A node's buffer that lives as long as its executor (which frees it). */

@@ -429,7 +429,8 @@ qr_status qr_pass_fold_batchnorm(qr_graph *g, qr_error *e)
  * from fixed dims (same number in both) and from derived ones (neither),
  * which stay unknown. Best effort: a node that cannot be inferred leaves its
  * outputs unknown; errors surface when the graph runs on real inputs. */
-#define SYM_SMALL 64 /* elements: shape tensors are evaluated up to this size */
+#define SYM_SMALL 65536 /* elements: integer tensors (shapes, and indices such as the ScatterND of a
+                         * slice assignment, Swin-T's masks) are evaluated up to this size */
 
 static void sym_run(const qr_graph *g, qr_tensor *vt, int64_t base)
 {
@@ -475,7 +476,8 @@ static void sym_run(const qr_graph *g, qr_tensor *vt, int64_t base)
             memset(outp[j], 0, sizeof **outp);
         }
         qr_error e = {{0}};
-        qr_kctx k = {.node = n, .opset = n->opset, .n_in = n->n_in, .n_out = n->n_out, .in = in, .out = outp, .err = &e};
+        qr_kctx k = {.node = n, .opset = n->opset, .n_in = n->n_in, .n_out = n->n_out, .in = in, .out = outp, .err = &e,
+                     .shapes_only = 1};
         if (qr_op_infer(&k) != QR_OK) {
             for (int j = 0; j < n->n_out; j++)
                 outp[j]->ndim = -1;
@@ -485,7 +487,8 @@ static void sym_run(const qr_graph *g, qr_tensor *vt, int64_t base)
             continue;
         int small = 1;
         for (int j = 0; j < n->n_out; j++)
-            small &= qr_tensor_numel(outp[j]) <= SYM_SMALL && qr_dtype_is_int(outp[j]->dtype);
+            small &= qr_tensor_numel(outp[j]) <= SYM_SMALL &&
+                     (qr_dtype_is_int(outp[j]->dtype) || outp[j]->dtype == QR_BOOL); /* a Where's condition */
         if (!small)
             continue;
         int alloc = 1;

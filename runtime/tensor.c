@@ -32,6 +32,20 @@ qr_status qr_tensor_check_shape(const qr_tensor *t, qr_error *e)
     return QR_OK;
 }
 
+qr_status qr_tensor_check_dims(const qr_tensor *t, qr_error *e)
+{
+    if (t->ndim < 0 || t->ndim > QR_MAX_DIMS)
+        return qr_errorf(e, "rank %d is not supported (at most %d)", t->ndim, QR_MAX_DIMS);
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->dims[i] < 0)
+            return qr_errorf(e, "dimension %d is negative (%lld)", i, (long long)t->dims[i]);
+        if (__builtin_mul_overflow(n, t->dims[i], &n))
+            return qr_errorf(e, "shape is too large (over %lld elements)", (long long)INT64_MAX);
+    }
+    return QR_OK;
+}
+
 void qr_tensor_set_shape(qr_tensor *t, int ndim, const int64_t *dims)
 {
     t->ndim = ndim;

@@ -25,6 +25,8 @@ int64_t qr_tensor_numel(const qr_tensor *t);
 size_t qr_tensor_nbytes(const qr_tensor *t);
 /* Checks every dim is >= 0 and the size is below QR_MAX_TENSOR_BYTES. */
 qr_status qr_tensor_check_shape(const qr_tensor *t, qr_error *e);
+/* The same without the size limit: the rank, every dim >= 0, the element count within int64. */
+qr_status qr_tensor_check_dims(const qr_tensor *t, qr_error *e);
 void qr_tensor_set_shape(qr_tensor *t, int ndim, const int64_t *dims);
 int qr_tensor_same_shape(const qr_tensor *a, const qr_tensor *b);
 /* Row-major strides in elements. */

@@ -87,5 +87,5 @@ qr_status qr_set_out(qr_kctx *k, int j, qr_dtype dt, int ndim, const int64_t *di
         return QR_KERR(k, "output rank %d is not supported (at most %d)", ndim, QR_MAX_DIMS);
     o->dtype = dt;
     qr_tensor_set_shape(o, ndim, dims);
-    return qr_tensor_check_shape(o, k->err);
+    return k->shapes_only ? qr_tensor_check_dims(o, k->err) : qr_tensor_check_shape(o, k->err);
 }

@@ -262,7 +262,7 @@ static qr_status rz_infer(qr_kctx *k, int legacy)
     qr_tensor *y = k->out[0];
     y->dtype = x->dtype;
     qr_tensor_set_shape(y, x->ndim, p.out);
-    return qr_tensor_check_shape(y, k->err);
+    return k->shapes_only ? qr_tensor_check_dims(y, k->err) : qr_tensor_check_shape(y, k->err);
 }
 
 /* Input coordinate of output index xo on axis d; *outside for tf_crop_and_resize

@@ -232,3 +232,106 @@ Test(passes, element_types_follow_where_shapes_are_unknown)
     cr_expect(!qr_value_shape_known(sum), "the shape stays unknown");
     qr_graph_free(g);
 }
+
+static qr_value *const_i64(qr_graph *g, const char *name, int n, const int64_t *data)
+{
+    qr_tensor t = {.dtype = QR_I64, .ndim = 1, .dims = {n}, .data = (void *)data};
+    qr_value *v = qr_graph_new_value(g, name);
+    qr_value_set_const(g, v, &t);
+    return v;
+}
+
+/* Symbolic shapes bind the batch to a stand-in (7919, then 6007): Swin-T's patch embedding,
+ * [N, 96, 56, 56] transposed to [N, 56, 56, 96], is 9.5 GB at N = 7919, over the size limit of a
+ * tensor (8 GiB). Nothing is allocated at that size, so the limit does not apply: the Transpose's
+ * shape is known, the batch named after the input's. By hand: the perm of the input's dims. */
+Test(passes, symbolic_shapes_of_stand_ins_past_the_tensor_size_limit)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t xd[] = {-1, 96, 56, 56}, perm[] = {0, 2, 3, 1};
+    qr_value *x = tu_input(g, "x", 4, xd);
+    x->dim_param[0] = "N";
+    qr_node *t = tu_node(g, "Transpose", "t", 1, &x, 1);
+    tu_attr_ints(g, t, "perm", 4, perm);
+    qr_value *tv = t->out[0];
+    qr_value *y = tu_node(g, "Relu", "relu", 1, &tv, 1)->out[0];
+    tu_output(g, y);
+    g->opset = 17;
+    qr_error e;
+    cr_assert_eq(qr_graph_optimize(g, &e), QR_OK, "%s", e.msg);
+    const int64_t want[] = {-1, 56, 56, 96};
+    for (const qr_value *v = tv;; v = y) {
+        cr_assert_eq(v->t.ndim, 4, "%s: rank %d", v->name, v->t.ndim);
+        for (int d = 0; d < 4; d++)
+            cr_expect_eq(v->t.dims[d], want[d], "%s: dim %d is %lld", v->name, d, (long long)v->t.dims[d]);
+        cr_expect(v->dim_param[0] && !strcmp(v->dim_param[0], "N"), "%s: the batch's name", v->name);
+        if (v == y)
+            break;
+    }
+    qr_graph_free(g);
+}
+
+/* torch.onnx's export of a slice assignment or an expand to a computed shape (Swin-T's attention
+ * masks) computes indices with Range and shapes with Equal and Where on Shape's output: symbolic
+ * shape inference evaluates those integer and boolean tensors. Here an index vector of 100
+ * elements (Range over x's 100 columns, its last element 99, plus 1) and a Where on
+ * Equal(Shape(x), -1) (the exporter's expand) give the Reshape's and the Expand's target shapes:
+ * both [N, 100], by hand; a run at N = 3 agrees. */
+Test(passes, symbolic_shapes_through_index_and_condition_tensors)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t xd[] = {-1, 100}, zero[] = {0}, one[] = {1}, last[] = {99}, minus1[] = {-1, -1}, ones[] = {1, 1};
+    qr_value *x = tu_input(g, "x", 2, xd);
+    x->dim_param[0] = "N";
+    qr_value *s = tu_node(g, "Shape", "shape", 1, &x, 1)->out[0];
+    qr_value *in[3] = {s, const_i64(g, "one", 1, one)};
+    qr_node *cols = tu_node(g, "Gather", "cols", 2, in, 1); /* [100] */
+    tu_attr_int(g, cols, "axis", 0);
+    qr_value *z = const_i64(g, "zero", 1, zero), *o = const_i64(g, "one_", 1, one);
+    qr_node *sq[3];
+    qr_value *scal[3], *src[3] = {z, cols->out[0], o};
+    for (int i = 0; i < 3; i++) { /* Range takes scalars */
+        qr_value *sin[2] = {src[i], const_i64(g, i == 0 ? "ax0" : i == 1 ? "ax1" : "ax2", 1, zero)};
+        sq[i] = tu_node(g, "Squeeze", i == 0 ? "sq0" : i == 1 ? "sq1" : "sq2", 2, sin, 1);
+        scal[i] = sq[i]->out[0];
+    }
+    qr_value *r = tu_node(g, "Range", "range", 3, scal, 1)->out[0]; /* 0 .. 99: 100 elements */
+    in[0] = r, in[1] = const_i64(g, "last", 1, last);
+    qr_node *gl = tu_node(g, "Gather", "last_of_range", 2, in, 1); /* [99] */
+    tu_attr_int(g, gl, "axis", 0);
+    in[0] = gl->out[0], in[1] = const_i64(g, "plus", 1, one);
+    qr_value *n = tu_node(g, "Add", "count", 2, in, 1)->out[0]; /* [100] */
+    in[0] = const_i64(g, "batch", 1, (const int64_t[]){-1}), in[1] = n;
+    qr_node *cat = tu_node(g, "Concat", "target", 2, in, 1);
+    tu_attr_int(g, cat, "axis", 0);
+    in[0] = x, in[1] = cat->out[0];
+    qr_value *re = tu_node(g, "Reshape", "reshape", 2, in, 1)->out[0];
+    in[0] = s, in[1] = const_i64(g, "minus1", 2, minus1);
+    qr_value *eq = tu_node(g, "Equal", "eq", 2, in, 1)->out[0];
+    in[0] = eq, in[1] = const_i64(g, "ones", 2, ones), in[2] = s;
+    qr_value *w = tu_node(g, "Where", "where", 3, in, 1)->out[0];
+    in[0] = re, in[1] = w;
+    qr_value *ex = tu_node(g, "Expand", "expand", 2, in, 1)->out[0];
+    tu_output(g, ex);
+    g->opset = 17;
+    qr_error e;
+    cr_assert_eq(qr_graph_optimize(g, &e), QR_OK, "%s", e.msg);
+    for (const qr_value *v = re;; v = ex) {
+        cr_assert_eq(v->t.ndim, 2, "%s: rank %d", v->name, v->t.ndim);
+        cr_expect_eq(v->t.dims[0], -1, "%s: the batch", v->name);
+        cr_expect_eq(v->t.dims[1], 100, "%s: dim 1 is %lld", v->name, (long long)v->t.dims[1]);
+        if (v == ex)
+            break;
+    }
+    float data[300];
+    for (int i = 0; i < 300; i++)
+        data[i] = (float)i;
+    qr_tensor xin = {.dtype = QR_F32, .ndim = 2, .dims = {3, 100}, .data = data}, out;
+    run1(g, &xin, &out);
+    cr_assert_eq(out.ndim, 2);
+    cr_expect_eq(out.dims[0], 3);
+    cr_expect_eq(out.dims[1], 100);
+    cr_expect_float_eq(((float *)out.data)[299], 299.f, 0);
+    qr_tensor_free(&out);
+    qr_graph_free(g);
+}
