@@ -76,6 +76,47 @@ static const char *type_str(const ptype *t, char *b, size_t n)
 
 /* ------------------------------------------------------------ the ops */
 
+/* The output shape of op "shape_op" (shape_op_attrs) on the kernel's inputs, as the op's own infer
+ * makes it: its inputs the kernel's (8-bit integers seen as f32: only shapes matter), its
+ * attributes those named "op:NAME". */
+static qr_status infer_as_op(qr_kctx *k, const char *op, qr_dtype to)
+{
+    const qr_op_def *def = qr_op_find("", op);
+    const int64_t *map;
+    int nmap = qr_attr_ints(k->node, "shape_in", &map);
+    if (!def || nmap < 0 || nmap > 16 || k->node->n_attr > 64)
+        return QR_KERR(k, "QrlKernel: no shape of op '%s' for its output", op);
+    qr_attr attrs[64];
+    int na = 0;
+    for (int a = 0; a < k->node->n_attr; a++)
+        if (!strncmp(k->node->attr[a].name, "op:", 3)) {
+            attrs[na] = k->node->attr[a];
+            attrs[na++].name += 3;
+        }
+    qr_tensor ins[16], out = {0}, *outs[1] = {&out};
+    const qr_tensor *inp[16];
+    qr_value *vals[16];
+    for (int i = 0; i < nmap; i++) {
+        if (map[i] < 0 || map[i] >= k->n_in || !k->in[map[i]]) {
+            inp[i] = NULL, vals[i] = NULL;
+            continue;
+        }
+        ins[i] = *k->in[map[i]];
+        if (qr_dtype_size(ins[i].dtype) == 1)
+            ins[i].dtype = QR_F32, ins[i].data = NULL;
+        inp[i] = &ins[i];
+        vals[i] = k->node->in[map[i]];
+    }
+    qr_node fake = *k->node;
+    fake.op = op, fake.domain = "", fake.def = def, fake.n_in = nmap, fake.in = vals, fake.n_out = 1;
+    fake.attr = attrs, fake.n_attr = na;
+    qr_kctx fk = *k;
+    fk.node = &fake, fk.n_in = nmap, fk.in = inp, fk.n_out = 1, fk.out = outs;
+    if (def->infer(&fk) != QR_OK)
+        return QR_ERR;
+    return qr_set_out(k, 0, to, out.ndim, out.dims);
+}
+
 static qr_status kcall_infer(qr_kctx *k)
 {
     qr_dtype to = (qr_dtype)qr_attr_i(k->node, "to", QR_UNDEF);
@@ -84,6 +125,9 @@ static qr_status kcall_infer(qr_kctx *k)
             return QR_KERR(k, "QrlKernel: the accumulator must be int32");
         return qr_set_out(k, 0, to, k->in[0]->ndim, k->in[0]->dims);
     }
+    const char *op = qr_attr_s(k->node, "shape_op", NULL);
+    if (op)
+        return infer_as_op(k, op, to);
     /* the matched node's shape: its quantized data inputs broadcast (not weights, biases or f32 constants) */
     const int64_t *from;
     int nfrom = qr_attr_ints(k->node, "shape_from", &from);
@@ -497,7 +541,7 @@ static qr_status maxpool_nhwc_run(qr_kctx *k) { return qr_pool_run_nhwc(k, 1); }
 static qr_status avgpool_nhwc_run(qr_kctx *k) { return qr_pool_run_nhwc(k, 0); }
 
 const qr_op_def qr_ops_intgraph[] = {
-    {"QrlKernel", "qrl", 0, 128, 1, 1, "call:i to:i acc:i kernel:s shape_from:ints shape:ints", kcall_infer, kcall_run, 0},
+    {"QrlKernel", "qrl", 0, 128, 1, 1, "call:i to:i acc:i kernel:s shape_from:ints shape:ints shape_op:s shape_in:ints", kcall_infer, kcall_run, 0},
     {"QrlLookup", "qrl", 2, 2, 1, 1, "", lookup_infer, lookup_run, 0, .writes_all = qr_op_writes_all},
     {"QrlConvKernel", "qrl", 2, 128, 1, 1,
      "call:i to:i conv_inputs:i nhwc:i x_nchw:i then_call:i then_first:i auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints",
@@ -1112,6 +1156,36 @@ static qr_status add_call(builder *b, const qr_pattern *p, const qr_fn_desc *kd,
     return QR_OK;
 }
 
+/* When the model leaves the output's rank unknown (shapes computed at run time: a Reshape to a
+ * Concat of Shape slices), a match of one node takes its output's shape from that node's op at run
+ * time (kcall_infer: the op's own infer on the kernel's inputs): "shape_op" names the op,
+ * "shape_in" maps each of its inputs to the kernel input holding it (-1: left out) and its
+ * attributes follow as "op:NAME". Not for a node with an input the kernel does not take (a
+ * constant the lowering folded in): the inputs' broadcast shape then, as before. A reduction
+ * (GlobalAveragePool, ReduceMean) otherwise took its input's shape. */
+static void shape_op_attrs(builder *b, const struct mrec *r, qr_node *n, const kernel_args *ka)
+{
+    const qr_node *o = r->nnodes == 1 ? b->q->g->nodes[r->nodes[0]] : NULL;
+    int64_t map[16];
+    if (!o || o->n_out != 1 || o->n_in > 16 || o->domain[0])
+        return;
+    for (int i = 0; i < o->n_in; i++) {
+        map[i] = -1;
+        for (int j = 0; o->in[i] && j < ka->nin && map[i] < 0; j++)
+            if (ka->orig_in[j] == o->in[i]->id)
+                map[i] = j;
+        if (o->in[i] && map[i] < 0)
+            return;
+    }
+    char name[256];
+    qr_node_add_attr_s(b->d, n, "shape_op", o->op);
+    qr_node_add_attr_ints(b->d, n, "shape_in", o->n_in, map);
+    for (int a = 0; a < o->n_attr; a++) {
+        snprintf(name, sizeof name, "op:%s", o->attr[a].name);
+        qr_node_add_attr_as(b->d, n, name, &o->attr[a]);
+    }
+}
+
 /* A kernel without the accumulator makes its output's shape itself: the original y's, an unknown
  * dim following one of an input's (the same symbolic name) as input * QR_MAX_DIMS + axis. */
 static void shape_attrs(builder *b, const struct mrec *r, qr_node *n, const kernel_args *ka)
@@ -1120,7 +1194,11 @@ static void shape_attrs(builder *b, const struct mrec *r, qr_node *n, const kern
     if (ka->nshape)
         qr_node_add_attr_ints(b->d, n, "shape_from", ka->nshape, ka->shape_from);
     const qr_value *oy = q->g->values[r->out];
-    if (oy->t.ndim <= 0 || oy->t.ndim > QR_MAX_DIMS) /* -1: an unknown (batch) dim */
+    if (oy->t.ndim < 0) { /* the model leaves y's rank unknown */
+        shape_op_attrs(b, r, n, ka);
+        return;
+    }
+    if (oy->t.ndim == 0 || oy->t.ndim > QR_MAX_DIMS) /* -1: an unknown (batch) dim */
         return;
     qr_node_add_attr_ints(b->d, n, "shape", oy->t.ndim, oy->t.dims);
     int64_t from[QR_MAX_DIMS];

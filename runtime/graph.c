@@ -604,6 +604,13 @@ void qr_node_add_attr_ints(qr_graph *g, qr_node *n, const char *name, int count,
     add_attr(g, n, &a);
 }
 
+void qr_node_add_attr_as(qr_graph *g, qr_node *n, const char *name, const qr_attr *a)
+{
+    qr_attr c = *a;
+    c.name = name;
+    add_attr(g, n, &c);
+}
+
 qr_graph *qr_graph_clone(const qr_graph *g)
 {
     qr_graph *c = qr_graph_new();

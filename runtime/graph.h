@@ -123,6 +123,8 @@ void qr_node_add_attr_i(qr_graph *g, qr_node *n, const char *name, int64_t v);
 void qr_node_add_attr_f(qr_graph *g, qr_node *n, const char *name, float v);
 void qr_node_add_attr_s(qr_graph *g, qr_node *n, const char *name, const char *v);
 void qr_node_add_attr_ints(qr_graph *g, qr_node *n, const char *name, int count, const int64_t *v);
+/* A copy of attribute a (of any kind) under the name `name`. */
+void qr_node_add_attr_as(qr_graph *g, qr_node *n, const char *name, const qr_attr *a);
 
 /* Orders nodes topologically (stable for already-sorted graphs); refuses cycles
  * and values used before anything produces them. */

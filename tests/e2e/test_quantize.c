@@ -1283,4 +1283,44 @@ Test(quantize, a_tensor_without_a_scale_falls_back_alone)
     char path[1024];
     snprintf(path, sizeof path, "%s/infm.json", dir);
     cr_expect_eq(tu_json_number(path, "fallbacks"), 2, "e and e1 alone fall back");
+
+/* A GlobalAveragePool whose input's rank only a run knows (a Reshape to a shape computed through
+ * f32: Shape, Cast, Mul, Cast): the kernel of the global_mean pattern made its output in its
+ * input's shape, [8, 4, 3, 3] for [8, 4, 1, 1], and the Flatten after it gave [8, 36]. It takes
+ * GlobalAveragePool's own shape now. Oracle: numpy's mean over the spatial axes, within two of
+ * the output's quantization steps (u8 over the means' range: about 2 * 1.6 / 255). */
+Test(quantize, global_mean_of_unknown_rank_has_the_pool_shape)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper, TensorProto as T; "
+             "N = helper.make_node; "
+             "g = helper.make_graph([N('Shape', ['x'], ['s']), N('Cast', ['s'], ['sf'], to=T.FLOAT), "
+             "N('Mul', ['sf', 'one'], ['sf1']), N('Cast', ['sf1'], ['si'], to=T.INT64), N('Reshape', ['x', 'si'], ['r']), "
+             "N('GlobalAveragePool', ['r'], ['p']), N('Flatten', ['p'], ['y'], axis=1)], 'gap', "
+             "[helper.make_tensor_value_info('x', T.FLOAT, ['N', 4, 3, 3])], [helper.make_tensor_value_info('y', T.FLOAT, None)], "
+             "[helper.make_tensor('one', T.FLOAT, [1], [1.0])]); "
+             "onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), '%s/gap.onnx'); "
+             "x = np.random.default_rng(0).standard_normal((8, 4, 3, 3)).astype(np.float32); np.save('%s/x.npy', x); "
+             "np.save('%s/want.npy', x.mean(axis=(2, 3)))\"",
+             dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize %s/gap.onnx --recipe recipes/int8.qrl --calib %s/x.npy -o %s/gap_q.onnx "
+             "--int-graph %s/gap.txt && '%s' run %s/gap.onnx --recipe recipes/int8.qrl --calib %s/x.npy -i %s/x.npy "
+             "-o %s/out",
+             tu_root(), tu_qrl(), dir, dir, dir, dir, tu_qrl(), dir, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    char *ig = tu_slurp(strcat(strcpy(cmd, dir), "/gap.txt"));
+    cr_expect(strstr(ig, "global_mean_qmean_spatial"), "the pool runs on integers:\n%s", ig);
+    free(ig);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; y = np.load('%s/out/y.npy'); w = np.load('%s/want.npy'); "
+             "assert y.shape == w.shape, (y.shape, w.shape); d = np.abs(y - w).max(); "
+             "assert d < 2 * (w.max() - min(w.min(), 0)) / 255, d; print('ok')\"",
+             dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
 }
