@@ -12,7 +12,7 @@ batch 1; QRL int8 at least 2.5x as fast as QRL f32; QRL f32 within 1.25x of ONNX
 the convolutions at 50% of the measured VNNI peak or more; the calibration pass of `qrl quantize`
 at most 1.5x one f32 pass over the same samples (both as quantize reports them). Speed-ups are "how many times faster" (> 1: QRL ahead).
 
-The transformers (bert, gpt; vit: accuracy only) have QRL-H's targets instead, printed "met" or
+The transformers (bert, gpt; vit, swin: accuracy only) have QRL-H's targets instead, printed "met" or
 "missed" (or "not measured" when a column is empty, e.g. a recipe that does not quantize the
 model yet): per file NAME.qrl_f32.json, NAME.qrl_int8.json and NAME.qrl_int8_dynamic.json (qrl
 bench --recipe: the 'int8' rows), NAME.ort_f32.json, NAME.ort_int8.json,
@@ -76,7 +76,7 @@ def transformers(d, names, results):
     """QRL-H's rows: the times at batch 1 and 8 on one thread, the accuracy table, and the targets
     as (model, what, value, met) with met None where a number is missing."""
     targets = []
-    timed = [n for n in names if n in TRANSFORMERS and n != "vit"]
+    timed = [n for n in names if n in TRANSFORMERS and n not in ("vit", "swin")]
     hdr = ("%-5s %5s | %9s %9s %7s | %9s %9s %7s | %9s %7s %7s | %9s %7s | %9s %9s %7s" %
            ("model", "batch", "int8", "ORT int8", "vs ORT", "int8 dyn", "ORT dyn", "vs ORT", "QRL f32", "st/f32",
             "dyn/f32", "ORT f32", "f32/ORT", "torch f32", "torch dyn", "vs dyn"))
@@ -112,7 +112,7 @@ def transformers(d, names, results):
         results["models"][name] = m
         if sq:
             acc.append((name, sq))
-        if name == "vit":  # accuracy only
+        if name in ("vit", "swin"):  # accuracy only
             continue
         for batch in ((1,) if name == "gpt" else (1, 8)):
             f, g = vrow(m["qrl_f32"], batch, 1, "fp32"), vrow(m["ort_f32"], batch, 1, None)

@@ -20,9 +20,10 @@
 #   then the times: QRL int8 static and dynamic (each recipe's integer graph: qrl bench --recipe),
 #   QRL f32, ORT on each export and on the f32 model, PyTorch f32 and quantize_dynamic.
 # A missing recipe or a failed quantize leaves its columns empty with a one-line message; the
-# run goes on. vit (torchvision ViT-B/32) adds the accuracy row only (no times).
+# run goes on. vit (torchvision ViT-B/32) and swin (torchvision Swin-T) add the accuracy row only (no
+# times).
 # Usage: bench/run.sh [BUILD_DIR] [MIN_TIME_SECONDS] [MODEL...]
-#   models: fmnist_cnn small_resnet resnet18 mobilenet_v2 bert gpt (default: all), vit
+#   models: fmnist_cnn small_resnet resnet18 mobilenet_v2 bert gpt (default: all), vit, swin
 #   e.g. the transformer rows alone: sh bench/run.sh build 1.0 bert gpt  (make bench-transformers)
 set -e
 B=${1:-build}
@@ -39,7 +40,7 @@ export NODE_PATH=$B/npm/node_modules
 TF=$D/tf
 CNNS=
 for name in $MODELS; do
-    case $name in bert | gpt | vit) ;; *) CNNS="$CNNS $name" ;; esac
+    case $name in bert | gpt | vit | swin) ;; *) CNNS="$CNNS $name" ;; esac
 done
 $PY -c 'import torchvision' 2> /dev/null || {
     echo "bench: installing python3-torchvision (the torchvision models)" >&2
@@ -54,9 +55,11 @@ if [ -n "$CNNS" ]; then
     [ -f "$RM/resnet18_dyn.onnx" ] && [ -f "$RM/mobilenet_v2_dyn.onnx" ] || $PY tools/export_torchvision.py "$RM" > /dev/null
 fi
 case " $MODELS " in *" vit "*) VIT=--vit ;; *) VIT= ;; esac
-case " $MODELS " in *" bert "* | *" gpt "* | *" vit "*)
-    [ -f "$TF/bert.onnx" ] && [ -f "$TF/gpt.onnx" ] && { [ -z "$VIT" ] || [ -f "$TF/vit.onnx" ]; } ||
-        $PY tools/make_transformer_models.py "$TF" --size bench $VIT > "$TF.log" 2>&1 ||
+case " $MODELS " in *" swin "*) SWIN=--swin ;; *) SWIN= ;; esac
+case " $MODELS " in *" bert "* | *" gpt "* | *" vit "* | *" swin "*)
+    [ -f "$TF/bert.onnx" ] && [ -f "$TF/gpt.onnx" ] && { [ -z "$VIT" ] || [ -f "$TF/vit.onnx" ]; } &&
+        { [ -z "$SWIN" ] || [ -f "$TF/swin.onnx" ]; } ||
+        $PY tools/make_transformer_models.py "$TF" --size bench $VIT $SWIN > "$TF.log" 2>&1 ||
         { echo "bench: tools/make_transformer_models.py failed (see $TF.log)" >&2; exit 1; } ;;
 esac
 
@@ -74,7 +77,7 @@ out() {
     fi
 }
 
-# A transformer (bert, gpt; vit: accuracy only), one thread; every step may fail without
+# A transformer (bert, gpt; vit, swin: accuracy only), one thread; every step may fail without
 # stopping the run.
 transformer() {
     name=$1
@@ -91,7 +94,7 @@ transformer() {
     rm -f "$TF/$name".int8*.onnx
     $PY tools/transformer_sqnr.py "$name" "$TF" --qrl "$B/qrl" --json "$D/$name.sqnr.json" ||
         { rm -f "$D/$name.sqnr.json"; echo "bench: tools/transformer_sqnr.py failed on $name" >&2; }
-    [ "$name" = vit ] && return 0
+    case $name in vit | swin) return 0 ;; esac
     rm -f "$D/$name.qrl_f32.json"
     $B/qrl bench "$f32" --batch $batches --threads 1 --min-time "$MIN" --json "$D/$name.qrl_f32.json" ||
         echo "bench: qrl bench failed on $name f32 (its column stays empty)" >&2
@@ -124,7 +127,7 @@ model_row() {
 }
 
 for name in $MODELS; do
-    case $name in bert | gpt | vit) transformer "$name"; continue ;; esac
+    case $name in bert | gpt | vit | swin) transformer "$name"; continue ;; esac
     set -- $(model_row "$name")
     f32=$1 calib=$2 shape=$3 tname=$4 state=$5
     q8=$D/$name.int8.onnx

@@ -24,8 +24,8 @@ quantize leaves its row's QRL columns empty with a one-line message; it never fa
 
 Usage: /usr/bin/python3 tools/transformer_sqnr.py NAME DIR [--qrl BIN] [--recipe R.qrl]...
                                                   [--json OUT.json] [--no-qrl]
-  NAME  bert, gpt or vit; DIR holds NAME.onnx, NAME.pt, NAME_calib.npy, NAME_test.npy as
-        make_transformer_models.py DIR [--size small|bench] [--vit] writes them
+  NAME  bert, gpt, vit or swin; DIR holds NAME.onnx, NAME.pt, NAME_calib.npy, NAME_test.npy as
+        make_transformer_models.py DIR [--size small|bench] [--vit] [--swin] writes them
   --qrl       the qrl binary (default build/qrl)
   --recipe    a recipe (repeatable; default recipes/int8.qrl and recipes/int8-dynamic.qrl)
   --json      also writes every number to OUT.json (bench/report.py reads it)
