@@ -33,6 +33,7 @@ struct qr_exec {
     qr_tensor *plan_inputs; /* input shapes the plan was made for */
     unsigned char *arena;
     size_t arena_size;
+    size_t arena_cap; /* the arena's bytes (arena_take may hand out a larger one) */
     qr_exec_stats stats;
     qr_pool *pool;
     qr_node_prof *prof; /* per node when opts.profile */
@@ -334,6 +335,41 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     return QR_OK;
 }
 
+/* The last arena an executor let go of, kept for the next plan that fits in it: a new executor
+ * over the same model (the quantizer makes one per measurement) then writes into pages the
+ * process already has instead of faulting in fresh ones, which costs as much as the run on a
+ * large model. At most one is kept (the largest); nothing reads an arena before writing it. */
+static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char *spare_arena;
+static size_t spare_size;
+
+static unsigned char *arena_take(size_t bytes, size_t *cap)
+{
+    unsigned char *p = NULL;
+    *cap = bytes;
+    pthread_mutex_lock(&spare_mu);
+    if (spare_arena && spare_size >= bytes) {
+        p = spare_arena, *cap = spare_size;
+        spare_arena = NULL;
+        spare_size = 0;
+    }
+    pthread_mutex_unlock(&spare_mu);
+    return p ? p : aligned_alloc(EXEC_ALIGN, bytes);
+}
+
+static void arena_give(unsigned char *p, size_t bytes)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&spare_mu);
+    if (spare_size < bytes) {
+        unsigned char *old = spare_arena;
+        spare_arena = p, spare_size = bytes, p = old;
+    }
+    pthread_mutex_unlock(&spare_mu);
+    free(p);
+}
+
 static void drop_plan(qr_exec *x)
 {
     for (int i = 0; i < x->nv; i++) {
@@ -343,8 +379,9 @@ static void drop_plan(qr_exec *x)
             x->kind[i] = V_RUNTIME;
     }
     memset(x->node_done, 0, (size_t)x->nn + 1);
-    free(x->arena);
+    arena_give(x->arena, x->arena_cap);
     x->arena = NULL;
+    x->arena_cap = 0;
     x->arena_size = 0;
     x->have_plan = 0;
 }
@@ -739,7 +776,7 @@ static qr_status plan_memory(qr_exec *x, qr_error *e)
     free(perm);
     free(live);
     x->arena_size = top;
-    x->arena = aligned_alloc(EXEC_ALIGN, align_up(top));
+    x->arena = arena_take(align_up(top), &x->arena_cap);
     if (!x->arena)
         return qr_errorf(e, "out of memory planning %zu bytes", top);
     x->stats.arena_bytes = top;

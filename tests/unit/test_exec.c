@@ -341,3 +341,54 @@ Test(exec, pointwise_chain_runs_by_tiles_bit_for_bit)
     check_tiled_chain(7, 1, 0); /* one tile: node by node */
     check_tiled_chain(0, 1, 0); /* empty */
 }
+
+#include <sys/resource.h>
+
+static long minor_faults(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_minflt;
+}
+
+/* y = transpose(-transpose(x)) with x [1024, 1024]: 4 MiB intermediates in the executor's
+ * arena, which it faults in page by page on its first run. A second executor (the quantizer makes
+ * one per measurement) takes the arena the first one let go of: its first run faults in at most
+ * half as many pages (the kernel's minor fault count), and what the first run left in it never
+ * shows: the output is -x, by hand, for another x. */
+Test(exec, a_new_executor_reuses_the_arena_of_one_freed)
+{
+    enum { S = 1024, NN = S * S };
+    qr_graph *g = qr_graph_new();
+    const int64_t d[] = {S, S}, perm[] = {1, 0};
+    qr_value *x = tu_input(g, "x", 2, d);
+    qr_node *t1 = tu_node(g, "Transpose", "t1", 1, &x, 1);
+    tu_attr_ints(g, t1, "perm", 2, perm);
+    qr_value *a = t1->out[0];
+    qr_value *b = tu_node(g, "Neg", "neg", 1, &a, 1)->out[0];
+    qr_node *t2 = tu_node(g, "Transpose", "t2", 1, &b, 1);
+    tu_attr_ints(g, t2, "perm", 2, perm);
+    tu_output(g, t2->out[0]);
+    float *in = malloc(sizeof(float) * NN);
+    cr_assert(in);
+    long faults[2];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < NN; i++)
+            in[i] = round ? (float)(i % 7) - 3.f : 1.f + (float)i;
+        qr_exec *ex;
+        qr_error e;
+        cr_assert_eq(qr_exec_new(g, NULL, &ex, &e), QR_OK, "%s", e.msg);
+        qr_tensor t = {.dtype = QR_F32, .ndim = 2, .dims = {S, S}, .data = in}, out;
+        long f0 = minor_faults();
+        cr_assert_eq(qr_exec_run(ex, &t, &out, &e), QR_OK, "%s", e.msg);
+        faults[round] = minor_faults() - f0;
+        for (int i = 0; i < NN; i++)
+            cr_assert_eq(((float *)out.data)[i], -in[i], "round %d, element %d: %g", round, i, ((float *)out.data)[i]);
+        qr_tensor_free(&out);
+        qr_exec_free(ex);
+    }
+    cr_expect(faults[1] * 2 <= faults[0], "the second executor faulted in %ld pages, the first %ld", faults[1],
+              faults[0]);
+    free(in);
+    qr_graph_free(g);
+}
