@@ -163,19 +163,22 @@ static void observe_ints(void *user, const qr_node *n, const qr_value *v, qr_ten
     }
 }
 
-/* Runs f32 (recording values) and `other` (kernel_user: user, observed by obs) side by side. */
+/* Runs f32 (recording values) and `other` (kernel_user: user, observed by obs) side by side. When
+ * the samples are one batch, the f32 values the local measurement recorded are kept (those of
+ * slots) and the measurements after it read them instead of running f32 again: the same values. */
 static qr_status side_by_side(measure *ms, const qr_graph *other, void *user, qr_observer_fn obs,
                               const qr_tensor *calib, int64_t count, int batch)
 {
     qr_qctx *q = ms->q;
-    ms->ref = calloc((size_t)q->g->n_values + 1, sizeof *ms->ref);
+    int64_t n = count < measure_samples(q) ? count : measure_samples(q);
+    int one = n <= batch, kept = one && q->f32_refs && q->f32_refs_n == n && !ms->local;
+    ms->ref = kept ? q->f32_refs : calloc((size_t)q->g->n_values + 1, sizeof *ms->ref);
     qr_tensor *in = calloc((size_t)q->g->n_inputs + 1, sizeof *in);
     qr_status st = ms->ref && in ? QR_OK : qr_errorf(q->e, "out of memory");
-    int64_t n = count < measure_samples(q) ? count : measure_samples(q);
     qr_exec_opts o32 = {.threads = q->o->threads, .observer = observe_slots, .observer_user = ms};
     qr_exec_opts oo = {.threads = q->o->threads, .observer = obs, .observer_user = ms, .kernel_user = user};
     qr_exec *x32 = NULL, *xo = NULL;
-    if (st == QR_OK)
+    if (st == QR_OK && !kept)
         st = qr_exec_new(q->g, &o32, &x32, q->e);
     if (st == QR_OK)
         st = qr_exec_new(other, &oo, &xo, q->e);
@@ -183,18 +186,37 @@ static qr_status side_by_side(measure *ms, const qr_graph *other, void *user, qr
         int64_t b = n - at < batch ? n - at : batch;
         qr_plan_slice_inputs(calib, q->g->n_inputs, at, b, in);
         ms->pass = 0;
-        st = qr_plan_run_once(x32, q->g, in, q->e);
+        if (!kept)
+            st = qr_plan_run_once(x32, q->g, in, q->e);
         ms->pass = 1;
         if (st == QR_OK)
             st = qr_plan_run_once(xo, other, in, q->e);
     }
     qr_exec_free(x32);
     qr_exec_free(xo);
-    for (int i = 0; ms->ref && i < q->g->n_values; i++)
-        qr_tensor_free(&ms->ref[i]);
-    free(ms->ref);
+    if (st == QR_OK && one && ms->local && ms->ref) { /* kept for the measurements after it: slots only */
+        qr_measure_drop_refs(q);
+        for (int i = 0; i < q->g->n_values; i++)
+            if (q->slot_of[i] < 0)
+                qr_tensor_free(&ms->ref[i]);
+        q->f32_refs = ms->ref, q->f32_refs_n = n;
+    } else if (!kept) {
+        for (int i = 0; ms->ref && i < q->g->n_values; i++)
+            qr_tensor_free(&ms->ref[i]);
+        free(ms->ref);
+    }
+    ms->ref = NULL;
     free(in);
     return st;
+}
+
+void qr_measure_drop_refs(qr_qctx *q)
+{
+    for (int i = 0; q->f32_refs && i < q->g->n_values; i++)
+        qr_tensor_free(&q->f32_refs[i]);
+    free(q->f32_refs);
+    q->f32_refs = NULL;
+    q->f32_refs_n = 0;
 }
 
 qr_status qr_measure_slots(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count)

@@ -1100,6 +1100,7 @@ static qr_status insert_dynamic(qr_qctx *q, qr_graph *d)
 
 static void qctx_free(qr_qctx *q)
 {
+    qr_measure_drop_refs(q);
     for (int i = 0; i < q->nslots; i++)
         qr_calib_free(q->slots[i].cal);
     free(q->slots);

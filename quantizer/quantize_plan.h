@@ -77,6 +77,11 @@ typedef struct qr_qctx {
     qr_bquant *bias;
     int nbias;
     int nodes_pattern, nodes_affine;
+    /* by value id: the f32 values of the measured samples when they are one batch, as the local
+     * measurement recorded them (slots only after it), for the measurements after it: the same
+     * f32 run they would repeat; f32_refs_n samples. NULL: none kept */
+    struct qr_tensor *f32_refs;
+    int64_t f32_refs_n;
     unsigned char *dyn; /* by value id: a match quantizes it at run time (role dynamic): DYN_TENSOR or DYN_ROW;
                          * it has no slot (nothing to calibrate) */
     /* each accepted match: its pattern, values and nodes (ids), output value, constants (for fallback) */
@@ -126,6 +131,8 @@ double qr_plan_local_sqnr(const qr_slot *s);
 qr_status qr_measure_slots(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count);
 qr_status qr_measure_local(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count);
 qr_status qr_measure_ints(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count);
+/* Frees the f32 values kept for the measurements (qr_qctx.f32_refs). */
+void qr_measure_drop_refs(qr_qctx *q);
 /* The recipe's fallback, layers with the worst local SQNR first, decided on the outputs of the
  * integer graph; leaves res->qdq and res->ig built for what stays quantized, and res's output SQNR
  * and MAC counts filled. */

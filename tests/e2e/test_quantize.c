@@ -1324,3 +1324,47 @@ Test(quantize, global_mean_of_unknown_rank_has_the_pool_shape)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
 }
+
+/* The per-tensor SQNRs of the report (the QDQ simulation, each layer alone, the integer graph)
+ * compare with f32 values that the local measurement records once and the later measurements
+ * reuse when the samples are one batch (here 8, the batch 32): numpy's, by hand, on y = x * x.
+ * x is u8 over [min(x, 0), max(x)]; y's range is what x's fake quantization gives (calibration
+ * sees upstream quantization); the local measurement keeps x's quantization (the model's input,
+ * part of y's layer), so it equals the cumulative one here. */
+Test(quantize, report_sqnrs_match_numpy_on_one_batch)
+{
+    char cmd[8192], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper, TensorProto as T; "
+             "g = helper.make_graph([helper.make_node('Mul', ['x', 'x'], ['y'])], 'sq', "
+             "[helper.make_tensor_value_info('x', T.FLOAT, ['N', 16])], [helper.make_tensor_value_info('y', T.FLOAT, ['N', 16])]); "
+             "onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), '%s/sq.onnx'); "
+             "np.save('%s/x.npy', np.random.default_rng(3).uniform(-0.4, 1.3, (8, 16)).astype(np.float32))\"",
+             dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize %s/sq.onnx --recipe recipes/int8.qrl --calib %s/x.npy -o %s/sq_q.onnx "
+             "--report %s/sq.json",
+             tu_root(), tu_qrl(), dir, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json, numpy as np\n"
+             "def fq(v):\n"
+             "    lo, hi = min(float(v.min()), 0.0), max(float(v.max()), 0.0)\n"
+             "    s = np.float32((hi - lo) / 255); z = np.clip(np.round(-lo / s), 0, 255)\n"
+             "    return ((np.clip(np.round(v / s) + z, 0, 255) - z) * s).astype(np.float32)\n"
+             "def sqnr(a, b):\n"
+             "    a = a.astype(np.float64); return 10 * np.log10((a * a).sum() / ((a - b) ** 2).sum())\n"
+             "x = np.load('%s/x.npy'); y = x * x; xq = fq(x); yq = fq(xq * xq)\n"
+             "r = {l['value']: l for l in json.load(open('%s/sq.json'))['layers']}\n"
+             "want = {('y', 'sqnr_db'): sqnr(y, yq), ('y', 'sqnr_local_db'): sqnr(y, yq)}\n"
+             "for (v, k), w in want.items():\n"
+             "    assert abs(r[v][k] - w) < 0.05, (v, k, r[v][k], w)\n"
+             "assert abs(r['y']['sqnr_int_db'] - want[('y', 'sqnr_db')]) < 0.5, r['y']\n"
+             "print('ok')\"",
+             dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
