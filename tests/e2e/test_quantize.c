@@ -1283,6 +1283,7 @@ Test(quantize, a_tensor_without_a_scale_falls_back_alone)
     char path[1024];
     snprintf(path, sizeof path, "%s/infm.json", dir);
     cr_expect_eq(tu_json_number(path, "fallbacks"), 2, "e and e1 alone fall back");
+}
 
 /* A GlobalAveragePool whose input's rank only a run knows (a Reshape to a shape computed through
  * f32: Shape, Cast, Mul, Cast): the kernel of the global_mean pattern made its output in its
