@@ -61,7 +61,7 @@ def verdict(ok):
     return "ok" if ok else "MISSED"
 
 
-TRANSFORMERS = ("bert", "gpt", "vit", "swin")
+TRANSFORMERS = ("bert", "gpt", "gpt_outliers", "vit", "swin")
 RECIPES = (("int8", "static", 3.0), ("int8_dynamic", "dynamic", 0.5))  # file tag, name, dB allowed below PyTorch
 
 
@@ -76,7 +76,7 @@ def transformers(d, names, results):
     """QRL-H's rows: the times at batch 1 and 8 on one thread, the accuracy table, and the targets
     as (model, what, value, met) with met None where a number is missing."""
     targets = []
-    timed = [n for n in names if n in TRANSFORMERS and n not in ("vit", "swin")]
+    timed = [n for n in names if n in TRANSFORMERS and n not in ("gpt_outliers", "vit", "swin")]
     hdr = ("%-5s %5s | %9s %9s %7s | %9s %9s %7s | %9s %7s %7s | %9s %7s | %9s %9s %7s" %
            ("model", "batch", "int8", "ORT int8", "vs ORT", "int8 dyn", "ORT dyn", "vs ORT", "QRL f32", "st/f32",
             "dyn/f32", "ORT f32", "f32/ORT", "torch f32", "torch dyn", "vs dyn"))
@@ -112,7 +112,7 @@ def transformers(d, names, results):
         results["models"][name] = m
         if sq:
             acc.append((name, sq))
-        if name in ("vit", "swin"):  # accuracy only
+        if name in ("gpt_outliers", "vit", "swin"):  # accuracy only
             continue
         for batch in ((1,) if name == "gpt" else (1, 8)):
             f, g = vrow(m["qrl_f32"], batch, 1, "fp32"), vrow(m["ort_f32"], batch, 1, None)
@@ -181,6 +181,13 @@ def transformers(d, names, results):
             v = r.get("mac_share")
             targets.append((name, "%s keeps >= 95%% of MACs in integers (%%)" % kind, None if v is None else 100 * v,
                             None if v is None else v >= 0.95))
+        for rname, r in rows.items():  # recipes beyond the targets' (gpt_outliers: int8-smooth.qrl)
+            if rname in [tag.replace("_", "-") + ".qrl" for tag, _, _ in RECIPES]:
+                continue
+            print("%-5s %-24s | %s %s %8s | %s %s | %9s" %
+                  (name, "recipes/" + rname, db(r.get("qrl_sqnr")), db(r.get("ort_sqnr")), db(tdb).strip(),
+                   pct(r.get("mac_share")), pct(tshare),
+                   "%8.1fs" % r["quantize_s"] if "quantize_s" in r and "error" not in r else "%9s" % "-"))
         if t.get("dynamic_sqnr_qnnpack") is not None:
             print("      (PyTorch dynamic on qnnpack, 8-bit activations: %.1f dB; QRL f32 against PyTorch f32: %s dB)"
                   % (t["dynamic_sqnr_qnnpack"], db(sq.get("qrl_f32_sqnr")).strip()))

@@ -21,9 +21,10 @@
 #   QRL f32, ORT on each export and on the f32 model, PyTorch f32 and quantize_dynamic.
 # A missing recipe or a failed quantize leaves its columns empty with a one-line message; the
 # run goes on. vit (torchvision ViT-B/32) and swin (torchvision Swin-T) add the accuracy row only (no
-# times).
+# times); so does gpt_outliers (gpt with outlier LayerNorm channels: recipes/int8.qrl, int8-smooth.qrl
+# and int8-dynamic.qrl, SmoothQuant's case).
 # Usage: bench/run.sh [BUILD_DIR] [MIN_TIME_SECONDS] [MODEL...]
-#   models: fmnist_cnn small_resnet resnet18 mobilenet_v2 bert gpt (default: all), vit, swin
+#   models: fmnist_cnn small_resnet resnet18 mobilenet_v2 bert gpt (default: all), vit, swin, gpt_outliers
 #   e.g. the transformer rows alone: sh bench/run.sh build 1.0 bert gpt  (make bench-transformers)
 set -e
 B=${1:-build}
@@ -40,7 +41,7 @@ export NODE_PATH=$B/npm/node_modules
 TF=$D/tf
 CNNS=
 for name in $MODELS; do
-    case $name in bert | gpt | vit | swin) ;; *) CNNS="$CNNS $name" ;; esac
+    case $name in bert | gpt | gpt_outliers | vit | swin) ;; *) CNNS="$CNNS $name" ;; esac
 done
 $PY -c 'import torchvision' 2> /dev/null || {
     echo "bench: installing python3-torchvision (the torchvision models)" >&2
@@ -56,8 +57,9 @@ if [ -n "$CNNS" ]; then
 fi
 case " $MODELS " in *" vit "*) VIT=--vit ;; *) VIT= ;; esac
 case " $MODELS " in *" swin "*) SWIN=--swin ;; *) SWIN= ;; esac
-case " $MODELS " in *" bert "* | *" gpt "* | *" vit "* | *" swin "*)
-    [ -f "$TF/bert.onnx" ] && [ -f "$TF/gpt.onnx" ] && { [ -z "$VIT" ] || [ -f "$TF/vit.onnx" ]; } &&
+case " $MODELS " in *" bert "* | *" gpt "* | *" gpt_outliers "* | *" vit "* | *" swin "*)
+    [ -f "$TF/bert.onnx" ] && [ -f "$TF/gpt.onnx" ] && [ -f "$TF/gpt_outliers.onnx" ] &&
+        { [ -z "$VIT" ] || [ -f "$TF/vit.onnx" ]; } &&
         { [ -z "$SWIN" ] || [ -f "$TF/swin.onnx" ]; } ||
         $PY tools/make_transformer_models.py "$TF" --size bench $VIT $SWIN > "$TF.log" 2>&1 ||
         { echo "bench: tools/make_transformer_models.py failed (see $TF.log)" >&2; exit 1; } ;;
@@ -92,9 +94,13 @@ transformer() {
     echo "== $name"
     # accuracy, and the exports $TF/$name.int8.onnx, $TF/$name.int8-dynamic.onnx
     rm -f "$TF/$name".int8*.onnx
-    $PY tools/transformer_sqnr.py "$name" "$TF" --qrl "$B/qrl" --json "$D/$name.sqnr.json" ||
+    # gpt_outliers (SmoothQuant's case): the stock recipe, the same after smoothquant, dynamic
+    recipes=
+    [ "$name" = gpt_outliers ] &&
+        recipes="--recipe recipes/int8.qrl --recipe recipes/int8-smooth.qrl --recipe recipes/int8-dynamic.qrl"
+    $PY tools/transformer_sqnr.py "$name" "$TF" --qrl "$B/qrl" --json "$D/$name.sqnr.json" $recipes ||
         { rm -f "$D/$name.sqnr.json"; echo "bench: tools/transformer_sqnr.py failed on $name" >&2; }
-    case $name in vit | swin) return 0 ;; esac
+    case $name in gpt_outliers | vit | swin) return 0 ;; esac
     rm -f "$D/$name.qrl_f32.json"
     $B/qrl bench "$f32" --batch $batches --threads 1 --min-time "$MIN" --json "$D/$name.qrl_f32.json" ||
         echo "bench: qrl bench failed on $name f32 (its column stays empty)" >&2
@@ -127,7 +133,7 @@ model_row() {
 }
 
 for name in $MODELS; do
-    case $name in bert | gpt | vit | swin) transformer "$name"; continue ;; esac
+    case $name in bert | gpt | gpt_outliers | vit | swin) transformer "$name"; continue ;; esac
     set -- $(model_row "$name")
     f32=$1 calib=$2 shape=$3 tname=$4 state=$5
     q8=$D/$name.int8.onnx
