@@ -32,12 +32,24 @@ def operand(kind, shape, extreme=None):
     return rng.integers(lo, hi + 1, shape).astype(t)
 
 
-def zero_point(kind, v):
-    return np.array(v, RANGE[kind][2])  # a scalar, or a list: one per row of a or column of b
+def zero_point(kind, v, a_shape=None):
+    """A scalar, or a list: one per row of a or column of b; "rows" (a_shape given): one per row of
+    each a matrix, shaped [..., M, 1] as DynamicQuantizeRows makes them, both ends of the type among
+    them; "rows_hi": the same, all near the type's top (sums past int32 with a at its bottom)."""
+    lo, hi, t = RANGE[kind]
+    if isinstance(v, str):
+        shape = list(a_shape[:-1]) + [1]
+        if v == "rows_hi":
+            return rng.integers(hi - 3, hi + 1, shape).astype(t)
+        z = rng.integers(lo, hi + 1, shape)
+        z.flat[0], z.flat[-1] = lo, hi
+        return z.astype(t)
+    return np.array(v, t)
 
 
 def accumulate(a, b, za, zb):
-    """za: a scalar or one per row of a (1-D [M]); zb: a scalar or one per column of b ([N])."""
+    """za: a scalar, one per row of a (1-D [M]) or per row of each a matrix ([..., M, 1]); zb: a
+    scalar or one per column of b ([N])."""
     za = np.asarray(za, np.int64)
     za = za[:, None] if za.ndim == 1 else za
     return np.matmul(a.astype(np.int64) - za, b.astype(np.int64) - np.asarray(zb, np.int64))
@@ -76,6 +88,23 @@ MATMUL = [
     # A's matrices as the rows of one product by weights: a sequence first with batch 1, and 3
     ("seq_first_batch1", "u8", "i8", [40, 1, 24], [24, 33], 77, 0),
     ("seq_first_batch3", "i8", "u8", [20, 3, 18], [18, 9], 4, 130),
+    # a zero point per row of each a matrix, [..., M, 1] (the dynamic recipes' per-token
+    # activations), one for b: the kernels with the rows' corrections in their sums. Attention's
+    # Q K^T and P V with odd M, N and K, heads and batch, a broadcast; by weights (zero points 0
+    # or not, per tensor or per column), a sequence first with batch 1 and 3; i8 a; rows past a
+    # task's 64
+    ("rows_qk_heads", "u8", "u8", [2, 4, 33, 17], [2, 4, 17, 29], "rows", 131),
+    ("rows_pv_heads", "u8", "u8", [3, 2, 19, 45], [3, 2, 45, 7], "rows", 0),
+    ("rows_bcast_a", "u8", "u8", [1, 4, 12, 20], [3, 4, 20, 9], "rows", 77),
+    ("rows_bcast_b", "u8", "i8", [2, 3, 10, 21], [1, 3, 21, 16], "rows", -128),
+    ("rows_i8_a", "i8", "u8", [2, 9, 13], [2, 13, 40], "rows", 255),
+    ("rows_weights_seq_first", "u8", "i8", [40, 1, 70], [70, 33], "rows", 0),
+    ("rows_weights_batch3", "u8", "i8", [5, 3, 37], [37, 65], "rows", [0] * 65),
+    ("rows_weights_zb", "u8", "i8", [2, 17, 24], [24, 18], "rows", -5),
+    ("rows_weights_no_b_zp", "i8", "i8", [3, 7, 64], [64, 32], "rows", None),
+    ("rows_matrix", "u8", "u8", [9, 12], [12, 21], "rows", 200),
+    ("rows_ragged_blocks", "u8", "u8", [2, 2, 130, 67], [2, 2, 67, 45], "rows", 161),
+    ("rows_k1", "u8", "u8", [2, 5, 1], [2, 1, 7], "rows", 3),
 ]
 
 # sums past int32 (255 * 255 * 70001 > 2^32): the int32 result is the exact sum wrapped. The
@@ -84,6 +113,7 @@ MATMUL = [
 WRAP = [
     ("wrap_u8u8", "u8", "u8", [1, 3, 70001], [70001, 5], 255, 0),
     ("wrap_i8i8", "i8", "i8", [2, 5, 66000], [2, 66000, 3], 127, -128),
+    ("wrap_rows", "u8", "u8", [1, 3, 70001], [1, 70001, 5], "rows_hi", 0),
 ]
 
 # name, A type, B type, y type, A shape, B shape, za, zb, yz
@@ -112,11 +142,12 @@ def main():
         a, b = operand(ta, sa, "lo" if wrap else None), operand(tb, sb, "hi" if wrap else None)
         save(d, "a", a)
         save(d, "b", b)
+        za = None if za is None else zero_point(ta, za, sa)
         if za is not None:
-            save(d, "a_zero_point", zero_point(ta, za))
+            save(d, "a_zero_point", za)
         if zb is not None:
             save(d, "b_zero_point", zero_point(tb, zb))
-        acc = accumulate(a, b, za or 0, zb or 0)
+        acc = accumulate(a, b, 0 if za is None else za, zb or 0)
         if wrap:
             assert np.abs(acc).max() > 2**31, name
         save(d, "y", acc.astype(np.int32))  # int64 -> int32 wraps modulo 2^32

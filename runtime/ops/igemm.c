@@ -21,8 +21,8 @@ void qr_iconv_u8s8_4x8_avx2(int32_t *c, int64_t c_rs, const uint8_t *const *a, i
                             const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
 
 void qr_igemm_u8s8_rc_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init,
-                                      const int32_t *cinit, int64_t m0, int64_t m1, const uint8_t *b, int64_t k4,
-                                      int64_t n);
+                                      const int32_t *cinit, const int32_t *rz, const int32_t *csum, int64_t m0,
+                                      int64_t m1, const uint8_t *b, int64_t k4, int64_t n);
 void qr_igemm_pack_b_avx512vnni(uint8_t *dst, const uint8_t *src, int64_t src_rs, int64_t k, int64_t n, uint8_t flip,
                                 int32_t *colsum);
 void qr_igemm_pack_a_avx512vnni(int8_t *dst, const uint8_t *src, int64_t src_rs, int64_t rows, int64_t k,
@@ -41,33 +41,40 @@ void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t 
         }
 }
 
-/* The kernels without column starts, then the columns' added (wrapping). */
-static void add_cinit(int32_t *c, int64_t c_rs, const int32_t *cinit, int64_t m0, int64_t m1, int64_t n)
+/* The kernels without column starts, then the columns' and the per-row products' added (wrapping). */
+static void add_cinit(int32_t *c, int64_t c_rs, const int32_t *cinit, const int32_t *rz, const int32_t *csum,
+                      int64_t m0, int64_t m1, int64_t n)
 {
     for (int64_t m = m0; cinit && m < m1; m++)
         for (int64_t j = 0; j < n; j++)
             c[m * c_rs + j] = (int32_t)((uint32_t)c[m * c_rs + j] + (uint32_t)cinit[j]);
+    for (int64_t m = m0; rz && m < m1; m++)
+        for (int64_t j = 0; j < n; j++)
+            c[m * c_rs + j] = (int32_t)((uint32_t)c[m * c_rs + j] - (uint32_t)rz[m] * (uint32_t)csum[j]);
 }
 
 void qr_igemm_u8s8_rc_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
-                          int64_t m0, int64_t m1, const uint8_t *b, int64_t k4, int64_t n)
+                          const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b,
+                          int64_t k4, int64_t n)
 {
     qr_igemm_u8s8_ref(c, c_rs, a, init, m0, m1, b, k4, n);
-    add_cinit(c, c_rs, cinit, m0, m1, n);
+    add_cinit(c, c_rs, cinit, rz, csum, m0, m1, n);
 }
 
 static void rc_avxvnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
-                       int64_t m0, int64_t m1, const uint8_t *b, int64_t k4, int64_t n)
+                       const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b, int64_t k4,
+                       int64_t n)
 {
     qr_igemm_u8s8_4x16_avxvnni(c, c_rs, a, init, m0, m1, b, k4, n);
-    add_cinit(c, c_rs, cinit, m0, m1, n);
+    add_cinit(c, c_rs, cinit, rz, csum, m0, m1, n);
 }
 
-static void rc_avx2(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit, int64_t m0,
-                    int64_t m1, const uint8_t *b, int64_t k4, int64_t n)
+static void rc_avx2(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
+                    const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b, int64_t k4,
+                    int64_t n)
 {
     qr_igemm_u8s8_4x8_avx2(c, c_rs, a, init, m0, m1, b, k4, n);
-    add_cinit(c, c_rs, cinit, m0, m1, n);
+    add_cinit(c, c_rs, cinit, rz, csum, m0, m1, n);
 }
 
 void qr_igemm_pack_b_ref(uint8_t *dst, const uint8_t *src, int64_t src_rs, int64_t k, int64_t n, uint8_t flip,

@@ -62,18 +62,25 @@ qr_igemv_fn qr_igemv_u8s8(void);
 void qr_igemv_u8s8_ref(int32_t *y, const uint8_t *x, const int8_t *w, const int32_t *init, int64_t k4, int64_t j0,
                        int64_t j1, int64_t n);
 
-/* The same product with a starting value per column as well as per row:
- *   c[m][n] = init[m] + cinit[n] + sum_k a[m][k] * b[k][n]   (wrapping, layouts as above),
- * for a product of two computed operands, whose zero points correct each row and each column
- * (quant.c). The AVX-512 VNNI kernel adds cinit where its sums start; the other ISAs' run their
- * qr_igemm_fn and add it after. QRL_IGEMM picks as for qr_igemm_u8s8 (NULL: portable forced, or
- * no ISA); qr_igemm_u8s8_rc_isa as qr_igemm_u8s8_isa. */
+/* The same product with a starting value per column as well as per row, and a term per row
+ * times a value per column:
+ *   c[m][n] = init[m] + cinit[n] - rz[m] * csum[n] + sum_k a[m][k] * b[k][n]
+ * (wrapping, layouts as above; cinit NULL: no column starts, rz NULL: no such term, csum then
+ * unread), for a product of two computed operands, whose zero points correct each row and each
+ * column (quant.c): rz holds a zero point per row of a (the dynamic recipes' per-token
+ * activations), csum b's column sums, so its correction rz[m] * csum[n] is one product per
+ * element, not a start per row or column. The AVX-512 VNNI kernel adds cinit and the product
+ * where its sums start; the other ISAs' run their qr_igemm_fn and add them after. QRL_IGEMM
+ * picks as for qr_igemm_u8s8 (NULL: portable forced, or no ISA); qr_igemm_u8s8_rc_isa as
+ * qr_igemm_u8s8_isa. */
 typedef void (*qr_igemm_rc_fn)(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
-                               int64_t m0, int64_t m1, const uint8_t *b, int64_t k4, int64_t n);
+                               const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b,
+                               int64_t k4, int64_t n);
 qr_igemm_rc_fn qr_igemm_u8s8_rc(void);
 qr_igemm_rc_fn qr_igemm_u8s8_rc_isa(const char *isa);
 void qr_igemm_u8s8_rc_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
-                          int64_t m0, int64_t m1, const uint8_t *b, int64_t k4, int64_t n);
+                          const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b,
+                          int64_t k4, int64_t n);
 
 /* Packs a row-major matrix of bytes src [k][n] (rows src_rs bytes apart) as the kernels' b,
  * [K4/4][N16][4], each byte ^ flip (0x80 turns i8 into u8), 0 past row k and column n.

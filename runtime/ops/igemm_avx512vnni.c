@@ -26,15 +26,22 @@ static inline __mmask16 cols_mask(int64_t cols)
  * load of activations serves eight rows. The sums are named registers: an
  * array of them made GCC copy registers every step of the k loop. */
 #define DP2(L, H, W) (L = _mm512_dpbusd_epi32(L, v0, W), H = _mm512_dpbusd_epi32(H, v1, W))
-#define START(r, cv) _mm512_add_epi32(_mm512_set1_epi32(init[r]), cv)
-TARGET static void tile_8x32(int32_t *c, int64_t c_rs, const int8_t *a, int64_t k4, const int32_t *init,
-                             __m512i cv0, __m512i cv1, const uint8_t *bj, int64_t kq, int64_t step, __mmask16 k0,
-                             __mmask16 k1)
+/* Row r's sums start at init[r] + the columns' starts cv, less rz[r] times the columns' sv when
+ * there is a zero point per row (rz not NULL; igemm.h, qr_igemm_rc_fn). */
+TARGET static inline __m512i start(const int32_t *init, const int32_t *rz, int r, __m512i cv, __m512i sv)
 {
-    __m512i l0 = START(0, cv0), l1 = START(1, cv0), l2 = START(2, cv0), l3 = START(3, cv0), l4 = START(4, cv0),
-            l5 = START(5, cv0), l6 = START(6, cv0), l7 = START(7, cv0);
-    __m512i h0 = START(0, cv1), h1 = START(1, cv1), h2 = START(2, cv1), h3 = START(3, cv1), h4 = START(4, cv1),
-            h5 = START(5, cv1), h6 = START(6, cv1), h7 = START(7, cv1);
+    __m512i s = _mm512_add_epi32(_mm512_set1_epi32(init[r]), cv);
+    return rz ? _mm512_sub_epi32(s, _mm512_mullo_epi32(_mm512_set1_epi32(rz[r]), sv)) : s;
+}
+#define START(r, cv, sv) start(init, rz, r, cv, sv)
+TARGET static void tile_8x32(int32_t *c, int64_t c_rs, const int8_t *a, int64_t k4, const int32_t *init,
+                             __m512i cv0, __m512i cv1, const int32_t *rz, __m512i sv0, __m512i sv1,
+                             const uint8_t *bj, int64_t kq, int64_t step, __mmask16 k0, __mmask16 k1)
+{
+    __m512i l0 = START(0, cv0, sv0), l1 = START(1, cv0, sv0), l2 = START(2, cv0, sv0), l3 = START(3, cv0, sv0),
+            l4 = START(4, cv0, sv0), l5 = START(5, cv0, sv0), l6 = START(6, cv0, sv0), l7 = START(7, cv0, sv0);
+    __m512i h0 = START(0, cv1, sv1), h1 = START(1, cv1, sv1), h2 = START(2, cv1, sv1), h3 = START(3, cv1, sv1),
+            h4 = START(4, cv1, sv1), h5 = START(5, cv1, sv1), h6 = START(6, cv1, sv1), h7 = START(7, cv1, sv1);
     for (int64_t q = 0; q < kq; q++) {
         __m512i v0 = _mm512_loadu_si512((const void *)(bj + q * step));
         __m512i v1 = _mm512_loadu_si512((const void *)(bj + q * step + 64));
@@ -56,10 +63,11 @@ TARGET static void tile_8x32(int32_t *c, int64_t c_rs, const int8_t *a, int64_t 
 }
 
 TARGET static void tile_8x16(int32_t *c, int64_t c_rs, const int8_t *a, int64_t k4, const int32_t *init,
-                             __m512i cv0, const uint8_t *bj, int64_t kq, int64_t step, __mmask16 k0)
+                             __m512i cv0, const int32_t *rz, __m512i sv0, const uint8_t *bj, int64_t kq,
+                             int64_t step, __mmask16 k0)
 {
-    __m512i l0 = START(0, cv0), l1 = START(1, cv0), l2 = START(2, cv0), l3 = START(3, cv0), l4 = START(4, cv0),
-            l5 = START(5, cv0), l6 = START(6, cv0), l7 = START(7, cv0);
+    __m512i l0 = START(0, cv0, sv0), l1 = START(1, cv0, sv0), l2 = START(2, cv0, sv0), l3 = START(3, cv0, sv0),
+            l4 = START(4, cv0, sv0), l5 = START(5, cv0, sv0), l6 = START(6, cv0, sv0), l7 = START(7, cv0, sv0);
     for (int64_t q = 0; q < kq; q++) {
         __m512i v0 = _mm512_loadu_si512((const void *)(bj + q * step));
         const int8_t *aq = a + 4 * q;
@@ -79,7 +87,7 @@ TARGET static void tile_8x16(int32_t *c, int64_t c_rs, const int8_t *a, int64_t 
 
 /* Up to four rows (the ones past the last eight): a short tile repeats row 0, not stored. */
 TARGET static void tile_4(int32_t *c, int64_t c_rs, const int8_t *a, int64_t k4, const int32_t *init,
-                          __m512i cv0, __m512i cv1, int rows, const uint8_t *bj, int64_t kq, int64_t step, int two,
+                          __m512i cv0, __m512i cv1, const int32_t *rz, __m512i sv0, __m512i sv1, int rows, const uint8_t *bj, int64_t kq, int64_t step, int two,
                           __mmask16 k0, __mmask16 k1)
 {
     const int8_t *ar[4];
@@ -88,8 +96,8 @@ TARGET static void tile_4(int32_t *c, int64_t c_rs, const int8_t *a, int64_t k4,
     for (int r = 0; r < 4; r++) {
         int rr = r < rows ? r : 0;
         ar[r] = a + rr * k4;
-        lo[r] = START(rr, cv0);
-        hi[r] = START(rr, cv1);
+        lo[r] = START(rr, cv0, sv0);
+        hi[r] = START(rr, cv1, sv1);
     }
     if (two) {
         __m512i l0 = lo[0], l1 = lo[1], l2 = lo[2], l3 = lo[3], h0 = hi[0], h1 = hi[1], h2 = hi[2], h3 = hi[3];
@@ -122,9 +130,11 @@ TARGET static void tile_4(int32_t *c, int64_t c_rs, const int8_t *a, int64_t k4,
     }
 }
 
-/* Columns [j, j + 32) of rows [m0, m1); cinit (NULL: none) adds each column's starting value. */
+/* Columns [j, j + 32) of rows [m0, m1); cinit (NULL: none) adds each column's starting value, rz
+ * (NULL: none) takes rz[m] times csum off each (igemm.h, qr_igemm_rc_fn). */
 TARGET static void strip(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
-                         int64_t m0, int64_t m1, const uint8_t *b, int64_t k4, int64_t n, int64_t j)
+                         const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b, int64_t k4,
+                         int64_t n, int64_t j)
 {
     int64_t n16 = qr_igemm_n16(n), kq = k4 / 4, step = n16 * 4;
     /* the second half of the tile reads columns j + 16.. only where the packing has them */
@@ -132,17 +142,21 @@ TARGET static void strip(int32_t *c, int64_t c_rs, const int8_t *a, const int32_
     __mmask16 k0 = cols_mask(n - j), k1 = cols_mask(n - j - 16);
     __m512i cv0 = cinit ? _mm512_maskz_loadu_epi32(k0, cinit + j) : _mm512_setzero_si512();
     __m512i cv1 = cinit ? _mm512_maskz_loadu_epi32(k1, cinit + j + 16) : _mm512_setzero_si512();
+    __m512i sv0 = rz ? _mm512_maskz_loadu_epi32(k0, csum + j) : _mm512_setzero_si512();
+    __m512i sv1 = rz ? _mm512_maskz_loadu_epi32(k1, csum + j + 16) : _mm512_setzero_si512();
     const uint8_t *bj = b + j * 4;
     int64_t m = m0;
     for (; m + 8 <= m1; m += 8) {
         if (two)
-            tile_8x32(c + m * c_rs + j, c_rs, a + m * k4, k4, init + m, cv0, cv1, bj, kq, step, k0, k1);
+            tile_8x32(c + m * c_rs + j, c_rs, a + m * k4, k4, init + m, cv0, cv1, rz ? rz + m : NULL, sv0, sv1, bj,
+                      kq, step, k0, k1);
         else
-            tile_8x16(c + m * c_rs + j, c_rs, a + m * k4, k4, init + m, cv0, bj, kq, step, k0);
+            tile_8x16(c + m * c_rs + j, c_rs, a + m * k4, k4, init + m, cv0, rz ? rz + m : NULL, sv0, bj, kq, step,
+                      k0);
     }
     for (; m < m1; m += 4)
-        tile_4(c + m * c_rs + j, c_rs, a + m * k4, k4, init + m, cv0, cv1, m1 - m < 4 ? (int)(m1 - m) : 4, bj, kq,
-               step, two, k0, k1);
+        tile_4(c + m * c_rs + j, c_rs, a + m * k4, k4, init + m, cv0, cv1, rz ? rz + m : NULL, sv0, sv1,
+               m1 - m < 4 ? (int)(m1 - m) : 4, bj, kq, step, two, k0, k1);
 }
 
 /* Column strips outer: a strip of packed activations stays in cache while
@@ -151,17 +165,18 @@ TARGET void qr_igemm_u8s8_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t
                                           int64_t m1, const uint8_t *b, int64_t k4, int64_t n)
 {
     for (int64_t j = 0; j < n; j += 32)
-        strip(c, c_rs, a, init, NULL, m0, m1, b, k4, n, j);
+        strip(c, c_rs, a, init, NULL, NULL, NULL, m0, m1, b, k4, n, j);
 }
 
-/* The same with a starting value per column too (igemm.h, qr_igemm_rc_fn): added to the rows'
- * when the tile's sums start, so the product needs no second pass over c. */
+/* The same with a starting value per column too, and a zero point per row times the column sums
+ * (igemm.h, qr_igemm_rc_fn): added to the rows' when the tile's sums start, so the product needs
+ * no second pass over c. */
 TARGET void qr_igemm_u8s8_rc_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init,
-                                             const int32_t *cinit, int64_t m0, int64_t m1, const uint8_t *b,
-                                             int64_t k4, int64_t n)
+                                             const int32_t *cinit, const int32_t *rz, const int32_t *csum, int64_t m0,
+                                             int64_t m1, const uint8_t *b, int64_t k4, int64_t n)
 {
     for (int64_t j = 0; j < n; j += 32)
-        strip(c, c_rs, a, init, cinit, m0, m1, b, k4, n, j);
+        strip(c, c_rs, a, init, cinit, rz, csum, m0, m1, b, k4, n, j);
 }
 
 /* y[j] for columns [j0, j1): eight groups of sixteen at a time (eight independent vpdpbusd chains

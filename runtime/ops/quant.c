@@ -851,7 +851,10 @@ static qr_status matmulint_gemv(qr_kctx *k, const qr_tensor *a, int64_t za, uint
  * b ^ 0x80 = b + 128 with zb + 128, which leaves every a - za and b - zb as it was. Then
  *   sum_k (a - za)(b - zb) = sum_k a b - zb rowsum(a) - za colsum(b) + K za zb:
  * the kernel's sums start from K za zb - zb rowsum(a) per row and -za colsum(b) per column, all
- * modulo 2^32, so the int32 results are the exact sums wrapped, as the definition's. */
+ * modulo 2^32, so the int32 results are the exact sums wrapped, as the definition's. With a zero
+ * point per row of A (za_r: the dynamic recipes' per-token activations) the same holds row by
+ * row: the starts K za_r zb - zb rowsum(a)_r per row, and za_r colsum(b) taken off each element
+ * by the kernel where its sums start (qr_igemm_rc_fn's rz and csum). */
 typedef struct mmq_job {
     const mm_plan *p;
     qr_igemm_rc_fn fn;
@@ -861,6 +864,8 @@ typedef struct mmq_job {
     int8_t *as;            /* A's rows packed [rows][k4], or NULL: A is used as it is */
     uint8_t *bp;           /* B's matrices packed [nb][K4/4][N16][4] */
     int32_t *rinit, *colsum, *cinit;
+    const qr_tensor *azr;  /* A's zero points, one per row of its matrices, or NULL: za for all */
+    int32_t *rz;           /* then those zero points moved (za_r - aflip), as the kernel takes them */
     uint8_t aflip, bflip;
     int pack_b_too;        /* 0: bp and colsum hold a constant B's packing already */
     uint32_t za, zb;       /* the moved zero points, as the sums' wrapping arithmetic takes them */
@@ -880,22 +885,28 @@ static void mmq_pack(void *arg, int64_t i0, int64_t i1)
     int64_t m = j->m, kd = j->p->kd, n = j->p->n;
     for (int64_t i = i0; i < i1; i++) {
         if (i < j->na) {
-            int32_t *r = j->rinit + i * m;
+            int32_t *r = j->rinit + i * m, *rz = j->rz ? j->rz + i * m : NULL;
+            if (rz) {
+                const void *z = (const uint8_t *)j->azr->data + i * m;
+                for (int64_t x = 0; x < m; x++)
+                    rz[x] = (j->azr->dtype == QR_U8 ? ((const uint8_t *)z)[x] : ((const int8_t *)z)[x]) - j->aflip;
+            }
             if (!j->as && !j->zb) { /* A as it is, and no row needs a correction */
                 for (int64_t x = 0; x < m; x++)
                     r[x] = 0;
                 continue;
             }
             j->pack_a(j->as ? j->as + i * m * j->k4 : NULL, j->a + i * m * kd, kd, m, kd, j->aflip, j->zb ? r : NULL);
-            uint32_t kzz = (uint32_t)kd * j->za * j->zb;
-            for (int64_t x = 0; x < m; x++)
+            for (int64_t x = 0; x < m; x++) {
+                uint32_t kzz = (uint32_t)kd * (rz ? (uint32_t)rz[x] : j->za) * j->zb;
                 r[x] = j->zb ? (int32_t)(kzz - j->zb * (uint32_t)r[x]) : 0;
+            }
             continue;
         }
         int64_t bi = i - j->na;
         if (j->pack_b_too)
             j->pack_b(j->bp + bi * j->k4 * j->n16, j->b + bi * kd * n, n, kd, n, j->bflip, j->colsum + bi * n);
-        for (int64_t x = 0; x < n; x++)
+        for (int64_t x = 0; x < n && !j->rz; x++)
             j->cinit[bi * n + x] = (int32_t)(0u - j->za * (uint32_t)j->colsum[bi * n + x]);
     }
 }
@@ -909,16 +920,18 @@ static void mmq_rows(void *arg, int64_t t0, int64_t t1)
         int64_t bi = t / j->rb, r0 = t % j->rb * MMQ_ROWS, r1 = r0 + MMQ_ROWS < m ? r0 + MMQ_ROWS : m;
         int64_t ia = j->ia[bi], ib = j->ib[bi];
         const int8_t *am = j->as ? j->as + ia * m * j->k4 : (const int8_t *)j->a + ia * m * j->k4;
-        j->fn(j->c + bi * m * n, n, am, j->rinit + ia * m, j->cinit + ib * n, r0, r1, j->bp + ib * j->k4 * j->n16,
-              j->k4, n);
+        j->fn(j->c + bi * m * n, n, am, j->rinit + ia * m, j->rz ? NULL : j->cinit + ib * n,
+              j->rz ? j->rz + ia * m : NULL, j->colsum + ib * n, r0, r1, j->bp + ib * j->k4 * j->n16, j->k4, n);
     }
 }
 
-/* acc = (a - za) @ (b - zb) over the broadcast batch (p), on the microkernel fn. bconst: B is a
+/* acc = (a - za) @ (b - zb) over the broadcast batch (p), on the microkernel fn; azr not NULL: A's
+ * zero points one per row of its matrices instead of za (per_row_zero_points). bconst: B is a
  * graph constant, so its packing and column sums are made on the first run only. ia_out/ib_out
  * (NULL: not wanted) receive each output matrix's A and B matrix, as int_matmul's. */
 static qr_status mmq_run(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, const qr_tensor *a, int64_t za,
-                         const qr_tensor *b, int64_t zb, int bconst, int32_t *acc, int64_t *ia_out, int64_t *ib_out)
+                         const qr_tensor *azr, const qr_tensor *b, int64_t zb, int bconst, int32_t *acc,
+                         int64_t *ia_out, int64_t *ib_out)
 {
     int64_t m = p->m, kd = p->kd, n = p->n, nbatch = qr_tensor_numel(&p->batch);
     if (m == 0 || n == 0 || nbatch == 0)
@@ -953,8 +966,10 @@ static qr_status mmq_run(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, const 
     int64_t *idx = qr_kwork(k, 2, nbatch, sizeof(int64_t), "batch indices");
     j.rinit = idx ? qr_kwork(k, j.na, j.m, sizeof(int32_t), "row starts") : NULL;
     j.cinit = j.rinit ? qr_kwork(k, j.nb, n, sizeof(int32_t), "column starts") : NULL;
+    j.azr = azr;
+    j.rz = j.cinit && azr ? qr_kwork(k, j.na, j.m, sizeof(int32_t), "zero points of A's rows") : NULL;
     j.as = j.cinit && !a_as_is ? qr_kwork(k, j.na * j.m, j.k4, 1, "packed A") : NULL;
-    if (!j.cinit || (!a_as_is && !j.as)) {
+    if (!j.cinit || (azr && !j.rz) || (!a_as_is && !j.as)) {
         if (bconst)
             qr_kcache_done(k, packed);
         return QR_ERR;
@@ -1026,32 +1041,6 @@ static int64_t zero_point(const qr_tensor *zp)
     return zp && qr_tensor_numel(zp) ? get_int(zp->data, zp->dtype, 0) : 0;
 }
 
-/* MatMulInteger with a zero point per row of u8 A (the dynamic recipes' per-row activations) and
- * s8 B of zero point 0: the product with zero point 0 on the microkernel, then row r's zero point
- * times each column's sum of B taken off, wrapped as the sum would wrap:
- * sum (a - z_r) w = sum a w - z_r sum w. */
-static qr_status matmulint_rows(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, const qr_tensor *a,
-                                const qr_tensor *azp, const qr_tensor *b, int32_t *acc)
-{
-    int64_t kd = b->dims[0], nn = b->dims[1], rows = kd ? qr_tensor_numel(a) / kd : 0;
-    if (mmq_run(k, p, fn, a, 0, b, 0, qr_kinput_const(k, 1), acc, NULL, NULL) != QR_OK)
-        return QR_ERR;
-    uint32_t *colsum = qr_kwork(k, nn, 1, sizeof *colsum, "column sums of B");
-    if (!colsum)
-        return QR_ERR;
-    const int8_t *bd = b->data;
-    memset(colsum, 0, sizeof *colsum * (size_t)nn);
-    for (int64_t q = 0; q < kd; q++)
-        for (int64_t j = 0; j < nn; j++)
-            colsum[j] += (uint32_t)(int32_t)bd[q * nn + j];
-    for (int64_t i = 0; i < rows; i++) {
-        uint32_t z = (uint32_t)get_int(azp->data, azp->dtype, i), *ci = (uint32_t *)acc + i * nn;
-        for (int64_t j = 0; j < nn; j++)
-            ci[j] -= z * colsum[j];
-    }
-    return QR_OK;
-}
-
 static qr_status matmulint_run(qr_kctx *k)
 {
     mm_plan p;
@@ -1069,15 +1058,13 @@ static qr_status matmulint_run(qr_kctx *k)
             return matmulint_gemv(k, a, zero_point(azp) + (a->dtype == QR_I8 ? 128 : 0),
                                   a->dtype == QR_I8 ? 0x80 : 0, b, k->out[0]->data, gemv,
                                   qr_kinput_const(k, 1) && (!azp || qr_kinput_const(k, 2)));
-        return mmq_run(k, &p, fn, a, zero_point(azp), b, zero_point(bzp), qr_kinput_const(k, 1), k->out[0]->data,
-                       NULL, NULL);
+        return mmq_run(k, &p, fn, a, zero_point(azp), NULL, b, zero_point(bzp), qr_kinput_const(k, 1),
+                       k->out[0]->data, NULL, NULL);
     }
-    if (a->dtype == QR_U8 && b->dtype == QR_I8 && b->ndim == 2 && a->dims[a->ndim - 1] == b->dims[0] &&
-        per_row_zero_points(a, azp) && all_zero(bzp) && p.kd > 0) {
-        qr_igemm_rc_fn rfn = qr_igemm_u8s8_rc();
-        if (rfn)
-            return matmulint_rows(k, &p, rfn, a, azp, b, k->out[0]->data);
-    }
+    /* a zero point per row of A (the dynamic recipes' per-token activations: by weights, and
+     * attention's Q K^T and P V), one for B: the microkernel, the rows' corrections in its sums */
+    if (p.kd > 0 && per_row_zero_points(a, azp) && uniform_zero_point(bzp, p.n) && (fn = qr_igemm_u8s8_rc()))
+        return mmq_run(k, &p, fn, a, 0, azp, b, zero_point(bzp), qr_kinput_const(k, 1), k->out[0]->data, NULL, NULL);
     if (int_operands_init(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), &p, &o) != QR_OK)
         return QR_ERR;
     qr_status st = int_matmul(k, &p, &o, k->out[0]->data, NULL, NULL);
@@ -1158,7 +1145,8 @@ static qr_status qlmatmul_run(qr_kctx *k)
                expand_param(k, k->in[4], p.nd_b, p.cols_b, 0, "b_scale", sb) != QR_OK) {
         goto out;
     }
-    st = fn ? mmq_run(k, &p, fn, a, zero_point(k->in[2]), b, zero_point(k->in[5]), qr_kinput_const(k, 3), acc, ia, ib)
+    st = fn ? mmq_run(k, &p, fn, a, zero_point(k->in[2]), NULL, b, zero_point(k->in[5]), qr_kinput_const(k, 3), acc,
+                      ia, ib)
             : int_matmul(k, &p, &o, acc, ia, ib);
     if (st != QR_OK)
         goto out;

@@ -507,9 +507,9 @@ Test(igemm, iconv_dispatch_follows_the_forced_choice)
     cr_assert_eq(qr_iconv_u8s8(), best);
 }
 
-/* The kernels with column starting values (qr_igemm_rc_fn) against the reference, and the
- * packings of computed operands (qr_igemm_pack_a / _b, with their sums and the i8/u8 flip)
- * against theirs, on ragged shapes: rows past k and columns past n must be 0, or the kernels'
+/* The kernels with column starting values and zero points per row (qr_igemm_rc_fn) against the
+ * reference, and the packings of computed operands (qr_igemm_pack_a / _b, with their sums and the
+ * i8/u8 flip) against theirs, on ragged shapes: rows past k and columns past n must be 0, or the kernels'
  * padded sums and the column sums would count them. */
 Test(igemm, rc_kernels_and_packings_match_the_references)
 {
@@ -547,28 +547,38 @@ Test(igemm, rc_kernels_and_packings_match_the_references)
             cr_assert(!memcmp(cs1, cs2, sizeof(int32_t) * (size_t)n), "column sums %lldx%lld flip %d", (long long)k,
                       (long long)n, flip);
         }
-        for (int64_t i = 0; i < m; i++)
+        for (int64_t i = 0; i < m; i++) {
             rs1[i] = (int32_t)rnd(&seed) - (1 << 23);
-        for (int64_t j = 0; j < n; j++)
+            rs2[i] = (int32_t)(rnd(&seed) & 0x1ff) - 256; /* zero points per row, moved: both signs */
+        }
+        for (int64_t j = 0; j < n; j++) {
             cs1[j] = (int32_t)rnd(&seed) - (1 << 23);
-        /* ap1 and bp1 hold the last packings: a ^ 0x80 and b ^ 0x80 */
-        qr_igemm_u8s8_rc_ref(c1, n, ap1, rs1, cs1, 0, m, bp1, k4, n);
-        for (int64_t i = 0; i < m; i++) /* the reference against the definition at a row's ends */
-            for (int64_t j = 0; j < n; j += n - 1 > 0 ? n - 1 : 1) {
-                uint32_t sum = (uint32_t)rs1[i] + (uint32_t)cs1[j];
-                for (int64_t q = 0; q < k; q++)
-                    sum += (uint32_t)((int32_t)(int8_t)(a[i * k + q] ^ 0x80) * (int32_t)(uint8_t)(b[q * n + j] ^ 0x80));
-                cr_assert_eq(c1[i * n + j], (int32_t)sum);
+            cs2[j] = (int32_t)rnd(&seed) - (1 << 23); /* column sums: large, so rz * csum wraps */
+        }
+        /* column starts alone, a zero point per row times the column sums alone, and both */
+        for (int mode = 0; mode < 3; mode++) {
+            const int32_t *cinit = mode != 1 ? cs1 : NULL, *rz = mode != 0 ? rs2 : NULL;
+            /* ap1 and bp1 hold the last packings: a ^ 0x80 and b ^ 0x80 */
+            qr_igemm_u8s8_rc_ref(c1, n, ap1, rs1, cinit, rz, cs2, 0, m, bp1, k4, n);
+            for (int64_t i = 0; i < m; i++) /* the reference against the definition at a row's ends */
+                for (int64_t j = 0; j < n; j += n - 1 > 0 ? n - 1 : 1) {
+                    uint32_t sum = (uint32_t)rs1[i] + (cinit ? (uint32_t)cinit[j] : 0) -
+                                   (rz ? (uint32_t)rz[i] * (uint32_t)cs2[j] : 0);
+                    for (int64_t q = 0; q < k; q++)
+                        sum += (uint32_t)((int32_t)(int8_t)(a[i * k + q] ^ 0x80) *
+                                          (int32_t)(uint8_t)(b[q * n + j] ^ 0x80));
+                    cr_assert_eq(c1[i * n + j], (int32_t)sum, "mode %d", mode);
+                }
+            for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+                qr_igemm_rc_fn fn = qr_igemm_u8s8_rc_isa(isas[i]);
+                if (!fn)
+                    continue;
+                memset(c2, 0xa5, sizeof(int32_t) * (size_t)(m * n));
+                fn(c2, n, ap1, rs1, cinit, rz, cs2, 0, m / 2, bp1, k4, n);
+                fn(c2, n, ap1, rs1, cinit, rz, cs2, m / 2, m, bp1, k4, n);
+                cr_assert(!memcmp(c1, c2, sizeof(int32_t) * (size_t)(m * n)), "%s rc %lldx%lldx%lld mode %d", isas[i],
+                          (long long)m, (long long)k, (long long)n, mode);
             }
-        for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
-            qr_igemm_rc_fn fn = qr_igemm_u8s8_rc_isa(isas[i]);
-            if (!fn)
-                continue;
-            memset(c2, 0xa5, sizeof(int32_t) * (size_t)(m * n));
-            fn(c2, n, ap1, rs1, cs1, 0, m / 2, bp1, k4, n);
-            fn(c2, n, ap1, rs1, cs1, m / 2, m, bp1, k4, n);
-            cr_assert(!memcmp(c1, c2, sizeof(int32_t) * (size_t)(m * n)), "%s rc %lldx%lldx%lld", isas[i], (long long)m,
-                      (long long)k, (long long)n);
         }
         free(a), free(b), free(ap1), free(ap2), free(bp1), free(bp2);
         free(rs1), free(rs2), free(cs1), free(cs2), free(c1), free(c2);

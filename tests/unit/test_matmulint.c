@@ -4,7 +4,9 @@
  * (QRL_IGEMM=portable) and each ISA's u8s8 microkernel with its zero-point corrections
  * (quant.c's mmq_run, the GEMV), serially and on two threads. Operands of both signs, u8 and i8
  * mixed on either side, zero points at the types' ends and absent, odd K, M and N, batch and head
- * dims broadcast either way, 1-D operands, constant-shaped weights and sums past int32. */
+ * dims broadcast either way, 1-D operands, constant-shaped weights and sums past int32, and A's
+ * zero points one per row of each matrix ([..., M, 1], the dynamic recipes' per-token
+ * activations: the kernels correct each row in their sums). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
