@@ -413,10 +413,40 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void dynquan
     *hi_out = hi;
 }
 
-static void dynquant_params(const float *x, int64_t n, float *scale, int64_t *zp)
+/* The same range with AVX-512: minps(x, lo) is x < lo ? x : lo lane by lane (a NaN keeps the
+ * bound), two vectors of lanes, then the lanes' min and max. Min and max are exact, so the
+ * lanes' order changes nothing: no NaN is among them, and no lane holds -0 (-0 < +0 is false:
+ * the starting +0 stays), so the bits are the loop's. Lanes past n load as 0, inside the range. */
+__attribute__((target("avx512f"))) static void dynquant_range_avx512(const float *x, int64_t n, float *lo_out,
+                                                                     float *hi_out)
+{
+    __m512 lo0 = _mm512_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 v0 = _mm512_loadu_ps(x + i), v1 = _mm512_loadu_ps(x + i + 16);
+        lo0 = _mm512_min_ps(v0, lo0);
+        hi0 = _mm512_max_ps(v0, hi0);
+        lo1 = _mm512_min_ps(v1, lo1);
+        hi1 = _mm512_max_ps(v1, hi1);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        lo0 = _mm512_min_ps(v, lo0);
+        hi0 = _mm512_max_ps(v, hi0);
+    }
+    *lo_out = _mm512_reduce_min_ps(_mm512_min_ps(lo0, lo1));
+    *hi_out = _mm512_reduce_max_ps(_mm512_max_ps(hi0, hi1));
+}
+
+/* simd: the AVX-512 loops (quant_avx512(), asked once per node) */
+static void dynquant_params(const float *x, int64_t n, float *scale, int64_t *zp, int simd)
 {
     float lo, hi;
-    dynquant_range(x, n, &lo, &hi);
+    if (simd)
+        dynquant_range_avx512(x, n, &lo, &hi);
+    else
+        dynquant_range(x, n, &lo, &hi);
     *scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
     float zpf = 0.0f - lo / *scale;
     zpf = zpf < 0 ? 0 : zpf > 255 ? 255 : zpf;
@@ -425,9 +455,12 @@ static void dynquant_params(const float *x, int64_t n, float *scale, int64_t *zp
 
 /* x / scale rounded half to even, plus the zero point, saturated to u8; NaN is quantized as 0 (the zero
  * point), as QuantizeLinear does here. */
-static void dynquant_values(const float *x, int64_t n, float scale, int64_t zp, uint8_t *y)
+static void dynquant_values(const float *x, int64_t n, float scale, int64_t zp, uint8_t *y, int simd)
 {
-    quantize_f32_8bit(x, y, 1, n, scale, (float)zp, 0, 255); /* saturate_round's bits, vectorized */
+    if (simd) /* QuantizeLinear's loops: saturate_round's bits, vectorized */
+        quantize_f32_8bit_avx512(x, y, n, scale, (float)zp, 0, 255);
+    else
+        quantize_f32_8bit(x, y, 1, n, scale, (float)zp, 0, 255);
 }
 
 static qr_status dynquant_run(qr_kctx *k)
@@ -435,8 +468,9 @@ static qr_status dynquant_run(qr_kctx *k)
     const qr_tensor *x = k->in[0];
     int64_t n = qr_tensor_numel(x), zp;
     float scale;
-    dynquant_params(x->data, n, &scale, &zp);
-    dynquant_values(x->data, n, scale, zp, k->out[0]->data);
+    int simd = quant_avx512();
+    dynquant_params(x->data, n, &scale, &zp, simd);
+    dynquant_values(x->data, n, scale, zp, k->out[0]->data, simd);
     if (k->n_out > 1)
         *(float *)k->out[1]->data = scale;
     if (k->n_out > 2)
@@ -469,6 +503,7 @@ typedef struct dynrows_job {
     float *scale;
     uint8_t *y, *zero;
     int64_t cols;
+    int simd;
 } dynrows_job;
 
 static void dynrows_part(void *arg, int64_t r0, int64_t r1)
@@ -476,8 +511,8 @@ static void dynrows_part(void *arg, int64_t r0, int64_t r1)
     const dynrows_job *j = arg;
     for (int64_t r = r0; r < r1; r++) {
         int64_t zp;
-        dynquant_params(j->x + r * j->cols, j->cols, &j->scale[r], &zp);
-        dynquant_values(j->x + r * j->cols, j->cols, j->scale[r], zp, j->y + r * j->cols);
+        dynquant_params(j->x + r * j->cols, j->cols, &j->scale[r], &zp, j->simd);
+        dynquant_values(j->x + r * j->cols, j->cols, j->scale[r], zp, j->y + r * j->cols, j->simd);
         j->zero[r] = (uint8_t)zp;
     }
 }
@@ -486,7 +521,7 @@ static qr_status dynrows_run(qr_kctx *k)
 {
     const qr_tensor *x = k->in[0];
     int64_t cols = x->dims[x->ndim - 1], rows = cols > 0 ? qr_tensor_numel(x) / cols : qr_tensor_numel(k->out[1]);
-    dynrows_job j = {x->data, k->out[1]->data, k->out[0]->data, k->out[2]->data, cols};
+    dynrows_job j = {x->data, k->out[1]->data, k->out[0]->data, k->out[2]->data, cols, quant_avx512()};
     if (cols == 0) { /* empty rows: scale 1, zero point 0, as an all-zero row */
         dynrows_part(&j, 0, rows);
         return QR_OK;

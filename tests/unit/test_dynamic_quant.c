@@ -84,9 +84,13 @@ static const char *const numpy_rows =
     "shp = x.shape[:-1] + (1,)\n"
     "np.save('y.npy', y.reshape(x.shape)); np.save('s.npy', s.reshape(shp)); np.save('z.npy', z.astype(np.uint8).reshape(shp))\n";
 
-Test(dynamic_quant, rows_match_numpy_bit_for_bit)
+/* Rows of K values of every kind (ties, NaN, infinity, one sign, 0 only, a tiny range) against
+ * numpy, on the AVX-512 loops where the CPU has them or the portable ones (portable: QRL_QUANT). */
+static void check_rows(int64_t K, int portable)
 {
-    enum { ROWS = 12, K = 37 };
+    enum { ROWS = 12 };
+    if (portable)
+        setenv("QRL_QUANT", "portable", 1);
     qr_tensor x = {.dtype = QR_F32, .ndim = 3, .dims = {3, 4, K}};
     qr_error e = {{0}};
     cr_assert_eq(qr_tensor_alloc(&x, &e), QR_OK);
@@ -99,7 +103,7 @@ Test(dynamic_quant, rows_match_numpy_bit_for_bit)
             xf[r * K + c] = r == 1   ? 2.5f                         /* all equal, positive */
                             : r == 2 ? -0.75f                       /* all equal, negative */
                             : r == 3 ? 0.0f                         /* 0 only: scale 1 */
-                            : r == 4 ? (c == 5 ? NAN : v)           /* a NaN */
+                            : r == 4 ? (c == 5 || c == 20 || c == K - 1 ? NAN : v) /* NaNs, one last */
                             : r == 5 ? fabsf(v) + 0.5f              /* positive only: zero point 0 */
                             : r == 6 ? -fabsf(v) - 0.5f             /* negative only: zero point 255 */
                             : r == 7 ? (c == 0 ? 1e-30f : 0.0f)     /* a tiny range */
@@ -118,14 +122,18 @@ Test(dynamic_quant, rows_match_numpy_bit_for_bit)
     qr_tensor y = load("y"), s = load("s"), z = load("z");
     cr_assert_eq(out[1].ndim, 3);
     cr_assert_eq(out[1].dims[2], 1, "the scales keep the row axis as 1");
-    cr_assert_eq(memcmp(out[0].data, y.data, ROWS * K), 0, "the integers differ from numpy's");
+    cr_assert_eq(memcmp(out[0].data, y.data, (size_t)(ROWS * K)), 0, "K %lld%s: the integers differ from numpy's",
+                 (long long)K, portable ? " (portable)" : "");
     for (int r = 0; r < ROWS; r++) {
         float a = ((float *)out[1].data)[r], b = ((float *)s.data)[r];
-        cr_expect(memcmp(&a, &b, 4) == 0, "row %d: scale %.9g, numpy %.9g", r, a, b);
-        cr_expect_eq(((uint8_t *)out[2].data)[r], ((uint8_t *)z.data)[r], "row %d: zero point", r);
+        cr_expect(memcmp(&a, &b, 4) == 0, "K %lld, row %d: scale %.9g, numpy %.9g", (long long)K, r, a, b);
+        cr_expect_eq(((uint8_t *)out[2].data)[r], ((uint8_t *)z.data)[r], "K %lld, row %d: zero point", (long long)K,
+                     r);
     }
     cr_expect_eq(((float *)out[1].data)[3], 1.0f, "a row of 0s has scale 1");
-    cr_expect_eq(((uint8_t *)out[0].data)[4 * K + 5], ((uint8_t *)out[2].data)[4], "NaN is quantized to the zero point");
+    if (K > 5)
+        cr_expect_eq(((uint8_t *)out[0].data)[4 * K + 5], ((uint8_t *)out[2].data)[4],
+                     "NaN is quantized to the zero point");
     /* DynamicQuantizeLinear on one row alone gives that row's bits */
     qr_tensor row = {.dtype = QR_F32, .ndim = 1, .dims = {K}, .data = xf + 4 * K};
     const qr_tensor *rin[1] = {&row};
@@ -141,6 +149,17 @@ Test(dynamic_quant, rows_match_numpy_bit_for_bit)
     qr_tensor_free(&y);
     qr_tensor_free(&s);
     qr_tensor_free(&z);
+    unsetenv("QRL_QUANT");
+}
+
+Test(dynamic_quant, rows_match_numpy_bit_for_bit)
+{
+    /* rows shorter than a vector, of whole vectors, of two vectors and a tail (a head's 64, a
+     * model's 256, a feed-forward's 1000) */
+    static const int64_t ks[] = {1, 5, 16, 37, 64, 100, 256, 1000};
+    for (int portable = 0; portable <= 1; portable++)
+        for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+            check_rows(ks[i], portable);
 }
 
 /* acc = (A - z_row) B over int64 in numpy, for A u8 [2, 5, K] with zero points [2, 5, 1] and for a
