@@ -784,6 +784,13 @@ static qr_status matmulint_infer(qr_kctx *k)
 /* Whether every zero point in zp is 0 (an absent one is): the microkernels take s8 weights as they are. */
 static int all_zero(const qr_tensor *zp)
 {
+    if (zp && is_8bit(zp->dtype)) { /* as uniform_zero_point's: asked on every run */
+        const uint8_t *d = zp->data;
+        uint8_t any = 0;
+        for (int64_t i = 0; i < qr_tensor_numel(zp); i++)
+            any |= d[i];
+        return !any;
+    }
     for (int64_t i = 0; zp && i < qr_tensor_numel(zp); i++)
         if (get_int(zp->data, zp->dtype, i) != 0)
             return 0;
@@ -1039,6 +1046,13 @@ static int uniform_zero_point(const qr_tensor *zp, int64_t count)
     int64_t n = zp ? qr_tensor_numel(zp) : 1;
     if (n != 1 && !(zp->ndim == 1 && n == count))
         return 0;
+    if (n > 1 && is_8bit(zp->dtype)) { /* asked on every run: the bytes ORed, a loop that vectorizes */
+        const uint8_t *d = zp->data;
+        uint8_t diff = 0;
+        for (int64_t i = 1; i < n; i++)
+            diff |= d[i] ^ d[0];
+        return !diff;
+    }
     for (int64_t i = 1; i < n; i++)
         if (get_int(zp->data, zp->dtype, i) != get_int(zp->data, zp->dtype, 0))
             return 0;
