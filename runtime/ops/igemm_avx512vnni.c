@@ -26,6 +26,15 @@ static inline __mmask16 cols_mask(int64_t cols)
  * load of activations serves eight rows. The sums are named registers: an
  * array of them made GCC copy registers every step of the k loop. */
 #define DP2(L, H, W) (L = _mm512_dpbusd_epi32(L, v0, W), H = _mm512_dpbusd_epi32(H, v1, W))
+/* Sixteen sums to p: a plain store when all sixteen columns are real (masked stores are slow on
+ * Zen 5). */
+TARGET static inline void store16(int32_t *p, __mmask16 k, __m512i v)
+{
+    if (k == (__mmask16)0xffff)
+        _mm512_storeu_si512((void *)p, v);
+    else
+        _mm512_mask_storeu_epi32(p, k, v);
+}
 /* Row r's sums start at init[r] + the columns' starts cv, less rz[r] times the columns' sv when
  * there is a zero point per row (rz not NULL; igemm.h, qr_igemm_rc_fn). */
 TARGET static inline __m512i start(const int32_t *init, const int32_t *rz, int r, __m512i cv, __m512i sv)
@@ -55,11 +64,12 @@ TARGET static void tile_8x32(int32_t *c, int64_t c_rs, const int8_t *a, int64_t 
         DP2(l6, h6, bcast4(aq + 6 * k4));
         DP2(l7, h7, bcast4(aq + 7 * k4));
     }
-    __m512i lo[8] = {l0, l1, l2, l3, l4, l5, l6, l7}, hi[8] = {h0, h1, h2, h3, h4, h5, h6, h7};
-    for (int r = 0; r < 8; r++) {
-        _mm512_mask_storeu_epi32(c + r * c_rs, k0, lo[r]);
-        _mm512_mask_storeu_epi32(c + r * c_rs + 16, k1, hi[r]);
-    }
+    /* the sums stored by name: an array of them was copied to the stack first (a third of a
+     * 64-deep tile's time) */
+#define ST2(r, L, H) (store16(c + r * c_rs, k0, L), store16(c + r * c_rs + 16, k1, H))
+    ST2(0, l0, h0), ST2(1, l1, h1), ST2(2, l2, h2), ST2(3, l3, h3);
+    ST2(4, l4, h4), ST2(5, l5, h5), ST2(6, l6, h6), ST2(7, l7, h7);
+#undef ST2
 }
 
 TARGET static void tile_8x16(int32_t *c, int64_t c_rs, const int8_t *a, int64_t k4, const int32_t *init,
@@ -80,9 +90,9 @@ TARGET static void tile_8x16(int32_t *c, int64_t c_rs, const int8_t *a, int64_t 
         l6 = _mm512_dpbusd_epi32(l6, v0, bcast4(aq + 6 * k4));
         l7 = _mm512_dpbusd_epi32(l7, v0, bcast4(aq + 7 * k4));
     }
-    __m512i lo[8] = {l0, l1, l2, l3, l4, l5, l6, l7};
-    for (int r = 0; r < 8; r++)
-        _mm512_mask_storeu_epi32(c + r * c_rs, k0, lo[r]);
+    store16(c, k0, l0), store16(c + c_rs, k0, l1), store16(c + 2 * c_rs, k0, l2), store16(c + 3 * c_rs, k0, l3);
+    store16(c + 4 * c_rs, k0, l4), store16(c + 5 * c_rs, k0, l5), store16(c + 6 * c_rs, k0, l6);
+    store16(c + 7 * c_rs, k0, l7);
 }
 
 /* Up to four rows (the ones past the last eight): a short tile repeats row 0, not stored. */
