@@ -422,9 +422,10 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void dynquan
 /* The same range with AVX-512: minps(x, lo) is x < lo ? x : lo lane by lane (a NaN keeps the
  * bound), two vectors of lanes, then the lanes' min and max. Min and max are exact, so the
  * lanes' order changes nothing: no NaN is among them, and no lane holds -0 (-0 < +0 is false:
- * the starting +0 stays), so the bits are the loop's. Lanes past n load as 0, inside the range. */
-__attribute__((target("avx512f"))) static void dynquant_range_avx512(const float *x, int64_t n, float *lo_out,
-                                                                     float *hi_out)
+ * the starting +0 stays), so the bits are the loop's. Lanes past n load as 0, inside the range.
+ * range_lanes leaves the lanes unreduced in *lo and *hi. */
+#define TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+TARGET_AVX512 static inline void range_lanes(const float *x, int64_t n, __m512 *lo, __m512 *hi)
 {
     __m512 lo0 = _mm512_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
     int64_t i = 0;
@@ -436,13 +437,21 @@ __attribute__((target("avx512f"))) static void dynquant_range_avx512(const float
         hi1 = _mm512_max_ps(v1, hi1);
     }
     for (; i < n; i += 16) {
-        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        __m512 v = n - i >= 16 ? _mm512_loadu_ps(x + i)
+                               : _mm512_maskz_loadu_ps((__mmask16)((1u << (n - i)) - 1), x + i);
         lo0 = _mm512_min_ps(v, lo0);
         hi0 = _mm512_max_ps(v, hi0);
     }
-    *lo_out = _mm512_reduce_min_ps(_mm512_min_ps(lo0, lo1));
-    *hi_out = _mm512_reduce_max_ps(_mm512_max_ps(hi0, hi1));
+    *lo = _mm512_min_ps(lo0, lo1);
+    *hi = _mm512_max_ps(hi0, hi1);
+}
+
+TARGET_AVX512 static void dynquant_range_avx512(const float *x, int64_t n, float *lo_out, float *hi_out)
+{
+    __m512 lo, hi;
+    range_lanes(x, n, &lo, &hi);
+    *lo_out = _mm512_reduce_min_ps(lo);
+    *hi_out = _mm512_reduce_max_ps(hi);
 }
 
 /* simd: the AVX-512 loops (quant_avx512(), asked once per node) */
@@ -512,9 +521,62 @@ typedef struct dynrows_job {
     int simd;
 } dynrows_job;
 
+/* Lane r of the result: OP (min or max) of s[r]'s sixteen lanes, for sixteen rows at once (pairs of
+ * rows interleaved, then quads, then the 128-bit lanes; igemm_avx512vnni.c's sum16 with min or max:
+ * exact whatever the order, as dynquant_range_avx512's reduction). */
+#define UNPK64(f, a, b) _mm512_castpd_ps(f(_mm512_castps_pd(a), _mm512_castps_pd(b)))
+#define REDUCE16(name, OP)                                                                                            \
+    TARGET_AVX512 static inline __m512 name(const __m512 s[16])                                                       \
+    {                                                                                                                 \
+        __m512 y[4];                                                                                                  \
+        for (int g = 0; g < 4; g++) {                                                                                 \
+            const __m512 *t = s + 4 * g;                                                                              \
+            __m512 x01 = OP(_mm512_unpacklo_ps(t[0], t[1]), _mm512_unpackhi_ps(t[0], t[1]));                          \
+            __m512 x23 = OP(_mm512_unpacklo_ps(t[2], t[3]), _mm512_unpackhi_ps(t[2], t[3]));                          \
+            y[g] = OP(UNPK64(_mm512_unpacklo_pd, x01, x23), UNPK64(_mm512_unpackhi_pd, x01, x23));                    \
+        }                                                                                                             \
+        __m512 w01 = OP(_mm512_shuffle_f32x4(y[0], y[1], 0x88), _mm512_shuffle_f32x4(y[0], y[1], 0xDD));             \
+        __m512 w23 = OP(_mm512_shuffle_f32x4(y[2], y[3], 0x88), _mm512_shuffle_f32x4(y[2], y[3], 0xDD));             \
+        return OP(_mm512_shuffle_f32x4(w01, w23, 0x88), _mm512_shuffle_f32x4(w01, w23, 0xDD));                        \
+    }
+REDUCE16(min16, _mm512_min_ps)
+REDUCE16(max16, _mm512_max_ps)
+
+/* Sixteen rows of cols values from x: their ranges, then their scales and zero points together
+ * (dynquant_params' float operations on vectors, the same bits), then their values. A row's
+ * scale and zero point alone took about 60 cycles of dependent reductions and divisions, most of
+ * a row of 64 or 128 values' time. A range whose zero point is NaN (holding an infinity and
+ * -infinity) takes dynquant_params' own path, as its integer conversion decides it. */
+TARGET_AVX512 static void dynrows_16(const float *x, int64_t cols, float *scale, uint8_t *zero, uint8_t *y)
+{
+    __m512 lo[16], hi[16];
+    for (int r = 0; r < 16; r++)
+        range_lanes(x + r * cols, cols, &lo[r], &hi[r]);
+    __m512 l = min16(lo), h = max16(hi);
+    __m512 s = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(h, l, _CMP_EQ_OQ),
+                                    _mm512_div_ps(_mm512_sub_ps(h, l), _mm512_set1_ps(255.0f)), _mm512_set1_ps(1.0f));
+    __m512 zf = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_div_ps(l, s));
+    __mmask16 nan = _mm512_cmp_ps_mask(zf, zf, _CMP_UNORD_Q);
+    zf = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(zf, _mm512_setzero_ps(), _CMP_LT_OQ), zf, _mm512_setzero_ps());
+    zf = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(zf, _mm512_set1_ps(255.0f), _CMP_GT_OQ), zf,
+                              _mm512_set1_ps(255.0f));
+    __m512i zi = _mm512_cvtps_epi32(_mm512_roundscale_ps(zf, _MM_FROUND_CUR_DIRECTION));
+    _mm512_storeu_ps(scale, s);
+    _mm_storeu_si128((__m128i *)(void *)zero, _mm512_cvtepi32_epi8(zi));
+    for (int r = 0; r < 16; r++) {
+        int64_t zp = zero[r];
+        if (nan >> r & 1)
+            dynquant_params(x + r * cols, cols, &scale[r], &zp, 1);
+        zero[r] = (uint8_t)zp;
+        dynquant_values(x + r * cols, cols, scale[r], zp, y + r * cols, 1);
+    }
+}
+
 static void dynrows_part(void *arg, int64_t r0, int64_t r1)
 {
     const dynrows_job *j = arg;
+    for (; j->simd && r0 + 16 <= r1; r0 += 16)
+        dynrows_16(j->x + r0 * j->cols, j->cols, j->scale + r0, j->zero + r0, j->y + r0 * j->cols);
     for (int64_t r = r0; r < r1; r++) {
         int64_t zp;
         dynquant_params(j->x + r * j->cols, j->cols, &j->scale[r], &zp, j->simd);

@@ -88,19 +88,20 @@ static const char *const numpy_rows =
  * numpy, on the AVX-512 loops where the CPU has them or the portable ones (portable: QRL_QUANT). */
 static void check_rows(int64_t K, int portable)
 {
-    enum { ROWS = 12 };
+    /* 44 rows: the AVX-512 path's two blocks of sixteen and a rest; each kind of row in all three */
+    enum { ROWS = 44 };
     if (portable)
         setenv("QRL_QUANT", "portable", 1);
-    qr_tensor x = {.dtype = QR_F32, .ndim = 3, .dims = {3, 4, K}};
+    qr_tensor x = {.dtype = QR_F32, .ndim = 3, .dims = {4, 11, K}};
     qr_error e = {{0}};
     cr_assert_eq(qr_tensor_alloc(&x, &e), QR_OK);
     float *xf = x.data;
     unsigned seed = 7;
-    for (int r = 0; r < ROWS; r++)
-        for (int c = 0; c < K; c++) {
+    for (int row = 0; row < ROWS; row++)
+        for (int c = 0, r = row % 12; c < K; c++) {
             seed = seed * 1103515245u + 12345u;
             float v = ((float)(seed >> 16 & 0xffff) / 65536.0f - 0.5f) * 8.0f; /* both signs */
-            xf[r * K + c] = r == 1   ? 2.5f                         /* all equal, positive */
+            xf[row * K + c] = r == 1 ? 2.5f                         /* all equal, positive */
                             : r == 2 ? -0.75f                       /* all equal, negative */
                             : r == 3 ? 0.0f                         /* 0 only: scale 1 */
                             : r == 4 ? (c == 5 || c == 20 || c == K - 1 ? NAN : v) /* NaNs, one last */
@@ -109,11 +110,13 @@ static void check_rows(int64_t K, int portable)
                             : r == 7 ? (c == 0 ? 1e-30f : 0.0f)     /* a tiny range */
                             : r == 8 ? (c == 3 ? INFINITY : v)      /* an infinity */
                             : r == 9 ? v * 1000.0f                  /* large */
-                                     : v;
+                            : r == 11 ? (c == 0 ? -INFINITY : c == 1 ? INFINITY : v) /* zero point NaN */
+                                      : v;
         }
     /* range [-128.5, 126.5]: scale 1, the zero point 128.5 and every value a tie, rounded to even */
-    for (int c = 0; c < K; c++)
-        xf[10 * K + c] = c == K - 1 ? 126.5f : (float)c - 128.5f;
+    for (int row = 10; row < ROWS; row += 12)
+        for (int c = 0; c < K; c++)
+            xf[row * K + c] = c == K - 1 ? 126.5f : (float)c - 128.5f;
     save("x", &x);
     python(numpy_rows);
     const qr_tensor *ins[1] = {&x};
