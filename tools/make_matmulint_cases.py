@@ -105,6 +105,10 @@ MATMUL = [
     ("rows_matrix", "u8", "u8", [9, 12], [12, 21], "rows", 200),
     ("rows_ragged_blocks", "u8", "u8", [2, 2, 130, 67], [2, 2, 67, 45], "rows", 161),
     ("rows_k1", "u8", "u8", [2, 5, 1], [2, 1, 7], "rows", 3),
+    # N a multiple of 256 and K of 64 or more: B packed with a padded pitch for the AVX-512 kernel
+    ("rows_weights_pitch", "u8", "i8", [2, 9, 70], [70, 256], "rows", 0),
+    ("weights_pitch", "u8", "i8", [3, 5, 64], [64, 512], 100, 0),
+    ("qk_pitch", "u8", "u8", [2, 12, 64], [2, 64, 256], 3, 200),
 ]
 
 # sums past int32 (255 * 255 * 70001 > 2^32): the int32 result is the exact sum wrapped. The

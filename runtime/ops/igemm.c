@@ -22,9 +22,9 @@ void qr_iconv_u8s8_4x8_avx2(int32_t *c, int64_t c_rs, const uint8_t *const *a, i
 
 void qr_igemm_u8s8_rc_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init,
                                       const int32_t *cinit, const int32_t *rz, const int32_t *csum, int64_t m0,
-                                      int64_t m1, const uint8_t *b, int64_t k4, int64_t n);
+                                      int64_t m1, const uint8_t *b, int64_t k4, int64_t n, int64_t pitch);
 void qr_igemm_pack_b_avx512vnni(uint8_t *dst, const uint8_t *src, int64_t src_rs, int64_t k, int64_t n, uint8_t flip,
-                                int32_t *colsum);
+                                int32_t *colsum, int64_t pitch);
 void qr_igemm_pack_a_avx512vnni(int8_t *dst, const uint8_t *src, int64_t src_rs, int64_t rows, int64_t k,
                                 uint8_t flip, int32_t *rowsum);
 
@@ -55,35 +55,55 @@ static void add_cinit(int32_t *c, int64_t c_rs, const int32_t *cinit, const int3
 
 void qr_igemm_u8s8_rc_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
                           const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b,
-                          int64_t k4, int64_t n)
+                          int64_t k4, int64_t n, int64_t pitch)
 {
-    qr_igemm_u8s8_ref(c, c_rs, a, init, m0, m1, b, k4, n);
+    for (int64_t m = m0; m < m1; m++)
+        for (int64_t j = 0; j < n; j++) {
+            uint32_t s = (uint32_t)init[m];
+            for (int64_t q = 0; q < k4; q++)
+                s += (uint32_t)((int32_t)a[m * k4 + q] * (int32_t)b[((q >> 2) * pitch + j) * 4 + (q & 3)]);
+            c[m * c_rs + j] = (int32_t)s;
+        }
     add_cinit(c, c_rs, cinit, rz, csum, m0, m1, n);
 }
 
 static void rc_avxvnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
                        const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b, int64_t k4,
-                       int64_t n)
+                       int64_t n, int64_t pitch)
 {
+    if (pitch != qr_igemm_n16(n)) { /* its kernel reads N16 columns a group */
+        qr_igemm_u8s8_rc_ref(c, c_rs, a, init, cinit, rz, csum, m0, m1, b, k4, n, pitch);
+        return;
+    }
     qr_igemm_u8s8_4x16_avxvnni(c, c_rs, a, init, m0, m1, b, k4, n);
     add_cinit(c, c_rs, cinit, rz, csum, m0, m1, n);
 }
 
 static void rc_avx2(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
                     const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b, int64_t k4,
-                    int64_t n)
+                    int64_t n, int64_t pitch)
 {
+    if (pitch != qr_igemm_n16(n)) {
+        qr_igemm_u8s8_rc_ref(c, c_rs, a, init, cinit, rz, csum, m0, m1, b, k4, n, pitch);
+        return;
+    }
     qr_igemm_u8s8_4x8_avx2(c, c_rs, a, init, m0, m1, b, k4, n);
     add_cinit(c, c_rs, cinit, rz, csum, m0, m1, n);
 }
 
+int64_t qr_igemm_rc_pitch(qr_igemm_rc_fn fn, int64_t k4, int64_t n)
+{
+    int64_t n16 = qr_igemm_n16(n);
+    return fn == qr_igemm_u8s8_rc_8x32_avx512vnni && n16 % 256 == 0 && k4 >= 64 ? n16 + 16 : n16;
+}
+
 void qr_igemm_pack_b_ref(uint8_t *dst, const uint8_t *src, int64_t src_rs, int64_t k, int64_t n, uint8_t flip,
-                         int32_t *colsum)
+                         int32_t *colsum, int64_t pitch)
 {
     int64_t k4 = qr_igemm_k4(k), n16 = qr_igemm_n16(n);
     for (int64_t q = 0; q < k4; q++)
         for (int64_t j = 0; j < n16; j++)
-            dst[((q >> 2) * n16 + j) * 4 + (q & 3)] = q < k && j < n ? src[q * src_rs + j] ^ flip : 0;
+            dst[((q >> 2) * pitch + j) * 4 + (q & 3)] = q < k && j < n ? src[q * src_rs + j] ^ flip : 0;
     for (int64_t j = 0; colsum && j < n; j++) {
         uint32_t s = 0;
         for (int64_t q = 0; q < k; q++)

@@ -75,19 +75,28 @@ void qr_igemv_u8s8_ref(int32_t *y, const uint8_t *x, const int8_t *w, const int3
  * qr_igemm_u8s8_isa. */
 typedef void (*qr_igemm_rc_fn)(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
                                const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b,
-                               int64_t k4, int64_t n);
+                               int64_t k4, int64_t n, int64_t pitch);
 qr_igemm_rc_fn qr_igemm_u8s8_rc(void);
 qr_igemm_rc_fn qr_igemm_u8s8_rc_isa(const char *isa);
 void qr_igemm_u8s8_rc_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
                           const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b,
-                          int64_t k4, int64_t n);
+                          int64_t k4, int64_t n, int64_t pitch);
+/* b's layout for an rc kernel is [K4/4][pitch][4]: pitch columns per group of four k (the first
+ * N16 of them read), pitch = qr_igemm_rc_pitch(fn, k4, n). That is N16, except for the AVX-512
+ * VNNI kernel when N16 * 4 bytes is a multiple of 1 KB and K4 at least 64: then one more group of
+ * 16 columns, so that the groups of a 32-column strip, which its tiles read again and again, do
+ * not fall into a few L1 sets ([128,256] x [256,1024] per-row ran at 307 GMAC/s with groups 4 KB
+ * apart, [.., 768] at 380; as qr_iconv_col's strips for convolutions). The other ISAs' take N16
+ * only (given another pitch they run the reference). */
+int64_t qr_igemm_rc_pitch(qr_igemm_rc_fn fn, int64_t k4, int64_t n);
 
 /* Packs a row-major matrix of bytes src [k][n] (rows src_rs bytes apart) as the kernels' b,
- * [K4/4][N16][4], each byte ^ flip (0x80 turns i8 into u8), 0 past row k and column n.
+ * [K4/4][pitch][4] (pitch >= N16, a multiple of 16; columns N16 .. pitch not written), each
+ * byte ^ flip (0x80 turns i8 into u8), 0 past row k and column n up to N16.
  * colsum[j] = the sum of column j's k packed bytes as u8 (NULL: not wanted). dst holds
- * qr_igemm_k4(k) * qr_igemm_n16(n) bytes. */
+ * qr_igemm_k4(k) * pitch bytes. */
 typedef void (*qr_igemm_pack_b_fn)(uint8_t *dst, const uint8_t *src, int64_t src_rs, int64_t k, int64_t n,
-                                   uint8_t flip, int32_t *colsum);
+                                   uint8_t flip, int32_t *colsum, int64_t pitch);
 /* The rows of a, from a row-major matrix of bytes src [rows][k] (rows src_rs bytes apart):
  * dst[i * k4 + q] = src[i][q] ^ flip for q < k, 0 up to k4 = qr_igemm_k4(k) (flip 0x80 turns u8
  * into s8); dst NULL: not written. rowsum[i] = the sum of row i's k bytes ^ flip as s8 (NULL: not
@@ -99,7 +108,7 @@ typedef void (*qr_igemm_pack_a_fn)(int8_t *dst, const uint8_t *src, int64_t src_
 qr_igemm_pack_b_fn qr_igemm_pack_b(void);
 qr_igemm_pack_a_fn qr_igemm_pack_a(void);
 void qr_igemm_pack_b_ref(uint8_t *dst, const uint8_t *src, int64_t src_rs, int64_t k, int64_t n, uint8_t flip,
-                         int32_t *colsum);
+                         int32_t *colsum, int64_t pitch);
 void qr_igemm_pack_a_ref(int8_t *dst, const uint8_t *src, int64_t src_rs, int64_t rows, int64_t k, uint8_t flip,
                          int32_t *rowsum);
 

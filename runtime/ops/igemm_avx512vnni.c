@@ -144,9 +144,9 @@ TARGET static void tile_4(int32_t *c, int64_t c_rs, const int8_t *a, int64_t k4,
  * (NULL: none) takes rz[m] times csum off each (igemm.h, qr_igemm_rc_fn). */
 TARGET static void strip(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
                          const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b, int64_t k4,
-                         int64_t n, int64_t j)
+                         int64_t n, int64_t pitch, int64_t j)
 {
-    int64_t n16 = qr_igemm_n16(n), kq = k4 / 4, step = n16 * 4;
+    int64_t n16 = qr_igemm_n16(n), kq = k4 / 4, step = pitch * 4;
     /* the second half of the tile reads columns j + 16.. only where the packing has them */
     int two = j + 16 < n16;
     __mmask16 k0 = cols_mask(n - j), k1 = cols_mask(n - j - 16);
@@ -175,7 +175,7 @@ TARGET void qr_igemm_u8s8_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t
                                           int64_t m1, const uint8_t *b, int64_t k4, int64_t n)
 {
     for (int64_t j = 0; j < n; j += 32)
-        strip(c, c_rs, a, init, NULL, NULL, NULL, m0, m1, b, k4, n, j);
+        strip(c, c_rs, a, init, NULL, NULL, NULL, m0, m1, b, k4, n, qr_igemm_n16(n), j);
 }
 
 /* The same with a starting value per column too, and a zero point per row times the column sums
@@ -183,10 +183,10 @@ TARGET void qr_igemm_u8s8_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t
  * no second pass over c. */
 TARGET void qr_igemm_u8s8_rc_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init,
                                              const int32_t *cinit, const int32_t *rz, const int32_t *csum, int64_t m0,
-                                             int64_t m1, const uint8_t *b, int64_t k4, int64_t n)
+                                             int64_t m1, const uint8_t *b, int64_t k4, int64_t n, int64_t pitch)
 {
     for (int64_t j = 0; j < n; j += 32)
-        strip(c, c_rs, a, init, cinit, rz, csum, m0, m1, b, k4, n, j);
+        strip(c, c_rs, a, init, cinit, rz, csum, m0, m1, b, k4, n, pitch, j);
 }
 
 /* y[j] for columns [j0, j1): eight groups of sixteen at a time (eight independent vpdpbusd chains
@@ -295,7 +295,7 @@ TARGET static inline __m512i load_cols(const uint8_t *p, int64_t left, __mmask64
  * sums by vpdpbusd of the packed words against ones (exact: four u8 by 1 into each lane). Rows past
  * k load as zeros and are not flipped, columns past n are zeroed by the masked xor. */
 TARGET void qr_igemm_pack_b_avx512vnni(uint8_t *dst, const uint8_t *src, int64_t src_rs, int64_t k, int64_t n,
-                                       uint8_t flip, int32_t *colsum)
+                                       uint8_t flip, int32_t *colsum, int64_t pitch)
 {
     int64_t kq = qr_igemm_k4(k) / 4, n16 = qr_igemm_n16(n);
     __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
@@ -313,7 +313,7 @@ TARGET void qr_igemm_pack_b_avx512vnni(uint8_t *dst, const uint8_t *src, int64_t
             __m512i x = _mm512_set1_epi32((int)(flip * 0x01010101u & 0xffffffffu >> (32 - 8 * have)));
             __m512i o[4];
             words64(v[0], v[1], v[2], v[3], o);
-            uint8_t *d = dst + (g * n16 + j) * 4;
+            uint8_t *d = dst + (g * pitch + j) * 4;
             for (int q = 0; q < 4 && j + 16 * q < n16; q++) {
                 __m512i w = _mm512_maskz_xor_epi32(cols_mask(left - 16 * q), o[q], x);
                 _mm512_storeu_si512((void *)(d + 64 * q), w);

@@ -979,7 +979,7 @@ typedef struct mmq_job {
     uint8_t aflip, bflip;
     int pack_b_too;        /* 0: bp and colsum hold a constant B's packing already */
     uint32_t za, zb;       /* the moved zero points, as the sums' wrapping arithmetic takes them */
-    int64_t na, nb, k4, n16, rb;
+    int64_t na, nb, k4, n16, rb; /* n16: B's packed columns per group of four k (qr_igemm_rc_pitch) */
     const int64_t *ia, *ib; /* each output matrix's A and B matrix */
     int32_t *c;
     int64_t m, nmat;       /* rows of each output matrix, and how many */
@@ -1015,7 +1015,8 @@ static void mmq_pack(void *arg, int64_t i0, int64_t i1)
         }
         int64_t bi = i - j->na;
         if (j->pack_b_too)
-            j->pack_b(j->bp + bi * j->k4 * j->n16, j->b + bi * kd * n, n, kd, n, j->bflip, j->colsum + bi * n);
+            j->pack_b(j->bp + bi * j->k4 * j->n16, j->b + bi * kd * n, n, kd, n, j->bflip, j->colsum + bi * n,
+                      j->n16);
         for (int64_t x = 0; x < n && !j->rz; x++)
             j->cinit[bi * n + x] = (int32_t)(0u - j->za * (uint32_t)j->colsum[bi * n + x]);
     }
@@ -1031,7 +1032,8 @@ static void mmq_rows(void *arg, int64_t t0, int64_t t1)
         int64_t ia = j->ia[bi], ib = j->ib[bi];
         const int8_t *am = j->as ? j->as + ia * m * j->k4 : (const int8_t *)j->a + ia * m * j->k4;
         j->fn(j->c + bi * m * n, n, am, j->rinit + ia * m, j->rz ? NULL : j->cinit + ib * n,
-              j->rz ? j->rz + ia * m : NULL, j->colsum + ib * n, r0, r1, j->bp + ib * j->k4 * j->n16, j->k4, n);
+              j->rz ? j->rz + ia * m : NULL, j->colsum + ib * n, r0, r1, j->bp + ib * j->k4 * j->n16, j->k4, n,
+              j->n16);
     }
 }
 
@@ -1047,7 +1049,7 @@ static qr_status mmq_run(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, const 
     if (m == 0 || n == 0 || nbatch == 0)
         return QR_OK;
     mmq_job j = {.p = p, .fn = fn, .pack_a = qr_igemm_pack_a(), .pack_b = qr_igemm_pack_b(), .a = a->data,
-                 .b = b->data, .c = acc, .k4 = qr_igemm_k4(kd), .n16 = qr_igemm_n16(n)};
+                 .b = b->data, .c = acc, .k4 = qr_igemm_k4(kd), .n16 = qr_igemm_rc_pitch(fn, qr_igemm_k4(kd), n)};
     j.aflip = a->dtype == QR_U8 ? 0x80 : 0;
     j.bflip = b->dtype == QR_I8 ? 0x80 : 0;
     j.za = (uint32_t)(za - j.aflip);

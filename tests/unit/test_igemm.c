@@ -516,7 +516,9 @@ Test(igemm, rc_kernels_and_packings_match_the_references)
     static const char *const isas[] = {"avx512vnni", "avxvnni", "avx2"};
     const int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {9, 13, 33}, {17, 64, 65}, {8, 130, 16}, {20, 3, 100},
                                  /* rows of a head's 32 bytes (alone and after 64), sixteen rows at a time */
-                                 {33, 32, 40}, {16, 96, 20}};
+                                 {33, 32, 40}, {16, 96, 20},
+                                 /* groups of columns 1 and 4 KB apart: the AVX-512 kernel's padded pitch */
+                                 {9, 64, 256}, {10, 130, 1024}};
     unsigned seed = 23;
     qr_igemm_pack_a_fn pack_a = qr_igemm_pack_a();
     qr_igemm_pack_b_fn pack_b = qr_igemm_pack_b();
@@ -524,11 +526,13 @@ Test(igemm, rc_kernels_and_packings_match_the_references)
         int64_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2], k4 = qr_igemm_k4(k), n16 = qr_igemm_n16(n);
         uint8_t *a = malloc((size_t)(m * k)), *b = malloc((size_t)(k * n));
         int8_t *ap1 = malloc((size_t)(m * k4)), *ap2 = malloc((size_t)(m * k4));
-        uint8_t *bp1 = malloc((size_t)(k4 * n16)), *bp2 = malloc((size_t)(k4 * n16));
+        int64_t wide = n16 + 16; /* a padded pitch: every kernel takes one (igemm.h, qr_igemm_rc_pitch) */
+        uint8_t *bp1 = malloc((size_t)(k4 * n16)), *bp2 = malloc((size_t)(k4 * n16)), *bp3 = malloc((size_t)(k4 * wide)),
+                *bp4 = malloc((size_t)(k4 * wide));
         int32_t *rs1 = malloc(sizeof(int32_t) * (size_t)m), *rs2 = malloc(sizeof(int32_t) * (size_t)m),
                 *cs1 = malloc(sizeof(int32_t) * (size_t)n), *cs2 = malloc(sizeof(int32_t) * (size_t)n),
                 *c1 = malloc(sizeof(int32_t) * (size_t)(m * n)), *c2 = malloc(sizeof(int32_t) * (size_t)(m * n));
-        cr_assert(a && b && ap1 && ap2 && bp1 && bp2 && rs1 && rs2 && cs1 && cs2 && c1 && c2);
+        cr_assert(a && b && ap1 && ap2 && bp1 && bp2 && bp3 && bp4 && rs1 && rs2 && cs1 && cs2 && c1 && c2);
         for (int64_t i = 0; i < m * k; i++)
             a[i] = (uint8_t)(rnd(&seed) & 0xff);
         for (int64_t i = 0; i < k * n; i++)
@@ -541,9 +545,15 @@ Test(igemm, rc_kernels_and_packings_match_the_references)
             cr_assert(!memcmp(ap1, ap2, (size_t)(m * k4)), "pack_a %lldx%lld flip %d", (long long)m, (long long)k, flip);
             cr_assert(!memcmp(rs1, rs2, sizeof(int32_t) * (size_t)m), "row sums %lldx%lld flip %d", (long long)m,
                       (long long)k, flip);
-            qr_igemm_pack_b_ref(bp1, b, n, k, n, (uint8_t)flip, cs1);
-            pack_b(bp2, b, n, k, n, (uint8_t)flip, cs2);
+            qr_igemm_pack_b_ref(bp1, b, n, k, n, (uint8_t)flip, cs1, n16);
+            pack_b(bp2, b, n, k, n, (uint8_t)flip, cs2, n16);
             cr_assert(!memcmp(bp1, bp2, (size_t)(k4 * n16)), "pack_b %lldx%lld flip %d", (long long)k, (long long)n, flip);
+            memset(bp3, 0x5a, (size_t)(k4 * wide)); /* the pad columns are not written: the same in both */
+            memset(bp4, 0x5a, (size_t)(k4 * wide));
+            qr_igemm_pack_b_ref(bp3, b, n, k, n, (uint8_t)flip, NULL, wide);
+            pack_b(bp4, b, n, k, n, (uint8_t)flip, NULL, wide);
+            cr_assert(!memcmp(bp3, bp4, (size_t)(k4 * wide)), "pack_b %lldx%lld flip %d, pitch %lld", (long long)k,
+                      (long long)n, flip, (long long)wide);
             cr_assert(!memcmp(cs1, cs2, sizeof(int32_t) * (size_t)n), "column sums %lldx%lld flip %d", (long long)k,
                       (long long)n, flip);
         }
@@ -559,7 +569,7 @@ Test(igemm, rc_kernels_and_packings_match_the_references)
         for (int mode = 0; mode < 3; mode++) {
             const int32_t *cinit = mode != 1 ? cs1 : NULL, *rz = mode != 0 ? rs2 : NULL;
             /* ap1 and bp1 hold the last packings: a ^ 0x80 and b ^ 0x80 */
-            qr_igemm_u8s8_rc_ref(c1, n, ap1, rs1, cinit, rz, cs2, 0, m, bp1, k4, n);
+            qr_igemm_u8s8_rc_ref(c1, n, ap1, rs1, cinit, rz, cs2, 0, m, bp1, k4, n, n16);
             for (int64_t i = 0; i < m; i++) /* the reference against the definition at a row's ends */
                 for (int64_t j = 0; j < n; j += n - 1 > 0 ? n - 1 : 1) {
                     uint32_t sum = (uint32_t)rs1[i] + (cinit ? (uint32_t)cinit[j] : 0) -
@@ -573,14 +583,20 @@ Test(igemm, rc_kernels_and_packings_match_the_references)
                 qr_igemm_rc_fn fn = qr_igemm_u8s8_rc_isa(isas[i]);
                 if (!fn)
                     continue;
-                memset(c2, 0xa5, sizeof(int32_t) * (size_t)(m * n));
-                fn(c2, n, ap1, rs1, cinit, rz, cs2, 0, m / 2, bp1, k4, n);
-                fn(c2, n, ap1, rs1, cinit, rz, cs2, m / 2, m, bp1, k4, n);
-                cr_assert(!memcmp(c1, c2, sizeof(int32_t) * (size_t)(m * n)), "%s rc %lldx%lldx%lld mode %d", isas[i],
-                          (long long)m, (long long)k, (long long)n, mode);
+                /* B packed N16 columns a group apart, and wider (bp3: flip 0x80 as bp1) */
+                for (int padded = 0; padded <= 1; padded++) {
+                    memset(c2, 0xa5, sizeof(int32_t) * (size_t)(m * n));
+                    fn(c2, n, ap1, rs1, cinit, rz, cs2, 0, m / 2, padded ? bp3 : bp1, k4, n, padded ? wide : n16);
+                    fn(c2, n, ap1, rs1, cinit, rz, cs2, m / 2, m, padded ? bp3 : bp1, k4, n, padded ? wide : n16);
+                    cr_assert(!memcmp(c1, c2, sizeof(int32_t) * (size_t)(m * n)), "%s rc %lldx%lldx%lld mode %d%s",
+                              isas[i], (long long)m, (long long)k, (long long)n, mode, padded ? ", padded" : "");
+                }
+                int64_t pitch = qr_igemm_rc_pitch(fn, k4, n);
+                cr_assert(pitch == n16 || (pitch == wide && !strcmp(isas[i], "avx512vnni") && n16 % 256 == 0),
+                          "%s pitch %lld for n %lld", isas[i], (long long)pitch, (long long)n);
             }
         }
-        free(a), free(b), free(ap1), free(ap2), free(bp1), free(bp2);
+        free(a), free(b), free(ap1), free(ap2), free(bp1), free(bp2), free(bp3), free(bp4);
         free(rs1), free(rs2), free(cs1), free(cs2), free(c1), free(c2);
     }
 }
