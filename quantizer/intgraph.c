@@ -10,6 +10,7 @@
 #include "layout.h"
 #include "passes.h"
 #include "ops/conv_epilogue.h"
+#include "ops/lookup.h"
 #include "ops/ops_common.h"
 #include "ops/pool_nhwc.h"
 #include "quantize_plan.h"
@@ -502,29 +503,53 @@ static qr_status lookup_infer(qr_kctx *k)
     return qr_set_out(k, 0, t->dtype, x->ndim, x->dims);
 }
 
+/* y[i] = tab[x[i] + off] for tables of osz-byte entries, a loop per entry size. */
+#define LOOKUP_LOOP(IT, OT)                                                                                            \
+    for (int64_t i = 0; i < n; i++)                                                                                    \
+        ((OT *)y)[i] = ((const OT *)tab)[(int64_t)((const IT *)xd)[i] + off]
+
+#define LOOKUP_SIZES(IT)                                                                                               \
+    do {                                                                                                               \
+        if (osz == 1)                                                                                                  \
+            LOOKUP_LOOP(IT, uint8_t);                                                                                  \
+        else if (osz == 2)                                                                                             \
+            LOOKUP_LOOP(IT, uint16_t);                                                                                 \
+        else if (osz == 4)                                                                                             \
+            LOOKUP_LOOP(IT, uint32_t);                                                                                 \
+        else                                                                                                           \
+            for (int64_t i = 0; i < n; i++)                                                                            \
+                memcpy(y + (size_t)i * osz, tab + (size_t)(((const IT *)xd)[i] + off) * osz, osz);                     \
+    } while (0)
+
 static qr_status lookup_run(qr_kctx *k)
 {
     const qr_tensor *x = k->in[0], *t = k->in[1];
     int64_t n = qr_tensor_numel(x);
     size_t osz = qr_dtype_size(t->dtype);
     const unsigned char *tab = t->data;
+    const void *xd = x->data;
     unsigned char *y = k->out[0]->data;
+    int64_t off;
+    if (osz == 1 && (x->dtype == QR_U8 || x->dtype == QR_I8)) { /* bytes to bytes (ops/lookup.c) */
+        qr_lookup8_best()(xd, y, n, tab, x->dtype == QR_I8 ? 0x80 : 0);
+        return QR_OK;
+    }
     switch (x->dtype) {
     case QR_U8:
-        for (int64_t i = 0; i < n; i++)
-            memcpy(y + (size_t)i * osz, tab + (size_t)((const uint8_t *)x->data)[i] * osz, osz);
+        off = 0;
+        LOOKUP_SIZES(uint8_t);
         break;
     case QR_I8:
-        for (int64_t i = 0; i < n; i++)
-            memcpy(y + (size_t)i * osz, tab + (size_t)(((const int8_t *)x->data)[i] + 128) * osz, osz);
+        off = 128;
+        LOOKUP_SIZES(int8_t);
         break;
     case QR_U16:
-        for (int64_t i = 0; i < n; i++)
-            memcpy(y + (size_t)i * osz, tab + (size_t)((const uint16_t *)x->data)[i] * osz, osz);
+        off = 0;
+        LOOKUP_SIZES(uint16_t);
         break;
     default:
-        for (int64_t i = 0; i < n; i++)
-            memcpy(y + (size_t)i * osz, tab + (size_t)(((const int16_t *)x->data)[i] + 32768) * osz, osz);
+        off = 32768;
+        LOOKUP_SIZES(int16_t);
         break;
     }
     return QR_OK;
