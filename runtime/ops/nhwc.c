@@ -3,6 +3,7 @@
  * a window is a rectangle of taps [ky0, ky1) x [kx0, kx1) found once per
  * output pixel: no tap tests padding. */
 #include "nhwc.h"
+#include "permute.h"
 
 #include <assert.h>
 #include <immintrin.h>
@@ -594,48 +595,6 @@ qr_nhwc_avgpool_i8(int8_t *y, const int8_t *x, int64_t C, const qr_conv_geom *g,
 
 /* ---- transposes ---- */
 
-/* d[j * ds + i] = s[i * ss + j] for i, j < 16: four rounds of SSE2 unpacks, each interleaving
- * rows i and i + 8 in elements of 1, 2, 4 then 8 bytes; with the source rows taken in bit-reversed
- * order, row r ends up holding column r. */
-#define NHWC_TR_ROUND(LO, HI)                                                                                  \
-    do {                                                                                                       \
-        __m128i t[16];                                                                                         \
-        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++)                                                    \
-            t[2 * i] = LO(v[i], v[i + 8]), t[2 * i + 1] = HI(v[i], v[i + 8]);                                  \
-        _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++)                                                  \
-            v[i] = t[i];                                                                                       \
-    } while (0)
-
-static inline __attribute__((always_inline)) void transpose_16x16(uint8_t *d, int64_t ds, const uint8_t *s,
-                                                                  int64_t ss)
-{
-    static const int rev[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
-    __m128i v[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++)
-        v[i] = _mm_loadu_si128((const __m128i *)(const void *)(s + rev[i] * ss));
-    NHWC_TR_ROUND(_mm_unpacklo_epi8, _mm_unpackhi_epi8);
-    NHWC_TR_ROUND(_mm_unpacklo_epi16, _mm_unpackhi_epi16);
-    NHWC_TR_ROUND(_mm_unpacklo_epi32, _mm_unpackhi_epi32);
-    NHWC_TR_ROUND(_mm_unpacklo_epi64, _mm_unpackhi_epi64);
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++)
-        _mm_storeu_si128((__m128i *)(void *)(d + i * ds), v[i]);
-}
-
-/* d[j * ds + i] = s[i * ss + j] for i < n, j < m: 16 x 16 tiles, the ragged edges one byte at a
- * time. */
-static void transpose_block(uint8_t *d, int64_t ds, const uint8_t *s, int64_t ss, int64_t n, int64_t m)
-{
-    int64_t n16 = n & ~(int64_t)15, m16 = m & ~(int64_t)15;
-    for (int64_t i = 0; i < n16; i += 16)
-        for (int64_t j = 0; j < m16; j += 16)
-            transpose_16x16(d + j * ds + i, ds, s + i * ss + j, ss);
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = i < n16 ? m16 : 0; j < m; j++)
-            d[j * ds + i] = s[i * ss + j];
-}
-
 /* Blocks of 64 pixels by 64 channels: each block's source and destination lines stay in L1 while
  * it is copied, whatever the stride of the other side. */
 enum { NHWC_TB = 64 };
@@ -645,7 +604,7 @@ void qr_nhwc_to_nchw_u8(uint8_t *dst, const uint8_t *src, int64_t C, int64_t HW,
     assert(0 <= p0 && p0 <= p1 && p1 <= HW);
     for (int64_t pb = p0; pb < p1; pb += NHWC_TB)
         for (int64_t cb = 0; cb < C; cb += NHWC_TB)
-            transpose_block(dst + cb * HW + pb, HW, src + pb * C + cb, C, p1 - pb < NHWC_TB ? p1 - pb : NHWC_TB,
+            qr_transpose_bytes(dst + cb * HW + pb, HW, src + pb * C + cb, C, p1 - pb < NHWC_TB ? p1 - pb : NHWC_TB,
                             C - cb < NHWC_TB ? C - cb : NHWC_TB);
 }
 
@@ -654,7 +613,7 @@ static void nchw_to_nhwc_from(uint8_t *at, const uint8_t *src, int64_t C, int64_
 {
     for (int64_t pb = p0; pb < p1; pb += NHWC_TB)
         for (int64_t cb = 0; cb < C; cb += NHWC_TB)
-            transpose_block(at + (pb - p0) * C + cb, C, src + cb * HW + pb, HW, C - cb < NHWC_TB ? C - cb : NHWC_TB,
+            qr_transpose_bytes(at + (pb - p0) * C + cb, C, src + cb * HW + pb, HW, C - cb < NHWC_TB ? C - cb : NHWC_TB,
                             p1 - pb < NHWC_TB ? p1 - pb : NHWC_TB);
 }
 

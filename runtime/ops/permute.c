@@ -1,6 +1,7 @@
 /* Transpose by runs and blocks (permute.h). */
 #include "permute.h"
 
+#include <immintrin.h>
 #include <string.h>
 
 #include "tensor.h" /* QR_MAX_DIMS */
@@ -25,10 +26,67 @@ static void odo_next(odo *o)
     }
 }
 
-/* dst[a * so + b] = src[a + b * sb] for a < na, b < nb, in 16 x 16 blocks. */
+/* d[j * ds + i] = s[i * ss + j] for i, j < 16: four rounds of SSE2 unpacks, each interleaving
+ * rows i and i + 8 in elements of 1, 2, 4 then 8 bytes; with the source rows taken in bit-reversed
+ * order, row r ends up holding column r. */
+#define TR_ROUND(LO, HI)                                                                                  \
+    do {                                                                                                       \
+        __m128i t[16];                                                                                         \
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++)                                                    \
+            t[2 * i] = LO(v[i], v[i + 8]), t[2 * i + 1] = HI(v[i], v[i + 8]);                                  \
+        _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++)                                                  \
+            v[i] = t[i];                                                                                       \
+    } while (0)
+
+static inline __attribute__((always_inline)) void transpose_16x16(uint8_t *d, int64_t ds, const uint8_t *s,
+                                                                  int64_t ss)
+{
+    static const int rev[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+    __m128i v[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        v[i] = _mm_loadu_si128((const __m128i *)(const void *)(s + rev[i] * ss));
+    TR_ROUND(_mm_unpacklo_epi8, _mm_unpackhi_epi8);
+    TR_ROUND(_mm_unpacklo_epi16, _mm_unpackhi_epi16);
+    TR_ROUND(_mm_unpacklo_epi32, _mm_unpackhi_epi32);
+    TR_ROUND(_mm_unpacklo_epi64, _mm_unpackhi_epi64);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        _mm_storeu_si128((__m128i *)(void *)(d + i * ds), v[i]);
+}
+
+/* d[j * ds + i] = s[i * ss + j] for i < n, j < m: 16 x 16 tiles, the ragged edges one byte at a
+ * time. */
+static void transpose_tiles(uint8_t *d, int64_t ds, const uint8_t *s, int64_t ss, int64_t n, int64_t m)
+{
+    int64_t n16 = n & ~(int64_t)15, m16 = m & ~(int64_t)15;
+    for (int64_t i = 0; i < n16; i += 16)
+        for (int64_t j = 0; j < m16; j += 16)
+            transpose_16x16(d + j * ds + i, ds, s + i * ss + j, ss);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = i < n16 ? m16 : 0; j < m; j++)
+            d[j * ds + i] = s[i * ss + j];
+}
+
+/* Blocks of 64 x 64 bytes: each block's source and destination lines stay in L1 while it is copied,
+ * whatever the stride of the other side. */
+void qr_transpose_bytes(uint8_t *d, int64_t ds, const uint8_t *s, int64_t ss, int64_t n, int64_t m)
+{
+    enum { TB = 64 };
+    for (int64_t i = 0; i < n; i += TB)
+        for (int64_t j = 0; j < m; j += TB)
+            transpose_tiles(d + j * ds + i, ds, s + i * ss + j, ss, n - i < TB ? n - i : TB, m - j < TB ? m - j : TB);
+}
+
+/* dst[a * so + b] = src[a + b * sb] for a < na, b < nb, in 16 x 16 blocks (bytes by
+ * qr_transpose_bytes). */
 static void transpose_2d(char *dst, const char *src, int64_t na, int64_t nb, int64_t so, int64_t sb, size_t es)
 {
     enum { BLK = 16 };
+    if (es == 1) {
+        qr_transpose_bytes((uint8_t *)dst, so, (const uint8_t *)src, sb, nb, na);
+        return;
+    }
     for (int64_t a0 = 0; a0 < na; a0 += BLK)
         for (int64_t b0 = 0; b0 < nb; b0 += BLK) {
             int64_t a1 = a0 + BLK < na ? a0 + BLK : na, b1 = b0 + BLK < nb ? b0 + BLK : nb;
