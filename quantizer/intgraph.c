@@ -1886,6 +1886,21 @@ static qr_status fuse_epilogues(builder *b)
     return QR_OK;
 }
 
+/* Shape (and Size) of a DequantizeLinear's output reads its integer input instead, which has the
+ * same shape: a border kept only for the shape arithmetic of an export (BERT's heads: Shape of the
+ * projection, of q, k, v) is then dropped, and no tensor is dequantized to be measured. */
+static void shapes_from_integers(qr_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        qr_node *n = g->nodes[i];
+        if (n->dead || n->domain[0] || (strcmp(n->op, "Shape") && strcmp(n->op, "Size")) || n->n_in < 1 || !n->in[0])
+            continue;
+        const qr_node *dq = n->in[0]->producer;
+        if (dq && !dq->dead && !dq->domain[0] && !strcmp(dq->op, "DequantizeLinear") && dq->n_in >= 1 && dq->in[0])
+            n->in[0] = dq->in[0];
+    }
+}
+
 /* Drops what no node reads (DequantizeLinear borders no f32 node needs), sorts, infers types and
  * shapes (for dumps and for the layout pass). */
 static qr_status tidy(qr_graph *g, qr_error *e)
@@ -1981,6 +1996,8 @@ qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph *
             st = lower_affine(&b, i);
     if (st == QR_OK)
         st = fuse_epilogues(&b);
+    if (st == QR_OK)
+        shapes_from_integers(ig->g);
     if (st == QR_OK)
         st = qr_graph_check_oom(ig->g, e); /* a node, value or attribute the lowering added did not fit */
     if (st == QR_OK)

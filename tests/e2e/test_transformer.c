@@ -261,3 +261,19 @@ Test(transformer, channels_last_epilogues_give_the_same_bytes)
         free(log);
     }
 }
+
+/* The exporter's shape arithmetic (Shape of the projection, of q, k and v) reads the integer
+ * values themselves: the encoder's integer graph dequantizes nothing to measure a shape, so it has
+ * no DequantizeLinear at all (its f32 values come from the kernels). */
+Test(transformer, shape_arithmetic_reads_the_integers)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "'%s' run '%s/bert.onnx' --recipe '%s/recipes/int8.qrl' --calib '%s/bert_calib.npy' -i '%s/bert_test.npy' "
+             "-o '%s/bert_shapes' --profile",
+             tu_qrl(), dir, tu_root(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_expect(strstr(log, "MatMulInteger") && strstr(log, "QrlLookup"), "the profile lists the graph's ops\n%s", log);
+    cr_expect(!strstr(log, "DequantizeLinear"), "a DequantizeLinear is left\n%s", log);
+    free(log);
+}
