@@ -54,7 +54,10 @@ static void check_kernel(const char *isa, qr_igemm_fn fn)
     const int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {4, 4, 16}, {5, 37, 17}, {9, 64, 33}, {8, 3, 100},
                                  {7, 11, 8}, {6, 9, 24}, {2, 70000, 19},
                                  /* halves of eight rows and more: the 8-row tiles, with 32 and 16 columns */
-                                 {16, 20, 16}, {17, 37, 45}, {24, 13, 70}, {38, 70000, 33}};
+                                 {16, 20, 16}, {17, 37, 45}, {24, 13, 70}, {38, 70000, 33},
+                                 /* packing rows 4 KiB apart (N16 1024, 2048): six-row tiles of 64 columns, rows
+                                  * not a multiple of six, the last columns under masks */
+                                 {13, 37, 1024}, {7, 9, 1013}, {25, 70000, 1024}, {1, 5, 2040}};
     unsigned seed = 7;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int64_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2], k4 = qr_igemm_k4(k);
@@ -518,7 +521,9 @@ Test(igemm, rc_kernels_and_packings_match_the_references)
                                  /* rows of a head's 32 bytes (alone and after 64), sixteen rows at a time */
                                  {33, 32, 40}, {16, 96, 20},
                                  /* groups of columns 1 and 4 KB apart: the AVX-512 kernel's padded pitch */
-                                 {9, 64, 256}, {10, 130, 1024}};
+                                 {9, 64, 256}, {10, 130, 1024},
+                                 /* packing rows 4 KiB apart: the six-row, 64-column tiles */
+                                 {19, 37, 1024}, {11, 64, 1001}, {2, 9, 2048}};
     unsigned seed = 23;
     qr_igemm_pack_a_fn pack_a = qr_igemm_pack_a();
     qr_igemm_pack_b_fn pack_b = qr_igemm_pack_b();
