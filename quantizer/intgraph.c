@@ -210,7 +210,9 @@ static qr_status kcall_run(qr_kctx *k)
     qrl_tview views[64];
     void *args[QRL_MAX_PARAMS];
     int acc_arg;
-    memset(k->out[0]->data, 0, qr_tensor_nbytes(k->out[0])); /* what the kernel leaves unwritten */
+    /* what the kernel leaves unwritten (the executor does not zero it: the channels-last path
+     * above writes every element, so the op's writes_all holds) */
+    memset(k->out[0]->data, 0, qr_tensor_nbytes(k->out[0]));
     if (bind_args(k, c, 0, views, args, &acc_arg) != QR_OK)
         return QR_ERR;
     qrl_rt rt;
@@ -411,8 +413,8 @@ static qr_status kcall_rows(qr_kctx *k, const qr_intcall *c, int *done)
     if (axis < 0)
         axis += acc->ndim;
     int64_t m = acc->dims[acc->ndim - 1], n = qr_tensor_numel(acc);
-    if (axis != acc->ndim - 1 || m <= 0 || n <= 0)
-        return QR_OK;
+    if (axis != acc->ndim - 1 || m <= 0 || n <= 0 || qr_tensor_numel(k->out[0]) != n)
+        return QR_OK; /* (y as large as acc: the one block writes all of it) */
     tile_run t = {.c = c, .tile = c->tile, .acc_arg = -1, .y_arg = -1};
     if (bind_args(k, c, 0, t.views, t.args, &t.acc_arg) != QR_OK)
         return QR_ERR;
@@ -566,7 +568,8 @@ static qr_status maxpool_nhwc_run(qr_kctx *k) { return qr_pool_run_nhwc(k, 1); }
 static qr_status avgpool_nhwc_run(qr_kctx *k) { return qr_pool_run_nhwc(k, 0); }
 
 const qr_op_def qr_ops_intgraph[] = {
-    {"QrlKernel", "qrl", 0, 128, 1, 1, "call:i to:i acc:i kernel:s shape_from:ints shape:ints shape_op:s shape_in:ints", kcall_infer, kcall_run, 0},
+    {"QrlKernel", "qrl", 0, 128, 1, 1, "call:i to:i acc:i kernel:s shape_from:ints shape:ints shape_op:s shape_in:ints", kcall_infer,
+     kcall_run, 0, .writes_all = qr_op_writes_all},
     {"QrlLookup", "qrl", 2, 2, 1, 1, "", lookup_infer, lookup_run, 0, .writes_all = qr_op_writes_all},
     {"QrlConvKernel", "qrl", 2, 128, 1, 1,
      "call:i to:i conv_inputs:i nhwc:i x_nchw:i then_call:i then_first:i auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints",
