@@ -1256,8 +1256,8 @@ Test(jit, recipe_settings_are_registered)
     cr_assert_str_eq(qr_recipe_setting(r, "numerics")->type, "onnx");
     cr_assert_str_eq(qr_recipe_setting(r, "accumulate")->type, "i32");
     cr_assert(r->fallback);
-    cr_assert_eq(r->fallback(&rt, 15.0, 40.0), 1);
-    cr_assert_eq(r->fallback(&rt, 30.0, 40.0), 0);
+    cr_assert_eq(r->fallback(&rt, 15.0, 40.0, 1.0, 1.0), 1);
+    cr_assert_eq(r->fallback(&rt, 30.0, 40.0, 1.0, 1.0), 0);
     /* affine rules of the stdlib come along */
     qr_graph *g = qr_graph_new();
     qr_node *rn = one_node(g, "Relu"), *sn = one_node(g, "Sigmoid");
@@ -1647,7 +1647,7 @@ Test(jit, recipe_settings_after_many_use_lines)
     w->args(&rt, v);
     cr_assert_eq(v[0], 1.0);
     cr_assert(r->fallback);
-    cr_assert_eq(r->fallback(&rt, 15.0, 40.0), 1);
+    cr_assert_eq(r->fallback(&rt, 15.0, 40.0, 1.0, 1.0), 1);
     cr_assert_eq(rt.failed, 0);
     qr_module_free(m);
 }
