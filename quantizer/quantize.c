@@ -1589,7 +1589,8 @@ static qr_status quantize_transformed(const qr_graph *g, const qr_recipe *r, con
     res->transformed = tg;
     char **v = realloc(run.notes, sizeof *v * (size_t)(run.nnotes + res->nnotes + 1));
     if (v) {
-        memcpy(v + run.nnotes, res->notes, sizeof *v * (size_t)res->nnotes);
+        if (res->nnotes)
+            memcpy(v + run.nnotes, res->notes, sizeof *v * (size_t)res->nnotes);
         free(res->notes);
         res->notes = v;
         res->nnotes += run.nnotes;
