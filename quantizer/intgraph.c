@@ -1894,6 +1894,8 @@ static qr_status fuse_epilogues(builder *b)
  * projection, of q, k, v) is then dropped, and no tensor is dequantized to be measured. */
 static void shapes_from_integers(qr_graph *g)
 {
+    if (qr_graph_oom(g)) /* a node may lack its names: the caller reports the graph's failure */
+        return;
     for (int i = 0; i < g->n_nodes; i++) {
         qr_node *n = g->nodes[i];
         if (n->dead || n->domain[0] || (strcmp(n->op, "Shape") && strcmp(n->op, "Size")) || n->n_in < 1 || !n->in[0])
