@@ -377,7 +377,9 @@ int qc_check(qc_unit *u)
         int mark = u->diags.n;
         for (int p = 0; s->decl->a && p < s->decl->a->nkids; p++) {
             ql_node *pn = s->decl->a->kids[p];
+            c.shape_ok = s->decl->kind == QL_KERNEL;
             pn->type = chk_type(&c, pn->a);
+            c.shape_ok = 0;
         }
         if (s->decl->b)
             chk_type(&c, s->decl->b);

@@ -29,6 +29,7 @@ typedef enum qc_symkind {
     QC_SYM_AFF_OUT,    /* affine output element y */
     QC_SYM_TABLE_VAR,  /* table(v => ...) variable: the real value, f64 */
     QC_SYM_BUILTIN,    /* built-in constant (inf, nan, pi) */
+    QC_SYM_DIM,        /* a dimension a kernel's declared shape names: an i64 the body reads */
     QC_SYM_GENERIC,    /* a fn or kernel with type parameters: its instances are the items that run */
 } qc_symkind;
 
@@ -41,7 +42,8 @@ struct qc_sym {
     qc_file *file;     /* items: the file defining it */
     int mutable_;      /* may be assigned */
     int defined;       /* locals: declaration reached (use before definition otherwise) */
-    int index;         /* params: position; locals: slot number in the function */
+    int index;         /* params: position; locals and dims: slot number in the function */
+    int dim_param, dim_pos; /* dims: the parameter whose shape binds it, and the position there */
     qc_sym **callees;  /* fns and kernels: what they call (recursion check) */
     int ncallees, capcallees;
     int mark;          /* DFS state of the recursion check */

@@ -1051,6 +1051,7 @@ static const qc_type *name_expr(ctx *c, ql_node *n)
         break;
     case QC_SYM_LOCAL:
     case QC_SYM_LOOP:
+    case QC_SYM_DIM:
         if (c->w == W_CONST) {
             chk_err(c, n, "'%s' is not a constant", n->name);
             return set_type(n, &qc_error);
@@ -1167,6 +1168,25 @@ const qc_type *chk_tparam(const ctx *c, const char *name)
     return NULL;
 }
 
+/* tensor<T>[.., M, 4]: names, integers and a leading '..', on a kernel's parameter only (what the
+ * names mean is the kernel's: check_items.c, kernel_shapes). */
+static void tensor_shape(ctx *c, const ql_node *n)
+{
+    if (!c->shape_ok) {
+        chk_err(c, n, "only a kernel's tensor parameter declares a shape");
+        return;
+    }
+    if (n->nkids > QR_MAX_DIMS)
+        chk_err(c, n->kids[QR_MAX_DIMS], "a tensor has at most %d dimensions", QR_MAX_DIMS);
+    for (int i = 0; i < n->nkids; i++) {
+        const ql_node *d = n->kids[i];
+        if (d->kind == QL_DIM_REST && i > 0)
+            chk_err(c, d, "'..' stands for the leading dimensions: it comes first");
+        else if (d->kind != QL_NAME && d->kind != QL_INT && d->kind != QL_DIM_REST)
+            chk_err(c, d, "a dimension is a name, an integer or '..'");
+    }
+}
+
 /* A constant integer expression (literals, consts and calibrator params
  * are taken at face value only when literal). */
 const qc_type *chk_type(ctx *c, ql_node *n)
@@ -1226,6 +1246,8 @@ const qc_type *chk_type(ctx *c, ql_node *n)
             e = &qc_error;
         }
         t = qc_tensor_of(c->ar, e);
+        if (n->flag)
+            tensor_shape(c, n);
         break;
     }
     case QL_TYPE_HIST:

@@ -49,6 +49,7 @@ typedef struct ctx {
     int assigned_y;     /* affine: the output was assigned */
     int ninstances;     /* generics' instances made so far */
     const ql_node *tparams; /* the generic being checked: its TPARAMS, whose types are its TVARs */
+    int shape_ok;       /* a kernel's parameter types: a tensor may declare its shape */
 } ctx;
 
 #define TN(t, b) qc_type_name((t), (b), sizeof(b))

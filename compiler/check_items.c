@@ -40,6 +40,59 @@ static void params(ctx *c, ql_node *ps, int scalars_only, const char *owner)
     }
 }
 
+/* A kernel's declared shapes (tensor<T>[.., M, K], checked as types by chk_type): the first
+ * time an input's shape names a dimension binds it, an i64 the body reads (the runtime checks
+ * every later use against it when the kernel is called); the output, the last tensor parameter,
+ * names only bound dimensions, and takes its '..' from the inputs'. An epilogue's tensors have
+ * its accumulator's shape: it declares none. */
+static void kernel_shapes(ctx *c, ql_node *k)
+{
+    ql_node *ps = k->a;
+    int out = -1, rest_in = 0;
+    const ql_node *shaped = NULL;
+    for (int i = 0; ps && i < ps->nkids; i++)
+        if (ps->kids[i]->type && ps->kids[i]->type->k == QC_TENSOR)
+            out = i;
+    for (int i = 0; ps && i < ps->nkids; i++) {
+        ql_node *tt = ps->kids[i]->a;
+        if (!tt || tt->kind != QL_TYPE_TENSOR || !tt->flag)
+            continue;
+        shaped = shaped ? shaped : tt;
+        for (int d = 0; d < tt->nkids; d++) {
+            ql_node *dn = tt->kids[d];
+            if (dn->kind == QL_DIM_REST) {
+                if (i != out)
+                    rest_in = 1;
+                else if (!rest_in)
+                    chk_err(c, dn, "the output's '..' is the inputs' leading dimensions, but no input's shape has '..'");
+                continue;
+            }
+            if (dn->kind != QL_NAME)
+                continue;
+            qc_sym *b = chk_scope_find(c->sc, dn->name);
+            if (b && b->kind == QC_SYM_DIM) {
+                dn->sym = b;
+                continue;
+            }
+            if (i == out) {
+                chk_err(c, dn, "dimension '%s' of the output '%s' is no input's: name it in an input's shape", dn->name,
+                        ps->kids[i]->name);
+                continue;
+            }
+            b = chk_declare(c, dn->name, QC_SYM_DIM, &qc_i64, dn);
+            if (b->kind != QC_SYM_DIM) /* the name of a parameter: reported */
+                continue;
+            b->index = c->nlocals++;
+            b->dim_param = i;
+            b->dim_pos = d;
+            dn->sym = b;
+        }
+    }
+    if (shaped && ps->nkids > 0 && !strcmp(ps->kids[0]->name, "acc") && ps->kids[0]->type &&
+        ps->kids[0]->type->k == QC_TENSOR)
+        chk_err(c, shaped, "an epilogue's tensors have its accumulator's shape: it declares none");
+}
+
 void chk_function(ctx *c, qc_sym *s)
 {
     ql_node *n = s->decl;
@@ -49,6 +102,8 @@ void chk_function(ctx *c, qc_sym *s)
     c->fn = s;
     c->nlocals = 0;
     params(c, n->a, 0, "a function");
+    if (n->kind == QL_KERNEL)
+        kernel_shapes(c, n);
     c->ret = n->b ? n->b->type : &qc_void;
     if (n->kind == QL_KERNEL && n->b)
         chk_err(c, n->b, "a kernel returns nothing: it writes its output arrays or tensors");

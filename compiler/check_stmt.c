@@ -26,6 +26,7 @@ static int is_lvalue_mutable(ctx *c, ql_node *n, const char **why)
         case QC_SYM_AFF_OUT: c->assigned_y = 1; return 1;
         case QC_SYM_LOOP: *why = "it is a loop variable"; return 0;
         case QC_SYM_PARAM: *why = "it is a parameter"; return 0;
+        case QC_SYM_DIM: *why = "it is a dimension of a parameter's declared shape"; return 0;
         case QC_SYM_CONST: *why = "it is a constant"; return 0;
         case QC_SYM_OTHER: *why = "it is the other state (read only)"; return 0;
         default: *why = "it is not a variable"; return 0;

@@ -94,7 +94,8 @@ static gcc_jit_rvalue *name_rv(fgen *f, const ql_node *n)
     const qc_sym *s = n->sym;
     switch (s->kind) {
     case QC_SYM_LOCAL:
-    case QC_SYM_LOOP: return gcc_jit_lvalue_as_rvalue(f->locals[s->index]);
+    case QC_SYM_LOOP:
+    case QC_SYM_DIM: return gcc_jit_lvalue_as_rvalue(f->locals[s->index]);
     case QC_SYM_PARAM: return param_value(f, s);
     case QC_SYM_CONST: return const_value(f, s);
     case QC_SYM_STATE: {

@@ -44,6 +44,63 @@ void jit_declare_fn(jit *j, int idx)
     free(params);
 }
 
+/* A kernel's declared shapes, at its entry (check_items.c, kernel_shapes): each shaped tensor's
+ * rank and dimensions are checked, a trap naming the dimension's place in the declaration, and
+ * each dimension name is bound where it first appears. */
+static void kernel_shapes(fgen *f, const ql_node *k)
+{
+    jit *j = f->j;
+    const ql_node *ps = k->a;
+    int need = f->nlocals;
+    for (int i = 0; ps && i < ps->nkids; i++) {
+        const ql_node *tt = ps->kids[i]->a;
+        for (int d = 0; tt && tt->kind == QL_TYPE_TENSOR && d < tt->nkids; d++) {
+            const qc_sym *s = tt->kids[d]->sym;
+            if (s && s->kind == QC_SYM_DIM && s->index + 1 > need)
+                need = s->index + 1;
+        }
+    }
+    if (need > f->nlocals) {
+        gcc_jit_lvalue **v = realloc(f->locals, sizeof *v * (size_t)(need + 1));
+        if (!v)
+            return; /* the compilation fails on the missing local */
+        memset(v + f->nlocals, 0, sizeof *v * (size_t)(need + 1 - f->nlocals));
+        f->locals = v;
+        f->nlocals = need;
+    }
+    for (int i = 0; ps && i < ps->nkids && i < QC_MAX_PARAMS; i++) {
+        const ql_node *tt = ps->kids[i]->a;
+        if (!tt || tt->kind != QL_TYPE_TENSOR || !tt->flag || !tt->nkids)
+            continue;
+        gcc_jit_rvalue *v = gcc_jit_param_as_rvalue(f->fparams[i]);
+        gcc_jit_rvalue *rank = jit_now(f, gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(v, NULL, j->f_tv_rank)));
+        int rest = tt->kids[0]->kind == QL_DIM_REST, n = tt->nkids - rest;
+        jit_check(f, jit_cmp(j, rest ? GCC_JIT_COMPARISON_LT : GCC_JIT_COMPARISON_NE, rank, jit_lng(j, j->t_i64, n)),
+                  QRL_TRAP_SHAPE_RANK, tt, rank, jit_lng(j, j->t_i64, rest ? -n : n));
+        for (int d = rest; d < tt->nkids; d++) {
+            const ql_node *dn = tt->kids[d];
+            const qc_sym *s = dn->sym;
+            gcc_jit_rvalue *at = rest ? jit_bin(j, GCC_JIT_BINARY_OP_MINUS, j->t_i64, rank, jit_lng(j, j->t_i64, tt->nkids - d))
+                                      : jit_lng(j, j->t_i64, d);
+            gcc_jit_lvalue *dims = gcc_jit_rvalue_dereference_field(v, NULL, j->f_tv_dims);
+            gcc_jit_rvalue *dim = jit_now(f, gcc_jit_lvalue_as_rvalue(
+                                                 gcc_jit_context_new_array_access(j->c, NULL, gcc_jit_lvalue_as_rvalue(dims), at)));
+            gcc_jit_rvalue *want = NULL;
+            if (dn->kind == QL_INT)
+                want = jit_lng(j, j->t_i64, (long)dn->ival);
+            else if (s && s->kind == QC_SYM_DIM && s->decl == dn) {
+                char name[300];
+                snprintf(name, sizeof name, "%s_dim%d", s->name, s->index);
+                f->locals[s->index] = gcc_jit_function_new_local(f->fn, NULL, j->t_i64, name);
+                gcc_jit_block_add_assignment(jit_cur(f), NULL, f->locals[s->index], dim);
+            } else if (s && s->kind == QC_SYM_DIM && f->locals[s->index])
+                want = gcc_jit_lvalue_as_rvalue(f->locals[s->index]);
+            if (want)
+                jit_check(f, jit_cmp(j, GCC_JIT_COMPARISON_NE, dim, want), QRL_TRAP_SHAPE, dn, dim, want);
+        }
+    }
+}
+
 void jit_define_fn(jit *j, int idx)
 {
     const qc_sym *s = j->u->items[idx];
@@ -57,6 +114,8 @@ void jit_define_fn(jit *j, int idx)
     f.rt = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 0));
     f.ret = s->decl->b ? jit_type_of(j, s->decl->b->type) : j->t_void;
     jit_begin_body(&f, s->decl->c);
+    if (s->kind == QC_SYM_KERNEL)
+        kernel_shapes(&f, s->decl);
     jit_stmts(&f, s->decl->c);
     jit_end_body(&f);
 }
@@ -870,6 +929,45 @@ static void set_tile_axis(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_r
     gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, set, 3, args));
 }
 
+/* A kernel's declared output shape (its last tensor parameter's), for the runtime to size the
+ * output from the inputs it is called with: add_out_dim per entry (runtime/recipe.h, qr_out_dim). */
+static void register_out_shape(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit_rvalue *imp, const qc_sym *s)
+{
+    const ql_node *ps = s->decl->a;
+    int out = -1;
+    for (int i = 0; ps && i < ps->nkids; i++)
+        if (ps->kids[i]->type && ps->kids[i]->type->k == QC_TENSOR)
+            out = i;
+    const ql_node *tt = out >= 0 ? ps->kids[out]->a : NULL;
+    if (!tt || tt->kind != QL_TYPE_TENSOR || !tt->flag)
+        return;
+    gcc_jit_rvalue *add = gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(imp, NULL, j->f_imp[IMP_ADD_OUT_DIM]));
+    for (int d = 0; d < tt->nkids; d++) {
+        const ql_node *dn = tt->kids[d];
+        long e[QC_MAX_PARAMS][3];
+        int ne = 0;
+        if (dn->kind == QL_DIM_REST) { /* every input with '..' */
+            for (int i = 0; i < out; i++) {
+                const ql_node *it = ps->kids[i]->a;
+                if (it && it->kind == QL_TYPE_TENSOR && it->flag && it->nkids && it->kids[0]->kind == QL_DIM_REST)
+                    e[ne][0] = QR_ODIM_REST, e[ne][1] = i, e[ne++][2] = it->nkids - 1;
+            }
+        } else if (dn->kind == QL_INT)
+            e[ne][0] = QR_ODIM_INT, e[ne][1] = -1, e[ne++][2] = (long)dn->ival;
+        else if (dn->sym && ((const qc_sym *)dn->sym)->kind == QC_SYM_DIM) {
+            const qc_sym *ds = dn->sym;
+            const ql_node *it = ps->kids[ds->dim_param]->a;
+            int rest = it->kids[0]->kind == QL_DIM_REST;
+            e[ne][0] = QR_ODIM_DIM, e[ne][1] = ds->dim_param, e[ne++][2] = rest ? ds->dim_pos - it->nkids : ds->dim_pos;
+        }
+        for (int k = 0; k < ne; k++) {
+            gcc_jit_rvalue *args[4] = {m, jit_lng(j, j->t_i64, e[k][0]), jit_lng(j, j->t_i64, e[k][1]),
+                                       jit_lng(j, j->t_i64, e[k][2])};
+            gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, add, 4, args));
+        }
+    }
+}
+
 /* qrl_module_entry(m, imp): registers everything. */
 void jit_entry(jit *j, cal_fns *cals, item_fns *items)
 {
@@ -905,6 +1003,8 @@ void jit_entry(jit *j, cal_fns *cals, item_fns *items)
                 gcc_jit_block_add_eval(b, NULL,
                                        gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_SET_POINTWISE), 1, pa));
             }
+            if (s->kind == QC_SYM_KERNEL)
+                register_out_shape(j, b, m, imp, s);
             if (s->kind == QC_SYM_KERNEL) { /* its generic entry: is_kernel 2 */
                 gcc_jit_rvalue *ta[6] = {m, STR(s->name), ADDR(kernel_thunk(j, i)), jit_lng(j, j->t_i64, 2),
                                          jit_lng(j, j->t_i64, QR_PARAM_VOID), jit_lng(j, j->t_i64, QR_UNDEF)};

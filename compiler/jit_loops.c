@@ -51,6 +51,7 @@ static int invariant_name(const ql_node *loop, const qc_sym *s)
 {
     switch (s->kind) {
     case QC_SYM_PARAM:
+    case QC_SYM_DIM:
     case QC_SYM_CONST: return 1;
     case QC_SYM_LOOP:
     case QC_SYM_LOCAL: return s->decl != loop && !contains(loop->c, s->decl, s->mutable_ ? s : NULL);

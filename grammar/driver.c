@@ -132,6 +132,23 @@ ql_node *qp_type_nest(qp_state *ps, ql_node *n)
     return n;
 }
 
+/* E[dims]. On tensor<T> (written once), the dims are its declared shape (names, integers, '..');
+ * on any other type one expression is an array's size, as before the shapes. */
+ql_node *qp_type_dims(qp_state *ps, ql_node *e, ql_node *dims, ql_span end)
+{
+    ql_span sp = ql_span_join(e->span, end);
+    if (e->kind == QL_TYPE_TENSOR && !e->flag) {
+        e->kids = dims->kids, e->nkids = dims->nkids, e->capkids = dims->capkids;
+        e->flag = 1;
+        e->span = sp;
+        return e;
+    }
+    ql_node *len = dims->kids[0];
+    if (dims->nkids != 1 || len->kind == QL_DIM_REST)
+        ql_error(ps->diags, dims->span, "only a tensor type takes a shape; an array type has one size, T[n]");
+    return qp_type_nest(ps, qp_fix(qp_node(ps, QL_TYPE_ARRAY, sp), e, len->kind == QL_DIM_REST ? NULL : len, NULL));
+}
+
 /* A block is as deep as its deepest statement. */
 ql_node *qp_block(ql_node *b)
 {

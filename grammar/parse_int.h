@@ -25,6 +25,8 @@ ql_node *qp_add(qp_state *ps, ql_node *list, ql_node *kid);
 ql_node *qp_named(qp_state *ps, ql_kind k, const ql_token *name, ql_span sp);
 ql_node *qp_nest(qp_state *ps, ql_node *n); /* depth check for calls/indexing */
 ql_node *qp_type_nest(qp_state *ps, ql_node *n); /* ... for array and tensor types */
+/* E[dims]: a tensor type's declared shape, or an array type (one size) */
+ql_node *qp_type_dims(qp_state *ps, ql_node *e, ql_node *dims, ql_span end);
 ql_node *qp_block(ql_node *b);                    /* a block's depth: its deepest statement's */
 ql_node *qp_stmt_nest(qp_state *ps, ql_node *n); /* depth check for if, for and while */
 

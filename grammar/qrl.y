@@ -93,7 +93,12 @@ type(A) ::= IDENT(T).                                 { A = qp_tok(ps, QL_TYPE, 
 type(A) ::= QTYPE(T).                                 { A = qp_tok(ps, QL_TYPE, &T); }
 type(A) ::= QPARAMS(T).                               { A = qp_tok(ps, QL_TYPE, &T); }
 type(A) ::= type(E) LB RB(R).                         { A = qp_type_nest(ps, qp_fix(qp_node(ps, QL_TYPE_ARRAY, ql_span_join(E->span, R.span)), E, NULL, NULL)); }
-type(A) ::= type(E) LB expr(N) RB(R).                 { A = qp_type_nest(ps, qp_fix(qp_node(ps, QL_TYPE_ARRAY, ql_span_join(E->span, R.span)), E, N, NULL)); }
+/* T[n]: a state array's size; tensor<T>[.., M, K]: a kernel parameter's declared shape */
+type(A) ::= type(E) LB dims(L) RB(R).                 { A = qp_type_dims(ps, E, L, R.span); }
+dims(A) ::= dim(D).                                   { A = qp_add(ps, qp_node(ps, QL_TYPE_TENSOR, D->span), D); }
+dims(A) ::= dims(L) COMMA dim(D).                     { A = qp_add(ps, L, D); }
+dim(A) ::= expr(E).                                   { A = E; }
+dim(A) ::= DOTDOT(T).                                 { A = qp_node(ps, QL_DIM_REST, T.span); }
 type(A) ::= TENSOR(T) LT type(E) GT(R).               { A = qp_type_nest(ps, qp_fix(qp_node(ps, QL_TYPE_TENSOR, ql_span_join(T.span, R.span)), E, NULL, NULL)); }
 type(A) ::= HISTOGRAM(T) LP args(L) RP(R).            { A = L; L->kind = QL_TYPE_HIST; L->span = ql_span_join(T.span, R.span); }
 

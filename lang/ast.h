@@ -23,7 +23,8 @@
  *   PARAM        name; a = type; b = default?
  *   TYPE         op = scalar/qtype/qparams token kind; or op = IDENT, name = a type parameter
  *   TYPE_ARRAY   a = element type; b = length (state arrays) or NULL (a view)
- *   TYPE_TENSOR  a = element type
+ *   TYPE_TENSOR  a = element type; flag = 1 when a shape is declared ([.., M, 4]): kids = its dims,
+ *                each a NAME, an INT or a DIM_REST ('..', the leading dims)
  *   TYPE_HIST    kids = constructor arguments
  *   CALIBRATOR   name; a = PARAMS; kids = STATE, OBSERVE, MERGE, SOLVE
  *   STATE        name; a = type; b = initial value?
@@ -84,7 +85,7 @@
     X(RETURN, "return") X(BREAK, "break") X(CONTINUE, "continue") X(INT, "int") X(FLOAT, "float")    \
     X(BOOL, "bool") X(STR, "str") X(NAME, "name") X(UNARY, "unary") X(BINARY, "binary")              \
     X(CALL, "call") X(NAMED_ARG, "named") X(INDEX, "index") X(FIELD, "field") X(CAST, "cast")        \
-    X(SAT, "sat") X(ELEMENTWISE, "elementwise") X(TRANSFORM, "transform")
+    X(SAT, "sat") X(ELEMENTWISE, "elementwise") X(TRANSFORM, "transform") X(DIM_REST, "rest")
 
 typedef enum ql_kind {
 #define QL_KIND_ENUM(k, s) QL_##k,

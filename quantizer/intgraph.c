@@ -118,6 +118,64 @@ static qr_status infer_as_op(qr_kctx *k, const char *op, qr_dtype to)
     return qr_set_out(k, 0, to, out.ndim, out.dims);
 }
 
+/* The output shape a kernel declares (tensor<T>[.., M, N]; "out_dims": triplets of a qr_out_dim
+ * whose param is the node input it reads), from the inputs' shapes: its rank, or -1 with why. A
+ * dimension an input leaves unknown (-1: the model's symbolic ones, at lowering) stays unknown. */
+static int declared_shape(const int64_t *od, int nod, const qr_tensor *const *in, int nin, int64_t *dims, char *why,
+                          size_t wn)
+{
+    int nd = 0;
+    for (int e = 0; e + 2 < nod; e += 3) {
+        int kind = (int)od[e], i = (int)od[e + 1];
+        int64_t at = od[e + 2];
+        const qr_tensor *t = kind != QR_ODIM_INT && i >= 0 && i < nin ? in[i] : NULL;
+        if (kind != QR_ODIM_INT && (!t || t->ndim < 0))
+            return snprintf(why, wn, "input %d has no known rank", i), -1;
+        if (kind == QR_ODIM_INT || kind == QR_ODIM_DIM) {
+            int64_t d = kind == QR_ODIM_INT ? at : at < 0 ? t->ndim + at : at;
+            if (kind == QR_ODIM_DIM && (d < 0 || d >= t->ndim))
+                return snprintf(why, wn, "input %d has rank %d, too small for its declared shape", i, t->ndim), -1;
+            if (nd >= QR_MAX_DIMS)
+                return snprintf(why, wn, "more than %d dimensions", QR_MAX_DIMS), -1;
+            dims[nd++] = kind == QR_ODIM_INT ? at : t->dims[d];
+            continue;
+        }
+        /* a '..': the broadcast of the leading dims of this REST entry and the ones after it */
+        int lead = 0, first = e;
+        for (; e + 2 < nod && od[e] == QR_ODIM_REST; e += 3) {
+            const qr_tensor *u = od[e + 1] >= 0 && od[e + 1] < nin ? in[od[e + 1]] : NULL;
+            int n = u && u->ndim >= 0 ? u->ndim - (int)od[e + 2] : -1;
+            if (n < 0)
+                return snprintf(why, wn, "input %d has rank %d, fewer than its declared shape's %d dimensions after '..'",
+                                (int)od[e + 1], u ? u->ndim : -1, (int)od[e + 2]), -1;
+            lead = n > lead ? n : lead;
+        }
+        e -= 3; /* the loop's own step moves past the last REST entry */
+        if (nd + lead > QR_MAX_DIMS)
+            return snprintf(why, wn, "more than %d dimensions", QR_MAX_DIMS), -1;
+        for (int d = 0; d < lead; d++) {
+            int64_t dim = 1;
+            for (int f = first; f <= e; f += 3) {
+                const qr_tensor *u = in[od[f + 1]];
+                int off = d - (lead - (u->ndim - (int)od[f + 2]));
+                int64_t x = off < 0 ? 1 : u->dims[off];
+                if (x == dim || x == 1)
+                    continue;
+                if (x < 0 || dim < 0) {
+                    dim = -1;
+                    continue;
+                }
+                if (dim != 1)
+                    return snprintf(why, wn, "the inputs' leading dimensions ('..') do not broadcast: %lld and %lld",
+                                    (long long)dim, (long long)x), -1;
+                dim = x;
+            }
+            dims[nd++] = dim;
+        }
+    }
+    return nd;
+}
+
 static qr_status kcall_infer(qr_kctx *k)
 {
     qr_dtype to = (qr_dtype)qr_attr_i(k->node, "to", QR_UNDEF);
@@ -125,6 +183,16 @@ static qr_status kcall_infer(qr_kctx *k)
         if (!k->in[0] || k->in[0]->dtype != QR_I32)
             return QR_KERR(k, "QrlKernel: the accumulator must be int32");
         return qr_set_out(k, 0, to, k->in[0]->ndim, k->in[0]->dims);
+    }
+    const int64_t *od;
+    int nod = qr_attr_ints(k->node, "out_dims", &od);
+    if (nod > 0) { /* the kernel declares its output's shape */
+        int64_t dims[QR_MAX_DIMS];
+        char why[160];
+        int nd = declared_shape(od, nod, (const qr_tensor *const *)k->in, k->n_in, dims, why, sizeof why);
+        if (nd < 0)
+            return QR_KERR(k, "QrlKernel: the kernel's declared output shape: %s", why);
+        return qr_set_out(k, 0, to, nd, dims);
     }
     const char *op = qr_attr_s(k->node, "shape_op", NULL);
     if (op)
@@ -1243,9 +1311,65 @@ static void shape_attrs(builder *b, const struct mrec *r, qr_node *n, const kern
     qr_node_add_attr_ints(b->d, n, "dims_from", oy->t.ndim, from);
 }
 
+/* [2,4,?] */
+static void shape_str(int nd, const int64_t *dims, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < nd && k < n; d++)
+        k += dims[d] < 0 ? (size_t)snprintf(buf + k, n - k, "%s?", d ? "," : "")
+                         : (size_t)snprintf(buf + k, n - k, "%s%lld", d ? "," : "", (long long)dims[d]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+}
+
+/* A kernel that declares its output's shape sizes it from its inputs ("out_dims", kcall_infer);
+ * where the model's shapes fix both, the two must agree, else the pattern lowers to the wrong kernel. */
+static qr_status declared_shape_attrs(builder *b, const struct mrec *r, qr_node *n, const qr_fn_desc *kd,
+                                      const kernel_args *ka)
+{
+    int64_t od[3 * 4 * QR_MAX_DIMS];
+    int nod = 0;
+    for (int e = 0; e < kd->n_out_dims; e++) {
+        const qr_out_dim *d = &kd->out_dims[e];
+        int in = -1;
+        if (d->kind != QR_ODIM_INT) {
+            if (d->param >= ka->na || ka->args[d->param].kind != ARG_TENSOR)
+                return qr_errorf(b->e, "%s: pattern '%s': kernel '%s' declares its output's shape from parameter %d, "
+                                 "which the lowering does not pass a tensor", r->p->loc, r->p->name, kd->name, d->param + 1);
+            in = ka->args[d->param].input;
+        }
+        od[nod++] = d->kind, od[nod++] = in, od[nod++] = d->at;
+    }
+    qr_node_add_attr_ints(b->d, n, "out_dims", nod, od);
+    /* the model's static shapes, for the check */
+    qr_tensor st[128];
+    const qr_tensor *sp[128];
+    for (int i = 0; i < ka->nin && i < 128; i++) {
+        const qr_value *v = ka->orig_in[i] >= 0 ? b->q->g->values[ka->orig_in[i]] : NULL;
+        st[i] = v ? v->t : (qr_tensor){.ndim = -1};
+        sp[i] = &st[i];
+    }
+    int64_t dims[QR_MAX_DIMS];
+    char why[160];
+    int nd = declared_shape(od, nod, sp, ka->nin < 128 ? ka->nin : 128, dims, why, sizeof why);
+    const qr_value *oy = b->q->g->values[r->out];
+    if (nd < 0 || oy->t.ndim < 0)
+        return QR_OK; /* the run decides (kcall_infer) */
+    int same = nd == oy->t.ndim;
+    for (int d = 0; same && d < nd; d++)
+        same = dims[d] < 0 || oy->t.dims[d] < 0 || dims[d] == oy->t.dims[d];
+    if (same)
+        return QR_OK;
+    char a[128], y[128];
+    shape_str(nd, dims, a, sizeof a);
+    shape_str(oy->t.ndim, oy->t.dims, y, sizeof y);
+    return qr_errorf(b->e, "%s: pattern '%s': kernel '%s' declares an output of shape %s for this match, but the "
+                     "model's '%s' is %s", r->p->loc, r->p->name, kd->name, a, oy->name, y);
+}
+
 /* The QrlKernel node of the call just added, in place of the match's nodes and y's QuantizeLinear. */
-static void kernel_node(builder *b, const struct mrec *r, const qr_fn_desc *kd, qr_value *yi, const kernel_args *ka,
-                        int want_acc)
+static qr_status kernel_node(builder *b, const struct mrec *r, const qr_fn_desc *kd, qr_value *yi, const kernel_args *ka,
+                             int want_acc)
 {
     const qr_qctx *q = b->q;
     char name[512];
@@ -1258,18 +1382,21 @@ static void kernel_node(builder *b, const struct mrec *r, const qr_fn_desc *kd, 
     snprintf(name, sizeof name, "%s_%.*s_%s", r->p->name, (int)strcspn(kd->name, "<"), kd->name, yi->name);
     qr_node *n = add_node(b, "QrlKernel", name, ka->nin, yi);
     if (!n)
-        return;
+        return QR_OK; /* out of memory: the builder reports it */
     memcpy(n->in, ka->ins, sizeof *ka->ins * (size_t)ka->nin);
     qr_node_add_attr_i(b->d, n, "call", b->ig->ncalls);
     qr_node_add_attr_i(b->d, n, "to", real ? QR_F32 : q->act_dtype);
     qr_node_add_attr_i(b->d, n, "acc", want_acc);
-    if (!want_acc)
+    if (!want_acc && kd->n_out_dims > 0 && declared_shape_attrs(b, r, n, kd, ka) != QR_OK)
+        return QR_ERR;
+    if (!want_acc && kd->n_out_dims == 0)
         shape_attrs(b, r, n, ka);
     if (yi->q && want_acc && !real) { /* y comes from an int32 accumulator */
         qr_qinfo *qi = qr_arena_memdup(&b->d->arena, yi->q, sizeof *qi);
         if (qi)
             qi->acc = QR_I32, yi->q = qi;
     }
+    return QR_OK;
 }
 
 /* A match of a pattern as a call of its lowering's kernel: the kernel is chosen, its arguments
@@ -1400,9 +1527,11 @@ static qr_status lower_match(builder *b, const struct mrec *r)
         c->tile = qr_module_tile(b->q->m, kd);
         c->nhwc = c->tile ? qr_module_nhwc(b->q->m, kd, &c->tables) : NULL;
     }
-    kernel_node(b, r, kd, yi, &ka, want_acc);
-    b->ig->ncalls++;
+    qr_status ks = kernel_node(b, r, kd, yi, &ka, want_acc);
+    b->ig->ncalls++; /* the graph owns the call's arrays now, whatever became of its node */
     b->ig->kernels++;
+    if (ks != QR_OK)
+        return QR_ERR;
     runs_as(b, r->out, "kernel %s (pattern %s)", kd->name, p->name);
     return QR_OK;
 }

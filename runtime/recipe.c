@@ -32,6 +32,14 @@ static void rt_trap(qrl_rt *rt, int64_t code, const char *file, int64_t line, in
                  : a == 2 ? "histograms of different kinds cannot be merged"
                           : "a histogram needs an even number of bins from 2 to 16777216");
         break;
+    case QRL_TRAP_SHAPE:
+        snprintf(what, sizeof what, "the tensor's dimension is %lld where the kernel's declared shape says %lld",
+                 (long long)a, (long long)b);
+        break;
+    case QRL_TRAP_SHAPE_RANK:
+        snprintf(what, sizeof what, "a tensor of rank %lld where the kernel's declared shape has %s%lld dimensions",
+                 (long long)a, b < 0 ? "at least " : "", (long long)(b < 0 ? -b : b));
+        break;
     case QRL_TRAP_TIME:
         snprintf(what, sizeof what, "recipe code ran longer than %.3g s (the limit --max-recipe-time sets)",
                  (double)a / 1000.0);
@@ -309,7 +317,7 @@ static void reg_fn(qrl_module *m, const char *name, void *fn, int64_t is_kernel,
     m->fns = v;
     m->fns[m->nfns++] = (qr_fn_desc){name, fn, (int)is_kernel, NULL,
                                      (qr_param_desc){NULL, (qr_param_kind)result_kind, (qr_dtype)result_elem},
-                                     NULL, 0, 0, -1, 0, 0, NULL};
+                                     NULL, 0, 0, -1, 0, 0, NULL, NULL, 0};
 }
 
 static void reg_fn_param(qrl_module *m, const char *name, int64_t kind, int64_t elem)
@@ -360,6 +368,23 @@ static void reg_vector_epilogue(qrl_module *m, const char *prog)
         return;
     }
     k->vector_epilogue = prog;
+}
+
+static void reg_out_dim(qrl_module *m, int64_t kind, int64_t param, int64_t at)
+{
+    qr_fn_desc *k = m->nfns > 0 ? &m->fns[m->nfns - 1] : NULL;
+    if (!k || k->is_kernel != 1 || kind < QR_ODIM_REST || kind > QR_ODIM_DIM || k->n_out_dims >= 4 * QR_MAX_DIMS ||
+        (kind != QR_ODIM_INT && (param < 0 || param >= k->nparams || k->params[param].kind != QR_PARAM_TENSOR))) {
+        m->bad = 1;
+        return;
+    }
+    qr_out_dim *v = realloc(k->out_dims, sizeof *v * (size_t)(k->n_out_dims + 1));
+    if (!v) {
+        m->bad = 1;
+        return;
+    }
+    k->out_dims = v;
+    k->out_dims[k->n_out_dims++] = (qr_out_dim){(qr_out_dim_kind)kind, (int)param, at};
 }
 
 static void reg_cal(qrl_module *m, const char *name, int64_t nparams, int64_t state_bytes, void *defaults, void *init,
@@ -870,6 +895,7 @@ static const qrl_imports imports = {
     .value_feeds = m_feeds,
     .add_transform = reg_transform,
     .add_transform_param = reg_transform_param,
+    .add_out_dim = reg_out_dim,
 };
 
 const qrl_imports *qr_recipe_imports(void)
@@ -928,8 +954,10 @@ void qr_module_free(qrl_module *m)
     for (int i = 0; i < m->ncals; i++)
         free(m->cals[i].params);
     free(m->cals);
-    for (int i = 0; i < m->nfns; i++)
+    for (int i = 0; i < m->nfns; i++) {
         free(m->fns[i].params);
+        free(m->fns[i].out_dims);
+    }
     free(m->fns);
     for (int i = 0; i < m->npatterns; i++) {
         free(m->patterns[i].values);

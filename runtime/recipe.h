@@ -18,7 +18,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 22
+#define QR_RECIPE_ABI 23
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -74,6 +74,8 @@ enum {
     QRL_TRAP_HIST = 4,     /* histogram misuse: a = detail code */
     QRL_TRAP_NOMEM = 5,
     QRL_TRAP_TIME = 6,     /* a = the limit in ms */
+    QRL_TRAP_SHAPE = 7,    /* a kernel's declared shape: a = the dimension, b = what the shape says */
+    QRL_TRAP_SHAPE_RANK = 8, /* a = the tensor's rank, b = the declared shape's (-n: at least n) */
 };
 
 typedef struct qrl_imports {
@@ -205,6 +207,9 @@ typedef struct qrl_imports {
     void (*add_transform)(qrl_module *m, const char *name, int64_t nparams, void *defaults, void *where, void *scale,
                           const char *loc, int64_t stats);
     void (*add_transform_param)(qrl_module *m, const char *transform, const char *name, int64_t kind);
+    /* The kernel just added declares its output's shape (tensor<T>[.., M, N]): one call per entry,
+     * kind a qr_out_dim_kind (param and at as qr_out_dim says). */
+    void (*add_out_dim)(qrl_module *m, int64_t kind, int64_t param, int64_t at);
 } qrl_imports;
 
 struct qrl_rt {
@@ -278,6 +283,17 @@ typedef struct qr_param_desc {
     qr_dtype elem; /* the scalar's type, or the array's or tensor's elements */
 } qr_param_desc;
 
+/* An entry of a kernel's declared output shape. REST: the leading dims ('..') of input parameter
+ * `param`, whose shape declares `at` dims after its '..'; consecutive REST entries are one '..',
+ * the broadcast of those inputs' leading dims. INT: the dim `at`. DIM: dimension `at` of input
+ * parameter `param` (from the end when negative). */
+typedef enum qr_out_dim_kind { QR_ODIM_REST, QR_ODIM_INT, QR_ODIM_DIM } qr_out_dim_kind;
+typedef struct qr_out_dim {
+    qr_out_dim_kind kind;
+    int param;
+    int64_t at;
+} qr_out_dim;
+
 typedef struct qr_fn_desc {
     const char *name;
     void *fn; /* its C function: (qrl_rt *, the parameters in order) returning the result */
@@ -295,6 +311,9 @@ typedef struct qr_fn_desc {
     int is_pointwise;
     /* channels-last epilogue kernels: the vector form of their value (compiler/vecmap.h), or NULL */
     const char *vector_epilogue;
+    /* kernels: the output's declared shape, n_out_dims entries (0: none declared) */
+    qr_out_dim *out_dims;
+    int n_out_dims;
 } qr_fn_desc;
 
 /* A calibrator parameter's kind (add_param). */
