@@ -320,6 +320,8 @@ static qr_status outref_init(outref *o, qr_qctx *q, const qr_tensor *calib, int6
         int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
         qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
         o->cur_b = b;
+        for (int i = 0; i < g->n_inputs; i++) /* no node produces them: their shapes as given (symbolic ones) */
+            observe_shapes(o, NULL, g->inputs[i], &in[i]);
         st = qr_exec_run(x, in, &o->out[k * g->n_outputs], q->e);
     }
     qr_exec_free(x);
@@ -602,9 +604,9 @@ qr_status qr_measure_output_sqnr(qr_qctx *q, const qr_quantized *res, const qr_t
 
 /* ------------------------------------------------------------ MACs */
 
-/* The reduced dimension K of a MatMul (transposed: a Gemm with transA): the last dim of A as a run
- * saw it; A may be a graph input, which no node produces and the run's observer never sees, so
- * then from its static shape, else from B's (K of [..., K, N]). */
+/* The reduced dimension K of a MatMul (transposed: a Gemm with transA): the last dim of A as the
+ * f32 pass saw it (graph inputs as the calibration data gives them), else from its static shape,
+ * else from B's (K of [..., K, N]). */
 static double product_depth(const qr_node *n, const int64_t *last, int trans_a)
 {
     const qr_tensor *a = &n->in[0]->t, *b = &n->in[1]->t;
