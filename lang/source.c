@@ -1,6 +1,9 @@
 #include "source.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,9 +46,19 @@ ql_source *ql_source_from_text(const char *path, const char *text, size_t len)
 ql_source *ql_source_load(const char *path, const char **why, int *bad_line, int *bad_col)
 {
     *bad_line = *bad_col = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; only regular files are read */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
         *why = strerror(errno);
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    FILE *f = S_ISREG(sb.st_mode) && fcntl(fd, F_SETFL, 0) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        *why = S_ISREG(sb.st_mode) ? strerror(errno) : S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file";
+        close(fd);
         return NULL;
     }
     size_t cap = 4096, len = 0;

@@ -1,6 +1,7 @@
 #include "fileio.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,13 +10,19 @@
 
 qr_status qr_read_file(const char *path, size_t max, unsigned char **data, size_t *len, qr_error *e)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below, before any read */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return qr_errorf(e, "cannot open: %s", strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
         return qr_errorf(e, "not a regular file");
+    }
+    FILE *f = fcntl(fd, F_SETFL, 0) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        close(fd);
+        return qr_errorf(e, "cannot open: %s", strerror(errno));
     }
     if ((size_t)st.st_size > max) {
         fclose(f);

@@ -281,3 +281,30 @@ Test(bad_input, quantize_failure_keeps_existing_paths, .timeout = 300)
     cr_assert_eq(rc, 2, "%s", log);
     free(log);
 }
+
+/* A FIFO with no writer, given where a file is read: opening it must not wait (it hung every
+ * command), the file is refused as not regular, and nothing is written. */
+Test(bad_input, a_fifo_as_any_input_is_refused_at_once)
+{
+    char f[1024], cmd[4096], *log;
+    snprintf(f, sizeof f, "%s/fifo", dir);
+    snprintf(cmd, sizeof cmd, "mkfifo '%s'", f);
+    cr_assert_eq(system(cmd), 0);
+    const char *m = "examples/fmnist/fmnist_cnn.onnx", *d = getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data";
+    char args[6][2048], *want[6] = {"fifo: not a regular file", "fifo: error: cannot read: not a regular file",
+                                    "not a regular file", "fifo", "fifo", "fifo: not a regular file"};
+    snprintf(args[0], sizeof args[0], "dump %s", f);
+    snprintf(args[1], sizeof args[1], "check %s", f);
+    snprintf(args[2], sizeof args[2], "quantize %s --recipe %s --calib %s/calib_images.npy -o %s/x.onnx", m, f, d, out);
+    snprintf(args[3], sizeof args[3], "quantize %s --recipe recipes/int8.qrl --calib %s -o %s/x.onnx", m, f, out);
+    snprintf(args[4], sizeof args[4], "run %s -i %s -o %s/r", m, f, out);
+    snprintf(args[5], sizeof args[5], "eval %s --data %s/test_images.npy --labels %s", m, d, f);
+    for (int i = 0; i < 6; i++) {
+        snprintf(cmd, sizeof cmd, "cd '%s' && timeout 20 %s %s 2>&1", tu_root(), tu_qrl(), args[i]);
+        int rc = tu_run(cmd, &log);
+        cr_expect_eq(rc, 1, "%s: exit %d (124: it waited for a writer): %s", args[i], rc, log);
+        cr_expect(strstr(log, want[i]), "%s: %s", args[i], log);
+        free(log);
+    }
+    cr_expect_eq(tu_count_files(out), 0, "nothing written");
+}
