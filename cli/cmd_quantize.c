@@ -104,30 +104,75 @@ static int parse_args(int argc, char **argv, quantize_args *a)
     return -1;
 }
 
-/* Every output file, all or nothing, but only ever undoing this run: a file is
- * removed after a failure only if this run created it (not if it was there
- * before, and a directory given as a path is never touched). */
+/* path as one spelling of the file: its directory resolved (symbolic links, "..") and its name. */
+static void canon_path(const char *path, char *out, size_t n)
+{
+    char dir[4096], real[4096];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+    if (realpath(dir, real))
+        snprintf(out, n, "%s/%s", real, slash ? slash + 1 : path);
+    else
+        snprintf(out, n, "%s", path);
+}
+
+/* Whether a and b name the same file: the same inode when both exist, else the same spelling. */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char ca[8192], cb[8192];
+    canon_path(a, ca, sizeof ca);
+    canon_path(b, cb, sizeof cb);
+    return !strcmp(ca, cb);
+}
+
+/* Before any work (calibration takes minutes): every output path may be written, no two name
+ * the same file, and none names an input (the model, the recipe, calibration data, labels). */
+static int check_outputs(const quantize_args *a, char *err)
+{
+    const char *outs[4] = {a->outp, a->qparams, a->report, a->intg}, *flag[4] = {"-o", "--qparams", "--report",
+                                                                                  "--int-graph"};
+    const char *ins[70] = {a->model, a->recipe, a->labels};
+    int nin = 3;
+    for (int i = 0; i < a->ncalib && nin < 70; i++) { /* NAME=FILE or FILE */
+        const char *eq = strchr(a->calib[i], '=');
+        ins[nin++] = eq && !memchr(a->calib[i], '/', (size_t)(eq - a->calib[i])) ? eq + 1 : a->calib[i];
+    }
+    for (int k = 0; k < 4; k++) {
+        if (!outs[k])
+            continue;
+        if (qrl_output_check(outs[k], err, CLI_ERRLEN) != 0)
+            return -1;
+        for (int j = 0; j < k; j++)
+            if (outs[j] && same_file(outs[j], outs[k]))
+                return snprintf(err, CLI_ERRLEN, "%s: given for both %s and %s; each output needs its own file",
+                                outs[k], flag[j], flag[k]), -1;
+        for (int i = 0; i < nin; i++)
+            if (ins[i] && same_file(ins[i], outs[k]))
+                return snprintf(err, CLI_ERRLEN, "%s: %s would overwrite an input of this run", outs[k], flag[k]), -1;
+    }
+    return 0;
+}
+
+/* Every output file, all or nothing: each is finished beside its path, and only when all are
+ * are they renamed into place; on a failure the files that were there stay as they were. */
 static int write_outputs(const quantize_args *a, const qrl_quantized *q, char *err)
 {
-    const char *paths[4] = {a->outp, a->qparams, a->report, a->intg};
-    int created[4] = {0};
-    for (int k = 0; k < 4; k++) {
-        struct stat sb;
-        created[k] = paths[k] && lstat(paths[k], &sb) != 0;
-    }
-    int done = 0;
+    qrl_outputs_begin();
     int wst = qrl_quantized_save(q, a->outp, err, CLI_ERRLEN);
-    if (wst == 0 && ++done && a->qparams)
+    if (wst == 0 && a->qparams)
         wst = qrl_quantized_write_qparams(q, a->qparams, err, CLI_ERRLEN);
-    if (wst == 0 && ++done && a->report)
+    if (wst == 0 && a->report)
         wst = qrl_quantized_write_report(q, a->model, a->report, err, CLI_ERRLEN);
-    if (wst == 0 && ++done && a->intg)
+    if (wst == 0 && a->intg)
         wst = qrl_quantized_write_int_graph(q, a->intg, err, CLI_ERRLEN);
-    if (wst != 0)
-        for (int k = 0; k < done; k++)
-            if (paths[k] && created[k])
-                unlink(paths[k]);
-    return wst;
+    if (wst != 0) {
+        qrl_outputs_abort();
+        return wst;
+    }
+    return qrl_outputs_commit(err, CLI_ERRLEN);
 }
 
 /* The lowest SQNR of the quantized tensors, and in the integer graph. */
@@ -202,6 +247,8 @@ int cli_quantize(int argc, char **argv)
     char err[CLI_ERRLEN];
     qrl_recipe *r = NULL;
     qrl_quantized *q = NULL;
+    if (check_outputs(&a, err) != 0)
+        return cli_fail(err);
     if (qrl_model_load(a.model, 0, &m, err, sizeof err) != 0)
         return cli_fail(err);
     qrl_tensor lab = {0};

@@ -154,6 +154,17 @@ int qrl_output_open(const char *path, qrl_output **out, char *err, size_t errlen
 FILE *qrl_output_stream(qrl_output *o);
 int qrl_output_commit(qrl_output *o, char *err, size_t errlen);
 void qrl_output_abort(qrl_output *o);
+/* Whether path may be written as an output: 0, else -1 and err says why (it exists and is a
+ * directory, a device, a FIFO or a symbolic link, which are never replaced; or its directory
+ * cannot be written). Every output writer checks it; a command checks before its long work. */
+int qrl_output_check(const char *path, char *err, size_t errlen);
+/* Outputs all or nothing, for the calling thread: after qrl_outputs_begin, every output file
+ * written (qrl_quantized_save, qrl_quantized_write_*, qrl_output_commit, ...) is finished but
+ * left beside its path; qrl_outputs_commit renames them all into place, qrl_outputs_abort
+ * removes them (the files that were there before stay as they were). */
+void qrl_outputs_begin(void);
+int qrl_outputs_commit(char *err, size_t errlen);
+void qrl_outputs_abort(void);
 /* Removes the temporary files of outputs still open when SIGINT, SIGTERM, SIGHUP or SIGQUIT
  * arrives, then dies of the signal as before. */
 void qrl_cleanup_on_signals(void);

@@ -578,6 +578,36 @@ void qrl_output_abort(qrl_output *o)
     free(o);
 }
 
+int qrl_output_check(const char *path, char *err, size_t errlen)
+{
+    qr_error e;
+    if (qr_output_check(path, &e) != QR_OK) {
+        snprintf(err, errlen, "%s", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+void qrl_outputs_begin(void)
+{
+    qr_atomic_group_begin();
+}
+
+int qrl_outputs_commit(char *err, size_t errlen)
+{
+    qr_error e;
+    if (qr_atomic_group_commit(&e) != QR_OK) {
+        snprintf(err, errlen, "%s", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+void qrl_outputs_abort(void)
+{
+    qr_atomic_group_abort();
+}
+
 void qrl_cleanup_on_signals(void)
 {
     qr_atomic_cleanup_on_signals();

@@ -93,9 +93,97 @@ void qr_atomic_cleanup_on_signals(void)
     }
 }
 
+/* The process's umask, read once (umask() both reads and sets it: not while other threads create files). */
+static mode_t qr_umask(void)
+{
+    static mode_t mask;
+    static int known;
+    if (!known) {
+        mask = umask(022);
+        umask(mask);
+        known = 1;
+    }
+    return mask;
+}
+
+qr_status qr_output_check(const char *path, qr_error *e)
+{
+    struct stat sb;
+    if (lstat(path, &sb) == 0) {
+        if (S_ISLNK(sb.st_mode))
+            return qr_errorf(e, "%s: is a symbolic link; give the path of the file it names (it would be replaced "
+                             "by a regular file)", path);
+        if (!S_ISREG(sb.st_mode))
+            return qr_errorf(e, "%s: is not a regular file (%s); give a file path", path,
+                             S_ISDIR(sb.st_mode) ? "a directory" : S_ISCHR(sb.st_mode) ? "a character device"
+                             : S_ISBLK(sb.st_mode) ? "a block device" : S_ISFIFO(sb.st_mode) ? "a FIFO" : "a socket");
+    } else if (errno != ENOENT)
+        return qr_errorf(e, "%s: %s", path, strerror(errno));
+    char *dir = qr_path_dir(path);
+    if (!dir)
+        return qr_errorf(e, "%s: out of memory", path);
+    int ok = access(dir, W_OK | X_OK) == 0;
+    qr_status st = ok ? QR_OK : qr_errorf(e, "%s: cannot write in directory '%s': %s", path, dir, strerror(errno));
+    free(dir);
+    return st;
+}
+
+/* A group of outputs committed together (qr_atomic_group_begin): per thread, the finished
+ * temporary files and the paths they become, renamed only by qr_atomic_group_commit. */
+typedef struct pending {
+    char *tmp, *path;
+} pending;
+static _Thread_local struct {
+    int open;
+    pending *v;
+    int n;
+} group;
+
+void qr_atomic_group_begin(void)
+{
+    qr_atomic_group_abort();
+    group.open = 1;
+}
+
+void qr_atomic_group_abort(void)
+{
+    for (int i = 0; i < group.n; i++) {
+        if (group.v[i].tmp) {
+            unlink(group.v[i].tmp);
+            tmp_unregister(group.v[i].tmp);
+            free(group.v[i].tmp);
+        }
+        free(group.v[i].path);
+    }
+    free(group.v);
+    memset(&group, 0, sizeof group);
+}
+
+qr_status qr_atomic_group_commit(qr_error *e)
+{
+    qr_status st = QR_OK;
+    for (int i = 0; i < group.n && st == QR_OK; i++)
+        if (rename(group.v[i].tmp, group.v[i].path) != 0)
+            st = qr_errorf(e, "%s: cannot rename into place: %s", group.v[i].path, strerror(errno));
+        else { /* in place: no longer a temporary file */
+            tmp_unregister(group.v[i].tmp);
+            free(group.v[i].tmp);
+            group.v[i].tmp = NULL;
+        }
+    qr_atomic_group_abort(); /* what is left (after a failed rename) is removed */
+    return st;
+}
+
 qr_status qr_atomic_open(qr_atomic_file *a, const char *path, qr_error *e)
 {
     memset(a, 0, sizeof *a);
+    /* never replace a device, a FIFO or a symbolic link by a regular file (-o /dev/null as root) */
+    if (qr_output_check(path, e) != QR_OK)
+        return QR_ERR;
+    struct stat old;
+    mode_t mode = 0666 & ~qr_umask();
+    if (stat(path, &old) == 0)
+        mode = old.st_mode & 0777; /* a file replaced keeps its permissions */
     size_t n = strlen(path);
     a->path = strdup(path);
     a->tmp = malloc(n + 16);
@@ -114,7 +202,7 @@ qr_status qr_atomic_open(qr_atomic_file *a, const char *path, qr_error *e)
         qr_atomic_abort(a);
         return st;
     }
-    fchmod(fd, 0644);
+    fchmod(fd, mode);
     a->f = fdopen(fd, "wb");
     if (!a->f) {
         close(fd);
@@ -132,6 +220,17 @@ qr_status qr_atomic_commit(qr_atomic_file *a, qr_error *e)
     if (fclose(a->f) != 0 && st == QR_OK)
         st = qr_errorf(e, "%s: write error: %s", a->path, strerror(errno));
     a->f = NULL;
+    if (st == QR_OK && group.open) { /* renamed with the group's other outputs */
+        pending *v = realloc(group.v, sizeof *v * (size_t)(group.n + 1));
+        if (!v)
+            st = qr_errorf(e, "%s: out of memory", a->path);
+        else {
+            group.v = v;
+            group.v[group.n++] = (pending){a->tmp, a->path};
+            a->tmp = a->path = NULL; /* the group owns them, and the signal handler still knows tmp */
+            return QR_OK;
+        }
+    }
     if (st == QR_OK && rename(a->tmp, a->path) != 0)
         st = qr_errorf(e, "%s: cannot rename into place: %s", a->path, strerror(errno));
     if (st != QR_OK) {

@@ -19,7 +19,17 @@ typedef struct qr_atomic_file {
     char *tmp;
 } qr_atomic_file;
 
+/* Fails (e names the path and why) when path exists and is not a regular file (a directory, a
+ * device, a FIFO, a symbolic link: never replaced), or its directory cannot be written. */
+qr_status qr_output_check(const char *path, qr_error *e);
+/* qr_output_check, then a temporary file beside path, created with path's permissions when it
+ * exists, else 0666 less the umask. */
 qr_status qr_atomic_open(qr_atomic_file *a, const char *path, qr_error *e);
+/* A group of outputs, all or nothing (per thread): between begin and commit, a commit of a file
+ * only finishes it; group_commit renames them all into place, group_abort removes them. */
+void qr_atomic_group_begin(void);
+qr_status qr_atomic_group_commit(qr_error *e);
+void qr_atomic_group_abort(void);
 /* Flushes, fsyncs and renames; on failure the temporary file is removed. */
 qr_status qr_atomic_commit(qr_atomic_file *a, qr_error *e);
 void qr_atomic_abort(qr_atomic_file *a);

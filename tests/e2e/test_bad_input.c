@@ -2,6 +2,7 @@
  * error naming the file and the node or field, and leave no output file.
  * The broken models are made at test time by tools/make_bad_models.py. */
 #include <criterion/criterion.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,4 +308,51 @@ Test(bad_input, a_fifo_as_any_input_is_refused_at_once)
         free(log);
     }
     cr_expect_eq(tu_count_files(out), 0, "nothing written");
+}
+
+/* Output paths are checked before any work, and refused when they would replace a device, a
+ * symbolic link or an input of the run, or when two outputs are one file; nothing is changed. */
+Test(bad_input, quantize_outputs_that_cannot_be_written_are_refused_first)
+{
+    char cmd[4096], *log, keep[1024], link[1024];
+    snprintf(keep, sizeof keep, "%s/keep.json", out);
+    snprintf(link, sizeof link, "%s/link.onnx", out);
+    snprintf(cmd, sizeof cmd, "echo keep > '%s' && ln -s keep.json '%s'", keep, link);
+    cr_assert_eq(system(cmd), 0);
+    const char *d = getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data";
+    struct {
+        const char *outs, *want;
+    } cases[] = {
+        {"-o /dev/null", "/dev/null: is not a regular file (a character device)"},
+        {"-o OUT/link.onnx", "link.onnx: is a symbolic link"},
+        {"-o OUT/keep.json --qparams OUT/keep.json", "keep.json: given for both -o and --qparams"},
+        {"-o OUT/m.onnx --report recipes/int8.qrl", "recipes/int8.qrl: --report would overwrite an input of this run"},
+        {"-o OUT/m.onnx --qparams OUT/q.json --report OUT/no/such/r.html", "cannot write in directory"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char outs[2048] = "";
+        const char *at = strstr(cases[i].outs, "OUT");
+        if (at) { /* OUT: the test's output folder, each time it appears */
+            const char *p = cases[i].outs;
+            size_t n = 0;
+            for (; (at = strstr(p, "OUT")); p = at + 3)
+                n += (size_t)snprintf(outs + n, sizeof outs - n, "%.*s%s", (int)(at - p), p, out);
+            snprintf(outs + n, sizeof outs - n, "%s", p);
+        } else
+            snprintf(outs, sizeof outs, "%s", cases[i].outs);
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl "
+                                  "--calib %s/calib_images.npy --calib-count 64 %s 2>&1", tu_root(), tu_qrl(), d, outs);
+        int rc = tu_run(cmd, &log);
+        cr_expect_eq(rc, 1, "%s: exit %d: %s", outs, rc, log);
+        cr_expect(strstr(log, cases[i].want), "%s: %s", outs, log);
+        cr_expect(!strstr(log, "calibration"), "refused before calibrating: %s", log);
+        free(log);
+    }
+    char *k = tu_slurp(keep);
+    cr_expect_str_eq(k, "keep\n");
+    free(k);
+    struct stat sn;
+    cr_expect(lstat(link, &sn) == 0 && S_ISLNK(sn.st_mode), "the link is still a link");
+    cr_expect(lstat("/dev/null", &sn) == 0 && S_ISCHR(sn.st_mode), "/dev/null is still a device");
+    cr_expect_eq(tu_count_files(out), 2, "keep.json and the link only");
 }

@@ -6,6 +6,7 @@
  * on input files and checked by numpy; recipe checking; tensors and atomic
  * outputs. */
 #include <criterion/criterion.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -376,6 +377,71 @@ Test(api, outputs_are_atomic)
     qrl_output_abort(o);
     cr_assert(!tu_file_exists(p));
     cr_assert_eq(tu_count_files(dir), 1, "x.json only: no temporary file is left");
+}
+
+/* Writes text to path inside an output group (qrl_outputs_begin). */
+static void group_write(const char *path, const char *text)
+{
+    char err[512];
+    qrl_output *o;
+    cr_assert_eq(qrl_output_open(path, &o, err, sizeof err), 0, "%s", err);
+    fputs(text, qrl_output_stream(o));
+    cr_assert_eq(qrl_output_commit(o, err, sizeof err), 0, "%s", err);
+}
+
+/* Outputs all or nothing: within a group a committed file is not yet in place; an aborted group
+ * leaves the files that were there as they were (and no temporary file), a committed one
+ * replaces them all. New files take 0666 less the umask; a replaced one keeps its mode. Devices,
+ * FIFOs and symbolic links are never replaced. */
+Test(api, output_groups_are_all_or_nothing)
+{
+    char a[700], b[700], err[512], cmd[1600];
+    snprintf(a, sizeof a, "%s/a.json", dir);
+    snprintf(b, sizeof b, "%s/b.json", dir);
+    FILE *f = fopen(a, "w");
+    fputs("old a", f);
+    fclose(f);
+    chmod(a, 0600);
+    mode_t old = umask(027);
+    qrl_outputs_begin();
+    group_write(a, "new a");
+    group_write(b, "new b");
+    char *t = tu_slurp(a);
+    cr_expect_str_eq(t, "old a", "not in place before the group commits");
+    free(t);
+    cr_expect(!tu_file_exists(b));
+    qrl_outputs_abort();
+    t = tu_slurp(a);
+    cr_expect_str_eq(t, "old a", "an aborted group changes nothing");
+    free(t);
+    cr_expect(!tu_file_exists(b));
+    cr_expect_eq(tu_count_files(dir), 1, "no temporary file is left");
+    qrl_outputs_begin();
+    group_write(a, "new a");
+    group_write(b, "new b");
+    cr_assert_eq(qrl_outputs_commit(err, sizeof err), 0, "%s", err);
+    umask(old);
+    t = tu_slurp(a);
+    cr_expect_str_eq(t, "new a");
+    free(t);
+    t = tu_slurp(b);
+    cr_expect_str_eq(t, "new b");
+    free(t);
+    struct stat sa, sb;
+    cr_assert(stat(a, &sa) == 0 && stat(b, &sb) == 0);
+    cr_expect_eq(sa.st_mode & 0777, 0600, "a replaced file keeps its mode (%o)", sa.st_mode & 0777);
+    cr_expect_eq(sb.st_mode & 0777, 0640, "a new file: 0666 less the umask 027 (%o)", sb.st_mode & 0777);
+    qrl_output *o;
+    snprintf(cmd, sizeof cmd, "ln -s a.json '%s/link' && mkfifo '%s/fifo'", dir, dir);
+    cr_assert_eq(system(cmd), 0);
+    const char *refused[] = {"/dev/null", "link", "fifo"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "%s%s%s", i ? dir : "", i ? "/" : "", refused[i]);
+        cr_expect_neq(qrl_output_open(cmd, &o, err, sizeof err), 0, "%s is refused", cmd);
+        cr_expect(strstr(err, i == 1 ? "is a symbolic link" : "is not a regular file"), "%s", err);
+    }
+    struct stat sn;
+    cr_expect(lstat("/dev/null", &sn) == 0 && S_ISCHR(sn.st_mode), "/dev/null is still a device");
 }
 
 /* qrl_model_dump prints the reviewed golden dump of the bundled CNN (as `qrl dump` does). */
