@@ -1323,7 +1323,15 @@ qr_status qr_calib_solve(qr_calib *c, const qrl_qtype *t, qrl_qparams *out, qr_e
     qrl_rt rt;
     calib_rt(c, &rt);
     c->d->solve(&rt, c->state, c->params, t, out);
-    return qr_rt_status(&rt, e);
+    if (qr_rt_status(&rt, e) != QR_OK)
+        return QR_ERR;
+    /* what solve returns is the recipe's code: a zero point the type cannot hold would wrap
+     * when stored (300 as u8 is 44) */
+    if (out->zero < t->qmin || out->zero > t->qmax)
+        return qr_errorf(e, "calibrator '%s' gave zero point %lld, outside %s%lld's range %lld..%lld", c->d->name,
+                         (long long)out->zero, t->is_signed ? "i" : "u", (long long)t->bits, (long long)t->qmin,
+                         (long long)t->qmax);
+    return QR_OK;
 }
 
 qrl_qtype qr_qtype_of(qr_dtype t, int narrow, int axis)

@@ -356,3 +356,36 @@ Test(bad_input, quantize_outputs_that_cannot_be_written_are_refused_first)
     cr_expect(lstat("/dev/null", &sn) == 0 && S_ISCHR(sn.st_mode), "/dev/null is still a device");
     cr_expect_eq(tu_count_files(out), 2, "keep.json and the link only");
 }
+
+/* A calibrator (recipe code) whose zero point the activation type cannot hold stops the run with
+ * its name and the range: 300 used to be 300 in the JSON and 44 in the export, and -(2^63-1)
+ * overflowed in the simulation. */
+Test(bad_input, a_calibrators_zero_point_outside_the_type_is_an_error)
+{
+    const char *zeros[] = {"300", "-9223372036854775807"};
+    for (int i = 0; i < 2; i++) {
+        char path[1024], cmd[4096], *log;
+        snprintf(path, sizeof path, "%s/zp.qrl", dir);
+        FILE *f = fopen(path, "w");
+        cr_assert(f);
+        fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+                   "calibrator bad_zero(zero: i64 = %s) {\n  state lo: f64 = inf\n  state hi: f64 = -inf\n"
+                   "  observe(x: tensor<f32>) {\n    lo = min(lo, x.min())\n    hi = max(hi, x.max())\n  }\n"
+                   "  merge(other) {\n    lo = min(lo, other.lo)\n    hi = max(hi, other.hi)\n  }\n"
+                   "  solve(t: qtype) -> qparams {\n    return qparams(max(hi - lo, 1e-6) / 255.0, zero)\n  }\n}\n"
+                   "recipe bad_zp {\n  activation = u8 asymmetric by bad_zero()\n"
+                   "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  bias = i32\n  accumulate = i32\n}\n",
+                zeros[i]);
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe '%s' --calib "
+                                  "%s/calib_images.npy --calib-count 64 -o '%s/zp.onnx' --qparams '%s/zp.json' 2>&1",
+                 tu_root(), tu_qrl(), path, getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data", out, out);
+        int rc = tu_run(cmd, &log);
+        cr_expect_eq(rc, 1, "exit %d: %s", rc, log);
+        char want[256];
+        snprintf(want, sizeof want, "calibrator 'bad_zero' gave zero point %s, outside u8's range 0..255", zeros[i]);
+        cr_expect(strstr(log, want), "%s", log);
+        free(log);
+    }
+    cr_expect_eq(tu_count_files(out), 0, "nothing written");
+}
