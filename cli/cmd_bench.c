@@ -176,21 +176,10 @@ done:
 /* s as a JSON string (null for NULL). */
 static void json_str(FILE *f, const char *s)
 {
-    if (!s) {
+    if (!s)
         fputs("null", f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
+    else
+        qrl_fput_json_string(f, s);
 }
 
 static int write_json(const char *path, const char *model, const char *recipe, const bench_row *rows, int n,

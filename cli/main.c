@@ -50,7 +50,8 @@ static const char usage[] =
 
 int cli_fail(const char *msg)
 {
-    fprintf(stderr, "qrl: error: %s\n", msg);
+    char safe[2 * CLI_ERRLEN]; /* names from a model may hold a newline or an escape sequence */
+    fprintf(stderr, "qrl: error: %s\n", qrl_text_printable(msg, safe, sizeof safe));
     return 1;
 }
 

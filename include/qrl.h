@@ -154,6 +154,11 @@ int qrl_output_open(const char *path, qrl_output **out, char *err, size_t errlen
 FILE *qrl_output_stream(qrl_output *o);
 int qrl_output_commit(qrl_output *o, char *err, size_t errlen);
 void qrl_output_abort(qrl_output *o);
+/* Text from a model or a user (names, paths) made safe to print: control characters, DEL and
+ * bytes that are not UTF-8 as \xHH, a backslash as \\; into out (truncated to n), returned. */
+char *qrl_text_printable(const char *s, char *out, size_t n);
+/* s as a JSON string literal to f: escaped, and valid UTF-8 whatever s holds (U+FFFD for bad bytes). */
+void qrl_fput_json_string(FILE *f, const char *s);
 /* Whether path may be written as an output: 0, else -1 and err says why (it exists and is a
  * directory, a device, a FIFO or a symbolic link, which are never replaced; or its directory
  * cannot be written). Every output writer checks it; a command checks before its long work. */

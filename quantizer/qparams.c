@@ -8,22 +8,8 @@
 
 #include "dump.h"
 #include "fileio.h"
+#include "text.h"
 #include "intgraph.h"
-
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 32)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
 
 static void json_num(FILE *f, double v)
 {
@@ -42,16 +28,16 @@ qr_status qr_qparams_write(const char *path, const qr_quantized *q, const char *
         return QR_ERR;
     FILE *f = af.f;
     fprintf(f, "{\n  \"recipe\": ");
-    json_str(f, recipe);
+    qr_fput_json_str(f, recipe);
     fprintf(f, ",\n  \"calibration_samples\": %lld,\n  \"activations\": [\n", (long long)q->samples);
     for (int i = 0; i < q->nlayers; i++) {
         const qr_qlayer *l = &q->layers[i];
         fprintf(f, "    {\"value\": ");
-        json_str(f, l->value);
+        qr_fput_json_str(f, l->value);
         fprintf(f, ", \"producer\": ");
-        json_str(f, l->op);
+        qr_fput_json_str(f, l->op);
         fprintf(f, ", \"how\": ");
-        json_str(f, l->how);
+        qr_fput_json_str(f, l->how);
         fprintf(f, ", \"dtype\": \"%s\", \"scale\": ", qr_dtype_name(l->dtype));
         json_num(f, l->scale);
         fprintf(f, ", \"zero_point\": %lld, \"qmin\": %lld, \"qmax\": %lld, \"observed_min\": ", (long long)l->zero,
@@ -77,7 +63,7 @@ qr_status qr_qparams_write(const char *path, const qr_quantized *q, const char *
         const qr_tensor *s = &n->in[1]->t, *z = &n->in[2]->t;
         fprintf(f, "%s    {\"value\": ", first ? "" : ",\n");
         first = 0;
-        json_str(f, n->out[0]->name);
+        qr_fput_json_str(f, n->out[0]->name);
         fprintf(f, ", \"dtype\": \"%s\", \"axis\": %lld, \"scale\": [", qr_dtype_name(n->in[0]->t.dtype),
                 (long long)(s->ndim ? qr_attr_i(n, "axis", 1) : -1));
         for (int64_t k = 0; k < qr_tensor_numel(s); k++) {

@@ -5,25 +5,32 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "text.h"
 
+/* s inside a JSON string literal, or as HTML text: valid UTF-8 either way (runtime/text.h). */
 static void esc(FILE *f, const char *s, int json)
 {
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (json && (c == '"' || c == '\\'))
-            fprintf(f, "\\%c", c);
-        else if (json && c < 32)
-            fprintf(f, "\\u%04x", c);
-        else if (!json && c == '<')
+    if (json) {
+        qr_fput_json_chars(f, s);
+        return;
+    }
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int len = qr_utf8_len(p);
+        if (len > 1)
+            fwrite(p, 1, (size_t)len, f);
+        else if (len == 0 || *p < 0x20 || *p == 0x7f)
+            fputs("&#xfffd;", f);
+        else if (*p == '<')
             fputs("&lt;", f);
-        else if (!json && c == '>')
+        else if (*p == '>')
             fputs("&gt;", f);
-        else if (!json && c == '&')
+        else if (*p == '&')
             fputs("&amp;", f);
-        else if (!json && c == '"')
+        else if (*p == '"')
             fputs("&quot;", f);
         else
-            fputc(c, f);
+            fputc(*p, f);
+        p += len > 1 ? len : 1;
     }
 }
 

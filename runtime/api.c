@@ -10,6 +10,7 @@
 #include "dump.h"
 #include "exec.h"
 #include "fileio.h"
+#include "text.h"
 #include "op.h"
 #include "onnx_import.h"
 #include "passes.h"
@@ -576,6 +577,16 @@ void qrl_output_abort(qrl_output *o)
         return;
     qr_atomic_abort(&o->a);
     free(o);
+}
+
+char *qrl_text_printable(const char *s, char *out, size_t n)
+{
+    return qr_text_printable(s, out, n);
+}
+
+void qrl_fput_json_string(FILE *f, const char *s)
+{
+    qr_fput_json_str(f, s);
 }
 
 int qrl_output_check(const char *path, char *err, size_t errlen)

@@ -1,4 +1,5 @@
 #include "dump.h"
+#include "text.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +15,10 @@ const char *qr_value_type_str(const qr_value *v, char *buf, size_t n)
         const char *sep = i ? "," : "";
         if (v->t.dims[i] >= 0)
             k += (size_t)snprintf(buf + k, n - k, "%s%lld", sep, (long long)v->t.dims[i]);
-        else if (v->dim_param[i])
-            k += (size_t)snprintf(buf + k, n - k, "%s%s", sep, v->dim_param[i]);
+        else if (v->dim_param[i]) {
+            char pb[128];
+            k += (size_t)snprintf(buf + k, n - k, "%s%s", sep, qr_text_printable(v->dim_param[i], pb, sizeof pb));
+        }
         else
             k += (size_t)snprintf(buf + k, n - k, "%s?", sep);
     }
@@ -27,11 +30,12 @@ const char *qr_value_type_str(const qr_value *v, char *buf, size_t n)
 static void dump_attr(const qr_attr *a, FILE *f)
 {
     char tb[160];
-    fprintf(f, "%s=", a->name);
+    qr_fput_printable(f, a->name);
+    fputc('=', f);
     switch (a->kind) {
     case QR_ATTR_FLOAT: fprintf(f, "%.9g", a->f); break;
     case QR_ATTR_INT: fprintf(f, "%lld", (long long)a->i); break;
-    case QR_ATTR_STRING: fprintf(f, "\"%s\"", a->s); break;
+    case QR_ATTR_STRING: fputc('"', f), qr_fput_printable(f, a->s), fputc('"', f); break;
     case QR_ATTR_TENSOR: fprintf(f, "tensor %s", qr_tensor_type_str(&a->t, tb, sizeof tb)); break;
     case QR_ATTR_FLOATS:
     case QR_ATTR_INTS:
@@ -45,7 +49,7 @@ static void dump_attr(const qr_attr *a, FILE *f)
             else if (a->kind == QR_ATTR_INTS)
                 fprintf(f, "%lld", (long long)a->ints[i]);
             else
-                fprintf(f, "\"%s\"", a->strs[i]);
+                fputc('"', f), qr_fput_printable(f, a->strs[i]), fputc('"', f);
         }
         fputc(']', f);
         break;
@@ -69,14 +73,19 @@ static void dump_qinfo(const qr_qinfo *q, FILE *f)
 void qr_graph_dump(const qr_graph *g, FILE *f)
 {
     char tb[256];
-    fprintf(f, "graph \"%s\" opset %d producer \"%s\"\n", g->name, g->opset, g->producer);
-    for (int i = 0; i < g->n_inputs; i++)
-        fprintf(f, "input  %s: %s\n", g->inputs[i]->name, qr_value_type_str(g->inputs[i], tb, sizeof tb));
+    /* names come from the file: printed with control characters and bad UTF-8 escaped */
+    fputs("graph \"", f), qr_fput_printable(f, g->name);
+    fprintf(f, "\" opset %d producer \"", g->opset), qr_fput_printable(f, g->producer), fputs("\"\n", f);
+    for (int i = 0; i < g->n_inputs; i++) {
+        fputs("input  ", f), qr_fput_printable(f, g->inputs[i]->name);
+        fprintf(f, ": %s\n", qr_value_type_str(g->inputs[i], tb, sizeof tb));
+    }
     for (int i = 0; i < g->n_values; i++) {
         const qr_value *v = g->values[i];
         if (!v->is_const)
             continue;
-        fprintf(f, "const  %s: %s", v->name, qr_value_type_str(v, tb, sizeof tb));
+        fputs("const  ", f), qr_fput_printable(f, v->name);
+        fprintf(f, ": %s", qr_value_type_str(v, tb, sizeof tb));
         int64_t n = qr_tensor_numel(&v->t);
         if (n <= 8) {
             fprintf(f, " = {");
@@ -88,9 +97,10 @@ void qr_graph_dump(const qr_graph *g, FILE *f)
     }
     for (int i = 0; i < g->n_nodes; i++) {
         const qr_node *n = g->nodes[i];
-        fprintf(f, "node   %s: %s%s%s(", n->name, n->domain, n->domain[0] ? "." : "", n->op);
+        fputs("node   ", f), qr_fput_printable(f, n->name), fputs(": ", f), qr_fput_printable(f, n->domain);
+        fputs(n->domain[0] ? "." : "", f), qr_fput_printable(f, n->op), fputc('(', f);
         for (int j = 0; j < n->n_in; j++)
-            fprintf(f, "%s%s", j ? ", " : "", n->in[j] ? n->in[j]->name : "_");
+            fputs(j ? ", " : "", f), qr_fput_printable(f, n->in[j] ? n->in[j]->name : "_");
         fprintf(f, ") -> ");
         for (int j = 0; j < n->n_out; j++) {
             const qr_value *o = n->out[j];
@@ -99,7 +109,8 @@ void qr_graph_dump(const qr_graph *g, FILE *f)
                 fprintf(f, "_");
                 continue;
             }
-            fprintf(f, "%s: %s", o->name, qr_value_type_str(o, tb, sizeof tb));
+            qr_fput_printable(f, o->name);
+            fprintf(f, ": %s", qr_value_type_str(o, tb, sizeof tb));
             if (o->q)
                 dump_qinfo(o->q, f);
         }
@@ -137,6 +148,8 @@ void qr_graph_dump(const qr_graph *g, FILE *f)
         }
         fputc('\n', f);
     }
-    for (int i = 0; i < g->n_outputs; i++)
-        fprintf(f, "output %s: %s\n", g->outputs[i]->name, qr_value_type_str(g->outputs[i], tb, sizeof tb));
+    for (int i = 0; i < g->n_outputs; i++) {
+        fputs("output ", f), qr_fput_printable(f, g->outputs[i]->name);
+        fprintf(f, ": %s\n", qr_value_type_str(g->outputs[i], tb, sizeof tb));
+    }
 }

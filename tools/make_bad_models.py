@@ -124,6 +124,19 @@ def main(out):
     e.key, e.value = "location", "fifo"
     save(relu_model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], inits=[t]),
          os.path.join(out, "ext", "ext_fifo.onnx"), check=False)
+    # Names that hold terminal escape sequences, a newline, a carriage return, and bytes that are
+    # not UTF-8 (patched into the serialized bytes: protobuf's writer refuses them).
+    r = np.random.default_rng(0)
+    w = numpy_helper.from_array(r.standard_normal((4, 1, 3, 3)).astype(np.float32), "w")
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x\x1b[2J", "w"], ["yQQQQ"], name="conv\x1b]0;title\x07", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["yQQQQ"], ["out\nname"], name="relu\r")],
+        "g\x1b[31m", [helper.make_tensor_value_info("x\x1b[2J", TensorProto.FLOAT, [None, 1, 8, 8])],
+        [helper.make_tensor_value_info("out\nname", TensorProto.FLOAT, [None, 4, 8, 8])], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    with open(os.path.join(out, "hostile_names.onnx"), "wb") as f:
+        f.write(m.SerializeToString().replace(b"yQQQQ", b"y\xff\xfe\xc0\xaf"))
+    np.save(os.path.join(out, "x_names.npy"), r.standard_normal((8, 1, 8, 8)).astype(np.float32))
     np.save(os.path.join(out, "x.npy"), np.arange(6, dtype=np.float32).reshape(2, 3) - 3)
     np.save(os.path.join(out, "x_wrong_shape.npy"), np.zeros((3, 2), np.float32))
     np.save(os.path.join(out, "x_f64.npy"), np.zeros((2, 3), np.float64))

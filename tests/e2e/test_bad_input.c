@@ -389,3 +389,39 @@ Test(bad_input, a_calibrators_zero_point_outside_the_type_is_an_error)
     }
     cr_expect_eq(tu_count_files(out), 0, "nothing written");
 }
+
+/* Names from a model that hold escape sequences, a newline, a carriage return and bytes that are
+ * not UTF-8 (tools/make_bad_models.py, hostile_names.onnx): `qrl dump` and error messages print
+ * them escaped (no control byte reaches the terminal, one line per entry), and the qparams and
+ * report JSON stay valid JSON (Python's json module reads them). */
+Test(bad_input, hostile_names_are_escaped_in_dump_errors_and_json)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "%s dump %s/hostile_names.onnx 2>&1", tu_qrl(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_expect(strstr(log, "node   conv\\x1b]0;title\\x07: Conv(x\\x1b[2J, w) -> y\\xff\\xfe\\xc0\\xaf: f32[?,4,8,8]"), "%s",
+              log);
+    cr_expect(strstr(log, "output out\\x0aname: f32[?,4,8,8]\n"), "%s", log);
+    int lines = 0;
+    for (const char *p = log; *p; p++) {
+        lines += *p == '\n';
+        cr_expect(*p == '\n' || (unsigned char)*p >= 0x20, "a control byte 0x%02x in the dump", (unsigned char)*p);
+    }
+    cr_expect_eq(lines, 6, "graph, input, const, two nodes, output: %s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize hostile_names.onnx --recipe '%s/recipes/int8.qrl' --calib x_names.npy "
+             "-o out/n.onnx --qparams out/n.json --report out/r.json > /dev/null 2>&1 && /usr/bin/python3 -c \"import json; "
+             "a = json.load(open('out/n.json')); json.load(open('out/r.json')); print(sorted(t['value'] for t in "
+             "a['activations']))\"", dir, tu_qrl(), tu_root());
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_expect(strstr(log, "['out\\nname', 'x\\x1b[2J']"), "the names, read back: %s", log);
+    free(log);
+    /* an error that quotes the model's names */
+    snprintf(cmd, sizeof cmd, "%s run %s/hostile_names.onnx -i %s/x_wrong_shape.npy -o %s/o2 2>&1", tu_qrl(), dir, dir,
+             dir);
+    cr_expect_neq(tu_run(cmd, &log), 0, "%s", log);
+    cr_expect(strstr(log, "input 'x\\x1b[2J': expected f32[?,1,8,8], got f32[3,2]"), "%s", log);
+    for (const char *p = log; *p; p++)
+        cr_expect(*p == '\n' || (unsigned char)*p >= 0x20, "a control byte 0x%02x in: %s", (unsigned char)*p, log);
+    free(log);
+}
