@@ -20,7 +20,7 @@ int cli_check(int argc, char **argv)
                    "  --dump-ast  print each file's syntax tree\n"
                    "  --time      print the time spent in each phase (ms)\n"
                    "  --no-cache  compile in memory; neither read nor write the module cache\n"
-                   "Compiled parts are cached in $XDG_CACHE_HOME/qrl (else ~/.cache/qrl).\n");
+                   "Compiled parts are cached in $XDG_CACHE_HOME/qrl (when it is an absolute path; else ~/.cache/qrl).\n");
             return 0;
         }
         if (!strcmp(a, "--dump-ast"))

@@ -84,7 +84,7 @@ int qc_cache_open(qc_cache *c, const char *override, ql_diags *d)
     int n;
     if (override)
         n = snprintf(buf, sizeof buf, "%s", override);
-    else if (xdg && *xdg)
+    else if (xdg && xdg[0] == '/') /* the XDG spec: a relative path is invalid and ignored */
         n = snprintf(buf, sizeof buf, "%s/qrl", xdg);
     else if (home && *home)
         n = snprintf(buf, sizeof buf, "%s/.cache/qrl", home);

@@ -332,6 +332,32 @@ Test(cache, folder_created_0700_entries_private)
     cr_assert_eq(r.warnings, 0, "%s", r.text);
 }
 
+/* A relative XDG_CACHE_HOME is invalid (the XDG base directory spec: ignored): the cache is
+ * $HOME/.cache/qrl, and nothing is made under the working folder. */
+Test(cache, relative_xdg_cache_home_is_ignored)
+{
+    char home[700], rel[800], cwd[4096];
+    snprintf(home, sizeof home, "%s/home", dir);
+    cr_assert_eq(mkdir(home, 0700), 0);
+    const char *old_home = getenv("HOME");
+    char *saved = old_home ? strdup(old_home) : NULL;
+    cr_assert(getcwd(cwd, sizeof cwd));
+    cr_assert_eq(chdir(dir), 0);
+    setenv("HOME", home, 1);
+    setenv("XDG_CACHE_HOME", "rel", 1);
+    result r;
+    compile_ok(&r);
+    snprintf(cache, sizeof cache, "%s/.cache/qrl", home);
+    snprintf(rel, sizeof rel, "%s/rel", dir);
+    struct stat st;
+    cr_expect_eq(stat(cache, &st), 0, "the cache is under $HOME");
+    cr_expect_neq(stat(rel, &st), 0, "no folder made from the relative path");
+    cr_assert_eq(chdir(cwd), 0);
+    if (saved)
+        setenv("HOME", saved, 1);
+    free(saved);
+}
+
 /* A module planted under the entry's name, as a bare shared object (at the
  * old and the new name): never loaded, its constructor never runs. */
 Test(cache, planted_module_never_runs)
