@@ -1,6 +1,7 @@
 /* memfd_create and MFD_* are GNU extensions. */
 #define _GNU_SOURCE
 #include "cache.h"
+#include "fileio.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -303,15 +304,25 @@ int qc_cache_put(qc_cache *c, const char *key, const unsigned char *so, size_t l
     }
     if (fd < 0)
         return -1;
+    /* an interrupt while it is written removes it (runtime/fileio.h) */
+    size_t pl = (c->path ? strlen(c->path) : 0) + strlen(tmp) + 2;
+    char *full = c->path ? malloc(pl) : NULL;
+    if (full) {
+        snprintf(full, pl, "%s/%s", c->path, tmp);
+        qr_tmp_register(full);
+    }
     int r = write_all(fd, h, sizeof h) == 0 && write_all(fd, so, len) == 0 ? 0 : -1;
     if (close(fd) != 0)
         r = -1;
     /* rename is atomic: readers see the old entry or the whole new one. */
     if (r != 0 || renameat(c->dirfd, tmp, c->dirfd, name) != 0) {
         unlinkat(c->dirfd, tmp, 0);
-        return -1;
+        r = -1;
     }
-    return 0;
+    if (full)
+        qr_tmp_unregister(full);
+    free(full);
+    return r;
 }
 
 /* ------------------------------------------------------------ loading */

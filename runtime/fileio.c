@@ -53,7 +53,7 @@ qr_status qr_read_file(const char *path, size_t max, unsigned char **data, size_
 #define TMP_SLOTS 64
 static char *volatile tmp_slots[TMP_SLOTS];
 
-static void tmp_register(char *tmp)
+void qr_tmp_register(char *tmp)
 {
     for (int i = 0; i < TMP_SLOTS; i++)
         if (!tmp_slots[i] && __sync_bool_compare_and_swap(&tmp_slots[i], NULL, tmp))
@@ -61,7 +61,7 @@ static void tmp_register(char *tmp)
     /* All slots taken: that file is only removed by commit or abort. */
 }
 
-static void tmp_unregister(const char *tmp)
+void qr_tmp_unregister(const char *tmp)
 {
     for (int i = 0; tmp && i < TMP_SLOTS; i++)
         if (tmp_slots[i] == tmp)
@@ -150,7 +150,7 @@ void qr_atomic_group_abort(void)
     for (int i = 0; i < group.n; i++) {
         if (group.v[i].tmp) {
             unlink(group.v[i].tmp);
-            tmp_unregister(group.v[i].tmp);
+            qr_tmp_unregister(group.v[i].tmp);
             free(group.v[i].tmp);
         }
         free(group.v[i].path);
@@ -166,7 +166,7 @@ qr_status qr_atomic_group_commit(qr_error *e)
         if (rename(group.v[i].tmp, group.v[i].path) != 0)
             st = qr_errorf(e, "%s: cannot rename into place: %s", group.v[i].path, strerror(errno));
         else { /* in place: no longer a temporary file */
-            tmp_unregister(group.v[i].tmp);
+            qr_tmp_unregister(group.v[i].tmp);
             free(group.v[i].tmp);
             group.v[i].tmp = NULL;
         }
@@ -192,10 +192,10 @@ qr_status qr_atomic_open(qr_atomic_file *a, const char *path, qr_error *e)
         return qr_errorf(e, "%s: out of memory", path);
     }
     snprintf(a->tmp, n + 16, "%s.tmp.XXXXXX", path);
-    tmp_register(a->tmp);
+    qr_tmp_register(a->tmp);
     int fd = mkstemp(a->tmp);
     if (fd < 0) {
-        tmp_unregister(a->tmp);
+        qr_tmp_unregister(a->tmp);
         qr_status st = qr_errorf(e, "%s: cannot create: %s", path, strerror(errno));
         free(a->tmp);
         a->tmp = NULL;
@@ -237,7 +237,7 @@ qr_status qr_atomic_commit(qr_atomic_file *a, qr_error *e)
         qr_atomic_abort(a);
         return st;
     }
-    tmp_unregister(a->tmp);
+    qr_tmp_unregister(a->tmp);
     free(a->tmp);
     free(a->path);
     a->tmp = a->path = NULL;
@@ -250,7 +250,7 @@ void qr_atomic_abort(qr_atomic_file *a)
         fclose(a->f);
     if (a->tmp)
         unlink(a->tmp);
-    tmp_unregister(a->tmp);
+    qr_tmp_unregister(a->tmp);
     free(a->tmp);
     free(a->path);
     memset(a, 0, sizeof *a);

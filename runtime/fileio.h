@@ -34,6 +34,11 @@ void qr_atomic_group_abort(void);
 qr_status qr_atomic_commit(qr_atomic_file *a, qr_error *e);
 void qr_atomic_abort(qr_atomic_file *a);
 
+/* A temporary file the signal handlers remove (qr_atomic_cleanup_on_signals) while it is
+ * registered: tmp must stay valid until qr_tmp_unregister. */
+void qr_tmp_register(char *tmp);
+void qr_tmp_unregister(const char *tmp);
+
 /* Installs handlers for SIGINT, SIGTERM, SIGHUP and SIGQUIT that remove the
  * temporary files of every qr_atomic_file still open, then die of the signal
  * as before: an interrupted write leaves nothing behind. */
