@@ -37,27 +37,50 @@ static void file_name_for(const char *name, char *buf, size_t n)
         snprintf(buf + 180, n - 180, "-%016llx", (unsigned long long)name_hash(name));
 }
 
+/* The names taken so far, as an open-addressing set (a model may list thousands of outputs, one
+ * name many times: a scan of all before each would be quadratic, its retries cubic). */
+typedef struct name_set {
+    const char **slot;
+    size_t cap;
+} name_set;
+
+/* Adds name unless it is there: 1 when added, 0 when taken (or without memory: then nothing is
+ * ever taken, and names stay as sanitized). */
+static int name_set_add(name_set *s, const char *name)
+{
+    if (!s->slot)
+        return 1;
+    size_t i = (size_t)name_hash(name) & (s->cap - 1);
+    for (; s->slot[i]; i = (i + 1) & (s->cap - 1))
+        if (!strcmp(s->slot[i], name))
+            return 0;
+    s->slot[i] = name;
+    return 1;
+}
+
 /* File names of all outputs, distinct: a name that sanitizes to one already
- * taken (a/b and a_b) gets its hash appended, never overwriting the other. */
+ * taken (a/b and a_b) gets its hash appended, and its output's index when
+ * that is taken too, never overwriting the other. */
 static void output_file_names(const qrl_model *m, char (*names)[256])
 {
-    for (int j = 0; j < qrl_model_num_outputs(m); j++) {
+    int n = qrl_model_num_outputs(m);
+    name_set taken = {NULL, 16};
+    while (taken.cap < 2 * (size_t)n + 16)
+        taken.cap *= 2;
+    taken.slot = calloc(taken.cap, sizeof *taken.slot);
+    for (int j = 0; j < n; j++) {
         const char *name = qrl_model_output(m, j);
         file_name_for(name, names[j], sizeof names[j]);
-        for (int tries = 0;; tries++) {
-            int taken = 0;
-            for (int i = 0; i < j && !taken; i++)
-                taken = strcmp(names[i], names[j]) == 0;
-            if (!taken)
-                break;
+        for (int tries = 0; !name_set_add(&taken, names[j]); tries++) {
             char base[256];
             file_name_for(name, base, sizeof base);
             base[200] = 0;
             snprintf(names[j], sizeof names[j], "%s-%08llx", base, (unsigned long long)(name_hash(name) & 0xffffffffu));
             if (tries)
-                snprintf(names[j] + strlen(names[j]), sizeof names[j] - strlen(names[j]), "-%d", tries);
+                snprintf(names[j] + strlen(names[j]), sizeof names[j] - strlen(names[j]), "-%d", j + tries - 1);
         }
     }
+    free(taken.slot);
 }
 
 typedef struct run_args {

@@ -113,6 +113,10 @@ def main(out):
                     outputs=[helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3])
                              for n in ("a/b", "a_b", long_name)]),
          os.path.join(out, "odd_names.onnx"), check=False)
+    # One output listed 1000 times: 1000 distinct files (picking them was cubic in the count).
+    save(relu_model([helper.make_node("Relu", ["x"], ["y"], name="r")],
+                    outputs=[helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]) for _ in range(1000)]),
+         os.path.join(out, "many_outputs.onnx"), check=False)
     # External data at a FIFO: refused, never waited on.
     fifo = os.path.join(out, "ext", "fifo")
     if not os.path.exists(fifo):

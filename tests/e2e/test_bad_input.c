@@ -259,6 +259,18 @@ Test(bad_input, colliding_and_long_output_names)
     free(log);
 }
 
+/* One output listed 1000 times gets 1000 files, none overwriting another. */
+Test(bad_input, an_output_listed_many_times_gets_distinct_files)
+{
+    char cmd[2048], *log, od[600];
+    snprintf(od, sizeof od, "%s/many", dir);
+    snprintf(cmd, sizeof cmd, "%s run %s/many_outputs.onnx -i %s/x.npy -o %s", tu_qrl(), dir, dir, od);
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 0, "%s", log);
+    cr_expect_eq(tu_count_files(od), 1000, "one file per listed output");
+    free(log);
+}
+
 /* A failed quantize removes only what it created: an empty directory given as
  * --qparams stays, and the error names it. */
 Test(bad_input, quantize_failure_keeps_existing_paths, .timeout = 300)
