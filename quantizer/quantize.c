@@ -17,6 +17,7 @@
 #include "ops/ops_common.h"
 #include "passes.h"
 #include "quantize_plan.h"
+#include "export_dynamic.h"
 
 
 /* A calibrator instance for a setting, with its arguments. (The symmetric
@@ -1564,6 +1565,16 @@ static qr_status fill_layers(const qr_qctx *q, qr_quantized *res)
 static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
                           qr_error *e, int transformed);
 
+/* The QDQ graph as the file says it: dynamically quantized Convs in ONNX Runtime's integer
+ * operators (export_dynamic.h). */
+static qr_status export_form(qr_graph *d, qr_error *e)
+{
+    int n = qr_export_dynamic_convs(d);
+    if (n < 0)
+        return qr_graph_check_oom(d, e) != QR_OK ? QR_ERR : qr_errorf(e, "out of memory");
+    return n ? qr_graph_toposort(d, e) : QR_OK;
+}
+
 /* The recipe's transform on a copy of g, then the quantization of that copy, which the result
  * keeps; the transform's notes go first. */
 static qr_status quantize_transformed(const qr_graph *g, const qr_recipe *r, const qr_tensor *calib,
@@ -1662,6 +1673,8 @@ static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_qu
         qr_error_prefix(e, "recipe '%s'", q.r->name);
     if (st == QR_OK)
         st = fill_layers(&q, res);
+    if (st == QR_OK) /* the file only: the integer graph and the measures are made */
+        st = export_form(res->qdq, e);
     if (st == QR_OK) {
         res->notes = q.notes; /* the result owns them now */
         res->nnotes = q.nnotes;

@@ -14,6 +14,18 @@
 
 static char *dir;
 
+/* A recipe importing the dynamic patterns, written to DIR/NAME (path: its path): recipe `rname`
+ * with these settings and use list. */
+static void write_recipe(const char *in, const char *name, const char *rname, const char *body, char *path,
+                         size_t pathn)
+{
+    snprintf(path, pathn, "%s/%s", in, name);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"patterns_dynamic.qrl\"\nrecipe %s {\n%s}\n", rname, body);
+    fclose(f);
+}
+
 static void setup(void)
 {
     dir = tu_tmpdir();
@@ -198,14 +210,10 @@ Test(dynamic, integer_graph_agrees_with_ort_on_the_export)
 Test(dynamic, dynamic_role_needs_u8_activations)
 {
     char path[1024], cmd[4096], out[1024], *log;
-    snprintf(path, sizeof path, "%s/i8.qrl", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fputs("import \"calibrators.qrl\"\nimport \"patterns_dynamic.qrl\"\nrecipe i8_dynamic {\n"
-          "  activation = i8 symmetric by minmax()\n  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
-          "  use linear_dynamic\n}\n",
-          f);
-    fclose(f);
+    write_recipe(dir, "i8.qrl", "i8_dynamic",
+                 "  activation = i8 symmetric by minmax()\n  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
+                 "  use linear_dynamic\n",
+                 path, sizeof path);
     snprintf(out, sizeof out, "%s/i8.onnx", dir);
     snprintf(cmd, sizeof cmd, "cd '%s' && '%s' quantize '%s/bert.onnx' --recipe '%s' --calib '%s/bert_calib.npy' -o '%s'",
              tu_root(), tu_qrl(), dir, path, dir, out);
@@ -248,4 +256,160 @@ Test(dynamic, back_to_back_linears_both_count)
         cr_expect_float_eq(ints, total, 0.5, "%s: %.0f of %.0f MACs in integers\n%s", recipes[r], ints, total, log);
         free(log);
     }
+}
+
+/* ------------------------------------------------------------ convolutions */
+
+/* tools/make_dynamic_cnn.py's CNN: five Convs (stride 2, dilation 2 with group 2, a 3x1 kernel with
+ * stride (1, 2), a depthwise, a pointwise; with and without bias) and a Linear, random weights of
+ * both signs; its oracle of the dynamic quantization (numpy/torch from the ONNX definitions). */
+static char *cdir;
+
+static void cnn_setup(void)
+{
+    cdir = tu_tmpdir();
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_dynamic_cnn.py' '%s' 2>&1", tu_root(), cdir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
+static void cnn_teardown(void)
+{
+    tu_rmdir(cdir);
+}
+
+TestSuite(dynamic_cnn, .init = cnn_setup, .fini = cnn_teardown, .timeout = 600);
+
+/* Multiply-accumulates per sample by hand (16x16 input): c1 8x8x8 outputs of 3x3x3, c2 8x8x8 of
+ * 4x3x3 (group 2), c3 16x8x4 of 8x3x1, c4 16x8x4 of 3x3 (depthwise), c5 12x8x4 of 16, the Linear
+ * 10 of 12. */
+#define CNN_MACS (512.0 * 27 + 512.0 * 36 + 512.0 * 24 + 512.0 * 9 + 384.0 * 16 + 10.0 * 12)
+
+/* qrl quantize the CNN with recipes/RECIPE.qrl (or the recipe file PATH): CDIR/cnn.TAG.onnx, .json
+ * (report), .txt (integer graph), .qp.json (qparams); then QRL's integer graph on the test batch
+ * (CDIR/cnn.TAG.qrl/y.npy) and ONNX Runtime on the export, optimized and not
+ * (CDIR/cnn.TAG.ort/y.npy, .ort_plain/y.npy). */
+static void cnn_quantize_and_run(const char *recipe, const char *tag)
+{
+    char cmd[4096], rpath[1024], *log;
+    if (strchr(recipe, '/'))
+        snprintf(rpath, sizeof rpath, "%s", recipe);
+    else
+        snprintf(rpath, sizeof rpath, "recipes/%s.qrl", recipe);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize '%s/cnn.onnx' --recipe '%s' --calib '%s/cnn_calib.npy' -o '%s/cnn.%s.onnx' "
+             "--report '%s/cnn.%s.json' --int-graph '%s/cnn.%s.txt' --qparams '%s/cnn.%s.qp.json' && "
+             "'%s' run '%s/cnn.onnx' --recipe '%s' --calib '%s/cnn_calib.npy' -i '%s/cnn_test.npy' -o '%s/cnn.%s.qrl' && "
+             "node tools/ort_run.js '%s/cnn.%s.onnx' '%s/cnn_test.npy' -o '%s/cnn.%s.ort' && "
+             "ORT_OPT_LEVEL=disabled node tools/ort_run.js '%s/cnn.%s.onnx' '%s/cnn_test.npy' -o '%s/cnn.%s.ort_plain'",
+             tu_root(), tu_qrl(), cdir, rpath, cdir, cdir, tag, cdir, tag, cdir, tag, cdir, tag, tu_qrl(), cdir, rpath,
+             cdir, cdir, cdir, tag, cdir, tag, cdir, cdir, tag, cdir, tag, cdir, cdir, tag);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", recipe, log);
+    free(log);
+}
+
+static double cnn_sqnr(const char *ref, const char *tag, const char *got)
+{
+    char a[1024], b[1024];
+    snprintf(a, sizeof a, "%s/%s", cdir, ref);
+    snprintf(b, sizeof b, "%s/cnn.%s.%s/y.npy", cdir, tag, got);
+    return tu_npy_sqnr(a, b);
+}
+
+/* The export's operators, in order, one a line (onnx, independent of QRL's reader). */
+static char *cnn_export_ops(const char *tag)
+{
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import onnx\nm = onnx.load('%s/cnn.%s.onnx')\nonnx.checker.check_model(m)\n"
+             "print('\\n'.join(n.op_type for n in m.graph.node))\"",
+             cdir, tag);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    return log;
+}
+
+static int count_lines(const char *s, const char *line)
+{
+    int n = 0;
+    size_t len = strlen(line);
+    for (const char *p = s; (p = strstr(p, line)); p += len)
+        n += (p == s || p[-1] == '\n') && (p[len] == '\n' || !p[len]);
+    return n;
+}
+
+/* Both dynamic recipes quantize every Conv at run time per tensor (a Conv has no per-row choice),
+ * the Linear per tensor or per row: every MAC runs on integers, as ConvInteger in the integer graph
+ * (QrlConvKernel: ConvInteger with the kernel as its epilogue) and in the export (DynamicQuantizeLinear, ConvInteger, Cast, Mul, Add: ONNX Runtime's
+ * quantize_dynamic form, no float Conv left); QRL's integer graph and ONNX Runtime on the export
+ * both give the oracle's outputs, up to the last bits of the f32 arithmetic. */
+Test(dynamic_cnn, convs_quantized_at_run_time_match_the_oracle_in_qrl_and_ort)
+{
+    static const char *const oracle[] = {"cnn_test_dynamic_rows.npy", "cnn_test_dynamic.npy"};
+    for (int r = 0; r < 2; r++) {
+        cnn_quantize_and_run(recipes[r], recipes[r]);
+        char path[1024];
+        snprintf(path, sizeof path, "%s/cnn.%s.json", cdir, recipes[r]);
+        double total = tu_json_number(path, "macs_per_sample"), ints = tu_json_number(path, "macs_int_per_sample");
+        cr_expect_float_eq(total, CNN_MACS, 0.5, "%.0f MACs per sample, by hand %.0f", total, CNN_MACS);
+        cr_expect_float_eq(ints, total, 0.5, "%s: %.0f of %.0f MACs in integers", recipes[r], ints, total);
+        snprintf(path, sizeof path, "%s/cnn.%s.txt", cdir, recipes[r]);
+        char *ig = tu_slurp(path), *ops = cnn_export_ops(recipes[r]);
+        int nconv = 0; /* ConvInteger with qconv_dynamic as its epilogue, fused */
+        for (const char *p = ig; (p = strstr(p, "_qconv_dynamic_/c")); p++)
+            nconv += !strncmp(strchr(p, ':') ? strchr(p, ':') : p, ": qrl.QrlConvKernel(", 20);
+        cr_expect_eq(nconv, 5, "%s: %d Convs run as ConvInteger + qconv_dynamic\n%s", recipes[r], nconv, ig);
+        cr_expect_eq(count_lines(ops, "ConvInteger"), 5, "%s: the export's ops:\n%s", recipes[r], ops);
+        cr_expect_eq(count_lines(ops, "Conv"), 0, "%s: a float Conv left in the export:\n%s", recipes[r], ops);
+        cr_expect_geq(count_lines(ops, "DynamicQuantizeLinear"), 5, "%s", ops);
+        free(ig);
+        free(ops);
+        double q = cnn_sqnr(oracle[r], recipes[r], "qrl"), o = cnn_sqnr(oracle[r], recipes[r], "ort"),
+               p = cnn_sqnr(oracle[r], recipes[r], "ort_plain"), f = cnn_sqnr("cnn_test_f32.npy", recipes[r], "qrl");
+        cr_log_info("cnn %s: against the oracle QRL %.1f dB, ORT %.1f dB (without optimizations %.1f dB); "
+                    "QRL against f32 %.1f dB",
+                    recipes[r], q, o, p, f);
+        cr_expect_geq(q, 100.0, "%s: QRL's integer graph against the oracle: %.1f dB", recipes[r], q);
+        cr_expect_geq(o, 100.0, "%s: ORT on the export against the oracle: %.1f dB", recipes[r], o);
+        cr_expect_geq(p, 100.0, "%s: ORT without optimizations against the oracle: %.1f dB", recipes[r], p);
+    }
+}
+
+/* Asymmetric weights have a zero point per output channel, which ONNX Runtime's ConvInteger
+ * refuses: the export keeps DynamicQuantizeLinear -> DequantizeLinear -> Conv (ORT runs it in
+ * float, the same values), while QRL's integer graph still runs ConvInteger. */
+Test(dynamic_cnn, asymmetric_weights_keep_the_qdq_form)
+{
+    char path[1024];
+    write_recipe(cdir, "asym.qrl", "asym_dynamic",
+                 "  activation = u8 asymmetric by minmax()\n  weight = i8 asymmetric per_channel by minmax()\n"
+                 "  use conv_dynamic, gemm_dynamic\n",
+                 path, sizeof path);
+    cnn_quantize_and_run(path, "asym");
+    char *ops = cnn_export_ops("asym");
+    cr_expect_eq(count_lines(ops, "ConvInteger"), 0, "%s", ops);
+    cr_expect_eq(count_lines(ops, "Conv"), 5, "%s", ops);
+    free(ops);
+    snprintf(path, sizeof path, "%s/cnn.asym.txt", cdir);
+    char *ig = tu_slurp(path);
+    cr_expect(strstr(ig, "_qconv_dynamic_/c1/Conv_output_0: qrl.QrlConvKernel("), "the integer graph:\n%s", ig);
+    free(ig);
+    char ref[1024];
+    snprintf(ref, sizeof ref, "cnn.asym.qrl/y.npy");
+    double o = cnn_sqnr(ref, "asym", "ort_plain"), f32 = cnn_sqnr("cnn_test_f32.npy", "asym", "qrl");
+    cr_log_info("cnn, asymmetric weights: QRL against ORT on the QDQ export %.1f dB, against f32 %.1f dB", o, f32);
+    cr_expect_geq(o, 80.0, "QRL's integer graph and ORT on the export: %.1f dB", o);
+}
+
+/* The SQNR against f32 of the dynamic recipes next to static int8 (recipes/int8.qrl, calibrated on
+ * cnn_calib.npy) on the same CNN: logged for docs/quantizer.md; dynamic is at least static's. */
+Test(dynamic_cnn, sqnr_next_to_static_int8)
+{
+    cnn_quantize_and_run("int8", "int8");
+    cnn_quantize_and_run("int8-dynamic-tensor", "dyn");
+    double s = cnn_sqnr("cnn_test_f32.npy", "int8", "qrl"), d = cnn_sqnr("cnn_test_f32.npy", "dyn", "qrl"),
+           so = cnn_sqnr("cnn_test_f32.npy", "int8", "ort"), dd = cnn_sqnr("cnn_test_f32.npy", "dyn", "ort");
+    cr_log_info("cnn against f32: dynamic per tensor QRL %.1f dB (ORT %.1f), static int8 QRL %.1f dB (ORT %.1f)", d,
+                dd, s, so);
+    cr_expect_geq(d, s, "dynamic %.1f dB, static %.1f dB", d, s);
 }
