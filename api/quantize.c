@@ -215,7 +215,7 @@ void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out)
     const qr_quantized *z = q->q;
     *out = (qrl_quant_summary){
         .nodes_pattern = z->nodes_pattern, .nodes_affine = z->nodes_affine, .nodes_float = z->nodes_float,
-        .activations = z->nlayers, .weights = z->weights, .fallbacks = z->fallbacks,
+        .activations = z->nlayers - z->ndynamic, .dynamic = z->ndynamic, .weights = z->weights, .fallbacks = z->fallbacks,
         .kernels = z->ig->kernels, .lookups = z->ig->lookups, .int_ops = z->ig->int_ops,
         .requants = z->ig->requants, .islands = z->ig->islands, .samples = z->samples, .calib_ms = z->calib_ms,
         .fp32_ms = z->fp32_ms, .output_sqnr = z->output_sqnr, .output_nonfinite = z->output_nonfinite,

@@ -213,7 +213,11 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
     printf("quantized: %s -> %s\n", a->model, a->outp);
     printf("nodes:     %d by patterns, %d by affine rules, %d in f32\n", q->nodes_pattern, q->nodes_affine,
            q->nodes_float);
-    printf("tensors:   %d activations, %d weights\n", q->activations, q->weights);
+    if (q->dynamic)
+        printf("tensors:   %d activations, %d quantized at run time (dynamic), %d weights\n", q->activations,
+               q->dynamic, q->weights);
+    else
+        printf("tensors:   %d activations, %d weights\n", q->activations, q->weights);
     printf("lowered:   %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
            q->kernels, q->lookups, q->int_ops, q->requants, q->islands);
     printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms, ratio %.2f)\n", (long long)q->samples,

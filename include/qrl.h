@@ -241,10 +241,12 @@ typedef struct qrl_quant_summary {
     double macs, macs_int;                        /* per sample: Conv/Gemm/MatMul MACs, and those in integers */
     double top1_fp32, top1_int8;                  /* with labels (qrl_quantize_opts): top-1 in %; NaN otherwise */
     int64_t top1_samples;
+    int dynamic; /* activations quantized at run time (no calibrated scale), not counted in activations */
 } qrl_quant_summary;
 void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out);
 
-/* One quantized activation, i < qrl_quantized_summary's activations. */
+/* One quantized activation, i < qrl_quantized_summary's activations + dynamic (the calibrated ones
+ * first; those quantized at run time have NaN SQNRs). */
 typedef struct qrl_layer_info {
     const char *value;  /* its name in the model */
     double sqnr;        /* dB against f32, simulated on the calibration samples */

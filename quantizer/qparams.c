@@ -20,7 +20,11 @@ static void json_num(FILE *f, double v)
 }
 
 /* Every quantized tensor of the QDQ graph: activations (scale, zero point,
- * range) and weights (per channel). Backends read the same from include/qrl.h. */
+ * range; those quantized at run time as dynamic, without scale and zero point,
+ * with the range the calibration samples gave them) and weights (per
+ * channel; a dynamic Conv's too, whose DequantizeLinear the export replaced
+ * by ConvInteger and left dead in the graph). Backends read the same from
+ * include/qrl.h. */
 qr_status qr_qparams_write(const char *path, const qr_quantized *q, const char *recipe, qr_error *e)
 {
     qr_atomic_file af;
@@ -38,10 +42,15 @@ qr_status qr_qparams_write(const char *path, const qr_quantized *q, const char *
         qr_fput_json_str(f, l->op);
         fprintf(f, ", \"how\": ");
         qr_fput_json_str(f, l->how);
+        fprintf(f, ", \"dynamic\": %s, \"per_row\": %s", l->dynamic ? "true" : "false", l->dynamic == 2 ? "true" : "false");
         fprintf(f, ", \"dtype\": \"%s\", \"scale\": ", qr_dtype_name(l->dtype));
-        json_num(f, l->scale);
-        fprintf(f, ", \"zero_point\": %lld, \"qmin\": %lld, \"qmax\": %lld, \"observed_min\": ", (long long)l->zero,
-                (long long)l->qmin, (long long)l->qmax);
+        json_num(f, l->scale); /* null when dynamic: computed on every run */
+        fprintf(f, ", \"zero_point\": ");
+        if (l->dynamic)
+            fputs("null", f);
+        else
+            fprintf(f, "%lld", (long long)l->zero);
+        fprintf(f, ", \"qmin\": %lld, \"qmax\": %lld, \"observed_min\": ", (long long)l->qmin, (long long)l->qmax);
         json_num(f, l->lo);
         fprintf(f, ", \"observed_max\": ");
         json_num(f, l->hi);

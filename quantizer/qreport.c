@@ -75,13 +75,17 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
         esc(f, l->value, 1);
         fprintf(f, "\", \"producer\": \"");
         esc(f, l->op, 1);
-        fprintf(f, "\", \"how\": \"%s\", \"dtype\": \"%s\", \"observed_min\": ", l->how, qr_dtype_name(l->dtype));
+        fprintf(f, "\", \"how\": \"%s\", \"dynamic\": %s, \"per_row\": %s, \"dtype\": \"%s\", \"observed_min\": ",
+                l->how, l->dynamic ? "true" : "false", l->dynamic == 2 ? "true" : "false", qr_dtype_name(l->dtype));
         num(f, l->lo);
         fprintf(f, ", \"observed_max\": ");
         num(f, l->hi);
         fprintf(f, ", \"scale\": ");
         num(f, l->scale);
-        fprintf(f, ", \"zero_point\": %lld, \"clip_min\": ", (long long)l->zero);
+        if (l->dynamic)
+            fprintf(f, ", \"zero_point\": null, \"clip_min\": ");
+        else
+            fprintf(f, ", \"zero_point\": %lld, \"clip_min\": ", (long long)l->zero);
         num(f, (double)(l->qmin - l->zero) * l->scale);
         fprintf(f, ", \"clip_max\": ");
         num(f, (double)(l->qmax - l->zero) * l->scale);
@@ -123,6 +127,11 @@ static void svg_sqnr(FILE *f, const qr_quantized *q)
         double y = 12 + 22 * i, bw = (w - left - 20) * (v < 0 ? 0 : v) / top;
         fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">", left - 6, y + 12);
         esc(f, l->value, 0);
+        if (l->dynamic) { /* nothing fixed to measure: its quantization follows each run's range */
+            fprintf(f, "</text><text x=\"%d\" y=\"%.1f\" font-size=\"11\">%s (not measured)</text>\n", left + 4,
+                    y + 12, l->how);
+            continue;
+        }
         fprintf(f, "</text><rect x=\"%d\" y=\"%.1f\" width=\"%.1f\" height=\"16\" fill=\"%s\"><title>%.1f dB</title>"
                    "</rect>\n",
                 left, y, bw, l->fallback ? "#999" : v < 20 ? "#c0392b" : "#2e86c1", v);
@@ -130,14 +139,29 @@ static void svg_sqnr(FILE *f, const qr_quantized *q)
     fprintf(f, "</svg>\n");
 }
 
-/* Per tensor: the observed range (blue) inside the representable one (grey). */
+/* The real range l's integers represent: a dynamic tensor's covers what each run holds (and 0), so
+ * here the range it was seen with (0 when none was). */
+static void clip_range(const qr_qlayer *l, double *a, double *b)
+{
+    if (l->dynamic) {
+        *a = isfinite(l->lo) ? fmin(l->lo, 0) : 0;
+        *b = isfinite(l->hi) ? fmax(l->hi, 0) : 0;
+        return;
+    }
+    *a = (double)(l->qmin - l->zero) * l->scale;
+    *b = (double)(l->qmax - l->zero) * l->scale;
+}
+
+/* Per tensor: the observed range (blue) inside the representable one (grey; a dynamic tensor's
+ * follows each run's range). */
 static void svg_ranges(FILE *f, const qr_quantized *q)
 {
     int h = 22 * q->nlayers + 20, w = 720, left = 320;
     double lo = 0, hi = 0;
     for (int i = 0; i < q->nlayers; i++) {
         const qr_qlayer *l = &q->layers[i];
-        double a = (double)(l->qmin - l->zero) * l->scale, b = (double)(l->qmax - l->zero) * l->scale;
+        double a, b;
+        clip_range(l, &a, &b);
         lo = fmin(lo, fmin(a, isfinite(l->lo) ? l->lo : 0));
         hi = fmax(hi, fmax(b, isfinite(l->hi) ? l->hi : 0));
     }
@@ -150,8 +174,8 @@ static void svg_ranges(FILE *f, const qr_quantized *q)
             h);
     for (int i = 0; i < q->nlayers; i++) {
         const qr_qlayer *l = &q->layers[i];
-        double y = 6 + 22 * i;
-        double a = (double)(l->qmin - l->zero) * l->scale, b = (double)(l->qmax - l->zero) * l->scale;
+        double y = 6 + 22 * i, a, b;
+        clip_range(l, &a, &b);
         fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">", left - 6, y + 12);
         esc(f, l->value, 0);
         fprintf(f, "</text><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"16\" fill=\"#ddd\"/>", left + (a - lo) * sx,
@@ -176,9 +200,10 @@ static void write_html(FILE *f, const qr_quantized *q, const char *model)
     fprintf(f, "</b>, recipe <b>");
     esc(f, q->recipe ? q->recipe : "", 0);
     fprintf(f, "</b>. %lld calibration samples in %.0f ms (one f32 pass: %.0f ms). Nodes: %d by patterns, %d by "
-               "affine rules, %d in f32. %d weight tensors quantized; %d tensors fell back to f32.</p>\n",
+               "affine rules, %d in f32. %d weight tensors quantized; %d tensors fell back to f32; %d activations are "
+               "quantized at run time (dynamic: no calibrated scale; the range shown is the calibration samples').</p>\n",
             (long long)q->samples, q->calib_ms, q->fp32_ms, q->nodes_pattern, q->nodes_affine, q->nodes_float,
-            q->weights, q->fallbacks);
+            q->weights, q->fallbacks, q->ndynamic);
     fprintf(f, "<h2>SQNR of each quantized tensor against f32</h2>\n<p>Signal-to-quantization-noise ratio measured "
                "on calibration data, with every quantization upstream applied (simulated in f32; the table also "
                "gives it for the integer graph's own kernels). Red: under 20 dB; grey: fell back to f32.</p>\n");
@@ -196,9 +221,14 @@ static void write_html(FILE *f, const qr_quantized *q, const char *model)
         esc(f, l->value, 0);
         fprintf(f, "</td><td>");
         esc(f, l->op, 0);
-        fprintf(f, "</td><td>%s</td><td>%s</td><td>%.5g</td><td>%.5g</td><td>%.5g</td><td>%lld</td><td%s>%.1f</td>",
-                l->how, qr_dtype_name(l->dtype), l->lo, l->hi, l->scale, (long long)l->zero,
-                l->sqnr < 20 ? " class=\"bad\"" : "", l->sqnr);
+        if (l->dynamic) /* scale and zero point are each run's: none to show, nor an SQNR of fixed ones */
+            fprintf(f, "</td><td>%s</td><td>%s</td><td>%.5g</td><td>%.5g</td><td>at run time</td><td>at run time</td>"
+                       "<td>-</td>",
+                    l->how, qr_dtype_name(l->dtype), l->lo, l->hi);
+        else
+            fprintf(f, "</td><td>%s</td><td>%s</td><td>%.5g</td><td>%.5g</td><td>%.5g</td><td>%lld</td><td%s>%.1f</td>",
+                    l->how, qr_dtype_name(l->dtype), l->lo, l->hi, l->scale, (long long)l->zero,
+                    l->sqnr < 20 ? " class=\"bad\"" : "", l->sqnr);
         if (isnan(l->sqnr_int))
             fprintf(f, "<td>-</td>");
         else

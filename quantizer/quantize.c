@@ -576,6 +576,7 @@ typedef struct calib_worker {
     qr_qctx *q;
     qr_calib **cal; /* by slot: this worker's state (calibrated slots only) */
     double *lo, *hi; /* by slot: the range this worker saw */
+    double *dlo, *dhi; /* by value id: the range of each dynamic value in the f32 pass (NULL: not observed) */
     int64_t first, last; /* its batches: [first, last) */
     qr_error err;
     qr_status st;
@@ -868,19 +869,46 @@ typedef struct worker_arg {
     int index;
 } worker_arg;
 
+/* The range of f32 values t into [*lo, *hi]; NaN does not widen it (as DynamicQuantizeLinear's). */
+static void fold_range(const qr_tensor *t, double *lo, double *hi)
+{
+    if (t->dtype != QR_F32 || !t->data)
+        return;
+    const float *v = t->data;
+    for (int64_t i = 0, n = qr_tensor_numel(t); i < n; i++) {
+        if (v[i] < *lo)
+            *lo = v[i];
+        if (v[i] > *hi)
+            *hi = v[i];
+    }
+}
+
+/* The f32 pass's observer: the range of each value the recipe quantizes at run time (for reports). */
+static void observe_dynamic(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
+{
+    (void)n;
+    calib_worker *w = user;
+    if (v->id >= 0 && v->id < w->q->g->n_values && w->q->dyn[v->id])
+        fold_range(t, &w->dlo[v->id], &w->dhi[v->id]);
+}
+
 static void *run_worker(void *p)
 {
     worker_arg *a = p;
     batch_run *r = a->r;
     calib_worker *w = a->w;
     const qr_graph *g = r->g;
-    qr_exec_opts eo = {.threads = r->kernel_threads, .kernel_user = w->cal ? w : NULL};
+    qr_exec_opts eo = {.threads = r->kernel_threads, .kernel_user = w->cal ? w : NULL,
+                       .observer = w->dlo ? observe_dynamic : NULL, .observer_user = w};
     qr_exec *x = NULL;
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
     w->st = in ? qr_exec_new(g, &eo, &x, &w->err) : qr_errorf(&w->err, "out of memory");
     for (int64_t k = w->first; k < w->last && w->st == QR_OK; k++) {
         int64_t at = k * r->batch, b = r->count - at < r->batch ? r->count - at : r->batch;
         qr_plan_slice_inputs(r->calib, g->n_inputs, at, b, in);
+        for (int i = 0; w->dlo && i < g->n_inputs; i++) /* inputs: no node reports them */
+            if (w->q->dyn[g->inputs[i]->id])
+                fold_range(&in[i], &w->dlo[g->inputs[i]->id], &w->dhi[g->inputs[i]->id]);
         w->st = qr_plan_run_once(x, g, in, &w->err);
         int64_t done = (r->done += b);
         if (a->index == 0 && done < r->count) /* the caller's thread draws the bar */
@@ -909,6 +937,14 @@ static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *cal
     for (int k = 0; st == QR_OK && k < nw; k++) {
         w[k] = (calib_worker){.q = q, .first = nb * k / nw, .last = nb * (k + 1) / nw};
         args[k] = (worker_arg){&r, &w[k], k};
+        if (!calibrating && q->dyn_lo && g == q->g) { /* the f32 pass: the dynamic values' ranges */
+            w[k].dlo = malloc(sizeof *w[k].dlo * (size_t)(g->n_values + 1));
+            w[k].dhi = malloc(sizeof *w[k].dhi * (size_t)(g->n_values + 1));
+            if (!w[k].dlo || !w[k].dhi)
+                st = qr_errorf(q->e, "out of memory");
+            for (int i = 0; st == QR_OK && i < g->n_values; i++)
+                w[k].dlo[i] = INFINITY, w[k].dhi[i] = -INFINITY;
+        }
         if (!calibrating)
             continue;
         w[k].cal = calloc((size_t)q->nslots + 1, sizeof *w[k].cal);
@@ -961,12 +997,19 @@ static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *cal
             w[0].cal[i] = NULL;
         }
     }
+    for (int k = 0; st == QR_OK && k < nw; k++)
+        for (int i = 0; w[k].dlo && i < g->n_values; i++) {
+            q->dyn_lo[i] = w[k].dlo[i] < q->dyn_lo[i] ? w[k].dlo[i] : q->dyn_lo[i];
+            q->dyn_hi[i] = w[k].dhi[i] > q->dyn_hi[i] ? w[k].dhi[i] : q->dyn_hi[i];
+        }
     for (int k = 0; w && k < nw; k++) {
         for (int i = 0; w[k].cal && i < q->nslots; i++)
             qr_calib_free(w[k].cal[i]);
         free(w[k].cal);
         free(w[k].lo);
         free(w[k].hi);
+        free(w[k].dlo);
+        free(w[k].dhi);
     }
     free(w);
     free(args);
@@ -1122,6 +1165,8 @@ static void qctx_free(qr_qctx *q)
     free(q->roles);
     free(q->slot_of);
     free(q->dyn);
+    free(q->dyn_lo);
+    free(q->dyn_hi);
     free(q->qval);
     free(q->qnode);
 }
@@ -1417,6 +1462,23 @@ static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     return st;
 }
 
+/* Where the f32 pass records the ranges of the values quantized at run time (none: nothing). */
+static qr_status new_dyn_ranges(qr_qctx *q)
+{
+    int any = 0;
+    for (int i = 0; i < q->g->n_values && !any; i++)
+        any = q->dyn[i] != DYN_NONE;
+    if (!any || q->dyn_lo)
+        return QR_OK;
+    q->dyn_lo = malloc(sizeof *q->dyn_lo * (size_t)(q->g->n_values + 1));
+    q->dyn_hi = malloc(sizeof *q->dyn_hi * (size_t)(q->g->n_values + 1));
+    if (!q->dyn_lo || !q->dyn_hi)
+        return qr_errorf(q->e, "out of memory");
+    for (int i = 0; i < q->g->n_values; i++)
+        q->dyn_lo[i] = INFINITY, q->dyn_hi[i] = -INFINITY;
+    return QR_OK;
+}
+
 /* Calibration on count samples of calib, then the fallback's decisions and every SQNR on the
  * judge samples (held out, or the same ones). */
 static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count,
@@ -1427,6 +1489,8 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     qr_status st = new_calibrators(q);
     if (st == QR_OK)
         st = build_sim(q, &sim);
+    if (st == QR_OK)
+        st = new_dyn_ranges(q);
     if (st == QR_OK)
         st = run_batches(q, g, calib, count, 0, "fp32     ", &res->fp32_ms);
     if (st == QR_OK)
@@ -1524,7 +1588,10 @@ static qr_status file_act_dtype(qr_qctx *q)
 static qr_status fill_layers(const qr_qctx *q, qr_quantized *res)
 {
     const qr_graph *g = q->g;
-    res->layers = calloc((size_t)q->nslots + 1, sizeof *res->layers);
+    int ndyn = 0;
+    for (int i = 0; i < g->n_values; i++)
+        ndyn += q->dyn[i] != DYN_NONE;
+    res->layers = calloc((size_t)(q->nslots + ndyn) + 1, sizeof *res->layers);
     if (!res->layers)
         return qr_errorf(q->e, "out of memory");
     for (int i = 0; i < q->nslots; i++) {
@@ -1551,6 +1618,20 @@ static qr_status fill_layers(const qr_qctx *q, qr_quantized *res)
         l->runs = s->fallback ? "f32 (fallback)"
                   : res->ig->runs[s->value] ? res->ig->runs[s->value]
                   : v->producer ? "f32, then quantized" : "quantized input";
+    }
+    for (int i = 0; i < g->n_values; i++) { /* quantized at run time: no qparams to show, a range seen */
+        if (q->dyn[i] == DYN_NONE)
+            continue;
+        const qr_value *v = g->values[i];
+        int rows = q->dyn[i] == DYN_ROW, seen = q->dyn_lo && q->dyn_lo[i] <= q->dyn_hi[i];
+        res->layers[res->nlayers++] = (qr_qlayer){
+            .value = res->qdq->values[i]->name, .op = v->producer ? v->producer->op : "input",
+            .how = rows ? "dynamic per row" : "dynamic per tensor", .dynamic = rows ? 2 : 1, .dtype = q->act_dtype,
+            .lo = seen ? q->dyn_lo[i] : NAN, .hi = seen ? q->dyn_hi[i] : NAN, .scale = NAN, .qmin = 0, .qmax = 255,
+            .sqnr = NAN, .sqnr_local = NAN, .top1_delta = NAN, .sqnr_int = NAN,
+            .runs = rows ? "quantized at run time, per row (DynamicQuantizeRows)"
+                         : "quantized at run time, per tensor (DynamicQuantizeLinear)"};
+        res->ndynamic++;
     }
     res->recipe = q->r->name;
     res->nodes_pattern = q->nodes_pattern;

@@ -55,6 +55,9 @@ typedef struct qr_qlayer {
     double clipped; /* fraction of f32 values outside the representable range */
     int fallback;   /* the recipe's fallback condition held: left in f32 */
     const char *runs; /* how its producer runs in the integer graph */
+    int dynamic;      /* quantized at run time (role dynamic), no scale or zero point fixed: 1 per tensor,
+                       * 2 per row; lo, hi then the range seen in the f32 pass over the calibration
+                       * samples (NaN: none), scale NaN */
 } qr_qlayer;
 
 struct qr_intgraph;
@@ -62,8 +65,8 @@ struct qr_intgraph;
 typedef struct qr_quantized {
     qr_graph *qdq;                 /* the artifact: QuantizeLinear/DequantizeLinear, ONNX numerics */
     struct qr_intgraph *ig;        /* the integer graph of the recipe's own kernels (quantizer/intgraph.h) */
-    qr_qlayer *layers;
-    int nlayers;
+    qr_qlayer *layers; /* the calibrated activations, then those quantized at run time (dynamic) */
+    int nlayers, ndynamic;
     int nodes_pattern, nodes_affine, nodes_float; /* how the graph's nodes are executed */
     int weights;                                  /* weight tensors quantized */
     int64_t samples;                              /* calibration samples used */

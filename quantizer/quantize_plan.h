@@ -84,6 +84,8 @@ typedef struct qr_qctx {
     int64_t f32_refs_n;
     unsigned char *dyn; /* by value id: a match quantizes it at run time (role dynamic): DYN_TENSOR or DYN_ROW;
                          * it has no slot (nothing to calibrate) */
+    double *dyn_lo, *dyn_hi; /* by value id: the range a dynamic value had in the f32 pass over the calibration
+                              * samples (NaN aside), for reports; NULL when not observed */
     /* each accepted match: its pattern, values and nodes (ids), output value, constants (for fallback) */
     struct mrec {
         const qr_pattern *p;

@@ -21,8 +21,10 @@ max|w| / 127.5, as QRL's stdlib symmetric minmax, integers round-half-even and c
 [-128, 127]); the int32 accumulator summed exactly (float64 of integers), then
 f32(acc) * (x_scale * w_scale[c]) + bias[c] in f32; and cnn_test_dynamic_rows.npy, the same
 with the Linear's input quantized per row (recipes/int8-dynamic.qrl: Convs per tensor, Linears per
-row, here a row is a sample). Prints MACS: the Conv and Linear multiply-accumulates per sample.
+row, here a row is a sample); cnn_calib_ranges.json, the f32 range each Conv and the Linear read
+on the calibration samples (one batch), in order. Prints MACS: the Conv and Linear multiply-accumulates per sample.
 """
+import json
 import os
 import sys
 
@@ -123,6 +125,13 @@ def main():
                 model(t, conv=conv_dynamic, linear=linear_dynamic).numpy())
         np.save(os.path.join(out, "cnn_test_dynamic_rows.npy"),
                 model(t, conv=conv_dynamic, linear=lambda m, x: linear_dynamic(m, x, True)).numpy())
+        ranges = []  # what each Conv and the Linear read on the calibration samples, in order
+        def seen(m, x):
+            ranges.append({"min": float(x.min()), "max": float(x.max())})
+            return m(x)
+        model(torch.from_numpy(calib), conv=seen, linear=seen)
+        with open(os.path.join(out, "cnn_calib_ranges.json"), "w") as f:
+            json.dump(ranges, f)
         print("MACS", macs(model))
 
 

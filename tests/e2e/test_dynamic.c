@@ -413,3 +413,33 @@ Test(dynamic_cnn, sqnr_next_to_static_int8)
                 dd, s, so);
     cr_expect_geq(d, s, "dynamic %.1f dB, static %.1f dB", d, s);
 }
+
+/* The reports list what is quantized at run time (QRL-H item 4): in --qparams and --report's JSON
+ * every dynamic input as dynamic (per tensor, or per row for int8-dynamic's Linear), without a
+ * scale, zero point or clip range, with the range PyTorch saw on the calibration samples
+ * (tests/e2e/dynamic_report_check.py); the HTML report lists them too; the summary counts them. */
+Test(dynamic_cnn, reports_list_run_time_quantization)
+{
+    for (int r = 0; r < 2; r++) {
+        char cmd[4096], *log;
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && '%s' quantize '%s/cnn.onnx' --recipe recipes/%s.qrl --calib '%s/cnn_calib.npy' "
+                 "-o '%s/r.onnx' --qparams '%s/r.qp.json' --report '%s/r.json' && '%s' quantize '%s/cnn.onnx' "
+                 "--recipe recipes/%s.qrl --calib '%s/cnn_calib.npy' -o '%s/r.onnx' --report '%s/r.html' && "
+                 "/usr/bin/python3 tests/e2e/dynamic_report_check.py '%s/r.qp.json' '%s/r.json' "
+                 "'%s/cnn_calib_ranges.json' %d",
+                 tu_root(), tu_qrl(), cdir, recipes[r], cdir, cdir, cdir, cdir, tu_qrl(), cdir, recipes[r], cdir, cdir,
+                 cdir, cdir, cdir, cdir, r == 0 ? 1 : 0);
+        cr_expect_eq(tu_run(cmd, &log), 0, "%s: %s", recipes[r], log);
+        cr_expect(strstr(log, "0 activations, 6 quantized at run time (dynamic), 6 weights"), "%s: %s", recipes[r],
+                  log);
+        free(log);
+        snprintf(cmd, sizeof cmd, "%s/r.html", cdir);
+        char *html = tu_slurp(cmd);
+        cr_expect(strstr(html, "<td>/LeakyRelu_output_0</td><td>LeakyRelu</td><td>dynamic per tensor</td><td>u8</td>"),
+                  "%s: the HTML report does not list /LeakyRelu_output_0 as dynamic", recipes[r]);
+        cr_expect(strstr(html, r == 0 ? "<td>dynamic per row</td>" : "<td>x</td><td>input</td><td>dynamic per tensor"),
+                  "%s: the HTML report", recipes[r]);
+        free(html);
+    }
+}
