@@ -251,22 +251,33 @@ static qr_status quantize(void *user, qr_error *e)
 }
 
 /* The simulated graph, the QDQ graph and the integer graph, built with each allocation failing. */
-Test(oom, quantize, .timeout = 900)
+static void quantize_with(const char *recipe)
 {
     char err[512] = "";
     quant_case c = {.g = load_fmnist()};
     qr_error e;
     cr_assert_eq(qr_graph_optimize((qr_graph *)c.g, &e), QR_OK, "%s", e.msg);
-    cr_assert(c.m = tu_compile("recipes/int8.qrl", err, sizeof err), "%s", err);
+    cr_assert(c.m = tu_compile(recipe, err, sizeof err), "%s", err);
     c.calib = (qr_tensor){.dtype = QR_F32, .ndim = 4, .dims = {8, 1, 28, 28}};
     cr_assert_eq(qr_tensor_alloc(&c.calib, &e), QR_OK);
     srand(1);
     for (int64_t i = 0; i < qr_tensor_numel(&c.calib); i++)
         ((float *)c.calib.data)[i] = (float)rand() / RAND_MAX;
-    cr_assert_gt(fail_each("quantize", quantize, &c), 50);
+    cr_assert_gt(fail_each(recipe, quantize, &c), 50);
     qr_tensor_free(&c.calib);
     qr_module_free(c.m);
     qr_graph_free((qr_graph *)c.g);
+}
+
+Test(oom, quantize, .timeout = 900)
+{
+    quantize_with("recipes/int8.qrl");
+}
+
+/* Convs quantized at run time: their export as ConvInteger, the ranges the reports show. */
+Test(oom, quantize_dynamic, .timeout = 900)
+{
+    quantize_with("recipes/int8-dynamic-tensor.qrl");
 }
 
 /* ---- the front end: parse and check a recipe with its imports */
