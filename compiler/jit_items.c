@@ -496,7 +496,7 @@ void jit_recipe_fns(jit *j, const qc_sym *s, item_fns *out)
         }
         const ql_node *by = tcall ? tcall : q->b;
         if (by && by->kind == QL_CALL && by->nkids && at < 16) {
-            snprintf(name, sizeof name, "qrl_recipe_%s_%s_args", s->name, k->name);
+            snprintf(name, sizeof name, "qrl_recipe_%s_%s_%d_args", s->name, k->name, at); /* transforms repeat */
             gcc_jit_type *ts[2] = {j->p_rt, gcc_jit_type_get_pointer(j->t_f64)};
             const char *ns[2] = {"rt", "out"};
             fgen f = fn_begin(j, s, name, j->t_void, 2, ts, ns);
@@ -528,9 +528,11 @@ void jit_transform_fns(jit *j, const qc_sym *s, item_fns *out)
         return;
     /* every statistic is passed (qrl_transform_scale_fn); the function's parameters name those it reads */
     gcc_jit_type *ts[5] = {j->p_rt, gcc_jit_type_get_pointer(j->t_i64), j->t_f64, j->t_f64, j->t_f64};
-    const char *ns[5] = {"rt", "params", "act", "weight", "source"};
+    int is_bias = !strcmp(fn->name, "bias"); /* bias(bias, error): the same slots (qrl_transform_bias_fn) */
+    const char *ns[5] = {"rt", "params", is_bias ? "bias" : "act", is_bias ? "error" : "weight",
+                         is_bias ? "unused" : "source"};
     char name[300];
-    snprintf(name, sizeof name, "qrl_transform_%s_scale", s->name);
+    snprintf(name, sizeof name, "qrl_transform_%s_%s", s->name, is_bias ? "bias" : "scale");
     fgen f = {.j = j, .file = s->file->src->path, .cal = s->decl, .ret = j->t_f64};
     f.fn = out->scale = new_fn(j, name, j->t_f64, 5, ts, ns);
     f.rt = param_rv(&f, 0);
@@ -735,12 +737,16 @@ static void register_transform(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_
     char loc[600];
     item_loc(s, loc, sizeof loc);
     long stats = 0; /* QR_TRANSFORM_* of the statistics its scale function reads */
-    for (int i = 0; i < t->nkids; i++)
+    for (int i = 0; i < t->nkids; i++) {
+        if (t->kids[i]->kind == QL_FN && !strcmp(t->kids[i]->name, "bias"))
+            stats |= QR_TRANSFORM_CORRECTS;
         for (int k = 0; t->kids[i]->kind == QL_FN && t->kids[i]->a && k < t->kids[i]->a->nkids; k++) {
             const char *pn = t->kids[i]->a->kids[k]->name;
             stats |= !strcmp(pn, "act") ? QR_TRANSFORM_ACT : !strcmp(pn, "weight") ? QR_TRANSFORM_WEIGHT
-                   : !strcmp(pn, "source") ? QR_TRANSFORM_SOURCE : 0;
+                   : !strcmp(pn, "source") ? QR_TRANSFORM_SOURCE : !strcmp(pn, "bias") ? QR_TRANSFORM_BIAS
+                   : !strcmp(pn, "error") ? QR_TRANSFORM_ERROR : 0;
         }
+    }
     gcc_jit_rvalue *a1[8] = {m, STR(s->name), jit_lng(j, j->t_i64, np), ADDR_OR_NULL(fns->defaults),
                              ADDR_OR_NULL(fns->where), ADDR_OR_NULL(fns->scale), STR(loc), jit_lng(j, j->t_i64, stats)};
     CALL_IMP(IMP_ADD_TRANSFORM, 8, a1);

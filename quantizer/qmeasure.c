@@ -315,7 +315,8 @@ static qr_status outref_init(outref *o, qr_qctx *q, const qr_tensor *calib, int6
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
     qr_exec_opts eo = {.threads = q->o->threads, .observer = observe_shapes, .observer_user = o};
     qr_exec *x = NULL;
-    qr_status st = o->out && o->per_sample && o->last && in ? qr_exec_new(g, &eo, &x, q->e) : qr_errorf(q->e, "out of memory");
+    qr_status st = o->out && o->per_sample && o->last && in ? qr_exec_new(q->ref ? q->ref : g, &eo, &x, q->e)
+                                                            : qr_errorf(q->e, "out of memory");
     for (int k = 0; st == QR_OK && k < o->nbatches; k++) {
         int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
         qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
@@ -702,7 +703,7 @@ qr_status qr_measure_top1(qr_qctx *q, qr_quantized *res, const qr_tensor *calib,
     int64_t n = count < measure_samples(q) ? count : measure_samples(q), c32 = 0, ci = 0;
     if (labels->ndim != 1 || !qr_dtype_is_int(labels->dtype) || labels->dims[0] < n)
         return qr_errorf(q->e, "the labels must be %lld or more integers, one per calibration sample", (long long)n);
-    qr_status st = count_top1(q, q->g, NULL, calib, labels, n, &c32);
+    qr_status st = count_top1(q, q->ref ? q->ref : q->g, NULL, calib, labels, n, &c32);
     if (st == QR_OK)
         st = count_top1(q, res->ig->g, res->ig, calib, labels, n, &ci);
     res->top1_samples = n;

@@ -1171,6 +1171,24 @@ static void qctx_free(qr_qctx *q)
     free(q->qnode);
 }
 
+/* The plan's arrays for q->g, no value with a slot yet; 0 when out of memory (qctx_free frees
+ * what was allocated). */
+static int qctx_alloc(qr_qctx *q)
+{
+    const qr_graph *g = q->g;
+    q->claimed = calloc((size_t)g->n_nodes + 1, 1);
+    q->node_kind = calloc((size_t)g->n_nodes + 1, sizeof *q->node_kind);
+    q->aff_of = calloc((size_t)g->n_nodes + 1, sizeof *q->aff_of);
+    q->roles = calloc((size_t)g->n_values + 1, sizeof *q->roles);
+    q->slot_of = malloc(sizeof *q->slot_of * (size_t)(g->n_values + 1));
+    q->dyn = calloc((size_t)g->n_values + 1, 1);
+    if (!q->claimed || !q->node_kind || !q->aff_of || !q->roles || !q->slot_of || !q->dyn)
+        return 0;
+    for (int i = 0; i < g->n_values; i++)
+        q->slot_of[i] = -1;
+    return 1;
+}
+
 int qr_plan_const_falls_back(const qr_qctx *q, int value)
 {
     for (int i = 0; i < q->nmatches; i++) {
@@ -1644,7 +1662,7 @@ static qr_status fill_layers(const qr_qctx *q, qr_quantized *res)
 }
 
 static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
-                          qr_error *e, int transformed);
+                          qr_error *e, int transformed, const qr_graph *ref);
 
 /* The QDQ graph as the file says it: dynamically quantized Convs in ONNX Runtime's integer
  * operators (export_dynamic.h). */
@@ -1656,8 +1674,54 @@ static qr_status export_form(qr_graph *d, qr_error *e)
     return n ? qr_graph_toposort(d, e) : QR_OK;
 }
 
-/* The recipe's transform on a copy of g, then the quantization of that copy, which the result
- * keeps; the transform's notes go first. */
+/* qr_transform_weights_fn: the plan and weight quantization of recipe o->recipe on g (nothing
+ * calibrated), each weight dequantized as the export's integers give it back. */
+static qr_status preview_weights(void *user, const qr_graph *g, float ***deq, qr_error *e)
+{
+    const qr_quant_opts *o = user;
+    *deq = NULL;
+    qr_qctx q = {.g = g, .m = o->module, .o = o, .e = e};
+    q.r = o->recipe ? qr_module_recipe(o->module, o->recipe) : &o->module->recipes[0];
+    float **d = calloc((size_t)g->n_values + 1, sizeof *d);
+    qr_status st = d && qctx_alloc(&q) ? QR_OK : qr_errorf(e, "out of memory");
+    if (st == QR_OK)
+        st = read_settings(&q);
+    if (st == QR_OK)
+        st = plan(&q);
+    if (st == QR_OK)
+        st = quantize_weights(&q);
+    for (int i = 0; st == QR_OK && i < q.nw; i++) {
+        const qr_wquant *w = &q.w[i];
+        const qr_value *v = g->values[w->value];
+        int64_t n = qr_tensor_numel(&v->t), inner = 1;
+        for (int k = w->axis + 1; w->axis >= 0 && k < v->t.ndim; k++)
+            inner *= v->t.dims[k];
+        qrl_qtype qt = qr_qtype_of(w->dtype, q.w_narrow, w->axis);
+        const float *src = v->t.data;
+        float *out = d[w->value] = malloc(sizeof *out * (size_t)(n + 1));
+        if (!out) {
+            st = qr_errorf(e, "out of memory");
+            break;
+        }
+        for (int64_t j = 0; j < n; j++) {
+            int c = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
+            int64_t k = qr_plan_round_const(&q, src[j], w->scale[c], w->zero[c], qt.qmin, qt.qmax);
+            out[j] = (float)((double)(k - w->zero[c]) * w->scale[c]);
+        }
+    }
+    qctx_free(&q);
+    if (st != QR_OK) {
+        for (int i = 0; d && i < g->n_values; i++)
+            free(d[i]);
+        free(d);
+        return QR_ERR;
+    }
+    *deq = d;
+    return QR_OK;
+}
+
+/* The recipe's transforms on a copy of g, then the quantization of that copy, which the result
+ * keeps; the transforms' notes go first. */
 static qr_status quantize_transformed(const qr_graph *g, const qr_recipe *r, const qr_tensor *calib,
                                       const qr_quant_opts *o, qr_quantized **out, qr_error *e)
 {
@@ -1671,14 +1735,19 @@ static qr_status quantize_transformed(const qr_graph *g, const qr_recipe *r, con
     qr_transform_run run;
     if (!tg)
         return qr_errorf(e, "out of memory");
-    if (qr_transform_apply(tg, o->module, r, calib, count, batch, &run, e) != QR_OK ||
-        quantize(tg, calib, o, out, e, 1) != QR_OK) {
+    qr_quant_opts po = *o;
+    po.recipe = r->name;
+    qr_graph *ref = NULL;
+    if (qr_transform_apply(tg, o->module, r, calib, count, batch, preview_weights, &po, &ref, &run, e) != QR_OK ||
+        quantize(tg, calib, o, out, e, 1, ref) != QR_OK) {
         qr_transform_run_free(&run);
         qr_graph_free(tg);
+        qr_graph_free(ref);
         return QR_ERR;
     }
     qr_quantized *res = *out;
     res->transformed = tg;
+    res->reference = ref;
     char **v = realloc(run.notes, sizeof *v * (size_t)(run.nnotes + res->nnotes + 1));
     if (v) {
         if (res->nnotes)
@@ -1696,25 +1765,25 @@ static qr_status quantize_transformed(const qr_graph *g, const qr_recipe *r, con
 qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
                       qr_error *e)
 {
-    return quantize(g, calib, o, out, e, 0);
+    return quantize(g, calib, o, out, e, 0, NULL);
 }
 
 static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
-                          qr_error *e, int transformed)
+                          qr_error *e, int transformed, const qr_graph *ref)
 {
     if (!o->from_file && check_calib(g, calib, e) != QR_OK)
         return QR_ERR;
     if (!o->from_file && g->opset < 13) {
         /* per-axis DequantizeLinear needs opset 13: quantize an upgraded copy, which the result keeps */
         qr_graph *up = qr_graph_upgraded(g, 13, e);
-        if (!up || quantize(up, calib, o, out, e, transformed) != QR_OK) {
+        if (!up || quantize(up, calib, o, out, e, transformed, ref) != QR_OK) {
             qr_graph_free(up);
             return QR_ERR;
         }
         (*out)->upgraded = up;
         return QR_OK;
     }
-    qr_qctx q = {.g = g, .m = o->module, .o = o, .e = e};
+    qr_qctx q = {.g = g, .ref = ref, .m = o->module, .o = o, .e = e};
     q.r = o->recipe ? qr_module_recipe(o->module, o->recipe) : o->module->nrecipes ? &o->module->recipes[0] : NULL;
     if (!q.r)
         return o->recipe ? qr_errorf(e, "no recipe named '%s'", o->recipe) : qr_errorf(e, "the module has no recipe");
@@ -1723,19 +1792,11 @@ static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_qu
     qr_quantized *res = calloc(1, sizeof *res);
     if (res)
         res->top1_fp32 = res->top1_int8 = NAN;
-    q.claimed = calloc((size_t)g->n_nodes + 1, 1);
-    q.node_kind = calloc((size_t)g->n_nodes + 1, sizeof *q.node_kind);
-    q.aff_of = calloc((size_t)g->n_nodes + 1, sizeof *q.aff_of);
-    q.roles = calloc((size_t)g->n_values + 1, sizeof *q.roles);
-    q.slot_of = malloc(sizeof *q.slot_of * (size_t)(g->n_values + 1));
-    q.dyn = calloc((size_t)g->n_values + 1, 1);
-    if (!res || !q.claimed || !q.node_kind || !q.aff_of || !q.roles || !q.slot_of || !q.dyn) {
+    if (!qctx_alloc(&q) || !res) {
         free(res);
         qctx_free(&q);
         return qr_errorf(e, "out of memory");
     }
-    for (int i = 0; i < g->n_values; i++)
-        q.slot_of[i] = -1;
     qr_status st = read_settings(&q);
     if (st == QR_OK && o->from_file)
         st = file_act_dtype(&q);
@@ -1779,6 +1840,7 @@ void qr_quantized_free(qr_quantized *q)
     qr_intgraph_free(q->ig);
     qr_graph_free(q->upgraded);
     qr_graph_free(q->transformed);
+    qr_graph_free(q->reference);
     free(q->layers);
     for (int i = 0; i < q->nnotes; i++)
         free(q->notes[i]);

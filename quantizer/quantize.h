@@ -88,6 +88,8 @@ typedef struct qr_quantized {
     int nnotes;
     qr_graph *upgraded; /* the model upgraded to opset 13 that was quantized (an older one's copy), or NULL */
     qr_graph *transformed; /* the recipe's transform applied to the model: what was quantized, or NULL */
+    qr_graph *reference;   /* the model before the recipe's bias corrections, which the outputs are judged
+                            * against (they change the transformed model's f32 function), or NULL */
 } qr_quantized;
 
 /* g: an optimized fp32 graph; calib: one tensor per graph input, in input

@@ -49,6 +49,10 @@ typedef struct qr_role {
 
 typedef struct qr_qctx {
     const qr_graph *g;
+    /* the f32 model the outputs are judged against (output SQNR, the fallback, top-1): g, or the
+     * model before a bias correction, which changes g's f32 function on purpose. Its values keep
+     * their ids in g (a correction only adds values). */
+    const qr_graph *ref;
     const qrl_module *m;
     const qr_recipe *r;
     const qr_quant_opts *o;

@@ -8,6 +8,7 @@
 
 #include "exec.h"
 #include "match.h"
+#include "op.h"
 
 /* One value the transform rewrites: y, its channel axis and count, its producer (past a Relu),
  * its readers. */
@@ -21,13 +22,35 @@ typedef struct site {
     float *act; /* max |y| of each channel over the calibration samples */
 } site;
 
+/* A layer a bias correction rewrites: y = n(x, W, b), its output channels on axis 1 (Conv) or last. */
+typedef struct bsite {
+    qr_node *n;      /* Conv, MatMul or Gemm */
+    int64_t cout;    /* output channels */
+    qr_node *add;    /* a MatMul's bias: the Add reading it alone with a constant of cout values */
+    int add_in;      /* the Add's constant input */
+} bsite;
+
+/* The per-channel mean of a value a bias correction's layer reads (x, by value id). */
+typedef struct mean_acc {
+    int axis;
+    int64_t channels;
+    double *sum; /* per channel */
+    double n;    /* elements per channel summed */
+} mean_acc;
+
 typedef struct tctx {
     qr_graph *g;
     const qr_transform *t;
     qr_transform_run *run;
+    int matched;
+    double s_min, s_max; /* the factors given (a rescaling), the largest |correction| (a bias correction) */
     site *sites;
     int nsites;
     int *site_of; /* by value id: index in sites, or -1 */
+    bsite *bsites;
+    int nbsites;
+    mean_acc *means; /* by value id: channels 0 when not measured */
+    int nmeans;
     qr_status st;
     qr_error *e;
 } tctx;
@@ -46,6 +69,13 @@ static void add_note(qr_transform_run *run, const char *fmt, ...)
     run->notes = v;
     if ((v[run->nnotes] = strdup(buf)))
         run->nnotes++;
+}
+
+static void free_notes_from(qr_transform_run *run, int from)
+{
+    for (int i = from; i < run->nnotes; i++)
+        free(run->notes[i]);
+    run->nnotes = from;
 }
 
 void qr_transform_run_free(qr_transform_run *run)
@@ -166,7 +196,7 @@ static int accept(void *user, const qr_match *m)
 {
     tctx *c = user;
     qr_value *y = m->nodes[m->nnodes - 1]->out[0];
-    c->run->matched++;
+    c->matched++;
     const char *why = NULL;
     int axis = -1;
     int64_t ch = -1;
@@ -225,29 +255,44 @@ static int accept(void *user, const qr_match *m)
     return 1;
 }
 
-/* The executor's observer: each site's per-channel largest |value|. NaN never wins a comparison. */
-static void observe(void *user, const qr_node *node, const qr_value *v, qr_tensor *t)
+/* The per-channel statistics of value v: a rescaling site's largest |value|, a bias correction's
+ * mean. NaN never wins a comparison (and makes a mean NaN, which the correction then refuses). */
+static void observe_value(tctx *c, const qr_value *v, const qr_tensor *t)
 {
-    (void)node;
-    tctx *c = user;
-    int k = v->id >= 0 && v->id < c->g->n_values ? c->site_of[v->id] : -1;
-    if (k < 0 || t->dtype != QR_F32)
+    if (v->id < 0 || v->id >= c->g->n_values || t->dtype != QR_F32)
         return;
-    site *s = &c->sites[k];
-    if (t->ndim <= s->axis || t->dims[s->axis] != s->channels)
+    int k = c->site_of ? c->site_of[v->id] : -1;
+    mean_acc *ma = v->id < c->nmeans && c->means[v->id].channels > 0 ? &c->means[v->id] : NULL;
+    int axis = k >= 0 ? c->sites[k].axis : ma ? ma->axis : -1;
+    int64_t ch = k >= 0 ? c->sites[k].channels : ma ? ma->channels : 0;
+    if (axis < 0 || t->ndim <= axis || t->dims[axis] != ch)
         return;
-    int64_t inner = 1, ch = s->channels, n = qr_tensor_numel(t);
-    for (int d = s->axis + 1; d < t->ndim; d++)
+    int64_t inner = 1, n = qr_tensor_numel(t);
+    for (int d = axis + 1; d < t->ndim; d++)
         inner *= t->dims[d];
     const float *d = t->data;
-    for (int64_t i = 0; i < n; i++) { /* element i is of channel (i / inner) % ch */
-        float a = fabsf(d[i]);
-        int64_t j = (i / inner) % ch;
-        if (a > s->act[j])
-            s->act[j] = a;
+    if (k >= 0) {
+        site *s = &c->sites[k];
+        for (int64_t i = 0; i < n; i++) { /* element i is of channel (i / inner) % ch */
+            float a = fabsf(d[i]);
+            int64_t j = (i / inner) % ch;
+            if (a > s->act[j])
+                s->act[j] = a;
+        }
+    }
+    if (ma) {
+        for (int64_t i = 0; i < n; i++)
+            ma->sum[(i / inner) % ch] += d[i];
+        ma->n += ch ? (double)(n / ch) : 0;
     }
 }
 
+/* The executor's observer. */
+static void observe(void *user, const qr_node *node, const qr_value *v, qr_tensor *t)
+{
+    (void)node;
+    observe_value(user, v, t);
+}
 
 /* act for every site: the f32 model over the calibration samples. */
 static qr_status measure(tctx *c, const qr_tensor *calib, int64_t count, int batch)
@@ -266,6 +311,8 @@ static qr_status measure(tctx *c, const qr_tensor *calib, int64_t count, int bat
             in[i].dims[0] = b;
             in[i].data = (char *)calib[i].data + (size_t)at * row;
         }
+        for (int i = 0; i < g->n_inputs; i++) /* the executor reports only what nodes compute */
+            observe_value(c, g->inputs[i], &in[i]);
         st = qr_exec_run(x, in, out, c->e);
         for (int i = 0; i < g->n_outputs; i++)
             qr_tensor_free(&out[i]);
@@ -340,12 +387,319 @@ static qr_status rescale(tctx *c, site *s, const qrl_scalar *params)
             d = reader_run(s->readers[r], j, &count, &len, &stride);
             run_scale(d, count, len, stride, f[j]);
         }
-        c->run->s_min = f[j] < c->run->s_min ? f[j] : c->run->s_min;
-        c->run->s_max = f[j] > c->run->s_max ? f[j] : c->run->s_max;
+        c->s_min = f[j] < c->s_min ? f[j] : c->s_min;
+        c->s_max = f[j] > c->s_max ? f[j] : c->s_max;
     }
     free(f);
     return QR_OK;
 }
+
+/* ------------------------------------------------------------ bias correction */
+
+/* Whether v holds cout f32 values along its last axis only ([cout], [1, cout], ...). */
+static int is_channel_row(const qr_value *v, int64_t cout)
+{
+    if (!is_f32_const(v) || v->t.ndim < 1 || v->t.dims[v->t.ndim - 1] != cout)
+        return 0;
+    return qr_tensor_numel(&v->t) == cout;
+}
+
+/* Why layer n cannot have its bias corrected (NULL: it can); fills the site. */
+static const char *bias_problem(const qr_graph *g, qr_node *n, bsite *b)
+{
+    const qr_value *x = n->n_in >= 2 ? n->in[0] : NULL, *w = n->n_in >= 2 ? n->in[1] : NULL;
+    if (!x || !w || !is_f32_const(w) || x == w || x->t.dtype != QR_F32 || x->t.ndim < 2)
+        return "it is no layer with an f32 input of known rank and a constant f32 weight";
+    memset(b, 0, sizeof *b);
+    b->n = n;
+    if (is_op(n, "Conv")) {
+        int64_t groups = qr_attr_i(n, "group", 1);
+        if (w->t.ndim < 3 || groups < 1 || w->t.dims[0] % groups || x->t.dims[1] != w->t.dims[1] * groups)
+            return "its weight's shape does not fit its input's channels and groups";
+        b->cout = w->t.dims[0];
+        const qr_value *bias = qr_node_input(n, 2);
+        if (bias && (!is_f32_const(bias) || qr_tensor_numel(&bias->t) != b->cout))
+            return "its bias is not an f32 constant of one value per output channel";
+        return NULL;
+    }
+    int64_t k = x->t.dims[x->t.ndim - 1];
+    if (is_op(n, "Gemm")) {
+        int tb = qr_attr_i(n, "transB", 0) != 0;
+        if (w->t.ndim != 2 || qr_attr_i(n, "transA", 0) || x->t.ndim != 2 || w->t.dims[tb ? 1 : 0] != k)
+            return "it is a Gemm with transA, or its weight does not fit its input";
+        b->cout = w->t.dims[tb ? 0 : 1];
+        const qr_value *cv = qr_node_input(n, 2);
+        float beta = qr_attr_f(n, "beta", 1.0f);
+        if (cv ? !is_channel_row(cv, b->cout) || beta == 0 : beta != 1)
+            return "its C is not an f32 constant of one value per output column with a non-zero beta (or beta is not 1 "
+                   "without one)";
+        return NULL;
+    }
+    if (!is_op(n, "MatMul") || w->t.ndim != 2 || w->t.dims[0] != k)
+        return "it is no Conv, MatMul or Gemm whose weight fits its input";
+    b->cout = w->t.dims[1];
+    const qr_value *y = n->out[0];
+    if (y->is_output || qr_graph_use_count(g, y) != 1)
+        return NULL; /* an Add is put after it */
+    for (int i = 0; i < g->n_nodes; i++) {
+        qr_node *a = g->nodes[i];
+        if (a->dead || !is_op(a, "Add") || a->n_in != 2 || (a->in[0] != y && a->in[1] != y))
+            continue;
+        int ci = a->in[0] == y ? 1 : 0;
+        if (is_channel_row(a->in[ci], b->cout) && a->out[0]->t.ndim == y->t.ndim)
+            b->add = a, b->add_in = ci;
+    }
+    return NULL;
+}
+
+static int accept_bias(void *user, const qr_match *m)
+{
+    tctx *c = user;
+    qr_node *n = m->nodes[m->nnodes - 1];
+    c->matched++;
+    bsite b;
+    const char *why = n->domain[0] ? "it is not in the ONNX domain" : bias_problem(c->g, n, &b);
+    if (why) {
+        add_note(c->run, "transform %s (%s): layer '%s' (%s) left as it is: %s", c->t->match.name, c->t->match.loc,
+                 n->name, n->op, why);
+        return 0;
+    }
+    bsite *v = realloc(c->bsites, sizeof *v * (size_t)(c->nbsites + 1));
+    if (!v) {
+        c->st = qr_errorf(c->e, "out of memory");
+        return 0;
+    }
+    c->bsites = v;
+    c->bsites[c->nbsites++] = b;
+    return 1;
+}
+
+/* A new constant of n values (uniquely named after base) in g; NULL when out of memory. */
+static qr_value *new_const(qr_graph *g, const char *base, const float *d, int64_t n)
+{
+    char name[600];
+    snprintf(name, sizeof name, "%s_corrected_bias", base);
+    for (int k = 2; qr_graph_find(g, name) && k < 1000000; k++)
+        snprintf(name, sizeof name, "%s_corrected_bias%d", base, k);
+    qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {n}, .data = (void *)d};
+    qr_value *v = qr_graph_new_value(g, name);
+    if (v)
+        qr_value_set_const(g, v, &t);
+    return v && v->is_const ? v : NULL;
+}
+
+/* Input i of node n becomes v (n grows to i + 1 inputs when it has fewer). */
+static int set_input(qr_graph *g, qr_node *n, int i, qr_value *v)
+{
+    if (i >= n->n_in) {
+        qr_value **in = qr_arena_alloc(&g->arena, sizeof *in * (size_t)(i + 1));
+        if (!in)
+            return 0;
+        memcpy(in, n->in, sizeof *in * (size_t)n->n_in);
+        for (int k = n->n_in; k < i; k++)
+            in[k] = NULL;
+        n->in = in;
+        n->n_in = i + 1;
+    }
+    n->in[i] = v;
+    return 1;
+}
+
+/* MatMul n gets an Add of bias b after it. The Add's output takes over n's readers, so n keeps its
+ * output (the value the model before the correction has); a graph output instead moves to the Add
+ * (its name and readers stay, n writes a new value). */
+static int add_after(qr_graph *g, qr_node *n, qr_value *b)
+{
+    qr_value *y = n->out[0];
+    char name[600];
+    snprintf(name, sizeof name, "%s_%s", y->name, y->is_output ? "without_bias" : "biased");
+    for (int k = 2; qr_graph_find(g, name) && k < 1000000; k++)
+        snprintf(name, sizeof name, "%s_%s%d", y->name, y->is_output ? "without_bias" : "biased", k);
+    qr_value *w = qr_graph_new_value(g, name);
+    snprintf(name, sizeof name, "%s_bias", n->name);
+    qr_node *a = w ? qr_graph_add_node(g, "Add", name, 2, 1) : NULL;
+    if (!a)
+        return 0;
+    a->def = qr_op_find("", "Add");
+    w->t = y->t;
+    w->t.data = NULL;
+    a->in[0] = NULL; /* before the readers move */
+    a->in[1] = b;
+    if (y->is_output) {
+        n->out[0] = w;
+        w->producer = n;
+        a->in[0] = w;
+        a->out[0] = y;
+        y->producer = a;
+    } else {
+        qr_graph_replace_uses(g, y, w);
+        a->in[0] = y;
+        a->out[0] = w;
+        w->producer = a;
+    }
+    return 1;
+}
+
+/* Output channel o's expected error: sum over its inputs i of dw[o, i] * mean[channel of i]. */
+static void layer_errors(const bsite *b, const float *w, const float *wq, const double *mean, double *err)
+{
+    const qr_node *n = b->n;
+    const qr_value *wv = n->in[1];
+    for (int64_t o = 0; o < b->cout; o++)
+        err[o] = 0;
+    if (is_op(n, "Conv")) { /* W[O, C / groups, k...]: output o reads group o / (O / groups) */
+        int64_t groups = qr_attr_i(n, "group", 1), cg = wv->t.dims[1];
+        int64_t k = qr_tensor_numel(&wv->t) / (b->cout * cg), per_group = b->cout / groups;
+        for (int64_t o = 0; o < b->cout; o++)
+            for (int64_t ci = 0; ci < cg; ci++) {
+                double m = mean[(o / per_group) * cg + ci], s = 0;
+                for (int64_t t = 0; t < k; t++) {
+                    int64_t at = (o * cg + ci) * k + t;
+                    s += (double)wq[at] - (double)w[at];
+                }
+                err[o] += s * m;
+            }
+        return;
+    }
+    int tb = is_op(n, "Gemm") && qr_attr_i(n, "transB", 0);
+    int64_t kk = tb ? wv->t.dims[1] : wv->t.dims[0];
+    double alpha = is_op(n, "Gemm") ? qr_attr_f(n, "alpha", 1.0f) : 1.0;
+    for (int64_t o = 0; o < b->cout; o++) {
+        double s = 0;
+        for (int64_t i = 0; i < kk; i++) {
+            int64_t at = tb ? o * kk + i : i * b->cout + o;
+            s += ((double)wq[at] - (double)w[at]) * mean[i];
+        }
+        err[o] = alpha * s;
+    }
+}
+
+/* The layer's bias per output channel as it adds it (0 without one), and where it lives. */
+static qr_value *bias_value(const bsite *b, double *scale)
+{
+    *scale = 1;
+    if (is_op(b->n, "MatMul"))
+        return b->add ? b->add->in[b->add_in] : NULL;
+    if (is_op(b->n, "Gemm"))
+        *scale = qr_attr_f(b->n, "beta", 1.0f);
+    return qr_node_input(b->n, 2);
+}
+
+/* New biases from the recipe, then the rewrite of one layer. */
+static qr_status correct(tctx *c, const bsite *b, const float *wq, const qrl_scalar *params, int *added)
+{
+    const qr_transform *t = c->t;
+    qr_graph *g = c->g;
+    qr_node *n = b->n;
+    const mean_acc *ma = &c->means[n->in[0]->id];
+    double *mean = malloc(sizeof *mean * (size_t)(ma->channels + 1)), *err = malloc(sizeof *err * (size_t)(b->cout + 1));
+    float *nb = malloc(sizeof *nb * (size_t)(b->cout + 1));
+    if (!mean || !err || !nb) {
+        free(mean), free(err), free(nb);
+        return qr_errorf(c->e, "out of memory");
+    }
+    for (int64_t j = 0; j < ma->channels; j++)
+        mean[j] = ma->n > 0 ? ma->sum[j] / ma->n : 0;
+    layer_errors(b, n->in[1]->t.data, wq, mean, err);
+    double beta;
+    qr_value *bv = bias_value(b, &beta);
+    const float *old = bv ? bv->t.data : NULL;
+    qr_status st = QR_OK;
+    for (int64_t o = 0; o < b->cout && st == QR_OK; o++) {
+        double was = old ? beta * old[o] : 0;
+        qrl_rt rt;
+        qr_rt_init(&rt);
+        double v = t->bias(&rt, params, was, err[o], NAN);
+        if (qr_rt_status(&rt, c->e) != QR_OK) {
+            qr_error_prefix(c->e, "transform %s (%s), layer '%s' output channel %lld", t->match.name, t->match.loc,
+                            n->name, (long long)o);
+            st = QR_ERR;
+        } else if (!isfinite(v / beta) || !isfinite((float)(v / beta))) {
+            st = qr_errorf(c->e, "transform %s (%s): bias gave %g for output channel %lld of layer '%s' (bias %g, "
+                           "error %g): a bias must be a finite number", t->match.name, t->match.loc, v, (long long)o,
+                           n->name, was, err[o]);
+        } else {
+            nb[o] = (float)(v / beta);
+            c->s_max = fmax(c->s_max, fabs(v - was));
+        }
+    }
+    if (st == QR_OK) {
+        if (bv && !bv->is_output && qr_graph_use_count(g, bv) == 1) {
+            memcpy(bv->t.data, nb, sizeof *nb * (size_t)b->cout); /* its own constant: rewritten in place */
+        } else {
+            qr_value *nv = new_const(g, n->name, nb, b->cout);
+            int ok = nv != NULL;
+            if (ok && is_op(n, "MatMul") && b->add)
+                ok = set_input(g, b->add, b->add_in, nv);
+            else if (ok && is_op(n, "MatMul"))
+                ok = add_after(g, n, nv);
+            else if (ok)
+                ok = set_input(g, n, 2, nv);
+            *added += !bv;
+            if (!ok)
+                st = qr_errorf(c->e, "out of memory");
+        }
+    }
+    free(mean), free(err), free(nb);
+    return st;
+}
+
+/* Bias correction: the match's layers, E[x] of their inputs, W_q from the quantizer, new biases. */
+static qr_status bias_correct(tctx *c, const qrl_scalar *params, const qr_tensor *calib, int64_t count, int batch,
+                              qr_transform_weights_fn weights, void *user, int *added)
+{
+    qr_graph *g = c->g;
+    if (!c->nbsites)
+        return QR_OK;
+    if (!weights)
+        return qr_errorf(c->e, "transform %s (%s): a bias correction needs the quantizer's weights", c->t->match.name,
+                         c->t->match.loc);
+    if (!(c->means = calloc((size_t)g->n_values + 1, sizeof *c->means)))
+        return qr_errorf(c->e, "out of memory");
+    c->nmeans = g->n_values;
+    for (int k = 0; k < c->nbsites; k++) {
+        const qr_value *x = c->bsites[k].n->in[0];
+        mean_acc *ma = &c->means[x->id];
+        int axis = is_op(c->bsites[k].n, "Conv") ? 1 : x->t.ndim - 1;
+        if (ma->channels)
+            continue;
+        ma->axis = axis;
+        ma->channels = x->t.dims[axis];
+        if (ma->channels <= 0)
+            return qr_errorf(c->e, "transform %s (%s): layer '%s': the channels of its input '%s' are not known",
+                             c->t->match.name, c->t->match.loc, c->bsites[k].n->name, x->name);
+        if (!(ma->sum = calloc((size_t)ma->channels, sizeof *ma->sum)))
+            return qr_errorf(c->e, "out of memory");
+    }
+    qr_status st = measure(c, calib, count, batch);
+    float **deq = NULL;
+    int nvalues = g->n_values; /* deq's length: correcting adds values */
+    if (st == QR_OK)
+        st = weights(user, g, &deq, c->e);
+    int corrected = 0;
+    for (int k = 0; st == QR_OK && k < c->nbsites; k++) {
+        const bsite *b = &c->bsites[k];
+        const float *wq = deq[b->n->in[1]->id];
+        if (!wq) {
+            add_note(c->run, "transform %s (%s): layer '%s' (%s) left as it is: the recipe does not quantize its weight",
+                     c->t->match.name, c->t->match.loc, b->n->name, b->n->op);
+            continue;
+        }
+        st = correct(c, b, wq, params, added);
+        corrected += st == QR_OK;
+    }
+    for (int i = 0; deq && i < nvalues; i++)
+        free(deq[i]);
+    free(deq);
+    if (st == QR_OK && *added)
+        st = qr_graph_check_oom(g, c->e);
+    if (st == QR_OK && *added)
+        st = qr_graph_toposort(g, c->e);
+    c->nbsites = corrected; /* for the summary */
+    return st;
+}
+
+/* ------------------------------------------------------------ the transforms of a recipe */
 
 /* The transform's parameters: its defaults, then the setting's arguments by name. */
 static qr_status transform_params(const qr_transform *t, const qr_setting *s, qrl_scalar *params, qr_error *e)
@@ -373,15 +727,12 @@ static qr_status transform_params(const qr_transform *t, const qr_setting *s, qr
     return QR_OK;
 }
 
-qr_status qr_transform_apply(qr_graph *g, const qrl_module *m, const qr_recipe *r, const qr_tensor *calib,
-                             int64_t count, int batch, qr_transform_run *run, qr_error *e)
+/* One transform setting: its matches, their statistics and rewrites, its summary note first among
+ * its notes. */
+static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r, const qr_setting *s,
+                           const qr_tensor *calib, int64_t count, int batch, qr_transform_weights_fn weights,
+                           void *user, qr_transform_run *run, qr_error *e)
 {
-    memset(run, 0, sizeof *run);
-    run->s_min = INFINITY;
-    run->s_max = -INFINITY;
-    const qr_setting *s = qr_recipe_setting(r, "transform");
-    if (!s)
-        return QR_OK;
     const qr_transform *t = qr_module_transform(m, s->calibrator);
     if (!t)
         return qr_errorf(e, "recipe '%s': transform '%s' is not in the recipe's module", r->name, s->calibrator);
@@ -390,7 +741,8 @@ qr_status qr_transform_apply(qr_graph *g, const qrl_module *m, const qr_recipe *
         qr_error_prefix(e, "recipe '%s'", r->name);
         return QR_ERR;
     }
-    tctx c = {.g = g, .t = t, .run = run, .st = QR_OK, .e = e};
+    int corrects = t->bias != NULL, first_note = run->nnotes, added = 0;
+    tctx c = {.g = g, .t = t, .run = run, .st = QR_OK, .e = e, .s_min = INFINITY, .s_max = corrects ? 0 : -INFINITY};
     unsigned char *claimed = calloc((size_t)g->n_nodes + 1, 1);
     c.site_of = malloc(sizeof *c.site_of * (size_t)(g->n_values + 1));
     if (!claimed || !c.site_of) {
@@ -400,39 +752,76 @@ qr_status qr_transform_apply(qr_graph *g, const qrl_module *m, const qr_recipe *
     }
     qrl_rt rt;
     qr_rt_init(&rt);
-    qr_status st = qr_match_pattern(g, &t->match, claimed, &rt, accept, &c, e) < 0 ? QR_ERR : c.st;
+    qr_status st = qr_match_pattern(g, &t->match, claimed, &rt, corrects ? accept_bias : accept, &c, e) < 0 ? QR_ERR
+                                                                                                            : c.st;
     for (int i = 0; i < g->n_values; i++)
         c.site_of[i] = -1;
     for (int k = 0; k < c.nsites; k++)
         c.site_of[c.sites[k].y->id] = k;
+    if (st == QR_OK && corrects)
+        st = bias_correct(&c, params, calib, count, batch > 0 ? batch : 32, weights, user, &added);
     if (st == QR_OK && c.nsites && (t->stats & QR_TRANSFORM_ACT)) /* only what scale reads */
         st = measure(&c, calib, count, batch > 0 ? batch : 32);
     for (int k = 0; st == QR_OK && k < c.nsites; k++)
         st = rescale(&c, &c.sites[k], params);
     if (st == QR_OK) {
-        run->rescaled = c.nsites;
         char ps[256] = "";
         for (int k = 0, at = 0; k < t->nparams && at < (int)sizeof ps - 40; k++)
             at += snprintf(ps + at, sizeof ps - (size_t)at, "%s%s = %g", k ? ", " : "", t->params[k].name,
                            t->params[k].kind == QR_CAL_FLOAT ? params[k].f : (double)params[k].i);
-        if (c.nsites)
+        if (corrects && c.nbsites)
+            add_note(run, "transform %s(%s) (%s): corrected the bias of %d of the %d layers it matched (%d had none), "
+                     "largest change %.3g", t->match.name, ps, t->match.loc, c.nbsites, c.matched, added, c.s_max);
+        else if (corrects)
+            add_note(run, "transform %s(%s) (%s): corrected none of the %d layers it matched", t->match.name, ps,
+                     t->match.loc, c.matched);
+        else if (c.nsites)
             add_note(run, "transform %s(%s) (%s): rescaled %d of the %d values it matched, channel factors %.3g to %.3g",
-                     t->match.name, ps, t->match.loc, c.nsites, run->matched, run->s_min, run->s_max);
+                     t->match.name, ps, t->match.loc, c.nsites, c.matched, c.s_min, c.s_max);
         else
             add_note(run, "transform %s(%s) (%s): rescaled none of the %d values it matched", t->match.name, ps,
-                     t->match.loc, run->matched);
-        if (run->nnotes > 1) { /* the summary first */
+                     t->match.loc, c.matched);
+        if (run->nnotes > first_note + 1) { /* the summary first */
             char *sum = run->notes[run->nnotes - 1];
-            memmove(run->notes + 1, run->notes, sizeof *run->notes * (size_t)(run->nnotes - 1));
-            run->notes[0] = sum;
+            memmove(run->notes + first_note + 1, run->notes + first_note,
+                    sizeof *run->notes * (size_t)(run->nnotes - 1 - first_note));
+            run->notes[first_note] = sum;
         }
     }
     for (int k = 0; k < c.nsites; k++) {
         free(c.sites[k].readers);
         free(c.sites[k].act);
     }
+    for (int i = 0; c.means && i < c.nmeans; i++)
+        free(c.means[i].sum);
+    free(c.means);
+    free(c.bsites);
     free(c.sites);
     free(c.site_of);
     free(claimed);
     return st;
+}
+
+qr_status qr_transform_apply(qr_graph *g, const qrl_module *m, const qr_recipe *r, const qr_tensor *calib,
+                             int64_t count, int batch, qr_transform_weights_fn weights, void *user, qr_graph **ref,
+                             qr_transform_run *run, qr_error *e)
+{
+    memset(run, 0, sizeof *run);
+    *ref = NULL;
+    for (int i = 0; i < r->nsettings; i++) {
+        if (strcmp(r->settings[i].key, "transform"))
+            continue;
+        const qr_transform *t = qr_module_transform(m, r->settings[i].calibrator);
+        if (t && t->bias && !*ref && !(*ref = qr_graph_clone(g))) {
+            free_notes_from(run, 0);
+            return qr_errorf(e, "out of memory");
+        }
+        if (apply_one(g, m, r, &r->settings[i], calib, count, batch, weights, user, run, e) != QR_OK) {
+            free_notes_from(run, 0);
+            qr_graph_free(*ref);
+            *ref = NULL;
+            return QR_ERR;
+        }
+    }
+    return QR_OK;
 }

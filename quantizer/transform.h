@@ -14,7 +14,16 @@
  * whose producer or readers are not of these forms (a reader that is an Add,
  * a weight shared with another node, y a graph output) is left alone with a
  * note; an s[j] that is not a positive finite number is an error naming the
- * transform's line. */
+ * transform's line.
+ *
+ * A transform with a bias function instead (bias(bias, error) -> f64: empirical bias correction)
+ * matches layers y = Conv|MatMul|Gemm(x, W, b) with a constant W. This module measures E[x] per
+ * input channel on the calibration samples (one f32 pass), asks the quantizer for W_q (the
+ * recipe's own weight quantization), and gives the recipe, per output channel o, the layer's
+ * bias b[o] and the expected error of its output, error[o] = sum over its inputs i of
+ * (W_q - W)[o, i] E[x_i]; the recipe's answer is the new b[o]. A layer without a bias gets one (a
+ * Conv's or Gemm's third input, an Add after a MatMul). Several transform settings run in the
+ * recipe's order, each on the graph the one before left. */
 #ifndef QR_TRANSFORM_H
 #define QR_TRANSFORM_H
 
@@ -26,18 +35,24 @@
 #include "tensor.h"
 
 typedef struct qr_transform_run {
-    int matched;       /* values the match found */
-    int rescaled;      /* of them, rewritten */
-    double s_min, s_max; /* the factors given to the rewritten values' channels */
-    char **notes;      /* malloc'd: the summary, then one per value left alone */
+    char **notes; /* malloc'd: each transform's summary, then one per value or layer it left alone */
     int nnotes;
 } qr_transform_run;
 
-/* Applies recipe r's transform setting to g in place (g is the quantizer's own copy). calib: the
- * calibration inputs (count samples of each, batch at a time). Nothing happens without the setting.
- * The caller frees run->notes (qr_transform_run_free). */
+/* What a bias correction needs of the quantizer: the weights recipe r quantizes in g (its plan and
+ * weight quantization, nothing calibrated), dequantized as the export's integers give them back;
+ * deq[value id] is malloc'd, NULL for a value the recipe does not quantize as a weight. The
+ * caller frees each and the array. */
+typedef qr_status (*qr_transform_weights_fn)(void *user, const qr_graph *g, float ***deq, qr_error *e);
+
+/* Applies recipe r's transform settings to g in place, in the recipe's order (g is the quantizer's
+ * own copy). calib: the calibration inputs (count samples of each, batch at a time); weights (with
+ * user) for a transform with a bias function. *ref: a copy of g before its first bias correction
+ * (the f32 function the quantized model is judged against), NULL without one; the caller frees it
+ * and run->notes (qr_transform_run_free). Nothing happens without a setting. */
 qr_status qr_transform_apply(qr_graph *g, const qrl_module *m, const qr_recipe *r, const qr_tensor *calib,
-                             int64_t count, int batch, qr_transform_run *run, qr_error *e);
+                             int64_t count, int batch, qr_transform_weights_fn weights, void *user, qr_graph **ref,
+                             qr_transform_run *run, qr_error *e);
 void qr_transform_run_free(qr_transform_run *run);
 
 #endif

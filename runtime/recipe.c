@@ -721,7 +721,7 @@ static void reg_affine(qrl_module *m, const char *op, int64_t ninputs, int64_t k
 static void reg_transform(qrl_module *m, const char *name, int64_t nparams, void *defaults, void *where, void *scale,
                           const char *loc, int64_t stats)
 {
-    if (nparams < 0 || nparams > QRL_MAX_PARAMS || !defaults || !scale || stats < 0 || stats > 7) {
+    if (nparams < 0 || nparams > QRL_MAX_PARAMS || !defaults || !scale || stats < 0 || stats > QR_TRANSFORM_STATS_ALL) {
         m->bad = 1;
         return;
     }
@@ -731,7 +731,10 @@ static void reg_transform(qrl_module *m, const char *name, int64_t nparams, void
     t->match = (qr_pattern){.name = name, .loc = loc ? loc : "", .where = (qrl_where_fn)where, .numerics = "",
                             .priority = -1};
     t->defaults = (qrl_cal_defaults_fn)defaults;
-    t->scale = (qrl_transform_scale_fn)scale;
+    if (stats & QR_TRANSFORM_CORRECTS)
+        t->bias = (qrl_transform_bias_fn)scale;
+    else
+        t->scale = (qrl_transform_scale_fn)scale;
     t->stats = (int)stats;
     t->max_params = (int)nparams;
     t->params = calloc((size_t)nparams + 1, sizeof *t->params);

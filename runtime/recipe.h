@@ -244,7 +244,18 @@ typedef void (*qrl_args_fn)(qrl_rt *rt, double *out);
  * measured; the others arrive as NaN. */
 typedef double (*qrl_transform_scale_fn)(qrl_rt *rt, const qrl_scalar *params, double act, double weight,
                                          double source);
-enum { QR_TRANSFORM_ACT = 1, QR_TRANSFORM_WEIGHT = 2, QR_TRANSFORM_SOURCE = 4 };
+/* A transform's bias function instead (QR_TRANSFORM_CORRECTS in its stats): the new bias of output
+ * channel o of a matched layer from bias, its bias now (0 without one), and error, the expected
+ * error quantizing the layer's weight adds to that output, sum over its inputs i of
+ * (W_q - W)[o, i] E[x_i]. The same three f64 slots as scale: bias in act's, error in weight's. */
+typedef double (*qrl_transform_bias_fn)(qrl_rt *rt, const qrl_scalar *params, double bias, double error,
+                                        double unused);
+enum {
+    QR_TRANSFORM_ACT = 1, QR_TRANSFORM_WEIGHT = 2, QR_TRANSFORM_SOURCE = 4, /* scale(...)'s statistics */
+    QR_TRANSFORM_BIAS = 8, QR_TRANSFORM_ERROR = 16,                         /* bias(...)'s */
+    QR_TRANSFORM_CORRECTS = 32,                                             /* the function is bias(...) */
+    QR_TRANSFORM_STATS_ALL = 63
+};
 
 /* Entry point every module exports under this name. */
 #define QRL_MODULE_ENTRY "qrl_module_entry"
@@ -480,8 +491,9 @@ typedef struct qr_transform {
     qr_cal_param *params;
     int nparams, max_params;
     qrl_cal_defaults_fn defaults;
-    qrl_transform_scale_fn scale;
-    int stats; /* QR_TRANSFORM_*: the statistics scale reads */
+    qrl_transform_scale_fn scale; /* NULL for a bias correction */
+    qrl_transform_bias_fn bias;   /* NULL for a rescaling */
+    int stats; /* QR_TRANSFORM_*: the statistics its function reads, and which function it is */
 } qr_transform;
 
 struct qrl_module {

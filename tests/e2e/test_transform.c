@@ -5,6 +5,7 @@
  * PyTorch on the same calibration samples. Cross-layer equalization on a small CNN; its oracle is
  * tests/e2e/equalize_oracle.py, the paper's formula in numpy. Never QRL's own numbers. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,26 +131,33 @@ Test(transform, a_bad_factor_names_the_transform_and_writes_nothing)
     cr_expect(!tu_file_exists(path), "a failed quantize left %s", path);
 }
 
+/* DIR's model and data from ORACLE (a script in tests/e2e: ORACLE make DIR), and DIR/RECIPE holding
+ * text (printf's format, then its one string argument). */
+static void make_model(const char *oracle, const char *recipe, const char *text, const char *arg)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 tests/e2e/%s make '%s' 2>&1", tu_root(), oracle, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "%s/%s", dir, recipe);
+    FILE *f = fopen(cmd, "w");
+    cr_assert(f);
+    fprintf(f, text, arg, arg, arg);
+    fclose(f);
+}
+
 /* Cross-layer equalization of Conv -> Relu -> Conv -> Conv, per-tensor weights: both pairs
  * rewritten as numpy computes them from the f32 weights (dequantized export within half a step),
  * and the recipe without the transform fails the same oracle. */
 Test(transform, equalize_matches_numpy_on_a_cnn)
 {
     char cmd[4096], *log;
-    snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 tests/e2e/equalize_oracle.py make '%s' 2>&1", tu_root(), dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/eq.qrl", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fputs("import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\nimport \"transforms.qrl\"\n"
+    make_model("equalize_oracle.py", "eq.qrl", "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\nimport \"transforms.qrl\"\n"
           "recipe eq {\n  transform = equalize\n  activation = u8 asymmetric by minmax()\n"
           "  weight = i8 symmetric per_tensor by minmax(symmetric = true)\n}\n"
           "recipe plain {\n  activation = u8 asymmetric by minmax()\n"
           "  weight = i8 symmetric per_tensor by minmax(symmetric = true)\n}\n",
-          f);
-    fclose(f);
+          "");
     const char *recipes[] = {"eq", "plain"};
     for (int i = 0; i < 2; i++) {
         snprintf(cmd, sizeof cmd,
@@ -171,4 +179,93 @@ Test(transform, equalize_matches_numpy_on_a_cnn)
             cr_expect_gt(worst, 10.0, "the plain export is within %.3f half-steps of the equalized weights", worst);
         free(log);
     }
+}
+
+/* tests/e2e/bias_correct_oracle.py's model and data, and its recipes: bias_correct() alone, after
+ * equalize() (two transform lines, applied in order), and neither. */
+static void make_bc_model(void)
+{
+    make_model("bias_correct_oracle.py", "bc.qrl",
+               "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\nimport \"transforms.qrl\"\n"
+               "recipe bc {\n  transform = bias_correct()\n%s"
+               "recipe chain {\n  transform = equalize()\n  transform = bias_correct\n%s"
+               "recipe plain {\n%s",
+               "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_tensor by minmax(symmetric = true)\n}\n");
+}
+
+/* qrl quantize bc.onnx with recipe NAME of bc.qrl into bc.NAME.onnx; the log. */
+static char *quantize_bc(const char *name)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' quantize bc.onnx --recipe bc.qrl --recipe-name %s --calib bc_calib.npy -o bc.%s.onnx 2>&1",
+             dir, tu_qrl(), name, name);
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 0, "%s", log);
+    return log;
+}
+
+/* ORT's output SQNR of export bc.NAME.onnx against the f32 model on the held-out samples. */
+static double held_out_sqnr(const char *name)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "cd '%s' && node '%s/tools/ort_sqnr.js' bc.onnx bc.%s.onnx bc_test.npy", dir, tu_root(),
+             name);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    const char *at = strstr(log, "\"sqnr_db\":");
+    double db = NAN;
+    cr_assert(at && sscanf(at + 10, "%lf", &db) == 1, "%s", log);
+    free(log);
+    return db;
+}
+
+/* Bias correction of a Conv with a bias, a depthwise Conv and a 1x1 Conv without (they get one), a
+ * MatMul without (it gets an Add) and a Gemm with alpha and beta: every bias in the export is
+ * b - (W_q - W) E[x] as numpy computes it from the export's own W_q and PyTorch's E[x], to within
+ * half a step of the bias's quantization; the plain export fails the oracle; and on samples never
+ * calibrated on, ORT's output SQNR of the corrected export beats the plain one's by over 3 dB
+ * (weights that quantize badly, inputs of non-zero mean). */
+Test(transform, bias_correct_matches_numpy_and_lowers_the_output_error)
+{
+    char cmd[4096], *log;
+    make_bc_model();
+    log = quantize_bc("bc");
+    cr_expect(strstr(log, "transform bias_correct(strength = 1) (") &&
+              strstr(log, "corrected the bias of 5 of the 5 layers it matched (3 had none)"), "%s", log);
+    free(log);
+    free(quantize_bc("plain"));
+    const char *names[] = {"bc", "plain"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 tests/e2e/bias_correct_oracle.py check '%s' '%s/bc.%s.onnx'",
+                 tu_root(), dir, dir, names[i]);
+        int rc = tu_run(cmd, &log);
+        double worst = INFINITY;
+        if (rc == 0)
+            cr_assert(sscanf(log, "%lf", &worst) == 1, "%s", log);
+        if (i == 0)
+            cr_expect(rc == 0 && worst <= 0.5001, "the export's biases are %.3f steps from numpy's: %s", worst, log);
+        else
+            cr_expect(rc != 0 || worst > 10, "the plain export passes the bias oracle (%.3f): %s", worst, log);
+        free(log);
+    }
+    double bc = held_out_sqnr("bc"), plain = held_out_sqnr("plain");
+    cr_expect_gt(bc, plain + 3, "held-out output SQNR: corrected %.2f dB, plain %.2f dB", bc, plain);
+}
+
+/* Two transform lines run in their order, each with its summary note: equalize rescales the
+ * depthwise Conv -> pointwise Conv pair (the first pair's reader is depthwise: left alone), then
+ * bias_correct corrects the equalized weights' quantization; the chain also beats the plain
+ * recipe on the held-out samples. */
+Test(transform, transforms_chain_in_the_recipes_order)
+{
+    make_bc_model();
+    char *log = quantize_bc("chain");
+    const char *eq = strstr(log, "transform equalize() ("), *bc = strstr(log, "transform bias_correct(strength = 1) (");
+    cr_expect(eq && bc && eq < bc, "equalize's summary, then bias_correct's:\n%s", log);
+    cr_expect(strstr(log, "rescaled 1 of the 2 values it matched"), "%s", log);
+    cr_expect(strstr(log, "corrected the bias of 5 of the 5 layers"), "%s", log);
+    free(log);
+    free(quantize_bc("plain"));
+    double chain = held_out_sqnr("chain"), plain = held_out_sqnr("plain");
+    cr_expect_gt(chain, plain + 3, "held-out output SQNR: chained %.2f dB, plain %.2f dB", chain, plain);
 }
