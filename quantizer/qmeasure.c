@@ -16,6 +16,7 @@
  * output_sqnr is a search over how many to revert) and the outputs are
  * finite. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,15 +47,43 @@ double qr_plan_local_sqnr(const qr_slot *s)
     return 10.0 * log10(s->lx2 / s->le2);
 }
 
+/* The f32 values of one batch, handed from the f32 run to the runs measured against it (the
+ * "readers"), which run beside it, each on its own thread, one at a time: whoever runs holds mu,
+ * and lets the others run only while it waits. The f32 run waits once it has handed over a value
+ * until every reader has read what it has (or waits for a value still to come); a reader waits for
+ * a value the f32 run has not yet computed. So a value lives from the f32 node that computes it to
+ * its last reader's node, not for the whole batch: the peak is a value or a few, not the batch's
+ * every value. Each value is computed the same as if the whole f32 run came first. */
+typedef struct refs {
+    qr_qctx *q;
+    qr_tensor *t;          /* by value id of the original graph: its f32 value in the current batch */
+    int *readers;          /* by value id: the readers that read it */
+    int *left;             /* by value id: readers yet to read it in this batch */
+    int *waiting;          /* by value id: readers waiting for it */
+    unsigned char *there;  /* by value id: the f32 run has computed it this batch (t may be empty: not f32) */
+    size_t pending;        /* bytes of values handed over and not yet read by all */
+    int running;           /* readers neither waiting for a value nor finished */
+    int f32_done;          /* the f32 run of this batch has finished (a value not there now never will be) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} refs;
+
 typedef struct measure {
     qr_qctx *q;
-    qr_tensor *ref; /* by value id of the original graph: its f32 value in the current batch */
-    int pass;       /* 0: recording f32, 1: comparing the quantized model */
-    int local;      /* pass 1 replaces each value by its f32 value (quantized where it is) */
+    refs *r;
+    const qr_graph *g; /* the graph it runs */
+    void *user;        /* its kernel_user */
+    qr_observer_fn obs;
+    unsigned char *want; /* by value id of the original graph: it reads that value's f32 */
+    int local; /* observe_slots: replaces each value by its f32 value (quantized where it is) */
     const qr_value **ival; /* by slot: its integers in the integer graph, or NULL */
     /* by slot: [0] 1 when ival holds them channels last (quantizer/layout.h), [1..3] its H, W, C as
      * the graph knows them (for a flattened twin, whose tensor does not say) */
     int64_t (*ival_nhwc)[4];
+    qr_exec *x;
+    const qr_tensor *in;
+    qr_error e;
+    qr_status st;
 } measure;
 
 /* v is value v->id of the original graph (the quantized graphs keep ids and names of the originals). */
@@ -63,15 +92,60 @@ static int original(const qr_qctx *q, const qr_value *v)
     return v->id < q->g->n_values && !strcmp(v->name, q->g->values[v->id]->name);
 }
 
-static void record(measure *ms, const qr_value *v, const qr_tensor *t)
+/* The f32 run's observer: a value some reader reads, handed over; then the readers run first. */
+static void observe_f32(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
 {
-    qr_tensor *r = &ms->ref[v->id];
-    qr_tensor_free(r);
-    *r = *t;
-    r->data = NULL;
-    qr_error e;
-    if (qr_tensor_alloc(r, &e) == QR_OK)
-        memcpy(r->data, t->data, qr_tensor_nbytes(t));
+    (void)n;
+    refs *r = user;
+    if (!original(r->q, v) || !r->readers[v->id])
+        return;
+    qr_tensor *c = &r->t[v->id];
+    qr_tensor_free(c);
+    if (t->dtype == QR_F32) {
+        *c = *t;
+        c->data = NULL;
+        qr_error e;
+        if (qr_tensor_alloc(c, &e) == QR_OK) {
+            memcpy(c->data, t->data, qr_tensor_nbytes(t));
+            r->pending += qr_tensor_nbytes(t);
+        }
+    }
+    r->there[v->id] = 1;
+    r->left[v->id] = r->readers[v->id];
+    r->running += r->waiting[v->id]; /* running again (before they wake up: this run waits for them) */
+    r->waiting[v->id] = 0;
+    pthread_cond_broadcast(&r->cv);
+    while (r->pending > 0 && r->running > 0)
+        pthread_cond_wait(&r->cv, &r->mu);
+}
+
+/* Value id's f32 in this batch, waiting for the f32 run to compute it; NULL when it does not (not
+ * f32, or the run failed). The caller gives it back with give_back. */
+static const float *take(refs *r, int id, int64_t count)
+{
+    if (!r->there[id] && !r->f32_done) {
+        r->running--;
+        r->waiting[id]++;
+        pthread_cond_broadcast(&r->cv);
+        while (!r->there[id] && !r->f32_done)
+            pthread_cond_wait(&r->cv, &r->mu);
+        if (!r->there[id]) { /* the run ended without it */
+            r->running++;
+            r->waiting[id]--;
+        }
+    }
+    const qr_tensor *c = &r->t[id];
+    return c->data && qr_tensor_numel(c) == count ? c->data : NULL;
+}
+
+/* A reader is done with value id: freed after its last reader. */
+static void give_back(refs *r, int id)
+{
+    if (!r->there[id] || --r->left[id] > 0)
+        return;
+    r->pending -= r->t[id].data ? qr_tensor_nbytes(&r->t[id]) : 0;
+    qr_tensor_free(&r->t[id]);
+    pthread_cond_broadcast(&r->cv);
 }
 
 static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
@@ -79,23 +153,20 @@ static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_te
     (void)n;
     measure *ms = user;
     qr_qctx *q = ms->q;
-    if (!original(q, v) || t->dtype != QR_F32)
+    if (!original(q, v) || !ms->want[v->id])
         return;
     int si = q->slot_of[v->id];
-    if (ms->pass == 0) {
-        if (si >= 0 || ms->local)
-            record(ms, v, t);
+    int64_t cnt = qr_tensor_numel(t);
+    const float *a = take(ms->r, v->id, cnt);
+    if (!a || t->dtype != QR_F32) {
+        give_back(ms->r, v->id);
         return;
     }
-    const qr_tensor *r = &ms->ref[v->id];
-    int64_t cnt = qr_tensor_numel(t);
-    if (!r->data || qr_tensor_numel(r) != cnt)
-        return;
-    const float *a = r->data;
     float *b = t->data;
-    if (si < 0 || q->slots[si].fallback) {
-        if (ms->local) /* what f32 nodes compute from quantized inputs is not this layer's error */
-            memcpy(b, a, qr_tensor_nbytes(t));
+    if (si < 0 || q->slots[si].fallback) { /* read only when local */
+        /* what f32 nodes compute from quantized inputs is not this layer's error */
+        memcpy(b, a, qr_tensor_nbytes(t));
+        give_back(ms->r, v->id);
         return;
     }
     qr_slot *s = &q->slots[si];
@@ -107,6 +178,7 @@ static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_te
         }
         s->ln += (double)cnt;
         qr_plan_fake_quant(a, b, cnt, (float)s->qp.scale, s->qp.zero, s->qt.qmin, s->qt.qmax);
+        give_back(ms->r, v->id);
         return;
     }
     double lo = (double)(s->qt.qmin - s->qp.zero) * s->qp.scale, hi = (double)(s->qt.qmax - s->qp.zero) * s->qp.scale;
@@ -117,6 +189,7 @@ static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_te
         s->clipped += a[i] < lo || a[i] > hi;
     }
     s->n += (double)cnt;
+    give_back(ms->r, v->id);
 }
 
 /* One integer v of a slot, dequantized, against its f32 value a. */
@@ -125,6 +198,29 @@ static inline void int_error(qr_slot *s, float a, int64_t v)
     double d = (double)a - (double)(v - s->qp.zero) * s->qp.scale;
     s->isx2 += (double)a * a;
     s->ise2 += d * d;
+}
+
+/* The integers of slot s (t, ival_nhwc its layout), dequantized, against its f32 value a. */
+static void compare_ints(qr_slot *s, const float *a, const qr_tensor *t, const int64_t *ival_nhwc)
+{
+    int64_t cnt = qr_tensor_numel(t);
+    int turned = ival_nhwc[0] == 1;
+    int64_t nhwc[4] = {t->dims[0], ival_nhwc[1], ival_nhwc[2], ival_nhwc[3]};
+    if (turned && t->ndim == 4)
+        memcpy(nhwc, t->dims, sizeof nhwc);
+    else if (turned && (t->ndim != 2 || nhwc[1] <= 0 || nhwc[2] <= 0 || nhwc[3] <= 0))
+        return; /* a flattened twin of unknown dims: not measured */
+    if (!turned) {
+        for (int64_t i = 0; i < cnt; i++)
+            int_error(s, a[i], qr_get_i64(t->data, t->dtype, i));
+        return;
+    }
+    /* channels last: element (n, c, p) of the f32 value is (n, p, c) of the integers */
+    int64_t nc = nhwc[3], hw = nhwc[1] * nhwc[2];
+    for (int64_t b = 0; b < nhwc[0]; b++)
+        for (int64_t c = 0; c < nc; c++)
+            for (int64_t px = 0; px < hw; px++)
+                int_error(s, a[(b * nc + c) * hw + px], qr_get_i64(t->data, t->dtype, (b * hw + px) * nc + c));
 }
 
 /* The integer graph's integers of a slot, dequantized, against the f32 value. */
@@ -137,133 +233,211 @@ static void observe_ints(void *user, const qr_node *n, const qr_value *v, qr_ten
         if (ms->ival[si] != v)
             continue;
         qr_slot *s = &q->slots[si];
-        const qr_tensor *r = &ms->ref[s->value];
-        int64_t cnt = qr_tensor_numel(t);
-        if (!r->data || qr_tensor_numel(r) != cnt || !qr_dtype_is_int(t->dtype))
+        if (!ms->want[s->value])
             return;
-        const float *a = r->data;
-        int turned = ms->ival_nhwc[si][0] == 1;
-        int64_t nhwc[4] = {t->dims[0], ms->ival_nhwc[si][1], ms->ival_nhwc[si][2], ms->ival_nhwc[si][3]};
-        if (turned && t->ndim == 4)
-            memcpy(nhwc, t->dims, sizeof nhwc);
-        else if (turned && (t->ndim != 2 || nhwc[1] <= 0 || nhwc[2] <= 0 || nhwc[3] <= 0))
-            return; /* a flattened twin of unknown dims: not measured */
-        if (!turned) {
-            for (int64_t i = 0; i < cnt; i++)
-                int_error(s, a[i], qr_get_i64(t->data, t->dtype, i));
-            return;
-        }
-        /* channels last: element (n, c, p) of the f32 value is (n, p, c) of the integers */
-        int64_t nc = nhwc[3], hw = nhwc[1] * nhwc[2];
-        for (int64_t b = 0; b < nhwc[0]; b++)
-            for (int64_t c = 0; c < nc; c++)
-                for (int64_t px = 0; px < hw; px++)
-                    int_error(s, a[(b * nc + c) * hw + px], qr_get_i64(t->data, t->dtype, (b * hw + px) * nc + c));
+        const float *a = take(ms->r, s->value, qr_tensor_numel(t));
+        if (a && qr_dtype_is_int(t->dtype))
+            compare_ints(s, a, t, ms->ival_nhwc[si]);
+        give_back(ms->r, s->value);
         return;
     }
 }
 
-/* Runs f32 (recording values) and `other` (kernel_user: user, observed by obs) side by side. When
- * the samples are one batch, the f32 values the local measurement recorded are kept (those of
- * slots) and the measurements after it read them instead of running f32 again: the same values. */
-static qr_status side_by_side(measure *ms, const qr_graph *other, void *user, qr_observer_fn obs,
-                              const qr_tensor *calib, int64_t count, int batch)
+/* A reader's run of one batch, on its own thread (the first on the caller's). */
+static void *read_batch(void *p)
+{
+    measure *ms = p;
+    refs *r = ms->r;
+    pthread_mutex_lock(&r->mu);
+    ms->st = qr_plan_run_once(ms->x, ms->g, ms->in, &ms->e);
+    r->running--;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+typedef struct f32_run {
+    refs *r;
+    qr_exec *x;
+    const qr_tensor *in;
+    qr_error e;
+    qr_status st;
+} f32_run;
+
+static void *f32_batch(void *p)
+{
+    f32_run *f = p;
+    refs *r = f->r;
+    pthread_mutex_lock(&r->mu);
+    f->st = qr_plan_run_once(f->x, r->q->g, f->in, &f->e);
+    r->f32_done = 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+/* Which f32 values reader ms reads: those the f32 run computes that obs uses where ms's graph
+ * computes them (the local measurement every one, the others the slots'). */
+static void mark_wanted(measure *ms)
 {
     qr_qctx *q = ms->q;
-    int64_t n = count < measure_samples(q) ? count : measure_samples(q);
-    int one = n <= batch, kept = one && q->f32_refs && q->f32_refs_n == n && !ms->local;
-    ms->ref = kept ? q->f32_refs : calloc((size_t)q->g->n_values + 1, sizeof *ms->ref);
+    for (int k = 0; k < ms->g->n_nodes; k++) {
+        const qr_node *n = ms->g->nodes[k];
+        for (int j = 0; j < n->n_out; j++) {
+            const qr_value *v = n->out[j];
+            if (v && ms->obs == observe_slots && original(q, v) && q->g->values[v->id]->producer) {
+                int si = q->slot_of[v->id];
+                ms->want[v->id] = ms->local || (si >= 0 && !q->slots[si].fallback);
+            }
+            for (int s = 0; v && ms->obs == observe_ints && s < q->nslots; s++)
+                if (ms->ival[s] == v && q->g->values[q->slots[s].value]->producer)
+                    ms->want[q->slots[s].value] = 1;
+        }
+    }
+}
+
+/* Runs f32 and the readers (ms[0..nr), each set up with its graph, observer and kernel_user) side
+ * by side over the first measure_samples of calib, in calibration's batches (a model may mix
+ * samples across its batch). Errors: the f32 run's first, then the readers' in order. */
+static qr_status side_by_side(qr_qctx *q, measure *ms, int nr, const qr_tensor *calib, int64_t count)
+{
+    int64_t n = count < measure_samples(q) ? count : measure_samples(q), batch = qr_plan_batch(q);
+    size_t nv = (size_t)q->g->n_values + 1;
+    refs r = {.q = q};
+    r.t = calloc(nv, sizeof *r.t);
+    r.readers = calloc(nv, sizeof *r.readers);
+    r.left = calloc(nv, sizeof *r.left);
+    r.waiting = calloc(nv, sizeof *r.waiting);
+    r.there = calloc(nv, 1);
     qr_tensor *in = calloc((size_t)q->g->n_inputs + 1, sizeof *in);
-    qr_status st = ms->ref && in ? QR_OK : qr_errorf(q->e, "out of memory");
-    qr_exec_opts o32 = {.threads = q->o->threads, .observer = observe_slots, .observer_user = ms};
-    qr_exec_opts oo = {.threads = q->o->threads, .observer = obs, .observer_user = ms, .kernel_user = user};
-    qr_exec *x32 = NULL, *xo = NULL;
-    if (st == QR_OK && !kept)
-        st = qr_exec_new(q->g, &o32, &x32, q->e);
+    f32_run f = {.r = &r, .in = in};
+    qr_status st = r.t && r.readers && r.left && r.waiting && r.there && in ? QR_OK : qr_errorf(q->e, "out of memory");
+    pthread_mutex_init(&r.mu, NULL);
+    pthread_cond_init(&r.cv, NULL);
+    for (int k = 0; k < nr; k++)
+        ms[k].x = NULL;
+    qr_exec_opts o32 = {.threads = q->o->threads, .observer = observe_f32, .observer_user = &r};
     if (st == QR_OK)
-        st = qr_exec_new(other, &oo, &xo, q->e);
+        st = qr_exec_new(q->g, &o32, &f.x, q->e);
+    for (int k = 0; st == QR_OK && k < nr; k++) {
+        ms[k].q = q;
+        ms[k].r = &r;
+        ms[k].in = in;
+        if (!(ms[k].want = calloc(nv, 1))) {
+            st = qr_errorf(q->e, "out of memory");
+            break;
+        }
+        mark_wanted(&ms[k]);
+        for (size_t i = 0; i < nv; i++)
+            r.readers[i] += ms[k].want[i];
+        qr_exec_opts oo = {.threads = q->o->threads, .observer = ms[k].obs, .observer_user = &ms[k],
+                           .kernel_user = ms[k].user};
+        st = qr_exec_new(ms[k].g, &oo, &ms[k].x, q->e);
+    }
+    pthread_t f32_tid, *tid = calloc((size_t)nr + 1, sizeof *tid);
+    int *started = calloc((size_t)nr + 1, sizeof *started);
+    if (st == QR_OK && (!tid || !started))
+        st = qr_errorf(q->e, "out of memory");
     for (int64_t at = 0; st == QR_OK && at < n; at += batch) {
         int64_t b = n - at < batch ? n - at : batch;
         qr_plan_slice_inputs(calib, q->g->n_inputs, at, b, in);
-        ms->pass = 0;
-        if (!kept)
-            st = qr_plan_run_once(x32, q->g, in, q->e);
-        ms->pass = 1;
-        if (st == QR_OK)
-            st = qr_plan_run_once(xo, other, in, q->e);
+        memset(r.there, 0, nv);
+        r.f32_done = 0;
+        r.running = nr;
+        r.pending = 0;
+        f.st = QR_OK;
+        int f32_started = pthread_create(&f32_tid, NULL, f32_batch, &f) == 0;
+        if (!f32_started) { /* no thread: the f32 run first, keeping its values (it never waits) */
+            r.running = 0;
+            f32_batch(&f);
+        }
+        for (int k = 1; k < nr; k++)
+            if (!(started[k] = pthread_create(&tid[k], NULL, read_batch, &ms[k]) == 0)) {
+                pthread_mutex_lock(&r.mu); /* runs after the f32 run: not one it waits for */
+                r.running--;
+                pthread_cond_broadcast(&r.cv);
+                pthread_mutex_unlock(&r.mu);
+            }
+        read_batch(&ms[0]);
+        for (int k = 1; k < nr; k++)
+            if (started[k])
+                pthread_join(tid[k], NULL);
+        if (f32_started)
+            pthread_join(f32_tid, NULL);
+        for (int k = 1; k < nr; k++)
+            if (!started[k])
+                read_batch(&ms[k]);
+        for (size_t i = 0; i < nv; i++)
+            qr_tensor_free(&r.t[i]);
+        if (f.st != QR_OK) {
+            memcpy(q->e, &f.e, sizeof *q->e);
+            st = QR_ERR;
+        }
+        for (int k = 0; st == QR_OK && k < nr; k++)
+            if (ms[k].st != QR_OK) {
+                memcpy(q->e, &ms[k].e, sizeof *q->e);
+                st = QR_ERR;
+            }
     }
-    qr_exec_free(x32);
-    qr_exec_free(xo);
-    if (st == QR_OK && one && ms->local && ms->ref) { /* kept for the measurements after it: slots only */
-        qr_measure_drop_refs(q);
-        for (int i = 0; i < q->g->n_values; i++)
-            if (q->slot_of[i] < 0)
-                qr_tensor_free(&ms->ref[i]);
-        q->f32_refs = ms->ref, q->f32_refs_n = n;
-    } else if (!kept) {
-        for (int i = 0; ms->ref && i < q->g->n_values; i++)
-            qr_tensor_free(&ms->ref[i]);
-        free(ms->ref);
+    qr_exec_free(f.x);
+    for (int k = 0; k < nr; k++) {
+        qr_exec_free(ms[k].x);
+        free(ms[k].want);
+        ms[k].want = NULL;
     }
-    ms->ref = NULL;
+    pthread_cond_destroy(&r.cv);
+    pthread_mutex_destroy(&r.mu);
+    free(tid);
+    free(started);
+    free(r.t);
+    free(r.readers);
+    free(r.left);
+    free(r.waiting);
+    free(r.there);
     free(in);
     return st;
-}
-
-void qr_measure_drop_refs(qr_qctx *q)
-{
-    for (int i = 0; q->f32_refs && i < q->g->n_values; i++)
-        qr_tensor_free(&q->f32_refs[i]);
-    free(q->f32_refs);
-    q->f32_refs = NULL;
-    q->f32_refs_n = 0;
-}
-
-qr_status qr_measure_slots(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count)
-{
-    for (int i = 0; i < q->nslots; i++)
-        q->slots[i].sx2 = q->slots[i].se2 = q->slots[i].n = q->slots[i].clipped = 0;
-    measure ms = {.q = q};
-    return side_by_side(&ms, qdq, NULL, observe_slots, calib, count, qr_plan_batch(q));
 }
 
 qr_status qr_measure_local(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count)
 {
     for (int i = 0; i < q->nslots; i++)
         q->slots[i].lx2 = q->slots[i].le2 = q->slots[i].ln = 0;
-    /* in calibration's batches: a model may mix samples across its batch (every f32 value of a batch is kept) */
-    measure ms = {.q = q, .local = 1};
-    return side_by_side(&ms, qdq, NULL, observe_slots, calib, count, qr_plan_batch(q));
+    measure ms = {.g = qdq, .obs = observe_slots, .local = 1};
+    return side_by_side(q, &ms, 1, calib, count);
 }
 
-qr_status qr_measure_ints(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count)
+qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count)
 {
-    measure ms = {.q = q};
-    ms.ival = calloc((size_t)q->nslots + 1, sizeof *ms.ival);
-    ms.ival_nhwc = calloc((size_t)q->nslots + 1, sizeof *ms.ival_nhwc);
-    if (!ms.ival || !ms.ival_nhwc) {
-        free(ms.ival);
-        free(ms.ival_nhwc);
+    measure ms[2] = {{.g = res->qdq, .obs = observe_slots}, {.g = res->ig->g, .user = res->ig, .obs = observe_ints}};
+    ms[1].ival = calloc((size_t)q->nslots + 1, sizeof *ms[1].ival);
+    ms[1].ival_nhwc = calloc((size_t)q->nslots + 1, sizeof *ms[1].ival_nhwc);
+    if (!ms[1].ival || !ms[1].ival_nhwc) {
+        free(ms[1].ival);
+        free(ms[1].ival_nhwc);
         return qr_errorf(q->e, "out of memory");
     }
     for (int i = 0; i < q->nslots; i++) {
-        int qv = q->qval[q->slots[i].value];
-        q->slots[i].isx2 = q->slots[i].ise2 = 0;
-        if (qv < 0 || q->slots[i].fallback)
+        qr_slot *s = &q->slots[i];
+        s->sx2 = s->se2 = s->n = s->clipped = 0;
+        s->isx2 = s->ise2 = 0;
+        int qv = q->qval[s->value];
+        if (qv < 0 || s->fallback)
             continue;
         const char *name = res->qdq->values[qv]->name;
         int64_t dims[4];
         const qr_value *v = qr_graph_find(res->ig->g, name), *twin = qr_layout_twin(res->ig->g, name, dims);
-        ms.ival[i] = v;
+        ms[1].ival[i] = v;
         if (twin && (!v || !v->producer)) { /* only its channels-last form is computed */
-            ms.ival[i] = twin;
-            ms.ival_nhwc[i][0] = 1;
-            memcpy(ms.ival_nhwc[i] + 1, dims + 1, 3 * sizeof *dims);
+            ms[1].ival[i] = twin;
+            ms[1].ival_nhwc[i][0] = 1;
+            memcpy(ms[1].ival_nhwc[i] + 1, dims + 1, 3 * sizeof *dims);
         }
     }
-    qr_status st = side_by_side(&ms, res->ig->g, res->ig, observe_ints, calib, count, qr_plan_batch(q));
-    free(ms.ival);
-    free(ms.ival_nhwc);
+    qr_status st = side_by_side(q, ms, 2, calib, count);
+    if (st != QR_OK && ms[1].st != QR_OK && q->e->msg[0] && !strcmp(q->e->msg, ms[1].e.msg))
+        qr_error_prefix(q->e, "running the integer graph");
+    free(ms[1].ival);
+    free(ms[1].ival_nhwc);
     return st;
 }
 

@@ -1144,7 +1144,6 @@ static qr_status insert_dynamic(qr_qctx *q, qr_graph *d)
 
 static void qctx_free(qr_qctx *q)
 {
-    qr_measure_drop_refs(q);
     for (int i = 0; i < q->nslots; i++)
         qr_calib_free(q->slots[i].cal);
     free(q->slots);
@@ -1540,12 +1539,8 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     if (judge != calib && (st = qr_measure_output_sqnr(q, res, calib, count, &res->output_sqnr_calib)) != QR_OK)
         return st;
     /* each tensor as it ships: cumulative error in the QDQ simulation and in the integer graph */
-    if ((st = qr_measure_slots(q, res->qdq, judge, njudge)) != QR_OK)
+    if ((st = qr_measure_shipped(q, res, judge, njudge)) != QR_OK)
         return st;
-    if ((st = qr_measure_ints(q, res, judge, njudge)) != QR_OK) {
-        qr_error_prefix(q->e, "running the integer graph");
-        return st;
-    }
     res->top1_fp32 = res->top1_int8 = NAN;
     if (q->o->labels) {
         if (!(q->top1 = calloc((size_t)q->nslots + 1, sizeof *q->top1)))

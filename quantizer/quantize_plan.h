@@ -81,11 +81,6 @@ typedef struct qr_qctx {
     qr_bquant *bias;
     int nbias;
     int nodes_pattern, nodes_affine;
-    /* by value id: the f32 values of the measured samples when they are one batch, as the local
-     * measurement recorded them (slots only after it), for the measurements after it: the same
-     * f32 run they would repeat; f32_refs_n samples. NULL: none kept */
-    struct qr_tensor *f32_refs;
-    int64_t f32_refs_n;
     unsigned char *dyn; /* by value id: a match quantizes it at run time (role dynamic): DYN_TENSOR or DYN_ROW;
                          * it has no slot (nothing to calibrate) */
     double *dyn_lo, *dyn_hi; /* by value id: the range a dynamic value had in the f32 pass over the calibration
@@ -134,11 +129,11 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res);
  * local one (its layer alone, f32 inputs; NaN when not measured), in dB. */
 double qr_plan_sqnr(const qr_slot *s);
 double qr_plan_local_sqnr(const qr_slot *s);
-qr_status qr_measure_slots(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count);
+/* Each slot's local SQNR: the QDQ graph with every value replaced by its f32 value. */
 qr_status qr_measure_local(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count);
-qr_status qr_measure_ints(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count);
-/* Frees the f32 values kept for the measurements (qr_qctx.f32_refs). */
-void qr_measure_drop_refs(qr_qctx *q);
+/* Each slot as it ships, against f32: cumulative error in the QDQ simulation (res->qdq) and in the
+ * integer graph (res->ig), in one f32 run. */
+qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count);
 /* The recipe's fallback, layers with the worst local SQNR first, decided on the outputs of the
  * integer graph; leaves res->qdq and res->ig built for what stays quantized, and res's output SQNR
  * and MAC counts filled. */
