@@ -47,6 +47,88 @@ double qr_plan_local_sqnr(const qr_slot *s)
     return 10.0 * log10(s->lx2 / s->le2);
 }
 
+/* v is value v->id of the original graph (the quantized graphs keep ids and names of the originals). */
+static int original(const qr_qctx *q, const qr_value *v)
+{
+    return v->id < q->g->n_values && !strcmp(v->name, q->g->values[v->id]->name);
+}
+
+/* The f32 model's outputs on the measured samples, kept for every comparison; and, seen on the
+ * way, each value's elements per sample and last dimension (for MAC counts). */
+typedef struct outref {
+    qr_qctx *q;
+    int64_t n, batch;
+    int nbatches;
+    qr_tensor *out; /* [nbatches][n_outputs] */
+    double *per_sample;  /* by value id */
+    int64_t *last;       /* by value id: the last dimension */
+    int64_t cur_b;
+} outref;
+
+static void observe_shapes(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
+{
+    (void)n;
+    outref *o = user;
+    if (!original(o->q, v) || o->cur_b <= 0)
+        return;
+    o->per_sample[v->id] = (double)qr_tensor_numel(t) / (double)o->cur_b;
+    o->last[v->id] = t->ndim > 0 ? t->dims[t->ndim - 1] : 1;
+}
+
+static void outref_free(outref *o)
+{
+    for (int i = 0; o->out && i < o->nbatches * o->q->g->n_outputs; i++)
+        qr_tensor_free(&o->out[i]);
+    free(o->out);
+    free(o->per_sample);
+    free(o->last);
+    memset(o, 0, sizeof *o);
+}
+
+/* o set up for the first measure_samples of calib's count samples, its outputs still to come. */
+static qr_status outref_alloc(outref *o, qr_qctx *q, int64_t count)
+{
+    const qr_graph *g = q->g;
+    memset(o, 0, sizeof *o);
+    o->q = q;
+    o->n = count < measure_samples(q) ? count : measure_samples(q);
+    o->batch = qr_plan_batch(q);
+    o->nbatches = (int)((o->n + o->batch - 1) / o->batch);
+    o->out = calloc((size_t)(o->nbatches * g->n_outputs) + 1, sizeof *o->out);
+    o->per_sample = calloc((size_t)g->n_values + 1, sizeof *o->per_sample);
+    o->last = calloc((size_t)g->n_values + 1, sizeof *o->last);
+    if (o->out && o->per_sample && o->last)
+        return QR_OK;
+    outref_free(o);
+    return qr_errorf(q->e, "out of memory");
+}
+
+static qr_status outref_init(outref *o, qr_qctx *q, const qr_tensor *calib, int64_t count)
+{
+    const qr_graph *g = q->g;
+    qr_status st = outref_alloc(o, q, count);
+    if (st != QR_OK)
+        return st;
+    qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
+    qr_exec_opts eo = {.threads = q->o->threads, .observer = observe_shapes, .observer_user = o};
+    qr_exec *x = NULL;
+    /* outputs are judged against the model before a bias correction changed it (q->ref) */
+    st = in ? qr_exec_new(q->ref ? q->ref : g, &eo, &x, q->e) : qr_errorf(q->e, "out of memory");
+    for (int k = 0; st == QR_OK && k < o->nbatches; k++) {
+        int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
+        qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
+        o->cur_b = b;
+        for (int i = 0; i < g->n_inputs; i++) /* no node produces them: their shapes as given (symbolic ones) */
+            observe_shapes(o, NULL, g->inputs[i], &in[i]);
+        st = qr_exec_run(x, in, &o->out[k * g->n_outputs], q->e);
+    }
+    qr_exec_free(x);
+    free(in);
+    if (st != QR_OK)
+        outref_free(o);
+    return st;
+}
+
 /* The f32 values of one batch, handed from the f32 run to the runs measured against it (the
  * "readers"), which run beside it, each on its own thread, one at a time: whoever runs holds mu,
  * and lets the others run only while it waits. The f32 run waits once it has handed over a value
@@ -64,6 +146,7 @@ typedef struct refs {
     size_t pending;        /* bytes of values handed over and not yet read by all */
     int running;           /* readers neither waiting for a value nor finished */
     int f32_done;          /* the f32 run of this batch has finished (a value not there now never will be) */
+    outref *o;             /* the f32 outputs and shapes to keep, or NULL */
     pthread_mutex_t mu;
     pthread_cond_t cv;
 } refs;
@@ -86,17 +169,13 @@ typedef struct measure {
     qr_status st;
 } measure;
 
-/* v is value v->id of the original graph (the quantized graphs keep ids and names of the originals). */
-static int original(const qr_qctx *q, const qr_value *v)
-{
-    return v->id < q->g->n_values && !strcmp(v->name, q->g->values[v->id]->name);
-}
-
 /* The f32 run's observer: a value some reader reads, handed over; then the readers run first. */
 static void observe_f32(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
 {
     (void)n;
     refs *r = user;
+    if (r->o)
+        observe_shapes(r->o, n, v, t);
     if (!original(r->q, v) || !r->readers[v->id])
         return;
     qr_tensor *c = &r->t[v->id];
@@ -260,6 +339,7 @@ typedef struct f32_run {
     refs *r;
     qr_exec *x;
     const qr_tensor *in;
+    qr_tensor *out; /* where its outputs go, or NULL: dropped */
     qr_error e;
     qr_status st;
 } f32_run;
@@ -269,7 +349,7 @@ static void *f32_batch(void *p)
     f32_run *f = p;
     refs *r = f->r;
     pthread_mutex_lock(&r->mu);
-    f->st = qr_plan_run_once(f->x, r->q->g, f->in, &f->e);
+    f->st = f->out ? qr_exec_run(f->x, f->in, f->out, &f->e) : qr_plan_run_once(f->x, r->q->g, f->in, &f->e);
     r->f32_done = 1;
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
@@ -298,12 +378,13 @@ static void mark_wanted(measure *ms)
 
 /* Runs f32 and the readers (ms[0..nr), each set up with its graph, observer and kernel_user) side
  * by side over the first measure_samples of calib, in calibration's batches (a model may mix
- * samples across its batch). Errors: the f32 run's first, then the readers' in order. */
-static qr_status side_by_side(qr_qctx *q, measure *ms, int nr, const qr_tensor *calib, int64_t count)
+ * samples across its batch); o (or NULL) keeps the f32 run's outputs and shapes (outref_alloc'd
+ * for the same samples). Errors: the f32 run's first, then the readers' in order. */
+static qr_status side_by_side(qr_qctx *q, measure *ms, int nr, const qr_tensor *calib, int64_t count, outref *o)
 {
     int64_t n = count < measure_samples(q) ? count : measure_samples(q), batch = qr_plan_batch(q);
     size_t nv = (size_t)q->g->n_values + 1;
-    refs r = {.q = q};
+    refs r = {.q = q, .o = o};
     r.t = calloc(nv, sizeof *r.t);
     r.readers = calloc(nv, sizeof *r.readers);
     r.left = calloc(nv, sizeof *r.left);
@@ -346,6 +427,11 @@ static qr_status side_by_side(qr_qctx *q, measure *ms, int nr, const qr_tensor *
         r.running = nr;
         r.pending = 0;
         f.st = QR_OK;
+        f.out = o ? &o->out[(at / batch) * q->g->n_outputs] : NULL;
+        if (o)
+            o->cur_b = b;
+        for (int i = 0; o && i < q->g->n_inputs; i++) /* no node produces them: their shapes as given */
+            observe_shapes(o, NULL, q->g->inputs[i], &in[i]);
         int f32_started = pthread_create(&f32_tid, NULL, f32_batch, &f) == 0;
         if (!f32_started) { /* no thread: the f32 run first, keeping its values (it never waits) */
             r.running = 0;
@@ -398,12 +484,14 @@ static qr_status side_by_side(qr_qctx *q, measure *ms, int nr, const qr_tensor *
     return st;
 }
 
-qr_status qr_measure_local(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count)
+/* Each slot's local SQNR: the QDQ graph with every value replaced by its f32 value; o (outref_alloc'd
+ * for the same samples) gets the f32 run's outputs and shapes. */
+static qr_status measure_local(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count, outref *o)
 {
     for (int i = 0; i < q->nslots; i++)
         q->slots[i].lx2 = q->slots[i].le2 = q->slots[i].ln = 0;
     measure ms = {.g = qdq, .obs = observe_slots, .local = 1};
-    return side_by_side(q, &ms, 1, calib, count);
+    return side_by_side(q, &ms, 1, calib, count, o);
 }
 
 qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count)
@@ -433,7 +521,7 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
             memcpy(ms[1].ival_nhwc[i] + 1, dims + 1, 3 * sizeof *dims);
         }
     }
-    qr_status st = side_by_side(q, ms, 2, calib, count);
+    qr_status st = side_by_side(q, ms, 2, calib, count, NULL);
     if (st != QR_OK && ms[1].st != QR_OK && q->e->msg[0] && !strcmp(q->e->msg, ms[1].e.msg))
         qr_error_prefix(q->e, "running the integer graph");
     free(ms[1].ival);
@@ -442,69 +530,6 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
 }
 
 /* ------------------------------------------------------------ outputs */
-
-/* The f32 model's outputs on the measured samples, kept for every comparison; and, seen on the
- * way, each value's elements per sample and last dimension (for MAC counts). */
-typedef struct outref {
-    qr_qctx *q;
-    int64_t n, batch;
-    int nbatches;
-    qr_tensor *out; /* [nbatches][n_outputs] */
-    double *per_sample;  /* by value id */
-    int64_t *last;       /* by value id: the last dimension */
-    int64_t cur_b;
-} outref;
-
-static void observe_shapes(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
-{
-    (void)n;
-    outref *o = user;
-    if (!original(o->q, v) || o->cur_b <= 0)
-        return;
-    o->per_sample[v->id] = (double)qr_tensor_numel(t) / (double)o->cur_b;
-    o->last[v->id] = t->ndim > 0 ? t->dims[t->ndim - 1] : 1;
-}
-
-static void outref_free(outref *o)
-{
-    for (int i = 0; o->out && i < o->nbatches * o->q->g->n_outputs; i++)
-        qr_tensor_free(&o->out[i]);
-    free(o->out);
-    free(o->per_sample);
-    free(o->last);
-    memset(o, 0, sizeof *o);
-}
-
-static qr_status outref_init(outref *o, qr_qctx *q, const qr_tensor *calib, int64_t count)
-{
-    const qr_graph *g = q->g;
-    memset(o, 0, sizeof *o);
-    o->q = q;
-    o->n = count < measure_samples(q) ? count : measure_samples(q);
-    o->batch = qr_plan_batch(q);
-    o->nbatches = (int)((o->n + o->batch - 1) / o->batch);
-    o->out = calloc((size_t)(o->nbatches * g->n_outputs) + 1, sizeof *o->out);
-    o->per_sample = calloc((size_t)g->n_values + 1, sizeof *o->per_sample);
-    o->last = calloc((size_t)g->n_values + 1, sizeof *o->last);
-    qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
-    qr_exec_opts eo = {.threads = q->o->threads, .observer = observe_shapes, .observer_user = o};
-    qr_exec *x = NULL;
-    qr_status st = o->out && o->per_sample && o->last && in ? qr_exec_new(q->ref ? q->ref : g, &eo, &x, q->e)
-                                                            : qr_errorf(q->e, "out of memory");
-    for (int k = 0; st == QR_OK && k < o->nbatches; k++) {
-        int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
-        qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
-        o->cur_b = b;
-        for (int i = 0; i < g->n_inputs; i++) /* no node produces them: their shapes as given (symbolic ones) */
-            observe_shapes(o, NULL, g->inputs[i], &in[i]);
-        st = qr_exec_run(x, in, &o->out[k * g->n_outputs], q->e);
-    }
-    qr_exec_free(x);
-    free(in);
-    if (st != QR_OK)
-        outref_free(o);
-    return st;
-}
 
 /* The SQNR of graph's outputs against f32 over all outputs' elements, and the elements that are
  * not finite where f32 is. */
@@ -707,9 +732,11 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     fb_progress pg = {.o = q->o, .total = 3, .t0 = qr_plan_now_ms()};
     for (int n = q->nslots; n > 0 && q->r->fallback; n /= 2) /* the search's steps, at most */
         pg.total++;
-    qr_status st = outref_init(&o, q, calib, count);
+    /* the local measurement's f32 run keeps the outputs every comparison reads; after a bias
+     * correction they come from the model before it (q->ref), in a pass of their own */
+    qr_status st = q->ref ? outref_init(&o, q, calib, count) : outref_alloc(&o, q, count);
     if (st == QR_OK)
-        st = qr_measure_local(q, res->qdq, calib, count);
+        st = measure_local(q, res->qdq, calib, count, q->ref ? NULL : &o);
     fb_step(&pg);
     int nr = 0;
     for (int i = 0; st == QR_OK && i < q->nslots; i++)

@@ -129,8 +129,6 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res);
  * local one (its layer alone, f32 inputs; NaN when not measured), in dB. */
 double qr_plan_sqnr(const qr_slot *s);
 double qr_plan_local_sqnr(const qr_slot *s);
-/* Each slot's local SQNR: the QDQ graph with every value replaced by its f32 value. */
-qr_status qr_measure_local(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count);
 /* Each slot as it ships, against f32: cumulative error in the QDQ simulation (res->qdq) and in the
  * integer graph (res->ig), in one f32 run. */
 qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count);
