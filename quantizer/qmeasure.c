@@ -481,6 +481,7 @@ static qr_status side_by_side(qr_qctx *q, measure *ms, int nr, const qr_tensor *
     free(r.waiting);
     free(r.there);
     free(in);
+    qr_plan_give_back_memory();
     return st;
 }
 

@@ -2,6 +2,9 @@
 
 #include <math.h>
 #include <pthread.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -833,6 +836,13 @@ void qr_plan_slice_inputs(const qr_tensor *calib, int n, int64_t at, int64_t b, 
     }
 }
 
+void qr_plan_give_back_memory(void)
+{
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+}
+
 /* One batch through x; the outputs are dropped. */
 qr_status qr_plan_run_once(qr_exec *x, const qr_graph *g, const qr_tensor *in, qr_error *e)
 {
@@ -1015,6 +1025,7 @@ static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *cal
     free(args);
     free(tid);
     free(started);
+    qr_plan_give_back_memory();
     return st;
 }
 

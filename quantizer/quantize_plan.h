@@ -119,6 +119,10 @@ void qr_plan_progress(const qr_quant_opts *o, const char *what, int64_t done, in
 double qr_plan_now_ms(void);
 /* Samples [at, at + b) of every calibration input, as views. */
 void qr_plan_slice_inputs(const qr_tensor *calib, int n, int64_t at, int64_t b, qr_tensor *in);
+/* Returns the heap's free memory to the system (glibc's malloc_trim; nothing elsewhere): what a
+ * phase's threads freed stays in their malloc arenas, where the next phase's allocations (on
+ * other threads, or too large) do not reuse it, so the peaks of successive phases would add up. */
+void qr_plan_give_back_memory(void);
 /* One batch through x; the outputs are dropped. */
 struct qr_exec;
 qr_status qr_plan_run_once(struct qr_exec *x, const qr_graph *g, const qr_tensor *in, qr_error *e);
