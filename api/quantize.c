@@ -19,11 +19,66 @@
 #include "qparams.h"
 #include "qreport.h"
 #include "quantize.h"
+#include "sha256.h"
 
 struct qrl_recipe {
     qrl_module *mod;
     char *path;
+    char sha256[2 * QC_SHA256_LEN + 1]; /* of its sources, imports included (sources_sha256) */
 };
+
+static void hex_of(const unsigned char *d, char *out)
+{
+    for (int i = 0; i < QC_SHA256_LEN; i++)
+        snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+/* The recipe's provenance: SHA-256 over its files in load order (every import before its
+ * importer, imports in the order written), each as its size in decimal, a newline, its bytes. */
+static void sources_sha256(const qc_unit *u, char *out)
+{
+    qc_sha256_ctx h;
+    qc_sha256_init(&h);
+    for (int i = 0; i < u->nfiles; i++) {
+        const ql_source *src = u->files[i]->src;
+        char len[32];
+        int n = snprintf(len, sizeof len, "%zu\n", src ? src->len : (size_t)0);
+        qc_sha256_update(&h, len, (size_t)n);
+        if (src)
+            qc_sha256_update(&h, src->text, src->len);
+    }
+    unsigned char d[QC_SHA256_LEN];
+    qc_sha256_final(&h, d);
+    hex_of(d, out);
+}
+
+/* What made the export, in its metadata (qrl dump prints it): the QRL version, the recipe's name
+ * and source hash, and the calibration data: SHA-256 of the samples used (each input's first
+ * `samples` rows, as raw little-endian elements, inputs in the graph's order) and their count. */
+static qr_status provenance(qr_quantized *q, const qrl_recipe *r, const qr_tensor *calib, int ninputs, qr_error *e)
+{
+    qc_sha256_ctx h;
+    qc_sha256_init(&h);
+    for (int i = 0; i < ninputs; i++) {
+        const qr_tensor *t = &calib[i];
+        int64_t rows = t->ndim > 0 ? t->dims[0] : 1, n = q->samples < rows ? q->samples : rows;
+        size_t row = rows > 0 ? qr_tensor_nbytes(t) / (size_t)rows : 0;
+        qc_sha256_update(&h, t->data, row * (size_t)n);
+    }
+    unsigned char d[QC_SHA256_LEN];
+    char hex[2 * QC_SHA256_LEN + 1], count[32];
+    qc_sha256_final(&h, d);
+    hex_of(d, hex);
+    snprintf(count, sizeof count, "%lld", (long long)q->samples);
+    qr_graph *g = q->qdq;
+    if (qr_graph_set_meta(g, "qrl.version", QRL_VERSION) != QR_OK ||
+        qr_graph_set_meta(g, "qrl.recipe", q->recipe ? q->recipe : "") != QR_OK ||
+        qr_graph_set_meta(g, "qrl.recipe_sha256", r->sha256) != QR_OK ||
+        qr_graph_set_meta(g, "qrl.calibration_sha256", hex) != QR_OK ||
+        qr_graph_set_meta(g, "qrl.calibration_samples", count) != QR_OK)
+        return qr_errorf(e, "out of memory");
+    return QR_OK;
+}
 
 struct qrl_quantized {
     qr_quantized *q;
@@ -71,6 +126,8 @@ int qrl_recipe_compile(const char *path, int flags, FILE *diag, qrl_recipe **out
     }
     if (qc_unit_load(u, path) && !u->diags.errors && !qc_check(u))
         r->mod = qc_compile(u, &(qc_options){.no_cache = flags & QRL_RECIPE_NO_CACHE}, NULL);
+    if (r->mod)
+        sources_sha256(u, r->sha256);
     if (diag)
         ql_diags_print(&u->diags, diag);
     qc_unit_free(u);
@@ -115,6 +172,8 @@ int qrl_quantize(const qrl_model *m, const qrl_recipe *r, const qrl_tensor *cali
                         .threads = o->threads, .progress = o->progress, .labels = o->labels ? &lab : NULL};
     res->threads = m->threads;
     qr_status st = qr_quantize(m->g, c, &qo, &res->q, &e);
+    if (st == QR_OK)
+        st = provenance(res->q, r, c, ni, &e);
     free(c);
     if (st != QR_OK) {
         qrl_quantized_free(res);

@@ -76,6 +76,10 @@ void qr_graph_dump(const qr_graph *g, FILE *f)
     /* names come from the file: printed with control characters and bad UTF-8 escaped */
     fputs("graph \"", f), qr_fput_printable(f, g->name);
     fprintf(f, "\" opset %d producer \"", g->opset), qr_fput_printable(f, g->producer), fputs("\"\n", f);
+    for (int i = 0; i < g->n_meta; i++) {
+        fputs("meta   ", f), qr_fput_printable(f, g->meta_key[i]);
+        fputs(" = ", f), qr_fput_printable(f, g->meta_val[i]), fputc('\n', f);
+    }
     for (int i = 0; i < g->n_inputs; i++) {
         fputs("input  ", f), qr_fput_printable(f, g->inputs[i]->name);
         fprintf(f, ": %s\n", qr_value_type_str(g->inputs[i], tb, sizeof tb));

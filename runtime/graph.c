@@ -81,6 +81,27 @@ qr_status qr_graph_check_oom(const qr_graph *g, qr_error *e)
     return g->arena.oom ? qr_errorf(e, "out of memory") : QR_OK;
 }
 
+qr_status qr_graph_set_meta(qr_graph *g, const char *key, const char *val)
+{
+    const char *v = qr_arena_strdup(&g->arena, val);
+    for (int i = 0; v && i < g->n_meta; i++)
+        if (!strcmp(g->meta_key[i], key)) {
+            g->meta_val[i] = v;
+            return QR_OK;
+        }
+    const char *k = v ? qr_arena_strdup(&g->arena, key) : NULL;
+    const char **nk = k ? qr_arena_alloc(&g->arena, sizeof *nk * (size_t)(g->n_meta + 1)) : NULL;
+    const char **nv = nk ? qr_arena_alloc(&g->arena, sizeof *nv * (size_t)(g->n_meta + 1)) : NULL;
+    if (!nv)
+        return QR_ERR;
+    memcpy(nk, g->meta_key, sizeof *nk * (size_t)g->n_meta);
+    memcpy(nv, g->meta_val, sizeof *nv * (size_t)g->n_meta);
+    nk[g->n_meta] = k, nv[g->n_meta] = v;
+    g->meta_key = nk, g->meta_val = nv;
+    g->n_meta++;
+    return QR_OK;
+}
+
 void qr_graph_free(qr_graph *g)
 {
     if (!g)
@@ -619,8 +640,11 @@ qr_graph *qr_graph_clone(const qr_graph *g)
     c->opset = g->opset;
     c->name = qr_arena_strdup(&c->arena, g->name ? g->name : "");
     c->producer = qr_arena_strdup(&c->arena, g->producer ? g->producer : "");
+    int meta_ok = 1;
+    for (int i = 0; i < g->n_meta; i++)
+        meta_ok &= qr_graph_set_meta(c, g->meta_key[i], g->meta_val[i]) == QR_OK;
     qr_value **map = calloc((size_t)g->n_values + 1, sizeof *map);
-    if (!map || !c->name || !c->producer) {
+    if (!map || !c->name || !c->producer || !meta_ok) {
         free(map);
         qr_graph_free(c);
         return NULL;

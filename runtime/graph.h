@@ -90,6 +90,9 @@ typedef struct qr_graph {
     int opset;         /* default-domain opset */
     const char *name;
     const char *producer;
+    /* the model's metadata_props, in the arena: n_meta key/value pairs (what made it: qrl.*) */
+    const char **meta_key, **meta_val;
+    int n_meta;
     /* name -> value hash (open addressing, size a power of two) */
     qr_value **index;
     int index_cap;
@@ -103,6 +106,9 @@ void qr_graph_free(qr_graph *g);
  * errors. qr_graph_check_oom turns it into the error "out of memory". */
 int qr_graph_oom(const qr_graph *g);
 qr_status qr_graph_check_oom(const qr_graph *g, qr_error *e);
+
+/* Sets metadata key to val (copied into g's arena; a key set before is replaced). */
+qr_status qr_graph_set_meta(qr_graph *g, const char *key, const char *val);
 
 qr_value *qr_graph_find(const qr_graph *g, const char *name);
 /* A new value with a unique name (name is made unique if taken). Unknown type. NULL on out-of-memory. */

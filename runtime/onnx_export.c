@@ -248,6 +248,16 @@ static Onnx__ModelProto *model(ex *c)
     m->producer_name = str(c, "qrl");
     m->producer_version = str(c, QRL_VERSION);
     m->graph = gp;
+    if (c->g->n_meta) { /* what made the model (qrl.*, api/quantize.c) and what it carried */
+        m->metadata_props = qr_arena_alloc(&c->ar, sizeof *m->metadata_props * (size_t)c->g->n_meta);
+        for (int i = 0; m->metadata_props && i < c->g->n_meta; i++) {
+            Onnx__StringStringEntryProto *p;
+            NEW(p, Onnx__StringStringEntryProto, onnx__string_string_entry_proto__init);
+            p->key = str(c, c->g->meta_key[i]);
+            p->value = str(c, c->g->meta_val[i]);
+            m->metadata_props[m->n_metadata_props++] = p;
+        }
+    }
     gp->name = str(c, c->g->name && *c->g->name ? c->g->name : "qrl");
     if (!opset_imports(c, m) || !nodes_and_initializers(c, gp) || !inputs_and_outputs(c, gp))
         return NULL;

@@ -660,6 +660,11 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
     g->producer = qr_arena_strdup(&g->arena, m->producer_name ? m->producer_name : "");
     if (!g->name || !g->producer)
         return out_of_memory(im);
+    for (size_t i = 0; i < m->n_metadata_props; i++) {
+        const Onnx__StringStringEntryProto *p = m->metadata_props[i];
+        if (p && p->key && qr_graph_set_meta(g, p->key, p->value ? p->value : "") != QR_OK)
+            return out_of_memory(im);
+    }
     if (check_ops_known(im, gp) != QR_OK || import_initializers(im, gp) != QR_OK || import_inputs(im, gp) != QR_OK ||
         import_nodes(im, m, g->opset) != QR_OK || import_outputs(im, gp) != QR_OK)
         return QR_ERR;
