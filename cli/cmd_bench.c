@@ -207,7 +207,7 @@ static int write_json(const char *path, const char *model, const char *recipe, c
 }
 
 typedef struct bench_args {
-    const char *model, *recipe, *json, *qdq_recipe;
+    const char *model, *recipe, *recipe_name, *json, *qdq_recipe;
     char *calib[MAX_ARGS];
     int ncalib, calib_count, batches[MAX_LIST], threads[MAX_LIST], nb, nt, profile;
     double min_time;
@@ -215,15 +215,16 @@ typedef struct bench_args {
 
 static void usage(void)
 {
-    printf("usage: qrl bench MODEL.onnx [--recipe R.qrl --calib [NAME=]C.npy... [--calib-count N]]\n"
-           "                 [--batch 1,64] [--threads 1,2] [--min-time SEC] [--json FILE] [--profile]\n"
+    printf("usage: qrl bench MODEL.onnx [--recipe R.qrl [--recipe-name NAME] --calib [NAME=]C.npy...\n"
+           "                 [--calib-count N]] [--batch 1,64] [--threads 1,2] [--min-time SEC] [--json FILE] [--profile]\n"
            "                 [--qdq-recipe R.qrl]\n"
            "Times the model as loaded (f32; a QDQ model runs its integer graph) and, with --recipe,\n"
            "the recipe's integer graph of it, on seeded random inputs: for each batch size and\n"
            "thread count one warm-up run, then runs until SEC seconds (default 1) have passed,\n"
            "at least three. Prints the median and fastest ms per batch, images/s and the GMAC/s of\n"
            "the convolutions and matrix products; --json writes the same numbers. --profile prints\n"
-           "where each configuration's timed runs spent their time, per op type and node.\n");
+           "where each configuration's timed runs spent their time, per op type and node.\n"
+           "--recipe-name NAME picks a recipe of the --recipe file (default: its first).\n");
 }
 
 /* Fills ba from the command line: -1 to go on, else the exit status (0 after --help, 2 on a usage error). */
@@ -240,6 +241,10 @@ static int parse_args(int argc, char **argv, bench_args *ba)
             if (++i == argc)
                 return cli_usage_error("bench", "--recipe needs a file");
             ba->recipe = argv[i];
+        } else if (!strcmp(a, "--recipe-name")) {
+            if (++i == argc)
+                return cli_usage_error("bench", "--recipe-name needs a name");
+            ba->recipe_name = argv[i];
         } else if (!strcmp(a, "--calib")) {
             if (++i == argc)
                 return cli_usage_error("bench", "--calib needs a file");
@@ -280,6 +285,8 @@ static int parse_args(int argc, char **argv, bench_args *ba)
         return cli_usage_error("bench", "missing MODEL.onnx");
     if (!ba->recipe != !ba->ncalib)
         return cli_usage_error("bench", "--recipe and --calib go together");
+    if (ba->recipe_name && !ba->recipe)
+        return cli_usage_error("bench", "--recipe-name needs --recipe");
     return -1;
 }
 
@@ -305,7 +312,7 @@ int cli_bench(int argc, char **argv)
         goto out;
     }
     if (recipe) {
-        qrl_quantize_opts qo = {.threads = threads[nt - 1], .calib_count = ba.calib_count};
+        qrl_quantize_opts qo = {.recipe_name = ba.recipe_name, .threads = threads[nt - 1], .calib_count = ba.calib_count};
         if ((rc = cli_quantize_in_memory(model, r.m, recipe, 0, ba.ncalib, ba.calib, &qo, &rcp, &qz)) != 0)
             goto out;
         rc = 1;

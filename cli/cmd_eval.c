@@ -20,7 +20,7 @@ static int accuracy(qrl_model *m, const qrl_tensor *x, const qrl_tensor *y, int 
 }
 
 typedef struct eval_args {
-    const char *model, *labels, *recipe;
+    const char *model, *labels, *recipe, *recipe_name;
     char *data[64], *calib[64];
     int ndata, ncalib, batch, threads, calib_count;
 } eval_args;
@@ -33,11 +33,12 @@ static int parse_args(int argc, char **argv, eval_args *a)
         const char *s = argv[i];
         if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
             printf("usage: qrl eval MODEL.onnx --data [NAME=]X.npy... --labels Y.npy [--batch B] [--threads N]\n"
-                   "                [--recipe R.qrl --calib [NAME=]C.npy... [--calib-count N]]\n"
+                   "                [--recipe R.qrl [--recipe-name NAME] --calib [NAME=]C.npy... [--calib-count N]]\n"
                    "X holds the samples along its first dimension (one --data per model input, and\n"
                    "as many --calib: NAME=FILE binds by name); Y one integer class per sample.\n"
                    "Prints the top-1 accuracy of the model's first output; with --recipe and --calib\n"
-                   "it also quantizes the model in memory and prints fp32 and int8 side by side.\n");
+                   "it also quantizes the model in memory and prints fp32 and int8 side by side;\n"
+                   "--recipe-name NAME picks a recipe of the file (default: its first).\n");
             return 0;
         }
         int has = i + 1 < argc;
@@ -54,6 +55,8 @@ static int parse_args(int argc, char **argv, eval_args *a)
             a->labels = argv[++i];
         else if (!strcmp(s, "--recipe") && has)
             a->recipe = argv[++i];
+        else if (!strcmp(s, "--recipe-name") && has)
+            a->recipe_name = argv[++i];
         else if (!strcmp(s, "--calib-count") && has) {
             if (!cli_parse_int(argv[++i], 1, 1 << 30, &a->calib_count))
                 return cli_usage_error("eval", "--calib-count needs a positive number");
@@ -72,6 +75,8 @@ static int parse_args(int argc, char **argv, eval_args *a)
         return cli_usage_error("eval", "needs MODEL.onnx, --data X.npy and --labels Y.npy");
     if (!a->recipe != !a->ncalib)
         return cli_usage_error("eval", "--recipe and --calib go together");
+    if (a->recipe_name && !a->recipe)
+        return cli_usage_error("eval", "--recipe-name needs --recipe");
     return -1;
 }
 
@@ -106,13 +111,14 @@ static void print_model(const cli_runnable *run, int64_t n, int64_t correct, dou
 }
 
 /* fp32 and the recipe's integer graph side by side. */
-static void print_side_by_side(const char *recipe, const qrl_quantized *q, int64_t n, int64_t correct,
+static void print_side_by_side(const char *recipe, const char *name, const qrl_quantized *q, int64_t n, int64_t correct,
                                int64_t qcorrect, double secs, double qsecs)
 {
     qrl_quant_summary s, *qz = &s;
     qrl_quantized_summary(q, &s);
     double acc = n ? 100.0 * (double)correct / (double)n : 0.0, qacc = n ? 100.0 * (double)qcorrect / (double)n : 0.0;
-    printf("recipe:   %s (%lld calibration samples)\n", recipe, (long long)qz->samples);
+    printf("recipe:   %s%s%s (%lld calibration samples)\n", recipe, name ? ", recipe " : "", name ? name : "",
+           (long long)qz->samples);
     printf("          %10s %10s %10s\n", "fp32", "int8", "diff");
     printf("top-1:    %9.2f%% %9.2f%% %+9.2f\n", acc, qacc, qacc - acc);
     printf("time:     %9.2fs %9.2fs\n", secs, qsecs);
@@ -166,7 +172,7 @@ int cli_eval(int argc, char **argv)
         goto out;
     }
     if (a.recipe) {
-        qrl_quantize_opts qo = {.calib_count = a.calib_count, .threads = a.threads, .progress = 1}; /* quantize's batches */
+        qrl_quantize_opts qo = {.recipe_name = a.recipe_name, .calib_count = a.calib_count, .threads = a.threads, .progress = 1}; /* quantize's batches */
         if ((rc = cli_quantize_in_memory(a.model, m, a.recipe, 0, a.ncalib, a.calib, &qo, &rcp, &qz)) != 0)
             goto out;
         rc = 1;
@@ -182,7 +188,7 @@ int cli_eval(int argc, char **argv)
     if (!a.recipe)
         print_model(&run, n, correct, secs);
     else
-        print_side_by_side(a.recipe, qz, n, correct, qcorrect, secs, qsecs);
+        print_side_by_side(a.recipe, a.recipe_name, qz, n, correct, qcorrect, secs, qsecs);
     rc = 0;
 out:
     qrl_quantized_free(qz);

@@ -84,7 +84,7 @@ static void output_file_names(const qrl_model *m, char (*names)[256])
 }
 
 typedef struct run_args {
-    const char *model, *outdir, *recipe, *qdq_recipe;
+    const char *model, *outdir, *recipe, *recipe_name, *qdq_recipe;
     char *in_spec[MAX_ARGS], *calib[MAX_ARGS];
     int nin, ncalib, threads, stats, calib_count, profile;
 } run_args;
@@ -93,12 +93,13 @@ static void usage(void)
 {
     printf("usage: qrl run MODEL.onnx [-i [NAME=]FILE]... [-o DIR] [--threads N] [--stats] [--profile]\n"
            "               [--qdq-recipe R.qrl]\n"
-           "               [--recipe R.qrl --calib [NAME=]C.npy... [--calib-count N]]\n"
+           "               [--recipe R.qrl [--recipe-name NAME] --calib [NAME=]C.npy... [--calib-count N]]\n"
            "  -i, --input [NAME=]FILE  an input: .npy or ONNX TensorProto .pb; without NAME= it binds\n"
            "                  to the next graph input in order\n"
            "  -o, --output-dir DIR  where the outputs go (default .)\n"
            "  --threads N     worker threads of the kernels (default 1)\n"
            "  --calib-count N  calibrate on the first N samples only (with --recipe)\n"
+           "  --recipe-name NAME  which recipe of the --recipe file (default: its first)\n"
            "Each graph output is written to DIR/<name>.npy (DIR is created if missing)\n"
            "(characters other than letters, digits, '_', '-', '.' become '_').\n"
            "--stats also prints the run time, the memory plan (arena vs. sum of all\n"
@@ -138,6 +139,10 @@ static int parse_args(int argc, char **argv, run_args *ra)
             if (++i == argc)
                 return cli_usage_error("run", "--recipe needs a file");
             ra->recipe = argv[i];
+        } else if (!strcmp(a, "--recipe-name")) {
+            if (++i == argc)
+                return cli_usage_error("run", "--recipe-name needs a name");
+            ra->recipe_name = argv[i];
         } else if (!strcmp(a, "--calib")) {
             if (++i == argc)
                 return cli_usage_error("run", "--calib needs a file");
@@ -165,6 +170,8 @@ static int parse_args(int argc, char **argv, run_args *ra)
         return cli_usage_error("run", "missing MODEL.onnx");
     if (!ra->recipe != !ra->ncalib)
         return cli_usage_error("run", "--recipe and --calib go together");
+    if (ra->recipe_name && !ra->recipe)
+        return cli_usage_error("run", "--recipe-name needs --recipe");
     return -1;
 }
 
@@ -226,7 +233,7 @@ int cli_run(int argc, char **argv)
     qrl_recipe *rcp = NULL;
     qrl_quantized *qz = NULL;
     if (a.recipe) {
-        qrl_quantize_opts qo = {.threads = a.threads, .calib_count = a.calib_count};
+        qrl_quantize_opts qo = {.recipe_name = a.recipe_name, .threads = a.threads, .calib_count = a.calib_count};
         int st = cli_quantize_in_memory(a.model, r.m, a.recipe, 0, a.ncalib, a.calib, &qo, &rcp, &qz);
         if (st) {
             qrl_quantized_free(qz);

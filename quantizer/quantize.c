@@ -1791,8 +1791,15 @@ static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_qu
     }
     qr_qctx q = {.g = g, .ref = ref, .m = o->module, .o = o, .e = e};
     q.r = o->recipe ? qr_module_recipe(o->module, o->recipe) : o->module->nrecipes ? &o->module->recipes[0] : NULL;
+    if (!q.r && o->recipe) { /* name the ones there are: the user mistyped one, or has the wrong file */
+        char names[512] = "";
+        for (int i = 0; i < o->module->nrecipes; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                     o->module->recipes[i].name);
+        return qr_errorf(e, "no recipe named '%s' (the file has %s)", o->recipe, names[0] ? names : "none");
+    }
     if (!q.r)
-        return o->recipe ? qr_errorf(e, "no recipe named '%s'", o->recipe) : qr_errorf(e, "the module has no recipe");
+        return qr_errorf(e, "the module has no recipe");
     if (!transformed && !o->from_file && qr_recipe_setting(q.r, "transform"))
         return quantize_transformed(g, q.r, calib, o, out, e);
     qr_quantized *res = calloc(1, sizeof *res);

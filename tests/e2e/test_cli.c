@@ -351,3 +351,124 @@ Test(cli, quantize_progress_only_on_a_terminal)
         free(log);
     }
 }
+
+/* Writes the two recipes of recipe_name_picks_the_recipe, differing in their activation calibrator:
+ * mm (minmax) and pct (the 90th percentile, which clips), both into path when which is NULL, else
+ * only the named one (the oracle: a file whose first and only recipe it is). */
+static void write_two_recipes(const char *path, const char *which)
+{
+    static const char *const body[2][2] = {
+        {"mm", "minmax()"},
+        {"pct", "percentile(p = 90.0)"},
+    };
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "%s", path);
+    fputs("import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n", f);
+    for (int i = 0; i < 2; i++)
+        if (!which || !strcmp(which, body[i][0]))
+            fprintf(f,
+                    "\nrecipe %s {\n  activation = u8 asymmetric by %s\n"
+                    "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  bias = i32\n"
+                    "  accumulate = i32\n  numerics = onnx\n  rounding = half_even\n}\n",
+                    body[i][0], body[i][1]);
+    fclose(f);
+}
+
+/* The logits `qrl run --recipe` writes with the extra options, read into t. */
+static void run_recipe_logits(const char *extra, const char *out, qr_tensor *t)
+{
+    char cmd[4096], path[700], *log;
+    qr_error e;
+    snprintf(cmd, sizeof cmd, "%s run %s/examples/fmnist/fmnist_cnn.onnx -i %s/ref/x.npy -o %s/%s --calib %s/ref/x.npy %s",
+             tu_qrl(), tu_root(), dir, dir, out, dir, extra);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/%s/logits.npy", dir, out);
+    cr_assert_eq(qr_npy_read(path, t, &e), QR_OK, "%s", e.msg);
+}
+
+static int same_bits(const qr_tensor *a, const qr_tensor *b)
+{
+    return qr_tensor_same_shape(a, b) && !memcmp(a->data, b->data, qr_tensor_nbytes(a));
+}
+
+/* --recipe-name picks a recipe of a file holding two (run, eval, bench as quantize does): each gives
+ * the bits of a file holding that recipe alone, the two differ, none named is the first; an unknown
+ * name fails naming it and the file's recipes, and writes nothing; --recipe-name without --recipe is
+ * a usage error. */
+Test(cli, recipe_name_picks_the_recipe)
+{
+    char cmd[4096], *log, two[600], one[2][600], extra[1400];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 %s/tools/torch_reference.py %s/examples/fmnist/fmnist_cnn.onnx %s/ref 7 1 && "
+             "/usr/bin/python3 -c \"import numpy as np; np.save('%s/y.npy', np.arange(7) %% 10)\"",
+             tu_root(), tu_root(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *names[2] = {"mm", "pct"};
+    snprintf(two, sizeof two, "%s/two.qrl", dir);
+    write_two_recipes(two, NULL);
+    qr_tensor picked[2], alone[2], first;
+    for (int i = 0; i < 2; i++) {
+        snprintf(one[i], sizeof one[i], "%s/%s.qrl", dir, names[i]);
+        write_two_recipes(one[i], names[i]);
+        snprintf(extra, sizeof extra, "--recipe %s --recipe-name %s", two, names[i]);
+        run_recipe_logits(extra, names[i], &picked[i]);
+        snprintf(extra, sizeof extra, "--recipe %s", one[i]);
+        run_recipe_logits(extra, "alone", &alone[i]);
+        cr_assert(same_bits(&picked[i], &alone[i]), "run --recipe-name %s is not the recipe %s", names[i], names[i]);
+    }
+    cr_assert(!same_bits(&picked[0], &picked[1]), "minmax and the 90th percentile gave the same logits");
+    snprintf(extra, sizeof extra, "--recipe %s", two);
+    run_recipe_logits(extra, "first", &first);
+    cr_assert(same_bits(&first, &picked[0]), "without --recipe-name run is not the file's first recipe");
+    for (int i = 0; i < 2; i++) {
+        qr_tensor_free(&picked[i]);
+        qr_tensor_free(&alone[i]);
+    }
+    qr_tensor_free(&first);
+    /* eval: the int8 column's output SQNR is that of the recipe alone, and differs between the two */
+    char sqnr[2][2][100];
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 2; k++) {
+            if (k)
+                snprintf(extra, sizeof extra, "--recipe %s", one[i]);
+            else
+                snprintf(extra, sizeof extra, "--recipe %s --recipe-name %s", two, names[i]);
+            snprintf(cmd, sizeof cmd,
+                     "%s eval %s/examples/fmnist/fmnist_cnn.onnx --data %s/ref/x.npy --labels %s/y.npy --calib %s/ref/x.npy %s",
+                     tu_qrl(), tu_root(), dir, dir, dir, extra);
+            cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+            const char *s = strstr(log, "output:   SQNR ");
+            cr_assert(s, "%s", log);
+            snprintf(sqnr[i][k], sizeof sqnr[i][k], "%.*s", (int)strcspn(s, "\n"), s);
+            if (!k)
+                cr_assert(strstr(log, "recipe:   ") && strstr(log, ", recipe ") && strstr(log, names[i]), "%s", log);
+            free(log);
+        }
+    cr_assert_str_eq(sqnr[0][0], sqnr[0][1]);
+    cr_assert_str_eq(sqnr[1][0], sqnr[1][1]);
+    cr_assert_str_neq(sqnr[0][0], sqnr[1][0]);
+    /* an unknown name: one line naming it and the recipes there are, no output */
+    const char *cmds[3] = {"run %s/examples/fmnist/fmnist_cnn.onnx -i %s/ref/x.npy -o %s/bad",
+                           "eval %s/examples/fmnist/fmnist_cnn.onnx --data %s/ref/x.npy --labels %s/y.npy",
+                           "bench %s/examples/fmnist/fmnist_cnn.onnx --min-time 0 --json %s/bad.json%.0s"};
+    for (int c = 0; c < 3; c++) {
+        char head[1400];
+        snprintf(head, sizeof head, cmds[c], tu_root(), dir, dir);
+        snprintf(cmd, sizeof cmd, "%s %s --recipe %s --recipe-name nope --calib %s/ref/x.npy", tu_qrl(), head, two, dir);
+        cr_assert_eq(tu_run(cmd, &log), 1, "%s", log);
+        cr_assert(strstr(log, "qrl: error: ") && strstr(log, "no recipe named 'nope' (the file has mm, pct)\n"), "%s",
+                  log);
+        free(log);
+        snprintf(cmd, sizeof cmd, "%s %s --recipe-name mm", tu_qrl(), head);
+        cr_assert_eq(tu_run(cmd, &log), 2, "%s", log);
+        cr_assert(strstr(log, "--recipe-name needs --recipe"), "%s", log);
+        free(log);
+    }
+    char path[700];
+    snprintf(path, sizeof path, "%s/bad", dir);
+    cr_assert(!tu_file_exists(path));
+    snprintf(path, sizeof path, "%s/bad.json", dir);
+    cr_assert(!tu_file_exists(path));
+}
