@@ -86,17 +86,18 @@ static void output_file_names(const qrl_model *m, char (*names)[256])
 typedef struct run_args {
     const char *model, *outdir, *recipe, *recipe_name, *qdq_recipe;
     char *in_spec[MAX_ARGS], *calib[MAX_ARGS];
-    int nin, ncalib, threads, stats, calib_count, profile;
+    int nin, ncalib, threads, stats, calib_count, profile, batch;
 } run_args;
 
 static void usage(void)
 {
-    printf("usage: qrl run MODEL.onnx [-i [NAME=]FILE]... [-o DIR] [--threads N] [--stats] [--profile]\n"
-           "               [--qdq-recipe R.qrl]\n"
+    printf("usage: qrl run MODEL.onnx [-i [NAME=]FILE]... [-o DIR] [--batch B] [--threads N] [--stats]\n"
+           "               [--profile] [--qdq-recipe R.qrl]\n"
            "               [--recipe R.qrl [--recipe-name NAME] --calib [NAME=]C.npy... [--calib-count N]]\n"
            "  -i, --input [NAME=]FILE  an input: .npy or ONNX TensorProto .pb; without NAME= it binds\n"
            "                  to the next graph input in order\n"
            "  -o, --output-dir DIR  where the outputs go (default .)\n"
+           "  --batch B       run the inputs B samples at a time (default 64; 0: all at once), see below\n"
            "  --threads N     worker threads of the kernels (default 1)\n"
            "  --calib-count N  calibrate on the first N samples only (with --recipe)\n"
            "  --recipe-name NAME  which recipe of the --recipe file (default: its first)\n"
@@ -109,13 +110,20 @@ static void usage(void)
            "A QDQ model (QuantizeLinear/DequantizeLinear pairs) runs on integers, lowered by the\n"
            "patterns and affine rules of stdlib/qdq.qrl, or of --qdq-recipe R.qrl.\n"
            "With --recipe and --calib the model is quantized in memory (as `qrl eval --recipe`\n"
-           "does) and its integer graph, the recipe's own kernels and tables, runs instead.\n");
+           "does) and its integer graph, the recipe's own kernels and tables, runs instead.\n"
+           "Inputs that all hold the same number of samples along their first axis, more than\n"
+           "--batch, where the model's inputs declare that axis free, run in slices of B samples\n"
+           "and each output is the slices' outputs concatenated: the same bits as one run, as long\n"
+           "as the model treats the samples independently (`qrl eval` and calibration assume it\n"
+           "too). Otherwise, or when an output does not follow the slices (its first axis is not\n"
+           "the slice's samples) or the graph quantizes at run time (a dynamic recipe's range\n"
+           "spans the batch), the inputs run as one batch, as with --batch 0.\n");
 }
 
 /* Fills a from the command line: -1 to go on, else the exit status (0 after --help, 2 on a usage error). */
 static int parse_args(int argc, char **argv, run_args *ra)
 {
-    *ra = (run_args){.outdir = ".", .threads = 1};
+    *ra = (run_args){.outdir = ".", .threads = 1, .batch = 64};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -132,6 +140,9 @@ static int parse_args(int argc, char **argv, run_args *ra)
             if (++i == argc || !argv[i][0]) /* "" would write into / */
                 return cli_usage_error("run", "%s needs a directory", a);
             ra->outdir = argv[i];
+        } else if (!strcmp(a, "--batch")) {
+            if (++i == argc || !cli_parse_int(argv[i], 0, 1 << 30, &ra->batch))
+                return cli_usage_error("run", "--batch needs a number of samples (0: all at once)");
         } else if (!strcmp(a, "--threads")) {
             if (++i == argc || !cli_parse_int(argv[i], 1, 256, &ra->threads))
                 return cli_usage_error("run", "--threads needs a number from 1 to 256");
@@ -205,12 +216,100 @@ static int write_outputs(const char *outdir, int nout, const qrl_tensor *outputs
     return st;
 }
 
+/* The samples every input holds along its first axis when the run may go in slices of them (see
+ * usage): each input has a first axis of that one size, the model declares none of them fixed (an
+ * input of a fixed batch takes it whole), and m quantizes nothing at run time (a range over the
+ * whole batch): neither the recipe that made it (q, or NULL) nor an ONNX DynamicQuantizeLinear of
+ * its own (a dynamic export runs as its ONNX ops). 0 otherwise. */
+static int64_t shared_batch(const qrl_model *m, const qrl_quantized *q, const qrl_tensor *in, int nin)
+{
+    qrl_quant_summary s = {0};
+    if (q)
+        qrl_quantized_summary(q, &s);
+    if (s.dynamic)
+        return 0;
+    for (int k = 0; k < qrl_model_num_nodes(m); k++)
+        if (!strcmp(qrl_node_op(m, k), "DynamicQuantizeLinear"))
+            return 0;
+    int64_t n = 0;
+    for (int i = 0; i < nin; i++) {
+        qrl_value_info v;
+        if (in[i].ndim < 1 || (i && in[i].dims[0] != n) || !qrl_dtype_size(in[i].dtype))
+            return 0;
+        if (qrl_value_get(m, qrl_model_input(m, i), &v) == 0 && v.ndim >= 1 && v.dims[0] >= 0)
+            return 0;
+        n = in[i].dims[0];
+    }
+    return n;
+}
+
+/* Bytes of one sample of t: an element of its first axis. */
+static size_t sample_bytes(const qrl_tensor *t)
+{
+    size_t b = qrl_dtype_size(t->dtype);
+    for (int d = 1; d < t->ndim; d++)
+        b *= (size_t)t->dims[d];
+    return b;
+}
+
+/* Runs m on in (n samples along the first axis) batch samples at a time, each output the slices'
+ * outputs concatenated (*runs: how many). 0; 1 on an error (err set); -1 when an output does not
+ * follow the slices (its first axis is not the slice's samples, or its type or other axes change
+ * between slices): the caller runs the inputs whole. Nothing is left in out unless 0. */
+static int run_in_slices(qrl_model *m, const qrl_tensor *in, int nin, int64_t n, int64_t batch, qrl_tensor *out,
+                         int nout, int *runs, char *err)
+{
+    qrl_tensor *sin = calloc((size_t)nin + 1, sizeof *sin), *sout = calloc((size_t)nout + 1, sizeof *sout);
+    int st = 0;
+    *runs = 0;
+    if (!sin || !sout) {
+        snprintf(err, CLI_ERRLEN, "out of memory");
+        st = 1;
+    }
+    for (int64_t s = 0; s < n && !st; s += batch, ++*runs) {
+        int64_t k = n - s < batch ? n - s : batch;
+        for (int i = 0; i < nin; i++) { /* a view of the slice: C order keeps a sample's elements together */
+            sin[i] = in[i];
+            sin[i].dims[0] = k;
+            sin[i].data = (char *)in[i].data + (size_t)s * sample_bytes(&in[i]);
+        }
+        if (qrl_model_run(m, sin, sout, err, CLI_ERRLEN) != 0) {
+            st = 1;
+            break;
+        }
+        for (int j = 0; j < nout && !st; j++) {
+            qrl_tensor *o = &sout[j], *w = &out[j];
+            if (o->ndim < 1 || o->dims[0] != k)
+                st = -1;
+            else if (!s) {
+                *w = *o;
+                w->dims[0] = n;
+                w->data = NULL;
+                st = qrl_tensor_alloc(w, err, CLI_ERRLEN) != 0;
+            } else if (o->dtype != w->dtype || o->ndim != w->ndim ||
+                       memcmp(o->dims + 1, w->dims + 1, (size_t)(o->ndim - 1) * sizeof *o->dims))
+                st = -1;
+            if (!st)
+                memcpy((char *)w->data + (size_t)s * sample_bytes(w), o->data, (size_t)k * sample_bytes(w));
+        }
+        cli_tensors_free(sout, nout);
+    }
+    if (st)
+        cli_tensors_free(out, nout);
+    free(sin);
+    free(sout);
+    return st;
+}
+
 /* --stats: the run's time and its memory plan. */
-static void print_stats(const qrl_model *m, double ms, int threads)
+static void print_stats(const qrl_model *m, double ms, int threads, int runs, int batch)
 {
     qrl_run_stats st;
     qrl_model_stats(m, &st);
-    printf("time: %.2f ms (plan + run + write, %d thread%s)\n", ms, threads, threads > 1 ? "s" : "");
+    printf("time: %.2f ms (plan + run + write, %d thread%s", ms, threads, threads > 1 ? "s" : "");
+    if (runs > 1)
+        printf(", %d runs of up to %d samples", runs, batch);
+    printf(")\n");
     if (st.dynamic)
         printf("memory: dynamic (data-dependent shapes), peak %zu bytes live, %zu bytes in all intermediates\n",
                st.peak_bytes, st.sum_bytes);
@@ -259,8 +358,15 @@ int cli_run(int argc, char **argv)
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (!rm || qrl_model_configure(rm, a.threads, a.profile ? QRL_RUN_PROFILE : 0, err, sizeof err) != 0 ||
-        qrl_model_run(rm, inputs, outputs, err, sizeof err) != 0) {
+    int runs = 1, st = !rm || qrl_model_configure(rm, a.threads, a.profile ? QRL_RUN_PROFILE : 0, err, sizeof err) != 0;
+    int64_t n = st ? 0 : shared_batch(rm, qz ? qz : r.q, inputs, nin);
+    if (!st && a.batch > 0 && n > a.batch && (st = run_in_slices(rm, inputs, nin, n, a.batch, outputs, nout, &runs, err)) < 0)
+        qrl_model_profile_reset(rm); /* the outputs do not follow the slices: the try is not this run's */
+    if (st < 0 || (st == 0 && !(a.batch > 0 && n > a.batch))) {
+        runs = 1;
+        st = qrl_model_run(rm, inputs, outputs, err, sizeof err) != 0;
+    }
+    if (st) {
         cli_error_prefix(err, "%s", a.model);
         rc = cli_fail(err);
         goto out;
@@ -277,7 +383,8 @@ int cli_run(int argc, char **argv)
                a.outdir, fnames[j]);
     }
     if (a.stats)
-        print_stats(rm, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6, a.threads);
+        print_stats(rm, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6, a.threads, runs,
+                    a.batch);
     rc = a.profile ? cli_print_profile(stdout, rm, 30) : 0;
 out:
     cli_tensors_free(inputs, nin);

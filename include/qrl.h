@@ -144,6 +144,8 @@ const char *qrl_tensor_type_str(const qrl_tensor *t, char *buf, size_t n);
 /* ONNX element types: floating point (f16, bf16, f32, f64), integer (bool excluded). */
 int qrl_dtype_is_float(int dtype);
 int qrl_dtype_is_int(int dtype);
+/* Bytes per element of an ONNX element type; 0 when unknown or not a tensor's (string). */
+size_t qrl_dtype_size(int dtype);
 
 /* mkdir -p: dir and its missing parents. */
 int qrl_make_dirs(const char *dir, char *err, size_t errlen);

@@ -531,6 +531,12 @@ int qrl_dtype_is_int(int dtype)
     return qr_dtype_is_int(qr_dtype_from_onnx(dtype));
 }
 
+size_t qrl_dtype_size(int dtype)
+{
+    qr_dtype t = qr_dtype_from_onnx(dtype);
+    return t == QR_STRING ? 0 : qr_dtype_size(t);
+}
+
 int qrl_make_dirs(const char *dir, char *err, size_t errlen)
 {
     qr_error e;

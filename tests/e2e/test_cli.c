@@ -472,3 +472,101 @@ Test(cli, recipe_name_picks_the_recipe)
     snprintf(path, sizeof path, "%s/bad.json", dir);
     cr_assert(!tu_file_exists(path));
 }
+
+/* qrl run --batch: 203 images of the bundled CNN (the last slice short) run 64 (the default) and 50
+ * at a time give the bits of one run (--batch 0), in f32 and in the recipe's integer graph, and
+ * --stats counts the slices; a dynamic recipe's graph and its export (their ranges span the batch:
+ * sliced, their bits differ) run whole. numpy compares the files. */
+Test(cli, run_batches_give_the_bits_of_one_run, .timeout = 240)
+{
+    char cmd[4096], *log;
+    const char *d = getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data";
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; np.save('%s/x.npy', np.load('%s/test_images.npy')[:203])\"", dir, d);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *recipe[3] = {"", "--recipe %s/recipes/int8.qrl --calib %s/calib_images.npy --calib-count 64",
+                             "--recipe %s/recipes/int8-dynamic-tensor.qrl --calib %s/calib_images.npy --calib-count 64"};
+    const char *batch[3] = {"--batch 0", "", "--batch 50"}, *slices[3] = {NULL, "4 runs of up to 64 samples",
+                                                                         "5 runs of up to 50 samples"};
+    for (int v = 0; v < 3; v++) {
+        char extra[1024];
+        snprintf(extra, sizeof extra, recipe[v], tu_root(), d);
+        for (int b = 0; b < 3; b++) {
+            snprintf(cmd, sizeof cmd, "%s run %s/examples/fmnist/fmnist_cnn.onnx -i %s/x.npy -o %s/b%d_%d --stats %s %s",
+                     tu_qrl(), tu_root(), dir, dir, v, b, batch[b], extra);
+            cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+            cr_assert(strstr(log, "logits: f32[203,10]"), "%s", log);
+            if (slices[b] && v < 2)
+                cr_assert(strstr(log, slices[b]), "%s: %s", batch[b], log);
+            else
+                cr_assert(!strstr(log, " runs of "), "%s: %s", batch[b], log);
+            free(log);
+        }
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 -c \"import numpy as np; a = [np.load('%s/b%d_%%d/logits.npy' %% b) for b in range(3)]; "
+                 "assert a[0].shape == (203, 10) and a[0].dtype == np.float32; "
+                 "assert all(x.tobytes() == a[0].tobytes() for x in a[1:]), 'slices differ from one run'\"",
+                 dir, v);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", recipe[v][0] ? recipe[v] : "f32", log);
+        free(log);
+    }
+    /* the dynamic recipe's export runs as its ONNX ops, DynamicQuantizeLinear among them: whole too */
+    snprintf(cmd, sizeof cmd,
+             "%s quantize %s/examples/fmnist/fmnist_cnn.onnx --recipe %s/recipes/int8-dynamic-tensor.qrl --calib "
+             "%s/calib_images.npy --calib-count 64 -o %s/dyn.onnx --quiet",
+             tu_qrl(), tu_root(), tu_root(), d, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    for (int b = 0; b < 2; b++) {
+        snprintf(cmd, sizeof cmd, "%s run %s/dyn.onnx -i %s/x.npy -o %s/dyn%d --stats %s", tu_qrl(), dir, dir, dir, b,
+                 batch[b]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        cr_assert(!strstr(log, " runs of "), "%s", log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; a, b = [np.load('%s/dyn%%d/logits.npy' %% i) for i in range(2)]; "
+             "assert a.shape == (203, 10) and a.tobytes() == b.tobytes()\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "%s run %s/examples/fmnist/fmnist_cnn.onnx -i %s/x.npy --batch -1", tu_qrl(), tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 2, "%s", log);
+    cr_assert(strstr(log, "--batch needs a number of samples (0: all at once)"), "%s", log);
+    free(log);
+}
+
+/* Inputs of different lengths run whole, and so do inputs whose outputs do not follow the slices (a
+ * sum over the first axis): a model with x[N,4] -> Relu and z[M,4] -> ReduceSum over axis 0, run
+ * at --batch 2 on 5 and 3, then 5 and 5 samples, against numpy. */
+Test(cli, run_batches_only_what_follows_the_slices)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper as h, TensorProto as T; "
+             "g = h.make_graph([h.make_node('Relu', ['x'], ['r']), h.make_node('ReduceSum', ['z', 'ax'], ['s'], keepdims=1)], 'g', "
+             "[h.make_tensor_value_info('x', T.FLOAT, ['N', 4]), h.make_tensor_value_info('z', T.FLOAT, ['M', 4])], "
+             "[h.make_tensor_value_info('r', T.FLOAT, ['N', 4]), h.make_tensor_value_info('s', T.FLOAT, [1, 4])], "
+             "[h.make_tensor('ax', T.INT64, [1], [0])]); "
+             "onnx.save(h.make_model(g, opset_imports=[h.make_opsetid('', 13)]), 'mix.onnx'); "
+             "r = np.random.default_rng(5); [np.save(f, r.standard_normal((n, 4)).astype(np.float32)) "
+             "for f, n in (('x5.npy', 5), ('z3.npy', 3), ('z5.npy', 5))]\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    for (int c = 0; c < 2; c++) {
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s run mix.onnx -i x=x5.npy -i z=z%d.npy -o out%d --batch 2 --stats", dir,
+                 tu_qrl(), c ? 5 : 3, c);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        cr_assert(strstr(log, "r: f32[5,4]") && strstr(log, "s: f32[1,4]") && !strstr(log, " runs of "), "%s", log);
+        free(log);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 -c \"import numpy as np; x, z = np.load('x5.npy'), np.load('z%d.npy'); "
+                 "assert np.array_equal(np.load('out%d/r.npy'), np.maximum(x, 0)); "
+                 "assert np.allclose(np.load('out%d/s.npy'), z.sum(0, keepdims=True), rtol=1e-6, atol=1e-6)\"",
+                 dir, c ? 5 : 3, c, c);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+    }
+}
