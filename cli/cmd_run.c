@@ -97,7 +97,7 @@ static void usage(void)
            "  -i, --input [NAME=]FILE  an input: .npy or ONNX TensorProto .pb; without NAME= it binds\n"
            "                  to the next graph input in order\n"
            "  -o, --output-dir DIR  where the outputs go (default .)\n"
-           "  --batch B       run the inputs B samples at a time (default 64; 0: all at once), see below\n"
+           "  --batch B       run the inputs B samples at a time (default 0: all at once), see below\n"
            "  --threads N     worker threads of the kernels (default 1)\n"
            "  --calib-count N  calibrate on the first N samples only (with --recipe)\n"
            "  --recipe-name NAME  which recipe of the --recipe file (default: its first)\n"
@@ -115,15 +115,17 @@ static void usage(void)
            "--batch, where the model's inputs declare that axis free, run in slices of B samples\n"
            "and each output is the slices' outputs concatenated: the same bits as one run, as long\n"
            "as the model treats the samples independently (`qrl eval` and calibration assume it\n"
-           "too). Otherwise, or when an output does not follow the slices (its first axis is not\n"
-           "the slice's samples) or the graph quantizes at run time (a dynamic recipe's range\n"
-           "spans the batch), the inputs run as one batch, as with --batch 0.\n");
+           "too; it is not the default because a model may mix samples and still keep the first\n"
+           "axis: a sequence-first transformer, a Softmax over axis 0). Otherwise, or when an\n"
+           "output does not follow the slices (its first axis is not the slice's samples) or the\n"
+           "graph quantizes at run time (a dynamic recipe's range spans the batch), the inputs run\n"
+           "as one batch, as with --batch 0.\n");
 }
 
 /* Fills a from the command line: -1 to go on, else the exit status (0 after --help, 2 on a usage error). */
 static int parse_args(int argc, char **argv, run_args *ra)
 {
-    *ra = (run_args){.outdir = ".", .threads = 1, .batch = 64};
+    *ra = (run_args){.outdir = ".", .threads = 1, .batch = 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {

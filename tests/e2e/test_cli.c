@@ -473,8 +473,8 @@ Test(cli, recipe_name_picks_the_recipe)
     cr_assert(!tu_file_exists(path));
 }
 
-/* qrl run --batch: 203 images of the bundled CNN (the last slice short) run 64 (the default) and 50
- * at a time give the bits of one run (--batch 0), in f32 and in the recipe's integer graph, and
+/* qrl run --batch: 203 images of the bundled CNN (the last slice short) run 64 and 50 at a time
+ * give the bits of one run (the default, --batch 0), in f32 and in the recipe's integer graph, and
  * --stats counts the slices; a dynamic recipe's graph and its export (their ranges span the batch:
  * sliced, their bits differ) run whole. numpy compares the files. */
 Test(cli, run_batches_give_the_bits_of_one_run, .timeout = 240)
@@ -487,7 +487,7 @@ Test(cli, run_batches_give_the_bits_of_one_run, .timeout = 240)
     free(log);
     const char *recipe[3] = {"", "--recipe %s/recipes/int8.qrl --calib %s/calib_images.npy --calib-count 64",
                              "--recipe %s/recipes/int8-dynamic-tensor.qrl --calib %s/calib_images.npy --calib-count 64"};
-    const char *batch[3] = {"--batch 0", "", "--batch 50"}, *slices[3] = {NULL, "4 runs of up to 64 samples",
+    const char *batch[3] = {"", "--batch 64", "--batch 50"}, *slices[3] = {NULL, "4 runs of up to 64 samples",
                                                                          "5 runs of up to 50 samples"};
     for (int v = 0; v < 3; v++) {
         char extra[1024];
