@@ -94,8 +94,10 @@ qr_status qr_graph_set_meta(qr_graph *g, const char *key, const char *val)
     const char **nv = nk ? qr_arena_alloc(&g->arena, sizeof *nv * (size_t)(g->n_meta + 1)) : NULL;
     if (!nv)
         return QR_ERR;
-    memcpy(nk, g->meta_key, sizeof *nk * (size_t)g->n_meta);
-    memcpy(nv, g->meta_val, sizeof *nv * (size_t)g->n_meta);
+    if (g->n_meta) { /* memcpy from NULL is undefined even for 0 bytes */
+        memcpy(nk, g->meta_key, sizeof *nk * (size_t)g->n_meta);
+        memcpy(nv, g->meta_val, sizeof *nv * (size_t)g->n_meta);
+    }
     nk[g->n_meta] = k, nv[g->n_meta] = v;
     g->meta_key = nk, g->meta_val = nv;
     g->n_meta++;
