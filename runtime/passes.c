@@ -310,16 +310,12 @@ static qr_value *new_const(qr_graph *g, const char *name, const qr_tensor *t)
     return v && v->is_const ? v : NULL; /* NULL: out of memory, the graph marked */
 }
 
-/* Conv(x, W, B) -> BN  ==>  Conv(x, W*s, B*s + t). */
-static void fold_into_conv(qr_graph *g, qr_node *conv, qr_node *bn)
+/* Conv(x, W, B) -> per-channel affine y = s*c + t (a BatchNormalization, or a Mul or Add by a
+ * constant)  ==>  Conv(x, W*s, B*s + t): the node after the Conv dies and the Conv writes its output. */
+static void fold_into_conv(qr_graph *g, qr_node *conv, qr_node *after, const float *s, const float *t)
 {
     qr_value *w = conv->in[1], *b = qr_node_input(conv, 2);
-    if (!w->is_const || w->t.dtype != QR_F32 || w->t.ndim < 3 || (b && (!b->is_const || b->t.dtype != QR_F32)))
-        return;
     int64_t m = w->t.dims[0], per = qr_tensor_numel(&w->t) / (m ? m : 1);
-    float *s, *t;
-    if (!bn_params(bn, m, &s, &t))
-        return;
     qr_tensor nw = w->t, nb = {.dtype = QR_F32, .ndim = 1, .dims = {m}};
     nw.data = malloc(qr_tensor_nbytes(&w->t));
     nb.data = malloc(sizeof(float) * (size_t)m);
@@ -335,15 +331,57 @@ static void fold_into_conv(qr_graph *g, qr_node *conv, qr_node *bn)
         in[0] = conv->in[0];
         conv->in = in;
         conv->n_in = 3;
-        conv->out[0] = bn->out[0];
-        bn->out[0]->producer = conv;
-        bn->dead = 1;
+        conv->out[0] = after->out[0];
+        after->out[0]->producer = conv;
+        after->dead = 1;
     }
 done:
     free(nw.data);
     free(nb.data);
-    free(s);
-    free(t);
+}
+
+/* A Conv whose f32 weights (and bias, if any) are constants: m output channels, or 0. */
+static int64_t foldable_conv(const qr_node *conv)
+{
+    if (!is_op(conv, "Conv") || conv->n_in < 2 || conv->n_out != 1)
+        return 0;
+    const qr_value *w = conv->in[1], *b = qr_node_input(conv, 2);
+    if (!w || !w->is_const || w->t.dtype != QR_F32 || w->t.ndim < 3 ||
+        (b && (!b->is_const || b->t.dtype != QR_F32 || qr_tensor_numel(&b->t) != w->t.dims[0])))
+        return 0;
+    return w->t.dims[0];
+}
+
+/* Mul or Add of x (rank r, m channels on axis 1) by a constant that holds one value or one per
+ * channel and broadcasts to x's shape without changing it: s*x + t per channel. */
+static int affine_params(const qr_node *n, const qr_value *x, int r, int64_t m, float **s, float **t)
+{
+    int mul = is_op(n, "Mul");
+    if ((!mul && !is_op(n, "Add")) || n->n_in != 2 || n->n_out != 1 || !n->out[0] || n->out[0]->t.dtype != QR_F32)
+        return 0;
+    const qr_value *c = n->in[0] == x ? n->in[1] : n->in[0];
+    if (!c || c == x || !c->is_const || c->t.dtype != QR_F32 || c->t.ndim > r)
+        return 0;
+    int64_t cn = qr_tensor_numel(&c->t);
+    for (int d = 0; d < c->t.ndim; d++) {
+        int axis = r - c->t.ndim + d;
+        if (c->t.dims[d] != 1 && !(axis == 1 && c->t.dims[d] == m))
+            return 0;
+    }
+    *s = malloc(sizeof(float) * (size_t)m);
+    *t = malloc(sizeof(float) * (size_t)m);
+    if (!*s || !*t) {
+        free(*s);
+        free(*t);
+        return 0;
+    }
+    const float *cv = c->t.data;
+    for (int64_t k = 0; k < m; k++) {
+        float v = cv[cn == 1 ? 0 : k];
+        (*s)[k] = mul ? v : 1.f;
+        (*t)[k] = mul ? 0.f : v;
+    }
+    return 1;
 }
 
 /* Gemm(A, B, C) -> BN over columns  ==>  Gemm(A, B*s, s*(beta*C) + t) with beta = 1. */
@@ -401,22 +439,33 @@ done:
 
 qr_status qr_pass_fold_batchnorm(qr_graph *g, qr_error *e)
 {
-    /* Counted once: a fold changes no use count of another BatchNormalization's input. */
+    /* Counted once: a fold moves the Conv's output to the folded node's output, which keeps its
+     * readers, so no other count changes. Nodes are in topological order, so a chain
+     * Conv -> Mul -> Add folds link by link. */
     int nv = g->n_values, *uses = count_uses(g);
     if (!uses)
         return qr_errorf(e, "out of memory folding BatchNormalization");
     for (int i = 0; i < g->n_nodes; i++) {
-        qr_node *bn = g->nodes[i];
-        if (!is_op(bn, "BatchNormalization") || !bn->in[0] || !bn->out[0])
+        qr_node *n = g->nodes[i];
+        int bn = is_op(n, "BatchNormalization");
+        if ((!bn && !is_op(n, "Mul") && !is_op(n, "Add")) || n->n_in < 1 || !n->out[0])
             continue;
-        qr_value *x = bn->in[0];
-        qr_node *p = x->producer;
-        if (!p || p->dead || x->is_output || x->id >= nv || uses[x->id] != 1 || p->n_out != 1)
-            continue;
-        if (is_op(p, "Conv") && p->n_in >= 2)
-            fold_into_conv(g, p, bn);
-        else if (is_op(p, "Gemm") && p->n_in >= 2 && x->t.ndim == 2)
-            fold_into_gemm(g, p, bn);
+        for (int j = 0; j < (bn ? 1 : n->n_in); j++) {
+            qr_value *x = n->in[j];
+            qr_node *p = x ? x->producer : NULL;
+            if (!p || p->dead || x->is_output || x->id >= nv || uses[x->id] != 1 || p->n_out != 1)
+                continue;
+            float *s, *t;
+            int64_t m = foldable_conv(p);
+            if (m > 0 && (bn ? bn_params(n, m, &s, &t) : affine_params(n, x, p->in[1]->t.ndim, m, &s, &t))) {
+                fold_into_conv(g, p, n, s, t);
+                free(s);
+                free(t);
+                break;
+            }
+            if (bn && is_op(p, "Gemm") && p->n_in >= 2 && x->t.ndim == 2)
+                fold_into_gemm(g, p, n);
+        }
     }
     free(uses);
     return qr_graph_check_oom(g, e);

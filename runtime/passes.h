@@ -11,6 +11,10 @@
 qr_status qr_pass_remove_identity(qr_graph *g, qr_error *e);
 /* Infers shapes where all input shapes are known and folds nodes whose inputs are all constant. */
 qr_status qr_pass_infer_and_fold(qr_graph *g, qr_error *e);
+/* Folds a per-channel affine after a Conv with constant weights into them: a BatchNormalization, or
+ * a Mul or Add by a constant holding one value or one per output channel (paddle2onnx writes a
+ * Conv's bias and MobileOne's scale this way). Exact up to float rounding, and it saves the
+ * quantizer a tensor between the Conv and the affine; BatchNormalization also folds into Gemm. */
 qr_status qr_pass_fold_batchnorm(qr_graph *g, qr_error *e);
 /* Gemm's alpha into a constant B and beta into a constant C (new constants;
  * the attributes go), so one integer Gemm serves every alpha and beta. */

@@ -88,6 +88,79 @@ Test(passes, batchnorm_folds_into_conv)
     qr_graph_free(g);
 }
 
+/* paddle2onnx's Conv (no bias) -> Mul(scale, x) -> Add(x, bias [1,C,1,1]): one Conv. */
+Test(passes, per_channel_mul_and_add_fold_into_conv)
+{
+    unsigned seed = 5;
+    qr_graph *g = qr_graph_new();
+    const int64_t dx[] = {1, 4, 5, 5}, dw[] = {4, 2, 3, 3}, ds[] = {1}, dt[] = {1, 4, 1, 1};
+    float w[72], xd[100], sc[1] = {-1.75f}, t[4];
+    for (int i = 0; i < 72; i++)
+        w[i] = frand(&seed);
+    for (int i = 0; i < 100; i++)
+        xd[i] = frand(&seed);
+    for (int i = 0; i < 4; i++)
+        t[i] = frand(&seed) * 4;
+    qr_value *in[] = {tu_input(g, "x", 4, dx), tu_const_f32(g, "W", 4, dw, w)};
+    qr_node *conv = tu_node(g, "Conv", "conv", 2, in, 1);
+    const int64_t pads[] = {1, 0, 1, 2}, strides[] = {2, 1};
+    tu_attr_ints(g, conv, "pads", 4, pads);
+    tu_attr_ints(g, conv, "strides", 2, strides);
+    tu_attr_int(g, conv, "group", 2);
+    qr_value *min[] = {tu_const_f32(g, "s", 1, ds, sc), conv->out[0]};
+    qr_node *mul = tu_node(g, "Mul", "mul", 2, min, 1);
+    qr_value *ain[] = {mul->out[0], tu_const_f32(g, "t", 4, dt, t)};
+    qr_node *add = tu_node(g, "Add", "add", 2, ain, 1);
+    tu_output(g, add->out[0]);
+    qr_tensor x = {.dtype = QR_F32, .ndim = 4, .dims = {1, 4, 5, 5}, .data = xd}, before, after;
+    run1(g, &x, &before);
+    qr_error e;
+    cr_assert_eq(qr_graph_optimize(g, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(g->n_nodes, 1);
+    cr_assert_eq(count_op(g, "Conv"), 1);
+    cr_assert_str_eq(g->outputs[0]->name, "add_out0");
+    run1(g, &x, &after);
+    assert_close(&after, &before);
+    qr_tensor_free(&before);
+    qr_tensor_free(&after);
+    qr_graph_free(g);
+}
+
+/* What is not a per-channel affine of one reader stays: an Add that varies over space, a Mul
+ * that broadcasts the batch, a Conv output also read as a graph output. */
+Test(passes, affine_that_is_not_per_channel_stays)
+{
+    unsigned seed = 9;
+    qr_graph *g = qr_graph_new();
+    const int64_t dx[] = {1, 2, 4, 4}, dw[] = {2, 2, 1, 1}, dsp[] = {1, 1, 4, 4}, dbt[] = {2, 2, 1, 1};
+    float w[4], sp[16], bt[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = frand(&seed);
+        bt[i] = frand(&seed);
+    }
+    for (int i = 0; i < 16; i++)
+        sp[i] = frand(&seed);
+    qr_value *x = tu_input(g, "x", 4, dx), *wv = tu_const_f32(g, "W", 4, dw, w);
+    qr_value *c1[] = {x, wv}, *c2[] = {x, wv}, *c3[] = {x, wv};
+    qr_node *conv1 = tu_node(g, "Conv", "conv1", 2, c1, 1), *conv2 = tu_node(g, "Conv", "conv2", 2, c2, 1);
+    qr_node *conv3 = tu_node(g, "Conv", "conv3", 2, c3, 1);
+    qr_value *a1[] = {conv1->out[0], tu_const_f32(g, "sp", 4, dsp, sp)};
+    qr_value *a2[] = {tu_const_f32(g, "bt", 4, dbt, bt), conv2->out[0]};
+    qr_node *add = tu_node(g, "Add", "add", 2, a1, 1), *mul = tu_node(g, "Mul", "mul", 2, a2, 1);
+    qr_value *k[] = {conv3->out[0], tu_const_f32(g, "k", 1, (const int64_t[]){1}, (const float[]){3.f})};
+    qr_node *mul3 = tu_node(g, "Mul", "mul3", 2, k, 1);
+    tu_output(g, add->out[0]);
+    tu_output(g, mul->out[0]);
+    tu_output(g, conv3->out[0]);
+    tu_output(g, mul3->out[0]);
+    qr_error e;
+    cr_assert_eq(qr_graph_optimize(g, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(count_op(g, "Conv"), 3);
+    cr_assert_eq(count_op(g, "Add"), 1);
+    cr_assert_eq(count_op(g, "Mul"), 2);
+    qr_graph_free(g);
+}
+
 Test(passes, batchnorm_folds_into_gemm)
 {
     unsigned seed = 11;
