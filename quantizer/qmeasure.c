@@ -643,9 +643,8 @@ static int by_effect(const void *a, const void *b)
     return by_sqnr(a, b);
 }
 
-/* Samples for each layer's effect on the outputs: one forward pass of the
- * QDQ simulation per layer, so a few. */
-/* The recipe's effect_samples (default 8): samples each layer's effect on the outputs is measured on. */
+/* The recipe's effect_samples (default 8): samples each layer's effect on the outputs is measured
+ * on, one forward pass of the QDQ simulation per layer, so a few. */
 static int64_t effect_samples(const qr_qctx *q)
 {
     const qr_setting *s = qr_recipe_setting(q->r, "effect_samples");
@@ -656,29 +655,39 @@ static int64_t effect_samples(const qr_qctx *q)
 /* Each ranked layer's effect on the model's outputs when it alone is quantized
  * (the QDQ simulation, every other layer in f32). Local SQNR ranks the victims
  * of amplification last: on PP-OCR det the 93 worst layers by local SQNR left
- * the outputs at 7 dB, and the ones that decided them ranked 140th to 163rd. */
-static qr_status measure_effects(qr_qctx *q, const outref *o, const qr_tensor *calib, ranked *rk, int nr)
+ * the outputs at 7 dB, and the ones that decided them ranked 140th to 163rd.
+ * Measured on the first effect_samples samples alone (whole batches where the model fixes its
+ * batch), against f32 outputs of their own: the fallback's reference holds whole batches. */
+static qr_status measure_effects(qr_qctx *q, const qr_tensor *calib, int64_t count, ranked *rk, int nr)
 {
+    int64_t ne = effect_samples(q), fixed = qr_graph_fixed_batch(q->g);
+    if (fixed > 0)
+        ne = (ne + fixed - 1) / fixed * fixed;
+    outref o;
+    qr_status st = outref_init(&o, q, calib, ne < count ? ne : count);
+    if (st != QR_OK)
+        return st;
     unsigned char *was = calloc((size_t)q->nslots + 1, 1);
-    if (!was)
+    if (!was) {
+        outref_free(&o);
         return qr_errorf(q->e, "out of memory");
+    }
     for (int i = 0; i < q->nslots; i++)
         was[i] = (unsigned char)q->slots[i].fallback;
-    int nb = (int)((effect_samples(q) + o->batch - 1) / o->batch);
-    qr_status st = QR_OK;
     for (int r = 0; st == QR_OK && r < nr; r++) {
         for (int k = 0; k < q->nslots; k++)
             q->slots[k].fallback = k != rk[r].slot;
         qr_quantized one = {0};
         out_metrics mt = {0};
         if ((st = qr_plan_build_qdq(q, &one)) == QR_OK)
-            st = measure_outputs(q, o, one.qdq, NULL, calib, nb, &mt);
+            st = measure_outputs(q, &o, one.qdq, NULL, calib, o.nbatches, &mt);
         rk[r].effect = mt.nonfinite ? -INFINITY : mt.sqnr;
         qr_graph_free(one.qdq);
     }
     for (int i = 0; i < q->nslots; i++)
         q->slots[i].fallback = was[i];
     free(was);
+    outref_free(&o);
     return st;
 }
 
@@ -765,7 +774,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     }
     if (st == QR_OK && !holds) { /* the fewest worst layers whose fallback meets it: a binary search */
         /* past those, the layers with the worst effect on the outputs first */
-        if ((st = measure_effects(q, &o, calib, rk + k, nr - k)) == QR_OK)
+        if ((st = measure_effects(q, calib, count, rk + k, nr - k)) == QR_OK)
             qsort(rk + k, (size_t)(nr - k), sizeof *rk, by_effect);
         int lo = k, hi = nr; /* fails at lo; assumed to hold at hi (everything in f32) */
         while (st == QR_OK && hi - lo > 1) {
