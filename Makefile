@@ -22,6 +22,8 @@ LIBS      = -lprotobuf-c -L$(GCCJIT_DIR) -lgccjit -ldl -lm -lpthread
 PYTHON   ?= /usr/bin/python3
 ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 VERSION   = 0.1.0
+# The shared library's ABI version: libqrl.so.$(VERSION) with SONAME libqrl.so.$(SOMAJOR).
+SOMAJOR   = $(firstword $(subst ., ,$(VERSION)))
 
 GEN      = $(B)/gen
 CPPFLAGS = -DQRL_VERSION='"$(VERSION)"' -DQRL_SOURCE_STDLIB='"$(CURDIR)/stdlib"' -MMD -MP
@@ -58,7 +60,7 @@ TEST_SRC  = $(wildcard tests/unit/test_*.c tests/conformance/test_*.c tests/e2e/
 TEST_BIN  = $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TEST_SUPPORT = $(patsubst %.c,$(B)/obj/%.o,$(wildcard tests/support/*.c))
 
-all: $(B)/qrl $(B)/libqrl.a $(B)/libqrl.so
+all: $(B)/qrl $(B)/libqrl.a $(B)/libqrl.so $(B)/libqrl.so.$(SOMAJOR)
 
 $(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h &: $(ONNX_PROTO)
 	@mkdir -p $(GEN)
@@ -115,8 +117,14 @@ $(B)/libqrl.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/libqrl.so: $(LIB_OBJ)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LIBS)
+# The shared library exports only the qrl_* calls (runtime/libqrl.map); build/libqrl.so and
+# build/libqrl.so.$(SOMAJOR) are links to it, as installed.
+$(B)/libqrl.so.$(VERSION): $(LIB_OBJ) runtime/libqrl.map
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,libqrl.so.$(SOMAJOR) -Wl,--version-script,runtime/libqrl.map -o $@ \
+		$(LIB_OBJ) $(LIBS)
+
+$(B)/libqrl.so.$(SOMAJOR) $(B)/libqrl.so: $(B)/libqrl.so.$(VERSION)
+	ln -sfn libqrl.so.$(VERSION) $@
 
 $(B)/qrl: $(CLI_OBJ) $(B)/libqrl.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(B)/libqrl.a $(LIBS)

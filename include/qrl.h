@@ -293,14 +293,14 @@ typedef struct qrl_check_stats {
 int qrl_recipe_check(const char *path, int flags, FILE *diag, FILE *ast, qrl_check_stats *st, char *err,
                      size_t errlen);
 
-#ifdef __cplusplus
-}
-#endif
-
 /* The ONNX ops the runtime knows (default domain): for recipe checking. */
 int qrl_op_known(const char *op);
 /* Number of known ops; names[i] for i < count, in table order. */
 int qrl_op_count(void);
 const char *qrl_op_name(int i);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
