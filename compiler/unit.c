@@ -1,5 +1,7 @@
+#define _GNU_SOURCE /* dladdr */
 #include "unit.h"
 
+#include <dlfcn.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,34 +309,56 @@ qc_file *qc_unit_load_text(qc_unit *u, const char *path, const char *text, size_
     return add_file(u, src, id, 0, NULL);
 }
 
+/* The stdlib beside file (a binary or library, links followed): the first folder of
+ * <its folder>/../stdlib, ../../stdlib (build/qrl, build/asan/qrl, build/libqrl.so in the source
+ * tree), ../share/qrl/stdlib and ../../share/qrl/stdlib (installed in <prefix>/bin, <prefix>/lib
+ * or a multiarch <prefix>/lib/<triplet>); NULL when none is. malloc'd. */
+static char *stdlib_beside(const char *file)
+{
+    static const char *const rel[] = {"/../stdlib", "/../../stdlib", "/../share/qrl/stdlib", "/../../share/qrl/stdlib"};
+    char real[PATH_MAX], buf[PATH_MAX + 32], dirreal[PATH_MAX];
+    struct stat st;
+    if (!realpath(file, real))
+        return NULL;
+    char *dir = dir_of(real);
+    if (!dir)
+        return NULL;
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        snprintf(buf, sizeof buf, "%s%s", dir, rel[i]);
+        if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode) && realpath(buf, dirreal)) {
+            free(dir);
+            return strdup(dirreal);
+        }
+    }
+    free(dir);
+    return NULL;
+}
+
 char *qc_default_stdlib(void)
 {
     const char *env = getenv("QRL_STDLIB");
     if (env && *env)
         return strdup(env);
-    /* Next to the binary (build/qrl, build/asan/qrl, an installed prefix), then the source tree it was built in. */
-    char exe[PATH_MAX], buf[PATH_MAX], real[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    static const char *const rel[] = {"/../stdlib", "/../../stdlib", "/../share/qrl/stdlib"};
-    struct stat st;
-    if (n > 0) {
-        exe[n] = 0;
-        char *dir = dir_of(exe);
-        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-            snprintf(buf, sizeof buf, "%s%s", dir, rel[i]);
-            if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode) && realpath(buf, real)) {
-                free(dir);
-                return strdup(real);
-            }
-        }
-        free(dir);
-    }
+    /* Beside the shared library this code was loaded from (an installed libqrl.so in a program
+     * that knows nothing of QRL), then beside the running executable (qrl, which links
+     * libqrl.a; dladdr names an executable by its argv[0], which may be relative). */
+    Dl_info info;
+    char *dir = NULL;
+    if (dladdr((void *)qc_default_stdlib, &info) && info.dli_fname && info.dli_fname[0] == '/')
+        dir = stdlib_beside(info.dli_fname);
+    if (!dir)
+        dir = stdlib_beside("/proc/self/exe");
+    if (dir)
+        return dir;
+    /* A program built in the tree (the tests), or one linked with an installed libqrl.a. */
 #ifdef QRL_SOURCE_STDLIB
+    struct stat st;
     if (stat(QRL_SOURCE_STDLIB, &st) == 0 && S_ISDIR(st.st_mode))
         return strdup(QRL_SOURCE_STDLIB);
 #endif
     return NULL;
 }
+
 double qc_unit_lex_ms(const qc_unit *u)
 {
     double t0 = now_ms();

@@ -47,8 +47,10 @@ qc_file *qc_unit_load_text(qc_unit *u, const char *path, const char *text, size_
 /* Time to lex every file of the unit again, alone (for qrl check --time), ms. */
 double qc_unit_lex_ms(const qc_unit *u);
 
-/* The stdlib folder: $QRL_STDLIB, else <dir of the running executable>/../stdlib
- * when it exists, else NULL. malloc'd. */
+/* The stdlib folder: $QRL_STDLIB, else the one beside the shared library or executable
+ * this code runs in (<dir>/../stdlib, ../../stdlib, ../share/qrl/stdlib or
+ * ../../share/qrl/stdlib: the source tree, or an installed prefix), else the source
+ * tree's it was built from, else NULL. malloc'd. */
 char *qc_default_stdlib(void);
 
 #endif

@@ -188,8 +188,10 @@ typedef struct qrl_quantized qrl_quantized; /* a model quantized by a recipe */
 
 enum { QRL_RECIPE_NO_CACHE = 1 }; /* compile in memory: no module cache read or written */
 
-/* Compiles a recipe file and what it imports (the standard library: $QRL_STDLIB, else the
- * installed one). Its diagnostics ("file:line:col: error: ..." with the line and a caret) are
+/* Compiles a recipe file and what it imports (the standard library: $QRL_STDLIB, else the one
+ * installed beside libqrl.so or the program, <prefix>/share/qrl/stdlib, or in the source tree
+ * it was built from; a program linked with an installed libqrl.a sets QRL_STDLIB, see
+ * `pkg-config --variable=stdlibdir qrl`). Its diagnostics ("file:line:col: error: ..." with the line and a caret) are
  * printed to diag (NULL: not printed); err gets one sentence. */
 int qrl_recipe_compile(const char *path, int flags, FILE *diag, qrl_recipe **out, char *err, size_t errlen);
 void qrl_recipe_free(qrl_recipe *r);
