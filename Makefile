@@ -174,6 +174,61 @@ fuzz-models: deps
 		examples/fmnist/fmnist_cnn.onnx $$(find $(FUZZ_SEEDS) -name '*.onnx' | sort) \
 		$(wildcard tests/fuzz/models/*.onnx) $(wildcard /usr/share/libonnx-testdata/data/node/*/model.onnx)
 
+# `make install` / `make uninstall` (PREFIX, DESTDIR as usual): the qrl command, libqrl.so (SONAME
+# libqrl.so.$(SOMAJOR)) and libqrl.a, include/qrl.h, qrl.pc, the stdlib and recipes under
+# $(DATADIR)/qrl (where the library and the command find the stdlib, compiler/unit.h), the man
+# page and the docs with the C example. Nothing is rebuilt for it: the paths are not compiled in.
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR    ?= $(PREFIX)/share
+MANDIR     ?= $(DATADIR)/man
+DOCDIR     ?= $(DATADIR)/doc/qrl
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+INSTALL    ?= install
+# What a static link needs beyond libprotobuf-c (qrl.pc's Requires.private): libgccjit by its
+# SONAME, since its unversioned link is only in GCC's private folder ($(GCCJIT_DIR)).
+PC_LIBS_PRIVATE = -Wl,-Bdynamic -l:libgccjit.so.0 -ldl -lm -lpthread
+# A path in qrl.pc, relative to ${prefix} when under it (pkg-config --define-variable=prefix=... moves them all).
+pc_path = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+
+INSTALL_STDLIB  = $(wildcard stdlib/*.qrl) stdlib/README.md
+INSTALL_RECIPES = $(wildcard recipes/*.qrl) recipes/README.md
+INSTALL_DOCS    = README.md docs/language.md docs/quantizer.md docs/runtime.md
+INSTALL_EXAMPLE = $(wildcard examples/c/*)
+# Everything installed, for uninstall (folders QRL owns are removed when left empty).
+INSTALLED = $(BINDIR)/qrl $(LIBDIR)/libqrl.so.$(VERSION) $(LIBDIR)/libqrl.so.$(SOMAJOR) $(LIBDIR)/libqrl.so \
+            $(LIBDIR)/libqrl.a $(INCLUDEDIR)/qrl.h $(PKGCONFIGDIR)/qrl.pc $(MANDIR)/man1/qrl.1 \
+            $(addprefix $(DATADIR)/qrl/,$(INSTALL_STDLIB) $(INSTALL_RECIPES)) \
+            $(addprefix $(DOCDIR)/,$(notdir $(INSTALL_DOCS))) $(addprefix $(DOCDIR)/,$(INSTALL_EXAMPLE))
+INSTALLED_DIRS = $(DOCDIR)/examples/c $(DOCDIR)/examples $(DOCDIR) $(DATADIR)/qrl/stdlib $(DATADIR)/qrl/recipes $(DATADIR)/qrl
+
+install: all
+	$(INSTALL) -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(INCLUDEDIR)' '$(DESTDIR)$(PKGCONFIGDIR)' \
+		'$(DESTDIR)$(MANDIR)/man1' '$(DESTDIR)$(DATADIR)/qrl/stdlib' '$(DESTDIR)$(DATADIR)/qrl/recipes' \
+		'$(DESTDIR)$(DOCDIR)/examples/c'
+	$(INSTALL) -m 755 $(B)/qrl '$(DESTDIR)$(BINDIR)/qrl'
+	$(INSTALL) -m 755 $(B)/libqrl.so.$(VERSION) '$(DESTDIR)$(LIBDIR)/libqrl.so.$(VERSION)'
+	ln -sfn libqrl.so.$(VERSION) '$(DESTDIR)$(LIBDIR)/libqrl.so.$(SOMAJOR)'
+	ln -sfn libqrl.so.$(SOMAJOR) '$(DESTDIR)$(LIBDIR)/libqrl.so'
+	$(INSTALL) -m 644 $(B)/libqrl.a '$(DESTDIR)$(LIBDIR)/libqrl.a'
+	$(INSTALL) -m 644 include/qrl.h '$(DESTDIR)$(INCLUDEDIR)/qrl.h'
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(call pc_path,$(LIBDIR))|' \
+	    -e 's|@INCLUDEDIR@|$(call pc_path,$(INCLUDEDIR))|' -e 's|@DATADIR@|$(call pc_path,$(DATADIR))|' \
+	    -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS_PRIVATE@|$(PC_LIBS_PRIVATE)|' tools/qrl.pc.in \
+	    > '$(DESTDIR)$(PKGCONFIGDIR)/qrl.pc'
+	chmod 644 '$(DESTDIR)$(PKGCONFIGDIR)/qrl.pc'
+	$(INSTALL) -m 644 docs/qrl.1 '$(DESTDIR)$(MANDIR)/man1/qrl.1'
+	$(INSTALL) -m 644 $(INSTALL_STDLIB) '$(DESTDIR)$(DATADIR)/qrl/stdlib/'
+	$(INSTALL) -m 644 $(INSTALL_RECIPES) '$(DESTDIR)$(DATADIR)/qrl/recipes/'
+	$(INSTALL) -m 644 $(INSTALL_DOCS) '$(DESTDIR)$(DOCDIR)/'
+	$(if $(INSTALL_EXAMPLE),$(INSTALL) -m 644 $(INSTALL_EXAMPLE) '$(DESTDIR)$(DOCDIR)/examples/c/')
+
+uninstall:
+	rm -f $(foreach f,$(INSTALLED),'$(DESTDIR)$(f)')
+	-rmdir $(foreach d,$(INSTALLED_DIRS),'$(DESTDIR)$(d)') 2>/dev/null || true
+
 deps:
 	@sh tools/install-deps.sh
 
@@ -221,7 +276,7 @@ bench-transformers: all ort
 clean:
 	rm -rf build
 
-.PHONY: all tests deps data check layers test test-asan example clean bench bench-transformers fuzz fuzz-models ort
+.PHONY: all install uninstall tests deps data check layers test test-asan example clean bench bench-transformers fuzz fuzz-models ort
 .DELETE_ON_ERROR:
 .SECONDARY: $(TEST_SUPPORT)
 
