@@ -3,6 +3,7 @@
  * model to an integer graph and its outputs). */
 #include "qrl.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,13 +81,72 @@ static qr_status provenance(qr_quantized *q, const qrl_recipe *r, const qr_tenso
     return QR_OK;
 }
 
+/* One quantized tensor of the model, by its name there (qrl_quantized_qparams). */
+typedef struct qparams_entry {
+    const char *name;
+    qrl_quant quant;
+    float scale;       /* an activation's */
+    int32_t zero;
+    float *scales;     /* a weight's, one per channel (or one), malloc'd */
+    int32_t *zeros;
+} qparams_entry;
+
 struct qrl_quantized {
     qr_quantized *q;
     char *recipe_path; /* recorded in the qparams JSON */
     int threads;
     qrl_model *model;  /* the integer graph's handle, made on first request */
     qrl_recipe *own;   /* the recipe a QDQ model was lowered with (qrl_model_lower_qdq) */
+    qparams_entry *qp; /* every quantized tensor: the activations, then the weights (as the qparams JSON) */
+    int nqp;
 };
+
+/* q->qp from the quantizer's records, which name tensors as the model did: the activations
+ * quantized (not those the recipe's fallback left in f32), then every weight and bias the QDQ
+ * graph dequantizes from constants (the scales and zero points its DequantizeLinear reads). */
+static int index_qparams(qrl_quantized *res)
+{
+    const qr_quantized *z = res->q;
+    const qr_graph *g = z->qdq;
+    res->qp = calloc((size_t)z->nlayers + (size_t)g->n_nodes + 1, sizeof *res->qp);
+    if (!res->qp)
+        return -1;
+    for (int i = 0; i < z->nlayers; i++) {
+        const qr_qlayer *l = &z->layers[i];
+        if (l->fallback)
+            continue;
+        qparams_entry *e = &res->qp[res->nqp++];
+        e->name = l->value;
+        e->scale = (float)l->scale;
+        e->zero = (int32_t)l->zero;
+        e->quant = (qrl_quant){.dtype = qr_dtype_get(l->dtype)->onnx, .axis = -1, .count = l->dynamic ? 0 : 1,
+                               .scale = l->dynamic ? NULL : &e->scale, .zero_point = l->dynamic ? NULL : &e->zero,
+                               .clip_min = l->dynamic ? NAN : (double)(l->qmin - l->zero) * l->scale,
+                               .clip_max = l->dynamic ? NAN : (double)(l->qmax - l->zero) * l->scale};
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qr_node *n = g->nodes[i];
+        if (strcmp(n->op, "DequantizeLinear") || n->n_in < 3 || !n->in[0]->is_const || !n->in[1]->is_const)
+            continue;
+        const qr_tensor *s = &n->in[1]->t, *zp = n->in[2] ? &n->in[2]->t : NULL;
+        int64_t count = qr_tensor_numel(s);
+        qparams_entry *e = &res->qp[res->nqp++];
+        e->name = n->out[0]->name;
+        e->scales = malloc((size_t)count * sizeof *e->scales);
+        e->zeros = calloc((size_t)count, sizeof *e->zeros);
+        if (!e->scales || !e->zeros)
+            return -1;
+        for (int64_t k = 0; k < count; k++) {
+            e->scales[k] = (float)qr_get_f64(s->data, s->dtype, k);
+            if (zp && zp->data && k < qr_tensor_numel(zp))
+                e->zeros[k] = (int32_t)qr_get_i64(zp->data, zp->dtype, k);
+        }
+        e->quant = (qrl_quant){.dtype = qr_dtype_get(n->in[0]->t.dtype)->onnx,
+                               .axis = s->ndim ? (int)qr_attr_i(n, "axis", 1) : -1, .count = (int)count,
+                               .scale = e->scales, .zero_point = e->zeros, .clip_min = NAN, .clip_max = NAN};
+    }
+    return 0;
+}
 
 static int fail_msg(char *err, size_t n, const char *fmt, const char *arg)
 {
@@ -174,6 +234,8 @@ int qrl_quantize(const qrl_model *m, const qrl_recipe *r, const qrl_tensor *cali
     qr_status st = qr_quantize(m->g, c, &qo, &res->q, &e);
     if (st == QR_OK)
         st = provenance(res->q, r, c, ni, &e);
+    if (st == QR_OK && index_qparams(res) != 0)
+        st = qr_errorf(&e, "out of memory");
     free(c);
     if (st != QR_OK) {
         qrl_quantized_free(res);
@@ -190,6 +252,11 @@ void qrl_quantized_free(qrl_quantized *q)
     qr_api_model_unwrap(q->model);
     qr_quantized_free(q->q);
     qrl_recipe_free(q->own); /* after the integer graph that calls its kernels */
+    for (int i = 0; q->qp && i < q->nqp; i++) {
+        free(q->qp[i].scales);
+        free(q->qp[i].zeros);
+    }
+    free(q->qp);
     free(q->recipe_path);
     free(q);
 }
@@ -265,6 +332,10 @@ int qrl_model_lower_qdq(qrl_model *m, const char *recipe, FILE *diag, qrl_quanti
         qrl_quantized_free(res);
         return qr_api_fail(&e, err, errlen);
     }
+    if (index_qparams(res) != 0) {
+        qrl_quantized_free(res);
+        return fail_msg(err, errlen, "%s", "out of memory");
+    }
     *out = res;
     return 0;
 }
@@ -291,6 +362,21 @@ int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out)
     const qr_qlayer *l = &q->q->layers[i];
     *out = (qrl_layer_info){.value = l->value, .sqnr = l->sqnr, .sqnr_int = l->sqnr_int, .top1_delta = l->top1_delta};
     return 0;
+}
+
+const char *qrl_quantized_tensor(const qrl_quantized *q, int i)
+{
+    return i >= 0 && i < q->nqp ? q->qp[i].name : NULL;
+}
+
+int qrl_quantized_qparams(const qrl_quantized *q, const char *name, qrl_quant *out)
+{
+    for (int i = 0; name && i < q->nqp; i++)
+        if (!strcmp(q->qp[i].name, name)) {
+            *out = q->qp[i].quant;
+            return 0;
+        }
+    return 1;
 }
 
 const char *qrl_quantized_note(const qrl_quantized *q, int i)

@@ -259,6 +259,19 @@ typedef struct qrl_layer_info {
 } qrl_layer_info;
 int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out);
 
+/* The quantization parameters of a tensor of the model q was made from, by its name in that
+ * model (as qrl_model_input, qrl_node_input and qrl_node_output give them; not the integer
+ * graph's "<name>_quantized", "<name>_nhwc" or "<name>_f32"): for a back end that computes on
+ * its own. Activations are per tensor (axis -1, count 1; clip_min and clip_max the real range
+ * the integers cover); weights and biases have one scale and zero point per channel along
+ * axis (or axis -1, count 1), with clip_min and clip_max NaN. An activation quantized at run
+ * time (a dynamic recipe) has count 0 and no scale or zero point. Returns non-zero when the
+ * tensor is not quantized (left in f32, or no such name). out's arrays are q's. */
+int qrl_quantized_qparams(const qrl_quantized *q, const char *name, qrl_quant *out);
+/* The name of quantized tensor i (the activations, then the weights and biases), for
+ * qrl_quantized_qparams; NULL past the last. */
+const char *qrl_quantized_tensor(const qrl_quantized *q, int i);
+
 /* The notes of a quantization: nodes the recipe's rules left in f32, and why. NULL past the last. */
 const char *qrl_quantized_note(const qrl_quantized *q, int i);
 
