@@ -133,7 +133,7 @@ $(B)/tests/%: tests/%.c $(B)/libqrl.a $(TEST_SUPPORT) | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(INC_tests) -Itests/support $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(B)/libqrl.a -lcriterion $(LIBS) $(LDFLAGS)
 
-tests: $(TEST_BIN) $(B)/qrl $(B)/fuzz_models
+tests: $(TEST_BIN) $(B)/qrl $(B)/fuzz_models $(B)/libqrl.so $(B)/libqrl.so.$(SOMAJOR)
 
 # The front-end fuzzer (tests/fuzz/, generator in tests/support/fuzzgen.c, shared with
 # tests/unit/test_fuzz.c). `make fuzz` runs a long campaign under ASan + UBSan
