@@ -181,6 +181,55 @@ Test(api, quantized_model_is_within_half_a_point_of_fp32)
     qrl_tensor_free(&c);
 }
 
+/* qrl_quantized_qparams answers by the model's own names (what qrl_node_output gives on m), not
+ * by the integer graph's; qrl_quantized_tensor lists every quantized tensor once. The values
+ * themselves are checked against onnx's reading of the QDQ export by tests/e2e/test_install.c. */
+Test(api, qparams_by_the_models_names)
+{
+    char err[1024] = "";
+    qrl_model *m;
+    cr_assert_eq(qrl_model_load("examples/fmnist/fmnist_cnn.onnx", 1, &m, err, sizeof err), 0, "%s", err);
+    qrl_tensor c = npy("calib_images.npy");
+    qrl_recipe *r;
+    cr_assert_eq(qrl_recipe_compile("recipes/int8.qrl", 0, stderr, &r, err, sizeof err), 0, "%s", err);
+    qrl_quantized *q;
+    qrl_quantize_opts o = {.calib_count = 100};
+    cr_assert_eq(qrl_quantize(m, r, &c, &o, &q, err, sizeof err), 0, "%s", err);
+    qrl_quant qp;
+    /* the first conv's output after the fold (BatchNormalization's name) stays f32 inside the
+     * kernel; the Relu after it is u8, per tensor; the folded weight i8 per output channel */
+    cr_assert_neq(qrl_quantized_qparams(q, "input", &qp), 0, "the model's input is not quantized");
+    cr_assert_neq(qrl_quantized_qparams(q, "/features/features.1/BatchNormalization_output_0", &qp), 0);
+    cr_assert_neq(qrl_quantized_qparams(q, "/features/features.2/Relu_output_0_quantized", &qp), 0,
+                  "an integer-graph name");
+    cr_assert_neq(qrl_quantized_qparams(q, NULL, &qp), 0);
+    cr_assert_eq(qrl_quantized_qparams(q, "/features/features.2/Relu_output_0", &qp), 0);
+    cr_assert(qp.dtype == 2 && qp.axis == -1 && qp.count == 1 && qp.scale[0] > 0 && qp.zero_point[0] == 0,
+              "u8 %d axis %d count %d zero %d", qp.dtype, qp.axis, qp.count, qp.count ? qp.zero_point[0] : -1);
+    /* Relu: the range starts at 0, so the clip range does too, and spans 255 steps */
+    cr_assert_float_eq(qp.clip_min, 0.0, 1e-12);
+    cr_assert_float_eq(qp.clip_max, 255.0 * qp.scale[0], 1e-6 * qp.clip_max);
+    cr_assert_eq(qrl_quantized_qparams(q, "features.0.weight_1", &qp), 0);
+    cr_assert(qp.dtype == 3 && qp.axis == 0 && qp.count == 16 && isnan(qp.clip_min), "i8 %d axis %d count %d",
+              qp.dtype, qp.axis, qp.count);
+    cr_assert_eq(qrl_quantized_qparams(q, "features.0.bias_1", &qp), 0);
+    cr_assert(qp.dtype == 6 && qp.count == 16, "i32 %d count %d", qp.dtype, qp.count);
+    qrl_quant_summary sum;
+    qrl_quantized_summary(q, &sum);
+    int n = 0;
+    for (const char *name; (name = qrl_quantized_tensor(q, n)); n++) {
+        cr_assert_eq(qrl_quantized_qparams(q, name, &qp), 0, "%s", name);
+        for (int k = 0; k < n; k++)
+            cr_assert_str_neq(qrl_quantized_tensor(q, k), name, "listed twice");
+    }
+    cr_assert_eq(n, sum.activations + 10, "%d tensors: %d activations, 5 weights and 5 biases", n, sum.activations);
+    cr_assert_null(qrl_quantized_tensor(q, -1));
+    qrl_quantized_free(q);
+    qrl_recipe_free(r);
+    qrl_model_free(m);
+    qrl_tensor_free(&c);
+}
+
 /* A recipe with an error: the call fails, and diag gets exactly what `qrl check` prints (the golden file). */
 Test(api, recipe_errors_are_diagnostics)
 {
