@@ -1,8 +1,9 @@
 #!/bin/sh
 # Installs the Debian packages QRL needs to build, test and run its example,
-# skipping the ones already present. Runs apt-get only when something is missing.
+# skipping the ones already present (g++ and pkgconf: tests/e2e/test_install.c builds
+# C and C++ programs against the installed library). Runs apt-get only when something is missing.
 set -e
-PKGS="gcc make re2c lemon libgccjit-12-dev libcriterion-dev libprotobuf-c-dev protobuf-c-compiler
+PKGS="gcc g++ pkgconf make re2c lemon libgccjit-12-dev libcriterion-dev libprotobuf-c-dev protobuf-c-compiler
       libonnx-dev libonnx-testdata dataset-fashion-mnist python3-numpy python3-torch python3-onnx nodejs
       groff-base"
 missing=""
