@@ -1,4 +1,5 @@
-# QRL build. `make` builds build/qrl, build/libqrl.a and build/libqrl.so.
+# QRL build. `make` builds build/qrl, build/libqrl.a and build/libqrl.so; `make install` installs
+# them with the header, qrl.pc, the stdlib and the docs (PREFIX, DESTDIR; `make uninstall`).
 # `make test` installs missing Debian packages, builds and runs the test suite.
 # `make test-asan` runs the same suite under AddressSanitizer + UBSan.
 # `make fuzz` runs the front-end fuzzer's long campaign under both (tests/fuzz/);
