@@ -266,7 +266,10 @@ int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out);
  * the integers cover); weights and biases have one scale and zero point per channel along
  * axis (or axis -1, count 1), with clip_min and clip_max NaN. An activation quantized at run
  * time (a dynamic recipe) has count 0 and no scale or zero point. Returns non-zero when the
- * tensor is not quantized (left in f32, or no such name). out's arrays are q's. */
+ * tensor is not quantized (left in f32, or no such name). out's arrays are q's. For a QDQ
+ * model lowered by qrl_model_lower_qdq the names are the file's, and every tensor of a
+ * QuantizeLinear/DequantizeLinear pair answers (QRL's export: "<name>_f32", "<name>_quantized"
+ * and "<name>", the DequantizeLinear's output, which is the original name). */
 int qrl_quantized_qparams(const qrl_quantized *q, const char *name, qrl_quant *out);
 /* The name of quantized tensor i (the activations, then the weights and biases), for
  * qrl_quantized_qparams; NULL past the last. */
