@@ -540,25 +540,68 @@ typedef struct out_metrics {
 } out_metrics;
 
 /* Row r (the last axis, n long) of a and of b: whether their largest elements are at the same place. */
-static int same_argmax(const qr_tensor *a, const qr_tensor *b, int64_t r, int64_t n)
+/* Row r's argmax of a [.., n] tensor (the first of equal maxima). */
+static int64_t row_argmax(const qr_tensor *a, int64_t r, int64_t n)
 {
-    int64_t ia = 0, ib = 0;
-    for (int64_t k = 1; k < n; k++) {
+    int64_t ia = 0;
+    if (a->dtype == QR_F32) { /* the common case, without a conversion per element */
+        const float *x = (const float *)a->data + r * n;
+        for (int64_t k = 1; k < n; k++)
+            if (x[k] > x[ia])
+                ia = k;
+        return ia;
+    }
+    for (int64_t k = 1; k < n; k++)
         if (qr_get_f64(a->data, a->dtype, r * n + k) > qr_get_f64(a->data, a->dtype, r * n + ia))
             ia = k;
-        if (qr_get_f64(b->data, b->dtype, r * n + k) > qr_get_f64(b->data, b->dtype, r * n + ib))
-            ib = k;
+    return ia;
+}
+
+static int same_argmax(const qr_tensor *a, const qr_tensor *b, int64_t r, int64_t n)
+{
+    return row_argmax(a, r, n) == row_argmax(b, r, n);
+}
+
+/* Sums for the SQNR and cosine of t against the reference r (same count, both float): signal,
+ * error, t's energy and their product; elements r holds as non-finite are skipped, those t alone
+ * holds are counted. */
+typedef struct pair_sums {
+    double sx2, se2, sv2, sxv;
+    int64_t nonfinite;
+} pair_sums;
+
+static inline void pair_add(pair_sums *p, double a, double v)
+{
+    if (!isfinite(a))
+        return;
+    if (!isfinite(v)) {
+        p->nonfinite++;
+        return;
     }
-    return ia == ib;
+    p->sx2 += a * a;
+    p->se2 += (a - v) * (a - v);
+    p->sv2 += v * v;
+    p->sxv += a * v;
+}
+
+static void pair_sum(pair_sums *p, const qr_tensor *r, const qr_tensor *t, int64_t cnt)
+{
+    if (r->dtype == QR_F32 && t->dtype == QR_F32) { /* the common case, without a conversion per element */
+        const float *a = r->data, *v = t->data;
+        for (int64_t i = 0; i < cnt; i++)
+            pair_add(p, a[i], v[i]);
+        return;
+    }
+    for (int64_t i = 0; i < cnt; i++)
+        pair_add(p, qr_get_f64(r->data, r->dtype, i), qr_get_f64(t->data, t->dtype, i));
 }
 
 static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *graph, void *user,
                                  const qr_tensor *calib, int nbatches, out_metrics *mt)
 {
     const qr_graph *g = q->g;
-    double sx2 = 0, se2 = 0, sv2 = 0, sxv = 0;
-    int64_t rows = 0, agree = 0, nf = 0;
-    int64_t *nonfinite = &nf;
+    pair_sums ps = {0};
+    int64_t rows = 0, agree = 0;
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
     qr_exec_opts eo = {.threads = q->o->threads, .kernel_user = user};
     qr_exec *x = NULL;
@@ -572,19 +615,7 @@ static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *gr
             const qr_tensor *r = &o->out[k * g->n_outputs + j], *t = &out[j];
             int64_t cnt = qr_tensor_numel(r);
             if (cnt == qr_tensor_numel(t) && qr_dtype_is_float(r->dtype) && qr_dtype_is_float(t->dtype))
-                for (int64_t i = 0; i < cnt; i++) {
-                    double a = qr_get_f64(r->data, r->dtype, i), v = qr_get_f64(t->data, t->dtype, i);
-                    if (!isfinite(a))
-                        continue;
-                    if (!isfinite(v)) {
-                        (*nonfinite)++;
-                        continue;
-                    }
-                    sx2 += a * a;
-                    se2 += (a - v) * (a - v);
-                    sv2 += v * v;
-                    sxv += a * v;
-                }
+                pair_sum(&ps, r, t, cnt);
             int64_t n = r->ndim > 0 ? r->dims[r->ndim - 1] : 1;
             if (cnt == qr_tensor_numel(t) && n > 1 && cnt % n == 0)
                 for (int64_t row = 0; row < cnt / n; row++, rows++)
@@ -595,9 +626,10 @@ static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *gr
     qr_exec_free(x);
     free(in);
     free(out);
+    int64_t nf = ps.nonfinite;
     mt->nonfinite = nf;
-    mt->sqnr = nf ? -INFINITY : se2 <= 0 ? INFINITY : 10.0 * log10(sx2 / se2);
-    mt->cosine = nf ? -1 : sx2 > 0 && sv2 > 0 ? sxv / sqrt(sx2 * sv2) : sx2 == sv2 ? 1 : 0;
+    mt->sqnr = nf ? -INFINITY : ps.se2 <= 0 ? INFINITY : 10.0 * log10(ps.sx2 / ps.se2);
+    mt->cosine = nf ? -1 : ps.sx2 > 0 && ps.sv2 > 0 ? ps.sxv / sqrt(ps.sx2 * ps.sv2) : ps.sx2 == ps.sv2 ? 1 : 0;
     mt->agreement = nf ? 0 : rows ? (double)agree / (double)rows : 1;
     return st;
 }
