@@ -41,3 +41,23 @@ Test(patterns_integer, softmax_and_layernorm_kernels_agree_with_numpy, .timeout 
     free(log);
     tu_rmdir(dir);
 }
+
+/* stdlib/kernels.qrl's requantization rounds half to even, as ONNX's QuantizeLinear: a Conv -> Clip
+ * whose scales are powers of two by construction (tests/e2e/requant_ties_oracle.py) puts many
+ * outputs exactly on k + 0.5 (41 of 6912), and numpy computes the QDQ model's integers from the
+ * export's. Rounding those half away from zero (round_away in `requantized`) differs on 19. */
+Test(patterns_integer, requantization_ties_round_half_to_even, .timeout = 300)
+{
+    char *dir = tu_tmpdir(), cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 tests/e2e/requant_ties_oracle.py make '%s' 2>&1 && cd '%s' && "
+             "'%s' quantize ties.onnx --recipe '%s/recipes/int8.qrl' --calib ties_calib.npy -o ties.int8.onnx 2>&1 && "
+             "'%s' run ties.onnx --recipe '%s/recipes/int8.qrl' --calib ties_calib.npy -i ties_test.npy -o out 2>&1 && "
+             "/usr/bin/python3 '%s/tests/e2e/requant_ties_oracle.py' check . out/y.npy ties.int8.onnx 2>&1",
+             tu_root(), dir, dir, tu_qrl(), tu_root(), tu_qrl(), tu_root(), tu_root());
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 0, "exit %d: %s", rc, log);
+    cr_assert(strstr(log, "; 0 differ from numpy"), "%s", log);
+    free(log);
+    tu_rmdir(dir);
+}
