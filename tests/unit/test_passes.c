@@ -56,6 +56,23 @@ static qr_node *add_bn(qr_graph *g, qr_value *x, int m, unsigned *seed)
     return bn;
 }
 
+/* Optimizing g leaves one Conv that writes output `name` and computes what g did on x; frees g. */
+static void assert_one_conv_after_optimize(qr_graph *g, const qr_tensor *x, const char *name)
+{
+    qr_tensor before, after;
+    run1(g, x, &before);
+    qr_error e;
+    cr_assert_eq(qr_graph_optimize(g, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(g->n_nodes, 1);
+    cr_assert_eq(count_op(g, "Conv"), 1);
+    cr_assert_str_eq(g->outputs[0]->name, name);
+    run1(g, x, &after);
+    assert_close(&after, &before);
+    qr_tensor_free(&before);
+    qr_tensor_free(&after);
+    qr_graph_free(g);
+}
+
 Test(passes, batchnorm_folds_into_conv)
 {
     unsigned seed = 7;
@@ -74,18 +91,8 @@ Test(passes, batchnorm_folds_into_conv)
     tu_attr_ints(g, conv, "pads", 4, pads);
     qr_node *bn = add_bn(g, conv->out[0], 4, &seed);
     tu_output(g, bn->out[0]);
-    qr_tensor x = {.dtype = QR_F32, .ndim = 4, .dims = {1, 3, 6, 6}, .data = xd}, before, after;
-    run1(g, &x, &before);
-    qr_error e;
-    cr_assert_eq(qr_graph_optimize(g, &e), QR_OK, "%s", e.msg);
-    cr_assert_eq(g->n_nodes, 1);
-    cr_assert_eq(count_op(g, "Conv"), 1);
-    cr_assert_str_eq(g->outputs[0]->name, "bn_out0");
-    run1(g, &x, &after);
-    assert_close(&after, &before);
-    qr_tensor_free(&before);
-    qr_tensor_free(&after);
-    qr_graph_free(g);
+    qr_tensor x = {.dtype = QR_F32, .ndim = 4, .dims = {1, 3, 6, 6}, .data = xd};
+    assert_one_conv_after_optimize(g, &x, "bn_out0");
 }
 
 /* paddle2onnx's Conv (no bias) -> Mul(scale, x) -> Add(x, bias [1,C,1,1]): one Conv. */
@@ -112,18 +119,8 @@ Test(passes, per_channel_mul_and_add_fold_into_conv)
     qr_value *ain[] = {mul->out[0], tu_const_f32(g, "t", 4, dt, t)};
     qr_node *add = tu_node(g, "Add", "add", 2, ain, 1);
     tu_output(g, add->out[0]);
-    qr_tensor x = {.dtype = QR_F32, .ndim = 4, .dims = {1, 4, 5, 5}, .data = xd}, before, after;
-    run1(g, &x, &before);
-    qr_error e;
-    cr_assert_eq(qr_graph_optimize(g, &e), QR_OK, "%s", e.msg);
-    cr_assert_eq(g->n_nodes, 1);
-    cr_assert_eq(count_op(g, "Conv"), 1);
-    cr_assert_str_eq(g->outputs[0]->name, "add_out0");
-    run1(g, &x, &after);
-    assert_close(&after, &before);
-    qr_tensor_free(&before);
-    qr_tensor_free(&after);
-    qr_graph_free(g);
+    qr_tensor x = {.dtype = QR_F32, .ndim = 4, .dims = {1, 4, 5, 5}, .data = xd};
+    assert_one_conv_after_optimize(g, &x, "add_out0");
 }
 
 /* What is not a per-channel affine of one reader stays: an Add that varies over space, a Mul
