@@ -352,7 +352,7 @@ void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out)
         .validate_samples = z->validate_samples, .output_sqnr_calib = z->output_sqnr_calib,
         .output_cosine = z->output_cosine, .output_agreement = z->output_agreement,
         .macs = z->macs, .macs_int = z->macs_int, .top1_fp32 = z->top1_fp32, .top1_int8 = z->top1_int8,
-        .top1_samples = z->top1_samples};
+        .top1_samples = z->top1_samples, .batch = z->batch};
 }
 
 int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out)

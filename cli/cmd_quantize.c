@@ -27,9 +27,10 @@ static void usage(void)
            "DequantizeLinear around the quantized ops, integer weights and biases. ONNX\n"
            "Runtime runs it on its integer kernels; so does `qrl run`.\n"
            "-o, --output OUT.onnx names the QDQ model written; --calib-count N calibrates on the\n"
-           "first N samples, --batch B (default 32) samples per calibration run; --recipe-name\n"
-           "NAME picks a recipe of the file (default: its first); --no-cache compiles\n"
-           "the recipe in memory.\n"
+           "first N samples, --batch B samples per calibration and measurement run (default\n"
+           "32, fewer where one batch's activations would take more than 256 MB: the runs\n"
+           "hold a batch each); --recipe-name NAME picks a recipe of the file (default: its\n"
+           "first); --no-cache compiles the recipe in memory.\n"
            "--qparams writes every quantized tensor's dtype, scale, zero point, axis and\n"
            "clip range as JSON. --report writes, per quantized tensor, its observed range,\n"
            "qparams, SQNR against f32, clipped fraction and fallback (HTML with plots, or JSON).\n"
@@ -52,7 +53,7 @@ static void usage(void)
 /* Fills a from the command line: -1 to go on, else the exit status (0 after --help, 2 on a usage error). */
 static int parse_args(int argc, char **argv, quantize_args *a)
 {
-    *a = (quantize_args){.batch = 32, .threads = cli_default_threads()};
+    *a = (quantize_args){.batch = 0, .threads = cli_default_threads()}; /* batch 0: quantize chooses */
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
@@ -220,8 +221,8 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
         printf("tensors:   %d activations, %d weights\n", q->activations, q->weights);
     printf("lowered:   %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
            q->kernels, q->lookups, q->int_ops, q->requants, q->islands);
-    printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms, ratio %.2f)\n", (long long)q->samples,
-           q->calib_ms, q->fp32_ms, q->fp32_ms > 0 ? q->calib_ms / q->fp32_ms : 0.0);
+    printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms, ratio %.2f; batch %d)\n",
+           (long long)q->samples, q->calib_ms, q->fp32_ms, q->fp32_ms > 0 ? q->calib_ms / q->fp32_ms : 0.0, q->batch);
     print_sqnr(qz, q);
     printf("output:    SQNR %.1f dB against f32 (the integer graph)%s; %.1f%% of %.3g MACs per sample in integers\n",
            q->output_sqnr, q->output_nonfinite ? ", NOT FINITE" : "", q->macs > 0 ? 100.0 * q->macs_int / q->macs : 0.0,

@@ -198,7 +198,7 @@ void qrl_recipe_free(qrl_recipe *r);
 
 typedef struct qrl_quantize_opts {
     const char *recipe_name;  /* NULL: the file's first recipe */
-    int batch;                /* calibration batch size; 0: 32 */
+    int batch;                /* calibration batch size; 0: 32, fewer for large activations */
     int64_t calib_count;      /* calibration samples used; 0: all */
     int threads;              /* calibration workers; 0 or 1: the caller's thread */
     int progress;             /* a progress bar on stderr */
@@ -246,6 +246,7 @@ typedef struct qrl_quant_summary {
     double top1_fp32, top1_int8;                  /* with labels (qrl_quantize_opts): top-1 in %; NaN otherwise */
     int64_t top1_samples;
     int dynamic; /* activations quantized at run time (no calibrated scale), not counted in activations */
+    int batch;   /* samples per calibration and measurement run */
 } qrl_quant_summary;
 void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out);
 

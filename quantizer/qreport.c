@@ -52,6 +52,7 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     num(f, q->calib_ms);
     fprintf(f, ",\n  \"fp32_pass_ms\": ");
     num(f, q->fp32_ms);
+    fprintf(f, ",\n  \"batch\": %d", q->batch);
     fprintf(f, ",\n  \"nodes\": {\"pattern\": %d, \"affine\": %d, \"f32\": %d},\n  \"fallbacks\": %d,\n",
             q->nodes_pattern, q->nodes_affine, q->nodes_float, q->fallbacks);
     fprintf(f, "  \"validate_samples\": %lld,\n  \"output_sqnr_db\": ", (long long)q->validate_samples);

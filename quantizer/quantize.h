@@ -30,7 +30,7 @@
 typedef struct qr_quant_opts {
     const qrl_module *module;
     const char *recipe;  /* NULL: the module's first recipe */
-    int batch;           /* calibration batch size; 0 = 32 */
+    int batch;           /* calibration batch size; 0: 32, or fewer for large activations (qr_quantize) */
     int64_t calib_count; /* samples used; 0 = all */
     int threads;
     int progress; /* a progress bar on stderr */
@@ -83,6 +83,7 @@ typedef struct qr_quantized {
     double macs, macs_int;                        /* per sample: Conv/Gemm/MatMul MACs, and those in integer kernels */
     double top1_fp32, top1_int8;                  /* with labels: top-1 (%) on the measured samples; NaN otherwise */
     int64_t top1_samples;
+    int batch;                                    /* samples per calibration and measurement run */
     const char *recipe;                           /* the recipe used */
     char **notes;                                 /* nodes the recipe's rules left in f32, and why */
     int nnotes;

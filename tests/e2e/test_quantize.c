@@ -399,6 +399,42 @@ static void fixed_batch_model(int b, const char *out)
     free(log);
 }
 
+/* Without --batch, a model whose sample takes more than 8 MB of planned activations calibrates and
+ * measures in smaller batches (at most 256 MB each); a small one keeps 32, and --batch decides when
+ * given. The big model: Relu -> Conv 1x1 on [N, 8, 512, 512] f32, 8 MB a value per sample. */
+Test(quantize, default_batch_shrinks_for_large_activations)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"\n"
+             "import numpy as np, onnx\n"
+             "from onnx import helper, numpy_helper, TensorProto\n"
+             "w = np.random.default_rng(0).standard_normal((8, 8, 1, 1)).astype(np.float32)\n"
+             "g = helper.make_graph([helper.make_node('Relu', ['x'], ['r']), helper.make_node('Conv', ['r', 'w'], ['y'])], 'g',\n"
+             "    [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['N', 8, 512, 512])],\n"
+             "    [helper.make_tensor_value_info('y', TensorProto.FLOAT, ['N', 8, 512, 512])], [numpy_helper.from_array(w, 'w')])\n"
+             "m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]); m.ir_version = 8\n"
+             "onnx.save(m, 'big.onnx')\n"
+             "np.save('big_x.npy', np.random.default_rng(1).standard_normal((3, 8, 512, 512)).astype(np.float32))\n"
+             "\" && '%s' quantize big.onnx --recipe '%s/recipes/int8.qrl' --calib big_x.npy -o big_q.onnx 2>&1 && "
+             "'%s' quantize big.onnx --recipe '%s/recipes/int8.qrl' --calib big_x.npy --batch 2 -o big_q2.onnx 2>&1",
+             dir, tu_qrl(), tu_root(), tu_qrl(), tu_root());
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    const char *a = strstr(log, "; batch "), *b = a ? strstr(a + 1, "; batch ") : NULL;
+    int auto_b = 0, given = 0;
+    cr_assert(a && b && sscanf(a, "; batch %d", &auto_b) == 1 && sscanf(b, "; batch %d", &given) == 1, "%s", log);
+    cr_expect(auto_b >= 1 && auto_b <= 256 / 8, "8 MB a value: at most 32 samples in 256 MB, got %d\n%s", auto_b, log);
+    cr_expect(auto_b < 32, "the default shrinks: %d\n%s", auto_b, log);
+    cr_expect_eq(given, 2, "--batch 2 is kept: %d", given);
+    free(log);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' quantize '%s/examples/fmnist/fmnist_cnn.onnx' --recipe '%s/recipes/int8.qrl' "
+             "--calib '%s/calib_images.npy' --calib-count 64 -o small_q.onnx 2>&1",
+             dir, tu_qrl(), tu_root(), tu_root(), data_dir());
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_expect(strstr(log, "; batch 32)"), "a small model keeps 32:\n%s", log);
+    free(log);
+}
+
 /* A fixed batch of 1 runs the calibration one sample at a time over all of them; a fixed batch of 4
  * takes whole batches (201 samples: 200). */
 Test(quantize, fixed_batch_model_calibrates_on_every_sample)
