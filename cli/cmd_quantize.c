@@ -28,7 +28,7 @@ static void usage(void)
            "Runtime runs it on its integer kernels; so does `qrl run`.\n"
            "-o, --output OUT.onnx names the QDQ model written; --calib-count N calibrates on the\n"
            "first N samples, --batch B samples per calibration and measurement run (default\n"
-           "32, fewer where one batch's activations would take more than 256 MB: the runs\n"
+           "32, fewer where one batch's activations would take more than 64 MB: the runs\n"
            "hold a batch each); --recipe-name NAME picks a recipe of the file (default: its\n"
            "first); --no-cache compiles the recipe in memory.\n"
            "--qparams writes every quantized tensor's dtype, scale, zero point, axis and\n"

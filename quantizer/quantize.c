@@ -1773,7 +1773,7 @@ static qr_status quantize_transformed(const qr_graph *g, const qr_recipe *r, con
  * would pass this: calibration runs a batch per worker, and the measurements run the f32 model,
  * the QDQ simulation and the integer graph side by side, each with its batch's memory. Swin-T at 32
  * samples took 2.8 GB where 8 took 1.2 GB, and less time. */
-#define AUTO_BATCH_BYTES ((size_t)256 << 20)
+#define AUTO_BATCH_BYTES ((size_t)64 << 20)
 
 /* The default batch: one sample through g on an executor of its own tells its planned memory. */
 static int auto_batch(const qr_graph *g, const qr_tensor *calib, int64_t count)

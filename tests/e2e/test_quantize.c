@@ -399,8 +399,8 @@ static void fixed_batch_model(int b, const char *out)
     free(log);
 }
 
-/* Without --batch, a model whose sample takes more than 8 MB of planned activations calibrates and
- * measures in smaller batches (at most 256 MB each); a small one keeps 32, and --batch decides when
+/* Without --batch, a model whose sample takes more than 2 MB of planned activations calibrates and
+ * measures in smaller batches (at most 64 MB each); a small one keeps 32, and --batch decides when
  * given. The big model: Relu -> Conv 1x1 on [N, 8, 512, 512] f32, 8 MB a value per sample. */
 Test(quantize, default_batch_shrinks_for_large_activations)
 {
@@ -423,7 +423,7 @@ Test(quantize, default_batch_shrinks_for_large_activations)
     const char *a = strstr(log, "; batch "), *b = a ? strstr(a + 1, "; batch ") : NULL;
     int auto_b = 0, given = 0;
     cr_assert(a && b && sscanf(a, "; batch %d", &auto_b) == 1 && sscanf(b, "; batch %d", &given) == 1, "%s", log);
-    cr_expect(auto_b >= 1 && auto_b <= 256 / 8, "8 MB a value: at most 32 samples in 256 MB, got %d\n%s", auto_b, log);
+    cr_expect(auto_b >= 1 && auto_b <= 64 / 8, "8 MB a value: at most 8 samples in 64 MB, got %d\n%s", auto_b, log);
     cr_expect(auto_b < 32, "the default shrinks: %d\n%s", auto_b, log);
     cr_expect_eq(given, 2, "--batch 2 is kept: %d", given);
     free(log);
