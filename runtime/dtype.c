@@ -4,20 +4,22 @@
 #include <string.h>
 
 static const qr_dtype_info dtype_table[QR_DTYPE_COUNT] = {
-    [QR_UNDEF] = {"undef", 0, 0, NULL, 0, 0},
-    [QR_F32] = {"f32", 4, 1, "f4", 1, 1},
-    [QR_U8] = {"u8", 1, 2, "u1", 0, 0},
-    [QR_I8] = {"i8", 1, 3, "i1", 0, 1},
-    [QR_U16] = {"u16", 2, 4, "u2", 0, 0},
-    [QR_I16] = {"i16", 2, 5, "i2", 0, 1},
-    [QR_I32] = {"i32", 4, 6, "i4", 0, 1},
-    [QR_I64] = {"i64", 8, 7, "i8", 0, 1},
-    [QR_STRING] = {"string", 0, 8, NULL, 0, 0},
-    [QR_BOOL] = {"bool", 1, 9, "b1", 0, 0},
-    [QR_F16] = {"f16", 2, 10, "f2", 1, 1},
-    [QR_F64] = {"f64", 8, 11, "f8", 1, 1},
-    [QR_U32] = {"u32", 4, 12, "u4", 0, 0},
-    [QR_U64] = {"u64", 8, 13, "u8", 0, 0},
+    [QR_UNDEF] = {"undef", 0, 0, NULL, 0, 0, 0},
+    [QR_F32] = {"f32", 4, 1, "f4", 1, 1, 32},
+    [QR_U8] = {"u8", 1, 2, "u1", 0, 0, 8},
+    [QR_I8] = {"i8", 1, 3, "i1", 0, 1, 8},
+    [QR_U16] = {"u16", 2, 4, "u2", 0, 0, 16},
+    [QR_I16] = {"i16", 2, 5, "i2", 0, 1, 16},
+    [QR_I32] = {"i32", 4, 6, "i4", 0, 1, 32},
+    [QR_I64] = {"i64", 8, 7, "i8", 0, 1, 64},
+    [QR_STRING] = {"string", 0, 8, NULL, 0, 0, 0},
+    [QR_BOOL] = {"bool", 1, 9, "b1", 0, 0, 8},
+    [QR_F16] = {"f16", 2, 10, "f2", 1, 1, 16},
+    [QR_F64] = {"f64", 8, 11, "f8", 1, 1, 64},
+    [QR_U32] = {"u32", 4, 12, "u4", 0, 0, 32},
+    [QR_U64] = {"u64", 8, 13, "u8", 0, 0, 64},
+    [QR_U4] = {"u4", 1, 21, NULL, 0, 0, 4},
+    [QR_I4] = {"i4", 1, 22, NULL, 0, 1, 4},
 };
 
 const qr_dtype_info *qr_dtype_get(qr_dtype t)
@@ -27,6 +29,25 @@ const qr_dtype_info *qr_dtype_get(qr_dtype t)
 
 const char *qr_dtype_name(qr_dtype t) { return qr_dtype_get(t)->name; }
 size_t qr_dtype_size(qr_dtype t) { return qr_dtype_get(t)->size; }
+int qr_dtype_bits(qr_dtype t) { return qr_dtype_get(t)->bits; }
+int qr_dtype_is_packed(qr_dtype t) { return t == QR_I4 || t == QR_U4; }
+
+size_t qr_dtype_bytes(qr_dtype t, int64_t n)
+{
+    return qr_dtype_is_packed(t) ? (size_t)(n + 1) / 2 : (size_t)n * qr_dtype_size(t);
+}
+
+int qr_nibble_get(const uint8_t *d, int is_signed, int64_t i)
+{
+    int v = (d[i >> 1] >> ((i & 1) * 4)) & 15;
+    return is_signed && v >= 8 ? v - 16 : v;
+}
+
+void qr_nibble_set(uint8_t *d, int64_t i, int v)
+{
+    int sh = (int)(i & 1) * 4;
+    d[i >> 1] = (uint8_t)((d[i >> 1] & ~(15 << sh)) | ((v & 15) << sh));
+}
 int qr_dtype_is_float(qr_dtype t) { return qr_dtype_get(t)->is_float; }
 
 int qr_dtype_is_int(qr_dtype t)
@@ -116,6 +137,8 @@ double qr_get_f64(const void *d, qr_dtype t, int64_t i)
     case QR_I64: return (double)((const int64_t *)d)[i];
     case QR_U64: return (double)((const uint64_t *)d)[i];
     case QR_BOOL: return ((const uint8_t *)d)[i] != 0;
+    case QR_I4: return qr_nibble_get(d, 1, i);
+    case QR_U4: return qr_nibble_get(d, 0, i);
     default: return 0;
     }
 }
@@ -147,6 +170,8 @@ void qr_set_f64(void *d, qr_dtype t, int64_t i, double v)
     case QR_I64: ((int64_t *)d)[i] = sat_i64(v, -9223372036854775808.0, 9223372036854774784.0); break;
     case QR_U64: ((uint64_t *)d)[i] = isnan(v) || v <= 0 ? 0 : v >= 18446744073709549568.0 ? UINT64_MAX : (uint64_t)v; break;
     case QR_BOOL: ((uint8_t *)d)[i] = v != 0; break;
+    case QR_I4: qr_nibble_set(d, i, (int)sat_i64(v, -8, 7)); break;
+    case QR_U4: qr_nibble_set(d, i, (int)sat_i64(v, 0, 15)); break;
     default: break;
     }
 }
@@ -163,6 +188,8 @@ int64_t qr_get_i64(const void *d, qr_dtype t, int64_t i)
     case QR_I32: return ((const int32_t *)d)[i];
     case QR_U32: return ((const uint32_t *)d)[i];
     case QR_BOOL: return ((const uint8_t *)d)[i] != 0;
+    case QR_I4: return qr_nibble_get(d, 1, i);
+    case QR_U4: return qr_nibble_get(d, 0, i);
     default: return sat_i64(qr_get_f64(d, t, i), -9223372036854775808.0, 9223372036854774784.0);
     }
 }
@@ -179,6 +206,7 @@ void qr_set_i64(void *d, qr_dtype t, int64_t i, int64_t v)
     case QR_I32: ((int32_t *)d)[i] = (int32_t)v; break;
     case QR_U32: ((uint32_t *)d)[i] = (uint32_t)v; break;
     case QR_BOOL: ((uint8_t *)d)[i] = v != 0; break;
+    case QR_I4: case QR_U4: qr_nibble_set(d, i, (int)v); break; /* wraps to 4 bits */
     default: qr_set_f64(d, t, i, (double)v); break;
     }
 }

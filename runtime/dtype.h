@@ -20,6 +20,12 @@ typedef enum qr_dtype {
     QR_U64,
     QR_BOOL,
     QR_STRING, /* only so import can name it in an error; no kernel takes it */
+    /* 4-bit integers, packed two to a byte as ONNX's INT4/UINT4: element 2k in the low nibble of
+     * byte k, element 2k+1 in its high nibble (an odd count leaves the last high nibble 0). Their
+     * bit width (4) is not their container's: qr_dtype_size says 1 (what one element needs at
+     * most), qr_dtype_bytes what n of them take. Last in the list so the others keep their codes. */
+    QR_I4,
+    QR_U4,
     QR_DTYPE_COUNT
 } qr_dtype;
 
@@ -29,11 +35,16 @@ typedef struct qr_dtype_info {
     int onnx;           /* TensorProto.DataType */
     const char *npy;    /* numpy descr without byte order, e.g. "f4"; NULL if none */
     int is_float, is_signed;
+    int bits;           /* the value's width: 8 * size, or 4 for the packed types */
 } qr_dtype_info;
 
 const qr_dtype_info *qr_dtype_get(qr_dtype t);
 const char *qr_dtype_name(qr_dtype t);
 size_t qr_dtype_size(qr_dtype t);
+int qr_dtype_bits(qr_dtype t);
+/* The bytes n elements take: n * size, or (n + 1) / 2 for the packed 4-bit types. */
+size_t qr_dtype_bytes(qr_dtype t, int64_t n);
+int qr_dtype_is_packed(qr_dtype t); /* i4, u4 */
 qr_dtype qr_dtype_from_onnx(int onnx_code); /* QR_UNDEF when unknown */
 qr_dtype qr_dtype_from_name(const char *name); /* "u8", "f32", ... as qr_dtype_name; QR_UNDEF when unknown */
 int qr_dtype_is_float(qr_dtype t);
@@ -45,6 +56,11 @@ double qr_get_f64(const void *data, qr_dtype t, int64_t i);
 void qr_set_f64(void *data, qr_dtype t, int64_t i, double v);
 int64_t qr_get_i64(const void *data, qr_dtype t, int64_t i);
 void qr_set_i64(void *data, qr_dtype t, int64_t i, int64_t v);
+
+/* Packed 4-bit data: element i as an integer (i4 sign-extended), and element i set to v's low
+ * nibble (callers clamp first). */
+int qr_nibble_get(const uint8_t *data, int is_signed, int64_t i);
+void qr_nibble_set(uint8_t *data, int64_t i, int v);
 
 float qr_half_to_float(uint16_t h);
 uint16_t qr_float_to_half(float f);

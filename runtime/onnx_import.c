@@ -150,6 +150,8 @@ static qr_status tensor_from_proto(importer *im, const Onnx__TensorProto *tp, co
         case QR_U32: case QR_U64: have = tp->n_uint64_data; break;
         default: have = tp->n_int32_data; break;
         }
+        if (qr_dtype_is_packed(dt))
+            n = (n + 1) / 2; /* int32_data holds the packed bytes, two 4-bit values each */
         if (have != (size_t)n)
             return qr_errorf(im->e, "%s: %s: has %zu values, expected %lld for its shape", im->path, what, have,
                              (long long)n);
@@ -169,6 +171,7 @@ static qr_status tensor_from_proto(importer *im, const Onnx__TensorProto *tp, co
             case QR_U32: ((uint32_t *)t->data)[i] = (uint32_t)tp->uint64_data[i]; break;
             case QR_U64: ((uint64_t *)t->data)[i] = tp->uint64_data[i]; break;
             case QR_F16: ((uint16_t *)t->data)[i] = (uint16_t)tp->int32_data[i]; break;
+            case QR_I4: case QR_U4: ((uint8_t *)t->data)[i] = (uint8_t)tp->int32_data[i]; break;
             default: qr_set_i64(t->data, dt, i, tp->int32_data[i]); break;
             }
         }

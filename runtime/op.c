@@ -203,6 +203,9 @@ qr_status qr_op_check_inputs(const qr_kctx *k)
         in_spec sp;
         if (!t && check_absent(d, i, k->err) != QR_OK)
             return QR_ERR;
+        if (t && qr_dtype_is_packed(t->dtype) && strcmp(d->name, "DequantizeLinear"))
+            return QR_KERR(k, "input %d has type %s (packed 4-bit), which only DequantizeLinear reads", i,
+                           qr_dtype_name(t->dtype));
         if (!t || !spec_at(d->ins, i, &sp))
             continue;
         char lab[64];

@@ -14,7 +14,7 @@ int64_t qr_tensor_numel(const qr_tensor *t)
 
 size_t qr_tensor_nbytes(const qr_tensor *t)
 {
-    return (size_t)qr_tensor_numel(t) * qr_dtype_size(t->dtype);
+    return qr_dtype_bytes(t->dtype, qr_tensor_numel(t));
 }
 
 qr_status qr_tensor_check_shape(const qr_tensor *t, qr_error *e)

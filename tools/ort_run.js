@@ -36,7 +36,10 @@ async function runOne(args) {
         else specs.push(args[i]);
     }
     if (!model) throw new Error('usage: ort_run.js MODEL.onnx [NAME=]X.npy... -o OUTDIR');
-    const opts = {graphOptimizationLevel: 'all', executionProviders: ['cpu'], intraOpNumThreads: 1};
+    // ORT fuses an int4 DequantizeLinear + MatMul into MatMulNBits, which by default (accuracy level 4)
+    // quantizes the activations to int8; level 0 keeps the model's own f32 arithmetic.
+    const opts = {graphOptimizationLevel: 'all', executionProviders: ['cpu'], intraOpNumThreads: 1,
+                  extra: {session: {qdq_matmulnbits_accuracy_level: '0'}}};
     let session;
     try {
         session = await ort.InferenceSession.create(model, opts);

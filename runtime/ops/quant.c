@@ -4,7 +4,8 @@
  * exact: integer products accumulate exactly (wrapping to int32 only at the
  * end), requantization multiplies float(acc) by the float32 multiplier
  * (a_scale * b_scale) / y_scale, adds the zero point, rounds half to even and
- * saturates. float8 and int4 types are not in qr_dtype, so not supported. */
+ * saturates. int4/uint4 (packed, QR_I4/QR_U4) go through the generic element loops;
+ * float8 types are not in qr_dtype, so not supported. */
 #include "conv_epilogue.h"
 #include "conv_geom.h"
 #include "igemm.h"
@@ -50,6 +51,8 @@ static int quant_range(qr_dtype t, int64_t *lo, int64_t *hi)
     case QR_U16: *lo = 0; *hi = UINT16_MAX; return 1;
     case QR_I16: *lo = INT16_MIN; *hi = INT16_MAX; return 1;
     case QR_I32: *lo = INT32_MIN; *hi = INT32_MAX; return 1;
+    case QR_U4: *lo = 0; *hi = 15; return 1;
+    case QR_I4: *lo = -8; *hi = 7; return 1;
     default: return 0;
     }
 }
@@ -163,7 +166,7 @@ static qr_status quantize_out_type(qr_kctx *k, qr_dtype *t)
     /* Range-checked before narrowing: 2^32 + 2 is not uint8. */
     qr_dtype want = od > 0 && od <= INT32_MAX ? qr_dtype_from_onnx((int)od) : QR_UNDEF;
     if (od && want == QR_UNDEF)
-        return QR_KERR(k, "output_dtype %lld is not a supported quantized type (float8 and int4 are not supported)",
+        return QR_KERR(k, "output_dtype %lld is not a supported quantized type (float8 is not supported)",
                        (long long)od);
     if (zp && od && zp->dtype != want)
         return QR_KERR(k, "output_dtype %s differs from the zero point's type %s", qr_dtype_name(want),
@@ -171,8 +174,8 @@ static qr_status quantize_out_type(qr_kctx *k, qr_dtype *t)
     *t = zp ? zp->dtype : od ? want : QR_U8;
     int64_t lo = 0, hi = 0;
     if (!quant_range(*t, &lo, &hi) || *t == QR_I32)
-        return QR_KERR(k, "cannot quantize to %s: the output must be uint8, int8, uint16 or int16 "
-                          "(float8 and int4 are not supported)",
+        return QR_KERR(k, "cannot quantize to %s: the output must be uint8, int8, uint16, int16, uint4 or int4 "
+                          "(float8 is not supported)",
                        qr_dtype_name(*t));
     return QR_OK;
 }
@@ -261,6 +264,8 @@ static qr_status quantize_run(qr_kctx *k)
     if (q_layout(k, x, scale, zp, &L) != QR_OK || q_params(k, scale, zp, &sc, &zv) != QR_OK)
         return QR_ERR;
     quant_range(y->dtype, &lo, &hi);
+    if (qr_dtype_is_packed(y->dtype))
+        memset(y->data, 0, qr_tensor_nbytes(y)); /* an odd count's last high nibble stays 0, as ONNX packs */
     /* The reference divides in the input's precision: float32 (and float16,
      * here widened to float) in float, int32 and float64 in double. */
     int in_float = x->dtype == QR_F32 || x->dtype == QR_F16;
@@ -301,8 +306,8 @@ static qr_status dequantize_infer(qr_kctx *k)
     const qr_tensor *x = k->in[0], *scale = k->in[1], *zp = k->n_in > 2 ? k->in[2] : NULL;
     int64_t lo = 0, hi = 0;
     if (!quant_range(x->dtype, &lo, &hi))
-        return QR_KERR(k, "DequantizeLinear takes int8, uint8, int16, uint16 or int32 input, not %s "
-                          "(float8 and int4 are not supported)",
+        return QR_KERR(k, "DequantizeLinear takes int8, uint8, int16, uint16, int32, int4 or uint4 input, not %s "
+                          "(float8 is not supported)",
                        qr_dtype_name(x->dtype));
     if (!qr_dtype_is_float(scale->dtype))
         return QR_KERR(k, "the scale must be a float tensor, not %s", qr_dtype_name(scale->dtype));

@@ -1,0 +1,127 @@
+/* Int4 (QRL-I): packed 4-bit tensors (QR_I4, QR_U4) against numpy's packing, and models with
+ * INT4/UINT4 blocked DequantizeLinear (K = 37, blocks of 16: a ragged last block of 5) feeding
+ * MatMul and Gemm (transB = 1), run by QRL against numpy's result and by ONNX Runtime against
+ * QRL's. The models and the oracles come from tools/make_int4_models.py, which packs with numpy. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "tensor.h"
+#include "tensor_io.h"
+#include "testutil.h"
+
+static char *dir;
+
+static void setup(void)
+{
+    dir = tu_tmpdir();
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_int4_models.py' %s", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
+static void teardown(void)
+{
+    tu_rmdir(dir);
+}
+
+TestSuite(int4, .init = setup, .fini = teardown, .timeout = 300);
+
+/* values_T.npy (int8 or uint8) packed by qr_set_i64 must be numpy's packed_T.bin byte for byte,
+ * and qr_get_i64 / qr_get_f64 of numpy's bytes must give the values back. */
+static void check_packing(const char *name, qr_dtype t)
+{
+    char path[4096];
+    qr_tensor v;
+    qr_error e = {{0}};
+    snprintf(path, sizeof path, "%s/values_%s.npy", dir, name);
+    cr_assert_eq(qr_npy_read(path, &v, &e), QR_OK, "%s", e.msg);
+    int64_t n = qr_tensor_numel(&v);
+    cr_assert(n % 2 == 1, "an odd count tests the last byte's empty high nibble");
+    size_t nb = qr_dtype_bytes(t, n);
+    cr_assert_eq(nb, (size_t)(n + 1) / 2);
+    snprintf(path, sizeof path, "%s/packed_%s.bin", dir, name);
+    char *want = tu_slurp(path);
+    uint8_t *got = calloc(nb, 1);
+    memset(got, 0xa5, nb); /* the high nibble of the last byte must be cleared by nobody but the packer */
+    got[nb - 1] = 0;
+    for (int64_t i = 0; i < n; i++)
+        qr_set_i64(got, t, i, qr_get_i64(v.data, v.dtype, i));
+    cr_assert(memcmp(got, want, nb) == 0, "%s: QRL's packing differs from numpy's", name);
+    for (int64_t i = 0; i < n; i++) {
+        cr_assert_eq(qr_get_i64(want, t, i), qr_get_i64(v.data, v.dtype, i), "%s element %lld", name, (long long)i);
+        cr_assert_eq(qr_get_f64(want, t, i), qr_get_f64(v.data, v.dtype, i), "%s element %lld", name, (long long)i);
+    }
+    /* qr_set_f64 saturates to the type's range */
+    qr_set_f64(got, t, 0, 100.0);
+    cr_assert_eq(qr_get_i64(got, t, 0), t == QR_I4 ? 7 : 15);
+    qr_set_f64(got, t, 1, -100.0);
+    cr_assert_eq(qr_get_i64(got, t, 1), t == QR_I4 ? -8 : 0);
+    free(got);
+    free(want);
+    qr_tensor_free(&v);
+}
+
+Test(int4, packing_matches_numpy)
+{
+    check_packing("i4", QR_I4);
+    check_packing("u4", QR_U4);
+    cr_assert_eq(qr_dtype_from_onnx(22), QR_I4);
+    cr_assert_eq(qr_dtype_from_onnx(21), QR_U4);
+    cr_assert_eq(qr_dtype_bits(QR_I4), 4);
+    cr_assert_eq(qr_dtype_bits(QR_I16), 16);
+    cr_assert_str_eq(qr_dtype_name(QR_U4), "u4");
+}
+
+/* max |ref - test| / max |ref| of two .npy files, by numpy. */
+static double rel_diff(const char *ref, const char *test)
+{
+    char cmd[8192], *log;
+    double d = -1;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; r = np.load('%s').astype(np.float64); "
+             "t = np.load('%s').astype(np.float64).reshape(r.shape); "
+             "print(np.abs(r - t).max() / np.abs(r).max())\"",
+             ref, test);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(sscanf(log, "%lf", &d) == 1, "%s", log);
+    free(log);
+    return d;
+}
+
+/* `qrl run` of the model within 1e-5 (relative to the output's largest value) of numpy's result,
+ * then ONNX Runtime's run of the same file within the same of QRL's. ORT fuses DequantizeLinear
+ * + MatMul into MatMulNBits, which by default (session.qdq_matmulnbits_accuracy_level 4)
+ * quantizes the activations to int8: tools/ort_run.js sets level 0 (f32 activations), the
+ * model's own arithmetic. */
+static void check_model(const char *model)
+{
+    char cmd[8192], *log, ref[4096], got[4096];
+    snprintf(cmd, sizeof cmd, "'%s' run %s/%s.onnx -i %s/x.npy -o %s/qrl_%s", tu_qrl(), dir, model, dir, dir, model);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(ref, sizeof ref, "%s/%s_y.npy", dir, model);
+    snprintf(got, sizeof got, "%s/qrl_%s/Y.npy", dir, model);
+    double d = rel_diff(ref, got);
+    cr_assert(d >= 0 && d < 1e-5, "%s: QRL vs numpy: %g", model, d);
+    snprintf(cmd, sizeof cmd, "node '%s/tools/ort_run.js' %s/%s.onnx %s/x.npy -o %s/ort_%s", tu_root(), dir, model, dir,
+             dir, model);
+    cr_assert_eq(tu_run(cmd, &log), 0, "onnxruntime-node failed: %s", log);
+    free(log);
+    snprintf(ref, sizeof ref, "%s/ort_%s/Y.npy", dir, model);
+    d = rel_diff(ref, got);
+    cr_assert(d >= 0 && d < 1e-5, "%s: ORT vs QRL: %g", model, d);
+}
+
+Test(int4, blocked_dequantize_matmul_in_qrl_and_ort)
+{
+    check_model("dq_matmul");
+}
+
+Test(int4, blocked_dequantize_gemm_transb_in_qrl_and_ort)
+{
+    check_model("dq_gemm");
+}
