@@ -1209,6 +1209,13 @@ const qc_type *chk_type(ctx *c, ql_node *n)
         case QL_TOK_F64: t = &qc_f64; break;
         case QL_TOK_QTYPE: t = &qc_qtype; break;
         case QL_TOK_QPARAMS: t = &qc_qparams; break;
+        case QL_TOK_I4:
+        case QL_TOK_U4: /* a setting's storage type; values live in a container (i8, u8) */
+            chk_err(c, n, "'%s' is a 4-bit storage type, for a recipe setting (weight = %s symmetric ...); "
+                          "values of code are %s or wider",
+                    n->op == QL_TOK_I4 ? "i4" : "u4", n->op == QL_TOK_I4 ? "i4" : "u4", n->op == QL_TOK_I4 ? "i8" : "u8");
+            t = &qc_error;
+            break;
         case QL_TOK_IDENT:
             t = chk_tparam(c, n->name);
             if (!t) {

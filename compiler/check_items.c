@@ -837,26 +837,40 @@ static void qspec(ctx *c, ql_node *setting, int kind)
         return;
     }
     const qc_type *t;
-    if (q->a->kind == QL_TYPE && q->a->op == QL_TOK_IDENT) { /* a name where the type goes: i4, u7 */
+    int weight = !strcmp(setting->name, "weight"), act = !strcmp(setting->name, "activation");
+    const char *quant_to = weight ? "is quantized to i4, u4, i8, u8, i16 or u16" : act
+                         ? "is quantized to i8, u8, i16 or u16, or stays f32 (weight-only)" : "is quantized to i8, u8, i16 or u16";
+    if (q->a->kind == QL_TYPE && q->a->op == QL_TOK_IDENT) { /* a name where the type goes: i3, u7 */
+        static const char *const wtypes[] = {"i4", "u4", "i8", "u8", "i16", "u16"};
         static const char *const types[] = {"i8", "u8", "i16", "u16", "i32", "i64", "f32"};
-        const char *hint = ql_suggest(q->a->name, types, kind == 0 ? 4 : kind == 1 ? 6 : 7);
-        int four = !strcmp(q->a->name, "i4") || !strcmp(q->a->name, "u4");
-        chk_err(c, q->a, "'%s' is not a type%s; %s %s%s%s%s", q->a->name, four ? " (4-bit types do not exist yet)" : "",
-                setting->name,
-                kind == 0 ? "is quantized to i8, u8, i16 or u16" : kind == 1 ? "is i16, i32 or i64" : "runs in f32",
-                hint && !four ? "; did you mean '" : "", hint && !four ? hint : "", hint && !four ? "'?" : "");
+        const char *hint = weight ? ql_suggest(q->a->name, wtypes, 6)
+                                  : ql_suggest(q->a->name, types, kind == 0 ? 4 : kind == 1 ? 6 : 7);
+        chk_err(c, q->a, "unknown type '%s'; %s %s%s%s%s", q->a->name, setting->name,
+                kind == 0 ? quant_to : kind == 1 ? "is i16, i32 or i64" : "runs in f32",
+                hint ? "; did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
         t = &qc_error;
+    } else if (q->a->kind == QL_TYPE && (q->a->op == QL_TOK_I4 || q->a->op == QL_TOK_U4)) {
+        t = q->a->op == QL_TOK_I4 ? &qc_i4 : &qc_u4; /* no value type: chk_type would refuse it */
+        if (!weight)
+            chk_err(c, q->a, "%s %s, not %s: 4-bit types are for weights", setting->name,
+                    kind == 0 ? quant_to : kind == 1 ? "is i16, i32 or i64" : "runs in f32", TN(t, a));
+        q->a->type = t;
+        t = weight ? t : &qc_error;
     } else {
         t = chk_type(c, q->a);
     }
-    if (kind == 0 && t->k != QC_I8 && t->k != QC_U8 && t->k != QC_I16 && t->k != QC_U16 && t->k != QC_ERROR)
-        chk_err(c, q->a, "%s is quantized to i8, u8, i16 or u16, not %s", setting->name, TN(t, a));
+    int f32_act = act && t->k == QC_F32; /* activation = f32: weight-only, nothing calibrated */
+    if (kind == 0 && t->k != QC_I8 && t->k != QC_U8 && t->k != QC_I16 && t->k != QC_U16 && t->k != QC_I4 &&
+        t->k != QC_U4 && !f32_act && t->k != QC_ERROR)
+        chk_err(c, q->a, "%s %s, not %s", setting->name, quant_to, TN(t, a));
     if (kind == 1 && t->k != QC_I32 && t->k != QC_I64 && t->k != QC_I16 && t->k != QC_ERROR)
         chk_err(c, q->a, "%s is i16, i32 or i64, not %s", setting->name, TN(t, a));
     if (kind == 2 && t->k != QC_F32 && t->k != QC_ERROR)
         chk_err(c, q->a, "the fallback runs in f32, not %s", TN(t, a));
     static const char *const mods[] = {"symmetric", "asymmetric", "narrow", "per_channel", "per_tensor"};
-    for (int i = 0; i < q->nkids; i++) {
+    for (int i = 0; i < q->nkids && f32_act; i++)
+        chk_err(c, q->kids[i], "activation = f32 takes no modifiers: activations stay f32");
+    for (int i = 0; i < q->nkids && !f32_act; i++) {
         const char *m = q->kids[i]->name;
         int ok = 0;
         for (int j = 0; j < 5; j++)
@@ -871,7 +885,9 @@ static void qspec(ctx *c, ql_node *setting, int kind)
                 chk_err(c, q->kids[i], "unknown modifier '%s' (symmetric, asymmetric, narrow, per_channel, per_tensor)", m);
         }
     }
-    if (q->b) {
+    if (q->b && f32_act) {
+        chk_err(c, q->b, "activation = f32 takes no calibrator: activations stay f32");
+    } else if (q->b) {
         if (kind != 0) {
             chk_err(c, q->b, "%s takes no calibrator", setting->name);
         } else {
@@ -902,7 +918,7 @@ static void qspec(ctx *c, ql_node *setting, int kind)
                 }
             }
         }
-    } else if (kind == 0) {
+    } else if (kind == 0 && !f32_act) {
         chk_err(c, q, "%s needs a calibrator: ... by minmax()", setting->name);
     }
     if (q->c) {
@@ -954,7 +970,7 @@ void chk_recipe(ctx *c, qc_sym *s)
     ql_node *n = s->decl;
     static const char *const keys[] = {"activation", "weight", "bias", "accumulate", "numerics", "fallback", "input",
                                        "output", "tolerance", "rounding", "transform", "validate", "measure_samples",
-                                       "effect_samples"};
+                                       "effect_samples", "block"};
     enum { NKEYS = sizeof keys / sizeof keys[0] };
     c->w = W_RECIPE;
     for (int i = 0; i < n->nkids; i++) {
@@ -993,7 +1009,7 @@ void chk_recipe(ctx *c, qc_sym *s)
                 chk_err(c, k, "unknown recipe setting '%s'; did you mean '%s'?", k->name, hint);
             else
                 chk_err(c, k, "unknown recipe setting '%s' (activation, weight, bias, accumulate, numerics, fallback, input, "
-                          "output, tolerance, rounding, transform, validate, measure_samples, effect_samples)",
+                          "output, tolerance, rounding, transform, validate, measure_samples, effect_samples, block)",
                     k->name);
             continue;
         }
@@ -1002,6 +1018,13 @@ void chk_recipe(ctx *c, qc_sym *s)
             if (v->kind != QL_INT || v->ival < 1 || v->ival > 1000000)
                 chk_err(c, v, "%s is a number of samples, 1 to 1000000: %s", k->name,
                         key == 12 ? "measure_samples = 256" : "effect_samples = 8");
+            continue;
+        }
+        if (key == 14) { /* block = 32: weights quantized in blocks of 32 along the reduction axis */
+            ql_node *v = k->a;
+            if (v->kind != QL_INT || v->ival < 16 || v->ival > 256 || (v->ival & (v->ival - 1)))
+                chk_err(c, v, "block is the number of weights along the reduction axis that share a scale, "
+                              "a power of two from 16 to 256: block = 32");
             continue;
         }
         if (key == 11) { /* validate = 0.25: the share of the calibration samples held out */
@@ -1037,6 +1060,25 @@ void chk_recipe(ctx *c, qc_sym *s)
         }
         qspec(c, k, key <= 1 || key >= 6 ? 0 : key <= 3 ? 1 : 2);
     }
+    /* weight-only (activation = f32) and what needs it: blocks and 4-bit weights */
+    const ql_node *setting[NKEYS] = {0};
+    for (int i = 0; i < n->nkids; i++)
+        for (int j = 0; j < NKEYS; j++)
+            if (n->kids[i]->kind == QL_SETTING && !strcmp(n->kids[i]->name, keys[j]) && !setting[j])
+                setting[j] = n->kids[i];
+    const ql_node *at = setting[0] && setting[0]->a->kind == QL_QSPEC ? setting[0]->a->a : NULL;
+    const ql_node *wt = setting[1] && setting[1]->a->kind == QL_QSPEC ? setting[1]->a->a : NULL;
+    int weight_only = at && at->kind == QL_TYPE && at->op == QL_TOK_F32;
+    if (!weight_only && setting[14])
+        chk_err(c, setting[14]->a, "block needs activation = f32 (weight-only): integer kernels take one weight "
+                                   "scale per output channel");
+    if (!weight_only && at && wt && wt->kind == QL_TYPE && (wt->op == QL_TOK_I4 || wt->op == QL_TOK_U4))
+        chk_err(c, wt, "4-bit weights are weight-only: activation = f32 (4-bit weights with integer activations "
+                       "are not supported yet)");
+    if (weight_only && setting[1] && setting[1]->a->kind == QL_QSPEC)
+        for (int i = 0; i < setting[1]->a->nkids; i++)
+            if (!strcmp(setting[1]->a->kids[i]->name, "per_tensor") && setting[14])
+                chk_err(c, setting[1]->a->kids[i], "per_tensor contradicts block = %lld", (long long)setting[14]->a->ival);
     for (int j = 0; j < 2; j++) {
         int found = 0;
         for (int i = 0; i < n->nkids; i++)

@@ -2,7 +2,8 @@
 
 #include <stdio.h>
 
-const qc_type qc_void = {.k = QC_VOID}, qc_bool = {.k = QC_BOOL}, qc_i8 = {.k = QC_I8},
+const qc_type qc_void = {.k = QC_VOID}, qc_bool = {.k = QC_BOOL}, qc_i4 = {.k = QC_I4}, qc_u4 = {.k = QC_U4},
+              qc_i8 = {.k = QC_I8},
               qc_u8 = {.k = QC_U8}, qc_i16 = {.k = QC_I16}, qc_u16 = {.k = QC_U16},
               qc_i32 = {.k = QC_I32}, qc_i64 = {.k = QC_I64}, qc_f32 = {.k = QC_F32},
               qc_f64 = {.k = QC_F64}, qc_intlit = {.k = QC_INTLIT}, qc_floatlit = {.k = QC_FLOATLIT},
@@ -71,6 +72,7 @@ int qc_is_signed(const qc_type *t)
 int qc_type_bits(const qc_type *t)
 {
     switch (t->k) {
+    case QC_I4: case QC_U4: return 4;
     case QC_BOOL: case QC_I8: case QC_U8: return 8;
     case QC_I16: case QC_U16: return 16;
     case QC_I32: case QC_F32: return 32;
@@ -347,6 +349,7 @@ const char *qc_type_name(const qc_type *t, char *buf, int n)
     static const char *const names[] = {
         [QC_VOID] = "nothing", [QC_BOOL] = "bool", [QC_I8] = "i8", [QC_U8] = "u8", [QC_I16] = "i16",
         [QC_U16] = "u16", [QC_I32] = "i32", [QC_I64] = "i64", [QC_F32] = "f32", [QC_F64] = "f64",
+        [QC_I4] = "i4", [QC_U4] = "u4",
         [QC_INTLIT] = "integer literal", [QC_FLOATLIT] = "float literal", [QC_QTYPE] = "qtype",
         [QC_QPARAMS] = "qparams", [QC_HIST] = "histogram", [QC_STR] = "string", [QC_STATE] = "calibrator state",
         [QC_VALUE] = "graph value", [QC_ROLE] = "quantization role", [QC_ERROR] = "<error>",

@@ -13,6 +13,7 @@ typedef enum qc_tkind {
     QC_BOOL,
     QC_I8, QC_U8, QC_I16, QC_U16, QC_I32, QC_I64, /* integer types, narrowest first */
     QC_F32, QC_F64,
+    QC_I4, QC_U4, /* 4-bit storage types: only a recipe setting names them (weight = i4 ...); no value has one */
     QC_INTLIT,   /* an integer literal not yet given a type by its context */
     QC_FLOATLIT, /* likewise a float literal */
     QC_ARRAY,    /* elem[]: a view (pointer and length); len >= 0 for sized state arrays */
@@ -38,7 +39,7 @@ typedef struct qc_type {
     int nmembers;
 } qc_type;
 
-extern const qc_type qc_void, qc_bool, qc_i8, qc_u8, qc_i16, qc_u16, qc_i32, qc_i64, qc_f32, qc_f64, qc_intlit,
+extern const qc_type qc_void, qc_bool, qc_i4, qc_u4, qc_i8, qc_u8, qc_i16, qc_u16, qc_i32, qc_i64, qc_f32, qc_f64, qc_intlit,
     qc_floatlit, qc_qtype, qc_qparams, qc_hist, qc_str, qc_value, qc_role, qc_error;
 
 const qc_type *qc_array_of(ql_arena *a, const qc_type *elem, int64_t len);

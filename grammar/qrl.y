@@ -27,7 +27,7 @@
        CARET TILDE EQ NE LT TLT LE GT GE IMPORT CONST FN KERNEL CALIBRATOR STATE OBSERVE MERGE SOLVE
        PATTERN MATCH WHERE QUANTIZE LOWER AFFINE SAME FIXED TABLE REQUANTIZE RECIPE USE BY WHEN LET
        VAR IF ELSE FOR IN WHILE RETURN BREAK CONTINUE TRUE FALSE AND OR NOT SAT TENSOR QTYPE QPARAMS
-       HISTOGRAM BOOL I8 U8 I16 U16 I32 I64 F32 F64 ELEMENTWISE ALONG CHANNEL TRANSFORM.
+       HISTOGRAM BOOL I4 U4 I8 U8 I16 U16 I32 I64 F32 F64 ELEMENTWISE ALONG CHANNEL TRANSFORM.
 
 %left OR.
 %left AND.
@@ -90,6 +90,9 @@ param(A) ::= IDENT(N) COLON type(T) ASSIGN expr(E).   { A = qp_fix(qp_named(ps, 
 
 type(A) ::= scalar(T).                                { A = T; }
 type(A) ::= IDENT(T).                                 { A = qp_tok(ps, QL_TYPE, &T); } /* a type parameter */
+/* i4, u4: what a recipe setting stores (weight = i4 ...); the checker says they are no value type */
+type(A) ::= I4(T).                                    { A = qp_tok(ps, QL_TYPE, &T); }
+type(A) ::= U4(T).                                    { A = qp_tok(ps, QL_TYPE, &T); }
 type(A) ::= QTYPE(T).                                 { A = qp_tok(ps, QL_TYPE, &T); }
 type(A) ::= QPARAMS(T).                               { A = qp_tok(ps, QL_TYPE, &T); }
 type(A) ::= type(E) LB RB(R).                         { A = qp_type_nest(ps, qp_fix(qp_node(ps, QL_TYPE_ARRAY, ql_span_join(E->span, R.span)), E, NULL, NULL)); }
@@ -203,6 +206,9 @@ names(A) ::= names(L) COMMA IDENT(N).                 { A = qp_add(ps, L, qp_tok
 
 /* i8 symmetric narrow per_channel by minmax()  |  i32  |  f32 when sqnr < 20 */
 qspec(A) ::= scalar(T) mods(M) byopt(B) whenopt(W).   { A = qp_fix(M, T, B, W); M->span = ql_span_join(T->span, M->span); }
+/* i4 symmetric per_block by minmax(): 4-bit, packed two to a byte; only a setting stores them */
+qspec(A) ::= I4(T) mods(M) byopt(B) whenopt(W).       { ql_node *t = qp_tok(ps, QL_TYPE, &T); A = qp_fix(M, t, B, W); M->span = ql_span_join(t->span, M->span); }
+qspec(A) ::= U4(T) mods(M) byopt(B) whenopt(W).       { ql_node *t = qp_tok(ps, QL_TYPE, &T); A = qp_fix(M, t, B, W); M->span = ql_span_join(t->span, M->span); }
 /* a name where the type goes (i4 symmetric ..., u7 by ...): parsed so the checker can say it is no type */
 qspec(A) ::= IDENT(T) IDENT(N) mods(M) byopt(B) whenopt(W). { A = qp_fix(qp_add(ps, M, qp_tok(ps, QL_NAME, &N)), qp_tok(ps, QL_TYPE, &T), B, W); M->span = T.span; }
 qspec(A) ::= IDENT(T) BY postfix(B) whenopt(W).       { A = qp_fix(qp_node(ps, QL_QSPEC, T.span), qp_tok(ps, QL_TYPE, &T), B, W); }

@@ -70,6 +70,9 @@ static qr_status read_settings(qr_qctx *q)
         return qr_errorf(q->e, "recipe '%s' must set activation and weight", r->name);
     q->act_dtype = qr_dtype_from_name(q->act->type);
     q->w_dtype = qr_dtype_from_name(q->wt->type);
+    if (q->act_dtype == QR_F32 || qr_dtype_is_packed(q->w_dtype))
+        return qr_errorf(q->e, "recipe '%s': weight-only quantization (activation = f32, %s weights) is not "
+                               "implemented yet", r->name, q->wt->type);
     if (!qr_dtype_is_int(q->act_dtype) || !qr_dtype_is_int(q->w_dtype))
         return qr_errorf(q->e, "recipe '%s': unsupported integer type", r->name);
     if (q->act->mods & QR_MOD_PER_CHANNEL)

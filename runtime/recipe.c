@@ -1339,7 +1339,7 @@ qr_status qr_calib_solve(qr_calib *c, const qrl_qtype *t, qrl_qparams *out, qr_e
 
 qrl_qtype qr_qtype_of(qr_dtype t, int narrow, int axis)
 {
-    qrl_qtype q = {.bits = (int64_t)qr_dtype_size(t) * 8, .axis = axis, .narrow = narrow};
+    qrl_qtype q = {.bits = qr_dtype_bits(t), .axis = axis, .narrow = narrow}; /* i4: 4, in a byte */
     q.is_signed = qr_dtype_get(t)->is_signed;
     if (q.is_signed) {
         q.qmax = ((int64_t)1 << (q.bits - 1)) - 1;
