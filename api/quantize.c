@@ -264,7 +264,9 @@ void qrl_quantized_free(qrl_quantized *q)
 qrl_model *qrl_quantized_model(qrl_quantized *q, char *err, size_t errlen)
 {
     qr_error e;
-    if (!q->model && qr_api_model_wrap(q->q->ig->g, q->q->ig, q->threads, &q->model, &e) != QR_OK) {
+    /* weight-only: no integer graph; the QDQ graph runs (its DequantizeLinear, then the f32 ops) */
+    qr_graph *g = q->q->ig ? q->q->ig->g : q->q->qdq;
+    if (!q->model && qr_api_model_wrap(g, q->q->ig, q->threads, &q->model, &e) != QR_OK) {
         qr_api_fail(&e, err, errlen);
         return NULL;
     }
@@ -343,16 +345,18 @@ int qrl_model_lower_qdq(qrl_model *m, const char *recipe, FILE *diag, qrl_quanti
 void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out)
 {
     const qr_quantized *z = q->q;
+    static const qr_intgraph none; /* weight-only: no integer graph */
+    const qr_intgraph *ig = z->ig ? z->ig : &none;
     *out = (qrl_quant_summary){
         .nodes_pattern = z->nodes_pattern, .nodes_affine = z->nodes_affine, .nodes_float = z->nodes_float,
         .activations = z->nlayers - z->ndynamic, .dynamic = z->ndynamic, .weights = z->weights, .fallbacks = z->fallbacks,
-        .kernels = z->ig->kernels, .lookups = z->ig->lookups, .int_ops = z->ig->int_ops,
-        .requants = z->ig->requants, .islands = z->ig->islands, .samples = z->samples, .calib_ms = z->calib_ms,
+        .kernels = ig->kernels, .lookups = ig->lookups, .int_ops = ig->int_ops,
+        .requants = ig->requants, .islands = ig->islands, .samples = z->samples, .calib_ms = z->calib_ms,
         .fp32_ms = z->fp32_ms, .output_sqnr = z->output_sqnr, .output_nonfinite = z->output_nonfinite,
         .validate_samples = z->validate_samples, .output_sqnr_calib = z->output_sqnr_calib,
         .output_cosine = z->output_cosine, .output_agreement = z->output_agreement,
         .macs = z->macs, .macs_int = z->macs_int, .top1_fp32 = z->top1_fp32, .top1_int8 = z->top1_int8,
-        .top1_samples = z->top1_samples, .batch = z->batch};
+        .top1_samples = z->top1_samples, .batch = z->batch, .weight_only = !z->ig};
 }
 
 int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out)

@@ -212,6 +212,12 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
     qrl_quant_summary s, *q = &s;
     qrl_quantized_summary(qz, &s);
     printf("quantized: %s -> %s\n", a->model, a->outp);
+    if (q->weight_only) { /* no integer graph, nothing calibrated: the weights, and the outputs' error */
+        printf("weights:   %d quantized (weight-only: activations stay f32)\n", q->weights);
+        printf("output:    SQNR %.1f dB against f32 on %lld samples%s; cosine %.5f\n", q->output_sqnr,
+               (long long)q->samples, q->output_nonfinite ? ", NOT FINITE" : "", q->output_cosine);
+        return;
+    }
     printf("nodes:     %d by patterns, %d by affine rules, %d in f32\n", q->nodes_pattern, q->nodes_affine,
            q->nodes_float);
     if (q->dynamic)

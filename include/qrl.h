@@ -247,6 +247,7 @@ typedef struct qrl_quant_summary {
     int64_t top1_samples;
     int dynamic; /* activations quantized at run time (no calibrated scale), not counted in activations */
     int batch;   /* samples per calibration and measurement run */
+    int weight_only; /* a weight-only recipe (activation = f32): weights quantized, no integer graph */
 } qrl_quant_summary;
 void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out);
 

@@ -91,6 +91,8 @@ qr_status qr_qparams_write(const char *path, const qr_quantized *q, const char *
 qr_status qr_intgraph_write(const char *path, const qr_quantized *q, qr_error *e)
 {
     qr_atomic_file af;
+    if (!q->ig) /* before the file is opened: no partial output */
+        return qr_errorf(e, "%s: a weight-only recipe makes no integer graph (the QDQ model runs as written)", path);
     if (qr_atomic_open(&af, path, e) != QR_OK)
         return QR_ERR;
     qr_graph_dump(q->ig->g, af.f);

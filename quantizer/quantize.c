@@ -21,6 +21,7 @@
 #include "passes.h"
 #include "quantize_plan.h"
 #include "export_dynamic.h"
+#include "weight_only.h"
 
 
 /* A calibrator instance for a setting, with its arguments. (The symmetric
@@ -70,9 +71,8 @@ static qr_status read_settings(qr_qctx *q)
         return qr_errorf(q->e, "recipe '%s' must set activation and weight", r->name);
     q->act_dtype = qr_dtype_from_name(q->act->type);
     q->w_dtype = qr_dtype_from_name(q->wt->type);
-    if (q->act_dtype == QR_F32 || qr_dtype_is_packed(q->w_dtype))
-        return qr_errorf(q->e, "recipe '%s': weight-only quantization (activation = f32, %s weights) is not "
-                               "implemented yet", r->name, q->wt->type);
+    if (qr_dtype_is_packed(q->w_dtype)) /* the checker's rule; a module built otherwise still gets a message */
+        return qr_errorf(q->e, "recipe '%s': %s weights need activation = f32 (weight-only)", r->name, q->wt->type);
     if (!qr_dtype_is_int(q->act_dtype) || !qr_dtype_is_int(q->w_dtype))
         return qr_errorf(q->e, "recipe '%s': unsupported integer type", r->name);
     if (q->act->mods & QR_MOD_PER_CHANNEL)
@@ -1837,6 +1837,10 @@ static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_qu
     }
     if (!q.r)
         return qr_errorf(e, "the module has no recipe");
+    if (qr_weight_only_recipe(q.r)) /* activation = f32: weights only, nothing calibrated */
+        return o->from_file ? qr_errorf(e, "recipe '%s' is weight-only (activation = f32): it cannot lower a QDQ model",
+                                        q.r->name)
+                            : qr_weight_only(g, calib, o->threads, o->module, q.r, out, e);
     if (!transformed && !o->from_file && qr_recipe_setting(q.r, "transform"))
         return quantize_transformed(g, q.r, calib, o, out, e);
     qr_quantized *res = calloc(1, sizeof *res);

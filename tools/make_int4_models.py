@@ -9,6 +9,9 @@ Writes to OUTDIR:
   dq_gemm.onnx    Y = Gemm(X, DequantizeLinear(Wq^T as UINT4 [N, K], axis=1, block_size=B), transB=1)
   x.npy           X [4, 37], both signs
   dq_matmul_y.npy, dq_gemm_y.npy  numpy's result: the nibbles unpacked by numpy, (q - z) * s, X @ W
+  f32_chain.onnx  an f32 model for the quantizer (opset 17): X [4, 37] -> MatMul W1 [37, 40] -> Gemm W2 [40, 24]
+                  (transB 0, bias) -> Gemm W3 [5, 24] (transB 1, alpha 0.5), weights of both signs with a few
+                  large ones; every K (37, 40, 24) leaves a ragged last block of 16 or 32
   packed_i4.bin, packed_u4.bin    the raw bytes numpy packs (low nibble first, the last high nibble 0)
   values_i4.npy, values_u4.npy    the values packed (odd count, 37 * 5)
 The models' INT4 initializers are packed by this script itself (numpy bit operations, ONNX's layout:
@@ -84,6 +87,24 @@ def main():
     onnx.save(m, os.path.join(out, "dq_gemm.onnx"))
     y = 0.5 * (x.astype(np.float64) @ wt.T.astype(np.float64)) + c
     np.save(os.path.join(out, "dq_gemm_y.npy"), y.astype(np.float32))
+
+    # An f32 model to quantize
+    w1 = rng.standard_normal((K, 40)).astype(np.float32)
+    w2 = (rng.standard_normal((40, 24)) * 0.3).astype(np.float32)
+    w3 = rng.standard_normal((N, 24)).astype(np.float32)
+    for w in (w1, w2, w3):
+        w.flat[rng.integers(0, w.size, 3)] *= 8  # outliers: blocks with a large max
+    b2 = rng.standard_normal(24).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["X", "W1"], ["h1"]),
+             helper.make_node("Gemm", ["h1", "W2", "B2"], ["h2"]),
+             helper.make_node("Gemm", ["h2", "W3"], ["Y"], transB=1, alpha=0.5)]
+    inits = [helper.make_tensor(n, TensorProto.FLOAT, v.shape, v.ravel()) for n, v in (("W1", w1), ("W2", w2),
+                                                                                    ("W3", w3), ("B2", b2))]
+    g = helper.make_graph(nodes, "f32_chain", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [M, K])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [M, N])], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="tools/make_int4_models.py")
+    onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(out, "f32_chain.onnx"))
 
     # Packing: an odd count, both signs
     for name, lo, hi in (("i4", -8, 8), ("u4", 0, 16)):

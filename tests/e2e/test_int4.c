@@ -125,3 +125,66 @@ Test(int4, blocked_dequantize_gemm_transb_in_qrl_and_ort)
 {
     check_model("dq_gemm");
 }
+
+/* Weight-only quantization (activation = f32) of f32_chain.onnx (MatMul, Gemm, Gemm transB with
+ * alpha; K 37, 40, 24: ragged last blocks) by the recipe `body` (or the file `file`): numpy's RTN
+ * (tests/e2e/int4_rtn_oracle.py) must give the export's integers, scales and zero points bit for
+ * bit, numpy's f32 ops on the dequantized weights QRL's run of the export, and ONNX Runtime's run
+ * of it QRL's. */
+static void check_weight_only(const char *tag, const char *file, const char *body, const char *mode, int block)
+{
+    char cmd[8192], *log, recipe[4096], ref[4096], got[4096];
+    if (file) {
+        snprintf(recipe, sizeof recipe, "%s/%s", tu_root(), file);
+    } else {
+        snprintf(recipe, sizeof recipe, "%s/%s.qrl", dir, tag);
+        FILE *f = fopen(recipe, "w");
+        cr_assert(f);
+        fprintf(f, "import \"calibrators.qrl\"\nrecipe %s {\n  activation = f32\n%s}\n", tag, body);
+        fclose(f);
+    }
+    snprintf(cmd, sizeof cmd, "'%s' quantize %s/f32_chain.onnx --recipe %s --calib %s/x.npy -o %s/%s.onnx", tu_qrl(),
+             dir, recipe, dir, dir, tag);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "3 quantized (weight-only"), "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/int4_rtn_oracle.py' %s/f32_chain.onnx %s/%s.onnx %s %d %s/x.npy "
+             "%s/%s_numpy.npy", tu_root(), dir, dir, tag, mode, block, dir, dir, tag);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", tag, log);
+    cr_assert(strstr(log, "ok 3"), "%s: %s", tag, log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "'%s' run %s/%s.onnx -i %s/x.npy -o %s/qrl_%s", tu_qrl(), dir, tag, dir, dir, tag);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(ref, sizeof ref, "%s/%s_numpy.npy", dir, tag);
+    snprintf(got, sizeof got, "%s/qrl_%s/Y.npy", dir, tag);
+    double d = rel_diff(ref, got);
+    cr_assert(d >= 0 && d < 1e-5, "%s: QRL vs numpy: %g", tag, d);
+    snprintf(cmd, sizeof cmd, "node '%s/tools/ort_run.js' %s/%s.onnx %s/x.npy -o %s/ort_%s", tu_root(), dir, tag, dir,
+             dir, tag);
+    cr_assert_eq(tu_run(cmd, &log), 0, "onnxruntime-node failed: %s", log);
+    free(log);
+    snprintf(ref, sizeof ref, "%s/ort_%s/Y.npy", dir, tag);
+    d = rel_diff(ref, got);
+    cr_assert(d >= 0 && d < 1e-5, "%s: ORT vs QRL: %g", tag, d);
+}
+
+Test(int4, w4_rtn_recipe_blocks_of_32_match_numpy_and_ort)
+{
+    check_weight_only("w4_rtn", "recipes/w4-rtn.qrl", NULL, "sym", 32);
+}
+
+Test(int4, i4_symmetric_blocks_of_16_match_numpy_and_ort)
+{
+    check_weight_only("w4s16", NULL, "  weight = i4 symmetric narrow by minmax(symmetric = true)\n  block = 16\n", "sym", 16);
+}
+
+Test(int4, u4_asymmetric_blocks_with_zero_points_match_numpy_and_ort)
+{
+    check_weight_only("w4a16", NULL, "  weight = u4 asymmetric by minmax()\n  block = 16\n", "asym", 16);
+}
+
+Test(int4, i8_weight_only_per_channel_matches_numpy_and_ort)
+{
+    check_weight_only("w8ch", NULL, "  weight = i8 symmetric narrow per_channel by minmax(symmetric = true)\n", "sym8", 0);
+}

@@ -1,0 +1,328 @@
+#include "weight_only.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "op.h"
+#include "quantize_plan.h"
+
+int qr_weight_only_recipe(const qr_recipe *r)
+{
+    const qr_setting *a = qr_recipe_setting(r, "activation");
+    return a && !strcmp(a->type, "f32");
+}
+
+typedef struct wo {
+    const qrl_module *m;
+    const qr_setting *s; /* the weight setting */
+    double *args;        /* its calibrator call's arguments */
+    qr_dtype dt;
+    qrl_qtype qt;
+    int block, per_channel, round_away;
+    qr_error *e;
+} wo;
+
+/* One group of n weights (a block, a channel or the tensor) through a fresh instance of the
+ * weight calibrator: its scale and zero point. */
+static qr_status solve_group(const wo *w, float *x, int64_t n, float *scale, int32_t *zero)
+{
+    qr_calib *cal;
+    qrl_qparams qp;
+    qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {n}, .data = x};
+    if (qr_calib_new(w->m, w->s->calibrator, w->s->nargs, w->s->argnames, w->args, &cal, w->e) != QR_OK)
+        return QR_ERR;
+    qr_status st = qr_calib_observe(cal, &t, w->e);
+    if (st == QR_OK)
+        st = qr_calib_solve(cal, &w->qt, &qp, w->e);
+    qr_calib_free(cal);
+    if (st == QR_OK && (!isfinite(qp.scale) || !(qp.scale > 0)))
+        return qr_errorf(w->e, "the weight calibrator gives scale %g", qp.scale);
+    if (st == QR_OK && (qp.zero < w->qt.qmin || qp.zero > w->qt.qmax))
+        return qr_errorf(w->e, "the weight calibrator gives zero point %lld, outside %s's %lld..%lld",
+                         (long long)qp.zero, qr_dtype_name(w->dt), (long long)w->qt.qmin, (long long)w->qt.qmax);
+    *scale = (float)qp.scale;
+    *zero = (int32_t)qp.zero;
+    return st;
+}
+
+static int64_t round_weight(const wo *w, float x, float s, int64_t z)
+{
+    if (!w->round_away)
+        return qr_plan_round(x, s, z, w->qt.qmin, w->qt.qmax);
+    double v = (double)roundf(x / s) + (double)z;
+    return v < w->qt.qmin ? w->qt.qmin : v > w->qt.qmax ? w->qt.qmax : (int64_t)v;
+}
+
+/* A new constant value named base + suffix holding t. */
+static qr_value *new_const(qr_graph *d, const char *base, const char *suffix, const qr_tensor *t, qr_error *e)
+{
+    char name[1024];
+    snprintf(name, sizeof name, "%s%s", base, suffix);
+    qr_value *v = qr_graph_new_value(d, name);
+    if (!v) {
+        qr_errorf(e, "out of memory");
+        return NULL;
+    }
+    return qr_value_try_set_const(d, v, t, e) == QR_OK ? v : NULL;
+}
+
+/* Weight wv ([K, N] when kax is 0, [N, K] when 1) of node n quantized: its integers, scales and
+ * zero points as constants, a DequantizeLinear in front of n's input 1. */
+static qr_status quantize_one(const wo *w, qr_graph *d, qr_node *n, qr_value *wv, int kax)
+{
+    const float *data = wv->t.data;
+    int64_t K = wv->t.dims[kax], N = wv->t.dims[1 - kax];
+    int64_t gsize = w->block ? w->block : w->per_channel ? K : K * N; /* weights per group */
+    int64_t nb = w->block ? (K + w->block - 1) / w->block : 1;         /* groups along K */
+    int64_t ngroups = w->block ? nb * N : w->per_channel ? N : 1;
+    for (int64_t i = 0; i < K * N; i++)
+        if (!isfinite(data[i]))
+            return qr_errorf(w->e, "weight '%s' holds %s at element %lld: it cannot be quantized", wv->name,
+                             isnan(data[i]) ? "NaN" : "an infinity", (long long)i);
+    qr_tensor sc = {.dtype = QR_F32}, zp = {.dtype = w->dt}, q = {.dtype = w->dt, .ndim = 2};
+    memcpy(q.dims, wv->t.dims, sizeof q.dims);
+    if (w->block) { /* the weight's shape with K's dim the number of blocks */
+        sc.ndim = 2;
+        sc.dims[kax] = nb;
+        sc.dims[1 - kax] = N;
+    } else if (w->per_channel) {
+        sc.ndim = 1;
+        sc.dims[0] = N;
+    }
+    memcpy(zp.dims, sc.dims, sizeof zp.dims);
+    zp.ndim = sc.ndim;
+    float *tmp = malloc(sizeof(float) * (size_t)gsize);
+    qr_status st = tmp ? QR_OK : qr_errorf(w->e, "out of memory");
+    if (st == QR_OK)
+        st = qr_tensor_alloc(&sc, w->e);
+    if (st == QR_OK)
+        st = qr_tensor_alloc(&zp, w->e);
+    if (st == QR_OK)
+        st = qr_tensor_alloc(&q, w->e);
+    if (st == QR_OK) {
+        memset(zp.data, 0, qr_tensor_nbytes(&zp));
+        memset(q.data, 0, qr_tensor_nbytes(&q));
+    }
+    int any_zero = 0;
+    /* group g: channel c = g / nb, block b = g % nb (nb = 1 without blocks); element (k, c) of
+     * the group at flat index k * N + c (kax 0) or c * K + k (kax 1) */
+    for (int64_t g = 0; g < ngroups && st == QR_OK; g++) {
+        int64_t c = g / nb, b = g % nb, k0 = w->block ? b * w->block : 0;
+        int64_t k1 = w->block ? (k0 + w->block < K ? k0 + w->block : K) : K;
+        int64_t m = 0;
+        if (!w->block && !w->per_channel)
+            memcpy(tmp, data, sizeof(float) * (size_t)(K * N)), m = K * N;
+        else
+            for (int64_t k = k0; k < k1; k++)
+                tmp[m++] = data[kax ? c * K + k : k * N + c];
+        float s = 1;
+        int32_t z = 0;
+        if ((st = solve_group(w, tmp, m, &s, &z)) != QR_OK) {
+            qr_error_prefix(w->e, "weight '%s'", wv->name);
+            break;
+        }
+        int64_t si = w->block ? (kax ? c * nb + b : b * N + c) : w->per_channel ? c : 0;
+        ((float *)sc.data)[si] = s;
+        qr_set_i64(zp.data, w->dt, si, z);
+        any_zero |= z != 0;
+        for (int64_t k = k0; k < k1; k++)
+            for (int64_t cc = (w->block || w->per_channel) ? c : 0; cc < ((w->block || w->per_channel) ? c + 1 : N); cc++) {
+                int64_t i = kax ? cc * K + k : k * N + cc;
+                qr_set_i64(q.data, w->dt, i, round_weight(w, data[i], s, z));
+            }
+    }
+    free(tmp);
+    qr_value *qv = NULL, *sv = NULL, *zv = NULL, *out = NULL;
+    qr_node *dq = NULL;
+    if (st == QR_OK && (!(qv = new_const(d, wv->name, "_quantized", &q, w->e)) ||
+                        !(sv = new_const(d, wv->name, "_scale", &sc, w->e)) ||
+                        (any_zero && !(zv = new_const(d, wv->name, "_zero_point", &zp, w->e)))))
+        st = QR_ERR;
+    if (st == QR_OK) {
+        char name[1024];
+        snprintf(name, sizeof name, "%s_DequantizeLinear", wv->name);
+        out = qr_graph_new_value(d, name);
+        dq = out ? qr_plan_new_node(d, "DequantizeLinear", "", name, zv ? 3 : 2, 1) : NULL;
+        if (!dq)
+            st = qr_errorf(w->e, "out of memory");
+    }
+    if (st == QR_OK) {
+        dq->in[0] = qv;
+        dq->in[1] = sv;
+        if (zv)
+            dq->in[2] = zv;
+        dq->out[0] = out;
+        out->producer = dq;
+        out->t = wv->t;
+        out->t.data = NULL;
+        if (w->block || w->per_channel)
+            qr_node_add_attr_i(d, dq, "axis", w->block ? kax : 1 - kax);
+        if (w->block)
+            qr_node_add_attr_i(d, dq, "block_size", w->block);
+        n->in[1] = out;
+        st = qr_graph_check_oom(d, w->e);
+    }
+    qr_tensor_free(&sc);
+    qr_tensor_free(&zp);
+    qr_tensor_free(&q);
+    return st;
+}
+
+/* Whether op n reads wv, a 2-D f32 constant, as its B; kax the reduction axis of wv. */
+static int takes_weight(const qr_node *n, int *kax)
+{
+    if (n->dead || n->domain[0] || n->n_in < 2 || !n->in[1])
+        return 0;
+    const qr_value *b = n->in[1];
+    if (!b->is_const || b->t.dtype != QR_F32 || b->t.ndim != 2)
+        return 0;
+    if (!strcmp(n->op, "MatMul")) {
+        *kax = 0;
+        return 1;
+    }
+    if (!strcmp(n->op, "Gemm")) {
+        *kax = qr_attr_i(n, "transB", 0) ? 1 : 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* The DequantizeLinear the export adds needs opset 21 (4-bit types, blocks); the model's nodes
+ * keep their meaning there except the Reduce ops that took axes as an attribute before 18. */
+static qr_status raise_opset(qr_graph *d, qr_error *e)
+{
+    for (int i = 0; i < d->n_nodes; i++) {
+        const qr_node *n = d->nodes[i];
+        if (!n->dead && !n->domain[0] && !strncmp(n->op, "Reduce", 6) && strcmp(n->op, "ReduceSum") &&
+            n->opset < 18 && qr_node_attr(n, "axes"))
+            return qr_errorf(e, "weight-only export needs opset 21 (DequantizeLinear of 4-bit or blocked "
+                                "weights), and node '%s' (%s, opset %d) takes axes as an attribute, which "
+                                "opset 18 made an input: export the model at opset 18 or later",
+                             n->name, n->op, n->opset);
+    }
+    if (d->opset < 21)
+        d->opset = 21;
+    for (int i = 0; i < d->n_nodes; i++)
+        if (!d->nodes[i]->domain[0] && d->nodes[i]->opset < 21)
+            d->nodes[i]->opset = 21;
+    return QR_OK;
+}
+
+/* Runs g on the samples: its outputs (n_outputs tensors the caller frees). */
+static qr_status run_graph(const qr_graph *g, const qr_tensor *calib, int threads, qr_tensor *outs, qr_error *e)
+{
+    qr_exec *x;
+    qr_exec_opts eo = {.threads = threads};
+    if (qr_exec_new(g, &eo, &x, e) != QR_OK)
+        return QR_ERR;
+    qr_status st = qr_exec_run(x, calib, outs, e);
+    qr_exec_free(x);
+    return st;
+}
+
+/* The outputs of the quantized graph d against g's on the calibration samples: SQNR in dB and
+ * cosine similarity over all outputs together, as the integer recipes' summary gives them. */
+static qr_status measure(const qr_graph *g, const qr_graph *d, const qr_tensor *calib, int threads, qr_quantized *res,
+                         qr_error *e)
+{
+    int n = g->n_outputs;
+    qr_tensor *ref = calloc((size_t)n + 1, sizeof *ref), *got = calloc((size_t)n + 1, sizeof *got);
+    qr_status st = ref && got ? QR_OK : qr_errorf(e, "out of memory");
+    if (st == QR_OK)
+        st = run_graph(g, calib, threads, ref, e);
+    if (st == QR_OK)
+        st = run_graph(d, calib, threads, got, e);
+    double sig = 0, err = 0, dot = 0, gg = 0;
+    int64_t bad = 0;
+    for (int o = 0; o < n && st == QR_OK; o++) {
+        int64_t k = qr_tensor_numel(&ref[o]);
+        if (ref[o].dtype != QR_F32 || got[o].dtype != QR_F32 || qr_tensor_numel(&got[o]) != k)
+            continue;
+        const float *r = ref[o].data, *t = got[o].data;
+        for (int64_t i = 0; i < k; i++) {
+            if (!isfinite(t[i])) {
+                bad++;
+                continue;
+            }
+            sig += (double)r[i] * r[i];
+            err += ((double)r[i] - t[i]) * ((double)r[i] - t[i]);
+            dot += (double)r[i] * t[i];
+            gg += (double)t[i] * t[i];
+        }
+    }
+    for (int o = 0; o < n && ref && got; o++) {
+        qr_tensor_free(&ref[o]);
+        qr_tensor_free(&got[o]);
+    }
+    free(ref);
+    free(got);
+    if (st == QR_OK) {
+        res->output_sqnr = res->output_sqnr_calib = err > 0 ? 10 * log10(sig / err) : INFINITY;
+        res->output_cosine = sig > 0 && gg > 0 ? dot / sqrt(sig * gg) : 1;
+        res->output_nonfinite = bad;
+        res->samples = g->n_inputs ? calib[0].dims[0] : 0;
+    }
+    return st;
+}
+
+qr_status qr_weight_only(const qr_graph *g, const qr_tensor *calib, int threads, const qrl_module *m,
+                         const qr_recipe *r, qr_quantized **out, qr_error *e)
+{
+    *out = NULL;
+    const qr_setting *s = qr_recipe_setting(r, "weight"), *blk = qr_recipe_setting(r, "block");
+    const qr_setting *rnd = qr_recipe_setting(r, "rounding");
+    if (!s)
+        return qr_errorf(e, "recipe '%s' must set weight", r->name);
+    if (qr_recipe_setting(r, "transform"))
+        return qr_errorf(e, "recipe '%s': a transform with weight-only quantization is not supported yet", r->name);
+    wo w = {.m = m, .s = s, .dt = qr_dtype_from_name(s->type), .e = e};
+    if (!qr_dtype_is_int(w.dt))
+        return qr_errorf(e, "recipe '%s': weight type %s is not an integer type", r->name, s->type);
+    w.block = blk ? atoi(blk->type) : 0;
+    w.per_channel = (s->mods & QR_MOD_PER_CHANNEL) != 0;
+    w.round_away = rnd && !strcmp(rnd->type, "half_away");
+    w.qt = qr_qtype_of(w.dt, (s->mods & QR_MOD_NARROW) != 0, w.block || w.per_channel ? 0 : -1);
+    w.qt.symmetric = (s->mods & QR_MOD_SYMMETRIC) != 0;
+    w.args = calloc(QRL_MAX_PARAMS, sizeof *w.args);
+    qr_quantized *res = calloc(1, sizeof *res);
+    qr_graph *d = qr_graph_clone(g);
+    qr_status st = w.args && res && d ? QR_OK : qr_errorf(e, "out of memory");
+    if (st == QR_OK && s->nargs > QRL_MAX_PARAMS)
+        st = qr_errorf(e, "recipe '%s': weight passes its calibrator more than %d arguments", r->name, QRL_MAX_PARAMS);
+    if (st == QR_OK && s->args && s->nargs) {
+        qrl_rt rt;
+        qr_rt_init(&rt);
+        s->args(&rt, w.args);
+        st = qr_rt_status(&rt, e);
+    }
+    if (st == QR_OK && !qr_module_calibrator(m, s->calibrator))
+        st = qr_errorf(e, "recipe '%s': weight uses calibrator '%s', which the recipe's module does not define",
+                       r->name, s->calibrator);
+    int n0 = d ? d->n_nodes : 0;
+    for (int i = 0; i < n0 && st == QR_OK; i++) {
+        int kax;
+        if (takes_weight(d->nodes[i], &kax) && (st = quantize_one(&w, d, d->nodes[i], d->nodes[i]->in[1], kax)) == QR_OK)
+            res->weights++;
+    }
+    if (st == QR_OK && res->weights && (st = raise_opset(d, e)) == QR_OK)
+        st = qr_graph_toposort(d, e);
+    free(w.args);
+    if (st != QR_OK) {
+        qr_graph_free(d);
+        free(res);
+        return QR_ERR;
+    }
+    res->qdq = d;
+    res->top1_fp32 = res->top1_int8 = NAN;
+    res->output_agreement = NAN;
+    if (calib && measure(g, d, calib, threads, res, e) != QR_OK) {
+        qr_quantized_free(res);
+        return QR_ERR;
+    }
+    res->recipe = r->name;
+    *out = res;
+    return QR_OK;
+}
