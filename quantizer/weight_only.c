@@ -211,16 +211,21 @@ static qr_status raise_opset(qr_graph *d, qr_error *e)
     return QR_OK;
 }
 
-/* Runs g on the samples: its outputs (n_outputs tensors the caller frees). */
-static qr_status run_graph(const qr_graph *g, const qr_tensor *calib, int threads, qr_tensor *outs, qr_error *e)
+/* Runs g on samples s0 .. s0 + n of the calibration tensors (views, no copy): its outputs
+ * (n_outputs tensors the caller frees). */
+static qr_status run_graph(qr_exec *x, const qr_graph *g, const qr_tensor *calib, int64_t s0, int64_t n,
+                           qr_tensor *outs, qr_error *e)
 {
-    qr_exec *x;
-    qr_exec_opts eo = {.threads = threads};
-    if (qr_exec_new(g, &eo, &x, e) != QR_OK)
-        return QR_ERR;
-    qr_status st = qr_exec_run(x, calib, outs, e);
-    qr_exec_free(x);
-    return st;
+    qr_tensor in[64];
+    if (g->n_inputs > 64)
+        return qr_errorf(e, "weight-only measurement: more than 64 inputs");
+    for (int i = 0; i < g->n_inputs; i++) {
+        in[i] = calib[i];
+        int64_t per = qr_tensor_numel(&calib[i]) / (calib[i].dims[0] ? calib[i].dims[0] : 1);
+        in[i].data = (char *)calib[i].data + qr_dtype_bytes(calib[i].dtype, s0 * per);
+        in[i].dims[0] = n;
+    }
+    return qr_exec_run(x, in, outs, e);
 }
 
 /* The outputs of the quantized graph d against g's on the calibration samples: SQNR in dB and
@@ -229,41 +234,51 @@ static qr_status measure(const qr_graph *g, const qr_graph *d, const qr_tensor *
                          qr_error *e)
 {
     int n = g->n_outputs;
+    /* in slices of the batch the model declares (a fixed first dim), else all at once */
+    int64_t total = g->n_inputs && calib[0].ndim ? calib[0].dims[0] : 1, slice = total;
+    if (g->n_inputs && g->inputs[0]->t.ndim > 0 && g->inputs[0]->t.dims[0] > 0)
+        slice = g->inputs[0]->t.dims[0];
     qr_tensor *ref = calloc((size_t)n + 1, sizeof *ref), *got = calloc((size_t)n + 1, sizeof *got);
+    qr_exec *xg = NULL, *xd = NULL;
+    qr_exec_opts eo = {.threads = threads};
     qr_status st = ref && got ? QR_OK : qr_errorf(e, "out of memory");
-    if (st == QR_OK)
-        st = run_graph(g, calib, threads, ref, e);
-    if (st == QR_OK)
-        st = run_graph(d, calib, threads, got, e);
+    if (st == QR_OK && (st = qr_exec_new(g, &eo, &xg, e)) == QR_OK)
+        st = qr_exec_new(d, &eo, &xd, e);
     double sig = 0, err = 0, dot = 0, gg = 0;
     int64_t bad = 0;
-    for (int o = 0; o < n && st == QR_OK; o++) {
-        int64_t k = qr_tensor_numel(&ref[o]);
-        if (ref[o].dtype != QR_F32 || got[o].dtype != QR_F32 || qr_tensor_numel(&got[o]) != k)
-            continue;
-        const float *r = ref[o].data, *t = got[o].data;
-        for (int64_t i = 0; i < k; i++) {
-            if (!isfinite(t[i])) {
-                bad++;
+    for (int64_t s0 = 0; s0 + slice <= total && st == QR_OK; s0 += slice) {
+        if ((st = run_graph(xg, g, calib, s0, slice, ref, e)) == QR_OK)
+            st = run_graph(xd, d, calib, s0, slice, got, e);
+        for (int o = 0; o < n && st == QR_OK; o++) {
+            int64_t k = qr_tensor_numel(&ref[o]);
+            if (ref[o].dtype != QR_F32 || got[o].dtype != QR_F32 || qr_tensor_numel(&got[o]) != k)
                 continue;
+            const float *r = ref[o].data, *t = got[o].data;
+            for (int64_t i = 0; i < k; i++) {
+                if (!isfinite(t[i])) {
+                    bad++;
+                    continue;
+                }
+                sig += (double)r[i] * r[i];
+                err += ((double)r[i] - t[i]) * ((double)r[i] - t[i]);
+                dot += (double)r[i] * t[i];
+                gg += (double)t[i] * t[i];
             }
-            sig += (double)r[i] * r[i];
-            err += ((double)r[i] - t[i]) * ((double)r[i] - t[i]);
-            dot += (double)r[i] * t[i];
-            gg += (double)t[i] * t[i];
+        }
+        for (int o = 0; o < n; o++) { /* qr_exec_run leaves them empty on failure */
+            qr_tensor_free(&ref[o]);
+            qr_tensor_free(&got[o]);
         }
     }
-    for (int o = 0; o < n && ref && got; o++) {
-        qr_tensor_free(&ref[o]);
-        qr_tensor_free(&got[o]);
-    }
+    qr_exec_free(xg);
+    qr_exec_free(xd);
     free(ref);
     free(got);
     if (st == QR_OK) {
         res->output_sqnr = res->output_sqnr_calib = err > 0 ? 10 * log10(sig / err) : INFINITY;
         res->output_cosine = sig > 0 && gg > 0 ? dot / sqrt(sig * gg) : 1;
         res->output_nonfinite = bad;
-        res->samples = g->n_inputs ? calib[0].dims[0] : 0;
+        res->samples = total / slice * slice;
     }
     return st;
 }
