@@ -229,7 +229,8 @@ int qrl_quantize(const qrl_model *m, const qrl_recipe *r, const qrl_tensor *cali
     if (o->labels)
         qr_api_tensor_in(o->labels, &lab);
     qr_quant_opts qo = {.module = r->mod, .recipe = o->recipe_name, .batch = o->batch, .calib_count = o->calib_count,
-                        .threads = o->threads, .progress = o->progress, .labels = o->labels ? &lab : NULL};
+                        .threads = o->threads, .progress = o->progress, .labels = o->labels ? &lab : NULL,
+                        .matmulnbits = o->matmulnbits};
     res->threads = m->threads;
     qr_status st = qr_quantize(m->g, c, &qo, &res->q, &e);
     if (st == QR_OK)

@@ -11,7 +11,7 @@
 
 typedef struct quantize_args {
     const char *model, *recipe, *outp, *qparams, *name, *report, *intg, *labels;
-    int batch, threads, count, no_cache, ncalib, quiet;
+    int batch, threads, count, no_cache, ncalib, quiet, matmulnbits;
     char *calib[64];
 } quantize_args;
 
@@ -20,7 +20,7 @@ static void usage(void)
     printf("usage: qrl quantize MODEL.onnx --recipe R.qrl --calib [NAME=]X.npy... -o OUT.onnx\n"
            "                    [--calib-count N] [--batch B] [--threads N] [--recipe-name NAME]\n"
            "                    [--qparams Q.json] [--report R.html|R.json] [--int-graph G.txt]\n"
-           "                    [--labels Y.npy] [--no-cache] [--quiet]\n"
+           "                    [--labels Y.npy] [--no-cache] [--quiet] [--weight-format qdq|matmulnbits]\n"
            "Quantizes the model as the recipe says, calibrating on the samples of X.npy\n"
            "(one --calib per model input: NAME=FILE binds by name, FILE the next input)\n"
            "(along its first dimension), and writes a QDQ ONNX model: QuantizeLinear and\n"
@@ -47,7 +47,11 @@ static void usage(void)
            "graph, and in the report each layer's effect on top-1 when quantized alone.\n"
            "On a terminal, the long phases (the f32 pass, calibration, the fallback's search)\n"
            "draw a progress bar on stderr with the time left; --quiet draws none (nor does a\n"
-           "stderr that is not a terminal).\n");
+           "stderr that is not a terminal).\n"
+           "--weight-format (weight-only recipes, activation = f32): qdq (the default) writes each\n"
+           "quantized weight as a DequantizeLinear (opset 21: 4-bit, blocks) into the f32 op;\n"
+           "matmulnbits writes a MatMul (or a Gemm without transA) whose weight is 4-bit in blocks as\n"
+           "ONNX Runtime's com.microsoft MatMulNBits, the same integers (others stay qdq).\n");
 }
 
 /* Fills a from the command line: -1 to go on, else the exit status (0 after --help, 2 on a usage error). */
@@ -82,6 +86,12 @@ static int parse_args(int argc, char **argv, quantize_args *a)
             a->name = argv[++i];
         else if (!strcmp(s, "--quiet"))
             a->quiet = 1;
+        else if (!strcmp(s, "--weight-format") && has) {
+            const char *f = argv[++i];
+            if (strcmp(f, "qdq") && strcmp(f, "matmulnbits"))
+                return cli_usage_error("quantize", "--weight-format is qdq or matmulnbits, not '%s'", f);
+            a->matmulnbits = !strcmp(f, "matmulnbits");
+        }
         else if (!strcmp(s, "--no-cache"))
             a->no_cache = 1;
         else if (!strcmp(s, "--calib-count") && has) {
@@ -268,7 +278,7 @@ int cli_quantize(int argc, char **argv)
         return cli_fail(err);
     }
     qrl_quantize_opts qo = {.recipe_name = a.name, .batch = a.batch, .calib_count = a.count, .threads = a.threads,
-                            .progress = !a.quiet, .labels = a.labels ? &lab : NULL};
+                            .progress = !a.quiet, .labels = a.labels ? &lab : NULL, .matmulnbits = a.matmulnbits};
     rc = cli_quantize_in_memory(a.model, m, a.recipe, a.no_cache, a.ncalib, a.calib, &qo, &r, &q);
     if (rc == 0 && write_outputs(&a, q, err) != 0)
         rc = cli_fail(err);

@@ -203,6 +203,7 @@ typedef struct qrl_quantize_opts {
     int threads;              /* calibration workers; 0 or 1: the caller's thread */
     int progress;             /* a progress bar on stderr */
     const qrl_tensor *labels; /* the calibration samples' classes (integers), or NULL: top-1 in the report */
+    int matmulnbits; /* weight-only recipes: 4-bit blocked MatMul/Gemm weights as ONNX Runtime's MatMulNBits */
 } qrl_quantize_opts;
 
 /* Quantizes m's graph as the recipe says, calibrating on calib[i] for model input i (samples

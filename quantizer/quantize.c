@@ -1840,7 +1840,7 @@ static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_qu
     if (qr_weight_only_recipe(q.r)) /* activation = f32: weights only, nothing calibrated */
         return o->from_file ? qr_errorf(e, "recipe '%s' is weight-only (activation = f32): it cannot lower a QDQ model",
                                         q.r->name)
-                            : qr_weight_only(g, calib, o->threads, o->module, q.r, out, e);
+                            : qr_weight_only(g, calib, o, q.r, out, e);
     if (!transformed && !o->from_file && qr_recipe_setting(q.r, "transform"))
         return quantize_transformed(g, q.r, calib, o, out, e);
     qr_quantized *res = calloc(1, sizeof *res);

@@ -36,6 +36,7 @@ typedef struct qr_quant_opts {
     int progress; /* a progress bar on stderr */
     int from_file; /* g is a QDQ model stripped by qr_qdq_strip: its qparams, no calibration (calib unused) */
     const qr_tensor *labels; /* class labels of the calibration samples (integers): top-1 effects in the report */
+    int matmulnbits; /* weight-only: 4-bit blocked MatMul/Gemm weights exported as com.microsoft MatMulNBits */
 } qr_quant_opts;
 
 /* One quantized activation, for reports and the quantization-info JSON. */

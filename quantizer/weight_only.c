@@ -21,7 +21,7 @@ typedef struct wo {
     double *args;        /* its calibrator call's arguments */
     qr_dtype dt;
     qrl_qtype qt;
-    int block, per_channel, round_away;
+    int block, per_channel, round_away, matmulnbits;
     qr_error *e;
 } wo;
 
@@ -67,6 +67,92 @@ static qr_value *new_const(qr_graph *d, const char *base, const char *suffix, co
         return NULL;
     }
     return qr_value_try_set_const(d, v, t, e) == QR_OK ? v : NULL;
+}
+
+/* Whether node n (reading weight B) can become a MatMulNBits: a MatMul whose A has rank 2 or
+ * more, or a Gemm without transA, alpha or beta whose C is absent or a constant [N]. */
+static int nbits_fits(const qr_node *n, int64_t N)
+{
+    if (!n->in[0] || n->in[0]->t.ndim < 2)
+        return 0;
+    if (!strcmp(n->op, "MatMul"))
+        return 1;
+    const qr_value *c = n->n_in > 2 ? n->in[2] : NULL;
+    return !qr_attr_i(n, "transA", 0) && qr_attr_f(n, "alpha", 1) == 1 && qr_attr_f(n, "beta", 1) == 1 &&
+           (!c || (c->is_const && c->t.dtype == QR_F32 && c->t.ndim == 1 && c->t.dims[0] == N));
+}
+
+/* n replaced by a com.microsoft MatMulNBits with the same output: B the codes of q (4-bit,
+ * unsigned: a signed one + 8) column by column, block_size / 2 bytes a block, low nibble first;
+ * scales [N * n_blocks]; zero points (+ 8 for signed codes) packed the same way per column, left
+ * out when all are 8, ONNX Runtime's default. */
+static qr_status emit_nbits(const wo *w, qr_graph *d, qr_node *n, const qr_value *wv, int kax, const qr_tensor *q,
+                            const qr_tensor *sc, const qr_tensor *zp)
+{
+    int64_t K = wv->t.dims[kax], N = wv->t.dims[1 - kax], nb = (K + w->block - 1) / w->block, blob = w->block / 2;
+    int off = w->dt == QR_I4 ? 8 : 0, need_zero = 0;
+    qr_tensor b = {.dtype = QR_U8, .ndim = 3, .dims = {N, nb, blob}}, s = {.dtype = QR_F32, .ndim = 1, .dims = {N * nb}};
+    qr_tensor z = {.dtype = QR_U8, .ndim = 1, .dims = {N * ((nb + 1) / 2)}};
+    qr_status st = qr_tensor_alloc(&b, w->e);
+    if (st == QR_OK)
+        st = qr_tensor_alloc(&s, w->e);
+    if (st == QR_OK)
+        st = qr_tensor_alloc(&z, w->e);
+    if (st == QR_OK) {
+        memset(b.data, 0, qr_tensor_nbytes(&b));
+        memset(z.data, 0, qr_tensor_nbytes(&z));
+        for (int64_t c = 0; c < N; c++)
+            for (int64_t k = 0; k < K; k++) {
+                int code = (int)qr_get_i64(q->data, q->dtype, kax ? c * K + k : k * N + c) + off;
+                qr_nibble_set(b.data, (c * nb + k / w->block) * blob * 2 + k % w->block, code);
+            }
+        for (int64_t c = 0; c < N; c++)
+            for (int64_t bl = 0; bl < nb; bl++) {
+                int64_t si = kax ? c * nb + bl : bl * N + c;
+                ((float *)s.data)[c * nb + bl] = ((const float *)sc->data)[si];
+                int zc = (int)qr_get_i64(zp->data, zp->dtype, si) + off;
+                need_zero |= zc != 8;
+                qr_nibble_set(z.data, c * ((nb + 1) / 2) * 2 + bl, zc);
+            }
+    }
+    qr_value *bv = NULL, *sv = NULL, *zv = NULL;
+    if (st == QR_OK && (!(bv = new_const(d, wv->name, "_nbits", &b, w->e)) ||
+                        !(sv = new_const(d, wv->name, "_nbits_scale", &s, w->e)) ||
+                        (need_zero && !(zv = new_const(d, wv->name, "_nbits_zero_point", &z, w->e)))))
+        st = QR_ERR;
+    /* n becomes the MatMulNBits in place (its slot, name and output kept; its attributes go) */
+    qr_value *bias = n->n_in > 2 ? n->in[2] : NULL;
+    int nin = bias ? 6 : zv ? 4 : 3;
+    qr_value **in = st == QR_OK ? qr_arena_alloc(&d->arena, sizeof *in * (size_t)nin) : NULL;
+    const char *dom = st == QR_OK ? qr_arena_strdup(&d->arena, "com.microsoft") : NULL;
+    if (st == QR_OK && (!in || !dom))
+        st = qr_errorf(w->e, "out of memory");
+    if (st == QR_OK) {
+        memset(in, 0, sizeof *in * (size_t)nin);
+        in[0] = n->in[0];
+        in[1] = bv;
+        in[2] = sv;
+        in[3] = zv;
+        if (bias)
+            in[5] = bias;
+        n->in = in;
+        n->n_in = nin;
+        n->op = "MatMulNBits";
+        n->domain = dom;
+        n->opset = 1;
+        n->def = qr_op_find("com.microsoft", "MatMulNBits");
+        n->n_attr = 0;
+        qr_node *mn = n;
+        qr_node_add_attr_i(d, mn, "K", K);
+        qr_node_add_attr_i(d, mn, "N", N);
+        qr_node_add_attr_i(d, mn, "bits", 4);
+        qr_node_add_attr_i(d, mn, "block_size", w->block);
+        st = qr_graph_check_oom(d, w->e);
+    }
+    qr_tensor_free(&b);
+    qr_tensor_free(&s);
+    qr_tensor_free(&z);
+    return st;
 }
 
 /* Weight wv ([K, N] when kax is 0, [N, K] when 1) of node n quantized: its integers, scales and
@@ -135,6 +221,13 @@ static qr_status quantize_one(const wo *w, qr_graph *d, qr_node *n, qr_value *wv
             }
     }
     free(tmp);
+    if (st == QR_OK && w->matmulnbits && w->block && qr_dtype_is_packed(w->dt) && nbits_fits(n, N)) {
+        st = emit_nbits(w, d, n, wv, kax, &q, &sc, &zp);
+        qr_tensor_free(&sc);
+        qr_tensor_free(&zp);
+        qr_tensor_free(&q);
+        return st;
+    }
     qr_value *qv = NULL, *sv = NULL, *zv = NULL, *out = NULL;
     qr_node *dq = NULL;
     if (st == QR_OK && (!(qv = new_const(d, wv->name, "_quantized", &q, w->e)) ||
@@ -283,9 +376,11 @@ static qr_status measure(const qr_graph *g, const qr_graph *d, const qr_tensor *
     return st;
 }
 
-qr_status qr_weight_only(const qr_graph *g, const qr_tensor *calib, int threads, const qrl_module *m,
-                         const qr_recipe *r, qr_quantized **out, qr_error *e)
+qr_status qr_weight_only(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, const qr_recipe *r,
+                         qr_quantized **out, qr_error *e)
 {
+    const qrl_module *m = o->module;
+    int threads = o->threads;
     *out = NULL;
     const qr_setting *s = qr_recipe_setting(r, "weight"), *blk = qr_recipe_setting(r, "block");
     const qr_setting *rnd = qr_recipe_setting(r, "rounding");
@@ -293,7 +388,7 @@ qr_status qr_weight_only(const qr_graph *g, const qr_tensor *calib, int threads,
         return qr_errorf(e, "recipe '%s' must set weight", r->name);
     if (qr_recipe_setting(r, "transform"))
         return qr_errorf(e, "recipe '%s': a transform with weight-only quantization is not supported yet", r->name);
-    wo w = {.m = m, .s = s, .dt = qr_dtype_from_name(s->type), .e = e};
+    wo w = {.m = m, .s = s, .dt = qr_dtype_from_name(s->type), .e = e, .matmulnbits = o->matmulnbits};
     if (!qr_dtype_is_int(w.dt))
         return qr_errorf(e, "recipe '%s': weight type %s is not an integer type", r->name, s->type);
     w.block = blk ? atoi(blk->type) : 0;
@@ -322,7 +417,10 @@ qr_status qr_weight_only(const qr_graph *g, const qr_tensor *calib, int threads,
         if (takes_weight(d->nodes[i], &kax) && (st = quantize_one(&w, d, d->nodes[i], d->nodes[i]->in[1], kax)) == QR_OK)
             res->weights++;
     }
-    if (st == QR_OK && res->weights && (st = raise_opset(d, e)) == QR_OK)
+    int any_dq = 0; /* MatMulNBits alone needs no opset 21 */
+    for (int i = 0; d && i < d->n_nodes; i++)
+        any_dq |= !d->nodes[i]->dead && !strcmp(d->nodes[i]->op, "DequantizeLinear");
+    if (st == QR_OK && any_dq && (st = raise_opset(d, e)) == QR_OK)
         st = qr_graph_toposort(d, e);
     free(w.args);
     if (st != QR_OK) {

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Weight-only int4 on the GPT-layout decoder (QRL-I's measurement): quantizes gpt.onnx of
-tools/make_transformer_models.py with recipes/w4-rtn.qrl at blocks of 32 and 128, runs each
+tools/make_transformer_models.py with recipes/w4-rtn.qrl at blocks of 32 and 128 (DequantizeLinear) and 32 (--weight-format
+matmulnbits), runs each
 export in QRL (`qrl run`, one sample at a time: the model's batch is 1) and in ONNX Runtime (tools/ort_run.js, one job per sample) on
 the test ids, and prints per block size: the output SQNR against PyTorch's f32 logits
 (gpt_test_f32.npy), ORT's output against QRL's (max |diff| / max |f32|), and the file size against
@@ -32,30 +33,31 @@ def main():
     jobs = []
     for i in range(ids.shape[0]):
         np.save(os.path.join(d, "ids_%d.npy" % i), ids[i:i + 1])
-    for block in (32, 128):
+    for block, fmt in ((32, "qdq"), (128, "qdq"), (32, "matmulnbits")):
         recipe = os.path.join(d, "w4-rtn-%d.qrl" % block)
         open(recipe, "w").write(re.sub(r"block\s*=\s*32", "block = %d" % block, src))
-        q = os.path.join(d, "gpt_w4_b%d.onnx" % block)
+        q = os.path.join(d, "gpt_w4_b%d_%s.onnx" % (block, fmt))
         log = subprocess.run([qrl, "quantize", os.path.join(d, "gpt.onnx"), "--recipe", recipe, "--calib",
-                              os.path.join(d, "gpt_calib.npy"), "-o", q], check=True, capture_output=True, text=True)
+                              os.path.join(d, "gpt_calib.npy"), "-o", q, "--weight-format", fmt], check=True,
+                             capture_output=True, text=True)
         calib_line = [l for l in log.stdout.splitlines() if l.startswith("output:")][0]
         ys = []
         for i in range(ids.shape[0]):  # the model's batch is fixed at 1
-            out = os.path.join(d, "qrl_b%d_%d" % (block, i))
+            out = os.path.join(d, "qrl_b%d_%s_%d" % (block, fmt, i))
             subprocess.run([qrl, "run", q, "-i", os.path.join(d, "ids_%d.npy" % i), "-o", out], check=True,
                            capture_output=True)
             ys.append(np.load(os.path.join(out, "logits.npy")))
         y = np.concatenate(ys)
-        jobs_file = os.path.join(d, "ort_jobs_%d.txt" % block)
+        jobs_file = os.path.join(d, "ort_jobs_%d_%s.txt" % (block, fmt))
         with open(jobs_file, "w") as f:
             for i in range(ids.shape[0]):
-                f.write("%s %s -o %s\n" % (q, os.path.join(d, "ids_%d.npy" % i), os.path.join(d, "ort_b%d_%d" % (block, i))))
+                f.write("%s %s -o %s\n" % (q, os.path.join(d, "ids_%d.npy" % i), os.path.join(d, "ort_b%d_%s_%d" % (block, fmt, i))))
         subprocess.run(["node", os.path.join(ROOT, "tools", "ort_run.js"), "--batch", jobs_file], check=True,
                        capture_output=True)
-        yo = np.concatenate([np.load(os.path.join(d, "ort_b%d_%d" % (block, i), "logits.npy")) for i in range(ids.shape[0])])
+        yo = np.concatenate([np.load(os.path.join(d, "ort_b%d_%s_%d" % (block, fmt, i), "logits.npy")) for i in range(ids.shape[0])])
         size = os.path.getsize(q)
-        print("block %3d: SQNR %.2f dB vs f32 (QRL run), %.2f dB (ORT run); ORT vs QRL max|diff|/max|f32| %.2e; "
-              "file %d bytes = %.3fx fp32; quantize's own line: %s" % (block, sqnr(f32, y.reshape(f32.shape)),
+        print("block %3d %-11s: SQNR %.2f dB vs f32 (QRL run), %.2f dB (ORT run); ORT vs QRL max|diff|/max|f32| %.2e; "
+              "file %d bytes = %.3fx fp32; quantize's own line: %s" % (block, fmt, sqnr(f32, y.reshape(f32.shape)),
               sqnr(f32, yo.reshape(f32.shape)), np.abs(yo.reshape(f32.shape) - y.reshape(f32.shape)).max() /
               np.abs(f32).max(), size, size / fp32_bytes, calib_line.strip()))
 

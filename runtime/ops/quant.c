@@ -2167,6 +2167,103 @@ static qr_status qlconv_run(qr_kctx *k)
     return QR_OK;
 }
 
+/* ---- MatMulNBits (com.microsoft): Y = A @ dequantize(B)^T (+ bias), B 4-bit ----
+ * ONNX Runtime's layout: B uint8 [N, n_blocks, block_size / 2], the codes of column n along K,
+ * two to a byte, low nibble first (the last block padded); scales [N * n_blocks] (or
+ * [N, n_blocks]); zero_points uint8 [N * ceil(n_blocks / 2)], packed the same way per column,
+ * 8 when absent; weight = (code - zero) * scale. */
+typedef struct mnb {
+    int64_t K, N, block, nb, blob, M;
+} mnb;
+
+static qr_status mnb_shape(qr_kctx *k, mnb *s)
+{
+    const qr_tensor *a = k->in[0], *b = k->in[1], *sc = k->in[2];
+    const qr_tensor *zp = k->n_in > 3 ? k->in[3] : NULL, *gi = k->n_in > 4 ? k->in[4] : NULL;
+    const qr_tensor *bias = k->n_in > 5 ? k->in[5] : NULL;
+    s->K = qr_attr_i(k->node, "K", -1);
+    s->N = qr_attr_i(k->node, "N", -1);
+    s->block = qr_attr_i(k->node, "block_size", -1);
+    int64_t bits = qr_attr_i(k->node, "bits", 4);
+    if (bits != 4)
+        return QR_KERR(k, "MatMulNBits with bits = %lld is not supported (4 is)", (long long)bits);
+    if (s->K < 1 || s->N < 1 || s->block < 16 || (s->block & (s->block - 1)) || s->K > QR_MAX_TENSOR_BYTES ||
+        s->N > QR_MAX_TENSOR_BYTES)
+        return QR_KERR(k, "MatMulNBits needs K and N >= 1 and block_size a power of two >= 16 (K %lld, N %lld, "
+                          "block_size %lld)", (long long)s->K, (long long)s->N, (long long)s->block);
+    if (gi)
+        return QR_KERR(k, "MatMulNBits with g_idx is not supported");
+    s->nb = (s->K + s->block - 1) / s->block;
+    s->blob = s->block / 2;
+    if (a->dtype != QR_F32 || a->ndim < 1 || a->dims[a->ndim - 1] != s->K)
+        return QR_KERR(k, "MatMulNBits: A must be float32 with last dimension K = %lld", (long long)s->K);
+    if (b->dtype != QR_U8 || b->ndim != 3 || b->dims[0] != s->N || b->dims[1] != s->nb || b->dims[2] != s->blob)
+        return QR_KERR(k, "MatMulNBits: B must be uint8 [%lld, %lld, %lld]", (long long)s->N, (long long)s->nb,
+                       (long long)s->blob);
+    if (sc->dtype != QR_F32 || qr_tensor_numel(sc) != s->N * s->nb)
+        return QR_KERR(k, "MatMulNBits: scales must be float32 with N * n_blocks = %lld values", (long long)(s->N * s->nb));
+    if (zp && (zp->dtype != QR_U8 || qr_tensor_numel(zp) != s->N * ((s->nb + 1) / 2)))
+        return QR_KERR(k, "MatMulNBits: zero_points must be uint8 with N * ceil(n_blocks / 2) = %lld values "
+                          "(packed; float zero points are not supported)", (long long)(s->N * ((s->nb + 1) / 2)));
+    if (bias && (bias->dtype != QR_F32 || qr_tensor_numel(bias) != s->N))
+        return QR_KERR(k, "MatMulNBits: bias must be float32 [N]");
+    s->M = qr_tensor_numel(a) / s->K;
+    return QR_OK;
+}
+
+static qr_status mnb_infer(qr_kctx *k)
+{
+    mnb s;
+    if (mnb_shape(k, &s) != QR_OK)
+        return QR_ERR;
+    int64_t dims[QR_MAX_DIMS];
+    const qr_tensor *a = k->in[0];
+    memcpy(dims, a->dims, sizeof(int64_t) * (size_t)a->ndim);
+    dims[a->ndim - 1] = s.N;
+    return qr_set_out(k, 0, QR_F32, a->ndim, dims);
+}
+
+/* One block of column n: its codes unpacked to floats, (code - zero) * scale, as ORT's f32 path
+ * dequantizes before its GEMM. */
+static void mnb_dequant_block(const uint8_t *codes, int64_t len, int zero, float scale, float *w)
+{
+    for (int64_t i = 0; i < len; i++) {
+        int c = (codes[i >> 1] >> ((i & 1) * 4)) & 15;
+        w[i] = (float)(c - zero) * scale;
+    }
+}
+
+static qr_status mnb_run(qr_kctx *k)
+{
+    mnb s;
+    if (mnb_shape(k, &s) != QR_OK)
+        return QR_ERR;
+    const qr_tensor *zp = k->n_in > 3 ? k->in[3] : NULL, *bias = k->n_in > 5 ? k->in[5] : NULL;
+    const float *a = k->in[0]->data, *sc = k->in[2]->data;
+    const uint8_t *b = k->in[1]->data, *z = zp ? zp->data : NULL;
+    float *y = k->out[0]->data, *w = malloc(sizeof(float) * (size_t)s.K);
+    if (!w)
+        return QR_KERR(k, "out of memory");
+    int64_t zrow = (s.nb + 1) / 2;
+    for (int64_t n = 0; n < s.N; n++) {
+        /* column n dequantized once, then a dot product with every row of A */
+        for (int64_t bl = 0; bl < s.nb; bl++) {
+            int64_t k0 = bl * s.block, len = s.K - k0 < s.block ? s.K - k0 : s.block;
+            int zero = z ? (z[n * zrow + bl / 2] >> ((bl & 1) * 4)) & 15 : 8;
+            mnb_dequant_block(b + (n * s.nb + bl) * s.blob, len, zero, sc[n * s.nb + bl], w + k0);
+        }
+        for (int64_t m = 0; m < s.M; m++) {
+            const float *am = a + m * s.K;
+            float acc = 0;
+            for (int64_t i = 0; i < s.K; i++)
+                acc += am[i] * w[i];
+            y[m * s.N + n] = acc + (bias ? ((const float *)bias->data)[n] : 0.0f);
+        }
+    }
+    free(w);
+    return QR_OK;
+}
+
 #define CONV_ATTRS "auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints"
 
 const qr_op_def qr_ops_quant[] = {
@@ -2177,6 +2274,7 @@ const qr_op_def qr_ops_quant[] = {
     {"MatMulInteger", "", 2, 4, 1, 1, "", matmulint_infer, matmulint_run, 0, .ins = "A:q1+ B:q1+ a_zero_point?:q b_zero_point?:q", .writes_all = qr_op_writes_all},
     {"QLinearMatMul", "", 8, 8, 1, 1, "", qlmatmul_infer, qlmatmul_run, 0, .ins = "a:q1+ a_scale:f a_zero_point:q b:q1+ b_scale:f b_zero_point:q y_scale:f y_zero_point:q", .writes_all = qr_op_writes_all},
     {"ConvInteger", "", 2, 4, 1, 1, CONV_ATTRS, convint_infer, convint_run, 0, .ins = "x:q3+ w:q3+ x_zero_point?:q w_zero_point?:q"},
+    {"MatMulNBits", "com.microsoft", 3, 6, 1, 1, "K:i N:i bits:i block_size:i accuracy_level:i", mnb_infer, mnb_run, 0, .ins = "A:f B scales:f zero_points? g_idx? bias?:f", .writes_all = qr_op_writes_all},
     {"QLinearConv", "", 8, 9, 1, 1, CONV_ATTRS, qlconv_infer, qlconv_run, 0, .ins = "x:q3+ x_scale:f x_zero_point:q w:q3+ w_scale:f w_zero_point:q y_scale:f y_zero_point:q B?:x1"},
     {0},
 };

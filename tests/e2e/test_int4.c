@@ -131,7 +131,8 @@ Test(int4, blocked_dequantize_gemm_transb_in_qrl_and_ort)
  * (tests/e2e/int4_rtn_oracle.py) must give the export's integers, scales and zero points bit for
  * bit, numpy's f32 ops on the dequantized weights QRL's run of the export, and ONNX Runtime's run
  * of it QRL's. */
-static void check_weight_only(const char *tag, const char *file, const char *body, const char *mode, int block)
+static void check_weight_only(const char *tag, const char *file, const char *body, const char *mode, int block,
+                              int nbits)
 {
     char cmd[8192], *log, recipe[4096], ref[4096], got[4096];
     if (file) {
@@ -153,6 +154,15 @@ static void check_weight_only(const char *tag, const char *file, const char *bod
     cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", tag, log);
     cr_assert(strstr(log, "ok 3"), "%s: %s", tag, log);
     free(log);
+    if (nbits) { /* the same integers as com.microsoft MatMulNBits: what runs from here on */
+        snprintf(cmd, sizeof cmd, "'%s' quantize %s/f32_chain.onnx --recipe %s --calib %s/x.npy -o %s/%s.onnx "
+                 "--weight-format matmulnbits && /usr/bin/python3 -c \"import onnx; "
+                 "print([n.op_type for n in onnx.load('%s/%s.onnx').graph.node])\"", tu_qrl(), dir, recipe, dir, dir,
+                 tag, dir, tag);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        cr_assert(strstr(log, "['MatMulNBits', 'MatMulNBits', 'MatMulNBits']"), "%s", log);
+        free(log);
+    }
     snprintf(cmd, sizeof cmd, "'%s' run %s/%s.onnx -i %s/x.npy -o %s/qrl_%s", tu_qrl(), dir, tag, dir, dir, tag);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
@@ -171,20 +181,38 @@ static void check_weight_only(const char *tag, const char *file, const char *bod
 
 Test(int4, w4_rtn_recipe_blocks_of_32_match_numpy_and_ort)
 {
-    check_weight_only("w4_rtn", "recipes/w4-rtn.qrl", NULL, "sym", 32);
+    check_weight_only("w4_rtn", "recipes/w4-rtn.qrl", NULL, "sym", 32, 0);
+}
+
+/* The MatMulNBits form (--weight-format matmulnbits) of the same integers: QRL's MatMulNBits
+ * kernel against numpy's f32 ops on the dequantized weights, ONNX Runtime's against QRL's. */
+Test(int4, w4_rtn_as_matmulnbits_matches_numpy_and_ort)
+{
+    check_weight_only("w4_rtn_nbits", "recipes/w4-rtn.qrl", NULL, "sym", 32, 1);
+}
+
+Test(int4, i4_blocks_of_16_as_matmulnbits_match_numpy_and_ort)
+{
+    check_weight_only("w4s16_nbits", NULL, "  weight = i4 symmetric narrow by minmax(symmetric = true)\n  block = 16\n", "sym",
+                      16, 1);
+}
+
+Test(int4, u4_zero_points_as_matmulnbits_match_numpy_and_ort)
+{
+    check_weight_only("w4a16_nbits", NULL, "  weight = u4 asymmetric by minmax()\n  block = 16\n", "asym", 16, 1);
 }
 
 Test(int4, i4_symmetric_blocks_of_16_match_numpy_and_ort)
 {
-    check_weight_only("w4s16", NULL, "  weight = i4 symmetric narrow by minmax(symmetric = true)\n  block = 16\n", "sym", 16);
+    check_weight_only("w4s16", NULL, "  weight = i4 symmetric narrow by minmax(symmetric = true)\n  block = 16\n", "sym", 16, 0);
 }
 
 Test(int4, u4_asymmetric_blocks_with_zero_points_match_numpy_and_ort)
 {
-    check_weight_only("w4a16", NULL, "  weight = u4 asymmetric by minmax()\n  block = 16\n", "asym", 16);
+    check_weight_only("w4a16", NULL, "  weight = u4 asymmetric by minmax()\n  block = 16\n", "asym", 16, 0);
 }
 
 Test(int4, i8_weight_only_per_channel_matches_numpy_and_ort)
 {
-    check_weight_only("w8ch", NULL, "  weight = i8 symmetric narrow per_channel by minmax(symmetric = true)\n", "sym8", 0);
+    check_weight_only("w8ch", NULL, "  weight = i8 symmetric narrow per_channel by minmax(symmetric = true)\n", "sym8", 0, 0);
 }
