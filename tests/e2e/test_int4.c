@@ -76,44 +76,37 @@ Test(int4, packing_matches_numpy)
     cr_assert_str_eq(qr_dtype_name(QR_U4), "u4");
 }
 
-/* max |ref - test| / max |ref| of two .npy files, by numpy. */
-static double rel_diff(const char *ref, const char *test)
-{
-    char cmd[8192], *log;
-    double d = -1;
-    snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 -c \"import numpy as np; r = np.load('%s').astype(np.float64); "
-             "t = np.load('%s').astype(np.float64).reshape(r.shape); "
-             "print(np.abs(r - t).max() / np.abs(r).max())\"",
-             ref, test);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    cr_assert(sscanf(log, "%lf", &d) == 1, "%s", log);
-    free(log);
-    return d;
-}
-
 /* `qrl run` of the model within 1e-5 (relative to the output's largest value) of numpy's result,
  * then ONNX Runtime's run of the same file within the same of QRL's. ORT fuses DequantizeLinear
  * + MatMul into MatMulNBits, which by default (session.qdq_matmulnbits_accuracy_level 4)
  * quantizes the activations to int8: tools/ort_run.js sets level 0 (f32 activations), the
  * model's own arithmetic. */
-static void check_model(const char *model)
+/* `qrl run` of dir/model.onnx on x.npy within 1e-5 of the largest |ref| of dir/ref, then ONNX
+ * Runtime's run of the file within the same of QRL's. */
+static void run_both(const char *model, const char *ref_name)
 {
     char cmd[8192], *log, ref[4096], got[4096];
     snprintf(cmd, sizeof cmd, "'%s' run %s/%s.onnx -i %s/x.npy -o %s/qrl_%s", tu_qrl(), dir, model, dir, dir, model);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
-    snprintf(ref, sizeof ref, "%s/%s_y.npy", dir, model);
+    snprintf(ref, sizeof ref, "%s/%s", dir, ref_name);
     snprintf(got, sizeof got, "%s/qrl_%s/Y.npy", dir, model);
-    double d = rel_diff(ref, got);
+    double d = tu_npy_rel_diff(ref, got);
     cr_assert(d >= 0 && d < 1e-5, "%s: QRL vs numpy: %g", model, d);
     snprintf(cmd, sizeof cmd, "node '%s/tools/ort_run.js' %s/%s.onnx %s/x.npy -o %s/ort_%s", tu_root(), dir, model, dir,
              dir, model);
     cr_assert_eq(tu_run(cmd, &log), 0, "onnxruntime-node failed: %s", log);
     free(log);
     snprintf(ref, sizeof ref, "%s/ort_%s/Y.npy", dir, model);
-    d = rel_diff(ref, got);
+    d = tu_npy_rel_diff(ref, got);
     cr_assert(d >= 0 && d < 1e-5, "%s: ORT vs QRL: %g", model, d);
+}
+
+static void check_model(const char *model)
+{
+    char ref[256];
+    snprintf(ref, sizeof ref, "%s_y.npy", model);
+    run_both(model, ref);
 }
 
 Test(int4, blocked_dequantize_matmul_in_qrl_and_ort)
@@ -134,7 +127,7 @@ Test(int4, blocked_dequantize_gemm_transb_in_qrl_and_ort)
 static void check_weight_only(const char *tag, const char *file, const char *body, const char *mode, int block,
                               int nbits)
 {
-    char cmd[8192], *log, recipe[4096], ref[4096], got[4096];
+    char cmd[8192], *log, recipe[4096], ref[256];
     if (file) {
         snprintf(recipe, sizeof recipe, "%s/%s", tu_root(), file);
     } else {
@@ -163,20 +156,8 @@ static void check_weight_only(const char *tag, const char *file, const char *bod
         cr_assert(strstr(log, "['MatMulNBits', 'MatMulNBits', 'MatMulNBits']"), "%s", log);
         free(log);
     }
-    snprintf(cmd, sizeof cmd, "'%s' run %s/%s.onnx -i %s/x.npy -o %s/qrl_%s", tu_qrl(), dir, tag, dir, dir, tag);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
-    snprintf(ref, sizeof ref, "%s/%s_numpy.npy", dir, tag);
-    snprintf(got, sizeof got, "%s/qrl_%s/Y.npy", dir, tag);
-    double d = rel_diff(ref, got);
-    cr_assert(d >= 0 && d < 1e-5, "%s: QRL vs numpy: %g", tag, d);
-    snprintf(cmd, sizeof cmd, "node '%s/tools/ort_run.js' %s/%s.onnx %s/x.npy -o %s/ort_%s", tu_root(), dir, tag, dir,
-             dir, tag);
-    cr_assert_eq(tu_run(cmd, &log), 0, "onnxruntime-node failed: %s", log);
-    free(log);
-    snprintf(ref, sizeof ref, "%s/ort_%s/Y.npy", dir, tag);
-    d = rel_diff(ref, got);
-    cr_assert(d >= 0 && d < 1e-5, "%s: ORT vs QRL: %g", tag, d);
+    snprintf(ref, sizeof ref, "%s_numpy.npy", tag);
+    run_both(tag, ref);
 }
 
 Test(int4, w4_rtn_recipe_blocks_of_32_match_numpy_and_ort)

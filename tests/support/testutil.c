@@ -210,19 +210,29 @@ double tu_json_number(const char *path, const char *key)
     return v;
 }
 
-double tu_npy_sqnr(const char *ref, const char *test)
+/* expr of r (ref) and t (test), two .npy files as float64 arrays of r's shape, by numpy. */
+static double npy_stat(const char *ref, const char *test, const char *expr)
 {
     char cmd[4096], *log;
-    double db = 0;
+    double v = 0;
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 -c \"import numpy as np; r = np.load('%s').astype(np.float64); "
-             "t = np.load('%s').astype(np.float64).reshape(r.shape); "
-             "print(10 * np.log10((r * r).sum() / ((r - t) ** 2).sum()))\"",
-             ref, test);
+             "t = np.load('%s').astype(np.float64).reshape(r.shape); print(%s)\"",
+             ref, test, expr);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    cr_assert(sscanf(log, "%lf", &db) == 1, "%s", log);
+    cr_assert(sscanf(log, "%lf", &v) == 1, "%s", log);
     free(log);
-    return db;
+    return v;
+}
+
+double tu_npy_sqnr(const char *ref, const char *test)
+{
+    return npy_stat(ref, test, "10 * np.log10((r * r).sum() / ((r - t) ** 2).sum())");
+}
+
+double tu_npy_rel_diff(const char *ref, const char *test)
+{
+    return npy_stat(ref, test, "np.abs(r - t).max() / np.abs(r).max()");
 }
 
 char *tu_slurp_root(const char *rel)

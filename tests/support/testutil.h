@@ -38,6 +38,8 @@ double tu_json_number(const char *path, const char *key);
 /* SQNR in dB of the .npy test against the .npy ref, computed by numpy over all elements (test
  * reshaped to ref's shape): 10 log10(sum ref^2 / sum (ref - test)^2). */
 double tu_npy_sqnr(const char *ref, const char *test);
+/* max |ref - test| / max |ref| of two .npy files, by numpy. */
+double tu_npy_rel_diff(const char *ref, const char *test);
 /* Count of files in dir (non-recursive, . and .. excluded). */
 int tu_count_files(const char *dir);
 
