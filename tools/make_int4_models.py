@@ -12,6 +12,8 @@ Writes to OUTDIR:
   f32_chain.onnx  an f32 model for the quantizer (opset 17): X [4, 37] -> MatMul W1 [37, 40] -> Gemm W2 [40, 24]
                   (transB 0, bias) -> Gemm W3 [5, 24] (transB 1, alpha 0.5), weights of both signs with a few
                   large ones; every K (37, 40, 24) leaves a ragged last block of 16 or 32
+  int4_transpose.onnx  an INT4 initializer read by Transpose (which QRL refuses: only DequantizeLinear
+                  reads packed 4-bit tensors)
   packed_i4.bin, packed_u4.bin    the raw bytes numpy packs (low nibble first, the last high nibble 0)
   values_i4.npy, values_u4.npy    the values packed (odd count, 37 * 5)
 The models' INT4 initializers are packed by this script itself (numpy bit operations, ONNX's layout:
@@ -105,6 +107,12 @@ def main():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="tools/make_int4_models.py")
     onnx.checker.check_model(m)
     onnx.save(m, os.path.join(out, "f32_chain.onnx"))
+
+    # A packed tensor where only DequantizeLinear may read one
+    nodes = [helper.make_node("Transpose", ["Wq"], ["T"]), helper.make_node("Cast", ["T"], ["C"], to=TensorProto.FLOAT),
+             helper.make_node("MatMul", ["X", "C"], ["Y"])]
+    m = model(nodes, [int4_init("Wq", rng.integers(-8, 8, (N, K)), True)], [M, N], "int4_transpose")
+    onnx.save(m, os.path.join(out, "int4_transpose.onnx"))
 
     # Packing: an odd count, both signs
     for name, lo, hi in (("i4", -8, 8), ("u4", 0, 16)):

@@ -109,6 +109,17 @@ static void check_model(const char *model)
     run_both(model, ref);
 }
 
+/* A packed tensor read by another op than DequantizeLinear: an error naming the node and type. */
+Test(int4, transpose_of_a_packed_tensor_is_refused)
+{
+    char cmd[8192], *log;
+    snprintf(cmd, sizeof cmd, "'%s' run %s/int4_transpose.onnx -i %s/x.npy -o %s/bad", tu_qrl(), dir, dir, dir);
+    cr_assert_neq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "has type i4 (packed 4-bit), which only DequantizeLinear reads"), "%s", log);
+    cr_assert(!strstr(log, "Sanitizer"), "%s", log);
+    free(log);
+}
+
 Test(int4, blocked_dequantize_matmul_in_qrl_and_ort)
 {
     check_model("dq_matmul");
