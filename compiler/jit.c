@@ -40,7 +40,7 @@ static const char *const imp_sig[IMP_COUNT] = {
     [IMP_ADD_PATTERN_LOWER] = "vpsslp", [IMP_ADD_PATTERN_LOWER_ARG] = "vpsll", [IMP_ADD_AFFINE] = "vpsllpppplss", [IMP_ADD_RECIPE] = "vpspl",
     [IMP_ADD_SETTING] = "vpssslsp", [IMP_ADD_SETTING_ARG] = "vpss", [IMP_ADD_USE] = "vpss", [IMP_SET_TILE_AXIS] = "vpll", [IMP_TQUANTILE] = "drtd",
     [IMP_SET_POINTWISE] = "vp", [IMP_SET_VECTOR_EPILOGUE] = "vps", [IMP_VALUE_DTYPE_IS] = "lpls", [IMP_VALUE_READ_BY] = "lpls", [IMP_VALUE_FEEDS] = "lpls",
-    [IMP_ADD_TRANSFORM] = "vpslpppsl", [IMP_ADD_TRANSFORM_PARAM] = "vpssl", [IMP_ADD_OUT_DIM] = "vplll",
+    [IMP_ADD_TRANSFORM] = "vpslpppsl", [IMP_ADD_TRANSFORM_PARAM] = "vpssl", [IMP_ADD_OUT_DIM] = "vplll", [IMP_ADD_STATE] = "vpslll",
 };
 
 /* ---------------------------------------------------------------- types */

@@ -21,7 +21,7 @@ const qc_type *jit_ty(const ql_node *n)
 }
 
 /* The state slot of a calibrator field: its offset in the state block. */
-static int64_t state_offset(const ql_node *cal, const qc_sym *s)
+int64_t jit_state_offset(const ql_node *cal, const qc_sym *s)
 {
     int64_t off = 0;
     for (int i = 0; i < cal->nkids; i++) {
@@ -57,7 +57,7 @@ static gcc_jit_lvalue *slot(fgen *f, gcc_jit_rvalue *base, int64_t off, gcc_jit_
 
 gcc_jit_lvalue *jit_state_lvalue(fgen *f, gcc_jit_rvalue *base, const qc_sym *s)
 {
-    return slot(f, base, state_offset(f->cal, s), s->type->k == QC_ARRAY ? f->j->t_array : jit_type_of(f->j, s->type));
+    return slot(f, base, jit_state_offset(f->cal, s), s->type->k == QC_ARRAY ? f->j->t_array : jit_type_of(f->j, s->type));
 }
 
 static gcc_jit_rvalue *const_value(fgen *f, const qc_sym *s)

@@ -21,7 +21,7 @@ enum {
     IMP_HIST_EDGE, IMP_HIST_COUNT, IMP_HIST_LO, IMP_HIST_HI, IMP_HIST_WIDTH, IMP_HIST_BINS, IMP_HIST_MIN, IMP_HIST_MAX, IMP_ADD_FN,
     IMP_ADD_CAL, IMP_ADD_PARAM, IMP_ADD_FN_PARAM, IMP_VALUE_RANK, IMP_VALUE_DIM, IMP_VALUE_CONST, IMP_VALUE_PRESENT, IMP_VALUE_SCALAR, IMP_VALUE_OP_IS,
     IMP_ATTR_INT, IMP_ATTR_FLOAT, IMP_ATTR_STR_IS, IMP_ATTR_INTS, IMP_ADD_PATTERN, IMP_ADD_PATTERN_VALUE, IMP_ADD_PATTERN_NODE, IMP_ADD_PATTERN_NODE_INPUT, IMP_ADD_PATTERN_LOWER, IMP_ADD_PATTERN_LOWER_ARG,
-    IMP_ADD_AFFINE, IMP_ADD_RECIPE, IMP_ADD_SETTING, IMP_ADD_SETTING_ARG, IMP_ADD_USE, IMP_SET_TILE_AXIS, IMP_TQUANTILE, IMP_SET_POINTWISE, IMP_SET_VECTOR_EPILOGUE, IMP_VALUE_DTYPE_IS, IMP_VALUE_READ_BY, IMP_VALUE_FEEDS, IMP_ADD_TRANSFORM, IMP_ADD_TRANSFORM_PARAM, IMP_ADD_OUT_DIM, IMP_COUNT
+    IMP_ADD_AFFINE, IMP_ADD_RECIPE, IMP_ADD_SETTING, IMP_ADD_SETTING_ARG, IMP_ADD_USE, IMP_SET_TILE_AXIS, IMP_TQUANTILE, IMP_SET_POINTWISE, IMP_SET_VECTOR_EPILOGUE, IMP_VALUE_DTYPE_IS, IMP_VALUE_READ_BY, IMP_VALUE_FEEDS, IMP_ADD_TRANSFORM, IMP_ADD_TRANSFORM_PARAM, IMP_ADD_OUT_DIM, IMP_ADD_STATE, IMP_COUNT
 };
 
 /* Element accesses one versioned loop can prove in range (more stay checked). */
@@ -118,6 +118,8 @@ gcc_jit_rvalue *jit_sat_int(fgen *f, gcc_jit_rvalue *x, const qc_type *from, con
 /* ---- jit_expr.c */
 const qc_type *jit_ty(const ql_node *n);
 int64_t jit_state_bytes(const ql_node *cal);
+/* The offset of state field s in calibrator cal's state block. */
+int64_t jit_state_offset(const ql_node *cal, const qc_sym *s);
 gcc_jit_lvalue *jit_state_lvalue(fgen *f, gcc_jit_rvalue *base, const qc_sym *s);
 gcc_jit_rvalue *jit_expr(fgen *f, const ql_node *n);
 const qc_sym *jit_bounded_by(const ql_node *e);

@@ -1024,6 +1024,17 @@ void jit_entry(jit *j, cal_fns *cals, item_fns *items)
                                        ADDR(cals[i].defaults), ADDR(cals[i].init), ADDR(cals[i].observe),
                                        ADDR(cals[i].merge), ADDR(cals[i].solve)};
             gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_CAL), 9, args));
+            for (int k = 0; k < cal->nkids; k++) { /* the state's typed layout */
+                if (cal->kids[k]->kind != QL_STATE)
+                    continue;
+                const qc_sym *st = cal->kids[k]->sym;
+                int64_t kind = st->type->k == QC_HIST ? QR_STATE_HIST : st->type->k == QC_ARRAY ? QR_STATE_ARRAY
+                                                                                                  : QR_STATE_SCALAR;
+                int64_t eb = kind == QR_STATE_ARRAY ? qc_type_bits(st->type->elem) / 8 : 0;
+                gcc_jit_rvalue *sa[5] = {m, STR(s->name), jit_lng(j, j->t_i64, kind),
+                                         jit_lng(j, j->t_i64, (long)jit_state_offset(cal, st)), jit_lng(j, j->t_i64, eb)};
+                gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_STATE), 5, sa));
+            }
             for (int k = 0; k < np; k++) {
                 const qc_type *t = cal->a->kids[k]->type;
                 qr_cal_param_kind pk = qc_is_float(t) ? QR_CAL_FLOAT : t->k == QC_BOOL ? QR_CAL_BOOL : QR_CAL_INT;

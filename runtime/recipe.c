@@ -411,6 +411,24 @@ static void reg_cal(qrl_module *m, const char *name, int64_t nparams, int64_t st
         m->bad = 1;
 }
 
+static void reg_state(qrl_module *m, const char *cal, int64_t kind, int64_t at, int64_t elem_bytes)
+{
+    qr_cal_desc *d = m->ncals ? &m->cals[m->ncals - 1] : NULL;
+    int64_t size = kind == QR_STATE_ARRAY ? 16 : 8;
+    if (!d || strcmp(d->name, cal) || kind < QR_STATE_SCALAR || kind > QR_STATE_HIST || at < 0 ||
+        at + size > d->state_bytes || elem_bytes < 0 || elem_bytes > 8) {
+        m->bad = 1;
+        return;
+    }
+    qr_state_field *v = realloc(d->fields, sizeof *v * (size_t)(d->nfields + 1));
+    if (!v) {
+        m->bad = 1;
+        return;
+    }
+    d->fields = v;
+    d->fields[d->nfields++] = (qr_state_field){(qr_state_kind)kind, at, elem_bytes};
+}
+
 static void reg_param(qrl_module *m, const char *cal, const char *name, int64_t kind)
 {
     for (int i = 0; i < m->ncals; i++)
@@ -899,6 +917,7 @@ static const qrl_imports imports = {
     .add_transform = reg_transform,
     .add_transform_param = reg_transform_param,
     .add_out_dim = reg_out_dim,
+    .add_state = reg_state,
 };
 
 const qrl_imports *qr_recipe_imports(void)
@@ -954,8 +973,10 @@ void qr_module_free(qrl_module *m)
 {
     if (!m)
         return;
-    for (int i = 0; i < m->ncals; i++)
+    for (int i = 0; i < m->ncals; i++) {
         free(m->cals[i].params);
+        free(m->cals[i].fields);
+    }
     free(m->cals);
     for (int i = 0; i < m->nfns; i++) {
         free(m->fns[i].params);
@@ -1335,6 +1356,104 @@ qr_status qr_calib_solve(qr_calib *c, const qrl_qtype *t, qrl_qparams *out, qr_e
                          (long long)out->zero, t->is_signed ? "i" : "u", (long long)t->bits, (long long)t->qmin,
                          (long long)t->qmax);
     return QR_OK;
+}
+
+/* ------------------------------------------- states between processes */
+
+static int put(unsigned char **buf, size_t *len, size_t *cap, const void *p, size_t n)
+{
+    if (*len + n > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < *len + n)
+            c *= 2;
+        unsigned char *v = realloc(*buf, c);
+        if (!v)
+            return 0;
+        *buf = v;
+        *cap = c;
+    }
+    memcpy(*buf + *len, p, n);
+    *len += n;
+    return 1;
+}
+
+static int put_i64(unsigned char **buf, size_t *len, size_t *cap, int64_t v) { return put(buf, len, cap, &v, 8); }
+
+static int get(const unsigned char *buf, size_t n, size_t *at, void *p, size_t k)
+{
+    if (k > n - *at)
+        return 0;
+    memcpy(p, buf + *at, k);
+    *at += k;
+    return 1;
+}
+
+/* A histogram's numbers after its 1 (0: none, a NULL field). */
+#define HIST_HEAD 4
+
+qr_status qr_calib_pack(const qr_calib *c, unsigned char **buf, size_t *len, size_t *cap, qr_error *e)
+{
+    const qr_cal_desc *d = c->d;
+    int ok = put_i64(buf, len, cap, d->state_bytes) && put_i64(buf, len, cap, d->nfields);
+    for (int i = 0; ok && i < d->nfields; i++) {
+        const qr_state_field *f = &d->fields[i];
+        const unsigned char *slot = (const unsigned char *)c->state + f->at;
+        if (f->kind == QR_STATE_SCALAR)
+            ok = put(buf, len, cap, slot, 8);
+        else if (f->kind == QR_STATE_ARRAY) {
+            qrl_array a;
+            memcpy(&a, slot, sizeof a);
+            ok = put_i64(buf, len, cap, a.len) && put(buf, len, cap, a.data, (size_t)(a.len * f->elem_bytes));
+        } else {
+            const hist_box *b;
+            memcpy(&b, slot, sizeof b);
+            ok = put_i64(buf, len, cap, b != NULL);
+            if (ok && b) {
+                int64_t head[HIST_HEAD] = {b->kind, b->h.bins, b->h.is_abs, b->h.e};
+                double num[4] = {b->h.total, b->h.skipped, b->h.min, b->h.max};
+                ok = put(buf, len, cap, head, sizeof head) && put(buf, len, cap, num, sizeof num) &&
+                     put(buf, len, cap, b->h.count, sizeof *b->h.count * (size_t)b->h.bins);
+            }
+        }
+    }
+    return ok ? QR_OK : qr_errorf(e, "out of memory");
+}
+
+qr_status qr_calib_unpack(qr_calib *c, const unsigned char *buf, size_t n, size_t *at, qr_error *e)
+{
+    const qr_cal_desc *d = c->d;
+    int64_t bytes = -1, nfields = -1;
+    int ok = get(buf, n, at, &bytes, 8) && get(buf, n, at, &nfields, 8) && bytes == d->state_bytes &&
+             nfields == d->nfields;
+    for (int i = 0; ok && i < d->nfields; i++) {
+        const qr_state_field *f = &d->fields[i];
+        unsigned char *slot = (unsigned char *)c->state + f->at;
+        if (f->kind == QR_STATE_SCALAR)
+            ok = get(buf, n, at, slot, 8);
+        else if (f->kind == QR_STATE_ARRAY) { /* init gave the fresh state its memory, of the same length */
+            qrl_array a;
+            int64_t len = -1;
+            memcpy(&a, slot, sizeof a);
+            ok = get(buf, n, at, &len, 8) && len == a.len && get(buf, n, at, a.data, (size_t)(len * f->elem_bytes));
+        } else {
+            hist_box *b;
+            int64_t present = 0, head[HIST_HEAD];
+            double num[4];
+            memcpy(&b, slot, sizeof b);
+            ok = get(buf, n, at, &present, 8) && present == (b != NULL);
+            if (ok && b) {
+                ok = get(buf, n, at, head, sizeof head) && get(buf, n, at, num, sizeof num) && head[1] == b->h.bins &&
+                     get(buf, n, at, b->h.count, sizeof *b->h.count * (size_t)b->h.bins);
+                if (ok) {
+                    b->kind = (int)head[0];
+                    b->h.is_abs = (int)head[2];
+                    b->h.e = (int)head[3];
+                    b->h.total = num[0], b->h.skipped = num[1], b->h.min = num[2], b->h.max = num[3];
+                }
+            }
+        }
+    }
+    return ok ? QR_OK : qr_errorf(e, "calibrator '%s': a state received does not fit its layout", d->name);
 }
 
 qrl_qtype qr_qtype_of(qr_dtype t, int narrow, int axis)

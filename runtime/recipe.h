@@ -18,7 +18,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 23
+#define QR_RECIPE_ABI 24
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -210,6 +210,10 @@ typedef struct qrl_imports {
     /* The kernel just added declares its output's shape (tensor<T>[.., M, N]): one call per entry,
      * kind a qr_out_dim_kind (param and at as qr_out_dim says). */
     void (*add_out_dim)(qrl_module *m, int64_t kind, int64_t param, int64_t at);
+    /* The next field of the calibrator just added's state, in order (its typed layout, which
+     * qr_calib_pack follows): kind a qr_state_kind, at its offset in the state, elem_bytes the size
+     * of an array's elements (0 otherwise). */
+    void (*add_state)(qrl_module *m, const char *calibrator, int64_t kind, int64_t at, int64_t elem_bytes);
 } qrl_imports;
 
 struct qrl_rt {
@@ -335,8 +339,19 @@ typedef struct qr_cal_param {
     qr_cal_param_kind kind;
 } qr_cal_param;
 
+/* A calibrator state field's kind (add_state): an 8-byte scalar slot, a qrl_array of state memory,
+ * or a histogram (a pointer to one the runtime owns). */
+typedef enum qr_state_kind { QR_STATE_SCALAR, QR_STATE_ARRAY, QR_STATE_HIST } qr_state_kind;
+
+typedef struct qr_state_field {
+    qr_state_kind kind;
+    int64_t at, elem_bytes;
+} qr_state_field;
+
 typedef struct qr_cal_desc {
     const char *name;
+    qr_state_field *fields; /* the state's typed layout */
+    int nfields;
     int nparams, max_params; /* registered; declared (add_calibrator) */
     qr_cal_param *params;
     int64_t state_bytes;
@@ -588,6 +603,13 @@ qr_status qr_calib_observe(qr_calib *c, const qr_tensor *x, qr_error *e);
 /* Folds o's state into c's (same calibrator and parameters). */
 qr_status qr_calib_merge(qr_calib *c, const qr_calib *o, qr_error *e);
 qr_status qr_calib_solve(qr_calib *c, const qrl_qtype *t, qrl_qparams *out, qr_error *e);
+/* c's state as bytes, following its typed layout (scalars, arrays' elements, histograms' counts):
+ * appended to *buf (*len bytes of *cap, grown with realloc). What another process's
+ * qr_calib_unpack reads into a fresh instance of the same calibrator and parameters. */
+qr_status qr_calib_pack(const qr_calib *c, unsigned char **buf, size_t *len, size_t *cap, qr_error *e);
+/* Reads a state that qr_calib_pack wrote at buf[*at..n) into c (a fresh instance of the same
+ * calibrator and parameters), advancing *at; an error when the bytes do not fit c's layout. */
+qr_status qr_calib_unpack(qr_calib *c, const unsigned char *buf, size_t n, size_t *at, qr_error *e);
 /* The qtype of an integer dtype: signed or not, narrow range (e.g. -127..127). */
 qrl_qtype qr_qtype_of(qr_dtype t, int narrow, int axis);
 
