@@ -61,7 +61,14 @@ TEST_SRC  = $(wildcard tests/unit/test_*.c tests/conformance/test_*.c tests/e2e/
 TEST_BIN  = $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TEST_SUPPORT = $(patsubst %.c,$(B)/obj/%.o,$(wildcard tests/support/*.c))
 
-all: $(B)/qrl $(B)/libqrl.a $(B)/libqrl.so $(B)/libqrl.so.$(SOMAJOR)
+# The MPI transport (mpi/, runtime/dist.h): built into $(B)/qrl-mpi whenever mpicc exists. qrl
+# started by mpirun runs it (cli/main.c), so libqrl and qrl itself never depend on MPI.
+MPICC    ?= $(shell command -v mpicc 2>/dev/null)
+INC_mpi   = -Iruntime
+MPI_BIN   = $(if $(MPICC),$(B)/qrl-mpi)
+$(B)/obj/mpi/%.o: CC = $(MPICC)
+
+all: $(B)/qrl $(B)/libqrl.a $(B)/libqrl.so $(B)/libqrl.so.$(SOMAJOR) $(MPI_BIN)
 
 $(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h &: $(ONNX_PROTO)
 	@mkdir -p $(GEN)
@@ -130,11 +137,14 @@ $(B)/libqrl.so.$(SOMAJOR) $(B)/libqrl.so: $(B)/libqrl.so.$(VERSION)
 $(B)/qrl: $(CLI_OBJ) $(B)/libqrl.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(B)/libqrl.a $(LIBS)
 
+$(B)/qrl-mpi: $(CLI_OBJ) $(B)/obj/mpi/dist_mpi.o $(B)/libqrl.a
+	$(MPICC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(B)/obj/mpi/dist_mpi.o $(B)/libqrl.a $(LIBS)
+
 $(B)/tests/%: tests/%.c $(B)/libqrl.a $(TEST_SUPPORT) | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(INC_tests) -Itests/support $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(B)/libqrl.a -lcriterion $(LIBS) $(LDFLAGS)
 
-tests: $(TEST_BIN) $(B)/qrl $(B)/fuzz_models $(B)/libqrl.so $(B)/libqrl.so.$(SOMAJOR)
+tests: $(TEST_BIN) $(B)/qrl $(MPI_BIN) $(B)/fuzz_models $(B)/libqrl.so $(B)/libqrl.so.$(SOMAJOR)
 
 # The front-end fuzzer (tests/fuzz/, generator in tests/support/fuzzgen.c, shared with
 # tests/unit/test_fuzz.c). `make fuzz` runs a long campaign under ASan + UBSan

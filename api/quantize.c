@@ -11,6 +11,7 @@
 
 #include "api_model.h"
 #include "check.h"
+#include "dist.h"
 #include "compile.h"
 #include "iconv_jit.h"
 #include "ops/igemm.h"
@@ -208,6 +209,57 @@ void qrl_recipe_free(qrl_recipe *r)
     free(r);
 }
 
+static void sha256_tensor(qc_sha256_ctx *h, const qr_tensor *t)
+{
+    int64_t head[2 + QR_MAX_DIMS] = {t->dtype, t->ndim};
+    memcpy(head + 2, t->dims, sizeof *t->dims * (size_t)t->ndim);
+    qc_sha256_update(h, head, sizeof head);
+    qc_sha256_update(h, t->data, qr_tensor_nbytes(t));
+}
+
+/* Under mpirun, before any work: every rank was given the same model (its file's bytes, or its
+ * graph's initializers when it has no file), recipe (its sources), calibration data and labels
+ * (shapes and bytes), and options that change the result. */
+static qr_status same_inputs(const qrl_model *m, const qrl_recipe *r, const qr_tensor *c, int ni, const qr_tensor *lab,
+                             const qrl_quantize_opts *o, qr_error *e)
+{
+    if (qr_dist_size() <= 1)
+        return QR_OK;
+    unsigned char d[4][QC_SHA256_LEN];
+    qc_sha256_ctx h;
+    qc_sha256_init(&h);
+    FILE *f = m->path ? fopen(m->path, "rb") : NULL;
+    if (f) {
+        char buf[1 << 16];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+            qc_sha256_update(&h, buf, n);
+        fclose(f);
+    } else
+        for (int i = 0; i < m->g->n_values; i++)
+            if (m->g->values[i]->is_const)
+                sha256_tensor(&h, &m->g->values[i]->t);
+    qc_sha256_final(&h, d[0]);
+    qc_sha256_init(&h);
+    qc_sha256_update(&h, r->sha256, strlen(r->sha256));
+    qc_sha256_final(&h, d[1]);
+    qc_sha256_init(&h);
+    for (int i = 0; i < ni; i++)
+        sha256_tensor(&h, &c[i]);
+    if (lab)
+        sha256_tensor(&h, lab);
+    qc_sha256_final(&h, d[2]);
+    char opts[512];
+    int n = snprintf(opts, sizeof opts, "recipe-name=%s batch=%d calib-count=%lld labels=%d",
+                     o->recipe_name ? o->recipe_name : "", o->batch, (long long)o->calib_count, lab != NULL);
+    qc_sha256_init(&h);
+    qc_sha256_update(&h, opts, (size_t)n);
+    qc_sha256_final(&h, d[3]);
+    const unsigned char *ds[4] = {d[0], d[1], d[2], d[3]};
+    const char *what[4] = {"the model", "the recipe", "the calibration data", "the options"};
+    return qr_dist_same(ds, what, 4, QC_SHA256_LEN, e);
+}
+
 int qrl_quantize(const qrl_model *m, const qrl_recipe *r, const qrl_tensor *calib, const qrl_quantize_opts *o,
                  qrl_quantized **out, char *err, size_t errlen)
 {
@@ -232,8 +284,10 @@ int qrl_quantize(const qrl_model *m, const qrl_recipe *r, const qrl_tensor *cali
                         .threads = o->threads, .progress = o->progress, .labels = o->labels ? &lab : NULL,
                         .matmulnbits = o->matmulnbits};
     res->threads = m->threads;
-    qr_status st = qr_quantize(m->g, c, &qo, &res->q, &e);
+    qr_status st = same_inputs(m, r, c, ni, o->labels ? &lab : NULL, o, &e);
     if (st == QR_OK)
+        st = qr_quantize(m->g, c, &qo, &res->q, &e);
+    if (st == QR_OK && res->q->qdq) /* ranks other than 0 only calibrate: no export */
         st = provenance(res->q, r, c, ni, &e);
     if (st == QR_OK && index_qparams(res) != 0)
         st = qr_errorf(&e, "out of memory");

@@ -268,7 +268,9 @@ int cli_quantize(int argc, char **argv)
     char err[CLI_ERRLEN];
     qrl_recipe *r = NULL;
     qrl_quantized *q = NULL;
-    if (check_outputs(&a, err) != 0)
+    /* one job of several ranks (mpirun): rank 0 writes the outputs and prints, the others calibrate */
+    int root = qrl_dist_rank() == 0;
+    if (root && check_outputs(&a, err) != 0)
         return cli_fail(err);
     if (qrl_model_load(a.model, 0, &m, err, sizeof err) != 0)
         return cli_fail(err);
@@ -278,11 +280,11 @@ int cli_quantize(int argc, char **argv)
         return cli_fail(err);
     }
     qrl_quantize_opts qo = {.recipe_name = a.name, .batch = a.batch, .calib_count = a.count, .threads = a.threads,
-                            .progress = !a.quiet, .labels = a.labels ? &lab : NULL, .matmulnbits = a.matmulnbits};
+                            .progress = !a.quiet && root, .labels = a.labels ? &lab : NULL, .matmulnbits = a.matmulnbits};
     rc = cli_quantize_in_memory(a.model, m, a.recipe, a.no_cache, a.ncalib, a.calib, &qo, &r, &q);
-    if (rc == 0 && write_outputs(&a, q, err) != 0)
+    if (rc == 0 && root && write_outputs(&a, q, err) != 0)
         rc = cli_fail(err);
-    if (rc == 0)
+    if (rc == 0 && root)
         print_summary(&a, q);
     qrl_quantized_free(q);
     qrl_recipe_free(r);

@@ -105,6 +105,11 @@ int cli_parse_int(const char *s, int lo, int hi, int *out)
 int cli_default_threads(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
+    /* ranks of one job on this machine share its cores (mpirun sets the count) */
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    long ranks = local ? strtol(local, NULL, 10) : 1;
+    if (ranks > 1)
+        n /= ranks;
     return n < 1 ? 1 : n > 256 ? 256 : (int)n;
 }
 
@@ -131,7 +136,46 @@ static size_t parse_size(const char *s)
     return (size_t)v << shift;
 }
 
+/* Started by mpirun as one rank of several: the ranks run qrl-mpi beside this binary, the same
+ * program with the MPI transport (so qrl itself never depends on MPI). 0 to go on here (alone,
+ * or this is qrl-mpi), else the exit status. */
+static int exec_mpi(char **argv)
+{
+    const char *size = getenv("OMPI_COMM_WORLD_SIZE");
+    if (qrl_dist_linked() || !size || strtol(size, NULL, 10) <= 1)
+        return 0;
+    char self[4096] = "qrl-mpi";
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 16);
+    if (n > 0) {
+        self[n] = 0;
+        char *slash = strrchr(self, '/');
+        strcpy(slash ? slash + 1 : self, "qrl-mpi");
+        execv(self, argv);
+    }
+    fprintf(stderr, "qrl: started by mpirun as one of %s ranks, but this qrl was built without Open MPI (%s: %s); "
+                    "install libopenmpi-dev (tools/install-deps.sh) and rebuild\n",
+            size, self, strerror(errno));
+    return 1;
+}
+
+static int run(int argc, char **argv);
+
 int main(int argc, char **argv)
+{
+    int rc = exec_mpi(argv);
+    if (rc)
+        return rc;
+    char err[1024];
+    if (qrl_dist_start(&argc, &argv, err, sizeof err) != 0) {
+        fprintf(stderr, "qrl: %s\n", err);
+        return 1;
+    }
+    rc = run(argc, argv);
+    qrl_dist_end(rc);
+    return rc;
+}
+
+static int run(int argc, char **argv)
 {
 #ifdef __GLIBC__
     /* A quantize builds and frees an executor for every candidate its fallback measures, each
@@ -184,6 +228,12 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "--version")) {
         printf("qrl %s\n", qrl_version());
         return 0;
+    }
+    if (qrl_dist_size() > 1 && strcmp(cmd, "quantize")) {
+        if (qrl_dist_rank() == 0)
+            fprintf(stderr, "qrl: qrl %s runs in one process; under mpirun only qrl quantize runs (docs/distributed.md)\n",
+                    cmd);
+        return 2;
     }
     if (!strcmp(cmd, "dump"))
         return cli_dump(argc - 1, argv + 1);

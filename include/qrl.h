@@ -176,6 +176,17 @@ void qrl_outputs_abort(void);
  * arrives, then dies of the signal as before. */
 void qrl_cleanup_on_signals(void);
 
+/* Processes of one job (mpirun -np N qrl quantize ...; docs/distributed.md). qrl_dist_linked: this
+ * binary has the MPI transport (build/qrl-mpi). qrl_dist_start: joins the job when mpirun started
+ * the process (0; alone, it does nothing), -1 with err set when it cannot. qrl_dist_rank and
+ * qrl_dist_size: 0 and 1 alone. qrl_dist_end(status): leaves the job; a non-zero status ends
+ * every rank of it (the others may be waiting on this one). */
+int qrl_dist_linked(void);
+int qrl_dist_start(int *argc, char ***argv, char *err, size_t errlen);
+int qrl_dist_rank(void);
+int qrl_dist_size(void);
+void qrl_dist_end(int status);
+
 /* Process-wide limits: the bytes a run may allocate for tensors (0: half the RAM), checked when a
  * run is planned; the seconds one call of recipe code may run (0: no limit; default 60). */
 void qrl_set_max_memory(size_t bytes);

@@ -20,6 +20,7 @@
 #include "ops/ops_common.h"
 #include "passes.h"
 #include "quantize_plan.h"
+#include "dist.h"
 #include "export_dynamic.h"
 #include "weight_only.h"
 
@@ -872,6 +873,7 @@ typedef struct batch_run {
     int64_t count;
     int batch, kernel_threads;
     const char *what;
+    int64_t share;        /* samples of this rank's batches, for the progress bar */
     double t0;            /* when the run started, for the time left */
     _Atomic int64_t done; /* samples run, for the progress bar */
 } batch_run;
@@ -924,19 +926,111 @@ static void *run_worker(void *p)
                 fold_range(&in[i], &w->dlo[g->inputs[i]->id], &w->dhi[g->inputs[i]->id]);
         w->st = qr_plan_run_once(x, g, in, &w->err);
         int64_t done = (r->done += b);
-        if (a->index == 0 && done < r->count) /* the caller's thread draws the bar */
-            qr_plan_progress(r->q->o, r->what, done, r->count, r->t0);
+        if (a->index == 0 && done < r->share) /* the caller's thread draws the bar */
+            qr_plan_progress(r->q->o, r->what, done, r->share, r->t0);
     }
     qr_exec_free(x);
     free(in);
     return NULL;
 }
 
+/* What one rank's pass leaves, reduced over the ranks into rank 0's (runtime/dist.h): each slot's
+ * observed range and calibrator state (calibrating), or the dynamic values' ranges (the f32 pass). */
+typedef struct rank_state {
+    qr_qctx *q;
+    int calibrating, dyn;
+} rank_state;
+
+static qr_status pack_ranks(void *user, unsigned char **buf, size_t *len, size_t *cap, qr_error *e)
+{
+    rank_state *rs = user;
+    qr_qctx *q = rs->q;
+    for (int i = 0; rs->calibrating && i < q->nslots; i++) {
+        qr_slot *s = &q->slots[i];
+        double range[2] = {s->lo, s->hi};
+        unsigned char *b = realloc(*buf, *len + sizeof range > *cap ? (*cap = 2 * (*len + sizeof range)) : *cap);
+        if (!b)
+            return qr_errorf(e, "out of memory");
+        *buf = b;
+        memcpy(b + *len, range, sizeof range);
+        *len += sizeof range;
+        if (s->kind == SLOT_CALIBRATED && qr_calib_pack(s->cal, buf, len, cap, e) != QR_OK)
+            return QR_ERR;
+    }
+    if (rs->dyn) {
+        size_t n = sizeof *q->dyn_lo * (size_t)q->g->n_values;
+        unsigned char *b = realloc(*buf, *len + 2 * n > *cap ? (*cap = *len + 2 * n) : *cap);
+        if (!b)
+            return qr_errorf(e, "out of memory");
+        *buf = b;
+        memcpy(b + *len, q->dyn_lo, n);
+        memcpy(b + *len + n, q->dyn_hi, n);
+        *len += 2 * n;
+    }
+    return QR_OK;
+}
+
+static qr_status merge_ranks(void *user, const unsigned char *buf, size_t n, qr_error *e)
+{
+    rank_state *rs = user;
+    qr_qctx *q = rs->q;
+    size_t at = 0;
+    for (int i = 0; rs->calibrating && i < q->nslots; i++) {
+        qr_slot *s = &q->slots[i];
+        double range[2];
+        if (n - at < sizeof range)
+            return qr_errorf(e, "a calibration state received is truncated");
+        memcpy(range, buf + at, sizeof range);
+        at += sizeof range;
+        s->lo = range[0] < s->lo ? range[0] : s->lo;
+        s->hi = range[1] > s->hi ? range[1] : s->hi;
+        if (s->kind != SLOT_CALIBRATED)
+            continue;
+        qr_calib *o = NULL;
+        qr_status st = qr_calib_fresh(s->cal, &o, e);
+        if (st == QR_OK)
+            st = qr_calib_unpack(o, buf, n, &at, e);
+        if (st == QR_OK)
+            st = qr_calib_merge(s->cal, o, e);
+        qr_calib_free(o);
+        if (st != QR_OK) {
+            qr_error_prefix(e, "value '%s'", q->g->values[s->value]->name);
+            return st;
+        }
+    }
+    if (rs->dyn) {
+        size_t k = (size_t)q->g->n_values;
+        if (n - at != 2 * k * sizeof(double))
+            return qr_errorf(e, "the f32 pass's ranges received have the wrong size");
+        for (size_t i = 0; i < k; i++) {
+            double lo, hi;
+            memcpy(&lo, buf + at + i * sizeof lo, sizeof lo);
+            memcpy(&hi, buf + at + (k + i) * sizeof hi, sizeof hi);
+            q->dyn_lo[i] = lo < q->dyn_lo[i] ? lo : q->dyn_lo[i];
+            q->dyn_hi[i] = hi > q->dyn_hi[i] ? hi : q->dyn_hi[i];
+        }
+    } else if (at != n)
+        return qr_errorf(e, "a calibration state received has %zu bytes too many", n - at);
+    return QR_OK;
+}
+
+static qr_status reduce_ranks(qr_qctx *q, int calibrating, int dyn, qr_status local)
+{
+    rank_state rs = {q, calibrating, dyn};
+    qr_dist_reducer r = {&rs, pack_ranks, merge_ranks};
+    return qr_dist_reduce(&r, local, q->e);
+}
+
 static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *calib, int64_t count, int calibrating,
                              const char *what, double *ms)
 {
     batch_run r = {.q = q, .g = g, .calib = calib, .count = count, .batch = qr_plan_batch(q), .what = what};
-    int64_t nb = (count + r.batch - 1) / r.batch;
+    /* one rank of several (mpirun): its contiguous share of the batches, split among its workers
+     * as one process's are; the states are then reduced over the ranks (reduce_ranks) */
+    int64_t b0, b1;
+    qr_dist_share((count + r.batch - 1) / r.batch, &b0, &b1);
+    int64_t nb = b1 - b0;
+    r.share = (b1 * r.batch < count ? b1 * r.batch : count) - b0 * r.batch;
     int threads = q->o->threads > 1 ? q->o->threads : 1;
     int nw = nb < threads ? (int)nb : threads;
     if (nw < 1)
@@ -948,7 +1042,7 @@ static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *cal
     char *started = calloc((size_t)nw, 1);
     qr_status st = w && args && tid && started ? QR_OK : qr_errorf(q->e, "out of memory");
     for (int k = 0; st == QR_OK && k < nw; k++) {
-        w[k] = (calib_worker){.q = q, .first = nb * k / nw, .last = nb * (k + 1) / nw};
+        w[k] = (calib_worker){.q = q, .first = b0 + nb * k / nw, .last = b0 + nb * (k + 1) / nw};
         args[k] = (worker_arg){&r, &w[k], k};
         if (!calibrating && q->dyn_lo && g == q->g) { /* the f32 pass: the dynamic values' ranges */
             w[k].dlo = malloc(sizeof *w[k].dlo * (size_t)(g->n_values + 1));
@@ -990,7 +1084,7 @@ static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *cal
             st = QR_ERR;
         }
     if (st == QR_OK)
-        qr_plan_progress(q->o, what, count, count, t0);
+        qr_plan_progress(q->o, what, r.share, r.share, t0);
     /* Merged in worker order, into worker 0's states: one worker never calls merge. */
     for (int i = 0; st == QR_OK && calibrating && i < q->nslots; i++) {
         qr_slot *s = &q->slots[i];
@@ -1015,6 +1109,8 @@ static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *cal
             q->dyn_lo[i] = w[k].dlo[i] < q->dyn_lo[i] ? w[k].dlo[i] : q->dyn_lo[i];
             q->dyn_hi[i] = w[k].dhi[i] > q->dyn_hi[i] ? w[k].dhi[i] : q->dyn_hi[i];
         }
+    if (qr_dist_size() > 1) /* every rank takes part, failed or not: an error goes up the tree */
+        st = reduce_ranks(q, calibrating, !calibrating && q->dyn_lo && g == q->g, st);
     for (int k = 0; w && k < nw; k++) {
         for (int i = 0; w[k].cal && i < q->nslots; i++)
             qr_calib_free(w[k].cal[i]);
@@ -1527,6 +1623,11 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     if (st == QR_OK)
         st = run_batches(q, sim, calib, count, 1, "calibrate", &res->calib_ms);
     qr_graph_free(sim);
+    if (st == QR_OK && qr_dist_rank() != 0) { /* its share is in rank 0's states: rank 0 goes on alone */
+        res->samples = count;
+        res->calib_only = 1;
+        return QR_OK;
+    }
     /* Final choice: every calibrated slot solves over all it saw. */
     for (int i = 0; st == QR_OK && i < q->nslots; i++) {
         qr_slot *s = &q->slots[i];
@@ -1865,6 +1966,11 @@ static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_qu
         }
     } else if (st == QR_OK)
         st = calibrate(&q, res, calib);
+    if (st == QR_OK && res->calib_only) { /* a rank other than 0 of a distributed job */
+        qctx_free(&q);
+        *out = res;
+        return QR_OK;
+    }
     if (st == QR_OK && !res->ig && (st = qr_intgraph_build(&q, res->qdq, &res->ig, e)) != QR_OK)
         qr_error_prefix(e, "recipe '%s'", q.r->name);
     if (st == QR_OK)

@@ -5,7 +5,7 @@
 set -e
 PKGS="gcc g++ pkgconf make re2c lemon libgccjit-12-dev libcriterion-dev libprotobuf-c-dev protobuf-c-compiler
       libonnx-dev libonnx-testdata dataset-fashion-mnist python3-numpy python3-torch python3-onnx nodejs
-      groff-base"
+      groff-base openmpi-bin libopenmpi-dev"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
