@@ -1,0 +1,171 @@
+/* Distributed calibration through mpirun (docs/distributed.md), on the bundled Fashion-MNIST model
+ * and build/data: N ranks give the bytes one process gives, a wrong merge shows, a rank that dies
+ * or ranks given different inputs end the job with an error and no output. The oracle is the
+ * one-process qrl quantize (whose exports test_quantize.c checks against ONNX Runtime). Skipped,
+ * saying so, only where mpirun is not installed; CI installs Open MPI, so there it runs. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "testutil.h"
+
+static char *dir;
+
+static void setup(void)
+{
+    dir = tu_tmpdir();
+}
+
+static void teardown(void)
+{
+    tu_rmdir(dir);
+}
+
+TestSuite(dist, .init = setup, .fini = teardown, .timeout = 300);
+
+static const char *data_dir(void)
+{
+    const char *d = getenv("QRL_DATA");
+    return d && *d ? d : "build/data";
+}
+
+static void need_mpirun(void)
+{
+    if (tu_run("command -v mpirun", NULL) != 0)
+        cr_skip_test("mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev): the distributed "
+                     "calibration suite does not run");
+}
+
+/* mpirun as root on a machine with fewer cores than ranks */
+#define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe"
+
+/* The qrl quantize command line, without its outputs: recipe (and name), calibration options. */
+static void quantize_cmd(char *out, size_t n, const char *recipe, const char *extra)
+{
+    snprintf(out, n, "'%s' quantize '%s/examples/fmnist/fmnist_cnn.onnx' --recipe '%s/%s' --calib "
+                     "'%s/calib_images.npy' --quiet --threads 1 %s",
+             tu_qrl(), tu_root(), tu_root(), recipe, data_dir(), extra);
+}
+
+/* Runs `prefix Q -o dir/tag.onnx --qparams dir/tag.json`; returns the exit status. */
+static int quantize_to(const char *prefix, const char *q, const char *tag, char **log)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s -o '%s/%s.onnx' --qparams '%s/%s.json'", prefix, q, dir, tag, dir, tag);
+    return tu_run(cmd, log);
+}
+
+/* Whether dir/a.ext and dir/b.ext hold the same bytes. */
+static int same(const char *a, const char *b, const char *ext)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cmp -s '%s/%s.%s' '%s/%s.%s'", dir, a, ext, dir, b, ext);
+    return tu_run(cmd, NULL) == 0;
+}
+
+static void expect_runs(int rc, char *log, const char *what)
+{
+    cr_assert_eq(rc, 0, "%s failed (%d):\n%s", what, rc, log);
+    free(log);
+}
+
+/* Three ranks, one rank and one process: the same export and qparams, byte for byte, for minmax
+ * (with the recipe's fallback) and for a histogram calibrator (entropy). 200 samples in batches of
+ * 32 are 7 batches: shares of 2, 2 and 3. */
+Test(dist, np3_matches_one_process)
+{
+    need_mpirun();
+    const char *recipes[] = {"recipes/int8.qrl", "recipes/int8-entropy.qrl"};
+    for (int i = 0; i < 2; i++) {
+        char q[2048], *log;
+        quantize_cmd(q, sizeof q, recipes[i], "--calib-count 200");
+        expect_runs(quantize_to("", q, "one", &log), log, "qrl quantize");
+        expect_runs(quantize_to(MPIRUN " -np 1", q, "np1", &log), log, "mpirun -np 1");
+        expect_runs(quantize_to(MPIRUN " -np 3", q, "np3", &log), log, "mpirun -np 3");
+        cr_expect(same("one", "np1", "onnx") && same("one", "np1", "json"), "%s: -np 1 differs from one process",
+                  recipes[i]);
+        cr_expect(same("one", "np3", "onnx") && same("one", "np3", "json"), "%s: -np 3 differs from one process",
+                  recipes[i]);
+    }
+}
+
+/* tests/recipes/bad-merge.qrl's bad_merge drops merged states of several batches. One process on
+ * one thread merges only one-batch states: it calibrates exactly as minmax (good_merge). Three ranks
+ * of 4 batches each merge states of 4 batches: ranks 1 and 2 are lost, and the qparams change.
+ * good_merge, the same with minmax, stays identical: what changes is the merge, nothing else. */
+Test(dist, wrong_merge_changes_the_distributed_result)
+{
+    need_mpirun();
+    char bad[2048], good[2048], *log;
+    quantize_cmd(bad, sizeof bad, "tests/recipes/bad-merge.qrl", "--recipe-name bad_merge --calib-count 192 --batch 16");
+    quantize_cmd(good, sizeof good, "tests/recipes/bad-merge.qrl",
+                 "--recipe-name good_merge --calib-count 192 --batch 16");
+    expect_runs(quantize_to("", bad, "bad1", &log), log, "qrl quantize bad_merge");
+    expect_runs(quantize_to("", good, "good1", &log), log, "qrl quantize good_merge");
+    expect_runs(quantize_to(MPIRUN " -np 3", bad, "bad3", &log), log, "mpirun -np 3 bad_merge");
+    expect_runs(quantize_to(MPIRUN " -np 3", good, "good3", &log), log, "mpirun -np 3 good_merge");
+    cr_expect(same("bad1", "good1", "json"), "one process: bad_merge should calibrate as minmax");
+    cr_expect(same("good1", "good3", "json") && same("good1", "good3", "onnx"), "good_merge: -np 3 differs");
+    cr_expect(!same("bad1", "bad3", "json"), "bad_merge: -np 3 gave one process's qparams: the ranks' states "
+                                             "were not merged by the calibrator's merge");
+}
+
+static double now_s(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + tv.tv_usec * 1e-6;
+}
+
+/* Rank 2 is a real qrl rank, killed (SIGKILL: no cleanup of its own) one second in, while the
+ * ranks calibrate (this job takes several seconds). The job ends non-zero, mpirun names the rank
+ * that died, and no output (nor a temporary file beside it) is left. */
+Test(dist, killed_rank_ends_the_job)
+{
+    need_mpirun();
+    char q[2048], cmd[8192], *log;
+    quantize_cmd(q, sizeof q, "recipes/int8-entropy.qrl", "--calib-count 600");
+    char outs[1024];
+    snprintf(outs, sizeof outs, "-o '%s/k.onnx' --qparams '%s/k.json'", dir, dir);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s %s : -np 1 sh -c \"%s %s & p=\\$!; sleep 1; kill -9 \\$p; wait \\$p\"",
+             q, outs, q, outs);
+    double t0 = now_s();
+    int rc = tu_run(cmd, &log);
+    double took = now_s() - t0;
+    cr_expect_neq(rc, 0, "the job succeeded with a rank killed:\n%s", log);
+    cr_expect(strstr(log, "exited") || strstr(log, "non-zero") || strstr(log, "killed"),
+              "no message says a rank died:\n%s", log);
+    cr_expect_eq(tu_count_files(dir), 0, "files left in the output folder:\n%s", log);
+    cr_expect_geq(took, 1.0, "the job ended before the kill (%.2f s):\n%s", took, log);
+    free(log);
+}
+
+/* Rank 2 gets another recipe, then (another job) other calibration data: rank 0 names the rank and
+ * the input, and no rank writes anything. */
+Test(dist, different_inputs_end_the_job)
+{
+    need_mpirun();
+    char q[2048], other[2048], cmd[8192], *log;
+    quantize_cmd(q, sizeof q, "recipes/int8.qrl", "--calib-count 100");
+    char outs[1024];
+    snprintf(outs, sizeof outs, "-o '%s/d.onnx' --qparams '%s/d.json'", dir, dir);
+    quantize_cmd(other, sizeof other, "recipes/int8-minmax.qrl", "--calib-count 100");
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s %s : -np 1 %s %s", q, outs, other, outs);
+    int rc = tu_run(cmd, &log);
+    cr_expect_neq(rc, 0, "the job succeeded:\n%s", log);
+    cr_expect(strstr(log, "given different inputs: rank 2 (the recipe) differs from rank 0's"), "%s", log);
+    cr_expect_eq(tu_count_files(dir), 0, "files left in the output folder:\n%s", log);
+    free(log);
+    quantize_cmd(other, sizeof other, "recipes/int8.qrl", "--calib-count 100");
+    char *at = strstr(other, "calib_images.npy");
+    cr_assert(at);
+    memcpy(at, "test_images.npy' ", 17); /* same length: the same command, other samples */
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s %s : -np 1 %s %s", q, outs, other, outs);
+    rc = tu_run(cmd, &log);
+    cr_expect_neq(rc, 0, "the job succeeded:\n%s", log);
+    cr_expect(strstr(log, "rank 2 (the calibration data) differs from rank 0's"), "%s", log);
+    cr_expect_eq(tu_count_files(dir), 0, "files left in the output folder:\n%s", log);
+    free(log);
+}
