@@ -209,7 +209,7 @@ INSTALL_RECIPES = $(wildcard recipes/*.qrl) recipes/README.md
 INSTALL_DOCS    = README.md docs/language.md docs/quantizer.md docs/runtime.md
 INSTALL_EXAMPLE = $(wildcard examples/c/*)
 # Everything installed, for uninstall (folders QRL owns are removed when left empty).
-INSTALLED = $(BINDIR)/qrl $(LIBDIR)/libqrl.so.$(VERSION) $(LIBDIR)/libqrl.so.$(SOMAJOR) $(LIBDIR)/libqrl.so \
+INSTALLED = $(BINDIR)/qrl $(if $(MPI_BIN),$(BINDIR)/qrl-mpi) $(LIBDIR)/libqrl.so.$(VERSION) $(LIBDIR)/libqrl.so.$(SOMAJOR) $(LIBDIR)/libqrl.so \
             $(LIBDIR)/libqrl.a $(INCLUDEDIR)/qrl.h $(PKGCONFIGDIR)/qrl.pc $(MANDIR)/man1/qrl.1 \
             $(addprefix $(DATADIR)/qrl/,$(INSTALL_STDLIB) $(INSTALL_RECIPES)) \
             $(addprefix $(DOCDIR)/,$(notdir $(INSTALL_DOCS))) $(addprefix $(DOCDIR)/,$(INSTALL_EXAMPLE))
@@ -220,6 +220,7 @@ install: all
 		'$(DESTDIR)$(MANDIR)/man1' '$(DESTDIR)$(DATADIR)/qrl/stdlib' '$(DESTDIR)$(DATADIR)/qrl/recipes' \
 		'$(DESTDIR)$(DOCDIR)/examples/c'
 	$(INSTALL) -m 755 $(B)/qrl '$(DESTDIR)$(BINDIR)/qrl'
+	$(if $(MPI_BIN),$(INSTALL) -m 755 $(MPI_BIN) '$(DESTDIR)$(BINDIR)/qrl-mpi') # mpirun's qrl runs it from beside itself
 	$(INSTALL) -m 755 $(B)/libqrl.so.$(VERSION) '$(DESTDIR)$(LIBDIR)/libqrl.so.$(VERSION)'
 	ln -sfn libqrl.so.$(VERSION) '$(DESTDIR)$(LIBDIR)/libqrl.so.$(SOMAJOR)'
 	ln -sfn libqrl.so.$(SOMAJOR) '$(DESTDIR)$(LIBDIR)/libqrl.so'
