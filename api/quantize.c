@@ -109,6 +109,8 @@ static int index_qparams(qrl_quantized *res)
 {
     const qr_quantized *z = res->q;
     const qr_graph *g = z->qdq;
+    if (!g)
+        return 0; /* an MPI rank other than 0 only calibrates: nothing to index */
     res->qp = calloc((size_t)z->nlayers + (size_t)g->n_nodes + 1, sizeof *res->qp);
     if (!res->qp)
         return -1;
