@@ -1880,10 +1880,13 @@ static qr_status quantize_transformed(const qr_graph *g, const qr_recipe *r, con
 #define AUTO_BATCH_BYTES ((size_t)64 << 20)
 
 /* The default batch: one sample through g on an executor of its own tells its planned memory. */
-static int auto_batch(const qr_graph *g, const qr_tensor *calib, int64_t count)
+static int auto_batch(const qr_graph *g, const qr_tensor *calib)
 {
-    if (qr_graph_fixed_batch(g) > 0 || count < 2)
+    if (qr_graph_fixed_batch(g) > 0 || g->n_inputs < 1 || calib[0].ndim < 1 || calib[0].dims[0] < 2)
         return 32; /* qr_plan_batch takes the model's own batch */
+    for (int i = 0; i < g->n_inputs; i++) /* a sample 0 to run; quantize's check_calib words the errors */
+        if (calib[i].ndim < 1 || calib[i].dims[0] < 1 || calib[i].dtype != g->inputs[i]->t.dtype)
+            return 32;
     qr_exec *x = NULL;
     qr_error e;
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
@@ -1907,8 +1910,8 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
                       qr_error *e)
 {
     qr_quant_opts po = *o;
-    if (po.batch <= 0 && !po.from_file && check_calib(g, calib, e) == QR_OK)
-        po.batch = auto_batch(g, calib, calib[0].dims[0]);
+    if (po.batch <= 0 && !po.from_file)
+        po.batch = auto_batch(g, calib);
     return quantize(g, calib, &po, out, e, 0, NULL);
 }
 
