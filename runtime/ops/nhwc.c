@@ -238,6 +238,41 @@ static inline __attribute__((always_inline, target(DW_VNNI_TARGET))) void dw_vnn
     _mm512_mask_storeu_epi32(a + c, m, s);
 }
 
+/* Four pixels of one output row at once, NV (1, 2 or 4) vectors of 16 channels from c: pixel q's
+ * tap t reads p[t] + q * ps[t] (ps[t]: the stride in bytes between the pixels' windows, 0 for a tap
+ * on a row of padding, which all four read from the row of z). One pixel's taps are one chain of
+ * dependent vpdpbusd, whose latency (not the throughput) set the pace of dw_vnni_block on Zen 5:
+ * four pixels are 4 * NV independent chains, and each weight vector is loaded once for the four. */
+#define DW4_Q(X, v) X(0, v) X(1, v) X(2, v) X(3, v)
+#define DW4_ALL(X) DW4_Q(X, 0) DW4_Q(X, 1) DW4_Q(X, 2) DW4_Q(X, 3)
+static inline __attribute__((always_inline, target(DW_VNNI_TARGET))) void dw_vnni_block4(
+    const int NV, const int FLIP, uint32_t *a, int64_t acc_ps, const uint8_t *const *p, const int64_t *ps,
+    int64_t taps, const int32_t *wk, int64_t C, const int32_t *start, int64_t c, __m128i flip)
+{
+#define DW4_INIT(q, v)                                                                                       \
+    __m512i s##q##v = v < NV ? _mm512_loadu_si512((const void *)(start + c + 16 * v)) : _mm512_setzero_si512();
+    DW4_ALL(DW4_INIT)
+    for (int64_t t = 0; t < taps; t++) {
+        const uint8_t *x0 = p[t] + c;
+        const int64_t st = ps[t];
+        const int32_t *w = wk + t * C + c;
+#define DW4_W(v) __m512i w##v = v < NV ? _mm512_loadu_si512((const void *)(w + 16 * v)) : _mm512_setzero_si512();
+        DW4_W(0) DW4_W(1) DW4_W(2) DW4_W(3)
+#define DW4_TAP(q, v)                                                                                        \
+    if (v < NV)                                                                                               \
+        s##q##v = _mm512_dpbusd_epi32(s##q##v, dw_vnni_x(FLIP, x0 + q * st + 16 * v, flip), w##v);
+        DW4_ALL(DW4_TAP)
+    }
+#define DW4_STORE(q, v)                                                                                      \
+    if (v < NV)                                                                                               \
+        _mm512_storeu_si512((void *)(a + q * acc_ps + c + 16 * v), s##q##v);
+    DW4_ALL(DW4_STORE)
+#undef DW4_INIT
+#undef DW4_W
+#undef DW4_TAP
+#undef DW4_STORE
+}
+
 /* Output rows [oy0, oy1), pixel by pixel over a slice of channels [c0, c1) at a time: all C
  * when the weights (int32) fit in half of L1, else 128 at a time, whose weights stay in L1 across
  * the pixels (960 channels' 34 KB came from L2 for every pixel, and the loads, not the arithmetic,
@@ -252,6 +287,7 @@ static inline __attribute__((always_inline, target(DW_VNNI_TARGET))) void dw_vnn
     const int64_t slice = taps * C * (int64_t)sizeof(int32_t) <= DW_VNNI_L1_WEIGHTS ? C : 128;
     const __m128i fv = _mm_set1_epi8((char)flip);
     const uint8_t *p[DW_VNNI_TAPS], *rowp[DW_VNNI_TAPS];
+    int64_t ps[DW_VNNI_TAPS];
     for (int64_t c0 = 0; c0 < C; c0 += slice) {
         int64_t c1 = C - c0 > slice ? c0 + slice : C;
         for (int64_t oy = oy0; oy < oy1; oy++) {
@@ -261,6 +297,31 @@ static inline __attribute__((always_inline, target(DW_VNNI_TARGET))) void dw_vnn
             }
             for (int64_t ox = 0; ox < OW; ox++) {
                 int64_t ix0 = ox * g->stride[1] - g->pad_begin[1];
+                /* four pixels whose windows lie inside the row: dw_vnni_block4 */
+                if (ox + 4 <= OW && ix0 >= 0 && ix0 + 3 * g->stride[1] + (KW - 1) * g->dilation[1] < W) {
+                    for (int64_t kx = 0; kx < KW; kx++)
+                        for (int64_t ky = 0; ky < KH; ky++) {
+                            int64_t t = ky * KW + kx;
+                            p[t] = rowp[ky] ? rowp[ky] + (ix0 + kx * g->dilation[1]) * C : zrow;
+                            ps[t] = rowp[ky] ? g->stride[1] * C : 0;
+                        }
+                    uint32_t *a = acc + ((oy - oy0) * OW + ox) * acc_ps;
+                    int64_t c = c0;
+                    for (; c + 64 <= c1; c += 64)
+                        dw_vnni_block4(4, FLIP, a, acc_ps, p, ps, taps, wk, C, start, c, fv);
+                    for (; c + 32 <= c1; c += 32)
+                        dw_vnni_block4(2, FLIP, a, acc_ps, p, ps, taps, wk, C, start, c, fv);
+                    for (; c + 16 <= c1; c += 16)
+                        dw_vnni_block4(1, FLIP, a, acc_ps, p, ps, taps, wk, C, start, c, fv);
+                    for (int64_t q = 0; c < c1 && q < 4; q++) {
+                        const uint8_t *pq[DW_VNNI_TAPS];
+                        for (int64_t t = 0; t < taps; t++)
+                            pq[t] = p[t] + q * ps[t];
+                        dw_vnni_tail(a + q * acc_ps, pq, taps, wk, C, start, c, c1 - c, fv);
+                    }
+                    ox += 3;
+                    continue;
+                }
                 for (int64_t kx = 0; kx < KW; kx++) {
                     int64_t ix = ix0 + kx * g->dilation[1];
                     int in = ix >= 0 && ix < W;
