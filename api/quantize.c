@@ -167,6 +167,8 @@ static pthread_once_t iconv_once = PTHREAD_ONCE_INIT;
 
 static void iconv_register(void)
 {
+    /* the epilogue's vector form over channels-last blocks: one small function per program */
+    qr_rows_ep_set_specializer(qc_rows_ep_jit);
     const char *e = getenv("QRL_ICONV_JIT");
     if (e && !strcmp(e, "1")) {
         qr_iconv_set_specializer(qc_iconv_jit);

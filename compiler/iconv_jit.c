@@ -602,6 +602,79 @@ static void build(gen *g)
     gcc_jit_block_end_with_void_return(out, NULL);
 }
 
+/* The rows epilogue (qr_rows_ep_fn): for each 16 columns jj of [0, cols), masked past cols,
+ * the instructions that do not read the accumulator once (tables at c0 + jj), then per row r the
+ * accumulator's lanes at acc + r * acc_rs + jj, the rest, and y's bytes at y + r * y_rs + jj. */
+enum { R_Y, R_YRS, R_ACC, R_ACCRS, R_ROWS, R_COLS, R_C0, R_TABS };
+
+static void rows_column(gen *g, gcc_jit_block *b, gcc_jit_lvalue *jj, gcc_jit_lvalue *r, gcc_jit_lvalue *accv,
+                        gcc_jit_rvalue *mask, gcc_jit_block *next)
+{
+    gcc_jit_lvalue *t0 = local(g, g->v16, "t0_%d", g->nblocks, 0), *t1 = local(g, g->v16, "t1_%d", g->nblocks, 0);
+    gcc_jit_block_add_assignment(b, NULL, g->jb, bin(g, GCC_JIT_BINARY_OP_PLUS, prm(g, R_C0), rv(jj)));
+    for (int i = 0; i < g->ep->n; i++)
+        if (!g->ep->in[i].dep)
+            emit_insn(g, b, i, NULL, 0, mask, t0, t1);
+    gcc_jit_block *row = block(g);
+    gcc_jit_block_add_assignment(b, NULL, r, lng(g, 0));
+    gcc_jit_block_end_with_conditional(b, NULL, cmp(g, GCC_JIT_COMPARISON_GT, prm(g, R_ROWS), lng(g, 0)), row, next);
+    gcc_jit_rvalue *at = bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, rv(r), prm(g, R_ACCRS)), rv(jj));
+    asm_load(g, row, accv, addr(g, prm(g, R_ACC), at), 0, mask);
+    for (int i = 0; i < g->ep->n; i++)
+        if (g->ep->in[i].dep)
+            emit_insn(g, row, i, accv, 0, mask, t0, t1);
+    gcc_jit_rvalue *to = bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, rv(r), prm(g, R_YRS)), rv(jj));
+    asm_store(g, row, "vpmovdb", rv(g->val[g->ep->n - 1]), addr(g, prm(g, R_Y), to), 0, mask);
+    gcc_jit_block_add_assignment_op(row, NULL, r, GCC_JIT_BINARY_OP_PLUS, lng(g, 1));
+    gcc_jit_block_end_with_conditional(row, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(r), prm(g, R_ROWS)), row, next);
+}
+
+static void build_rows(gen *g)
+{
+    gcc_jit_context *c = g->c;
+    g->t_void = gcc_jit_context_get_type(c, GCC_JIT_TYPE_VOID);
+    g->t_i64 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_LONG);
+    g->t_i32 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_INT);
+    g->t_u16 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_UNSIGNED_SHORT);
+    g->t_u8 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_UNSIGNED_CHAR);
+    g->v16 = gcc_jit_type_get_vector(g->t_i32, 16);
+    g->p_i32c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->t_i32));
+    static const char *const names[] = {"y", "y_rs", "acc", "acc_rs", "rows", "cols", "c0", "tabs"};
+    gcc_jit_type *types[] = {gcc_jit_type_get_pointer(g->t_u8), g->t_i64, g->p_i32c, g->t_i64, g->t_i64, g->t_i64,
+                             g->t_i64, gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->p_i32c))};
+    for (int i = 0; i < 8; i++)
+        g->prm[i] = gcc_jit_context_new_param(c, NULL, types[i], names[i]);
+    g->fn = gcc_jit_context_new_function(c, NULL, GCC_JIT_FUNCTION_EXPORTED, g->t_void, "qr_iconv", 8, g->prm, 0);
+    g->jb = local(g, g->t_i64, "jb", 0, 0);
+    g->mask = local(g, g->t_u16, "mask", 0, 0);
+    g->kmask = local(g, g->t_u16, "kmask", 0, 0);
+    for (int i = 0; i < g->ep->n; i++)
+        g->val[i] = local(g, g->v16, "v%d", i, 0);
+    for (int t = 0; t < g->ep->ntabs; t++)
+        g->tab[t] = local(g, g->p_i32c, "tab%d", t, 0);
+    gcc_jit_lvalue *jj = local(g, g->t_i64, "jj", 0, 0), *r = local(g, g->t_i64, "r", 0, 0);
+    gcc_jit_lvalue *accv = local(g, g->v16, "accv", 0, 0);
+    gcc_jit_block *entry = block(g), *cols = block(g), *pick = block(g), *full = block(g), *part = block(g),
+                  *advance = block(g), *out = block(g);
+    for (int t = 0; t < g->ep->ntabs; t++)
+        gcc_jit_block_add_assignment(entry, NULL, g->tab[t],
+                                     rv(gcc_jit_context_new_array_access(c, NULL, prm(g, R_TABS), lng(g, t))));
+    gcc_jit_block_add_assignment(entry, NULL, jj, lng(g, 0));
+    gcc_jit_block_end_with_jump(entry, NULL, cols);
+    gcc_jit_block_end_with_conditional(cols, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(jj), prm(g, R_COLS)), pick, out);
+    gcc_jit_rvalue *left = bin(g, GCC_JIT_BINARY_OP_MINUS, prm(g, R_COLS), rv(jj));
+    gcc_jit_block_end_with_conditional(pick, NULL, cmp(g, GCC_JIT_COMPARISON_GE, left, lng(g, 16)), full, part);
+    rows_column(g, full, jj, r, accv, NULL, advance); /* 16 real columns: no masks */
+    gcc_jit_rvalue *bits = bin(g, GCC_JIT_BINARY_OP_MINUS,
+                               bin(g, GCC_JIT_BINARY_OP_LSHIFT, lng(g, 1), bin(g, GCC_JIT_BINARY_OP_MINUS, prm(g, R_COLS), rv(jj))),
+                               lng(g, 1));
+    gcc_jit_block_add_assignment(part, NULL, g->mask, gcc_jit_context_new_cast(c, NULL, bits, g->t_u16));
+    rows_column(g, part, jj, r, accv, rv(g->mask), advance);
+    gcc_jit_block_add_assignment_op(advance, NULL, jj, GCC_JIT_BINARY_OP_PLUS, lng(g, 16));
+    gcc_jit_block_end_with_jump(advance, NULL, cols);
+    gcc_jit_block_end_with_void_return(out, NULL);
+}
+
 static int cpu_ok(void)
 {
 #if defined(__x86_64__)
@@ -645,6 +718,10 @@ static gcc_jit_context *new_context(int64_t taps, int64_t k4, int64_t n, const v
     for (char *save = NULL, *w = strtok_r(flags, " ", &save); w; w = strtok_r(NULL, " ", &save))
         gcc_jit_context_add_command_line_option(c, w);
     gen g = {.c = c, .taps = taps, .k4 = k4, .n = n, .n16 = (n + 15) / 16 * 16, .groups = k4 / 4, .ep = ep};
+    if (taps == 0) { /* the rows epilogue of ep (qc_rows_ep_jit) */
+        build_rows(&g);
+        return c;
+    }
     qc_iconv_jit_tile(taps, k4, n, &g.rows, &g.vecs);
     build(&g);
     return c;
@@ -741,7 +818,7 @@ static void compile(int64_t taps, int64_t k4, int64_t n, const char *prog, any_f
     *dl = NULL;
     *res = NULL;
     static vprog ep; /* under table_lock */
-    if (!cpu_ok() || !shape_ok(taps, k4, n) || (prog && parse_prog(prog, &ep) != 0))
+    if (!cpu_ok() || (taps ? !shape_ok(taps, k4, n) : !prog) || (prog && parse_prog(prog, &ep) != 0))
         return;
     char key[64];
     shape_key(taps, k4, n, prog, key, sizeof key);
@@ -855,6 +932,11 @@ qr_iconv_fn qc_iconv_jit(int64_t taps, int64_t k4, int64_t n)
 qr_iconv_ep_fn qc_iconv_jit_ep(int64_t taps, int64_t k4, int64_t n, const char *prog)
 {
     return prog ? (qr_iconv_ep_fn)lookup(taps, k4, n, prog) : NULL;
+}
+
+qr_rows_ep_fn qc_rows_ep_jit(const char *prog)
+{
+    return prog ? (qr_rows_ep_fn)lookup(0, 0, 0, prog) : NULL; /* taps 0: no convolution's shape */
 }
 
 void qc_iconv_jit_release(void)

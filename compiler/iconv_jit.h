@@ -27,6 +27,10 @@ qr_iconv_fn qc_iconv_jit(int64_t taps, int64_t k4, int64_t n);
  * well-formed program; thread-safe. */
 qr_iconv_ep_fn qc_iconv_jit_ep(int64_t taps, int64_t k4, int64_t n, const char *prog);
 
+/* The epilogue of program prog alone over channels-last blocks (qr_rows_ep_fn, igemm.h): one
+ * function per program, compiled and cached as the kernels are. NULL as above. */
+qr_rows_ep_fn qc_rows_ep_jit(const char *prog);
+
 /* Frees every compiled kernel; pointers handed out before become invalid.
  * Registered with atexit by the first compilation, so a process frees them
  * at exit without calling it. */

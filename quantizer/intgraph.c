@@ -10,6 +10,7 @@
 #include "layout.h"
 #include "passes.h"
 #include "ops/conv_epilogue.h"
+#include "ops/igemm.h"
 #include "ops/lookup.h"
 #include "ops/ops_common.h"
 #include "ops/pool_nhwc.h"
@@ -417,6 +418,23 @@ static qr_status rows_block(const qr_acc_epilogue *ep, const qr_acc_block *b, qr
     return run_tile(ep->user, 1, b, e);
 }
 
+/* The vector form's tables (vecmap.h): each table's low 32 bits (an i32's or an f32's: ew.bits),
+ * m lanes each, in the node's workspace; NULL when it cannot have them (k->err says why). */
+static const int32_t *const *table_lanes(qr_kctx *k, const int64_t *tab, int tables, int64_t m)
+{
+    int ntab = tables > 0 ? tables : 1;
+    int32_t *lanes = qr_kwork(k, ntab, m, sizeof(int32_t), "epilogue's channel tables, 32-bit");
+    const int32_t **ptrs = qr_kwork(k, 1, ntab, sizeof *ptrs, "epilogue's table pointers");
+    if (!lanes || !ptrs)
+        return NULL;
+    for (int i = 0; i < tables; i++) {
+        ptrs[i] = lanes + i * m;
+        for (int64_t c = 0; c < m; c++)
+            lanes[i * m + c] = (int32_t)(uint32_t)(uint64_t)tab[i * m + c];
+    }
+    return ptrs;
+}
+
 /* The channels-last epilogue of an NHWC convolution: its per-channel values for all m output
  * channels computed once, into tables from the node's workspace, before any block runs, and
  * for its vector form (when it has one) as 32-bit lanes.
@@ -441,17 +459,9 @@ static qr_status bind_rows(qr_kctx *k, tile_run *t, qr_acc_epilogue *ep)
     ep->run_rows = rows_block;
     if (st != QR_OK || !t->c->nhwc->vector_epilogue || (env && !strcmp(env, "rows")))
         return st;
-    /* the vector form reads each table's low 32 bits (an i32's or an f32's: ew.bits) */
-    int ntab = t->c->tables > 0 ? t->c->tables : 1;
-    int32_t *lanes = qr_kwork(k, ntab, m, sizeof(int32_t), "epilogue's channel tables, 32-bit");
-    const int32_t **ptrs = qr_kwork(k, 1, ntab, sizeof *ptrs, "epilogue's table pointers");
-    if (!lanes || !ptrs)
+    const int32_t *const *ptrs = table_lanes(k, tab, t->c->tables, m);
+    if (!ptrs)
         return QR_ERR;
-    for (int i = 0; i < t->c->tables; i++) {
-        ptrs[i] = lanes + i * m;
-        for (int64_t c = 0; c < m; c++)
-            lanes[i * m + c] = (int32_t)(uint32_t)(uint64_t)tab[i * m + c];
-    }
     ep->vprog = t->c->nhwc->vector_epilogue;
     ep->vtabs = ptrs;
     return QR_OK;
@@ -505,6 +515,17 @@ static qr_status kcall_rows(qr_kctx *k, const qr_intcall *c, int *done)
     if (run_tile(&t, 1, &fill, k->err) != QR_OK)
         return QR_ERR;
     t.fill = 0;
+    /* the vector form compiled alone (qr_rows_ep_fn) when there is one: the same bytes */
+    const char *prog = c->nhwc && !(env && !strcmp(env, "rows")) ? c->nhwc->vector_epilogue : NULL;
+    qr_rows_ep_fn rows_ep = prog && qr_dtype_size(k->out[0]->dtype) == 1 ? qr_rows_ep_specialized(prog) : NULL;
+    if (rows_ep) {
+        const int32_t *const *tabs = table_lanes(k, tab, c->tables, m);
+        if (!tabs)
+            return QR_ERR;
+        rows_ep(k->out[0]->data, m, acc->data, m, n / m, m, 0, tabs);
+        *done = 1;
+        return QR_OK;
+    }
     qr_acc_block all = {.acc = acc->data, .acc_rs = m, .rows = n / m, .cols = m, .c0 = 0, .y_off = 0, .y_rs = m};
     if (run_tile(&t, 1, &all, k->err) != QR_OK)
         return QR_ERR;

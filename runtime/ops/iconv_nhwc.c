@@ -71,6 +71,7 @@ typedef struct nhwc_job {
     size_t at_rows;      /* gather: the block's rows in the slot */
     qr_iconv_fn fn;
     qr_iconv_ep_fn fused; /* the epilogue's vector form fused into a specialized kernel: no block epilogue */
+    qr_rows_ep_fn rows_ep; /* the epilogue's vector form compiled alone, for channels-last blocks */
     uint8_t *y;
     size_t esize; /* y's element size */
     uint8_t *work; /* per slot: pointers, the block's accumulator, it turned, the epilogue's y */
@@ -282,7 +283,9 @@ static void block_epilogue(nhwc_job *j, uint8_t *slot, int32_t *acc, int64_t r0,
     if (j->ep->run_rows) { /* channels last as they are: y straight into the output, or the block's rows */
         uint8_t *ys = j->y_split ? j->y_split + off * es : slot + j->at_y;
         qr_acc_block b = {acc + c0, j->m, rows, n, c0, j->ep->then ? c0 : off + c0, j->m, j->ep->then ? ys : NULL};
-        if (j->ep->run_rows(j->ep, &b, &e) != QR_OK)
+        if (j->rows_ep) /* the same bytes (vecmap.h), 16 lanes an instruction */
+            j->rows_ep(j->ep->then ? ys + c0 : j->y + off + c0, j->m, acc + c0, j->m, rows, n, c0, j->ep->vtabs);
+        else if (j->ep->run_rows(j->ep, &b, &e) != QR_OK)
             nhwc_failed(j, &e);
         else if (then && j->ep->then(j->ep, ys, off, rows * j->m, &e) != QR_OK)
             nhwc_failed(j, &e);
@@ -572,6 +575,8 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     j.esize = ep->then ? ep->y_size : qr_dtype_size(k->out[0]->dtype);
     if (j.esize > sizeof(int32_t))
         return QR_KERR(k, "an NHWC convolution's epilogue writes at most 4-byte elements, not %zu", j.esize);
+    if (ep->run_rows && ep->vprog && ep->vtabs && j.esize == 1)
+        j.rows_ep = qr_rows_ep_specialized(ep->vprog);
     if (depthwise) {
         /* output rows: an accumulator block of about 256 KB */
         j.mb = 1 + (65536 / (j.c > 0 ? j.c : 1)) / (g.small[1] > 0 ? g.small[1] : 1);

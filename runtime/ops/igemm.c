@@ -418,3 +418,16 @@ qr_iconv_ep_fn qr_iconv_specialized_ep(int64_t taps, int64_t k4, int64_t n, cons
     qr_iconv_ep_specializer f = __atomic_load_n(&iconv_ep_specializer, __ATOMIC_ACQUIRE);
     return f && prog ? f(taps, k4, n, prog) : NULL;
 }
+
+static qr_rows_ep_specializer rows_ep_specializer;
+
+void qr_rows_ep_set_specializer(qr_rows_ep_specializer f)
+{
+    __atomic_store_n(&rows_ep_specializer, f, __ATOMIC_RELEASE);
+}
+
+qr_rows_ep_fn qr_rows_ep_specialized(const char *prog)
+{
+    qr_rows_ep_specializer f = __atomic_load_n(&rows_ep_specializer, __ATOMIC_ACQUIRE);
+    return f && prog && !qr_igemm_portable_forced() ? f(prog) : NULL;
+}

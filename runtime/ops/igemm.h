@@ -180,6 +180,19 @@ typedef qr_iconv_ep_fn (*qr_iconv_ep_specializer)(int64_t taps, int64_t k4, int6
 void qr_iconv_set_ep_specializer(qr_iconv_ep_specializer f);
 /* The registered one's kernel for this shape and program, NULL when there is none. */
 qr_iconv_ep_fn qr_iconv_specialized_ep(int64_t taps, int64_t k4, int64_t n, const char *prog);
+/* The recipe's epilogue alone, by its program (compiler/vecmap.h), over a channels-last block:
+ * y[r * y_rs + j] = the program's bytes of acc[r * acc_rs + j] for rows r < rows and columns
+ * j < cols, its tables read at column c0 + j (tabs[t]: one int32 lane per output channel). What a
+ * convolution runs instead of the channels-last kernel (qr_acc_epilogue.run_rows) when its
+ * epilogue has a vector form and the API registered a compiler for them: 16 lanes an
+ * instruction, where GCC's vectorizer made 8-lane code with 64-bit tables. */
+typedef void (*qr_rows_ep_fn)(uint8_t *y, int64_t y_rs, const int32_t *acc, int64_t acc_rs, int64_t rows,
+                              int64_t cols, int64_t c0, const int32_t *const *tabs);
+typedef qr_rows_ep_fn (*qr_rows_ep_specializer)(const char *prog);
+void qr_rows_ep_set_specializer(qr_rows_ep_specializer f);
+/* The registered one's function for prog; NULL when there is none or the portable kernels are
+ * forced (QRL_IGEMM=portable). */
+qr_rows_ep_fn qr_rows_ep_specialized(const char *prog);
 /* The registered specializer's kernel for this shape, NULL when none is registered or it has none:
  * asked once per layer, when its weights are packed. */
 qr_iconv_fn qr_iconv_specialized(int64_t taps, int64_t k4, int64_t n);

@@ -223,6 +223,23 @@ static void check_fused(const qrl_module *m, const char *kernel, void **scalars,
                          kernel, (long long)l.taps, (long long)l.k4, (long long)l.n, (long long)(i / l.n),
                          (long long)(i % l.n), l.got[i], l.want[i], l.acc[i]);
         cr_assert_eq(l.got[l.rows * l.n], 0xa5, "written past the last row");
+        /* the rows epilogue alone (qc_rows_ep_jit): all of y, then columns [c0, c1) of rows [1, rows)
+         * (a ragged start and end, tables read at c0), nothing outside them written */
+        qr_rows_ep_fn rows_ep = qc_rows_ep_jit(k->vector_epilogue);
+        cr_assert(rows_ep, "%s: no rows epilogue", kernel);
+        for (int part = 0; part < 2; part++) {
+            int64_t c0 = part ? l.n / 3 + 1 : 0, c1 = part ? l.n - l.n / 5 : l.n, r0 = part && l.rows > 1;
+            memset(l.got, 0xa5, (size_t)(l.rows * l.n) + 1);
+            rows_ep(l.got + r0 * l.n + c0, l.n, l.acc + r0 * l.n + c0, l.n, l.rows - r0, c1 - c0, c0, tabs);
+            for (int64_t i = 0; i <= l.rows * l.n; i++) {
+                int64_t r = i / l.n, c = i % l.n;
+                int in = i < l.rows * l.n && r >= r0 && c >= c0 && c < c1;
+                cr_assert_eq(l.got[i], in ? l.want[i] : 0xa5,
+                             "%s rows epilogue, n %lld, columns [%lld, %lld) of rows from %lld: y[%lld][%lld] = %d, "
+                             "want %d (acc %d)", kernel, (long long)l.n, (long long)c0, (long long)c1, (long long)r0,
+                             (long long)r, (long long)c, l.got[i], in ? l.want[i] : 0xa5, i < l.rows * l.n ? l.acc[i] : 0);
+            }
+        }
         free(lanes);
         drop_layer(&l);
     }
