@@ -2,7 +2,8 @@
 # Inference benchmark of `make bench` (QRL-E), in one run on this machine: for the bundled
 # Fashion-MNIST CNN, a small ResNet with residual Adds (tools/make_bench_models.py) and
 # torchvision ResNet-18 and MobileNetV2 (random weights, tools/export_torchvision.py):
-#   QRL int8 (the recipe's export, run on QRL's integer kernels), the same with
+#   QRL int8 (the all-int8 export of recipes/int8-minmax.qrl, run on QRL's integer kernels; the
+#   quantize time and SQNR lines are recipes/int8.qrl's, with its fallback), the same with
 #   QRL_ICONV_JIT=1 (kernels compiled per layer, the epilogue fused) and QRL f32 - qrl bench
 #   ONNX Runtime (onnxruntime-node) on the same f32 model and on QRL's export  - tools/ort_bench.js
 #   PyTorch f32 and FX post-training int8 (not for the CNN: ONNX only)         - tools/torch_bench.py
@@ -140,8 +141,14 @@ for name in $MODELS; do
     echo "== $name"
     t0=$(date +%s.%N)
     # one thread, as the target and the table say (quantize defaults to every core)
-    $B/qrl quantize "$f32" --recipe recipes/int8.qrl --calib "$calib" -o "$q8" --threads 1 > "$D/$name.quantize.txt"
+    $B/qrl quantize "$f32" --recipe recipes/int8.qrl --calib "$calib" -o "$D/$name.int8-fallback.onnx" --threads 1 \
+        > "$D/$name.quantize.txt"
     t1=$(date +%s.%N)
+    # the speed rows run the all-integer export (recipes/int8-minmax.qrl: every layer int8, no
+    # fallback), QRL and ORT alike: int8.qrl's fallback leaves a model's sensitive layers f32 (half
+    # of MobileNetV2's MACs with random weights), which would time f32 kernels as int8
+    $B/qrl quantize "$f32" --recipe recipes/int8-minmax.qrl --calib "$calib" -o "$q8" --threads 1 \
+        > "$D/$name.quantize_all8.txt"
     # "calibration: N samples in X ms (one fp32 pass: Y ms, ratio R)"
     cal=$(sed -n 's/^calibration: \([0-9]*\) samples in \([0-9.]*\) ms (one fp32 pass: \([0-9.]*\) ms.*/\1 \2 \3/p' \
         "$D/$name.quantize.txt")
@@ -149,6 +156,7 @@ for name in $MODELS; do
     echo "{\"quantize_s\": $(awk "BEGIN { print $t1 - $t0 }"), \"samples\": $1, \"calib_ms\": $2, \"fp32_pass_ms\": $3}" \
         > "$D/$name.quantize.json"
     grep -E "^(calibration|output):" "$D/$name.quantize.txt"
+    echo "all-int8 export (the speed rows): $(grep -E "^output:" "$D/$name.quantize_all8.txt")"
     $B/qrl bench "$f32" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_f32.json"
     $B/qrl bench "$q8" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_int8.json"
     # phase 2: kernels compiled per layer shape, the epilogue fused (compiled before the timed runs)
