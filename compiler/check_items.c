@@ -424,9 +424,11 @@ static void lower_convention(ctx *c, const ql_node *pat, ql_node *lower)
         }
     }
     /* A first parameter `acc: tensor<i32>` receives the int32 accumulator the
-     * runtime computes for the matched node (an epilogue kernel). */
+     * runtime computes for the matched node (an epilogue kernel); `acc:
+     * tensor<i64>` the int64 one of 16-bit activations. */
     int skip = np > 0 && !strcmp(kp->kids[0]->name, "acc") && kp->kids[0]->type &&
-               qc_type_eq(kp->kids[0]->type, qc_tensor_of(c->ar, &qc_i32));
+               (qc_type_eq(kp->kids[0]->type, qc_tensor_of(c->ar, &qc_i32)) ||
+                qc_type_eq(kp->kids[0]->type, qc_tensor_of(c->ar, &qc_i64)));
     if (np - skip != nw) {
         chk_err(c, cl, "kernel '%s' takes %d parameters but this lowering passes %d (quantized values pass tensor, "
                    "scale and zero point; see the lowering convention in docs/language.md)",

@@ -181,8 +181,8 @@ static qr_status kcall_infer(qr_kctx *k)
 {
     qr_dtype to = (qr_dtype)qr_attr_i(k->node, "to", QR_UNDEF);
     if (qr_attr_i(k->node, "acc", 0)) {
-        if (!k->in[0] || k->in[0]->dtype != QR_I32)
-            return QR_KERR(k, "QrlKernel: the accumulator must be int32");
+        if (!k->in[0] || (k->in[0]->dtype != QR_I32 && k->in[0]->dtype != QR_I64))
+            return QR_KERR(k, "QrlKernel: the accumulator must be int32 or int64");
         return qr_set_out(k, 0, to, k->in[0]->ndim, k->in[0]->dims);
     }
     const int64_t *od;
@@ -1041,6 +1041,13 @@ static qr_dtype arg_dtype(const builder *b, const plan_arg *a)
     return b->q->act_dtype;
 }
 
+/* The accumulator ConvInteger and MatMulInteger give for activations of type t: int32 for 8 bits,
+ * int64 for 16 (runtime/ops/quant.c sums their bytes in int32 and combines them in int64). */
+static qr_dtype acc_dtype(qr_dtype t)
+{
+    return t == QR_U16 || t == QR_I16 ? QR_I64 : QR_I32;
+}
+
 /* Whether kernel lowering l takes the types the recipe chose; why says what does not fit. */
 static int lowering_fits(const builder *b, const struct mrec *r, const qr_pat_lower *l, const qr_fn_desc *kd,
                          const ptype *pt, int np, int *acc, char *why, size_t whyn)
@@ -1054,9 +1061,15 @@ static int lowering_fits(const builder *b, const struct mrec *r, const qr_pat_lo
     }
     for (int i = 0; i < n; i++)
         nw += arg_width(&pa[i]);
-    *acc = np == nw + 1 && pt[0].kind == ARG_TENSOR && pt[0].elem == QR_I32;
+    *acc = np == nw + 1 && pt[0].kind == ARG_TENSOR && (pt[0].elem == QR_I32 || pt[0].elem == QR_I64);
     if (np != nw + *acc) {
         snprintf(why, whyn, "kernel '%s' takes %d parameters, the lowering passes %d", kd->name, np, nw);
+        return 0;
+    }
+    qr_dtype acc_t = acc_dtype(b->q->act_dtype);
+    if (*acc && pt[0].elem != acc_t) {
+        snprintf(why, whyn, "kernel '%s' takes its accumulator as tensor<%s>, but %s activations accumulate in %s",
+                 kd->name, qr_dtype_name(pt[0].elem), qr_dtype_name(b->q->act_dtype), qr_dtype_name(acc_t));
         return 0;
     }
     for (int i = 0, p = *acc; i < n; p += arg_width(&pa[i]), i++) {
@@ -1415,7 +1428,7 @@ static qr_status kernel_node(builder *b, const struct mrec *r, const qr_fn_desc 
     if (yi->q && want_acc && !real) { /* y comes from an int32 accumulator */
         qr_qinfo *qi = qr_arena_memdup(&b->d->arena, yi->q, sizeof *qi);
         if (qi)
-            qi->acc = QR_I32, yi->q = qi;
+            qi->acc = acc_dtype(q->act_dtype), yi->q = qi;
     }
     return QR_OK;
 }
@@ -1524,7 +1537,7 @@ static qr_status lower_match(builder *b, const struct mrec *r)
             island(b, r->out); /* structurally not lowerable: the group stays f32 between its Q/DQ borders */
             return QR_OK;
         }
-        ka.args[ka.na++] = (qi_arg){.kind = ARG_TENSOR, .input = ka.nin, .want = QR_I32};
+        ka.args[ka.na++] = (qi_arg){.kind = ARG_TENSOR, .input = ka.nin, .want = acc_dtype(b->q->act_dtype)};
         ka.orig_in[ka.nin] = -1;
         ka.ins[ka.nin++] = acc;
     }
@@ -2031,6 +2044,8 @@ static qr_status fuse_epilogues(builder *b)
             ci >= b->ig->ncalls)
             continue;
         qr_intcall *c = &b->ig->calls[ci];
+        if (c->k->nparams < 1 || c->k->params[0].elem != QR_I32)
+            continue; /* an int64 accumulator (16-bit activations) is made whole, never in int32 blocks */
         const qr_fn_desc *tile = qr_module_tile(b->q->m, c->k);
         if (tile && rows_are_channels(c, tile, conv))
             fuse(b, conv, n, c, tile);

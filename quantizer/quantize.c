@@ -1777,11 +1777,14 @@ static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_qu
 
 /* The QDQ graph as the file says it: dynamically quantized Convs in ONNX Runtime's integer
  * operators (export_dynamic.h). */
-static qr_status export_form(qr_graph *d, qr_error *e)
+static qr_status export_form(qr_graph *d, qr_dtype act, qr_error *e)
 {
     int n = qr_export_dynamic_convs(d);
     if (n < 0)
         return qr_graph_check_oom(d, e) != QR_OK ? QR_ERR : qr_errorf(e, "out of memory");
+    /* QuantizeLinear and DequantizeLinear take 16-bit integers from opset 21 */
+    if ((act == QR_U16 || act == QR_I16) && qr_pass_raise_opset(d, 21, e) != QR_OK)
+        return QR_ERR;
     return n ? qr_graph_toposort(d, e) : QR_OK;
 }
 
@@ -1979,7 +1982,7 @@ static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_qu
     if (st == QR_OK)
         st = fill_layers(&q, res);
     if (st == QR_OK) /* the file only: the integer graph and the measures are made */
-        st = export_form(res->qdq, e);
+        st = export_form(res->qdq, q.act_dtype, e);
     if (st == QR_OK) {
         res->notes = q.notes; /* the result owns them now */
         res->nnotes = q.nnotes;

@@ -7,6 +7,7 @@
 
 #include "exec.h"
 #include "op.h"
+#include "passes.h"
 #include "quantize_plan.h"
 
 int qr_weight_only_recipe(const qr_recipe *r)
@@ -283,27 +284,6 @@ static int takes_weight(const qr_node *n, int *kax)
     return 0;
 }
 
-/* The DequantizeLinear the export adds needs opset 21 (4-bit types, blocks); the model's nodes
- * keep their meaning there except the Reduce ops that took axes as an attribute before 18. */
-static qr_status raise_opset(qr_graph *d, qr_error *e)
-{
-    for (int i = 0; i < d->n_nodes; i++) {
-        const qr_node *n = d->nodes[i];
-        if (!n->dead && !n->domain[0] && !strncmp(n->op, "Reduce", 6) && strcmp(n->op, "ReduceSum") &&
-            n->opset < 18 && qr_node_attr(n, "axes"))
-            return qr_errorf(e, "weight-only export needs opset 21 (DequantizeLinear of 4-bit or blocked "
-                                "weights), and node '%s' (%s, opset %d) takes axes as an attribute, which "
-                                "opset 18 made an input: export the model at opset 18 or later",
-                             n->name, n->op, n->opset);
-    }
-    if (d->opset < 21)
-        d->opset = 21;
-    for (int i = 0; i < d->n_nodes; i++)
-        if (!d->nodes[i]->domain[0] && d->nodes[i]->opset < 21)
-            d->nodes[i]->opset = 21;
-    return QR_OK;
-}
-
 /* Runs g on samples s0 .. s0 + n of the calibration tensors (views, no copy): its outputs
  * (n_outputs tensors the caller frees). */
 static qr_status run_graph(qr_exec *x, const qr_graph *g, const qr_tensor *calib, int64_t s0, int64_t n,
@@ -420,7 +400,7 @@ qr_status qr_weight_only(const qr_graph *g, const qr_tensor *calib, const qr_qua
     int any_dq = 0; /* MatMulNBits alone needs no opset 21 */
     for (int i = 0; d && i < d->n_nodes; i++)
         any_dq |= !d->nodes[i]->dead && !strcmp(d->nodes[i]->op, "DequantizeLinear");
-    if (st == QR_OK && any_dq && (st = raise_opset(d, e)) == QR_OK)
+    if (st == QR_OK && any_dq && (st = qr_pass_raise_opset(d, 21, e)) == QR_OK)
         st = qr_graph_toposort(d, e);
     free(w.args);
     if (st != QR_OK) {

@@ -140,6 +140,7 @@ static int type_ok(qr_dtype t, char c)
     case 'i': return qr_dtype_is_int(t);
     case 'x': return t == QR_I32 || t == QR_I64;
     case 'q': return t == QR_U8 || t == QR_I8;
+    case 'w': return t == QR_U8 || t == QR_I8 || t == QR_U16 || t == QR_I16;
     case 'b': return t == QR_BOOL;
     default: return 1;
     }
@@ -152,6 +153,7 @@ static const char *type_words(char c)
     case 'i': return "an integer type";
     case 'x': return "int32 or int64";
     case 'q': return "uint8 or int8";
+    case 'w': return "an 8- or 16-bit integer type";
     case 'b': return "bool";
     default: return "any type";
     }

@@ -572,6 +572,23 @@ qr_status qr_pass_upgrade_opset(qr_graph *g, int to, qr_error *e)
     return todo ? qr_graph_toposort(g, e) : QR_OK;
 }
 
+qr_status qr_pass_raise_opset(qr_graph *g, int to, qr_error *e)
+{
+    up u = {.g = g, .e = e, .to = to};
+    for (int i = 0; i < g->n_nodes; i++) {
+        qr_node *n = g->nodes[i];
+        if (n->dead || n->domain[0] || n->opset >= to)
+            continue;
+        /* ReduceSum's axes became an input at 13, the other Reduce ops' at 18 */
+        if (to >= 18 && n->opset < 18 && !strncmp(n->op, "Reduce", 6) && strcmp(n->op, "ReduceSum"))
+            ints_to_input(&u, n, "axes", 1);
+        n->opset = to;
+    }
+    if (g->opset < to)
+        g->opset = to;
+    return qr_graph_check_oom(g, e);
+}
+
 qr_graph *qr_graph_upgraded(const qr_graph *g, int to, qr_error *e)
 {
     qr_graph *c = qr_graph_clone(g);

@@ -43,6 +43,11 @@ void qr_pass_standin_free(const qr_graph *g, qr_tensor *vt, int n);
  * Upsample and Resize-10 become Resize-13, Scatter ScatterElements, dropped attributes go
  * (runtime/opset_upgrade.c lists every op). Sets g->opset = to. */
 qr_status qr_pass_upgrade_opset(qr_graph *g, int to, qr_error *e);
+/* Raises every default-domain node of g below opset `to` (18 or later) to it, for an export whose
+ * new nodes need it (QuantizeLinear of 16-bit integers, DequantizeLinear of 4-bit ones): the
+ * nodes keep their meaning there, the Reduce ops (but ReduceSum) that took axes as an attribute
+ * before 18 getting them as an int64 initializer instead. */
+qr_status qr_pass_raise_opset(qr_graph *g, int to, qr_error *e);
 /* A copy of g (not modified) upgraded to opset `to` and optimized; NULL with e set on failure. */
 qr_graph *qr_graph_upgraded(const qr_graph *g, int to, qr_error *e);
 

@@ -68,6 +68,15 @@ static inline int64_t saturate_round(double v, int64_t zp, int64_t lo, int64_t h
 }
 
 static int is_8bit(qr_dtype t) { return t == QR_U8 || t == QR_I8; }
+static int is_16bit(qr_dtype t) { return t == QR_U16 || t == QR_I16; }
+
+/* MatMulInteger's and ConvInteger's accumulator: int32 as ONNX has it for 8-bit operands; int64
+ * when an operand has 16 bits (QRL's integer graph with u16/i16 activations), whose sums int32
+ * would overflow after a few hundred terms. */
+static qr_dtype acc_type(const qr_tensor *a, const qr_tensor *b)
+{
+    return is_16bit(a->dtype) || is_16bit(b->dtype) ? QR_I64 : QR_I32;
+}
 
 /* ---- QuantizeLinear / DequantizeLinear: scale layouts ---- */
 
@@ -830,10 +839,104 @@ static qr_status int_matmul(qr_kctx *k, const mm_plan *p, const int_operands *o,
     return QR_OK;
 }
 
-static qr_status check_quant_operand(qr_kctx *k, const qr_tensor *t, const qr_tensor *zp, const char *name)
+/* ---- 16-bit operands: the int64 accumulator, split into bytes ----
+ * An operand of 16 bits less its zero point, d in [-65535, 65535], is split as d = 256 hi + lo
+ * (hi in [-256, 255], lo in [0, 255]); an 8-bit one, in [-255, 255], stays whole. Every pair of
+ * parts goes through the int32 GEMM, exact because a product of parts is at most 256 * 255 = 65280
+ * in magnitude, so that sums of up to WIDE_MAX_K of them fit int32; the partial sums are combined
+ * in int64 with their shifts. The 8-bit microkernels are not used: this is the portable path,
+ * two (or four) int32 GEMMs per product. */
+#define WIDE_MAX_K 32896
+
+typedef struct wide_parts {
+    int32_t *part[2]; /* hi then lo, or the whole operand alone */
+    int shift[2];
+    int n;
+} wide_parts;
+
+static void wide_parts_free(wide_parts *w)
 {
-    if (!is_8bit(t->dtype))
-        return QR_KERR(k, "%s must be uint8 or int8, not %s", name, qr_dtype_name(t->dtype));
+    if (w->n == 2) {
+        free(w->part[0]);
+        free(w->part[1]);
+    }
+}
+
+/* d's parts: d itself when !split (not copied), else its high and low bytes (malloc'd). */
+static qr_status wide_split(qr_kctx *k, int32_t *d, int64_t n, int split, wide_parts *w)
+{
+    memset(w, 0, sizeof *w);
+    if (!split) {
+        *w = (wide_parts){{d, NULL}, {0, 0}, 1};
+        return QR_OK;
+    }
+    int32_t *hi = malloc((size_t)n * sizeof *hi + 1), *lo = malloc((size_t)n * sizeof *lo + 1);
+    if (!hi || !lo) {
+        free(hi);
+        free(lo);
+        return QR_KERR(k, "out of memory");
+    }
+    for (int64_t i = 0; i < n; i++) {
+        lo[i] = (int32_t)((uint32_t)d[i] & 255u);
+        hi[i] = (d[i] - lo[i]) / 256;
+    }
+    *w = (wide_parts){{hi, lo}, {8, 0}, 2};
+    return QR_OK;
+}
+
+static qr_status wide_k_check(qr_kctx *k, int64_t kd)
+{
+    if (kd > WIDE_MAX_K)
+        return QR_KERR(k, "a sum over %lld terms of 16-bit operands is longer than the %d the int64 accumulator "
+                          "takes (it sums bytes in int32)",
+                       (long long)kd, WIDE_MAX_K);
+    return QR_OK;
+}
+
+static int64_t mm_acc_count(const mm_plan *p) { return qr_tensor_numel(&p->batch) * p->m * p->n; }
+
+/* acc = a @ b in int64 for operands o (zero points subtracted), a's 16-bit when split_a, b's when split_b. */
+static qr_status int_matmul_wide(qr_kctx *k, const mm_plan *p, const int_operands *o, int64_t na, int split_a,
+                                 int64_t nb, int split_b, int64_t *acc)
+{
+    if (wide_k_check(k, p->kd) != QR_OK)
+        return QR_ERR;
+    int64_t nacc = mm_acc_count(p);
+    wide_parts pa, pb;
+    if (wide_split(k, o->a, na, split_a, &pa) != QR_OK)
+        return QR_ERR;
+    if (wide_split(k, o->b, nb, split_b, &pb) != QR_OK) {
+        wide_parts_free(&pa);
+        return QR_ERR;
+    }
+    int32_t *part = malloc((size_t)nacc * sizeof *part + 1);
+    qr_status st = part ? QR_OK : QR_KERR(k, "out of memory");
+    for (int64_t i = 0; i < nacc; i++)
+        acc[i] = 0;
+    for (int i = 0; st == QR_OK && i < pa.n; i++)
+        for (int j = 0; st == QR_OK && j < pb.n; j++) {
+            int_operands t = *o;
+            t.a = pa.part[i];
+            t.b = pb.part[j];
+            if ((st = int_matmul(k, p, &t, part, NULL, NULL)) != QR_OK)
+                break;
+            int64_t f = (int64_t)1 << (pa.shift[i] + pb.shift[j]);
+            for (int64_t e = 0; e < nacc; e++)
+                acc[e] += (int64_t)part[e] * f;
+        }
+    free(part);
+    wide_parts_free(&pa);
+    wide_parts_free(&pb);
+    return st;
+}
+
+/* wide: the op also takes 16-bit operands (MatMulInteger, ConvInteger; not the QLinear ops, whose
+ * int32 arithmetic is ONNX's). */
+static qr_status check_quant_operand(qr_kctx *k, const qr_tensor *t, const qr_tensor *zp, const char *name, int wide)
+{
+    if (!is_8bit(t->dtype) && !(wide && is_16bit(t->dtype)))
+        return QR_KERR(k, "%s must be uint8 or int8%s, not %s", name, wide ? " (or uint16 or int16)" : "",
+                       qr_dtype_name(t->dtype));
     if (zp && zp->dtype != t->dtype)
         return QR_KERR(k, "%s's zero point has type %s, expected %s", name, qr_dtype_name(zp->dtype),
                        qr_dtype_name(t->dtype));
@@ -846,11 +949,12 @@ static qr_status matmulint_infer(qr_kctx *k)
 {
     const qr_tensor *a = k->in[0], *b = k->in[1];
     mm_plan p;
-    if (check_quant_operand(k, a, opt_in(k, 2), "A") != QR_OK || check_quant_operand(k, b, opt_in(k, 3), "B") != QR_OK ||
+    if (check_quant_operand(k, a, opt_in(k, 2), "A", 1) != QR_OK ||
+        check_quant_operand(k, b, opt_in(k, 3), "B", 1) != QR_OK ||
         mm_plan_init(k, a, b, &p) != QR_OK)
         return QR_ERR;
     mm_out_shape(a, b, &p, k->out[0]);
-    k->out[0]->dtype = QR_I32;
+    k->out[0]->dtype = acc_type(a, b);
     return QR_OK;
 }
 
@@ -1165,33 +1269,107 @@ static int64_t zero_point(const qr_tensor *zp)
     return zp && qr_tensor_numel(zp) ? get_int(zp->data, zp->dtype, 0) : 0;
 }
 
-static qr_status matmulint_run(qr_kctx *k)
+/* MatMulInteger's int32 accumulator of 8-bit a and b: the microkernels when they apply, else the
+ * portable int32 loops. bconst: b is a constant the kernels may pack once; azconst: so is a's zero
+ * point (the GEMV folds it in). */
+static qr_status matmul_acc32(qr_kctx *k, const mm_plan *p, const qr_tensor *a, const qr_tensor *azp,
+                              const qr_tensor *b, const qr_tensor *bzp, int bconst, int azconst, int32_t *out)
 {
-    mm_plan p;
     int_operands o;
-    const qr_tensor *a = k->in[0], *b = k->in[1], *azp = opt_in(k, 2), *bzp = opt_in(k, 3);
-    if (mm_plan_init(k, a, b, &p) != QR_OK)
-        return QR_ERR;
-    qr_igemm_rc_fn fn = mmq_kernel(&p, azp, bzp);
+    qr_igemm_rc_fn fn = mmq_kernel(p, azp, bzp);
     if (fn) {
         /* few rows of A by a matrix of s8 weights: the GEMV, where 8-row tiles would be mostly empty */
         qr_igemv_fn gemv = qr_igemv_u8s8();
-        int64_t rows = p.kd ? qr_tensor_numel(a) / p.kd : 0;
+        int64_t rows = p->kd ? qr_tensor_numel(a) / p->kd : 0;
         if (gemv && b->dtype == QR_I8 && b->ndim == 2 && a->ndim >= 2 && all_zero(bzp) && rows > 0 &&
-            rows <= QR_GEMV_MAX_ROWS && p.n > 0)
+            rows <= QR_GEMV_MAX_ROWS && p->n > 0)
             return matmulint_gemv(k, a, zero_point(azp) + (a->dtype == QR_I8 ? 128 : 0),
-                                  a->dtype == QR_I8 ? 0x80 : 0, b, k->out[0]->data, gemv,
-                                  qr_kinput_const(k, 1) && (!azp || qr_kinput_const(k, 2)));
-        return mmq_run(k, &p, fn, a, zero_point(azp), NULL, b, zero_point(bzp), qr_kinput_const(k, 1),
-                       k->out[0]->data, NULL, NULL);
+                                  a->dtype == QR_I8 ? 0x80 : 0, b, out, gemv, bconst && azconst);
+        return mmq_run(k, p, fn, a, zero_point(azp), NULL, b, zero_point(bzp), bconst, out, NULL, NULL);
     }
     /* a zero point per row of A (the dynamic recipes' per-token activations: by weights, and
      * attention's Q K^T and P V), one for B: the microkernel, the rows' corrections in its sums */
-    if (p.kd > 0 && per_row_zero_points(a, azp) && uniform_zero_point(bzp, p.n) && (fn = qr_igemm_u8s8_rc()))
-        return mmq_run(k, &p, fn, a, 0, azp, b, zero_point(bzp), qr_kinput_const(k, 1), k->out[0]->data, NULL, NULL);
-    if (int_operands_init(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), &p, &o) != QR_OK)
+    if (p->kd > 0 && per_row_zero_points(a, azp) && uniform_zero_point(bzp, p->n) && (fn = qr_igemm_u8s8_rc()))
+        return mmq_run(k, p, fn, a, 0, azp, b, zero_point(bzp), bconst, out, NULL, NULL);
+    if (int_operands_init(k, a, azp, b, bzp, p, &o) != QR_OK)
         return QR_ERR;
-    qr_status st = int_matmul(k, &p, &o, k->out[0]->data, NULL, NULL);
+    qr_status st = int_matmul(k, p, &o, out, NULL, NULL);
+    int_operands_free(&o);
+    return st;
+}
+
+/* A 16-bit tensor's high and low bytes as 8-bit tensors in the node's workspace, x - x_zero =
+ * 256 (hi - hi_zero) + (lo - lo_zero): hi is u8 for u16 (i8 for i16), lo u8, and the zero point
+ * (one) splits the same way. The 8-bit paths then make each part's exact int32 sums. */
+typedef struct byte_halves {
+    qr_tensor hi, lo, hz, lz;
+    int64_t hz_v, lz_v; /* the zero points' storage (one byte used) */
+} byte_halves;
+
+static qr_status split_halves(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, byte_halves *h)
+{
+    int64_t n = qr_tensor_numel(x), z = zero_point(xzp);
+    qr_dtype ht = x->dtype == QR_U16 ? QR_U8 : QR_I8;
+    h->hi = h->lo = *x;
+    h->hi.dtype = ht;
+    h->lo.dtype = QR_U8;
+    h->hi.data = qr_kwork(k, n, 1, 1, "high bytes of 16-bit integers");
+    h->lo.data = h->hi.data ? qr_kwork(k, n, 1, 1, "low bytes of 16-bit integers") : NULL;
+    if (!h->lo.data)
+        return QR_ERR;
+    uint8_t *hi = h->hi.data, *lo = h->lo.data;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = get_int(x->data, x->dtype, i);
+        lo[i] = (uint8_t)(v & 255);
+        hi[i] = (uint8_t)((v - (v & 255)) / 256); /* i8's bits for i16 */
+    }
+    h->hz = (qr_tensor){.dtype = ht, .ndim = 0, .data = &h->hz_v};
+    h->lz = (qr_tensor){.dtype = QR_U8, .ndim = 0, .data = &h->lz_v};
+    h->hz_v = h->lz_v = 0;
+    put_int(&h->hz_v, ht, 0, (z - (z & 255)) / 256);
+    put_int(&h->lz_v, QR_U8, 0, z & 255);
+    return QR_OK;
+}
+
+/* acc = 256 hi + lo, the int64 accumulator from its parts' int32 sums (n elements). */
+static void combine_halves(int64_t *acc, const int32_t *hi, const int32_t *lo, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        acc[i] = (int64_t)hi[i] * 256 + lo[i];
+}
+
+/* MatMulInteger of 16-bit A (one zero point) by 8-bit B: A's two bytes through the 8-bit paths. */
+static qr_status matmul_acc_halves(qr_kctx *k, const mm_plan *p, const qr_tensor *a, const qr_tensor *azp,
+                                   const qr_tensor *b, const qr_tensor *bzp, int64_t *acc)
+{
+    int64_t nacc = mm_acc_count(p);
+    byte_halves h;
+    int32_t *hi = qr_kwork(k, nacc, 1, sizeof *hi, "high bytes' sums");
+    int32_t *lo = hi ? qr_kwork(k, nacc, 1, sizeof *lo, "low bytes' sums") : NULL;
+    if (!lo || wide_k_check(k, p->kd) != QR_OK || split_halves(k, a, azp, &h) != QR_OK ||
+        matmul_acc32(k, p, &h.hi, &h.hz, b, bzp, 0, 0, hi) != QR_OK ||
+        matmul_acc32(k, p, &h.lo, &h.lz, b, bzp, 0, 0, lo) != QR_OK)
+        return QR_ERR;
+    combine_halves(acc, hi, lo, nacc);
+    return QR_OK;
+}
+
+static qr_status matmulint_run(qr_kctx *k)
+{
+    mm_plan p;
+    const qr_tensor *a = k->in[0], *b = k->in[1], *azp = opt_in(k, 2), *bzp = opt_in(k, 3);
+    if (mm_plan_init(k, a, b, &p) != QR_OK)
+        return QR_ERR;
+    if (acc_type(a, b) == QR_I32)
+        return matmul_acc32(k, &p, a, azp, b, bzp, qr_kinput_const(k, 1), !azp || qr_kinput_const(k, 2),
+                            k->out[0]->data);
+    if (is_8bit(b->dtype) && (!azp || qr_tensor_numel(azp) == 1))
+        return matmul_acc_halves(k, &p, a, azp, b, bzp, k->out[0]->data);
+    int_operands o; /* a 16-bit B (a product of two 16-bit activations): the portable split */
+    if (int_operands_init(k, a, azp, b, bzp, &p, &o) != QR_OK)
+        return QR_ERR;
+    qr_status st = int_matmul_wide(k, &p, &o, qr_tensor_numel(a), is_16bit(a->dtype), qr_tensor_numel(b),
+                                   is_16bit(b->dtype), k->out[0]->data);
     int_operands_free(&o);
     return st;
 }
@@ -1216,7 +1394,7 @@ static qr_status check_scale(qr_kctx *k, const qr_tensor *s, const char *name)
 static qr_status qlmatmul_check(qr_kctx *k, mm_plan *p, qr_dtype *t)
 {
     const qr_tensor *a = k->in[0], *b = k->in[3], *ys = k->in[6], *yzp = opt_in(k, 7);
-    if (check_quant_operand(k, a, k->in[2], "a") != QR_OK || check_quant_operand(k, b, k->in[5], "b") != QR_OK ||
+    if (check_quant_operand(k, a, k->in[2], "a", 0) != QR_OK || check_quant_operand(k, b, k->in[5], "b", 0) != QR_OK ||
         check_scale(k, k->in[1], "a_scale") != QR_OK || check_scale(k, k->in[4], "b_scale") != QR_OK ||
         check_scale(k, ys, "y_scale") != QR_OK || qlinear_out_type(k, yzp, a, t) != QR_OK ||
         mm_plan_init(k, a, b, p) != QR_OK)
@@ -1310,9 +1488,9 @@ typedef struct iconv {
 } iconv;
 
 static qr_status iconv_check(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, const qr_tensor *w,
-                             const qr_tensor *wzp, iconv *cv)
+                             const qr_tensor *wzp, int wide, iconv *cv)
 {
-    if (check_quant_operand(k, x, xzp, "x") != QR_OK || check_quant_operand(k, w, wzp, "w") != QR_OK)
+    if (check_quant_operand(k, x, xzp, "x", wide) != QR_OK || check_quant_operand(k, w, wzp, "w", wide) != QR_OK)
         return QR_ERR;
     if (x->ndim < 3 || w->ndim != x->ndim)
         return QR_KERR(k, "input (rank %d) and weights (rank %d) must have the same rank, 3 or more", x->ndim,
@@ -1995,14 +2173,72 @@ static qr_status iconv_acc_depthwise(qr_kctx *k, const iconv *cv, const qr_tenso
     return QR_OK;
 }
 
+/* The portable convolution's operands widened to int32 less their zero points: *xs = x - x_zero,
+ * *ws = w - w_zero (per output channel or one), in the node's workspace. */
+static qr_status iconv_widen(qr_kctx *k, const iconv *cv, const qr_tensor *x, const qr_tensor *xzp,
+                             const qr_tensor *w, const qr_tensor *wzp, int32_t **xs_out, int32_t **ws_out)
+{
+    int64_t nx = qr_tensor_numel(x), nw = qr_tensor_numel(w);
+    int32_t *xs = qr_kwork(k, nx, 1, sizeof(int32_t), "widened input");
+    int32_t *ws = xs ? qr_kwork(k, nw, 1, sizeof(int32_t), "widened weights") : NULL;
+    if (!ws)
+        return QR_ERR;
+    int64_t xz = xzp ? get_int(xzp->data, xzp->dtype, 0) : 0;
+    for (int64_t i = 0; i < nx; i++)
+        xs[i] = (int32_t)(get_int(x->data, x->dtype, i) - xz);
+    int64_t per_m = cv->m ? nw / cv->m : 0, nwz = wzp ? qr_tensor_numel(wzp) : 0;
+    for (int64_t m = 0; m < cv->m; m++) {
+        int64_t wz = nwz ? get_int(wzp->data, wzp->dtype, nwz == 1 ? 0 : m) : 0;
+        for (int64_t i = 0; i < per_m; i++)
+            ws[m * per_m + i] = (int32_t)(get_int(w->data, w->dtype, m * per_m + i) - wz);
+    }
+    *xs_out = xs;
+    *ws_out = ws;
+    return QR_OK;
+}
+
+/* acc = bias + the convolution of the widened xs by ws: im2col and the int32 GEMM, which wraps
+ * modulo 2^32 as an exact sum wrapped at the end would. */
+static qr_status iconv_gemm32(qr_kctx *k, const iconv *cv, const int32_t *xs, const int32_t *ws,
+                              const qr_tensor *bias, uint32_t *acc)
+{
+    const qr_conv_geom *g = &cv->g;
+    int64_t cg = cv->c / cv->group, mg = cv->m / cv->group, ck = cg * g->kernel_n, sn = g->small_n;
+    int32_t *col = qr_kwork(k, ck, sn, sizeof(int32_t), "im2col buffer");
+    int64_t *offs = col ? qr_kwork(k, sn, 1, sizeof(int64_t), "window offsets") : NULL;
+    if (!offs)
+        return QR_ERR;
+    for (int64_t n = 0; n < cv->n; n++)
+        for (int64_t gi = 0; gi < cv->group; gi++) {
+            const int32_t *xg = xs + (n * cv->c + gi * cg) * g->big_n;
+            for (int64_t kf = 0; kf < g->kernel_n; kf++) {
+                qr_conv_offsets(g, kf, offs);
+                for (int64_t c = 0; c < cg; c++) {
+                    const int32_t *xc = xg + c * g->big_n;
+                    int32_t *cr = col + (c * g->kernel_n + kf) * sn;
+                    for (int64_t j = 0; j < sn; j++)
+                        cr[j] = offs[j] >= 0 ? xc[offs[j]] : 0;
+                }
+            }
+            uint32_t *out = acc + (n * cv->m + gi * mg) * sn;
+            for (int64_t mm = 0; mm < mg; mm++) {
+                uint32_t b0 = bias ? (uint32_t)get_int(bias->data, bias->dtype, gi * mg + mm) : 0;
+                for (int64_t j = 0; j < sn; j++)
+                    out[mm * sn + j] = b0;
+            }
+            gemm_wrap32_par(k, out, sn, ws + gi * mg * ck, ck, mg, col, ck, sn);
+        }
+    return QR_OK;
+}
+
 /* wconst: w, bias and the input zero point are graph constants (what may be packed once). */
 static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, const qr_tensor *xzp,
                            const qr_tensor *w, const qr_tensor *wzp, const qr_tensor *bias, int32_t *acc, int wconst,
                            epi_job *ep)
 {
     const qr_conv_geom *g = &cv->g;
-    int64_t cg = cv->c / cv->group, mg = cv->m / cv->group, ck = cg * g->kernel_n;
-    int64_t nx = qr_tensor_numel(x), nw = qr_tensor_numel(w), sn = g->small_n;
+    int64_t cg = cv->c / cv->group, ck = cg * g->kernel_n;
+    int64_t nw = qr_tensor_numel(w), sn = g->small_n;
     int depthwise = g->r == 2 && cv->group == cv->c && cv->m == cv->c && nw == cv->m * g->kernel_n &&
                     !qr_igemm_portable_forced();
     int u8s8 = !depthwise && (x->dtype == QR_U8 || x->dtype == QR_I8) && w->dtype == QR_I8 && nw == cv->m * ck;
@@ -2027,41 +2263,59 @@ static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, cons
         if (fn)
             return iconv_acc_u8s8(k, cv, x, xzp ? get_int(xzp->data, xzp->dtype, 0) : 0, w, bias, acc, fn, wconst, ep);
     }
-    int32_t *col = qr_kwork(k, ck, sn, sizeof(int32_t), "im2col buffer");
-    int32_t *xs = col ? qr_kwork(k, nx, 1, sizeof(int32_t), "widened input") : NULL;
-    int32_t *ws = xs ? qr_kwork(k, nw, 1, sizeof(int32_t), "widened weights") : NULL;
-    int64_t *offs = ws ? qr_kwork(k, sn, 1, sizeof(int64_t), "window offsets") : NULL;
-    if (!offs)
+    int32_t *xs, *ws;
+    if (iconv_widen(k, cv, x, xzp, w, wzp, &xs, &ws) != QR_OK)
         return QR_ERR;
-    int64_t xz = xzp ? get_int(xzp->data, xzp->dtype, 0) : 0;
-    for (int64_t i = 0; i < nx; i++)
-        xs[i] = (int32_t)(get_int(x->data, x->dtype, i) - xz);
-    int64_t per_m = cv->m ? nw / cv->m : 0, nwz = wzp ? qr_tensor_numel(wzp) : 0;
-    for (int64_t m = 0; m < cv->m; m++) {
-        int64_t wz = nwz ? get_int(wzp->data, wzp->dtype, nwz == 1 ? 0 : m) : 0;
-        for (int64_t i = 0; i < per_m; i++)
-            ws[m * per_m + i] = (int32_t)(get_int(w->data, w->dtype, m * per_m + i) - wz);
+    return iconv_gemm32(k, cv, xs, ws, bias, (uint32_t *)acc);
+}
+
+/* ConvInteger with a 16-bit operand: its int64 accumulator from byte parts (int_matmul_wide's
+ * scheme), each convolved on the portable path. */
+static qr_status iconv_acc_wide(qr_kctx *k, const iconv *cv, const qr_tensor *x, const qr_tensor *xzp,
+                                const qr_tensor *w, const qr_tensor *wzp, int64_t *acc)
+{
+    int64_t ck = cv->c / cv->group * cv->g.kernel_n, nacc = cv->n * cv->m * cv->g.small_n;
+    int32_t *xs, *ws;
+    if (wide_k_check(k, ck) != QR_OK || iconv_widen(k, cv, x, xzp, w, wzp, &xs, &ws) != QR_OK)
+        return QR_ERR;
+    wide_parts px, pw;
+    if (wide_split(k, xs, qr_tensor_numel(x), is_16bit(x->dtype), &px) != QR_OK)
+        return QR_ERR;
+    if (wide_split(k, ws, qr_tensor_numel(w), is_16bit(w->dtype), &pw) != QR_OK) {
+        wide_parts_free(&px);
+        return QR_ERR;
     }
-    for (int64_t n = 0; n < cv->n; n++)
-        for (int64_t gi = 0; gi < cv->group; gi++) {
-            const int32_t *xg = xs + (n * cv->c + gi * cg) * g->big_n;
-            for (int64_t kf = 0; kf < g->kernel_n; kf++) {
-                qr_conv_offsets(g, kf, offs);
-                for (int64_t c = 0; c < cg; c++) {
-                    const int32_t *xc = xg + c * g->big_n;
-                    int32_t *cr = col + (c * g->kernel_n + kf) * sn;
-                    for (int64_t j = 0; j < sn; j++)
-                        cr[j] = offs[j] >= 0 ? xc[offs[j]] : 0;
-                }
-            }
-            uint32_t *out = (uint32_t *)acc + (n * cv->m + gi * mg) * sn;
-            for (int64_t mm = 0; mm < mg; mm++) {
-                uint32_t b0 = bias ? (uint32_t)get_int(bias->data, bias->dtype, gi * mg + mm) : 0;
-                for (int64_t j = 0; j < sn; j++)
-                    out[mm * sn + j] = b0;
-            }
-            gemm_wrap32_par(k, out, sn, ws + gi * mg * ck, ck, mg, col, ck, sn);
+    uint32_t *part = qr_kwork(k, nacc, 1, sizeof *part, "a part of the int64 accumulator");
+    qr_status st = part ? QR_OK : QR_ERR;
+    for (int64_t e = 0; e < nacc; e++)
+        acc[e] = 0;
+    for (int i = 0; st == QR_OK && i < px.n; i++)
+        for (int j = 0; st == QR_OK && j < pw.n; j++) {
+            if ((st = iconv_gemm32(k, cv, px.part[i], pw.part[j], NULL, part)) != QR_OK)
+                break;
+            int64_t f = (int64_t)1 << (px.shift[i] + pw.shift[j]);
+            for (int64_t e = 0; e < nacc; e++)
+                acc[e] += (int64_t)(int32_t)part[e] * f;
         }
+    wide_parts_free(&px);
+    wide_parts_free(&pw);
+    return st;
+}
+
+/* ConvInteger of 16-bit x by 8-bit w: x's two bytes through the 8-bit paths (split_halves). Each
+ * packs the weights afresh: the packing folds in x's zero point, which differs between them. */
+static qr_status iconv_acc_halves(qr_kctx *k, const iconv *cv, const qr_tensor *x, const qr_tensor *xzp,
+                                  const qr_tensor *w, const qr_tensor *wzp, int64_t *acc)
+{
+    int64_t nacc = cv->n * cv->m * cv->g.small_n;
+    byte_halves h;
+    int32_t *hi = qr_kwork(k, nacc, 1, sizeof *hi, "high bytes' sums");
+    int32_t *lo = hi ? qr_kwork(k, nacc, 1, sizeof *lo, "low bytes' sums") : NULL;
+    if (!lo || wide_k_check(k, cv->c / cv->group * cv->g.kernel_n) != QR_OK || split_halves(k, x, xzp, &h) != QR_OK ||
+        iconv_acc(k, cv, &h.hi, &h.hz, w, wzp, NULL, hi, 0, NULL) != QR_OK ||
+        iconv_acc(k, cv, &h.lo, &h.lz, w, wzp, NULL, lo, 0, NULL) != QR_OK)
+        return QR_ERR;
+    combine_halves(acc, hi, lo, nacc);
     return QR_OK;
 }
 
@@ -2069,17 +2323,21 @@ static qr_status iconv_acc(qr_kctx *k, const iconv *cv, const qr_tensor *x, cons
 static qr_status convint_infer(qr_kctx *k)
 {
     iconv cv;
-    if (iconv_check(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), &cv) != QR_OK)
+    if (iconv_check(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), 1, &cv) != QR_OK)
         return QR_ERR;
-    iconv_set_out(k, &cv, QR_I32);
+    iconv_set_out(k, &cv, acc_type(k->in[0], k->in[1]));
     return QR_OK;
 }
 
 static qr_status convint_run(qr_kctx *k)
 {
     iconv cv;
-    if (iconv_check(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), &cv) != QR_OK)
+    if (iconv_check(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), 1, &cv) != QR_OK)
         return QR_ERR;
+    if (acc_type(k->in[0], k->in[1]) == QR_I64 && is_8bit(k->in[1]->dtype))
+        return iconv_acc_halves(k, &cv, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), k->out[0]->data);
+    if (acc_type(k->in[0], k->in[1]) == QR_I64)
+        return iconv_acc_wide(k, &cv, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), k->out[0]->data);
     int wconst = qr_kinput_const(k, 1) && (!opt_in(k, 2) || qr_kinput_const(k, 2));
     return iconv_acc(k, &cv, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), NULL, k->out[0]->data, wconst, NULL);
 }
@@ -2090,7 +2348,7 @@ qr_status qr_convint_infer_as(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
                               const qr_tensor *wzp, qr_dtype t)
 {
     iconv cv;
-    if (iconv_check(k, x, xzp, w, wzp, &cv) != QR_OK)
+    if (iconv_check(k, x, xzp, w, wzp, 0, &cv) != QR_OK)
         return QR_ERR;
     iconv_set_out(k, &cv, t);
     return QR_OK;
@@ -2100,7 +2358,7 @@ qr_status qr_convint_run_epilogue(qr_kctx *k, const qr_tensor *x, const qr_tenso
                                   const qr_tensor *wzp, int wconst, const qr_acc_epilogue *ep)
 {
     iconv cv;
-    if (iconv_check(k, x, xzp, w, wzp, &cv) != QR_OK)
+    if (iconv_check(k, x, xzp, w, wzp, 0, &cv) != QR_OK)
         return QR_ERR;
     epi_job j = {ep, NULL, cv.m, cv.g.small_n, 0, k->err};
     qr_status st = iconv_acc(k, &cv, x, xzp, w, wzp, NULL, NULL, wconst, &j);
@@ -2111,7 +2369,7 @@ qr_status qr_convint_run_epilogue(qr_kctx *k, const qr_tensor *x, const qr_tenso
 static qr_status qlconv_check(qr_kctx *k, iconv *cv, qr_dtype *t)
 {
     const qr_tensor *ws = k->in[4], *ys = k->in[6], *yzp = opt_in(k, 7), *bias = opt_in(k, 8);
-    if (iconv_check(k, k->in[0], k->in[2], k->in[3], k->in[5], cv) != QR_OK ||
+    if (iconv_check(k, k->in[0], k->in[2], k->in[3], k->in[5], 0, cv) != QR_OK ||
         check_scale(k, k->in[1], "x_scale") != QR_OK || check_scale(k, ws, "w_scale") != QR_OK ||
         check_scale(k, ys, "y_scale") != QR_OK || qlinear_out_type(k, yzp, k->in[0], t) != QR_OK)
         return QR_ERR;
@@ -2284,9 +2542,9 @@ const qr_op_def qr_ops_quant[] = {
     {"DequantizeLinear", "", 2, 3, 1, 1, "axis:i block_size:i output_dtype:i", dequantize_infer, dequantize_run, 0, .ins = "x x_scale x_zero_point?", .writes_all = qr_op_writes_all},
     {"DynamicQuantizeLinear", "", 1, 1, 1, 3, "", dynquant_infer, dynquant_run, 0, .ins = "x:f"},
     {"DynamicQuantizeRows", "qrl", 1, 1, 3, 3, "", dynrows_infer, dynrows_run, 0, .ins = "x:f"},
-    {"MatMulInteger", "", 2, 4, 1, 1, "", matmulint_infer, matmulint_run, 0, .ins = "A:q1+ B:q1+ a_zero_point?:q b_zero_point?:q", .writes_all = qr_op_writes_all},
+    {"MatMulInteger", "", 2, 4, 1, 1, "", matmulint_infer, matmulint_run, 0, .ins = "A:w1+ B:w1+ a_zero_point?:w b_zero_point?:w", .writes_all = qr_op_writes_all},
     {"QLinearMatMul", "", 8, 8, 1, 1, "", qlmatmul_infer, qlmatmul_run, 0, .ins = "a:q1+ a_scale:f a_zero_point:q b:q1+ b_scale:f b_zero_point:q y_scale:f y_zero_point:q", .writes_all = qr_op_writes_all},
-    {"ConvInteger", "", 2, 4, 1, 1, CONV_ATTRS, convint_infer, convint_run, 0, .ins = "x:q3+ w:q3+ x_zero_point?:q w_zero_point?:q"},
+    {"ConvInteger", "", 2, 4, 1, 1, CONV_ATTRS, convint_infer, convint_run, 0, .ins = "x:w3+ w:w3+ x_zero_point?:w w_zero_point?:w"},
     {"MatMulNBits", "com.microsoft", 3, 6, 1, 1, "K:i N:i bits:i block_size:i accuracy_level:i", mnb_infer, mnb_run, 0, .ins = "A:f B scales:f zero_points? g_idx? bias?:f", .writes_all = qr_op_writes_all},
     {"QLinearConv", "", 8, 9, 1, 1, CONV_ATTRS, qlconv_infer, qlconv_run, 0, .ins = "x:q3+ x_scale:f x_zero_point:q w:q3+ w_scale:f w_zero_point:q y_scale:f y_zero_point:q B?:x1"},
     {0},

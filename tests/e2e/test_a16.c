@@ -1,0 +1,222 @@
+/* 16-bit activations (QRL-I item 4): recipes/a16w8.qrl (u16 asymmetric) and an i16 symmetric
+ * recipe, i8 weights, through `qrl quantize` on the small models of tools/make_a16_models.py:
+ * a Conv with group 2, strides, asymmetric pads and dilation, a bias-free Conv, a Linear and a
+ * ReduceMean (opset 13, axes an attribute), inputs of both signs; and a MatMul whose K (4096)
+ * makes the exact sum of the u16 x i8 integer products overflow int32.
+ * The oracles are independent of QRL: numpy's run of the exported QDQ file in float64
+ * (tests/e2e/a16_oracle.py: ONNX's QuantizeLinear/DequantizeLinear, Conv as sums over taps) and
+ * ONNX Runtime's run of the same file. QRL's integer graph (`qrl run` of the export, and of the
+ * recipe in memory) and its simulated graph (the export's ops run in f32 between its Q/DQ pairs:
+ * `--qdq-recipe` with no patterns) must equal numpy's outputs within one step of the output's
+ * integers (a tie rounded the other way). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor.h"
+#include "tensor_io.h"
+#include "testutil.h"
+
+static char *dir;
+
+/* Writes text to DIR/name. */
+static void write_file(const char *name, const char *text)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "%s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void setup(void)
+{
+    dir = tu_tmpdir();
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_a16_models.py' %s", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    /* the i16 recipe, and the simulated graph's: the stdlib's calibrators and no pattern or rule */
+    const char *recipes[][2] = {
+        {"i16.qrl", "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+                    "recipe a16s {\n  activation = i16 symmetric by minmax(symmetric = true)\n"
+                    "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n"},
+        {"sim.qrl", "import \"calibrators.qrl\"\nrecipe sim {\n  activation = u16 asymmetric by minmax()\n"
+                    "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n"},
+    };
+    for (int i = 0; i < 2; i++)
+        write_file(recipes[i][0], recipes[i][1]);
+}
+
+static void teardown(void)
+{
+    tu_rmdir(dir);
+}
+
+TestSuite(a16, .init = setup, .fini = teardown, .timeout = 600);
+
+/* The recipe file of a tag: the shipped a16w8, or the i16 one setup wrote. */
+static void recipe_path(const char *tag, char *path, size_t n)
+{
+    if (!strcmp(tag, "a16w8"))
+        snprintf(path, n, "%s/recipes/a16w8.qrl", tu_root());
+    else
+        snprintf(path, n, "%s/%s.qrl", dir, tag);
+}
+
+static void run_ok(const char *cmd)
+{
+    char *log;
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s\n%s", cmd, log);
+    free(log);
+}
+
+/* The largest |a - b| over two .npy files of the same shape, in units of step. */
+static double max_steps(const char *a, const char *b, double step)
+{
+    qr_tensor ta, tb;
+    qr_error e;
+    cr_assert_eq(qr_npy_read(a, &ta, &e), QR_OK, "%s: %s", a, e.msg);
+    cr_assert_eq(qr_npy_read(b, &tb, &e), QR_OK, "%s: %s", b, e.msg);
+    cr_assert(qr_tensor_same_shape(&ta, &tb), "%s and %s differ in shape", a, b);
+    cr_assert_eq(ta.dtype, QR_F32);
+    cr_assert_eq(tb.dtype, QR_F32);
+    double m = 0;
+    for (int64_t i = 0; i < qr_tensor_numel(&ta); i++)
+        m = fmax(m, fabs((double)((float *)ta.data)[i] - ((float *)tb.data)[i]));
+    qr_tensor_free(&ta);
+    qr_tensor_free(&tb);
+    return m / step;
+}
+
+/* Quantizes MODEL with the recipe TAG, runs the export in numpy, ONNX Runtime and QRL (integer
+ * and simulated graphs, and the recipe's integer graph in memory), and compares each output with
+ * numpy's. info: what the oracle says of the export (its info.txt, malloc'd) in *info. */
+static void check(const char *model, const char *tag, int nout, const char *const *outs, char **info)
+{
+    char cmd[8192], rec[4096];
+    recipe_path(tag, rec, sizeof rec);
+    snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize %s.onnx --recipe '%s' --calib %s_calib.npy -o %s.%s.onnx",
+             dir, tu_qrl(), model, rec, model, model, tag);
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "cd %s && /usr/bin/python3 '%s/tests/e2e/a16_oracle.py' %s.%s.onnx %s_x.npy np_%s_%s",
+             dir, tu_root(), model, tag, model, model, tag);
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "cd %s && node '%s/tools/ort_run.js' %s.%s.onnx %s_x.npy -o ort_%s_%s", dir, tu_root(),
+             model, tag, model, model, tag);
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "cd %s && '%s' run %s.%s.onnx -i %s_x.npy -o int_%s_%s", dir, tu_qrl(), model, tag,
+             model, model, tag);
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "cd %s && '%s' run %s.%s.onnx --qdq-recipe sim.qrl -i %s_x.npy -o sim_%s_%s", dir,
+             tu_qrl(), model, tag, model, model, tag);
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "cd %s && '%s' run %s.onnx --recipe '%s' --calib %s_calib.npy -i %s_x.npy -o mem_%s_%s",
+             dir, tu_qrl(), model, rec, model, model, model, tag);
+    run_ok(cmd);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/np_%s_%s/info.txt", dir, model, tag);
+    *info = tu_slurp(path);
+    for (int i = 0; i < nout; i++) {
+        char ref[4096], got[4096];
+        snprintf(path, sizeof path, "%s/np_%s_%s/%s.scale", dir, model, tag, outs[i]);
+        char *s = tu_slurp(path);
+        double step = atof(s);
+        free(s);
+        cr_assert_gt(step, 0, "%s: no QuantizeLinear made output %s", model, outs[i]);
+        snprintf(ref, sizeof ref, "%s/np_%s_%s/%s.npy", dir, model, tag, outs[i]);
+        const char *runs[] = {"ort", "int", "sim", "mem"};
+        for (int r = 0; r < 4; r++) {
+            snprintf(got, sizeof got, "%s/%s_%s_%s/%s.npy", dir, runs[r], model, tag, outs[i]);
+            double d = max_steps(ref, got, step);
+            cr_assert_leq(d, 1.001, "%s %s output %s: %s differs from numpy's fake-quant by %.3f steps of %g", model,
+                          tag, outs[i], runs[r], d, step);
+        }
+    }
+}
+
+static const char *const conv_outs[] = {"Y", "Z"};
+
+/* u16 asymmetric: the export is uint16 QuantizeLinear/DequantizeLinear at opset 21 (the model's
+ * ReduceMean, opset 13, gets its axes as an input there), and every run agrees with numpy. */
+Test(a16, u16_convnet_matches_numpy_and_ort)
+{
+    char *info;
+    check("convnet", "a16w8", 2, conv_outs, &info);
+    cr_assert(strstr(info, "opset 21\n") && strstr(info, "activation uint16\n"), "%s", info);
+    free(info);
+}
+
+Test(a16, i16_convnet_matches_numpy_and_ort)
+{
+    char *info;
+    check("convnet", "i16", 2, conv_outs, &info);
+    cr_assert(strstr(info, "opset 21\n") && strstr(info, "activation int16\n"), "%s", info);
+    free(info);
+}
+
+/* K = 4096: the exact sum of a row's integer products passes int32's range (the oracle's
+ * max_acc), and QRL's integer graph still equals numpy: its accumulator is int64. */
+static void check_widek(const char *tag)
+{
+    static const char *const outs[] = {"Y"};
+    char *info;
+    check("widek", tag, 1, outs, &info);
+    const char *m = strstr(info, "max_acc ");
+    cr_assert(m, "%s", info);
+    double acc = atof(m + 8);
+    cr_assert_gt(acc, 2147483647.0, "the sums must overflow int32 for this test to mean anything: %s", info);
+    free(info);
+}
+
+Test(a16, u16_sums_past_int32_are_exact)
+{
+    check_widek("a16w8");
+}
+
+Test(a16, i16_sums_past_int32_are_exact)
+{
+    check_widek("i16");
+}
+
+/* A sum longer than the byte-split int64 accumulator takes: one line naming the node and the
+ * limit, a non-zero exit, no file. */
+Test(a16, a_sum_too_long_for_the_accumulator_is_an_error)
+{
+    char cmd[8192], *log, out[4096];
+    snprintf(out, sizeof out, "%s/bigk.a16w8.onnx", dir);
+    snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize bigk.onnx --recipe '%s/recipes/a16w8.qrl' --calib bigk_calib.npy -o %s",
+             dir, tu_qrl(), tu_root(), out);
+    cr_assert_neq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "(MatMulInteger): a sum over 33000 terms of 16-bit operands is longer than the 32896 the "
+                          "int64 accumulator takes"),
+              "%s", log);
+    cr_assert(!tu_file_exists(out), "a failed quantize left %s", out);
+    free(log);
+}
+
+/* A pattern lowering 16-bit activations to an epilogue that takes an int32 accumulator: the
+ * error says which accumulator 16-bit activations get. */
+Test(a16, an_int32_accumulator_for_16_bit_activations_is_refused)
+{
+    char cmd[8192], *log;
+    write_file("acc32.qrl",
+          "import \"calibrators.qrl\"\n"
+          "kernel k32(acc: tensor<i32>, x: tensor<u16>, x_scale: f32, x_zero: i32, w: tensor<i8>, w_scale: f32[],\n"
+          "           w_zero: i32[], y: tensor<u16>, y_scale: f32, y_zero: i32) {\n"
+          "  for i in 0 .. y.numel {\n    y[i] = sat<u16>(f32(acc[i]))\n  }\n}\n"
+          "pattern mm {\n  match y = MatMul(x, w) where const(w)\n"
+          "  quantize x: activation, w: weight(axis = 1), y: activation\n  lower y = k32(x, w)\n}\n"
+          "recipe r {\n  activation = u16 asymmetric by minmax()\n"
+          "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n");
+    snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize widek.onnx --recipe acc32.qrl --calib widek_calib.npy -o acc32.onnx",
+             dir, tu_qrl());
+    cr_assert_neq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "acc32.qrl:8:9: pattern 'mm' has no lowering for the types the recipe chose (kernel 'k32' "
+                          "takes its accumulator as tensor<i32>, but u16 activations accumulate in i64)"),
+              "%s", log);
+    free(log);
+}

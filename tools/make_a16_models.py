@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""Test models for 16-bit activations (QRL-I item 4, recipes/a16w8.qrl), random weights, seeded.
+
+Usage: /usr/bin/python3 tools/make_a16_models.py OUTDIR
+
+Writes to OUTDIR:
+  convnet.onnx   X [N, 4, 9, 9] -> Conv (w [6, 2, 3, 3], bias, group 2, strides 2, pads [1, 0, 2, 1],
+                 dilations [2, 1]) -> Relu -> Conv (w [5, 6, 1, 2], no bias, strides [1, 2]) -> Flatten
+                 -> MatMul (w [K, 7]) -> Add (bias) -> ReduceMean (axes [1], keepdims 1, an attribute:
+                 opset 13) and the Linear's output: two outputs. Weights and inputs of both signs.
+  convnet_calib.npy, convnet_x.npy  calibration samples and other test samples, both signs
+  widek.onnx     X [N, 4096] -> MatMul (w [4096, 3], all positive) -> Y: with X in [0, 4] the u16
+                 integers of X reach 65535 and the weights' 127, so a row's sum of products is about
+                 4096 * 32767 * 63 = 8.5e9, past int32 (2.1e9): an int32 accumulator would wrap
+  widek_calib.npy, widek_x.npy
+  bigk.onnx      X [1, 33000] -> MatMul (w [33000, 2]): a sum longer than the int64 accumulator takes
+  bigk_calib.npy
+"""
+import os
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper, save
+
+
+def f32(name, a):
+    return numpy_helper.from_array(np.asarray(a, np.float32), name)
+
+
+def save_model(path, nodes, inits, inputs, outputs, opset=13):
+    g = helper.make_graph(nodes, os.path.basename(path), inputs, outputs, initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="tools/make_a16_models.py")
+    m.ir_version = 7
+    save(m, path)
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    rng = np.random.default_rng(1616)
+
+    # convnet: the first Conv's output is [N, 6, 4, 4]; the second's [N, 5, 4, 2]: K = 40
+    w1 = rng.normal(0, 0.4, (6, 2, 3, 3))
+    b1 = rng.normal(0, 0.3, 6)
+    w2 = rng.normal(0, 0.3, (5, 6, 1, 2))
+    wl = rng.normal(0, 0.2, (40, 7))
+    bl = rng.normal(0, 0.5, 7)
+    nodes = [
+        helper.make_node("Conv", ["X", "w1", "b1"], ["c1"], group=2, strides=[2, 2], pads=[1, 0, 2, 1],
+                         dilations=[2, 1], kernel_shape=[3, 3]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], strides=[1, 2], kernel_shape=[1, 2]),
+        helper.make_node("Flatten", ["c2"], ["f"], axis=1),
+        helper.make_node("MatMul", ["f", "wl"], ["m"]),
+        helper.make_node("Add", ["m", "bl"], ["Y"]),
+        helper.make_node("ReduceMean", ["Y"], ["Z"], axes=[1], keepdims=1),
+    ]
+    save_model(os.path.join(out, "convnet.onnx"), nodes,
+               [f32("w1", w1), f32("b1", b1), f32("w2", w2), f32("wl", wl), f32("bl", bl)],
+               [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 4, 9, 9])],
+               [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", 7]),
+                helper.make_tensor_value_info("Z", TensorProto.FLOAT, ["N", 1])])
+    np.save(os.path.join(out, "convnet_calib.npy"), rng.normal(0.2, 1.0, (32, 4, 9, 9)).astype(np.float32))
+    np.save(os.path.join(out, "convnet_x.npy"), rng.normal(0.2, 1.0, (8, 4, 9, 9)).astype(np.float32))
+
+    kd = 4096
+    ww = rng.uniform(0.0, 0.1, (kd, 3))
+    ww[0, :] = 0.1  # the largest weight of every column: its integer is 127
+    save_model(os.path.join(out, "widek.onnx"), [helper.make_node("MatMul", ["X", "w"], ["Y"])], [f32("w", ww)],
+               [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", kd])],
+               [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", 3])])
+    calib = rng.uniform(0.0, 4.0, (8, kd)).astype(np.float32)
+    calib[0, 0] = 4.0
+    np.save(os.path.join(out, "widek_calib.npy"), calib)
+    np.save(os.path.join(out, "widek_x.npy"), rng.uniform(2.0, 4.0, (4, kd)).astype(np.float32))
+
+    kb = 33000
+    save_model(os.path.join(out, "bigk.onnx"), [helper.make_node("MatMul", ["X", "w"], ["Y"])],
+               [f32("w", rng.normal(0, 0.1, (kb, 2)))],
+               [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, kb])],
+               [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 2])])
+    np.save(os.path.join(out, "bigk_calib.npy"), rng.normal(0, 1, (2, kb)).astype(np.float32))
+
+
+if __name__ == "__main__":
+    main()
