@@ -5,7 +5,8 @@ Usage: /usr/bin/python3 tools/make_a16_models.py OUTDIR
 
 Writes to OUTDIR:
   convnet.onnx   X [N, 4, 9, 9] -> Conv (w [6, 2, 3, 3], bias, group 2, strides 2, pads [1, 0, 2, 1],
-                 dilations [2, 1]) -> Relu -> Conv (w [5, 6, 1, 2], no bias, strides [1, 2]) -> Flatten
+                 dilations [2, 1]) -> Relu -> MaxPool (2 x 2, stride 1) -> Conv (w [5, 6, 1, 2], no bias,
+                 strides [1, 2]) -> Flatten
                  -> MatMul (w [K, 7]) -> Add (bias) -> ReduceMean (axes [1], keepdims 1, an attribute:
                  opset 13) and the Linear's output: two outputs. Weights and inputs of both signs.
   convnet_calib.npy, convnet_x.npy  calibration samples and other test samples, both signs
@@ -39,17 +40,18 @@ def main():
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(1616)
 
-    # convnet: the first Conv's output is [N, 6, 4, 4]; the second's [N, 5, 4, 2]: K = 40
+    # convnet: the first Conv's output is [N, 6, 4, 4], pooled [N, 6, 3, 3]; the second's [N, 5, 3, 1]: K = 15
     w1 = rng.normal(0, 0.4, (6, 2, 3, 3))
     b1 = rng.normal(0, 0.3, 6)
     w2 = rng.normal(0, 0.3, (5, 6, 1, 2))
-    wl = rng.normal(0, 0.2, (40, 7))
+    wl = rng.normal(0, 0.2, (15, 7))
     bl = rng.normal(0, 0.5, 7)
     nodes = [
         helper.make_node("Conv", ["X", "w1", "b1"], ["c1"], group=2, strides=[2, 2], pads=[1, 0, 2, 1],
                          dilations=[2, 1], kernel_shape=[3, 3]),
         helper.make_node("Relu", ["c1"], ["r1"]),
-        helper.make_node("Conv", ["r1", "w2"], ["c2"], strides=[1, 2], kernel_shape=[1, 2]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[1, 1]),
+        helper.make_node("Conv", ["p1", "w2"], ["c2"], strides=[1, 2], kernel_shape=[1, 2]),
         helper.make_node("Flatten", ["c2"], ["f"], axis=1),
         helper.make_node("MatMul", ["f", "wl"], ["m"]),
         helper.make_node("Add", ["m", "bl"], ["Y"]),

@@ -1427,6 +1427,8 @@ static void pool8_planes(void *arg, int64_t p0, int64_t p1, int slot)
     }
 POOL_MAX_INT(u8, uint8_t, 0)
 POOL_MAX_INT(i8, int8_t, INT8_MIN)
+POOL_MAX_INT(u16, uint16_t, 0)
+POOL_MAX_INT(i16, int16_t, INT16_MIN)
 POOL_MAX_INT(f32, float, -INFINITY)
 
 /* f32 2x2 windows at stride 2 tiling the plane: each output the first maximum of its four
@@ -1525,12 +1527,13 @@ static void pool_max_planes_avx512(void *arg, int64_t p0, int64_t p1)
         qr_maxpool_plane_f32_avx512(j->g, j->x + p * j->g->big_n, j->y + p * j->g->small_n);
 }
 
-/* MaxPool of f32 or 8-bit data as it is (no index output): 8-bit images by planes across the
- * threads, each with its row buffer; the rest through an offsets table. */
+/* MaxPool of f32, 8- or 16-bit data as it is (no index output): 8-bit images by planes across the
+ * threads, each with its row buffer; the rest through an offsets table (16-bit images read each
+ * window in place). */
 static qr_status pool_max_native(qr_kctx *k, const qr_conv_geom *g, const qr_tensor *x, qr_tensor *y)
 {
     int64_t planes = x->dims[0] * x->dims[1];
-    if (g->r == 2 && x->dtype != QR_F32) {
+    if (g->r == 2 && (x->dtype == QR_U8 || x->dtype == QR_I8)) {
         int slots = qr_pool_threads(k->pool);
         int64_t len = pool_tiles_plane(g) ? pool_tile_rows(g) * g->big[1] : pool_row_len(g);
         len = (len + 127) / 64 * 64; /* a cache line apart: no false sharing */
@@ -1553,6 +1556,10 @@ static qr_status pool_max_native(qr_kctx *k, const qr_conv_geom *g, const qr_ten
         pool_max_u8(g, x->data, y->data, planes, o);
     else if (x->dtype == QR_I8)
         pool_max_i8(g, x->data, y->data, planes, o);
+    else if (x->dtype == QR_U16)
+        pool_max_u16(g, x->data, y->data, planes, o);
+    else if (x->dtype == QR_I16)
+        pool_max_i16(g, x->data, y->data, planes, o);
     else if (g->r == 2 && pool_tiles_plane(g) && g->kernel[0] == 2 && g->kernel[1] == 2)
         pool_max_2x2_f32(g, x->data, y->data, planes);
     else
@@ -1659,7 +1666,7 @@ static qr_status pool_run_common(qr_kctx *k, int is_max)
     qr_tensor *y = k->out[0];
     int has_indices = is_max && k->n_out > 1 && k->out[1];
     if (is_max && !has_indices && x->dtype == y->dtype &&
-        (x->dtype == QR_U8 || x->dtype == QR_I8 || x->dtype == QR_F32))
+        (x->dtype == QR_U8 || x->dtype == QR_I8 || x->dtype == QR_U16 || x->dtype == QR_I16 || x->dtype == QR_F32))
         return pool_max_native(k, &g, x, y);
     if (!is_max && x->dtype == y->dtype && (x->dtype == QR_U8 || x->dtype == QR_I8))
         return pool_avg_native(k, &g, x, y);

@@ -7,7 +7,7 @@ Usage: /usr/bin/python3 tests/e2e/a16_oracle.py MODEL.onnx X.npy OUTDIR
 Every op in float64 as ONNX defines it: QuantizeLinear rounds x / scale half to even, adds the
 zero point and saturates to the zero point's type (uint16, int16, uint8, int8); DequantizeLinear
 is (q - zero) * scale, per tensor or per axis; Conv (group, strides, pads, dilations) as sums
-over the kernel's taps; Relu, Flatten, MatMul, Add, ReduceMean (axes from the attribute or the
+over the kernel's taps; MaxPool (no pads); Relu, Flatten, MatMul, Add, ReduceMean (axes from the attribute or the
 input). Writes OUTDIR/<output name>.npy (float32) and OUTDIR/<output name>.scale (the scale of
 the QuantizeLinear that made the output: one step of its integers), and OUTDIR/info.txt: the
 model's opset ("opset 21"), the activations' integer types ("activation uint16", from the
@@ -94,6 +94,14 @@ def main():
                 scale_of[n.output[0]] = scale_of[n.input[0]]
         elif op == "Conv":
             y = conv(ins[0], ins[1], ins[2] if len(ins) > 2 else None, n)
+        elif op == "MaxPool":
+            (kh, kw), (sh, sw) = attr(n, "kernel_shape"), attr(n, "strides", [1, 1])
+            x = ins[0]
+            ho, wo = (x.shape[2] - kh) // sh + 1, (x.shape[3] - kw) // sw + 1
+            y = np.full(x.shape[:2] + (ho, wo), -np.inf)
+            for i in range(kh):
+                for j in range(kw):
+                    y = np.maximum(y, x[:, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw])
         elif op == "Relu":
             y = np.maximum(ins[0], 0)
         elif op == "Flatten":

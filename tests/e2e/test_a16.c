@@ -1,6 +1,6 @@
 /* 16-bit activations (QRL-I item 4): recipes/a16w8.qrl (u16 asymmetric) and an i16 symmetric
  * recipe, i8 weights, through `qrl quantize` on the small models of tools/make_a16_models.py:
- * a Conv with group 2, strides, asymmetric pads and dilation, a bias-free Conv, a Linear and a
+ * a Conv with group 2, strides, asymmetric pads and dilation, a MaxPool, a bias-free Conv, a Linear and a
  * ReduceMean (opset 13, axes an attribute), inputs of both signs; and a MatMul whose K (4096)
  * makes the exact sum of the u16 x i8 integer products overflow int32.
  * The oracles are independent of QRL: numpy's run of the exported QDQ file in float64
