@@ -10,6 +10,9 @@ Writes to OUTDIR:
                  -> MatMul (w [K, 7]) -> Add (bias) -> ReduceMean (axes [1], keepdims 1, an attribute:
                  opset 13) and the Linear's output: two outputs. Weights and inputs of both signs.
   convnet_calib.npy, convnet_x.npy  calibration samples and other test samples, both signs
+  attn.onnx      X [N, 6, 8] -> MatMul (X, Transpose(X)) -> Y [N, 6, 6] (a product of two activations,
+                 as attention's Q.K^T), and Z = P * P with P = X @ w [8, 5] (a Mul of two activations)
+  attn_calib.npy, attn_x.npy
   widek.onnx     X [N, 4096] -> MatMul (w [4096, 3], all positive) -> Y: with X in [0, 4] the u16
                  integers of X reach 65535 and the weights' 127, so a row's sum of products is about
                  4096 * 32767 * 63 = 8.5e9, past int32 (2.1e9): an int32 accumulator would wrap
@@ -64,6 +67,21 @@ def main():
                 helper.make_tensor_value_info("Z", TensorProto.FLOAT, ["N", 1])])
     np.save(os.path.join(out, "convnet_calib.npy"), rng.normal(0.2, 1.0, (32, 4, 9, 9)).astype(np.float32))
     np.save(os.path.join(out, "convnet_x.npy"), rng.normal(0.2, 1.0, (8, 4, 9, 9)).astype(np.float32))
+
+    # attn: the products of two activations (attention's Q.K^T, and a Mul), both operands 16-bit
+    tb = rng.normal(0, 0.5, (8, 5))
+    nodes = [
+        helper.make_node("Transpose", ["X"], ["xt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["X", "xt"], ["Y"]),
+        helper.make_node("MatMul", ["X", "tb"], ["p"]),
+        helper.make_node("Mul", ["p", "p"], ["Z"]),
+    ]
+    save_model(os.path.join(out, "attn.onnx"), nodes, [f32("tb", tb)],
+               [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 6, 8])],
+               [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", 6, 6]),
+                helper.make_tensor_value_info("Z", TensorProto.FLOAT, ["N", 6, 5])])
+    np.save(os.path.join(out, "attn_calib.npy"), rng.normal(-0.3, 1.0, (16, 6, 8)).astype(np.float32))
+    np.save(os.path.join(out, "attn_x.npy"), rng.normal(-0.3, 1.0, (4, 6, 8)).astype(np.float32))
 
     kd = 4096
     ww = rng.uniform(0.0, 0.1, (kd, 3))

@@ -7,7 +7,7 @@ Usage: /usr/bin/python3 tests/e2e/a16_oracle.py MODEL.onnx X.npy OUTDIR
 Every op in float64 as ONNX defines it: QuantizeLinear rounds x / scale half to even, adds the
 zero point and saturates to the zero point's type (uint16, int16, uint8, int8); DequantizeLinear
 is (q - zero) * scale, per tensor or per axis; Conv (group, strides, pads, dilations) as sums
-over the kernel's taps; MaxPool (no pads); Relu, Flatten, MatMul, Add, ReduceMean (axes from the attribute or the
+over the kernel's taps; MaxPool (no pads); Relu, Flatten, Transpose, MatMul, Add, Mul, ReduceMean (axes from the attribute or the
 input). Writes OUTDIR/<output name>.npy (float32) and OUTDIR/<output name>.scale (the scale of
 the QuantizeLinear that made the output: one step of its integers), and OUTDIR/info.txt: the
 model's opset ("opset 21"), the activations' integer types ("activation uint16", from the
@@ -113,6 +113,10 @@ def main():
                 max_acc = max(max_acc, int(np.abs(ints[n.input[0]] @ ints[n.input[1]]).max()))
         elif op == "Add":
             y = ins[0] + ins[1]
+        elif op == "Mul":
+            y = ins[0] * ins[1]
+        elif op == "Transpose":
+            y = np.transpose(ins[0], attr(n, "perm"))
         elif op == "ReduceMean":
             axes = attr(n, "axes") if len(ins) < 2 or ins[1] is None else list(ins[1])
             y = np.mean(ins[0], axis=tuple(axes), keepdims=bool(attr(n, "keepdims", 1)))

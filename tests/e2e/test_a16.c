@@ -1,7 +1,8 @@
 /* 16-bit activations (QRL-I item 4): recipes/a16w8.qrl (u16 asymmetric) and an i16 symmetric
  * recipe, i8 weights, through `qrl quantize` on the small models of tools/make_a16_models.py:
  * a Conv with group 2, strides, asymmetric pads and dilation, a MaxPool, a bias-free Conv, a Linear and a
- * ReduceMean (opset 13, axes an attribute), inputs of both signs; and a MatMul whose K (4096)
+ * ReduceMean (opset 13, axes an attribute), inputs of both signs; products of two activations
+ * (a MatMul of X by its transpose, a Mul); and a MatMul whose K (4096)
  * makes the exact sum of the u16 x i8 integer products overflow int32.
  * The oracles are independent of QRL: numpy's run of the exported QDQ file in float64
  * (tests/e2e/a16_oracle.py: ONNX's QuantizeLinear/DequantizeLinear, Conv as sums over taps) and
@@ -156,6 +157,19 @@ Test(a16, i16_convnet_matches_numpy_and_ort)
     check("convnet", "i16", 2, conv_outs, &info);
     cr_assert(strstr(info, "opset 21\n") && strstr(info, "activation int16\n"), "%s", info);
     free(info);
+}
+
+/* Products of two 16-bit activations (a MatMul of X by its transpose, a Mul): both operands split
+ * into bytes, four int32 products combined in int64. */
+Test(a16, products_of_two_16_bit_activations)
+{
+    static const char *const outs[] = {"Y", "Z"};
+    const char *tags[] = {"a16w8", "i16"};
+    for (int i = 0; i < 2; i++) {
+        char *info;
+        check("attn", tags[i], 2, outs, &info);
+        free(info);
+    }
 }
 
 /* K = 4096: the exact sum of a row's integer products passes int32's range (the oracle's
