@@ -659,10 +659,11 @@ void chk_pattern(ctx *c, qc_sym *s)
     chk_pop_scope(c);
 }
 
-/* The one function of transform s: scale(...) -> f64 (a rescaling: the factor of channel j) or
- * bias(...) -> f64 (a bias correction: the new bias of output channel o). Its parameters are f64
+/* The one function of transform s: scale(...) -> f64 (a rescaling: the factor of channel j),
+ * bias(...) -> f64 (a bias correction: the new bias of output channel o) or flip(...) -> f64 (a
+ * rounding optimizer: whether one weight moves to its other rounding). Its parameters are f64
  * statistics, each at most once, by name: act, weight, source for scale (QR_TRANSFORM_ACT ...),
- * bias, error for bias (QR_TRANSFORM_BIAS, QR_TRANSFORM_ERROR). */
+ * bias, error for bias (QR_TRANSFORM_BIAS, QR_TRANSFORM_ERROR), sweep, change, mean, size for flip. */
 static void transform_scale(ctx *c, qc_sym *s, ql_node *fn)
 {
     scope fs;
@@ -670,36 +671,44 @@ static void transform_scale(ctx *c, qc_sym *s, ql_node *fn)
     c->nlocals = 0;
     c->fn = NULL;
     c->w = W_CONST;
-    int is_bias = !strcmp(fn->name, "bias");
-    params(c, fn->a, 0, is_bias ? "bias" : "scale");
-    static const char *const stats[2][3] = {{"act", "weight", "source"}, {"bias", "error", NULL}};
-    int ok = (is_bias || !strcmp(fn->name, "scale")) && fn->a && fn->a->nkids >= 1 && fn->a->nkids <= 3;
+    int kind = !strcmp(fn->name, "bias") ? 1 : !strcmp(fn->name, "flip") ? 2 : 0;
+    static const char *const fnames[3] = {"scale", "bias", "flip"};
+    params(c, fn->a, 0, fnames[kind]);
+    static const char *const stats[3][4] = {
+        {"act", "weight", "source", NULL}, {"bias", "error", NULL, NULL}, {"sweep", "change", "mean", "size"}};
+    int ok = (kind || !strcmp(fn->name, "scale")) && fn->a && fn->a->nkids >= 1 && fn->a->nkids <= 4;
     for (int i = 0; ok && i < fn->a->nkids; i++) {
         const ql_node *p = fn->a->kids[i];
         int known = 0;
-        for (int k = 0; k < 3; k++)
-            known |= stats[is_bias][k] && !strcmp(p->name, stats[is_bias][k]);
+        for (int k = 0; k < 4; k++)
+            known |= stats[kind][k] && !strcmp(p->name, stats[kind][k]);
         ok = known && !p->b && p->type && p->type->k == QC_F64;
         for (int k = 0; ok && k < i; k++)
             ok = strcmp(fn->a->kids[k]->name, p->name) != 0;
     }
     const qc_type *rt = fn->b ? chk_type(c, fn->b) : &qc_void;
-    if ((!ok || rt->k != QC_F64) && is_bias)
+    if ((!ok || rt->k != QC_F64) && kind == 1)
         chk_err_decl(c, fn, "transform '%s': bias(...) -> f64 gives the new bias of output channel o of a matched "
             "layer from f64 statistics named as parameters: bias (its bias now, 0 without one), error (the expected "
             "error its quantized weight adds to the channel, sum of (W_q - W) * E[x] over its inputs)", s->name);
+    else if ((!ok || rt->k != QC_F64) && kind == 2)
+        chk_err_decl(c, fn, "transform '%s': flip(...) -> f64 says whether one weight of a matched layer moves to "
+            "its other rounding (a positive answer moves it), from f64 statistics named as parameters: sweep (the "
+            "sweeps over the channel before this one), change (what the move changes the channel's output error by), "
+            "mean (what it changes the error's mean part by), size (the move's own term)", s->name);
     else if (!ok || rt->k != QC_F64)
         chk_err_decl(c, fn, "transform '%s' has one function, scale(...) -> f64, the factor channel j of the matched "
             "value is divided by, from f64 statistics of the channel named as parameters: act (its largest |value| "
             "on the calibration samples), weight (its readers' largest |weight| for it), source (its producer's "
-            "largest |weight| for it); or bias(...) -> f64 (a bias correction)", s->name);
+            "largest |weight| for it); or bias(...) -> f64 (a bias correction), or flip(...) -> f64 (a rounding "
+            "optimizer)", s->name);
     c->w = W_FN;
     c->ret = &qc_f64;
     int returns = chk_block(c, fn->c);
     if (!returns) {
         ql_span end = fn->c->span;
         end.start = end.end > 0 ? end.end - 1 : 0;
-        ql_error(c->d, end, "missing return at the end of %s (it returns f64)", is_bias ? "bias" : "scale");
+        ql_error(c->d, end, "missing return at the end of %s (it returns f64)", fnames[kind]);
     }
     c->ret = NULL;
     chk_pop_scope(c);
@@ -726,7 +735,7 @@ void chk_transform(ctx *c, qc_sym *s)
             chk_convert(c, k->a, chk_expr(c, k->a, &qc_bool), &qc_bool, "a where clause");
         } else if (k->kind == QL_FN) {
             if (fn)
-                chk_err_decl(c, k, "transform '%s' has two functions; it has one, scale or bias", s->name);
+                chk_err_decl(c, k, "transform '%s' has two functions; it has one, scale, bias or flip", s->name);
             else
                 fn = k;
         } else {
@@ -746,7 +755,7 @@ void chk_transform(ctx *c, qc_sym *s)
         transform_scale(c, s, fn);
     else
         chk_err_decl(c, n, "transform '%s' has no function: scale(act: f64, weight: f64) -> f64 { ... } or "
-                     "bias(bias: f64, error: f64) -> f64 { ... }", s->name);
+                     "bias(bias: f64, error: f64) -> f64 { ... } or flip(change: f64, ...) -> f64 { ... }", s->name);
     c->cal = NULL;
     chk_pop_scope(c);
 }

@@ -526,20 +526,22 @@ void jit_transform_fns(jit *j, const qc_sym *s, item_fns *out)
             fn = s->decl->kids[i];
     if (!fn)
         return;
-    /* every statistic is passed (qrl_transform_scale_fn); the function's parameters name those it reads */
-    gcc_jit_type *ts[5] = {j->p_rt, gcc_jit_type_get_pointer(j->t_i64), j->t_f64, j->t_f64, j->t_f64};
-    int is_bias = !strcmp(fn->name, "bias"); /* bias(bias, error): the same slots (qrl_transform_bias_fn) */
-    const char *ns[5] = {"rt", "params", is_bias ? "bias" : "act", is_bias ? "error" : "weight",
-                         is_bias ? "unused" : "source"};
+    /* every statistic is passed (qrl_transform_scale_fn, _bias_fn: three; _flip_fn: four); the
+     * function's parameters name those it reads */
+    int kind = !strcmp(fn->name, "bias") ? 1 : !strcmp(fn->name, "flip") ? 2 : 0, nstats = kind == 2 ? 4 : 3;
+    gcc_jit_type *ts[6] = {j->p_rt, gcc_jit_type_get_pointer(j->t_i64), j->t_f64, j->t_f64, j->t_f64, j->t_f64};
+    static const char *const slots[3][4] = {
+        {"act", "weight", "source", NULL}, {"bias", "error", "unused", NULL}, {"sweep", "change", "mean", "size"}};
+    const char *ns[6] = {"rt", "params", slots[kind][0], slots[kind][1], slots[kind][2], slots[kind][3]};
     char name[300];
-    snprintf(name, sizeof name, "qrl_transform_%s_%s", s->name, is_bias ? "bias" : "scale");
+    snprintf(name, sizeof name, "qrl_transform_%s_%s", s->name, fn->name);
     fgen f = {.j = j, .file = s->file->src->path, .cal = s->decl, .ret = j->t_f64};
-    f.fn = out->scale = new_fn(j, name, j->t_f64, 5, ts, ns);
+    f.fn = out->scale = new_fn(j, name, j->t_f64, 2 + nstats, ts, ns);
     f.rt = param_rv(&f, 0);
     f.params = param_rv(&f, 1);
-    gcc_jit_param *fparams[3] = {0};
-    for (int k = 0; fn->a && k < fn->a->nkids && k < 3; k++)
-        for (int at = 0; at < 3; at++)
+    gcc_jit_param *fparams[4] = {0};
+    for (int k = 0; fn->a && k < fn->a->nkids && k < 4; k++)
+        for (int at = 0; at < nstats; at++)
             if (!strcmp(fn->a->kids[k]->name, ns[2 + at]))
                 fparams[k] = gcc_jit_function_get_param(f.fn, 2 + at);
     f.fparams = fparams;
@@ -740,6 +742,8 @@ static void register_transform(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_
     for (int i = 0; i < t->nkids; i++) {
         if (t->kids[i]->kind == QL_FN && !strcmp(t->kids[i]->name, "bias"))
             stats |= QR_TRANSFORM_CORRECTS;
+        if (t->kids[i]->kind == QL_FN && !strcmp(t->kids[i]->name, "flip"))
+            stats |= QR_TRANSFORM_ROUNDS;
         for (int k = 0; t->kids[i]->kind == QL_FN && t->kids[i]->a && k < t->kids[i]->a->nkids; k++) {
             const char *pn = t->kids[i]->a->kids[k]->name;
             stats |= !strcmp(pn, "act") ? QR_TRANSFORM_ACT : !strcmp(pn, "weight") ? QR_TRANSFORM_WEIGHT

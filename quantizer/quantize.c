@@ -1789,15 +1789,21 @@ static qr_status export_form(qr_graph *d, qr_dtype act, qr_error *e)
 }
 
 /* qr_transform_weights_fn: the plan and weight quantization of recipe o->recipe on g (nothing
- * calibrated), each weight dequantized as the export's integers give it back. */
-static qr_status preview_weights(void *user, const qr_graph *g, float ***deq, qr_error *e)
+ * calibrated), each weight dequantized as the export's integers give it back, and with alt each
+ * element's other rounding. An element within 1/1000 of a step of the grid has none (moving it a
+ * whole step is no rounding choice), nor has one at an end of its channel's range (its smallest or
+ * largest w or |w|): those stay where they are, or the scale the rewrite is quantized with moves. */
+static qr_status preview_weights(void *user, const qr_graph *g, float ***deq, float ***alt, qr_error *e)
 {
     const qr_quant_opts *o = user;
     *deq = NULL;
+    if (alt)
+        *alt = NULL;
     qr_qctx q = {.g = g, .m = o->module, .o = o, .e = e};
     q.r = o->recipe ? qr_module_recipe(o->module, o->recipe) : &o->module->recipes[0];
     float **d = calloc((size_t)g->n_values + 1, sizeof *d);
-    qr_status st = d && qctx_alloc(&q) ? QR_OK : qr_errorf(e, "out of memory");
+    float **a = alt ? calloc((size_t)g->n_values + 1, sizeof *a) : NULL;
+    qr_status st = d && (a || !alt) && qctx_alloc(&q) ? QR_OK : qr_errorf(e, "out of memory");
     if (st == QR_OK)
         st = read_settings(&q);
     if (st == QR_OK)
@@ -1813,24 +1819,50 @@ static qr_status preview_weights(void *user, const qr_graph *g, float ***deq, qr
         qrl_qtype qt = qr_qtype_of(w->dtype, q.w_narrow, w->axis);
         const float *src = v->t.data;
         float *out = d[w->value] = malloc(sizeof *out * (size_t)(n + 1));
-        if (!out) {
+        float *other = a ? a[w->value] = malloc(sizeof *other * (size_t)(n + 1)) : NULL;
+        if (!out || (a && !other)) {
             st = qr_errorf(e, "out of memory");
             break;
+        }
+        float *lo = other ? malloc(sizeof *lo * (size_t)(2 * w->nch + 1)) : NULL, *hi = lo ? lo + w->nch : NULL;
+        if (other && !lo) {
+            st = qr_errorf(e, "out of memory");
+            break;
+        }
+        for (int c = 0; lo && c < w->nch; c++)
+            lo[c] = INFINITY, hi[c] = -INFINITY;
+        for (int64_t j = 0; lo && j < n; j++) { /* each channel's range, whose ends keep their rounding */
+            int c = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
+            lo[c] = fminf(lo[c], src[j]), hi[c] = fmaxf(hi[c], src[j]);
         }
         for (int64_t j = 0; j < n; j++) {
             int c = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
             int64_t k = qr_plan_round_const(&q, src[j], w->scale[c], w->zero[c], qt.qmin, qt.qmax);
             out[j] = (float)((double)(k - w->zero[c]) * w->scale[c]);
+            if (!other)
+                continue;
+            double at = (double)src[j] / w->scale[c] + (double)w->zero[c];
+            float a = fabsf(src[j]);
+            int end = src[j] == lo[c] || src[j] == hi[c] || a == fabsf(lo[c]) || a == fabsf(hi[c]);
+            int64_t k2 = end || fabs(at - (double)k) < 1e-3 ? k : at > (double)k ? k + 1 : k - 1;
+            k2 = k2 < qt.qmin || k2 > qt.qmax ? k : k2;
+            other[j] = (float)((double)(k2 - w->zero[c]) * w->scale[c]);
         }
+        free(lo);
     }
     qctx_free(&q);
     if (st != QR_OK) {
-        for (int i = 0; d && i < g->n_values; i++)
-            free(d[i]);
+        for (int i = 0; i < g->n_values; i++) {
+            free(d ? d[i] : NULL);
+            free(a ? a[i] : NULL);
+        }
         free(d);
+        free(a);
         return QR_ERR;
     }
     *deq = d;
+    if (alt)
+        *alt = a;
     return QR_OK;
 }
 

@@ -9,6 +9,14 @@
 #include "exec.h"
 #include "match.h"
 #include "op.h"
+#include "ops/conv_geom.h"
+#include "rounding.h"
+
+/* A rounding optimizer keeps at most this many floats of a layer's input rows (16 MB): rows enough
+ * for a steady Gram matrix of a few thousand inputs, not the im2col of every sample. */
+#define ROUND_FLOATS ((int64_t)1 << 22)
+/* The sweeps after which the optimizer stops however the recipe answers (it says when before). */
+#define ROUND_MAX_SWEEPS 64
 
 /* One value the transform rewrites: y, its channel axis and count, its producer (past a Relu),
  * its readers. */
@@ -29,6 +37,18 @@ typedef struct bsite {
     qr_node *add;    /* a MatMul's bias: the Add reading it alone with a constant of cout values */
     int add_in;      /* the Add's constant input */
 } bsite;
+
+/* A layer a rounding optimizer rewrites, and the input rows it keeps: row r of group g at
+ * x[(g * cap + r) * k], k = the inputs of one output channel (a Conv's group's channels x kernel). */
+typedef struct rsite {
+    bsite b;
+    int64_t groups, k, cg; /* cg: a Conv's input channels per group (0: a MatMul or Gemm) */
+    qr_conv_geom geom;     /* a Conv's, with offs[kernel position * positions + position] (-1: padding) */
+    int64_t *offs;
+    int64_t per_sample, every, cap, rows; /* rows of one sample; global row i kept when i % every == 0 */
+    float *x;
+    double *sum; /* per group, the kept rows' sum */
+} rsite;
 
 /* The per-channel mean of a value a bias correction's layer reads (x, by value id). */
 typedef struct mean_acc {
@@ -51,6 +71,9 @@ typedef struct tctx {
     int nbsites;
     mean_acc *means; /* by value id: channels 0 when not measured */
     int nmeans;
+    rsite *rsites;
+    int nrsites;
+    int64_t at, count; /* the batch's first sample, of count (measure) */
     qr_status st;
     qr_error *e;
 } tctx;
@@ -85,6 +108,11 @@ void qr_transform_run_free(qr_transform_run *run)
     free(run->notes);
     run->notes = NULL;
     run->nnotes = 0;
+    for (int i = 0; i < run->norig; i++)
+        free(run->orig[i]);
+    free(run->orig);
+    run->orig = NULL;
+    run->norig = 0;
 }
 
 static int is_f32_const(const qr_value *v)
@@ -257,10 +285,15 @@ static int accept(void *user, const qr_match *m)
 
 /* The per-channel statistics of value v: a rescaling site's largest |value|, a bias correction's
  * mean. NaN never wins a comparison (and makes a mean NaN, which the correction then refuses). */
+static void gather_rows(tctx *c, rsite *rs, const qr_tensor *t);
+
 static void observe_value(tctx *c, const qr_value *v, const qr_tensor *t)
 {
     if (v->id < 0 || v->id >= c->g->n_values || t->dtype != QR_F32)
         return;
+    for (int k = 0; k < c->nrsites; k++)
+        if (c->rsites[k].b.n->in[0] == v)
+            gather_rows(c, &c->rsites[k], t);
     int k = c->site_of ? c->site_of[v->id] : -1;
     mean_acc *ma = v->id < c->nmeans && c->means[v->id].channels > 0 ? &c->means[v->id] : NULL;
     int axis = k >= 0 ? c->sites[k].axis : ma ? ma->axis : -1;
@@ -303,8 +336,10 @@ static qr_status measure(tctx *c, const qr_tensor *calib, int64_t count, int bat
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
     qr_tensor *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
     qr_status st = in && out ? qr_exec_new(g, &eo, &x, c->e) : qr_errorf(c->e, "out of memory");
+    c->count = count;
     for (int64_t at = 0; st == QR_OK && at < count; at += batch) {
         int64_t b = count - at < batch ? count - at : batch;
+        c->at = at;
         for (int i = 0; i < g->n_inputs; i++) {
             size_t row = qr_tensor_nbytes(&calib[i]) / (size_t)(calib[i].dims[0] ? calib[i].dims[0] : 1);
             in[i] = calib[i];
@@ -600,7 +635,9 @@ static qr_status correct(tctx *c, const bsite *b, const float *wq, const qrl_sca
     }
     for (int64_t j = 0; j < ma->channels; j++)
         mean[j] = ma->n > 0 ? ma->sum[j] / ma->n : 0;
-    layer_errors(b, n->in[1]->t.data, wq, mean, err);
+    int wid = n->in[1]->id; /* a rounding optimizer's error counts too: from the weight before it */
+    const float *w0 = wid < c->run->norig && c->run->orig[wid] ? c->run->orig[wid] : n->in[1]->t.data;
+    layer_errors(b, w0, wq, mean, err);
     double beta;
     qr_value *bv = bias_value(b, &beta);
     const float *old = bv ? bv->t.data : NULL;
@@ -675,7 +712,7 @@ static qr_status bias_correct(tctx *c, const qrl_scalar *params, const qr_tensor
     float **deq = NULL;
     int nvalues = g->n_values; /* deq's length: correcting adds values */
     if (st == QR_OK)
-        st = weights(user, g, &deq, c->e);
+        st = weights(user, g, &deq, NULL, c->e);
     int corrected = 0;
     for (int k = 0; st == QR_OK && k < c->nbsites; k++) {
         const bsite *b = &c->bsites[k];
@@ -696,6 +733,232 @@ static qr_status bias_correct(tctx *c, const qrl_scalar *params, const qr_tensor
     if (st == QR_OK && *added)
         st = qr_graph_toposort(g, c->e);
     c->nbsites = corrected; /* for the summary */
+    return st;
+}
+
+/* ------------------------------------------------------------ rounding optimizer */
+
+/* Why layer n's weight cannot have its rounding optimized (NULL: it can); fills the site. */
+static const char *round_problem(tctx *c, qr_node *n, rsite *rs)
+{
+    memset(rs, 0, sizeof *rs);
+    const char *why = bias_problem(c->g, n, &rs->b);
+    if (why)
+        return why;
+    const qr_value *w = n->in[1];
+    if (!private_const(c->g, w))
+        return "its weight is read by another node too";
+    rs->groups = 1;
+    if (is_op(n, "Conv")) {
+        rs->groups = qr_attr_i(n, "group", 1);
+        rs->cg = w->t.dims[1];
+        rs->k = qr_tensor_numel(&w->t) / w->t.dims[0];
+    } else {
+        rs->k = is_op(n, "Gemm") && qr_attr_i(n, "transB", 0) ? w->t.dims[1] : w->t.dims[0];
+    }
+    return rs->k > 0 ? NULL : "its weight is empty";
+}
+
+static int accept_round(void *user, const qr_match *m)
+{
+    tctx *c = user;
+    qr_node *n = m->nodes[m->nnodes - 1];
+    c->matched++;
+    rsite rs;
+    const char *why = n->domain[0] ? "it is not in the ONNX domain" : round_problem(c, n, &rs);
+    if (why) {
+        add_note(c->run, "transform %s (%s): layer '%s' (%s) left as it is: %s", c->t->match.name, c->t->match.loc,
+                 n->name, n->op, why);
+        return 0;
+    }
+    rsite *v = realloc(c->rsites, sizeof *v * (size_t)(c->nrsites + 1));
+    if (!v) {
+        c->st = qr_errorf(c->e, "out of memory");
+        return 0;
+    }
+    c->rsites = v;
+    c->rsites[c->nrsites++] = rs;
+    return 1;
+}
+
+/* The site's geometry and buffers from the first batch of its input t: rows per sample, which
+ * rows it keeps. 0 when out of memory or the input does not fit (the site then keeps no rows). */
+static int rows_init(tctx *c, rsite *rs, const qr_tensor *t)
+{
+    const qr_node *n = rs->b.n;
+    int64_t b = t->ndim ? t->dims[0] : 0;
+    if (b <= 0)
+        return 0;
+    if (rs->cg) {
+        qr_error e;
+        qr_kctx k = {.node = n, .opset = n->opset, .n_in = n->n_in, .err = &e};
+        const qr_value *w = n->in[1];
+        if (t->ndim != w->t.ndim || t->dims[1] != rs->cg * rs->groups ||
+            qr_conv_geom_init(&k, t, w->t.dims + 2, QR_WIN_CONV, &rs->geom) != QR_OK)
+            return 0;
+        rs->per_sample = rs->geom.small_n;
+        rs->offs = malloc(sizeof *rs->offs * (size_t)(rs->geom.kernel_n * rs->geom.small_n + 1));
+        if (!rs->offs)
+            return 0;
+        for (int64_t kf = 0; kf < rs->geom.kernel_n; kf++)
+            qr_conv_offsets(&rs->geom, kf, rs->offs + kf * rs->geom.small_n);
+    } else {
+        if (t->dims[t->ndim - 1] != rs->k)
+            return 0;
+        rs->per_sample = qr_tensor_numel(t) / (b * rs->k);
+    }
+    int64_t total = c->count * rs->per_sample, cap = ROUND_FLOATS / (rs->k * rs->groups);
+    cap = cap < 256 ? 256 : cap > 4096 ? 4096 : cap;
+    rs->every = total > cap ? (total + cap - 1) / cap : 1;
+    rs->cap = (total + rs->every - 1) / rs->every;
+    rs->x = malloc(sizeof *rs->x * (size_t)(rs->groups * rs->cap * rs->k + 1));
+    rs->sum = calloc((size_t)(rs->groups * rs->k + 1), sizeof *rs->sum);
+    return rs->x && rs->sum;
+}
+
+/* The rows of this batch's input t the site keeps: for a Conv the patches of its kept output
+ * positions, per group, 0 where the window reads padding. */
+static void gather_rows(tctx *c, rsite *rs, const qr_tensor *t)
+{
+    if (rs->every < 0)
+        return; /* failed before */
+    if (!rs->x && !rows_init(c, rs, t)) {
+        rs->every = -1;
+        return;
+    }
+    int64_t b = t->dims[0], first = c->at * rs->per_sample, end = first + b * rs->per_sample;
+    const float *d = t->data;
+    for (int64_t i = (first + rs->every - 1) / rs->every * rs->every; i < end && rs->rows < rs->cap; i += rs->every) {
+        int64_t s = (i - first) / rs->per_sample, pos = (i - first) % rs->per_sample;
+        for (int64_t g = 0; g < rs->groups; g++) {
+            float *row = rs->x + (g * rs->cap + rs->rows) * rs->k;
+            if (rs->cg) {
+                int64_t kn = rs->geom.kernel_n, plane = rs->geom.big_n;
+                for (int64_t ci = 0; ci < rs->cg; ci++) {
+                    const float *p = d + (s * rs->cg * rs->groups + g * rs->cg + ci) * plane;
+                    for (int64_t kf = 0; kf < kn; kf++) {
+                        int64_t off = rs->offs[kf * rs->per_sample + pos];
+                        row[ci * kn + kf] = off < 0 ? 0.0f : p[off];
+                    }
+                }
+            } else {
+                memcpy(row, d + (s * rs->per_sample + pos) * rs->k, sizeof *row * (size_t)rs->k);
+            }
+            for (int64_t j = 0; j < rs->k; j++)
+                rs->sum[g * rs->k + j] += row[j];
+        }
+        rs->rows++;
+    }
+}
+
+/* Where output channel o's input j lives in the weight: a Conv's W[o, j], a MatMul's or Gemm's
+ * column o of W[K, N] (or row o of a transposed Gemm's W[N, K]). */
+static int64_t weight_at(const rsite *rs, int64_t o, int64_t j)
+{
+    const qr_node *n = rs->b.n;
+    if (is_op(n, "Conv") || (is_op(n, "Gemm") && qr_attr_i(n, "transB", 0)))
+        return o * rs->k + j;
+    return j * rs->b.cout + o;
+}
+
+/* The weight's original values kept for a later bias correction (the first rounding's only). */
+static int keep_original(qr_transform_run *run, const qr_value *w, int nvalues)
+{
+    if (run->norig < nvalues) {
+        float **v = realloc(run->orig, sizeof *v * (size_t)nvalues);
+        if (!v)
+            return 0;
+        for (int i = run->norig; i < nvalues; i++)
+            v[i] = NULL;
+        run->orig = v;
+        run->norig = nvalues;
+    }
+    if (run->orig[w->id])
+        return 1;
+    size_t bytes = qr_tensor_nbytes(&w->t);
+    return (run->orig[w->id] = malloc(bytes + 1)) ? (memcpy(run->orig[w->id], w->t.data, bytes), 1) : 0;
+}
+
+/* One layer: per group its Gram matrix and mean row, per output channel the rounding chosen. A
+ * moved weight becomes its other rounding's value, a point of the grid, which the recipe's weight
+ * quantization gives back; the others keep their f32 values (and round to nearest again), so the
+ * ends of each channel's range, which never move, keep its scale. */
+static qr_status round_layer(tctx *c, rsite *rs, const float *near, const float *alt, const qr_round_ask *ask,
+                             qr_round_stats *st)
+{
+    qr_value *wv = rs->b.n->in[1];
+    float *w = wv->t.data;
+    int64_t k = rs->k, per = rs->b.cout / rs->groups;
+    float *h = malloc(sizeof *h * (size_t)(k * k + 1)), *buf = malloc(sizeof *buf * (size_t)(4 * per * k + 1));
+    double *mu = malloc(sizeof *mu * (size_t)(k + 1));
+    if (!h || !buf || !mu || !keep_original(c->run, wv, c->g->n_values)) {
+        free(h), free(buf), free(mu);
+        return qr_errorf(c->e, "out of memory");
+    }
+    float *cw = buf, *cn = buf + per * k, *ca = buf + 2 * per * k, *out = buf + 3 * per * k;
+    qr_status s = QR_OK;
+    for (int64_t g = 0; g < rs->groups && s == QR_OK; g++) {
+        qr_round_gram(rs->x + g * rs->cap * k, rs->rows, k, h);
+        for (int64_t j = 0; j < k; j++)
+            mu[j] = rs->rows ? rs->sum[g * k + j] / (double)rs->rows : 0;
+        for (int64_t o = 0; o < per; o++)
+            for (int64_t j = 0; j < k; j++) {
+                int64_t at = weight_at(rs, g * per + o, j);
+                cw[o * k + j] = w[at], cn[o * k + j] = near[at], ca[o * k + j] = alt[at];
+            }
+        s = qr_round_group(ask, h, mu, k, per, cw, cn, ca, out, st, c->e);
+        for (int64_t o = 0; s == QR_OK && o < per; o++) /* only the moved: the rest round as they did */
+            for (int64_t j = 0; j < k; j++)
+                if (out[o * k + j] != cn[o * k + j])
+                    w[weight_at(rs, g * per + o, j)] = out[o * k + j];
+    }
+    if (s != QR_OK)
+        qr_error_prefix(c->e, "transform %s (%s), layer '%s'", c->t->match.name, c->t->match.loc, rs->b.n->name);
+    free(h), free(buf), free(mu);
+    return s;
+}
+
+/* Rounding optimization: the match's layers' input rows (one f32 pass), each weight's roundings
+ * from the quantizer, the choice per layer. */
+static qr_status round_layers(tctx *c, const qrl_scalar *params, const qr_tensor *calib, int64_t count, int batch,
+                              qr_transform_weights_fn weights, void *user, qr_round_stats *sum, int *done)
+{
+    qr_graph *g = c->g;
+    if (!c->nrsites)
+        return QR_OK;
+    if (!weights)
+        return qr_errorf(c->e, "transform %s (%s): a rounding optimizer needs the quantizer's weights",
+                         c->t->match.name, c->t->match.loc);
+    qr_status st = measure(c, calib, count, batch);
+    float **deq = NULL, **alt = NULL;
+    int nvalues = g->n_values;
+    if (st == QR_OK)
+        st = weights(user, g, &deq, &alt, c->e);
+    qr_round_ask ask = {.flip = c->t->flip, .params = params, .max_sweeps = ROUND_MAX_SWEEPS};
+    for (int k = 0; st == QR_OK && k < c->nrsites; k++) {
+        rsite *rs = &c->rsites[k];
+        const qr_node *n = rs->b.n;
+        const float *near = deq[n->in[1]->id], *other = alt[n->in[1]->id];
+        if (!near || !other)
+            add_note(c->run, "transform %s (%s): layer '%s' (%s) left as it is: the recipe does not quantize its "
+                     "weight", c->t->match.name, c->t->match.loc, n->name, n->op);
+        else if (rs->every < 0 || !rs->rows)
+            add_note(c->run, "transform %s (%s): layer '%s' (%s) left as it is: its input rows could not be "
+                     "collected (an input shape its weight does not fit, or out of memory)", c->t->match.name,
+                     c->t->match.loc, n->name, n->op);
+        else if ((st = round_layer(c, rs, near, other, &ask, sum)) == QR_OK)
+            ++*done;
+    }
+    for (int i = 0; i < nvalues; i++) {
+        free(deq ? deq[i] : NULL);
+        free(alt ? alt[i] : NULL);
+    }
+    free(deq);
+    free(alt);
+    if (st == QR_OK && sum->capped)
+        add_note(c->run, "transform %s (%s): %d output channels still moved weights after %d sweeps and were "
+                 "stopped there (flip should stop itself: by its sweep, or by moving only what lowers the error)",
+                 c->t->match.name, c->t->match.loc, sum->capped, ROUND_MAX_SWEEPS);
     return st;
 }
 
@@ -741,7 +1004,8 @@ static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r,
         qr_error_prefix(e, "recipe '%s'", r->name);
         return QR_ERR;
     }
-    int corrects = t->bias != NULL, first_note = run->nnotes, added = 0;
+    int corrects = t->bias != NULL, rounds = t->flip != NULL, first_note = run->nnotes, added = 0, rounded = 0;
+    qr_round_stats rsum = {0};
     tctx c = {.g = g, .t = t, .run = run, .st = QR_OK, .e = e, .s_min = INFINITY, .s_max = corrects ? 0 : -INFINITY};
     unsigned char *claimed = calloc((size_t)g->n_nodes + 1, 1);
     c.site_of = malloc(sizeof *c.site_of * (size_t)(g->n_values + 1));
@@ -752,14 +1016,16 @@ static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r,
     }
     qrl_rt rt;
     qr_rt_init(&rt);
-    qr_status st = qr_match_pattern(g, &t->match, claimed, &rt, corrects ? accept_bias : accept, &c, e) < 0 ? QR_ERR
-                                                                                                            : c.st;
+    int (*acc)(void *, const qr_match *) = rounds ? accept_round : corrects ? accept_bias : accept;
+    qr_status st = qr_match_pattern(g, &t->match, claimed, &rt, acc, &c, e) < 0 ? QR_ERR : c.st;
     for (int i = 0; i < g->n_values; i++)
         c.site_of[i] = -1;
     for (int k = 0; k < c.nsites; k++)
         c.site_of[c.sites[k].y->id] = k;
     if (st == QR_OK && corrects)
         st = bias_correct(&c, params, calib, count, batch > 0 ? batch : 32, weights, user, &added);
+    if (st == QR_OK && rounds)
+        st = round_layers(&c, params, calib, count, batch > 0 ? batch : 32, weights, user, &rsum, &rounded);
     if (st == QR_OK && c.nsites && (t->stats & QR_TRANSFORM_ACT)) /* only what scale reads */
         st = measure(&c, calib, count, batch > 0 ? batch : 32);
     for (int k = 0; st == QR_OK && k < c.nsites; k++)
@@ -769,7 +1035,13 @@ static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r,
         for (int k = 0, at = 0; k < t->nparams && at < (int)sizeof ps - 40; k++)
             at += snprintf(ps + at, sizeof ps - (size_t)at, "%s%s = %g", k ? ", " : "", t->params[k].name,
                            t->params[k].kind == QR_CAL_FLOAT ? params[k].f : (double)params[k].i);
-        if (corrects && c.nbsites)
+        if (rounds)
+            add_note(run, "transform %s(%s) (%s): rounded the weights of %d of the %d layers it matched: %lld weights "
+                     "moved off round-to-nearest; the layers' output error %.4g of nearest's (its mean part %.4g), "
+                     "%d sweeps at most", t->match.name, ps, t->match.loc, rounded, c.matched, (long long)rsum.moved,
+                     rsum.before > 0 ? rsum.after / rsum.before : 1.0,
+                     rsum.mean_before > 0 ? rsum.mean_after / rsum.mean_before : 1.0, rsum.sweeps);
+        else if (corrects && c.nbsites)
             add_note(run, "transform %s(%s) (%s): corrected the bias of %d of the %d layers it matched (%d had none), "
                      "largest change %.3g", t->match.name, ps, t->match.loc, c.nbsites, c.matched, added, c.s_max);
         else if (corrects)
@@ -792,6 +1064,12 @@ static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r,
         free(c.sites[k].readers);
         free(c.sites[k].act);
     }
+    for (int k = 0; k < c.nrsites; k++) {
+        free(c.rsites[k].offs);
+        free(c.rsites[k].x);
+        free(c.rsites[k].sum);
+    }
+    free(c.rsites);
     for (int i = 0; c.means && i < c.nmeans; i++)
         free(c.means[i].sum);
     free(c.means);
@@ -812,12 +1090,12 @@ qr_status qr_transform_apply(qr_graph *g, const qrl_module *m, const qr_recipe *
         if (strcmp(r->settings[i].key, "transform"))
             continue;
         const qr_transform *t = qr_module_transform(m, r->settings[i].calibrator);
-        if (t && t->bias && !*ref && !(*ref = qr_graph_clone(g))) {
+        if (t && (t->bias || t->flip) && !*ref && !(*ref = qr_graph_clone(g))) {
             free_notes_from(run, 0);
             return qr_errorf(e, "out of memory");
         }
         if (apply_one(g, m, r, &r->settings[i], calib, count, batch, weights, user, run, e) != QR_OK) {
-            free_notes_from(run, 0);
+            qr_transform_run_free(run);
             qr_graph_free(*ref);
             *ref = NULL;
             return QR_ERR;

@@ -23,7 +23,14 @@
  * bias b[o] and the expected error of its output, error[o] = sum over its inputs i of
  * (W_q - W)[o, i] E[x_i]; the recipe's answer is the new b[o]. A layer without a bias gets one (a
  * Conv's or Gemm's third input, an Add after a MatMul). Several transform settings run in the
- * recipe's order, each on the graph the one before left. */
+ * recipe's order, each on the graph the one before left.
+ *
+ * A transform with a flip function (a rounding optimizer, quantizer/rounding.h) matches the same
+ * layers. This module collects each one's input rows on the calibration samples (a Conv's im2col
+ * patches, per group; at most ROUND_FLOATS floats of them per layer, rows evenly spaced over the
+ * samples and positions), asks the quantizer for each weight's nearest and other rounding, lets
+ * rounding.h choose per weight with the recipe's answers, and writes each moved weight's other
+ * rounding (a point of its grid) into the weight, so the quantizer's own rounding gives it back. */
 #ifndef QR_TRANSFORM_H
 #define QR_TRANSFORM_H
 
@@ -37,19 +44,25 @@
 typedef struct qr_transform_run {
     char **notes; /* malloc'd: each transform's summary, then one per value or layer it left alone */
     int nnotes;
+    /* by value id (norig of them), malloc'd: a weight as it was before a rounding optimizer put it on
+     * its grid, which a later bias correction measures the rounding's error from; NULL elsewhere */
+    float **orig;
+    int norig;
 } qr_transform_run;
 
-/* What a bias correction needs of the quantizer: the weights recipe r quantizes in g (its plan and
- * weight quantization, nothing calibrated), dequantized as the export's integers give them back;
- * deq[value id] is malloc'd, NULL for a value the recipe does not quantize as a weight. The
- * caller frees each and the array. */
-typedef qr_status (*qr_transform_weights_fn)(void *user, const qr_graph *g, float ***deq, qr_error *e);
+/* What a bias correction and a rounding optimizer need of the quantizer: the weights recipe r
+ * quantizes in g (its plan and weight quantization, nothing calibrated), dequantized as the
+ * export's integers give them back; deq[value id] is malloc'd, NULL for a value the recipe does not
+ * quantize as a weight. With alt, (*alt)[value id] likewise holds each element's other rounding (up
+ * where the recipe rounds down, and down where up; the value itself where it is on the grid or the
+ * other is off its end). The caller frees each and the arrays. */
+typedef qr_status (*qr_transform_weights_fn)(void *user, const qr_graph *g, float ***deq, float ***alt, qr_error *e);
 
 /* Applies recipe r's transform settings to g in place, in the recipe's order (g is the quantizer's
  * own copy). calib: the calibration inputs (count samples of each, batch at a time); weights (with
- * user) for a transform with a bias function. *ref: a copy of g before its first bias correction
- * (the f32 function the quantized model is judged against), NULL without one; the caller frees it
- * and run->notes (qr_transform_run_free). Nothing happens without a setting. */
+ * user) for a transform with a bias or flip function. *ref: a copy of g before its first bias
+ * correction or rounding (the f32 function the quantized model is judged against), NULL without
+ * one; the caller frees it and run's notes and weights (qr_transform_run_free). Nothing happens without a setting. */
 qr_status qr_transform_apply(qr_graph *g, const qrl_module *m, const qr_recipe *r, const qr_tensor *calib,
                              int64_t count, int batch, qr_transform_weights_fn weights, void *user, qr_graph **ref,
                              qr_transform_run *run, qr_error *e);

@@ -739,7 +739,8 @@ static void reg_affine(qrl_module *m, const char *op, int64_t ninputs, int64_t k
 static void reg_transform(qrl_module *m, const char *name, int64_t nparams, void *defaults, void *where, void *scale,
                           const char *loc, int64_t stats)
 {
-    if (nparams < 0 || nparams > QRL_MAX_PARAMS || !defaults || !scale || stats < 0 || stats > QR_TRANSFORM_STATS_ALL) {
+    if (nparams < 0 || nparams > QRL_MAX_PARAMS || !defaults || !scale || stats < 0 || stats > QR_TRANSFORM_STATS_ALL ||
+        ((stats & QR_TRANSFORM_CORRECTS) && (stats & QR_TRANSFORM_ROUNDS))) {
         m->bad = 1;
         return;
     }
@@ -749,7 +750,9 @@ static void reg_transform(qrl_module *m, const char *name, int64_t nparams, void
     t->match = (qr_pattern){.name = name, .loc = loc ? loc : "", .where = (qrl_where_fn)where, .numerics = "",
                             .priority = -1};
     t->defaults = (qrl_cal_defaults_fn)defaults;
-    if (stats & QR_TRANSFORM_CORRECTS)
+    if (stats & QR_TRANSFORM_ROUNDS)
+        t->flip = (qrl_transform_flip_fn)scale;
+    else if (stats & QR_TRANSFORM_CORRECTS)
         t->bias = (qrl_transform_bias_fn)scale;
     else
         t->scale = (qrl_transform_scale_fn)scale;

@@ -258,8 +258,18 @@ enum {
     QR_TRANSFORM_ACT = 1, QR_TRANSFORM_WEIGHT = 2, QR_TRANSFORM_SOURCE = 4, /* scale(...)'s statistics */
     QR_TRANSFORM_BIAS = 8, QR_TRANSFORM_ERROR = 16,                         /* bias(...)'s */
     QR_TRANSFORM_CORRECTS = 32,                                             /* the function is bias(...) */
-    QR_TRANSFORM_STATS_ALL = 63
+    QR_TRANSFORM_ROUNDS = 64,                                               /* the function is flip(...) */
+    QR_TRANSFORM_STATS_ALL = 127
 };
+/* A transform's flip function instead (QR_TRANSFORM_ROUNDS in its stats): a rounding optimizer's
+ * decision whether one weight of output channel o of a matched layer moves to its other rounding
+ * (down instead of up, or up instead of down), a positive answer moving it. sweep: how many sweeps
+ * over the channel's weights came before this one (0 first); change: what the move changes the
+ * channel's output error E[(dw . x)^2] by (negative: smaller), dw = W_q - W its weights' rounding
+ * errors, x the layer's input rows on the calibration samples; mean: what it changes (dw . E[x])^2
+ * by, the part of the error a bias correction removes; size: the move's own term step^2 E[x_i^2]. */
+typedef double (*qrl_transform_flip_fn)(qrl_rt *rt, const qrl_scalar *params, double sweep, double change,
+                                        double mean, double size);
 
 /* Entry point every module exports under this name. */
 #define QRL_MODULE_ENTRY "qrl_module_entry"
@@ -508,6 +518,7 @@ typedef struct qr_transform {
     qrl_cal_defaults_fn defaults;
     qrl_transform_scale_fn scale; /* NULL for a bias correction */
     qrl_transform_bias_fn bias;   /* NULL for a rescaling */
+    qrl_transform_flip_fn flip;   /* a rounding optimizer's; NULL otherwise */
     int stats; /* QR_TRANSFORM_*: the statistics its function reads, and which function it is */
 } qr_transform;
 

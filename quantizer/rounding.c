@@ -1,0 +1,114 @@
+#include "rounding.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/sgemm.h"
+
+/* c (m x n) = a (m x k, a(r, q) = a[r * a_rs + q * a_cs]) times b (k x n, rows contiguous), on
+ * this thread: the best FMA kernel, or the reference's fmaf chains on a CPU without FMA. */
+static void gemm(const float *a, int64_t a_rs, int64_t a_cs, const float *b, float *c, int64_t m, int64_t n,
+                 int64_t k)
+{
+    const qr_sgemm_kernel *kn = qr_sgemm_best();
+    if (!kn)
+        kn = qr_sgemm_isa("ref");
+    float *work = malloc(sizeof *work * (size_t)(qr_sgemm_work(kn) + 1));
+    if (!work) { /* out of memory for the panels: the same sums, slowly */
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t x = 0; x < n; x++) {
+                float s = 0;
+                for (int64_t q = 0; q < k; q++)
+                    s = fmaf(a[r * a_rs + q * a_cs], b[q * n + x], s);
+                c[r * n + x] = s;
+            }
+        return;
+    }
+    qr_sgemm_job j = {.a = a, .b = b, .c = c, .a_rs = a_rs, .a_cs = a_cs, .ldb = n, .ldc = n, .m = m, .n = n, .k = k};
+    qr_sgemm(NULL, kn, &j, work);
+    free(work);
+}
+
+void qr_round_gram(const float *x, int64_t rows, int64_t k, float *h)
+{
+    if (rows <= 0) {
+        memset(h, 0, sizeof *h * (size_t)(k * k));
+        return;
+    }
+    gemm(x, 1, k, x, h, k, k, rows); /* a(i, q) = x[q][i]: X^T */
+    float inv = (float)(1.0 / (double)rows);
+    for (int64_t i = 0; i < k * k; i++)
+        h[i] *= inv;
+}
+
+/* Coordinate descent on one channel from round-to-nearest; g holds H dw at nearest on entry. */
+static qr_status channel(const qr_round_ask *ask, const float *h, const double *mu, int64_t k, const float *w,
+                         const float *near, const float *alt, float *out, double *g, qr_round_stats *st, qr_error *e)
+{
+    double f = 0, m = 0;
+    for (int64_t i = 0; i < k; i++) {
+        double dw = (double)near[i] - (double)w[i];
+        f += dw * g[i];
+        m += dw * mu[i];
+        out[i] = near[i];
+    }
+    st->before += f;
+    st->mean_before += m * m;
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    int sweep = 0, moved = 1;
+    for (; moved && sweep < ask->max_sweeps; sweep++) {
+        moved = 0;
+        for (int64_t i = 0; i < k; i++) {
+            float other = out[i] == near[i] ? alt[i] : near[i];
+            if (other == out[i])
+                continue;
+            double d = (double)other - (double)out[i], hii = h[i * k + i];
+            double change = 2 * d * g[i] + d * d * hii, dm = 2 * d * mu[i] * m + d * d * mu[i] * mu[i];
+            double yes = ask->flip(&rt, ask->params, sweep, change, dm, d * d * hii);
+            if (qr_rt_status(&rt, e) != QR_OK)
+                return QR_ERR;
+            if (!(yes > 0))
+                continue;
+            const float *hi = h + i * k; /* row i is column i: H is symmetric */
+            for (int64_t t = 0; t < k; t++)
+                g[t] += d * hi[t];
+            f += change;
+            m += d * mu[i];
+            out[i] = other;
+            moved++;
+        }
+    }
+    st->capped += moved > 0;
+    st->sweeps = sweep > st->sweeps ? sweep : st->sweeps;
+    for (int64_t i = 0; i < k; i++)
+        st->moved += out[i] != near[i];
+    st->after += f;
+    st->mean_after += m * m;
+    return QR_OK;
+}
+
+qr_status qr_round_group(const qr_round_ask *ask, const float *h, const double *mu, int64_t k, int64_t channels,
+                         const float *w, const float *near, const float *alt, float *out, qr_round_stats *st,
+                         qr_error *e)
+{
+    /* H dw of every channel at once: (channels x k) dw times H, one GEMM */
+    float *dw = malloc(sizeof *dw * (size_t)(channels * k + 1)), *g0 = malloc(sizeof *g0 * (size_t)(channels * k + 1));
+    double *g = malloc(sizeof *g * (size_t)(k + 1));
+    if (!dw || !g0 || !g) {
+        free(dw), free(g0), free(g);
+        return qr_errorf(e, "out of memory");
+    }
+    for (int64_t i = 0; i < channels * k; i++)
+        dw[i] = near[i] - w[i];
+    gemm(dw, k, 1, h, g0, channels, k, k);
+    qr_status s = QR_OK;
+    for (int64_t o = 0; o < channels && s == QR_OK; o++) {
+        for (int64_t i = 0; i < k; i++)
+            g[i] = g0[o * k + i];
+        s = channel(ask, h, mu, k, w + o * k, near + o * k, alt + o * k, out + o * k, g, st, e);
+    }
+    free(dw), free(g0), free(g);
+    return s;
+}
