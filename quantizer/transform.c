@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec.h"
 #include "match.h"
@@ -962,6 +963,13 @@ static qr_status round_layers(tctx *c, const qrl_scalar *params, const qr_tensor
     return st;
 }
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 /* ------------------------------------------------------------ the transforms of a recipe */
 
 /* The transform's parameters: its defaults, then the setting's arguments by name. */
@@ -1006,6 +1014,7 @@ static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r,
     }
     int corrects = t->bias != NULL, rounds = t->flip != NULL, first_note = run->nnotes, added = 0, rounded = 0;
     qr_round_stats rsum = {0};
+    double t0 = now_s();
     tctx c = {.g = g, .t = t, .run = run, .st = QR_OK, .e = e, .s_min = INFINITY, .s_max = corrects ? 0 : -INFINITY};
     unsigned char *claimed = calloc((size_t)g->n_nodes + 1, 1);
     c.site_of = malloc(sizeof *c.site_of * (size_t)(g->n_values + 1));
@@ -1037,10 +1046,10 @@ static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r,
                            t->params[k].kind == QR_CAL_FLOAT ? params[k].f : (double)params[k].i);
         if (rounds)
             add_note(run, "transform %s(%s) (%s): rounded the weights of %d of the %d layers it matched: %lld weights "
-                     "moved off round-to-nearest; the layers' output error %.4g of nearest's (its mean part %.4g), "
-                     "%d sweeps at most", t->match.name, ps, t->match.loc, rounded, c.matched, (long long)rsum.moved,
-                     rsum.before > 0 ? rsum.after / rsum.before : 1.0,
-                     rsum.mean_before > 0 ? rsum.mean_after / rsum.mean_before : 1.0, rsum.sweeps);
+                     "moved off round-to-nearest; the layers' output error %.4g of nearest's (its mean part %.4g) on "
+                     "the calibration samples, %d sweeps run at most, %.1f s", t->match.name, ps, t->match.loc,
+                     rounded, c.matched, (long long)rsum.moved, rsum.before > 0 ? rsum.after / rsum.before : 1.0,
+                     rsum.mean_before > 0 ? rsum.mean_after / rsum.mean_before : 1.0, rsum.sweeps, now_s() - t0);
         else if (corrects && c.nbsites)
             add_note(run, "transform %s(%s) (%s): corrected the bias of %d of the %d layers it matched (%d had none), "
                      "largest change %.3g", t->match.name, ps, t->match.loc, c.nbsites, c.matched, added, c.s_max);
