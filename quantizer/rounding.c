@@ -42,6 +42,15 @@ void qr_round_gram(const float *x, int64_t rows, int64_t k, float *h)
         h[i] *= inv;
 }
 
+void qr_round_gram_add(const float *x, int64_t rows, int64_t k, double *h, float *tmp)
+{
+    if (rows <= 0)
+        return;
+    gemm(x, 1, k, x, tmp, k, k, rows);
+    for (int64_t i = 0; i < k * k; i++)
+        h[i] += tmp[i];
+}
+
 /* Coordinate descent on one channel from round-to-nearest; g holds H dw at nearest on entry. */
 static qr_status channel(const qr_round_ask *ask, const float *h, const double *mu, int64_t k, const float *w,
                          const float *near, const float *alt, float *out, double *g, qr_round_stats *st, qr_error *e)

@@ -21,6 +21,10 @@
  * a layer group's input rows, in f32 products summed as FMA chains (ops/sgemm.h). */
 void qr_round_gram(const float *x, int64_t rows, int64_t k, float *h);
 
+/* h (k x k doubles) += X^T X, X as for qr_round_gram; tmp holds k x k floats. Summing a layer's
+ * rows a chunk at a time keeps k x k doubles instead of all its rows. */
+void qr_round_gram_add(const float *x, int64_t rows, int64_t k, double *h, float *tmp);
+
 /* The question put to the recipe for one move, and its answer (positive: move). */
 typedef struct qr_round_ask {
     qrl_transform_flip_fn flip;

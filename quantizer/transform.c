@@ -18,6 +18,7 @@
 #define ROUND_FLOATS ((int64_t)1 << 22)
 /* The sweeps after which the optimizer stops however the recipe answers (it says when before). */
 #define ROUND_MAX_SWEEPS 64
+#define ROUND_CHUNK 64
 
 /* One value the transform rewrites: y, its channel axis and count, its producer (past a Relu),
  * its readers. */
@@ -40,15 +41,19 @@ typedef struct bsite {
 } bsite;
 
 /* A layer a rounding optimizer rewrites, and the input rows it keeps: row r of group g at
- * x[(g * cap + r) * k], k = the inputs of one output channel (a Conv's group's channels x kernel). */
+ * x[(g * xcap + r) * k], k = the inputs of one output channel (a Conv's group's channels x kernel).
+ * A layer of few inputs (2k + ROUND_CHUNK < cap) sums its rows' products into hsum a chunk of
+ * ROUND_CHUNK rows at a time instead: k x k doubles per group, less than the rows would take. */
 typedef struct rsite {
     bsite b;
     int64_t groups, k, cg; /* cg: a Conv's input channels per group (0: a MatMul or Gemm) */
     qr_conv_geom geom;     /* a Conv's, with offs[kernel position * positions + position] (-1: padding) */
     int64_t *offs;
     int64_t per_sample, every, cap, rows; /* rows of one sample; global row i kept when i % every == 0 */
+    int64_t xcap, filled; /* x's rows, and those in it now */
     float *x;
-    double *sum; /* per group, the kept rows' sum */
+    double *sum;  /* per group, the kept rows' sum */
+    double *hsum; /* per group, X^T X of the rows summed (k x k), or NULL: x keeps them all */
 } rsite;
 
 /* The per-channel mean of a value a bias correction's layer reads (x, by value id). */
@@ -488,6 +493,27 @@ static const char *bias_problem(const qr_graph *g, qr_node *n, bsite *b)
     return NULL;
 }
 
+/* A matched layer: noted and left alone when why says so, else its site (size bytes) appended to
+ * *arr (*count of them). */
+static int keep_layer(tctx *c, const qr_node *n, const char *why, void **arr, int *count, const void *site,
+                      size_t size)
+{
+    if (why) {
+        add_note(c->run, "transform %s (%s): layer '%s' (%s) left as it is: %s", c->t->match.name, c->t->match.loc,
+                 n->name, n->op, why);
+        return 0;
+    }
+    char *v = realloc(*arr, size * (size_t)(*count + 1));
+    if (!v) {
+        c->st = qr_errorf(c->e, "out of memory");
+        return 0;
+    }
+    memcpy(v + size * (size_t)*count, site, size);
+    *arr = v;
+    ++*count;
+    return 1;
+}
+
 static int accept_bias(void *user, const qr_match *m)
 {
     tctx *c = user;
@@ -495,19 +521,7 @@ static int accept_bias(void *user, const qr_match *m)
     c->matched++;
     bsite b;
     const char *why = n->domain[0] ? "it is not in the ONNX domain" : bias_problem(c->g, n, &b);
-    if (why) {
-        add_note(c->run, "transform %s (%s): layer '%s' (%s) left as it is: %s", c->t->match.name, c->t->match.loc,
-                 n->name, n->op, why);
-        return 0;
-    }
-    bsite *v = realloc(c->bsites, sizeof *v * (size_t)(c->nbsites + 1));
-    if (!v) {
-        c->st = qr_errorf(c->e, "out of memory");
-        return 0;
-    }
-    c->bsites = v;
-    c->bsites[c->nbsites++] = b;
-    return 1;
+    return keep_layer(c, n, why, (void **)&c->bsites, &c->nbsites, &b, sizeof b);
 }
 
 /* A new constant of n values (uniquely named after base) in g; NULL when out of memory. */
@@ -767,19 +781,7 @@ static int accept_round(void *user, const qr_match *m)
     c->matched++;
     rsite rs;
     const char *why = n->domain[0] ? "it is not in the ONNX domain" : round_problem(c, n, &rs);
-    if (why) {
-        add_note(c->run, "transform %s (%s): layer '%s' (%s) left as it is: %s", c->t->match.name, c->t->match.loc,
-                 n->name, n->op, why);
-        return 0;
-    }
-    rsite *v = realloc(c->rsites, sizeof *v * (size_t)(c->nrsites + 1));
-    if (!v) {
-        c->st = qr_errorf(c->e, "out of memory");
-        return 0;
-    }
-    c->rsites = v;
-    c->rsites[c->nrsites++] = rs;
-    return 1;
+    return keep_layer(c, n, why, (void **)&c->rsites, &c->nrsites, &rs, sizeof rs);
 }
 
 /* The site's geometry and buffers from the first batch of its input t: rows per sample, which
@@ -812,9 +814,30 @@ static int rows_init(tctx *c, rsite *rs, const qr_tensor *t)
     cap = cap < 256 ? 256 : cap > 4096 ? 4096 : cap;
     rs->every = total > cap ? (total + cap - 1) / cap : 1;
     rs->cap = (total + rs->every - 1) / rs->every;
-    rs->x = malloc(sizeof *rs->x * (size_t)(rs->groups * rs->cap * rs->k + 1));
+    rs->xcap = rs->cap;
+    if (2 * rs->k + ROUND_CHUNK < rs->cap) {
+        rs->xcap = ROUND_CHUNK;
+        if (!(rs->hsum = calloc((size_t)(rs->groups * rs->k * rs->k), sizeof *rs->hsum)))
+            return 0;
+    }
+    rs->x = malloc(sizeof *rs->x * (size_t)(rs->groups * rs->xcap * rs->k + 1));
     rs->sum = calloc((size_t)(rs->groups * rs->k + 1), sizeof *rs->sum);
     return rs->x && rs->sum;
+}
+
+/* The rows in x summed into hsum (a layer of few inputs); 0 when out of memory. */
+static int fold_rows(rsite *rs)
+{
+    if (!rs->hsum || !rs->filled)
+        return 1;
+    float *tmp = malloc(sizeof *tmp * (size_t)(rs->k * rs->k + 1));
+    if (!tmp)
+        return 0;
+    for (int64_t g = 0; g < rs->groups; g++)
+        qr_round_gram_add(rs->x + g * rs->xcap * rs->k, rs->filled, rs->k, rs->hsum + g * rs->k * rs->k, tmp);
+    free(tmp);
+    rs->filled = 0;
+    return 1;
 }
 
 /* The rows of this batch's input t the site keeps: for a Conv the patches of its kept output
@@ -832,7 +855,7 @@ static void gather_rows(tctx *c, rsite *rs, const qr_tensor *t)
     for (int64_t i = (first + rs->every - 1) / rs->every * rs->every; i < end && rs->rows < rs->cap; i += rs->every) {
         int64_t s = (i - first) / rs->per_sample, pos = (i - first) % rs->per_sample;
         for (int64_t g = 0; g < rs->groups; g++) {
-            float *row = rs->x + (g * rs->cap + rs->rows) * rs->k;
+            float *row = rs->x + (g * rs->xcap + rs->filled) * rs->k;
             if (rs->cg) {
                 int64_t kn = rs->geom.kernel_n, plane = rs->geom.big_n;
                 for (int64_t ci = 0; ci < rs->cg; ci++) {
@@ -849,6 +872,10 @@ static void gather_rows(tctx *c, rsite *rs, const qr_tensor *t)
                 rs->sum[g * rs->k + j] += row[j];
         }
         rs->rows++;
+        if (++rs->filled == rs->xcap && rs->hsum && !fold_rows(rs)) {
+            rs->every = -1;
+            return;
+        }
     }
 }
 
@@ -899,7 +926,11 @@ static qr_status round_layer(tctx *c, rsite *rs, const float *near, const float 
     float *cw = buf, *cn = buf + per * k, *ca = buf + 2 * per * k, *out = buf + 3 * per * k;
     qr_status s = QR_OK;
     for (int64_t g = 0; g < rs->groups && s == QR_OK; g++) {
-        qr_round_gram(rs->x + g * rs->cap * k, rs->rows, k, h);
+        if (rs->hsum)
+            for (int64_t i = 0; i < k * k; i++)
+                h[i] = (float)(rs->hsum[g * k * k + i] / (double)rs->rows);
+        else
+            qr_round_gram(rs->x + g * rs->xcap * k, rs->rows, k, h);
         for (int64_t j = 0; j < k; j++)
             mu[j] = rs->rows ? rs->sum[g * k + j] / (double)rs->rows : 0;
         for (int64_t o = 0; o < per; o++)
@@ -943,7 +974,7 @@ static qr_status round_layers(tctx *c, const qrl_scalar *params, const qr_tensor
         if (!near || !other)
             add_note(c->run, "transform %s (%s): layer '%s' (%s) left as it is: the recipe does not quantize its "
                      "weight", c->t->match.name, c->t->match.loc, n->name, n->op);
-        else if (rs->every < 0 || !rs->rows)
+        else if (rs->every < 0 || !rs->rows || !fold_rows(rs))
             add_note(c->run, "transform %s (%s): layer '%s' (%s) left as it is: its input rows could not be "
                      "collected (an input shape its weight does not fit, or out of memory)", c->t->match.name,
                      c->t->match.loc, n->name, n->op);
@@ -1077,6 +1108,7 @@ static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r,
         free(c.rsites[k].offs);
         free(c.rsites[k].x);
         free(c.rsites[k].sum);
+        free(c.rsites[k].hsum);
     }
     free(c.rsites);
     for (int i = 0; c.means && i < c.nmeans; i++)
