@@ -1884,7 +1884,8 @@ static qr_status quantize_transformed(const qr_graph *g, const qr_recipe *r, con
     qr_quant_opts po = *o;
     po.recipe = r->name;
     qr_graph *ref = NULL;
-    if (qr_transform_apply(tg, o->module, r, calib, count, batch, preview_weights, &po, &ref, &run, e) != QR_OK ||
+    if (qr_transform_apply(tg, o->module, r, calib, count, batch, o->threads, preview_weights, &po, &ref, &run, e) !=
+            QR_OK ||
         quantize(tg, calib, o, out, e, 1, ref) != QR_OK) {
         qr_transform_run_free(&run);
         qr_graph_free(tg);

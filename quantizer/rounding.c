@@ -7,14 +7,15 @@
 #include "ops/sgemm.h"
 
 /* c (m x n) = a (m x k, a(r, q) = a[r * a_rs + q * a_cs]) times b (k x n, rows contiguous), on
- * this thread: the best FMA kernel, or the reference's fmaf chains on a CPU without FMA. */
-static void gemm(const float *a, int64_t a_rs, int64_t a_cs, const float *b, float *c, int64_t m, int64_t n,
-                 int64_t k)
+ * pool's threads (NULL: this one): the best FMA kernel, or the reference's fmaf chains on a CPU
+ * without FMA. The bits do not depend on the threads (sgemm.h). */
+static void gemm(qr_pool *pool, const float *a, int64_t a_rs, int64_t a_cs, const float *b, float *c, int64_t m,
+                 int64_t n, int64_t k)
 {
     const qr_sgemm_kernel *kn = qr_sgemm_best();
     if (!kn)
         kn = qr_sgemm_isa("ref");
-    float *work = malloc(sizeof *work * (size_t)(qr_sgemm_work(kn) + 1));
+    float *work = malloc(sizeof *work * (size_t)(qr_sgemm_work(kn) * qr_pool_threads(pool) + 1));
     if (!work) { /* out of memory for the panels: the same sums, slowly */
         for (int64_t r = 0; r < m; r++)
             for (int64_t x = 0; x < n; x++) {
@@ -26,17 +27,17 @@ static void gemm(const float *a, int64_t a_rs, int64_t a_cs, const float *b, flo
         return;
     }
     qr_sgemm_job j = {.a = a, .b = b, .c = c, .a_rs = a_rs, .a_cs = a_cs, .ldb = n, .ldc = n, .m = m, .n = n, .k = k};
-    qr_sgemm(NULL, kn, &j, work);
+    qr_sgemm(pool, kn, &j, work);
     free(work);
 }
 
-void qr_round_gram(const float *x, int64_t rows, int64_t k, float *h)
+void qr_round_gram(qr_pool *pool, const float *x, int64_t rows, int64_t k, float *h)
 {
     if (rows <= 0) {
         memset(h, 0, sizeof *h * (size_t)(k * k));
         return;
     }
-    gemm(x, 1, k, x, h, k, k, rows); /* a(i, q) = x[q][i]: X^T */
+    gemm(pool, x, 1, k, x, h, k, k, rows); /* a(i, q) = x[q][i]: X^T */
     float inv = (float)(1.0 / (double)rows);
     for (int64_t i = 0; i < k * k; i++)
         h[i] *= inv;
@@ -46,12 +47,13 @@ void qr_round_gram_add(const float *x, int64_t rows, int64_t k, double *h, float
 {
     if (rows <= 0)
         return;
-    gemm(x, 1, k, x, tmp, k, k, rows);
+    gemm(NULL, x, 1, k, x, tmp, k, k, rows);
     for (int64_t i = 0; i < k * k; i++)
         h[i] += tmp[i];
 }
 
-/* Coordinate descent on one channel from round-to-nearest; g holds H dw at nearest on entry. */
+/* Coordinate descent on one channel from round-to-nearest; g holds H dw at nearest on entry, st
+ * (zeroed) gets the channel's own sums. */
 static qr_status channel(const qr_round_ask *ask, const float *h, const double *mu, int64_t k, const float *w,
                          const float *near, const float *alt, float *out, double *g, qr_round_stats *st, qr_error *e)
 {
@@ -98,26 +100,70 @@ static qr_status channel(const qr_round_ask *ask, const float *h, const double *
     return QR_OK;
 }
 
+/* The channels of a group on the pool's threads: each slot its own H dw and error, each channel
+ * its own stats, summed in channel order after (the same sums at any thread count). */
+typedef struct group_job {
+    const qr_round_ask *ask;
+    const float *h, *w, *near, *alt, *g0;
+    const double *mu;
+    float *out;
+    int64_t k;
+    double *g;            /* per slot, k */
+    qr_round_stats *per;  /* per channel */
+    int *failed;          /* per channel: the slot whose error says why, or -1 */
+    qr_error *errs;       /* per slot */
+} group_job;
+
+static void group_range(void *arg, int64_t begin, int64_t end, int slot)
+{
+    group_job *j = arg;
+    int64_t k = j->k;
+    double *g = j->g + slot * k;
+    for (int64_t o = begin; o < end; o++) {
+        for (int64_t i = 0; i < k; i++)
+            g[i] = j->g0[o * k + i];
+        if (channel(j->ask, j->h, j->mu, k, j->w + o * k, j->near + o * k, j->alt + o * k, j->out + o * k, g,
+                    &j->per[o], &j->errs[slot]) != QR_OK) {
+            j->failed[o] = slot;
+            return; /* the slot's error holds this channel's message */
+        }
+    }
+}
+
 qr_status qr_round_group(const qr_round_ask *ask, const float *h, const double *mu, int64_t k, int64_t channels,
                          const float *w, const float *near, const float *alt, float *out, qr_round_stats *st,
                          qr_error *e)
 {
+    int slots = qr_pool_threads(ask->pool);
     /* H dw of every channel at once: (channels x k) dw times H, one GEMM */
     float *dw = malloc(sizeof *dw * (size_t)(channels * k + 1)), *g0 = malloc(sizeof *g0 * (size_t)(channels * k + 1));
-    double *g = malloc(sizeof *g * (size_t)(k + 1));
-    if (!dw || !g0 || !g) {
-        free(dw), free(g0), free(g);
-        return qr_errorf(e, "out of memory");
-    }
-    for (int64_t i = 0; i < channels * k; i++)
-        dw[i] = near[i] - w[i];
-    gemm(dw, k, 1, h, g0, channels, k, k);
+    group_job j = {.ask = ask, .h = h, .w = w, .near = near, .alt = alt, .g0 = g0, .mu = mu, .out = out, .k = k};
+    j.g = malloc(sizeof *j.g * (size_t)(slots * k + 1));
+    j.per = calloc((size_t)channels + 1, sizeof *j.per);
+    j.failed = calloc((size_t)channels + 1, sizeof *j.failed);
+    j.errs = calloc((size_t)slots + 1, sizeof *j.errs);
     qr_status s = QR_OK;
-    for (int64_t o = 0; o < channels && s == QR_OK; o++) {
-        for (int64_t i = 0; i < k; i++)
-            g[i] = g0[o * k + i];
-        s = channel(ask, h, mu, k, w + o * k, near + o * k, alt + o * k, out + o * k, g, st, e);
+    if (!dw || !g0 || !j.g || !j.per || !j.failed || !j.errs) {
+        s = qr_errorf(e, "out of memory");
+    } else {
+        for (int64_t i = 0; i < channels * k; i++)
+            dw[i] = near[i] - w[i];
+        gemm(ask->pool, dw, k, 1, h, g0, channels, k, k);
+        for (int64_t o = 0; o < channels; o++)
+            j.failed[o] = -1;
+        qr_parallel_for_slots(ask->pool, channels, 1, group_range, &j);
+        for (int64_t o = 0; o < channels && s == QR_OK; o++) {
+            if (j.failed[o] >= 0) { /* the first failing channel's message, whichever slot ran it */
+                s = qr_errorf(e, "%s", j.errs[j.failed[o]].msg);
+                break;
+            }
+            const qr_round_stats *p = &j.per[o];
+            st->before += p->before, st->after += p->after;
+            st->mean_before += p->mean_before, st->mean_after += p->mean_after;
+            st->moved += p->moved, st->capped += p->capped;
+            st->sweeps = p->sweeps > st->sweeps ? p->sweeps : st->sweeps;
+        }
     }
-    free(dw), free(g0), free(g);
+    free(dw), free(g0), free(j.g), free(j.per), free(j.failed), free(j.errs);
     return s;
 }

@@ -14,12 +14,14 @@
 
 #include <stdint.h>
 
+#include "parallel.h"
 #include "recipe.h"
 #include "status.h"
 
 /* h (k x k, row-major) = X^T X / rows, X the rows x k matrix x (row-major): the Gram matrix of
- * a layer group's input rows, in f32 products summed as FMA chains (ops/sgemm.h). */
-void qr_round_gram(const float *x, int64_t rows, int64_t k, float *h);
+ * a layer group's input rows, in f32 products summed as FMA chains (ops/sgemm.h), on pool's
+ * threads (NULL: this one; the bits do not depend on them). */
+void qr_round_gram(qr_pool *pool, const float *x, int64_t rows, int64_t k, float *h);
 
 /* h (k x k doubles) += X^T X, X as for qr_round_gram; tmp holds k x k floats. Summing a layer's
  * rows a chunk at a time keeps k x k doubles instead of all its rows. */
@@ -30,6 +32,8 @@ typedef struct qr_round_ask {
     qrl_transform_flip_fn flip;
     const qrl_scalar *params;
     int max_sweeps; /* sweeps after which the optimizer stops however the recipe answers */
+    qr_pool *pool;  /* the threads the channels are split over (NULL: this one); the result does not
+                     * depend on them */
 } qr_round_ask;
 
 /* What optimizing one channel did. */

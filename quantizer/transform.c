@@ -80,6 +80,7 @@ typedef struct tctx {
     rsite *rsites;
     int nrsites;
     int64_t at, count; /* the batch's first sample, of count (measure) */
+    int threads;       /* a rounding optimizer's */
     qr_status st;
     qr_error *e;
 } tctx;
@@ -930,7 +931,7 @@ static qr_status round_layer(tctx *c, rsite *rs, const float *near, const float 
             for (int64_t i = 0; i < k * k; i++)
                 h[i] = (float)(rs->hsum[g * k * k + i] / (double)rs->rows);
         else
-            qr_round_gram(rs->x + g * rs->xcap * k, rs->rows, k, h);
+            qr_round_gram(ask->pool, rs->x + g * rs->xcap * k, rs->rows, k, h);
         for (int64_t j = 0; j < k; j++)
             mu[j] = rs->rows ? rs->sum[g * k + j] / (double)rs->rows : 0;
         for (int64_t o = 0; o < per; o++)
@@ -966,7 +967,8 @@ static qr_status round_layers(tctx *c, const qrl_scalar *params, const qr_tensor
     int nvalues = g->n_values;
     if (st == QR_OK)
         st = weights(user, g, &deq, &alt, c->e);
-    qr_round_ask ask = {.flip = c->t->flip, .params = params, .max_sweeps = ROUND_MAX_SWEEPS};
+    qr_round_ask ask = {.flip = c->t->flip, .params = params, .max_sweeps = ROUND_MAX_SWEEPS,
+                        .pool = qr_pool_new(c->threads)};
     for (int k = 0; st == QR_OK && k < c->nrsites; k++) {
         rsite *rs = &c->rsites[k];
         const qr_node *n = rs->b.n;
@@ -987,6 +989,7 @@ static qr_status round_layers(tctx *c, const qrl_scalar *params, const qr_tensor
     }
     free(deq);
     free(alt);
+    qr_pool_free(ask.pool);
     if (st == QR_OK && sum->capped)
         add_note(c->run, "transform %s (%s): %d output channels still moved weights after %d sweeps and were "
                  "stopped there (flip should stop itself: by its sweep, or by moving only what lowers the error)",
@@ -1032,8 +1035,8 @@ static qr_status transform_params(const qr_transform *t, const qr_setting *s, qr
 /* One transform setting: its matches, their statistics and rewrites, its summary note first among
  * its notes. */
 static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r, const qr_setting *s,
-                           const qr_tensor *calib, int64_t count, int batch, qr_transform_weights_fn weights,
-                           void *user, qr_transform_run *run, qr_error *e)
+                           const qr_tensor *calib, int64_t count, int batch, int threads,
+                           qr_transform_weights_fn weights, void *user, qr_transform_run *run, qr_error *e)
 {
     const qr_transform *t = qr_module_transform(m, s->calibrator);
     if (!t)
@@ -1046,7 +1049,8 @@ static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r,
     int corrects = t->bias != NULL, rounds = t->flip != NULL, first_note = run->nnotes, added = 0, rounded = 0;
     qr_round_stats rsum = {0};
     double t0 = now_s();
-    tctx c = {.g = g, .t = t, .run = run, .st = QR_OK, .e = e, .s_min = INFINITY, .s_max = corrects ? 0 : -INFINITY};
+    tctx c = {.g = g, .t = t, .run = run, .st = QR_OK, .e = e, .s_min = INFINITY, .s_max = corrects ? 0 : -INFINITY,
+              .threads = threads};
     unsigned char *claimed = calloc((size_t)g->n_nodes + 1, 1);
     c.site_of = malloc(sizeof *c.site_of * (size_t)(g->n_values + 1));
     if (!claimed || !c.site_of) {
@@ -1122,8 +1126,8 @@ static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r,
 }
 
 qr_status qr_transform_apply(qr_graph *g, const qrl_module *m, const qr_recipe *r, const qr_tensor *calib,
-                             int64_t count, int batch, qr_transform_weights_fn weights, void *user, qr_graph **ref,
-                             qr_transform_run *run, qr_error *e)
+                             int64_t count, int batch, int threads, qr_transform_weights_fn weights, void *user,
+                             qr_graph **ref, qr_transform_run *run, qr_error *e)
 {
     memset(run, 0, sizeof *run);
     *ref = NULL;
@@ -1135,7 +1139,7 @@ qr_status qr_transform_apply(qr_graph *g, const qrl_module *m, const qr_recipe *
             free_notes_from(run, 0);
             return qr_errorf(e, "out of memory");
         }
-        if (apply_one(g, m, r, &r->settings[i], calib, count, batch, weights, user, run, e) != QR_OK) {
+        if (apply_one(g, m, r, &r->settings[i], calib, count, batch, threads, weights, user, run, e) != QR_OK) {
             qr_transform_run_free(run);
             qr_graph_free(*ref);
             *ref = NULL;

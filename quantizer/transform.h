@@ -59,13 +59,15 @@ typedef struct qr_transform_run {
 typedef qr_status (*qr_transform_weights_fn)(void *user, const qr_graph *g, float ***deq, float ***alt, qr_error *e);
 
 /* Applies recipe r's transform settings to g in place, in the recipe's order (g is the quantizer's
- * own copy). calib: the calibration inputs (count samples of each, batch at a time); weights (with
- * user) for a transform with a bias or flip function. *ref: a copy of g before its first bias
- * correction or rounding (the f32 function the quantized model is judged against), NULL without
- * one; the caller frees it and run's notes and weights (qr_transform_run_free). Nothing happens without a setting. */
+ * own copy). calib: the calibration inputs (count samples of each, batch at a time); threads: a
+ * rounding optimizer's (its Gram matrices and channels; the result does not depend on them);
+ * weights (with user) for a transform with a bias or flip function. *ref: a copy of g before its
+ * first bias correction or rounding (the f32 function the quantized model is judged against), NULL
+ * without one; the caller frees it and run's notes and weights (qr_transform_run_free). Nothing
+ * happens without a setting. */
 qr_status qr_transform_apply(qr_graph *g, const qrl_module *m, const qr_recipe *r, const qr_tensor *calib,
-                             int64_t count, int batch, qr_transform_weights_fn weights, void *user, qr_graph **ref,
-                             qr_transform_run *run, qr_error *e);
+                             int64_t count, int batch, int threads, qr_transform_weights_fn weights, void *user,
+                             qr_graph **ref, qr_transform_run *run, qr_error *e);
 void qr_transform_run_free(qr_transform_run *run);
 
 #endif
