@@ -356,3 +356,23 @@ Test(transform, adaround_lowers_the_held_out_error)
     cr_expect_gt(a, plain + 3, "held-out output SQNR: adaround %.2f dB, plain %.2f dB", a, plain);
     cr_expect_gt(chain, plain + 3, "held-out output SQNR: chained %.2f dB, plain %.2f dB", chain, plain);
 }
+
+/* A flip function that moves every weight whatever it costs would flip them back and forth for
+ * ever: the optimizer stops after 64 sweeps with a note saying so, and the quantization goes on. */
+Test(transform, a_flip_that_never_stops_is_stopped_with_a_note)
+{
+    make_model("adaround_oracle.py", "always.qrl",
+               "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+               "transform always() {\n"
+               "  match y = Conv(x, w, b?) | MatMul(x, w) where const(w)\n"
+               "  flip(change: f64) -> f64 { return 1.0 }\n"
+               "}\n"
+               "recipe r {\n  transform = always()\n%s",
+               "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n");
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' quantize ar.onnx --recipe always.qrl --calib ar_calib.npy -o ar.always.onnx 2>&1",
+             dir, tu_qrl());
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_expect(strstr(log, "11 output channels still moved weights after 64 sweeps and were stopped there"), "%s", log);
+    free(log);
+}
