@@ -337,7 +337,8 @@ static void observe(void *user, const qr_node *node, const qr_value *v, qr_tenso
 /* act for every site: the f32 model over the calibration samples. */
 static qr_status measure(tctx *c, const qr_tensor *calib, int64_t count, int batch)
 {
-    qr_exec_opts eo = {.observer = observe, .observer_user = c};
+    /* the kernels on the quantizer's threads; the executor calls the observer on this one */
+    qr_exec_opts eo = {.threads = c->threads, .observer = observe, .observer_user = c};
     qr_exec *x = NULL;
     qr_graph *g = c->g;
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);

@@ -59,8 +59,9 @@ typedef struct qr_transform_run {
 typedef qr_status (*qr_transform_weights_fn)(void *user, const qr_graph *g, float ***deq, float ***alt, qr_error *e);
 
 /* Applies recipe r's transform settings to g in place, in the recipe's order (g is the quantizer's
- * own copy). calib: the calibration inputs (count samples of each, batch at a time); threads: a
- * rounding optimizer's (its Gram matrices and channels; the result does not depend on them);
+ * own copy). calib: the calibration inputs (count samples of each, batch at a time); threads: the
+ * f32 passes' kernels' and a rounding optimizer's (its Gram matrices and channels; the result does
+ * not depend on them);
  * weights (with user) for a transform with a bias or flip function. *ref: a copy of g before its
  * first bias correction or rounding (the f32 function the quantized model is judged against), NULL
  * without one; the caller frees it and run's notes and weights (qr_transform_run_free). Nothing
