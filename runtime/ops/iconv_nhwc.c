@@ -285,9 +285,11 @@ static void block_epilogue(nhwc_job *j, uint8_t *slot, int32_t *acc, int64_t r0,
         qr_acc_block b = {acc + c0, j->m, rows, n, c0, j->ep->then ? c0 : off + c0, j->m, j->ep->then ? ys : NULL};
         if (j->rows_ep) /* the same bytes (vecmap.h), 16 lanes an instruction */
             j->rows_ep(j->ep->then ? ys + c0 : j->y + off + c0, j->m, acc + c0, j->m, rows, n, c0, j->ep->vtabs);
-        else if (j->ep->run_rows(j->ep, &b, &e) != QR_OK)
+        else if (j->ep->run_rows(j->ep, &b, &e) != QR_OK) {
             nhwc_failed(j, &e);
-        else if (then && j->ep->then(j->ep, ys, off, rows * j->m, &e) != QR_OK)
+            return;
+        }
+        if (then && j->ep->then(j->ep, ys, off, rows * j->m, &e) != QR_OK)
             nhwc_failed(j, &e);
         return;
     }

@@ -338,10 +338,14 @@ static int count_attr_set(const qr_graph *g, const char *op, const char *attr)
 /* A residual Add (the stdlib's qadd, proven pointwise) after an NHWC convolution runs as its
  * second stage, on each block of the convolution's y: the ResNet block's integer graph keeps no
  * QrlKernel for it, and its outputs are those of the separate NCHW kernels (QRL_FUSE=0), bit for
- * bit, onnx u8 and i8 and tflite, batch 32 and 1, 1 and 2 threads. */
+ * bit, onnx u8 and i8 and tflite, batch 32 and 1, 1 and 2 threads; the first stage by the rows
+ * epilogue (qc_rows_ep_jit) where the recipe's epilogue has a vector form. */
 Test(intgraph, residual_add_runs_as_the_convolutions_second_stage)
 {
     const char *recipes[] = {"recipes/int8.qrl", "recipes/int8-percentile.qrl", "recipes/int8-tflite.qrl"};
+    /* the epilogue's vector form compiled alone (as the API registers it) runs the blocks before
+     * the second stage, which must still run after it */
+    qr_rows_ep_set_specializer(qc_rows_ep_jit);
     qr_tensor x = {0};
     qr_graph *g;
     load("zoo_test.npy", NULL, &x);
