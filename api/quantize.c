@@ -4,7 +4,6 @@
 #include "qrl.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include "unit.h"
 #include "intgraph.h"
 #include "onnx_export.h"
+#include "options.h"
 #include "qparams.h"
 #include "qreport.h"
 #include "quantize.h"
@@ -158,19 +158,16 @@ static int fail_msg(char *err, size_t n, const char *fmt, const char *arg)
     return qr_api_fail(&e, err, n);
 }
 
-/* QRL_ICONV_JIT=1: integer convolutions ask the compiler for kernels specialized to their shape
- * (compiler/iconv_jit.h; off by default until measured on whole models), with the recipe's
- * epilogue fused when it has a vector form (compiler/vecmap.h). Every integer graph is
- * made with a compiled recipe, so registering here comes before any of them runs; the kernels are
- * freed at exit. */
-static pthread_once_t iconv_once = PTHREAD_ONCE_INIT;
-
+/* The iconv-jit option (qr_options; qrl --iconv-jit): integer convolutions ask the compiler for
+ * kernels specialized to their shape (compiler/iconv_jit.h; off by default for its first-run
+ * compile time), with the recipe's epilogue fused when it has a vector form (compiler/vecmap.h).
+ * Every integer graph is made with a compiled recipe, so registering at each compilation comes
+ * before any of them runs; the kernels are freed at exit. */
 static void iconv_register(void)
 {
     /* the epilogue's vector form over channels-last blocks: one small function per program */
     qr_rows_ep_set_specializer(qc_rows_ep_jit);
-    const char *e = getenv("QRL_ICONV_JIT");
-    if (e && !strcmp(e, "1")) {
+    if (qr_options_get()->iconv_jit) {
         qr_iconv_set_specializer(qc_iconv_jit);
         qr_iconv_set_ep_specializer(qc_iconv_jit_ep);
     }
@@ -179,7 +176,7 @@ static void iconv_register(void)
 int qrl_recipe_compile(const char *path, int flags, FILE *diag, qrl_recipe **out, char *err, size_t errlen)
 {
     *out = NULL;
-    pthread_once(&iconv_once, iconv_register);
+    iconv_register();
     qrl_recipe *r = calloc(1, sizeof *r);
     char *stdlib = qc_default_stdlib();
     qc_unit *u = qc_unit_new(stdlib);

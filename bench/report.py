@@ -211,7 +211,7 @@ def main():
             "ORT f32", "f32/ORT", "torch f32", "FX int8", "vs FX", "GMAC/s", "%peak"))
     if cnns:
         print("(GMAC/s: QRL int8's convolutions and matrix products; %peak: of the VNNI peak times the threads;"
-              " int8 jit: QRL_ICONV_JIT=1, convolutions on kernels compiled per layer with the epilogue fused)")
+              " int8 jit: --iconv-jit, convolutions on kernels compiled per layer with the epilogue fused)")
         print(hdr)
         print("-" * len(hdr))
     targets, calib_rows, notes = [], [], []

@@ -4,7 +4,7 @@
 # torchvision ResNet-18 and MobileNetV2 (random weights, tools/export_torchvision.py):
 #   QRL int8 (the all-int8 export of recipes/int8-minmax.qrl, run on QRL's integer kernels; the
 #   quantize time and SQNR lines are recipes/int8.qrl's, with its fallback), the same with
-#   QRL_ICONV_JIT=1 (kernels compiled per layer, the epilogue fused) and QRL f32 - qrl bench
+#   --iconv-jit (kernels compiled per layer, the epilogue fused) and QRL f32 - qrl bench
 #   ONNX Runtime (onnxruntime-node) on the same f32 model and on QRL's export  - tools/ort_bench.js
 #   PyTorch f32 and FX post-training int8 (not for the CNN: ONNX only)         - tools/torch_bench.py
 #   the u8s8 VNNI and f32 FMA peak of one core                                 - bench/peak.c
@@ -160,7 +160,7 @@ for name in $MODELS; do
     $B/qrl bench "$f32" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_f32.json"
     $B/qrl bench "$q8" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_int8.json"
     # phase 2: kernels compiled per layer shape, the epilogue fused (compiled before the timed runs)
-    QRL_ICONV_JIT=1 $B/qrl bench "$q8" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_int8_jit.json"
+    $B/qrl bench --iconv-jit "$q8" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_int8_jit.json"
     node tools/ort_bench.js "$f32" "$shape" 1,64 1,2 "$MIN" > "$D/$name.ort_f32.json"
     node tools/ort_bench.js "$q8" "$shape" 1,64 1,2 "$MIN" > "$D/$name.ort_int8.json"
     if [ "$tname" != - ]; then

@@ -45,6 +45,13 @@ static const char usage[] =
     "                   (default: half the RAM)\n"
     "  --max-recipe-time SECONDS  how long one call of recipe code (a calibrator, kernel or rule) may\n"
     "                   run before it stops with an error at its loop (default 60; 0: no limit)\n"
+    "  --kernels auto|portable|avx2|avxvnni|avx512vnni  which kernels run (run, eval, quantize,\n"
+    "                   bench): the CPU's fastest (auto), every op's portable C (portable), or the\n"
+    "                   integer kernels of one instruction set the CPU has; the integer kernels' results\n"
+    "                   are the same, f32 ones (so calibration's ranges) may differ in the last bits\n"
+    "  --iconv-jit      compile an integer convolution kernel for each layer's shape, the recipe's\n"
+    "                   epilogue fused in (AVX-512 VNNI CPUs; 0.1 to 0.5 s per distinct layer, once:\n"
+    "                   then kept in the module cache); faster, with the same results\n"
     "  -h, --help       this text (after a command: that command's)\n"
     "  --version        print the version\n"
     "\n"
@@ -158,6 +165,55 @@ static int exec_mpi(char **argv)
     return 1;
 }
 
+/* The QRL_* variables that set run-time switches, read here only, once, for a transition period
+ * (the kernels read the options, never the environment; docs/runtime.md, "Switches"). 0, or 2
+ * after naming a variable whose value its option does not take. */
+static int options_from_env(void)
+{
+    static const char *const vars[][2] = {
+        {"QRL_IGEMM", "igemm"},       {"QRL_SGEMM", "sgemm"},         {"QRL_QUANT", "quant"},
+        {"QRL_WINDOW", "window"},     {"QRL_F32_ROWS", "f32-rows"},   {"QRL_ICONV_JIT", "iconv-jit"},
+        {"QRL_FUSE", "fuse"},         {"QRL_NHWC", "nhwc"},           {"QRL_EPILOGUE", "epilogue"},
+        {"QRL_SPLIT", "split"},       {"QRL_POISON", "poison"},
+    };
+    char err[256];
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i][0]);
+        if (v && qrl_set_option(vars[i][1], v, err, sizeof err)) {
+            fprintf(stderr, "qrl: %s: %s\n", vars[i][0], err);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* Takes the options of every command (--kernels NAME, --iconv-jit) out of argv: 0, or 2 after a
+ * usage error. They follow the environment's. */
+static int options_from_args(int *argc, char **argv)
+{
+    char err[256];
+    for (int i = 1; i < *argc; i++) {
+        int take = 0;
+        if (!strcmp(argv[i], "--kernels")) {
+            if (i + 1 >= *argc || qrl_set_option("kernels", argv[i + 1], err, sizeof err)) {
+                fprintf(stderr, "qrl: --kernels: %s\n(see qrl --help)\n",
+                        i + 1 >= *argc ? "needs auto, portable, avx2, avxvnni or avx512vnni" : err);
+                return 2;
+            }
+            take = 2;
+        } else if (!strcmp(argv[i], "--iconv-jit")) {
+            qrl_set_option("iconv-jit", "1", err, sizeof err);
+            take = 1;
+        }
+        if (take) { /* argv[argc] stays NULL */
+            memmove(argv + i, argv + i + take, sizeof *argv * (size_t)(*argc - i - take + 1));
+            *argc -= take;
+            i--;
+        }
+    }
+    return 0;
+}
+
 static int run(int argc, char **argv);
 
 int main(int argc, char **argv)
@@ -188,6 +244,11 @@ static int run(int argc, char **argv)
 #endif
     /* Interrupted writes must not leave temporary files behind. */
     qrl_cleanup_on_signals();
+    int st = options_from_env();
+    if (!st)
+        st = options_from_args(&argc, argv);
+    if (st)
+        return st;
     /* --max-memory applies to every command that runs a model: taken out here. */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--max-memory") != 0)

@@ -191,6 +191,13 @@ void qrl_dist_end(int status);
  * run is planned; the seconds one call of recipe code may run (0: no limit; default 60). */
 void qrl_set_max_memory(size_t bytes);
 void qrl_set_recipe_time_limit(double seconds);
+/* Process-wide run-time switches (docs/runtime.md, "Switches"), set before any run starts: 0, or
+ * 1 with err naming the option and the values it takes. "kernels": auto (the CPU's fastest),
+ * portable (every kernel's portable path) or avx2, avxvnni, avx512vnni (the integer kernels of
+ * that instruction set, when the CPU has it); "iconv-jit": 1 compiles an integer convolution
+ * kernel for each layer's shape (AVX-512 VNNI CPUs), 0 (the default) does not. The tests' own
+ * switches: igemm, sgemm, quant, window, f32-rows, fuse, nhwc, epilogue, split, poison. */
+int qrl_set_option(const char *name, const char *value, char *err, size_t errlen);
 
 /* ---- Recipes and quantization ---- */
 

@@ -8,6 +8,7 @@
 
 #include "op.h"
 #include "layout.h"
+#include "options.h"
 #include "passes.h"
 #include "ops/conv_epilogue.h"
 #include "ops/igemm.h"
@@ -438,12 +439,12 @@ static const int32_t *const *table_lanes(qr_kctx *k, const int64_t *tab, int tab
 /* The channels-last epilogue of an NHWC convolution: its per-channel values for all m output
  * channels computed once, into tables from the node's workspace, before any block runs, and
  * for its vector form (when it has one) as 32-bit lanes.
- * QRL_EPILOGUE=turn keeps the blocks turned for the tile kernel, QRL_EPILOGUE=rows the
+ * epilogue=turn keeps the blocks turned for the tile kernel, epilogue=rows the
  * channels-last kernel without the vector form (the tests' second paths). */
 static qr_status bind_rows(qr_kctx *k, tile_run *t, qr_acc_epilogue *ep)
 {
-    const char *env = getenv("QRL_EPILOGUE");
-    if (!t->c->nhwc || t->c->tables > QI_MAX_TABLES || (env && !strcmp(env, "turn")))
+    int mode = qr_options_get()->epilogue;
+    if (!t->c->nhwc || t->c->tables > QI_MAX_TABLES || mode == QR_EPILOGUE_TURN)
         return QR_OK;
     int64_t m = k->out[0]->dims[3];
     int64_t *tab = qr_kwork(k, t->c->tables > 0 ? t->c->tables : 1, m, sizeof(int64_t), "epilogue's channel tables");
@@ -457,7 +458,7 @@ static qr_status bind_rows(qr_kctx *k, tile_run *t, qr_acc_epilogue *ep)
     qr_status st = run_tile(t, 1, &fill, k->err);
     t->fill = 0;
     ep->run_rows = rows_block;
-    if (st != QR_OK || !t->c->nhwc->vector_epilogue || (env && !strcmp(env, "rows")))
+    if (st != QR_OK || !t->c->nhwc->vector_epilogue || mode == QR_EPILOGUE_ROWS)
         return st;
     const int32_t *const *ptrs = table_lanes(k, tab, t->c->tables, m);
     if (!ptrs)
@@ -472,13 +473,12 @@ static qr_status bind_rows(qr_kctx *k, tile_run *t, qr_acc_epilogue *ep)
  * all rows as one block, [rows, N] with N columns. The whole-tensor kernel would evaluate the
  * channel part (a division, the bias's index) once per element. Same bits (the tile and the
  * channels-last kernels are the kernel's own value). *done 0: not such a call (the caller runs
- * the whole-tensor kernel); QRL_EPILOGUE=whole forces that (the tests' second path). */
+ * the whole-tensor kernel); epilogue=whole forces that (the tests' second path). */
 static qr_status kcall_rows(qr_kctx *k, const qr_intcall *c, int *done)
 {
-    const char *env = getenv("QRL_EPILOGUE");
     const qr_tensor *acc = k->in[0];
     *done = 0;
-    if ((env && !strcmp(env, "whole")) || !c->tile || c->tables > QI_MAX_TABLES || !acc || acc->ndim < 1 ||
+    if (qr_options_get()->epilogue == QR_EPILOGUE_WHOLE || !c->tile || c->tables > QI_MAX_TABLES || !acc || acc->ndim < 1 ||
         acc->dtype != QR_I32 || k->out[0]->ndim != acc->ndim)
         return QR_OK;
     int64_t axis = c->tile->tile_axis;
@@ -516,7 +516,7 @@ static qr_status kcall_rows(qr_kctx *k, const qr_intcall *c, int *done)
         return QR_ERR;
     t.fill = 0;
     /* the vector form compiled alone (qr_rows_ep_fn) when there is one: the same bytes */
-    const char *prog = c->nhwc && !(env && !strcmp(env, "rows")) ? c->nhwc->vector_epilogue : NULL;
+    const char *prog = c->nhwc && qr_options_get()->epilogue != QR_EPILOGUE_ROWS ? c->nhwc->vector_epilogue : NULL;
     qr_rows_ep_fn rows_ep = prog && qr_dtype_size(k->out[0]->dtype) == 1 ? qr_rows_ep_specialized(prog) : NULL;
     if (rows_ep) {
         const int32_t *const *tabs = table_lanes(k, tab, c->tables, m);
@@ -2004,12 +2004,11 @@ static void fuse(builder *b, qr_node *conv, qr_node *n, qr_intcall *c, const qr_
 }
 
 /* For a fusion pass: how many live nodes read each value (*uses, the caller frees it), or *uses
- * NULL when QRL_FUSE=0 keeps every node apart (QR_OK) or memory ran out (QR_ERR, reported). */
+ * NULL when fuse=0 keeps every node apart (QR_OK) or memory ran out (QR_ERR, reported). */
 static qr_status fusion_uses(builder *b, int **uses)
 {
     *uses = NULL;
-    const char *env = getenv("QRL_FUSE");
-    if (env && !strcmp(env, "0"))
+    if (qr_options_get()->no_fuse)
         return QR_OK;
     qr_graph *d = b->d;
     if (!(*uses = calloc((size_t)d->n_values + 1, sizeof **uses)))
@@ -2023,7 +2022,7 @@ static qr_status fusion_uses(builder *b, int **uses)
 
 /* A ConvInteger feeding only an element-wise epilogue kernel (stdlib's qlinear) whose rows are its
  * output channels runs fused with it: the recipe's tile kernel gets the int32 accumulator in blocks
- * while they are in cache, and no int32 tensor is made. QRL_FUSE=0 keeps them apart (the reference
+ * while they are in cache, and no int32 tensor is made. fuse=0 keeps them apart (the reference
  * the fused path is tested against). */
 static qr_status fuse_epilogues(builder *b)
 {
@@ -2096,7 +2095,7 @@ static int kernel_pointwise(const qr_node *n, void *user)
 /* An NHWC convolution whose only reader is a pointwise kernel (a residual Add: the stdlib's qadd,
  * or a recipe's own that the compiler proved pointwise) runs it as a second stage on each block of
  * its y while the block is in cache (conv_epilogue.h): one node, no y tensor between them.
- * QRL_FUSE=0 keeps them apart, as every fusion. */
+ * fuse=0 keeps them apart, as every fusion. */
 static qr_status fuse_stages(builder *b)
 {
     qr_graph *d = b->d;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "options.h"
 #include "quantize_plan.h"
 
 #define TWIN_SUFFIX "_nhwc"
@@ -50,7 +51,7 @@ static int const_zero(const qr_value *v)
 /* Where the NHWC convolution pays (qrl bench, 1 thread, the four bench models): with fewer output
  * channels its microkernel's 6-row tile has too few independent sums (16: 6), and with fewer input
  * channels the NCHW path's vectorized im2col beats gathering windows; such convolutions stay NCHW
- * and a transpose joins them to a region (QRL_NHWC=all converts them too, for the tests). */
+ * and a transpose joins them to a region (nhwc=all converts them too, for the tests). */
 #define NHWC_MIN_M 32
 #define NHWC_MIN_C 16
 
@@ -369,10 +370,10 @@ static int restore_nchw(lay *L, int nvalues)
 
 qr_status qr_layout_nhwc(qr_graph *g, qr_layout_pointwise_fn pointwise, void *user, qr_error *e)
 {
-    const char *env = getenv("QRL_NHWC");
-    if (env && !strcmp(env, "0"))
+    int mode = qr_options_get()->nhwc;
+    if (mode == QR_NHWC_OFF)
         return QR_OK;
-    int every = env && !strcmp(env, "all");
+    int every = mode == QR_NHWC_ALL;
     int nvalues = g->n_values, nnodes = g->n_nodes;
     lay L = {g, calloc((size_t)nvalues + 1, sizeof(qr_value *)), nvalues};
     if (!L.twin)

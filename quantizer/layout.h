@@ -17,7 +17,7 @@ typedef int (*qr_layout_pointwise_fn)(const qr_node *n, void *user);
 /* Rewrites g (types and shapes inferred, nodes in topological order) in place: each 2-D
  * QrlConvKernel of group 1 or depthwise gets attribute nhwc = 1 and NHWC operands, and the ops
  * between such nodes that commute with a layout change follow. The caller sorts g again. No change
- * when QRL_NHWC=0 (the NCHW reference the NHWC path is tested against); QRL_NHWC=all takes every
+ * when nhwc=0 (the NCHW reference the NHWC path is tested against); nhwc=all takes every
  * convolution it can, also those that run faster in NCHW (for tests of the NHWC kernels). */
 qr_status qr_layout_nhwc(qr_graph *g, qr_layout_pointwise_fn pointwise, void *user, qr_error *e);
 

@@ -13,6 +13,7 @@
 #include "text.h"
 #include "op.h"
 #include "onnx_import.h"
+#include "options.h"
 #include "passes.h"
 #include "recipe.h"
 #include "tensor_io.h"
@@ -638,4 +639,14 @@ void qrl_set_max_memory(size_t bytes)
 void qrl_set_recipe_time_limit(double seconds)
 {
     qr_set_recipe_time_limit(seconds);
+}
+
+int qrl_set_option(const char *name, const char *value, char *err, size_t errlen)
+{
+    qr_options o = *qr_options_get();
+    qr_error e;
+    if (qr_options_parse(&o, name, value, &e) != QR_OK)
+        return fail(&e, err, errlen);
+    qr_options_set(&o);
+    return 0;
 }

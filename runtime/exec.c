@@ -11,6 +11,7 @@
 
 #include "exec_tiles.h"
 #include "op.h"
+#include "options.h"
 
 #define EXEC_ALIGN 64
 /* Values computed while planning (shape arithmetic) are kept only if this small. */
@@ -29,7 +30,7 @@ struct qr_exec {
     void **planned;     /* data of V_PLANNED values (malloc'd) */
     char *node_done;    /* node fully evaluated at plan time */
     int have_plan, dynamic;
-    int poison; /* QRL_POISON=1: outputs the executor does not zero are filled with 0xA5 */
+    int poison; /* poison=1: outputs the executor does not zero are filled with 0xA5 */
     qr_tensor *plan_inputs; /* input shapes the plan was made for */
     unsigned char *arena;
     size_t arena_size;
@@ -174,12 +175,11 @@ static const qr_value *bias_of(const qr_node *m, const qr_value *v)
  * the Relu or Clip does not run (the same bits: the kernels apply qr_act_apply). An Add of a
  * constant row vector (a Linear layer's bias after its MatMul) folds the same way into a node
  * whose kernel adds biases (qr_op_def.bias): one rounding, as the Add's. Not with an
- * observer, which sees every value, nor under QRL_FUSE=0 (as the integer graph's fusions). */
+ * observer, which sees every value, nor under fuse=0 (as the integer graph's fusions). */
 static qr_status fuse_acts(qr_exec *x)
 {
     const qr_graph *g = x->g;
-    const char *env = getenv("QRL_FUSE");
-    if (x->opts.observer || (env && !strcmp(env, "0")))
+    if (x->opts.observer || qr_options_get()->no_fuse)
         return QR_OK;
     int *uses = calloc((size_t)x->nv + 1, sizeof *uses), *reader = calloc((size_t)x->nv + 1, sizeof *reader);
     x->act_out = calloc((size_t)x->nn + 1, sizeof *x->act_out);
@@ -244,11 +244,10 @@ static int reads(const qr_node *n, const qr_value *v)
 
 /* Runs of consecutive pointwise nodes (qr_op_def.pointwise), of one output each, none fused
  * away, each after the first reading the one before it: candidates for running by tiles once a
- * plan knows their shapes. Not with an observer (it sees each value whole) nor QRL_FUSE=0. */
+ * plan knows their shapes. Not with an observer (it sees each value whole) nor fuse=0. */
 static qr_status find_chains(qr_exec *x)
 {
-    const char *env = getenv("QRL_FUSE");
-    if (x->opts.observer || (env && !strcmp(env, "0")))
+    if (x->opts.observer || qr_options_get()->no_fuse)
         return QR_OK;
     x->chain = calloc((size_t)x->nn + 1, sizeof *x->chain);
     x->tiles = calloc((size_t)x->nn + 1, sizeof *x->tiles);
@@ -279,8 +278,7 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     x->g = g;
     if (opts)
         x->opts = *opts;
-    const char *poison = getenv("QRL_POISON");
-    x->poison = poison && !strcmp(poison, "1");
+    x->poison = qr_options_get()->poison;
     x->nv = g->n_values;
     x->nn = g->n_nodes;
     size_t nv = (size_t)x->nv + 1, nn = (size_t)x->nn + 1;

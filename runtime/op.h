@@ -94,7 +94,7 @@ typedef struct qr_op_def {
     double (*macs)(const qr_kctx *k);
     /* Whether a successful run of this node writes every element of every output, so the
      * executor need not zero them first (qr_op_writes_all for ops that always do); NULL: no.
-     * QRL_POISON=1 fills such outputs with 0xA5 bytes instead, for tests to catch an element
+     * poison=1 fills such outputs with 0xA5 bytes instead, for tests to catch an element
      * left unwritten. */
     int (*writes_all)(const qr_kctx *k);
     /* run applies k->act to output 0 when it is f32 (the executor may then fuse a Relu or Clip) */

@@ -26,7 +26,7 @@ typedef struct qr_f32_rows {
 } qr_f32_rows;
 
 /* The best table this CPU runs (AVX-512F), or NULL (then the portable loops run).
- * QRL_F32_ROWS=portable forces NULL. */
+ * f32-rows=portable forces NULL. */
 const qr_f32_rows *qr_f32_rows_best(void);
 
 /* The AVX-512 table, NULL when this CPU lacks AVX-512F (the tests call it directly). */

@@ -17,6 +17,7 @@
 #include "conv_epilogue.h"
 #include "conv_geom.h"
 #include "igemm.h"
+#include "options.h"
 #include "nhwc.h"
 #include "../parallel.h"
 
@@ -103,15 +104,15 @@ static int64_t block_rows(int64_t m, int64_t pixels, int64_t images, int threads
  * it computes, so when one thread would take fewer blocks than there are threads (one image of
  * few pixels: ResNet-18's last layers, 49 pixels against 2.4 MB of weights), cutting more blocks
  * of pixels only adds passes over all the weights, while parts of the channels (whole strips of 64:
- * qr_iconv_col) share them out: each thread reads its part. QRL_SPLIT=rows or cols forces either
+ * qr_iconv_col) share them out: each thread reads its part. the split option (qr_options: rows or cols) forces either
  * (cols: at least two parts, on one thread too, for the tests), where there are two strips. */
 static int64_t channel_parts(int64_t m, int64_t pixels, int64_t images, int threads)
 {
     int64_t strips = (m + 63) / 64, want = threads, one = block_rows(m, pixels, images, 1);
-    const char *env = getenv("QRL_SPLIT");
-    if (env && !strcmp(env, "rows"))
+    int split = qr_options_get()->split;
+    if (split == QR_SPLIT_ROWS)
         return 1;
-    if (env && !strcmp(env, "cols"))
+    if (split == QR_SPLIT_COLS)
         want = threads > 2 ? threads : 2;
     else if (threads < 2 || (one > 0 && (pixels + one - 1) / one >= threads))
         return 1;
@@ -615,7 +616,7 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         if (fresh)
             pack_dense(&j, w->data, (int8_t *)packed, init);
         /* a kernel compiled for this layer's shape when the API registered a specializer
-         * (QRL_ICONV_JIT=1), else the CPU's */
+         * (iconv-jit=1), else the CPU's */
         j.fn = qr_iconv_specialized(j.gather ? 1 : j.taps, j.k4, j.m);
         if (!j.fn)
             j.fn = qr_iconv_u8s8();

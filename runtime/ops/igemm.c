@@ -1,7 +1,7 @@
 /* u8 x s8 integer GEMM: the portable reference and the per-ISA table; see igemm.h. */
 #include "igemm.h"
+#include "options.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,33 +280,19 @@ qr_igemm_fn qr_igemm_u8s8_isa(const char *isa)
     return NULL;
 }
 
-/* QRL_IGEMM, read once (every convolution asks, on every run; getenv scans the environment),
- * unless a test chose with qr_igemm_force. */
-static pthread_once_t env_once = PTHREAD_ONCE_INIT;
-static char env_isa[32];
-static int forced; /* qr_igemm_force was called: forced_isa holds its choice */
-static char forced_isa[32];
-
-static void read_env(void)
-{
-    const char *e = getenv("QRL_IGEMM");
-    snprintf(env_isa, sizeof env_isa, "%s", e ? e : "");
-}
-
+/* The igemm option (qr_options): "portable", an ISA's name, or NULL for the CPU's best. */
 static const char *forced_choice(void)
 {
-    pthread_once(&env_once, read_env);
-    const char *c = __atomic_load_n(&forced, __ATOMIC_ACQUIRE) ? forced_isa : env_isa;
+    const char *c = qr_options_get()->igemm;
     return c[0] ? c : NULL;
 }
 
 void qr_igemm_force(const char *isa)
 {
-    __atomic_store_n(&forced, 0, __ATOMIC_RELEASE);
-    if (!isa)
-        return;
-    snprintf(forced_isa, sizeof forced_isa, "%s", isa);
-    __atomic_store_n(&forced, 1, __ATOMIC_RELEASE);
+    qr_options o = *qr_options_get();
+    memset(o.igemm, 0, sizeof o.igemm);
+    snprintf(o.igemm, sizeof o.igemm, "%s", isa ? isa : "");
+    qr_options_set(&o);
 }
 
 int qr_igemm_portable_forced(void)

@@ -22,15 +22,15 @@ typedef void (*qr_igemm_fn)(int32_t *c, int64_t c_rs, const int8_t *a, const int
 
 /* The best u8s8 kernel this CPU runs (AVX-512 VNNI, AVX-VNNI, AVX2, in that
  * order), or NULL when it has none of them (then callers keep their portable
- * int32 path). QRL_IGEMM=portable forces NULL; QRL_IGEMM=avx512vnni, avxvnni
+ * int32 path). igemm=portable forces NULL; igemm=avx512vnni, avxvnni
  * or avx2 picks that kernel when the CPU has it. */
 qr_igemm_fn qr_igemm_u8s8(void);
 
-/* What QRL_IGEMM (read once, at the first use) would choose, for tests that compare the paths in
- * one process: "portable", an ISA's name, or NULL to go back to QRL_IGEMM's choice. */
+/* Sets the igemm option (qr_options) for tests that compare the paths in one process:
+ * "portable", an ISA's name, or NULL for the CPU's best. */
 void qr_igemm_force(const char *isa);
 
-/* Whether QRL_IGEMM=portable asks for the portable int32 path of every
+/* Whether igemm=portable asks for the portable int32 path of every
  * integer convolution (the reference the fast paths are tested against). */
 int qr_igemm_portable_forced(void);
 
@@ -44,7 +44,7 @@ qr_igemm_fn qr_igemm_u8s8_isa(const char *isa);
 typedef void (*qr_igemm_interleave_fn)(uint32_t *d, const uint8_t *r0, const uint8_t *r1, const uint8_t *r2,
                                        const uint8_t *r3, int64_t n, uint8_t flip);
 /* The AVX-512BW one when the CPU has it (byte and word unpacks, eight at a time where the
- * compiler's version widens each byte to a word on its own), else the portable one; QRL_IGEMM
+ * compiler's version widens each byte to a word on its own), else the portable one; the igemm option
  * picks as for qr_igemm_u8s8 ("portable" forces the reference). */
 qr_igemm_interleave_fn qr_igemm_interleave4(void);
 void qr_igemm_interleave4_ref(uint32_t *d, const uint8_t *r0, const uint8_t *r1, const uint8_t *r2,
@@ -70,7 +70,7 @@ void qr_igemv_u8s8_ref(int32_t *y, const uint8_t *x, const int8_t *w, const int3
  * column (quant.c): rz holds a zero point per row of a (the dynamic recipes' per-token
  * activations), csum b's column sums, so its correction rz[m] * csum[n] is one product per
  * element, not a start per row or column. The AVX-512 VNNI kernel adds cinit and the product
- * where its sums start; the other ISAs' run their qr_igemm_fn and add them after. QRL_IGEMM
+ * where its sums start; the other ISAs' run their qr_igemm_fn and add them after. The igemm option
  * picks as for qr_igemm_u8s8 (NULL: portable forced, or no ISA); qr_igemm_u8s8_rc_isa as
  * qr_igemm_u8s8_isa. */
 typedef void (*qr_igemm_rc_fn)(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
@@ -104,7 +104,7 @@ typedef void (*qr_igemm_pack_b_fn)(uint8_t *dst, const uint8_t *src, int64_t src
 typedef void (*qr_igemm_pack_a_fn)(int8_t *dst, const uint8_t *src, int64_t src_rs, int64_t rows, int64_t k,
                                    uint8_t flip, int32_t *rowsum);
 /* The AVX-512 VNNI ones when the CPU has it (the sums by vpdpbusd against ones), else the
- * portable ones (QRL_IGEMM=portable forces them). */
+ * portable ones (igemm=portable forces them). */
 qr_igemm_pack_b_fn qr_igemm_pack_b(void);
 qr_igemm_pack_a_fn qr_igemm_pack_a(void);
 void qr_igemm_pack_b_ref(uint8_t *dst, const uint8_t *src, int64_t src_rs, int64_t k, int64_t n, uint8_t flip,
@@ -129,7 +129,7 @@ void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t 
  * Only columns [j0, j1) of rows [0, m) are written; j0 is a multiple of 64 (a strip's first column). */
 typedef void (*qr_iconv_fn)(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
                             const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
-qr_iconv_fn qr_iconv_u8s8(void);                 /* best for this CPU (QRL_IGEMM as for qr_igemm_u8s8); never NULL: the portable one when no ISA fits */
+qr_iconv_fn qr_iconv_u8s8(void);                 /* best for this CPU (the igemm option as for qr_igemm_u8s8); never NULL: the portable one when no ISA fits */
 qr_iconv_fn qr_iconv_u8s8_isa(const char *isa);  /* "avx512vnni", "avxvnni", "avx2", "portable"; NULL when the CPU lacks it */
 void qr_iconv_u8s8_ref(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m, const int8_t *w,
                        const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
@@ -164,7 +164,7 @@ void qr_iconv_colsums(int32_t *s, const int8_t *w, int64_t taps, int64_t k4, int
 
 /* A kernel of qr_iconv_fn's contract specialized to one shape (its taps, k4 and n are then the only
  * ones it may be called with), or NULL when there is none. The runtime cannot see the compiler that
- * makes them: the API registers one (QRL_ICONV_JIT=1, api/). */
+ * makes them: the API registers one (iconv-jit=1, api/). */
 typedef qr_iconv_fn (*qr_iconv_specializer)(int64_t taps, int64_t k4, int64_t n);
 /* Registers f (NULL unregisters); kernels handed out before stay the specializer's to free. */
 void qr_iconv_set_specializer(qr_iconv_specializer f);

@@ -9,6 +9,7 @@
 #include "conv_epilogue.h"
 #include "conv_geom.h"
 #include "igemm.h"
+#include "options.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -205,12 +206,11 @@ static qr_status quantize_infer(qr_kctx *k)
     return QR_OK;
 }
 
-/* 1 when the CPU has AVX-512F (and BW and VL for the masked byte store) and QRL_QUANT is not
- * "portable" (tests compare both paths). */
+/* 1 when the CPU has AVX-512F (and BW and VL for the masked byte store) and the quant option
+ * (qr_options) is not "portable" (tests compare both paths). */
 static int quant_avx512(void)
 {
-    const char *force = getenv("QRL_QUANT");
-    if (force && !strcmp(force, "portable"))
+    if (qr_options_get()->quant_portable)
         return 0;
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl");

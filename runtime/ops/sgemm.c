@@ -4,6 +4,7 @@
 #include "sgemm.h"
 
 #include "op.h"
+#include "options.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -237,10 +238,10 @@ const qr_sgemm_kernel *qr_sgemm_isa(const char *isa)
 
 const qr_sgemm_kernel *qr_sgemm_best(void)
 {
-    const char *force = getenv("QRL_SGEMM");
-    if (force && !strcmp(force, "portable"))
+    const char *force = qr_options_get()->sgemm;
+    if (!strcmp(force, "portable"))
         return NULL;
-    if (force && qr_sgemm_isa(force))
+    if (force[0] && qr_sgemm_isa(force))
         return qr_sgemm_isa(force);
     __builtin_cpu_init();
     for (size_t i = 0; i < N_FAST; i++)

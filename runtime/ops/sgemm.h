@@ -67,8 +67,8 @@ int64_t qr_sgemm_work(const qr_sgemm_kernel *kn);
 void qr_sgemm(qr_pool *pool, const qr_sgemm_kernel *kn, const qr_sgemm_job *j, float *work);
 
 /* The best FMA kernel this CPU runs (AVX-512, then AVX2 with FMA), or NULL when it has none (then
- * callers keep their portable GEMM, which adds without FMA). QRL_SGEMM=portable forces NULL;
- * QRL_SGEMM=avx512, avx2 or ref picks that kernel when the CPU has it. */
+ * callers keep their portable GEMM, which adds without FMA). sgemm=portable forces NULL;
+ * sgemm=avx512, avx2 or ref picks that kernel when the CPU has it. */
 const qr_sgemm_kernel *qr_sgemm_best(void);
 
 /* The kernel of one instruction set ("avx512", "avx2", or "ref": the portable reference, with

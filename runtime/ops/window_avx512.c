@@ -10,13 +10,13 @@
 #include "act_avx512.h"
 
 #include "op.h"
+#include "options.h"
 
 #define TARGET __attribute__((target("avx512f")))
 
 int qr_window_avx512(void)
 {
-    const char *force = getenv("QRL_WINDOW");
-    if (force && !strcmp(force, "portable"))
+    if (qr_options_get()->window_portable)
         return 0;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f");

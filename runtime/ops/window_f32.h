@@ -10,7 +10,7 @@
 
 struct qr_act; /* op.h */
 
-/* 1 when this CPU reports avx512f and QRL_WINDOW is not "portable" (tests compare both paths). */
+/* 1 when this CPU reports avx512f and the window option (qr_options) is not "portable" (tests compare both paths). */
 int qr_window_avx512(void);
 
 /* Whether the kernels below take g: 2-D, column stride 1 or 2 (any row stride and dilation). */

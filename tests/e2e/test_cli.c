@@ -473,6 +473,31 @@ Test(cli, recipe_name_picks_the_recipe)
     cr_assert(!tu_file_exists(path));
 }
 
+/* dir/x.npy: the first n test images of the bundled data; returns the data folder. */
+static const char *first_images(int n)
+{
+    char cmd[1024], *log;
+    const char *d = getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data";
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; np.save('%s/x.npy', np.load('%s/test_images.npy')[:%d])\"", dir, d, n);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    return d;
+}
+
+/* The bundled CNN quantized by recipes/<recipe>.qrl on 64 calibration images (of data folder d)
+ * into dir/out. */
+static void quantize_bundled(const char *recipe, const char *d, const char *out)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "%s quantize %s/examples/fmnist/fmnist_cnn.onnx --recipe %s/recipes/%s.qrl --calib %s/calib_images.npy "
+             "--calib-count 64 -o %s/%s --quiet",
+             tu_qrl(), tu_root(), tu_root(), recipe, d, dir, out);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
 /* qrl run --batch: 203 images of the bundled CNN (the last slice short) run 64 and 50 at a time
  * give the bits of one run (the default, --batch 0), in f32 and in the recipe's integer graph, and
  * --stats counts the slices; a dynamic recipe's graph and its export (their ranges span the batch:
@@ -480,11 +505,7 @@ Test(cli, recipe_name_picks_the_recipe)
 Test(cli, run_batches_give_the_bits_of_one_run, .timeout = 240)
 {
     char cmd[4096], *log;
-    const char *d = getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data";
-    snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 -c \"import numpy as np; np.save('%s/x.npy', np.load('%s/test_images.npy')[:203])\"", dir, d);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
+    const char *d = first_images(203);
     const char *recipe[3] = {"", "--recipe %s/recipes/int8.qrl --calib %s/calib_images.npy --calib-count 64",
                              "--recipe %s/recipes/int8-dynamic-tensor.qrl --calib %s/calib_images.npy --calib-count 64"};
     const char *batch[3] = {"", "--batch 64", "--batch 50"}, *slices[3] = {NULL, "4 runs of up to 64 samples",
@@ -512,12 +533,7 @@ Test(cli, run_batches_give_the_bits_of_one_run, .timeout = 240)
         free(log);
     }
     /* the dynamic recipe's export runs as its ONNX ops, DynamicQuantizeLinear among them: whole too */
-    snprintf(cmd, sizeof cmd,
-             "%s quantize %s/examples/fmnist/fmnist_cnn.onnx --recipe %s/recipes/int8-dynamic-tensor.qrl --calib "
-             "%s/calib_images.npy --calib-count 64 -o %s/dyn.onnx --quiet",
-             tu_qrl(), tu_root(), tu_root(), d, dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
+    quantize_bundled("int8-dynamic-tensor", d, "dyn.onnx");
     for (int b = 0; b < 2; b++) {
         snprintf(cmd, sizeof cmd, "%s run %s/dyn.onnx -i %s/x.npy -o %s/dyn%d --stats %s", tu_qrl(), dir, dir, dir, b,
                  batch[b]);
@@ -568,5 +584,66 @@ Test(cli, run_batches_only_what_follows_the_slices)
                  dir, c ? 5 : 3, c, c);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
         free(log);
+    }
+}
+
+/* The run-time switches change no integer result: the bundled CNN quantized by the int8 recipe
+ * (once: calibration runs f32 kernels, whose portable forms may round otherwise), run on 64 images,
+ * gives the default's bits with --kernels portable and avx2, --iconv-jit, and the tests' switches
+ * through the transition's variables (QRL_FUSE=0, QRL_NHWC=0 or all, QRL_SPLIT, QRL_EPILOGUE)
+ * (numpy compares the files). A value an option does not take is a usage error that names the
+ * values, from the command line and from a variable. */
+Test(cli, run_switches_give_the_same_bits, .timeout = 300)
+{
+    char cmd[4096], *log;
+    const char *d = first_images(64);
+    quantize_bundled("int8", d, "q.onnx");
+    const char *how[] = {"",
+                         "--kernels portable",
+                         "--kernels avx2",
+                         "--iconv-jit",
+                         "--kernels auto --iconv-jit",
+                         "env QRL_FUSE=0 QRL_NHWC=0",
+                         "env QRL_NHWC=all QRL_SPLIT=cols QRL_EPILOGUE=turn",
+                         "env QRL_ICONV_JIT=1 QRL_EPILOGUE=rows"};
+    int n = (int)(sizeof how / sizeof how[0]);
+    for (int i = 0; i < n; i++) {
+        int env = !strncmp(how[i], "env ", 4);
+        snprintf(cmd, sizeof cmd,
+                 "XDG_CACHE_HOME='%s/cache' %s %s run %s/q.onnx -i %s/x.npy -o %s/s%d %s", dir, env ? how[i] : "",
+                 tu_qrl(), dir, dir, dir, i, env ? "" : how[i]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", how[i], log);
+        free(log);
+        /* the kernels compiled per layer go to the module cache: none before --iconv-jit, some after
+         * (on a CPU with AVX-512 VNNI) */
+        if (i == 2 || i == 3) {
+            snprintf(cmd, sizeof cmd, "ls '%s/cache/qrl' 2>/dev/null | grep -c '^iconv-'", dir);
+            tu_run(cmd, &log);
+            int vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+            cr_assert_eq(atoi(log) > 0, i == 3 && vnni, "%s: %s kernels compiled per layer", how[i], log);
+            free(log);
+        }
+    }
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; a = [np.load('%s/s%%d/logits.npy' %% i) for i in range(%d)]; "
+             "assert a[0].shape == (64, 10) and a[0].dtype == np.float32; "
+             "bad = [i for i in range(1, %d) if a[i].tobytes() != a[0].tobytes()]; assert not bad, bad\"",
+             dir, n, n);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    static const char *const wrong[][2] = {
+        {"--kernels avx512", "qrl: --kernels: option kernels takes auto, portable, avx2, avxvnni, avx512vnni, not 'avx512'"},
+        {"--kernels", "qrl: --kernels: needs auto, portable, avx2, avxvnni or avx512vnni"},
+        {"env QRL_NHWC=yes", "qrl: QRL_NHWC: option nhwc takes auto, 0, all, not 'yes'"},
+    };
+    for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+        int env = !strncmp(wrong[i][0], "env ", 4);
+        snprintf(cmd, sizeof cmd, "%s %s run %s/examples/fmnist/fmnist_cnn.onnx -i %s/x.npy -o %s/wrong %s",
+                 env ? wrong[i][0] : "", tu_qrl(), tu_root(), dir, dir, env ? "" : wrong[i][0]);
+        cr_assert_eq(tu_run(cmd, &log), 2, "%s: %s", wrong[i][0], log);
+        cr_assert(strstr(log, wrong[i][1]), "%s: %s", wrong[i][0], log);
+        free(log);
+        snprintf(cmd, sizeof cmd, "%s/wrong", dir);
+        cr_assert(!tu_file_exists(cmd), "%s: wrote outputs", wrong[i][0]);
     }
 }

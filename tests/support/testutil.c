@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "op.h"
+#include "options.h"
 #include "recipe.h"
 
 qr_value *tu_input(qr_graph *g, const char *name, int ndim, const int64_t *dims)
@@ -299,4 +300,20 @@ void tu_make_transformer_models(const char *dir)
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_transformer_models.py' '%s' 2>&1", tu_root(), dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
+}
+
+void tu_option(const char *name, const char *value)
+{
+    qr_options o = *qr_options_get();
+    qr_error e;
+    cr_assert_eq(qr_options_parse(&o, name, value, &e), QR_OK, "%s", e.msg);
+    qr_options_set(&o);
+}
+
+/* Every test process: poison on (as tools/run-tests.sh's QRL_POISON=1 does for the qrl it runs). */
+__attribute__((constructor)) static void tu_options_start(void)
+{
+    qr_options o = {0};
+    o.poison = 1;
+    qr_options_set(&o);
 }

@@ -43,6 +43,12 @@ double tu_npy_rel_diff(const char *ref, const char *test);
 /* Count of files in dir (non-recursive, . and .. excluded). */
 int tu_count_files(const char *dir);
 
+/* Sets one run-time switch of qr_options (options.h) by name, as qrl_set_option: "fuse" "0" keeps
+ * every node apart, "nhwc" "" goes back to the default; the test fails on an unknown one. Every
+ * test process starts with the defaults and poison on ("poison" "1"): an element a kernel leaves
+ * unwritten reads 0xA5 bytes, not zeros. */
+void tu_option(const char *name, const char *value);
+
 /* Compiles a recipe file (path absolute or relative to the project root) with the stdlib,
  * in memory; NULL with the first diagnostic in err on failure. */
 struct qrl_module *tu_compile(const char *rel, char *err, size_t n);

@@ -91,7 +91,7 @@ static void check_rows(int64_t K, int portable)
     /* 44 rows: the AVX-512 path's two blocks of sixteen and a rest; each kind of row in all three */
     enum { ROWS = 44 };
     if (portable)
-        setenv("QRL_QUANT", "portable", 1);
+        tu_option("quant", "portable");
     qr_tensor x = {.dtype = QR_F32, .ndim = 3, .dims = {4, 11, K}};
     qr_error e = {{0}};
     cr_assert_eq(qr_tensor_alloc(&x, &e), QR_OK);
@@ -152,7 +152,7 @@ static void check_rows(int64_t K, int portable)
     qr_tensor_free(&y);
     qr_tensor_free(&s);
     qr_tensor_free(&z);
-    unsetenv("QRL_QUANT");
+    tu_option("quant", "");
 }
 
 Test(dynamic_quant, rows_match_numpy_bit_for_bit)

@@ -236,11 +236,11 @@ static void check_bias_fusion(int w_const, int bias_n)
                        {.dtype = QR_F32, .ndim = 2, .dims = {5, 7}, .data = w}}, out[2];
     for (int fuse = 1; fuse >= 0; fuse--) {
         if (!fuse)
-            setenv("QRL_FUSE", "0", 1);
+            tu_option("fuse", "0");
         qr_exec_opts o = {.profile = 1};
         qr_exec *x;
         cr_assert_eq(qr_exec_new(g, &o, &x, &e), QR_OK, "%s", e.msg);
-        unsetenv("QRL_FUSE");
+        tu_option("fuse", "");
         for (int r = 0; r < 2; r++) { /* the weights packed, then read packed */
             if (r)
                 qr_tensor_free(&out[fuse]);
@@ -307,11 +307,11 @@ static void check_tiled_chain(int64_t rows, int threads, int want_tiled)
     qr_tensor in = {.dtype = QR_F32, .ndim = 3, .dims = {rows, 3, 100}, .data = xs}, out[2];
     for (int fuse = 1; fuse >= 0; fuse--) {
         if (!fuse)
-            setenv("QRL_FUSE", "0", 1);
+            tu_option("fuse", "0");
         qr_exec_opts o = {.threads = threads, .profile = fuse};
         qr_exec *x;
         cr_assert_eq(qr_exec_new(g, &o, &x, &e), QR_OK, "%s", e.msg);
-        unsetenv("QRL_FUSE");
+        tu_option("fuse", "");
         cr_assert_eq(qr_exec_run(x, &in, &out[fuse], &e), QR_OK, "%s", e.msg);
         qr_exec_stats s;
         qr_exec_get_stats(x, &s);

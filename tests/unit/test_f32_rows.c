@@ -153,9 +153,9 @@ static int use_path(int p)
     if (p == 0 && !qr_f32_rows_avx512())
         return 0;
     if (p == 1)
-        setenv("QRL_F32_ROWS", "portable", 1);
+        tu_option("f32-rows", "portable");
     else
-        unsetenv("QRL_F32_ROWS");
+        tu_option("f32-rows", "");
     return 1;
 }
 
@@ -209,7 +209,7 @@ static void check_softmax(const char *op, int64_t heads, int64_t rows, int64_t n
             qr_tensor_free(&y);
         }
     }
-    unsetenv("QRL_F32_ROWS");
+    tu_option("f32-rows", "");
     qr_pool_free(pool2);
     qr_tensor_free(&want);
     qr_tensor_free(&x);
@@ -273,7 +273,7 @@ static void check_layernorm(int64_t rows, int64_t n, float offset, int with_bias
                 qr_tensor_free(&y[j]);
         }
     }
-    unsetenv("QRL_F32_ROWS");
+    tu_option("f32-rows", "");
     qr_pool_free(pool2);
     qr_tensor_free(&want);
     qr_tensor_free(&mean);
@@ -363,7 +363,7 @@ Test(f32_rows, tanh_op_matches_numpy)
         check_ulps(p ? "Tanh portable" : "Tanh avx512", &y, &want, p ? 0.5 : 2.0);
         qr_tensor_free(&y);
     }
-    unsetenv("QRL_F32_ROWS");
+    tu_option("f32-rows", "");
     qr_tensor_free(&want);
     qr_tensor_free(&x);
 }
@@ -411,7 +411,7 @@ Test(f32_rows, erf_op_matches_math_erf)
             qr_tensor_free(&y);
         }
     }
-    unsetenv("QRL_F32_ROWS");
+    tu_option("f32-rows", "");
     qr_pool_free(pool2);
     qr_tensor_free(&want);
     qr_tensor_free(&x);

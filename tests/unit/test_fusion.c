@@ -11,6 +11,7 @@
 
 #include "op.h"
 #include "parallel.h"
+#include "testutil.h"
 
 static unsigned next(unsigned *seed)
 {
@@ -127,12 +128,12 @@ Test(fusion, conv_activation_is_conv_then_relu_or_clip)
         check_case(cases[i].cc, QR_F32, pool, cases[i].what);
         check_case(cases[i].cc, QR_F64, NULL, cases[i].what);
     }
-    setenv("QRL_SGEMM", "portable", 1);
-    setenv("QRL_WINDOW", "portable", 1);
+    tu_option("sgemm", "portable");
+    tu_option("window", "portable");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_case(cases[i].cc, QR_F32, NULL, cases[i].what);
-    unsetenv("QRL_SGEMM");
-    unsetenv("QRL_WINDOW");
+    tu_option("sgemm", "");
+    tu_option("window", "");
     qr_pool_free(pool);
 }
 
@@ -140,7 +141,6 @@ Test(fusion, conv_activation_is_conv_then_relu_or_clip)
 
 #include "exec.h"
 #include "passes.h"
-#include "testutil.h"
 
 static qr_value *conv3x3(qr_graph *g, const char *name, qr_value *x, int64_t c, int64_t m, int64_t stride, unsigned seed)
 {
@@ -251,9 +251,9 @@ static void check_fusion(int dynamic)
     int64_t *runs = calloc((size_t)g->n_nodes, sizeof *runs), *runs0 = calloc((size_t)g->n_nodes, sizeof *runs0);
     cr_assert(runs && runs0);
     qr_tensor ref[N_OUT], got[N_OUT];
-    setenv("QRL_FUSE", "0", 1); /* the reference: every node on its own */
+    tu_option("fuse", "0"); /* the reference: every node on its own */
     run_graph(g, 1, NULL, &x, ref, runs0, dynamic);
-    unsetenv("QRL_FUSE");
+    tu_option("fuse", "");
     for (int i = 0; i < g->n_nodes; i++)
         cr_assert_eq(runs0[i], 1, "QRL_FUSE=0: node %s ran", g->nodes[i]->name);
     for (int threads = 1; threads <= 2; threads++) {
@@ -350,11 +350,11 @@ Test(fusion, conv_and_maxpool_write_every_output_element)
         qr_tensor tb = {.dtype = QR_F32, .ndim = 1, .dims = {cc.m}, .data = b};
         const qr_tensor *in[3] = {&tx, &tw, &tb};
         check_writes_all("Conv", a, 4, in, 3, 1, cases[c].what);
-        setenv("QRL_SGEMM", "portable", 1);
-        setenv("QRL_WINDOW", "portable", 1);
+        tu_option("sgemm", "portable");
+        tu_option("window", "portable");
         check_writes_all("Conv", a, 4, in, 2, 1, cases[c].what);
-        unsetenv("QRL_SGEMM");
-        unsetenv("QRL_WINDOW");
+        tu_option("sgemm", "");
+        tu_option("window", "");
         /* MaxPool over the same input: 3x3 at the case's stride, with and without its indices */
         qr_attr pa[3] = {a[0], a[1], a[2]};
         check_writes_all("MaxPool", pa, 3, in, 1, 1, cases[c].what);

@@ -248,8 +248,8 @@ Test(iconv_jit, the_runtime_hook_and_the_table)
     cr_assert_null(qr_iconv_specialized(3, 20, 40));
 }
 
-/* The API registers the specializer at its first recipe compilation (a failing one too) when
- * QRL_ICONV_JIT=1, and not otherwise. Each test is its own process: the environment is its own. */
+/* The API registers the specializer at a recipe compilation (a failing one too) when the iconv-jit
+ * option is on (qrl --iconv-jit), and not otherwise. Each test is its own process: so are its options. */
 static void first_compile(void)
 {
     char path[1200], err[512];
@@ -262,7 +262,7 @@ static void first_compile(void)
 
 Test(iconv_jit, the_api_registers_it_when_asked)
 {
-    setenv("QRL_ICONV_JIT", "1", 1);
+    tu_option("iconv-jit", "1");
     cr_assert_null(qr_iconv_specialized(1, 8, 32), "nothing before the API starts");
     first_compile();
     qr_iconv_fn fn = qr_iconv_specialized(1, 8, 32);
@@ -279,16 +279,16 @@ Test(iconv_jit, the_api_registers_it_when_asked)
 
 Test(iconv_jit, the_api_leaves_it_off_by_default)
 {
-    unsetenv("QRL_ICONV_JIT");
+    tu_option("iconv-jit", "");
     first_compile();
-    cr_assert_null(qr_iconv_specialized(1, 8, 32), "QRL_ICONV_JIT unset: the generic kernels");
+    cr_assert_null(qr_iconv_specialized(1, 8, 32), "iconv-jit by default: the generic kernels");
 }
 
 Test(iconv_jit, the_api_leaves_it_off_unless_1)
 {
-    setenv("QRL_ICONV_JIT", "0", 1);
+    tu_option("iconv-jit", "0");
     first_compile();
-    cr_assert_null(qr_iconv_specialized(1, 8, 32), "QRL_ICONV_JIT=0: the generic kernels");
+    cr_assert_null(qr_iconv_specialized(1, 8, 32), "iconv-jit 0: the generic kernels");
 }
 
 static int count_entries(void)

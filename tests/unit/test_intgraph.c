@@ -248,9 +248,9 @@ static void assert_same_outputs(const qr_quantized *want_q, const qr_quantized *
             for (int turn = 0; turn < 2; turn++) {
                 qr_tensor got = {0};
                 if (turn)
-                    setenv("QRL_EPILOGUE", "turn", 1);
+                    tu_option("epilogue", "turn");
                 run_threads(got_q, inputs[in], t, &got);
-                unsetenv("QRL_EPILOGUE");
+                tu_option("epilogue", "");
                 cr_assert_eq(qr_tensor_nbytes(&got), qr_tensor_nbytes(&want), "%s", what);
                 cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)),
                           "%s, batch %lld, %d threads, epilogue %s: outputs differ", what,
@@ -297,12 +297,12 @@ Test(intgraph, fused_conv_epilogues_equal_the_separate_kernels)
         load(models[mi % 2], &g, NULL);
         for (int r = 0; r < 3; r++) {
             qrl_module *m0, *m1;
-            setenv("QRL_FUSE", "0", 1);
+            tu_option("fuse", "0");
             qr_quantized *apart = quantize(g, recipes[r], &m0);
-            unsetenv("QRL_FUSE");
-            setenv("QRL_NHWC", nhwc ? "all" : "0", 1);
+            tu_option("fuse", "");
+            tu_option("nhwc", nhwc ? "all" : "0");
             qr_quantized *fused = quantize(g, recipes[r], &m1);
-            unsetenv("QRL_NHWC");
+            tu_option("nhwc", "");
             cr_assert_eq(count_op(apart->ig->g, "QrlConvKernel"), 0, "%s", recipes[r]);
             cr_assert_eq(count_op(fused->ig->g, "QrlConvKernel"), 4, "%s %s: its four convolutions", models[mi],
                          recipes[r]);
@@ -352,12 +352,12 @@ Test(intgraph, residual_add_runs_as_the_convolutions_second_stage)
     load("residual.onnx", &g, NULL);
     for (int r = 0; r < 3; r++) {
         qrl_module *m0, *m1;
-        setenv("QRL_FUSE", "0", 1);
+        tu_option("fuse", "0");
         qr_quantized *apart = quantize(g, recipes[r], &m0);
-        unsetenv("QRL_FUSE");
-        setenv("QRL_NHWC", "all", 1);
+        tu_option("fuse", "");
+        tu_option("nhwc", "all");
         qr_quantized *fused = quantize(g, recipes[r], &m1);
-        unsetenv("QRL_NHWC");
+        tu_option("nhwc", "");
         cr_assert_eq(count_attr_set(fused->ig->g, "QrlConvKernel", "then_call"), 1, "%s: the Add is a second stage",
                      recipes[r]);
         cr_assert_eq(count_attr(fused->ig->g, "QrlConvKernel", "nhwc"), 4, "%s", recipes[r]);
@@ -400,12 +400,12 @@ Test(intgraph, channel_parts_give_the_same_outputs)
     load("wide.onnx", &g, NULL);
     for (int r = 0; r < 2; r++) {
         qrl_module *m0, *m1;
-        setenv("QRL_FUSE", "0", 1);
+        tu_option("fuse", "0");
         qr_quantized *apart = quantize(g, recipes[r], &m0);
-        unsetenv("QRL_FUSE");
-        setenv("QRL_NHWC", "all", 1);
+        tu_option("fuse", "");
+        tu_option("nhwc", "all");
         qr_quantized *fused = quantize(g, recipes[r], &m1);
-        unsetenv("QRL_NHWC");
+        tu_option("nhwc", "");
         cr_assert_eq(count_attr_set(fused->ig->g, "QrlConvKernel", "then_call"), 2, "%s: the Adds are second stages",
                      recipes[r]);
         cr_assert_eq(count_attr(fused->ig->g, "QrlConvKernel", "nhwc"), 5, "%s", recipes[r]);
@@ -413,7 +413,7 @@ Test(intgraph, channel_parts_give_the_same_outputs)
             char what[256];
             snprintf(what, sizeof what, "%s, QRL_SPLIT=%s", recipes[r], splits[sp] ? splits[sp] : "(unset)");
             if (splits[sp])
-                setenv("QRL_SPLIT", splits[sp], 1);
+                tu_option("split", splits[sp]);
             assert_same_outputs(apart, fused, &x, what);
             /* with kernels compiled per shape, the epilogue fused where there is no second stage */
             qr_iconv_set_specializer(qc_iconv_jit);
@@ -424,7 +424,7 @@ Test(intgraph, channel_parts_give_the_same_outputs)
             qr_iconv_set_ep_specializer(NULL);
             qr_iconv_set_specializer(NULL);
             cr_assert(r == 1 || !qc_iconv_jit(9, 24, 24) || ep_handed > 0, "%s: no fused kernel ran", what);
-            unsetenv("QRL_SPLIT");
+            tu_option("split", "");
         }
         qr_quantized_free(apart);
         qr_quantized_free(fused);
@@ -454,19 +454,19 @@ Test(intgraph, shape_specialized_kernels_equal_the_generic_ones)
     load("zoo_test.npy", NULL, &x);
     load("residual.onnx", &g, NULL);
     qrl_module *m0, *m1;
-    setenv("QRL_NHWC", "all", 1);
+    tu_option("nhwc", "all");
     qr_quantized *generic = quantize(g, "recipes/int8.qrl", &m0);
     qr_iconv_set_specializer(qc_iconv_jit);
     qr_iconv_set_ep_specializer(counting_ep);
     qr_quantized *special = quantize(g, "recipes/int8.qrl", &m1);
-    unsetenv("QRL_NHWC");
+    tu_option("nhwc", "");
     ep_handed = 0;
     run_threads(special, &x, 2, &got);
     int fused = ep_handed;
-    setenv("QRL_EPILOGUE", "rows", 1);
+    tu_option("epilogue", "rows");
     qr_tensor rows = {0};
     run_threads(special, &x, 1, &rows);
-    unsetenv("QRL_EPILOGUE");
+    tu_option("epilogue", "");
     qr_iconv_set_ep_specializer(NULL);
     qr_iconv_set_specializer(NULL);
     run_threads(generic, &x, 1, &want);
@@ -496,9 +496,9 @@ static qr_quantized *pools_reference(qr_graph **g, qr_tensor *x, qrl_module **m)
 {
     load("pools_test.npy", NULL, x);
     load("pools.onnx", g, NULL);
-    setenv("QRL_FUSE", "0", 1);
+    tu_option("fuse", "0");
     qr_quantized *apart = quantize_on(*g, "recipes/int8.qrl", "pools_test.npy", m);
-    unsetenv("QRL_FUSE");
+    tu_option("fuse", "");
     return apart;
 }
 
@@ -508,9 +508,9 @@ Test(intgraph, pools_run_channels_last)
     qr_graph *g;
     qrl_module *m0, *m1;
     qr_quantized *apart = pools_reference(&g, &x, &m0);
-    setenv("QRL_NHWC", "all", 1);
+    tu_option("nhwc", "all");
     qr_quantized *nhwc = quantize_on(g, "recipes/int8.qrl", "pools_test.npy", &m1);
-    unsetenv("QRL_NHWC");
+    tu_option("nhwc", "");
     cr_assert_eq(count_op(nhwc->ig->g, "QrlMaxPoolNhwc"), 2);
     cr_assert_eq(count_op(nhwc->ig->g, "Transpose"), 0, "the Flatten is folded into the Gemm's weights");
     cr_assert_eq(count_op(nhwc->ig->g, "QrlAveragePoolNhwc"), 1);
@@ -571,12 +571,12 @@ Test(intgraph, recipe_epilogue_written_elementwise_is_fused)
     load("depthwise.onnx", &g, NULL);
     load("zoo_test.npy", NULL, &x);
     qrl_module *m0, *m1;
-    setenv("QRL_FUSE", "0", 1);
+    tu_option("fuse", "0");
     qr_quantized *apart = quantize(g, path, &m0);
-    unsetenv("QRL_FUSE");
-    setenv("QRL_NHWC", "all", 1);
+    tu_option("fuse", "");
+    tu_option("nhwc", "all");
     qr_quantized *fused = quantize(g, path, &m1);
-    unsetenv("QRL_NHWC");
+    tu_option("nhwc", "");
     const qr_fn_desc *k = qr_module_fn(m1, "away<u8>"), *t = k ? qr_module_tile(m1, k) : NULL;
     cr_assert(t && t->is_tile && t->tile_axis_param == -1 && t->tile_axis == 1, "away.tile<u8>: rows of axis 1");
     int tables = -1;

@@ -16,7 +16,9 @@
 #include "op.h"
 #include "ops/conv_epilogue.h"
 #include "ops/nhwc.h"
+#include "options.h"
 #include "parallel.h"
+#include "testutil.h"
 
 static unsigned rnd(unsigned *s)
 {
@@ -746,7 +748,8 @@ static void check_conv(unsigned *s, const shape *shp, int64_t N, int64_t M, int 
     cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
     const int32_t *yv = want.data, *yh = got.data;
     int then = form == EP_TURNED_THEN || form == EP_ROWS_THEN;
-    const char *split = getenv("QRL_SPLIT");
+    static const char *const split_names[] = {"auto", "rows", "cols"};
+    const char *split = split_names[qr_options_get()->split];
     for (int64_t n = 0; n < N; n++)
         for (int64_t m = 0; m < M; m++)
             for (int64_t i = 0; i < OH * OW; i++) {
@@ -754,7 +757,7 @@ static void check_conv(unsigned *s, const shape *shp, int64_t N, int64_t M, int 
                 cr_assert_eq(yh[(n * OH * OW + i) * M + m], w,
                              "%s %s, N %lld M %lld, %d threads, split %s, epilogue %s, %s: image %lld pixel %lld "
                              "channel %lld: %d, op %d", signed8 ? "i8" : "u8", x_nchw ? "NCHW" : "NHWC",
-                             (long long)N, (long long)M, qr_pool_threads(pool), split ? split : "auto",
+                             (long long)N, (long long)M, qr_pool_threads(pool), split,
                              ep_names[form], describe(&sh), (long long)n, (long long)i, (long long)m,
                              yh[(n * OH * OW + i) * M + m], w);
             }
@@ -857,16 +860,13 @@ Test(nhwc, channel_parts_match_convinteger)
     unsigned s = 23;
     qr_pool *two = qr_pool_new(2);
     for (int sp = 0; sp < 3; sp++) {
-        if (splits[sp])
-            setenv("QRL_SPLIT", splits[sp], 1);
-        else
-            unsetenv("QRL_SPLIT");
+        tu_option("split", splits[sp] ? splits[sp] : "");
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             for (int form = EP_TURNED; form < EP_FORMS; form++)
                 for (int it = 0; it < 4; it++)
                     check_conv(&s, &cases[c].sh, it % 2 ? 3 : 1, cases[c].M, (int)(c + form) % 2, cases[c].x_nchw,
                                it / 2 ? two : NULL, form);
     }
-    unsetenv("QRL_SPLIT");
+    tu_option("split", "");
     qr_pool_free(two);
 }

@@ -10,6 +10,7 @@
 
 #include "op.h"
 #include "parallel.h"
+#include "testutil.h"
 
 static qr_tensor run_q(const qr_tensor *x, const qr_tensor *sc, const qr_tensor *zp, qr_pool *pool)
 {
@@ -72,9 +73,9 @@ static void check(int64_t n, qr_dtype t, float s, int64_t z)
     for (int p = 0; p < 2; p++)
         for (int th = 0; th < 2; th++) {
             if (p == 1)
-                setenv("QRL_QUANT", "portable", 1);
+                tu_option("quant", "portable");
             qr_tensor y = run_q(&tx, &ts, &tz, th ? pool2 : NULL);
-            unsetenv("QRL_QUANT");
+            tu_option("quant", "");
             cr_assert_eq(y.dtype, t);
             for (int64_t i = 0; i < n; i++) {
                 int64_t got = t == QR_U8 ? ((uint8_t *)y.data)[i] : ((int8_t *)y.data)[i];

@@ -11,6 +11,7 @@
 #include "op.h"
 #include "ops/window_f32.h"
 #include "parallel.h"
+#include "testutil.h"
 
 static qr_tensor run(const char *op, qr_attr *attrs, int nattr, const qr_tensor **in, int nin, qr_pool *pool)
 {
@@ -85,9 +86,9 @@ static void check_maxpool(int64_t N, int64_t C, int64_t H, int64_t W, win w)
     for (int p = 0; p < 2; p++)
         for (int t = 0; t < 2; t++) {
             if (p == 1)
-                setenv("QRL_WINDOW", "portable", 1);
+                tu_option("window", "portable");
             qr_tensor y = run("MaxPool", a, 5, in, 1, t ? pool2 : NULL);
-            unsetenv("QRL_WINDOW");
+            tu_option("window", "");
             cr_assert(y.dims[2] == OH && y.dims[3] == OW, "%lld x %lld", (long long)y.dims[2], (long long)y.dims[3]);
             for (int64_t pl = 0; pl < N * C; pl++)
                 for (int64_t oy = 0; oy < OH; oy++)
@@ -155,9 +156,9 @@ static void check_depthwise(int64_t N, int64_t C, int64_t H, int64_t W, win w, i
     for (int p = 0; p < 2; p++)
         for (int t = 0; t < 2; t++) {
             if (p == 1)
-                setenv("QRL_WINDOW", "portable", 1);
+                tu_option("window", "portable");
             qr_tensor y = run("Conv", a, 5, in, with_bias ? 3 : 2, t ? pool2 : NULL);
-            unsetenv("QRL_WINDOW");
+            tu_option("window", "");
             cr_assert(y.dims[2] == OH && y.dims[3] == OW);
             for (int64_t pl = 0; pl < N * C; pl++)
                 for (int64_t oy = 0; oy < OH; oy++)

@@ -1,0 +1,61 @@
+/* The process's run-time switches, in one struct: which kernels run (the CPU's fastest, the
+ * portable ones, one ISA's), whether convolutions get kernels compiled for their shape, and the
+ * tests' second paths (no fusion, NCHW, another epilogue form or work split, poisoned outputs).
+ * Kernels and passes read it here and never the environment. It is filled once, at process
+ * start: qrl's command line (--kernels, --iconv-jit) and, for a transition period, the QRL_*
+ * variables that cli/main.c alone reads, each through qrl_set_option (qr_options_parse); tests
+ * set its fields with qr_options_set. Every setting gives the same integer results; the f32
+ * kernels' portable paths may round differently (docs/runtime.md, "Switches"). */
+#ifndef QR_OPTIONS_H
+#define QR_OPTIONS_H
+
+#include "status.h"
+
+typedef enum qr_nhwc_mode {
+    QR_NHWC_AUTO = 0, /* convolutions faster channels last run so (quantizer/layout.c) */
+    QR_NHWC_OFF,      /* the integer graph stays NCHW (the reference NHWC is tested against) */
+    QR_NHWC_ALL,      /* every convolution that can, faster or not (the tests') */
+} qr_nhwc_mode;
+
+typedef enum qr_epilogue_mode {
+    QR_EPILOGUE_AUTO = 0, /* the fastest form the epilogue has */
+    QR_EPILOGUE_TURN,     /* NHWC blocks turned to rows for the tile kernel */
+    QR_EPILOGUE_ROWS,     /* the channels-last kernel, not fused into a specialized convolution */
+    QR_EPILOGUE_WHOLE,    /* a MatMul's or Gemm's epilogue by the whole-tensor kernel */
+} qr_epilogue_mode;
+
+typedef enum qr_split_mode {
+    QR_SPLIT_AUTO = 0, /* blocks of pixels or parts of the channels, by shape */
+    QR_SPLIT_ROWS,     /* blocks of pixels only */
+    QR_SPLIT_COLS,     /* parts of the channels (at least two, on one thread too) */
+} qr_split_mode;
+
+/* All zero: the defaults. */
+typedef struct qr_options {
+    char igemm[16];        /* integer GEMM and convolution: "" the CPU's best, "portable", or
+                            * avx2, avxvnni, avx512vnni (when the CPU has it) */
+    char sgemm[16];        /* f32 GEMM: "" the CPU's best, "portable", or avx512, avx2, ref */
+    int quant_portable;    /* QuantizeLinear's portable loop, not the AVX-512 one */
+    int window_portable;   /* f32 window kernels (pools, depthwise): the portable loops */
+    int f32_rows_portable; /* f32 row kernels (softmax, norms, ...): the portable ones */
+    int iconv_jit;         /* NHWC integer convolutions on kernels compiled for their shape */
+    int no_fuse;           /* no fusion: every node runs alone (the reference fusion is tested against) */
+    int nhwc;              /* a qr_nhwc_mode */
+    int epilogue;          /* a qr_epilogue_mode */
+    int split;             /* a qr_split_mode */
+    int poison;            /* outputs the executor does not zero start as 0xA5 bytes */
+} qr_options;
+
+/* The process's options (never NULL). Read without a lock: set them before runs start. */
+const qr_options *qr_options_get(void);
+/* Replaces them (NULL: the defaults). */
+void qr_options_set(const qr_options *o);
+
+/* Sets option name of *o from its text value; QR_ERR with a message naming the option and the
+ * values it takes. Names: kernels (auto, portable, avx2, avxvnni, avx512vnni: portable is every
+ * kernel's portable path, an ISA the integer kernels'), iconv-jit (0, 1), and the tests' igemm,
+ * sgemm, quant, window, f32-rows, fuse, nhwc, epilogue, split, poison. An empty value is the
+ * default. */
+qr_status qr_options_parse(qr_options *o, const char *name, const char *value, qr_error *e);
+
+#endif
