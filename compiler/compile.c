@@ -62,6 +62,7 @@ typedef struct part {
     unsigned char *items; /* by item index */
     int nitems, level, fns_private;
     qrl_module_entry_fn entry;
+    int64_t abi; /* the QR_RECIPE_ABI its code was compiled for (qrl_module_abi) */
     void (*release)(void *);
     void *handle;
 } part;
@@ -128,13 +129,25 @@ static int load_part(qc_unit *u, const unsigned char *so, size_t len, const char
     }
     const char *(*keyfn)(void) = (const char *(*)(void))qc_dl_sym(h, KEY_SYMBOL);
     qrl_module_entry_fn entry = (qrl_module_entry_fn)qc_dl_sym(h, QRL_MODULE_ENTRY);
+    int64_t (*abifn)(void) = (int64_t (*)(void))qc_dl_sym(h, QRL_MODULE_ABI);
     if (!keyfn || !entry || strcmp(keyfn(), key) != 0) {
         qc_dl_close(h);
         if (report)
             ql_error_file(&u->diags, NULL, "the compiled module is not the one asked for (key %s)", key);
         return -1;
     }
+    /* a module of another recipe ABI (or of a QRL before modules said theirs) reads its imports
+     * with another layout: never run (a cached one is rebuilt) */
+    int64_t abi = abifn ? abifn() : -1;
+    if (abi != QR_RECIPE_ABI) {
+        qc_dl_close(h);
+        if (report)
+            ql_error_file(&u->diags, NULL, "the compiled module was built for recipe module ABI %lld, and this QRL's is %d",
+                          (long long)abi, QR_RECIPE_ABI);
+        return -1;
+    }
     p->entry = entry;
+    p->abi = abi;
     p->release = qc_dl_close;
     p->handle = h;
     return 0;
@@ -173,13 +186,18 @@ static bytes_status compile_to_bytes(qc_unit *u, gcc_jit_context *c, unsigned ch
     return r;
 }
 
-/* const char *qrl_module_key(void) { return "<key>"; } */
-static void add_key_fn(gcc_jit_context *c, const char *key)
+/* const char *qrl_module_key(void) { return "<key>"; } and int64_t qrl_module_abi(void) { return
+ * QR_RECIPE_ABI; } */
+static void add_key_fns(gcc_jit_context *c, const char *key)
 {
     gcc_jit_type *t = gcc_jit_context_get_type(c, GCC_JIT_TYPE_CONST_CHAR_PTR);
     gcc_jit_function *f = gcc_jit_context_new_function(c, NULL, GCC_JIT_FUNCTION_EXPORTED, t, KEY_SYMBOL, 0, NULL, 0);
     gcc_jit_block *b = gcc_jit_function_new_block(f, NULL);
     gcc_jit_block_end_with_return(b, NULL, gcc_jit_context_new_string_literal(c, key));
+    gcc_jit_type *l = gcc_jit_context_get_int_type(c, 8, 1);
+    f = gcc_jit_context_new_function(c, NULL, GCC_JIT_FUNCTION_EXPORTED, l, QRL_MODULE_ABI, 0, NULL, 0);
+    b = gcc_jit_function_new_block(f, NULL);
+    gcc_jit_block_end_with_return(b, NULL, gcc_jit_context_new_rvalue_from_long(c, l, QR_RECIPE_ABI));
 }
 
 static long count_nodes(const ql_node *n)
@@ -302,7 +320,7 @@ static int validate(qc_unit *u, qc_cache *cache, int cached, part *p, qc_part_st
     gcc_jit_context *c = qc_jit_build(u, &(qc_jit_opts){.opt_level = p->level, .items = p->items, .fns_private = 1});
     if (!c)
         return -1;
-    add_key_fn(c, ps->key);
+    add_key_fns(c, ps->key);
     gcc_jit_context_set_int_option(c, GCC_JIT_INT_OPTION_OPTIMIZATION_LEVEL, 0);
     gcc_jit_context_add_command_line_option(c, "-fsyntax-only");
     bytes_status bs = compile_to_bytes(u, c, NULL, NULL);
@@ -352,7 +370,7 @@ static int obtain(qc_unit *u, qc_cache *cache, int cached, int check_only, part 
         u, &(qc_jit_opts){.opt_level = p->level, .items = p->items, .fns_private = p->fns_private});
     if (!c)
         return -1;
-    add_key_fn(c, ps->key);
+    add_key_fns(c, ps->key);
     int rc = -1;
     bytes_status bs = BYTES_NO_TEMP;
     if (cached) {
@@ -378,6 +396,8 @@ static int obtain(qc_unit *u, qc_cache *cache, int cached, int check_only, part 
                           gcc_jit_context_get_first_error(c));
         } else {
             p->entry = (qrl_module_entry_fn)gcc_jit_result_get_code(r, QRL_MODULE_ENTRY);
+            int64_t (*abifn)(void) = (int64_t (*)(void))gcc_jit_result_get_code(r, QRL_MODULE_ABI);
+            p->abi = abifn ? abifn() : -1;
             p->release = release_result;
             p->handle = r;
             rc = 0;
@@ -423,12 +443,19 @@ static qrl_module *assemble(qc_unit *u, part *parts, int np)
     }
     qrl_module *m;
     qr_error e;
-    if (qr_module_load(parts[0].entry, release, handle, &m, &e) != QR_OK) {
+    if (qr_module_load(parts[0].entry, parts[0].abi, release, handle, &m, &e) != QR_OK) {
         ql_error_file(&u->diags, NULL, "%s", e.msg);
         return NULL;
     }
-    for (int i = 1; i < np && !m->bad; i++)
+    for (int i = 1; i < np && !m->bad; i++) {
+        if (parts[i].abi != QR_RECIPE_ABI) { /* load_part refused such a part already: never run one */
+            qr_module_free(m);
+            ql_error_file(&u->diags, NULL, "the compiled module was built for recipe module ABI %lld, and this QRL's is %d",
+                          (long long)parts[i].abi, QR_RECIPE_ABI);
+            return NULL;
+        }
         parts[i].entry(m, qr_recipe_imports());
+    }
     if (m->bad) {
         qr_module_free(m);
         ql_error_file(&u->diags, NULL, "registering the module failed: out of memory, or it names a calibrator it "

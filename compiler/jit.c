@@ -24,23 +24,27 @@
 
 #include "cpu.h"
 
-/* The import table's entries' C types (by IMP_, jit_int.h), result first:
- * v void, d f64, l i64, p void*, r qrl_rt*, t qrl_tview*, s const char*. */
+/* build_types lays out these structs of recipe.h field by field, each an i64, f64 or pointer: the
+ * offsets it gives them are recipe.h's (the import table is held to its list there). */
+_Static_assert(offsetof(qrl_array, len) == 8 && sizeof(qrl_array) == 16, "qrl_array's layout");
+_Static_assert(offsetof(qrl_tview, numel) == 8 && offsetof(qrl_tview, rank) == 16 && offsetof(qrl_tview, dims) == 24 &&
+                   sizeof(qrl_tview) == 24 + 8 * QR_MAX_DIMS,
+               "qrl_tview's layout");
+_Static_assert(offsetof(qrl_qtype, qmin) == 8 && offsetof(qrl_qtype, qmax) == 16 && offsetof(qrl_qtype, axis) == 24 &&
+                   offsetof(qrl_qtype, is_signed) == 32 && offsetof(qrl_qtype, narrow) == 40 &&
+                   offsetof(qrl_qtype, symmetric) == 48 && sizeof(qrl_qtype) == 56,
+               "qrl_qtype's layout");
+_Static_assert(offsetof(qrl_qparams, zero) == 8 && sizeof(qrl_qparams) == 16, "qrl_qparams's layout");
+_Static_assert(offsetof(qrl_rt, imp) == 0 && offsetof(qrl_rt, failed) == 8 && offsetof(qrl_rt, fuel) == 16,
+               "qrl_rt's first fields");
+
+/* The import table's entries' types (by IMP_, jit_int.h), result first, in recipe.h's letters (QRL_ABI_*):
+ * v void, d f64, l i64, r qrl_rt*, t qrl_tview*, s const char*, every other pointer void*. */
 static const char *const imp_sig[IMP_COUNT] = {
-    [IMP_ABI] = NULL, [IMP_TRAP] = "vrlsllll", [IMP_REFUEL] = "vrsll", [IMP_EXP] = "dd", [IMP_LOG] = "dd", [IMP_LOG2] = "dd",
-    [IMP_TANH] = "dd", [IMP_ERF] = "dd", [IMP_POW] = "ddd", [IMP_TMIN] = "dt", [IMP_TMAX] = "dt",
-    [IMP_TABSMAX] = "dt", [IMP_TSUM] = "dt", [IMP_TBCAST] = "lttl", [IMP_STATE_ALLOC] = "prl", [IMP_HIST_NEW] = "prl",
-    [IMP_HIST_ADD] = "vrptl", [IMP_HIST_MERGE] = "vrpp", [IMP_HIST_QUANTILE] = "dpd", [IMP_HIST_BIN] = "dpl",
-    [IMP_HIST_EDGE] = "dpl", [IMP_HIST_COUNT] = "dp", [IMP_HIST_LO] = "dp", [IMP_HIST_HI] = "dp",
-    [IMP_HIST_WIDTH] = "dp", [IMP_HIST_BINS] = "lp", [IMP_HIST_MIN] = "dp", [IMP_HIST_MAX] = "dp", [IMP_ADD_FN] = "vpsplll", [IMP_ADD_CAL] = "vpsllppppp",
-    [IMP_ADD_PARAM] = "vpssl", [IMP_ADD_FN_PARAM] = "vpsll", [IMP_VALUE_RANK] = "lpl", [IMP_VALUE_DIM] = "lpll", [IMP_VALUE_CONST] = "lpl",
-    [IMP_VALUE_PRESENT] = "lpl", [IMP_VALUE_SCALAR] = "dpl", [IMP_VALUE_OP_IS] = "lpls", [IMP_ATTR_INT] = "lplsl", [IMP_ATTR_FLOAT] = "dplsd",
-    [IMP_ATTR_STR_IS] = "lplsss", [IMP_ATTR_INTS] = "ppls",
-    [IMP_ADD_PATTERN] = "vpspsls", [IMP_ADD_PATTERN_VALUE] = "vpssllll", [IMP_ADD_PATTERN_NODE] = "vpsls", [IMP_ADD_PATTERN_NODE_INPUT] = "vpsll",
-    [IMP_ADD_PATTERN_LOWER] = "vpsslp", [IMP_ADD_PATTERN_LOWER_ARG] = "vpsll", [IMP_ADD_AFFINE] = "vpsllpppplss", [IMP_ADD_RECIPE] = "vpspl",
-    [IMP_ADD_SETTING] = "vpssslsp", [IMP_ADD_SETTING_ARG] = "vpss", [IMP_ADD_USE] = "vpss", [IMP_SET_TILE_AXIS] = "vpll", [IMP_TQUANTILE] = "drtd",
-    [IMP_SET_POINTWISE] = "vp", [IMP_SET_VECTOR_EPILOGUE] = "vps", [IMP_VALUE_DTYPE_IS] = "lpls", [IMP_VALUE_READ_BY] = "lpls", [IMP_VALUE_FEEDS] = "lpls",
-    [IMP_ADD_TRANSFORM] = "vpslpppsl", [IMP_ADD_TRANSFORM_PARAM] = "vpssl", [IMP_ADD_OUT_DIM] = "vplll", [IMP_ADD_STATE] = "vpslll",
+    [IMP_ABI] = NULL,
+#define QC_IMP_SIG(id, name, ...) [IMP_##id] = QRL_ABI_SIG(__VA_ARGS__),
+    QRL_IMPORTS(QC_IMP_SIG)
+#undef QC_IMP_SIG
 };
 
 /* ---------------------------------------------------------------- types */

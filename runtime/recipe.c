@@ -943,9 +943,16 @@ qr_status qr_rt_status(const qrl_rt *rt, qr_error *e)
 
 /* -------------------------------------------------------------- modules */
 
-qr_status qr_module_load(qrl_module_entry_fn entry, void (*release)(void *), void *handle, qrl_module **out,
-                         qr_error *e)
+qr_status qr_module_load(qrl_module_entry_fn entry, int64_t abi, void (*release)(void *), void *handle,
+                         qrl_module **out, qr_error *e)
 {
+    if (abi != QR_RECIPE_ABI) {
+        if (release)
+            release(handle);
+        return qr_errorf(e, "the compiled module was built for recipe module ABI %lld, and this QRL's is %d: "
+                            "compile the recipe again (qrl check --no-cache; a stale cache entry is rebuilt)",
+                         (long long)abi, QR_RECIPE_ABI);
+    }
     /* compiled recipe code rounds half to even with rint, which needs the default mode */
     if (fegetround() != FE_TONEAREST) {
         if (release)

@@ -7,11 +7,13 @@
  * the front end: everything the runtime needs is registered by the entry.
  *
  * The structs below are laid out identically by the JIT (field order and
- * types); changing one means changing compiler/jit.c (its import table, IMP_ in jit_int.h) and
- * QR_RECIPE_ABI. */
+ * types): the import table from one list, QRL_IMPORTS; the others by hand in compiler/jit.c, held
+ * to these by static assertions there. Changing one means a new QR_RECIPE_ABI, which a module
+ * carries (qrl_module_abi) and the runtime checks before it runs the module's entry. */
 #ifndef QR_RECIPE_H
 #define QR_RECIPE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "graph.h"
@@ -78,143 +80,211 @@ enum {
     QRL_TRAP_SHAPE_RANK = 8, /* a = the tensor's rank, b = the declared shape's (-n: at least n) */
 };
 
+/* The import table (qrl_imports), described once: X(ID, field, result, parameters...), each type
+ * one letter, QRL_ABI_<letter> its C type. The runtime's struct and indices below and the JIT's
+ * view of it (compiler/jit.c: QRL_ABI_SIG's letters, every pointer one word) are made from this
+ * list, and static assertions hold every field at its index, so the two cannot drift apart; a
+ * change here is a new QR_RECIPE_ABI. */
+#define QRL_ABI_v void
+#define QRL_ABI_d double
+#define QRL_ABI_l int64_t
+#define QRL_ABI_r qrl_rt *
+#define QRL_ABI_t const qrl_tview *
+#define QRL_ABI_s const char *
+#define QRL_ABI_p void *
+#define QRL_ABI_c const void *
+#define QRL_ABI_m qrl_module *
+#define QRL_ABI_x const qrl_match *
+#define QRL_ABI_a qrl_array *
+
+#define QRL_IMPORTS(X)                                                                                         \
+    /* Errors: records the first one; the JIT function then returns at once. */                                \
+    X(TRAP, trap, v, r, l, s, l, l, l, l) /* (rt, code, file, line, col, a, b) */                              \
+    /* A loop ran out of fuel (rt->fuel < 0): more fuel, or a QRL_TRAP_TIME trap past the time limit. */       \
+    X(REFUEL, refuel, v, r, s, l, l) /* (rt, file, line, col) */                                               \
+    /* Math that is not inlined. */                                                                            \
+    X(EXP, exp, d, d)                                                                                          \
+    X(LOG, log, d, d)                                                                                          \
+    X(LOG2, log2, d, d)                                                                                        \
+    X(TANH, tanh, d, d)                                                                                        \
+    X(ERF, erf, d, d)                                                                                          \
+    X(POW, pow, d, d, d)                                                                                       \
+    /* Reductions over a tensor<f32> (NaN ignored; +-inf for an empty tensor). */                              \
+    X(TMIN, tensor_min, d, t) /* (x) */                                                                        \
+    X(TMAX, tensor_max, d, t) /* (x) */                                                                        \
+    X(TABSMAX, tensor_absmax, d, t) /* (x) */                                                                  \
+    X(TSUM, tensor_sum, d, t) /* (x) */                                                                        \
+    /* ONNX (numpy) broadcasting: the flat index of the element of a that element i of y reads; -1 when        \
+     * a's shape does not broadcast to y's. */                                                                 \
+    X(TBCAST, broadcast_index, l, t, t, l) /* (a, y, i) */                                                     \
+    /* Calibrator state: zeroed memory and histograms owned by the state. */                                   \
+    X(STATE_ALLOC, state_alloc, p, r, l) /* (rt, bytes) */                                                     \
+    X(HIST_NEW, hist_new, p, r, l) /* (rt, bins) */                                                            \
+    X(HIST_ADD, hist_add, v, r, p, t, l) /* (rt, h, x, is_abs) */                                              \
+    X(HIST_MERGE, hist_merge, v, r, p, c) /* (rt, h, other) */                                                 \
+    X(HIST_QUANTILE, hist_quantile, d, c, d) /* (h, q) */                                                      \
+    X(HIST_BIN, hist_bin, d, c, l) /* (h, i) */                                                                \
+    X(HIST_EDGE, hist_edge, d, c, l) /* (h, i) */                                                              \
+    X(HIST_COUNT, hist_count, d, c) /* (h) */                                                                  \
+    X(HIST_LO, hist_lo, d, c) /* (h) */                                                                        \
+    X(HIST_HI, hist_hi, d, c) /* (h) */                                                                        \
+    X(HIST_WIDTH, hist_width, d, c) /* (h) */                                                                  \
+    X(HIST_BINS, hist_bins, l, c) /* (h) */                                                                    \
+    X(HIST_MIN, hist_min, d, c) /* (h); the smallest value added (before |x|) */                               \
+    X(HIST_MAX, hist_max, d, c) /* (h) */                                                                      \
+    /* Registration, called by the module's entry point. is_kernel: 0 a function, 1 a kernel, 2 the            \
+     * generic entry (qrl_kernel_call_fn) of the kernel just added. result: its type, as a parameter's         \
+     * (kind a qr_param_kind, elem a qr_dtype; QR_PARAM_VOID when it returns nothing). */                      \
+    X(ADD_FN, add_fn, v, m, s, p, l, l, l) /* (m, name, fn, is_kernel, result_kind, result_elem) */            \
+    /* (m, name, nparams, state_bytes, defaults, init, observe, merge, solve) */                               \
+    X(ADD_CAL, add_calibrator, v, m, s, l, l, p, p, p, p, p)                                                   \
+    /* kind: a qr_cal_param_kind */                                                                            \
+    X(ADD_PARAM, add_param, v, m, s, s, l) /* (m, calibrator, name, kind) */                                   \
+    /* The next parameter of the function or kernel just added (add_fn, is_kernel 0 or 1), in order:           \
+     * kind a qr_param_kind, elem a qr_dtype (the scalar's type, or the array's or tensor's elements). */      \
+    X(ADD_FN_PARAM, add_fn_param, v, m, s, l, l) /* (m, name, kind, elem) */                                   \
+    /* Pattern predicates: value v of the candidate match (index in the pattern's value table). */             \
+    X(VALUE_RANK, value_rank, l, x, l) /* (mt, v); -1: unknown */                                              \
+    X(VALUE_DIM, value_dim, l, x, l, l) /* (mt, v, axis); -1: unknown */                                       \
+    X(VALUE_CONST, value_const, l, x, l) /* (mt, v) */                                                         \
+    X(VALUE_PRESENT, value_present, l, x, l) /* (mt, v) */                                                     \
+    X(VALUE_SCALAR, value_scalar, d, x, l) /* (mt, v); a one-element constant's value; NaN otherwise */        \
+    X(VALUE_OP_IS, value_op_is, l, x, l, s) /* (mt, v, op); v's producer is op */                              \
+    /* Attributes of v's producer; v = -1: the node an affine rule is asked about. */                          \
+    X(ATTR_INT, attr_int, l, x, l, s, l) /* (mt, v, name, def) */                                              \
+    X(ATTR_FLOAT, attr_float, d, x, l, s, d) /* (mt, v, name, def) */                                          \
+    X(ATTR_STR_IS, attr_str_is, l, x, l, s, s, s) /* (mt, v, name, def, lit) */                                \
+    /* An int-list attribute as an i64[] (empty when absent), valid while the match is. */                     \
+    X(ATTR_INTS, attr_ints, a, x, l, s) /* (mt, v, name) */                                                    \
+    /* Patterns. where: int64_t (*)(qrl_rt *, const qrl_match *), NULL = always; numerics: the recipe          \
+     * numerics its kernels implement ("onnx", "tflite", ...; "": any); priority: patterns are tried           \
+     * highest first (-1: the pattern's number of nodes, so larger ones fuse first); loc: the pattern's        \
+     * "file:line:col", for messages. */                                                                       \
+    X(ADD_PATTERN, add_pattern, v, m, s, p, s, l, s) /* (m, name, where, numerics, priority, loc) */           \
+    /* role: a qr_role_kind; axis for weight(axis = N) (-1: per tensor); a, b: the value                       \
+     * indices of bias(a, b) / same(a) (-1: none). */                                                          \
+    X(ADD_PATTERN_VALUE, add_pattern_value, v, m, s, s, l, l, l, l) /* (m, pattern, name, role, axis, a, b) */ \
+    /* One op form of a pattern node (ops: "Conv|ConvTranspose"); its inputs follow, in order, one             \
+     * add_pattern_node_input each: value the index of the value it binds (-1: any input), optional 1          \
+     * when the input may be absent. */                                                                        \
+    X(ADD_PATTERN_NODE, add_pattern_node, v, m, s, l, s) /* (m, pattern, out, ops) */                          \
+    X(ADD_PATTERN_NODE_INPUT, add_pattern_node_input, v, m, s, l, l) /* (m, pattern, value, optional) */       \
+    /* One per lower clause, in order; its arguments follow, one add_pattern_lower_arg each. consts:           \
+     * void (*)(qrl_rt *, const qrl_match *, double *out), the constants of all lower clauses in order. */     \
+    X(ADD_PATTERN_LOWER, add_pattern_lower, v, m, s, s, l, p) /* (m, pattern, kernel, out, consts) */          \
+    /* The next argument of the pattern's last lower clause: kind a qr_lower_arg_kind, index the               \
+     * value's in the pattern's value table, or the constant's position in what consts fills. */               \
+    X(ADD_PATTERN_LOWER_ARG, add_pattern_lower_arg, v, m, s, l, l) /* (m, pattern, kind, index) */             \
+    /* Affine rules, in source order (the first whose where holds applies). kind: a                            \
+     * qr_affine_kind. where: qrl_where_fn (the node's inputs, then its output; attributes through v = -1);    \
+     * qparams (fixed), elem (a body), table: the qrl_aff_*_fn types below; NULL when absent.                  \
+     * in_f32: the op runs on real values between Q/DQ borders. loc "file:line:col" and cond (the              \
+     * where clause's source) name the rule in messages. */                                                    \
+    /* (m, op, ninputs, kind, where, qparams, elem, table, in_f32, loc, cond) */                               \
+    X(ADD_AFFINE, add_affine, v, m, s, l, l, p, p, p, p, l, s, s)                                              \
+    /* Recipes. fallback: qrl_fallback_fn, NULL = never; on_outputs: its condition reads output_sqnr. */       \
+    X(ADD_RECIPE, add_recipe, v, m, s, p, l) /* (m, name, fallback, on_outputs) */                             \
+    /* A setting: key = type mods by calibrator(args). mods: QR_MOD_* flags; args: void (*)(qrl_rt *,          \
+     * double *out) filling the call's arguments in order, whose names follow, one add_setting_arg             \
+     * each (the calibrator parameter each binds). Value-only settings (numerics = onnx,                       \
+     * accumulate = i32) give it in type. */                                                                   \
+    X(ADD_SETTING, add_setting, v, m, s, s, s, l, s, p) /* (m, recipe, key, type, mods, calibrator, args) */   \
+    X(ADD_SETTING_ARG, add_setting_arg, v, m, s, s) /* (m, recipe, name) */                                    \
+    X(ADD_USE, add_use, v, m, s, s) /* (m, recipe, name) */                                                    \
+    /* The kernel just added is a tile kernel (compiler/elementwise.h) whose rows are channels of              \
+     * the axis its `along` names: parameter `param` of the kernel (param >= 0), else `value`. */              \
+    X(SET_TILE_AXIS, set_tile_axis, v, m, l, l) /* (m, param, value) */                                        \
+    /* x.quantile(q): the value below which a fraction q (clamped to 0..1) of x's values lie, as               \
+     * numpy's nanquantile (linear interpolation between the sorted values, NaN ignored); 0 when x             \
+     * has no values. Fails (out of memory) through rt. */                                                     \
+    X(TQUANTILE, tensor_quantile, d, r, t, d) /* (rt, x, q) */                                                 \
+    /* The kernel just added is pointwise: the compiler proved (compiler/pointwise.h) that, with               \
+     * all its tensor operands of one shape, element i of what it writes depends only on element               \
+     * i of what it reads and on its other parameters. */                                                      \
+    X(SET_POINTWISE, set_pointwise, v, m) /* (m) */                                                            \
+    /* The kernel just added, a channels-last epilogue kernel, has a vector form: prog, the                    \
+     * program of compiler/vecmap.h, text that lives as long as the module. */                                 \
+    X(SET_VECTOR_EPILOGUE, set_vector_epilogue, v, m, s) /* (m, prog) */                                       \
+    /* Pattern predicate v.dtype == "f32": v's element type is the one named ("f32", "i64", ... as             \
+     * `qrl dump` prints them); 0 for an absent value. */                                                      \
+    X(VALUE_DTYPE_IS, value_dtype_is, l, x, l, s) /* (mt, v, dtype) */                                         \
+    /* Pattern predicate v.read_by == "Softmax": every node that reads v is that op, at least one,             \
+     * and v is not a graph output. */                                                                         \
+    X(VALUE_READ_BY, value_read_by, l, x, l, s) /* (mt, v, op) */                                              \
+    /* Pattern predicate v.feeds == "LayerNormalization": at least one node reading v is that op. */           \
+    X(VALUE_FEEDS, value_feeds, l, x, l, s) /* (mt, v, op) */                                                  \
+    /* Transforms (a graph rewrite before calibration: channel scales moved from a value into its              \
+     * readers' weights). defaults: qrl_cal_defaults_fn for its nparams parameters, which follow one           \
+     * add_transform_param each (kind a qr_cal_param_kind); where: qrl_where_fn of its match, whose            \
+     * values and nodes follow through add_pattern_value/add_pattern_node under the transform's name;          \
+     * scale: qrl_transform_scale_fn; loc its "file:line:col". */                                              \
+    /* (m, name, nparams, defaults, where, scale, loc, stats) */                                               \
+    X(ADD_TRANSFORM, add_transform, v, m, s, l, p, p, p, s, l)                                                 \
+    X(ADD_TRANSFORM_PARAM, add_transform_param, v, m, s, s, l) /* (m, transform, name, kind) */                \
+    /* The kernel just added declares its output's shape (tensor<T>[.., M, N]): one call per entry,            \
+     * kind a qr_out_dim_kind (param and at as qr_out_dim says). */                                            \
+    X(ADD_OUT_DIM, add_out_dim, v, m, l, l, l) /* (m, kind, param, at) */                                      \
+    /* The next field of the calibrator just added's state, in order (its typed layout, which                  \
+     * qr_calib_pack follows): kind a qr_state_kind, at its offset in the state, elem_bytes the size           \
+     * of an array's elements (0 otherwise). */                                                                \
+    X(ADD_STATE, add_state, v, m, s, l, l, l) /* (m, calibrator, kind, at, elem_bytes) */
+
+/* The C parameter list of letters (QRL_ABI_PARAMS(r, l): qrl_rt *, int64_t) and the signature as
+ * a string, result first (QRL_ABI_SIG(v, r, l): "vrl"); up to 12 letters. */
+#define QRL_ABI_NARGS(...) QRL_ABI_NARGS_(__VA_ARGS__, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define QRL_ABI_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, n, ...) n
+#define QRL_ABI_CAT(a, b) QRL_ABI_CAT_(a, b)
+#define QRL_ABI_CAT_(a, b) a##b
+#define QRL_ABI_PARAMS(...) QRL_ABI_CAT(QRL_ABI_P, QRL_ABI_NARGS(__VA_ARGS__))(__VA_ARGS__)
+#define QRL_ABI_SIG(...) QRL_ABI_CAT(QRL_ABI_S, QRL_ABI_NARGS(__VA_ARGS__))(__VA_ARGS__)
+#define QRL_ABI_P1(a) QRL_ABI_##a
+#define QRL_ABI_P2(a, ...) QRL_ABI_##a, QRL_ABI_P1(__VA_ARGS__)
+#define QRL_ABI_P3(a, ...) QRL_ABI_##a, QRL_ABI_P2(__VA_ARGS__)
+#define QRL_ABI_P4(a, ...) QRL_ABI_##a, QRL_ABI_P3(__VA_ARGS__)
+#define QRL_ABI_P5(a, ...) QRL_ABI_##a, QRL_ABI_P4(__VA_ARGS__)
+#define QRL_ABI_P6(a, ...) QRL_ABI_##a, QRL_ABI_P5(__VA_ARGS__)
+#define QRL_ABI_P7(a, ...) QRL_ABI_##a, QRL_ABI_P6(__VA_ARGS__)
+#define QRL_ABI_P8(a, ...) QRL_ABI_##a, QRL_ABI_P7(__VA_ARGS__)
+#define QRL_ABI_P9(a, ...) QRL_ABI_##a, QRL_ABI_P8(__VA_ARGS__)
+#define QRL_ABI_P10(a, ...) QRL_ABI_##a, QRL_ABI_P9(__VA_ARGS__)
+#define QRL_ABI_P11(a, ...) QRL_ABI_##a, QRL_ABI_P10(__VA_ARGS__)
+#define QRL_ABI_P12(a, ...) QRL_ABI_##a, QRL_ABI_P11(__VA_ARGS__)
+#define QRL_ABI_S1(a) #a
+#define QRL_ABI_S2(a, ...) #a QRL_ABI_S1(__VA_ARGS__)
+#define QRL_ABI_S3(a, ...) #a QRL_ABI_S2(__VA_ARGS__)
+#define QRL_ABI_S4(a, ...) #a QRL_ABI_S3(__VA_ARGS__)
+#define QRL_ABI_S5(a, ...) #a QRL_ABI_S4(__VA_ARGS__)
+#define QRL_ABI_S6(a, ...) #a QRL_ABI_S5(__VA_ARGS__)
+#define QRL_ABI_S7(a, ...) #a QRL_ABI_S6(__VA_ARGS__)
+#define QRL_ABI_S8(a, ...) #a QRL_ABI_S7(__VA_ARGS__)
+#define QRL_ABI_S9(a, ...) #a QRL_ABI_S8(__VA_ARGS__)
+#define QRL_ABI_S10(a, ...) #a QRL_ABI_S9(__VA_ARGS__)
+#define QRL_ABI_S11(a, ...) #a QRL_ABI_S10(__VA_ARGS__)
+#define QRL_ABI_S12(a, ...) #a QRL_ABI_S11(__VA_ARGS__)
+
 typedef struct qrl_imports {
     int64_t abi; /* QR_RECIPE_ABI */
-    /* Errors: records the first one; the JIT function then returns at once. */
-    void (*trap)(qrl_rt *rt, int64_t code, const char *file, int64_t line, int64_t col, int64_t a, int64_t b);
-    /* A loop ran out of fuel (rt->fuel < 0): more fuel, or a QRL_TRAP_TIME trap past the time limit. */
-    void (*refuel)(qrl_rt *rt, const char *file, int64_t line, int64_t col);
-    /* Math that is not inlined. */
-    double (*exp)(double);
-    double (*log)(double);
-    double (*log2)(double);
-    double (*tanh)(double);
-    double (*erf)(double);
-    double (*pow)(double, double);
-    /* Reductions over a tensor<f32> (NaN ignored; +-inf for an empty tensor). */
-    double (*tensor_min)(const qrl_tview *x);
-    double (*tensor_max)(const qrl_tview *x);
-    double (*tensor_absmax)(const qrl_tview *x);
-    double (*tensor_sum)(const qrl_tview *x);
-    /* ONNX (numpy) broadcasting: the flat index of the element of a that element i of y reads; -1 when
-     * a's shape does not broadcast to y's. */
-    int64_t (*broadcast_index)(const qrl_tview *a, const qrl_tview *y, int64_t i);
-    /* Calibrator state: zeroed memory and histograms owned by the state. */
-    void *(*state_alloc)(qrl_rt *rt, int64_t bytes);
-    void *(*hist_new)(qrl_rt *rt, int64_t bins);
-    void (*hist_add)(qrl_rt *rt, void *h, const qrl_tview *x, int64_t is_abs);
-    void (*hist_merge)(qrl_rt *rt, void *h, const void *other);
-    double (*hist_quantile)(const void *h, double q);
-    double (*hist_bin)(const void *h, int64_t i);
-    double (*hist_edge)(const void *h, int64_t i);
-    double (*hist_count)(const void *h);
-    double (*hist_lo)(const void *h);
-    double (*hist_hi)(const void *h);
-    double (*hist_width)(const void *h);
-    int64_t (*hist_bins)(const void *h);
-    double (*hist_min)(const void *h); /* the smallest value added (before |x|) */
-    double (*hist_max)(const void *h);
-    /* Registration, called by the module's entry point. is_kernel: 0 a function, 1 a kernel, 2 the
-     * generic entry (qrl_kernel_call_fn) of the kernel just added. result: its type, as a parameter's
-     * (kind a qr_param_kind, elem a qr_dtype; QR_PARAM_VOID when it returns nothing). */
-    void (*add_fn)(qrl_module *m, const char *name, void *fn, int64_t is_kernel, int64_t result_kind,
-                   int64_t result_elem);
-    void (*add_calibrator)(qrl_module *m, const char *name, int64_t nparams, int64_t state_bytes, void *defaults,
-                           void *init, void *observe, void *merge, void *solve);
-    /* kind: a qr_cal_param_kind */
-    void (*add_param)(qrl_module *m, const char *calibrator, const char *name, int64_t kind);
-    /* The next parameter of the function or kernel just added (add_fn, is_kernel 0 or 1), in order:
-     * kind a qr_param_kind, elem a qr_dtype (the scalar's type, or the array's or tensor's elements). */
-    void (*add_fn_param)(qrl_module *m, const char *name, int64_t kind, int64_t elem);
-    /* Pattern predicates: value v of the candidate match (index in the pattern's value table). */
-    int64_t (*value_rank)(const qrl_match *mt, int64_t v);             /* -1: unknown */
-    int64_t (*value_dim)(const qrl_match *mt, int64_t v, int64_t axis); /* -1: unknown */
-    int64_t (*value_const)(const qrl_match *mt, int64_t v);
-    int64_t (*value_present)(const qrl_match *mt, int64_t v);
-    double (*value_scalar)(const qrl_match *mt, int64_t v); /* a one-element constant's value; NaN otherwise */
-    int64_t (*value_op_is)(const qrl_match *mt, int64_t v, const char *op); /* v's producer is op */
-    /* Attributes of v's producer; v = -1: the node an affine rule is asked about. */
-    int64_t (*attr_int)(const qrl_match *mt, int64_t v, const char *name, int64_t def);
-    double (*attr_float)(const qrl_match *mt, int64_t v, const char *name, double def);
-    int64_t (*attr_str_is)(const qrl_match *mt, int64_t v, const char *name, const char *def, const char *lit);
-    /* An int-list attribute as an i64[] (empty when absent), valid while the match is. */
-    qrl_array *(*attr_ints)(const qrl_match *mt, int64_t v, const char *name);
-    /* Patterns. where: int64_t (*)(qrl_rt *, const qrl_match *), NULL = always; numerics: the recipe
-     * numerics its kernels implement ("onnx", "tflite", ...; "": any); priority: patterns are tried
-     * highest first (-1: the pattern's number of nodes, so larger ones fuse first); loc: the pattern's
-     * "file:line:col", for messages. */
-    void (*add_pattern)(qrl_module *m, const char *name, void *where, const char *numerics, int64_t priority,
-                        const char *loc);
-    /* role: a qr_role_kind; axis for weight(axis = N) (-1: per tensor); a, b: the value
-     * indices of bias(a, b) / same(a) (-1: none). */
-    void (*add_pattern_value)(qrl_module *m, const char *pattern, const char *name, int64_t role, int64_t axis,
-                              int64_t a, int64_t b);
-    /* One op form of a pattern node (ops: "Conv|ConvTranspose"); its inputs follow, in order, one
-     * add_pattern_node_input each: value the index of the value it binds (-1: any input), optional 1
-     * when the input may be absent. */
-    void (*add_pattern_node)(qrl_module *m, const char *pattern, int64_t out, const char *ops);
-    void (*add_pattern_node_input)(qrl_module *m, const char *pattern, int64_t value, int64_t optional);
-    /* One per lower clause, in order; its arguments follow, one add_pattern_lower_arg each. consts:
-     * void (*)(qrl_rt *, const qrl_match *, double *out), the constants of all lower clauses in order. */
-    void (*add_pattern_lower)(qrl_module *m, const char *pattern, const char *kernel, int64_t out, void *consts);
-    /* The next argument of the pattern's last lower clause: kind a qr_lower_arg_kind, index the
-     * value's in the pattern's value table, or the constant's position in what consts fills. */
-    void (*add_pattern_lower_arg)(qrl_module *m, const char *pattern, int64_t kind, int64_t index);
-    /* Affine rules, in source order (the first whose where holds applies). kind: a
-     * qr_affine_kind. where: qrl_where_fn (the node's inputs, then its output; attributes through v = -1);
-     * qparams (fixed), elem (a body), table: the qrl_aff_*_fn types below; NULL when absent.
-     * in_f32: the op runs on real values between Q/DQ borders. loc "file:line:col" and cond (the
-     * where clause's source) name the rule in messages. */
-    void (*add_affine)(qrl_module *m, const char *op, int64_t ninputs, int64_t kind, void *where, void *qparams,
-                       void *elem, void *table, int64_t in_f32, const char *loc, const char *cond);
-    /* Recipes. fallback: qrl_fallback_fn, NULL = never; on_outputs: its condition reads output_sqnr. */
-    void (*add_recipe)(qrl_module *m, const char *name, void *fallback, int64_t on_outputs);
-    /* A setting: key = type mods by calibrator(args). mods: QR_MOD_* flags; args: void (*)(qrl_rt *,
-     * double *out) filling the call's arguments in order, whose names follow, one add_setting_arg
-     * each (the calibrator parameter each binds). Value-only settings (numerics = onnx,
-     * accumulate = i32) give it in type. */
-    void (*add_setting)(qrl_module *m, const char *recipe, const char *key, const char *type, int64_t mods,
-                        const char *calibrator, void *args);
-    void (*add_setting_arg)(qrl_module *m, const char *recipe, const char *name);
-    void (*add_use)(qrl_module *m, const char *recipe, const char *name);
-    /* The kernel just added is a tile kernel (compiler/elementwise.h) whose rows are channels of
-     * the axis its `along` names: parameter `param` of the kernel (param >= 0), else `value`. */
-    void (*set_tile_axis)(qrl_module *m, int64_t param, int64_t value);
-    /* x.quantile(q): the value below which a fraction q (clamped to 0..1) of x's values lie, as
-     * numpy's nanquantile (linear interpolation between the sorted values, NaN ignored); 0 when x
-     * has no values. Fails (out of memory) through rt. */
-    double (*tensor_quantile)(qrl_rt *rt, const qrl_tview *x, double q);
-    /* The kernel just added is pointwise: the compiler proved (compiler/pointwise.h) that, with
-     * all its tensor operands of one shape, element i of what it writes depends only on element
-     * i of what it reads and on its other parameters. */
-    void (*set_pointwise)(qrl_module *m);
-    /* The kernel just added, a channels-last epilogue kernel, has a vector form: prog, the
-     * program of compiler/vecmap.h, text that lives as long as the module. */
-    void (*set_vector_epilogue)(qrl_module *m, const char *prog);
-    /* Pattern predicate v.dtype == "f32": v's element type is the one named ("f32", "i64", ... as
-     * `qrl dump` prints them); 0 for an absent value. */
-    int64_t (*value_dtype_is)(const qrl_match *mt, int64_t v, const char *dtype);
-    /* Pattern predicate v.read_by == "Softmax": every node that reads v is that op, at least one,
-     * and v is not a graph output. */
-    int64_t (*value_read_by)(const qrl_match *mt, int64_t v, const char *op);
-    /* Pattern predicate v.feeds == "LayerNormalization": at least one node reading v is that op. */
-    int64_t (*value_feeds)(const qrl_match *mt, int64_t v, const char *op);
-    /* Transforms (a graph rewrite before calibration: channel scales moved from a value into its
-     * readers' weights). defaults: qrl_cal_defaults_fn for its nparams parameters, which follow one
-     * add_transform_param each (kind a qr_cal_param_kind); where: qrl_where_fn of its match, whose
-     * values and nodes follow through add_pattern_value/add_pattern_node under the transform's name;
-     * scale: qrl_transform_scale_fn; loc its "file:line:col". */
-    void (*add_transform)(qrl_module *m, const char *name, int64_t nparams, void *defaults, void *where, void *scale,
-                          const char *loc, int64_t stats);
-    void (*add_transform_param)(qrl_module *m, const char *transform, const char *name, int64_t kind);
-    /* The kernel just added declares its output's shape (tensor<T>[.., M, N]): one call per entry,
-     * kind a qr_out_dim_kind (param and at as qr_out_dim says). */
-    void (*add_out_dim)(qrl_module *m, int64_t kind, int64_t param, int64_t at);
-    /* The next field of the calibrator just added's state, in order (its typed layout, which
-     * qr_calib_pack follows): kind a qr_state_kind, at its offset in the state, elem_bytes the size
-     * of an array's elements (0 otherwise). */
-    void (*add_state)(qrl_module *m, const char *calibrator, int64_t kind, int64_t at, int64_t elem_bytes);
+#define QRL_IMPORT_FIELD(id, name, result, ...) QRL_ABI_##result (*name)(QRL_ABI_PARAMS(__VA_ARGS__));
+    QRL_IMPORTS(QRL_IMPORT_FIELD)
+#undef QRL_IMPORT_FIELD
 } qrl_imports;
+
+/* Each entry's index in the table (QRL_IMP_ABI: the abi field). */
+enum {
+    QRL_IMP_ABI,
+#define QRL_IMPORT_INDEX(id, ...) QRL_IMP_##id,
+    QRL_IMPORTS(QRL_IMPORT_INDEX)
+#undef QRL_IMPORT_INDEX
+    QRL_IMP_COUNT
+};
+
+/* Every entry one word, at its index: how the JIT lays the table out. */
+_Static_assert(sizeof(int64_t) == sizeof(void *) && sizeof(qrl_imports) == QRL_IMP_COUNT * sizeof(void *),
+               "qrl_imports is not one word per entry");
+#define QRL_IMPORT_AT(id, name, ...)                                                                              \
+    _Static_assert(offsetof(qrl_imports, name) == QRL_IMP_##id * sizeof(void *), "import " #name " off its index");
+QRL_IMPORTS(QRL_IMPORT_AT)
+#undef QRL_IMPORT_AT
 
 struct qrl_rt {
     const qrl_imports *imp;
@@ -273,6 +343,8 @@ typedef double (*qrl_transform_flip_fn)(qrl_rt *rt, const qrl_scalar *params, do
 
 /* Entry point every module exports under this name. */
 #define QRL_MODULE_ENTRY "qrl_module_entry"
+/* int64_t qrl_module_abi(void): the QR_RECIPE_ABI a module was compiled for. */
+#define QRL_MODULE_ABI "qrl_module_abi"
 typedef void (*qrl_module_entry_fn)(qrl_module *m, const qrl_imports *imp);
 
 /* Calibrator function types (state is the module's own layout). */
@@ -540,9 +612,11 @@ struct qrl_module {
     int bad; /* registration failed (out of memory, ABI mismatch) */
 };
 
-/* Runs entry to fill a module; release(handle) is called by qr_module_free. */
-qr_status qr_module_load(qrl_module_entry_fn entry, void (*release)(void *), void *handle, qrl_module **out,
-                         qr_error *e);
+/* Runs entry to fill a module; release(handle) is called by qr_module_free. abi: the QR_RECIPE_ABI
+ * the module was compiled for (its qrl_module_abi); another one is refused before entry runs (its
+ * import table would be read with another layout), naming both. */
+qr_status qr_module_load(qrl_module_entry_fn entry, int64_t abi, void (*release)(void *), void *handle,
+                         qrl_module **out, qr_error *e);
 void qr_module_free(qrl_module *m);
 const qr_fn_desc *qr_module_fn(const qrl_module *m, const char *name);
 /* The tile kernel of kernel k (an element-wise epilogue, compiler/elementwise.h): k's parameters,

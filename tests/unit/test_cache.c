@@ -380,6 +380,51 @@ Test(cache, planted_module_never_runs)
     cr_assert(!tu_file_exists(marker), "the planted module ran");
 }
 
+/* A module under the right key in a well-formed entry, but compiled for another recipe module ABI
+ * (or by a QRL from before modules said theirs: no qrl_module_abi): its entry would read the import
+ * table with another layout, so it never runs; the entry is rebuilt, and the next run is a hit. */
+Test(cache, module_of_another_abi_rebuilt)
+{
+    char key[40];
+    key_of_src(key, sizeof key);
+    mkdir_cache(0700);
+    static const char *const abi_fn[] = {"int64_t qrl_module_abi(void) { return %d - 1; }\n",
+                                         "int64_t qrl_module_abi(void) { return %d + 1; }\n", "/* %d: none */\n"};
+    for (int i = 0; i < 3; i++) {
+        char c[700], so[700], cmd[2200], *out = NULL;
+        snprintf(c, sizeof c, "%s/stale.c", dir);
+        snprintf(so, sizeof so, "%s/stale.so", dir);
+        FILE *f = fopen(c, "w");
+        cr_assert(f);
+        fprintf(f, "#include <fcntl.h>\n#include <stdint.h>\n#include <unistd.h>\n"
+                   "const char *qrl_module_key(void) { return \"%s\"; }\n", key);
+        fprintf(f, abi_fn[i], QR_RECIPE_ABI);
+        fprintf(f, "void qrl_module_entry(void *m, void *imports) { (void)m; (void)imports; "
+                   "close(open(\"%s\", O_CREAT | O_WRONLY, 0644)); }\n", marker);
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "gcc -shared -fPIC -o '%s' '%s' 2>&1", so, c);
+        cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+        free(out);
+        unsigned char *bytes;
+        size_t len;
+        cr_assert_eq(qc_read_file(AT_FDCWD, so, (size_t)1 << 24, &bytes, &len), 0);
+        qc_cache qc;
+        ql_diags d;
+        ql_diags_init(&d);
+        cr_assert_eq(qc_cache_open(&qc, NULL, &d), 1);
+        cr_assert_eq(qc_cache_put(&qc, key, bytes, len), 0);
+        qc_cache_close(&qc);
+        ql_diags_free(&d);
+        free(bytes);
+        result r;
+        compile_ok(&r); /* fails if the stale entry ran */
+        cr_assert_eq(r.st.cache_hit, 0, "case %d: the stale module was loaded", i);
+        cr_assert_eq(r.st.cache_rebuilt, 1, "case %d", i);
+        compile_ok(&r);
+        cr_assert_eq(r.st.cache_hit, 1, "case %d", i);
+    }
+}
+
 /* A well-formed entry (right key, right hash) for the planted module in a
  * folder others may write: the folder is not used at all, one warning. */
 Test(cache, writable_folder_ignored_with_one_warning)

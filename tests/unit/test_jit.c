@@ -239,13 +239,13 @@ Test(jit, registering_a_type_no_function_has_is_refused)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         qrl_module *m = NULL;
         qr_error e;
-        cr_assert_eq(qr_module_load(bad[i], NULL, NULL, &m, &e), QR_ERR, "entry %zu", i);
+        cr_assert_eq(qr_module_load(bad[i], QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_ERR, "entry %zu", i);
         cr_assert(strstr(e.msg, "a function's type the runtime does not take"), "%s", e.msg);
         cr_assert_null(m);
     }
     qrl_module *m = NULL;
     qr_error e;
-    cr_assert_eq(qr_module_load(good, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_module_load(good, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
     char buf[64];
     cr_assert_str_eq(qr_fn_type_str(qr_module_fn(m, "f"), buf, sizeof buf), "qparams(bool[],qtype)");
     qr_module_free(m);
@@ -1843,5 +1843,41 @@ Test(jit, check_validates_kernels_quantize_compiles_them)
     m = compile_text("a.qrl", src, &check, &st);
     cr_assert_eq(st.parts[1].validated, 1);
     cr_assert_null(qr_module_fn(m, "qlinear<u8>"));
+    qr_module_free(m);
+}
+
+/* A module compiled for another recipe module ABI is refused before its entry runs (it would read
+ * the import table with another layout), naming both ABIs; what it came with is released. */
+static int entry_ran, released;
+static void abi_entry(qrl_module *m, const qrl_imports *im)
+{
+    (void)m;
+    (void)im;
+    entry_ran = 1;
+}
+static void abi_release(void *h)
+{
+    (void)h;
+    released = 1;
+}
+
+Test(jit, a_module_of_another_abi_is_refused)
+{
+    const int64_t abis[] = {QR_RECIPE_ABI - 1, QR_RECIPE_ABI + 1, -1};
+    for (int i = 0; i < 3; i++) {
+        qrl_module *m = NULL;
+        qr_error e;
+        entry_ran = released = 0;
+        cr_assert_eq(qr_module_load(abi_entry, abis[i], abi_release, NULL, &m, &e), QR_ERR);
+        char want[200];
+        snprintf(want, sizeof want, "built for recipe module ABI %lld, and this QRL's is %d", (long long)abis[i],
+                 QR_RECIPE_ABI);
+        cr_assert(strstr(e.msg, want), "%s", e.msg);
+        cr_assert(!entry_ran && released && !m);
+    }
+    qrl_module *m = NULL;
+    qr_error e;
+    cr_assert_eq(qr_module_load(abi_entry, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
+    cr_assert(entry_ran);
     qr_module_free(m);
 }

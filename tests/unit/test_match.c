@@ -272,7 +272,7 @@ Test(match, more_calibrator_params_than_declared_is_an_error)
 {
     qrl_module *m = NULL;
     qr_error e;
-    cr_assert_eq(qr_module_load(one_param_three_given, NULL, NULL, &m, &e), QR_ERR);
+    cr_assert_eq(qr_module_load(one_param_three_given, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_ERR);
     cr_assert(strstr(e.msg, "more parameters than the calibrator declared"), "%s", e.msg);
     cr_assert_null(m);
 }

@@ -269,13 +269,13 @@ Test(pointwise, registration)
     cr_assert_eq(qr_recipe_imports()->abi, 24, "the import table grew: QR_RECIPE_ABI 24");
     qr_error e;
     qrl_module *m = NULL;
-    cr_assert_eq(qr_module_load(pointwise_kernel, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_module_load(pointwise_kernel, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
     cr_expect_eq(qr_module_kernel_pointwise(m, "k"), 1);
     cr_expect_eq(qr_module_kernel_pointwise(m, "j"), 0);
     qr_module_free(m);
     m = NULL;
-    cr_expect_neq(qr_module_load(pointwise_fn, NULL, NULL, &m, &e), QR_OK);
+    cr_expect_neq(qr_module_load(pointwise_fn, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK);
     cr_expect_null(m);
-    cr_expect_neq(qr_module_load(pointwise_first, NULL, NULL, &m, &e), QR_OK);
+    cr_expect_neq(qr_module_load(pointwise_first, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK);
     cr_expect_null(m);
 }

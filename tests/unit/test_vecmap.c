@@ -319,13 +319,13 @@ Test(vecmap, registration)
 {
     qr_error e;
     qrl_module *m = NULL;
-    cr_assert_eq(qr_module_load(ep_kernel, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_module_load(ep_kernel, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
     cr_expect_str_eq(qr_module_fn(m, "k.nhwc")->vector_epilogue, "acc;sati.u8 0");
     cr_expect_null(qr_module_fn(m, "j")->vector_epilogue);
     qr_module_free(m);
     m = NULL;
-    cr_expect_neq(qr_module_load(ep_fn, NULL, NULL, &m, &e), QR_OK);
+    cr_expect_neq(qr_module_load(ep_fn, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK);
     cr_expect_null(m);
-    cr_expect_neq(qr_module_load(ep_first, NULL, NULL, &m, &e), QR_OK);
+    cr_expect_neq(qr_module_load(ep_first, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK);
     cr_expect_null(m);
 }
