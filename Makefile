@@ -99,12 +99,16 @@ $(B)/obj/gen/grammar/qrl.o: $(GEN)/grammar/qrl.c $(GEN)/grammar/qrl.h
 	$(CC) $(CPPFLAGS) $(INC_grammar) -Igrammar -std=c11 $(OPT) -g -fPIC -D_DEFAULT_SOURCE $(SAN) -c $< -o $@
 
 # The compiled-module cache key names the code generator that built a module:
-# the hash of its sources, every compiler/jit*.c and jit*.h among them, and
-# the lowering of element-wise epilogues (compiler/elementwise.c), the proof of
-# pointwise kernels a module registers (compiler/pointwise.c) and the vector
-# forms of its epilogues (compiler/vecmap.c)
+# the hash of every source that shapes the code it generates: the whole front
+# end (lang/, grammar/: what a recipe parses to; compiler/: the checker and its
+# types, generics, which items a module holds, the lowering, the cache) but the
+# convolution kernels' own generator (iconv_jit, keyed below), and the module
+# interface, runtime/recipe.h with the runtime headers it includes (tensor.h's
+# QR_MAX_DIMS, dtype.h's element types)
 # (tests/unit/test_cache.c jit_id_hashes_code_generator_sources checks it).
-JIT_SRC := $(sort $(wildcard compiler/jit*.c compiler/jit*.h)) compiler/compile.c compiler/cache.c compiler/elementwise.c compiler/pointwise.c compiler/vecmap.c runtime/recipe.h
+JIT_RUNTIME_H := runtime/recipe.h runtime/graph.h runtime/arena.h runtime/status.h runtime/tensor.h runtime/dtype.h
+JIT_SRC := $(sort $(filter-out compiler/iconv_jit.%,$(wildcard compiler/*.c compiler/*.h)) \
+                  $(wildcard lang/*.c lang/*.h lang/*.re grammar/*.c grammar/*.h grammar/*.y) $(JIT_RUNTIME_H))
 JIT_ID := $(shell cat $(JIT_SRC) 2>/dev/null | sha256sum | cut -c1-16)
 $(B)/obj/compiler/compile.o: CPPFLAGS += -DQRL_JIT_ID='"$(JIT_ID)"'
 $(B)/obj/compiler/compile.o: $(JIT_SRC)

@@ -239,35 +239,77 @@ static void hash_file(qc_sha256_ctx *h, const char *path)
 /* make in the project root, outside the make running the suite (its jobserver, its -k). */
 #define MAKE_ALONE "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -C "
 
+/* Adds folder/name to names[*n] for each file of folder whose name ends in one of exts (and does not
+ * start with skip). */
+static void add_folder(const char *folder, const char *const *exts, const char *skip, char **names, int *n)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", tu_root(), folder);
+    DIR *d = opendir(path);
+    cr_assert(d, "%s: %s", path, strerror(errno));
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        int ok = 0;
+        for (int k = 0; exts[k]; k++)
+            ok |= len > strlen(exts[k]) && !strcmp(e->d_name + len - strlen(exts[k]), exts[k]);
+        if (!ok || (skip && !strncmp(e->d_name, skip, strlen(skip))))
+            continue;
+        cr_assert_lt(*n, 128);
+        snprintf(path, sizeof path, "%s/%s", folder, e->d_name);
+        names[(*n)++] = strdup(path);
+    }
+    closedir(d);
+}
+
+/* Adds runtime/name and, once each, the runtime headers it includes ("x.h"), transitively. */
+static void add_with_includes(const char *name, char **names, int *n)
+{
+    char rel[300];
+    snprintf(rel, sizeof rel, "runtime/%s", name);
+    for (int i = 0; i < *n; i++)
+        if (!strcmp(names[i], rel))
+            return;
+    cr_assert_lt(*n, 128);
+    names[(*n)++] = strdup(rel);
+    char *src = tu_slurp_root(rel);
+    for (char *p = src; (p = strstr(p, "#include \"")); p += 10) {
+        char inc[200];
+        if (sscanf(p + 10, "%199[^\"]", inc) == 1)
+            add_with_includes(inc, names, n);
+    }
+    free(src);
+}
+
+/* The module cache's key hashes every source that shapes generated code: the front end (compiler/
+ * but iconv_jit, which has its own key; lang/; grammar/) and runtime/recipe.h with every runtime
+ * header it includes, read here from the folders and the includes themselves. */
 Test(cache, jit_id_hashes_code_generator_sources)
 {
     char path[1200], cmd[3000];
-    snprintf(path, sizeof path, "%s/compiler", tu_root());
-    DIR *d = opendir(path);
-    cr_assert(d, "%s: %s", path, strerror(errno));
-    char *names[64];
+    char *names[128];
     int n = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        size_t len = strlen(e->d_name);
-        if (strncmp(e->d_name, "jit", 3) || len < 5 || e->d_name[len - 2] != '.' ||
-            (e->d_name[len - 1] != 'c' && e->d_name[len - 1] != 'h'))
-            continue;
-        cr_assert_lt(n, 64);
-        names[n++] = strdup(e->d_name);
-    }
-    closedir(d);
+    static const char *const ch[] = {".c", ".h", NULL}, *const lang[] = {".c", ".h", ".re", NULL},
+                             *const grammar[] = {".c", ".h", ".y", NULL};
+    add_folder("compiler", ch, "iconv_jit.", names, &n);
+    add_folder("lang", lang, NULL, names, &n);
+    add_folder("grammar", grammar, NULL, names, &n);
+    add_with_includes("recipe.h", names, &n);
     qsort(names, (size_t)n, sizeof *names, by_name);
-    cr_assert_geq(n, 6, "jit.c, jit.h, jit_int.h and the jit_*.c files: %d found", n);
+    cr_assert_geq(n, 50, "the front end's sources and recipe.h's headers: %d found", n);
+    /* among them what the key once left out (QRL-L) */
+    static const char *const must[] = {"compiler/types.c", "compiler/generic.c", "compiler/check_expr.c",
+                                       "compiler/jit_items.c", "runtime/tensor.h", "runtime/dtype.h",
+                                       "grammar/qrl.y", "lang/lexer.re"};
+    for (size_t k = 0; k < sizeof must / sizeof must[0]; k++) {
+        int found = 0;
+        for (int i = 0; i < n; i++)
+            found |= !strcmp(names[i], must[k]);
+        cr_assert(found, "%s is not among the hashed sources", must[k]);
+    }
     qc_sha256_ctx h;
     qc_sha256_init(&h);
     for (int i = 0; i < n; i++) {
-        snprintf(path, sizeof path, "%s/compiler/%s", tu_root(), names[i]);
-        hash_file(&h, path);
-    }
-    const char *rest[] = {"compiler/compile.c", "compiler/cache.c", "compiler/elementwise.c", "compiler/pointwise.c", "compiler/vecmap.c",
-                          "runtime/recipe.h"};
-    for (int i = 0; i < 6; i++) {
-        snprintf(path, sizeof path, "%s/%s", tu_root(), rest[i]);
+        snprintf(path, sizeof path, "%s/%s", tu_root(), names[i]);
         hash_file(&h, path);
     }
     unsigned char dg[QC_SHA256_LEN];
@@ -283,7 +325,7 @@ Test(cache, jit_id_hashes_code_generator_sources)
     free(out);
 
     /* The build the suite runs from ($QRL_BIN's folder): when it is up to date, a change of any
-     * jit file must rebuild compile.o, with the new key. */
+     * source of it must rebuild compile.o, with the new key. */
     char b[1024];
     snprintf(b, sizeof b, "%s", tu_qrl());
     char *slash = strrchr(b, '/');
@@ -296,10 +338,10 @@ Test(cache, jit_id_hashes_code_generator_sources)
         cr_log_info("%s/obj/compiler/compile.o is not up to date: what a change rebuilds is not checked", b);
     } else {
         for (int i = 0; i < n; i++) {
-            snprintf(cmd, sizeof cmd, MAKE_ALONE "'%s' -n 'B=%s' -W 'compiler/%s' '%s/obj/compiler/compile.o'",
+            snprintf(cmd, sizeof cmd, MAKE_ALONE "'%s' -n 'B=%s' -W '%s' '%s/obj/compiler/compile.o'",
                      tu_root(), b, names[i], b);
             cr_assert_eq(tu_run(cmd, &out), 0, "%s: %s", cmd, out);
-            cr_assert(strstr(out, "-DQRL_JIT_ID="), "a change of compiler/%s does not rebuild compile.o: %s",
+            cr_assert(strstr(out, "-DQRL_JIT_ID="), "a change of %s does not rebuild compile.o: %s",
                       names[i], out);
             free(out);
         }
