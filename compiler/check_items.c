@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "generic.h"
+#include "recipe.h" /* QR_SETTINGS: the recipe settings table */
 #include "qrl.h" /* qrl_op_known: the runtime's op table */
 
 /* ------------------------------------------------------------- items */
@@ -976,13 +977,69 @@ static void recipe_transform(ctx *c, ql_node *k)
     }
 }
 
+/* "a, b or c" of a setting's space-separated choices. */
+static void choice_list(const char *choices, char *out, size_t n)
+{
+    out[0] = 0;
+    int count = 0;
+    for (const char *w = choices; *w; w += strcspn(w, " "), w += *w == ' ')
+        count++;
+    int i = 0;
+    for (const char *w = choices; *w; w += strcspn(w, " "), w += *w == ' ', i++) {
+        size_t len = strlen(out);
+        snprintf(out + len, n - len, "%s%.*s", i == 0 ? "" : i == count - 1 ? " or " : ", ", (int)strcspn(w, " "), w);
+    }
+}
+
+/* A value-only setting (recipe.h's QR_SETTINGS: a number or a choice) checked against its entry. */
+static void setting_value(ctx *c, const ql_node *k, qr_setting_id id)
+{
+    const qr_setting_def *d = &qr_setting_defs[id];
+    const ql_node *v = k->a;
+    unsigned long long lo = (unsigned long long)d->lo, hi = (unsigned long long)d->hi; /* ival is unsigned */
+    double f = v->kind == QL_INT ? (double)v->ival : v->kind == QL_FLOAT ? v->fval : -1;
+    switch (d->kind) {
+    case QR_SK_COUNT: /* measure_samples = 256, effect_samples = 8 */
+        if (v->kind != QL_INT || v->ival < lo || v->ival > hi)
+            chk_err(c, v, "%s is a number of samples, %llu to %llu: %s", k->name, lo, hi,
+                    id == QR_SET_MEASURE_SAMPLES ? "measure_samples = 256" : "effect_samples = 8");
+        break;
+    case QR_SK_POW2: /* block = 32: weights quantized in blocks of 32 along the reduction axis */
+        if (v->kind != QL_INT || v->ival < lo || v->ival > hi || (v->ival & (v->ival - 1)))
+            chk_err(c, v, "block is the number of weights along the reduction axis that share a scale, "
+                          "a power of two from %llu to %llu: block = 32", lo, hi);
+        break;
+    case QR_SK_FRACTION: /* validate = 0.25: the share of the calibration samples held out */
+        if ((v->kind != QL_INT && v->kind != QL_FLOAT) || !(f >= d->lo && f < d->hi))
+            chk_err(c, v, "validate is the share of the calibration samples held out to judge the fallback on, "
+                          "from %llu to below %llu: validate = 0.25", lo, hi);
+        break;
+    case QR_SK_NUMBER: /* tolerance = 3: dB the integer graph may lose against the QDQ simulation */
+        if ((v->kind != QL_INT && v->kind != QL_FLOAT) || (v->kind == QL_FLOAT && !(v->fval >= d->lo)))
+            chk_err(c, v, "tolerance is a number of dB: tolerance = 3");
+        break;
+    case QR_SK_CHOICE: { /* numerics = onnx; rounding = half_even */
+        if (v->kind != QL_NAME || !qr_setting_choice(id, v->name)) {
+            char list[160];
+            choice_list(d->choices, list, sizeof list);
+            chk_err(c, v, "%s is %s", d->key, list);
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
 void chk_recipe(ctx *c, qc_sym *s)
 {
     ql_node *n = s->decl;
-    static const char *const keys[] = {"activation", "weight", "bias", "accumulate", "numerics", "fallback", "input",
-                                       "output", "tolerance", "rounding", "transform", "validate", "measure_samples",
-                                       "effect_samples", "block"};
-    enum { NKEYS = sizeof keys / sizeof keys[0] };
+    const char *keys[QR_NSETTINGS];
+    char all_keys[400] = "";
+    for (int j = 0; j < QR_NSETTINGS; j++) {
+        keys[j] = qr_setting_defs[j].key;
+        size_t len = strlen(all_keys);
+        snprintf(all_keys + len, sizeof all_keys - len, "%s%s", j ? ", " : "", keys[j]);
+    }
     c->w = W_RECIPE;
     for (int i = 0; i < n->nkids; i++) {
         ql_node *k = n->kids[i];
@@ -1005,98 +1062,52 @@ void chk_recipe(ctx *c, qc_sym *s)
             }
             continue;
         }
-        int key = -1;
-        for (int j = 0; j < NKEYS; j++)
-            if (!strcmp(k->name, keys[j]))
-                key = j;
-        for (int j = 0; j < i && strcmp(k->name, "transform"); j++) /* transforms chain, in their order */
+        int key = qr_setting_find(k->name);
+        for (int j = 0; j < i && key != QR_SET_TRANSFORM; j++) /* transforms chain, in their order */
             if (n->kids[j]->kind == QL_SETTING && !strcmp(n->kids[j]->name, k->name)) {
                 chk_err(c, k, "'%s' is set twice", k->name);
                 ql_note(c->d, n->kids[j]->span, "first set here");
             }
         if (key < 0) {
-            const char *hint = ql_suggest(k->name, keys, NKEYS);
+            const char *hint = ql_suggest(k->name, keys, QR_NSETTINGS);
             if (hint)
                 chk_err(c, k, "unknown recipe setting '%s'; did you mean '%s'?", k->name, hint);
             else
-                chk_err(c, k, "unknown recipe setting '%s' (activation, weight, bias, accumulate, numerics, fallback, input, "
-                          "output, tolerance, rounding, transform, validate, measure_samples, effect_samples, block)",
-                    k->name);
+                chk_err(c, k, "unknown recipe setting '%s' (%s)", k->name, all_keys);
             continue;
         }
-        if (key == 12 || key == 13) { /* measure_samples = 256, effect_samples = 8 */
-            ql_node *v = k->a;
-            if (v->kind != QL_INT || v->ival < 1 || v->ival > 1000000)
-                chk_err(c, v, "%s is a number of samples, 1 to 1000000: %s", k->name,
-                        key == 12 ? "measure_samples = 256" : "effect_samples = 8");
-            continue;
+        switch (qr_setting_defs[key].kind) {
+        case QR_SK_TRANSFORM: recipe_transform(c, k); break; /* transform = smoothquant(alpha = 0.5) */
+        case QR_SK_QSPEC: qspec(c, k, 0); break;
+        case QR_SK_ACC: qspec(c, k, 1); break;
+        case QR_SK_FALLBACK: qspec(c, k, 2); break;
+        default: setting_value(c, k, (qr_setting_id)key); break;
         }
-        if (key == 14) { /* block = 32: weights quantized in blocks of 32 along the reduction axis */
-            ql_node *v = k->a;
-            if (v->kind != QL_INT || v->ival < 16 || v->ival > 256 || (v->ival & (v->ival - 1)))
-                chk_err(c, v, "block is the number of weights along the reduction axis that share a scale, "
-                              "a power of two from 16 to 256: block = 32");
-            continue;
-        }
-        if (key == 11) { /* validate = 0.25: the share of the calibration samples held out */
-            ql_node *v = k->a;
-            double f = v->kind == QL_INT ? (double)v->ival : v->kind == QL_FLOAT ? v->fval : -1;
-            if ((v->kind != QL_INT && v->kind != QL_FLOAT) || !(f >= 0 && f < 1))
-                chk_err(c, v, "validate is the share of the calibration samples held out to judge the fallback on, "
-                              "from 0 to below 1: validate = 0.25");
-            continue;
-        }
-        if (key == 10) { /* transform = smoothquant(alpha = 0.5) */
-            recipe_transform(c, k);
-            continue;
-        }
-        if (key == 8) { /* tolerance = 3: dB the integer graph may lose against the QDQ simulation */
-            ql_node *v = k->a;
-            if ((v->kind != QL_INT && v->kind != QL_FLOAT) || (v->kind == QL_FLOAT && !(v->fval >= 0)))
-                chk_err(c, v, "tolerance is a number of dB: tolerance = 3");
-            continue;
-        }
-        if (key == 4 || key == 9) { /* numerics = onnx; rounding = half_even */
-            ql_node *v = k->a;
-            static const char *const modes[2][3] = {{"onnx", "tflite", "pytorch"}, {"half_even", "half_away", "half_even"}};
-            int ok = v->kind == QL_NAME;
-            if (ok) {
-                ok = 0;
-                for (int j = 0; j < 3; j++)
-                    ok |= !strcmp(v->name, modes[key == 9][j]);
-            }
-            if (!ok)
-                chk_err(c, v, key == 4 ? "numerics is onnx, tflite or pytorch" : "rounding is half_even or half_away");
-            continue;
-        }
-        qspec(c, k, key <= 1 || key >= 6 ? 0 : key <= 3 ? 1 : 2);
     }
     /* weight-only (activation = f32) and what needs it: blocks and 4-bit weights */
-    const ql_node *setting[NKEYS] = {0};
-    for (int i = 0; i < n->nkids; i++)
-        for (int j = 0; j < NKEYS; j++)
-            if (n->kids[i]->kind == QL_SETTING && !strcmp(n->kids[i]->name, keys[j]) && !setting[j])
-                setting[j] = n->kids[i];
-    const ql_node *at = setting[0] && setting[0]->a->kind == QL_QSPEC ? setting[0]->a->a : NULL;
-    const ql_node *wt = setting[1] && setting[1]->a->kind == QL_QSPEC ? setting[1]->a->a : NULL;
+    const ql_node *setting[QR_NSETTINGS] = {0};
+    for (int i = 0; i < n->nkids; i++) {
+        int key = n->kids[i]->kind == QL_SETTING ? qr_setting_find(n->kids[i]->name) : -1;
+        if (key >= 0 && !setting[key])
+            setting[key] = n->kids[i];
+    }
+    const ql_node *act = setting[QR_SET_ACTIVATION], *wgt = setting[QR_SET_WEIGHT], *blk = setting[QR_SET_BLOCK];
+    const ql_node *at = act && act->a->kind == QL_QSPEC ? act->a->a : NULL;
+    const ql_node *wt = wgt && wgt->a->kind == QL_QSPEC ? wgt->a->a : NULL;
     int weight_only = at && at->kind == QL_TYPE && at->op == QL_TOK_F32;
-    if (!weight_only && setting[14])
-        chk_err(c, setting[14]->a, "block needs activation = f32 (weight-only): integer kernels take one weight "
-                                   "scale per output channel");
+    if (!weight_only && blk)
+        chk_err(c, blk->a, "block needs activation = f32 (weight-only): integer kernels take one weight "
+                           "scale per output channel");
     if (!weight_only && at && wt && wt->kind == QL_TYPE && (wt->op == QL_TOK_I4 || wt->op == QL_TOK_U4))
         chk_err(c, wt, "4-bit weights are weight-only: activation = f32 (4-bit weights with integer activations "
                        "are not supported yet)");
-    if (weight_only && setting[1] && setting[1]->a->kind == QL_QSPEC)
-        for (int i = 0; i < setting[1]->a->nkids; i++)
-            if (!strcmp(setting[1]->a->kids[i]->name, "per_tensor") && setting[14])
-                chk_err(c, setting[1]->a->kids[i], "per_tensor contradicts block = %lld", (long long)setting[14]->a->ival);
-    for (int j = 0; j < 2; j++) {
-        int found = 0;
-        for (int i = 0; i < n->nkids; i++)
-            found |= n->kids[i]->kind == QL_SETTING && !strcmp(n->kids[i]->name, keys[j]);
-        if (!found)
+    if (weight_only && wgt && wgt->a->kind == QL_QSPEC)
+        for (int i = 0; i < wgt->a->nkids; i++)
+            if (!strcmp(wgt->a->kids[i]->name, "per_tensor") && blk)
+                chk_err(c, wgt->a->kids[i], "per_tensor contradicts block = %lld", (long long)blk->a->ival);
+    for (int j = QR_SET_ACTIVATION; j <= QR_SET_WEIGHT; j++)
+        if (!setting[j])
             chk_err_decl(c, n, "recipe '%s' does not say how %ss are quantized (%s = ...)", s->name, keys[j], keys[j]);
-    }
 }
 
 void chk_const_item(ctx *c, qc_sym *s)

@@ -823,6 +823,7 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
         int at = set++;
         const ql_node *q = k->a;
         char type[64] = "";
+        double value = 0; /* a number's */
         const char *cal = "";
         long mods = 0;
         const ql_node *call = NULL; /* the calibrator call whose arguments' names follow */
@@ -847,12 +848,14 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
             }
         } else if (q->kind == QL_NAME) {
             snprintf(type, sizeof type, "%s", q->name);
-        } else if (q->kind == QL_INT || q->kind == QL_FLOAT) { /* a number (tolerance = 3) */
-            snprintf(type, sizeof type, "%.17g", q->kind == QL_INT ? (double)q->ival : q->fval);
+        } else if (q->kind == QL_INT || q->kind == QL_FLOAT) { /* a number (tolerance = 3): typed, its text shown */
+            value = q->kind == QL_INT ? (double)q->ival : q->fval;
+            snprintf(type, sizeof type, "%g", value);
         }
-        gcc_jit_rvalue *a3[7] = {m, STR(s->name), STR(k->name), STR(type), jit_lng(j, j->t_i64, mods), STR(cal),
-                                 ADDR_OR_NULL(at < 16 ? fns->args[at] : NULL)};
-        CALL_IMP(IMP_ADD_SETTING, 7, a3);
+        gcc_jit_rvalue *a3[8] = {m, STR(s->name), STR(k->name), STR(type), jit_lng(j, j->t_i64, mods), STR(cal),
+                                 ADDR_OR_NULL(at < 16 ? fns->args[at] : NULL),
+                                 gcc_jit_context_new_rvalue_from_double(j->c, j->t_f64, value)};
+        CALL_IMP(IMP_ADD_SETTING, 8, a3);
         for (int a = 0; call && a < call->nkids && a < QC_MAX_PARAMS; a++) {
             gcc_jit_rvalue *aa[3] = {m, STR(s->name), STR(call_arg_name(call, cs, a))};
             CALL_IMP(IMP_ADD_SETTING_ARG, 3, aa);

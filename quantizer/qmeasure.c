@@ -28,8 +28,8 @@
 /* The recipe's measure_samples (default 256): calibration samples each measurement runs. */
 static int64_t measure_samples(const qr_qctx *q)
 {
-    const qr_setting *s = qr_recipe_setting(q->r, "measure_samples");
-    int64_t n = s ? strtoll(s->type, NULL, 10) : 256;
+    const qr_setting *s = qr_recipe_setting(q->r, QR_SET_MEASURE_SAMPLES);
+    int64_t n = s ? (int64_t)s->value : 256;
     return n > 0 ? n : 256;
 }
 
@@ -679,8 +679,8 @@ static int by_effect(const void *a, const void *b)
  * on, one forward pass of the QDQ simulation per layer, so a few. */
 static int64_t effect_samples(const qr_qctx *q)
 {
-    const qr_setting *s = qr_recipe_setting(q->r, "effect_samples");
-    int64_t n = s ? strtoll(s->type, NULL, 10) : 8;
+    const qr_setting *s = qr_recipe_setting(q->r, QR_SET_EFFECT_SAMPLES);
+    int64_t n = s ? (int64_t)s->value : 8;
     return n > 0 ? n : 8;
 }
 

@@ -58,10 +58,10 @@ static qr_status new_calib(qr_qctx *q, const qr_setting *s, qr_calib **out)
 static qr_status read_settings(qr_qctx *q)
 {
     const qr_recipe *r = q->r;
-    q->act = qr_recipe_setting(r, "activation");
-    q->wt = qr_recipe_setting(r, "weight");
-    q->in = qr_recipe_setting(r, "input");
-    q->out = qr_recipe_setting(r, "output");
+    q->act = qr_recipe_setting(r, QR_SET_ACTIVATION);
+    q->wt = qr_recipe_setting(r, QR_SET_WEIGHT);
+    q->in = qr_recipe_setting(r, QR_SET_INPUT);
+    q->out = qr_recipe_setting(r, QR_SET_OUTPUT);
     for (int k = 0; k < 2; k++) {
         const qr_setting *s = k ? q->out : q->in;
         if (s && strcmp(s->type, q->act->type))
@@ -88,17 +88,16 @@ static qr_status read_settings(qr_qctx *q)
         return qr_errorf(q->e, "the model's opset %d predates QuantizeLinear (opset 10)", q->g->opset);
     if (q->g->opset < 13)
         q->w_per_channel = 0; /* per-axis DequantizeLinear needs opset 13; the model's ops keep theirs */
-    static const char *const acc_keys[] = {"bias", "accumulate"};
-    for (int i = 0; i < 2; i++) {
-        const qr_setting *s = qr_recipe_setting(r, acc_keys[i]);
+    for (int i = QR_SET_BIAS; i <= QR_SET_ACCUMULATE; i++) {
+        const qr_setting *s = qr_recipe_setting(r, (qr_setting_id)i);
         if (s && strcmp(s->type, "i32"))
-            return qr_errorf(q->e, "recipe '%s': %s = %s is not supported yet (i32 is)", r->name, acc_keys[i], s->type);
+            return qr_errorf(q->e, "recipe '%s': %s = %s is not supported yet (i32 is)", r->name, s->key, s->type);
     }
-    const qr_setting *num = qr_recipe_setting(r, "numerics");
-    if (num && strcmp(num->type, "onnx") && strcmp(num->type, "tflite") && strcmp(num->type, "pytorch"))
+    const qr_setting *num = qr_recipe_setting(r, QR_SET_NUMERICS);
+    if (num && !qr_setting_choice(QR_SET_NUMERICS, num->type))
         return qr_errorf(q->e, "recipe '%s': unknown numerics '%s'", r->name, num->type);
     q->numerics = num ? num->type : "onnx"; /* picks the patterns whose kernels implement it */
-    const qr_setting *rnd = qr_recipe_setting(r, "rounding");
+    const qr_setting *rnd = qr_recipe_setting(r, QR_SET_ROUNDING);
     q->round_away = rnd && !strcmp(rnd->type, "half_away");
     /* a calibrator the module lacks is reported before any work */
     qr_calib *c;
@@ -1519,10 +1518,10 @@ static void resolve_same(qr_qctx *q)
  * no export (a rule or kernel computes something else than its op). */
 static qr_status check_agreement(qr_qctx *q, const qr_quantized *res)
 {
-    const qr_setting *tol = qr_recipe_setting(q->r, "tolerance");
+    const qr_setting *tol = qr_recipe_setting(q->r, QR_SET_TOLERANCE);
     if (!tol)
         return QR_OK;
-    double t = strtod(tol->type, NULL);
+    double t = tol->value;
     /* in graph order: the first tensor apart is the cause, those after it inherit its error */
     for (int k = 0; k < q->g->n_nodes; k++) {
         const qr_node *n = q->g->nodes[k];
@@ -1564,8 +1563,8 @@ static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     }
     /* validate = f: the last f of the samples are held out, for the fallback's decisions and the
      * output SQNR; whole batches of a fixed-batch model */
-    const qr_setting *vs = qr_recipe_setting(q->r, "validate");
-    double frac = vs ? strtod(vs->type, NULL) : 0;
+    const qr_setting *vs = qr_recipe_setting(q->r, QR_SET_VALIDATE);
+    double frac = vs ? vs->value : 0;
     int64_t nval = (int64_t)floor((double)count * frac), step = fixed > 1 ? fixed : 1;
     nval -= nval % step;
     if (frac > 0 && nval < step)
@@ -1981,7 +1980,7 @@ static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_qu
         return o->from_file ? qr_errorf(e, "recipe '%s' is weight-only (activation = f32): it cannot lower a QDQ model",
                                         q.r->name)
                             : qr_weight_only(g, calib, o, q.r, out, e);
-    if (!transformed && !o->from_file && qr_recipe_setting(q.r, "transform"))
+    if (!transformed && !o->from_file && qr_recipe_setting(q.r, QR_SET_TRANSFORM))
         return quantize_transformed(g, q.r, calib, o, out, e);
     qr_quantized *res = calloc(1, sizeof *res);
     if (res)

@@ -1133,7 +1133,7 @@ qr_status qr_transform_apply(qr_graph *g, const qrl_module *m, const qr_recipe *
     memset(run, 0, sizeof *run);
     *ref = NULL;
     for (int i = 0; i < r->nsettings; i++) {
-        if (strcmp(r->settings[i].key, "transform"))
+        if (r->settings[i].id != QR_SET_TRANSFORM)
             continue;
         const qr_transform *t = qr_module_transform(m, r->settings[i].calibrator);
         if (t && (t->bias || t->flip) && !*ref && !(*ref = qr_graph_clone(g))) {

@@ -12,7 +12,7 @@
 
 int qr_weight_only_recipe(const qr_recipe *r)
 {
-    const qr_setting *a = qr_recipe_setting(r, "activation");
+    const qr_setting *a = qr_recipe_setting(r, QR_SET_ACTIVATION);
     return a && !strcmp(a->type, "f32");
 }
 
@@ -362,16 +362,16 @@ qr_status qr_weight_only(const qr_graph *g, const qr_tensor *calib, const qr_qua
     const qrl_module *m = o->module;
     int threads = o->threads;
     *out = NULL;
-    const qr_setting *s = qr_recipe_setting(r, "weight"), *blk = qr_recipe_setting(r, "block");
-    const qr_setting *rnd = qr_recipe_setting(r, "rounding");
+    const qr_setting *s = qr_recipe_setting(r, QR_SET_WEIGHT), *blk = qr_recipe_setting(r, QR_SET_BLOCK);
+    const qr_setting *rnd = qr_recipe_setting(r, QR_SET_ROUNDING);
     if (!s)
         return qr_errorf(e, "recipe '%s' must set weight", r->name);
-    if (qr_recipe_setting(r, "transform"))
+    if (qr_recipe_setting(r, QR_SET_TRANSFORM))
         return qr_errorf(e, "recipe '%s': a transform with weight-only quantization is not supported yet", r->name);
     wo w = {.m = m, .s = s, .dt = qr_dtype_from_name(s->type), .e = e, .matmulnbits = o->matmulnbits};
     if (!qr_dtype_is_int(w.dt))
         return qr_errorf(e, "recipe '%s': weight type %s is not an integer type", r->name, s->type);
-    w.block = blk ? atoi(blk->type) : 0;
+    w.block = blk ? (int)blk->value : 0;
     w.per_channel = (s->mods & QR_MOD_PER_CHANNEL) != 0;
     w.round_away = rnd && !strcmp(rnd->type, "half_away");
     w.qt = qr_qtype_of(w.dt, (s->mods & QR_MOD_NARROW) != 0, w.block || w.per_channel ? 0 : -1);

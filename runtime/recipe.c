@@ -795,18 +795,43 @@ static void reg_recipe(qrl_module *m, const char *name, void *fallback, int64_t 
     }
 }
 
+const qr_setting_def qr_setting_defs[QR_NSETTINGS] = {
+#define QR_SETTING_DEF(id, key, kind, lo, hi, choices) [QR_SET_##id] = {key, kind, lo, hi, choices},
+    QR_SETTINGS(QR_SETTING_DEF)
+#undef QR_SETTING_DEF
+};
+
+int qr_setting_find(const char *key)
+{
+    for (int i = 0; i < QR_NSETTINGS; i++)
+        if (!strcmp(qr_setting_defs[i].key, key))
+            return i;
+    return -1;
+}
+
+int qr_setting_choice(qr_setting_id id, const char *name)
+{
+    const char *c = qr_setting_defs[id].choices;
+    size_t n = strlen(name);
+    for (; c && *c; c += strcspn(c, " "), c += *c == ' ') /* each word of the list */
+        if (n && !strncmp(c, name, n) && (c[n] == ' ' || !c[n]))
+            return 1;
+    return 0;
+}
+
 static void reg_setting(qrl_module *m, const char *recipe, const char *key, const char *type, int64_t mods,
-                        const char *calibrator, void *args)
+                        const char *calibrator, void *args, double value)
 {
     const int64_t all = QR_MOD_SYMMETRIC | QR_MOD_ASYMMETRIC | QR_MOD_NARROW | QR_MOD_PER_CHANNEL | QR_MOD_PER_TENSOR;
-    if (mods < 0 || (mods & ~all)) {
+    int id = qr_setting_find(key);
+    if (mods < 0 || (mods & ~all) || id < 0) {
         m->bad = 1;
         return;
     }
     qr_recipe *r = find_recipe(m, recipe);
     qr_setting *s = r ? grow1(m, (void **)&r->settings, &r->nsettings, sizeof *s) : NULL;
     if (s)
-        *s = (qr_setting){key, type, calibrator, (unsigned)mods, NULL, 0, (qrl_args_fn)args};
+        *s = (qr_setting){(qr_setting_id)id, value, key, type, calibrator, (unsigned)mods, NULL, 0, (qrl_args_fn)args};
 }
 
 static void reg_setting_arg(qrl_module *m, const char *recipe, const char *name)
@@ -1218,10 +1243,10 @@ const qr_recipe *qr_module_recipe(const qrl_module *m, const char *name)
     return NULL;
 }
 
-const qr_setting *qr_recipe_setting(const qr_recipe *r, const char *key)
+const qr_setting *qr_recipe_setting(const qr_recipe *r, qr_setting_id id)
 {
     for (int i = 0; i < r->nsettings; i++)
-        if (!strcmp(r->settings[i].key, key))
+        if (r->settings[i].id == id)
             return &r->settings[i];
     return NULL;
 }

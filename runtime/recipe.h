@@ -20,7 +20,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 24
+#define QR_RECIPE_ABI 25
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -188,7 +188,7 @@ enum {
      * double *out) filling the call's arguments in order, whose names follow, one add_setting_arg             \
      * each (the calibrator parameter each binds). Value-only settings (numerics = onnx,                       \
      * accumulate = i32) give it in type. */                                                                   \
-    X(ADD_SETTING, add_setting, v, m, s, s, s, l, s, p) /* (m, recipe, key, type, mods, calibrator, args) */   \
+    X(ADD_SETTING, add_setting, v, m, s, s, s, l, s, p, d) /* (m, recipe, key, type, mods, calibrator, args, value) */\
     X(ADD_SETTING_ARG, add_setting_arg, v, m, s, s) /* (m, recipe, name) */                                    \
     X(ADD_USE, add_use, v, m, s, s) /* (m, recipe, name) */                                                    \
     /* The kernel just added is a tile kernel (compiler/elementwise.h) whose rows are channels of              \
@@ -562,7 +562,61 @@ enum {
     QR_MOD_PER_TENSOR = 16,
 };
 
+/* A recipe's settings, one table for the checker (compiler/check_items.c: the keys, what each
+ * takes) and the runtime: X(ID, key, kind, lo, hi, choices); lo and hi bound a number, choices
+ * lists a name's values. */
+typedef enum qr_setting_kind {
+    QR_SK_QSPEC,     /* a type, modifiers and a calibrator: activation = u8 asymmetric by minmax */
+    QR_SK_ACC,       /* an integer type: bias = i32 */
+    QR_SK_FALLBACK,  /* a condition: fallback = sqnr < 20 */
+    QR_SK_CHOICE,    /* one of choices: numerics = onnx */
+    QR_SK_NUMBER,    /* a number from lo (hi: no bound): tolerance = 3 */
+    QR_SK_FRACTION,  /* a number from lo to below hi: validate = 0.25 */
+    QR_SK_COUNT,     /* an integer from lo to hi: measure_samples = 256 */
+    QR_SK_POW2,      /* a power of two from lo to hi: block = 32 */
+    QR_SK_TRANSFORM, /* a transform's call: transform = smoothquant(alpha = 0.5) */
+} qr_setting_kind;
+
+#define QR_SETTINGS(X)                                                      \
+    X(ACTIVATION, "activation", QR_SK_QSPEC, 0, 0, NULL)                    \
+    X(WEIGHT, "weight", QR_SK_QSPEC, 0, 0, NULL)                            \
+    X(BIAS, "bias", QR_SK_ACC, 0, 0, NULL)                                  \
+    X(ACCUMULATE, "accumulate", QR_SK_ACC, 0, 0, NULL)                      \
+    X(NUMERICS, "numerics", QR_SK_CHOICE, 0, 0, "onnx tflite pytorch")      \
+    X(FALLBACK, "fallback", QR_SK_FALLBACK, 0, 0, NULL)                     \
+    X(INPUT, "input", QR_SK_QSPEC, 0, 0, NULL)                              \
+    X(OUTPUT, "output", QR_SK_QSPEC, 0, 0, NULL)                            \
+    X(TOLERANCE, "tolerance", QR_SK_NUMBER, 0, 0, NULL)                     \
+    X(ROUNDING, "rounding", QR_SK_CHOICE, 0, 0, "half_even half_away")      \
+    X(TRANSFORM, "transform", QR_SK_TRANSFORM, 0, 0, NULL)                  \
+    X(VALIDATE, "validate", QR_SK_FRACTION, 0, 1, NULL)                     \
+    X(MEASURE_SAMPLES, "measure_samples", QR_SK_COUNT, 1, 1000000, NULL)    \
+    X(EFFECT_SAMPLES, "effect_samples", QR_SK_COUNT, 1, 1000000, NULL)      \
+    X(BLOCK, "block", QR_SK_POW2, 16, 256, NULL)
+
+typedef enum qr_setting_id {
+#define QR_SETTING_ID(id, ...) QR_SET_##id,
+    QR_SETTINGS(QR_SETTING_ID)
+#undef QR_SETTING_ID
+    QR_NSETTINGS
+} qr_setting_id;
+
+typedef struct qr_setting_def {
+    const char *key;
+    qr_setting_kind kind;
+    double lo, hi;
+    const char *choices; /* space-separated */
+} qr_setting_def;
+
+/* The table, by qr_setting_id; qr_setting_find: a key's id, -1 for none; qr_setting_choice: whether
+ * name is one of setting id's choices. */
+extern const qr_setting_def qr_setting_defs[QR_NSETTINGS];
+int qr_setting_find(const char *key);
+int qr_setting_choice(qr_setting_id id, const char *name);
+
 typedef struct qr_setting {
+    qr_setting_id id;
+    double value;           /* a number's (QR_SK_NUMBER, FRACTION, COUNT, POW2) */
     const char *key, *type, *calibrator;
     unsigned mods;          /* QR_MOD_* */
     const char **argnames;  /* the calibrator parameter each argument binds, in order */
@@ -660,7 +714,7 @@ const qr_affine *qr_module_affine_for(const qrl_module *m, const qr_graph *g, co
 const qr_recipe *qr_module_recipe(const qrl_module *m, const char *name);
 /* The transform named name; NULL when the module has none. */
 const qr_transform *qr_module_transform(const qrl_module *m, const char *name);
-const qr_setting *qr_recipe_setting(const qr_recipe *r, const char *key);
+const qr_setting *qr_recipe_setting(const qr_recipe *r, qr_setting_id id);
 
 /* The view of t that JIT code takes for a tensor<T> parameter. */
 void qr_tview_of(const qr_tensor *t, qrl_tview *v);

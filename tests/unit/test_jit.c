@@ -33,15 +33,21 @@ static void teardown(void)
 
 TestSuite(jit, .init = setup, .fini = teardown);
 
-/* Compiles source (written to DIR/name) in memory; fails the test on any diagnostic. */
-static qrl_module *compile_text(const char *name, const char *src, const qc_options *o, qc_stats *st)
+/* Writes src to DIR/name, its path into path. */
+static void write_src(const char *name, const char *src, char *path, size_t n)
 {
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(path, n, "%s/%s", dir, name);
     FILE *f = fopen(path, "w");
     cr_assert(f);
     fputs(src, f);
     fclose(f);
+}
+
+/* Compiles source (written to DIR/name) in memory; fails the test on any diagnostic. */
+static qrl_module *compile_text(const char *name, const char *src, const qc_options *o, qc_stats *st)
+{
+    char path[600];
+    write_src(name, src, path, sizeof path);
     char stdlib[600];
     snprintf(stdlib, sizeof stdlib, "%s/stdlib", tu_root());
     qc_unit *u = qc_unit_new(stdlib);
@@ -1240,7 +1246,7 @@ Test(jit, recipe_settings_are_registered)
     qrl_module *m = compile_path("recipes/int8.qrl");
     const qr_recipe *r = qr_module_recipe(m, "int8");
     cr_assert(r);
-    const qr_setting *a = qr_recipe_setting(r, "activation"), *w = qr_recipe_setting(r, "weight");
+    const qr_setting *a = qr_recipe_setting(r, QR_SET_ACTIVATION), *w = qr_recipe_setting(r, QR_SET_WEIGHT);
     cr_assert(a && w);
     cr_assert_str_eq(a->type, "u8");
     cr_assert_eq(a->mods, QR_MOD_ASYMMETRIC);
@@ -1253,8 +1259,8 @@ Test(jit, recipe_settings_are_registered)
     double v[4] = {0};
     w->args(&rt, v);
     cr_assert_eq(v[0], 1.0);
-    cr_assert_str_eq(qr_recipe_setting(r, "numerics")->type, "onnx");
-    cr_assert_str_eq(qr_recipe_setting(r, "accumulate")->type, "i32");
+    cr_assert_str_eq(qr_recipe_setting(r, QR_SET_NUMERICS)->type, "onnx");
+    cr_assert_str_eq(qr_recipe_setting(r, QR_SET_ACCUMULATE)->type, "i32");
     cr_assert(r->fallback);
     cr_assert_eq(r->fallback(&rt, 15.0, 40.0, 1.0, 1.0), 1);
     cr_assert_eq(r->fallback(&rt, 30.0, 40.0, 1.0, 1.0), 0);
@@ -1640,7 +1646,7 @@ Test(jit, recipe_settings_after_many_use_lines)
     qrl_rt rt;
     qr_rt_init(&rt);
     double v[4] = {0};
-    const qr_setting *a = qr_recipe_setting(r, "activation"), *w = qr_recipe_setting(r, "weight");
+    const qr_setting *a = qr_recipe_setting(r, QR_SET_ACTIVATION), *w = qr_recipe_setting(r, QR_SET_WEIGHT);
     cr_assert(a && a->args && w && w->args);
     a->args(&rt, v);
     cr_assert_eq(v[0], 50.0);
@@ -1880,4 +1886,47 @@ Test(jit, a_module_of_another_abi_is_refused)
     cr_assert_eq(qr_module_load(abi_entry, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
     cr_assert(entry_ran);
     qr_module_free(m);
+}
+
+/* A recipe's number settings arrive typed (recipe.h's QR_SETTINGS; not text read back): 0.1 is
+ * the double 0.1, a count its integer; a choice arrives as its name. */
+Test(jit, number_settings_arrive_typed)
+{
+    qrl_module *m = compile_text("typed.qrl",
+                                 "import \"calibrators.qrl\"\nrecipe r {\n  activation = u8 by minmax()\n"
+                                 "  weight = i8 symmetric by minmax(symmetric = true)\n  tolerance = 0.1\n"
+                                 "  validate = 0.3\n  measure_samples = 300\n  effect_samples = 4\n"
+                                 "  numerics = tflite\n  rounding = half_away\n}\n",
+                                 NULL, NULL);
+    const qr_recipe *r = qr_module_recipe(m, "r");
+    cr_assert(r);
+    cr_assert_eq(qr_recipe_setting(r, QR_SET_TOLERANCE)->value, 0.1);
+    cr_assert_eq(qr_recipe_setting(r, QR_SET_VALIDATE)->value, 0.3);
+    cr_assert_eq(qr_recipe_setting(r, QR_SET_MEASURE_SAMPLES)->value, 300.0);
+    cr_assert_eq(qr_recipe_setting(r, QR_SET_EFFECT_SAMPLES)->value, 4.0);
+    cr_assert_str_eq(qr_recipe_setting(r, QR_SET_NUMERICS)->type, "tflite");
+    cr_assert_str_eq(qr_recipe_setting(r, QR_SET_ROUNDING)->type, "half_away");
+    cr_assert_null(qr_recipe_setting(r, QR_SET_BLOCK));
+    cr_assert_str_eq(qr_recipe_setting(r, QR_SET_TOLERANCE)->key, "tolerance");
+    qr_module_free(m);
+}
+
+/* A choice outside its list names the list's values; an unknown key far from every one lists them
+ * all (the table's order). */
+Test(jit, setting_errors_name_what_the_table_allows)
+{
+    char path[600], cmd[1400], *log;
+    write_src("bad.qrl",
+              "import \"calibrators.qrl\"\nrecipe r {\n  activation = u8 by minmax()\n  weight = i8 by minmax()\n"
+              "  numerics = tensorrt\n  rounding = up\n  zzzzzzzz = 1\n}\n",
+              path, sizeof path);
+    snprintf(cmd, sizeof cmd, "QRL_STDLIB='%s/stdlib' '%s' check --no-cache '%s' 2>&1", tu_root(), tu_qrl(), path);
+    cr_assert_eq(tu_run(cmd, &log), 1, "%s", log);
+    cr_assert(strstr(log, ":5:14: error: numerics is onnx, tflite or pytorch\n"), "%s", log);
+    cr_assert(strstr(log, ":6:14: error: rounding is half_even or half_away\n"), "%s", log);
+    cr_assert(strstr(log, ":7:3: error: unknown recipe setting 'zzzzzzzz' (activation, weight, bias, accumulate, "
+                          "numerics, fallback, input, output, tolerance, rounding, transform, validate, "
+                          "measure_samples, effect_samples, block)\n"),
+              "%s", log);
+    free(log);
 }
