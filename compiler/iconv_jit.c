@@ -551,7 +551,8 @@ void qc_iconv_jit_tile(int64_t taps, int64_t k4, int64_t n, int *rows, int *vecs
     *rows = *vecs == 4 ? 6 : *vecs == 3 ? 8 : 8;
 }
 
-static void build(gen *g)
+/* The types both generated functions use. */
+static void gen_types(gen *g)
 {
     gcc_jit_context *c = g->c;
     g->t_void = gcc_jit_context_get_type(c, GCC_JIT_TYPE_VOID);
@@ -564,6 +565,12 @@ static void build(gen *g)
     g->p_i32 = gcc_jit_type_get_pointer(g->t_i32);
     g->p_i32c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->t_i32));
     g->p_u8c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->t_u8));
+}
+
+static void build(gen *g)
+{
+    gcc_jit_context *c = g->c;
+    gen_types(g);
     g->pp_u8c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->p_u8c));
     g->p_i8c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->t_i8));
     /* fused (qr_iconv_ep_fn): y's bytes for c, and the tables last */
@@ -652,13 +659,7 @@ static void rows_column(gen *g, gcc_jit_block *b, gcc_jit_lvalue *jj, gcc_jit_lv
 static void build_rows(gen *g)
 {
     gcc_jit_context *c = g->c;
-    g->t_void = gcc_jit_context_get_type(c, GCC_JIT_TYPE_VOID);
-    g->t_i64 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_LONG);
-    g->t_i32 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_INT);
-    g->t_u16 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_UNSIGNED_SHORT);
-    g->t_u8 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_UNSIGNED_CHAR);
-    g->v16 = gcc_jit_type_get_vector(g->t_i32, 16);
-    g->p_i32c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->t_i32));
+    gen_types(g);
     static const char *const names[] = {"y", "y_rs", "acc", "acc_rs", "rows", "cols", "c0", "tabs"};
     gcc_jit_type *types[] = {gcc_jit_type_get_pointer(g->t_u8), g->t_i64, g->p_i32c, g->t_i64, g->t_i64, g->t_i64,
                              g->t_i64, gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->p_i32c))};
