@@ -769,7 +769,7 @@ static void shape_key(int64_t taps, int64_t k4, int64_t n, const char *prog, cha
     char hex[33];
     for (int i = 0; i < 16; i++)
         snprintf(hex + 2 * i, 3, "%02x", d[i]);
-    snprintf(key, len, "iconv-%s", hex);
+    snprintf(key, len, "%s-%s", taps ? "iconv" : "rowsep", hex); /* rowsep: a rows epilogue (taps 0) */
 }
 
 /* The kernel from a shared object's bytes when it carries key: its handle, or NULL. */

@@ -415,5 +415,6 @@ void qr_rows_ep_set_specializer(qr_rows_ep_specializer f)
 qr_rows_ep_fn qr_rows_ep_specialized(const char *prog)
 {
     qr_rows_ep_specializer f = __atomic_load_n(&rows_ep_specializer, __ATOMIC_ACQUIRE);
-    return f && prog && !qr_igemm_portable_forced() ? f(prog) : NULL;
+    const char *force = forced_choice(); /* AVX-512 code: not when the kernels are forced to another ISA */
+    return f && prog && !qr_igemm_portable_forced() && (!force || !strcmp(force, "avx512vnni")) ? f(prog) : NULL;
 }

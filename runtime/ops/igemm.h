@@ -190,8 +190,8 @@ typedef void (*qr_rows_ep_fn)(uint8_t *y, int64_t y_rs, const int32_t *acc, int6
                               int64_t cols, int64_t c0, const int32_t *const *tabs);
 typedef qr_rows_ep_fn (*qr_rows_ep_specializer)(const char *prog);
 void qr_rows_ep_set_specializer(qr_rows_ep_specializer f);
-/* The registered one's function for prog; NULL when there is none or the portable kernels are
- * forced (QRL_IGEMM=portable). */
+/* The registered one's function for prog; NULL when there is none or the kernels are forced to
+ * an ISA other than AVX-512 VNNI (qr_options.igemm: --kernels portable, avx2, avxvnni). */
 qr_rows_ep_fn qr_rows_ep_specialized(const char *prog);
 /* The registered specializer's kernel for this shape, NULL when none is registered or it has none:
  * asked once per layer, when its weights are packed. */
