@@ -1030,6 +1030,45 @@ static void setting_value(ctx *c, const ql_node *k, qr_setting_id id)
     }
 }
 
+/* Setting i of recipe n names the ops and nodes it applies to (activation for LayerNormalization,
+ * "/enc/Softmax" = u16 ...): only activation does; each op is a known one and each target is
+ * named once in the recipe; the type is an integer one (an f32 value is the fallback's business). */
+static void setting_targets(ctx *c, const ql_node *n, int i)
+{
+    ql_node *k = n->kids[i];
+    if (strcmp(k->name, "activation")) {
+        chk_err(c, k->b, "only activation takes 'for' (the type of the values chosen ops or nodes produce), "
+                         "not %s", k->name);
+        return;
+    }
+    for (int t = 0; t < k->b->nkids; t++) {
+        ql_node *x = k->b->kids[t];
+        if (x->kind == QL_NAME)
+            chk_op_name(c, x, x->name);
+        else if (!x->name[0])
+            chk_err(c, x, "an empty node name");
+        for (int j = 0; j <= i; j++) {
+            const ql_node *o = n->kids[j];
+            if (o->kind != QL_SETTING || !o->b)
+                continue;
+            for (int u = 0; u < (j == i ? t : o->b->nkids); u++) {
+                const ql_node *y = o->b->kids[u];
+                if (y->kind == x->kind && !strcmp(y->name, x->name)) {
+                    chk_err(c, x, "%s '%s' already has its activation type", x->kind == QL_NAME ? "op" : "node",
+                            x->name);
+                    ql_note(c->d, y->span, "given here");
+                    j = i + 1;
+                    break;
+                }
+            }
+        }
+    }
+    const ql_node *q = k->a;
+    if (q->kind == QL_QSPEC && q->a->kind == QL_TYPE && q->a->op == QL_TOK_F32)
+        chk_err(c, q->a, "activation for chosen ops is i8, u8, i16 or u16, not f32 (values stay f32 by the "
+                         "fallback, or when no pattern quantizes them)");
+}
+
 void chk_recipe(ctx *c, qc_sym *s)
 {
     ql_node *n = s->decl;
@@ -1063,8 +1102,13 @@ void chk_recipe(ctx *c, qc_sym *s)
             continue;
         }
         int key = qr_setting_find(k->name);
-        for (int j = 0; j < i && key != QR_SET_TRANSFORM; j++) /* transforms chain, in their order */
-            if (n->kids[j]->kind == QL_SETTING && !strcmp(n->kids[j]->name, k->name)) {
+        if (k->b) { /* activation for Op, "node" = ...: its own checks */
+            setting_targets(c, n, i);
+            if (key != QR_SET_ACTIVATION)
+                continue;
+        }
+        for (int j = 0; j < i && key != QR_SET_TRANSFORM && !k->b; j++) /* transforms chain, in their order */
+            if (n->kids[j]->kind == QL_SETTING && !n->kids[j]->b && !strcmp(n->kids[j]->name, k->name)) {
                 chk_err(c, k, "'%s' is set twice", k->name);
                 ql_note(c->d, n->kids[j]->span, "first set here");
             }
@@ -1087,7 +1131,7 @@ void chk_recipe(ctx *c, qc_sym *s)
     /* weight-only (activation = f32) and what needs it: blocks and 4-bit weights */
     const ql_node *setting[QR_NSETTINGS] = {0};
     for (int i = 0; i < n->nkids; i++) {
-        int key = n->kids[i]->kind == QL_SETTING ? qr_setting_find(n->kids[i]->name) : -1;
+        int key = n->kids[i]->kind == QL_SETTING && !n->kids[i]->b ? qr_setting_find(n->kids[i]->name) : -1;
         if (key >= 0 && !setting[key])
             setting[key] = n->kids[i];
     }

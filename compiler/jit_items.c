@@ -860,6 +860,11 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
             gcc_jit_rvalue *aa[3] = {m, STR(s->name), STR(call_arg_name(call, cs, a))};
             CALL_IMP(IMP_ADD_SETTING_ARG, 3, aa);
         }
+        for (int t = 0; k->b && t < k->b->nkids; t++) { /* activation for LayerNormalization, "node" = ... */
+            const ql_node *x = k->b->kids[t];
+            gcc_jit_rvalue *at4[4] = {m, STR(s->name), STR(x->name), jit_lng(j, j->t_i64, x->kind == QL_STR)};
+            CALL_IMP(IMP_ADD_SETTING_TARGET, 4, at4);
+        }
     }
 }
 #undef CALL_IMP

@@ -200,6 +200,13 @@ ritem(A) ::= USE(K) names(L).                         { A = ql_node_extend(L, K.
 ritem(A) ::= IDENT(N) ASSIGN expr(E).                 { A = qp_fix(qp_named(ps, QL_SETTING, &N, E->span), E, NULL, NULL); }
 ritem(A) ::= TRANSFORM(K) ASSIGN expr(E).             { A = qp_fix(qp_node(ps, QL_SETTING, ql_span_join(K.span, E->span)), E, NULL, NULL); A->name = "transform"; A->name_span = K.span; }
 ritem(A) ::= IDENT(N) ASSIGN qspec(Q).                { A = qp_fix(qp_named(ps, QL_SETTING, &N, Q->span), Q, NULL, NULL); }
+/* activation for LayerNormalization, "/enc/Softmax" = u16 ...: the type of the values those ops
+ * (op types) or nodes (names) produce */
+ritem(A) ::= IDENT(N) FOR targets(L) ASSIGN qspec(Q).  { A = qp_fix(qp_named(ps, QL_SETTING, &N, Q->span), Q, L, NULL); }
+targets(A) ::= target(T).                             { A = qp_add(ps, qp_node(ps, QL_USE, T->span), T); }
+targets(A) ::= targets(L) COMMA target(T).            { A = qp_add(ps, L, T); }
+target(A) ::= IDENT(N).                               { A = qp_tok(ps, QL_NAME, &N); }
+target(A) ::= STRING(S).                              { A = qp_tok(ps, QL_STR, &S); }
 
 names(A) ::= IDENT(N).                                { A = qp_add(ps, qp_node(ps, QL_USE, N.span), qp_tok(ps, QL_NAME, &N)); }
 names(A) ::= names(L) COMMA IDENT(N).                 { A = qp_add(ps, L, qp_tok(ps, QL_NAME, &N)); }

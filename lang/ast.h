@@ -48,7 +48,8 @@
  *   TABLE        name = lambda variable; a = body expression
  *   RECIPE       name; kids = USE, SETTING
  *   USE          kids = NAME
- *   SETTING      name; a = value (QSPEC or an expression)
+ *   SETTING      name; a = value (QSPEC or an expression); b = USE of the ops (NAME) and nodes (STR)
+ *                it applies to (activation for ...)?
  *   QSPEC        a = TYPE; kids = NAME modifiers; b = by-calibrator?; c = when-condition?
  *   BLOCK        kids = statements
  *   LET          name; a = type?; b = value; flag = 1 for var (mutable)

@@ -778,7 +778,10 @@ static qr_value *requantized(builder *b, qr_value *xi, const qr_slot *xs, const 
     if (!out)
         return qr_errorf(b->e, "out of memory"), NULL;
     snprintf(name, sizeof name, "%s_requantize_table", xi->name);
-    qr_value *tab = table_const(b, name, b->q->act_dtype, xs, ys, NULL, NULL, NULL);
+    if (xs->dtype != ys->dtype)
+        return qr_errorf(b->e, "'%s' is %s and its readers want %s: no requantizing table between types", xi->name,
+                         qr_dtype_name(xs->dtype), qr_dtype_name(ys->dtype)), NULL;
+    qr_value *tab = table_const(b, name, xs->dtype, xs, ys, NULL, NULL, NULL);
     if (!tab)
         return NULL;
     add_lookup(b, xi, tab, out);
@@ -944,10 +947,10 @@ static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
     if (!acc)
         return qr_errorf(b->e, "out of memory"), NULL;
     snprintf(name, sizeof name, "%s_x_zero_point", acc->name);
-    qr_value *xz = xd ? xd->zero : scalar_const(b, name, q->act_dtype, xs->qp.zero);
+    qr_value *xz = xd ? xd->zero : scalar_const(b, name, xs->dtype, xs->qp.zero);
     /* weight zero points: one per output channel, or a scalar; an activation's one */
     int nch = w ? w->nch : 1;
-    qr_tensor wz = {.dtype = w ? w->dtype : q->act_dtype, .ndim = nch > 1 ? 1 : 0, .dims = {nch}};
+    qr_tensor wz = {.dtype = w ? w->dtype : bs ? bs->dtype : q->act_dtype, .ndim = nch > 1 ? 1 : 0, .dims = {nch}};
     qr_value *wzv = bd ? bd->zero : NULL;
     if (!bd) {
         if (qr_tensor_alloc(&wz, b->e) != QR_OK)
@@ -1038,7 +1041,7 @@ static qr_dtype arg_dtype(const builder *b, const plan_arg *a)
         const qr_wquant *w = a->id >= 0 ? qr_plan_weight(b->q, a->id) : NULL;
         return w ? w->dtype : QR_UNDEF;
     }
-    return b->q->act_dtype;
+    return qr_plan_value_dtype(b->q, a->id);
 }
 
 /* The accumulator ConvInteger and MatMulInteger give for activations of type t: int32 for 8 bits,
@@ -1046,6 +1049,32 @@ static qr_dtype arg_dtype(const builder *b, const plan_arg *a)
 static qr_dtype acc_dtype(qr_dtype t)
 {
     return t == QR_U16 || t == QR_I16 ? QR_I64 : QR_I32;
+}
+
+/* The type of match r's quantized activation inputs that sets its accumulator: a 16-bit one if
+ * any (an `activation for` setting may give one operand 16 bits and the other 8), else the first. */
+static qr_dtype match_operand_dtype(const builder *b, const struct mrec *r)
+{
+    const qr_pattern *p = r->p;
+    qr_dtype t = b->q->act_dtype;
+    for (int i = 0, first = 1; i < p->nvalues && i < QR_MATCH_MAX_VALUES; i++) {
+        qr_role_kind k = p->values[i].role;
+        if (r->values[i] < 0 || r->values[i] == r->out || (k != QR_ROLE_ACTIVATION && k != QR_ROLE_SAME))
+            continue;
+        qr_dtype v = qr_plan_value_dtype(b->q, r->values[i]);
+        if (first || acc_dtype(v) == QR_I64)
+            t = v;
+        first = 0;
+        if (acc_dtype(v) == QR_I64)
+            break;
+    }
+    return t;
+}
+
+/* The accumulator of match r: int64 when one of its quantized activation inputs is 16-bit. */
+static qr_dtype match_acc_dtype(const builder *b, const struct mrec *r)
+{
+    return acc_dtype(match_operand_dtype(b, r));
 }
 
 /* Whether kernel lowering l takes the types the recipe chose; why says what does not fit. */
@@ -1066,10 +1095,10 @@ static int lowering_fits(const builder *b, const struct mrec *r, const qr_pat_lo
         snprintf(why, whyn, "kernel '%s' takes %d parameters, the lowering passes %d", kd->name, np, nw);
         return 0;
     }
-    qr_dtype acc_t = acc_dtype(b->q->act_dtype);
+    qr_dtype acc_t = match_acc_dtype(b, r);
     if (*acc && pt[0].elem != acc_t) {
         snprintf(why, whyn, "kernel '%s' takes its accumulator as tensor<%s>, but %s activations accumulate in %s",
-                 kd->name, qr_dtype_name(pt[0].elem), qr_dtype_name(b->q->act_dtype), qr_dtype_name(acc_t));
+                 kd->name, qr_dtype_name(pt[0].elem), qr_dtype_name(match_operand_dtype(b, r)), qr_dtype_name(acc_t));
         return 0;
     }
     for (int i = 0, p = *acc; i < n; p += arg_width(&pa[i]), i++) {
@@ -1419,7 +1448,7 @@ static qr_status kernel_node(builder *b, const struct mrec *r, const qr_fn_desc 
         return QR_OK; /* out of memory: the builder reports it */
     memcpy(n->in, ka->ins, sizeof *ka->ins * (size_t)ka->nin);
     qr_node_add_attr_i(b->d, n, "call", b->ig->ncalls);
-    qr_node_add_attr_i(b->d, n, "to", real ? QR_F32 : q->act_dtype);
+    qr_node_add_attr_i(b->d, n, "to", real ? QR_F32 : qr_plan_value_dtype(q, r->out));
     qr_node_add_attr_i(b->d, n, "acc", want_acc);
     if (!want_acc && kd->n_out_dims > 0 && declared_shape_attrs(b, r, n, kd, ka) != QR_OK)
         return QR_ERR;
@@ -1428,7 +1457,7 @@ static qr_status kernel_node(builder *b, const struct mrec *r, const qr_fn_desc 
     if (yi->q && want_acc && !real) { /* y comes from an int32 accumulator */
         qr_qinfo *qi = qr_arena_memdup(&b->d->arena, yi->q, sizeof *qi);
         if (qi)
-            qi->acc = acc_dtype(q->act_dtype), yi->q = qi;
+            qi->acc = match_acc_dtype(b, r), yi->q = qi;
     }
     return QR_OK;
 }
@@ -1443,7 +1472,10 @@ static qr_status table_of_pointwise(builder *b, const struct mrec *r, const qr_f
                                     qr_value *yi, int *done)
 {
     *done = 0;
-    qr_dtype t = b->q->act_dtype;
+    qr_dtype t = QR_UNDEF; /* the input's type */
+    for (int i = 0; i < ka->na && t == QR_UNDEF; i++)
+        if (ka->args[i].kind == ARG_TENSOR)
+            t = ka->args[i].want;
     if (!kd->is_pointwise || ka->nin != 1 || (t != QR_U8 && t != QR_I8) || ka->na > QRL_MAX_PARAMS)
         return QR_OK;
     for (int i = 0; i < ka->na; i++) /* the tensor and the output are both of the activations' type */
@@ -1537,7 +1569,7 @@ static qr_status lower_match(builder *b, const struct mrec *r)
             island(b, r->out); /* structurally not lowerable: the group stays f32 between its Q/DQ borders */
             return QR_OK;
         }
-        ka.args[ka.na++] = (qi_arg){.kind = ARG_TENSOR, .input = ka.nin, .want = acc_dtype(b->q->act_dtype)};
+        ka.args[ka.na++] = (qi_arg){.kind = ARG_TENSOR, .input = ka.nin, .want = match_acc_dtype(b, r)};
         ka.orig_in[ka.nin] = -1;
         ka.ins[ka.nin++] = acc;
     }
@@ -1723,7 +1755,7 @@ static qr_status lower_affine_table(builder *b, int node, qr_value **xi, const q
     int yid = on->out[0]->id;
     const qr_slot *ys = slot_for(q, yid);
     qr_value *yi = int_of(b, yid);
-    qr_dtype t = q->act_dtype;
+    qr_dtype t = ys->dtype; /* its inputs' too (the plan's rule) */
     char name[512];
     if (ndata != 1 || first != 0) {
         island(b, yid);
@@ -1779,7 +1811,7 @@ static qr_status lower_affine_table(builder *b, int node, qr_value **xi, const q
 static qr_status inputs_on_output_qparams(builder *b, const qr_node *on, qr_node *n, qr_value **xi,
                                           const qr_slot **xsl, const qr_slot *ys, qr_value *yi)
 {
-    qr_dtype t = b->q->act_dtype;
+    qr_dtype t = ys->dtype;
     char name[512];
     for (int j = 0; j < on->n_in; j++) {
         const qr_value *c = on->in[j];
@@ -1809,7 +1841,7 @@ static qr_status inputs_on_output_qparams(builder *b, const qr_node *on, qr_node
 static qr_status pad_value_on_integers(builder *b, const qr_node *on, qr_node *n, const qr_slot *ys, qr_value *yi,
                                        int *ok)
 {
-    qr_dtype t = b->q->act_dtype;
+    qr_dtype t = ys->dtype;
     char name[512];
     *ok = 1;
     int old = b->d->opset < 11; /* the value is an attribute, else the optional input 2 */
@@ -1906,7 +1938,7 @@ static qr_status lower_affine_with(builder *b, int node, qr_value **xi, const qr
      * this is how counted padding (real 0) reads on them, as Pad's value above */
     if (!strcmp(n->op, "AveragePool")) {
         int ok;
-        if (pad_pool_with_zero(b, n, q->act_dtype, ys->qp.zero, &ok) != QR_OK)
+        if (pad_pool_with_zero(b, n, ys->dtype, ys->qp.zero, &ok) != QR_OK)
             return QR_ERR;
         if (!ok) {
             island(b, yid);

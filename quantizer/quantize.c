@@ -111,6 +111,21 @@ static qr_status read_settings(qr_qctx *q)
         if (s)
             qr_calib_free(c);
     }
+    for (int i = 0; i < r->nsettings; i++) { /* activation for ...: the checker's rules, and its calibrator */
+        const qr_setting *s = &r->settings[i];
+        if (s->id != QR_SET_ACTIVATION || !s->ntargets)
+            continue;
+        qr_dtype t = qr_dtype_from_name(s->type);
+        if (t != QR_U8 && t != QR_I8 && t != QR_U16 && t != QR_I16)
+            return qr_errorf(q->e, "recipe '%s': activation for %s = %s: activations are i8, u8, i16 or u16", r->name,
+                             s->targets[0], s->type);
+        if (s->mods & QR_MOD_PER_CHANNEL)
+            return qr_errorf(q->e, "recipe '%s': activations are quantized per tensor (per_channel is for weights)",
+                             r->name);
+        if (new_calib(q, s, &c) != QR_OK)
+            return QR_ERR;
+        qr_calib_free(c);
+    }
     if (new_calib(q, q->wt, &c) != QR_OK)
         return QR_ERR;
     qr_calib_free(c);
@@ -201,13 +216,50 @@ static int accept_match(void *user, const qr_match *m)
     return 1;
 }
 
+/* The `activation for` setting that types the values of value's producer (by its name, else its
+ * op); NULL: the recipe-wide activation setting. */
+static const qr_setting *value_setting(const qr_qctx *q, int value)
+{
+    const qr_node *p = q->g->values[value]->producer;
+    return p ? qr_recipe_setting_for(q->r, QR_SET_ACTIVATION, p->op, p->name) : NULL;
+}
+
+/* s's type and qtype from setting set (NULL: the recipe's activation setting). */
+static void slot_type(qr_qctx *q, qr_slot *s, const qr_setting *set)
+{
+    s->set = set;
+    s->dtype = set ? qr_dtype_from_name(set->type) : q->act_dtype;
+    int narrow = set ? (set->mods & QR_MOD_NARROW) != 0 : q->act_narrow;
+    s->qt = qr_qtype_of(s->dtype, narrow, -1);
+    s->qt.symmetric = set ? (set->mods & QR_MOD_SYMMETRIC) != 0 : q->act_sym;
+}
+
+/* A slot copies the qparams of slot `same`, so it has its type too. */
+static void slot_same(qr_qctx *q, qr_slot *s, int same)
+{
+    s->same = same;
+    if (same >= 0) {
+        s->dtype = q->slots[same].dtype;
+        s->qt = q->slots[same].qt;
+        s->set = q->slots[same].set;
+    }
+}
+
+qr_dtype qr_plan_value_dtype(const qr_qctx *q, int value)
+{
+    return value >= 0 && q->slot_of && q->slot_of[value] >= 0 ? q->slots[q->slot_of[value]].dtype : q->act_dtype;
+}
+
 static int add_slot(qr_qctx *q, int value, int kind, int same)
 {
     if (q->slot_of[value] >= 0) {
         qr_slot *s = &q->slots[q->slot_of[value]];
         if (kind != SLOT_CALIBRATED) { /* an affine rule decides over a pattern's qr_role */
             s->kind = kind;
-            s->same = same;
+            if (kind == SLOT_SAME)
+                slot_same(q, s, same);
+            else
+                s->same = same;
         }
         return q->slot_of[value];
     }
@@ -222,8 +274,9 @@ static int add_slot(qr_qctx *q, int value, int kind, int same)
     s->same = same;
     s->lo = INFINITY;
     s->hi = -INFINITY;
-    s->qt = qr_qtype_of(q->act_dtype, q->act_narrow, -1);
-    s->qt.symmetric = q->act_sym;
+    slot_type(q, s, value_setting(q, value));
+    if (kind == SLOT_SAME)
+        slot_same(q, s, same);
     q->slot_of[value] = q->nslots;
     return q->nslots++;
 }
@@ -297,8 +350,9 @@ static int data_inputs_quantized(const qr_qctx *q, const qr_node *n, int *first)
  * not fit the activations' type, and n stays f32. */
 static qr_status fixed_qparams(qr_qctx *q, const qr_affine *a, const qr_node *n, qrl_qparams *fixed, int *valid)
 {
-    qrl_qtype qt = qr_qtype_of(q->act_dtype, q->act_narrow, -1);
-    qt.symmetric = q->act_sym;
+    qr_slot ty;
+    slot_type(q, &ty, value_setting(q, n->out[0]->id));
+    qrl_qtype qt = ty.qt;
     qr_aff_view av;
     qr_aff_view_init(&av, q->g, n);
     qrl_rt rt;
@@ -313,8 +367,8 @@ static qr_status fixed_qparams(qr_qctx *q, const qr_affine *a, const qr_node *n,
         return QR_OK;
     return plan_note(q, "node '%s' (%s) stays f32: the affine rule at %s gives scale %g and zero point "
                         "%lld, not valid for %s%s (%lld..%lld)",
-                     n->name, n->op, a->loc, fixed->scale, (long long)fixed->zero, qr_dtype_name(q->act_dtype),
-                     q->act_narrow ? " narrow" : "", (long long)qt.qmin, (long long)qt.qmax);
+                     n->name, n->op, a->loc, fixed->scale, (long long)fixed->zero, qr_dtype_name(ty.dtype),
+                     qt.narrow ? " narrow" : "", (long long)qt.qmin, (long long)qt.qmax);
 }
 
 /* Node n under an affine rule when one applies: its outputs' slots (same as the input, fixed, or
@@ -334,6 +388,19 @@ static qr_status plan_affine(qr_qctx *q, const qr_node *n)
         return why[0] ? plan_note(q, "node '%s' (%s) stays f32: %s", n->name, n->op, why) : QR_OK;
     if (a->kind == QR_AFF_SAME && a->elem && n->n_in < a->ninputs)
         return QR_OK;
+    /* the runtime's affine ops take and give one integer type (an `activation for` setting may
+     * type their inputs or output otherwise) */
+    qr_slot ty;
+    slot_type(q, &ty, value_setting(q, n->out[0]->id));
+    qr_dtype want = a->kind == QR_AFF_SAME ? q->slots[first].dtype : ty.dtype;
+    for (int j = 0; j < n->n_in; j++) {
+        const qr_value *v = n->in[j];
+        if (!v || v->is_const || q->slot_of[v->id] < 0 || q->slots[q->slot_of[v->id]].dtype == want)
+            continue;
+        return plan_note(q, "node '%s' (%s) stays f32: its input '%s' is %s and the rule at %s would make it %s",
+                         n->name, n->op, v->name, qr_dtype_name(q->slots[q->slot_of[v->id]].dtype), a->loc,
+                         qr_dtype_name(want));
+    }
     qrl_qparams fixed = {1, 0};
     int valid = 1;
     if (a->kind == 1 && fixed_qparams(q, a, n, &fixed, &valid) != QR_OK)
@@ -1332,7 +1399,7 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
         q->qval[i] = -1;
     for (int i = 0; i < q->nslots; i++)
         if (!q->slots[i].fallback)
-            q->qval[q->slots[i].value] = id_of(insert_qdq(d, d->values[q->slots[i].value], &q->slots[i], q->act_dtype));
+            q->qval[q->slots[i].value] = id_of(insert_qdq(d, d->values[q->slots[i].value], &q->slots[i], q->slots[i].dtype));
     for (int i = 0; i < q->nw; i++) {
         const qr_wquant *w = &q->w[i];
         if (qr_plan_const_falls_back(q, w->value))
@@ -1463,6 +1530,8 @@ static qr_status new_calibrators(qr_qctx *q)
             }
             if (q->out && v->is_output)
                 s = q->out;
+            if (q->slots[i].set) /* activation for the op or node that produces it */
+                s = q->slots[i].set;
             q->slots[i].qt.symmetric = (s->mods & QR_MOD_SYMMETRIC) != 0;
             st = new_calib(q, s, &q->slots[i].cal);
         }
@@ -1666,6 +1735,12 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     return check_agreement(q, res);
 }
 
+/* The activation types a loaded QDQ model may use. */
+static int file_act_type(qr_dtype t)
+{
+    return t == QR_U8 || t == QR_I8 || t == QR_U16 || t == QR_I16;
+}
+
 /* A loaded QDQ model (qr_qdq_strip): every slot takes the file's qparams; a slot the file leaves
  * in f32 stays f32, and a tensor the file quantizes that no rule claims keeps its Q/DQ pair. */
 static qr_status take_file_qparams(qr_qctx *q)
@@ -1673,7 +1748,7 @@ static qr_status take_file_qparams(qr_qctx *q)
     const qr_graph *g = q->g;
     for (int i = 0; i < g->n_values; i++) {
         const qr_value *v = g->values[i];
-        if (!v->is_const && v->q && v->q->n == 1 && v->q->dtype == q->act_dtype && q->slot_of[i] < 0 &&
+        if (!v->is_const && v->q && v->q->n == 1 && file_act_type(v->q->dtype) && q->slot_of[i] < 0 &&
             (v->producer || v->is_input) && add_slot(q, i, SLOT_FIXED, -1) < 0)
             return qr_errorf(q->e, "out of memory");
     }
@@ -1682,28 +1757,30 @@ static qr_status take_file_qparams(qr_qctx *q)
         const qr_qinfo *qi = g->values[s->value]->q;
         s->kind = SLOT_FIXED;
         s->solved = 1;
-        if (qi && qi->n == 1 && qi->dtype == q->act_dtype)
+        if (qi && qi->n == 1 && file_act_type(qi->dtype)) {
             s->qp = (qrl_qparams){qi->scale[0], qi->zero[0]};
-        else
+            s->dtype = qi->dtype; /* the file's type, tensor by tensor */
+            s->qt = qr_qtype_of(qi->dtype, 0, -1);
+        } else {
             s->fallback = 1;
+        }
     }
     return QR_OK;
 }
 
-/* The activation type of a stripped QDQ model: its quantized activations must agree on one. */
+/* The activation types of a stripped QDQ model: 8 or 16 bits, tensor by tensor (a recipe's
+ * `activation for` mixes them); the most common one stands for the recipe's activation type. */
 static qr_status file_act_dtype(qr_qctx *q)
 {
     const qr_graph *g = q->g;
+    int count[QR_DTYPE_COUNT] = {0};
     q->act_dtype = QR_UNDEF;
     for (int i = 0; i < g->n_values; i++) {
         const qr_value *v = g->values[i];
-        if (v->is_const || !v->q || v->q->dtype == QR_I32)
+        if (v->is_const || !v->q || !file_act_type(v->q->dtype))
             continue;
-        if (q->act_dtype != QR_UNDEF && v->q->dtype != q->act_dtype)
-            return qr_errorf(q->e, "the model quantizes activations to both %s and %s (e.g. '%s'); one type is "
-                                   "supported",
-                             qr_dtype_name(q->act_dtype), qr_dtype_name(v->q->dtype), v->name);
-        q->act_dtype = v->q->dtype;
+        if (++count[v->q->dtype] > (q->act_dtype == QR_UNDEF ? 0 : count[q->act_dtype]))
+            q->act_dtype = v->q->dtype;
     }
     if (q->act_dtype == QR_UNDEF)
         return qr_errorf(q->e, "the model has no quantized activations");
@@ -1729,7 +1806,7 @@ static qr_status fill_layers(const qr_qctx *q, qr_quantized *res)
         l->value = res->qdq->values[s->value]->name;
         l->op = v->producer ? v->producer->op : "input";
         l->how = s->kind == SLOT_CALIBRATED ? "calibrated" : s->kind == SLOT_FIXED ? "fixed" : "same";
-        l->dtype = q->act_dtype;
+        l->dtype = s->dtype;
         l->lo = s->kind == SLOT_SAME ? q->slots[s->same].lo : s->lo;
         l->hi = s->kind == SLOT_SAME ? q->slots[s->same].hi : s->hi;
         l->scale = s->qp.scale;
@@ -1776,13 +1853,15 @@ static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_qu
 
 /* The QDQ graph as the file says it: dynamically quantized Convs in ONNX Runtime's integer
  * operators (export_dynamic.h). */
-static qr_status export_form(qr_graph *d, qr_dtype act, qr_error *e)
+static qr_status export_form(const qr_qctx *q, qr_graph *d, qr_error *e)
 {
-    int n = qr_export_dynamic_convs(d);
+    int n = qr_export_dynamic_convs(d), wide = 0;
     if (n < 0)
         return qr_graph_check_oom(d, e) != QR_OK ? QR_ERR : qr_errorf(e, "out of memory");
+    for (int i = 0; i < q->nslots; i++)
+        wide |= !q->slots[i].fallback && (q->slots[i].dtype == QR_U16 || q->slots[i].dtype == QR_I16);
     /* QuantizeLinear and DequantizeLinear take 16-bit integers from opset 21 */
-    if ((act == QR_U16 || act == QR_I16) && qr_pass_raise_opset(d, 21, e) != QR_OK)
+    if (wide && qr_pass_raise_opset(d, 21, e) != QR_OK)
         return QR_ERR;
     return n ? qr_graph_toposort(d, e) : QR_OK;
 }
@@ -2014,7 +2093,7 @@ static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_qu
     if (st == QR_OK)
         st = fill_layers(&q, res);
     if (st == QR_OK) /* the file only: the integer graph and the measures are made */
-        st = export_form(res->qdq, q.act_dtype, e);
+        st = export_form(&q, res->qdq, e);
     if (st == QR_OK) {
         res->notes = q.notes; /* the result owns them now */
         res->nnotes = q.nnotes;

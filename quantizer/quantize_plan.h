@@ -20,6 +20,9 @@ typedef struct qr_slot {
     int same;       /* SLOT_SAME: the slot copied */
     qr_calib *cal;  /* SLOT_CALIBRATED */
     qrl_qtype qt;
+    qr_dtype dtype; /* its integers' type: the recipe's activation type, or the one an `activation for`
+                     * setting gives the values its op or node produces (set: that setting) */
+    const qr_setting *set;
     qrl_qparams qp; /* fixed, or the final solve over every worker's merged state */
     int solved;
     double lo, hi;  /* observed */
@@ -100,6 +103,8 @@ typedef struct qr_qctx {
     int *qnode; /* by node id: the id of the same node in the QDQ graph (sorting renumbers nodes) */
 } qr_qctx;
 
+/* The integer type value id `value` is quantized to: its slot's, else the recipe's activation type. */
+qr_dtype qr_plan_value_dtype(const qr_qctx *q, int value);
 /* The weight record of value id `value`, or NULL. */
 const qr_wquant *qr_plan_weight(const qr_qctx *q, int value);
 /* Whether constant `value` belongs to a match whose output fell back to f32. */

@@ -831,7 +831,8 @@ static void reg_setting(qrl_module *m, const char *recipe, const char *key, cons
     qr_recipe *r = find_recipe(m, recipe);
     qr_setting *s = r ? grow1(m, (void **)&r->settings, &r->nsettings, sizeof *s) : NULL;
     if (s)
-        *s = (qr_setting){(qr_setting_id)id, value, key, type, calibrator, (unsigned)mods, NULL, 0, (qrl_args_fn)args};
+        *s = (qr_setting){.id = (qr_setting_id)id, .value = value, .key = key, .type = type, .calibrator = calibrator,
+                          .mods = (unsigned)mods, .args = (qrl_args_fn)args};
 }
 
 static void reg_setting_arg(qrl_module *m, const char *recipe, const char *name)
@@ -845,6 +846,28 @@ static void reg_setting_arg(qrl_module *m, const char *recipe, const char *name)
     const char **v = grow1(m, (void **)&s->argnames, &s->nargs, sizeof *v);
     if (v)
         *v = name;
+}
+
+static void reg_setting_target(qrl_module *m, const char *recipe, const char *name, int64_t is_node)
+{
+    qr_recipe *r = find_recipe(m, recipe);
+    qr_setting *s = r && r->nsettings > 0 ? &r->settings[r->nsettings - 1] : NULL;
+    if (!s || !name || (is_node != 0 && is_node != 1)) {
+        m->bad = 1;
+        return;
+    }
+    int n = s->ntargets;
+    const char **v = grow1(m, (void **)&s->targets, &s->ntargets, sizeof *v);
+    if (!v)
+        return;
+    *v = name;
+    unsigned char *k = realloc(s->target_is_node, (size_t)n + 1);
+    if (!k) {
+        m->bad = 1;
+        return;
+    }
+    s->target_is_node = k;
+    k[n] = (unsigned char)is_node;
 }
 
 static void reg_use(qrl_module *m, const char *recipe, const char *name)
@@ -946,6 +969,7 @@ static const qrl_imports imports = {
     .add_transform_param = reg_transform_param,
     .add_out_dim = reg_out_dim,
     .add_state = reg_state,
+    .add_setting_target = reg_setting_target,
 };
 
 const qrl_imports *qr_recipe_imports(void)
@@ -1039,8 +1063,11 @@ void qr_module_free(qrl_module *m)
     free(m->transforms);
     free(m->affines);
     for (int i = 0; i < m->nrecipes; i++) {
-        for (int k = 0; k < m->recipes[i].nsettings; k++)
+        for (int k = 0; k < m->recipes[i].nsettings; k++) {
             free(m->recipes[i].settings[k].argnames);
+            free(m->recipes[i].settings[k].targets);
+            free(m->recipes[i].settings[k].target_is_node);
+        }
         free(m->recipes[i].settings);
         free(m->recipes[i].use);
     }
@@ -1246,9 +1273,24 @@ const qr_recipe *qr_module_recipe(const qrl_module *m, const char *name)
 const qr_setting *qr_recipe_setting(const qr_recipe *r, qr_setting_id id)
 {
     for (int i = 0; i < r->nsettings; i++)
-        if (r->settings[i].id == id)
+        if (r->settings[i].id == id && !r->settings[i].ntargets)
             return &r->settings[i];
     return NULL;
+}
+
+const qr_setting *qr_recipe_setting_for(const qr_recipe *r, qr_setting_id id, const char *op, const char *node)
+{
+    const qr_setting *by_op = NULL;
+    for (int i = 0; i < r->nsettings; i++) {
+        const qr_setting *s = &r->settings[i];
+        for (int t = 0; s->id == id && t < s->ntargets; t++) {
+            if (s->target_is_node[t] && node && !strcmp(s->targets[t], node))
+                return s;
+            if (!s->target_is_node[t] && op && !strcmp(s->targets[t], op) && !by_op)
+                by_op = s;
+        }
+    }
+    return by_op;
 }
 
 /* ---------------------------------------------------------- calibrators */

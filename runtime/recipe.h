@@ -20,7 +20,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 25
+#define QR_RECIPE_ABI 26
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -227,7 +227,10 @@ enum {
     /* The next field of the calibrator just added's state, in order (its typed layout, which                  \
      * qr_calib_pack follows): kind a qr_state_kind, at its offset in the state, elem_bytes the size           \
      * of an array's elements (0 otherwise). */                                                                \
-    X(ADD_STATE, add_state, v, m, s, l, l, l) /* (m, calibrator, kind, at, elem_bytes) */
+    X(ADD_STATE, add_state, v, m, s, l, l, l) /* (m, calibrator, kind, at, elem_bytes) */             \
+    /* What the recipe's last setting applies to (activation for LayerNormalization, "/enc/Softmax"):      \
+     * an op type, or a node's name when is_node. A setting with none applies to every value. */          \
+    X(ADD_SETTING_TARGET, add_setting_target, v, m, s, s, l) /* (m, recipe, name, is_node) */
 
 /* The C parameter list of letters (QRL_ABI_PARAMS(r, l): qrl_rt *, int64_t) and the signature as
  * a string, result first (QRL_ABI_SIG(v, r, l): "vrl"); up to 12 letters. */
@@ -622,6 +625,11 @@ typedef struct qr_setting {
     const char **argnames;  /* the calibrator parameter each argument binds, in order */
     int nargs;
     qrl_args_fn args;
+    /* activation for ...: the op types and node names whose output values it types (node names
+     * where is_node[i]); none: the recipe-wide setting */
+    const char **targets;
+    unsigned char *target_is_node;
+    int ntargets;
 } qr_setting;
 
 typedef struct qr_recipe {
@@ -714,7 +722,11 @@ const qr_affine *qr_module_affine_for(const qrl_module *m, const qr_graph *g, co
 const qr_recipe *qr_module_recipe(const qrl_module *m, const char *name);
 /* The transform named name; NULL when the module has none. */
 const qr_transform *qr_module_transform(const qrl_module *m, const char *name);
+/* The recipe-wide setting id (none that names ops or nodes); NULL when the recipe has none. */
 const qr_setting *qr_recipe_setting(const qr_recipe *r, qr_setting_id id);
+/* The setting id that names node `node` (by name) or, failing that, its op type `op` (activation
+ * for LayerNormalization, "/enc/Softmax" = ...); NULL when none does. */
+const qr_setting *qr_recipe_setting_for(const qr_recipe *r, qr_setting_id id, const char *op, const char *node);
 
 /* The view of t that JIT code takes for a tensor<T> parameter. */
 void qr_tview_of(const qr_tensor *t, qrl_tview *v);

@@ -19,6 +19,12 @@ Writes to OUTDIR:
   widek_calib.npy, widek_x.npy
   bigk.onnx      X [1, 33000] -> MatMul (w [33000, 2]): a sum longer than the int64 accumulator takes
   bigk_calib.npy
+  block.onnx     a post-LN attention block (opset 17), for recipes that give LayerNormalization and
+                 Softmax 16-bit outputs and keep the rest 8-bit: X [N, 6, 8] -> Linear -> h;
+                 n = LayerNorm(h) (scale and bias of both signs, epsilon 1e-3); q, k, v = Linear(n);
+                 s = (q @ k^T) * 0.35; p = Softmax(s); o = p @ v; Y = LayerNorm(o + n); Z = Linear(Y):
+                 outputs Y and Z
+  block_calib.npy, block_x.npy
 """
 import os
 import sys
@@ -100,6 +106,37 @@ def main():
                [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, kb])],
                [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 2])])
     np.save(os.path.join(out, "bigk_calib.npy"), rng.normal(0, 1, (2, kb)).astype(np.float32))
+
+    # block: the boundaries between 16-bit and 8-bit activations in a post-LN attention block
+    d = 8
+    w = {k: rng.normal(0, 0.4, (d, d)) for k in ("wh", "wq", "wk", "wv", "wz")}
+    b = {k: rng.normal(0, 0.3, d) for k in ("bh", "bq", "bk", "bv", "bz")}
+    g1, be1 = rng.normal(0.5, 0.6, d), rng.normal(0, 0.4, d)
+    g2, be2 = rng.normal(0.5, 0.6, d), rng.normal(0, 0.4, d)
+
+    def linear(x, wn, bn, y):
+        return [helper.make_node("MatMul", [x, wn], [y + "_m"]), helper.make_node("Add", [y + "_m", bn], [y])]
+
+    nodes = linear("X", "wh", "bh", "h") + [
+        helper.make_node("LayerNormalization", ["h", "g1", "be1"], ["n"], axis=-1, epsilon=1e-3)]
+    nodes += linear("n", "wq", "bq", "q") + linear("n", "wk", "bk", "k") + linear("n", "wv", "bv", "v")
+    nodes += [
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["q", "kt"], ["qk"]),
+        helper.make_node("Mul", ["qk", "c"], ["s"]),
+        helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "v"], ["o"]),
+        helper.make_node("Add", ["o", "n"], ["r"]),
+        helper.make_node("LayerNormalization", ["r", "g2", "be2"], ["Y"], axis=-1, epsilon=1e-3),
+    ] + linear("Y", "wz", "bz", "Z")
+    inits = [f32(k, a) for k, a in list(w.items()) + list(b.items())]
+    inits += [f32("g1", g1), f32("be1", be1), f32("g2", g2), f32("be2", be2), f32("c", 0.35)]
+    save_model(os.path.join(out, "block.onnx"), nodes, inits,
+               [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 6, d])],
+               [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", 6, d]),
+                helper.make_tensor_value_info("Z", TensorProto.FLOAT, ["N", 6, d])], opset=17)
+    np.save(os.path.join(out, "block_calib.npy"), rng.normal(0.1, 1.0, (32, 6, d)).astype(np.float32))
+    np.save(os.path.join(out, "block_x.npy"), rng.normal(0.1, 1.0, (8, 6, d)).astype(np.float32))
 
 
 if __name__ == "__main__":

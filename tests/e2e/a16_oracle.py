@@ -8,7 +8,7 @@ Every op in float64 as ONNX defines it: QuantizeLinear rounds x / scale half to 
 zero point and saturates to the zero point's type (uint16, int16, uint8, int8); DequantizeLinear
 is (q - zero) * scale, per tensor or per axis; Conv (group, strides, pads, dilations) as sums
 over the kernel's taps; MaxPool (no pads); Relu, Flatten, Transpose, MatMul, Add, Mul, ReduceMean (axes from the attribute or the
-input). Writes OUTDIR/<output name>.npy (float32) and OUTDIR/<output name>.scale (the scale of
+input), LayerNormalization, Softmax. Writes OUTDIR/<output name>.npy (float32) and OUTDIR/<output name>.scale (the scale of
 the QuantizeLinear that made the output: one step of its integers), and OUTDIR/info.txt: the
 model's opset ("opset 21"), the activations' integer types ("activation uint16", from the
 QuantizeLinear zero points) and the largest magnitude of a MatMul's exact integer sum
@@ -117,6 +117,19 @@ def main():
             y = ins[0] * ins[1]
         elif op == "Transpose":
             y = np.transpose(ins[0], attr(n, "perm"))
+        elif op == "LayerNormalization":
+            x = ins[0]
+            ax = attr(n, "axis", -1) % x.ndim
+            axes = tuple(range(ax, x.ndim))
+            mu = x.mean(axis=axes, keepdims=True)
+            var = ((x - mu) ** 2).mean(axis=axes, keepdims=True)
+            y = (x - mu) / np.sqrt(var + attr(n, "epsilon", 1e-5)) * ins[1]
+            if len(ins) > 2 and ins[2] is not None:
+                y = y + ins[2]
+        elif op == "Softmax":
+            x = ins[0]
+            e = np.exp(x - x.max(axis=attr(n, "axis", -1), keepdims=True))
+            y = e / e.sum(axis=attr(n, "axis", -1), keepdims=True)
         elif op == "ReduceMean":
             axes = attr(n, "axes") if len(ins) < 2 or ins[1] is None else list(ins[1])
             y = np.mean(ins[0], axis=tuple(axes), keepdims=bool(attr(n, "keepdims", 1)))

@@ -3,7 +3,9 @@
  * a Conv with group 2, strides, asymmetric pads and dilation, a MaxPool, a bias-free Conv, a Linear and a
  * ReduceMean (opset 13, axes an attribute), inputs of both signs; products of two activations
  * (a MatMul of X by its transpose, a Mul); and a MatMul whose K (4096)
- * makes the exact sum of the u16 x i8 integer products overflow int32.
+ * makes the exact sum of the u16 x i8 integer products overflow int32; and a post-LN attention
+ * block whose LayerNorm and Softmax outputs are u16 while the rest is u8 (recipes/int8-norm16.qrl,
+ * `activation for`): the boundaries between 16- and 8-bit activations.
  * The oracles are independent of QRL: numpy's run of the exported QDQ file in float64
  * (tests/e2e/a16_oracle.py: ONNX's QuantizeLinear/DequantizeLinear, Conv as sums over taps) and
  * ONNX Runtime's run of the same file. QRL's integer graph (`qrl run` of the export, and of the
@@ -59,11 +61,11 @@ static void teardown(void)
 
 TestSuite(a16, .init = setup, .fini = teardown, .timeout = 600);
 
-/* The recipe file of a tag: the shipped a16w8, or the i16 one setup wrote. */
+/* The recipe file of a tag: the shipped a16w8 or int8-norm16, or one setup wrote. */
 static void recipe_path(const char *tag, char *path, size_t n)
 {
-    if (!strcmp(tag, "a16w8"))
-        snprintf(path, n, "%s/recipes/a16w8.qrl", tu_root());
+    if (!strcmp(tag, "a16w8") || !strcmp(tag, "int8-norm16"))
+        snprintf(path, n, "%s/recipes/%s.qrl", tu_root(), tag);
     else
         snprintf(path, n, "%s/%s.qrl", dir, tag);
 }
@@ -232,5 +234,52 @@ Test(a16, an_int32_accumulator_for_16_bit_activations_is_refused)
     cr_assert(strstr(log, "acc32.qrl:8:9: pattern 'mm' has no lowering for the types the recipe chose (kernel 'k32' "
                           "takes its accumulator as tensor<i32>, but u16 activations accumulate in i64)"),
               "%s", log);
+    free(log);
+}
+
+/* activation for LayerNormalization, Softmax = u16 in an otherwise u8 recipe (int8-norm16.qrl):
+ * the Linears reading a LayerNorm (u16 x i8 into int64, an 8-bit output), attention's P.V (u16
+ * probabilities by the u8 V) and the post-LN residual (a u16 LayerNorm output plus the u8 branch)
+ * run as integer kernels, and every run of the export equals numpy's within a step. */
+Test(a16, ln_and_softmax_16_bit_in_an_8_bit_block)
+{
+    static const char *const outs[] = {"Y", "Z"};
+    char *info, cmd[8192], *log;
+    check("block", "int8-norm16", 2, outs, &info);
+    cr_assert(strstr(info, "opset 21\n") && strstr(info, "activation uint16 uint8\n"), "%s", info);
+    free(info);
+    /* nothing left to f32 islands between the kernels: the mixed boundaries have kernels */
+    snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize block.onnx --recipe '%s/recipes/int8-norm16.qrl' --calib "
+             "block_calib.npy -o block.again.onnx", dir, tu_qrl(), tu_root());
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "lowered:   8 kernel calls, 0 lookup tables, 1 integer ops, 0 requantizations, 0 f32 "
+                          "islands"), "%s", log);
+    cr_assert(strstr(log, "100.0% of"), "%s", log);
+    free(log);
+}
+
+/* An `activation for` that names a node by its name types that node's output alone. */
+Test(a16, activation_for_a_node_name)
+{
+    char cmd[8192], *log;
+    write_file("node16.qrl", "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+                             "recipe r {\n  activation = u8 asymmetric by minmax()\n"
+                             "  activation for \"p_node\" = u16 asymmetric by minmax()\n"
+                             "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n");
+    snprintf(cmd, sizeof cmd, "cd %s && /usr/bin/python3 -c \"import onnx; m = onnx.load('block.onnx'); "
+             "[setattr(n, 'name', 'p_node') for n in m.graph.node if n.op_type == 'Softmax']; "
+             "onnx.save(m, 'named.onnx')\"", dir);
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize named.onnx --recipe node16.qrl --calib block_calib.npy "
+             "-o named.q.onnx --qparams named.json", dir, tu_qrl());
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "cd %s && /usr/bin/python3 -c \"import onnx, onnx.numpy_helper; m = onnx.load('named.q.onnx'); "
+             "print(sorted((n.input[0], onnx.numpy_helper.to_array(i).dtype.name) for n in m.graph.node "
+             "if n.op_type == 'QuantizeLinear' for i in m.graph.initializer if len(n.input) > 2 and i.name == n.input[2]))\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "('p_f32', 'uint16')"), "%s", log);
+    cr_assert(!strstr(log, "('n_f32', 'uint16')") && strstr(log, "('n_f32', 'uint8')"), "%s", log);
     free(log);
 }

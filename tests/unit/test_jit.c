@@ -257,6 +257,51 @@ Test(jit, registering_a_type_no_function_has_is_refused)
     qr_module_free(m);
 }
 
+/* activation for ...: a setting's targets; the recipe-wide setting is the one without any, and a
+ * node named outranks its op. */
+static void targeted(qrl_module *m, const qrl_imports *im)
+{
+    im->add_recipe(m, "r", NULL, 0);
+    im->add_setting(m, "r", "activation", "u8", 0, "", NULL, 0.0);
+    im->add_setting(m, "r", "activation", "u16", 0, "", NULL, 0.0);
+    im->add_setting_target(m, "r", "Softmax", 0);
+    im->add_setting_target(m, "r", "LayerNormalization", 0);
+    im->add_setting(m, "r", "activation", "i16", 0, "", NULL, 0.0);
+    im->add_setting_target(m, "r", "/enc/Softmax", 1);
+}
+static void target_without_setting(qrl_module *m, const qrl_imports *im)
+{
+    im->add_recipe(m, "r", NULL, 0);
+    im->add_setting_target(m, "r", "Softmax", 0);
+}
+static void target_bad_kind(qrl_module *m, const qrl_imports *im)
+{
+    im->add_recipe(m, "r", NULL, 0);
+    im->add_setting(m, "r", "activation", "u16", 0, "", NULL, 0.0);
+    im->add_setting_target(m, "r", "Softmax", 2);
+}
+
+Test(jit, settings_for_chosen_ops_and_nodes)
+{
+    qrl_module *m = NULL;
+    qr_error e;
+    cr_assert_eq(qr_module_load(targeted, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
+    const qr_recipe *r = qr_module_recipe(m, "r");
+    cr_assert_str_eq(qr_recipe_setting(r, QR_SET_ACTIVATION)->type, "u8");
+    cr_assert_str_eq(qr_recipe_setting_for(r, QR_SET_ACTIVATION, "Softmax", "/enc/Softmax")->type, "i16");
+    cr_assert_str_eq(qr_recipe_setting_for(r, QR_SET_ACTIVATION, "Softmax", "/dec/Softmax")->type, "u16");
+    cr_assert_str_eq(qr_recipe_setting_for(r, QR_SET_ACTIVATION, "LayerNormalization", "x")->type, "u16");
+    cr_assert_null(qr_recipe_setting_for(r, QR_SET_ACTIVATION, "MatMul", "/enc/MatMul"));
+    cr_assert_null(qr_recipe_setting_for(r, QR_SET_WEIGHT, "Softmax", "/enc/Softmax"));
+    qr_module_free(m);
+    qrl_module_entry_fn bad[] = {target_without_setting, target_bad_kind};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        m = NULL;
+        cr_assert_eq(qr_module_load(bad[i], QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_ERR, "entry %zu", i);
+        cr_assert_null(m);
+    }
+}
+
 Test(jit, integer_arithmetic_wraps)
 {
     qrl_module *m = compile_text("ints.qrl",
