@@ -237,6 +237,26 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void quantiz
     }
 }
 
+/* quantize_f32_8bit's loop for 16-bit outputs (u16, i16): the same argument makes it
+ * saturate_round's bits (a zero point of up to 65535 added to a rounded float below 2^24 is exact,
+ * and past that the clamp decides). */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void quantize_f32_16bit(
+    const float *x, void *y, int is_u16, int64_t n, float s, float z, float lo, float hi)
+{
+    uint16_t *yu = y;
+    int16_t *yi = y;
+    for (int64_t i = 0; i < n; i++) {
+        float q = x[i] / s;
+        q = q == q ? q : 0.0f;
+        q = __builtin_rintf(q) + z;
+        q = q <= lo ? lo : q >= hi ? hi : q;
+        if (is_u16)
+            yu[i] = (uint16_t)(int32_t)q;
+        else
+            yi[i] = (int16_t)(int32_t)q;
+    }
+}
+
 /* The same with AVX-512 intrinsics, 16 at a time (the clone above, in ymm, packed each vector to
  * bytes through three packs and permutes): the same operations, so the same bits (vdivps rounds
  * as the scalar division; vrndscaleps in the current mode is rintf; vmaxps/vminps keep the
@@ -286,6 +306,13 @@ static qr_status quantize_run(qr_kctx *k)
         else
             quantize_f32_8bit(xf, y->data, y->dtype == QR_U8, qr_tensor_numel(x), (float)sc[0], (float)zv[0],
                               (float)lo, (float)hi);
+        free(sc);
+        free(zv);
+        return QR_OK;
+    }
+    if (xf && L.mode == LAYOUT_TENSOR && is_16bit(y->dtype)) {
+        quantize_f32_16bit(xf, y->data, y->dtype == QR_U16, qr_tensor_numel(x), (float)sc[0], (float)zv[0], (float)lo,
+                           (float)hi);
         free(sc);
         free(zv);
         return QR_OK;

@@ -1,4 +1,4 @@
-/* QuantizeLinear of f32 to u8 and i8 with one scale (quant.c: the AVX-512 loop, when the CPU has
+/* QuantizeLinear of f32 to u8, i8, u16 and i16 with one scale (quant.c: the AVX-512 loop, when the CPU has
  * it, and the portable one, QRL_QUANT=portable) through the op table, bit for bit against the
  * definition: y = saturate(rint(x / scale) + zero_point), NaN as 0, on values of both signs,
  * halves (ties to even), -0, infinities and NaN, tensors whose size is not a multiple of 16, on
@@ -64,11 +64,14 @@ static void check(int64_t n, qr_dtype t, float s, int64_t z)
                : v < 20 ? (float)((int)(next(&seed) % 2001) - 1000) * 1e3f
                         : (float)((int)(next(&seed) % 40001) - 20000) / 100.0f;
     }
-    int64_t lo = t == QR_U8 ? 0 : -128, hi = t == QR_U8 ? 255 : 127;
-    uint8_t zb = (uint8_t)z;
+    int64_t lo = t == QR_U8 || t == QR_U16 ? 0 : t == QR_I8 ? -128 : -32768;
+    int64_t hi = t == QR_U8 ? 255 : t == QR_I8 ? 127 : t == QR_U16 ? 65535 : 32767;
+    unsigned char zb[2];
+    memcpy(zb, t == QR_U16 ? (void *)&(uint16_t){(uint16_t)z} : t == QR_I16 ? (void *)&(int16_t){(int16_t)z}
+                                                                            : (void *)&(uint8_t){(uint8_t)z}, 2);
     qr_tensor tx = {.dtype = QR_F32, .ndim = 2, .dims = {1, n}, .data = x};
     qr_tensor ts = {.dtype = QR_F32, .ndim = 0, .data = &s};
-    qr_tensor tz = {.dtype = t, .ndim = 0, .data = &zb};
+    qr_tensor tz = {.dtype = t, .ndim = 0, .data = zb};
     qr_pool *pool2 = qr_pool_new(2);
     for (int p = 0; p < 2; p++)
         for (int th = 0; th < 2; th++) {
@@ -78,10 +81,13 @@ static void check(int64_t n, qr_dtype t, float s, int64_t z)
             tu_option("quant", "");
             cr_assert_eq(y.dtype, t);
             for (int64_t i = 0; i < n; i++) {
-                int64_t got = t == QR_U8 ? ((uint8_t *)y.data)[i] : ((int8_t *)y.data)[i];
+                int64_t got = t == QR_U8    ? ((uint8_t *)y.data)[i]
+                              : t == QR_I8  ? ((int8_t *)y.data)[i]
+                              : t == QR_U16 ? ((uint16_t *)y.data)[i]
+                                            : ((int16_t *)y.data)[i];
                 int64_t want = want_q(x[i], s, z, lo, hi);
                 cr_assert_eq(got, want, "%s, %s, %d threads, n %lld: x[%lld] = %g / %g + %lld: %lld, want %lld",
-                             p ? "portable" : "avx512", t == QR_U8 ? "u8" : "i8", th + 1, (long long)n, (long long)i,
+                             p ? "portable" : "avx512", qr_dtype_name(t), th + 1, (long long)n, (long long)i,
                              x[i], s, (long long)z, (long long)got, (long long)want);
             }
             qr_tensor_free(&y);
@@ -99,4 +105,16 @@ Test(quantize_linear, f32_to_8bit_matches_the_definition_bit_for_bit)
     check(333, QR_I8, 0.1f, 0);
     check(1000, QR_I8, 3.0f, 127);
     check(64, QR_U8, 1e-3f, 255);
+}
+
+/* 16-bit outputs (a16w8.qrl, and the u16 outputs of `activation for`): their own loop */
+Test(quantize_linear, f32_to_16bit_matches_the_definition_bit_for_bit)
+{
+    check(1, QR_U16, 0.5f, 3);
+    check(17, QR_I16, 0.25f, -5);
+    check(4099, QR_U16, 1.5e-5f, 0);
+    check(4100, QR_U16, 2e-3f, 30000);
+    check(333, QR_I16, 0.01f, 0);
+    check(1000, QR_I16, 3.0f, 32767);
+    check(64, QR_U16, 1e-3f, 65535);
 }
