@@ -411,6 +411,8 @@ void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out)
         .fp32_ms = z->fp32_ms, .output_sqnr = z->output_sqnr, .output_nonfinite = z->output_nonfinite,
         .validate_samples = z->validate_samples, .output_sqnr_calib = z->output_sqnr_calib,
         .output_cosine = z->output_cosine, .output_agreement = z->output_agreement,
+        .output_sqnr_pooled = z->output_sqnr_pooled, .output_sqnr_worst = z->output_sqnr_worst,
+        .output_worst = z->output_worst, .n_outputs = z->n_outputs,
         .macs = z->macs, .macs_int = z->macs_int, .top1_fp32 = z->top1_fp32, .top1_int8 = z->top1_int8,
         .top1_samples = z->top1_samples, .batch = z->batch, .weight_only = !z->ig};
 }

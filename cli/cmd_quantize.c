@@ -247,6 +247,10 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
     printf("output:    SQNR %.1f dB against f32 (the integer graph)%s; %.1f%% of %.3g MACs per sample in integers\n",
            q->output_sqnr, q->output_nonfinite ? ", NOT FINITE" : "", q->macs > 0 ? 100.0 * q->macs_int / q->macs : 0.0,
            q->macs);
+    if (q->output_worst && q->n_outputs > 1)
+        printf("worst:     output '%s' %.1f dB on its own (%s); all %d together %.1f dB\n", q->output_worst,
+               q->output_sqnr_worst, q->output_sqnr == q->output_sqnr_worst ? "what the fallback judged" : "the recipe's outputs = worst judges by it",
+               q->n_outputs, q->output_sqnr_pooled);
     printf("agreement: cosine %.5f to f32's outputs; %.1f%% of output rows have f32's argmax\n", q->output_cosine,
            100.0 * q->output_agreement);
     if (q->validate_samples > 0)

@@ -261,6 +261,10 @@ typedef struct qrl_quant_summary {
     double output_sqnr_calib;                     /* dB, output_sqnr on the calibration samples */
     double output_cosine;                         /* the outputs' cosine similarity to f32's */
     double output_agreement;                      /* share of output rows whose argmax is f32's */
+    double output_sqnr_pooled;                    /* dB, over every output's elements together */
+    double output_sqnr_worst;                     /* dB, the worst output's own (output_sqnr with outputs = worst) */
+    const char *output_worst;                     /* that output's name (NULL: none measured) */
+    int n_outputs;                                /* the model's outputs */
     double macs, macs_int;                        /* per sample: Conv/Gemm/MatMul MACs, and those in integers */
     double top1_fp32, top1_int8;                  /* with labels (qrl_quantize_opts): top-1 in %; NaN otherwise */
     int64_t top1_samples;

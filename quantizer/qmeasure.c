@@ -33,6 +33,19 @@ static int64_t measure_samples(const qr_qctx *q)
     return n > 0 ? n : 256;
 }
 
+/* Whether the recipe's choice id is name: outputs = worst judges each output on its own (the
+ * worst one decides), rank = gain ranks the layers by gain_effects. */
+static int choice_is(const qr_qctx *q, qr_setting_id id, const char *name)
+{
+    const qr_setting *s = qr_recipe_setting(q->r, id);
+    return s && s->type && !strcmp(s->type, name);
+}
+
+static int worst_output(const qr_qctx *q)
+{
+    return choice_is(q, QR_SET_OUTPUTS, "worst");
+}
+
 double qr_plan_sqnr(const qr_slot *s)
 {
     if (s->se2 <= 0)
@@ -151,6 +164,8 @@ typedef struct refs {
     pthread_cond_t cv;
 } refs;
 
+enum { LOCAL = 1, FRESH, OWN };
+
 typedef struct measure {
     qr_qctx *q;
     refs *r;
@@ -158,7 +173,12 @@ typedef struct measure {
     void *user;        /* its kernel_user */
     qr_observer_fn obs;
     unsigned char *want; /* by value id of the original graph: it reads that value's f32 */
-    int local; /* observe_slots: replaces each value by its f32 value (quantized where it is) */
+    /* observe_slots: LOCAL replaces each value by its f32 value (quantized where it is); FRESH
+     * (rank = gain) only the quantized ones, so that what f32 nodes make of their rounding reaches
+     * the next quantized value; OWN (rank = gain) replaces each quantized value by its f32 value,
+     * unquantized: each layer's error from f32 inputs. 0: the cumulative error */
+    int local;
+    double *out_x2, *out_e2; /* or NULL: by output index, the f32 energy and error of the outputs not slots */
     const qr_value **ival; /* by slot: its integers in the integer graph, or NULL */
     /* by slot: [0] 1 when ival holds them channels last (quantizer/layout.h), [1..3] its H, W, C as
      * the graph knows them (for a flattened twin, whose tensor does not say) */
@@ -168,6 +188,37 @@ typedef struct measure {
     qr_error e;
     qr_status st;
 } measure;
+
+/* A slot the measurement quantizes. */
+static int active(const qr_qctx *q, int id)
+{
+    int si = id >= 0 && id < q->g->n_values ? q->slot_of[id] : -1;
+    return si >= 0 && !q->slots[si].fallback;
+}
+
+/* Index of v among the model's outputs, or -1. */
+static int output_index(const qr_graph *g, const qr_value *v)
+{
+    for (int k = 0; k < g->n_outputs; k++)
+        if (g->outputs[k]->id == v->id)
+            return k;
+    return -1;
+}
+
+/* Sums of a^2 and of (a - fq(b))^2: the error of b once quantized as slot s is, against a. */
+static void quantized_error(const qr_slot *s, const float *a, const float *b, int64_t cnt, double *x2, double *e2)
+{
+    float y[1024];
+    for (int64_t at = 0; at < cnt; at += 1024) {
+        int64_t m = cnt - at < 1024 ? cnt - at : 1024;
+        qr_plan_fake_quant(b + at, y, m, (float)s->qp.scale, s->qp.zero, s->qt.qmin, s->qt.qmax);
+        for (int64_t i = 0; i < m; i++) {
+            double d = (double)a[at + i] - (double)y[i];
+            *x2 += (double)a[at + i] * a[at + i];
+            *e2 += d * d;
+        }
+    }
+}
 
 /* The f32 run's observer: a value some reader reads, handed over; then the readers run first. */
 static void observe_f32(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
@@ -229,9 +280,18 @@ static void give_back(refs *r, int id)
 
 static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
 {
-    (void)n;
     measure *ms = user;
     qr_qctx *q = ms->q;
+    if (ms->local == OWN && n && !original(q, v) && !strcmp(n->op, "DequantizeLinear")) {
+        /* a quantized model input: its readers read it as given (no run hands graph inputs over) */
+        for (int i = 0; i < q->g->n_inputs; i++) {
+            int id = q->g->inputs[i]->id;
+            if (active(q, id) && n->in[0] && q->qval[id] == n->in[0]->id && ms->in[i].dtype == QR_F32 &&
+                qr_tensor_numel(&ms->in[i]) == qr_tensor_numel(t) && t->dtype == QR_F32)
+                memcpy(t->data, ms->in[i].data, qr_tensor_nbytes(t));
+        }
+        return;
+    }
     if (!original(q, v) || !ms->want[v->id])
         return;
     int si = q->slot_of[v->id];
@@ -242,13 +302,27 @@ static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_te
         return;
     }
     float *b = t->data;
-    if (si < 0 || q->slots[si].fallback) { /* read only when local */
+    if (si < 0 || q->slots[si].fallback) { /* read only when local, or a model output */
+        int k = ms->out_e2 ? output_index(q->g, v) : -1;
+        for (int64_t i = 0; k >= 0 && i < cnt; i++) { /* as the quantized model computes it */
+            double d = (double)a[i] - (double)b[i];
+            ms->out_x2[k] += (double)a[i] * a[i];
+            ms->out_e2[k] += d * d;
+        }
         /* what f32 nodes compute from quantized inputs is not this layer's error */
-        memcpy(b, a, qr_tensor_nbytes(t));
+        if (ms->local == LOCAL)
+            memcpy(b, a, qr_tensor_nbytes(t));
         give_back(ms->r, v->id);
         return;
     }
     qr_slot *s = &q->slots[si];
+    if (ms->local == OWN) { /* its error from f32 inputs; its readers read f32 */
+        for (int64_t i = 0; i < cnt; i++)
+            s->oe2 += ((double)a[i] - (double)b[i]) * ((double)a[i] - (double)b[i]);
+        memcpy(b, a, qr_tensor_nbytes(t));
+        give_back(ms->r, v->id);
+        return;
+    }
     if (ms->local) {
         for (int64_t i = 0; i < cnt; i++) {
             double d = (double)a[i] - (double)b[i];
@@ -257,6 +331,8 @@ static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_te
         }
         s->ln += (double)cnt;
         qr_plan_fake_quant(a, b, cnt, (float)s->qp.scale, s->qp.zero, s->qt.qmin, s->qt.qmax);
+        for (int64_t i = 0; i < cnt; i++) /* its own rounding, all its readers see of it here */
+            s->lr2 += ((double)a[i] - (double)b[i]) * ((double)a[i] - (double)b[i]);
         give_back(ms->r, v->id);
         return;
     }
@@ -367,7 +443,8 @@ static void mark_wanted(measure *ms)
             const qr_value *v = n->out[j];
             if (v && ms->obs == observe_slots && original(q, v) && q->g->values[v->id]->producer) {
                 int si = q->slot_of[v->id];
-                ms->want[v->id] = ms->local || (si >= 0 && !q->slots[si].fallback);
+                ms->want[v->id] = ms->local == LOCAL || (si >= 0 && !q->slots[si].fallback) ||
+                                  (ms->out_e2 && output_index(q->g, v) >= 0);
             }
             for (int s = 0; v && ms->obs == observe_ints && s < q->nslots; s++)
                 if (ms->ival[s] == v && q->g->values[q->slots[s].value]->producer)
@@ -490,9 +567,28 @@ static qr_status side_by_side(qr_qctx *q, measure *ms, int nr, const qr_tensor *
 static qr_status measure_local(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count, outref *o)
 {
     for (int i = 0; i < q->nslots; i++)
-        q->slots[i].lx2 = q->slots[i].le2 = q->slots[i].ln = 0;
+        q->slots[i].lx2 = q->slots[i].le2 = q->slots[i].ln = q->slots[i].lr2 = 0;
     measure ms = {.g = qdq, .obs = observe_slots, .local = 1};
     return side_by_side(q, &ms, 1, calib, count, o);
+}
+
+/* rank = gain's runs, beside one f32 run: FRESH (the local SQNR, and each slot's own rounding),
+ * OWN (each slot's error from f32 inputs) and the cumulative error (every quantization applied).
+ * out (4 * n_outputs) gets the f32 energy of the outputs not slots, and their error in the FRESH
+ * and the cumulative run (the rest is scratch). */
+static qr_status measure_gain_runs(qr_qctx *q, const qr_graph *qdq, const qr_tensor *calib, int64_t count,
+                                   outref *o, double *out)
+{
+    for (int i = 0; i < q->nslots; i++) {
+        qr_slot *s = &q->slots[i];
+        s->lx2 = s->le2 = s->ln = s->lr2 = s->oe2 = 0;
+        s->sx2 = s->se2 = s->n = s->clipped = 0;
+    }
+    int no = q->g->n_outputs;
+    measure ms[3] = {{.g = qdq, .obs = observe_slots, .local = FRESH, .out_x2 = out + 3 * no, .out_e2 = out + no},
+                     {.g = qdq, .obs = observe_slots, .local = OWN},
+                     {.g = qdq, .obs = observe_slots, .out_x2 = out, .out_e2 = out + 2 * no}};
+    return side_by_side(q, ms, 3, calib, count, o);
 }
 
 qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count)
@@ -536,6 +632,8 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
  * not finite where f32 is. */
 typedef struct out_metrics {
     double sqnr, cosine, agreement;
+    double pooled_sqnr, worst_sqnr; /* sqnr is one of them, as the recipe's outputs says */
+    int worst;                      /* the worst output's index */
     int64_t nonfinite;
 } out_metrics;
 
@@ -603,9 +701,10 @@ static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *gr
     pair_sums ps = {0};
     int64_t rows = 0, agree = 0;
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
+    pair_sums *each = calloc((size_t)g->n_outputs + 1, sizeof *each); /* by output */
     qr_exec_opts eo = {.threads = q->o->threads, .kernel_user = user};
     qr_exec *x = NULL;
-    qr_status st = in && out ? qr_exec_new(graph, &eo, &x, q->e) : qr_errorf(q->e, "out of memory");
+    qr_status st = in && out && each ? qr_exec_new(graph, &eo, &x, q->e) : qr_errorf(q->e, "out of memory");
     for (int k = 0; st == QR_OK && k < nbatches && k < o->nbatches; k++) {
         int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
         qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
@@ -615,7 +714,7 @@ static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *gr
             const qr_tensor *r = &o->out[k * g->n_outputs + j], *t = &out[j];
             int64_t cnt = qr_tensor_numel(r);
             if (cnt == qr_tensor_numel(t) && qr_dtype_is_float(r->dtype) && qr_dtype_is_float(t->dtype))
-                pair_sum(&ps, r, t, cnt);
+                pair_sum(&each[j], r, t, cnt);
             int64_t n = r->ndim > 0 ? r->dims[r->ndim - 1] : 1;
             if (cnt == qr_tensor_numel(t) && n > 1 && cnt % n == 0)
                 for (int64_t row = 0; row < cnt / n; row++, rows++)
@@ -626,9 +725,23 @@ static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *gr
     qr_exec_free(x);
     free(in);
     free(out);
+    /* pooled over every output's elements, and the worst output's own (outputs = worst judges by it) */
+    mt->worst = -1;
+    mt->worst_sqnr = INFINITY;
+    for (int j = 0; each && j < g->n_outputs; j++) {
+        ps.sx2 += each[j].sx2, ps.se2 += each[j].se2, ps.sv2 += each[j].sv2, ps.sxv += each[j].sxv;
+        ps.nonfinite += each[j].nonfinite;
+        double db = each[j].nonfinite ? -INFINITY : each[j].se2 <= 0 ? INFINITY : 10.0 * log10(each[j].sx2 / each[j].se2);
+        if (mt->worst < 0 || db < mt->worst_sqnr)
+            mt->worst = j, mt->worst_sqnr = db;
+    }
+    free(each);
     int64_t nf = ps.nonfinite;
     mt->nonfinite = nf;
     mt->sqnr = nf ? -INFINITY : ps.se2 <= 0 ? INFINITY : 10.0 * log10(ps.sx2 / ps.se2);
+    mt->pooled_sqnr = mt->sqnr;
+    if (worst_output(q))
+        mt->sqnr = nf ? -INFINITY : mt->worst_sqnr;
     mt->cosine = nf ? -1 : ps.sx2 > 0 && ps.sv2 > 0 ? ps.sxv / sqrt(ps.sx2 * ps.sv2) : ps.sx2 == ps.sv2 ? 1 : 0;
     mt->agreement = nf ? 0 : rows ? (double)agree / (double)rows : 1;
     return st;
@@ -723,6 +836,182 @@ static qr_status measure_effects(qr_qctx *q, const qr_tensor *calib, int64_t cou
     return st;
 }
 
+/* ------------------------------------------------------------ rank = gain */
+
+/* The nearest quantized values upstream of value v (v itself when from_self and it is one), through
+ * the f32 values between: their slots appended to list (n of them so far, room for nslots). stamp
+ * (by value id) marks what this walk has seen as mark. */
+static int upstream_slots(const qr_qctx *q, const qr_value *v, int from_self, int *stamp, int mark,
+                          const qr_value **stack, int *list, int n)
+{
+    int top = 0;
+    if (from_self && active(q, v->id)) {
+        list[n++] = q->slot_of[v->id];
+        return n;
+    }
+    stack[top++] = v;
+    stamp[v->id] = mark;
+    while (top > 0) {
+        const qr_node *nd = stack[--top]->producer;
+        for (int i = 0; nd && i < nd->n_in; i++) {
+            const qr_value *u = nd->in[i];
+            if (!u || stamp[u->id] == mark)
+                continue;
+            stamp[u->id] = mark;
+            if (active(q, u->id))
+                list[n++] = q->slot_of[u->id];
+            else if (u->producer)
+                stack[top++] = u;
+        }
+    }
+    return n;
+}
+
+/* A graph input slot's own rounding and energy over samples [0, n) of calib (it has no producer:
+ * no run observes it). */
+static void input_rounding(const qr_qctx *q, const qr_slot *s, const qr_tensor *calib, int64_t n, double *r2,
+                           double *x2)
+{
+    *r2 = *x2 = 0;
+    for (int i = 0; i < q->g->n_inputs; i++) {
+        const qr_tensor *t = &calib[i];
+        if (q->g->inputs[i]->id != s->value || t->dtype != QR_F32 || t->ndim < 1 || t->dims[0] <= 0)
+            continue;
+        int64_t per = qr_tensor_numel(t) / t->dims[0], m = (n < t->dims[0] ? n : t->dims[0]) * per;
+        quantized_error(s, t->data, t->data, m, x2, r2);
+    }
+}
+
+/* rank = gain: each ranked layer's effect on the outputs from the three runs of measure_gain_runs,
+ * with no run per layer. A first-order noise model: quantization noise is additive and independent,
+ * and each node carries the error of its inputs to its output with a gain (the noise-propagation
+ * model of Lin, Talathi and Annapureddy, "Fixed point quantization of deep convolutional networks",
+ * ICML 2016, and of Zhou et al., "Adaptive quantization for deep neural network", AAAI 2018, with the
+ * gains measured rather than assumed). At each quantized value j, its nearest quantized upstream
+ * values p (through f32 nodes), R its own rounding |x - fq(x)|^2 on f32 x:
+ *
+ *   own         O_j = R_j + W_j                           (f32 inputs: W_j, its weights' error)
+ *   fresh       L_j = O_j + h_j * sum_p R_p               (inputs rounded from f32: h_j, the gain of
+ *                                                          fresh, independent rounding noise)
+ *   cumulative  E_j = L_j + g_j * sum_p (E_p - R_p)       (everything quantized: g_j, the gain of
+ *                                                          the error that came from upstream)
+ *
+ * Two gains, because the two differ: a node that subtracts two nearly equal channels cancels the
+ * error they share but not their independent rounding. Where the upstream error is too small to
+ * tell (the first layers), g_j = h_j. An output is the same with O = 0 (its error measured where the
+ * model computes it), or, quantized itself, gains 1. Then, per output o and backwards in graph order,
+ * F_p = sum over the readers k of p of g_k F_k and H_p = sum h_k F_k (F of an output: 1 for itself),
+ * and layer i's noise reaches output o as W_i F_io + R_i H_io; the effect is the outputs' SQNR that
+ * gives (the worst output's with outputs = worst). */
+static qr_status gain_effects(qr_qctx *q, const qr_tensor *calib, int64_t n, const double *out, ranked *rk, int nr)
+{
+    const qr_graph *g = q->g;
+    int ns = q->nslots, no = g->n_outputs, nv = g->n_values;
+    const double *out_x2 = out, *out_l2 = out + no, *out_e2 = out + 2 * no;
+    /* preds[off[j] .. off[j + 1]): slot j's (j < ns) or output j - ns's nearest quantized values */
+    int *off = calloc((size_t)(ns + no) + 2, sizeof *off), *preds = NULL, *stamp = calloc((size_t)nv + 1, sizeof *stamp);
+    int *pos = calloc((size_t)g->n_nodes + 1, sizeof *pos), *order = calloc((size_t)ns + 1, sizeof *order);
+    const qr_value **stack = calloc((size_t)nv + 1, sizeof *stack);
+    double *hg = calloc(2 * ((size_t)(ns + no) + 1), sizeof *hg), *W = calloc((size_t)ns + 1, sizeof *W);
+    double *R = calloc((size_t)ns + 1, sizeof *R), *S = calloc((size_t)ns + 1, sizeof *S);
+    double *FH = calloc(2 * (size_t)ns * (size_t)no + 1, sizeof *FH); /* [slot][F, H][output] */
+    size_t cap = 0;
+    int ok = off && stamp && pos && order && stack && hg && W && R && S && FH;
+    for (int j = 0; ok && j < ns + no; j++) { /* the edges, each target's list room for nslots */
+        if (cap < (size_t)off[j] + (size_t)ns + 1) {
+            cap = 2 * cap + (size_t)ns + 1;
+            int *np = realloc(preds, cap * sizeof *preds);
+            if (!np) {
+                ok = 0;
+                break;
+            }
+            preds = np;
+        }
+        const qr_value *v = j < ns ? g->values[q->slots[j].value] : g->outputs[j - ns];
+        off[j + 1] = j < ns && (!active(q, v->id) || !v->producer) ? off[j]
+                     : upstream_slots(q, v, j >= ns, stamp, j + 1, stack, preds, off[j]);
+    }
+    if (!ok) {
+        free(off), free(preds), free(stamp), free(pos), free(order), free(stack);
+        free(hg), free(W), free(R), free(S), free(FH);
+        return qr_errorf(q->e, "out of memory");
+    }
+    double *h = hg, *gn = hg + ns + no;
+    for (int i = 0; i < g->n_nodes; i++)
+        pos[g->nodes[i]->id] = i;
+    int na = 0;
+    for (int j = 0; j < ns; j++) {
+        const qr_slot *s = &q->slots[j];
+        if (!active(q, s->value))
+            continue;
+        order[na++] = j;
+        if (g->values[s->value]->producer)
+            R[j] = s->lr2, S[j] = s->sx2, W[j] = fmax(0, s->oe2 - s->lr2);
+        else
+            input_rounding(q, s, calib, n, &R[j], &S[j]);
+    }
+    /* graph order: by the producing node's place (inputs first) */
+    for (int a = 1; a < na; a++)
+        for (int b = a; b > 0; b--) {
+            const qr_value *x = g->values[q->slots[order[b - 1]].value], *y = g->values[q->slots[order[b]].value];
+            int px = x->producer ? pos[x->producer->id] : -1, py = y->producer ? pos[y->producer->id] : -1;
+            if (px <= py)
+                break;
+            int t = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = t;
+        }
+    for (int j = 0; j < ns + no; j++) { /* the gains */
+        double sr = 0, se = 0;
+        for (int k = off[j]; k < off[j + 1]; k++)
+            sr += R[preds[k]], se += q->g->values[q->slots[preds[k]].value]->producer ? q->slots[preds[k]].se2 : R[preds[k]];
+        double own, fresh, cum;
+        if (j >= ns) {
+            if (off[j + 1] - off[j] == 1 && q->slots[preds[off[j]]].value == g->outputs[j - ns]->id) {
+                h[j] = gn[j] = 1; /* quantized itself */
+                continue;
+            }
+            own = 0, fresh = out_l2[j - ns], cum = out_e2[j - ns];
+        } else {
+            const qr_slot *s = &q->slots[j];
+            own = s->oe2, fresh = s->le2, cum = s->se2;
+        }
+        h[j] = sr > 0 ? fmax(0, fresh - own) / sr : 0;
+        gn[j] = se - sr > 1e-3 * se ? fmax(0, cum - fresh) / (se - sr) : h[j];
+    }
+    for (int j = ns; j < ns + no; j++)
+        for (int k = off[j]; k < off[j + 1]; k++) {
+            FH[(size_t)preds[k] * 2 * (size_t)no + (size_t)(j - ns)] += gn[j];
+            FH[((size_t)preds[k] * 2 + 1) * (size_t)no + (size_t)(j - ns)] += h[j];
+        }
+    for (int a = na - 1; a >= 0; a--) {
+        int j = order[a];
+        for (int k = off[j]; k < off[j + 1]; k++)
+            for (int o = 0; o < no; o++) {
+                double Fj = FH[(size_t)j * 2 * (size_t)no + (size_t)o];
+                FH[(size_t)preds[k] * 2 * (size_t)no + (size_t)o] += gn[j] * Fj;
+                FH[((size_t)preds[k] * 2 + 1) * (size_t)no + (size_t)o] += h[j] * Fj;
+            }
+    }
+    int worst = worst_output(q);
+    for (int r = 0; r < nr; r++) {
+        int j = rk[r].slot;
+        double sx = 0, se = 0, low = INFINITY;
+        for (int o = 0; o < no; o++) {
+            const qr_value *v = g->outputs[o];
+            double x2 = active(q, v->id) ? q->slots[q->slot_of[v->id]].sx2 : out_x2[o];
+            double e2 = W[j] * FH[(size_t)j * 2 * (size_t)no + (size_t)o] + R[j] * FH[((size_t)j * 2 + 1) * (size_t)no + (size_t)o];
+            sx += x2, se += e2;
+            if (e2 > 0)
+                low = fmin(low, 10.0 * log10(x2 / e2));
+        }
+        rk[r].effect = worst ? low : se > 0 ? 10.0 * log10(sx / se) : INFINITY;
+    }
+    free(off), free(preds), free(stamp), free(pos), free(order), free(stack);
+    free(hg), free(W), free(R), free(S), free(FH);
+    return QR_OK;
+}
+
 /* The fallback's progress: its measurements as steps of an estimate made up front (the binary
  * search's log2 steps; fewer when the first tries meet the recipe). */
 typedef struct fb_progress {
@@ -756,6 +1045,10 @@ static qr_status try_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_
     res->output_nonfinite = mt.nonfinite;
     res->output_cosine = mt.cosine;
     res->output_agreement = mt.agreement;
+    res->output_sqnr_pooled = mt.pooled_sqnr;
+    res->output_sqnr_worst = mt.worst_sqnr;
+    res->output_worst = mt.worst >= 0 ? q->g->outputs[mt.worst]->name : NULL;
+    res->n_outputs = q->g->n_outputs;
     qrl_rt rt;
     qr_rt_init(&rt);
     int bad = res->output_nonfinite > 0;
@@ -772,13 +1065,21 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     if (!rk)
         return qr_errorf(q->e, "out of memory");
     fb_progress pg = {.o = q->o, .total = 3, .t0 = qr_plan_now_ms()};
+    for (int i = 0; i < q->nslots; i++)
+        q->slots[i].effect = NAN;
     for (int n = q->nslots; n > 0 && q->r->fallback; n /= 2) /* the search's steps, at most */
         pg.total++;
     /* the local measurement's f32 run keeps the outputs every comparison reads; after a bias
      * correction they come from the model before it (q->ref), in a pass of their own */
     qr_status st = q->ref ? outref_init(&o, q, calib, count) : outref_alloc(&o, q, count);
+    /* rank = gain: the runs its estimate reads, beside the local one */
+    int gain = choice_is(q, QR_SET_RANK, "gain");
+    double *outs = calloc(4 * (size_t)q->g->n_outputs + 1, sizeof *outs);
+    if (st == QR_OK && !outs)
+        st = qr_errorf(q->e, "out of memory");
     if (st == QR_OK)
-        st = measure_local(q, res->qdq, calib, count, q->ref ? NULL : &o);
+        st = gain ? measure_gain_runs(q, res->qdq, calib, count, q->ref ? NULL : &o, outs)
+                  : measure_local(q, res->qdq, calib, count, q->ref ? NULL : &o);
     fb_step(&pg);
     int nr = 0;
     for (int i = 0; st == QR_OK && i < q->nslots; i++)
@@ -806,7 +1107,10 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     }
     if (st == QR_OK && !holds) { /* the fewest worst layers whose fallback meets it: a binary search */
         /* past those, the layers with the worst effect on the outputs first */
-        if ((st = measure_effects(q, calib, count, rk + k, nr - k)) == QR_OK)
+        st = gain ? gain_effects(q, calib, o.n, outs, rk + k, nr - k) : measure_effects(q, calib, count, rk + k, nr - k);
+        for (int i = k; st == QR_OK && i < nr; i++)
+            q->slots[rk[i].slot].effect = rk[i].effect;
+        if (st == QR_OK)
             qsort(rk + k, (size_t)(nr - k), sizeof *rk, by_effect);
         int lo = k, hi = nr; /* fails at lo; assumed to hold at hi (everything in f32) */
         while (st == QR_OK && hi - lo > 1) {
@@ -829,6 +1133,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         qr_measure_macs(q, res, o.per_sample, o.last);
     outref_free(&o);
     free(rk);
+    free(outs);
     return st;
 }
 

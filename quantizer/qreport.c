@@ -96,6 +96,8 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
         num(f, l->sqnr_int);
         fprintf(f, ", \"sqnr_local_db\": ");
         num(f, l->sqnr_local);
+        fprintf(f, ", \"effect_db\": ");
+        num(f, l->effect);
         fprintf(f, ", \"top1_delta_alone\": ");
         num(f, l->top1_delta);
         fprintf(f, ", \"clipped\": ");

@@ -51,6 +51,8 @@ typedef struct qr_qlayer {
     int64_t qmin, qmax;
     double sqnr;    /* dB, of this tensor in the quantized model against f32 (measured on calibration data) */
     double sqnr_local; /* dB, the error its layer alone adds (f32 inputs): the fallback's ranking */
+    double effect;     /* dB, the outputs' SQNR with this layer alone quantized, as the recipe's rank measured or
+                        * estimated it for the fallback's search (NaN: the search did not rank it) */
     double top1_delta; /* with labels: top-1 (points) with only this layer quantized, minus f32's; NaN otherwise */
     double sqnr_int; /* dB, the same as the integer graph computes it (NaN: not on the integers) */
     double clipped; /* fraction of f32 values outside the representable range */
@@ -81,6 +83,9 @@ typedef struct qr_quantized {
     double output_sqnr_calib;                     /* dB, output_sqnr on the calibration samples */
     double output_cosine;                         /* the outputs' cosine similarity to f32's */
     double output_agreement;                      /* share of output rows whose argmax is f32's */
+    double output_sqnr_pooled, output_sqnr_worst; /* dB: over all outputs' elements; the worst output's */
+    const char *output_worst;                     /* the worst output's name (the model's), or NULL */
+    int n_outputs;
     double macs, macs_int;                        /* per sample: Conv/Gemm/MatMul MACs, and those in integer kernels */
     double top1_fp32, top1_int8;                  /* with labels: top-1 (%) on the measured samples; NaN otherwise */
     int64_t top1_samples;

@@ -29,6 +29,11 @@ typedef struct qr_slot {
     double sx2, se2, n, clipped; /* measurement against f32: signal, error, count, outside range */
     double isx2, ise2;           /* the same error, of the integer graph's integers */
     double lx2, le2, ln;         /* its layer's own error: the quantized model run with f32 inputs */
+    /* for rank = gain: its own rounding |x - fq(x)|^2 on f32 x (the local run), and its error with
+     * f32 inputs (its weights and its rounding) */
+    double lr2, oe2;
+    double effect; /* dB: the outputs' SQNR with this layer alone quantized, as the recipe's rank measured or
+                    * estimated it (NaN: not ranked) */
     int fallback;
 } qr_slot;
 

@@ -595,7 +595,9 @@ typedef enum qr_setting_kind {
     X(VALIDATE, "validate", QR_SK_FRACTION, 0, 1, NULL)                     \
     X(MEASURE_SAMPLES, "measure_samples", QR_SK_COUNT, 1, 1000000, NULL)    \
     X(EFFECT_SAMPLES, "effect_samples", QR_SK_COUNT, 1, 1000000, NULL)      \
-    X(BLOCK, "block", QR_SK_POW2, 16, 256, NULL)
+    X(BLOCK, "block", QR_SK_POW2, 16, 256, NULL)                            \
+    X(RANK, "rank", QR_SK_CHOICE, 0, 0, "effect gain")                      \
+    X(OUTPUTS, "outputs", QR_SK_CHOICE, 0, 0, "pooled worst")
 
 typedef enum qr_setting_id {
 #define QR_SETTING_ID(id, ...) QR_SET_##id,

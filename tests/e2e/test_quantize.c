@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <limits.h>
+#include <math.h>
 #include <string.h>
 
 #include "qrl.h"
@@ -562,25 +563,32 @@ Test(quantize, bias_after_a_fallen_back_input_stays_f32)
     cr_assert_float_eq(run, ort, 0.5, "qrl run of the export %.2f dB, ORT %.2f dB", run, ort);
 }
 
+/* A recipe file in dir named name: int8's activations and weights, then the lines given. */
+static void write_recipe(const char *path, const char *lines)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+               "recipe r {\n  activation = u8 asymmetric by minmax()\n"
+               "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n%s}\n",
+            lines);
+    fclose(f);
+}
+
 /* The fallback reverts the layers with the worst effect on the outputs first: in ranking.onnx the
  * layer whose rounding error a later difference amplifies (a) is the one to revert; ranked by local
  * SQNR, the difference itself (b: its inputs' error counts against it) went first, uselessly, and two
- * tensors fell back where one suffices. */
-Test(quantize, fallback_reverts_by_effect_on_the_outputs)
+ * tensors fell back where one suffices. rank = gain (no run per layer) decides the same as rank =
+ * effect (each layer measured alone). */
+static void reverts_by_effect(const char *rank)
 {
-    char cmd[4096], model[700], out[700], x[700], recipe[700], rep[700], *log;
+    char cmd[4096], model[700], out[700], x[700], recipe[700], rep[700], lines[200], *log;
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_fallback_models.py' '%s'", tu_root(), dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
-    snprintf(recipe, sizeof recipe, "%s/r25.qrl", dir);
-    FILE *f = fopen(recipe, "w");
-    cr_assert(f);
-    fputs("import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
-          "recipe r25 {\n  activation = u8 asymmetric by minmax()\n"
-          "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
-          "  fallback = f32 when output_sqnr < 25\n}\n",
-          f);
-    fclose(f);
+    snprintf(recipe, sizeof recipe, "%s/r25_%s.qrl", dir, rank);
+    snprintf(lines, sizeof lines, "  fallback = f32 when output_sqnr < 25\n  rank = %s\n", rank);
+    write_recipe(recipe, lines);
     snprintf(model, sizeof model, "%s/ranking.onnx", dir);
     snprintf(out, sizeof out, "%s/ranking_q.onnx", dir);
     snprintf(x, sizeof x, "%s/ranking_x.npy", dir);
@@ -598,10 +606,102 @@ Test(quantize, fallback_reverts_by_effect_on_the_outputs)
              "print('fell', ','.join(l['value'] for l in r['layers'] if l['fallback']))\"",
              rep);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    cr_assert(strstr(log, "fell a\n"), "%s", log);
+    cr_assert(strstr(log, "fell a\n"), "rank = %s: %s", rank, log);
     free(log);
     double ort = ort_sqnr(model, out, x);
     cr_assert_float_eq(ort, db, 0.5, "ORT %.2f dB, qrl says %.2f dB", ort, db);
+}
+
+Test(quantize, fallback_reverts_by_effect_on_the_outputs)
+{
+    reverts_by_effect("effect");
+}
+
+Test(quantize, rank_gain_reverts_what_effect_does)
+{
+    reverts_by_effect("gain");
+}
+
+/* Each layer's effect on the outputs (the report's effect_db) against numpy (tests/e2e/gain_oracle.py)
+ * on a chain x -> Conv -> a -> Conv -> y: rank = effect is the output SQNR with that layer alone
+ * quantized; rank = gain is its estimate from three runs (the formula, in numpy from its own forward
+ * passes), and ranks the three layers as the exact effects do. fallback = ... < 99 makes the search
+ * rank every layer. */
+Test(quantize, rank_effect_and_gain_against_numpy)
+{
+    char cmd[4096], recipe[700], lines[200], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/gain_oracle.py' make '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    for (int k = 0; k < 2; k++) {
+        const char *rank = k ? "gain" : "effect";
+        snprintf(recipe, sizeof recipe, "%s/c_%s.qrl", dir, rank);
+        snprintf(lines, sizeof lines, "  fallback = f32 when output_sqnr < 99\n  rank = %s\n", rank);
+        write_recipe(recipe, lines);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && '%s' quantize %s/chain.onnx --recipe %s --calib %s/chain_x.npy -o %s/cq.onnx "
+                 "--qparams %s/cq.json --report %s/crep.json && /usr/bin/python3 tests/e2e/gain_oracle.py check %s "
+                 "%s/cq.json %s/crep.json",
+                 tu_root(), tu_qrl(), dir, recipe, dir, dir, dir, dir, dir, dir, dir);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        double exact[3], gain[3], got[3];
+        const char *names = "xay";
+        for (int i = 0; i < 3; i++) {
+            char want[8];
+            snprintf(want, sizeof want, "\n%c ", names[i]);
+            const char *at = strstr(log, want);
+            cr_assert(at && sscanf(at + 3, "%lf %lf %lf", &exact[i], &gain[i], &got[i]) == 3, "%s", log);
+            double ref = k ? gain[i] : exact[i];
+            cr_assert_float_eq(got[i], ref, 0.05, "rank = %s, layer %c: %.4f dB, numpy %.4f dB\n%s", rank, names[i],
+                               got[i], ref, log);
+        }
+        for (int i = 0; i < 3; i++) /* the same order as the exact effects */
+            for (int j = 0; j < 3; j++)
+                cr_assert((exact[i] < exact[j]) == (got[i] < got[j]), "rank = %s orders %c and %c otherwise\n%s",
+                          rank, names[i], names[j], log);
+        free(log);
+    }
+}
+
+/* outputs = worst judges each output on its own: in two.onnx the output b (a difference that
+ * amplifies its input's rounding) is near 0 dB while a's energy keeps the pooled SQNR at 38 dB.
+ * Pooled, the fallback sees 25 dB met and keeps everything; worst, it reverts until b meets it too,
+ * and ONNX Runtime on the export agrees output by output. The summary names the worst output. */
+Test(quantize, outputs_worst_judges_each_output)
+{
+    char cmd[4096], recipe[700], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/gain_oracle.py' make '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    for (int k = 0; k < 2; k++) {
+        snprintf(recipe, sizeof recipe, "%s/two_%d.qrl", dir, k);
+        write_recipe(recipe, k ? "  fallback = f32 when output_sqnr < 25\n  outputs = worst\n"
+                               : "  fallback = f32 when output_sqnr < 25\n");
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && '%s' quantize %s/two.onnx --recipe %s --calib %s/two_x.npy -o %s/two_q.onnx && "
+                 "ORT_OPT_LEVEL=disabled node tools/ort_sqnr.js %s/two.onnx %s/two_q.onnx %s/two_x.npy | "
+                 "/usr/bin/python3 -c \"import json, sys; r = json.load(sys.stdin); "
+                 "print('ort', ' '.join('%%s=%%.2f' %% (o['name'], o['sqnr_db']) for o in r['outputs']))\"",
+                 tu_root(), tu_qrl(), dir, recipe, dir, dir, dir, dir, dir);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        double a = 0, b = 0, worst = 0, pooled = 0, db = 0;
+        const char *o = strstr(log, "ort a="), *w = strstr(log, "worst:     output '"), *s = strstr(log, "output:    SQNR ");
+        cr_assert(o && sscanf(o, "ort a=%lf b=%lf", &a, &b) == 2, "%s", log);
+        cr_assert(s && sscanf(s, "output:    SQNR %lf", &db) == 1, "%s", log);
+        cr_assert(w && sscanf(w + 19, "%*c' %lf dB on its own (%*[^)]); all 2 together %lf", &worst, &pooled) == 2,
+                  "%s", log);
+        cr_assert_float_eq(worst, fmin(a, b), 0.5, "worst %.2f, ORT a %.2f b %.2f\n%s", worst, a, b, log);
+        if (!k) {
+            cr_assert(strstr(log, "0 tensors fell back") && strstr(log, "worst:     output 'b'"), "%s", log);
+            cr_assert_lt(b, 10.0, "%s", log);
+            cr_assert_float_eq(db, pooled, 0.01, "%s", log);
+        } else {
+            cr_assert(!strstr(log, "0 tensors fell back"), "%s", log);
+            cr_assert(a >= 25.0 && b >= 25.0, "ORT a %.2f b %.2f\n%s", a, b, log);
+            cr_assert_float_eq(db, worst, 0.01, "%s", log);
+        }
+        free(log);
+    }
 }
 
 /* The recipe's rounding decides how QRL rounds the constants it quantizes: a weight of 0.5, 1.5 and

@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""The oracle of test_quantize.c's rank tests: a chain x [8, 3, 4, 4] -> Conv 1x1 (w1, no bias) -> a ->
+Conv 1x1 (w2, no bias) -> y, weights and inputs of both signs, quantized as int8.qrl quantizes (u8
+asymmetric activations from the export's qparams JSON, i8 symmetric per-channel weights from min/max:
+scale = max|w| / 127.5, computed here). numpy computes, for each of x, a and y:
+
+  exact  the output SQNR with that layer alone quantized (what rank = effect measures)
+  gain   rank = gain's estimate (quantizer/qmeasure.c gain_effects), from numpy's own forward passes:
+         R own rounding, O error from f32 inputs, L from inputs rounded from f32, E cumulative;
+         W = O - R, h = (L - O) / R_in, g = (E - L) / (E_in - R_in) (h where E_in ~ R_in);
+         effect = S_y / (W F + R H), F and H the gains carried to y.
+
+two.onnx (make): x -> Conv (two nearly equal channels) -> a -> Conv (their difference) -> b, both
+outputs: pooled, a's energy hides b's error.
+
+Usage: gain_oracle.py make DIR                 chain.onnx, chain_x.npy, two.onnx, two_x.npy
+       gain_oracle.py check DIR QPARAMS REPORT  prints one line per layer: name exact gain reported"""
+import json
+import sys
+
+import numpy as np
+
+
+def make(d):
+    import onnx
+    from onnx import numpy_helper
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    r = np.random.default_rng(5)
+    w1 = (r.standard_normal((4, 3, 1, 1)) * 0.6).astype(np.float32)
+    w1[1, 2, 0, 0] = 2.5  # one weight that a per-channel scale fits
+    w2 = (r.standard_normal((2, 4, 1, 1)) * 0.4).astype(np.float32)
+    x = (r.standard_normal((8, 3, 4, 4)) * np.array([1.0, 0.3, 2.0]).reshape(1, 3, 1, 1)).astype(np.float32)
+    g = h.make_graph([h.make_node("Conv", ["x", "w1"], ["a"]), h.make_node("Conv", ["a", "w2"], ["y"])], "chain",
+                     [h.make_tensor_value_info("x", T.FLOAT, [None, 3, 4, 4])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [None, 2, 4, 4])],
+                     [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    onnx.save(m, f"{d}/chain.onnx")
+    np.save(f"{d}/chain_x.npy", x)
+    # two.onnx: x -> Conv (two nearly equal channels) -> a (an output) -> Conv (their difference) -> b
+    # (an output): pooled, a's energy hides b's error, which the difference amplifies
+    wa = np.array([[1.0, 0.5, -0.3], [1.0, 0.5, -0.29]], np.float32).reshape(2, 3, 1, 1)
+    wb = np.array([[1.0, -1.0]], np.float32).reshape(1, 2, 1, 1)
+    g = h.make_graph([h.make_node("Conv", ["x", "wa"], ["a"]), h.make_node("Conv", ["a", "wb"], ["b"])], "two",
+                     [h.make_tensor_value_info("x", T.FLOAT, [None, 3, 4, 4])],
+                     [h.make_tensor_value_info("a", T.FLOAT, [None, 2, 4, 4]),
+                      h.make_tensor_value_info("b", T.FLOAT, [None, 1, 4, 4])],
+                     [numpy_helper.from_array(wa, "wa"), numpy_helper.from_array(wb, "wb")])
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), f"{d}/two.onnx")
+    np.save(f"{d}/two_x.npy", (r.standard_normal((32, 3, 4, 4)) * 2).astype(np.float32))
+
+
+def conv(w, x):
+    return np.einsum("oc,nchw->nohw", w[:, :, 0, 0].astype(np.float64), x.astype(np.float64)).astype(np.float32)
+
+
+def wq(w):
+    s = (np.abs(w).reshape(w.shape[0], -1).max(1) / 127.5).astype(np.float32).reshape(-1, 1, 1, 1)
+    return (np.clip(np.rint(w / s), -128, 127) * s).astype(np.float32)
+
+
+def check(d, qpath, rpath):
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(f"{d}/chain.onnx")
+    w = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    x = np.load(f"{d}/chain_x.npy")
+    qp = {a["value"]: a for a in json.load(open(qpath))["activations"]}
+
+    def fq(name, v):
+        p = qp[name]
+        s, z = np.float32(p["scale"]), p["zero_point"]
+        q = np.clip(np.rint(v / s) + z, p["qmin"], p["qmax"])
+        return ((q - z) * s).astype(np.float32)
+
+    def e2(a, b):
+        return float(((a.astype(np.float64) - b.astype(np.float64)) ** 2).sum())
+
+    w1, w2, q1, q2 = w["w1"], w["w2"], wq(w["w1"]), wq(w["w2"])
+    a = conv(w1, x)
+    y = conv(w2, a)
+    S = float((y.astype(np.float64) ** 2).sum())
+    db = lambda e: 10 * np.log10(S / e) if e > 0 else float("inf")
+    exact = {"x": db(e2(y, conv(w2, conv(w1, fq("x", x))))),
+             "a": db(e2(y, conv(w2, fq("a", conv(q1, x))))),
+             "y": db(e2(y, fq("y", conv(q2, a))))}
+    R = {"x": e2(x, fq("x", x)), "a": e2(a, fq("a", a)), "y": e2(y, fq("y", y))}
+    O = {"a": e2(a, fq("a", conv(q1, x))), "y": e2(y, fq("y", conv(q2, a)))}
+    L = {"a": e2(a, fq("a", conv(q1, fq("x", x)))), "y": e2(y, fq("y", conv(q2, fq("a", a))))}
+    E = {"a": L["a"], "y": e2(y, fq("y", conv(q2, fq("a", conv(q1, fq("x", x))))))}
+    h = {"a": max(0, L["a"] - O["a"]) / R["x"], "y": max(0, L["y"] - O["y"]) / R["a"]}
+    g = {"a": h["a"],  # its input x is not computed: no upstream error
+         "y": max(0, E["y"] - L["y"]) / (E["a"] - R["a"]) if E["a"] - R["a"] > 1e-3 * E["a"] else h["y"]}
+    W = {"x": 0.0, "a": max(0, O["a"] - R["a"]), "y": max(0, O["y"] - R["y"])}
+    F = {"y": 1.0}
+    H = {"y": 1.0}
+    F["a"], H["a"] = g["y"] * F["y"], h["y"] * F["y"]
+    F["x"], H["x"] = g["a"] * F["a"], h["a"] * F["a"]
+    gain = {k: db(W[k] * F[k] + R[k] * H[k]) for k in "xay"}
+    rep = {l["value"]: l.get("effect_db") for l in json.load(open(rpath))["layers"]}
+    for k in "xay":
+        r = rep.get(k)
+        print(k, f"{exact[k]:.4f}", f"{gain[k]:.4f}", "null" if r is None else f"{r:.4f}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "make":
+        make(sys.argv[2])
+    else:
+        check(*sys.argv[2:5])
