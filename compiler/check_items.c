@@ -5,6 +5,7 @@
 #include "check_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "generic.h"
@@ -838,11 +839,35 @@ void chk_affine(ctx *c, qc_sym *s)
     chk_pop_scope(c);
 }
 
+/* accumulate = iN where N is not a value type (i14 is a name to the parser): N when it is a
+ * width the runtime takes (QR_ACC_MIN_BITS..QR_ACC_MAX_BITS), -1 for another iN, 0 for no iN. */
+static int acc_width(const ql_node *t)
+{
+    if ((t->kind != QL_NAME && (t->kind != QL_TYPE || t->op != QL_TOK_IDENT)) || !t->name || t->name[0] != 'i' ||
+        t->name[1] < '1' || t->name[1] > '9')
+        return 0;
+    char *end;
+    long n = strtol(t->name + 1, &end, 10);
+    if (*end)
+        return 0;
+    return n >= QR_ACC_MIN_BITS && n <= QR_ACC_MAX_BITS ? (int)n : -1;
+}
+
 static void qspec(ctx *c, ql_node *setting, int kind)
 {
     /* kind 0: activation/weight (int type, modifiers, by calibrator); 1: a type only; 2: fallback */
     char a[64];
     ql_node *q = setting->a;
+    int acc = !strcmp(setting->name, "accumulate");
+    const char *acc_is = acc ? "is iN for N from 8 to 32 (i8, i14, i16, i32) or i64" : "is i16, i32 or i64";
+    if (acc && q->kind == QL_NAME) { /* accumulate = i14: a name to the parser */
+        int bits = acc_width(q);
+        if (bits < 0)
+            chk_err(c, q, "accumulate %s, not %s", acc_is, q->name);
+        else if (!bits)
+            chk_err(c, q, "unknown type '%s'; accumulate %s", q->name, acc_is);
+        return;
+    }
     if (q->kind != QL_QSPEC) {
         chk_err(c, q, "%s takes a type%s", setting->name,
             kind == 0 ? " and a calibrator: i8 symmetric by minmax()" : kind == 2 ? ": f32 when sqnr < 20" : "");
@@ -852,20 +877,25 @@ static void qspec(ctx *c, ql_node *setting, int kind)
     int weight = !strcmp(setting->name, "weight"), act = !strcmp(setting->name, "activation");
     const char *quant_to = weight ? "is quantized to i4, u4, i8, u8, i16 or u16" : act
                          ? "is quantized to i8, u8, i16 or u16, or stays f32 (weight-only)" : "is quantized to i8, u8, i16 or u16";
-    if (q->a->kind == QL_TYPE && q->a->op == QL_TOK_IDENT) { /* a name where the type goes: i3, u7 */
+    if (acc && acc_width(q->a) != 0) { /* accumulate = i14: a width of 8 to 32 bits (QR_ACC_MIN_BITS..) */
+        int bits = acc_width(q->a);
+        if (bits < 0)
+            chk_err(c, q->a, "accumulate %s, not %s", acc_is, q->a->name);
+        t = &qc_error; /* no value type of its own: the JIT passes its name */
+    } else if (q->a->kind == QL_TYPE && q->a->op == QL_TOK_IDENT) { /* a name where the type goes: i3, u7 */
         static const char *const wtypes[] = {"i4", "u4", "i8", "u8", "i16", "u16"};
         static const char *const types[] = {"i8", "u8", "i16", "u16", "i32", "i64", "f32"};
         const char *hint = weight ? ql_suggest(q->a->name, wtypes, 6)
                                   : ql_suggest(q->a->name, types, kind == 0 ? 4 : kind == 1 ? 6 : 7);
         chk_err(c, q->a, "unknown type '%s'; %s %s%s%s%s", q->a->name, setting->name,
-                kind == 0 ? quant_to : kind == 1 ? "is i16, i32 or i64" : "runs in f32",
+                kind == 0 ? quant_to : kind == 1 ? acc_is : "runs in f32",
                 hint ? "; did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
         t = &qc_error;
     } else if (q->a->kind == QL_TYPE && (q->a->op == QL_TOK_I4 || q->a->op == QL_TOK_U4)) {
         t = q->a->op == QL_TOK_I4 ? &qc_i4 : &qc_u4; /* no value type: chk_type would refuse it */
         if (!weight)
             chk_err(c, q->a, "%s %s, not %s: 4-bit types are for weights", setting->name,
-                    kind == 0 ? quant_to : kind == 1 ? "is i16, i32 or i64" : "runs in f32", TN(t, a));
+                    kind == 0 ? quant_to : kind == 1 ? acc_is : "runs in f32", TN(t, a));
         q->a->type = t;
         t = weight ? t : &qc_error;
     } else {
@@ -875,8 +905,10 @@ static void qspec(ctx *c, ql_node *setting, int kind)
     if (kind == 0 && t->k != QC_I8 && t->k != QC_U8 && t->k != QC_I16 && t->k != QC_U16 && t->k != QC_I4 &&
         t->k != QC_U4 && !f32_act && t->k != QC_ERROR)
         chk_err(c, q->a, "%s %s, not %s", setting->name, quant_to, TN(t, a));
+    if (kind == 1 && acc && t->k == QC_I8) /* an 8-bit accumulator: i8 is a value type too */
+        t = &qc_error;
     if (kind == 1 && t->k != QC_I32 && t->k != QC_I64 && t->k != QC_I16 && t->k != QC_ERROR)
-        chk_err(c, q->a, "%s is i16, i32 or i64, not %s", setting->name, TN(t, a));
+        chk_err(c, q->a, "%s %s, not %s", setting->name, acc_is, TN(t, a));
     if (kind == 2 && t->k != QC_F32 && t->k != QC_ERROR)
         chk_err(c, q->a, "the fallback runs in f32, not %s", TN(t, a));
     static const char *const mods[] = {"symmetric", "asymmetric", "narrow", "per_channel", "per_tensor"};
@@ -887,7 +919,9 @@ static void qspec(ctx *c, ql_node *setting, int kind)
         int ok = 0;
         for (int j = 0; j < 5; j++)
             ok |= !strcmp(m, mods[j]);
-        if (kind != 0)
+        if (kind != 0 && acc && (!strcmp(m, "wrap") || !strcmp(m, "saturate")))
+            chk_err(c, q->kids[i], "accumulate takes no modifiers; the overflow policy is a setting: overflow = %s", m);
+        else if (kind != 0)
             chk_err(c, q->kids[i], "%s takes no modifiers", setting->name);
         else if (!ok) {
             const char *hint = ql_suggest(m, mods, 5);

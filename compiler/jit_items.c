@@ -836,7 +836,10 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
             if (q->kind == QL_CALL)
                 call = q;
         } else if (q->kind == QL_QSPEC) {
-            qc_type_name(q->a->type ? q->a->type : &qc_error, type, sizeof type);
+            if (q->a->kind == QL_TYPE && q->a->op == QL_TOK_IDENT && q->a->name) /* accumulate = i14 */
+                snprintf(type, sizeof type, "%s", q->a->name);
+            else
+                qc_type_name(q->a->type ? q->a->type : &qc_error, type, sizeof type);
             mods = setting_mods(q);
             const ql_node *by = q->b;
             if (by) {

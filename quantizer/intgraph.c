@@ -660,6 +660,8 @@ const qr_op_def qr_ops_intgraph[] = {
     {"QrlKernel", "qrl", 0, 128, 1, 1, "call:i to:i acc:i kernel:s shape_from:ints shape:ints shape_op:s shape_in:ints", kcall_infer,
      kcall_run, 0, .writes_all = qr_op_writes_all},
     {"QrlLookup", "qrl", 2, 2, 1, 1, "", lookup_infer, lookup_run, 0, .writes_all = qr_op_writes_all},
+    {"QrlAccInteger", "qrl", 2, 4, 1, 1, QR_ACCINT_ATTRS, qr_accint_infer, qr_accint_run, 0, NULL, qr_accint_macs,
+     qr_op_writes_all},
     {"QrlConvKernel", "qrl", 2, 128, 1, 1,
      "call:i to:i conv_inputs:i nhwc:i x_nchw:i then_call:i then_first:i auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints",
      kconv_infer, kconv_run, 0, NULL, kconv_macs, kconv_writes_all},
@@ -962,7 +964,10 @@ static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
         qr_tensor_free(&wz);
     }
     snprintf(name, sizeof name, "%s_integer", a->name);
-    qr_node *n = add_node(b, conv ? "ConvInteger" : "MatMulInteger", name, 4, acc);
+    /* a narrow accumulator: every partial sum in the defined order (quantizer/accwidth.h), not the
+     * fast kernels' order */
+    const char *op = q->acc_narrow ? "QrlAccInteger" : conv ? "ConvInteger" : "MatMulInteger";
+    qr_node *n = add_node(b, op, name, 4, acc);
     if (!n)
         return qr_errorf(b->e, "out of memory"), NULL;
     n->in[0] = xi;
@@ -972,6 +977,17 @@ static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
     if (conv) { /* the Conv's geometry */
         n->attr = a->attr;
         n->n_attr = a->n_attr;
+    }
+    if (q->acc_narrow) {
+        qr_acc_counter *c = realloc(b->ig->accs, sizeof *c * (size_t)(b->ig->naccs + 1));
+        if (!c)
+            return qr_errorf(b->e, "out of memory"), NULL;
+        b->ig->accs = c;
+        c[b->ig->naccs] = (qr_acc_counter){.value = r->out};
+        qr_node_add_attr_i(b->d, n, "counter", b->ig->naccs++);
+        qr_node_add_attr_i(b->d, n, "bits", q->acc_bits);
+        qr_node_add_attr_i(b->d, n, "saturate", q->acc_saturate);
+        qr_node_add_attr_i(b->d, n, "conv", conv);
     }
     return acc;
 }
@@ -1976,6 +1992,7 @@ void qr_intgraph_free(qr_intgraph *ig)
         call_free(&ig->calls[i]);
     free(ig->calls);
     free(ig->runs);
+    free(ig->accs);
     qr_graph_free(ig->g);
     free(ig);
 }

@@ -20,6 +20,7 @@
 #ifndef QR_INTGRAPH_H
 #define QR_INTGRAPH_H
 
+#include "accwidth.h"
 #include "graph.h"
 #include "status.h"
 
@@ -37,6 +38,10 @@ typedef struct qr_intgraph {
     int requants; /* requantizing tables added in front of affine nodes */
     int islands;  /* quantized groups left as f32 between DequantizeLinear and QuantizeLinear */
     const char **runs; /* by value id of the original graph: how its producer runs, or NULL */
+    /* the narrow accumulators (accumulate = iN, overflow = saturate): QrlAccInteger's counts, by
+     * its attribute "counter" */
+    qr_acc_counter *accs;
+    int naccs;
 } qr_intgraph;
 
 /* q: a finished plan (final qparams, fallbacks applied); qdq: the QDQ graph

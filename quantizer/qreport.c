@@ -67,9 +67,15 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     num(f, q->top1_fp32);
     fprintf(f, ",\n  \"top1_int8\": ");
     num(f, q->top1_int8);
-    fprintf(f, ",\n  \"output_nonfinite\": %lld,\n  \"macs_per_sample\": %.0f,\n  \"macs_int_per_sample\": %.0f,\n"
-               "  \"layers\": [\n",
+    fprintf(f, ",\n  \"output_nonfinite\": %lld,\n  \"macs_per_sample\": %.0f,\n  \"macs_int_per_sample\": %.0f,\n",
             (long long)q->output_nonfinite, q->macs, q->macs_int);
+    /* accumulate = iN or overflow = saturate: the accumulator, and per layer its partial sums and
+     * overflows (fields absent for i32 wrapping, whose reports stay as they were) */
+    int narrow = q->acc_bits && (q->acc_bits < 32 || q->acc_saturate);
+    if (narrow)
+        fprintf(f, "  \"accumulator\": {\"bits\": %d, \"overflow\": \"%s\"},\n", q->acc_bits,
+                q->acc_saturate ? "saturate" : "wrap");
+    fprintf(f, "  \"layers\": [\n");
     for (int i = 0; i < q->nlayers; i++) {
         const qr_qlayer *l = &q->layers[i];
         fprintf(f, "    {\"value\": \"");
@@ -102,6 +108,11 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
         num(f, l->top1_delta);
         fprintf(f, ", \"clipped\": ");
         num(f, l->clipped);
+        if (narrow && l->acc_on)
+            fprintf(f, ", \"acc_sums\": %lld, \"acc_overflows\": %lld", (long long)l->acc_sums,
+                    (long long)l->acc_overflows);
+        else if (narrow)
+            fprintf(f, ", \"acc_sums\": null, \"acc_overflows\": null");
         fprintf(f, ", \"fallback\": %s, \"runs_as\": \"", l->fallback ? "true" : "false");
         esc(f, l->runs ? l->runs : "", 1);
         fprintf(f, "\"}%s\n", i + 1 < q->nlayers ? "," : "");

@@ -88,11 +88,21 @@ static qr_status read_settings(qr_qctx *q)
         return qr_errorf(q->e, "the model's opset %d predates QuantizeLinear (opset 10)", q->g->opset);
     if (q->g->opset < 13)
         q->w_per_channel = 0; /* per-axis DequantizeLinear needs opset 13; the model's ops keep theirs */
-    for (int i = QR_SET_BIAS; i <= QR_SET_ACCUMULATE; i++) {
-        const qr_setting *s = qr_recipe_setting(r, (qr_setting_id)i);
-        if (s && strcmp(s->type, "i32"))
-            return qr_errorf(q->e, "recipe '%s': %s = %s is not supported yet (i32 is)", r->name, s->key, s->type);
+    const qr_setting *bias = qr_recipe_setting(r, QR_SET_BIAS), *acc = qr_recipe_setting(r, QR_SET_ACCUMULATE);
+    if (bias && strcmp(bias->type, "i32"))
+        return qr_errorf(q->e, "recipe '%s': bias = %s is not supported yet (i32 is)", r->name, bias->type);
+    q->acc_bits = 32;
+    if (acc) { /* iN, N from QR_ACC_MIN_BITS to 32: the checker's rule, again for a module built otherwise */
+        char *end = NULL;
+        long bits = acc->type[0] == 'i' ? strtol(acc->type + 1, &end, 10) : 0;
+        if (!end || *end || bits < QR_ACC_MIN_BITS || bits > QR_ACC_MAX_BITS)
+            return qr_errorf(q->e, "recipe '%s': accumulate = %s is not supported yet (i%d to i%d are)", r->name,
+                             acc->type, QR_ACC_MIN_BITS, QR_ACC_MAX_BITS);
+        q->acc_bits = (int)bits;
     }
+    const qr_setting *ovf = qr_recipe_setting(r, QR_SET_OVERFLOW);
+    q->acc_saturate = ovf && !strcmp(ovf->type, "saturate");
+    q->acc_narrow = q->acc_bits < 32 || q->acc_saturate;
     const qr_setting *num = qr_recipe_setting(r, QR_SET_NUMERICS);
     if (num && !qr_setting_choice(QR_SET_NUMERICS, num->type))
         return qr_errorf(q->e, "recipe '%s': unknown numerics '%s'", r->name, num->type);
@@ -1717,14 +1727,29 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
         q->slots[i].qp.scale = (float)q->slots[i].qp.scale;
     res->samples = count;
     res->batch = qr_plan_batch(q);
+    res->acc_bits = q->acc_bits;
+    res->acc_saturate = q->acc_saturate;
     if ((st = qr_plan_build_qdq(q, res)) != QR_OK || (st = qr_plan_fallback(q, res, judge, njudge)) != QR_OK)
         return st;
     res->output_sqnr_calib = res->output_sqnr;
     if (judge != calib && (st = qr_measure_output_sqnr(q, res, calib, count, &res->output_sqnr_calib)) != QR_OK)
         return st;
     /* each tensor as it ships: cumulative error in the QDQ simulation and in the integer graph */
+    for (int i = 0; res->ig && i < res->ig->naccs; i++) /* the narrow accumulators count this run */
+        res->ig->accs[i].sums = res->ig->accs[i].overflows = 0;
+    for (int i = 0; i < q->nslots; i++)
+        q->slots[i].acc_on = 0, q->slots[i].acc_sums = q->slots[i].acc_over = 0;
     if ((st = qr_measure_shipped(q, res, judge, njudge)) != QR_OK)
         return st;
+    for (int i = 0; res->ig && i < res->ig->naccs; i++) {
+        const qr_acc_counter *c = &res->ig->accs[i];
+        int si = c->value >= 0 ? q->slot_of[c->value] : -1;
+        if (si >= 0) {
+            q->slots[si].acc_on = 1;
+            q->slots[si].acc_sums += c->sums;
+            q->slots[si].acc_over += c->overflows;
+        }
+    }
     res->top1_fp32 = res->top1_int8 = NAN;
     if (q->o->labels) {
         if (!(q->top1 = calloc((size_t)q->nslots + 1, sizeof *q->top1)))
@@ -1820,6 +1845,9 @@ static qr_status fill_layers(const qr_qctx *q, qr_quantized *res)
         l->sqnr_int = s->fallback || q->qval[s->value] < 0 ? NAN
                       : s->ise2 <= 0 ? INFINITY : 10.0 * log10(s->isx2 / s->ise2);
         l->clipped = s->n > 0 ? s->clipped / s->n : 0;
+        l->acc_on = s->acc_on;
+        l->acc_sums = s->acc_sums;
+        l->acc_overflows = s->acc_over;
         l->fallback = s->fallback;
         l->runs = s->fallback ? "f32 (fallback)"
                   : res->ig->runs[s->value] ? res->ig->runs[s->value]

@@ -56,6 +56,10 @@ typedef struct qr_qlayer {
     double top1_delta; /* with labels: top-1 (points) with only this layer quantized, minus f32's; NaN otherwise */
     double sqnr_int; /* dB, the same as the integer graph computes it (NaN: not on the integers) */
     double clipped; /* fraction of f32 values outside the representable range */
+    /* accumulate = iN: the partial sums of its layer's accumulator and those that left the range
+     * (wrapped or saturated) on the measured samples; acc_on 0: no narrow accumulator writes it */
+    int acc_on;
+    int64_t acc_sums, acc_overflows;
     int fallback;   /* the recipe's fallback condition held: left in f32 */
     const char *runs; /* how its producer runs in the integer graph */
     int dynamic;      /* quantized at run time (role dynamic), no scale or zero point fixed: 1 per tensor,
@@ -90,6 +94,7 @@ typedef struct qr_quantized {
     double top1_fp32, top1_int8;                  /* with labels: top-1 (%) on the measured samples; NaN otherwise */
     int64_t top1_samples;
     int batch;                                    /* samples per calibration and measurement run */
+    int acc_bits, acc_saturate;                   /* the recipe's accumulate = iN (32 for i32) and overflow */
     const char *recipe;                           /* the recipe used */
     char **notes;                                 /* nodes the recipe's rules left in f32, and why */
     int nnotes;

@@ -35,6 +35,10 @@ typedef struct qr_slot {
     double effect; /* dB: the outputs' SQNR with this layer alone quantized, as the recipe's rank measured or
                     * estimated it (NaN: not ranked) */
     int fallback;
+    /* a narrow accumulator's (accumulate = iN) partial sums in the layer that writes it, and those
+     * that left the range, over the measured samples; acc_on: its layer has one */
+    int64_t acc_sums, acc_over;
+    int acc_on;
 } qr_slot;
 
 typedef struct qr_wquant { /* a quantized weight */
@@ -70,6 +74,10 @@ typedef struct qr_qctx {
     int act_narrow, w_narrow, w_per_channel;
     int act_sym, w_sym; /* the symmetric modifier: solve sees it as t.symmetric */
     const char *numerics; /* the recipe's: only patterns of these numerics (or of none stated) match */
+    /* the recipe's accumulate = iN and overflow: the Conv/Gemm/MatMul accumulators' width (32 for
+     * i32) and whether a partial sum beyond it saturates (else it wraps); acc_narrow: anything but
+     * i32 wrapping, which the integer graph then computes in the defined order (QrlAccInteger) */
+    int acc_bits, acc_saturate, acc_narrow;
     int round_away;       /* the recipe's rounding = half_away: constants QRL quantizes (weights, biases,
                            * tables, constant operands) round ties away from zero, else to even */
     double *top1; /* by slot, with labels: top-1 points with that layer alone quantized, minus f32's */

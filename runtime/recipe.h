@@ -597,7 +597,13 @@ typedef enum qr_setting_kind {
     X(EFFECT_SAMPLES, "effect_samples", QR_SK_COUNT, 1, 1000000, NULL)      \
     X(BLOCK, "block", QR_SK_POW2, 16, 256, NULL)                            \
     X(RANK, "rank", QR_SK_CHOICE, 0, 0, "effect gain")                      \
-    X(OUTPUTS, "outputs", QR_SK_CHOICE, 0, 0, "pooled worst")
+    X(OUTPUTS, "outputs", QR_SK_CHOICE, 0, 0, "pooled worst")               \
+    X(OVERFLOW, "overflow", QR_SK_CHOICE, 0, 0, "wrap saturate")
+
+/* accumulate = iN: the accumulator widths the runtime simulates (docs/quantizer.md, accumulator
+ * width); i64 is accepted by the checker and refused by the quantizer. */
+#define QR_ACC_MIN_BITS 8
+#define QR_ACC_MAX_BITS 32
 
 typedef enum qr_setting_id {
 #define QR_SETTING_ID(id, ...) QR_SET_##id,
