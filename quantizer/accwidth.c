@@ -1,5 +1,7 @@
 #include "accwidth.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,14 +19,6 @@ static inline int64_t acc_step(int64_t acc, int64_t p, int bits, int saturate, i
     if (saturate)
         return s > hi ? hi : lo;
     return (int64_t)((uint64_t)(s - lo) & (((uint64_t)1 << bits) - 1)) + lo; /* modulo 2^bits */
-}
-
-int64_t qr_acc_sum(const int64_t *prod, int64_t n, int bits, int saturate, int64_t *over)
-{
-    int64_t acc = 0;
-    for (int64_t i = 0; i < n; i++)
-        acc = acc_step(acc, prod[i], bits, saturate, over);
-    return acc;
 }
 
 static const qr_tensor *opt_in(const qr_kctx *k, int i)
@@ -63,107 +57,187 @@ static int32_t *centred(const qr_tensor *t, const qr_tensor *zp, int64_t inner, 
     return o;
 }
 
-static void store(qr_tensor *y, int64_t i, int64_t v)
+/* t's values divided by its scale (one, or one per index (i / inner) % nz), rounded: the integers
+ * (minus zero point) a fake-quantized f32 tensor holds; 0 where the scale is not positive. */
+static int32_t *unscaled(const qr_tensor *t, const qr_tensor *scale, int64_t inner, int64_t nz)
 {
-    if (y->dtype == QR_I64)
-        ((int64_t *)y->data)[i] = v;
-    else
-        ((int32_t *)y->data)[i] = (int32_t)v;
+    int64_t n = qr_tensor_numel(t), ns = qr_tensor_numel(scale);
+    int32_t *o = malloc(sizeof *o * (size_t)(n + 1));
+    if (!o)
+        return NULL;
+    const float *v = t->data, *sc = scale->data;
+    for (int64_t i = 0; i < n; i++) {
+        double sv = sc[ns == 1 ? 0 : (i / inner) % nz], q = sv > 0 ? nearbyint(v[i] / sv) : 0;
+        o[i] = (int32_t)(q > INT32_MAX ? INT32_MAX : q < -INT32_MAX ? -INT32_MAX : q);
+    }
+    return o;
 }
 
-/* ConvInteger's sums, each output's k ascending: input channel of its group, then the kernel
- * position in row-major order. */
-static qr_status conv_run(qr_kctx *k, int bits, int sat, int64_t *sums, int64_t *over)
-{
-    const qr_tensor *x = k->in[0], *w = k->in[1], *xz = opt_in(k, 2), *wz = opt_in(k, 3);
-    qr_tensor *y = k->out[0];
+/* The shape of a reduction: Conv (conv geometry g, x [N, C, ...], w [M, C/group, ...]) or MatMul
+ * (A [..., M, K] by B [K, N] or by B of A's batch). */
+typedef struct reduction {
+    int conv;
     qr_conv_geom g;
-    if (qr_conv_geom_init(k, x, &w->dims[2], QR_WIN_CONV, &g) != QR_OK)
-        return QR_ERR;
-    int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0], Cg = w->dims[1], G = C / Cg, Mg = M / G;
-    if (wz && qr_tensor_numel(wz) != 1 && qr_tensor_numel(wz) != M)
-        return QR_KERR(k, "QrlAccInteger: w_zero_point has %lld values for %lld output channels",
-                       (long long)qr_tensor_numel(wz), (long long)M);
-    if (xz && qr_tensor_numel(xz) != 1)
-        return QR_KERR(k, "QrlAccInteger: x_zero_point must be a scalar");
-    int32_t *xc = centred(x, xz, 1, 1), *wc = centred(w, wz, Cg * g.kernel_n, M);
-    int64_t *offs = malloc(sizeof *offs * (size_t)(g.kernel_n * g.small_n + 1));
-    qr_status st = QR_OK;
-    if (!xc || !wc || !offs) {
-        st = QR_KERR(k, "out of memory");
-        goto done;
+    int64_t N, C, M, Cg, Mg;     /* Conv */
+    int64_t batch, rows, K, cols, bbatch; /* MatMul */
+    int64_t nout;
+} reduction;
+
+static qr_status reduction_init(qr_kctx *k, const qr_tensor *x, const qr_tensor *w, reduction *r)
+{
+    memset(r, 0, sizeof *r);
+    r->conv = (int)qr_attr_i(k->node, "conv", 0);
+    if (r->conv) {
+        if (qr_conv_geom_init(k, x, &w->dims[2], QR_WIN_CONV, &r->g) != QR_OK)
+            return QR_ERR;
+        r->N = x->dims[0], r->C = x->dims[1], r->M = w->dims[0], r->Cg = w->dims[1];
+        r->Mg = r->M / (r->C / r->Cg);
+        r->nout = r->N * r->M * r->g.small_n;
+        return QR_OK;
     }
-    for (int64_t kk = 0; kk < g.kernel_n; kk++)
-        qr_conv_offsets(&g, kk, &offs[kk * g.small_n]);
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t m = 0; m < M; m++) {
-            const int32_t *wm = &wc[m * Cg * g.kernel_n];
-            const int32_t *xg = &xc[(n * C + m / Mg * Cg) * g.big_n];
-            for (int64_t j = 0; j < g.small_n; j++) {
-                int64_t acc = 0;
-                for (int64_t c = 0; c < Cg; c++)
-                    for (int64_t kk = 0; kk < g.kernel_n; kk++) {
-                        int64_t off = offs[kk * g.small_n + j];
-                        int64_t p = off < 0 ? 0 : (int64_t)xg[c * g.big_n + off] * wm[c * g.kernel_n + kk];
-                        acc = acc_step(acc, p, bits, sat, over);
-                    }
-                store(y, (n * M + m) * g.small_n + j, acc);
-            }
-            *sums += g.small_n * Cg * g.kernel_n;
-        }
-done:
-    free(xc);
-    free(wc);
-    free(offs);
-    return st;
+    if (x->ndim < 2 || w->ndim < 2)
+        return QR_KERR(k, "%s: a matrix product of vectors is not simulated", k->node->op);
+    r->rows = x->dims[x->ndim - 2], r->K = x->dims[x->ndim - 1], r->cols = w->dims[w->ndim - 1];
+    r->batch = r->rows && r->K ? qr_tensor_numel(x) / (r->rows * r->K) : 0;
+    r->bbatch = r->K && r->cols ? qr_tensor_numel(w) / (r->K * r->cols) : 0;
+    r->nout = r->batch * r->rows * r->cols;
+    if ((r->bbatch != 1 && r->bbatch != r->batch) || qr_tensor_numel(k->out[0]) != r->nout)
+        return QR_KERR(k, "%s: B's batch must be 1 or A's (broadcasting is not simulated)", k->node->op);
+    return QR_OK;
 }
 
-/* MatMulInteger's sums, k ascending: A [..., M, K] by B [K, N] or by B of A's batch. */
-static qr_status matmul_run(qr_kctx *k, int bits, int sat, int64_t *sums, int64_t *over)
+/* Output i's channel: the weight's output channel (Conv) or column (MatMul). */
+static int64_t out_channel(const reduction *r, int64_t i)
 {
-    const qr_tensor *a = k->in[0], *b = k->in[1], *az = opt_in(k, 2), *bz = opt_in(k, 3);
-    qr_tensor *y = k->out[0];
-    if (a->ndim < 2 || b->ndim < 2)
-        return QR_KERR(k, "QrlAccInteger: a matrix product of vectors is not simulated");
-    int64_t M = a->dims[a->ndim - 2], K = a->dims[a->ndim - 1], N = b->dims[b->ndim - 1];
-    int64_t ba = M && K ? qr_tensor_numel(a) / (M * K) : 0, bb = K && N ? qr_tensor_numel(b) / (K * N) : 0;
-    if ((bb != 1 && bb != ba) || qr_tensor_numel(y) != ba * M * N)
-        return QR_KERR(k, "QrlAccInteger: B's batch must be 1 or A's (broadcasting is not simulated)");
-    int64_t azn = az ? qr_tensor_numel(az) : 1, bzn = bz ? qr_tensor_numel(bz) : 1;
-    if ((azn != 1 && azn != ba * M) || (bzn != 1 && bzn != N))
-        return QR_KERR(k, "QrlAccInteger: zero points per tensor, per row of A or per column of B");
-    int32_t *ac = centred(a, az, K, ba * M), *bc = centred(b, bz, 1, N);
-    qr_status st = QR_OK;
-    if (!ac || !bc)
-        st = QR_KERR(k, "out of memory");
-    for (int64_t t = 0; st == QR_OK && t < ba; t++) {
-        const int32_t *bt = &bc[(bb == 1 ? 0 : t) * K * N];
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++) {
-                const int32_t *ar = &ac[(t * M + i) * K];
-                int64_t acc = 0;
-                for (int64_t kk = 0; kk < K; kk++)
-                    acc = acc_step(acc, (int64_t)ar[kk] * bt[kk * N + j], bits, sat, over);
-                store(y, (t * M + i) * N + j, acc);
-            }
+    return r->conv ? i / r->g.small_n % r->M : i % r->cols;
+}
+
+/* Every output's accumulator into acc[r->nout] from the centred integers xc and wc, k ascending:
+ * for a Conv, the input channel of its group, then the kernel position in row-major order (the
+ * weight's flat order); for a MatMul, K. */
+static qr_status reduce(qr_kctx *k, const reduction *r, const int32_t *xc, const int32_t *wc, int bits, int sat,
+                        int64_t *acc, int64_t *over)
+{
+    if (!r->conv) {
+        for (int64_t t = 0; t < r->batch; t++) {
+            const int32_t *bt = &wc[(r->bbatch == 1 ? 0 : t) * r->K * r->cols];
+            for (int64_t i = 0; i < r->rows; i++)
+                for (int64_t j = 0; j < r->cols; j++) {
+                    const int32_t *ar = &xc[(t * r->rows + i) * r->K];
+                    int64_t a = 0;
+                    for (int64_t kk = 0; kk < r->K; kk++)
+                        a = acc_step(a, (int64_t)ar[kk] * bt[kk * r->cols + j], bits, sat, over);
+                    acc[(t * r->rows + i) * r->cols + j] = a;
+                }
+        }
+        return QR_OK;
     }
-    *sums += ba * M * N * K;
-    free(ac);
-    free(bc);
-    return st;
+    const qr_conv_geom *g = &r->g;
+    int64_t *offs = malloc(sizeof *offs * (size_t)(g->kernel_n * g->small_n + 1));
+    if (!offs)
+        return QR_KERR(k, "out of memory");
+    for (int64_t kk = 0; kk < g->kernel_n; kk++)
+        qr_conv_offsets(g, kk, &offs[kk * g->small_n]);
+    for (int64_t n = 0; n < r->N; n++)
+        for (int64_t m = 0; m < r->M; m++) {
+            const int32_t *wm = &wc[m * r->Cg * g->kernel_n];
+            const int32_t *xg = &xc[(n * r->C + m / r->Mg * r->Cg) * g->big_n];
+            for (int64_t j = 0; j < g->small_n; j++) {
+                int64_t a = 0;
+                for (int64_t c = 0; c < r->Cg; c++)
+                    for (int64_t kk = 0; kk < g->kernel_n; kk++) {
+                        int64_t off = offs[kk * g->small_n + j];
+                        int64_t p = off < 0 ? 0 : (int64_t)xg[c * g->big_n + off] * wm[c * g->kernel_n + kk];
+                        a = acc_step(a, p, bits, sat, over);
+                    }
+                acc[(n * r->M + m) * g->small_n + j] = a;
+            }
+        }
+    free(offs);
+    return QR_OK;
+}
+
+/* The products one output adds. */
+static int64_t reduction_len(const reduction *r)
+{
+    return r->conv ? r->Cg * r->g.kernel_n : r->K;
 }
 
 qr_status qr_accint_run(qr_kctx *k)
 {
     int bits = (int)qr_attr_i(k->node, "bits", 32), sat = (int)qr_attr_i(k->node, "saturate", 0);
-    int64_t sums = 0, over = 0, ci = qr_attr_i(k->node, "counter", -1);
-    qr_status st = qr_attr_i(k->node, "conv", 0) ? conv_run(k, bits, sat, &sums, &over)
-                                                 : matmul_run(k, bits, sat, &sums, &over);
+    int64_t over = 0, ci = qr_attr_i(k->node, "counter", -1);
+    const qr_tensor *x = k->in[0], *w = k->in[1], *xz = opt_in(k, 2), *wz = opt_in(k, 3);
+    qr_tensor *y = k->out[0];
+    reduction r;
+    if (reduction_init(k, x, w, &r) != QR_OK)
+        return QR_ERR;
+    int64_t nw = r.conv ? r.M : r.cols, xzn = xz ? qr_tensor_numel(xz) : 1, wzn = wz ? qr_tensor_numel(wz) : 1;
+    if ((wzn != 1 && wzn != nw) || (xzn != 1 && (r.conv || xzn != r.batch * r.rows)))
+        return QR_KERR(k, "QrlAccInteger: zero points per tensor, per row of A or per output channel");
+    int32_t *xc = centred(x, xz, r.conv ? 1 : r.K, r.conv ? 1 : r.batch * r.rows);
+    int32_t *wc = centred(w, wz, r.conv ? r.Cg * r.g.kernel_n : 1, nw);
+    int64_t *acc = malloc(sizeof *acc * (size_t)(r.nout + 1));
+    qr_status st = xc && wc && acc ? reduce(k, &r, xc, wc, bits, sat, acc, &over) : QR_KERR(k, "out of memory");
+    for (int64_t i = 0; st == QR_OK && i < r.nout; i++) {
+        if (y->dtype == QR_I64)
+            ((int64_t *)y->data)[i] = acc[i];
+        else
+            ((int32_t *)y->data)[i] = (int32_t)acc[i];
+    }
+    free(xc);
+    free(wc);
+    free(acc);
     const qr_intgraph *ig = k->user;
     if (st == QR_OK && ig && ci >= 0 && ci < ig->naccs) {
-        __atomic_fetch_add(&ig->accs[ci].sums, sums, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&ig->accs[ci].sums, r.nout * reduction_len(&r), __ATOMIC_RELAXED);
         __atomic_fetch_add(&ig->accs[ci].overflows, over, __ATOMIC_RELAXED);
     }
+    return st;
+}
+
+/* QrlAccSim(x, w, b?, x_scale, w_scale): the f32 op the simulated graph runs for a Conv or MatMul
+ * of fake-quantized operands: their integers (x / x_scale, w / w_scale rounded), the narrow
+ * accumulator, then acc * x_scale * w_scale + b in f32. An x_scale that is not positive (a
+ * batch calibration left unrounded) computes the product in double instead. */
+qr_status qr_accsim_infer(qr_kctx *k)
+{
+    const qr_op_def *d = qr_op_find("", qr_attr_i(k->node, "conv", 0) ? "Conv" : "MatMul");
+    const qr_tensor *xs = opt_in(k, 3), *ws = opt_in(k, 4);
+    if (!xs || !ws || xs->dtype != QR_F32 || ws->dtype != QR_F32 || qr_tensor_numel(xs) != 1 || k->in[0]->dtype != QR_F32 ||
+        k->in[1]->dtype != QR_F32)
+        return QR_KERR(k, "QrlAccSim takes f32 x, w, a scalar x_scale and w_scale");
+    return d->infer(k);
+}
+
+qr_status qr_accsim_run(qr_kctx *k)
+{
+    int bits = (int)qr_attr_i(k->node, "bits", 32), sat = (int)qr_attr_i(k->node, "saturate", 0);
+    const qr_tensor *x = k->in[0], *w = k->in[1], *b = opt_in(k, 2), *xs = k->in[3], *ws = k->in[4];
+    reduction r;
+    if (reduction_init(k, x, w, &r) != QR_OK)
+        return QR_ERR;
+    float sx = ((const float *)xs->data)[0];
+    int64_t nw = r.conv ? r.M : r.cols, nws = qr_tensor_numel(ws), over = 0;
+    if (nws != 1 && nws != nw)
+        return QR_KERR(k, "QrlAccSim: w_scale has %lld values for %lld output channels", (long long)nws,
+                       (long long)nw);
+    if (!(sx > 0) || !isfinite(sx)) /* the plain product: this batch was not rounded */
+        return qr_op_find("", r.conv ? "Conv" : "MatMul")->run(k);
+    qr_tensor one = {.dtype = QR_F32, .ndim = 0, .data = &sx};
+    int32_t *xc = unscaled(x, &one, 1, 1), *wc = unscaled(w, ws, r.conv ? r.Cg * r.g.kernel_n : 1, nw);
+    int64_t *acc = malloc(sizeof *acc * (size_t)(r.nout + 1));
+    qr_status st = xc && wc && acc ? reduce(k, &r, xc, wc, bits, sat, acc, &over) : QR_KERR(k, "out of memory");
+    const float *wsd = ws->data;
+    float *y = k->out[0]->data;
+    for (int64_t i = 0; st == QR_OK && i < r.nout; i++) {
+        int64_t c = out_channel(&r, i);
+        double bias = b ? ((const float *)b->data)[qr_tensor_numel(b) == 1 ? 0 : c] : 0;
+        y[i] = (float)((double)acc[i] * (double)sx * (double)wsd[nws == 1 ? 0 : c] + bias);
+    }
+    free(xc);
+    free(wc);
+    free(acc);
     return st;
 }
 

@@ -31,8 +31,12 @@ typedef struct qr_acc_counter {
     int64_t sums, overflows;
 } qr_acc_counter;
 
-/* The accumulation rule of one output element: sum of n products p(i), i ascending. Exposed for
- * tests and the simulated graph: returns the sum, adds the overflows to *over. */
-int64_t qr_acc_sum(const int64_t *prod, int64_t n, int bits, int saturate, int64_t *over);
+/* QrlAccSim(x, w, b?, x_scale, w_scale), the simulated graph's Conv (conv = 1) or MatMul of
+ * fake-quantized f32 operands with the same accumulator (bits, saturate): their integers are x /
+ * x_scale and w / w_scale (one per output channel, or one) rounded; y = acc * x_scale * w_scale + b.
+ * Its row of qr_ops_quantizer. */
+#define QR_ACCSIM_ATTRS "bits:i saturate:i conv:i auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints"
+qr_status qr_accsim_infer(qr_kctx *k);
+qr_status qr_accsim_run(qr_kctx *k);
 
 #endif

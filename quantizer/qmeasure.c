@@ -568,8 +568,13 @@ static qr_status measure_local(qr_qctx *q, const qr_graph *qdq, const qr_tensor 
 {
     for (int i = 0; i < q->nslots; i++)
         q->slots[i].lx2 = q->slots[i].le2 = q->slots[i].ln = q->slots[i].lr2 = 0;
+    qr_graph *owned;
+    qr_status st = qr_plan_measured_qdq(q, qdq, &qdq, &owned);
     measure ms = {.g = qdq, .obs = observe_slots, .local = 1};
-    return side_by_side(q, &ms, 1, calib, count, o);
+    if (st == QR_OK)
+        st = side_by_side(q, &ms, 1, calib, count, o);
+    qr_graph_free(owned);
+    return st;
 }
 
 /* rank = gain's runs, beside one f32 run: FRESH (the local SQNR, and each slot's own rounding),
@@ -594,12 +599,13 @@ static qr_status measure_gain_runs(qr_qctx *q, const qr_graph *qdq, const qr_ten
 qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count)
 {
     measure ms[2] = {{.g = res->qdq, .obs = observe_slots}, {.g = res->ig->g, .user = res->ig, .obs = observe_ints}};
+    qr_graph *owned = NULL;
     ms[1].ival = calloc((size_t)q->nslots + 1, sizeof *ms[1].ival);
     ms[1].ival_nhwc = calloc((size_t)q->nslots + 1, sizeof *ms[1].ival_nhwc);
-    if (!ms[1].ival || !ms[1].ival_nhwc) {
+    if (!ms[1].ival || !ms[1].ival_nhwc || qr_plan_measured_qdq(q, res->qdq, &ms[0].g, &owned) != QR_OK) {
         free(ms[1].ival);
         free(ms[1].ival_nhwc);
-        return qr_errorf(q->e, "out of memory");
+        return ms[1].ival && ms[1].ival_nhwc ? QR_ERR : qr_errorf(q->e, "out of memory");
     }
     for (int i = 0; i < q->nslots; i++) {
         qr_slot *s = &q->slots[i];
@@ -621,6 +627,7 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
     qr_status st = side_by_side(q, ms, 2, calib, count, NULL);
     if (st != QR_OK && ms[1].st != QR_OK && q->e->msg[0] && !strcmp(q->e->msg, ms[1].e.msg))
         qr_error_prefix(q->e, "running the integer graph");
+    qr_graph_free(owned);
     free(ms[1].ival);
     free(ms[1].ival_nhwc);
     return st;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "exec.h"
+#include "accwidth.h"
 #include "intgraph.h"
 #include "match.h"
 #include "transform.h"
@@ -650,6 +651,8 @@ static qr_status simq_infer(qr_kctx *k)
     if (!k->in[0] || k->in[0]->dtype != QR_F32)
         return QR_KERR(k, "SimQuant takes an f32 tensor");
     qr_same_as(k->out[0], k->in[0]);
+    if (k->n_out > 1 && k->out[1]) /* the scale this batch used, for the narrow accumulators (QrlAccSim) */
+        return qr_set_out(k, 1, QR_F32, 0, NULL);
     return QR_OK;
 }
 
@@ -702,6 +705,8 @@ static qr_status simq_run(qr_kctx *k)
         if (st != QR_OK)
             return st;
     }
+    if (k->n_out > 1 && k->out[1]) /* 0: unrounded (below) */
+        *(float *)k->out[1]->data = qp.scale > 0 && isfinite((float)qp.scale) ? (float)qp.scale : 0;
     if (!(qp.scale > 0) || !isfinite(qp.scale) || !isfinite((float)qp.scale) || (float)qp.scale == 0) {
         /* a range no scale holds (values that overflow to infinity, say): this batch passes on
          * unrounded, and the final solve sends the tensor back to f32 with a note */
@@ -717,7 +722,9 @@ static qr_status simq_run(qr_kctx *k)
 const qr_op_def qr_ops_quantizer[] = {
     /* in place: it reads all of x (range, observe) before writing y[i] from x[i]; it writes every
      * element, so the executor need not zero y */
-    {"SimQuant", "qrl", 1, 1, 1, 1, "slot:i", simq_infer, simq_run, 1, .writes_all = qr_op_writes_all},
+    {"SimQuant", "qrl", 1, 1, 1, 2, "slot:i", simq_infer, simq_run, 1, .writes_all = qr_op_writes_all},
+    {"QrlAccSim", "qrl", 2, 5, 1, 1, QR_ACCSIM_ATTRS, qr_accsim_infer, qr_accsim_run, 0,
+     .ins = "x:f w:f b?:f x_scale:f w_scale:f", .writes_all = qr_op_writes_all},
     {0},
 };
 
@@ -764,17 +771,24 @@ static qr_value *split_value(qr_graph *g, qr_value *v, const char *suffix, int *
     return w;
 }
 
-/* v (produced by node or input) -> [nodes] -> v: inserts SimQuant(slot). */
-static void insert_simquant(qr_graph *g, qr_value *v, int si)
+/* v (produced by node or input) -> [nodes] -> v: inserts SimQuant(slot). scale: NULL, or where
+ * its second output goes, the scale each batch used (for narrow accumulators). */
+static void insert_simquant(qr_graph *g, qr_value *v, int si, qr_value **scale)
 {
     int input_case;
     qr_value *w = split_value(g, v, "_f32", &input_case);
     char name[512];
     snprintf(name, sizeof name, "simquant_%s", v->name);
-    qr_node *n = w ? qr_plan_new_node(g, "SimQuant", "qrl", name, 1, 1) : NULL;
+    qr_node *n = w ? qr_plan_new_node(g, "SimQuant", "qrl", name, 1, scale ? 2 : 1) : NULL;
     if (!n)
         return; /* out of memory: the graph marked, build_sim reports it */
     qr_node_add_attr_i(g, n, "slot", si);
+    if (scale) {
+        snprintf(name, sizeof name, "%s_sim_scale", v->name);
+        if ((*scale = qr_graph_new_value(g, name)))
+            (*scale)->producer = n;
+        n->out[1] = *scale;
+    }
     if (input_case) { /* SimQuant(v) -> w; consumers already read w */
         n->in[0] = v;
         n->out[0] = w;
@@ -1549,6 +1563,109 @@ static qr_status new_calibrators(qr_qctx *q)
     return st;
 }
 
+/* The scale value of slot si's SimQuant in the simulated graph (through "same as" chains). */
+static qr_value *sim_scale(const qr_qctx *q, int si, qr_value **scales)
+{
+    for (int hops = 0; si >= 0 && q->slots[si].kind == SLOT_SAME && hops <= q->nslots; hops++)
+        si = q->slots[si].same;
+    return si >= 0 && q->slots[si].kind != SLOT_SAME ? scales[si] : NULL;
+}
+
+/* Conv or MatMul node n of g becomes QrlAccSim(x, w, b?, xs, ws): the recipe's accumulator on the
+ * integers its fake-quantized operands hold. */
+static void to_accsim(const qr_qctx *q, qr_graph *g, qr_node *n, int conv, qr_value *xs, qr_value *ws)
+{
+    qr_value **in = qr_arena_alloc(&g->arena, sizeof *in * 5);
+    if (!in)
+        return; /* out of memory: as the graph's other allocations, found by qr_graph_check_oom */
+    in[0] = n->in[0];
+    in[1] = n->in[1];
+    in[2] = conv && n->n_in > 2 ? n->in[2] : NULL;
+    in[3] = xs;
+    in[4] = ws;
+    n->in = in;
+    n->n_in = 5;
+    n->op = "QrlAccSim";
+    n->domain = "qrl";
+    n->opset = 1;
+    n->def = qr_op_find_in(qr_ops_quantizer, "qrl", "QrlAccSim");
+    qr_node_add_attr_i(g, n, "bits", q->acc_bits);
+    qr_node_add_attr_i(g, n, "saturate", q->acc_saturate);
+    qr_node_add_attr_i(g, n, "conv", conv);
+}
+
+/* accumulate = iN: node n of the simulated graph, a Conv or MatMul of a match whose operands are
+ * quantized (an activation by a weight or by another activation), becomes QrlAccSim, which keeps
+ * its accumulator as the integer graph's QrlAccInteger does (quantizer/accwidth.h). */
+static void narrow_sim(const qr_qctx *q, qr_graph *sim, qr_node *n, qr_value **scales)
+{
+    const qr_node *o = q->g->nodes[n->id];
+    int conv = !strcmp(o->op, "Conv");
+    if (n->dead || (!conv && strcmp(o->op, "MatMul")) || o->n_in < 2 || !o->in[0] || !o->in[1])
+        return;
+    int in_match = 0;
+    for (int k = 0; k < q->nmatches && !in_match; k++)
+        for (int j = 0; j < q->matches[k].nnodes && !in_match; j++)
+            in_match = q->matches[k].nodes[j] == o->id;
+    int xv = o->in[0]->id, wv = o->in[1]->id;
+    qr_value *xs = in_match && !q->dyn[xv] && q->slot_of[xv] >= 0 ? sim_scale(q, q->slot_of[xv], scales) : NULL;
+    const qr_wquant *w = qr_plan_weight(q, wv);
+    qr_value *ws = NULL;
+    char name[512];
+    if (w && (w->axis < 0 || w->axis == (conv ? 0 : 1))) { /* per tensor, or per output channel */
+        float *sc = malloc(sizeof *sc * (size_t)(w->nch + 1));
+        if (!sc)
+            return;
+        for (int c = 0; c < w->nch; c++)
+            sc[c] = w->scale[c];
+        qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {w->nch}, .data = sc};
+        snprintf(name, sizeof name, "%s_sim_scale", o->in[1]->name);
+        ws = qr_plan_const(sim, name, &t);
+        free(sc);
+    } else if (!w && !conv && !q->dyn[wv] && q->slot_of[wv] >= 0) { /* a product of two activations */
+        ws = sim_scale(q, q->slot_of[wv], scales);
+    }
+    if (xs && ws) /* else not on integers (nor on QrlAccInteger in the integer graph) */
+        to_accsim(q, sim, n, conv, xs, ws);
+}
+
+/* The QDQ graph as measurements run it (per tensor SQNR, the fallback's ranking): qdq itself, or
+ * with accumulate = iN a copy (*owned, the caller frees it) whose matched Conv and MatMul nodes
+ * keep their accumulators narrow (QrlAccSim, their operands' scales from their DequantizeLinears).
+ * The export stays ONNX's: no ONNX op has a narrow accumulator. */
+qr_status qr_plan_measured_qdq(const qr_qctx *q, const qr_graph *qdq, const qr_graph **g, qr_graph **owned)
+{
+    *g = qdq;
+    *owned = NULL;
+    if (!q->acc_narrow)
+        return QR_OK;
+    qr_graph *c = qr_graph_clone(qdq);
+    if (!c)
+        return qr_errorf(q->e, "out of memory");
+    for (int k = 0; k < q->nmatches; k++)
+        for (int j = 0; j < q->matches[k].nnodes; j++) {
+            const qr_node *o = q->g->nodes[q->matches[k].nodes[j]];
+            int conv = !strcmp(o->op, "Conv"), at = q->qnode[o->id];
+            qr_node *n = at >= 0 && at < c->n_nodes ? c->nodes[at] : NULL;
+            if (!n || n->dead || (!conv && strcmp(o->op, "MatMul")) || n->n_in < 2 || !n->in[0] || !n->in[1])
+                continue;
+            const qr_node *xd = n->in[0]->producer, *wd = n->in[1]->producer;
+            if (!xd || !wd || strcmp(xd->op, "DequantizeLinear") || strcmp(wd->op, "DequantizeLinear") || xd->n_in < 2 ||
+                wd->n_in < 2 || !xd->in[1] || !wd->in[1] || qr_tensor_numel(&xd->in[1]->t) != 1)
+                continue;
+            int64_t nw = qr_tensor_numel(&wd->in[1]->t), axis = qr_attr_i(wd, "axis", 1);
+            if (nw != 1 && axis != (conv ? 0 : 1)) /* one scale per output channel, or one */
+                continue;
+            to_accsim(q, c, n, conv, xd->in[1], wd->in[1]);
+        }
+    qr_status st = qr_graph_check_oom(c, q->e);
+    if (st == QR_OK)
+        *g = *owned = c;
+    else
+        qr_graph_free(c);
+    return st;
+}
+
 /* The simulated graph: fake-quantized weights, SimQuant on calibrated and fixed slots. */
 static qr_status build_sim(qr_qctx *q, qr_graph **out)
 {
@@ -1568,9 +1685,16 @@ static qr_status build_sim(qr_qctx *q, qr_graph **out)
             qr_plan_fake_quant(&d[j], &d[j], 1, w->scale[c], w->zero[c], qt.qmin, qt.qmax);
         }
     }
+    qr_value **scales = q->acc_narrow ? calloc((size_t)q->nslots + 1, sizeof *scales) : NULL;
+    if (q->acc_narrow && !scales)
+        return qr_errorf(q->e, "out of memory");
+    int nodes = sim->n_nodes;
     for (int i = 0; i < q->nslots; i++)
         if (q->slots[i].kind != SLOT_SAME)
-            insert_simquant(sim, sim->values[q->slots[i].value], i);
+            insert_simquant(sim, sim->values[q->slots[i].value], i, scales ? &scales[i] : NULL);
+    for (int k = 0; scales && k < nodes; k++)
+        narrow_sim(q, sim, sim->nodes[k], scales);
+    free(scales);
     qr_status st = qr_graph_check_oom(sim, q->e);
     if (st == QR_OK)
         st = qr_graph_toposort(sim, q->e);

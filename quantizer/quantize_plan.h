@@ -175,5 +175,8 @@ extern const qr_op_def qr_ops_intgraph[];
 /* Graph surgery helpers. A new node's op is looked up in the quantizer's ops, then the core table. */
 qr_node *qr_plan_new_node(qr_graph *g, const char *op, const char *domain, const char *name, int n_in, int n_out);
 qr_value *qr_plan_const(qr_graph *g, const char *name, const qr_tensor *t);
+/* The QDQ graph measurements run: qdq, or with accumulate = iN a copy (*owned, freed by the
+ * caller) that keeps the matched products' accumulators narrow (quantizer/accwidth.h). */
+qr_status qr_plan_measured_qdq(const qr_qctx *q, const qr_graph *qdq, const qr_graph **g, qr_graph **owned);
 
 #endif
