@@ -76,7 +76,7 @@ static int32_t *unscaled(const qr_tensor *t, const qr_tensor *scale, int64_t inn
 /* The shape of a reduction: Conv (conv geometry g, x [N, C, ...], w [M, C/group, ...]) or MatMul
  * (A [..., M, K] by B [K, N] or by B of A's batch). */
 typedef struct reduction {
-    int conv;
+    int conv, transb; /* transb: a Gemm's B is [N, K] (transB = 1) */
     qr_conv_geom g;
     int64_t N, C, M, Cg, Mg;     /* Conv */
     int64_t batch, rows, K, cols, bbatch; /* MatMul */
@@ -97,7 +97,8 @@ static qr_status reduction_init(qr_kctx *k, const qr_tensor *x, const qr_tensor 
     }
     if (x->ndim < 2 || w->ndim < 2)
         return QR_KERR(k, "%s: a matrix product of vectors is not simulated", k->node->op);
-    r->rows = x->dims[x->ndim - 2], r->K = x->dims[x->ndim - 1], r->cols = w->dims[w->ndim - 1];
+    r->transb = (int)qr_attr_i(k->node, "transB", 0);
+    r->rows = x->dims[x->ndim - 2], r->K = x->dims[x->ndim - 1], r->cols = w->dims[w->ndim - (r->transb ? 2 : 1)];
     r->batch = r->rows && r->K ? qr_tensor_numel(x) / (r->rows * r->K) : 0;
     r->bbatch = r->K && r->cols ? qr_tensor_numel(w) / (r->K * r->cols) : 0;
     r->nout = r->batch * r->rows * r->cols;
@@ -126,7 +127,8 @@ static qr_status reduce(qr_kctx *k, const reduction *r, const int32_t *xc, const
                     const int32_t *ar = &xc[(t * r->rows + i) * r->K];
                     int64_t a = 0;
                     for (int64_t kk = 0; kk < r->K; kk++)
-                        a = acc_step(a, (int64_t)ar[kk] * bt[kk * r->cols + j], bits, sat, over);
+                        a = acc_step(a, (int64_t)ar[kk] * bt[r->transb ? j * r->K + kk : kk * r->cols + j], bits, sat,
+                                     over);
                     acc[(t * r->rows + i) * r->cols + j] = a;
                 }
         }
@@ -196,13 +198,19 @@ qr_status qr_accint_run(qr_kctx *k)
     return st;
 }
 
-/* QrlAccSim(x, w, b?, x_scale, w_scale): the f32 op the simulated graph runs for a Conv or MatMul
+/* The f32 op QrlAccSim stands for. */
+static const char *sim_op(const qr_kctx *k)
+{
+    return qr_attr_i(k->node, "conv", 0) ? "Conv" : qr_attr_i(k->node, "gemm", 0) ? "Gemm" : "MatMul";
+}
+
+/* QrlAccSim(x, w, b?, x_scale, w_scale): the f32 op the simulated graph runs for a Conv, Gemm or MatMul
  * of fake-quantized operands: their integers (x / x_scale, w / w_scale rounded), the narrow
  * accumulator, then acc * x_scale * w_scale + b in f32. An x_scale that is not positive (a
  * batch calibration left unrounded) computes the product in double instead. */
 qr_status qr_accsim_infer(qr_kctx *k)
 {
-    const qr_op_def *d = qr_op_find("", qr_attr_i(k->node, "conv", 0) ? "Conv" : "MatMul");
+    const qr_op_def *d = qr_op_find("", sim_op(k));
     const qr_tensor *xs = opt_in(k, 3), *ws = opt_in(k, 4);
     if (!xs || !ws || xs->dtype != QR_F32 || ws->dtype != QR_F32 || qr_tensor_numel(xs) != 1 || k->in[0]->dtype != QR_F32 ||
         k->in[1]->dtype != QR_F32)
@@ -219,13 +227,14 @@ qr_status qr_accsim_run(qr_kctx *k)
         return QR_ERR;
     float sx = ((const float *)xs->data)[0];
     int64_t nw = r.conv ? r.M : r.cols, nws = qr_tensor_numel(ws), over = 0;
-    if (nws != 1 && nws != nw)
-        return QR_KERR(k, "QrlAccSim: w_scale has %lld values for %lld output channels", (long long)nws,
-                       (long long)nw);
+    if ((nws != 1 && nws != nw) || (b && qr_tensor_numel(b) != 1 && qr_tensor_numel(b) != nw))
+        return QR_KERR(k, "QrlAccSim: w_scale has %lld values and b %lld for %lld output channels", (long long)nws,
+                       (long long)(b ? qr_tensor_numel(b) : 0), (long long)nw);
     if (!(sx > 0) || !isfinite(sx)) /* the plain product: this batch was not rounded */
-        return qr_op_find("", r.conv ? "Conv" : "MatMul")->run(k);
+        return qr_op_find("", sim_op(k))->run(k);
     qr_tensor one = {.dtype = QR_F32, .ndim = 0, .data = &sx};
-    int32_t *xc = unscaled(x, &one, 1, 1), *wc = unscaled(w, ws, r.conv ? r.Cg * r.g.kernel_n : 1, nw);
+    int32_t *xc = unscaled(x, &one, 1, 1);
+    int32_t *wc = unscaled(w, ws, r.conv ? r.Cg * r.g.kernel_n : r.transb ? r.K : 1, nw);
     int64_t *acc = malloc(sizeof *acc * (size_t)(r.nout + 1));
     qr_status st = xc && wc && acc ? reduce(k, &r, xc, wc, bits, sat, acc, &over) : QR_KERR(k, "out of memory");
     const float *wsd = ws->data;

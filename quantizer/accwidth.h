@@ -31,11 +31,14 @@ typedef struct qr_acc_counter {
     int64_t sums, overflows;
 } qr_acc_counter;
 
-/* QrlAccSim(x, w, b?, x_scale, w_scale), the simulated graph's Conv (conv = 1) or MatMul of
+/* QrlAccSim(x, w, b?, x_scale, w_scale), the simulated graph's Conv (conv = 1), Gemm (gemm = 1:
+ * transA 0, b per output column or one, its transB) or MatMul of
  * fake-quantized f32 operands with the same accumulator (bits, saturate): their integers are x /
  * x_scale and w / w_scale (one per output channel, or one) rounded; y = acc * x_scale * w_scale + b.
  * Its row of qr_ops_quantizer. */
-#define QR_ACCSIM_ATTRS "bits:i saturate:i conv:i auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints"
+#define QR_ACCSIM_ATTRS                                                                                        \
+    "bits:i saturate:i conv:i gemm:i auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints " \
+    "alpha:f beta:f transA:i transB:i"
 qr_status qr_accsim_infer(qr_kctx *k);
 qr_status qr_accsim_run(qr_kctx *k);
 

@@ -1571,16 +1571,24 @@ static qr_value *sim_scale(const qr_qctx *q, int si, qr_value **scales)
     return si >= 0 && q->slots[si].kind != SLOT_SAME ? scales[si] : NULL;
 }
 
-/* Conv or MatMul node n of g becomes QrlAccSim(x, w, b?, xs, ws): the recipe's accumulator on the
- * integers its fake-quantized operands hold. */
-static void to_accsim(const qr_qctx *q, qr_graph *g, qr_node *n, int conv, qr_value *xs, qr_value *ws)
+/* Conv, Gemm or MatMul node n of g becomes QrlAccSim(x, w, b?, xs, ws): the recipe's accumulator
+ * on the integers its fake-quantized operands hold. A Gemm stays as it is when A is transposed or
+ * C is not one value, or one per output column (the integer graph's kernel adds none other). */
+static void to_accsim(const qr_qctx *q, qr_graph *g, qr_node *n, qr_value *xs, qr_value *ws)
 {
+    int conv = !strcmp(n->op, "Conv"), gemm = !strcmp(n->op, "Gemm");
+    qr_value *b = (conv || gemm) && n->n_in > 2 ? n->in[2] : NULL;
+    const qr_tensor *w = &n->in[1]->t;
+    int64_t cols = gemm && w->ndim == 2 ? w->dims[qr_attr_i(n, "transB", 0) ? 0 : 1] : 0;
+    if (gemm && (qr_attr_i(n, "transA", 0) || w->ndim != 2 ||
+                 (b && (b->t.ndim < 0 || (qr_tensor_numel(&b->t) != 1 && qr_tensor_numel(&b->t) != cols)))))
+        return;
     qr_value **in = qr_arena_alloc(&g->arena, sizeof *in * 5);
     if (!in)
         return; /* out of memory: as the graph's other allocations, found by qr_graph_check_oom */
     in[0] = n->in[0];
     in[1] = n->in[1];
-    in[2] = conv && n->n_in > 2 ? n->in[2] : NULL;
+    in[2] = b;
     in[3] = xs;
     in[4] = ws;
     n->in = in;
@@ -1592,6 +1600,14 @@ static void to_accsim(const qr_qctx *q, qr_graph *g, qr_node *n, int conv, qr_va
     qr_node_add_attr_i(g, n, "bits", q->acc_bits);
     qr_node_add_attr_i(g, n, "saturate", q->acc_saturate);
     qr_node_add_attr_i(g, n, "conv", conv);
+    qr_node_add_attr_i(g, n, "gemm", gemm);
+}
+
+/* The axis of a product's weight along its output channels: 0 for a Conv ([M, C, ...]) and a Gemm
+ * with transB ([N, K]), 1 for a MatMul and another Gemm ([K, N]). */
+static int out_axis(const qr_node *n)
+{
+    return !strcmp(n->op, "Conv") || (!strcmp(n->op, "Gemm") && qr_attr_i(n, "transB", 0)) ? 0 : 1;
 }
 
 /* accumulate = iN: node n of the simulated graph, a Conv or MatMul of a match whose operands are
@@ -1601,7 +1617,8 @@ static void narrow_sim(const qr_qctx *q, qr_graph *sim, qr_node *n, qr_value **s
 {
     const qr_node *o = q->g->nodes[n->id];
     int conv = !strcmp(o->op, "Conv");
-    if (n->dead || (!conv && strcmp(o->op, "MatMul")) || o->n_in < 2 || !o->in[0] || !o->in[1])
+    if (n->dead || (!conv && strcmp(o->op, "MatMul") && strcmp(o->op, "Gemm")) || o->n_in < 2 || !o->in[0] ||
+        !o->in[1])
         return;
     int in_match = 0;
     for (int k = 0; k < q->nmatches && !in_match; k++)
@@ -1612,7 +1629,7 @@ static void narrow_sim(const qr_qctx *q, qr_graph *sim, qr_node *n, qr_value **s
     const qr_wquant *w = qr_plan_weight(q, wv);
     qr_value *ws = NULL;
     char name[512];
-    if (w && (w->axis < 0 || w->axis == (conv ? 0 : 1))) { /* per tensor, or per output channel */
+    if (w && (w->axis < 0 || w->axis == out_axis(o))) { /* per tensor, or per output channel */
         float *sc = malloc(sizeof *sc * (size_t)(w->nch + 1));
         if (!sc)
             return;
@@ -1622,11 +1639,11 @@ static void narrow_sim(const qr_qctx *q, qr_graph *sim, qr_node *n, qr_value **s
         snprintf(name, sizeof name, "%s_sim_scale", o->in[1]->name);
         ws = qr_plan_const(sim, name, &t);
         free(sc);
-    } else if (!w && !conv && !q->dyn[wv] && q->slot_of[wv] >= 0) { /* a product of two activations */
+    } else if (!w && !strcmp(o->op, "MatMul") && !q->dyn[wv] && q->slot_of[wv] >= 0) { /* two activations */
         ws = sim_scale(q, q->slot_of[wv], scales);
     }
     if (xs && ws) /* else not on integers (nor on QrlAccInteger in the integer graph) */
-        to_accsim(q, sim, n, conv, xs, ws);
+        to_accsim(q, sim, n, xs, ws);
 }
 
 /* The QDQ graph as measurements run it (per tensor SQNR, the fallback's ranking): qdq itself, or
@@ -1645,18 +1662,19 @@ qr_status qr_plan_measured_qdq(const qr_qctx *q, const qr_graph *qdq, const qr_g
     for (int k = 0; k < q->nmatches; k++)
         for (int j = 0; j < q->matches[k].nnodes; j++) {
             const qr_node *o = q->g->nodes[q->matches[k].nodes[j]];
-            int conv = !strcmp(o->op, "Conv"), at = q->qnode[o->id];
+            int at = q->qnode[o->id];
             qr_node *n = at >= 0 && at < c->n_nodes ? c->nodes[at] : NULL;
-            if (!n || n->dead || (!conv && strcmp(o->op, "MatMul")) || n->n_in < 2 || !n->in[0] || !n->in[1])
+            if (!n || n->dead || (strcmp(o->op, "Conv") && strcmp(o->op, "MatMul") && strcmp(o->op, "Gemm")) ||
+                n->n_in < 2 || !n->in[0] || !n->in[1])
                 continue;
             const qr_node *xd = n->in[0]->producer, *wd = n->in[1]->producer;
             if (!xd || !wd || strcmp(xd->op, "DequantizeLinear") || strcmp(wd->op, "DequantizeLinear") || xd->n_in < 2 ||
                 wd->n_in < 2 || !xd->in[1] || !wd->in[1] || qr_tensor_numel(&xd->in[1]->t) != 1)
                 continue;
             int64_t nw = qr_tensor_numel(&wd->in[1]->t), axis = qr_attr_i(wd, "axis", 1);
-            if (nw != 1 && axis != (conv ? 0 : 1)) /* one scale per output channel, or one */
+            if (nw != 1 && axis != out_axis(n)) /* one scale per output channel, or one */
                 continue;
-            to_accsim(q, c, n, conv, xd->in[1], wd->in[1]);
+            to_accsim(q, c, n, xd->in[1], wd->in[1]);
         }
     qr_status st = qr_graph_check_oom(c, q->e);
     if (st == QR_OK)

@@ -10,6 +10,8 @@ Writes to OUTDIR:
   conv_calib.npy, conv_x.npy   calibration samples and other samples, both signs
   mm.onnx      X [N, 3, 37] -> MatMul (w [37, 5]) -> Add (bias) -> Y: K = 37 (odd)
   mm_calib.npy, mm_x.npy
+  gemm.onnx    X [N, 29] -> Gemm (w [6, 29], transB 1, bias [6]) -> Y: K = 29 (a Linear as torch exports it)
+  gemm_calib.npy, gemm_x.npy
 """
 import os
 import sys
@@ -53,6 +55,15 @@ def main():
                [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
     np.save(os.path.join(out, "mm_calib.npy"), (rng.normal(0.6, 1.0, (12, 3, 37))).astype(np.float32))
     np.save(os.path.join(out, "mm_x.npy"), (rng.normal(0.6, 1.0, (4, 3, 37))).astype(np.float32))
+
+    w = rng.normal(0, 0.5, (6, 29))
+    b = rng.normal(0, 0.5, 6)
+    nodes = [helper.make_node("Gemm", ["X", "w", "b"], ["Y"], transB=1)]
+    save_model(os.path.join(out, "gemm.onnx"), nodes, [f32("w", w), f32("b", b)],
+               [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 29])],
+               [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    np.save(os.path.join(out, "gemm_calib.npy"), (rng.normal(0.7, 1.0, (20, 29))).astype(np.float32))
+    np.save(os.path.join(out, "gemm_x.npy"), (rng.normal(0.7, 1.0, (6, 29))).astype(np.float32))
 
 
 if __name__ == "__main__":

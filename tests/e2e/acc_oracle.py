@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """numpy oracle for narrow accumulators (tests/e2e/test_accwidth.c): the integer graph QRL should
-run for a QDQ export of one Conv or one MatMul (+ Add bias), every partial sum of the accumulator
+run for a QDQ export of one Conv, one Gemm or one MatMul (+ Add bias), every partial sum of the accumulator
 kept to BITS bits, wrapping or saturating, summed k ascending as docs/quantizer.md defines it
-(Conv: input channel of the group, then the kernel position row-major; MatMul: K), then the
+(Conv: input channel of the group, then the kernel position row-major; Gemm, MatMul: K), then the
 stdlib's qlinear requantization in f32 (round half to even).
 
 Usage: acc_oracle.py MODEL.q.onnx X.npy BITS wrap|saturate OUT.npy
@@ -39,11 +39,17 @@ def main():
         assert n.op_type == "DequantizeLinear", name
         return init[n.input[0]].astype(np.int64), init[n.input[1]], init[n.input[2]].astype(np.int64)
 
-    core = [n for n in nodes if n.op_type in ("Conv", "MatMul")][0]
+    core = [n for n in nodes if n.op_type in ("Conv", "MatMul", "Gemm")][0]
     sx, zx = init["X_scale"], int(init["X_zero_point"])
     sy, zy = init["Y_scale"], int(init["Y_zero_point"])
     wq, sw, zw = dq(core.input[1])
-    if core.op_type == "Conv":
+    if core.op_type == "Gemm":  # Y = X W^T + C (transB) or X W + C; alpha and beta are 1
+        at = {a.name: onnx.helper.get_attribute_value(a) for a in core.attribute}
+        assert at.get("transA", 0) == 0 and at.get("alpha", 1.0) == 1.0 and at.get("beta", 1.0) == 1.0
+        if at.get("transB", 0):
+            wq = wq.T
+        bq = dq(core.input[2])[0]
+    elif core.op_type == "Conv":
         bq = dq(core.input[2])[0] if len(core.input) > 2 else np.zeros(wq.shape[0], np.int64)
     else:
         add = [n for n in nodes if n.op_type == "Add"][0]

@@ -1,6 +1,6 @@
 /* Narrow accumulators (QRL-I item 6): accumulate = iN, overflow = wrap | saturate, on the small
- * Conv (group 2, strides, dilations, asymmetric pads; 18 products per output) and MatMul (K = 37)
- * of tools/make_acc_models.py, inputs of both signs. The oracle is tests/e2e/acc_oracle.py: numpy
+ * Conv (group 2, strides, dilations, asymmetric pads; 18 products per output), MatMul (K = 37)
+ * and Gemm (transB, K = 29) of tools/make_acc_models.py, inputs of both signs. The oracle is tests/e2e/acc_oracle.py: numpy
  * reads the export's integers and qparams and sums the products k ascending as the ONNX
  * definitions order them, every partial sum kept to N bits, then requantizes as the stdlib's
  * qlinear does. QRL's report must count the same overflows on the calibration samples, and its
@@ -176,6 +176,11 @@ Test(accwidth, conv_overflows_and_outputs_match_numpy)
 Test(accwidth, matmul_overflows_and_outputs_match_numpy)
 {
     check_model("mm");
+}
+
+Test(accwidth, gemm_overflows_and_outputs_match_numpy)
+{
+    check_model("gemm");
 }
 
 /* accumulate = i32 (wrapping, what ONNX does) changes nothing: the export's graph is the same as
