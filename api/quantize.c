@@ -414,7 +414,15 @@ void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out)
         .output_sqnr_pooled = z->output_sqnr_pooled, .output_sqnr_worst = z->output_sqnr_worst,
         .output_worst = z->output_worst, .n_outputs = z->n_outputs,
         .macs = z->macs, .macs_int = z->macs_int, .top1_fp32 = z->top1_fp32, .top1_int8 = z->top1_int8,
-        .top1_samples = z->top1_samples, .batch = z->batch, .weight_only = !z->ig};
+        .top1_samples = z->top1_samples, .batch = z->batch, .weight_only = !z->ig, .acc_bits = z->acc_bits,
+        .acc_saturate = z->acc_saturate};
+    for (int i = 0; i < z->nlayers; i++)
+        if (z->layers[i].acc_on) {
+            out->acc_layers++;
+            out->acc_layers_overflowing += z->layers[i].acc_overflows > 0;
+            out->acc_sums += z->layers[i].acc_sums;
+            out->acc_overflows += z->layers[i].acc_overflows;
+        }
 }
 
 int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out)
@@ -422,7 +430,8 @@ int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out)
     if (i < 0 || i >= q->q->nlayers)
         return 1;
     const qr_qlayer *l = &q->q->layers[i];
-    *out = (qrl_layer_info){.value = l->value, .sqnr = l->sqnr, .sqnr_int = l->sqnr_int, .top1_delta = l->top1_delta};
+    *out = (qrl_layer_info){.value = l->value, .sqnr = l->sqnr, .sqnr_int = l->sqnr_int, .top1_delta = l->top1_delta,
+                            .acc_sums = l->acc_on ? l->acc_sums : -1, .acc_overflows = l->acc_on ? l->acc_overflows : -1};
     return 0;
 }
 

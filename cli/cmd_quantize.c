@@ -221,6 +221,21 @@ static void print_top1(const qrl_quantized *q, const qrl_quant_summary *s)
     printf("\n");
 }
 
+/* accumulate = iN: how often the narrow accumulators overflowed, and where most. */
+static void print_accumulator(const qrl_quantized *q, const qrl_quant_summary *s)
+{
+    qrl_layer_info l, worst = {.acc_overflows = 0};
+    for (int i = 0; qrl_quantized_layer(q, i, &l) == 0; i++)
+        if (l.acc_overflows > worst.acc_overflows)
+            worst = l;
+    printf("accumulator: i%d, %s: %lld of %lld partial sums left its range (%d of %d layers)", s->acc_bits,
+           s->acc_saturate ? "saturating" : "wrapping", (long long)s->acc_overflows, (long long)s->acc_sums,
+           s->acc_layers_overflowing, s->acc_layers);
+    if (worst.acc_overflows > 0)
+        printf("; most in %s (%lld)", worst.value, (long long)worst.acc_overflows);
+    printf("\n");
+}
+
 static void print_summary(const quantize_args *a, const qrl_quantized *qz)
 {
     qrl_quant_summary s, *q = &s;
@@ -253,6 +268,8 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
                q->n_outputs, q->output_sqnr_pooled);
     printf("agreement: cosine %.5f to f32's outputs; %.1f%% of output rows have f32's argmax\n", q->output_cosine,
            100.0 * q->output_agreement);
+    if (q->acc_layers > 0)
+        print_accumulator(qz, q);
     if (q->validate_samples > 0)
         printf("validate:  the SQNR above and the fallback's decisions on %lld held-out samples; %.1f dB on the %lld "
                "calibration samples\n", (long long)q->validate_samples, q->output_sqnr_calib, (long long)q->samples);

@@ -271,6 +271,12 @@ typedef struct qrl_quant_summary {
     int dynamic; /* activations quantized at run time (no calibrated scale), not counted in activations */
     int batch;   /* samples per calibration and measurement run */
     int weight_only; /* a weight-only recipe (activation = f32): weights quantized, no integer graph */
+    /* the recipe's accumulate = iN (32 for i32) and overflow = saturate (else it wraps); with a narrow
+     * accumulator (N < 32 or saturating), its partial sums over the measured samples, those that
+     * left the range, and the layers that have one and that overflowed */
+    int acc_bits, acc_saturate;
+    int64_t acc_sums, acc_overflows;
+    int acc_layers, acc_layers_overflowing;
 } qrl_quant_summary;
 void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out);
 
@@ -281,6 +287,9 @@ typedef struct qrl_layer_info {
     double sqnr;        /* dB against f32, simulated on the calibration samples */
     double sqnr_int;    /* dB as the integer graph computes it; NaN when it is not on integers */
     double top1_delta;  /* with labels: top-1 points with this layer alone quantized, minus f32's; NaN otherwise */
+    /* a narrow accumulator's (accumulate = iN) partial sums in the layer that writes this tensor and
+     * those that left the range, over the measured samples; -1 when no narrow accumulator writes it */
+    int64_t acc_sums, acc_overflows;
 } qrl_layer_info;
 int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out);
 

@@ -42,6 +42,22 @@ static void num(FILE *f, double v)
         fputs("null", f);
 }
 
+/* Whether the recipe's accumulator is narrow (accumulate = iN, N < 32, or overflow = saturate); if
+ * so, says which to f, as a JSON field or an HTML paragraph. i32 wrapping reports say nothing. */
+static int acc_narrow(const qr_quantized *q, FILE *f, int json)
+{
+    if (!q->acc_bits || (q->acc_bits == 32 && !q->acc_saturate))
+        return 0;
+    const char *how = q->acc_saturate ? "saturate" : "wrap";
+    if (json)
+        fprintf(f, "  \"accumulator\": {\"bits\": %d, \"overflow\": \"%s\"},\n", q->acc_bits, how);
+    else
+        fprintf(f, "<p>Accumulators: i%d, partial sums beyond the range %s (accumulate = i%d, overflow = %s); the "
+                   "overflows are counted on the measured samples.</p>\n", q->acc_bits,
+                q->acc_saturate ? "saturate" : "wrap around", q->acc_bits, how);
+    return 1;
+}
+
 static void write_json(FILE *f, const qr_quantized *q, const char *model)
 {
     fprintf(f, "{\n  \"model\": \"");
@@ -71,10 +87,7 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
             (long long)q->output_nonfinite, q->macs, q->macs_int);
     /* accumulate = iN or overflow = saturate: the accumulator, and per layer its partial sums and
      * overflows (fields absent for i32 wrapping, whose reports stay as they were) */
-    int narrow = q->acc_bits && (q->acc_bits < 32 || q->acc_saturate);
-    if (narrow)
-        fprintf(f, "  \"accumulator\": {\"bits\": %d, \"overflow\": \"%s\"},\n", q->acc_bits,
-                q->acc_saturate ? "saturate" : "wrap");
+    int narrow = acc_narrow(q, f, 1);
     fprintf(f, "  \"layers\": [\n");
     for (int i = 0; i < q->nlayers; i++) {
         const qr_qlayer *l = &q->layers[i];
@@ -225,10 +238,12 @@ static void write_html(FILE *f, const qr_quantized *q, const char *model)
     fprintf(f, "<h2>Ranges</h2>\n<p>Grey: the range the integers can represent; blue: the values observed; the "
                "dashed line is 0.</p>\n");
     svg_ranges(f, q);
+    int narrow = acc_narrow(q, f, 0);
     fprintf(f, "<h2>Tensors</h2>\n<table><tr><th>tensor</th><th>producer</th><th>how</th><th>type</th><th>observed "
                "min</th><th>observed max</th><th>scale</th><th>zero point</th><th>SQNR dB</th><th>SQNR dB, integer graph</th>"
-               "<th>clipped</th>"
-               "<th>fallback</th><th>top-1 alone (points)</th><th>runs as (integer graph)</th></tr>\n");
+               "<th>clipped</th>%s"
+               "<th>fallback</th><th>top-1 alone (points)</th><th>runs as (integer graph)</th></tr>\n",
+            narrow ? "<th>accumulator overflows (of its partial sums)</th>" : "");
     for (int i = 0; i < q->nlayers; i++) {
         const qr_qlayer *l = &q->layers[i];
         fprintf(f, "<tr><td>");
@@ -247,7 +262,13 @@ static void write_html(FILE *f, const qr_quantized *q, const char *model)
             fprintf(f, "<td>-</td>");
         else
             fprintf(f, "<td%s>%.1f</td>", l->sqnr_int < 20 ? " class=\"bad\"" : "", l->sqnr_int);
-        fprintf(f, "<td>%.3f%%</td><td>%s</td>", 100 * l->clipped, l->fallback ? "f32" : "");
+        fprintf(f, "<td>%.3f%%</td>", 100 * l->clipped);
+        if (narrow && l->acc_on)
+            fprintf(f, "<td%s>%lld of %lld</td>", l->acc_overflows ? " class=\"bad\"" : "", (long long)l->acc_overflows,
+                    (long long)l->acc_sums);
+        else if (narrow)
+            fprintf(f, "<td>-</td>");
+        fprintf(f, "<td>%s</td>", l->fallback ? "f32" : "");
         if (isnan(l->top1_delta))
             fprintf(f, "<td>-</td>");
         else

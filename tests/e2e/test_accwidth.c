@@ -101,7 +101,8 @@ static char *check(const char *model, const char *tag, int bits, const char *mod
     snprintf(cmd, sizeof cmd,
              "cd %s && '%s' quantize %s.onnx --recipe %s.qrl --calib %s_calib.npy -o %s.%s.onnx --report %s.%s.json",
              dir, tu_qrl(), model, tag, model, model, tag, model, tag);
-    run_ok(cmd);
+    char *summary;
+    cr_assert_eq(tu_run(cmd, &summary), 0, "%s\n%s", cmd, summary);
     snprintf(path, sizeof path, "%s/%s.%s.json", dir, model, tag);
     char *report = tu_slurp(path);
     char acc[64];
@@ -119,6 +120,11 @@ static char *check(const char *model, const char *tag, int bits, const char *mod
     cr_assert_lt(over, sums / 2, "%s %s: most sums overflow", model, tag);
     cr_assert_eq((long long)layer_field(report, "Y", "acc_sums"), sums, "%s %s", model, tag);
     cr_assert_eq((long long)layer_field(report, "Y", "acc_overflows"), over, "%s %s", model, tag);
+    char line[256];
+    snprintf(line, sizeof line, "accumulator: i%d, %s: %lld of %lld partial sums left its range (1 of 1 layers)", bits,
+             strcmp(mode, "wrap") ? "saturating" : "wrapping", over, sums);
+    cr_assert(strstr(summary, line), "%s %s: no '%s' in\n%s", model, tag, line, summary);
+    free(summary);
     /* the integer graph's outputs on other samples */
     snprintf(cmd, sizeof cmd, "cd %s && /usr/bin/python3 '%s/tests/e2e/acc_oracle.py' %s.%s.onnx %s_x.npy %d %s np_%s_%s.npy",
              dir, tu_root(), model, tag, model, bits, mode, model, tag);
