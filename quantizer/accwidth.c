@@ -7,6 +7,7 @@
 
 #include "intgraph.h"
 #include "ops/conv_geom.h"
+#include "parallel.h"
 #include "recipe.h" /* QR_ACC_MIN_BITS */
 
 /* One partial sum: acc + p kept to bits (an overflow counted when acc + p leaves the range). */
@@ -113,49 +114,72 @@ static int64_t out_channel(const reduction *r, int64_t i)
     return r->conv ? i / r->g.small_n % r->M : i % r->cols;
 }
 
+/* One reduce job: the centred integers, the accumulators it writes, its overflows (atomic). */
+typedef struct reduce_job {
+    const reduction *r;
+    const int32_t *xc, *wc;
+    const int64_t *offs; /* Conv: offs[kk * small_n + j], the input offset of kernel position kk at output j */
+    int bits, sat;
+    int64_t *acc, over;
+} reduce_job;
+
+/* Conv: planes [begin, end) of n * M + m; MatMul: rows [begin, end) of batch * rows. */
+static void reduce_range(void *arg, int64_t begin, int64_t end)
+{
+    reduce_job *J = arg;
+    const reduction *r = J->r;
+    int64_t over = 0;
+    for (int64_t p = begin; p < end; p++) {
+        if (!r->conv) { /* row p of A: t = p / rows */
+            const int32_t *bt = &J->wc[(r->bbatch == 1 ? 0 : p / r->rows) * r->K * r->cols], *ar = &J->xc[p * r->K];
+            for (int64_t j = 0; j < r->cols; j++) {
+                int64_t a = 0;
+                for (int64_t kk = 0; kk < r->K; kk++)
+                    a = acc_step(a, (int64_t)ar[kk] * bt[r->transb ? j * r->K + kk : kk * r->cols + j], J->bits, J->sat,
+                                 &over);
+                J->acc[p * r->cols + j] = a;
+            }
+            continue;
+        }
+        const qr_conv_geom *g = &r->g;
+        int64_t n = p / r->M, m = p % r->M;
+        const int32_t *wm = &J->wc[m * r->Cg * g->kernel_n];
+        const int32_t *xg = &J->xc[(n * r->C + m / r->Mg * r->Cg) * g->big_n];
+        for (int64_t j = 0; j < g->small_n; j++) {
+            int64_t a = 0;
+            for (int64_t c = 0; c < r->Cg; c++)
+                for (int64_t kk = 0; kk < g->kernel_n; kk++) {
+                    int64_t off = J->offs[kk * g->small_n + j];
+                    int64_t v = off < 0 ? 0 : (int64_t)xg[c * g->big_n + off] * wm[c * g->kernel_n + kk];
+                    a = acc_step(a, v, J->bits, J->sat, &over);
+                }
+            J->acc[p * g->small_n + j] = a;
+        }
+    }
+    __atomic_fetch_add(&J->over, over, __ATOMIC_RELAXED);
+}
+
 /* Every output's accumulator into acc[r->nout] from the centred integers xc and wc, k ascending:
  * for a Conv, the input channel of its group, then the kernel position in row-major order (the
- * weight's flat order); for a MatMul, K. */
+ * weight's flat order); for a MatMul, K. Outputs are independent: they run in parallel. */
 static qr_status reduce(qr_kctx *k, const reduction *r, const int32_t *xc, const int32_t *wc, int bits, int sat,
                         int64_t *acc, int64_t *over)
 {
-    if (!r->conv) {
-        for (int64_t t = 0; t < r->batch; t++) {
-            const int32_t *bt = &wc[(r->bbatch == 1 ? 0 : t) * r->K * r->cols];
-            for (int64_t i = 0; i < r->rows; i++)
-                for (int64_t j = 0; j < r->cols; j++) {
-                    const int32_t *ar = &xc[(t * r->rows + i) * r->K];
-                    int64_t a = 0;
-                    for (int64_t kk = 0; kk < r->K; kk++)
-                        a = acc_step(a, (int64_t)ar[kk] * bt[r->transb ? j * r->K + kk : kk * r->cols + j], bits, sat,
-                                     over);
-                    acc[(t * r->rows + i) * r->cols + j] = a;
-                }
-        }
-        return QR_OK;
+    reduce_job J = {.r = r, .xc = xc, .wc = wc, .bits = bits, .sat = sat, .acc = acc};
+    int64_t *offs = NULL;
+    if (r->conv) {
+        const qr_conv_geom *g = &r->g;
+        if (!(offs = malloc(sizeof *offs * (size_t)(g->kernel_n * g->small_n + 1))))
+            return QR_KERR(k, "out of memory");
+        for (int64_t kk = 0; kk < g->kernel_n; kk++)
+            qr_conv_offsets(g, kk, &offs[kk * g->small_n]);
+        J.offs = offs;
     }
-    const qr_conv_geom *g = &r->g;
-    int64_t *offs = malloc(sizeof *offs * (size_t)(g->kernel_n * g->small_n + 1));
-    if (!offs)
-        return QR_KERR(k, "out of memory");
-    for (int64_t kk = 0; kk < g->kernel_n; kk++)
-        qr_conv_offsets(g, kk, &offs[kk * g->small_n]);
-    for (int64_t n = 0; n < r->N; n++)
-        for (int64_t m = 0; m < r->M; m++) {
-            const int32_t *wm = &wc[m * r->Cg * g->kernel_n];
-            const int32_t *xg = &xc[(n * r->C + m / r->Mg * r->Cg) * g->big_n];
-            for (int64_t j = 0; j < g->small_n; j++) {
-                int64_t a = 0;
-                for (int64_t c = 0; c < r->Cg; c++)
-                    for (int64_t kk = 0; kk < g->kernel_n; kk++) {
-                        int64_t off = offs[kk * g->small_n + j];
-                        int64_t p = off < 0 ? 0 : (int64_t)xg[c * g->big_n + off] * wm[c * g->kernel_n + kk];
-                        a = acc_step(a, p, bits, sat, over);
-                    }
-                acc[(n * r->M + m) * g->small_n + j] = a;
-            }
-        }
+    int64_t n = r->conv ? r->N * r->M : r->batch * r->rows, per = r->conv ? r->g.small_n : r->cols;
+    int64_t work = per * (r->conv ? r->Cg * r->g.kernel_n : r->K);
+    qr_parallel_for(k->pool, n, work > 0 ? 1 + 16384 / work : 1, reduce_range, &J);
     free(offs);
+    *over += J.over;
     return QR_OK;
 }
 
