@@ -2164,39 +2164,90 @@ static qr_status quantize_transformed(const qr_graph *g, const qr_recipe *r, con
  * samples took 2.8 GB where 8 took 1.2 GB, and less time. */
 #define AUTO_BATCH_BYTES ((size_t)64 << 20)
 
-/* The default batch: one sample through g on an executor of its own tells its planned memory. */
-static int auto_batch(const qr_graph *g, const qr_tensor *calib)
+/* The bytes one sample takes through g on an executor of its own: its planned arena, or its peak
+ * when it runs in dynamic mode. 0 when the probe fails (calibration then reports the error). */
+static size_t sample_bytes(const qr_graph *g, const qr_tensor *calib)
 {
-    if (qr_graph_fixed_batch(g) > 0 || g->n_inputs < 1 || calib[0].ndim < 1 || calib[0].dims[0] < 2)
-        return 32; /* qr_plan_batch takes the model's own batch */
-    for (int i = 0; i < g->n_inputs; i++) /* a sample 0 to run; quantize's check_calib words the errors */
-        if (calib[i].ndim < 1 || calib[i].dims[0] < 1 || calib[i].dtype != g->inputs[i]->t.dtype)
-            return 32;
     qr_exec *x = NULL;
     qr_error e;
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
-    int batch = 32;
+    size_t one = 0;
     if (in && qr_exec_new(g, NULL, &x, &e) == QR_OK) {
         qr_plan_slice_inputs(calib, g->n_inputs, 0, 1, in);
         qr_exec_stats st;
         if (qr_plan_run_once(x, g, in, &e) == QR_OK) {
             qr_exec_get_stats(x, &st);
-            size_t one = st.dynamic ? st.peak_bytes : st.arena_bytes;
-            if (one > 0 && one * 32 > AUTO_BATCH_BYTES)
-                batch = one >= AUTO_BATCH_BYTES ? 1 : (int)(AUTO_BATCH_BYTES / one);
+            one = st.dynamic ? st.peak_bytes : st.arena_bytes;
         }
     }
     qr_exec_free(x);
     free(in);
-    return batch; /* a probe that fails leaves the default: calibration reports the error */
+    return one;
+}
+
+/* What quantization holds besides its runs: the model's constants and the calibration data in
+ * memory (a mapped .npy's pages are page cache the kernel may drop: not counted). */
+static size_t held_bytes(const qr_graph *g, const qr_tensor *calib)
+{
+    size_t n = 0;
+    for (int i = 0; i < g->n_values; i++)
+        if (g->values[i]->is_const && g->values[i]->t.data)
+            n += qr_tensor_nbytes(&g->values[i]->t);
+    for (int i = 0; i < g->n_inputs; i++)
+        if (!qr_data_in_file(calib[i].data))
+            n += qr_tensor_nbytes(&calib[i]);
+    return n;
+}
+
+/* The batch within the memory budget (--max-memory, per process: per rank under mpirun). Runs
+ * of one batch each go side by side: calibration's workers (--threads), the measurements' three
+ * graphs (f32, QDQ simulation, integer graph). Without --batch: up to 32 samples, fewer where one
+ * batch's activations would pass AUTO_BATCH_BYTES or the budget's share of a run; with --batch, a
+ * batch that cannot fit is an error. One sample that cannot fit is an error naming the sizes. */
+static qr_status choose_batch(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, int *batch,
+                              qr_error *e)
+{
+    *batch = o->batch > 0 ? o->batch : 32;
+    if (qr_graph_fixed_batch(g) > 0 || g->n_inputs < 1 || calib[0].ndim < 1 || calib[0].dims[0] < 2)
+        return QR_OK; /* qr_plan_batch takes the model's own batch */
+    for (int i = 0; i < g->n_inputs; i++) /* a sample 0 to run; quantize's check_calib words the errors */
+        if (calib[i].ndim < 1 || calib[i].dims[0] < 1 || calib[i].dtype != g->inputs[i]->t.dtype)
+            return QR_OK;
+    size_t budget = qr_exec_default_max_memory(), held = held_bytes(g, calib);
+    int runs = o->threads > 3 ? o->threads : 3;
+    if (held >= budget)
+        return qr_errorf(e, "the model's constants and the calibration data in memory take %zu bytes, over the budget "
+                         "of %zu bytes (--max-memory)", held, budget);
+    size_t one = sample_bytes(g, calib);
+    if (!one) { /* the probe failed (a sample over the budget on its own): calibration reports the error */
+        *batch = o->batch > 0 ? o->batch : 1;
+        return QR_OK;
+    }
+    size_t per = (budget - held) / (size_t)runs;
+    if (one > per)
+        return qr_errorf(e, "one sample's activations take %zu bytes per run, and %d runs go side by side (--threads "
+                         "workers, at least the measurements' 3 graphs): with the %zu bytes of constants and "
+                         "calibration data, batch 1 needs %zu bytes, over the budget of %zu bytes (--max-memory)",
+                         one, runs, held, held + one * (size_t)runs, budget);
+    size_t fit = per / one;
+    if (o->batch > 0) {
+        if ((size_t)o->batch > fit)
+            return qr_errorf(e, "--batch %d needs %zu bytes of activations per run (%zu per sample), %d runs side by "
+                             "side and %zu bytes held: over the budget of %zu bytes (--max-memory); at most --batch "
+                             "%zu fits", o->batch, one * (size_t)o->batch, one, runs, held, budget, fit);
+        return QR_OK;
+    }
+    size_t cap = AUTO_BATCH_BYTES / one < fit ? AUTO_BATCH_BYTES / one : fit;
+    *batch = cap >= 32 ? 32 : cap < 1 ? 1 : (int)cap;
+    return QR_OK;
 }
 
 qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
                       qr_error *e)
 {
     qr_quant_opts po = *o;
-    if (po.batch <= 0 && !po.from_file)
-        po.batch = auto_batch(g, calib);
+    if (!po.from_file && choose_batch(g, calib, o, &po.batch, e) != QR_OK)
+        return QR_ERR;
     return quantize(g, calib, &po, out, e, 0, NULL);
 }
 

@@ -173,7 +173,7 @@ done:
 
 void qrl_tensor_free(qrl_tensor *t)
 {
-    free(t->data);
+    qr_data_free(t->data); /* calibration data may be a mapping (qr_tensor_read_calib) */
     t->data = NULL;
 }
 
@@ -436,7 +436,7 @@ int qrl_model_read_inputs(const qrl_model *m, const char *label, const char *opt
             break;
         }
         bound[slot] = 1;
-        if (qr_tensor_read_file(file, &t[slot], &e) != QR_OK)
+        if ((!strcmp(option, "--calib") ? qr_tensor_read_calib : qr_tensor_read_file)(file, &t[slot], &e) != QR_OK)
             st = QR_ERR;
         else if ((samples ? qr_exec_check_samples : qr_exec_check_input)(g->inputs[slot], &t[slot], &e) != QR_OK) {
             qr_error_prefix(&e, "%s does not fit %s", file, label);

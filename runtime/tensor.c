@@ -1,8 +1,10 @@
 #include "tensor.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 int64_t qr_tensor_numel(const qr_tensor *t)
 {
@@ -97,8 +99,69 @@ qr_status qr_tensor_alloc(qr_tensor *t, qr_error *e)
     return QR_OK;
 }
 
+/* Tensor data that lives in a memory mapping (a mapped .npy, a folder of shards) rather than in
+ * malloc'd memory: qr_data_free unmaps it. A short list: a run maps a few calibration inputs. */
+typedef struct data_map {
+    void *data, *base;
+    size_t len;
+    int in_file; /* a file's pages (page cache), not anonymous memory */
+} data_map;
+static data_map *maps;
+static int nmaps, capmaps;
+static pthread_mutex_t maps_mu = PTHREAD_MUTEX_INITIALIZER;
+
+qr_status qr_tensor_adopt_map(void *data, void *base, size_t len, int in_file, qr_error *e)
+{
+    pthread_mutex_lock(&maps_mu);
+    if (nmaps == capmaps) {
+        int cap = capmaps ? 2 * capmaps : 8;
+        data_map *m = realloc(maps, sizeof *m * (size_t)cap);
+        if (!m) {
+            pthread_mutex_unlock(&maps_mu);
+            munmap(base, len);
+            return qr_errorf(e, "out of memory");
+        }
+        maps = m, capmaps = cap;
+    }
+    maps[nmaps++] = (data_map){data, base, len, in_file};
+    pthread_mutex_unlock(&maps_mu);
+    return QR_OK;
+}
+
+int qr_data_in_file(const void *data)
+{
+    int in = 0;
+    pthread_mutex_lock(&maps_mu);
+    for (int i = 0; data && i < nmaps; i++)
+        if (maps[i].data == data)
+            in = maps[i].in_file;
+    pthread_mutex_unlock(&maps_mu);
+    return in;
+}
+
+void qr_data_free(void *data)
+{
+    if (!data)
+        return;
+    pthread_mutex_lock(&maps_mu);
+    for (int i = 0; i < nmaps; i++)
+        if (maps[i].data == data) {
+            data_map m = maps[i];
+            maps[i] = maps[--nmaps];
+            if (!nmaps) { /* nothing mapped is left: no list to report as a leak */
+                free(maps);
+                maps = NULL, capmaps = 0;
+            }
+            pthread_mutex_unlock(&maps_mu);
+            munmap(m.base, m.len);
+            return;
+        }
+    pthread_mutex_unlock(&maps_mu);
+    free(data);
+}
+
 void qr_tensor_free(qr_tensor *t)
 {
-    free(t->data);
+    qr_data_free(t->data);
     t->data = NULL;
 }

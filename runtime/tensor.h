@@ -36,5 +36,13 @@ const char *qr_tensor_type_str(const qr_tensor *t, char *buf, size_t n);
 /* malloc'd data of the right size (zeroed); QR_ERR if too large or out of memory. */
 qr_status qr_tensor_alloc(qr_tensor *t, qr_error *e);
 void qr_tensor_free(qr_tensor *t);
+/* data (inside the mapping [base, base+len)) is a tensor's: qr_data_free unmaps the mapping.
+ * in_file: a file's mapping (its pages are page cache), else anonymous memory. On failure the
+ * mapping is unmapped. */
+qr_status qr_tensor_adopt_map(void *data, void *base, size_t len, int in_file, qr_error *e);
+/* Whether data is a tensor's mapping of a file (qr_tensor_adopt_map with in_file). */
+int qr_data_in_file(const void *data);
+/* Frees tensor data: munmap for adopted mappings, else free. */
+void qr_data_free(void *data);
 
 #endif

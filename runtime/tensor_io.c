@@ -1,8 +1,15 @@
 #include "tensor_io.h"
 
 #include <ctype.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "onnx_import.h"
@@ -175,7 +182,9 @@ static qr_status npy_data(const unsigned char *data, size_t have, const char *pa
     return QR_OK;
 }
 
-qr_status qr_npy_parse(const unsigned char *buf, size_t len, const char *path, qr_tensor *t, qr_error *e)
+/* t's dtype and shape from the preamble and header at buf; *data_off is where the data starts. */
+static qr_status npy_head(const unsigned char *buf, size_t len, const char *path, qr_tensor *t, size_t *data_off,
+                          qr_error *e)
 {
     memset(t, 0, sizeof *t);
     size_t off = 0, hl = 0;
@@ -188,7 +197,16 @@ qr_status qr_npy_parse(const unsigned char *buf, size_t len, const char *path, q
     h[hl] = 0;
     qr_status st = npy_header(h, path, t, e);
     free(h);
-    return st == QR_OK ? npy_data(buf + off + hl, len - off - hl, path, t, e) : st;
+    *data_off = off + hl;
+    return st;
+}
+
+qr_status qr_npy_parse(const unsigned char *buf, size_t len, const char *path, qr_tensor *t, qr_error *e)
+{
+    size_t off;
+    if (npy_head(buf, len, path, t, &off, e) != QR_OK)
+        return QR_ERR;
+    return npy_data(buf + off, len - off, path, t, e);
 }
 
 qr_status qr_npy_read(const char *path, qr_tensor *t, qr_error *e)
@@ -238,6 +256,187 @@ qr_status qr_npy_write(const char *path, const qr_tensor *t, qr_error *e)
     if (qr_tensor_nbytes(t))
         fwrite(t->data, 1, qr_tensor_nbytes(t), a.f);
     return qr_atomic_commit(&a, e);
+}
+
+/* A read-only mapping of the whole file at path: its pages are page cache, read as touched and
+ * dropped under memory pressure; read-only, it counts against no RLIMIT_DATA (ulimit -d). */
+static qr_status map_file(const char *path, unsigned char **base, size_t *len, qr_error *e)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return qr_errorf(e, "%s: cannot open", path);
+    struct stat sb;
+    qr_status st = QR_OK;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+        st = qr_errorf(e, "%s: not a regular file", path);
+    else if (sb.st_size == 0)
+        st = qr_errorf(e, "%s: empty file (not a .npy file)", path);
+    else if ((uintmax_t)sb.st_size > SIZE_MAX)
+        st = qr_errorf(e, "%s: too large to map", path);
+    *len = (size_t)sb.st_size;
+    if (st == QR_OK) {
+        void *p = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED)
+            st = qr_errorf(e, "%s: cannot map the file", path);
+        else
+            *base = p;
+    }
+    close(fd);
+    return st;
+}
+
+qr_status qr_npy_map(const char *path, qr_tensor *t, qr_error *e)
+{
+    unsigned char *base = NULL;
+    size_t len = 0, off;
+    memset(t, 0, sizeof *t);
+    if (map_file(path, &base, &len, e) != QR_OK)
+        return QR_ERR;
+    qr_status st = npy_head(base, len, path, t, &off, e);
+    if (st == QR_OK && qr_tensor_check_dims(t, e) != QR_OK) { /* no size limit: the data stays on disk */
+        qr_error_prefix(e, "%s", path);
+        st = QR_ERR;
+    }
+    size_t need = st == QR_OK ? qr_tensor_nbytes(t) : 0, align = st == QR_OK ? qr_dtype_size(t->dtype) : 1;
+    if (st == QR_OK && len - off < need) {
+        char ts[160];
+        st = qr_errorf(e, "%s: truncated: %zu data bytes, expected %zu for %s", path, len - off, need,
+                       qr_tensor_type_str(t, ts, sizeof ts));
+    }
+    if (st == QR_OK && (t->dtype == QR_BOOL || ((uintptr_t)(base + off) % (align ? align : 1)))) {
+        /* bools are normalized to 0/1, misaligned data is copied: read as a whole */
+        qr_tensor c;
+        st = qr_npy_parse(base, len, path, &c, e);
+        munmap(base, len);
+        *t = c;
+        return st;
+    }
+    if (st != QR_OK) {
+        munmap(base, len);
+        memset(t, 0, sizeof *t);
+        return QR_ERR;
+    }
+    t->data = base + off;
+    return qr_tensor_adopt_map(t->data, base, len, 1, e);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names of the .npy files in dir (hidden files left out), sorted bytewise; *n of them. */
+static qr_status shard_names(const char *dir, char ***names, int *n, qr_error *e)
+{
+    DIR *d = opendir(dir);
+    *names = NULL;
+    *n = 0;
+    if (!d)
+        return qr_errorf(e, "%s: cannot open the folder", dir);
+    int cap = 0;
+    qr_status st = QR_OK;
+    for (struct dirent *de; st == QR_OK && (de = readdir(d));) {
+        size_t l = strlen(de->d_name);
+        if (de->d_name[0] == '.' || l < 5 || strcmp(de->d_name + l - 4, ".npy"))
+            continue;
+        if (*n == cap) {
+            char **g = realloc(*names, sizeof *g * (size_t)(cap = cap ? 2 * cap : 16));
+            if (!g) {
+                st = qr_errorf(e, "out of memory");
+                break;
+            }
+            *names = g;
+        }
+        size_t pl = strlen(dir) + l + 2;
+        if (!((*names)[*n] = malloc(pl)))
+            st = qr_errorf(e, "out of memory");
+        else
+            snprintf((*names)[(*n)++], pl, "%s/%s", dir, de->d_name);
+    }
+    closedir(d);
+    if (st == QR_OK && !*n)
+        st = qr_errorf(e, "%s: the folder holds no .npy files (calibration shards)", dir);
+    if (st == QR_OK)
+        qsort(*names, (size_t)*n, sizeof **names, by_name);
+    return st;
+}
+
+/* Whether shard s holds samples of first's dtype and shape (all dims but the first). */
+static qr_status shard_fits(const char *path, const qr_tensor *s, const char *first_path, const qr_tensor *first,
+                            qr_error *e)
+{
+    int same = s->ndim >= 1 && s->ndim == first->ndim && s->dtype == first->dtype;
+    for (int k = 1; same && k < s->ndim; k++)
+        same = s->dims[k] == first->dims[k];
+    if (same)
+        return QR_OK;
+    char a[160], b[160];
+    if (s->ndim < 1)
+        return qr_errorf(e, "%s: a scalar, not samples along a first dimension", path);
+    return qr_errorf(e, "%s: holds %s but %s (the first shard) holds %s; every shard needs the same dtype and the "
+                     "same dims after the first", path, qr_tensor_type_str(s, a, sizeof a), first_path,
+                     qr_tensor_type_str(first, b, sizeof b));
+}
+
+qr_status qr_npy_read_shards(const char *dir, qr_tensor *t, qr_error *e)
+{
+    char **names;
+    int n;
+    memset(t, 0, sizeof *t);
+    qr_status st = shard_names(dir, &names, &n, e);
+    qr_tensor *sh = st == QR_OK ? calloc((size_t)n, sizeof *sh) : NULL;
+    if (st == QR_OK && !sh)
+        st = qr_errorf(e, "out of memory");
+    int64_t rows = 0;
+    /* every shard's header first (mapped, not read), so a bad one is named before any copying */
+    for (int i = 0; st == QR_OK && i < n; i++) {
+        if ((st = qr_npy_map(names[i], &sh[i], e)) == QR_OK && (st = shard_fits(names[i], &sh[i], names[0], &sh[0], e)) == QR_OK)
+            rows += sh[i].dims[0];
+    }
+    if (st == QR_OK && rows == 0)
+        st = qr_errorf(e, "%s: the shards hold no samples", dir);
+    if (st == QR_OK) {
+        *t = sh[0];
+        t->dims[0] = rows;
+        size_t len = qr_tensor_nbytes(t);
+        /* one stream of the samples in name order; NORESERVE: the pages are taken as they are filled */
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) {
+            st = qr_errorf(e, "%s: out of memory for %zu bytes of samples", dir, len);
+            t->data = NULL;
+        } else {
+            t->data = p;
+            size_t at = 0;
+            for (int i = 0; i < n; i++) {
+                size_t b = qr_tensor_nbytes(&sh[i]);
+                memcpy((char *)p + at, sh[i].data, b);
+                at += b;
+                qr_tensor_free(&sh[i]); /* its pages leave as soon as they are copied */
+            }
+            st = qr_tensor_adopt_map(p, p, len, 0, e);
+        }
+    }
+    if (st != QR_OK)
+        memset(t, 0, sizeof *t);
+    for (int i = 0; i < n; i++) {
+        if (sh)
+            qr_tensor_free(&sh[i]);
+        free(names[i]);
+    }
+    free(sh);
+    free(names);
+    return st;
+}
+
+qr_status qr_tensor_read_calib(const char *path, qr_tensor *t, qr_error *e)
+{
+    struct stat sb;
+    size_t n = strlen(path);
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return qr_npy_read_shards(path, t, e);
+    if (n > 4 && strcmp(path + n - 4, ".npy") == 0)
+        return qr_npy_map(path, t, e);
+    return qr_tensor_read_file(path, t, e);
 }
 
 qr_status qr_tensor_read_file(const char *path, qr_tensor *t, qr_error *e)

@@ -1,0 +1,179 @@
+/* Calibration data and models at scale (QRL-K 3, docs/distributed.md): a folder of .npy shards is
+ * one sample stream, a memory-mapped .npy may be larger than the memory the process may allocate,
+ * bad shards are named. Fixtures: tools/make_scale_data.py. The oracles: the export of the same
+ * samples given as one file (whose exports test_quantize.c checks against ONNX Runtime), and under
+ * mpirun the one-rank run. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static char *dir;
+
+static const char *data_dir(void)
+{
+    const char *d = getenv("QRL_DATA");
+    return d && *d ? d : "build/data";
+}
+
+static void setup(void)
+{
+    dir = tu_tmpdir();
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_scale_data.py' '%s' '%s' '%s/examples/fmnist/fmnist_cnn.onnx'",
+             tu_root(), data_dir(), dir, tu_root());
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 0, "fixture generation failed: %s", log);
+    free(log);
+}
+
+static void teardown(void)
+{
+    tu_rmdir(dir);
+}
+
+TestSuite(data_scale, .init = setup, .fini = teardown, .timeout = 300);
+
+/* qrl quantize of model (NULL: the Fashion-MNIST model) with calibration data calib (relative to
+ * dir) into dir/tag.onnx and dir/tag.json, after prefix (mpirun, ulimit); the exit status, the log. */
+static int quantize_model(const char *prefix, const char *model, const char *calib, const char *extra, const char *tag,
+                          char **log)
+{
+    char cmd[4096], fm[1024];
+    snprintf(fm, sizeof fm, "%s/examples/fmnist/fmnist_cnn.onnx", tu_root());
+    snprintf(cmd, sizeof cmd, "%s '%s' quantize '%s' --recipe '%s/recipes/int8.qrl' --calib '%s/%s' --quiet "
+                              "--threads 1 %s -o '%s/%s.onnx' --qparams '%s/%s.json'",
+             prefix, tu_qrl(), model ? model : fm, tu_root(), dir, calib, extra, dir, tag, dir, tag);
+    return tu_run(cmd, log);
+}
+
+static int quantize(const char *prefix, const char *calib, const char *extra, const char *tag, char **log)
+{
+    return quantize_model(prefix, NULL, calib, extra, tag, log);
+}
+
+static void quantize_ok(const char *prefix, const char *calib, const char *extra, const char *tag)
+{
+    char *log;
+    int rc = quantize(prefix, calib, extra, tag, &log);
+    cr_assert_eq(rc, 0, "%s -> %s failed (%d):\n%s", calib, tag, rc, log);
+    free(log);
+}
+
+/* Whether dir/a.ext and dir/b.ext hold the same bytes. */
+static int same(const char *a, const char *b, const char *ext)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cmp -s '%s/%s.%s' '%s/%s.%s'", dir, a, ext, dir, b, ext);
+    return tu_run(cmd, NULL) == 0;
+}
+
+/* The three shards (70, 1 and 129 samples) in name order are one.npy's 200 samples: the same
+ * export and qparams, byte for byte. The folder's README.txt and hidden .p9.npy (samples 1000
+ * times larger: they would move the ranges) are left out. */
+Test(data_scale, shard_folder_is_one_file)
+{
+    quantize_ok("", "one.npy", "", "one");
+    quantize_ok("", "shards", "", "shards");
+    cr_expect(same("one", "shards", "onnx"), "the folder's export differs from the one file's");
+    cr_expect(same("one", "shards", "json"), "the folder's qparams differ from the one file's");
+}
+
+/* A calibration file larger than the memory the process may allocate (ulimit -d 1 GB, a 1.5 GB
+ * .npy) is mapped, not read: it calibrates on its first 200 samples (--calib-count) to one.npy's
+ * bytes. Read whole (malloc), it would fail. Not under ASan, whose shadow memory ulimit -d refuses. */
+Test(data_scale, mapped_file_larger_than_the_data_limit)
+{
+    if (strstr(tu_qrl(), "asan"))
+        cr_skip_test("ulimit -d and AddressSanitizer's shadow memory do not mix");
+    quantize_ok("", "one.npy", "", "one");
+    quantize_ok("ulimit -d 1048576 &&", "big.npy", "--calib-count 200", "big");
+    cr_expect(same("one", "big", "onnx") && same("one", "big", "json"), "the mapped file's export differs");
+}
+
+/* Each bad folder: exit 1, one line naming the shard (or the folder) and the problem, no output. */
+Test(data_scale, bad_shards_are_named)
+{
+    const char *cases[][3] = {
+        {"bad_empty", "bad_empty: the folder holds no .npy files", ""},
+        {"bad_dtype", "bad_dtype/b.npy: holds f64[4,1,28,28] but ", "bad_dtype/a.npy (the first shard) holds f32[5,1,28,28]"},
+        {"bad_shape", "bad_shape/b.npy: holds f32[4,1,27,28] but ", "every shard needs the same dtype"},
+        {"bad_trunc", "bad_trunc/b.npy: truncated: 12444 data bytes, expected 12544", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *log, out[1024];
+        int rc = quantize("", cases[i][0], "", "bad", &log);
+        cr_expect_eq(rc, 1, "%s: exit %d:\n%s", cases[i][0], rc, log);
+        cr_expect(strstr(log, cases[i][1]) && strstr(log, cases[i][2]), "%s:\n%s", cases[i][0], log);
+        cr_expect(!strchr(log, '\n') || !strchr(strchr(log, '\n') + 1, '\n'), "%s: more than one line:\n%s",
+                  cases[i][0], log);
+        snprintf(out, sizeof out, "%s/bad.onnx", dir);
+        cr_expect(!tu_file_exists(out), "%s: an output was written", cases[i][0]);
+        free(log);
+    }
+}
+
+/* mpirun, as root, more ranks than cores; no leak check (test_dist.c says why). */
+#define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 mpirun --oversubscribe"
+
+/* Three ranks on the folder of shards give one rank's bytes (and one.npy's). */
+Test(data_scale, shards_np3_matches_np1)
+{
+    if (tu_run("command -v mpirun", NULL) != 0)
+        cr_skip_test("mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev)");
+    quantize_ok(MPIRUN " -np 1", "shards", "", "np1");
+    quantize_ok(MPIRUN " -np 3", "shards", "", "np3");
+    quantize_ok("", "one.npy", "", "one");
+    cr_expect(same("np1", "np3", "onnx") && same("np1", "np3", "json"), "-np 3 differs from -np 1 on the shards");
+    cr_expect(same("one", "np3", "onnx") && same("one", "np3", "json"), "-np 3 on the shards differs from one.npy");
+}
+
+/* The number after `key` in text (-1 when missing). */
+static long long number_after(const char *text, const char *key)
+{
+    const char *p = strstr(text, key);
+    return p ? atoll(p + strlen(key)) : -1;
+}
+
+/* --max-memory bounds quantize's batch. A budget below batch 1 is an error giving one sample's
+ * activation bytes A and the bytes held H (the model's constants: one.npy is mapped, not held);
+ * from them, by the documented rule (H + 3 runs of a batch each, --threads 1), a budget of
+ * H + 3 * 5 * A + 3 * A / 2 must give batch 5, the bytes of --batch 5 without a budget, and
+ * refuse --batch 6. A budget below H is an error of its own. Each error:
+ * exit 1, one line, no output. */
+Test(data_scale, max_memory_bounds_the_batch)
+{
+    char *log, extra[256];
+    int rc = quantize("", "one.npy", "--max-memory 600K", "tiny", &log);
+    cr_assert_eq(rc, 1, "--max-memory 600K: exit %d\n%s", rc, log);
+    long long a = number_after(log, "one sample's activations take "), h = number_after(log, "with the ");
+    cr_assert(a > 0 && h > 0 && strstr(log, "over the budget of 614400 bytes (--max-memory)"), "%s", log);
+    free(log);
+    long long m = h + 3 * 5 * a + 3 * a / 2;
+    snprintf(extra, sizeof extra, "--max-memory %lldK", (m + 1023) / 1024);
+    rc = quantize("", "one.npy", extra, "five", &log);
+    cr_assert_eq(rc, 0, "%s: exit %d\n%s", extra, rc, log);
+    cr_expect(strstr(log, "batch 5)"), "%s: expected batch 5 (A %lld, H %lld):\n%s", extra, a, h, log);
+    free(log);
+    quantize_ok("", "one.npy", "--batch 5", "b5");
+    cr_expect(same("b5", "five", "json") && same("b5", "five", "onnx"), "differs from --batch 5 without a budget");
+    char extra6[300];
+    snprintf(extra6, sizeof extra6, "%s --batch 6", extra);
+    rc = quantize("", "one.npy", extra6, "six", &log);
+    cr_expect_eq(rc, 1, "%s: exit %d\n%s", extra6, rc, log);
+    cr_expect(strstr(log, "--batch 6 needs") && strstr(log, "at most --batch 5 fits"), "%s", log);
+    free(log);
+    snprintf(extra, sizeof extra, "--max-memory %lldK", h / 1024 / 2);
+    rc = quantize("", "one.npy", extra, "held", &log);
+    cr_expect_eq(rc, 1, "%s: exit %d\n%s", extra, rc, log);
+    cr_expect(strstr(log, "the model's constants and the calibration data in memory take"), "%s", log);
+    free(log);
+    const char *none[] = {"tiny", "six", "held"};
+    for (int i = 0; i < 3; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s.onnx", dir, none[i]);
+        cr_expect(!tu_file_exists(path), "%s was written", path);
+    }
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/python3
+"""Fixtures of tests/e2e/test_data_scale.c (calibration data and models at scale), from
+build/data/calib_images.npy (Fashion-MNIST, 1x28x28 f32) into OUT:
+
+  one.npy            the first 200 samples, one file (the oracle of the folder of shards)
+  shards/            the same 200 samples in 3 shards (p0.npy 70, p1.npy 1, p2.npy 129), plus a
+                     README.txt and a hidden .p9.npy (both must be left out of the stream)
+  bad_empty/         a folder without .npy files
+  bad_dtype/         a second shard in f64
+  bad_shape/         a second shard of 1x27x28 samples
+  bad_trunc/         a second shard 100 bytes short
+  big.npy            BIG_MB MB of samples (sparse: zeros past the first 200, which are one.npy's)
+  x.npy              16 test samples, to run models on
+
+Usage: make_scale_data.py DATA_DIR OUT MODEL [BIG_MB]
+"""
+import os
+import sys
+
+import numpy as np
+
+
+def main():
+    data, out = sys.argv[1], sys.argv[2]
+    model = sys.argv[3]
+    big_mb = int(sys.argv[4]) if len(sys.argv) > 4 else 1500
+    x = np.load(os.path.join(data, 'calib_images.npy'))[:200]
+    os.makedirs(out, exist_ok=True)
+    np.save(os.path.join(out, 'one.npy'), x)
+    sh = os.path.join(out, 'shards')
+    os.makedirs(sh, exist_ok=True)
+    for name, part in (('p0', x[:70]), ('p1', x[70:71]), ('p2', x[71:])):
+        np.save(os.path.join(sh, name + '.npy'), part)
+    np.save(os.path.join(sh, '.p9.npy'), x[:3] * 1000)
+    with open(os.path.join(sh, 'README.txt'), 'w') as f:
+        f.write('not a shard\n')
+    for d in ('bad_empty', 'bad_dtype', 'bad_shape', 'bad_trunc'):
+        os.makedirs(os.path.join(out, d), exist_ok=True)
+    with open(os.path.join(out, 'bad_empty', 'notes.txt'), 'w') as f:
+        f.write('no shards here\n')
+    np.save(os.path.join(out, 'bad_dtype', 'a.npy'), x[:5])
+    np.save(os.path.join(out, 'bad_dtype', 'b.npy'), x[5:9].astype(np.float64))
+    np.save(os.path.join(out, 'bad_shape', 'a.npy'), x[:5])
+    np.save(os.path.join(out, 'bad_shape', 'b.npy'), x[5:9, :, :27, :])
+    np.save(os.path.join(out, 'bad_trunc', 'a.npy'), x[:5])
+    np.save(os.path.join(out, 'bad_trunc', 'b.npy'), x[5:9])
+    b = os.path.join(out, 'bad_trunc', 'b.npy')
+    os.truncate(b, os.path.getsize(b) - 100)
+    per = x[0].nbytes
+    n = big_mb * 1024 * 1024 // per
+    with open(os.path.join(out, 'big.npy'), 'wb') as f:
+        np.lib.format.write_array_header_1_0(f, {'descr': '<f4', 'fortran_order': False,
+                                                 'shape': (n,) + x.shape[1:]})
+        f.write(x.tobytes())
+        f.truncate(f.tell() - x.nbytes + n * per)  # a hole: no disk, reads as zeros
+    np.save(os.path.join(out, 'x.npy'), np.load(os.path.join(data, 'test_images.npy'))[:16])
+
+
+if __name__ == '__main__':
+    main()
