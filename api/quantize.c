@@ -331,8 +331,13 @@ qrl_model *qrl_quantized_model(qrl_quantized *q, char *err, size_t errlen)
 
 int qrl_quantized_save(const qrl_quantized *q, const char *path, char *err, size_t errlen)
 {
+    return qrl_quantized_save_external(q, path, 0, err, errlen);
+}
+
+int qrl_quantized_save_external(const qrl_quantized *q, const char *path, int external, char *err, size_t errlen)
+{
     qr_error e;
-    return qr_onnx_save(q->q->qdq, path, &e) == QR_OK ? 0 : qr_api_fail(&e, err, errlen);
+    return qr_onnx_save_ext(q->q->qdq, path, external, &e) == QR_OK ? 0 : qr_api_fail(&e, err, errlen);
 }
 
 int qrl_quantized_write_qparams(const qrl_quantized *q, const char *path, char *err, size_t errlen)

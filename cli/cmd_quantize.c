@@ -11,7 +11,7 @@
 
 typedef struct quantize_args {
     const char *model, *recipe, *outp, *qparams, *name, *report, *intg, *labels;
-    int batch, threads, count, no_cache, ncalib, quiet, matmulnbits;
+    int batch, threads, count, no_cache, ncalib, quiet, matmulnbits, external;
     char *calib[64];
 } quantize_args;
 
@@ -21,6 +21,7 @@ static void usage(void)
            "                    [--calib-count N] [--batch B] [--threads N] [--recipe-name NAME]\n"
            "                    [--qparams Q.json] [--report R.html|R.json] [--int-graph G.txt]\n"
            "                    [--labels Y.npy] [--no-cache] [--quiet] [--weight-format qdq|matmulnbits]\n"
+           "                    [--external-data]\n"
            "Quantizes the model as the recipe says, calibrating on the samples of X.npy\n"
            "(one --calib per model input: NAME=FILE binds by name, FILE the next input)\n"
            "(along its first dimension), and writes a QDQ ONNX model: QuantizeLinear and\n"
@@ -58,7 +59,9 @@ static void usage(void)
            "--weight-format (weight-only recipes, activation = f32): qdq (the default) writes each\n"
            "quantized weight as a DequantizeLinear (opset 21: 4-bit, blocks) into the f32 op;\n"
            "matmulnbits writes a MatMul (or a Gemm without transA) whose weight is 4-bit in blocks as\n"
-           "ONNX Runtime's com.microsoft MatMulNBits, the same integers (others stay qdq).\n");
+           "ONNX Runtime's com.microsoft MatMulNBits, the same integers (others stay qdq).\n"
+           "--external-data writes the initializers of 1 KB or more to OUT.onnx.data beside the model\n"
+           "(ONNX external data), as the export does by itself when the model would pass 2 GB.\n");
 }
 
 /* Fills a from the command line: -1 to go on, else the exit status (0 after --help, 2 on a usage error). */
@@ -99,6 +102,8 @@ static int parse_args(int argc, char **argv, quantize_args *a)
                 return cli_usage_error("quantize", "--weight-format is qdq or matmulnbits, not '%s'", f);
             a->matmulnbits = !strcmp(f, "matmulnbits");
         }
+        else if (!strcmp(s, "--external-data"))
+            a->external = 1;
         else if (!strcmp(s, "--no-cache"))
             a->no_cache = 1;
         else if (!strcmp(s, "--calib-count") && has) {
@@ -150,15 +155,17 @@ static int same_file(const char *a, const char *b)
  * the same file, and none names an input (the model, the recipe, calibration data, labels). */
 static int check_outputs(const quantize_args *a, char *err)
 {
-    const char *outs[4] = {a->outp, a->qparams, a->report, a->intg}, *flag[4] = {"-o", "--qparams", "--report",
-                                                                                  "--int-graph"};
+    char data[4096]; /* --external-data's OUT.onnx.data */
+    snprintf(data, sizeof data, "%s.data", a->outp);
+    const char *outs[5] = {a->outp, a->qparams, a->report, a->intg, a->external ? data : NULL},
+               *flag[5] = {"-o", "--qparams", "--report", "--int-graph", "--external-data"};
     const char *ins[70] = {a->model, a->recipe, a->labels};
     int nin = 3;
     for (int i = 0; i < a->ncalib && nin < 70; i++) { /* NAME=FILE or FILE */
         const char *eq = strchr(a->calib[i], '=');
         ins[nin++] = eq && !memchr(a->calib[i], '/', (size_t)(eq - a->calib[i])) ? eq + 1 : a->calib[i];
     }
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         if (!outs[k])
             continue;
         if (qrl_output_check(outs[k], err, CLI_ERRLEN) != 0)
@@ -179,7 +186,7 @@ static int check_outputs(const quantize_args *a, char *err)
 static int write_outputs(const quantize_args *a, const qrl_quantized *q, char *err)
 {
     qrl_outputs_begin();
-    int wst = qrl_quantized_save(q, a->outp, err, CLI_ERRLEN);
+    int wst = qrl_quantized_save_external(q, a->outp, a->external, err, CLI_ERRLEN);
     if (wst == 0 && a->qparams)
         wst = qrl_quantized_write_qparams(q, a->qparams, err, CLI_ERRLEN);
     if (wst == 0 && a->report)

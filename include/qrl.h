@@ -241,6 +241,11 @@ qrl_model *qrl_quantized_model(qrl_quantized *q, char *err, size_t errlen);
  * on its integer kernels), every quantized tensor's qparams as JSON, the report (HTML, or JSON when
  * path ends in .json; model names the model in it), the integer graph as text. */
 int qrl_quantized_save(const qrl_quantized *q, const char *path, char *err, size_t errlen);
+/* qrl_quantized_save with ONNX external data: when external is non-zero, or when the model would
+ * pass protobuf's 2 GB (qrl_quantized_save does the same then), the initializers of 1 KB or more
+ * are written to path + ".data" beside the model, which names it by its file name, with each
+ * tensor's offset and length; both files are written all or nothing. */
+int qrl_quantized_save_external(const qrl_quantized *q, const char *path, int external, char *err, size_t errlen);
 int qrl_quantized_write_qparams(const qrl_quantized *q, const char *path, char *err, size_t errlen);
 int qrl_quantized_write_report(const qrl_quantized *q, const char *model, const char *path, char *err, size_t errlen);
 int qrl_quantized_write_int_graph(const qrl_quantized *q, const char *path, char *err, size_t errlen);

@@ -145,6 +145,11 @@ void qr_atomic_group_begin(void)
     group.open = 1;
 }
 
+int qr_atomic_group_open(void)
+{
+    return group.open;
+}
+
 void qr_atomic_group_abort(void)
 {
     for (int i = 0; i < group.n; i++) {

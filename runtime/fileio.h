@@ -30,6 +30,8 @@ qr_status qr_atomic_open(qr_atomic_file *a, const char *path, qr_error *e);
 void qr_atomic_group_begin(void);
 qr_status qr_atomic_group_commit(qr_error *e);
 void qr_atomic_group_abort(void);
+/* Whether this thread is between qr_atomic_group_begin and its commit or abort. */
+int qr_atomic_group_open(void);
 /* Flushes, fsyncs and renames; on failure the temporary file is removed. */
 qr_status qr_atomic_commit(qr_atomic_file *a, qr_error *e);
 void qr_atomic_abort(qr_atomic_file *a);

@@ -279,7 +279,101 @@ static qr_status write_atomically(const char *path, const uint8_t *buf, size_t l
     return st;
 }
 
-qr_status qr_onnx_save(const qr_graph *g, const char *path, qr_error *e)
+/* m serialized into path, atomically. */
+static qr_status pack_and_write(const Onnx__ModelProto *m, const char *path, qr_error *e)
+{
+    size_t len = onnx__model_proto__get_packed_size(m);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf)
+        return qr_errorf(e, "%s: out of memory serializing the model (%zu bytes)", path, len);
+    onnx__model_proto__pack(m, buf);
+    qr_status st = write_atomically(path, buf, len, e);
+    free(buf);
+    return st;
+}
+
+/* Initializers of at least this many bytes go to the external data file (onnx's own default
+ * size_threshold); smaller ones stay in the model, where a reader needs no second file for them. */
+#define EXT_MIN_BYTES 1024
+/* Offsets in the data file: 4096-aligned for tensors of 1 MB or more (ONNX Runtime maps those in
+ * place when aligned to the page), else 64-aligned. */
+#define EXT_PAGE_BYTES ((size_t)1 << 20)
+
+static size_t ext_align(size_t at, size_t nbytes)
+{
+    size_t a = nbytes >= EXT_PAGE_BYTES ? 4096 : 64;
+    return (at + a - 1) / a * a;
+}
+
+/* Moves m's initializers of EXT_MIN_BYTES or more into the file data_path (written atomically,
+ * padded to their offsets), each TensorProto pointing at it: location (its name, which lies
+ * beside the model), offset, length. */
+static qr_status write_external(ex *c, Onnx__ModelProto *m, const char *data_path, const char *location, qr_error *e)
+{
+    Onnx__GraphProto *gp = m->graph;
+    qr_atomic_file af;
+    if (qr_atomic_open(&af, data_path, e) != QR_OK)
+        return QR_ERR;
+    static const unsigned char zeros[4096];
+    size_t at = 0;
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        Onnx__TensorProto *tp = gp->initializer[i];
+        size_t n = tp->raw_data.len, off = ext_align(at, n);
+        if (n < EXT_MIN_BYTES)
+            continue;
+        if (fwrite(zeros, 1, off - at, af.f) != off - at || fwrite(tp->raw_data.data, 1, n, af.f) != n) {
+            qr_atomic_abort(&af);
+            return qr_errorf(e, "%s: write failed", data_path);
+        }
+        at = off + n;
+        char num[2][32];
+        snprintf(num[0], sizeof num[0], "%zu", off);
+        snprintf(num[1], sizeof num[1], "%zu", n);
+        const char *kv[3][2] = {{"location", location}, {"offset", num[0]}, {"length", num[1]}};
+        tp->external_data = qr_arena_alloc(&c->ar, sizeof *tp->external_data * 3);
+        for (int k = 0; tp->external_data && k < 3; k++) {
+            Onnx__StringStringEntryProto *p = qr_arena_alloc(&c->ar, sizeof *p);
+            if (!p)
+                break;
+            onnx__string_string_entry_proto__init(p);
+            p->key = str(c, kv[k][0]);
+            p->value = str(c, kv[k][1]);
+            tp->external_data[tp->n_external_data++] = p;
+        }
+        if (c->ar.oom || tp->n_external_data != 3) {
+            qr_atomic_abort(&af);
+            return qr_errorf(e, "%s: out of memory", data_path);
+        }
+        tp->has_data_location = 1;
+        tp->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+        tp->has_raw_data = 0;
+        tp->raw_data.len = 0;
+        tp->raw_data.data = NULL;
+    }
+    return qr_atomic_commit(&af, e);
+}
+
+/* m as path, its large initializers first moved to path + ".data" (write_external). */
+static qr_status save_external(ex *c, Onnx__ModelProto *m, const char *path, qr_error *e)
+{
+    size_t n = strlen(path) + 8;
+    char *data_path = malloc(n);
+    if (!data_path)
+        return qr_errorf(e, "%s: out of memory", path);
+    snprintf(data_path, n, "%s.data", path);
+    const char *slash = strrchr(data_path, '/');
+    /* the location is relative to the model's folder, where readers resolve it */
+    qr_status st = write_external(c, m, data_path, slash ? slash + 1 : data_path, e);
+    free(data_path);
+    return st == QR_OK ? pack_and_write(m, path, e) : st;
+}
+
+qr_status qr_onnx_save_ext(const qr_graph *g, const char *path, int external, qr_error *e)
+{
+    return qr_onnx_save_limit(g, path, external, QR_ONNX_MAX_PROTO_BYTES, e);
+}
+
+qr_status qr_onnx_save_limit(const qr_graph *g, const char *path, int external, size_t limit, qr_error *e)
 {
     ex cx = {.g = g}, *c = &cx;
     qr_arena_init(&c->ar);
@@ -288,15 +382,25 @@ qr_status qr_onnx_save(const qr_graph *g, const char *path, qr_error *e)
         qr_arena_free(&c->ar);
         return qr_errorf(e, "%s: out of memory", path);
     }
-    size_t len = onnx__model_proto__get_packed_size(m);
-    uint8_t *buf = malloc(len ? len : 1);
-    if (!buf) {
-        qr_arena_free(&c->ar);
-        return qr_errorf(e, "%s: out of memory serializing the model (%zu bytes)", path, len);
+    qr_status st;
+    /* protobuf's limit: past 2 GB no reader can parse the model, so its data goes beside it */
+    if (external || onnx__model_proto__get_packed_size(m) > limit) {
+        int own = !qr_atomic_group_open(); /* the model and its data all or nothing */
+        if (own)
+            qr_atomic_group_begin();
+        st = save_external(c, m, path, e);
+        if (own && st == QR_OK)
+            st = qr_atomic_group_commit(e);
+        else if (own)
+            qr_atomic_group_abort();
+    } else {
+        st = pack_and_write(m, path, e);
     }
-    onnx__model_proto__pack(m, buf);
     qr_arena_free(&c->ar);
-    qr_status st = write_atomically(path, buf, len, e);
-    free(buf);
     return st;
+}
+
+qr_status qr_onnx_save(const qr_graph *g, const char *path, qr_error *e)
+{
+    return qr_onnx_save_ext(g, path, 0, e);
 }

@@ -11,6 +11,8 @@ build/data/calib_images.npy (Fashion-MNIST, 1x28x28 f32) into OUT:
   bad_trunc/         a second shard 100 bytes short
   big.npy            BIG_MB MB of samples (sparse: zeros past the first 200, which are one.npy's)
   x.npy              16 test samples, to run models on
+  ext/model.onnx     MODEL (examples/fmnist/fmnist_cnn.onnx) with every initializer in ONNX external
+                     data, ext/weights/fmnist.bin (onnx.save(..., save_as_external_data=True))
 
 Usage: make_scale_data.py DATA_DIR OUT MODEL [BIG_MB]
 """
@@ -54,6 +56,10 @@ def main():
         f.write(x.tobytes())
         f.truncate(f.tell() - x.nbytes + n * per)  # a hole: no disk, reads as zeros
     np.save(os.path.join(out, 'x.npy'), np.load(os.path.join(data, 'test_images.npy'))[:16])
+    import onnx
+    os.makedirs(os.path.join(out, 'ext', 'weights'), exist_ok=True)
+    onnx.save(onnx.load(model), os.path.join(out, 'ext', 'model.onnx'), save_as_external_data=True,
+              all_tensors_to_one_file=True, location='weights/fmnist.bin', size_threshold=0)
 
 
 if __name__ == '__main__':

@@ -1,9 +1,11 @@
 /* Calibration data and models at scale (QRL-K 3, docs/distributed.md): a folder of .npy shards is
  * one sample stream, a memory-mapped .npy may be larger than the memory the process may allocate,
- * bad shards are named. Fixtures: tools/make_scale_data.py. The oracles: the export of the same
- * samples given as one file (whose exports test_quantize.c checks against ONNX Runtime), and under
- * mpirun the one-rank run. */
+ * bad shards are named, --max-memory sets quantize's batch, models with ONNX external data are
+ * read and written. Fixtures: tools/make_scale_data.py. The oracles: the export of the same
+ * samples given as one file (whose exports test_quantize.c checks against ONNX Runtime), under
+ * mpirun the one-rank run, ONNX Runtime on external-data models, onnx reading the exports. */
 #include <criterion/criterion.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,4 +178,77 @@ Test(data_scale, max_memory_bounds_the_batch)
         snprintf(path, sizeof path, "%s/%s.onnx", dir, none[i]);
         cr_expect(!tu_file_exists(path), "%s was written", path);
     }
+}
+
+/* Runs `cmd` (formatted), which must succeed. */
+static void run_ok(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void run_ok(const char *fmt, ...)
+{
+    char cmd[8192], *log;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 0, "%s: exit %d:\n%s", cmd, rc, log);
+    free(log);
+}
+
+/* ONNX Runtime runs model on dir/x.npy into dir/outdir (tools/ort_run.js). */
+static void ort_run(const char *model, const char *outdir)
+{
+    run_ok("cd '%s' && node tools/ort_run.js '%s' '%s/x.npy' -o '%s/%s'", tu_root(), model, dir, dir, outdir);
+}
+
+/* A model whose every initializer lives in external data (a subfolder, one file, offsets): qrl
+ * runs it as ONNX Runtime does (the oracle), and quantizes it to the bytes of the model with
+ * its initializers inside. */
+Test(data_scale, external_data_import)
+{
+    char model[1024], a[1024], b[1024];
+    snprintf(model, sizeof model, "%s/ext/model.onnx", dir);
+    ort_run(model, "ort");
+    run_ok("'%s' run '%s' -i '%s/x.npy' -o '%s/qrl'", tu_qrl(), model, dir, dir);
+    snprintf(a, sizeof a, "%s/ort/logits.npy", dir);
+    snprintf(b, sizeof b, "%s/qrl/logits.npy", dir);
+    double d = tu_npy_rel_diff(a, b);
+    cr_expect(d < 1e-5, "qrl run of the external-data model is %g off ONNX Runtime's outputs", d);
+    char *log;
+    int rc = quantize_model("", model, "one.npy", "", "ext", &log);
+    cr_assert_eq(rc, 0, "%s", log);
+    free(log);
+    quantize_ok("", "one.npy", "", "one");
+    cr_expect(same("one", "ext", "onnx") && same("one", "ext", "json"),
+              "quantizing the external-data model differs from the same model with its data inside");
+}
+
+/* --external-data: the initializers of 1 KB or more go to OUT.onnx.data (onnx, the oracle, reads
+ * where each is and checks the model); ONNX Runtime runs the pair, with outputs equal, bit for
+ * bit, to those of the export with its data inside. */
+Test(data_scale, external_data_export)
+{
+    quantize_ok("", "one.npy", "", "in");
+    quantize_ok("", "one.npy", "--external-data", "ex");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/ex.onnx.data", dir);
+    cr_assert(tu_file_exists(path), "no ex.onnx.data");
+    run_ok("cd '%s' && /usr/bin/python3 -c \"import onnx\n"
+           "m = onnx.load('ex.onnx', load_external_data=False)\n"
+           "big = [t for t in m.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]\n"
+           "assert len(big) >= 3, len(big)\n"
+           "for t in big:\n"
+           "    e = {k.key: k.value for k in t.external_data}\n"
+           "    assert e['location'] == 'ex.onnx.data' and int(e['offset']) %% 64 == 0, e\n"
+           "for t in m.graph.initializer:\n"
+           "    n = onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[t.data_type].itemsize\n"
+           "    for d in t.dims:\n"
+           "        n *= d\n"
+           "    assert (t.data_location == onnx.TensorProto.EXTERNAL) == (n >= 1024), t.name\n"
+           "onnx.checker.check_model('ex.onnx')\n\"",
+           dir);
+    snprintf(path, sizeof path, "%s/ex.onnx", dir);
+    ort_run(path, "ort_ex");
+    snprintf(path, sizeof path, "%s/in.onnx", dir);
+    ort_run(path, "ort_in");
+    run_ok("cmp '%s/ort_ex/logits.npy' '%s/ort_in/logits.npy'", dir, dir);
 }

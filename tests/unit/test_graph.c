@@ -210,3 +210,51 @@ Test(graph, export_imports_every_domain)
     tu_rmdir(dir);
     qr_graph_free(g);
 }
+
+/* A model that would pass the limit (2 GB in qr_onnx_save; 2000 bytes here) is written with ONNX
+ * external data: the 4 KB constant goes to path.data (onnx, the oracle, reads it back equal), the
+ * 16-byte one stays inside; under the limit no .data is written. */
+Test(graph, export_past_the_limit_uses_external_data)
+{
+    qr_graph *g = qr_graph_new();
+    int64_t big_dims[1] = {1024}, small_dims[1] = {4};
+    float big[1024], small[4] = {1.5f, -2.25f, 3, -4};
+    for (int i = 0; i < 1024; i++)
+        big[i] = (float)(i % 37) * 0.5f - 9;
+    qr_value *in[2] = {tu_input(g, "x", 1, big_dims), tu_const_f32(g, "w", 1, big_dims, big)};
+    qr_node *n = tu_node(g, "Add", "add", 2, in, 1);
+    n->out[0]->t = in[0]->t;
+    qr_value *in2[2] = {tu_input(g, "y", 1, small_dims), tu_const_f32(g, "b", 1, small_dims, small)};
+    qr_node *n2 = tu_node(g, "Mul", "mul", 2, in2, 1);
+    n2->out[0]->t = in2[0]->t;
+    tu_output(g, n->out[0]);
+    tu_output(g, n2->out[0]);
+    char *dir = tu_tmpdir(), path[600], data[620], cmd[2000], *log = NULL;
+    qr_error e;
+    snprintf(path, sizeof path, "%s/under.onnx", dir);
+    snprintf(data, sizeof data, "%s.data", path);
+    cr_assert_eq(qr_onnx_save_limit(g, path, 0, 100000, &e), QR_OK, "%s", e.msg);
+    cr_assert(tu_file_exists(path) && !tu_file_exists(data), "under the limit: no external data");
+    snprintf(path, sizeof path, "%s/past.onnx", dir);
+    snprintf(data, sizeof data, "%s.data", path);
+    cr_assert_eq(qr_onnx_save_limit(g, path, 0, 2000, &e), QR_OK, "%s", e.msg);
+    cr_assert(tu_file_exists(data), "past the limit: no %s", data);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import onnx, sys, numpy as np\n"
+             "from onnx import numpy_helper as nh\n"
+             "m = onnx.load(sys.argv[1])\n"
+             "w = {t.name: t for t in m.graph.initializer}\n"
+             "raw = onnx.load(sys.argv[1], load_external_data=False)\n"
+             "loc = {t.name: t.data_location for t in raw.graph.initializer}\n"
+             "assert loc == {'w': 1, 'b': 0}, loc\n"
+             "want = (np.arange(1024) %% 37).astype(np.float32) * 0.5 - 9\n"
+             "assert np.array_equal(nh.to_array(w['w']), want)\n"
+             "assert np.array_equal(nh.to_array(w['b']), np.float32([1.5, -2.25, 3, -4]))\n"
+             "onnx.checker.check_model(sys.argv[1]); print('ok')\" '%s'",
+             path);
+    int rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 0, "%s", log);
+    free(log);
+    tu_rmdir(dir);
+    qr_graph_free(g);
+}
