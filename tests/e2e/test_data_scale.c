@@ -5,7 +5,6 @@
  * samples given as one file (whose exports test_quantize.c checks against ONNX Runtime), under
  * mpirun the one-rank run, ONNX Runtime on external-data models, onnx reading the exports. */
 #include <criterion/criterion.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,24 +179,10 @@ Test(data_scale, max_memory_bounds_the_batch)
     }
 }
 
-/* Runs `cmd` (formatted), which must succeed. */
-static void run_ok(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void run_ok(const char *fmt, ...)
-{
-    char cmd[8192], *log;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = tu_run(cmd, &log);
-    cr_assert_eq(rc, 0, "%s: exit %d:\n%s", cmd, rc, log);
-    free(log);
-}
-
 /* ONNX Runtime runs model on dir/x.npy into dir/outdir (tools/ort_run.js). */
 static void ort_run(const char *model, const char *outdir)
 {
-    run_ok("cd '%s' && node tools/ort_run.js '%s' '%s/x.npy' -o '%s/%s'", tu_root(), model, dir, dir, outdir);
+    free(tu_sh("cd '%s' && node tools/ort_run.js '%s' '%s/x.npy' -o '%s/%s'", tu_root(), model, dir, dir, outdir));
 }
 
 /* A model whose every initializer lives in external data (a subfolder, one file, offsets): qrl
@@ -208,7 +193,7 @@ Test(data_scale, external_data_import)
     char model[1024], a[1024], b[1024];
     snprintf(model, sizeof model, "%s/ext/model.onnx", dir);
     ort_run(model, "ort");
-    run_ok("'%s' run '%s' -i '%s/x.npy' -o '%s/qrl'", tu_qrl(), model, dir, dir);
+    free(tu_sh("'%s' run '%s' -i '%s/x.npy' -o '%s/qrl'", tu_qrl(), model, dir, dir));
     snprintf(a, sizeof a, "%s/ort/logits.npy", dir);
     snprintf(b, sizeof b, "%s/qrl/logits.npy", dir);
     double d = tu_npy_rel_diff(a, b);
@@ -232,7 +217,7 @@ Test(data_scale, external_data_export)
     char path[1024];
     snprintf(path, sizeof path, "%s/ex.onnx.data", dir);
     cr_assert(tu_file_exists(path), "no ex.onnx.data");
-    run_ok("cd '%s' && /usr/bin/python3 -c \"import onnx\n"
+    free(tu_sh("cd '%s' && /usr/bin/python3 -c \"import onnx\n"
            "m = onnx.load('ex.onnx', load_external_data=False)\n"
            "big = [t for t in m.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]\n"
            "assert len(big) >= 3, len(big)\n"
@@ -245,10 +230,10 @@ Test(data_scale, external_data_export)
            "        n *= d\n"
            "    assert (t.data_location == onnx.TensorProto.EXTERNAL) == (n >= 1024), t.name\n"
            "onnx.checker.check_model('ex.onnx')\n\"",
-           dir);
+           dir));
     snprintf(path, sizeof path, "%s/ex.onnx", dir);
     ort_run(path, "ort_ex");
     snprintf(path, sizeof path, "%s/in.onnx", dir);
     ort_run(path, "ort_in");
-    run_ok("cmp '%s/ort_ex/logits.npy' '%s/ort_in/logits.npy'", dir, dir);
+    free(tu_sh("cmp '%s/ort_ex/logits.npy' '%s/ort_in/logits.npy'", dir, dir));
 }

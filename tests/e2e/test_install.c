@@ -9,7 +9,6 @@
  * the library they link was built with them. */
 #include <criterion/criterion.h>
 #include <libgen.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,20 +20,6 @@
 #else
 #define SAN_FLAGS ""
 #endif
-
-/* Runs the shell command fmt (printf-style) and returns its output; the test fails unless it
- * exits with status 0. */
-static char *sh(const char *fmt, ...)
-{
-    char cmd[8192], *out;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = tu_run(cmd, &out);
-    cr_assert_eq(rc, 0, "`%s` exited with %d:\n%s", cmd, rc, out);
-    return out;
-}
 
 /* The build folder the suite tests ($QRL_BIN's), for `make B=...`. */
 static const char *build_dir(void)
@@ -48,7 +33,7 @@ static const char *build_dir(void)
  * this one's. Everything is built already (make check's `tests`), so nothing is compiled. */
 static void make_target(const char *target, const char *dir)
 {
-    free(sh("cd '%s' && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s B='%s' %s DESTDIR='%s' PREFIX=/usr",
+    free(tu_sh("cd '%s' && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s B='%s' %s DESTDIR='%s' PREFIX=/usr",
             tu_root(), build_dir(), target, dir));
 }
 
@@ -77,7 +62,7 @@ static const char *probe_cpp =
  * when the stdlib found is the installed one, not the source tree's. */
 static void write_marker(const char *stage, const char *dir)
 {
-    free(sh("printf 'fn installed_marker() -> f64 {\\n  return 1.0\\n}\\n' > '%s/usr/share/qrl/stdlib/installed_marker.qrl'"
+    free(tu_sh("printf 'fn installed_marker() -> f64 {\\n  return 1.0\\n}\\n' > '%s/usr/share/qrl/stdlib/installed_marker.qrl'"
             " && printf 'import \"installed_marker.qrl\"\\nimport \"qparams.qrl\"\\n\\nfn use_marker() -> f64 {\\n"
             "  return installed_marker()\\n}\\n' > '%s/marker.qrl'",
             stage, dir));
@@ -99,7 +84,7 @@ static void compile_shared(const char *stage, const char *dir, const char *file,
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     write_file(path, text);
-    free(sh("cd '%s' && %s -Wall -Wextra -Werror " SAN_FLAGS " %s $(" PKG " --cflags --libs qrl) -o %s", dir, compiler,
+    free(tu_sh("cd '%s' && %s -Wall -Wextra -Werror " SAN_FLAGS " %s $(" PKG " --cflags --libs qrl) -o %s", dir, compiler,
             file, stage, stage, exe));
 }
 
@@ -117,21 +102,21 @@ Test(install, layout_soname_and_exported_symbols, .timeout = 120)
         snprintf(path, sizeof path, "%s/usr/%s", stage, files[i]);
         cr_expect(tu_file_exists(path), "not installed: %s", path);
     }
-    char *out = sh("readlink '%s/usr/lib/libqrl.so' '%s/usr/lib/libqrl.so.0'", stage, stage);
+    char *out = tu_sh("readlink '%s/usr/lib/libqrl.so' '%s/usr/lib/libqrl.so.0'", stage, stage);
     cr_expect_str_eq(out, "libqrl.so.0\nlibqrl.so.0.1.0\n");
     free(out);
-    out = sh("readelf -d '%s/usr/lib/libqrl.so.0.1.0' | grep SONAME", stage);
+    out = tu_sh("readelf -d '%s/usr/lib/libqrl.so.0.1.0' | grep SONAME", stage);
     cr_expect(strstr(out, "Library soname: [libqrl.so.0]"), "%s", out);
     free(out);
     /* Every defined dynamic symbol is the API's (nm -D lists no _init/_fini or linker symbols here). */
-    out = sh("nm -D --defined-only '%s/usr/lib/libqrl.so' | awk '{print $NF}' | grep -v '^qrl_' | head", stage);
+    out = tu_sh("nm -D --defined-only '%s/usr/lib/libqrl.so' | awk '{print $NF}' | grep -v '^qrl_' | head", stage);
     cr_expect_str_eq(out, "", "exported beyond qrl_*:\n%s", out);
     free(out);
-    out = sh("nm -D --defined-only '%s/usr/lib/libqrl.so' | grep -c ' qrl_'", stage);
+    out = tu_sh("nm -D --defined-only '%s/usr/lib/libqrl.so' | grep -c ' qrl_'", stage);
     cr_expect_gt(atoi(out), 50, "%s", out);
     free(out);
     /* One version: the command's, the library's file name and the .pc's. */
-    out = sh("'%s/usr/bin/qrl' --version && " PKG " --modversion qrl", stage, stage, stage);
+    out = tu_sh("'%s/usr/bin/qrl' --version && " PKG " --modversion qrl", stage, stage, stage);
     cr_expect_str_eq(out, "qrl 0.1.0\n0.1.0\n");
     free(out);
     tu_rmdir(stage);
@@ -142,10 +127,10 @@ Test(install, c_program_links_the_shared_and_the_static_library, .timeout = 180)
     char *stage = tu_tmpdir(), *dir = tu_tmpdir(), path[4096];
     make_target("install", stage);
     compile_shared(stage, dir, "probe.c", probe_c, "cc -std=c11", "shared");
-    char *out = sh("LD_LIBRARY_PATH='%s/usr/lib' '%s/shared'", stage, dir);
+    char *out = tu_sh("LD_LIBRARY_PATH='%s/usr/lib' '%s/shared'", stage, dir);
     cr_expect(!strncmp(out, "version 0.1.0 ops ", 18), "%s", out);
     free(out);
-    out = sh("readelf -d '%s/shared' | grep NEEDED", dir);
+    out = tu_sh("readelf -d '%s/shared' | grep NEEDED", dir);
     cr_expect(strstr(out, "[libqrl.so.0]"), "%s", out);
     free(out);
     /* Without the staged lib on the path, the shared one cannot run: it did link libqrl.so. */
@@ -153,13 +138,13 @@ Test(install, c_program_links_the_shared_and_the_static_library, .timeout = 180)
     cr_expect_neq(tu_run(path, NULL), 0, "ran without libqrl.so.0 on the library path");
 
     /* Static: libqrl.a, with what qrl.pc's Libs.private and Requires.private add. */
-    free(sh("cd '%s' && cc -std=c11 -Wall -Wextra -Werror " SAN_FLAGS " probe.c $(" PKG " --cflags qrl) "
+    free(tu_sh("cd '%s' && cc -std=c11 -Wall -Wextra -Werror " SAN_FLAGS " probe.c $(" PKG " --cflags qrl) "
             "-Wl,-Bstatic $(" PKG " --static --libs qrl) -o static",
             dir, stage, stage, stage, stage));
-    out = sh("readelf -d '%s/static' | grep NEEDED", dir);
+    out = tu_sh("readelf -d '%s/static' | grep NEEDED", dir);
     cr_expect(!strstr(out, "libqrl"), "the static link needs libqrl.so:\n%s", out);
     free(out);
-    out = sh("env -u LD_LIBRARY_PATH '%s/static'", dir);
+    out = tu_sh("env -u LD_LIBRARY_PATH '%s/static'", dir);
     cr_expect(!strncmp(out, "version 0.1.0 ops ", 18), "%s", out);
     free(out);
     tu_rmdir(dir);
@@ -171,7 +156,7 @@ Test(install, cpp_program_includes_the_header_and_links, .timeout = 180)
     char *stage = tu_tmpdir(), *dir = tu_tmpdir();
     make_target("install", stage);
     compile_shared(stage, dir, "probe.cpp", probe_cpp, "g++ -std=c++17", "probe");
-    char *out = sh("LD_LIBRARY_PATH='%s/usr/lib' '%s/probe'", stage, dir);
+    char *out = tu_sh("LD_LIBRARY_PATH='%s/usr/lib' '%s/probe'", stage, dir);
     cr_expect(!strncmp(out, "version 0.1.0 ops ", 18) && strstr(out, "\nerror /nonexistent.onnx: "), "%s", out);
     free(out);
     tu_rmdir(dir);
@@ -186,7 +171,7 @@ Test(install, the_installed_stdlib_is_found_without_qrl_stdlib, .timeout = 180)
     char *stage = tu_tmpdir(), *dir = tu_tmpdir(), path[4096];
     make_target("install", stage);
     write_marker(stage, dir);
-    free(sh("cd / && env -u QRL_STDLIB '%s/usr/bin/qrl' check '%s/marker.qrl' '%s/usr/share/qrl/recipes/int8.qrl'",
+    free(tu_sh("cd / && env -u QRL_STDLIB '%s/usr/bin/qrl' check '%s/marker.qrl' '%s/usr/share/qrl/recipes/int8.qrl'",
             stage, dir, stage));
     /* The build tree's qrl does not see the marker: the test proves something. */
     snprintf(path, sizeof path, "cd / && env -u QRL_STDLIB '%s' check '%s/marker.qrl'", tu_qrl(), dir);
@@ -204,7 +189,7 @@ Test(install, the_installed_stdlib_is_found_without_qrl_stdlib, .timeout = 180)
                    "    printf(\"errors %d files %d\\n\", st.errors, st.files);\n"
                    "    return st.errors != 0;\n}\n",
                    "cc -std=c11", "check");
-    out = sh("cd / && env -u QRL_STDLIB LD_LIBRARY_PATH='%s/usr/lib' '%s/check' '%s/marker.qrl'", stage, dir, dir);
+    out = tu_sh("cd / && env -u QRL_STDLIB LD_LIBRARY_PATH='%s/usr/lib' '%s/check' '%s/marker.qrl'", stage, dir, dir);
     cr_expect_str_eq(out, "errors 0 files 3\n");
     free(out);
     tu_rmdir(dir);
@@ -219,16 +204,16 @@ Test(install, the_installed_stdlib_is_found_without_qrl_stdlib, .timeout = 180)
 static void expect_example(const char *stage, const char *dir, const char *recipe)
 {
     const char *data = getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data";
-    free(sh("cd / && env -u QRL_STDLIB LD_LIBRARY_PATH='%s/usr/lib' '%s/qparams_backend' '%s/examples/fmnist/fmnist_cnn.onnx' "
+    free(tu_sh("cd / && env -u QRL_STDLIB LD_LIBRARY_PATH='%s/usr/lib' '%s/qparams_backend' '%s/examples/fmnist/fmnist_cnn.onnx' "
             "'%s/usr/share/qrl/recipes/%s.qrl' '%s/calib_images.npy' -o '%s/%s.onnx' > '%s/%s.txt'",
             stage, dir, tu_root(), stage, recipe, data, dir, recipe, dir, recipe));
-    char *out = sh("cd '%s' && grep -v '\tf32$' %s.txt | LC_ALL=C sort > %s.c.txt && "
+    char *out = tu_sh("cd '%s' && grep -v '\tf32$' %s.txt | LC_ALL=C sort > %s.c.txt && "
                    "/usr/bin/python3 '%s/tools/qdq_qparams.py' %s.onnx | LC_ALL=C sort > %s.py.txt && "
                    "diff %s.py.txt %s.c.txt && wc -l < %s.c.txt",
                    dir, recipe, recipe, tu_root(), recipe, recipe, recipe, recipe, recipe);
     cr_expect_geq(atoi(out), 19, "%s: %s quantized tensors", recipe, out); /* 9 activations, 5 weights, 5 biases */
     free(out);
-    out = sh("cd '%s' && cat %s.txt", dir, recipe);
+    out = tu_sh("cd '%s' && cat %s.txt", dir, recipe);
     cr_expect(strstr(out, "\n/Div_output_0\t") && strstr(out, "\nfeatures.0.weight_1\ti8\taxis=") &&
                   strstr(out, "\nlogits\t") && strstr(out, "input\tf32\n") &&
                   strstr(out, "\n/features/features.1/BatchNormalization_output_0\tf32\n"),
@@ -241,7 +226,7 @@ Test(install, the_example_prints_qparams_by_the_models_names, .timeout = 300)
 {
     char *stage = tu_tmpdir(), *dir = tu_tmpdir();
     make_target("install", stage);
-    free(sh("cd '%s' && cc -std=c11 -Wall -Wextra -Werror " SAN_FLAGS
+    free(tu_sh("cd '%s' && cc -std=c11 -Wall -Wextra -Werror " SAN_FLAGS
             " '%s/usr/share/doc/qrl/examples/c/qparams_backend.c' $(" PKG " --cflags --libs qrl) -o qparams_backend",
             dir, stage, stage, stage));
     expect_example(stage, dir, "int8");         /* u8 activations, i8 weights per channel */
@@ -257,10 +242,10 @@ Test(install, uninstall_removes_what_install_put, .timeout = 120)
     char *stage = tu_tmpdir();
     make_target("install", stage);
     make_target("uninstall", stage);
-    char *out = sh("cd '%s' && find . ! -type d", stage);
+    char *out = tu_sh("cd '%s' && find . ! -type d", stage);
     cr_expect_str_eq(out, "", "left behind:\n%s", out);
     free(out);
-    out = sh("cd '%s' && find . -path '*qrl*'", stage);
+    out = tu_sh("cd '%s' && find . -path '*qrl*'", stage);
     cr_expect_str_eq(out, "", "folders left behind:\n%s", out);
     free(out);
     tu_rmdir(stage);

@@ -5,6 +5,7 @@
 #include "../../compiler/compile.h"
 
 #include <dirent.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +119,18 @@ int tu_run(const char *cmd, char **output)
     else
         free(buf);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+char *tu_sh(const char *fmt, ...)
+{
+    char cmd[8192], *out;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int rc = tu_run(cmd, &out);
+    cr_assert_eq(rc, 0, "`%s` exited with %d:\n%s", cmd, rc, out);
+    return out;
 }
 
 const char *tu_qrl(void)

@@ -19,6 +19,9 @@ void tu_output(qr_graph *g, qr_value *v);
 
 /* Runs a shell command, capturing stdout+stderr (malloc'd) and the exit status. */
 int tu_run(const char *cmd, char **output);
+/* Runs the shell command fmt (printf-style) and returns its output (malloc'd); the test fails
+ * unless it exits with status 0. */
+char *tu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The qrl binary ($QRL_BIN, else build/qrl) and the project root ($QRL_ROOT, else .). */
 const char *tu_qrl(void);
 const char *tu_root(void);
