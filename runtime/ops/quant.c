@@ -216,46 +216,29 @@ static int quant_avx512(void)
            __builtin_cpu_supports("avx512vl");
 }
 
-/* QuantizeLinear of f32 to u8 or i8 with one scale, the common case, in float and branch-free
- * so it vectorizes: the same results as saturate_round's double path (NaN as 0; rintf of a float
- * is rint of it; adding the zero point is exact wherever the clamp does not decide anyway, since
- * below 2^24 both are small integers). */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void quantize_f32_8bit(
-    const float *x, void *y, int is_u8, int64_t n, float s, float z, float lo, float hi)
-{
-    uint8_t *yu = y;
-    int8_t *yi = y;
-    for (int64_t i = 0; i < n; i++) {
-        float q = x[i] / s;
-        q = q == q ? q : 0.0f;
-        q = __builtin_rintf(q) + z;
-        q = q <= lo ? lo : q >= hi ? hi : q;
-        if (is_u8)
-            yu[i] = (uint8_t)(int32_t)q;
-        else
-            yi[i] = (int8_t)(int32_t)q;
+/* QuantizeLinear of f32 with one scale, the common case, in float and branch-free so it
+ * vectorizes: the same results as saturate_round's double path (NaN as 0; rintf of a float is rint
+ * of it; adding the zero point, at most 65535, is exact wherever the clamp does not decide anyway,
+ * since below 2^24 both are small integers). One loop per output width: u8/i8, u16/i16. */
+#define QUANTIZE_F32_LOOP(name, UT, ST)                                                                    \
+    __attribute__((target_clones("avx512f", "avx2", "default"))) static void name(                        \
+        const float *x, void *y, int is_unsigned, int64_t n, float s, float z, float lo, float hi)          \
+    {                                                                                                      \
+        UT *yu = y;                                                                                        \
+        ST *yi = y;                                                                                        \
+        for (int64_t i = 0; i < n; i++) {                                                                  \
+            float q = x[i] / s;                                                                            \
+            q = q == q ? q : 0.0f;                                                                         \
+            q = __builtin_rintf(q) + z;                                                                    \
+            q = q <= lo ? lo : q >= hi ? hi : q;                                                           \
+            if (is_unsigned)                                                                               \
+                yu[i] = (UT)(int32_t)q;                                                                    \
+            else                                                                                           \
+                yi[i] = (ST)(int32_t)q;                                                                    \
+        }                                                                                                  \
     }
-}
-
-/* quantize_f32_8bit's loop for 16-bit outputs (u16, i16): the same argument makes it
- * saturate_round's bits (a zero point of up to 65535 added to a rounded float below 2^24 is exact,
- * and past that the clamp decides). */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void quantize_f32_16bit(
-    const float *x, void *y, int is_u16, int64_t n, float s, float z, float lo, float hi)
-{
-    uint16_t *yu = y;
-    int16_t *yi = y;
-    for (int64_t i = 0; i < n; i++) {
-        float q = x[i] / s;
-        q = q == q ? q : 0.0f;
-        q = __builtin_rintf(q) + z;
-        q = q <= lo ? lo : q >= hi ? hi : q;
-        if (is_u16)
-            yu[i] = (uint16_t)(int32_t)q;
-        else
-            yi[i] = (int16_t)(int32_t)q;
-    }
-}
+QUANTIZE_F32_LOOP(quantize_f32_8bit, uint8_t, int8_t)
+QUANTIZE_F32_LOOP(quantize_f32_16bit, uint16_t, int16_t)
 
 /* The same with AVX-512 intrinsics, 16 at a time (the clone above, in ymm, packed each vector to
  * bytes through three packs and permutes): the same operations, so the same bits (vdivps rounds
