@@ -66,12 +66,20 @@ static void check(int64_t n, qr_dtype t, float s, int64_t z)
     }
     int64_t lo = t == QR_U8 || t == QR_U16 ? 0 : t == QR_I8 ? -128 : -32768;
     int64_t hi = t == QR_U8 ? 255 : t == QR_I8 ? 127 : t == QR_U16 ? 65535 : 32767;
-    unsigned char zb[2];
-    memcpy(zb, t == QR_U16 ? (void *)&(uint16_t){(uint16_t)z} : t == QR_I16 ? (void *)&(int16_t){(int16_t)z}
-                                                                            : (void *)&(uint8_t){(uint8_t)z}, 2);
+    union {
+        uint8_t u8;
+        uint16_t u16;
+        int16_t i16;
+    } zb = {0};
+    if (t == QR_U16)
+        zb.u16 = (uint16_t)z;
+    else if (t == QR_I16)
+        zb.i16 = (int16_t)z;
+    else
+        zb.u8 = (uint8_t)z; /* i8's bits too */
     qr_tensor tx = {.dtype = QR_F32, .ndim = 2, .dims = {1, n}, .data = x};
     qr_tensor ts = {.dtype = QR_F32, .ndim = 0, .data = &s};
-    qr_tensor tz = {.dtype = t, .ndim = 0, .data = zb};
+    qr_tensor tz = {.dtype = t, .ndim = 0, .data = &zb};
     qr_pool *pool2 = qr_pool_new(2);
     for (int p = 0; p < 2; p++)
         for (int th = 0; th < 2; th++) {
