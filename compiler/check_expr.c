@@ -781,6 +781,42 @@ static const qc_type *method_call(ctx *c, ql_node *n, const qc_type *recv, const
                 chk_convert(c, n->kids[0], chk_expr(c, n->kids[0], want), want, "the argument");
             return set_type(n, &qc_f64);
         }
+    } else if (recv->k == QC_GRAM) {
+        if (!strcmp(m, "add")) {
+            if (c->w != W_OBSERVE)
+                chk_err(c, n, "a gram is filled only in observe");
+            if (chk_expect_args(c, n, m, 1, 1)) {
+                const qc_type *t = chk_expr(c, n->kids[0], NULL);
+                if (!(t->k == QC_TENSOR && qc_type_eq(t->elem, &qc_f32)) && t->k != QC_ERROR)
+                    chk_err(c, n->kids[0], "add takes a tensor<f32> (the layer's input rows), not %s", TN(t, a));
+            }
+            return set_type(n, &qc_void);
+        }
+        if (!strcmp(m, "merge")) {
+            if (c->w != W_MERGE)
+                chk_err(c, n, "grams are merged only in merge");
+            if (chk_expect_args(c, n, m, 1, 1)) {
+                const qc_type *t = chk_expr(c, n->kids[0], NULL);
+                if (t->k != QC_GRAM && t->k != QC_ERROR)
+                    chk_err(c, n->kids[0], "merge takes a gram, not %s", TN(t, a));
+            }
+            return set_type(n, &qc_void);
+        }
+        if (!strcmp(m, "at")) {
+            if (chk_expect_args(c, n, m, 2, 2))
+                for (int i = 0; i < 2; i++)
+                    chk_convert(c, n->kids[i], chk_expr(c, n->kids[i], &qc_i64), &qc_i64, "the index");
+            return set_type(n, &qc_f64);
+        }
+        if (!strcmp(m, "inverse_factor")) {
+            if (c->w != W_SOLVE)
+                chk_err(c, n, "inverse_factor is computed only in solve");
+            if (chk_expect_args(c, n, m, 2, 2)) {
+                chk_convert(c, n->kids[0], chk_expr(c, n->kids[0], &qc_f64), &qc_f64, "the scale");
+                chk_convert(c, n->kids[1], chk_expr(c, n->kids[1], &qc_f64), &qc_f64, "the damping");
+            }
+            return set_type(n, qc_tensor_of(c->ar, &qc_f64));
+        }
     } else if (recv->k == QC_VALUE) {
         if (!strcmp(m, "dim")) {
             if (chk_expect_args(c, n, m, 1, 1))
@@ -943,12 +979,18 @@ static const qc_type *field(ctx *c, ql_node *n)
         if (!strcmp(m, "bins"))
             return set_type(n, &qc_i64);
         break;
-    case QC_QTYPE:
-        if (!strcmp(m, "bits") || !strcmp(m, "qmin") || !strcmp(m, "qmax") || !strcmp(m, "axis"))
+    case QC_GRAM:
+        if (!strcmp(m, "dim"))
             return set_type(n, &qc_i64);
-        if (!strcmp(m, "signed") || !strcmp(m, "narrow") || !strcmp(m, "symmetric"))
-            return set_type(n, &qc_bool);
+        if (!strcmp(m, "rows"))
+            return set_type(n, &qc_f64);
         break;
+    case QC_QTYPE: {
+        int i = qc_qtype_field(m);
+        if (i >= 0)
+            return set_type(n, i < QC_QTYPE_INTS ? &qc_i64 : &qc_bool);
+        break;
+    }
     case QC_QPARAMS:
         if (!strcmp(m, "scale"))
             return set_type(n, &qc_f64);
@@ -1209,6 +1251,13 @@ const qc_type *chk_type(ctx *c, ql_node *n)
         case QL_TOK_F64: t = &qc_f64; break;
         case QL_TOK_QTYPE: t = &qc_qtype; break;
         case QL_TOK_QPARAMS: t = &qc_qparams; break;
+        case QL_TOK_GRAM:
+            if (!c->cal || c->w != W_CONST) {
+                chk_err(c, n, "a gram is calibrator state: declare it with 'state NAME: gram'");
+                break;
+            }
+            t = &qc_gram;
+            break;
         case QL_TOK_I4:
         case QL_TOK_U4: /* a setting's storage type; values live in a container (i8, u8) */
             chk_err(c, n, "'%s' is a 4-bit storage type, for a recipe setting (weight = %s symmetric ...); "

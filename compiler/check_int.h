@@ -45,6 +45,7 @@ typedef struct ctx {
     int loops;          /* enclosing loops */
     qc_sym *fn;         /* caller, for the recursion check */
     ql_node *cal;       /* calibrator being checked */
+    int layer_solve;    /* checking a layer calibrator's solve: its tensor parameters are written */
     int nlocals;
     int assigned_y;     /* affine: the output was assigned */
     int ninstances;     /* generics' instances made so far */
@@ -55,6 +56,9 @@ typedef struct ctx {
 #define TN(t, b) qc_type_name((t), (b), sizeof(b))
 
 #define TN(t, b) qc_type_name((t), (b), sizeof(b))
+
+/* Whether calibrator cal is a layer calibrator: its solve rounds a weight (no result). */
+int chk_layer_calibrator(const ql_node *cal);
 
 /* ---- check.c */
 /* An error at n; chk_err_decl: at a declaration's name. */

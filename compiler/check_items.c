@@ -121,6 +121,32 @@ void chk_function(ctx *c, qc_sym *s)
     chk_pop_scope(c);
 }
 
+int chk_layer_calibrator(const ql_node *cal)
+{
+    for (int i = 0; cal && i < cal->nkids; i++)
+        if (cal->kids[i]->kind == QL_SOLVE)
+            return cal->kids[i]->b == NULL;
+    return 0;
+}
+
+/* A layer calibrator's solve: solve(w: tensor<f64>, t: qtype, block: i64, scale: tensor<f64>,
+ * zero: tensor<f64>), in this order (the quantizer passes them so). */
+static void layer_solve_params(ctx *c, const ql_node *k)
+{
+    static const char *const want = "solve(w: tensor<f64>, t: qtype, block: i64, scale: tensor<f64>, zero: tensor<f64>)";
+    const qc_type *ft = qc_tensor_of(c->ar, &qc_f64);
+    const qc_type *types[5] = {ft, &qc_qtype, &qc_i64, ft, ft};
+    int n = k->a ? k->a->nkids : 0, ok = n == 5;
+    for (int i = 0; ok && i < 5; i++) {
+        const qc_type *t = k->a->kids[i]->type;
+        if (t && t->k == QC_ERROR)
+            return; /* already reported */
+        ok = t && qc_type_eq(t, types[i]);
+    }
+    if (!ok)
+        chk_err(c, k, "a solve without a result is a layer calibrator's, which rounds a weight: %s", want);
+}
+
 void chk_calibrator(ctx *c, qc_sym *s)
 {
     char a[64];
@@ -139,14 +165,14 @@ void chk_calibrator(ctx *c, qc_sym *s)
         c->w = W_CONST;
         const qc_type *t = chk_type(c, k->a);
         if (t->k == QC_TENSOR || t->k == QC_QTYPE || t->k == QC_QPARAMS) {
-            chk_err(c, k->a, "state is numbers, bools, sized arrays or histograms, not %s", TN(t, a));
+            chk_err(c, k->a, "state is numbers, bools, sized arrays, histograms or grams, not %s", TN(t, a));
             t = &qc_error;
         }
         if (t->k == QC_ARRAY && !k->a->b) {
             chk_err(c, k->a, "a state array needs a size: %s[N]", TN(t->elem, a));
         }
         if (k->b) {
-            if (t->k == QC_HIST || t->k == QC_ARRAY)
+            if (t->k == QC_HIST || t->k == QC_GRAM || t->k == QC_ARRAY)
                 chk_err(c, k->b, "%s state starts empty (zero); it takes no initial value", TN(t, a));
             else
                 chk_convert(c, k->b, chk_expr(c, k->b, t), t, "the initial value");
@@ -184,6 +210,13 @@ void chk_calibrator(ctx *c, qc_sym *s)
             qc_sym *o = chk_declare(c, k->name, QC_SYM_OTHER, state_t, k);
             k->sym = o;
             c->ret = &qc_void;
+        } else if (!k->b) {
+            c->w = W_CONST;
+            params(c, k->a, 0, "solve");
+            c->w = W_SOLVE;
+            c->layer_solve = 1;
+            layer_solve_params(c, k);
+            c->ret = &qc_void;
         } else {
             c->w = W_CONST;
             params(c, k->a, 0, "solve");
@@ -196,7 +229,8 @@ void chk_calibrator(ctx *c, qc_sym *s)
             c->ret = &qc_qparams;
         }
         int returns = chk_block(c, k->c);
-        if (slot == 2 && !returns) {
+        c->layer_solve = 0;
+        if (slot == 2 && k->b && !returns) {
             ql_span end = k->c->span;
             end.start = end.end > 0 ? end.end - 1 : 0;
             ql_error(c->d, end, "missing return at the end of solve (it returns qparams)");
@@ -946,6 +980,9 @@ static void qspec(ctx *c, ql_node *setting, int kind)
                 chk_err(c, fname, "'%s' is not a calibrator", fname->name);
             else if (cs) {
                 fname->sym = cs;
+                if (!weight && chk_layer_calibrator(cs->decl))
+                    chk_err(c, fname, "'%s' is a layer calibrator (it rounds a weight from the layer's inputs): "
+                                      "only weight = ... can use it", fname->name);
                 if (cl->kind == QL_CALL) {
                     char what[160];
                     snprintf(what, sizeof what, "calibrator '%s'", cs->name);

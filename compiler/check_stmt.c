@@ -35,7 +35,10 @@ static int is_lvalue_mutable(ctx *c, ql_node *n, const char **why)
     case QL_INDEX: {
         const qc_type *t = n->a->type;
         if (t && t->k == QC_TENSOR && c->w != W_KERNEL) {
-            *why = "tensors are written only in kernels";
+            const qc_sym *ts = n->a->kind == QL_NAME ? n->a->sym : NULL;
+            if (c->w == W_SOLVE && c->layer_solve && ts && ts->kind == QC_SYM_PARAM)
+                return 1; /* a layer calibrator's solve writes the weight, scales and zero points */
+            *why = "tensors are written only in kernels and in a layer calibrator's solve (its parameters)";
             return 0;
         }
         if (n->a->kind == QL_NAME && n->a->sym && ((qc_sym *)n->a->sym)->kind == QC_SYM_STATE)
@@ -63,7 +66,7 @@ static void assign(ctx *c, ql_node *n)
         else
             chk_err(c, n->a, "cannot assign to this: %s", why);
     }
-    if (lt->k == QC_HIST || lt->k == QC_TENSOR || (lt->k == QC_ARRAY && n->a->kind != QL_INDEX)) {
+    if (lt->k == QC_HIST || lt->k == QC_GRAM || lt->k == QC_TENSOR || (lt->k == QC_ARRAY && n->a->kind != QL_INDEX)) {
         chk_err(c, n->a, "a %s cannot be assigned as a whole", TN(lt, a));
         chk_expr(c, n->b, NULL);
         return;
@@ -97,7 +100,7 @@ static void let_stmt(ctx *c, ql_node *n)
 {
     char a[64];
     const qc_type *dt = n->a ? chk_type(c, n->a) : NULL;
-    if (dt && (dt->k == QC_HIST || dt->k == QC_TENSOR)) {
+    if (dt && (dt->k == QC_HIST || dt->k == QC_GRAM || dt->k == QC_TENSOR)) {
         chk_err(c, n->a, "a local cannot be a %s", TN(dt, a));
         dt = &qc_error;
     }

@@ -67,7 +67,8 @@ gcc_jit_type *jit_type_of(jit *j, const qc_type *t)
     case QC_TENSOR: return j->p_tview;
     case QC_QTYPE: return j->t_qtype;
     case QC_QPARAMS: return j->t_qparams;
-    case QC_HIST: return j->t_voidp;
+    case QC_HIST:
+    case QC_GRAM: return j->t_voidp;
     default: return j->t_void;
     }
 }
@@ -128,10 +129,10 @@ static void build_types(jit *j)
                             j->f_tv_dims = field(j, gcc_jit_context_new_array_type(c, NULL, j->t_i64, QR_MAX_DIMS),
                                                  "dims")};
     j->t_tview = gcc_jit_struct_as_type(gcc_jit_context_new_struct_type(c, NULL, "qrl_tview", 4, ft));
-    static const char *const qtn[7] = {"bits", "qmin", "qmax", "axis", "is_signed", "narrow", "symmetric"};
-    for (int i = 0; i < 7; i++)
-        j->f_qt[i] = field(j, j->t_i64, qtn[i]);
-    j->t_qtype = gcc_jit_struct_as_type(gcc_jit_context_new_struct_type(c, NULL, "qrl_qtype", 7, j->f_qt));
+    _Static_assert(sizeof(qrl_qtype) == QC_QTYPE_NFIELDS * sizeof(int64_t), "qrl_qtype is QRL's qtype fields");
+    for (int i = 0; i < QC_QTYPE_NFIELDS; i++)
+        j->f_qt[i] = field(j, j->t_i64, qc_qtype_fields[i]);
+    j->t_qtype = gcc_jit_struct_as_type(gcc_jit_context_new_struct_type(c, NULL, "qrl_qtype", QC_QTYPE_NFIELDS, j->f_qt));
     gcc_jit_field *fq[2] = {j->f_qp_scale = field(j, j->t_f64, "scale"), j->f_qp_zero = field(j, j->t_i64, "zero")};
     j->t_qparams = gcc_jit_struct_as_type(gcc_jit_context_new_struct_type(c, NULL, "qrl_qparams", 2, fq));
     j->p_array = gcc_jit_type_get_pointer(j->t_array);

@@ -648,6 +648,27 @@ static gcc_jit_rvalue *method_call(fgen *f, const ql_node *n)
         gcc_jit_rvalue *args[2] = {obj, jit_now(f, jit_cast(j, jit_expr(f, n->kids[0]), imp == IMP_HIST_QUANTILE ? j->t_f64 : j->t_i64))};
         return jit_now(f, jit_call_imp(f, imp, 2, args));
     }
+    if (rt->k == QC_GRAM) {
+        if (!strcmp(m, "add") || !strcmp(m, "merge")) {
+            gcc_jit_rvalue *args[3] = {f->rt, obj, jit_now(f, jit_expr(f, n->kids[0]))};
+            gcc_jit_block_add_eval(jit_cur(f), NULL, jit_call_imp(f, !strcmp(m, "add") ? IMP_GRAM_ADD : IMP_GRAM_MERGE, 3, args));
+            jit_check_failed(f);
+            return jit_lng(j, j->t_i64, 0);
+        }
+        if (!strcmp(m, "at")) {
+            gcc_jit_rvalue *args[4] = {f->rt, obj, jit_now(f, jit_cast(j, jit_expr(f, n->kids[0]), j->t_i64)),
+                                       jit_now(f, jit_cast(j, jit_expr(f, n->kids[1]), j->t_i64))};
+            gcc_jit_rvalue *r = jit_now(f, jit_call_imp(f, IMP_GRAM_AT, 4, args));
+            jit_check_failed(f);
+            return r;
+        }
+        /* inverse_factor(c, lambda) */
+        gcc_jit_rvalue *args[4] = {f->rt, obj, jit_now(f, jit_cast(j, jit_expr(f, n->kids[0]), j->t_f64)),
+                                   jit_now(f, jit_cast(j, jit_expr(f, n->kids[1]), j->t_f64))};
+        gcc_jit_rvalue *r = jit_now(f, jit_cast(j, jit_call_imp(f, IMP_GRAM_FACTOR, 4, args), j->p_tview));
+        jit_check_failed(f);
+        return r;
+    }
     if (rt->k == QC_VALUE) {
         if (!strcmp(m, "dim")) {
             gcc_jit_rvalue *args[3] = {f->mt, obj, jit_now(f, jit_cast(j, jit_expr(f, n->kids[0]), j->t_i64))};
@@ -702,6 +723,7 @@ static gcc_jit_rvalue *field_expr(fgen *f, const ql_node *n)
         return gcc_jit_lvalue_as_rvalue(
             gcc_jit_rvalue_dereference_field(obj, NULL, !strcmp(m, "numel") ? j->f_tv_numel : j->f_tv_rank));
     case QC_ARRAY: return gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(obj, NULL, j->f_arr_len));
+    case QC_GRAM: return jit_now(f, jit_call_imp(f, !strcmp(m, "dim") ? IMP_GRAM_DIM : IMP_GRAM_ROWS, 1, &obj));
     case QC_HIST: {
         int imp = !strcmp(m, "count") ? IMP_HIST_COUNT : !strcmp(m, "lo") ? IMP_HIST_LO : !strcmp(m, "hi") ? IMP_HIST_HI
                 : !strcmp(m, "width") ? IMP_HIST_WIDTH : !strcmp(m, "min") ? IMP_HIST_MIN : !strcmp(m, "max") ? IMP_HIST_MAX
@@ -709,13 +731,11 @@ static gcc_jit_rvalue *field_expr(fgen *f, const ql_node *n)
         return jit_now(f, jit_call_imp(f, imp, 1, &obj));
     }
     case QC_QTYPE: {
-        static const char *const names[7] = {"bits", "qmin", "qmax", "axis", "signed", "narrow", "symmetric"};
-        for (int i = 0; i < 7; i++)
-            if (!strcmp(m, names[i])) {
-                gcc_jit_rvalue *v = gcc_jit_rvalue_access_field(obj, NULL, j->f_qt[i]);
-                return i >= 4 ? jit_cmp(j, GCC_JIT_COMPARISON_NE, v, jit_lng(j, j->t_i64, 0)) : v;
-            }
-        break;
+        int i = qc_qtype_field(m);
+        if (i < 0)
+            break;
+        gcc_jit_rvalue *v = gcc_jit_rvalue_access_field(obj, NULL, j->f_qt[i]);
+        return i >= QC_QTYPE_INTS ? jit_cmp(j, GCC_JIT_COMPARISON_NE, v, jit_lng(j, j->t_i64, 0)) : v;
     }
     case QC_QPARAMS:
         return gcc_jit_rvalue_access_field(obj, NULL, !strcmp(m, "scale") ? j->f_qp_scale : j->f_qp_zero);

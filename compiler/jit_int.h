@@ -36,7 +36,7 @@ typedef struct jit {
     gcc_jit_type *t_array, *t_tview, *t_qtype, *t_qparams, *t_rt, *t_imports;
     gcc_jit_type *p_array, *p_tview, *p_qtype, *p_qparams, *p_rt, *p_imports;
     gcc_jit_field *f_arr_data, *f_arr_len, *f_tv_data, *f_tv_numel, *f_tv_rank, *f_tv_dims;
-    gcc_jit_field *f_qt[7]; /* bits qmin qmax axis is_signed narrow symmetric */
+    gcc_jit_field *f_qt[QC_QTYPE_NFIELDS]; /* qc_qtype_fields, in order */
     gcc_jit_field *f_qp_scale, *f_qp_zero, *f_rt_imp, *f_rt_failed, *f_rt_fuel;
     gcc_jit_field *f_imp[IMP_COUNT];
     gcc_jit_function **fns; /* by item index: fn/kernel functions */

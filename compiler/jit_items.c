@@ -212,7 +212,10 @@ static void init_state(fgen *f, const ql_node *k)
     jit *j = f->j;
     const qc_sym *st = k->sym;
     gcc_jit_lvalue *lv = jit_state_lvalue(f, f->state, st);
-    if (st->type->k == QC_HIST) {
+    if (st->type->k == QC_GRAM) {
+        gcc_jit_block_add_assignment(jit_cur(f), NULL, lv, jit_now(f, jit_call_imp(f, IMP_GRAM_NEW, 1, &f->rt)));
+        jit_check_failed(f);
+    } else if (st->type->k == QC_HIST) {
         gcc_jit_rvalue *bins = jit_now(f, jit_cast(j, jit_expr(f, k->a->kids[0]), j->t_i64));
         gcc_jit_rvalue *args[2] = {f->rt, bins};
         gcc_jit_block_add_assignment(jit_cur(f), NULL, lv, jit_now(f, jit_call_imp(f, IMP_HIST_NEW, 2, args)));
@@ -277,6 +280,27 @@ static void cal_merge(jit *j, const qc_sym *s, const ql_node *k, cal_fns *out)
     jit_end_body(&f);
 }
 
+/* A layer calibrator's solve(rt, state, params, w, t, block, scale, zero): qrl_cal_solve_layer_fn */
+static void cal_solve_layer(jit *j, const qc_sym *s, const ql_node *k, cal_fns *out)
+{
+    gcc_jit_type *ts[8] = {j->p_rt, j->t_voidp, gcc_jit_type_get_pointer(j->t_i64), j->p_tview,
+                           j->p_qtype, j->t_i64, j->p_tview, j->p_tview};
+    const char *ns[8] = {"rt", "state", "params", "w", "t", "block", "scale", "zero"};
+    fgen f = cal_fn(j, s, "solve", 8, ts, ns, &out->solve);
+    f.state = param_rv(&f, 1);
+    f.params = param_rv(&f, 2);
+    gcc_jit_param *ps[5];
+    for (int i = 0; i < 5; i++) /* the QRL parameters (w, t, block, scale, zero); t is read through f.qt */
+        ps[i] = gcc_jit_function_get_param(f.fn, 3 + i);
+    f.fparams = ps;
+    jit_begin_body(&f, k->c);
+    gcc_jit_lvalue *tl = gcc_jit_function_new_local(f.fn, NULL, j->t_qtype, "t_value");
+    gcc_jit_block_add_assignment(f.b, NULL, tl, gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference(param_rv(&f, 4), NULL)));
+    f.qt = gcc_jit_lvalue_as_rvalue(tl);
+    jit_stmts(&f, k->c);
+    jit_end_body(&f);
+}
+
 /* solve(rt, state, params, t, out): its result goes to *out */
 static void cal_solve(jit *j, const qc_sym *s, const ql_node *k, cal_fns *out)
 {
@@ -307,6 +331,8 @@ void jit_calibrator(jit *j, const qc_sym *s, cal_fns *out)
             cal_observe(j, s, k, out);
         else if (k->kind == QL_MERGE)
             cal_merge(j, s, k, out);
+        else if (k->kind == QL_SOLVE && !k->b)
+            cal_solve_layer(j, s, k, out);
         else if (k->kind == QL_SOLVE)
             cal_solve(j, s, k, out);
     }
@@ -1039,12 +1065,17 @@ void jit_entry(jit *j, cal_fns *cals, item_fns *items)
                                        ADDR(cals[i].defaults), ADDR(cals[i].init), ADDR(cals[i].observe),
                                        ADDR(cals[i].merge), ADDR(cals[i].solve)};
             gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_ADD_CAL), 9, args));
+            for (int k = 0; k < cal->nkids; k++)
+                if (cal->kids[k]->kind == QL_SOLVE && !cal->kids[k]->b) {
+                    gcc_jit_rvalue *la[2] = {m, STR(s->name)};
+                    gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_SET_LAYER_CAL), 2, la));
+                }
             for (int k = 0; k < cal->nkids; k++) { /* the state's typed layout */
                 if (cal->kids[k]->kind != QL_STATE)
                     continue;
                 const qc_sym *st = cal->kids[k]->sym;
-                int64_t kind = st->type->k == QC_HIST ? QR_STATE_HIST : st->type->k == QC_ARRAY ? QR_STATE_ARRAY
-                                                                                                  : QR_STATE_SCALAR;
+                int64_t kind = st->type->k == QC_HIST ? QR_STATE_HIST : st->type->k == QC_GRAM ? QR_STATE_GRAM
+                             : st->type->k == QC_ARRAY ? QR_STATE_ARRAY : QR_STATE_SCALAR;
                 int64_t eb = kind == QR_STATE_ARRAY ? qc_type_bits(st->type->elem) / 8 : 0;
                 gcc_jit_rvalue *sa[5] = {m, STR(s->name), jit_lng(j, j->t_i64, kind),
                                          jit_lng(j, j->t_i64, (long)jit_state_offset(cal, st)), jit_lng(j, j->t_i64, eb)};

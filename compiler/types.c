@@ -1,13 +1,14 @@
 #include "types.h"
 
 #include <stdio.h>
+#include <string.h>
 
 const qc_type qc_void = {.k = QC_VOID}, qc_bool = {.k = QC_BOOL}, qc_i4 = {.k = QC_I4}, qc_u4 = {.k = QC_U4},
               qc_i8 = {.k = QC_I8},
               qc_u8 = {.k = QC_U8}, qc_i16 = {.k = QC_I16}, qc_u16 = {.k = QC_U16},
               qc_i32 = {.k = QC_I32}, qc_i64 = {.k = QC_I64}, qc_f32 = {.k = QC_F32},
               qc_f64 = {.k = QC_F64}, qc_intlit = {.k = QC_INTLIT}, qc_floatlit = {.k = QC_FLOATLIT},
-              qc_qtype = {.k = QC_QTYPE}, qc_qparams = {.k = QC_QPARAMS}, qc_hist = {.k = QC_HIST},
+              qc_qtype = {.k = QC_QTYPE}, qc_qparams = {.k = QC_QPARAMS}, qc_hist = {.k = QC_HIST}, qc_gram = {.k = QC_GRAM},
               qc_str = {.k = QC_STR}, qc_value = {.k = QC_VALUE}, qc_role = {.k = QC_ROLE},
               qc_error = {.k = QC_ERROR};
 
@@ -351,7 +352,7 @@ const char *qc_type_name(const qc_type *t, char *buf, int n)
         [QC_U16] = "u16", [QC_I32] = "i32", [QC_I64] = "i64", [QC_F32] = "f32", [QC_F64] = "f64",
         [QC_I4] = "i4", [QC_U4] = "u4",
         [QC_INTLIT] = "integer literal", [QC_FLOATLIT] = "float literal", [QC_QTYPE] = "qtype",
-        [QC_QPARAMS] = "qparams", [QC_HIST] = "histogram", [QC_STR] = "string", [QC_STATE] = "calibrator state",
+        [QC_QPARAMS] = "qparams", [QC_HIST] = "histogram", [QC_GRAM] = "gram", [QC_STR] = "string", [QC_STATE] = "calibrator state",
         [QC_VALUE] = "graph value", [QC_ROLE] = "quantization role", [QC_ERROR] = "<error>",
     };
     char inner[64];
@@ -369,4 +370,14 @@ const char *qc_type_name(const qc_type *t, char *buf, int n)
         snprintf(buf, (size_t)n, "%s", names[t->k]);
     }
     return buf;
+}
+
+const char *const qc_qtype_fields[QC_QTYPE_NFIELDS] = {"bits", "qmin", "qmax", "axis", "signed", "narrow", "symmetric"};
+
+int qc_qtype_field(const char *name)
+{
+    for (int i = 0; i < QC_QTYPE_NFIELDS; i++)
+        if (!strcmp(name, qc_qtype_fields[i]))
+            return i;
+    return -1;
 }

@@ -21,6 +21,7 @@ typedef enum qc_tkind {
     QC_QTYPE,    /* target of quantization: bits, signed, narrow, qmin, qmax, axis */
     QC_QPARAMS,  /* scale and zero point */
     QC_HIST,     /* histogram (calibrator state) */
+    QC_GRAM,     /* gram: X^T X of a layer's input rows (a layer calibrator's state) */
     QC_STR,      /* string literals: attribute names, op names */
     QC_STATE,    /* a calibrator's state, as merge's other operand */
     QC_VALUE,    /* a graph value bound by a pattern */
@@ -40,7 +41,7 @@ typedef struct qc_type {
 } qc_type;
 
 extern const qc_type qc_void, qc_bool, qc_i4, qc_u4, qc_i8, qc_u8, qc_i16, qc_u16, qc_i32, qc_i64, qc_f32, qc_f64, qc_intlit,
-    qc_floatlit, qc_qtype, qc_qparams, qc_hist, qc_str, qc_value, qc_role, qc_error;
+    qc_floatlit, qc_qtype, qc_qparams, qc_hist, qc_gram, qc_str, qc_value, qc_role, qc_error;
 
 const qc_type *qc_array_of(ql_arena *a, const qc_type *elem, int64_t len);
 const qc_type *qc_tensor_of(ql_arena *a, const qc_type *elem);
@@ -95,6 +96,14 @@ const char *qc_tbind_name(const qc_tbind *b, char *buf, int n);
  * different ones (*r1, *r2); 0 when there is a common type. */
 int qc_common_why(const qc_type *a, const qc_type *b, qc_tbind *b1, qc_tbind *b2, const qc_type **r1,
                   const qc_type **r2);
+
+/* A qtype's fields as QRL names them, in the order of runtime/recipe.h's qrl_qtype (every one an
+ * int64_t there): the first QC_QTYPE_INTS are i64 in QRL, the others bool. */
+#define QC_QTYPE_NFIELDS 7
+#define QC_QTYPE_INTS 4
+extern const char *const qc_qtype_fields[QC_QTYPE_NFIELDS];
+/* The index of qtype field name, or -1. */
+int qc_qtype_field(const char *name);
 
 /* "i32", "f32[]", "tensor<u8>", "qparams", "T", ... */
 const char *qc_type_name(const qc_type *t, char *buf, int n);

@@ -224,7 +224,7 @@ static const char *found_desc(const ql_token *t)
 static int starts_type(ql_tok t)
 {
     switch (t) {
-    case QL_TOK_TENSOR: case QL_TOK_QTYPE: case QL_TOK_QPARAMS: case QL_TOK_HISTOGRAM: case QL_TOK_BOOL:
+    case QL_TOK_TENSOR: case QL_TOK_QTYPE: case QL_TOK_QPARAMS: case QL_TOK_HISTOGRAM: case QL_TOK_GRAM: case QL_TOK_BOOL:
     case QL_TOK_I4: case QL_TOK_U4:
     case QL_TOK_I8: case QL_TOK_U8: case QL_TOK_I16: case QL_TOK_U16: case QL_TOK_I32: case QL_TOK_I64:
     case QL_TOK_F32: case QL_TOK_F64:

@@ -27,7 +27,7 @@
        CARET TILDE EQ NE LT TLT LE GT GE IMPORT CONST FN KERNEL CALIBRATOR STATE OBSERVE MERGE SOLVE
        PATTERN MATCH WHERE QUANTIZE LOWER AFFINE SAME FIXED TABLE REQUANTIZE RECIPE USE BY WHEN LET
        VAR IF ELSE FOR IN WHILE RETURN BREAK CONTINUE TRUE FALSE AND OR NOT SAT TENSOR QTYPE QPARAMS
-       HISTOGRAM BOOL I4 U4 I8 U8 I16 U16 I32 I64 F32 F64 ELEMENTWISE ALONG CHANNEL TRANSFORM.
+       HISTOGRAM BOOL I4 U4 I8 U8 I16 U16 I32 I64 F32 F64 ELEMENTWISE ALONG CHANNEL TRANSFORM GRAM.
 
 %left OR.
 %left AND.
@@ -104,6 +104,7 @@ dim(A) ::= expr(E).                                   { A = E; }
 dim(A) ::= DOTDOT(T).                                 { A = qp_node(ps, QL_DIM_REST, T.span); }
 type(A) ::= TENSOR(T) LT type(E) GT(R).               { A = qp_type_nest(ps, qp_fix(qp_node(ps, QL_TYPE_TENSOR, ql_span_join(T.span, R.span)), E, NULL, NULL)); }
 type(A) ::= HISTOGRAM(T) LP args(L) RP(R).            { A = L; L->kind = QL_TYPE_HIST; L->span = ql_span_join(T.span, R.span); }
+type(A) ::= GRAM(T).                                  { A = qp_tok(ps, QL_TYPE, &T); }
 
 scalar(A) ::= BOOL(T).                                { A = qp_tok(ps, QL_TYPE, &T); }
 scalar(A) ::= I8(T).                                  { A = qp_tok(ps, QL_TYPE, &T); }
@@ -130,6 +131,8 @@ citem(A) ::= STATE IDENT(N) COLON type(T) ASSIGN expr(E). { A = qp_fix(qp_named(
 citem(A) ::= OBSERVE(K) LP params(P) RP block(B).     { A = qp_fix(qp_node(ps, QL_OBSERVE, ql_span_join(K.span, B->span)), P, NULL, B); }
 citem(A) ::= MERGE(K) LP IDENT(N) RP block(B).        { A = qp_fix(qp_named(ps, QL_MERGE, &N, K.span), NULL, NULL, B); A->span = ql_span_join(K.span, B->span); }
 citem(A) ::= SOLVE(K) LP params(P) RP ARROW type(T) block(B). { A = qp_fix(qp_node(ps, QL_SOLVE, ql_span_join(K.span, B->span)), P, T, B); }
+/* a layer calibrator's solve writes the weight it is given and returns nothing */
+citem(A) ::= SOLVE(K) LP params(P) RP block(B).       { A = qp_fix(qp_node(ps, QL_SOLVE, ql_span_join(K.span, B->span)), P, NULL, B); }
 
 /* ------------------------------------------------------------ pattern */
 

@@ -57,7 +57,7 @@ static int ends_statement(ql_tok t)
     case QL_TOK_IDENT: case QL_TOK_INT: case QL_TOK_FLOAT: case QL_TOK_STRING:
     case QL_TOK_RP: case QL_TOK_RB: case QL_TOK_RBRACE: case QL_TOK_QUESTION:
     case QL_TOK_RETURN: case QL_TOK_BREAK: case QL_TOK_CONTINUE: case QL_TOK_TRUE: case QL_TOK_FALSE:
-    case QL_TOK_SAME: case QL_TOK_REQUANTIZE: case QL_TOK_QTYPE: case QL_TOK_QPARAMS:
+    case QL_TOK_SAME: case QL_TOK_REQUANTIZE: case QL_TOK_QTYPE: case QL_TOK_QPARAMS: case QL_TOK_GRAM:
     case QL_TOK_BOOL: case QL_TOK_I4: case QL_TOK_U4: case QL_TOK_I8: case QL_TOK_U8: case QL_TOK_I16: case QL_TOK_U16:
     case QL_TOK_I32: case QL_TOK_I64: case QL_TOK_F32: case QL_TOK_F64:
         return 1;

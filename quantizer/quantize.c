@@ -2281,6 +2281,11 @@ static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_qu
         return o->from_file ? qr_errorf(e, "recipe '%s' is weight-only (activation = f32): it cannot lower a QDQ model",
                                         q.r->name)
                             : qr_weight_only(g, calib, o, q.r, out, e);
+    const qr_setting *ws = qr_recipe_setting(q.r, QR_SET_WEIGHT);
+    const qr_cal_desc *wc = ws && ws->calibrator ? qr_module_calibrator(o->module, ws->calibrator) : NULL;
+    if (wc && wc->layer) /* it sees a layer's rows and rounds its weight: no qparams for a pattern to use */
+        return qr_errorf(e, "recipe '%s': weight calibrator '%s' is a layer calibrator (it rounds a weight from the "
+                            "layer's inputs): only weight-only recipes (activation = f32) can use it", q.r->name, wc->name);
     if (!transformed && !o->from_file && qr_recipe_setting(q.r, QR_SET_TRANSFORM))
         return quantize_transformed(g, q.r, calib, o, out, e);
     qr_quantized *res = calloc(1, sizeof *res);

@@ -4,32 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/sgemm.h"
-
-/* c (m x n) = a (m x k, a(r, q) = a[r * a_rs + q * a_cs]) times b (k x n, rows contiguous), on
- * pool's threads (NULL: this one): the best FMA kernel, or the reference's fmaf chains on a CPU
- * without FMA. The bits do not depend on the threads (sgemm.h). */
-static void gemm(qr_pool *pool, const float *a, int64_t a_rs, int64_t a_cs, const float *b, float *c, int64_t m,
-                 int64_t n, int64_t k)
-{
-    const qr_sgemm_kernel *kn = qr_sgemm_best();
-    if (!kn)
-        kn = qr_sgemm_isa("ref");
-    float *work = malloc(sizeof *work * (size_t)(qr_sgemm_work(kn) * qr_pool_threads(pool) + 1));
-    if (!work) { /* out of memory for the panels: the same sums, slowly */
-        for (int64_t r = 0; r < m; r++)
-            for (int64_t x = 0; x < n; x++) {
-                float s = 0;
-                for (int64_t q = 0; q < k; q++)
-                    s = fmaf(a[r * a_rs + q * a_cs], b[q * n + x], s);
-                c[r * n + x] = s;
-            }
-        return;
-    }
-    qr_sgemm_job j = {.a = a, .b = b, .c = c, .a_rs = a_rs, .a_cs = a_cs, .ldb = n, .ldc = n, .m = m, .n = n, .k = k};
-    qr_sgemm(pool, kn, &j, work);
-    free(work);
-}
+#include "gram.h"
 
 void qr_round_gram(qr_pool *pool, const float *x, int64_t rows, int64_t k, float *h)
 {
@@ -37,7 +12,7 @@ void qr_round_gram(qr_pool *pool, const float *x, int64_t rows, int64_t k, float
         memset(h, 0, sizeof *h * (size_t)(k * k));
         return;
     }
-    gemm(pool, x, 1, k, x, h, k, k, rows); /* a(i, q) = x[q][i]: X^T */
+    qr_gram_xtx(pool, x, rows, k, h);
     float inv = (float)(1.0 / (double)rows);
     for (int64_t i = 0; i < k * k; i++)
         h[i] *= inv;
@@ -47,7 +22,7 @@ void qr_round_gram_add(const float *x, int64_t rows, int64_t k, double *h, float
 {
     if (rows <= 0)
         return;
-    gemm(NULL, x, 1, k, x, tmp, k, k, rows);
+    qr_gram_xtx(NULL, x, rows, k, tmp);
     for (int64_t i = 0; i < k * k; i++)
         h[i] += tmp[i];
 }
@@ -148,7 +123,7 @@ qr_status qr_round_group(const qr_round_ask *ask, const float *h, const double *
     } else {
         for (int64_t i = 0; i < channels * k; i++)
             dw[i] = near[i] - w[i];
-        gemm(ask->pool, dw, k, 1, h, g0, channels, k, k);
+        qr_gram_gemm(ask->pool, dw, k, 1, h, g0, channels, k, k);
         for (int64_t o = 0; o < channels; o++)
             j.failed[o] = -1;
         qr_parallel_for_slots(ask->pool, channels, 1, group_range, &j);

@@ -156,6 +156,9 @@ static qr_status emit_nbits(const wo *w, qr_graph *d, qr_node *n, const qr_value
     return st;
 }
 
+static qr_status emit_weight(const wo *w, qr_graph *d, qr_node *n, qr_value *wv, int kax, const qr_tensor *q,
+                             const qr_tensor *sc, const qr_tensor *zp, int any_zero);
+
 /* Weight wv ([K, N] when kax is 0, [N, K] when 1) of node n quantized: its integers, scales and
  * zero points as constants, a DequantizeLinear in front of n's input 1. */
 static qr_status quantize_one(const wo *w, qr_graph *d, qr_node *n, qr_value *wv, int kax)
@@ -222,18 +225,30 @@ static qr_status quantize_one(const wo *w, qr_graph *d, qr_node *n, qr_value *wv
             }
     }
     free(tmp);
-    if (st == QR_OK && w->matmulnbits && w->block && qr_dtype_is_packed(w->dt) && nbits_fits(n, N)) {
-        st = emit_nbits(w, d, n, wv, kax, &q, &sc, &zp);
-        qr_tensor_free(&sc);
-        qr_tensor_free(&zp);
-        qr_tensor_free(&q);
-        return st;
+    if (st == QR_OK)
+        st = emit_weight(w, d, n, wv, kax, &q, &sc, &zp, any_zero);
+    qr_tensor_free(&sc);
+    qr_tensor_free(&zp);
+    qr_tensor_free(&q);
+    return st;
+}
+
+/* n's weight wv replaced by its quantized form: integers q, scales sc and zero points zp (in the
+ * layouts quantize_one describes) as constants with a DequantizeLinear in front of n, or n as a
+ * MatMulNBits when the recipe's options ask for it and it fits. */
+static qr_status emit_weight(const wo *w, qr_graph *d, qr_node *n, qr_value *wv, int kax, const qr_tensor *q,
+                             const qr_tensor *sc, const qr_tensor *zp, int any_zero)
+{
+    qr_status st = QR_OK;
+    int64_t N = wv->t.dims[1 - kax];
+    if (w->matmulnbits && w->block && qr_dtype_is_packed(w->dt) && nbits_fits(n, N)) {
+        return emit_nbits(w, d, n, wv, kax, q, sc, zp);
     }
     qr_value *qv = NULL, *sv = NULL, *zv = NULL, *out = NULL;
     qr_node *dq = NULL;
-    if (st == QR_OK && (!(qv = new_const(d, wv->name, "_quantized", &q, w->e)) ||
-                        !(sv = new_const(d, wv->name, "_scale", &sc, w->e)) ||
-                        (any_zero && !(zv = new_const(d, wv->name, "_zero_point", &zp, w->e)))))
+    if (st == QR_OK && (!(qv = new_const(d, wv->name, "_quantized", q, w->e)) ||
+                        !(sv = new_const(d, wv->name, "_scale", sc, w->e)) ||
+                        (any_zero && !(zv = new_const(d, wv->name, "_zero_point", zp, w->e)))))
         st = QR_ERR;
     if (st == QR_OK) {
         char name[1024];
@@ -259,9 +274,6 @@ static qr_status quantize_one(const wo *w, qr_graph *d, qr_node *n, qr_value *wv
         n->in[1] = out;
         st = qr_graph_check_oom(d, w->e);
     }
-    qr_tensor_free(&sc);
-    qr_tensor_free(&zp);
-    qr_tensor_free(&q);
     return st;
 }
 
@@ -284,21 +296,208 @@ static int takes_weight(const qr_node *n, int *kax)
     return 0;
 }
 
-/* Runs g on samples s0 .. s0 + n of the calibration tensors (views, no copy): its outputs
- * (n_outputs tensors the caller frees). */
-static qr_status run_graph(qr_exec *x, const qr_graph *g, const qr_tensor *calib, int64_t s0, int64_t n,
-                           qr_tensor *outs, qr_error *e)
+#define MAX_INPUTS 64
+
+/* in[i]: samples s0 .. s0 + n of calibration tensor i (a view, no copy). */
+static qr_status slice_inputs(const qr_graph *g, const qr_tensor *calib, int64_t s0, int64_t n, qr_tensor *in,
+                              qr_error *e)
 {
-    qr_tensor in[64];
-    if (g->n_inputs > 64)
-        return qr_errorf(e, "weight-only measurement: more than 64 inputs");
+    if (g->n_inputs > MAX_INPUTS)
+        return qr_errorf(e, "weight-only quantization: more than %d inputs", MAX_INPUTS);
     for (int i = 0; i < g->n_inputs; i++) {
         in[i] = calib[i];
         int64_t per = qr_tensor_numel(&calib[i]) / (calib[i].dims[0] ? calib[i].dims[0] : 1);
         in[i].data = (char *)calib[i].data + qr_dtype_bytes(calib[i].dtype, s0 * per);
         in[i].dims[0] = n;
     }
-    return qr_exec_run(x, in, outs, e);
+    return QR_OK;
+}
+
+/* The calibration samples in all (*total) and how many one run takes: the batch the model declares
+ * (a fixed first dim), else all at once. */
+static void sample_slices(const qr_graph *g, const qr_tensor *calib, int64_t *total, int64_t *slice)
+{
+    *total = g->n_inputs && calib[0].ndim ? calib[0].dims[0] : 1;
+    *slice = *total;
+    if (g->n_inputs && g->inputs[0]->t.ndim > 0 && g->inputs[0]->t.dims[0] > 0)
+        *slice = g->inputs[0]->t.dims[0];
+}
+
+/* Runs g on samples s0 .. s0 + n of the calibration tensors: its outputs (n_outputs tensors the
+ * caller frees). */
+static qr_status run_graph(qr_exec *x, const qr_graph *g, const qr_tensor *calib, int64_t s0, int64_t n,
+                           qr_tensor *outs, qr_error *e)
+{
+    qr_tensor in[MAX_INPUTS];
+    qr_status st = slice_inputs(g, calib, s0, n, in, e);
+    return st == QR_OK ? qr_exec_run(x, in, outs, e) : st;
+}
+
+/* ---------------------------------------- layer calibrators (GPTQ) */
+
+/* A layer whose weight a layer calibrator rounds from the rows it reads. */
+typedef struct layer {
+    qr_node *n; /* in the quantized graph */
+    qr_value *wv;
+    int kax;
+    int64_t x_id; /* the id in the f32 graph of the value it reads as rows */
+    qr_calib *cal;
+} layer;
+
+typedef struct layers {
+    layer *l;
+    int n;
+    qr_status st; /* the first failure of an observe, in e */
+    qr_error *e;
+} layers;
+
+static void observe_rows(layers *ls, const qr_value *v, const qr_tensor *t)
+{
+    for (int i = 0; i < ls->n && ls->st == QR_OK; i++)
+        if (ls->l[i].x_id == v->id && t->dtype == QR_F32 && (ls->st = qr_calib_observe(ls->l[i].cal, t, ls->e)) != QR_OK)
+            qr_error_prefix(ls->e, "layer '%s'", ls->l[i].n->name);
+}
+
+static void on_value(void *user, const qr_node *node, const qr_value *v, qr_tensor *t)
+{
+    (void)node;
+    observe_rows(user, v, t);
+}
+
+/* Every layer's calibrator observes its rows over the calibration samples (the f32 model g). */
+static qr_status observe_layers(const qr_graph *g, const qr_tensor *calib, int threads, layers *ls, qr_error *e)
+{
+    int64_t total, slice;
+    sample_slices(g, calib, &total, &slice);
+    qr_exec_opts eo = {.threads = threads, .observer = on_value, .observer_user = ls};
+    qr_exec *x = NULL;
+    qr_tensor *out = calloc((size_t)g->n_outputs + 1, sizeof *out), in[MAX_INPUTS];
+    qr_status st = out ? qr_exec_new(g, &eo, &x, e) : qr_errorf(e, "out of memory");
+    for (int64_t s0 = 0; st == QR_OK && s0 + slice <= total; s0 += slice) {
+        if ((st = slice_inputs(g, calib, s0, slice, in, e)) != QR_OK)
+            break;
+        for (int i = 0; i < g->n_inputs; i++) /* the executor reports only what nodes compute */
+            observe_rows(ls, g->inputs[i], &in[i]);
+        if (ls->st == QR_OK)
+            st = qr_exec_run(x, in, out, e);
+        for (int i = 0; i < g->n_outputs; i++)
+            qr_tensor_free(&out[i]);
+        if (st == QR_OK && ls->st != QR_OK)
+            st = QR_ERR; /* the message is in e already */
+    }
+    qr_exec_free(x);
+    free(out);
+    return st;
+}
+
+/* Layer l's weight rounded by its calibrator's solve (w as [N, K] f64, qparams [N, blocks]), then
+ * written into d in the layouts quantize_one uses. */
+static qr_status round_layer(const wo *w, qr_graph *d, layer *l)
+{
+    qr_value *wv = l->wv;
+    int kax = l->kax;
+    int64_t K = wv->t.dims[kax], N = wv->t.dims[1 - kax], blk = w->block ? w->block : K, nb = (K + blk - 1) / blk;
+    const float *data = wv->t.data;
+    for (int64_t i = 0; i < K * N; i++)
+        if (!isfinite(data[i]))
+            return qr_errorf(w->e, "weight '%s' holds %s at element %lld: it cannot be quantized", wv->name,
+                             isnan(data[i]) ? "NaN" : "an infinity", (long long)i);
+    qr_tensor wt = {.dtype = QR_F64, .ndim = 2, .dims = {N, K}}, st_ = {.dtype = QR_F64, .ndim = 2, .dims = {N, nb}};
+    qr_tensor zt = st_, q = {.dtype = w->dt, .ndim = 2}, sc = {.dtype = QR_F32}, zp = {.dtype = w->dt};
+    memcpy(q.dims, wv->t.dims, sizeof q.dims);
+    sc.ndim = zp.ndim = w->block ? 2 : 1;
+    if (w->block) {
+        sc.dims[kax] = zp.dims[kax] = nb;
+        sc.dims[1 - kax] = zp.dims[1 - kax] = N;
+    } else {
+        sc.dims[0] = zp.dims[0] = N;
+    }
+    qr_status st = qr_tensor_alloc(&wt, w->e);
+    if (st == QR_OK)
+        st = qr_tensor_alloc(&st_, w->e);
+    if (st == QR_OK)
+        st = qr_tensor_alloc(&zt, w->e);
+    if (st == QR_OK)
+        st = qr_tensor_alloc(&q, w->e);
+    if (st == QR_OK)
+        st = qr_tensor_alloc(&sc, w->e);
+    if (st == QR_OK)
+        st = qr_tensor_alloc(&zp, w->e);
+    if (st == QR_OK) {
+        double *wd = wt.data;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t k = 0; k < K; k++)
+                wd[n * K + k] = data[kax ? n * K + k : k * N + n];
+        if ((st = qr_calib_solve_layer(l->cal, &w->qt, blk, &wt, &st_, &zt, w->e)) != QR_OK)
+            qr_error_prefix(w->e, "weight '%s' of '%s'", wv->name, l->n->name);
+    }
+    int any_zero = 0;
+    if (st == QR_OK) {
+        const double *wd = wt.data, *sd = st_.data, *zd = zt.data;
+        for (int64_t n = 0; n < N; n++) {
+            for (int64_t k = 0; k < K; k++)
+                qr_set_i64(q.data, w->dt, kax ? n * K + k : k * N + n, (int64_t)wd[n * K + k]);
+            for (int64_t b = 0; b < nb; b++) {
+                int64_t si = w->block ? (kax ? n * nb + b : b * N + n) : n;
+                ((float *)sc.data)[si] = (float)sd[n * nb + b];
+                qr_set_i64(zp.data, w->dt, si, (int64_t)zd[n * nb + b]);
+                any_zero |= zd[n * nb + b] != 0;
+            }
+        }
+        st = emit_weight(w, d, l->n, wv, kax, &q, &sc, &zp, any_zero);
+    }
+    qr_tensor_free(&wt);
+    qr_tensor_free(&st_);
+    qr_tensor_free(&zt);
+    qr_tensor_free(&q);
+    qr_tensor_free(&sc);
+    qr_tensor_free(&zp);
+    return st;
+}
+
+/* The weight-only recipe's layers rounded by its layer calibrator (gptq): each weight a MatMul or
+ * Gemm reads, from the rows its first input carries over the calibration samples. */
+static qr_status layer_calibrate(const wo *w, const qr_graph *g, qr_graph *d, const qr_tensor *calib, int threads,
+                                 int *count)
+{
+    if (!w->block && !w->per_channel)
+        return qr_errorf(w->e, "calibrator '%s' rounds a weight by blocks or by output channel: set block = N or "
+                               "per_channel", w->s->calibrator);
+    if (!calib)
+        return qr_errorf(w->e, "calibrator '%s' rounds each weight from its layer's inputs: give calibration data (--calib)",
+                         w->s->calibrator);
+    int n0 = d->n_nodes;
+    layers ls = {.l = calloc((size_t)n0 + 1, sizeof *ls.l), .e = w->e};
+    qr_status st = ls.l ? QR_OK : qr_errorf(w->e, "out of memory");
+    for (int i = 0; i < n0 && st == QR_OK; i++) {
+        int kax;
+        qr_node *n = d->nodes[i];
+        if (!takes_weight(n, &kax))
+            continue;
+        const qr_value *x = n->in[0] ? qr_graph_find(g, n->in[0]->name) : NULL;
+        if (!strcmp(n->op, "Gemm") && qr_attr_i(n, "transA", 0))
+            st = qr_errorf(w->e, "'%s': calibrator '%s' reads a layer's rows from its input; a Gemm with transA has "
+                                 "them in its columns", n->name, w->s->calibrator);
+        else if (!x)
+            st = qr_errorf(w->e, "'%s': its input is not a value of the model", n->name);
+        else {
+            layer *l = &ls.l[ls.n++];
+            *l = (layer){.n = n, .wv = n->in[1], .kax = kax, .x_id = x->id};
+            st = qr_calib_new(w->m, w->s->calibrator, w->s->nargs, w->s->argnames, w->args, &l->cal, w->e);
+        }
+    }
+    if (st == QR_OK)
+        st = observe_layers(g, calib, threads, &ls, w->e);
+    for (int i = 0; i < ls.n && st == QR_OK; i++) {
+        if ((st = round_layer(w, d, &ls.l[i])) == QR_OK)
+            (*count)++;
+        qr_calib_free(ls.l[i].cal); /* its gram, k x k doubles, goes as soon as the layer is done */
+        ls.l[i].cal = NULL;
+    }
+    for (int i = 0; i < ls.n; i++)
+        qr_calib_free(ls.l[i].cal);
+    free(ls.l);
+    return st;
 }
 
 /* The outputs of the quantized graph d against g's on the calibration samples: SQNR in dB and
@@ -308,9 +507,8 @@ static qr_status measure(const qr_graph *g, const qr_graph *d, const qr_tensor *
 {
     int n = g->n_outputs;
     /* in slices of the batch the model declares (a fixed first dim), else all at once */
-    int64_t total = g->n_inputs && calib[0].ndim ? calib[0].dims[0] : 1, slice = total;
-    if (g->n_inputs && g->inputs[0]->t.ndim > 0 && g->inputs[0]->t.dims[0] > 0)
-        slice = g->inputs[0]->t.dims[0];
+    int64_t total, slice;
+    sample_slices(g, calib, &total, &slice);
     qr_tensor *ref = calloc((size_t)n + 1, sizeof *ref), *got = calloc((size_t)n + 1, sizeof *got);
     qr_exec *xg = NULL, *xd = NULL;
     qr_exec_opts eo = {.threads = threads};
@@ -391,8 +589,11 @@ qr_status qr_weight_only(const qr_graph *g, const qr_tensor *calib, const qr_qua
     if (st == QR_OK && !qr_module_calibrator(m, s->calibrator))
         st = qr_errorf(e, "recipe '%s': weight uses calibrator '%s', which the recipe's module does not define",
                        r->name, s->calibrator);
+    const qr_cal_desc *cd = st == QR_OK ? qr_module_calibrator(m, s->calibrator) : NULL;
     int n0 = d ? d->n_nodes : 0;
-    for (int i = 0; i < n0 && st == QR_OK; i++) {
+    if (cd && cd->layer)
+        st = layer_calibrate(&w, g, d, calib, threads, &res->weights);
+    for (int i = 0; i < n0 && st == QR_OK && cd && !cd->layer; i++) {
         int kax;
         if (takes_weight(d->nodes[i], &kax) && (st = quantize_one(&w, d, d->nodes[i], d->nodes[i]->in[1], kax)) == QR_OK)
             res->weights++;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gram.h"
 #include "histogram.h"
 
 /* ------------------------------------------------------------- imports */
@@ -178,7 +179,7 @@ static int64_t t_broadcast_index(const qrl_tview *a, const qrl_tview *y, int64_t
 /* State allocations are chained to the calibrator instance that owns them. */
 typedef struct alloc_node {
     struct alloc_node *next;
-    int is_hist;
+    int is_hist; /* 1 a hist_box, 2 a gram (with its factor), 0 plain memory */
     _Alignas(16) unsigned char mem[];
 } alloc_node;
 
@@ -261,6 +262,79 @@ static void rt_hist_merge(qrl_rt *rt, void *h, const void *other)
     qr_error e;
     if (qr_hist_merge(&b->h, &o->h, &e) != QR_OK)
         rt_trap(rt, QRL_TRAP_HIST, NULL, 0, 0, 2, 0);
+}
+
+/* A failure with its own message (no source position: the quantizer names the layer). */
+static void rt_fail(qrl_rt *rt, const qr_error *e)
+{
+    if (rt->failed)
+        return;
+    rt->failed = QRL_TRAP_NOMEM;
+    snprintf(rt->msg, sizeof rt->msg, "%s", e->msg);
+}
+
+/* A gram and the inverse factor its solve asked for (freed with the instance). */
+typedef struct gram_box {
+    qr_gram g;
+    qrl_tview factor;
+    double *u;
+} gram_box;
+
+static void *rt_gram_new(qrl_rt *rt) { return track(rt, sizeof(gram_box), 2); }
+
+static void rt_gram_add(qrl_rt *rt, void *g, const qrl_tview *x)
+{
+    qr_error e;
+    if (g && x->numel && qr_gram_add(&((gram_box *)g)->g, x->data, x->numel, x->rank ? x->dims[x->rank - 1] : 1, &e) != QR_OK)
+        rt_fail(rt, &e);
+}
+
+static void rt_gram_merge(qrl_rt *rt, void *g, const void *other)
+{
+    qr_error e;
+    if (g && other && qr_gram_merge(&((gram_box *)g)->g, &((const gram_box *)other)->g, &e) != QR_OK)
+        rt_fail(rt, &e);
+}
+
+static int64_t rt_gram_dim(const void *g) { return g ? ((const gram_box *)g)->g.k : 0; }
+static double rt_gram_rows(const void *g) { return g ? ((const gram_box *)g)->g.rows : 0; }
+
+static double rt_gram_at(qrl_rt *rt, const void *g, int64_t i, int64_t j)
+{
+    const qr_gram *m = g ? &((const gram_box *)g)->g : NULL;
+    int64_t k = m ? m->k : 0;
+    if (i < 0 || i >= k || j < 0 || j >= k) {
+        rt_trap(rt, QRL_TRAP_INDEX, NULL, 0, 0, i < 0 || i >= k ? i : j, k);
+        return 0;
+    }
+    return m->h[i * k + j];
+}
+
+static const qrl_tview *rt_gram_factor(qrl_rt *rt, const void *g, double c, double lambda)
+{
+    gram_box *b = (gram_box *)g; /* the factor is the instance's memory, not its state */
+    qr_error e;
+    if (!b) {
+        rt_trap(rt, QRL_TRAP_NOMEM, NULL, 0, 0, 0, 0);
+        return NULL;
+    }
+    int64_t k = b->g.k;
+    free(b->u);
+    b->u = k > 0 ? malloc(sizeof *b->u * (size_t)(k * k)) : NULL;
+    if (k > 0 && !b->u) {
+        rt_trap(rt, QRL_TRAP_NOMEM, NULL, 0, 0, 0, 0);
+        return NULL;
+    }
+    if (qr_gram_inverse_factor(&b->g, c, lambda, b->u, &e) != QR_OK) {
+        rt_fail(rt, &e);
+        return NULL;
+    }
+    memset(&b->factor, 0, sizeof b->factor);
+    b->factor.data = b->u;
+    b->factor.numel = k * k;
+    b->factor.rank = 2;
+    b->factor.dims[0] = b->factor.dims[1] = k;
+    return &b->factor;
 }
 
 #define HIST(h) (&((const hist_box *)(h))->h)
@@ -411,11 +485,20 @@ static void reg_cal(qrl_module *m, const char *name, int64_t nparams, int64_t st
         m->bad = 1;
 }
 
+static void reg_layer_cal(qrl_module *m, const char *cal)
+{
+    qr_cal_desc *d = m->ncals ? &m->cals[m->ncals - 1] : NULL;
+    if (!d || strcmp(d->name, cal))
+        m->bad = 1;
+    else
+        d->layer = 1;
+}
+
 static void reg_state(qrl_module *m, const char *cal, int64_t kind, int64_t at, int64_t elem_bytes)
 {
     qr_cal_desc *d = m->ncals ? &m->cals[m->ncals - 1] : NULL;
     int64_t size = kind == QR_STATE_ARRAY ? 16 : 8;
-    if (!d || strcmp(d->name, cal) || kind < QR_STATE_SCALAR || kind > QR_STATE_HIST || at < 0 ||
+    if (!d || strcmp(d->name, cal) || kind < QR_STATE_SCALAR || kind > QR_STATE_GRAM || at < 0 ||
         at + size > d->state_bytes || elem_bytes < 0 || elem_bytes > 8) {
         m->bad = 1;
         return;
@@ -970,6 +1053,14 @@ static const qrl_imports imports = {
     .add_out_dim = reg_out_dim,
     .add_state = reg_state,
     .add_setting_target = reg_setting_target,
+    .gram_new = rt_gram_new,
+    .gram_add = rt_gram_add,
+    .gram_merge = rt_gram_merge,
+    .gram_dim = rt_gram_dim,
+    .gram_rows = rt_gram_rows,
+    .gram_at = rt_gram_at,
+    .gram_factor = rt_gram_factor,
+    .set_layer_calibrator = reg_layer_cal,
 };
 
 const qrl_imports *qr_recipe_imports(void)
@@ -1379,8 +1470,12 @@ void qr_calib_free(qr_calib *c)
         return;
     for (alloc_node *a = c->allocs, *next; a; a = next) {
         next = a->next;
-        if (a->is_hist)
+        if (a->is_hist == 1)
             qr_hist_free(&((hist_box *)a->mem)->h);
+        else if (a->is_hist == 2) {
+            qr_gram_free(&((gram_box *)a->mem)->g);
+            free(((gram_box *)a->mem)->u);
+        }
         free(a);
     }
     free(c->params);
@@ -1419,8 +1514,41 @@ qr_status qr_calib_merge(qr_calib *c, const qr_calib *o, qr_error *e)
     return qr_rt_status(&rt, e);
 }
 
+qr_status qr_calib_solve_layer(qr_calib *c, const qrl_qtype *t, int64_t block, qr_tensor *w, qr_tensor *scale,
+                               qr_tensor *zero, qr_error *e)
+{
+    if (!c->d->layer)
+        return qr_errorf(e, "calibrator '%s' is not a layer calibrator", c->d->name);
+    qrl_tview vw, vs, vz;
+    qr_tview_of(w, &vw);
+    qr_tview_of(scale, &vs);
+    qr_tview_of(zero, &vz);
+    qrl_rt rt;
+    calib_rt(c, &rt);
+    ((qrl_cal_solve_layer_fn)(void (*)(void))c->d->solve)(&rt, c->state, c->params, &vw, t, block, &vs, &vz);
+    if (qr_rt_status(&rt, e) != QR_OK)
+        return QR_ERR;
+    /* what solve wrote is the recipe's code: codes and zero points must be integers of t's range */
+    const double *q = w->data, *sc = scale->data, *z = zero->data;
+    for (int64_t i = 0; i < qr_tensor_numel(w); i++)
+        if (!(q[i] >= (double)t->qmin && q[i] <= (double)t->qmax && q[i] == floor(q[i])))
+            return qr_errorf(e, "calibrator '%s' left weight element %lld at %g, not an integer of %lld..%lld",
+                             c->d->name, (long long)i, q[i], (long long)t->qmin, (long long)t->qmax);
+    for (int64_t i = 0; i < qr_tensor_numel(scale); i++) {
+        if (!(sc[i] > 0) || !isfinite(sc[i]) || !isfinite((float)sc[i]))
+            return qr_errorf(e, "calibrator '%s' gave block %lld scale %g", c->d->name, (long long)i, sc[i]);
+        if (!(z[i] >= (double)t->qmin && z[i] <= (double)t->qmax && z[i] == floor(z[i])))
+            return qr_errorf(e, "calibrator '%s' gave block %lld zero point %g, not an integer of %lld..%lld",
+                             c->d->name, (long long)i, z[i], (long long)t->qmin, (long long)t->qmax);
+    }
+    return QR_OK;
+}
+
 qr_status qr_calib_solve(qr_calib *c, const qrl_qtype *t, qrl_qparams *out, qr_error *e)
 {
+    if (c->d->layer)
+        return qr_errorf(e, "calibrator '%s' is a layer calibrator (it rounds a weight from the layer's inputs): "
+                            "only weight-only recipes (activation = f32) can use it", c->d->name);
     qrl_rt rt;
     calib_rt(c, &rt);
     c->d->solve(&rt, c->state, c->params, t, out);
@@ -1481,6 +1609,12 @@ qr_status qr_calib_pack(const qr_calib *c, unsigned char **buf, size_t *len, siz
             qrl_array a;
             memcpy(&a, slot, sizeof a);
             ok = put_i64(buf, len, cap, a.len) && put(buf, len, cap, a.data, (size_t)(a.len * f->elem_bytes));
+        } else if (f->kind == QR_STATE_GRAM) {
+            const gram_box *b;
+            memcpy(&b, slot, sizeof b);
+            int64_t k = b ? b->g.k : 0;
+            ok = put_i64(buf, len, cap, k) && put(buf, len, cap, b ? &b->g.rows : &(double){0}, 8) &&
+                 (!k || put(buf, len, cap, b->g.h, sizeof *b->g.h * (size_t)(k * k)));
         } else {
             const hist_box *b;
             memcpy(&b, slot, sizeof b);
@@ -1512,6 +1646,24 @@ qr_status qr_calib_unpack(qr_calib *c, const unsigned char *buf, size_t n, size_
             int64_t len = -1;
             memcpy(&a, slot, sizeof a);
             ok = get(buf, n, at, &len, 8) && len == a.len && get(buf, n, at, a.data, (size_t)(len * f->elem_bytes));
+        } else if (f->kind == QR_STATE_GRAM) { /* into the fresh instance's empty gram */
+            gram_box *b;
+            int64_t k = -1;
+            double rows = 0;
+            memcpy(&b, slot, sizeof b);
+            ok = b && !b->g.k && get(buf, n, at, &k, 8) && get(buf, n, at, &rows, 8) && k >= 0 && k <= 46340 &&
+                 (size_t)(k * k) * 8 <= n - *at;
+            if (ok && k) {
+                b->g.h = malloc(sizeof *b->g.h * (size_t)(k * k));
+                b->g.tmp = malloc(sizeof *b->g.tmp * (size_t)(k * k));
+                ok = b->g.h && b->g.tmp;
+                if (ok) {
+                    b->g.k = k;
+                    ok = get(buf, n, at, b->g.h, sizeof *b->g.h * (size_t)(k * k));
+                }
+            }
+            if (ok)
+                b->g.rows = rows;
         } else {
             hist_box *b;
             int64_t present = 0, head[HIST_HEAD];

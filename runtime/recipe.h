@@ -20,7 +20,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 26
+#define QR_RECIPE_ABI 27
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -230,7 +230,19 @@ enum {
     X(ADD_STATE, add_state, v, m, s, l, l, l) /* (m, calibrator, kind, at, elem_bytes) */             \
     /* What the recipe's last setting applies to (activation for LayerNormalization, "/enc/Softmax"):      \
      * an op type, or a node's name when is_node. A setting with none applies to every value. */          \
-    X(ADD_SETTING_TARGET, add_setting_target, v, m, s, s, l) /* (m, recipe, name, is_node) */
+    X(ADD_SETTING_TARGET, add_setting_target, v, m, s, s, l) /* (m, recipe, name, is_node) */     \
+    /* A gram (X^T X of a layer's input rows, runtime/gram.h) owned by the state; add takes x's last      \
+     * dimension as the row width. factor: u with u^T u = (c H + lambda I)^-1 (GPTQ's inverse factor), a  \
+     * k x k f64 tensor owned by the calibrator instance; NULL with a trap when it cannot be made. */      \
+    X(GRAM_NEW, gram_new, p, r) /* (rt) */                                                               \
+    X(GRAM_ADD, gram_add, v, r, p, t) /* (rt, g, x) */                                                   \
+    X(GRAM_MERGE, gram_merge, v, r, p, c) /* (rt, g, other) */                                           \
+    X(GRAM_DIM, gram_dim, l, c) /* (g) */                                                                \
+    X(GRAM_ROWS, gram_rows, d, c) /* (g) */                                                              \
+    X(GRAM_AT, gram_at, d, r, c, l, l) /* (rt, g, i, j); traps out of range */                           \
+    X(GRAM_FACTOR, gram_factor, t, r, c, d, d) /* (rt, g, c, lambda) */                                       \
+    /* The calibrator just added is a layer calibrator: its solve is a qrl_cal_solve_layer_fn. */         \
+    X(SET_LAYER_CAL, set_layer_calibrator, v, m, s) /* (m, calibrator) */
 
 /* The C parameter list of letters (QRL_ABI_PARAMS(r, l): qrl_rt *, int64_t) and the signature as
  * a string, result first (QRL_ABI_SIG(v, r, l): "vrl"); up to 12 letters. */
@@ -357,6 +369,10 @@ typedef void (*qrl_cal_observe_fn)(qrl_rt *rt, void *state, const qrl_scalar *pa
 typedef void (*qrl_cal_merge_fn)(qrl_rt *rt, void *state, const void *other, const qrl_scalar *params);
 typedef void (*qrl_cal_solve_fn)(qrl_rt *rt, const void *state, const qrl_scalar *params, const qrl_qtype *t,
                                  qrl_qparams *out);
+/* A layer calibrator's solve: w (an f64 tensor [N, K], a weight by output channel) rounded in place
+ * to integer codes, scale and zero ([N, ceil(K / block)] f64) the qparams of each block of K. */
+typedef void (*qrl_cal_solve_layer_fn)(qrl_rt *rt, const void *state, const qrl_scalar *params, const qrl_tview *w,
+                                       const qrl_qtype *t, int64_t block, const qrl_tview *scale, const qrl_tview *zero);
 
 /* ------------------------------------------------------------ runtime side */
 
@@ -425,8 +441,8 @@ typedef struct qr_cal_param {
 } qr_cal_param;
 
 /* A calibrator state field's kind (add_state): an 8-byte scalar slot, a qrl_array of state memory,
- * or a histogram (a pointer to one the runtime owns). */
-typedef enum qr_state_kind { QR_STATE_SCALAR, QR_STATE_ARRAY, QR_STATE_HIST } qr_state_kind;
+ * or a histogram or gram (a pointer to one the runtime owns). */
+typedef enum qr_state_kind { QR_STATE_SCALAR, QR_STATE_ARRAY, QR_STATE_HIST, QR_STATE_GRAM } qr_state_kind;
 
 typedef struct qr_state_field {
     qr_state_kind kind;
@@ -444,7 +460,8 @@ typedef struct qr_cal_desc {
     qrl_cal_init_fn init;
     qrl_cal_observe_fn observe;
     qrl_cal_merge_fn merge;
-    qrl_cal_solve_fn solve;
+    qrl_cal_solve_fn solve; /* a qrl_cal_solve_layer_fn when layer */
+    int layer;              /* a layer calibrator: observes a layer's inputs, rounds its weight */
 } qr_cal_desc;
 
 /* The candidate the matcher hands a where-predicate: the graph values bound
@@ -762,6 +779,11 @@ qr_status qr_calib_observe(qr_calib *c, const qr_tensor *x, qr_error *e);
 /* Folds o's state into c's (same calibrator and parameters). */
 qr_status qr_calib_merge(qr_calib *c, const qr_calib *o, qr_error *e);
 qr_status qr_calib_solve(qr_calib *c, const qrl_qtype *t, qrl_qparams *out, qr_error *e);
+/* A layer calibrator's solve (qrl_cal_solve_layer_fn): w [N, K] f64 in, integer codes out (each
+ * checked to be an integer in t's range), scale and zero [N, ceil(K / block)] out (checked: each
+ * scale a positive finite number, each zero point an integer in t's range). */
+qr_status qr_calib_solve_layer(qr_calib *c, const qrl_qtype *t, int64_t block, qr_tensor *w, qr_tensor *scale,
+                               qr_tensor *zero, qr_error *e);
 /* c's state as bytes, following its typed layout (scalars, arrays' elements, histograms' counts):
  * appended to *buf (*len bytes of *cap, grown with realloc). What another process's
  * qr_calib_unpack reads into a fresh instance of the same calibrator and parameters. */

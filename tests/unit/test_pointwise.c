@@ -266,7 +266,7 @@ static void pointwise_first(qrl_module *m, const qrl_imports *im)
 
 Test(pointwise, registration)
 {
-    cr_assert_eq(qr_recipe_imports()->abi, 26, "the import table changed: QR_RECIPE_ABI 26");
+    cr_assert_eq(qr_recipe_imports()->abi, 27, "the import table changed: QR_RECIPE_ABI 27");
     qr_error e;
     qrl_module *m = NULL;
     cr_assert_eq(qr_module_load(pointwise_kernel, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
