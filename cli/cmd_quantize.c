@@ -255,6 +255,8 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
         printf("weights:   %d quantized (weight-only: activations stay f32)\n", q->weights);
         printf("output:    SQNR %.1f dB against f32 on %lld samples%s; cosine %.5f\n", q->output_sqnr,
                (long long)q->samples, q->output_nonfinite ? ", NOT FINITE" : "", q->output_cosine);
+        for (int i = 0; qrl_quantized_note(qz, i); i++) /* the transforms' */
+            fprintf(stderr, "note: %s\n", qrl_quantized_note(qz, i));
         return;
     }
     printf("nodes:     %d by patterns, %d by affine rules, %d in f32\n", q->nodes_pattern, q->nodes_affine,

@@ -698,7 +698,7 @@ void chk_pattern(ctx *c, qc_sym *s)
 /* The one function of transform s: scale(...) -> f64 (a rescaling: the factor of channel j),
  * bias(...) -> f64 (a bias correction: the new bias of output channel o) or flip(...) -> f64 (a
  * rounding optimizer: whether one weight moves to its other rounding). Its parameters are f64
- * statistics, each at most once, by name: act, weight, source for scale (QR_TRANSFORM_ACT ...),
+ * statistics, each at most once, by name: act, weight, source, mean for scale (QR_TRANSFORM_ACT ...),
  * bias, error for bias (QR_TRANSFORM_BIAS, QR_TRANSFORM_ERROR), sweep, change, mean, size for flip. */
 static void transform_scale(ctx *c, qc_sym *s, ql_node *fn)
 {
@@ -711,7 +711,7 @@ static void transform_scale(ctx *c, qc_sym *s, ql_node *fn)
     static const char *const fnames[3] = {"scale", "bias", "flip"};
     params(c, fn->a, 0, fnames[kind]);
     static const char *const stats[3][4] = {
-        {"act", "weight", "source", NULL}, {"bias", "error", NULL, NULL}, {"sweep", "change", "mean", "size"}};
+        {"act", "weight", "source", "mean"}, {"bias", "error", NULL, NULL}, {"sweep", "change", "mean", "size"}};
     int ok = (kind || !strcmp(fn->name, "scale")) && fn->a && fn->a->nkids >= 1 && fn->a->nkids <= 4;
     for (int i = 0; ok && i < fn->a->nkids; i++) {
         const ql_node *p = fn->a->kids[i];
@@ -736,8 +736,8 @@ static void transform_scale(ctx *c, qc_sym *s, ql_node *fn)
         chk_err_decl(c, fn, "transform '%s' has one function, scale(...) -> f64, the factor channel j of the matched "
             "value is divided by, from f64 statistics of the channel named as parameters: act (its largest |value| "
             "on the calibration samples), weight (its readers' largest |weight| for it), source (its producer's "
-            "largest |weight| for it); or bias(...) -> f64 (a bias correction), or flip(...) -> f64 (a rounding "
-            "optimizer)", s->name);
+            "largest |weight| for it), mean (its mean |value| on the calibration samples); or bias(...) -> f64 (a bias "
+            "correction), or flip(...) -> f64 (a rounding optimizer)", s->name);
     c->w = W_FN;
     c->ret = &qc_f64;
     int returns = chk_block(c, fn->c);

@@ -552,12 +552,12 @@ void jit_transform_fns(jit *j, const qc_sym *s, item_fns *out)
             fn = s->decl->kids[i];
     if (!fn)
         return;
-    /* every statistic is passed (qrl_transform_scale_fn, _bias_fn: three; _flip_fn: four); the
+    /* every statistic is passed (qrl_transform_bias_fn: three; _scale_fn, _flip_fn: four); the
      * function's parameters name those it reads */
-    int kind = !strcmp(fn->name, "bias") ? 1 : !strcmp(fn->name, "flip") ? 2 : 0, nstats = kind == 2 ? 4 : 3;
+    int kind = !strcmp(fn->name, "bias") ? 1 : !strcmp(fn->name, "flip") ? 2 : 0, nstats = kind == 1 ? 3 : 4;
     gcc_jit_type *ts[6] = {j->p_rt, gcc_jit_type_get_pointer(j->t_i64), j->t_f64, j->t_f64, j->t_f64, j->t_f64};
     static const char *const slots[3][4] = {
-        {"act", "weight", "source", NULL}, {"bias", "error", "unused", NULL}, {"sweep", "change", "mean", "size"}};
+        {"act", "weight", "source", "mean"}, {"bias", "error", "unused", NULL}, {"sweep", "change", "mean", "size"}};
     const char *ns[6] = {"rt", "params", slots[kind][0], slots[kind][1], slots[kind][2], slots[kind][3]};
     char name[300];
     snprintf(name, sizeof name, "qrl_transform_%s_%s", s->name, fn->name);
@@ -772,9 +772,10 @@ static void register_transform(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_
             stats |= QR_TRANSFORM_ROUNDS;
         for (int k = 0; t->kids[i]->kind == QL_FN && t->kids[i]->a && k < t->kids[i]->a->nkids; k++) {
             const char *pn = t->kids[i]->a->kids[k]->name;
+            int scale = !strcmp(t->kids[i]->name, "scale"); /* flip has a `mean` of its own */
             stats |= !strcmp(pn, "act") ? QR_TRANSFORM_ACT : !strcmp(pn, "weight") ? QR_TRANSFORM_WEIGHT
                    : !strcmp(pn, "source") ? QR_TRANSFORM_SOURCE : !strcmp(pn, "bias") ? QR_TRANSFORM_BIAS
-                   : !strcmp(pn, "error") ? QR_TRANSFORM_ERROR : 0;
+                   : !strcmp(pn, "error") ? QR_TRANSFORM_ERROR : scale && !strcmp(pn, "mean") ? QR_TRANSFORM_MEAN : 0;
         }
     }
     gcc_jit_rvalue *a1[8] = {m, STR(s->name), jit_lng(j, j->t_i64, np), ADDR_OR_NULL(fns->defaults),

@@ -2277,10 +2277,20 @@ static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_qu
     }
     if (!q.r)
         return qr_errorf(e, "the module has no recipe");
-    if (qr_weight_only_recipe(q.r)) /* activation = f32: weights only, nothing calibrated */
-        return o->from_file ? qr_errorf(e, "recipe '%s' is weight-only (activation = f32): it cannot lower a QDQ model",
-                                        q.r->name)
-                            : qr_weight_only(g, calib, o, q.r, out, e);
+    if (qr_weight_only_recipe(q.r)) { /* activation = f32: weights only, nothing calibrated */
+        if (o->from_file)
+            return qr_errorf(e, "recipe '%s' is weight-only (activation = f32): it cannot lower a QDQ model", q.r->name);
+        for (int i = 0; !transformed && i < q.r->nsettings; i++) {
+            const qr_transform *t = q.r->settings[i].id == QR_SET_TRANSFORM
+                                        ? qr_module_transform(o->module, q.r->settings[i].calibrator) : NULL;
+            if (t && (t->bias || t->flip)) /* they measure the integer weights' errors, which blocks change */
+                return qr_errorf(e, "recipe '%s': transform %s corrects %s; a weight-only recipe takes rescalings only",
+                                 q.r->name, t->match.name, t->bias ? "biases" : "roundings");
+        }
+        if (!transformed && qr_recipe_setting(q.r, QR_SET_TRANSFORM))
+            return quantize_transformed(g, q.r, calib, o, out, e);
+        return qr_weight_only(g, ref, calib, o, q.r, out, e);
+    }
     const qr_setting *ws = qr_recipe_setting(q.r, QR_SET_WEIGHT);
     const qr_cal_desc *wc = ws && ws->calibrator ? qr_module_calibrator(o->module, ws->calibrator) : NULL;
     if (wc && wc->layer) /* it sees a layer's rows and rounds its weight: no qparams for a pattern to use */

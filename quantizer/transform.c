@@ -29,7 +29,9 @@ typedef struct site {
     int64_t channels;
     qr_node **readers; /* MatMul or Gemm (channels last), Conv (channels on axis 1), reading y as input 0 */
     int nreaders;
-    float *act; /* max |y| of each channel over the calibration samples */
+    float *act;    /* max |y| of each channel over the calibration samples */
+    double *mean;  /* the sum of |y| of each channel, then (rescale) its mean */
+    double values; /* values of one channel summed into mean */
 } site;
 
 /* A layer a bias correction rewrites: y = n(x, W, b), its output channels on axis 1 (Conv) or last. */
@@ -277,16 +279,18 @@ static int accept(void *user, const qr_match *m)
     }
     site *v = realloc(c->sites, sizeof *v * (size_t)(c->nsites + 1));
     float *act = calloc((size_t)ch, sizeof *act);
-    if (!v || !act) {
+    double *mean = calloc((size_t)ch, sizeof *mean);
+    if (!v || !act || !mean) {
         if (v)
             c->sites = v;
         free(act);
+        free(mean);
         free(readers);
         c->st = qr_errorf(c->e, "out of memory");
         return 0;
     }
     c->sites = v;
-    c->sites[c->nsites++] = (site){y, prod, axis, ch, readers, nreaders, act};
+    c->sites[c->nsites++] = (site){y, prod, axis, ch, readers, nreaders, act, mean, 0};
     return 1;
 }
 
@@ -318,7 +322,9 @@ static void observe_value(tctx *c, const qr_value *v, const qr_tensor *t)
             int64_t j = (i / inner) % ch;
             if (a > s->act[j])
                 s->act[j] = a;
+            s->mean[j] += a;
         }
+        s->values += ch ? (double)(n / ch) : 0;
     }
     if (ma) {
         for (int64_t i = 0; i < n; i++)
@@ -392,6 +398,7 @@ static qr_status rescale(tctx *c, site *s, const qrl_scalar *params)
     int64_t count, len, stride;
     for (int64_t j = 0; j < s->channels; j++) {
         double w = NAN, src = NAN, act = t->stats & QR_TRANSFORM_ACT ? s->act[j] : NAN;
+        double mean = t->stats & QR_TRANSFORM_MEAN && s->values > 0 ? s->mean[j] / s->values : NAN;
         for (int r = 0; (t->stats & QR_TRANSFORM_WEIGHT) && r < s->nreaders; r++) {
             float *d = reader_run(s->readers[r], j, &count, &len, &stride);
             double m = run_absmax(d, count, len, stride);
@@ -403,7 +410,7 @@ static qr_status rescale(tctx *c, site *s, const qrl_scalar *params)
         }
         qrl_rt rt;
         qr_rt_init(&rt);
-        f[j] = t->scale(&rt, params, act, w, src);
+        f[j] = t->scale(&rt, params, act, w, src, mean);
         if (qr_rt_status(&rt, c->e) != QR_OK) {
             free(f);
             qr_error_prefix(c->e, "transform %s (%s), value '%s' channel %lld", t->match.name, t->match.loc,
@@ -412,8 +419,9 @@ static qr_status rescale(tctx *c, site *s, const qrl_scalar *params)
         }
         if (!(f[j] > 0) || !isfinite(f[j]) || !isfinite((float)f[j]) || (float)f[j] == 0) {
             qr_status st = qr_errorf(c->e, "transform %s (%s): scale gave %g for channel %lld of '%s' (act %g, "
-                                     "weight %g, source %g): a channel's factor must be a positive finite number",
-                                     t->match.name, t->match.loc, f[j], (long long)j, s->y->name, act, w, src);
+                                     "weight %g, source %g, mean %g): a channel's factor must be a positive finite "
+                                     "number", t->match.name, t->match.loc, f[j], (long long)j, s->y->name, act, w, src,
+                                     mean);
             free(f);
             return st;
         }
@@ -1071,7 +1079,7 @@ static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r,
         st = bias_correct(&c, params, calib, count, batch > 0 ? batch : 32, weights, user, &added);
     if (st == QR_OK && rounds)
         st = round_layers(&c, params, calib, count, batch > 0 ? batch : 32, weights, user, &rsum, &rounded);
-    if (st == QR_OK && c.nsites && (t->stats & QR_TRANSFORM_ACT)) /* only what scale reads */
+    if (st == QR_OK && c.nsites && (t->stats & (QR_TRANSFORM_ACT | QR_TRANSFORM_MEAN))) /* only what scale reads */
         st = measure(&c, calib, count, batch > 0 ? batch : 32);
     for (int k = 0; st == QR_OK && k < c.nsites; k++)
         st = rescale(&c, &c.sites[k], params);
@@ -1108,6 +1116,7 @@ static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r,
     for (int k = 0; k < c.nsites; k++) {
         free(c.sites[k].readers);
         free(c.sites[k].act);
+        free(c.sites[k].mean);
     }
     for (int k = 0; k < c.nrsites; k++) {
         free(c.rsites[k].offs);

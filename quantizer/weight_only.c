@@ -554,8 +554,8 @@ static qr_status measure(const qr_graph *g, const qr_graph *d, const qr_tensor *
     return st;
 }
 
-qr_status qr_weight_only(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, const qr_recipe *r,
-                         qr_quantized **out, qr_error *e)
+qr_status qr_weight_only(const qr_graph *g, const qr_graph *ref, const qr_tensor *calib, const qr_quant_opts *o,
+                         const qr_recipe *r, qr_quantized **out, qr_error *e)
 {
     const qrl_module *m = o->module;
     int threads = o->threads;
@@ -564,8 +564,6 @@ qr_status qr_weight_only(const qr_graph *g, const qr_tensor *calib, const qr_qua
     const qr_setting *rnd = qr_recipe_setting(r, QR_SET_ROUNDING);
     if (!s)
         return qr_errorf(e, "recipe '%s' must set weight", r->name);
-    if (qr_recipe_setting(r, QR_SET_TRANSFORM))
-        return qr_errorf(e, "recipe '%s': a transform with weight-only quantization is not supported yet", r->name);
     wo w = {.m = m, .s = s, .dt = qr_dtype_from_name(s->type), .e = e, .matmulnbits = o->matmulnbits};
     if (!qr_dtype_is_int(w.dt))
         return qr_errorf(e, "recipe '%s': weight type %s is not an integer type", r->name, s->type);
@@ -612,7 +610,7 @@ qr_status qr_weight_only(const qr_graph *g, const qr_tensor *calib, const qr_qua
     res->qdq = d;
     res->top1_fp32 = res->top1_int8 = NAN;
     res->output_agreement = NAN;
-    if (calib && measure(g, d, calib, threads, res, e) != QR_OK) {
+    if (calib && measure(ref ? ref : g, d, calib, threads, res, e) != QR_OK) {
         qr_quantized_free(res);
         return QR_ERR;
     }

@@ -12,13 +12,14 @@
 
 /* 1 when recipe r is weight-only (its activation setting is f32). */
 int qr_weight_only_recipe(const qr_recipe *r);
-/* The weight-only quantization of g (an optimized f32 graph, opset >= 13) by recipe r of m:
- * *out gets the QDQ graph (qdq), the count of weights and, with calib (one tensor per graph
- * input, NULL: none), the outputs' SQNR and cosine against g's on those samples (run on
+/* The weight-only quantization of g (an optimized f32 graph, opset >= 13; the recipe's transforms
+ * already applied) by recipe r of m: *out gets the QDQ graph (qdq), the count of weights and, with
+ * calib (one tensor per graph input, NULL: none), the outputs' SQNR and cosine against ref's (the
+ * model before transforms that change its function; NULL: g's) on those samples (run on
  * o->threads); no integer graph (ig NULL): QRL runs the QDQ graph itself. With o->matmulnbits, a
  * 4-bit blocked weight of a MatMul (or of a Gemm without transA, alpha or beta, whose C is [N])
  * becomes ONNX Runtime's com.microsoft MatMulNBits instead, holding the same integers. */
-qr_status qr_weight_only(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, const qr_recipe *r,
-                         qr_quantized **out, qr_error *e);
+qr_status qr_weight_only(const qr_graph *g, const qr_graph *ref, const qr_tensor *calib, const qr_quant_opts *o,
+                         const qr_recipe *r, qr_quantized **out, qr_error *e);
 
 #endif

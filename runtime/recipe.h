@@ -329,10 +329,10 @@ typedef void (*qrl_args_fn)(qrl_rt *rt, double *out);
 /* A transform's scale: the factor s channel j of the matched value is divided by (and its readers'
  * weights for channel j multiplied by), from the channel's statistics: act, its largest |value| over
  * the calibration samples; weight, the largest |weight| its readers apply to it; source, the largest
- * |weight| of its producer's channel j. Only those the function names (stats, QR_TRANSFORM_*) are
- * measured; the others arrive as NaN. */
+ * |weight| of its producer's channel j; mean, its mean |value| over the calibration samples. Only
+ * those the function names (stats, QR_TRANSFORM_*) are measured; the others arrive as NaN. */
 typedef double (*qrl_transform_scale_fn)(qrl_rt *rt, const qrl_scalar *params, double act, double weight,
-                                         double source);
+                                         double source, double mean);
 /* A transform's bias function instead (QR_TRANSFORM_CORRECTS in its stats): the new bias of output
  * channel o of a matched layer from bias, its bias now (0 without one), and error, the expected
  * error quantizing the layer's weight adds to that output, sum over its inputs i of
@@ -344,7 +344,8 @@ enum {
     QR_TRANSFORM_BIAS = 8, QR_TRANSFORM_ERROR = 16,                         /* bias(...)'s */
     QR_TRANSFORM_CORRECTS = 32,                                             /* the function is bias(...) */
     QR_TRANSFORM_ROUNDS = 64,                                               /* the function is flip(...) */
-    QR_TRANSFORM_STATS_ALL = 127
+    QR_TRANSFORM_MEAN = 128,                                                /* scale(...)'s mean |value| */
+    QR_TRANSFORM_STATS_ALL = 255
 };
 /* A transform's flip function instead (QR_TRANSFORM_ROUNDS in its stats): a rounding optimizer's
  * decision whether one weight of output channel o of a matched layer moves to its other rounding

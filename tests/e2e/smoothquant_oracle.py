@@ -12,7 +12,12 @@ differently), and each reader's int8 weight, dequantized, is the PyTorch weight 
 s[j] to within half a quantization step. Prints the number of values checked and the largest
 errors; exits 1 on a mismatch.
 
-Usage: smoothquant_oracle.py DIR EXPORT.onnx ALPHA"""
+With MODE awq (a weight-only export of recipes/w4-awq.qrl), the rewrite is AWQ's activation-aware
+scaling instead: s[j] = mean[j]^alpha, mean[j] the mean |LayerNorm output| of channel j over the
+calibration samples (s = 1 where it is 0), and each reader's weight is INT4 in blocks of 32 along
+its input rows (symmetric, no zero point), dequantized block by block.
+
+Usage: smoothquant_oracle.py DIR EXPORT.onnx ALPHA [TOOLS_DIR [MODE]]   (MODE smooth, the default, or awq)"""
 import sys
 
 import numpy as np
@@ -24,17 +29,30 @@ sys.path.insert(0, sys.argv[4] if len(sys.argv) > 4 else "tools")
 import make_transformer_models  # noqa: E402
 
 
+def unpack_int4(t):
+    """An INT4 initializer (this onnx predates the type): two's-complement nibbles, low first."""
+    b = np.frombuffer(t.raw_data, np.uint8)
+    v = np.empty(b.size * 2, np.int16)
+    v[0::2], v[1::2] = b & 15, b >> 4
+    v = v[:int(np.prod(t.dims))]
+    return np.where(v >= 8, v - 16, v).reshape(tuple(t.dims))
+
+
 def main():
     d, export, alpha = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    awq = len(sys.argv) > 5 and sys.argv[5] == "awq"
     model = make_transformer_models.from_state("gpt_outliers", torch.load(d + "/gpt_outliers.pt"))
     calib = torch.from_numpy(np.load(d + "/gpt_outliers_calib.npy"))
-    act = {}
+    act, mean, rows = {}, {}, {}
     lns = [n for n, m in model.named_modules() if isinstance(m, torch.nn.LayerNorm)]
 
     def hook(name):
         def f(_, __, out):
-            a = out.detach().abs().reshape(-1, out.shape[-1]).amax(0).double()
+            o = out.detach().abs().reshape(-1, out.shape[-1]).double()
+            a = o.amax(0)
             act[name] = torch.maximum(act[name], a) if name in act else a
+            mean[name] = mean[name] + o.sum(0) if name in mean else o.sum(0)
+            rows[name] = rows.get(name, 0) + o.shape[0]
         return f
 
     for n in lns:
@@ -51,7 +69,7 @@ def main():
         return [block + ".attn." + x for x in "qkv"] if ln.endswith("ln1") else [block + ".fc"]
 
     q = onnx.load(export)
-    inits = {i.name: numpy_helper.to_array(i) for i in q.graph.initializer}
+    inits = {i.name: unpack_int4(i) if i.data_type == 22 else numpy_helper.to_array(i) for i in q.graph.initializer}
     orig = onnx.load(d + "/gpt_outliers.onnx")
     # the ONNX name of each Linear's weight: the MatMul whose output names the module
     weight_of = {}
@@ -62,7 +80,11 @@ def main():
     for ln in lns:
         w = torch.stack([mods[r].weight.detach().abs().amax(0).double() for r in readers(ln)]).amax(0)
         a = act[ln]
-        s = torch.where((a > 0) & (w > 0), a.pow(alpha) / w.pow(1 - alpha), torch.ones_like(a)).numpy()
+        if awq:
+            m = mean[ln] / rows[ln]
+            s = torch.where(m > 0, m.pow(alpha), torch.ones_like(m)).numpy()
+        else:
+            s = torch.where((a > 0) & (w > 0), a.pow(alpha) / w.pow(1 - alpha), torch.ones_like(a)).numpy()
         for part in ("weight", "bias"):
             want = getattr(mods[ln], part).detach().double().numpy() / s
             got = inits[ln + "." + part].astype(np.float64)
@@ -86,11 +108,17 @@ def main():
                     print("%s (%s, f32): relative error %.3g against PyTorch times s" % (r, name, err))
                     return 1
                 continue
-            wq = inits[name + "_quantized"].astype(np.float64)
-            scale = inits[name + "_scale"].astype(np.float64)
-            zero = inits[name + "_zero_point"].astype(np.float64)
-            deq = (wq - zero) * scale  # per output channel: the last axis of [in, out]
-            err = np.max(np.abs(deq - want) / (0.5 * scale[None, :]))
+            if awq:  # INT4 blocks of 32 along the input rows: scale [blocks, out]
+                wq = inits[name + "_quantized"].astype(np.float64)
+                scale = np.repeat(inits[name + "_scale"].astype(np.float64), 32, axis=0)[:wq.shape[0]]
+                deq = wq * scale
+                err = np.max(np.abs(deq - want) / (0.5 * scale))
+            else:
+                wq = inits[name + "_quantized"].astype(np.float64)
+                scale = inits[name + "_scale"].astype(np.float64)
+                zero = inits[name + "_zero_point"].astype(np.float64)
+                deq = (wq - zero) * scale  # per output channel: the last axis of [in, out]
+                err = np.max(np.abs(deq - want) / (0.5 * scale[None, :]))
             worst_w = max(worst_w, err)
             checked += 1
             if err > 1.0 + 1e-3:

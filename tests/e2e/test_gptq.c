@@ -1,4 +1,4 @@
-/* GPTQ (QRL-I): stdlib/calibrators.qrl's `gptq`, a layer calibrator written in QRL, against numpy's
+/* GPTQ (QRL-I): stdlib/gptq.qrl's `gptq`, a layer calibrator written in QRL, against numpy's
  * run of the reference algorithm (tests/e2e/gptq_oracle.py) on layers whose Hessian is the graph
  * input's own X^T X, summed exactly on both sides (tools/make_gptq_models.py): the export's
  * integers, scales and zero points must be numpy's, bit for bit. Then the export runs in QRL and in
@@ -34,7 +34,7 @@ static void write_recipe(const char *tag, const char *weight, int block, char *p
     snprintf(path, n, "%s/%s.qrl", dir, tag);
     FILE *f = fopen(path, "w");
     cr_assert(f);
-    fprintf(f, "import \"calibrators.qrl\"\nrecipe %s {\n  activation = f32\n  weight = %s\n", tag, weight);
+    fprintf(f, "import \"gptq.qrl\"\nrecipe %s {\n  activation = f32\n  weight = %s\n", tag, weight);
     if (block)
         fprintf(f, "  block = %d\n", block);
     fprintf(f, "}\n");
@@ -134,9 +134,18 @@ Test(gptq, misuses_are_refused_with_a_message)
     snprintf(recipe, sizeof recipe, "%s/int.qrl", dir);
     FILE *f = fopen(recipe, "w");
     cr_assert(f);
-    fprintf(f, "import \"calibrators.qrl\"\nrecipe int {\n  activation = u8 asymmetric by minmax()\n"
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"gptq.qrl\"\nrecipe int {\n  activation = u8 asymmetric by minmax()\n"
                "  weight = i8 symmetric per_channel by gptq()\n}\n");
     fclose(f);
     snprintf(args, sizeof args, "--recipe %s --calib %s/x.npy", recipe, dir);
     expect_failure(args, "only weight-only recipes (activation = f32) can use it");
+    /* before weight-only rounding, rescalings only: a bias correction measures per-channel integer weights */
+    snprintf(recipe, sizeof recipe, "%s/bc.qrl", dir);
+    f = fopen(recipe, "w");
+    cr_assert(f);
+    fprintf(f, "import \"gptq.qrl\"\nimport \"transforms.qrl\"\nrecipe bc {\n  transform = bias_correct()\n"
+               "  activation = f32\n  weight = i4 symmetric narrow by gptq()\n  block = 16\n}\n");
+    fclose(f);
+    snprintf(args, sizeof args, "--recipe %s --calib %s/x.npy", recipe, dir);
+    expect_failure(args, "transform bias_correct corrects biases; a weight-only recipe takes rescalings only");
 }

@@ -68,6 +68,35 @@ Test(transform, rewrite_matches_the_formula_evaluated_in_pytorch)
     }
 }
 
+/* AWQ-style scaling before weight-only int4 (recipes/w4-awq.qrl): the LayerNorms and every
+ * reader's INT4 blocks are PyTorch's, rescaled by s = mean|y|^0.5 from the same calibration
+ * samples; w4-rtn's export fails the oracle; and on the decoder's outlier channels the scaling
+ * lowers the output error on samples never calibrated on (its point). */
+Test(transform, awq_scaling_matches_pytorch_before_int4_weights)
+{
+    int rc;
+    char *log = quantize("gpt_outliers", "recipes/w4-awq.qrl", "awq", &rc);
+    cr_assert_eq(rc, 0, "%s", log);
+    cr_expect(strstr(log, "transform awq(alpha = 0.5)") && strstr(log, "rescaled 5 of the 5 values"), "%s", log);
+    free(log);
+    log = quantize("gpt_outliers", "recipes/w4-rtn.qrl", "rtn", &rc);
+    cr_assert_eq(rc, 0, "%s", log);
+    free(log);
+    const char *tags[] = {"awq", "rtn"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 tests/e2e/smoothquant_oracle.py '%s' '%s/gpt_outliers.%s.onnx' 0.5 tools awq",
+                 tu_root(), dir, dir, tags[i]);
+        int orc = tu_run(cmd, &log);
+        if (i == 0)
+            cr_expect_eq(orc, 0, "the export against PyTorch's AWQ scaling: %s", log);
+        else
+            cr_expect_neq(orc, 0, "the plain export passed the oracle: %s", log);
+        free(log);
+    }
+}
+
 /* The point of it: the LayerNorm outputs' calibrated ranges lose their outliers (20x channels),
  * so their 8-bit scales shrink by far more than 4x; from the reports' observed ranges. */
 Test(transform, layernorm_output_ranges_shrink)
