@@ -16,6 +16,7 @@
 #include "ops/igemm.h"
 #include "unit.h"
 #include "intgraph.h"
+#include "mixed.h"
 #include "onnx_export.h"
 #include "options.h"
 #include "qparams.h"
@@ -458,6 +459,50 @@ int qrl_quantized_qparams(const qrl_quantized *q, const char *name, qrl_quant *o
 const char *qrl_quantized_note(const qrl_quantized *q, int i)
 {
     return i >= 0 && i < q->q->nnotes ? q->q->notes[i] : NULL;
+}
+
+int qrl_quantized_mixed(const qrl_quantized *q, qrl_mixed_info *out)
+{
+    const qr_mixed_info *m = q->q->mixed;
+    if (!m)
+        return 1;
+    *out = (qrl_mixed_info){.layers = m->nlayers, .choices = m->nchoices, .front = m->front,
+                            .budget_kind = m->budget_kind, .budget = m->budget, .choose_samples = m->choose_samples,
+                            .heldout_samples = m->heldout_samples, .points = m->npoints};
+    return 0;
+}
+
+const char *qrl_quantized_mixed_choice(const qrl_quantized *q, int i)
+{
+    const qr_mixed_info *m = q->q->mixed;
+    return m && i >= 0 && i < m->nchoices ? m->choices[i] : NULL;
+}
+
+int qrl_quantized_mixed_point(const qrl_quantized *q, int i, qrl_mixed_point *out)
+{
+    const qr_mixed_info *m = q->q->mixed;
+    if (!m || i < 0 || i >= m->npoints)
+        return 1;
+    const qr_mixed_point *p = &m->points[i];
+    *out = (qrl_mixed_point){.bytes = p->bytes, .bits = p->bits, .predicted = p->predicted, .measured = p->measured,
+                             .chosen = p->chosen, .uniform = p->uniform};
+    for (int l = 0; l < m->nlayers; l++)
+        if (p->pick[l] < 8)
+            out->counts[p->pick[l]]++;
+    return 0;
+}
+
+int qrl_quantized_mixed_layer(const qrl_quantized *q, int i, const char **weight, int *choice)
+{
+    const qr_mixed_info *m = q->q->mixed;
+    if (!m || i < 0 || i >= m->nlayers)
+        return 1;
+    *weight = m->layers[i].name;
+    *choice = -1;
+    for (int k = 0; k < m->npoints; k++)
+        if (m->points[k].chosen)
+            *choice = m->points[k].pick[i];
+    return 0;
 }
 
 int qrl_recipe_check(const char *path, int flags, FILE *diag, FILE *ast, qrl_check_stats *st, char *err,

@@ -246,6 +246,33 @@ static void print_accumulator(const qrl_quantized *q, const qrl_quant_summary *s
     printf("\n");
 }
 
+/* Mixed precision: the layers' choices, and the front as a table (the chosen row marked). */
+static void print_mixed(const qrl_quantized *q)
+{
+    qrl_mixed_info mi;
+    if (qrl_quantized_mixed(q, &mi) != 0)
+        return;
+    printf("mixed:     budget = %s(%g) over %d layers, choosing among", mi.budget_kind, mi.budget, mi.layers);
+    for (int c = 0; c < mi.choices; c++)
+        printf(" %s", qrl_quantized_mixed_choice(q, c));
+    printf("; front of %d points; predicted on %lld samples, measured on %lld %s\n", mi.front,
+           (long long)mi.choose_samples, (long long)(mi.heldout_samples ? mi.heldout_samples : mi.choose_samples),
+           mi.heldout_samples ? "held-out ones" : "(the same: no validate)");
+    printf("  %12s %8s %14s %13s  %s\n", "bytes", "avg bits", "predicted dB", "measured dB", "layers");
+    qrl_mixed_point p;
+    for (int i = 0; qrl_quantized_mixed_point(q, i, &p) == 0; i++) {
+        printf("%s %12.0f %8.3f %14.2f %13.2f  ", p.chosen ? "*" : " ", p.bytes, p.bits, p.predicted, p.measured);
+        for (int c = 0, first = 1; c < mi.choices && c < 8; c++)
+            if (p.counts[c]) {
+                printf("%s%d %s", first ? "" : ", ", p.counts[c], qrl_quantized_mixed_choice(q, c));
+                first = 0;
+            }
+        if (p.uniform >= 0)
+            printf(" (uniform)");
+        printf("%s\n", p.chosen ? " (chosen)" : "");
+    }
+}
+
 static void print_summary(const quantize_args *a, const qrl_quantized *qz)
 {
     qrl_quant_summary s, *q = &s;
@@ -253,10 +280,21 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
     printf("quantized: %s -> %s\n", a->model, a->outp);
     if (q->weight_only) { /* no integer graph, nothing calibrated: the weights, and the outputs' error */
         printf("weights:   %d quantized (weight-only: activations stay f32)\n", q->weights);
-        printf("output:    SQNR %.1f dB against f32 on %lld samples%s; cosine %.5f\n", q->output_sqnr,
-               (long long)q->samples, q->output_nonfinite ? ", NOT FINITE" : "", q->output_cosine);
+        if (q->validate_samples > 0)
+            printf("output:    SQNR %.1f dB against f32 on %lld held-out samples%s; %.1f dB on the %lld it chose on\n",
+                   q->output_sqnr, (long long)q->validate_samples, q->output_nonfinite ? ", NOT FINITE" : "",
+                   q->output_sqnr_calib, (long long)q->samples);
+        else if (isnan(q->output_cosine)) /* mixed precision measures the error alone */
+            printf("output:    SQNR %.1f dB against f32 on %lld samples%s\n", q->output_sqnr, (long long)q->samples,
+                   q->output_nonfinite ? ", NOT FINITE" : "");
+        else
+            printf("output:    SQNR %.1f dB against f32 on %lld samples%s; cosine %.5f\n", q->output_sqnr,
+                   (long long)q->samples, q->output_nonfinite ? ", NOT FINITE" : "", q->output_cosine);
+        print_mixed(qz);
         for (int i = 0; qrl_quantized_note(qz, i); i++) /* the transforms' */
             fprintf(stderr, "note: %s\n", qrl_quantized_note(qz, i));
+        if (a->report)
+            printf("report:    %s\n", a->report);
         return;
     }
     printf("nodes:     %d by patterns, %d by affine rules, %d in f32\n", q->nodes_pattern, q->nodes_affine,

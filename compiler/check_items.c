@@ -908,8 +908,11 @@ static void qspec(ctx *c, ql_node *setting, int kind)
         return;
     }
     const qc_type *t;
-    int weight = !strcmp(setting->name, "weight"), act = !strcmp(setting->name, "activation");
-    const char *quant_to = weight ? "is quantized to i4, u4, i8, u8, i16 or u16" : act
+    /* a candidate is a weight type mixed precision may pick (or f32: the layer's weight stays f32) */
+    int cand = !strcmp(setting->name, "candidate");
+    int weight = cand || !strcmp(setting->name, "weight"), act = !strcmp(setting->name, "activation");
+    const char *quant_to = cand ? "is i4, u4, i8, u8, i16, u16 or f32 (the weight stays f32)"
+                         : weight ? "is quantized to i4, u4, i8, u8, i16 or u16" : act
                          ? "is quantized to i8, u8, i16 or u16, or stays f32 (weight-only)" : "is quantized to i8, u8, i16 or u16";
     if (acc && acc_width(q->a) != 0) { /* accumulate = i14: a width of 8 to 32 bits (QR_ACC_MIN_BITS..) */
         int bits = acc_width(q->a);
@@ -935,7 +938,7 @@ static void qspec(ctx *c, ql_node *setting, int kind)
     } else {
         t = chk_type(c, q->a);
     }
-    int f32_act = act && t->k == QC_F32; /* activation = f32: weight-only, nothing calibrated */
+    int f32_act = (act || cand) && t->k == QC_F32; /* activation = f32: weight-only, nothing calibrated */
     if (kind == 0 && t->k != QC_I8 && t->k != QC_U8 && t->k != QC_I16 && t->k != QC_U16 && t->k != QC_I4 &&
         t->k != QC_U4 && !f32_act && t->k != QC_ERROR)
         chk_err(c, q->a, "%s %s, not %s", setting->name, quant_to, TN(t, a));
@@ -947,7 +950,8 @@ static void qspec(ctx *c, ql_node *setting, int kind)
         chk_err(c, q->a, "the fallback runs in f32, not %s", TN(t, a));
     static const char *const mods[] = {"symmetric", "asymmetric", "narrow", "per_channel", "per_tensor"};
     for (int i = 0; i < q->nkids && f32_act; i++)
-        chk_err(c, q->kids[i], "activation = f32 takes no modifiers: activations stay f32");
+        chk_err(c, q->kids[i], "%s = f32 takes no modifiers: %s", setting->name,
+                cand ? "the weight stays f32" : "activations stay f32");
     for (int i = 0; i < q->nkids && !f32_act; i++) {
         const char *m = q->kids[i]->name;
         int ok = 0;
@@ -966,7 +970,8 @@ static void qspec(ctx *c, ql_node *setting, int kind)
         }
     }
     if (q->b && f32_act) {
-        chk_err(c, q->b, "activation = f32 takes no calibrator: activations stay f32");
+        chk_err(c, q->b, "%s = f32 takes no calibrator: %s", setting->name,
+                cand ? "the weight stays f32" : "activations stay f32");
     } else if (q->b) {
         if (kind != 0) {
             chk_err(c, q->b, "%s takes no calibrator", setting->name);
@@ -1101,6 +1106,82 @@ static void setting_value(ctx *c, const ql_node *k, qr_setting_id id)
     }
 }
 
+/* budget = bits(N) or bytes(N): mixed precision's budget, a positive number (bits: at most 32). */
+static void recipe_budget(ctx *c, const ql_node *k)
+{
+    const ql_node *cl = k->a, *fname = cl->kind == QL_CALL ? cl->a : NULL;
+    const ql_node *v = fname && cl->nkids == 1 ? cl->kids[0] : NULL;
+    double f = v && v->kind == QL_INT ? (double)v->ival : v && v->kind == QL_FLOAT ? v->fval : -1;
+    if (!fname || fname->kind != QL_NAME || !qr_setting_choice(QR_SET_BUDGET, fname->name))
+        chk_err(c, fname && fname->kind == QL_NAME ? fname : cl,
+                "budget is bits(N), the average bits a weight stores (weighted by the MACs of its layer), or "
+                "bytes(N), the model's size: budget = bits(6)");
+    else if (!(f > 0) || (!strcmp(fname->name, "bits") && f > 32))
+        chk_err(c, v ? v : cl, "%s takes one number, %s: budget = %s", fname->name,
+                !strcmp(fname->name, "bits") ? "above 0 and at most 32" : "above 0",
+                !strcmp(fname->name, "bits") ? "bits(6)" : "bytes(2.5e6)");
+}
+
+/* The bits a weight of type t stores, and the type's name (0, NULL: not a weight type). */
+static int qtype_bits(const ql_node *t, const char **name)
+{
+    static const struct { ql_tok op; int bits; const char *name; } types[] = {
+        {QL_TOK_I4, 4, "i4"},   {QL_TOK_U4, 4, "u4"},   {QL_TOK_I8, 8, "i8"},   {QL_TOK_U8, 8, "u8"},
+        {QL_TOK_I16, 16, "i16"}, {QL_TOK_U16, 16, "u16"}, {QL_TOK_F32, 32, "f32"}};
+    for (size_t i = 0; t && t->kind == QL_TYPE && i < sizeof types / sizeof *types; i++)
+        if (t->op == types[i].op) {
+            if (name)
+                *name = types[i].name;
+            return types[i].bits;
+        }
+    return 0;
+}
+
+/* Mixed precision (candidate = ..., budget = ...): weight-only, both or neither, no type twice, and
+ * a budget in bits that the narrowest type can meet. */
+static void recipe_mixed(ctx *c, const ql_node *n, const ql_node *wgt, const ql_node *budget, int weight_only)
+{
+    const ql_node *first = NULL;
+    int narrowest = wgt && wgt->a->kind == QL_QSPEC ? qtype_bits(wgt->a->a, NULL) : 0;
+    for (int i = 0; i < n->nkids; i++) {
+        const ql_node *k = n->kids[i];
+        if (k->kind != QL_SETTING || strcmp(k->name, "candidate") || k->a->kind != QL_QSPEC)
+            continue;
+        if (!first)
+            first = k;
+        const ql_node *t = k->a->a;
+        const char *tname = NULL;
+        int bits = qtype_bits(t, &tname);
+        if (bits && (!narrowest || bits < narrowest))
+            narrowest = bits;
+        if (!weight_only && first == k)
+            chk_err(c, k, "mixed precision picks among weight types of a weight-only recipe: activation = f32 "
+                          "(with integer activations it is not supported yet)");
+        for (int j = 0; j < i; j++) { /* the same type twice: one of them would never be told apart */
+            const ql_node *o = n->kids[j];
+            int same_key = o->kind == QL_SETTING && !o->b && (!strcmp(o->name, "candidate") || o == wgt);
+            if (same_key && bits && o->a->kind == QL_QSPEC && o->a->a->kind == QL_TYPE && o->a->a->op == t->op) {
+                chk_err(c, t, "candidate %s is already a choice (one type, one way to quantize it)", tname);
+                ql_note(c->d, o->span, "given here");
+                break;
+            }
+        }
+    }
+    if (first && !budget)
+        chk_err(c, first, "a candidate needs a budget to choose by: budget = bits(6) or budget = bytes(2.5e6)");
+    if (budget && !first)
+        chk_err(c, budget, "a budget needs candidates to choose among: candidate = i8 symmetric by minmax()");
+    const ql_node *cl = budget ? budget->a : NULL;
+    if (first && cl && cl->kind == QL_CALL && cl->a->kind == QL_NAME && !strcmp(cl->a->name, "bits") &&
+        cl->nkids == 1 && narrowest) {
+        const ql_node *v = cl->kids[0];
+        double f = v->kind == QL_INT ? (double)v->ival : v->kind == QL_FLOAT ? v->fval : 0;
+        if (f > 0 && f < narrowest)
+            chk_err(c, v, "budget = bits(%g) cannot be met: the narrowest choice stores %d bits a weight (and its "
+                          "scales more)", f, narrowest);
+    }
+}
+
 /* Setting i of recipe n names the ops and nodes it applies to (activation for LayerNormalization,
  * "/enc/Softmax" = u16 ...): only activation does; each op is a known one and each target is
  * named once in the recipe; the type is an integer one (an f32 value is the fallback's business). */
@@ -1178,7 +1259,8 @@ void chk_recipe(ctx *c, qc_sym *s)
             if (key != QR_SET_ACTIVATION)
                 continue;
         }
-        for (int j = 0; j < i && key != QR_SET_TRANSFORM && !k->b; j++) /* transforms chain, in their order */
+        /* transforms chain, in their order; candidates add up */
+        for (int j = 0; j < i && key != QR_SET_TRANSFORM && key != QR_SET_CANDIDATE && !k->b; j++)
             if (n->kids[j]->kind == QL_SETTING && !n->kids[j]->b && !strcmp(n->kids[j]->name, k->name)) {
                 chk_err(c, k, "'%s' is set twice", k->name);
                 ql_note(c->d, n->kids[j]->span, "first set here");
@@ -1194,6 +1276,7 @@ void chk_recipe(ctx *c, qc_sym *s)
         switch (qr_setting_defs[key].kind) {
         case QR_SK_TRANSFORM: recipe_transform(c, k); break; /* transform = smoothquant(alpha = 0.5) */
         case QR_SK_QSPEC: qspec(c, k, 0); break;
+        case QR_SK_BUDGET: recipe_budget(c, k); break; /* budget = bits(6) */
         case QR_SK_ACC: qspec(c, k, 1); break;
         case QR_SK_FALLBACK: qspec(c, k, 2); break;
         default: setting_value(c, k, (qr_setting_id)key); break;
@@ -1220,6 +1303,7 @@ void chk_recipe(ctx *c, qc_sym *s)
         for (int i = 0; i < wgt->a->nkids; i++)
             if (!strcmp(wgt->a->kids[i]->name, "per_tensor") && blk)
                 chk_err(c, wgt->a->kids[i], "per_tensor contradicts block = %lld", (long long)blk->a->ival);
+    recipe_mixed(c, n, wgt, setting[QR_SET_BUDGET], weight_only);
     for (int j = QR_SET_ACTIVATION; j <= QR_SET_WEIGHT; j++)
         if (!setting[j])
             chk_err_decl(c, n, "recipe '%s' does not say how %ss are quantized (%s = ...)", s->name, keys[j], keys[j]);

@@ -852,6 +852,7 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
         char type[64] = "";
         double value = 0; /* a number's */
         const char *cal = "";
+        char budget_loc[1100];
         long mods = 0;
         const ql_node *call = NULL; /* the calibrator call whose arguments' names follow */
         const qc_sym *cs = NULL;
@@ -862,6 +863,17 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
             cal = fname->name;
             if (q->kind == QL_CALL)
                 call = q;
+        } else if (!strcmp(k->name, "budget") && q->kind == QL_CALL && q->a->kind == QL_NAME && q->nkids == 1) {
+            /* budget = bits(6): the kind is the type, the number the value; where it is written
+             * stands where a calibrator's name goes, for the quantizer's message when no
+             * assignment meets it */
+            const ql_node *v = q->kids[0];
+            snprintf(type, sizeof type, "%s", q->a->name);
+            value = v->kind == QL_INT ? (double)v->ival : v->kind == QL_FLOAT ? v->fval : 0;
+            int line = 0, col = 0;
+            ql_source_linecol(q->span.src, q->span.start, &line, &col);
+            snprintf(budget_loc, sizeof budget_loc, "%s:%d:%d", s->file->src->path, line, col);
+            cal = budget_loc;
         } else if (q->kind == QL_QSPEC) {
             if (q->a->kind == QL_TYPE && q->a->op == QL_TOK_IDENT && q->a->name) /* accumulate = i14 */
                 snprintf(type, sizeof type, "%s", q->a->name);

@@ -317,6 +317,35 @@ const char *qrl_quantized_tensor(const qrl_quantized *q, int i);
 /* The notes of a quantization: nodes the recipe's rules left in f32, and why. NULL past the last. */
 const char *qrl_quantized_note(const qrl_quantized *q, int i);
 
+/* Mixed precision (a weight-only recipe with candidate = ... and budget = ...): what was chosen
+ * among. qrl_quantized_mixed: 0 and *out filled when q chose precisions per layer, else non-zero. */
+typedef struct qrl_mixed_info {
+    int layers, choices;         /* the MatMul/Gemm weights chosen for; the types chosen among */
+    int front;                   /* the Pareto front's points (bytes against predicted error) */
+    const char *budget_kind;     /* "bits" or "bytes" */
+    double budget;               /* the recipe's budget = bits(N) or bytes(N) */
+    int64_t choose_samples;      /* the samples the layers were measured and chosen on */
+    int64_t heldout_samples;     /* the samples the measured SQNRs are on (0: the same ones) */
+    int points;                  /* the points qrl_quantized_mixed_point gives */
+} qrl_mixed_info;
+int qrl_quantized_mixed(const qrl_quantized *q, qrl_mixed_info *out);
+/* Choice i's type ("i4", "i8", "f32"); NULL past the last. */
+const char *qrl_quantized_mixed_choice(const qrl_quantized *q, int i);
+/* Point i of those shown (ascending bytes): some of the front, the chosen assignment and each
+ * uniform one (every layer choice `uniform`). non-zero past the last. */
+typedef struct qrl_mixed_point {
+    double bytes;     /* the model's bytes */
+    double bits;      /* the weights' average bits (codes, scales and zero points), weighted by MACs */
+    double predicted; /* dB, the outputs' SQNR predicted from each layer's own error (choosing samples) */
+    double measured;  /* dB, the outputs' SQNR of a real run on the held-out samples */
+    int chosen;       /* 1: what ships */
+    int uniform;      /* -1, or the choice every layer takes */
+    int counts[8];    /* layers per choice (the first 8 choices) */
+} qrl_mixed_point;
+int qrl_quantized_mixed_point(const qrl_quantized *q, int i, qrl_mixed_point *out);
+/* Layer i: its weight's name and the choice it ships with; non-zero past the last. */
+int qrl_quantized_mixed_layer(const qrl_quantized *q, int i, const char **weight, int *choice);
+
 /* A QDQ model (QuantizeLinear/DequantizeLinear pairs: an export of qrl_quantized_save or a third
  * party's) on integers: m becomes its float graph, in place, and *out the integer graph that the
  * recipe's patterns and affine rules lower it to with the file's qparams (qrl_quantized_model runs

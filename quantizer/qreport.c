@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "mixed.h"
 #include "text.h"
 
 /* s inside a JSON string literal, or as HTML text: valid UTF-8 either way (runtime/text.h). */
@@ -58,6 +59,117 @@ static int acc_narrow(const qr_quantized *q, FILE *f, int json)
     return 1;
 }
 
+/* Mixed precision as JSON: the choices, each layer's bytes and output error energy per choice (the
+ * measurements the assignment read), the points shown and which one ships. */
+static void json_mixed(FILE *f, const qr_mixed_info *m)
+{
+    fprintf(f, "  \"mixed\": {\"budget\": {\"kind\": \"%s\", \"value\": %.17g}, \"front\": %d, \"signal\": %.17g,\n"
+               "    \"choose_samples\": %lld, \"heldout_samples\": %lld, \"choices\": [",
+            m->budget_kind, m->budget, m->front, m->signal, (long long)m->choose_samples, (long long)m->heldout_samples);
+    for (int c = 0; c < m->nchoices; c++)
+        fprintf(f, "%s\"%s\"", c ? ", " : "", m->choices[c]);
+    fprintf(f, "],\n    \"layers\": [\n");
+    for (int l = 0; l < m->nlayers; l++) {
+        const qr_mixed_layer *ly = &m->layers[l];
+        fprintf(f, "      {\"weight\": \"");
+        esc(f, ly->name, 1);
+        fprintf(f, "\", \"node\": \"");
+        esc(f, ly->node, 1);
+        fprintf(f, "\", \"weights\": %.0f, \"macs\": %.17g, \"bytes\": [", ly->weights, ly->macs);
+        for (int c = 0; c < m->nchoices; c++)
+            fprintf(f, "%s%.0f", c ? ", " : "", ly->bytes[c]);
+        fprintf(f, "], \"error\": [");
+        for (int c = 0; c < m->nchoices; c++)
+            fprintf(f, "%s%.17g", c ? ", " : "", ly->err2[c]);
+        fprintf(f, "]}%s\n", l + 1 < m->nlayers ? "," : "");
+    }
+    fprintf(f, "    ],\n    \"points\": [\n");
+    for (int i = 0; i < m->npoints; i++) {
+        const qr_mixed_point *p = &m->points[i];
+        fprintf(f, "      {\"bytes\": %.0f, \"bits\": %.6g, \"predicted_sqnr_db\": ", p->bytes, p->bits);
+        num(f, p->predicted);
+        fprintf(f, ", \"measured_sqnr_db\": ");
+        num(f, p->measured);
+        fprintf(f, ", \"chosen\": %s, \"uniform\": %d, \"pick\": [", p->chosen ? "true" : "false", p->uniform);
+        for (int l = 0; l < m->nlayers; l++)
+            fprintf(f, "%s%d", l ? ", " : "", p->pick[l]);
+        fprintf(f, "]}%s\n", i + 1 < m->npoints ? "," : "");
+    }
+    fprintf(f, "    ]},\n");
+}
+
+/* Mixed precision in the HTML: the front's shown points as an SVG plot (bytes across, SQNR up:
+ * predicted as circles, measured as squares; the chosen one filled red, the uniform ones labelled)
+ * and a table. */
+static void html_mixed(FILE *f, const qr_mixed_info *m)
+{
+    fprintf(f, "<h2>Mixed precision</h2>\n<p>Budget %s(%g) over %d MatMul/Gemm weights; the Pareto front of model "
+               "bytes against predicted output SQNR has %d points (predicted from each layer's own error on %lld "
+               "samples; measured by running the assignment on %lld %s).</p>\n",
+            m->budget_kind, m->budget, m->nlayers, m->front, (long long)m->choose_samples,
+            (long long)(m->heldout_samples ? m->heldout_samples : m->choose_samples),
+            m->heldout_samples ? "held-out samples" : "samples (the same ones: no validate)");
+    double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+    for (int i = 0; i < m->npoints; i++) {
+        const qr_mixed_point *p = &m->points[i];
+        x0 = fmin(x0, p->bytes), x1 = fmax(x1, p->bytes);
+        double ys[2] = {p->predicted, p->measured};
+        for (int k = 0; k < 2; k++)
+            if (isfinite(ys[k]))
+                y0 = fmin(y0, ys[k]), y1 = fmax(y1, ys[k]);
+    }
+    if (!(x1 > x0))
+        x1 = x0 + 1;
+    if (!(y1 > y0))
+        y0 = isfinite(y0) ? y0 - 1 : 0, y1 = y0 + 2;
+    const int w = 640, h = 320, l = 70, b = 40;
+    double sx = (w - l - 20) / (x1 - x0), sy = (h - b - 20) / (y1 - y0);
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-size=\"11\">\n", w, h);
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/><line x1=\"%d\" y1=\"10\" x2=\"%d\" "
+               "y2=\"%d\" stroke=\"#333\"/>\n", l, h - b, w - 10, h - b, l, l, h - b);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">model bytes (%.4g to %.4g)</text>\n", (w + l) / 2,
+            h - 8, x0, x1);
+    fprintf(f, "<text x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\" text-anchor=\"middle\">output SQNR dB</text>\n",
+            (h - b) / 2, (h - b) / 2);
+    for (int k = 0; k <= 4; k++) {
+        double y = y0 + (y1 - y0) * k / 4;
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.1f</text>\n", l - 4, h - b - (y - y0) * sy + 4, y);
+    }
+    for (int i = 0; i < m->npoints; i++) {
+        const qr_mixed_point *p = &m->points[i];
+        double x = l + (p->bytes - x0) * sx;
+        const char *fill = p->chosen ? "#c0392b" : p->uniform >= 0 ? "#7d3c98" : "#2e86c1";
+        if (isfinite(p->predicted))
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"none\" stroke=\"%s\"><title>%.0f bytes, "
+                       "predicted %.2f dB</title></circle>\n", x, h - b - (p->predicted - y0) * sy, fill, p->bytes,
+                    p->predicted);
+        if (isfinite(p->measured))
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"7\" height=\"7\" fill=\"%s\"><title>%.0f bytes, "
+                       "measured %.2f dB</title></rect>\n", x - 3.5, h - b - (p->measured - y0) * sy - 3.5, fill,
+                    p->bytes, p->measured);
+        if (p->uniform >= 0 || p->chosen)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s%s</text>\n", x + 6, h - b - (p->measured - y0) * sy - 6,
+                    p->chosen ? "chosen" : "all ", p->chosen ? "" : m->choices[p->uniform]);
+    }
+    fprintf(f, "</svg>\n<p>Circles: predicted; squares: measured. Red: the chosen assignment; purple: every layer "
+               "the same type.</p>\n<table><tr><th>bytes</th><th>avg bits (by MACs)</th><th>predicted dB</th>"
+               "<th>measured dB</th><th>layers</th></tr>\n");
+    for (int i = 0; i < m->npoints; i++) {
+        const qr_mixed_point *p = &m->points[i];
+        fprintf(f, "<tr><td>%.0f</td><td>%.3f</td><td>%.2f</td><td>%.2f</td><td style=\"text-align:left\">", p->bytes,
+                p->bits, p->predicted, p->measured);
+        for (int c = 0, first = 1; c < m->nchoices; c++) {
+            int n = 0;
+            for (int k = 0; k < m->nlayers; k++)
+                n += p->pick[k] == c;
+            if (n)
+                fprintf(f, "%s%d %s", first ? "" : ", ", n, m->choices[c]), first = 0;
+        }
+        fprintf(f, "%s%s</td></tr>\n", p->uniform >= 0 ? " (uniform)" : "", p->chosen ? " <b>(chosen)</b>" : "");
+    }
+    fprintf(f, "</table>\n");
+}
+
 static void write_json(FILE *f, const qr_quantized *q, const char *model)
 {
     fprintf(f, "{\n  \"model\": \"");
@@ -88,6 +200,8 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     /* accumulate = iN or overflow = saturate: the accumulator, and per layer its partial sums and
      * overflows (fields absent for i32 wrapping, whose reports stay as they were) */
     int narrow = acc_narrow(q, f, 1);
+    if (q->mixed)
+        json_mixed(f, q->mixed);
     fprintf(f, "  \"layers\": [\n");
     for (int i = 0; i < q->nlayers; i++) {
         const qr_qlayer *l = &q->layers[i];
@@ -234,6 +348,8 @@ static void write_html(FILE *f, const qr_quantized *q, const char *model)
     fprintf(f, "<h2>SQNR of each quantized tensor against f32</h2>\n<p>Signal-to-quantization-noise ratio measured "
                "on calibration data, with every quantization upstream applied (simulated in f32; the table also "
                "gives it for the integer graph's own kernels). Red: under 20 dB; grey: fell back to f32.</p>\n");
+    if (q->mixed)
+        html_mixed(f, q->mixed);
     svg_sqnr(f, q);
     fprintf(f, "<h2>Ranges</h2>\n<p>Grey: the range the integers can represent; blue: the values observed; the "
                "dashed line is 0.</p>\n");

@@ -23,6 +23,7 @@
 #include "quantize_plan.h"
 #include "dist.h"
 #include "export_dynamic.h"
+#include "mixed.h"
 #include "weight_only.h"
 
 
@@ -2355,6 +2356,7 @@ void qr_quantized_free(qr_quantized *q)
     qr_graph_free(q->upgraded);
     qr_graph_free(q->transformed);
     qr_graph_free(q->reference);
+    qr_mixed_info_free(q->mixed);
     free(q->layers);
     for (int i = 0; i < q->nnotes; i++)
         free(q->notes[i]);

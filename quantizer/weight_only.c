@@ -16,15 +16,7 @@ int qr_weight_only_recipe(const qr_recipe *r)
     return a && !strcmp(a->type, "f32");
 }
 
-typedef struct wo {
-    const qrl_module *m;
-    const qr_setting *s; /* the weight setting */
-    double *args;        /* its calibrator call's arguments */
-    qr_dtype dt;
-    qrl_qtype qt;
-    int block, per_channel, round_away, matmulnbits;
-    qr_error *e;
-} wo;
+typedef qr_wo wo;
 
 /* One group of n weights (a block, a channel or the tensor) through a fresh instance of the
  * weight calibrator: its scale and zero point. */
@@ -161,6 +153,13 @@ static qr_status emit_weight(const wo *w, qr_graph *d, qr_node *n, qr_value *wv,
 
 /* Weight wv ([K, N] when kax is 0, [N, K] when 1) of node n quantized: its integers, scales and
  * zero points as constants, a DequantizeLinear in front of n's input 1. */
+static qr_status quantize_one(const wo *w, qr_graph *d, qr_node *n, qr_value *wv, int kax);
+
+qr_status qr_wo_quantize(const qr_wo *w, qr_graph *d, qr_node *n, int kax)
+{
+    return quantize_one(w, d, n, n->in[1], kax);
+}
+
 static qr_status quantize_one(const wo *w, qr_graph *d, qr_node *n, qr_value *wv, int kax)
 {
     const float *data = wv->t.data;
@@ -277,8 +276,7 @@ static qr_status emit_weight(const wo *w, qr_graph *d, qr_node *n, qr_value *wv,
     return st;
 }
 
-/* Whether op n reads wv, a 2-D f32 constant, as its B; kax the reduction axis of wv. */
-static int takes_weight(const qr_node *n, int *kax)
+int qr_wo_takes_weight(const qr_node *n, int *kax)
 {
     if (n->dead || n->domain[0] || n->n_in < 2 || !n->in[1])
         return 0;
@@ -472,7 +470,7 @@ static qr_status layer_calibrate(const wo *w, const qr_graph *g, qr_graph *d, co
     for (int i = 0; i < n0 && st == QR_OK; i++) {
         int kax;
         qr_node *n = d->nodes[i];
-        if (!takes_weight(n, &kax))
+        if (!qr_wo_takes_weight(n, &kax))
             continue;
         const qr_value *x = n->in[0] ? qr_graph_find(g, n->in[0]->name) : NULL;
         if (!strcmp(n->op, "Gemm") && qr_attr_i(n, "transA", 0))
@@ -554,54 +552,78 @@ static qr_status measure(const qr_graph *g, const qr_graph *d, const qr_tensor *
     return st;
 }
 
+qr_status qr_wo_init(qr_wo *w, const qr_quant_opts *o, const qr_recipe *r, const qr_setting *s, qr_error *e)
+{
+    const qr_setting *blk = qr_recipe_setting(r, QR_SET_BLOCK), *rnd = qr_recipe_setting(r, QR_SET_ROUNDING);
+    *w = (wo){.m = o->module, .s = s, .dt = qr_dtype_from_name(s->type), .e = e, .matmulnbits = o->matmulnbits};
+    if (!qr_dtype_is_int(w->dt))
+        return qr_errorf(e, "recipe '%s': weight type %s is not an integer type", r->name, s->type);
+    w->block = blk ? (int)blk->value : 0;
+    w->per_channel = (s->mods & QR_MOD_PER_CHANNEL) != 0;
+    w->round_away = rnd && !strcmp(rnd->type, "half_away");
+    w->qt = qr_qtype_of(w->dt, (s->mods & QR_MOD_NARROW) != 0, w->block || w->per_channel ? 0 : -1);
+    w->qt.symmetric = (s->mods & QR_MOD_SYMMETRIC) != 0;
+    if (s->nargs > QRL_MAX_PARAMS)
+        return qr_errorf(e, "recipe '%s': %s passes its calibrator more than %d arguments", r->name, s->key,
+                         QRL_MAX_PARAMS);
+    if (!(w->args = calloc(QRL_MAX_PARAMS, sizeof *w->args)))
+        return qr_errorf(e, "out of memory");
+    if (s->args && s->nargs) {
+        qrl_rt rt;
+        qr_rt_init(&rt);
+        s->args(&rt, w->args);
+        if (qr_rt_status(&rt, e) != QR_OK)
+            return QR_ERR;
+    }
+    if (!qr_module_calibrator(w->m, s->calibrator))
+        return qr_errorf(e, "recipe '%s': %s uses calibrator '%s', which the recipe's module does not define", r->name,
+                         s->key, s->calibrator);
+    return QR_OK;
+}
+
+void qr_wo_free(qr_wo *w)
+{
+    free(w->args);
+    w->args = NULL;
+}
+
+qr_status qr_wo_finish(qr_graph *d, qr_error *e)
+{
+    int any_dq = 0; /* MatMulNBits alone needs no opset 21 */
+    for (int i = 0; i < d->n_nodes; i++)
+        any_dq |= !d->nodes[i]->dead && !strcmp(d->nodes[i]->op, "DequantizeLinear");
+    qr_status st = any_dq ? qr_pass_raise_opset(d, 21, e) : QR_OK;
+    return st == QR_OK ? qr_graph_toposort(d, e) : st;
+}
+
 qr_status qr_weight_only(const qr_graph *g, const qr_graph *ref, const qr_tensor *calib, const qr_quant_opts *o,
                          const qr_recipe *r, qr_quantized **out, qr_error *e)
 {
-    const qrl_module *m = o->module;
     int threads = o->threads;
     *out = NULL;
-    const qr_setting *s = qr_recipe_setting(r, QR_SET_WEIGHT), *blk = qr_recipe_setting(r, QR_SET_BLOCK);
-    const qr_setting *rnd = qr_recipe_setting(r, QR_SET_ROUNDING);
+    const qr_setting *s = qr_recipe_setting(r, QR_SET_WEIGHT);
     if (!s)
         return qr_errorf(e, "recipe '%s' must set weight", r->name);
-    wo w = {.m = m, .s = s, .dt = qr_dtype_from_name(s->type), .e = e, .matmulnbits = o->matmulnbits};
-    if (!qr_dtype_is_int(w.dt))
-        return qr_errorf(e, "recipe '%s': weight type %s is not an integer type", r->name, s->type);
-    w.block = blk ? (int)blk->value : 0;
-    w.per_channel = (s->mods & QR_MOD_PER_CHANNEL) != 0;
-    w.round_away = rnd && !strcmp(rnd->type, "half_away");
-    w.qt = qr_qtype_of(w.dt, (s->mods & QR_MOD_NARROW) != 0, w.block || w.per_channel ? 0 : -1);
-    w.qt.symmetric = (s->mods & QR_MOD_SYMMETRIC) != 0;
-    w.args = calloc(QRL_MAX_PARAMS, sizeof *w.args);
-    qr_quantized *res = calloc(1, sizeof *res);
-    qr_graph *d = qr_graph_clone(g);
-    qr_status st = w.args && res && d ? QR_OK : qr_errorf(e, "out of memory");
-    if (st == QR_OK && s->nargs > QRL_MAX_PARAMS)
-        st = qr_errorf(e, "recipe '%s': weight passes its calibrator more than %d arguments", r->name, QRL_MAX_PARAMS);
-    if (st == QR_OK && s->args && s->nargs) {
-        qrl_rt rt;
-        qr_rt_init(&rt);
-        s->args(&rt, w.args);
-        st = qr_rt_status(&rt, e);
-    }
-    if (st == QR_OK && !qr_module_calibrator(m, s->calibrator))
-        st = qr_errorf(e, "recipe '%s': weight uses calibrator '%s', which the recipe's module does not define",
-                       r->name, s->calibrator);
-    const qr_cal_desc *cd = st == QR_OK ? qr_module_calibrator(m, s->calibrator) : NULL;
+    if (qr_recipe_setting(r, QR_SET_CANDIDATE)) /* candidate = ...: each layer its own type, under a budget */
+        return qr_mixed(g, calib, o, r, out, e);
+    wo w;
+    qr_status st = qr_wo_init(&w, o, r, s, e);
+    qr_quantized *res = st == QR_OK ? calloc(1, sizeof *res) : NULL;
+    qr_graph *d = st == QR_OK ? qr_graph_clone(g) : NULL;
+    if (st == QR_OK && (!res || !d))
+        st = qr_errorf(e, "out of memory");
+    const qr_cal_desc *cd = st == QR_OK ? qr_module_calibrator(w.m, s->calibrator) : NULL;
     int n0 = d ? d->n_nodes : 0;
     if (cd && cd->layer)
         st = layer_calibrate(&w, g, d, calib, threads, &res->weights);
     for (int i = 0; i < n0 && st == QR_OK && cd && !cd->layer; i++) {
         int kax;
-        if (takes_weight(d->nodes[i], &kax) && (st = quantize_one(&w, d, d->nodes[i], d->nodes[i]->in[1], kax)) == QR_OK)
+        if (qr_wo_takes_weight(d->nodes[i], &kax) && (st = quantize_one(&w, d, d->nodes[i], d->nodes[i]->in[1], kax)) == QR_OK)
             res->weights++;
     }
-    int any_dq = 0; /* MatMulNBits alone needs no opset 21 */
-    for (int i = 0; d && i < d->n_nodes; i++)
-        any_dq |= !d->nodes[i]->dead && !strcmp(d->nodes[i]->op, "DequantizeLinear");
-    if (st == QR_OK && any_dq && (st = qr_pass_raise_opset(d, 21, e)) == QR_OK)
-        st = qr_graph_toposort(d, e);
-    free(w.args);
+    if (st == QR_OK)
+        st = qr_wo_finish(d, e);
+    qr_wo_free(&w);
     if (st != QR_OK) {
         qr_graph_free(d);
         free(res);

@@ -596,6 +596,7 @@ typedef enum qr_setting_kind {
     QR_SK_COUNT,     /* an integer from lo to hi: measure_samples = 256 */
     QR_SK_POW2,      /* a power of two from lo to hi: block = 32 */
     QR_SK_TRANSFORM, /* a transform's call: transform = smoothquant(alpha = 0.5) */
+    QR_SK_BUDGET,    /* one of choices called with a number: budget = bits(6) */
 } qr_setting_kind;
 
 #define QR_SETTINGS(X)                                                      \
@@ -616,7 +617,9 @@ typedef enum qr_setting_kind {
     X(BLOCK, "block", QR_SK_POW2, 16, 256, NULL)                            \
     X(RANK, "rank", QR_SK_CHOICE, 0, 0, "effect gain")                      \
     X(OUTPUTS, "outputs", QR_SK_CHOICE, 0, 0, "pooled worst")               \
-    X(OVERFLOW, "overflow", QR_SK_CHOICE, 0, 0, "wrap saturate")
+    X(OVERFLOW, "overflow", QR_SK_CHOICE, 0, 0, "wrap saturate")          \
+    X(CANDIDATE, "candidate", QR_SK_QSPEC, 0, 0, NULL)                      \
+    X(BUDGET, "budget", QR_SK_BUDGET, 0, 0, "bits bytes")
 
 /* accumulate = iN: the accumulator widths the runtime simulates (docs/quantizer.md, accumulator
  * width); i64 is accepted by the checker and refused by the quantizer. */
@@ -645,7 +648,9 @@ int qr_setting_choice(qr_setting_id id, const char *name);
 
 typedef struct qr_setting {
     qr_setting_id id;
-    double value;           /* a number's (QR_SK_NUMBER, FRACTION, COUNT, POW2) */
+    double value;           /* a number's (QR_SK_NUMBER, FRACTION, COUNT, POW2), a budget's argument */
+    /* a budget's type is its kind (bits, bytes) and its calibrator where it is written ("file:line:col",
+     * for the quantizer's message when no assignment meets it) */
     const char *key, *type, *calibrator;
     unsigned mods;          /* QR_MOD_* */
     const char **argnames;  /* the calibrator parameter each argument binds, in order */

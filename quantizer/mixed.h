@@ -1,0 +1,54 @@
+/* Mixed precision for weight-only recipes: each MatMul/Gemm weight takes one of the recipe's
+ * choices (weight = ... and every candidate = ..., f32 among them when a candidate says so) so that
+ * the model meets the recipe's budget (bits(N): the weights' average storage bits, weighted by
+ * their layers' MACs; bytes(N): the model's size) with the least predicted output error.
+ *
+ * Sensitivity: one run per layer and choice, that layer alone quantized, on the samples the
+ * recipe does not hold out: the outputs' error energy e[l][c]. The prediction adds them (errors of
+ * different layers taken as independent). The assignment: the Pareto front over (cost, predicted
+ * error), a multiple-choice knapsack solved exactly by merging the layers' choices one layer at a
+ * time and dropping dominated points (thinned to 4096 points per step when it grows past them);
+ * the chosen point is the front's least error within the budget. Some front points, the chosen
+ * one and each uniform assignment (every layer the same choice) are then built and run for real
+ * on the held-out samples (validate = f): their measured SQNR. */
+#ifndef QR_MIXED_H
+#define QR_MIXED_H
+
+#include "quantize.h"
+
+typedef struct qr_mixed_point {
+    double bytes;     /* the model's bytes (every constant the graph reads) */
+    double bits;      /* the weights' average storage bits (codes, scales, zero points), by MACs */
+    double predicted; /* dB: the outputs' SQNR the per-layer errors predict (the choosing samples) */
+    double measured;  /* dB: measured by a run on the held-out samples; NaN when not run */
+    int chosen;       /* the assignment that ships */
+    int uniform;      /* -1, or the choice every layer takes */
+    int *pick;        /* by layer: its choice */
+} qr_mixed_point;
+
+typedef struct qr_mixed_layer {
+    char *name;    /* the weight's name */
+    char *node;    /* the node reading it */
+    double macs;   /* per sample */
+    double weights; /* K * N */
+    double *bytes; /* by choice: its constants' bytes */
+    double *err2;  /* by choice: the outputs' error energy with this layer alone so (choosing samples) */
+} qr_mixed_layer;
+
+typedef struct qr_mixed_info {
+    int nchoices;
+    char **choices; /* "i4", "i8", "f32": the weight setting's type first, then the candidates' */
+    int nlayers;
+    qr_mixed_layer *layers;
+    int npoints; /* the points shown: some of the front, the chosen one, the uniform ones; by bytes */
+    qr_mixed_point *points;
+    int front;          /* the Pareto front's points in all */
+    char budget_kind[8]; /* bits or bytes */
+    double budget;
+    double signal;      /* the f32 outputs' energy on the choosing samples */
+    int64_t choose_samples, heldout_samples; /* heldout 0: every figure on the same samples */
+} qr_mixed_info;
+
+void qr_mixed_info_free(qr_mixed_info *m);
+
+#endif
