@@ -1,0 +1,116 @@
+/* Mixed precision (QRL-I 5): a weight-only recipe with candidates and a budget, on a five-layer
+ * chain (tools/make_mixed_models.py). tests/e2e/mixed_oracle.py recomputes with numpy each layer's
+ * bytes and output error under each choice, brute-forces every assignment, and counts the budget
+ * in the exported file; ONNX Runtime runs the export against QRL's run; an unreachable budget is
+ * an error naming where the recipe sets it, with no output file. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static char *dir;
+
+static void setup(void)
+{
+    dir = tu_tmpdir();
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_mixed_models.py' %s", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
+static void teardown(void)
+{
+    tu_rmdir(dir);
+}
+
+TestSuite(mixed, .init = setup, .fini = teardown, .timeout = 300);
+
+/* dir/tag.qrl: a weight-only recipe with int4 weights, block 32, and the lines of body. */
+static void write_recipe(const char *tag, const char *body, char *path, size_t n)
+{
+    snprintf(path, n, "%s/%s.qrl", dir, tag);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "import \"calibrators.qrl\"\nrecipe %s {\n  activation = f32\n"
+               "  weight = i4 symmetric narrow by minmax(symmetric = true)\n  block = 32\n%s}\n", tag, body);
+    fclose(f);
+}
+
+/* Quantizes the chain with recipe tag (body as write_recipe's), checks it with the numpy oracle,
+ * and returns qrl's printout (malloc'd). */
+static char *quantize_checked(const char *tag, const char *body)
+{
+    char recipe[4096], cmd[8192], *log, *out;
+    write_recipe(tag, body, recipe, sizeof recipe);
+    snprintf(cmd, sizeof cmd, "'%s' quantize %s/mlp.onnx --recipe %s --calib %s/x.npy -o %s/%s.onnx --report %s/%s.json",
+             tu_qrl(), dir, recipe, dir, dir, tag, dir, tag);
+    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/mixed_oracle.py' %s/mlp.onnx %s/%s.onnx %s/%s.json %s/x.npy 32",
+             tu_root(), dir, dir, tag, dir, tag, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s\nqrl said:\n%s", tag, log, out);
+    cr_assert(!strncmp(log, "ok ", 3), "%s: %s", tag, log);
+    free(log);
+    return out;
+}
+
+/* Of i4, i8 and f32 under an average of 8 bits (by MACs): numpy's knapsack's choice, the budget
+ * held in the file, the front printed with the chosen row, measured on the held-out samples. */
+Test(mixed, bits_budget_matches_brute_force)
+{
+    char *out = quantize_checked("bits8", "  candidate = i8 symmetric narrow by minmax(symmetric = true)\n"
+                                          "  candidate = f32\n  budget = bits(8)\n  validate = 0.25\n");
+    cr_assert(strstr(out, "mixed:     budget = bits(8) over 5 layers, choosing among i4 i8 f32"), "%s", out);
+    cr_assert(strstr(out, "measured on 12 held-out ones"), "%s", out);
+    cr_assert(strstr(out, "(chosen)") && strstr(out, "5 i4 (uniform)") && strstr(out, "5 f32 (uniform)"), "%s", out);
+    free(out);
+}
+
+/* A budget in bytes, i4 or i8 only: the same checks, counted as the export's initializers. */
+Test(mixed, bytes_budget_matches_brute_force)
+{
+    char *out = quantize_checked("bytes", "  candidate = i8 symmetric narrow by minmax(symmetric = true)\n"
+                                          "  budget = bytes(7700)\n");
+    cr_assert(strstr(out, "measured on 48 (the same: no validate)"), "%s", out);
+    free(out);
+}
+
+/* ONNX Runtime runs the mixed export (INT4 and INT8 DequantizeLinear side by side) as QRL does. */
+Test(mixed, ort_runs_the_export)
+{
+    char *out = quantize_checked("ort", "  candidate = i8 symmetric narrow by minmax(symmetric = true)\n"
+                                        "  candidate = f32\n  budget = bits(7)\n");
+    free(out);
+    char cmd[8192], *log, ref[4096], got[4096];
+    snprintf(cmd, sizeof cmd, "'%s' run %s/ort.onnx -i %s/x.npy -o %s/qrl_ort && node '%s/tools/ort_run.js' %s/ort.onnx "
+             "%s/x.npy -o %s/ort_ort", tu_qrl(), dir, dir, dir, tu_root(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(ref, sizeof ref, "%s/ort_ort/Y.npy", dir);
+    snprintf(got, sizeof got, "%s/qrl_ort/Y.npy", dir);
+    double d = tu_npy_rel_diff(ref, got);
+    cr_assert(d >= 0 && d < 1e-5, "ORT vs QRL: %g", d);
+}
+
+/* A budget below the smallest assignment: one error naming the recipe's line and column, the
+ * smallest size there is, and no output file. */
+Test(mixed, unreachable_budget_is_an_error_at_its_place)
+{
+    char recipe[4096], cmd[8192], *log, want[4200], path[4096];
+    write_recipe("small", "  candidate = i8 symmetric narrow by minmax(symmetric = true)\n  budget = bytes(5000)\n",
+                 recipe, sizeof recipe);
+    snprintf(path, sizeof path, "%s/small.onnx", dir);
+    snprintf(cmd, sizeof cmd, "'%s' quantize %s/mlp.onnx --recipe %s --calib %s/x.npy -o %s 2>&1", tu_qrl(), dir,
+             recipe, dir, path);
+    cr_assert_neq(tu_run(cmd, &log), 0, "%s", log);
+    /* line 7, column 12: bytes(5000); 5952 bytes: every layer i4 (5792) and the bias B2 (160) */
+    snprintf(want, sizeof want, "%s:7:12: budget = bytes(5000) cannot be met: the smallest assignment, every layer i4, "
+             "takes 5952 bytes", recipe);
+    cr_assert(strstr(log, want), "%s", log);
+    cr_assert(!strstr(strstr(log, "error") + 5, "error"), "one error: %s", log);
+    FILE *f = fopen(path, "r");
+    cr_assert(!f, "no output file");
+    free(log);
+}
