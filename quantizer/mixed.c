@@ -345,10 +345,9 @@ static qr_status layers(mctx *m)
 {
     const qr_graph *g = m->g;
     qr_mixed_info *mi = m->mi;
-    m->node = calloc((size_t)g->n_nodes + 1, sizeof *m->node);
-    m->kax = calloc((size_t)g->n_nodes + 1, sizeof *m->kax);
-    mi->layers = calloc((size_t)g->n_nodes + 1, sizeof *mi->layers);
-    if (!m->node || !m->kax || !mi->layers)
+    size_t most = (size_t)g->n_nodes + 1; /* a layer a node at most */
+    if (!(m->node = calloc(most, sizeof *m->node)) || !(m->kax = calloc(most, sizeof *m->kax)) ||
+        !(mi->layers = calloc(most, sizeof *mi->layers)))
         return qr_errorf(m->e, "out of memory");
     for (int i = 0; i < g->n_nodes; i++) {
         int kax;
