@@ -77,21 +77,41 @@ Test(mixed, bytes_budget_matches_brute_force)
     free(out);
 }
 
-/* ONNX Runtime runs the mixed export (INT4 and INT8 DequantizeLinear side by side) as QRL does. */
-Test(mixed, ort_runs_the_export)
+/* ONNX Runtime runs model tag.onnx as QRL does. */
+static void ort_agrees(const char *tag)
 {
-    char *out = quantize_checked("ort", "  candidate = i8 symmetric narrow by minmax(symmetric = true)\n"
-                                        "  candidate = f32\n  budget = bits(7)\n");
-    free(out);
     char cmd[8192], *log, ref[4096], got[4096];
-    snprintf(cmd, sizeof cmd, "'%s' run %s/ort.onnx -i %s/x.npy -o %s/qrl_ort && node '%s/tools/ort_run.js' %s/ort.onnx "
-             "%s/x.npy -o %s/ort_ort", tu_qrl(), dir, dir, dir, tu_root(), dir, dir, dir);
+    snprintf(cmd, sizeof cmd, "'%s' run %s/%s.onnx -i %s/x.npy -o %s/qrl_%s && node '%s/tools/ort_run.js' %s/%s.onnx "
+             "%s/x.npy -o %s/ort_%s", tu_qrl(), dir, tag, dir, dir, tag, tu_root(), dir, tag, dir, dir, tag);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
-    snprintf(ref, sizeof ref, "%s/ort_ort/Y.npy", dir);
-    snprintf(got, sizeof got, "%s/qrl_ort/Y.npy", dir);
+    snprintf(ref, sizeof ref, "%s/ort_%s/Y.npy", dir, tag);
+    snprintf(got, sizeof got, "%s/qrl_%s/Y.npy", dir, tag);
     double d = tu_npy_rel_diff(ref, got);
-    cr_assert(d >= 0 && d < 1e-5, "ORT vs QRL: %g", d);
+    cr_assert(d >= 0 && d < 1e-5, "%s: ORT vs QRL: %g", tag, d);
+}
+
+/* ONNX Runtime runs the mixed export (INT4 and INT8 DequantizeLinear side by side) as QRL does;
+ * and the same recipe with --weight-format matmulnbits (its 4-bit layers as MatMulNBits, whose
+ * padded blocks count in the budget), whose HTML report plots the front as well-formed SVG. */
+Test(mixed, ort_runs_the_export)
+{
+    const char *body = "  candidate = i8 symmetric narrow by minmax(symmetric = true)\n  candidate = f32\n  budget = bits(7)\n";
+    char *out = quantize_checked("ort", body), recipe[4096], cmd[8192], *log;
+    free(out);
+    ort_agrees("ort");
+    write_recipe("nbits", body, recipe, sizeof recipe);
+    snprintf(cmd, sizeof cmd, "'%s' quantize %s/mlp.onnx --recipe %s --calib %s/x.npy -o %s/nbits.onnx --report "
+             "%s/nbits.html --weight-format matmulnbits && /usr/bin/python3 -c \"import onnx, re, xml.etree.ElementTree "
+             "as ET; print(sorted(set(n.op_type for n in onnx.load('%s/nbits.onnx').graph.node))); h = "
+             "open('%s/nbits.html').read(); s = h[h.index('<h2>Mixed precision'):]; "
+             "s = ET.fromstring(re.search('<svg.*?</svg>', s, re.S).group(0)); print('svg', len(s.findall("
+             "'{http://www.w3.org/2000/svg}rect')))\"", tu_qrl(), dir, recipe, dir, dir, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "'MatMulNBits'") && strstr(log, "\nsvg "), "%s", log);
+    cr_assert(!strstr(log, "\nsvg 0\n"), "the plot has no measured points: %s", log);
+    free(log);
+    ort_agrees("nbits");
 }
 
 /* A budget below the smallest assignment: one error naming the recipe's line and column, the
