@@ -272,9 +272,8 @@ static double sqnr_db(double signal, double err)
 }
 
 /* Point pt's figures from its assignment: bytes, bits and the predicted SQNR. */
-static void point_figures(const mctx *m, qr_mixed_point *pt, double base_bytes)
+static void point_figures(const qr_mixed_info *mi, qr_mixed_point *pt, double base_bytes)
 {
-    const qr_mixed_info *mi = m->mi;
     double bytes = base_bytes, bits = 0, macs = 0, err = 0;
     for (int l = 0; l < mi->nlayers; l++) {
         const qr_mixed_layer *ly = &mi->layers[l];
@@ -296,20 +295,19 @@ static int by_bytes(const void *a, const void *b)
 }
 
 /* A point with assignment pick (copied) added to mi's. */
-static qr_status add_point(const mctx *m, const int *pick, int uniform, double base_bytes)
+static qr_status add_point(qr_mixed_info *mi, const int *pick, int uniform, double base_bytes, qr_error *e)
 {
-    qr_mixed_info *mi = m->mi;
     qr_mixed_point *p = realloc(mi->points, sizeof *p * (size_t)(mi->npoints + 1));
     if (!p)
-        return qr_errorf(m->e, "out of memory");
+        return qr_errorf(e, "out of memory");
     mi->points = p;
     p = &mi->points[mi->npoints];
     *p = (qr_mixed_point){.measured = NAN, .uniform = uniform};
     if (!(p->pick = malloc(sizeof *p->pick * (size_t)(mi->nlayers + 1))))
-        return qr_errorf(m->e, "out of memory");
+        return qr_errorf(e, "out of memory");
     memcpy(p->pick, pick, sizeof *pick * (size_t)mi->nlayers);
     mi->npoints++;
-    point_figures(m, p, base_bytes);
+    point_figures(mi, p, base_bytes);
     return QR_OK;
 }
 
@@ -460,14 +458,13 @@ static int uniform_of(const int *pick, int nl)
  * among them. */
 enum { SHOWN = 10 };
 
-static qr_status choose(mctx *m, const samples *held, const double *cost, const double *err, double base_bytes,
-                        double bound, qr_quantized *res)
+qr_status qr_mixed_choose(qr_mixed_info *mi, const double *cost, const double *err, double base_bytes, double bound,
+                          qr_mixed_run_fn run, void *user, qr_error *e)
 {
-    qr_mixed_info *mi = m->mi;
     int nl = mi->nlayers, nc = mi->nchoices;
     fpt **lv = calloc((size_t)nl + 1, sizeof *lv);
     int *nlv = calloc((size_t)nl + 1, sizeof *nlv), *pick = calloc((size_t)nl + 1, sizeof *pick);
-    qr_status st = lv && nlv && pick ? pareto(nl, nc, cost, err, lv, nlv, m->e) : qr_errorf(m->e, "out of memory");
+    qr_status st = lv && nlv && pick ? pareto(nl, nc, cost, err, lv, nlv, e) : qr_errorf(e, "out of memory");
     int best = -1;
     if (st == QR_OK) {
         const fpt *f = lv[nl];
@@ -487,18 +484,18 @@ static qr_status choose(mctx *m, const samples *held, const double *cost, const 
             last = p;
             trace(lv, nl, p, pick);
             if (uniform_of(pick, nl) < 0)
-                st = add_point(m, pick, -1, base_bytes);
+                st = add_point(mi, pick, -1, base_bytes, e);
         }
         int chosen_uniform = -1;
         if (st == QR_OK && best >= 0) {
             trace(lv, nl, best, pick);
-            if ((chosen_uniform = uniform_of(pick, nl)) < 0 && (st = add_point(m, pick, -1, base_bytes)) == QR_OK)
+            if ((chosen_uniform = uniform_of(pick, nl)) < 0 && (st = add_point(mi, pick, -1, base_bytes, e)) == QR_OK)
                 mi->points[mi->npoints - 1].chosen = 1;
         }
         for (int c = 0; st == QR_OK && c < nc; c++) { /* every layer the same: what mixing is judged against */
             for (int l = 0; l < nl; l++)
                 pick[l] = c;
-            if ((st = add_point(m, pick, c, base_bytes)) == QR_OK)
+            if ((st = add_point(mi, pick, c, base_bytes, e)) == QR_OK)
                 mi->points[mi->npoints - 1].chosen = c == chosen_uniform;
         }
     }
@@ -510,24 +507,44 @@ static qr_status choose(mctx *m, const samples *held, const double *cost, const 
     if (st != QR_OK)
         return st;
     qsort(mi->points, (size_t)mi->npoints, sizeof *mi->points, by_bytes);
-    /* each shown point run for real on the held-out samples; the chosen one is what ships */
-    for (int i = 0; st == QR_OK && i < mi->npoints; i++) {
-        qr_mixed_point *p = &mi->points[i];
-        qr_graph *d = NULL;
-        double e2 = 0;
-        if ((st = build(m, p->pick, &d)) == QR_OK && (st = error_of(held, d, m->o->threads, &e2, m->e)) == QR_OK)
-            p->measured = sqnr_db(held->signal, e2);
-        if (st == QR_OK && p->chosen) {
-            p->bytes = graph_bytes(d); /* as the export stores it */
-            res->qdq = d;
-            res->output_sqnr = p->measured;
-            res->output_nonfinite = isfinite(e2) ? 0 : 1;
-            for (int l = 0; l < nl; l++)
-                res->weights += !is_f32(m, p->pick[l]);
-            d = NULL;
-        }
-        qr_graph_free(d);
+    /* each shown point run for real on the held-out samples, the chosen one last: what ships */
+    int chosen = -1;
+    for (int i = 0; i < mi->npoints; i++)
+        if (mi->points[i].chosen)
+            chosen = i;
+    for (int i = 0; st == QR_OK && i < mi->npoints; i++)
+        if (i != chosen)
+            st = run(user, &mi->points[i]);
+    return st == QR_OK && chosen >= 0 ? run(user, &mi->points[chosen]) : st;
+}
+
+/* qr_mixed_choose's run: the weight-only graph of p's assignment, its outputs' error on the
+ * held-out samples; the chosen one is kept as what ships. */
+typedef struct wo_run {
+    mctx *m;
+    const samples *held;
+    qr_quantized *res;
+} wo_run;
+
+static qr_status run_point(void *user, qr_mixed_point *p)
+{
+    wo_run *w = user;
+    mctx *m = w->m;
+    qr_graph *d = NULL;
+    double e2 = 0;
+    qr_status st = build(m, p->pick, &d);
+    if (st == QR_OK && (st = error_of(w->held, d, m->o->threads, &e2, m->e)) == QR_OK)
+        p->measured = sqnr_db(w->held->signal, e2);
+    if (st == QR_OK && p->chosen) {
+        p->bytes = graph_bytes(d); /* as the export stores it */
+        w->res->qdq = d;
+        w->res->output_sqnr = p->measured;
+        w->res->output_nonfinite = isfinite(e2) ? 0 : 1;
+        for (int l = 0; l < m->mi->nlayers; l++)
+            w->res->weights += !is_f32(m, p->pick[l]);
+        d = NULL;
     }
+    qr_graph_free(d);
     return st;
 }
 
@@ -586,8 +603,9 @@ qr_status qr_mixed(const qr_graph *g, const qr_tensor *calib, const qr_quant_opt
         }
     if (st == QR_OK)
         st = budget_cost(&m, cost, base, &bound);
+    wo_run wr = {.m = &m, .held = hs, .res = res};
     if (st == QR_OK)
-        st = choose(&m, hs, cost, err, base, bound, res);
+        st = qr_mixed_choose(m.mi, cost, err, base, bound, run_point, &wr, e);
     if (st == QR_OK && !res->qdq)
         st = qr_errorf(e, "recipe '%s': no assignment meets budget = %s(%g)", r->name, m.mi->budget_kind, m.mi->budget);
     if (st == QR_OK) { /* the chosen assignment on the choosing samples too */

@@ -51,4 +51,14 @@ typedef struct qr_mixed_info {
 
 void qr_mixed_info_free(qr_mixed_info *m);
 
+/* Runs point p's assignment for real: sets p->measured (and, for the chosen one, keeps what
+ * ships); called for the chosen point last. */
+typedef qr_status (*qr_mixed_run_fn)(void *user, qr_mixed_point *p);
+/* The Pareto front of mi's layers and choices (cost[l * nchoices + c], err[...] alike: the error
+ * energy the layer adds in that choice), the least-error point whose cost is within bound chosen
+ * (none: no point is chosen), the points shown added to mi->points (the figures from mi's layers'
+ * bytes, MACs and errors, base_bytes the rest of the model's) and each run by run. */
+qr_status qr_mixed_choose(qr_mixed_info *mi, const double *cost, const double *err, double base_bytes, double bound,
+                          qr_mixed_run_fn run, void *user, qr_error *e);
+
 #endif
