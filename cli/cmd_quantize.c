@@ -256,8 +256,8 @@ static void print_mixed(const qrl_quantized *q)
     for (int c = 0; c < mi.choices; c++)
         printf(" %s", qrl_quantized_mixed_choice(q, c));
     printf("; front of %d points; predicted on %lld samples, measured on %lld %s\n", mi.front,
-           (long long)mi.choose_samples, (long long)(mi.heldout_samples ? mi.heldout_samples : mi.choose_samples),
-           mi.heldout_samples ? "held-out ones" : "(the same: no validate)");
+           (long long)mi.choose_samples, (long long)mi.measured_samples,
+           mi.heldout_samples ? "held-out ones" : "calibration ones");
     printf("  %12s %8s %14s %13s  %s\n", "bytes", "avg bits", "predicted dB", "measured dB", "layers");
     qrl_mixed_point p;
     for (int i = 0; qrl_quantized_mixed_point(q, i, &p) == 0; i++) {
@@ -320,6 +320,7 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
            100.0 * q->output_agreement);
     if (q->acc_layers > 0)
         print_accumulator(qz, q);
+    print_mixed(qz);
     if (q->validate_samples > 0)
         printf("validate:  the SQNR above and the fallback's decisions on %lld held-out samples; %.1f dB on the %lld "
                "calibration samples\n", (long long)q->validate_samples, q->output_sqnr_calib, (long long)q->samples);

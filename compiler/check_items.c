@@ -1154,9 +1154,9 @@ static void recipe_mixed(ctx *c, const ql_node *n, const ql_node *wgt, const ql_
         int bits = qtype_bits(t, &tname);
         if (bits && (!narrowest || bits < narrowest))
             narrowest = bits;
-        if (!weight_only && first == k)
-            chk_err(c, k, "mixed precision picks among weight types of a weight-only recipe: activation = f32 "
-                          "(with integer activations it is not supported yet)");
+        if (!weight_only && bits && bits != 32) /* integer layers: the recipe's types or f32 */
+            chk_err(c, t, "with integer activations a layer computes in the recipe's types or in f32: candidate = "
+                          "f32 (other types per layer are for weight-only recipes, activation = f32)");
         for (int j = 0; j < i; j++) { /* the same type twice: one of them would never be told apart */
             const ql_node *o = n->kids[j];
             int same_key = o->kind == QL_SETTING && !o->b && (!strcmp(o->name, "candidate") || o == wgt);
@@ -1171,6 +1171,16 @@ static void recipe_mixed(ctx *c, const ql_node *n, const ql_node *wgt, const ql_
         chk_err(c, first, "a candidate needs a budget to choose by: budget = bits(6) or budget = bytes(2.5e6)");
     if (budget && !first)
         chk_err(c, budget, "a budget needs candidates to choose among: candidate = i8 symmetric by minmax()");
+    const ql_node *bcall = budget ? budget->a : NULL;
+    if (first && !weight_only && bcall && bcall->kind == QL_CALL && bcall->a->kind == QL_NAME &&
+        !strcmp(bcall->a->name, "bytes"))
+        chk_err(c, bcall->a, "with integer activations the budget is bits(N), the layers' bits weighted by their MACs");
+    for (int i = 0; first && !weight_only && i < n->nkids; i++)
+        if (n->kids[i]->kind == QL_SETTING && !strcmp(n->kids[i]->name, "fallback")) {
+            chk_err(c, n->kids[i], "a budget decides which layers stay f32: a fallback condition cannot also "
+                                   "(drop one of them)");
+            break;
+        }
     const ql_node *cl = budget ? budget->a : NULL;
     if (first && cl && cl->kind == QL_CALL && cl->a->kind == QL_NAME && !strcmp(cl->a->name, "bits") &&
         cl->nkids == 1 && narrowest) {

@@ -325,7 +325,8 @@ typedef struct qrl_mixed_info {
     const char *budget_kind;     /* "bits" or "bytes" */
     double budget;               /* the recipe's budget = bits(N) or bytes(N) */
     int64_t choose_samples;      /* the samples the layers were measured and chosen on */
-    int64_t heldout_samples;     /* the samples the measured SQNRs are on (0: the same ones) */
+    int64_t heldout_samples;     /* the held-out samples the measured SQNRs are on (0: none held out) */
+    int64_t measured_samples;    /* the samples the measured SQNRs are on */
     int points;                  /* the points qrl_quantized_mixed_point gives */
 } qrl_mixed_info;
 int qrl_quantized_mixed(const qrl_quantized *q, qrl_mixed_info *out);

@@ -285,13 +285,14 @@ static void point_figures(const qr_mixed_info *mi, qr_mixed_point *pt, double ba
     }
     pt->bytes = bytes;
     pt->bits = macs > 0 ? bits / macs : 0;
+    pt->key = !strcmp(mi->budget_kind, "bits") ? pt->bits : pt->bytes;
     pt->predicted = sqnr_db(mi->signal, err);
 }
 
-static int by_bytes(const void *a, const void *b)
+static int by_key(const void *a, const void *b)
 {
     const qr_mixed_point *x = a, *y = b;
-    return x->bytes < y->bytes ? -1 : x->bytes > y->bytes ? 1 : x->uniform - y->uniform;
+    return x->key < y->key ? -1 : x->key > y->key ? 1 : x->uniform - y->uniform;
 }
 
 /* A point with assignment pick (copied) added to mi's. */
@@ -394,6 +395,7 @@ static qr_status split(mctx *m, const qr_tensor *calib, samples *choose, samples
     *held = nval ? (samples){.calib = calib, .s0 = count - nval, .n = nval, .slice = slice ? slice : nval} : *choose;
     m->mi->choose_samples = nch;
     m->mi->heldout_samples = nval;
+    m->mi->measured_samples = nval ? nval : nch;
     return QR_OK;
 }
 
@@ -506,7 +508,7 @@ qr_status qr_mixed_choose(qr_mixed_info *mi, const double *cost, const double *e
     free(pick);
     if (st != QR_OK)
         return st;
-    qsort(mi->points, (size_t)mi->npoints, sizeof *mi->points, by_bytes);
+    qsort(mi->points, (size_t)mi->npoints, sizeof *mi->points, by_key);
     /* each shown point run for real on the held-out samples, the chosen one last: what ships */
     int chosen = -1;
     for (int i = 0; i < mi->npoints; i++)

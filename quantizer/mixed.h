@@ -21,6 +21,7 @@ typedef struct qr_mixed_point {
     double bits;      /* the weights' average storage bits (codes, scales, zero points), by MACs */
     double predicted; /* dB: the outputs' SQNR the per-layer errors predict (the choosing samples) */
     double measured;  /* dB: measured by a run on the held-out samples; NaN when not run */
+    double key;       /* what the budget bounds: bits or bytes (the points are shown by it) */
     int chosen;       /* the assignment that ships */
     int uniform;      /* -1, or the choice every layer takes */
     int *pick;        /* by layer: its choice */
@@ -47,6 +48,7 @@ typedef struct qr_mixed_info {
     double budget;
     double signal;      /* the f32 outputs' energy on the choosing samples */
     int64_t choose_samples, heldout_samples; /* heldout 0: every figure on the same samples */
+    int64_t measured_samples;                 /* the samples the measured SQNRs are on */
 } qr_mixed_info;
 
 void qr_mixed_info_free(qr_mixed_info *m);

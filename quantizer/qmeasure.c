@@ -17,12 +17,14 @@
  * finite. */
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec.h"
 #include "intgraph.h"
 #include "layout.h"
+#include "mixed.h"
 #include "quantize_plan.h"
 
 /* The recipe's measure_samples (default 256): calibration samples each measurement runs. */
@@ -1065,6 +1067,152 @@ static qr_status try_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_
     return qr_rt_status(&rt, q->e);
 }
 
+static double node_macs(const qr_node *n, const double *per_sample, const int64_t *last);
+
+/* ------------------------------------------------------------ mixed precision */
+
+/* The Conv, Gemm or MatMul whose result value v is: its producer, or through the unquantized
+ * single-input ops between (a fused Relu, Clip); NULL for none. */
+static const qr_node *mac_node(const qr_qctx *q, const qr_value *v, const outref *o)
+{
+    for (int hops = 0; v && v->producer && hops < 4; hops++) {
+        const qr_node *n = v->producer;
+        if (node_macs(n, o->per_sample, o->last) > 0)
+            return n;
+        const qr_value *u = NULL;
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] && !n->in[i]->is_const) {
+                if (u)
+                    return NULL;
+                u = n->in[i];
+            }
+        if (u && active(q, u->id))
+            return NULL;
+        v = u;
+    }
+    return NULL;
+}
+
+/* An integer recipe's mixed precision (candidate = f32, budget = bits(N)): each layer that
+ * multiplies (Conv, Gemm, MatMul: MACs) computes in the recipe's types or in f32. */
+typedef struct int_mixed {
+    qr_qctx *q;
+    qr_quantized *res;
+    const outref *o;
+    const qr_tensor *calib;
+    const int *slot; /* by layer */
+} int_mixed;
+
+/* A point's assignment (choice 1: f32) as the integer graph, its outputs measured; the chosen one
+ * (run last) stays as res. */
+static qr_status int_mixed_run(void *user, qr_mixed_point *p)
+{
+    int_mixed *im = user;
+    qr_qctx *q = im->q;
+    for (int l = 0; l < q->res_mixed_layers; l++)
+        q->slots[im->slot[l]].fallback = p->pick[l] == 1;
+    out_metrics mt = {0};
+    qr_status st = rebuild(q, im->res);
+    if (st == QR_OK)
+        st = measure_outputs(q, im->o, im->res->ig->g, im->res->ig, im->calib, im->o->nbatches, &mt);
+    p->measured = mt.sqnr;
+    qr_quantized *res = im->res;
+    res->output_sqnr = mt.sqnr;
+    res->output_nonfinite = mt.nonfinite;
+    res->output_cosine = mt.cosine;
+    res->output_agreement = mt.agreement;
+    res->output_sqnr_pooled = mt.pooled_sqnr;
+    res->output_sqnr_worst = mt.worst_sqnr;
+    res->output_worst = mt.worst >= 0 ? q->g->outputs[mt.worst]->name : NULL;
+    res->n_outputs = q->g->n_outputs;
+    return st;
+}
+
+/* The layers' effects on the outputs (the fallback's rank = effect runs: each alone quantized), the
+ * front of MAC-weighted bits against the summed error (10^(-effect / 10) of the outputs' energy a
+ * layer), and the assignment within the budget. */
+static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, int64_t count)
+{
+    const qr_setting *b = qr_recipe_setting(q->r, QR_SET_BUDGET);
+    qr_mixed_info *mi = calloc(1, sizeof *mi);
+    ranked *rk = calloc((size_t)q->nslots + 1, sizeof *rk);
+    int *slot = calloc((size_t)q->nslots + 1, sizeof *slot), nl = 0;
+    double *cost = calloc(2 * (size_t)q->nslots + 1, sizeof *cost), *err = calloc(2 * (size_t)q->nslots + 1, sizeof *err);
+    qr_status st = mi && rk && slot && cost && err ? QR_OK : qr_errorf(q->e, "out of memory");
+    if (st == QR_OK) {
+        mi->layers = calloc((size_t)q->nslots + 1, sizeof *mi->layers);
+        mi->choices = calloc(3, sizeof *mi->choices);
+        st = mi->layers && mi->choices && (mi->choices[0] = strdup(qr_dtype_name(q->w_dtype))) &&
+                     (mi->choices[1] = strdup("f32")) ? QR_OK : qr_errorf(q->e, "out of memory");
+        mi->nchoices = 2;
+    }
+    for (int i = 0; st == QR_OK && i < q->nslots; i++) { /* the layers: quantized slots a MAC op writes */
+        const qr_value *v = q->g->values[q->slots[i].value];
+        const qr_node *n = mac_node(q, v, o);
+        if (q->slots[i].fallback || q->qval[q->slots[i].value] < 0 || !n)
+            continue;
+        double macs = node_macs(n, o->per_sample, o->last);
+        const qr_value *w = n->in[1];
+        qr_mixed_layer *ly = &mi->layers[nl];
+        ly->macs = macs;
+        ly->weights = w->is_const ? (double)qr_tensor_numel(&w->t) : 0;
+        ly->name = strdup(v->name);
+        ly->node = strdup(n->name ? n->name : "");
+        ly->bytes = calloc(2, sizeof *ly->bytes);
+        ly->err2 = calloc(2, sizeof *ly->err2);
+        if (!ly->name || !ly->node || !ly->bytes || !ly->err2)
+            st = qr_errorf(q->e, "out of memory");
+        rk[nl] = (ranked){i, qr_plan_local_sqnr(&q->slots[i]), NAN};
+        slot[nl++] = i;
+        mi->nlayers = nl;
+    }
+    q->res_mixed_layers = nl;
+    if (st == QR_OK && !nl)
+        st = qr_errorf(q->e, "recipe '%s': mixed precision has no layer to choose for (no quantized Conv, Gemm or "
+                             "MatMul)", q->r->name);
+    if (st == QR_OK)
+        st = measure_effects(q, calib, count, rk, nl);
+    double macs = 0, wbits = (double)qr_dtype_bits(q->w_dtype), base = 0;
+    for (int i = 0; i < q->g->n_values; i++) /* the model's constants but the layers' weights, as f32 */
+        base += q->g->values[i]->is_const ? (double)qr_tensor_nbytes(&q->g->values[i]->t) : 0;
+    for (int l = 0; st == QR_OK && l < nl; l++) {
+        qr_mixed_layer *ly = &mi->layers[l];
+        double w = ly->weights > 0 ? ly->weights : 1;
+        ly->weights = w;
+        ly->bytes[0] = w * wbits / 8, ly->bytes[1] = 4 * w; /* the weights; the layer computes in their width */
+        ly->err2[0] = isfinite(rk[l].effect) ? pow(10, -rk[l].effect / 10) : rk[l].effect > 0 ? 0 : INFINITY;
+        cost[2 * l] = ly->macs * wbits, cost[2 * l + 1] = ly->macs * 32;
+        err[2 * l] = ly->err2[0];
+        macs += ly->macs;
+        base -= 4 * w;
+        q->slots[slot[l]].effect = rk[l].effect;
+    }
+    if (st == QR_OK) {
+        snprintf(mi->budget_kind, sizeof mi->budget_kind, "%s", b->type);
+        mi->budget = b->value;
+        mi->signal = 1; /* the errors are shares of the outputs' energy */
+        mi->choose_samples = count < effect_samples(q) ? count : effect_samples(q);
+        mi->measured_samples = mi->heldout_samples = o->n; /* held out unless the caller says (no validate) */
+        if (wbits > b->value)
+            st = qr_errorf(q->e, "%s: budget = bits(%g) cannot be met: the smallest assignment, every layer %s, takes "
+                                 "%g bits a weight", b->calibrator && b->calibrator[0] ? b->calibrator : q->r->name,
+                           b->value, mi->choices[0], wbits);
+    }
+    int_mixed im = {.q = q, .res = res, .o = o, .calib = calib, .slot = slot};
+    if (st == QR_OK)
+        st = qr_mixed_choose(mi, cost, err, base, b->value * macs, int_mixed_run, &im, q->e);
+    free(rk);
+    free(slot);
+    free(cost);
+    free(err);
+    if (st != QR_OK) {
+        qr_mixed_info_free(mi);
+        return st;
+    }
+    res->mixed = mi;
+    return QR_OK;
+}
+
 qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count)
 {
     outref o;
@@ -1094,7 +1242,10 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
             rk[nr++] = (ranked){i, qr_plan_local_sqnr(&q->slots[i]), NAN};
     qsort(rk, (size_t)nr, sizeof *rk, by_sqnr);
     int holds = 0, k = 0;
-    if (st == QR_OK)
+    if (st == QR_OK && qr_recipe_setting(q->r, QR_SET_BUDGET)) { /* the budget decides, not a condition */
+        st = mixed_choice(q, res, &o, calib, count);
+        holds = 1;
+    } else if (st == QR_OK)
         st = try_k(q, res, &o, calib, rk, nr, 0, &holds);
     fb_step(&pg);
     if (st == QR_OK && !holds && q->r->fallback) {

@@ -64,8 +64,9 @@ static int acc_narrow(const qr_quantized *q, FILE *f, int json)
 static void json_mixed(FILE *f, const qr_mixed_info *m)
 {
     fprintf(f, "  \"mixed\": {\"budget\": {\"kind\": \"%s\", \"value\": %.17g}, \"front\": %d, \"signal\": %.17g,\n"
-               "    \"choose_samples\": %lld, \"heldout_samples\": %lld, \"choices\": [",
-            m->budget_kind, m->budget, m->front, m->signal, (long long)m->choose_samples, (long long)m->heldout_samples);
+               "    \"choose_samples\": %lld, \"heldout_samples\": %lld, \"measured_samples\": %lld, \"choices\": [",
+            m->budget_kind, m->budget, m->front, m->signal, (long long)m->choose_samples, (long long)m->heldout_samples,
+            (long long)m->measured_samples);
     for (int c = 0; c < m->nchoices; c++)
         fprintf(f, "%s\"%s\"", c ? ", " : "", m->choices[c]);
     fprintf(f, "],\n    \"layers\": [\n");
@@ -98,7 +99,8 @@ static void json_mixed(FILE *f, const qr_mixed_info *m)
     fprintf(f, "    ]},\n");
 }
 
-/* Mixed precision in the HTML: the front's shown points as an SVG plot (bytes across, SQNR up:
+/* Mixed precision in the HTML: the front's shown points as an SVG plot (what the budget bounds,
+ * bits or bytes, across; SQNR up:
  * predicted as circles, measured as squares; the chosen one filled red, the uniform ones labelled)
  * and a table. */
 static void html_mixed(FILE *f, const qr_mixed_info *m)
@@ -107,12 +109,11 @@ static void html_mixed(FILE *f, const qr_mixed_info *m)
                "bytes against predicted output SQNR has %d points (predicted from each layer's own error on %lld "
                "samples; measured by running the assignment on %lld %s).</p>\n",
             m->budget_kind, m->budget, m->nlayers, m->front, (long long)m->choose_samples,
-            (long long)(m->heldout_samples ? m->heldout_samples : m->choose_samples),
-            m->heldout_samples ? "held-out samples" : "samples (the same ones: no validate)");
+            (long long)m->measured_samples, m->heldout_samples ? "held-out samples" : "calibration samples");
     double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
     for (int i = 0; i < m->npoints; i++) {
         const qr_mixed_point *p = &m->points[i];
-        x0 = fmin(x0, p->bytes), x1 = fmax(x1, p->bytes);
+        x0 = fmin(x0, p->key), x1 = fmax(x1, p->key);
         double ys[2] = {p->predicted, p->measured};
         for (int k = 0; k < 2; k++)
             if (isfinite(ys[k]))
@@ -127,8 +128,8 @@ static void html_mixed(FILE *f, const qr_mixed_info *m)
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-size=\"11\">\n", w, h);
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/><line x1=\"%d\" y1=\"10\" x2=\"%d\" "
                "y2=\"%d\" stroke=\"#333\"/>\n", l, h - b, w - 10, h - b, l, l, h - b);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">model bytes (%.4g to %.4g)</text>\n", (w + l) / 2,
-            h - 8, x0, x1);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s (%.4g to %.4g)</text>\n", (w + l) / 2, h - 8,
+            !strcmp(m->budget_kind, "bits") ? "average bits by MACs" : "model bytes", x0, x1);
     fprintf(f, "<text x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\" text-anchor=\"middle\">output SQNR dB</text>\n",
             (h - b) / 2, (h - b) / 2);
     for (int k = 0; k <= 4; k++) {
@@ -137,7 +138,7 @@ static void html_mixed(FILE *f, const qr_mixed_info *m)
     }
     for (int i = 0; i < m->npoints; i++) {
         const qr_mixed_point *p = &m->points[i];
-        double x = l + (p->bytes - x0) * sx;
+        double x = l + (p->key - x0) * sx;
         const char *fill = p->chosen ? "#c0392b" : p->uniform >= 0 ? "#7d3c98" : "#2e86c1";
         if (isfinite(p->predicted))
             fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"none\" stroke=\"%s\"><title>%.0f bytes, "

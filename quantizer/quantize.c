@@ -1875,6 +1875,8 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     if ((st = qr_plan_build_qdq(q, res)) != QR_OK || (st = qr_plan_fallback(q, res, judge, njudge)) != QR_OK)
         return st;
     res->output_sqnr_calib = res->output_sqnr;
+    if (res->mixed && judge == calib) /* mixed precision measured its points on the calibration samples */
+        res->mixed->heldout_samples = 0;
     if (judge != calib && (st = qr_measure_output_sqnr(q, res, calib, count, &res->output_sqnr_calib)) != QR_OK)
         return st;
     /* each tensor as it ships: cumulative error in the QDQ simulation and in the integer graph */

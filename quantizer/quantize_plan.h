@@ -92,6 +92,7 @@ typedef struct qr_qctx {
     int *slot_of;   /* by value id: slot index or -1 */
     qr_slot *slots;
     int nslots;
+    int res_mixed_layers; /* mixed precision (qmeasure.c): the layers it chooses for */
     qr_wquant *w;
     int nw;
     qr_bquant *bias;

@@ -73,7 +73,7 @@ Test(mixed, bytes_budget_matches_brute_force)
 {
     char *out = quantize_checked("bytes", "  candidate = i8 symmetric narrow by minmax(symmetric = true)\n"
                                           "  budget = bytes(7700)\n");
-    cr_assert(strstr(out, "measured on 48 (the same: no validate)"), "%s", out);
+    cr_assert(strstr(out, "predicted on 48 samples, measured on 48 calibration ones"), "%s", out);
     free(out);
 }
 
@@ -133,4 +133,33 @@ Test(mixed, unreachable_budget_is_an_error_at_its_place)
     FILE *f = fopen(path, "r");
     cr_assert(!f, "no output file");
     free(log);
+}
+
+/* An integer recipe (int8's types) with candidate = f32 and budget = bits(12) on the bundled CNN:
+ * the layers' effects (the fallback's rank = effect runs) and the budget choose which Conv and
+ * Gemm layers stay f32. tests/e2e/mixed_int_oracle.py recomputes each layer's MACs from the
+ * model's shapes, brute-forces the assignment on the report's figures, and counts the export's
+ * MAC-weighted bits. */
+Test(mixed, integer_layers_in_f32_under_a_bits_budget)
+{
+    char recipe[4096], cmd[8192], *out, *log;
+    const char *data = getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data";
+    snprintf(recipe, sizeof recipe, "%s/int.qrl", dir);
+    FILE *f = fopen(recipe, "w");
+    cr_assert(f);
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\nrecipe int8_mixed {\n"
+               "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
+               "  candidate = f32\n  bias = i32\n  tolerance = 3\n  budget = bits(12)\n  validate = 0.25\n}\n");
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s' quantize %s/examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
+             "--calib-count 256 -o %s/int.onnx --report %s/int.json", tu_qrl(), tu_root(), recipe, data, dir, dir);
+    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+    cr_assert(strstr(out, "mixed:     budget = bits(12) over 5 layers, choosing among i8 f32") &&
+              strstr(out, "measured on 64 held-out ones") && strstr(out, "(chosen)"), "%s", out);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/mixed_int_oracle.py' %s/examples/fmnist/fmnist_cnn.onnx "
+             "%s/int.onnx %s/int.json", tu_root(), tu_root(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s\nqrl said:\n%s", log, out);
+    cr_assert(!strncmp(log, "ok ", 3) && strstr(log, "f32"), "some layer stays f32 under 12 bits: %s", log);
+    free(log);
+    free(out);
 }
