@@ -274,7 +274,7 @@ static double sqnr_db(double signal, double err)
 /* Point pt's figures from its assignment: bytes, bits and the predicted SQNR. */
 static void point_figures(const qr_mixed_info *mi, qr_mixed_point *pt, double base_bytes)
 {
-    double bytes = base_bytes, bits = 0, macs = 0, err = 0;
+    double bytes = base_bytes, bits = 0, macs = 0, err = mi->rest;
     for (int l = 0; l < mi->nlayers; l++) {
         const qr_mixed_layer *ly = &mi->layers[l];
         int c = pt->pick[l];
@@ -460,9 +460,10 @@ static int uniform_of(const int *pick, int nl)
  * among them. */
 enum { SHOWN = 10 };
 
-qr_status qr_mixed_choose(qr_mixed_info *mi, const double *cost, const double *err, double base_bytes, double bound,
-                          qr_mixed_run_fn run, void *user, qr_error *e)
+qr_status qr_mixed_choose(qr_mixed_info *mi, const double *cost, const double *err, double rest, double base_bytes,
+                          double bound, qr_mixed_run_fn run, void *user, qr_error *e)
 {
+    mi->rest = rest;
     int nl = mi->nlayers, nc = mi->nchoices;
     fpt **lv = calloc((size_t)nl + 1, sizeof *lv);
     int *nlv = calloc((size_t)nl + 1, sizeof *nlv), *pick = calloc((size_t)nl + 1, sizeof *pick);
@@ -607,7 +608,7 @@ qr_status qr_mixed(const qr_graph *g, const qr_tensor *calib, const qr_quant_opt
         st = budget_cost(&m, cost, base, &bound);
     wo_run wr = {.m = &m, .held = hs, .res = res};
     if (st == QR_OK)
-        st = qr_mixed_choose(m.mi, cost, err, base, bound, run_point, &wr, e);
+        st = qr_mixed_choose(m.mi, cost, err, 0, base, bound, run_point, &wr, e);
     if (st == QR_OK && !res->qdq)
         st = qr_errorf(e, "recipe '%s': no assignment meets budget = %s(%g)", r->name, m.mi->budget_kind, m.mi->budget);
     if (st == QR_OK) { /* the chosen assignment on the choosing samples too */

@@ -47,6 +47,7 @@ typedef struct qr_mixed_info {
     char budget_kind[8]; /* bits or bytes */
     double budget;
     double signal;      /* the f32 outputs' energy on the choosing samples */
+    double rest;        /* the error no layer's choice changes (other quantized tensors'), in every prediction */
     int64_t choose_samples, heldout_samples; /* heldout 0: every figure on the same samples */
     int64_t measured_samples;                 /* the samples the measured SQNRs are on */
 } qr_mixed_info;
@@ -57,10 +58,10 @@ void qr_mixed_info_free(qr_mixed_info *m);
  * ships); called for the chosen point last. */
 typedef qr_status (*qr_mixed_run_fn)(void *user, qr_mixed_point *p);
 /* The Pareto front of mi's layers and choices (cost[l * nchoices + c], err[...] alike: the error
- * energy the layer adds in that choice), the least-error point whose cost is within bound chosen
+ * energy the layer adds in that choice; rest: the error every assignment has), the least-error point whose cost is within bound chosen
  * (none: no point is chosen), the points shown added to mi->points (the figures from mi's layers'
  * bytes, MACs and errors, base_bytes the rest of the model's) and each run by run. */
-qr_status qr_mixed_choose(qr_mixed_info *mi, const double *cost, const double *err, double base_bytes, double bound,
-                          qr_mixed_run_fn run, void *user, qr_error *e);
+qr_status qr_mixed_choose(qr_mixed_info *mi, const double *cost, const double *err, double rest, double base_bytes,
+                          double bound, qr_mixed_run_fn run, void *user, qr_error *e);
 
 #endif

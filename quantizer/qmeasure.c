@@ -1093,6 +1093,31 @@ static const qr_node *mac_node(const qr_qctx *q, const qr_value *v, const outref
     return NULL;
 }
 
+/* The outputs' error share (of their energy) with the nl layer slots in f32 and every other slot
+ * as it is, on the samples measure_effects uses: what no layer's choice changes. */
+static qr_status rest_error(qr_qctx *q, const qr_tensor *calib, int64_t count, const int *slot, int nl, double *rest)
+{
+    int64_t ne = effect_samples(q), fixed = qr_graph_fixed_batch(q->g);
+    if (fixed > 0)
+        ne = (ne + fixed - 1) / fixed * fixed;
+    outref o;
+    qr_status st = outref_init(&o, q, calib, ne < count ? ne : count);
+    if (st != QR_OK)
+        return st;
+    for (int l = 0; l < nl; l++)
+        q->slots[slot[l]].fallback = 1;
+    qr_quantized one = {0};
+    out_metrics mt = {0};
+    if ((st = qr_plan_build_qdq(q, &one)) == QR_OK)
+        st = measure_outputs(q, &o, one.qdq, NULL, calib, o.nbatches, &mt);
+    *rest = mt.nonfinite ? INFINITY : isfinite(mt.sqnr) ? pow(10, -mt.sqnr / 10) : 0;
+    qr_graph_free(one.qdq);
+    for (int l = 0; l < nl; l++)
+        q->slots[slot[l]].fallback = 0;
+    outref_free(&o);
+    return st;
+}
+
 /* An integer recipe's mixed precision (candidate = f32, budget = bits(N)): each layer that
  * multiplies (Conv, Gemm, MatMul: MACs) computes in the recipe's types or in f32. */
 typedef struct int_mixed {
@@ -1172,6 +1197,9 @@ static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, co
                              "MatMul)", q->r->name);
     if (st == QR_OK)
         st = measure_effects(q, calib, count, rk, nl);
+    double rest = 0; /* the other quantized tensors' error share: every layer in f32, the rest quantized */
+    if (st == QR_OK)
+        st = rest_error(q, calib, count, slot, nl, &rest);
     double macs = 0, wbits = (double)qr_dtype_bits(q->w_dtype), base = 0;
     for (int i = 0; i < q->g->n_values; i++) /* the model's constants but the layers' weights, as f32 */
         base += q->g->values[i]->is_const ? (double)qr_tensor_nbytes(&q->g->values[i]->t) : 0;
@@ -1200,7 +1228,7 @@ static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, co
     }
     int_mixed im = {.q = q, .res = res, .o = o, .calib = calib, .slot = slot};
     if (st == QR_OK)
-        st = qr_mixed_choose(mi, cost, err, base, b->value * macs, int_mixed_run, &im, q->e);
+        st = qr_mixed_choose(mi, cost, err, rest, base, b->value * macs, int_mixed_run, &im, q->e);
     free(rk);
     free(slot);
     free(cost);

@@ -63,9 +63,9 @@ static int acc_narrow(const qr_quantized *q, FILE *f, int json)
  * measurements the assignment read), the points shown and which one ships. */
 static void json_mixed(FILE *f, const qr_mixed_info *m)
 {
-    fprintf(f, "  \"mixed\": {\"budget\": {\"kind\": \"%s\", \"value\": %.17g}, \"front\": %d, \"signal\": %.17g,\n"
+    fprintf(f, "  \"mixed\": {\"budget\": {\"kind\": \"%s\", \"value\": %.17g}, \"front\": %d, \"signal\": %.17g, \"rest\": %.17g,\n"
                "    \"choose_samples\": %lld, \"heldout_samples\": %lld, \"measured_samples\": %lld, \"choices\": [",
-            m->budget_kind, m->budget, m->front, m->signal, (long long)m->choose_samples, (long long)m->heldout_samples,
+            m->budget_kind, m->budget, m->front, m->signal, m->rest, (long long)m->choose_samples, (long long)m->heldout_samples,
             (long long)m->measured_samples);
     for (int c = 0; c < m->nchoices; c++)
         fprintf(f, "%s\"%s\"", c ? ", " : "", m->choices[c]);
