@@ -806,6 +806,16 @@ static int64_t effect_samples(const qr_qctx *q)
     return n > 0 ? n : 8;
 }
 
+/* The f32 outputs of the first effect_samples of calib's count samples (whole batches where the
+ * model fixes its batch). */
+static qr_status effect_outref(outref *o, qr_qctx *q, const qr_tensor *calib, int64_t count)
+{
+    int64_t ne = effect_samples(q), fixed = qr_graph_fixed_batch(q->g);
+    if (fixed > 0)
+        ne = (ne + fixed - 1) / fixed * fixed;
+    return outref_init(o, q, calib, ne < count ? ne : count);
+}
+
 /* Each ranked layer's effect on the model's outputs when it alone is quantized
  * (the QDQ simulation, every other layer in f32). Local SQNR ranks the victims
  * of amplification last: on PP-OCR det the 93 worst layers by local SQNR left
@@ -814,11 +824,8 @@ static int64_t effect_samples(const qr_qctx *q)
  * batch), against f32 outputs of their own: the fallback's reference holds whole batches. */
 static qr_status measure_effects(qr_qctx *q, const qr_tensor *calib, int64_t count, ranked *rk, int nr)
 {
-    int64_t ne = effect_samples(q), fixed = qr_graph_fixed_batch(q->g);
-    if (fixed > 0)
-        ne = (ne + fixed - 1) / fixed * fixed;
     outref o;
-    qr_status st = outref_init(&o, q, calib, ne < count ? ne : count);
+    qr_status st = effect_outref(&o, q, calib, count);
     if (st != QR_OK)
         return st;
     unsigned char *was = calloc((size_t)q->nslots + 1, 1);
@@ -1037,6 +1044,26 @@ static void fb_step(fb_progress *p)
     qr_plan_progress(p->o, "fallback ", p->done, p->total, p->t0);
 }
 
+/* The graphs rebuilt for the slots not fallen back, and their outputs measured into res and mt. */
+static qr_status rebuild_measured(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib,
+                                  out_metrics *mt)
+{
+    qr_status st = rebuild(q, res);
+    if (st == QR_OK)
+        st = measure_outputs(q, o, res->ig->g, res->ig, calib, o->nbatches, mt);
+    if (st != QR_OK)
+        return st;
+    res->output_sqnr = mt->sqnr;
+    res->output_nonfinite = mt->nonfinite;
+    res->output_cosine = mt->cosine;
+    res->output_agreement = mt->agreement;
+    res->output_sqnr_pooled = mt->pooled_sqnr;
+    res->output_sqnr_worst = mt->worst_sqnr;
+    res->output_worst = mt->worst >= 0 ? q->g->outputs[mt->worst]->name : NULL;
+    res->n_outputs = q->g->n_outputs;
+    return QR_OK;
+}
+
 /* With the first k ranked slots fallen back (plus none else), the integer graph's outputs; holds:
  * the outputs are finite and the recipe's condition holds for no slot still quantized. */
 static qr_status try_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, const ranked *rk,
@@ -1044,20 +1071,10 @@ static qr_status try_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_
 {
     for (int i = 0; i < nr; i++)
         q->slots[rk[i].slot].fallback = i < k;
-    qr_status st = rebuild(q, res);
     out_metrics mt = {0};
-    if (st == QR_OK)
-        st = measure_outputs(q, o, res->ig->g, res->ig, calib, o->nbatches, &mt);
+    qr_status st = rebuild_measured(q, res, o, calib, &mt);
     if (st != QR_OK)
         return st;
-    res->output_sqnr = mt.sqnr;
-    res->output_nonfinite = mt.nonfinite;
-    res->output_cosine = mt.cosine;
-    res->output_agreement = mt.agreement;
-    res->output_sqnr_pooled = mt.pooled_sqnr;
-    res->output_sqnr_worst = mt.worst_sqnr;
-    res->output_worst = mt.worst >= 0 ? q->g->outputs[mt.worst]->name : NULL;
-    res->n_outputs = q->g->n_outputs;
     qrl_rt rt;
     qr_rt_init(&rt);
     int bad = res->output_nonfinite > 0;
@@ -1097,11 +1114,8 @@ static const qr_node *mac_node(const qr_qctx *q, const qr_value *v, const outref
  * as it is, on the samples measure_effects uses: what no layer's choice changes. */
 static qr_status rest_error(qr_qctx *q, const qr_tensor *calib, int64_t count, const int *slot, int nl, double *rest)
 {
-    int64_t ne = effect_samples(q), fixed = qr_graph_fixed_batch(q->g);
-    if (fixed > 0)
-        ne = (ne + fixed - 1) / fixed * fixed;
     outref o;
-    qr_status st = outref_init(&o, q, calib, ne < count ? ne : count);
+    qr_status st = effect_outref(&o, q, calib, count);
     if (st != QR_OK)
         return st;
     for (int l = 0; l < nl; l++)
@@ -1137,19 +1151,8 @@ static qr_status int_mixed_run(void *user, qr_mixed_point *p)
     for (int l = 0; l < q->res_mixed_layers; l++)
         q->slots[im->slot[l]].fallback = p->pick[l] == 1;
     out_metrics mt = {0};
-    qr_status st = rebuild(q, im->res);
-    if (st == QR_OK)
-        st = measure_outputs(q, im->o, im->res->ig->g, im->res->ig, im->calib, im->o->nbatches, &mt);
+    qr_status st = rebuild_measured(q, im->res, im->o, im->calib, &mt);
     p->measured = mt.sqnr;
-    qr_quantized *res = im->res;
-    res->output_sqnr = mt.sqnr;
-    res->output_nonfinite = mt.nonfinite;
-    res->output_cosine = mt.cosine;
-    res->output_agreement = mt.agreement;
-    res->output_sqnr_pooled = mt.pooled_sqnr;
-    res->output_sqnr_worst = mt.worst_sqnr;
-    res->output_worst = mt.worst >= 0 ? q->g->outputs[mt.worst]->name : NULL;
-    res->n_outputs = q->g->n_outputs;
     return st;
 }
 
