@@ -174,7 +174,7 @@ static int options_from_env(void)
         {"QRL_IGEMM", "igemm"},       {"QRL_SGEMM", "sgemm"},         {"QRL_QUANT", "quant"},
         {"QRL_WINDOW", "window"},     {"QRL_F32_ROWS", "f32-rows"},   {"QRL_ICONV_JIT", "iconv-jit"},
         {"QRL_FUSE", "fuse"},         {"QRL_NHWC", "nhwc"},           {"QRL_EPILOGUE", "epilogue"},
-        {"QRL_SPLIT", "split"},       {"QRL_POISON", "poison"},
+        {"QRL_SPLIT", "split"},       {"QRL_POISON", "poison"},       {"QRL_EFFECTS", "effects"},
     };
     char err[256];
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {

@@ -25,6 +25,7 @@
 #include "intgraph.h"
 #include "layout.h"
 #include "mixed.h"
+#include "options.h"
 #include "quantize_plan.h"
 
 /* The recipe's measure_samples (default 256): calibration samples each measurement runs. */
@@ -703,48 +704,42 @@ static void pair_sum(pair_sums *p, const qr_tensor *r, const qr_tensor *t, int64
         pair_add(p, qr_get_f64(r->data, r->dtype, i), qr_get_f64(t->data, t->dtype, i));
 }
 
-static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *graph, void *user,
-                                 const qr_tensor *calib, int nbatches, out_metrics *mt)
+/* The sums the output metrics come from, over batches: by model output, and the rows compared. */
+typedef struct out_acc {
+    pair_sums *each;
+    int64_t rows, agree;
+} out_acc;
+
+/* One batch (k of o) of the model's outputs, got[j] for output j, into a. */
+static void out_acc_add(const qr_graph *g, const outref *o, int k, const qr_tensor *const *got, out_acc *a)
+{
+    for (int j = 0; j < g->n_outputs; j++) {
+        const qr_tensor *r = &o->out[k * g->n_outputs + j], *t = got[j];
+        int64_t cnt = qr_tensor_numel(r);
+        if (cnt == qr_tensor_numel(t) && qr_dtype_is_float(r->dtype) && qr_dtype_is_float(t->dtype))
+            pair_sum(&a->each[j], r, t, cnt);
+        int64_t n = r->ndim > 0 ? r->dims[r->ndim - 1] : 1;
+        if (cnt == qr_tensor_numel(t) && n > 1 && cnt % n == 0)
+            for (int64_t row = 0; row < cnt / n; row++, a->rows++)
+                a->agree += same_argmax(r, t, row, n);
+    }
+}
+
+static void out_acc_finish(const qr_qctx *q, const out_acc *a, out_metrics *mt)
 {
     const qr_graph *g = q->g;
     pair_sums ps = {0};
-    int64_t rows = 0, agree = 0;
-    qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
-    pair_sums *each = calloc((size_t)g->n_outputs + 1, sizeof *each); /* by output */
-    qr_exec_opts eo = {.threads = q->o->threads, .kernel_user = user};
-    qr_exec *x = NULL;
-    qr_status st = in && out && each ? qr_exec_new(graph, &eo, &x, q->e) : qr_errorf(q->e, "out of memory");
-    for (int k = 0; st == QR_OK && k < nbatches && k < o->nbatches; k++) {
-        int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
-        qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
-        if ((st = qr_exec_run(x, in, out, q->e)) != QR_OK)
-            break;
-        for (int j = 0; j < g->n_outputs; j++) {
-            const qr_tensor *r = &o->out[k * g->n_outputs + j], *t = &out[j];
-            int64_t cnt = qr_tensor_numel(r);
-            if (cnt == qr_tensor_numel(t) && qr_dtype_is_float(r->dtype) && qr_dtype_is_float(t->dtype))
-                pair_sum(&each[j], r, t, cnt);
-            int64_t n = r->ndim > 0 ? r->dims[r->ndim - 1] : 1;
-            if (cnt == qr_tensor_numel(t) && n > 1 && cnt % n == 0)
-                for (int64_t row = 0; row < cnt / n; row++, rows++)
-                    agree += same_argmax(r, t, row, n);
-            qr_tensor_free(&out[j]);
-        }
-    }
-    qr_exec_free(x);
-    free(in);
-    free(out);
     /* pooled over every output's elements, and the worst output's own (outputs = worst judges by it) */
     mt->worst = -1;
     mt->worst_sqnr = INFINITY;
-    for (int j = 0; each && j < g->n_outputs; j++) {
-        ps.sx2 += each[j].sx2, ps.se2 += each[j].se2, ps.sv2 += each[j].sv2, ps.sxv += each[j].sxv;
-        ps.nonfinite += each[j].nonfinite;
-        double db = each[j].nonfinite ? -INFINITY : each[j].se2 <= 0 ? INFINITY : 10.0 * log10(each[j].sx2 / each[j].se2);
+    for (int j = 0; a->each && j < g->n_outputs; j++) {
+        const pair_sums *e = &a->each[j];
+        ps.sx2 += e->sx2, ps.se2 += e->se2, ps.sv2 += e->sv2, ps.sxv += e->sxv;
+        ps.nonfinite += e->nonfinite;
+        double db = e->nonfinite ? -INFINITY : e->se2 <= 0 ? INFINITY : 10.0 * log10(e->sx2 / e->se2);
         if (mt->worst < 0 || db < mt->worst_sqnr)
             mt->worst = j, mt->worst_sqnr = db;
     }
-    free(each);
     int64_t nf = ps.nonfinite;
     mt->nonfinite = nf;
     mt->sqnr = nf ? -INFINITY : ps.se2 <= 0 ? INFINITY : 10.0 * log10(ps.sx2 / ps.se2);
@@ -752,7 +747,37 @@ static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *gr
     if (worst_output(q))
         mt->sqnr = nf ? -INFINITY : mt->worst_sqnr;
     mt->cosine = nf ? -1 : ps.sx2 > 0 && ps.sv2 > 0 ? ps.sxv / sqrt(ps.sx2 * ps.sv2) : ps.sx2 == ps.sv2 ? 1 : 0;
-    mt->agreement = nf ? 0 : rows ? (double)agree / (double)rows : 1;
+    mt->agreement = nf ? 0 : a->rows ? (double)a->agree / (double)a->rows : 1;
+}
+
+/* graph's outputs (the model's) against the f32 outputs of o. */
+static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *graph, void *user,
+                                 const qr_tensor *calib, int nbatches, out_metrics *mt)
+{
+    const qr_graph *g = q->g;
+    out_acc acc = {.each = calloc((size_t)g->n_outputs + 1, sizeof *acc.each)};
+    qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
+    const qr_tensor **got = calloc((size_t)g->n_outputs + 1, sizeof *got);
+    qr_exec_opts eo = {.threads = q->o->threads, .kernel_user = user};
+    qr_exec *x = NULL;
+    qr_status st = in && out && got && acc.each ? qr_exec_new(graph, &eo, &x, q->e) : qr_errorf(q->e, "out of memory");
+    for (int k = 0; st == QR_OK && k < nbatches && k < o->nbatches; k++) {
+        int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
+        qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
+        if ((st = qr_exec_run(x, in, out, q->e)) != QR_OK)
+            break;
+        for (int j = 0; j < g->n_outputs; j++)
+            got[j] = &out[j];
+        out_acc_add(g, o, k, got, &acc);
+        for (int j = 0; j < g->n_outputs; j++)
+            qr_tensor_free(&out[j]);
+    }
+    qr_exec_free(x);
+    free(in);
+    free(out);
+    free(got);
+    out_acc_finish(q, &acc, mt);
+    free(acc.each);
     return st;
 }
 
@@ -816,38 +841,324 @@ static qr_status effect_outref(outref *o, qr_qctx *q, const qr_tensor *calib, in
     return outref_init(o, q, calib, ne < count ? ne : count);
 }
 
+/* ------------------------------------------------------------ effects, downstream only */
+
+/* measure_effects' state in one batch. Upstream of a layer quantized alone everything is f32: one
+ * f32 run per batch goes node by node, keeping each value it computes until its last reader has
+ * run (what the run itself holds live at that point, no more); when it has passed the first node
+ * that reads ranked layer r (r's cut), r's QDQ graph runs from there (cut_graph), fed the kept
+ * values. */
+typedef struct effects {
+    qr_qctx *q;
+    const outref *o;
+    const ranked *rk;
+    int nr, k, next, freed; /* batch k; order[next..] still to run in it; values last read before freed gone */
+    int *cut;               /* by ranked index: the first node (of q->g) that reads its value, n_nodes when none */
+    int *order;             /* ranked indices by cut */
+    int *last;              /* by value id of q->g: the last node that reads it (n_nodes: a model output) */
+    unsigned char *whole;   /* by ranked index: measured by whole runs instead (a cut it could not make) */
+    out_acc *acc;           /* by ranked index: its outputs' sums so far */
+    const qr_tensor *in;    /* the batch's model inputs */
+    qr_tensor *val;         /* by value id of q->g: its f32 value in this batch, while a cut ahead reads it */
+    int *ext;               /* scratch, by input of a cut graph: as in cut_graph */
+    int *outs;              /* scratch, by output of a cut graph: the model output index */
+    qr_status st;
+} effects;
+
+/* d, the QDQ graph of one layer quantized alone, cut at node at (of q->g): the nodes the quantizer
+ * added and the model's nodes from at on, and of those only what computes an output the layer's
+ * quantization reaches (the others stay f32's: outs[j] is the model output of d's output j). What
+ * they read from before at becomes an input, fed ef->val[ext[i]] (or, ext[i] = -1 - k, the model's
+ * input k); one that is not f32 (shapes, indices), a constant of its value in this batch, so that
+ * the executor still plans with it. 0 when a value it needs was not kept. */
+static int cut_graph(effects *ef, qr_graph *d, int at)
+{
+    const qr_qctx *q = ef->q;
+    const qr_graph *g = q->g;
+    int nn = d->n_nodes, nv = d->n_values, ok = 1, nin = 0, nout = 0;
+    int *orig = malloc(sizeof *orig * ((size_t)nn + 1));
+    unsigned char *made = calloc((size_t)nv + 1, 1), *kept = calloc((size_t)nv + 1, 1), *seen = calloc((size_t)nv + 1, 1);
+    qr_value **inputs = qr_arena_try_alloc(&d->arena, sizeof *inputs * ((size_t)nv + 1));
+    ok = orig && made && kept && seen && inputs;
+    for (int i = 0; ok && i < nn; i++)
+        orig[i] = -1;
+    for (int i = 0; ok && i < g->n_nodes; i++)
+        orig[q->qnode[i]] = i;
+    for (int i = 0; ok && i < nn; i++) { /* in graph order: reached when added or reading one reached */
+        const qr_node *n = d->nodes[i];
+        int cone = orig[i] < 0;
+        for (int j = 0; !cone && j < n->n_in; j++)
+            cone = n->in[j] && made[n->in[j]->id];
+        if (cone && orig[i] >= 0 && orig[i] < at)
+            ok = 0; /* a node before the cut changes: effect_cuts missed a constant */
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j]) {
+                made[n->out[j]->id] = (unsigned char)cone;
+                kept[n->out[j]->id] = orig[i] < 0 || orig[i] >= at;
+            }
+    }
+    for (int i = 0; ok && i < nn; i++) {
+        const qr_node *n = d->nodes[i];
+        for (int j = 0; ok && (orig[i] < 0 || orig[i] >= at) && j < n->n_in; j++) {
+            qr_value *u = n->in[j];
+            if (!u || u->is_const || kept[u->id] || seen[u->id])
+                continue;
+            seen[u->id] = 1;
+            int src = INT32_MIN; /* its f32 value: the same output of the original node, or a model input */
+            if (u->producer && orig[u->producer->id] >= 0) {
+                const qr_node *on = g->nodes[orig[u->producer->id]];
+                for (int k = 0; k < u->producer->n_out && k < on->n_out; k++)
+                    if (u->producer->out[k] == u && on->out[k] && ef->val[on->out[k]->id].data)
+                        src = on->out[k]->id;
+            }
+            for (int k = 0; k < d->n_inputs && !u->producer; k++)
+                if (d->inputs[k] == u)
+                    src = -1 - k;
+            if (!(ok = src != INT32_MIN))
+                break;
+            u->producer = NULL;
+            if (src >= 0 && ef->val[src].dtype != QR_F32) {
+                qr_value_set_const(d, u, &ef->val[src]);
+                ok = u->is_const;
+                continue;
+            }
+            if (src >= 0) {
+                u->t = ef->val[src];
+                u->t.data = NULL;
+            }
+            u->is_input = 1;
+            ef->ext[nin] = src;
+            inputs[nin++] = u;
+        }
+    }
+    for (int k = 0; ok && k < d->n_inputs; k++)
+        if (!seen[d->inputs[k]->id])
+            d->inputs[k]->is_input = 0;
+    for (int k = 0; ok && k < d->n_outputs; k++) {
+        qr_value *v = d->outputs[k];
+        if (made[v->id]) {
+            ef->outs[nout] = k;
+            d->outputs[nout++] = v;
+        } else
+            v->is_output = 0;
+    }
+    if (ok) {
+        d->inputs = inputs;
+        d->n_inputs = nin;
+        d->n_outputs = nout;
+        for (int i = 0; i < nn; i++)
+            d->nodes[i]->dead = orig[i] >= 0 && orig[i] < at;
+        qr_graph_drop_unused(d);
+        qr_graph_compact(d);
+        ok = !qr_graph_oom(d);
+    }
+    free(orig), free(made), free(kept), free(seen);
+    return ok;
+}
+
+/* Ranked layer r alone quantized on batch ef->k, from its cut on; whole[r] when it cannot be cut. */
+static qr_status run_cut(effects *ef, int r)
+{
+    qr_qctx *q = ef->q;
+    const qr_graph *g = q->g;
+    if (ef->whole[r])
+        return QR_OK;
+    for (int k = 0; k < q->nslots; k++)
+        q->slots[k].fallback = k != ef->rk[r].slot;
+    qr_quantized one = {0};
+    qr_status st = qr_plan_build_qdq(q, &one);
+    if (st == QR_OK && !cut_graph(ef, one.qdq, ef->cut[r])) {
+        ef->whole[r] = 1;
+        if (qr_options_get()->effects == QR_EFFECTS_CUT)
+            st = qr_errorf(q->e, "effects=cut: the run of '%s' alone cannot start at node %d",
+                           g->values[q->slots[ef->rk[r].slot].value]->name, ef->cut[r]);
+    }
+    const qr_graph *d = one.qdq;
+    qr_tensor *in = NULL, *out = NULL;
+    const qr_tensor **got = NULL;
+    qr_exec *x = NULL;
+    if (st == QR_OK && !ef->whole[r]) {
+        in = calloc((size_t)d->n_inputs + 1, sizeof *in);
+        out = calloc((size_t)g->n_outputs + 1, sizeof *out);
+        got = calloc((size_t)g->n_outputs + 1, sizeof *got);
+        qr_exec_opts eo = {.threads = q->o->threads};
+        st = in && out && got ? QR_OK : qr_errorf(q->e, "out of memory");
+        for (int i = 0; st == QR_OK && i < d->n_inputs; i++)
+            in[i] = ef->ext[i] < 0 ? ef->in[-1 - ef->ext[i]] : ef->val[ef->ext[i]];
+        if (st == QR_OK && d->n_outputs > 0) /* none: nothing the layer changes reaches an output */
+            if ((st = qr_exec_new(d, &eo, &x, q->e)) == QR_OK)
+                st = qr_exec_run(x, in, out, q->e);
+        for (int j = 0; st == QR_OK && j < g->n_outputs; j++)
+            got[j] = &ef->o->out[ef->k * g->n_outputs + j];
+        for (int j = 0; st == QR_OK && j < d->n_outputs; j++)
+            got[ef->outs[j]] = &out[j];
+        if (st == QR_OK)
+            out_acc_add(g, ef->o, ef->k, got, &ef->acc[r]);
+        for (int j = 0; out && j < d->n_outputs; j++)
+            qr_tensor_free(&out[j]);
+    }
+    qr_exec_free(x);
+    qr_graph_free(one.qdq);
+    free(in), free(out), free(got);
+    return st;
+}
+
+/* The f32 run has passed node p: the cuts up to it run, and what no cut ahead reads goes. */
+static void effects_upto(effects *ef, int p)
+{
+    while (ef->st == QR_OK && ef->next < ef->nr && ef->cut[ef->order[ef->next]] <= p)
+        ef->st = run_cut(ef, ef->order[ef->next++]);
+    int upto = ef->next < ef->nr && ef->cut[ef->order[ef->next]] < p ? ef->cut[ef->order[ef->next]] : p;
+    if (upto <= ef->freed)
+        return;
+    ef->freed = upto;
+    for (int i = 0; i < ef->q->g->n_values; i++)
+        if (ef->val[i].data && ef->last[i] < upto)
+            qr_tensor_free(&ef->val[i]);
+}
+
+static void observe_effects(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
+{
+    effects *ef = user;
+    int p = n ? n->id : 0;
+    effects_upto(ef, p);
+    if (ef->st != QR_OK || !original(ef->q, v) || !t->data || ef->last[v->id] <= p)
+        return;
+    qr_tensor *c = &ef->val[v->id];
+    qr_tensor_free(c);
+    *c = *t;
+    c->data = NULL;
+    if ((ef->st = qr_tensor_alloc(c, ef->q->e)) == QR_OK)
+        memcpy(c->data, t->data, qr_tensor_nbytes(t));
+}
+
+/* Where each ranked layer's run starts (cut, by ranked index): the first node that reads its value
+ * or a constant quantized with it (a constant all of whose matches produce its slot; one in no
+ * match with a slot, with every layer). last (by value id, zeroed; model outputs n_nodes already):
+ * the last node that reads it. cut_graph checks that nothing before the cut changes. */
+static void effect_cuts(const qr_qctx *q, const ranked *rk, int nr, int *cut, int *last)
+{
+    const qr_graph *g = q->g;
+    int nv = g->n_values, all = g->n_nodes;
+    int *first = malloc(sizeof *first * ((size_t)nv + 1)), *owner = malloc(sizeof *owner * ((size_t)nv + 1));
+    for (int r = 0; r < nr; r++)
+        cut[r] = 0; /* without the memory to find them: from the start, the whole model */
+    if (!first || !owner) {
+        free(first), free(owner);
+        return;
+    }
+    for (int i = 0; i < nv; i++)
+        first[i] = all, owner[i] = -1; /* -1: no match with a slot, -2: several slots */
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = 0; j < g->nodes[i]->n_in; j++) {
+            const qr_value *u = g->nodes[i]->in[j];
+            if (u && i < first[u->id])
+                first[u->id] = i;
+            if (u && i > last[u->id]) /* a model output keeps n_nodes */
+                last[u->id] = i;
+        }
+    for (int m = 0; m < q->nmatches; m++) {
+        int s = q->slot_of[q->matches[m].out];
+        for (int k = 0; s >= 0 && k < q->matches[m].nconsts; k++) {
+            int *o = &owner[q->matches[m].consts[k]];
+            *o = *o == -1 || *o == s ? s : -2;
+        }
+    }
+    for (int r = 0; r < nr; r++)
+        cut[r] = first[q->slots[rk[r].slot].value];
+    for (int i = 0; i < q->nw + q->nbias; i++) {
+        int c = i < q->nw ? q->w[i].value : q->bias[i - q->nw].value;
+        for (int r = 0; owner[c] != -2 && r < nr; r++)
+            if ((owner[c] == -1 || owner[c] == rk[r].slot) && first[c] < cut[r])
+                cut[r] = first[c];
+    }
+    free(first), free(owner);
+}
+
 /* Each ranked layer's effect on the model's outputs when it alone is quantized
  * (the QDQ simulation, every other layer in f32). Local SQNR ranks the victims
  * of amplification last: on PP-OCR det the 93 worst layers by local SQNR left
  * the outputs at 7 dB, and the ones that decided them ranked 140th to 163rd.
  * Measured on the first effect_samples samples alone (whole batches where the model fixes its
- * batch), against f32 outputs of their own: the fallback's reference holds whole batches. */
+ * batch), against f32 outputs of their own: the fallback's reference holds whole batches.
+ * Each layer's run starts at its cut (struct effects): it computes only what the layer reaches and
+ * what feeds that, about half the model on average, and the values kept for it are what the f32
+ * run holds live there anyway. Under the option effects=whole (the tests' reference) each runs the
+ * whole model, as one that cannot be cut does (effects=cut: an error). */
 static qr_status measure_effects(qr_qctx *q, const qr_tensor *calib, int64_t count, ranked *rk, int nr)
 {
+    const qr_graph *g = q->g;
     outref o;
     qr_status st = effect_outref(&o, q, calib, count);
     if (st != QR_OK)
         return st;
+    size_t nv = (size_t)g->n_values + 1;
+    effects ef = {.q = q, .o = &o, .rk = rk, .nr = nr};
+    ef.cut = calloc((size_t)nr + 1, sizeof *ef.cut);
+    ef.order = calloc((size_t)nr + 1, sizeof *ef.order);
+    ef.last = calloc(nv, sizeof *ef.last);
+    ef.whole = calloc((size_t)nr + 1, 1);
+    ef.acc = calloc((size_t)nr + 1, sizeof *ef.acc);
+    ef.val = calloc(nv, sizeof *ef.val);
+    ef.ext = calloc(nv, sizeof *ef.ext);
+    ef.outs = calloc((size_t)g->n_outputs + 1, sizeof *ef.outs);
+    qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
     unsigned char *was = calloc((size_t)q->nslots + 1, 1);
-    if (!was) {
-        outref_free(&o);
-        return qr_errorf(q->e, "out of memory");
-    }
-    for (int i = 0; i < q->nslots; i++)
+    int ok = ef.cut && ef.order && ef.last && ef.whole && ef.acc && ef.val && ef.ext && ef.outs && in && was;
+    for (int r = 0; ok && r < nr; r++)
+        ok = (ef.acc[r].each = calloc((size_t)g->n_outputs + 1, sizeof *ef.acc[r].each)) != NULL;
+    if (!ok)
+        st = qr_errorf(q->e, "out of memory");
+    for (int i = 0; st == QR_OK && i < q->nslots; i++)
         was[i] = (unsigned char)q->slots[i].fallback;
-    for (int r = 0; st == QR_OK && r < nr; r++) {
-        for (int k = 0; k < q->nslots; k++)
-            q->slots[k].fallback = k != rk[r].slot;
-        qr_quantized one = {0};
-        out_metrics mt = {0};
-        if ((st = qr_plan_build_qdq(q, &one)) == QR_OK)
-            st = measure_outputs(q, &o, one.qdq, NULL, calib, o.nbatches, &mt);
-        rk[r].effect = mt.nonfinite ? -INFINITY : mt.sqnr;
-        qr_graph_free(one.qdq);
+    for (int i = 0; st == QR_OK && i < g->n_outputs; i++)
+        ef.last[g->outputs[i]->id] = g->n_nodes;
+    if (st == QR_OK)
+        effect_cuts(q, rk, nr, ef.cut, ef.last);
+    for (int r = 0; st == QR_OK && r < nr; r++)
+        ef.order[r] = r, ef.whole[r] = qr_options_get()->effects == QR_EFFECTS_WHOLE;
+    for (int a = 1; st == QR_OK && a < nr; a++) /* by cut, stable */
+        for (int b = a; b > 0 && ef.cut[ef.order[b - 1]] > ef.cut[ef.order[b]]; b--) {
+            int t = ef.order[b];
+            ef.order[b] = ef.order[b - 1];
+            ef.order[b - 1] = t;
+        }
+    qr_exec_opts eo = {.threads = q->o->threads, .observer = observe_effects, .observer_user = &ef};
+    qr_exec *x = NULL;
+    if (st == QR_OK && qr_options_get()->effects != QR_EFFECTS_WHOLE)
+        st = qr_exec_new(g, &eo, &x, q->e);
+    for (int k = 0; x && st == QR_OK && k < o.nbatches; k++) {
+        int64_t at = k * o.batch, b = o.n - at < o.batch ? o.n - at : o.batch;
+        qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
+        ef.k = k, ef.next = 0, ef.freed = -1, ef.in = in;
+        st = qr_plan_run_once(x, g, in, q->e);
+        if (st == QR_OK && ef.st == QR_OK)
+            effects_upto(&ef, g->n_nodes);
+        if (st == QR_OK)
+            st = ef.st;
+        for (size_t i = 0; i < nv; i++)
+            qr_tensor_free(&ef.val[i]);
     }
-    for (int i = 0; i < q->nslots; i++)
+    qr_exec_free(x);
+    for (int r = 0; st == QR_OK && r < nr; r++) {
+        out_metrics mt = {0};
+        if (ef.whole[r]) { /* every other layer in f32, the whole model run */
+            for (int k = 0; k < q->nslots; k++)
+                q->slots[k].fallback = k != rk[r].slot;
+            qr_quantized one = {0};
+            if ((st = qr_plan_build_qdq(q, &one)) == QR_OK)
+                st = measure_outputs(q, &o, one.qdq, NULL, calib, o.nbatches, &mt);
+            qr_graph_free(one.qdq);
+        } else
+            out_acc_finish(q, &ef.acc[r], &mt);
+        rk[r].effect = mt.nonfinite ? -INFINITY : mt.sqnr;
+    }
+    for (int i = 0; was && i < q->nslots; i++)
         q->slots[i].fallback = was[i];
-    free(was);
+    for (int r = 0; ef.acc && r < nr; r++)
+        free(ef.acc[r].each);
+    free(ef.cut), free(ef.order), free(ef.last), free(ef.whole), free(ef.acc), free(ef.val), free(ef.ext);
+    free(ef.outs), free(in), free(was);
     outref_free(&o);
     return st;
 }

@@ -45,6 +45,7 @@ static const option_def defs[] = {
     {"epilogue", {"auto", "turn", "rows", "whole"}, INT_FIELD(epilogue)},
     {"split", {"auto", "rows", "cols"}, INT_FIELD(split)},
     {"poison", {"0", "1"}, INT_FIELD(poison)},
+    {"effects", {"downstream", "whole", "cut"}, INT_FIELD(effects)},
 };
 
 /* dst (a string field) holds s and zeros after it: equal options compare equal bytewise. */

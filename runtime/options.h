@@ -30,6 +30,12 @@ typedef enum qr_split_mode {
     QR_SPLIT_COLS,     /* parts of the channels (at least two, on one thread too) */
 } qr_split_mode;
 
+typedef enum qr_effects_mode {
+    QR_EFFECTS_DOWNSTREAM = 0, /* the fallback's effect runs start at the layer (quantizer/qmeasure.c) */
+    QR_EFFECTS_WHOLE,          /* each runs the whole model (the reference the tests compare with) */
+    QR_EFFECTS_CUT,            /* start at the layer, and a layer it cannot is an error (the tests') */
+} qr_effects_mode;
+
 /* All zero: the defaults. */
 typedef struct qr_options {
     char igemm[16];        /* integer GEMM and convolution: "" the CPU's best, "portable", or
@@ -44,6 +50,7 @@ typedef struct qr_options {
     int epilogue;          /* a qr_epilogue_mode */
     int split;             /* a qr_split_mode */
     int poison;            /* outputs the executor does not zero start as 0xA5 bytes */
+    int effects;           /* a qr_effects_mode */
 } qr_options;
 
 /* The process's options (never NULL). Read without a lock: set them before runs start. */

@@ -12,6 +12,11 @@ ranking.onnx x -> a = Conv 1x1 (two nearly equal channels) -> b = Conv 1x1 (thei
              a's local SQNR is fine, but b amplifies its rounding error beyond the signal;
              c's local SQNR is worse, its effect on y small. Ranked by local SQNR the fallback
              reverts c and then a; ranked by effect on the outputs, a alone.
+branchy.onnx x -> r = Relu(Conv 3x3) -> a squeeze-excitation gate (GlobalAveragePool, Conv 1x1,
+             HardSigmoid, Mul) -> Conv 3x3 -> + r (a skip) -> Reshape to [N, -1] (its shape from
+             Shape(x): an int64 value) -> MatMul -> y; and z = Conv 1x1 (r), a second output
+             the later layers do not reach; branchy_x.npy. For the fallback's effect runs, which
+             start at the layer from cached f32 values (tests/e2e/test_quantize.c).
 
 Usage: /usr/bin/python3 tools/make_fallback_models.py DIR
 """
@@ -78,6 +83,34 @@ def main(out):
     x = rng.standard_normal((32, 3, 8, 8)).astype(np.float32)
     x[::8, 2, 0, 0] = 30.0  # rare large values: c's u8 steps are coarse
     np.save(f"{out}/ranking_x.npy", x)
+
+    def const(name, shape, scale=0.3):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+    inits = [const("w1", (8, 4, 3, 3)), const("b1", (8,), 0.1), const("ws", (8, 8, 1, 1)), const("w2", (8, 8, 3, 3), 0.15),
+             const("wz", (2, 8, 1, 1)), const("wm", (8 * 8 * 8, 10), 0.05),
+             numpy_helper.from_array(np.array([0], np.int64), "zero"), numpy_helper.from_array(np.array([-1], np.int64), "minus1")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+             helper.make_node("Conv", ["p", "ws"], ["s"]),
+             helper.make_node("HardSigmoid", ["s"], ["gate"]),
+             helper.make_node("Mul", ["r", "gate"], ["m"]),
+             helper.make_node("Conv", ["m", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "r"], ["a"]),
+             helper.make_node("Shape", ["x"], ["shx"]),
+             helper.make_node("Gather", ["shx", "zero"], ["n"], axis=0),
+             helper.make_node("Concat", ["n", "minus1"], ["flat"], axis=0),
+             helper.make_node("Reshape", ["a", "flat"], ["f"]),
+             helper.make_node("MatMul", ["f", "wm"], ["y"]),
+             helper.make_node("Conv", ["r", "wz"], ["z"])]
+    g = helper.make_graph(nodes, "branchy", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10]),
+                           helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 2, 8, 8])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, f"{out}/branchy.onnx")
+    np.save(f"{out}/branchy_x.npy", rng.standard_normal((32, 4, 8, 8)).astype(np.float32))
 
 
 if __name__ == "__main__":

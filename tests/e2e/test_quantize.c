@@ -622,6 +622,48 @@ Test(quantize, rank_gain_reverts_what_effect_does)
     reverts_by_effect("gain");
 }
 
+/* The effect runs start at the layer, from the f32 values of one cached run, and compute only what
+ * it reaches: the same effects and decisions as running the whole model for every layer (the option
+ * effects=whole; effects=cut fails where a layer's run cannot start at the layer). branchy.onnx has a gate (Mul), a skip, a Reshape to a shape computed from Shape(x)
+ * (an int64 value the cut graph reads as a constant) and an output (z) the later layers do not
+ * reach; two batches of 4 (effect_samples 8). At 99 dB every layer is ranked and falls back, at 36
+ * dB some. */
+Test(quantize, effects_from_cached_values_decide_as_whole_runs)
+{
+    char cmd[4096], recipe[700], lines[200], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_fallback_models.py' '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const int target[] = {99, 36};
+    for (int t = 0; t < 2; t++) {
+        snprintf(recipe, sizeof recipe, "%s/b%d.qrl", dir, target[t]);
+        snprintf(lines, sizeof lines, "  fallback = f32 when output_sqnr < %d\n  outputs = worst\n", target[t]);
+        write_recipe(recipe, lines);
+        for (int k = 0; k < 2; k++) {
+            snprintf(cmd, sizeof cmd,
+                     "cd '%s' && QRL_EFFECTS=%s '%s' quantize %s/branchy.onnx --recipe %s --calib %s/branchy_x.npy "
+                     "--batch 4 -o %s/bq%d.onnx --report %s/b%d.json",
+                     tu_root(), k ? "cut" : "whole", tu_qrl(), dir, recipe, dir, dir, k, dir, k);
+            cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+            cr_assert(t == 1 || strstr(log, "; 11 tensors fell back"), "%s", log);
+            cr_assert(t == 0 || (!strstr(log, "; 0 tensors fell back") && !strstr(log, "; 11 tensors fell back")),
+                      "%s", log);
+            free(log);
+        }
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 -c \"import json, math; a, b = (json.load(open('%s/b%%d.json' %% k))['layers'] "
+                 "for k in (0, 1)); "
+                 "d = [(x['value'], x.get('effect_db'), y.get('effect_db'), x['fallback'], y['fallback']) "
+                 "for x, y in zip(a, b)]; print(d); "
+                 "assert len(a) == len(b) == 11 and sum(e[1] is not None for e in d) >= %d; "
+                 "assert all((e[1] is None and e[2] is None) or abs(e[1] - e[2]) < 1e-3 for e in d); "
+                 "assert all(e[3] == e[4] for e in d)\"",
+                 dir, t ? 1 : 11);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%d dB: %s", target[t], log);
+        free(log);
+    }
+}
+
 /* Each layer's effect on the outputs (the report's effect_db) against numpy (tests/e2e/gain_oracle.py)
  * on a chain x -> Conv -> a -> Conv -> y: rank = effect is the output SQNR with that layer alone
  * quantized; rank = gain is its estimate from three runs (the formula, in numpy from its own forward

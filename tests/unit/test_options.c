@@ -35,6 +35,9 @@ Test(options, each_value_sets_its_field)
     cr_assert_eq(parsed("split", "rows").split, QR_SPLIT_ROWS);
     cr_assert_eq(parsed("split", "cols").split, QR_SPLIT_COLS);
     cr_assert_eq(parsed("poison", "1").poison, 1);
+    cr_assert_eq(parsed("effects", "whole").effects, QR_EFFECTS_WHOLE);
+    cr_assert_eq(parsed("effects", "cut").effects, QR_EFFECTS_CUT);
+    cr_assert_eq(parsed("effects", "downstream").effects, QR_EFFECTS_DOWNSTREAM);
     cr_assert_eq(parsed("iconv-jit", "1").iconv_jit, 1);
     cr_assert_eq(parsed("quant", "portable").quant_portable, 1);
     cr_assert_eq(parsed("window", "portable").window_portable, 1);
