@@ -8,13 +8,29 @@
 # Measures; never pass/fail. Prints one tab-separated line per model.
 # Usage: bench/fallback_table.sh QRL RECIPE OUTDIR MODEL...
 #   MODEL: a name N with N.onnx, N_calib.npy and N_test.npy in build/realmodels
-#   or build/j4 (BlazeFace back and M-LSD large: see docs/quantizer.md), or
-#   tv:N for a torchvision model (N.onnx with tv_calib.npy and tv_test.npy).
+#   (bench/real_models.sh makes them), blazeface_back or mlsd_large (the
+#   packages' other models, made here in build/j4 from build/realmodels/pkgs:
+#   BlazeFace back on 256x256 images made as for front, M-LSD large on M-LSD
+#   tiny's inputs), or tv:N for a torchvision model (N.onnx with tv_calib.npy
+#   and tv_test.npy).
 set -e
 QRL=$1 RECIPE=$2 OUT=$3
 shift 3
 mkdir -p "$OUT"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+R=$ROOT/build/realmodels J=$ROOT/build/j4
+if [ ! -f "$J/blazeface_back_test.npy" ] || [ ! -f "$J/mlsd_large.onnx" ]; then
+    mkdir -p "$J"
+    cp "$R/pkgs/blazeface/package/ONNX/face_detection_back_256x256_barracuda.onnx" "$J/blazeface_back.onnx"
+    cp "$R/pkgs/mlsd/package/ONNX/mlsd_320x320_large.onnx" "$J/mlsd_large.onnx"
+    ln -sf "$R/mlsd_tiny_calib.npy" "$J/mlsd_large_calib.npy"
+    ln -sf "$R/mlsd_tiny_test.npy" "$J/mlsd_large_test.npy"
+    (cd "$ROOT/tools" && /usr/bin/python3 -c "
+import numpy as np, realmodels_data as rd
+for split, n, seed in (('calib', 64, 1000), ('test', 8, 2000)):  # make_real_inputs.py's seeds for front
+    np.save('$J/blazeface_back_%s.npy' % split, (rd.images(n, 256, 256, seed + 400) * 2 - 1).astype(np.float32))
+")
+fi
 export ORT_NODE_MODULE=${ORT_NODE_MODULE:-$ROOT/build/npm/node_modules/onnxruntime-node}
 printf 'model\tcpu_s\tpeak_mb\tto_f32\tint_macs\tcalib_db\tvalidate_db\tunseen_db\n'
 for m in "$@"; do
