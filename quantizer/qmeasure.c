@@ -1083,8 +1083,9 @@ static void effect_cuts(const qr_qctx *q, const ranked *rk, int nr, int *cut, in
  * batch), against f32 outputs of their own: the fallback's reference holds whole batches.
  * Each layer's run starts at its cut (struct effects): it computes only what the layer reaches and
  * what feeds that, about half the model on average, and the values kept for it are what the f32
- * run holds live there anyway. Under the option effects=whole (the tests' reference) each runs the
- * whole model, as one that cannot be cut does (effects=cut: an error). */
+ * run holds live there anyway. Under the option effects=whole (the tests' reference), or after a
+ * bias correction, each runs the whole model, as one that cannot be cut does (effects=cut: an
+ * error). */
 static qr_status measure_effects(qr_qctx *q, const qr_tensor *calib, int64_t count, ranked *rk, int nr)
 {
     const qr_graph *g = q->g;
@@ -1113,10 +1114,13 @@ static qr_status measure_effects(qr_qctx *q, const qr_tensor *calib, int64_t cou
         was[i] = (unsigned char)q->slots[i].fallback;
     for (int i = 0; st == QR_OK && i < g->n_outputs; i++)
         ef.last[g->outputs[i]->id] = g->n_nodes;
+    /* after a bias correction the outputs a layer does not reach are not the reference's (q->ref):
+     * whole runs */
+    int whole = qr_options_get()->effects == QR_EFFECTS_WHOLE || q->ref;
     if (st == QR_OK)
         effect_cuts(q, rk, nr, ef.cut, ef.last);
     for (int r = 0; st == QR_OK && r < nr; r++)
-        ef.order[r] = r, ef.whole[r] = qr_options_get()->effects == QR_EFFECTS_WHOLE;
+        ef.order[r] = r, ef.whole[r] = whole;
     for (int a = 1; st == QR_OK && a < nr; a++) /* by cut, stable */
         for (int b = a; b > 0 && ef.cut[ef.order[b - 1]] > ef.cut[ef.order[b]]; b--) {
             int t = ef.order[b];
@@ -1125,7 +1129,7 @@ static qr_status measure_effects(qr_qctx *q, const qr_tensor *calib, int64_t cou
         }
     qr_exec_opts eo = {.threads = q->o->threads, .observer = observe_effects, .observer_user = &ef};
     qr_exec *x = NULL;
-    if (st == QR_OK && qr_options_get()->effects != QR_EFFECTS_WHOLE)
+    if (st == QR_OK && !whole)
         st = qr_exec_new(g, &eo, &x, q->e);
     for (int k = 0; x && st == QR_OK && k < o.nbatches; k++) {
         int64_t at = k * o.batch, b = o.n - at < o.batch ? o.n - at : o.batch;
