@@ -1000,15 +1000,15 @@ static void vnni_rows(void *arg, int64_t m0, int64_t m1)
     j->fn(j->c, j->c_rs, j->a, j->init, m0, m1, j->b, j->k4, j->n);
 }
 
-/* Each column's starting value -a_zero * sum(B's column), wrapped: x - a_zero times w summed is
- * x times w summed plus this (B: s8 [K, N]). */
-static void zero_point_starts(const int8_t *bd, int64_t kd, int64_t nn, int64_t za, int32_t *init)
+/* Each column's sum of B (s8 [K, N]), wrapped: x - a_zero times w summed is x times w summed
+ * less a_zero times this. */
+static void column_sums(const int8_t *bd, int64_t kd, int64_t nn, int32_t *sum)
 {
     for (int64_t j = 0; j < nn; j++) {
-        uint32_t sum = 0;
+        uint32_t s = 0;
         for (int64_t q = 0; q < kd; q++)
-            sum += (uint32_t)(int32_t)bd[q * nn + j];
-        init[j] = (int32_t)(0u - (uint32_t)za * sum);
+            s += (uint32_t)(int32_t)bd[q * nn + j];
+        sum[j] = (int32_t)s;
     }
 }
 
@@ -1031,7 +1031,9 @@ static void gemv_groups(void *arg, int64_t g0, int64_t g1)
 }
 
 /* The GEMV's packing is one size larger than the GEMM's for the same B (see below), so a node's
- * kept buffer from one is never taken for the other's. */
+ * kept buffer from one is never taken for the other's. B packed and its column sums are kept
+ * (bconst); the columns' starts -za * sum, which a computed zero point changes every run (the
+ * dynamic recipes'), are made per run: N products, where packing B again was K * N. */
 static qr_status matmulint_gemv(qr_kctx *k, const qr_tensor *a, int64_t za, uint8_t flip, const qr_tensor *b,
                                 int32_t *acc, qr_igemv_fn fn, int bconst)
 {
@@ -1042,21 +1044,24 @@ static qr_status matmulint_gemv(qr_kctx *k, const qr_tensor *a, int64_t za, uint
     uint8_t *packed = bconst ? qr_kcache_get(k, bytes, "packed B", &fresh) : qr_kscratch(k, 1, (int64_t)bytes, 1,
                                                                                           "packed B");
     uint8_t *x = packed ? qr_kwork(k, 1, k4, 1, "a row of A") : NULL;
-    if (!x) {
+    int32_t *init = x ? qr_kwork(k, 1, nn, sizeof(int32_t), "the columns' starts") : NULL;
+    if (!init) {
         if (packed)
             qr_kcache_done(k, packed);
         return QR_ERR;
     }
     int8_t *wp = (int8_t *)packed;
-    int32_t *init = (int32_t *)(packed + wbytes);
+    int32_t *colsum = (int32_t *)(packed + wbytes);
     if (fresh) {
         memset(wp, 0, wbytes);
         const int8_t *bd = b->data;
         for (int64_t q = 0; q < kd; q++)
             for (int64_t j = 0; j < nn; j++)
                 wp[((q >> 2) * n16 + j) * 4 + (q & 3)] = bd[q * nn + j];
-        zero_point_starts(bd, kd, nn, za, init);
+        column_sums(bd, kd, nn, colsum);
     }
+    for (int64_t j = 0; j < nn; j++)
+        init[j] = (int32_t)(0u - (uint32_t)za * (uint32_t)colsum[j]);
     const uint8_t *ad = a->data;
     memset(x + kd, 0, (size_t)(k4 - kd));
     for (int64_t i = 0; i < rows; i++) {
@@ -1280,10 +1285,9 @@ static int64_t zero_point(const qr_tensor *zp)
 }
 
 /* MatMulInteger's int32 accumulator of 8-bit a and b: the microkernels when they apply, else the
- * portable int32 loops. bconst: b is a constant the kernels may pack once; azconst: so is a's zero
- * point (the GEMV folds it in). */
+ * portable int32 loops. bconst: b is a constant the kernels may pack once. */
 static qr_status matmul_acc32(qr_kctx *k, const mm_plan *p, const qr_tensor *a, const qr_tensor *azp,
-                              const qr_tensor *b, const qr_tensor *bzp, int bconst, int azconst, int32_t *out)
+                              const qr_tensor *b, const qr_tensor *bzp, int bconst, int32_t *out)
 {
     int_operands o;
     qr_igemm_rc_fn fn = mmq_kernel(p, azp, bzp);
@@ -1294,7 +1298,7 @@ static qr_status matmul_acc32(qr_kctx *k, const mm_plan *p, const qr_tensor *a, 
         if (gemv && b->dtype == QR_I8 && b->ndim == 2 && a->ndim >= 2 && all_zero(bzp) && rows > 0 &&
             rows <= QR_GEMV_MAX_ROWS && p->n > 0)
             return matmulint_gemv(k, a, zero_point(azp) + (a->dtype == QR_I8 ? 128 : 0),
-                                  a->dtype == QR_I8 ? 0x80 : 0, b, out, gemv, bconst && azconst);
+                                  a->dtype == QR_I8 ? 0x80 : 0, b, out, gemv, bconst);
         return mmq_run(k, p, fn, a, zero_point(azp), NULL, b, zero_point(bzp), bconst, out, NULL, NULL);
     }
     /* a zero point per row of A (the dynamic recipes' per-token activations: by weights, and
@@ -1357,8 +1361,8 @@ static qr_status matmul_acc_halves(qr_kctx *k, const mm_plan *p, const qr_tensor
     int32_t *hi = qr_kwork(k, nacc, 1, sizeof *hi, "high bytes' sums");
     int32_t *lo = hi ? qr_kwork(k, nacc, 1, sizeof *lo, "low bytes' sums") : NULL;
     if (!lo || wide_k_check(k, p->kd) != QR_OK || split_halves(k, a, azp, &h) != QR_OK ||
-        matmul_acc32(k, p, &h.hi, &h.hz, b, bzp, 0, 0, hi) != QR_OK ||
-        matmul_acc32(k, p, &h.lo, &h.lz, b, bzp, 0, 0, lo) != QR_OK)
+        matmul_acc32(k, p, &h.hi, &h.hz, b, bzp, 0, hi) != QR_OK ||
+        matmul_acc32(k, p, &h.lo, &h.lz, b, bzp, 0, lo) != QR_OK)
         return QR_ERR;
     combine_halves(acc, hi, lo, nacc);
     return QR_OK;
@@ -1371,8 +1375,7 @@ static qr_status matmulint_run(qr_kctx *k)
     if (mm_plan_init(k, a, b, &p) != QR_OK)
         return QR_ERR;
     if (acc_type(a, b) == QR_I32)
-        return matmul_acc32(k, &p, a, azp, b, bzp, qr_kinput_const(k, 1), !azp || qr_kinput_const(k, 2),
-                            k->out[0]->data);
+        return matmul_acc32(k, &p, a, azp, b, bzp, qr_kinput_const(k, 1), k->out[0]->data);
     if (is_8bit(b->dtype) && (!azp || qr_tensor_numel(azp) == 1))
         return matmul_acc_halves(k, &p, a, azp, b, bzp, k->out[0]->data);
     int_operands o; /* a 16-bit B (a product of two 16-bit activations): the portable split */
