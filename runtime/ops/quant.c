@@ -10,6 +10,7 @@
 #include "conv_geom.h"
 #include "igemm.h"
 #include "options.h"
+#include "q4gemm.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -2494,58 +2495,81 @@ static qr_status mnb_infer(qr_kctx *k)
     return qr_set_out(k, 0, QR_F32, a->ndim, dims);
 }
 
-/* One block of column n: its codes unpacked to floats, (code - zero) * scale, as ORT's f32 path
- * dequantizes before its GEMM. */
-static void mnb_dequant_block(const uint8_t *codes, int64_t len, int zero, float scale, float *w)
+/* The row kernels (q4gemm.h) over groups of 16 columns, split across threads. */
+typedef struct mnb_job {
+    const qr_q4w *w;
+    qr_q4_i8_fn i8;
+    qr_q4_f32_fn f32;
+    float *y;
+    const int8_t *qa;
+    const float *af, *sa, *fsum, *bias;
+    const int32_t *qsum;
+    int64_t rows;
+} mnb_job;
+
+static void mnb_groups(void *arg, int64_t g0, int64_t g1)
 {
-    for (int64_t i = 0; i < len; i++) {
-        int c = (codes[i >> 1] >> ((i & 1) * 4)) & 15;
-        w[i] = (float)(c - zero) * scale;
-    }
+    const mnb_job *j = arg;
+    if (j->i8)
+        j->i8(j->y, j->w->N, j->qa, j->sa, j->qsum, j->rows, j->w, j->bias, g0, g1);
+    else
+        j->f32(j->y, j->w->N, j->af, j->fsum, j->rows, j->w, j->bias, g0, g1);
 }
 
-/* A row of A dotted with a dequantized column: 16 partial sums, which the clones vectorize (the
- * CPU's, chosen at run time); the sum's order is not ORT's, which agrees within float rounding. */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static float mnb_dot(const float *a, const float *w,
-                                                                                int64_t n)
-{
-    float s[16] = {0};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int j = 0; j < 16; j++)
-            s[j] += a[i + j] * w[i + j];
-    float acc = 0;
-    for (; i < n; i++)
-        acc += a[i] * w[i];
-    for (int j = 0; j < 16; j++)
-        acc += s[j];
-    return acc;
-}
-
+/* accuracy_level 4 asks for int8 activations (ONNX Runtime's CompInt8: each row of A quantized
+ * per block, q4gemm.h), any other level for f32 ones, as ONNX Runtime reads the attribute. The
+ * weights are packed once when B, scales and zero points are constants (the node's cache). */
 static qr_status mnb_run(qr_kctx *k)
 {
     mnb s;
     if (mnb_shape(k, &s) != QR_OK)
         return QR_ERR;
     const qr_tensor *zp = k->n_in > 3 ? k->in[3] : NULL, *bias = k->n_in > 5 ? k->in[5] : NULL;
-    const float *a = k->in[0]->data, *sc = k->in[2]->data;
-    const uint8_t *b = k->in[1]->data, *z = zp ? zp->data : NULL;
-    float *y = k->out[0]->data, *w = malloc(sizeof(float) * (size_t)s.K);
-    if (!w)
-        return QR_KERR(k, "out of memory");
-    int64_t zrow = (s.nb + 1) / 2;
-    for (int64_t n = 0; n < s.N; n++) {
-        /* column n dequantized once, then a dot product with every row of A */
-        for (int64_t bl = 0; bl < s.nb; bl++) {
-            int64_t k0 = bl * s.block, len = s.K - k0 < s.block ? s.K - k0 : s.block;
-            int zero = z ? (z[n * zrow + bl / 2] >> ((bl & 1) * 4)) & 15 : 8;
-            mnb_dequant_block(b + (n * s.nb + bl) * s.blob, len, zero, sc[n * s.nb + bl], w + k0);
-        }
-        for (int64_t m = 0; m < s.M; m++)
-            y[m * s.N + n] = mnb_dot(a + m * s.K, w, s.K) + (bias ? ((const float *)bias->data)[n] : 0.0f);
+    if (s.M == 0)
+        return QR_OK;
+    int i8 = qr_attr_i(k->node, "accuracy_level", 0) == 4;
+    int wconst = qr_kinput_const(k, 1) && qr_kinput_const(k, 2) && (!zp || qr_kinput_const(k, 3));
+    size_t bytes = qr_q4_bytes(s.K, s.N, s.block, zp != NULL);
+    int fresh = 1;
+    void *buf = wconst ? qr_kcache_get(k, bytes, "packed 4-bit weights", &fresh)
+                       : qr_kwork(k, 1, (int64_t)bytes, 1, "packed 4-bit weights");
+    if (!buf)
+        return QR_ERR;
+    qr_q4w w;
+    if (fresh)
+        qr_q4_pack(&w, buf, k->in[1]->data, k->in[2]->data, zp ? zp->data : NULL, s.K, s.N, s.block);
+    else
+        qr_q4_view(&w, buf, s.K, s.N, s.block, zp != NULL);
+    mnb_job j = {.w = &w, .y = k->out[0]->data, .bias = bias ? bias->data : NULL, .rows = s.M};
+    const float *a = k->in[0]->data;
+    void *rows = qr_kwork(k, s.M, w.kp, i8 ? 1 : sizeof(float), "A's rows");
+    void *sums = rows ? qr_kwork(k, s.M, w.nb, sizeof(float), "A's block sums") : NULL;
+    float *sa = sums && i8 ? qr_kwork(k, s.M, w.nb, sizeof(float), "A's block scales") : NULL;
+    if (!sums || (i8 && !sa)) {
+        if (wconst)
+            qr_kcache_done(k, buf);
+        return QR_ERR;
     }
-    free(w);
+    if (i8) {
+        qr_q4_quant_fn quant = qr_q4_quant_kernel();
+        for (int64_t m = 0; m < s.M; m++)
+            quant(a + m * s.K, s.K, s.block, (int8_t *)rows + m * w.kp, sa + m * w.nb, (int32_t *)sums + m * w.nb);
+        j.i8 = qr_q4_i8_kernel(), j.qa = rows, j.sa = sa, j.qsum = sums;
+    } else {
+        for (int64_t m = 0; m < s.M; m++)
+            qr_q4_prep_f32(a + m * s.K, s.K, s.block, (float *)rows + m * w.kp, (float *)sums + m * w.nb);
+        j.f32 = qr_q4_f32_kernel(), j.af = rows, j.fsum = sums;
+    }
+    qr_parallel_for(k->pool, w.groups, 4, mnb_groups, &j);
+    if (wconst)
+        qr_kcache_done(k, buf);
     return QR_OK;
+}
+
+/* Its multiply-accumulates, for profiles: Y's elements times K. */
+static double mnb_macs(const qr_kctx *k)
+{
+    return k->n_out > 0 && k->out[0] ? (double)qr_tensor_numel(k->out[0]) * (double)qr_attr_i(k->node, "K", 0) : 0;
 }
 
 #define CONV_ATTRS "auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints"
@@ -2558,7 +2582,7 @@ const qr_op_def qr_ops_quant[] = {
     {"MatMulInteger", "", 2, 4, 1, 1, "", matmulint_infer, matmulint_run, 0, .ins = "A:w1+ B:w1+ a_zero_point?:w b_zero_point?:w", .writes_all = qr_op_writes_all},
     {"QLinearMatMul", "", 8, 8, 1, 1, "", qlmatmul_infer, qlmatmul_run, 0, .ins = "a:q1+ a_scale:f a_zero_point:q b:q1+ b_scale:f b_zero_point:q y_scale:f y_zero_point:q", .writes_all = qr_op_writes_all},
     {"ConvInteger", "", 2, 4, 1, 1, CONV_ATTRS, convint_infer, convint_run, 0, .ins = "x:w3+ w:w3+ x_zero_point?:w w_zero_point?:w"},
-    {"MatMulNBits", "com.microsoft", 3, 6, 1, 1, "K:i N:i bits:i block_size:i accuracy_level:i", mnb_infer, mnb_run, 0, .ins = "A:f B scales:f zero_points? g_idx? bias?:f", .writes_all = qr_op_writes_all},
+    {"MatMulNBits", "com.microsoft", 3, 6, 1, 1, "K:i N:i bits:i block_size:i accuracy_level:i", mnb_infer, mnb_run, 0, .ins = "A:f B scales:f zero_points? g_idx? bias?:f", .writes_all = qr_op_writes_all, .macs = mnb_macs},
     {"QLinearConv", "", 8, 9, 1, 1, CONV_ATTRS, qlconv_infer, qlconv_run, 0, .ins = "x:q3+ x_scale:f x_zero_point:q w:q3+ w_scale:f w_zero_point:q y_scale:f y_zero_point:q B?:x1"},
     {0},
 };
