@@ -208,3 +208,58 @@ Test(int4, i8_weight_only_per_channel_matches_numpy_and_ort)
 {
     check_weight_only("w8ch", NULL, "  weight = i8 symmetric narrow per_channel by minmax(symmetric = true)\n", "sym8", 0, 0);
 }
+
+/* MatMulNBits files as ONNX Runtime's quantizer writes them (tools/make_nbits_models.py: numpy's
+ * RTN and packing), run by QRL on its int4 kernels at accuracy_level 0 (f32 activations) and 4
+ * (int8 activations, each row quantized per block as MLAS does): against numpy's oracle of each
+ * numerics within 1e-5 of the largest |y| (the integer sums are exact; what is left is the f32
+ * order of the per-block terms), ONNX Runtime's run of the same file against QRL's within the
+ * same (at level 4 ORT's int8 activations are QRL's, so only that order differs), and
+ * --kernels portable against the CPU's kernels bit for bit. */
+static void check_nbits(const char *name, const char *spec)
+{
+    char cmd[8192], *log, ref[4096], got[4096], port[4096];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_nbits_models.py' %s %s %s", tu_root(), dir, name, spec);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    for (int level = 0; level <= 4; level += 4) {
+        snprintf(cmd, sizeof cmd, "'%s' run %s/%s_l%d.onnx -i %s/%s_x.npy -o %s/qrl_%s_%d && '%s' run --kernels portable "
+                 "%s/%s_l%d.onnx -i %s/%s_x.npy -o %s/port_%s_%d", tu_qrl(), dir, name, level, dir, name, dir, name,
+                 level, tu_qrl(), dir, name, level, dir, name, dir, name, level);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+        snprintf(ref, sizeof ref, "%s/%s_y%d.npy", dir, name, level);
+        snprintf(got, sizeof got, "%s/qrl_%s_%d/Y.npy", dir, name, level);
+        snprintf(port, sizeof port, "%s/port_%s_%d/Y.npy", dir, name, level);
+        double d = tu_npy_rel_diff(ref, got);
+        cr_assert(d >= 0 && d < 1e-5, "%s level %d: QRL vs numpy: %g", name, level, d);
+        cr_assert_eq(tu_npy_rel_diff(got, port), 0.0, "%s level %d: --kernels portable differs", name, level);
+        snprintf(cmd, sizeof cmd, "node '%s/tools/ort_run.js' %s/%s_l%d.onnx %s/%s_x.npy -o %s/ort_%s_%d", tu_root(), dir,
+                 name, level, dir, name, dir, name, level);
+        cr_assert_eq(tu_run(cmd, &log), 0, "onnxruntime-node failed: %s", log);
+        free(log);
+        snprintf(ref, sizeof ref, "%s/ort_%s_%d/Y.npy", dir, name, level);
+        d = tu_npy_rel_diff(ref, got);
+        cr_assert(d >= 0 && d < 1e-5, "%s level %d: ORT vs QRL: %g", name, level, d);
+    }
+    /* the two numerics differ by A's int8 rounding: far more than the tolerance, so each check
+     * above saw the numerics it names */
+    snprintf(ref, sizeof ref, "%s/%s_y0.npy", dir, name);
+    snprintf(got, sizeof got, "%s/qrl_%s_4/Y.npy", dir, name);
+    cr_assert(tu_npy_rel_diff(ref, got) > 1e-4, "%s: level 4 ran f32 activations", name);
+}
+
+Test(int4, matmulnbits_kernels_one_row_zero_points_ragged)
+{
+    check_nbits("nb_zp", "200 70 32 1 --zp --seed 1");
+}
+
+Test(int4, matmulnbits_kernels_rows_symmetric_odd_k)
+{
+    check_nbits("nb_sym", "37 21 16 6 --seed 2");
+}
+
+Test(int4, matmulnbits_kernels_blocks_of_128)
+{
+    check_nbits("nb_128", "300 40 128 4 --zp --seed 3");
+}
