@@ -194,6 +194,46 @@ def transformers(d, names, results):
     return targets
 
 
+INT4_SHAPES = ("4096x4096", "4096x11008")
+
+
+def int4(d, names, results):
+    """QRL-I's int4 GEMV rows (batch 1, one thread): QRL's int4 kernels at accuracy_level 0 and 4,
+    QRL's int8 GEMV (recipes/int8-dynamic.qrl) and ONNX Runtime's MatMulNBits on the same files;
+    the targets as (shape, what, value, met), met None where a number is missing."""
+    if "int4" not in names:
+        return []
+
+    def t(shape, what):
+        rows = (load(os.path.join(d, "int4.%s.%s.json" % (shape, what))) or {}).get("results")
+        r = vrow(rows, 1, 1, "int8" if what == "qrl_int8" else ("fp32" if what.startswith("qrl") else None))
+        return r["ms_median"] if r else None
+
+    def f(v):
+        return "%8.3f" % v if v is not None else "%8s" % "-"
+
+    def ratio(a, b):  # b / a: how many times faster a is
+        return b / a if a and b else None
+
+    print("\nint4 GEMV (QRL-I; batch 1, one thread; median ms): MatMulNBits blocks of 32 at accuracy_level 0"
+          " (f32 activations) and 4 (int8); int8 = QRL's int8 GEMV of the same MatMul (int8-dynamic.qrl)")
+    hdr = "%-11s | %8s %8s %8s | %8s %8s | %9s %9s %9s" % ("K x N", "QRL l4", "QRL l0", "QRL int8", "ORT l4",
+                                                            "ORT l0", "int8/l4", "ORT4/l4", "ORT0/l0")
+    print(hdr)
+    print("-" * len(hdr))
+    targets = []
+    for shape in INT4_SHAPES:
+        q4, q0, q8, o4, o0 = (t(shape, w) for w in ("qrl_l4", "qrl_l0", "qrl_int8", "ort_l4", "ort_l0"))
+        r8, r4, r0 = ratio(q4, q8), ratio(q4, o4), ratio(q0, o0)
+        print("%-11s | %s %s %s | %s %s | %9s %9s %9s" % (shape, f(q4), f(q0), f(q8), f(o4), f(o0),
+              *("%.2f" % v if v is not None else "-" for v in (r8, r4, r0))))
+        results["models"]["int4_" + shape] = {"kind": "int4_gemv", "qrl_l4": q4, "qrl_l0": q0, "qrl_int8": q8,
+                                              "ort_l4": o4, "ort_l0": o0}
+        targets.append((shape, "QRL int4 (level 4) >= 1.5x QRL's int8 GEMV", r8, None if r8 is None else r8 >= 1.5))
+        targets.append((shape, "QRL int4 (level 4) >= ORT MatMulNBits level 4", r4, None if r4 is None else r4 >= 1.0))
+    return targets
+
+
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
@@ -203,7 +243,7 @@ def main():
     results = {"machine": {"cpu": cpu_name(), "cores": os.cpu_count(), "peak": peak}, "models": {}, "targets": []}
     print("\nmachine: %s, %s cores; one core's peak: u8s8 VNNI %s GMAC/s, f32 FMA %s GFLOP-pairs/s" %
           (results["machine"]["cpu"], os.cpu_count(), vnni, peak.get("fma_gflop_pairs")))
-    cnns = [n for n in models if n not in TRANSFORMERS]
+    cnns = [n for n in models if n not in TRANSFORMERS and n != "int4"]
     if cnns:
         print("times: median ms per batch; speed-up = peer time / QRL time (> 1: QRL faster)")
     hdr = ("%-13s %5s %3s | %9s %9s %7s | %9s %7s | %9s %7s | %9s %7s | %9s %9s %7s | %7s %6s" %
@@ -288,6 +328,7 @@ def main():
         print("  %-13s %5d samples: calibration %8.0f ms, f32 pass %8.0f ms, ratio %5.2f; quantize %7.1f s (%.0fx the pass)"
               % (name, n, cms, pms, r, qs, qs * 1e3 / pms))
     tf_targets = transformers(d, models, results)
+    i4_targets = int4(d, models, results)
     if targets:
         print("\ntargets (one thread):")
     for name, what, v, ok in targets:
@@ -306,6 +347,12 @@ def main():
         measured = [t for t in tf_targets if t[3] is not None]
         print("%d of %d measured transformer targets met; %d not measured" %
               (sum(1 for t in measured if t[3]), len(measured), len(tf_targets) - len(measured)))
+    if i4_targets:
+        print("\nint4 targets (QRL-I, batch 1, one thread):")
+    for shape, what, v, ok in i4_targets:
+        print("  %-11s %-50s %8s  %s" % (shape, what, "%.2f" % v if v is not None else "-",
+                                         "not measured" if ok is None else "met" if ok else "missed"))
+        results["targets"].append({"model": "int4_" + shape, "target": what, "value": v, "met": ok, "qrl_i": True})
     tmp = out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(results, f, indent=1)

@@ -24,15 +24,20 @@
 # run goes on. vit (torchvision ViT-B/32) and swin (torchvision Swin-T) add the accuracy row only (no
 # times); so does gpt_outliers (gpt with outlier LayerNorm channels: recipes/int8.qrl, int8-smooth.qrl
 # and int8-dynamic.qrl, SmoothQuant's case).
+# int4 (QRL-I), one thread, batch 1: one MatMul of LLM shapes (K x N = 4096 x 4096, 4096 x 11008,
+# random weights rounded to int4 in blocks of 32, tools/make_nbits_models.py) as MatMulNBits at
+# accuracy_level 0 (f32 activations) and 4 (int8 activations), on QRL's int4 kernels and on ONNX
+# Runtime, against QRL's int8 GEMV on the same MatMul (recipes/int8-dynamic.qrl's integer graph:
+# int8 weights per column, activations quantized per row at run time).
 # Usage: bench/run.sh [BUILD_DIR] [MIN_TIME_SECONDS] [MODEL...]
-#   models: fmnist_cnn small_resnet resnet18 mobilenet_v2 bert gpt (default: all), vit, swin, gpt_outliers
+#   models: fmnist_cnn small_resnet resnet18 mobilenet_v2 bert gpt int4 (default: all), vit, swin, gpt_outliers
 #   e.g. the transformer rows alone: sh bench/run.sh build 1.0 bert gpt  (make bench-transformers)
 set -e
 B=${1:-build}
 MIN=${2:-1.0}
 [ $# -gt 0 ] && shift
 [ $# -gt 0 ] && shift
-MODELS=${*:-fmnist_cnn small_resnet resnet18 mobilenet_v2 bert gpt}
+MODELS=${*:-fmnist_cnn small_resnet resnet18 mobilenet_v2 bert gpt int4}
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 D=$B/bench
@@ -42,7 +47,7 @@ export NODE_PATH=$B/npm/node_modules
 TF=$D/tf
 CNNS=
 for name in $MODELS; do
-    case $name in bert | gpt | gpt_outliers | vit | swin) ;; *) CNNS="$CNNS $name" ;; esac
+    case $name in bert | gpt | gpt_outliers | vit | swin | int4) ;; *) CNNS="$CNNS $name" ;; esac
 done
 $PY -c 'import torchvision' 2> /dev/null || {
     echo "bench: installing python3-torchvision (the torchvision models)" >&2
@@ -123,6 +128,30 @@ transformer() {
     out "$D/$name.torch.json" $PY tools/torch_bench.py "$name" "$TF/$name.pt" "$calib" $batches 1 "$MIN"
 }
 
+# The int4 GEMV rows: per shape, QRL and ORT on MatMulNBits at levels 0 and 4, QRL int8 dynamic.
+int4_gemv() {
+    I4=$D/int4
+    mkdir -p "$I4"
+    echo "== int4 (GEMV, batch 1, one thread)"
+    for shape in 4096x4096 4096x11008; do
+        k=${shape%x*} n=${shape#*x}
+        [ -f "$I4/$shape.l4.onnx" ] || { $PY tools/make_nbits_models.py "$I4" "$shape" "$k" "$n" 32 1 --no-ref &&
+            mv "$I4/${shape}_l0.onnx" "$I4/$shape.l0.onnx" && mv "$I4/${shape}_l4.onnx" "$I4/$shape.l4.onnx"; } ||
+            { echo "bench: tools/make_nbits_models.py failed on $shape" >&2; continue; }
+        for l in 0 4; do
+            rm -f "$D/int4.$shape.qrl_l$l.json"
+            $B/qrl bench "$I4/$shape.l$l.onnx" --batch 1 --threads 1 --min-time "$MIN" \
+                --json "$D/int4.$shape.qrl_l$l.json" > /dev/null ||
+                echo "bench: qrl bench failed on int4 $shape level $l (its column stays empty)" >&2
+            out "$D/int4.$shape.ort_l$l.json" node tools/ort_bench.js "$I4/$shape.l$l.onnx" "$k" 1 1 "$MIN"
+        done
+        rm -f "$D/int4.$shape.qrl_int8.json"
+        $B/qrl bench "$I4/${shape}_f32.onnx" --recipe recipes/int8-dynamic.qrl --calib "$I4/${shape}_x.npy" --batch 1 \
+            --threads 1 --min-time "$MIN" --json "$D/int4.$shape.qrl_int8.json" > /dev/null 2>&1 ||
+            echo "bench: qrl bench --recipe recipes/int8-dynamic.qrl failed on int4 $shape (its column stays empty)" >&2
+    done
+}
+
 # name, f32 model, calibration samples, one sample's shape, torch model (- for none), its state dict
 model_row() {
     case $1 in
@@ -134,7 +163,7 @@ model_row() {
 }
 
 for name in $MODELS; do
-    case $name in bert | gpt | gpt_outliers | vit | swin) transformer "$name"; continue ;; esac
+    case $name in bert | gpt | gpt_outliers | vit | swin) transformer "$name"; continue ;; int4) int4_gemv; continue ;; esac
     set -- $(model_row "$name")
     f32=$1 calib=$2 shape=$3 tname=$4 state=$5
     q8=$D/$name.int8.onnx

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """MatMulNBits models (com.microsoft, 4 bits) and numpy oracles for QRL's int4 GEMV (QRL-I).
 
-Usage: /usr/bin/python3 tools/make_nbits_models.py OUTDIR NAME K N BLOCK M [--zp] [--seed S]
+Usage: /usr/bin/python3 tools/make_nbits_models.py OUTDIR NAME K N BLOCK M [--zp] [--seed S] [--no-ref]
 
 Writes to OUTDIR, for random weights W [K, N] of both signs rounded to nearest in blocks of BLOCK
 along K (symmetric, codes q + 8 and no zero points; --zp: asymmetric, a zero point per block):
@@ -13,6 +13,7 @@ along K (symmetric, codes q + 8 and no zero points; --zp: asymmetric, a zero poi
   NAME_y4.npy     numpy's level-4 reference: each row of X quantized per block as MLAS does (scale
                   amax / 127, X * (127 / amax) in float32 rounded half to even), the integer dot of
                   each block exact, its term (sa * sb) * (dot - z * sum(qa)) summed in float64
+                  (--no-ref: neither oracle, for the benchmark's large shapes)
 The packing is numpy's own (ONNX Runtime's MatMulNBits layout: B uint8 [N, n_blocks, BLOCK / 2],
 low nibble first; zero_points uint8 [N, ceil(n_blocks / 2)] packed the same way)."""
 import sys
@@ -79,15 +80,17 @@ def main():
     x = rng.standard_normal((M, K)).astype(np.float32)
     codes, scale, zero = rtn(w, block, zp)
     nb = codes.shape[1]
-    deq = ((codes - zero[..., None]) * scale[..., None].astype(np.float64)).reshape(N, nb * block)[:, :K]
+    if "--no-ref" not in a:
+        deq = ((codes - zero[..., None]) * scale[..., None].astype(np.float64)).reshape(N, nb * block)[:, :K]
     np.save(f"{out}/{name}_x.npy", x)
-    np.save(f"{out}/{name}_y0.npy", (x.astype(np.float64) @ deq.T + bias).astype(np.float32))
-    q, sa = quant_rows(x, block)
-    dot = np.einsum("mbk,nbk->mnb", q, codes)  # exact int64
-    asum = q.sum(-1)  # [M, nb]
-    t = dot - zero[None] * asum[:, None, :]
-    y4 = (t * (sa[:, None, :].astype(np.float64) * scale[None].astype(np.float64))).sum(-1) + bias
-    np.save(f"{out}/{name}_y4.npy", y4.astype(np.float32))
+    if "--no-ref" not in a:
+        np.save(f"{out}/{name}_y0.npy", (x.astype(np.float64) @ deq.T + bias).astype(np.float32))
+        q, sa = quant_rows(x, block)
+        dot = np.einsum("mbk,nbk->mnb", q, codes)  # exact int64
+        asum = q.sum(-1)  # [M, nb]
+        t = dot - zero[None] * asum[:, None, :]
+        y4 = (t * (sa[:, None, :].astype(np.float64) * scale[None].astype(np.float64))).sum(-1) + bias
+        np.save(f"{out}/{name}_y4.npy", y4.astype(np.float32))
 
     inits = [helper.make_tensor("B", TensorProto.UINT8, [N, nb, block // 2], pack_pairs(codes).tobytes(), raw=True),
              helper.make_tensor("scales", TensorProto.FLOAT, [N * nb], scale.ravel().tolist()),
