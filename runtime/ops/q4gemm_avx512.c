@@ -14,6 +14,9 @@
 #define TARGET_F __attribute__((target("avx512f,avx512bw,avx512dq")))
 #define TARGET_V __attribute__((target("avx512f,avx512bw,avx512dq,avx512vnni")))
 #define INLINE static inline __attribute__((always_inline))
+#ifndef PF
+#define PF 4
+#endif
 
 TARGET_F INLINE __m512i bcast4(const int8_t *p)
 {
@@ -43,11 +46,22 @@ TARGET_F INLINE __m512i zeros16(const qr_q4w *w, int64_t g, int64_t b)
     return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(w->zeros + (g * w->nb + b) * 16)));
 }
 
+/* Group g's chunk of block b, and a prefetch of the one PF blocks on (all its lines, its scales
+ * too): the hardware's prefetch of a tile's four streams fell behind on weights past the L3
+ * cache (4096 x 11008 at level 4: 1.6 ms a run without, 1.2 with; PF 8 no better). */
+TARGET_F INLINE const uint8_t *chunk_at(const qr_q4w *w, int64_t g, int64_t b)
+{
+    const uint8_t *p = w->chunks + (g * w->nb + b) * w->chunk;
+    for (int64_t o = PF * w->chunk; o < (PF + 1) * w->chunk; o += 64)
+        _mm_prefetch((const char *)p + o, _MM_HINT_T0);
+    return p;
+}
+
 /* NG groups from g of R rows (NG * R <= 4). */
 TARGET_V INLINE void i8_tile(float *y, int64_t y_rs, const int8_t *qa, const float *sa, const int32_t *asum,
                              const qr_q4w *w, const float *bias, int64_t g, const int NG, const int R)
 {
-    const int64_t bo = w->block / 8, nb = w->nb, chunk = w->chunk;
+    const int64_t bo = w->block / 8, nb = w->nb;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512 acc[4];
     for (int t = 0; t < 4; t++)
@@ -58,7 +72,7 @@ TARGET_V INLINE void i8_tile(float *y, int64_t y_rs, const int8_t *qa, const flo
         for (int t = 0; t < 4; t++)
             lo[t] = hi[t] = _mm512_setzero_si512();
         for (int j = 0; j < NG; j++)
-            cp[j] = w->chunks + ((g + j) * nb + b) * chunk;
+            cp[j] = chunk_at(w, g + j, b);
         const int8_t *xb = qa + b * w->block;
         for (int64_t q = 0; q < bo; q++) {
             __m512i x0[4], x1[4];
@@ -113,7 +127,7 @@ TARGET_V void qr_q4_i8_avx512vnni(float *y, int64_t y_rs, const int8_t *qa, cons
 TARGET_F INLINE void f32_tile(float *y, int64_t y_rs, const float *af, const float *asum, const qr_q4w *w,
                               const float *bias, int64_t g, const int NG, const int R)
 {
-    const int64_t bo = w->block / 8, nb = w->nb, chunk = w->chunk;
+    const int64_t bo = w->block / 8, nb = w->nb;
     const __m512i m4 = _mm512_set1_epi32(0x0f);
     __m512 acc[4];
     for (int t = 0; t < 4; t++)
@@ -124,7 +138,7 @@ TARGET_F INLINE void f32_tile(float *y, int64_t y_rs, const float *af, const flo
         for (int t = 0; t < 4; t++)
             lo[t] = hi[t] = _mm512_setzero_ps();
         for (int j = 0; j < NG; j++)
-            cp[j] = w->chunks + ((g + j) * nb + b) * chunk;
+            cp[j] = chunk_at(w, g + j, b);
         const float *ab = af + b * w->block;
         for (int64_t q = 0; q < bo; q++) {
             for (int j = 0; j < NG; j++) {
