@@ -1306,6 +1306,12 @@ void chk_recipe(ctx *c, qc_sym *s)
     if (!weight_only && blk)
         chk_err(c, blk->a, "block needs activation = f32 (weight-only): integer kernels take one weight "
                            "scale per output channel");
+    /* compute = int8: the blocked weights' products on activations quantized per block of K at run
+     * time (MatMulNBits' accuracy_level 4), so it needs the blocks */
+    const ql_node *cmp = setting[QR_SET_COMPUTE];
+    if (cmp && cmp->a->kind == QL_NAME && !strcmp(cmp->a->name, "int8") && (!weight_only || !blk))
+        chk_err(c, cmp->a, "compute = int8 is for weight-only recipes in blocks (activation = f32, block = 32): "
+                           "the activations are quantized per block of K at run time");
     if (!weight_only && at && wt && wt->kind == QL_TYPE && (wt->op == QL_TOK_I4 || wt->op == QL_TOK_U4))
         chk_err(c, wt, "4-bit weights are weight-only: activation = f32 (4-bit weights with integer activations "
                        "are not supported yet)");

@@ -140,6 +140,8 @@ static qr_status emit_nbits(const wo *w, qr_graph *d, qr_node *n, const qr_value
         qr_node_add_attr_i(d, mn, "N", N);
         qr_node_add_attr_i(d, mn, "bits", 4);
         qr_node_add_attr_i(d, mn, "block_size", w->block);
+        if (w->int8) /* ONNX Runtime's CompInt8: A quantized to int8 per block at run time */
+            qr_node_add_attr_i(d, mn, "accuracy_level", 4);
         st = qr_graph_check_oom(d, w->e);
     }
     qr_tensor_free(&b);
@@ -240,7 +242,13 @@ static qr_status emit_weight(const wo *w, qr_graph *d, qr_node *n, qr_value *wv,
 {
     qr_status st = QR_OK;
     int64_t N = wv->t.dims[1 - kax];
-    if (w->matmulnbits && w->block && qr_dtype_is_packed(w->dt) && nbits_fits(n, N)) {
+    int nbits = w->matmulnbits && w->block && qr_dtype_is_packed(w->dt) && nbits_fits(n, N);
+    if (w->int8 && !nbits) /* the DequantizeLinear form cannot say int8 activations */
+        return qr_errorf(w->e, "node '%s' (%s): compute = int8 needs its weight as a MatMulNBits (%s), which "
+                               "carries the int8 activations as its accuracy_level", n->name ? n->name : "", n->op,
+                         !w->matmulnbits ? "--weight-format matmulnbits"
+                         : !qr_dtype_is_packed(w->dt) ? "4-bit weights" : "a MatMul, or a Gemm without transA, alpha, beta");
+    if (nbits) {
         return emit_nbits(w, d, n, wv, kax, q, sc, zp);
     }
     qr_value *qv = NULL, *sv = NULL, *zv = NULL, *out = NULL;
@@ -555,12 +563,14 @@ static qr_status measure(const qr_graph *g, const qr_graph *d, const qr_tensor *
 qr_status qr_wo_init(qr_wo *w, const qr_quant_opts *o, const qr_recipe *r, const qr_setting *s, qr_error *e)
 {
     const qr_setting *blk = qr_recipe_setting(r, QR_SET_BLOCK), *rnd = qr_recipe_setting(r, QR_SET_ROUNDING);
+    const qr_setting *cmp = qr_recipe_setting(r, QR_SET_COMPUTE);
     *w = (wo){.m = o->module, .s = s, .dt = qr_dtype_from_name(s->type), .e = e, .matmulnbits = o->matmulnbits};
     if (!qr_dtype_is_int(w->dt))
         return qr_errorf(e, "recipe '%s': weight type %s is not an integer type", r->name, s->type);
     w->block = blk ? (int)blk->value : 0;
     w->per_channel = (s->mods & QR_MOD_PER_CHANNEL) != 0;
     w->round_away = rnd && !strcmp(rnd->type, "half_away");
+    w->int8 = cmp && !strcmp(cmp->type, "int8");
     w->qt = qr_qtype_of(w->dt, (s->mods & QR_MOD_NARROW) != 0, w->block || w->per_channel ? 0 : -1);
     w->qt.symmetric = (s->mods & QR_MOD_SYMMETRIC) != 0;
     if (s->nargs > QRL_MAX_PARAMS)

@@ -18,7 +18,7 @@ typedef struct qr_wo {
     double *args;        /* its calibrator call's arguments */
     qr_dtype dt;
     qrl_qtype qt;
-    int block, per_channel, round_away, matmulnbits;
+    int block, per_channel, round_away, matmulnbits, int8; /* int8: compute = int8 */
     qr_error *e;
 } qr_wo;
 qr_status qr_wo_init(qr_wo *w, const qr_quant_opts *o, const qr_recipe *r, const qr_setting *s, qr_error *e);
