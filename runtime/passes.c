@@ -1,6 +1,7 @@
 #include "passes.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -725,10 +726,121 @@ qr_status qr_pass_fold_gemm_scales(qr_graph *g, qr_error *e)
     return QR_OK;
 }
 
+/* ---- DequantizeLinear(4-bit weight, blocks along K) -> MatMul  ==>  MatMulNBits ----
+ * The weight-only export's form (opset 21, what w4-rtn.qrl writes) run as the MatMulNBits the
+ * same integers make, on the packed int4 kernels (ops/q4gemm.h), at accuracy_level 0: f32
+ * activations, the DequantizeLinear's own numerics (no rounding of A), where folding the pair
+ * would have kept an f32 copy of the weight (8 times its bytes) for the f32 GEMM. x is INT4 or
+ * UINT4 [K, N] read along axis 0 in blocks of block_size (a power of two >= 16) with a scale
+ * [n_blocks, N] and a zero point of x's type or none, all constants; the MatMul reads it as B and
+ * nothing else does. MatMulNBits' codes are unsigned: an INT4 q is q + 8 with zero point z + 8. */
+static int int4_dq_fits(const qr_node *dq, const int *uses, int64_t *block)
+{
+    const qr_value *x = dq->n_in > 0 ? dq->in[0] : NULL, *sc = qr_node_input(dq, 1), *zp = qr_node_input(dq, 2);
+    if (!x || !sc || !x->is_const || !sc->is_const || (zp && !zp->is_const) || dq->n_out != 1 || !dq->out[0] ||
+        dq->out[0]->is_output || uses[dq->out[0]->id] != 1)
+        return 0;
+    if ((x->t.dtype != QR_I4 && x->t.dtype != QR_U4) || x->t.ndim != 2 || sc->t.dtype != QR_F32 || sc->t.ndim != 2 ||
+        (zp && (zp->t.dtype != x->t.dtype || zp->t.ndim != 2)))
+        return 0;
+    int64_t K = x->t.dims[0], N = x->t.dims[1], b = qr_attr_i(dq, "block_size", 0), axis = qr_attr_i(dq, "axis", 1);
+    int64_t nb = b > 0 ? (K + b - 1) / b : 0;
+    int64_t odt = qr_attr_i(dq, "output_dtype", 0); /* 0: the scale's, 1: ONNX FLOAT */
+    if ((axis != 0 && axis != -2) || b < 16 || (b & (b - 1)) || (odt != 0 && odt != 1) || sc->t.dims[0] != nb ||
+        sc->t.dims[1] != N || (zp && (zp->t.dims[0] != nb || zp->t.dims[1] != N)))
+        return 0;
+    *block = b;
+    return 1;
+}
+
+static qr_status int4_to_nbits(qr_graph *g, qr_node *mm, const qr_node *dq, int64_t block, qr_error *e)
+{
+    const qr_value *x = dq->in[0], *sc = dq->in[1], *zp = qr_node_input(dq, 2);
+    int64_t K = x->t.dims[0], N = x->t.dims[1], nb = (K + block - 1) / block, zrow = (nb + 1) / 2;
+    int off = x->t.dtype == QR_I4 ? 8 : 0, need_zero = 0;
+    qr_tensor b = {.dtype = QR_U8, .ndim = 3, .dims = {N, nb, block / 2}}, s = {.dtype = QR_F32, .ndim = 1, .dims = {N * nb}};
+    qr_tensor z = {.dtype = QR_U8, .ndim = 1, .dims = {N * zrow}};
+    if (qr_tensor_alloc(&b, e) != QR_OK || qr_tensor_alloc(&s, e) != QR_OK || qr_tensor_alloc(&z, e) != QR_OK) {
+        free(b.data), free(s.data);
+        return QR_ERR;
+    }
+    memset(b.data, 0, qr_tensor_nbytes(&b));
+    memset(z.data, 0, qr_tensor_nbytes(&z));
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t n = 0; n < N; n++)
+            qr_nibble_set(b.data, (n * nb + k / block) * block + k % block,
+                          (int)qr_get_i64(x->t.data, x->t.dtype, k * N + n) + off);
+    for (int64_t bl = 0; bl < nb; bl++)
+        for (int64_t n = 0; n < N; n++) {
+            ((float *)s.data)[n * nb + bl] = ((const float *)sc->t.data)[bl * N + n];
+            int zc = (zp ? (int)qr_get_i64(zp->t.data, zp->t.dtype, bl * N + n) : 0) + off;
+            need_zero |= zc != 8;
+            qr_nibble_set(z.data, n * zrow * 2 + bl, zc);
+        }
+    char name[1024];
+    snprintf(name, sizeof name, "%s_nbits", x->name);
+    qr_value *bv = new_const(g, name, &b), *sv = NULL, *zv = NULL;
+    snprintf(name, sizeof name, "%s_nbits_scale", x->name);
+    sv = bv ? new_const(g, name, &s) : NULL;
+    snprintf(name, sizeof name, "%s_nbits_zero_point", x->name);
+    zv = sv && need_zero ? new_const(g, name, &z) : NULL;
+    free(b.data), free(s.data), free(z.data);
+    qr_value **in = qr_arena_alloc(&g->arena, sizeof *in * 4);
+    const char *dom = qr_arena_strdup(&g->arena, "com.microsoft");
+    if (!sv || (need_zero && !zv) || !in || !dom)
+        return qr_errorf(e, "out of memory turning MatMul '%s' into a MatMulNBits", mm->name);
+    in[0] = mm->in[0], in[1] = bv, in[2] = sv, in[3] = zv;
+    mm->in = in;
+    mm->n_in = zv ? 4 : 3;
+    mm->op = "MatMulNBits";
+    mm->domain = dom;
+    mm->opset = 1;
+    mm->def = qr_op_find("com.microsoft", "MatMulNBits");
+    mm->n_attr = 0;
+    qr_node_add_attr_i(g, mm, "K", K);
+    qr_node_add_attr_i(g, mm, "N", N);
+    qr_node_add_attr_i(g, mm, "bits", 4);
+    qr_node_add_attr_i(g, mm, "block_size", block);
+    return qr_graph_check_oom(g, e);
+}
+
+qr_status qr_pass_int4_matmul(qr_graph *g, qr_error *e)
+{
+    int *uses = count_uses(g), nd = g->n_nodes;
+    if (!uses)
+        return qr_errorf(e, "out of memory");
+    qr_node **producer = calloc((size_t)g->n_values + 1, sizeof *producer);
+    if (!producer) {
+        free(uses);
+        return qr_errorf(e, "out of memory");
+    }
+    for (int i = 0; i < nd; i++)
+        for (int j = 0; !g->nodes[i]->dead && j < g->nodes[i]->n_out; j++)
+            if (g->nodes[i]->out[j])
+                producer[g->nodes[i]->out[j]->id] = g->nodes[i];
+    qr_status st = QR_OK;
+    for (int i = 0; i < nd && st == QR_OK; i++) {
+        qr_node *mm = g->nodes[i];
+        if (!is_op(mm, "MatMul") || mm->n_in != 2 || !mm->in[0] || !mm->in[1] || mm->in[0]->t.ndim < 2)
+            continue;
+        qr_node *dq = producer[mm->in[1]->id];
+        int64_t block;
+        if (!dq || !is_op(dq, "DequantizeLinear") || !int4_dq_fits(dq, uses, &block) ||
+            (mm->in[0]->t.ndim && mm->in[0]->t.dims[mm->in[0]->t.ndim - 1] != dq->in[0]->t.dims[0]))
+            continue;
+        if ((st = int4_to_nbits(g, mm, dq, block, e)) == QR_OK)
+            dq->dead = 1;
+    }
+    free(uses);
+    free(producer);
+    return st;
+}
+
 qr_status qr_graph_optimize(qr_graph *g, qr_error *e)
 {
     qr_pass_annotate_qdq(g); /* before folding turns constant DequantizeLinears into plain floats */
-    if (qr_pass_remove_identity(g, e) != QR_OK || qr_pass_infer_and_fold(g, e) != QR_OK ||
+    if (qr_pass_remove_identity(g, e) != QR_OK || qr_pass_int4_matmul(g, e) != QR_OK ||
+        qr_pass_infer_and_fold(g, e) != QR_OK ||
         qr_pass_fold_batchnorm(g, e) != QR_OK || qr_pass_fold_gemm_scales(g, e) != QR_OK)
         return QR_ERR;
     qr_graph_compact(g);

@@ -19,6 +19,10 @@ qr_status qr_pass_fold_batchnorm(qr_graph *g, qr_error *e);
 /* Gemm's alpha into a constant B and beta into a constant C (new constants;
  * the attributes go), so one integer Gemm serves every alpha and beta. */
 qr_status qr_pass_fold_gemm_scales(qr_graph *g, qr_error *e);
+/* A MatMul whose B is a DequantizeLinear of a constant 4-bit weight in blocks along K becomes the
+ * MatMulNBits of the same integers (accuracy_level 0: the same f32 numerics), which runs on the
+ * packed int4 kernels instead of an f32 copy of the weight. */
+qr_status qr_pass_int4_matmul(qr_graph *g, qr_error *e);
 /* Quantization info from QDQ models: every QuantizeLinear/DequantizeLinear
  * with constant parameters gives its integer and real tensors their dtype,
  * scale(s), zero point(s), axis and clip range (value->q), for backends. */

@@ -324,3 +324,23 @@ Test(int4, compute_int8_needs_weight_only_blocks)
     cr_assert(strstr(log, "^~~~"), "%s", log);
     free(log);
 }
+
+/* The opset-21 form, DequantizeLinear(INT4 weight with zero points, blocks of 16 along K = 37)
+ * into MatMul, runs as the MatMulNBits of the same integers on the int4 kernels (the profile
+ * names it, and no DequantizeLinear is left), with the result blocked_dequantize_matmul checks
+ * against numpy; --kernels portable gives the same bits. */
+Test(int4, blocked_dequantize_matmul_runs_on_the_int4_kernels)
+{
+    char cmd[8192], *log, a[4096], b[4096];
+    snprintf(cmd, sizeof cmd, "'%s' run %s/dq_matmul.onnx -i %s/x.npy -o %s/fused --profile && '%s' run --kernels portable "
+             "%s/dq_matmul.onnx -i %s/x.npy -o %s/fused_port", tu_qrl(), dir, dir, dir, tu_qrl(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "MatMulNBits") && !strstr(log, "DequantizeLinear"), "%s", log);
+    free(log);
+    snprintf(a, sizeof a, "%s/fused/Y.npy", dir);
+    snprintf(b, sizeof b, "%s/fused_port/Y.npy", dir);
+    cr_assert_eq(tu_npy_rel_diff(a, b), 0.0);
+    snprintf(b, sizeof b, "%s/dq_matmul_y.npy", dir);
+    double d = tu_npy_rel_diff(b, a);
+    cr_assert(d >= 0 && d < 1e-5, "QRL vs numpy: %g", d);
+}
