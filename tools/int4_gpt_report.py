@@ -2,7 +2,7 @@
 """Weight-only int4 on the GPT-layout decoder (QRL-I's measurement): quantizes gpt.onnx of
 tools/make_transformer_models.py with recipes/w4-rtn.qrl at blocks of 32 and 128 (DequantizeLinear) and 32 (--weight-format
 matmulnbits), and with recipes/w4-gptq.qrl (blocks of 32, both forms; GPTQ's Hessian from the calibration ids gpt_calib.npy,
-never the test ids), runs each
+never the test ids), and with recipes/w4a8-dynamic.qrl (matmulnbits, accuracy_level 4: int8 activations), runs each
 export in QRL (`qrl run`, one sample at a time: the model's batch is 1) and in ONNX Runtime (tools/ort_run.js, one job per sample) on
 the test ids, and prints per block size: the output SQNR against PyTorch's f32 logits
 (gpt_test_f32.npy), ORT's output against QRL's (max |diff| / max |f32|), and the file size against
@@ -34,7 +34,7 @@ def main():
     for i in range(ids.shape[0]):
         np.save(os.path.join(d, "ids_%d.npy" % i), ids[i:i + 1])
     for name, block, fmt in (("w4-rtn", 32, "qdq"), ("w4-rtn", 128, "qdq"), ("w4-rtn", 32, "matmulnbits"),
-                             ("w4-gptq", 32, "qdq"), ("w4-gptq", 32, "matmulnbits")):
+                             ("w4-gptq", 32, "qdq"), ("w4-gptq", 32, "matmulnbits"), ("w4a8-dynamic", 32, "matmulnbits")):
         src = open(os.path.join(ROOT, "recipes", name + ".qrl")).read()
         recipe = os.path.join(ROOT, "recipes", "%s-%d.tmp.qrl" % (name, block))  # beside the stdlib it imports
         open(recipe, "w").write(re.sub(r"block\s*=\s*32", "block = %d" % block, src))
