@@ -821,12 +821,13 @@ qr_status qr_pass_int4_matmul(qr_graph *g, qr_error *e)
     qr_status st = QR_OK;
     for (int i = 0; i < nd && st == QR_OK; i++) {
         qr_node *mm = g->nodes[i];
-        if (!is_op(mm, "MatMul") || mm->n_in != 2 || !mm->in[0] || !mm->in[1] || mm->in[0]->t.ndim < 2)
+        /* A's shape is not known yet (inferred after this pass): MatMulNBits takes any A whose last
+         * dimension is K, with MatMul's output shape, and refuses another as MatMul would */
+        if (!is_op(mm, "MatMul") || mm->n_in != 2 || !mm->in[0] || !mm->in[1])
             continue;
         qr_node *dq = producer[mm->in[1]->id];
         int64_t block;
-        if (!dq || !is_op(dq, "DequantizeLinear") || !int4_dq_fits(dq, uses, &block) ||
-            (mm->in[0]->t.ndim && mm->in[0]->t.dims[mm->in[0]->t.ndim - 1] != dq->in[0]->t.dims[0]))
+        if (!dq || !is_op(dq, "DequantizeLinear") || !int4_dq_fits(dq, uses, &block))
             continue;
         if ((st = int4_to_nbits(g, mm, dq, block, e)) == QR_OK)
             dq->dead = 1;

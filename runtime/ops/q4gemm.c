@@ -89,6 +89,24 @@ static inline int q4_zero(const qr_q4w *w, int64_t g, int64_t b, int64_t j)
     return w->zeros ? w->zeros[(g * w->nb + b) * 16 + j] : 8;
 }
 
+void qr_q4_dequant(const qr_q4w *w, int64_t g0, int64_t g1, float *dst, int64_t ldd)
+{
+    for (int64_t g = g0; g < g1; g++)
+        for (int64_t b = 0; b < w->nb; b++) {
+            float sc[16], zf[16];
+            for (int j = 0; j < 16; j++)
+                sc[j] = q4_scale(w, g, b, j), zf[j] = (float)q4_zero(w, g, b, j);
+            const uint8_t *c = w->chunks + (g * w->nb + b) * w->chunk;
+            for (int64_t k = 0; k < w->block && b * w->block + k < w->K; k++) {
+                float *d = dst + (b * w->block + k) * ldd + (g - g0) * 16;
+                const uint8_t *ck = c + (k / 8) * 64 + (k & 3);
+                int sh = (k & 4) ? 4 : 0;
+                for (int j = 0; j < 16; j++) /* 16 columns of one k: a vector */
+                    d[j] = ((float)((ck[4 * j] >> sh) & 15) - zf[j]) * sc[j];
+            }
+        }
+}
+
 void qr_q4_quant_ref(const float *a, int64_t K, int64_t block, int8_t *qa, float *sa, int32_t *asum)
 {
     int64_t nb = (K + block - 1) / block;

@@ -7,7 +7,9 @@
  *     dot_f the f32 sum of a[m][k] * code[n][k] over the block (two fma chains, k % 8 < 4 and
  *     k % 8 >= 4, each in k order, then added), asum_f the block's sum of a in k order; each
  *     block's term added with one fma in block order. Within float rounding of ONNX Runtime's
- *     dequantize-then-sgemm.
+ *     dequantize-then-sgemm. MatMulNBits with many rows (quant.c: 16 or more) instead runs the
+ *     f32 GEMM (sgemm.h) on the weights dequantized, (code - zero) * scale, in panels
+ *     (qr_q4_dequant): a fma chain per output in k order.
  *   int8 (accuracy_level 4): each row of A quantized per block of K to int8 as ONNX Runtime's
  *     MLAS does (qr_q4_quant_a: symmetric, scale sa = amax / 127, q = round_half_even(a * (127 /
  *     amax)), the block's last values past K 0), then
@@ -56,6 +58,11 @@ typedef void (*qr_q4_i8_fn)(float *y, int64_t y_rs, const int8_t *qa, const floa
                             int64_t rows, const qr_q4w *w, const float *bias, int64_t g0, int64_t g1);
 typedef void (*qr_q4_f32_fn)(float *y, int64_t y_rs, const float *af, const float *asum, int64_t rows,
                              const qr_q4w *w, const float *bias, int64_t g0, int64_t g1);
+
+/* Groups [g0, g1) of the weights as f32, (code - zero) * scale: dst[k * ldd + n - 16 * g0] for
+ * k < K and the groups' columns n (those past N too: 0), for many rows at f32, where the f32 GEMM
+ * (sgemm.h) on the dequantized weights outruns a GEMV per row. */
+void qr_q4_dequant(const qr_q4w *w, int64_t g0, int64_t g1, float *dst, int64_t ldd);
 
 /* The kernels this CPU runs best, never NULL: AVX-512 VNNI (int8), AVX-512F (f32 and the row
  * quantizer), else the portable ones; --kernels portable (qr_igemm_portable_forced) or an ISA

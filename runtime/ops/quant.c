@@ -11,6 +11,7 @@
 #include "igemm.h"
 #include "options.h"
 #include "q4gemm.h"
+#include "sgemm.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -2516,6 +2517,32 @@ static void mnb_groups(void *arg, int64_t g0, int64_t g1)
         j->f32(j->y, j->w->N, j->af, j->fsum, j->rows, j->w, j->bias, g0, g1);
 }
 
+/* Rows from this many at f32 take the f32 GEMM on the weights dequantized (in panels of
+ * MNB_PANEL groups of 16 columns): the GEMV per row unpacks every code once a row (the bench
+ * GPT's 64 tokens ran its MatMulNBits at 4.4 GMAC/s, the f32 GEMM at 14). */
+#define MNB_GEMM_ROWS 16
+#define MNB_PANEL 32
+
+static qr_status mnb_f32_gemm(qr_kctx *k, const qr_q4w *w, const qr_sgemm_kernel *sk, const float *a, float *y,
+                              const float *bias, int64_t rows)
+{
+    int64_t cols = MNB_PANEL * 16;
+    float *panel = qr_kwork(k, w->K, cols, sizeof(float), "dequantized 4-bit weights");
+    float *work = panel ? qr_kwork(k, qr_pool_threads(k->pool), qr_sgemm_work(sk), sizeof(float), "packed GEMM panels")
+                        : NULL;
+    if (!work)
+        return QR_ERR;
+    for (int64_t g0 = 0; g0 < w->groups; g0 += MNB_PANEL) {
+        int64_t g1 = g0 + MNB_PANEL < w->groups ? g0 + MNB_PANEL : w->groups, n0 = g0 * 16;
+        int64_t n = (g1 * 16 < w->N ? g1 * 16 : w->N) - n0;
+        qr_q4_dequant(w, g0, g1, panel, cols);
+        qr_sgemm_job sj = {.a = a, .b = panel, .c = y + n0, .a_rs = w->K, .a_cs = 1, .ldb = cols, .ldc = w->N,
+                           .m = rows, .n = n, .k = w->K, .col_bias = bias ? bias + n0 : NULL};
+        qr_sgemm(k->pool, sk, &sj, work);
+    }
+    return QR_OK;
+}
+
 /* accuracy_level 4 asks for int8 activations (ONNX Runtime's CompInt8: each row of A quantized
  * per block, q4gemm.h), any other level for f32 ones, as ONNX Runtime reads the attribute. The
  * weights are packed once when B, scales and zero points are constants (the node's cache). */
@@ -2542,6 +2569,14 @@ static qr_status mnb_run(qr_kctx *k)
         qr_q4_view(&w, buf, s.K, s.N, s.block, zp != NULL);
     mnb_job j = {.w = &w, .y = k->out[0]->data, .bias = bias ? bias->data : NULL, .rows = s.M};
     const float *a = k->in[0]->data;
+    /* the f32 GEMM's reference kernel under --kernels portable: the same bits (sgemm.h) */
+    const qr_sgemm_kernel *sk = qr_sgemm_best() ? qr_sgemm_best() : qr_sgemm_isa("ref");
+    if (!i8 && s.M >= MNB_GEMM_ROWS && sk) {
+        qr_status st = mnb_f32_gemm(k, &w, sk, a, j.y, j.bias, s.M);
+        if (wconst)
+            qr_kcache_done(k, buf);
+        return st;
+    }
     void *rows = qr_kwork(k, s.M, w.kp, i8 ? 1 : sizeof(float), "A's rows");
     void *sums = rows ? qr_kwork(k, s.M, w.nb, sizeof(float), "A's block sums") : NULL;
     float *sa = sums && i8 ? qr_kwork(k, s.M, w.nb, sizeof(float), "A's block scales") : NULL;
