@@ -1,7 +1,8 @@
 /* The blocked 4-bit GEMV with AVX-512 (q4gemm.h): the codes of 16 columns x 8 k in one 64-byte
  * load, unpacked in registers. int8 (AVX-512 VNNI): the low nibbles (and 0x0f) and the high ones
- * (a 16-bit shift by 4, and 0x0f) are four unsigned codes per column lane, vpdpbusd'd against
- * four signed activations broadcast, int32 sums per block, then the block's term in f32. f32:
+ * (and 0xf0: 16 times the code) are four unsigned bytes per column lane, vpdpbusd'd against four
+ * signed activations broadcast, int32 sums per block (the high ones' shifted back by 4), then the
+ * block's term in f32. f32:
  * each lane's eight codes shifted out, converted and fma'd against one activation broadcast.
  * Tiles: 4 groups (64 columns) of one row, or 1 group of up to 4 rows sharing the unpacked codes;
  * each row's operations are the portable kernels', in their order. Only called when the CPU
