@@ -421,7 +421,8 @@ void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out)
         .output_worst = z->output_worst, .n_outputs = z->n_outputs,
         .macs = z->macs, .macs_int = z->macs_int, .top1_fp32 = z->top1_fp32, .top1_int8 = z->top1_int8,
         .top1_samples = z->top1_samples, .batch = z->batch, .weight_only = !z->ig, .acc_bits = z->acc_bits,
-        .acc_saturate = z->acc_saturate};
+        .acc_saturate = z->acc_saturate, .weight_bytes = z->weight_bytes, .weight_f32_bytes = z->weight_f32_bytes,
+        .weights_4bit = z->weights_4bit};
     for (int i = 0; i < z->nlayers; i++)
         if (z->layers[i].acc_on) {
             out->acc_layers++;

@@ -273,6 +273,15 @@ static void print_mixed(const qrl_quantized *q)
     }
 }
 
+/* The quantized weights' integers at their width (4-bit ones two to a byte) against their f32. */
+static void print_weight_bytes(const qrl_quant_summary *q)
+{
+    if (q->weight_f32_bytes > 0)
+        printf("bytes:     %lld of weight integers (%d of %d weights 4-bit), %lld in f32: %.3fx\n",
+               (long long)q->weight_bytes, q->weights_4bit, q->weights, (long long)q->weight_f32_bytes,
+               (double)q->weight_bytes / (double)q->weight_f32_bytes);
+}
+
 static void print_summary(const quantize_args *a, const qrl_quantized *qz)
 {
     qrl_quant_summary s, *q = &s;
@@ -280,6 +289,7 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
     printf("quantized: %s -> %s\n", a->model, a->outp);
     if (q->weight_only) { /* no integer graph, nothing calibrated: the weights, and the outputs' error */
         printf("weights:   %d quantized (weight-only: activations stay f32)\n", q->weights);
+        print_weight_bytes(q);
         if (q->validate_samples > 0)
             printf("output:    SQNR %.1f dB against f32 on %lld held-out samples%s; %.1f dB on the %lld it chose on\n",
                    q->output_sqnr, (long long)q->validate_samples, q->output_nonfinite ? ", NOT FINITE" : "",
@@ -304,6 +314,7 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
                q->dynamic, q->weights);
     else
         printf("tensors:   %d activations, %d weights\n", q->activations, q->weights);
+    print_weight_bytes(q);
     printf("lowered:   %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
            q->kernels, q->lookups, q->int_ops, q->requants, q->islands);
     printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms, ratio %.2f; batch %d)\n",

@@ -1301,7 +1301,6 @@ void chk_recipe(ctx *c, qc_sym *s)
     }
     const ql_node *act = setting[QR_SET_ACTIVATION], *wgt = setting[QR_SET_WEIGHT], *blk = setting[QR_SET_BLOCK];
     const ql_node *at = act && act->a->kind == QL_QSPEC ? act->a->a : NULL;
-    const ql_node *wt = wgt && wgt->a->kind == QL_QSPEC ? wgt->a->a : NULL;
     int weight_only = at && at->kind == QL_TYPE && at->op == QL_TOK_F32;
     if (!weight_only && blk)
         chk_err(c, blk->a, "block needs activation = f32 (weight-only): integer kernels take one weight "
@@ -1312,9 +1311,6 @@ void chk_recipe(ctx *c, qc_sym *s)
     if (cmp && cmp->a->kind == QL_NAME && !strcmp(cmp->a->name, "int8") && (!weight_only || !blk))
         chk_err(c, cmp->a, "compute = int8 is for weight-only recipes in blocks (activation = f32, block = 32): "
                            "the activations are quantized per block of K at run time");
-    if (!weight_only && at && wt && wt->kind == QL_TYPE && (wt->op == QL_TOK_I4 || wt->op == QL_TOK_U4))
-        chk_err(c, wt, "4-bit weights are weight-only: activation = f32 (4-bit weights with integer activations "
-                       "are not supported yet)");
     if (weight_only && wgt && wgt->a->kind == QL_QSPEC)
         for (int i = 0; i < wgt->a->nkids; i++)
             if (!strcmp(wgt->a->kids[i]->name, "per_tensor") && blk)

@@ -282,6 +282,10 @@ typedef struct qrl_quant_summary {
     int acc_bits, acc_saturate;
     int64_t acc_sums, acc_overflows;
     int acc_layers, acc_layers_overflowing;
+    /* the quantized weights' integers at their bit width (4-bit ones packed two to a byte; scales
+     * and zero points not counted), and the same weights in f32 */
+    int64_t weight_bytes, weight_f32_bytes;
+    int weights_4bit; /* of weights: those stored in 4 bits */
 } qrl_quant_summary;
 void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out);
 

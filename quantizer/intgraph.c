@@ -952,7 +952,7 @@ static qr_value *accumulator(builder *b, const struct mrec *r, const char **why)
     qr_value *xz = xd ? xd->zero : scalar_const(b, name, xs->dtype, xs->qp.zero);
     /* weight zero points: one per output channel, or a scalar; an activation's one */
     int nch = w ? w->nch : 1;
-    qr_tensor wz = {.dtype = w ? w->dtype : bs ? bs->dtype : q->act_dtype, .ndim = nch > 1 ? 1 : 0, .dims = {nch}};
+    qr_tensor wz = {.dtype = w ? qr_dtype_container(w->dtype) : bs ? bs->dtype : q->act_dtype, .ndim = nch > 1 ? 1 : 0, .dims = {nch}};
     qr_value *wzv = bd ? bd->zero : NULL;
     if (!bd) {
         if (qr_tensor_alloc(&wz, b->e) != QR_OK)
@@ -1055,7 +1055,7 @@ static qr_dtype arg_dtype(const builder *b, const plan_arg *a)
         return QR_I32;
     if (a->role == QR_ROLE_WEIGHT) {
         const qr_wquant *w = a->id >= 0 ? qr_plan_weight(b->q, a->id) : NULL;
-        return w ? w->dtype : QR_UNDEF;
+        return w ? qr_dtype_container(w->dtype) : QR_UNDEF; /* i4 weights arrive unpacked, as i8 */
     }
     return qr_plan_value_dtype(b->q, a->id);
 }
@@ -2192,6 +2192,45 @@ static qr_status fuse_stages(builder *b)
     return QR_OK;
 }
 
+/* A packed 4-bit constant (i4, u4) as its container type (i8, u8), in place in g. */
+static qr_status unpack_const(qr_graph *g, qr_value *v, qr_error *e)
+{
+    if (!v || !v->is_const || !qr_dtype_is_packed(v->t.dtype))
+        return QR_OK;
+    qr_tensor t = v->t;
+    t.dtype = qr_dtype_container(v->t.dtype);
+    t.data = NULL;
+    if (qr_tensor_alloc(&t, e) != QR_OK)
+        return QR_ERR;
+    for (int64_t i = 0, n = qr_tensor_numel(&t); i < n; i++)
+        qr_set_i64(t.data, t.dtype, i, qr_get_i64(v->t.data, v->t.dtype, i));
+    qr_status st = qr_value_try_set_const(g, v, &t, e);
+    qr_tensor_free(&t);
+    return st;
+}
+
+/* 4-bit weights (W4A8) run on the 8-bit kernels: their integers, and the zero points of the
+ * DequantizeLinear that reads them, are unpacked to i8 (u8) here, once, when the integer graph is
+ * built; ConvInteger and MatMulInteger then pack them for their microkernels as any i8 weight. The
+ * QDQ graph and the export keep them packed. */
+static qr_status unpack_4bit_weights(const qr_qctx *q, qr_graph *g, qr_error *e)
+{
+    for (int i = 0; i < q->nw; i++) {
+        int id = q->qval[q->w[i].value];
+        qr_value *v = id >= 0 && id < g->n_values ? g->values[id] : NULL;
+        if (!v || !qr_dtype_is_packed(v->t.dtype))
+            continue;
+        for (int k = 0; k < g->n_nodes; k++) {
+            qr_node *n = g->nodes[k];
+            if (!strcmp(n->op, "DequantizeLinear") && n->n_in > 2 && n->in[0] == v && unpack_const(g, n->in[2], e) != QR_OK)
+                return QR_ERR;
+        }
+        if (unpack_const(g, v, e) != QR_OK)
+            return QR_ERR;
+    }
+    return QR_OK;
+}
+
 qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph **out, qr_error *e)
 {
     qr_intgraph *ig = calloc(1, sizeof *ig);
@@ -2200,6 +2239,10 @@ qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph *
         return qr_errorf(e, "out of memory");
     }
     qr_pass_annotate_qdq(ig->g); /* each integer value's qparams, from its QuantizeLinear/DequantizeLinear */
+    if (unpack_4bit_weights(q, ig->g, e) != QR_OK) {
+        qr_intgraph_free(ig);
+        return QR_ERR;
+    }
     builder b = {q, ig, ig->g, e, calloc((size_t)q->g->n_values + 1, sizeof(dyn_ints))};
     if (!(ig->runs = calloc((size_t)q->g->n_values + 1, sizeof *ig->runs)) || !b.dyn) {
         free(b.dyn);

@@ -790,7 +790,8 @@ static qr_status rebuild(qr_qctx *q, qr_quantized *res)
     qr_intgraph_free(res->ig);
     res->qdq = NULL;
     res->ig = NULL;
-    res->weights = 0;
+    res->weights = res->weights_4bit = 0;
+    res->weight_bytes = res->weight_f32_bytes = 0;
     qr_status st = qr_plan_build_qdq(q, res);
     if (st == QR_OK && (st = qr_intgraph_build(q, res->qdq, &res->ig, q->e)) != QR_OK)
         qr_error_prefix(q->e, "recipe '%s'", q->r->name);

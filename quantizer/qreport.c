@@ -342,10 +342,12 @@ static void write_html(FILE *f, const qr_quantized *q, const char *model)
     fprintf(f, "</b>, recipe <b>");
     esc(f, q->recipe ? q->recipe : "", 0);
     fprintf(f, "</b>. %lld calibration samples in %.0f ms (one f32 pass: %.0f ms). Nodes: %d by patterns, %d by "
-               "affine rules, %d in f32. %d weight tensors quantized; %d tensors fell back to f32; %d activations are "
+               "affine rules, %d in f32. %d weight tensors quantized (%d of them 4-bit): %lld bytes of integers, 4-bit ones "
+               "packed two to a byte, against %lld in f32; %d tensors fell back to f32; %d activations are "
                "quantized at run time (dynamic: no calibrated scale; the range shown is the calibration samples').</p>\n",
             (long long)q->samples, q->calib_ms, q->fp32_ms, q->nodes_pattern, q->nodes_affine, q->nodes_float,
-            q->weights, q->fallbacks, q->ndynamic);
+            q->weights, q->weights_4bit, (long long)q->weight_bytes, (long long)q->weight_f32_bytes, q->fallbacks,
+            q->ndynamic);
     fprintf(f, "<h2>SQNR of each quantized tensor against f32</h2>\n<p>Signal-to-quantization-noise ratio measured "
                "on calibration data, with every quantization upstream applied (simulated in f32; the table also "
                "gives it for the integer graph's own kernels). Red: under 20 dB; grey: fell back to f32.</p>\n");

@@ -74,8 +74,6 @@ static qr_status read_settings(qr_qctx *q)
         return qr_errorf(q->e, "recipe '%s' must set activation and weight", r->name);
     q->act_dtype = qr_dtype_from_name(q->act->type);
     q->w_dtype = qr_dtype_from_name(q->wt->type);
-    if (qr_dtype_is_packed(q->w_dtype)) /* the checker's rule; a module built otherwise still gets a message */
-        return qr_errorf(q->e, "recipe '%s': %s weights need activation = f32 (weight-only)", r->name, q->wt->type);
     if (!qr_dtype_is_int(q->act_dtype) || !qr_dtype_is_int(q->w_dtype))
         return qr_errorf(q->e, "recipe '%s': unsupported integer type", r->name);
     if (q->act->mods & QR_MOD_PER_CHANNEL)
@@ -576,6 +574,14 @@ static qr_status quantize_weights(qr_qctx *q)
         q->bias[q->nbias++] = (qr_bquant){i, r->a, r->b};
     }
     return QR_OK;
+}
+
+void qr_plan_count_weight(qr_quantized *res, qr_dtype t, int64_t n)
+{
+    res->weights++;
+    res->weights_4bit += qr_dtype_is_packed(t);
+    res->weight_bytes += (int64_t)qr_dtype_bytes(t, n);
+    res->weight_f32_bytes += 4 * n;
 }
 
 const qr_wquant *qr_plan_weight(const qr_qctx *q, int value)
@@ -1449,8 +1455,8 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
         if (zeros)
             q->qval[w->value] = id_of(insert_dq_const(d, d->values[w->value], &ints, w->scale, zeros, w->dtype, w->nch, w->axis));
         free(zeros);
+        qr_plan_count_weight(res, w->dtype, n);
         qr_tensor_free(&ints);
-        res->weights++;
     }
     for (int i = 0; i < q->nbias; i++) {
         const qr_bquant *b = &q->bias[i];
@@ -2034,7 +2040,9 @@ static qr_status export_form(const qr_qctx *q, qr_graph *d, qr_error *e)
         return qr_graph_check_oom(d, e) != QR_OK ? QR_ERR : qr_errorf(e, "out of memory");
     for (int i = 0; i < q->nslots; i++)
         wide |= !q->slots[i].fallback && (q->slots[i].dtype == QR_U16 || q->slots[i].dtype == QR_I16);
-    /* QuantizeLinear and DequantizeLinear take 16-bit integers from opset 21 */
+    for (int i = 0; i < q->nw; i++) /* a 4-bit weight that stays quantized (W4A8) */
+        wide |= qr_dtype_is_packed(q->w[i].dtype) && !qr_plan_const_falls_back(q, q->w[i].value);
+    /* QuantizeLinear and DequantizeLinear take 16-bit and 4-bit integers from opset 21 */
     if (wide && qr_pass_raise_opset(d, 21, e) != QR_OK)
         return QR_ERR;
     return n ? qr_graph_toposort(d, e) : QR_OK;

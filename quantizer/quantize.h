@@ -76,6 +76,8 @@ typedef struct qr_quantized {
     int nlayers, ndynamic;
     int nodes_pattern, nodes_affine, nodes_float; /* how the graph's nodes are executed */
     int weights;                                  /* weight tensors quantized */
+    int weights_4bit;                             /* of them, 4-bit ones */
+    int64_t weight_bytes, weight_f32_bytes;       /* their integers (4-bit packed), and their f32 */
     int64_t samples;                              /* calibration samples used */
     double calib_ms;                              /* the calibration pass */
     double fp32_ms;                               /* one fp32 pass over the same samples */

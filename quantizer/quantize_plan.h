@@ -121,6 +121,8 @@ typedef struct qr_qctx {
 qr_dtype qr_plan_value_dtype(const qr_qctx *q, int value);
 /* The weight record of value id `value`, or NULL. */
 const qr_wquant *qr_plan_weight(const qr_qctx *q, int value);
+/* A weight of n elements quantized to t, in res's counts (weights, 4-bit ones, bytes). */
+void qr_plan_count_weight(qr_quantized *res, qr_dtype t, int64_t n);
 /* Whether constant `value` belongs to a match whose output fell back to f32. */
 int qr_plan_const_falls_back(const qr_qctx *q, int value);
 /* ONNX QuantizeLinear of one value: x / scale rounded half to even, plus zero, saturated. */

@@ -464,7 +464,7 @@ static qr_status round_layer(const wo *w, qr_graph *d, layer *l)
 /* The weight-only recipe's layers rounded by its layer calibrator (gptq): each weight a MatMul or
  * Gemm reads, from the rows its first input carries over the calibration samples. */
 static qr_status layer_calibrate(const wo *w, const qr_graph *g, qr_graph *d, const qr_tensor *calib, int threads,
-                                 int *count)
+                                 qr_quantized *res)
 {
     if (!w->block && !w->per_channel)
         return qr_errorf(w->e, "calibrator '%s' rounds a weight by blocks or by output channel: set block = N or "
@@ -495,8 +495,9 @@ static qr_status layer_calibrate(const wo *w, const qr_graph *g, qr_graph *d, co
     if (st == QR_OK)
         st = observe_layers(g, calib, threads, &ls, w->e);
     for (int i = 0; i < ls.n && st == QR_OK; i++) {
+        int64_t n = qr_tensor_numel(&ls.l[i].wv->t);
         if ((st = round_layer(w, d, &ls.l[i])) == QR_OK)
-            (*count)++;
+            qr_plan_count_weight(res, w->dt, n);
         qr_calib_free(ls.l[i].cal); /* its gram, k x k doubles, goes as soon as the layer is done */
         ls.l[i].cal = NULL;
     }
@@ -625,11 +626,14 @@ qr_status qr_weight_only(const qr_graph *g, const qr_graph *ref, const qr_tensor
     const qr_cal_desc *cd = st == QR_OK ? qr_module_calibrator(w.m, s->calibrator) : NULL;
     int n0 = d ? d->n_nodes : 0;
     if (cd && cd->layer)
-        st = layer_calibrate(&w, g, d, calib, threads, &res->weights);
+        st = layer_calibrate(&w, g, d, calib, threads, res);
     for (int i = 0; i < n0 && st == QR_OK && cd && !cd->layer; i++) {
         int kax;
-        if (qr_wo_takes_weight(d->nodes[i], &kax) && (st = quantize_one(&w, d, d->nodes[i], d->nodes[i]->in[1], kax)) == QR_OK)
-            res->weights++;
+        if (!qr_wo_takes_weight(d->nodes[i], &kax))
+            continue;
+        int64_t n = qr_tensor_numel(&d->nodes[i]->in[1]->t);
+        if ((st = quantize_one(&w, d, d->nodes[i], d->nodes[i]->in[1], kax)) == QR_OK)
+            qr_plan_count_weight(res, w.dt, n);
     }
     if (st == QR_OK)
         st = qr_wo_finish(d, e);

@@ -32,6 +32,8 @@ size_t qr_dtype_size(qr_dtype t) { return qr_dtype_get(t)->size; }
 int qr_dtype_bits(qr_dtype t) { return qr_dtype_get(t)->bits; }
 int qr_dtype_is_packed(qr_dtype t) { return t == QR_I4 || t == QR_U4; }
 
+qr_dtype qr_dtype_container(qr_dtype t) { return t == QR_I4 ? QR_I8 : t == QR_U4 ? QR_U8 : t; }
+
 size_t qr_dtype_bytes(qr_dtype t, int64_t n)
 {
     return qr_dtype_is_packed(t) ? (size_t)(n + 1) / 2 : (size_t)n * qr_dtype_size(t);

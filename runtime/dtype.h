@@ -45,6 +45,8 @@ int qr_dtype_bits(qr_dtype t);
 /* The bytes n elements take: n * size, or (n + 1) / 2 for the packed 4-bit types. */
 size_t qr_dtype_bytes(qr_dtype t, int64_t n);
 int qr_dtype_is_packed(qr_dtype t); /* i4, u4 */
+/* The type code holds a value of t in: i8 for i4, u8 for u4 (what kernels see), else t itself. */
+qr_dtype qr_dtype_container(qr_dtype t);
 qr_dtype qr_dtype_from_onnx(int onnx_code); /* QR_UNDEF when unknown */
 qr_dtype qr_dtype_from_name(const char *name); /* "u8", "f32", ... as qr_dtype_name; QR_UNDEF when unknown */
 int qr_dtype_is_float(qr_dtype t);
