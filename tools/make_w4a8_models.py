@@ -19,18 +19,10 @@ import os
 import sys
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper, save
+from onnx import TensorProto, helper
 
-
-def f32(name, a):
-    return numpy_helper.from_array(np.asarray(a, np.float32), name)
-
-
-def save_model(path, nodes, inits, inputs, outputs):
-    g = helper.make_graph(nodes, os.path.basename(path), inputs, outputs, initializer=inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="tools/make_w4a8_models.py")
-    m.ir_version = 7
-    save(m, path)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_a16_models import f32, save_model  # noqa: E402 (opset 13 models, ir_version 7)
 
 
 def weight(rng, shape, axis):

@@ -24,17 +24,6 @@
 
 static char *dir;
 
-/* Writes text to DIR/name. */
-static void write_file(const char *name, const char *text)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    cr_assert(f, "%s", path);
-    fputs(text, f);
-    fclose(f);
-}
-
 static void setup(void)
 {
     dir = tu_tmpdir();
@@ -51,7 +40,7 @@ static void setup(void)
                     "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n"},
     };
     for (int i = 0; i < 2; i++)
-        write_file(recipes[i][0], recipes[i][1]);
+        tu_write_file(dir, recipes[i][0], recipes[i][1]);
 }
 
 static void teardown(void)
@@ -75,24 +64,6 @@ static void run_ok(const char *cmd)
     char *log;
     cr_assert_eq(tu_run(cmd, &log), 0, "%s\n%s", cmd, log);
     free(log);
-}
-
-/* The largest |a - b| over two .npy files of the same shape, in units of step. */
-static double max_steps(const char *a, const char *b, double step)
-{
-    qr_tensor ta, tb;
-    qr_error e;
-    cr_assert_eq(qr_npy_read(a, &ta, &e), QR_OK, "%s: %s", a, e.msg);
-    cr_assert_eq(qr_npy_read(b, &tb, &e), QR_OK, "%s: %s", b, e.msg);
-    cr_assert(qr_tensor_same_shape(&ta, &tb), "%s and %s differ in shape", a, b);
-    cr_assert_eq(ta.dtype, QR_F32);
-    cr_assert_eq(tb.dtype, QR_F32);
-    double m = 0;
-    for (int64_t i = 0; i < qr_tensor_numel(&ta); i++)
-        m = fmax(m, fabs((double)((float *)ta.data)[i] - ((float *)tb.data)[i]));
-    qr_tensor_free(&ta);
-    qr_tensor_free(&tb);
-    return m / step;
 }
 
 /* Quantizes MODEL with the recipe TAG, runs the export in numpy, ONNX Runtime and QRL (integer
@@ -134,7 +105,7 @@ static void check(const char *model, const char *tag, int nout, const char *cons
         const char *runs[] = {"ort", "int", "sim", "mem"};
         for (int r = 0; r < 4; r++) {
             snprintf(got, sizeof got, "%s/%s_%s_%s/%s.npy", dir, runs[r], model, tag, outs[i]);
-            double d = max_steps(ref, got, step);
+            double d = tu_npy_max_diff(ref, got) / step;
             cr_assert_leq(d, 1.001, "%s %s output %s: %s differs from numpy's fake-quant by %.3f steps of %g", model,
                           tag, outs[i], runs[r], d, step);
         }
@@ -219,7 +190,7 @@ Test(a16, a_sum_too_long_for_the_accumulator_is_an_error)
 Test(a16, an_int32_accumulator_for_16_bit_activations_is_refused)
 {
     char cmd[8192], *log;
-    write_file("acc32.qrl",
+    tu_write_file(dir, "acc32.qrl",
           "import \"calibrators.qrl\"\n"
           "kernel k32(acc: tensor<i32>, x: tensor<u16>, x_scale: f32, x_zero: i32, w: tensor<i8>, w_scale: f32[],\n"
           "           w_zero: i32[], y: tensor<u16>, y_scale: f32, y_zero: i32) {\n"
@@ -262,7 +233,7 @@ Test(a16, ln_and_softmax_16_bit_in_an_8_bit_block)
 Test(a16, activation_for_a_node_name)
 {
     char cmd[8192], *log;
-    write_file("node16.qrl", "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+    tu_write_file(dir, "node16.qrl", "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
                              "recipe r {\n  activation = u8 asymmetric by minmax()\n"
                              "  activation for \"p_node\" = u16 asymmetric by minmax()\n"
                              "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n");

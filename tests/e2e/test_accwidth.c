@@ -76,22 +76,6 @@ static double layer_field(const char *report, const char *value, const char *key
     return strncmp(at + strlen(pat), "null", 4) ? atof(at + strlen(pat)) : NAN;
 }
 
-/* The largest |a - b| of two .npy files of one shape. */
-static double max_diff(const char *a, const char *b)
-{
-    qr_tensor ta, tb;
-    qr_error e;
-    cr_assert_eq(qr_npy_read(a, &ta, &e), QR_OK, "%s: %s", a, e.msg);
-    cr_assert_eq(qr_npy_read(b, &tb, &e), QR_OK, "%s: %s", b, e.msg);
-    cr_assert(qr_tensor_same_shape(&ta, &tb), "%s and %s differ in shape", a, b);
-    double m = 0;
-    for (int64_t i = 0; i < qr_tensor_numel(&ta); i++)
-        m = fmax(m, fabs((double)((float *)ta.data)[i] - ((float *)tb.data)[i]));
-    qr_tensor_free(&ta);
-    qr_tensor_free(&tb);
-    return m;
-}
-
 /* Quantizes MODEL with recipe TAG (BITS, MODE), checks the report's overflow count on the
  * calibration samples and the integer graph's outputs on other samples against numpy; returns
  * the report (malloc'd). */
@@ -135,13 +119,13 @@ static char *check(const char *model, const char *tag, int bits, const char *mod
     char ref[4096], got[4096];
     snprintf(ref, sizeof ref, "%s/np_%s_%s.npy", dir, model, tag);
     snprintf(got, sizeof got, "%s/int_%s_%s/Y.npy", dir, model, tag);
-    cr_assert_eq(max_diff(ref, got), 0, "%s %s: the integer graph differs from numpy", model, tag);
+    cr_assert_eq(tu_npy_max_diff(ref, got), 0, "%s %s: the integer graph differs from numpy", model, tag);
     /* the export run by the same recipe's integer graph */
     snprintf(cmd, sizeof cmd, "cd %s && '%s' run %s.%s.onnx --qdq-recipe %s.qrl -i %s_x.npy -o qdq_%s_%s", dir, tu_qrl(),
              model, tag, tag, model, model, tag);
     run_ok(cmd);
     snprintf(got, sizeof got, "%s/qdq_%s_%s/Y.npy", dir, model, tag);
-    cr_assert_eq(max_diff(ref, got), 0, "%s %s: the export's run differs from numpy", model, tag);
+    cr_assert_eq(tu_npy_max_diff(ref, got), 0, "%s %s: the export's run differs from numpy", model, tag);
     return report;
 }
 

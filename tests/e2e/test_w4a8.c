@@ -21,16 +21,6 @@
 
 static char *dir;
 
-static void write_file(const char *name, const char *text)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    cr_assert(f, "%s", path);
-    fputs(text, f);
-    fclose(f);
-}
-
 #define W4 "  weight = i4 symmetric narrow per_channel by minmax(symmetric = true)\n"
 
 static void setup(void)
@@ -41,11 +31,11 @@ static void setup(void)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
     /* RTN recipes (minmax: what the oracle computes), u8 and i8 activations, and the simulated graph's */
-    write_file("rtn_u8.qrl", "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+    tu_write_file(dir, "rtn_u8.qrl", "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
                              "recipe rtn_u8 {\n  activation = u8 asymmetric by minmax()\n" W4 "}\n");
-    write_file("rtn_i8.qrl", "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+    tu_write_file(dir, "rtn_i8.qrl", "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
                              "recipe rtn_i8 {\n  activation = i8 symmetric by minmax(symmetric = true)\n" W4 "}\n");
-    write_file("sim.qrl", "import \"calibrators.qrl\"\nrecipe sim {\n  activation = u8 asymmetric by minmax()\n" W4 "}\n");
+    tu_write_file(dir, "sim.qrl", "import \"calibrators.qrl\"\nrecipe sim {\n  activation = u8 asymmetric by minmax()\n" W4 "}\n");
 }
 
 static void teardown(void)
@@ -60,22 +50,6 @@ static char *run_ok(const char *cmd)
     char *log;
     cr_assert_eq(tu_run(cmd, &log), 0, "%s\n%s", cmd, log);
     return log;
-}
-
-/* The largest |a - b| over two .npy files of the same shape, in units of step. */
-static double max_steps(const char *a, const char *b, double step)
-{
-    qr_tensor ta, tb;
-    qr_error e;
-    cr_assert_eq(qr_npy_read(a, &ta, &e), QR_OK, "%s: %s", a, e.msg);
-    cr_assert_eq(qr_npy_read(b, &tb, &e), QR_OK, "%s: %s", b, e.msg);
-    cr_assert(qr_tensor_same_shape(&ta, &tb), "%s and %s differ in shape", a, b);
-    double m = 0;
-    for (int64_t i = 0; i < qr_tensor_numel(&ta); i++)
-        m = fmax(m, fabs((double)((float *)ta.data)[i] - ((float *)tb.data)[i]));
-    qr_tensor_free(&ta);
-    qr_tensor_free(&tb);
-    return m / step;
 }
 
 /* Quantizes MODEL with recipe (a file in dir, or under the root with root=1), checks the weights
@@ -124,7 +98,7 @@ static char *check(const char *model, const char *recipe, int root, int nweights
         const double tol[] = {0, 0, 1.001, 1.001}; /* QRL's integers are numpy's; ORT's and f32's within a tie */
         for (int r = 0; r < 4; r++) {
             snprintf(got, sizeof got, "%s/%s_%s/%s.npy", dir, runs[r], tag, outs[i]);
-            double d = max_steps(ref, got, step);
+            double d = tu_npy_max_diff(ref, got) / step;
             cr_assert_leq(d, tol[r], "%s output %s: %s differs from numpy's integers by %.3f steps of %g", tag, outs[i],
                           runs[r], d, step);
         }
@@ -185,7 +159,7 @@ Test(w4a8, shipped_recipe_runs_in_ort)
  * patterns.qrl. */
 Test(w4a8, u4_weights_are_refused_by_the_kernels_types)
 {
-    write_file("u4.qrl", "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+    tu_write_file(dir, "u4.qrl", "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
                          "recipe u4w {\n  activation = u8 asymmetric by minmax()\n"
                          "  weight = u4 asymmetric per_channel by minmax()\n}\n");
     char cmd[8192], *log;

@@ -10,7 +10,7 @@ Usage: /usr/bin/python3 tests/e2e/w4a8_oracle.py F32.onnx QUANTIZED.onnx X.npy O
    and zero points are numpy's per-channel RTN, bit for bit: scale = max|w| / 7 over the channel
    (float64, then float32; at least 1e-12), q = clip(rint(w / scale), -7, 7) with w / scale in
    float32 (rint: half to even), zero point 0. The nibbles are unpacked here (low nibble first,
-   sign-extended). The model must declare opset 21.
+   sign-extended, tests/e2e/int4_rtn_oracle.py). The model must declare opset 21.
 2. The integer reference. The export's graph run on integers: QuantizeLinear of X (round half to
    even, saturate to the zero point's type); a Conv, Gemm or MatMul reading two DequantizeLinears
    sums (x - x_zero) * (w - w_zero) over the integers exactly (int64), adds the bias's int32
@@ -28,30 +28,11 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from a16_oracle import attr, conv  # noqa: E402 (the oracles' attributes and Conv over taps)
+from int4_rtn_oracle import tensor  # noqa: E402 (INT4/UINT4 initializers unpacked by numpy)
+
 RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
-
-
-def unpack4(raw, n, signed):
-    b = np.frombuffer(raw, np.uint8)
-    v = np.empty(b.size * 2, np.int64)
-    v[0::2] = b & 15
-    v[1::2] = b >> 4
-    v = v[:n]
-    return np.where(v >= 8, v - 16, v) if signed else v
-
-
-def tensor(t):
-    if t.data_type in (21, 22):  # UINT4, INT4: this onnx predates them
-        n = int(np.prod(t.dims)) if len(t.dims) else 1
-        return unpack4(t.raw_data, n, t.data_type == 22).reshape(tuple(t.dims))
-    return numpy_helper.to_array(t)
-
-
-def attr(n, name, default=None):
-    for a in n.attribute:
-        if a.name == name:
-            return onnx.helper.get_attribute_value(a)
-    return default
 
 
 def out_axis(n):
@@ -116,26 +97,9 @@ def per_axis(p, ndim, axis):
 
 
 def conv_int(x, w, n):
-    """sum over taps of x * w on int64 integers (pads with 0: x is already less its zero point)."""
-    group = attr(n, "group", 1)
-    strides = attr(n, "strides", [1, 1])
-    dil = attr(n, "dilations", [1, 1])
-    pads = attr(n, "pads", [0, 0, 0, 0])
-    kh, kw = w.shape[2], w.shape[3]
-    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
-    ho = (xp.shape[2] - (dil[0] * (kh - 1) + 1)) // strides[0] + 1
-    wo = (xp.shape[3] - (dil[1] * (kw - 1) + 1)) // strides[1] + 1
-    m, cg = w.shape[0], w.shape[1]
-    mg = m // group
-    y = np.zeros((x.shape[0], m, ho, wo), np.int64)
-    for g in range(group):
-        xs = xp[:, g * cg:(g + 1) * cg]
-        for i in range(kh):
-            for j in range(kw):
-                r0, c0 = i * dil[0], j * dil[1]
-                tap = xs[:, :, r0:r0 + strides[0] * (ho - 1) + 1:strides[0], c0:c0 + strides[1] * (wo - 1) + 1:strides[1]]
-                y[:, g * mg:(g + 1) * mg] += np.einsum("nchw,mc->nmhw", tap, w[g * mg:(g + 1) * mg, :, i, j])
-    return y
+    """sum over taps of x * w on int64 integers (x already less its zero point, so pads are 0):
+    a16_oracle's Conv, exact in float64 for these sums."""
+    return conv(x, w, None, n).astype(np.int64)
 
 
 def run_integers(qm, x, outdir):

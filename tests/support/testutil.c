@@ -5,6 +5,7 @@
 #include "../../compiler/compile.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "op.h"
 #include "options.h"
 #include "recipe.h"
+#include "tensor_io.h"
 
 qr_value *tu_input(qr_graph *g, const char *name, int ndim, const int64_t *dims)
 {
@@ -247,6 +249,32 @@ double tu_npy_sqnr(const char *ref, const char *test)
 double tu_npy_rel_diff(const char *ref, const char *test)
 {
     return npy_stat(ref, test, "np.abs(r - t).max() / np.abs(r).max()");
+}
+
+double tu_npy_max_diff(const char *a, const char *b)
+{
+    qr_tensor ta, tb;
+    qr_error e;
+    cr_assert_eq(qr_npy_read(a, &ta, &e), QR_OK, "%s: %s", a, e.msg);
+    cr_assert_eq(qr_npy_read(b, &tb, &e), QR_OK, "%s: %s", b, e.msg);
+    cr_assert(qr_tensor_same_shape(&ta, &tb), "%s and %s differ in shape", a, b);
+    cr_assert(ta.dtype == QR_F32 && tb.dtype == QR_F32, "%s and %s: f32 expected", a, b);
+    double m = 0;
+    for (int64_t i = 0; i < qr_tensor_numel(&ta); i++)
+        m = fmax(m, fabs((double)((float *)ta.data)[i] - ((float *)tb.data)[i]));
+    qr_tensor_free(&ta);
+    qr_tensor_free(&tb);
+    return m;
+}
+
+void tu_write_file(const char *dir, const char *name, const char *text)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "%s", path);
+    fputs(text, f);
+    fclose(f);
 }
 
 char *tu_slurp_root(const char *rel)

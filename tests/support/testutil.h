@@ -43,6 +43,10 @@ double tu_json_number(const char *path, const char *key);
 double tu_npy_sqnr(const char *ref, const char *test);
 /* max |ref - test| / max |ref| of two .npy files, by numpy. */
 double tu_npy_rel_diff(const char *ref, const char *test);
+/* The largest |a - b| over two f32 .npy files of the same shape (the test fails otherwise). */
+double tu_npy_max_diff(const char *a, const char *b);
+/* Writes text to dir/name (the test fails if it cannot). */
+void tu_write_file(const char *dir, const char *name, const char *text);
 /* Count of files in dir (non-recursive, . and .. excluded). */
 int tu_count_files(const char *dir);
 
