@@ -173,3 +173,30 @@ Test(w4a8, u4_weights_are_refused_by_the_kernels_types)
     snprintf(cmd, sizeof cmd, "%s/u4.onnx", dir);
     cr_assert(!tu_file_exists(cmd), "no partial output");
 }
+
+/* The fallback's search with 4-bit weights: a recipe that sends the layers losing more than 28 dB
+ * alone to f32 keeps their weights f32 in the export (the Conv with group 2 stays INT4), the
+ * summary counts only the 4-bit weight's bytes, and ONNX Runtime runs the mixed file as QRL does. */
+Test(w4a8, fallback_keeps_the_weights_of_f32_layers_f32)
+{
+    tu_write_file(dir, "fb.qrl", "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+                                 "recipe fb {\n  activation = u8 asymmetric by minmax()\n" W4
+                                 "  fallback = f32 when sqnr < 28\n}\n");
+    char *log = tu_sh("cd %s && '%s' quantize cnn.onnx --recipe fb.qrl --calib cnn_calib.npy -o cnn_fb.onnx && "
+                      "/usr/bin/python3 -c \"import onnx; m = onnx.load('cnn_fb.onnx'); print('opset', "
+                      "m.opset_import[0].version, sorted((t.name, t.data_type) for t in m.graph.initializer if "
+                      "t.name[0] == 'w'))\" && node '%s/tools/ort_run.js' cnn_fb.onnx cnn_x.npy -o ort_fb && "
+                      "'%s' run cnn_fb.onnx -i cnn_x.npy -o int_fb", dir, tu_qrl(), tu_root(), tu_qrl());
+    cr_assert(strstr(log, "3 tensors fell back to f32"), "%s", log);
+    cr_assert(strstr(log, "bytes:     54 of weight integers (1 of 1 weights 4-bit), 432 in f32: 0.125x"), "%s", log);
+    cr_assert(strstr(log, "opset 21 [('w1_quantized', 22), ('w1_scale', 1), ('w1_zero_point', 22), ('w2', 1), "
+                          "('w3', 1), ('w4', 1)]"), "%s", log);
+    free(log);
+    for (int i = 0; i < 2; i++) {
+        char a[4096], b[4096];
+        snprintf(a, sizeof a, "%s/ort_fb/%s.npy", dir, cnn_outs[i]);
+        snprintf(b, sizeof b, "%s/int_fb/%s.npy", dir, cnn_outs[i]);
+        double d = tu_npy_rel_diff(a, b);
+        cr_assert(d >= 0 && d < 0.01, "output %s: ORT vs QRL %g of the largest value", cnn_outs[i], d);
+    }
+}
