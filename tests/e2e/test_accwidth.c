@@ -45,7 +45,12 @@ static void setup(void)
     write_recipe("i13_wrap", "  accumulate = i13\n", "  overflow = wrap\n");
     write_recipe("i13_saturate", "  accumulate = i13\n", "  overflow = saturate\n");
     write_recipe("i32", "  accumulate = i32\n", "");
+    write_recipe("i16_minmax", "  accumulate = i16\n", "");
     write_recipe("none", "", "");
+    tu_write_file(dir, "a2q.qrl", "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+                                  "recipe acc {\n  activation = u8 asymmetric by minmax()\n"
+                                  "  weight = i8 symmetric per_channel by a2q(acc_bits = 16, x_max = 255)\n"
+                                  "  accumulate = i16\n}\n");
 }
 
 static void teardown(void)
@@ -189,4 +194,35 @@ Test(accwidth, i32_is_the_default)
              "sys.exit(a.graph.SerializeToString() != b.graph.SerializeToString())\"",
              dir);
     run_ok(cmd);
+}
+
+/* stdlib's a2q weight calibrator (A2Q's l1 bound per output channel) with accumulate = i16 and u8
+ * activations (|x - x_zero| <= 255): the export's scales and integers are numpy's formula's bit for
+ * bit and keep every channel's sum |q| * 255 within 32767 (tests/e2e/a2q_oracle.py), QRL's report
+ * counts no overflow, nor does numpy's simulation of the accumulator on the calibration samples
+ * (acc_oracle.py), and the output loses less than with minmax's weights, which overflow. */
+static void check_a2q(const char *model)
+{
+    char *q = tu_sh("cd %s && '%s' quantize %s.onnx --recipe a2q.qrl --calib %s_calib.npy -o %s.a2q.onnx", dir,
+                    tu_qrl(), model, model, model);
+    cr_assert(strstr(q, "accumulator: i16, wrapping: 0 of ") && strstr(q, "(0 of 1 layers)"), "%s: %s", model, q);
+    char *log = tu_sh("cd %s && /usr/bin/python3 '%s/tests/e2e/a2q_oracle.py' %s.onnx %s.a2q.onnx 16 255 && "
+                      "/usr/bin/python3 '%s/tests/e2e/acc_oracle.py' %s.a2q.onnx %s_calib.npy 16 wrap np_a2q.npy",
+                      dir, tu_root(), model, model, tu_root(), model, model);
+    cr_assert(strstr(log, "ok 1 worst ") && strstr(log, " overflows 0\n"), "%s: %s", model, log);
+    free(log);
+    char *m = tu_sh("cd %s && '%s' quantize %s.onnx --recipe i16_minmax.qrl --calib %s_calib.npy -o %s.mm16.onnx", dir,
+                    tu_qrl(), model, model, model);
+    const char *sq = strstr(q, "output:    SQNR "), *sm = strstr(m, "output:    SQNR ");
+    cr_assert(sq && sm && !strstr(m, "wrapping: 0 of "), "%s: %s\n%s", model, q, m);
+    cr_assert_gt(atof(sq + 16), atof(sm + 16), "%s: a2q %s\nminmax %s", model, q, m);
+    free(q);
+    free(m);
+}
+
+Test(accwidth, a2q_bound_leaves_no_overflow)
+{
+    check_a2q("conv");
+    check_a2q("mm");
+    check_a2q("gemm");
 }

@@ -41,23 +41,31 @@ def out_axis(n):
     return 1
 
 
-def rtn(w, axis):
-    """numpy's per-channel RTN of w along axis: q (int64), scale (float32)."""
+def rtn4(wc):
+    """Per-channel RTN scales of i4 symmetric narrow for the channels' rows of wc (float32)."""
+    return np.maximum(np.abs(wc.astype(np.float64)).max(axis=1) / 7, 1e-12).astype(np.float32)
+
+
+def per_channel(w, axis, scale_fn, qmin, qmax):
+    """w quantized per channel along axis with scale_fn's scales: q (int64), scale (float32)."""
     wc = np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)
-    s = np.maximum(np.abs(wc.astype(np.float64)).max(axis=1) / 7, 1e-12).astype(np.float32)
-    q = np.clip(np.rint(wc / s[:, None]), -7, 7).astype(np.int64)  # float32 / float32
+    s = scale_fn(wc)
+    q = np.clip(np.rint(wc / s[:, None]), qmin, qmax).astype(np.int64)  # float32 / float32
     q = np.moveaxis(q.reshape((w.shape[axis],) + tuple(np.delete(w.shape, axis))), 0, axis)
     return q, s
 
 
-def check_weights(f32, qm):
+def check_weights(f32, qm, scale_fn=rtn4, onnx_type=22, qmin=-7, qmax=7, min_opset=21):
+    """Every Conv, Gemm and MatMul weight of f32 read in qm through a DequantizeLinear of ONNX type
+    onnx_type whose integers, scales and zero points (0) are numpy's per channel with scale_fn's
+    scales; returns {weight name: (its integers, its output channels' axis)}."""
     inits = {t.name: numpy_helper.to_array(t) for t in f32.graph.initializer}
     qinit = {t.name: t for t in qm.graph.initializer}
     producers = {o: n for n in qm.graph.node for o in n.output}
     opset = [o.version for o in qm.opset_import if o.domain in ("", "ai.onnx")][0]
-    if opset < 21:
-        sys.exit("the export declares opset %d, not 21" % opset)
-    checked = 0
+    if opset < min_opset:
+        sys.exit("the export declares opset %d, not %d" % (opset, min_opset))
+    checked = {}
     for n in f32.graph.node:
         if n.op_type not in ("Conv", "Gemm", "MatMul") or n.input[1] not in inits:
             continue
@@ -71,19 +79,20 @@ def check_weights(f32, qm):
         if attr(dq, "axis", 1) != axis:
             sys.exit("%s: DequantizeLinear axis %s, expected %d" % (n.output[0], attr(dq, "axis", 1), axis))
         t = qinit[dq.input[0]]
-        if t.data_type != 22:
-            sys.exit("%s: integers of ONNX type %d, expected 22 (INT4)" % (n.output[0], t.data_type))
-        q, s = rtn(inits[n.input[1]], axis)
+        if t.data_type != onnx_type:
+            sys.exit("%s: integers of ONNX type %d, expected %d" % (n.output[0], t.data_type, onnx_type))
+        q, s = per_channel(inits[n.input[1]], axis, scale_fn, qmin, qmax)
         got_q, got_s = tensor(t), tensor(qinit[dq.input[1]])
         got_z = tensor(qinit[dq.input[2]]) if len(dq.input) > 2 and dq.input[2] else np.zeros_like(s)
-        if len(dq.input) > 2 and dq.input[2] and qinit[dq.input[2]].data_type != 22:
-            sys.exit("%s: zero points of ONNX type %d, expected 22" % (n.output[0], qinit[dq.input[2]].data_type))
+        if len(dq.input) > 2 and dq.input[2] and qinit[dq.input[2]].data_type != onnx_type:
+            sys.exit("%s: zero points of ONNX type %d, expected %d" % (n.output[0], qinit[dq.input[2]].data_type,
+                                                                      onnx_type))
         for what, a, b in (("integers", got_q, q), ("scales", got_s, s), ("zero points", got_z, np.zeros_like(s))):
             if a.shape != b.shape or not np.array_equal(a.astype(np.float64), b.astype(np.float64)):
                 bad = np.argwhere(a != b)[0] if a.shape == b.shape else None
                 sys.exit("%s: %s differ from numpy's (shape %s vs %s; first at %s)" % (n.output[0], what, a.shape,
                                                                                        b.shape, bad))
-        checked += 1
+        checked[n.input[1]] = (q, axis)
     return checked
 
 
@@ -174,7 +183,7 @@ def main():
     f32, qm = onnx.load(sys.argv[1]), onnx.load(sys.argv[2])
     checked = check_weights(f32, qm)
     run_integers(qm, np.load(sys.argv[3]).astype(np.float32), sys.argv[4])
-    print("ok %d" % checked)
+    print("ok %d" % len(checked))
 
 
 if __name__ == "__main__":
