@@ -130,6 +130,19 @@ Test(w4a8, gemm_channels_on_axis_1_match_numpy_and_ort)
     free(check("gemm_n", "rtn_u8.qrl", 0, 1, 1, outs));
 }
 
+/* ONNX Runtime's run of cnn (DIR/ort_TAG) against QRL's (DIR/int_TAG): within tol of each output's
+ * largest value. */
+static void cnn_ort_agrees(const char *tag, double tol)
+{
+    for (int i = 0; i < 2; i++) {
+        char a[4096], b[4096];
+        snprintf(a, sizeof a, "%s/ort_%s/%s.npy", dir, tag, cnn_outs[i]);
+        snprintf(b, sizeof b, "%s/int_%s/%s.npy", dir, tag, cnn_outs[i]);
+        double d = tu_npy_rel_diff(a, b);
+        cr_assert(d >= 0 && d < tol, "%s output %s: ORT vs QRL %g of the largest value", tag, cnn_outs[i], d);
+    }
+}
+
 /* The shipped recipe: its weights are INT4 per channel at opset 21, and ONNX Runtime runs the
  * export within a step of QRL's integer graph. */
 Test(w4a8, shipped_recipe_runs_in_ort)
@@ -145,13 +158,7 @@ Test(w4a8, shipped_recipe_runs_in_ort)
     cr_assert(strstr(log, "opset 21 int4 ['w1_quantized', 'w1_zero_point', 'w2_quantized', 'w2_zero_point', "
                           "'w3_quantized', 'w3_zero_point', 'w4_quantized', 'w4_zero_point']"), "%s", log);
     free(log);
-    for (int i = 0; i < 2; i++) {
-        char a[4096], b[4096];
-        snprintf(a, sizeof a, "%s/ort_shipped/%s.npy", dir, cnn_outs[i]);
-        snprintf(b, sizeof b, "%s/int_shipped/%s.npy", dir, cnn_outs[i]);
-        double d = tu_npy_rel_diff(a, b);
-        cr_assert(d >= 0 && d < 0.05, "output %s: ORT vs QRL %g of the largest value", cnn_outs[i], d);
-    }
+    cnn_ort_agrees("shipped", 0.05);
 }
 
 /* u4 weights with integer activations: the stdlib's Conv kernel takes i8 weights (i4 ones in
@@ -192,11 +199,5 @@ Test(w4a8, fallback_keeps_the_weights_of_f32_layers_f32)
     cr_assert(strstr(log, "opset 21 [('w1_quantized', 22), ('w1_scale', 1), ('w1_zero_point', 22), ('w2', 1), "
                           "('w3', 1), ('w4', 1)]"), "%s", log);
     free(log);
-    for (int i = 0; i < 2; i++) {
-        char a[4096], b[4096];
-        snprintf(a, sizeof a, "%s/ort_fb/%s.npy", dir, cnn_outs[i]);
-        snprintf(b, sizeof b, "%s/int_fb/%s.npy", dir, cnn_outs[i]);
-        double d = tu_npy_rel_diff(a, b);
-        cr_assert(d >= 0 && d < 0.01, "output %s: ORT vs QRL %g of the largest value", cnn_outs[i], d);
-    }
+    cnn_ort_agrees("fb", 0.01);
 }
