@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""numpy's oracle for stdlib/calibrators.qrl's a2q (A2Q's l1 bound per output channel, after
+"""numpy's oracle for stdlib/accumulator.qrl's a2q (A2Q's l1 bound per output channel, after
 training): tests/e2e/test_accwidth.c.
 
 Usage: /usr/bin/python3 tests/e2e/a2q_oracle.py F32.onnx QUANTIZED.onnx ACC_BITS X_MAX

@@ -47,7 +47,7 @@ static void setup(void)
     write_recipe("i32", "  accumulate = i32\n", "");
     write_recipe("i16_minmax", "  accumulate = i16\n", "");
     write_recipe("none", "", "");
-    tu_write_file(dir, "a2q.qrl", "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+    tu_write_file(dir, "a2q.qrl", "import \"calibrators.qrl\"\nimport \"accumulator.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
                                   "recipe acc {\n  activation = u8 asymmetric by minmax()\n"
                                   "  weight = i8 symmetric per_channel by a2q(acc_bits = 16, x_max = 255)\n"
                                   "  accumulate = i16\n}\n");
