@@ -21,27 +21,15 @@ codes round half to even (torch.round).
 The export's integers, scales and zero points of every MatMul/Gemm with an initializer B must be
 numpy's; prints "ok N" (N layers) and the layer-wise output error of GPTQ and of round-to-nearest
 (||(Wq - W) X^T||^2, which GPTQ minimizes), or the first mismatch (exit 1)."""
+import os
 import sys
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
-
-def unpack4(raw, n, signed):
-    b = np.frombuffer(raw, np.uint8)
-    v = np.empty(b.size * 2, np.int16)
-    v[0::2] = b & 15
-    v[1::2] = b >> 4
-    v = v[:n]
-    return np.where(v >= 8, v - 16, v) if signed else v
-
-
-def tensor(t):
-    n = int(np.prod(t.dims)) if len(t.dims) else 1
-    if t.data_type in (21, 22):  # UINT4, INT4 (this onnx predates them)
-        return unpack4(t.raw_data, n, t.data_type == 22).reshape(tuple(t.dims))
-    return numpy_helper.to_array(t)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from int4_rtn_oracle import tensor  # noqa: E402  (an initializer as numpy, INT4/UINT4 unpacked)
 
 
 def qparams(g, mode):

@@ -18,6 +18,7 @@ calibration samples (s = 1 where it is 0), and each reader's weight is INT4 in b
 its input rows (symmetric, no zero point), dequantized block by block.
 
 Usage: smoothquant_oracle.py DIR EXPORT.onnx ALPHA [TOOLS_DIR [MODE]]   (MODE smooth, the default, or awq)"""
+import os
 import sys
 
 import numpy as np
@@ -28,14 +29,8 @@ from onnx import numpy_helper
 sys.path.insert(0, sys.argv[4] if len(sys.argv) > 4 else "tools")
 import make_transformer_models  # noqa: E402
 
-
-def unpack_int4(t):
-    """An INT4 initializer (this onnx predates the type): two's-complement nibbles, low first."""
-    b = np.frombuffer(t.raw_data, np.uint8)
-    v = np.empty(b.size * 2, np.int16)
-    v[0::2], v[1::2] = b & 15, b >> 4
-    v = v[:int(np.prod(t.dims))]
-    return np.where(v >= 8, v - 16, v).reshape(tuple(t.dims))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import int4_rtn_oracle  # noqa: E402  (its tensor(): an initializer as numpy, INT4 unpacked)
 
 
 def main():
@@ -69,7 +64,7 @@ def main():
         return [block + ".attn." + x for x in "qkv"] if ln.endswith("ln1") else [block + ".fc"]
 
     q = onnx.load(export)
-    inits = {i.name: unpack_int4(i) if i.data_type == 22 else numpy_helper.to_array(i) for i in q.graph.initializer}
+    inits = {i.name: int4_rtn_oracle.tensor(i) for i in q.graph.initializer}
     orig = onnx.load(d + "/gpt_outliers.onnx")
     # the ONNX name of each Linear's weight: the MatMul whose output names the module
     weight_of = {}
