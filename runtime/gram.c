@@ -97,25 +97,35 @@ void qr_gram_free(qr_gram *g)
     memset(g, 0, sizeof *g);
 }
 
+/* The dot product of a and b (n doubles) in four interleaved sums, so the loop is not one chain of
+ * dependent adds (the sums, then their total, in a fixed order: the same bits every run). */
+static double dot4(const double *a, const double *b, int64_t n)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t p = 0;
+    for (; p + 4 <= n; p += 4) {
+        s0 += a[p] * b[p];
+        s1 += a[p + 1] * b[p + 1];
+        s2 += a[p + 2] * b[p + 2];
+        s3 += a[p + 3] * b[p + 3];
+    }
+    for (; p < n; p++)
+        s0 += a[p] * b[p];
+    return (s0 + s1) + (s2 + s3);
+}
+
 /* a (n x n, row-major) = l l^T, l lower triangular, in place (the upper part zeroed); 0 when a is
  * not positive definite. */
 static int cholesky_lower(double *a, int64_t n)
 {
     for (int64_t j = 0; j < n; j++) {
-        double d = a[j * n + j];
-        for (int64_t p = 0; p < j; p++)
-            d -= a[j * n + p] * a[j * n + p];
+        double d = a[j * n + j] - dot4(a + j * n, a + j * n, j);
         if (!(d > 0) || !isfinite(d))
             return 0;
         d = sqrt(d);
         a[j * n + j] = d;
-        for (int64_t i = j + 1; i < n; i++) {
-            double s = a[i * n + j];
-            const double *ri = a + i * n, *rj = a + j * n;
-            for (int64_t p = 0; p < j; p++)
-                s -= ri[p] * rj[p];
-            a[i * n + j] = s / d;
-        }
+        for (int64_t i = j + 1; i < n; i++)
+            a[i * n + j] = (a[i * n + j] - dot4(a + i * n, a + j * n, j)) / d;
     }
     for (int64_t i = 0; i < n; i++)
         for (int64_t j = i + 1; j < n; j++)
@@ -147,24 +157,31 @@ qr_status qr_gram_inverse_factor(const qr_gram *g, double c, double lambda, doub
         st = qr_errorf(e, "gram: %g H + %g I is not positive definite (raise the damping)", c, lambda);
         goto done;
     }
-    /* li = l^-1 (lower), column by column: forward substitution on the unit vectors */
-    for (int64_t c = 0; c < n; c++) {
-        li[c * n + c] = 1 / a[c * n + c];
-        for (int64_t i = c + 1; i < n; i++) {
-            double s = 0;
-            for (int64_t p = c; p < i; p++)
-                s -= a[i * n + p] * li[p * n + c];
-            li[i * n + c] = s / a[i * n + i];
+    /* li = l^-1 (lower), row by row: row i = -(sum over p < i of l[i][p] li[p]) / l[i][i], plus
+     * 1 / l[i][i] on the diagonal; rows added whole, so the inner loops run along rows */
+    for (int64_t i = 0; i < n; i++) {
+        double *ri = li + i * n;
+        for (int64_t p = 0; p < i; p++) {
+            const double f = a[i * n + p], *rp = li + p * n;
+            for (int64_t c = 0; c <= p; c++)
+                ri[c] -= f * rp[c];
+        }
+        const double d = a[i * n + i];
+        for (int64_t c = 0; c < i; c++)
+            ri[c] /= d;
+        ri[i] = 1 / d;
+    }
+    /* A^-1 = li^T li = sum over rows p of li[p]^T li[p] (row p is 0 past p), into a */
+    memset(a, 0, sizeof *a * (size_t)(n * n));
+    for (int64_t p = 0; p < n; p++) {
+        const double *rp = li + p * n;
+        for (int64_t i = 0; i <= p; i++) {
+            const double f = rp[i];
+            double *ai = a + i * n;
+            for (int64_t j = 0; j <= p; j++)
+                ai[j] += f * rp[j];
         }
     }
-    /* A^-1 = li^T li, into a (symmetric) */
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = i; j < n; j++) {
-            double s = 0;
-            for (int64_t p = j; p < n; p++) /* li[p][i] and li[p][j] vanish for p < max(i, j) = j */
-                s += li[p * n + i] * li[p * n + j];
-            a[i * n + j] = a[j * n + i] = s;
-        }
     /* u = chol(A^-1)^T: upper with u^T u = A^-1 */
     if (!cholesky_lower(a, n)) {
         st = qr_errorf(e, "gram: the inverse of %g H + %g I is not positive definite in floating point (raise the "
