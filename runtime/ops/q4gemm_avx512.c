@@ -65,36 +65,44 @@ TARGET_V INLINE void i8_tile(float *y, int64_t y_rs, const int8_t *qa, const flo
     const int64_t bo = w->block / 8, nb = w->nb;
     const __m512i m4 = _mm512_set1_epi8(0x0f), h4 = _mm512_set1_epi8((char)0xf0);
     __m512 acc[4];
+    #pragma GCC unroll 4
     for (int t = 0; t < 4; t++)
         acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m512i lo[4], hi[4];
         const uint8_t *cp[4];
+        #pragma GCC unroll 4
         for (int t = 0; t < 4; t++)
             lo[t] = hi[t] = _mm512_setzero_si512();
+        #pragma GCC unroll 4
         for (int j = 0; j < NG; j++)
             cp[j] = chunk_at(w, g + j, b);
         const int8_t *xb = qa + b * w->block;
-        for (int64_t q = 0; q < bo; q++) {
+                for (int64_t q = 0; q < bo; q++) {
             __m512i x0[4], x1[4];
+            #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
                 x0[r] = bcast4(xb + r * w->kp + 8 * q);
                 x1[r] = bcast4(xb + r * w->kp + 8 * q + 4);
             }
+            #pragma GCC unroll 4
             for (int j = 0; j < NG; j++) {
                 __m512i v = _mm512_loadu_si512((const void *)(cp[j] + q * 64));
                 /* the high nibbles left in place, 16 times the code (240 at most, still a u8): their
                  * sums are 16 times the codes', shifted back per block, which saves a shift per load */
                 __m512i cl = _mm512_and_si512(v, m4), ch = _mm512_and_si512(v, h4);
+                #pragma GCC unroll 4
                 for (int r = 0; r < R; r++) {
                     lo[j * R + r] = _mm512_dpbusd_epi32(lo[j * R + r], cl, x0[r]);
                     hi[j * R + r] = _mm512_dpbusd_epi32(hi[j * R + r], ch, x1[r]);
                 }
             }
         }
+        #pragma GCC unroll 4
         for (int j = 0; j < NG; j++) {
             __m512 sb = _mm512_loadu_ps((const float *)(const void *)(cp[j] + w->block * 8));
             __m512i z = zeros16(w, g + j, b);
+            #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
                 __m512i d = _mm512_add_epi32(lo[j * R + r], _mm512_srai_epi32(hi[j * R + r], 4));
                 __m512i zs = w->zeros ? _mm512_mullo_epi32(z, _mm512_set1_epi32(asum[r * nb + b]))
@@ -105,7 +113,9 @@ TARGET_V INLINE void i8_tile(float *y, int64_t y_rs, const int8_t *qa, const flo
             }
         }
     }
+    #pragma GCC unroll 4
     for (int j = 0; j < NG; j++)
+        #pragma GCC unroll 4
         for (int r = 0; r < R; r++)
             store_cols(y + r * y_rs, w, bias, g + j, acc[j * R + r]);
 }
@@ -133,35 +143,45 @@ TARGET_F INLINE void f32_tile(float *y, int64_t y_rs, const float *af, const flo
     const int64_t bo = w->block / 8, nb = w->nb;
     const __m512i m4 = _mm512_set1_epi32(0x0f);
     __m512 acc[4];
+    #pragma GCC unroll 4
     for (int t = 0; t < 4; t++)
         acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m512 lo[4], hi[4];
         const uint8_t *cp[4];
+        #pragma GCC unroll 4
         for (int t = 0; t < 4; t++)
             lo[t] = hi[t] = _mm512_setzero_ps();
+        #pragma GCC unroll 4
         for (int j = 0; j < NG; j++)
             cp[j] = chunk_at(w, g + j, b);
         const float *ab = af + b * w->block;
-        for (int64_t q = 0; q < bo; q++) {
+                for (int64_t q = 0; q < bo; q++) {
+            #pragma GCC unroll 4
             for (int j = 0; j < NG; j++) {
                 __m512i v = _mm512_loadu_si512((const void *)(cp[j] + q * 64));
+                #pragma GCC unroll 4
                 for (int i = 0; i < 4; i++) {
                     __m512 c = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 8 * i), m4));
+                    #pragma GCC unroll 4
                     for (int r = 0; r < R; r++)
                         lo[j * R + r] = _mm512_fmadd_ps(_mm512_set1_ps(ab[r * w->kp + 8 * q + i]), c, lo[j * R + r]);
                 }
+                #pragma GCC unroll 4
                 for (int i = 0; i < 4; i++) {
                     __m512 c = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 8 * i + 4), m4));
+                    #pragma GCC unroll 4
                     for (int r = 0; r < R; r++)
                         hi[j * R + r] =
                             _mm512_fmadd_ps(_mm512_set1_ps(ab[r * w->kp + 8 * q + 4 + i]), c, hi[j * R + r]);
                 }
             }
         }
+        #pragma GCC unroll 4
         for (int j = 0; j < NG; j++) {
             __m512 sb = _mm512_loadu_ps((const float *)(const void *)(cp[j] + w->block * 8));
             __m512 z = _mm512_cvtepi32_ps(zeros16(w, g + j, b));
+            #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
                 __m512 dot = _mm512_add_ps(lo[j * R + r], hi[j * R + r]);
                 __m512 t = _mm512_fnmadd_ps(z, _mm512_set1_ps(asum[r * nb + b]), dot);
@@ -169,7 +189,9 @@ TARGET_F INLINE void f32_tile(float *y, int64_t y_rs, const float *af, const flo
             }
         }
     }
+    #pragma GCC unroll 4
     for (int j = 0; j < NG; j++)
+        #pragma GCC unroll 4
         for (int r = 0; r < R; r++)
             store_cols(y + r * y_rs, w, bias, g + j, acc[j * R + r]);
 }
