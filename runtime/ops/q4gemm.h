@@ -7,7 +7,7 @@
  *     dot_f the f32 sum of a[m][k] * code[n][k] over the block (two fma chains, k % 8 < 4 and
  *     k % 8 >= 4, each in k order, then added), asum_f the block's sum of a in k order; each
  *     block's term added with one fma in block order. Within float rounding of ONNX Runtime's
- *     dequantize-then-sgemm. MatMulNBits with many rows (quant.c: 16 or more) instead runs the
+ *     dequantize-then-sgemm. MatMulNBits with many rows (quant.c: 512 or more) instead runs the
  *     f32 GEMM (sgemm.h) on the weights dequantized, (code - zero) * scale, in panels
  *     (qr_q4_dequant): a fma chain per output in k order.
  *   int8 (accuracy_level 4): each row of A quantized per block of K to int8 as ONNX Runtime's

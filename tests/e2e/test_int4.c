@@ -345,8 +345,8 @@ Test(int4, blocked_dequantize_matmul_runs_on_the_int4_kernels)
     cr_assert(d >= 0 && d < 1e-5, "QRL vs numpy: %g", d);
 }
 
-/* 40 rows: at f32 the weights dequantized into panels for the f32 GEMM (quant.c, MNB_GEMM_ROWS) */
+/* 520 rows: at f32 the weights dequantized into panels for the f32 GEMM (quant.c, MNB_GEMM_ROWS) */
 Test(int4, matmulnbits_many_rows_on_the_f32_gemm)
 {
-    check_nbits("nb_40", "300 70 32 40 --zp --seed 5");
+    check_nbits("nb_520", "300 70 32 520 --zp --seed 5");
 }
