@@ -1193,14 +1193,16 @@ static void recipe_mixed(ctx *c, const ql_node *n, const ql_node *wgt, const ql_
 }
 
 /* Setting i of recipe n names the ops and nodes it applies to (activation for LayerNormalization,
- * "/enc/Softmax" = u16 ...): only activation does; each op is a known one and each target is
- * named once in the recipe; the type is an integer one (an f32 value is the fallback's business). */
+ * "/enc/Softmax" = u16 ...; weight for "/head/MatMul" = i8 ...): only activation and weight do;
+ * each op is a known one and each target is named once per setting in the recipe; the type is an
+ * integer one (an f32 value is the fallback's business; the weight's qspec rules say so of weights). */
 static void setting_targets(ctx *c, const ql_node *n, int i)
 {
     ql_node *k = n->kids[i];
-    if (strcmp(k->name, "activation")) {
-        chk_err(c, k->b, "only activation takes 'for' (the type of the values chosen ops or nodes produce), "
-                         "not %s", k->name);
+    int is_weight = !strcmp(k->name, "weight");
+    if (strcmp(k->name, "activation") && !is_weight) {
+        chk_err(c, k->b, "only activation and weight take 'for' (the type of the values chosen ops or nodes "
+                         "produce, or of the weights they read), not %s", k->name);
         return;
     }
     for (int t = 0; t < k->b->nkids; t++) {
@@ -1211,13 +1213,13 @@ static void setting_targets(ctx *c, const ql_node *n, int i)
             chk_err(c, x, "an empty node name");
         for (int j = 0; j <= i; j++) {
             const ql_node *o = n->kids[j];
-            if (o->kind != QL_SETTING || !o->b)
+            if (o->kind != QL_SETTING || !o->b || strcmp(o->name, k->name))
                 continue;
             for (int u = 0; u < (j == i ? t : o->b->nkids); u++) {
                 const ql_node *y = o->b->kids[u];
                 if (y->kind == x->kind && !strcmp(y->name, x->name)) {
-                    chk_err(c, x, "%s '%s' already has its activation type", x->kind == QL_NAME ? "op" : "node",
-                            x->name);
+                    chk_err(c, x, "%s '%s' already has its %s type", x->kind == QL_NAME ? "op" : "node", x->name,
+                            k->name);
                     ql_note(c->d, y->span, "given here");
                     j = i + 1;
                     break;
@@ -1226,9 +1228,9 @@ static void setting_targets(ctx *c, const ql_node *n, int i)
         }
     }
     const ql_node *q = k->a;
-    if (q->kind == QL_QSPEC && q->a->kind == QL_TYPE && q->a->op == QL_TOK_F32)
-        chk_err(c, q->a, "activation for chosen ops is i8, u8, i16 or u16, not f32 (values stay f32 by the "
-                         "fallback, or when no pattern quantizes them)");
+    if (!is_weight && q->kind == QL_QSPEC && q->a->kind == QL_TYPE && q->a->op == QL_TOK_F32) /* weight's qspec says it */
+        chk_err(c, q->a, "activation for chosen ops is i8, u8, i16 or u16, not f32 (values stay f32 by the fallback, "
+                         "or when no pattern quantizes them)");
 }
 
 void chk_recipe(ctx *c, qc_sym *s)
@@ -1264,9 +1266,9 @@ void chk_recipe(ctx *c, qc_sym *s)
             continue;
         }
         int key = qr_setting_find(k->name);
-        if (k->b) { /* activation for Op, "node" = ...: its own checks */
+        if (k->b) { /* activation (weight) for Op, "node" = ...: its own checks */
             setting_targets(c, n, i);
-            if (key != QR_SET_ACTIVATION)
+            if (key != QR_SET_ACTIVATION && key != QR_SET_WEIGHT)
                 continue;
         }
         /* transforms chain, in their order; candidates add up */
@@ -1316,6 +1318,13 @@ void chk_recipe(ctx *c, qc_sym *s)
             if (!strcmp(wgt->a->kids[i]->name, "per_tensor") && blk)
                 chk_err(c, wgt->a->kids[i], "per_tensor contradicts block = %lld", (long long)blk->a->ival);
     recipe_mixed(c, n, wgt, setting[QR_SET_BUDGET], weight_only);
+    for (int i = 0; i < n->nkids && setting[QR_SET_CANDIDATE]; i++)
+        if (n->kids[i]->kind == QL_SETTING && n->kids[i]->b && !strcmp(n->kids[i]->name, "weight")) {
+            chk_err(c, n->kids[i]->b, "weight for cannot be used with candidate: the mixed precision search "
+                                      "chooses every layer's weight type");
+            ql_note(c->d, setting[QR_SET_CANDIDATE]->span, "candidate given here");
+            break;
+        }
     for (int j = QR_SET_ACTIVATION; j <= QR_SET_WEIGHT; j++)
         if (!setting[j])
             chk_err_decl(c, n, "recipe '%s' does not say how %ss are quantized (%s = ...)", s->name, keys[j], keys[j]);

@@ -1481,8 +1481,9 @@ static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, co
     qr_mixed_info *mi = calloc(1, sizeof *mi);
     ranked *rk = calloc((size_t)q->nslots + 1, sizeof *rk);
     int *slot = calloc((size_t)q->nslots + 1, sizeof *slot), nl = 0;
+    double *wbits = calloc((size_t)q->nslots + 1, sizeof *wbits); /* by layer: its weight's bits */
     double *cost = calloc(2 * (size_t)q->nslots + 1, sizeof *cost), *err = calloc(2 * (size_t)q->nslots + 1, sizeof *err);
-    qr_status st = mi && rk && slot && cost && err ? QR_OK : qr_errorf(q->e, "out of memory");
+    qr_status st = mi && rk && slot && cost && err && wbits ? QR_OK : qr_errorf(q->e, "out of memory");
     if (st == QR_OK) {
         mi->layers = calloc((size_t)q->nslots + 1, sizeof *mi->layers);
         mi->choices = calloc(3, sizeof *mi->choices);
@@ -1507,6 +1508,8 @@ static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, co
         if (!ly->name || !ly->node || !ly->bytes || !ly->err2)
             st = qr_errorf(q->e, "out of memory");
         rk[nl] = (ranked){i, qr_plan_local_sqnr(&q->slots[i]), NAN};
+        const qr_wquant *wq = w->is_const ? qr_plan_weight(q, w->id) : NULL; /* `weight for` may set it */
+        wbits[nl] = (double)qr_dtype_bits(wq ? wq->dtype : q->w_dtype);
         slot[nl++] = i;
         mi->nlayers = nl;
     }
@@ -1519,18 +1522,19 @@ static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, co
     double rest = 0; /* the other quantized tensors' error share: every layer in f32, the rest quantized */
     if (st == QR_OK)
         st = rest_error(q, calib, count, slot, nl, &rest);
-    double macs = 0, wbits = (double)qr_dtype_bits(q->w_dtype), base = 0;
+    double macs = 0, base = 0, low = 0; /* low: every layer in its integers, by MACs */
     for (int i = 0; i < q->g->n_values; i++) /* the model's constants but the layers' weights, as f32 */
         base += q->g->values[i]->is_const ? (double)qr_tensor_nbytes(&q->g->values[i]->t) : 0;
     for (int l = 0; st == QR_OK && l < nl; l++) {
         qr_mixed_layer *ly = &mi->layers[l];
         double w = ly->weights > 0 ? ly->weights : 1;
         ly->weights = w;
-        ly->bytes[0] = w * wbits / 8, ly->bytes[1] = 4 * w; /* the weights; the layer computes in their width */
+        ly->bytes[0] = w * wbits[l] / 8, ly->bytes[1] = 4 * w; /* the weights; the layer computes in their width */
         ly->err2[0] = isfinite(rk[l].effect) ? pow(10, -rk[l].effect / 10) : rk[l].effect > 0 ? 0 : INFINITY;
-        cost[2 * l] = ly->macs * wbits, cost[2 * l + 1] = ly->macs * 32;
+        cost[2 * l] = ly->macs * wbits[l], cost[2 * l + 1] = ly->macs * 32;
         err[2 * l] = ly->err2[0];
         macs += ly->macs;
+        low += ly->macs * wbits[l];
         base -= 4 * w;
         q->slots[slot[l]].effect = rk[l].effect;
     }
@@ -1540,16 +1544,18 @@ static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, co
         mi->signal = 1; /* the errors are shares of the outputs' energy */
         mi->choose_samples = count < effect_samples(q) ? count : effect_samples(q);
         mi->measured_samples = mi->heldout_samples = o->n; /* held out unless the caller says (no validate) */
-        if (wbits > b->value)
+        low = macs > 0 ? low / macs : 0;
+        if (low > b->value)
             st = qr_errorf(q->e, "%s: budget = bits(%g) cannot be met: the smallest assignment, every layer %s, takes "
                                  "%g bits a weight", b->calibrator && b->calibrator[0] ? b->calibrator : q->r->name,
-                           b->value, mi->choices[0], wbits);
+                           b->value, mi->choices[0], low);
     }
     int_mixed im = {.q = q, .res = res, .o = o, .calib = calib, .slot = slot};
     if (st == QR_OK)
         st = qr_mixed_choose(mi, cost, err, rest, base, b->value * macs, int_mixed_run, &im, q->e);
     free(rk);
     free(slot);
+    free(wbits);
     free(cost);
     free(err);
     if (st != QR_OK) {

@@ -136,6 +136,17 @@ static qr_status read_settings(qr_qctx *q)
             return QR_ERR;
         qr_calib_free(c);
     }
+    for (int i = 0; i < r->nsettings; i++) { /* weight for ...: an integer type and its calibrator */
+        const qr_setting *s = &r->settings[i];
+        if (s->id != QR_SET_WEIGHT || !s->ntargets)
+            continue;
+        if (!qr_dtype_is_int(qr_dtype_from_name(s->type)))
+            return qr_errorf(q->e, "recipe '%s': weight for %s = %s: weights are integers here", r->name,
+                             s->targets[0], s->type);
+        if (new_calib(q, s, &c) != QR_OK)
+            return QR_ERR;
+        qr_calib_free(c);
+    }
     if (new_calib(q, q->wt, &c) != QR_OK)
         return QR_ERR;
     qr_calib_free(c);
@@ -484,6 +495,32 @@ static int first_quantized(const qr_qctx *q, const qr_value *v, unsigned char *s
 
 /* ------------------------------------------------------------ weights */
 
+/* The weight setting of constant `value`: the `weight for` that names a node reading it (by its
+ * name, else its op), else the recipe's. Readers that `weight for` gives different settings are an
+ * error (one constant holds one set of integers). */
+static qr_status weight_setting(const qr_qctx *q, const qr_value *v, const qr_setting **out)
+{
+    const qr_node *first = NULL;
+    *out = q->wt;
+    for (int i = 0; i < q->g->n_nodes; i++) {
+        const qr_node *n = q->g->nodes[i];
+        int reads = 0;
+        for (int k = 0; k < n->n_in && !reads; k++)
+            reads = n->in[k] == v;
+        if (!reads)
+            continue;
+        const qr_setting *s = qr_recipe_setting_for(q->r, QR_SET_WEIGHT, n->op, n->name);
+        s = s ? s : q->wt;
+        if (first && s != *out)
+            return qr_errorf(q->e, "weight '%s' is read by '%s' and '%s', which the recipe's weight settings give "
+                                   "different types (a constant holds one set of integers)",
+                             v->name, first->name ? first->name : first->op, n->name ? n->name : n->op);
+        first = first ? first : n;
+        *out = s;
+    }
+    return QR_OK;
+}
+
 static qr_status quantize_weights(qr_qctx *q)
 {
     const qr_graph *g = q->g;
@@ -495,7 +532,11 @@ static qr_status quantize_weights(qr_qctx *q)
         const qr_qinfo *fq = v->q;
         if (q->o->from_file && (!fq || fq->dtype == QR_I32 || (fq->n > 1 && (fq->axis < 0 || fq->axis >= v->t.ndim))))
             continue; /* the file keeps this weight in f32: so does its layer */
-        int axis = q->w_per_channel && r->axis >= 0 && r->axis < v->t.ndim ? r->axis : -1;
+        const qr_setting *ws = q->wt;
+        if (!q->o->from_file && weight_setting(q, v, &ws) != QR_OK)
+            return QR_ERR;
+        int per_channel = ws == q->wt ? q->w_per_channel : (ws->mods & QR_MOD_PER_CHANNEL) && q->g->opset >= 13;
+        int axis = per_channel && r->axis >= 0 && r->axis < v->t.ndim ? r->axis : -1;
         int64_t n = qr_tensor_numel(&v->t);
         int nch = axis < 0 ? 1 : (int)v->t.dims[axis];
         int64_t inner = 1;
@@ -508,7 +549,8 @@ static qr_status quantize_weights(qr_qctx *q)
         qr_wquant *w = &q->w[q->nw++];
         if (q->o->from_file) { /* the file's integers: its scales, zero points and axis */
             const qr_qinfo *qi = fq;
-            *w = (qr_wquant){.value = i, .axis = qi->n > 1 ? qi->axis : -1, .nch = qi->n, .dtype = qi->dtype};
+            *w = (qr_wquant){.value = i, .axis = qi->n > 1 ? qi->axis : -1, .nch = qi->n, .dtype = qi->dtype,
+                             .narrow = q->w_narrow};
             w->scale = malloc(sizeof *w->scale * (size_t)qi->n);
             w->zero = malloc(sizeof *w->zero * (size_t)qi->n);
             if (!w->scale || !w->zero)
@@ -517,7 +559,8 @@ static qr_status quantize_weights(qr_qctx *q)
             memcpy(w->zero, qi->zero, sizeof *w->zero * (size_t)qi->n);
             continue;
         }
-        *w = (qr_wquant){.value = i, .axis = axis, .nch = nch, .dtype = q->w_dtype};
+        *w = (qr_wquant){.value = i, .axis = axis, .nch = nch, .dtype = qr_dtype_from_name(ws->type),
+                         .narrow = (ws->mods & QR_MOD_NARROW) != 0};
         w->scale = calloc((size_t)nch, sizeof *w->scale);
         w->zero = calloc((size_t)nch, sizeof *w->zero);
         /* the weight reordered channel by channel in one pass (channel c holds n / nch values) */
@@ -537,13 +580,13 @@ static qr_status quantize_weights(qr_qctx *q)
             int64_t o = j / (inner * nch), c = (j / inner) % nch, k = j % inner;
             tmp[axis < 0 ? j : c * per + o * inner + k] = data[j];
         }
-        qrl_qtype qt = qr_qtype_of(q->w_dtype, q->w_narrow, axis);
-        qt.symmetric = q->w_sym;
+        qrl_qtype qt = qr_qtype_of(w->dtype, w->narrow, axis);
+        qt.symmetric = (ws->mods & QR_MOD_SYMMETRIC) != 0;
         for (int c = 0; c < nch; c++) {
             qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {per}, .data = tmp + (size_t)c * (size_t)per};
             qr_calib *cal;
             qrl_qparams qp;
-            if (new_calib(q, q->wt, &cal) != QR_OK) {
+            if (new_calib(q, ws, &cal) != QR_OK) {
                 free(tmp);
                 return QR_ERR;
             }
@@ -1443,7 +1486,7 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
         memcpy(ints.dims, ov->t.dims, sizeof ints.dims);
         if (qr_tensor_alloc(&ints, q->e) != QR_OK)
             return QR_ERR;
-        qrl_qtype qt = qr_qtype_of(w->dtype, q->w_narrow, w->axis);
+        qrl_qtype qt = qr_qtype_of(w->dtype, w->narrow, w->axis);
         const float *src = ov->t.data;
         for (int64_t j = 0; j < n; j++) {
             int c = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
@@ -1703,7 +1746,7 @@ static qr_status build_sim(qr_qctx *q, qr_graph **out)
         int64_t n = qr_tensor_numel(&v->t), inner = 1;
         for (int k = w->axis + 1; w->axis >= 0 && k < v->t.ndim; k++)
             inner *= v->t.dims[k];
-        qrl_qtype qt = qr_qtype_of(w->dtype, q->w_narrow, w->axis);
+        qrl_qtype qt = qr_qtype_of(w->dtype, w->narrow, w->axis);
         float *d = v->t.data;
         for (int64_t j = 0; j < n; j++) {
             int c = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
@@ -2076,7 +2119,7 @@ static qr_status preview_weights(void *user, const qr_graph *g, float ***deq, fl
         int64_t n = qr_tensor_numel(&v->t), inner = 1;
         for (int k = w->axis + 1; w->axis >= 0 && k < v->t.ndim; k++)
             inner *= v->t.dims[k];
-        qrl_qtype qt = qr_qtype_of(w->dtype, q.w_narrow, w->axis);
+        qrl_qtype qt = qr_qtype_of(w->dtype, w->narrow, w->axis);
         const float *src = v->t.data;
         float *out = d[w->value] = malloc(sizeof *out * (size_t)(n + 1));
         float *other = a ? a[w->value] = malloc(sizeof *other * (size_t)(n + 1)) : NULL;

@@ -48,6 +48,7 @@ typedef struct qr_wquant { /* a quantized weight */
     float *scale;
     int32_t *zero;
     qr_dtype dtype;
+    int narrow;        /* its setting's narrow modifier (`weight for` may give it another than the recipe's) */
 } qr_wquant;
 
 typedef struct qr_bquant { /* a bias: int32 with scale s_x * s_w */

@@ -343,7 +343,8 @@ static qr_status run_graph(qr_exec *x, const qr_graph *g, const qr_tensor *calib
 
 /* A layer whose weight a layer calibrator rounds from the rows it reads. */
 typedef struct layer {
-    qr_node *n; /* in the quantized graph */
+    const wo *w; /* its weight setting */
+    qr_node *n;  /* in the quantized graph */
     qr_value *wv;
     int kax;
     int64_t x_id; /* the id in the f32 graph of the value it reads as rows */
@@ -461,43 +462,71 @@ static qr_status round_layer(const wo *w, qr_graph *d, layer *l)
     return st;
 }
 
-/* The weight-only recipe's layers rounded by its layer calibrator (gptq): each weight a MatMul or
- * Gemm reads, from the rows its first input carries over the calibration samples. */
-static qr_status layer_calibrate(const wo *w, const qr_graph *g, qr_graph *d, const qr_tensor *calib, int threads,
-                                 qr_quantized *res)
+/* The weight settings of a weight-only recipe: [0] the recipe's `weight`, then each `weight for`. */
+typedef struct wo_set {
+    wo *w;
+    int n;
+} wo_set;
+
+/* Node n's weight setting: the `weight for` naming it (by name, else op), else the recipe's. */
+static const wo *wo_for(const wo_set *ws, const qr_recipe *r, const qr_node *n)
 {
-    if (!w->block && !w->per_channel)
-        return qr_errorf(w->e, "calibrator '%s' rounds a weight by blocks or by output channel: set block = N or "
-                               "per_channel", w->s->calibrator);
-    if (!calib)
-        return qr_errorf(w->e, "calibrator '%s' rounds each weight from its layer's inputs: give calibration data (--calib)",
-                         w->s->calibrator);
+    const qr_setting *s = qr_recipe_setting_for(r, QR_SET_WEIGHT, n->op, n->name);
+    for (int i = 1; s && i < ws->n; i++)
+        if (ws->w[i].s == s)
+            return &ws->w[i];
+    return &ws->w[0];
+}
+
+static int wo_layer(const wo *w)
+{
+    const qr_cal_desc *cd = qr_module_calibrator(w->m, w->s->calibrator);
+    return cd && cd->layer;
+}
+
+/* The layers whose setting has a layer calibrator (gptq) rounded by it: each weight a MatMul or Gemm
+ * reads, from the rows its first input carries over the calibration samples. The others are left
+ * to quantize_one. */
+static qr_status layer_calibrate(const wo_set *ws, const qr_recipe *r, const qr_graph *g, qr_graph *d,
+                                 const qr_tensor *calib, int threads, qr_quantized *res, qr_error *e)
+{
     int n0 = d->n_nodes;
-    layers ls = {.l = calloc((size_t)n0 + 1, sizeof *ls.l), .e = w->e};
-    qr_status st = ls.l ? QR_OK : qr_errorf(w->e, "out of memory");
+    layers ls = {.l = calloc((size_t)n0 + 1, sizeof *ls.l), .e = e};
+    qr_status st = ls.l ? QR_OK : qr_errorf(e, "out of memory");
     for (int i = 0; i < n0 && st == QR_OK; i++) {
         int kax;
         qr_node *n = d->nodes[i];
-        if (!qr_wo_takes_weight(n, &kax))
+        const wo *w = qr_wo_takes_weight(n, &kax) ? wo_for(ws, r, n) : NULL;
+        if (!w || !wo_layer(w))
             continue;
+        if (!w->block && !w->per_channel) {
+            st = qr_errorf(e, "calibrator '%s' rounds a weight by blocks or by output channel: set block = N or "
+                              "per_channel", w->s->calibrator);
+            break;
+        }
+        if (!calib) {
+            st = qr_errorf(e, "calibrator '%s' rounds each weight from its layer's inputs: give calibration data "
+                              "(--calib)", w->s->calibrator);
+            break;
+        }
         const qr_value *x = n->in[0] ? qr_graph_find(g, n->in[0]->name) : NULL;
         if (!strcmp(n->op, "Gemm") && qr_attr_i(n, "transA", 0))
-            st = qr_errorf(w->e, "'%s': calibrator '%s' reads a layer's rows from its input; a Gemm with transA has "
-                                 "them in its columns", n->name, w->s->calibrator);
+            st = qr_errorf(e, "'%s': calibrator '%s' reads a layer's rows from its input; a Gemm with transA has "
+                              "them in its columns", n->name, w->s->calibrator);
         else if (!x)
-            st = qr_errorf(w->e, "'%s': its input is not a value of the model", n->name);
+            st = qr_errorf(e, "'%s': its input is not a value of the model", n->name);
         else {
             layer *l = &ls.l[ls.n++];
-            *l = (layer){.n = n, .wv = n->in[1], .kax = kax, .x_id = x->id};
+            *l = (layer){.w = w, .n = n, .wv = n->in[1], .kax = kax, .x_id = x->id};
             st = qr_calib_new(w->m, w->s->calibrator, w->s->nargs, w->s->argnames, w->args, &l->cal, w->e);
         }
     }
-    if (st == QR_OK)
-        st = observe_layers(g, calib, threads, &ls, w->e);
+    if (st == QR_OK && ls.n)
+        st = observe_layers(g, calib, threads, &ls, e);
     for (int i = 0; i < ls.n && st == QR_OK; i++) {
         int64_t n = qr_tensor_numel(&ls.l[i].wv->t);
-        if ((st = round_layer(w, d, &ls.l[i])) == QR_OK)
-            qr_plan_count_weight(res, w->dt, n);
+        if ((st = round_layer(ls.l[i].w, d, &ls.l[i])) == QR_OK)
+            qr_plan_count_weight(res, ls.l[i].w->dt, n);
         qr_calib_free(ls.l[i].cal); /* its gram, k x k doubles, goes as soon as the layer is done */
         ls.l[i].cal = NULL;
     }
@@ -617,27 +646,32 @@ qr_status qr_weight_only(const qr_graph *g, const qr_graph *ref, const qr_tensor
         return qr_errorf(e, "recipe '%s' must set weight", r->name);
     if (qr_recipe_setting(r, QR_SET_CANDIDATE)) /* candidate = ...: each layer its own type, under a budget */
         return qr_mixed(g, calib, o, r, out, e);
-    wo w;
-    qr_status st = qr_wo_init(&w, o, r, s, e);
+    wo_set ws = {.w = calloc((size_t)r->nsettings + 1, sizeof *ws.w)};
+    qr_status st = ws.w ? qr_wo_init(&ws.w[ws.n++], o, r, s, e) : qr_errorf(e, "out of memory");
+    for (int i = 0; i < r->nsettings && st == QR_OK; i++) /* weight for ...: their own types and calibrators */
+        if (r->settings[i].id == QR_SET_WEIGHT && r->settings[i].ntargets)
+            st = qr_wo_init(&ws.w[ws.n++], o, r, &r->settings[i], e);
     qr_quantized *res = st == QR_OK ? calloc(1, sizeof *res) : NULL;
     qr_graph *d = st == QR_OK ? qr_graph_clone(g) : NULL;
     if (st == QR_OK && (!res || !d))
         st = qr_errorf(e, "out of memory");
-    const qr_cal_desc *cd = st == QR_OK ? qr_module_calibrator(w.m, s->calibrator) : NULL;
     int n0 = d ? d->n_nodes : 0;
-    if (cd && cd->layer)
-        st = layer_calibrate(&w, g, d, calib, threads, res);
-    for (int i = 0; i < n0 && st == QR_OK && cd && !cd->layer; i++) {
+    if (st == QR_OK)
+        st = layer_calibrate(&ws, r, g, d, calib, threads, res, e);
+    for (int i = 0; i < n0 && st == QR_OK; i++) {
         int kax;
-        if (!qr_wo_takes_weight(d->nodes[i], &kax))
+        const wo *w = qr_wo_takes_weight(d->nodes[i], &kax) ? wo_for(&ws, r, d->nodes[i]) : NULL;
+        if (!w || wo_layer(w))
             continue;
         int64_t n = qr_tensor_numel(&d->nodes[i]->in[1]->t);
-        if ((st = quantize_one(&w, d, d->nodes[i], d->nodes[i]->in[1], kax)) == QR_OK)
-            qr_plan_count_weight(res, w.dt, n);
+        if ((st = quantize_one(w, d, d->nodes[i], d->nodes[i]->in[1], kax)) == QR_OK)
+            qr_plan_count_weight(res, w->dt, n);
     }
     if (st == QR_OK)
         st = qr_wo_finish(d, e);
-    qr_wo_free(&w);
+    for (int i = 0; i < ws.n; i++)
+        qr_wo_free(&ws.w[i]);
+    free(ws.w);
     if (st != QR_OK) {
         qr_graph_free(d);
         free(res);

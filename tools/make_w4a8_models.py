@@ -46,7 +46,7 @@ def main():
     w3, b3 = weight(rng, (7, k), 0), rng.normal(0, 0.5, 7)
     w4 = weight(rng, (7, 5), 1)
     nodes = [
-        helper.make_node("Conv", ["X", "w1", "b1"], ["c1"], group=2, strides=[2, 2], pads=[1, 0, 2, 1],
+        helper.make_node("Conv", ["X", "w1", "b1"], ["c1"], name="conv1", group=2, strides=[2, 2], pads=[1, 0, 2, 1],
                          kernel_shape=[3, 3]),
         helper.make_node("Relu", ["c1"], ["r1"]),
         helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], group=6, strides=[1, 2], pads=[1, 1, 1, 1],

@@ -8,7 +8,8 @@ zero point), asym (u4 asymmetric: lo = min(min w, 0), hi = max(max w, 0), scale 
 zero = clip(rint(-lo / scale), 0, 15), q = clip(rint(w / scale) + zero, 0, 15)), or sym8 (i8
 symmetric narrow, scale max|w| / 127). A group is BLOCK weights along K (the last block shorter), or
 with BLOCK 0 a whole output channel. Scales are computed in float64 and rounded to float32, w / scale
-in float32 (numpy's rint: half to even), as ONNX's QuantizeLinear would.
+in float32 (numpy's rint: half to even), as ONNX's QuantizeLinear would. MODE may end in
+,OP=MODE2 overrides (a recipe's `weight for OP = ...`): the weights of OP's nodes take MODE2.
 
 For every MatMul and Gemm of F32.onnx whose B is an initializer (a Gemm's alpha folded into B first
 when the export's Gemm has none, as QRL's optimizer does), QUANTIZED.onnx must read it through
@@ -74,7 +75,8 @@ def rtn(w, kax, mode, block):
 
 
 def main():
-    f32, qm, mode, block = onnx.load(sys.argv[1]), onnx.load(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    f32, qm, modes, block = onnx.load(sys.argv[1]), onnx.load(sys.argv[2]), sys.argv[3].split(","), int(sys.argv[4])
+    by_op = dict(m.split("=") for m in modes[1:])
     inits = {t.name: numpy_helper.to_array(t) for t in f32.graph.initializer}
     qinits = {t.name: tensor(t) for t in qm.graph.initializer}
     producers = {o: n for n in qm.graph.node for o in n.output}
@@ -87,6 +89,7 @@ def main():
     for n in f32.graph.node:
         if n.op_type not in ("MatMul", "Gemm") or n.input[1] not in inits:
             continue
+        mode = by_op.get(n.op_type, modes[0])
         trans = [a.i for a in n.attribute if a.name == "transB"]
         kax = 1 if (n.op_type == "Gemm" and trans and trans[0]) else 0
         qn = [m for m in qm.graph.node if m.op_type == n.op_type and list(m.output) == list(n.output)]

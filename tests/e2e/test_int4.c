@@ -204,6 +204,15 @@ Test(int4, u4_asymmetric_blocks_with_zero_points_match_numpy_and_ort)
     check_weight_only("w4a16", NULL, "  weight = u4 asymmetric by minmax()\n  block = 16\n", "asym", 16, 0);
 }
 
+/* weight for: the two Gemms take i8, the MatMul keeps i4, all in the recipe's blocks of 16 (the
+ * oracle's ",Gemm=sym8"); with the `for` setting ignored the oracle's types fail. */
+Test(int4, weight_for_gemm_keeps_8_bits_beside_4_bit_blocks)
+{
+    check_weight_only("w4_for", NULL, "  weight = i4 symmetric narrow by minmax(symmetric = true)\n"
+                      "  weight for Gemm = i8 symmetric narrow by minmax(symmetric = true)\n  block = 16\n",
+                      "sym,Gemm=sym8", 16, 0);
+}
+
 Test(int4, i8_weight_only_per_channel_matches_numpy_and_ort)
 {
     check_weight_only("w8ch", NULL, "  weight = i8 symmetric narrow per_channel by minmax(symmetric = true)\n", "sym8", 0, 0);

@@ -52,6 +52,9 @@ static char *run_ok(const char *cmd)
     return log;
 }
 
+/* More arguments for w4a8_oracle.py (--int8 NAMES: the weights a `weight for` makes 8-bit). */
+static const char *oracle_opts = "";
+
 /* Quantizes MODEL with recipe (a file in dir, or under the root with root=1), checks the weights
  * and the integer reference (w4a8_oracle.py: `nweights` weights), and compares every run with
  * numpy's integers. Returns quantize's output (malloc'd). */
@@ -68,8 +71,8 @@ static char *check(const char *model, const char *recipe, int root, int nweights
     snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize %s.onnx --recipe '%s' --calib %s_calib.npy -o %s.onnx", dir,
              tu_qrl(), model, rec, model, tag);
     char *qlog = run_ok(cmd);
-    snprintf(cmd, sizeof cmd, "cd %s && /usr/bin/python3 '%s/tests/e2e/w4a8_oracle.py' %s.onnx %s.onnx %s_x.npy np_%s",
-             dir, tu_root(), model, tag, model, tag);
+    snprintf(cmd, sizeof cmd, "cd %s && /usr/bin/python3 '%s/tests/e2e/w4a8_oracle.py' %s.onnx %s.onnx %s_x.npy np_%s%s",
+             dir, tu_root(), model, tag, model, tag, oracle_opts);
     char *log = run_ok(cmd);
     char want[64];
     snprintf(want, sizeof want, "ok %d\n", nweights);
@@ -121,6 +124,23 @@ Test(w4a8, cnn_u8_activations_match_numpy_and_ort)
 Test(w4a8, cnn_i8_activations_match_numpy_and_ort)
 {
     free(check("cnn", "rtn_i8.qrl", 0, 4, 2, cnn_outs));
+}
+
+/* weight for: the Gemm (by its op) and the first Conv (by its node's name) take 8-bit weights, the
+ * other two stay 4-bit. The oracle checks w1 and w3 as numpy's INT8 RTN and w2 and w4 as INT4, and
+ * the integer runs against numpy's integers; the summary counts 108 + 54 / 2 + 420 + 35 / 2 (up) =
+ * 573 bytes of integers, 2 of 4 weights 4-bit. */
+Test(w4a8, weight_for_chosen_layers_takes_8_bits)
+{
+    tu_write_file(dir, "ends8.qrl", "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+                                    "recipe ends8 {\n  activation = u8 asymmetric by minmax()\n" W4
+                                    "  weight for Gemm, \"conv1\" = i8 symmetric narrow per_channel by "
+                                    "minmax(symmetric = true)\n}\n");
+    oracle_opts = " --int8 w1,w3";
+    char *log = check("cnn", "ends8.qrl", 0, 4, 2, cnn_outs);
+    oracle_opts = "";
+    cr_assert(strstr(log, "bytes:     573 of weight integers (2 of 4 weights 4-bit), 2468 in f32: 0.232x"), "%s", log);
+    free(log);
 }
 
 /* Gemm without transB: the output channels are w's axis 1. */

@@ -20,6 +20,9 @@ Usage: /usr/bin/python3 tests/e2e/w4a8_oracle.py F32.onnx QUANTIZED.onnx X.npy O
    precedes is max(q, zero) on its input's integers. Every output is
    written as OUTDIR/<name>.npy, dequantized ((q - zero) * scale in float32), with its step
    OUTDIR/<name>.scale.
+With --int8 W1,W2,... (a recipe's `weight for`): those weights (initializer names) must instead be
+ONNX INT8 (type 3) with numpy's per-channel RTN of i8 symmetric narrow: scale = max|w| / 127,
+q = clip(rint(w / scale), -127, 127).
 Prints "ok N" (N weights checked), or the first mismatch (exit 1)."""
 import os
 import sys
@@ -55,10 +58,16 @@ def per_channel(w, axis, scale_fn, qmin, qmax):
     return q, s
 
 
-def check_weights(f32, qm, scale_fn=rtn4, onnx_type=22, qmin=-7, qmax=7, min_opset=21):
+def rtn8(wc):
+    """Per-channel RTN scales of i8 symmetric narrow."""
+    return np.maximum(np.abs(wc.astype(np.float64)).max(axis=1) / 127, 1e-12).astype(np.float32)
+
+
+def check_weights(f32, qm, scale_fn=rtn4, onnx_type=22, qmin=-7, qmax=7, min_opset=21, int8=()):
     """Every Conv, Gemm and MatMul weight of f32 read in qm through a DequantizeLinear of ONNX type
     onnx_type whose integers, scales and zero points (0) are numpy's per channel with scale_fn's
-    scales; returns {weight name: (its integers, its output channels' axis)}."""
+    scales (the weights named in int8: INT8 by rtn8); returns {weight name: (its integers, its
+    output channels' axis)}."""
     inits = {t.name: numpy_helper.to_array(t) for t in f32.graph.initializer}
     qinit = {t.name: t for t in qm.graph.initializer}
     producers = {o: n for n in qm.graph.node for o in n.output}
@@ -79,14 +88,15 @@ def check_weights(f32, qm, scale_fn=rtn4, onnx_type=22, qmin=-7, qmax=7, min_ops
         if attr(dq, "axis", 1) != axis:
             sys.exit("%s: DequantizeLinear axis %s, expected %d" % (n.output[0], attr(dq, "axis", 1), axis))
         t = qinit[dq.input[0]]
-        if t.data_type != onnx_type:
-            sys.exit("%s: integers of ONNX type %d, expected %d" % (n.output[0], t.data_type, onnx_type))
-        q, s = per_channel(inits[n.input[1]], axis, scale_fn, qmin, qmax)
+        want = (rtn8, 3, -127, 127) if n.input[1] in int8 else (scale_fn, onnx_type, qmin, qmax)
+        if t.data_type != want[1]:
+            sys.exit("%s: integers of ONNX type %d, expected %d" % (n.output[0], t.data_type, want[1]))
+        q, s = per_channel(inits[n.input[1]], axis, want[0], want[2], want[3])
         got_q, got_s = tensor(t), tensor(qinit[dq.input[1]])
         got_z = tensor(qinit[dq.input[2]]) if len(dq.input) > 2 and dq.input[2] else np.zeros_like(s)
-        if len(dq.input) > 2 and dq.input[2] and qinit[dq.input[2]].data_type != onnx_type:
+        if len(dq.input) > 2 and dq.input[2] and qinit[dq.input[2]].data_type != want[1]:
             sys.exit("%s: zero points of ONNX type %d, expected %d" % (n.output[0], qinit[dq.input[2]].data_type,
-                                                                      onnx_type))
+                                                                      want[1]))
         for what, a, b in (("integers", got_q, q), ("scales", got_s, s), ("zero points", got_z, np.zeros_like(s))):
             if a.shape != b.shape or not np.array_equal(a.astype(np.float64), b.astype(np.float64)):
                 bad = np.argwhere(a != b)[0] if a.shape == b.shape else None
@@ -180,9 +190,15 @@ def run_integers(qm, x, outdir):
 
 
 def main():
-    f32, qm = onnx.load(sys.argv[1]), onnx.load(sys.argv[2])
-    checked = check_weights(f32, qm)
-    run_integers(qm, np.load(sys.argv[3]).astype(np.float32), sys.argv[4])
+    args = sys.argv[1:]
+    int8 = ()
+    if "--int8" in args:
+        k = args.index("--int8")
+        int8 = tuple(args[k + 1].split(","))
+        del args[k:k + 2]
+    f32, qm = onnx.load(args[0]), onnx.load(args[1])
+    checked = check_weights(f32, qm, int8=int8)
+    run_integers(qm, np.load(args[2]).astype(np.float32), args[3])
     print("ok %d" % len(checked))
 
 
