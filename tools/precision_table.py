@@ -47,8 +47,20 @@ CNN_ROWS = [
     ("f32", None, []),
     ("int8 (int8.qrl)", "int8.qrl", []),
     ("W4A8 (w4a8.qrl)", "w4a8.qrl", []),
+    ("W4A8, first Conv and classifier i8 (weight for)", "w4a8-ends8", []),
     ("A16W8 (a16w8.qrl)", "a16w8.qrl", []),
 ]
+# w4a8.qrl with `weight for` the model's first Conv (its node's name) and its classifier (Gemm)
+FIRST_CONV = {"resnet18": "/conv1/Conv", "mobilenet_v2": "/features/features.0/features.0.0/Conv"}
+
+
+def ends8_recipe(work, model):
+    src = open(os.path.join(ROOT, "recipes", "w4a8.qrl")).read()
+    line = '  weight for Gemm, "%s" = i8 symmetric narrow per_channel by minmax(symmetric = true)\n' % FIRST_CONV[model]
+    src = re.sub(r"(\n  weight +=[^\n]*\n)", lambda m: m.group(1) + line, src, count=1)
+    path = os.path.join(work, "w4a8-ends8-%s.qrl" % model)
+    open(path, "w").write(src.replace("recipe w4a8 ", "recipe w4a8_ends8 "))
+    return path
 
 
 def bench(model, shape, vocab, min_time, work, tag):
@@ -77,8 +89,8 @@ def row(model, label, ref, y, yo, size, fp32, ms, log):
 
 
 def quantize(model, recipe, extra, calib, out):
-    return run([QRL, "quantize", model, "--recipe", os.path.join(ROOT, "recipes", recipe), "--calib", calib, "-o",
-                out] + extra)
+    path = recipe if os.path.isabs(recipe) else os.path.join(ROOT, "recipes", recipe)
+    return run([QRL, "quantize", model, "--recipe", path, "--calib", calib, "-o", out] + extra)
 
 
 def cnn(tv, name, work, min_time):
@@ -91,7 +103,7 @@ def cnn(tv, name, work, min_time):
         q, log = model, ""
         if recipe:
             q = os.path.join(work, "%s_%d.onnx" % (name, i))
-            log = quantize(model, recipe, extra, calib, q)
+            log = quantize(model, ends8_recipe(work, name) if recipe == "w4a8-ends8" else recipe, extra, calib, q)
         qo, oo = os.path.join(work, "%s_%d_qrl" % (name, i)), os.path.join(work, "%s_%d_ort" % (name, i))
         run([QRL, "run", q, "-i", test, "-o", qo])
         run(["node", os.path.join(NODE_TOOL, "ort_run.js"), q, test, "-o", oo])
