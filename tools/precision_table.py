@@ -26,7 +26,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from w4a8_report import QRL, ROOT, outputs, run, sqnr  # noqa: E402
+from w4a8_report import QRL, ROOT, gpt_runs, outputs, run, sqnr  # noqa: E402
 
 NODE_TOOL = os.path.join(ROOT, "tools")
 WRAP = shlex.split(os.environ.get("BENCH_WRAP", ""))
@@ -122,17 +122,9 @@ def gpt(d, work, min_time):
         if recipe:
             q = os.path.join(work, "gpt_%d.onnx" % r)
             log = quantize(model, recipe, extra, os.path.join(d, "gpt_calib.npy"), q)
-        ys, jobs = [], os.path.join(work, "jobs_%d.txt" % r)
-        with open(jobs, "w") as f:
-            for i in range(ids.shape[0]):
-                x = os.path.join(work, "ids_%d.npy" % i)
-                run([QRL, "run", q, "-i", x, "-o", os.path.join(work, "gq_%d_%d" % (r, i))])
-                ys.append(outputs(os.path.join(work, "gq_%d_%d" % (r, i)), "logits"))
-                f.write("%s %s -o %s\n" % (q, x, os.path.join(work, "go_%d_%d" % (r, i))))
-        run(["node", os.path.join(NODE_TOOL, "ort_run.js"), "--batch", jobs])
-        yo = [outputs(os.path.join(work, "go_%d_%d" % (r, i)), "logits") for i in range(ids.shape[0])]
-        row("GPT decoder", label, ref, np.concatenate(ys).reshape(ref.shape), np.concatenate(yo).reshape(ref.shape),
-            os.path.getsize(q), fp32, bench(q, str(ids.shape[1]), 1000, min_time, work, "gpt_%d" % r), log)
+        y, yo = gpt_runs(q, ids.shape[0], work, "p%d" % r, ref.shape)
+        row("GPT decoder", label, ref, y, yo, os.path.getsize(q), fp32,
+            bench(q, str(ids.shape[1]), 1000, min_time, work, "gpt_%d" % r), log)
 
 
 def main():

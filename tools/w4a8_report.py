@@ -70,18 +70,24 @@ def gpt(d, work):
         t = tag.replace(" ", "_")
         q = os.path.join(work, "gpt_%s.onnx" % t)
         log = run([QRL, "quantize", model, "--recipe", rec, "--calib", os.path.join(d, "gpt_calib.npy"), "-o", q])
-        ys = []
-        jobs = os.path.join(work, "jobs_%s.txt" % t)
-        with open(jobs, "w") as f:
-            for i in range(ids.shape[0]):
-                x = os.path.join(work, "ids_%d.npy" % i)
-                run([QRL, "run", q, "-i", x, "-o", os.path.join(work, "gq_%s_%d" % (t, i))])
-                ys.append(outputs(os.path.join(work, "gq_%s_%d" % (t, i)), "logits"))
-                f.write("%s %s -o %s\n" % (q, x, os.path.join(work, "go_%s_%d" % (t, i))))
-        run(["node", os.path.join(ROOT, "tools", "ort_run.js"), "--batch", jobs])
-        yo = [outputs(os.path.join(work, "go_%s_%d" % (t, i)), "logits") for i in range(ids.shape[0])]
-        report("gpt", tag, ref, np.concatenate(ys).reshape(ref.shape), np.concatenate(yo).reshape(ref.shape),
-               os.path.getsize(q), fp32, log)
+        y, yo = gpt_runs(q, ids.shape[0], work, t, ref.shape)
+        report("gpt", tag, ref, y, yo, os.path.getsize(q), fp32, log)
+
+
+def gpt_runs(q, n, work, t, shape):
+    """The decoder export q run by QRL and by ONNX Runtime on the n test sequences work/ids_I.npy
+    (one at a time: the model's batch is 1): both logits, reshaped to shape."""
+    ys = []
+    jobs = os.path.join(work, "jobs_%s.txt" % t)
+    with open(jobs, "w") as f:
+        for i in range(n):
+            x = os.path.join(work, "ids_%d.npy" % i)
+            run([QRL, "run", q, "-i", x, "-o", os.path.join(work, "gq_%s_%d" % (t, i))])
+            ys.append(outputs(os.path.join(work, "gq_%s_%d" % (t, i)), "logits"))
+            f.write("%s %s -o %s\n" % (q, x, os.path.join(work, "go_%s_%d" % (t, i))))
+    run(["node", os.path.join(ROOT, "tools", "ort_run.js"), "--batch", jobs])
+    yo = [outputs(os.path.join(work, "go_%s_%d" % (t, i)), "logits") for i in range(n)]
+    return np.concatenate(ys).reshape(shape), np.concatenate(yo).reshape(shape)
 
 
 def report(name, tag, ref, y, yo, size, fp32, log):
