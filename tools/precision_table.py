@@ -15,7 +15,8 @@ GPTQ files alike: ORT's kernels on QRL's integers).
 Usage: /usr/bin/python3 tools/precision_table.py TV_DIR GPT_DIR [--min-time S] [MODEL...]
   TV_DIR: build/realmodels; GPT_DIR: make_transformer_models.py's; MODEL: gpt resnet18 mobilenet_v2
 Environment: QRL_BIN, ORT_NODE_MODULE (as tools/ort_run.js), BENCH_WRAP (a command prefix for the
-timing runs only, e.g. one that pauses other jobs)."""
+timing runs only, e.g. one that pauses other jobs), PRECISION_TABLE_REUSE=1 (keep the exports an
+earlier run left in GPT_DIR/precision_work)."""
 import json
 import os
 import re
@@ -89,6 +90,8 @@ def row(model, label, ref, y, yo, size, fp32, ms, log):
 
 
 def quantize(model, recipe, extra, calib, out):
+    if os.environ.get("PRECISION_TABLE_REUSE") and os.path.exists(out):
+        return ""  # a rerun for the timings: the export of the same recipe is already there
     path = recipe if os.path.isabs(recipe) else os.path.join(ROOT, "recipes", recipe)
     return run([QRL, "quantize", model, "--recipe", path, "--calib", calib, "-o", out] + extra)
 
