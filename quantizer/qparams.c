@@ -11,6 +11,16 @@
 #include "text.h"
 #include "intgraph.h"
 
+/* Zero point k (of N * n_blocks, by column then block) of MatMulNBits n's packed zero points z. */
+static int64_t nbits_zero(const qr_node *n, const qr_tensor *z, int64_t k)
+{
+    int64_t K = qr_attr_i(n, "K", 0), bs = qr_attr_i(n, "block_size", 0);
+    int64_t nb = bs > 0 ? (K + bs - 1) / bs : 1, col = k / nb, b = k % nb;
+    const uint8_t *zp = z->data;
+    uint8_t byte = zp[col * ((nb + 1) / 2) + b / 2];
+    return b % 2 ? byte >> 4 : byte & 15;
+}
+
 static void json_num(FILE *f, double v)
 {
     if (isfinite(v))
@@ -67,21 +77,42 @@ qr_status qr_qparams_write(const char *path, const qr_quantized *q, const char *
     const qr_graph *g = q->qdq;
     for (int i = 0; i < g->n_nodes; i++) {
         const qr_node *n = g->nodes[i];
-        if (strcmp(n->op, "DequantizeLinear") || n->n_in < 3 || !n->in[0]->is_const || !n->in[1]->is_const)
+        int nbits = !strcmp(n->op, "MatMulNBits") && n->n_in >= 3 && n->in[1]->is_const && n->in[2]->is_const;
+        if (!nbits && (strcmp(n->op, "DequantizeLinear") || n->n_in < 2 || !n->in[0]->is_const || !n->in[1]->is_const))
             continue;
-        const qr_tensor *s = &n->in[1]->t, *z = &n->in[2]->t;
+        /* a weight-only weight: a DequantizeLinear without zero points (all 0), maybe in blocks along
+         * K, or a MatMulNBits (its codes unsigned, zero points 8 unless it has them) */
+        const qr_tensor *s = nbits ? &n->in[2]->t : &n->in[1]->t;
+        int zi = nbits ? 3 : 2; /* the zero points' input */
+        const qr_tensor *z = n->n_in > zi && n->in[zi] ? &n->in[zi]->t : NULL;
+        int64_t block = qr_attr_i(n, "block_size", 0);
         fprintf(f, "%s    {\"value\": ", first ? "" : ",\n");
         first = 0;
-        qr_fput_json_str(f, n->out[0]->name);
-        fprintf(f, ", \"dtype\": \"%s\", \"axis\": %lld, \"scale\": [", qr_dtype_name(n->in[0]->t.dtype),
-                (long long)(s->ndim ? qr_attr_i(n, "axis", 1) : -1));
-        for (int64_t k = 0; k < qr_tensor_numel(s); k++) {
+        qr_fput_json_str(f, nbits ? n->in[1]->name : n->out[0]->name);
+        if (nbits) {
+            fprintf(f, ", \"format\": \"MatMulNBits\", \"node\": ");
+            qr_fput_json_str(f, n->name ? n->name : "");
+            fprintf(f, ", \"K\": %lld, \"N\": %lld", (long long)qr_attr_i(n, "K", 0), (long long)qr_attr_i(n, "N", 0));
+        }
+        fprintf(f, ", \"dtype\": \"%s\", \"axis\": %lld", nbits ? "u4" : qr_dtype_name(n->in[0]->t.dtype),
+                nbits ? 1LL : (long long)(s->ndim ? qr_attr_i(n, "axis", 1) : -1));
+        if (block)
+            fprintf(f, ", \"block_size\": %lld", (long long)block);
+        fprintf(f, ", \"scale\": [");
+        int64_t count = qr_tensor_numel(s);
+        for (int64_t k = 0; k < count; k++) {
             fprintf(f, "%s", k ? ", " : "");
             json_num(f, qr_get_f64(s->data, s->dtype, k));
         }
         fprintf(f, "], \"zero_point\": [");
-        for (int64_t k = 0; k < qr_tensor_numel(z); k++)
-            fprintf(f, "%s%lld", k ? ", " : "", (long long)qr_get_i64(z->data, z->dtype, k));
+        for (int64_t k = 0; k < count; k++) {
+            int64_t zk = 0;
+            if (nbits) /* uint8 [N][ceil(n_blocks / 2)], two to a byte, low nibble first */
+                zk = z ? nbits_zero(n, z, k) : 8;
+            else if (z && z->data && k < qr_tensor_numel(z))
+                zk = qr_get_i64(z->data, z->dtype, k);
+            fprintf(f, "%s%lld", k ? ", " : "", (long long)zk);
+        }
         fprintf(f, "]}");
     }
     fprintf(f, "\n  ]\n}\n");

@@ -213,6 +213,29 @@ Test(int4, weight_for_gemm_keeps_8_bits_beside_4_bit_blocks)
                       "sym,Gemm=sym8", 16, 0);
 }
 
+/* --qparams lists weight-only weights: in blocks with u4 zero points (DequantizeLinear and
+ * MatMulNBits), and i4 without zero points; the oracle reads them from the export. */
+Test(int4, qparams_json_lists_weight_only_weights)
+{
+    static const char *const forms[][2] = {{"  weight = u4 asymmetric by minmax()\n  block = 16\n", ""},
+                                           {"  weight = u4 asymmetric by minmax()\n  block = 16\n",
+                                            " --weight-format matmulnbits"},
+                                           {"  weight = i4 symmetric narrow by minmax(symmetric = true)\n"
+                                            "  block = 32\n", " --weight-format matmulnbits"},
+                                           {"  weight = i8 symmetric narrow per_channel by minmax(symmetric = true)\n",
+                                            ""}};
+    for (int i = 0; i < 4; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, "import \"calibrators.qrl\"\nrecipe qj {\n  activation = f32\n%s}\n", forms[i][0]);
+        tu_write_file(dir, "qj.qrl", text);
+        char *log = tu_sh("cd %s && '%s' quantize f32_chain.onnx --recipe qj.qrl --calib x.npy -o qj%d.onnx --qparams "
+                          "qj%d.json%s && /usr/bin/python3 '%s/tests/e2e/qparams_oracle.py' qj%d.onnx qj%d.json",
+                          dir, tu_qrl(), i, i, forms[i][1], tu_root(), i, i);
+        cr_assert(strstr(log, "ok 3"), "form %d: %s", i, log);
+        free(log);
+    }
+}
+
 Test(int4, i8_weight_only_per_channel_matches_numpy_and_ort)
 {
     check_weight_only("w8ch", NULL, "  weight = i8 symmetric narrow per_channel by minmax(symmetric = true)\n", "sym8", 0, 0);
