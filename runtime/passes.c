@@ -841,6 +841,7 @@ qr_status qr_graph_optimize(qr_graph *g, qr_error *e)
 {
     qr_pass_annotate_qdq(g); /* before folding turns constant DequantizeLinears into plain floats */
     if (qr_pass_remove_identity(g, e) != QR_OK || qr_pass_int4_matmul(g, e) != QR_OK ||
+        qr_pass_dynamic_rows(g, e) != QR_OK ||
         qr_pass_infer_and_fold(g, e) != QR_OK ||
         qr_pass_fold_batchnorm(g, e) != QR_OK || qr_pass_fold_gemm_scales(g, e) != QR_OK)
         return QR_ERR;

@@ -23,6 +23,10 @@ qr_status qr_pass_fold_gemm_scales(qr_graph *g, qr_error *e);
  * MatMulNBits of the same integers (accuracy_level 0: the same f32 numerics), which runs on the
  * packed int4 kernels instead of an f32 copy of the weight. */
 qr_status qr_pass_int4_matmul(qr_graph *g, qr_error *e);
+/* The per-row dynamic quantization a dynamic recipe's export writes in float ops (ReduceMin,
+ * ReduceMax, ..., Round, Clip) in front of a MatMul by an i8 weight's DequantizeLinear becomes the
+ * runtime's DynamicQuantizeRows and MatMulInteger, then the two scales in f32 (pass_dynrows.c). */
+qr_status qr_pass_dynamic_rows(qr_graph *g, qr_error *e);
 /* Quantization info from QDQ models: every QuantizeLinear/DequantizeLinear
  * with constant parameters gives its integer and real tensors their dtype,
  * scale(s), zero point(s), axis and clip range (value->q), for backends. */

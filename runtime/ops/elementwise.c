@@ -857,6 +857,13 @@ static qr_status cast_run(qr_kctx *k)
         const float *xs = x->data; /* direct, so f32 -> f16 rounds once */
         for (int64_t i = 0; i < n; i++)
             ((uint16_t *)y->data)[i] = qr_float_to_half(xs[i]);
+    } else if (x->dtype == QR_I32 && y->dtype == QR_F32) {
+        /* an integer product's sums (MatMulInteger, ConvInteger) to f32: one rounding, as through
+         * double, in a loop the compiler vectorizes */
+        const int32_t *xs = x->data;
+        float *ys = y->data;
+        for (int64_t i = 0; i < n; i++)
+            ys[i] = (float)xs[i];
     } else if (qr_dtype_is_float(x->dtype) || qr_dtype_is_float(y->dtype)) {
         /* u64/i64 -> float goes through double; float -> int saturates (NaN -> 0). */
         for (int64_t i = 0; i < n; i++)

@@ -205,6 +205,46 @@ Test(dynamic, integer_graph_agrees_with_ort_on_the_export)
         }
 }
 
+/* qrl run of the per-row export itself: its float chains of per-row quantization (ReduceMin,
+ * ReduceMax, ..., Round, Clip) and each MatMul by an i8 weight (or by attention's per-tensor second
+ * operand) run as DynamicQuantizeRows and MatMulInteger (runtime/pass_dynrows.c): no ReduceMax or
+ * f32 MatMul is left in the profile, and the outputs agree with ONNX Runtime's run of the file's
+ * ONNX definition (no optimizations) as the recipe's own integer graph does above, and with the
+ * recipe's integer graph in memory. */
+Test(dynamic, qrl_runs_the_per_row_export_on_integers)
+{
+    const double floor[] = {100.0, 45.0};
+    char a[1024], b[1024];
+    for (int m = 0; m < 2; m++) {
+        int rc;
+        char *log = quantize(models[m], recipes[0], &rc);
+        cr_assert_eq(rc, 0, "%s", log);
+        free(log);
+        log = tu_sh("cd '%s' && '%s' run %s.%s.onnx -i %s_one_0.npy -o %s.file_prof --profile", dir, tu_qrl(),
+                    models[m], recipes[0], models[m], models[m]);
+        cr_assert(strstr(log, "DynamicQuantizeRows") && strstr(log, "MatMulInteger"), "%s", log);
+        cr_assert(!strstr(log, "ReduceMax") && !strstr(log, "  MatMul "), "%s: float chains left:\n%s", models[m], log);
+        free(log);
+        log = tu_sh("cd '%s' && for i in $(seq 0 %d); do '%s' run %s.%s.onnx -i %s_one_$i.npy -o %s.file_$i || exit 1; "
+                    "done && /usr/bin/python3 -c \"import numpy as np, os\nouts = []\nfor i in range(%d):\n"
+                    "  d = '%s.file_%%d' %% i\n  outs.append(np.load(os.path.join(d, os.listdir(d)[0])))\n"
+                    "np.save('%s.file.npy', np.concatenate(outs))\"",
+                    dir, NTEST - 1, tu_qrl(), models[m], recipes[0], models[m], models[m], NTEST, models[m], models[m]);
+        free(log);
+        ort_outputs(models[m], recipes[0], 1);
+        qrl_int_outputs(models[m], recipes[0]);
+        snprintf(a, sizeof a, "%s/%s.%s.ort_plain/0.npy", dir, models[m], recipes[0]);
+        snprintf(b, sizeof b, "%s/%s.file.npy", dir, models[m]);
+        double db = tu_npy_sqnr(a, b);
+        cr_log_info("%s: qrl run of the export against ORT on its ONNX definition: %.1f dB", models[m], db);
+        cr_expect_geq(db, floor[m], "%s: qrl run of the export and its ONNX definition differ: %.1f dB", models[m], db);
+        snprintf(a, sizeof a, "%s/%s.%s.qrl.npy", dir, models[m], recipes[0]);
+        db = tu_npy_sqnr(a, b);
+        cr_log_info("%s: qrl run of the export against the recipe's integer graph: %.1f dB", models[m], db);
+        cr_expect_geq(db, floor[m], "%s: qrl run of the export and the integer graph differ: %.1f dB", models[m], db);
+    }
+}
+
 /* Run-time quantization is DynamicQuantizeLinear's formula, u8: a recipe with other activations
  * stops with the value and the type, and writes nothing. */
 Test(dynamic, dynamic_role_needs_u8_activations)
