@@ -14,6 +14,8 @@ Writes to OUTDIR:
   cnn_x.npy      8 other samples (held out: the runs are compared on these)
   gemm_n.onnx  X [N, 12] -> Gemm (w [12, 9], transB 0, bias) -> Relu -> Y: channels along w's axis 1
   gemm_n_calib.npy, gemm_n_x.npy
+  shared.onnx  X [N, 12] -> MatMul mm_a and MatMul mm_b by one weight w [12, 6] -> Add -> Y (calibrate
+               on gemm_n_calib.npy)
 """
 import os
 import sys
@@ -71,6 +73,14 @@ def main():
                [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", 9])])
     np.save(os.path.join(out, "gemm_n_calib.npy"), rng.normal(-0.1, 1.0, (32, 12)).astype(np.float32))
     np.save(os.path.join(out, "gemm_n_x.npy"), rng.normal(-0.1, 1.0, (8, 12)).astype(np.float32))
+
+    # one weight read by two MatMuls (mm_a, mm_b): `weight for "mm_a"` alone cannot type it
+    ws = weight(rng, (12, 6), 1)
+    save_model(os.path.join(out, "shared.onnx"),
+               [helper.make_node("MatMul", ["X", "w"], ["a"], name="mm_a"),
+                helper.make_node("MatMul", ["X", "w"], ["b"], name="mm_b"), helper.make_node("Add", ["a", "b"], ["Y"])],
+               [f32("w", ws)], [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 12])],
+               [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", 6])])
 
 
 if __name__ == "__main__":

@@ -143,6 +143,25 @@ Test(w4a8, weight_for_chosen_layers_takes_8_bits)
     free(log);
 }
 
+/* One constant read by two MatMuls of which `weight for` names one: it cannot hold two types, so
+ * quantize stops naming the weight and both readers, and writes nothing. */
+Test(w4a8, weight_for_one_reader_of_a_shared_weight_is_an_error)
+{
+    tu_write_file(dir, "shared.qrl", "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+                                     "recipe sh {\n  activation = u8 asymmetric by minmax()\n" W4
+                                     "  weight for \"mm_a\" = i8 symmetric narrow per_channel by "
+                                     "minmax(symmetric = true)\n}\n");
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize shared.onnx --recipe shared.qrl --calib gemm_n_calib.npy -o "
+             "shared_q.onnx", dir, tu_qrl());
+    cr_assert_neq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "weight 'w' is read by 'mm_a' and 'mm_b', which the recipe's weight settings give different "
+                          "types"), "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "%s/shared_q.onnx", dir);
+    cr_assert(!tu_file_exists(cmd), "no partial output");
+}
+
 /* Gemm without transB: the output channels are w's axis 1. */
 Test(w4a8, gemm_channels_on_axis_1_match_numpy_and_ort)
 {
