@@ -220,12 +220,12 @@ Test(dynamic, qrl_runs_the_per_row_export_on_integers)
         char *log = quantize(models[m], recipes[0], &rc);
         cr_assert_eq(rc, 0, "%s", log);
         free(log);
-        log = tu_sh("cd '%s' && '%s' run %s.%s.onnx -i %s_one_0.npy -o %s.file_prof --profile", dir, tu_qrl(),
+        log = tu_sh("cd '%s' && %s run %s.%s.onnx -i %s_one_0.npy -o %s.file_prof --profile", dir, tu_qrl(),
                     models[m], recipes[0], models[m], models[m]);
         cr_assert(strstr(log, "DynamicQuantizeRows") && strstr(log, "MatMulInteger"), "%s", log);
         cr_assert(!strstr(log, "ReduceMax") && !strstr(log, "  MatMul "), "%s: float chains left:\n%s", models[m], log);
         free(log);
-        log = tu_sh("cd '%s' && for i in $(seq 0 %d); do '%s' run %s.%s.onnx -i %s_one_$i.npy -o %s.file_$i || exit 1; "
+        log = tu_sh("cd '%s' && for i in $(seq 0 %d); do %s run %s.%s.onnx -i %s_one_$i.npy -o %s.file_$i || exit 1; "
                     "done && /usr/bin/python3 -c \"import numpy as np, os\nouts = []\nfor i in range(%d):\n"
                     "  d = '%s.file_%%d' %% i\n  outs.append(np.load(os.path.join(d, os.listdir(d)[0])))\n"
                     "np.save('%s.file.npy', np.concatenate(outs))\"",

@@ -228,7 +228,7 @@ Test(int4, qparams_json_lists_weight_only_weights)
         char text[1024];
         snprintf(text, sizeof text, "import \"calibrators.qrl\"\nrecipe qj {\n  activation = f32\n%s}\n", forms[i][0]);
         tu_write_file(dir, "qj.qrl", text);
-        char *log = tu_sh("cd %s && '%s' quantize f32_chain.onnx --recipe qj.qrl --calib x.npy -o qj%d.onnx --qparams "
+        char *log = tu_sh("cd %s && %s quantize f32_chain.onnx --recipe qj.qrl --calib x.npy -o qj%d.onnx --qparams "
                           "qj%d.json%s && /usr/bin/python3 '%s/tests/e2e/qparams_oracle.py' qj%d.onnx qj%d.json",
                           dir, tu_qrl(), i, i, forms[i][1], tu_root(), i, i);
         cr_assert(strstr(log, "ok 3"), "form %d: %s", i, log);

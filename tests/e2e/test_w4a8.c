@@ -152,7 +152,7 @@ Test(w4a8, weight_for_one_reader_of_a_shared_weight_is_an_error)
                                      "  weight for \"mm_a\" = i8 symmetric narrow per_channel by "
                                      "minmax(symmetric = true)\n}\n");
     char cmd[4096], *log;
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize shared.onnx --recipe shared.qrl --calib gemm_n_calib.npy -o "
+    snprintf(cmd, sizeof cmd, "cd %s && %s quantize shared.onnx --recipe shared.qrl --calib gemm_n_calib.npy -o "
              "shared_q.onnx", dir, tu_qrl());
     cr_assert_neq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, "weight 'w' is read by 'mm_a' and 'mm_b', which the recipe's weight settings give different "
