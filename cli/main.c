@@ -52,6 +52,9 @@ static const char usage[] =
     "  --iconv-jit      compile an integer convolution kernel for each layer's shape, the recipe's\n"
     "                   epilogue fused in (AVX-512 VNNI CPUs; 0.1 to 0.5 s per distinct layer, once:\n"
     "                   then kept in the module cache); faster, with the same results\n"
+    "  --option NAME=VALUE  set one run-time switch, e.g. fuse=0, nhwc=all, poison=1: the tests'\n"
+    "                   second paths, which give the same integer results (docs/runtime.md,\n"
+    "                   \"Switches\", lists them and their values); repeatable, the last one wins\n"
     "  -h, --help       this text (after a command: that command's)\n"
     "  --version        print the version\n"
     "\n"
@@ -165,30 +168,10 @@ static int exec_mpi(char **argv)
     return 1;
 }
 
-/* The QRL_* variables that set run-time switches, read here only, once, for a transition period
- * (the kernels read the options, never the environment; docs/runtime.md, "Switches"). 0, or 2
- * after naming a variable whose value its option does not take. */
-static int options_from_env(void)
-{
-    static const char *const vars[][2] = {
-        {"QRL_IGEMM", "igemm"},       {"QRL_SGEMM", "sgemm"},         {"QRL_QUANT", "quant"},
-        {"QRL_WINDOW", "window"},     {"QRL_F32_ROWS", "f32-rows"},   {"QRL_ICONV_JIT", "iconv-jit"},
-        {"QRL_FUSE", "fuse"},         {"QRL_NHWC", "nhwc"},           {"QRL_EPILOGUE", "epilogue"},
-        {"QRL_SPLIT", "split"},       {"QRL_POISON", "poison"},       {"QRL_EFFECTS", "effects"},
-    };
-    char err[256];
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i][0]);
-        if (v && qrl_set_option(vars[i][1], v, err, sizeof err)) {
-            fprintf(stderr, "qrl: %s: %s\n", vars[i][0], err);
-            return 2;
-        }
-    }
-    return 0;
-}
-
-/* Takes the options of every command (--kernels NAME, --iconv-jit) out of argv: 0, or 2 after a
- * usage error. They follow the environment's. */
+/* Takes the options of every command that set run-time switches out of argv, left to right (a
+ * later one wins): --kernels NAME and --iconv-jit for users, --option NAME=VALUE for any switch
+ * (the tests' second paths; docs/runtime.md, "Switches"). The switches come from the command
+ * line alone: no variable of the environment sets one. 0, or 2 after a usage error. */
 static int options_from_args(int *argc, char **argv)
 {
     char err[256];
@@ -204,6 +187,20 @@ static int options_from_args(int *argc, char **argv)
         } else if (!strcmp(argv[i], "--iconv-jit")) {
             qrl_set_option("iconv-jit", "1", err, sizeof err);
             take = 1;
+        } else if (!strcmp(argv[i], "--option")) {
+            const char *nv = i + 1 < *argc ? argv[i + 1] : NULL, *eq = nv ? strchr(nv, '=') : NULL;
+            char name[64];
+            if (!eq || eq == nv || (size_t)(eq - nv) >= sizeof name) {
+                fprintf(stderr, "qrl: --option: needs NAME=VALUE, not '%.64s' (docs/runtime.md, \"Switches\")\n"
+                                "(see qrl --help)\n", nv ? nv : "");
+                return 2;
+            }
+            snprintf(name, sizeof name, "%.*s", (int)(eq - nv), nv);
+            if (qrl_set_option(name, eq + 1, err, sizeof err)) {
+                fprintf(stderr, "qrl: --option: %s\n(see qrl --help)\n", err);
+                return 2;
+            }
+            take = 2;
         }
         if (take) { /* argv[argc] stays NULL */
             memmove(argv + i, argv + i + take, sizeof *argv * (size_t)(*argc - i - take + 1));
@@ -244,9 +241,7 @@ static int run(int argc, char **argv)
 #endif
     /* Interrupted writes must not leave temporary files behind. */
     qrl_cleanup_on_signals();
-    int st = options_from_env();
-    if (!st)
-        st = options_from_args(&argc, argv);
+    int st = options_from_args(&argc, argv);
     if (st)
         return st;
     /* --max-memory applies to every command that runs a model: taken out here. */

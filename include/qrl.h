@@ -196,7 +196,8 @@ void qrl_set_recipe_time_limit(double seconds);
  * portable (every kernel's portable path) or avx2, avxvnni, avx512vnni (the integer kernels of
  * that instruction set, when the CPU has it); "iconv-jit": 1 compiles an integer convolution
  * kernel for each layer's shape (AVX-512 VNNI CPUs), 0 (the default) does not. The tests' own
- * switches: igemm, sgemm, quant, window, f32-rows, fuse, nhwc, epilogue, split, poison. */
+ * switches (qrl --option NAME=VALUE): igemm, sgemm, quant, window, f32-rows, fuse, nhwc,
+ * epilogue, split, poison, effects. No environment variable sets one. */
 int qrl_set_option(const char *name, const char *value, char *err, size_t errlen);
 
 /* ---- Recipes and quantization ---- */

@@ -87,5 +87,10 @@ qr_status qr_options_parse(qr_options *o, const char *name, const char *value, q
         }
         return qr_errorf(e, "option %s takes %s, not '%.64s'", name, list, value);
     }
-    return qr_errorf(e, "no option named '%.64s'", name);
+    char names[256] = "";
+    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
+        size_t n = strlen(names);
+        snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", defs[i].name);
+    }
+    return qr_errorf(e, "no option named '%.64s' (the options: %s)", name, names);
 }

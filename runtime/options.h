@@ -2,9 +2,9 @@
  * portable ones, one ISA's), whether convolutions get kernels compiled for their shape, and the
  * tests' second paths (no fusion, NCHW, another epilogue form or work split, poisoned outputs).
  * Kernels and passes read it here and never the environment. It is filled once, at process
- * start: qrl's command line (--kernels, --iconv-jit) and, for a transition period, the QRL_*
- * variables that cli/main.c alone reads, each through qrl_set_option (qr_options_parse); tests
- * set its fields with qr_options_set. Every setting gives the same integer results; the f32
+ * start, from qrl's command line alone (--kernels, --iconv-jit, --option NAME=VALUE), each
+ * through qrl_set_option (qr_options_parse): no environment variable sets a switch. Tests set its
+ * fields with qr_options_set. Every setting gives the same integer results; the f32
  * kernels' portable paths may round differently (docs/runtime.md, "Switches"). */
 #ifndef QR_OPTIONS_H
 #define QR_OPTIONS_H
@@ -61,8 +61,8 @@ void qr_options_set(const qr_options *o);
 /* Sets option name of *o from its text value; QR_ERR with a message naming the option and the
  * values it takes. Names: kernels (auto, portable, avx2, avxvnni, avx512vnni: portable is every
  * kernel's portable path, an ISA the integer kernels'), iconv-jit (0, 1), and the tests' igemm,
- * sgemm, quant, window, f32-rows, fuse, nhwc, epilogue, split, poison. An empty value is the
- * default. */
+ * sgemm, quant, window, f32-rows, fuse, nhwc, epilogue, split, poison, effects. An empty value is
+ * the default. An unknown name's message lists the names. */
 qr_status qr_options_parse(qr_options *o, const char *name, const char *value, qr_error *e);
 
 #endif

@@ -8,11 +8,8 @@ export QRL_BIN="$(cd "$B" && pwd)/qrl"
 export QRL_DATA="$(cd "$B" && pwd)/data"
 export QRL_ROOT="$(pwd)"
 export ORT_NODE_MODULE="$(cd "$B" && pwd)/npm/node_modules/onnxruntime-node"
-# Outputs the executor leaves unzeroed (ops that declare they write every element) start as
-# 0xA5 bytes, so a kernel that leaves one unwritten fails its test instead of reading zeros. The
-# test binaries turn the poison switch on themselves (tests/support/testutil.c); this reaches the
-# qrl processes they start, which read it once at start (docs/runtime.md, "Switches").
-export QRL_POISON=1
+# The test binaries turn the poison switch on for themselves and for the qrl they run
+# (tu_qrl's --option poison=1, tests/support/testutil.c; docs/runtime.md, "Switches").
 passed=0
 failed=0
 status=0

@@ -73,7 +73,7 @@ static void check(const char *model, const char *tag, int nout, const char *cons
 {
     char cmd[8192], rec[4096];
     recipe_path(tag, rec, sizeof rec);
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize %s.onnx --recipe '%s' --calib %s_calib.npy -o %s.%s.onnx",
+    snprintf(cmd, sizeof cmd, "cd %s && %s quantize %s.onnx --recipe '%s' --calib %s_calib.npy -o %s.%s.onnx",
              dir, tu_qrl(), model, rec, model, model, tag);
     run_ok(cmd);
     snprintf(cmd, sizeof cmd, "cd %s && /usr/bin/python3 '%s/tests/e2e/a16_oracle.py' %s.%s.onnx %s_x.npy np_%s_%s",
@@ -82,13 +82,13 @@ static void check(const char *model, const char *tag, int nout, const char *cons
     snprintf(cmd, sizeof cmd, "cd %s && node '%s/tools/ort_run.js' %s.%s.onnx %s_x.npy -o ort_%s_%s", dir, tu_root(),
              model, tag, model, model, tag);
     run_ok(cmd);
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' run %s.%s.onnx -i %s_x.npy -o int_%s_%s", dir, tu_qrl(), model, tag,
+    snprintf(cmd, sizeof cmd, "cd %s && %s run %s.%s.onnx -i %s_x.npy -o int_%s_%s", dir, tu_qrl(), model, tag,
              model, model, tag);
     run_ok(cmd);
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' run %s.%s.onnx --qdq-recipe sim.qrl -i %s_x.npy -o sim_%s_%s", dir,
+    snprintf(cmd, sizeof cmd, "cd %s && %s run %s.%s.onnx --qdq-recipe sim.qrl -i %s_x.npy -o sim_%s_%s", dir,
              tu_qrl(), model, tag, model, model, tag);
     run_ok(cmd);
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' run %s.onnx --recipe '%s' --calib %s_calib.npy -i %s_x.npy -o mem_%s_%s",
+    snprintf(cmd, sizeof cmd, "cd %s && %s run %s.onnx --recipe '%s' --calib %s_calib.npy -i %s_x.npy -o mem_%s_%s",
              dir, tu_qrl(), model, rec, model, model, model, tag);
     run_ok(cmd);
     char path[4096];
@@ -175,7 +175,7 @@ Test(a16, a_sum_too_long_for_the_accumulator_is_an_error)
 {
     char cmd[8192], *log, out[4096];
     snprintf(out, sizeof out, "%s/bigk.a16w8.onnx", dir);
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize bigk.onnx --recipe '%s/recipes/a16w8.qrl' --calib bigk_calib.npy -o %s",
+    snprintf(cmd, sizeof cmd, "cd %s && %s quantize bigk.onnx --recipe '%s/recipes/a16w8.qrl' --calib bigk_calib.npy -o %s",
              dir, tu_qrl(), tu_root(), out);
     cr_assert_neq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, "(MatMulInteger): a sum over 33000 terms of 16-bit operands is longer than the 32896 the "
@@ -199,7 +199,7 @@ Test(a16, an_int32_accumulator_for_16_bit_activations_is_refused)
           "  quantize x: activation, w: weight(axis = 1), y: activation\n  lower y = k32(x, w)\n}\n"
           "recipe r {\n  activation = u16 asymmetric by minmax()\n"
           "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n");
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize widek.onnx --recipe acc32.qrl --calib widek_calib.npy -o acc32.onnx",
+    snprintf(cmd, sizeof cmd, "cd %s && %s quantize widek.onnx --recipe acc32.qrl --calib widek_calib.npy -o acc32.onnx",
              dir, tu_qrl());
     cr_assert_neq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, "acc32.qrl:8:9: pattern 'mm' has no lowering for the types the recipe chose (kernel 'k32' "
@@ -220,7 +220,7 @@ Test(a16, ln_and_softmax_16_bit_in_an_8_bit_block)
     cr_assert(strstr(info, "opset 21\n") && strstr(info, "activation uint16 uint8\n"), "%s", info);
     free(info);
     /* nothing left to f32 islands between the kernels: the mixed boundaries have kernels */
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize block.onnx --recipe '%s/recipes/int8-norm16.qrl' --calib "
+    snprintf(cmd, sizeof cmd, "cd %s && %s quantize block.onnx --recipe '%s/recipes/int8-norm16.qrl' --calib "
              "block_calib.npy -o block.again.onnx", dir, tu_qrl(), tu_root());
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, "lowered:   8 kernel calls, 0 lookup tables, 1 integer ops, 0 requantizations, 0 f32 "
@@ -241,7 +241,7 @@ Test(a16, activation_for_a_node_name)
              "[setattr(n, 'name', 'p_node') for n in m.graph.node if n.op_type == 'Softmax']; "
              "onnx.save(m, 'named.onnx')\"", dir);
     run_ok(cmd);
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize named.onnx --recipe node16.qrl --calib block_calib.npy "
+    snprintf(cmd, sizeof cmd, "cd %s && %s quantize named.onnx --recipe node16.qrl --calib block_calib.npy "
              "-o named.q.onnx --qparams named.json", dir, tu_qrl());
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);

@@ -88,7 +88,7 @@ static char *check(const char *model, const char *tag, int bits, const char *mod
 {
     char cmd[8192], path[4096];
     snprintf(cmd, sizeof cmd,
-             "cd %s && '%s' quantize %s.onnx --recipe %s.qrl --calib %s_calib.npy -o %s.%s.onnx --report %s.%s.json",
+             "cd %s && %s quantize %s.onnx --recipe %s.qrl --calib %s_calib.npy -o %s.%s.onnx --report %s.%s.json",
              dir, tu_qrl(), model, tag, model, model, tag, model, tag);
     char *summary;
     cr_assert_eq(tu_run(cmd, &summary), 0, "%s\n%s", cmd, summary);
@@ -118,7 +118,7 @@ static char *check(const char *model, const char *tag, int bits, const char *mod
     snprintf(cmd, sizeof cmd, "cd %s && /usr/bin/python3 '%s/tests/e2e/acc_oracle.py' %s.%s.onnx %s_x.npy %d %s np_%s_%s.npy",
              dir, tu_root(), model, tag, model, bits, mode, model, tag);
     run_ok(cmd);
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' run %s.onnx --recipe %s.qrl --calib %s_calib.npy -i %s_x.npy -o int_%s_%s",
+    snprintf(cmd, sizeof cmd, "cd %s && %s run %s.onnx --recipe %s.qrl --calib %s_calib.npy -i %s_x.npy -o int_%s_%s",
              dir, tu_qrl(), model, tag, model, model, model, tag);
     run_ok(cmd);
     char ref[4096], got[4096];
@@ -126,7 +126,7 @@ static char *check(const char *model, const char *tag, int bits, const char *mod
     snprintf(got, sizeof got, "%s/int_%s_%s/Y.npy", dir, model, tag);
     cr_assert_eq(tu_npy_max_diff(ref, got), 0, "%s %s: the integer graph differs from numpy", model, tag);
     /* the export run by the same recipe's integer graph */
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' run %s.%s.onnx --qdq-recipe %s.qrl -i %s_x.npy -o qdq_%s_%s", dir, tu_qrl(),
+    snprintf(cmd, sizeof cmd, "cd %s && %s run %s.%s.onnx --qdq-recipe %s.qrl -i %s_x.npy -o qdq_%s_%s", dir, tu_qrl(),
              model, tag, tag, model, model, tag);
     run_ok(cmd);
     snprintf(got, sizeof got, "%s/qdq_%s_%s/Y.npy", dir, model, tag);
@@ -146,7 +146,7 @@ static void check_sim(const char *model, const char *report, const char *wide)
 static void check_model(const char *model)
 {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize %s.onnx --recipe i32.qrl --calib %s_calib.npy -o %s.i32.onnx --report %s.i32.json",
+    snprintf(cmd, sizeof cmd, "cd %s && %s quantize %s.onnx --recipe i32.qrl --calib %s_calib.npy -o %s.i32.onnx --report %s.i32.json",
              dir, tu_qrl(), model, model, model, model);
     run_ok(cmd);
     char path[4096];
@@ -185,7 +185,7 @@ Test(accwidth, i32_is_the_default)
     char cmd[4096];
     const char *tags[] = {"i32", "none"};
     for (int i = 0; i < 2; i++) {
-        snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize conv.onnx --recipe %s.qrl --calib conv_calib.npy -o conv.%s.onnx",
+        snprintf(cmd, sizeof cmd, "cd %s && %s quantize conv.onnx --recipe %s.qrl --calib conv_calib.npy -o conv.%s.onnx",
                  dir, tu_qrl(), tags[i], tags[i]);
         run_ok(cmd);
     }
@@ -203,7 +203,7 @@ Test(accwidth, i32_is_the_default)
  * (acc_oracle.py), and the output loses less than with minmax's weights, which overflow. */
 static void check_a2q(const char *model)
 {
-    char *q = tu_sh("cd %s && '%s' quantize %s.onnx --recipe a2q.qrl --calib %s_calib.npy -o %s.a2q.onnx", dir,
+    char *q = tu_sh("cd %s && %s quantize %s.onnx --recipe a2q.qrl --calib %s_calib.npy -o %s.a2q.onnx", dir,
                     tu_qrl(), model, model, model);
     cr_assert(strstr(q, "accumulator: i16, wrapping: 0 of ") && strstr(q, "(0 of 1 layers)"), "%s: %s", model, q);
     char *log = tu_sh("cd %s && /usr/bin/python3 '%s/tests/e2e/a2q_oracle.py' %s.onnx %s.a2q.onnx 16 255 && "
@@ -211,7 +211,7 @@ static void check_a2q(const char *model)
                       dir, tu_root(), model, model, tu_root(), model, model);
     cr_assert(strstr(log, "ok 1 worst ") && strstr(log, " overflows 0\n"), "%s: %s", model, log);
     free(log);
-    char *m = tu_sh("cd %s && '%s' quantize %s.onnx --recipe i16_minmax.qrl --calib %s_calib.npy -o %s.mm16.onnx", dir,
+    char *m = tu_sh("cd %s && %s quantize %s.onnx --recipe i16_minmax.qrl --calib %s_calib.npy -o %s.mm16.onnx", dir,
                     tu_qrl(), model, model, model);
     const char *sq = strstr(q, "output:    SQNR "), *sm = strstr(m, "output:    SQNR ");
     cr_assert(sq && sm && !strstr(m, "wrapping: 0 of "), "%s: %s\n%s", model, q, m);

@@ -259,7 +259,7 @@ Test(cli, run_external_data_model)
 Test(cli, check_compiles_stdlib_and_recipes, .timeout = 120)
 {
     char cmd[2048], *log;
-    snprintf(cmd, sizeof cmd, "cd '%s' && QRL_STDLIB=stdlib '%s' check --no-cache stdlib/*.qrl recipes/*.qrl examples/recipes/*.qrl",
+    snprintf(cmd, sizeof cmd, "cd '%s' && QRL_STDLIB=stdlib %s check --no-cache stdlib/*.qrl recipes/*.qrl examples/recipes/*.qrl",
              tu_root(), tu_qrl());
     int rc = tu_run(cmd, &log);
     cr_assert_eq(rc, 0, "%s", log);
@@ -278,7 +278,7 @@ Test(cli, nul_byte_is_reported_at_its_line_and_column)
     static const char text[] = "fn f() -> i64 {\n  return 1\n}\nfn g() -> i64 { ret\0urn 2 }\n";
     fwrite(text, 1, sizeof text - 1, f);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' check nul.qrl", dir, tu_qrl());
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s check nul.qrl", dir, tu_qrl());
     cr_assert_eq(tu_run(cmd, &log), 1, "%s", log);
     cr_assert(strstr(log, "nul.qrl:4:20: error: cannot read: not a text file (a NUL byte)"), "%s", log);
     free(log);
@@ -287,7 +287,7 @@ Test(cli, nul_byte_is_reported_at_its_line_and_column)
     cr_assert(f);
     fputs("import \"nul.qrl\"\n", f);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' check imp.qrl", dir, tu_qrl());
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s check imp.qrl", dir, tu_qrl());
     cr_assert_eq(tu_run(cmd, &log), 1, "%s", log);
     cr_assert(strstr(log, "imp.qrl:1:8: error: cannot read") && strstr(log, "a NUL byte) at line 4, column 20"), "%s",
               log);
@@ -299,7 +299,7 @@ Test(cli, nul_byte_is_reported_at_its_line_and_column)
 Test(cli, check_time_lists_the_parts, .timeout = 60)
 {
     char cmd[2048], *log;
-    snprintf(cmd, sizeof cmd, "cd '%s' && XDG_CACHE_HOME='%s/cache' QRL_STDLIB=stdlib '%s' check --time recipes/int8.qrl",
+    snprintf(cmd, sizeof cmd, "cd '%s' && XDG_CACHE_HOME='%s/cache' QRL_STDLIB=stdlib %s check --time recipes/int8.qrl",
              tu_root(), dir, tu_qrl());
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, "(cache miss)"), "%s", log);
@@ -317,7 +317,7 @@ Test(cli, check_time_lists_the_parts, .timeout = 60)
 Test(cli, check_time_reports_cache_miss_then_hit, .timeout = 60)
 {
     char cmd[2048], *log;
-    snprintf(cmd, sizeof cmd, "cd '%s' && XDG_CACHE_HOME='%s/cache' QRL_STDLIB=stdlib '%s' check --time stdlib/qparams.qrl",
+    snprintf(cmd, sizeof cmd, "cd '%s' && XDG_CACHE_HOME='%s/cache' QRL_STDLIB=stdlib %s check --time stdlib/qparams.qrl",
              tu_root(), dir, tu_qrl());
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, "(cache miss)"), "%s", log);
@@ -335,11 +335,11 @@ Test(cli, quantize_progress_only_on_a_terminal)
     const char *q = "quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib";
     for (int c = 0; c < 3; c++) {
         if (c < 2)
-            snprintf(cmd, sizeof cmd, "cd '%s' && script -qec \"'%s' %s '%s/calib_images.npy' --calib-count 256 "
+            snprintf(cmd, sizeof cmd, "cd '%s' && script -qec \"%s %s '%s/calib_images.npy' --calib-count 256 "
                      "--threads 1 -o '%s/p.onnx'%s\" /dev/null", tu_root(), tu_qrl(), q, getenv("QRL_DATA") ?
                      getenv("QRL_DATA") : "build/data", dir, c ? " --quiet" : "");
         else
-            snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s '%s/calib_images.npy' --calib-count 256 --threads 1 -o '%s/p.onnx'",
+            snprintf(cmd, sizeof cmd, "cd '%s' && %s %s '%s/calib_images.npy' --calib-count 256 --threads 1 -o '%s/p.onnx'",
                      tu_root(), tu_qrl(), q, getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data", dir);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
         int bar = strstr(log, "calibrate [") != NULL && strstr(log, "fallback  [") != NULL;
@@ -590,9 +590,10 @@ Test(cli, run_batches_only_what_follows_the_slices)
 /* The run-time switches change no integer result: the bundled CNN quantized by the int8 recipe
  * (once: calibration runs f32 kernels, whose portable forms may round otherwise), run on 64 images,
  * gives the default's bits with --kernels portable and avx2, --iconv-jit, and the tests' switches
- * through the transition's variables (QRL_FUSE=0, QRL_NHWC=0 or all, QRL_SPLIT, QRL_EPILOGUE)
- * (numpy compares the files). A value an option does not take is a usage error that names the
- * values, from the command line and from a variable. */
+ * through --option (fuse=0, nhwc=0 or all, split, epilogue) (numpy compares the files). --option
+ * takes effect (nhwc=0: the profile shows the NCHW MaxPool, not the channels-last one), the last
+ * one given wins, and the environment's QRL_* variables set nothing. A name or value an option
+ * does not take is a usage error (exit 2) that names the names or values, before any output. */
 Test(cli, run_switches_give_the_same_bits, .timeout = 300)
 {
     char cmd[4096], *log;
@@ -603,15 +604,13 @@ Test(cli, run_switches_give_the_same_bits, .timeout = 300)
                          "--kernels avx2",
                          "--iconv-jit",
                          "--kernels auto --iconv-jit",
-                         "env QRL_FUSE=0 QRL_NHWC=0",
-                         "env QRL_NHWC=all QRL_SPLIT=cols QRL_EPILOGUE=turn",
-                         "env QRL_ICONV_JIT=1 QRL_EPILOGUE=rows"};
+                         "--option fuse=0 --option nhwc=0",
+                         "--option nhwc=all --option split=cols --option epilogue=turn",
+                         "--option iconv-jit=1 --option epilogue=rows"};
     int n = (int)(sizeof how / sizeof how[0]);
     for (int i = 0; i < n; i++) {
-        int env = !strncmp(how[i], "env ", 4);
-        snprintf(cmd, sizeof cmd,
-                 "XDG_CACHE_HOME='%s/cache' %s %s run %s/q.onnx -i %s/x.npy -o %s/s%d %s", dir, env ? how[i] : "",
-                 tu_qrl(), dir, dir, dir, i, env ? "" : how[i]);
+        snprintf(cmd, sizeof cmd, "XDG_CACHE_HOME='%s/cache' %s run %s/q.onnx -i %s/x.npy -o %s/s%d %s", dir, tu_qrl(),
+                 dir, dir, dir, i, how[i]);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", how[i], log);
         free(log);
         /* the kernels compiled per layer go to the module cache: none before --iconv-jit, some after
@@ -631,15 +630,32 @@ Test(cli, run_switches_give_the_same_bits, .timeout = 300)
              dir, n, n);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
+    /* which MaxPool runs: the layout the options chose (the variable is not read) */
+    static const struct {
+        const char *how;
+        int nhwc;
+    } layout[] = {{"", 1}, {"--option nhwc=0", 0}, {"--option nhwc=0 --option nhwc=auto", 1}, {"env nhwc=0", 1}};
+    for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++) {
+        int env = !strncmp(layout[i].how, "env ", 4);
+        snprintf(cmd, sizeof cmd, "%s %s run %s/q.onnx -i %s/x.npy -o %s/layout --profile %s", env ? layout[i].how : "",
+                 tu_qrl(), dir, dir, dir, env ? "" : layout[i].how);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", layout[i].how, log);
+        cr_assert_eq(strstr(log, "QrlMaxPoolNhwc ") != NULL, layout[i].nhwc, "%s: %s", layout[i].how, log);
+        cr_assert_eq(strstr(log, "\n  MaxPool ") != NULL, !layout[i].nhwc, "%s: %s", layout[i].how, log);
+        free(log);
+    }
     static const char *const wrong[][2] = {
         {"--kernels avx512", "qrl: --kernels: option kernels takes auto, portable, avx2, avxvnni, avx512vnni, not 'avx512'"},
         {"--kernels", "qrl: --kernels: needs auto, portable, avx2, avxvnni or avx512vnni"},
-        {"env QRL_NHWC=yes", "qrl: QRL_NHWC: option nhwc takes auto, 0, all, not 'yes'"},
+        {"--option nhwc=yes", "qrl: --option: option nhwc takes auto, 0, all, not 'yes'"},
+        {"--option fusion=0", "qrl: --option: no option named 'fusion' (the options: kernels, iconv-jit, igemm, sgemm, "
+                              "quant, window, f32-rows, fuse, nhwc, epilogue, split, poison, effects)"},
+        {"--option nhwc", "qrl: --option: needs NAME=VALUE, not 'nhwc'"},
+        {"--option", "qrl: --option: needs NAME=VALUE, not ''"},
     };
     for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
-        int env = !strncmp(wrong[i][0], "env ", 4);
-        snprintf(cmd, sizeof cmd, "%s %s run %s/examples/fmnist/fmnist_cnn.onnx -i %s/x.npy -o %s/wrong %s",
-                 env ? wrong[i][0] : "", tu_qrl(), tu_root(), dir, dir, env ? "" : wrong[i][0]);
+        snprintf(cmd, sizeof cmd, "%s run %s/examples/fmnist/fmnist_cnn.onnx -i %s/x.npy -o %s/wrong %s", tu_qrl(),
+                 tu_root(), dir, dir, wrong[i][0]);
         cr_assert_eq(tu_run(cmd, &log), 2, "%s: %s", wrong[i][0], log);
         cr_assert(strstr(log, wrong[i][1]), "%s: %s", wrong[i][0], log);
         free(log);

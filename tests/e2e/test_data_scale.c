@@ -44,7 +44,7 @@ static int quantize_model(const char *prefix, const char *model, const char *cal
 {
     char cmd[4096], fm[1024];
     snprintf(fm, sizeof fm, "%s/examples/fmnist/fmnist_cnn.onnx", tu_root());
-    snprintf(cmd, sizeof cmd, "%s '%s' quantize '%s' --recipe '%s/recipes/int8.qrl' --calib '%s/%s' --quiet "
+    snprintf(cmd, sizeof cmd, "%s %s quantize '%s' --recipe '%s/recipes/int8.qrl' --calib '%s/%s' --quiet "
                               "--threads 1 %s -o '%s/%s.onnx' --qparams '%s/%s.json'",
              prefix, tu_qrl(), model ? model : fm, tu_root(), dir, calib, extra, dir, tag, dir, tag);
     return tu_run(cmd, log);
@@ -87,7 +87,7 @@ Test(data_scale, shard_folder_is_one_file)
  * bytes. Read whole (malloc), it would fail. Not under ASan, whose shadow memory ulimit -d refuses. */
 Test(data_scale, mapped_file_larger_than_the_data_limit)
 {
-    if (strstr(tu_qrl(), "asan"))
+    if (strstr(tu_qrl_bin(), "asan"))
         cr_skip_test("ulimit -d and AddressSanitizer's shadow memory do not mix");
     quantize_ok("", "one.npy", "", "one");
     quantize_ok("ulimit -d 1048576 &&", "big.npy", "--calib-count 200", "big");
@@ -193,7 +193,7 @@ Test(data_scale, external_data_import)
     char model[1024], a[1024], b[1024];
     snprintf(model, sizeof model, "%s/ext/model.onnx", dir);
     ort_run(model, "ort");
-    free(tu_sh("'%s' run '%s' -i '%s/x.npy' -o '%s/qrl'", tu_qrl(), model, dir, dir));
+    free(tu_sh("%s run '%s' -i '%s/x.npy' -o '%s/qrl'", tu_qrl(), model, dir, dir));
     snprintf(a, sizeof a, "%s/ort/logits.npy", dir);
     snprintf(b, sizeof b, "%s/qrl/logits.npy", dir);
     double d = tu_npy_rel_diff(a, b);

@@ -50,7 +50,7 @@ Test(diag, golden_files, .timeout = 120)
     for (int i = 0; i < n; i++) {
         char cmd[2048], path[1024], errpath[700];
         snprintf(errpath, sizeof errpath, "%s/stderr", tmp);
-        snprintf(cmd, sizeof cmd, "(cd '%s' && QRL_STDLIB=stdlib '%s' check tests/diag/%s.qrl 2> '%s')", tu_root(),
+        snprintf(cmd, sizeof cmd, "(cd '%s' && QRL_STDLIB=stdlib %s check tests/diag/%s.qrl 2> '%s')", tu_root(),
                  tu_qrl(), names[i], errpath);
         char *out;
         int rc = tu_run(cmd, &out);

@@ -47,7 +47,7 @@ static void need_mpirun(void)
 /* The qrl quantize command line, without its outputs: recipe (and name), calibration options. */
 static void quantize_cmd(char *out, size_t n, const char *recipe, const char *extra)
 {
-    snprintf(out, n, "'%s' quantize '%s/examples/fmnist/fmnist_cnn.onnx' --recipe '%s/%s' --calib "
+    snprintf(out, n, "%s quantize '%s/examples/fmnist/fmnist_cnn.onnx' --recipe '%s/%s' --calib "
                      "'%s/calib_images.npy' --quiet --threads 1 %s",
              tu_qrl(), tu_root(), tu_root(), recipe, data_dir(), extra);
 }

@@ -57,7 +57,7 @@ static char *quantize(const char *model, const char *recipe, int *rc)
 {
     char cmd[4096], *log;
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize '%s/%s.onnx' --recipe recipes/%s.qrl --calib '%s/%s_calib.npy' "
+             "cd '%s' && %s quantize '%s/%s.onnx' --recipe recipes/%s.qrl --calib '%s/%s_calib.npy' "
              "-o '%s/%s.%s.onnx' --report '%s/%s.%s.json' --int-graph '%s/%s.%s.txt'",
              tu_root(), tu_qrl(), dir, model, recipe, dir, model, dir, model, recipe, dir, model, recipe, dir, model,
              recipe);
@@ -80,7 +80,7 @@ static void qrl_int_outputs(const char *model, const char *recipe)
     char cmd[4096], *log;
     for (int i = 0; i < NTEST; i++) {
         snprintf(cmd, sizeof cmd,
-                 "cd '%s' && '%s' run '%s/%s.onnx' --recipe recipes/%s.qrl --calib '%s/%s_calib.npy' "
+                 "cd '%s' && %s run '%s/%s.onnx' --recipe recipes/%s.qrl --calib '%s/%s_calib.npy' "
                  "-i '%s/%s_one_%d.npy' -o '%s/%s.%s.qrl_%d'",
                  tu_root(), tu_qrl(), dir, model, recipe, dir, model, dir, model, i, dir, model, recipe, i);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -255,7 +255,7 @@ Test(dynamic, dynamic_role_needs_u8_activations)
                  "  use linear_dynamic\n",
                  path, sizeof path);
     snprintf(out, sizeof out, "%s/i8.onnx", dir);
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' quantize '%s/bert.onnx' --recipe '%s' --calib '%s/bert_calib.npy' -o '%s'",
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize '%s/bert.onnx' --recipe '%s' --calib '%s/bert_calib.npy' -o '%s'",
              tu_root(), tu_qrl(), dir, path, dir, out);
     cr_assert_neq(tu_run(cmd, &log), 0, "%s", log);
     cr_expect(strstr(log, "quantized at run time") && strstr(log, "u8") && strstr(log, "i8"), "%s", log);
@@ -285,7 +285,7 @@ Test(dynamic, back_to_back_linears_both_count)
     free(log);
     for (int r = 0; r < 2; r++) {
         snprintf(cmd, sizeof cmd,
-                 "cd '%s' && '%s' quantize '%s/two.onnx' --recipe recipes/%s.qrl --calib '%s/two_calib.npy' "
+                 "cd '%s' && %s quantize '%s/two.onnx' --recipe recipes/%s.qrl --calib '%s/two_calib.npy' "
                  "-o '%s/two.%s.onnx' --report '%s/two.%s.json'",
                  tu_root(), tu_qrl(), dir, recipes[r], dir, dir, recipes[r], dir, recipes[r]);
         int rc = tu_run(cmd, &log);
@@ -338,9 +338,9 @@ static void cnn_quantize_and_run(const char *recipe, const char *tag)
     else
         snprintf(rpath, sizeof rpath, "recipes/%s.qrl", recipe);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize '%s/cnn.onnx' --recipe '%s' --calib '%s/cnn_calib.npy' -o '%s/cnn.%s.onnx' "
+             "cd '%s' && %s quantize '%s/cnn.onnx' --recipe '%s' --calib '%s/cnn_calib.npy' -o '%s/cnn.%s.onnx' "
              "--report '%s/cnn.%s.json' --int-graph '%s/cnn.%s.txt' --qparams '%s/cnn.%s.qp.json' && "
-             "'%s' run '%s/cnn.onnx' --recipe '%s' --calib '%s/cnn_calib.npy' -i '%s/cnn_test.npy' -o '%s/cnn.%s.qrl' && "
+             "%s run '%s/cnn.onnx' --recipe '%s' --calib '%s/cnn_calib.npy' -i '%s/cnn_test.npy' -o '%s/cnn.%s.qrl' && "
              "node tools/ort_run.js '%s/cnn.%s.onnx' '%s/cnn_test.npy' -o '%s/cnn.%s.ort' && "
              "ORT_OPT_LEVEL=disabled node tools/ort_run.js '%s/cnn.%s.onnx' '%s/cnn_test.npy' -o '%s/cnn.%s.ort_plain'",
              tu_root(), tu_qrl(), cdir, rpath, cdir, cdir, tag, cdir, tag, cdir, tag, cdir, tag, tu_qrl(), cdir, rpath,
@@ -463,8 +463,8 @@ Test(dynamic_cnn, reports_list_run_time_quantization)
     for (int r = 0; r < 2; r++) {
         char cmd[4096], *log;
         snprintf(cmd, sizeof cmd,
-                 "cd '%s' && '%s' quantize '%s/cnn.onnx' --recipe recipes/%s.qrl --calib '%s/cnn_calib.npy' "
-                 "-o '%s/r.onnx' --qparams '%s/r.qp.json' --report '%s/r.json' && '%s' quantize '%s/cnn.onnx' "
+                 "cd '%s' && %s quantize '%s/cnn.onnx' --recipe recipes/%s.qrl --calib '%s/cnn_calib.npy' "
+                 "-o '%s/r.onnx' --qparams '%s/r.qp.json' --report '%s/r.json' && %s quantize '%s/cnn.onnx' "
                  "--recipe recipes/%s.qrl --calib '%s/cnn_calib.npy' -o '%s/r.onnx' --report '%s/r.html' && "
                  "/usr/bin/python3 tests/e2e/dynamic_report_check.py '%s/r.qp.json' '%s/r.json' "
                  "'%s/cnn_calib_ranges.json' %d",

@@ -46,7 +46,7 @@ static void write_recipe(const char *tag, const char *weight, int block, char *p
 static void check_gptq(const char *tag, const char *recipe, const char *mode, int block, const char *damp)
 {
     char cmd[8192], *log;
-    snprintf(cmd, sizeof cmd, "'%s' quantize %s/gptq_layers.onnx --recipe %s --calib %s/x.npy -o %s/%s.onnx", tu_qrl(), dir,
+    snprintf(cmd, sizeof cmd, "%s quantize %s/gptq_layers.onnx --recipe %s --calib %s/x.npy -o %s/%s.onnx", tu_qrl(), dir,
              recipe, dir, dir, tag);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, "2 quantized (weight-only"), "%s", log);
@@ -91,11 +91,11 @@ Test(gptq, export_runs_alike_in_qrl_and_ort)
     char cmd[8192], *log, recipe[4096], a[4096], b[4096];
     snprintf(recipe, sizeof recipe, "%s/recipes/w4-gptq.qrl", tu_root());
     for (int nbits = 0; nbits < 2; nbits++) {
-        snprintf(cmd, sizeof cmd, "'%s' quantize %s/gptq_layers.onnx --recipe %s --calib %s/x.npy -o %s/e%d.onnx%s", tu_qrl(),
+        snprintf(cmd, sizeof cmd, "%s quantize %s/gptq_layers.onnx --recipe %s --calib %s/x.npy -o %s/e%d.onnx%s", tu_qrl(),
                  dir, recipe, dir, dir, nbits, nbits ? " --weight-format matmulnbits" : "");
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
         free(log);
-        snprintf(cmd, sizeof cmd, "'%s' run %s/e%d.onnx -i %s/x_test.npy -o %s/qrl_e%d && node '%s/tools/ort_run.js' "
+        snprintf(cmd, sizeof cmd, "%s run %s/e%d.onnx -i %s/x_test.npy -o %s/qrl_e%d && node '%s/tools/ort_run.js' "
                  "%s/e%d.onnx %s/x_test.npy -o %s/ort_e%d", tu_qrl(), dir, nbits, dir, dir, nbits, tu_root(), dir, nbits,
                  dir, dir, nbits);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -112,7 +112,7 @@ Test(gptq, export_runs_alike_in_qrl_and_ort)
 static void expect_failure(const char *args, const char *want)
 {
     char cmd[8192], *log;
-    snprintf(cmd, sizeof cmd, "'%s' quantize %s/gptq_layers.onnx %s -o %s/bad.onnx", tu_qrl(), dir, args, dir);
+    snprintf(cmd, sizeof cmd, "%s quantize %s/gptq_layers.onnx %s -o %s/bad.onnx", tu_qrl(), dir, args, dir);
     cr_assert_neq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, want), "expected '%s' in: %s", want, log);
     cr_assert(!strstr(log, "Sanitizer"), "%s", log);

@@ -25,7 +25,7 @@
 static const char *build_dir(void)
 {
     static char b[4096];
-    snprintf(b, sizeof b, "%s", tu_qrl());
+    snprintf(b, sizeof b, "%s", tu_qrl_bin());
     return dirname(b);
 }
 
@@ -174,7 +174,7 @@ Test(install, the_installed_stdlib_is_found_without_qrl_stdlib, .timeout = 180)
     free(tu_sh("cd / && env -u QRL_STDLIB '%s/usr/bin/qrl' check '%s/marker.qrl' '%s/usr/share/qrl/recipes/int8.qrl'",
             stage, dir, stage));
     /* The build tree's qrl does not see the marker: the test proves something. */
-    snprintf(path, sizeof path, "cd / && env -u QRL_STDLIB '%s' check '%s/marker.qrl'", tu_qrl(), dir);
+    snprintf(path, sizeof path, "cd / && env -u QRL_STDLIB %s check '%s/marker.qrl'", tu_qrl(), dir);
     char *out;
     cr_expect_neq(tu_run(path, &out), 0, "the tree's qrl found the staged marker:\n%s", out);
     cr_expect(strstr(out, "cannot find 'installed_marker.qrl'"), "%s", out);

@@ -86,7 +86,7 @@ Test(int4, packing_matches_numpy)
 static void run_both(const char *model, const char *ref_name)
 {
     char cmd[8192], *log, ref[4096], got[4096];
-    snprintf(cmd, sizeof cmd, "'%s' run %s/%s.onnx -i %s/x.npy -o %s/qrl_%s", tu_qrl(), dir, model, dir, dir, model);
+    snprintf(cmd, sizeof cmd, "%s run %s/%s.onnx -i %s/x.npy -o %s/qrl_%s", tu_qrl(), dir, model, dir, dir, model);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
     snprintf(ref, sizeof ref, "%s/%s", dir, ref_name);
@@ -113,7 +113,7 @@ static void check_model(const char *model)
 Test(int4, transpose_of_a_packed_tensor_is_refused)
 {
     char cmd[8192], *log;
-    snprintf(cmd, sizeof cmd, "'%s' run %s/int4_transpose.onnx -i %s/x.npy -o %s/bad", tu_qrl(), dir, dir, dir);
+    snprintf(cmd, sizeof cmd, "%s run %s/int4_transpose.onnx -i %s/x.npy -o %s/bad", tu_qrl(), dir, dir, dir);
     cr_assert_neq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, "has type i4 (packed 4-bit), which only DequantizeLinear reads"), "%s", log);
     cr_assert(!strstr(log, "Sanitizer"), "%s", log);
@@ -148,7 +148,7 @@ static void check_weight_only(const char *tag, const char *file, const char *bod
         fprintf(f, "import \"calibrators.qrl\"\nrecipe %s {\n  activation = f32\n%s}\n", tag, body);
         fclose(f);
     }
-    snprintf(cmd, sizeof cmd, "'%s' quantize %s/f32_chain.onnx --recipe %s --calib %s/x.npy -o %s/%s.onnx", tu_qrl(),
+    snprintf(cmd, sizeof cmd, "%s quantize %s/f32_chain.onnx --recipe %s --calib %s/x.npy -o %s/%s.onnx", tu_qrl(),
              dir, recipe, dir, dir, tag);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, "3 quantized (weight-only"), "%s", log);
@@ -159,7 +159,7 @@ static void check_weight_only(const char *tag, const char *file, const char *bod
     cr_assert(strstr(log, "ok 3"), "%s: %s", tag, log);
     free(log);
     if (nbits) { /* the same integers as com.microsoft MatMulNBits: what runs from here on */
-        snprintf(cmd, sizeof cmd, "'%s' quantize %s/f32_chain.onnx --recipe %s --calib %s/x.npy -o %s/%s.onnx "
+        snprintf(cmd, sizeof cmd, "%s quantize %s/f32_chain.onnx --recipe %s --calib %s/x.npy -o %s/%s.onnx "
                  "--weight-format matmulnbits && /usr/bin/python3 -c \"import onnx; "
                  "print([n.op_type for n in onnx.load('%s/%s.onnx').graph.node])\"", tu_qrl(), dir, recipe, dir, dir,
                  tag, dir, tag);
@@ -255,7 +255,7 @@ static void check_nbits(const char *name, const char *spec)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
     for (int level = 0; level <= 4; level += 4) {
-        snprintf(cmd, sizeof cmd, "'%s' run %s/%s_l%d.onnx -i %s/%s_x.npy -o %s/qrl_%s_%d && '%s' run --kernels portable "
+        snprintf(cmd, sizeof cmd, "%s run %s/%s_l%d.onnx -i %s/%s_x.npy -o %s/qrl_%s_%d && %s run --kernels portable "
                  "%s/%s_l%d.onnx -i %s/%s_x.npy -o %s/port_%s_%d", tu_qrl(), dir, name, level, dir, name, dir, name,
                  level, tu_qrl(), dir, name, level, dir, name, dir, name, level);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -308,7 +308,7 @@ Test(int4, w4a8_dynamic_states_int8_activations_as_accuracy_level_4)
              tu_root(), dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
-    snprintf(cmd, sizeof cmd, "'%s' quantize %s/w4a8_f32.onnx --recipe '%s/recipes/w4a8-dynamic.qrl' --calib %s/w4a8_x.npy "
+    snprintf(cmd, sizeof cmd, "%s quantize %s/w4a8_f32.onnx --recipe '%s/recipes/w4a8-dynamic.qrl' --calib %s/w4a8_x.npy "
              "-o %s/w4a8_qdq.onnx", tu_qrl(), dir, tu_root(), dir, dir);
     cr_assert_neq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, "compute = int8 needs its weight as a MatMulNBits (--weight-format matmulnbits)"), "%s", log);
@@ -318,10 +318,10 @@ Test(int4, w4a8_dynamic_states_int8_activations_as_accuracy_level_4)
     free(log);
     const char *recipes[2] = {"w4a8-dynamic", "w4-rtn"};
     for (int i = 0; i < 2; i++) {
-        snprintf(cmd, sizeof cmd, "'%s' quantize %s/w4a8_f32.onnx --recipe '%s/recipes/%s.qrl' --calib %s/w4a8_x.npy -o "
+        snprintf(cmd, sizeof cmd, "%s quantize %s/w4a8_f32.onnx --recipe '%s/recipes/%s.qrl' --calib %s/w4a8_x.npy -o "
                  "%s/%s.onnx --weight-format matmulnbits && /usr/bin/python3 -c \"import onnx; print([(n.op_type, "
                  "[a.i for a in n.attribute if a.name == 'accuracy_level']) for n in onnx.load('%s/%s.onnx').graph.node])\" "
-                 "&& '%s' run %s/%s.onnx -i %s/w4a8_x.npy -o %s/qrl_%s && node '%s/tools/ort_run.js' %s/%s.onnx "
+                 "&& %s run %s/%s.onnx -i %s/w4a8_x.npy -o %s/qrl_%s && node '%s/tools/ort_run.js' %s/%s.onnx "
                  "%s/w4a8_x.npy -o %s/ort_%s", tu_qrl(), dir, tu_root(), recipes[i], dir, dir, recipes[i], dir,
                  recipes[i], tu_qrl(), dir, recipes[i], dir, dir, recipes[i], tu_root(), dir, recipes[i], dir, dir,
                  recipes[i]);
@@ -350,7 +350,7 @@ Test(int4, compute_int8_needs_weight_only_blocks)
     fprintf(f, "import \"calibrators.qrl\"\nrecipe c8 {\n  activation = f32\n  weight = i4 symmetric narrow by "
                "minmax(symmetric = true)\n  compute = int8\n}\n");
     fclose(f);
-    snprintf(cmd, sizeof cmd, "'%s' check %s", tu_qrl(), path);
+    snprintf(cmd, sizeof cmd, "%s check %s", tu_qrl(), path);
     cr_assert_neq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, "c8.qrl:5:13: error: compute = int8 is for weight-only recipes in blocks"), "%s", log);
     cr_assert(strstr(log, "^~~~"), "%s", log);
@@ -364,7 +364,7 @@ Test(int4, compute_int8_needs_weight_only_blocks)
 Test(int4, blocked_dequantize_matmul_runs_on_the_int4_kernels)
 {
     char cmd[8192], *log, a[4096], b[4096];
-    snprintf(cmd, sizeof cmd, "'%s' run %s/dq_matmul.onnx -i %s/x.npy -o %s/fused --profile && '%s' run --kernels portable "
+    snprintf(cmd, sizeof cmd, "%s run %s/dq_matmul.onnx -i %s/x.npy -o %s/fused --profile && %s run --kernels portable "
              "%s/dq_matmul.onnx -i %s/x.npy -o %s/fused_port", tu_qrl(), dir, dir, dir, tu_qrl(), dir, dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, "MatMulNBits") && !strstr(log, "DequantizeLinear"), "%s", log);

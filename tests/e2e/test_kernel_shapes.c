@@ -55,8 +55,8 @@ Test(kernel_shapes, attention_product_and_row_sum_agree_with_numpy, .timeout = 3
 {
     char *dir = make_model(), cmd[4096], *log;
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize pv.onnx --recipe '%s/tests/recipes/kernel_shapes.qrl' " CALIB
-             " -o pv.int8.onnx --qparams pv.json 2>&1 && '%s' run pv.onnx --recipe '%s/tests/recipes/kernel_shapes.qrl' " CALIB
+             "cd '%s' && %s quantize pv.onnx --recipe '%s/tests/recipes/kernel_shapes.qrl' " CALIB
+             " -o pv.int8.onnx --qparams pv.json 2>&1 && %s run pv.onnx --recipe '%s/tests/recipes/kernel_shapes.qrl' " CALIB
              " " TEST_IN " -o out 2>&1",
              dir, tu_qrl(), tu_root(), tu_qrl(), tu_root());
     int rc = tu_run(cmd, &log);
@@ -88,7 +88,7 @@ static void expect_variant_fails(const char *name, const char *const *from, cons
 {
     char *dir = make_model(), cmd[4096], *log, out[1024];
     variant(dir, name, from, to, n);
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", dir, tu_qrl(), args);
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s %s 2>&1", dir, tu_qrl(), args);
     int rc = tu_run(cmd, &log);
     cr_expect_neq(rc, 0, "%s", log);
     cr_expect(strstr(log, want), "%s", log);

@@ -45,7 +45,7 @@ static char *quantize_checked(const char *tag, const char *body)
 {
     char recipe[4096], cmd[8192], *log, *out;
     write_recipe(tag, body, recipe, sizeof recipe);
-    snprintf(cmd, sizeof cmd, "'%s' quantize %s/mlp.onnx --recipe %s --calib %s/x.npy -o %s/%s.onnx --report %s/%s.json",
+    snprintf(cmd, sizeof cmd, "%s quantize %s/mlp.onnx --recipe %s --calib %s/x.npy -o %s/%s.onnx --report %s/%s.json",
              tu_qrl(), dir, recipe, dir, dir, tag, dir, tag);
     cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/mixed_oracle.py' %s/mlp.onnx %s/%s.onnx %s/%s.json %s/x.npy 32",
@@ -81,7 +81,7 @@ Test(mixed, bytes_budget_matches_brute_force)
 static void ort_agrees(const char *tag)
 {
     char cmd[8192], *log, ref[4096], got[4096];
-    snprintf(cmd, sizeof cmd, "'%s' run %s/%s.onnx -i %s/x.npy -o %s/qrl_%s && node '%s/tools/ort_run.js' %s/%s.onnx "
+    snprintf(cmd, sizeof cmd, "%s run %s/%s.onnx -i %s/x.npy -o %s/qrl_%s && node '%s/tools/ort_run.js' %s/%s.onnx "
              "%s/x.npy -o %s/ort_%s", tu_qrl(), dir, tag, dir, dir, tag, tu_root(), dir, tag, dir, dir, tag);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
@@ -101,7 +101,7 @@ Test(mixed, ort_runs_the_export)
     free(out);
     ort_agrees("ort");
     write_recipe("nbits", body, recipe, sizeof recipe);
-    snprintf(cmd, sizeof cmd, "'%s' quantize %s/mlp.onnx --recipe %s --calib %s/x.npy -o %s/nbits.onnx --report "
+    snprintf(cmd, sizeof cmd, "%s quantize %s/mlp.onnx --recipe %s --calib %s/x.npy -o %s/nbits.onnx --report "
              "%s/nbits.html --weight-format matmulnbits && /usr/bin/python3 -c \"import onnx, re, xml.etree.ElementTree "
              "as ET; print(sorted(set(n.op_type for n in onnx.load('%s/nbits.onnx').graph.node))); h = "
              "open('%s/nbits.html').read(); s = h[h.index('<h2>Mixed precision'):]; "
@@ -122,7 +122,7 @@ Test(mixed, unreachable_budget_is_an_error_at_its_place)
     write_recipe("small", "  candidate = i8 symmetric narrow by minmax(symmetric = true)\n  budget = bytes(5000)\n",
                  recipe, sizeof recipe);
     snprintf(path, sizeof path, "%s/small.onnx", dir);
-    snprintf(cmd, sizeof cmd, "'%s' quantize %s/mlp.onnx --recipe %s --calib %s/x.npy -o %s 2>&1", tu_qrl(), dir,
+    snprintf(cmd, sizeof cmd, "%s quantize %s/mlp.onnx --recipe %s --calib %s/x.npy -o %s 2>&1", tu_qrl(), dir,
              recipe, dir, path);
     cr_assert_neq(tu_run(cmd, &log), 0, "%s", log);
     /* line 7, column 12: bytes(5000); 5952 bytes: every layer i4 (5792) and the bias B2 (160) */
@@ -151,7 +151,7 @@ Test(mixed, integer_layers_in_f32_under_a_bits_budget)
                "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
                "  candidate = f32\n  bias = i32\n  tolerance = 3\n  budget = bits(12)\n  validate = 0.25\n}\n");
     fclose(f);
-    snprintf(cmd, sizeof cmd, "'%s' quantize %s/examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
+    snprintf(cmd, sizeof cmd, "%s quantize %s/examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
              "--calib-count 256 -o %s/int.onnx --report %s/int.json", tu_qrl(), tu_root(), recipe, data, dir, dir);
     cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
     cr_assert(strstr(out, "mixed:     budget = bits(12) over 5 layers, choosing among i8 f32") &&

@@ -79,7 +79,7 @@ static int recipe_runs(int r)
 /* The build folder: where the qrl binary is. */
 static void build_dir(char *buf, size_t n)
 {
-    snprintf(buf, n, "%s", tu_qrl());
+    snprintf(buf, n, "%s", tu_qrl_bin());
     char *slash = strrchr(buf, '/');
     if (slash)
         *slash = 0;
@@ -407,13 +407,13 @@ static int prepare(opcase *cs)
                 return 0;
             }
             fprintf(j,
-                    "cd '%s' || exit 1\nQ='%s'\nR='%s'\nmkdir -p \"$R\"\n"
-                    "\"$Q\" quantize %s/model.onnx --recipe %s%s -o \"$R/export.onnx\" --report \"$R/report.json\" >\"$R/quantize.log\" 2>&1\n"
+                    "cd '%s' || exit 1\nqrl() { %s \"$@\"; }\nR='%s'\nmkdir -p \"$R\"\n"
+                    "qrl quantize %s/model.onnx --recipe %s%s -o \"$R/export.onnx\" --report \"$R/report.json\" >\"$R/quantize.log\" 2>&1\n"
                     "echo $? >\"$R/quantize.rc\"\n"
                     "if [ -f \"$R/export.onnx\" ]; then\n"
-                    "  \"$Q\" run \"$R/export.onnx\"%s -o \"$R/qrl_run_export\" >\"$R/qrl_run_export.log\" 2>&1\n"
+                    "  qrl run \"$R/export.onnx\"%s -o \"$R/qrl_run_export\" >\"$R/qrl_run_export.log\" 2>&1\n"
                     "  echo $? >\"$R/qrl_run_export.rc\"\n"
-                    "  \"$Q\" run %s/model.onnx --recipe %s%s%s -o \"$R/intgraph\" >\"$R/intgraph.log\" 2>&1\n"
+                    "  qrl run %s/model.onnx --recipe %s%s%s -o \"$R/intgraph\" >\"$R/intgraph.log\" 2>&1\n"
                     "  echo $? >\"$R/intgraph.rc\"\n"
                     "fi\n",
                     tu_root(), tu_qrl(), rdir, cdir, recipes[r].file, calib, test, cdir, recipes[r].file, calib,

@@ -27,7 +27,7 @@ Test(opset_quant, old_opsets_quantize_per_channel, .timeout = 600)
     for (size_t i = 0; i < sizeof opsets / sizeof opsets[0]; i++) {
         int v = opsets[i];
         snprintf(cmd, sizeof cmd,
-                 "'%s' quantize '%s/opset%d.onnx' --recipe '%s/recipes/int8.qrl' --calib '%s/calib.npy' "
+                 "%s quantize '%s/opset%d.onnx' --recipe '%s/recipes/int8.qrl' --calib '%s/calib.npy' "
                  "-o '%s/q%d.onnx'",
                  tu_qrl(), dir, v, tu_root(), dir, dir, v);
         int rc = tu_run(cmd, &out);

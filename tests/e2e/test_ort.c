@@ -41,7 +41,7 @@ Test(ort, qdq_export_runs_fused_in_onnx_runtime)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib "
+             "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib "
              "%s/calib_images.npy --calib-count 500 -o %s/q.onnx",
              tu_root(), tu_qrl(), data_dir(), dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -55,7 +55,7 @@ Test(ort, qdq_export_runs_fused_in_onnx_runtime)
     cr_assert(j && sscanf(j, "\"accuracy\":%lf", &ort_acc) == 1, "%s", log);
     free(log);
     /* QRL on the same file */
-    snprintf(cmd, sizeof cmd, "'%s' eval %s/q.onnx --data %s/x.npy --labels %s/y.npy", tu_qrl(), dir, dir, dir);
+    snprintf(cmd, sizeof cmd, "%s eval %s/q.onnx --data %s/x.npy --labels %s/y.npy", tu_qrl(), dir, dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     double qrl_acc = -1;
     const char *t = strstr(log, "top-1:");
@@ -96,7 +96,7 @@ Test(ort, nodes_of_a_hundred_inputs_and_outputs_run)
              "p = np.split(x, 100, axis=1); np.save('np_cat.npy', np.concatenate(p[::-1], axis=1))\n"
              "c = [nh.to_array(t) for t in cs]; mix = [v for i in range(100) for v in [p[i]] + ([c[i // 4]] if i %% 4 == 0 and "
              "i // 4 < 30 else [])] + c[25:]; np.save('np_mix.npy', np.concatenate(mix, axis=1)); np.save('np_sum.npy', np.sum(np.stack(p), axis=0))\") && "
-             "cd '%s' && '%s' run %s/wide.onnx -i x=%s/x.npy -o %s/qrl && "
+             "cd '%s' && %s run %s/wide.onnx -i x=%s/x.npy -o %s/qrl && "
              "node tools/ort_run.js %s/wide.onnx x=%s/x.npy -o %s/ort && cd '%s' && /usr/bin/python3 -c \"import numpy as np\n"
              "for o in ('cat', 'mix'):\n"
              "    q, r, n = np.load('qrl/%%s.npy' %% o), np.load('ort/%%s.npy' %% o), np.load('np_%%s.npy' %% o)\n"

@@ -21,8 +21,8 @@ Test(patterns_integer, softmax_and_layernorm_kernels_agree_with_numpy, .timeout 
     snprintf(calib, sizeof calib, "--calib q=q_calib.npy --calib k=k_calib.npy --calib a=a_calib.npy --calib b=b_calib.npy");
     snprintf(test, sizeof test, "-i q=q_test.npy -i k=k_test.npy -i a=a_test.npy -i b=b_test.npy");
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize attn.onnx --recipe '%s/recipes/int8-integer.qrl' %s -o attn.int8.onnx "
-             "--qparams attn.json 2>&1 && '%s' run attn.onnx --recipe '%s/recipes/int8-integer.qrl' %s %s -o out 2>&1",
+             "cd '%s' && %s quantize attn.onnx --recipe '%s/recipes/int8-integer.qrl' %s -o attn.int8.onnx "
+             "--qparams attn.json 2>&1 && %s run attn.onnx --recipe '%s/recipes/int8-integer.qrl' %s %s -o out 2>&1",
              dir, tu_qrl(), tu_root(), calib, tu_qrl(), tu_root(), calib, test);
     int rc = tu_run(cmd, &log);
     cr_assert_eq(rc, 0, "exit %d: %s", rc, log);
@@ -51,8 +51,8 @@ Test(patterns_integer, requantization_ties_round_half_to_even, .timeout = 300)
     char *dir = tu_tmpdir(), cmd[4096], *log;
     snprintf(cmd, sizeof cmd,
              "cd '%s' && /usr/bin/python3 tests/e2e/requant_ties_oracle.py make '%s' 2>&1 && cd '%s' && "
-             "'%s' quantize ties.onnx --recipe '%s/recipes/int8.qrl' --calib ties_calib.npy -o ties.int8.onnx 2>&1 && "
-             "'%s' run ties.onnx --recipe '%s/recipes/int8.qrl' --calib ties_calib.npy -i ties_test.npy -o out 2>&1 && "
+             "%s quantize ties.onnx --recipe '%s/recipes/int8.qrl' --calib ties_calib.npy -o ties.int8.onnx 2>&1 && "
+             "%s run ties.onnx --recipe '%s/recipes/int8.qrl' --calib ties_calib.npy -i ties_test.npy -o out 2>&1 && "
              "/usr/bin/python3 '%s/tests/e2e/requant_ties_oracle.py' check . out/y.npy ties.int8.onnx 2>&1",
              tu_root(), dir, dir, tu_qrl(), tu_root(), tu_qrl(), tu_root(), tu_root());
     int rc = tu_run(cmd, &log);

@@ -58,7 +58,7 @@ static void eval(const char *recipe, const char *data, const char *labels, int c
 {
     char cmd[4096], *log;
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' eval examples/fmnist/fmnist_cnn.onnx --data %s --labels %s --recipe %s "
+             "cd '%s' && %s eval examples/fmnist/fmnist_cnn.onnx --data %s --labels %s --recipe %s "
              "--calib %s/calib_images.npy --calib-count %d",
              tu_root(), tu_qrl(), data, labels, recipe, data_dir(), calib_count);
     int rc = tu_run(cmd, &log);
@@ -107,7 +107,7 @@ Test(quantize, exports_a_valid_qdq_model_and_qparams)
 {
     char cmd[4096], *log;
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib "
+             "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib "
              "%s/calib_images.npy --calib-count 200 -o %s/q.onnx --qparams %s/q.json",
              tu_root(), tu_qrl(), data_dir(), dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -154,7 +154,7 @@ Test(quantize, exports_a_valid_qdq_model_and_qparams)
     cr_assert_geq(activations, 5);
     cr_assert_eq(per_channel, 32, "per-channel weight scales of features.4 (32 output channels): %d", per_channel);
     /* qrl runs the exported model itself, its QDQ groups lowered by the stdlib's rules to integer kernels */
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' eval %s/q.onnx --data %s/calib_images.npy --labels %s/calib_labels.npy",
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s eval %s/q.onnx --data %s/calib_images.npy --labels %s/calib_labels.npy",
              tu_root(), tu_qrl(), dir, data_dir(), data_dir());
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, "top-1:") && strstr(log, "lowered:  5 kernel calls, 0 lookup tables, 3 integer ops"), "%s",
@@ -214,7 +214,7 @@ Test(quantize, user_calibrator_and_pattern_without_rebuild)
           f);
     fclose(f);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
+             "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
              "--calib-count 200 -o %s/mine.onnx",
              tu_root(), tu_qrl(), path, data_dir(), dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -235,7 +235,7 @@ Test(quantize, user_calibrator_and_pattern_without_rebuild)
 static void expect_fail(const char *args, const char *want, const char *outfile)
 {
     char cmd[4096], *log;
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' quantize %s", tu_root(), tu_qrl(), args);
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize %s", tu_root(), tu_qrl(), args);
     int rc = tu_run(cmd, &log);
     cr_assert_eq(rc, 1, "exit %d: %s", rc, log);
     cr_assert(strstr(log, want), "'%s' not in: %s", want, log);
@@ -281,7 +281,7 @@ Test(quantize, unmatched_ops_fall_back_to_f32)
     const char *model = "/usr/share/libonnx-testdata/data/node/test_softmax_example/model.onnx";
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 -c \"import numpy as np; np.save('%s/c.npy', np.random.default_rng(0).random((1, 3), "
-             "np.float32))\" && cd '%s' && '%s' quantize %s --recipe recipes/int8.qrl --calib %s/c.npy -o %s/s.onnx",
+             "np.float32))\" && cd '%s' && %s quantize %s --recipe recipes/int8.qrl --calib %s/c.npy -o %s/s.onnx",
              dir, tu_root(), tu_qrl(), model, dir, dir);
     int rc = tu_run(cmd, &log);
     cr_assert_eq(rc, 0, "%s", log);
@@ -298,9 +298,9 @@ Test(quantize, report_and_fallback)
 {
     char cmd[4096], *log, path[700];
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib "
+             "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib "
              "%s/calib_images.npy --calib-count 100 -o %s/q.onnx --report %s/r.html && "
-             "'%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib "
+             "%s quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib "
              "%s/calib_images.npy --calib-count 100 -o %s/q.onnx --report %s/r.json",
              tu_root(), tu_qrl(), data_dir(), dir, dir, tu_qrl(), data_dir(), dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -321,7 +321,7 @@ Test(quantize, report_and_fallback)
           f);
     fclose(f);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
+             "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
              "--calib-count 100 -o %s/f.onnx && /usr/bin/python3 -c \"import onnx; m = onnx.load('%s/f.onnx'); "
              "assert not any(n.op_type == 'QuantizeLinear' for n in m.graph.node); print('all f32')\"",
              tu_root(), tu_qrl(), path, data_dir(), dir, dir);
@@ -345,7 +345,7 @@ Test(quantize, calibration_sees_upstream_quantization)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize %s/sq.onnx --recipe recipes/int8.qrl --calib %s/x.npy -o %s/sq_q.onnx "
+             "cd '%s' && %s quantize %s/sq.onnx --recipe recipes/int8.qrl --calib %s/x.npy -o %s/sq_q.onnx "
              "--report %s/sq.json",
              tu_root(), tu_qrl(), dir, dir, dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -371,8 +371,8 @@ Test(quantize, two_input_model_calibrates_on_both)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize %s/two_inputs.onnx --recipe recipes/int8.qrl --calib b=%s/two_b.npy "
-             "--calib %s/two_a.npy -o %s/t.onnx && '%s' eval %s/two_inputs.onnx --data %s/two_a.npy --data "
+             "cd '%s' && %s quantize %s/two_inputs.onnx --recipe recipes/int8.qrl --calib b=%s/two_b.npy "
+             "--calib %s/two_a.npy -o %s/t.onnx && %s eval %s/two_inputs.onnx --data %s/two_a.npy --data "
              "%s/two_b.npy --labels %s/two_labels.npy --recipe recipes/int8.qrl --calib a=%s/two_a.npy --calib "
              "b=%s/two_b.npy",
              tu_root(), tu_qrl(), dir, dir, dir, dir, tu_qrl(), dir, dir, dir, dir, dir, dir);
@@ -417,8 +417,8 @@ Test(quantize, default_batch_shrinks_for_large_activations)
              "m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]); m.ir_version = 8\n"
              "onnx.save(m, 'big.onnx')\n"
              "np.save('big_x.npy', np.random.default_rng(1).standard_normal((3, 8, 512, 512)).astype(np.float32))\n"
-             "\" && '%s' quantize big.onnx --recipe '%s/recipes/int8.qrl' --calib big_x.npy -o big_q.onnx 2>&1 && "
-             "'%s' quantize big.onnx --recipe '%s/recipes/int8.qrl' --calib big_x.npy --batch 2 -o big_q2.onnx 2>&1",
+             "\" && %s quantize big.onnx --recipe '%s/recipes/int8.qrl' --calib big_x.npy -o big_q.onnx 2>&1 && "
+             "%s quantize big.onnx --recipe '%s/recipes/int8.qrl' --calib big_x.npy --batch 2 -o big_q2.onnx 2>&1",
              dir, tu_qrl(), tu_root(), tu_qrl(), tu_root());
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     const char *a = strstr(log, "; batch "), *b = a ? strstr(a + 1, "; batch ") : NULL;
@@ -428,7 +428,7 @@ Test(quantize, default_batch_shrinks_for_large_activations)
     cr_expect(auto_b < 32, "the default shrinks: %d\n%s", auto_b, log);
     cr_expect_eq(given, 2, "--batch 2 is kept: %d", given);
     free(log);
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' quantize '%s/examples/fmnist/fmnist_cnn.onnx' --recipe '%s/recipes/int8.qrl' "
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize '%s/examples/fmnist/fmnist_cnn.onnx' --recipe '%s/recipes/int8.qrl' "
              "--calib '%s/calib_images.npy' --calib-count 64 -o small_q.onnx 2>&1",
              dir, tu_qrl(), tu_root(), tu_root(), data_dir());
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -446,8 +446,8 @@ Test(quantize, fixed_batch_model_calibrates_on_every_sample)
     fixed_batch_model(1, m1);
     fixed_batch_model(4, m4);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize %s --recipe recipes/int8.qrl --calib %s/calib_images.npy --calib-count 50 "
-             "-o %s/q1.onnx && '%s' quantize %s --recipe recipes/int8.qrl --calib %s/calib_images.npy "
+             "cd '%s' && %s quantize %s --recipe recipes/int8.qrl --calib %s/calib_images.npy --calib-count 50 "
+             "-o %s/q1.onnx && %s quantize %s --recipe recipes/int8.qrl --calib %s/calib_images.npy "
              "--calib-count 201 -o %s/q4.onnx",
              tu_root(), tu_qrl(), m1, data_dir(), dir, tu_qrl(), m4, data_dir(), dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -457,7 +457,7 @@ Test(quantize, fixed_batch_model_calibrates_on_every_sample)
     /* the export keeps the fixed batch and runs one sample */
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 -c \"import numpy as np; np.save('%s/one.npy', np.load('%s/test_images.npy')[:1])\" && "
-             "'%s' run %s/q1.onnx -i %s/one.npy -o %s/out",
+             "%s run %s/q1.onnx -i %s/one.npy -o %s/out",
              dir, data_dir(), tu_qrl(), dir, dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
@@ -477,7 +477,7 @@ Test(quantize, op_no_rule_covers_stays_f32_with_a_note)
           f);
     fclose(f);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s/r.qrl --calib "
+             "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe %s/r.qrl --calib "
              "%s/calib_images.npy --calib-count 64 -o %s/q.onnx 2>&1",
              tu_root(), tu_qrl(), dir, data_dir(), dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -517,7 +517,7 @@ Test(quantize, nonfinite_outputs_fall_back)
     snprintf(model, sizeof model, "%s/logmel.onnx", dir);
     snprintf(out, sizeof out, "%s/lm.onnx", dir);
     snprintf(x, sizeof x, "%s/logmel_x.npy", dir);
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' quantize %s --recipe recipes/int8.qrl --calib %s -o %s", tu_root(),
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize %s --recipe recipes/int8.qrl --calib %s -o %s", tu_root(),
              tu_qrl(), model, x, out);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     double db = 0;
@@ -542,14 +542,14 @@ Test(quantize, bias_after_a_fallen_back_input_stays_f32)
     snprintf(model, sizeof model, "%s/spiky.onnx", dir);
     snprintf(out, sizeof out, "%s/spiky_q.onnx", dir);
     snprintf(x, sizeof x, "%s/spiky_x.npy", dir);
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' quantize %s --recipe recipes/int8.qrl --calib %s -o %s", tu_root(),
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize %s --recipe recipes/int8.qrl --calib %s -o %s", tu_root(),
              tu_qrl(), model, x, out);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, "1 weights") && strstr(log, "1 tensor fell back"), "%s", log);
     free(log);
     /* qrl run of the export and of the fp32 model, compared with numpy */
     snprintf(cmd, sizeof cmd,
-             "'%s' run %s -i %s -o %s/sp_f >/dev/null && '%s' run %s -i %s -o %s/sp_q >/dev/null && "
+             "%s run %s -i %s -o %s/sp_f >/dev/null && %s run %s -i %s -o %s/sp_q >/dev/null && "
              "/usr/bin/python3 -c \"import numpy as np; a = np.load('%s/sp_f/y.npy'); b = np.load('%s/sp_q/y.npy'); "
              "print('sqnr %%.4f' %% (10 * np.log10((a ** 2).sum() / ((a - b) ** 2).sum())))\"",
              tu_qrl(), model, x, dir, tu_qrl(), out, x, dir, dir, dir);
@@ -593,7 +593,7 @@ static void reverts_by_effect(const char *rank)
     snprintf(out, sizeof out, "%s/ranking_q.onnx", dir);
     snprintf(x, sizeof x, "%s/ranking_x.npy", dir);
     snprintf(rep, sizeof rep, "%s/ranking.json", dir);
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' quantize %s --recipe %s --calib %s -o %s --report %s", tu_root(), tu_qrl(),
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize %s --recipe %s --calib %s -o %s --report %s", tu_root(), tu_qrl(),
              model, recipe, x, out, rep);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     double db = 0;
@@ -641,9 +641,9 @@ Test(quantize, effects_from_cached_values_decide_as_whole_runs)
         write_recipe(recipe, lines);
         for (int k = 0; k < 2; k++) {
             snprintf(cmd, sizeof cmd,
-                     "cd '%s' && QRL_EFFECTS=%s '%s' quantize %s/branchy.onnx --recipe %s --calib %s/branchy_x.npy "
+                     "cd '%s' && %s --option effects=%s quantize %s/branchy.onnx --recipe %s --calib %s/branchy_x.npy "
                      "--batch 4 -o %s/bq%d.onnx --report %s/b%d.json",
-                     tu_root(), k ? "cut" : "whole", tu_qrl(), dir, recipe, dir, dir, k, dir, k);
+                     tu_root(), tu_qrl(), k ? "cut" : "whole", dir, recipe, dir, dir, k, dir, k);
             cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
             cr_assert(t == 1 || strstr(log, "; 11 tensors fell back"), "%s", log);
             cr_assert(t == 0 || (!strstr(log, "; 0 tensors fell back") && !strstr(log, "; 11 tensors fell back")),
@@ -681,7 +681,7 @@ Test(quantize, rank_effect_and_gain_against_numpy)
         snprintf(lines, sizeof lines, "  fallback = f32 when output_sqnr < 99\n  rank = %s\n", rank);
         write_recipe(recipe, lines);
         snprintf(cmd, sizeof cmd,
-                 "cd '%s' && '%s' quantize %s/chain.onnx --recipe %s --calib %s/chain_x.npy -o %s/cq.onnx "
+                 "cd '%s' && %s quantize %s/chain.onnx --recipe %s --calib %s/chain_x.npy -o %s/cq.onnx "
                  "--qparams %s/cq.json --report %s/crep.json && /usr/bin/python3 tests/e2e/gain_oracle.py check %s "
                  "%s/cq.json %s/crep.json",
                  tu_root(), tu_qrl(), dir, recipe, dir, dir, dir, dir, dir, dir, dir);
@@ -720,7 +720,7 @@ Test(quantize, outputs_worst_judges_each_output)
         write_recipe(recipe, k ? "  fallback = f32 when output_sqnr < 25\n  outputs = worst\n"
                                : "  fallback = f32 when output_sqnr < 25\n");
         snprintf(cmd, sizeof cmd,
-                 "cd '%s' && '%s' quantize %s/two.onnx --recipe %s --calib %s/two_x.npy -o %s/two_q.onnx && "
+                 "cd '%s' && %s quantize %s/two.onnx --recipe %s --calib %s/two_x.npy -o %s/two_q.onnx && "
                  "ORT_OPT_LEVEL=disabled node tools/ort_sqnr.js %s/two.onnx %s/two_q.onnx %s/two_x.npy | "
                  "/usr/bin/python3 -c \"import json, sys; r = json.load(sys.stdin); "
                  "print('ort', ' '.join('%%s=%%.2f' %% (o['name'], o['sqnr_db']) for o in r['outputs']))\"",
@@ -781,7 +781,7 @@ Test(quantize, rounding_setting_rounds_the_weights)
                 modes[k]);
         fclose(f);
         snprintf(cmd, sizeof cmd,
-                 "cd '%s' && '%s' quantize ties.onnx --recipe %s --calib ties_x.npy -o q_%s.onnx > /dev/null && "
+                 "cd '%s' && %s quantize ties.onnx --recipe %s --calib ties_x.npy -o q_%s.onnx > /dev/null && "
                  "/usr/bin/python3 -c \"\n"
                  "import numpy as np, onnx\n"
                  "from onnx import numpy_helper\n"
@@ -827,7 +827,7 @@ Test(quantize, output_sqnr_target_is_met)
     snprintf(x, sizeof x, "%s/c256.npy", dir);
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 -c \"import numpy as np; np.save('%s', np.load('%s/calib_images.npy')[:256])\" && "
-             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s -o %s",
+             "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s -o %s",
              x, data_dir(), tu_root(), tu_qrl(), recipe, x, out);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     double db = 0, share = 0;
@@ -851,7 +851,7 @@ Test(quantize, symmetric_modifier_holds_for_every_calibrator)
 {
     char cmd[4096], *log;
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8-percentile.qrl --calib "
+             "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8-percentile.qrl --calib "
              "%s/calib_images.npy --calib-count 128 -o %s/p.onnx --qparams %s/p.json && /usr/bin/python3 -c \"import "
              "json; a = json.load(open('%s/p.json'))['activations']; z = [x['zero_point'] for x in a]; "
              "assert len(z) >= 5 and set(z) == {0}, z; print('ok')\"",
@@ -901,7 +901,7 @@ Test(quantize, numerics_setting_picks_the_kernels)
                 modes[k]);
         fclose(f);
         snprintf(cmd, sizeof cmd,
-                 "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
+                 "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
                  "--calib-count 64 -o %s/n.onnx --report %s/n.json && /usr/bin/python3 -c \"import json; "
                  "r = [l['runs_as'] for l in json.load(open('%s/n.json'))['layers'] if l['runs_as'].startswith('kernel')]; "
                  "assert len(r) == 5 and all(x.startswith('%s') for x in r), r; print('ok')\"",
@@ -928,7 +928,7 @@ Test(quantize, pattern_priority_is_stated_in_the_recipe)
           f);
     fclose(f);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
+             "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
              "--calib-count 64 -o %s/p.onnx --report %s/p.json && /usr/bin/python3 -c \"import json; "
              "r = [l['runs_as'] for l in json.load(open('%s/p.json'))['layers']]; "
              "assert r.count('kernel qlinear<u8> (pattern conv_first)') == 3 and r.count('Relu as a lookup table') == 3, r; "
@@ -968,7 +968,7 @@ Test(quantize, labels_give_top1_and_each_layers_effect)
     char cmd[4096], *log;
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 -c \"import numpy as np; np.save('%s/x.npy', np.load('%s/calib_images.npy')[:256]); "
-             "np.save('%s/y.npy', np.load('%s/calib_labels.npy')[:256])\" && cd '%s' && '%s' quantize "
+             "np.save('%s/y.npy', np.load('%s/calib_labels.npy')[:256])\" && cd '%s' && %s quantize "
              "examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib %s/x.npy --labels %s/y.npy -o %s/l.onnx "
              "--report %s/l.json",
              dir, data_dir(), dir, data_dir(), tu_root(), tu_qrl(), dir, dir, dir, dir);
@@ -1013,7 +1013,7 @@ Test(quantize, recipe_code_that_never_stops_is_stopped)
           f);
     fclose(f);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && timeout 60 '%s' --max-recipe-time 0.5 quantize examples/fmnist/fmnist_cnn.onnx --recipe %s "
+             "cd '%s' && timeout 60 %s --max-recipe-time 0.5 quantize examples/fmnist/fmnist_cnn.onnx --recipe %s "
              "--calib %s/calib_images.npy --calib-count 8 -o %s/spin.onnx",
              tu_root(), tu_qrl(), path, data_dir(), dir);
     int rc = tu_run(cmd, &log);
@@ -1030,7 +1030,7 @@ static void quantize_threads(const char *recipe, const char *name, int threads, 
 {
     char cmd[4096], *log;
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
+             "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
              "--calib-count %d --batch 16 --threads %d -o %s/%s-t%d.onnx --qparams %s/%s-t%d.json",
              tu_root(), tu_qrl(), recipe, data_dir(), count, threads, dir, name, threads, dir, name, threads);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -1219,7 +1219,7 @@ Test(quantize, minmax_qparams_match_numpy_on_1_and_4_workers)
     fclose(f);
     for (int t = 1; t <= 4; t *= 4) {
         snprintf(cmd, sizeof cmd,
-                 "cd '%s' && '%s' quantize %s/sq.onnx --recipe recipes/int8.qrl --calib %s/x.npy --batch 16 "
+                 "cd '%s' && %s quantize %s/sq.onnx --recipe recipes/int8.qrl --calib %s/x.npy --batch 16 "
                  "--threads %d -o %s/sq%d.onnx --qparams %s/sq%d.json",
                  tu_root(), tu_qrl(), dir, dir, t, dir, t, dir, t);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -1266,7 +1266,7 @@ Test(quantize, aciq_example_matches_numpy_on_1_and_2_workers)
     for (int r = 0; r < 2; r++) {
         for (int t = 1; t <= 2; t++) {
             snprintf(cmd, sizeof cmd,
-                     "cd '%s' && '%s' quantize %s/sq.onnx --recipe %s --calib %s/x.npy --batch 16 --threads %d "
+                     "cd '%s' && %s quantize %s/sq.onnx --recipe %s --calib %s/x.npy --batch 16 --threads %d "
                      "-o %s/%s%d.onnx --qparams %s/%s%d.json",
                      tu_root(), tu_qrl(), dir, recipes[r][0], dir, t, dir, recipes[r][1], t, dir, recipes[r][1], t);
             cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -1361,7 +1361,7 @@ Test(quantize, validate_split_changes_the_fallback_decision)
     double fallbacks[2], validate[2];
     for (int i = 0; i < 2; i++) {
         snprintf(cmd, sizeof cmd,
-                 "cd '%s' && '%s' quantize mlp.onnx --recipe val.qrl --recipe-name %s --calib mlp_calib.npy "
+                 "cd '%s' && %s quantize mlp.onnx --recipe val.qrl --recipe-name %s --calib mlp_calib.npy "
                  "--calib-count %s -o mlp.%s.onnx --report mlp.%s.json 2>&1",
                  dir, tu_qrl(), recipes[i], count[i], recipes[i], recipes[i]);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -1408,8 +1408,8 @@ Test(quantize, fallback_on_cosine_and_argmax_agreement)
         fclose(f);
     }
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s/plain.qrl --calib %s/x64.npy "
-             "-o %s/plain.onnx --report %s/plain.json && '%s' run examples/fmnist/fmnist_cnn.onnx --recipe %s/plain.qrl "
+             "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe %s/plain.qrl --calib %s/x64.npy "
+             "-o %s/plain.onnx --report %s/plain.json && %s run examples/fmnist/fmnist_cnn.onnx --recipe %s/plain.qrl "
              "--calib %s/x64.npy -i %s/x64.npy -o %s/int && node tools/ort_sqnr.js --run "
              "examples/fmnist/fmnist_cnn.onnx %s/f32 %s/x64.npy 2>&1",
              tu_root(), tu_qrl(), dir, dir, dir, dir, tu_qrl(), dir, dir, dir, dir, dir, dir);
@@ -1431,7 +1431,7 @@ Test(quantize, fallback_on_cosine_and_argmax_agreement)
     cr_expect_float_eq(ra, agreement, 1e-9, "agreement %.4f, numpy %.4f", ra, agreement);
     cr_expect_lt(agreement, 1.0, "the clipped activations change some of the 64 decisions (else the next part tests nothing)");
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize examples/fmnist/fmnist_cnn.onnx --recipe %s/agree.qrl --calib %s/x64.npy "
+             "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe %s/agree.qrl --calib %s/x64.npy "
              "-o %s/agree.onnx --report %s/agree.json 2>&1",
              tu_root(), tu_qrl(), dir, dir, dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -1449,7 +1449,7 @@ Test(quantize, a_tensor_without_a_scale_falls_back_alone)
     char cmd[4096], *log;
     make_mlp("infm", 1, 1.0);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize %s/infm.onnx --recipe recipes/int8-minmax.qrl --calib %s/infm_calib.npy "
+             "cd '%s' && %s quantize %s/infm.onnx --recipe recipes/int8-minmax.qrl --calib %s/infm_calib.npy "
              "-o %s/infm_q.onnx --report %s/infm.json 2>&1",
              tu_root(), tu_qrl(), dir, dir, dir, dir);
     int rc = tu_run(cmd, &log);
@@ -1486,8 +1486,8 @@ Test(quantize, global_mean_of_unknown_rank_has_the_pool_shape)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize %s/gap.onnx --recipe recipes/int8.qrl --calib %s/x.npy -o %s/gap_q.onnx "
-             "--int-graph %s/gap.txt && '%s' run %s/gap.onnx --recipe recipes/int8.qrl --calib %s/x.npy -i %s/x.npy "
+             "cd '%s' && %s quantize %s/gap.onnx --recipe recipes/int8.qrl --calib %s/x.npy -o %s/gap_q.onnx "
+             "--int-graph %s/gap.txt && %s run %s/gap.onnx --recipe recipes/int8.qrl --calib %s/x.npy -i %s/x.npy "
              "-o %s/out",
              tu_root(), tu_qrl(), dir, dir, dir, dir, tu_qrl(), dir, dir, dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -1523,7 +1523,7 @@ Test(quantize, report_sqnrs_match_numpy_on_one_batch)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize %s/sq.onnx --recipe recipes/int8.qrl --calib %s/x.npy -o %s/sq_q.onnx "
+             "cd '%s' && %s quantize %s/sq.onnx --recipe recipes/int8.qrl --calib %s/x.npy -o %s/sq_q.onnx "
              "--report %s/sq.json",
              tu_root(), tu_qrl(), dir, dir, dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -1580,7 +1580,7 @@ Test(quantize, measurement_keeps_no_batch_of_f32_values)
     for (int k = 0; k < 2; k++) {
         char sub[1024];
         snprintf(sub, sizeof sub, what[k], dir, dir, dir);
-        snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/time -f 'peak %%M' -o %s/peak.txt '%s' %s > /dev/null", tu_root(),
+        snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/time -f 'peak %%M' -o %s/peak.txt %s %s > /dev/null", tu_root(),
                  dir, tu_qrl(), sub);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
         free(log);

@@ -32,7 +32,7 @@ static char *quantize(const char *model, const char *recipe, const char *tag, in
 {
     char cmd[4096], *log;
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize '%s/%s.onnx' --recipe '%s' --calib '%s/%s_calib.npy' -o '%s/%s.%s.onnx' "
+             "cd '%s' && %s quantize '%s/%s.onnx' --recipe '%s' --calib '%s/%s_calib.npy' -o '%s/%s.%s.onnx' "
              "--report '%s/%s.%s.json' 2>&1",
              tu_root(), tu_qrl(), dir, model, recipe, dir, model, dir, model, tag, dir, model, tag);
     *rc = tu_run(cmd, &log);
@@ -190,7 +190,7 @@ Test(transform, equalize_matches_numpy_on_a_cnn)
     const char *recipes[] = {"eq", "plain"};
     for (int i = 0; i < 2; i++) {
         snprintf(cmd, sizeof cmd,
-                 "cd '%s' && '%s' quantize cnn.onnx --recipe eq.qrl --recipe-name %s --calib cnn_calib.npy -o cnn.%s.onnx 2>&1",
+                 "cd '%s' && %s quantize cnn.onnx --recipe eq.qrl --recipe-name %s --calib cnn_calib.npy -o cnn.%s.onnx 2>&1",
                  dir, tu_qrl(), recipes[i], recipes[i]);
         int rc = tu_run(cmd, &log);
         cr_assert_eq(rc, 0, "%s", log);
@@ -227,7 +227,7 @@ static char *quantize_bc(const char *name)
 {
     char cmd[4096], *log;
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize bc.onnx --recipe bc.qrl --recipe-name %s --calib bc_calib.npy -o bc.%s.onnx 2>&1",
+             "cd '%s' && %s quantize bc.onnx --recipe bc.qrl --recipe-name %s --calib bc_calib.npy -o bc.%s.onnx 2>&1",
              dir, tu_qrl(), name, name);
     int rc = tu_run(cmd, &log);
     cr_assert_eq(rc, 0, "%s", log);
@@ -320,7 +320,7 @@ static void make_ar_model(void)
     for (int i = 0; i < 3; i++) {
         char cmd[4096], *log;
         snprintf(cmd, sizeof cmd,
-                 "cd '%s' && '%s' quantize ar.onnx --recipe ar.qrl --recipe-name %s --calib ar_calib.npy -o ar.%s.onnx 2>&1",
+                 "cd '%s' && %s quantize ar.onnx --recipe ar.qrl --recipe-name %s --calib ar_calib.npy -o ar.%s.onnx 2>&1",
                  dir, tu_qrl(), names[i], names[i]);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
         if (i < 2)
@@ -399,7 +399,7 @@ Test(transform, a_flip_that_never_stops_is_stopped_with_a_note)
                "recipe r {\n  transform = always()\n%s",
                "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n");
     char cmd[4096], *log;
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' quantize ar.onnx --recipe always.qrl --calib ar_calib.npy -o ar.always.onnx 2>&1",
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize ar.onnx --recipe always.qrl --calib ar_calib.npy -o ar.always.onnx 2>&1",
              dir, tu_qrl());
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     cr_expect(strstr(log, "11 output channels still moved weights after 64 sweeps and were stopped there"), "%s", log);

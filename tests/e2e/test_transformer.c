@@ -30,7 +30,7 @@ static char *quantize(const char *model, const char *recipe, int *rc)
 {
     char cmd[4096], *log;
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && '%s' quantize '%s/%s.onnx' --recipe %s --calib '%s/%s_calib.npy' -o '%s/%s.int8.onnx' "
+             "cd '%s' && %s quantize '%s/%s.onnx' --recipe %s --calib '%s/%s_calib.npy' -o '%s/%s.int8.onnx' "
              "--report '%s/%s.json'",
              tu_root(), tu_qrl(), dir, model, recipe, dir, model, dir, model, dir, model);
     *rc = tu_run(cmd, &log);
@@ -121,7 +121,7 @@ Test(transformer, integer_graph_agrees_with_ort_on_the_export)
     free(log);
     ort_run_export("bert", 1);
     char cmd[4096], a[1024], b[1024];
-    snprintf(cmd, sizeof cmd, "'%s' run '%s/bert.int8.onnx' -i '%s/bert_test.npy' -o '%s/qrl_out'", tu_qrl(), dir, dir,
+    snprintf(cmd, sizeof cmd, "%s run '%s/bert.int8.onnx' -i '%s/bert_test.npy' -o '%s/qrl_out'", tu_qrl(), dir, dir,
              dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
@@ -206,8 +206,8 @@ Test(transformer, gelu_forms_run_as_exact_tables)
                  "input_names=['x'], output_names=['y'], dynamic_axes={'x': {0: 'n'}, 'y': {0: 'n'}}); "
                  "np.save('g_calib.npy', np.random.default_rng(1).standard_normal((64, 16), dtype=np.float32) * 2); "
                  "np.save('g_test.npy', np.random.default_rng(2).standard_normal((64, 16), dtype=np.float32) * 3)\" 2>&1 && "
-                 "'%s' quantize g.onnx --recipe '%s/recipes/int8.qrl' --calib g_calib.npy -o g.int8.onnx --qparams g.json "
-                 "&& '%s' run g.onnx --recipe '%s/recipes/int8.qrl' --calib g_calib.npy -i g_test.npy -o gout",
+                 "%s quantize g.onnx --recipe '%s/recipes/int8.qrl' --calib g_calib.npy -o g.int8.onnx --qparams g.json "
+                 "&& %s run g.onnx --recipe '%s/recipes/int8.qrl' --calib g_calib.npy -i g_test.npy -o gout",
                  dir, forms[i], tu_qrl(), tu_root(), tu_qrl(), tu_root());
         int rc = tu_run(cmd, &log);
         cr_assert_eq(rc, 0, "%s: exit %d: %.2000s", forms[i], rc, log);
@@ -233,7 +233,7 @@ Test(transformer, gelu_forms_run_as_exact_tables)
 
 /* The epilogues of MatMul and Gemm (channels on the accumulator's last axis) run through their
  * channels-last form, the per-channel part once into tables; the whole-tensor kernel
- * (QRL_EPILOGUE=whole) is the second path: the same bytes on the encoder and the decoder. */
+ * (epilogue=whole) is the second path: the same bytes on the encoder and the decoder. */
 Test(transformer, channels_last_epilogues_give_the_same_bytes)
 {
     const char *models[] = {"bert", "gpt"}, *outs[] = {"y", "logits"};
@@ -247,9 +247,9 @@ Test(transformer, channels_last_epilogues_give_the_same_bytes)
         char a[1024], b[1024];
         for (int whole = 0; whole < 2; whole++) {
             snprintf(cmd, sizeof cmd,
-                     "%s '%s' run '%s/%s.onnx' --recipe '%s/recipes/int8.qrl' --calib '%s/%s_calib.npy' "
+                     "%s %s run '%s/%s.onnx' --recipe '%s/recipes/int8.qrl' --calib '%s/%s_calib.npy' "
                      "-i '%s/%s_one.npy' -o '%s/%s_ep%d'",
-                     whole ? "QRL_EPILOGUE=whole" : "", tu_qrl(), dir, models[i], tu_root(), dir, models[i], dir,
+                     tu_qrl(), whole ? "--option epilogue=whole" : "", dir, models[i], tu_root(), dir, models[i], dir,
                      models[i], dir, models[i], whole);
             cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
             free(log);
@@ -269,7 +269,7 @@ Test(transformer, shape_arithmetic_reads_the_integers)
 {
     char cmd[4096], *log;
     snprintf(cmd, sizeof cmd,
-             "'%s' run '%s/bert.onnx' --recipe '%s/recipes/int8.qrl' --calib '%s/bert_calib.npy' -i '%s/bert_test.npy' "
+             "%s run '%s/bert.onnx' --recipe '%s/recipes/int8.qrl' --calib '%s/bert_calib.npy' -i '%s/bert_test.npy' "
              "-o '%s/bert_shapes' --profile",
              tu_qrl(), dir, tu_root(), dir, dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);

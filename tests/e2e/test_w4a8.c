@@ -68,7 +68,7 @@ static char *check(const char *model, const char *recipe, int root, int nweights
         snprintf(rec, sizeof rec, "%s/%s", dir, recipe);
     snprintf(tag, sizeof tag, "%s_%.*s", model, (int)(strcspn(strrchr(recipe, '/') ? strrchr(recipe, '/') + 1 : recipe,
                                                               ".")), strrchr(recipe, '/') ? strrchr(recipe, '/') + 1 : recipe);
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize %s.onnx --recipe '%s' --calib %s_calib.npy -o %s.onnx", dir,
+    snprintf(cmd, sizeof cmd, "cd %s && %s quantize %s.onnx --recipe '%s' --calib %s_calib.npy -o %s.onnx", dir,
              tu_qrl(), model, rec, model, tag);
     char *qlog = run_ok(cmd);
     snprintf(cmd, sizeof cmd, "cd %s && /usr/bin/python3 '%s/tests/e2e/w4a8_oracle.py' %s.onnx %s.onnx %s_x.npy np_%s%s",
@@ -81,12 +81,12 @@ static char *check(const char *model, const char *recipe, int root, int nweights
     snprintf(cmd, sizeof cmd, "cd %s && node '%s/tools/ort_run.js' %s.onnx %s_x.npy -o ort_%s", dir, tu_root(), tag,
              model, tag);
     free(run_ok(cmd));
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' run %s.onnx -i %s_x.npy -o int_%s", dir, tu_qrl(), tag, model, tag);
+    snprintf(cmd, sizeof cmd, "cd %s && %s run %s.onnx -i %s_x.npy -o int_%s", dir, tu_qrl(), tag, model, tag);
     free(run_ok(cmd));
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' run %s.onnx --qdq-recipe sim.qrl -i %s_x.npy -o sim_%s", dir, tu_qrl(),
+    snprintf(cmd, sizeof cmd, "cd %s && %s run %s.onnx --qdq-recipe sim.qrl -i %s_x.npy -o sim_%s", dir, tu_qrl(),
              tag, model, tag);
     free(run_ok(cmd));
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' run %s.onnx --recipe '%s' --calib %s_calib.npy -i %s_x.npy -o mem_%s", dir,
+    snprintf(cmd, sizeof cmd, "cd %s && %s run %s.onnx --recipe '%s' --calib %s_calib.npy -i %s_x.npy -o mem_%s", dir,
              tu_qrl(), model, rec, model, model, tag);
     free(run_ok(cmd));
     for (int i = 0; i < nout; i++) {
@@ -187,9 +187,9 @@ static void cnn_ort_agrees(const char *tag, double tol)
 Test(w4a8, shipped_recipe_runs_in_ort)
 {
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize cnn.onnx --recipe '%s/recipes/w4a8.qrl' --calib cnn_calib.npy "
+    snprintf(cmd, sizeof cmd, "cd %s && %s quantize cnn.onnx --recipe '%s/recipes/w4a8.qrl' --calib cnn_calib.npy "
              "-o cnn_shipped.onnx && node '%s/tools/ort_run.js' cnn_shipped.onnx cnn_x.npy -o ort_shipped && "
-             "'%s' run cnn_shipped.onnx -i cnn_x.npy -o int_shipped && /usr/bin/python3 -c \"import onnx; "
+             "%s run cnn_shipped.onnx -i cnn_x.npy -o int_shipped && /usr/bin/python3 -c \"import onnx; "
              "m = onnx.load('cnn_shipped.onnx'); print('opset', m.opset_import[0].version, 'int4', "
              "sorted(t.name for t in m.graph.initializer if t.data_type == 22))\"", dir, tu_qrl(), tu_root(),
              tu_root(), tu_qrl());
@@ -209,7 +209,7 @@ Test(w4a8, u4_weights_are_refused_by_the_kernels_types)
                          "recipe u4w {\n  activation = u8 asymmetric by minmax()\n"
                          "  weight = u4 asymmetric per_channel by minmax()\n}\n");
     char cmd[8192], *log;
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' quantize cnn.onnx --recipe u4.qrl --calib cnn_calib.npy -o u4.onnx", dir,
+    snprintf(cmd, sizeof cmd, "cd %s && %s quantize cnn.onnx --recipe u4.qrl --calib cnn_calib.npy -o u4.onnx", dir,
              tu_qrl());
     cr_assert_neq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, "stdlib/patterns.qrl:") && strstr(log, "kernel 'qlinear<u8>' takes 'w' as tensor<i8>, but the "
@@ -228,11 +228,11 @@ Test(w4a8, fallback_keeps_the_weights_of_f32_layers_f32)
     tu_write_file(dir, "fb.qrl", "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
                                  "recipe fb {\n  activation = u8 asymmetric by minmax()\n" W4
                                  "  fallback = f32 when sqnr < 28\n}\n");
-    char *log = tu_sh("cd %s && '%s' quantize cnn.onnx --recipe fb.qrl --calib cnn_calib.npy -o cnn_fb.onnx && "
+    char *log = tu_sh("cd %s && %s quantize cnn.onnx --recipe fb.qrl --calib cnn_calib.npy -o cnn_fb.onnx && "
                       "/usr/bin/python3 -c \"import onnx; m = onnx.load('cnn_fb.onnx'); print('opset', "
                       "m.opset_import[0].version, sorted((t.name, t.data_type) for t in m.graph.initializer if "
                       "t.name[0] == 'w'))\" && node '%s/tools/ort_run.js' cnn_fb.onnx cnn_x.npy -o ort_fb && "
-                      "'%s' run cnn_fb.onnx -i cnn_x.npy -o int_fb", dir, tu_qrl(), tu_root(), tu_qrl());
+                      "%s run cnn_fb.onnx -i cnn_x.npy -o int_fb", dir, tu_qrl(), tu_root(), tu_qrl());
     cr_assert(strstr(log, "3 tensors fell back to f32"), "%s", log);
     cr_assert(strstr(log, "bytes:     54 of weight integers (1 of 1 weights 4-bit), 432 in f32: 0.125x"), "%s", log);
     cr_assert(strstr(log, "opset 21 [('w1_quantized', 22), ('w1_scale', 1), ('w1_zero_point', 22), ('w2', 1), "

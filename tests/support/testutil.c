@@ -135,10 +135,21 @@ char *tu_sh(const char *fmt, ...)
     return out;
 }
 
-const char *tu_qrl(void)
+const char *tu_qrl_bin(void)
 {
     const char *b = getenv("QRL_BIN");
     return b && *b ? b : "build/qrl";
+}
+
+const char *tu_qrl(void)
+{
+    static char cmd[4200];
+    if (!cmd[0]) {
+        const char *b = tu_qrl_bin();
+        cr_assert(!strchr(b, '\'') && strlen(b) < 4096, "QRL_BIN cannot be quoted: %s", b);
+        snprintf(cmd, sizeof cmd, "'%s' --option poison=1", b);
+    }
+    return cmd;
 }
 
 const char *tu_root(void)
@@ -351,7 +362,7 @@ void tu_option(const char *name, const char *value)
     qr_options_set(&o);
 }
 
-/* Every test process: poison on (as tools/run-tests.sh's QRL_POISON=1 does for the qrl it runs). */
+/* Every test process: poison on (as tu_qrl's --option poison=1 is for the qrl it runs). */
 __attribute__((constructor)) static void tu_options_start(void)
 {
     qr_options o = {0};

@@ -22,8 +22,12 @@ int tu_run(const char *cmd, char **output);
 /* Runs the shell command fmt (printf-style) and returns its output (malloc'd); the test fails
  * unless it exits with status 0. */
 char *tu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The qrl binary ($QRL_BIN, else build/qrl) and the project root ($QRL_ROOT, else .). */
+/* tu_qrl: the qrl command, for a shell line: the binary ($QRL_BIN, else build/qrl) in single
+ * quotes, then --option poison=1 (outputs the executor does not zero start as 0xA5 bytes, so an
+ * unwritten one fails a test instead of reading zeros). tu_qrl_bin: the binary's path alone.
+ * tu_root: the project root ($QRL_ROOT, else .). */
 const char *tu_qrl(void);
+const char *tu_qrl_bin(void);
 const char *tu_root(void);
 /* A fresh temporary folder (malloc'd path); tu_rmdir removes it and its files. */
 char *tu_tmpdir(void);

@@ -327,7 +327,7 @@ Test(cache, jit_id_hashes_code_generator_sources)
     /* The build the suite runs from ($QRL_BIN's folder): when it is up to date, a change of any
      * source of it must rebuild compile.o, with the new key. */
     char b[1024];
-    snprintf(b, sizeof b, "%s", tu_qrl());
+    snprintf(b, sizeof b, "%s", tu_qrl_bin());
     char *slash = strrchr(b, '/');
     if (slash)
         *slash = 0;

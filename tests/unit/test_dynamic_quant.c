@@ -85,7 +85,7 @@ static const char *const numpy_rows =
     "np.save('y.npy', y.reshape(x.shape)); np.save('s.npy', s.reshape(shp)); np.save('z.npy', z.astype(np.uint8).reshape(shp))\n";
 
 /* Rows of K values of every kind (ties, NaN, infinity, one sign, 0 only, a tiny range) against
- * numpy, on the AVX-512 loops where the CPU has them or the portable ones (portable: QRL_QUANT). */
+ * numpy, on the AVX-512 loops where the CPU has them or the portable ones (portable: the quant option). */
 static void check_rows(int64_t K, int portable)
 {
     /* 44 rows: the AVX-512 path's two blocks of sixteen and a rest; each kind of row in all three */

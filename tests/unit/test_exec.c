@@ -213,7 +213,7 @@ Test(exec, data_dependent_shape_runs_dynamically)
 
 /* y = relu(x @ W + b) with x [2, 3, 5]: W a constant (packed GEMM) or an input (batched products),
  * b a row vector [7] (fused into the MatMul: the Add does not run) or a scalar [1] (not fused),
- * against the unfused run (QRL_FUSE=0) bit for bit and a double reference. */
+ * against the unfused run (fuse=0) bit for bit and a double reference. */
 static void check_bias_fusion(int w_const, int bias_n)
 {
     qr_graph *g = qr_graph_new();
@@ -276,7 +276,7 @@ Test(exec, bias_add_fuses_into_matmul)
 
 /* GELU as PyTorch exports it, after a bias: y = (x + b) / sqrt(2) |> Erf |> + 1 |> * (x + b) |> * 0.5,
  * on x [rows, 3, 100] (b [100]): the six pointwise nodes run by tiles of rows
- * (exec_tiles.h), on 1 and 2 threads; every bit the node-by-node run's (QRL_FUSE=0). */
+ * (exec_tiles.h), on 1 and 2 threads; every bit the node-by-node run's (fuse=0). */
 static void check_tiled_chain(int64_t rows, int threads, int want_tiled)
 {
     qr_graph *g = qr_graph_new();

@@ -3,7 +3,7 @@
  * Slice by runs, ops/permute.c) through the op table, against an independent float64 oracle:
  * numpy (tools/f32_rows_ref.py, run by /usr/bin/python3) for every op, and libm's double erf
  * and tanh on sweeps of the float line. Both paths
- * (AVX-512 when the CPU has it, QRL_F32_ROWS=portable), serial and on two threads. Data of both
+ * (AVX-512 when the CPU has it, f32-rows=portable), serial and on two threads. Data of both
  * signs, odd row lengths (not multiples of 16), -inf entries (causal masks), rows all -inf and
  * rows with NaN or +inf, several head counts. Bounds in ulps of the exact result, per path. */
 #include <criterion/criterion.h>

@@ -1,7 +1,7 @@
 /* A Conv's fused activation (qr_kctx.act: the Relu or Clip the executor folds into it) through
  * every path of the f32 Conv: 1x1 read in place, 3x3 over padded planes at strides 1 and 2, the
  * im2col GEMM (stride 3), small images folded into one GEMM, groups, depthwise (AVX-512 window
- * kernel, portable runs, plane by plane), the portable GEMM (QRL_SGEMM=portable), f64: each equals
+ * kernel, portable runs, plane by plane), the portable GEMM (sgemm=portable), f64: each equals
  * the Conv without it, then Relu or Clip, bit for bit, NaN kept. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -255,7 +255,7 @@ static void check_fusion(int dynamic)
     run_graph(g, 1, NULL, &x, ref, runs0, dynamic);
     tu_option("fuse", "");
     for (int i = 0; i < g->n_nodes; i++)
-        cr_assert_eq(runs0[i], 1, "QRL_FUSE=0: node %s ran", g->nodes[i]->name);
+        cr_assert_eq(runs0[i], 1, "fuse=0: node %s ran", g->nodes[i]->name);
     for (int threads = 1; threads <= 2; threads++) {
         run_graph(g, threads, NULL, &x, got, runs, dynamic);
         cr_assert_eq(runs[node_index(g, "r1")], 0, "Relu r1 folded into conv1");

@@ -19,7 +19,7 @@ Test(fuzz_models, short_campaign, .timeout = 900)
     cr_assert_eq(rc, 0, "%s", log);
     free(log);
     char bin[1024];
-    snprintf(bin, sizeof bin, "%s", tu_qrl());
+    snprintf(bin, sizeof bin, "%s", tu_qrl_bin());
     char *slash = strrchr(bin, '/');
     snprintf(slash ? slash + 1 : bin, sizeof bin - (size_t)(slash ? slash + 1 - bin : 0), "fuzz_models");
     const char *n = getenv("QRL_FUZZ_MODELS_N");

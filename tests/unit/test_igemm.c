@@ -1,7 +1,7 @@
 /* The u8 x s8 GEMM microkernels (runtime/ops/igemm*.c) against the portable
  * reference on ragged shapes and sums that wrap int32, and ConvInteger on
  * the microkernel against ConvInteger on the portable int32 path
- * (QRL_IGEMM=portable) with padding, strides, dilations, groups (depthwise
+ * (igemm=portable) with padding, strides, dilations, groups (depthwise
  * too, which has a kernel of its own) and a nonzero input zero point. On a CPU without a microkernel the comparisons
  * are skipped and say so. */
 #include <criterion/criterion.h>
@@ -156,7 +156,7 @@ static void run3(const char *op, const qr_tensor *x, const qr_tensor *w, const q
     cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
 }
 
-/* The op on the portable int32 path (qr_igemm_force("portable"), as QRL_IGEMM=portable), then on
+/* The op on the portable int32 path (qr_igemm_force("portable"), as igemm=portable), then on
  * each ISA's microkernel this CPU runs: the same int32 results. */
 static void assert_same_both_ways(const char *op, const qr_tensor *x, const qr_tensor *w, const qr_tensor *xz,
                                   qr_attr *attrs, int nattr, size_t c)
@@ -490,7 +490,7 @@ Test(igemm, iconv_pack_in_strips_of_64_columns)
     }
 }
 
-/* qr_iconv_u8s8 follows QRL_IGEMM's choice (here through qr_igemm_force): "portable" gives the
+/* qr_iconv_u8s8 follows the igemm option's choice (here through qr_igemm_force): "portable" gives the
  * portable kernel, an ISA the CPU has gives that one, and no choice the best the CPU has. */
 Test(igemm, iconv_dispatch_follows_the_forced_choice)
 {

@@ -234,7 +234,7 @@ static void run_threads(const qr_quantized *q, const qr_tensor *x, int threads, 
 
 /* got's integer graph gives want's outputs to the bit on the batch x and on its first image, on 1
  * and 2 threads (want's on 1), its NHWC epilogues channels last (the default) and turned
- * (QRL_EPILOGUE=turn); what names the case in a failure. */
+ * (epilogue=turn); what names the case in a failure. */
 static void assert_same_outputs(const qr_quantized *want_q, const qr_quantized *got_q, const qr_tensor *x,
                                 const char *what)
 {
@@ -280,10 +280,10 @@ static int count_attr(const qr_graph *g, const char *op, const char *attr)
 
 /* A convolution fused with its element-wise epilogue (QrlConvKernel: the recipe's tile kernel on
  * blocks of the accumulator) computes what the ConvInteger and the QrlKernel compute apart
- * (QRL_FUSE=0, the reference), to the bit, for the onnx and tflite epilogues, u8 and i8, on one
+ * (fuse=0, the reference), to the bit, for the onnx and tflite epilogues, u8 and i8, on one
  * and two threads, a batch and one image: the zoo's four convolutions (im2col and padded planes)
  * and a MobileNet block's (depthwise at stride 1 and 2, whose 96 planes of 16 x 16 reach the
- * epilogue in chunks of 64); in NCHW (QRL_NHWC=0) and in the NHWC layout (QRL_NHWC=all), where
+ * epilogue in chunks of 64); in NCHW (nhwc=0) and in the NHWC layout (nhwc=all), where
  * every one of them runs channels last (the implicit GEMM and the NHWC depthwise, quantizer/layout.c). */
 Test(intgraph, fused_conv_epilogues_equal_the_separate_kernels)
 {
@@ -337,7 +337,7 @@ static int count_attr_set(const qr_graph *g, const char *op, const char *attr)
 
 /* A residual Add (the stdlib's qadd, proven pointwise) after an NHWC convolution runs as its
  * second stage, on each block of the convolution's y: the ResNet block's integer graph keeps no
- * QrlKernel for it, and its outputs are those of the separate NCHW kernels (QRL_FUSE=0), bit for
+ * QrlKernel for it, and its outputs are those of the separate NCHW kernels (fuse=0), bit for
  * bit, onnx u8 and i8 and tflite, batch 32 and 1, 1 and 2 threads; the first stage by the rows
  * epilogue (qc_rows_ep_jit) where the recipe's epilogue has a vector form. */
 Test(intgraph, residual_add_runs_as_the_convolutions_second_stage)
@@ -385,8 +385,8 @@ static qr_iconv_ep_fn counting_ep(int64_t taps, int64_t k4, int64_t n, const cha
 }
 
 /* The NHWC convolutions' output channels cut into parts of whole 64-channel strips, a task each
- * (QRL_SPLIT=cols, on one thread too), give the bits of blocks of pixels (QRL_SPLIT=rows) and of
- * the choice by shape, which are the separate NCHW kernels' (QRL_FUSE=0): wide.onnx's layers of
+ * (split=cols, on one thread too), give the bits of blocks of pixels (split=rows) and of
+ * the choice by shape, which are the separate NCHW kernels' (fuse=0): wide.onnx's layers of
  * 80 and 200 channels (a last strip of 16 and 8), its residual Adds as second stages (run on whole
  * rows of y once every part is done), batch 32 and 1, 1 and 2 threads, epilogues channels last and
  * turned, onnx u8 and tflite. */
@@ -411,7 +411,7 @@ Test(intgraph, channel_parts_give_the_same_outputs)
         cr_assert_eq(count_attr(fused->ig->g, "QrlConvKernel", "nhwc"), 5, "%s", recipes[r]);
         for (int sp = 0; sp < 3; sp++) {
             char what[256];
-            snprintf(what, sizeof what, "%s, QRL_SPLIT=%s", recipes[r], splits[sp] ? splits[sp] : "(unset)");
+            snprintf(what, sizeof what, "%s, split=%s", recipes[r], splits[sp] ? splits[sp] : "(unset)");
             if (splits[sp])
                 tu_option("split", splits[sp]);
             assert_same_outputs(apart, fused, &x, what);
@@ -419,7 +419,7 @@ Test(intgraph, channel_parts_give_the_same_outputs)
             qr_iconv_set_specializer(qc_iconv_jit);
             qr_iconv_set_ep_specializer(counting_ep);
             ep_handed = 0;
-            snprintf(what, sizeof what, "%s, QRL_SPLIT=%s, QRL_ICONV_JIT=1", recipes[r], splits[sp] ? splits[sp] : "(unset)");
+            snprintf(what, sizeof what, "%s, split=%s, iconv-jit=1", recipes[r], splits[sp] ? splits[sp] : "(unset)");
             assert_same_outputs(apart, fused, &x, what);
             qr_iconv_set_ep_specializer(NULL);
             qr_iconv_set_specializer(NULL);
@@ -439,7 +439,7 @@ Test(intgraph, channel_parts_give_the_same_outputs)
  * vpdpbusd, compiler/iconv_jit.c) give the bits of the generic microkernels, on the ResNet block
  * (a 3-channel window gathered, 3x3, dilated, strided), with the stdlib's requantization fused
  * into them (its vector form: the three convolutions without a residual Add) and without
- * (QRL_EPILOGUE=rows). Skipped on a CPU without AVX-512 VNNI. */
+ * (epilogue=rows). Skipped on a CPU without AVX-512 VNNI. */
 Test(intgraph, shape_specialized_kernels_equal_the_generic_ones)
 {
     qr_iconv_set_specializer(qc_iconv_jit);
@@ -472,7 +472,7 @@ Test(intgraph, shape_specialized_kernels_equal_the_generic_ones)
     run_threads(generic, &x, 1, &want);
     cr_assert_eq(count_attr(special->ig->g, "QrlConvKernel", "nhwc"), 4);
     cr_assert_eq(fused, 3, "the three convolutions without a second stage ran fused (%d)", fused);
-    cr_assert_eq(ep_handed, fused, "QRL_EPILOGUE=rows: no fused kernel");
+    cr_assert_eq(ep_handed, fused, "epilogue=rows: no fused kernel");
     cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)), "fused kernels' outputs differ");
     cr_assert(!memcmp(rows.data, want.data, qr_tensor_nbytes(&want)), "specialized kernels' outputs differ");
     qr_tensor_free(&rows);
@@ -489,9 +489,9 @@ Test(intgraph, shape_specialized_kernels_equal_the_generic_ones)
 /* 8-bit pools in an NHWC region run channels last (QrlMaxPoolNhwc, QrlAveragePoolNhwc), their
  * planes split into tasks of output rows (32 x 32 x 32 bytes: two tasks), and the Flatten before
  * the Gemm reads the NHWC pool (the Gemm's weight rows permuted): no transpose is left. The
- * outputs are the separate NCHW kernels' bits (QRL_FUSE=0), batch 4 and 1, 1 and 2 threads. */
+ * outputs are the separate NCHW kernels' bits (fuse=0), batch 4 and 1, 1 and 2 threads. */
 /* pools.onnx (into *g) and its test input (into *x), and its integer graph with every kernel apart
- * (QRL_FUSE=0): the reference the pool tests compare with; *m holds its module. */
+ * (fuse=0): the reference the pool tests compare with; *m holds its module. */
 static qr_quantized *pools_reference(qr_graph **g, qr_tensor *x, qrl_module **m)
 {
     load("pools_test.npy", NULL, x);
@@ -865,7 +865,7 @@ Test(intgraph, kernels_take_scratch_from_the_workspace)
 /* A MaxPool between a convolution that stays NCHW (pools.onnx's first, 3 input channels) and one
  * that runs channels last runs channels last by default too (quantizer/layout.c pool_leads),
  * reading its NCHW input itself (x_nchw): no transpose is left, and the outputs are the separate
- * NCHW kernels' bits (QRL_FUSE=0), batch 4 and 1, 1 and 2 threads. The zoo's pools, read by a Pad
+ * NCHW kernels' bits (fuse=0), batch 4 and 1, 1 and 2 threads. The zoo's pools, read by a Pad
  * and a lookup (which could run channels last) but by no convolution, stay NCHW: nothing there
  * runs channels last by default. */
 Test(intgraph, maxpool_before_an_nhwc_region_runs_channels_last)

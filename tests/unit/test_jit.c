@@ -1967,7 +1967,7 @@ Test(jit, setting_errors_name_what_the_table_allows)
               "import \"calibrators.qrl\"\nrecipe r {\n  activation = u8 by minmax()\n  weight = i8 by minmax()\n"
               "  numerics = tensorrt\n  rounding = up\n  zzzzzzzz = 1\n  rank = fisher\n  outputs = mean\n}\n",
               path, sizeof path);
-    snprintf(cmd, sizeof cmd, "QRL_STDLIB='%s/stdlib' '%s' check --no-cache '%s' 2>&1", tu_root(), tu_qrl(), path);
+    snprintf(cmd, sizeof cmd, "QRL_STDLIB='%s/stdlib' %s check --no-cache '%s' 2>&1", tu_root(), tu_qrl(), path);
     cr_assert_eq(tu_run(cmd, &log), 1, "%s", log);
     cr_assert(strstr(log, ":5:14: error: numerics is onnx, tflite or pytorch\n"), "%s", log);
     cr_assert(strstr(log, ":6:14: error: rounding is half_even or half_away\n"), "%s", log);

@@ -1,7 +1,7 @@
 /* MatMulInteger and QLinearMatMul against an independent oracle: numpy's results from the ONNX
  * definitions (tools/make_matmulint_cases.py: exact int64 sums wrapped to int32, and
  * QLinearMatMul's requantization), on every path this CPU has: the portable int32 loops
- * (QRL_IGEMM=portable) and each ISA's u8s8 microkernel with its zero-point corrections
+ * (igemm=portable) and each ISA's u8s8 microkernel with its zero-point corrections
  * (quant.c's mmq_run, the GEMV), serially and on two threads. Operands of both signs, u8 and i8
  * mixed on either side, zero points at the types' ends and absent, odd K, M and N, batch and head
  * dims broadcast either way, 1-D operands, constant-shaped weights and sums past int32, and A's

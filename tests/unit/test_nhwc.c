@@ -843,8 +843,8 @@ static shape square3(int64_t C, int64_t HW, int64_t stride)
 }
 
 /* The output channels cut into parts of whole 64-channel strips, one task each (iconv_nhwc.c's
- * channel_parts: QRL_SPLIT=cols forces it, on one thread too), give the same sums as blocks of
- * pixels (QRL_SPLIT=rows) and as the choice by shape: 2 to 4 strips, ragged (80, 200: a last
+ * channel_parts: split=cols forces it, on one thread too), give the same sums as blocks of
+ * pixels (split=rows) and as the choice by shape: 2 to 4 strips, ragged (80, 200: a last
  * strip of 16 or 8 channels) or not (128), every epilogue form (turned and channels last, with a
  * second stage on whole rows of y and without), one image and three (blocks spanning them), the
  * dense rows and the gathered ones (3 input channels), 1 and 2 threads. */

@@ -79,7 +79,8 @@ Test(options, a_wrong_name_or_value_is_refused_with_the_values)
     cr_assert_eq(qr_options_parse(&o, "kernels", "avx512", &e), QR_ERR);
     cr_assert_str_eq(e.msg, "option kernels takes auto, portable, avx2, avxvnni, avx512vnni, not 'avx512'");
     cr_assert_eq(qr_options_parse(&o, "fusion", "0", &e), QR_ERR);
-    cr_assert_str_eq(e.msg, "no option named 'fusion'");
+    cr_assert_str_eq(e.msg, "no option named 'fusion' (the options: kernels, iconv-jit, igemm, sgemm, quant, window, f32-rows, "
+                              "fuse, nhwc, epilogue, split, poison, effects)");
     cr_assert_eq(memcmp(&o, &zero, sizeof o), 0, "a refused value changed the options");
     char err[128];
     cr_assert_eq(qrl_set_option("split", "diagonal", err, sizeof err), 1);
@@ -120,7 +121,8 @@ Test(options, tests_start_with_poison_on)
 }
 
 /* The library reads the environment only for places (QRL_STDLIB, XDG_CACHE_HOME, HOME, TMPDIR)
- * and the job mpirun started (OMPI_*, PMIX_*): a switch read from it would escape the options. */
+ * and the job mpirun started (OMPI_*, PMIX_*), the command (cli/) only for that job: a switch
+ * read from it would escape the options, which come from the command line alone. */
 Test(options, the_library_reads_no_switch_from_the_environment)
 {
     char cmd[1200], *log;
@@ -130,6 +132,13 @@ Test(options, the_library_reads_no_switch_from_the_environment)
              tu_root());
     int rc = tu_run(cmd, &log);
     cr_assert_neq(rc, 0, "getenv of a switch in the library:\n%s", log);
+    cr_assert_eq(log[0], 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && grep -rn 'getenv(' cli --include='*.c' --include='*.h' | grep -v 'getenv(\"OMPI_[A-Z_]*\")'",
+             tu_root());
+    rc = tu_run(cmd, &log);
+    cr_assert_neq(rc, 0, "getenv of a switch in the command:\n%s", log);
     cr_assert_eq(log[0], 0, "%s", log);
     free(log);
 }

@@ -1,5 +1,5 @@
 /* QuantizeLinear of f32 to u8, i8, u16 and i16 with one scale (quant.c: the AVX-512 loop, when the CPU has
- * it, and the portable one, QRL_QUANT=portable) through the op table, bit for bit against the
+ * it, and the portable one, quant=portable) through the op table, bit for bit against the
  * definition: y = saturate(rint(x / scale) + zero_point), NaN as 0, on values of both signs,
  * halves (ties to even), -0, infinities and NaN, tensors whose size is not a multiple of 16, on
  * one thread and two. */

@@ -1,6 +1,6 @@
 /* f32 sliding-window kernels (ops/window_avx512.c: depthwise Conv and MaxPool over 2-D planes in
  * place) through the op table, bit for bit against the definition summed or compared in the
- * kernels' order, on the AVX-512 path (when the CPU has it) and the portable one (QRL_WINDOW=
+ * kernels' order, on the AVX-512 path (when the CPU has it) and the portable one (window=
  * portable), serial and on two threads. Planes wider than 16 and taller than 4 rows reach the
  * kernels' interior blocks (plain loads) as well as their masked borders. */
 #include <criterion/criterion.h>
