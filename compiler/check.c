@@ -223,6 +223,12 @@ qc_sym *chk_lookup(ctx *c, ql_node *at, const char *name, int report)
         chk_err(c, at, "'%s' is defined in %s, which this file does not import", name, item->file->src->path);
         return NULL;
     }
+    for (int i = 0; c->transform && c->transform->a && i < c->transform->a->nkids; i++)
+        if (c->transform->a->kids[i]->name && !strcmp(c->transform->a->kids[i]->name, name)) {
+            chk_err(c, at, "'%s' is a parameter of transform '%s': a where clause tests the graph while it is "
+                           "matched, before a recipe gives the parameters their values", name, c->transform->name);
+            return NULL;
+        }
     const char *hint = suggest(c, name);
     if (hint)
         chk_err(c, at, "unknown name '%s'; did you mean '%s'?", name, hint);

@@ -51,6 +51,8 @@ typedef struct ctx {
     int ninstances;     /* generics' instances made so far */
     const ql_node *tparams; /* the generic being checked: its TPARAMS, whose types are its TVARs */
     int shape_ok;       /* a kernel's parameter types: a tensor may declare its shape */
+    const ql_node *transform; /* a transform whose match is being checked: its parameters are not
+                               * names there, and an unknown name that is one says why */
 } ctx;
 
 #define TN(t, b) qc_type_name((t), (b), sizeof(b))

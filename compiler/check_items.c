@@ -426,7 +426,7 @@ static void lower_convention(ctx *c, const ql_node *pat, ql_node *lower)
         }
         if (!strcmp(rn, "dynamic")) { /* quantized at run time: its integers, then its scales and zero points */
             if (j == cl->nkids) {
-                chk_err(c, e, "'%s' is dynamic: only an input of the lowering may be (the output is activation, "
+                chk_err(c, re, "'%s' is dynamic: only an input of the lowering may be (the output is activation, "
                               "output or real)", vname);
                 return;
             }
@@ -466,9 +466,9 @@ static void lower_convention(ctx *c, const ql_node *pat, ql_node *lower)
                (qc_type_eq(kp->kids[0]->type, qc_tensor_of(c->ar, &qc_i32)) ||
                 qc_type_eq(kp->kids[0]->type, qc_tensor_of(c->ar, &qc_i64)));
     if (np - skip != nw) {
-        chk_err(c, cl, "kernel '%s' takes %d parameters but this lowering passes %d (quantized values pass tensor, "
+        chk_err(c, cl, "kernel '%s' takes %d parameter%s but this lowering passes %d (quantized values pass tensor, "
                    "scale and zero point; see the lowering convention in docs/language.md)",
-            ks->generic ? ks->generic->name : ks->name, np - skip, nw);
+            ks->generic ? ks->generic->name : ks->name, np - skip, np - skip == 1 ? "" : "s", nw);
         return;
     }
     for (p = 0; p < nw; p++) {
@@ -759,6 +759,7 @@ void chk_transform(ctx *c, qc_sym *s)
     scope ms;
     chk_push_scope(c, &ms);
     c->w = W_PATTERN;
+    c->transform = n;
     ql_node *match = NULL, *fn = NULL;
     for (int i = 0; i < n->nkids; i++) {
         ql_node *k = n->kids[i];
@@ -779,6 +780,7 @@ void chk_transform(ctx *c, qc_sym *s)
                 k->kind == QL_QUANTIZE ? "quantize" : k->kind == QL_LOWER ? "lower" : k->name ? k->name : "this");
         }
     }
+    c->transform = NULL;
     if (!match)
         chk_err_decl(c, n, "transform '%s' has no match clause (which value it rescales)", s->name);
     chk_pop_scope(c);

@@ -485,20 +485,26 @@ static ql_node *tile_kernel(ew *e, const ql_node *kernel, const ql_node *st, int
 
 static int lower_items(ql_node *module, ql_arena *ar, ql_diags *d);
 
-/* Removes every elementwise statement under n that is not where one may be. */
-static int misplaced(ql_node *n, ql_diags *d)
+/* Removes every elementwise statement under n that is not where one may be; item is the top-level
+ * declaration n is in: the message says whether the statement is in a kernel at all. */
+static int misplaced(ql_node *n, const ql_node *item, ql_diags *d)
 {
     if (!n)
         return 0;
-    int errs = misplaced(n->a, d) + misplaced(n->b, d) + misplaced(n->c, d) + misplaced(n->d, d);
+    int errs = misplaced(n->a, item, d) + misplaced(n->b, item, d) + misplaced(n->c, item, d) +
+               misplaced(n->d, item, d);
     int out = 0;
     for (int i = 0; i < n->nkids; i++) {
         if (n->kids[i]->kind == QL_ELEMENTWISE) {
-            ql_error(d, n->kids[i]->span, "an elementwise statement must be the last statement of a kernel");
+            if (item->kind == QL_KERNEL)
+                ql_error(d, n->kids[i]->span, "an elementwise statement must be the last statement of a kernel");
+            else
+                ql_error(d, n->kids[i]->span, "an elementwise statement is the last statement of a kernel's body, "
+                                              "and '%s' is not a kernel", item->name ? item->name : "this");
             errs++;
             continue;
         }
-        errs += misplaced(n->kids[i], d);
+        errs += misplaced(n->kids[i], item, d);
         n->kids[out++] = n->kids[i];
     }
     n->nkids = out;
@@ -551,7 +557,7 @@ static int lower_items(ql_node *module, ql_arena *ar, ql_diags *d)
                     ql_node_add(ar, module, cl);
             }
         }
-        errs += misplaced(k, d);
+        errs += misplaced(k, k, d);
     }
     return errs;
 }

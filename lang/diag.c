@@ -121,7 +121,9 @@ static const char *sev_name(ql_severity s)
 }
 
 /* Source line, then a caret at the start and tildes to the end of the span
- * (clipped to that line). Tabs are kept in the marker line so it lines up. */
+ * (clipped to that line). Tabs are kept in the marker line so it lines up, and a
+ * UTF-8 character (in a string or comment, or a stray one) takes one place in it:
+ * the continuation bytes get none. */
 static void print_excerpt(const ql_span *sp, FILE *f)
 {
     int line, col;
@@ -136,10 +138,12 @@ static void print_excerpt(const ql_span *sp, FILE *f)
     if (c0 + width > len)
         width = len - c0 > 1 ? len - c0 : 1;
     for (int i = 0; i < c0 && i < len; i++)
-        fputc(text[i] == '\t' ? '\t' : ' ', f);
+        if (((unsigned char)text[i] & 0xC0) != 0x80)
+            fputc(text[i] == '\t' ? '\t' : ' ', f);
     fputc('^', f);
     for (int i = 1; i < width; i++)
-        fputc('~', f);
+        if (c0 + i >= len || ((unsigned char)text[c0 + i] & 0xC0) != 0x80)
+            fputc('~', f);
     fputc('\n', f);
 }
 
