@@ -18,7 +18,8 @@ exports (torch.onnx.export, opset 17) with random weights, as a new user would m
          masks, patch merging; input "x" [batch, 3, 224, 224]) -- only with --swin; torchvision's
          own random initialization (truncated normal Linears, zero biases)
 
-Usage: /usr/bin/python3 tools/make_transformer_models.py OUT_DIR [--size small|bench] [--vit] [--swin]
+Usage: /usr/bin/python3 tools/make_transformer_models.py OUT_DIR [--size small|bench|large] [--only NAME]
+                                                         [--no-ref] [--vit] [--swin]
 Writes NAME.onnx, NAME.pt (state dict), NAME_calib.npy (32 samples) and NAME_test.npy
 (16 other samples, never used to calibrate) for each model, and PyTorch's own outputs on the
 test samples: NAME_test_f32.npy (the f32 model) and NAME_test_torch_dynamic.npy (PyTorch's
@@ -26,6 +27,11 @@ torch.quantization.quantize_dynamic of its nn.Linear layers, int8, fbgemm where 
 the references QRL's accuracy is judged against. Sizes:
   small: d 32, 4 heads, ff 64, 2 layers, seq 8, vocab 50 (tests)
   bench: d 256, 4 heads, ff 1024, 4 layers, seq 128 (gpt: seq 64, vocab 1000)
+  large: d 1024, 16 heads, ff 4096, 24 layers, seq 128 (gpt: seq 64, vocab 1000): the
+         300M-parameter decoder of QRL-K (gpt: 303.4M parameters, a 1.2 GB f32 file); use it
+         with --only gpt --no-ref (the bert alone is another 1.2 GB)
+--only NAME (bert, gpt, gpt_outliers) writes that model only; --no-ref skips the PyTorch
+references (NAME_test_f32.npy, NAME_test_torch_dynamic.npy).
 Data: encoder inputs are N(0, 1); decoder ids uniform over the vocabulary (seed 1 for
 calibration, 2 for test).
 """
@@ -41,6 +47,7 @@ TORCHVISION = {"vit": "vit_b_32", "swin": "swin_t"}  # the torchvision transform
 SIZES = {
     "small": dict(d=32, heads=4, ff=64, layers=2, seq=8, gseq=8, vocab=50),
     "bench": dict(d=256, heads=4, ff=1024, layers=4, seq=128, gseq=64, vocab=1000),
+    "large": dict(d=1024, heads=16, ff=4096, layers=24, seq=128, gseq=64, vocab=1000),
 }
 
 
@@ -209,18 +216,9 @@ def swin(out):
     references(w, torch.from_numpy(test), out, "swin")
 
 
-def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        sys.exit(2)
-    out = sys.argv[1]
-    size = "small"
-    if "--size" in sys.argv:
-        size = sys.argv[sys.argv.index("--size") + 1]
-    s = SIZES[size]
-    os.makedirs(out, exist_ok=True)
+def bert_model(s, out, ref):
+    """bert.onnx and its data."""
     torch.manual_seed(0)
-
     m = bert(s).eval()
     calib = torch.from_numpy(np.random.default_rng(1).standard_normal((32, s["seq"], s["d"]), dtype=np.float32))
     test = torch.from_numpy(np.random.default_rng(2).standard_normal((16, s["seq"], s["d"]), dtype=np.float32))
@@ -229,8 +227,11 @@ def main():
     torch.save(m.state_dict(), os.path.join(out, "bert.pt"))
     np.save(os.path.join(out, "bert_calib.npy"), calib.numpy())
     np.save(os.path.join(out, "bert_test.npy"), test.numpy())
-    references(m, test, out, "bert")
+    ref(m, test, out, "bert")
 
+
+def gpt_model(s, out, ref):
+    """gpt.onnx and its data."""
     torch.manual_seed(0)
     g = randomize(GPT(s)).eval()
     calib = np.random.default_rng(1).integers(0, s["vocab"], (32, s["gseq"]), dtype=np.int64)
@@ -240,8 +241,13 @@ def main():
     torch.save(g.state_dict(), os.path.join(out, "gpt.pt"))
     np.save(os.path.join(out, "gpt_calib.npy"), calib)
     np.save(os.path.join(out, "gpt_test.npy"), test)
-    references(g, torch.from_numpy(test), out, "gpt")
+    ref(g, torch.from_numpy(test), out, "gpt")
 
+
+def gpt_outliers_model(s, out, ref):
+    """gpt_outliers.onnx and its data."""
+    calib = np.random.default_rng(1).integers(0, s["vocab"], (32, s["gseq"]), dtype=np.int64)
+    test = np.random.default_rng(2).integers(0, s["vocab"], (16, s["gseq"]), dtype=np.int64)
     # gpt_outliers: the same decoder with the outlier channels trained LLMs have in their
     # LayerNorm outputs (Dettmers et al., LLM.int8(), 2022): the same 4 channels of every
     # LayerNorm's scale 20x larger. One per-tensor activation scale then spends its levels on
@@ -257,7 +263,30 @@ def main():
     torch.save(g.state_dict(), os.path.join(out, "gpt_outliers.pt"))
     np.save(os.path.join(out, "gpt_outliers_calib.npy"), calib)
     np.save(os.path.join(out, "gpt_outliers_test.npy"), test)
-    references(g, torch.from_numpy(test), out, "gpt_outliers")
+    ref(g, torch.from_numpy(test), out, "gpt_outliers")
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        sys.exit(2)
+    out = sys.argv[1]
+    size = "small"
+    if "--size" in sys.argv:
+        size = sys.argv[sys.argv.index("--size") + 1]
+    s = SIZES[size]
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(0)
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    want = lambda name: only is None or only == name
+    ref = (lambda model, test, out, name: None) if "--no-ref" in sys.argv else references
+
+    if want("bert"):
+        bert_model(s, out, ref)
+    if want("gpt"):
+        gpt_model(s, out, ref)
+    if want("gpt_outliers"):
+        gpt_outliers_model(s, out, ref)
 
     if "--vit" in sys.argv:
         import torchvision
