@@ -2234,7 +2234,7 @@ static qr_status unpack_4bit_weights(const qr_qctx *q, qr_graph *g, qr_error *e)
 qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph **out, qr_error *e)
 {
     qr_intgraph *ig = calloc(1, sizeof *ig);
-    if (!ig || !(ig->g = qr_graph_clone(qdq))) {
+    if (!ig || !(ig->g = qr_graph_clone_shared(qdq))) {
         free(ig);
         return qr_errorf(e, "out of memory");
     }

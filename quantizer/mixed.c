@@ -155,7 +155,7 @@ static int is_f32(const mctx *m, int c)
 /* g with each layer's weight quantized by its choice pick[l] (f32: left as it is). */
 static qr_status build(const mctx *m, const int *pick, qr_graph **out)
 {
-    qr_graph *d = qr_graph_clone(m->g);
+    qr_graph *d = qr_graph_clone_shared(m->g);
     qr_status st = d ? QR_OK : qr_errorf(m->e, "out of memory");
     for (int l = 0; st == QR_OK && l < m->mi->nlayers; l++)
         if (!is_f32(m, pick[l]))
@@ -251,7 +251,7 @@ static qr_status sensitivities(mctx *m, const samples *choose, double g_bytes)
                 ly->err2[c] = 0;
                 continue;
             }
-            qr_graph *d = qr_graph_clone(m->g);
+            qr_graph *d = qr_graph_clone_shared(m->g);
             st = d ? qr_wo_quantize(&m->wo[c], d, d->nodes[m->node[l]], m->kax[l]) : qr_errorf(m->e, "out of memory");
             if (st == QR_OK)
                 st = qr_wo_finish(d, m->e);

@@ -1462,7 +1462,7 @@ static int id_of(const qr_value *v)
 qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
 {
     const qr_graph *g = q->g;
-    qr_graph *d = qr_graph_clone(g);
+    qr_graph *d = qr_graph_clone_shared(g);
     if (!d)
         return qr_errorf(q->e, "out of memory");
     res->qdq = d;
@@ -1706,7 +1706,7 @@ qr_status qr_plan_measured_qdq(const qr_qctx *q, const qr_graph *qdq, const qr_g
     *owned = NULL;
     if (!q->acc_narrow)
         return QR_OK;
-    qr_graph *c = qr_graph_clone(qdq);
+    qr_graph *c = qr_graph_clone_shared(qdq);
     if (!c)
         return qr_errorf(q->e, "out of memory");
     for (int k = 0; k < q->nmatches; k++)
@@ -1737,7 +1737,7 @@ qr_status qr_plan_measured_qdq(const qr_qctx *q, const qr_graph *qdq, const qr_g
 /* The simulated graph: fake-quantized weights, SimQuant on calibrated and fixed slots. */
 static qr_status build_sim(qr_qctx *q, qr_graph **out)
 {
-    qr_graph *sim = qr_graph_clone(q->g);
+    qr_graph *sim = qr_graph_clone_shared(q->g);
     if (!(*out = sim))
         return qr_errorf(q->e, "out of memory");
     for (int i = 0; i < q->nw; i++) {
@@ -1747,7 +1747,9 @@ static qr_status build_sim(qr_qctx *q, qr_graph **out)
         for (int k = w->axis + 1; w->axis >= 0 && k < v->t.ndim; k++)
             inner *= v->t.dims[k];
         qrl_qtype qt = qr_qtype_of(w->dtype, w->narrow, w->axis);
-        float *d = v->t.data;
+        float *d = qr_value_writable(sim, v); /* its own copy: the weights are shared with q->g */
+        if (!d)
+            return qr_errorf(q->e, "out of memory");
         for (int64_t j = 0; j < n; j++) {
             int c = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
             qr_plan_fake_quant(&d[j], &d[j], 1, w->scale[c], w->zero[c], qt.qmin, qt.qmax);

@@ -652,7 +652,7 @@ qr_status qr_weight_only(const qr_graph *g, const qr_graph *ref, const qr_tensor
         if (r->settings[i].id == QR_SET_WEIGHT && r->settings[i].ntargets)
             st = qr_wo_init(&ws.w[ws.n++], o, r, &r->settings[i], e);
     qr_quantized *res = st == QR_OK ? calloc(1, sizeof *res) : NULL;
-    qr_graph *d = st == QR_OK ? qr_graph_clone(g) : NULL;
+    qr_graph *d = st == QR_OK ? qr_graph_clone_shared(g) : NULL;
     if (st == QR_OK && (!res || !d))
         st = qr_errorf(e, "out of memory");
     int n0 = d ? d->n_nodes : 0;

@@ -1,8 +1,10 @@
 #include "graph.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* p with room for need elements; NULL (and the graph marked out of memory, p still valid)
  * when there is none. */
@@ -60,6 +62,51 @@ static int index_insert(qr_graph *g, qr_value *v)
     return 1;
 }
 
+/* ---- large constants' blocks ---- */
+
+typedef struct qr_blob qr_blob;
+struct qr_blob {
+    void *data;
+    size_t len;       /* of the mapping */
+    _Atomic int refs; /* the values (of any graph) that hold it */
+    _Atomic int ro;   /* made read-only: it is or was shared */
+};
+
+static qr_blob *blob_new(size_t n)
+{
+    if (qr_arena_fail_now())
+        return NULL;
+    qr_blob *b = malloc(sizeof *b);
+    if (!b)
+        return NULL;
+    b->len = n ? n : 1;
+    /* a mapping of its own: zeroed, page aligned, and given back whole by munmap */
+    b->data = mmap(NULL, b->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (b->data == MAP_FAILED) {
+        free(b);
+        return NULL;
+    }
+    atomic_init(&b->refs, 1);
+    atomic_init(&b->ro, 0);
+    return b;
+}
+
+static void blob_unref(qr_blob *b)
+{
+    if (b && atomic_fetch_sub(&b->refs, 1) == 1) {
+        munmap(b->data, b->len);
+        free(b);
+    }
+}
+
+static qr_blob *blob_share(qr_blob *b)
+{
+    if (!atomic_exchange(&b->ro, 1))
+        mprotect(b->data, b->len, PROT_READ);
+    atomic_fetch_add(&b->refs, 1);
+    return b;
+}
+
 qr_graph *qr_graph_new(void)
 {
     qr_graph *g = calloc(1, sizeof *g);
@@ -108,6 +155,8 @@ void qr_graph_free(qr_graph *g)
 {
     if (!g)
         return;
+    for (int i = 0; i < g->n_values; i++)
+        blob_unref(g->values[i]->blob);
     free(g->values);
     free(g->nodes);
     free(g->index);
@@ -177,28 +226,65 @@ qr_node *qr_graph_add_node(qr_graph *g, const char *op, const char *name, int n_
     return n;
 }
 
-qr_status qr_value_try_set_const(qr_graph *g, qr_value *v, const qr_tensor *t, qr_error *e)
+/* Memory for a constant of n bytes: a block of its own from QR_BLOB_MIN bytes (*blob set), else
+ * the arena's (*blob NULL). */
+static void *const_mem(qr_graph *g, size_t n, qr_blob **blob)
 {
-    size_t n = qr_tensor_nbytes(t);
-    void *data = qr_arena_try_memdup(&g->arena, t->data, n);
-    if (!data)
-        return qr_errorf(e, "out of memory: constant '%s' needs %zu bytes", v->name, n);
+    *blob = n >= QR_BLOB_MIN ? blob_new(n) : NULL;
+    if (*blob)
+        return (*blob)->data;
+    return n >= QR_BLOB_MIN ? NULL : qr_arena_try_alloc(&g->arena, n ? n : 1);
+}
+
+static void set_const(qr_value *v, const qr_tensor *t, void *data, qr_blob *blob)
+{
+    blob_unref(v->blob); /* a constant set again lets its old block go */
+    v->blob = blob;
     v->t = *t;
     v->t.data = data;
     v->is_const = 1;
     v->producer = NULL;
+}
+
+void *qr_value_alloc_const(qr_graph *g, qr_value *v, const qr_tensor *t)
+{
+    qr_blob *b;
+    void *data = const_mem(g, qr_tensor_nbytes(t), &b);
+    if (data)
+        set_const(v, t, data, b);
+    return data;
+}
+
+void *qr_value_writable(qr_graph *g, qr_value *v)
+{
+    if (!v->blob || !atomic_load(&v->blob->ro))
+        return v->t.data;
+    qr_tensor t = v->t;
+    void *data = qr_value_alloc_const(g, v, &t); /* lets the shared block go */
+    if (data)
+        memcpy(data, t.data, qr_tensor_nbytes(&t));
+    return data;
+}
+
+qr_status qr_value_try_set_const(qr_graph *g, qr_value *v, const qr_tensor *t, qr_error *e)
+{
+    size_t n = qr_tensor_nbytes(t);
+    qr_blob *b;
+    void *data = const_mem(g, n, &b);
+    if (!data)
+        return qr_errorf(e, "out of memory: constant '%s' needs %zu bytes", v->name, n);
+    if (n)
+        memcpy(data, t->data, n);
+    set_const(v, t, data, b);
     return QR_OK;
 }
 
 void qr_value_set_const(qr_graph *g, qr_value *v, const qr_tensor *t)
 {
-    void *data = v ? qr_arena_memdup(&g->arena, t->data, qr_tensor_nbytes(t)) : NULL;
-    if (!data)
-        return; /* out of memory: v (if any) unchanged, the graph marked */
-    v->t = *t;
-    v->t.data = data;
-    v->is_const = 1;
-    v->producer = NULL;
+    qr_error e;
+    if (!v || qr_value_try_set_const(g, v, t, &e) == QR_OK)
+        return;
+    g->arena.oom = 1; /* out of memory: v (if any) unchanged, the graph marked */
 }
 
 int qr_value_shape_known(const qr_value *v)
@@ -507,9 +593,14 @@ void qr_graph_compact(qr_graph *g)
     free(g->index);
     g->index = idx;
     for (int i = 0; i < nold; i++) {
-        if (!used[i])
-            continue;
         qr_value *v = g->values[i];
+        if (!used[i]) { /* a weight no node reads any more: its block goes now, not with the graph */
+            blob_unref(v->blob);
+            v->blob = NULL;
+            if (v->is_const)
+                v->t.data = NULL;
+            continue;
+        }
         v->id = g->n_values;
         g->values[g->n_values++] = v;
         size_t h = hash_str(v->name) & (size_t)(g->index_cap - 1);
@@ -634,7 +725,19 @@ void qr_node_add_attr_as(qr_graph *g, qr_node *n, const char *name, const qr_att
     add_attr(g, n, &c);
 }
 
+static qr_graph *clone(const qr_graph *g, int share);
+
 qr_graph *qr_graph_clone(const qr_graph *g)
+{
+    return clone(g, 0);
+}
+
+qr_graph *qr_graph_clone_shared(const qr_graph *g)
+{
+    return clone(g, 1);
+}
+
+static qr_graph *clone(const qr_graph *g, int share)
 {
     qr_graph *c = qr_graph_new();
     if (!c)
@@ -659,7 +762,9 @@ qr_graph *qr_graph_clone(const qr_graph *g)
         w->t = v->t;
         w->t.data = NULL;
         qr_error e;
-        if (v->is_const && qr_value_try_set_const(c, w, &v->t, &e) != QR_OK)
+        if (v->is_const && share && v->blob)
+            set_const(w, &v->t, v->t.data, blob_share(v->blob));
+        else if (v->is_const && qr_value_try_set_const(c, w, &v->t, &e) != QR_OK)
             goto oom;
         for (int d = 0; d < QR_MAX_DIMS; d++)
             if (v->dim_param[d] && !(w->dim_param[d] = qr_arena_strdup(&c->arena, v->dim_param[d])))

@@ -30,6 +30,7 @@ typedef struct qr_value {
     qr_tensor t;
     const char *dim_param[QR_MAX_DIMS]; /* symbolic dim names of graph inputs/outputs */
     int is_const;
+    struct qr_blob *blob; /* t.data's block when it is a large constant's own (QR_BLOB_MIN), else NULL */
     int is_input;  /* a graph input fed at run time */
     int is_output;
     qr_qinfo *q;
@@ -120,9 +121,26 @@ qr_node *qr_graph_add_node(qr_graph *g, const char *op, const char *name, int n_
 void qr_value_set_const(qr_graph *g, qr_value *v, const qr_tensor *t);
 /* The same for data whose size a model decides: an error naming v when memory runs out (v unchanged). */
 qr_status qr_value_try_set_const(qr_graph *g, qr_value *v, const qr_tensor *t, qr_error *e);
+/* Makes v a constant of t's type and shape and returns its data, zeroed, for the caller to fill
+ * (the importer copies a weight there once); NULL (v unchanged) when memory runs out. */
+void *qr_value_alloc_const(qr_graph *g, qr_value *v, const qr_tensor *t);
+
+/* Constants of QR_BLOB_MIN bytes or more (the weights) keep their data in a block of their own, an
+ * anonymous mapping counted by references, rather than in the arena: qr_graph_clone_shared gives
+ * the copy the same blocks, so the quantizer's graphs (QDQ, integer, simulated) hold a model's
+ * weights once, and a graph freed gives its weights' memory back at once (the arena keeps all
+ * of it until the graph is freed). A block is made read-only when it is shared, so a write
+ * through a shared constant faults instead of changing another graph: write a constant of a
+ * shared copy through qr_value_writable. */
+#define QR_BLOB_MIN ((size_t)64 * 1024)
+/* v's constant data, writable and v's own: a shared block is copied first (NULL when out of memory). */
+void *qr_value_writable(qr_graph *g, qr_value *v);
 
 /* A deep copy (values, constants, nodes, attributes) in a new arena; NULL when out of memory. */
 qr_graph *qr_graph_clone(const qr_graph *g);
+/* The same, but the large constants' blocks are shared with g (see QR_BLOB_MIN), not copied: for a
+ * copy that rewrites the graph around its weights (nodes, new constants) rather than the weights. */
+qr_graph *qr_graph_clone_shared(const qr_graph *g);
 /* Adds attributes to a node built with qr_graph_add_node (copied into the arena); on
  * out-of-memory (or n NULL) nothing changes but the graph's mark. */
 void qr_node_add_attr_i(qr_graph *g, qr_node *n, const char *name, int64_t v);
@@ -138,7 +156,8 @@ qr_status qr_graph_toposort(qr_graph *g, qr_error *e);
 /* Marks dead, until none is left, every node whose outputs no live node reads
  * and no graph output is (qr_graph_compact then drops them). */
 void qr_graph_drop_unused(qr_graph *g);
-/* Drops dead nodes and values no node, input or output refers to. */
+/* Drops dead nodes and values no node, input or output refers to (a dropped large constant lets
+ * its block go: its data is NULL from then on). */
 void qr_graph_compact(qr_graph *g);
 /* The batch size every input fixes in its first dimension (the same for all), or 0 when any
  * input leaves it open (symbolic or unknown). */

@@ -3,9 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +16,15 @@
 #include "op.h"
 
 #define MAX_MODEL_BYTES ((size_t)2 << 30)
+/* Initializers' raw_data of this size or more are left out of what protobuf-c unpacks and
+ * copied from the model's bytes straight into the graph (strip_model). */
+#define STRIP_MIN_BYTES 4096
+
+/* Where an initializer's raw_data lies in the model's bytes, when strip_model left it out. */
+typedef struct raw_ref {
+    size_t off, len;
+    int stripped;
+} raw_ref;
 
 typedef struct importer {
     const char *path;
@@ -21,6 +32,10 @@ typedef struct importer {
     char *realdir;  /* its canonical form, to refuse paths that escape it */
     qr_graph *g;
     qr_error *e;
+    const unsigned char *bytes; /* the model as serialized */
+    int mapped;                 /* bytes is a mapping of the file (its pages are given back as read) */
+    raw_ref *raws;              /* per initializer, in order (n_raws of them) */
+    size_t n_raws;
 } importer;
 
 /* ---- tensors ---- */
@@ -115,8 +130,8 @@ out:
     return st;
 }
 
-/* Fills t (type, shape, malloc'd data) from a TensorProto. */
-static qr_status tensor_from_proto(importer *im, const Onnx__TensorProto *tp, const char *what, qr_tensor *t)
+/* Fills t's type and shape (no data) from a TensorProto. */
+static qr_status tensor_header(importer *im, const Onnx__TensorProto *tp, const char *what, qr_tensor *t)
 {
     memset(t, 0, sizeof *t);
     qr_dtype dt = qr_dtype_from_onnx(tp->data_type);
@@ -131,6 +146,16 @@ static qr_status tensor_from_proto(importer *im, const Onnx__TensorProto *tp, co
     qr_error sub;
     if (qr_tensor_check_shape(t, &sub) != QR_OK)
         return qr_errorf(im->e, "%s: %s: %s", im->path, what, sub.msg);
+    return QR_OK;
+}
+
+/* Fills t (type, shape, malloc'd data) from a TensorProto. */
+static qr_status tensor_from_proto(importer *im, const Onnx__TensorProto *tp, const char *what, qr_tensor *t)
+{
+    if (tensor_header(im, tp, what, t) != QR_OK)
+        return QR_ERR;
+    qr_error sub;
+    qr_dtype dt = t->dtype;
     int64_t n = qr_tensor_numel(t);
     size_t nbytes = qr_tensor_nbytes(t);
     if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
@@ -187,13 +212,53 @@ static qr_status out_of_memory(importer *im)
     return qr_errorf(im->e, "%s: out of memory", im->path);
 }
 
-static qr_status add_const(importer *im, const char *name, const qr_tensor *t, const char *what)
+/* The value a constant named name defines (new, or one only named so far). */
+static qr_status const_value(importer *im, const char *name, const char *what, qr_value **out)
 {
     qr_value *v = qr_graph_find(im->g, name);
     if (v && (v->is_const || v->producer))
         return qr_errorf(im->e, "%s: %s: the name '%s' is defined twice", im->path, what, name);
     if (!v && !(v = qr_graph_new_value(im->g, name)))
         return out_of_memory(im);
+    *out = v;
+    return QR_OK;
+}
+
+/* An initializer whose raw_data strip_model left out: its bytes are copied from the model
+ * straight into the graph's constant (no protobuf copy, no tensor between), and a mapped model's
+ * pages are given back at once, so the import holds the weights once, not three times. */
+static qr_status add_stripped_const(importer *im, const Onnx__TensorProto *tp, const raw_ref *raw, const char *what)
+{
+    qr_tensor t;
+    qr_value *v;
+    if (tensor_header(im, tp, what, &t) != QR_OK)
+        return QR_ERR;
+    size_t nbytes = qr_tensor_nbytes(&t);
+    if (raw->len != nbytes)
+        return qr_errorf(im->e, "%s: %s: raw_data has %zu bytes, expected %zu for %s", im->path, what, raw->len,
+                         nbytes, qr_dtype_name(t.dtype));
+    if (const_value(im, tp->name, what, &v) != QR_OK)
+        return QR_ERR;
+    void *data = qr_value_alloc_const(im->g, v, &t);
+    if (!data)
+        return qr_errorf(im->e, "%s: %s: out of memory: constant '%s' needs %zu bytes", im->path, what, v->name,
+                         nbytes);
+    memcpy(data, im->bytes + raw->off, nbytes); /* little-endian host, as ONNX stores it */
+    if (im->mapped) {
+        /* the whole pages it spans: dropped from this process (still page cache) */
+        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)(im->bytes + raw->off);
+        uintptr_t lo = (a + page - 1) & ~(page - 1), hi = (a + nbytes) & ~(page - 1);
+        if (hi > lo)
+            madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    }
+    return QR_OK;
+}
+
+static qr_status add_const(importer *im, const char *name, const qr_tensor *t, const char *what)
+{
+    qr_value *v;
+    if (const_value(im, name, what, &v) != QR_OK)
+        return QR_ERR;
     if (qr_value_try_set_const(im->g, v, t, im->e) != QR_OK) {
         qr_error_prefix(im->e, "%s: %s", im->path, what);
         return QR_ERR;
@@ -567,6 +632,12 @@ static qr_status import_initializers(importer *im, const Onnx__GraphProto *gp)
         snprintf(what, sizeof what, "initializer '%s'", tp->name ? tp->name : "");
         if (!tp->name || !tp->name[0])
             return qr_errorf(im->e, "%s: initializer %zu has no name", im->path, i);
+        const raw_ref *raw = i < im->n_raws && im->raws[i].stripped ? &im->raws[i] : NULL;
+        if (raw && !(tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)) {
+            if (add_stripped_const(im, tp, raw, what) != QR_OK)
+                return QR_ERR;
+            continue;
+        }
         qr_tensor t;
         if (tensor_from_proto(im, tp, what, &t) != QR_OK)
             return QR_ERR;
@@ -683,6 +754,139 @@ static qr_status import_graph(importer *im, const Onnx__ModelProto *m)
     return QR_OK;
 }
 
+/* ---- the model's bytes without its weights ----
+ *
+ * protobuf-c copies every bytes field it unpacks, so unpacking a model whole holds its weights
+ * twice (the bytes read, the unpacked raw_data), and the graph's constants made a third copy:
+ * 3x the file at the peak. strip_model writes the model's protobuf again without the payloads of
+ * the initializers' raw_data of STRIP_MIN_BYTES or more (each left as an empty raw_data) and
+ * notes where each lies, so protobuf-c unpacks only the graph's structure and the importer
+ * copies each weight once, from the model's bytes into the graph (add_stripped_const). It reads
+ * the wire format only as far as ModelProto.graph (field 7), GraphProto.initializer (5) and
+ * TensorProto.raw_data (9); every other field is copied as it is. Anything it cannot read makes
+ * it give up, and the model is unpacked whole as before (protobuf-c reports what is wrong). */
+typedef struct stripper {
+    const unsigned char *base;
+    unsigned char *out;
+    size_t n, cap;
+    raw_ref *raws;
+    size_t n_raws, cap_raws;
+} stripper;
+
+static int read_varint(const unsigned char *p, size_t n, size_t *pos, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; shift < 64 && *pos < n; shift += 7) {
+        unsigned char b = p[(*pos)++];
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return 1;
+    }
+    return 0;
+}
+
+static int put(stripper *s, const void *p, size_t n)
+{
+    if (s->cap - s->n < n) {
+        size_t cap = s->cap ? s->cap : 4096;
+        while (cap - s->n < n)
+            cap *= 2;
+        unsigned char *o = realloc(s->out, cap);
+        if (!o)
+            return 0;
+        s->out = o, s->cap = cap;
+    }
+    if (n)
+        memcpy(s->out + s->n, p, n);
+    s->n += n;
+    return 1;
+}
+
+static size_t varint_bytes(uint64_t v, unsigned char *b)
+{
+    size_t k = 0;
+    do {
+        b[k++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    return k;
+}
+
+/* level 0: a ModelProto, 1: its GraphProto, 2: an initializer's TensorProto. */
+static int strip_message(stripper *s, const unsigned char *p, size_t n, int level)
+{
+    raw_ref *mine = NULL;
+    if (level == 2) { /* this initializer's slot, in the order protobuf-c will list them */
+        if (s->n_raws == s->cap_raws) {
+            size_t cap = s->cap_raws ? 2 * s->cap_raws : 64;
+            raw_ref *r = realloc(s->raws, sizeof *r * cap);
+            if (!r)
+                return 0;
+            s->raws = r, s->cap_raws = cap;
+        }
+        mine = &s->raws[s->n_raws++];
+        *mine = (raw_ref){0, 0, 0};
+    }
+    for (size_t pos = 0; pos < n;) {
+        size_t start = pos;
+        uint64_t tag, len;
+        if (!read_varint(p, n, &pos, &tag))
+            return 0;
+        unsigned field = (unsigned)(tag >> 3);
+        switch (tag & 7) {
+        case 0:
+            if (!read_varint(p, n, &pos, &len))
+                return 0;
+            break;
+        case 1:
+        case 5: {
+            size_t k = (tag & 7) == 1 ? 8 : 4;
+            if (n - pos < k)
+                return 0;
+            pos += k;
+            break;
+        }
+        case 2: {
+            if (!read_varint(p, n, &pos, &len) || len > n - pos)
+                return 0;
+            const unsigned char *body = p + pos;
+            pos += len;
+            if (level == 2 && field == 9 && len >= STRIP_MIN_BYTES) {
+                *mine = (raw_ref){(size_t)(body - s->base), len, 1};
+                unsigned char empty[2] = {(unsigned char)tag, 0}; /* tag 9/2 is one byte: 0x4a */
+                if (!put(s, empty, 2))
+                    return 0;
+                continue;
+            }
+            if (level == 2 && field == 9) /* a later raw_data replaces an earlier one */
+                *mine = (raw_ref){0, 0, 0};
+            if ((level == 0 && field == 7) || (level == 1 && field == 5)) {
+                /* the submessage rewritten, behind room for its length's varint (10 bytes at
+                 * most), then moved up against the varint actually written */
+                unsigned char hdr[10];
+                size_t at, tn = varint_bytes(tag, hdr);
+                if (!put(s, hdr, tn))
+                    return 0;
+                at = s->n;
+                if (!put(s, hdr, sizeof hdr) || !strip_message(s, body, len, level + 1))
+                    return 0;
+                size_t sub = s->n - at - sizeof hdr, ln = varint_bytes(sub, hdr);
+                memmove(s->out + at + ln, s->out + at + sizeof hdr, sub);
+                memcpy(s->out + at, hdr, ln);
+                s->n = at + ln + sub;
+                continue;
+            }
+            break;
+        }
+        default: /* groups (deprecated) and invalid wire types: left to protobuf-c */
+            return 0;
+        }
+        if (!put(s, p + start, pos - start))
+            return 0;
+    }
+    return 1;
+}
+
 /* protobuf-c returns NULL both for malformed data and when an allocation
  * fails; this allocator tells the two apart, so out of memory is reported as such. */
 static void *pb_alloc(void *data, size_t size)
@@ -699,17 +903,49 @@ static void pb_free(void *data, void *p)
     free(p);
 }
 
-qr_status qr_onnx_load_buffer(const void *data, size_t len, const char *path, qr_graph **out, qr_error *e)
+static qr_status load_bytes(const unsigned char *data, size_t len, int mapped, const char *path, qr_graph **out,
+                            qr_error *e);
+
+/* Reads the whole file, for a file that cannot be mapped. */
+static qr_status load_read(const char *path, qr_graph **out, qr_error *e)
+{
+    unsigned char *buf;
+    size_t len;
+    if (qr_read_file(path, MAX_MODEL_BYTES, &buf, &len, e) != QR_OK) {
+        qr_error_prefix(e, "%s", path);
+        return QR_ERR;
+    }
+    qr_status st = load_bytes(buf, len, 0, path, out, e);
+    free(buf);
+    return st;
+}
+
+/* Imports the model serialized in data (a mapping of its file when mapped). */
+static qr_status load_bytes(const unsigned char *data, size_t len, int mapped, const char *path, qr_graph **out,
+                            qr_error *e)
 {
     *out = NULL;
     int oom = 0;
     ProtobufCAllocator pa = {.alloc = pb_alloc, .free = pb_free, .allocator_data = &oom};
-    Onnx__ModelProto *m = onnx__model_proto__unpack(&pa, len, data);
-    if (!m && oom)
+    stripper s = {.base = data};
+    int stripped = strip_message(&s, data, len, 0);
+    Onnx__ModelProto *m = onnx__model_proto__unpack(&pa, stripped ? s.n : len, stripped ? s.out : data);
+    free(s.out);
+    if (!m && oom) {
+        free(s.raws);
         return qr_errorf(e, "%s: out of memory reading the model (%zu bytes)", path, len);
-    if (!m)
+    }
+    if (!m && stripped) { /* let protobuf-c name what is wrong in the model as it is */
+        stripped = 0;
+        m = onnx__model_proto__unpack(&pa, len, data);
+    }
+    if (!m) {
+        free(s.raws);
         return qr_errorf(e, "%s: not a valid ONNX model (the protobuf data is malformed or truncated)", path);
-    importer im = {.path = path, .e = e};
+    }
+    importer im = {.path = path, .e = e, .bytes = data, .mapped = mapped};
+    if (stripped)
+        im.raws = s.raws, im.n_raws = s.n_raws;
     im.dir = qr_path_dir(path);
     im.realdir = realpath(im.dir, NULL);
     if (!im.realdir)
@@ -717,6 +953,7 @@ qr_status qr_onnx_load_buffer(const void *data, size_t len, const char *path, qr
     im.g = qr_graph_new();
     qr_status st = im.g ? import_graph(&im, m) : qr_errorf(e, "%s: out of memory", path);
     onnx__model_proto__free_unpacked(m, &pa);
+    free(s.raws);
     free(im.dir);
     free(im.realdir);
     if (st != QR_OK) {
@@ -727,17 +964,41 @@ qr_status qr_onnx_load_buffer(const void *data, size_t len, const char *path, qr
     return QR_OK;
 }
 
+qr_status qr_onnx_load_buffer(const void *data, size_t len, const char *path, qr_graph **out, qr_error *e)
+{
+    return load_bytes(data, len, 0, path, out, e);
+}
+
+/* The file is mapped rather than read: the weights' pages are copied into the graph and given
+ * back one tensor at a time (add_stripped_const), so they never add up to a second copy. */
 qr_status qr_onnx_load(const char *path, qr_graph **out, qr_error *e)
 {
-    unsigned char *buf;
-    size_t len;
     *out = NULL;
-    if (qr_read_file(path, MAX_MODEL_BYTES, &buf, &len, e) != QR_OK) {
-        qr_error_prefix(e, "%s", path);
-        return QR_ERR;
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return qr_errorf(e, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return qr_errorf(e, "%s: not a regular file", path);
     }
-    qr_status st = qr_onnx_load_buffer(buf, len, path, out, e);
-    free(buf);
+    size_t len = (size_t)sb.st_size;
+    if (len > MAX_MODEL_BYTES) {
+        close(fd);
+        return qr_errorf(e, "%s: file is too large (%zu bytes, limit %zu)", path, len, MAX_MODEL_BYTES);
+    }
+    if (len == 0) { /* nothing to map: an empty buffer (protobuf-c's error) */
+        close(fd);
+        return load_bytes((const unsigned char *)"", 0, 0, path, out, e);
+    }
+    void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) /* a file system that cannot map: read it as before */
+        return load_read(path, out, e);
+    madvise(p, len, MADV_SEQUENTIAL);
+    qr_status st = load_bytes(p, len, 1, path, out, e);
+    munmap(p, len);
     return st;
 }
 

@@ -13,6 +13,12 @@ build/data/calib_images.npy (Fashion-MNIST, 1x28x28 f32) into OUT:
   x.npy              16 test samples, to run models on
   ext/model.onnx     MODEL (examples/fmnist/fmnist_cnn.onnx) with every initializer in ONNX external
                      data, ext/weights/fmnist.bin (onnx.save(..., save_as_external_data=True))
+  weights.onnx       y = x + W, z = x * B, u = Neg(C) (opset 17), x f32[300,257]: W f32[300,257]
+                     (308 KB: a block of its own in QRL) with a doc_string after its raw_data, B
+                     f32[257] (1 KB: unpacked by protobuf-c as before), C f32[1200] (4.8 KB), at
+                     offsets that are not multiples of 4 in the file; wx.npy (x, both signs) and
+                     numpy's y, z, u (weights_y.npy, ...): what QRL's in-place read of the
+                     initializers must give
 
 Usage: make_scale_data.py DATA_DIR OUT MODEL [BIG_MB]
 """
@@ -60,6 +66,45 @@ def main():
     os.makedirs(os.path.join(out, 'ext', 'weights'), exist_ok=True)
     onnx.save(onnx.load(model), os.path.join(out, 'ext', 'model.onnx'), save_as_external_data=True,
               all_tensors_to_one_file=True, location='weights/fmnist.bin', size_threshold=0)
+    weights_model(out)
+
+
+def weights_model(out):
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((300, 257), dtype=np.float32)
+    w = rng.standard_normal((300, 257), dtype=np.float32) * 3
+    b = rng.standard_normal(257, dtype=np.float32)
+    c = rng.standard_normal(1200, dtype=np.float32)
+    def build(names):
+        inits = []
+        for name, a in zip(names, (w, b, c)):
+            t = numpy_helper.from_array(a, name)
+            if a is w:
+                t.doc_string = 'a field written after raw_data'
+            inits.append(t)
+        nodes = [helper.make_node('Add', ['x', names[0]], ['y']), helper.make_node('Mul', ['x', names[1]], ['z']),
+                 helper.make_node('Neg', [names[2]], ['u'])]
+        g = helper.make_graph(nodes, 'weights', [helper.make_tensor_value_info('x', TensorProto.FLOAT, [300, 257])],
+                              [helper.make_tensor_value_info('y', TensorProto.FLOAT, [300, 257]),
+                               helper.make_tensor_value_info('z', TensorProto.FLOAT, [300, 257]),
+                               helper.make_tensor_value_info('u', TensorProto.FLOAT, [1200])], inits)
+        return helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)]).SerializeToString()
+
+    # names lengthened until no initializer's data starts at a multiple of 4 in the file
+    for k in range(64):
+        names = ['W' + 'w' * (k % 4), 'B' + 'b' * (k // 4 % 4), 'C' + 'c' * (k // 16)]
+        data = build(names)
+        if all(data.find(a.tobytes()) % 4 for a in (w, b, c)):
+            break
+    else:
+        raise SystemExit('weights.onnx: no names put the data off 4-byte offsets')
+    with open(os.path.join(out, 'weights.onnx'), 'wb') as f:
+        f.write(data)
+    np.save(os.path.join(out, 'wx.npy'), x)
+    np.save(os.path.join(out, 'weights_y.npy'), x + w)
+    np.save(os.path.join(out, 'weights_z.npy'), x * b)
+    np.save(os.path.join(out, 'weights_u.npy'), -c)
 
 
 if __name__ == '__main__':

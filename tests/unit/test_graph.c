@@ -1,6 +1,9 @@
-/* Graph IR: topological sort, cycle and dangling-input detection, compaction. */
+/* Graph IR: topological sort, cycle and dangling-input detection, compaction, large constants'
+ * shared blocks. */
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dump.h"
@@ -173,6 +176,92 @@ Test(graph, constant_too_large_is_an_error)
     cr_assert_eq(qr_value_try_set_const(g, v, &s, &e), QR_OK, "%s", e.msg);
     cr_assert(v->is_const && ((float *)v->t.data)[0] == 1);
     qr_graph_free(g);
+}
+
+/* The protection of the mapping holding address p, as /proc/self/maps gives it ("rw-p"). */
+static void protection_of(const void *p, char perms[5])
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    cr_assert(f);
+    char line[512];
+    strcpy(perms, "?");
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char pr[5];
+        if (sscanf(line, "%lx-%lx %4s", &lo, &hi, pr) == 3 && (uintptr_t)p >= lo && (uintptr_t)p < hi) {
+            memcpy(perms, pr, 5);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* A constant of QR_BLOB_MIN bytes or more is shared by qr_graph_clone_shared (the same data,
+ * made read-only), a small one and every constant of qr_graph_clone are copied;
+ * qr_value_writable gives the copy its own data and leaves the source's as it was; a block
+ * outlives the graph that made it while a copy holds it. */
+Test(graph, clone_shared_shares_large_constants)
+{
+    qr_graph *g = qr_graph_new();
+    int64_t n = (int64_t)(QR_BLOB_MIN / sizeof(float)) + 3;
+    float *w = malloc(sizeof *w * (size_t)n), small[4] = {1, -2, 3, -4};
+    for (int64_t i = 0; i < n; i++)
+        w[i] = (float)(i % 97) - 48.5f;
+    qr_tensor tw = {.dtype = QR_F32, .ndim = 1, .dims = {n}, .data = w};
+    qr_tensor ts = {.dtype = QR_F32, .ndim = 1, .dims = {4}, .data = small};
+    qr_value *big = qr_graph_new_value(g, "big"), *sm = qr_graph_new_value(g, "small");
+    qr_value_set_const(g, big, &tw);
+    qr_value_set_const(g, sm, &ts);
+    char perms[5];
+    protection_of(big->t.data, perms);
+    cr_assert_str_eq(perms, "rw-p");
+
+    qr_graph *deep = qr_graph_clone(g), *c = qr_graph_clone_shared(g);
+    cr_assert(deep && c);
+    qr_value *cb = qr_graph_find(c, "big"), *cs = qr_graph_find(c, "small");
+    cr_assert_eq(cb->t.data, big->t.data, "the large constant is shared");
+    cr_assert_neq(cs->t.data, sm->t.data, "the small one is copied");
+    cr_assert_neq(qr_graph_find(deep, "big")->t.data, big->t.data, "qr_graph_clone copies");
+    protection_of(big->t.data, perms);
+    cr_assert_str_eq(perms, "r--p", "a shared block is read-only");
+
+    float *mine = qr_value_writable(c, cb);
+    cr_assert(mine && mine != big->t.data && mine == cb->t.data);
+    mine[5] = 1000;
+    cr_assert_eq(((float *)big->t.data)[5], w[5], "the source keeps its value");
+    cr_assert_eq(memcmp(mine, w, 5 * sizeof *w), 0);
+    cr_assert_eq(qr_value_writable(g, sm), sm->t.data, "a constant of the arena is written in place");
+
+    qr_graph *c2 = qr_graph_clone_shared(g);
+    qr_graph_free(g); /* the block stays while c2 holds it */
+    qr_graph_free(deep);
+    const float *held = qr_graph_find(c2, "big")->t.data;
+    cr_assert_eq(memcmp(held, w, sizeof *w * (size_t)n), 0);
+    qr_graph_free(c2);
+    qr_graph_free(c);
+    free(w);
+}
+
+/* Compaction lets the block of a constant no node reads go (its data NULL), and keeps the rest. */
+Test(graph, compact_lets_an_unused_block_go)
+{
+    qr_graph *g = qr_graph_new();
+    int64_t n = (int64_t)QR_BLOB_MIN;
+    qr_tensor t = {.dtype = QR_U8, .ndim = 1, .dims = {n}, .data = calloc((size_t)n, 1)};
+    qr_value *x = tu_input(g, "x", 1, d4);
+    qr_value *dead = qr_graph_new_value(g, "dead");
+    qr_value_set_const(g, dead, &t);
+    qr_node *a = tu_node(g, "Relu", "a", 1, &x, 1);
+    tu_output(g, a->out[0]);
+    qr_graph *c = qr_graph_clone_shared(g);
+    qr_graph_compact(c);
+    cr_assert_null(qr_graph_find(c, "dead"));
+    cr_assert_not_null(dead->t.data, "the source still holds it");
+    qr_graph_compact(g);
+    cr_assert_null(dead->t.data);
+    qr_graph_free(c);
+    qr_graph_free(g);
+    free(t.data);
 }
 
 /* Every domain the nodes use is in the export's opset_import (once at most 16 were: the 17th and
