@@ -45,6 +45,7 @@ typedef struct qr_exec_stats {
     size_t peak_bytes;    /* peak bytes live at once in the last run (dynamic or static) */
     int dynamic;          /* last run used dynamic allocation */
     size_t work_bytes;    /* the kernels' workspace, kept across runs (qr_kwork) */
+    size_t cache_bytes;   /* what kernels keep of the constants across runs (qr_kcache_get, QR_KCACHE_MAX) */
     long work_spills;     /* kernel scratch allocated past the workspace in the last run (0 once it has grown) */
     int tiled_nodes;      /* pointwise nodes the plan runs in chains by tiles (exec_tiles.h) */
 } qr_exec_stats;

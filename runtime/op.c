@@ -302,10 +302,13 @@ void *qr_kcache_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
     if (!p)
         return NULL;
     *fresh = 1;
-    if (k->cache) {
+    size_t had = k->cache && k->cache->data ? k->cache->bytes : 0;
+    if (k->cache && (!k->cache_total || *k->cache_total - had + bytes <= QR_KCACHE_MAX)) {
         free(k->cache->data);
         k->cache->data = p;
         k->cache->bytes = bytes;
+        if (k->cache_total)
+            *k->cache_total += bytes - had;
     }
     return p;
 }

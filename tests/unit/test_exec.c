@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "op.h"
 #include "passes.h"
 #include "testutil.h"
 
@@ -265,6 +266,64 @@ static void check_bias_fusion(int w_const, int bias_n)
     qr_tensor_free(&out[0]);
     qr_tensor_free(&out[1]);
     qr_graph_free(g);
+}
+
+/* The kernels keep what they derive from constants (a MatMul's packed weights) up to
+ * QR_KCACHE_MAX bytes per executor: x [2, 1, 4096] through W1 [4096, 1024] (16 MB, kept) then W2
+ * [1024, 16384] (64 MB: over the cap, packed afresh on every run and freed). The second run gives
+ * the first's bits, and both are within rounding of a double reference. */
+Test(exec, kernel_cache_is_capped)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t dx[] = {2, 1, 4096}, d1[] = {4096, 1024}, d2[] = {1024, 16384};
+    float *w1 = malloc(sizeof(float) * 4096 * 1024), *w2 = malloc(sizeof(float) * 1024 * 16384);
+    float *xs = malloc(sizeof(float) * 2 * 4096);
+    for (int64_t i = 0; i < 4096 * 1024; i++)
+        w1[i] = (float)((i * 7) % 23) / 64.0f - 0.17f;
+    for (int64_t i = 0; i < 1024 * 16384; i++)
+        w2[i] = (float)((i * 5) % 19) / 32.0f - 0.28f;
+    for (int i = 0; i < 2 * 4096; i++)
+        xs[i] = (float)((i * 3) % 17) / 8.0f - 1.0f;
+    qr_value *in[2] = {tu_input(g, "x", 3, dx), tu_const_f32(g, "w1", 2, d1, w1)};
+    qr_value *h = tu_node(g, "MatMul", "mm1", 2, in, 1)->out[0];
+    in[0] = h;
+    in[1] = tu_const_f32(g, "w2", 2, d2, w2);
+    tu_output(g, tu_node(g, "MatMul", "mm2", 2, in, 1)->out[0]);
+    qr_error e;
+    cr_assert_eq(qr_pass_infer_and_fold(g, &e), QR_OK, "%s", e.msg);
+    qr_exec *x;
+    cr_assert_eq(qr_exec_new(g, NULL, &x, &e), QR_OK, "%s", e.msg);
+    qr_tensor t = {.dtype = QR_F32, .ndim = 3, .dims = {2, 1, 4096}, .data = xs}, out[2];
+    for (int r = 0; r < 2; r++)
+        cr_assert_eq(qr_exec_run(x, &t, &out[r], &e), QR_OK, "%s", e.msg);
+    qr_exec_stats s;
+    qr_exec_get_stats(x, &s);
+    cr_assert(s.cache_bytes >= sizeof(float) * 4096 * 1024 && s.cache_bytes <= QR_KCACHE_MAX,
+              "the cache holds %zu bytes: W1's packing only", s.cache_bytes);
+    cr_assert_eq(memcmp(out[0].data, out[1].data, sizeof(float) * 2 * 16384), 0, "the second run differs");
+    double *hd = malloc(sizeof *hd * 1024);
+    for (int r = 0; r < 2; r++) {
+        for (int j = 0; j < 1024; j++)
+            hd[j] = 0;
+        for (int k = 0; k < 4096; k++)
+            for (int j = 0; j < 1024; j++)
+                hd[j] += (double)xs[r * 4096 + k] * w1[(int64_t)k * 1024 + j];
+        const float *y = (const float *)out[1].data + r * 16384;
+        for (int j = 0; j < 16384; j += 97) {
+            double ref = 0, mag = 0;
+            for (int k = 0; k < 1024; k++)
+                ref += hd[k] * w2[(int64_t)k * 16384 + j], mag += fabs(hd[k] * w2[(int64_t)k * 16384 + j]);
+            cr_assert(fabs(y[j] - ref) <= 1e-5 * (mag + 1), "row %d column %d: %g, want %g", r, j, (double)y[j], ref);
+        }
+    }
+    free(hd);
+    qr_tensor_free(&out[0]);
+    qr_tensor_free(&out[1]);
+    qr_exec_free(x);
+    qr_graph_free(g);
+    free(w1);
+    free(w2);
+    free(xs);
 }
 
 Test(exec, bias_add_fuses_into_matmul)
