@@ -1734,12 +1734,42 @@ qr_status qr_plan_measured_qdq(const qr_qctx *q, const qr_graph *qdq, const qr_g
     return st;
 }
 
+/* A large 8-bit weight of the simulated graph as its integers and a DequantizeLinear: the values
+ * qr_plan_fake_quant gives ((q - z) * scale, q = rint(w / scale) + z clamped), computed when a
+ * run reaches them instead of held in f32 beside the model's weights (a quarter of the memory). */
+static qr_status sim_weight_dq(qr_qctx *q, qr_graph *sim, const qr_wquant *w, int64_t inner, qrl_qtype qt)
+{
+    qr_value *v = sim->values[w->value];
+    int64_t n = qr_tensor_numel(&v->t);
+    qr_tensor ints = {.dtype = w->dtype, .ndim = v->t.ndim};
+    memcpy(ints.dims, v->t.dims, sizeof ints.dims);
+    if (qr_tensor_alloc(&ints, q->e) != QR_OK)
+        return QR_ERR;
+    unsigned char *zeros = calloc((size_t)w->nch, qr_dtype_size(w->dtype));
+    const float *src = v->t.data;
+    for (int64_t j = 0; j < n; j++) {
+        int c = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
+        float x = src[j] / w->scale[c], z = (float)w->zero[c];
+        x = x == x ? x : 0.0f;
+        x = __builtin_rintf(x) + z;
+        x = x <= (float)qt.qmin ? (float)qt.qmin : x >= (float)qt.qmax ? (float)qt.qmax : x;
+        qr_set_i64(ints.data, w->dtype, j, (int64_t)x);
+    }
+    for (int c = 0; zeros && c < w->nch; c++)
+        qr_set_i64(zeros, w->dtype, c, w->zero[c]);
+    qr_value *dv = zeros ? insert_dq_const(sim, v, &ints, w->scale, zeros, w->dtype, w->nch, w->axis) : NULL;
+    free(zeros);
+    qr_tensor_free(&ints);
+    return dv ? QR_OK : qr_errorf(q->e, "out of memory");
+}
+
 /* The simulated graph: fake-quantized weights, SimQuant on calibrated and fixed slots. */
 static qr_status build_sim(qr_qctx *q, qr_graph **out)
 {
     qr_graph *sim = qr_graph_clone_shared(q->g);
     if (!(*out = sim))
         return qr_errorf(q->e, "out of memory");
+    int nodes = sim->n_nodes; /* the model's nodes (narrow_sim maps them to q->g's by id) */
     for (int i = 0; i < q->nw; i++) {
         const qr_wquant *w = &q->w[i];
         qr_value *v = sim->values[w->value];
@@ -1747,6 +1777,11 @@ static qr_status build_sim(qr_qctx *q, qr_graph **out)
         for (int k = w->axis + 1; w->axis >= 0 && k < v->t.ndim; k++)
             inner *= v->t.dims[k];
         qrl_qtype qt = qr_qtype_of(w->dtype, w->narrow, w->axis);
+        if ((w->dtype == QR_I8 || w->dtype == QR_U8) && qr_tensor_nbytes(&v->t) >= QR_BLOB_MIN) {
+            if (sim_weight_dq(q, sim, w, inner, qt) != QR_OK)
+                return QR_ERR;
+            continue;
+        }
         float *d = qr_value_writable(sim, v); /* its own copy: the weights are shared with q->g */
         if (!d)
             return qr_errorf(q->e, "out of memory");
@@ -1758,7 +1793,6 @@ static qr_status build_sim(qr_qctx *q, qr_graph **out)
     qr_value **scales = q->acc_narrow ? calloc((size_t)q->nslots + 1, sizeof *scales) : NULL;
     if (q->acc_narrow && !scales)
         return qr_errorf(q->e, "out of memory");
-    int nodes = sim->n_nodes;
     for (int i = 0; i < q->nslots; i++)
         if (q->slots[i].kind != SLOT_SAME)
             insert_simquant(sim, sim->values[q->slots[i].value], i, scales ? &scales[i] : NULL);
