@@ -437,6 +437,101 @@ static qr_status axis_build(qr_kctx *k, const rz_plan *p, int d, int64_t in, axi
     return QR_OK;
 }
 
+/* Whether rz_rows gives the same floats as the element loop below: f32, every position inside
+ * the input (no extrapolation), every lone tap of weight 1 (then the weights multiply in the same
+ * order, and a lone tap's weight leaves them unchanged), and few enough tap combinations on the
+ * outer axes for rz_rows' table. */
+enum { RZ_COMBOS = 256 };
+static int rz_rows_fit(const qr_tensor *x, const qr_tensor *y, const axis_taps *taps)
+{
+    int r = x->ndim, combos = 1;
+    if (x->dtype != QR_F32 || r < 1)
+        return 0;
+    for (int d = 0; d < r; d++) {
+        const axis_taps *t = &taps[d];
+        for (int64_t o = 0; o < y->dims[d]; o++)
+            if (t->cnt[o] < 0 || (t->cnt[o] == 1 && t->w[o * t->width] != 1))
+                return 0;
+        if (d < r - 1 && (combos *= t->width) > RZ_COMBOS)
+            return 0;
+    }
+    return 1;
+}
+
+/* The f32 case row by row along the last axis (the element loop's arithmetic and order: the
+ * outer axes' tap combinations, the last axis' taps fastest, weights multiplied in axis order,
+ * summed in double), without working out every element's outer taps again: on M-LSD's bilinear
+ * upsampling the element loop was a third of quantize's time. */
+static void rz_rows(const qr_tensor *x, qr_tensor *y, const axis_taps *taps, const int64_t *xs)
+{
+    int r = x->ndim, last = r - 1;
+    const float *src = x->data;
+    float *dst = y->data;
+    const axis_taps *tl = &taps[last];
+    int64_t ow = y->dims[last], rows = qr_tensor_numel(y) / ow, idx[QR_MAX_DIMS] = {0};
+    int64_t coff[RZ_COMBOS];
+    double cw[RZ_COMBOS];
+    for (int64_t row = 0; row < rows; row++, dst += ow) {
+        int act[QR_MAX_DIMS], na = 0, j[QR_MAX_DIMS] = {0}, nc = 0;
+        int64_t base = 0;
+        for (int d = 0; d < last; d++) {
+            const axis_taps *t = &taps[d];
+            if (t->cnt[idx[d]] == 1)
+                base += t->idx[idx[d] * t->width] * xs[d];
+            else
+                act[na++] = d;
+        }
+        for (;;) { /* the outer combinations, the last outer axis fastest */
+            int64_t off = base;
+            double w = 1;
+            for (int a = 0; a < na; a++) {
+                const axis_taps *t = &taps[act[a]];
+                int64_t at = idx[act[a]] * t->width + j[a];
+                off += t->idx[at] * xs[act[a]];
+                w *= t->w[at];
+            }
+            coff[nc] = off, cw[nc++] = w;
+            int a = na - 1;
+            for (; a >= 0 && ++j[a] >= taps[act[a]].cnt[idx[act[a]]]; a--)
+                j[a] = 0;
+            if (a < 0)
+                break;
+        }
+        for (int64_t o = 0; o < ow; o++) {
+            const int64_t *li = tl->idx + o * tl->width;
+            const double *lw = tl->w + o * tl->width;
+            int cl = tl->cnt[o];
+            if (na == 0 && cl == 1) {
+                dst[o] = src[base + li[0] * xs[last]];
+                continue;
+            }
+            double acc = 0;
+            if (nc == 2 && cl == 2) { /* bilinear on the last two axes: the loops below unrolled */
+                int64_t i0 = li[0] * xs[last], i1 = li[1] * xs[last];
+                const float *s0 = src + coff[0], *s1 = src + coff[1];
+                acc += cw[0] * lw[0] * (double)s0[i0];
+                acc += cw[0] * lw[1] * (double)s0[i1];
+                acc += cw[1] * lw[0] * (double)s1[i0];
+                acc += cw[1] * lw[1] * (double)s1[i1];
+                dst[o] = (float)acc;
+                continue;
+            }
+            for (int c = 0; c < nc; c++)
+                if (cl == 1)
+                    acc += cw[c] * (double)src[coff[c] + li[0] * xs[last]];
+                else
+                    for (int k = 0; k < cl; k++)
+                        acc += cw[c] * lw[k] * (double)src[coff[c] + li[k] * xs[last]];
+            dst[o] = (float)acc;
+        }
+        for (int d = last - 1; d >= 0; d--) {
+            if (++idx[d] < y->dims[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
 static qr_status rz_run(qr_kctx *k, int legacy)
 {
     const qr_tensor *x = k->in[0];
@@ -461,6 +556,10 @@ static qr_status rz_run(qr_kctx *k, int legacy)
         goto done;
     int64_t xs[QR_MAX_DIMS], idx[QR_MAX_DIMS] = {0};
     qr_tensor_strides(x, xs);
+    if (rz_rows_fit(x, y, taps)) {
+        rz_rows(x, y, taps, xs);
+        goto done;
+    }
     qr_dtype dt = x->dtype;
     size_t es = qr_dtype_size(dt);
     const char *src = x->data;

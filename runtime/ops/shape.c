@@ -829,9 +829,16 @@ static qr_status pad_run(qr_kctx *k)
                 fill = 1;
             base += s * xs[d];
         }
-        for (int64_t o = 0; o < w; o++, dst += es) {
-            int64_t s = fill ? -1 : last[o];
-            cpy(dst, s < 0 ? (const char *)value : src + (size_t)(base + s) * es, es);
+        for (int64_t o = 0; o < w;) { /* runs of consecutive sources copied whole */
+            int64_t s = fill ? -1 : last[o], m = 1;
+            if (s < 0) {
+                cpy(dst, value, es);
+            } else {
+                while (o + m < w && last[o + m] == s + m)
+                    m++;
+                memcpy(dst, src + (size_t)(base + s) * es, (size_t)m * es);
+            }
+            o += m, dst += (size_t)m * es;
         }
         for (int d = r - 2; d >= 0; d--) {
             if (++idx[d] < y->dims[d])
