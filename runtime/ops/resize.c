@@ -437,15 +437,15 @@ static qr_status axis_build(qr_kctx *k, const rz_plan *p, int d, int64_t in, axi
     return QR_OK;
 }
 
-/* Whether rz_rows gives the same floats as the element loop below: f32, every position inside
- * the input (no extrapolation), every lone tap of weight 1 (then the weights multiply in the same
- * order, and a lone tap's weight leaves them unchanged), and few enough tap combinations on the
- * outer axes for rz_rows' table. */
+/* Whether rz_rows gives the same values as the element loop below: f32 or 8-bit integers (a
+ * quantized tensor), every position inside the input (no extrapolation), every lone tap of weight
+ * 1 (then the weights multiply in the same order, and a lone tap's weight leaves them unchanged),
+ * and few enough tap combinations on the outer axes for rz_rows' table. */
 enum { RZ_COMBOS = 256 };
 static int rz_rows_fit(const qr_tensor *x, const qr_tensor *y, const axis_taps *taps)
 {
     int r = x->ndim, combos = 1;
-    if (x->dtype != QR_F32 || r < 1)
+    if ((x->dtype != QR_F32 && x->dtype != QR_U8 && x->dtype != QR_I8) || r < 1)
         return 0;
     for (int d = 0; d < r; d++) {
         const axis_taps *t = &taps[d];
@@ -458,20 +458,39 @@ static int rz_rows_fit(const qr_tensor *x, const qr_tensor *y, const axis_taps *
     return 1;
 }
 
-/* The f32 case row by row along the last axis (the element loop's arithmetic and order: the
- * outer axes' tap combinations, the last axis' taps fastest, weights multiplied in axis order,
- * summed in double), without working out every element's outer taps again: on M-LSD's bilinear
- * upsampling the element loop was a third of quantize's time. */
+/* Element i of src (f32, u8 or i8) as a double. */
+static inline double rz_at(const void *src, qr_dtype dt, int64_t i)
+{
+    return dt == QR_F32 ? (double)((const float *)src)[i]
+           : dt == QR_U8 ? (double)((const uint8_t *)src)[i] : (double)((const int8_t *)src)[i];
+}
+
+/* acc into element i of dst, as the element loop stores it (integers rounded half to even, as
+ * QuantizeLinear). */
+static inline void rz_put(void *dst, qr_dtype dt, int64_t i, double acc)
+{
+    if (dt == QR_F32)
+        ((float *)dst)[i] = (float)acc;
+    else
+        qr_set_f64(dst, dt, i, nearbyint(acc));
+}
+
+/* The case rz_rows_fit admits, row by row along the last axis (the element loop's arithmetic and
+ * order: the outer axes' tap combinations, the last axis' taps fastest, weights multiplied in axis
+ * order, summed in double), without working out every element's outer taps again: on M-LSD's
+ * bilinear upsampling the element loop was a third of quantize's time. */
 static void rz_rows(const qr_tensor *x, qr_tensor *y, const axis_taps *taps, const int64_t *xs)
 {
     int r = x->ndim, last = r - 1;
-    const float *src = x->data;
-    float *dst = y->data;
+    qr_dtype dt = x->dtype;
+    size_t es = qr_dtype_size(dt);
+    const char *src = x->data;
+    char *dst = y->data;
     const axis_taps *tl = &taps[last];
     int64_t ow = y->dims[last], rows = qr_tensor_numel(y) / ow, idx[QR_MAX_DIMS] = {0};
     int64_t coff[RZ_COMBOS];
     double cw[RZ_COMBOS];
-    for (int64_t row = 0; row < rows; row++, dst += ow) {
+    for (int64_t row = 0; row < rows; row++, dst += (size_t)ow * es) {
         int act[QR_MAX_DIMS], na = 0, j[QR_MAX_DIMS] = {0}, nc = 0;
         int64_t base = 0;
         for (int d = 0; d < last; d++) {
@@ -502,27 +521,25 @@ static void rz_rows(const qr_tensor *x, qr_tensor *y, const axis_taps *taps, con
             const double *lw = tl->w + o * tl->width;
             int cl = tl->cnt[o];
             if (na == 0 && cl == 1) {
-                dst[o] = src[base + li[0] * xs[last]];
+                memcpy(dst + (size_t)o * es, src + (size_t)(base + li[0] * xs[last]) * es, es);
                 continue;
             }
             double acc = 0;
             if (nc == 2 && cl == 2) { /* bilinear on the last two axes: the loops below unrolled */
                 int64_t i0 = li[0] * xs[last], i1 = li[1] * xs[last];
-                const float *s0 = src + coff[0], *s1 = src + coff[1];
-                acc += cw[0] * lw[0] * (double)s0[i0];
-                acc += cw[0] * lw[1] * (double)s0[i1];
-                acc += cw[1] * lw[0] * (double)s1[i0];
-                acc += cw[1] * lw[1] * (double)s1[i1];
-                dst[o] = (float)acc;
-                continue;
+                acc += cw[0] * lw[0] * rz_at(src, dt, coff[0] + i0);
+                acc += cw[0] * lw[1] * rz_at(src, dt, coff[0] + i1);
+                acc += cw[1] * lw[0] * rz_at(src, dt, coff[1] + i0);
+                acc += cw[1] * lw[1] * rz_at(src, dt, coff[1] + i1);
+            } else {
+                for (int c = 0; c < nc; c++)
+                    if (cl == 1)
+                        acc += cw[c] * rz_at(src, dt, coff[c] + li[0] * xs[last]);
+                    else
+                        for (int k = 0; k < cl; k++)
+                            acc += cw[c] * lw[k] * rz_at(src, dt, coff[c] + li[k] * xs[last]);
             }
-            for (int c = 0; c < nc; c++)
-                if (cl == 1)
-                    acc += cw[c] * (double)src[coff[c] + li[0] * xs[last]];
-                else
-                    for (int k = 0; k < cl; k++)
-                        acc += cw[c] * lw[k] * (double)src[coff[c] + li[k] * xs[last]];
-            dst[o] = (float)acc;
+            rz_put(dst, dt, o, acc);
         }
         for (int d = last - 1; d >= 0; d--) {
             if (++idx[d] < y->dims[d])
