@@ -1360,12 +1360,13 @@ static void fb_step(fb_progress *p)
     qr_plan_progress(p->o, "fallback ", p->done, p->total, p->t0);
 }
 
-/* The graphs rebuilt for the slots not fallen back, and their outputs measured into res and mt. */
+/* The graphs rebuilt for the slots not fallen back, and their outputs measured into res and mt
+ * (given in mt when known: these slots' graphs were measured before, and measure the same). */
 static qr_status rebuild_measured(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib,
-                                  out_metrics *mt)
+                                  out_metrics *mt, int known)
 {
     qr_status st = rebuild(q, res);
-    if (st == QR_OK)
+    if (st == QR_OK && !known)
         st = measure_outputs(q, o, res->ig->g, res->ig, calib, o->nbatches, mt);
     if (st != QR_OK)
         return st;
@@ -1381,14 +1382,17 @@ static qr_status rebuild_measured(qr_qctx *q, qr_quantized *res, const outref *o
 }
 
 /* With the first k ranked slots fallen back (plus none else), the integer graph's outputs; holds:
- * the outputs are finite and the recipe's condition holds for no slot still quantized. */
+ * the outputs are finite and the recipe's condition holds for no slot still quantized. mt (or
+ * NULL) gets the outputs' metrics; known: it holds them already, from a try of the same k. */
 static qr_status try_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, const ranked *rk,
-                       int nr, int k, int *holds)
+                       int nr, int k, int *holds, out_metrics *mt_io, int known)
 {
     for (int i = 0; i < nr; i++)
         q->slots[rk[i].slot].fallback = i < k;
-    out_metrics mt = {0};
-    qr_status st = rebuild_measured(q, res, o, calib, &mt);
+    out_metrics mt = known ? *mt_io : (out_metrics){0};
+    qr_status st = rebuild_measured(q, res, o, calib, &mt, known);
+    if (mt_io)
+        *mt_io = mt;
     if (st != QR_OK)
         return st;
     qrl_rt rt;
@@ -1467,7 +1471,7 @@ static qr_status int_mixed_run(void *user, qr_mixed_point *p)
     for (int l = 0; l < q->res_mixed_layers; l++)
         q->slots[im->slot[l]].fallback = p->pick[l] == 1;
     out_metrics mt = {0};
-    qr_status st = rebuild_measured(q, im->res, im->o, im->calib, &mt);
+    qr_status st = rebuild_measured(q, im->res, im->o, im->calib, &mt, 0);
     p->measured = mt.sqnr;
     return st;
 }
@@ -1599,7 +1603,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         st = mixed_choice(q, res, &o, calib, count);
         holds = 1;
     } else if (st == QR_OK)
-        st = try_k(q, res, &o, calib, rk, nr, 0, &holds);
+        st = try_k(q, res, &o, calib, rk, nr, 0, &holds, NULL, 0);
     fb_step(&pg);
     if (st == QR_OK && !holds && q->r->fallback) {
         /* the tensors the condition sends back on their own (read with the outputs as if they met
@@ -1613,7 +1617,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
                 rk[k++] = r;
             }
         if ((st = qr_rt_status(&rt, q->e)) == QR_OK && k > 0)
-            st = try_k(q, res, &o, calib, rk, nr, k, &holds);
+            st = try_k(q, res, &o, calib, rk, nr, k, &holds, NULL, 0);
         fb_step(&pg);
     }
     if (st == QR_OK && !holds) { /* the fewest worst layers whose fallback meets it: a binary search */
@@ -1624,16 +1628,18 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         if (st == QR_OK)
             qsort(rk + k, (size_t)(nr - k), sizeof *rk, by_effect);
         int lo = k, hi = nr; /* fails at lo; assumed to hold at hi (everything in f32) */
+        out_metrics mt, at_hi; /* hi's, once measured: the last graphs only rebuilt, not run again */
+        int measured = 0;
         while (st == QR_OK && hi - lo > 1) {
             int mid = lo + (hi - lo) / 2;
-            if ((st = try_k(q, res, &o, calib, rk, nr, mid, &holds)) == QR_OK && holds)
-                hi = mid;
+            if ((st = try_k(q, res, &o, calib, rk, nr, mid, &holds, &mt, 0)) == QR_OK && holds)
+                hi = mid, at_hi = mt, measured = 1;
             else
                 lo = mid;
             fb_step(&pg);
         }
         if (st == QR_OK)
-            st = try_k(q, res, &o, calib, rk, nr, hi, &holds);
+            st = try_k(q, res, &o, calib, rk, nr, hi, &holds, &at_hi, measured);
     }
     pg.total = pg.done; /* finished: a full bar */
     qr_plan_progress(pg.o, "fallback ", pg.done, pg.total, pg.t0);
