@@ -1,6 +1,6 @@
 #!/bin/sh
 # The fallback search's cost and result per model (QRL-J): qrl quantize's CPU
-# seconds (user+sys) and peak RSS from /usr/bin/time -v, the layers sent to
+# seconds (user+sys), wall seconds and peak RSS from /usr/bin/time -v, the layers sent to
 # f32, the integer MAC share and the output SQNR the summary prints (on the
 # calibration samples, and on the validate part when the recipe sets one),
 # then ONNX Runtime's SQNR of the export against the f32 model on the unseen
@@ -32,7 +32,7 @@ for split, n, seed in (('calib', 64, 1000), ('test', 8, 2000)):  # make_real_inp
 ")
 fi
 export ORT_NODE_MODULE=${ORT_NODE_MODULE:-$ROOT/build/npm/node_modules/onnxruntime-node}
-printf 'model\tcpu_s\tpeak_mb\tto_f32\tint_macs\tcalib_db\tvalidate_db\tunseen_db\n'
+printf 'model\tcpu_s\twall_s\tpeak_mb\tto_f32\tint_macs\tcalib_db\tvalidate_db\tunseen_db\n'
 for m in "$@"; do
     case $m in
     tv:*) n=${m#tv:} data=tv ;;
@@ -44,6 +44,7 @@ for m in "$@"; do
     /usr/bin/time -v "$QRL" quantize "$d/$n.onnx" --recipe "$RECIPE" --calib "$d/${data}_calib.npy" \
         -o "$OUT/$n.onnx" --report "$OUT/$n.json" > "$log" 2>&1 || { printf '%s\tfailed (%s)\n' "$n" "$log"; continue; }
     cpu=$(awk -F': ' '/User time/{u=$2} /System time/{s=$2} END{printf "%.1f", u+s}' "$log")
+    wall=$(awk -F': ' '/Elapsed/{n=split($2, t, ":"); s=0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; printf "%.1f", s}' "$log")
     mb=$(awk -F': ' '/Maximum resident/{printf "%d", $2/1024}' "$log")
     f32=$(sed -n 's/.*; \([0-9]*\) tensors\{0,1\} fell back.*/\1/p' "$log")
     macs=$(sed -n 's/.* dB against f32.*; \([0-9.]*%\) of .*/\1/p' "$log")
@@ -53,5 +54,5 @@ for m in "$@"; do
     fi
     unseen=$(node "$ROOT/tools/ort_sqnr.js" "$d/$n.onnx" "$OUT/$n.onnx" "$d/${data}_test.npy" |
         /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin); o=sorted(r["outputs"], key=lambda x: x["sqnr_db"]); print(" ".join("%.1f" % x["sqnr_db"] for x in o))')
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$cpu" "$mb" "$f32" "$macs" "$cal" "${val:--}" "$unseen"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$cpu" "$wall" "$mb" "$f32" "$macs" "$cal" "${val:--}" "$unseen"
 done
