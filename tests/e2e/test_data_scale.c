@@ -245,7 +245,7 @@ Test(data_scale, external_data_export)
 Test(data_scale, initializers_read_in_place)
 {
     char *log, cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' run '%s/weights.onnx' -i '%s/wx.npy' -o '%s/wout'", tu_qrl(), dir, dir, dir);
+    snprintf(cmd, sizeof cmd, "%s run '%s/weights.onnx' -i '%s/wx.npy' -o '%s/wout'", tu_qrl(), dir, dir, dir);
     int rc = tu_run(cmd, &log);
     cr_assert_eq(rc, 0, "%s", log);
     free(log);

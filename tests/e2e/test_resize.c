@@ -32,7 +32,7 @@ Test(resize, rows_match_numpy_bit_for_bit)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        snprintf(cmd, sizeof cmd, "'%s' run '%s/%s.onnx' -i '%s/%s_x.npy' -o '%s/out/%s'", tu_qrl(), dir, cases[i], dir,
+        snprintf(cmd, sizeof cmd, "%s run '%s/%s.onnx' -i '%s/%s_x.npy' -o '%s/out/%s'", tu_qrl(), dir, cases[i], dir,
                  cases[i], dir, cases[i]);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", cases[i], log);
         free(log);
