@@ -81,7 +81,6 @@ static qr_status read_settings(qr_qctx *q)
                          r->name);
     q->act_narrow = (q->act->mods & QR_MOD_NARROW) != 0;
     q->act_sym = (q->act->mods & QR_MOD_SYMMETRIC) != 0;
-    q->w_sym = (q->wt->mods & QR_MOD_SYMMETRIC) != 0;
     q->w_narrow = (q->wt->mods & QR_MOD_NARROW) != 0;
     q->w_per_channel = (q->wt->mods & QR_MOD_PER_CHANNEL) != 0;
     if (q->g->opset < 10)

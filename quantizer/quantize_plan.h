@@ -73,7 +73,7 @@ typedef struct qr_qctx {
     /* settings */
     qr_dtype act_dtype, w_dtype;
     int act_narrow, w_narrow, w_per_channel;
-    int act_sym, w_sym; /* the symmetric modifier: solve sees it as t.symmetric */
+    int act_sym; /* the symmetric modifier: solve sees it as t.symmetric (weights: each one's setting) */
     const char *numerics; /* the recipe's: only patterns of these numerics (or of none stated) match */
     /* the recipe's accumulate = iN and overflow: the Conv/Gemm/MatMul accumulators' width (32 for
      * i32) and whether a partial sum beyond it saturates (else it wraps); acc_narrow: anything but

@@ -51,7 +51,7 @@ static int reduces_last(const rows_ctx *c, const qr_value *v, const char *op, co
            axes[0] == -1;
 }
 
-/* Whether deq is x' of the formula above; *x, *s and *z the chain's input, S and Z. */
+/* Whether deq is x' of the formula above; *x the chain's input. */
 static int rows_chain(const rows_ctx *c, const qr_value *deq, qr_value **x)
 {
     const qr_node *m = made_by(c, deq, "Mul", 2), *cen = m ? made_by(c, m->in[0], "Sub", 2) : NULL;
