@@ -1344,6 +1344,79 @@ static qr_status gain_effects(qr_qctx *q, const qr_tensor *calib, int64_t n, con
     return QR_OK;
 }
 
+static double node_macs(const qr_node *n, const double *per_sample, const int64_t *last);
+
+/* Whether match r runs on the integers only while slot is quantized: its output's or one of its
+ * non-constant values' slot. */
+static int match_needs(const qr_qctx *q, const struct mrec *r, int slot)
+{
+    if (r->out >= 0 && q->slot_of[r->out] == slot)
+        return 1;
+    for (int j = 0; j < r->p->nvalues && j < QR_MATCH_MAX_VALUES; j++) {
+        int v = r->values[j];
+        if (v < 0 || q->slot_of[v] != slot)
+            continue;
+        int is_const = 0;
+        for (int c = 0; c < r->nconsts; c++)
+            is_const |= r->consts[c] == v;
+        if (!is_const)
+            return 1;
+    }
+    return 0;
+}
+
+/* order = per_mac: the ranked layers reordered so that each next one gives back the most output
+ * error per integer MAC it costs: a greedy knapsack over additive noise. A layer's noise is its
+ * effect as power (10^(-effect/10) of the outputs' energy); its cost the MACs of the matches still
+ * on the integers that need its slot quantized (the match's output or an input), so that once a
+ * layer's Conv has gone to f32, its input's other slots cost nothing more for it. Layers that cost
+ * nothing go first (the most noise first), layers with no measured noise last. */
+static qr_status order_per_mac(qr_qctx *q, const outref *o, ranked *rk, int nr)
+{
+    int nm = q->nmatches;
+    double *macs = calloc((size_t)nm + 1, sizeof *macs);
+    double *noise = calloc((size_t)nr + 1, sizeof *noise);
+    char *alive = calloc((size_t)nm + 1, 1);
+    ranked *out = malloc(((size_t)nr + 1) * sizeof *out);
+    if (!macs || !noise || !alive || !out) {
+        free(macs), free(noise), free(alive), free(out);
+        return qr_errorf(q->e, "out of memory");
+    }
+    for (int i = 0; i < nr; i++) {
+        noise[i] = isnan(rk[i].effect) ? 0 : pow(10, -rk[i].effect / 10);
+    }
+    for (int k = 0; k < nm; k++) {
+        const struct mrec *r = &q->matches[k];
+        for (int j = 0; j < r->nnodes; j++)
+            macs[k] += node_macs(q->g->nodes[r->nodes[j]], o->per_sample, o->last);
+        alive[k] = macs[k] > 0;
+    }
+    for (int n = 0; n < nr; n++) {
+        int best = -1;
+        double best_score = -2;
+        for (int i = 0; i < nr; i++) {
+            if (rk[i].slot < 0)
+                continue;
+            double cost = 0;
+            for (int k = 0; k < nm; k++)
+                if (alive[k] && match_needs(q, &q->matches[k], rk[i].slot))
+                    cost += macs[k];
+            double score = noise[i] <= 0 ? -1 : cost <= 0 ? INFINITY : noise[i] / cost;
+            /* ties (the free ones): the most noise first, then the ranking's order */
+            if (score > best_score || (score == best_score && cost <= 0 && noise[i] > noise[best]))
+                best = i, best_score = score;
+        }
+        out[n] = rk[best];
+        for (int k = 0; k < nm; k++)
+            if (alive[k] && match_needs(q, &q->matches[k], rk[best].slot))
+                alive[k] = 0;
+        rk[best].slot = -1;
+    }
+    memcpy(rk, out, sizeof *rk * (size_t)nr);
+    free(macs), free(noise), free(alive), free(out);
+    return QR_OK;
+}
+
 /* The fallback's progress: its measurements as steps of an estimate made up front (the binary
  * search's log2 steps; fewer when the first tries meet the recipe). */
 typedef struct fb_progress {
@@ -1403,8 +1476,6 @@ static qr_status try_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_
     *holds = !bad;
     return qr_rt_status(&rt, q->e);
 }
-
-static double node_macs(const qr_node *n, const double *per_sample, const int64_t *last);
 
 /* ------------------------------------------------------------ mixed precision */
 
@@ -1627,6 +1698,8 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
             q->slots[rk[i].slot].effect = rk[i].effect;
         if (st == QR_OK)
             qsort(rk + k, (size_t)(nr - k), sizeof *rk, by_effect);
+        if (st == QR_OK && choice_is(q, QR_SET_ORDER, "per_mac"))
+            st = order_per_mac(q, &o, rk + k, nr - k);
         int lo = k, hi = nr; /* fails at lo; assumed to hold at hi (everything in f32) */
         out_metrics mt, at_hi; /* hi's, once measured: the last graphs only rebuilt, not run again */
         int measured = 0;

@@ -17,6 +17,12 @@ branchy.onnx x -> r = Relu(Conv 3x3) -> a squeeze-excitation gate (GlobalAverage
              Shape(x): an int64 value) -> MatMul -> y; and z = Conv 1x1 (r), a second output
              the later layers do not reach; branchy_x.npy. For the fallback's effect runs, which
              start at the layer from cached f32 values (tests/e2e/test_quantize.c).
+permac.onnx  three outputs from x (its values multiples of 1/255 in [0, 1], which u8 holds
+             exactly): a = Conv 3x3, 8 -> 32 channels (590k MACs a sample), b and c = Conv 1x1,
+             8 -> 2 (4k each), b and c scaled so that each adds 0.35 of a's u8 rounding error
+             (numpy's) to the pooled outputs; permac_x.npy. Worst
+             effect first, the fallback gives back a (most of the MACs); most error per MAC
+             first (order = per_mac), b and c.
 
 Usage: /usr/bin/python3 tools/make_fallback_models.py DIR
 """
@@ -111,6 +117,40 @@ def main(out):
     onnx.checker.check_model(m)
     onnx.save(m, f"{out}/branchy.onnx")
     np.save(f"{out}/branchy_x.npy", rng.standard_normal((32, 4, 8, 8)).astype(np.float32))
+
+    def int8_levels(shape):  # each output channel's integers, max |k| 127: k * scale is exact in i8
+        k = rng.integers(-127, 128, shape)
+        k.reshape(shape[0], -1)[:, 0] = 127
+        return k
+    ka, kb, kc = int8_levels((32, 8, 3, 3)), int8_levels((2, 8, 1, 1)), int8_levels((2, 8, 1, 1))
+    x = (rng.integers(0, 256, (32, 8, 16, 16)) / 255.0).astype(np.float32)
+
+    def rounding_error(w, pad):  # u8 minmax rounding error energy of the Conv's output, in numpy
+        xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad))).astype(np.float64)
+        k = w.shape[2]
+        out = sum(np.einsum("nchw,oc->nohw", xp[:, :, i:i + 16, j:j + 16], w[:, :, i, j])
+                  for i in range(k) for j in range(k))
+        lo, hi = min(out.min(), 0.0), max(out.max(), 0.0)
+        s = (hi - lo) / 255
+        z = np.round(-lo / s)
+        return float(((np.clip(np.round(out / s) + z, 0, 255) - z) * s - out).__pow__(2).sum())
+    wa = (ka * 0.001).astype(np.float32)
+    ea = rounding_error(wa, 1)  # scaling a Conv's weights by f scales its error energy by f^2
+    wb = (kb * (0.01 * np.sqrt(0.35 * ea / rounding_error(kb * 0.01, 0)))).astype(np.float32)
+    wc = (kc * (0.01 * np.sqrt(0.35 * ea / rounding_error(kc * 0.01, 0)))).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "wa"], ["a"], pads=[1, 1, 1, 1]),
+                           helper.make_node("Conv", ["x", "wb"], ["b"]),
+                           helper.make_node("Conv", ["x", "wc"], ["c"])], "permac",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8, 16, 16])],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", ch, 16, 16])
+                           for n, ch in (("a", 32), ("b", 2), ("c", 2))],
+                          [numpy_helper.from_array(wa, "wa"), numpy_helper.from_array(wb, "wb"),
+                           numpy_helper.from_array(wc, "wc")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, f"{out}/permac.onnx")
+    np.save(f"{out}/permac_x.npy", x)
 
 
 if __name__ == "__main__":

@@ -622,6 +622,52 @@ Test(quantize, rank_gain_reverts_what_effect_does)
     reverts_by_effect("gain");
 }
 
+/* order = per_mac gives back the layers with the most output error per integer MAC first. In
+ * permac.onnx a (590k MACs a sample) adds as much rounding error as b and c (4k each) together:
+ * worst effect first, a falls back and 1.4% of the MACs stay on the integers; per MAC, b and c do and
+ * a stays (98.6%). Both meet 44 dB (ORT agrees on the export), and the per_mac choice is the first
+ * layers of tests/e2e/permac_oracle.py's greedy order, rederived from the report's effects and the
+ * model's shapes. */
+Test(quantize, order_per_mac_gives_back_error_per_mac)
+{
+    char cmd[4096], model[700], x[700], recipe[700], out[700], rep[700], lines[200], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_fallback_models.py' '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(model, sizeof model, "%s/permac.onnx", dir);
+    snprintf(x, sizeof x, "%s/permac_x.npy", dir);
+    const char *order[] = {"worst", "per_mac"}, *fell[] = {"fell a\n", "fell b,c\n"};
+    const char *macs[] = {"; 1.4% of ", "; 98.6% of "};
+    for (int k = 0; k < 2; k++) {
+        snprintf(recipe, sizeof recipe, "%s/pm_%s.qrl", dir, order[k]);
+        snprintf(lines, sizeof lines, "  fallback = f32 when output_sqnr < 44\n  order = %s\n", order[k]);
+        write_recipe(recipe, lines);
+        snprintf(out, sizeof out, "%s/pm_%s.onnx", dir, order[k]);
+        snprintf(rep, sizeof rep, "%s/pm_%s.json", dir, order[k]);
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize %s --recipe %s --calib %s -o %s --report %s", tu_root(),
+                 tu_qrl(), model, recipe, x, out, rep);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        double db = 0;
+        const char *o = strstr(log, "output:    SQNR ");
+        cr_assert(o && sscanf(o, "output:    SQNR %lf", &db) == 1 && db >= 44.0, "%s", log);
+        cr_assert(strstr(log, macs[k]), "order = %s: %s", order[k], log);
+        free(log);
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 -c \"import json; r = json.load(open('%s')); "
+                 "print('fell', ','.join(sorted(l['value'] for l in r['layers'] if l['fallback'])))\"",
+                 rep);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        cr_assert(strstr(log, fell[k]), "order = %s: %s", order[k], log);
+        free(log);
+        double ort = ort_sqnr(model, out, x);
+        cr_assert_float_eq(ort, db, 0.5, "order = %s: ORT %.2f dB, qrl says %.2f dB", order[k], ort, db);
+    }
+    snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 tests/e2e/permac_oracle.py %s %s/pm_per_mac.json", tu_root(),
+             model, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
 /* The effect runs start at the layer, from the f32 values of one cached run, and compute only what
  * it reaches: the same effects and decisions as running the whole model for every layer (the option
  * effects=whole; effects=cut fails where a layer's run cannot start at the layer). branchy.onnx has a gate (Mul), a skip, a Reshape to a shape computed from Shape(x)

@@ -1975,7 +1975,7 @@ Test(jit, setting_errors_name_what_the_table_allows)
     cr_assert(strstr(log, ":9:13: error: outputs is pooled or worst\n"), "%s", log);
     cr_assert(strstr(log, ":7:3: error: unknown recipe setting 'zzzzzzzz' (activation, weight, bias, accumulate, "
                           "numerics, fallback, input, output, tolerance, rounding, transform, validate, "
-                          "measure_samples, effect_samples, block, rank, outputs, overflow, candidate, "
+                          "measure_samples, effect_samples, block, rank, order, outputs, overflow, candidate, "
                           "budget, compute)\n"),
               "%s", log);
     free(log);
