@@ -1,0 +1,20 @@
+#!/bin/sh
+# QRL-J's per-model table: bench/fallback_table.sh for each recipe given, one
+# block per recipe, so that each PTQ step (the fallback's order, equalization
+# and bias correction, learned rounding) is a row of its own per model: CPU and
+# wall seconds, peak MB, layers to f32, integer MACs, the summary's output SQNR
+# on the calibration samples (and on the validate part when the recipe sets
+# one) and ONNX Runtime's on the unseen *_test.npy samples. Measures; never
+# pass/fail.
+# Usage: bench/j_table.sh QRL OUTDIR "RECIPE..." MODEL...
+#   e.g. bench/j_table.sh build/qrl /tmp/j "recipes/int8.qrl recipes/int8-best.qrl" ppocr_det blazeface
+set -e
+QRL=$1 OUT=$2 RECIPES=$3
+shift 3
+here=$(dirname "$0")
+for r in $RECIPES; do
+    name=$(basename "$r" .qrl)
+    sh "$here/fallback_table.sh" "$QRL" "$r" "$OUT/$name" "$@" 2>/dev/null |
+        awk -v r="$name" 'NR == 1 && !done { print "recipe\t" $0; done = 1; next } NR > 1 { print r "\t" $0 }' |
+        { [ "$r" = "${RECIPES%% *}" ] && cat || grep -v '^recipe'; }
+done
