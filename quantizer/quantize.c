@@ -1458,6 +1458,61 @@ static int id_of(const qr_value *v)
     return v ? v->id : -1;
 }
 
+/* The constant weight of the layer that node n (of g) corrects the bias of: n's own (a Conv or
+ * Gemm: input 1), or, for the Add of a separate bias, the layer that feeds it; NULL for none. */
+static const qr_value *corrected_weight(const qr_node *n)
+{
+    if (!n->domain[0] && (!strcmp(n->op, "Conv") || !strcmp(n->op, "Gemm")))
+        return n->n_in > 1 && n->in[1] && n->in[1]->is_const ? n->in[1] : NULL;
+    if (n->domain[0] || strcmp(n->op, "Add") || n->n_in != 2)
+        return NULL;
+    for (int k = 0; k < 2; k++) {
+        const qr_node *p = n->in[k] && !n->in[k]->is_const ? n->in[k]->producer : NULL;
+        if (p && !p->domain[0] && (!strcmp(p->op, "Conv") || !strcmp(p->op, "Gemm") || !strcmp(p->op, "MatMul")))
+            return p->n_in > 1 && p->in[1] && p->in[1]->is_const ? p->in[1] : NULL;
+    }
+    return NULL;
+}
+
+/* A bias correction makes up for its layer's weight rounding (transform.c): it corrects the bias of
+ * the layer's Conv or Gemm, or of the Add of its separate bias, in place or as a new constant, and
+ * gives a layer without one a bias (an Add of its own after a MatMul). A layer whose weight the
+ * fallback keeps in f32 has no rounding to make up for, so in d that node reads its bias from before
+ * the correction again (q->ref's node of the same name: its values keep their ids in g), none where
+ * it had none, and an Add q->ref lacks adds zeros. */
+static void restore_biases(const qr_qctx *q, qr_graph *d)
+{
+    const qr_graph *g = q->g, *ref = q->ref;
+    for (int j = 0; j < g->n_nodes; j++) {
+        const qr_node *gn = g->nodes[j], *rn = NULL;
+        const qr_value *w = corrected_weight(gn);
+        if (!w || (q->qval[w->id] >= 0 && !qr_plan_const_falls_back(q, w->id)))
+            continue;
+        for (int i = 0; gn->name && gn->name[0] && i < ref->n_nodes && !rn; i++)
+            if (ref->nodes[i]->name && !strcmp(ref->nodes[i]->name, gn->name))
+                rn = ref->nodes[i];
+        qr_node *dn = d->nodes[j]; /* the clone keeps g's nodes first, in order */
+        for (int k = 0; k < gn->n_in; k++) {
+            const qr_value *now = gn->in[k], *was = rn && k < rn->n_in ? rn->in[k] : NULL;
+            if (!now || !now->is_const || now == w)
+                continue;
+            if (!rn) { /* the correction's own Add (transform.c's names) */
+                if (strstr(now->name, "_corrected_bias"))
+                    qr_value_alloc_const(d, d->values[now->id], &now->t);
+            } else if (was && was->id == now->id) { /* corrected in place: d's copy gets the data back */
+                int same_shape = was->is_const && was->t.dtype == now->t.dtype &&
+                                 qr_tensor_numel(&was->t) == qr_tensor_numel(&now->t);
+                if (same_shape && memcmp(was->t.data, now->t.data, qr_tensor_nbytes(&was->t)))
+                    qr_value_set_const(d, d->values[now->id], &was->t);
+            } else {
+                dn->in[k] = was ? d->values[was->id] : NULL;
+                if (!was && k == gn->n_in - 1)
+                    dn->n_in = k;
+            }
+        }
+    }
+}
+
 qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
 {
     const qr_graph *g = q->g;
@@ -1533,6 +1588,8 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
         free(zeros);
         qr_tensor_free(&ints);
     }
+    if (q->ref)
+        restore_biases(q, d);
     if (insert_dynamic(q, d) != QR_OK)
         return QR_ERR;
     qr_node **orig = malloc(sizeof *orig * (size_t)(g->n_nodes + 1));

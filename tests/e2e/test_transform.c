@@ -360,6 +360,32 @@ Test(transform, adaround_matches_numpy_on_a_grouped_strided_conv_and_a_matmul)
     }
 }
 
+/* A correction makes up for a layer's weight rounding; a layer the fallback keeps in f32 has none, so
+ * it keeps the bias it had before. With every layer sent back (sqnr < 999: all but the model's input,
+ * which has no layer error of its own and stays u8), the export of equalize + bias_correct computes
+ * what the same fallback without transforms does: ORT against the f32 model on the held-out samples
+ * gives both the same SQNR (the Conv's corrected bias, the ones the depthwise and 1x1 Convs were
+ * given and the MatMul's added Add all undone; kept, they cost 21 dB). The layers left in integers
+ * keep their corrections: the test above. */
+Test(transform, a_layer_sent_back_to_f32_keeps_its_bias_uncorrected)
+{
+    make_model("bias_correct_oracle.py", "bc.qrl",
+               "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\nimport \"transforms.qrl\"\n"
+               "recipe allf32 {\n  transform = equalize()\n  transform = bias_correct()\n%s"
+               "recipe allplain {\n%s",
+               "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_tensor by minmax(symmetric = true)\n"
+               "  fallback = f32 when sqnr < 999\n}\n");
+    char *log = quantize_bc("allf32");
+    cr_expect(strstr(log, "corrected the bias of 5 of the 5 layers it matched (3 had none)"), "%s", log);
+    cr_expect(strstr(log, "; 6 tensors fell back to f32") && strstr(log, "; 0.0% of "), "%s", log);
+    free(log);
+    free(quantize_bc("allplain"));
+    double all = held_out_sqnr("allf32"), plain = held_out_sqnr("allplain");
+    cr_expect(plain > 40 && fabs(all - plain) < 0.5,
+              "every layer in f32: %.2f dB after a bias correction, %.2f dB without one (against the f32 model)", all,
+              plain);
+}
+
 /* End to end on the bias correction's model (per-tensor weights that quantize badly): adaround
  * alone lifts ORT's output SQNR on samples never calibrated on by over 3 dB; equalize, adaround and
  * bias_correct run in the recipe's order, each with its summary, and the chain also beats plain. */
