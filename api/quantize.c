@@ -289,7 +289,7 @@ int qrl_quantize(const qrl_model *m, const qrl_recipe *r, const qrl_tensor *cali
     qr_status st = same_inputs(m, r, c, ni, o->labels ? &lab : NULL, o, &e);
     if (st == QR_OK)
         st = qr_quantize(m->g, c, &qo, &res->q, &e);
-    if (st == QR_OK && res->q->qdq) /* ranks other than 0 only calibrate: no export */
+    if (st == QR_OK && !res->q->calib_only) /* ranks other than 0 export nothing */
         st = provenance(res->q, r, c, ni, &e);
     if (st == QR_OK && index_qparams(res) != 0)
         st = qr_errorf(&e, "out of memory");

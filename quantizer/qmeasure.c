@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "exec.h"
 #include "intgraph.h"
 #include "layout.h"
@@ -34,6 +35,124 @@ static int64_t measure_samples(const qr_qctx *q)
     const qr_setting *s = qr_recipe_setting(q->r, QR_SET_MEASURE_SAMPLES);
     int64_t n = s ? (int64_t)s->value : 256;
     return n > 0 ? n : 256;
+}
+
+/* ------------------------------------------------------------ under mpirun
+ *
+ * Every rank runs the measurements and the search with the same qparams (quantize.c hands rank 0's
+ * calibration to all) and takes the same decisions: a pass over samples runs each rank's share of
+ * the batches (qr_dist_share), and each batch's sums are kept apart, gathered onto every rank and
+ * added in batch order, so that a sum is the same bytes for any number of ranks (one process adds
+ * them the same way); the effect runs, one per layer, are dealt out by layer. */
+
+/* rows (nb rows of width doubles) onto every rank, each rank having filled the rows of its share
+ * of nb: the rows [lo, hi) of qr_dist_share. st: this rank's status, whose error reaches all. */
+static qr_status gather_rows(qr_qctx *q, double *rows, int64_t nb, int64_t width, qr_status st)
+{
+    int size = qr_dist_size();
+    if (size <= 1)
+        return st;
+    int64_t *counts = calloc((size_t)size, sizeof *counts), lo, hi;
+    if (!counts)
+        return qr_errorf(q->e, "out of memory");
+    for (int r = 0; r < size; r++) {
+        qr_dist_share_of(nb, r, &lo, &hi);
+        counts[r] = (hi - lo) * width;
+    }
+    st = qr_dist_allgather(rows, counts, st, q->e);
+    free(counts);
+    return st;
+}
+
+/* Whether batch k of nb is this rank's (one process: every batch). */
+static int my_batch(int64_t k, int64_t nb)
+{
+    int64_t lo, hi;
+    qr_dist_share(nb, &lo, &hi);
+    return k >= lo && k < hi;
+}
+
+/* Integer counts (exact in a double below 2^53) summed over the ranks, in rank order. */
+static qr_status sum_counts(qr_qctx *q, int64_t *v, int n, qr_status st)
+{
+    int size = qr_dist_size();
+    if (size <= 1)
+        return st;
+    double *all = calloc((size_t)n * (size_t)size + 1, sizeof *all);
+    int64_t *counts = calloc((size_t)size, sizeof *counts);
+    if (!all || !counts) {
+        free(all), free(counts);
+        return qr_errorf(q->e, "out of memory");
+    }
+    for (int r = 0; r < size; r++)
+        counts[r] = n;
+    for (int i = 0; i < n; i++)
+        all[(size_t)qr_dist_rank() * (size_t)n + (size_t)i] = (double)v[i];
+    st = qr_dist_allgather(all, counts, st, q->e);
+    for (int i = 0; st == QR_OK && i < n; i++) {
+        v[i] = 0;
+        for (int r = 0; r < size; r++)
+            v[i] += (int64_t)all[(size_t)r * (size_t)n + (size_t)i];
+    }
+    free(all), free(counts);
+    return st;
+}
+
+/* The sums a pass adds up (at[i]: where sum i lives), kept per batch (rows: [nb][n]) and added up
+ * in batch order after the gather onto their places, to what they held before (base). */
+typedef struct bsums {
+    int n;
+    double **at;
+    double *base, *rows;
+    int64_t nb;
+} bsums;
+
+static void bsums_free(bsums *b)
+{
+    free(b->at), free(b->base), free(b->rows);
+    memset(b, 0, sizeof *b);
+}
+
+static qr_status bsums_init(bsums *b, qr_qctx *q, double **at, int n, int64_t nb)
+{
+    memset(b, 0, sizeof *b);
+    b->n = n, b->nb = nb, b->at = at;
+    b->base = calloc((size_t)n + 1, sizeof *b->base);
+    b->rows = calloc((size_t)n * (size_t)nb + 1, sizeof *b->rows);
+    if (!b->base || !b->rows) {
+        bsums_free(b);
+        return qr_errorf(q->e, "out of memory");
+    }
+    for (int i = 0; i < n; i++)
+        b->base[i] = *at[i];
+    return QR_OK;
+}
+
+/* Batch k starts: every sum from 0. */
+static void bsums_start(bsums *b)
+{
+    for (int i = 0; i < b->n; i++)
+        *b->at[i] = 0;
+}
+
+/* Batch k has run: its sums into its row. */
+static void bsums_end(bsums *b, int64_t k)
+{
+    for (int i = 0; i < b->n; i++)
+        b->rows[(size_t)k * (size_t)b->n + (size_t)i] = *b->at[i];
+}
+
+/* Every rank's rows, then each sum: its base plus its batches' in batch order. */
+static qr_status bsums_finish(bsums *b, qr_qctx *q, qr_status st)
+{
+    st = gather_rows(q, b->rows, b->nb, b->n, st);
+    for (int i = 0; i < b->n; i++) {
+        double t = b->base[i];
+        for (int64_t k = 0; st == QR_OK && k < b->nb; k++)
+            t += b->rows[(size_t)k * (size_t)b->n + (size_t)i];
+        *b->at[i] = t;
+    }
+    return st;
 }
 
 /* Whether the recipe's choice id is name: outputs = worst judges each output on its own (the
@@ -119,7 +238,36 @@ static qr_status outref_alloc(outref *o, qr_qctx *q, int64_t count)
     return qr_errorf(q->e, "out of memory");
 }
 
-static qr_status outref_init(outref *o, qr_qctx *q, const qr_tensor *calib, int64_t count)
+/* Under mpirun, o's shapes as the last batch's rank saw them (the last rank's: it runs the last of
+ * nb batches), which one process sees last too. */
+static qr_status share_shapes(qr_qctx *q, outref *o, int64_t nb, qr_status st)
+{
+    if (qr_dist_size() <= 1 || nb < 1)
+        return st;
+    size_t nv = (size_t)q->g->n_values, len = nv * (sizeof *o->per_sample + sizeof *o->last);
+    int root = qr_dist_size() - 1;
+    unsigned char *buf = qr_dist_rank() == root ? malloc(len + 1) : NULL;
+    if (qr_dist_rank() == root && st == QR_OK && !buf)
+        st = qr_errorf(q->e, "out of memory");
+    if (buf) {
+        memcpy(buf, o->per_sample, nv * sizeof *o->per_sample);
+        memcpy(buf + nv * sizeof *o->per_sample, o->last, nv * sizeof *o->last);
+    }
+    size_t n = len;
+    st = qr_dist_bcast(root, &buf, &n, st, q->e);
+    if (st == QR_OK && n != len)
+        st = qr_errorf(q->e, "rank %d: the shapes from rank %d have %zu bytes, not %zu", qr_dist_rank(), root, n, len);
+    if (st == QR_OK && qr_dist_rank() != root) {
+        memcpy(o->per_sample, buf, nv * sizeof *o->per_sample);
+        memcpy(o->last, buf + nv * sizeof *o->per_sample, nv * sizeof *o->last);
+    }
+    free(buf);
+    return st;
+}
+
+/* o's f32 outputs of calib's first measure_samples (every batch; split: this rank's share of them,
+ * and every rank gets the shapes). */
+static qr_status outref_init(outref *o, qr_qctx *q, const qr_tensor *calib, int64_t count, int split)
 {
     const qr_graph *g = q->g;
     qr_status st = outref_alloc(o, q, count);
@@ -132,6 +280,8 @@ static qr_status outref_init(outref *o, qr_qctx *q, const qr_tensor *calib, int6
     st = in ? qr_exec_new(q->ref ? q->ref : g, &eo, &x, q->e) : qr_errorf(q->e, "out of memory");
     for (int k = 0; st == QR_OK && k < o->nbatches; k++) {
         int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
+        if (split && !my_batch(k, o->nbatches))
+            continue;
         qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
         o->cur_b = b;
         for (int i = 0; i < g->n_inputs; i++) /* no node produces them: their shapes as given (symbolic ones) */
@@ -140,6 +290,8 @@ static qr_status outref_init(outref *o, qr_qctx *q, const qr_tensor *calib, int6
     }
     qr_exec_free(x);
     free(in);
+    if (split)
+        st = share_shapes(q, o, o->nbatches, st);
     if (st != QR_OK)
         outref_free(o);
     return st;
@@ -456,10 +608,37 @@ static void mark_wanted(measure *ms)
     }
 }
 
+/* Where the sums the readers add up live: each slot's, and the outputs' of those that keep them;
+ * *n of them in *at (malloc'd). */
+static qr_status reader_sums(qr_qctx *q, const measure *ms, int nr, double ***at, int *n)
+{
+    int no = q->g->n_outputs, k = 0;
+    double **a = malloc(sizeof *a * ((size_t)q->nslots * 11 + (size_t)nr * 2 * (size_t)no + 1));
+    if (!a)
+        return qr_errorf(q->e, "out of memory");
+    for (int i = 0; i < q->nslots; i++) {
+        qr_slot *s = &q->slots[i];
+        double *f[11] = {&s->sx2, &s->se2, &s->n, &s->clipped, &s->isx2, &s->ise2,
+                         &s->lx2, &s->le2, &s->ln, &s->lr2, &s->oe2};
+        for (int j = 0; j < 11; j++)
+            a[k++] = f[j];
+    }
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; ms[r].out_e2 && j < no; j++) {
+            a[k++] = &ms[r].out_x2[j];
+            a[k++] = &ms[r].out_e2[j];
+        }
+    *at = a;
+    *n = k;
+    return QR_OK;
+}
+
 /* Runs f32 and the readers (ms[0..nr), each set up with its graph, observer and kernel_user) side
  * by side over the first measure_samples of calib, in calibration's batches (a model may mix
  * samples across its batch); o (or NULL) keeps the f32 run's outputs and shapes (outref_alloc'd
- * for the same samples). Errors: the f32 run's first, then the readers' in order. */
+ * for the same samples). Errors: the f32 run's first, then the readers' in order. Under mpirun each
+ * rank runs its share of the batches (o gets their outputs, and the last batch's shapes) and every
+ * rank ends with every sum (struct bsums). */
 static qr_status side_by_side(qr_qctx *q, measure *ms, int nr, const qr_tensor *calib, int64_t count, outref *o)
 {
     int64_t n = count < measure_samples(q) ? count : measure_samples(q), batch = qr_plan_batch(q);
@@ -499,8 +678,17 @@ static qr_status side_by_side(qr_qctx *q, measure *ms, int nr, const qr_tensor *
     int *started = calloc((size_t)nr + 1, sizeof *started);
     if (st == QR_OK && (!tid || !started))
         st = qr_errorf(q->e, "out of memory");
+    int64_t nb = (n + batch - 1) / batch;
+    double **sum_at = NULL;
+    int nsums = 0;
+    bsums bs = {0};
+    if (st == QR_OK && (st = reader_sums(q, ms, nr, &sum_at, &nsums)) == QR_OK)
+        st = bsums_init(&bs, q, sum_at, nsums, nb);
     for (int64_t at = 0; st == QR_OK && at < n; at += batch) {
         int64_t b = n - at < batch ? n - at : batch;
+        if (!my_batch(at / batch, nb))
+            continue;
+        bsums_start(&bs);
         qr_plan_slice_inputs(calib, q->g->n_inputs, at, b, in);
         memset(r.there, 0, nv);
         r.f32_done = 0;
@@ -544,7 +732,15 @@ static qr_status side_by_side(qr_qctx *q, measure *ms, int nr, const qr_tensor *
                 memcpy(q->e, &ms[k].e, sizeof *q->e);
                 st = QR_ERR;
             }
+        bsums_end(&bs, at / batch);
     }
+    if (bs.rows)
+        st = bsums_finish(&bs, q, st);
+    else
+        st = gather_rows(q, NULL, 0, 0, st); /* an error before: every rank learns it */
+    bsums_free(&bs); /* frees sum_at */
+    if (o)
+        st = share_shapes(q, o, nb, st);
     qr_exec_free(f.x);
     for (int k = 0; k < nr; k++) {
         qr_exec_free(ms[k].x);
@@ -630,6 +826,18 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
     qr_status st = side_by_side(q, ms, 2, calib, count, NULL);
     if (st != QR_OK && ms[1].st != QR_OK && q->e->msg[0] && !strcmp(q->e->msg, ms[1].e.msg))
         qr_error_prefix(q->e, "running the integer graph");
+    /* the narrow accumulators' counts of this run, over the ranks' batches */
+    int na = res->ig ? res->ig->naccs : 0;
+    int64_t *counts = qr_dist_size() > 1 ? calloc(2 * (size_t)na + 1, sizeof *counts) : NULL;
+    if (qr_dist_size() > 1 && !counts)
+        st = qr_errorf(q->e, "out of memory");
+    for (int i = 0; counts && i < na; i++)
+        counts[2 * i] = res->ig->accs[i].sums, counts[2 * i + 1] = res->ig->accs[i].overflows;
+    if (counts)
+        st = sum_counts(q, counts, 2 * na, st);
+    for (int i = 0; counts && st == QR_OK && i < na; i++)
+        res->ig->accs[i].sums = counts[2 * i], res->ig->accs[i].overflows = counts[2 * i + 1];
+    free(counts);
     qr_graph_free(owned);
     free(ms[1].ival);
     free(ms[1].ival_nhwc);
@@ -725,6 +933,18 @@ static void out_acc_add(const qr_graph *g, const outref *o, int k, const qr_tens
     }
 }
 
+/* One batch's sums (one) added to a's: batch by batch, as measure_outputs adds them. */
+static void out_acc_merge(out_acc *a, const out_acc *one, int no)
+{
+    for (int j = 0; j < no; j++) {
+        pair_sums *p = &a->each[j];
+        const pair_sums *b = &one->each[j];
+        p->sx2 += b->sx2, p->se2 += b->se2, p->sv2 += b->sv2, p->sxv += b->sxv;
+        p->nonfinite += b->nonfinite;
+    }
+    a->rows += one->rows, a->agree += one->agree;
+}
+
 static void out_acc_finish(const qr_qctx *q, const out_acc *a, out_metrics *mt)
 {
     const qr_graph *g = q->g;
@@ -750,34 +970,63 @@ static void out_acc_finish(const qr_qctx *q, const out_acc *a, out_metrics *mt)
     mt->agreement = nf ? 0 : a->rows ? (double)a->agree / (double)a->rows : 1;
 }
 
-/* graph's outputs (the model's) against the f32 outputs of o. */
+/* graph's outputs (the model's) against the f32 outputs of o. split: each rank runs its share of
+ * the batches (o holds their outputs at least) and every rank gets the metrics of all, each batch's
+ * sums added in batch order; else every batch here. */
 static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *graph, void *user,
-                                 const qr_tensor *calib, int nbatches, out_metrics *mt)
+                                 const qr_tensor *calib, int split, out_metrics *mt)
 {
     const qr_graph *g = q->g;
-    out_acc acc = {.each = calloc((size_t)g->n_outputs + 1, sizeof *acc.each)};
-    qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
-    const qr_tensor **got = calloc((size_t)g->n_outputs + 1, sizeof *got);
+    int no = g->n_outputs, width = 5 * no + 2; /* a batch's row: each output's pair_sums, rows, agree */
+    out_acc acc = {.each = calloc((size_t)no + 1, sizeof *acc.each)}, one = {.each = calloc((size_t)no + 1, sizeof *one.each)};
+    double *rows = calloc((size_t)width * (size_t)o->nbatches + 1, sizeof *rows);
+    qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = calloc((size_t)no + 1, sizeof *out);
+    const qr_tensor **got = calloc((size_t)no + 1, sizeof *got);
     qr_exec_opts eo = {.threads = q->o->threads, .kernel_user = user};
     qr_exec *x = NULL;
-    qr_status st = in && out && got && acc.each ? qr_exec_new(graph, &eo, &x, q->e) : qr_errorf(q->e, "out of memory");
-    for (int k = 0; st == QR_OK && k < nbatches && k < o->nbatches; k++) {
+    qr_status st = in && out && got && acc.each && one.each && rows ? qr_exec_new(graph, &eo, &x, q->e)
+                                                                    : qr_errorf(q->e, "out of memory");
+    for (int k = 0; st == QR_OK && k < o->nbatches; k++) {
         int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
+        if (split && !my_batch(k, o->nbatches))
+            continue;
         qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
         if ((st = qr_exec_run(x, in, out, q->e)) != QR_OK)
             break;
-        for (int j = 0; j < g->n_outputs; j++)
+        for (int j = 0; j < no; j++)
             got[j] = &out[j];
-        out_acc_add(g, o, k, got, &acc);
-        for (int j = 0; j < g->n_outputs; j++)
+        memset(one.each, 0, sizeof *one.each * (size_t)no);
+        one.rows = one.agree = 0;
+        out_acc_add(g, o, k, got, &one);
+        double *r = rows + (size_t)k * (size_t)width;
+        for (int j = 0; j < no; j++) {
+            const pair_sums *p = &one.each[j];
+            r[5 * j] = p->sx2, r[5 * j + 1] = p->se2, r[5 * j + 2] = p->sv2, r[5 * j + 3] = p->sxv;
+            r[5 * j + 4] = (double)p->nonfinite;
+        }
+        r[5 * no] = (double)one.rows, r[5 * no + 1] = (double)one.agree;
+        for (int j = 0; j < no; j++)
             qr_tensor_free(&out[j]);
     }
     qr_exec_free(x);
+    if (split)
+        st = gather_rows(q, rows, o->nbatches, width, st);
+    for (int k = 0; st == QR_OK && k < o->nbatches; k++) { /* in batch order */
+        const double *r = rows + (size_t)k * (size_t)width;
+        for (int j = 0; j < no; j++) {
+            pair_sums *p = &acc.each[j];
+            p->sx2 += r[5 * j], p->se2 += r[5 * j + 1], p->sv2 += r[5 * j + 2], p->sxv += r[5 * j + 3];
+            p->nonfinite += (int64_t)r[5 * j + 4];
+        }
+        acc.rows += (int64_t)r[5 * no], acc.agree += (int64_t)r[5 * no + 1];
+    }
     free(in);
     free(out);
     free(got);
+    free(rows);
     out_acc_finish(q, &acc, mt);
     free(acc.each);
+    free(one.each);
     return st;
 }
 
@@ -839,7 +1088,7 @@ static qr_status effect_outref(outref *o, qr_qctx *q, const qr_tensor *calib, in
     int64_t ne = effect_samples(q), fixed = qr_graph_fixed_batch(q->g);
     if (fixed > 0)
         ne = (ne + fixed - 1) / fixed * fixed;
-    return outref_init(o, q, calib, ne < count ? ne : count);
+    return outref_init(o, q, calib, ne < count ? ne : count, 0);
 }
 
 /* ------------------------------------------------------------ effects, downstream only */
@@ -854,6 +1103,7 @@ typedef struct effects {
     const outref *o;
     const ranked *rk;
     int nr, k, next, freed; /* batch k; order[next..] still to run in it; values last read before freed gone */
+    int nown;               /* order[0..nown): this rank's layers (all of them in one process) */
     int *cut;               /* by ranked index: the first node (of q->g) that reads its value, n_nodes when none */
     int *order;             /* ranked indices by cut */
     int *last;              /* by value id of q->g: the last node that reads it (n_nodes: a model output) */
@@ -993,8 +1243,14 @@ static qr_status run_cut(effects *ef, int r)
             got[j] = &ef->o->out[ef->k * g->n_outputs + j];
         for (int j = 0; st == QR_OK && j < d->n_outputs; j++)
             got[ef->outs[j]] = &out[j];
-        if (st == QR_OK)
-            out_acc_add(g, ef->o, ef->k, got, &ef->acc[r]);
+        out_acc one = {.each = calloc((size_t)g->n_outputs + 1, sizeof *one.each)};
+        if (st == QR_OK && !one.each)
+            st = qr_errorf(q->e, "out of memory");
+        if (st == QR_OK) { /* the batch's sums, then added to the others' (as measure_outputs does) */
+            out_acc_add(g, ef->o, ef->k, got, &one);
+            out_acc_merge(&ef->acc[r], &one, g->n_outputs);
+        }
+        free(one.each);
         for (int j = 0; out && j < d->n_outputs; j++)
             qr_tensor_free(&out[j]);
     }
@@ -1007,9 +1263,9 @@ static qr_status run_cut(effects *ef, int r)
 /* The f32 run has passed node p: the cuts up to it run, and what no cut ahead reads goes. */
 static void effects_upto(effects *ef, int p)
 {
-    while (ef->st == QR_OK && ef->next < ef->nr && ef->cut[ef->order[ef->next]] <= p)
+    while (ef->st == QR_OK && ef->next < ef->nown && ef->cut[ef->order[ef->next]] <= p)
         ef->st = run_cut(ef, ef->order[ef->next++]);
-    int upto = ef->next < ef->nr && ef->cut[ef->order[ef->next]] < p ? ef->cut[ef->order[ef->next]] : p;
+    int upto = ef->next < ef->nown && ef->cut[ef->order[ef->next]] < p ? ef->cut[ef->order[ef->next]] : p;
     if (upto <= ef->freed)
         return;
     ef->freed = upto;
@@ -1076,6 +1332,33 @@ static void effect_cuts(const qr_qctx *q, const ranked *rk, int nr, int *cut, in
     free(first), free(owner);
 }
 
+/* Under mpirun, each layer's effect from the rank that measured it: rank k took the layers at
+ * places k, k + size, ... of byrank (measure_effects deals them out so). */
+static qr_status gather_effects(qr_qctx *q, ranked *rk, int nr, const int *byrank, qr_status st)
+{
+    int size = qr_dist_size(), rank = qr_dist_rank();
+    double *all = calloc((size_t)nr + 1, sizeof *all);
+    int64_t *counts = calloc((size_t)size, sizeof *counts);
+    if (!all || !counts) {
+        free(all), free(counts);
+        return qr_errorf(q->e, "out of memory");
+    }
+    int at = 0; /* rank k's block: its layers in turn order */
+    for (int k = 0; k < size; k++)
+        for (int i = k; i < nr; i += size, at++) {
+            counts[k]++;
+            if (k == rank)
+                all[at] = rk[byrank[i]].effect;
+        }
+    st = qr_dist_allgather(all, counts, st, q->e);
+    at = 0;
+    for (int k = 0; st == QR_OK && k < size; k++)
+        for (int i = k; i < nr; i += size)
+            rk[byrank[i]].effect = all[at++];
+    free(all), free(counts);
+    return st;
+}
+
 /* Each ranked layer's effect on the model's outputs when it alone is quantized
  * (the QDQ simulation, every other layer in f32). Local SQNR ranks the victims
  * of amplification last: on PP-OCR det the 93 worst layers by local SQNR left
@@ -1128,9 +1411,22 @@ static qr_status measure_effects(qr_qctx *q, const qr_tensor *calib, int64_t cou
             ef.order[b] = ef.order[b - 1];
             ef.order[b - 1] = t;
         }
+    /* under mpirun the layers are dealt out in that order, one to each rank in turn (a layer cut
+     * early runs more of the model: each rank gets early and late ones); every rank runs the f32
+     * passes, and its own layers' cuts */
+    int size = qr_dist_size(), rank = qr_dist_rank(), *byrank = calloc((size_t)nr + 1, sizeof *byrank);
+    unsigned char *mine = calloc((size_t)nr + 1, 1);
+    if (st == QR_OK && (!byrank || !mine))
+        st = qr_errorf(q->e, "out of memory");
+    if (st == QR_OK) {
+        memcpy(byrank, ef.order, sizeof *byrank * (size_t)nr);
+        for (int i = 0; i < nr; i++)
+            if (i % size == rank)
+                mine[byrank[i]] = 1, ef.order[ef.nown++] = byrank[i];
+    }
     qr_exec_opts eo = {.threads = q->o->threads, .observer = observe_effects, .observer_user = &ef};
     qr_exec *x = NULL;
-    if (st == QR_OK && !whole)
+    if (st == QR_OK && !whole && ef.nown > 0)
         st = qr_exec_new(g, &eo, &x, q->e);
     for (int k = 0; x && st == QR_OK && k < o.nbatches; k++) {
         int64_t at = k * o.batch, b = o.n - at < o.batch ? o.n - at : o.batch;
@@ -1147,23 +1443,27 @@ static qr_status measure_effects(qr_qctx *q, const qr_tensor *calib, int64_t cou
     qr_exec_free(x);
     for (int r = 0; st == QR_OK && r < nr; r++) {
         out_metrics mt = {0};
+        if (!mine[r])
+            continue;
         if (ef.whole[r]) { /* every other layer in f32, the whole model run */
             for (int k = 0; k < q->nslots; k++)
                 q->slots[k].fallback = k != rk[r].slot;
             qr_quantized one = {0};
             if ((st = qr_plan_build_qdq(q, &one)) == QR_OK)
-                st = measure_outputs(q, &o, one.qdq, NULL, calib, o.nbatches, &mt);
+                st = measure_outputs(q, &o, one.qdq, NULL, calib, 0, &mt);
             qr_graph_free(one.qdq);
         } else
             out_acc_finish(q, &ef.acc[r], &mt);
         rk[r].effect = mt.nonfinite ? -INFINITY : mt.sqnr;
     }
+    if (size > 1) /* every rank's effects, each rank's in its turn order */
+        st = gather_effects(q, rk, nr, byrank, st);
     for (int i = 0; was && i < q->nslots; i++)
         q->slots[i].fallback = was[i];
     for (int r = 0; ef.acc && r < nr; r++)
         free(ef.acc[r].each);
     free(ef.cut), free(ef.order), free(ef.last), free(ef.whole), free(ef.acc), free(ef.val), free(ef.ext);
-    free(ef.outs), free(in), free(was);
+    free(ef.outs), free(in), free(was), free(byrank), free(mine);
     outref_free(&o);
     return st;
 }
@@ -1440,7 +1740,7 @@ static qr_status rebuild_measured(qr_qctx *q, qr_quantized *res, const outref *o
 {
     qr_status st = rebuild(q, res);
     if (st == QR_OK && !known)
-        st = measure_outputs(q, o, res->ig->g, res->ig, calib, o->nbatches, mt);
+        st = measure_outputs(q, o, res->ig->g, res->ig, calib, 1, mt);
     if (st != QR_OK)
         return st;
     res->output_sqnr = mt->sqnr;
@@ -1514,7 +1814,7 @@ static qr_status rest_error(qr_qctx *q, const qr_tensor *calib, int64_t count, c
     qr_quantized one = {0};
     out_metrics mt = {0};
     if ((st = qr_plan_build_qdq(q, &one)) == QR_OK)
-        st = measure_outputs(q, &o, one.qdq, NULL, calib, o.nbatches, &mt);
+        st = measure_outputs(q, &o, one.qdq, NULL, calib, 1, &mt);
     *rest = mt.nonfinite ? INFINITY : isfinite(mt.sqnr) ? pow(10, -mt.sqnr / 10) : 0;
     qr_graph_free(one.qdq);
     for (int l = 0; l < nl; l++)
@@ -1654,7 +1954,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         pg.total++;
     /* the local measurement's f32 run keeps the outputs every comparison reads; after a bias
      * correction they come from the model before it (q->ref), in a pass of their own */
-    qr_status st = q->ref ? outref_init(&o, q, calib, count) : outref_alloc(&o, q, count);
+    qr_status st = q->ref ? outref_init(&o, q, calib, count, 1) : outref_alloc(&o, q, count);
     /* rank = gain: the runs its estimate reads, beside the local one */
     int gain = choice_is(q, QR_SET_RANK, "gain");
     double *outs = calloc(4 * (size_t)q->g->n_outputs + 1, sizeof *outs);
@@ -1732,9 +2032,9 @@ qr_status qr_measure_output_sqnr(qr_qctx *q, const qr_quantized *res, const qr_t
 {
     outref o;
     out_metrics mt = {0};
-    qr_status st = outref_init(&o, q, calib, count);
+    qr_status st = outref_init(&o, q, calib, count, 1);
     if (st == QR_OK)
-        st = measure_outputs(q, &o, res->ig->g, res->ig, calib, o.nbatches, &mt);
+        st = measure_outputs(q, &o, res->ig->g, res->ig, calib, 1, &mt);
     *sqnr = mt.sqnr;
     if (st == QR_OK)
         outref_free(&o);
@@ -1810,8 +2110,10 @@ static qr_status count_top1(qr_qctx *q, const qr_graph *graph, void *user, const
     qr_status st = in && out ? qr_exec_new(graph, &eo, &x, q->e) : qr_errorf(q->e, "out of memory");
     int batch = qr_plan_batch(q);
     *correct = 0;
-    for (int64_t at = 0; st == QR_OK && at < n; at += batch) {
+    for (int64_t at = 0; st == QR_OK && at < n; at += batch) { /* under mpirun, this rank's batches */
         int64_t b = n - at < batch ? n - at : batch;
+        if (!my_batch(at / batch, (n + batch - 1) / batch))
+            continue;
         qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
         if ((st = qr_exec_run(x, in, out, q->e)) != QR_OK)
             break;
@@ -1832,7 +2134,7 @@ static qr_status count_top1(qr_qctx *q, const qr_graph *graph, void *user, const
     qr_exec_free(x);
     free(in);
     free(out);
-    return st;
+    return sum_counts(q, correct, 1, st);
 }
 
 qr_status qr_measure_top1(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, const qr_tensor *labels,

@@ -1109,9 +1109,9 @@ static qr_status pack_ranks(void *user, unsigned char **buf, size_t *len, size_t
     return QR_OK;
 }
 
-static qr_status merge_ranks(void *user, const unsigned char *buf, size_t n, qr_error *e)
+/* Merges a state another rank packed into this one's; or, set, takes it as this rank's own. */
+static qr_status take_ranks(rank_state *rs, const unsigned char *buf, size_t n, int set, qr_error *e)
 {
-    rank_state *rs = user;
     qr_qctx *q = rs->q;
     size_t at = 0;
     for (int i = 0; rs->calibrating && i < q->nslots; i++) {
@@ -1121,15 +1121,19 @@ static qr_status merge_ranks(void *user, const unsigned char *buf, size_t n, qr_
             return qr_errorf(e, "a calibration state received is truncated");
         memcpy(range, buf + at, sizeof range);
         at += sizeof range;
-        s->lo = range[0] < s->lo ? range[0] : s->lo;
-        s->hi = range[1] > s->hi ? range[1] : s->hi;
+        s->lo = set || range[0] < s->lo ? range[0] : s->lo;
+        s->hi = set || range[1] > s->hi ? range[1] : s->hi;
         if (s->kind != SLOT_CALIBRATED)
             continue;
         qr_calib *o = NULL;
         qr_status st = qr_calib_fresh(s->cal, &o, e);
         if (st == QR_OK)
             st = qr_calib_unpack(o, buf, n, &at, e);
-        if (st == QR_OK)
+        if (st == QR_OK && set) { /* rank 0's state as it is, not merged into a fresh one */
+            qr_calib_free(s->cal);
+            s->cal = o;
+            o = NULL;
+        } else if (st == QR_OK)
             st = qr_calib_merge(s->cal, o, e);
         qr_calib_free(o);
         if (st != QR_OK) {
@@ -1145,19 +1149,37 @@ static qr_status merge_ranks(void *user, const unsigned char *buf, size_t n, qr_
             double lo, hi;
             memcpy(&lo, buf + at + i * sizeof lo, sizeof lo);
             memcpy(&hi, buf + at + (k + i) * sizeof hi, sizeof hi);
-            q->dyn_lo[i] = lo < q->dyn_lo[i] ? lo : q->dyn_lo[i];
-            q->dyn_hi[i] = hi > q->dyn_hi[i] ? hi : q->dyn_hi[i];
+            q->dyn_lo[i] = set || lo < q->dyn_lo[i] ? lo : q->dyn_lo[i];
+            q->dyn_hi[i] = set || hi > q->dyn_hi[i] ? hi : q->dyn_hi[i];
         }
     } else if (at != n)
         return qr_errorf(e, "a calibration state received has %zu bytes too many", n - at);
     return QR_OK;
 }
 
+static qr_status merge_ranks(void *user, const unsigned char *buf, size_t n, qr_error *e)
+{
+    return take_ranks(user, buf, n, 0, e);
+}
+
 static qr_status reduce_ranks(qr_qctx *q, int calibrating, int dyn, qr_status local)
 {
     rank_state rs = {q, calibrating, dyn};
     qr_dist_reducer r = {&rs, pack_ranks, merge_ranks};
-    return qr_dist_reduce(&r, local, q->e);
+    qr_status st = qr_dist_reduce(&r, local, q->e);
+    if (!calibrating && !dyn)
+        return st;
+    /* then rank 0's result to every rank (or its error), so that every rank measures and searches
+     * with the same qparams (qmeasure.c spreads that work over the ranks) */
+    unsigned char *buf = NULL;
+    size_t len = 0, cap = 0;
+    if (st == QR_OK && qr_dist_rank() == 0)
+        st = pack_ranks(&rs, &buf, &len, &cap, q->e);
+    st = qr_dist_bcast(0, &buf, &len, st, q->e);
+    if (st == QR_OK && qr_dist_rank() != 0 && (st = take_ranks(&rs, buf, len, 1, q->e)) != QR_OK)
+        qr_error_prefix(q->e, "rank %d: rank 0's calibration states", qr_dist_rank());
+    free(buf);
+    return st;
 }
 
 static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *calib, int64_t count, int calibrating,
@@ -1985,11 +2007,6 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     if (st == QR_OK)
         st = run_batches(q, sim, calib, count, 1, "calibrate", &res->calib_ms);
     qr_graph_free(sim);
-    if (st == QR_OK && qr_dist_rank() != 0) { /* its share is in rank 0's states: rank 0 goes on alone */
-        res->samples = count;
-        res->calib_only = 1;
-        return QR_OK;
-    }
     /* Final choice: every calibrated slot solves over all it saw. */
     for (int i = 0; st == QR_OK && i < q->nslots; i++) {
         qr_slot *s = &q->slots[i];
@@ -2043,6 +2060,9 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
         if ((st = qr_measure_top1(q, res, calib, q->o->labels, count, q->top1)) != QR_OK)
             return st;
     }
+    /* under mpirun every rank took part in the measurements and the search (qmeasure.c) and holds
+     * the same decisions; rank 0 alone exports */
+    res->calib_only = qr_dist_rank() != 0;
     return check_agreement(q, res);
 }
 

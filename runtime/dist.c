@@ -30,11 +30,174 @@ int qr_dist_size(void)
     return started ? qr_dist_mpi.size : 1;
 }
 
-void qr_dist_share(int64_t n, int64_t *lo, int64_t *hi)
+void qr_dist_share_of(int64_t n, int rank, int64_t *lo, int64_t *hi)
 {
-    int64_t r = qr_dist_rank(), s = qr_dist_size();
+    int64_t r = rank, s = qr_dist_size();
     *lo = n * r / s;
     *hi = n * (r + 1) / s;
+}
+
+void qr_dist_share(int64_t n, int64_t *lo, int64_t *hi)
+{
+    qr_dist_share_of(n, qr_dist_rank(), lo, hi);
+}
+
+/* A status byte, then n bytes of data (QR_OK) or the error's message: one message of the
+ * all-gather and the broadcast. */
+static qr_status send_status(int to, qr_status st, const void *data, size_t n, const char *msg, qr_error *e)
+{
+    size_t len = st == QR_OK ? n : strlen(msg) + 1;
+    unsigned char *buf = malloc(len + 1);
+    if (!buf)
+        return qr_errorf(e, "out of memory");
+    buf[0] = st == QR_OK ? 0 : 1;
+    if (len)
+        memcpy(buf + 1, st == QR_OK ? data : msg, len);
+    qr_status s = qr_dist_mpi.send(to, buf, len + 1, e);
+    free(buf);
+    return s;
+}
+
+/* The message from `from` (send_status): 0 and its data at *buf + 1, n bytes; 1 and its error in
+ * err ("rank R: " added unless it names a rank already); -1 when the transport failed (e). */
+static int recv_status(int from, unsigned char **buf, size_t *n, qr_error *err, qr_error *e)
+{
+    if (qr_dist_mpi.recv(from, buf, n, e) != QR_OK) {
+        qr_error_prefix(e, "rank %d", qr_dist_rank());
+        return -1;
+    }
+    if (*n < 1) {
+        qr_errorf(e, "rank %d: an empty message from rank %d", qr_dist_rank(), from);
+        return -1;
+    }
+    if ((*buf)[0] == 0) {
+        *n -= 1;
+        return 0;
+    }
+    (*buf)[*n] = 0; /* recv leaves room for a byte past the message */
+    const char *msg = (const char *)*buf + 1;
+    if (!strncmp(msg, "rank ", 5))
+        snprintf(err->msg, sizeof err->msg, "%s", msg);
+    else
+        snprintf(err->msg, sizeof err->msg, "rank %d: %s", from, msg);
+    return 1;
+}
+
+qr_status qr_dist_allgather(double *all, const int64_t *counts, qr_status local, qr_error *e)
+{
+    int size = qr_dist_size(), rank = qr_dist_rank();
+    if (size <= 1)
+        return local;
+    size_t at = 0, total = 0, mine = 0;
+    for (int k = 0; k < size; k++) {
+        if (k == rank)
+            mine = at;
+        at += (size_t)counts[k];
+    }
+    total = at;
+    qr_error first;
+    qr_status st = local;
+    if (st != QR_OK)
+        snprintf(first.msg, sizeof first.msg, "rank %d: %s", rank, e->msg);
+    if (rank != 0) {
+        unsigned char *buf = NULL;
+        size_t n = 0;
+        qr_error re;
+        int got = send_status(0, st, all + mine, sizeof *all * (size_t)counts[rank], first.msg, e) == QR_OK
+                      ? recv_status(0, &buf, &n, &re, e) : -1;
+        if (got == 0 && n != sizeof *all * total) {
+            qr_errorf(e, "rank %d: an all-gather of %zu bytes from rank 0, not %zu", rank, n, sizeof *all * total);
+            got = -1;
+        }
+        if (got == 0 && st == QR_OK && n)
+            memcpy(all, buf + 1, n);
+        free(buf);
+        if (st != QR_OK) /* its own error (it took part, so that no rank waits for it) */
+            memcpy(e, &first, sizeof *e);
+        else if (got == 1) /* another rank's, as rank 0 tells it */
+            memcpy(e, &re, sizeof *e);
+        return st != QR_OK || got != 0 ? QR_ERR : QR_OK;
+    }
+    /* rank 0: every other rank's block, from rank 1 up, into its place */
+    at = (size_t)counts[0];
+    qr_status fatal = QR_OK;
+    for (int k = 1; k < size; k++) {
+        unsigned char *buf = NULL;
+        size_t n = 0;
+        qr_error re;
+        int got = recv_status(k, &buf, &n, &re, e);
+        if (got < 0) {
+            free(buf);
+            fatal = QR_ERR; /* the transport failed: nothing more can be trusted */
+            snprintf(first.msg, sizeof first.msg, "%s", e->msg);
+            break;
+        }
+        if (got == 0 && n != sizeof *all * (size_t)counts[k]) {
+            snprintf(re.msg, sizeof re.msg, "rank %d: sent %zu bytes to an all-gather, not %zu", k, n,
+                     sizeof *all * (size_t)counts[k]);
+            got = 1;
+        }
+        if (got == 0) {
+            if (n)
+                memcpy(all + at, buf + 1, n);
+        } else if (st == QR_OK) {
+            memcpy(&first, &re, sizeof first);
+            st = QR_ERR;
+        }
+        free(buf);
+        at += (size_t)counts[k];
+    }
+    if (fatal != QR_OK) {
+        memcpy(e, &first, sizeof *e);
+        return QR_ERR;
+    }
+    for (int k = 1; k < size; k++)
+        if (send_status(k, st, all, sizeof *all * total, first.msg, e) != QR_OK) {
+            qr_error_prefix(e, "rank 0");
+            return QR_ERR;
+        }
+    if (st != QR_OK)
+        memcpy(e, &first, sizeof *e);
+    return st;
+}
+
+qr_status qr_dist_bcast(int root, unsigned char **buf, size_t *n, qr_status local, qr_error *e)
+{
+    int size = qr_dist_size(), rank = qr_dist_rank();
+    if (size <= 1)
+        return local;
+    qr_error first;
+    if (local != QR_OK)
+        snprintf(first.msg, sizeof first.msg, "rank %d: %s", rank, e->msg);
+    if (rank == root) {
+        for (int k = 0; k < size; k++)
+            if (k != root && send_status(k, local, *buf, *n, first.msg, e) != QR_OK) {
+                qr_error_prefix(e, "rank %d", rank);
+                return QR_ERR;
+            }
+        if (local != QR_OK)
+            memcpy(e, &first, sizeof *e);
+        return local;
+    }
+    unsigned char *got = NULL;
+    size_t len = 0;
+    qr_error re;
+    int s = recv_status(root, &got, &len, &re, e);
+    if (local != QR_OK) { /* its own error first (it received, so that no message is left behind) */
+        free(got);
+        memcpy(e, &first, sizeof *e);
+        return local;
+    }
+    if (s != 0) {
+        free(got);
+        if (s == 1)
+            memcpy(e, &re, sizeof *e);
+        return QR_ERR;
+    }
+    memmove(got, got + 1, len);
+    *buf = got;
+    *n = len;
+    return QR_OK;
 }
 
 /* A message up the tree: a status byte, then the state (QR_OK) or the error's message. */

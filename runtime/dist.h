@@ -31,6 +31,8 @@ int qr_dist_size(void);
 /* The samples [lo, hi) of n that this rank takes: contiguous shares in rank order, sizes differing
  * by at most one. */
 void qr_dist_share(int64_t n, int64_t *lo, int64_t *hi);
+/* The same for rank `rank` (of qr_dist_size()). */
+void qr_dist_share_of(int64_t n, int rank, int64_t *lo, int64_t *hi);
 
 /* A reduction of one state per rank into rank 0's, over a binomial tree: at step k (1, 2, 4, ...)
  * rank r with bit k set sends its state to r - k and is done; the others receive from r + k (when
@@ -55,5 +57,18 @@ qr_status qr_dist_reduce(const qr_dist_reducer *r, qr_status local, qr_error *e)
  * on a difference rank 0's error names the ranks and inputs, the others' say "rank 0 reports". */
 qr_status qr_dist_same(const unsigned char *const *digests, const char *const *what, int n, size_t len,
                        qr_error *e);
+
+/* Every rank's block of doubles onto every rank (an all-gather): rank r's counts[r] doubles are at
+ * all + counts[0] + ... + counts[r - 1], where each rank put its own before the call. The blocks go
+ * to rank 0 (received rank by rank, in rank order, never in arrival order) and the whole back to
+ * every rank, so every rank ends with the same bytes and a caller that adds them in a fixed order
+ * gets the same sums at every N. `local`: this rank's status so far; an error on any rank comes
+ * back on every rank ("rank R: ...", the lowest failing rank's), so that none waits for it. */
+qr_status qr_dist_allgather(double *all, const int64_t *counts, qr_status local, qr_error *e);
+
+/* n bytes from rank `root` to every rank: root's *buf and *n are sent; on the others *buf becomes a
+ * malloc'd copy (the caller frees it) and *n its length. `local` as for qr_dist_allgather (root's
+ * error arrives instead of its bytes; another rank's stays its own). */
+qr_status qr_dist_bcast(int root, unsigned char **buf, size_t *n, qr_status local, qr_error *e);
 
 #endif
