@@ -97,6 +97,58 @@ Test(dist, np3_matches_one_process)
     }
 }
 
+/* Whether dir/a.json and dir/b.json, JSON reports, hold the same bytes but for their timings. */
+static int same_report(const char *a, const char *b)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "grep -v '_ms\"' '%s/%s.json' > '%s/%s.t' && grep -v '_ms\"' '%s/%s.json' > '%s/%s.t' && "
+                              "cmp -s '%s/%s.t' '%s/%s.t'", dir, a, dir, a, dir, b, dir, b, dir, a, dir, b);
+    int ok = tu_run(cmd, NULL) == 0;
+    snprintf(cmd, sizeof cmd, "rm -f '%s/%s.t' '%s/%s.t'", dir, a, dir, b);
+    tu_run(cmd, NULL);
+    return ok;
+}
+
+/* The measurements and the search run on every rank, each on its share of the batches (the effect
+ * runs: of the layers), their sums gathered and added in batch order: -np 3 and -np 1 give one
+ * process's export, qparams and report (every figure but the timings). tests/recipes/dist-search.qrl:
+ * `search` sends 2 of the CNN's layers back to f32 (the effect runs, then a binary search), with
+ * top-1 on the labels (a run per layer); `mixed` chooses f32 or int8 per layer under a budget, and
+ * its report prints the layers' effects and the rest's error in full (%.17g): in batches of 2 the
+ * rest is measured on 4 batches, split 1, 1, 2 over 3 ranks, so a sum added in another grouping
+ * (the ranks' partial sums added up) shows there. */
+Test(dist, search_matches_one_process)
+{
+    need_mpirun();
+    const char *extra[] = {"--recipe-name search --calib-count 200 --batch 16 --labels '%s/calib_labels.npy'",
+                           "--recipe-name mixed --calib-count 200 --batch 2"};
+    for (int i = 0; i < 2; i++) {
+        char q[2048], x[1024], rep[1024];
+        snprintf(x, sizeof x, extra[i], data_dir());
+        quantize_cmd(q, sizeof q, "tests/recipes/dist-search.qrl", x);
+        const char *tags[] = {"one", "np1", "np3"}, *pre[] = {"", MPIRUN " -np 1", MPIRUN " -np 3"};
+        for (int k = 0; k < 3; k++) {
+            char qr[4096];
+            snprintf(rep, sizeof rep, "--report '%s/%s-r.json'", dir, tags[k]);
+            snprintf(qr, sizeof qr, "%s %s", q, rep);
+            quantize_ok(pre[k], qr, tags[k]);
+        }
+        char path[1024];
+        snprintf(path, sizeof path, "%s/one-r.json", dir);
+        char *log = tu_slurp(path);
+        cr_assert(log && strstr(log, i ? "\"mixed\"" : "\"fallback\": true"), "%s: no search in the report:\n%s", x,
+                  log ? log : "");
+        free(log);
+        for (int k = 1; k < 3; k++) {
+            char rt[64];
+            snprintf(rt, sizeof rt, "%s-r", tags[k]);
+            cr_expect(same("one", tags[k], "onnx"), "%s: %s's export differs from one process's", x, tags[k]);
+            cr_expect(same("one", tags[k], "json"), "%s: %s's qparams differ from one process's", x, tags[k]);
+            cr_expect(same_report("one-r", rt), "%s: %s's report differs from one process's", x, tags[k]);
+        }
+    }
+}
+
 /* tests/recipes/bad-merge.qrl's bad_merge drops merged states of several batches. One process on
  * one thread merges only one-batch states: it calibrates exactly as minmax (good_merge). Three ranks
  * of 4 batches each merge states of 4 batches: ranks 1 and 2 are lost, and the qparams change.
