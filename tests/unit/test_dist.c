@@ -1,8 +1,10 @@
 /* Distributed calibration's mechanism in one process (runtime/dist.h, qr_calib_pack/unpack): a
- * calibrator state through its typed layout and back, and the reduction tree over a transport
- * that queues messages in memory (tests/e2e/test_dist.c runs the same over Open MPI). */
+ * calibrator state through its typed layout and back, the reduction tree, the all-gather and the
+ * broadcast over a transport that queues messages in memory (tests/e2e/test_dist.c runs the same
+ * over Open MPI). */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,8 +151,42 @@ static qr_status fake_send(int to, const void *buf, size_t n, qr_error *e)
     return QR_OK;
 }
 
+/* Ranks on threads (run_ranks), for the exchanges where a rank sends after it has received: one
+ * runs at a time, holding mu, and hands the turn on when it waits for a message not yet sent; a
+ * wait no rank can end is a deadlock, reported as an error. */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int threaded, turn, nthreads, deadlock;
+static int finished[RANKS], waits_for[RANKS]; /* waits_for: -1 or the rank it waits a message from */
+
+/* The turn to the next rank after me (in rank order, round) that can run; 0 when none can. */
+static int hand_on(int me)
+{
+    for (int i = 1; i <= nthreads; i++) {
+        int c = (me + i) % nthreads;
+        if (!finished[c] && (waits_for[c] < 0 || queue[waits_for[c]][c])) {
+            turn = c;
+            pthread_cond_broadcast(&cv);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static qr_status fake_recv(int from, unsigned char **buf, size_t *n, qr_error *e)
 {
+    int me = qr_dist_mpi.rank;
+    if (threaded && !queue[from][me]) {
+        waits_for[me] = from;
+        if (!hand_on(me)) {
+            deadlock = 1;
+            pthread_cond_broadcast(&cv);
+        }
+        while (turn != me && !deadlock)
+            pthread_cond_wait(&cv, &mu);
+        waits_for[me] = -1;
+        qr_dist_mpi.rank = me;
+    }
     msg *m = queue[from][qr_dist_mpi.rank];
     if (!m)
         return qr_errorf(e, "rank %d would wait for rank %d forever", qr_dist_mpi.rank, from);
@@ -238,5 +274,162 @@ Test(dist, reduction_tree_merges_contiguous_ranks_lower_first)
     cr_expect_str_eq(e.msg, "rank 0: boom");
     qr_dist_mpi.rank = 0;
     qr_dist_mpi.size = 1;
+    qrl_dist_end(0);
+}
+
+/* ------------------------------------------------- the gather and the broadcast */
+
+typedef struct rank_job {
+    int rank;
+    void (*fn)(struct rank_job *);
+    int fails;          /* the rank with a local error (-1: none) */
+    double all[64];     /* the gather's result on this rank */
+    int64_t counts[RANKS];
+    int root;           /* the broadcast's */
+    char got[64];       /* the broadcast's bytes on this rank */
+    qr_status st;
+    qr_error e;
+} rank_job;
+
+static void *rank_main(void *p)
+{
+    rank_job *j = p;
+    pthread_mutex_lock(&mu);
+    while (turn != j->rank && !deadlock)
+        pthread_cond_wait(&cv, &mu);
+    qr_dist_mpi.rank = j->rank;
+    if (!deadlock)
+        j->fn(j);
+    else
+        j->st = qr_errorf(&j->e, "deadlock");
+    finished[j->rank] = 1;
+    int all = 1;
+    for (int r = 0; r < nthreads; r++)
+        all &= finished[r];
+    if (!all && !hand_on(j->rank)) { /* the others wait for messages none will send */
+        deadlock = 1;
+        pthread_cond_broadcast(&cv);
+    }
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+/* Runs jobs[0..size) as ranks on threads, rank `first` first; no message left unreceived. */
+static void run_ranks(rank_job *jobs, int size, int first)
+{
+    pthread_t t[RANKS];
+    qr_dist_mpi.size = nthreads = size;
+    threaded = 1, deadlock = 0, turn = first;
+    for (int r = 0; r < size; r++)
+        finished[r] = 0, waits_for[r] = -1, jobs[r].rank = r;
+    for (int r = 0; r < size; r++)
+        cr_assert_eq(pthread_create(&t[r], NULL, rank_main, &jobs[r]), 0);
+    for (int r = 0; r < size; r++)
+        pthread_join(t[r], NULL);
+    cr_expect(!deadlock, "the ranks deadlocked");
+    threaded = 0;
+    for (int i = 0; i < RANKS; i++)
+        for (int k = 0; k < RANKS; k++) {
+            cr_expect_null(queue[i][k], "a message from rank %d to rank %d was never received", i, k);
+            while (queue[i][k]) {
+                msg *m = queue[i][k];
+                queue[i][k] = m->next;
+                free(m);
+            }
+        }
+    qr_dist_mpi.rank = 0;
+    qr_dist_mpi.size = 1;
+}
+
+/* Rank r's block: counts[r] values r * 100 + i. */
+static void gather_job(rank_job *j)
+{
+    int64_t at = 0;
+    for (int k = 0; k < j->rank; k++)
+        at += j->counts[k];
+    for (int64_t i = 0; i < j->counts[j->rank]; i++)
+        j->all[at + i] = j->rank * 100 + (double)i;
+    qr_status local = j->rank == j->fails ? qr_errorf(&j->e, "boom") : QR_OK;
+    j->st = qr_dist_allgather(j->all, j->counts, local, &j->e);
+}
+
+/* Every rank ends with every block in rank order (blocks of 2, 0, 3, 1 and 2 doubles), however the
+ * ranks are scheduled (rank 4 first: its block is sent before the others'); an error on one rank
+ * comes back on every rank with that rank's number, and the lowest failing rank's. */
+Test(dist, allgather_places_blocks_in_rank_order)
+{
+    char err[256];
+    cr_assert_eq(qrl_dist_start(NULL, NULL, err, sizeof err), 0, "%s", err);
+    static rank_job jobs[RANKS];
+    const int64_t counts[5] = {2, 0, 3, 1, 2};
+    for (int first = 0; first < 5; first += 4) {
+        memset(jobs, 0, sizeof jobs);
+        for (int r = 0; r < 5; r++) {
+            jobs[r].fn = gather_job, jobs[r].fails = -1;
+            memcpy(jobs[r].counts, counts, sizeof counts);
+        }
+        run_ranks(jobs, 5, first);
+        const double want[8] = {0, 1, 200, 201, 202, 300, 400, 401};
+        for (int r = 0; r < 5; r++) {
+            cr_assert_eq(jobs[r].st, QR_OK, "rank %d: %s", r, jobs[r].e.msg);
+            for (int i = 0; i < 8; i++)
+                cr_expect_eq(jobs[r].all[i], want[i], "rank %d (rank %d first): element %d is %g, not %g", r, first,
+                             i, jobs[r].all[i], want[i]);
+        }
+    }
+    for (int fails = 0; fails < 5; fails += 2) {
+        memset(jobs, 0, sizeof jobs);
+        for (int r = 0; r < 5; r++) {
+            jobs[r].fn = gather_job, jobs[r].fails = fails;
+            memcpy(jobs[r].counts, counts, sizeof counts);
+        }
+        run_ranks(jobs, 5, 4);
+        char want[64];
+        snprintf(want, sizeof want, "rank %d: boom", fails);
+        for (int r = 0; r < 5; r++) {
+            cr_expect_eq(jobs[r].st, QR_ERR, "rank %d: rank %d's error did not reach it", r, fails);
+            cr_expect_str_eq(jobs[r].e.msg, want, "rank %d", r);
+        }
+    }
+    qrl_dist_end(0);
+}
+
+static void bcast_job(rank_job *j)
+{
+    unsigned char *buf = NULL;
+    size_t n = 0;
+    char mine[32];
+    snprintf(mine, sizeof mine, "from rank %d", j->rank);
+    if (j->rank == j->root)
+        buf = (unsigned char *)mine, n = strlen(mine) + 1;
+    qr_status local = j->rank == j->fails ? qr_errorf(&j->e, "no state") : QR_OK;
+    j->st = qr_dist_bcast(j->root, &buf, &n, local, &j->e);
+    if (j->st == QR_OK)
+        snprintf(j->got, sizeof j->got, "%.*s", (int)n, (const char *)buf);
+    if (j->rank != j->root)
+        free(buf);
+}
+
+/* The root's bytes reach every rank; the root's error reaches every rank instead. */
+Test(dist, bcast_sends_the_roots_bytes_or_its_error)
+{
+    char err[256];
+    cr_assert_eq(qrl_dist_start(NULL, NULL, err, sizeof err), 0, "%s", err);
+    static rank_job jobs[RANKS];
+    for (int fails = -1; fails <= 2; fails += 3) {
+        memset(jobs, 0, sizeof jobs);
+        for (int r = 0; r < 4; r++)
+            jobs[r].fn = bcast_job, jobs[r].fails = fails, jobs[r].root = 2;
+        run_ranks(jobs, 4, 0);
+        for (int r = 0; r < 4; r++) {
+            if (fails < 0) {
+                cr_expect_eq(jobs[r].st, QR_OK, "rank %d: %s", r, jobs[r].e.msg);
+                cr_expect_str_eq(jobs[r].got, "from rank 2", "rank %d", r);
+            } else {
+                cr_expect_eq(jobs[r].st, QR_ERR, "rank %d", r);
+                cr_expect_str_eq(jobs[r].e.msg, "rank 2: no state", "rank %d", r);
+            }
+        }
+    }
     qrl_dist_end(0);
 }
