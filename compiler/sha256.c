@@ -2,6 +2,11 @@
 
 #include <string.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -52,6 +57,73 @@ static void block(qc_sha256_ctx *s, const unsigned char *p)
     s->h[7] += h;
 }
 
+int qc_sha256_portable;
+
+#if defined(__x86_64__)
+/* nb blocks with the SHA extensions (SHA-NI: AMD since Zen, Intel since Ice Lake), several times
+ * faster than block(): what matters when the ranks of a distributed quantize hash the model and the
+ * calibration data (api/quantize.c), and the export hashes the samples. The state goes in the
+ * lanes sha256rnds2 wants (ABEF, CDGH) and back; each group of 4 rounds adds its 4 words of K, the
+ * message schedule runs 3 groups ahead (sha256msg1, then sha256msg2 with the words 7 back). */
+__attribute__((target("sha,sse4.1,ssse3"))) static void blocks_ni(uint32_t h[8], const unsigned char *p, size_t nb)
+{
+    const __m128i mask = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL); /* big-endian words */
+    __m128i tmp = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[0]), 0xB1);    /* CDAB */
+    __m128i s1 = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[4]), 0x1B);     /* EFGH */
+    __m128i s0 = _mm_alignr_epi8(tmp, s1, 8);                                          /* ABEF */
+    s1 = _mm_blend_epi16(s1, tmp, 0xF0);                                               /* CDGH */
+    for (; nb > 0; nb--, p += 64) {
+        __m128i abef = s0, cdgh = s1, m[4];
+        for (int g = 0; g < 16; g++) { /* rounds 4g .. 4g + 3 */
+            if (g < 4)
+                m[g] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * g)), mask);
+            __m128i msg = _mm_add_epi32(m[g % 4], _mm_loadu_si128((const __m128i *)&K[4 * g]));
+            s1 = _mm_sha256rnds2_epu32(s1, s0, msg);
+            if (g >= 3 && g <= 14) { /* the words of group g + 1 */
+                __m128i t = _mm_alignr_epi8(m[g % 4], m[(g + 3) % 4], 4);
+                m[(g + 1) % 4] = _mm_sha256msg2_epu32(_mm_add_epi32(m[(g + 1) % 4], t), m[g % 4]);
+            }
+            s0 = _mm_sha256rnds2_epu32(s0, s1, _mm_shuffle_epi32(msg, 0x0E));
+            if (g >= 1 && g <= 12)
+                m[(g + 3) % 4] = _mm_sha256msg1_epu32(m[(g + 3) % 4], m[g % 4]);
+        }
+        s0 = _mm_add_epi32(s0, abef);
+        s1 = _mm_add_epi32(s1, cdgh);
+    }
+    tmp = _mm_shuffle_epi32(s0, 0x1B);    /* FEBA */
+    s1 = _mm_shuffle_epi32(s1, 0xB1);     /* DCHG */
+    s0 = _mm_blend_epi16(tmp, s1, 0xF0);  /* DCBA */
+    s1 = _mm_alignr_epi8(s1, tmp, 8);     /* HGFE */
+    _mm_storeu_si128((__m128i *)&h[0], s0);
+    _mm_storeu_si128((__m128i *)&h[4], s1);
+}
+
+/* Whether this CPU has the SHA extensions and SSE4.1 (cpuid: leaf 7 ebx bit 29, leaf 1 ecx bit 19). */
+static int have_ni(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        unsigned a, b, c, d;
+        int sse41 = __get_cpuid(1, &a, &b, &c, &d) && (c >> 19 & 1) && (c >> 9 & 1);
+        known = sse41 && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 29 & 1);
+    }
+    return known;
+}
+#endif
+
+/* nb consecutive blocks. */
+static void blocks(qc_sha256_ctx *s, const unsigned char *p, size_t nb)
+{
+#if defined(__x86_64__)
+    if (!qc_sha256_portable && have_ni()) {
+        blocks_ni(s->h, p, nb);
+        return;
+    }
+#endif
+    for (; nb > 0; nb--, p += 64)
+        block(s, p);
+}
+
 void qc_sha256_init(qc_sha256_ctx *s)
 {
     static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
@@ -73,11 +145,12 @@ void qc_sha256_update(qc_sha256_ctx *s, const void *data, size_t n)
         n -= k;
         if (s->nbuf < 64)
             return;
-        block(s, s->buf);
+        blocks(s, s->buf, 1);
         s->nbuf = 0;
     }
-    for (; n >= 64; p += 64, n -= 64)
-        block(s, p);
+    blocks(s, p, n / 64);
+    p += n / 64 * 64;
+    n %= 64;
     memcpy(s->buf, p, n);
     s->nbuf = n;
 }

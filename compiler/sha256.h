@@ -19,6 +19,8 @@ typedef struct qc_sha256_ctx {
 void qc_sha256_init(qc_sha256_ctx *s);
 void qc_sha256_update(qc_sha256_ctx *s, const void *p, size_t n);
 void qc_sha256_final(qc_sha256_ctx *s, unsigned char out[QC_SHA256_LEN]);
+/* Non-zero: the portable code even where the CPU has the SHA extensions (the tests check both). */
+extern int qc_sha256_portable;
 /* One call: the digest of p[0..n). */
 void qc_sha256(const void *p, size_t n, unsigned char out[QC_SHA256_LEN]);
 
