@@ -102,8 +102,9 @@ typedef struct qr_quantized {
     int nnotes;
     qr_graph *upgraded; /* the model upgraded to opset 13 that was quantized (an older one's copy), or NULL */
     qr_graph *transformed; /* the recipe's transform applied to the model: what was quantized, or NULL */
-    int calib_only; /* a rank other than 0 of a distributed job (runtime/dist.h): it calibrated its share of
-                     * the samples, which rank 0 holds now; nothing else is set */
+    int calib_only; /* a rank other than 0 of a distributed job (runtime/dist.h): it took its share of the
+                     * calibration, measurements and search, and exports nothing (its layers and export
+                     * form are not filled in) */
     struct qr_mixed_info *mixed; /* mixed precision's layers, choices and front (quantizer/mixed.h), or NULL */
     qr_graph *reference;   /* the model before the recipe's bias corrections, which the outputs are judged
                             * against (they change the transformed model's f32 function), or NULL */
