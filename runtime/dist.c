@@ -42,6 +42,18 @@ void qr_dist_share(int64_t n, int64_t *lo, int64_t *hi)
     qr_dist_share_of(n, qr_dist_rank(), lo, hi);
 }
 
+/* This rank's error message as the others see it: "rank R: ...", unless it came from another
+ * rank (an earlier exchange) and names it already. */
+static void own_error(char *out, size_t n, int rank, const char *msg)
+{
+    int r;
+    char c;
+    if (sscanf(msg, "rank %d%c", &r, &c) == 2 && c == ':')
+        snprintf(out, n, "%s", msg);
+    else
+        snprintf(out, n, "rank %d: %s", rank, msg);
+}
+
 /* A status byte, then n bytes of data (QR_OK) or the error's message: one message of the
  * all-gather and the broadcast. */
 static qr_status send_status(int to, qr_status st, const void *data, size_t n, const char *msg, qr_error *e)
@@ -59,7 +71,7 @@ static qr_status send_status(int to, qr_status st, const void *data, size_t n, c
 }
 
 /* The message from `from` (send_status): 0 and its data at *buf + 1, n bytes; 1 and its error in
- * err ("rank R: " added unless it names a rank already); -1 when the transport failed (e). */
+ * err (own_error: the rank that had it); -1 when the transport failed (e). */
 static int recv_status(int from, unsigned char **buf, size_t *n, qr_error *err, qr_error *e)
 {
     if (qr_dist_mpi.recv(from, buf, n, e) != QR_OK) {
@@ -75,11 +87,7 @@ static int recv_status(int from, unsigned char **buf, size_t *n, qr_error *err, 
         return 0;
     }
     (*buf)[*n] = 0; /* recv leaves room for a byte past the message */
-    const char *msg = (const char *)*buf + 1;
-    if (!strncmp(msg, "rank ", 5))
-        snprintf(err->msg, sizeof err->msg, "%s", msg);
-    else
-        snprintf(err->msg, sizeof err->msg, "rank %d: %s", from, msg);
+    own_error(err->msg, sizeof err->msg, from, (const char *)*buf + 1);
     return 1;
 }
 
@@ -98,7 +106,7 @@ qr_status qr_dist_allgather(double *all, const int64_t *counts, qr_status local,
     qr_error first;
     qr_status st = local;
     if (st != QR_OK)
-        snprintf(first.msg, sizeof first.msg, "rank %d: %s", rank, e->msg);
+        own_error(first.msg, sizeof first.msg, rank, e->msg);
     if (rank != 0) {
         unsigned char *buf = NULL;
         size_t n = 0;
@@ -168,7 +176,7 @@ qr_status qr_dist_bcast(int root, unsigned char **buf, size_t *n, qr_status loca
         return local;
     qr_error first;
     if (local != QR_OK)
-        snprintf(first.msg, sizeof first.msg, "rank %d: %s", rank, e->msg);
+        own_error(first.msg, sizeof first.msg, rank, e->msg);
     if (rank == root) {
         for (int k = 0; k < size; k++)
             if (k != root && send_status(k, local, *buf, *n, first.msg, e) != QR_OK) {

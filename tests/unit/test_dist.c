@@ -351,11 +351,13 @@ static void gather_job(rank_job *j)
         j->all[at + i] = j->rank * 100 + (double)i;
     qr_status local = j->rank == j->fails ? qr_errorf(&j->e, "boom") : QR_OK;
     j->st = qr_dist_allgather(j->all, j->counts, local, &j->e);
+    if (j->fails >= 0) /* the next exchange, every rank failed: the message keeps the rank that had it */
+        j->st = qr_dist_allgather(j->all, j->counts, j->st, &j->e);
 }
 
 /* Every rank ends with every block in rank order (blocks of 2, 0, 3, 1 and 2 doubles), however the
  * ranks are scheduled (rank 4 first: its block is sent before the others'); an error on one rank
- * comes back on every rank with that rank's number, and the lowest failing rank's. */
+ * comes back on every rank with that rank's number, and through the next exchange unchanged. */
 Test(dist, allgather_places_blocks_in_rank_order)
 {
     char err[256];
