@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "exec.h"
 #include "quantize_plan.h"
 #include "weight_only.h"
@@ -243,8 +244,14 @@ static qr_status sensitivities(mctx *m, const samples *choose, double g_bytes)
         total += is_f32(m, c) ? 0 : nl;
     double t0 = qr_plan_now_ms();
     qr_status st = QR_OK;
+    /* under mpirun the layers are dealt out, rank r taking layers r, r + N, ...: each rank measures
+     * its own, and every rank then gets every layer's figures (a layer's are one rank's, as one
+     * process computes them) */
+    int size = qr_dist_size(), rank = qr_dist_rank();
     for (int l = 0; st == QR_OK && l < nl; l++) {
         qr_mixed_layer *ly = &mi->layers[l];
+        if (l % size != rank)
+            continue;
         for (int c = 0; st == QR_OK && c < nc; c++) {
             if (is_f32(m, c)) {
                 ly->bytes[c] = 4 * ly->weights;
@@ -260,9 +267,33 @@ static qr_status sensitivities(mctx *m, const samples *choose, double g_bytes)
                 st = error_of(choose, d, m->o->threads, &ly->err2[c], m->e);
             }
             qr_graph_free(d);
-            qr_plan_progress(m->o, "mixed    ", ++done, total, t0);
+            qr_plan_progress(m->o, "mixed    ", done += size, total, t0);
         }
     }
+    if (size <= 1)
+        return st;
+    /* rank k's block: bytes and err2 of each choice, for its layers in order */
+    int64_t *counts = calloc((size_t)size, sizeof *counts);
+    double *all = calloc(2 * (size_t)nl * (size_t)nc + 1, sizeof *all);
+    if (!counts || !all) {
+        free(counts), free(all);
+        return qr_errorf(m->e, "out of memory");
+    }
+    size_t at = 0;
+    for (int k = 0; k < size; k++)
+        for (int l = k; l < nl; l += size) {
+            counts[k] += 2 * nc;
+            for (int c = 0; k == rank && c < nc; c++)
+                all[at + (size_t)c] = mi->layers[l].bytes[c], all[at + (size_t)(nc + c)] = mi->layers[l].err2[c];
+            at += 2 * (size_t)nc;
+        }
+    st = qr_dist_allgather(all, counts, st, m->e);
+    at = 0;
+    for (int k = 0; st == QR_OK && k < size; k++)
+        for (int l = k; l < nl; l += size, at += 2 * (size_t)nc)
+            for (int c = 0; c < nc; c++)
+                mi->layers[l].bytes[c] = all[at + (size_t)c], mi->layers[l].err2[c] = all[at + (size_t)(nc + c)];
+    free(counts), free(all);
     return st;
 }
 

@@ -116,16 +116,19 @@ static int same_report(const char *a, const char *b)
  * top-1 on the labels (a run per layer); `mixed` chooses f32 or int8 per layer under a budget, and
  * its report prints the layers' effects and the rest's error in full (%.17g): in batches of 2 the
  * rest is measured on 4 batches, split 1, 1, 2 over 3 ranks, so a sum added in another grouping
- * (the ranks' partial sums added up) shows there. */
+ * (the ranks' partial sums added up) shows there. And weight-only mixed precision (mixed-w48.qrl),
+ * which every rank runs whole but for the layers' sensitivities, dealt out by layer (2 layers: rank
+ * 2 has none). */
 Test(dist, search_matches_one_process)
 {
     need_mpirun();
     const char *extra[] = {"--recipe-name search --calib-count 200 --batch 16 --labels '%s/calib_labels.npy'",
-                           "--recipe-name mixed --calib-count 200 --batch 2"};
-    for (int i = 0; i < 2; i++) {
+                           "--recipe-name mixed --calib-count 200 --batch 2", "--calib-count 200"};
+    const char *recipe[] = {"tests/recipes/dist-search.qrl", "tests/recipes/dist-search.qrl", "recipes/mixed-w48.qrl"};
+    for (int i = 0; i < 3; i++) {
         char q[2048], x[1024], rep[1024];
         snprintf(x, sizeof x, extra[i], data_dir());
-        quantize_cmd(q, sizeof q, "tests/recipes/dist-search.qrl", x);
+        quantize_cmd(q, sizeof q, recipe[i], x);
         const char *tags[] = {"one", "np1", "np3"}, *pre[] = {"", MPIRUN " -np 1", MPIRUN " -np 3"};
         for (int k = 0; k < 3; k++) {
             char qr[4096];
