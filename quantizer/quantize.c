@@ -1928,6 +1928,27 @@ static qr_status check_agreement(qr_qctx *q, const qr_quantized *res)
     return QR_OK;
 }
 
+/* Under mpirun, after every rank solved rank 0's states: whether they all hold rank 0's qparams
+ * (a calibrator whose typed layout left part of its state out would solve otherwise on the others,
+ * and their measurements would not be rank 0's). A 64-bit FNV-1a of every slot's scale, zero point
+ * and fallback. */
+static qr_status same_qparams(qr_qctx *q)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int i = 0; i < q->nslots; i++) {
+        const qr_slot *s = &q->slots[i];
+        int64_t v[3] = {s->qp.zero, s->fallback, 0};
+        memcpy(&v[2], &s->qp.scale, sizeof v[2]);
+        const unsigned char *b = (const unsigned char *)v;
+        for (size_t k = 0; k < sizeof v; k++)
+            h = (h ^ b[k]) * 0x100000001b3ULL;
+    }
+    const unsigned char *d = (const unsigned char *)&h;
+    const char *what = "the qparams solved from rank 0's calibration states: a calibrator's add_state layout "
+                       "misses part of its state";
+    return qr_dist_same(&d, &what, 1, sizeof h, q->e);
+}
+
 /* Calibration over the samples, then the QDQ graph, its measurement against f32 and the
  * recipe's fallback (which rebuilds the QDQ graph without the tensors that fail it). */
 static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count,
@@ -2026,6 +2047,8 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     resolve_same(q);
     for (int i = 0; i < q->nslots; i++) /* the export stores f32 scales: what runs uses them too */
         q->slots[i].qp.scale = (float)q->slots[i].qp.scale;
+    if (qr_dist_size() > 1 && (st = same_qparams(q)) != QR_OK)
+        return st;
     res->samples = count;
     res->batch = qr_plan_batch(q);
     res->acc_bits = q->acc_bits;
