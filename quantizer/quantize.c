@@ -1480,11 +1480,11 @@ static int id_of(const qr_value *v)
     return v ? v->id : -1;
 }
 
-/* The constant weight of the layer that node n (of g) corrects the bias of: n's own (a Conv or
- * Gemm: input 1), or, for the Add of a separate bias, the layer that feeds it; NULL for none. */
+/* The constant weight of the layer node n (of g) belongs to: n's own (a Conv, Gemm or MatMul: input
+ * 1), or, for the Add of a separate bias, the layer's that feeds it; NULL for none. */
 static const qr_value *corrected_weight(const qr_node *n)
 {
-    if (!n->domain[0] && (!strcmp(n->op, "Conv") || !strcmp(n->op, "Gemm")))
+    if (!n->domain[0] && (!strcmp(n->op, "Conv") || !strcmp(n->op, "Gemm") || !strcmp(n->op, "MatMul")))
         return n->n_in > 1 && n->in[1] && n->in[1]->is_const ? n->in[1] : NULL;
     if (n->domain[0] || strcmp(n->op, "Add") || n->n_in != 2)
         return NULL;
@@ -1498,10 +1498,11 @@ static const qr_value *corrected_weight(const qr_node *n)
 
 /* A bias correction makes up for its layer's weight rounding (transform.c): it corrects the bias of
  * the layer's Conv or Gemm, or of the Add of its separate bias, in place or as a new constant, and
- * gives a layer without one a bias (an Add of its own after a MatMul). A layer whose weight the
- * fallback keeps in f32 has no rounding to make up for, so in d that node reads its bias from before
- * the correction again (q->ref's node of the same name: its values keep their ids in g), none where
- * it had none, and an Add q->ref lacks adds zeros. */
+ * gives a layer without one a bias (an Add of its own after a MatMul). Learned rounding moves the f32
+ * weights themselves (in place) to where rounding to nearest gives its choice. A layer whose weight
+ * the fallback keeps in f32 has no rounding to make up for or choose, so in d that node reads its
+ * weight and bias from before those transforms again (q->ref's node of the same name: its values
+ * keep their ids in g), no bias where it had none, and an Add q->ref lacks adds zeros. */
 static void restore_biases(const qr_qctx *q, qr_graph *d)
 {
     const qr_graph *g = q->g, *ref = q->ref;
@@ -1516,7 +1517,7 @@ static void restore_biases(const qr_qctx *q, qr_graph *d)
         qr_node *dn = d->nodes[j]; /* the clone keeps g's nodes first, in order */
         for (int k = 0; k < gn->n_in; k++) {
             const qr_value *now = gn->in[k], *was = rn && k < rn->n_in ? rn->in[k] : NULL;
-            if (!now || !now->is_const || now == w)
+            if (!now || !now->is_const || (now == w && !was))
                 continue;
             if (!rn) { /* the correction's own Add (transform.c's names) */
                 if (strstr(now->name, "_corrected_bias"))

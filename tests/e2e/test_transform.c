@@ -360,18 +360,19 @@ Test(transform, adaround_matches_numpy_on_a_grouped_strided_conv_and_a_matmul)
     }
 }
 
-/* A correction makes up for a layer's weight rounding; a layer the fallback keeps in f32 has none, so
- * it keeps the bias it had before. With every layer sent back (sqnr < 999: all but the model's input,
- * which has no layer error of its own and stays u8), the export of equalize + bias_correct computes
- * what the same fallback without transforms does: ORT against the f32 model on the held-out samples
- * gives both the same SQNR (the Conv's corrected bias, the ones the depthwise and 1x1 Convs were
- * given and the MatMul's added Add all undone; kept, they cost 21 dB). The layers left in integers
- * keep their corrections: the test above. */
+/* A correction makes up for a layer's weight rounding, and learned rounding moves its f32 weights; a
+ * layer the fallback keeps in f32 has no rounding, so it keeps the weight and bias it had before. With
+ * every layer sent back (sqnr < 999: all but the model's input, which has no layer error of its own
+ * and stays u8), the export of equalize + adaround + bias_correct computes what the same fallback
+ * without transforms does: ORT against the f32 model on the held-out samples gives both the same SQNR
+ * (the Conv's corrected bias, the ones the depthwise and 1x1 Convs were given, the MatMul's added Add
+ * and the rounded weights all undone; the biases kept cost 21 dB). The layers left in integers keep
+ * their corrections: the test above. */
 Test(transform, a_layer_sent_back_to_f32_keeps_its_bias_uncorrected)
 {
     make_model("bias_correct_oracle.py", "bc.qrl",
                "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\nimport \"transforms.qrl\"\n"
-               "recipe allf32 {\n  transform = equalize()\n  transform = bias_correct()\n%s"
+               "recipe allf32 {\n  transform = equalize()\n  transform = adaround()\n  transform = bias_correct()\n%s"
                "recipe allplain {\n%s",
                "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_tensor by minmax(symmetric = true)\n"
                "  fallback = f32 when sqnr < 999\n}\n");
