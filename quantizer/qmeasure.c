@@ -1674,17 +1674,35 @@ static int match_needs(const qr_qctx *q, const struct mrec *r, int slot)
 static qr_status order_per_mac(qr_qctx *q, const outref *o, ranked *rk, int nr)
 {
     int nm = q->nmatches;
-    double *macs = calloc((size_t)nm + 1, sizeof *macs);
-    double *noise = calloc((size_t)nr + 1, sizeof *noise);
+    double *macs = calloc((size_t)nm + 1, sizeof *macs), *noise = calloc((size_t)nr + 1, sizeof *noise);
     char *alive = calloc((size_t)nm + 1, 1);
+    int *first = calloc((size_t)nr + 2, sizeof *first), *need = NULL; /* layer i needs need[first[i]..first[i+1]) */
     ranked *out = malloc(((size_t)nr + 1) * sizeof *out);
-    if (!macs || !noise || !alive || !out) {
-        free(macs), free(noise), free(alive), free(out);
+    int nneed = 0;
+    for (int pass = 0; pass < 2 && macs && noise && alive && first && out; pass++) {
+        for (int i = 0; i < nr; i++) {
+            if (pass)
+                first[i] = nneed;
+            for (int k = 0; k < nm; k++)
+                if (match_needs(q, &q->matches[k], rk[i].slot)) {
+                    if (pass)
+                        need[nneed] = k;
+                    nneed++;
+                }
+        }
+        if (pass)
+            first[nr] = nneed;
+        else if (!(need = malloc(((size_t)nneed + 1) * sizeof *need)))
+            break;
+        else
+            nneed = 0;
+    }
+    if (!macs || !noise || !alive || !first || !need || !out) {
+        free(macs), free(noise), free(alive), free(first), free(need), free(out);
         return qr_errorf(q->e, "out of memory");
     }
-    for (int i = 0; i < nr; i++) {
+    for (int i = 0; i < nr; i++)
         noise[i] = isnan(rk[i].effect) ? 0 : pow(10, -rk[i].effect / 10);
-    }
     for (int k = 0; k < nm; k++) {
         const struct mrec *r = &q->matches[k];
         for (int j = 0; j < r->nnodes; j++)
@@ -1698,22 +1716,20 @@ static qr_status order_per_mac(qr_qctx *q, const outref *o, ranked *rk, int nr)
             if (rk[i].slot < 0)
                 continue;
             double cost = 0;
-            for (int k = 0; k < nm; k++)
-                if (alive[k] && match_needs(q, &q->matches[k], rk[i].slot))
-                    cost += macs[k];
+            for (int j = first[i]; j < first[i + 1]; j++)
+                cost += alive[need[j]] ? macs[need[j]] : 0;
             double score = noise[i] <= 0 ? -1 : cost <= 0 ? INFINITY : noise[i] / cost;
             /* ties (the free ones): the most noise first, then the ranking's order */
             if (score > best_score || (score == best_score && cost <= 0 && noise[i] > noise[best]))
                 best = i, best_score = score;
         }
         out[n] = rk[best];
-        for (int k = 0; k < nm; k++)
-            if (alive[k] && match_needs(q, &q->matches[k], rk[best].slot))
-                alive[k] = 0;
+        for (int j = first[best]; j < first[best + 1]; j++)
+            alive[need[j]] = 0;
         rk[best].slot = -1;
     }
     memcpy(rk, out, sizeof *rk * (size_t)nr);
-    free(macs), free(noise), free(alive), free(out);
+    free(macs), free(noise), free(alive), free(first), free(need), free(out);
     return QR_OK;
 }
 
