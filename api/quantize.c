@@ -160,18 +160,33 @@ static int fail_msg(char *err, size_t n, const char *fmt, const char *arg)
 }
 
 /* The iconv-jit option (qr_options; qrl --iconv-jit): integer convolutions ask the compiler for
- * kernels specialized to their shape (compiler/iconv_jit.h; off by default for its first-run
- * compile time), with the recipe's epilogue fused when it has a vector form (compiler/vecmap.h).
- * Every integer graph is made with a compiled recipe, so registering at each compilation comes
- * before any of them runs; the kernels are freed at exit. */
+ * kernels specialized to their shape (compiler/iconv_jit.h), with the recipe's epilogue fused when
+ * it has a vector form (compiler/vecmap.h). auto (the default): what the module cache holds, the
+ * rest compiled in the background for later runs, so a first run costs no compile time; 1: each
+ * compiled before its layer runs; 0: none. Every integer graph is made with a compiled recipe, so
+ * registering at each compilation comes before any of them runs; the kernels are freed at exit. */
 static void iconv_register(void)
 {
-    /* the epilogue's vector form over channels-last blocks: one small function per program */
+    int mode = qr_options_get()->iconv_jit;
+    qc_iconv_jit_set_background(mode == QR_ICONV_JIT_AUTO);
+    /* the epilogue's vector form over channels-last blocks: one small function per program (with
+     * iconv-jit 0 too, compiled in the foreground as ever: it is one small function per recipe) */
     qr_rows_ep_set_specializer(qc_rows_ep_jit);
-    if (qr_options_get()->iconv_jit) {
-        qr_iconv_set_specializer(qc_iconv_jit);
-        qr_iconv_set_ep_specializer(qc_iconv_jit_ep);
-    }
+    int on = mode != QR_ICONV_JIT_OFF;
+    qr_iconv_set_specializer(on ? qc_iconv_jit : NULL);
+    qr_iconv_set_ep_specializer(on ? qc_iconv_jit_ep : NULL);
+}
+
+void qrl_shape_kernel_counts(qrl_shape_kernels *k)
+{
+    qc_iconv_jit_stat s;
+    qc_iconv_jit_stats(&s);
+    *k = (qrl_shape_kernels){.loaded = s.loaded, .compiled = s.compiled, .background = s.background, .pending = s.queued};
+}
+
+void qrl_shape_kernels_stop(void)
+{
+    qc_iconv_jit_stop();
 }
 
 int qrl_recipe_compile(const char *path, int flags, FILE *diag, qrl_recipe **out, char *err, size_t errlen)

@@ -224,6 +224,7 @@ int main(int argc, char **argv)
         return 1;
     }
     rc = run(argc, argv);
+    qrl_shape_kernels_stop(); /* before exit's handlers: libgccjit's own may run before the library's */
     qrl_dist_end(rc);
     return rc;
 }

@@ -97,6 +97,13 @@ int cli_print_profile(FILE *f, const qrl_model *m, int top)
         gmacs(f, p[i].macs, p[i].seconds);
         fputc('\n', f);
     }
+    /* which convolutions could run kernels compiled for their shape (iconv-jit): a first run's are
+     * still compiling, a later run's come from the module cache */
+    qrl_shape_kernels sk;
+    qrl_shape_kernel_counts(&sk);
+    if (sk.loaded + sk.compiled + sk.pending > 0)
+        fprintf(f, "shape kernels (iconv-jit): %ld loaded from the module cache, %ld compiled (%ld in the background), "
+                "%ld still compiling\n", sk.loaded, sk.compiled, sk.background, sk.pending);
     free(order);
     free(ops);
     free(p);

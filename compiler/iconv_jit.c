@@ -23,12 +23,16 @@
 #include <libgccjit.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cache.h"
+#include "fileio.h"
 #include "vecmap.h"
 #include "cpu.h"
 #include "sha256.h"
@@ -811,12 +815,15 @@ static int compile_to_bytes(gcc_jit_context *c, unsigned char **so, size_t *len)
 }
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER; /* the worker: a request was queued, or stop */
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER; /* a compilation ended */
 
 /* The on-disk module cache (compiler/cache.h) when it is usable: a shape compiles once per machine,
  * not once per process. Opened at the first compilation, closed by qc_iconv_jit_release. */
 static qc_cache cache = {.dirfd = -1};
-static int cache_tried;
-static long n_compiled, n_loaded; /* under table_lock, like the cache */
+static int cache_tried, cache_readonly;
+static long n_compiled, n_loaded, n_background; /* under table_lock, like the cache */
+static int background;                           /* qc_iconv_jit_set_background */
 
 static qc_cache *open_cache(void)
 {
@@ -827,47 +834,54 @@ static qc_cache *open_cache(void)
         if (!qc_cache_open(&cache, NULL, &d))
             cache.dirfd = -1; /* a distrusted cache is the recipe compiler's to report */
         ql_diags_free(&d);
+        /* read-only: its kernels are used, the missing ones not compiled in the background */
+        cache_readonly = cache.dirfd >= 0 && faccessat(cache.dirfd, ".", W_OK, AT_EACCESS) != 0;
     }
     return cache.dirfd >= 0 ? &cache : NULL;
 }
 
-/* Loads the shape's kernel from the cache, or compiles it (into the cache when there is one, else
- * in memory). Sets exactly one of *dl and *res on success; NULL fn on failure. */
-static void compile(int64_t taps, int64_t k4, int64_t n, const char *prog, any_fn *fn, qc_dl **dl, gcc_jit_result **res)
+/* A request the generator takes on this CPU: its program parsed into *ep and its key; 0 then. */
+static int prepare(int64_t taps, int64_t k4, int64_t n, const char *prog, vprog *ep, char *key, size_t len)
+{
+    if (!cpu_ok() || (taps ? !shape_ok(taps, k4, n) : !prog) || (prog && parse_prog(prog, ep) != 0))
+        return -1;
+    shape_key(taps, k4, n, prog, key, len);
+    return 0;
+}
+
+/* The kernel of key from the cache, loaded; NULL when it has none (or a bad one). */
+static qc_dl *from_cache(qc_cache *cc, const char *key, any_fn *fn)
+{
+    unsigned char *so = NULL;
+    size_t len = 0;
+    ql_diags d;
+    ql_diags_init(&d);
+    qc_entry_status es = qc_cache_get(cc, key, &so, &len, &d);
+    ql_diags_free(&d);
+    qc_dl *dl = es == QC_ENTRY_OK ? load(so, len, key, fn) : NULL;
+    free(so);
+    return dl;
+}
+
+/* Compiles the kernel of key (into the cache cc when there is one, else in memory). Sets exactly
+ * one of *dl and *res on success, NULL *fn on failure; *stored: the cache took it. Runs without
+ * table_lock (a compilation takes 0.1 to 0.5 s): the cache's folder and path stay as they are
+ * until qc_iconv_jit_release, which no compilation outlives. */
+static void build_kernel(int64_t taps, int64_t k4, int64_t n, const vprog *ep, const char *key, qc_cache *cc,
+                         any_fn *fn, qc_dl **dl, gcc_jit_result **res, int *stored)
 {
     *fn = NULL;
     *dl = NULL;
     *res = NULL;
-    static vprog ep; /* under table_lock */
-    if (!cpu_ok() || (taps ? !shape_ok(taps, k4, n) : !prog) || (prog && parse_prog(prog, &ep) != 0))
-        return;
-    char key[64];
-    shape_key(taps, k4, n, prog, key, sizeof key);
-    qc_cache *cc = open_cache();
-    unsigned char *so = NULL;
-    size_t len = 0;
-    if (cc) {
-        ql_diags d;
-        ql_diags_init(&d);
-        qc_entry_status es = qc_cache_get(cc, key, &so, &len, &d);
-        ql_diags_free(&d);
-        if (es == QC_ENTRY_OK) {
-            *dl = load(so, len, key, fn);
-            free(so);
-            so = NULL;
-            if (*dl) {
-                n_loaded++;
-                return;
-            }
-        }
-    }
-    gcc_jit_context *c = new_context(taps, k4, n, prog ? &ep : NULL);
+    *stored = 0;
+    gcc_jit_context *c = new_context(taps, k4, n, ep);
     if (!c)
         return;
     add_key_fn(c, key);
-    n_compiled++;
+    unsigned char *so = NULL;
+    size_t len = 0;
     if (cc && compile_to_bytes(c, &so, &len) == 0) {
-        qc_cache_put(cc, key, so, len); /* an unwritable cache costs the next process a compilation */
+        *stored = qc_cache_put(cc, key, so, len) == 0; /* an unwritable cache costs the next process a compilation */
         *dl = load(so, len, key, fn);
         free(so);
     }
@@ -896,26 +910,137 @@ int qc_iconv_jit_dump_asm(int64_t taps, int64_t k4, int64_t n, const char *prog,
     return bad ? -1 : 0;
 }
 
-/* The process-wide table: one entry per shape asked for, failures included. */
+/* The process-wide table: one entry per shape asked for, failures included. Entries are freed
+ * only by qc_iconv_jit_release, after the worker has stopped. */
+typedef enum entry_state {
+    E_DONE,      /* fn is the kernel, or NULL for good */
+    E_QUEUED,    /* waiting for the background worker: the generic kernel meanwhile */
+    E_COMPILING, /* being compiled, by the worker or by a caller without background */
+} entry_state;
+
 typedef struct entry {
     int64_t taps, k4, n;
     char *prog;          /* the fused epilogue's program; NULL: none */
     gcc_jit_result *res; /* compiled in memory, or */
     qc_dl *dl;           /* loaded from the cache's bytes; both NULL when it did not compile */
     any_fn fn;
+    entry_state state;
 } entry;
 
 static entry *table;
 static size_t table_len, table_cap;
 static int at_exit_set;
 
+/* The background worker: one thread that compiles queued entries in the order they were asked
+ * for, into the cache. Started by the first queued request; stopped by qc_iconv_jit_release
+ * (at exit too), which waits for the compilation under way and drops the queue. */
+static pthread_t worker;
+static int worker_on, worker_stop; /* under table_lock */
+
+static void finish(size_t i, any_fn fn, qc_dl *dl, gcc_jit_result *res)
+{
+    table[i].fn = fn;
+    table[i].dl = dl;
+    table[i].res = res;
+    table[i].state = E_DONE;
+    pthread_cond_broadcast(&done_cv);
+}
+
+static void *worker_main(void *arg)
+{
+    (void)arg;
+    /* below the process's own threads: the model runs on the generic kernels meanwhile, and
+     * should not lose a core to its next run's kernels (Linux: a thread has its own nice value) */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19) != 0) {
+        /* not allowed: it compiles at the process's priority */
+    }
+    pthread_mutex_lock(&table_lock);
+    for (;;) {
+        size_t i = 0;
+        while (!worker_stop && i < table_len && table[i].state != E_QUEUED)
+            i++;
+        if (worker_stop)
+            break;
+        if (i == table_len) {
+            pthread_cond_wait(&work_cv, &table_lock);
+            continue;
+        }
+        table[i].state = E_COMPILING;
+        int64_t taps = table[i].taps, k4 = table[i].k4, n = table[i].n;
+        const char *prog = table[i].prog; /* freed by the release, which first stops this thread */
+        qc_cache *cc = open_cache();
+        pthread_mutex_unlock(&table_lock);
+        any_fn fn = NULL;
+        qc_dl *dl = NULL;
+        gcc_jit_result *res = NULL;
+        int stored = 0, built = 0;
+        vprog ep;
+        char key[64];
+        /* a fatal signal (SIGINT...) that arrives meanwhile waits for the compilation's scratch to
+         * go (runtime/fileio.h; this thread blocks those signals); after one, nothing starts */
+        if (cc && qr_scratch_enter() == 0) {
+            if (prepare(taps, k4, n, prog, &ep, key, sizeof key) == 0) {
+                build_kernel(taps, k4, n, prog ? &ep : NULL, key, cc, &fn, &dl, &res, &stored);
+                built = 1;
+            }
+            qr_scratch_leave();
+        }
+        pthread_mutex_lock(&table_lock);
+        if (built) {
+            n_compiled++;
+            n_background++;
+            if (!stored)
+                cache_readonly = 1; /* it could not be written after all: queue nothing more */
+        }
+        finish(i, fn, dl, res);
+    }
+    pthread_mutex_unlock(&table_lock);
+    return NULL;
+}
+
+/* Under table_lock: 0 when the worker runs. It blocks every signal, so the handlers run on the
+ * process's other threads (runtime/fileio.h: qr_scratch_enter). */
+static int start_worker(void)
+{
+    if (worker_on)
+        return 0;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    worker_on = pthread_create(&worker, NULL, worker_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return worker_on ? 0 : -1;
+}
+
+static void stop_worker(void)
+{
+    pthread_mutex_lock(&table_lock);
+    int on = worker_on;
+    worker_stop = 1;
+    pthread_cond_broadcast(&work_cv);
+    pthread_mutex_unlock(&table_lock);
+    if (on)
+        pthread_join(worker, NULL);
+    pthread_mutex_lock(&table_lock);
+    worker_on = worker_stop = 0;
+    pthread_mutex_unlock(&table_lock);
+}
+
 static any_fn lookup(int64_t taps, int64_t k4, int64_t n, const char *prog)
 {
     any_fn fn = NULL;
     pthread_mutex_lock(&table_lock);
+    int bg = background;
     for (size_t i = 0; i < table_len; i++)
         if (table[i].taps == taps && table[i].k4 == k4 && table[i].n == n &&
             (prog ? table[i].prog && !strcmp(table[i].prog, prog) : !table[i].prog)) {
+            /* without background, a request waits for the compilation of its shape (another
+             * thread's, or one queued before the switch), as a first request would */
+            while (!bg && table[i].state != E_DONE) {
+                if (table[i].state == E_QUEUED && start_worker() != 0)
+                    break;
+                pthread_cond_wait(&done_cv, &table_lock);
+            }
             fn = table[i].fn;
             pthread_mutex_unlock(&table_lock);
             return fn;
@@ -937,12 +1062,51 @@ static any_fn lookup(int64_t taps, int64_t k4, int64_t n, const char *prog)
         pthread_mutex_unlock(&table_lock);
         return NULL;
     }
-    gcc_jit_result *res;
-    qc_dl *dl;
-    compile(taps, k4, n, prog, &fn, &dl, &res);
-    table[table_len++] = (entry){taps, k4, n, copy, res, dl, fn};
+    size_t i = table_len++;
+    table[i] = (entry){taps, k4, n, copy, NULL, NULL, NULL, E_DONE};
+    vprog ep;
+    char key[64];
+    if (prepare(taps, k4, n, prog, &ep, key, sizeof key) != 0) {
+        pthread_mutex_unlock(&table_lock);
+        return NULL; /* remembered, not retried */
+    }
+    qc_cache *cc = open_cache();
+    qc_dl *dl = cc ? from_cache(cc, key, &fn) : NULL;
+    if (dl) {
+        n_loaded++;
+        finish(i, fn, dl, NULL);
+    } else if (bg) {
+        /* the caller runs its generic kernel; later calls get this one once it is compiled. With no
+         * cache to keep it in, or a read-only one, there is nothing to compile for */
+        if (cc && !cache_readonly && start_worker() == 0) {
+            table[i].state = E_QUEUED;
+            pthread_cond_signal(&work_cv);
+        }
+        fn = NULL;
+    } else {
+        table[i].state = E_COMPILING;
+        pthread_mutex_unlock(&table_lock);
+        gcc_jit_result *res;
+        int stored;
+        build_kernel(taps, k4, n, prog ? &ep : NULL, key, cc, &fn, &dl, &res, &stored);
+        pthread_mutex_lock(&table_lock);
+        n_compiled++;
+        finish(i, fn, dl, res);
+    }
     pthread_mutex_unlock(&table_lock);
     return fn;
+}
+
+void qc_iconv_jit_stop(void)
+{
+    stop_worker();
+}
+
+void qc_iconv_jit_set_background(int on)
+{
+    pthread_mutex_lock(&table_lock);
+    background = on != 0;
+    pthread_mutex_unlock(&table_lock);
 }
 
 qr_iconv_fn qc_iconv_jit(int64_t taps, int64_t k4, int64_t n)
@@ -962,6 +1126,7 @@ qr_rows_ep_fn qc_rows_ep_jit(const char *prog)
 
 void qc_iconv_jit_release(void)
 {
+    stop_worker(); /* the compilation under way ends (into the cache); the queue is dropped */
     pthread_mutex_lock(&table_lock);
     for (size_t i = 0; i < table_len; i++) {
         if (table[i].res)
@@ -974,7 +1139,7 @@ void qc_iconv_jit_release(void)
     table = NULL;
     table_len = table_cap = 0;
     qc_cache_close(&cache);
-    cache_tried = 0;
+    cache_tried = cache_readonly = 0;
     pthread_mutex_unlock(&table_lock);
 }
 
@@ -983,5 +1148,17 @@ void qc_iconv_jit_counts(long *compiled, long *loaded)
     pthread_mutex_lock(&table_lock);
     *compiled = n_compiled;
     *loaded = n_loaded;
+    pthread_mutex_unlock(&table_lock);
+}
+
+void qc_iconv_jit_stats(qc_iconv_jit_stat *s)
+{
+    pthread_mutex_lock(&table_lock);
+    s->compiled = n_compiled;
+    s->background = n_background;
+    s->loaded = n_loaded;
+    s->queued = 0;
+    for (size_t i = 0; i < table_len; i++)
+        s->queued += table[i].state != E_DONE;
     pthread_mutex_unlock(&table_lock);
 }

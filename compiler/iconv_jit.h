@@ -31,7 +31,19 @@ qr_iconv_ep_fn qc_iconv_jit_ep(int64_t taps, int64_t k4, int64_t n, const char *
  * function per program, compiled and cached as the kernels are. NULL as above. */
 qr_rows_ep_fn qc_rows_ep_jit(const char *prog);
 
-/* Frees every compiled kernel; pointers handed out before become invalid.
+/* Background mode (off until set; the API sets it for iconv-jit=auto, its default): a shape with no
+ * kernel in memory or in the module cache gets NULL at once -- the caller runs its generic kernel --
+ * while one worker thread (at the lowest priority, every signal blocked) compiles it into the cache;
+ * a later request gets it. Nothing is compiled without a cache that can be written: a missing or
+ * read-only one leaves those shapes on the generic kernels (its kernels are still loaded). Off: a
+ * request compiles in the caller, as it always did (iconv-jit=1, the tests, the bench). */
+void qc_iconv_jit_set_background(int on);
+
+/* Stops the worker as qc_iconv_jit_release does, keeping the kernels. */
+void qc_iconv_jit_stop(void);
+
+/* Frees every compiled kernel, after stopping the worker: the compilation under way finishes into
+ * the cache (so no scratch file is left) and the queue is dropped; pointers handed out before become invalid.
  * Registered with atexit by the first compilation, so a process frees them
  * at exit without calling it. */
 void qc_iconv_jit_release(void);
@@ -42,6 +54,13 @@ void qc_iconv_jit_tile(int64_t taps, int64_t k4, int64_t n, int *rows, int *vecs
 /* How many kernels this process compiled with libgccjit and how many it loaded from the on-disk
  * module cache (the same cache as recipes': $XDG_CACHE_HOME/qrl), for tests and the bench. */
 void qc_iconv_jit_counts(long *compiled, long *loaded);
+
+/* The counts above, those of them compiled by the worker, and the requests still queued or being
+ * compiled (for qrl run --profile). */
+typedef struct qc_iconv_jit_stat {
+    long compiled, background, loaded, queued;
+} qc_iconv_jit_stat;
+void qc_iconv_jit_stats(qc_iconv_jit_stat *s);
 
 /* Writes the assembly of a shape's kernel (prog: its fused epilogue, or NULL) to path (for
  * inspection); 0 on success. */

@@ -194,11 +194,27 @@ void qrl_set_recipe_time_limit(double seconds);
 /* Process-wide run-time switches (docs/runtime.md, "Switches"), set before any run starts: 0, or
  * 1 with err naming the option and the values it takes. "kernels": auto (the CPU's fastest),
  * portable (every kernel's portable path) or avx2, avxvnni, avx512vnni (the integer kernels of
- * that instruction set, when the CPU has it); "iconv-jit": 1 compiles an integer convolution
- * kernel for each layer's shape (AVX-512 VNNI CPUs), 0 (the default) does not. The tests' own
+ * that instruction set, when the CPU has it); "iconv-jit": integer convolutions on kernels compiled
+ * for each layer's shape (AVX-512 VNNI CPUs; the same results): auto (the default) uses those the
+ * module cache holds and compiles the missing ones in a background thread for later runs, 1
+ * compiles each before its layer first runs, 0 uses none. The tests' own
  * switches (qrl --option NAME=VALUE): igemm, sgemm, quant, window, f32-rows, fuse, nhwc,
  * epilogue, split, poison, effects. No environment variable sets one. */
 int qrl_set_option(const char *name, const char *value, char *err, size_t errlen);
+
+/* The kernels compiled for layer shapes (the iconv-jit option) this process holds: loaded from
+ * the module cache, compiled (of them, by the background thread), and asked for but still queued
+ * or compiling -- those layers run their generic kernels meanwhile. */
+typedef struct qrl_shape_kernels {
+    long loaded, compiled, background, pending;
+} qrl_shape_kernels;
+void qrl_shape_kernel_counts(qrl_shape_kernels *k);
+/* Stops the background compilation: the kernel being compiled is finished into the cache (so no
+ * scratch file is left), the queue is dropped, and later requests compile in the background again.
+ * Call it before the program exits while no model runs: the process's exit handlers include
+ * libgccjit's, which must not run while it compiles. (The library also stops it at exit, but an
+ * exit handler registered later than its own runs first.) */
+void qrl_shape_kernels_stop(void);
 
 /* ---- Recipes and quantization ---- */
 

@@ -3,9 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 qr_status qr_read_file(const char *path, size_t max, unsigned char **data, size_t *len, qr_error *e)
@@ -68,8 +70,31 @@ void qr_tmp_unregister(const char *tmp)
             __sync_bool_compare_and_swap(&tmp_slots[i], (char *)tmp, NULL);
 }
 
+/* Threads writing scratch the handler cannot name (a background libgccjit compilation: its own
+ * temporary folder, and ours) count themselves in scratch_busy; a dying process waits for them. */
+static atomic_int scratch_busy, dying;
+
+int qr_scratch_enter(void)
+{
+    atomic_fetch_add(&scratch_busy, 1);
+    if (atomic_load(&dying)) { /* seq_cst: either the handler sees us busy or we see it dying */
+        atomic_fetch_sub(&scratch_busy, 1);
+        return -1;
+    }
+    return 0;
+}
+
+void qr_scratch_leave(void)
+{
+    atomic_fetch_sub(&scratch_busy, 1);
+}
+
 static void on_fatal_signal(int sig)
 {
+    atomic_store(&dying, 1);
+    /* at most about 30 s: a compilation takes well under one (nanosleep is async-signal-safe) */
+    for (int i = 0; i < 3000 && atomic_load(&scratch_busy) > 0; i++)
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
     for (int i = 0; i < TMP_SLOTS; i++) {
         char *t = tmp_slots[i];
         if (t)

@@ -41,6 +41,13 @@ void qr_atomic_abort(qr_atomic_file *a);
 void qr_tmp_register(char *tmp);
 void qr_tmp_unregister(const char *tmp);
 
+/* A thread that blocks the fatal signals below and makes files it cannot register (a
+ * libgccjit compilation's temporary folder) brackets that work with these: a handler that runs
+ * meanwhile waits for qr_scratch_leave before the process dies. qr_scratch_enter returns -1 (and
+ * counts nothing) once a fatal signal has arrived: then start nothing. */
+int qr_scratch_enter(void);
+void qr_scratch_leave(void);
+
 /* Installs handlers for SIGINT, SIGTERM, SIGHUP and SIGQUIT that remove the
  * temporary files of every qr_atomic_file still open, then die of the signal
  * as before: an interrupted write leaves nothing behind. */

@@ -24,6 +24,12 @@ typedef enum qr_epilogue_mode {
     QR_EPILOGUE_WHOLE,    /* a MatMul's or Gemm's epilogue by the whole-tensor kernel */
 } qr_epilogue_mode;
 
+typedef enum qr_iconv_jit_mode {
+    QR_ICONV_JIT_AUTO = 0, /* kernels from the module cache; missing ones compiled in the background */
+    QR_ICONV_JIT_OFF,      /* the generic kernels only */
+    QR_ICONV_JIT_WAIT,     /* a missing kernel is compiled before its layer runs (benchmarks) */
+} qr_iconv_jit_mode;
+
 typedef enum qr_split_mode {
     QR_SPLIT_AUTO = 0, /* blocks of pixels or parts of the channels, by shape */
     QR_SPLIT_ROWS,     /* blocks of pixels only */
@@ -44,7 +50,7 @@ typedef struct qr_options {
     int quant_portable;    /* QuantizeLinear's portable loop, not the AVX-512 one */
     int window_portable;   /* f32 window kernels (pools, depthwise): the portable loops */
     int f32_rows_portable; /* f32 row kernels (softmax, norms, ...): the portable ones */
-    int iconv_jit;         /* NHWC integer convolutions on kernels compiled for their shape */
+    int iconv_jit;         /* a qr_iconv_jit_mode: NHWC integer convolutions on kernels compiled for their shape */
     int no_fuse;           /* no fusion: every node runs alone (the reference fusion is tested against) */
     int nhwc;              /* a qr_nhwc_mode */
     int epilogue;          /* a qr_epilogue_mode */
@@ -60,7 +66,7 @@ void qr_options_set(const qr_options *o);
 
 /* Sets option name of *o from its text value; QR_ERR with a message naming the option and the
  * values it takes. Names: kernels (auto, portable, avx2, avxvnni, avx512vnni: portable is every
- * kernel's portable path, an ISA the integer kernels'), iconv-jit (0, 1), and the tests' igemm,
+ * kernel's portable path, an ISA the integer kernels'), iconv-jit (auto, 0, 1), and the tests' igemm,
  * sgemm, quant, window, f32-rows, fuse, nhwc, epilogue, split, poison, effects. An empty value is
  * the default. An unknown name's message lists the names. */
 qr_status qr_options_parse(qr_options *o, const char *name, const char *value, qr_error *e);

@@ -381,6 +381,14 @@ qr_igemm_interleave_fn qr_igemm_interleave4(void)
 /* Set by the API before any model runs, read by convolutions on worker threads. */
 static qr_iconv_specializer iconv_specializer;
 
+/* The specialized kernels are AVX-512 VNNI code: not when the integer kernels are forced to
+ * another ISA or the portable ones (--kernels), whose results they would stand in for. */
+static int specialized_allowed(void)
+{
+    const char *force = forced_choice();
+    return !qr_igemm_portable_forced() && (!force || !strcmp(force, "avx512vnni"));
+}
+
 void qr_iconv_set_specializer(qr_iconv_specializer f)
 {
     __atomic_store_n(&iconv_specializer, f, __ATOMIC_RELEASE);
@@ -389,7 +397,7 @@ void qr_iconv_set_specializer(qr_iconv_specializer f)
 qr_iconv_fn qr_iconv_specialized(int64_t taps, int64_t k4, int64_t n)
 {
     qr_iconv_specializer f = __atomic_load_n(&iconv_specializer, __ATOMIC_ACQUIRE);
-    return f ? f(taps, k4, n) : NULL;
+    return f && specialized_allowed() ? f(taps, k4, n) : NULL;
 }
 
 static qr_iconv_ep_specializer iconv_ep_specializer;
@@ -402,7 +410,7 @@ void qr_iconv_set_ep_specializer(qr_iconv_ep_specializer f)
 qr_iconv_ep_fn qr_iconv_specialized_ep(int64_t taps, int64_t k4, int64_t n, const char *prog)
 {
     qr_iconv_ep_specializer f = __atomic_load_n(&iconv_ep_specializer, __ATOMIC_ACQUIRE);
-    return f && prog ? f(taps, k4, n, prog) : NULL;
+    return f && prog && specialized_allowed() ? f(taps, k4, n, prog) : NULL;
 }
 
 static qr_rows_ep_specializer rows_ep_specializer;
@@ -415,6 +423,5 @@ void qr_rows_ep_set_specializer(qr_rows_ep_specializer f)
 qr_rows_ep_fn qr_rows_ep_specialized(const char *prog)
 {
     qr_rows_ep_specializer f = __atomic_load_n(&rows_ep_specializer, __ATOMIC_ACQUIRE);
-    const char *force = forced_choice(); /* AVX-512 code: not when the kernels are forced to another ISA */
-    return f && prog && !qr_igemm_portable_forced() && (!force || !strcmp(force, "avx512vnni")) ? f(prog) : NULL;
+    return f && prog && specialized_allowed() ? f(prog) : NULL;
 }
