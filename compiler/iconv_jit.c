@@ -1023,6 +1023,14 @@ static void stop_worker(void)
         pthread_join(worker, NULL);
     pthread_mutex_lock(&table_lock);
     worker_on = worker_stop = 0;
+    /* the queue is dropped: out of the table, so a later request queues its shape again */
+    size_t kept = 0;
+    for (size_t i = 0; i < table_len; i++)
+        if (table[i].state == E_QUEUED)
+            free(table[i].prog);
+        else
+            table[kept++] = table[i];
+    table_len = kept;
     pthread_mutex_unlock(&table_lock);
 }
 

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../../compiler/iconv_jit.h"
 #include "ops/igemm.h"
@@ -277,25 +279,130 @@ Test(iconv_jit, the_api_registers_it_when_asked)
     drop(&p);
 }
 
-Test(iconv_jit, the_api_leaves_it_off_by_default)
+static int count_entries(void)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/qrl", cache_dir);
+    return tu_count_files(path);
+}
+
+/* By default (iconv-jit=auto) a shape the cache lacks gets no kernel at once -- its layer runs the
+ * generic one -- while the background thread compiles it into the cache: a later request gets it,
+ * and a new process (after a release) loads it without compiling. */
+Test(iconv_jit, the_api_compiles_in_the_background_by_default)
 {
     tu_option("iconv-jit", "");
     first_compile();
-    cr_assert_null(qr_iconv_specialized(1, 8, 32), "iconv-jit by default: the generic kernels");
+    cr_assert_null(qr_iconv_specialized(1, 8, 32), "not in the cache: the generic kernel now");
+    if (!has_vnni())
+        return;
+    qr_iconv_fn fn = NULL;
+    for (int i = 0; i < 6000 && !(fn = qr_iconv_specialized(1, 8, 32)); i++)
+        usleep(10000); /* at nice 19 on a loaded machine: up to a minute */
+    cr_assert_not_null(fn, "compiled in the background");
+    qc_iconv_jit_stat s;
+    qc_iconv_jit_stats(&s);
+    cr_assert(s.background == 1 && s.loaded == 0 && s.queued == 0, "background %ld, loaded %ld, queued %ld",
+              s.background, s.loaded, s.queued);
+    problem p;
+    make(&p, 1, 8, 32, 5, FILL_RANDOM);
+    column_ranges(&p, fn);
+    qc_iconv_jit_release();
+    fn = qr_iconv_specialized(1, 8, 32);
+    cr_assert_not_null(fn, "the next process's first request: from the cache");
+    qc_iconv_jit_stats(&s);
+    cr_assert(s.background == 1 && s.loaded == 1, "background %ld, loaded %ld", s.background, s.loaded);
+    column_ranges(&p, fn);
+    drop(&p);
 }
 
-Test(iconv_jit, the_api_leaves_it_off_unless_1)
+/* Stopping at exit with shapes queued: the one being compiled ends in the cache, the rest are
+ * dropped, and no temporary file (an entry's *.tmp.*, or a compilation's folder) is left. */
+Test(iconv_jit, stopping_leaves_no_scratch)
+{
+    if (!has_vnni())
+        return;
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s/tmp", cache_dir);
+    cr_assert_eq(mkdir(tmp, 0700), 0);
+    setenv("TMPDIR", tmp, 1);
+    qc_iconv_jit_set_background(1);
+    for (int n = 16; n <= 16 * 6; n += 16)
+        cr_assert_null(qc_iconv_jit(1, 8, n), "queued, not compiled in the caller");
+    usleep(50000);
+    qc_iconv_jit_stop();
+    qc_iconv_jit_stat s;
+    qc_iconv_jit_stats(&s);
+    cr_assert_eq(s.queued, 0, "stopped with %ld queued", s.queued);
+    cr_assert_eq(count_entries(), s.background, "each compiled kernel is in the cache");
+    cr_assert_eq(tu_count_files(tmp), 0, "no compilation's folder left in TMPDIR");
+    char cmd[1400], *log;
+    snprintf(cmd, sizeof cmd, "ls -a '%s/qrl' | grep -c tmp", cache_dir);
+    tu_run(cmd, &log);
+    cr_assert_eq(atoi(log), 0, "no entry's temporary file: %s", log);
+    free(log);
+    unsetenv("TMPDIR");
+}
+
+/* A cache that cannot be written: nothing is compiled in the background (it could not be kept),
+ * the generic kernels run; no folder can be made under /proc. A relative XDG_CACHE_HOME is ignored
+ * (the XDG spec): no folder appears under the working directory. */
+Test(iconv_jit, no_writable_cache_no_background)
+{
+    setenv("XDG_CACHE_HOME", "/proc/qrl-none", 1);
+    qc_iconv_jit_set_background(1);
+    cr_assert_null(qc_iconv_jit(1, 8, 48));
+    usleep(100000);
+    cr_assert_null(qc_iconv_jit(1, 8, 48), "not compiled in the background");
+    qc_iconv_jit_stat s;
+    qc_iconv_jit_stats(&s);
+    cr_assert(s.compiled == 0 && s.queued == 0, "compiled %ld, queued %ld", s.compiled, s.queued);
+    qc_iconv_jit_release();
+    if (geteuid() != 0) { /* root writes a 0500 folder */
+        char ro[1200];
+        snprintf(ro, sizeof ro, "%s/ro", cache_dir);
+        cr_assert_eq(mkdir(ro, 0700), 0);
+        snprintf(ro, sizeof ro, "%s/ro/qrl", cache_dir);
+        cr_assert_eq(mkdir(ro, 0500), 0);
+        snprintf(ro, sizeof ro, "%s/ro", cache_dir);
+        setenv("XDG_CACHE_HOME", ro, 1);
+        cr_assert_null(qc_iconv_jit(1, 8, 48));
+        usleep(100000);
+        cr_assert_null(qc_iconv_jit(1, 8, 48), "a read-only cache: not compiled in the background");
+        qc_iconv_jit_release();
+        snprintf(ro, sizeof ro, "%s/ro/qrl", cache_dir);
+        chmod(ro, 0700);
+    } else
+        cr_log_info("root: the read-only folder case needs another user");
+    char *cwd = tu_tmpdir(), home[1200];
+    snprintf(home, sizeof home, "%s/home", cache_dir);
+    cr_assert_eq(mkdir(home, 0700), 0);
+    cr_assert_eq(chdir(cwd), 0);
+    setenv("XDG_CACHE_HOME", "rel", 1);
+    setenv("HOME", home, 1);
+    qc_iconv_jit_set_background(0);
+    cr_assert_eq(qc_iconv_jit(1, 8, 64) != NULL, has_vnni());
+    cr_assert_eq(tu_count_files(cwd), 0, "nothing made under the working directory");
+    snprintf(home, sizeof home, "%s/home/.cache/qrl", cache_dir);
+    cr_assert_eq(tu_count_files(home) > 0, has_vnni(), "$HOME/.cache/qrl used instead");
+    cr_assert_eq(chdir("/"), 0);
+    tu_rmdir(cwd);
+}
+
+Test(iconv_jit, the_api_leaves_it_off_with_0)
 {
     tu_option("iconv-jit", "0");
     first_compile();
     cr_assert_null(qr_iconv_specialized(1, 8, 32), "iconv-jit 0: the generic kernels");
 }
 
-static int count_entries(void)
+/* --kernels portable or another ISA: the specialized kernels (AVX-512 VNNI code) stand aside */
+Test(iconv_jit, not_under_another_isa)
 {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/qrl", cache_dir);
-    return tu_count_files(path);
+    tu_option("iconv-jit", "1");
+    tu_option("igemm", "portable");
+    first_compile();
+    cr_assert_null(qr_iconv_specialized(1, 8, 32), "--kernels portable: the portable kernels");
 }
 
 /* A shape compiles once per machine: the first process stores it in the module cache, the next
