@@ -932,8 +932,9 @@ static size_t table_len, table_cap;
 static int at_exit_set;
 
 /* The background worker: one thread that compiles queued entries in the order they were asked
- * for, into the cache. Started by the first queued request; stopped by qc_iconv_jit_release
- * (at exit too), which waits for the compilation under way and drops the queue. */
+ * for, into the cache. Started by the first queued request; stopped by qc_iconv_jit_stop or
+ * _release (at exit too), which wait for the compilation under way (or one, when it has
+ * compiled none) and drop the queue. */
 static pthread_t worker;
 static int worker_on, worker_stop; /* under table_lock */
 
@@ -955,13 +956,17 @@ static void *worker_main(void *arg)
         /* not allowed: it compiles at the process's priority */
     }
     pthread_mutex_lock(&table_lock);
-    for (;;) {
+    /* asked to stop, it ends after the compilation under way -- or, when it has compiled nothing
+     * yet (a short process: the model ran before this thread got a core), after one: every process
+     * that asks leaves a kernel in the cache, and its exit waits for one compilation at most */
+    for (int done = 0;; done++) {
         size_t i = 0;
-        while (!worker_stop && i < table_len && table[i].state != E_QUEUED)
+        while (i < table_len && table[i].state != E_QUEUED)
             i++;
-        if (worker_stop)
+        if (worker_stop && (done > 0 || i == table_len))
             break;
         if (i == table_len) {
+            done--;
             pthread_cond_wait(&work_cv, &table_lock);
             continue;
         }

@@ -596,9 +596,54 @@ Test(cli, run_batches_only_what_follows_the_slices)
     }
 }
 
+/* By default (iconv-jit=auto) a first run with an empty module cache runs the generic kernels while
+ * a background thread compiles the layers' shapes: the same bytes as iconv-jit=0, and after exit
+ * the cache holds kernels and no temporary file (*.tmp.*, nor a compilation's folder in TMPDIR).
+ * Later runs load them (--profile counts them) and give the same bytes, until none is missing. */
+Test(cli, shape_kernels_compile_in_the_background, .timeout = 300)
+{
+    char cmd[4096], *log;
+    const char *d = first_images(16);
+    quantize_bundled("int8", d, "q.onnx");
+    snprintf(cmd, sizeof cmd, "mkdir '%s/tmp' && %s run %s/q.onnx -i %s/x.npy -o %s/off --option iconv-jit=0", dir,
+             tu_qrl(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    int vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"), loaded = 0;
+    for (int i = 0; i < 8; i++) {
+        snprintf(cmd, sizeof cmd, "TMPDIR='%s/tmp' XDG_CACHE_HOME='%s/bg' %s run %s/q.onnx -i %s/x.npy -o %s/bg%d --profile",
+                 dir, dir, tu_qrl(), dir, dir, dir, i);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        const char *line = strstr(log, "shape kernels (iconv-jit): ");
+        cr_assert_eq(line != NULL, vnni, "%s", log);
+        long ld = 0, compiled = -1, bg = -1, pending = -1;
+        if (line)
+            cr_assert_eq(sscanf(line, "shape kernels (iconv-jit): %ld loaded from the module cache, %ld compiled (%ld in "
+                                      "the background), %ld still compiling", &ld, &compiled, &bg, &pending), 4, "%s", line);
+        free(log);
+        cr_assert_eq(compiled, vnni ? 0 : -1, "no run waits for a compilation");
+        cr_assert(i == 0 ? ld == 0 : ld >= loaded, "run %d: %ld loaded, %d before", i, ld, loaded);
+        loaded = (int)ld;
+        snprintf(cmd, sizeof cmd, "cmp %s/off/logits.npy %s/bg%d/logits.npy", dir, dir, i);
+        cr_assert_eq(tu_run(cmd, &log), 0, "run %d: not the bytes of iconv-jit=0: %s", i, log);
+        free(log);
+        snprintf(cmd, sizeof cmd, "ls -a '%s/bg/qrl' | grep -c -e tmp; ls -A '%s/tmp' | wc -l", dir, dir);
+        tu_run(cmd, &log);
+        cr_assert_str_eq(log, "0\n0\n", "run %d left temporary files", i);
+        free(log);
+        snprintf(cmd, sizeof cmd, "ls '%s/bg/qrl' | grep -c -E '^(iconv|rowsep)-'", dir);
+        tu_run(cmd, &log);
+        cr_assert_eq(atoi(log) > 0, vnni, "run %d: %s shape kernels in the cache", i, log);
+        free(log);
+        if (pending == 0)
+            break;
+    }
+    cr_assert(!vnni || loaded > 0, "a later run loaded the cached kernels");
+}
+
 /* The run-time switches change no integer result: the bundled CNN quantized by the int8 recipe
  * (once: calibration runs f32 kernels, whose portable forms may round otherwise), run on 64 images,
- * gives the default's bits with --kernels portable and avx2, --iconv-jit, and the tests' switches
+ * gives the bits of iconv-jit=0 (the generic kernels) with --kernels portable and avx2, --iconv-jit, the default, and the tests' switches
  * through --option (fuse=0, nhwc=0 or all, split, epilogue) (numpy compares the files). --option
  * takes effect (nhwc=0: the profile shows the NCHW MaxPool, not the channels-last one), the last
  * one given wins, and the environment's QRL_* variables set nothing. A name or value an option
@@ -608,22 +653,23 @@ Test(cli, run_switches_give_the_same_bits, .timeout = 300)
     char cmd[4096], *log;
     const char *d = first_images(64);
     quantize_bundled("int8", d, "q.onnx");
-    const char *how[] = {"",
+    const char *how[] = {"--option iconv-jit=0",
                          "--kernels portable",
                          "--kernels avx2",
                          "--iconv-jit",
                          "--kernels auto --iconv-jit",
                          "--option fuse=0 --option nhwc=0",
                          "--option nhwc=all --option split=cols --option epilogue=turn",
-                         "--option iconv-jit=1 --option epilogue=rows"};
+                         "--option iconv-jit=1 --option epilogue=rows",
+                         ""};
     int n = (int)(sizeof how / sizeof how[0]);
     for (int i = 0; i < n; i++) {
         snprintf(cmd, sizeof cmd, "XDG_CACHE_HOME='%s/cache' %s run %s/q.onnx -i %s/x.npy -o %s/s%d %s", dir, tu_qrl(),
                  dir, dir, dir, i, how[i]);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", how[i], log);
         free(log);
-        /* the kernels compiled per layer go to the module cache: none before --iconv-jit, some after
-         * (on a CPU with AVX-512 VNNI) */
+        /* the kernels compiled per layer go to the module cache: none with iconv-jit=0 or kernels of
+         * another ISA, some after --iconv-jit (on a CPU with AVX-512 VNNI) */
         if (i == 2 || i == 3) {
             snprintf(cmd, sizeof cmd, "ls '%s/cache/qrl' 2>/dev/null | grep -c '^iconv-'", dir);
             tu_run(cmd, &log);
