@@ -11,7 +11,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../compiler/iconv_jit.h"
@@ -342,6 +345,42 @@ Test(iconv_jit, stopping_leaves_no_scratch)
     cr_assert_eq(atoi(log), 0, "no entry's temporary file: %s", log);
     free(log);
     unsetenv("TMPDIR");
+}
+
+/* SIGINT while the background thread compiles (libgccjit's folder is in TMPDIR): qrl's handler
+ * (qrl_cleanup_on_signals) waits for the compilation, then the process dies of the signal, and
+ * neither that folder nor an entry's temporary file is left. In a child process: it dies. */
+Test(iconv_jit, sigint_while_compiling_leaves_no_scratch)
+{
+    if (!has_vnni())
+        return;
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s/tmp", cache_dir);
+    cr_assert_eq(mkdir(tmp, 0700), 0);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        setenv("TMPDIR", tmp, 1);
+        qrl_cleanup_on_signals();
+        qc_iconv_jit_set_background(1);
+        for (int n = 16; n <= 16 * 8; n += 16)
+            qc_iconv_jit(1, 8, n);
+        for (int i = 0; i < 60000; i++) { /* until a compilation's scratch exists: up to a minute */
+            if (tu_count_files(tmp) > 0)
+                raise(SIGINT);
+            usleep(1000);
+        }
+        _exit(3);
+    }
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT, "died of the signal (status %#x)", st);
+    cr_assert_eq(tu_count_files(tmp), 0, "the compilation's folder was left in TMPDIR");
+    char cmd[1400], *log;
+    snprintf(cmd, sizeof cmd, "ls -a '%s/qrl' | grep -c tmp", cache_dir);
+    tu_run(cmd, &log);
+    cr_assert_eq(atoi(log), 0, "an entry's temporary file was left: %s", log);
+    free(log);
 }
 
 /* A cache that cannot be written: nothing is compiled in the background (it could not be kept),
