@@ -947,6 +947,8 @@ static void finish(size_t i, any_fn fn, qc_dl *dl, gcc_jit_result *res)
     pthread_cond_broadcast(&done_cv);
 }
 
+static void stop_worker(void);
+
 static void *worker_main(void *arg)
 {
     (void)arg;
@@ -990,6 +992,12 @@ static void *worker_main(void *arg)
             }
             qr_scratch_leave();
         }
+        /* libgccjit's driver registers exit handlers of its own while it compiles, which exit would
+         * run before the library's (registered earlier) while this thread compiles the next kernel:
+         * registered again, the stop runs first (a program that calls qrl_shape_kernels_stop before
+         * exit, as qrl does, needs none of this) */
+        if (built)
+            atexit(stop_worker);
         pthread_mutex_lock(&table_lock);
         if (built) {
             n_compiled++;

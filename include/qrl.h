@@ -212,8 +212,9 @@ void qrl_shape_kernel_counts(qrl_shape_kernels *k);
 /* Stops the background compilation: the kernel being compiled is finished into the cache (so no
  * scratch file is left), the queue is dropped, and later requests compile in the background again.
  * Call it before the program exits while no model runs: the process's exit handlers include
- * libgccjit's, which must not run while it compiles. (The library also stops it at exit, but an
- * exit handler registered later than its own runs first.) */
+ * libgccjit's, which must not run while it compiles. (The library also stops it at exit, but the
+ * handlers libgccjit registers during the process's first compilation run before the library's:
+ * a program that exits during that one without calling this may crash; qrl calls it.) */
 void qrl_shape_kernels_stop(void);
 
 /* ---- Recipes and quantization ---- */
