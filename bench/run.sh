@@ -2,7 +2,7 @@
 # Inference benchmark of `make bench` (QRL-E), in one run on this machine: for the bundled
 # Fashion-MNIST CNN, a small ResNet with residual Adds (tools/make_bench_models.py) and
 # torchvision ResNet-18 and MobileNetV2 (random weights, tools/export_torchvision.py):
-#   QRL int8 (the all-int8 export of recipes/int8-minmax.qrl, run on QRL's integer kernels; the
+#   QRL int8 (the all-int8 export of recipes/int8-minmax.qrl, run on QRL's generic integer kernels, iconv-jit=0; the
 #   quantize time and SQNR lines are recipes/int8.qrl's, with its fallback), the same with
 #   --iconv-jit (kernels compiled per layer, the epilogue fused) and QRL f32 - qrl bench
 #   ONNX Runtime (onnxruntime-node) on the same f32 model and on QRL's export  - tools/ort_bench.js
@@ -187,7 +187,9 @@ for name in $MODELS; do
     grep -E "^(calibration|output):" "$D/$name.quantize.txt"
     echo "all-int8 export (the speed rows): $(grep -E "^output:" "$D/$name.quantize_all8.txt")"
     $B/qrl bench "$f32" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_f32.json"
-    $B/qrl bench "$q8" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_int8.json"
+    # the generic kernels alone (by default, iconv-jit=auto, kernels compiled in the background
+    # would replace them during the timed runs)
+    $B/qrl bench "$q8" --option iconv-jit=0 --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_int8.json"
     # phase 2: kernels compiled per layer shape, the epilogue fused (compiled before the timed runs)
     $B/qrl bench --iconv-jit "$q8" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_int8_jit.json"
     node tools/ort_bench.js "$f32" "$shape" 1,64 1,2 "$MIN" > "$D/$name.ort_f32.json"
