@@ -1044,6 +1044,7 @@ static void stop_worker(void)
         else
             table[kept++] = table[i];
     table_len = kept;
+    pthread_cond_broadcast(&done_cv); /* a request waiting for a dropped one looks again */
     pthread_mutex_unlock(&table_lock);
 }
 
@@ -1052,15 +1053,16 @@ static any_fn lookup(int64_t taps, int64_t k4, int64_t n, const char *prog)
     any_fn fn = NULL;
     pthread_mutex_lock(&table_lock);
     int bg = background;
+again:
     for (size_t i = 0; i < table_len; i++)
         if (table[i].taps == taps && table[i].k4 == k4 && table[i].n == n &&
             (prog ? table[i].prog && !strcmp(table[i].prog, prog) : !table[i].prog)) {
             /* without background, a request waits for the compilation of its shape (another
-             * thread's, or one queued before the switch), as a first request would */
-            while (!bg && table[i].state != E_DONE) {
-                if (table[i].state == E_QUEUED && start_worker() != 0)
-                    break;
+             * thread's, or one queued before the switch), as a first request would; then looks
+             * again (a stop may have dropped the queue: the table moved) */
+            if (!bg && table[i].state != E_DONE && (table[i].state != E_QUEUED || start_worker() == 0)) {
                 pthread_cond_wait(&done_cv, &table_lock);
+                goto again;
             }
             fn = table[i].fn;
             pthread_mutex_unlock(&table_lock);
