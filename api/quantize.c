@@ -189,6 +189,11 @@ void qrl_shape_kernels_stop(void)
     qc_iconv_jit_stop();
 }
 
+void qrl_shape_kernels_wait(void)
+{
+    qc_iconv_jit_wait();
+}
+
 int qrl_recipe_compile(const char *path, int flags, FILE *diag, qrl_recipe **out, char *err, size_t errlen)
 {
     *out = NULL;

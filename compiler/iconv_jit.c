@@ -1125,6 +1125,17 @@ void qc_iconv_jit_stop(void)
     stop_worker();
 }
 
+void qc_iconv_jit_wait(void)
+{
+    pthread_mutex_lock(&table_lock);
+    for (size_t i = 0; i < table_len; i++)
+        if (table[i].state != E_DONE && worker_on) {
+            pthread_cond_wait(&done_cv, &table_lock);
+            i = (size_t)-1; /* from the start: the table may have moved */
+        }
+    pthread_mutex_unlock(&table_lock);
+}
+
 void qc_iconv_jit_set_background(int on)
 {
     pthread_mutex_lock(&table_lock);

@@ -41,6 +41,8 @@ void qc_iconv_jit_set_background(int on);
 
 /* Stops the worker as qc_iconv_jit_release does, keeping the kernels. */
 void qc_iconv_jit_stop(void);
+/* Waits until no request is queued or being compiled. */
+void qc_iconv_jit_wait(void);
 
 /* Frees every compiled kernel, after stopping the worker: the compilation under way finishes into
  * the cache (so no scratch file is left) and the queue is dropped; pointers handed out before become invalid.

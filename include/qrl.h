@@ -216,6 +216,9 @@ void qrl_shape_kernel_counts(qrl_shape_kernels *k);
  * handlers libgccjit registers during the process's first compilation run before the library's:
  * a program that exits during that one without calling this may crash; qrl calls it.) */
 void qrl_shape_kernels_stop(void);
+/* Waits until the background compilation has compiled every kernel asked for so far (qrl bench,
+ * after its warm-up run: the timed runs then see the steady state). */
+void qrl_shape_kernels_wait(void);
 
 /* ---- Recipes and quantization ---- */
 
