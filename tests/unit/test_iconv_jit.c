@@ -319,6 +319,24 @@ Test(iconv_jit, the_api_compiles_in_the_background_by_default)
     drop(&p);
 }
 
+/* A folder of its own for TMPDIR (libgccjit's and the compiler's scratch), in the test's cache. */
+static void scratch_tmpdir(char *tmp, size_t n)
+{
+    snprintf(tmp, n, "%s/tmp", cache_dir);
+    cr_assert_eq(mkdir(tmp, 0700), 0);
+}
+
+/* Neither a compilation's folder in tmp (TMPDIR) nor a cache entry's temporary file is left. */
+static void no_scratch_left(const char *tmp)
+{
+    cr_assert_eq(tu_count_files(tmp), 0, "a compilation's folder was left in TMPDIR");
+    char cmd[1400], *log;
+    snprintf(cmd, sizeof cmd, "ls -a '%s/qrl' | grep -c tmp", cache_dir);
+    tu_run(cmd, &log);
+    cr_assert_eq(atoi(log), 0, "an entry's temporary file was left: %s", log);
+    free(log);
+}
+
 /* Stopping at exit with shapes queued: the one being compiled ends in the cache, the rest are
  * dropped, and no temporary file (an entry's *.tmp.*, or a compilation's folder) is left. */
 Test(iconv_jit, stopping_leaves_no_scratch)
@@ -326,8 +344,7 @@ Test(iconv_jit, stopping_leaves_no_scratch)
     if (!has_vnni())
         return;
     char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s/tmp", cache_dir);
-    cr_assert_eq(mkdir(tmp, 0700), 0);
+    scratch_tmpdir(tmp, sizeof tmp);
     setenv("TMPDIR", tmp, 1);
     qc_iconv_jit_set_background(1);
     for (int n = 16; n <= 16 * 6; n += 16)
@@ -338,12 +355,7 @@ Test(iconv_jit, stopping_leaves_no_scratch)
     qc_iconv_jit_stats(&s);
     cr_assert_eq(s.queued, 0, "stopped with %ld queued", s.queued);
     cr_assert_eq(count_entries(), s.background, "each compiled kernel is in the cache");
-    cr_assert_eq(tu_count_files(tmp), 0, "no compilation's folder left in TMPDIR");
-    char cmd[1400], *log;
-    snprintf(cmd, sizeof cmd, "ls -a '%s/qrl' | grep -c tmp", cache_dir);
-    tu_run(cmd, &log);
-    cr_assert_eq(atoi(log), 0, "no entry's temporary file: %s", log);
-    free(log);
+    no_scratch_left(tmp);
     unsetenv("TMPDIR");
 }
 
@@ -355,8 +367,7 @@ Test(iconv_jit, sigint_while_compiling_leaves_no_scratch)
     if (!has_vnni())
         return;
     char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s/tmp", cache_dir);
-    cr_assert_eq(mkdir(tmp, 0700), 0);
+    scratch_tmpdir(tmp, sizeof tmp);
     pid_t pid = fork();
     cr_assert_neq(pid, -1);
     if (pid == 0) {
@@ -375,12 +386,7 @@ Test(iconv_jit, sigint_while_compiling_leaves_no_scratch)
     int st = 0;
     cr_assert_eq(waitpid(pid, &st, 0), pid);
     cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT, "died of the signal (status %#x)", st);
-    cr_assert_eq(tu_count_files(tmp), 0, "the compilation's folder was left in TMPDIR");
-    char cmd[1400], *log;
-    snprintf(cmd, sizeof cmd, "ls -a '%s/qrl' | grep -c tmp", cache_dir);
-    tu_run(cmd, &log);
-    cr_assert_eq(atoi(log), 0, "an entry's temporary file was left: %s", log);
-    free(log);
+    no_scratch_left(tmp);
 }
 
 /* A cache that cannot be written: nothing is compiled in the background (it could not be kept),
