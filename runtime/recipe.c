@@ -28,10 +28,13 @@ static void rt_trap(qrl_rt *rt, int64_t code, const char *file, int64_t line, in
         snprintf(what, sizeof what, "%lld indices for a tensor of rank %lld", (long long)a, (long long)b);
         break;
     case QRL_TRAP_HIST:
-        snprintf(what, sizeof what, "%s",
-                 a == 1 ? "a histogram was filled with both add and add_abs"
-                 : a == 2 ? "histograms of different kinds cannot be merged"
-                          : "a histogram needs an even number of bins from 2 to 16777216");
+        if (a == 4) /* valid bins, no memory for them */
+            snprintf(what, sizeof what, "out of memory for a %lld-bin histogram", (long long)b);
+        else
+            snprintf(what, sizeof what, "%s",
+                     a == 1 ? "a histogram was filled with both add and add_abs"
+                     : a == 2 ? "histograms of different kinds cannot be merged"
+                              : "a histogram needs an even number of bins from 2 to 16777216");
         break;
     case QRL_TRAP_SHAPE:
         snprintf(what, sizeof what, "the tensor's dimension is %lld where the kernel's declared shape says %lld",
@@ -226,7 +229,8 @@ static void *rt_hist_new(qrl_rt *rt, int64_t bins)
         return NULL;
     qr_error e;
     if (qr_hist_init(&b->h, bins, 0, &e) != QR_OK) {
-        rt_trap(rt, QRL_TRAP_HIST, NULL, 0, 0, 3, 0);
+        int valid = bins >= 2 && bins <= QR_HIST_MAX_BINS && bins % 2 == 0;
+        rt_trap(rt, QRL_TRAP_HIST, NULL, 0, 0, valid ? 4 : 3, bins);
         return NULL;
     }
     return b;

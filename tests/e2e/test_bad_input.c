@@ -402,6 +402,32 @@ Test(bad_input, a_calibrators_zero_point_outside_the_type_is_an_error)
     cr_expect_eq(tu_count_files(out), 0, "nothing written");
 }
 
+/* A histogram calibrator whose bins the process cannot hold (16M bins, 128 MB each, per tensor, under
+ * a 400 MB address-space limit) says so: out of memory for that many bins, not a bin-count error;
+ * exit 1, nothing written. ASan reserves terabytes of address space, so there is no limit to run under. */
+Test(bad_input, a_histogram_without_memory_says_so)
+{
+#if !defined(__SANITIZE_ADDRESS__)
+    char path[1024], cmd[4096], *log;
+    snprintf(path, sizeof path, "%s/bins.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+               "recipe big_bins {\n  activation = u8 asymmetric by percentile(p = 99.9, bins = 16777216)\n"
+               "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n");
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "cd '%s' && ulimit -v 400000 && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe '%s' "
+                              "--calib %s/calib_images.npy --calib-count 8 --threads 1 -o '%s/bins.onnx' 2>&1",
+             tu_root(), tu_qrl(), path, getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data", out);
+    int rc = tu_run(cmd, &log);
+    cr_expect_eq(rc, 1, "exit %d: %s", rc, log);
+    cr_expect(strstr(log, "calibrator 'percentile': runtime error: out of memory for a 16777216-bin histogram"), "%s",
+              log);
+    free(log);
+    cr_expect_eq(tu_count_files(out), 0, "nothing written");
+#endif
+}
+
 /* Names from a model that hold escape sequences, a newline, a carriage return and bytes that are
  * not UTF-8 (tools/make_bad_models.py, hostile_names.onnx): `qrl dump` and error messages print
  * them escaped (no control byte reaches the terminal, one line per entry), and the qparams and
