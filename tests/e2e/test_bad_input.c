@@ -372,23 +372,31 @@ Test(bad_input, quantize_outputs_that_cannot_be_written_are_refused_first)
 /* A calibrator (recipe code) whose zero point the activation type cannot hold stops the run with
  * its name and the range: 300 used to be 300 in the JSON and 44 in the export, and -(2^63-1)
  * overflowed in the simulation. */
+/* Writes text to dir/name; path gets its path. */
+static void write_in_dir(char *path, size_t n, const char *name, const char *text)
+{
+    snprintf(path, n, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(text, f);
+    fclose(f);
+}
+
 Test(bad_input, a_calibrators_zero_point_outside_the_type_is_an_error)
 {
     const char *zeros[] = {"300", "-9223372036854775807"};
     for (int i = 0; i < 2; i++) {
-        char path[1024], cmd[4096], *log;
-        snprintf(path, sizeof path, "%s/zp.qrl", dir);
-        FILE *f = fopen(path, "w");
-        cr_assert(f);
-        fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
-                   "calibrator bad_zero(zero: i64 = %s) {\n  state lo: f64 = inf\n  state hi: f64 = -inf\n"
-                   "  observe(x: tensor<f32>) {\n    lo = min(lo, x.min())\n    hi = max(hi, x.max())\n  }\n"
-                   "  merge(other) {\n    lo = min(lo, other.lo)\n    hi = max(hi, other.hi)\n  }\n"
-                   "  solve(t: qtype) -> qparams {\n    return qparams(max(hi - lo, 1e-6) / 255.0, zero)\n  }\n}\n"
-                   "recipe bad_zp {\n  activation = u8 asymmetric by bad_zero()\n"
-                   "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  bias = i32\n  accumulate = i32\n}\n",
-                zeros[i]);
-        fclose(f);
+        char path[1024], cmd[4096], text[2048], *log;
+        snprintf(text, sizeof text,
+                 "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+                 "calibrator bad_zero(zero: i64 = %s) {\n  state lo: f64 = inf\n  state hi: f64 = -inf\n"
+                 "  observe(x: tensor<f32>) {\n    lo = min(lo, x.min())\n    hi = max(hi, x.max())\n  }\n"
+                 "  merge(other) {\n    lo = min(lo, other.lo)\n    hi = max(hi, other.hi)\n  }\n"
+                 "  solve(t: qtype) -> qparams {\n    return qparams(max(hi - lo, 1e-6) / 255.0, zero)\n  }\n}\n"
+                 "recipe bad_zp {\n  activation = u8 asymmetric by bad_zero()\n"
+                 "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  bias = i32\n  accumulate = i32\n}\n",
+                 zeros[i]);
+        write_in_dir(path, sizeof path, "zp.qrl", text);
         snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe '%s' --calib "
                                   "%s/calib_images.npy --calib-count 64 -o '%s/zp.onnx' --qparams '%s/zp.json' 2>&1",
                  tu_root(), tu_qrl(), path, getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data", out, out);
@@ -409,13 +417,10 @@ Test(bad_input, a_histogram_without_memory_says_so)
 {
 #if !defined(__SANITIZE_ADDRESS__)
     char path[1024], cmd[4096], *log;
-    snprintf(path, sizeof path, "%s/bins.qrl", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
-               "recipe big_bins {\n  activation = u8 asymmetric by percentile(p = 99.9, bins = 16777216)\n"
-               "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n");
-    fclose(f);
+    write_in_dir(path, sizeof path, "bins.qrl",
+                 "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+                 "recipe big_bins {\n  activation = u8 asymmetric by percentile(p = 99.9, bins = 16777216)\n"
+                 "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n");
     snprintf(cmd, sizeof cmd, "cd '%s' && ulimit -v 400000 && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe '%s' "
                               "--calib %s/calib_images.npy --calib-count 8 --threads 1 -o '%s/bins.onnx' 2>&1",
              tu_root(), tu_qrl(), path, getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data", out);
