@@ -1480,22 +1480,6 @@ static int id_of(const qr_value *v)
     return v ? v->id : -1;
 }
 
-/* The constant weight of the layer node n (of g) belongs to: n's own (a Conv, Gemm or MatMul: input
- * 1), or, for the Add of a separate bias, the layer's that feeds it; NULL for none. */
-static const qr_value *corrected_weight(const qr_node *n)
-{
-    if (!n->domain[0] && (!strcmp(n->op, "Conv") || !strcmp(n->op, "Gemm") || !strcmp(n->op, "MatMul")))
-        return n->n_in > 1 && n->in[1] && n->in[1]->is_const ? n->in[1] : NULL;
-    if (n->domain[0] || strcmp(n->op, "Add") || n->n_in != 2)
-        return NULL;
-    for (int k = 0; k < 2; k++) {
-        const qr_node *p = n->in[k] && !n->in[k]->is_const ? n->in[k]->producer : NULL;
-        if (p && !p->domain[0] && (!strcmp(p->op, "Conv") || !strcmp(p->op, "Gemm") || !strcmp(p->op, "MatMul")))
-            return p->n_in > 1 && p->in[1] && p->in[1]->is_const ? p->in[1] : NULL;
-    }
-    return NULL;
-}
-
 /* A bias correction makes up for its layer's weight rounding (transform.c): it corrects the bias of
  * the layer's Conv or Gemm, or of the Add of its separate bias, in place or as a new constant, and
  * gives a layer without one a bias (an Add of its own after a MatMul). Learned rounding moves the f32
@@ -1508,7 +1492,7 @@ static void restore_biases(const qr_qctx *q, qr_graph *d)
     const qr_graph *g = q->g, *ref = q->ref;
     for (int j = 0; j < g->n_nodes; j++) {
         const qr_node *gn = g->nodes[j], *rn = NULL;
-        const qr_value *w = corrected_weight(gn);
+        const qr_value *w = qr_transform_layer_weight(gn);
         if (!w || (q->qval[w->id] >= 0 && !qr_plan_const_falls_back(q, w->id)))
             continue;
         for (int i = 0; gn->name && gn->name[0] && i < ref->n_nodes && !rn; i++)
