@@ -18,7 +18,8 @@ check $O/ops/sgemm_avx512.o qr_sgemm_tile_12x32_avx512 vfmadd
 check $O/ops/sgemm_avx512.o qr_sgemm_wide_3x128_avx512 vfmadd
 check $O/ops/sgemm_avx2.o qr_sgemm_tile_6x16_avx2 vfmadd
 check $O/ops/conv.o dw_runs_f32.avx512f 'zmm|ymm'
-check $O/ops/igemm_avx512vnni.o tile_8x32 vpdpbusd
+check $O/ops/igemm_avx512vnni.o strip vpdpbusd  # tile_8x32, tile_8x16 and tile_4 inline here
+check $O/ops/igemm_avx512vnni.o strip64 vpdpbusd
 check $O/ops/igemm_avx512vnni.o qr_igemv_u8s8_avx512vnni vpdpbusd
 check $O/ops/igemm_avxvnni.o qr_igemm_u8s8_4x16_avxvnni vpdpbusd
 check $O/ops/igemm_avx2.o qr_igemm_u8s8_4x8_avx2 vpmaddwd
