@@ -54,7 +54,9 @@ void qr_api_model_unwrap(qrl_model *m)
 qr_status qr_api_model_exec(qrl_model *m, int threads, int profile, qr_error *e)
 {
     qr_exec *x;
-    qr_exec_opts o = {.threads = threads, .kernel_user = m->kernel_user, .profile = profile};
+    /* inference keeps its packed weights: up to a quarter of the memory budget (op.h) */
+    qr_exec_opts o = {.threads = threads, .kernel_user = m->kernel_user, .profile = profile,
+                      .cache_max = qr_exec_default_max_memory() / 4};
     if (qr_exec_new(m->g, &o, &x, e) != QR_OK)
         return QR_ERR; /* m->x stays as it was */
     qr_exec_free(m->x);

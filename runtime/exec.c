@@ -39,7 +39,7 @@ struct qr_exec {
     qr_pool *pool;
     qr_node_prof *prof; /* per node when opts.profile */
     qr_kcache *cache;   /* per node: what its kernel keeps across runs */
-    size_t cache_total; /* their bytes (at most QR_KCACHE_MAX) */
+    size_t cache_total; /* their bytes (at most opts.cache_max) */
     qr_kwork_arena work; /* the kernels' shared workspace (qr_kwork) */
     /* a node's kernel context, sized once by the graph's widest node (no allocation per node):
      * io_in past the node's inputs is NULL up to io_nin; io_hi: the last node's input count */
@@ -540,7 +540,8 @@ static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_erro
                       .in = io->in, .out = io->out, .err = e, .pool = x->pool, .user = x->opts.kernel_user,
                       .scratch_max = budget(x),
                       .cache = n->id >= 0 && n->id < x->nn && x->g->nodes[n->id] == n ? &x->cache[n->id] : NULL,
-                      .cache_total = &x->cache_total, .work = &x->work};
+                      .cache_total = &x->cache_total, .cache_max = x->opts.cache_max,
+                      .work = &x->work};
     if (n->n_out && out_value(x, n, 0) != n->out[0]) {
         if (x->bias[n->id])
             io->k.bias = &x->vt[x->bias[n->id]->id];

@@ -30,6 +30,9 @@ typedef struct qr_exec_opts {
      * allocated; 0: the process default (qr_exec_default_max_memory). */
     size_t max_memory;
     int profile; /* time every node's runs (qr_exec_profile) */
+    /* What kernels may keep of the constants across runs (packed weights, qr_kcache_get), in
+     * bytes; 0: QR_KCACHE_MAX. */
+    size_t cache_max;
 } qr_exec_opts;
 
 /* What one node cost over the runs of a profiling executor. */
@@ -45,7 +48,7 @@ typedef struct qr_exec_stats {
     size_t peak_bytes;    /* peak bytes live at once in the last run (dynamic or static) */
     int dynamic;          /* last run used dynamic allocation */
     size_t work_bytes;    /* the kernels' workspace, kept across runs (qr_kwork) */
-    size_t cache_bytes;   /* what kernels keep of the constants across runs (qr_kcache_get, QR_KCACHE_MAX) */
+    size_t cache_bytes;   /* what kernels keep of the constants across runs (qr_kcache_get, at most qr_exec_opts.cache_max) */
     long work_spills;     /* kernel scratch allocated past the workspace in the last run (0 once it has grown) */
     int tiled_nodes;      /* pointwise nodes the plan runs in chains by tiles (exec_tiles.h) */
 } qr_exec_stats;

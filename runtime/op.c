@@ -303,7 +303,7 @@ void *qr_kcache_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
         return NULL;
     *fresh = 1;
     size_t had = k->cache && k->cache->data ? k->cache->bytes : 0;
-    if (k->cache && (!k->cache_total || *k->cache_total - had + bytes <= QR_KCACHE_MAX)) {
+    if (k->cache && (!k->cache_total || *k->cache_total - had + bytes <= (k->cache_max ? k->cache_max : QR_KCACHE_MAX))) {
         free(k->cache->data);
         k->cache->data = p;
         k->cache->bytes = bytes;

@@ -40,7 +40,8 @@ typedef struct qr_kctx {
     void *user;    /* qr_exec_opts.kernel_user: state of ops owned by a driver (e.g. the quantizer's SimQuant) */
     size_t scratch_max; /* the memory budget (--max-memory) for one kernel's scratch; 0: unbounded */
     struct qr_kcache *cache; /* the node's buffer kept across runs (qr_kcache_get); NULL: none */
-    size_t *cache_total;     /* the bytes the executor's nodes keep so far (QR_KCACHE_MAX); NULL: no cap */
+    size_t *cache_total;     /* the bytes the executor's nodes keep so far; NULL: no cap */
+    size_t cache_max;        /* the cap on *cache_total (qr_exec_opts.cache_max); 0: QR_KCACHE_MAX */
     struct qr_kwork_arena *work; /* the kernels' workspace (qr_kwork); qr_op_run provides one */
     const qr_act *act; /* the activation of output 0 (only for ops whose def has act); NULL: none */
     /* f32 values added last to every row of output 0, one per element of its last dim (a fused
@@ -132,10 +133,14 @@ int qr_op_list(const qr_op_def *const **defs);
  * The graph does not change while an executor exists, so neither do its constants. Without an
  * executor's cache (k->cache NULL) it is fresh every time. Checked against the memory budget
  * like qr_kscratch; NULL with the error set. Give it back with qr_kcache_done.
- * An executor keeps at most QR_KCACHE_MAX bytes so: past it, a node's buffer is made afresh on
- * every run and freed after it, as without a cache. A model's weights packed once more would
- * double its memory (the f32 executor's packed B alone is the size of the weights), which a
- * large model cannot afford; the products are the same, only the packing is repeated. */
+ * An executor keeps at most k->cache_max bytes so (QR_KCACHE_MAX when 0: the quantizer's
+ * measuring executors): past it, a node's buffer is made afresh on every run and freed after it,
+ * as without a cache. A model's weights packed once more would double its memory (the f32
+ * executor's packed B alone is the size of the weights), which a large model cannot afford in
+ * the quantizer's several executors; the products are the same, only the packing is repeated.
+ * An inference executor (runtime/api.c) takes a quarter of its memory budget instead: a
+ * repacking on every run cost ViT-B/32's int8 graph (88 MB of packed weights) a third of its
+ * time. */
 #define QR_KCACHE_MAX ((size_t)64 << 20)
 void *qr_kcache_get(qr_kctx *k, size_t bytes, const char *what, int *fresh);
 void qr_kcache_done(qr_kctx *k, void *p);

@@ -301,6 +301,21 @@ Test(exec, kernel_cache_is_capped)
     cr_assert(s.cache_bytes >= sizeof(float) * 4096 * 1024 && s.cache_bytes <= QR_KCACHE_MAX,
               "the cache holds %zu bytes: W1's packing only", s.cache_bytes);
     cr_assert_eq(memcmp(out[0].data, out[1].data, sizeof(float) * 2 * 16384), 0, "the second run differs");
+    /* an executor given room (inference's: runtime/api.c) keeps both packings, same products */
+    qr_exec *big;
+    qr_exec_opts bo = {.cache_max = (size_t)128 << 20};
+    cr_assert_eq(qr_exec_new(g, &bo, &big, &e), QR_OK, "%s", e.msg);
+    qr_tensor kept[2];
+    for (int r = 0; r < 2; r++)
+        cr_assert_eq(qr_exec_run(big, &t, &kept[r], &e), QR_OK, "%s", e.msg);
+    qr_exec_get_stats(big, &s);
+    cr_assert(s.cache_bytes >= sizeof(float) * (4096 * 1024 + 1024 * 16384) && s.cache_bytes <= bo.cache_max,
+              "the cache holds %zu bytes: both packings", s.cache_bytes);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(memcmp(kept[r].data, out[1].data, sizeof(float) * 2 * 16384), 0, "run %d differs", r);
+        qr_tensor_free(&kept[r]);
+    }
+    qr_exec_free(big);
     double *hd = malloc(sizeof *hd * 1024);
     for (int r = 0; r < 2; r++) {
         for (int j = 0; j < 1024; j++)
