@@ -1139,9 +1139,10 @@ static int qtype_bits(const ql_node *t, const char **name)
     return 0;
 }
 
-/* Mixed precision (candidate = ..., budget = ...): weight-only, both or neither, no type twice, and
- * a budget in bits that the narrowest type can meet. */
-static void recipe_mixed(ctx *c, const ql_node *n, const ql_node *wgt, const ql_node *budget, int weight_only)
+/* Mixed precision (candidate = ..., candidate_activation = ..., budget = ...): both or neither, no type
+ * twice, types the recipe's kind takes, and a budget in bits that the narrowest type can meet. */
+static void recipe_mixed(ctx *c, const ql_node *n, const ql_node *act, const ql_node *wgt, const ql_node *budget,
+                         int weight_only)
 {
     const ql_node *first = NULL;
     int narrowest = wgt && wgt->a->kind == QL_QSPEC ? qtype_bits(wgt->a->a, NULL) : 0;
@@ -1156,9 +1157,11 @@ static void recipe_mixed(ctx *c, const ql_node *n, const ql_node *wgt, const ql_
         int bits = qtype_bits(t, &tname);
         if (bits && (!narrowest || bits < narrowest))
             narrowest = bits;
-        if (!weight_only && bits && bits != 32) /* integer layers: the recipe's types or f32 */
-            chk_err(c, t, "with integer activations a layer computes in the recipe's types or in f32: candidate = "
-                          "f32 (other types per layer are for weight-only recipes, activation = f32)");
+        /* integer layers: the integer kernels take i8 containers (i4 weights unpack into them) */
+        if (!weight_only && bits && bits != 32 && t->op != QL_TOK_I4 && t->op != QL_TOK_I8)
+            chk_err(c, t, "with integer activations a candidate is a weight type the integer kernels take (i4 or "
+                          "i8) or f32, not %s (16-bit activations: candidate_activation = u16 asymmetric by "
+                          "minmax())", tname);
         for (int j = 0; j < i; j++) { /* the same type twice: one of them would never be told apart */
             const ql_node *o = n->kids[j];
             int same_key = o->kind == QL_SETTING && !o->b && (!strcmp(o->name, "candidate") || o == wgt);
@@ -1168,6 +1171,27 @@ static void recipe_mixed(ctx *c, const ql_node *n, const ql_node *wgt, const ql_
                 break;
             }
         }
+    }
+    /* candidate_activation = u16 ...: a layer's output in 16 bits, with integer activations of 8 */
+    const ql_node *act16 = NULL;
+    for (int i = 0; i < n->nkids && !act16; i++)
+        if (n->kids[i]->kind == QL_SETTING && !n->kids[i]->b && !strcmp(n->kids[i]->name, "candidate_activation") &&
+            n->kids[i]->a->kind == QL_QSPEC)
+            act16 = n->kids[i];
+    if (act16) {
+        const ql_node *t = act16->a->a, *at = act && act->a->kind == QL_QSPEC ? act->a->a : NULL;
+        int abits = at ? qtype_bits(at, NULL) : 0;
+        if (weight_only)
+            chk_err(c, act16, "candidate_activation gives a layer 16-bit activations in an integer recipe; this "
+                              "one is weight-only (activation = f32)");
+        else if (t->kind == QL_TYPE && t->op != QL_TOK_U16 && t->op != QL_TOK_I16)
+            chk_err(c, t, "candidate_activation is a 16-bit activation type, u16 or i16: the layers that take it "
+                          "write 16-bit values");
+        else if (abits && abits != 8)
+            chk_err(c, act16, "candidate_activation needs 8-bit activations (activation = u8 or i8): it is the "
+                              "16-bit choice beside them");
+        if (!first)
+            first = act16;
     }
     if (first && !budget)
         chk_err(c, first, "a candidate needs a budget to choose by: budget = bits(6) or budget = bytes(2.5e6)");
@@ -1319,7 +1343,7 @@ void chk_recipe(ctx *c, qc_sym *s)
         for (int i = 0; i < wgt->a->nkids; i++)
             if (!strcmp(wgt->a->kids[i]->name, "per_tensor") && blk)
                 chk_err(c, wgt->a->kids[i], "per_tensor contradicts block = %lld", (long long)blk->a->ival);
-    recipe_mixed(c, n, wgt, setting[QR_SET_BUDGET], weight_only);
+    recipe_mixed(c, n, act, wgt, setting[QR_SET_BUDGET], weight_only);
     for (int i = 0; i < n->nkids && setting[QR_SET_CANDIDATE]; i++)
         if (n->kids[i]->kind == QL_SETTING && n->kids[i]->b && !strcmp(n->kids[i]->name, "weight")) {
             chk_err(c, n->kids[i]->b, "weight for cannot be used with candidate: the mixed precision search "

@@ -202,7 +202,9 @@ static qr_status pareto(int nl, int nc, const double *cost, const double *err, f
             return qr_errorf(e, "out of memory");
         for (int p = 0; p < nlv[l]; p++)
             for (int c = 0; c < nc; c++)
-                all[k++] = (fpt){lv[l][p].cost + cost[l * nc + c], lv[l][p].err + err[l * nc + c], p, c};
+                if (isfinite(cost[l * nc + c])) /* else not open to this layer */
+                    all[k++] = (fpt){lv[l][p].cost + cost[l * nc + c], lv[l][p].err + err[l * nc + c], p, c};
+        n = k;
         qsort(all, (size_t)n, sizeof *all, by_cost);
         int64_t kept = 0; /* dominated points go: each kept one has less error than every cheaper one */
         for (int64_t i = 0; i < n; i++)
@@ -310,7 +312,7 @@ static void point_figures(const qr_mixed_info *mi, qr_mixed_point *pt, double ba
         const qr_mixed_layer *ly = &mi->layers[l];
         int c = pt->pick[l];
         bytes += ly->bytes[c];
-        bits += ly->macs * 8 * ly->bytes[c] / ly->weights;
+        bits += ly->macs * (ly->bits ? ly->bits[c] : 8 * ly->bytes[c] / ly->weights);
         macs += ly->macs;
         err += ly->err2[c];
     }
@@ -470,6 +472,7 @@ void qr_mixed_info_free(qr_mixed_info *mi)
         free(mi->layers[l].node);
         free(mi->layers[l].bytes);
         free(mi->layers[l].err2);
+        free(mi->layers[l].bits);
     }
     free(mi->layers);
     for (int i = 0; i < mi->npoints; i++)
@@ -527,8 +530,8 @@ qr_status qr_mixed_choose(qr_mixed_info *mi, const double *cost, const double *e
                 mi->points[mi->npoints - 1].chosen = 1;
         }
         for (int c = 0; st == QR_OK && c < nc; c++) { /* every layer the same: what mixing is judged against */
-            for (int l = 0; l < nl; l++)
-                pick[l] = c;
+            for (int l = 0; l < nl; l++) /* (the first choice where c is not open to it) */
+                pick[l] = isfinite(cost[l * nc + c]) ? c : 0;
             if ((st = add_point(mi, pick, c, base_bytes, e)) == QR_OK)
                 mi->points[mi->npoints - 1].chosen = c == chosen_uniform;
         }

@@ -18,7 +18,8 @@
 
 typedef struct qr_mixed_point {
     double bytes;     /* the model's bytes (every constant the graph reads) */
-    double bits;      /* the weights' average storage bits (codes, scales, zero points), by MACs */
+    double bits;      /* by MACs: the weights' average storage bits (codes, scales, zero points), or the layers'
+                       * arithmetic bits (qr_mixed_layer.bits) */
     double predicted; /* dB: the outputs' SQNR the per-layer errors predict (the choosing samples) */
     double measured;  /* dB: measured by a run on the held-out samples; NaN when not run */
     double key;       /* what the budget bounds: bits or bytes (the points are shown by it) */
@@ -34,6 +35,10 @@ typedef struct qr_mixed_layer {
     double weights; /* K * N */
     double *bytes; /* by choice: its constants' bytes */
     double *err2;  /* by choice: the outputs' error energy with this layer alone so (choosing samples) */
+    /* by choice: an integer recipe's layer's arithmetic bits (its weights' bits times its output's
+     * over 8; f32 32), what bits(N) averages; NULL: the weights' storage bits, 8 bytes / weights.
+     * A choice not open to the layer has NaN bytes, bits and error. */
+    double *bits;
 } qr_mixed_layer;
 
 typedef struct qr_mixed_info {
@@ -58,7 +63,8 @@ void qr_mixed_info_free(qr_mixed_info *m);
  * ships); called for the chosen point last. */
 typedef qr_status (*qr_mixed_run_fn)(void *user, qr_mixed_point *p);
 /* The Pareto front of mi's layers and choices (cost[l * nchoices + c], err[...] alike: the error
- * energy the layer adds in that choice; rest: the error every assignment has), the least-error point whose cost is within bound chosen
+ * energy the layer adds in that choice; a cost not finite: the choice is not open to the layer;
+ * rest: the error every assignment has), the least-error point whose cost is within bound chosen
  * (none: no point is chosen), the points shown added to mi->points (the figures from mi's layers'
  * bytes, MACs and errors, base_bytes the rest of the model's) and each run by run. */
 qr_status qr_mixed_choose(qr_mixed_info *mi, const double *cost, const double *err, double rest, double base_bytes,

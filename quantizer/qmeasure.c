@@ -1839,95 +1839,298 @@ static qr_status rest_error(qr_qctx *q, const qr_tensor *calib, int64_t count, c
     return st;
 }
 
-/* An integer recipe's mixed precision (candidate = f32, budget = bits(N)): each layer that
- * multiplies (Conv, Gemm, MatMul: MACs) computes in the recipe's types or in f32. */
+/* An integer recipe's mixed precision: each layer that multiplies (Conv, Gemm, MatMul: MACs)
+ * computes as one of the recipe's choices: the recipe's types (MC_RECIPE), another weight type
+ * (candidate = i4 ...: MC_WEIGHT), 16-bit output activations (candidate_activation = u16 ...:
+ * MC_ACT16) or f32 (candidate = f32: MC_F32). */
+enum { MC_RECIPE, MC_WEIGHT, MC_ACT16, MC_F32 };
+
+typedef struct mchoice {
+    int kind;
+    const qr_setting *s; /* the setting it comes from */
+} mchoice;
+
+/* A layer's states: what apply_choice sets for each choice. */
+typedef struct mlayer {
+    int slot;           /* the slot of the tensor it writes */
+    int wi;             /* its weight's index in q->w, or -1 (none, or another layer reads it too) */
+    qr_wquant base;     /* q->w[wi] as the recipe quantized it */
+    qr_wquant *alt;     /* by choice: an MC_WEIGHT choice's weight (scale NULL: not open to this layer) */
+    qr_dtype dt, dt16;  /* its slot's type as the recipe has it, and the 16-bit choice's */
+    qrl_qtype qt, qt16;
+    qrl_qparams qp, qp16;
+    int has16;          /* the 16-bit choice is open to it */
+} mlayer;
+
+/* Layer ml computes as choice c: its slot quantized or not, its weight's integers, its slot's type
+ * (and the types of the slots that copy its qparams). */
+static void apply_choice(qr_qctx *q, const mchoice *ch, const mlayer *ml, int c)
+{
+    int k = ch[c].kind;
+    qr_slot *s = &q->slots[ml->slot];
+    s->fallback = k == MC_F32;
+    if (ml->wi >= 0)
+        q->w[ml->wi] = k == MC_WEIGHT && ml->alt[c].scale ? ml->alt[c] : ml->base;
+    int wide = k == MC_ACT16 && ml->has16;
+    s->dtype = wide ? ml->dt16 : ml->dt;
+    s->qt = wide ? ml->qt16 : ml->qt;
+    s->qp = wide ? ml->qp16 : ml->qp;
+    for (int i = 0; i < q->nslots; i++)
+        if (q->slots[i].kind == SLOT_SAME && q->slots[i].same == ml->slot)
+            q->slots[i].dtype = s->dtype, q->slots[i].qt = s->qt, q->slots[i].qp = s->qp;
+}
+
+/* Whether choice c is open to layer ml. */
+static int choice_open(const mchoice *ch, const mlayer *ml, int c)
+{
+    int k = ch[c].kind;
+    return k == MC_RECIPE || k == MC_F32 || (k == MC_WEIGHT && ml->wi >= 0 && ml->alt[c].scale) ||
+           (k == MC_ACT16 && ml->has16);
+}
+
+static int is_mac_op(const qr_node *n)
+{
+    return !strcmp(n->op, "Conv") || !strcmp(n->op, "Gemm") || !strcmp(n->op, "MatMul");
+}
+
+/* Whether every reader of value x can take it in 16 bits when slot root's tensor is: a Conv, Gemm
+ * or MatMul reading it as its input by a constant weight (its kernel qlinear_wide), a node left in
+ * f32 (it reads it dequantized), or an affine op whose output copies root's qparams (then that
+ * output's readers in turn). An Add, a Concat or a product of two activations needs both operands
+ * in one type: no 16-bit choice for a layer they read. */
+static int readers_take_16(const qr_qctx *q, const qr_value *x, int root, int depth)
+{
+    const qr_graph *g = q->g;
+    for (int i = 0; depth < 16 && i < g->n_nodes; i++) {
+        const qr_node *n = g->nodes[i];
+        int at = -1;
+        for (int j = 0; !n->dead && j < n->n_in && at < 0; j++)
+            at = n->in[j] == x ? j : -1;
+        if (at < 0 || q->node_kind[n->id] == 0)
+            continue;
+        if (q->node_kind[n->id] == 1 && is_mac_op(n) && at == 0 && n->n_in > 1 && n->in[1] && n->in[1]->is_const)
+            continue;
+        int so = q->node_kind[n->id] == 2 && n->n_out == 1 && n->out[0] ? q->slot_of[n->out[0]->id] : -1;
+        if (so >= 0 && q->slots[so].kind == SLOT_SAME && q->slots[so].same == root &&
+            readers_take_16(q, n->out[0], root, depth + 1))
+            continue;
+        return 0;
+    }
+    return depth < 16;
+}
+
+/* Whether settings a and b name one calibrator with the same arguments. */
+static qr_status same_calibrator(qr_qctx *q, const qr_setting *a, const qr_setting *b, int *same)
+{
+    *same = a->calibrator && b->calibrator && !strcmp(a->calibrator, b->calibrator) && a->nargs == b->nargs;
+    for (int i = 0; *same && i < a->nargs; i++)
+        *same = a->argnames && b->argnames && !strcmp(a->argnames[i], b->argnames[i]);
+    if (!*same || !a->nargs)
+        return QR_OK;
+    double *va = calloc(QRL_MAX_PARAMS + 1, sizeof *va), *vb = calloc(QRL_MAX_PARAMS + 1, sizeof *vb);
+    if (!va || !vb) {
+        free(va), free(vb);
+        return qr_errorf(q->e, "out of memory");
+    }
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    if (a->args)
+        a->args(&rt, va);
+    if (b->args)
+        b->args(&rt, vb);
+    qr_status st = qr_rt_status(&rt, q->e);
+    for (int i = 0; st == QR_OK && i < a->nargs; i++)
+        *same &= va[i] == vb[i];
+    free(va), free(vb);
+    return st;
+}
+
+/* Layer ml's 16-bit choice (setting s): open when its slot is calibrated, its weight its own, and
+ * its readers take 16 bits; its qparams the slot's calibrator's solve for s's type (the same
+ * observations: s must name that calibrator). */
+static qr_status open_16(qr_qctx *q, mlayer *ml, const qr_setting *s)
+{
+    const qr_slot *sl = &q->slots[ml->slot];
+    const qr_value *v = q->g->values[sl->value];
+    if (sl->kind != SLOT_CALIBRATED || !sl->cal || !sl->calset || ml->wi < 0 || qr_dtype_bits(sl->dtype) != 8 ||
+        !readers_take_16(q, v, ml->slot, 0))
+        return QR_OK;
+    int same = 0;
+    qr_status st = same_calibrator(q, s, sl->calset, &same);
+    if (st == QR_OK && !same)
+        return qr_errorf(q->e, "recipe '%s': candidate_activation's calibrator %s is not the one that calibrated '%s' "
+                               "(%s's %s): its 16-bit choice re-solves that calibrator's observations, so it names "
+                               "the same calibrator and arguments", q->r->name, s->calibrator, v->name,
+                         sl->calset->key, sl->calset->calibrator);
+    ml->dt16 = qr_dtype_from_name(s->type);
+    ml->qt16 = qr_qtype_of(ml->dt16, (s->mods & QR_MOD_NARROW) != 0, -1);
+    ml->qt16.symmetric = (s->mods & QR_MOD_SYMMETRIC) != 0;
+    if (st == QR_OK && (st = qr_calib_solve(sl->cal, &ml->qt16, &ml->qp16, q->e)) != QR_OK)
+        qr_error_prefix(q->e, "value '%s' in %s", v->name, s->type);
+    ml->qp16.scale = (float)ml->qp16.scale; /* the export stores f32 scales */
+    ml->has16 = st == QR_OK && isfinite(ml->qp16.scale) && ml->qp16.scale > 0;
+    return st;
+}
+
+/* A point's assignment as the integer graph, its outputs measured; the chosen one (run last) stays
+ * as res, and q as it. */
 typedef struct int_mixed {
     qr_qctx *q;
     qr_quantized *res;
     const outref *o;
     const qr_tensor *calib;
-    const int *slot; /* by layer */
+    const mchoice *ch;
+    const mlayer *ml;
 } int_mixed;
 
-/* A point's assignment (choice 1: f32) as the integer graph, its outputs measured; the chosen one
- * (run last) stays as res. */
 static qr_status int_mixed_run(void *user, qr_mixed_point *p)
 {
     int_mixed *im = user;
     qr_qctx *q = im->q;
     for (int l = 0; l < q->res_mixed_layers; l++)
-        q->slots[im->slot[l]].fallback = p->pick[l] == 1;
+        apply_choice(q, im->ch, &im->ml[l], p->pick[l]);
     out_metrics mt = {0};
     qr_status st = rebuild_measured(q, im->res, im->o, im->calib, &mt, 0);
     p->measured = mt.sqnr;
     return st;
 }
 
-/* The layers' effects on the outputs (the fallback's rank = effect runs: each alone quantized), the
- * front of MAC-weighted bits against the summed error (10^(-effect / 10) of the outputs' energy a
- * layer), and the assignment within the budget. */
+/* The layers' effects on the outputs under each choice (the fallback's rank = effect runs: each
+ * alone quantized, once per quantized choice), the front of MAC-weighted arithmetic bits against
+ * the summed error (10^(-effect / 10) of the outputs' energy a layer and choice), and the
+ * assignment within the budget. A layer's bits: its weights' bits times its output's over 8 (W8A8
+ * 8, W4A8 4, W8A16 16), 32 in f32. */
 static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, int64_t count)
 {
     const qr_setting *b = qr_recipe_setting(q->r, QR_SET_BUDGET);
+    const qr_recipe *r = q->r;
     qr_mixed_info *mi = calloc(1, sizeof *mi);
-    ranked *rk = calloc((size_t)q->nslots + 1, sizeof *rk);
-    int *slot = calloc((size_t)q->nslots + 1, sizeof *slot), nl = 0;
-    double *wbits = calloc((size_t)q->nslots + 1, sizeof *wbits); /* by layer: its weight's bits */
-    double *cost = calloc(2 * (size_t)q->nslots + 1, sizeof *cost), *err = calloc(2 * (size_t)q->nslots + 1, sizeof *err);
-    qr_status st = mi && rk && slot && cost && err && wbits ? QR_OK : qr_errorf(q->e, "out of memory");
+    size_t ns = (size_t)q->nslots + 1, nsc = (size_t)r->nsettings + 2;
+    ranked *rk = calloc(ns, sizeof *rk), *sub = calloc(ns, sizeof *sub);
+    int *at = calloc(ns, sizeof *at), nl = 0, nc = 0;
+    mchoice *ch = calloc(nsc, sizeof *ch);
+    mlayer *ml = calloc(ns, sizeof *ml);
+    qr_status st = mi && rk && sub && at && ch && ml ? QR_OK : qr_errorf(q->e, "out of memory");
+    if (st == QR_OK && !(mi->choices = calloc(nsc, sizeof *mi->choices)))
+        st = qr_errorf(q->e, "out of memory");
+    /* the choices: the recipe's types, then the candidates in the recipe's order */
     if (st == QR_OK) {
-        mi->layers = calloc((size_t)q->nslots + 1, sizeof *mi->layers);
-        mi->choices = calloc(3, sizeof *mi->choices);
-        st = mi->layers && mi->choices && (mi->choices[0] = strdup(qr_dtype_name(q->w_dtype))) &&
-                     (mi->choices[1] = strdup("f32")) ? QR_OK : qr_errorf(q->e, "out of memory");
-        mi->nchoices = 2;
+        ch[nc] = (mchoice){MC_RECIPE, q->wt};
+        if (!(mi->choices[nc++] = strdup(qr_dtype_name(q->w_dtype))))
+            st = qr_errorf(q->e, "out of memory");
     }
+    for (int i = 0; st == QR_OK && i < r->nsettings; i++) {
+        const qr_setting *s = &r->settings[i];
+        if (s->ntargets || (s->id != QR_SET_CANDIDATE && s->id != QR_SET_CANDIDATE_ACTIVATION))
+            continue;
+        char name[32];
+        int kind = s->id == QR_SET_CANDIDATE_ACTIVATION ? MC_ACT16 : !strcmp(s->type, "f32") ? MC_F32 : MC_WEIGHT;
+        snprintf(name, sizeof name, "%s%s", kind == MC_ACT16 ? "a:" : "", s->type);
+        ch[nc] = (mchoice){kind, s};
+        if (!(mi->choices[nc++] = strdup(name)))
+            st = qr_errorf(q->e, "out of memory");
+    }
+    mi->nchoices = nc;
+    if (st == QR_OK)
+        mi->layers = calloc(ns, sizeof *mi->layers);
+    if (st == QR_OK && !mi->layers)
+        st = qr_errorf(q->e, "out of memory");
     for (int i = 0; st == QR_OK && i < q->nslots; i++) { /* the layers: quantized slots a MAC op writes */
         const qr_value *v = q->g->values[q->slots[i].value];
         const qr_node *n = mac_node(q, v, o);
         if (q->slots[i].fallback || q->qval[q->slots[i].value] < 0 || !n)
             continue;
-        double macs = node_macs(n, o->per_sample, o->last);
         const qr_value *w = n->in[1];
         qr_mixed_layer *ly = &mi->layers[nl];
-        ly->macs = macs;
+        mlayer *m = &ml[nl];
+        ly->macs = node_macs(n, o->per_sample, o->last);
         ly->weights = w->is_const ? (double)qr_tensor_numel(&w->t) : 0;
         ly->name = strdup(v->name);
         ly->node = strdup(n->name ? n->name : "");
-        ly->bytes = calloc(2, sizeof *ly->bytes);
-        ly->err2 = calloc(2, sizeof *ly->err2);
-        if (!ly->name || !ly->node || !ly->bytes || !ly->err2)
+        ly->bytes = calloc((size_t)nc, sizeof *ly->bytes);
+        ly->err2 = calloc((size_t)nc, sizeof *ly->err2);
+        ly->bits = calloc((size_t)nc, sizeof *ly->bits);
+        m->alt = calloc((size_t)nc, sizeof *m->alt);
+        if (!ly->name || !ly->node || !ly->bytes || !ly->err2 || !ly->bits || !m->alt)
             st = qr_errorf(q->e, "out of memory");
+        m->slot = i, m->wi = -1;
+        m->dt = q->slots[i].dtype, m->qt = q->slots[i].qt, m->qp = q->slots[i].qp;
+        int readers = 0; /* a weight two layers read holds one set of integers: no choice of its own */
+        for (int k = 0; w->is_const && k < q->g->n_nodes; k++)
+            for (int j = 0; !q->g->nodes[k]->dead && j < q->g->nodes[k]->n_in; j++)
+                readers += q->g->nodes[k]->in[j] == w;
+        for (int k = 0; readers == 1 && k < q->nw; k++)
+            if (q->w[k].value == w->id)
+                m->wi = k, m->base = q->w[k];
         rk[nl] = (ranked){i, qr_plan_local_sqnr(&q->slots[i]), NAN};
-        const qr_wquant *wq = w->is_const ? qr_plan_weight(q, w->id) : NULL; /* `weight for` may set it */
-        wbits[nl] = (double)qr_dtype_bits(wq ? wq->dtype : q->w_dtype);
-        slot[nl++] = i;
-        mi->nlayers = nl;
+        mi->nlayers = ++nl;
     }
     q->res_mixed_layers = nl;
     if (st == QR_OK && !nl)
         st = qr_errorf(q->e, "recipe '%s': mixed precision has no layer to choose for (no quantized Conv, Gemm or "
-                             "MatMul)", q->r->name);
-    if (st == QR_OK)
+                             "MatMul)", r->name);
+    for (int c = 0; st == QR_OK && c < nc; c++) /* each choice's weights and types, where open */
+        for (int l = 0; st == QR_OK && l < nl; l++) {
+            if (ch[c].kind == MC_WEIGHT && ml[l].wi >= 0)
+                st = qr_plan_quantize_weight(q, ml[l].base.value, ch[c].s, &ml[l].alt[c]);
+            else if (ch[c].kind == MC_ACT16)
+                st = open_16(q, &ml[l], ch[c].s);
+        }
+    double *eff = calloc((size_t)nl * (size_t)nc + 1, sizeof *eff); /* dB, by layer and choice */
+    if (st == QR_OK && !eff)
+        st = qr_errorf(q->e, "out of memory");
+    if (st == QR_OK) /* the recipe's types: the fallback's own runs */
         st = measure_effects(q, calib, count, rk, nl);
+    for (int l = 0; st == QR_OK && l < nl; l++)
+        eff[(size_t)l * nc] = rk[l].effect, q->slots[rk[l].slot].effect = rk[l].effect;
+    for (int c = 1; st == QR_OK && c < nc; c++) { /* each other quantized choice: its layers alone in it */
+        int n = 0;
+        for (int l = 0; ch[c].kind != MC_F32 && l < nl; l++)
+            if (choice_open(ch, &ml[l], c)) {
+                apply_choice(q, ch, &ml[l], c);
+                at[n] = l, sub[n++] = rk[l];
+            }
+        if (n)
+            st = measure_effects(q, calib, count, sub, n);
+        for (int k = 0; k < n; k++) {
+            eff[(size_t)at[k] * nc + c] = sub[k].effect;
+            apply_choice(q, ch, &ml[at[k]], 0);
+        }
+    }
     double rest = 0; /* the other quantized tensors' error share: every layer in f32, the rest quantized */
+    int *slot = calloc((size_t)nl + 1, sizeof *slot);
+    for (int l = 0; slot && l < nl; l++)
+        slot[l] = ml[l].slot;
     if (st == QR_OK)
-        st = rest_error(q, calib, count, slot, nl, &rest);
-    double macs = 0, base = 0, low = 0; /* low: every layer in its integers, by MACs */
+        st = slot ? rest_error(q, calib, count, slot, nl, &rest) : qr_errorf(q->e, "out of memory");
+    free(slot);
+    double *cost = calloc((size_t)nl * (size_t)nc + 1, sizeof *cost), *err = calloc((size_t)nl * (size_t)nc + 1, sizeof *err);
+    if (st == QR_OK && (!cost || !err))
+        st = qr_errorf(q->e, "out of memory");
+    double macs = 0, base = 0, low = 0; /* low: every layer its narrowest choice, by MACs */
     for (int i = 0; i < q->g->n_values; i++) /* the model's constants but the layers' weights, as f32 */
         base += q->g->values[i]->is_const ? (double)qr_tensor_nbytes(&q->g->values[i]->t) : 0;
     for (int l = 0; st == QR_OK && l < nl; l++) {
         qr_mixed_layer *ly = &mi->layers[l];
-        double w = ly->weights > 0 ? ly->weights : 1;
+        const mlayer *m = &ml[l];
+        double w = ly->weights > 0 ? ly->weights : 1, lo = INFINITY;
         ly->weights = w;
-        ly->bytes[0] = w * wbits[l] / 8, ly->bytes[1] = 4 * w; /* the weights; the layer computes in their width */
-        ly->err2[0] = isfinite(rk[l].effect) ? pow(10, -rk[l].effect / 10) : rk[l].effect > 0 ? 0 : INFINITY;
-        cost[2 * l] = ly->macs * wbits[l], cost[2 * l + 1] = ly->macs * 32;
-        err[2 * l] = ly->err2[0];
+        int wb = qr_dtype_bits(m->wi >= 0 ? m->base.dtype : q->w_dtype), ab = qr_dtype_bits(m->dt);
+        for (int c = 0; c < nc; c++) {
+            int k = ch[c].kind, open = choice_open(ch, m, c);
+            int cw = k == MC_WEIGHT && open ? qr_dtype_bits(m->alt[c].dtype) : wb;
+            double e = eff[(size_t)l * nc + c];
+            ly->bits[c] = !open ? NAN : k == MC_F32 ? 32 : k == MC_ACT16 ? wb * qr_dtype_bits(m->dt16) / 8.0 : cw * ab / 8.0;
+            ly->bytes[c] = !open ? NAN : k == MC_F32 ? 4 * w : w * cw / 8;
+            ly->err2[c] = !open ? NAN : k == MC_F32 ? 0 : isfinite(e) ? pow(10, -e / 10) : e > 0 ? 0 : INFINITY;
+            cost[(size_t)l * nc + c] = open ? ly->macs * ly->bits[c] : INFINITY;
+            err[(size_t)l * nc + c] = open ? ly->err2[c] : INFINITY;
+            if (open && ly->bits[c] < lo)
+                lo = ly->bits[c];
+        }
         macs += ly->macs;
-        low += ly->macs * wbits[l];
+        low += ly->macs * lo;
         base -= 4 * w;
-        q->slots[slot[l]].effect = rk[l].effect;
     }
     if (st == QR_OK) {
         snprintf(mi->budget_kind, sizeof mi->budget_kind, "%s", b->type);
@@ -1936,19 +2139,25 @@ static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, co
         mi->choose_samples = count < effect_samples(q) ? count : effect_samples(q);
         mi->measured_samples = mi->heldout_samples = o->n; /* held out unless the caller says (no validate) */
         low = macs > 0 ? low / macs : 0;
-        if (low > b->value)
-            st = qr_errorf(q->e, "%s: budget = bits(%g) cannot be met: the smallest assignment, every layer %s, takes "
-                                 "%g bits a weight", b->calibrator && b->calibrator[0] ? b->calibrator : q->r->name,
-                           b->value, mi->choices[0], low);
+        if (low > b->value * (1 + 1e-12))
+            st = qr_errorf(q->e, "%s: budget = bits(%g) cannot be met: the smallest assignment, every layer %s, "
+                                 "takes %g bits a MAC", b->calibrator && b->calibrator[0] ? b->calibrator : r->name,
+                           b->value, nc > 2 ? "its narrowest choice" : mi->choices[0], low);
     }
-    int_mixed im = {.q = q, .res = res, .o = o, .calib = calib, .slot = slot};
+    int_mixed im = {.q = q, .res = res, .o = o, .calib = calib, .ch = ch, .ml = ml};
     if (st == QR_OK)
         st = qr_mixed_choose(mi, cost, err, rest, base, b->value * macs, int_mixed_run, &im, q->e);
-    free(rk);
-    free(slot);
-    free(wbits);
-    free(cost);
-    free(err);
+    /* q->w holds each layer's chosen weight: the others go */
+    for (int l = 0; ml && l < nl; l++) {
+        const qr_wquant *keep = ml[l].wi >= 0 ? &q->w[ml[l].wi] : NULL;
+        for (int c = 0; ml[l].alt && c <= nc; c++) {
+            qr_wquant *x = c < nc ? &ml[l].alt[c] : &ml[l].base;
+            if (x->scale && (!keep || x->scale != keep->scale))
+                free(x->scale), free(x->zero);
+        }
+        free(ml[l].alt);
+    }
+    free(rk), free(sub), free(at), free(ch), free(ml), free(eff), free(cost), free(err);
     if (st != QR_OK) {
         qr_mixed_info_free(mi);
         return st;

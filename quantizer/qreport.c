@@ -59,6 +59,15 @@ static int acc_narrow(const qr_quantized *q, FILE *f, int json)
     return 1;
 }
 
+/* Choice c's figure of a layer in a JSON list: null for NaN (the choice is not open to it). */
+static void choice_num(FILE *f, int c, double v, int whole)
+{
+    if (isnan(v))
+        fprintf(f, "%snull", c ? ", " : "");
+    else
+        fprintf(f, whole ? "%s%.0f" : "%s%.17g", c ? ", " : "", v);
+}
+
 /* Mixed precision as JSON: the choices, each layer's bytes and output error energy per choice (the
  * measurements the assignment read), the points shown and which one ships. */
 static void json_mixed(FILE *f, const qr_mixed_info *m)
@@ -77,12 +86,17 @@ static void json_mixed(FILE *f, const qr_mixed_info *m)
         fprintf(f, "\", \"node\": \"");
         esc(f, ly->node, 1);
         fprintf(f, "\", \"weights\": %.0f, \"macs\": %.17g, \"bytes\": [", ly->weights, ly->macs);
-        for (int c = 0; c < m->nchoices; c++)
-            fprintf(f, "%s%.0f", c ? ", " : "", ly->bytes[c]);
+        for (int c = 0; c < m->nchoices; c++) /* null: a choice not open to this layer */
+            choice_num(f, c, ly->bytes[c], 1);
         fprintf(f, "], \"error\": [");
         for (int c = 0; c < m->nchoices; c++)
-            fprintf(f, "%s%.17g", c ? ", " : "", ly->err2[c]);
-        fprintf(f, "]}%s\n", l + 1 < m->nlayers ? "," : "");
+            choice_num(f, c, ly->err2[c], 0);
+        fprintf(f, "]");
+        for (int c = 0; ly->bits && c < m->nchoices; c++) {
+            fprintf(f, "%s", c ? "" : ", \"bits\": [");
+            choice_num(f, c, ly->bits[c], 0);
+        }
+        fprintf(f, "%s}%s\n", ly->bits ? "]" : "", l + 1 < m->nlayers ? "," : "");
     }
     fprintf(f, "    ],\n    \"points\": [\n");
     for (int i = 0; i < m->npoints; i++) {

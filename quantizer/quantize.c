@@ -520,6 +520,68 @@ static qr_status weight_setting(const qr_qctx *q, const qr_value *v, const qr_se
     return QR_OK;
 }
 
+/* Weight value id `value` (an f32 constant with a weight role) quantized as setting ws says into *w
+ * (its scale and zero point arrays allocated): its axis the role's when ws is per channel. */
+qr_status qr_plan_quantize_weight(qr_qctx *q, int value, const qr_setting *ws, qr_wquant *w)
+{
+    const qr_role *r = &q->roles[value];
+    const qr_value *v = q->g->values[value];
+    int per_channel = ws == q->wt ? q->w_per_channel : (ws->mods & QR_MOD_PER_CHANNEL) && q->g->opset >= 13;
+    int axis = per_channel && r->axis >= 0 && r->axis < v->t.ndim ? r->axis : -1;
+    int64_t n = qr_tensor_numel(&v->t);
+    int nch = axis < 0 ? 1 : (int)v->t.dims[axis];
+    int64_t inner = 1;
+    for (int d = axis + 1; axis >= 0 && d < v->t.ndim; d++)
+        inner *= v->t.dims[d];
+    *w = (qr_wquant){.value = value, .axis = axis, .nch = nch, .dtype = qr_dtype_from_name(ws->type),
+                     .narrow = (ws->mods & QR_MOD_NARROW) != 0};
+    w->scale = calloc((size_t)nch, sizeof *w->scale);
+    w->zero = calloc((size_t)nch, sizeof *w->zero);
+    /* the weight reordered channel by channel in one pass (channel c holds n / nch values) */
+    float *tmp = malloc(sizeof(float) * (size_t)(n + 1));
+    if (!w->scale || !w->zero || !tmp) {
+        free(tmp);
+        return qr_errorf(q->e, "out of memory");
+    }
+    const float *data = v->t.data;
+    int64_t per = n / nch;
+    for (int64_t j = 0; j < n; j++) {
+        if (!isfinite(data[j])) {
+            free(tmp);
+            return qr_errorf(q->e, "weight '%s' holds %s at element %lld: it cannot be quantized", v->name,
+                             isnan(data[j]) ? "NaN" : "an infinity", (long long)j);
+        }
+        int64_t o = j / (inner * nch), c = (j / inner) % nch, k = j % inner;
+        tmp[axis < 0 ? j : c * per + o * inner + k] = data[j];
+    }
+    qrl_qtype qt = qr_qtype_of(w->dtype, w->narrow, axis);
+    qt.symmetric = (ws->mods & QR_MOD_SYMMETRIC) != 0;
+    for (int c = 0; c < nch; c++) {
+        qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {per}, .data = tmp + (size_t)c * (size_t)per};
+        qr_calib *cal;
+        qrl_qparams qp;
+        if (new_calib(q, ws, &cal) != QR_OK) {
+            free(tmp);
+            return QR_ERR;
+        }
+        qr_status st = qr_calib_observe(cal, &t, q->e);
+        if (st == QR_OK)
+            st = qr_calib_solve(cal, &qt, &qp, q->e);
+        qr_calib_free(cal);
+        if (st == QR_OK && (!isfinite(qp.scale) || !(qp.scale > 0)))
+            st = qr_errorf(q->e, "the weight calibrator gives scale %g", qp.scale);
+        if (st != QR_OK) {
+            free(tmp);
+            qr_error_prefix(q->e, "weight '%s'%s", v->name, nch > 1 ? " (a channel)" : "");
+            return QR_ERR;
+        }
+        w->scale[c] = (float)qp.scale;
+        w->zero[c] = (int32_t)qp.zero;
+    }
+    free(tmp);
+    return QR_OK;
+}
+
 static qr_status quantize_weights(qr_qctx *q)
 {
     const qr_graph *g = q->g;
@@ -534,13 +596,6 @@ static qr_status quantize_weights(qr_qctx *q)
         const qr_setting *ws = q->wt;
         if (!q->o->from_file && weight_setting(q, v, &ws) != QR_OK)
             return QR_ERR;
-        int per_channel = ws == q->wt ? q->w_per_channel : (ws->mods & QR_MOD_PER_CHANNEL) && q->g->opset >= 13;
-        int axis = per_channel && r->axis >= 0 && r->axis < v->t.ndim ? r->axis : -1;
-        int64_t n = qr_tensor_numel(&v->t);
-        int nch = axis < 0 ? 1 : (int)v->t.dims[axis];
-        int64_t inner = 1;
-        for (int d = axis + 1; axis >= 0 && d < v->t.ndim; d++)
-            inner *= v->t.dims[d];
         qr_wquant *wv = realloc(q->w, sizeof *wv * (size_t)(q->nw + 1));
         if (!wv)
             return qr_errorf(q->e, "out of memory");
@@ -558,52 +613,8 @@ static qr_status quantize_weights(qr_qctx *q)
             memcpy(w->zero, qi->zero, sizeof *w->zero * (size_t)qi->n);
             continue;
         }
-        *w = (qr_wquant){.value = i, .axis = axis, .nch = nch, .dtype = qr_dtype_from_name(ws->type),
-                         .narrow = (ws->mods & QR_MOD_NARROW) != 0};
-        w->scale = calloc((size_t)nch, sizeof *w->scale);
-        w->zero = calloc((size_t)nch, sizeof *w->zero);
-        /* the weight reordered channel by channel in one pass (channel c holds n / nch values) */
-        float *tmp = malloc(sizeof(float) * (size_t)(n + 1));
-        if (!w->scale || !w->zero || !tmp) {
-            free(tmp);
-            return qr_errorf(q->e, "out of memory");
-        }
-        const float *data = v->t.data;
-        int64_t per = n / nch;
-        for (int64_t j = 0; j < n; j++) {
-            if (!isfinite(data[j])) {
-                free(tmp);
-                return qr_errorf(q->e, "weight '%s' holds %s at element %lld: it cannot be quantized", v->name,
-                                 isnan(data[j]) ? "NaN" : "an infinity", (long long)j);
-            }
-            int64_t o = j / (inner * nch), c = (j / inner) % nch, k = j % inner;
-            tmp[axis < 0 ? j : c * per + o * inner + k] = data[j];
-        }
-        qrl_qtype qt = qr_qtype_of(w->dtype, w->narrow, axis);
-        qt.symmetric = (ws->mods & QR_MOD_SYMMETRIC) != 0;
-        for (int c = 0; c < nch; c++) {
-            qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {per}, .data = tmp + (size_t)c * (size_t)per};
-            qr_calib *cal;
-            qrl_qparams qp;
-            if (new_calib(q, ws, &cal) != QR_OK) {
-                free(tmp);
-                return QR_ERR;
-            }
-            qr_status st = qr_calib_observe(cal, &t, q->e);
-            if (st == QR_OK)
-                st = qr_calib_solve(cal, &qt, &qp, q->e);
-            qr_calib_free(cal);
-            if (st == QR_OK && (!isfinite(qp.scale) || !(qp.scale > 0)))
-                st = qr_errorf(q->e, "the weight calibrator gives scale %g", qp.scale);
-            if (st != QR_OK) {
-                free(tmp);
-                qr_error_prefix(q->e, "weight '%s'%s", v->name, nch > 1 ? " (a channel)" : "");
-                return QR_ERR;
-            }
-            w->scale[c] = (float)qp.scale;
-            w->zero[c] = (int32_t)qp.zero;
-        }
-        free(tmp);
+        if (qr_plan_quantize_weight(q, i, ws, w) != QR_OK)
+            return QR_ERR;
     }
     for (int i = 0; i < g->n_values; i++) {
         const qr_role *r = &q->roles[i];
@@ -1670,6 +1681,7 @@ static qr_status new_calibrators(qr_qctx *q)
             if (q->slots[i].set) /* activation for the op or node that produces it */
                 s = q->slots[i].set;
             q->slots[i].qt.symmetric = (s->mods & QR_MOD_SYMMETRIC) != 0;
+            q->slots[i].calset = s;
             st = new_calib(q, s, &q->slots[i].cal);
         }
     free(seen);

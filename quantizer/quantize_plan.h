@@ -19,6 +19,7 @@ typedef struct qr_slot {
     int kind;
     int same;       /* SLOT_SAME: the slot copied */
     qr_calib *cal;  /* SLOT_CALIBRATED */
+    const qr_setting *calset; /* the setting whose calibrator cal is (activation, input, output, activation for) */
     qrl_qtype qt;
     qr_dtype dtype; /* its integers' type: the recipe's activation type, or the one an `activation for`
                      * setting gives the values its op or node produces (set: that setting) */
@@ -122,6 +123,9 @@ typedef struct qr_qctx {
 qr_dtype qr_plan_value_dtype(const qr_qctx *q, int value);
 /* The weight record of value id `value`, or NULL. */
 const qr_wquant *qr_plan_weight(const qr_qctx *q, int value);
+/* Weight value id `value` (an f32 constant a pattern reads as a weight) quantized as setting ws says
+ * (per channel along its role's axis when ws is), into *w (its scale and zero arrays allocated). */
+qr_status qr_plan_quantize_weight(qr_qctx *q, int value, const qr_setting *ws, qr_wquant *w);
 /* A weight of n elements quantized to t, in res's counts (weights, 4-bit ones, bytes). */
 void qr_plan_count_weight(qr_quantized *res, qr_dtype t, int64_t n);
 /* Whether constant `value` belongs to a match whose output fell back to f32. */

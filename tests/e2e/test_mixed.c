@@ -163,3 +163,48 @@ Test(mixed, integer_layers_in_f32_under_a_bits_budget)
     free(log);
     free(out);
 }
+
+/* An integer recipe choosing per layer among its types (W8A8), 4-bit weights (W4A8), 16-bit output
+ * activations (W8A16) and f32, under bits(5.2) (a layer's bits: its weights' times its output's over
+ * 8, f32 32; MAC-weighted): mixed_int_oracle.py recomputes the MACs and the bits, brute-forces every
+ * assignment from the report's per-choice errors to QRL's choice (which mixes all four on this CNN),
+ * finds each layer's chosen types in the export (an INT4 or INT8 DequantizeLinear or an f32
+ * weight, a uint8 or uint16 QuantizeLinear on what it writes) and counts the budget there; ONNX
+ * Runtime runs the export to QRL's own outputs. */
+Test(mixed, integer_candidates_4_8_16_bits_and_f32)
+{
+    char recipe[4096], cmd[8192], *out, *log;
+    const char *data = getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data";
+    snprintf(recipe, sizeof recipe, "%s/int4816.qrl", dir);
+    FILE *f = fopen(recipe, "w");
+    cr_assert(f);
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\nrecipe int_mixed {\n"
+               "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
+               "  candidate = i4 symmetric narrow per_channel by minmax(symmetric = true)\n"
+               "  candidate_activation = u16 asymmetric by minmax()\n  candidate = f32\n  bias = i32\n"
+               "  tolerance = 3\n  budget = bits(5.2)\n  validate = 0.25\n}\n");
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s quantize %s/examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
+             "--calib-count 256 -o %s/int4816.onnx --report %s/int4816.json", tu_qrl(), tu_root(), recipe, data, dir, dir);
+    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+    cr_assert(strstr(out, "mixed:     budget = bits(5.2) over 5 layers, choosing among i8 i4 a:u16 f32") &&
+              strstr(out, "5 a:u16 (uniform)") && strstr(out, "(chosen)"), "%s", out);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/mixed_int_oracle.py' %s/examples/fmnist/fmnist_cnn.onnx "
+             "%s/int4816.onnx %s/int4816.json", tu_root(), tu_root(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s\nqrl said:\n%s", log, out);
+    cr_assert(!strncmp(log, "ok ", 3) && strstr(log, " i4") && strstr(log, "a:u16") && strstr(log, "f32") &&
+              strstr(log, "closed 0"), "every kind of choice in the chosen one, each open to every layer: %s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as np; np.save('%s/x64.npy', "
+             "np.load('%s/calib_images.npy')[:64])\" && %s run %s/int4816.onnx -i %s/x64.npy -o %s/qrl_int && node "
+             "'%s/tools/ort_run.js' %s/int4816.onnx %s/x64.npy -o %s/ort_int", dir, data, tu_qrl(), dir, dir, dir,
+             tu_root(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    char ref[4096], got[4096];
+    snprintf(ref, sizeof ref, "%s/ort_int/logits.npy", dir);
+    snprintf(got, sizeof got, "%s/qrl_int/logits.npy", dir);
+    double d = tu_npy_rel_diff(ref, got);
+    cr_assert(d >= 0 && d < 1e-5, "ORT vs QRL on the mixed integer export: %g", d);
+    free(out);
+}

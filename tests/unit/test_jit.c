@@ -1976,7 +1976,7 @@ Test(jit, setting_errors_name_what_the_table_allows)
     cr_assert(strstr(log, ":7:3: error: unknown recipe setting 'zzzzzzzz' (activation, weight, bias, accumulate, "
                           "numerics, fallback, input, output, tolerance, rounding, transform, validate, "
                           "measure_samples, effect_samples, block, rank, order, outputs, overflow, candidate, "
-                          "budget, compute)\n"),
+                          "budget, compute, candidate_activation)\n"),
               "%s", log);
     free(log);
 }
