@@ -1,4 +1,8 @@
-/* Mixed precision for weight-only recipes: each MatMul/Gemm weight takes one of the recipe's
+/* Mixed precision. Integer recipes (qmeasure.c: each Conv/Gemm/MatMul computes as the recipe's
+ * types, another weight type, 16-bit output activations or f32, under bits(N) of arithmetic) share
+ * the front and the choice below (qr_mixed_choose) and the info the reports print.
+ *
+ * Weight-only recipes (mixed.c): each MatMul/Gemm weight takes one of the recipe's
  * choices (weight = ... and every candidate = ..., f32 among them when a candidate says so) so that
  * the model meets the recipe's budget (bits(N): the weights' average storage bits, weighted by
  * their layers' MACs; bytes(N): the model's size) with the least predicted output error.
