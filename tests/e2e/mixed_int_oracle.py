@@ -11,6 +11,7 @@ activation width. Checks:
   * each layer's MACs a sample, recomputed from the f32 model's shapes (onnx shape inference:
     a Conv's output elements times C_in / group times its kernel; a Gemm's N times K), are the
     report's, and so are its bits under each choice open to it (an error of null: not open);
+  * the 16-bit choice is open to the layers open_16's rule names, and only to them;
   * a brute force over every assignment with the report's errors and these bits picks QRL's
     chosen assignment: the least summed error whose MAC-weighted bits are within the budget;
   * the export holds it: for each layer, its weight's type (an f32 initializer, or a
@@ -73,6 +74,30 @@ def file_types(qm, node_name):
     return None if wbits is None else (wbits, abits)
 
 
+def open_16(f32, inits, node):
+    """Whether the 16-bit choice is open to layer node by the rule: the tensor it writes (through a
+    BatchNormalization, Relu or Clip it alone reads) is read only by Conv/Gemm/MatMul layers as
+    their input by a constant weight, or by MaxPool, Flatten, Reshape or Dropout whose outputs are
+    read so in turn (an Add, a Concat, ... needs both operands in one type)."""
+    readers = {}
+    for n in f32.graph.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    v = node.output[0]
+    while len(readers.get(v, [])) == 1 and readers[v][0].op_type in ("BatchNormalization", "Relu", "Clip"):
+        v = readers[v][0].output[0]
+
+    def takes(v):
+        for r in readers.get(v, []):
+            if r.op_type in ("Conv", "Gemm", "MatMul") and r.input[0] == v and r.input[1] in inits:
+                continue
+            if r.op_type in ("MaxPool", "Flatten", "Reshape", "Dropout") and takes(r.output[0]):
+                continue
+            return False
+        return True
+    return takes(v)
+
+
 def main():
     f32 = shape_inference.infer_shapes(onnx.load(sys.argv[1]))
     qm, rep = onnx.load(sys.argv[2]), json.load(open(sys.argv[3]))["mixed"]
@@ -100,6 +125,12 @@ def main():
             if l["error"][c] is not None and b != bits[c]:
                 sys.exit("%s: %s takes %s bits by the report, %s by the rule" % (l["node"], names[c], b, bits[c]))
         closed += sum(e is None for e in l["error"])
+    for k, name in enumerate(names):  # which layers the 16-bit choice is open to
+        for l in layers if name.startswith("a:") else []:
+            node = [n for n in f32.graph.node if n.name == l["node"]][0]
+            if (l["error"][k] is not None) != open_16(f32, inits, node):
+                sys.exit("%s: %s %s to it, but the rule says %s" % (l["node"], name, "open" if l["error"][k] is not None
+                                                                    else "not open", open_16(f32, inits, node)))
     total_macs = sum(l["macs"] for l in layers)
     top, want = None, None
     opens = [[c for c in range(len(names)) if l["error"][c] is not None] for l in layers]

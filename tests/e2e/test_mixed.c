@@ -208,3 +208,63 @@ Test(mixed, integer_candidates_4_8_16_bits_and_f32)
     cr_assert(d >= 0 && d < 1e-5, "ORT vs QRL on the mixed integer export: %g", d);
     free(out);
 }
+
+/* dir/tag.qrl: an integer recipe (u8 activations, i8 weights per channel) with the lines of body. */
+static void write_int_recipe(const char *tag, const char *body, char *path, size_t n)
+{
+    snprintf(path, n, "%s/%s.qrl", dir, tag);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\nrecipe %s {\n"
+               "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
+               "  bias = i32\n%s}\n", tag, body);
+    fclose(f);
+}
+
+/* A residual CNN (tools/make_mixed_models.py's res.onnx): the 16-bit choice is open to the layers
+ * whose output only a Conv or the model's output reads (B, D), not to those an Add reads (A, C), as
+ * mixed_int_oracle.py's rule says from the f32 graph; under bits(15.2) B writes u16, which C reads
+ * (qlinear_wide) and writes u8 to the Add: the oracle's checks, and ONNX Runtime runs the export
+ * to QRL's outputs. */
+Test(mixed, integer_16_bit_choice_where_its_readers_take_it)
+{
+    char recipe[4096], cmd[8192], *out, *log;
+    write_int_recipe("res16", "  candidate = i4 symmetric narrow per_channel by minmax(symmetric = true)\n"
+                              "  candidate_activation = u16 asymmetric by minmax()\n  candidate = f32\n"
+                              "  budget = bits(15.2)\n  validate = 0.25\n", recipe, sizeof recipe);
+    snprintf(cmd, sizeof cmd, "%s quantize %s/res.onnx --recipe %s --calib %s/xr.npy -o %s/res16.onnx --report "
+             "%s/res16.json", tu_qrl(), dir, recipe, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/mixed_int_oracle.py' %s/res.onnx %s/res16.onnx "
+             "%s/res16.json", tu_root(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s\nqrl said:\n%s", log, out);
+    cr_assert(!strncmp(log, "ok ", 3) && strstr(log, "a:u16") && strstr(log, "closed 2"), "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "%s run %s/res16.onnx -i %s/xr.npy -o %s/qrl_res16 && node '%s/tools/ort_run.js' "
+             "%s/res16.onnx %s/xr.npy -o %s/ort_res16", tu_qrl(), dir, dir, dir, tu_root(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    char ref[4096], got[4096];
+    snprintf(ref, sizeof ref, "%s/ort_res16/Y.npy", dir);
+    snprintf(got, sizeof got, "%s/qrl_res16/Y.npy", dir);
+    double d = tu_npy_rel_diff(ref, got);
+    cr_assert(d >= 0 && d < 1e-5, "ORT vs QRL: %g", d);
+    free(out);
+}
+
+/* The 16-bit choice re-solves the observations of the calibrator that calibrated each tensor:
+ * candidate_activation naming another is an error at quantize time that says so, with no output. */
+Test(mixed, integer_16_bit_choice_needs_the_same_calibrator)
+{
+    char recipe[4096], cmd[8192], *out, path[4096];
+    write_int_recipe("cal16", "  candidate_activation = u16 asymmetric by percentile(p = 99.9)\n  budget = bits(12)\n",
+                     recipe, sizeof recipe);
+    snprintf(path, sizeof path, "%s/cal16.onnx", dir);
+    snprintf(cmd, sizeof cmd, "%s quantize %s/res.onnx --recipe %s --calib %s/xr.npy -o %s 2>&1", tu_qrl(), dir, recipe,
+             dir, path);
+    cr_assert_neq(tu_run(cmd, &out), 0, "%s", out);
+    cr_assert(strstr(out, "candidate_activation's calibrator percentile is not the one that calibrated") &&
+              strstr(out, "activation's minmax"), "%s", out);
+    cr_assert(!tu_file_exists(path), "a failed quantize left %s", path);
+    free(out);
+}
