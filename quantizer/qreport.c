@@ -119,10 +119,11 @@ static void json_mixed(FILE *f, const qr_mixed_info *m)
  * and a table. */
 static void html_mixed(FILE *f, const qr_mixed_info *m)
 {
-    fprintf(f, "<h2>Mixed precision</h2>\n<p>Budget %s(%g) over %d MatMul/Gemm weights; the Pareto front of model "
-               "bytes against predicted output SQNR has %d points (predicted from each layer's own error on %lld "
-               "samples; measured by running the assignment on %lld %s).</p>\n",
-            m->budget_kind, m->budget, m->nlayers, m->front, (long long)m->choose_samples,
+    fprintf(f, "<h2>Mixed precision</h2>\n<p>Budget %s(%g) over %d %s; the Pareto front of %s against predicted "
+               "output SQNR has %d points (predicted from each layer's own error on %lld samples; measured by running "
+               "the assignment on %lld %s).</p>\n",
+            m->budget_kind, m->budget, m->nlayers, m->layers && m->nlayers && m->layers[0].bits ? "layers" : "MatMul/Gemm weights",
+            m->layers && m->nlayers && m->layers[0].bits ? "the layers' bits" : "model bytes", m->front, (long long)m->choose_samples,
             (long long)m->measured_samples, m->heldout_samples ? "held-out samples" : "calibration samples");
     double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
     for (int i = 0; i < m->npoints; i++) {
