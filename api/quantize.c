@@ -462,6 +462,25 @@ int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out)
     return 0;
 }
 
+int qrl_quantized_phase(const qrl_quantized *q, int i, qrl_quant_phase *out)
+{
+    if (i < 0 || i >= q->q->nphases)
+        return 1;
+    const qr_phase_time *p = &q->q->phases[i];
+    *out = (qrl_quant_phase){.name = p->name, .seconds = p->ms / 1e3, .cpu_seconds = p->cpu_ms / 1e3};
+    return 0;
+}
+
+int qrl_quantized_search_try(const qrl_quantized *q, int i, qrl_search_try *out)
+{
+    if (i < 0 || i >= q->q->ntries)
+        return 1;
+    const qr_search_try *t = &q->q->tries[i];
+    *out = (qrl_search_try){.fallen_back = t->fallen_back, .samples = t->samples, .holds = t->holds,
+                            .output_sqnr = t->output_sqnr};
+    return 0;
+}
+
 const char *qrl_quantized_tensor(const qrl_quantized *q, int i)
 {
     return i >= 0 && i < q->nqp ? q->qp[i].name : NULL;

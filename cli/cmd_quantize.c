@@ -5,13 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 
 typedef struct quantize_args {
     const char *model, *recipe, *outp, *qparams, *name, *report, *intg, *labels;
-    int batch, threads, count, no_cache, ncalib, quiet, matmulnbits, external;
+    int batch, threads, count, no_cache, ncalib, quiet, matmulnbits, external, profile;
     char *calib[64];
 } quantize_args;
 
@@ -21,7 +22,7 @@ static void usage(void)
            "                    [--calib-count N] [--batch B] [--threads N] [--recipe-name NAME]\n"
            "                    [--qparams Q.json] [--report R.html|R.json] [--int-graph G.txt]\n"
            "                    [--labels Y.npy] [--no-cache] [--quiet] [--weight-format qdq|matmulnbits]\n"
-           "                    [--external-data]\n"
+           "                    [--external-data] [--profile]\n"
            "Quantizes the model as the recipe says, calibrating on the samples of X.npy\n"
            "(one --calib per model input: NAME=FILE binds by name, FILE the next input)\n"
            "(along its first dimension), and writes a QDQ ONNX model: QuantizeLinear and\n"
@@ -63,7 +64,11 @@ static void usage(void)
            "matmulnbits writes a MatMul (or a Gemm without transA) whose weight is 4-bit in blocks as\n"
            "ONNX Runtime's com.microsoft MatMulNBits, the same integers (others stay qdq).\n"
            "--external-data writes the initializers of 1 KB or more to OUT.onnx.data beside the model\n"
-           "(ONNX external data), as the export does by itself when the model would pass 2 GB.\n");
+           "(ONNX external data), as the export does by itself when the model would pass 2 GB.\n"
+           "--profile prints where the time went (wall and CPU seconds of each phase: the f32 pass,\n"
+           "calibration, the fallback's measurements, the measurement of what ships, the export)\n"
+           "and each measurement of the outputs the fallback took: the layers in f32, the samples\n"
+           "it ran on, whether the recipe held, the output SQNR.\n");
 }
 
 /* Fills a from the command line: -1 to go on, else the exit status (0 after --help, 2 on a usage error). */
@@ -106,6 +111,8 @@ static int parse_args(int argc, char **argv, quantize_args *a)
         }
         else if (!strcmp(s, "--external-data"))
             a->external = 1;
+        else if (!strcmp(s, "--profile"))
+            a->profile = 1;
         else if (!strcmp(s, "--no-cache"))
             a->no_cache = 1;
         else if (!strcmp(s, "--calib-count") && has) {
@@ -347,6 +354,35 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
         printf("report:    %s\n", a->report);
 }
 
+/* The process's wall and CPU clocks, s. */
+static void clocks(double *wall, double *cpu)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    *wall = (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    *cpu = (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* --profile: the phases of the quantization, then loading and exporting (t: the clocks at the
+ * start, after the quantization, after the export), and the fallback's measurements. */
+static void print_profile(const qrl_quantized *qz, const double t[3][2])
+{
+    qrl_quant_phase p;
+    double w = 0, c = 0;
+    printf("profile:   %-36s %9s %9s\n", "phase", "wall s", "CPU s");
+    for (int i = 0; qrl_quantized_phase(qz, i, &p) == 0; i++) {
+        printf("           %-36s %9.2f %9.2f\n", p.name, p.seconds, p.cpu_seconds);
+        w += p.seconds, c += p.cpu_seconds;
+    }
+    printf("           %-36s %9.2f %9.2f\n", "the rest of the quantization", t[1][0] - t[0][0] - w, t[1][1] - t[0][1] - c);
+    printf("           %-36s %9.2f %9.2f\n", "the outputs written", t[2][0] - t[1][0], t[2][1] - t[1][1]);
+    qrl_search_try s;
+    for (int i = 0; qrl_quantized_search_try(qz, i, &s) == 0; i++)
+        printf("%s %3d in f32 on %4lld samples: %-5s %.2f dB\n", i ? "          " : "tries:    ", s.fallen_back,
+               (long long)s.samples, s.holds ? "holds" : "fails", s.output_sqnr);
+}
+
 int cli_quantize(int argc, char **argv)
 {
     quantize_args a;
@@ -370,11 +406,17 @@ int cli_quantize(int argc, char **argv)
     }
     qrl_quantize_opts qo = {.recipe_name = a.name, .batch = a.batch, .calib_count = a.count, .threads = a.threads,
                             .progress = !a.quiet && root, .labels = a.labels ? &lab : NULL, .matmulnbits = a.matmulnbits};
+    double t[3][2];
+    clocks(&t[0][0], &t[0][1]);
     rc = cli_quantize_in_memory(a.model, m, a.recipe, a.no_cache, a.ncalib, a.calib, &qo, &r, &q);
+    clocks(&t[1][0], &t[1][1]);
     if (rc == 0 && root && write_outputs(&a, q, err) != 0)
         rc = cli_fail(err);
+    clocks(&t[2][0], &t[2][1]);
     if (rc == 0 && root)
         print_summary(&a, q);
+    if (rc == 0 && root && a.profile)
+        print_profile(q, (const double(*)[2])t);
     qrl_quantized_free(q);
     qrl_recipe_free(r);
     qrl_model_free(m);

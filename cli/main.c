@@ -31,7 +31,7 @@ static const char usage[] =
     "  quantize MODEL.onnx --recipe R.qrl --calib X.npy... -o|--output OUT.onnx [--calib-count N]\n"
     "                 [--batch B] [--threads N] [--recipe-name NAME] [--qparams Q.json]\n"
     "                 [--report R.html|R.json] [--int-graph G.txt] [--labels Y.npy] [--no-cache]\n"
-    "                 [--quiet] [--weight-format qdq|matmulnbits] [--external-data]\n"
+    "                 [--quiet] [--weight-format qdq|matmulnbits] [--external-data] [--profile]\n"
     "                                       quantize with a recipe; writes a QDQ ONNX model\n"
     "  bench MODEL.onnx [--recipe R.qrl [--recipe-name NAME] --calib C.npy... [--calib-count N]]\n"
     "                 [--batch 1,64] [--threads 1,2] [--min-time SEC] [--json FILE] [--profile] [--qdq-recipe R.qrl]\n"

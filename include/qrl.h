@@ -323,6 +323,27 @@ typedef struct qrl_layer_info {
 } qrl_layer_info;
 int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out);
 
+/* Where the quantization's time went (qrl quantize --profile), phase i in order: its name (the f32
+ * pass, calibration, the fallback's measurements, the measurement of what ships), its wall
+ * seconds and the process's CPU seconds (every thread's). Non-zero past the last. */
+typedef struct qrl_quant_phase {
+    const char *name;
+    double seconds, cpu_seconds;
+} qrl_quant_phase;
+int qrl_quantized_phase(const qrl_quantized *q, int i, qrl_quant_phase *out);
+
+/* The fallback's measurement i of the model's outputs, in order: with fallen_back layers of its
+ * ranking in f32, on the first samples measured samples (the recipe's search_samples: the binary
+ * search's tries on fewer), whether the recipe's condition held, and the output SQNR (dB) it
+ * judged. Non-zero past the last. */
+typedef struct qrl_search_try {
+    int fallen_back;
+    int64_t samples;
+    int holds;
+    double output_sqnr;
+} qrl_search_try;
+int qrl_quantized_search_try(const qrl_quantized *q, int i, qrl_search_try *out);
+
 /* The quantization parameters of a tensor of the model q was made from, by its name in that
  * model (as qrl_model_input, qrl_node_input and qrl_node_output give them; not the integer
  * graph's "<name>_quantized", "<name>_nhwc" or "<name>_f32"): for a back end that computes on

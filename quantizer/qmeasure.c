@@ -970,23 +970,29 @@ static void out_acc_finish(const qr_qctx *q, const out_acc *a, out_metrics *mt)
     mt->agreement = nf ? 0 : a->rows ? (double)a->agree / (double)a->rows : 1;
 }
 
-/* graph's outputs (the model's) against the f32 outputs of o. split: each rank runs its share of
- * the batches (o holds their outputs at least) and every rank gets the metrics of all, each batch's
- * sums added in batch order; else every batch here. */
-static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *graph, void *user,
-                                 const qr_tensor *calib, int split, out_metrics *mt)
+/* A batch's row of output sums: each output's pair_sums, then the rows compared and agreeing. */
+static int row_width(const qr_qctx *q)
+{
+    return 5 * q->g->n_outputs + 2;
+}
+
+/* graph's outputs (the model's) against the f32 outputs of o in batches [from, to) of o, each
+ * batch's sums into its row of rows ([o->nbatches][row_width]). split: each rank runs its share of
+ * those batches (o holds their outputs at least) and every rank gets every row; else every batch
+ * here. A row is the same doubles whichever rank ran it and whenever: the rows of batches run
+ * apart (a try on the first batches, completed later) add up as one run's. */
+static qr_status measure_rows(qr_qctx *q, const outref *o, const qr_graph *graph, void *user, const qr_tensor *calib,
+                              int split, int from, int to, double *rows)
 {
     const qr_graph *g = q->g;
-    int no = g->n_outputs, width = 5 * no + 2; /* a batch's row: each output's pair_sums, rows, agree */
-    out_acc acc = {.each = calloc((size_t)no + 1, sizeof *acc.each)}, one = {.each = calloc((size_t)no + 1, sizeof *one.each)};
-    double *rows = calloc((size_t)width * (size_t)o->nbatches + 1, sizeof *rows);
+    int no = g->n_outputs, width = row_width(q);
+    out_acc one = {.each = calloc((size_t)no + 1, sizeof *one.each)};
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = calloc((size_t)no + 1, sizeof *out);
     const qr_tensor **got = calloc((size_t)no + 1, sizeof *got);
     qr_exec_opts eo = {.threads = q->o->threads, .kernel_user = user};
     qr_exec *x = NULL;
-    qr_status st = in && out && got && acc.each && one.each && rows ? qr_exec_new(graph, &eo, &x, q->e)
-                                                                    : qr_errorf(q->e, "out of memory");
-    for (int k = 0; st == QR_OK && k < o->nbatches; k++) {
+    qr_status st = in && out && got && one.each ? qr_exec_new(graph, &eo, &x, q->e) : qr_errorf(q->e, "out of memory");
+    for (int k = from; st == QR_OK && k < to && k < o->nbatches; k++) {
         int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
         if (split && !my_batch(k, o->nbatches))
             continue;
@@ -1009,9 +1015,23 @@ static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *gr
             qr_tensor_free(&out[j]);
     }
     qr_exec_free(x);
-    if (split)
+    if (split) /* a rank's rows outside [from, to) are the ones it ran before (or zeros, never read) */
         st = gather_rows(q, rows, o->nbatches, width, st);
-    for (int k = 0; st == QR_OK && k < o->nbatches; k++) { /* in batch order */
+    free(in);
+    free(out);
+    free(got);
+    free(one.each);
+    return st;
+}
+
+/* The metrics of the first nb rows, added in batch order. */
+static qr_status rows_metrics(qr_qctx *q, const double *rows, int nb, out_metrics *mt)
+{
+    int no = q->g->n_outputs, width = row_width(q);
+    out_acc acc = {.each = calloc((size_t)no + 1, sizeof *acc.each)};
+    if (!acc.each)
+        return qr_errorf(q->e, "out of memory");
+    for (int k = 0; k < nb; k++) {
         const double *r = rows + (size_t)k * (size_t)width;
         for (int j = 0; j < no; j++) {
             pair_sums *p = &acc.each[j];
@@ -1020,13 +1040,23 @@ static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *gr
         }
         acc.rows += (int64_t)r[5 * no], acc.agree += (int64_t)r[5 * no + 1];
     }
-    free(in);
-    free(out);
-    free(got);
-    free(rows);
     out_acc_finish(q, &acc, mt);
     free(acc.each);
-    free(one.each);
+    return QR_OK;
+}
+
+/* graph's outputs (the model's) against the f32 outputs of o, on every batch (split: as measure_rows). */
+static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *graph, void *user,
+                                 const qr_tensor *calib, int split, out_metrics *mt)
+{
+    double *rows = calloc((size_t)row_width(q) * (size_t)o->nbatches + 1, sizeof *rows);
+    qr_status st = rows ? measure_rows(q, o, graph, user, calib, split, 0, o->nbatches, rows)
+                        : qr_errorf(q->e, "out of memory");
+    if (st == QR_OK)
+        st = rows_metrics(q, rows, o->nbatches, mt);
+    else
+        out_acc_finish(q, &(out_acc){0}, mt);
+    free(rows);
     return st;
 }
 
@@ -1749,16 +1779,9 @@ static void fb_step(fb_progress *p)
     qr_plan_progress(p->o, "fallback ", p->done, p->total, p->t0);
 }
 
-/* The graphs rebuilt for the slots not fallen back, and their outputs measured into res and mt
- * (given in mt when known: these slots' graphs were measured before, and measure the same). */
-static qr_status rebuild_measured(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib,
-                                  out_metrics *mt, int known)
+/* The outputs' metrics mt, as res reports them. */
+static void res_metrics(const qr_qctx *q, qr_quantized *res, const out_metrics *mt)
 {
-    qr_status st = rebuild(q, res);
-    if (st == QR_OK && !known)
-        st = measure_outputs(q, o, res->ig->g, res->ig, calib, 1, mt);
-    if (st != QR_OK)
-        return st;
     res->output_sqnr = mt->sqnr;
     res->output_nonfinite = mt->nonfinite;
     res->output_cosine = mt->cosine;
@@ -1767,30 +1790,170 @@ static qr_status rebuild_measured(qr_qctx *q, qr_quantized *res, const outref *o
     res->output_sqnr_worst = mt->worst_sqnr;
     res->output_worst = mt->worst >= 0 ? q->g->outputs[mt->worst]->name : NULL;
     res->n_outputs = q->g->n_outputs;
+}
+
+/* The graphs rebuilt for the slots not fallen back, and their outputs measured into res and mt. */
+static qr_status rebuild_measured(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib,
+                                  out_metrics *mt)
+{
+    qr_status st = rebuild(q, res);
+    if (st == QR_OK)
+        st = measure_outputs(q, o, res->ig->g, res->ig, calib, 1, mt);
+    if (st == QR_OK)
+        res_metrics(q, res, mt);
+    return st;
+}
+
+/* holds: with the first k of rk fallen back, the outputs (metrics mt) are finite and the recipe's
+ * condition holds for no slot still quantized. */
+static qr_status judge(qr_qctx *q, const ranked *rk, int nr, int k, const out_metrics *mt, int *holds)
+{
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    int bad = mt->nonfinite > 0;
+    for (int i = k; !bad && q->r->fallback && i < nr; i++)
+        bad = q->r->fallback(&rt, rk[i].sqnr, mt->sqnr, mt->cosine, mt->agreement) != 0;
+    *holds = !bad;
+    return qr_rt_status(&rt, q->e);
+}
+
+/* A try of the search on n samples of o, for the profile (qr_quantized.tries). */
+static qr_status note_try(qr_qctx *q, qr_quantized *res, int k, int64_t n, int holds, double sqnr)
+{
+    if (res->ntries % 16 == 0) {
+        qr_search_try *t = realloc(res->tries, sizeof *t * (size_t)(res->ntries + 16));
+        if (!t)
+            return qr_errorf(q->e, "out of memory");
+        res->tries = t;
+    }
+    res->tries[res->ntries++] = (qr_search_try){.fallen_back = k, .samples = n, .holds = holds, .output_sqnr = sqnr};
     return QR_OK;
 }
 
-/* With the first k ranked slots fallen back (plus none else), the integer graph's outputs; holds:
- * the outputs are finite and the recipe's condition holds for no slot still quantized. mt (or
- * NULL) gets the outputs' metrics; known: it holds them already, from a try of the same k. */
+/* The samples in o's first nb batches. */
+static int64_t batch_samples(const outref *o, int nb)
+{
+    int64_t n = (int64_t)nb * o->batch;
+    return n < o->n ? n : o->n;
+}
+
+/* With the first k ranked slots fallen back (plus none else), the integer graph's outputs on every
+ * batch, and whether they hold (judge). */
 static qr_status try_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, const ranked *rk,
-                       int nr, int k, int *holds, out_metrics *mt_io, int known)
+                       int nr, int k, int *holds)
 {
     for (int i = 0; i < nr; i++)
         q->slots[rk[i].slot].fallback = i < k;
-    out_metrics mt = known ? *mt_io : (out_metrics){0};
-    qr_status st = rebuild_measured(q, res, o, calib, &mt, known);
-    if (mt_io)
-        *mt_io = mt;
+    out_metrics mt = {0};
+    qr_status st = rebuild_measured(q, res, o, calib, &mt);
+    if (st == QR_OK)
+        st = judge(q, rk, nr, k, &mt, holds);
+    return st == QR_OK ? note_try(q, res, k, o->n, *holds, mt.sqnr) : st;
+}
+
+/* The binary search's tries, by k (0..nr): each one's rows of output sums (measure_rows) for its
+ * first nb[k] batches. A try on the recipe's search_samples runs the first batches; confirming it
+ * on every batch runs only the others: the rows add up to what one run on every batch gives. */
+typedef struct attempts {
+    double **rows;
+    int *nb;
+    int n;
+} attempts;
+
+static void attempts_free(attempts *a)
+{
+    for (int k = 0; a->rows && k < a->n; k++)
+        free(a->rows[k]);
+    free(a->rows), free(a->nb);
+}
+
+/* try_k of k judged on the first nb batches of o, running only those its earlier tries did not. */
+static qr_status try_upto(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, const ranked *rk,
+                          int nr, attempts *a, int k, int nb, int *holds)
+{
+    for (int i = 0; i < nr; i++)
+        q->slots[rk[i].slot].fallback = i < k;
+    qr_status st = rebuild(q, res);
+    if (st == QR_OK && !a->rows[k] &&
+        !(a->rows[k] = calloc((size_t)row_width(q) * (size_t)o->nbatches + 1, sizeof *a->rows[k])))
+        st = qr_errorf(q->e, "out of memory");
+    if (st == QR_OK && a->nb[k] < nb) {
+        st = measure_rows(q, o, res->ig->g, res->ig, calib, 1, a->nb[k], nb, a->rows[k]);
+        a->nb[k] = nb;
+    }
+    out_metrics mt = {0};
+    if (st == QR_OK)
+        st = rows_metrics(q, a->rows[k], nb, &mt);
     if (st != QR_OK)
         return st;
-    qrl_rt rt;
-    qr_rt_init(&rt);
-    int bad = res->output_nonfinite > 0;
-    for (int i = k; !bad && q->r->fallback && i < nr; i++)
-        bad = q->r->fallback(&rt, rk[i].sqnr, mt.sqnr, mt.cosine, mt.agreement) != 0;
-    *holds = !bad;
-    return qr_rt_status(&rt, q->e);
+    res_metrics(q, res, &mt);
+    if ((st = judge(q, rk, nr, k, &mt, holds)) == QR_OK)
+        st = note_try(q, res, k, batch_samples(o, nb), *holds, mt.sqnr);
+    return st;
+}
+
+/* The recipe's search_samples (default: every measured one) as batches of o: the binary search's
+ * tries run on them, and its answer is then confirmed on every batch. */
+static int search_batches(const qr_qctx *q, const outref *o)
+{
+    const qr_setting *s = qr_recipe_setting(q->r, QR_SET_SEARCH_SAMPLES);
+    int64_t n = s && s->value > 0 ? (int64_t)s->value : o->n;
+    int64_t nb = (n + o->batch - 1) / o->batch;
+    return nb < o->nbatches ? (int)nb : o->nbatches;
+}
+
+/* The fewest of rk[lo + 1 ..] (by effect, worst first) whose fallback meets the recipe (it fails
+ * at lo; assumed to hold at nr, everything in f32): a binary search on the search_samples' batches
+ * and, when those are fewer than every measured batch, its answer c confirmed on all of them: c
+ * tried on all (its rows completed), then from c the boundary found again on all (galloping
+ * towards it, 1, 2, 4 ... layers away, then halving; where c holds and c - 1 fails, c - 1's rows
+ * are completed and that is all). Where a try's outcome on every sample only grows with k (more
+ * layers in f32 never fail what fewer passed), that finds what the binary search on every sample
+ * finds. The answer's graphs are left in res with its metrics. */
+static qr_status search_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, const ranked *rk,
+                          int nr, int lo, fb_progress *pg)
+{
+    attempts a = {.n = nr + 1};
+    a.rows = calloc((size_t)nr + 1, sizeof *a.rows);
+    a.nb = calloc((size_t)nr + 1, sizeof *a.nb);
+    qr_status st = a.rows && a.nb ? QR_OK : qr_errorf(q->e, "out of memory");
+    int nb = o->nbatches, ns = search_batches(q, o), hi = nr, holds = 0, lo0 = lo;
+    while (st == QR_OK && hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        if ((st = try_upto(q, res, o, calib, rk, nr, &a, mid, ns, &holds)) == QR_OK && holds)
+            hi = mid;
+        else
+            lo = mid;
+        fb_step(pg);
+    }
+    if (st == QR_OK && ns < nb) {
+        int c = hi, up = 0, gallop = 1, step = 1;
+        lo = lo0, hi = nr;
+        if (c < nr) { /* nr is not tried: everything in f32 is assumed to hold, as on every sample */
+            if ((st = try_upto(q, res, o, calib, rk, nr, &a, c, nb, &holds)) == QR_OK && holds)
+                hi = c;
+            else
+                lo = c, up = 1;
+            fb_step(pg);
+        }
+        while (st == QR_OK && hi - lo > 1) {
+            int mid = !gallop ? lo + (hi - lo) / 2
+                      : up    ? (lo + step < hi ? lo + step : hi - 1)
+                              : (hi - step > lo ? hi - step : lo + 1);
+            if ((st = try_upto(q, res, o, calib, rk, nr, &a, mid, nb, &holds)) == QR_OK && holds)
+                hi = mid;
+            else
+                lo = mid;
+            if (up ? holds : !holds) /* crossed the boundary: it is between lo and hi */
+                gallop = 0;
+            step *= 2;
+            fb_step(pg);
+        }
+    }
+    if (st == QR_OK) /* only rebuilt when measured on every batch (hi = nr never is: then measured) */
+        st = try_upto(q, res, o, calib, rk, nr, &a, hi, nb, &holds);
+    attempts_free(&a);
+    return st;
 }
 
 /* ------------------------------------------------------------ mixed precision */
@@ -1990,7 +2153,7 @@ static qr_status int_mixed_run(void *user, qr_mixed_point *p)
     for (int l = 0; l < q->res_mixed_layers; l++)
         apply_choice(q, im->ch, &im->ml[l], p->pick[l]);
     out_metrics mt = {0};
-    qr_status st = rebuild_measured(q, im->res, im->o, im->calib, &mt, 0);
+    qr_status st = rebuild_measured(q, im->res, im->o, im->calib, &mt);
     p->measured = mt.sqnr;
     return st;
 }
@@ -2188,6 +2351,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     if (st == QR_OK)
         st = gain ? measure_gain_runs(q, res->qdq, calib, count, q->ref ? NULL : &o, outs)
                   : measure_local(q, res->qdq, calib, count, q->ref ? NULL : &o);
+    qr_plan_phase(q, res, "local measurement");
     fb_step(&pg);
     int nr = 0;
     for (int i = 0; st == QR_OK && i < q->nslots; i++)
@@ -2199,7 +2363,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         st = mixed_choice(q, res, &o, calib, count);
         holds = 1;
     } else if (st == QR_OK)
-        st = try_k(q, res, &o, calib, rk, nr, 0, &holds, NULL, 0);
+        st = try_k(q, res, &o, calib, rk, nr, 0, &holds);
     fb_step(&pg);
     if (st == QR_OK && !holds && q->r->fallback) {
         /* the tensors the condition sends back on their own (read with the outputs as if they met
@@ -2213,9 +2377,10 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
                 rk[k++] = r;
             }
         if ((st = qr_rt_status(&rt, q->e)) == QR_OK && k > 0)
-            st = try_k(q, res, &o, calib, rk, nr, k, &holds, NULL, 0);
+            st = try_k(q, res, &o, calib, rk, nr, k, &holds);
         fb_step(&pg);
     }
+    qr_plan_phase(q, res, res->mixed ? "mixed precision" : "first tries");
     if (st == QR_OK && !holds) { /* the fewest worst layers whose fallback meets it: a binary search */
         /* past those, the layers with the worst effect on the outputs first */
         st = gain ? gain_effects(q, calib, o.n, outs, rk + k, nr - k) : measure_effects(q, calib, count, rk + k, nr - k);
@@ -2225,19 +2390,10 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
             qsort(rk + k, (size_t)(nr - k), sizeof *rk, by_effect);
         if (st == QR_OK && choice_is(q, QR_SET_ORDER, "per_mac"))
             st = order_per_mac(q, &o, rk + k, nr - k);
-        int lo = k, hi = nr; /* fails at lo; assumed to hold at hi (everything in f32) */
-        out_metrics mt, at_hi; /* hi's, once measured: the last graphs only rebuilt, not run again */
-        int measured = 0;
-        while (st == QR_OK && hi - lo > 1) {
-            int mid = lo + (hi - lo) / 2;
-            if ((st = try_k(q, res, &o, calib, rk, nr, mid, &holds, &mt, 0)) == QR_OK && holds)
-                hi = mid, at_hi = mt, measured = 1;
-            else
-                lo = mid;
-            fb_step(&pg);
-        }
+        qr_plan_phase(q, res, "effects");
         if (st == QR_OK)
-            st = try_k(q, res, &o, calib, rk, nr, hi, &holds, &at_hi, measured);
+            st = search_k(q, res, &o, calib, rk, nr, k, &pg);
+        qr_plan_phase(q, res, "search");
     }
     pg.total = pg.done; /* finished: a full bar */
     qr_plan_progress(pg.o, "fallback ", pg.done, pg.total, pg.t0);

@@ -213,6 +213,16 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     num(f, q->top1_int8);
     fprintf(f, ",\n  \"output_nonfinite\": %lld,\n  \"macs_per_sample\": %.0f,\n  \"macs_int_per_sample\": %.0f,\n",
             (long long)q->output_nonfinite, q->macs, q->macs_int);
+    /* the fallback's measurements of the outputs, in order (search_samples: the tries on fewer) */
+    fprintf(f, "  \"search_tries\": [");
+    for (int i = 0; i < q->ntries; i++) {
+        const qr_search_try *t = &q->tries[i];
+        fprintf(f, "%s\n    {\"fallen_back\": %d, \"samples\": %lld, \"holds\": %s, \"output_sqnr_db\": ", i ? "," : "",
+                t->fallen_back, (long long)t->samples, t->holds ? "true" : "false");
+        num(f, t->output_sqnr);
+        fprintf(f, "}");
+    }
+    fprintf(f, "%s],\n", q->ntries ? "\n  " : "");
     /* accumulate = iN or overflow = saturate: the accumulator, and per layer its partial sums and
      * overflows (fields absent for i32 wrapping, whose reports stay as they were) */
     int narrow = acc_narrow(q, f, 1);

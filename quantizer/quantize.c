@@ -950,6 +950,28 @@ double qr_plan_now_ms(void)
     return now_ms();
 }
 
+/* The process's CPU time (every thread's), ms. */
+static double cpu_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+void qr_plan_phase_start(qr_qctx *q)
+{
+    q->phase_ms = now_ms();
+    q->phase_cpu_ms = cpu_ms();
+}
+
+void qr_plan_phase(qr_qctx *q, qr_quantized *res, const char *name)
+{
+    double t = now_ms(), c = cpu_ms();
+    if (res->nphases < QR_MAX_PHASES)
+        res->phases[res->nphases++] = (qr_phase_time){name, t - q->phase_ms, c - q->phase_cpu_ms};
+    q->phase_ms = t, q->phase_cpu_ms = c;
+}
+
 /* A bar on a terminal only (stderr), with the time left at the rate so far. */
 void qr_plan_progress(const qr_quant_opts *o, const char *what, int64_t done, int64_t total, double t0)
 {
@@ -2015,6 +2037,7 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
 {
     const qr_graph *g = q->g;
     qr_graph *sim = NULL;
+    qr_plan_phase_start(q);
     qr_status st = new_calibrators(q);
     if (st == QR_OK)
         st = build_sim(q, &sim);
@@ -2022,6 +2045,7 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
         st = new_dyn_ranges(q);
     if (st == QR_OK)
         st = run_batches(q, g, calib, count, 0, "fp32     ", &res->fp32_ms);
+    qr_plan_phase(q, res, "fp32 pass");
     if (st == QR_OK)
         st = run_batches(q, sim, calib, count, 1, "calibrate", &res->calib_ms);
     qr_graph_free(sim);
@@ -2050,6 +2074,7 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     res->batch = qr_plan_batch(q);
     res->acc_bits = q->acc_bits;
     res->acc_saturate = q->acc_saturate;
+    qr_plan_phase(q, res, "calibration");
     if ((st = qr_plan_build_qdq(q, res)) != QR_OK || (st = qr_plan_fallback(q, res, judge, njudge)) != QR_OK)
         return st;
     res->output_sqnr_calib = res->output_sqnr;
@@ -2057,6 +2082,8 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
         res->mixed->heldout_samples = 0;
     if (judge != calib && (st = qr_measure_output_sqnr(q, res, calib, count, &res->output_sqnr_calib)) != QR_OK)
         return st;
+    if (judge != calib)
+        qr_plan_phase(q, res, "outputs on the calibration samples");
     /* each tensor as it ships: cumulative error in the QDQ simulation and in the integer graph */
     for (int i = 0; res->ig && i < res->ig->naccs; i++) /* the narrow accumulators count this run */
         res->ig->accs[i].sums = res->ig->accs[i].overflows = 0;
@@ -2064,6 +2091,7 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
         q->slots[i].acc_on = 0, q->slots[i].acc_sums = q->slots[i].acc_over = 0;
     if ((st = qr_measure_shipped(q, res, judge, njudge)) != QR_OK)
         return st;
+    qr_plan_phase(q, res, "measurement of what ships");
     for (int i = 0; res->ig && i < res->ig->naccs; i++) {
         const qr_acc_counter *c = &res->ig->accs[i];
         int si = c->value >= 0 ? q->slot_of[c->value] : -1;
@@ -2543,6 +2571,7 @@ void qr_quantized_free(qr_quantized *q)
     qr_graph_free(q->reference);
     qr_mixed_info_free(q->mixed);
     free(q->layers);
+    free(q->tries);
     for (int i = 0; i < q->nnotes; i++)
         free(q->notes[i]);
     free(q->notes);

@@ -69,6 +69,23 @@ typedef struct qr_qlayer {
 
 struct qr_intgraph;
 
+/* One measurement of the fallback's search (for --profile and the report): with the first
+ * fallen_back layers of its ranking in f32, the outputs on the first samples measured samples. */
+typedef struct qr_search_try {
+    int fallen_back;
+    int64_t samples;
+    int holds; /* the recipe's condition held for none left quantized, the outputs finite */
+    double output_sqnr;
+} qr_search_try;
+
+/* A phase of qr_quantize's time (for --profile): its wall and process CPU milliseconds. */
+typedef struct qr_phase_time {
+    const char *name;
+    double ms, cpu_ms;
+} qr_phase_time;
+
+enum { QR_MAX_PHASES = 16 };
+
 typedef struct qr_quantized {
     qr_graph *qdq;                 /* the artifact: QuantizeLinear/DequantizeLinear, ONNX numerics */
     struct qr_intgraph *ig;        /* the integer graph of the recipe's own kernels (quantizer/intgraph.h) */
@@ -108,6 +125,10 @@ typedef struct qr_quantized {
     struct qr_mixed_info *mixed; /* mixed precision's layers, choices and front (quantizer/mixed.h), or NULL */
     qr_graph *reference;   /* the model before the recipe's bias corrections, which the outputs are judged
                             * against (they change the transformed model's f32 function), or NULL */
+    qr_search_try *tries;  /* the fallback's measurements of the outputs, in order (ntries) */
+    int ntries;
+    qr_phase_time phases[QR_MAX_PHASES]; /* where the time went, in order (nphases) */
+    int nphases;
 } qr_quantized;
 
 /* g: an optimized fp32 graph; calib: one tensor per graph input, in input

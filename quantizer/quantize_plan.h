@@ -117,6 +117,7 @@ typedef struct qr_qctx {
     int *qval; /* by value id: the id of its integer value in the QDQ graph (the QuantizeLinear output or the
                 * quantized constant), or -1 */
     int *qnode; /* by node id: the id of the same node in the QDQ graph (sorting renumbers nodes) */
+    double phase_ms, phase_cpu_ms; /* when the phase qr_plan_phase times next began (wall, process CPU) */
 } qr_qctx;
 
 /* The integer type value id `value` is quantized to: its slot's, else the recipe's activation type. */
@@ -143,6 +144,10 @@ int qr_plan_batch(const qr_qctx *q);
  * (qr_quant_opts.progress): done of total steps since t0 (qr_plan_now_ms), and the time left. */
 void qr_plan_progress(const qr_quant_opts *o, const char *what, int64_t done, int64_t total, double t0);
 double qr_plan_now_ms(void);
+/* The phase name (a literal) has ended: its wall and CPU time since the last one (or
+ * qr_plan_phase_start) into res->phases, for --profile. */
+void qr_plan_phase_start(qr_qctx *q);
+void qr_plan_phase(qr_qctx *q, qr_quantized *res, const char *name);
 /* Samples [at, at + b) of every calibration input, as views. */
 void qr_plan_slice_inputs(const qr_tensor *calib, int n, int64_t at, int64_t b, qr_tensor *in);
 /* Returns the heap's free memory to the system (glibc's malloc_trim; nothing elsewhere): what a

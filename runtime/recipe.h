@@ -622,7 +622,8 @@ typedef enum qr_setting_kind {
     X(CANDIDATE, "candidate", QR_SK_QSPEC, 0, 0, NULL)                      \
     X(BUDGET, "budget", QR_SK_BUDGET, 0, 0, "bits bytes")                  \
     X(COMPUTE, "compute", QR_SK_CHOICE, 0, 0, "f32 int8")                  \
-    X(CANDIDATE_ACTIVATION, "candidate_activation", QR_SK_QSPEC, 0, 0, NULL)
+    X(CANDIDATE_ACTIVATION, "candidate_activation", QR_SK_QSPEC, 0, 0, NULL) \
+    X(SEARCH_SAMPLES, "search_samples", QR_SK_COUNT, 1, 1000000, NULL)
 
 /* accumulate = iN: the accumulator widths the runtime simulates (docs/quantizer.md, accumulator
  * width); i64 is accepted by the checker and refused by the quantizer. */

@@ -668,6 +668,56 @@ Test(quantize, order_per_mac_gives_back_error_per_mac)
     free(log);
 }
 
+/* search_samples = 8 runs the binary search's tries on the first 8 of the 32 samples (two batches of
+ * 4) and confirms the answer on all 32: the same layers fall back, with the same output SQNR, as the
+ * search on all 32. The calibration data makes the first 8 samples unlike the rest (scaled by 0.05:
+ * first their quantization is coarse for them, so they judge the outputs worse than all 32 do; last
+ * the others are scaled, so the first 8 judge better), and measure_samples = 8 (every measurement on
+ * those 8 alone) shows they decide otherwise on their own. The report's search_tries show the tries
+ * on 8 samples, then on 32, and a number of layers in f32 the 8 judged otherwise than the 32: the
+ * confirmation corrected the search, upwards and downwards. */
+Test(quantize, search_on_fewer_samples_decides_as_on_all)
+{
+    char cmd[4096], recipe[700], lines[200], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 '%s/tools/make_fallback_models.py' '%s' && cd '%s' && /usr/bin/python3 -c \""
+             "import numpy as np; x = np.load('branchy_x.npy'); a = x.copy(); a[:8] *= 0.05; "
+             "np.save('x_first.npy', a); b = x.copy(); b[8:] *= 0.05; np.save('x_last.npy', b)\"",
+             tu_root(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *data[] = {"x_first", "x_last"}, *extra[] = {"", "  search_samples = 8\n", "  measure_samples = 8\n"};
+    for (int d = 0; d < 2; d++) {
+        for (int k = 0; k < 3; k++) {
+            snprintf(recipe, sizeof recipe, "%s/s%d.qrl", dir, k);
+            snprintf(lines, sizeof lines, "  fallback = f32 when output_sqnr < 36\n  outputs = worst\n%s", extra[k]);
+            write_recipe(recipe, lines);
+            snprintf(cmd, sizeof cmd,
+                     "cd '%s' && %s quantize %s/branchy.onnx --recipe %s --calib %s/%s.npy --batch 4 -o %s/sq%d.onnx "
+                     "--report %s/s%d.json --profile > %s/s%d.log 2>&1 && grep '^output:' %s/s%d.log",
+                     tu_root(), tu_qrl(), dir, recipe, dir, data[d], dir, k, dir, k, dir, k, dir, k);
+            cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", data[d], log);
+            free(log);
+        }
+        /* 0 and 1: the same layers back in f32 and the same summary; 2 (the 8 alone): other layers.
+         * 0's tries all on 32 samples; 1's first ones on 8, its last on 32, and some number of layers
+         * tried on both with opposite outcomes. */
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 -c \"import json; r = [json.load(open('s%%d.json' %% k)) for k in range(3)]; "
+                 "f = [[l['value'] for l in x['layers'] if l['fallback']] for x in r]; print(f); "
+                 "assert f[0] and f[0] == f[1] and f[2] != f[0]; t0, t1 = r[0]['search_tries'], r[1]['search_tries']; "
+                 "print(t1); assert len(t0) > 2 and all(t['samples'] == 32 for t in t0); "
+                 "assert t1[-1]['samples'] == 32 and sum(t['samples'] == 8 for t in t1) >= 2; "
+                 "few = {t['fallen_back']: t['holds'] for t in t1 if t['samples'] == 8}; "
+                 "assert any(t['samples'] == 32 and few.get(t['fallen_back'], t['holds']) != t['holds'] for t in t1)\" && "
+                 "test \"$(grep -E '^(sqnr|output):' s0.log)\" = \"$(grep -E '^(sqnr|output):' s1.log)\" && "
+                 "grep -q ' in f32 on    8 samples: ' s1.log",
+                 dir);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", data[d], log);
+        free(log);
+    }
+}
+
 /* The effect runs start at the layer, from the f32 values of one cached run, and compute only what
  * it reaches: the same effects and decisions as running the whole model for every layer (the option
  * effects=whole; effects=cut fails where a layer's run cannot start at the layer). branchy.onnx has a gate (Mul), a skip, a Reshape to a shape computed from Shape(x)

@@ -1940,7 +1940,7 @@ Test(jit, number_settings_arrive_typed)
     qrl_module *m = compile_text("typed.qrl",
                                  "import \"calibrators.qrl\"\nrecipe r {\n  activation = u8 by minmax()\n"
                                  "  weight = i8 symmetric by minmax(symmetric = true)\n  tolerance = 0.1\n"
-                                 "  validate = 0.3\n  measure_samples = 300\n  effect_samples = 4\n"
+                                 "  validate = 0.3\n  measure_samples = 300\n  effect_samples = 4\n  search_samples = 16\n"
                                  "  numerics = tflite\n  rounding = half_away\n  rank = gain\n  outputs = worst\n}\n",
                                  NULL, NULL);
     const qr_recipe *r = qr_module_recipe(m, "r");
@@ -1949,6 +1949,7 @@ Test(jit, number_settings_arrive_typed)
     cr_assert_eq(qr_recipe_setting(r, QR_SET_VALIDATE)->value, 0.3);
     cr_assert_eq(qr_recipe_setting(r, QR_SET_MEASURE_SAMPLES)->value, 300.0);
     cr_assert_eq(qr_recipe_setting(r, QR_SET_EFFECT_SAMPLES)->value, 4.0);
+    cr_assert_eq(qr_recipe_setting(r, QR_SET_SEARCH_SAMPLES)->value, 16.0);
     cr_assert_str_eq(qr_recipe_setting(r, QR_SET_NUMERICS)->type, "tflite");
     cr_assert_str_eq(qr_recipe_setting(r, QR_SET_ROUNDING)->type, "half_away");
     cr_assert_str_eq(qr_recipe_setting(r, QR_SET_RANK)->type, "gain");
@@ -1976,7 +1977,7 @@ Test(jit, setting_errors_name_what_the_table_allows)
     cr_assert(strstr(log, ":7:3: error: unknown recipe setting 'zzzzzzzz' (activation, weight, bias, accumulate, "
                           "numerics, fallback, input, output, tolerance, rounding, transform, validate, "
                           "measure_samples, effect_samples, block, rank, order, outputs, overflow, candidate, "
-                          "budget, compute, candidate_activation)\n"),
+                          "budget, compute, candidate_activation, search_samples)\n"),
               "%s", log);
     free(log);
 }
