@@ -806,6 +806,7 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
         free(ms[1].ival_nhwc);
         return ms[1].ival && ms[1].ival_nhwc ? QR_ERR : qr_errorf(q->e, "out of memory");
     }
+    int measured = 0; /* slots quantized in what ships */
     for (int i = 0; i < q->nslots; i++) {
         qr_slot *s = &q->slots[i];
         s->sx2 = s->se2 = s->n = s->clipped = 0;
@@ -813,6 +814,7 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
         int qv = q->qval[s->value];
         if (qv < 0 || s->fallback)
             continue;
+        measured++;
         const char *name = res->qdq->values[qv]->name;
         int64_t dims[4];
         const qr_value *v = qr_graph_find(res->ig->g, name), *twin = qr_layout_twin(res->ig->g, name, dims);
@@ -823,11 +825,13 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
             memcpy(ms[1].ival_nhwc[i] + 1, dims + 1, 3 * sizeof *dims);
         }
     }
-    qr_status st = side_by_side(q, ms, 2, calib, count, NULL);
+    /* every slot in f32 and no narrow accumulator (M-LSD with int8.qrl): the three runs would
+     * measure nothing (the sums stay 0); the search ran this integer graph already */
+    int na = res->ig ? res->ig->naccs : 0;
+    qr_status st = measured || na ? side_by_side(q, ms, 2, calib, count, NULL) : QR_OK;
     if (st != QR_OK && ms[1].st != QR_OK && q->e->msg[0] && !strcmp(q->e->msg, ms[1].e.msg))
         qr_error_prefix(q->e, "running the integer graph");
     /* the narrow accumulators' counts of this run, over the ranks' batches */
-    int na = res->ig ? res->ig->naccs : 0;
     int64_t *counts = qr_dist_size() > 1 ? calloc(2 * (size_t)na + 1, sizeof *counts) : NULL;
     if (qr_dist_size() > 1 && !counts)
         st = qr_errorf(q->e, "out of memory");
