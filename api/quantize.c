@@ -476,7 +476,7 @@ int qrl_quantized_search_try(const qrl_quantized *q, int i, qrl_search_try *out)
     if (i < 0 || i >= q->q->ntries)
         return 1;
     const qr_search_try *t = &q->q->tries[i];
-    *out = (qrl_search_try){.fallen_back = t->fallen_back, .samples = t->samples, .holds = t->holds,
+    *out = (qrl_search_try){.fallen_back = t->fallen_back, .samples = t->samples, .ran = t->ran, .holds = t->holds,
                             .output_sqnr = t->output_sqnr};
     return 0;
 }

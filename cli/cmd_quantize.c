@@ -68,7 +68,8 @@ static void usage(void)
            "--profile prints where the time went (wall and CPU seconds of each phase: the f32 pass,\n"
            "calibration, the fallback's measurements, the measurement of what ships, the export)\n"
            "and each measurement of the outputs the fallback took: the layers in f32, the samples\n"
-           "it ran on, whether the recipe held, the output SQNR.\n");
+           "it judged on and those it ran (the rest kept from an earlier try), whether the\n"
+           "recipe held, the output SQNR.\n");
 }
 
 /* Fills a from the command line: -1 to go on, else the exit status (0 after --help, 2 on a usage error). */
@@ -378,9 +379,13 @@ static void print_profile(const qrl_quantized *qz, const double t[3][2])
     printf("           %-36s %9.2f %9.2f\n", "the rest of the quantization", t[1][0] - t[0][0] - w, t[1][1] - t[0][1] - c);
     printf("           %-36s %9.2f %9.2f\n", "the outputs written", t[2][0] - t[1][0], t[2][1] - t[1][1]);
     qrl_search_try s;
-    for (int i = 0; qrl_quantized_search_try(qz, i, &s) == 0; i++)
-        printf("%s %3d in f32 on %4lld samples: %-5s %.2f dB\n", i ? "          " : "tries:    ", s.fallen_back,
-               (long long)s.samples, s.holds ? "holds" : "fails", s.output_sqnr);
+    int64_t ran = 0;
+    int i = 0;
+    for (; qrl_quantized_search_try(qz, i, &s) == 0; i++, ran += s.ran)
+        printf("%s %3d in f32 on %4lld samples (%4lld run): %-5s %.2f dB\n", i ? "          " : "tries:    ",
+               s.fallen_back, (long long)s.samples, (long long)s.ran, s.holds ? "holds" : "fails", s.output_sqnr);
+    if (i)
+        printf("           %d measurements of the outputs, %lld sample runs\n", i, (long long)ran);
 }
 
 int cli_quantize(int argc, char **argv)

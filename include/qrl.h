@@ -334,11 +334,12 @@ int qrl_quantized_phase(const qrl_quantized *q, int i, qrl_quant_phase *out);
 
 /* The fallback's measurement i of the model's outputs, in order: with fallen_back layers of its
  * ranking in f32, on the first samples measured samples (the recipe's search_samples: the binary
- * search's tries on fewer), whether the recipe's condition held, and the output SQNR (dB) it
- * judged. Non-zero past the last. */
+ * search's tries on fewer), ran of them run for it (the rest kept from an earlier try of the same
+ * layers; 0: the answer's graphs only rebuilt), whether the recipe's condition held, and the output
+ * SQNR (dB) it judged. Non-zero past the last. */
 typedef struct qrl_search_try {
     int fallen_back;
-    int64_t samples;
+    int64_t samples, ran;
     int holds;
     double output_sqnr;
 } qrl_search_try;

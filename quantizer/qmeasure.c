@@ -981,12 +981,13 @@ static int row_width(const qr_qctx *q)
 }
 
 /* graph's outputs (the model's) against the f32 outputs of o in batches [from, to) of o, each
- * batch's sums into its row of rows ([o->nbatches][row_width]). split: each rank runs its share of
- * those batches (o holds their outputs at least) and every rank gets every row; else every batch
- * here. A row is the same doubles whichever rank ran it and whenever: the rows of batches run
- * apart (a try on the first batches, completed later) add up as one run's. */
+ * batch's sums into its row of rows ([o->nbatches][row_width]); *ran (or NULL): the samples of
+ * those batches, over all ranks. split: each rank runs its share of those batches (o holds their
+ * outputs at least) and every rank gets every row; else every batch here. A row is the same
+ * doubles whichever rank ran it and whenever: the rows of batches run apart (a try on the first
+ * batches, completed later) add up as one run's. */
 static qr_status measure_rows(qr_qctx *q, const outref *o, const qr_graph *graph, void *user, const qr_tensor *calib,
-                              int split, int from, int to, double *rows)
+                              int split, int from, int to, double *rows, int64_t *ran)
 {
     const qr_graph *g = q->g;
     int no = g->n_outputs, width = row_width(q);
@@ -998,6 +999,8 @@ static qr_status measure_rows(qr_qctx *q, const outref *o, const qr_graph *graph
     qr_status st = in && out && got && one.each ? qr_exec_new(graph, &eo, &x, q->e) : qr_errorf(q->e, "out of memory");
     for (int k = from; st == QR_OK && k < to && k < o->nbatches; k++) {
         int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
+        if (ran)
+            *ran += b;
         if (split && !my_batch(k, o->nbatches))
             continue;
         qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
@@ -1054,7 +1057,7 @@ static qr_status measure_outputs(qr_qctx *q, const outref *o, const qr_graph *gr
                                  const qr_tensor *calib, int split, out_metrics *mt)
 {
     double *rows = calloc((size_t)row_width(q) * (size_t)o->nbatches + 1, sizeof *rows);
-    qr_status st = rows ? measure_rows(q, o, graph, user, calib, split, 0, o->nbatches, rows)
+    qr_status st = rows ? measure_rows(q, o, graph, user, calib, split, 0, o->nbatches, rows, NULL)
                         : qr_errorf(q->e, "out of memory");
     if (st == QR_OK)
         st = rows_metrics(q, rows, o->nbatches, mt);
@@ -1821,8 +1824,9 @@ static qr_status judge(qr_qctx *q, const ranked *rk, int nr, int k, const out_me
     return qr_rt_status(&rt, q->e);
 }
 
-/* A try of the search on n samples of o, for the profile (qr_quantized.tries). */
-static qr_status note_try(qr_qctx *q, qr_quantized *res, int k, int64_t n, int holds, double sqnr)
+/* A try of the search judged on n samples of o, ran of them run for it (the others' sums kept from
+ * an earlier try of the same k), for the profile (qr_quantized.tries). */
+static qr_status note_try(qr_qctx *q, qr_quantized *res, int k, int64_t n, int64_t ran, int holds, double sqnr)
 {
     if (res->ntries % 16 == 0) {
         qr_search_try *t = realloc(res->tries, sizeof *t * (size_t)(res->ntries + 16));
@@ -1830,7 +1834,8 @@ static qr_status note_try(qr_qctx *q, qr_quantized *res, int k, int64_t n, int h
             return qr_errorf(q->e, "out of memory");
         res->tries = t;
     }
-    res->tries[res->ntries++] = (qr_search_try){.fallen_back = k, .samples = n, .holds = holds, .output_sqnr = sqnr};
+    res->tries[res->ntries++] =
+        (qr_search_try){.fallen_back = k, .samples = n, .ran = ran, .holds = holds, .output_sqnr = sqnr};
     return QR_OK;
 }
 
@@ -1852,7 +1857,7 @@ static qr_status try_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_
     qr_status st = rebuild_measured(q, res, o, calib, &mt);
     if (st == QR_OK)
         st = judge(q, rk, nr, k, &mt, holds);
-    return st == QR_OK ? note_try(q, res, k, o->n, *holds, mt.sqnr) : st;
+    return st == QR_OK ? note_try(q, res, k, o->n, o->n, *holds, mt.sqnr) : st;
 }
 
 /* The binary search's tries, by k (0..nr): each one's rows of output sums (measure_rows) for its
@@ -1881,8 +1886,9 @@ static qr_status try_upto(qr_qctx *q, qr_quantized *res, const outref *o, const 
     if (st == QR_OK && !a->rows[k] &&
         !(a->rows[k] = calloc((size_t)row_width(q) * (size_t)o->nbatches + 1, sizeof *a->rows[k])))
         st = qr_errorf(q->e, "out of memory");
+    int64_t ran = 0;
     if (st == QR_OK && a->nb[k] < nb) {
-        st = measure_rows(q, o, res->ig->g, res->ig, calib, 1, a->nb[k], nb, a->rows[k]);
+        st = measure_rows(q, o, res->ig->g, res->ig, calib, 1, a->nb[k], nb, a->rows[k], &ran);
         a->nb[k] = nb;
     }
     out_metrics mt = {0};
@@ -1892,7 +1898,7 @@ static qr_status try_upto(qr_qctx *q, qr_quantized *res, const outref *o, const 
         return st;
     res_metrics(q, res, &mt);
     if ((st = judge(q, rk, nr, k, &mt, holds)) == QR_OK)
-        st = note_try(q, res, k, batch_samples(o, nb), *holds, mt.sqnr);
+        st = note_try(q, res, k, batch_samples(o, nb), ran, *holds, mt.sqnr);
     return st;
 }
 

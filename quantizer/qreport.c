@@ -217,8 +217,8 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     fprintf(f, "  \"search_tries\": [");
     for (int i = 0; i < q->ntries; i++) {
         const qr_search_try *t = &q->tries[i];
-        fprintf(f, "%s\n    {\"fallen_back\": %d, \"samples\": %lld, \"holds\": %s, \"output_sqnr_db\": ", i ? "," : "",
-                t->fallen_back, (long long)t->samples, t->holds ? "true" : "false");
+        fprintf(f, "%s\n    {\"fallen_back\": %d, \"samples\": %lld, \"ran\": %lld, \"holds\": %s, \"output_sqnr_db\": ",
+                i ? "," : "", t->fallen_back, (long long)t->samples, (long long)t->ran, t->holds ? "true" : "false");
         num(f, t->output_sqnr);
         fprintf(f, "}");
     }

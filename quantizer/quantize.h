@@ -70,10 +70,12 @@ typedef struct qr_qlayer {
 struct qr_intgraph;
 
 /* One measurement of the fallback's search (for --profile and the report): with the first
- * fallen_back layers of its ranking in f32, the outputs on the first samples measured samples. */
+ * fallen_back layers of its ranking in f32, the outputs on the first samples measured samples, ran
+ * of them run for it (the others' sums kept from an earlier try of the same layers; 0: the answer's
+ * graphs only rebuilt). */
 typedef struct qr_search_try {
     int fallen_back;
-    int64_t samples;
+    int64_t samples, ran;
     int holds; /* the recipe's condition held for none left quantized, the outputs finite */
     double output_sqnr;
 } qr_search_try;
