@@ -148,6 +148,25 @@ Test(api, quantized_model_is_within_half_a_point_of_fp32)
         cr_assert_gt(li.sqnr, 10, "%s: %g dB", li.value, li.sqnr);
     }
     cr_assert_eq(layers, sum.activations);
+    /* --profile's figures: the phases in order, and the fallback's one measurement of the outputs
+     * (every layer int8 meets int8.qrl on the CNN: no search), which the summary's SQNR is */
+    const char *phases[] = {"fp32 pass", "calibration", "local measurement", "first tries",
+                            "measurement of what ships"};
+    qrl_quant_phase ph;
+    int np = 0;
+    for (; qrl_quantized_phase(q, np, &ph) == 0; np++) {
+        cr_assert_lt(np, 5, "%s", ph.name);
+        cr_assert_str_eq(ph.name, phases[np]);
+        cr_assert(ph.seconds >= 0 && ph.cpu_seconds >= 0, "%s: %g s, %g CPU s", ph.name, ph.seconds, ph.cpu_seconds);
+    }
+    cr_assert_eq(np, 5);
+    qrl_search_try st;
+    cr_assert_eq(qrl_quantized_search_try(q, 0, &st), 0);
+    cr_assert_neq(qrl_quantized_search_try(q, 1, &st), 0, "one measurement, no search");
+    qrl_quantized_search_try(q, 0, &st);
+    cr_assert(st.fallen_back == 0 && st.samples == 200 && st.ran == 200 && st.holds, "%d %lld %lld %d", st.fallen_back,
+              (long long)st.samples, (long long)st.ran, st.holds);
+    cr_assert_eq(st.output_sqnr, sum.output_sqnr);
     cr_assert_null(qrl_quantized_note(q, -1));
     /* The export loads, and runs as the integer model does (its QDQ groups lowered by the stdlib):
      * its 5 quantized Conv and Gemm as kernels, top-1 within half a point of PyTorch's f32. */
