@@ -1141,6 +1141,9 @@ typedef struct effects {
     const ranked *rk;
     int nr, k, next, freed; /* batch k; order[next..] still to run in it; values last read before freed gone */
     int nown;               /* order[0..nown): this rank's layers (all of them in one process) */
+    /* nodes by their place in the f32 run's order (qr_exec_order: a node of constants runs just
+     * before its first reader, not at its place in q->g), as are cut and last */
+    int *pos;               /* by node index of q->g: its place in that order */
     int *cut;               /* by ranked index: the first node (of q->g) that reads its value, n_nodes when none */
     int *order;             /* ranked indices by cut */
     int *last;              /* by value id of q->g: the last node that reads it (n_nodes: a model output) */
@@ -1177,17 +1180,17 @@ static int cut_graph(effects *ef, qr_graph *d, int at)
         int cone = orig[i] < 0;
         for (int j = 0; !cone && j < n->n_in; j++)
             cone = n->in[j] && made[n->in[j]->id];
-        if (cone && orig[i] >= 0 && orig[i] < at)
+        if (cone && orig[i] >= 0 && ef->pos[orig[i]] < at)
             ok = 0; /* a node before the cut changes: effect_cuts missed a constant */
         for (int j = 0; j < n->n_out; j++)
             if (n->out[j]) {
                 made[n->out[j]->id] = (unsigned char)cone;
-                kept[n->out[j]->id] = orig[i] < 0 || orig[i] >= at;
+                kept[n->out[j]->id] = orig[i] < 0 || ef->pos[orig[i]] >= at;
             }
     }
     for (int i = 0; ok && i < nn; i++) {
         const qr_node *n = d->nodes[i];
-        for (int j = 0; ok && (orig[i] < 0 || orig[i] >= at) && j < n->n_in; j++) {
+        for (int j = 0; ok && (orig[i] < 0 || ef->pos[orig[i]] >= at) && j < n->n_in; j++) {
             qr_value *u = n->in[j];
             if (!u || u->is_const || kept[u->id] || seen[u->id])
                 continue;
@@ -1235,7 +1238,7 @@ static int cut_graph(effects *ef, qr_graph *d, int at)
         d->n_inputs = nin;
         d->n_outputs = nout;
         for (int i = 0; i < nn; i++)
-            d->nodes[i]->dead = orig[i] >= 0 && orig[i] < at;
+            d->nodes[i]->dead = orig[i] >= 0 && ef->pos[orig[i]] < at;
         qr_graph_drop_unused(d);
         qr_graph_compact(d);
         ok = !qr_graph_oom(d);
@@ -1258,7 +1261,7 @@ static qr_status run_cut(effects *ef, int r)
     if (st == QR_OK && !cut_graph(ef, one.qdq, ef->cut[r])) {
         ef->whole[r] = 1;
         if (qr_options_get()->effects == QR_EFFECTS_CUT)
-            st = qr_errorf(q->e, "effects=cut: the run of '%s' alone cannot start at node %d",
+            st = qr_errorf(q->e, "effects=cut: the run of '%s' alone cannot start at node %d of the run",
                            g->values[q->slots[ef->rk[r].slot].value]->name, ef->cut[r]);
     }
     const qr_graph *d = one.qdq;
@@ -1314,7 +1317,7 @@ static void effects_upto(effects *ef, int p)
 static void observe_effects(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
 {
     effects *ef = user;
-    int p = n ? n->id : 0;
+    int p = n ? ef->pos[n->id] : 0;
     effects_upto(ef, p);
     if (ef->st != QR_OK || !original(ef->q, v) || !t->data || ef->last[v->id] <= p)
         return;
@@ -1330,7 +1333,7 @@ static void observe_effects(void *user, const qr_node *n, const qr_value *v, qr_
  * or a constant quantized with it (a constant all of whose matches produce its slot; one in no
  * match with a slot, with every layer). last (by value id, zeroed; model outputs n_nodes already):
  * the last node that reads it. cut_graph checks that nothing before the cut changes. */
-static void effect_cuts(const qr_qctx *q, const ranked *rk, int nr, int *cut, int *last)
+static void effect_cuts(const qr_qctx *q, const ranked *rk, int nr, const int *pos, int *cut, int *last)
 {
     const qr_graph *g = q->g;
     int nv = g->n_values, all = g->n_nodes;
@@ -1346,10 +1349,10 @@ static void effect_cuts(const qr_qctx *q, const ranked *rk, int nr, int *cut, in
     for (int i = 0; i < g->n_nodes; i++)
         for (int j = 0; j < g->nodes[i]->n_in; j++) {
             const qr_value *u = g->nodes[i]->in[j];
-            if (u && i < first[u->id])
-                first[u->id] = i;
-            if (u && i > last[u->id]) /* a model output keeps n_nodes */
-                last[u->id] = i;
+            if (u && pos[i] < first[u->id])
+                first[u->id] = pos[i];
+            if (u && pos[i] > last[u->id]) /* a model output keeps n_nodes */
+                last[u->id] = pos[i];
         }
     for (int m = 0; m < q->nmatches; m++) {
         int s = q->slot_of[q->matches[m].out];
@@ -1419,6 +1422,8 @@ static qr_status measure_effects(qr_qctx *q, const qr_tensor *calib, int64_t cou
     ef.cut = calloc((size_t)nr + 1, sizeof *ef.cut);
     ef.order = calloc((size_t)nr + 1, sizeof *ef.order);
     ef.last = calloc(nv, sizeof *ef.last);
+    ef.pos = calloc((size_t)g->n_nodes + 1, sizeof *ef.pos);
+    int *run_order = calloc((size_t)g->n_nodes + 1, sizeof *run_order);
     ef.whole = calloc((size_t)nr + 1, 1);
     ef.acc = calloc((size_t)nr + 1, sizeof *ef.acc);
     ef.val = calloc(nv, sizeof *ef.val);
@@ -1426,11 +1431,15 @@ static qr_status measure_effects(qr_qctx *q, const qr_tensor *calib, int64_t cou
     ef.outs = calloc((size_t)g->n_outputs + 1, sizeof *ef.outs);
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
     unsigned char *was = calloc((size_t)q->nslots + 1, 1);
-    int ok = ef.cut && ef.order && ef.last && ef.whole && ef.acc && ef.val && ef.ext && ef.outs && in && was;
+    int ok = ef.pos && run_order && qr_exec_order(g, run_order) == QR_OK && ef.cut && ef.order && ef.last &&
+             ef.whole && ef.acc && ef.val && ef.ext && ef.outs && in && was;
     for (int r = 0; ok && r < nr; r++)
         ok = (ef.acc[r].each = calloc((size_t)g->n_outputs + 1, sizeof *ef.acc[r].each)) != NULL;
     if (!ok)
         st = qr_errorf(q->e, "out of memory");
+    for (int k = 0; st == QR_OK && k < g->n_nodes; k++)
+        ef.pos[run_order[k]] = k;
+    free(run_order);
     for (int i = 0; st == QR_OK && i < q->nslots; i++)
         was[i] = (unsigned char)q->slots[i].fallback;
     for (int i = 0; st == QR_OK && i < g->n_outputs; i++)
@@ -1439,7 +1448,7 @@ static qr_status measure_effects(qr_qctx *q, const qr_tensor *calib, int64_t cou
      * whole runs */
     int whole = qr_options_get()->effects == QR_EFFECTS_WHOLE || q->ref;
     if (st == QR_OK)
-        effect_cuts(q, rk, nr, ef.cut, ef.last);
+        effect_cuts(q, rk, nr, ef.pos, ef.cut, ef.last);
     for (int r = 0; st == QR_OK && r < nr; r++)
         ef.order[r] = r, ef.whole[r] = whole;
     for (int a = 1; st == QR_OK && a < nr; a++) /* by cut, stable */
@@ -1499,7 +1508,7 @@ static qr_status measure_effects(qr_qctx *q, const qr_tensor *calib, int64_t cou
         q->slots[i].fallback = was[i];
     for (int r = 0; ef.acc && r < nr; r++)
         free(ef.acc[r].each);
-    free(ef.cut), free(ef.order), free(ef.last), free(ef.whole), free(ef.acc), free(ef.val), free(ef.ext);
+    free(ef.pos), free(ef.cut), free(ef.order), free(ef.last), free(ef.whole), free(ef.acc), free(ef.val), free(ef.ext);
     free(ef.outs), free(in), free(was), free(byrank), free(mine);
     outref_free(&o);
     return st;

@@ -23,9 +23,13 @@ struct qr_exec {
     const qr_graph *g;
     qr_exec_opts opts;
     int nv, nn;
+    /* The nodes in the order they run (qr_exec_order), and by node index its place there. Every
+     * per-node array below is by place in that order, except prof and cache (by node index). */
+    const qr_node **nodes;
+    int *order, *pos;
     qr_tensor *vt;      /* per value: type, shape, and data while running */
     unsigned char *kind; /* V_* per value */
-    int *last_use;      /* index of the last node reading a value; nn for graph outputs */
+    int *last_use;      /* place of the last node reading a value; nn for graph outputs */
     size_t *offset;     /* static plan: arena offset per runtime value */
     void **planned;     /* data of V_PLANNED values (malloc'd) */
     char *node_done;    /* node fully evaluated at plan time */
@@ -179,7 +183,6 @@ static const qr_value *bias_of(const qr_node *m, const qr_value *v)
  * observer, which sees every value, nor under fuse=0 (as the integer graph's fusions). */
 static qr_status fuse_acts(qr_exec *x)
 {
-    const qr_graph *g = x->g;
     if (x->opts.observer || qr_options_get()->no_fuse)
         return QR_OK;
     int *uses = calloc((size_t)x->nv + 1, sizeof *uses), *reader = calloc((size_t)x->nv + 1, sizeof *reader);
@@ -193,19 +196,19 @@ static qr_status fuse_acts(qr_exec *x)
         return QR_ERR;
     }
     for (int n = 0; n < x->nn; n++)
-        for (int j = 0; j < g->nodes[n]->n_in; j++)
-            if (g->nodes[n]->in[j]) {
-                uses[g->nodes[n]->in[j]->id]++;
-                reader[g->nodes[n]->in[j]->id] = n;
+        for (int j = 0; j < x->nodes[n]->n_in; j++)
+            if (x->nodes[n]->in[j]) {
+                uses[x->nodes[n]->in[j]->id]++;
+                reader[x->nodes[n]->in[j]->id] = n;
             }
     for (int n = 0; n < x->nn; n++) {
-        const qr_node *p = g->nodes[n];
+        const qr_node *p = x->nodes[n];
         const qr_value *v = p->n_out ? p->out[0] : NULL;
         if (!p->def || (!p->def->act && !p->def->bias) || !v || v->is_output || v->t.dtype != QR_F32 ||
             uses[v->id] != 1)
             continue;
         int m = reader[v->id];
-        const qr_node *r = g->nodes[m];
+        const qr_node *r = x->nodes[m];
         qr_act a;
         const qr_value *b = NULL;
         /* the reader's output must be read or kept: a dead one would hold its block to the end */
@@ -225,11 +228,17 @@ static qr_status fuse_acts(qr_exec *x)
     return QR_OK;
 }
 
+/* Node n's place in the run order; -1 for a node not in the graph the executor was made for. */
+static int place(const qr_exec *x, const qr_node *n)
+{
+    return n->id >= 0 && n->id < x->nn && x->g->nodes[n->id] == n ? x->pos[n->id] : -1;
+}
+
 /* The value node n writes as output j: a fused activation's output in place of output 0. */
 static const qr_value *out_value(const qr_exec *x, const qr_node *n, int j)
 {
-    int i = n->id;
-    if (j == 0 && x->act_out && i >= 0 && i < x->nn && x->g->nodes[i] == n && x->act_out[i])
+    int i = place(x, n);
+    if (j == 0 && x->act_out && i >= 0 && x->act_out[i])
         return x->act_out[i];
     return n->out[j];
 }
@@ -241,6 +250,102 @@ static int reads(const qr_node *n, const qr_value *v)
         if (n->in[j] == v)
             return 1;
     return 0;
+}
+
+/* Whether node a is pointwise of one output, as find_chains wants its nodes (fusions aside). */
+static int pointwise1(const qr_node *a)
+{
+    return a->def && a->def->pointwise && a->n_out == 1 && a->out[0];
+}
+
+/* The node making value v (index into g->nodes), or -1: an input, a constant, or unknown. */
+static int producer_of(const int *prod, int nv, const qr_value *v)
+{
+    return v && v->id >= 0 && v->id < nv ? prod[v->id] : -1;
+}
+
+qr_status qr_exec_order(const qr_graph *g, int *order)
+{
+    int nn = g->n_nodes, nv = g->n_values, k = 0, cs = 0;
+    int *prod = malloc(sizeof *prod * ((size_t)nv + 1)), *stack = malloc(sizeof *stack * ((size_t)nn + 1) * 2);
+    unsigned char *konly = calloc((size_t)nn + 1, 1), *late = calloc((size_t)nn + 1, 1),
+                  *read = calloc((size_t)nv + 1, 1), *done = calloc((size_t)nn + 1, 1);
+    if (!prod || !stack || !konly || !late || !read || !done) {
+        free(prod), free(stack), free(konly), free(late), free(read), free(done);
+        return QR_ERR;
+    }
+    for (int i = 0; i < nv; i++)
+        prod[i] = -1;
+    for (int i = 0; i < nn; i++)
+        for (int j = 0; j < g->nodes[i]->n_out; j++) {
+            const qr_value *v = g->nodes[i]->out[j];
+            if (v && v->id >= 0 && v->id < nv)
+                prod[v->id] = i;
+        }
+    for (int i = 0; i < nn; i++) { /* constant-only: every input a constant or made by one before it */
+        const qr_node *n = g->nodes[i];
+        konly[i] = 1;
+        for (int j = 0; j < n->n_in; j++) {
+            const qr_value *v = n->in[j];
+            int p = producer_of(prod, nv, v);
+            if (v && !(p < 0 ? v->is_const : p < i && konly[p]))
+                konly[i] = 0;
+            if (v && v->id >= 0 && v->id < nv)
+                read[v->id] = 1;
+        }
+    }
+    for (int i = 0; i < nn; i++) { /* late: constant-only, read by a node, none of its outputs a graph output */
+        const qr_node *n = g->nodes[i];
+        int has_reader = 0, is_out = 0;
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] && n->out[j]->id >= 0 && n->out[j]->id < nv) {
+                has_reader |= read[n->out[j]->id];
+                is_out |= n->out[j]->is_output;
+            }
+        late[i] = konly[i] && has_reader && !is_out;
+    }
+    for (int i = 0; i < nn; i++) {
+        if (late[i])
+            continue;
+        const qr_node *n = g->nodes[i];
+        /* a node extending a run of pointwise nodes (find_chains) gets its late producers before
+         * the run, not inside it */
+        int ext = k > 0 && pointwise1(n) && pointwise1(g->nodes[order[k - 1]]) &&
+                  reads(n, g->nodes[order[k - 1]]->out[0]);
+        int from = k, sp = 0;
+        /* its late producers not placed yet, depth first, each after its own: order[from..k) */
+        stack[sp++] = i, stack[sp++] = 0;
+        while (sp > 0) {
+            const qr_node *m = g->nodes[stack[sp - 2]];
+            int j = stack[sp - 1], child = -1;
+            while (j < m->n_in && child < 0) {
+                int p = producer_of(prod, nv, m->in[j++]);
+                if (p >= 0 && late[p] && !done[p])
+                    child = p;
+            }
+            stack[sp - 1] = j;
+            if (child >= 0) {
+                done[child] = 1;
+                stack[sp++] = child, stack[sp++] = 0;
+                continue;
+            }
+            sp -= 2;
+            if (stack[sp] != i)
+                order[k++] = stack[sp];
+        }
+        int moved = k - from;
+        if (ext && moved > 0) { /* order[from..k) moved to order[cs..], the run after them */
+            memcpy(stack, order + from, sizeof *stack * (size_t)moved); /* the stack is free now */
+            memmove(order + cs + moved, order + cs, sizeof *order * (size_t)(from - cs));
+            memcpy(order + cs, stack, sizeof *stack * (size_t)moved);
+        }
+        cs = ext ? cs + moved : k;
+        order[k++] = i;
+    }
+    if (k != nn) /* every late node has a reader that is not late, or one that is, in turn */
+        abort();
+    free(prod), free(stack), free(konly), free(late), free(read), free(done);
+    return QR_OK;
 }
 
 /* Runs of consecutive pointwise nodes (qr_op_def.pointwise), of one output each, none fused
@@ -257,12 +362,11 @@ static qr_status find_chains(qr_exec *x)
     x->chain_seconds = calloc((size_t)x->nn + 1, sizeof *x->chain_seconds);
     if (!x->chain || !x->tiles || !x->tiled || !x->chain_nodes || !x->chain_seconds)
         return QR_ERR;
-    const qr_graph *g = x->g;
     for (int a = 0; a < x->nn;) {
         int b = a;
-        while (b < x->nn && g->nodes[b]->def->pointwise && g->nodes[b]->n_out == 1 && g->nodes[b]->out[0] &&
-               !(x->skip && x->skip[b]) && out_value(x, g->nodes[b], 0) == g->nodes[b]->out[0] &&
-               (b == a || reads(g->nodes[b], g->nodes[b - 1]->out[0])))
+        while (b < x->nn && x->nodes[b]->def->pointwise && x->nodes[b]->n_out == 1 && x->nodes[b]->out[0] &&
+               !(x->skip && x->skip[b]) && out_value(x, x->nodes[b], 0) == x->nodes[b]->out[0] &&
+               (b == a || reads(x->nodes[b], x->nodes[b - 1]->out[0])))
             b++;
         if (b - a >= 2)
             x->chain[a] = b - a;
@@ -283,6 +387,9 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     x->nv = g->n_values;
     x->nn = g->n_nodes;
     size_t nv = (size_t)x->nv + 1, nn = (size_t)x->nn + 1;
+    x->order = calloc(nn, sizeof *x->order);
+    x->pos = calloc(nn, sizeof *x->pos);
+    x->nodes = calloc(nn, sizeof *x->nodes);
     x->vt = calloc(nv, sizeof *x->vt);
     x->kind = calloc(nv, 1);
     x->last_use = calloc(nv, sizeof *x->last_use);
@@ -303,10 +410,14 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     x->io_in = calloc((size_t)x->io_nin, sizeof *x->io_in);
     x->io_out = calloc((size_t)x->io_nout, sizeof *x->io_out);
     x->io_scratch = calloc((size_t)x->io_nout, sizeof *x->io_scratch);
-    if (!x->vt || !x->kind || !x->last_use || !x->offset || !x->planned || !x->node_done || !x->plan_inputs ||
+    if (!x->order || !x->pos || !x->nodes || qr_exec_order(g, x->order) != QR_OK || !x->vt || !x->kind || !x->last_use || !x->offset || !x->planned || !x->node_done || !x->plan_inputs ||
         (x->opts.profile && !x->prof) || !x->cache || !x->io_in || !x->io_out || !x->io_scratch) {
         qr_exec_free(x);
         return qr_errorf(e, "out of memory");
+    }
+    for (int k = 0; k < x->nn; k++) {
+        x->nodes[k] = g->nodes[x->order[k]];
+        x->pos[x->order[k]] = k;
     }
     for (int i = 0; i < x->nv; i++) {
         const qr_value *v = g->values[i];
@@ -314,7 +425,7 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
         x->last_use[i] = -1;
     }
     for (int n = 0; n < x->nn; n++) {
-        const qr_node *nd = g->nodes[n];
+        const qr_node *nd = x->nodes[n];
         if (!nd->def) {
             qr_exec_free(x);
             return qr_errorf(e, "node '%s' (%s): no kernel", nd->name, nd->op);
@@ -391,6 +502,9 @@ void qr_exec_free(qr_exec *x)
         return;
     if (x->planned)
         drop_plan(x);
+    free(x->order);
+    free(x->pos);
+    free(x->nodes);
     free(x->vt);
     free(x->kind);
     free(x->last_use);
@@ -543,10 +657,11 @@ static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_erro
                       .cache_total = &x->cache_total, .cache_max = x->opts.cache_max,
                       .work = &x->work};
     if (n->n_out && out_value(x, n, 0) != n->out[0]) {
-        if (x->bias[n->id])
-            io->k.bias = &x->vt[x->bias[n->id]->id];
+        int at = place(x, n);
+        if (x->bias[at])
+            io->k.bias = &x->vt[x->bias[at]->id];
         else
-            io->k.act = &x->act[n->id];
+            io->k.act = &x->act[at];
     }
     return QR_OK;
 }
@@ -636,7 +751,7 @@ static qr_status plan_shapes(qr_exec *x, const qr_tensor *inputs, qr_error *e)
         x->plan_inputs[i] = inputs[i];
     }
     for (int ni = 0; ni < x->nn; ni++) {
-        const qr_node *n = g->nodes[ni];
+        const qr_node *n = x->nodes[ni];
         node_io io;
         if (x->skip && x->skip[ni])
             continue; /* its output is its producer's (fuse_acts) */
@@ -696,7 +811,6 @@ static void release_dead(const qr_exec *x, const qr_node *n, int ni, block *live
  * the number of outputs. */
 static qr_status plan_memory(qr_exec *x, qr_error *e)
 {
-    const qr_graph *g = x->g;
     block *live = calloc((size_t)x->nv + 1, sizeof *live);
     int *perm = calloc((size_t)x->nv + 1, sizeof *perm);
     if (!live || !perm) {
@@ -712,7 +826,7 @@ static qr_status plan_memory(qr_exec *x, qr_error *e)
      * offset, is safe: its tile overwrites only rows read already. */
     int chain_a = -1, chain_b = -1;
     for (int ni = 0; ni < x->nn; ni++) {
-        const qr_node *n = g->nodes[ni];
+        const qr_node *n = x->nodes[ni];
         if (x->skip && x->skip[ni])
             continue; /* nothing to place: its input is never written, its output is its producer's */
         if (x->tiled && x->tiled[ni]) {
@@ -768,7 +882,7 @@ static qr_status plan_memory(qr_exec *x, qr_error *e)
             release_dead(x, n, ni, live, &nlive);
         else if (ni == chain_b - 1)
             for (int c = chain_a; c < chain_b; c++)
-                release_dead(x, g->nodes[c], c, live, &nlive);
+                release_dead(x, x->nodes[c], c, live, &nlive);
     }
     for (int k = 0; k < nperm; k++)
         x->offset[perm[k]] += top;
@@ -795,7 +909,7 @@ static void plan_tiles(qr_exec *x)
             continue;
         int ok = 1;
         for (int i = 0; i < x->chain[a]; i++) {
-            x->chain_nodes[i] = x->g->nodes[a + i];
+            x->chain_nodes[i] = x->nodes[a + i];
             ok = ok && !x->node_done[a + i];
         }
         x->tiled[a] = ok && qr_tiles_plan(x->chain_nodes, x->chain[a], x->vt, &x->tiles[a]);
@@ -861,7 +975,7 @@ static void bind_values(qr_exec *x, const qr_tensor *inputs)
  * node (node_fail), except when its inputs and outputs cannot be set up. */
 static qr_status run_node(qr_exec *x, int ni, size_t *live, qr_error *e)
 {
-    const qr_node *n = x->g->nodes[ni];
+    const qr_node *n = x->nodes[ni];
     node_io io;
     struct timespec t0;
     if (x->prof)
@@ -897,9 +1011,9 @@ static qr_status run_node(qr_exec *x, int ni, size_t *live, qr_error *e)
     if (st == QR_OK && x->prof) {
         struct timespec t1;
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        x->prof[ni].seconds += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-        x->prof[ni].runs++;
-        x->prof[ni].macs += qr_op_macs(&io.k);
+        x->prof[x->order[ni]].seconds += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        x->prof[x->order[ni]].runs++;
+        x->prof[x->order[ni]].macs += qr_op_macs(&io.k);
     }
     if (st == QR_OK)
         observe(x, n);
@@ -913,7 +1027,7 @@ static qr_status run_chain(qr_exec *x, int a, qr_error *e)
 {
     int count = x->chain[a];
     for (int i = 0; i < count; i++) {
-        x->chain_nodes[i] = x->g->nodes[a + i];
+        x->chain_nodes[i] = x->nodes[a + i];
         x->chain_seconds[i] = 0;
     }
     struct timespec t0, t1;
@@ -929,8 +1043,8 @@ static qr_status run_chain(qr_exec *x, int a, qr_error *e)
     for (int i = 0; i < count; i++)
         kern += x->chain_seconds[i];
     for (int i = 0; i < count; i++) {
-        x->prof[a + i].seconds += kern > 0 ? all * x->chain_seconds[i] / kern : all / count;
-        x->prof[a + i].runs++;
+        x->prof[x->order[a + i]].seconds += kern > 0 ? all * x->chain_seconds[i] / kern : all / count;
+        x->prof[x->order[a + i]].runs++;
     }
     return QR_OK;
 }
@@ -938,7 +1052,7 @@ static qr_status run_chain(qr_exec *x, int a, qr_error *e)
 /* Dynamic mode: frees what dies at node ni (inputs read for the last time, outputs nobody reads). */
 static void free_dead(qr_exec *x, int ni, size_t *live)
 {
-    const qr_node *n = x->g->nodes[ni];
+    const qr_node *n = x->nodes[ni];
     for (int j = 0; j < n->n_in; j++) {
         qr_value *v = n->in[j];
         if (v && x->kind[v->id] == V_RUNTIME && x->last_use[v->id] == ni && x->vt[v->id].data) {
@@ -974,7 +1088,7 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
         if (x->skip && x->skip[ni])
             continue; /* its producer applied it (fuse_acts) */
         if (x->node_done[ni]) {
-            observe(x, g->nodes[ni]);
+            observe(x, x->nodes[ni]);
             continue;
         }
         if (!x->dynamic && x->tiled && x->tiled[ni]) {

@@ -1,6 +1,7 @@
 /* The executor: binds inputs, infers shapes, plans memory once by liveness
  * (one arena, offsets reused when lifetimes do not overlap), runs nodes in
- * order and reports every computed value to an optional observer. A plan is
+ * the order of qr_exec_order and reports every computed value to an optional
+ * observer. A plan is
  * kept until the input shapes change. Graphs whose shapes depend on run-time
  * data (e.g. a Reshape fed by a computed shape) run in dynamic mode: each
  * output is allocated when computed and freed after its last use. */
@@ -64,6 +65,16 @@ void qr_exec_get_stats(const qr_exec *x, qr_exec_stats *s);
 const qr_node_prof *qr_exec_profile(const qr_exec *x);
 /* Starts the profile over (a benchmark leaves its warm-up run out). */
 void qr_exec_profile_reset(qr_exec *x);
+
+/* The order the executor runs g's nodes in: order[k] (g->n_nodes of them) is the index of the
+ * k-th node run. The graph's order, except that a node whose inputs are all constants (or made
+ * by such nodes: a weight's DequantizeLinear, a constant Transpose), read by some node and not a
+ * graph output, runs just before its first reader (before the run of pointwise nodes that reader
+ * extends): its output lives from there to its last reader, not from the graph's start, so a QDQ
+ * graph, whose topological order puts every weight's DequantizeLinear first, holds one layer's
+ * weights in f32 at a time, not all of them. Observers see the values in this order.
+ * QR_ERR: out of memory. */
+qr_status qr_exec_order(const qr_graph *g, int *order);
 
 /* The budget used when qr_exec_opts.max_memory is 0: the value set by
  * qr_exec_set_default_max_memory (the CLI's --max-memory), else half the

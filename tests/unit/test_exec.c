@@ -466,3 +466,131 @@ Test(exec, a_new_executor_reuses_the_arena_of_one_freed)
     free(in);
     qr_graph_free(g);
 }
+
+/* Each run's node names, in the order the observer sees their outputs. */
+typedef struct ran {
+    int n;
+    char names[16][8];
+} ran;
+
+static void record_order(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
+{
+    (void)v, (void)t;
+    ran *r = user;
+    if (r->n < 16)
+        snprintf(r->names[r->n], sizeof r->names[0], "%s", n->name);
+    r->n++;
+}
+
+#define WD 96 /* WD * WD > 4096: the executor does not evaluate a DequantizeLinear while planning */
+#define NW 4
+
+/* A QDQ graph as the quantizer makes one, in the topological order that puts every weight's
+ * DequantizeLinear first: dq0..dq3 (int8 [WD, WD] * 0.5, constants only), then y = x @ w0 @ w1
+ * @ w2 @ w3 (mm0..mm3). With dynamic, x is a Reshape of a flat input by a shape given at run
+ * time (a shape the plan cannot know: dynamic mode), placed after the DequantizeLinears. The
+ * executor runs each DequantizeLinear just before its MatMul and frees its output after it: one
+ * weight in f32 at a time, not NW. */
+static void check_late_constants(int dynamic)
+{
+    static int8_t w[NW][WD * WD];
+    static float xs[WD];
+    const float half = 0.5f;
+    const int8_t zero = 0;
+    const int64_t dw[] = {WD, WD}, dx[] = {1, WD}, flat[] = {WD}, d2[] = {2};
+    for (int k = 0; k < NW; k++)
+        for (int i = 0; i < WD * WD; i++)
+            w[k][i] = (int8_t)((i * (k + 3) + k) % 5 - 2);
+    for (int i = 0; i < WD; i++)
+        xs[i] = (float)(i % 7) / 8.0f - 0.375f;
+    qr_graph *g = qr_graph_new();
+    qr_value *dq[NW];
+    for (int k = 0; k < NW; k++) {
+        char name[8];
+        qr_tensor t = {.dtype = QR_I8};
+        qr_tensor_set_shape(&t, 2, dw);
+        t.data = w[k];
+        snprintf(name, sizeof name, "w%d", k);
+        qr_value *in[3] = {qr_graph_new_value(g, name), tu_const_f32(g, "", 0, NULL, &half), NULL};
+        qr_value_set_const(g, in[0], &t);
+        qr_tensor z = {.dtype = QR_I8, .ndim = 0, .data = (void *)&zero};
+        in[2] = qr_graph_new_value(g, "");
+        qr_value_set_const(g, in[2], &z);
+        snprintf(name, sizeof name, "dq%d", k);
+        dq[k] = tu_node(g, "DequantizeLinear", name, 3, in, 1)->out[0];
+    }
+    qr_value *v;
+    if (dynamic) {
+        qr_value *in[2] = {tu_input(g, "x", 1, flat), tu_input(g, "shape", 1, d2)};
+        in[1]->t.dtype = QR_I64;
+        v = tu_node(g, "Reshape", "reshape", 2, in, 1)->out[0];
+    } else
+        v = tu_input(g, "x", 2, dx);
+    for (int k = 0; k < NW; k++) {
+        char name[8];
+        snprintf(name, sizeof name, "mm%d", k);
+        qr_value *in[2] = {v, dq[k]};
+        v = tu_node(g, "MatMul", name, 2, in, 1)->out[0];
+    }
+    tu_output(g, v);
+    qr_error e;
+    ran r = {0};
+    qr_exec_opts o = {.observer = record_order, .observer_user = &r};
+    qr_exec *x;
+    cr_assert_eq(qr_exec_new(g, &o, &x, &e), QR_OK, "%s", e.msg);
+    int64_t shape[] = {1, WD};
+    qr_tensor in[2] = {{.dtype = QR_F32, .ndim = dynamic ? 1 : 2, .dims = {dynamic ? WD : 1, WD}, .data = xs},
+                       {.dtype = QR_I64, .ndim = 1, .dims = {2}, .data = shape}},
+              out;
+    cr_assert_eq(qr_exec_run(x, in, &out, &e), QR_OK, "%s", e.msg);
+    /* the order: each DequantizeLinear just before its reader (the Reshape where the graph has it) */
+    const char *want[] = {"reshape", "dq0", "mm0", "dq1", "mm1", "dq2", "mm2", "dq3", "mm3"};
+    int skip = dynamic ? 0 : 1;
+    cr_assert_eq(r.n, 9 - skip);
+    for (int i = 0; i < r.n; i++)
+        cr_expect_str_eq(r.names[i], want[i + skip], "node %d ran: %s, want %s", i, r.names[i], want[i + skip]);
+    /* bytes: a weight in f32 S = WD * WD * 4, an activation A = WD * 4 (both multiples of the
+     * arena's 64-byte alignment). Static plan, first fit: dq_k's output at 0 (the last one died at
+     * mm_{k-1}), the activations alternate at S and S + A, the output in a region of its own: S + 3A.
+     * Dynamic, the most live at once (after mm_k: the Reshape's or mm_{k-1}'s output, w_k, mm_k's):
+     * S + 2A. Run in the graph's order, NW weights were live at once: NW * S + 2A in both modes. */
+    const size_t S = WD * WD * 4, A = WD * 4;
+    qr_exec_stats s;
+    qr_exec_get_stats(x, &s);
+    cr_assert_eq(s.dynamic, dynamic);
+    if (dynamic)
+        cr_expect_eq(s.peak_bytes, S + 2 * A, "peak %zu bytes live, want %zu: one weight in f32", s.peak_bytes,
+                     S + 2 * A);
+    else
+        cr_expect_eq(s.arena_bytes, S + 3 * A, "arena %zu bytes, want %zu: one weight in f32", s.arena_bytes,
+                     S + 3 * A);
+    /* and the values: a double reference */
+    double ref[WD], nxt[WD];
+    for (int i = 0; i < WD; i++)
+        ref[i] = xs[i];
+    for (int k = 0; k < NW; k++) {
+        for (int j = 0; j < WD; j++) {
+            nxt[j] = 0;
+            for (int i = 0; i < WD; i++)
+                nxt[j] += ref[i] * 0.5 * w[k][i * WD + j];
+        }
+        memcpy(ref, nxt, sizeof ref);
+    }
+    cr_assert_eq(out.ndim, 2);
+    for (int j = 0; j < WD; j++)
+        cr_assert(fabs(((float *)out.data)[j] - ref[j]) <= 1e-4 * (1 + fabs(ref[j])), "y[%d] = %g, want %g", j,
+                  (double)((float *)out.data)[j], ref[j]);
+    qr_tensor_free(&out);
+    qr_exec_free(x);
+    qr_graph_free(g);
+}
+
+Test(exec, a_constant_only_node_runs_before_its_reader_static)
+{
+    check_late_constants(0);
+}
+
+Test(exec, a_constant_only_node_runs_before_its_reader_dynamic)
+{
+    check_late_constants(1);
+}
