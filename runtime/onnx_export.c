@@ -264,32 +264,36 @@ static Onnx__ModelProto *model(ex *c)
     return c->ar.oom ? NULL : m; /* a name or a part of a node's that did not fit */
 }
 
-static qr_status write_atomically(const char *path, const uint8_t *buf, size_t len, qr_error *e)
+/* protobuf-c's output, appended to a file as it is serialized. */
+typedef struct file_out {
+    ProtobufCBuffer base;
+    FILE *f;
+    int failed;
+} file_out;
+
+static void file_append(ProtobufCBuffer *b, size_t len, const uint8_t *data)
+{
+    file_out *o = (file_out *)b;
+    if (!o->failed && len && fwrite(data, 1, len, o->f) != len)
+        o->failed = 1;
+}
+
+/* m serialized into path, atomically. Streamed to the file: the weights go from the graph's memory
+ * (raw_data points there) to the file, with no serialized copy of the model in memory (as large
+ * as its weights: a third of a 300M-parameter decoder's peak in qrl quantize). */
+static qr_status pack_and_write(const Onnx__ModelProto *m, const char *path, qr_error *e)
 {
     qr_atomic_file af;
     qr_status st = qr_atomic_open(&af, path, e);
-    if (st == QR_OK) {
-        if (fwrite(buf, 1, len, af.f) != len) {
-            qr_atomic_abort(&af);
-            st = qr_errorf(e, "%s: write failed", path);
-        } else {
-            st = qr_atomic_commit(&af, e);
-        }
+    if (st != QR_OK)
+        return st;
+    file_out o = {.base = {.append = file_append}, .f = af.f};
+    onnx__model_proto__pack_to_buffer(m, &o.base);
+    if (o.failed) {
+        qr_atomic_abort(&af);
+        return qr_errorf(e, "%s: write failed", path);
     }
-    return st;
-}
-
-/* m serialized into path, atomically. */
-static qr_status pack_and_write(const Onnx__ModelProto *m, const char *path, qr_error *e)
-{
-    size_t len = onnx__model_proto__get_packed_size(m);
-    uint8_t *buf = malloc(len ? len : 1);
-    if (!buf)
-        return qr_errorf(e, "%s: out of memory serializing the model (%zu bytes)", path, len);
-    onnx__model_proto__pack(m, buf);
-    qr_status st = write_atomically(path, buf, len, e);
-    free(buf);
-    return st;
+    return qr_atomic_commit(&af, e);
 }
 
 /* Initializers of at least this many bytes go to the external data file (onnx's own default
