@@ -594,3 +594,55 @@ Test(exec, a_constant_only_node_runs_before_its_reader_dynamic)
 {
     check_late_constants(1);
 }
+
+/* y = -(relu(x) * dq(c)) with the DequantizeLinear of c placed between the Relu and the Mul in the
+ * graph: run just before its reader, it would cut the run of pointwise nodes Relu -> Mul -> Neg in
+ * two; it runs before the run instead (qr_exec_order: dq, relu, mul, neg), and the three run by
+ * tiles, to a double reference. */
+Test(exec, a_constant_only_node_goes_before_the_pointwise_run_its_reader_extends)
+{
+    enum { R = 200, C = 100 };
+    static float xs[R * 3 * C];
+    static int8_t c[C];
+    const float scale = 0.25f;
+    const int8_t zero = 3;
+    for (int i = 0; i < R * 3 * C; i++)
+        xs[i] = (float)((i * 37) % 101) / 17.0f - 3.0f;
+    for (int i = 0; i < C; i++)
+        c[i] = (int8_t)(i % 13 - 6);
+    qr_graph *g = qr_graph_new();
+    const int64_t dx[] = {R, 3, C}, dc[] = {C};
+    qr_value *v = tu_node(g, "Relu", "relu", 1, (qr_value *[]){tu_input(g, "x", 3, dx)}, 1)->out[0];
+    qr_tensor ct = {.dtype = QR_I8}, zt = {.dtype = QR_I8, .ndim = 0, .data = (void *)&zero};
+    qr_tensor_set_shape(&ct, 1, dc);
+    ct.data = c;
+    qr_value *dq_in[3] = {qr_graph_new_value(g, "c"), tu_const_f32(g, "s", 0, NULL, &scale),
+                          qr_graph_new_value(g, "z")};
+    qr_value_set_const(g, dq_in[0], &ct);
+    qr_value_set_const(g, dq_in[2], &zt);
+    qr_value *d = tu_node(g, "DequantizeLinear", "dq", 3, dq_in, 1)->out[0];
+    v = tu_node(g, "Mul", "mul", 2, (qr_value *[]){v, d}, 1)->out[0];
+    tu_output(g, tu_node(g, "Neg", "neg", 1, &v, 1)->out[0]);
+    int order[4];
+    cr_assert_eq(qr_exec_order(g, order), QR_OK);
+    const int want[4] = {1, 0, 2, 3};
+    for (int k = 0; k < 4; k++)
+        cr_expect_eq(order[k], want[k], "place %d: node %d (%s), want %d", k, order[k], g->nodes[order[k]]->name,
+                     want[k]);
+    qr_exec *x;
+    qr_error e;
+    cr_assert_eq(qr_exec_new(g, NULL, &x, &e), QR_OK, "%s", e.msg);
+    qr_tensor in = {.dtype = QR_F32, .ndim = 3, .dims = {R, 3, C}, .data = xs}, out;
+    cr_assert_eq(qr_exec_run(x, &in, &out, &e), QR_OK, "%s", e.msg);
+    qr_exec_stats s;
+    qr_exec_get_stats(x, &s);
+    cr_expect_eq(s.tiled_nodes, 3, "%d nodes run by tiles, want the Relu, the Mul and the Neg", s.tiled_nodes);
+    for (int i = 0; i < R * 3 * C; i++) {
+        double r = xs[i] > 0 ? xs[i] : 0, want_y = -(r * (0.25 * (c[i % C] - 3)));
+        cr_assert(fabs(((float *)out.data)[i] - want_y) <= 1e-6 * (1 + fabs(want_y)), "y[%d] = %g, want %g", i,
+                  (double)((float *)out.data)[i], want_y);
+    }
+    qr_tensor_free(&out);
+    qr_exec_free(x);
+    qr_graph_free(g);
+}
