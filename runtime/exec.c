@@ -410,7 +410,8 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     x->io_in = calloc((size_t)x->io_nin, sizeof *x->io_in);
     x->io_out = calloc((size_t)x->io_nout, sizeof *x->io_out);
     x->io_scratch = calloc((size_t)x->io_nout, sizeof *x->io_scratch);
-    if (!x->order || !x->pos || !x->nodes || qr_exec_order(g, x->order) != QR_OK || !x->vt || !x->kind || !x->last_use || !x->offset || !x->planned || !x->node_done || !x->plan_inputs ||
+    if (!x->order || !x->pos || !x->nodes || qr_exec_order(g, x->order) != QR_OK || !x->vt || !x->kind ||
+        !x->last_use || !x->offset || !x->planned || !x->node_done || !x->plan_inputs ||
         (x->opts.profile && !x->prof) || !x->cache || !x->io_in || !x->io_out || !x->io_scratch) {
         qr_exec_free(x);
         return qr_errorf(e, "out of memory");
