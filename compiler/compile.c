@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "jitrun.h"
 #include "check.h"
 #include "cpu.h"
 #include "jit.h"
@@ -161,7 +162,10 @@ typedef enum { BYTES_OK, BYTES_JIT_ERROR, BYTES_NO_TEMP } bytes_status;
  * NULL, c is only checked (its caller added -fsyntax-only): nothing is read. */
 static bytes_status compile_to_bytes(qc_unit *u, gcc_jit_context *c, unsigned char **so, size_t *len)
 {
-    const char *t = getenv("TMPDIR");
+    /* in the process's folder for libgccjit's scratch (compiler/jitrun.h): a fatal signal removes it */
+    const char *t = qc_jit_scratch_dir(1);
+    if (!t)
+        t = getenv("TMPDIR");
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/qrl-XXXXXX", t && *t ? t : "/tmp");
     if (!mkdtemp(dir)) {
@@ -171,7 +175,7 @@ static bytes_status compile_to_bytes(qc_unit *u, gcc_jit_context *c, unsigned ch
     }
     char path[PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/module.so", dir);
-    gcc_jit_context_compile_to_file(c, so ? GCC_JIT_OUTPUT_KIND_DYNAMIC_LIBRARY : GCC_JIT_OUTPUT_KIND_ASSEMBLER, path);
+    qc_jit_compile_to_file(c, so ? GCC_JIT_OUTPUT_KIND_DYNAMIC_LIBRARY : GCC_JIT_OUTPUT_KIND_ASSEMBLER, path);
     const char *err = gcc_jit_context_get_first_error(c);
     bytes_status r = BYTES_OK;
     if (err) {
@@ -389,7 +393,7 @@ static int obtain(qc_unit *u, qc_cache *cache, int cached, int check_only, part 
     }
     if (bs == BYTES_NO_TEMP) {
         /* No cache, or no private folder to compile into: in memory. */
-        gcc_jit_result *r = gcc_jit_context_compile(c);
+        gcc_jit_result *r = qc_jit_compile(c);
         ps->t_jit = now_ms() - t0;
         if (!r) {
             ql_error_file(&u->diags, NULL, "internal compiler error (libgccjit): %s",

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "jitrun.h"
 #include "fileio.h"
 #include "vecmap.h"
 #include "cpu.h"
@@ -797,7 +798,10 @@ static qc_dl *load(const unsigned char *so, size_t len, const char *key, any_fn 
  * mkdtemp's 0700 folder is one nobody else can prepare); 0 on success. */
 static int compile_to_bytes(gcc_jit_context *c, unsigned char **so, size_t *len)
 {
-    const char *t = getenv("TMPDIR");
+    /* in the process's folder for libgccjit's scratch (compiler/jitrun.h): a fatal signal removes it */
+    const char *t = qc_jit_scratch_dir(1);
+    if (!t)
+        t = getenv("TMPDIR");
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/qrl-XXXXXX", t && *t ? t : "/tmp");
     if (!mkdtemp(dir)) {
@@ -807,7 +811,7 @@ static int compile_to_bytes(gcc_jit_context *c, unsigned char **so, size_t *len)
     }
     char path[PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/iconv.so", dir);
-    gcc_jit_context_compile_to_file(c, GCC_JIT_OUTPUT_KIND_DYNAMIC_LIBRARY, path);
+    qc_jit_compile_to_file(c, GCC_JIT_OUTPUT_KIND_DYNAMIC_LIBRARY, path);
     int rc = gcc_jit_context_get_first_error(c) || qc_read_file(AT_FDCWD, path, (size_t)1 << 28, so, len) != 0 ? -1 : 0;
     unlink(path);
     rmdir(dir);
@@ -886,7 +890,7 @@ static void build_kernel(int64_t taps, int64_t k4, int64_t n, const vprog *ep, c
         free(so);
     }
     if (!*dl) {
-        gcc_jit_result *r = gcc_jit_context_compile(c);
+        gcc_jit_result *r = qc_jit_compile(c);
         if (r && !(*fn = (any_fn)gcc_jit_result_get_code(r, "qr_iconv"))) {
             gcc_jit_result_release(r);
             r = NULL;
@@ -904,7 +908,7 @@ int qc_iconv_jit_dump_asm(int64_t taps, int64_t k4, int64_t n, const char *prog,
     gcc_jit_context *c = new_context(taps, k4, n, prog ? &ep : NULL);
     if (!c)
         return -1;
-    gcc_jit_context_compile_to_file(c, GCC_JIT_OUTPUT_KIND_ASSEMBLER, path);
+    qc_jit_compile_to_file(c, GCC_JIT_OUTPUT_KIND_ASSEMBLER, path);
     int bad = gcc_jit_context_get_first_error(c) != NULL;
     gcc_jit_context_release(c);
     return bad ? -1 : 0;

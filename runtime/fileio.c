@@ -4,9 +4,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -89,6 +91,58 @@ void qr_scratch_leave(void)
     atomic_fetch_sub(&scratch_busy, 1);
 }
 
+/* The folder of libgccjit's scratch (compiler/jitrun.h), removed with what it holds. */
+static char scratch_dir[4096];
+static volatile sig_atomic_t scratch_dir_on;
+
+void qr_scratch_dir_set(const char *dir)
+{
+    scratch_dir_on = 0;
+    snprintf(scratch_dir, sizeof scratch_dir, "%s", dir ? dir : "");
+    scratch_dir_on = dir && *dir;
+}
+
+/* What dirfd holds, depth levels down (libgccjit's folder holds files only), and name in it; only
+ * async-signal-safe calls (getdents64 by syscall: opendir allocates). */
+static void remove_tree_at(int dirfd, const char *name, int depth)
+{
+    if (unlinkat(dirfd, name, 0) == 0 || (errno != EISDIR && errno != EPERM) || depth == 0)
+        return;
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[4096];
+        /* entries removed while reading: read the folder again until it is empty (3 passes) */
+        for (int pass = 0, any = 1; pass < 3 && any; pass++) {
+            any = 0;
+            lseek(fd, 0, SEEK_SET);
+            long n;
+            while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+                for (long off = 0; off < n;) {
+                    struct {
+                        unsigned long long ino;
+                        long long off;
+                        unsigned short reclen;
+                        unsigned char type;
+                        char name[];
+                    } *d = (void *)(buf + off);
+                    off += d->reclen;
+                    if (strcmp(d->name, ".") && strcmp(d->name, "..")) {
+                        any = 1;
+                        remove_tree_at(fd, d->name, depth - 1);
+                    }
+                }
+        }
+        close(fd);
+    }
+    unlinkat(dirfd, name, AT_REMOVEDIR);
+}
+
+void qr_scratch_dir_remove(void)
+{
+    if (scratch_dir_on)
+        remove_tree_at(AT_FDCWD, scratch_dir, 3);
+}
+
 static void on_fatal_signal(int sig)
 {
     atomic_store(&dying, 1);
@@ -100,12 +154,31 @@ static void on_fatal_signal(int sig)
         if (t)
             unlink(t);
     }
+    qr_scratch_dir_remove();
     signal(sig, SIG_DFL);
     raise(sig);
 }
 
+static int handlers_on;
+
+void qr_signals_restore(void)
+{
+    if (!handlers_on)
+        return;
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction sa, old;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_fatal_signal;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN && old.sa_handler != on_fatal_signal)
+            sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 void qr_atomic_cleanup_on_signals(void)
 {
+    handlers_on = 1;
     static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
         struct sigaction sa, old;

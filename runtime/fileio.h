@@ -48,6 +48,14 @@ void qr_tmp_unregister(const char *tmp);
 int qr_scratch_enter(void);
 void qr_scratch_leave(void);
 
+/* A folder the handlers below remove, with what it holds (libgccjit's scratch: compiler/jitrun.h);
+ * dir is copied; NULL: none. qr_scratch_dir_remove removes it now (at exit). */
+void qr_scratch_dir_set(const char *dir);
+void qr_scratch_dir_remove(void);
+/* Puts the handlers of qr_atomic_cleanup_on_signals back where other code replaced them (not where
+ * a signal is ignored); nothing when they were never installed. */
+void qr_signals_restore(void);
+
 /* Installs handlers for SIGINT, SIGTERM, SIGHUP and SIGQUIT that remove the
  * temporary files of every qr_atomic_file still open, then die of the signal
  * as before: an interrupted write leaves nothing behind. */

@@ -2,6 +2,10 @@
  * error naming the file and the node or field, and leave no output file.
  * The broken models are made at test time by tools/make_bad_models.py. */
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -467,4 +471,76 @@ Test(bad_input, hostile_names_are_escaped_in_dump_errors_and_json)
     for (const char *p = log; *p; p++)
         cr_expect(*p == '\n' || (unsigned char)*p >= 0x20, "a control byte 0x%02x in: %s", (unsigned char)*p, log);
     free(log);
+}
+
+/* How many distinct libgccjit-* folders appear anywhere under dir (two levels), added to seen. */
+static void note_jit_folders(const char *root, char seen[][64], int *nseen, int depth)
+{
+    DIR *d = opendir(root);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (!strncmp(e->d_name, "libgccjit-", 10)) {
+            int known = 0;
+            for (int i = 0; i < *nseen; i++)
+                known |= !strcmp(seen[i], e->d_name);
+            if (!known && *nseen < 16)
+                snprintf(seen[(*nseen)++], 64, "%s", e->d_name);
+        } else if (depth > 0) {
+            char sub[2048];
+            snprintf(sub, sizeof sub, "%s/%s", root, e->d_name);
+            note_jit_folders(sub, seen, nseen, depth - 1);
+        }
+    }
+    if (d)
+        closedir(d);
+}
+
+/* SIGINT or SIGTERM while the recipe compiles in the foreground (quantize --no-cache: in memory,
+ * libgccjit's scratch folder in TMPDIR): the process dies of the signal, and neither libgccjit's
+ * folder (libgccjit-XXXXXX) nor qrl's is left in TMPDIR, nor an output. The signal goes when the
+ * first, then the second libgccjit folder of the process appears (a compilation has begun). */
+Test(bad_input, a_signal_while_the_recipe_compiles_leaves_no_scratch, .timeout = 300)
+{
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s/sigtmp", dir);
+    cr_assert_eq(mkdir(tmp, 0700), 0);
+    const int sigs[] = {SIGINT, SIGTERM};
+    for (int s = 0; s < 2; s++)
+        for (int k = 1; k <= 2; k++) {
+            char cmd[4096];
+            snprintf(cmd, sizeof cmd, "cd '%s' && exec %s quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl "
+                                      "--calib %s/calib_images.npy --calib-count 8 --no-cache -o '%s/sig.onnx'",
+                     tu_root(), tu_qrl(), getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data", out);
+            pid_t pid = fork();
+            cr_assert_neq(pid, -1);
+            if (pid == 0) {
+                setenv("TMPDIR", tmp, 1);
+                signal(SIGINT, SIG_DFL);
+                signal(SIGTERM, SIG_DFL);
+                execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+                _exit(127);
+            }
+            char seen[16][64];
+            int nseen = 0, st = 0, sent = 0;
+            for (int i = 0; i < 120000 && !sent; i++) { /* up to two minutes */
+                note_jit_folders(tmp, seen, &nseen, 2);
+                if (nseen >= k) {
+                    kill(pid, sigs[s]);
+                    sent = 1;
+                } else if (waitpid(pid, &st, WNOHANG) == pid)
+                    break;
+                else
+                    usleep(1000);
+            }
+            cr_assert(sent, "no libgccjit folder #%d appeared in %s (status %#x)", k, tmp, st);
+            cr_assert_eq(waitpid(pid, &st, 0), pid);
+            cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == sigs[s], "signal %d at folder #%d: died of it (status %#x)",
+                      sigs[s], k, st);
+            char *left = tu_sh("ls -R '%s'", tmp);
+            cr_expect_eq(tu_count_files(tmp), 0, "signal %d at folder #%d: left in TMPDIR: %s", sigs[s], k, left);
+            free(left);
+            free(tu_sh("rm -rf '%s'/*", tmp));
+            cr_expect_eq(tu_count_files(out), 0, "signal %d at folder #%d: an output was written", sigs[s], k);
+        }
 }

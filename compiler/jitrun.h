@@ -1,0 +1,26 @@
+/* Every libgccjit compilation of the process goes through these calls, so that a fatal signal
+ * (SIGINT, SIGTERM, SIGHUP, SIGQUIT) leaves none of its scratch behind:
+ *  - libgccjit makes its scratch folder (libgccjit-XXXXXX) and its driver's files in the folder
+ *    libiberty's choose_tmpdir picks from TMPDIR at the process's FIRST compilation, and keeps for
+ *    the process's life. That first compilation here runs with TMPDIR set to a private folder
+ *    (TMPDIR/qrl-jit-XXXXXX), which qr_scratch_dir_set (runtime/fileio.h) has the signal handlers
+ *    remove with what it holds, and which is removed at exit;
+ *  - libgccjit's embedded driver replaces the process's SIGINT/SIGTERM/SIGHUP handlers with its own
+ *    (which kills the process without running ours) and sets them to SIG_IGN for a moment (a
+ *    signal then is lost). When a gcc driver program is installed, it runs as a process of its own
+ *    instead (gcc_jit_context_set_bool_use_external_driver): nothing in this process is touched.
+ *    Without one, the embedded driver runs and qrl's handlers are put back after each compilation.
+ * A program that used libgccjit before libqrl keeps its own TMPDIR choice. */
+#ifndef QC_JITRUN_H
+#define QC_JITRUN_H
+
+#include <libgccjit.h>
+
+gcc_jit_result *qc_jit_compile(gcc_jit_context *c);
+void qc_jit_compile_to_file(gcc_jit_context *c, enum gcc_jit_output_kind kind, const char *path);
+
+/* The private folder libgccjit's scratch goes into, made at the first compilation (or here, with
+ * make); NULL when there is none. A compilation's own output folder goes in it too. */
+const char *qc_jit_scratch_dir(int make);
+
+#endif
