@@ -40,6 +40,22 @@ typedef struct importer {
 
 /* ---- tensors ---- */
 
+/* The path of the file open as fd, as the kernel knows it (symbolic links resolved), malloc'd;
+ * NULL with errno set when there is no /proc. */
+static char *opened_path(int fd)
+{
+    char link[64], buf[PATH_MAX + 1];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, buf, sizeof buf - 1);
+    if (n < 0 || n >= (ssize_t)sizeof buf - 1) {
+        if (n >= 0)
+            errno = ENAMETOOLONG;
+        return NULL;
+    }
+    buf[n] = 0;
+    return strdup(buf);
+}
+
 /* Reads external data into t (allocated here, after the file is known to hold
  * the bytes: a tensor's declared size is never allocated on trust). */
 static qr_status read_external(importer *im, const Onnx__TensorProto *tp, const char *what, qr_tensor *t,
@@ -73,16 +89,28 @@ static qr_status read_external(importer *im, const Onnx__TensorProto *tp, const 
         return qr_errorf(im->e, "%s: %s: out of memory", im->path, what);
     snprintf(full, n, "%s/%s", im->dir, loc);
     qr_status st = QR_OK;
-    int fd = -1;
-    real = realpath(full, NULL);
+    /* Opened once, then the file actually opened is checked: a path checked first and opened after
+     * could be a symbolic link swapped in between, naming a file outside the folder.
+     * O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below. */
+    int fd = open(full, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            st = qr_errorf(im->e, "%s: %s: external data file '%s' not found", im->path, what, loc);
+        else
+            st = qr_errorf(im->e, "%s: %s: cannot open external data file '%s': %s", im->path, what, loc,
+                           strerror(errno));
+        goto out;
+    }
+    real = opened_path(fd);
     if (!real) {
-        st = qr_errorf(im->e, "%s: %s: external data file '%s' not found", im->path, what, loc);
+        st = qr_errorf(im->e, "%s: %s: cannot tell where external data file '%s' is (/proc/self/fd: %s)", im->path,
+                       what, loc, strerror(errno));
         goto out;
     }
     size_t rl = strlen(im->realdir);
     if (strncmp(real, im->realdir, rl) != 0 || (real[rl] != '/' && strcmp(im->realdir, "/") != 0)) {
-        st = qr_errorf(im->e, "%s: %s: external data location '%s' is outside the model's folder",
-                       im->path, what, loc);
+        st = qr_errorf(im->e, "%s: %s: external data location '%s' is outside the model's folder (it is '%s')",
+                       im->path, what, loc, real);
         goto out;
     }
     if (len >= 0 && (size_t)len != nbytes) {
@@ -90,10 +118,8 @@ static qr_status read_external(importer *im, const Onnx__TensorProto *tp, const 
                        im->path, what, len, nbytes);
         goto out;
     }
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below. */
-    fd = open(real, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0) {
+    if (fstat(fd, &sb) != 0) {
         st = qr_errorf(im->e, "%s: %s: cannot open external data file '%s'", im->path, what, loc);
         goto out;
     }

@@ -1,5 +1,9 @@
 /* .npy read/write: round trips for every dtype, and the errors for bad files. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -8,6 +12,7 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "onnx_import.h"
 #include "tensor_io.h"
 #include "testutil.h"
 
@@ -182,4 +187,112 @@ Test(tensor_io, temp_file_removed_on_sigterm)
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "child status %d", status);
     cr_assert_eq(tu_count_files(d), 0, "a temporary file was left in %s", d);
     tu_rmdir(d);
+}
+
+/* dir/<pb>: a TensorProto of six f32 whose data is external, at loc (tools-free: onnx in Python). */
+static void external_tensor(const char *pb, const char *loc)
+{
+    char cmd[2048], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c 'import sys, numpy as np\nfrom onnx import numpy_helper, TensorProto\n"
+             "t = numpy_helper.from_array(np.ones(6, np.float32), \"w\")\nt.ClearField(\"raw_data\")\n"
+             "t.data_location = TensorProto.EXTERNAL\n"
+             "for k, v in ((\"location\", sys.argv[2]), (\"offset\", \"0\"), (\"length\", \"24\")):\n"
+             "    e = t.external_data.add(); e.key, e.value = k, v\n"
+             "open(sys.argv[1], \"wb\").write(t.SerializeToString())' '%s/%s' '%s'",
+             dir, pb, loc);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
+/* dir/<name>: six f32 of value v. */
+static void six_floats(const char *name, float v)
+{
+    char p[700];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    cr_assert(f);
+    float x[6] = {v, v, v, v, v, v};
+    fwrite(x, sizeof x, 1, f);
+    fclose(f);
+}
+
+/* A symbolic link in the tensor's folder that names a file outside it is refused, naming the
+ * location, the tensor and where it leads; one that stays inside is read. */
+Test(tensor_io, external_data_through_a_link_out_of_the_folder_is_refused)
+{
+    char p[700], q[700];
+    snprintf(p, sizeof p, "%s/m", dir);
+    cr_assert_eq(mkdir(p, 0700), 0);
+    six_floats("outside.bin", 7);
+    six_floats("m/data.bin", 1);
+    snprintf(p, sizeof p, "%s/m/out.bin", dir);
+    cr_assert_eq(symlink("../outside.bin", p), 0);
+    snprintf(p, sizeof p, "%s/m/in.bin", dir);
+    cr_assert_eq(symlink("data.bin", p), 0);
+    external_tensor("m/out.pb", "out.bin");
+    external_tensor("m/in.pb", "in.bin");
+    qr_tensor t;
+    qr_error e;
+    snprintf(p, sizeof p, "%s/m/out.pb", dir);
+    cr_assert_eq(qr_onnx_load_tensor(p, &t, NULL, &e), QR_ERR);
+    snprintf(q, sizeof q, "%s/m/out.pb: tensor: external data location 'out.bin' is outside the model's folder (it is '", dir);
+    cr_expect(strstr(e.msg, q) && strstr(e.msg, "/outside.bin')"), "%s", e.msg);
+    snprintf(p, sizeof p, "%s/m/in.pb", dir);
+    cr_assert_eq(qr_onnx_load_tensor(p, &t, NULL, &e), QR_OK, "%s", e.msg);
+    cr_expect_eq(((float *)t.data)[5], 1.0f);
+    qr_tensor_free(&t);
+}
+
+static volatile int swapping;
+static char swap_a[700], swap_b[700];
+
+/* Exchanges a folder and a symbolic link to a folder outside, atomically, as fast as it can. */
+static void *swapper(void *arg)
+{
+    (void)arg;
+    while (swapping)
+        syscall(SYS_renameat2, AT_FDCWD, swap_a, AT_FDCWD, swap_b, 2 /* RENAME_EXCHANGE */);
+    return NULL;
+}
+
+/* The race of a path checked, then opened: m/sub, a folder of the tensor's folder, is swapped again
+ * and again with a symbolic link to a folder outside (renameat2 RENAME_EXCHANGE) while the tensor
+ * is read. A read either fails or gives the inside file's values (1), never the outside one's (7).
+ * realpath() then open() gave 7 (the link swapped in after the check). */
+Test(tensor_io, external_data_swapped_for_a_link_cannot_escape, .timeout = 120)
+{
+    char p[700];
+    snprintf(p, sizeof p, "%s/m", dir);
+    cr_assert_eq(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/m/sub", dir);
+    cr_assert_eq(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/out", dir);
+    cr_assert_eq(mkdir(p, 0700), 0);
+    six_floats("m/sub/w.bin", 1);
+    six_floats("out/w.bin", 7);
+    snprintf(p, sizeof p, "%s/m/alt", dir);
+    cr_assert_eq(symlink("../out", p), 0);
+    external_tensor("m/t.pb", "sub/w.bin");
+    snprintf(swap_a, sizeof swap_a, "%s/m/sub", dir);
+    snprintf(swap_b, sizeof swap_b, "%s/m/alt", dir);
+    swapping = 1;
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, swapper, NULL), 0);
+    snprintf(p, sizeof p, "%s/m/t.pb", dir);
+    int ok = 0, refused = 0, escaped = 0;
+    for (int i = 0; i < 20000 && !escaped; i++) {
+        qr_tensor t;
+        qr_error e;
+        if (qr_onnx_load_tensor(p, &t, NULL, &e) == QR_OK) {
+            ok++;
+            escaped += ((float *)t.data)[0] != 1.0f;
+            qr_tensor_free(&t);
+        } else
+            refused++;
+    }
+    swapping = 0;
+    pthread_join(th, NULL);
+    cr_expect_eq(escaped, 0, "a read gave the outside file's values (%d read, %d refused)", ok, refused);
+    cr_expect(ok > 0 && refused > 0, "%d read, %d refused: the swap happened", ok, refused);
 }
