@@ -1683,12 +1683,41 @@ static qr_status check_calib(const qr_graph *g, const qr_tensor *calib, qr_error
 
 /* The activation slots' calibrators: the recipe's `input` setting for the model's first quantized
  * tensors, `output` for its outputs, `activation` for the rest. */
-static qr_status new_calibrators(qr_qctx *q)
+static size_t held_bytes(const qr_graph *g, const qr_tensor *calib);
+
+/* The calibrators' states count against the memory budget (--max-memory) with what quantization
+ * holds (the model's constants, the calibration data): each calibrated tensor's merged state, each
+ * calibration worker's own, and per worker one batch's fresh state and a merge's scratch (about
+ * as large: a histogram's bins). Checked as the states are made, so that a budget too small
+ * stops before the rest is allocated; the error names the calibrator, the tensors and the bytes. */
+static qr_status states_fit(qr_qctx *q, const qr_tensor *calib, int64_t count, int done, int total,
+                            size_t sum, size_t max, const qr_calib *last)
+{
+    int64_t batch = qr_plan_batch(q), nb = batch > 0 ? (count + batch - 1) / batch : 1;
+    int threads = q->o->threads > 1 ? q->o->threads : 1;
+    int nw = nb < threads ? (int)(nb > 0 ? nb : 1) : threads;
+    /* the slots not made yet, as large as the last one */
+    size_t all = sum + qr_calib_bytes(last) * (size_t)(total - done);
+    size_t need = all * (size_t)(1 + nw) + max * 2 * (size_t)nw;
+    size_t budget = qr_exec_default_max_memory(), held = held_bytes(q->g, calib);
+    if (held <= budget && need <= budget - held)
+        return QR_OK;
+    return qr_errorf(q->e, "calibrator '%s': the calibration states of %d tensors need %zu bytes (%zu for the "
+                     "last one made; a merged state per tensor, and each of %d calibration workers' own and one "
+                     "batch's), with the %zu bytes of constants and calibration data: over the budget of %zu bytes "
+                     "(--max-memory)", qr_calib_name(last), total, need, qr_calib_bytes(last), nw, held, budget);
+}
+
+static qr_status new_calibrators(qr_qctx *q, const qr_tensor *calib, int64_t count)
 {
     unsigned char *seen = calloc((size_t)q->g->n_nodes + 1, 1);
     if (!seen)
         return qr_errorf(q->e, "out of memory");
     qr_status st = QR_OK;
+    int total = 0, done = 0;
+    size_t sum = 0, max = 0;
+    for (int i = 0; i < q->nslots; i++)
+        total += q->slots[i].kind == SLOT_CALIBRATED;
     for (int i = 0; st == QR_OK && i < q->nslots; i++)
         if (q->slots[i].kind == SLOT_CALIBRATED) {
             const qr_setting *s = q->act;
@@ -1705,6 +1734,12 @@ static qr_status new_calibrators(qr_qctx *q)
             q->slots[i].qt.symmetric = (s->mods & QR_MOD_SYMMETRIC) != 0;
             q->slots[i].calset = s;
             st = new_calib(q, s, &q->slots[i].cal);
+            if (st == QR_OK) {
+                size_t b = qr_calib_bytes(q->slots[i].cal);
+                sum += b;
+                max = b > max ? b : max;
+                st = states_fit(q, calib, count, ++done, total, sum, max, q->slots[i].cal);
+            }
         }
     free(seen);
     return st;
@@ -2038,7 +2073,7 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     const qr_graph *g = q->g;
     qr_graph *sim = NULL;
     qr_plan_phase_start(q);
-    qr_status st = new_calibrators(q);
+    qr_status st = new_calibrators(q, calib, count);
     if (st == QR_OK)
         st = build_sim(q, &sim);
     if (st == QR_OK)

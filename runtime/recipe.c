@@ -191,6 +191,7 @@ struct qr_calib {
     qrl_scalar *params;
     void *state;
     alloc_node *allocs;
+    size_t bytes; /* what it holds: its state, its allocations and their histograms' bins */
 };
 
 static void *track(qrl_rt *rt, size_t bytes, int is_hist)
@@ -204,6 +205,7 @@ static void *track(qrl_rt *rt, size_t bytes, int is_hist)
     n->is_hist = is_hist;
     n->next = c->allocs;
     c->allocs = n;
+    c->bytes += sizeof *n + bytes;
     return n->mem;
 }
 
@@ -233,6 +235,7 @@ static void *rt_hist_new(qrl_rt *rt, int64_t bins)
         rt_trap(rt, QRL_TRAP_HIST, NULL, 0, 0, valid ? 4 : 3, bins);
         return NULL;
     }
+    ((qr_calib *)rt->owner)->bytes += sizeof *b->h.count * (size_t)bins;
     return b;
 }
 
@@ -1404,6 +1407,7 @@ static qr_calib *calib_alloc(const qr_cal_desc *d, qr_error *e)
         c->d = d;
         c->params = calloc((size_t)d->nparams + 1, sizeof *c->params);
         c->state = calloc(1, (size_t)d->state_bytes + 16);
+        c->bytes = sizeof *c + sizeof *c->params * ((size_t)d->nparams + 1) + (size_t)d->state_bytes + 16;
     }
     if (!c || !c->params || !c->state) {
         qr_calib_free(c);
@@ -1466,6 +1470,16 @@ qr_status qr_calib_fresh(const qr_calib *like, qr_calib **out, qr_error *e)
     }
     *out = c;
     return QR_OK;
+}
+
+size_t qr_calib_bytes(const qr_calib *c)
+{
+    return c ? c->bytes : 0;
+}
+
+const char *qr_calib_name(const qr_calib *c)
+{
+    return c ? c->d->name : "";
 }
 
 void qr_calib_free(qr_calib *c)

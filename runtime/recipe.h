@@ -781,6 +781,10 @@ typedef struct qr_calib qr_calib;
 qr_status qr_calib_new(const qrl_module *m, const char *name, int n, const char *const *names, const double *values,
                        qr_calib **out, qr_error *e);
 void qr_calib_free(qr_calib *c);
+/* The bytes an instance holds once initialized (its state, what its init allocated, histograms'
+ * bins; a Gram matrix grows at its first observe: not counted), and its calibrator's name. */
+size_t qr_calib_bytes(const qr_calib *c);
+const char *qr_calib_name(const qr_calib *c);
 /* A new instance of like's calibrator with like's parameters, its state as initialized (nothing
  * observed): what one calibration worker (or one batch) starts from. */
 qr_status qr_calib_fresh(const qr_calib *like, qr_calib **out, qr_error *e);

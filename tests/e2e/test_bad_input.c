@@ -437,6 +437,40 @@ Test(bad_input, a_histogram_without_memory_says_so)
 #endif
 }
 
+/* Calibrator states count against --max-memory: 16M-bin histograms (128 MiB of bins each) for the
+ * model's calibrated tensors (T of them), with one calibration worker, need a merged state per
+ * tensor, the worker's own, and one batch's state and a merge's scratch: (2T + 2) x 16777216 x 8
+ * bytes and a little.
+ * Under a 400M budget that is an error before calibration, naming the calibrator, the tensors
+ * and the bytes; exit 1, nothing written. Before, the states were allocated outside the budget. */
+Test(bad_input, calibrator_states_count_against_max_memory)
+{
+    char path[1024], cmd[4096], *log;
+    write_in_dir(path, sizeof path, "bins_budget.qrl",
+                 "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+                 "recipe big_bins {\n  activation = u8 asymmetric by percentile(p = 99.9, bins = 16777216)\n"
+                 "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n");
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe '%s' --calib "
+                              "%s/calib_images.npy --calib-count 8 --threads 1 --max-memory 400M -o '%s/bins.onnx' 2>&1",
+             tu_root(), tu_qrl(), path, getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data", out);
+    int rc = tu_run(cmd, &log);
+    cr_expect_eq(rc, 1, "exit %d: %s", rc, log);
+    const char *at = strstr(log, "calibrator 'percentile': the calibration states of ");
+    cr_assert(at, "%s", log);
+    int tensors = 0;
+    unsigned long long need = 0;
+    cr_assert_eq(sscanf(at, "calibrator 'percentile': the calibration states of %d tensors need %llu bytes", &tensors,
+                        &need), 2, "%s", log);
+    /* per tensor a merged state and the worker's own, plus one batch's state and a merge's scratch */
+    const unsigned long long states = 2ull * (unsigned long long)tensors + 2, bins = states * 16777216 * 8;
+    cr_expect(tensors >= 5 && need >= bins && need < bins + states * 4096,
+              "need %llu bytes for %d tensors; %llu states of 16M 8-byte bins are %llu: %s", need, tensors, states, bins, log);
+    cr_expect(strstr(log, "over the budget of 419430400 bytes (--max-memory)"), "%s", log);
+    cr_expect(!strstr(log, "calibrate "), "stopped before calibrating: %s", log);
+    free(log);
+    cr_expect_eq(tu_count_files(out), 0, "nothing written");
+}
+
 /* Names from a model that hold escape sequences, a newline, a carriage return and bytes that are
  * not UTF-8 (tools/make_bad_models.py, hostile_names.onnx): `qrl dump` and error messages print
  * them escaped (no control byte reaches the terminal, one line per entry), and the qparams and
