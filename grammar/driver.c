@@ -241,11 +241,34 @@ static int starts_item(ql_tok t)
            t == QL_TOK_TRANSFORM;
 }
 
+void qp_version(qp_state *ps, ql_node *items, const ql_token *key, const ql_token *v)
+{
+    if (strcmp(key->s, "qrl") != 0) {
+        ql_error(ps->diags, key->span, "unexpected identifier '%s'; a file states the language version it needs as "
+                                       "'qrl %d', and declarations begin with import, const, fn, kernel, calibrator, "
+                                       "pattern, transform, affine or recipe", key->s, QP_LANG_VERSION);
+        return;
+    }
+    if (items && items->nkids > 0) {
+        ql_error(ps->diags, ql_span_join(key->span, v->span),
+                 "the language version is stated first in the file, before any declaration");
+        return;
+    }
+    if (v->i < 1 || v->i > QP_LANG_VERSION) {
+        ql_error(ps->diags, v->span, "this file needs QRL language version %llu; this qrl implements version%s %d%s",
+                 (unsigned long long)v->i, QP_LANG_VERSION > 1 ? "s 1 to" : "", QP_LANG_VERSION,
+                 v->i < 1 ? " (versions start at 1)" : " (a newer qrl reads it)");
+        ps->stop = v->i > QP_LANG_VERSION;
+    }
+}
+
 /* "unexpected X; expected A, B or C": what the parser could take instead,
  * with families of tokens named as one ("an expression", "a type", ...). */
 void qp_syntax_error(qp_state *ps, void *parser, int major, const ql_token *t)
 {
     (void)major;
+    if (ps->stop)
+        return; /* after a version this parser does not know */
     int codes[128], n = qp_expected(parser, codes, 128);
     int has[QL_TOK_COUNT] = {0};
     for (int i = 0; i < n; i++)
@@ -307,7 +330,7 @@ ql_node *qp_parse(const ql_source *src, ql_arena *ar, ql_diags *d)
     do {
         ql_lex(&lx, &t);
         qp_Parse(p, to_lemon[t.kind], t, &ps);
-    } while (t.kind != QL_TOK_EOF && !ql_diags_full(d));
+    } while (t.kind != QL_TOK_EOF && !ql_diags_full(d) && !ps.stop);
     if (t.kind != QL_TOK_EOF) {
         ql_token eof = {.kind = QL_TOK_EOF, .span = {src, (uint32_t)src->len, (uint32_t)src->len}};
         qp_Parse(p, 0, eof, &ps);
