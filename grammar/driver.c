@@ -241,24 +241,19 @@ static int starts_item(ql_tok t)
            t == QL_TOK_TRANSFORM;
 }
 
-void qp_version(qp_state *ps, ql_node *items, const ql_token *key, const ql_token *v)
+/* `qrl N`, the file's first statement: an error when N is not a version this parser knows; after a
+ * newer one nothing more is parsed (ps->stop). */
+static void version_statement(qp_state *ps, const ql_token *key, const ql_token *v)
 {
-    if (strcmp(key->s, "qrl") != 0) {
-        ql_error(ps->diags, key->span, "unexpected identifier '%s'; a file states the language version it needs as "
-                                       "'qrl %d', and declarations begin with import, const, fn, kernel, calibrator, "
-                                       "pattern, transform, affine or recipe", key->s, QP_LANG_VERSION);
-        return;
-    }
-    if (items && items->nkids > 0) {
-        ql_error(ps->diags, ql_span_join(key->span, v->span),
-                 "the language version is stated first in the file, before any declaration");
-        return;
-    }
-    if (v->i < 1 || v->i > QP_LANG_VERSION) {
-        ql_error(ps->diags, v->span, "this file needs QRL language version %llu; this qrl implements version%s %d%s",
-                 (unsigned long long)v->i, QP_LANG_VERSION > 1 ? "s 1 to" : "", QP_LANG_VERSION,
-                 v->i < 1 ? " (versions start at 1)" : " (a newer qrl reads it)");
-        ps->stop = v->i > QP_LANG_VERSION;
+    (void)key;
+    if (v->i < 1)
+        ql_error(ps->diags, v->span, "there is no QRL language version 0; versions start at 1 (this qrl implements "
+                                     "version%s %d)", QP_LANG_VERSION > 1 ? "s 1 to" : "", QP_LANG_VERSION);
+    else if (v->i > QP_LANG_VERSION) {
+        ql_error(ps->diags, v->span, "this file needs QRL language version %llu; this qrl implements version%s %d "
+                                     "(a newer qrl reads it)",
+                 (unsigned long long)v->i, QP_LANG_VERSION > 1 ? "s 1 to" : "", QP_LANG_VERSION);
+        ps->stop = 1;
     }
 }
 
@@ -300,6 +295,9 @@ void qp_syntax_error(qp_state *ps, void *parser, int major, const ql_token *t)
             len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%s", i == 0 ? "" : i == nwant - 1 ? " or " : ", ",
                             want[i]);
     }
+    if (item && t->kind == QL_TOK_IDENT && t->s && !strcmp(t->s, "qrl") && len < (int)sizeof buf)
+        snprintf(buf + len, sizeof buf - (size_t)len, "; the language version ('qrl %d') is stated first in the file",
+                 QP_LANG_VERSION);
     ql_span sp = t->span;
     if (t->kind == QL_TOK_SEMI && sp.end > sp.start)
         sp.end = sp.start + 1;
@@ -327,8 +325,25 @@ ql_node *qp_parse(const ql_source *src, ql_arena *ar, ql_diags *d)
     ql_lexer lx;
     ql_lexer_init(&lx, src, ar, d);
     ql_token t;
+    int first = 1; /* no statement yet: `qrl N` may come (lexed here, not by the grammar) */
     do {
         ql_lex(&lx, &t);
+        if (first && t.kind == QL_TOK_IDENT && !strcmp(t.s, "qrl")) {
+            ql_token v;
+            int errors = d->errors;
+            ql_lex(&lx, &v);
+            if (v.kind == QL_TOK_INT) {
+                if (d->errors == errors) /* a number too large for 64 bits: the lexer said so */
+                    version_statement(&ps, &t, &v);
+                else
+                    ps.stop = 1;
+                first = 0;
+                continue;
+            }
+            qp_Parse(p, to_lemon[t.kind], t, &ps);
+            t = v;
+        }
+        first = first && t.kind == QL_TOK_SEMI;
         qp_Parse(p, to_lemon[t.kind], t, &ps);
     } while (t.kind != QL_TOK_EOF && !ql_diags_full(d) && !ps.stop);
     if (t.kind != QL_TOK_EOF) {

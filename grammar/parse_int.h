@@ -36,9 +36,5 @@ ql_node *qp_elementwise(qp_state *ps, const ql_token *kw, const ql_token *elem, 
                         const ql_token *y, const ql_token *chan, ql_node *block, ql_node *value, const ql_token *end);
 
 void qp_syntax_error(qp_state *ps, void *parser, int major, const ql_token *t);
-/* `qrl N` at the top of a file: an error when N is not a language version this parser knows
- * (QP_LANG_VERSION, grammar/parse.h), and then nothing after it is parsed (a newer file's
- * constructs would only add errors); key other than qrl, or after a declaration: an error. */
-void qp_version(qp_state *ps, ql_node *items, const ql_token *key, const ql_token *v);
 
 #endif

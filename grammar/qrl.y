@@ -49,8 +49,6 @@ items(A) ::= .                                        { A = qp_node(ps, QL_MODUL
 items(A) ::= items(L) SEMI.                           { A = L; }
 items(A) ::= items(L) item(I) SEMI.                   { A = qp_add(ps, L, I); }
 items(A) ::= items(L) error.                          { A = L; }
-/* qrl 1: the language version the file needs (first in the file; no node: checked here) */
-items(A) ::= items(L) IDENT(K) INT(V) SEMI.           { A = L; qp_version(ps, L, &K, &V); }
 
 item(A) ::= IMPORT STRING(S).                         { A = qp_tok(ps, QL_IMPORT, &S); }
 item(A) ::= CONST IDENT(N) typeopt(T) ASSIGN expr(E). { A = qp_fix(qp_named(ps, QL_CONST, &N, E->span), T, E, NULL); }
