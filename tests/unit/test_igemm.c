@@ -29,6 +29,23 @@ static void pack_b(const uint8_t *b, int64_t k, int64_t n, uint8_t *p)
 
 static void check_kernel(const char *isa, qr_igemm_fn fn);
 
+/* The oracle, written here and sharing nothing with the product: init plus the sum of the products
+ * in int64, wrapped to int32 at the end (the kernels' 32-bit lanes wrap, two's complement). */
+static int32_t wrap32(int64_t v)
+{
+    return (int32_t)(uint32_t)(uint64_t)v;
+}
+
+/* Row i, column j of A (s8, rows k4 apart) times B (u8, k x n, row-major, unpacked). */
+static int32_t exact_ab(const int8_t *a, int64_t k4, const uint8_t *b, int64_t k, int64_t n, int32_t init, int64_t i,
+                        int64_t j)
+{
+    int64_t acc = init;
+    for (int64_t q = 0; q < k; q++)
+        acc += (int64_t)a[i * k4 + q] * (int64_t)b[q * n + j];
+    return wrap32(acc);
+}
+
 /* Every ISA's kernel this CPU runs, on shapes with ragged rows, K and columns, and sums that wrap;
  * each computes its rows in two calls (the row ranges threads get). */
 Test(igemm, kernels_match_reference_on_ragged_and_wrapping_shapes)
@@ -81,10 +98,16 @@ static void check_kernel(const char *isa, qr_igemm_fn fn)
         for (int64_t i = 0; i < m * n; i++)
             cr_assert_eq(c2[i], c1[i], "%s, shape %lldx%lldx%lld element %lld: %d vs %d", isa, (long long)m,
                          (long long)k, (long long)n, (long long)i, c2[i], c1[i]);
-        if (wrap) { /* the reference itself against the exact sum wrapped at the end */
-            int64_t exact = (int64_t)init[0] + 255LL * 127LL * k;
-            cr_assert_eq(c1[0], (int32_t)(uint32_t)(uint64_t)exact);
-        }
+        /* the reference and the kernel against the exact sum (every row; the largest shape's first and
+         * last rows) */
+        for (int64_t i = 0; i < m; i += m * n * k > 100000000 && i + 1 < m ? m - 1 : 1)
+            for (int64_t j = 0; j < n; j++) {
+                int32_t want = exact_ab(a, k4, b, k, n, init[i], i, j);
+                cr_assert_eq(c1[i * n + j], want, "reference, shape %lldx%lldx%lld, row %lld column %lld: %d, exact %d",
+                             (long long)m, (long long)k, (long long)n, (long long)i, (long long)j, c1[i * n + j], want);
+                cr_assert_eq(c2[i * n + j], want, "%s, shape %lldx%lldx%lld, row %lld column %lld: %d, exact %d", isa,
+                             (long long)m, (long long)k, (long long)n, (long long)i, (long long)j, c2[i * n + j], want);
+            }
         free(a);
         free(b);
         free(bp);
@@ -110,15 +133,15 @@ Test(igemm, gemv_matches_reference_on_ragged_and_wrapping_shapes)
         int64_t k = shapes[s][0], n = shapes[s][1], k4 = qr_igemm_k4(k), n16 = qr_igemm_n16(n);
         int wrap = k > 60000; /* 255 * 127 * k exceeds 2^31 */
         uint8_t *x = calloc((size_t)k4, 1);
-        int8_t *w = calloc((size_t)(k4 * n16), 1);
+        int8_t *w = calloc((size_t)(k4 * n16), 1), *wk = malloc((size_t)(k * n)); /* wk: unpacked, k x n */
         int32_t *init = malloc(sizeof *init * (size_t)n), *y1 = malloc(sizeof *y1 * (size_t)n),
                 *y2 = malloc(sizeof *y2 * (size_t)n);
-        cr_assert(x && w && init && y1 && y2);
+        cr_assert(x && w && wk && init && y1 && y2);
         for (int64_t q = 0; q < k; q++)
             x[q] = wrap ? 255 : (uint8_t)(rnd(&seed) & 0xff);
         for (int64_t q = 0; q < k; q++)
             for (int64_t j = 0; j < n; j++)
-                w[((q >> 2) * n16 + j) * 4 + (q & 3)] = wrap ? 127 : (int8_t)(rnd(&seed) & 0xff);
+                w[((q >> 2) * n16 + j) * 4 + (q & 3)] = wk[q * n + j] = wrap ? 127 : (int8_t)(rnd(&seed) & 0xff);
         for (int64_t j = 0; j < n; j++)
             init[j] = (int32_t)rnd(&seed) - (1 << 23);
         qr_igemv_u8s8_ref(y1, x, w, init, k4, 0, n16, n);
@@ -128,10 +151,18 @@ Test(igemm, gemv_matches_reference_on_ragged_and_wrapping_shapes)
         for (int64_t j = 0; j < n; j++)
             cr_assert_eq(y2[j], y1[j], "K %lld, N %lld, column %lld: %d vs %d", (long long)k, (long long)n,
                          (long long)j, y2[j], y1[j]);
-        if (wrap) /* the reference against the exact sum wrapped at the end */
-            cr_assert_eq(y1[0], (int32_t)(uint32_t)(uint64_t)((int64_t)init[0] + 255LL * 127LL * k));
+        for (int64_t j = 0; j < n; j++) { /* both against the exact sum, from the unpacked weights */
+            int64_t acc = init[j];
+            for (int64_t q = 0; q < k; q++)
+                acc += (int64_t)x[q] * (int64_t)wk[q * n + j];
+            cr_assert_eq(y1[j], wrap32(acc), "reference, K %lld, N %lld, column %lld: %d, exact %d", (long long)k,
+                         (long long)n, (long long)j, y1[j], wrap32(acc));
+            cr_assert_eq(y2[j], wrap32(acc), "K %lld, N %lld, column %lld: %d, exact %d", (long long)k, (long long)n,
+                         (long long)j, y2[j], wrap32(acc));
+        }
         free(x);
         free(w);
+        free(wk);
         free(init);
         free(y1);
         free(y2);
@@ -200,6 +231,13 @@ Test(igemm, interleave_matches_the_reference)
             for (int64_t i = 0; i <= n && i < 201; i++)
                 cr_assert_eq(got[i], want[i], "n %lld, flip %d, word %lld: %08x vs %08x", (long long)n, flip,
                              (long long)i, got[i], want[i]);
+            /* both against the definition, byte by byte: byte t of word i is row t's byte i, flipped;
+             * the word past the end is untouched */
+            for (int64_t i = 0; i < n; i++)
+                for (int t = 0; t < 4; t++)
+                    cr_assert_eq((got[i] >> (8 * t)) & 0xff, (uint32_t)(r[t][i] ^ flip), "n %lld, flip %d, word %lld byte %d",
+                                 (long long)n, flip, (long long)i, t);
+            cr_assert_eq(got[n], 0xababababu, "n %lld: word %lld written", (long long)n, (long long)n);
         }
     cr_assert_eq(want[0], ((uint32_t)r[0][0] | (uint32_t)r[1][0] << 8 | (uint32_t)r[2][0] << 16 |
                            (uint32_t)r[3][0] << 24) ^ 0x80808080u);

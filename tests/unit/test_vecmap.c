@@ -3,7 +3,9 @@
  * the integer back end): which epilogues get one, its program for the
  * stdlib's requantization (derived by hand from stdlib/kernels.qrl's
  * qlinear), and the fused kernels' bytes against the recipe's own
- * channels-last kernel run on the same accumulator (phase 1), for epilogues
+ * channels-last kernel run on the same accumulator (phase 1), which is held
+ * to a C transcription of the integer epilogue on accumulators summed by a
+ * naive loop here, for epilogues
  * that use every instruction, with channel values of both signs, zero, NaN
  * and accumulators that wrap. */
 #include <criterion/criterion.h>
@@ -124,6 +126,7 @@ typedef struct layer {
     uint8_t *x;
     const uint8_t **a;
     int8_t *w;
+    int8_t *wt; /* the weights unpacked, [taps][k4][n] (w is their packing) */
     int32_t *init, *acc;
     uint8_t *want, *got;
 } layer;
@@ -139,13 +142,24 @@ static void make_layer(layer *l, int64_t taps, int64_t k4, int64_t n, int64_t ro
     for (int64_t i = 0; i < px; i++)
         l->a[i] = l->x + (int64_t)(next() % (uint32_t)px) * k4;
     l->w = malloc((size_t)(taps * k4 * n16));
-    for (int64_t i = 0; i < taps * k4 * n16; i++)
-        l->w[i] = (int8_t)next();
+    l->wt = malloc((size_t)(taps * k4 * n));
+    for (int64_t i = 0; i < taps * k4 * n; i++)
+        l->wt[i] = (int8_t)next();
+    qr_iconv_pack_w(l->w, l->wt, taps, k4, k4, n, k4 * n, n, 1);
     l->init = malloc((size_t)n * sizeof *l->init);
     for (int64_t j = 0; j < n; j++) /* small, large and near the ends: some sums wrap */
         l->init[j] = j % 4 == 0 ? (int32_t)(next() % 2001) - 1000 : j % 4 == 1 ? INT32_MAX - (int32_t)(next() % 50000) : (int32_t)next();
+    /* the accumulators by a naive loop written here, int64 sums wrapped at the end (not the product's
+     * reference kernel) */
     l->acc = malloc((size_t)(rows * n) * sizeof *l->acc);
-    qr_iconv_u8s8_ref(l->acc, n, l->a, taps, rows, l->w, l->init, k4, 0, n, n);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < n; j++) {
+            int64_t sum = l->init[j];
+            for (int64_t t = 0; t < taps; t++)
+                for (int64_t q = 0; q < k4; q++)
+                    sum += (int64_t)l->a[i * taps + t][q] * l->wt[(t * k4 + q) * n + j];
+            l->acc[i * n + j] = (int32_t)(uint32_t)(uint64_t)sum;
+        }
     l->want = malloc((size_t)(rows * n) + 1);
     l->got = malloc((size_t)(rows * n) + 1);
 }
@@ -155,6 +169,7 @@ static void drop_layer(layer *l)
     free(l->x);
     free((void *)l->a);
     free(l->w);
+    free(l->wt);
     free(l->init);
     free(l->acc);
     free(l->want);
@@ -196,6 +211,21 @@ static void phase1(const qr_fn_desc *k, int tables, void **scalars, int nscalars
     free(tab);
 }
 
+/* ep_i's value written out here in C, from its QRL text (EPILOGUES): i32 arithmetic wraps, sat<T>
+ * saturates to u8 or i8; z and k are its scalars. The oracle the channels-last kernel is held to. */
+static uint8_t ep_i_oracle(int32_t a, int64_t c, int32_t z, int32_t k, int is_u8)
+{
+#define W(x) ((int32_t)(uint32_t)(x))
+    int32_t b = W((uint32_t)(int32_t)c * 3u - 50u), q = 1 - (int32_t)(c % 4);
+    int32_t t = W(W(0u - (uint32_t)W((uint32_t)a * (uint32_t)q)) + (uint32_t)b - (uint32_t)k);
+    t = t < -200 ? -200 : t > 300 ? 300 : t;
+    int32_t v = W((uint32_t)t + (uint32_t)(a < z ? a : z) - (uint32_t)(b > 7 ? b : 7) + (uint32_t)a * 65537u);
+#undef W
+    if (is_u8)
+        return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    return (uint8_t)(int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
+}
+
 static void check_fused(const qrl_module *m, const char *kernel, void **scalars, int nscalars)
 {
     const qr_fn_desc *base = qr_module_fn(m, kernel);
@@ -210,6 +240,13 @@ static void check_fused(const qrl_module *m, const char *kernel, void **scalars,
         make_layer(&l, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
         int32_t *lanes = malloc((size_t)(tables * l.n) * sizeof *lanes);
         phase1(k, tables, scalars, nscalars, &l, lanes);
+        if (!strncmp(kernel, "ep_i<", 5)) /* the channels-last kernel against the C oracle */
+            for (int64_t i = 0; i < l.rows * l.n; i++) {
+                uint8_t want = ep_i_oracle(l.acc[i], i % l.n, *(int32_t *)scalars[0], *(int32_t *)scalars[1],
+                                           !strcmp(kernel, "ep_i<u8>"));
+                cr_assert_eq(l.want[i], want, "%s phase 1, n %lld: y[%lld][%lld] = %d, the C oracle %d (acc %d)", kernel,
+                             (long long)l.n, (long long)(i / l.n), (long long)(i % l.n), l.want[i], want, l.acc[i]);
+            }
         const int32_t *tabs[32];
         for (int i = 0; i < tables; i++)
             tabs[i] = lanes + i * l.n;
