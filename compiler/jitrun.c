@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -63,6 +64,9 @@ static void before(gcc_jit_context *c)
     pthread_mutex_lock(&setup_lock);
     if (!set_up)
         set_up_scratch();
+    else if (scratch[0] && mkdir(scratch, 0700) == 0) {
+        /* removed meanwhile (a cleaner of old temporary files): libgccjit keeps making its folders in it */
+    }
     int ext = external_driver;
     pthread_mutex_unlock(&setup_lock);
     if (ext)

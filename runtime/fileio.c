@@ -94,11 +94,13 @@ void qr_scratch_leave(void)
 /* The folder of libgccjit's scratch (compiler/jitrun.h), removed with what it holds. */
 static char scratch_dir[4096];
 static volatile sig_atomic_t scratch_dir_on;
+static pid_t scratch_pid; /* the process that made it: a forked child that exits leaves it */
 
 void qr_scratch_dir_set(const char *dir)
 {
     scratch_dir_on = 0;
     snprintf(scratch_dir, sizeof scratch_dir, "%s", dir ? dir : "");
+    scratch_pid = getpid();
     scratch_dir_on = dir && *dir;
 }
 
@@ -139,7 +141,7 @@ static void remove_tree_at(int dirfd, const char *name, int depth)
 
 void qr_scratch_dir_remove(void)
 {
-    if (scratch_dir_on)
+    if (scratch_dir_on && getpid() == scratch_pid)
         remove_tree_at(AT_FDCWD, scratch_dir, 3);
 }
 

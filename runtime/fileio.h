@@ -49,7 +49,8 @@ int qr_scratch_enter(void);
 void qr_scratch_leave(void);
 
 /* A folder the handlers below remove, with what it holds (libgccjit's scratch: compiler/jitrun.h);
- * dir is copied; NULL: none. qr_scratch_dir_remove removes it now (at exit). */
+ * dir is copied; NULL: none. qr_scratch_dir_remove removes it now (at exit); only the process
+ * that set it removes it (not a forked child). */
 void qr_scratch_dir_set(const char *dir);
 void qr_scratch_dir_remove(void);
 /* Puts the handlers of qr_atomic_cleanup_on_signals back where other code replaced them (not where
