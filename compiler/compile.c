@@ -187,6 +187,7 @@ static bytes_status compile_to_bytes(qc_unit *u, gcc_jit_context *c, unsigned ch
     }
     unlink(path);
     rmdir(dir);
+    qc_jit_scratch_idle();
     return r;
 }
 

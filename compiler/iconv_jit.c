@@ -815,6 +815,7 @@ static int compile_to_bytes(gcc_jit_context *c, unsigned char **so, size_t *len)
     int rc = gcc_jit_context_get_first_error(c) || qc_read_file(AT_FDCWD, path, (size_t)1 << 28, so, len) != 0 ? -1 : 0;
     unlink(path);
     rmdir(dir);
+    qc_jit_scratch_idle();
     return rc;
 }
 

@@ -1,5 +1,6 @@
 #include "jitrun.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -59,29 +60,52 @@ static void set_up_scratch(void)
     free(old);
 }
 
-static void before(gcc_jit_context *c)
+/* Under setup_lock: 0 when the folder is there and ours. Between compilations it is removed (a
+ * process that ends by _exit, or is killed, leaves nothing), and made again by the next: a folder of
+ * that name made meanwhile by someone else, or a link, is not used (libgccjit would write the code
+ * this process loads into it). */
+static int ensure_dir(void)
+{
+    if (!scratch[0])
+        return 0; /* none: libgccjit's choice, TMPDIR */
+    if (mkdir(scratch, 0700) == 0)
+        return 0;
+    struct stat sb;
+    return errno == EEXIST && lstat(scratch, &sb) == 0 && S_ISDIR(sb.st_mode) && sb.st_uid == geteuid() &&
+                   !(sb.st_mode & 077)
+               ? 0
+               : -1;
+}
+
+static int active; /* compilations under way, under setup_lock */
+
+static int before(gcc_jit_context *c)
 {
     pthread_mutex_lock(&setup_lock);
     if (!set_up)
         set_up_scratch();
-    else if (scratch[0] && mkdir(scratch, 0700) == 0) {
-        /* removed meanwhile (a cleaner of old temporary files): libgccjit keeps making its folders in it */
-    }
-    int ext = external_driver;
+    int ok = ensure_dir() == 0, ext = external_driver;
+    active += ok;
     pthread_mutex_unlock(&setup_lock);
     if (ext)
         gcc_jit_context_set_bool_use_external_driver(c, 1);
+    return ok ? 0 : -1;
 }
 
 static void after(void)
 {
     if (!external_driver)
         qr_signals_restore(); /* the embedded driver installed its own handlers */
+    pthread_mutex_lock(&setup_lock);
+    if (--active == 0 && scratch[0])
+        rmdir(scratch); /* empty unless a compile_to_bytes folder is being used: then it stays */
+    pthread_mutex_unlock(&setup_lock);
 }
 
 gcc_jit_result *qc_jit_compile(gcc_jit_context *c)
 {
-    before(c);
+    if (before(c) != 0)
+        return NULL;
     gcc_jit_result *r = gcc_jit_context_compile(c);
     after();
     return r;
@@ -89,9 +113,18 @@ gcc_jit_result *qc_jit_compile(gcc_jit_context *c)
 
 void qc_jit_compile_to_file(gcc_jit_context *c, enum gcc_jit_output_kind kind, const char *path)
 {
-    before(c);
+    if (before(c) != 0)
+        return;
     gcc_jit_context_compile_to_file(c, kind, path);
     after();
+}
+
+void qc_jit_scratch_idle(void)
+{
+    pthread_mutex_lock(&setup_lock);
+    if (active == 0 && scratch[0])
+        rmdir(scratch);
+    pthread_mutex_unlock(&setup_lock);
 }
 
 const char *qc_jit_scratch_dir(int make)
@@ -99,7 +132,7 @@ const char *qc_jit_scratch_dir(int make)
     pthread_mutex_lock(&setup_lock);
     if (!set_up && make)
         set_up_scratch();
-    const char *d = scratch[0] ? scratch : NULL;
+    const char *d = scratch[0] && (!make || ensure_dir() == 0) ? scratch : NULL;
     pthread_mutex_unlock(&setup_lock);
     return d;
 }

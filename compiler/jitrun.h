@@ -4,7 +4,8 @@
  *    libiberty's choose_tmpdir picks from TMPDIR at the process's FIRST compilation, and keeps for
  *    the process's life. That first compilation here runs with TMPDIR set to a private folder
  *    (TMPDIR/qrl-jit-XXXXXX), which qr_scratch_dir_set (runtime/fileio.h) has the signal handlers
- *    remove with what it holds, and which is removed at exit;
+ *    remove with what it holds; it is removed between compilations and made again (by name:
+ *    refused unless it is this user's 0700 folder) by the next, and removed at exit;
  *  - libgccjit's embedded driver replaces the process's SIGINT/SIGTERM/SIGHUP handlers with its own
  *    (which kills the process without running ours) and sets them to SIG_IGN for a moment (a
  *    signal then is lost). When a gcc driver program is installed, it runs as a process of its own
@@ -22,5 +23,8 @@ void qc_jit_compile_to_file(gcc_jit_context *c, enum gcc_jit_output_kind kind, c
 /* The private folder libgccjit's scratch goes into, made at the first compilation (or here, with
  * make); NULL when there is none. A compilation's own output folder goes in it too. */
 const char *qc_jit_scratch_dir(int make);
+/* The folder is removed between compilations (when empty): a caller that used it for a folder of
+ * its own calls this once that is gone. */
+void qc_jit_scratch_idle(void);
 
 #endif
