@@ -59,7 +59,7 @@ def ends8_recipe(work, model):
     src = open(os.path.join(ROOT, "recipes", "w4a8.qrl")).read()
     line = '  weight for Gemm, "%s" = i8 symmetric narrow per_channel by minmax(symmetric = true)\n' % FIRST_CONV[model]
     src = re.sub(r"(\n  weight +=[^\n]*\n)", lambda m: m.group(1) + line, src, count=1)
-    path = os.path.join(work, "w4a8-ends8-%s.qrl" % model)
+    path = os.path.abspath(os.path.join(work, "w4a8-ends8-%s.qrl" % model))  # quantize() reads a relative name under recipes/
     open(path, "w").write(src.replace("recipe w4a8 ", "recipe w4a8_ends8 "))
     return path
 
