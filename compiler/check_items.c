@@ -1199,10 +1199,6 @@ static void recipe_mixed(ctx *c, const ql_node *n, const ql_node *act, const ql_
         chk_err(c, first, "a candidate needs a budget to choose by: budget = bits(6) or budget = bytes(2.5e6)");
     if (budget && !first)
         chk_err(c, budget, "a budget needs candidates to choose among: candidate = i8 symmetric by minmax()");
-    const ql_node *bcall = budget ? budget->a : NULL;
-    if (first && !weight_only && bcall && bcall->kind == QL_CALL && bcall->a->kind == QL_NAME &&
-        !strcmp(bcall->a->name, "bytes"))
-        chk_err(c, bcall->a, "with integer activations the budget is bits(N), the layers' bits weighted by their MACs");
     for (int i = 0; first && !weight_only && i < n->nkids; i++)
         if (n->kids[i]->kind == QL_SETTING && !strcmp(n->kids[i]->name, "fallback")) {
             chk_err(c, n->kids[i], "a budget decides which layers stay f32: a fallback condition cannot also "

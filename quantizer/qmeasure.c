@@ -2289,7 +2289,10 @@ static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, co
     double *cost = calloc((size_t)nl * (size_t)nc + 1, sizeof *cost), *err = calloc((size_t)nl * (size_t)nc + 1, sizeof *err);
     if (st == QR_OK && (!cost || !err))
         st = qr_errorf(q->e, "out of memory");
-    double macs = 0, base = 0, low = 0; /* low: every layer its narrowest choice, by MACs */
+    /* bits(N): each layer's bits times its MACs; bytes(N): its weights' bytes (a 16-bit output takes
+     * none: the model's size buys it, its time does not show here) */
+    int by_bytes = !strcmp(b->type, "bytes");
+    double macs = 0, base = 0, low = 0; /* low: every layer its cheapest choice */
     for (int i = 0; i < q->g->n_values; i++) /* the model's constants but the layers' weights, as f32 */
         base += q->g->values[i]->is_const ? (double)qr_tensor_nbytes(&q->g->values[i]->t) : 0;
     for (int l = 0; st == QR_OK && l < nl; l++) {
@@ -2305,13 +2308,14 @@ static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, co
             ly->bits[c] = !open ? NAN : k == MC_F32 ? 32 : k == MC_ACT16 ? wb * qr_dtype_bits(m->dt16) / 8.0 : cw * ab / 8.0;
             ly->bytes[c] = !open ? NAN : k == MC_F32 ? 4 * w : w * cw / 8;
             ly->err2[c] = !open ? NAN : k == MC_F32 ? 0 : isfinite(e) ? pow(10, -e / 10) : e > 0 ? 0 : INFINITY;
-            cost[(size_t)l * nc + c] = open ? ly->macs * ly->bits[c] : INFINITY;
+            cost[(size_t)l * nc + c] = !open ? INFINITY : by_bytes ? ly->bytes[c] : ly->macs * ly->bits[c];
             err[(size_t)l * nc + c] = open ? ly->err2[c] : INFINITY;
-            if (open && ly->bits[c] < lo)
-                lo = ly->bits[c];
+            double lc = by_bytes ? ly->bytes[c] : ly->macs * ly->bits[c];
+            if (open && lc < lo)
+                lo = lc;
         }
         macs += ly->macs;
-        low += ly->macs * lo;
+        low += lo;
         base -= 4 * w;
     }
     if (st == QR_OK) {
@@ -2320,15 +2324,18 @@ static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, co
         mi->signal = 1; /* the errors are shares of the outputs' energy */
         mi->choose_samples = count < effect_samples(q) ? count : effect_samples(q);
         mi->measured_samples = mi->heldout_samples = o->n; /* held out unless the caller says (no validate) */
-        low = macs > 0 ? low / macs : 0;
+        /* the least the layers can take: bits a MAC, or the model's bytes */
+        low = by_bytes ? low + base : macs > 0 ? low / macs : 0;
         if (low > b->value * (1 + 1e-12))
-            st = qr_errorf(q->e, "%s: budget = bits(%g) cannot be met: the smallest assignment, every layer %s, "
-                                 "takes %g bits a MAC", b->calibrator && b->calibrator[0] ? b->calibrator : r->name,
-                           b->value, nc > 2 ? "its narrowest choice" : mi->choices[0], low);
+            st = qr_errorf(q->e, "%s: budget = %s(%g) cannot be met: the smallest assignment, every layer %s, "
+                                 "takes %g %s", b->calibrator && b->calibrator[0] ? b->calibrator : r->name, b->type,
+                           b->value, nc > 2 ? "its narrowest choice" : mi->choices[0], low,
+                           by_bytes ? "bytes" : "bits a MAC");
     }
     int_mixed im = {.q = q, .res = res, .o = o, .calib = calib, .ch = ch, .ml = ml};
     if (st == QR_OK)
-        st = qr_mixed_choose(mi, cost, err, rest, base, b->value * macs, int_mixed_run, &im, q->e);
+        st = qr_mixed_choose(mi, cost, err, rest, base, by_bytes ? b->value - base : b->value * macs, int_mixed_run,
+                             &im, q->e);
     /* q->w holds each layer's chosen weight: the others go */
     for (int l = 0; ml && l < nl; l++) {
         const qr_wquant *keep = ml[l].wi >= 0 ? &q->w[ml[l].wi] : NULL;

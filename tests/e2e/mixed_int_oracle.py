@@ -13,7 +13,9 @@ activation width. Checks:
     report's, and so are its bits under each choice open to it (an error of null: not open);
   * the 16-bit choice is open to the layers open_16's rule names, and only to them;
   * a brute force over every assignment with the report's errors and these bits picks QRL's
-    chosen assignment: the least summed error whose MAC-weighted bits are within the budget;
+    chosen assignment: the least summed error whose MAC-weighted bits are within the budget
+    (bytes(N): whose weights' bytes, each at its choice's weight bits, f32 4 bytes, plus the rest
+    of the model as the report's uniform point gives it, are within N);
   * the export holds it: for each layer, its weight's type (an f32 initializer, or a
     DequantizeLinear of INT4 or INT8 integers) and the type of the QuantizeLinear on the
     tensor it writes (through a Relu or Clip; none: f32) are the chosen choice's, and the
@@ -132,12 +134,25 @@ def main():
                 sys.exit("%s: %s %s to it, but the rule says %s" % (l["node"], name, "open" if l["error"][k] is not None
                                                                     else "not open", open_16(f32, inits, node)))
     total_macs = sum(l["macs"] for l in layers)
+    by_bytes = rep["budget"]["kind"] == "bytes"
+    # bytes(N): a layer's weights at its choice's weight bits (f32 4 bytes, a 16-bit output none more)
+    wb = [32.0 if choice_bits(c, wbits, abits) is None else float(choice_bits(c, wbits, abits)[0]) for c in names]
+    for l in layers if by_bytes else []:
+        for c, b in enumerate(l["bytes"]):
+            if l["error"][c] is not None and abs(b - l["weights"] * wb[c] / 8) > 0.5:
+                sys.exit("%s: %s takes %s bytes by the report, %s by the rule" % (l["node"], names[c], b,
+                                                                                 l["weights"] * wb[c] / 8))
+    uni = [p for p in rep["points"] if p.get("uniform") == 0] if by_bytes else []
+    base = uni[0]["bytes"] - sum(l["bytes"][0] for l in layers) if uni else 0  # the rest of the model
     top, want = None, None
     opens = [[c for c in range(len(names)) if l["error"][c] is not None] for l in layers]
     for a in itertools.product(*opens):
-        cost = sum(l["macs"] * bits[c] for l, c in zip(layers, a))
+        if by_bytes:
+            ok = base + sum(l["weights"] * wb[c] / 8 for l, c in zip(layers, a)) <= budget * (1 + 1e-12)
+        else:
+            ok = sum(l["macs"] * bits[c] for l, c in zip(layers, a)) <= budget * total_macs * (1 + 1e-12)
         err = sum(l["error"][c] for l, c in zip(layers, a))
-        if cost <= budget * total_macs * (1 + 1e-12) and (top is None or err < top):
+        if ok and (top is None or err < top):
             top, want = err, list(a)
     pick = [p for p in rep["points"] if p["chosen"]][0]["pick"]
     if pick != want:
@@ -149,7 +164,12 @@ def main():
             sys.exit("%s: chosen %s (%s), but the export has %s" % (l["node"], names[c], expect, got))
         total += macs[l["node"]] * (32.0 if got is None else got[0] * got[1] / 8.0)
     avg = total / sum(macs[l["node"]] for l in layers)
-    if avg > budget * (1 + 1e-12):
+    if by_bytes:  # the layers' weights as the file stores them
+        got = base + sum(l["weights"] * (4 if file_types(qm, l["node"]) is None else file_types(qm, l["node"])[0] / 8)
+                         for l in layers)
+        if got > budget * (1 + 1e-12):
+            sys.exit("the export's layers take %.0f bytes with the rest, over the budget %g" % (got, budget))
+    elif avg > budget * (1 + 1e-12):
         sys.exit("the export's layers average %.6g bits, over the budget %g" % (avg, budget))
     print("ok %s bits %.4f closed %d" % (" ".join(names[c] for c in pick), avg, closed))
 

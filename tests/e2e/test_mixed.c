@@ -268,3 +268,51 @@ Test(mixed, integer_16_bit_choice_needs_the_same_calibrator)
     cr_assert(!tu_file_exists(path), "a failed quantize left %s", path);
     free(out);
 }
+
+/* budget = bytes(N) with integer activations: a layer's cost is its weights' bytes, so at the size of
+ * the all-i8 model (115584 bytes, the front's uniform i8 point) the 16-bit outputs cost nothing and
+ * the bundled CNN takes them everywhere: the oracle's brute force over the report's errors with the
+ * bytes rule picks the same, the file's weights fit the budget, its held-out SQNR beats the uniform
+ * i8 point's by 2 dB at the same size (QRL-I), and ONNX Runtime runs it to QRL's outputs. */
+Test(mixed, integer_choices_under_a_bytes_budget)
+{
+    char recipe[4096], cmd[8192], *out, *log;
+    const char *data = getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data";
+    write_int_recipe("bytes8", "  candidate = i4 symmetric narrow per_channel by minmax(symmetric = true)\n"
+                               "  candidate_activation = u16 asymmetric by minmax()\n  candidate = f32\n"
+                               "  tolerance = 3\n  budget = bytes(115584)\n  validate = 0.25\n", recipe, sizeof recipe);
+    snprintf(cmd, sizeof cmd, "%s quantize %s/examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
+             "--calib-count 256 -o %s/bytes8.onnx --report %s/bytes8.json", tu_qrl(), tu_root(), recipe, data, dir, dir);
+    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+    cr_assert(strstr(out, "budget = bytes(115584) over 5 layers") && strstr(out, "115584    8.000"), "%s", out);
+    double uniform8 = 0, chosen = 0;
+    const char *u = strstr(out, "5 i8 (uniform)"), *c = strstr(out, "(chosen)");
+    cr_assert(u && c, "%s", out);
+    while (u > out && u[-1] != '\n')
+        u--;
+    while (c > out && c[-1] != '\n')
+        c--;
+    double b, bits, pred;
+    cr_assert_eq(sscanf(u, "%lf %lf %lf %lf", &b, &bits, &pred, &uniform8), 4, "%s", u);
+    cr_assert_eq(sscanf(c + (*c == '*'), "%lf %lf %lf %lf", &b, &bits, &pred, &chosen), 4, "%s", c);
+    cr_assert(b <= 115584 && chosen >= uniform8 + 2, "chosen %g bytes at %g dB, all i8 %g dB", b, chosen, uniform8);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/mixed_int_oracle.py' %s/examples/fmnist/fmnist_cnn.onnx "
+             "%s/bytes8.onnx %s/bytes8.json", tu_root(), tu_root(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s\nqrl said:\n%s", log, out);
+    cr_assert(!strncmp(log, "ok ", 3) && strstr(log, "a:u16"), "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as np; np.save('%s/x64b.npy', "
+             "np.load('%s/calib_images.npy')[:64])\" && %s run %s/bytes8.onnx -i %s/x64b.npy -o %s/qrl_b8 && node "
+             "'%s/tools/ort_run.js' %s/bytes8.onnx %s/x64b.npy -o %s/ort_b8", dir, data, tu_qrl(), dir, dir, dir,
+             tu_root(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    char ref[4096], got[4096];
+    snprintf(ref, sizeof ref, "%s/ort_b8/logits.npy", dir);
+    snprintf(got, sizeof got, "%s/qrl_b8/logits.npy", dir);
+    double d = tu_npy_rel_diff(ref, got);
+    /* every layer's output 16-bit: a step is 1/65535 of its range, and ORT dequantizes them to f32
+     * where QRL keeps integers: a few steps apart at most */
+    cr_assert(d >= 0 && d < 1e-4, "ORT vs QRL on the bytes-budget export: %g", d);
+    free(out);
+}
