@@ -77,18 +77,34 @@ Test(mixed, bytes_budget_matches_brute_force)
     free(out);
 }
 
-/* ONNX Runtime runs model tag.onnx as QRL does. */
-static void ort_agrees(const char *tag)
+/* ONNX Runtime runs model tag.onnx on dir/x as QRL does: output `out` within tol of the largest. */
+static void ort_agrees_on(const char *tag, const char *x, const char *out, double tol)
 {
     char cmd[8192], *log, ref[4096], got[4096];
-    snprintf(cmd, sizeof cmd, "%s run %s/%s.onnx -i %s/x.npy -o %s/qrl_%s && node '%s/tools/ort_run.js' %s/%s.onnx "
-             "%s/x.npy -o %s/ort_%s", tu_qrl(), dir, tag, dir, dir, tag, tu_root(), dir, tag, dir, dir, tag);
+    snprintf(cmd, sizeof cmd, "%s run %s/%s.onnx -i %s/%s -o %s/qrl_%s && node '%s/tools/ort_run.js' %s/%s.onnx "
+             "%s/%s -o %s/ort_%s", tu_qrl(), dir, tag, dir, x, dir, tag, tu_root(), dir, tag, dir, x, dir, tag);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
-    snprintf(ref, sizeof ref, "%s/ort_%s/Y.npy", dir, tag);
-    snprintf(got, sizeof got, "%s/qrl_%s/Y.npy", dir, tag);
+    snprintf(ref, sizeof ref, "%s/ort_%s/%s.npy", dir, tag, out);
+    snprintf(got, sizeof got, "%s/qrl_%s/%s.npy", dir, tag, out);
     double d = tu_npy_rel_diff(ref, got);
-    cr_assert(d >= 0 && d < 1e-5, "%s: ORT vs QRL: %g", tag, d);
+    cr_assert(d >= 0 && d < tol, "%s: ORT vs QRL: %g", tag, d);
+}
+
+static void ort_agrees(const char *tag)
+{
+    ort_agrees_on(tag, "x.npy", "Y", 1e-5);
+}
+
+/* dir/x64.npy: the first 64 of the bundled CNN's calibration images. */
+static void fmnist_x64(void)
+{
+    char cmd[8192], *log;
+    const char *data = getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data";
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as np; np.save('%s/x64.npy', "
+             "np.load('%s/calib_images.npy')[:64])\"", dir, data);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
 }
 
 /* ONNX Runtime runs the mixed export (INT4 and INT8 DequantizeLinear side by side) as QRL does;
@@ -195,17 +211,8 @@ Test(mixed, integer_candidates_4_8_16_bits_and_f32)
     cr_assert(!strncmp(log, "ok ", 3) && strstr(log, " i4") && strstr(log, "a:u16") && strstr(log, "f32") &&
               strstr(log, "closed 0"), "every kind of choice in the chosen one, each open to every layer: %s", log);
     free(log);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as np; np.save('%s/x64.npy', "
-             "np.load('%s/calib_images.npy')[:64])\" && %s run %s/int4816.onnx -i %s/x64.npy -o %s/qrl_int && node "
-             "'%s/tools/ort_run.js' %s/int4816.onnx %s/x64.npy -o %s/ort_int", dir, data, tu_qrl(), dir, dir, dir,
-             tu_root(), dir, dir, dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
-    char ref[4096], got[4096];
-    snprintf(ref, sizeof ref, "%s/ort_int/logits.npy", dir);
-    snprintf(got, sizeof got, "%s/qrl_int/logits.npy", dir);
-    double d = tu_npy_rel_diff(ref, got);
-    cr_assert(d >= 0 && d < 1e-5, "ORT vs QRL on the mixed integer export: %g", d);
+    fmnist_x64();
+    ort_agrees_on("int4816", "x64.npy", "logits", 1e-5);
     free(out);
 }
 
@@ -240,15 +247,7 @@ Test(mixed, integer_16_bit_choice_where_its_readers_take_it)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s\nqrl said:\n%s", log, out);
     cr_assert(!strncmp(log, "ok ", 3) && strstr(log, "a:u16") && strstr(log, "closed 2"), "%s", log);
     free(log);
-    snprintf(cmd, sizeof cmd, "%s run %s/res16.onnx -i %s/xr.npy -o %s/qrl_res16 && node '%s/tools/ort_run.js' "
-             "%s/res16.onnx %s/xr.npy -o %s/ort_res16", tu_qrl(), dir, dir, dir, tu_root(), dir, dir, dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
-    char ref[4096], got[4096];
-    snprintf(ref, sizeof ref, "%s/ort_res16/Y.npy", dir);
-    snprintf(got, sizeof got, "%s/qrl_res16/Y.npy", dir);
-    double d = tu_npy_rel_diff(ref, got);
-    cr_assert(d >= 0 && d < 1e-5, "ORT vs QRL: %g", d);
+    ort_agrees_on("res16", "xr.npy", "Y", 1e-5);
     free(out);
 }
 
@@ -301,18 +300,9 @@ Test(mixed, integer_choices_under_a_bytes_budget)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s\nqrl said:\n%s", log, out);
     cr_assert(!strncmp(log, "ok ", 3) && strstr(log, "a:u16"), "%s", log);
     free(log);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as np; np.save('%s/x64b.npy', "
-             "np.load('%s/calib_images.npy')[:64])\" && %s run %s/bytes8.onnx -i %s/x64b.npy -o %s/qrl_b8 && node "
-             "'%s/tools/ort_run.js' %s/bytes8.onnx %s/x64b.npy -o %s/ort_b8", dir, data, tu_qrl(), dir, dir, dir,
-             tu_root(), dir, dir, dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
-    char ref[4096], got[4096];
-    snprintf(ref, sizeof ref, "%s/ort_b8/logits.npy", dir);
-    snprintf(got, sizeof got, "%s/qrl_b8/logits.npy", dir);
-    double d = tu_npy_rel_diff(ref, got);
+    fmnist_x64();
     /* every layer's output 16-bit: a step is 1/65535 of its range, and ORT dequantizes them to f32
      * where QRL keeps integers: a few steps apart at most */
-    cr_assert(d >= 0 && d < 1e-4, "ORT vs QRL on the bytes-budget export: %g", d);
+    ort_agrees_on("bytes8", "x64.npy", "logits", 1e-4);
     free(out);
 }
