@@ -151,6 +151,42 @@ Test(mixed, unreachable_budget_is_an_error_at_its_place)
     free(log);
 }
 
+/* dir/tag.qrl: an integer recipe (u8 activations, i8 weights per channel) with the lines of body. */
+static void write_int_recipe(const char *tag, const char *body, char *path, size_t n)
+{
+    snprintf(path, n, "%s/%s.qrl", dir, tag);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\nrecipe %s {\n"
+               "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
+               "  bias = i32\n%s}\n", tag, body);
+    fclose(f);
+}
+
+/* The bundled CNN quantized with integer recipe tag (body: its lines past the types) on 256 of its
+ * calibration images into dir/tag.onnx and dir/tag.json: what qrl printed. */
+static char *quantize_fmnist(const char *tag, const char *body)
+{
+    char recipe[4096], cmd[8192], *out;
+    const char *data = getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data";
+    write_int_recipe(tag, body, recipe, sizeof recipe);
+    snprintf(cmd, sizeof cmd, "%s quantize %s/examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
+             "--calib-count 256 -o %s/%s.onnx --report %s/%s.json", tu_qrl(), tu_root(), recipe, data, dir, tag, dir,
+             tag);
+    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+    return out;
+}
+
+/* mixed_int_oracle.py's verdict on f32 model and dir/tag.onnx with its report (out: what qrl said). */
+static char *int_oracle(const char *model, const char *tag, const char *out)
+{
+    char cmd[8192], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/mixed_int_oracle.py' %s %s/%s.onnx %s/%s.json", tu_root(),
+             model, dir, tag, dir, tag);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s\nqrl said:\n%s", log, out);
+    return log;
+}
+
 /* An integer recipe (int8's types) with candidate = f32 and budget = bits(12) on the bundled CNN:
  * the layers' effects (the fallback's rank = effect runs) and the budget choose which Conv and
  * Gemm layers stay f32. tests/e2e/mixed_int_oracle.py recomputes each layer's MACs from the
@@ -158,23 +194,12 @@ Test(mixed, unreachable_budget_is_an_error_at_its_place)
  * MAC-weighted bits. */
 Test(mixed, integer_layers_in_f32_under_a_bits_budget)
 {
-    char recipe[4096], cmd[8192], *out, *log;
-    const char *data = getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data";
-    snprintf(recipe, sizeof recipe, "%s/int.qrl", dir);
-    FILE *f = fopen(recipe, "w");
-    cr_assert(f);
-    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\nrecipe int8_mixed {\n"
-               "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
-               "  candidate = f32\n  bias = i32\n  tolerance = 3\n  budget = bits(12)\n  validate = 0.25\n}\n");
-    fclose(f);
-    snprintf(cmd, sizeof cmd, "%s quantize %s/examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
-             "--calib-count 256 -o %s/int.onnx --report %s/int.json", tu_qrl(), tu_root(), recipe, data, dir, dir);
-    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+    char model[4096];
+    snprintf(model, sizeof model, "%s/examples/fmnist/fmnist_cnn.onnx", tu_root());
+    char *out = quantize_fmnist("int", "  candidate = f32\n  tolerance = 3\n  budget = bits(12)\n  validate = 0.25\n");
     cr_assert(strstr(out, "mixed:     budget = bits(12) over 5 layers, choosing among i8 f32") &&
               strstr(out, "measured on 64 held-out ones") && strstr(out, "(chosen)"), "%s", out);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/mixed_int_oracle.py' %s/examples/fmnist/fmnist_cnn.onnx "
-             "%s/int.onnx %s/int.json", tu_root(), tu_root(), dir, dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s\nqrl said:\n%s", log, out);
+    char *log = int_oracle(model, "int", out);
     cr_assert(!strncmp(log, "ok ", 3) && strstr(log, "f32"), "some layer stays f32 under 12 bits: %s", log);
     free(log);
     free(out);
@@ -189,43 +214,20 @@ Test(mixed, integer_layers_in_f32_under_a_bits_budget)
  * Runtime runs the export to QRL's own outputs. */
 Test(mixed, integer_candidates_4_8_16_bits_and_f32)
 {
-    char recipe[4096], cmd[8192], *out, *log;
-    const char *data = getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data";
-    snprintf(recipe, sizeof recipe, "%s/int4816.qrl", dir);
-    FILE *f = fopen(recipe, "w");
-    cr_assert(f);
-    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\nrecipe int_mixed {\n"
-               "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
-               "  candidate = i4 symmetric narrow per_channel by minmax(symmetric = true)\n"
-               "  candidate_activation = u16 asymmetric by minmax()\n  candidate = f32\n  bias = i32\n"
-               "  tolerance = 3\n  budget = bits(5.2)\n  validate = 0.25\n}\n");
-    fclose(f);
-    snprintf(cmd, sizeof cmd, "%s quantize %s/examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
-             "--calib-count 256 -o %s/int4816.onnx --report %s/int4816.json", tu_qrl(), tu_root(), recipe, data, dir, dir);
-    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+    char model[4096];
+    snprintf(model, sizeof model, "%s/examples/fmnist/fmnist_cnn.onnx", tu_root());
+    char *out = quantize_fmnist("int4816", "  candidate = i4 symmetric narrow per_channel by minmax(symmetric = true)\n"
+                                           "  candidate_activation = u16 asymmetric by minmax()\n  candidate = f32\n"
+                                           "  tolerance = 3\n  budget = bits(5.2)\n  validate = 0.25\n");
     cr_assert(strstr(out, "mixed:     budget = bits(5.2) over 5 layers, choosing among i8 i4 a:u16 f32") &&
               strstr(out, "5 a:u16 (uniform)") && strstr(out, "(chosen)"), "%s", out);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/mixed_int_oracle.py' %s/examples/fmnist/fmnist_cnn.onnx "
-             "%s/int4816.onnx %s/int4816.json", tu_root(), tu_root(), dir, dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s\nqrl said:\n%s", log, out);
+    char *log = int_oracle(model, "int4816", out);
     cr_assert(!strncmp(log, "ok ", 3) && strstr(log, " i4") && strstr(log, "a:u16") && strstr(log, "f32") &&
               strstr(log, "closed 0"), "every kind of choice in the chosen one, each open to every layer: %s", log);
     free(log);
     fmnist_x64();
     ort_agrees_on("int4816", "x64.npy", "logits", 1e-5);
     free(out);
-}
-
-/* dir/tag.qrl: an integer recipe (u8 activations, i8 weights per channel) with the lines of body. */
-static void write_int_recipe(const char *tag, const char *body, char *path, size_t n)
-{
-    snprintf(path, n, "%s/%s.qrl", dir, tag);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\nrecipe %s {\n"
-               "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
-               "  bias = i32\n%s}\n", tag, body);
-    fclose(f);
 }
 
 /* A residual CNN (tools/make_mixed_models.py's res.onnx): the 16-bit choice is open to the layers
@@ -275,14 +277,11 @@ Test(mixed, integer_16_bit_choice_needs_the_same_calibrator)
  * i8 point's by 2 dB at the same size (QRL-I), and ONNX Runtime runs it to QRL's outputs. */
 Test(mixed, integer_choices_under_a_bytes_budget)
 {
-    char recipe[4096], cmd[8192], *out, *log;
-    const char *data = getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data";
-    write_int_recipe("bytes8", "  candidate = i4 symmetric narrow per_channel by minmax(symmetric = true)\n"
+    char model[4096];
+    snprintf(model, sizeof model, "%s/examples/fmnist/fmnist_cnn.onnx", tu_root());
+    char *out = quantize_fmnist("bytes8", "  candidate = i4 symmetric narrow per_channel by minmax(symmetric = true)\n"
                                "  candidate_activation = u16 asymmetric by minmax()\n  candidate = f32\n"
-                               "  tolerance = 3\n  budget = bytes(115584)\n  validate = 0.25\n", recipe, sizeof recipe);
-    snprintf(cmd, sizeof cmd, "%s quantize %s/examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/calib_images.npy "
-             "--calib-count 256 -o %s/bytes8.onnx --report %s/bytes8.json", tu_qrl(), tu_root(), recipe, data, dir, dir);
-    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+                               "  tolerance = 3\n  budget = bytes(115584)\n  validate = 0.25\n");
     cr_assert(strstr(out, "budget = bytes(115584) over 5 layers") && strstr(out, "115584    8.000"), "%s", out);
     double uniform8 = 0, chosen = 0;
     const char *u = strstr(out, "5 i8 (uniform)"), *c = strstr(out, "(chosen)");
@@ -295,9 +294,7 @@ Test(mixed, integer_choices_under_a_bytes_budget)
     cr_assert_eq(sscanf(u, "%lf %lf %lf %lf", &b, &bits, &pred, &uniform8), 4, "%s", u);
     cr_assert_eq(sscanf(c + (*c == '*'), "%lf %lf %lf %lf", &b, &bits, &pred, &chosen), 4, "%s", c);
     cr_assert(b <= 115584 && chosen >= uniform8 + 2, "chosen %g bytes at %g dB, all i8 %g dB", b, chosen, uniform8);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/mixed_int_oracle.py' %s/examples/fmnist/fmnist_cnn.onnx "
-             "%s/bytes8.onnx %s/bytes8.json", tu_root(), tu_root(), dir, dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s\nqrl said:\n%s", log, out);
+    char *log = int_oracle(model, "bytes8", out);
     cr_assert(!strncmp(log, "ok ", 3) && strstr(log, "a:u16"), "%s", log);
     free(log);
     fmnist_x64();
