@@ -163,34 +163,32 @@ static void on_fatal_signal(int sig)
 
 static int handlers_on;
 
-void qr_signals_restore(void)
+/* on_fatal_signal for the fatal signals, but where the process ignores one (nohup), and where
+ * it is ours already when only_if_not_ours (restoring after libgccjit's driver replaced them) */
+static void install_handlers(int only_if_not_ours)
 {
-    if (!handlers_on)
-        return;
     static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
         struct sigaction sa, old;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_fatal_signal;
         sigemptyset(&sa.sa_mask);
-        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN && old.sa_handler != on_fatal_signal)
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN &&
+            !(only_if_not_ours && old.sa_handler == on_fatal_signal))
             sigaction(sigs[i], &sa, NULL);
     }
+}
+
+void qr_signals_restore(void)
+{
+    if (handlers_on)
+        install_handlers(1);
 }
 
 void qr_atomic_cleanup_on_signals(void)
 {
     handlers_on = 1;
-    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
-        struct sigaction sa, old;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_fatal_signal;
-        sigemptyset(&sa.sa_mask);
-        /* A signal the caller ignores (nohup) stays ignored. */
-        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
-            sigaction(sigs[i], &sa, NULL);
-    }
+    install_handlers(0);
 }
 
 /* The process's umask, read once (umask() both reads and sets it: not while other threads create files). */
