@@ -267,6 +267,101 @@ static qr_status bind_args(qr_kctx *k, const qr_intcall *c, int first, qrl_tview
 
 static qr_status kcall_rows(qr_kctx *k, const qr_intcall *c, int *done);
 
+/* Tensor v expanded to y's shape (numpy's broadcast: v's dims right-aligned, each equal to y's
+ * or 1) into dst, what y[i] = v[broadcast_index(v, y, i)] makes. Adjacent dims of one kind (kept
+ * or repeated) are merged: the innermost run is a copy of a contiguous block or a fill of one
+ * element, the runs outside it an odometer. */
+static void expand_to(const qrl_tview *v, const qrl_tview *y, size_t es, unsigned char *dst)
+{
+    int64_t n[QR_MAX_DIMS], src_step[QR_MAX_DIMS];
+    int rep[QR_MAX_DIMS], nr = 0;
+    for (int64_t d = 0; d < y->rank; d++) {
+        int64_t vd = d - (y->rank - v->rank), yd = y->dims[d];
+        int r = vd < 0 || v->dims[vd] != yd; /* repeated along d */
+        if (yd == 1)
+            continue;
+        if (nr > 0 && rep[nr - 1] == r) {
+            n[nr - 1] *= yd;
+            continue;
+        }
+        n[nr] = yd, rep[nr++] = r;
+    }
+    int64_t stride = 1; /* v's elements per step of each run, innermost first */
+    for (int d = nr - 1; d >= 0; d--) {
+        src_step[d] = rep[d] ? 0 : stride;
+        stride *= rep[d] ? 1 : n[d];
+    }
+    const unsigned char *src = v->data;
+    if (nr == 0) { /* one element */
+        memcpy(dst, src, es);
+        return;
+    }
+    int inner_rep = rep[nr - 1];
+    int64_t inner = n[nr - 1], outer = 1, idx[QR_MAX_DIMS] = {0}, off = 0;
+    for (int d = 0; d < nr - 1; d++)
+        outer *= n[d];
+    size_t block = (size_t)inner * es;
+    for (int64_t o = 0; o < outer; o++, dst += block) {
+        const unsigned char *s = src + (size_t)off * es;
+        if (!inner_rep)
+            memcpy(dst, s, block);
+        else if (es == 1)
+            memset(dst, *s, (size_t)inner);
+        else
+            for (int64_t j = 0; j < inner; j++)
+                memcpy(dst + (size_t)j * es, s, es);
+        for (int d = nr - 2; d >= 0; d--) { /* the next outer position */
+            off += src_step[d];
+            if (++idx[d] < n[d])
+                break;
+            off -= src_step[d] * n[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+/* A pointwise kernel (compiler/pointwise.c) computes element i of y from element i of each
+ * tensor it reads, or element broadcast_index(t, y, i) of one that broadcasts to y: the same
+ * values as from that tensor expanded to y's shape, when the stdlib's kernels then take their
+ * same-shape loop (the broadcast loop's per-element index costs 36 times its arithmetic: a
+ * quarter of Swin-T's int8 time, its window masks and scalar scales). So each tensor argument
+ * whose dims differ from y's but broadcast to them is expanded into the node's workspace, while
+ * the expansions fit the scratch budget (past it the kernel broadcasts itself). Returns how
+ * many were expanded, -1 on an error (set). */
+static int expand_broadcasts(qr_kctx *k, const qr_intcall *c, void **args)
+{
+    const qrl_tview *y = NULL;
+    for (int i = 0; i < c->nargs; i++)
+        if (c->args[i].kind == ARG_OUTPUT)
+            y = args[i];
+    if (!y || !c->k->is_pointwise || y->numel <= 0 || !k->work)
+        return 0;
+    int done = 0;
+    for (int i = 0; i < c->nargs; i++) {
+        if (c->args[i].kind != ARG_TENSOR || c->args[i].input < 0)
+            continue;
+        qrl_tview *v = args[i];
+        if (v->numel == y->numel || v->numel <= 0 || v->rank > y->rank)
+            continue;
+        int fits = 1;
+        for (int64_t d = 0; d < v->rank && fits; d++) {
+            int64_t vd = v->dims[d], yd = y->dims[d + (y->rank - v->rank)];
+            fits = vd == yd || vd == 1;
+        }
+        size_t es = qr_dtype_size(c->args[i].want), bytes = (size_t)y->numel * es;
+        if (!fits || es == 0 || (k->scratch_max && k->work->need + bytes + 64 > k->scratch_max))
+            continue;
+        unsigned char *buf = qr_kwork(k, 1, y->numel, es, "broadcast operand");
+        if (!buf)
+            return -1;
+        expand_to(v, y, es, buf);
+        *v = *y; /* bind_args made a view of its own for each argument */
+        v->data = buf;
+        done++;
+    }
+    return done;
+}
+
 static qr_status kcall_run(qr_kctx *k)
 {
     const qr_intgraph *ig = k->user;
@@ -283,7 +378,7 @@ static qr_status kcall_run(qr_kctx *k)
     /* what the kernel leaves unwritten (the executor does not zero it: the channels-last path
      * above writes every element, so the op's writes_all holds) */
     memset(k->out[0]->data, 0, qr_tensor_nbytes(k->out[0]));
-    if (bind_args(k, c, 0, views, args, &acc_arg) != QR_OK)
+    if (bind_args(k, c, 0, views, args, &acc_arg) != QR_OK || expand_broadcasts(k, c, args) < 0)
         return QR_ERR;
     qrl_rt rt;
     qr_rt_init(&rt);
