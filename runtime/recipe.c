@@ -164,6 +164,15 @@ static int64_t t_broadcast_index(const qrl_tview *a, const qrl_tview *y, int64_t
     int64_t off = 0, stride = 1;
     if (a->rank > y->rank)
         return -1;
+    /* a of y's shape (an operand the integer graph expanded: intgraph.c) is read at i itself, without
+     * the divisions below (a kernel with no same-shape loop of its own, qmul_wide) */
+    if (a->numel == y->numel && i >= 0 && i < y->numel) {
+        int64_t d = 0, lead = y->rank - a->rank;
+        while (d < a->rank && a->dims[d] == y->dims[lead + d])
+            d++;
+        if (d == a->rank)
+            return i;
+    }
     for (int64_t d = y->rank - 1; d >= 0; d--) {
         int64_t yd = y->dims[d], coord = yd > 0 ? i % yd : 0;
         i = yd > 0 ? i / yd : 0;
