@@ -87,8 +87,10 @@ static double u_softplus(double x, const uparams *p)
     return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
 }
 static double u_mish(double x, const uparams *p) { return x * tanh(u_softplus(x, p)); }
-static double u_hardsigmoid(double x, const uparams *p) { return fmax(0, fmin(1, p->alpha * x + p->beta)); }
-static double u_hardswish(double x, const uparams *p) { (void)p; return x * fmax(0, fmin(1, x / 6 + 0.5)); }
+/* max(0, min(1, v)) with NaN kept, as ONNX's reference (numpy) keeps it; fmax/fmin would drop it */
+static double clamp01(double v) { return v > 1 ? 1 : v < 0 ? 0 : v; }
+static double u_hardsigmoid(double x, const uparams *p) { return clamp01(p->alpha * x + p->beta); }
+static double u_hardswish(double x, const uparams *p) { (void)p; return x * clamp01(x / 6 + 0.5); }
 static double u_shrink(double x, const uparams *p)
 {
     return x < -p->alpha ? x + p->beta : x > p->alpha ? x - p->beta : 0;
@@ -243,6 +245,22 @@ static void unary_range(void *arg, int64_t lo, int64_t hi)
         float *ys = y->data;
         for (int64_t i = lo; i < hi; i++)
             ys[i] = xs[i] > 0 || xs[i] != xs[i] ? xs[i] : 0.0f;
+    } else if (x->dtype == QR_F32 && y->dtype == QR_F32 && (f == u_hardsigmoid || f == u_hardswish)) {
+        /* inline, in double as u_hardsigmoid and u_hardswish compute (the same bits): MobileNetV3's
+         * gates and activations spent most of its int8 time in the call per element */
+        const float *xs = x->data;
+        float *ys = y->data;
+        double a = j->p.alpha, b = j->p.beta;
+        if (f == u_hardsigmoid)
+            for (int64_t i = lo; i < hi; i++) {
+                double v = a * xs[i] + b;
+                ys[i] = (float)clamp01(v);
+            }
+        else
+            for (int64_t i = lo; i < hi; i++) {
+                double v = (double)xs[i] / 6 + 0.5;
+                ys[i] = (float)(xs[i] * clamp01(v));
+            }
     } else if (x->dtype == QR_F32 && y->dtype == QR_F32 && (f == u_erf || f == u_tanh) && j->fr) {
         (f == u_erf ? j->fr->erf : j->fr->tanh)((const float *)x->data + lo, (float *)y->data + lo, hi - lo);
     } else if (x->dtype == QR_F32 && y->dtype == QR_F32) {

@@ -669,3 +669,37 @@ Test(ops, conv_over_a_batch_of_small_images)
     check_conv_batch(7, 4, 9, 15, 20); /* 300: three images a GEMM, the last of one */
     check_conv_batch(3, 2, 3, 40, 30); /* 1200: image by image */
 }
+
+/* HardSigmoid (alpha 0.3, beta -0.1: not the defaults) and HardSwish on f32, both signs, the clamps'
+ * both ends and past them, infinities and NaN, against the definition written out here in double
+ * (ONNX's max(0, min(1, alpha x + beta)); numpy's max and min keep a NaN); f64 the same. */
+Test(ops, hard_sigmoid_and_hard_swish_match_the_definition)
+{
+    static const double xs[] = {-7.5, -3.0, -2.999, -0.5, -0.0, 0.0, 0.25, 1.5, 2.999, 3.0, 3.5, 12.0,
+                                INFINITY, -INFINITY, NAN};
+    enum { N = sizeof xs / sizeof xs[0] };
+    float xf[N];
+    double xd[N];
+    for (int i = 0; i < N; i++)
+        xf[i] = (float)xs[i], xd[i] = xs[i];
+    qr_attr at[2] = {{.name = "alpha", .kind = QR_ATTR_FLOAT, .f = 0.3f}, {.name = "beta", .kind = QR_ATTR_FLOAT, .f = -0.1f}};
+    for (int dt = 0; dt < 2; dt++)
+        for (int swish = 0; swish < 2; swish++) {
+            qr_tensor tx = dt ? vec(QR_F64, N, xd) : vec(QR_F32, N, xf), y;
+            const qr_tensor *in[1] = {&tx};
+            qr_error e;
+            cr_assert_eq(run_op(swish ? "HardSwish" : "HardSigmoid", swish ? NULL : at, swish ? 0 : 2, in, 1, &y, &e),
+                         QR_OK, "%s", e.msg);
+            for (int i = 0; i < N; i++) {
+                double x = dt ? xd[i] : (double)xf[i];
+                double v = swish ? x / 6 + 0.5 : (double)0.3f * x + (double)-0.1f;
+                double c = v > 1 ? 1 : v < 0 ? 0 : v, want = swish ? x * c : c;
+                double got = dt ? ((double *)y.data)[i] : ((float *)y.data)[i];
+                if (!dt)
+                    want = (float)want;
+                cr_assert(isnan(want) ? isnan(got) : got == want, "%s %s(%g) = %.9g, want %.9g", dt ? "f64" : "f32",
+                          swish ? "HardSwish" : "HardSigmoid", x, got, want);
+            }
+            qr_tensor_free(&y);
+        }
+}
