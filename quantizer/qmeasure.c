@@ -2080,6 +2080,26 @@ static int is_mac_op(const qr_node *n)
  * f32 (it reads it dequantized), or an affine op whose output copies root's qparams (then that
  * output's readers in turn). An Add, a Concat or a product of two activations needs both operands
  * in one type: no 16-bit choice for a layer they read. */
+/* Whether v is what a layer (a Conv, Gemm or MatMul by a constant weight) writes, through at most
+ * three nodes of one computed input (its Relu, BatchNormalization, ...). */
+static int layer_output(const qr_value *v)
+{
+    for (int hops = 0; v && v->producer && hops < 4; hops++) {
+        const qr_node *n = v->producer;
+        if (is_mac_op(n))
+            return n->n_in > 1 && n->in[1] && n->in[1]->is_const;
+        const qr_value *u = NULL;
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] && !n->in[i]->is_const) {
+                if (u)
+                    return 0;
+                u = n->in[i];
+            }
+        v = u;
+    }
+    return 0;
+}
+
 static int readers_take_16(const qr_qctx *q, const qr_value *x, int root, int depth)
 {
     const qr_graph *g = q->g;
@@ -2091,6 +2111,11 @@ static int readers_take_16(const qr_qctx *q, const qr_value *x, int root, int de
         if (at < 0 || q->node_kind[n->id] == 0)
             continue;
         if (q->node_kind[n->id] == 1 && is_mac_op(n) && at == 0 && n->n_in > 1 && n->in[1] && n->in[1]->is_const)
+            continue;
+        /* a residual Add into 8 bits (qadd_mixed: one 16-bit operand): open to one of its operands
+         * only, so that two layers' choices never meet in one Add (the first, where both are layers) */
+        if (q->node_kind[n->id] == 1 && !strcmp(n->op, "Add") && n->n_in == 2 && depth == 0 && n->in[1 - at] != x &&
+            (at == 0 || !layer_output(n->in[1 - at])))
             continue;
         int so = q->node_kind[n->id] == 2 && n->n_out == 1 && n->out[0] ? q->slot_of[n->out[0]->id] : -1;
         if (so >= 0 && q->slots[so].kind == SLOT_SAME && q->slots[so].same == root &&

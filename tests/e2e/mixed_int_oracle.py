@@ -80,7 +80,8 @@ def open_16(f32, inits, node):
     """Whether the 16-bit choice is open to layer node by the rule: the tensor it writes (through a
     BatchNormalization, Relu or Clip it alone reads) is read only by Conv/Gemm/MatMul layers as
     their input by a constant weight, or by MaxPool, Flatten, Reshape or Dropout whose outputs are
-    read so in turn (an Add, a Concat, ... needs both operands in one type)."""
+    read so in turn, or by a residual Add as its first operand or where its other operand is not a
+    layer's output (the Add's kernel takes one 16-bit operand; a Concat, ... needs one type)."""
     readers = {}
     for n in f32.graph.node:
         for i in n.input:
@@ -89,12 +90,33 @@ def open_16(f32, inits, node):
     while len(readers.get(v, [])) == 1 and readers[v][0].op_type in ("BatchNormalization", "Relu", "Clip"):
         v = readers[v][0].output[0]
 
-    def takes(v):
+    producer = {o: n for n in f32.graph.node for o in n.output}
+
+    def layer_output(u):  # a Conv/Gemm/MatMul by a constant weight writes u, through one-input nodes
+        for _ in range(4):
+            n = producer.get(u)
+            if n is None:
+                return False
+            if n.op_type in ("Conv", "Gemm", "MatMul"):
+                return len(n.input) > 1 and n.input[1] in inits
+            computed = [i for i in n.input if i and i not in inits]
+            if len(computed) != 1:
+                return False
+            u = computed[0]
+        return False
+
+    def takes(v, top=True):
         for r in readers.get(v, []):
             if r.op_type in ("Conv", "Gemm", "MatMul") and r.input[0] == v and r.input[1] in inits:
                 continue
-            if r.op_type in ("MaxPool", "Flatten", "Reshape", "Dropout") and takes(r.output[0]):
+            if r.op_type in ("MaxPool", "Flatten", "Reshape", "Dropout") and takes(r.output[0], False):
                 continue
+            # a residual Add into 8 bits takes one 16-bit operand: its first, or the one whose other
+            # operand no layer writes (two layers' choices never meet in one Add)
+            if top and r.op_type == "Add" and len(r.input) == 2 and r.input[0] != r.input[1]:
+                at = list(r.input).index(v)
+                if at == 0 or not layer_output(r.input[1 - at]):
+                    continue
             return False
         return True
     return takes(v)

@@ -231,10 +231,11 @@ Test(mixed, integer_candidates_4_8_16_bits_and_f32)
 }
 
 /* A residual CNN (tools/make_mixed_models.py's res.onnx): the 16-bit choice is open to the layers
- * whose output only a Conv or the model's output reads (B, D), not to those an Add reads (A, C), as
- * mixed_int_oracle.py's rule says from the f32 graph; under bits(15.2) B writes u16, which C reads
- * (qlinear_wide) and writes u8 to the Add: the oracle's checks, and ONNX Runtime runs the export
- * to QRL's outputs. */
+ * whose output only a Conv, the model's output or the first operand of a residual Add reads (B, C,
+ * D), not to A, whose output the Add reads beside C's (two layers' choices never meet in one Add),
+ * as mixed_int_oracle.py's rule says from the f32 graph; under bits(15.2) C writes u16 into the Add
+ * (qadd_mixed: 16-bit plus 8-bit into 8-bit): the oracle's checks, and ONNX Runtime runs the
+ * export to QRL's outputs. */
 Test(mixed, integer_16_bit_choice_where_its_readers_take_it)
 {
     char recipe[4096], cmd[8192], *out, *log;
@@ -247,9 +248,42 @@ Test(mixed, integer_16_bit_choice_where_its_readers_take_it)
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/mixed_int_oracle.py' %s/res.onnx %s/res16.onnx "
              "%s/res16.json", tu_root(), dir, dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s\nqrl said:\n%s", log, out);
-    cr_assert(!strncmp(log, "ok ", 3) && strstr(log, "a:u16") && strstr(log, "closed 2"), "%s", log);
+    cr_assert(!strncmp(log, "ok ", 3) && strstr(log, "i8 a:u16 f32 bits") && strstr(log, "closed 1"),
+              "%s", log);
     free(log);
     ort_agrees_on("res16", "xr.npy", "Y", 1e-5);
+    free(out);
+}
+
+/* The residual Add reading a 16-bit layer output runs on integers: with {i8, a:u16} under bits(16)
+ * every layer open to 16 bits takes it, so C writes u16 into the Add beside A's u8, which
+ * patterns.qrl lowers to qadd_mixed (16-bit plus 8-bit into 8-bit); the recipe's own integer graph
+ * (`qrl run --recipe`, which runs it: its profile names the kernel) gives ONNX Runtime's outputs on
+ * the export within 1e-5, and the oracle finds the types in the file. */
+Test(mixed, integer_16_bit_output_into_a_residual_add)
+{
+    char recipe[4096], cmd[8192], *out, *log, ref[4096], got[4096];
+    write_int_recipe("resadd", "  candidate_activation = u16 asymmetric by minmax()\n  budget = bits(16)\n"
+                               "  validate = 0.25\n", recipe, sizeof recipe);
+    snprintf(cmd, sizeof cmd, "%s quantize %s/res.onnx --recipe %s --calib %s/xr.npy -o %s/resadd.onnx --report "
+             "%s/resadd.json", tu_qrl(), dir, recipe, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+    char model[4096];
+    snprintf(model, sizeof model, "%s/res.onnx", dir);
+    log = int_oracle(model, "resadd", out);
+    cr_assert(!strncmp(log, "ok i8 a:u16 a:u16 a:u16 ", 24), "A in i8 (its output meets C's in the Add), the rest "
+              "u16: %s", log);
+    free(log);
+    ort_agrees_on("resadd", "xr.npy", "Y", 1e-5);
+    snprintf(cmd, sizeof cmd, "%s run %s/res.onnx --recipe %s --calib %s/xr.npy -i %s/xr.npy -o %s/rec_resadd --profile",
+             tu_qrl(), dir, recipe, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "qadd_mixed"), "the Add runs qadd_mixed: %s", log);
+    free(log);
+    snprintf(ref, sizeof ref, "%s/ort_resadd/Y.npy", dir);
+    snprintf(got, sizeof got, "%s/rec_resadd/Y.npy", dir);
+    double d = tu_npy_rel_diff(ref, got);
+    cr_assert(d >= 0 && d < 1e-5, "ORT on the export vs the recipe's integer graph: %g", d);
     free(out);
 }
 
