@@ -23,6 +23,10 @@ typedef struct qr_f32_rows {
     void (*erf)(const float *x, float *y, int64_t n);
     /* y[i] = tanh(x[i]) (GELU's tanh form), within 2 ulp of the exact value. */
     void (*tanh)(const float *x, float *y, int64_t n);
+    /* HardSigmoid, y[i] = clamp(a * x[i] + b, 0, 1), or (swish) HardSwish, y[i] = x[i] *
+     * clamp(x[i] / 6 + 0.5, 0, 1), in double and rounded once: the portable loop's bits; NaN
+     * stays NaN. */
+    void (*hard)(const float *x, float *y, int64_t n, double a, double b, int swish);
 } qr_f32_rows;
 
 /* The best table this CPU runs (AVX-512F), or NULL (then the portable loops run).

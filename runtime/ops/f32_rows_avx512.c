@@ -227,7 +227,29 @@ TARGET static void tanh_avx512(const float *x, float *y, int64_t n)
     }
 }
 
-static const qr_f32_rows table = {"avx512", softmax_avx512, layernorm_avx512, erf_avx512, tanh_avx512};
+/* The portable loop's operations in double, in its order (a * x, then + b; x / 6, then + 0.5),
+ * the clamp as two masked moves that a NaN's false compares leave alone. */
+TARGET static inline __m512d hard_pd(__m512d x, __m512d a, __m512d b, int swish)
+{
+    const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd();
+    __m512d v = swish ? _mm512_add_pd(_mm512_div_pd(x, _mm512_set1_pd(6.0)), _mm512_set1_pd(0.5))
+                      : _mm512_add_pd(_mm512_mul_pd(a, x), b);
+    v = _mm512_mask_mov_pd(v, _mm512_cmp_pd_mask(v, one, _CMP_GT_OQ), one);
+    v = _mm512_mask_mov_pd(v, _mm512_cmp_pd_mask(v, zero, _CMP_LT_OQ), zero);
+    return swish ? _mm512_mul_pd(x, v) : v;
+}
+
+TARGET static void hard_avx512(const float *x, float *y, int64_t n, double a, double b, int swish)
+{
+    const __m512d va = _mm512_set1_pd(a), vb = _mm512_set1_pd(b);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+        _mm512_mask_storeu_ps(y + i, k, join_ps(hard_pd(lo_pd(v), va, vb, swish), hard_pd(hi_pd(v), va, vb, swish)));
+    }
+}
+
+static const qr_f32_rows table = {"avx512", softmax_avx512, layernorm_avx512, erf_avx512, tanh_avx512, hard_avx512};
 
 const qr_f32_rows *qr_f32_rows_avx512(void)
 {

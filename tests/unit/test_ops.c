@@ -703,3 +703,68 @@ Test(ops, hard_sigmoid_and_hard_swish_match_the_definition)
             qr_tensor_free(&y);
         }
 }
+
+/* f32 GlobalAveragePool and GlobalMaxPool read the planes in place (8 sums in double, the max in
+ * float): against the mean summed in long double and rounded once, and the max found by hand
+ * (a NaN skipped, -inf kept), over planes of 35 values (four blocks of 8 and a tail), both signs. */
+Test(ops, global_pools_f32_match_the_definition)
+{
+    enum { N = 2, C = 3, H = 5, W = 7, P = H * W };
+    static float x[N * C * P];
+    for (int i = 0; i < N * C * P; i++)
+        x[i] = (float)((i * 37 % 101) - 50) * 0.173f + (i % 3 ? 1e-3f : -2e4f);
+    x[P + 3] = NAN;          /* plane 1: the max skips it */
+    x[2 * P + 34] = 1e30f;    /* plane 2: the max is in the tail */
+    for (int i = 3 * P; i < 4 * P; i++)
+        x[i] = -INFINITY;     /* plane 3: every value -inf */
+    qr_tensor tx = {.dtype = QR_F32, .ndim = 4, .dims = {N, C, H, W}, .data = x}, y;
+    const qr_tensor *in[1] = {&tx};
+    qr_error e;
+    cr_assert_eq(run_op("GlobalMaxPool", NULL, 0, in, 1, &y, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(y.ndim, 4);
+    for (int p = 0; p < N * C; p++) {
+        float m = -INFINITY;
+        for (int i = 0; i < P; i++)
+            if (x[p * P + i] > m)
+                m = x[p * P + i];
+        cr_assert_eq(((float *)y.data)[p], m, "max of plane %d: %g, want %g", p, ((float *)y.data)[p], m);
+    }
+    cr_assert_eq(((float *)y.data)[2], 1e30f);
+    cr_assert(isinf(((float *)y.data)[3]) && ((float *)y.data)[3] < 0);
+    qr_tensor_free(&y);
+    x[P + 3] = 0.5f;
+    for (int i = 3 * P; i < 4 * P; i++)
+        x[i] = (float)(i % 11) - 5.25f;
+    cr_assert_eq(run_op("GlobalAveragePool", NULL, 0, in, 1, &y, &e), QR_OK, "%s", e.msg);
+    for (int p = 0; p < N * C; p++) {
+        long double s = 0;
+        for (int i = 0; i < P; i++)
+            s += x[p * P + i];
+        float want = (float)(double)(s / P);
+        cr_assert_eq(((float *)y.data)[p], want, "mean of plane %d: %.9g, want %.9g", p, ((float *)y.data)[p], want);
+    }
+    qr_tensor_free(&y);
+}
+
+/* A gate times features with the gate first ([1,C,1,1] * [1,C,H,W], MobileNetV3's squeeze-excitation
+ * Mul), and the other way round: every product as float multiplies it. */
+Test(ops, mul_broadcasts_a_gate_on_either_side)
+{
+    enum { C = 3, H = 2, W = 19 };
+    float g[C] = {-1.5f, 0.25f, 3.0f}, f[C * H * W];
+    for (int i = 0; i < C * H * W; i++)
+        f[i] = (float)(i * 7 % 23) - 11.5f;
+    qr_tensor tg = {.dtype = QR_F32, .ndim = 4, .dims = {1, C, 1, 1}, .data = g};
+    qr_tensor tf = {.dtype = QR_F32, .ndim = 4, .dims = {1, C, H, W}, .data = f};
+    for (int gate_first = 0; gate_first < 2; gate_first++) {
+        const qr_tensor *in[2] = {gate_first ? &tg : &tf, gate_first ? &tf : &tg};
+        qr_tensor y;
+        qr_error e;
+        cr_assert_eq(run_op("Mul", NULL, 0, in, 2, &y, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(y.dims[3], W);
+        for (int i = 0; i < C * H * W; i++)
+            cr_assert_eq(((float *)y.data)[i], g[i / (H * W)] * f[i], "element %d, gate %s", i,
+                         gate_first ? "first" : "second");
+        qr_tensor_free(&y);
+    }
+}
