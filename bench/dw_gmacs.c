@@ -27,8 +27,8 @@ typedef struct layer {
 int main(void)
 {
     static const layer layers[] = {{112, 32, 1}, {112, 96, 2}, {56, 144, 1}, {28, 192, 1}, {14, 576, 1}, {7, 960, 1}};
-    static const char *const isas[] = {"avx512vnni", "avx512f", "avx2"};
-    enum { NISA = 3, ROUNDS = 60 };
+    static const char *const isas[] = {"avx512vnni", "avx512vnni-pixels", "avx512f", "avx2"};
+    enum { NISA = 4, ROUNDS = 60 };
     for (size_t li = 0; li < sizeof layers / sizeof *layers; li++) {
         const layer *L = &layers[li];
         qr_conv_geom g = {0};

@@ -343,10 +343,210 @@ static inline __attribute__((always_inline, target(DW_VNNI_TARGET))) void dw_vnn
     }
 }
 
-static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni(int32_t *acc, int64_t acc_ps, const uint8_t *x,
-                                                                   int64_t C, const qr_conv_geom *g, const int32_t *wk,
-                                                                   const int32_t *init, uint8_t flip, int32_t xz,
-                                                                   int64_t oy0, int64_t oy1)
+/* ---- depthwise, four taps a dword (AVX-512 VNNI and VBMI, dilation 1) ----
+ * The kernel above widens every tap's 16 bytes to dwords, so each vpdpbusd does 16 products and
+ * costs a widening shuffle as well. Here a dword holds four taps of one channel, four columns of a
+ * window row, so one vpdpbusd does 64 products. Each input row the block reads is first copied
+ * into a padded row P, 16 channels at a time: P[s][q] is the 16 bytes of channels 16 s .. of
+ * padded column q (the zero point outside the image, the flip applied, 0 past C), so the four
+ * pixels q .. q + 3 a window row's group of taps reads are 64 contiguous bytes, and one vpermb
+ * turns them into the dwords (x[q][c], x[q+1][c], x[q+2][c], x[q+3][c]): per 16 channels and
+ * 4 taps a load, a vpermb and a vpdpbusd, where the widening took 4 of each. Taps past KW in a
+ * row's last group read P's bytes against weights of 0. */
+#define DWR_TARGET DW_VNNI_TARGET ",avx512vbmi"
+#define DWR_BYTES (128 << 10) /* P's rows on the stack, at most */
+#define DWR_W_BYTES (32 << 10) /* the packed weights on the stack, at most */
+
+/* Whether a layer is this kernel's: dilation 1, at most 8 taps a window row, and P's rows (KH,
+ * a ring indexed by input row mod KH, and one of padding: Wp pixels of C16 bytes) fit. */
+static int dwr_fits(int64_t C, const qr_conv_geom *g, int64_t *wp, int64_t *c16, int64_t *groups)
+{
+    if (g->dilation[0] != 1 || g->dilation[1] != 1 || g->kernel[1] > 8 || C > DW_VNNI_CMAX)
+        return 0;
+    *c16 = (C + 15) / 16 * 16;
+    *groups = (g->kernel[1] + 3) / 4;
+    *wp = (g->small[1] - 1) * g->stride[1] + 4 * *groups;
+    return (g->kernel[0] + 1) * *wp * *c16 <= DWR_BYTES && g->kernel[0] * *groups * *c16 * 4 <= DWR_W_BYTES;
+}
+
+/* Input row iy (or, iy < 0, padding) as P's row: for each 16 channels s, Wp pixels of 16 bytes
+ * from padded column 0, which is input column -pad_begin[1]. */
+static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_row(const int FLIP, uint8_t *prow,
+                                                                              const uint8_t *x, int64_t iy, int64_t C,
+                                                                              const qr_conv_geom *g, int64_t wp,
+                                                                              int64_t c16, uint8_t xz)
+{
+    const int64_t W = g->big[1], pl = g->pad_begin[1], ns = c16 / 16;
+    const __m128i zv = _mm_set1_epi8((char)xz), fv = _mm_set1_epi8((char)(FLIP ? 0x80 : 0));
+    /* the padded columns inside the image: [lo, hi) */
+    int64_t lo = iy < 0 ? wp : pl < wp ? pl : wp, hi = iy < 0 ? wp : pl + W < wp ? pl + W : wp;
+    hi = hi > lo ? hi : lo;
+    for (int64_t s = 0; s < ns; s++) {
+        __m128i *d = (__m128i *)(void *)(prow + s * wp * 16);
+        /* column q (lo <= q < hi) at src + (q - lo) * C */
+        const uint8_t *src = x + ((iy < 0 ? 0 : iy) * W + (lo - pl)) * C + 16 * s;
+        for (int64_t q = 0; q < lo; q++)
+            _mm_storeu_si128(d + q, zv);
+        if (C - 16 * s >= 16)
+            for (int64_t q = lo; q < hi; q++) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(src + (q - lo) * C));
+                _mm_storeu_si128(d + q, FLIP ? _mm_xor_si128(v, fv) : v);
+            }
+        else {
+            __mmask16 m = (__mmask16)((1u << (C - 16 * s)) - 1);
+            for (int64_t q = lo; q < hi; q++) {
+                __m128i v = _mm_maskz_loadu_epi8(m, src + (q - lo) * C);
+                _mm_storeu_si128(d + q, FLIP ? _mm_xor_si128(v, fv) : v);
+            }
+        }
+        for (int64_t q = hi; q < wp; q++)
+            _mm_storeu_si128(d + q, zv);
+    }
+}
+
+/* The weights as the sums read them: for window row ky, group gi and channel c, the dword
+ * wpk[(ky * groups + gi) * C16 + c] holds the bytes w[ky][4 gi + j][c], j = 0..3 (0 past KW or C). */
+static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_pack_w(int32_t *wpk, const int32_t *wk,
+                                                                                 int64_t C, int64_t KH, int64_t KW,
+                                                                                 int64_t groups, int64_t c16)
+{
+    const __m512i lo = _mm512_set1_epi32(0xff);
+    for (int64_t ky = 0; ky < KH; ky++)
+        for (int64_t gi = 0; gi < groups; gi++)
+            for (int64_t c = 0; c < c16; c += 16) {
+                __mmask16 m = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
+                __m512i v = _mm512_setzero_si512();
+                for (int64_t j = 0; j < 4 && 4 * gi + j < KW; j++) {
+                    __m512i w = _mm512_maskz_loadu_epi32(m, wk + (ky * KW + 4 * gi + j) * C + c);
+                    v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(w, lo), (unsigned)(8 * j)));
+                }
+                _mm512_storeu_si512((void *)(wpk + ((ky * groups + gi) * c16 + c)), v);
+            }
+}
+
+/* Sum S of 16 channels += the 4 taps whose pixels are the 64 bytes at p (P's block of those
+ * channels), by their weights' dwords at w. */
+#define DWR_TAP(S, p, w, idx)                                                                                  \
+    S = _mm512_dpbusd_epi32(S, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512((const void *)(p))),           \
+                            _mm512_loadu_si512((const void *)(w)))
+
+/* NV (1 to 4) blocks of 16 channels from c0 of one output row's pixels, from the KH rows of P at
+ * prow[ky]; KH and groups constant in the copies GCC unrolls (3 x 3 windows). The sums are named
+ * variables: GCC kept an array's in memory. */
+static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_block(
+    const int NV, uint32_t *arow, int64_t acc_ps, const uint8_t *const *prow, const int32_t *wpk,
+    const int32_t *start, int64_t C, int64_t OW, int64_t sx, int64_t wp, int64_t c16, int64_t c0, const int64_t KH,
+    const int64_t groups)
+{
+    /* byte 4 c + j from pixel j's channel c: 16 j + c */
+    const __m512i idx = _mm512_set_epi32(0x3f2f1f0f, 0x3e2e1e0e, 0x3d2d1d0d, 0x3c2c1c0c, 0x3b2b1b0b, 0x3a2a1a0a,
+                                         0x39291909, 0x38281808, 0x37271707, 0x36261606, 0x35251505, 0x34241404,
+                                         0x33231303, 0x32221202, 0x31211101, 0x30201000);
+    __mmask16 m[4];
+    __m512i t[4];
+    for (int r = 0; r < 4; r++) {
+        int64_t c = c0 + 16 * r;
+        m[r] = r >= NV ? 0 : C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
+        t[r] = _mm512_maskz_loadu_epi32(m[r], start + c);
+    }
+    const int64_t bs = wp * 16; /* from one block of P to the next */
+    for (int64_t ox = 0; ox < OW; ox++) {
+        __m512i a0 = t[0], a1 = t[1], a2 = t[2], a3 = t[3];
+#pragma GCC unroll 8
+        for (int64_t ky = 0; ky < KH; ky++)
+#pragma GCC unroll 2
+            for (int64_t gi = 0; gi < groups; gi++) {
+                const uint8_t *pb = prow[ky] + c0 * wp + (ox * sx + 4 * gi) * 16; /* block c0 / 16 */
+                const int32_t *w = wpk + (ky * groups + gi) * c16 + c0;
+                DWR_TAP(a0, pb, w, idx);
+                if (NV > 1)
+                    DWR_TAP(a1, pb + bs, w + 16, idx);
+                if (NV > 2)
+                    DWR_TAP(a2, pb + 2 * bs, w + 32, idx);
+                if (NV > 3)
+                    DWR_TAP(a3, pb + 3 * bs, w + 48, idx);
+            }
+        uint32_t *a = arow + ox * acc_ps + c0;
+        _mm512_mask_storeu_epi32(a, m[0], a0);
+        if (NV > 1)
+            _mm512_mask_storeu_epi32(a + 16, m[1], a1);
+        if (NV > 2)
+            _mm512_mask_storeu_epi32(a + 32, m[2], a2);
+        if (NV > 3)
+            _mm512_mask_storeu_epi32(a + 48, m[3], a3);
+    }
+}
+
+static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_row(
+    uint32_t *arow, int64_t acc_ps, const uint8_t *const *prow, const int32_t *wpk, const int32_t *start, int64_t C,
+    int64_t OW, int64_t sx, int64_t wp, int64_t c16, const int64_t KH, const int64_t groups)
+{
+    int64_t c0 = 0;
+    for (; c0 + 64 <= c16; c0 += 64)
+        dwr_out_block(4, arow, acc_ps, prow, wpk, start, C, OW, sx, wp, c16, c0, KH, groups);
+    if (c16 - c0 == 48)
+        dwr_out_block(3, arow, acc_ps, prow, wpk, start, C, OW, sx, wp, c16, c0, KH, groups);
+    else if (c16 - c0 == 32)
+        dwr_out_block(2, arow, acc_ps, prow, wpk, start, C, OW, sx, wp, c16, c0, KH, groups);
+    else if (c16 - c0 == 16)
+        dwr_out_block(1, arow, acc_ps, prow, wpk, start, C, OW, sx, wp, c16, c0, KH, groups);
+}
+
+static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_rows(
+    const int FLIP, uint32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
+    const int32_t *wk, const int32_t *start, uint8_t xz, int64_t oy0, int64_t oy1, int64_t wp, int64_t c16,
+    int64_t groups)
+{
+    const int64_t H = g->big[0], OW = g->small[1], KH = g->kernel[0], KW = g->kernel[1], rb = wp * c16;
+    _Alignas(64) uint8_t buf[DWR_BYTES];
+    _Alignas(64) int32_t wpk[DWR_W_BYTES / 4];
+    dwr_pack_w(wpk, wk, C, KH, KW, groups, c16);
+    int64_t held[DW_VNNI_TAPS]; /* the input row in each slot of the ring, or -1 */
+    for (int64_t k = 0; k < KH; k++)
+        held[k] = -1;
+    uint8_t *zp = buf + KH * rb; /* the row of padding, made when first needed */
+    int zmade = 0;
+    const uint8_t *prow[DW_VNNI_TAPS];
+    for (int64_t oy = oy0; oy < oy1; oy++) {
+        for (int64_t ky = 0; ky < KH; ky++) {
+            int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky;
+            if (iy < 0 || iy >= H) {
+                if (!zmade)
+                    dwr_row(FLIP, zp, x, -1, C, g, wp, c16, xz), zmade = 1;
+                prow[ky] = zp;
+                continue;
+            }
+            int64_t slot = iy % KH; /* the KH rows of one output row fall in distinct slots */
+            uint8_t *r = buf + slot * rb;
+            if (held[slot] != iy)
+                dwr_row(FLIP, r, x, iy, C, g, wp, c16, xz), held[slot] = iy;
+            prow[ky] = r;
+        }
+        uint32_t *arow = acc + (oy - oy0) * OW * acc_ps;
+        if (KH == 3 && groups == 1)
+            dwr_out_row(arow, acc_ps, prow, wpk, start, C, OW, g->stride[1], wp, c16, 3, 1);
+        else
+            dwr_out_row(arow, acc_ps, prow, wpk, start, C, OW, g->stride[1], wp, c16, KH, groups);
+    }
+}
+
+static __attribute__((noinline, target(DWR_TARGET))) void dwr_any(uint32_t *acc, int64_t acc_ps, const uint8_t *x,
+                                                                  int64_t C, const qr_conv_geom *g, const int32_t *wk,
+                                                                  const int32_t *start, uint8_t flip, uint8_t xz,
+                                                                  int64_t oy0, int64_t oy1, int64_t wp, int64_t c16,
+                                                                  int64_t groups)
+{
+    if (flip)
+        dwr_rows(1, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups);
+    else
+        dwr_rows(0, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups);
+}
+
+/* by_rows: the four-taps-a-dword kernel where dwr_fits, else (0, the tests' second path) the
+ * pixel one */
+static inline __attribute__((always_inline, target(DW_VNNI_TARGET))) void dw_vnni_any(
+    int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g, const int32_t *wk,
+    const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0, int64_t oy1, int by_rows)
 {
     int64_t taps = g->kernel_n;
     int fits = C <= DW_VNNI_CMAX && taps <= DW_VNNI_TAPS && g->kernel[0] <= DW_VNNI_TAPS;
@@ -374,11 +574,33 @@ static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni(int32_t *acc, 
         return;
     }
     assert(g->r == 2 && acc_ps >= C && (flip == 0 || flip == 0x80) && 0 <= oy0 && oy0 <= oy1 && oy1 <= g->small[0]);
+    int64_t wp, c16, groups;
+    if (by_rows && __builtin_cpu_supports("avx512vbmi") && dwr_fits(C, g, &wp, &c16, &groups)) {
+        dwr_any((uint32_t *)acc, acc_ps, x, C, g, wk, start, flip, (uint8_t)xz, oy0, oy1, wp, c16, groups);
+        return;
+    }
     memset(zrow, (uint8_t)xz ^ flip, (size_t)C); /* read back flipped: z */
     if (flip)
         dw_vnni_rows(1, (uint32_t *)acc, acc_ps, x, C, g, wk, start, zrow, flip, oy0, oy1);
     else
         dw_vnni_rows(0, (uint32_t *)acc, acc_ps, x, C, g, wk, start, zrow, flip, oy0, oy1);
+}
+
+static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni(int32_t *acc, int64_t acc_ps, const uint8_t *x,
+                                                                   int64_t C, const qr_conv_geom *g, const int32_t *wk,
+                                                                   const int32_t *init, uint8_t flip, int32_t xz,
+                                                                   int64_t oy0, int64_t oy1)
+{
+    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, 1);
+}
+
+static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni_px(int32_t *acc, int64_t acc_ps, const uint8_t *x,
+                                                                      int64_t C, const qr_conv_geom *g,
+                                                                      const int32_t *wk, const int32_t *init,
+                                                                      uint8_t flip, int32_t xz, int64_t oy0,
+                                                                      int64_t oy1)
+{
+    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, 0);
 }
 
 static int dw_has_vnni(void)
@@ -391,6 +613,8 @@ qr_nhwc_dw_fn qr_nhwc_dw_u8_isa(const char *isa)
 {
     if (!strcmp(isa, "avx512vnni"))
         return dw_has_vnni() ? dw_avx512vnni : NULL;
+    if (!strcmp(isa, "avx512vnni-pixels"))
+        return dw_has_vnni() ? dw_avx512vnni_px : NULL;
     if (!strcmp(isa, "avx512f"))
         return __builtin_cpu_supports("avx512f") ? dw_avx512 : NULL;
     if (!strcmp(isa, "avx2"))

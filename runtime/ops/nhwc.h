@@ -6,7 +6,7 @@
  * depthwise ConvInteger sums, conv.c's native 8-bit pools), in NHWC. The
  * geometry is a qr_conv_geom of spatial rank 2 (big = H, W of the input,
  * small = OH, OW of the output). Every function is reentrant, allocates
- * nothing (MaxPool uses 16 KB of stack, the AVX-512 VNNI depthwise 21 KB)
+ * nothing (MaxPool uses 16 KB of stack, the AVX-512 VNNI depthwise up to 180 KB)
  * and writes only the output it is given a range of, so threads may call it
  * at once on disjoint ranges (rows of output [oy0, oy1), pixels [p0, p1)) of
  * the same image. */
@@ -33,8 +33,10 @@
  * pixel stride; channels past C of a pixel are not written. */
 void qr_nhwc_dw_u8(int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
                    const int32_t *wk, const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0, int64_t oy1);
-/* qr_nhwc_dw_u8 runs the best of these this CPU has; tests run each: "avx512vnni" (which takes
- * the "avx512f" one's path when a weight does not fit s8 or C > 4096), "avx512f", "avx2" or
+/* qr_nhwc_dw_u8 runs the best of these this CPU has; tests run each: "avx512vnni" (four taps a
+ * dword where the CPU also has AVX-512 VBMI, the dilation is 1, a window row at most 8 taps and
+ * the rows it copies fit its stack; else "avx512vnni-pixels", which takes the "avx512f" one's path
+ * when a weight does not fit s8 or C > 4096), "avx512vnni-pixels", "avx512f", "avx2" or
  * "portable" (NULL when the CPU lacks it or the name is unknown). */
 typedef void (*qr_nhwc_dw_fn)(int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
                               const int32_t *wk, const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0,

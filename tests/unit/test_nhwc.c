@@ -129,7 +129,7 @@ static int32_t dw_ref(const shape *sh, const int32_t *xv, int32_t xz, const int3
 }
 
 /* Every depthwise kernel this CPU runs is tested (the portable one always). */
-static const char *const dw_isas[] = {"avx512vnni", "avx512f", "avx2", "portable"};
+static const char *const dw_isas[] = {"avx512vnni", "avx512vnni-pixels", "avx512f", "avx2", "portable"};
 
 /* One random depthwise case on i8 or u8 activations: the kernel (rows in pieces, a pixel stride
  * past C whose extra lanes must stay untouched) against dw_ref. */
@@ -255,6 +255,77 @@ Test(nhwc, depthwise_3x3_layers_and_wrapping_sums)
             cr_assert(wrapped > 0, "some sums wrap");
             free(xb);
             free(xv);
+            free(acc);
+        }
+}
+
+/* The four-taps-a-dword VNNI kernel's other geometries: windows of 5 to 8 columns (two groups of
+ * four taps, the second part padding), unequal pads wider than half a window, stride 2 and 3,
+ * odd sizes, channels that are no multiple of 16, zero points and weights of both signs, the rows
+ * cut in pieces; and a layer whose rows do not fit its stack (1024 channels, 40 wide), which
+ * takes the pixel kernel. Every kernel this CPU has against dw_ref. */
+Test(nhwc, depthwise_wide_windows_and_ragged_shapes)
+{
+    unsigned s = 11;
+    /* C, H, W, KH, KW, stride y, stride x, pad top, left, bottom, right */
+    static const int64_t cfg[][11] = {{40, 9, 11, 5, 5, 2, 2, 2, 2, 2, 2}, {17, 8, 9, 7, 7, 1, 1, 3, 3, 3, 3},
+                                      {24, 6, 13, 3, 8, 1, 1, 1, 4, 0, 3},  {33, 7, 10, 5, 6, 3, 2, 4, 5, 1, 0},
+                                      {72, 5, 7, 1, 5, 1, 3, 0, 2, 0, 2},   {1024, 3, 40, 3, 3, 1, 1, 1, 1, 1, 1}};
+    for (size_t k = 0; k < sizeof cfg / sizeof cfg[0]; k++)
+        for (int signed8 = 0; signed8 < 2; signed8++) {
+            const int64_t *f = cfg[k];
+            shape sh = {.C = f[0], .H = f[1], .W = f[2]};
+            qr_conv_geom *g = &sh.g;
+            g->r = 2;
+            for (int d = 0; d < 2; d++) {
+                g->big[d] = d ? sh.W : sh.H;
+                g->kernel[d] = f[3 + d], g->stride[d] = f[5 + d], g->dilation[d] = 1;
+                g->pad_begin[d] = f[7 + d], g->pad_end[d] = f[9 + d];
+                g->small[d] = (g->big[d] + g->pad_begin[d] + g->pad_end[d] - g->kernel[d]) / g->stride[d] + 1;
+            }
+            g->kernel_n = g->kernel[0] * g->kernel[1];
+            g->big_n = sh.H * sh.W, g->small_n = g->small[0] * g->small[1];
+            int64_t C = sh.C, n = C * sh.H * sh.W, kn = g->kernel_n, OH = g->small[0], OW = g->small[1];
+            uint8_t *xb = malloc((size_t)n);
+            int32_t *xv = malloc((size_t)n * sizeof(int32_t)), *wk = malloc((size_t)(kn * C) * sizeof(int32_t));
+            int32_t *wv = malloc((size_t)(kn * C) * sizeof(int32_t)), *init = malloc((size_t)C * sizeof(int32_t));
+            int32_t *acc = malloc((size_t)(OH * OW * C) * sizeof(int32_t));
+            cr_assert(xb && xv && wk && wv && init && acc);
+            for (int64_t i = 0; i < n; i++) {
+                xv[i] = signed8 ? rnd_in(&s, -128, 127) : rnd_in(&s, 0, 255);
+                xb[i] = (uint8_t)xv[i];
+            }
+            int32_t xz = signed8 ? rnd_in(&s, -128, 127) : rnd_in(&s, 1, 254);
+            for (int64_t c = 0; c < C; c++) {
+                for (int64_t t = 0; t < kn; t++)
+                    wv[c * kn + t] = wk[t * C + c] = rnd_in(&s, -128, 127);
+                init[c] = (int32_t)(rnd(&s) << 8 ^ rnd(&s));
+            }
+            int64_t cuts[4];
+            int nc = row_cuts(&s, OH, cuts);
+            for (size_t i = 0; i < sizeof dw_isas / sizeof dw_isas[0]; i++) {
+                qr_nhwc_dw_fn fn = qr_nhwc_dw_u8_isa(dw_isas[i]);
+                if (!fn)
+                    continue;
+                for (int64_t e = 0; e < OH * OW * C; e++)
+                    acc[e] = 0x5a5a5a5a;
+                for (int c = 0; c + 1 < nc; c++)
+                    fn(acc + cuts[c] * OW * C, C, xb, C, g, wk, init, signed8 ? 0x80 : 0, xz + (signed8 ? 128 : 0),
+                       cuts[c], cuts[c + 1]);
+                for (int64_t oy = 0; oy < OH; oy++)
+                    for (int64_t ox = 0; ox < OW; ox++)
+                        for (int64_t c = 0; c < C; c++) {
+                            int32_t got = acc[(oy * OW + ox) * C + c], want = dw_ref(&sh, xv, xz, wv, init, c, oy, ox);
+                            cr_assert_eq(got, want, "%s %s %s: (%lld, %lld) channel %lld: %d, want %d", dw_isas[i],
+                                         signed8 ? "i8" : "u8", describe(&sh), (long long)oy, (long long)ox,
+                                         (long long)c, got, want);
+                        }
+            }
+            free(xb);
+            free(xv);
+            free(wk);
+            free(wv);
+            free(init);
             free(acc);
         }
 }
