@@ -394,6 +394,12 @@ void qr_iconv_set_specializer(qr_iconv_specializer f)
     __atomic_store_n(&iconv_specializer, f, __ATOMIC_RELEASE);
 }
 
+int qr_iconv_specializing(void)
+{
+    return __atomic_load_n(&iconv_specializer, __ATOMIC_ACQUIRE) && specialized_allowed() &&
+           __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
+}
+
 qr_iconv_fn qr_iconv_specialized(int64_t taps, int64_t k4, int64_t n)
 {
     qr_iconv_specializer f = __atomic_load_n(&iconv_specializer, __ATOMIC_ACQUIRE);

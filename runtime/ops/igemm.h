@@ -196,5 +196,9 @@ qr_rows_ep_fn qr_rows_ep_specialized(const char *prog);
 /* The registered specializer's kernel for this shape, NULL when none is registered or it has none:
  * asked once per layer, when its weights are packed. */
 qr_iconv_fn qr_iconv_specialized(int64_t taps, int64_t k4, int64_t n);
+/* Whether NHWC convolutions get such kernels here: a specializer is registered (iconv-jit not 0),
+ * the kernels are not forced to another ISA, and the CPU has AVX-512 VNNI (quantizer/layout.c
+ * then runs every convolution channels last). */
+int qr_iconv_specializing(void);
 
 #endif
