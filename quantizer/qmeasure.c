@@ -128,20 +128,6 @@ static qr_status bsums_init(bsums *b, qr_qctx *q, double **at, int n, int64_t nb
     return QR_OK;
 }
 
-/* Batch k starts: every sum from 0. */
-static void bsums_start(bsums *b)
-{
-    for (int i = 0; i < b->n; i++)
-        *b->at[i] = 0;
-}
-
-/* Batch k has run: its sums into its row. */
-static void bsums_end(bsums *b, int64_t k)
-{
-    for (int i = 0; i < b->n; i++)
-        b->rows[(size_t)k * (size_t)b->n + (size_t)i] = *b->at[i];
-}
-
 /* Every rank's rows, then each sum: its base plus its batches' in batch order. */
 static qr_status bsums_finish(bsums *b, qr_qctx *q, qr_status st)
 {
@@ -198,6 +184,7 @@ typedef struct outref {
     double *per_sample;  /* by value id */
     int64_t *last;       /* by value id: the last dimension */
     int64_t cur_b;
+    size_t run_bytes;    /* what one batch's f32 run took (outref_init's runs) */
 } outref;
 
 static void observe_shapes(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
@@ -288,6 +275,11 @@ static qr_status outref_init(outref *o, qr_qctx *q, const qr_tensor *calib, int6
             observe_shapes(o, NULL, g->inputs[i], &in[i]);
         st = qr_exec_run(x, in, &o->out[k * g->n_outputs], q->e);
     }
+    if (x) {
+        qr_exec_stats es;
+        qr_exec_get_stats(x, &es);
+        o->run_bytes = (es.dynamic ? es.peak_bytes : es.arena_bytes) + es.work_bytes;
+    }
     qr_exec_free(x);
     free(in);
     if (split)
@@ -321,6 +313,11 @@ typedef struct refs {
 
 enum { LOCAL = 1, FRESH, OWN };
 
+/* A slot's sums a measurement adds up (qr_slot's fields of the same names), by index into a run's
+ * own sums (measure.sums: NSUMS per slot), so that runs of different batches side by side add into
+ * their own. */
+enum { SX2, SE2, N, CLIPPED, ISX2, ISE2, LX2, LE2, LN, LR2, OE2, NSUMS };
+
 typedef struct measure {
     qr_qctx *q;
     refs *r;
@@ -334,6 +331,7 @@ typedef struct measure {
      * unquantized: each layer's error from f32 inputs. 0: the cumulative error */
     int local;
     double *out_x2, *out_e2; /* or NULL: by output index, the f32 energy and error of the outputs not slots */
+    double *sums;            /* by slot, NSUMS of them: this run's */
     const qr_value **ival; /* by slot: its integers in the integer graph, or NULL */
     /* by slot: [0] 1 when ival holds them channels last (quantizer/layout.h), [1..3] its H, W, C as
      * the graph knows them (for a flattened twin, whose tensor does not say) */
@@ -470,10 +468,11 @@ static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_te
         give_back(ms->r, v->id);
         return;
     }
-    qr_slot *s = &q->slots[si];
+    const qr_slot *s = &q->slots[si];
+    double *S = ms->sums + (size_t)si * NSUMS;
     if (ms->local == OWN) { /* its error from f32 inputs; its readers read f32 */
         for (int64_t i = 0; i < cnt; i++)
-            s->oe2 += ((double)a[i] - (double)b[i]) * ((double)a[i] - (double)b[i]);
+            S[OE2] += ((double)a[i] - (double)b[i]) * ((double)a[i] - (double)b[i]);
         memcpy(b, a, qr_tensor_nbytes(t));
         give_back(ms->r, v->id);
         return;
@@ -481,37 +480,37 @@ static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_te
     if (ms->local) {
         for (int64_t i = 0; i < cnt; i++) {
             double d = (double)a[i] - (double)b[i];
-            s->lx2 += (double)a[i] * a[i];
-            s->le2 += d * d;
+            S[LX2] += (double)a[i] * a[i];
+            S[LE2] += d * d;
         }
-        s->ln += (double)cnt;
+        S[LN] += (double)cnt;
         qr_plan_fake_quant(a, b, cnt, (float)s->qp.scale, s->qp.zero, s->qt.qmin, s->qt.qmax);
         for (int64_t i = 0; i < cnt; i++) /* its own rounding, all its readers see of it here */
-            s->lr2 += ((double)a[i] - (double)b[i]) * ((double)a[i] - (double)b[i]);
+            S[LR2] += ((double)a[i] - (double)b[i]) * ((double)a[i] - (double)b[i]);
         give_back(ms->r, v->id);
         return;
     }
     double lo = (double)(s->qt.qmin - s->qp.zero) * s->qp.scale, hi = (double)(s->qt.qmax - s->qp.zero) * s->qp.scale;
     for (int64_t i = 0; i < cnt; i++) {
         double d = (double)a[i] - (double)b[i];
-        s->sx2 += (double)a[i] * a[i];
-        s->se2 += d * d;
-        s->clipped += a[i] < lo || a[i] > hi;
+        S[SX2] += (double)a[i] * a[i];
+        S[SE2] += d * d;
+        S[CLIPPED] += a[i] < lo || a[i] > hi;
     }
-    s->n += (double)cnt;
+    S[N] += (double)cnt;
     give_back(ms->r, v->id);
 }
 
 /* One integer v of a slot, dequantized, against its f32 value a. */
-static inline void int_error(qr_slot *s, float a, int64_t v)
+static inline void int_error(const qr_slot *s, double *S, float a, int64_t v)
 {
     double d = (double)a - (double)(v - s->qp.zero) * s->qp.scale;
-    s->isx2 += (double)a * a;
-    s->ise2 += d * d;
+    S[ISX2] += (double)a * a;
+    S[ISE2] += d * d;
 }
 
 /* The integers of slot s (t, ival_nhwc its layout), dequantized, against its f32 value a. */
-static void compare_ints(qr_slot *s, const float *a, const qr_tensor *t, const int64_t *ival_nhwc)
+static void compare_ints(const qr_slot *s, double *S, const float *a, const qr_tensor *t, const int64_t *ival_nhwc)
 {
     int64_t cnt = qr_tensor_numel(t);
     int turned = ival_nhwc[0] == 1;
@@ -522,7 +521,7 @@ static void compare_ints(qr_slot *s, const float *a, const qr_tensor *t, const i
         return; /* a flattened twin of unknown dims: not measured */
     if (!turned) {
         for (int64_t i = 0; i < cnt; i++)
-            int_error(s, a[i], qr_get_i64(t->data, t->dtype, i));
+            int_error(s, S, a[i], qr_get_i64(t->data, t->dtype, i));
         return;
     }
     /* channels last: element (n, c, p) of the f32 value is (n, p, c) of the integers */
@@ -530,7 +529,7 @@ static void compare_ints(qr_slot *s, const float *a, const qr_tensor *t, const i
     for (int64_t b = 0; b < nhwc[0]; b++)
         for (int64_t c = 0; c < nc; c++)
             for (int64_t px = 0; px < hw; px++)
-                int_error(s, a[(b * nc + c) * hw + px], qr_get_i64(t->data, t->dtype, (b * hw + px) * nc + c));
+                int_error(s, S, a[(b * nc + c) * hw + px], qr_get_i64(t->data, t->dtype, (b * hw + px) * nc + c));
 }
 
 /* The integer graph's integers of a slot, dequantized, against the f32 value. */
@@ -542,12 +541,12 @@ static void observe_ints(void *user, const qr_node *n, const qr_value *v, qr_ten
     for (int si = 0; si < q->nslots; si++) {
         if (ms->ival[si] != v)
             continue;
-        qr_slot *s = &q->slots[si];
+        const qr_slot *s = &q->slots[si];
         if (!ms->want[s->value])
             return;
         const float *a = take(ms->r, s->value, qr_tensor_numel(t));
         if (a && qr_dtype_is_int(t->dtype))
-            compare_ints(s, a, t, ms->ival_nhwc[si]);
+            compare_ints(s, ms->sums + (size_t)si * NSUMS, a, t, ms->ival_nhwc[si]);
         give_back(ms->r, s->value);
         return;
     }
@@ -608,132 +607,267 @@ static void mark_wanted(measure *ms)
     }
 }
 
-/* Where the sums the readers add up live: each slot's, and the outputs' of those that keep them;
- * *n of them in *at (malloc'd). */
+/* Where the sums the readers add up live: each slot's (NSUMS, in their order), then for each reader
+ * that keeps them its outputs' f32 energies and then their errors; *n of them in *at (malloc'd). A
+ * run's own sums (measure.sums, out_x2, out_e2) lie in the same order. */
 static qr_status reader_sums(qr_qctx *q, const measure *ms, int nr, double ***at, int *n)
 {
     int no = q->g->n_outputs, k = 0;
-    double **a = malloc(sizeof *a * ((size_t)q->nslots * 11 + (size_t)nr * 2 * (size_t)no + 1));
+    double **a = malloc(sizeof *a * ((size_t)q->nslots * NSUMS + (size_t)nr * 2 * (size_t)no + 1));
     if (!a)
         return qr_errorf(q->e, "out of memory");
     for (int i = 0; i < q->nslots; i++) {
         qr_slot *s = &q->slots[i];
-        double *f[11] = {&s->sx2, &s->se2, &s->n, &s->clipped, &s->isx2, &s->ise2,
-                         &s->lx2, &s->le2, &s->ln, &s->lr2, &s->oe2};
-        for (int j = 0; j < 11; j++)
+        double *f[NSUMS] = {[SX2] = &s->sx2, [SE2] = &s->se2, [N] = &s->n, [CLIPPED] = &s->clipped,
+                            [ISX2] = &s->isx2, [ISE2] = &s->ise2, [LX2] = &s->lx2, [LE2] = &s->le2,
+                            [LN] = &s->ln, [LR2] = &s->lr2, [OE2] = &s->oe2};
+        for (int j = 0; j < NSUMS; j++)
             a[k++] = f[j];
     }
-    for (int r = 0; r < nr; r++)
-        for (int j = 0; ms[r].out_e2 && j < no; j++) {
+    for (int r = 0; r < nr; r++) {
+        for (int j = 0; ms[r].out_e2 && j < no; j++)
             a[k++] = &ms[r].out_x2[j];
+        for (int j = 0; ms[r].out_e2 && j < no; j++)
             a[k++] = &ms[r].out_e2[j];
-        }
+    }
     *at = a;
     *n = k;
     return QR_OK;
 }
 
+/* side_by_side's work, shared by its groups: the batches (ks, nk of them; group g of ng runs ks[g],
+ * ks[g + ng], ...), and the rows their sums go to (bs). */
+typedef struct sbs {
+    qr_qctx *q;
+    const measure *ms; /* the caller's readers */
+    int nr, nsums, threads;
+    const qr_tensor *calib;
+    outref *o;
+    int64_t n, batch, nb;
+    const int64_t *ks;
+    int nk, ng;
+    _Atomic int failed; /* a group failed: the others stop after their batch */
+    bsums *bs;
+} sbs;
+
+/* A group: an f32 run and the readers, one batch at a time, with executors, values handed over and
+ * sums of its own. */
+typedef struct sbs_group {
+    sbs *w;
+    int index;
+    refs r;
+    f32_run f;
+    measure *ms; /* copies of the caller's readers */
+    qr_tensor *in;
+    double *sums; /* nsums: this batch's, as bsums lays them out */
+    int made;     /* r's mutex and condition made */
+    qr_error e;
+    qr_status st;
+} sbs_group;
+
+static void group_free(sbs_group *G)
+{
+    sbs *w = G->w;
+    qr_exec_free(G->f.x);
+    for (int k = 0; G->ms && k < w->nr; k++) {
+        qr_exec_free(G->ms[k].x);
+        free(G->ms[k].want);
+    }
+    if (G->made) {
+        pthread_cond_destroy(&G->r.cv);
+        pthread_mutex_destroy(&G->r.mu);
+    }
+    free(G->ms), free(G->in), free(G->sums);
+    free(G->r.t), free(G->r.readers), free(G->r.left), free(G->r.waiting), free(G->r.there);
+}
+
+/* G's runs made, on threads kernel threads each. */
+static qr_status group_new(sbs *w, sbs_group *G)
+{
+    qr_qctx *q = w->q;
+    size_t nv = (size_t)q->g->n_values + 1;
+    int no = q->g->n_outputs;
+    G->w = w;
+    G->r = (refs){.q = q};
+    G->r.t = calloc(nv, sizeof *G->r.t);
+    G->r.readers = calloc(nv, sizeof *G->r.readers);
+    G->r.left = calloc(nv, sizeof *G->r.left);
+    G->r.waiting = calloc(nv, sizeof *G->r.waiting);
+    G->r.there = calloc(nv, 1);
+    G->in = calloc((size_t)q->g->n_inputs + 1, sizeof *G->in);
+    G->ms = calloc((size_t)w->nr + 1, sizeof *G->ms);
+    G->sums = calloc((size_t)w->nsums + 1, sizeof *G->sums);
+    G->f = (f32_run){.r = &G->r, .in = G->in};
+    if (!G->r.t || !G->r.readers || !G->r.left || !G->r.waiting || !G->r.there || !G->in || !G->ms || !G->sums)
+        return qr_errorf(&G->e, "out of memory");
+    if (pthread_mutex_init(&G->r.mu, NULL) != 0)
+        return qr_errorf(&G->e, "cannot make a mutex");
+    if (pthread_cond_init(&G->r.cv, NULL) != 0) {
+        pthread_mutex_destroy(&G->r.mu);
+        return qr_errorf(&G->e, "cannot make a condition variable");
+    }
+    G->made = 1;
+    qr_exec_opts o32 = {.threads = w->threads, .observer = observe_f32, .observer_user = &G->r};
+    qr_status st = qr_exec_new(q->g, &o32, &G->f.x, &G->e);
+    double *outs = G->sums + (size_t)q->nslots * NSUMS; /* the readers' output sums, as reader_sums lays them */
+    for (int k = 0; st == QR_OK && k < w->nr; k++) {
+        measure *m = &G->ms[k];
+        *m = w->ms[k];
+        m->q = q, m->r = &G->r, m->in = G->in, m->x = NULL, m->st = QR_OK;
+        m->sums = G->sums;
+        if (m->out_e2) {
+            m->out_x2 = outs, m->out_e2 = outs + no;
+            outs += 2 * no;
+        }
+        if (!(m->want = calloc(nv, 1)))
+            return qr_errorf(&G->e, "out of memory");
+        mark_wanted(m);
+        for (size_t i = 0; i < nv; i++)
+            G->r.readers[i] += m->want[i];
+        qr_exec_opts oo = {.threads = w->threads, .observer = m->obs, .observer_user = m, .kernel_user = m->user};
+        st = qr_exec_new(m->g, &oo, &m->x, &G->e);
+    }
+    return st;
+}
+
+/* Batch kb through G: the f32 run and the readers side by side, each on its own thread (the first
+ * reader on this one), its sums into its row. */
+static qr_status group_batch(sbs_group *G, int64_t kb)
+{
+    sbs *w = G->w;
+    qr_qctx *q = w->q;
+    refs *r = &G->r;
+    size_t nv = (size_t)q->g->n_values + 1;
+    int nr = w->nr;
+    int64_t at = kb * w->batch, b = w->n - at < w->batch ? w->n - at : w->batch;
+    memset(G->sums, 0, sizeof *G->sums * (size_t)w->nsums);
+    qr_plan_slice_inputs(w->calib, q->g->n_inputs, at, b, G->in);
+    memset(r->there, 0, nv);
+    r->f32_done = 0;
+    r->running = nr;
+    r->pending = 0;
+    G->f.st = QR_OK;
+    G->f.out = w->o ? &w->o->out[kb * q->g->n_outputs] : NULL;
+    /* the shapes as the last batch has them, as when one run takes every batch in turn */
+    r->o = w->o && kb == w->nb - 1 ? w->o : NULL;
+    if (r->o)
+        r->o->cur_b = b;
+    for (int i = 0; r->o && i < q->g->n_inputs; i++) /* no node produces them: their shapes as given */
+        observe_shapes(r->o, NULL, q->g->inputs[i], &G->in[i]);
+    pthread_t f32_tid, *tid = calloc((size_t)nr + 1, sizeof *tid);
+    int *started = calloc((size_t)nr + 1, sizeof *started);
+    if (!tid || !started) {
+        free(tid), free(started);
+        return qr_errorf(&G->e, "out of memory");
+    }
+    int f32_started = pthread_create(&f32_tid, NULL, f32_batch, &G->f) == 0;
+    if (!f32_started) { /* no thread: the f32 run first, keeping its values (it never waits) */
+        r->running = 0;
+        f32_batch(&G->f);
+    }
+    for (int k = 1; k < nr; k++)
+        if (!(started[k] = pthread_create(&tid[k], NULL, read_batch, &G->ms[k]) == 0)) {
+            pthread_mutex_lock(&r->mu); /* runs after the f32 run: not one it waits for */
+            r->running--;
+            pthread_cond_broadcast(&r->cv);
+            pthread_mutex_unlock(&r->mu);
+        }
+    read_batch(&G->ms[0]);
+    for (int k = 1; k < nr; k++)
+        if (started[k])
+            pthread_join(tid[k], NULL);
+    if (f32_started)
+        pthread_join(f32_tid, NULL);
+    for (int k = 1; k < nr; k++)
+        if (!started[k])
+            read_batch(&G->ms[k]);
+    free(tid), free(started);
+    for (size_t i = 0; i < nv; i++)
+        qr_tensor_free(&r->t[i]);
+    if (G->f.st != QR_OK) {
+        G->e = G->f.e;
+        return QR_ERR;
+    }
+    for (int k = 0; k < nr; k++)
+        if (G->ms[k].st != QR_OK) {
+            G->e = G->ms[k].e;
+            return QR_ERR;
+        }
+    memcpy(w->bs->rows + (size_t)kb * (size_t)w->nsums, G->sums, sizeof *G->sums * (size_t)w->nsums);
+    return QR_OK;
+}
+
+static void *group_work(void *p)
+{
+    sbs_group *G = p;
+    sbs *w = G->w;
+    for (int i = G->index; G->st == QR_OK && !w->failed && i < w->nk; i += w->ng)
+        G->st = group_batch(G, w->ks[i]);
+    if (G->st != QR_OK)
+        w->failed = 1;
+    return NULL;
+}
+
 /* Runs f32 and the readers (ms[0..nr), each set up with its graph, observer and kernel_user) side
  * by side over the first measure_samples of calib, in calibration's batches (a model may mix
  * samples across its batch); o (or NULL) keeps the f32 run's outputs and shapes (outref_alloc'd
- * for the same samples). Errors: the f32 run's first, then the readers' in order. Under mpirun each
- * rank runs its share of the batches (o gets their outputs, and the last batch's shapes) and every
- * rank ends with every sum (struct bsums). */
+ * for the same samples). The batches go to --threads groups of those runs (fewer where there are
+ * fewer batches, or the memory budget holds fewer: each group holds 1 + nr runs of a batch; group
+ * g the g-th batch, then every ng-th: never by timing), each
+ * on threads / groups kernel threads; each batch's sums are kept apart and added up in batch order
+ * (struct bsums), so every sum is the same doubles for any number of groups. Errors: a group's
+ * first (its f32 run's, then its readers' in order); a reader's is also left in ms[k].e. Under
+ * mpirun each rank runs its share of the batches (o gets their outputs, and the last batch's
+ * shapes) and every rank ends with every sum. */
 static qr_status side_by_side(qr_qctx *q, measure *ms, int nr, const qr_tensor *calib, int64_t count, outref *o)
 {
     int64_t n = count < measure_samples(q) ? count : measure_samples(q), batch = qr_plan_batch(q);
-    size_t nv = (size_t)q->g->n_values + 1;
-    refs r = {.q = q, .o = o};
-    r.t = calloc(nv, sizeof *r.t);
-    r.readers = calloc(nv, sizeof *r.readers);
-    r.left = calloc(nv, sizeof *r.left);
-    r.waiting = calloc(nv, sizeof *r.waiting);
-    r.there = calloc(nv, 1);
-    qr_tensor *in = calloc((size_t)q->g->n_inputs + 1, sizeof *in);
-    f32_run f = {.r = &r, .in = in};
-    qr_status st = r.t && r.readers && r.left && r.waiting && r.there && in ? QR_OK : qr_errorf(q->e, "out of memory");
-    pthread_mutex_init(&r.mu, NULL);
-    pthread_cond_init(&r.cv, NULL);
-    for (int k = 0; k < nr; k++)
-        ms[k].x = NULL;
-    qr_exec_opts o32 = {.threads = q->o->threads, .observer = observe_f32, .observer_user = &r};
-    if (st == QR_OK)
-        st = qr_exec_new(q->g, &o32, &f.x, q->e);
-    for (int k = 0; st == QR_OK && k < nr; k++) {
-        ms[k].q = q;
-        ms[k].r = &r;
-        ms[k].in = in;
-        if (!(ms[k].want = calloc(nv, 1))) {
-            st = qr_errorf(q->e, "out of memory");
-            break;
-        }
-        mark_wanted(&ms[k]);
-        for (size_t i = 0; i < nv; i++)
-            r.readers[i] += ms[k].want[i];
-        qr_exec_opts oo = {.threads = q->o->threads, .observer = ms[k].obs, .observer_user = &ms[k],
-                           .kernel_user = ms[k].user};
-        st = qr_exec_new(ms[k].g, &oo, &ms[k].x, q->e);
-    }
-    pthread_t f32_tid, *tid = calloc((size_t)nr + 1, sizeof *tid);
-    int *started = calloc((size_t)nr + 1, sizeof *started);
-    if (st == QR_OK && (!tid || !started))
-        st = qr_errorf(q->e, "out of memory");
     int64_t nb = (n + batch - 1) / batch;
+    sbs w = {.q = q, .ms = ms, .nr = nr, .calib = calib, .o = o, .n = n, .batch = batch, .nb = nb};
+    int64_t *ks = calloc((size_t)nb + 1, sizeof *ks);
     double **sum_at = NULL;
-    int nsums = 0;
     bsums bs = {0};
-    if (st == QR_OK && (st = reader_sums(q, ms, nr, &sum_at, &nsums)) == QR_OK)
-        st = bsums_init(&bs, q, sum_at, nsums, nb);
-    for (int64_t at = 0; st == QR_OK && at < n; at += batch) {
-        int64_t b = n - at < batch ? n - at : batch;
-        if (!my_batch(at / batch, nb))
-            continue;
-        bsums_start(&bs);
-        qr_plan_slice_inputs(calib, q->g->n_inputs, at, b, in);
-        memset(r.there, 0, nv);
-        r.f32_done = 0;
-        r.running = nr;
-        r.pending = 0;
-        f.st = QR_OK;
-        f.out = o ? &o->out[(at / batch) * q->g->n_outputs] : NULL;
-        if (o)
-            o->cur_b = b;
-        for (int i = 0; o && i < q->g->n_inputs; i++) /* no node produces them: their shapes as given */
-            observe_shapes(o, NULL, q->g->inputs[i], &in[i]);
-        int f32_started = pthread_create(&f32_tid, NULL, f32_batch, &f) == 0;
-        if (!f32_started) { /* no thread: the f32 run first, keeping its values (it never waits) */
-            r.running = 0;
-            f32_batch(&f);
-        }
-        for (int k = 1; k < nr; k++)
-            if (!(started[k] = pthread_create(&tid[k], NULL, read_batch, &ms[k]) == 0)) {
-                pthread_mutex_lock(&r.mu); /* runs after the f32 run: not one it waits for */
-                r.running--;
-                pthread_cond_broadcast(&r.cv);
-                pthread_mutex_unlock(&r.mu);
-            }
-        read_batch(&ms[0]);
-        for (int k = 1; k < nr; k++)
-            if (started[k])
-                pthread_join(tid[k], NULL);
-        if (f32_started)
-            pthread_join(f32_tid, NULL);
-        for (int k = 1; k < nr; k++)
-            if (!started[k])
-                read_batch(&ms[k]);
-        for (size_t i = 0; i < nv; i++)
-            qr_tensor_free(&r.t[i]);
-        if (f.st != QR_OK) {
-            memcpy(q->e, &f.e, sizeof *q->e);
+    qr_status st = ks ? QR_OK : qr_errorf(q->e, "out of memory");
+    for (int64_t k = 0; st == QR_OK && k < nb; k++)
+        if (my_batch(k, nb))
+            ks[w.nk++] = k;
+    if (st == QR_OK && (st = reader_sums(q, ms, nr, &sum_at, &w.nsums)) == QR_OK)
+        st = bsums_init(&bs, q, sum_at, w.nsums, nb);
+    else
+        free(sum_at);
+    w.ks = ks, w.bs = &bs;
+    int threads = q->o->threads > 1 ? q->o->threads : 1, ng = threads < w.nk ? threads : w.nk;
+    size_t budget = qr_exec_default_max_memory(), held = qr_plan_held_bytes(q->g, calib), run = q->o->run_bytes;
+    while (ng > 1 && (held >= budget || (budget - held) / (size_t)(1 + nr) / (size_t)ng < run))
+        ng--;
+    w.threads = threads / (ng > 0 ? ng : 1), w.ng = ng;
+    sbs_group *G = calloc((size_t)ng + 1, sizeof *G);
+    pthread_t *tid = calloc((size_t)ng + 1, sizeof *tid);
+    char *started = calloc((size_t)ng + 1, 1);
+    if (st == QR_OK && (!G || !tid || !started))
+        st = qr_errorf(q->e, "out of memory");
+    for (int g = 0; st == QR_OK && g < ng; g++)
+        if (G[g].index = g, (G[g].st = group_new(&w, &G[g])) != QR_OK) {
+            *q->e = G[g].e;
             st = QR_ERR;
         }
-        for (int k = 0; st == QR_OK && k < nr; k++)
-            if (ms[k].st != QR_OK) {
-                memcpy(q->e, &ms[k].e, sizeof *q->e);
-                st = QR_ERR;
-            }
-        bsums_end(&bs, at / batch);
-    }
+    for (int g = 1; st == QR_OK && g < ng; g++)
+        started[g] = pthread_create(&tid[g], NULL, group_work, &G[g]) == 0;
+    if (st == QR_OK && ng > 0)
+        group_work(&G[0]);
+    for (int g = 1; st == QR_OK && g < ng; g++)
+        if (started[g])
+            pthread_join(tid[g], NULL);
+        else /* no thread: its batches, on this one */
+            group_work(&G[g]);
+    for (int g = 0; st == QR_OK && g < ng; g++)
+        if (G[g].st != QR_OK) {
+            *q->e = G[g].e;
+            st = QR_ERR;
+            for (int k = 0; k < nr; k++) /* which run failed, for the caller's message */
+                if (G[g].ms[k].st != QR_OK)
+                    ms[k].st = G[g].ms[k].st, ms[k].e = G[g].ms[k].e;
+        }
     if (bs.rows)
         st = bsums_finish(&bs, q, st);
     else
@@ -741,22 +875,10 @@ static qr_status side_by_side(qr_qctx *q, measure *ms, int nr, const qr_tensor *
     bsums_free(&bs); /* frees sum_at */
     if (o)
         st = share_shapes(q, o, nb, st);
-    qr_exec_free(f.x);
-    for (int k = 0; k < nr; k++) {
-        qr_exec_free(ms[k].x);
-        free(ms[k].want);
-        ms[k].want = NULL;
-    }
-    pthread_cond_destroy(&r.cv);
-    pthread_mutex_destroy(&r.mu);
-    free(tid);
-    free(started);
-    free(r.t);
-    free(r.readers);
-    free(r.left);
-    free(r.waiting);
-    free(r.there);
-    free(in);
+    for (int g = 0; G && g < ng; g++)
+        if (G[g].w)
+            group_free(&G[g]);
+    free(G), free(tid), free(started), free(ks);
     qr_plan_give_back_memory();
     return st;
 }
@@ -937,18 +1059,6 @@ static void out_acc_add(const qr_graph *g, const outref *o, int k, const qr_tens
     }
 }
 
-/* One batch's sums (one) added to a's: batch by batch, as measure_outputs adds them. */
-static void out_acc_merge(out_acc *a, const out_acc *one, int no)
-{
-    for (int j = 0; j < no; j++) {
-        pair_sums *p = &a->each[j];
-        const pair_sums *b = &one->each[j];
-        p->sx2 += b->sx2, p->se2 += b->se2, p->sv2 += b->sv2, p->sxv += b->sxv;
-        p->nonfinite += b->nonfinite;
-    }
-    a->rows += one->rows, a->agree += one->agree;
-}
-
 static void out_acc_finish(const qr_qctx *q, const out_acc *a, out_metrics *mt)
 {
     const qr_graph *g = q->g;
@@ -980,54 +1090,130 @@ static int row_width(const qr_qctx *q)
     return 5 * q->g->n_outputs + 2;
 }
 
+/* One batch's sums (k of o, got[j] for output j) as its row (row_width doubles); one is scratch. */
+static void out_row(const qr_graph *g, const outref *o, int k, const qr_tensor *const *got, out_acc *one, double *r)
+{
+    int no = g->n_outputs;
+    memset(one->each, 0, sizeof *one->each * (size_t)no);
+    one->rows = one->agree = 0;
+    out_acc_add(g, o, k, got, one);
+    for (int j = 0; j < no; j++) {
+        const pair_sums *p = &one->each[j];
+        r[5 * j] = p->sx2, r[5 * j + 1] = p->se2, r[5 * j + 2] = p->sv2, r[5 * j + 3] = p->sxv;
+        r[5 * j + 4] = (double)p->nonfinite;
+    }
+    r[5 * no] = (double)one->rows, r[5 * no + 1] = (double)one->agree;
+}
+
 /* graph's outputs (the model's) against the f32 outputs of o in batches [from, to) of o, each
  * batch's sums into its row of rows ([o->nbatches][row_width]); *ran (or NULL): the samples of
  * those batches, over all ranks. split: each rank runs its share of those batches (o holds their
  * outputs at least) and every rank gets every row; else every batch here. A row is the same
  * doubles whichever rank ran it and whenever: the rows of batches run apart (a try on the first
  * batches, completed later) add up as one run's. */
-static qr_status measure_rows(qr_qctx *q, const outref *o, const qr_graph *graph, void *user, const qr_tensor *calib,
-                              int split, int from, int to, double *rows, int64_t *ran)
+/* measure_rows' runs: of the batches listed (ks), worker w of nw runs ks[w], ks[w + nw], ... on an
+ * executor of its own, each batch's sums into its own row (so the same doubles whoever ran it). */
+typedef struct rows_run {
+    qr_qctx *q;
+    const outref *o;
+    const qr_graph *graph;
+    void *user;
+    const qr_tensor *calib;
+    const int *ks;
+    int nk, nw, threads;
+    _Atomic int failed; /* a worker failed: the others stop after their batch */
+    double *rows;
+} rows_run;
+
+typedef struct rows_worker {
+    rows_run *r;
+    int w;
+    qr_error e;
+    qr_status st;
+} rows_worker;
+
+static void *rows_work(void *p)
 {
-    const qr_graph *g = q->g;
-    int no = g->n_outputs, width = row_width(q);
+    rows_worker *w = p;
+    rows_run *r = w->r;
+    const qr_graph *g = r->q->g;
+    int no = g->n_outputs, width = row_width(r->q);
     out_acc one = {.each = calloc((size_t)no + 1, sizeof *one.each)};
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = calloc((size_t)no + 1, sizeof *out);
     const qr_tensor **got = calloc((size_t)no + 1, sizeof *got);
-    qr_exec_opts eo = {.threads = q->o->threads, .kernel_user = user};
+    qr_exec_opts eo = {.threads = r->threads, .kernel_user = r->user};
     qr_exec *x = NULL;
-    qr_status st = in && out && got && one.each ? qr_exec_new(graph, &eo, &x, q->e) : qr_errorf(q->e, "out of memory");
-    for (int k = from; st == QR_OK && k < to && k < o->nbatches; k++) {
-        int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
-        if (ran)
-            *ran += b;
-        if (split && !my_batch(k, o->nbatches))
-            continue;
-        qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
-        if ((st = qr_exec_run(x, in, out, q->e)) != QR_OK)
+    qr_status st = in && out && got && one.each ? qr_exec_new(r->graph, &eo, &x, &w->e)
+                                                 : qr_errorf(&w->e, "out of memory");
+    for (int i = w->w; st == QR_OK && !r->failed && i < r->nk; i += r->nw) {
+        int k = r->ks[i];
+        int64_t at = k * r->o->batch, b = r->o->n - at < r->o->batch ? r->o->n - at : r->o->batch;
+        qr_plan_slice_inputs(r->calib, g->n_inputs, at, b, in);
+        if ((st = qr_exec_run(x, in, out, &w->e)) != QR_OK)
             break;
         for (int j = 0; j < no; j++)
             got[j] = &out[j];
-        memset(one.each, 0, sizeof *one.each * (size_t)no);
-        one.rows = one.agree = 0;
-        out_acc_add(g, o, k, got, &one);
-        double *r = rows + (size_t)k * (size_t)width;
-        for (int j = 0; j < no; j++) {
-            const pair_sums *p = &one.each[j];
-            r[5 * j] = p->sx2, r[5 * j + 1] = p->se2, r[5 * j + 2] = p->sv2, r[5 * j + 3] = p->sxv;
-            r[5 * j + 4] = (double)p->nonfinite;
-        }
-        r[5 * no] = (double)one.rows, r[5 * no + 1] = (double)one.agree;
+        out_row(g, r->o, k, got, &one, r->rows + (size_t)k * (size_t)width);
         for (int j = 0; j < no; j++)
             qr_tensor_free(&out[j]);
     }
+    if (st != QR_OK)
+        r->failed = 1;
     qr_exec_free(x);
+    free(in), free(out), free(got), free(one.each);
+    w->st = st;
+    return NULL;
+}
+
+/* graph's outputs (the model's) against the f32 outputs of o in batches [from, to) of o, each
+ * batch's sums into its row of rows ([o->nbatches][row_width]); *ran (or NULL): the samples of
+ * those batches, over all ranks. split: each rank runs its share of those batches (o holds their
+ * outputs at least) and every rank gets every row; else every batch here. A row is the same
+ * doubles whichever rank or worker ran it and whenever: the rows of batches run apart (a try on
+ * the first batches, completed later) add up as one run's. The batches go to --threads workers
+ * (at most one per batch; worker w of nw the w-th, then every nw-th: never by timing), each on
+ * threads / workers kernel threads: the memory budget holds
+ * --threads runs side by side (choose_batch in quantize.c). */
+static qr_status measure_rows(qr_qctx *q, const outref *o, const qr_graph *graph, void *user, const qr_tensor *calib,
+                              int split, int from, int to, double *rows, int64_t *ran)
+{
+    int width = row_width(q), nk = 0;
+    int *ks = calloc((size_t)o->nbatches + 1, sizeof *ks);
+    qr_status st = ks ? QR_OK : qr_errorf(q->e, "out of memory");
+    for (int k = from; st == QR_OK && k < to && k < o->nbatches; k++) {
+        if (ran)
+            *ran += o->n - k * o->batch < o->batch ? o->n - k * o->batch : o->batch;
+        if (!split || my_batch(k, o->nbatches))
+            ks[nk++] = k;
+    }
+    int threads = q->o->threads > 1 ? q->o->threads : 1, nw = threads < nk ? threads : nk;
+    rows_run r = {.q = q, .o = o, .graph = graph, .user = user, .calib = calib, .ks = ks, .nk = nk,
+                  .nw = nw, .threads = threads / (nw > 0 ? nw : 1), .rows = rows};
+    rows_worker *w = calloc((size_t)nw + 1, sizeof *w);
+    pthread_t *tid = calloc((size_t)nw + 1, sizeof *tid);
+    char *started = calloc((size_t)nw + 1, 1);
+    if (st == QR_OK && (!w || !tid || !started))
+        st = qr_errorf(q->e, "out of memory");
+    for (int i = 0; st == QR_OK && i < nw; i++) {
+        w[i].r = &r, w[i].w = i;
+        if (i > 0)
+            started[i] = pthread_create(&tid[i], NULL, rows_work, &w[i]) == 0;
+    }
+    if (st == QR_OK && nw > 0)
+        rows_work(&w[0]);
+    for (int i = 1; st == QR_OK && i < nw; i++)
+        if (started[i])
+            pthread_join(tid[i], NULL);
+        else /* no thread: its batches, on this one */
+            rows_work(&w[i]);
+    for (int i = 0; st == QR_OK && i < nw; i++)
+        if (w[i].st != QR_OK) {
+            *q->e = w[i].e;
+            st = QR_ERR;
+        }
     if (split) /* a rank's rows outside [from, to) are the ones it ran before (or zeros, never read) */
         st = gather_rows(q, rows, o->nbatches, width, st);
-    free(in);
-    free(out);
-    free(got);
-    free(one.each);
+    free(ks), free(w), free(tid), free(started);
     return st;
 }
 
@@ -1130,29 +1316,43 @@ static qr_status effect_outref(outref *o, qr_qctx *q, const qr_tensor *calib, in
 
 /* ------------------------------------------------------------ effects, downstream only */
 
-/* measure_effects' state in one batch. Upstream of a layer quantized alone everything is f32: one
- * f32 run per batch goes node by node, keeping each value it computes until its last reader has
- * run (what the run itself holds live at that point, no more); when it has passed the first node
- * that reads ranked layer r (r's cut), r's QDQ graph runs from there (cut_graph), fed the kept
- * values. */
+/* What measure_effects' workers share. Each layer's runs are independent of the others': the
+ * layers are dealt out to the workers (--threads of them, at most one per layer) by measure_effects,
+ * each worker runs its own f32 run and its own layers' cuts, and each run's sums go to its own row
+ * (rows: [nr][nbatches][row_width]), added up in batch order at the end. Which worker runs a layer
+ * depends only on the layers and the worker count, never on timing. A layer's QDQ graph is built
+ * from the plan's shared state (each slot's fallback, qval, qnode, q->e), under mu; it runs outside. */
+typedef struct effects_shared {
+    pthread_mutex_t mu;
+    double *rows;
+    int nbatches;
+} effects_shared;
+
+/* measure_effects' state in one batch, one per worker. Upstream of a layer quantized alone
+ * everything is f32: one f32 run per batch goes node by node, keeping each value it computes until
+ * its last reader has run (what the run itself holds live at that point, no more); when it has
+ * passed the first node that reads ranked layer r (r's cut), r's QDQ graph runs from there
+ * (cut_graph), fed the kept values. */
 typedef struct effects {
     qr_qctx *q;
     const outref *o;
     const ranked *rk;
+    effects_shared *sh;
     int nr, k, next, freed; /* batch k; order[next..] still to run in it; values last read before freed gone */
-    int nown;               /* order[0..nown): this rank's layers (all of them in one process) */
+    int nown;               /* order[0..nown): this worker's layers, by cut */
+    int threads;            /* kernel threads of this worker's runs */
     /* nodes by their place in the f32 run's order (qr_exec_order: a node of constants runs just
      * before its first reader, not at its place in q->g), as are cut and last */
-    int *pos;               /* by node index of q->g: its place in that order */
-    int *cut;               /* by ranked index: the first node (of q->g) that reads its value, n_nodes when none */
+    const int *pos;         /* by node index of q->g: its place in that order */
+    const int *cut;         /* by ranked index: the first node (of q->g) that reads its value, n_nodes when none */
     int *order;             /* ranked indices by cut */
-    int *last;              /* by value id of q->g: the last node that reads it (n_nodes: a model output) */
-    unsigned char *whole;   /* by ranked index: measured by whole runs instead (a cut it could not make) */
-    out_acc *acc;           /* by ranked index: its outputs' sums so far */
+    const int *last;        /* by value id of q->g: the last node that reads it (n_nodes: a model output) */
+    unsigned char *whole;   /* by ranked index: measured by whole runs instead (a cut it could not make; under mu) */
     const qr_tensor *in;    /* the batch's model inputs */
     qr_tensor *val;         /* by value id of q->g: its f32 value in this batch, while a cut ahead reads it */
     int *ext;               /* scratch, by input of a cut graph: as in cut_graph */
     int *outs;              /* scratch, by output of a cut graph: the model output index */
+    qr_error e;
     qr_status st;
 } effects;
 
@@ -1247,50 +1447,55 @@ static int cut_graph(effects *ef, qr_graph *d, int at)
     return ok;
 }
 
-/* Ranked layer r alone quantized on batch ef->k, from its cut on; whole[r] when it cannot be cut. */
+/* Ranked layer r alone quantized on batch ef->k, from its cut on, its sums into its row; whole[r]
+ * when it cannot be cut. */
 static qr_status run_cut(effects *ef, int r)
 {
     qr_qctx *q = ef->q;
     const qr_graph *g = q->g;
-    if (ef->whole[r])
-        return QR_OK;
-    for (int k = 0; k < q->nslots; k++)
-        q->slots[k].fallback = k != ef->rk[r].slot;
     qr_quantized one = {0};
-    qr_status st = qr_plan_build_qdq(q, &one);
-    if (st == QR_OK && !cut_graph(ef, one.qdq, ef->cut[r])) {
-        ef->whole[r] = 1;
-        if (qr_options_get()->effects == QR_EFFECTS_CUT)
-            st = qr_errorf(q->e, "effects=cut: the run of '%s' alone cannot start at node %d of the run",
-                           g->values[q->slots[ef->rk[r].slot].value]->name, ef->cut[r]);
+    qr_status st = QR_OK;
+    pthread_mutex_lock(&ef->sh->mu); /* the plan's state: its slots' fallback, qval, qnode and q->e */
+    int whole = ef->whole[r];
+    if (!whole) {
+        for (int k = 0; k < q->nslots; k++)
+            q->slots[k].fallback = k != ef->rk[r].slot;
+        if ((st = qr_plan_build_qdq(q, &one)) != QR_OK)
+            ef->e = *q->e;
+        else if (!cut_graph(ef, one.qdq, ef->cut[r])) {
+            whole = ef->whole[r] = 1;
+            if (qr_options_get()->effects == QR_EFFECTS_CUT)
+                st = qr_errorf(&ef->e, "effects=cut: the run of '%s' alone cannot start at node %d of the run",
+                               g->values[q->slots[ef->rk[r].slot].value]->name, ef->cut[r]);
+        }
     }
+    pthread_mutex_unlock(&ef->sh->mu);
     const qr_graph *d = one.qdq;
     qr_tensor *in = NULL, *out = NULL;
     const qr_tensor **got = NULL;
     qr_exec *x = NULL;
-    if (st == QR_OK && !ef->whole[r]) {
+    if (st == QR_OK && !whole) {
         in = calloc((size_t)d->n_inputs + 1, sizeof *in);
         out = calloc((size_t)g->n_outputs + 1, sizeof *out);
         got = calloc((size_t)g->n_outputs + 1, sizeof *got);
-        qr_exec_opts eo = {.threads = q->o->threads};
-        st = in && out && got ? QR_OK : qr_errorf(q->e, "out of memory");
+        qr_exec_opts eo = {.threads = ef->threads};
+        st = in && out && got ? QR_OK : qr_errorf(&ef->e, "out of memory");
         for (int i = 0; st == QR_OK && i < d->n_inputs; i++)
             in[i] = ef->ext[i] < 0 ? ef->in[-1 - ef->ext[i]] : ef->val[ef->ext[i]];
         if (st == QR_OK && d->n_outputs > 0) /* none: nothing the layer changes reaches an output */
-            if ((st = qr_exec_new(d, &eo, &x, q->e)) == QR_OK)
-                st = qr_exec_run(x, in, out, q->e);
+            if ((st = qr_exec_new(d, &eo, &x, &ef->e)) == QR_OK)
+                st = qr_exec_run(x, in, out, &ef->e);
         for (int j = 0; st == QR_OK && j < g->n_outputs; j++)
             got[j] = &ef->o->out[ef->k * g->n_outputs + j];
         for (int j = 0; st == QR_OK && j < d->n_outputs; j++)
             got[ef->outs[j]] = &out[j];
-        out_acc one = {.each = calloc((size_t)g->n_outputs + 1, sizeof *one.each)};
-        if (st == QR_OK && !one.each)
-            st = qr_errorf(q->e, "out of memory");
-        if (st == QR_OK) { /* the batch's sums, then added to the others' (as measure_outputs does) */
-            out_acc_add(g, ef->o, ef->k, got, &one);
-            out_acc_merge(&ef->acc[r], &one, g->n_outputs);
-        }
-        free(one.each);
+        out_acc sums = {.each = calloc((size_t)g->n_outputs + 1, sizeof *sums.each)};
+        if (st == QR_OK && !sums.each)
+            st = qr_errorf(&ef->e, "out of memory");
+        if (st == QR_OK) /* the batch's sums, added up with the others' at the end (as measure_outputs does) */
+            out_row(g, ef->o, ef->k, got, &sums,
+                    ef->sh->rows + ((size_t)r * (size_t)ef->sh->nbatches + (size_t)ef->k) * (size_t)row_width(q));
+        free(sums.each);
         for (int j = 0; out && j < d->n_outputs; j++)
             qr_tensor_free(&out[j]);
     }
@@ -1325,8 +1530,49 @@ static void observe_effects(void *user, const qr_node *n, const qr_value *v, qr_
     qr_tensor_free(c);
     *c = *t;
     c->data = NULL;
-    if ((ef->st = qr_tensor_alloc(c, ef->q->e)) == QR_OK)
+    if ((ef->st = qr_tensor_alloc(c, &ef->e)) == QR_OK)
         memcpy(c->data, t->data, qr_tensor_nbytes(t));
+}
+
+/* A worker of measure_effects: its own f32 run over every batch of effect samples (calib), taking
+ * layers as it goes. */
+typedef struct effects_arg {
+    effects *ef;
+    const qr_tensor *calib;
+} effects_arg;
+
+static void *effects_worker(void *p)
+{
+    effects_arg *a = p;
+    effects *ef = a->ef;
+    const qr_graph *g = ef->q->g;
+    const outref *o = ef->o;
+    size_t nv = (size_t)g->n_values + 1;
+    qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
+    ef->val = calloc(nv, sizeof *ef->val);
+    ef->ext = calloc(nv, sizeof *ef->ext);
+    ef->outs = calloc((size_t)g->n_outputs + 1, sizeof *ef->outs);
+    qr_exec_opts eo = {.threads = ef->threads, .observer = observe_effects, .observer_user = ef};
+    qr_exec *x = NULL;
+    qr_status st = in && ef->val && ef->ext && ef->outs ? qr_exec_new(g, &eo, &x, &ef->e)
+                                                         : qr_errorf(&ef->e, "out of memory");
+    for (int k = 0; st == QR_OK && k < o->nbatches; k++) {
+        int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
+        qr_plan_slice_inputs(a->calib, g->n_inputs, at, b, in);
+        ef->k = k, ef->next = 0, ef->freed = -1, ef->in = in;
+        st = qr_plan_run_once(x, g, in, &ef->e);
+        if (st == QR_OK && ef->st == QR_OK)
+            effects_upto(ef, g->n_nodes);
+        if (st == QR_OK)
+            st = ef->st;
+        for (size_t i = 0; ef->val && i < nv; i++)
+            qr_tensor_free(&ef->val[i]);
+    }
+    qr_exec_free(x);
+    free(in), free(ef->val), free(ef->ext), free(ef->outs);
+    ef->val = NULL, ef->ext = NULL, ef->outs = NULL;
+    ef->st = st;
+    return NULL;
 }
 
 /* Where each ranked layer's run starts (cut, by ranked index): the first node that reads its value
@@ -1418,80 +1664,102 @@ static qr_status measure_effects(qr_qctx *q, const qr_tensor *calib, int64_t cou
     if (st != QR_OK)
         return st;
     size_t nv = (size_t)g->n_values + 1;
-    effects ef = {.q = q, .o = &o, .rk = rk, .nr = nr};
-    ef.cut = calloc((size_t)nr + 1, sizeof *ef.cut);
-    ef.order = calloc((size_t)nr + 1, sizeof *ef.order);
-    ef.last = calloc(nv, sizeof *ef.last);
-    ef.pos = calloc((size_t)g->n_nodes + 1, sizeof *ef.pos);
+    int *cut = calloc((size_t)nr + 1, sizeof *cut), *order = calloc((size_t)nr + 1, sizeof *order);
+    int *last = calloc(nv, sizeof *last), *pos = calloc((size_t)g->n_nodes + 1, sizeof *pos);
     int *run_order = calloc((size_t)g->n_nodes + 1, sizeof *run_order);
-    ef.whole = calloc((size_t)nr + 1, 1);
-    ef.acc = calloc((size_t)nr + 1, sizeof *ef.acc);
-    ef.val = calloc(nv, sizeof *ef.val);
-    ef.ext = calloc(nv, sizeof *ef.ext);
-    ef.outs = calloc((size_t)g->n_outputs + 1, sizeof *ef.outs);
-    qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
-    unsigned char *was = calloc((size_t)q->nslots + 1, 1);
-    int ok = ef.pos && run_order && qr_exec_order(g, run_order) == QR_OK && ef.cut && ef.order && ef.last &&
-             ef.whole && ef.acc && ef.val && ef.ext && ef.outs && in && was;
-    for (int r = 0; ok && r < nr; r++)
-        ok = (ef.acc[r].each = calloc((size_t)g->n_outputs + 1, sizeof *ef.acc[r].each)) != NULL;
+    unsigned char *whole = calloc((size_t)nr + 1, 1), *was = calloc((size_t)q->nslots + 1, 1);
+    effects_shared sh = {.nbatches = o.nbatches};
+    sh.rows = calloc((size_t)nr * (size_t)o.nbatches * (size_t)row_width(q) + 1, sizeof *sh.rows);
+    int ok = pos && run_order && qr_exec_order(g, run_order) == QR_OK && cut && order && last && whole && was &&
+             sh.rows;
     if (!ok)
         st = qr_errorf(q->e, "out of memory");
     for (int k = 0; st == QR_OK && k < g->n_nodes; k++)
-        ef.pos[run_order[k]] = k;
+        pos[run_order[k]] = k;
     free(run_order);
     for (int i = 0; st == QR_OK && i < q->nslots; i++)
         was[i] = (unsigned char)q->slots[i].fallback;
     for (int i = 0; st == QR_OK && i < g->n_outputs; i++)
-        ef.last[g->outputs[i]->id] = g->n_nodes;
+        last[g->outputs[i]->id] = g->n_nodes;
     /* after a bias correction the outputs a layer does not reach are not the reference's (q->ref):
      * whole runs */
-    int whole = qr_options_get()->effects == QR_EFFECTS_WHOLE || q->ref;
+    int all_whole = qr_options_get()->effects == QR_EFFECTS_WHOLE || q->ref;
     if (st == QR_OK)
-        effect_cuts(q, rk, nr, ef.pos, ef.cut, ef.last);
+        effect_cuts(q, rk, nr, pos, cut, last);
     for (int r = 0; st == QR_OK && r < nr; r++)
-        ef.order[r] = r, ef.whole[r] = whole;
+        order[r] = r, whole[r] = (unsigned char)all_whole;
     for (int a = 1; st == QR_OK && a < nr; a++) /* by cut, stable */
-        for (int b = a; b > 0 && ef.cut[ef.order[b - 1]] > ef.cut[ef.order[b]]; b--) {
-            int t = ef.order[b];
-            ef.order[b] = ef.order[b - 1];
-            ef.order[b - 1] = t;
+        for (int b = a; b > 0 && cut[order[b - 1]] > cut[order[b]]; b--) {
+            int t = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = t;
         }
     /* under mpirun the layers are dealt out in that order, one to each rank in turn (a layer cut
      * early runs more of the model: each rank gets early and late ones); every rank runs the f32
      * passes, and its own layers' cuts */
-    int size = qr_dist_size(), rank = qr_dist_rank(), *byrank = calloc((size_t)nr + 1, sizeof *byrank);
+    int size = qr_dist_size(), rank = qr_dist_rank(), *byrank = calloc((size_t)nr + 1, sizeof *byrank), nown = 0;
     unsigned char *mine = calloc((size_t)nr + 1, 1);
     if (st == QR_OK && (!byrank || !mine))
         st = qr_errorf(q->e, "out of memory");
     if (st == QR_OK) {
-        memcpy(byrank, ef.order, sizeof *byrank * (size_t)nr);
+        memcpy(byrank, order, sizeof *byrank * (size_t)nr);
         for (int i = 0; i < nr; i++)
             if (i % size == rank)
-                mine[byrank[i]] = 1, ef.order[ef.nown++] = byrank[i];
+                mine[byrank[i]] = 1, order[nown++] = byrank[i];
     }
-    qr_exec_opts eo = {.threads = q->o->threads, .observer = observe_effects, .observer_user = &ef};
-    qr_exec *x = NULL;
-    if (st == QR_OK && !whole && ef.nown > 0)
-        st = qr_exec_new(g, &eo, &x, q->e);
-    for (int k = 0; x && st == QR_OK && k < o.nbatches; k++) {
-        int64_t at = k * o.batch, b = o.n - at < o.batch ? o.n - at : o.batch;
-        qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
-        ef.k = k, ef.next = 0, ef.freed = -1, ef.in = in;
-        st = qr_plan_run_once(x, g, in, q->e);
-        if (st == QR_OK && ef.st == QR_OK)
-            effects_upto(&ef, g->n_nodes);
-        if (st == QR_OK)
-            st = ef.st;
-        for (size_t i = 0; i < nv; i++)
-            qr_tensor_free(&ef.val[i]);
+    /* --threads workers (fewer where there are fewer layers, or the memory budget holds fewer: each
+     * holds an f32 run, a layer's run and the values kept between, about three runs of a batch),
+     * each on threads / workers kernel threads. This rank's layers (by cut: a layer cut early runs
+     * more of the model) are dealt out to them back and forth (0, 1, 1, 0, 0, 1, ...), so that each
+     * gets early and late ones */
+    int threads = q->o->threads > 1 ? q->o->threads : 1, nw = threads < nown ? threads : nown;
+    size_t budget = qr_exec_default_max_memory(), held = qr_plan_held_bytes(g, calib);
+    while (nw > 1 && (held >= budget || (budget - held) / 3 / (size_t)nw < o.run_bytes))
+        nw--;
+    effects *ef = calloc((size_t)nw + 1, sizeof *ef);
+    effects_arg *args = calloc((size_t)nw + 1, sizeof *args);
+    pthread_t *tid = calloc((size_t)nw + 1, sizeof *tid);
+    char *started = calloc((size_t)nw + 1, 1);
+    if (st == QR_OK && (!ef || !args || !tid || !started))
+        st = qr_errorf(q->e, "out of memory");
+    for (int w = 0; st == QR_OK && w < nw; w++) {
+        ef[w] = (effects){.q = q, .o = &o, .rk = rk, .sh = &sh, .nr = nr, .threads = threads / nw, .pos = pos,
+                          .cut = cut, .last = last, .whole = whole};
+        if (!(ef[w].order = calloc((size_t)nown + 1, sizeof *ef[w].order)))
+            st = qr_errorf(q->e, "out of memory");
     }
-    qr_exec_free(x);
+    for (int i = 0; st == QR_OK && i < nown; i++) {
+        int turn = i / nw, w = turn % 2 ? nw - 1 - i % nw : i % nw;
+        ef[w].order[ef[w].nown++] = order[i];
+    }
+    if (st == QR_OK && pthread_mutex_init(&sh.mu, NULL) != 0)
+        st = qr_errorf(q->e, "cannot make a mutex");
+    int mu_made = st == QR_OK;
+    for (int w = 0; st == QR_OK && !all_whole && w < nw; w++) {
+        args[w] = (effects_arg){&ef[w], calib};
+        if (w > 0)
+            started[w] = pthread_create(&tid[w], NULL, effects_worker, &args[w]) == 0;
+    }
+    if (st == QR_OK && !all_whole && nw > 0)
+        effects_worker(&args[0]);
+    for (int w = 1; st == QR_OK && !all_whole && w < nw; w++) {
+        if (started[w])
+            pthread_join(tid[w], NULL);
+        else /* no thread: after the others, on this one */
+            effects_worker(&args[w]);
+    }
+    for (int w = 0; st == QR_OK && !all_whole && w < nw; w++)
+        if (ef[w].st != QR_OK) { /* the first worker's error */
+            *q->e = ef[w].e;
+            st = QR_ERR;
+        }
+    if (mu_made)
+        pthread_mutex_destroy(&sh.mu);
     for (int r = 0; st == QR_OK && r < nr; r++) {
         out_metrics mt = {0};
         if (!mine[r])
             continue;
-        if (ef.whole[r]) { /* every other layer in f32, the whole model run */
+        if (whole[r]) { /* every other layer in f32, the whole model run */
             for (int k = 0; k < q->nslots; k++)
                 q->slots[k].fallback = k != rk[r].slot;
             qr_quantized one = {0};
@@ -1499,17 +1767,17 @@ static qr_status measure_effects(qr_qctx *q, const qr_tensor *calib, int64_t cou
                 st = measure_outputs(q, &o, one.qdq, NULL, calib, 0, &mt);
             qr_graph_free(one.qdq);
         } else
-            out_acc_finish(q, &ef.acc[r], &mt);
+            st = rows_metrics(q, sh.rows + (size_t)r * (size_t)o.nbatches * (size_t)row_width(q), o.nbatches, &mt);
         rk[r].effect = mt.nonfinite ? -INFINITY : mt.sqnr;
     }
     if (size > 1) /* every rank's effects, each rank's in its turn order */
         st = gather_effects(q, rk, nr, byrank, st);
     for (int i = 0; was && i < q->nslots; i++)
         q->slots[i].fallback = was[i];
-    for (int r = 0; ef.acc && r < nr; r++)
-        free(ef.acc[r].each);
-    free(ef.pos), free(ef.cut), free(ef.order), free(ef.last), free(ef.whole), free(ef.acc), free(ef.val), free(ef.ext);
-    free(ef.outs), free(in), free(was), free(byrank), free(mine);
+    free(pos), free(cut), free(order), free(last), free(whole), free(was), free(byrank), free(mine);
+    for (int w = 0; ef && w < nw; w++)
+        free(ef[w].order);
+    free(sh.rows), free(ef), free(args), free(tid), free(started);
     outref_free(&o);
     return st;
 }

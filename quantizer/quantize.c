@@ -1683,7 +1683,6 @@ static qr_status check_calib(const qr_graph *g, const qr_tensor *calib, qr_error
 
 /* The activation slots' calibrators: the recipe's `input` setting for the model's first quantized
  * tensors, `output` for its outputs, `activation` for the rest. */
-static size_t held_bytes(const qr_graph *g, const qr_tensor *calib);
 
 /* The calibrators' states count against the memory budget (--max-memory) with what quantization
  * holds (the model's constants, the calibration data): each calibrated tensor's merged state, each
@@ -1699,7 +1698,7 @@ static qr_status states_fit(qr_qctx *q, const qr_tensor *calib, int64_t count, i
     /* the slots not made yet, as large as the last one */
     size_t all = sum + qr_calib_bytes(last) * (size_t)(total - done);
     size_t need = all * (size_t)(1 + nw) + max * 2 * (size_t)nw;
-    size_t budget = qr_exec_default_max_memory(), held = held_bytes(q->g, calib);
+    size_t budget = qr_exec_default_max_memory(), held = qr_plan_held_bytes(q->g, calib);
     if (held <= budget && need <= budget - held)
         return QR_OK;
     return qr_errorf(q->e, "calibrator '%s': the calibration states of %d tensors need %zu bytes (%zu for the "
@@ -2436,7 +2435,7 @@ static size_t sample_bytes(const qr_graph *g, const qr_tensor *calib)
 
 /* What quantization holds besides its runs: the model's constants and the calibration data in
  * memory (a mapped .npy's pages are page cache the kernel may drop: not counted). */
-static size_t held_bytes(const qr_graph *g, const qr_tensor *calib)
+size_t qr_plan_held_bytes(const qr_graph *g, const qr_tensor *calib)
 {
     size_t n = 0;
     for (int i = 0; i < g->n_values; i++)
@@ -2454,15 +2453,17 @@ static size_t held_bytes(const qr_graph *g, const qr_tensor *calib)
  * batch's activations would pass AUTO_BATCH_BYTES or the budget's share of a run; with --batch, a
  * batch that cannot fit is an error. One sample that cannot fit is an error naming the sizes. */
 static qr_status choose_batch(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, int *batch,
-                              qr_error *e)
+                              size_t *run_bytes, qr_error *e)
 {
     *batch = o->batch > 0 ? o->batch : 32;
-    if (qr_graph_fixed_batch(g) > 0 || g->n_inputs < 1 || calib[0].ndim < 1 || calib[0].dims[0] < 2)
-        return QR_OK; /* qr_plan_batch takes the model's own batch */
     for (int i = 0; i < g->n_inputs; i++) /* a sample 0 to run; quantize's check_calib words the errors */
         if (calib[i].ndim < 1 || calib[i].dims[0] < 1 || calib[i].dtype != g->inputs[i]->t.dtype)
             return QR_OK;
-    size_t budget = qr_exec_default_max_memory(), held = held_bytes(g, calib);
+    if (qr_graph_fixed_batch(g) == 1 && g->n_inputs > 0) /* its own batch of one: what a run takes */
+        *run_bytes = sample_bytes(g, calib);
+    if (qr_graph_fixed_batch(g) > 0 || g->n_inputs < 1 || calib[0].ndim < 1 || calib[0].dims[0] < 2)
+        return QR_OK; /* qr_plan_batch takes the model's own batch */
+    size_t budget = qr_exec_default_max_memory(), held = qr_plan_held_bytes(g, calib);
     int runs = o->threads > 3 ? o->threads : 3;
     if (held >= budget)
         return qr_errorf(e, "the model's constants and the calibration data in memory take %zu bytes, over the budget "
@@ -2484,10 +2485,12 @@ static qr_status choose_batch(const qr_graph *g, const qr_tensor *calib, const q
             return qr_errorf(e, "--batch %d needs %zu bytes of activations per run (%zu per sample), %d runs side by "
                              "side and %zu bytes held: over the budget of %zu bytes (--max-memory); at most --batch "
                              "%zu fits", o->batch, one * (size_t)o->batch, one, runs, held, budget, fit);
+        *run_bytes = one * (size_t)o->batch;
         return QR_OK;
     }
     size_t cap = AUTO_BATCH_BYTES / one < fit ? AUTO_BATCH_BYTES / one : fit;
     *batch = cap >= 32 ? 32 : cap < 1 ? 1 : (int)cap;
+    *run_bytes = one * (size_t)*batch;
     return QR_OK;
 }
 
@@ -2495,7 +2498,7 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
                       qr_error *e)
 {
     qr_quant_opts po = *o;
-    if (!po.from_file && choose_batch(g, calib, o, &po.batch, e) != QR_OK)
+    if (!po.from_file && choose_batch(g, calib, o, &po.batch, &po.run_bytes, e) != QR_OK)
         return QR_ERR;
     return quantize(g, calib, &po, out, e, 0, NULL);
 }

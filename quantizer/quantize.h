@@ -37,6 +37,8 @@ typedef struct qr_quant_opts {
     int from_file; /* g is a QDQ model stripped by qr_qdq_strip: its qparams, no calibration (calib unused) */
     const qr_tensor *labels; /* class labels of the calibration samples (integers): top-1 effects in the report */
     int matmulnbits; /* weight-only: 4-bit blocked MatMul/Gemm weights exported as com.microsoft MatMulNBits */
+    size_t run_bytes; /* set by qr_quantize: one batch's f32 run, as probed (0: unknown), for how many
+                       * runs go side by side within the memory budget */
 } qr_quant_opts;
 
 /* One quantized activation, for reports and the quantization-info JSON. */

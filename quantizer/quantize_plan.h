@@ -154,6 +154,9 @@ void qr_plan_slice_inputs(const qr_tensor *calib, int n, int64_t at, int64_t b, 
  * phase's threads freed stays in their malloc arenas, where the next phase's allocations (on
  * other threads, or too large) do not reuse it, so the peaks of successive phases would add up. */
 void qr_plan_give_back_memory(void);
+/* What quantization holds besides its runs: the model's constants and the calibration data in
+ * memory (the memory budget's share the runs cannot have). */
+size_t qr_plan_held_bytes(const qr_graph *g, const qr_tensor *calib);
 /* One batch through x; the outputs are dropped. */
 struct qr_exec;
 qr_status qr_plan_run_once(struct qr_exec *x, const qr_graph *g, const qr_tensor *in, qr_error *e);

@@ -762,6 +762,49 @@ Test(quantize, effects_from_cached_values_decide_as_whole_runs)
     }
 }
 
+/* The fallback's runs on --threads workers: the effect runs of different layers side by side (each
+ * worker its own f32 run and kept values, taking the next layer its run has reached), the local
+ * measurement's and the search's batches side by side (each its own executors and sums, added up in
+ * batch order). On branchy.onnx (11 layers, 32 samples in 8 batches of 4, the effects on 2 of them),
+ * --threads 2 and 3 must give --threads 1's export, qparams and report (every effect, SQNR, try and
+ * decision) to the last bit, and the effects must be those of whole runs (effects=whole, one
+ * thread: every layer's run the whole model, no worker). */
+Test(quantize, fallback_runs_on_threads_decide_as_on_one)
+{
+    char cmd[4096], recipe[700], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_fallback_models.py' '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(recipe, sizeof recipe, "%s/t36.qrl", dir);
+    write_recipe(recipe, "  fallback = f32 when output_sqnr < 36\n  outputs = worst\n");
+    const char *runs[][2] = {{"1", "whole"}, {"1", "downstream"}, {"2", "downstream"}, {"3", "downstream"}};
+    for (int k = 0; k < 4; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s --option effects=%s quantize %s/branchy.onnx --recipe %s --calib %s/branchy_x.npy "
+                 "--batch 4 --threads %s -o %s/th%d.onnx --qparams %s/th%d.json --report %s/th%d-report.json",
+                 tu_root(), tu_qrl(), runs[k][1], dir, recipe, dir, runs[k][0], dir, k, dir, k, dir, k);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        cr_assert(!strstr(log, "; 0 tensors fell back") && !strstr(log, "; 11 tensors fell back"), "%s", log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && cmp th1.onnx th2.onnx && cmp th1.onnx th3.onnx && cmp th1.json th2.json && "
+             "cmp th1.json th3.json && /usr/bin/python3 -c \"import json\n"
+             "def strip(x):\n"
+             "    if isinstance(x, dict): return {k: strip(v) for k, v in x.items() if not k.endswith('_ms')}\n"
+             "    return [strip(v) for v in x] if isinstance(x, list) else x\n"
+             "r = [strip(json.load(open('th%%d-report.json' %% k))) for k in range(4)]\n"
+             "assert r[1] == r[2] == r[3], [(k, r[1][k], r[2][k], r[3][k]) for k in r[1] if not r[1][k] == r[2][k] == r[3][k]]\n"
+             "e = [[(l['value'], l.get('effect_db'), l['fallback']) for l in x['layers']] for x in (r[0], r[1])]\n"
+             "print(e)\n"
+             "assert sum(x[1] is not None for x in e[1]) >= 1 and len(r[1]['search_tries']) > 2\n"
+             "assert all(a[0] == b[0] and a[2] == b[2] and (a[1] is None) == (b[1] is None) and "
+             "(a[1] is None or abs(a[1] - b[1]) < 1e-3) for a, b in zip(*e))\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
 /* Each layer's effect on the outputs (the report's effect_db) against numpy (tests/e2e/gain_oracle.py)
  * on a chain x -> Conv -> a -> Conv -> y: rank = effect is the output SQNR with that layer alone
  * quantized; rank = gain is its estimate from three runs (the formula, in numpy from its own forward
