@@ -1227,6 +1227,36 @@ static int lowering_fits(const builder *b, const struct mrec *r, const qr_pat_lo
     return 1;
 }
 
+int qr_intgraph_lowering_takes(const struct qr_qctx *q, const struct mrec *r)
+{
+    builder b = {.q = q};
+    ptype pt[128];
+    char why[400];
+    for (int i = 0; i < r->p->nlowers; i++) {
+        const qr_fn_desc *k = qr_module_fn(q->m, r->p->lowers[i].kernel);
+        int np = k && k->is_kernel && k->call ? kernel_params(k, pt, 128) : -1, acc;
+        if (np >= 0 && lowering_fits(&b, r, &r->p->lowers[i], k, pt, np, &acc, why, sizeof why))
+            return 1;
+    }
+    return 0;
+}
+
+int qr_intgraph_is_layer(const struct qr_qctx *q, const struct mrec *r)
+{
+    const qr_pattern *p = r->p;
+    plan_arg pa[64];
+    ptype pt[128];
+    for (int i = 0; i < p->nlowers; i++) { /* a kernel that takes the accumulator first: an epilogue */
+        const qr_fn_desc *k = qr_module_fn(q->m, p->lowers[i].kernel);
+        int np = k && k->is_kernel ? kernel_params(k, pt, 128) : -1, n = plan_args(r, &p->lowers[i], pa, 64), nw = 0;
+        for (int a = 0; a < n; a++)
+            nw += arg_width(&pa[a]);
+        if (np > 0 && n >= 0 && np == nw + 1 && pt[0].kind == ARG_TENSOR && (pt[0].elem == QR_I32 || pt[0].elem == QR_I64))
+            return 1;
+    }
+    return 0;
+}
+
 /* The first lowering of r's pattern whose kernel takes the recipe's types: *l, its kernel *kd, the
  * kernel's parameter types pt[]; *want_acc when its first parameter is the int32 accumulator. */
 static qr_status choose_lowering(builder *b, const struct mrec *r, const qr_pat_lower **l, const qr_fn_desc **kd,

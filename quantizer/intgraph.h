@@ -50,4 +50,12 @@ typedef struct qr_intgraph {
 qr_status qr_intgraph_build(const struct qr_qctx *q, const qr_graph *qdq, qr_intgraph **out, qr_error *e);
 void qr_intgraph_free(qr_intgraph *ig);
 
+/* Whether one of match r's pattern's lowerings takes the types q's slots give its values now (the
+ * mixed precision search asks with a value's slot set to a type it may choose). */
+struct mrec;
+int qr_intgraph_lowering_takes(const struct qr_qctx *q, const struct mrec *r);
+/* Whether match r is a layer: it runs an integer product (one of its lowerings is an epilogue, whose
+ * kernel takes the accumulator of the match's product first), by a weight or of two activations. */
+int qr_intgraph_is_layer(const struct qr_qctx *q, const struct mrec *r);
+
 #endif

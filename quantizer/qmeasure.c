@@ -29,6 +29,7 @@
 #include "options.h"
 #include "quantize_plan.h"
 
+
 /* The recipe's measure_samples (default 256): calibration samples each measurement runs. */
 static int64_t measure_samples(const qr_qctx *q)
 {
@@ -2245,24 +2246,22 @@ static qr_status search_k(qr_qctx *q, qr_quantized *res, const outref *o, const 
 
 /* ------------------------------------------------------------ mixed precision */
 
-/* The Conv, Gemm or MatMul whose result value v is: its producer, or through the unquantized
- * single-input ops between (a fused Relu, Clip); NULL for none. */
-static const qr_node *mac_node(const qr_qctx *q, const qr_value *v, const outref *o)
+/* The layer that writes slot s: a match whose output s is and which runs an integer product
+ * (intgraph.h: a lowering takes the accumulator), *w its constant weight (NULL: a product of two
+ * activations); returns the node of the match that multiplies (the one with MACs), or NULL. */
+static const qr_node *layer_of(const qr_qctx *q, int s, const outref *o, const qr_value **w)
 {
-    for (int hops = 0; v && v->producer && hops < 4; hops++) {
-        const qr_node *n = v->producer;
-        if (node_macs(n, o->per_sample, o->last) > 0)
-            return n;
-        const qr_value *u = NULL;
-        for (int i = 0; i < n->n_in; i++)
-            if (n->in[i] && !n->in[i]->is_const) {
-                if (u)
-                    return NULL;
-                u = n->in[i];
-            }
-        if (u && active(q, u->id))
-            return NULL;
-        v = u;
+    *w = NULL;
+    for (int k = 0; k < q->nmatches; k++) {
+        const struct mrec *r = &q->matches[k];
+        if (r->out != q->slots[s].value || !qr_intgraph_is_layer(q, r))
+            continue;
+        for (int i = 0; i < r->p->nvalues && i < QR_MATCH_MAX_VALUES && !*w; i++)
+            if (r->p->values[i].role == QR_ROLE_WEIGHT && r->values[i] >= 0 && q->g->values[r->values[i]]->is_const)
+                *w = q->g->values[r->values[i]];
+        for (int j = 0; j < r->nnodes; j++)
+            if (node_macs(q->g->nodes[r->nodes[j]], o->per_sample, o->last) > 0)
+                return q->g->nodes[r->nodes[j]];
     }
     return NULL;
 }
@@ -2338,37 +2337,59 @@ static int choice_open(const mchoice *ch, const mlayer *ml, int c)
            (k == MC_ACT16 && ml->has16);
 }
 
-static int is_mac_op(const qr_node *n)
+/* The match that claims node n, or NULL. */
+static const struct mrec *match_of(const qr_qctx *q, const qr_node *n)
 {
-    return !strcmp(n->op, "Conv") || !strcmp(n->op, "Gemm") || !strcmp(n->op, "MatMul");
+    for (int k = 0; k < q->nmatches; k++)
+        for (int j = 0; j < q->matches[k].nnodes; j++)
+            if (q->matches[k].nodes[j] == n->id)
+                return &q->matches[k];
+    return NULL;
 }
 
-/* Whether every reader of value x can take it in 16 bits when slot root's tensor is: a Conv, Gemm
- * or MatMul reading it as its input by a constant weight (its kernel qlinear_wide), a node left in
- * f32 (it reads it dequantized), or an affine op whose output copies root's qparams (then that
- * output's readers in turn). An Add, a Concat or a product of two activations needs both operands
- * in one type: no 16-bit choice for a layer they read. */
-/* Whether v is what a layer (a Conv, Gemm or MatMul by a constant weight) writes, through at most
- * three nodes of one computed input (its Relu, BatchNormalization, ...). */
-static int layer_output(const qr_value *v)
+/* The slot whose qparams value v's copy (itself, or the slot a chain of `same` slots copies). */
+static int root_slot(const qr_qctx *q, const qr_value *v)
 {
-    for (int hops = 0; v && v->producer && hops < 4; hops++) {
-        const qr_node *n = v->producer;
-        if (is_mac_op(n))
-            return n->n_in > 1 && n->in[1] && n->in[1]->is_const;
-        const qr_value *u = NULL;
-        for (int i = 0; i < n->n_in; i++)
-            if (n->in[i] && !n->in[i]->is_const) {
-                if (u)
-                    return 0;
-                u = n->in[i];
-            }
-        v = u;
+    int s = v ? q->slot_of[v->id] : -1;
+    for (int hops = 0; s >= 0 && q->slots[s].kind == SLOT_SAME && hops < 64; hops++)
+        s = q->slots[s].same;
+    return s;
+}
+
+/* Whether slot s is what a layer that may take the 16-bit choice writes: the output of a match that
+ * runs an integer product (intgraph.h) by a constant weight (open_16 needs the layer's own). */
+static int layer_slot(const qr_qctx *q, int s)
+{
+    for (int k = 0; s >= 0 && k < q->nmatches; k++) {
+        const struct mrec *r = &q->matches[k];
+        int weight = 0;
+        for (int i = 0; i < r->p->nvalues && i < QR_MATCH_MAX_VALUES; i++)
+            weight |= r->p->values[i].role == QR_ROLE_WEIGHT && r->values[i] >= 0 && q->g->values[r->values[i]]->is_const;
+        if (r->out == q->slots[s].value && weight && qr_intgraph_is_layer(q, r))
+            return 1;
     }
     return 0;
 }
 
-static int readers_take_16(const qr_qctx *q, const qr_value *x, int root, int depth)
+/* Slot s and the slots that copy its qparams, in type t (qt, qp), or back. */
+static void set_slot_type(qr_qctx *q, int s, qr_dtype t, const qrl_qtype *qt, const qrl_qparams *qp)
+{
+    q->slots[s].dtype = t, q->slots[s].qt = *qt, q->slots[s].qp = *qp;
+    for (int i = 0; i < q->nslots; i++)
+        if (q->slots[i].kind == SLOT_SAME && q->slots[i].same == s)
+            q->slots[i].dtype = t, q->slots[i].qt = *qt, q->slots[i].qp = *qp;
+}
+
+/* Whether every reader of value x can take it in 16 bits now that slot root (and the slots that
+ * copy it) is in its 16-bit type: a node left in f32 (it reads it dequantized), an affine op whose
+ * output copies root's qparams (then that output's readers in turn), or a pattern's match one of
+ * whose lowerings takes the types (the kernels say what they take: qlinear_wide a 16-bit input,
+ * qadd_mixed a 16-bit and an 8-bit operand). The knapsack chooses each layer alone, so a kernel
+ * must take every combination of its operands' choices: only the first of its inputs that a layer
+ * writes may have the choice (where two layers' outputs meet, as in a residual Add, the first
+ * operand's layer gets it and the other's none), and then the lowering is asked with it 16-bit
+ * and the others as the recipe has them. */
+static int readers_take_16(qr_qctx *q, const qr_value *x, int root, int depth)
 {
     const qr_graph *g = q->g;
     for (int i = 0; depth < 16 && i < g->n_nodes; i++) {
@@ -2378,18 +2399,23 @@ static int readers_take_16(const qr_qctx *q, const qr_value *x, int root, int de
             at = n->in[j] == x ? j : -1;
         if (at < 0 || q->node_kind[n->id] == 0)
             continue;
-        if (q->node_kind[n->id] == 1 && is_mac_op(n) && at == 0 && n->n_in > 1 && n->in[1] && n->in[1]->is_const)
-            continue;
-        /* a residual Add into 8 bits (qadd_mixed: one 16-bit operand): open to one of its operands
-         * only, so that two layers' choices never meet in one Add (the first, where both are layers) */
-        if (q->node_kind[n->id] == 1 && !strcmp(n->op, "Add") && n->n_in == 2 && depth == 0 && n->in[1 - at] != x &&
-            (at == 0 || !layer_output(n->in[1 - at])))
-            continue;
-        int so = q->node_kind[n->id] == 2 && n->n_out == 1 && n->out[0] ? q->slot_of[n->out[0]->id] : -1;
-        if (so >= 0 && q->slots[so].kind == SLOT_SAME && q->slots[so].same == root &&
-            readers_take_16(q, n->out[0], root, depth + 1))
-            continue;
-        return 0;
+        if (q->node_kind[n->id] == 2) {
+            int so = n->n_out == 1 && n->out[0] ? q->slot_of[n->out[0]->id] : -1;
+            if (so >= 0 && q->slots[so].kind == SLOT_SAME && q->slots[so].same == root &&
+                readers_take_16(q, n->out[0], root, depth + 1))
+                continue;
+            return 0;
+        }
+        const struct mrec *r = match_of(q, n);
+        if (!r)
+            return 0;
+        for (int j = 0; j < at; j++) { /* an input before x that another layer writes: that layer's */
+            int s = root_slot(q, n->in[j]);
+            if (s >= 0 && s != root && layer_slot(q, s))
+                return 0;
+        }
+        if (!qr_intgraph_lowering_takes(q, r))
+            return 0;
     }
     return depth < 16;
 }
@@ -2427,8 +2453,14 @@ static qr_status open_16(qr_qctx *q, mlayer *ml, const qr_setting *s)
 {
     const qr_slot *sl = &q->slots[ml->slot];
     const qr_value *v = q->g->values[sl->value];
-    if (sl->kind != SLOT_CALIBRATED || !sl->cal || !sl->calset || ml->wi < 0 || qr_dtype_bits(sl->dtype) != 8 ||
-        !readers_take_16(q, v, ml->slot, 0))
+    if (sl->kind != SLOT_CALIBRATED || !sl->cal || !sl->calset || ml->wi < 0 || qr_dtype_bits(sl->dtype) != 8)
+        return QR_OK;
+    qr_slot keep = *sl; /* the readers are asked with the slot in the 16-bit type */
+    qrl_qtype qt = qr_qtype_of(qr_dtype_from_name(s->type), (s->mods & QR_MOD_NARROW) != 0, -1);
+    set_slot_type(q, ml->slot, qr_dtype_from_name(s->type), &qt, &keep.qp);
+    int takes = readers_take_16(q, v, ml->slot, 0);
+    set_slot_type(q, ml->slot, keep.dtype, &keep.qt, &keep.qp);
+    if (!takes)
         return QR_OK;
     int same = 0;
     qr_status st = same_calibrator(q, s, sl->calset, &same);
@@ -2510,16 +2542,15 @@ static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, co
         mi->layers = calloc(ns, sizeof *mi->layers);
     if (st == QR_OK && !mi->layers)
         st = qr_errorf(q->e, "out of memory");
-    for (int i = 0; st == QR_OK && i < q->nslots; i++) { /* the layers: quantized slots a MAC op writes */
-        const qr_value *v = q->g->values[q->slots[i].value];
-        const qr_node *n = mac_node(q, v, o);
+    for (int i = 0; st == QR_OK && i < q->nslots; i++) { /* the layers: quantized slots a product's match writes */
+        const qr_value *v = q->g->values[q->slots[i].value], *w;
+        const qr_node *n = layer_of(q, i, o, &w);
         if (q->slots[i].fallback || q->qval[q->slots[i].value] < 0 || !n)
             continue;
-        const qr_value *w = n->in[1];
         qr_mixed_layer *ly = &mi->layers[nl];
         mlayer *m = &ml[nl];
         ly->macs = node_macs(n, o->per_sample, o->last);
-        ly->weights = w->is_const ? (double)qr_tensor_numel(&w->t) : 0;
+        ly->weights = w ? (double)qr_tensor_numel(&w->t) : 0;
         ly->name = strdup(v->name);
         ly->node = strdup(n->name ? n->name : "");
         ly->bytes = calloc((size_t)nc, sizeof *ly->bytes);
@@ -2531,7 +2562,7 @@ static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, co
         m->slot = i, m->wi = -1;
         m->dt = q->slots[i].dtype, m->qt = q->slots[i].qt, m->qp = q->slots[i].qp;
         int readers = 0; /* a weight two layers read holds one set of integers: no choice of its own */
-        for (int k = 0; w->is_const && k < q->g->n_nodes; k++)
+        for (int k = 0; w && k < q->g->n_nodes; k++)
             for (int j = 0; !q->g->nodes[k]->dead && j < q->g->nodes[k]->n_in; j++)
                 readers += q->g->nodes[k]->in[j] == w;
         for (int k = 0; readers == 1 && k < q->nw; k++)

@@ -1516,38 +1516,46 @@ static int id_of(const qr_value *v)
 /* A bias correction makes up for its layer's weight rounding (transform.c): it corrects the bias of
  * the layer's Conv or Gemm, or of the Add of its separate bias, in place or as a new constant, and
  * gives a layer without one a bias (an Add of its own after a MatMul). Learned rounding moves the f32
- * weights themselves (in place) to where rounding to nearest gives its choice. A layer whose weight
- * the fallback keeps in f32 has no rounding to make up for or choose, so in d that node reads its
- * weight and bias from before those transforms again (q->ref's node of the same name: its values
- * keep their ids in g), no bias where it had none, and an Add q->ref lacks adds zeros. */
+ * weights themselves (in place) to where rounding to nearest gives its choice. Both rewrite only
+ * layers whose weights the recipe quantizes: a match of its patterns binds each as a constant weight
+ * (the MatMul and the Add of its bias are one match). A layer whose weight the fallback keeps in f32 has no rounding to make up for or
+ * choose, so in d the nodes of its match read their constants from before those transforms again
+ * (q->ref's node of the same name: its values keep their ids in g), no bias where it had none, and an
+ * Add q->ref lacks adds zeros. */
 static void restore_biases(const qr_qctx *q, qr_graph *d)
 {
     const qr_graph *g = q->g, *ref = q->ref;
-    for (int j = 0; j < g->n_nodes; j++) {
-        const qr_node *gn = g->nodes[j], *rn = NULL;
-        const qr_value *w = qr_transform_layer_weight(gn);
-        if (!w || (q->qval[w->id] >= 0 && !qr_plan_const_falls_back(q, w->id)))
+    for (int m = 0; m < q->nmatches; m++) {
+        const struct mrec *r = &q->matches[m];
+        int w = -1;
+        for (int i = 0; i < r->p->nvalues && i < QR_MATCH_MAX_VALUES && w < 0; i++)
+            if (r->p->values[i].role == QR_ROLE_WEIGHT && r->values[i] >= 0 && g->values[r->values[i]]->is_const)
+                w = r->values[i];
+        if (w < 0 || (q->qval[w] >= 0 && !qr_plan_const_falls_back(q, w)))
             continue;
-        for (int i = 0; gn->name && gn->name[0] && i < ref->n_nodes && !rn; i++)
-            if (ref->nodes[i]->name && !strcmp(ref->nodes[i]->name, gn->name))
-                rn = ref->nodes[i];
-        qr_node *dn = d->nodes[j]; /* the clone keeps g's nodes first, in order */
-        for (int k = 0; k < gn->n_in; k++) {
-            const qr_value *now = gn->in[k], *was = rn && k < rn->n_in ? rn->in[k] : NULL;
-            if (!now || !now->is_const || (now == w && !was))
-                continue;
-            if (!rn) { /* the correction's own Add (transform.c's names) */
-                if (strstr(now->name, "_corrected_bias"))
-                    qr_value_alloc_const(d, d->values[now->id], &now->t);
-            } else if (was && was->id == now->id) { /* corrected in place: d's copy gets the data back */
-                int same_shape = was->is_const && was->t.dtype == now->t.dtype &&
-                                 qr_tensor_numel(&was->t) == qr_tensor_numel(&now->t);
-                if (same_shape && memcmp(was->t.data, now->t.data, qr_tensor_nbytes(&was->t)))
-                    qr_value_set_const(d, d->values[now->id], &was->t);
-            } else {
-                dn->in[k] = was ? d->values[was->id] : NULL;
-                if (!was && k == gn->n_in - 1)
-                    dn->n_in = k;
+        for (int t = 0; t < r->nnodes; t++) {
+            const qr_node *gn = g->nodes[r->nodes[t]], *rn = NULL;
+            for (int i = 0; gn->name && gn->name[0] && i < ref->n_nodes && !rn; i++)
+                if (ref->nodes[i]->name && !strcmp(ref->nodes[i]->name, gn->name))
+                    rn = ref->nodes[i];
+            qr_node *dn = d->nodes[gn->id]; /* the clone keeps g's nodes first, in order */
+            for (int k = 0; k < gn->n_in; k++) {
+                const qr_value *now = gn->in[k], *was = rn && k < rn->n_in ? rn->in[k] : NULL;
+                if (!now || !now->is_const || (now->id == w && !was))
+                    continue;
+                if (!rn) { /* the correction's own Add (transform.c's names) */
+                    if (strstr(now->name, "_corrected_bias"))
+                        qr_value_alloc_const(d, d->values[now->id], &now->t);
+                } else if (was && was->id == now->id) { /* corrected in place: d's copy gets the data back */
+                    int same_shape = was->is_const && was->t.dtype == now->t.dtype &&
+                                     qr_tensor_numel(&was->t) == qr_tensor_numel(&now->t);
+                    if (same_shape && memcmp(was->t.data, now->t.data, qr_tensor_nbytes(&was->t)))
+                        qr_value_set_const(d, d->values[now->id], &was->t);
+                } else {
+                    dn->in[k] = was ? d->values[was->id] : NULL;
+                    if (!was && k == gn->n_in - 1)
+                        dn->n_in = k;
+                }
             }
         }
     }

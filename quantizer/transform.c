@@ -1135,26 +1135,6 @@ static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r,
     return st;
 }
 
-/* The layers a bias correction or a rounding rewrites (bias_problem's sites): transform.h. */
-static int is_layer(const qr_node *n)
-{
-    return is_op(n, "Conv") || is_op(n, "Gemm") || is_op(n, "MatMul");
-}
-
-const qr_value *qr_transform_layer_weight(const qr_node *n)
-{
-    if (is_layer(n))
-        return n->n_in > 1 && n->in[1] && n->in[1]->is_const ? n->in[1] : NULL;
-    if (!is_op(n, "Add") || n->n_in != 2)
-        return NULL;
-    for (int k = 0; k < 2; k++) {
-        const qr_node *p = n->in[k] && !n->in[k]->is_const ? n->in[k]->producer : NULL;
-        if (is_layer(p))
-            return p->n_in > 1 && p->in[1] && p->in[1]->is_const ? p->in[1] : NULL;
-    }
-    return NULL;
-}
-
 qr_status qr_transform_apply(qr_graph *g, const qrl_module *m, const qr_recipe *r, const qr_tensor *calib,
                              int64_t count, int batch, int threads, qr_transform_weights_fn weights, void *user,
                              qr_graph **ref, qr_transform_run *run, qr_error *e)

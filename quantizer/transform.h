@@ -70,9 +70,5 @@ qr_status qr_transform_apply(qr_graph *g, const qrl_module *m, const qr_recipe *
                              int64_t count, int batch, int threads, qr_transform_weights_fn weights, void *user,
                              qr_graph **ref, qr_transform_run *run, qr_error *e);
 void qr_transform_run_free(qr_transform_run *run);
-/* The constant weight of the layer node n belongs to, as the bias correction and the rounding see
- * layers: n's own (a Conv, Gemm or MatMul: input 1), or, for the Add of a separate bias, the weight
- * of the layer that feeds it; NULL for none. The quantizer undoes their rewrite where it is f32. */
-const qr_value *qr_transform_layer_weight(const qr_node *n);
 
 #endif
