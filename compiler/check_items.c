@@ -1110,6 +1110,22 @@ static void setting_value(ctx *c, const ql_node *k, qr_setting_id id)
     }
 }
 
+/* bias_qparams = F (narrow_range, pattern_priority): a policy hook names a fn of the module, which
+ * the quantizer calls in place of the stdlib's fn of the setting's name (its type is checked when
+ * the module loads: qr_module_fn_typed). */
+static void recipe_hook(ctx *c, const ql_node *k)
+{
+    ql_node *v = k->a;
+    const qr_setting_def *d = &qr_setting_defs[qr_setting_find(k->name)];
+    qc_sym *f = v->kind == QL_NAME ? chk_lookup(c, v, v->name, 1) : NULL;
+    if (v->kind != QL_NAME)
+        chk_err(c, v, "%s names a fn of type %s: %s = my_%s", d->key, d->choices, d->key, d->key);
+    else if (f && f->kind != QC_SYM_FN)
+        chk_err(c, v, "'%s' is not a fn; %s names a fn of type %s", v->name, d->key, d->choices);
+    else if (f)
+        v->sym = f; /* the code reaches it: compiled */
+}
+
 /* budget = bits(N) or bytes(N): mixed precision's budget, a positive number (bits: at most 32). */
 static void recipe_budget(ctx *c, const ql_node *k)
 {
@@ -1313,6 +1329,7 @@ void chk_recipe(ctx *c, qc_sym *s)
         case QR_SK_TRANSFORM: recipe_transform(c, k); break; /* transform = smoothquant(alpha = 0.5) */
         case QR_SK_QSPEC: qspec(c, k, 0); break;
         case QR_SK_BUDGET: recipe_budget(c, k); break; /* budget = bits(6) */
+        case QR_SK_HOOK: recipe_hook(c, k); break; /* bias_qparams = coarse_bias */
         case QR_SK_ACC: qspec(c, k, 1); break;
         case QR_SK_FALLBACK: qspec(c, k, 2); break;
         default: setting_value(c, k, (qr_setting_id)key); break;

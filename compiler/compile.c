@@ -264,7 +264,11 @@ static int split(qc_unit *u, const qc_options *o, part *parts, int *reach)
             kern.items[i] = 1;
             qc_reach_calls(u, i, kern.items);
         } else if (k == QC_SYM_FN) {
-            code.items[i] |= !*reach; /* a library: every fn, registered (with a recipe, those it calls) */
+            /* a library: every fn, registered (with a recipe, those it calls, and the policy hooks) */
+            if (!*reach || qc_reach_is_hook(u->items[i])) {
+                code.items[i] = 1;
+                qc_reach_calls(u, i, code.items);
+            }
         } else {
             code.items[i] = 1;
             qc_reach_calls(u, i, code.items);

@@ -57,6 +57,12 @@ void qc_reach_calls(const qc_unit *u, int idx, unsigned char *mark)
     walk(u, u->items[idx]->decl, mark);
 }
 
+int qc_reach_is_hook(const qc_sym *s)
+{
+    int id = s->kind == QC_SYM_FN ? qr_setting_find(s->name) : -1;
+    return id >= 0 && qr_setting_defs[id].kind == QR_SK_HOOK;
+}
+
 /* Whether recipe r uses the pattern or affine rule named name: every one without a use list. */
 static int uses(const ql_node *r, const char *name)
 {
@@ -87,6 +93,7 @@ int qc_reach(const qc_unit *u, unsigned char *emit)
         int want = s->kind == QC_SYM_RECIPE;
         for (int r = 0; !want && r < u->nitems && (s->kind == QC_SYM_PATTERN || s->kind == QC_SYM_AFFINE); r++)
             want = u->items[r]->kind == QC_SYM_RECIPE && uses(u->items[r]->decl, s->name);
+        want |= qc_reach_is_hook(s); /* the quantizer calls it by name */
         if (want) {
             emit[i] = 1;
             qc_reach_calls(u, i, emit);

@@ -19,4 +19,9 @@ int qc_reach(const qc_unit *u, unsigned char *emit);
  * of item idx names, directly or through the ones it marks. */
 void qc_reach_calls(const qc_unit *u, int idx, unsigned char *mark);
 
+/* Whether s is a stdlib policy hook: a fn named as a hook setting is (bias_qparams, narrow_range,
+ * pattern_priority; recipe.h's QR_SK_HOOK), which the quantizer calls by name, so with a recipe it
+ * is compiled and registered like the code a recipe reaches. */
+int qc_reach_is_hook(const struct qc_sym *s);
+
 #endif

@@ -1285,6 +1285,48 @@ static qr_status choose_lowering(builder *b, const struct mrec *r, const qr_pat_
     return QR_OK;
 }
 
+/* Bias argument a of match r as the kernels add it: int32 in the accumulator's unit (x.scale *
+ * w.scale per channel) with zero point 0. That is what the stdlib's bias_qparams hook gives, and
+ * the bias's own integers are passed; a recipe's hook may give other qparams or bias = i16, and
+ * then a constant of the integers converted to that unit (rounded half to even) is. */
+static qr_value *bias_for_kernel(builder *b, const struct mrec *r, const plan_arg *a)
+{
+    const qr_qctx *q = b->q;
+    const qr_pattern *p = r->p;
+    qr_value *bi = int_of(b, a->id);
+    const qr_node *dq = b->d->values[a->id]->producer;
+    int xi = p->values[a->vi].a, wi = p->values[a->vi].b;
+    const qr_slot *xs = xi >= 0 && xi < p->nvalues ? slot_for(q, r->values[xi]) : NULL;
+    const qr_wquant *w = wi >= 0 && wi < p->nvalues ? qr_plan_weight(q, r->values[wi]) : NULL;
+    if (!bi || !dq || dq->n_in < 3 || !dq->in[1] || !dq->in[2] || !xs || !w)
+        return bi;
+    const qr_tensor *st = &dq->in[1]->t, *zt = &dq->in[2]->t;
+    int64_t n = qr_tensor_numel(&bi->t), ns = qr_tensor_numel(st), nz = qr_tensor_numel(zt);
+    int same = bi->t.dtype == QR_I32;
+    for (int64_t c = 0; c < n && same; c++) {
+        float acc = (float)xs->qp.scale * w->scale[w->nch == 1 ? 0 : c];
+        same = qr_get_f64(st->data, st->dtype, ns == 1 ? 0 : c) == acc && qr_get_i64(zt->data, zt->dtype, nz == 1 ? 0 : c) == 0;
+    }
+    if (same)
+        return bi;
+    qr_tensor t = {.dtype = QR_I32, .ndim = bi->t.ndim};
+    memcpy(t.dims, bi->t.dims, sizeof t.dims);
+    if (qr_tensor_alloc(&t, b->e) != QR_OK)
+        return NULL;
+    for (int64_t c = 0; c < n; c++) {
+        double acc = (double)((float)xs->qp.scale * w->scale[w->nch == 1 ? 0 : c]);
+        double v = nearbyint(((double)qr_get_i64(bi->t.data, bi->t.dtype, c) -
+                              (double)qr_get_i64(zt->data, zt->dtype, nz == 1 ? 0 : c)) *
+                             qr_get_f64(st->data, st->dtype, ns == 1 ? 0 : c) / acc);
+        ((int32_t *)t.data)[c] = v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : (int32_t)v;
+    }
+    char name[600];
+    snprintf(name, sizeof name, "%s_in_acc_unit", bi->name);
+    qr_value *v = qr_plan_const(b->d, name, &t);
+    qr_tensor_free(&t);
+    return v;
+}
+
 /* Whether a value the lowering needs was left without integers by the plan (the group then stays f32). */
 static int lacks_integers(const builder *b, const struct mrec *r, const plan_arg *pa, int npa)
 {
@@ -1411,7 +1453,7 @@ static qr_status fill_args(builder *b, const struct mrec *r, const qr_fn_desc *k
             snprintf(name, sizeof name, "%s_no_bias", yi->name);
             t = scalar_const(b, name, a->role == QR_ROLE_BIAS ? QR_I32 : QR_F32, 0);
         } else
-            t = a->role != QR_ROLE_NONE ? int_of(b, a->id) : b->d->values[a->id];
+            t = a->role == QR_ROLE_BIAS ? bias_for_kernel(b, r, a) : a->role != QR_ROLE_NONE ? int_of(b, a->id) : b->d->values[a->id];
         if (a->is_out) {
             args[ka->na] = (qi_arg){.kind = ARG_OUTPUT, .want = pt[ka->na].elem};
             ka->na++;

@@ -2456,7 +2456,7 @@ static qr_status open_16(qr_qctx *q, mlayer *ml, const qr_setting *s)
     if (sl->kind != SLOT_CALIBRATED || !sl->cal || !sl->calset || ml->wi < 0 || qr_dtype_bits(sl->dtype) != 8)
         return QR_OK;
     qr_slot keep = *sl; /* the readers are asked with the slot in the 16-bit type */
-    qrl_qtype qt = qr_qtype_of(qr_dtype_from_name(s->type), (s->mods & QR_MOD_NARROW) != 0, -1);
+    qrl_qtype qt = qr_plan_qtype(q, qr_dtype_from_name(s->type), (s->mods & QR_MOD_NARROW) != 0, -1);
     set_slot_type(q, ml->slot, qr_dtype_from_name(s->type), &qt, &keep.qp);
     int takes = readers_take_16(q, v, ml->slot, 0);
     set_slot_type(q, ml->slot, keep.dtype, &keep.qt, &keep.qp);
@@ -2470,7 +2470,7 @@ static qr_status open_16(qr_qctx *q, mlayer *ml, const qr_setting *s)
                                "the same calibrator and arguments", q->r->name, s->calibrator, v->name,
                          sl->calset->key, sl->calset->calibrator);
     ml->dt16 = qr_dtype_from_name(s->type);
-    ml->qt16 = qr_qtype_of(ml->dt16, (s->mods & QR_MOD_NARROW) != 0, -1);
+    ml->qt16 = qr_plan_qtype(q, ml->dt16, (s->mods & QR_MOD_NARROW) != 0, -1);
     ml->qt16.symmetric = (s->mods & QR_MOD_SYMMETRIC) != 0;
     if (st == QR_OK && (st = qr_calib_solve(sl->cal, &ml->qt16, &ml->qp16, q->e)) != QR_OK)
         qr_error_prefix(q->e, "value '%s' in %s", v->name, s->type);

@@ -57,6 +57,82 @@ static qr_status new_calib(qr_qctx *q, const qr_setting *s, qr_calib **out)
     return st;
 }
 
+const qr_fn_desc *qr_plan_hook(const qrl_module *m, const qr_recipe *r, qr_setting_id id, qr_error *e)
+{
+    const qr_setting *s = qr_recipe_setting(r, id);
+    const char *key = qr_setting_defs[id].key, *name = s ? s->type : key;
+    const qr_fn_desc *f = qr_module_fn(m, name);
+    char have[256];
+    if (f && !f->is_kernel && !strcmp(qr_fn_type_str(f, have, sizeof have), qr_setting_defs[id].choices))
+        return f;
+    if (f)
+        qr_errorf(e, "recipe '%s': the %s hook '%s' is %s, not %s", r->name, key, name, have,
+                  qr_setting_defs[id].choices);
+    else if (s)
+        qr_errorf(e, "recipe '%s': %s = %s names no fn of the module", r->name, key, name);
+    else
+        qr_errorf(e, "recipe '%s': the module has no fn %s, the policy hook the quantizer calls here (%s): "
+                     "import \"qparams.qrl\" (the stdlib's), or name a fn of that type: %s = F",
+                  r->name, key, qr_setting_defs[id].choices, key);
+    return NULL;
+}
+
+qr_status qr_plan_narrow_qtype(const qrl_module *m, const qr_recipe *r, qr_dtype t, int axis, qrl_qtype *out,
+                               qr_error *e)
+{
+    qrl_qtype full = qr_qtype_of(t, 0, axis);
+    *out = full;
+    out->narrow = 1;
+    const qr_fn_desc *f = qr_plan_hook(m, r, QR_SET_NARROW_RANGE, e);
+    if (!f)
+        return QR_ERR;
+    int64_t (*fn)(qrl_rt *, qrl_qtype, _Bool) = (int64_t(*)(qrl_rt *, qrl_qtype, _Bool))f->fn;
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    out->qmin = fn(&rt, *out, 0);
+    out->qmax = fn(&rt, *out, 1);
+    if (qr_rt_status(&rt, e) != QR_OK)
+        return qr_error_prefix(e, "recipe '%s': narrow_range for %s", r->name, qr_dtype_name(t)), QR_ERR;
+    if (out->qmin < full.qmin || out->qmax > full.qmax || out->qmin >= out->qmax)
+        return qr_errorf(e, "recipe '%s': narrow_range (fn %s) gives %s the range %lld..%lld, not a range within "
+                            "its %lld..%lld", r->name, f->name, qr_dtype_name(t), (long long)out->qmin,
+                         (long long)out->qmax, (long long)full.qmin, (long long)full.qmax);
+    return QR_OK;
+}
+
+qrl_qtype qr_plan_qtype(const qr_qctx *q, qr_dtype t, int narrow, int axis)
+{
+    qrl_qtype qt = qr_qtype_of(t, 0, axis);
+    if (narrow && q->narrow[t].qmin < q->narrow[t].qmax) /* read_settings asked the hook for every type */
+        qt.narrow = 1, qt.qmin = q->narrow[t].qmin, qt.qmax = q->narrow[t].qmax;
+    return qt;
+}
+
+/* The policy hooks the plan calls as it goes, asked or found once: what narrow means for each
+ * integer type (when a setting is narrow), the bias's type and, when a bias is quantized, its hook
+ * (qr_plan_build_qdq). */
+static qr_status read_hooks(qr_qctx *q)
+{
+    const qr_recipe *r = q->r;
+    int narrow = 0;
+    for (int i = 0; i < r->nsettings; i++)
+        narrow |= (r->settings[i].mods & QR_MOD_NARROW) != 0;
+    for (int t = 0; t < QR_DTYPE_COUNT; t++)
+        q->narrow[t].qmin = 1, q->narrow[t].qmax = 0;
+    static const qr_dtype ints[] = {QR_I4, QR_U4, QR_I8, QR_U8, QR_I16, QR_U16};
+    for (size_t k = 0; narrow && k < sizeof ints / sizeof *ints; k++) {
+        qrl_qtype qt;
+        if (qr_plan_narrow_qtype(q->m, r, ints[k], -1, &qt, q->e) != QR_OK)
+            return QR_ERR;
+        q->narrow[ints[k]].qmin = qt.qmin, q->narrow[ints[k]].qmax = qt.qmax;
+    }
+    const qr_setting *bias = qr_recipe_setting(r, QR_SET_BIAS);
+    q->bias_dtype = bias ? qr_dtype_from_name(bias->type) : QR_I32;
+    if (q->bias_dtype != QR_I32 && q->bias_dtype != QR_I16)
+        return qr_errorf(q->e, "recipe '%s': bias = %s is not supported yet (i32 and i16 are)", r->name, bias->type);
+    return QR_OK;
+}
+
 static qr_status read_settings(qr_qctx *q)
 {
     const qr_recipe *r = q->r;
@@ -87,9 +163,9 @@ static qr_status read_settings(qr_qctx *q)
         return qr_errorf(q->e, "the model's opset %d predates QuantizeLinear (opset 10)", q->g->opset);
     if (q->g->opset < 13)
         q->w_per_channel = 0; /* per-axis DequantizeLinear needs opset 13; the model's ops keep theirs */
-    const qr_setting *bias = qr_recipe_setting(r, QR_SET_BIAS), *acc = qr_recipe_setting(r, QR_SET_ACCUMULATE);
-    if (bias && strcmp(bias->type, "i32"))
-        return qr_errorf(q->e, "recipe '%s': bias = %s is not supported yet (i32 is)", r->name, bias->type);
+    const qr_setting *acc = qr_recipe_setting(r, QR_SET_ACCUMULATE);
+    if (read_hooks(q) != QR_OK)
+        return QR_ERR;
     q->acc_bits = 32;
     if (acc) { /* iN, N from QR_ACC_MIN_BITS to 32: the checker's rule, again for a module built otherwise */
         char *end = NULL;
@@ -250,7 +326,7 @@ static void slot_type(qr_qctx *q, qr_slot *s, const qr_setting *set)
     s->set = set;
     s->dtype = set ? qr_dtype_from_name(set->type) : q->act_dtype;
     int narrow = set ? (set->mods & QR_MOD_NARROW) != 0 : q->act_narrow;
-    s->qt = qr_qtype_of(s->dtype, narrow, -1);
+    s->qt = qr_plan_qtype(q, s->dtype, narrow, -1);
     s->qt.symmetric = set ? (set->mods & QR_MOD_SYMMETRIC) != 0 : q->act_sym;
 }
 
@@ -301,39 +377,48 @@ static int add_slot(qr_qctx *q, int value, int kind, int same)
     return q->nslots++;
 }
 
-/* A pattern's priority: stated, or its number of nodes (larger patterns fuse first). */
-static int pattern_priority(const qr_pattern *p)
-{
-    if (p->priority >= 0)
-        return p->priority;
-    int n = 0;
-    for (int t = 0; t < p->nnodes; t++)
-        n += t == 0 || p->nodes[t].out != p->nodes[t - 1].out;
-    return n;
-}
-
-/* Patterns (by priority), then affine rules over what is left, in graph order. */
 /* The recipe's patterns, higher priority first (stable), matched over the graph: each accepted
- * match claims its nodes and gives its values their roles (accept_match). */
+ * match claims its nodes and gives its values their roles (accept_match). A pattern's priority is
+ * its `priority` clause, else what the pattern_priority hook (stdlib: its number of nodes, so
+ * larger patterns fuse first) gives for its number of nodes. */
 static qr_status match_patterns(qr_qctx *q)
 {
     const qrl_module *m = q->m;
     int *order = calloc((size_t)m->npatterns + 1, sizeof *order);
-    if (!order)
+    int64_t *prio = calloc((size_t)m->npatterns + 1, sizeof *prio);
+    if (!order || !prio) {
+        free(order), free(prio);
         return qr_errorf(q->e, "out of memory");
-    for (int i = 0; i < m->npatterns; i++)
+    }
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    qr_status st = QR_OK;
+    const qr_fn_desc *hook = NULL;
+    for (int i = 0; i < m->npatterns && st == QR_OK; i++) {
+        const qr_pattern *p = &m->patterns[i];
         order[i] = i;
+        prio[i] = p->priority;
+        if (p->priority >= 0 || !recipe_uses(q->r, p->name) || (p->numerics[0] && strcmp(p->numerics, q->numerics)))
+            continue; /* stated, or not matched */
+        if (!hook && !(hook = qr_plan_hook(m, q->r, QR_SET_PATTERN_PRIORITY, q->e))) {
+            st = QR_ERR;
+            break;
+        }
+        int64_t n = 0;
+        for (int t = 0; t < p->nnodes; t++) /* a node's op alternatives are one node */
+            n += t == 0 || p->nodes[t].out != p->nodes[t - 1].out;
+        prio[i] = ((int64_t(*)(qrl_rt *, int64_t))hook->fn)(&rt, n);
+        if ((st = qr_rt_status(&rt, q->e)) != QR_OK)
+            qr_error_prefix(q->e, "recipe '%s': %s for pattern '%s' (%s)", q->r->name, hook->name, p->name, p->loc);
+    }
     for (int i = 1; i < m->npatterns; i++) /* stable: higher priority first */
         for (int k = i; k > 0; k--) {
             int a = order[k - 1], b = order[k];
-            if (pattern_priority(&m->patterns[b]) <= pattern_priority(&m->patterns[a]))
+            if (prio[b] <= prio[a])
                 break;
             order[k - 1] = b;
             order[k] = a;
         }
-    qrl_rt rt;
-    qr_rt_init(&rt);
-    qr_status st = QR_OK;
     for (int i = 0; i < m->npatterns && st == QR_OK; i++) {
         const qr_pattern *p = &m->patterns[order[i]];
         if (!recipe_uses(q->r, p->name) || (p->numerics[0] && strcmp(p->numerics, q->numerics)))
@@ -342,6 +427,7 @@ static qr_status match_patterns(qr_qctx *q)
             st = QR_ERR;
     }
     free(order);
+    free(prio);
     return st;
 }
 
@@ -554,7 +640,7 @@ qr_status qr_plan_quantize_weight(qr_qctx *q, int value, const qr_setting *ws, q
         int64_t o = j / (inner * nch), c = (j / inner) % nch, k = j % inner;
         tmp[axis < 0 ? j : c * per + o * inner + k] = data[j];
     }
-    qrl_qtype qt = qr_qtype_of(w->dtype, w->narrow, axis);
+    qrl_qtype qt = qr_plan_qtype(q, w->dtype, w->narrow, axis);
     qt.symmetric = (ws->mods & QR_MOD_SYMMETRIC) != 0;
     for (int c = 0; c < nch; c++) {
         qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {per}, .data = tmp + (size_t)c * (size_t)per};
@@ -1588,7 +1674,7 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
         memcpy(ints.dims, ov->t.dims, sizeof ints.dims);
         if (qr_tensor_alloc(&ints, q->e) != QR_OK)
             return QR_ERR;
-        qrl_qtype qt = qr_qtype_of(w->dtype, w->narrow, w->axis);
+        qrl_qtype qt = qr_plan_qtype(q, w->dtype, w->narrow, w->axis);
         const float *src = ov->t.data;
         for (int64_t j = 0; j < n; j++) {
             int c = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
@@ -1615,26 +1701,54 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
         int64_t n = ov->t.dims[0];
         if (w->nch != 1 && w->nch != n)
             continue;
-        qr_tensor ints = {.dtype = QR_I32, .ndim = 1, .dims = {n}};
+        if (!q->bias_fn && !(q->bias_fn = qr_plan_hook(q->m, q->r, QR_SET_BIAS_QPARAMS, q->e)))
+            return QR_ERR;
+        /* per-tensor weights give a per-tensor bias: no axis (per-axis DequantizeLinear needs opset 13) */
+        int pc = w->nch > 1;
+        qr_dtype bt = q->bias_dtype;
+        qrl_qtype bq = qr_qtype_of(bt, 0, pc ? 0 : -1);
+        qr_tensor ints = {.dtype = bt, .ndim = 1, .dims = {n}};
         float *scales = malloc(sizeof(float) * (size_t)n);
-        int32_t *zeros = calloc((size_t)n, sizeof *zeros);
+        int32_t *zeros = calloc((size_t)n, sizeof *zeros); /* wide enough for i16 and i32 */
         if (!scales || !zeros || qr_tensor_alloc(&ints, q->e) != QR_OK) {
             free(scales);
             free(zeros);
             return qr_errorf(q->e, "out of memory");
         }
+        /* each channel's qparams from the hook (stdlib: x.scale * w.scale, zero point 0) */
+        qrl_qparams (*hook)(qrl_rt *, qrl_qparams, qrl_qparams, qrl_qtype) =
+            (qrl_qparams(*)(qrl_rt *, qrl_qparams, qrl_qparams, qrl_qtype))q->bias_fn->fn;
         const float *src = ov->t.data;
-        for (int64_t c = 0; c < n; c++) {
-            scales[c] = (float)q->slots[xs].qp.scale * w->scale[w->nch == 1 ? 0 : c];
-            ((int32_t *)ints.data)[c] = (int32_t)qr_plan_round_const(q, src[c], scales[c], 0, INT32_MIN, INT32_MAX);
+        qr_status st = QR_OK;
+        for (int64_t c = 0; c < n && st == QR_OK; c++) {
+            int wc = w->nch == 1 ? 0 : (int)c;
+            qrl_qparams xq = {(float)q->slots[xs].qp.scale, q->slots[xs].qp.zero}, wq = {w->scale[wc], w->zero[wc]};
+            qrl_rt rt;
+            qr_rt_init(&rt);
+            qrl_qparams p = hook(&rt, xq, wq, bq);
+            if ((st = qr_rt_status(&rt, q->e)) != QR_OK) {
+                qr_error_prefix(q->e, "recipe '%s': %s for bias '%s' channel %lld", q->r->name, q->bias_fn->name,
+                                ov->name, (long long)c);
+                break;
+            }
+            scales[c] = (float)p.scale;
+            if (!(scales[c] > 0) || !isfinite(scales[c]) || p.zero < bq.qmin || p.zero > bq.qmax) {
+                st = qr_errorf(q->e, "recipe '%s': %s gives bias '%s' channel %lld scale %g and zero point %lld: not a "
+                                     "positive finite scale and a zero point of %s", q->r->name, q->bias_fn->name,
+                               ov->name, (long long)c, p.scale, (long long)p.zero, qr_dtype_name(bt));
+                break;
+            }
+            qr_set_i64(zeros, bt, c, p.zero);
+            qr_set_i64(ints.data, bt, c, qr_plan_round_const(q, src[c], scales[c], p.zero, bq.qmin, bq.qmax));
         }
-        /* per-tensor weights give a per-tensor bias: no axis (per-axis DequantizeLinear needs opset 13) */
-        int pc = w->nch > 1;
-        q->qval[b->value] = id_of(insert_dq_const(d, d->values[b->value], &ints, scales, zeros, QR_I32, pc ? (int)n : 1,
-                                                  pc ? 0 : -1));
+        if (st == QR_OK)
+            q->qval[b->value] = id_of(insert_dq_const(d, d->values[b->value], &ints, scales, zeros, bt, pc ? (int)n : 1,
+                                                      pc ? 0 : -1));
         free(scales);
         free(zeros);
         qr_tensor_free(&ints);
+        if (st != QR_OK)
+            return QR_ERR; /* res->qdq holds d */
     }
     if (q->ref)
         restore_biases(q, d);
@@ -1915,7 +2029,7 @@ static qr_status build_sim(qr_qctx *q, qr_graph **out)
         int64_t n = qr_tensor_numel(&v->t), inner = 1;
         for (int k = w->axis + 1; w->axis >= 0 && k < v->t.ndim; k++)
             inner *= v->t.dims[k];
-        qrl_qtype qt = qr_qtype_of(w->dtype, w->narrow, w->axis);
+        qrl_qtype qt = qr_plan_qtype(q, w->dtype, w->narrow, w->axis);
         if ((w->dtype == QR_I8 || w->dtype == QR_U8) && qr_tensor_nbytes(&v->t) >= QR_BLOB_MIN) {
             if (sim_weight_dq(q, sim, w, inner, qt) != QR_OK)
                 return QR_ERR;
@@ -2287,6 +2401,8 @@ static qr_status export_form(const qr_qctx *q, qr_graph *d, qr_error *e)
         wide |= !q->slots[i].fallback && (q->slots[i].dtype == QR_U16 || q->slots[i].dtype == QR_I16);
     for (int i = 0; i < q->nw; i++) /* a 4-bit weight that stays quantized (W4A8) */
         wide |= qr_dtype_is_packed(q->w[i].dtype) && !qr_plan_const_falls_back(q, q->w[i].value);
+    for (int i = 0; i < q->nbias; i++) /* bias = i16 */
+        wide |= q->bias_dtype == QR_I16 && q->qval[q->bias[i].value] >= 0;
     /* QuantizeLinear and DequantizeLinear take 16-bit and 4-bit integers from opset 21 */
     if (wide && qr_pass_raise_opset(d, 21, e) != QR_OK)
         return QR_ERR;
@@ -2321,7 +2437,7 @@ static qr_status preview_weights(void *user, const qr_graph *g, float ***deq, fl
         int64_t n = qr_tensor_numel(&v->t), inner = 1;
         for (int k = w->axis + 1; w->axis >= 0 && k < v->t.ndim; k++)
             inner *= v->t.dims[k];
-        qrl_qtype qt = qr_qtype_of(w->dtype, w->narrow, w->axis);
+        qrl_qtype qt = qr_plan_qtype(&q, w->dtype, w->narrow, w->axis);
         const float *src = v->t.data;
         float *out = d[w->value] = malloc(sizeof *out * (size_t)(n + 1));
         float *other = a ? a[w->value] = malloc(sizeof *other * (size_t)(n + 1)) : NULL;

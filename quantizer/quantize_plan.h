@@ -82,6 +82,13 @@ typedef struct qr_qctx {
     int acc_bits, acc_saturate, acc_narrow;
     int round_away;       /* the recipe's rounding = half_away: constants QRL quantizes (weights, biases,
                            * tables, constant operands) round ties away from zero, else to even */
+    /* the policy hooks (stdlib/qparams.qrl's fns, or those the recipe's hook settings name):
+     * narrow[t]: type t's narrow range (narrow_range's answers; qmax < qmin where no setting is
+     * narrow); bias_fn (bias_qparams, NULL until a bias needs it) and bias_dtype (the bias setting's
+     * type, i32 by default) */
+    struct { int64_t qmin, qmax; } narrow[QR_DTYPE_COUNT];
+    const qr_fn_desc *bias_fn;
+    qr_dtype bias_dtype;
     double *top1; /* by slot, with labels: top-1 points with that layer alone quantized, minus f32's */
     const qr_setting *act, *wt, *in, *out; /* in/out: the model's first quantized tensors and its outputs */
     /* plan */
@@ -120,6 +127,17 @@ typedef struct qr_qctx {
     double phase_ms, phase_cpu_ms; /* when the phase qr_plan_phase times next began (wall, process CPU) */
 } qr_qctx;
 
+/* The qtype of integer type t (per tensor: axis -1), narrow as the recipe's narrow_range hook says
+ * (q->narrow) when narrow. */
+qrl_qtype qr_plan_qtype(const qr_qctx *q, qr_dtype t, int narrow, int axis);
+/* The same from module m and recipe r alone (weight_only.c): the hook asked; an error when it gives
+ * no range within t's. */
+qr_status qr_plan_narrow_qtype(const qrl_module *m, const qr_recipe *r, qr_dtype t, int axis, qrl_qtype *out,
+                               qr_error *e);
+/* The fn recipe r's hook setting id names, else the module's fn of the setting's name (the stdlib's,
+ * stdlib/qparams.qrl), of the hook's type (the setting's choices); NULL with an error in e when
+ * there is none of that type. */
+const qr_fn_desc *qr_plan_hook(const qrl_module *m, const qr_recipe *r, qr_setting_id id, qr_error *e);
 /* The integer type value id `value` is quantized to: its slot's, else the recipe's activation type. */
 qr_dtype qr_plan_value_dtype(const qr_qctx *q, int value);
 /* The weight record of value id `value`, or NULL. */

@@ -601,7 +601,10 @@ qr_status qr_wo_init(qr_wo *w, const qr_quant_opts *o, const qr_recipe *r, const
     w->per_channel = (s->mods & QR_MOD_PER_CHANNEL) != 0;
     w->round_away = rnd && !strcmp(rnd->type, "half_away");
     w->int8 = cmp && !strcmp(cmp->type, "int8");
-    w->qt = qr_qtype_of(w->dt, (s->mods & QR_MOD_NARROW) != 0, w->block || w->per_channel ? 0 : -1);
+    int axis = w->block || w->per_channel ? 0 : -1;
+    w->qt = qr_qtype_of(w->dt, 0, axis);
+    if ((s->mods & QR_MOD_NARROW) && qr_plan_narrow_qtype(o->module, r, w->dt, axis, &w->qt, e) != QR_OK)
+        return QR_ERR;
     w->qt.symmetric = (s->mods & QR_MOD_SYMMETRIC) != 0;
     if (s->nargs > QRL_MAX_PARAMS)
         return qr_errorf(e, "recipe '%s': %s passes its calibrator more than %d arguments", r->name, s->key,

@@ -1977,7 +1977,8 @@ Test(jit, setting_errors_name_what_the_table_allows)
     cr_assert(strstr(log, ":7:3: error: unknown recipe setting 'zzzzzzzz' (activation, weight, bias, accumulate, "
                           "numerics, fallback, input, output, tolerance, rounding, transform, validate, "
                           "measure_samples, effect_samples, block, rank, order, outputs, overflow, candidate, "
-                          "budget, compute, candidate_activation, search_samples)\n"),
+                          "budget, compute, candidate_activation, search_samples, bias_qparams, narrow_range, "
+                          "pattern_priority)\n"),
               "%s", log);
     free(log);
 }
