@@ -432,6 +432,7 @@ void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out)
     *out = (qrl_quant_summary){
         .nodes_pattern = z->nodes_pattern, .nodes_affine = z->nodes_affine, .nodes_float = z->nodes_float,
         .activations = z->nlayers - z->ndynamic, .dynamic = z->ndynamic, .weights = z->weights, .fallbacks = z->fallbacks,
+        .widened = z->widened,
         .kernels = ig->kernels, .lookups = ig->lookups, .int_ops = ig->int_ops,
         .requants = ig->requants, .islands = ig->islands, .samples = z->samples, .calib_ms = z->calib_ms,
         .fp32_ms = z->fp32_ms, .output_sqnr = z->output_sqnr, .output_nonfinite = z->output_nonfinite,
@@ -476,7 +477,7 @@ int qrl_quantized_search_try(const qrl_quantized *q, int i, qrl_search_try *out)
     if (i < 0 || i >= q->q->ntries)
         return 1;
     const qr_search_try *t = &q->q->tries[i];
-    *out = (qrl_search_try){.fallen_back = t->fallen_back, .samples = t->samples, .ran = t->ran, .holds = t->holds,
+    *out = (qrl_search_try){.fallen_back = t->fallen_back, .widened = t->widened, .samples = t->samples, .ran = t->ran, .holds = t->holds,
                             .output_sqnr = t->output_sqnr};
     return 0;
 }

@@ -222,9 +222,12 @@ static void print_sqnr(const qrl_quantized *q, const qrl_quant_summary *s)
         if (l.sqnr_int < iworst) /* NaN compares false: tensors off the integers */
             iworst = l.sqnr_int, iworst_name = l.value;
     }
+    char widened[64] = ""; /* fallback = u16 then f32: the layers its 16-bit step kept on the integers */
+    if (s->widened)
+        snprintf(widened, sizeof widened, ", %d to 16 bits", s->widened);
     if (s->activations)
-        printf("sqnr:      lowest %.1f dB (%s), in the integer graph %.1f dB (%s); %d tensor%s fell back to f32\n",
-               worst, worst_name, iworst, iworst_name, s->fallbacks, s->fallbacks == 1 ? "" : "s");
+        printf("sqnr:      lowest %.1f dB (%s), in the integer graph %.1f dB (%s); %d tensor%s fell back to f32%s\n",
+               worst, worst_name, iworst, iworst_name, s->fallbacks, s->fallbacks == 1 ? "" : "s", widened);
 }
 
 /* Top-1 of f32 and of the integer graph on the labelled calibration samples, and the most sensitive layer. */
@@ -381,9 +384,13 @@ static void print_profile(const qrl_quantized *qz, const double t[3][2])
     qrl_search_try s;
     int64_t ran = 0;
     int i = 0;
-    for (; qrl_quantized_search_try(qz, i, &s) == 0; i++, ran += s.ran)
-        printf("%s %3d in f32 on %4lld samples (%4lld run): %-5s %.2f dB\n", i ? "          " : "tries:    ",
-               s.fallen_back, (long long)s.samples, (long long)s.ran, s.holds ? "holds" : "fails", s.output_sqnr);
+    for (; qrl_quantized_search_try(qz, i, &s) == 0; i++, ran += s.ran) {
+        char w16[32] = ""; /* fallback = u16 then f32: the layers at 16 bits */
+        if (s.widened)
+            snprintf(w16, sizeof w16, ", %d at 16 bits", s.widened);
+        printf("%s %3d in f32%s on %4lld samples (%4lld run): %-5s %.2f dB\n", i ? "          " : "tries:    ",
+               s.fallen_back, w16, (long long)s.samples, (long long)s.ran, s.holds ? "holds" : "fails", s.output_sqnr);
+    }
     if (i)
         printf("           %d measurements of the outputs, %lld sample runs\n", i, (long long)ran);
 }

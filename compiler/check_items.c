@@ -889,6 +889,42 @@ static int acc_width(const ql_node *t)
     return n >= QR_ACC_MIN_BITS && n <= QR_ACC_MAX_BITS ? (int)n : -1;
 }
 
+/* fallback = u16 then f32 when ...: the steps before f32 (q->d), one 16-bit activation type alone:
+ * a layer's output goes to 16 bits first, its own calibrator's observations solved again (its
+ * modifiers kept), and to f32 only when that fails. Other settings take no steps. */
+static void fallback_steps(ctx *c, ql_node *setting, int kind)
+{
+    ql_node *q = setting->a;
+    if (q->d && kind != 2) {
+        chk_err(c, q->d, "only the fallback takes steps ('then'): fallback = u16 then f32 when sqnr < 20");
+        return;
+    }
+    for (ql_node *st = q->d; st; st = st->d) {
+        ql_node *t = st->a;
+        if (st != q->d) {
+            chk_err(c, st, "the fallback has one step before f32 (fallback = u16 then f32 when ...), not more");
+            return;
+        }
+        if (t->kind == QL_TYPE && t->op == QL_TOK_IDENT) {
+            static const char *const types[] = {"u16", "i16"};
+            const char *hint = ql_suggest(t->name, types, 2);
+            chk_err(c, t, "unknown type '%s'; the fallback's step before f32 is u16 or i16 (16-bit activations)%s%s%s",
+                    t->name, hint ? "; did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
+        } else if (t->kind == QL_TYPE && (t->op == QL_TOK_I4 || t->op == QL_TOK_U4)) {
+            chk_err(c, t, "the fallback's step before f32 is u16 or i16 (16-bit activations), not %s",
+                    t->op == QL_TOK_I4 ? "i4" : "u4");
+        } else {
+            char a[64];
+            const qc_type *ty = chk_type(c, t);
+            if (ty->k != QC_U16 && ty->k != QC_I16 && ty->k != QC_ERROR)
+                chk_err(c, t, "the fallback's step before f32 is u16 or i16 (16-bit activations), not %s", TN(ty, a));
+        }
+        for (int i = 0; i < st->nkids; i++)
+            chk_err(c, st->kids[i], "a fallback step takes no modifiers: a tensor keeps its own, its calibrator's "
+                                    "observations solved again for 16 bits");
+    }
+}
+
 static void qspec(ctx *c, ql_node *setting, int kind)
 {
     /* kind 0: activation/weight (int type, modifiers, by calibrator); 1: a type only; 2: fallback */
@@ -949,7 +985,7 @@ static void qspec(ctx *c, ql_node *setting, int kind)
     if (kind == 1 && t->k != QC_I32 && t->k != QC_I64 && t->k != QC_I16 && t->k != QC_ERROR)
         chk_err(c, q->a, "%s %s, not %s", setting->name, acc_is, TN(t, a));
     if (kind == 2 && t->k != QC_F32 && t->k != QC_ERROR)
-        chk_err(c, q->a, "the fallback runs in f32, not %s", TN(t, a));
+        chk_err(c, q->a, q->d ? "the fallback's last step is f32, not %s" : "the fallback runs in f32, not %s", TN(t, a));
     static const char *const mods[] = {"symmetric", "asymmetric", "narrow", "per_channel", "per_tensor"};
     for (int i = 0; i < q->nkids && f32_act; i++)
         chk_err(c, q->kids[i], "%s = f32 takes no modifiers: %s", setting->name,
@@ -1011,6 +1047,7 @@ static void qspec(ctx *c, ql_node *setting, int kind)
     } else if (kind == 0 && !f32_act) {
         chk_err(c, q, "%s needs a calibrator: ... by minmax()", setting->name);
     }
+    fallback_steps(c, setting, kind);
     if (q->c) {
         if (kind != 2) {
             chk_err(c, q->c, "only the fallback takes a condition");
@@ -1359,6 +1396,21 @@ void chk_recipe(ctx *c, qc_sym *s)
             if (!strcmp(wgt->a->kids[i]->name, "per_tensor") && blk)
                 chk_err(c, wgt->a->kids[i], "per_tensor contradicts block = %lld", (long long)blk->a->ival);
     recipe_mixed(c, n, act, wgt, setting[QR_SET_BUDGET], weight_only);
+    /* fallback = u16 then f32 when ...: widens 8-bit activations; the 16-bit layers are ordered for
+     * f32 by their effect measured at 16 bits, which rank = gain's estimate does not give */
+    const ql_node *fb = setting[QR_SET_FALLBACK], *rank = setting[QR_SET_RANK];
+    if (fb && fb->a->kind == QL_QSPEC && fb->a->d) {
+        int abits = at ? qtype_bits(at, NULL) : 0;
+        if (weight_only)
+            chk_err(c, fb->a->d, "a 16-bit fallback step widens integer activations; this recipe is weight-only "
+                                 "(activation = f32)");
+        else if (abits && abits != 8)
+            chk_err(c, fb->a->d, "the fallback's 16-bit step needs 8-bit activations (activation = u8 or i8): it "
+                                 "widens them");
+        if (rank && rank->a->kind == QL_NAME && !strcmp(rank->a->name, "gain"))
+            chk_err(c, rank->a, "rank = gain cannot order a 16-bit fallback step's layers for f32 (their effect at "
+                                "16 bits is measured, rank = effect's runs): drop one of them");
+    }
     for (int i = 0; i < n->nkids && setting[QR_SET_CANDIDATE]; i++)
         if (n->kids[i]->kind == QL_SETTING && n->kids[i]->b && !strcmp(n->kids[i]->name, "weight")) {
             chk_err(c, n->kids[i]->b, "weight for cannot be used with candidate: the mixed precision search "

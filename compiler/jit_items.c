@@ -879,6 +879,18 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
                 snprintf(type, sizeof type, "%s", q->a->name);
             else
                 qc_type_name(q->a->type ? q->a->type : &qc_error, type, sizeof type);
+            if (q->d) { /* fallback = u16 then f32 when ...: the steps' types first, "u16 f32" */
+                char steps[64] = "";
+                for (const ql_node *st = q->d; st; st = st->d) {
+                    size_t len = strlen(steps);
+                    qc_type_name(st->a->type ? st->a->type : &qc_error, steps + len, sizeof steps - len - 1);
+                    len = strlen(steps);
+                    snprintf(steps + len, sizeof steps - len, " ");
+                }
+                size_t len = strlen(steps);
+                snprintf(steps + len, sizeof steps - len, "%s", type);
+                snprintf(type, sizeof type, "%s", steps);
+            }
             mods = setting_mods(q);
             const ql_node *by = q->b;
             if (by) {

@@ -59,6 +59,15 @@ ql_node *qp_fix(ql_node *n, ql_node *a, ql_node *b, ql_node *c)
     return n;
 }
 
+ql_node *qp_step(qp_state *ps, ql_node *step, ql_node *rest)
+{
+    (void)ps;
+    step->d = rest->d; /* the steps parsed so far follow this one */
+    rest->d = step;
+    rest->span = ql_span_join(step->span, rest->span);
+    return rest;
+}
+
 ql_node *qp_add(qp_state *ps, ql_node *list, ql_node *kid)
 {
     return ql_node_add(ps->arena, list, kid);

@@ -23,6 +23,9 @@ ql_node *qp_bin(qp_state *ps, ql_tok op, ql_node *a, ql_node *b);
 ql_node *qp_un(qp_state *ps, const ql_token *op, ql_node *a);
 ql_node *qp_fix(ql_node *n, ql_node *a, ql_node *b, ql_node *c); /* sets a, b, c (NULL keeps) */
 ql_node *qp_add(qp_state *ps, ql_node *list, ql_node *kid);
+/* `step then rest` (fallback = u16 then f32 when ...): rest, its d the steps before it in order (step
+ * first), its span from step on */
+ql_node *qp_step(qp_state *ps, ql_node *step, ql_node *rest);
 ql_node *qp_named(qp_state *ps, ql_kind k, const ql_token *name, ql_span sp);
 ql_node *qp_nest(qp_state *ps, ql_node *n); /* depth check for calls/indexing */
 ql_node *qp_type_nest(qp_state *ps, ql_node *n); /* ... for array and tensor types */

@@ -27,7 +27,7 @@
        CARET TILDE EQ NE LT TLT LE GT GE IMPORT CONST FN KERNEL CALIBRATOR STATE OBSERVE MERGE SOLVE
        PATTERN MATCH WHERE QUANTIZE LOWER AFFINE SAME FIXED TABLE REQUANTIZE RECIPE USE BY WHEN LET
        VAR IF ELSE FOR IN WHILE RETURN BREAK CONTINUE TRUE FALSE AND OR NOT SAT TENSOR QTYPE QPARAMS
-       HISTOGRAM BOOL I4 U4 I8 U8 I16 U16 I32 I64 F32 F64 ELEMENTWISE ALONG CHANNEL TRANSFORM GRAM.
+       HISTOGRAM BOOL I4 U4 I8 U8 I16 U16 I32 I64 F32 F64 ELEMENTWISE ALONG CHANNEL TRANSFORM GRAM THEN.
 
 %left OR.
 %left AND.
@@ -222,6 +222,12 @@ qspec(A) ::= U4(T) mods(M) byopt(B) whenopt(W).       { ql_node *t = qp_tok(ps, 
 /* a name where the type goes (i4 symmetric ..., u7 by ...): parsed so the checker can say it is no type */
 qspec(A) ::= IDENT(T) IDENT(N) mods(M) byopt(B) whenopt(W). { A = qp_fix(qp_add(ps, M, qp_tok(ps, QL_NAME, &N)), qp_tok(ps, QL_TYPE, &T), B, W); M->span = T.span; }
 qspec(A) ::= IDENT(T) BY postfix(B) whenopt(W).       { A = qp_fix(qp_node(ps, QL_QSPEC, T.span), qp_tok(ps, QL_TYPE, &T), B, W); }
+/* u16 then f32 when sqnr < 20: the fallback's steps, a type alone each before the last (the
+ * checker says which): the last spec, its d the steps before it in order */
+qspec(A) ::= scalar(T) mods(M) THEN qspec(Q).         { M->span = ql_span_join(T->span, M->span); A = qp_step(ps, qp_fix(M, T, NULL, NULL), Q); }
+qspec(A) ::= I4(T) mods(M) THEN qspec(Q).             { ql_node *t = qp_tok(ps, QL_TYPE, &T); M->span = ql_span_join(t->span, M->span); A = qp_step(ps, qp_fix(M, t, NULL, NULL), Q); }
+qspec(A) ::= U4(T) mods(M) THEN qspec(Q).             { ql_node *t = qp_tok(ps, QL_TYPE, &T); M->span = ql_span_join(t->span, M->span); A = qp_step(ps, qp_fix(M, t, NULL, NULL), Q); }
+qspec(A) ::= IDENT(T) THEN qspec(Q).                  { ql_node *t = qp_tok(ps, QL_TYPE, &T); A = qp_step(ps, qp_fix(qp_node(ps, QL_QSPEC, T.span), t, NULL, NULL), Q); }
 mods(A) ::= .                                         { A = qp_node(ps, QL_QSPEC, (ql_span){0}); }
 mods(A) ::= mods(L) IDENT(N).                         { A = qp_add(ps, L, qp_tok(ps, QL_NAME, &N)); }
 byopt(A) ::= .                                        { A = NULL; }

@@ -276,6 +276,8 @@ typedef struct qrl_quant_summary {
     int nodes_pattern, nodes_affine, nodes_float; /* the model's nodes: matched by patterns, run by affine rules, f32 */
     int activations, weights;                     /* tensors quantized */
     int fallbacks;                                /* activations the recipe's fallback left in f32 */
+    int widened;                                  /* activations its 16-bit step (fallback = u16 then f32) left
+                                                   * at 16 bits */
     int kernels, lookups, int_ops, requants, islands; /* the integer graph: kernel calls, lookup tables, integer
                                                          ops, requantizations, f32 islands */
     int64_t samples;                              /* calibration samples used */
@@ -333,7 +335,7 @@ typedef struct qrl_quant_phase {
 int qrl_quantized_phase(const qrl_quantized *q, int i, qrl_quant_phase *out);
 
 /* The fallback's measurement i of the model's outputs, in order: with fallen_back layers of its
- * ranking in f32, on the first samples measured samples (the recipe's search_samples: the binary
+ * ranking in f32 (and widened at 16 bits: fallback = u16 then f32), on the first samples measured samples (the recipe's search_samples: the binary
  * search's tries on fewer), ran of them run for it (the rest kept from an earlier try of the same
  * layers; 0: the answer's graphs only rebuilt), whether the recipe's condition held, and the output
  * SQNR (dB) it judged. Non-zero past the last. */
@@ -342,6 +344,7 @@ typedef struct qrl_search_try {
     int64_t samples, ran;
     int holds;
     double output_sqnr;
+    int widened;
 } qrl_search_try;
 int qrl_quantized_search_try(const qrl_quantized *q, int i, qrl_search_try *out);
 

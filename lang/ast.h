@@ -50,7 +50,9 @@
  *   USE          kids = NAME
  *   SETTING      name; a = value (QSPEC or an expression); b = USE of the ops (NAME) and nodes (STR)
  *                it applies to (activation for ...)?
- *   QSPEC        a = TYPE; kids = NAME modifiers; b = by-calibrator?; c = when-condition?
+ *   QSPEC        a = TYPE; kids = NAME modifiers; b = by-calibrator?; c = when-condition?; d = the steps
+ *                before it (fallback = u16 then f32 when ...: QSPECs of a type and modifiers, chained
+ *                by d, first step first)?
  *   BLOCK        kids = statements
  *   LET          name; a = type?; b = value; flag = 1 for var (mutable)
  *   ASSIGN       op = ASSIGN/PLUSEQ/...; a = target; b = value

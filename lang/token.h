@@ -33,7 +33,7 @@
     X(QTYPE, "'qtype'") X(QPARAMS, "'qparams'") X(HISTOGRAM, "'histogram'") X(BOOL, "'bool'")        \
     X(I4, "'i4'") X(U4, "'u4'") X(I8, "'i8'") X(U8, "'u8'") X(I16, "'i16'") X(U16, "'u16'") X(I32, "'i32'") X(I64, "'i64'")      \
     X(F32, "'f32'") X(F64, "'f64'") X(ELEMENTWISE, "'elementwise'") X(ALONG, "'along'")    \
-    X(CHANNEL, "'channel'") X(TRANSFORM, "'transform'") X(GRAM, "'gram'")
+    X(CHANNEL, "'channel'") X(TRANSFORM, "'transform'") X(GRAM, "'gram'") X(THEN, "'then'")
 
 typedef enum ql_tok {
     QL_TOK_EOF = 0,

@@ -1275,7 +1275,52 @@ typedef struct ranked {
     int slot;
     double sqnr;   /* local: the layer alone, f32 inputs */
     double effect; /* the outputs' SQNR with this layer alone quantized */
+    int wide;      /* fallback = u16 then f32: this step widens the slot to 16 bits (else: to f32) */
 } ranked;
+
+/* fallback = u16 then f32 when ...: a slot's 16-bit step (by slot). Open to a layer's output whose
+ * readers take 16 bits (open_wide); its qparams are its calibrator's observations solved again for
+ * 16 bits, with its own modifiers. */
+typedef struct wide {
+    int open, on;
+    qr_dtype dt, dt16;
+    qrl_qtype qt, qt16;
+    qrl_qparams qp, qp16;
+    double sqnr16; /* its local SQNR at 16 bits (NaN: not measured) */
+} wide;
+
+/* Slot s at 16 bits (on) or at the recipe's type, and the slots that copy its qparams with it. */
+static void set_wide(qr_qctx *q, wide *wd, int s, int on)
+{
+    wide *w = &wd[s];
+    if (!w->open)
+        return;
+    w->on = on;
+    qr_slot *sl = &q->slots[s];
+    sl->dtype = on ? w->dt16 : w->dt;
+    sl->qt = on ? w->qt16 : w->qt;
+    sl->qp = on ? w->qp16 : w->qp;
+    for (int i = 0; i < q->nslots; i++)
+        if (q->slots[i].kind == SLOT_SAME && q->slots[i].same == s)
+            q->slots[i].dtype = sl->dtype, q->slots[i].qt = sl->qt, q->slots[i].qp = sl->qp;
+}
+
+/* The first k steps of rk taken: every slot rk names at the recipe's type, then each of rk[0..k)
+ * widening its slot (wd: the 16-bit steps; NULL: none) or sending it to f32. */
+static void take_steps(qr_qctx *q, wide *wd, const ranked *rk, int nr, int k)
+{
+    for (int i = 0; i < nr; i++) {
+        q->slots[rk[i].slot].fallback = 0;
+        if (wd)
+            set_wide(q, wd, rk[i].slot, 0);
+    }
+    for (int i = 0; i < k; i++) {
+        if (rk[i].wide && wd)
+            set_wide(q, wd, rk[i].slot, 1);
+        else if (!rk[i].wide)
+            q->slots[rk[i].slot].fallback = 1;
+    }
+}
 
 static int by_sqnr(const void *a, const void *b)
 {
@@ -2089,23 +2134,34 @@ static qr_status rebuild_measured(qr_qctx *q, qr_quantized *res, const outref *o
     return st;
 }
 
-/* holds: with the first k of rk fallen back, the outputs (metrics mt) are finite and the recipe's
- * condition holds for no slot still quantized. */
-static qr_status judge(qr_qctx *q, const ranked *rk, int nr, int k, const out_metrics *mt, int *holds)
+/* holds: with rk's steps taken as they are, the outputs (metrics mt) are finite and the recipe's
+ * condition holds for no slot still quantized (read with its local SQNR at the width it has: at 16
+ * bits where measured, else at 8, which it passed). */
+static qr_status judge(qr_qctx *q, const wide *wd, const ranked *rk, int nr, const out_metrics *mt, int *holds)
 {
     qrl_rt rt;
     qr_rt_init(&rt);
     int bad = mt->nonfinite > 0;
-    for (int i = k; !bad && q->r->fallback && i < nr; i++)
-        bad = q->r->fallback(&rt, rk[i].sqnr, mt->sqnr, mt->cosine, mt->agreement) != 0;
+    for (int i = 0; !bad && q->r->fallback && i < nr; i++) {
+        int s = rk[i].slot;
+        double sq = wd && wd[s].on && !isnan(wd[s].sqnr16) ? wd[s].sqnr16 : rk[i].sqnr;
+        if (!q->slots[s].fallback)
+            bad = q->r->fallback(&rt, sq, mt->sqnr, mt->cosine, mt->agreement) != 0;
+    }
     *holds = !bad;
     return qr_rt_status(&rt, q->e);
 }
 
 /* A try of the search judged on n samples of o, ran of them run for it (the others' sums kept from
  * an earlier try of the same k), for the profile (qr_quantized.tries). */
-static qr_status note_try(qr_qctx *q, qr_quantized *res, int k, int64_t n, int64_t ran, int holds, double sqnr)
+static qr_status note_try(qr_qctx *q, qr_quantized *res, const wide *wd, const ranked *rk, int k, int64_t n,
+                          int64_t ran, int holds, double sqnr)
 {
+    int f32 = 0, w16 = 0; /* its steps to f32, and the slots they leave at 16 bits */
+    for (int i = 0; i < k; i++)
+        f32 += !rk[i].wide;
+    for (int i = 0; wd && i < q->nslots; i++)
+        w16 += wd[i].on && !q->slots[i].fallback;
     if (res->ntries % 16 == 0) {
         qr_search_try *t = realloc(res->tries, sizeof *t * (size_t)(res->ntries + 16));
         if (!t)
@@ -2113,7 +2169,7 @@ static qr_status note_try(qr_qctx *q, qr_quantized *res, int k, int64_t n, int64
         res->tries = t;
     }
     res->tries[res->ntries++] =
-        (qr_search_try){.fallen_back = k, .samples = n, .ran = ran, .holds = holds, .output_sqnr = sqnr};
+        (qr_search_try){.fallen_back = f32, .widened = w16, .samples = n, .ran = ran, .holds = holds, .output_sqnr = sqnr};
     return QR_OK;
 }
 
@@ -2126,16 +2182,15 @@ static int64_t batch_samples(const outref *o, int nb)
 
 /* With the first k ranked slots fallen back (plus none else), the integer graph's outputs on every
  * batch, and whether they hold (judge). */
-static qr_status try_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, const ranked *rk,
-                       int nr, int k, int *holds)
+static qr_status try_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, wide *wd,
+                       const ranked *rk, int nr, int k, int *holds)
 {
-    for (int i = 0; i < nr; i++)
-        q->slots[rk[i].slot].fallback = i < k;
+    take_steps(q, wd, rk, nr, k);
     out_metrics mt = {0};
     qr_status st = rebuild_measured(q, res, o, calib, &mt);
     if (st == QR_OK)
-        st = judge(q, rk, nr, k, &mt, holds);
-    return st == QR_OK ? note_try(q, res, k, o->n, o->n, *holds, mt.sqnr) : st;
+        st = judge(q, wd, rk, nr, &mt, holds);
+    return st == QR_OK ? note_try(q, res, wd, rk, k, o->n, o->n, *holds, mt.sqnr) : st;
 }
 
 /* The binary search's tries, by k (0..nr): each one's rows of output sums (measure_rows) for its
@@ -2155,11 +2210,10 @@ static void attempts_free(attempts *a)
 }
 
 /* try_k of k judged on the first nb batches of o, running only those its earlier tries did not. */
-static qr_status try_upto(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, const ranked *rk,
-                          int nr, attempts *a, int k, int nb, int *holds)
+static qr_status try_upto(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, wide *wd,
+                          const ranked *rk, int nr, attempts *a, int k, int nb, int *holds)
 {
-    for (int i = 0; i < nr; i++)
-        q->slots[rk[i].slot].fallback = i < k;
+    take_steps(q, wd, rk, nr, k);
     qr_status st = rebuild(q, res);
     if (st == QR_OK && !a->rows[k] &&
         !(a->rows[k] = calloc((size_t)row_width(q) * (size_t)o->nbatches + 1, sizeof *a->rows[k])))
@@ -2175,8 +2229,8 @@ static qr_status try_upto(qr_qctx *q, qr_quantized *res, const outref *o, const 
     if (st != QR_OK)
         return st;
     res_metrics(q, res, &mt);
-    if ((st = judge(q, rk, nr, k, &mt, holds)) == QR_OK)
-        st = note_try(q, res, k, batch_samples(o, nb), ran, *holds, mt.sqnr);
+    if ((st = judge(q, wd, rk, nr, &mt, holds)) == QR_OK)
+        st = note_try(q, res, wd, rk, k, batch_samples(o, nb), ran, *holds, mt.sqnr);
     return st;
 }
 
@@ -2190,25 +2244,25 @@ static int search_batches(const qr_qctx *q, const outref *o)
     return nb < o->nbatches ? (int)nb : o->nbatches;
 }
 
-/* The fewest of rk[lo + 1 ..] (by effect, worst first) whose fallback meets the recipe (it fails
- * at lo; assumed to hold at nr, everything in f32): a binary search on the search_samples' batches
+/* The fewest of rk[lo + 1 .. top] (by effect, worst first) whose fallback meets the recipe (it fails
+ * at lo; holds at top, or is assumed to at nr, everything in f32): a binary search on the search_samples' batches
  * and, when those are fewer than every measured batch, its answer c confirmed on all of them: c
  * tried on all (its rows completed), then from c the boundary found again on all (galloping
  * towards it, 1, 2, 4 ... layers away, then halving; where c holds and c - 1 fails, c - 1's rows
  * are completed and that is all). Where a try's outcome on every sample only grows with k (more
  * layers in f32 never fail what fewer passed), that finds what the binary search on every sample
  * finds. The answer's graphs are left in res with its metrics. */
-static qr_status search_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, const ranked *rk,
-                          int nr, int lo, fb_progress *pg)
+static qr_status search_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, wide *wd,
+                          const ranked *rk, int nr, int lo, int top, fb_progress *pg, int *answer)
 {
     attempts a = {.n = nr + 1};
     a.rows = calloc((size_t)nr + 1, sizeof *a.rows);
     a.nb = calloc((size_t)nr + 1, sizeof *a.nb);
     qr_status st = a.rows && a.nb ? QR_OK : qr_errorf(q->e, "out of memory");
-    int nb = o->nbatches, ns = search_batches(q, o), hi = nr, holds = 0, lo0 = lo;
+    int nb = o->nbatches, ns = search_batches(q, o), hi = top, holds = 0, lo0 = lo;
     while (st == QR_OK && hi - lo > 1) {
         int mid = lo + (hi - lo) / 2;
-        if ((st = try_upto(q, res, o, calib, rk, nr, &a, mid, ns, &holds)) == QR_OK && holds)
+        if ((st = try_upto(q, res, o, calib, wd, rk, nr, &a, mid, ns, &holds)) == QR_OK && holds)
             hi = mid;
         else
             lo = mid;
@@ -2216,9 +2270,9 @@ static qr_status search_k(qr_qctx *q, qr_quantized *res, const outref *o, const 
     }
     if (st == QR_OK && ns < nb) {
         int c = hi, up = 0, gallop = 1, step = 1;
-        lo = lo0, hi = nr;
-        if (c < nr) { /* nr is not tried: everything in f32 is assumed to hold, as on every sample */
-            if ((st = try_upto(q, res, o, calib, rk, nr, &a, c, nb, &holds)) == QR_OK && holds)
+        lo = lo0, hi = top;
+        if (c < top) { /* top is not tried: it holds, or everything in f32 is assumed to, on every sample */
+            if ((st = try_upto(q, res, o, calib, wd, rk, nr, &a, c, nb, &holds)) == QR_OK && holds)
                 hi = c;
             else
                 lo = c, up = 1;
@@ -2228,7 +2282,7 @@ static qr_status search_k(qr_qctx *q, qr_quantized *res, const outref *o, const 
             int mid = !gallop ? lo + (hi - lo) / 2
                       : up    ? (lo + step < hi ? lo + step : hi - 1)
                               : (hi - step > lo ? hi - step : lo + 1);
-            if ((st = try_upto(q, res, o, calib, rk, nr, &a, mid, nb, &holds)) == QR_OK && holds)
+            if ((st = try_upto(q, res, o, calib, wd, rk, nr, &a, mid, nb, &holds)) == QR_OK && holds)
                 hi = mid;
             else
                 lo = mid;
@@ -2238,8 +2292,9 @@ static qr_status search_k(qr_qctx *q, qr_quantized *res, const outref *o, const 
             fb_step(pg);
         }
     }
-    if (st == QR_OK) /* only rebuilt when measured on every batch (hi = nr never is: then measured) */
-        st = try_upto(q, res, o, calib, rk, nr, &a, hi, nb, &holds);
+    if (st == QR_OK) /* only rebuilt when measured on every batch (hi = top never is: then measured) */
+        st = try_upto(q, res, o, calib, wd, rk, nr, &a, hi, nb, &holds);
+    *answer = hi;
     attempts_free(&a);
     return st;
 }
@@ -2679,12 +2734,175 @@ static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, co
     return QR_OK;
 }
 
+/* ------------------------------------------------------------ the fallback's 16-bit step */
+
+/* The recipe's `fallback = T then f32 when ...`: T's type (QR_UNDEF: no step before f32). */
+static qr_dtype fallback_step(const qr_qctx *q)
+{
+    const qr_setting *s = qr_recipe_setting(q->r, QR_SET_FALLBACK);
+    char t[16];
+    if (!s || !s->type || !strchr(s->type, ' ') || sscanf(s->type, "%15s", t) != 1)
+        return QR_UNDEF;
+    return qr_dtype_from_name(t);
+}
+
+/* Each slot's 16-bit step (type dt16), where open: a calibrated 8-bit slot that a layer writes (a
+ * Conv, Gemm or MatMul by a constant weight, through unquantized nodes: mac_node), whose readers
+ * take 16 bits as mixed precision's 16-bit choice says (readers_take_16); its qparams its
+ * calibrator's observations solved again for dt16, with the slot's own modifiers. */
+static qr_status open_wide(qr_qctx *q, const outref *o, wide *wd, qr_dtype dt16)
+{
+    for (int i = 0; i < q->nslots; i++) {
+        qr_slot *sl = &q->slots[i];
+        wide *w = &wd[i];
+        w->sqnr16 = NAN;
+        const qr_value *v = q->g->values[sl->value];
+        const qr_node *n = mac_node(q, v, o);
+        if (sl->fallback || sl->kind != SLOT_CALIBRATED || !sl->cal || q->qval[sl->value] < 0 ||
+            qr_dtype_bits(sl->dtype) != 8 || !n || n->n_in < 2 || !n->in[1] || !n->in[1]->is_const ||
+            !readers_take_16(q, v, i, 0))
+            continue;
+        w->dt = sl->dtype, w->qt = sl->qt, w->qp = sl->qp, w->dt16 = dt16;
+        w->qt16 = qr_qtype_of(dt16, (int)sl->qt.narrow, -1);
+        w->qt16.symmetric = sl->qt.symmetric;
+        qr_status st = qr_calib_solve(sl->cal, &w->qt16, &w->qp16, q->e);
+        if (st != QR_OK) {
+            qr_error_prefix(q->e, "value '%s' in %s", v->name, qr_dtype_name(dt16));
+            return st;
+        }
+        w->qp16.scale = (float)w->qp16.scale; /* the export stores f32 scales */
+        w->open = isfinite(w->qp16.scale) && w->qp16.scale > 0;
+    }
+    return QR_OK;
+}
+
+/* The open slots' local SQNR at 16 bits (wd[].sqnr16): one local measurement with every open slot
+ * widened (each slot's local error is its own layer's, so one run gives them all); the slots' sums
+ * at the recipe's types are kept for the report. */
+static qr_status measure_local_wide(qr_qctx *q, wide *wd, const qr_tensor *calib, int64_t count)
+{
+    double *keep = calloc(4 * (size_t)q->nslots + 1, sizeof *keep);
+    if (!keep)
+        return qr_errorf(q->e, "out of memory");
+    for (int i = 0; i < q->nslots; i++) {
+        const qr_slot *sl = &q->slots[i];
+        keep[4 * i] = sl->lx2, keep[4 * i + 1] = sl->le2, keep[4 * i + 2] = sl->ln, keep[4 * i + 3] = sl->lr2;
+        set_wide(q, wd, i, 1);
+    }
+    qr_quantized one = {0};
+    qr_status st = qr_plan_build_qdq(q, &one);
+    if (st == QR_OK)
+        st = measure_local(q, one.qdq, calib, count, NULL);
+    qr_graph_free(one.qdq);
+    for (int i = 0; i < q->nslots; i++) {
+        qr_slot *sl = &q->slots[i];
+        if (wd[i].open && st == QR_OK)
+            wd[i].sqnr16 = qr_plan_local_sqnr(sl);
+        set_wide(q, wd, i, 0);
+        sl->lx2 = keep[4 * i], sl->le2 = keep[4 * i + 1], sl->ln = keep[4 * i + 2], sl->lr2 = keep[4 * i + 3];
+    }
+    free(keep);
+    return st;
+}
+
+/* The f32 steps chosen with every open slot widened (rk: the first k, then the 16-bit steps
+ * rk[k..k+n16), then the f32 steps, of which those before answer were taken): the fewest 16-bit
+ * steps, worst effect first, that still meet the recipe with those f32 steps taken (the 16-bit path
+ * is slower; it holds with all of them). rk is reordered: the first k, the chosen f32 steps, the
+ * 16-bit steps of the slots they leave quantized, the other f32 steps. */
+static qr_status fewest_wide(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, wide *wd,
+                             ranked *rk, int total, int k, int n16, int answer, fb_progress *pg)
+{
+    int h = answer - (k + n16), m16 = 0, holds = 0;
+    ranked *w16 = malloc(((size_t)n16 + 1) * sizeof *w16);
+    if (!w16)
+        return qr_errorf(q->e, "out of memory");
+    take_steps(q, wd, rk, total, answer);
+    for (int i = k; i < k + n16; i++)
+        if (!q->slots[rk[i].slot].fallback)
+            w16[m16++] = rk[i];
+    memmove(rk + k, rk + k + n16, sizeof *rk * (size_t)h);
+    memcpy(rk + k + h, w16, sizeof *rk * (size_t)m16);
+    int n = k + h + m16; /* the 16-bit steps of the slots in f32 go */
+    memmove(rk + n, rk + answer, sizeof *rk * (size_t)(total - answer));
+    n += total - answer;
+    free(w16);
+    qr_status st = try_k(q, res, o, calib, wd, rk, n, k + h, &holds);
+    fb_step(pg);
+    if (st == QR_OK && !holds && m16 > 0) /* it holds with all of them: the answer above */
+        st = search_k(q, res, o, calib, wd, rk, n, k + h, k + h + m16, pg, &answer);
+    qr_plan_phase(q, res, "fewest 16-bit steps");
+    return st;
+}
+
+/* The fallback's search with a 16-bit step (wd), past the first k steps of rk (which fail): rk[k..nr)
+ * hold one f32 step per slot still at the recipe's type, worst effect first. The steps become: the
+ * 16-bit steps of those open to it (worst effect first: they take no MAC off the integers), then
+ * every slot's f32 step, ordered by the recipe's order with the effect each has by then (at 16 bits
+ * where widened: measured only when the 16-bit steps alone fail). The binary search runs over the
+ * 16-bit steps when all of them meet the recipe, else over the f32 steps. rk has room for 2 nr. */
+static qr_status search_wide(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, int64_t count,
+                             wide *wd, ranked *rk, int nr, int k, fb_progress *pg)
+{
+    ranked *f32 = malloc(((size_t)nr + 1) * sizeof *f32), *sub = malloc(((size_t)nr + 1) * sizeof *sub);
+    int *at = malloc(((size_t)nr + 1) * sizeof *at), nf = 0, n16 = 0, holds = 0, nsub = 0;
+    qr_status st = f32 && sub && at ? QR_OK : qr_errorf(q->e, "out of memory");
+    for (int i = 0; st == QR_OK && i < k; i++) /* widened on their own: they may still go to f32 */
+        if (rk[i].wide)
+            f32[nf] = rk[i], f32[nf++].wide = 0;
+    for (int i = k; st == QR_OK && i < nr; i++) {
+        f32[nf++] = rk[i];
+        if (wd[rk[i].slot].open)
+            sub[n16++] = rk[i], sub[n16 - 1].wide = 1;
+    }
+    if (st == QR_OK) { /* rk: the first k, the 16-bit steps, the f32 steps */
+        memcpy(rk + k, sub, sizeof *rk * (size_t)n16);
+        memcpy(rk + k + n16, f32, sizeof *rk * (size_t)nf);
+    }
+    int total = k + n16 + nf;
+    if (st == QR_OK && n16 > 0) {
+        st = try_k(q, res, o, calib, wd, rk, total, k + n16, &holds);
+        fb_step(pg);
+    }
+    qr_plan_phase(q, res, "16-bit step");
+    int answer = 0;
+    if (st == QR_OK && holds) {
+        st = search_k(q, res, o, calib, wd, rk, total, k, k + n16, pg, &answer);
+    } else if (st == QR_OK) {
+        /* the f32 steps' effects at the width they then have: the widened ones measured again */
+        take_steps(q, wd, rk, total, k + n16);
+        for (int i = k + n16; i < total; i++)
+            if (wd[rk[i].slot].on)
+                at[nsub] = i, sub[nsub++] = rk[i];
+        if (nsub)
+            st = measure_effects(q, calib, count, sub, nsub);
+        for (int j = 0; st == QR_OK && j < nsub; j++)
+            rk[at[j]].effect = sub[j].effect;
+        if (st == QR_OK)
+            qsort(rk + k + n16, (size_t)nf, sizeof *rk, by_effect);
+        if (st == QR_OK && choice_is(q, QR_SET_ORDER, "per_mac"))
+            st = order_per_mac(q, o, rk + k + n16, nf);
+        qr_plan_phase(q, res, "effects at 16 bits");
+        if (st == QR_OK)
+            st = search_k(q, res, o, calib, wd, rk, total, k + n16, total, pg, &answer);
+        if (st == QR_OK)
+            st = fewest_wide(q, res, o, calib, wd, rk, total, k, n16, answer, pg);
+    }
+    free(f32), free(sub), free(at);
+    return st;
+}
+
 qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count)
 {
     outref o;
-    ranked *rk = calloc((size_t)q->nslots + 1, sizeof *rk);
-    if (!rk)
+    /* with a 16-bit step, a slot may take two steps (to 16 bits, then to f32) */
+    ranked *rk = calloc(2 * (size_t)q->nslots + 1, sizeof *rk);
+    qr_dtype dt16 = q->r->fallback ? fallback_step(q) : QR_UNDEF;
+    wide *wd = dt16 != QR_UNDEF ? calloc((size_t)q->nslots + 1, sizeof *wd) : NULL;
+    if (!rk || (dt16 != QR_UNDEF && !wd)) {
+        free(rk), free(wd);
         return qr_errorf(q->e, "out of memory");
+    }
     fb_progress pg = {.o = q->o, .total = 3, .t0 = qr_plan_now_ms()};
     for (int i = 0; i < q->nslots; i++)
         q->slots[i].effect = NAN;
@@ -2706,28 +2924,40 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     int nr = 0;
     for (int i = 0; st == QR_OK && i < q->nslots; i++)
         if (!q->slots[i].fallback && q->qval[q->slots[i].value] >= 0)
-            rk[nr++] = (ranked){i, qr_plan_local_sqnr(&q->slots[i]), NAN};
+            rk[nr++] = (ranked){i, qr_plan_local_sqnr(&q->slots[i]), NAN, 0};
     qsort(rk, (size_t)nr, sizeof *rk, by_sqnr);
+    if (st == QR_OK && wd)
+        st = open_wide(q, &o, wd, dt16);
     int holds = 0, k = 0;
     if (st == QR_OK && qr_recipe_setting(q->r, QR_SET_BUDGET)) { /* the budget decides, not a condition */
         st = mixed_choice(q, res, &o, calib, count);
         holds = 1;
     } else if (st == QR_OK)
-        st = try_k(q, res, &o, calib, rk, nr, 0, &holds);
+        st = try_k(q, res, &o, calib, wd, rk, nr, 0, &holds);
     fb_step(&pg);
     if (st == QR_OK && !holds && q->r->fallback) {
         /* the tensors the condition sends back on their own (read with the outputs as if they met
-         * it) go at once, first: a stable partition of the ranking */
+         * it) go at once, first: a stable partition of the ranking; with a 16-bit step, those it
+         * passes at 16 bits go to 16 bits (their local SQNR there measured only when some fail) */
         qrl_rt rt;
         qr_rt_init(&rt);
-        for (int i = 0; i < nr; i++)
+        int wide_fails = 0;
+        for (int i = 0; wd && i < nr; i++)
+            wide_fails |= wd[rk[i].slot].open && q->r->fallback(&rt, rk[i].sqnr, INFINITY, 1.0, 1.0);
+        if ((st = qr_rt_status(&rt, q->e)) == QR_OK && wide_fails)
+            st = measure_local_wide(q, wd, calib, count);
+        if (wide_fails)
+            qr_plan_phase(q, res, "local measurement at 16 bits");
+        for (int i = 0; st == QR_OK && i < nr; i++)
             if (q->r->fallback(&rt, rk[i].sqnr, INFINITY, 1.0, 1.0)) {
                 ranked r = rk[i];
+                const wide *w = wd ? &wd[r.slot] : NULL;
+                r.wide = w && w->open && !isnan(w->sqnr16) && !q->r->fallback(&rt, w->sqnr16, INFINITY, 1.0, 1.0);
                 memmove(rk + k + 1, rk + k, sizeof *rk * (size_t)(i - k));
                 rk[k++] = r;
             }
-        if ((st = qr_rt_status(&rt, q->e)) == QR_OK && k > 0)
-            st = try_k(q, res, &o, calib, rk, nr, k, &holds);
+        if (st == QR_OK && (st = qr_rt_status(&rt, q->e)) == QR_OK && k > 0)
+            st = try_k(q, res, &o, calib, wd, rk, nr, k, &holds);
         fb_step(&pg);
     }
     qr_plan_phase(q, res, res->mixed ? "mixed precision" : "first tries");
@@ -2738,18 +2968,27 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
             q->slots[rk[i].slot].effect = rk[i].effect;
         if (st == QR_OK)
             qsort(rk + k, (size_t)(nr - k), sizeof *rk, by_effect);
-        if (st == QR_OK && choice_is(q, QR_SET_ORDER, "per_mac"))
-            st = order_per_mac(q, &o, rk + k, nr - k);
-        qr_plan_phase(q, res, "effects");
-        if (st == QR_OK)
-            st = search_k(q, res, &o, calib, rk, nr, k, &pg);
+        if (st == QR_OK && wd) {
+            qr_plan_phase(q, res, "effects");
+            st = search_wide(q, res, &o, calib, count, wd, rk, nr, k, &pg);
+        } else {
+            if (st == QR_OK && choice_is(q, QR_SET_ORDER, "per_mac"))
+                st = order_per_mac(q, &o, rk + k, nr - k);
+            qr_plan_phase(q, res, "effects");
+            int answer;
+            if (st == QR_OK)
+                st = search_k(q, res, &o, calib, wd, rk, nr, k, nr, &pg, &answer);
+        }
         qr_plan_phase(q, res, "search");
     }
     pg.total = pg.done; /* finished: a full bar */
     qr_plan_progress(pg.o, "fallback ", pg.done, pg.total, pg.t0);
-    res->fallbacks = 0;
-    for (int i = 0; i < q->nslots; i++)
+    res->fallbacks = res->widened = 0;
+    for (int i = 0; i < q->nslots; i++) {
         res->fallbacks += q->slots[i].fallback;
+        res->widened += wd && wd[i].on && !q->slots[i].fallback;
+    }
+    free(wd);
     if (st == QR_OK)
         qr_measure_macs(q, res, o.per_sample, o.last);
     outref_free(&o);

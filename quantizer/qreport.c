@@ -197,8 +197,8 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     fprintf(f, ",\n  \"fp32_pass_ms\": ");
     num(f, q->fp32_ms);
     fprintf(f, ",\n  \"batch\": %d", q->batch);
-    fprintf(f, ",\n  \"nodes\": {\"pattern\": %d, \"affine\": %d, \"f32\": %d},\n  \"fallbacks\": %d,\n",
-            q->nodes_pattern, q->nodes_affine, q->nodes_float, q->fallbacks);
+    fprintf(f, ",\n  \"nodes\": {\"pattern\": %d, \"affine\": %d, \"f32\": %d},\n  \"fallbacks\": %d,\n"
+               "  \"widened\": %d,\n", q->nodes_pattern, q->nodes_affine, q->nodes_float, q->fallbacks, q->widened);
     fprintf(f, "  \"validate_samples\": %lld,\n  \"output_sqnr_db\": ", (long long)q->validate_samples);
     num(f, q->output_sqnr);
     fprintf(f, ",\n  \"output_sqnr_calibrate_db\": ");
@@ -217,8 +217,9 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     fprintf(f, "  \"search_tries\": [");
     for (int i = 0; i < q->ntries; i++) {
         const qr_search_try *t = &q->tries[i];
-        fprintf(f, "%s\n    {\"fallen_back\": %d, \"samples\": %lld, \"ran\": %lld, \"holds\": %s, \"output_sqnr_db\": ",
-                i ? "," : "", t->fallen_back, (long long)t->samples, (long long)t->ran, t->holds ? "true" : "false");
+        fprintf(f, "%s\n    {\"fallen_back\": %d, \"widened\": %d, \"samples\": %lld, \"ran\": %lld, \"holds\": %s, "
+                   "\"output_sqnr_db\": ", i ? "," : "", t->fallen_back, t->widened, (long long)t->samples,
+                (long long)t->ran, t->holds ? "true" : "false");
         num(f, t->output_sqnr);
         fprintf(f, "}");
     }
@@ -368,11 +369,11 @@ static void write_html(FILE *f, const qr_quantized *q, const char *model)
     esc(f, q->recipe ? q->recipe : "", 0);
     fprintf(f, "</b>. %lld calibration samples in %.0f ms (one f32 pass: %.0f ms). Nodes: %d by patterns, %d by "
                "affine rules, %d in f32. %d weight tensors quantized (%d of them 4-bit): %lld bytes of integers, 4-bit ones "
-               "packed two to a byte, against %lld in f32; %d tensors fell back to f32; %d activations are "
+               "packed two to a byte, against %lld in f32; %d tensors fell back to f32, %d went to 16 bits; %d activations are "
                "quantized at run time (dynamic: no calibrated scale; the range shown is the calibration samples').</p>\n",
             (long long)q->samples, q->calib_ms, q->fp32_ms, q->nodes_pattern, q->nodes_affine, q->nodes_float,
             q->weights, q->weights_4bit, (long long)q->weight_bytes, (long long)q->weight_f32_bytes, q->fallbacks,
-            q->ndynamic);
+            q->widened, q->ndynamic);
     fprintf(f, "<h2>SQNR of each quantized tensor against f32</h2>\n<p>Signal-to-quantization-noise ratio measured "
                "on calibration data, with every quantization upstream applied (simulated in f32; the table also "
                "gives it for the integer graph's own kernels). Red: under 20 dB; grey: fell back to f32.</p>\n");

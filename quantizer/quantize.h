@@ -72,11 +72,11 @@ typedef struct qr_qlayer {
 struct qr_intgraph;
 
 /* One measurement of the fallback's search (for --profile and the report): with the first
- * fallen_back layers of its ranking in f32, the outputs on the first samples measured samples, ran
- * of them run for it (the others' sums kept from an earlier try of the same layers; 0: the answer's
- * graphs only rebuilt). */
+ * fallen_back layers of its ranking in f32 (and widened at 16 bits: fallback = u16 then f32), the
+ * outputs on the first samples measured samples, ran of them run for it (the others' sums kept from
+ * an earlier try of the same layers; 0: the answer's graphs only rebuilt). */
 typedef struct qr_search_try {
-    int fallen_back;
+    int fallen_back, widened;
     int64_t samples, ran;
     int holds; /* the recipe's condition held for none left quantized, the outputs finite */
     double output_sqnr;
@@ -103,6 +103,7 @@ typedef struct qr_quantized {
     double calib_ms;                              /* the calibration pass */
     double fp32_ms;                               /* one fp32 pass over the same samples */
     int fallbacks;                                /* layers the recipe's fallback sent back to f32 */
+    int widened;                                  /* layers its 16-bit step (fallback = u16 then f32) left at 16 bits */
     double output_sqnr;                           /* dB, the model's outputs from the integer graph against f32 */
     int64_t output_nonfinite;                     /* output elements the integer graph makes NaN or inf */
     int64_t validate_samples;                     /* held out from calibration by the recipe's validate: what

@@ -1,0 +1,125 @@
+"""Independent check of the fallback's 16-bit step (fallback = u16 then f32 when output_sqnr < T,
+outputs = worst) on tools/make_ladder_model.py's model, for tests/e2e/test_ladder.c.
+
+numpy simulates the model quantized as the recipe says (u8 or u16 asymmetric min/max activations,
+each tensor's range from its values on the calibration samples with the quantization before it
+applied; i8 symmetric per-channel weights, max |w| / 127) under each assignment of the three
+layers the step can change: a (its readers: a Conv), y2 (an output) and d (read by a Sigmoid,
+whose lookup table takes 8 bits: its 16-bit step is closed, which the oracle derives from the
+graph: d's only reader is not a Conv, Gemm or MatMul). It finds by brute force the assignments
+whose every output meets T dB, and of those the ones with the fewest layers in f32, then the
+fewest at 16 bits: exactly one, which must be the export's (read from its QuantizeLinear types:
+uint16, uint8, or none for a tensor left in f32). It also checks that a's 16-bit scale is the
+calibration range over 65535 (the same min/max observations solved for 16 bits), and that
+QRL's summary reports the counts and the share of MACs on the integers (a and y1 at 4 * 8 * 64
+and 8 * 4 * 9 * 64 MACs a sample are integer; y2's and d's 4 * 4 * 64 each are not).
+
+Usage: ladder_oracle.py MODEL EXPORT CALIB.npy TARGET_DB SUMMARY.txt
+Prints "ok ..." or raises.
+"""
+import itertools
+import sys
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+
+def fq(v, bits):  # asymmetric min/max over v, as the recipe's minmax() solves it
+    lo, hi = min(float(v.min()), 0.0), max(float(v.max()), 0.0)
+    qmax = 2 ** bits - 1
+    s = (hi - lo) / qmax
+    if s == 0:  # all 0 (y2's weights rounded away): 0 is exact
+        return v, s
+    z = np.clip(np.round(-lo / s), 0, qmax)
+    return (np.clip(np.round(v / s) + z, 0, qmax) - z) * s, s
+
+
+def fq_w(w):  # i8 symmetric per output channel
+    s = np.abs(w).reshape(w.shape[0], -1).max(1) / 127
+    s = s.reshape(-1, *([1] * (w.ndim - 1)))
+    return np.clip(np.round(w / s), -128, 127) * s
+
+
+def conv(x, w, b=None, pad=0):
+    x = x.astype(np.float64)
+    if pad:
+        x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    k, h, wd = w.shape[2], x.shape[2] - w.shape[2] + 1, x.shape[3] - w.shape[3] + 1
+    y = sum(np.einsum("nchw,oc->nohw", x[:, :, i:i + h, j:j + wd], w[:, :, i, j].astype(np.float64))
+            for i in range(k) for j in range(k))
+    return y if b is None else y + b.reshape(1, -1, 1, 1)
+
+
+def sqnr(ref, got):
+    return 10 * np.log10((ref ** 2).sum() / ((ref - got) ** 2).sum())
+
+
+def main(model, export, calib, target, summary):
+    target = float(target)
+    m = onnx.load(model)
+    w = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    readers = {}
+    for n in m.graph.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n.op_type)
+    # the 16-bit step is open where every reader is a Conv (or none: an output)
+    open16 = {v: all(r == "Conv" for r in readers.get(v, [])) for v in ("a", "y2", "d")}
+    assert open16 == {"a": True, "y2": True, "d": False}, open16
+    x = np.load(calib).astype(np.float64)
+    ref_a = np.maximum(conv(x, w["wa"], w["ba"]), 0)
+    ref = {"y1": conv(ref_a, w["wc"], w["bc"], 1), "y2": conv(x, w["wb"]),
+           "y3": 1 / (1 + np.exp(-conv(x, w["wd"], w["bd"])))}
+    xq, _ = fq(x, 8)
+
+    def run(a, y2, d):  # each: 8 or 16 (bits of the layer's output) or 32 (f32, its weights too)
+        wq = lambda n, bits: w[n] if bits == 32 else fq_w(w[n])
+        act = lambda v, bits: v if bits == 32 else fq(v, bits)[0]
+        av = act(np.maximum(conv(xq, wq("wa", a), w["ba"]), 0), a)
+        out = {"y1": act(conv(av, fq_w(w["wc"]), w["bc"], 1), 8), "y2": act(conv(xq, wq("wb", y2)), y2)}
+        dv = act(conv(xq, wq("wd", d), w["bd"]), d)
+        out["y3"] = act(1 / (1 + np.exp(-dv)), 8)
+        return min(sqnr(ref[k], out[k]) for k in ref)
+
+    choices = {v: [8, 16, 32] if open16[v] else [8, 32] for v in ("a", "y2", "d")}
+    table = {}
+    for a, y2, d in itertools.product(choices["a"], choices["y2"], choices["d"]):
+        table[(a, y2, d)] = run(a, y2, d)
+    passing = [k for k, v in table.items() if v >= target]
+    assert passing, table
+    best = min(passing, key=lambda k: (sum(b == 32 for b in k), sum(b == 16 for b in k)))
+    ties = [k for k in passing if (sum(b == 32 for b in k), sum(b == 16 for b in k)) ==
+            (sum(b == 32 for b in best), sum(b == 16 for b in best))]
+    assert len(ties) == 1, ("the decision is not unique", ties, table)
+    # every way of reaching the target with fewer layers in f32 fails: a alone in f32, y2 at 16 bits
+    assert table[(8, 32, 32)] < target and table[(16, 16, 32)] < target, table
+
+    e = onnx.load(export)
+    ei = {i.name: i for i in e.graph.initializer}
+    types = {}  # the float value each QuantizeLinear quantizes (the export names it VALUE_f32 or VALUE)
+    for n in e.graph.node:
+        if n.op_type == "QuantizeLinear":
+            v = n.input[0][:-4] if n.input[0].endswith("_f32") else n.input[0]
+            types[v] = {onnx.TensorProto.UINT8: 8, onnx.TensorProto.UINT16: 16}[ei[n.input[2]].data_type]
+            if v == "a":
+                scale16 = float(numpy_helper.to_array(ei[n.input[1]]))
+    got = tuple(types.get(v, 32) for v in ("a", "y2", "d"))
+    assert got == best, ("QRL chose", got, "numpy", best, table)
+    assert types.get("x") == 8 and types.get("y1") == 8, types
+    # a's 16-bit scale: its range (the simulation's, with x quantized) over 65535
+    _, s16 = fq(np.maximum(conv(xq, fq_w(w["wa"]), w["ba"]), 0), 16)
+    assert abs(scale16 - s16) <= 1e-3 * s16, (scale16, s16)
+    text = open(summary).read()
+    nf, nw = sum(b == 32 for b in best), sum(b == 16 for b in best)
+    want = "%d tensor%s fell back to f32, %d to 16 bits" % (nf, "" if nf == 1 else "s", nw)
+    assert want in text, (want, text)
+    macs = {"a": 8 * 4 * 64, "y1": 4 * 8 * 9 * 64, "y2": 4 * 4 * 64, "d": 4 * 4 * 64}
+    integer = macs["y1"] + sum(macs[v] for v, b in zip(("a", "y2", "d"), best) if b != 32)
+    share = "%.1f%% of %.3g MACs" % (100 * integer / sum(macs.values()), sum(macs.values()))
+    assert share.split(" of ")[0] in text, (share, text)
+    print("ok a, y2, d = %s bits; %.2f dB worst output (numpy); all u8 %.2f dB" %
+          (best, table[best], table[(8, 8, 8)]))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,83 @@
+"""A model for the fallback's 16-bit step (fallback = u16 then f32 when ..., tests/e2e/test_ladder.c),
+written to DIR:
+
+ladder.onnx  x [N, 4, 8, 8] ->
+               a = Relu(Conv 1x1 (x)), 8 channels; channel 7 is Relu(50 (x1 + x2 + x3) - 300): 0
+                   but where all three inputs are near 3 (planted positions), where it reaches
+                   150. That sets a's u8 step (about 0.6) while the other channels hold Relu of
+                   normals of variance 0.75: at u8 their rounding swamps them (about 11 dB); at
+                   u16 the step is 256 times finer. Only the Conv y1 reads a.
+               y1 = Conv 3x3 (a), 4 channels (channel 7 scaled down): an output.
+               y2 = Conv 1x1 (x), 4 channels: an output whose weights hold 1000 on x's channel
+                   0, which is 0 everywhere, beside weights of 0.5 to 1.5 on the others:
+                   per-channel i8 rounds those to 0 (its step is 1000 / 127), so y2 is lost at
+                   any activation width and only f32 keeps it.
+               d = Conv 1x1 (x), 4 channels; channel 3 is 50 (x1 + x2 + x3) - 300: about -300,
+                   150 at the plants, so its u8 step (about 3) swamps the other channels as a's
+                   does; but only a Sigmoid reads d, and its lookup table takes 8 bits: d cannot
+                   go to 16 bits, only to f32.
+               y3 = Sigmoid(d): an output.
+ladder_x.npy 48 samples: normals with channel 0 at 0, and in 8 of them one position where
+             channels 1 to 3 are 3.
+ladder_test.npy 16 other samples of the same kind (4 planted).
+
+Usage: /usr/bin/python3 tools/make_ladder_model.py DIR
+"""
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def samples(rng, n, planted):
+    x = rng.standard_normal((n, 4, 8, 8)).astype(np.float32)
+    x[:, 0] = 0
+    for i in range(planted):  # one position each in the first `planted` samples
+        s = i * n // planted
+        h, w = rng.integers(0, 8, 2)
+        x[s, 1:, h, w] = 3.0
+    return x
+
+
+def main(out):
+    rng = np.random.default_rng(11)
+    wa = rng.standard_normal((8, 4, 1, 1)).astype(np.float32) * 0.5
+    ba = np.zeros(8, np.float32)
+    wa[7, :, 0, 0] = 50.0
+    ba[7] = -300.0  # 50 (x1 + x2 + x3) - 300 (x0 is 0): above 0 near the plants (150 there)
+    wc = (rng.standard_normal((4, 8, 3, 3)) * 0.2).astype(np.float32)
+    wc[:, 7] *= 0.01  # the spike channel barely reaches y1: y1 carries the other channels
+    bc = (rng.standard_normal(4) * 0.1).astype(np.float32)
+    wb = rng.uniform(0.5, 1.5, (4, 4, 1, 1)).astype(np.float32)
+    wb[:, 0] = 1000.0  # on x0, which is 0
+    wd = (rng.standard_normal((4, 4, 1, 1)) * 0.5).astype(np.float32)
+    bd = np.zeros(4, np.float32)
+    wd[3, :, 0, 0] = [0.0, 50.0, 50.0, 50.0]
+    bd[3] = -300.0
+    nodes = [
+        helper.make_node("Conv", ["x", "wa", "ba"], ["ca"]),
+        helper.make_node("Relu", ["ca"], ["a"]),
+        helper.make_node("Conv", ["a", "wc", "bc"], ["y1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["x", "wb"], ["y2"]),
+        helper.make_node("Conv", ["x", "wd", "bd"], ["d"]),
+        helper.make_node("Sigmoid", ["d"], ["y3"]),
+    ]
+    g = helper.make_graph(nodes, "ladder", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 8, 8])],
+                          [helper.make_tensor_value_info("y1", TensorProto.FLOAT, ["N", 4, 8, 8]),
+                           helper.make_tensor_value_info("y2", TensorProto.FLOAT, ["N", 4, 8, 8]),
+                           helper.make_tensor_value_info("y3", TensorProto.FLOAT, ["N", 4, 8, 8])],
+                          [numpy_helper.from_array(wa, "wa"), numpy_helper.from_array(ba, "ba"),
+                           numpy_helper.from_array(wc, "wc"), numpy_helper.from_array(bc, "bc"),
+                           numpy_helper.from_array(wb, "wb"), numpy_helper.from_array(wd, "wd"),
+                           numpy_helper.from_array(bd, "bd")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, f"{out}/ladder.onnx")
+    np.save(f"{out}/ladder_x.npy", samples(rng, 48, 8))
+    np.save(f"{out}/ladder_test.npy", samples(rng, 16, 4))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
