@@ -2877,7 +2877,7 @@ static qr_status search_wide(qr_qctx *q, qr_quantized *res, const outref *o, con
         if (nsub)
             st = measure_effects(q, calib, count, sub, nsub);
         for (int j = 0; st == QR_OK && j < nsub; j++)
-            rk[at[j]].effect = sub[j].effect;
+            rk[at[j]].effect = q->slots[sub[j].slot].effect16 = sub[j].effect;
         if (st == QR_OK)
             qsort(rk + k + n16, (size_t)nf, sizeof *rk, by_effect);
         if (st == QR_OK && choice_is(q, QR_SET_ORDER, "per_mac"))
@@ -2905,7 +2905,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     }
     fb_progress pg = {.o = q->o, .total = 3, .t0 = qr_plan_now_ms()};
     for (int i = 0; i < q->nslots; i++)
-        q->slots[i].effect = NAN;
+        q->slots[i].effect = q->slots[i].effect16 = NAN, q->slots[i].step16 = -1;
     for (int n = q->nslots; n > 0 && q->r->fallback; n /= 2) /* the search's steps, at most */
         pg.total++;
     /* the local measurement's f32 run keeps the outputs every comparison reads; after a bias
@@ -2928,6 +2928,8 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     qsort(rk, (size_t)nr, sizeof *rk, by_sqnr);
     if (st == QR_OK && wd)
         st = open_wide(q, &o, wd, dt16);
+    for (int i = 0; st == QR_OK && wd && i < q->nslots; i++)
+        q->slots[i].step16 = wd[i].open;
     int holds = 0, k = 0;
     if (st == QR_OK && qr_recipe_setting(q->r, QR_SET_BUDGET)) { /* the budget decides, not a condition */
         st = mixed_choice(q, res, &o, calib, count);

@@ -267,6 +267,10 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
                     (long long)l->acc_overflows);
         else if (narrow)
             fprintf(f, ", \"acc_sums\": null, \"acc_overflows\": null");
+        if (l->step16 >= 0) { /* fallback = u16 then f32: whether the step was open, its effect */
+            fprintf(f, ", \"step16_open\": %s, \"effect16_db\": ", l->step16 ? "true" : "false");
+            num(f, l->effect16);
+        }
         fprintf(f, ", \"fallback\": %s, \"runs_as\": \"", l->fallback ? "true" : "false");
         esc(f, l->runs ? l->runs : "", 1);
         fprintf(f, "\"}%s\n", i + 1 < q->nlayers ? "," : "");

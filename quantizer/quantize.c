@@ -370,6 +370,8 @@ static int add_slot(qr_qctx *q, int value, int kind, int same)
     s->same = same;
     s->lo = INFINITY;
     s->hi = -INFINITY;
+    s->step16 = -1;
+    s->effect16 = NAN;
     slot_type(q, s, value_setting(q, value));
     if (kind == SLOT_SAME)
         slot_same(q, s, same);
@@ -2359,6 +2361,8 @@ static qr_status fill_layers(const qr_qctx *q, qr_quantized *res)
         l->acc_sums = s->acc_sums;
         l->acc_overflows = s->acc_over;
         l->fallback = s->fallback;
+        l->step16 = s->step16;
+        l->effect16 = s->effect16;
         l->runs = s->fallback ? "f32 (fallback)"
                   : res->ig->runs[s->value] ? res->ig->runs[s->value]
                   : v->producer ? "f32, then quantized" : "quantized input";
@@ -2372,8 +2376,8 @@ static qr_status fill_layers(const qr_qctx *q, qr_quantized *res)
             .value = res->qdq->values[i]->name, .op = v->producer ? v->producer->op : "input",
             .how = rows ? "dynamic per row" : "dynamic per tensor", .dynamic = rows ? 2 : 1, .dtype = q->act_dtype,
             .lo = seen ? q->dyn_lo[i] : NAN, .hi = seen ? q->dyn_hi[i] : NAN, .scale = NAN, .qmin = 0, .qmax = 255,
-            .sqnr = NAN, .sqnr_local = NAN, .effect = NAN, .top1_delta = NAN, .sqnr_int = NAN,
-            .runs = rows ? "quantized at run time, per row (DynamicQuantizeRows)"
+            .sqnr = NAN, .sqnr_local = NAN, .effect = NAN, .top1_delta = NAN, .sqnr_int = NAN, .step16 = -1,
+            .effect16 = NAN, .runs = rows ? "quantized at run time, per row (DynamicQuantizeRows)"
                          : "quantized at run time, per tensor (DynamicQuantizeLinear)"};
         res->ndynamic++;
     }

@@ -63,6 +63,8 @@ typedef struct qr_qlayer {
     int acc_on;
     int64_t acc_sums, acc_overflows;
     int fallback;   /* the recipe's fallback condition held: left in f32 */
+    int step16;      /* fallback = u16 then f32: 1 where the 16-bit step is open to it, 0 closed, -1 no step */
+    double effect16; /* dB, as effect at 16 bits (NaN: not measured) */
     const char *runs; /* how its producer runs in the integer graph */
     int dynamic;      /* quantized at run time (role dynamic), no scale or zero point fixed: 1 per tensor,
                        * 2 per row; lo, hi then the range seen in the f32 pass over the calibration

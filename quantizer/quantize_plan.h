@@ -36,6 +36,10 @@ typedef struct qr_slot {
     double effect; /* dB: the outputs' SQNR with this layer alone quantized, as the recipe's rank measured or
                     * estimated it (NaN: not ranked) */
     int fallback;
+    /* fallback = u16 then f32: 1 where its 16-bit step is open, 0 where closed, -1 without one; and
+     * the outputs' SQNR with this layer alone quantized at 16 bits (NaN: not measured) */
+    int step16;
+    double effect16;
     /* a narrow accumulator's (accumulate = iN) partial sums in the layer that writes it, and those
      * that left the range, over the measured samples; acc_on: its layer has one */
     int64_t acc_sums, acc_over;

@@ -12,9 +12,10 @@ fewest at 16 bits: exactly one, which must be the export's (read from its Quanti
 uint16, uint8, or none for a tensor left in f32). It also checks that a's 16-bit scale is the
 calibration range over 65535 (the same min/max observations solved for 16 bits), and that
 QRL's summary reports the counts and the share of MACs on the integers (a and y1 at 4 * 8 * 64
-and 8 * 4 * 9 * 64 MACs a sample are integer; y2's and d's 4 * 4 * 64 each are not).
+and 8 * 4 * 9 * 64 MACs a sample are integer; y2's and d's 4 * 4 * 64 each are not), and that its
+report says which steps were open (step16_open) as the oracle derives it.
 
-Usage: ladder_oracle.py MODEL EXPORT CALIB.npy TARGET_DB SUMMARY.txt
+Usage: ladder_oracle.py MODEL EXPORT CALIB.npy TARGET_DB SUMMARY.txt REPORT.json
 Prints "ok ..." or raises.
 """
 import itertools
@@ -55,7 +56,7 @@ def sqnr(ref, got):
     return 10 * np.log10((ref ** 2).sum() / ((ref - got) ** 2).sum())
 
 
-def main(model, export, calib, target, summary):
+def main(model, export, calib, target, summary, report):
     target = float(target)
     m = onnx.load(model)
     w = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
@@ -117,6 +118,10 @@ def main(model, export, calib, target, summary):
     integer = macs["y1"] + sum(macs[v] for v, b in zip(("a", "y2", "d"), best) if b != 32)
     share = "%.1f%% of %.3g MACs" % (100 * integer / sum(macs.values()), sum(macs.values()))
     assert share.split(" of ")[0] in text, (share, text)
+    import json
+    layers = {l["value"]: l for l in json.load(open(report))["layers"]}
+    for v in ("a", "y2", "d"):
+        assert layers[v]["step16_open"] == open16[v], (v, layers[v])
     print("ok a, y2, d = %s bits; %.2f dB worst output (numpy); all u8 %.2f dB" %
           (best, table[best], table[(8, 8, 8)]))
 

@@ -56,7 +56,7 @@ Test(ladder, a_layer_too_noisy_at_u8_stays_integer_at_u16)
     cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
     tu_write_file(dir, "summary.txt", out);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/ladder_oracle.py' %s/ladder.onnx %s/out.onnx "
-             "%s/ladder_x.npy 25 %s/summary.txt", tu_root(), dir, dir, dir, dir);
+             "%s/ladder_x.npy 25 %s/summary.txt %s/out.json", tu_root(), dir, dir, dir, dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s\nqrl said:\n%s", log, out);
     cr_assert(!strncmp(log, "ok ", 3), "%s", log);
     free(log);
