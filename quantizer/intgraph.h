@@ -51,7 +51,8 @@ qr_status qr_intgraph_build(const struct qr_qctx *q, const qr_graph *qdq, qr_int
 void qr_intgraph_free(qr_intgraph *ig);
 
 /* Whether one of match r's pattern's lowerings takes the types q's slots give its values now (the
- * mixed precision search asks with a value's slot set to a type it may choose). */
+ * mixed precision search and the fallback's 16-bit step ask with a value's slot set to a type it
+ * may take). */
 struct mrec;
 int qr_intgraph_lowering_takes(const struct qr_qctx *q, const struct mrec *r);
 /* Whether match r is a layer: it runs an integer product (one of its lowerings is an epilogue, whose

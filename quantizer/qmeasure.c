@@ -2746,21 +2746,20 @@ static qr_dtype fallback_step(const qr_qctx *q)
     return qr_dtype_from_name(t);
 }
 
-/* Each slot's 16-bit step (type dt16), where open: a calibrated 8-bit slot that a layer writes (a
- * Conv, Gemm or MatMul by a constant weight, through unquantized nodes: mac_node), whose readers
- * take 16 bits as mixed precision's 16-bit choice says (readers_take_16); its qparams its
- * calibrator's observations solved again for dt16, with the slot's own modifiers. */
-static qr_status open_wide(qr_qctx *q, const outref *o, wide *wd, qr_dtype dt16)
+/* Each slot's 16-bit step (type dt16), where open: a calibrated 8-bit slot that a layer writes
+ * (layer_slot: a match running an integer product by a constant weight), whose readers take 16
+ * bits as mixed precision's 16-bit choice says (readers_take_16: their patterns' lowerings, an
+ * activation's too); its qparams its calibrator's observations solved again for dt16, with the
+ * slot's own modifiers. */
+static qr_status open_wide(qr_qctx *q, wide *wd, qr_dtype dt16)
 {
     for (int i = 0; i < q->nslots; i++) {
         qr_slot *sl = &q->slots[i];
         wide *w = &wd[i];
         w->sqnr16 = NAN;
         const qr_value *v = q->g->values[sl->value];
-        const qr_node *n = mac_node(q, v, o);
         if (sl->fallback || sl->kind != SLOT_CALIBRATED || !sl->cal || q->qval[sl->value] < 0 ||
-            qr_dtype_bits(sl->dtype) != 8 || !n || n->n_in < 2 || !n->in[1] || !n->in[1]->is_const ||
-            !readers_take_16(q, v, i, 0))
+            qr_dtype_bits(sl->dtype) != 8 || !layer_slot(q, i))
             continue;
         w->dt = sl->dtype, w->qt = sl->qt, w->qp = sl->qp, w->dt16 = dt16;
         w->qt16 = qr_qtype_of(dt16, (int)sl->qt.narrow, -1);
@@ -2772,6 +2771,12 @@ static qr_status open_wide(qr_qctx *q, const outref *o, wide *wd, qr_dtype dt16)
         }
         w->qp16.scale = (float)w->qp16.scale; /* the export stores f32 scales */
         w->open = isfinite(w->qp16.scale) && w->qp16.scale > 0;
+        if (w->open) { /* its readers asked with it at 16 bits: an activation pattern's lowering */
+            set_wide(q, wd, i, 1);
+            int take = readers_take_16(q, v, i, 0);
+            set_wide(q, wd, i, 0);
+            w->open = take;
+        }
     }
     return QR_OK;
 }
@@ -2927,7 +2932,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
             rk[nr++] = (ranked){i, qr_plan_local_sqnr(&q->slots[i]), NAN, 0};
     qsort(rk, (size_t)nr, sizeof *rk, by_sqnr);
     if (st == QR_OK && wd)
-        st = open_wide(q, &o, wd, dt16);
+        st = open_wide(q, wd, dt16);
     for (int i = 0; st == QR_OK && wd && i < q->nslots; i++)
         q->slots[i].step16 = wd[i].open;
     int holds = 0, k = 0;

@@ -20,6 +20,12 @@ ladder.onnx  x [N, 4, 8, 8] ->
 ladder_x.npy 48 samples: normals with channel 0 at 0, and in 8 of them one position where
              channels 1 to 3 are 3.
 ladder_test.npy 16 other samples of the same kind (4 planted).
+ladder_hs.onnx x [N, 4, 8, 8] -> a = Conv 1x1 (x), 8 channels, channel 7 = -10 (x1 + x2 + x3) - 60
+             (about -60: a's u8 step, about 0.5, costs the other channels 15 dB; HardSwish makes it 0, so
+             the activation's own output keeps a small range) -> h = a * HardSigmoid(a) (HardSwish
+             as PyTorch exports it: the pattern hardswish, whose lowering from a 16-bit input into
+             8 bits is qact_narrow) -> y = Conv 3x3 (h): a's 16-bit step is open through the
+             activation pattern.
 
 Usage: /usr/bin/python3 tools/make_ladder_model.py DIR
 """
@@ -75,6 +81,23 @@ def main(out):
     m.ir_version = 8
     onnx.checker.check_model(m)
     onnx.save(m, f"{out}/ladder.onnx")
+    wh = rng.standard_normal((8, 4, 1, 1)).astype(np.float32) * 0.5
+    bh = np.zeros(8, np.float32)
+    wh[7, :, 0, 0] = [0.0, -10.0, -10.0, -10.0]
+    bh[7] = -60.0
+    wy = (rng.standard_normal((4, 8, 3, 3)) * 0.2).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "wh", "bh"], ["a"]),
+                           helper.make_node("HardSigmoid", ["a"], ["s"], alpha=1.0 / 6, beta=0.5),
+                           helper.make_node("Mul", ["a", "s"], ["h"]),
+                           helper.make_node("Conv", ["h", "wy"], ["y"], pads=[1, 1, 1, 1])], "ladder_hs",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 8, 8])],
+                          [numpy_helper.from_array(wh, "wh"), numpy_helper.from_array(bh, "bh"),
+                           numpy_helper.from_array(wy, "wy")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, f"{out}/ladder_hs.onnx")
     np.save(f"{out}/ladder_x.npy", samples(rng, 48, 8))
     np.save(f"{out}/ladder_test.npy", samples(rng, 16, 4))
 
