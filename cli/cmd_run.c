@@ -119,7 +119,13 @@ static void usage(void)
            "axis: a sequence-first transformer, a Softmax over axis 0). Otherwise, or when an\n"
            "output does not follow the slices (its first axis is not the slice's samples) or the\n"
            "graph quantizes at run time (a dynamic recipe's range spans the batch), the inputs run\n"
-           "as one batch, as with --batch 0.\n");
+           "as one batch, as with --batch 0.\n"
+           "Memory (qrl --max-memory SIZE): a .npy input is mapped, not read. In slices the run holds\n"
+           "one slice of the inputs, its outputs (written to the files a slice at a time) and the\n"
+           "run's tensors, which must fit the budget together: an input file larger than the budget\n"
+           "runs with --batch. Inputs over the budget without --batch, a --batch that does not fit\n"
+           "(the message says which does) or one sample that does not are errors, and nothing is\n"
+           "written.\n");
 }
 
 /* Fills a from the command line: -1 to go on, else the exit status (0 after --help, 2 on a usage error). */
@@ -254,17 +260,97 @@ static size_t sample_bytes(const qrl_tensor *t)
     return b;
 }
 
-/* Runs m on in (n samples along the first axis) batch samples at a time, each output the slices'
- * outputs concatenated (*runs: how many). 0; 1 on an error (err set); -1 when an output does not
- * follow the slices (its first axis is not the slice's samples, or its type or other axes change
- * between slices): the caller runs the inputs whole. Nothing is left in out unless 0. */
-static int run_in_slices(qrl_model *m, const qrl_tensor *in, int nin, int64_t n, int64_t batch, qrl_tensor *out,
-                         int nout, int *runs, char *err)
+/* The bytes of every input's data: what a run of them all holds. */
+static size_t inputs_bytes(const qrl_tensor *in, int nin)
+{
+    size_t b = 0;
+    for (int i = 0; i < nin; i++)
+        b += qrl_tensor_numel(&in[i]) * qrl_dtype_size(in[i].dtype);
+    return b;
+}
+
+/* The input file of the largest sample, for the messages. */
+static const char *input_file(const run_args *ra, const qrl_tensor *in, int nin)
+{
+    int best = 0;
+    for (int i = 1; i < nin && i < ra->nin; i++)
+        if (sample_bytes(&in[i]) > sample_bytes(&in[best]))
+            best = i;
+    const char *spec = best < ra->nin ? ra->in_spec[best] : "the input", *eq = strchr(spec, '=');
+    return eq ? eq + 1 : spec;
+}
+
+/* What one sample costs a run (*per): its inputs' bytes, its outputs' and the run's tensors (the
+ * plan's arena, or the peak of a dynamic run), from a run of sample 0 alone. 0; 1 on an error (err
+ * set; a sample over the budget on its own is worded with the file and the sizes); -1 when the
+ * outputs do not follow the samples (the caller runs the inputs whole). */
+static int sample_cost(qrl_model *m, const run_args *ra, const qrl_tensor *in, int nin, int nout, size_t budget,
+                       size_t *per, char *err)
 {
     qrl_tensor *sin = calloc((size_t)nin + 1, sizeof *sin), *sout = calloc((size_t)nout + 1, sizeof *sout);
+    size_t in1 = 0, out1 = 0;
+    int st = 0;
+    if (!sin || !sout) {
+        snprintf(err, CLI_ERRLEN, "out of memory");
+        st = 1;
+    }
+    for (int i = 0; i < nin && !st; i++) {
+        sin[i] = in[i];
+        sin[i].dims[0] = 1;
+        in1 += sample_bytes(&in[i]);
+    }
+    if (!st && qrl_model_run(m, sin, sout, err, CLI_ERRLEN) != 0) {
+        char why[CLI_ERRLEN];
+        snprintf(why, sizeof why, "%s", err);
+        snprintf(err, CLI_ERRLEN, "%s: one sample (%zu bytes) cannot run within the budget of %zu bytes "
+                 "(--max-memory): %s", input_file(ra, in, nin), in1, budget, why);
+        st = 1;
+    }
+    for (int j = 0; j < nout && !st; j++) {
+        if (sout[j].ndim < 1 || sout[j].dims[0] != 1)
+            st = -1;
+        out1 += qrl_tensor_numel(&sout[j]) * qrl_dtype_size(sout[j].dtype);
+    }
+    if (sin && sout)
+        cli_tensors_free(sout, nout);
+    free(sin);
+    free(sout);
+    qrl_model_profile_reset(m); /* the probe is not this run's */
+    if (st)
+        return st;
+    qrl_run_stats rs;
+    qrl_model_stats(m, &rs);
+    size_t act = rs.dynamic ? rs.peak_bytes : rs.arena_bytes;
+    *per = in1 + out1 + act;
+    if (*per > budget) {
+        snprintf(err, CLI_ERRLEN, "%s: one sample takes %zu bytes to run (%zu of input, %zu of outputs, %zu of the "
+                 "run's tensors), over the budget of %zu bytes (--max-memory)", input_file(ra, in, nin), *per, in1,
+                 out1, act, budget);
+        return 1;
+    }
+    return 0;
+}
+
+/* The outputs written a slice at a time: each file's header once the first slice gives the types. */
+typedef struct out_files {
+    qrl_output **f;
+    qrl_tensor *shape; /* each output's dtype and dims over all n samples (no data) */
+} out_files;
+
+/* Runs m on in (n samples along the first axis) batch samples at a time, each slice's outputs
+ * appended to their files in dir, the slice's input pages given back (a mapped .npy: the run holds
+ * a slice of it, not the file). 0 with the files committed to the caller's output group; 1 on an
+ * error (err set); -1 when an output does not follow the slices (its first axis is not the slice's
+ * samples, or its type or other axes change between slices): the caller runs the inputs whole.
+ * Nothing is left behind unless 0. */
+static int run_in_slices(qrl_model *m, const qrl_tensor *in, int nin, int64_t n, int64_t batch, const char *dir,
+                         char (*fnames)[256], qrl_tensor *shape, int nout, int *runs, char *err)
+{
+    qrl_tensor *sin = calloc((size_t)nin + 1, sizeof *sin), *sout = calloc((size_t)nout + 1, sizeof *sout);
+    qrl_output **f = calloc((size_t)nout + 1, sizeof *f);
     int st = 0;
     *runs = 0;
-    if (!sin || !sout) {
+    if (!sin || !sout || !f) {
         snprintf(err, CLI_ERRLEN, "out of memory");
         st = 1;
     }
@@ -279,25 +365,37 @@ static int run_in_slices(qrl_model *m, const qrl_tensor *in, int nin, int64_t n,
             st = 1;
             break;
         }
+        for (int i = 0; i < nin; i++)
+            qrl_tensor_release(&in[i], (size_t)s * sample_bytes(&in[i]), (size_t)k * sample_bytes(&in[i]));
         for (int j = 0; j < nout && !st; j++) {
-            qrl_tensor *o = &sout[j], *w = &out[j];
+            qrl_tensor *o = &sout[j], *w = &shape[j];
             if (o->ndim < 1 || o->dims[0] != k)
                 st = -1;
             else if (!s) {
                 *w = *o;
                 w->dims[0] = n;
                 w->data = NULL;
-                st = qrl_tensor_alloc(w, err, CLI_ERRLEN) != 0;
+                char path[4096];
+                snprintf(path, sizeof path, "%s/%s.npy", dir, fnames[j]);
+                st = qrl_output_open(path, &f[j], err, CLI_ERRLEN) != 0 ||
+                     qrl_tensor_write_npy_header(qrl_output_stream(f[j]), w, err, CLI_ERRLEN) != 0;
             } else if (o->dtype != w->dtype || o->ndim != w->ndim ||
                        memcmp(o->dims + 1, w->dims + 1, (size_t)(o->ndim - 1) * sizeof *o->dims))
                 st = -1;
-            if (!st)
-                memcpy((char *)w->data + (size_t)s * sample_bytes(w), o->data, (size_t)k * sample_bytes(w));
+            if (!st && fwrite(o->data, 1, (size_t)k * sample_bytes(w), qrl_output_stream(f[j])) != (size_t)k * sample_bytes(w)) {
+                snprintf(err, CLI_ERRLEN, "%s/%s.npy: cannot write", dir, fnames[j]);
+                st = 1;
+            }
         }
         cli_tensors_free(sout, nout);
     }
-    if (st)
-        cli_tensors_free(out, nout);
+    for (int j = 0; f && j < nout; j++)
+        if (f[j] && (st || qrl_output_commit(f[j], err, CLI_ERRLEN) != 0)) {
+            if (st)
+                qrl_output_abort(f[j]);
+            st = st ? st : 1;
+        }
+    free(f);
     free(sin);
     free(sout);
     return st;
@@ -362,19 +460,73 @@ int cli_run(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int runs = 1, st = !rm || qrl_model_configure(rm, a.threads, a.profile ? QRL_RUN_PROFILE : 0, err, sizeof err) != 0;
     int64_t n = st ? 0 : shared_batch(rm, qz ? qz : r.q, inputs, nin);
-    if (!st && a.batch > 0 && n > a.batch && (st = run_in_slices(rm, inputs, nin, n, a.batch, outputs, nout, &runs, err)) < 0)
-        qrl_model_profile_reset(rm); /* the outputs do not follow the slices: the try is not this run's */
-    if (st < 0 || (st == 0 && !(a.batch > 0 && n > a.batch))) {
+    size_t budget = qrl_max_memory(), held = inputs_bytes(inputs, nin), per = 0;
+    /* the run holds its inputs (--max-memory counts them with its tensors): a slice of a mapped
+     * .npy at a time when the samples may go in slices (--batch), else all of them */
+    int sliced = 0;
+    if (!st && n > 1 && ((a.batch > 0 && n > a.batch) || held > budget)) {
+        st = sample_cost(rm, &a, inputs, nin, nout, budget, &per, err);
+        size_t fit = per ? budget / per : 0;
+        if (!st && !a.batch) {
+            snprintf(err, sizeof err, "%s: its %lld samples take %zu bytes, over the budget of %zu bytes "
+                     "(--max-memory): --batch %zu runs them in slices within it (one sample takes %zu bytes to run; "
+                     "the same outputs when the model treats its samples independently)", input_file(&a, inputs, nin),
+                     (long long)n, held, budget, fit, per);
+            st = 1;
+        } else if (!st && (size_t)a.batch > fit) {
+            snprintf(err, sizeof err, "%s: --batch %d takes %zu bytes to run (%zu per sample: its inputs, outputs and "
+                     "the run's tensors), over the budget of %zu bytes (--max-memory); at most --batch %zu fits",
+                     input_file(&a, inputs, nin), a.batch, per * (size_t)a.batch, per, budget, fit);
+            st = 1;
+        }
+        sliced = !st;
+        if (st < 0) /* the outputs do not follow the samples: run whole, within the budget or not at all */
+            st = 0;
+    }
+    if (!st && !sliced && held > budget) {
+        snprintf(err, sizeof err, "%s: the inputs take %zu bytes, over the budget of %zu bytes (--max-memory)%s",
+                 input_file(&a, inputs, nin), held, budget,
+                 n > 1 ? "; they cannot run in slices (the outputs do not follow the samples)"
+                       : "; they cannot run in slices (see qrl run --help, --batch)");
+        st = 1;
+    }
+    if (rm)
+        output_file_names(rm, fnames);
+    if (!st && sliced) {
+        /* outputs all or nothing, written a slice at a time */
+        if (qrl_make_dirs(a.outdir, err, sizeof err) != 0)
+            st = 1;
+        if (!st) {
+            qrl_outputs_begin();
+            st = run_in_slices(rm, inputs, nin, n, a.batch, a.outdir, fnames, outputs, nout, &runs, err);
+            if (st < 0)
+                memset(outputs, 0, (size_t)nout * sizeof *outputs);
+            if (st == 0 && qrl_outputs_commit(err, sizeof err) != 0)
+                st = 1;
+            if (st)
+                qrl_outputs_abort();
+        }
+        if (st < 0) { /* the outputs do not follow the slices: the try is not this run's */
+            qrl_model_profile_reset(rm);
+            sliced = 0;
+            if (held > budget) {
+                snprintf(err, sizeof err, "%s: the inputs take %zu bytes, over the budget of %zu bytes (--max-memory), "
+                         "and cannot run in slices (the outputs do not follow the samples)", input_file(&a, inputs, nin),
+                         held, budget);
+                st = 1;
+            } else
+                st = 0;
+        }
+    }
+    if (!st && !sliced) {
         runs = 1;
         st = qrl_model_run(rm, inputs, outputs, err, sizeof err) != 0;
+        if (!st && (qrl_make_dirs(a.outdir, err, sizeof err) != 0 || write_outputs(a.outdir, nout, outputs, fnames, err) != 0))
+            st = 2;
     }
     if (st) {
-        cli_error_prefix(err, "%s", a.model);
-        rc = cli_fail(err);
-        goto out;
-    }
-    output_file_names(rm, fnames);
-    if (qrl_make_dirs(a.outdir, err, sizeof err) != 0 || write_outputs(a.outdir, nout, outputs, fnames, err) != 0) {
+        if (st == 1)
+            cli_error_prefix(err, "%s", a.model);
         rc = cli_fail(err);
         goto out;
     }

@@ -114,7 +114,8 @@ void qrl_model_dump(const qrl_model *m, FILE *f);
 
 /* Reads tensor files into inputs[0..qrl_model_num_inputs(m)), checked against the inputs' declared
  * types. specs: "NAME=FILE" binds by name, "FILE" the next input not yet bound; files are .npy or
- * ONNX TensorProto .pb. Every input must be bound. samples: each file is a set of samples along
+ * ONNX TensorProto .pb (a .npy is mapped, not read: see qrl_tensor_release; free the tensors with
+ * qrl_tensor_free). Every input must be bound. samples: each file is a set of samples along
  * its first dimension (any count). label names the model and option the command-line option in
  * the messages ("model.onnx: missing input 'x' (f32[N,4]); pass it with -i x=FILE"). On failure
  * nothing is left in inputs. */
@@ -134,6 +135,14 @@ int qrl_model_eval_top1(qrl_model *m, const qrl_tensor *data, const qrl_tensor *
  * qrl_tensor_free. Writing is atomic (a temporary file renamed into place). */
 int qrl_tensor_read_npy(const char *path, qrl_tensor *t, char *err, size_t errlen);
 int qrl_tensor_write_npy(const char *path, const qrl_tensor *t, char *err, size_t errlen);
+/* The header of a .npy file of t's dtype and dims (t->data unused) to f: the data that follows,
+ * in C order, completes the file (qrl run writes its outputs a slice of samples at a time). */
+int qrl_tensor_write_npy_header(FILE *f, const qrl_tensor *t, char *err, size_t errlen);
+/* For a tensor qrl_model_read_inputs mapped from a .npy file (its data is the file's pages, read
+ * as they are touched): bytes [from, from + len) of its data leave the process's memory -- the
+ * page cache keeps them, and they are read again if touched. Nothing for other tensors. A program
+ * that walks a large input a slice at a time keeps only the slice in memory. */
+void qrl_tensor_release(const qrl_tensor *t, size_t from, size_t len);
 /* Allocates t->data, zeroed, for t's dtype, ndim and dims. */
 int qrl_tensor_alloc(qrl_tensor *t, char *err, size_t errlen);
 int64_t qrl_tensor_numel(const qrl_tensor *t);
@@ -190,6 +199,8 @@ void qrl_dist_end(int status);
 /* Process-wide limits: the bytes a run may allocate for tensors (0: half the RAM), checked when a
  * run is planned; the seconds one call of recipe code may run (0: no limit; default 60). */
 void qrl_set_max_memory(size_t bytes);
+/* The budget in effect: the one set, else half the RAM. */
+size_t qrl_max_memory(void);
 void qrl_set_recipe_time_limit(double seconds);
 /* Process-wide run-time switches (docs/runtime.md, "Switches"), set before any run starts: 0, or
  * 1 with err naming the option and the values it takes. "kernels": auto (the CPU's fastest),

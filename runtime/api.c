@@ -315,6 +315,8 @@ static qr_status top1(qr_exec *ex, const qr_graph *g, const qr_tensor *x, const 
         st = top1_batch(&out[0], y, s, b, correct, e);
         for (int j = 0; j < g->n_outputs; j++)
             qr_tensor_free(&out[j]);
+        for (int i = 0; i < g->n_inputs; i++) /* a mapped .npy keeps a batch in memory, not the file */
+            qr_data_release(x[i].data, (size_t)s * (qr_tensor_nbytes(&x[i]) / (size_t)n), qr_tensor_nbytes(&in[i]));
     }
     free(out);
     free(in);
@@ -438,7 +440,7 @@ int qrl_model_read_inputs(const qrl_model *m, const char *label, const char *opt
             break;
         }
         bound[slot] = 1;
-        if ((!strcmp(option, "--calib") ? qr_tensor_read_calib : qr_tensor_read_file)(file, &t[slot], &e) != QR_OK)
+        if ((!strcmp(option, "--calib") ? qr_tensor_read_calib : qr_tensor_read_input)(file, &t[slot], &e) != QR_OK)
             st = QR_ERR;
         else if ((samples ? qr_exec_check_samples : qr_exec_check_input)(g->inputs[slot], &t[slot], &e) != QR_OK) {
             qr_error_prefix(&e, "%s does not fit %s", file, label);
@@ -488,6 +490,19 @@ int qrl_tensor_write_npy(const char *path, const qrl_tensor *t, char *err, size_
     qr_tensor w;
     qr_api_tensor_in(t, &w);
     return qr_npy_write(path, &w, &e) == QR_OK ? 0 : fail(&e, err, errlen);
+}
+
+int qrl_tensor_write_npy_header(FILE *f, const qrl_tensor *t, char *err, size_t errlen)
+{
+    qr_error e;
+    qr_tensor w;
+    qr_api_tensor_in(t, &w);
+    return qr_npy_write_header(f, &w, &e) == QR_OK ? 0 : fail(&e, err, errlen);
+}
+
+void qrl_tensor_release(const qrl_tensor *t, size_t from, size_t len)
+{
+    qr_data_release(t->data, from, len);
 }
 
 int qrl_tensor_alloc(qrl_tensor *t, char *err, size_t errlen)
@@ -636,6 +651,11 @@ void qrl_cleanup_on_signals(void)
 void qrl_set_max_memory(size_t bytes)
 {
     qr_exec_set_default_max_memory(bytes);
+}
+
+size_t qrl_max_memory(void)
+{
+    return qr_exec_default_max_memory();
 }
 
 void qrl_set_recipe_time_limit(double seconds)

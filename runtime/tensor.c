@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 int64_t qr_tensor_numel(const qr_tensor *t)
 {
@@ -137,6 +138,25 @@ int qr_data_in_file(const void *data)
             in = maps[i].in_file;
     pthread_mutex_unlock(&maps_mu);
     return in;
+}
+
+void qr_data_release(const void *data, size_t from, size_t len)
+{
+    pthread_mutex_lock(&maps_mu);
+    for (int i = 0; data && i < nmaps; i++)
+        if (maps[i].data == data && maps[i].in_file) {
+            /* the whole pages inside [from, from + len): a page shared with a sample still to come
+             * stays (it would only be read again) */
+            size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+            uintptr_t a = (uintptr_t)data + from, b = a + len, base = (uintptr_t)maps[i].base;
+            a = (a + pg - 1) / pg * pg;
+            b = b / pg * pg;
+            if (b > base + maps[i].len)
+                b = (base + maps[i].len) / pg * pg;
+            if (b > a)
+                madvise((void *)a, b - a, MADV_DONTNEED);
+        }
+    pthread_mutex_unlock(&maps_mu);
 }
 
 void qr_data_free(void *data)

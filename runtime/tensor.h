@@ -42,6 +42,11 @@ void qr_tensor_free(qr_tensor *t);
 qr_status qr_tensor_adopt_map(void *data, void *base, size_t len, int in_file, qr_error *e);
 /* Whether data is a tensor's mapping of a file (qr_tensor_adopt_map with in_file). */
 int qr_data_in_file(const void *data);
+/* Bytes [from, from + len) of data, when data is a tensor's mapping of a file, leave the process's
+ * memory (its resident set): the page cache keeps them, and a later read maps them again. Nothing
+ * for other data (anonymous or malloc'd memory would lose its contents). For a run that walks a
+ * mapped input a slice at a time. */
+void qr_data_release(const void *data, size_t from, size_t len);
 /* Frees tensor data: munmap for adopted mappings, else free. */
 void qr_data_free(void *data);
 

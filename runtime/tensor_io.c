@@ -223,11 +223,11 @@ qr_status qr_npy_read(const char *path, qr_tensor *t, qr_error *e)
     return st;
 }
 
-qr_status qr_npy_write(const char *path, const qr_tensor *t, qr_error *e)
+qr_status qr_npy_write_header(FILE *f, const qr_tensor *t, qr_error *e)
 {
     const char *code = qr_dtype_get(t->dtype)->npy;
     if (!code)
-        return qr_errorf(e, "%s: dtype %s cannot be written as .npy", path, qr_dtype_name(t->dtype));
+        return qr_errorf(e, "dtype %s cannot be written as .npy", qr_dtype_name(t->dtype));
     char dict[512];
     int n = snprintf(dict, sizeof dict, "{'descr': '%c%s', 'fortran_order': False, 'shape': (",
                      qr_dtype_size(t->dtype) == 1 ? '|' : '<', code);
@@ -245,14 +245,22 @@ qr_status qr_npy_write(const char *path, const qr_tensor *t, qr_error *e)
     memcpy(hdr, "\x93NUMPY\x01\x00", 8);
     hdr[8] = (unsigned char)(hl & 0xff);
     hdr[9] = (unsigned char)(hl >> 8);
+    fwrite(hdr, 1, 10, f);
+    fwrite(dict, 1, (size_t)n, f);
+    for (size_t i = 0; i < pad; i++)
+        fputc(' ', f);
+    fputc('\n', f);
+    return QR_OK;
+}
+
+qr_status qr_npy_write(const char *path, const qr_tensor *t, qr_error *e)
+{
+    if (!qr_dtype_get(t->dtype)->npy)
+        return qr_errorf(e, "%s: dtype %s cannot be written as .npy", path, qr_dtype_name(t->dtype));
     qr_atomic_file a;
     if (qr_atomic_open(&a, path, e) != QR_OK)
         return QR_ERR; /* the message names the path */
-    fwrite(hdr, 1, 10, a.f);
-    fwrite(dict, 1, (size_t)n, a.f);
-    for (size_t i = 0; i < pad; i++)
-        fputc(' ', a.f);
-    fputc('\n', a.f);
+    qr_npy_write_header(a.f, t, e);
     if (qr_tensor_nbytes(t))
         fwrite(t->data, 1, qr_tensor_nbytes(t), a.f);
     return qr_atomic_commit(&a, e);
@@ -262,7 +270,7 @@ qr_status qr_npy_write(const char *path, const qr_tensor *t, qr_error *e)
  * dropped under memory pressure; read-only, it counts against no RLIMIT_DATA (ulimit -d). */
 static qr_status map_file(const char *path, unsigned char **base, size_t *len, qr_error *e)
 {
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO without a writer: no wait */
     if (fd < 0)
         return qr_errorf(e, "%s: cannot open", path);
     struct stat sb;
@@ -434,6 +442,14 @@ qr_status qr_tensor_read_calib(const char *path, qr_tensor *t, qr_error *e)
     size_t n = strlen(path);
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
         return qr_npy_read_shards(path, t, e);
+    if (n > 4 && strcmp(path + n - 4, ".npy") == 0)
+        return qr_npy_map(path, t, e);
+    return qr_tensor_read_file(path, t, e);
+}
+
+qr_status qr_tensor_read_input(const char *path, qr_tensor *t, qr_error *e)
+{
+    size_t n = strlen(path);
     if (n > 4 && strcmp(path + n - 4, ".npy") == 0)
         return qr_npy_map(path, t, e);
     return qr_tensor_read_file(path, t, e);

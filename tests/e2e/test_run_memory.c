@@ -1,0 +1,148 @@
+/* `qrl run -i` under --max-memory (QRL-L): a .npy input is mapped, and with --batch the run
+ * holds one slice of it, one slice's outputs (written to their files a slice at a time) and the
+ * run's tensors, so an input larger than the budget runs within it; a budget that cannot hold
+ * what is asked is a one-line error with the sizes and nothing is written. The oracles: numpy
+ * (the model is x W + b, Relu) and ONNX Runtime on a small input (tools/ort_run.js), the
+ * unsliced run on the whole input byte for byte, and the peak RSS of the process (wait4) against
+ * the input's size. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static char *dir;
+
+/* mm.onnx: y = Relu(x W + b), x f32[N,1024], W f32[1024,8] (seeded): 4 KiB of input per sample
+ * and 32 bytes of output, so the input is most of what a run holds. big.npy: N = 16000 samples
+ * (64 MB, each row different), small.npy its first 64; numpy's y of big (ref.npy). */
+#define BIG_SAMPLES 16000
+#define SAMPLE_BYTES 4096L
+
+static void setup(void)
+{
+    dir = tu_tmpdir();
+    char *log;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper, numpy_helper, "
+             "TensorProto as T; r = np.random.default_rng(7); w = r.standard_normal((1024, 8)).astype(np.float32) / 32; "
+             "b = r.standard_normal(8).astype(np.float32) / 4; "
+             "g = helper.make_graph([helper.make_node('MatMul', ['x', 'w'], ['m']), helper.make_node('Add', ['m', 'b'], "
+             "['a']), helper.make_node('Relu', ['a'], ['y'])], 'mm', [helper.make_tensor_value_info('x', T.FLOAT, "
+             "['N', 1024])], [helper.make_tensor_value_info('y', T.FLOAT, ['N', 8])], [numpy_helper.from_array(w, 'w'), "
+             "numpy_helper.from_array(b, 'b')]); onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', "
+             "13)]), 'mm.onnx'); x = r.standard_normal((%d, 1024)).astype(np.float32); np.save('big.npy', x); "
+             "np.save('small.npy', x[:64]); np.save('ref.npy', np.maximum(x.astype(np.float64) @ w + b, 0))\"",
+             dir, BIG_SAMPLES);
+    cr_assert_eq(tu_run(cmd, &log), 0, "fixture: %s", log);
+    free(log);
+}
+
+static void teardown(void)
+{
+    tu_rmdir(dir);
+}
+
+TestSuite(run_memory, .init = setup, .fini = teardown, .timeout = 300);
+
+/* Runs cmd (sh -c 'exec ...': the process is qrl itself) with its output to dir/log.txt; its
+ * exit status, and *peak_kb its peak resident set (KiB). */
+static int run_peak(const char *cmd, long *peak_kb, char **log)
+{
+    char full[8192], path[2048];
+    snprintf(path, sizeof path, "%s/log.txt", dir);
+    snprintf(full, sizeof full, "cd '%s' && exec %s > '%s' 2>&1", tu_root(), cmd, path);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", full, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    struct rusage ru;
+    cr_assert_eq(wait4(pid, &st, 0, &ru), pid);
+    *peak_kb = ru.ru_maxrss;
+    *log = tu_sh("cat '%s'", path);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+
+/* The input larger than the budget runs in slices of --batch within it: the outputs are the
+ * unsliced run's, byte for byte, and numpy's within 1e-5 (the unsliced run on 64 samples is ONNX
+ * Runtime's within 1e-5), and the process's peak stays under the input's size. Without the mapping
+ * and the slices' pages given back (the input read whole, as before), the peak holds the 64 MB. */
+Test(run_memory, input_larger_than_the_budget_runs_in_slices)
+{
+    char cmd[4096], *log;
+    long small_kb, whole_kb, sliced_kb;
+    snprintf(cmd, sizeof cmd, "%s run '%s/mm.onnx' -i '%s/small.npy' -o '%s/small'", tu_qrl(), dir, dir, dir);
+    int rc = run_peak(cmd, &small_kb, &log);
+    cr_assert_eq(rc, 0, "%s", log);
+    free(log);
+    free(tu_sh("cd '%s' && NODE_PATH='%s/build/npm/node_modules' node tools/ort_run.js '%s/mm.onnx' '%s/small.npy' -o "
+               "'%s/ort'", tu_root(), tu_root(), dir, dir, dir));
+    snprintf(cmd, sizeof cmd, "%s run '%s/mm.onnx' -i '%s/big.npy' -o '%s/whole'", tu_qrl(), dir, dir, dir);
+    rc = run_peak(cmd, &whole_kb, &log);
+    cr_assert_eq(rc, 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "%s --max-memory 16M run '%s/mm.onnx' -i '%s/big.npy' --batch 1000 -o '%s/sliced'",
+             tu_qrl(), dir, dir, dir);
+    rc = run_peak(cmd, &sliced_kb, &log);
+    cr_assert_eq(rc, 0, "%s", log);
+    cr_expect(strstr(log, "y: f32[16000,8] -> "), "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && cmp whole/y.npy sliced/y.npy && ls whole sliced | wc -l && /usr/bin/python3 -c \"import numpy "
+             "as np; y, ref = np.load('sliced/y.npy'), np.load('ref.npy'); s, o = np.load('small/y.npy'), "
+             "np.load('ort/y.npy'); d, e = float(np.abs(y - ref).max()), float(np.abs(s - o).max()); print(d, e); "
+             "assert y.shape == ref.shape and d < 1e-5 and e < 1e-5 and (y > 0).mean() > 0.3\"", dir);
+    rc = tu_run(cmd, &log);
+    cr_assert_eq(rc, 0, "the sliced run's outputs against the whole run's, numpy's and ORT's: %s", log);
+    cr_expect(!strncmp(log, "5\n", 2), "one output each: %s", log);
+    free(log);
+    /* the whole run holds the 64 MB input; the sliced one a slice of 1000 samples (4 MB): the
+     * budget bounds the slice's inputs, outputs and tensors, on top of the small run's peak */
+    long input_kb = BIG_SAMPLES * SAMPLE_BYTES / 1024;
+    cr_expect_gt(whole_kb, small_kb + input_kb * 3 / 4, "whole %ld KiB, small %ld KiB", whole_kb, small_kb);
+    cr_expect_lt(sliced_kb, small_kb + 16 * 1024,
+                 "the sliced run peaked at %ld KiB (the small run %ld KiB, the input %ld KiB)", sliced_kb, small_kb,
+                 input_kb);
+}
+
+/* A budget that cannot hold what is asked: without --batch the whole input (the message says
+ * which --batch fits), a --batch over what fits, one sample on its own. Each is exit 1 with the
+ * file, the sizes and the budget, and writes nothing. */
+Test(run_memory, over_the_budget_is_an_error_with_the_sizes)
+{
+    struct {
+        const char *args, *want[3];
+    } cases[] = {
+        {"--max-memory 16M run '%s/mm.onnx' -i '%s/big.npy' -o '%s/o1'",
+         {"big.npy: its 16000 samples take 65536000 bytes", "over the budget of 16777216 bytes", "--batch "}},
+        {"--max-memory 16M run '%s/mm.onnx' -i '%s/big.npy' --batch 15000 -o '%s/o2'",
+         {"big.npy: --batch 15000 takes", "over the budget of 16777216 bytes", "at most --batch "}},
+        {"--max-memory 4K run '%s/mm.onnx' -i '%s/big.npy' --batch 10 -o '%s/o3'",
+         {"big.npy: one sample", "(4096 ", "the budget of 4096 bytes"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[2048], cmd[4096], *log;
+        long kb;
+        snprintf(args, sizeof args, cases[i].args, dir, dir, dir);
+        snprintf(cmd, sizeof cmd, "%s %s", tu_qrl(), args);
+        int rc = run_peak(cmd, &kb, &log);
+        cr_expect_eq(rc, 1, "%s: exit %d: %s", args, rc, log);
+        for (int k = 0; k < 3; k++)
+            cr_expect(strstr(log, cases[i].want[k]), "%s: no '%s' in: %s", args, cases[i].want[k], log);
+        cr_expect(!strchr(log, '\n') || strchr(log, '\n')[1] == 0, "%s: one line: %s", args, log);
+        free(log);
+    }
+    char *n = tu_sh("cd '%s' && ls -d o1 o2 o3 2>/dev/null | wc -l", dir);
+    cr_expect_str_eq(n, "0\n", "an output folder was made");
+    free(n);
+}
