@@ -997,12 +997,6 @@ static void *worker_main(void *arg)
             }
             qr_scratch_leave();
         }
-        /* libgccjit's driver registers exit handlers of its own while it compiles, which exit would
-         * run before the library's (registered earlier) while this thread compiles the next kernel:
-         * registered again, the stop runs first (a program that calls qrl_shape_kernels_stop before
-         * exit, as qrl does, needs none of this) */
-        if (built)
-            atexit(stop_worker);
         pthread_mutex_lock(&table_lock);
         if (built) {
             n_compiled++;
@@ -1022,6 +1016,11 @@ static int start_worker(void)
 {
     if (worker_on)
         return 0;
+    /* libgccjit's exit handlers, registered by the process's first compilation, must not run while
+     * this thread compiles: that compilation is made here, before the thread starts, and the
+     * release (which stops the thread) runs at exit before them (compiler/jitrun.h) */
+    qc_jit_at_exit(qc_iconv_jit_release);
+    qc_jit_setup();
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);

@@ -21,9 +21,72 @@ static void remove_scratch(void)
         qr_scratch_dir_remove();
 }
 
+static void (*exit_fns[8])(void);
+static int n_exit_fns;
+
+/* At exit, after libgccjit's own handlers were registered (by set_up_scratch's compilation), so
+ * before they run. */
+static void run_exit_fns(void)
+{
+    pthread_mutex_lock(&setup_lock);
+    int n = n_exit_fns;
+    void (*fns[8])(void);
+    memcpy(fns, exit_fns, sizeof fns);
+    pthread_mutex_unlock(&setup_lock);
+    while (n > 0)
+        fns[--n]();
+}
+
+void qc_jit_at_exit(void (*fn)(void))
+{
+    pthread_mutex_lock(&setup_lock);
+    int have = 0;
+    for (int i = 0; i < n_exit_fns; i++)
+        have |= exit_fns[i] == fn;
+    if (!have && n_exit_fns < 8)
+        exit_fns[n_exit_fns++] = fn;
+    pthread_mutex_unlock(&setup_lock);
+}
+
 /* Under setup_lock, once: the private folder, made libgccjit's by a first compilation (an empty
  * object file: about 20 ms) under TMPDIR=folder, which also tells whether the external driver runs. */
+static void set_up_scratch_dir(void);
+
+/* Under setup_lock, once: the folder and the first compilation, then the exit functions' handler
+ * (qc_jit_at_exit), registered after the handlers libgccjit registers at its first compilation. */
 static void set_up_scratch(void)
+{
+    set_up_scratch_dir();
+    atexit(run_exit_fns);
+}
+
+/* int qrl_probe(int *a, int n): the sum of a[0..n) */
+static void probe_function(gcc_jit_context *c)
+{
+    gcc_jit_type *i = gcc_jit_context_get_type(c, GCC_JIT_TYPE_INT);
+    gcc_jit_param *ps[2] = {gcc_jit_context_new_param(c, NULL, gcc_jit_type_get_pointer(i), "a"),
+                            gcc_jit_context_new_param(c, NULL, i, "n")};
+    gcc_jit_function *f = gcc_jit_context_new_function(c, NULL, GCC_JIT_FUNCTION_EXPORTED, i, "qrl_probe", 2, ps, 0);
+    gcc_jit_lvalue *sum = gcc_jit_function_new_local(f, NULL, i, "sum"), *k = gcc_jit_function_new_local(f, NULL, i, "k");
+    gcc_jit_block *b0 = gcc_jit_function_new_block(f, "entry"), *cond = gcc_jit_function_new_block(f, "cond");
+    gcc_jit_block *body = gcc_jit_function_new_block(f, "body"), *done = gcc_jit_function_new_block(f, "done");
+    gcc_jit_block_add_assignment(b0, NULL, sum, gcc_jit_context_zero(c, i));
+    gcc_jit_block_add_assignment(b0, NULL, k, gcc_jit_context_zero(c, i));
+    gcc_jit_block_end_with_jump(b0, NULL, cond);
+    gcc_jit_block_end_with_conditional(cond, NULL,
+                                       gcc_jit_context_new_comparison(c, NULL, GCC_JIT_COMPARISON_LT,
+                                                                      gcc_jit_lvalue_as_rvalue(k),
+                                                                      gcc_jit_param_as_rvalue(ps[1])),
+                                       body, done);
+    gcc_jit_lvalue *ak = gcc_jit_context_new_array_access(c, NULL, gcc_jit_param_as_rvalue(ps[0]),
+                                                          gcc_jit_lvalue_as_rvalue(k));
+    gcc_jit_block_add_assignment_op(body, NULL, sum, GCC_JIT_BINARY_OP_PLUS, gcc_jit_lvalue_as_rvalue(ak));
+    gcc_jit_block_add_assignment_op(body, NULL, k, GCC_JIT_BINARY_OP_PLUS, gcc_jit_context_one(c, i));
+    gcc_jit_block_end_with_jump(body, NULL, cond);
+    gcc_jit_block_end_with_return(done, NULL, gcc_jit_lvalue_as_rvalue(sum));
+}
+
+static void set_up_scratch_dir(void)
 {
     set_up = 1;
     const char *t = getenv("TMPDIR");
@@ -46,6 +109,11 @@ static void set_up_scratch(void)
     if (p) {
         gcc_jit_context_set_bool_print_errors_to_stderr(p, 0);
         gcc_jit_context_set_bool_use_external_driver(p, 1);
+        /* a function with a loop, optimized as the recipes and kernels are: libgccjit registers its
+         * exit handlers as its optimizers first run (an empty unit, or -O0, registers none), and
+         * they must be registered now, before run_exit_fns (set_up_scratch) */
+        gcc_jit_context_set_int_option(p, GCC_JIT_INT_OPTION_OPTIMIZATION_LEVEL, 3);
+        probe_function(p);
         char obj[PATH_MAX + 16];
         snprintf(obj, sizeof obj, "%s/probe.o", dir);
         gcc_jit_context_compile_to_file(p, GCC_JIT_OUTPUT_KIND_OBJECT_FILE, obj);
@@ -97,6 +165,10 @@ static void after(void)
     if (!external_driver)
         qr_signals_restore(); /* the embedded driver installed its own handlers */
     pthread_mutex_lock(&setup_lock);
+    /* a compilation that ran an optimizer the probe's did not may have registered another handler
+     * of libgccjit's: registered again, the exit functions run before it at a later exit */
+    if (n_exit_fns)
+        atexit(run_exit_fns);
     if (--active == 0 && scratch[0])
         rmdir(scratch); /* empty unless a compile_to_bytes folder is being used: then it stays */
     pthread_mutex_unlock(&setup_lock);
@@ -124,6 +196,14 @@ void qc_jit_scratch_idle(void)
     pthread_mutex_lock(&setup_lock);
     if (active == 0 && scratch[0])
         rmdir(scratch);
+    pthread_mutex_unlock(&setup_lock);
+}
+
+void qc_jit_setup(void)
+{
+    pthread_mutex_lock(&setup_lock);
+    if (!set_up)
+        set_up_scratch();
     pthread_mutex_unlock(&setup_lock);
 }
 

@@ -20,6 +20,17 @@
 gcc_jit_result *qc_jit_compile(gcc_jit_context *c);
 void qc_jit_compile_to_file(gcc_jit_context *c, enum gcc_jit_output_kind kind, const char *path);
 
+/* The process's first compilation registers libgccjit's own exit handlers, which must not run
+ * while a compilation is under way (they tear down what it uses: a crash, or "compilation
+ * terminated" and exit status 1). Exit handlers run in the reverse order of their registration,
+ * so a module that compiles on a thread of its own cannot stop it from an atexit handler it
+ * registered before that first compilation. qc_jit_setup makes the first compilation (an empty
+ * one, as it was) in the caller's thread, and registers after it the handler that runs every
+ * qc_jit_at_exit function (last added first): a thread started after qc_jit_setup is stopped by
+ * one of them before libgccjit's handlers run. Up to 8 functions; one added twice runs once. */
+void qc_jit_setup(void);
+void qc_jit_at_exit(void (*fn)(void));
+
 /* The private folder libgccjit's scratch goes into, made at the first compilation (or here, with
  * make); NULL when there is none. A compilation's own output folder goes in it too. */
 const char *qc_jit_scratch_dir(int make);

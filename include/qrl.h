@@ -222,10 +222,10 @@ typedef struct qrl_shape_kernels {
 void qrl_shape_kernel_counts(qrl_shape_kernels *k);
 /* Stops the background compilation: the kernel being compiled is finished into the cache (so no
  * scratch file is left), the queue is dropped, and later requests compile in the background again.
- * Call it before the program exits while no model runs: the process's exit handlers include
- * libgccjit's, which must not run while it compiles. (The library also stops it at exit, but the
- * handlers libgccjit registers during the process's first compilation run before the library's:
- * a program that exits during that one without calling this may crash; qrl calls it.) */
+ * A program need not call it: at exit (a return from main, exit()) the library stops the thread
+ * before libgccjit's own exit handlers run, which must not run while it compiles (the process's
+ * first compilation, with the optimizers that register them, is made before the thread starts;
+ * compiler/jitrun.h). Calling it first ends a program sooner (a compilation under way finishes). */
 void qrl_shape_kernels_stop(void);
 /* Waits until the background compilation has compiled every kernel asked for so far (qrl bench,
  * after its warm-up run: the timed runs then see the steady state). */
