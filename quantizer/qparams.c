@@ -29,6 +29,71 @@ static void json_num(FILE *f, double v)
         fputs("null", f);
 }
 
+int qr_qweight_at(const qr_graph *g, int i, qr_qweight *w)
+{
+    const qr_node *n = g->nodes[i];
+    int nbits = !strcmp(n->op, "MatMulNBits") && n->n_in >= 3 && n->in[1]->is_const && n->in[2]->is_const;
+    if (!nbits && (strcmp(n->op, "DequantizeLinear") || n->n_in < 2 || !n->in[0]->is_const || !n->in[1]->is_const))
+        return 0;
+    /* a weight-only weight: a DequantizeLinear without zero points (all 0), maybe in blocks along
+     * K, or a MatMulNBits (its codes unsigned, zero points 8 unless it has them) */
+    const qr_tensor *s = nbits ? &n->in[2]->t : &n->in[1]->t;
+    *w = (qr_qweight){.node = n, .name = nbits ? n->in[1]->name : n->out[0]->name, .nbits = nbits,
+                      .dtype = nbits ? "u4" : qr_dtype_name(n->in[0]->t.dtype),
+                      .axis = nbits ? 1 : s->ndim ? qr_attr_i(n, "axis", 1) : -1,
+                      .block = qr_attr_i(n, "block_size", 0), .scale = s, .count = qr_tensor_numel(s)};
+    return 1;
+}
+
+double qr_qweight_scale(const qr_qweight *w, int64_t k)
+{
+    return qr_get_f64(w->scale->data, w->scale->dtype, k);
+}
+
+int64_t qr_qweight_zero(const qr_qweight *w, int64_t k)
+{
+    const qr_node *n = w->node;
+    int zi = w->nbits ? 3 : 2; /* the zero points' input */
+    const qr_tensor *z = n->n_in > zi && n->in[zi] ? &n->in[zi]->t : NULL;
+    if (w->nbits) /* uint8 [N][ceil(n_blocks / 2)], two to a byte, low nibble first */
+        return z ? nbits_zero(n, z, k) : 8;
+    if (z && z->data && k < qr_tensor_numel(z))
+        return qr_get_i64(z->data, z->dtype, k);
+    return 0;
+}
+
+void qr_qweights_json(FILE *f, const qr_quantized *q, const char *indent)
+{
+    int first = 1;
+    const qr_graph *g = q->qdq;
+    for (int i = 0; g && i < g->n_nodes; i++) {
+        qr_qweight w;
+        if (!qr_qweight_at(g, i, &w))
+            continue;
+        const qr_node *n = w.node;
+        fprintf(f, "%s%s{\"value\": ", first ? "" : ",\n", indent);
+        first = 0;
+        qr_fput_json_str(f, w.name);
+        if (w.nbits) {
+            fprintf(f, ", \"format\": \"MatMulNBits\", \"node\": ");
+            qr_fput_json_str(f, n->name ? n->name : "");
+            fprintf(f, ", \"K\": %lld, \"N\": %lld", (long long)qr_attr_i(n, "K", 0), (long long)qr_attr_i(n, "N", 0));
+        }
+        fprintf(f, ", \"dtype\": \"%s\", \"axis\": %lld", w.dtype, (long long)w.axis);
+        if (w.block)
+            fprintf(f, ", \"block_size\": %lld", (long long)w.block);
+        fprintf(f, ", \"scale\": [");
+        for (int64_t k = 0; k < w.count; k++) {
+            fprintf(f, "%s", k ? ", " : "");
+            json_num(f, qr_qweight_scale(&w, k));
+        }
+        fprintf(f, "], \"zero_point\": [");
+        for (int64_t k = 0; k < w.count; k++)
+            fprintf(f, "%s%lld", k ? ", " : "", (long long)qr_qweight_zero(&w, k));
+        fprintf(f, "]}");
+    }
+}
+
 /* Every quantized tensor of the QDQ graph: activations (scale, zero point,
  * range; those quantized at run time as dynamic, without scale and zero point,
  * with the range the calibration samples gave them) and weights (per
@@ -73,48 +138,7 @@ qr_status qr_qparams_write(const char *path, const qr_quantized *q, const char *
         fprintf(f, ", \"fallback\": %s}%s\n", l->fallback ? "true" : "false", i + 1 < q->nlayers ? "," : "");
     }
     fprintf(f, "  ],\n  \"weights\": [\n");
-    int first = 1;
-    const qr_graph *g = q->qdq;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const qr_node *n = g->nodes[i];
-        int nbits = !strcmp(n->op, "MatMulNBits") && n->n_in >= 3 && n->in[1]->is_const && n->in[2]->is_const;
-        if (!nbits && (strcmp(n->op, "DequantizeLinear") || n->n_in < 2 || !n->in[0]->is_const || !n->in[1]->is_const))
-            continue;
-        /* a weight-only weight: a DequantizeLinear without zero points (all 0), maybe in blocks along
-         * K, or a MatMulNBits (its codes unsigned, zero points 8 unless it has them) */
-        const qr_tensor *s = nbits ? &n->in[2]->t : &n->in[1]->t;
-        int zi = nbits ? 3 : 2; /* the zero points' input */
-        const qr_tensor *z = n->n_in > zi && n->in[zi] ? &n->in[zi]->t : NULL;
-        int64_t block = qr_attr_i(n, "block_size", 0);
-        fprintf(f, "%s    {\"value\": ", first ? "" : ",\n");
-        first = 0;
-        qr_fput_json_str(f, nbits ? n->in[1]->name : n->out[0]->name);
-        if (nbits) {
-            fprintf(f, ", \"format\": \"MatMulNBits\", \"node\": ");
-            qr_fput_json_str(f, n->name ? n->name : "");
-            fprintf(f, ", \"K\": %lld, \"N\": %lld", (long long)qr_attr_i(n, "K", 0), (long long)qr_attr_i(n, "N", 0));
-        }
-        fprintf(f, ", \"dtype\": \"%s\", \"axis\": %lld", nbits ? "u4" : qr_dtype_name(n->in[0]->t.dtype),
-                nbits ? 1LL : (long long)(s->ndim ? qr_attr_i(n, "axis", 1) : -1));
-        if (block)
-            fprintf(f, ", \"block_size\": %lld", (long long)block);
-        fprintf(f, ", \"scale\": [");
-        int64_t count = qr_tensor_numel(s);
-        for (int64_t k = 0; k < count; k++) {
-            fprintf(f, "%s", k ? ", " : "");
-            json_num(f, qr_get_f64(s->data, s->dtype, k));
-        }
-        fprintf(f, "], \"zero_point\": [");
-        for (int64_t k = 0; k < count; k++) {
-            int64_t zk = 0;
-            if (nbits) /* uint8 [N][ceil(n_blocks / 2)], two to a byte, low nibble first */
-                zk = z ? nbits_zero(n, z, k) : 8;
-            else if (z && z->data && k < qr_tensor_numel(z))
-                zk = qr_get_i64(z->data, z->dtype, k);
-            fprintf(f, "%s%lld", k ? ", " : "", (long long)zk);
-        }
-        fprintf(f, "]}");
-    }
+    qr_qweights_json(f, q, "    ");
     fprintf(f, "\n  ]\n}\n");
     return qr_atomic_commit(&af, e);
 }

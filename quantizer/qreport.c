@@ -1,11 +1,13 @@
 #include "qreport.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "fileio.h"
 #include "mixed.h"
+#include "qparams.h"
 #include "text.h"
 
 /* s inside a JSON string literal, or as HTML text: valid UTF-8 either way (runtime/text.h). */
@@ -275,7 +277,46 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
         esc(f, l->runs ? l->runs : "", 1);
         fprintf(f, "\"}%s\n", i + 1 < q->nlayers ? "," : "");
     }
-    fprintf(f, "  ]\n}\n");
+    /* each quantized weight's scales and zero points (per channel along axis), as --qparams has them */
+    fprintf(f, "  ],\n  \"weights\": [\n");
+    qr_qweights_json(f, q, "    ");
+    fprintf(f, "\n  ]\n}\n");
+}
+
+/* Tick values for an axis over [lo, hi]: a step of 1, 2 or 5 times a power of ten, about n ticks. */
+static double tick_step(double lo, double hi, int n)
+{
+    double span = hi - lo > 0 ? hi - lo : 1, raw = span / (n > 1 ? n : 1), p = pow(10, floor(log10(raw)));
+    double m = raw / p;
+    return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
+}
+
+/* A horizontal axis at y from x0 to x1 for values [lo, hi], its ticks' numbers and its title. */
+static void x_axis(FILE *f, double x0, double x1, double y, double lo, double hi, const char *title)
+{
+    double sx = (x1 - x0) / (hi - lo > 0 ? hi - lo : 1), step = tick_step(lo, hi, 6);
+    fprintf(f, "<g class=\"axis\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n", x0, y, x1, y);
+    for (double v = ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
+        double x = x0 + (v - lo) * sx, t = fabs(v) < step * 1e-9 ? 0 : v;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/><text x=\"%.1f\" y=\"%.1f\" "
+                   "font-size=\"10\" text-anchor=\"middle\">%.4g</text>\n", x, y, x, y + 4, x, y + 15, t);
+    }
+    fprintf(f, "<text class=\"axis-label\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">%s</text></g>\n",
+            (x0 + x1) / 2, y + 30, title);
+}
+
+/* A vertical axis at x from y0 (bottom) to y1 (top) for values [lo, hi], with its title turned. */
+static void y_axis(FILE *f, double x, double y0, double y1, double lo, double hi, const char *title)
+{
+    double sy = (y0 - y1) / (hi - lo > 0 ? hi - lo : 1), step = tick_step(lo, hi, 4);
+    fprintf(f, "<g class=\"axis\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n", x, y0, x, y1);
+    for (double v = ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
+        double y = y0 - (v - lo) * sy;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/><text x=\"%.1f\" y=\"%.1f\" "
+                   "font-size=\"10\" text-anchor=\"end\">%.3g</text>\n", x - 4, y, x, y, x - 6, y + 3, v);
+    }
+    fprintf(f, "<text class=\"axis-label\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\" "
+               "transform=\"rotate(-90 %.1f %.1f)\">%s</text></g>\n", x - 52, (y0 + y1) / 2, x - 52, (y0 + y1) / 2, title);
 }
 
 /* Horizontal bars of SQNR per tensor; red under 20 dB. */
@@ -293,6 +334,8 @@ static void svg_sqnr(FILE *f, const qr_quantized *q)
                    "<text x=\"%.1f\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\">%d dB</text>\n",
                 x, x, h - 25, x, h - 12, db);
     }
+    fprintf(f, "<text class=\"axis-label\" x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">SQNR against "
+               "f32 (dB)</text>\n", left + (w - left - 20) / 2.0, h - 1);
     for (int i = 0; i < q->nlayers; i++) {
         const qr_qlayer *l = &q->layers[i];
         double v = isfinite(l->sqnr) ? l->sqnr : top;
@@ -328,7 +371,7 @@ static void clip_range(const qr_qlayer *l, double *a, double *b)
  * follows each run's range). */
 static void svg_ranges(FILE *f, const qr_quantized *q)
 {
-    int h = 22 * q->nlayers + 20, w = 720, left = 320;
+    int h = 22 * q->nlayers + 60, w = 720, left = 320;
     double lo = 0, hi = 0;
     for (int i = 0; i < q->nlayers; i++) {
         const qr_qlayer *l = &q->layers[i];
@@ -343,7 +386,8 @@ static void svg_ranges(FILE *f, const qr_quantized *q)
     fprintf(f, "<svg width=\"%d\" height=\"%d\" role=\"img\" aria-label=\"ranges per tensor\">\n", w, h);
     double x0 = left + (0 - lo) * sx;
     fprintf(f, "<line x1=\"%.1f\" y1=\"0\" x2=\"%.1f\" y2=\"%d\" stroke=\"#333\" stroke-dasharray=\"2,2\"/>\n", x0, x0,
-            h);
+            h - 54);
+    x_axis(f, left, left + (hi - lo) * sx, h - 52, lo, hi, "real value of the tensor");
     for (int i = 0; i < q->nlayers; i++) {
         const qr_qlayer *l = &q->layers[i];
         double y = 6 + 22 * i, a, b;
@@ -359,6 +403,115 @@ static void svg_ranges(FILE *f, const qr_quantized *q)
         fputc('\n', f);
     }
     fprintf(f, "</svg>\n");
+}
+
+/* Per layer (each quantized activation's producer): the outputs' SQNR with that layer alone
+ * quantized (the fallback's effect, a bar) and the error its layer alone adds (the local SQNR, a
+ * black mark). Lower is more sensitive. 0 when nothing was measured. */
+static int svg_sensitivity(FILE *f, const qr_quantized *q)
+{
+    double top = 0;
+    int any = 0;
+    for (int i = 0; i < q->nlayers; i++) {
+        const qr_qlayer *l = &q->layers[i];
+        if (isfinite(l->effect))
+            top = fmax(top, l->effect), any = 1;
+        if (isfinite(l->sqnr_local))
+            top = fmax(top, l->sqnr_local), any = 1;
+    }
+    if (!any)
+        return 0;
+    top = top > 10 ? ceil(top / 10) * 10 : 10;
+    int h = 22 * q->nlayers + 56, w = 720, left = 320;
+    double sx = (w - left - 20) / top;
+    fprintf(f, "<svg width=\"%d\" height=\"%d\" role=\"img\" aria-label=\"sensitivity per layer\">\n", w, h);
+    for (int i = 0; i < q->nlayers; i++) {
+        const qr_qlayer *l = &q->layers[i];
+        double y = 6 + 22 * i;
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">", left - 6, y + 12);
+        esc(f, l->value, 0);
+        fprintf(f, "</text>");
+        if (isfinite(l->effect))
+            fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%.1f\" height=\"16\" fill=\"%s\"><title>outputs %.2f dB with "
+                       "this layer alone quantized</title></rect>",
+                    left, y, fmax(l->effect, 0) * sx, l->fallback ? "#999" : "#e67e22", l->effect);
+        if (isfinite(l->sqnr_local))
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"3\" height=\"20\" fill=\"#000\"><title>local %.2f dB</title>"
+                       "</rect>", left + fmax(l->sqnr_local, 0) * sx - 1.5, y - 2, l->sqnr_local);
+        if (!isfinite(l->effect) && !isfinite(l->sqnr_local))
+            fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\">not measured</text>", left + 4, y + 12);
+        fputc('\n', f);
+    }
+    x_axis(f, left, left + top * sx, h - 50, 0, top, "SQNR (dB) against f32");
+    fprintf(f, "</svg>\n");
+    return 1;
+}
+
+/* One chart per quantized weight: its scales along its axis (a line over the channels, or the
+ * blocks), and the zero points when any is not 0. */
+static int svg_weights(FILE *f, const qr_quantized *q)
+{
+    const qr_graph *g = q->qdq;
+    int any = 0;
+    for (int i = 0; g && i < g->n_nodes; i++) {
+        qr_qweight wt;
+        if (!qr_qweight_at(g, i, &wt))
+            continue;
+        if (!any)
+            fprintf(f, "<table><tr><th>weight</th><th>type</th><th>axis</th><th>scales</th><th>smallest scale</th>"
+                       "<th>largest scale</th><th>zero points</th></tr>\n");
+        any = 1;
+        double lo = INFINITY, hi = -INFINITY;
+        int64_t zlo = INT64_MAX, zhi = INT64_MIN;
+        for (int64_t k = 0; k < wt.count; k++) {
+            double v = qr_qweight_scale(&wt, k);
+            int64_t z = qr_qweight_zero(&wt, k);
+            lo = fmin(lo, v), hi = fmax(hi, v);
+            zlo = z < zlo ? z : zlo, zhi = z > zhi ? z : zhi;
+        }
+        fprintf(f, "<tr><td>");
+        esc(f, wt.name, 0);
+        fprintf(f, "</td><td>%s</td><td>%lld%s</td><td>%lld</td><td>%.5g</td><td>%.5g</td><td>", wt.dtype,
+                (long long)wt.axis, wt.block ? " (blocks)" : "", (long long)wt.count, lo, hi);
+        if (zlo == zhi)
+            fprintf(f, "all %lld", (long long)zlo);
+        else
+            fprintf(f, "%lld .. %lld", (long long)zlo, (long long)zhi);
+        fprintf(f, "</td></tr>\n");
+    }
+    if (!any)
+        return 0;
+    fprintf(f, "</table>\n");
+    for (int i = 0; i < g->n_nodes; i++) {
+        qr_qweight wt;
+        if (!qr_qweight_at(g, i, &wt) || wt.count < 2) /* one scale: the table says it */
+            continue;
+        int w = 720, h = 170, left = 80, right = 20, topm = 24, bottom = 52;
+        double hi = 0;
+        for (int64_t k = 0; k < wt.count; k++)
+            hi = fmax(hi, qr_qweight_scale(&wt, k));
+        hi = hi > 0 ? hi * 1.05 : 1;
+        double x0 = left, x1 = w - right, y0 = h - bottom, y1 = topm, n = (double)(wt.count - 1);
+        fprintf(f, "<svg class=\"weight\" width=\"%d\" height=\"%d\" role=\"img\" aria-label=\"scales of ", w, h);
+        esc(f, wt.name, 0);
+        fprintf(f, "\"><text x=\"%d\" y=\"14\" font-size=\"12\">", left);
+        esc(f, wt.name, 0);
+        fprintf(f, " (%s)</text>\n<polyline fill=\"none\" stroke=\"#2e86c1\" points=\"", wt.dtype);
+        for (int64_t k = 0; k < wt.count; k++)
+            fprintf(f, "%s%.1f,%.1f", k ? " " : "", x0 + (x1 - x0) * (double)k / n,
+                    y0 - (y0 - y1) * qr_qweight_scale(&wt, k) / hi);
+        fprintf(f, "\"/>\n");
+        char title[96];
+        if (wt.block)
+            snprintf(title, sizeof title, "scale index (channel, then block of %lld along axis %lld)", (long long)wt.block,
+                     (long long)wt.axis);
+        else
+            snprintf(title, sizeof title, "channel (index along axis %lld)", (long long)wt.axis);
+        x_axis(f, x0, x1, y0, 0, n, title);
+        y_axis(f, x0, y0, y1, 0, hi, "scale");
+        fprintf(f, "</svg>\n");
+    }
+    return 1;
 }
 
 static void write_html(FILE *f, const qr_quantized *q, const char *model)
@@ -387,6 +540,16 @@ static void write_html(FILE *f, const qr_quantized *q, const char *model)
     fprintf(f, "<h2>Ranges</h2>\n<p>Grey: the range the integers can represent; blue: the values observed; the "
                "dashed line is 0.</p>\n");
     svg_ranges(f, q);
+    fprintf(f, "<h2>Sensitivity per layer</h2>\n<p>Per quantized tensor, the model's outputs' SQNR against f32 with "
+               "its layer alone quantized (bars: the effect the recipe's fallback ranked layers by; grey: fell back to "
+               "f32) and the error the layer alone adds (black marks: the local SQNR, its inputs f32). Lower is more "
+               "sensitive.</p>\n");
+    if (!svg_sensitivity(f, q))
+        fprintf(f, "<p>Not measured: the recipe's fallback ranked no layer.</p>\n");
+    fprintf(f, "<h2>Weights</h2>\n<p>Each quantized weight's (and bias's) scales along its axis (per output "
+               "channel; in blocks for block-wise weights) and its zero points.</p>\n");
+    if (!svg_weights(f, q))
+        fprintf(f, "<p>No weight is quantized.</p>\n");
     int narrow = acc_narrow(q, f, 0);
     fprintf(f, "<h2>Tensors</h2>\n<table><tr><th>tensor</th><th>producer</th><th>how</th><th>type</th><th>observed "
                "min</th><th>observed max</th><th>scale</th><th>zero point</th><th>SQNR dB</th><th>SQNR dB, integer graph</th>"
