@@ -1675,6 +1675,70 @@ Test(jit, mse_matches_c)
     qr_module_free(m);
 }
 
+/* l2: the range minimizing the squared rounding error over the signed histogram.
+ * Against tools/ref_l2.py: the same search in numpy gives the same qparams, and,
+ * independently, the raw values quantized with them (numpy's rounding and clamp)
+ * have a mean squared error within 1% of the best of a brute-force grid of ranges
+ * and under minmax's (the outliers cost more clipped than kept: l2 clips the tails
+ * only so far, which minmax does not at all). Data of both signs, skewed (a Laplace of scale 1 below
+ * 0 and 3 above) with a few far outliers on each side, for u8 (each end clipped on
+ * its own) and i8 symmetric (the magnitude alone). */
+static void l2_case(qrl_module *m, const float *x, int n, qr_dtype dt, int symmetric, const char *tname)
+{
+    char path[700], cmd[1400], *log;
+    snprintf(path, sizeof path, "%s/l2_%s.npy", dir, tname);
+    qr_tensor t = vec((float *)x, n);
+    qr_error e;
+    cr_assert_eq(qr_npy_write(path, &t, &e), QR_OK, "%s", e.msg);
+    const char *names[2] = {"bins", "steps"};
+    const double vals[2] = {512, 16};
+    qr_calib *c;
+    cr_assert_eq(qr_calib_new(m, "l2", 2, names, vals, &c, &e), QR_OK, "%s", e.msg);
+    /* in two batches merged, as calibration runs it */
+    qr_calib *c2;
+    cr_assert_eq(qr_calib_new(m, "l2", 2, names, vals, &c2, &e), QR_OK, "%s", e.msg);
+    qr_tensor a = vec((float *)x, n / 3), b = vec((float *)x + n / 3, n - n / 3);
+    cr_assert_eq(qr_calib_observe(c, &a, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_calib_observe(c2, &b, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_calib_merge(c, c2, &e), QR_OK, "%s", e.msg);
+    qrl_qtype qt = qr_qtype_of(dt, 0, -1);
+    qt.symmetric = symmetric;
+    qrl_qparams qp;
+    cr_assert_eq(qr_calib_solve(c, &qt, &qp, &e), QR_OK, "%s", e.msg);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/ref_l2.py %s 512 16 %s %.17g %lld", tu_root(), path, tname,
+             qp.scale, (long long)qp.zero);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    double ref_scale, mse, mse_minmax, mse_best;
+    long long ref_zero;
+    cr_assert_eq(sscanf(log, "%lf %lld %lf %lf %lf", &ref_scale, &ref_zero, &mse, &mse_minmax, &mse_best), 5, "%s", log);
+    free(log);
+    cr_assert_float_eq(qp.scale, ref_scale, 1e-9 * ref_scale, "%s: QRL scale %.17g, reference %.17g", tname, qp.scale,
+                       ref_scale);
+    cr_assert_eq(qp.zero, ref_zero, "%s: QRL zero %lld, reference %lld", tname, (long long)qp.zero, ref_zero);
+    cr_assert(mse <= 1.01 * mse_best, "%s: mse %.6g, grid's best %.6g", tname, mse, mse_best);
+    cr_assert(mse < 0.99 * mse_minmax, "%s: mse %.6g, minmax's %.6g", tname, mse, mse_minmax);
+    qr_calib_free(c);
+    qr_calib_free(c2);
+}
+
+Test(jit, l2_matches_the_reference_and_the_brute_force_optimum, .timeout = 120)
+{
+    qrl_module *m = stdlib_calibrators();
+    enum { N = 20000 };
+    static float x[N];
+    unsigned seed = 41;
+    for (int i = 0; i < N; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        double u = ((seed >> 8) & 0xffffff) / 16777216.0 * 0.999 + 0.0005;
+        x[i] = (float)(u < 0.5 ? log(2 * u) : -3.0 * log(2 - 2 * u));
+    }
+    for (int i = 0; i < 6; i++) /* far outliers: minmax spends its range on them */
+        x[i * 997] = i % 2 ? -45.0f - (float)i : 90.0f + (float)i;
+    l2_case(m, x, N, QR_U8, 0, "u8");
+    l2_case(m, x, N, QR_I8, 1, "i8s");
+    qr_module_free(m);
+}
+
 /* Calibrator arguments and the fallback of settings listed after many use
  * lines (they were kept only for the first 16 items of a recipe). */
 Test(jit, recipe_settings_after_many_use_lines)
