@@ -5,11 +5,12 @@ histogram: the mean squared error of quantizing X (numpy's round half to
 even, clamp) with the chosen qparams, with minmax's, and the least of a
 brute-force grid of ranges.
 
-Usage: /usr/bin/python3 tools/ref_l2.py X.npy BINS STEPS TYPE [SCALE ZERO]
+Usage: /usr/bin/python3 tools/ref_l2.py X.npy BINS STEPS TYPE [SCALE ZERO [WIDEN]]
 TYPE: u8 (asymmetric) or i8s (i8 symmetric). Prints one line:
   scale zero mse_of(SCALE, ZERO) mse_minmax mse_grid_best
-(scale, zero: the reference search's; mse_of: of the qparams given, else of
-the reference's.)
+(scale, zero: the reference search's, each end then moved WIDEN of the way
+back to the observed one; mse_of: of the qparams given, else of the
+reference's.)
 """
 import math
 import sys
@@ -77,7 +78,7 @@ def hist_error(h, lo_edge, width, xmin, xmax, scale, zero, qmin, qmax):
     return e
 
 
-def search(x, bins, steps, tname):
+def search(x, bins, steps, tname, widen=0.0):
     qmin, qmax, sym = qtype(tname)
     h, lo_edge, width = histogram(x, bins)
     xmin, xmax = float(x.min()), float(x.max())
@@ -101,7 +102,8 @@ def search(x, bins, steps, tname):
 
     if sym:
         reach = max(hi0, -lo0)
-        return symmetric(best_fraction(lambda f: cand(-f * reach, f * reach)) * reach, qmin, qmax)
+        f = best_fraction(lambda f: cand(-f * reach, f * reach))
+        return symmetric((f + widen * (1 - f)) * reach, qmin, qmax)
     lo, hi = lo0, hi0
     top_first = hi0 >= -lo0
     for i in range(3):
@@ -109,7 +111,7 @@ def search(x, bins, steps, tname):
             hi = best_fraction(lambda f: cand(lo, f * hi0)) * hi0
         elif ((i % 2 == 0) != top_first) and lo0 < 0:
             lo = -best_fraction(lambda f: cand(-f * -lo0, hi)) * -lo0
-    return asymmetric(lo, hi, qmin, qmax)
+    return asymmetric(lo + widen * (lo0 - lo), hi + widen * (hi0 - hi), qmin, qmax)
 
 
 def mse(x, scale, zero, qmin, qmax):
@@ -121,7 +123,8 @@ def main():
     x = np.load(sys.argv[1]).astype(np.float64).ravel()
     bins, steps, tname = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     qmin, qmax, sym = qtype(tname)
-    scale, zero = search(x, bins, steps, tname)
+    widen = float(sys.argv[7]) if len(sys.argv) > 7 else 0.0
+    scale, zero = search(x, bins, steps, tname, widen)
     given = (float(sys.argv[5]), int(sys.argv[6])) if len(sys.argv) > 6 else (scale, zero)
     lo, hi = min(x.min(), 0.0), max(x.max(), 0.0)
     if sym:

@@ -1719,6 +1719,24 @@ static void l2_case(qrl_module *m, const float *x, int n, qr_dtype dt, int symme
     cr_assert(mse < 0.99 * mse_minmax, "%s: mse %.6g, minmax's %.6g", tname, mse, mse_minmax);
     qr_calib_free(c);
     qr_calib_free(c2);
+    /* widen = 0.25: the ends a quarter of the way back to the observed ones */
+    const char *wn[3] = {"bins", "steps", "widen"};
+    const double wv[3] = {512, 16, 0.25};
+    cr_assert_eq(qr_calib_new(m, "l2", 3, wn, wv, &c, &e), QR_OK, "%s", e.msg);
+    qr_tensor all = vec((float *)x, n);
+    cr_assert_eq(qr_calib_observe(c, &all, &e), QR_OK, "%s", e.msg);
+    qrl_qparams wq;
+    cr_assert_eq(qr_calib_solve(c, &qt, &wq, &e), QR_OK, "%s", e.msg);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/ref_l2.py %s 512 16 %s %.17g %lld 0.25", tu_root(), path,
+             tname, wq.scale, (long long)wq.zero);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert_eq(sscanf(log, "%lf %lld %lf %lf %lf", &ref_scale, &ref_zero, &mse, &mse_minmax, &mse_best), 5, "%s", log);
+    free(log);
+    cr_assert_float_eq(wq.scale, ref_scale, 1e-9 * ref_scale, "%s, widen: QRL scale %.17g, reference %.17g", tname,
+                       wq.scale, ref_scale);
+    cr_assert_eq(wq.zero, ref_zero, "%s, widen: QRL zero %lld, reference %lld", tname, (long long)wq.zero, ref_zero);
+    cr_assert(wq.scale > qp.scale, "%s: widen's scale %.6g, l2's %.6g", tname, wq.scale, qp.scale);
+    qr_calib_free(c);
 }
 
 Test(jit, l2_matches_the_reference_and_the_brute_force_optimum, .timeout = 120)
