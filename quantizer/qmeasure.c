@@ -29,7 +29,6 @@
 #include "options.h"
 #include "quantize_plan.h"
 
-
 /* The recipe's measure_samples (default 256): calibration samples each measurement runs. */
 static int64_t measure_samples(const qr_qctx *q)
 {
@@ -1289,6 +1288,15 @@ typedef struct wide {
     double sqnr16; /* its local SQNR at 16 bits (NaN: not measured) */
 } wide;
 
+/* Slot s and the slots that copy its qparams, in type t (qt, qp), or back. */
+static void set_slot_type(qr_qctx *q, int s, qr_dtype t, const qrl_qtype *qt, const qrl_qparams *qp)
+{
+    q->slots[s].dtype = t, q->slots[s].qt = *qt, q->slots[s].qp = *qp;
+    for (int i = 0; i < q->nslots; i++)
+        if (q->slots[i].kind == SLOT_SAME && q->slots[i].same == s)
+            q->slots[i].dtype = t, q->slots[i].qt = *qt, q->slots[i].qp = *qp;
+}
+
 /* Slot s at 16 bits (on) or at the recipe's type, and the slots that copy its qparams with it. */
 static void set_wide(qr_qctx *q, wide *wd, int s, int on)
 {
@@ -1296,13 +1304,10 @@ static void set_wide(qr_qctx *q, wide *wd, int s, int on)
     if (!w->open)
         return;
     w->on = on;
-    qr_slot *sl = &q->slots[s];
-    sl->dtype = on ? w->dt16 : w->dt;
-    sl->qt = on ? w->qt16 : w->qt;
-    sl->qp = on ? w->qp16 : w->qp;
-    for (int i = 0; i < q->nslots; i++)
-        if (q->slots[i].kind == SLOT_SAME && q->slots[i].same == s)
-            q->slots[i].dtype = sl->dtype, q->slots[i].qt = sl->qt, q->slots[i].qp = sl->qp;
+    if (on)
+        set_slot_type(q, s, w->dt16, &w->qt16, &w->qp16);
+    else
+        set_slot_type(q, s, w->dt, &w->qt, &w->qp);
 }
 
 /* The first k steps of rk taken: every slot rk names at the recipe's type, then each of rk[0..k)
@@ -2424,15 +2429,6 @@ static int layer_slot(const qr_qctx *q, int s)
             return 1;
     }
     return 0;
-}
-
-/* Slot s and the slots that copy its qparams, in type t (qt, qp), or back. */
-static void set_slot_type(qr_qctx *q, int s, qr_dtype t, const qrl_qtype *qt, const qrl_qparams *qp)
-{
-    q->slots[s].dtype = t, q->slots[s].qt = *qt, q->slots[s].qp = *qp;
-    for (int i = 0; i < q->nslots; i++)
-        if (q->slots[i].kind == SLOT_SAME && q->slots[i].same == s)
-            q->slots[i].dtype = t, q->slots[i].qt = *qt, q->slots[i].qp = *qp;
 }
 
 /* Whether every reader of value x can take it in 16 bits now that slot root (and the slots that
