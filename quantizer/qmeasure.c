@@ -1356,13 +1356,26 @@ static int64_t effect_samples(const qr_qctx *q)
 }
 
 /* The f32 outputs of the first effect_samples of calib's count samples (whole batches where the
- * model fixes its batch). */
-static qr_status effect_outref(outref *o, qr_qctx *q, const qr_tensor *calib, int64_t count)
+ * model fixes its batch). When all (the fallback's reference, of the same samples in the same
+ * batches: NULL if none) holds them as whole batches of its own, o is a view of its first batches
+ * (*own 0: o is not freed) instead of another f32 run over them: the same f32 outputs, since a
+ * run's outputs do not depend on its threads. Under mpirun all holds only this rank's batches. */
+static qr_status effect_outref(outref *o, qr_qctx *q, const outref *all, const qr_tensor *calib, int64_t count,
+                               int *own)
 {
     int64_t ne = effect_samples(q), fixed = qr_graph_fixed_batch(q->g);
     if (fixed > 0)
         ne = (ne + fixed - 1) / fixed * fixed;
-    return outref_init(o, q, calib, ne < count ? ne : count, 0);
+    ne = ne < count ? ne : count;
+    int64_t n = ne < measure_samples(q) ? ne : measure_samples(q); /* as outref_alloc takes them */
+    *own = !all || !all->out || qr_dist_size() > 1 || n > all->n || (n < all->n && n % all->batch != 0);
+    if (*own)
+        return outref_init(o, q, calib, ne, 0);
+    *o = *all;
+    o->n = n;
+    o->nbatches = (int)((n + all->batch - 1) / all->batch);
+    o->run_bytes = q->o->run_bytes; /* the probe's, as side_by_side takes it */
+    return QR_OK;
 }
 
 /* ------------------------------------------------------------ effects, downstream only */
@@ -1707,11 +1720,13 @@ static qr_status gather_effects(qr_qctx *q, ranked *rk, int nr, const int *byran
  * run holds live there anyway. Under the option effects=whole (the tests' reference), or after a
  * bias correction, each runs the whole model, as one that cannot be cut does (effects=cut: an
  * error). */
-static qr_status measure_effects(qr_qctx *q, const qr_tensor *calib, int64_t count, ranked *rk, int nr)
+static qr_status measure_effects(qr_qctx *q, const outref *all, const qr_tensor *calib, int64_t count, ranked *rk,
+                                 int nr)
 {
     const qr_graph *g = q->g;
     outref o;
-    qr_status st = effect_outref(&o, q, calib, count);
+    int own = 1;
+    qr_status st = effect_outref(&o, q, all, calib, count, &own);
     if (st != QR_OK)
         return st;
     size_t nv = (size_t)g->n_values + 1;
@@ -1829,7 +1844,8 @@ static qr_status measure_effects(qr_qctx *q, const qr_tensor *calib, int64_t cou
     for (int w = 0; ef && w < nw; w++)
         free(ef[w].order);
     free(sh.rows), free(ef), free(args), free(tid), free(started);
-    outref_free(&o);
+    if (own)
+        outref_free(&o);
     return st;
 }
 
@@ -2328,10 +2344,12 @@ static const qr_node *layer_of(const qr_qctx *q, int s, const outref *o, const q
 
 /* The outputs' error share (of their energy) with the nl layer slots in f32 and every other slot
  * as it is, on the samples measure_effects uses: what no layer's choice changes. */
-static qr_status rest_error(qr_qctx *q, const qr_tensor *calib, int64_t count, const int *slot, int nl, double *rest)
+static qr_status rest_error(qr_qctx *q, const outref *all, const qr_tensor *calib, int64_t count, const int *slot,
+                            int nl, double *rest)
 {
     outref o;
-    qr_status st = effect_outref(&o, q, calib, count);
+    int own = 1;
+    qr_status st = effect_outref(&o, q, all, calib, count, &own);
     if (st != QR_OK)
         return st;
     for (int l = 0; l < nl; l++)
@@ -2344,7 +2362,8 @@ static qr_status rest_error(qr_qctx *q, const qr_tensor *calib, int64_t count, c
     qr_graph_free(one.qdq);
     for (int l = 0; l < nl; l++)
         q->slots[slot[l]].fallback = 0;
-    outref_free(&o);
+    if (own)
+        outref_free(&o);
     return st;
 }
 
@@ -2637,7 +2656,7 @@ static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, co
     if (st == QR_OK && !eff)
         st = qr_errorf(q->e, "out of memory");
     if (st == QR_OK) /* the recipe's types: the fallback's own runs */
-        st = measure_effects(q, calib, count, rk, nl);
+        st = measure_effects(q, o, calib, count, rk, nl);
     for (int l = 0; st == QR_OK && l < nl; l++)
         eff[(size_t)l * nc] = rk[l].effect, q->slots[rk[l].slot].effect = rk[l].effect;
     for (int c = 1; st == QR_OK && c < nc; c++) { /* each other quantized choice: its layers alone in it */
@@ -2648,7 +2667,7 @@ static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, co
                 at[n] = l, sub[n++] = rk[l];
             }
         if (n)
-            st = measure_effects(q, calib, count, sub, n);
+            st = measure_effects(q, o, calib, count, sub, n);
         for (int k = 0; k < n; k++) {
             eff[(size_t)at[k] * nc + c] = sub[k].effect;
             apply_choice(q, ch, &ml[at[k]], 0);
@@ -2659,7 +2678,7 @@ static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, co
     for (int l = 0; slot && l < nl; l++)
         slot[l] = ml[l].slot;
     if (st == QR_OK)
-        st = slot ? rest_error(q, calib, count, slot, nl, &rest) : qr_errorf(q->e, "out of memory");
+        st = slot ? rest_error(q, o, calib, count, slot, nl, &rest) : qr_errorf(q->e, "out of memory");
     free(slot);
     double *cost = calloc((size_t)nl * (size_t)nc + 1, sizeof *cost), *err = calloc((size_t)nl * (size_t)nc + 1, sizeof *err);
     if (st == QR_OK && (!cost || !err))
@@ -2876,7 +2895,7 @@ static qr_status search_wide(qr_qctx *q, qr_quantized *res, const outref *o, con
             if (wd[rk[i].slot].on)
                 at[nsub] = i, sub[nsub++] = rk[i];
         if (nsub)
-            st = measure_effects(q, calib, count, sub, nsub);
+            st = measure_effects(q, o, calib, count, sub, nsub);
         for (int j = 0; st == QR_OK && j < nsub; j++)
             rk[at[j]].effect = q->slots[sub[j].slot].effect16 = sub[j].effect;
         if (st == QR_OK)
@@ -2966,7 +2985,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     qr_plan_phase(q, res, res->mixed ? "mixed precision" : "first tries");
     if (st == QR_OK && !holds) { /* the fewest worst layers whose fallback meets it: a binary search */
         /* past those, the layers with the worst effect on the outputs first */
-        st = gain ? gain_effects(q, calib, o.n, outs, rk + k, nr - k) : measure_effects(q, calib, count, rk + k, nr - k);
+        st = gain ? gain_effects(q, calib, o.n, outs, rk + k, nr - k) : measure_effects(q, &o, calib, count, rk + k, nr - k);
         for (int i = k; st == QR_OK && i < nr; i++)
             q->slots[rk[i].slot].effect = rk[i].effect;
         if (st == QR_OK)
