@@ -1165,6 +1165,91 @@ static void *rows_work(void *p)
     return NULL;
 }
 
+/* Two values of the same type, shape and (constants) data. */
+static int same_value(const qr_value *a, const qr_value *b)
+{
+    if (a->is_const != b->is_const || a->t.dtype != b->t.dtype || a->t.ndim != b->t.ndim || a->q || b->q)
+        return 0;
+    for (int d = 0; d < a->t.ndim; d++)
+        if (a->t.dims[d] != b->t.dims[d])
+            return 0;
+    return !a->is_const || a->t.data == b->t.data ||
+           (a->t.data && b->t.data && !memcmp(a->t.data, b->t.data, qr_tensor_nbytes(&a->t)));
+}
+
+static int same_attr(const qr_attr *a, const qr_attr *b)
+{
+    if (strcmp(a->name, b->name) || a->kind != b->kind || a->n != b->n)
+        return 0;
+    switch (a->kind) {
+    case QR_ATTR_INT:
+        return a->i == b->i;
+    case QR_ATTR_FLOAT:
+        return !memcmp(&a->f, &b->f, sizeof a->f);
+    case QR_ATTR_STRING:
+        return !strcmp(a->s ? a->s : "", b->s ? b->s : "");
+    case QR_ATTR_INTS:
+        return !a->n || !memcmp(a->ints, b->ints, sizeof *a->ints * (size_t)a->n);
+    case QR_ATTR_FLOATS:
+        return !a->n || !memcmp(a->floats, b->floats, sizeof *a->floats * (size_t)a->n);
+    case QR_ATTR_STRINGS:
+        for (int k = 0; k < a->n; k++)
+            if (strcmp(a->strs[k], b->strs[k]))
+                return 0;
+        return 1;
+    case QR_ATTR_TENSOR:
+        return a->t.dtype == b->t.dtype && a->t.ndim == b->t.ndim &&
+               !memcmp(a->t.dims, b->t.dims, sizeof *a->t.dims * (size_t)(a->t.ndim > 0 ? a->t.ndim : 0)) &&
+               qr_tensor_nbytes(&a->t) == qr_tensor_nbytes(&b->t) &&
+               (!qr_tensor_nbytes(&a->t) || !memcmp(a->t.data, b->t.data, qr_tensor_nbytes(&a->t)));
+    default: /* a subgraph: not compared, so not the same */
+        return 0;
+    }
+}
+
+/* Whether graph g computes what ref does, node for node: the same nodes in the same order (op,
+ * domain, opset, name, attributes), reading the same constants and the same values of each other
+ * and of the same inputs, no value quantized. The executor runs such a graph as it runs ref, so
+ * its outputs are ref's to the last bit (as at any thread count): a fallback try that sends every
+ * layer back to f32 builds the model itself, and measuring it needs no run. */
+static int same_computation(const qr_graph *g, const qr_graph *ref)
+{
+    if (g == ref)
+        return 1;
+    if (g->n_nodes != ref->n_nodes || g->n_inputs != ref->n_inputs || g->n_outputs != ref->n_outputs ||
+        g->opset != ref->opset)
+        return 0;
+    int *to = malloc(sizeof *to * ((size_t)g->n_values + 1)); /* by value id of g: ref's, or -1 */
+    int ok = to != NULL;
+    for (int i = 0; ok && i < g->n_values; i++)
+        to[i] = -1;
+    for (int i = 0; ok && i < g->n_inputs; i++)
+        if ((ok = same_value(g->inputs[i], ref->inputs[i])))
+            to[g->inputs[i]->id] = ref->inputs[i]->id;
+    for (int i = 0; ok && i < g->n_nodes; i++) {
+        const qr_node *a = g->nodes[i], *b = ref->nodes[i];
+        ok = !a->dead && !b->dead && !strcmp(a->op, b->op) && !strcmp(a->domain, b->domain) &&
+             !strcmp(a->name ? a->name : "", b->name ? b->name : "") && a->opset == b->opset &&
+             a->n_in == b->n_in && a->n_out == b->n_out && a->n_attr == b->n_attr;
+        for (int k = 0; ok && k < a->n_attr; k++)
+            ok = same_attr(&a->attr[k], &b->attr[k]);
+        for (int k = 0; ok && k < a->n_in; k++) {
+            const qr_value *u = a->in[k], *v = b->in[k];
+            ok = (!u && !v) || (u && v && same_value(u, v) && (u->is_const || to[u->id] == v->id));
+        }
+        for (int k = 0; ok && k < a->n_out; k++) {
+            const qr_value *u = a->out[k], *v = b->out[k];
+            ok = (!u && !v) || (u && v && same_value(u, v));
+            if (ok && u)
+                to[u->id] = v->id;
+        }
+    }
+    for (int i = 0; ok && i < g->n_outputs; i++)
+        ok = to[g->outputs[i]->id] == ref->outputs[i]->id;
+    free(to);
+    return ok;
+}
+
 /* graph's outputs (the model's) against the f32 outputs of o in batches [from, to) of o, each
  * batch's sums into its row of rows ([o->nbatches][row_width]); *ran (or NULL): the samples of
  * those batches, over all ranks. split: each rank runs its share of those batches (o holds their
@@ -1180,12 +1265,28 @@ static qr_status measure_rows(qr_qctx *q, const outref *o, const qr_graph *graph
     int width = row_width(q), nk = 0;
     int *ks = calloc((size_t)o->nbatches + 1, sizeof *ks);
     qr_status st = ks ? QR_OK : qr_errorf(q->e, "out of memory");
+    int64_t samples = 0;
     for (int k = from; st == QR_OK && k < to && k < o->nbatches; k++) {
-        if (ran)
-            *ran += o->n - k * o->batch < o->batch ? o->n - k * o->batch : o->batch;
+        samples += o->n - k * o->batch < o->batch ? o->n - k * o->batch : o->batch;
         if (!split || my_batch(k, o->nbatches))
             ks[nk++] = k;
     }
+    if (st == QR_OK && same_computation(graph, q->ref ? q->ref : q->g)) {
+        /* graph computes the reference: each batch's row from o's outputs against themselves, no run */
+        int no = q->g->n_outputs;
+        out_acc one = {.each = calloc((size_t)no + 1, sizeof *one.each)};
+        const qr_tensor **got = calloc((size_t)no + 1, sizeof *got);
+        st = one.each && got ? QR_OK : qr_errorf(q->e, "out of memory");
+        for (int i = 0; st == QR_OK && i < nk; i++) {
+            for (int j = 0; j < no; j++)
+                got[j] = &o->out[ks[i] * no + j];
+            out_row(q->g, o, ks[i], got, &one, rows + (size_t)ks[i] * (size_t)width);
+        }
+        free(one.each), free(got), free(ks);
+        return split ? gather_rows(q, rows, o->nbatches, width, st) : st;
+    }
+    if (ran)
+        *ran += samples;
     int threads = q->o->threads > 1 ? q->o->threads : 1, nw = threads < nk ? threads : nk;
     rows_run r = {.q = q, .o = o, .graph = graph, .user = user, .calib = calib, .ks = ks, .nk = nk,
                   .nw = nw, .threads = threads / (nw > 0 ? nw : 1), .rows = rows};

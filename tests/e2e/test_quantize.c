@@ -825,6 +825,40 @@ Test(quantize, fallback_runs_on_threads_decide_as_on_one)
     free(log);
 }
 
+/* A try that sends every layer back to f32 builds the model itself (the same nodes, constants and
+ * values): its outputs are the reference's, so it is measured without a run. At 99 dB every layer of
+ * branchy.onnx falls back: the last try (11 in f32, on all 32 samples) ran none of them and holds at
+ * inf dB, while every try with a layer still quantized ran its samples. ONNX Runtime on the export
+ * finds the f32 model's outputs to the last bit (its 999: no error), as that try said. */
+Test(quantize, try_of_the_f32_model_is_not_run)
+{
+    char cmd[4096], recipe[700], model[700], out[700], x[700], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_fallback_models.py' '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(recipe, sizeof recipe, "%s/f99.qrl", dir);
+    write_recipe(recipe, "  fallback = f32 when output_sqnr < 99\n  outputs = worst\n");
+    snprintf(model, sizeof model, "%s/branchy.onnx", dir);
+    snprintf(out, sizeof out, "%s/f99.onnx", dir);
+    snprintf(x, sizeof x, "%s/branchy_x.npy", dir);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s quantize %s --recipe %s --calib %s --batch 4 -o %s --report %s/f99.json --profile",
+             tu_root(), tu_qrl(), model, recipe, x, out, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "; 11 tensors fell back") && strstr(log, "output:    SQNR inf dB"), "%s", log);
+    cr_assert(strstr(log, "11 in f32 on   32 samples (   0 run): holds inf dB"), "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json; r = json.load(open('%s/f99.json')); t = r['search_tries']; print(t); "
+             "assert len(t) > 2 and t[-1]['fallen_back'] == 11 and t[-1]['ran'] == 0 and t[-1]['holds']; "
+             "assert all(x['ran'] > 0 for x in t if x['fallen_back'] < 11)\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    double ort = ort_sqnr(model, out, x);
+    cr_assert_eq(ort, 999.0, "ORT: %.2f dB", ort);
+}
+
 /* Each layer's effect on the outputs (the report's effect_db) against numpy (tests/e2e/gain_oracle.py)
  * on a chain x -> Conv -> a -> Conv -> y: rank = effect is the output SQNR with that layer alone
  * quantized; rank = gain is its estimate from three runs (the formula, in numpy from its own forward
