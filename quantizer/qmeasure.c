@@ -478,15 +478,25 @@ static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_te
         return;
     }
     if (ms->local) {
-        for (int64_t i = 0; i < cnt; i++) {
-            double d = (double)a[i] - (double)b[i];
-            S[LX2] += (double)a[i] * a[i];
-            S[LE2] += d * d;
+        /* b's error against a, then b replaced by a's own rounding (all its readers see of it here)
+         * and that error: one pass in blocks, the three sums side by side, each in element order */
+        double lx2 = S[LX2], le2 = S[LE2], lr2 = S[LR2];
+        float y[1024];
+        for (int64_t at = 0; at < cnt; at += 1024) {
+            int64_t m = cnt - at < 1024 ? cnt - at : 1024;
+            const float *x = a + at;
+            float *z = b + at;
+            qr_plan_fake_quant(x, y, m, (float)s->qp.scale, s->qp.zero, s->qt.qmin, s->qt.qmax);
+            for (int64_t i = 0; i < m; i++) {
+                double d = (double)x[i] - (double)z[i], r = (double)x[i] - (double)y[i];
+                lx2 += (double)x[i] * x[i];
+                le2 += d * d;
+                lr2 += r * r;
+            }
+            memcpy(z, y, sizeof *y * (size_t)m);
         }
+        S[LX2] = lx2, S[LE2] = le2, S[LR2] = lr2;
         S[LN] += (double)cnt;
-        qr_plan_fake_quant(a, b, cnt, (float)s->qp.scale, s->qp.zero, s->qt.qmin, s->qt.qmax);
-        for (int64_t i = 0; i < cnt; i++) /* its own rounding, all its readers see of it here */
-            S[LR2] += ((double)a[i] - (double)b[i]) * ((double)a[i] - (double)b[i]);
         give_back(ms->r, v->id);
         return;
     }
