@@ -333,9 +333,13 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
     printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms, ratio %.2f; batch %d)\n",
            (long long)q->samples, q->calib_ms, q->fp32_ms, q->fp32_ms > 0 ? q->calib_ms / q->fp32_ms : 0.0, q->batch);
     print_sqnr(qz, q);
-    printf("output:    SQNR %.1f dB against f32 (the integer graph)%s; %.1f%% of %.3g MACs per sample in integers\n",
-           q->output_sqnr, q->output_nonfinite ? ", NOT FINITE" : "", q->macs > 0 ? 100.0 * q->macs_int / q->macs : 0.0,
-           q->macs);
+    char judged[200] = ""; /* samples = F: each sample's SQNR reduced by F, not their sums pooled */
+    if (q->output_samples)
+        snprintf(judged, sizeof judged, ", samples = %s of each sample's own (pooled over the samples: %.1f dB)",
+                 q->output_samples, q->output_sqnr_energy);
+    printf("output:    SQNR %.1f dB against f32 (the integer graph)%s%s; %.1f%% of %.3g MACs per sample in integers\n",
+           q->output_sqnr, judged, q->output_nonfinite ? ", NOT FINITE" : "",
+           q->macs > 0 ? 100.0 * q->macs_int / q->macs : 0.0, q->macs);
     if (q->output_worst && q->n_outputs > 1)
         printf("worst:     output '%s' %.1f dB on its own (%s); all %d together %.1f dB\n", q->output_worst,
                q->output_sqnr_worst, q->output_sqnr == q->output_sqnr_worst ? "what the fallback judged" : "the recipe's outputs = worst judges by it",

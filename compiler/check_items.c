@@ -1147,18 +1147,43 @@ static void setting_value(ctx *c, const ql_node *k, qr_setting_id id)
     }
 }
 
-/* bias_qparams = F (narrow_range, pattern_priority): a policy hook names a fn of the module, which
- * the quantizer calls in place of the stdlib's fn of the setting's name (its type is checked when
- * the module loads: qr_module_fn_typed). */
+/* fn f's type as qr_fn_type_str writes it ("i64(qtype,bool)"); 0 when a type in it is an error
+ * (already reported). */
+static int fn_type_str(const qc_sym *f, char *buf, size_t n)
+{
+    char t[64];
+    const ql_node *ps = f->decl->a;
+    const qc_type *r = f->decl->b ? f->decl->b->type : &qc_void;
+    if (!r || r->k == QC_ERROR)
+        return 0;
+    size_t len = (size_t)snprintf(buf, n, "%s(", r->k == QC_VOID ? "void" : qc_type_name(r, t, sizeof t));
+    for (int i = 0; ps && i < ps->nkids && len < n; i++) {
+        const qc_type *pt = ps->kids[i]->type;
+        if (!pt || pt->k == QC_ERROR)
+            return 0;
+        len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? "," : "", qc_type_name(pt, t, sizeof t));
+    }
+    if (len < n)
+        snprintf(buf + len, n - len, ")");
+    return 1;
+}
+
+/* bias_qparams = F (narrow_range, pattern_priority, samples): a policy hook names a fn of the
+ * module of the hook's type, which the quantizer calls in place of the stdlib's fn of the
+ * setting's name (samples: in place of its own pooled sums). The type is checked here and again
+ * when the module loads (qr_plan_hook). */
 static void recipe_hook(ctx *c, const ql_node *k)
 {
     ql_node *v = k->a;
     const qr_setting_def *d = &qr_setting_defs[qr_setting_find(k->name)];
     qc_sym *f = v->kind == QL_NAME ? chk_lookup(c, v, v->name, 1) : NULL;
+    char have[256];
     if (v->kind != QL_NAME)
         chk_err(c, v, "%s names a fn of type %s: %s = my_%s", d->key, d->choices, d->key, d->key);
     else if (f && f->kind != QC_SYM_FN)
         chk_err(c, v, "'%s' is not a fn; %s names a fn of type %s", v->name, d->key, d->choices);
+    else if (f && fn_type_str(f, have, sizeof have) && strcmp(have, d->choices))
+        chk_err(c, v, "the %s hook '%s' is %s, not %s", d->key, v->name, have, d->choices);
     else if (f)
         v->sym = f; /* the code reaches it: compiled */
 }
@@ -1396,6 +1421,15 @@ void chk_recipe(ctx *c, qc_sym *s)
             if (!strcmp(wgt->a->kids[i]->name, "per_tensor") && blk)
                 chk_err(c, wgt->a->kids[i], "per_tensor contradicts block = %lld", (long long)blk->a->ival);
     recipe_mixed(c, n, act, wgt, setting[QR_SET_BUDGET], weight_only);
+    /* samples = F reduces the per-sample figures of the integer graph's outputs that the fallback
+     * and the summary judge; weight-only recipes and mixed precision measure their outputs apart */
+    const ql_node *smp = setting[QR_SET_SAMPLES];
+    if (smp && weight_only)
+        chk_err(c, smp->a, "samples judges the integer graph's outputs sample by sample; this recipe is "
+                           "weight-only (activation = f32), whose outputs are judged pooled");
+    else if (smp && setting[QR_SET_BUDGET])
+        chk_err(c, smp->a, "samples judges the fallback's outputs sample by sample; mixed precision (budget) "
+                           "judges its choices pooled: drop one of them");
     /* fallback = u16 then f32 when ...: widens 8-bit activations; the 16-bit layers are ordered for
      * f32 by their effect measured at 16 bits, which rank = gain's estimate does not give */
     const ql_node *fb = setting[QR_SET_FALLBACK], *rank = setting[QR_SET_RANK];

@@ -303,6 +303,10 @@ typedef struct qrl_quant_summary {
     double output_sqnr_pooled;                    /* dB, over every output's elements together */
     double output_sqnr_worst;                     /* dB, the worst output's own (output_sqnr with outputs = worst) */
     const char *output_worst;                     /* that output's name (NULL: none measured) */
+    const char *output_samples;                   /* the recipe's samples = F, the fn that reduced each sample's
+                                                   * figures to output_sqnr and the two above; NULL: pooled over
+                                                   * the samples (their sums added) */
+    double output_sqnr_energy;                    /* dB, output_sqnr pooled over the samples (with samples = F) */
     int n_outputs;                                /* the model's outputs */
     double macs, macs_int;                        /* per sample: Conv/Gemm/MatMul MACs, and those in integers */
     double top1_fp32, top1_int8;                  /* with labels (qrl_quantize_opts): top-1 in %; NaN otherwise */

@@ -989,6 +989,9 @@ typedef struct out_metrics {
     double pooled_sqnr, worst_sqnr; /* sqnr is one of them, as the recipe's outputs says */
     int worst;                      /* the worst output's index */
     int64_t nonfinite;
+    /* with samples = F: the figures above are F's of each sample's sums, and this the one sqnr
+     * would be without it (the samples' sums pooled); else sqnr */
+    double energy_sqnr;
 } out_metrics;
 
 /* Row r (the last axis, n long) of a and of b: whether their largest elements are at the same place. */
@@ -1036,15 +1039,16 @@ static inline void pair_add(pair_sums *p, double a, double v)
     p->sxv += a * v;
 }
 
-static void pair_sum(pair_sums *p, const qr_tensor *r, const qr_tensor *t, int64_t cnt)
+/* Elements [from, from + cnt). */
+static void pair_sum(pair_sums *p, const qr_tensor *r, const qr_tensor *t, int64_t from, int64_t cnt)
 {
     if (r->dtype == QR_F32 && t->dtype == QR_F32) { /* the common case, without a conversion per element */
-        const float *a = r->data, *v = t->data;
+        const float *a = (const float *)r->data + from, *v = (const float *)t->data + from;
         for (int64_t i = 0; i < cnt; i++)
             pair_add(p, a[i], v[i]);
         return;
     }
-    for (int64_t i = 0; i < cnt; i++)
+    for (int64_t i = from; i < from + cnt; i++)
         pair_add(p, qr_get_f64(r->data, r->dtype, i), qr_get_f64(t->data, t->dtype, i));
 }
 
@@ -1061,7 +1065,7 @@ static void out_acc_add(const qr_graph *g, const outref *o, int k, const qr_tens
         const qr_tensor *r = &o->out[k * g->n_outputs + j], *t = got[j];
         int64_t cnt = qr_tensor_numel(r);
         if (cnt == qr_tensor_numel(t) && qr_dtype_is_float(r->dtype) && qr_dtype_is_float(t->dtype))
-            pair_sum(&a->each[j], r, t, cnt);
+            pair_sum(&a->each[j], r, t, 0, cnt);
         int64_t n = r->ndim > 0 ? r->dims[r->ndim - 1] : 1;
         if (cnt == qr_tensor_numel(t) && n > 1 && cnt % n == 0)
             for (int64_t row = 0; row < cnt / n; row++, a->rows++)
@@ -1092,17 +1096,28 @@ static void out_acc_finish(const qr_qctx *q, const out_acc *a, out_metrics *mt)
         mt->sqnr = nf ? -INFINITY : mt->worst_sqnr;
     mt->cosine = nf ? -1 : ps.sx2 > 0 && ps.sv2 > 0 ? ps.sxv / sqrt(ps.sx2 * ps.sv2) : ps.sx2 == ps.sv2 ? 1 : 0;
     mt->agreement = nf ? 0 : a->rows ? (double)a->agree / (double)a->rows : 1;
+    mt->energy_sqnr = mt->sqnr;
 }
 
-/* A batch's row of output sums: each output's pair_sums, then the rows compared and agreeing. */
+/* With samples = F, a batch's row ends with each sample's own sums: by sample place s in the batch
+ * and output j, at 3 * (s * n_outputs + j), its f32 energy, its error and 1 (0: no such sample). */
+static int sample_cols(const qr_qctx *q)
+{
+    return q->samples_fn ? 3 * q->g->n_outputs * qr_plan_batch(q) : 0;
+}
+
+/* A batch's row of output sums: each output's pair_sums, then the rows compared and agreeing, then
+ * the samples' (sample_cols). */
 static int row_width(const qr_qctx *q)
 {
-    return 5 * q->g->n_outputs + 2;
+    return 5 * q->g->n_outputs + 2 + sample_cols(q);
 }
 
-/* One batch's sums (k of o, got[j] for output j) as its row (row_width doubles); one is scratch. */
-static void out_row(const qr_graph *g, const outref *o, int k, const qr_tensor *const *got, out_acc *one, double *r)
+/* One batch's sums (k of o, got[j] for output j) as its row (row_width doubles); one is scratch. An
+ * output whose first axis is not the batch's samples counts the batch as one sample. */
+static void out_row(const qr_qctx *q, const outref *o, int k, const qr_tensor *const *got, out_acc *one, double *r)
 {
+    const qr_graph *g = q->g;
     int no = g->n_outputs;
     memset(one->each, 0, sizeof *one->each * (size_t)no);
     one->rows = one->agree = 0;
@@ -1113,6 +1128,80 @@ static void out_row(const qr_graph *g, const outref *o, int k, const qr_tensor *
         r[5 * j + 4] = (double)p->nonfinite;
     }
     r[5 * no] = (double)one->rows, r[5 * no + 1] = (double)one->agree;
+    if (!q->samples_fn)
+        return;
+    double *sr = r + 5 * no + 2;
+    int64_t b = o->n - (int64_t)k * o->batch < o->batch ? o->n - (int64_t)k * o->batch : o->batch;
+    memset(sr, 0, sizeof *sr * (size_t)sample_cols(q));
+    for (int j = 0; j < no; j++) {
+        const qr_tensor *rt = &o->out[k * no + j], *t = got[j];
+        int64_t cnt = qr_tensor_numel(rt);
+        if (cnt != qr_tensor_numel(t) || !qr_dtype_is_float(rt->dtype) || !qr_dtype_is_float(t->dtype))
+            continue;
+        int64_t ns = rt->ndim > 0 && b > 0 && rt->dims[0] == b ? b : 1, per = cnt / ns;
+        for (int64_t smp = 0; smp < ns; smp++) {
+            pair_sums p = {0};
+            pair_sum(&p, rt, t, smp * per, per);
+            double *c = sr + 3 * (smp * no + j);
+            c[0] = p.sx2, c[1] = p.se2, c[2] = 1;
+        }
+    }
+}
+
+/* The recipe's samples = F of the samples of the first nb rows: output j's (-1: every output's sums
+ * added per sample), in *db; x2 and e2 are scratch of nb * batch doubles. */
+static qr_status samples_db(qr_qctx *q, const double *rows, int nb, int j, double *x2, double *e2, double *db)
+{
+    int no = q->g->n_outputs, width = row_width(q), batch = qr_plan_batch(q);
+    int64_t n = 0;
+    for (int k = 0; k < nb; k++)
+        for (int smp = 0; smp < batch; smp++) {
+            const double *c = rows + (size_t)k * (size_t)width + 5 * no + 2 + 3 * smp * no;
+            double x = 0, e = 0;
+            int there = 0;
+            for (int i = j < 0 ? 0 : j; i < (j < 0 ? no : j + 1); i++)
+                if (c[3 * i + 2] > 0)
+                    x += c[3 * i], e += c[3 * i + 1], there = 1;
+            if (there)
+                x2[n] = x, e2[n] = e, n++;
+        }
+    double (*fn)(qrl_rt *, qrl_array *, qrl_array *) = (double (*)(qrl_rt *, qrl_array *, qrl_array *))q->samples_fn->fn;
+    qrl_array a = {x2, n}, b = {e2, n};
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    *db = fn(&rt, &a, &b);
+    const char *what = j < 0 ? "the outputs" : q->g->outputs[j]->name;
+    if (qr_rt_status(&rt, q->e) != QR_OK)
+        return qr_error_prefix(q->e, "recipe '%s': samples = %s on %lld samples of %s", q->r->name,
+                               q->samples_fn->name, (long long)n, what), QR_ERR;
+    if (isnan(*db))
+        return qr_errorf(q->e, "recipe '%s': samples = %s gives NaN on %lld samples of %s (a figure in dB is "
+                               "wanted; inf when there is no error)", q->r->name, q->samples_fn->name,
+                         (long long)n, what);
+    return QR_OK;
+}
+
+/* mt's figures as the recipe's samples = F gives them from the first nb rows' samples (nothing
+ * without it): pooled over the outputs (each sample's sums added), each output's (the worst), and
+ * sqnr the one the recipe's outputs judges. */
+static qr_status samples_metrics(qr_qctx *q, const double *rows, int nb, out_metrics *mt)
+{
+    if (!q->samples_fn)
+        return QR_OK;
+    size_t cap = (size_t)nb * (size_t)qr_plan_batch(q) + 1;
+    double *x2 = malloc(cap * sizeof *x2), *e2 = malloc(cap * sizeof *e2);
+    qr_status st = x2 && e2 ? samples_db(q, rows, nb, -1, x2, e2, &mt->pooled_sqnr) : qr_errorf(q->e, "out of memory");
+    mt->worst = -1;
+    mt->worst_sqnr = INFINITY;
+    for (int j = 0; st == QR_OK && j < q->g->n_outputs; j++) {
+        double db;
+        if ((st = samples_db(q, rows, nb, j, x2, e2, &db)) == QR_OK && (mt->worst < 0 || db < mt->worst_sqnr))
+            mt->worst = j, mt->worst_sqnr = db;
+    }
+    if (st == QR_OK && !mt->nonfinite)
+        mt->sqnr = worst_output(q) ? mt->worst_sqnr : mt->pooled_sqnr;
+    free(x2), free(e2);
+    return st;
 }
 
 /* graph's outputs (the model's) against the f32 outputs of o in batches [from, to) of o, each
@@ -1163,7 +1252,7 @@ static void *rows_work(void *p)
             break;
         for (int j = 0; j < no; j++)
             got[j] = &out[j];
-        out_row(g, r->o, k, got, &one, r->rows + (size_t)k * (size_t)width);
+        out_row(r->q, r->o, k, got, &one, r->rows + (size_t)k * (size_t)width);
         for (int j = 0; j < no; j++)
             qr_tensor_free(&out[j]);
     }
@@ -1346,7 +1435,7 @@ static qr_status rows_metrics(qr_qctx *q, const double *rows, int nb, out_metric
     }
     out_acc_finish(q, &acc, mt);
     free(acc.each);
-    return QR_OK;
+    return samples_metrics(q, rows, nb, mt);
 }
 
 /* graph's outputs (the model's) against the f32 outputs of o, on every batch (split: as measure_rows). */
@@ -1668,7 +1757,7 @@ static qr_status run_cut(effects *ef, int r)
         if (st == QR_OK && !sums.each)
             st = qr_errorf(&ef->e, "out of memory");
         if (st == QR_OK) /* the batch's sums, added up with the others' at the end (as measure_outputs does) */
-            out_row(g, ef->o, ef->k, got, &sums,
+            out_row(q, ef->o, ef->k, got, &sums,
                     ef->sh->rows + ((size_t)r * (size_t)ef->sh->nbatches + (size_t)ef->k) * (size_t)row_width(q));
         free(sums.each);
         for (int j = 0; out && j < d->n_outputs; j++)
@@ -2252,6 +2341,8 @@ static void res_metrics(const qr_qctx *q, qr_quantized *res, const out_metrics *
     res->output_sqnr_worst = mt->worst_sqnr;
     res->output_worst = mt->worst >= 0 ? q->g->outputs[mt->worst]->name : NULL;
     res->n_outputs = q->g->n_outputs;
+    res->output_samples = q->samples_fn ? q->samples_fn->name : NULL;
+    res->output_sqnr_energy = mt->energy_sqnr;
 }
 
 /* The graphs rebuilt for the slots not fallen back, and their outputs measured into res and mt. */

@@ -205,6 +205,12 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     num(f, q->output_sqnr);
     fprintf(f, ",\n  \"output_sqnr_calibrate_db\": ");
     num(f, q->output_sqnr_calib);
+    if (q->output_samples) { /* samples = F: what judged the samples, and the pooled figure beside it */
+        fprintf(f, ",\n  \"output_samples\": \"");
+        esc(f, q->output_samples, 1);
+        fprintf(f, "\",\n  \"output_sqnr_pooled_samples_db\": ");
+        num(f, q->output_sqnr_energy);
+    }
     fprintf(f, ",\n  \"output_cosine\": ");
     num(f, q->output_cosine);
     fprintf(f, ",\n  \"output_agreement\": ");

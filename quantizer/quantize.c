@@ -126,6 +126,10 @@ static qr_status read_hooks(qr_qctx *q)
             return QR_ERR;
         q->narrow[ints[k]].qmin = qt.qmin, q->narrow[ints[k]].qmax = qt.qmax;
     }
+    /* samples = F is asked for by name only when set: without it the outputs' sums are pooled */
+    q->samples_fn = NULL;
+    if (qr_recipe_setting(r, QR_SET_SAMPLES) && !(q->samples_fn = qr_plan_hook(q->m, r, QR_SET_SAMPLES, q->e)))
+        return QR_ERR;
     const qr_setting *bias = qr_recipe_setting(r, QR_SET_BIAS);
     q->bias_dtype = bias ? qr_dtype_from_name(bias->type) : QR_I32;
     if (q->bias_dtype != QR_I32 && q->bias_dtype != QR_I16)

@@ -115,6 +115,10 @@ typedef struct qr_quantized {
     double output_agreement;                      /* share of output rows whose argmax is f32's */
     double output_sqnr_pooled, output_sqnr_worst; /* dB: over all outputs' elements; the worst output's */
     const char *output_worst;                     /* the worst output's name (the model's), or NULL */
+    /* the recipe's samples = F (the fn's name; NULL: pooled): output_sqnr and the two above are F's
+     * of each sample's own sums; output_sqnr_energy is what output_sqnr is without it (pooled) */
+    const char *output_samples;
+    double output_sqnr_energy;
     int n_outputs;
     double macs, macs_int;                        /* per sample: Conv/Gemm/MatMul MACs, and those in integer kernels */
     double top1_fp32, top1_int8;                  /* with labels: top-1 (%) on the measured samples; NaN otherwise */

@@ -93,6 +93,9 @@ typedef struct qr_qctx {
     struct { int64_t qmin, qmax; } narrow[QR_DTYPE_COUNT];
     const qr_fn_desc *bias_fn;
     qr_dtype bias_dtype;
+    /* samples = F: the fn that reduces each measured sample's output sums to the figure the fallback
+     * and the summary judge (f64(f64[], f64[])); NULL: the samples' sums pooled */
+    const qr_fn_desc *samples_fn;
     double *top1; /* by slot, with labels: top-1 points with that layer alone quantized, minus f32's */
     const qr_setting *act, *wt, *in, *out; /* in/out: the model's first quantized tensors and its outputs */
     /* plan */

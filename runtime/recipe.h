@@ -598,7 +598,8 @@ typedef enum qr_setting_kind {
     QR_SK_TRANSFORM, /* a transform's call: transform = smoothquant(alpha = 0.5) */
     QR_SK_BUDGET,    /* one of choices called with a number: budget = bits(6) */
     QR_SK_HOOK,      /* a policy hook: the fn the quantizer calls in place of the stdlib's fn of the key's name
-                      * (bias_qparams = coarse_bias); choices: the fn's type, as qr_fn_type_str writes it */
+                      * (bias_qparams = coarse_bias); choices: the fn's type, as qr_fn_type_str writes it.
+                      * samples has no stdlib fn of its name: without it the quantizer pools in C */
 } qr_setting_kind;
 
 #define QR_SETTINGS(X)                                                      \
@@ -628,7 +629,8 @@ typedef enum qr_setting_kind {
     X(SEARCH_SAMPLES, "search_samples", QR_SK_COUNT, 1, 1000000, NULL)      \
     X(BIAS_QPARAMS, "bias_qparams", QR_SK_HOOK, 0, 0, "qparams(qparams,qparams,qtype)") \
     X(NARROW_RANGE, "narrow_range", QR_SK_HOOK, 0, 0, "i64(qtype,bool)")    \
-    X(PATTERN_PRIORITY, "pattern_priority", QR_SK_HOOK, 0, 0, "i64(i64)")
+    X(PATTERN_PRIORITY, "pattern_priority", QR_SK_HOOK, 0, 0, "i64(i64)")    \
+    X(SAMPLES, "samples", QR_SK_HOOK, 0, 0, "f64(f64[],f64[])")
 
 /* accumulate = iN: the accumulator widths the runtime simulates (docs/quantizer.md, accumulator
  * width); i64 is accepted by the checker and refused by the quantizer. */
