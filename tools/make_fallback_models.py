@@ -23,6 +23,11 @@ permac.onnx  three outputs from x (its values multiples of 1/255 in [0, 1], whic
              (numpy's) to the pooled outputs; permac_x.npy. Worst
              effect first, the fallback gives back a (most of the MACs); most error per MAC
              first (order = per_mac), b and c.
+dominant.onnx x -> Conv 3x3 (4 -> 8) -> Relu -> Conv 1x1 (8 -> 4) -> y, and dominant_x.npy: 16
+             samples, sample 3 thirty times the others, so that it holds most of the output
+             energy and sets every u8 range: it quantizes well and the others coarsely. Pooled,
+             the outputs' SQNR is sample 3's; each sample's own, most are far below it (samples
+             = F, tests/e2e/test_quantize.c).
 
 Usage: /usr/bin/python3 tools/make_fallback_models.py DIR
 """
@@ -151,6 +156,24 @@ def main(out):
     onnx.checker.check_model(m)
     onnx.save(m, f"{out}/permac.onnx")
     np.save(f"{out}/permac_x.npy", x)
+
+    w1 = (rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(np.float32)
+    b1 = (rng.standard_normal(8) * 0.1).astype(np.float32)
+    w2 = (rng.standard_normal((4, 8, 1, 1)) * 0.5).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1]),
+                           helper.make_node("Relu", ["c"], ["r"]),
+                           helper.make_node("Conv", ["r", "w2"], ["y"])], "dominant",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 8, 8])],
+                          [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
+                           numpy_helper.from_array(w2, "w2")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, f"{out}/dominant.onnx")
+    x = rng.standard_normal((16, 4, 8, 8)).astype(np.float32)
+    x[3] *= 30
+    np.save(f"{out}/dominant_x.npy", x)
 
 
 if __name__ == "__main__":

@@ -688,6 +688,72 @@ Test(quantize, order_per_mac_gives_back_error_per_mac)
     free(log);
 }
 
+/* samples = F judges the outputs by each sample's own SQNR, reduced by a fn of the recipe's. In
+ * dominant.onnx one of 16 samples holds most of the output energy and sets every range: it
+ * quantizes to 37 dB, the others to 8 to 11. With every layer int8, in batches of 5 (the last of
+ * 1), the output SQNR each of the stdlib's fns gives is numpy's reduction of each sample's SQNR of
+ * the export in ONNX Runtime (tests/e2e/samples_oracle.py), within 0.01 dB; the summary and the
+ * report name the fn and give the pooled figure beside it, which is what a recipe without samples
+ * judges (28.3 dB). The fallback at output_sqnr < 20 decides otherwise with each: pooled, nothing
+ * falls back; by the mean, 2 of the 3 tensors (11.5, 14.4, 20.3 dB with 0, 1, 2 in f32); by the
+ * 10th percentile, all 3 (8.7, 11.7, 17.1). */
+Test(quantize, samples_judge_each_sample)
+{
+    char cmd[4096], recipe[700], lines[200], path[700], claims[1200] = "", *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_fallback_models.py' '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *fns[] = {"", "sample_pooled", "sample_mean", "sample_median", "sample_p10", "sample_worst"};
+    double pooled = 0;
+    for (int k = 0; k < 6; k++) {
+        snprintf(recipe, sizeof recipe, "%s/sm%d.qrl", dir, k);
+        snprintf(lines, sizeof lines, *fns[k] ? "  samples = %s\n" : "%s", fns[k]);
+        write_recipe(recipe, lines);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize %s/dominant.onnx --recipe %s --calib %s/dominant_x.npy --batch 5 -o %s/sm%d.onnx "
+                 "--report %s/sm%d.json",
+                 tu_root(), tu_qrl(), dir, recipe, dir, dir, k, dir, k);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        snprintf(path, sizeof path, "%s/sm%d.json", dir, k);
+        double db = tu_json_number(path, "output_sqnr_db");
+        if (k == 0) {
+            pooled = db;
+            cr_assert(!strstr(log, "samples ="), "%s", log);
+        } else {
+            char want[200];
+            snprintf(want, sizeof want, "samples = %s of each sample's own (pooled over the samples: %.1f dB)", fns[k],
+                     pooled);
+            cr_assert(strstr(log, want), "%s", log);
+            cr_assert_float_eq(tu_json_number(path, "output_sqnr_pooled_samples_db"), pooled, 1e-3);
+            size_t len = strlen(claims);
+            snprintf(claims + len, sizeof claims - len, " %s=%.6f", fns[k], db);
+        }
+        free(log);
+    }
+    cr_assert(pooled > 25, "pooled %.2f dB", pooled);
+    snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 tests/e2e/samples_oracle.py %s/dominant.onnx %s/sm0.onnx "
+             "%s/dominant_x.npy 0.01%s", tu_root(), dir, dir, dir, claims);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *by[] = {"", "  samples = sample_mean\n", "  samples = sample_p10\n"};
+    const int fell[] = {0, 2, 3};
+    for (int k = 0; k < 3; k++) {
+        snprintf(recipe, sizeof recipe, "%s/sf%d.qrl", dir, k);
+        snprintf(lines, sizeof lines, "  fallback = f32 when output_sqnr < 20\n%s", by[k]);
+        write_recipe(recipe, lines);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize %s/dominant.onnx --recipe %s --calib %s/dominant_x.npy --batch 5 -o %s/sf%d.onnx "
+                 "--report %s/sf%d.json > /dev/null && /usr/bin/python3 -c \"import json; "
+                 "print('fell', sum(l['fallback'] for l in json.load(open('%s/sf%d.json'))['layers']))\"",
+                 tu_root(), tu_qrl(), dir, recipe, dir, dir, k, dir, k, dir, k);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        char want[32];
+        snprintf(want, sizeof want, "fell %d\n", fell[k]);
+        cr_assert(strstr(log, want), "%s: %s", by[k], log);
+        free(log);
+    }
+}
+
 /* search_samples = 8 runs the binary search's tries on the first 8 of the 32 samples (two batches of
  * 4) and confirms the answer on all 32: the same layers fall back, with the same output SQNR, as the
  * search on all 32. The calibration data makes the first 8 samples unlike the rest (scaled by 0.05:

@@ -2060,7 +2060,66 @@ Test(jit, setting_errors_name_what_the_table_allows)
                           "numerics, fallback, input, output, tolerance, rounding, transform, validate, "
                           "measure_samples, effect_samples, block, rank, order, outputs, overflow, candidate, "
                           "budget, compute, candidate_activation, search_samples, bias_qparams, narrow_range, "
-                          "pattern_priority)\n"),
+                          "pattern_priority, samples)\n"),
               "%s", log);
     free(log);
+}
+
+/* samples = F's fns in stdlib/qparams.qrl, on samples whose SQNRs are chosen (x2 = e2 * 10^(dB/10),
+ * each with its own e2, in no order): 37, 10, 55, 20, 46, 28 and 0 dB, and one sample with neither
+ * energy nor error, which is skipped. By hand: the mean 196 / 7 = 28; sorted 0 10 20 28 37 46 55,
+ * numpy's linear quantiles at (n - 1) q: the median 28, the 10th percentile at 0.6, 6, the 25th at
+ * 1.5, 15; the worst 0; pooled, the sums' ratio. A sample without error is inf (200 dB in a mean and
+ * between two values of a quantile),
+ * error on a zero signal -inf; no sample to judge, or none with an error, inf. The fns may write over
+ * their arrays, so each call gets fresh ones. */
+Test(jit, sample_reductions_as_numpy)
+{
+    qrl_module *m = compile_text("s.qrl",
+                                 "import \"qparams.qrl\"\n"
+                                 "fn q25(x2: f64[], e2: f64[]) -> f64 {\n  return sample_quantile(x2, e2, 0.25)\n}\n",
+                                 NULL, NULL);
+    typedef double (*red)(qrl_rt *, qrl_array *, qrl_array *);
+    const char *names[] = {"sample_mean", "sample_median", "sample_p10", "q25", "sample_worst", "sample_pooled"};
+    red f[6];
+    for (int i = 0; i < 6; i++)
+        f[i] = (red)fn(m, names[i], "f64(f64[],f64[])");
+    static const double db[8] = {37, 10, 55, 20, 0, 46, 28, 0}, e2[8] = {2, 0.5, 1, 3, 7, 1, 0.25, 0};
+    double x2[8], sx = 0, se = 0;
+    for (int i = 0; i < 8; i++) {
+        x2[i] = i == 7 ? 0 : e2[i] * pow(10, db[i] / 10);
+        sx += x2[i], se += e2[i];
+    }
+    const double want[6] = {28, 28, 6, 15, 0, 10 * log10(sx / se)};
+    for (int i = 0; i < 6; i++) {
+        double a[8], b[8];
+        memcpy(a, x2, sizeof a), memcpy(b, e2, sizeof b);
+        qrl_array xa = {a, 8}, ea = {b, 8};
+        qrl_rt rt;
+        qr_rt_init(&rt);
+        double got = f[i](&rt, &xa, &ea);
+        cr_assert_eq(qr_rt_status(&rt, &(qr_error){0}), QR_OK, "%s", names[i]);
+        cr_assert_float_eq(got, want[i], 1e-9, "%s: %.12g, not %.12g", names[i], got, want[i]);
+    }
+    /* the edges: {5, 0} exact and {1, 1} 0 dB; {0, 1} -inf and {1, 1}; all exact; one nothing; none */
+    static const double ex[4][2][2] = {{{5, 1}, {0, 1}}, {{0, 1}, {1, 1}}, {{5, 3}, {0, 0}}, {{0, 0}, {0, 0}}};
+    static const int en[4] = {2, 2, 2, 1};
+    const double inf = INFINITY, edge[5][6] = {{100, 100, 20, 50, 0, 10 * log10(6.0)},
+                                               {-inf, -inf, -inf, -inf, -inf, 10 * log10(0.5)},
+                                               {inf, inf, inf, inf, inf, inf},
+                                               {inf, inf, inf, inf, inf, inf},
+                                               {inf, inf, inf, inf, inf, inf}};
+    for (int k = 0; k < 5; k++)
+        for (int i = 0; i < 6; i++) {
+            double a[2] = {0}, b[2] = {0};
+            for (int s = 0; k < 4 && s < en[k]; s++)
+                a[s] = ex[k][0][s], b[s] = ex[k][1][s];
+            qrl_array xa = {a, k < 4 ? en[k] : 0}, ea = {b, k < 4 ? en[k] : 0};
+            qrl_rt rt;
+            qr_rt_init(&rt);
+            double got = f[i](&rt, &xa, &ea);
+            cr_assert(got == edge[k][i] || fabs(got - edge[k][i]) < 1e-9, "edge %d, %s: %g, not %g", k, names[i], got,
+                      edge[k][i]);
+        }
+    qr_module_free(m);
 }

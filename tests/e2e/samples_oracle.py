@@ -1,0 +1,47 @@
+"""Oracle for samples = F (tests/e2e/test_quantize.c): each sample's output SQNR of an export
+against its f32 model, both run by ONNX Runtime (tools/ort_sqnr.js --run), and their reductions
+in numpy, against the figures qrl's summary gave.
+
+Usage: samples_oracle.py MODEL.onnx EXPORT.onnx X.npy TOL FN=DB...
+  FN one of sample_pooled, sample_mean, sample_median, sample_p10, sample_worst; DB the
+  summary's output SQNR with samples = FN. Fails when one is off by more than TOL dB.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def outputs(model, x, d):
+    subprocess.run(["node", os.path.join(root, "tools", "ort_sqnr.js"), "--run", model, d, x], check=True,
+                   stdout=subprocess.DEVNULL, env=dict(os.environ, ORT_OPT_LEVEL="disabled"))
+    return np.load(os.path.join(d, "0.npy")).astype(np.float64)
+
+
+def main(model, export, x, tol, claims):
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        ref, got = outputs(model, x, a), outputs(export, x, b)
+    n = ref.shape[0]
+    ref, got = ref.reshape(n, -1), got.reshape(n, -1)
+    x2 = (ref ** 2).sum(axis=1)
+    e2 = ((ref - got) ** 2).sum(axis=1)
+    db = 10 * np.log10(x2 / e2)
+    want = {"sample_pooled": 10 * np.log10(x2.sum() / e2.sum()), "sample_mean": db.mean(),
+            "sample_median": np.quantile(db, 0.5), "sample_p10": np.quantile(db, 0.1), "sample_worst": db.min()}
+    print(json.dumps({"per_sample_db": [round(v, 3) for v in db], **{k: round(v, 3) for k, v in want.items()}}))
+    bad = 0
+    for c in claims:
+        fn, v = c.split("=")
+        if abs(want[fn] - float(v)) > tol:
+            print(f"{fn}: qrl {float(v):.3f} dB, numpy on ONNX Runtime's outputs {want[fn]:.3f} dB")
+            bad = 1
+    return bad
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5:]))
