@@ -2069,7 +2069,8 @@ Test(jit, setting_errors_name_what_the_table_allows)
  * each with its own e2, in no order): 37, 10, 55, 20, 46, 28 and 0 dB, and one sample with neither
  * energy nor error, which is skipped. By hand: the mean 196 / 7 = 28; sorted 0 10 20 28 37 46 55,
  * numpy's linear quantiles at (n - 1) q: the median 28, the 10th percentile at 0.6, 6, the 25th at
- * 1.5, 15; the worst 0; pooled, the sums' ratio; normalized, 7 over the sum of 10^(-dB/10). A sample without error is inf (200 dB in a mean and
+ * 1.5, 15; the worst 0; pooled, the sums' ratio; normalized, 7 over the sum of 10^(-dB/10);
+ * balanced, 8 over the sum of each error over its energy or 1% of the mean energy if more. A sample without error is inf (200 dB in a mean and
  * between two values of a quantile),
  * error on a zero signal -inf; no sample to judge, or none with an error, inf. The fns may write over
  * their arrays, so each call gets fresh ones. */
@@ -2077,23 +2078,30 @@ Test(jit, sample_reductions_as_numpy)
 {
     qrl_module *m = compile_text("s.qrl",
                                  "import \"qparams.qrl\"\n"
-                                 "fn q25(x2: f64[], e2: f64[]) -> f64 {\n  return sample_quantile(x2, e2, 0.25)\n}\n",
+                                 "fn q25(x2: f64[], e2: f64[]) -> f64 {\n  return sample_quantile(x2, e2, 0.25)\n}\n"
+                                 "fn floor0(x2: f64[], e2: f64[]) -> f64 {\n  return sample_floored(x2, e2, 0.0)\n}\n"
+                                 "fn floor9(x2: f64[], e2: f64[]) -> f64 {\n  return sample_floored(x2, e2, 9.0)\n}\n",
                                  NULL, NULL);
     typedef double (*red)(qrl_rt *, qrl_array *, qrl_array *);
-    const char *names[] = {"sample_mean", "sample_median", "sample_p10", "q25", "sample_worst", "sample_pooled",
-                           "sample_normalized"};
-    red f[7];
-    for (int i = 0; i < 7; i++)
+    const char *names[] = {"sample_mean", "sample_median", "sample_p10",      "q25",    "sample_worst",
+                           "sample_pooled", "sample_normalized", "sample_balanced", "floor0", "floor9"};
+    red f[10];
+    for (int i = 0; i < 10; i++)
         f[i] = (red)fn(m, names[i], "f64(f64[],f64[])");
     static const double db[8] = {37, 10, 55, 20, 0, 46, 28, 0}, e2[8] = {2, 0.5, 1, 3, 7, 1, 0.25, 0};
-    double x2[8], sx = 0, se = 0, ratio = 0;
+    double x2[8], sx = 0, se = 0, ratio = 0, bal = 0;
     for (int i = 0; i < 8; i++) {
         x2[i] = i == 7 ? 0 : e2[i] * pow(10, db[i] / 10);
         sx += x2[i], se += e2[i];
         ratio += i == 7 ? 0 : pow(10, -db[i] / 10);
     }
-    const double want[7] = {28, 28, 6, 15, 0, 10 * log10(sx / se), 10 * log10(7 / ratio)};
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) /* balanced: each over its energy, at least 1% of the mean's (8 samples) */
+        bal += e2[i] / fmax(x2[i], 0.01 * sx / 8);
+    /* floor 0 is normalized; at 9 times the mean energy (above the loudest sample's) every error
+     * counts alike: the pooled figure plus 10 log10(9) */
+    const double want[10] = {28, 28, 6, 15, 0, 10 * log10(sx / se), 10 * log10(7 / ratio), 10 * log10(8 / bal),
+                             10 * log10(7 / ratio), 10 * log10(9 * sx / se)};
+    for (int i = 0; i < 10; i++) {
         double a[8], b[8];
         memcpy(a, x2, sizeof a), memcpy(b, e2, sizeof b);
         qrl_array xa = {a, 8}, ea = {b, 8};
@@ -2106,13 +2114,16 @@ Test(jit, sample_reductions_as_numpy)
     /* the edges: {5, 0} exact and {1, 1} 0 dB; {0, 1} -inf and {1, 1}; all exact; one nothing; none */
     static const double ex[4][2][2] = {{{5, 1}, {0, 1}}, {{0, 1}, {1, 1}}, {{5, 3}, {0, 0}}, {{0, 0}, {0, 0}}};
     static const int en[4] = {2, 2, 2, 1};
-    const double inf = INFINITY, edge[5][7] = {{100, 100, 20, 50, 0, 10 * log10(6.0), 10 * log10(2.0)},
-                                               {-inf, -inf, -inf, -inf, -inf, 10 * log10(0.5), -inf},
-                                               {inf, inf, inf, inf, inf, inf, inf},
-                                               {inf, inf, inf, inf, inf, inf, inf},
-                                               {inf, inf, inf, inf, inf, inf, inf}};
+    const double inf = INFINITY, edge[5][10] = {
+                                     {100, 100, 20, 50, 0, 10 * log10(6.0), 10 * log10(2.0), 10 * log10(2.0),
+                                      10 * log10(2.0), 10 * log10(54.0)},
+                                     {-inf, -inf, -inf, -inf, -inf, 10 * log10(0.5), -inf, 10 * log10(2 / (1 / 0.005 + 1)),
+                                      -inf, 10 * log10(4.5)},
+                                     {inf, inf, inf, inf, inf, inf, inf, inf, inf, inf},
+                                     {inf, inf, inf, inf, inf, inf, inf, inf, inf, inf},
+                                     {inf, inf, inf, inf, inf, inf, inf, inf, inf, inf}};
     for (int k = 0; k < 5; k++)
-        for (int i = 0; i < 7; i++) {
+        for (int i = 0; i < 10; i++) {
             double a[2] = {0}, b[2] = {0};
             for (int s = 0; k < 4 && s < en[k]; s++)
                 a[s] = ex[k][0][s], b[s] = ex[k][1][s];
