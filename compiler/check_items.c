@@ -1179,8 +1179,8 @@ static void recipe_hook(ctx *c, const ql_node *k)
     qc_sym *f = v->kind == QL_NAME ? chk_lookup(c, v, v->name, 1) : NULL;
     char have[256];
     if (v->kind != QL_NAME && !strcmp(d->key, "samples")) /* the stdlib has no fn of its name: name one it has */
-        chk_err(c, v, "samples names a fn of type %s that reduces each sample's output SQNR: samples = sample_p10 "
-                      "(stdlib/qparams.qrl: sample_mean, sample_median, sample_p10, sample_worst)", d->choices);
+        chk_err(c, v, "samples names a fn of type %s that reduces each sample's output SQNR: samples = sample_balanced "
+                      "(stdlib/qparams.qrl: sample_mean, sample_p10, sample_normalized, ...)", d->choices);
     else if (v->kind != QL_NAME)
         chk_err(c, v, "%s names a fn of type %s: %s = my_%s", d->key, d->choices, d->key, d->key);
     else if (f && f->kind != QC_SYM_FN)
