@@ -126,8 +126,12 @@ static void print_side_by_side(const char *recipe, const char *name, const qrl_q
            qz->nodes_pattern, qz->nodes_affine, qz->nodes_float, qz->weights);
     printf("lowered:  %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
            qz->kernels, qz->lookups, qz->int_ops, qz->requants, qz->islands);
-    printf("output:   SQNR %.1f dB against f32 on the calibration samples; %.1f%% of MACs in integers\n",
+    printf("output:   SQNR %.1f dB against f32 on the calibration samples; %.1f%% of MACs in integers",
            qz->output_sqnr, qz->macs > 0 ? 100.0 * qz->macs_int / qz->macs : 0.0);
+    if (qz->output_samples) /* the recipe's samples = F judged, not the samples pooled */
+        printf("; samples = %s of each sample's own (pooled over the samples: %.1f dB)", qz->output_samples,
+               qz->output_sqnr_energy);
+    printf("\n");
 }
 
 /* Top-1 accuracy of a one-input classifier over a data set, run in batches;
