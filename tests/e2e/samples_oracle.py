@@ -3,7 +3,8 @@ against its f32 model, both run by ONNX Runtime (tools/ort_sqnr.js --run), and t
 in numpy, against the figures qrl's summary gave.
 
 Usage: samples_oracle.py MODEL.onnx EXPORT.onnx X.npy TOL FN=DB...
-  FN one of sample_pooled, sample_mean, sample_median, sample_p10, sample_worst; DB the
+  FN one of sample_pooled, sample_mean, sample_median, sample_p10, sample_worst,
+  sample_normalized, sample_balanced; DB the
   summary's output SQNR with samples = FN. Fails when one is off by more than TOL dB.
 """
 import json
@@ -32,7 +33,9 @@ def main(model, export, x, tol, claims):
     e2 = ((ref - got) ** 2).sum(axis=1)
     db = 10 * np.log10(x2 / e2)
     want = {"sample_pooled": 10 * np.log10(x2.sum() / e2.sum()), "sample_mean": db.mean(),
-            "sample_median": np.quantile(db, 0.5), "sample_p10": np.quantile(db, 0.1), "sample_worst": db.min()}
+            "sample_median": np.quantile(db, 0.5), "sample_p10": np.quantile(db, 0.1), "sample_worst": db.min(),
+            "sample_normalized": 10 * np.log10(n / (e2 / x2).sum()),
+            "sample_balanced": 10 * np.log10(n / (e2 / np.maximum(x2, 0.01 * x2.mean())).sum())}
     print(json.dumps({"per_sample_db": [round(v, 3) for v in db], **{k: round(v, 3) for k, v in want.items()}}))
     bad = 0
     for c in claims:

@@ -703,9 +703,10 @@ Test(quantize, samples_judge_each_sample)
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_fallback_models.py' '%s'", tu_root(), dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
-    const char *fns[] = {"", "sample_pooled", "sample_mean", "sample_median", "sample_p10", "sample_worst"};
+    const char *fns[] = {"",           "sample_pooled",     "sample_mean",    "sample_median",
+                         "sample_p10", "sample_worst",      "sample_normalized", "sample_balanced"};
     double pooled = 0;
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < 8; k++) {
         snprintf(recipe, sizeof recipe, "%s/sm%d.qrl", dir, k);
         snprintf(lines, sizeof lines, *fns[k] ? "  samples = %s\n" : "%s", fns[k]);
         write_recipe(recipe, lines);
