@@ -4,6 +4,7 @@
  * the pools walk the kernel positions over the window offsets of
  * qr_conv_offsets. f32 computes in float, f64 in double, f16 through float. */
 #include "conv_geom.h"
+#include "sconv.h"
 #include "sgemm.h"
 #include "window_f32.h"
 
@@ -348,6 +349,70 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1, int slot)
         qr_dw_plane_f32_avx512(g, x + p * g->big_n, w + c * g->kernel_n, b ? b + c : NULL, cj->act, work,
                                (float *)cj->y + p * g->small_n);
     }
+}
+
+/* ---- f32 convolution with the output channels in vectors (sconv.h) ---- */
+
+/* Group-1 convolutions whose K (C x window) is at least this run on sconv: below it the NCHW
+ * transposes of its input and output cost more than the GEMM path's ragged tiles. */
+#define SCONV_MIN_K 64
+
+typedef struct sconv_job {
+    const qr_sconv *p;
+    const float *x, *packed;
+    float *xp, *blk, *y;
+    int has_bias;
+    const qr_act *act;
+    int64_t rb, nrb, blk_len;
+} sconv_job;
+
+static void sconv_image_rows(void *arg, int64_t r0, int64_t r1)
+{
+    const sconv_job *j = arg;
+    qr_sconv_image_rows(j->p, j->x, j->xp, r0, r1);
+}
+
+/* Tasks [t0, t1): (panel, row block), panel-major, each on its slot's row block. */
+static void sconv_blocks(void *arg, int64_t t0, int64_t t1, int slot)
+{
+    const sconv_job *j = arg;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t panel = t / j->nrb, oy0 = t % j->nrb * j->rb, oy1 = oy0 + j->rb < j->p->OH ? oy0 + j->rb : j->p->OH;
+        qr_sconv_block(j->p, j->xp, j->packed, j->has_bias, j->act, j->blk + slot * j->blk_len, j->y, panel, oy0, oy1);
+    }
+}
+
+/* y = conv(x, w) + b on sconv, image by image: the weights packed on the first run when they are
+ * constants (every run when computed). Each output is computed alone in a fixed order, so 1 and 2
+ * threads give the same bits. */
+static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const float *w, const float *b, float *y,
+                           int64_t n_img, const qr_act *act)
+{
+    int fresh = 1, keep = qr_kinput_const(k, 1) && (!b || qr_kinput_const(k, 2));
+    int64_t pf = qr_sconv_packed_floats(p);
+    float *packed = keep ? qr_kcache_get(k, (size_t)pf * sizeof(float), "packed convolution weights", &fresh)
+                         : qr_kscratch(k, pf, 1, sizeof(float), "packed convolution weights");
+    if (!packed)
+        return QR_ERR;
+    sconv_job j = {.p = p, .packed = packed, .has_bias = b != NULL, .act = act, .rb = qr_sconv_block_rows(p),
+                   .blk_len = qr_sconv_block_floats(p)};
+    j.nrb = (p->OH + j.rb - 1) / j.rb;
+    j.xp = qr_kwork(k, 1, qr_sconv_image_floats(p), sizeof(float), "channels-last image");
+    j.blk = j.xp ? qr_kwork(k, qr_pool_threads(k->pool), j.blk_len, sizeof(float), "convolution row blocks") : NULL;
+    if (!j.blk) {
+        qr_kcache_done(k, packed);
+        return QR_ERR;
+    }
+    if (fresh)
+        qr_sconv_pack(p, w, b, packed);
+    for (int64_t n = 0; n < n_img; n++) {
+        j.x = x + n * p->C * p->H * p->W;
+        j.y = y + n * p->M * p->OH * p->OW;
+        qr_parallel_for(k->pool, p->Hp, 8, sconv_image_rows, &j);
+        qr_parallel_for_slots(k->pool, p->panels * j.nrb, 1, sconv_blocks, &j);
+    }
+    qr_kcache_done(k, packed);
+    return QR_OK;
 }
 
 #define DEFINE_FLOAT_KERNELS(T, S)                                                                            \
@@ -830,6 +895,10 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1, int slot)
             direct &= g->stride[i] == 1 && g->pad_begin[i] == 0 && g->pad_end[i] == 0;                        \
         int dw_s1 = g->stride[0] == 1 && g->stride[1] == 1;                                                   \
         int dw_s2 = g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1;     \
+        qr_sconv sp;                                                                                          \
+        if (sizeof(T) == sizeof(float) && group == 1 && ck >= SCONV_MIN_K && qr_sconv_available() &&          \
+            qr_sconv_plan(&sp, g, ch, m))                                                                     \
+            return sconv_run(k, &sp, (const float *)x, (const float *)w, (const float *)b, (float *)y, n_img, act); \
         if (sizeof(T) == sizeof(float) && g->r == 2 && group == ch && m == ch && (dw_s1 || dw_s2) &&          \
             qr_dw_f32_avx512_fits(g) && qr_window_avx512()) {                                                 \
             /* the same sums as dw_runs, from padded copies of each plane's rows */                                  \

@@ -1,0 +1,67 @@
+/* f32 2-D convolution (group 1) with the output channels in vectors, as MLAS's NCHWc kernels and
+ * XNNPACK's igemm compute it, for CPUs with AVX-512F: the image copied channels-last with its
+ * zero border ([Hp][Wp][C]), the weights packed once (per panel of 64 output channels: [K][64],
+ * K in (ky, kx, c) order, then 64 biases), and a register tile of up to 12 output pixels of one
+ * row by up to 64 channels that broadcasts one input value per pixel and multiplies it with the
+ * panel's 16-wide weight vectors. The sums go to a channels-last row block, which is transposed
+ * into the NCHW output 16 x 16 at a time. Every output is one FMA chain from 0 over K in
+ * (ky, kx, c) order (the chain goes through memory between K blocks, which rounds as a register
+ * would), then + bias, then the activation: the bits depend on neither the tiles, the blocks nor
+ * the threads. conv.c runs it where qr_sconv_fits says so. */
+#ifndef QR_SCONV_H
+#define QR_SCONV_H
+
+#include <stdint.h>
+
+#include "conv_geom.h"
+
+struct qr_act; /* op.h */
+
+/* Output channels per packed panel: four zmm. */
+#define QR_SCONV_NR 64
+/* At most this many runs of K (qr_sconv_piece) in one layer's plan. */
+#define QR_SCONV_PIECES 160
+
+/* A run of K: len consecutive values of a pixel's channels-last window, off floats from the
+ * window's first value in the padded image. */
+typedef struct qr_sconv_piece {
+    int64_t off, len;
+} qr_sconv_piece;
+
+/* One layer's plan (qr_sconv_plan): shapes, the padded image and the runs of K, cut into K
+ * blocks (chunk c is pieces [chunk[c], chunk[c + 1])). */
+typedef struct qr_sconv {
+    int64_t C, H, W, M, OH, OW, KH, KW, s0, s1, d0, d1, pt, pl;
+    int64_t Hp, Wp, K, panels;
+    int npieces, nchunks;
+    qr_sconv_piece piece[QR_SCONV_PIECES];
+    int chunk[QR_SCONV_PIECES + 1];
+} qr_sconv;
+
+/* 1 when the CPU has AVX-512F and the sgemm option is auto or avx512. */
+int qr_sconv_available(void);
+
+/* Fills p for x [C][H][W] -> y [M][OH][OW] with geometry g (2-D); 0 when the plan does not take it
+ * (too many runs of K). */
+int qr_sconv_plan(qr_sconv *p, const qr_conv_geom *g, int64_t c, int64_t m);
+
+/* Floats of the packed weights and biases. */
+int64_t qr_sconv_packed_floats(const qr_sconv *p);
+/* dst = w [M][C][KH][KW] and bias [M] (NULL: none) packed as the header says (zero past M). */
+void qr_sconv_pack(const qr_sconv *p, const float *w, const float *bias, float *dst);
+
+/* Floats of the padded channels-last image, and of one thread's row block. */
+int64_t qr_sconv_image_floats(const qr_sconv *p);
+int64_t qr_sconv_block_floats(const qr_sconv *p);
+/* Output rows per row block. */
+int64_t qr_sconv_block_rows(const qr_sconv *p);
+
+/* Rows [r0, r1) of the padded image xp from x (one NCHW image), border zeros included. */
+void qr_sconv_image_rows(const qr_sconv *p, const float *x, float *xp, int64_t r0, int64_t r1);
+
+/* Output rows [oy0, oy1) (at most qr_sconv_block_rows) of panel `panel` into y (one NCHW image):
+ * sums in blk (qr_sconv_block_floats), + the bias when has_bias, then act when not NULL. */
+void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const struct qr_act *act,
+                    float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1);
+
+#endif

@@ -1,0 +1,379 @@
+/* sconv.h's convolution: the plan and packing in C, the tiles and transposes with AVX-512F (only
+ * called when qr_sconv_available says the CPU has it). */
+#include <immintrin.h>
+#include <string.h>
+
+#include "sconv.h"
+#include "act_avx512.h"
+
+#include "op.h"
+#include "options.h"
+
+#define TARGET __attribute__((target("avx512f")))
+#define NR QR_SCONV_NR
+
+/* K per block: a panel's block (KC x 64 floats, 256 KB) stays in L2 while a row block's tiles pass
+ * over it (a whole panel of ResNet-18's layer4, 1.2 MB, did not). */
+#define KC 1024
+/* Output pixels per row block: its sums (64 channels each, 64 KB) stay in L1/L2 between K blocks. */
+#define BLK_PIX 256
+
+int qr_sconv_available(void)
+{
+    const char *s = qr_options_get()->sgemm;
+    if (s[0] && strcmp(s, "avx512") != 0)
+        return 0;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f");
+}
+
+int qr_sconv_plan(qr_sconv *p, const qr_conv_geom *g, int64_t c, int64_t m)
+{
+    memset(p, 0, sizeof *p);
+    if (g->r != 2)
+        return 0;
+    p->C = c, p->M = m, p->H = g->big[0], p->W = g->big[1], p->OH = g->small[0], p->OW = g->small[1];
+    p->KH = g->kernel[0], p->KW = g->kernel[1], p->s0 = g->stride[0], p->s1 = g->stride[1];
+    p->d0 = g->dilation[0], p->d1 = g->dilation[1], p->pt = g->pad_begin[0], p->pl = g->pad_begin[1];
+    int64_t need_h = (p->OH - 1) * p->s0 + (p->KH - 1) * p->d0 + 1, need_w = (p->OW - 1) * p->s1 + (p->KW - 1) * p->d1 + 1;
+    p->Hp = p->pt + p->H > need_h ? p->pt + p->H : need_h;
+    p->Wp = p->pl + p->W > need_w ? p->pl + p->W : need_w;
+    p->K = c * p->KH * p->KW;
+    p->panels = (m + NR - 1) / NR;
+    if (p->OH <= 0 || p->OW <= 0 || p->K <= 0 || m <= 0)
+        return 0;
+    /* the runs of K in (ky, kx, c) order, cut at multiples of KC */
+    int n = 0;
+    int64_t q = 0;
+    int runs_per_row = p->d1 == 1 ? 1 : (int)p->KW;
+    for (int64_t ky = 0; ky < p->KH; ky++)
+        for (int r = 0; r < runs_per_row; r++) {
+            int64_t off = (ky * p->d0 * p->Wp + r * p->d1) * c, len = p->d1 == 1 ? p->KW * c : c;
+            while (len > 0) {
+                int64_t room = KC - q % KC, take = len < room ? len : room;
+                if (n == QR_SCONV_PIECES)
+                    return 0;
+                if (q % KC == 0)
+                    p->chunk[p->nchunks++] = n;
+                p->piece[n].off = off, p->piece[n].len = take;
+                n++;
+                off += take, len -= take, q += take;
+            }
+        }
+    p->npieces = n;
+    p->chunk[p->nchunks] = n;
+    return 1;
+}
+
+int64_t qr_sconv_packed_floats(const qr_sconv *p)
+{
+    return p->panels * (p->K + 1) * NR;
+}
+
+void qr_sconv_pack(const qr_sconv *p, const float *w, const float *bias, float *dst)
+{
+    int64_t kk = p->KH * p->KW;
+    for (int64_t pn = 0; pn < p->panels; pn++) {
+        float *d = dst + pn * (p->K + 1) * NR;
+        for (int64_t t = 0; t < kk; t++)
+            for (int64_t c = 0; c < p->C; c++)
+                for (int64_t j = 0; j < NR; j++) {
+                    int64_t mo = pn * NR + j;
+                    d[(t * p->C + c) * NR + j] = mo < p->M ? w[(mo * p->C + c) * kk + t] : 0.0f;
+                }
+        for (int64_t j = 0; j < NR; j++) {
+            int64_t mo = pn * NR + j;
+            d[p->K * NR + j] = bias && mo < p->M ? bias[mo] : 0.0f;
+        }
+    }
+}
+
+int64_t qr_sconv_image_floats(const qr_sconv *p)
+{
+    /* + 16: the transposes' last masked vectors stay inside */
+    return p->Hp * p->Wp * p->C + 16;
+}
+
+int64_t qr_sconv_block_rows(const qr_sconv *p)
+{
+    int64_t rb = BLK_PIX / p->OW;
+    rb = rb < 1 ? 1 : rb;
+    return rb < p->OH ? rb : p->OH;
+}
+
+int64_t qr_sconv_block_floats(const qr_sconv *p)
+{
+    return qr_sconv_block_rows(p) * p->OW * NR + 16 * NR;
+}
+
+/* dst[j * ds + i] = src[i * ss + j] for i < rows, j < cols, 16 x 16 at a time (masked at the
+ * edges: nothing outside rows x cols is read or written). */
+TARGET static void transpose(const float *src, int64_t ss, float *dst, int64_t ds, int64_t rows, int64_t cols)
+{
+    for (int64_t i0 = 0; i0 < rows; i0 += 16) {
+        int ni = rows - i0 < 16 ? (int)(rows - i0) : 16;
+        __mmask16 mi = (__mmask16)((1u << ni) - 1);
+        for (int64_t j0 = 0; j0 < cols; j0 += 16) {
+            int nj = cols - j0 < 16 ? (int)(cols - j0) : 16;
+            __mmask16 mj = (__mmask16)((1u << nj) - 1);
+            /* named registers (an array stayed in memory) */
+            __m512 r0 = 0 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 0) * ss + j0) : _mm512_setzero_ps();
+            __m512 r1 = 1 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 1) * ss + j0) : _mm512_setzero_ps();
+            __m512 r2 = 2 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 2) * ss + j0) : _mm512_setzero_ps();
+            __m512 r3 = 3 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 3) * ss + j0) : _mm512_setzero_ps();
+            __m512 r4 = 4 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 4) * ss + j0) : _mm512_setzero_ps();
+            __m512 r5 = 5 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 5) * ss + j0) : _mm512_setzero_ps();
+            __m512 r6 = 6 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 6) * ss + j0) : _mm512_setzero_ps();
+            __m512 r7 = 7 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 7) * ss + j0) : _mm512_setzero_ps();
+            __m512 r8 = 8 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 8) * ss + j0) : _mm512_setzero_ps();
+            __m512 r9 = 9 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 9) * ss + j0) : _mm512_setzero_ps();
+            __m512 r10 = 10 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 10) * ss + j0) : _mm512_setzero_ps();
+            __m512 r11 = 11 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 11) * ss + j0) : _mm512_setzero_ps();
+            __m512 r12 = 12 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 12) * ss + j0) : _mm512_setzero_ps();
+            __m512 r13 = 13 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 13) * ss + j0) : _mm512_setzero_ps();
+            __m512 r14 = 14 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 14) * ss + j0) : _mm512_setzero_ps();
+            __m512 r15 = 15 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 15) * ss + j0) : _mm512_setzero_ps();
+            __m512 t0 = _mm512_unpacklo_ps(r0, r1), t1 = _mm512_unpackhi_ps(r0, r1);
+            __m512 t2 = _mm512_unpacklo_ps(r2, r3), t3 = _mm512_unpackhi_ps(r2, r3);
+            __m512 t4 = _mm512_unpacklo_ps(r4, r5), t5 = _mm512_unpackhi_ps(r4, r5);
+            __m512 t6 = _mm512_unpacklo_ps(r6, r7), t7 = _mm512_unpackhi_ps(r6, r7);
+            __m512 t8 = _mm512_unpacklo_ps(r8, r9), t9 = _mm512_unpackhi_ps(r8, r9);
+            __m512 t10 = _mm512_unpacklo_ps(r10, r11), t11 = _mm512_unpackhi_ps(r10, r11);
+            __m512 t12 = _mm512_unpacklo_ps(r12, r13), t13 = _mm512_unpackhi_ps(r12, r13);
+            __m512 t14 = _mm512_unpacklo_ps(r14, r15), t15 = _mm512_unpackhi_ps(r14, r15);
+            r0 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+            r1 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+            r2 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+            r3 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+            r4 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t4), _mm512_castps_pd(t6)));
+            r5 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t4), _mm512_castps_pd(t6)));
+            r6 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t5), _mm512_castps_pd(t7)));
+            r7 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t5), _mm512_castps_pd(t7)));
+            r8 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t8), _mm512_castps_pd(t10)));
+            r9 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t8), _mm512_castps_pd(t10)));
+            r10 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t9), _mm512_castps_pd(t11)));
+            r11 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t9), _mm512_castps_pd(t11)));
+            r12 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t12), _mm512_castps_pd(t14)));
+            r13 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t12), _mm512_castps_pd(t14)));
+            r14 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t13), _mm512_castps_pd(t15)));
+            r15 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t13), _mm512_castps_pd(t15)));
+            /* r(4i + k) holds column k (k + 4, + 8, + 12 in 128-bit lanes 1..3) of rows 4i..4i+3 */
+            t0 = _mm512_shuffle_f32x4(r0, r4, 0x88), t4 = _mm512_shuffle_f32x4(r0, r4, 0xdd);
+            t8 = _mm512_shuffle_f32x4(r8, r12, 0x88), t12 = _mm512_shuffle_f32x4(r8, r12, 0xdd);
+            t1 = _mm512_shuffle_f32x4(r1, r5, 0x88), t5 = _mm512_shuffle_f32x4(r1, r5, 0xdd);
+            t9 = _mm512_shuffle_f32x4(r9, r13, 0x88), t13 = _mm512_shuffle_f32x4(r9, r13, 0xdd);
+            t2 = _mm512_shuffle_f32x4(r2, r6, 0x88), t6 = _mm512_shuffle_f32x4(r2, r6, 0xdd);
+            t10 = _mm512_shuffle_f32x4(r10, r14, 0x88), t14 = _mm512_shuffle_f32x4(r10, r14, 0xdd);
+            t3 = _mm512_shuffle_f32x4(r3, r7, 0x88), t7 = _mm512_shuffle_f32x4(r3, r7, 0xdd);
+            t11 = _mm512_shuffle_f32x4(r11, r15, 0x88), t15 = _mm512_shuffle_f32x4(r11, r15, 0xdd);
+            r0 = _mm512_shuffle_f32x4(t0, t8, 0x88), r8 = _mm512_shuffle_f32x4(t0, t8, 0xdd);
+            r4 = _mm512_shuffle_f32x4(t4, t12, 0x88), r12 = _mm512_shuffle_f32x4(t4, t12, 0xdd);
+            r1 = _mm512_shuffle_f32x4(t1, t9, 0x88), r9 = _mm512_shuffle_f32x4(t1, t9, 0xdd);
+            r5 = _mm512_shuffle_f32x4(t5, t13, 0x88), r13 = _mm512_shuffle_f32x4(t5, t13, 0xdd);
+            r2 = _mm512_shuffle_f32x4(t2, t10, 0x88), r10 = _mm512_shuffle_f32x4(t2, t10, 0xdd);
+            r6 = _mm512_shuffle_f32x4(t6, t14, 0x88), r14 = _mm512_shuffle_f32x4(t6, t14, 0xdd);
+            r3 = _mm512_shuffle_f32x4(t3, t11, 0x88), r11 = _mm512_shuffle_f32x4(t3, t11, 0xdd);
+            r7 = _mm512_shuffle_f32x4(t7, t15, 0x88), r15 = _mm512_shuffle_f32x4(t7, t15, 0xdd);
+            /* r(j) is column j */
+            float *dj = dst + j0 * ds + i0;
+            if (0 < nj)
+                _mm512_mask_storeu_ps(dj + 0 * ds, mi, r0);
+            if (1 < nj)
+                _mm512_mask_storeu_ps(dj + 1 * ds, mi, r1);
+            if (2 < nj)
+                _mm512_mask_storeu_ps(dj + 2 * ds, mi, r2);
+            if (3 < nj)
+                _mm512_mask_storeu_ps(dj + 3 * ds, mi, r3);
+            if (4 < nj)
+                _mm512_mask_storeu_ps(dj + 4 * ds, mi, r4);
+            if (5 < nj)
+                _mm512_mask_storeu_ps(dj + 5 * ds, mi, r5);
+            if (6 < nj)
+                _mm512_mask_storeu_ps(dj + 6 * ds, mi, r6);
+            if (7 < nj)
+                _mm512_mask_storeu_ps(dj + 7 * ds, mi, r7);
+            if (8 < nj)
+                _mm512_mask_storeu_ps(dj + 8 * ds, mi, r8);
+            if (9 < nj)
+                _mm512_mask_storeu_ps(dj + 9 * ds, mi, r9);
+            if (10 < nj)
+                _mm512_mask_storeu_ps(dj + 10 * ds, mi, r10);
+            if (11 < nj)
+                _mm512_mask_storeu_ps(dj + 11 * ds, mi, r11);
+            if (12 < nj)
+                _mm512_mask_storeu_ps(dj + 12 * ds, mi, r12);
+            if (13 < nj)
+                _mm512_mask_storeu_ps(dj + 13 * ds, mi, r13);
+            if (14 < nj)
+                _mm512_mask_storeu_ps(dj + 14 * ds, mi, r14);
+            if (15 < nj)
+                _mm512_mask_storeu_ps(dj + 15 * ds, mi, r15);
+        }
+    }
+}
+
+void qr_sconv_image_rows(const qr_sconv *p, const float *x, float *xp, int64_t r0, int64_t r1)
+{
+    const int64_t C = p->C, rowf = p->Wp * C;
+    for (int64_t r = r0; r < r1; r++) {
+        float *d = xp + r * rowf;
+        int64_t iy = r - p->pt;
+        if (iy < 0 || iy >= p->H) {
+            memset(d, 0, (size_t)rowf * sizeof(float));
+            continue;
+        }
+        memset(d, 0, (size_t)(p->pl * C) * sizeof(float));
+        int64_t tail = p->Wp - p->pl - p->W;
+        memset(d + (p->pl + p->W) * C, 0, (size_t)(tail * C) * sizeof(float));
+        /* [C][W] (plane stride H * W) -> [W][C] */
+        transpose(x + iy * p->W, p->H * p->W, d + p->pl * C, C, C, p->W);
+    }
+}
+
+/* The tile: R output pixels (xs floats apart in the padded image, from x) by V vectors of 16
+ * output channels; sums started from 0 (or from acc when load), FMA over the pieces [pc, pc + np)
+ * with the panel's weights from w, stored to acc (pixel j's at acc + j * NR), + bias and act when
+ * last. Named registers: an array made GCC copy them (sgemm_avx512.c). */
+#define PIX(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define DECL(j) __m512 a##j##0, a##j##1, a##j##2, a##j##3;
+#define INIT(j)                                                                                              \
+    if (j < R) {                                                                                             \
+        a##j##0 = load ? _mm512_loadu_ps(acc + j * NR) : _mm512_setzero_ps();                                \
+        a##j##1 = V > 1 && load ? _mm512_loadu_ps(acc + j * NR + 16) : _mm512_setzero_ps();                  \
+        a##j##2 = V > 2 && load ? _mm512_loadu_ps(acc + j * NR + 32) : _mm512_setzero_ps();                  \
+        a##j##3 = V > 3 && load ? _mm512_loadu_ps(acc + j * NR + 48) : _mm512_setzero_ps();                  \
+    }
+#define FMA(j)                                                                                               \
+    if (j < R) {                                                                                             \
+        __m512 b = _mm512_set1_ps(x##j[q]);                                                                  \
+        a##j##0 = _mm512_fmadd_ps(b, w0, a##j##0);                                                           \
+        if (V > 1)                                                                                           \
+            a##j##1 = _mm512_fmadd_ps(b, w1, a##j##1);                                                       \
+        if (V > 2)                                                                                           \
+            a##j##2 = _mm512_fmadd_ps(b, w2, a##j##2);                                                       \
+        if (V > 3)                                                                                           \
+            a##j##3 = _mm512_fmadd_ps(b, w3, a##j##3);                                                       \
+    }
+#define PTR(j) const float *x##j = j < R ? xb + j * xs : xb;
+#define FIN1(j, v)                                                                                           \
+    if (bias) {                                                                                              \
+        a##j##v = _mm512_add_ps(a##j##v, _mm512_loadu_ps(bias + 16 * v));                                    \
+        if (act)                                                                                             \
+            a##j##v = qr_act_zmm(act, a##j##v);                                                              \
+    } else if (act)                                                                                          \
+        a##j##v = qr_act_zmm(act, a##j##v);                                                                  \
+    _mm512_storeu_ps(acc + j * NR + 16 * v, a##j##v);
+#define FIN(j)                                                                                               \
+    if (j < R) {                                                                                             \
+        FIN1(j, 0)                                                                                           \
+        if (V > 1) {                                                                                         \
+            FIN1(j, 1)                                                                                       \
+        }                                                                                                    \
+        if (V > 2) {                                                                                         \
+            FIN1(j, 2)                                                                                       \
+        }                                                                                                    \
+        if (V > 3) {                                                                                         \
+            FIN1(j, 3)                                                                                       \
+        }                                                                                                    \
+    }
+
+TARGET static inline __attribute__((always_inline)) void tile(const int V, const int R, const float *x, int64_t xs,
+                                                              const qr_sconv_piece *pc, int np, const float *w,
+                                                              float *acc, int load, const float *bias,
+                                                              const qr_act *act, const char *pf, int64_t pfs)
+{
+    PIX(DECL)
+    PIX(INIT)
+    for (int i = 0; i < np; i++) {
+        const float *xb = x + pc[i].off;
+        PIX(PTR)
+        const int64_t len = pc[i].len;
+        for (int64_t q = 0; q < len; q++, w += NR, pf += pfs) {
+            _mm_prefetch(pf, _MM_HINT_T1);
+            __m512 w0 = _mm512_loadu_ps(w);
+            __m512 w1 = V > 1 ? _mm512_loadu_ps(w + 16) : w0;
+            __m512 w2 = V > 2 ? _mm512_loadu_ps(w + 32) : w0;
+            __m512 w3 = V > 3 ? _mm512_loadu_ps(w + 48) : w0;
+            PIX(FMA)
+        }
+    }
+    PIX(FIN)
+}
+
+typedef void (*tile_fn)(const float *x, int64_t xs, const qr_sconv_piece *pc, int np, const float *w, float *acc,
+                        int load, const float *bias, const qr_act *act, const char *pf, int64_t pfs);
+
+/* Pixels per tile for V vectors: V * R sums of the 32 zmm, with room for V weights and a broadcast. */
+static const int rmax[5] = {0, 12, 12, 8, 6};
+
+#define FN(v, r)                                                                                             \
+    TARGET static void tile_##v##_##r(const float *x, int64_t xs, const qr_sconv_piece *pc, int np,           \
+                                      const float *w, float *acc, int load, const float *bias,               \
+                                      const qr_act *act, const char *pf, int64_t pfs)                        \
+    {                                                                                                        \
+        tile(v, r, x, xs, pc, np, w, acc, load, bias, act, pf, pfs);                                         \
+    }
+#define FNS(v) FN(v, 1) FN(v, 2) FN(v, 3) FN(v, 4) FN(v, 5) FN(v, 6) FN(v, 7) FN(v, 8) FN(v, 9) FN(v, 10) FN(v, 11) FN(v, 12)
+FNS(1)
+FNS(2)
+FN(3, 1) FN(3, 2) FN(3, 3) FN(3, 4) FN(3, 5) FN(3, 6) FN(3, 7) FN(3, 8)
+FN(4, 1) FN(4, 2) FN(4, 3) FN(4, 4) FN(4, 5) FN(4, 6)
+
+#define ROWFN(v) {NULL, tile_##v##_1, tile_##v##_2, tile_##v##_3, tile_##v##_4, tile_##v##_5, tile_##v##_6
+static const tile_fn tiles[5][13] = {
+    {NULL},
+    ROWFN(1), tile_1_7, tile_1_8, tile_1_9, tile_1_10, tile_1_11, tile_1_12},
+    ROWFN(2), tile_2_7, tile_2_8, tile_2_9, tile_2_10, tile_2_11, tile_2_12},
+    ROWFN(3), tile_3_7, tile_3_8},
+    ROWFN(4)},
+};
+
+void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const qr_act *act,
+                    float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1)
+{
+    const int64_t C = p->C, OW = p->OW, xs = p->s1 * C, mrem = p->M - panel * NR;
+    const int64_t nch = mrem < NR ? mrem : NR;
+    const int V = (int)((nch + 15) / 16), R = rmax[V];
+    const int64_t ntiles = (OW + R - 1) / R, base = OW / ntiles, extra = OW % ntiles;
+    const float *wp = packed + panel * (p->K + 1) * NR, *bias = has_bias ? wp + p->K * NR : NULL;
+    /* The tiles prefetch the next K block's weights (the next panel's first after the last), a
+     * cache line per FMA step: the first tile over a block would otherwise wait on memory for them
+     * (ResNet-18's 46 MB of weights do not stay in L3), 73 GMAC/s on layer4 without. */
+    const char *pf_end = (const char *)(packed + (panel + 2 < p->panels ? panel + 2 : p->panels) * (p->K + 1) * NR);
+    const int64_t ntile_blk = (oy1 - oy0) * ntiles;
+    for (int ch = 0; ch < p->nchunks; ch++) {
+        int c0 = p->chunk[ch], c1 = p->chunk[ch + 1], last = ch + 1 == p->nchunks;
+        /* the chunk's first weight row: the runs before it */
+        int64_t q0 = 0, qn = 0;
+        for (int i = 0; i < c0; i++)
+            q0 += p->piece[i].len;
+        for (int i = c0; i < c1; i++)
+            qn += p->piece[i].len;
+        const float *w = wp + q0 * NR;
+        const char *pf = (const char *)(w + qn * NR);
+        /* the next block's bytes spread evenly over this block's FMA steps */
+        int64_t qnext = 0;
+        int n0 = last ? 0 : c1, n1 = last ? p->chunk[1] : p->chunk[ch + 2];
+        for (int i = n0; i < n1; i++)
+            qnext += p->piece[i].len;
+        if (last) /* the next panel's first block, after this panel's biases */
+            pf += NR * sizeof(float);
+        int64_t step = (qnext * NR * (int64_t)sizeof(float) + ntile_blk * qn - 1) / (ntile_blk * qn);
+        for (int64_t oy = oy0; oy < oy1; oy++) {
+            const float *xrow = xp + oy * p->s0 * p->Wp * C;
+            float *arow = blk + (oy - oy0) * OW * NR;
+            int64_t ox = 0;
+            for (int64_t t = 0; t < ntiles; t++) {
+                int r = (int)(base + (t < extra));
+                int64_t pfs = pf + qn * step <= pf_end ? step : 0;
+                tiles[V][r](xrow + ox * xs, xs, p->piece + c0, c1 - c0, w, arow + ox * NR, ch > 0, last ? bias : NULL,
+                            last ? act : NULL, pf, pfs);
+                pf += pfs * qn;
+                ox += r;
+            }
+        }
+    }
+    /* [pixels][64] -> the panel's channels, each a contiguous run of the rows' pixels */
+    int64_t ohw = p->OH * OW;
+    transpose(blk, NR, y + panel * NR * ohw + oy0 * OW, ohw, (oy1 - oy0) * OW, nch);
+}
