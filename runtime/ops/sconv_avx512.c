@@ -230,7 +230,7 @@ void qr_sconv_image_rows(const qr_sconv *p, const float *x, float *xp, int64_t r
     }
 }
 
-/* The tile: R output pixels (xs floats apart in the padded image, from x) by V vectors of 16
+/* The tile: R output pixels (their windows at x + po[j] in the padded image) by V vectors of 16
  * output channels; sums started from 0 (or from acc when load), FMA over the pieces [pc, pc + np)
  * with the panel's weights from w, stored to acc (pixel j's at acc + j * NR), + bias and act when
  * last. Named registers: an array made GCC copy them (sgemm_avx512.c). */
@@ -254,7 +254,7 @@ void qr_sconv_image_rows(const qr_sconv *p, const float *x, float *xp, int64_t r
         if (V > 3)                                                                                           \
             a##j##3 = _mm512_fmadd_ps(b, w3, a##j##3);                                                       \
     }
-#define PTR(j) const float *x##j = j < R ? xb + j * xs : xb;
+#define PTR(j) const float *x##j = j < R ? xb + po[j] : xb;
 #define FIN1(j, v)                                                                                           \
     if (bias) {                                                                                              \
         a##j##v = _mm512_add_ps(a##j##v, _mm512_loadu_ps(bias + 16 * v));                                    \
@@ -277,7 +277,7 @@ void qr_sconv_image_rows(const qr_sconv *p, const float *x, float *xp, int64_t r
         }                                                                                                    \
     }
 
-TARGET static inline __attribute__((always_inline)) void tile(const int V, const int R, const float *x, int64_t xs,
+TARGET static inline __attribute__((always_inline)) void tile(const int V, const int R, const float *x, const int64_t *po,
                                                               const qr_sconv_piece *pc, int np, const float *w,
                                                               float *acc, int load, const float *bias,
                                                               const qr_act *act, const char *pf, int64_t pfs)
@@ -300,18 +300,18 @@ TARGET static inline __attribute__((always_inline)) void tile(const int V, const
     PIX(FIN)
 }
 
-typedef void (*tile_fn)(const float *x, int64_t xs, const qr_sconv_piece *pc, int np, const float *w, float *acc,
+typedef void (*tile_fn)(const float *x, const int64_t *po, const qr_sconv_piece *pc, int np, const float *w, float *acc,
                         int load, const float *bias, const qr_act *act, const char *pf, int64_t pfs);
 
 /* Pixels per tile for V vectors: V * R sums of the 32 zmm, with room for V weights and a broadcast. */
 static const int rmax[5] = {0, 12, 12, 8, 6};
 
 #define FN(v, r)                                                                                             \
-    TARGET static void tile_##v##_##r(const float *x, int64_t xs, const qr_sconv_piece *pc, int np,           \
+    TARGET static void tile_##v##_##r(const float *x, const int64_t *po, const qr_sconv_piece *pc, int np,    \
                                       const float *w, float *acc, int load, const float *bias,               \
                                       const qr_act *act, const char *pf, int64_t pfs)                        \
     {                                                                                                        \
-        tile(v, r, x, xs, pc, np, w, acc, load, bias, act, pf, pfs);                                         \
+        tile(v, r, x, po, pc, np, w, acc, load, bias, act, pf, pfs);                                         \
     }
 #define FNS(v) FN(v, 1) FN(v, 2) FN(v, 3) FN(v, 4) FN(v, 5) FN(v, 6) FN(v, 7) FN(v, 8) FN(v, 9) FN(v, 10) FN(v, 11) FN(v, 12)
 FNS(1)
@@ -331,16 +331,17 @@ static const tile_fn tiles[5][13] = {
 void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const qr_act *act,
                     float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1)
 {
-    const int64_t C = p->C, OW = p->OW, xs = p->s1 * C, mrem = p->M - panel * NR;
-    const int64_t nch = mrem < NR ? mrem : NR;
+    const int64_t C = p->C, OW = p->OW, mrem = p->M - panel * NR;
+    const int64_t nch = mrem < NR ? mrem : NR, npix = (oy1 - oy0) * OW;
     const int V = (int)((nch + 15) / 16), R = rmax[V];
-    const int64_t ntiles = (OW + R - 1) / R, base = OW / ntiles, extra = OW % ntiles;
+    /* the block's pixels in tiles of nearly equal size, across row ends (each pixel its own window
+     * offset): ResNet-18's 7 x 7 layer4 in 5- and 6-pixel tiles, not 4 + 3 a row */
+    const int64_t ntiles = (npix + R - 1) / R, base = npix / ntiles, extra = npix % ntiles;
     const float *wp = packed + panel * (p->K + 1) * NR, *bias = has_bias ? wp + p->K * NR : NULL;
     /* The tiles prefetch the next K block's weights (the next panel's first after the last), a
      * cache line per FMA step: the first tile over a block would otherwise wait on memory for them
      * (ResNet-18's 46 MB of weights do not stay in L3), 73 GMAC/s on layer4 without. */
     const char *pf_end = (const char *)(packed + (panel + 2 < p->panels ? panel + 2 : p->panels) * (p->K + 1) * NR);
-    const int64_t ntile_blk = (oy1 - oy0) * ntiles;
     for (int ch = 0; ch < p->nchunks; ch++) {
         int c0 = p->chunk[ch], c1 = p->chunk[ch + 1], last = ch + 1 == p->nchunks;
         /* the chunk's first weight row: the runs before it */
@@ -358,19 +359,20 @@ void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int
             qnext += p->piece[i].len;
         if (last) /* the next panel's first block, after this panel's biases */
             pf += NR * sizeof(float);
-        int64_t step = (qnext * NR * (int64_t)sizeof(float) + ntile_blk * qn - 1) / (ntile_blk * qn);
-        for (int64_t oy = oy0; oy < oy1; oy++) {
-            const float *xrow = xp + oy * p->s0 * p->Wp * C;
-            float *arow = blk + (oy - oy0) * OW * NR;
-            int64_t ox = 0;
-            for (int64_t t = 0; t < ntiles; t++) {
-                int r = (int)(base + (t < extra));
-                int64_t pfs = pf + qn * step <= pf_end ? step : 0;
-                tiles[V][r](xrow + ox * xs, xs, p->piece + c0, c1 - c0, w, arow + ox * NR, ch > 0, last ? bias : NULL,
-                            last ? act : NULL, pf, pfs);
-                pf += pfs * qn;
-                ox += r;
+        int64_t step = (qnext * NR * (int64_t)sizeof(float) + ntiles * qn - 1) / (ntiles * qn);
+        int64_t px = 0;
+        for (int64_t t = 0; t < ntiles; t++) {
+            int r = (int)(base + (t < extra));
+            int64_t po[12];
+            for (int j = 0; j < r; j++) {
+                int64_t oy = oy0 + (px + j) / OW, ox = (px + j) % OW;
+                po[j] = (oy * p->s0 * p->Wp + ox * p->s1) * C;
             }
+            int64_t pfs = pf + qn * step <= pf_end ? step : 0;
+            tiles[V][r](xp, po, p->piece + c0, c1 - c0, w, blk + px * NR, ch > 0, last ? bias : NULL,
+                        last ? act : NULL, pf, pfs);
+            pf += pfs * qn;
+            px += r;
         }
     }
     /* [pixels][64] -> the panel's channels, each a contiguous run of the rows' pixels */
