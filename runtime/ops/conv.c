@@ -353,9 +353,26 @@ static void dw_planes_avx512(void *arg, int64_t p0, int64_t p1, int slot)
 
 /* ---- f32 convolution with the output channels in vectors (sconv.h) ---- */
 
-/* Group-1 convolutions whose K (C x window) is at least this run on sconv: below it the NCHW
- * transposes of its input and output cost more than the GEMM path's ragged tiles. */
-#define SCONV_MIN_K 64
+/* Whether a float Conv runs on sconv (the CPU permitting): group 1 when K (C x window) is at least
+ * 64 (below it the NCHW transposes of its input and output cost more than the GEMM path's ragged
+ * tiles), except a 1x1 at stride 1 without padding, which the GEMM reads in place: that one only
+ * on images of at most 256 pixels, where its columns are ragged (MobileNetV2's 14 x 14 and 7 x 7
+ * layers 0.10 against 0.13 ms, 0.19 against 0.26; on 28 x 28 and larger the GEMM is faster), and
+ * depthwise convolutions of at most 32 x 32 outputs a plane (channels in vectors: the NCHW
+ * kernel's 16-wide rows were 7 wide on 7 x 7 planes; 576 channels of 14 x 14, 0.100 -> 0.051 ms).
+ * Measured on AMD Zen 5, 1 thread. */
+static int sconv_takes(const qr_conv_geom *g, int64_t c, int64_t m, int64_t group)
+{
+    if (g->r != 2 || !qr_sconv_available())
+        return 0;
+    if (group > 1) /* on larger planes the transposes' memory traffic costs more than the NCHW kernel */
+        return group == c && m == c && g->kernel_n <= QR_SCONV_DW_TAPS && g->small_n <= 1024;
+    int direct = g->kernel_n == 1 && g->stride[0] == 1 && g->stride[1] == 1 && g->pad_begin[0] == 0 &&
+                 g->pad_begin[1] == 0 && g->pad_end[0] == 0 && g->pad_end[1] == 0;
+    if (direct)
+        return g->small_n <= 256 && c >= 8;
+    return c * g->kernel_n >= 64;
+}
 
 typedef struct sconv_job {
     const qr_sconv *p;
@@ -364,12 +381,15 @@ typedef struct sconv_job {
     int has_bias;
     const qr_act *act;
     int64_t rb, nrb, blk_len;
+    int dw;     /* depthwise (qr_sconv_dw_block) */
+    int x_nhwc; /* x is channels-last */
+    int y_nhwc; /* y is channels-last: the tiles write it in place */
 } sconv_job;
 
 static void sconv_image_rows(void *arg, int64_t r0, int64_t r1)
 {
     const sconv_job *j = arg;
-    qr_sconv_image_rows(j->p, j->x, j->xp, r0, r1);
+    (j->x_nhwc ? qr_sconv_image_rows_nhwc : qr_sconv_image_rows)(j->p, j->x, j->xp, r0, r1);
 }
 
 /* Tasks [t0, t1): (panel, row block), panel-major, each on its slot's row block. */
@@ -378,7 +398,8 @@ static void sconv_blocks(void *arg, int64_t t0, int64_t t1, int slot)
     const sconv_job *j = arg;
     for (int64_t t = t0; t < t1; t++) {
         int64_t panel = t / j->nrb, oy0 = t % j->nrb * j->rb, oy1 = oy0 + j->rb < j->p->OH ? oy0 + j->rb : j->p->OH;
-        qr_sconv_block(j->p, j->xp, j->packed, j->has_bias, j->act, j->blk + slot * j->blk_len, j->y, panel, oy0, oy1);
+        (j->dw ? qr_sconv_dw_block : qr_sconv_block)(j->p, j->xp, j->packed, j->has_bias, j->act,
+                                                     j->blk + slot * j->blk_len, j->y, panel, oy0, oy1, j->y_nhwc);
     }
 }
 
@@ -386,29 +407,36 @@ static void sconv_blocks(void *arg, int64_t t0, int64_t t1, int slot)
  * constants (every run when computed). Each output is computed alone in a fixed order, so 1 and 2
  * threads give the same bits. */
 static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const float *w, const float *b, float *y,
-                           int64_t n_img, const qr_act *act)
+                           int64_t n_img, const qr_act *act, int dw, int x_nhwc, int y_nhwc)
 {
     int fresh = 1, keep = qr_kinput_const(k, 1) && (!b || qr_kinput_const(k, 2));
-    int64_t pf = qr_sconv_packed_floats(p);
+    int64_t pf = dw ? qr_sconv_dw_packed_floats(p) : qr_sconv_packed_floats(p);
     float *packed = keep ? qr_kcache_get(k, (size_t)pf * sizeof(float), "packed convolution weights", &fresh)
                          : qr_kscratch(k, pf, 1, sizeof(float), "packed convolution weights");
     if (!packed)
         return QR_ERR;
     sconv_job j = {.p = p, .packed = packed, .has_bias = b != NULL, .act = act, .rb = qr_sconv_block_rows(p),
-                   .blk_len = qr_sconv_block_floats(p)};
+                   .blk_len = qr_sconv_block_floats(p), .dw = dw, .x_nhwc = x_nhwc, .y_nhwc = y_nhwc};
     j.nrb = (p->OH + j.rb - 1) / j.rb;
-    j.xp = qr_kwork(k, 1, qr_sconv_image_floats(p), sizeof(float), "channels-last image");
-    j.blk = j.xp ? qr_kwork(k, qr_pool_threads(k->pool), j.blk_len, sizeof(float), "convolution row blocks") : NULL;
-    if (!j.blk) {
+    /* a channels-last input without padding (a 1x1 at stride 1) is read in place */
+    int in_place = x_nhwc && !dw && p->Hp == p->H && p->Wp == p->W;
+    j.xp = in_place ? NULL : qr_kwork(k, 1, qr_sconv_image_floats(p), sizeof(float), "channels-last image");
+    j.blk = (in_place || j.xp) && !y_nhwc ? qr_kwork(k, qr_pool_threads(k->pool), j.blk_len, sizeof(float),
+                                                    "convolution row blocks")
+                                         : NULL;
+    if ((!in_place && !j.xp) || (!y_nhwc && !j.blk)) {
         qr_kcache_done(k, packed);
         return QR_ERR;
     }
     if (fresh)
-        qr_sconv_pack(p, w, b, packed);
+        (dw ? qr_sconv_dw_pack : qr_sconv_pack)(p, w, b, packed);
     for (int64_t n = 0; n < n_img; n++) {
         j.x = x + n * p->C * p->H * p->W;
         j.y = y + n * p->M * p->OH * p->OW;
-        qr_parallel_for(k->pool, p->Hp, 8, sconv_image_rows, &j);
+        if (in_place)
+            j.xp = (float *)j.x;
+        else
+            qr_parallel_for(k->pool, p->Hp, 8, sconv_image_rows, &j);
         qr_parallel_for_slots(k->pool, p->panels * j.nrb, 1, sconv_blocks, &j);
     }
     qr_kcache_done(k, packed);
@@ -896,9 +924,9 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
         int dw_s1 = g->stride[0] == 1 && g->stride[1] == 1;                                                   \
         int dw_s2 = g->stride[0] == 2 && g->stride[1] == 2 && g->dilation[0] == 1 && g->dilation[1] == 1;     \
         qr_sconv sp;                                                                                          \
-        if (sizeof(T) == sizeof(float) && group == 1 && ck >= SCONV_MIN_K && qr_sconv_available() &&          \
-            qr_sconv_plan(&sp, g, ch, m))                                                                     \
-            return sconv_run(k, &sp, (const float *)x, (const float *)w, (const float *)b, (float *)y, n_img, act); \
+        if (sizeof(T) == sizeof(float) && sconv_takes(g, ch, m, group) && qr_sconv_plan(&sp, g, ch, m))       \
+            return sconv_run(k, &sp, (const float *)x, (const float *)w, (const float *)b, (float *)y, n_img, act, \
+                             group > 1, 0, 0);                                                                \
         if (sizeof(T) == sizeof(float) && g->r == 2 && group == ch && m == ch && (dw_s1 || dw_s2) &&          \
             qr_dw_f32_avx512_fits(g) && qr_window_avx512()) {                                                 \
             /* the same sums as dw_runs, from padded copies of each plane's rows */                                  \

@@ -56,12 +56,29 @@ int64_t qr_sconv_block_floats(const qr_sconv *p);
 /* Output rows per row block. */
 int64_t qr_sconv_block_rows(const qr_sconv *p);
 
-/* Rows [r0, r1) of the padded image xp from x (one NCHW image), border zeros included. */
+/* Rows [r0, r1) of the padded image xp from x (one NCHW image; _nhwc: one NHWC image), border
+ * zeros included. */
 void qr_sconv_image_rows(const qr_sconv *p, const float *x, float *xp, int64_t r0, int64_t r1);
+void qr_sconv_image_rows_nhwc(const qr_sconv *p, const float *x, float *xp, int64_t r0, int64_t r1);
 
-/* Output rows [oy0, oy1) (at most qr_sconv_block_rows) of panel `panel` into y (one NCHW image):
- * sums in blk (qr_sconv_block_floats), + the bias when has_bias, then act when not NULL. */
+/* Output rows [oy0, oy1) (at most qr_sconv_block_rows) of panel `panel` into y (one NCHW image:
+ * sums in blk, qr_sconv_block_floats, then transposed; nhwc: one NHWC image, the sums in place,
+ * blk unused), + the bias when has_bias, then act when not NULL. */
 void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const struct qr_act *act,
-                    float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1);
+                    float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc);
+
+/* Depthwise (group = C = M, the plan's M = C): weights [C][1][KH][KW] packed per panel of 64
+ * channels as [taps][64] + 64 biases; each output one FMA chain from 0 over the taps in (ky, kx)
+ * order, + bias, then act. At most QR_SCONV_DW_TAPS window positions. */
+#define QR_SCONV_DW_TAPS 64
+int64_t qr_sconv_dw_packed_floats(const qr_sconv *p);
+void qr_sconv_dw_pack(const qr_sconv *p, const float *w, const float *bias, float *dst);
+void qr_sconv_dw_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const struct qr_act *act,
+                       float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc);
+
+/* MaxPool of one NHWC image x [H][W][C] (g 2-D) into y [OH][OW][C], output rows [oy0, oy1): each
+ * output the first maximum of its window in window order (strict >, so NaN never wins and of -0
+ * and +0 the earlier stays), -inf for a window of padding only: conv.c's pool_max_f32's bits. */
+void qr_sconv_maxpool_nhwc(const qr_conv_geom *g, int64_t C, const float *x, float *y, int64_t oy0, int64_t oy1);
 
 #endif

@@ -106,76 +106,115 @@ int64_t qr_sconv_block_floats(const qr_sconv *p)
     return qr_sconv_block_rows(p) * p->OW * NR + 16 * NR;
 }
 
-/* dst[j * ds + i] = src[i * ss + j] for i < rows, j < cols, 16 x 16 at a time (masked at the
- * edges: nothing outside rows x cols is read or written). */
+/* The 16 x 16 transpose of r0..r15 in place (r(j) becomes column j): unpacks of floats, then of
+ * pairs, then two shuffles of 128-bit lanes. */
+#define TRANSPOSE16 \
+    __m512 t0 = _mm512_unpacklo_ps(r0, r1), t1 = _mm512_unpackhi_ps(r0, r1); \
+    __m512 t2 = _mm512_unpacklo_ps(r2, r3), t3 = _mm512_unpackhi_ps(r2, r3); \
+    __m512 t4 = _mm512_unpacklo_ps(r4, r5), t5 = _mm512_unpackhi_ps(r4, r5); \
+    __m512 t6 = _mm512_unpacklo_ps(r6, r7), t7 = _mm512_unpackhi_ps(r6, r7); \
+    __m512 t8 = _mm512_unpacklo_ps(r8, r9), t9 = _mm512_unpackhi_ps(r8, r9); \
+    __m512 t10 = _mm512_unpacklo_ps(r10, r11), t11 = _mm512_unpackhi_ps(r10, r11); \
+    __m512 t12 = _mm512_unpacklo_ps(r12, r13), t13 = _mm512_unpackhi_ps(r12, r13); \
+    __m512 t14 = _mm512_unpacklo_ps(r14, r15), t15 = _mm512_unpackhi_ps(r14, r15); \
+    r0 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2))); \
+    r1 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2))); \
+    r2 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3))); \
+    r3 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3))); \
+    r4 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t4), _mm512_castps_pd(t6))); \
+    r5 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t4), _mm512_castps_pd(t6))); \
+    r6 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t5), _mm512_castps_pd(t7))); \
+    r7 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t5), _mm512_castps_pd(t7))); \
+    r8 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t8), _mm512_castps_pd(t10))); \
+    r9 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t8), _mm512_castps_pd(t10))); \
+    r10 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t9), _mm512_castps_pd(t11))); \
+    r11 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t9), _mm512_castps_pd(t11))); \
+    r12 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t12), _mm512_castps_pd(t14))); \
+    r13 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t12), _mm512_castps_pd(t14))); \
+    r14 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t13), _mm512_castps_pd(t15))); \
+    r15 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t13), _mm512_castps_pd(t15))); \
+    t0 = _mm512_shuffle_f32x4(r0, r4, 0x88), t4 = _mm512_shuffle_f32x4(r0, r4, 0xdd); \
+    t8 = _mm512_shuffle_f32x4(r8, r12, 0x88), t12 = _mm512_shuffle_f32x4(r8, r12, 0xdd); \
+    t1 = _mm512_shuffle_f32x4(r1, r5, 0x88), t5 = _mm512_shuffle_f32x4(r1, r5, 0xdd); \
+    t9 = _mm512_shuffle_f32x4(r9, r13, 0x88), t13 = _mm512_shuffle_f32x4(r9, r13, 0xdd); \
+    t2 = _mm512_shuffle_f32x4(r2, r6, 0x88), t6 = _mm512_shuffle_f32x4(r2, r6, 0xdd); \
+    t10 = _mm512_shuffle_f32x4(r10, r14, 0x88), t14 = _mm512_shuffle_f32x4(r10, r14, 0xdd); \
+    t3 = _mm512_shuffle_f32x4(r3, r7, 0x88), t7 = _mm512_shuffle_f32x4(r3, r7, 0xdd); \
+    t11 = _mm512_shuffle_f32x4(r11, r15, 0x88), t15 = _mm512_shuffle_f32x4(r11, r15, 0xdd); \
+    r0 = _mm512_shuffle_f32x4(t0, t8, 0x88), r8 = _mm512_shuffle_f32x4(t0, t8, 0xdd); \
+    r4 = _mm512_shuffle_f32x4(t4, t12, 0x88), r12 = _mm512_shuffle_f32x4(t4, t12, 0xdd); \
+    r1 = _mm512_shuffle_f32x4(t1, t9, 0x88), r9 = _mm512_shuffle_f32x4(t1, t9, 0xdd); \
+    r5 = _mm512_shuffle_f32x4(t5, t13, 0x88), r13 = _mm512_shuffle_f32x4(t5, t13, 0xdd); \
+    r2 = _mm512_shuffle_f32x4(t2, t10, 0x88), r10 = _mm512_shuffle_f32x4(t2, t10, 0xdd); \
+    r6 = _mm512_shuffle_f32x4(t6, t14, 0x88), r14 = _mm512_shuffle_f32x4(t6, t14, 0xdd); \
+    r3 = _mm512_shuffle_f32x4(t3, t11, 0x88), r11 = _mm512_shuffle_f32x4(t3, t11, 0xdd); \
+    r7 = _mm512_shuffle_f32x4(t7, t15, 0x88), r15 = _mm512_shuffle_f32x4(t7, t15, 0xdd);
+
+/* dst[j * ds + i] = src[i * ss + j] for i < rows, j < cols, 16 x 16 at a time: full blocks with
+ * plain loads and stores, the edges masked (nothing outside rows x cols is read or written). */
 TARGET static void transpose(const float *src, int64_t ss, float *dst, int64_t ds, int64_t rows, int64_t cols)
 {
     for (int64_t i0 = 0; i0 < rows; i0 += 16) {
         int ni = rows - i0 < 16 ? (int)(rows - i0) : 16;
         __mmask16 mi = (__mmask16)((1u << ni) - 1);
+        const float *sb = src + i0 * ss;
         for (int64_t j0 = 0; j0 < cols; j0 += 16) {
             int nj = cols - j0 < 16 ? (int)(cols - j0) : 16;
-            __mmask16 mj = (__mmask16)((1u << nj) - 1);
-            /* named registers (an array stayed in memory) */
-            __m512 r0 = 0 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 0) * ss + j0) : _mm512_setzero_ps();
-            __m512 r1 = 1 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 1) * ss + j0) : _mm512_setzero_ps();
-            __m512 r2 = 2 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 2) * ss + j0) : _mm512_setzero_ps();
-            __m512 r3 = 3 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 3) * ss + j0) : _mm512_setzero_ps();
-            __m512 r4 = 4 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 4) * ss + j0) : _mm512_setzero_ps();
-            __m512 r5 = 5 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 5) * ss + j0) : _mm512_setzero_ps();
-            __m512 r6 = 6 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 6) * ss + j0) : _mm512_setzero_ps();
-            __m512 r7 = 7 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 7) * ss + j0) : _mm512_setzero_ps();
-            __m512 r8 = 8 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 8) * ss + j0) : _mm512_setzero_ps();
-            __m512 r9 = 9 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 9) * ss + j0) : _mm512_setzero_ps();
-            __m512 r10 = 10 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 10) * ss + j0) : _mm512_setzero_ps();
-            __m512 r11 = 11 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 11) * ss + j0) : _mm512_setzero_ps();
-            __m512 r12 = 12 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 12) * ss + j0) : _mm512_setzero_ps();
-            __m512 r13 = 13 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 13) * ss + j0) : _mm512_setzero_ps();
-            __m512 r14 = 14 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 14) * ss + j0) : _mm512_setzero_ps();
-            __m512 r15 = 15 < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + 15) * ss + j0) : _mm512_setzero_ps();
-            __m512 t0 = _mm512_unpacklo_ps(r0, r1), t1 = _mm512_unpackhi_ps(r0, r1);
-            __m512 t2 = _mm512_unpacklo_ps(r2, r3), t3 = _mm512_unpackhi_ps(r2, r3);
-            __m512 t4 = _mm512_unpacklo_ps(r4, r5), t5 = _mm512_unpackhi_ps(r4, r5);
-            __m512 t6 = _mm512_unpacklo_ps(r6, r7), t7 = _mm512_unpackhi_ps(r6, r7);
-            __m512 t8 = _mm512_unpacklo_ps(r8, r9), t9 = _mm512_unpackhi_ps(r8, r9);
-            __m512 t10 = _mm512_unpacklo_ps(r10, r11), t11 = _mm512_unpackhi_ps(r10, r11);
-            __m512 t12 = _mm512_unpacklo_ps(r12, r13), t13 = _mm512_unpackhi_ps(r12, r13);
-            __m512 t14 = _mm512_unpacklo_ps(r14, r15), t15 = _mm512_unpackhi_ps(r14, r15);
-            r0 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
-            r1 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
-            r2 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
-            r3 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
-            r4 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t4), _mm512_castps_pd(t6)));
-            r5 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t4), _mm512_castps_pd(t6)));
-            r6 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t5), _mm512_castps_pd(t7)));
-            r7 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t5), _mm512_castps_pd(t7)));
-            r8 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t8), _mm512_castps_pd(t10)));
-            r9 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t8), _mm512_castps_pd(t10)));
-            r10 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t9), _mm512_castps_pd(t11)));
-            r11 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t9), _mm512_castps_pd(t11)));
-            r12 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t12), _mm512_castps_pd(t14)));
-            r13 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t12), _mm512_castps_pd(t14)));
-            r14 = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t13), _mm512_castps_pd(t15)));
-            r15 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t13), _mm512_castps_pd(t15)));
-            /* r(4i + k) holds column k (k + 4, + 8, + 12 in 128-bit lanes 1..3) of rows 4i..4i+3 */
-            t0 = _mm512_shuffle_f32x4(r0, r4, 0x88), t4 = _mm512_shuffle_f32x4(r0, r4, 0xdd);
-            t8 = _mm512_shuffle_f32x4(r8, r12, 0x88), t12 = _mm512_shuffle_f32x4(r8, r12, 0xdd);
-            t1 = _mm512_shuffle_f32x4(r1, r5, 0x88), t5 = _mm512_shuffle_f32x4(r1, r5, 0xdd);
-            t9 = _mm512_shuffle_f32x4(r9, r13, 0x88), t13 = _mm512_shuffle_f32x4(r9, r13, 0xdd);
-            t2 = _mm512_shuffle_f32x4(r2, r6, 0x88), t6 = _mm512_shuffle_f32x4(r2, r6, 0xdd);
-            t10 = _mm512_shuffle_f32x4(r10, r14, 0x88), t14 = _mm512_shuffle_f32x4(r10, r14, 0xdd);
-            t3 = _mm512_shuffle_f32x4(r3, r7, 0x88), t7 = _mm512_shuffle_f32x4(r3, r7, 0xdd);
-            t11 = _mm512_shuffle_f32x4(r11, r15, 0x88), t15 = _mm512_shuffle_f32x4(r11, r15, 0xdd);
-            r0 = _mm512_shuffle_f32x4(t0, t8, 0x88), r8 = _mm512_shuffle_f32x4(t0, t8, 0xdd);
-            r4 = _mm512_shuffle_f32x4(t4, t12, 0x88), r12 = _mm512_shuffle_f32x4(t4, t12, 0xdd);
-            r1 = _mm512_shuffle_f32x4(t1, t9, 0x88), r9 = _mm512_shuffle_f32x4(t1, t9, 0xdd);
-            r5 = _mm512_shuffle_f32x4(t5, t13, 0x88), r13 = _mm512_shuffle_f32x4(t5, t13, 0xdd);
-            r2 = _mm512_shuffle_f32x4(t2, t10, 0x88), r10 = _mm512_shuffle_f32x4(t2, t10, 0xdd);
-            r6 = _mm512_shuffle_f32x4(t6, t14, 0x88), r14 = _mm512_shuffle_f32x4(t6, t14, 0xdd);
-            r3 = _mm512_shuffle_f32x4(t3, t11, 0x88), r11 = _mm512_shuffle_f32x4(t3, t11, 0xdd);
-            r7 = _mm512_shuffle_f32x4(t7, t15, 0x88), r15 = _mm512_shuffle_f32x4(t7, t15, 0xdd);
-            /* r(j) is column j */
             float *dj = dst + j0 * ds + i0;
+            if (ni == 16 && nj == 16) {
+                __m512 r0 = _mm512_loadu_ps(sb + 0 * ss + j0);
+                __m512 r1 = _mm512_loadu_ps(sb + 1 * ss + j0);
+                __m512 r2 = _mm512_loadu_ps(sb + 2 * ss + j0);
+                __m512 r3 = _mm512_loadu_ps(sb + 3 * ss + j0);
+                __m512 r4 = _mm512_loadu_ps(sb + 4 * ss + j0);
+                __m512 r5 = _mm512_loadu_ps(sb + 5 * ss + j0);
+                __m512 r6 = _mm512_loadu_ps(sb + 6 * ss + j0);
+                __m512 r7 = _mm512_loadu_ps(sb + 7 * ss + j0);
+                __m512 r8 = _mm512_loadu_ps(sb + 8 * ss + j0);
+                __m512 r9 = _mm512_loadu_ps(sb + 9 * ss + j0);
+                __m512 r10 = _mm512_loadu_ps(sb + 10 * ss + j0);
+                __m512 r11 = _mm512_loadu_ps(sb + 11 * ss + j0);
+                __m512 r12 = _mm512_loadu_ps(sb + 12 * ss + j0);
+                __m512 r13 = _mm512_loadu_ps(sb + 13 * ss + j0);
+                __m512 r14 = _mm512_loadu_ps(sb + 14 * ss + j0);
+                __m512 r15 = _mm512_loadu_ps(sb + 15 * ss + j0);
+                TRANSPOSE16
+                _mm512_storeu_ps(dj + 0 * ds, r0);
+                _mm512_storeu_ps(dj + 1 * ds, r1);
+                _mm512_storeu_ps(dj + 2 * ds, r2);
+                _mm512_storeu_ps(dj + 3 * ds, r3);
+                _mm512_storeu_ps(dj + 4 * ds, r4);
+                _mm512_storeu_ps(dj + 5 * ds, r5);
+                _mm512_storeu_ps(dj + 6 * ds, r6);
+                _mm512_storeu_ps(dj + 7 * ds, r7);
+                _mm512_storeu_ps(dj + 8 * ds, r8);
+                _mm512_storeu_ps(dj + 9 * ds, r9);
+                _mm512_storeu_ps(dj + 10 * ds, r10);
+                _mm512_storeu_ps(dj + 11 * ds, r11);
+                _mm512_storeu_ps(dj + 12 * ds, r12);
+                _mm512_storeu_ps(dj + 13 * ds, r13);
+                _mm512_storeu_ps(dj + 14 * ds, r14);
+                _mm512_storeu_ps(dj + 15 * ds, r15);
+                continue;
+            }
+            __mmask16 mj = (__mmask16)((1u << nj) - 1);
+            __m512 r0 = 0 < ni ? _mm512_maskz_loadu_ps(mj, sb + 0 * ss + j0) : _mm512_setzero_ps();
+            __m512 r1 = 1 < ni ? _mm512_maskz_loadu_ps(mj, sb + 1 * ss + j0) : _mm512_setzero_ps();
+            __m512 r2 = 2 < ni ? _mm512_maskz_loadu_ps(mj, sb + 2 * ss + j0) : _mm512_setzero_ps();
+            __m512 r3 = 3 < ni ? _mm512_maskz_loadu_ps(mj, sb + 3 * ss + j0) : _mm512_setzero_ps();
+            __m512 r4 = 4 < ni ? _mm512_maskz_loadu_ps(mj, sb + 4 * ss + j0) : _mm512_setzero_ps();
+            __m512 r5 = 5 < ni ? _mm512_maskz_loadu_ps(mj, sb + 5 * ss + j0) : _mm512_setzero_ps();
+            __m512 r6 = 6 < ni ? _mm512_maskz_loadu_ps(mj, sb + 6 * ss + j0) : _mm512_setzero_ps();
+            __m512 r7 = 7 < ni ? _mm512_maskz_loadu_ps(mj, sb + 7 * ss + j0) : _mm512_setzero_ps();
+            __m512 r8 = 8 < ni ? _mm512_maskz_loadu_ps(mj, sb + 8 * ss + j0) : _mm512_setzero_ps();
+            __m512 r9 = 9 < ni ? _mm512_maskz_loadu_ps(mj, sb + 9 * ss + j0) : _mm512_setzero_ps();
+            __m512 r10 = 10 < ni ? _mm512_maskz_loadu_ps(mj, sb + 10 * ss + j0) : _mm512_setzero_ps();
+            __m512 r11 = 11 < ni ? _mm512_maskz_loadu_ps(mj, sb + 11 * ss + j0) : _mm512_setzero_ps();
+            __m512 r12 = 12 < ni ? _mm512_maskz_loadu_ps(mj, sb + 12 * ss + j0) : _mm512_setzero_ps();
+            __m512 r13 = 13 < ni ? _mm512_maskz_loadu_ps(mj, sb + 13 * ss + j0) : _mm512_setzero_ps();
+            __m512 r14 = 14 < ni ? _mm512_maskz_loadu_ps(mj, sb + 14 * ss + j0) : _mm512_setzero_ps();
+            __m512 r15 = 15 < ni ? _mm512_maskz_loadu_ps(mj, sb + 15 * ss + j0) : _mm512_setzero_ps();
+            TRANSPOSE16
             if (0 < nj)
                 _mm512_mask_storeu_ps(dj + 0 * ds, mi, r0);
             if (1 < nj)
@@ -230,18 +269,35 @@ void qr_sconv_image_rows(const qr_sconv *p, const float *x, float *xp, int64_t r
     }
 }
 
+void qr_sconv_image_rows_nhwc(const qr_sconv *p, const float *x, float *xp, int64_t r0, int64_t r1)
+{
+    const int64_t C = p->C, rowf = p->Wp * C;
+    for (int64_t r = r0; r < r1; r++) {
+        float *d = xp + r * rowf;
+        int64_t iy = r - p->pt;
+        if (iy < 0 || iy >= p->H) {
+            memset(d, 0, (size_t)rowf * sizeof(float));
+            continue;
+        }
+        memset(d, 0, (size_t)(p->pl * C) * sizeof(float));
+        memcpy(d + p->pl * C, x + iy * p->W * C, (size_t)(p->W * C) * sizeof(float));
+        memset(d + (p->pl + p->W) * C, 0, (size_t)((p->Wp - p->pl - p->W) * C) * sizeof(float));
+    }
+}
+
 /* The tile: R output pixels (their windows at x + po[j] in the padded image) by V vectors of 16
  * output channels; sums started from 0 (or from acc when load), FMA over the pieces [pc, pc + np)
  * with the panel's weights from w, stored to acc (pixel j's at acc + j * NR), + bias and act when
  * last. Named registers: an array made GCC copy them (sgemm_avx512.c). */
 #define PIX(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 #define DECL(j) __m512 a##j##0, a##j##1, a##j##2, a##j##3;
+#define LD(j, v) (v == V - 1 ? _mm512_maskz_loadu_ps(ml, acc + j * ldc + 16 * v) : _mm512_loadu_ps(acc + j * ldc + 16 * v))
 #define INIT(j)                                                                                              \
     if (j < R) {                                                                                             \
-        a##j##0 = load ? _mm512_loadu_ps(acc + j * NR) : _mm512_setzero_ps();                                \
-        a##j##1 = V > 1 && load ? _mm512_loadu_ps(acc + j * NR + 16) : _mm512_setzero_ps();                  \
-        a##j##2 = V > 2 && load ? _mm512_loadu_ps(acc + j * NR + 32) : _mm512_setzero_ps();                  \
-        a##j##3 = V > 3 && load ? _mm512_loadu_ps(acc + j * NR + 48) : _mm512_setzero_ps();                  \
+        a##j##0 = load ? LD(j, 0) : _mm512_setzero_ps();                                                     \
+        a##j##1 = V > 1 && load ? LD(j, 1) : _mm512_setzero_ps();                                            \
+        a##j##2 = V > 2 && load ? LD(j, 2) : _mm512_setzero_ps();                                            \
+        a##j##3 = V > 3 && load ? LD(j, 3) : _mm512_setzero_ps();                                            \
     }
 #define FMA(j)                                                                                               \
     if (j < R) {                                                                                             \
@@ -262,7 +318,10 @@ void qr_sconv_image_rows(const qr_sconv *p, const float *x, float *xp, int64_t r
             a##j##v = qr_act_zmm(act, a##j##v);                                                              \
     } else if (act)                                                                                          \
         a##j##v = qr_act_zmm(act, a##j##v);                                                                  \
-    _mm512_storeu_ps(acc + j * NR + 16 * v, a##j##v);
+    if (v == V - 1)                                                                                          \
+        _mm512_mask_storeu_ps(acc + j * ldc + 16 * v, ml, a##j##v);                                          \
+    else                                                                                                     \
+        _mm512_storeu_ps(acc + j * ldc + 16 * v, a##j##v);
 #define FIN(j)                                                                                               \
     if (j < R) {                                                                                             \
         FIN1(j, 0)                                                                                           \
@@ -279,8 +338,9 @@ void qr_sconv_image_rows(const qr_sconv *p, const float *x, float *xp, int64_t r
 
 TARGET static inline __attribute__((always_inline)) void tile(const int V, const int R, const float *x, const int64_t *po,
                                                               const qr_sconv_piece *pc, int np, const float *w,
-                                                              float *acc, int load, const float *bias,
-                                                              const qr_act *act, const char *pf, int64_t pfs)
+                                                              float *acc, int64_t ldc, __mmask16 ml, int load,
+                                                              const float *bias, const qr_act *act, const char *pf,
+                                                              int64_t pfs)
 {
     PIX(DECL)
     PIX(INIT)
@@ -301,17 +361,18 @@ TARGET static inline __attribute__((always_inline)) void tile(const int V, const
 }
 
 typedef void (*tile_fn)(const float *x, const int64_t *po, const qr_sconv_piece *pc, int np, const float *w, float *acc,
-                        int load, const float *bias, const qr_act *act, const char *pf, int64_t pfs);
+                        int64_t ldc, __mmask16 ml, int load, const float *bias, const qr_act *act, const char *pf,
+                        int64_t pfs);
 
 /* Pixels per tile for V vectors: V * R sums of the 32 zmm, with room for V weights and a broadcast. */
 static const int rmax[5] = {0, 12, 12, 8, 6};
 
 #define FN(v, r)                                                                                             \
     TARGET static void tile_##v##_##r(const float *x, const int64_t *po, const qr_sconv_piece *pc, int np,    \
-                                      const float *w, float *acc, int load, const float *bias,               \
-                                      const qr_act *act, const char *pf, int64_t pfs)                        \
+                                      const float *w, float *acc, int64_t ldc, __mmask16 ml, int load,       \
+                                      const float *bias, const qr_act *act, const char *pf, int64_t pfs)     \
     {                                                                                                        \
-        tile(v, r, x, po, pc, np, w, acc, load, bias, act, pf, pfs);                                         \
+        tile(v, r, x, po, pc, np, w, acc, ldc, ml, load, bias, act, pf, pfs);                                \
     }
 #define FNS(v) FN(v, 1) FN(v, 2) FN(v, 3) FN(v, 4) FN(v, 5) FN(v, 6) FN(v, 7) FN(v, 8) FN(v, 9) FN(v, 10) FN(v, 11) FN(v, 12)
 FNS(1)
@@ -329,11 +390,15 @@ static const tile_fn tiles[5][13] = {
 };
 
 void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const qr_act *act,
-                    float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1)
+                    float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc)
 {
     const int64_t C = p->C, OW = p->OW, mrem = p->M - panel * NR;
     const int64_t nch = mrem < NR ? mrem : NR, npix = (oy1 - oy0) * OW;
     const int V = (int)((nch + 15) / 16), R = rmax[V];
+    const __mmask16 ml = (__mmask16)(0xffffu >> (16 * V - nch));
+    /* channels last: the sums go to y's pixels in place (M apart), else to the row block */
+    float *acc = nhwc ? y + oy0 * OW * p->M + panel * NR : blk;
+    const int64_t ldc = nhwc ? p->M : NR;
     /* the block's pixels in tiles of nearly equal size, across row ends (each pixel its own window
      * offset): ResNet-18's 7 x 7 layer4 in 5- and 6-pixel tiles, not 4 + 3 a row */
     const int64_t ntiles = (npix + R - 1) / R, base = npix / ntiles, extra = npix % ntiles;
@@ -369,13 +434,150 @@ void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int
                 po[j] = (oy * p->s0 * p->Wp + ox * p->s1) * C;
             }
             int64_t pfs = pf + qn * step <= pf_end ? step : 0;
-            tiles[V][r](xp, po, p->piece + c0, c1 - c0, w, blk + px * NR, ch > 0, last ? bias : NULL,
+            tiles[V][r](xp, po, p->piece + c0, c1 - c0, w, acc + px * ldc, ldc, ml, ch > 0, last ? bias : NULL,
                         last ? act : NULL, pf, pfs);
             pf += pfs * qn;
             px += r;
         }
     }
+    if (nhwc)
+        return;
     /* [pixels][64] -> the panel's channels, each a contiguous run of the rows' pixels */
     int64_t ohw = p->OH * OW;
     transpose(blk, NR, y + panel * NR * ohw + oy0 * OW, ohw, (oy1 - oy0) * OW, nch);
+}
+
+/* ---- depthwise (group = C = M): the same image, panels of 64 channels ---- */
+
+int64_t qr_sconv_dw_packed_floats(const qr_sconv *p)
+{
+    return p->panels * (p->KH * p->KW + 1) * NR;
+}
+
+void qr_sconv_dw_pack(const qr_sconv *p, const float *w, const float *bias, float *dst)
+{
+    int64_t kk = p->KH * p->KW;
+    for (int64_t pn = 0; pn < p->panels; pn++) {
+        float *d = dst + pn * (kk + 1) * NR;
+        for (int64_t t = 0; t <= kk; t++)
+            for (int64_t j = 0; j < NR; j++) {
+                int64_t c = pn * NR + j;
+                d[t * NR + j] = c >= p->M ? 0.0f : t < kk ? w[c * kk + t] : bias ? bias[c] : 0.0f;
+            }
+    }
+}
+
+/* R pixels (windows at x + po[j]) by V vectors of channels: FMA chains from 0 over the taps in
+ * (ky, kx) order, + bias, act, to acc (pixel j at acc + j * NR). Lanes past the channels compute
+ * whatever the image holds there and are never stored to the output. */
+#define DW_TILE(V, R)                                                                                        \
+    TARGET static void dw_tile_##V##_##R(const float *x, const int64_t *po, const int64_t *toff, int64_t taps, \
+                                         const float *w, float *acc, int64_t ldc, __mmask16 ml,               \
+                                         const float *bias, const qr_act *act)                                \
+    {                                                                                                        \
+        __m512 s[R][V];                                                                                      \
+        _Pragma("GCC unroll 4") for (int j = 0; j < R; j++)                                                  \
+            _Pragma("GCC unroll 4") for (int v = 0; v < V; v++) s[j][v] = _mm512_setzero_ps();               \
+        for (int64_t t = 0; t < taps; t++) {                                                                 \
+            const float *wt = w + t * NR;                                                                    \
+            _Pragma("GCC unroll 4") for (int v = 0; v < V; v++)                                              \
+            {                                                                                                \
+                __m512 wv = _mm512_loadu_ps(wt + 16 * v);                                                    \
+                _Pragma("GCC unroll 4") for (int j = 0; j < R; j++) s[j][v] =                                \
+                    _mm512_fmadd_ps(_mm512_loadu_ps(x + po[j] + toff[t] + 16 * v), wv, s[j][v]);             \
+            }                                                                                                \
+        }                                                                                                    \
+        _Pragma("GCC unroll 4") for (int j = 0; j < R; j++)                                                  \
+            _Pragma("GCC unroll 4") for (int v = 0; v < V; v++)                                              \
+            {                                                                                                \
+                __m512 a = s[j][v];                                                                          \
+                if (bias)                                                                                    \
+                    a = _mm512_add_ps(a, _mm512_loadu_ps(bias + 16 * v));                                    \
+                if (act)                                                                                     \
+                    a = qr_act_zmm(act, a);                                                                  \
+                if (v == V - 1)                                                                              \
+                    _mm512_mask_storeu_ps(acc + j * ldc + 16 * v, ml, a);                                    \
+                else                                                                                         \
+                    _mm512_storeu_ps(acc + j * ldc + 16 * v, a);                                             \
+            }                                                                                                \
+    }
+DW_TILE(1, 1) DW_TILE(1, 4) DW_TILE(2, 1) DW_TILE(2, 4) DW_TILE(3, 1) DW_TILE(3, 4) DW_TILE(4, 1) DW_TILE(4, 4)
+
+typedef void (*dw_tile_fn)(const float *x, const int64_t *po, const int64_t *toff, int64_t taps, const float *w,
+                           float *acc, int64_t ldc, __mmask16 ml, const float *bias, const qr_act *act);
+static const dw_tile_fn dw_tiles[5][2] = {
+    {NULL, NULL}, {dw_tile_1_1, dw_tile_1_4}, {dw_tile_2_1, dw_tile_2_4}, {dw_tile_3_1, dw_tile_3_4},
+    {dw_tile_4_1, dw_tile_4_4}};
+
+void qr_sconv_dw_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const qr_act *act,
+                       float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc)
+{
+    const int64_t C = p->C, OW = p->OW, taps = p->KH * p->KW, nch = p->M - panel * NR < NR ? p->M - panel * NR : NR;
+    const int V = (int)((nch + 15) / 16);
+    const __mmask16 ml = (__mmask16)(0xffffu >> (16 * V - nch));
+    float *acc = nhwc ? y + oy0 * OW * p->M + panel * NR : blk;
+    const int64_t ldc = nhwc ? p->M : NR;
+    const float *wp = packed + panel * (taps + 1) * NR, *bias = has_bias ? wp + taps * NR : NULL;
+    int64_t toff[QR_SCONV_DW_TAPS];
+    for (int64_t t = 0; t < taps; t++)
+        toff[t] = ((t / p->KW) * p->d0 * p->Wp + (t % p->KW) * p->d1) * C;
+    const float *x = xp + panel * NR;
+    int64_t npix = (oy1 - oy0) * OW;
+    for (int64_t px = 0; px < npix; px += 4) {
+        int r = npix - px < 4 ? (int)(npix - px) : 4;
+        int64_t po[4];
+        for (int j = 0; j < r; j++) {
+            int64_t oy = oy0 + (px + j) / OW, ox = (px + j) % OW;
+            po[j] = (oy * p->s0 * p->Wp + ox * p->s1) * C;
+        }
+        if (r == 4)
+            dw_tiles[V][1](x, po, toff, taps, wp, acc + px * ldc, ldc, ml, bias, act);
+        else
+            for (int j = 0; j < r; j++)
+                dw_tiles[V][0](x, po + j, toff, taps, wp, acc + (px + j) * ldc, ldc, ml, bias, act);
+    }
+    if (nhwc)
+        return;
+    int64_t ohw = p->OH * OW;
+    transpose(blk, NR, y + panel * NR * ohw + oy0 * OW, ohw, npix, nch);
+}
+
+TARGET void qr_sconv_maxpool_nhwc(const qr_conv_geom *g, int64_t C, const float *x, float *y, int64_t oy0, int64_t oy1)
+{
+    const int64_t H = g->big[0], W = g->big[1], OW = g->small[1], KH = g->kernel[0], KW = g->kernel[1];
+    const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
+    for (int64_t oy = oy0; oy < oy1; oy++)
+        for (int64_t ox = 0; ox < OW; ox++) {
+            float *out = y + (oy * OW + ox) * C;
+            int64_t iy0 = oy * g->stride[0] - g->pad_begin[0], ix0 = ox * g->stride[1] - g->pad_begin[1];
+            for (int64_t c = 0; c < C; c += 64) {
+                int64_t n = C - c < 64 ? C - c : 64;
+                __mmask16 m0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
+                __mmask16 m1 = n >= 32 ? 0xffff : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
+                __mmask16 m2 = n >= 48 ? 0xffff : n <= 32 ? 0 : (__mmask16)((1u << (n - 32)) - 1);
+                __mmask16 m3 = n >= 64 ? 0xffff : n <= 48 ? 0 : (__mmask16)((1u << (n - 48)) - 1);
+                __m512 a0 = ninf, a1 = ninf, a2 = ninf, a3 = ninf;
+                for (int64_t ky = 0; ky < KH; ky++) {
+                    int64_t iy = iy0 + ky * g->dilation[0];
+                    if (iy < 0 || iy >= H)
+                        continue;
+                    for (int64_t kx = 0; kx < KW; kx++) {
+                        int64_t ix = ix0 + kx * g->dilation[1];
+                        if (ix < 0 || ix >= W)
+                            continue;
+                        const float *v = x + (iy * W + ix) * C + c;
+                        __m512 v0 = _mm512_maskz_loadu_ps(m0, v), v1 = _mm512_maskz_loadu_ps(m1, v + 16);
+                        __m512 v2 = _mm512_maskz_loadu_ps(m2, v + 32), v3 = _mm512_maskz_loadu_ps(m3, v + 48);
+                        a0 = _mm512_mask_mov_ps(a0, _mm512_cmp_ps_mask(v0, a0, _CMP_GT_OQ), v0);
+                        a1 = _mm512_mask_mov_ps(a1, _mm512_cmp_ps_mask(v1, a1, _CMP_GT_OQ), v1);
+                        a2 = _mm512_mask_mov_ps(a2, _mm512_cmp_ps_mask(v2, a2, _CMP_GT_OQ), v2);
+                        a3 = _mm512_mask_mov_ps(a3, _mm512_cmp_ps_mask(v3, a3, _CMP_GT_OQ), v3);
+                    }
+                }
+                _mm512_mask_storeu_ps(out + c, m0, a0);
+                _mm512_mask_storeu_ps(out + c + 16, m1, a1);
+                _mm512_mask_storeu_ps(out + c + 32, m2, a2);
+                _mm512_mask_storeu_ps(out + c + 48, m3, a3);
+            }
+        }
 }
