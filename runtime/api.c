@@ -83,7 +83,7 @@ int qrl_model_load(const char *path, int threads, qrl_model **out, char *err, si
     }
     if (qr_onnx_load(path, &m->g, &e) != QR_OK)
         goto bad;
-    if (qr_graph_optimize(m->g, &e) != QR_OK) {
+    if (qr_graph_optimize(m->g, &e) != QR_OK || qr_pass_nhwc_f32(m->g, &e) != QR_OK) {
         qr_error_prefix(&e, "%s", path);
         goto bad;
     }

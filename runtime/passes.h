@@ -23,6 +23,12 @@ qr_status qr_pass_fold_gemm_scales(qr_graph *g, qr_error *e);
  * MatMulNBits of the same integers (accuracy_level 0: the same f32 numerics), which runs on the
  * packed int4 kernels instead of an f32 copy of the weight. */
 qr_status qr_pass_int4_matmul(qr_graph *g, qr_error *e);
+/* The f32 graph channels-last where its convolutions run on sconv (runtime/ops/sconv.h: CPUs with
+ * AVX-512F, sgemm auto or avx512; nhwc=0 keeps it NCHW): convolutions, pools and the pointwise
+ * ops between them on NHWC twins of their values, one Transpose back to NCHW where a value is
+ * read so or is an output (pass_nhwc_f32.c). For inference only: the values a region hides are
+ * no longer computed. */
+qr_status qr_pass_nhwc_f32(qr_graph *g, qr_error *e);
 /* The per-row dynamic quantization a dynamic recipe's export writes in float ops (ReduceMin,
  * ReduceMax, ..., Round, Clip) in front of a MatMul by an i8 weight's DequantizeLinear becomes the
  * runtime's DynamicQuantizeRows and MatMulInteger, then the two scales in f32 (pass_dynrows.c). */

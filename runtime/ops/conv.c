@@ -1942,6 +1942,165 @@ static qr_status unpool_run(qr_kctx *k)
     return QR_OK;
 }
 
+/* ---- channels-last f32 ops of the layout pass (runtime/pass_nhwc_f32.c) ---- */
+
+/* x [N, H, W, C] (x_nchw: x is [N, C, H, W]) as the NCHW shape the geometry reads. */
+static void nchw_view(const qr_tensor *x, int x_nchw, qr_tensor *v)
+{
+    *v = *x;
+    if (!x_nchw) {
+        v->dims[1] = x->dims[3];
+        v->dims[2] = x->dims[1];
+        v->dims[3] = x->dims[2];
+    }
+}
+
+static qr_status conv_nhwc_check(qr_kctx *k, qr_conv_geom *g, int64_t *c, int64_t *m, int64_t *group)
+{
+    const qr_tensor *x = k->in[0], *w = k->in[1], *b = k->n_in > 2 ? k->in[2] : NULL;
+    if (x->dtype != QR_F32 || w->dtype != QR_F32 || (b && b->dtype != QR_F32) || x->ndim != 4 || w->ndim != 4)
+        return QR_KERR(k, "takes f32 input and weights of rank 4");
+    qr_tensor v;
+    nchw_view(x, (int)qr_attr_i(k->node, "x_nchw", 0), &v);
+    *group = qr_attr_i(k->node, "group", 1), *c = v.dims[1], *m = w->dims[0];
+    if (!(*group == 1 && w->dims[1] == *c) && !(*group == *c && *m == *c && w->dims[1] == 1))
+        return QR_KERR(k, "input of %lld channels, weights [%lld, %lld, ...] and group %lld: neither a group-1 nor "
+                          "a depthwise convolution", (long long)*c, (long long)w->dims[0], (long long)w->dims[1],
+                       (long long)*group);
+    if (b && (b->ndim != 1 || b->dims[0] != *m))
+        return QR_KERR(k, "bias must be a vector of %lld values", (long long)*m);
+    return qr_conv_geom_init(k, &v, w->dims + 2, QR_WIN_CONV, g);
+}
+
+static qr_status conv_nhwc_infer(qr_kctx *k)
+{
+    qr_conv_geom g;
+    int64_t c, m, group;
+    if (conv_nhwc_check(k, &g, &c, &m, &group) != QR_OK)
+        return QR_ERR;
+    qr_tensor *y = k->out[0];
+    y->dtype = QR_F32;
+    y->ndim = 4;
+    y->dims[0] = k->in[0]->dims[0];
+    y->dims[1] = g.small[0];
+    y->dims[2] = g.small[1];
+    y->dims[3] = m;
+    return QR_OK;
+}
+
+static qr_status conv_nhwc_run(qr_kctx *k)
+{
+    qr_conv_geom g;
+    int64_t c, m, group;
+    if (conv_nhwc_check(k, &g, &c, &m, &group) != QR_OK)
+        return QR_ERR;
+    qr_sconv sp;
+    if (!qr_sconv_plan(&sp, &g, c, m))
+        return QR_KERR(k, "the window has too many runs for the channels-last kernel");
+    const qr_tensor *b = k->n_in > 2 ? k->in[2] : NULL;
+    return sconv_run(k, &sp, k->in[0]->data, k->in[1]->data, b ? b->data : NULL, k->out[0]->data,
+                     k->in[0]->dims[0], k->act, group > 1, !qr_attr_i(k->node, "x_nchw", 0), 1);
+}
+
+static double conv_nhwc_macs(const qr_kctx *k)
+{
+    const qr_tensor *w = k->in[1], *y = k->out[0];
+    return (double)qr_tensor_numel(y) * (double)(w->dims[1] * w->dims[2] * w->dims[3]);
+}
+
+static qr_status pool_nhwc_check(qr_kctx *k, qr_win_kind kind, qr_conv_geom *g)
+{
+    const qr_tensor *x = k->in[0];
+    if (x->dtype != QR_F32 || x->ndim != 4)
+        return QR_KERR(k, "takes f32 input of rank 4");
+    qr_tensor v;
+    nchw_view(x, 0, &v);
+    return qr_conv_geom_init(k, &v, NULL, kind, g);
+}
+
+static qr_status maxpool_nhwc_infer(qr_kctx *k)
+{
+    qr_conv_geom g;
+    if (pool_nhwc_check(k, QR_WIN_POOL, &g) != QR_OK)
+        return QR_ERR;
+    qr_tensor *y = k->out[0];
+    qr_same_as(y, k->in[0]);
+    y->dims[1] = g.small[0];
+    y->dims[2] = g.small[1];
+    return QR_OK;
+}
+
+typedef struct pool_nhwc_job {
+    const qr_conv_geom *g;
+    const float *x;
+    float *y;
+    int64_t c;
+} pool_nhwc_job;
+
+/* Tasks [t0, t1): (image, output row). */
+static void maxpool_nhwc_rows(void *arg, int64_t t0, int64_t t1)
+{
+    const pool_nhwc_job *j = arg;
+    const qr_conv_geom *g = j->g;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t n = t / g->small[0], oy = t % g->small[0];
+        qr_sconv_maxpool_nhwc(g, j->c, j->x + n * g->big_n * j->c, j->y + n * g->small_n * j->c, oy, oy + 1);
+    }
+}
+
+static qr_status maxpool_nhwc_run(qr_kctx *k)
+{
+    qr_conv_geom g;
+    if (pool_nhwc_check(k, QR_WIN_POOL, &g) != QR_OK)
+        return QR_ERR;
+    const qr_tensor *x = k->in[0];
+    pool_nhwc_job j = {&g, x->data, k->out[0]->data, x->dims[3]};
+    qr_parallel_for(k->pool, x->dims[0] * g.small[0], 4, maxpool_nhwc_rows, &j);
+    return QR_OK;
+}
+
+static qr_status gap_nhwc_infer(qr_kctx *k)
+{
+    const qr_tensor *x = k->in[0];
+    if (x->dtype != QR_F32 || x->ndim != 4)
+        return QR_KERR(k, "takes f32 input of rank 4");
+    qr_tensor *y = k->out[0];
+    qr_same_as(y, x);
+    y->dims[1] = y->dims[2] = 1;
+    return QR_OK;
+}
+
+/* The mean of each channel of [N, H, W, C] as global_f32 takes it of a plane: the sum in double
+ * over 8 chains (pixel p in chain p % 8, the last n % 8 pixels in chain 0), the chains added in
+ * global_f32's order, divided once: its bits. */
+static qr_status gap_nhwc_run(qr_kctx *k)
+{
+    const qr_tensor *x = k->in[0];
+    const int64_t N = x->dims[0], n = x->dims[1] * x->dims[2], C = x->dims[3], n8 = n / 8 * 8;
+    double *s = qr_kwork(k, 8, C, sizeof(double), "channel sums");
+    if (!s)
+        return QR_ERR;
+    const float *xd = x->data;
+    float *yd = k->out[0]->data;
+    for (int64_t b = 0; b < N; b++) {
+        const float *xb = xd + b * n * C;
+        for (int64_t i = 0; i < 8 * C; i++)
+            s[i] = 0;
+        for (int64_t p = 0; p < n; p++) {
+            double *sl = s + (p < n8 ? p % 8 : 0) * C;
+            const float *xp = xb + p * C;
+            for (int64_t c = 0; c < C; c++)
+                sl[c] += xp[c];
+        }
+        for (int64_t c = 0; c < C; c++) {
+            double t = ((s[c] + s[C + c]) + (s[2 * C + c] + s[3 * C + c])) +
+                       ((s[4 * C + c] + s[5 * C + c]) + (s[6 * C + c] + s[7 * C + c]));
+            yd[b * C + c] = (float)(t / (double)n);
+        }
+    }
+    return QR_OK;
+}
+
 #define CONV_ATTRS "auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints"
 
 const qr_op_def qr_ops_conv[] = {
@@ -1958,5 +2117,13 @@ const qr_op_def qr_ops_conv[] = {
     {"GlobalAveragePool", "", 1, 1, 1, 1, "", global_infer, gap_run, 0, .ins = "X:3+"},
     {"GlobalMaxPool", "", 1, 1, 1, 1, "", global_infer, gmp_run, 0, .ins = "X:3+"},
     {"MaxUnpool", "", 2, 3, 1, 1, "kernel_shape:ints pads:ints strides:ints", unpool_infer, unpool_run, 0, .ins = "X:3+ I:x output_shape?:x1"},
+    /* the channels-last f32 graph's (runtime/pass_nhwc_f32.c): x and y [N, H, W, C] */
+    {"QrlConvF32Nhwc", "qrl", 2, 3, 1, 1, CONV_ATTRS " x_nchw:i", conv_nhwc_infer, conv_nhwc_run, 0,
+     .ins = "X:f4 W:f4 B?:f1", .act = 1, .writes_all = qr_op_writes_all, .macs = conv_nhwc_macs},
+    {"QrlMaxPoolF32Nhwc", "qrl", 1, 1, 1, 1,
+     "auto_pad:s ceil_mode:i dilations:ints kernel_shape:ints pads:ints storage_order:i strides:ints",
+     maxpool_nhwc_infer, maxpool_nhwc_run, 0, .ins = "X:f4", .writes_all = qr_op_writes_all},
+    {"QrlGlobalAveragePoolF32Nhwc", "qrl", 1, 1, 1, 1, "", gap_nhwc_infer, gap_nhwc_run, 0, .ins = "X:f4",
+     .writes_all = qr_op_writes_all},
     {0},
 };

@@ -425,13 +425,15 @@ void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int
         if (last) /* the next panel's first block, after this panel's biases */
             pf += NR * sizeof(float);
         int64_t step = (qnext * NR * (int64_t)sizeof(float) + ntiles * qn - 1) / (ntiles * qn);
-        int64_t px = 0;
+        int64_t px = 0, ox = 0, rowoff = oy0 * p->s0 * p->Wp * C;
+        const int64_t xs = p->s1 * C, ys = p->s0 * p->Wp * C;
         for (int64_t t = 0; t < ntiles; t++) {
             int r = (int)(base + (t < extra));
             int64_t po[12];
-            for (int j = 0; j < r; j++) {
-                int64_t oy = oy0 + (px + j) / OW, ox = (px + j) % OW;
-                po[j] = (oy * p->s0 * p->Wp + ox * p->s1) * C;
+            for (int j = 0; j < r; j++) { /* pixel px + j's window: (oy, ox) walked without a division */
+                po[j] = rowoff + ox * xs;
+                if (++ox == OW)
+                    ox = 0, rowoff += ys;
             }
             int64_t pfs = pf + qn * step <= pf_end ? step : 0;
             tiles[V][r](xp, po, p->piece + c0, c1 - c0, w, acc + px * ldc, ldc, ml, ch > 0, last ? bias : NULL,
@@ -523,12 +525,15 @@ void qr_sconv_dw_block(const qr_sconv *p, const float *xp, const float *packed, 
         toff[t] = ((t / p->KW) * p->d0 * p->Wp + (t % p->KW) * p->d1) * C;
     const float *x = xp + panel * NR;
     int64_t npix = (oy1 - oy0) * OW;
+    int64_t ox = 0, rowoff = oy0 * p->s0 * p->Wp * C;
+    const int64_t xs = p->s1 * C, ys = p->s0 * p->Wp * C;
     for (int64_t px = 0; px < npix; px += 4) {
         int r = npix - px < 4 ? (int)(npix - px) : 4;
         int64_t po[4];
         for (int j = 0; j < r; j++) {
-            int64_t oy = oy0 + (px + j) / OW, ox = (px + j) % OW;
-            po[j] = (oy * p->s0 * p->Wp + ox * p->s1) * C;
+            po[j] = rowoff + ox * xs;
+            if (++ox == OW)
+                ox = 0, rowoff += ys;
         }
         if (r == 4)
             dw_tiles[V][1](x, po, toff, taps, wp, acc + px * ldc, ldc, ml, bias, act);

@@ -1,0 +1,236 @@
+/* The f32 graph channels-last (qr_pass_nhwc_f32, passes.h), as quantizer/layout.c does for the
+ * integer graph: one walk in topological order. A Conv that sconv runs (runtime/ops/sconv.h)
+ * becomes QrlConvF32Nhwc and writes an NHWC twin of its output (reading an NCHW input itself, so a
+ * first layer needs no transpose); MaxPool and GlobalAveragePool whose input has a twin, and
+ * pointwise ops (Relu, Add, Clip, HardSigmoid, Mul, ...) one of whose inputs has, run on the twins
+ * (the executor then fuses a Relu or Clip into the convolution before it, as into a Conv)
+ * too. A value some NCHW reader or the graph's outputs still need gets its NCHW form back from its
+ * twin by one Transpose, so a region has no transpose inside. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op.h"
+#include "options.h"
+#include "passes.h"
+#include "ops/sconv.h"
+
+#define TWIN_SUFFIX "_nhwc"
+
+static const int64_t to_nhwc_perm[4] = {0, 2, 3, 1};
+static const int64_t to_nchw_perm[4] = {0, 3, 1, 2};
+
+typedef struct lay {
+    qr_graph *g;
+    qr_value **twin; /* by value id: its NHWC twin, or NULL */
+    int ntwin;
+} lay;
+
+static int f32_4d(const qr_value *v)
+{
+    return v && v->t.ndim == 4 && v->t.dtype == QR_F32;
+}
+
+static int is_op(const qr_node *n, const char *op)
+{
+    return !n->domain[0] && !strcmp(n->op, op);
+}
+
+static int has_twin(const lay *L, const qr_value *v)
+{
+    return v && v->id < L->ntwin && L->twin[v->id];
+}
+
+/* A Conv sconv runs: f32, 2-D, constant weights (and bias), group 1 or depthwise, channels known. */
+static int conv_capable(const qr_node *n)
+{
+    const qr_value *x = n->in[0], *w = n->n_in > 1 ? n->in[1] : NULL, *b = n->n_in > 2 ? n->in[2] : NULL;
+    if (!is_op(n, "Conv") || !f32_4d(x) || !w || !w->is_const || w->t.ndim != 4 || w->t.dtype != QR_F32 ||
+        (b && (!b->is_const || b->t.dtype != QR_F32)) || !f32_4d(n->out[0]))
+        return 0;
+    int64_t group = qr_attr_i(n, "group", 1), m = w->t.dims[0], c = x->t.dims[1];
+    if (c <= 0)
+        return 0;
+    if (group == 1)
+        return w->t.dims[1] == c;
+    return group == c && m == c && w->t.dims[1] == 1 && w->t.dims[2] * w->t.dims[3] <= QR_SCONV_DW_TAPS;
+}
+
+/* An op whose every non-constant input is 4-D f32 (the output's shape, or [N, C, 1, 1]: a gate
+ * broadcast per channel, which broadcasts as [N, 1, 1, C] in NHWC) and whose constants are single
+ * values: its elements do not care about the layout. */
+static int pointwise_capable(const qr_node *n)
+{
+    /* Clip is element by element too (its bounds single values), though not marked pointwise */
+    if (!n->def || !(n->def->pointwise || is_op(n, "Clip")) || !f32_4d(n->out[0]))
+        return 0;
+    const int64_t *od = n->out[0]->t.dims;
+    int any = 0;
+    for (int i = 0; i < n->n_in; i++) {
+        const qr_value *v = n->in[i];
+        if (!v)
+            continue;
+        if (v->is_const) {
+            if (qr_tensor_numel(&v->t) != 1)
+                return 0;
+            continue;
+        }
+        if (!f32_4d(v))
+            return 0;
+        const int64_t *d = v->t.dims;
+        int same = !memcmp(d, od, 4 * sizeof *d), gate = d[0] == od[0] && d[1] == od[1] && d[2] == 1 && d[3] == 1;
+        if (!same && !gate)
+            return 0;
+        any = 1;
+    }
+    return any;
+}
+
+static qr_value *new_twin(lay *L, const qr_value *v, const int64_t *perm)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s" TWIN_SUFFIX, v->name);
+    qr_value *t = qr_graph_new_value(L->g, name);
+    if (!t)
+        return NULL;
+    t->t = v->t;
+    t->t.data = NULL;
+    for (int d = 0; d < 4; d++) {
+        t->t.dims[d] = v->t.dims[perm[d]];
+        t->dim_param[d] = v->dim_param[perm[d]];
+    }
+    return t;
+}
+
+static qr_node *new_node(lay *L, const char *op, const char *domain, const char *name, int n_in)
+{
+    qr_node *n = qr_graph_add_node(L->g, op, name, n_in, 1);
+    if (!n || !(n->domain = qr_arena_strdup(&L->g->arena, domain)))
+        return NULL;
+    n->def = qr_op_find(domain, op);
+    n->opset = domain[0] ? 1 : L->g->opset;
+    return n;
+}
+
+static qr_node *transpose(lay *L, qr_value *from, qr_value *to, const int64_t *perm)
+{
+    char name[512];
+    snprintf(name, sizeof name, "layout_%s", to->name);
+    qr_node *n = new_node(L, "Transpose", "", name, 1);
+    if (!n)
+        return NULL;
+    qr_node_add_attr_ints(L->g, n, "perm", 4, perm);
+    n->in[0] = from;
+    n->out[0] = to;
+    to->producer = n;
+    return n;
+}
+
+/* v's NHWC twin, made by a Transpose the first time. */
+static qr_value *nhwc_of(lay *L, qr_value *v)
+{
+    if (has_twin(L, v))
+        return L->twin[v->id];
+    qr_value *t = new_twin(L, v, to_nhwc_perm);
+    if (!t || !transpose(L, v, t, to_nhwc_perm) || v->id >= L->ntwin)
+        return NULL;
+    return L->twin[v->id] = t;
+}
+
+/* n becomes the channels-last op (NULL: the same op on the twins) writing its output's twin. */
+static int convert(lay *L, qr_node *n, const char *op)
+{
+    int conv = op && !strcmp(op, "QrlConvF32Nhwc");
+    for (int i = 0; i < (conv || op ? 1 : n->n_in); i++) {
+        qr_value *v = n->in[i];
+        if (!v || v->is_const)
+            continue;
+        if (conv && !has_twin(L, v)) { /* reads its NCHW input itself */
+            qr_node_add_attr_i(L->g, n, "x_nchw", 1);
+            continue;
+        }
+        if (!(n->in[i] = nhwc_of(L, v)))
+            return -1;
+    }
+    qr_value *out = n->out[0], *t = new_twin(L, out, to_nhwc_perm);
+    if (!t || out->id >= L->ntwin)
+        return -1;
+    n->out[0] = t;
+    t->producer = n;
+    out->producer = NULL;
+    L->twin[out->id] = t;
+    if (op) {
+        if (!(n->op = qr_arena_strdup(&L->g->arena, op)) || !(n->domain = qr_arena_strdup(&L->g->arena, "qrl")))
+            return -1;
+        n->def = qr_op_find("qrl", op);
+        n->opset = 1;
+    }
+    return n->def ? 0 : -1;
+}
+
+/* Every value left without its producer that something still reads in NCHW: back from its twin. */
+static int restore_nchw(lay *L, int nvalues)
+{
+    int *read = calloc((size_t)nvalues + 1, sizeof *read);
+    if (!read)
+        return -1;
+    for (int i = 0; i < L->g->n_nodes; i++) {
+        const qr_node *n = L->g->nodes[i];
+        for (int j = 0; !n->dead && j < n->n_in; j++)
+            if (n->in[j] && n->in[j]->id < nvalues)
+                read[n->in[j]->id] = 1;
+    }
+    int st = 0;
+    for (int id = 0; id < nvalues && !st; id++) {
+        qr_value *v = L->g->values[id];
+        if (L->twin[id] && !v->producer && !v->is_input && !v->is_const && (read[id] || v->is_output))
+            st = transpose(L, L->twin[id], v, to_nchw_perm) ? 0 : -1;
+    }
+    free(read);
+    return st;
+}
+
+qr_status qr_pass_nhwc_f32(qr_graph *g, qr_error *e)
+{
+    if (qr_options_get()->nhwc == QR_NHWC_OFF || !qr_sconv_available())
+        return QR_OK;
+    int nvalues = g->n_values, nnodes = g->n_nodes;
+    lay L = {g, calloc((size_t)nvalues + 1, sizeof(qr_value *)), nvalues};
+    if (!L.twin)
+        return qr_errorf(e, "out of memory");
+    int st = 0, any = 0;
+    for (int i = 0; i < nnodes && !st; i++) {
+        qr_node *n = g->nodes[i];
+        if (n->dead || n->n_out != 1 || !n->out[0] || n->n_in < 1 || !n->in[0])
+            continue;
+        const char *op = NULL;
+        int ok = 0;
+        if (conv_capable(n)) {
+            op = "QrlConvF32Nhwc";
+            ok = 1;
+        } else if (is_op(n, "MaxPool") && has_twin(&L, n->in[0]) && f32_4d(n->out[0]) &&
+                   qr_attr_i(n, "storage_order", 0) == 0) {
+            op = "QrlMaxPoolF32Nhwc";
+            ok = 1;
+        } else if (is_op(n, "GlobalAveragePool") && has_twin(&L, n->in[0]) && f32_4d(n->out[0])) {
+            op = "QrlGlobalAveragePoolF32Nhwc";
+            ok = 1;
+        } else if (pointwise_capable(n)) {
+            /* joins a region only: alone it would only add transposes */
+            for (int j = 0; !ok && j < n->n_in; j++)
+                ok = has_twin(&L, n->in[j]);
+        }
+        if (ok) {
+            st = convert(&L, n, op);
+            any = 1;
+        }
+    }
+    if (!st && any)
+        st = restore_nchw(&L, nvalues);
+    free(L.twin);
+    if (st)
+        return qr_errorf(e, "out of memory");
+    if (qr_graph_check_oom(g, e) != QR_OK)
+        return QR_ERR;
+    return any ? qr_graph_toposort(g, e) : QR_OK;
+}
