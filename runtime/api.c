@@ -54,10 +54,25 @@ void qr_api_model_unwrap(qrl_model *m)
 qr_status qr_api_model_exec(qrl_model *m, int threads, int profile, qr_error *e)
 {
     qr_exec *x;
+    if (m->layout && !m->xg) { /* the channels-last f32 graph, on a copy (once) */
+        m->layout = 0;
+        qr_graph *c = qr_graph_clone_shared(m->g);
+        int changed = 0;
+        if (!c)
+            return qr_errorf(e, "out of memory");
+        if (qr_pass_nhwc_f32(c, &changed, e) != QR_OK) {
+            qr_graph_free(c);
+            return QR_ERR;
+        }
+        if (changed)
+            m->xg = c;
+        else
+            qr_graph_free(c);
+    }
     /* inference keeps its packed weights: up to a quarter of the memory budget (op.h) */
     qr_exec_opts o = {.threads = threads, .kernel_user = m->kernel_user, .profile = profile,
                       .cache_max = qr_exec_default_max_memory() / 4};
-    if (qr_exec_new(m->g, &o, &x, e) != QR_OK)
+    if (qr_exec_new(m->xg ? m->xg : m->g, &o, &x, e) != QR_OK)
         return QR_ERR; /* m->x stays as it was */
     qr_exec_free(m->x);
     m->x = x;
@@ -83,10 +98,11 @@ int qrl_model_load(const char *path, int threads, qrl_model **out, char *err, si
     }
     if (qr_onnx_load(path, &m->g, &e) != QR_OK)
         goto bad;
-    if (qr_graph_optimize(m->g, &e) != QR_OK || qr_pass_nhwc_f32(m->g, &e) != QR_OK) {
+    if (qr_graph_optimize(m->g, &e) != QR_OK) {
         qr_error_prefix(&e, "%s", path);
         goto bad;
     }
+    m->layout = 1;
     if (qr_api_model_exec(m, threads, 0, &e) != QR_OK)
         goto bad;
     *out = m;
@@ -101,6 +117,7 @@ void qrl_model_free(qrl_model *m)
     if (!m || m->borrowed)
         return;
     qr_exec_free(m->x);
+    qr_graph_free(m->xg);
     qr_graph_free(m->g);
     free(m->path);
     free(m);
@@ -179,11 +196,13 @@ void qrl_tensor_free(qrl_tensor *t)
     t->data = NULL;
 }
 
-int qrl_model_num_nodes(const qrl_model *m) { return m->g->n_nodes; }
+/* The walk and the profile are of the graph the executor runs (qr_api_run_graph). */
+int qrl_model_num_nodes(const qrl_model *m) { return qr_api_run_graph(m)->n_nodes; }
 
 static const qr_node *node_at(const qrl_model *m, int i)
 {
-    return i >= 0 && i < m->g->n_nodes ? m->g->nodes[i] : NULL;
+    const qr_graph *g = qr_api_run_graph(m);
+    return i >= 0 && i < g->n_nodes ? g->nodes[i] : NULL;
 }
 
 const char *qrl_node_op(const qrl_model *m, int node)
@@ -353,7 +372,7 @@ int qrl_model_eval_top1(qrl_model *m, const qrl_tensor *data, const qrl_tensor *
     if (st == QR_OK && !m->x)
         st = qr_errorf(&e, "the model cannot run: its executor could not be made");
     if (st == QR_OK)
-        st = top1(m->x, m->g, x, &y, batch > 0 ? batch : 100, correct, &e);
+        st = top1(m->x, qr_api_run_graph(m), x, &y, batch > 0 ? batch : 100, correct, &e);
     free(x);
     return st == QR_OK ? 0 : fail(&e, err, errlen);
 }
@@ -378,7 +397,7 @@ void qrl_model_stats(const qrl_model *m, qrl_run_stats *out)
 int qrl_model_profile(const qrl_model *m, int node, qrl_node_profile *out)
 {
     const qr_node_prof *p = m->x ? qr_exec_profile(m->x) : NULL;
-    if (!p || node < 0 || node >= m->g->n_nodes)
+    if (!p || node < 0 || node >= qr_api_run_graph(m)->n_nodes)
         return 1;
     *out = (qrl_node_profile){.seconds = p[node].seconds, .runs = p[node].runs, .macs = p[node].macs};
     return 0;

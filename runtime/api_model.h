@@ -19,7 +19,19 @@ struct qrl_model {
     void *kernel_user; /* qr_exec_opts.kernel_user of x */
     char *path;        /* the file it was loaded from (NULL for a wrapped graph) */
     int borrowed; /* g and the handle belong to another object (qrl_quantized_model): qrl_model_free leaves them */
+    /* A loaded model's inference graph: a copy of g that qr_pass_nhwc_f32 rewrote (made with the
+     * first executor; NULL when the pass changed nothing or the model is not loaded from a file).
+     * The executor runs it, and the graph walk and the profile are its; g stays what was loaded
+     * (its values, the dump, what qrl_quantize reads). */
+    qr_graph *xg;
+    int layout; /* try the pass (qrl_model_load) */
 };
+
+/* The graph m's executor runs. */
+static inline const qr_graph *qr_api_run_graph(const qrl_model *m)
+{
+    return m->xg ? m->xg : m->g;
+}
 
 /* Makes m->x again over m->g (after g changed, or to run otherwise), with kernel_user; on failure
  * the executor it had stays. */

@@ -190,8 +190,9 @@ static int restore_nchw(lay *L, int nvalues)
     return st;
 }
 
-qr_status qr_pass_nhwc_f32(qr_graph *g, qr_error *e)
+qr_status qr_pass_nhwc_f32(qr_graph *g, int *changed, qr_error *e)
 {
+    *changed = 0;
     if (qr_options_get()->nhwc == QR_NHWC_OFF || !qr_sconv_available())
         return QR_OK;
     int nvalues = g->n_values, nnodes = g->n_nodes;
@@ -232,5 +233,6 @@ qr_status qr_pass_nhwc_f32(qr_graph *g, qr_error *e)
         return qr_errorf(e, "out of memory");
     if (qr_graph_check_oom(g, e) != QR_OK)
         return QR_ERR;
+    *changed = any;
     return any ? qr_graph_toposort(g, e) : QR_OK;
 }

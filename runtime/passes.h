@@ -26,9 +26,10 @@ qr_status qr_pass_int4_matmul(qr_graph *g, qr_error *e);
 /* The f32 graph channels-last where its convolutions run on sconv (runtime/ops/sconv.h: CPUs with
  * AVX-512F, sgemm auto or avx512; nhwc=0 keeps it NCHW): convolutions, pools and the pointwise
  * ops between them on NHWC twins of their values, one Transpose back to NCHW where a value is
- * read so or is an output (pass_nhwc_f32.c). For inference only: the values a region hides are
- * no longer computed. */
-qr_status qr_pass_nhwc_f32(qr_graph *g, qr_error *e);
+ * read so or is an output (pass_nhwc_f32.c); *changed says whether it converted any. For
+ * inference only (runtime/api.c runs it on a copy of a loaded model's graph): the values a
+ * region hides are no longer computed. */
+qr_status qr_pass_nhwc_f32(qr_graph *g, int *changed, qr_error *e);
 /* The per-row dynamic quantization a dynamic recipe's export writes in float ops (ReduceMin,
  * ReduceMax, ..., Round, Clip) in front of a MatMul by an i8 weight's DequantizeLinear becomes the
  * runtime's DynamicQuantizeRows and MatMulInteger, then the two scales in f32 (pass_dynrows.c). */

@@ -9,6 +9,7 @@
 #include "op.h"
 #include "ops/sgemm.h"
 #include "parallel.h"
+#include "testutil.h"
 
 /* Runs op on the given inputs on pool's threads (NULL: serial); out is allocated here (free with
  * qr_tensor_free). */
@@ -400,9 +401,14 @@ static void check_conv_f32(int64_t n_img, int64_t c, int64_t m, int64_t h, int64
     free(wt);
 }
 
+/* The GEMM path's order (c, ky, kx); sgemm=avx2 keeps it on AVX-512 CPUs too, where sconv would
+ * take these convolutions in its (ky, kx, c) order (test_sconv.c checks that one). */
 Test(ops, float_conv_sums_in_k_order)
 {
     static const int64_t p1[4] = {1, 1, 1, 1}, pa[4] = {0, 2, 1, 0}, p0[4] = {0, 0, 0, 0}, p3[4] = {3, 3, 3, 3};
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        tu_option("sgemm", "avx2");
     for (int threads = 1; threads <= 2; threads++) {
         check_conv_f32(2, 5, 13, 9, 11, 3, 3, 1, 1, 1, p1, threads);
         check_conv_f32(1, 6, 8, 10, 7, 3, 3, 1, 2, 2, pa, threads);
@@ -412,6 +418,7 @@ Test(ops, float_conv_sums_in_k_order)
         check_conv_f32(1, 3, 8, 21, 19, 7, 7, 2, 1, 1, p3, threads);
         check_conv_f32(2, 4, 6, 10, 9, 3, 3, 2, 1, 2, pa, threads);
     }
+    tu_option("sgemm", "");
 }
 
 /* MatMul and Gemm (transA) on the float GEMM: every output the products added in k order from 0,

@@ -153,6 +153,8 @@ static void check_depthwise(int64_t N, int64_t C, int64_t H, int64_t W, win w, i
     const qr_tensor *in[3] = {&tx, &tw, &tb};
     int64_t OH = out_dim(H, w.kh, w.sh, w.dh, w.pt, w.pb, 0), OW = out_dim(W, w.kw, w.sw, w.dw, w.pl, w.pr, 0);
     qr_pool *pool2 = qr_pool_new(2);
+    /* the window kernels, not sconv (which takes small planes with FMA chains: test_sconv.c) */
+    tu_option("sgemm", "portable");
     for (int p = 0; p < 2; p++)
         for (int t = 0; t < 2; t++) {
             if (p == 1)
@@ -183,6 +185,7 @@ static void check_depthwise(int64_t N, int64_t C, int64_t H, int64_t W, win w, i
                     }
             qr_tensor_free(&y);
         }
+    tu_option("sgemm", "");
     qr_pool_free(pool2);
     free(wt);
     free(x);

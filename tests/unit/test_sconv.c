@@ -1,0 +1,310 @@
+/* sconv (ops/sconv_avx512.c): f32 convolutions with the output channels in vectors, through the op
+ * table, on ragged shapes (channels not multiples of 16, odd and one-pixel images, stride 2,
+ * uneven pads, dilations, depthwise and other groups, K over a 1024 block, several 64-channel
+ * panels), values of both signs, with and without bias and a fused Relu or Clip:
+ *   - Conv (NCHW) and QrlConvF32Nhwc (channels-last, and reading NCHW with x_nchw) against a
+ *     float64 direct convolution, within the rounding bound of a float chain over K terms;
+ *   - the same with sgemm=ref (the GEMM path, a second implementation) within the same bound;
+ *   - 1 and 2 threads bit for bit, and the NHWC op bit for bit against the NCHW one and against
+ *     fmaf chains from 0 in (ky, kx, c) order (sconv's), then + bias, then the activation;
+ *   - QrlMaxPoolF32Nhwc against the definition (first maximum in window order, NaN never wins, of
+ *     -0 and +0 the earlier) and QrlGlobalAveragePoolF32Nhwc against GlobalAveragePool, bits. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op.h"
+#include "ops/sconv.h"
+#include "parallel.h"
+#include "testutil.h"
+
+static qr_tensor run(const char *domain, const char *op, qr_attr *attrs, int nattr, const qr_tensor **in, int nin,
+                     qr_pool *pool, const qr_act *act)
+{
+    const qr_op_def *d = qr_op_find(domain, op);
+    cr_assert(d, "%s", op);
+    qr_node n = {.name = "t", .op = op, .domain = domain, .opset = 17, .n_in = nin, .n_out = 1, .n_attr = nattr,
+                 .attr = attrs, .def = d};
+    qr_tensor out;
+    memset(&out, 0, sizeof out);
+    qr_tensor *outs[1] = {&out};
+    qr_error e = {{0}};
+    qr_kctx k = {.node = &n, .opset = 17, .n_in = nin, .n_out = 1, .in = in, .out = outs, .err = &e, .pool = pool,
+                 .act = act};
+    cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_tensor_alloc(&out, &e), QR_OK);
+    cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
+    return out;
+}
+
+static unsigned next(unsigned *seed)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    return *seed >> 16;
+}
+
+/* [N][C][H][W] <-> [N][H][W][C] */
+static float *to_nhwc(const float *x, int64_t N, int64_t C, int64_t H, int64_t W)
+{
+    float *d = malloc(sizeof(float) * (size_t)(N * C * H * W) + 1);
+    cr_assert(d);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t p = 0; p < H * W; p++)
+                d[(n * H * W + p) * C + c] = x[(n * C + c) * H * W + p];
+    return d;
+}
+
+typedef struct cv {
+    int64_t N, C, H, W, M, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, group;
+    int bias, act; /* act: 0 none, 1 Relu, 2 Clip(-0.5, 0.7) */
+} cv;
+
+static int64_t out_dim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1)
+{
+    return (in + p0 + p1 - d * (k - 1) - 1) / s + 1;
+}
+
+static float act_ref(int act, float v)
+{
+    if (act == 1)
+        return v <= 0 ? 0.0f : v;
+    if (act == 2)
+        return v < -0.5f ? -0.5f : v > 0.7f ? 0.7f : v;
+    return v;
+}
+
+static void check_conv(cv c)
+{
+    int64_t cg = c.C / c.group, mg = c.M / c.group, kk = c.kh * c.kw;
+    int64_t OH = out_dim(c.H, c.kh, c.sh, c.dh, c.pt, c.pb), OW = out_dim(c.W, c.kw, c.sw, c.dw, c.pl, c.pr);
+    int64_t nx = c.N * c.C * c.H * c.W, nw = c.M * cg * kk, ny = c.N * c.M * OH * OW;
+    float *x = malloc(sizeof(float) * (size_t)nx), *w = malloc(sizeof(float) * (size_t)nw),
+          *b = malloc(sizeof(float) * (size_t)c.M);
+    double *ref = malloc(sizeof(double) * (size_t)ny), *mag = malloc(sizeof(double) * (size_t)ny);
+    cr_assert(x && w && b && ref && mag);
+    unsigned seed = (unsigned)(c.C * 131 + c.M * 7 + c.H);
+    for (int64_t i = 0; i < nx; i++)
+        x[i] = (float)((int)(next(&seed) % 2001) - 1000) / 700.0f;
+    for (int64_t i = 0; i < nw; i++)
+        w[i] = (float)((int)(next(&seed) % 2001) - 1000) / 1500.0f;
+    for (int64_t m = 0; m < c.M; m++)
+        b[m] = (float)((int)(next(&seed) % 201) - 100) / 50.0f;
+    /* sconv's own chain, for its bits: fmaf from 0 over (ky, kx, c), the padding's products (w * 0)
+     * included, then + bias, then the activation */
+    float *chain = malloc(sizeof(float) * (size_t)ny);
+    cr_assert(chain);
+    for (int64_t n = 0; n < c.N; n++)
+        for (int64_t m = 0; m < c.M; m++)
+            for (int64_t oy = 0; oy < OH; oy++)
+                for (int64_t ox = 0; ox < OW; ox++) {
+                    float acc = 0;
+                    int64_t g = m / mg;
+                    for (int64_t ky = 0; ky < c.kh; ky++)
+                        for (int64_t kx = 0; kx < c.kw; kx++)
+                            for (int64_t ci = 0; ci < cg; ci++) {
+                                int64_t iy = oy * c.sh - c.pt + ky * c.dh, ix = ox * c.sw - c.pl + kx * c.dw;
+                                float xv = iy < 0 || iy >= c.H || ix < 0 || ix >= c.W
+                                               ? 0.0f
+                                               : x[((n * c.C + g * cg + ci) * c.H + iy) * c.W + ix];
+                                acc = fmaf(w[((m * cg + ci) * c.kh + ky) * c.kw + kx], xv, acc);
+                            }
+                    if (c.bias)
+                        acc += b[m];
+                    chain[((n * c.M + m) * OH + oy) * OW + ox] = act_ref(c.act, acc);
+                }
+    /* float64 reference and the sum of the terms' magnitudes (the rounding bound's scale) */
+    for (int64_t n = 0; n < c.N; n++)
+        for (int64_t m = 0; m < c.M; m++)
+            for (int64_t oy = 0; oy < OH; oy++)
+                for (int64_t ox = 0; ox < OW; ox++) {
+                    double s = 0, a = 0;
+                    int64_t g = m / mg;
+                    for (int64_t ci = 0; ci < cg; ci++)
+                        for (int64_t ky = 0; ky < c.kh; ky++)
+                            for (int64_t kx = 0; kx < c.kw; kx++) {
+                                int64_t iy = oy * c.sh - c.pt + ky * c.dh, ix = ox * c.sw - c.pl + kx * c.dw;
+                                if (iy < 0 || iy >= c.H || ix < 0 || ix >= c.W)
+                                    continue;
+                                double t = (double)w[((m * cg + ci) * c.kh + ky) * c.kw + kx] *
+                                           x[((n * c.C + g * cg + ci) * c.H + iy) * c.W + ix];
+                                s += t, a += fabs(t);
+                            }
+                    int64_t o = ((n * c.M + m) * OH + oy) * OW + ox;
+                    ref[o] = s + (c.bias ? b[m] : 0);
+                    mag[o] = a + (c.bias ? fabs(b[m]) : 0);
+                }
+    int64_t ks[2] = {c.kh, c.kw}, st[2] = {c.sh, c.sw}, dl[2] = {c.dh, c.dw}, pads[4] = {c.pt, c.pl, c.pb, c.pr};
+    qr_attr a[6] = {
+        {.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
+        {.name = "strides", .kind = QR_ATTR_INTS, .n = 2, .ints = st},
+        {.name = "dilations", .kind = QR_ATTR_INTS, .n = 2, .ints = dl},
+        {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pads},
+        {.name = "group", .kind = QR_ATTR_INT, .i = c.group},
+        {.name = "x_nchw", .kind = QR_ATTR_INT, .i = 1},
+    };
+    qr_act relu = {.relu = 1}, clip = {.relu = 0, .lo = -0.5f, .hi = 0.7f};
+    const qr_act *act = c.act == 1 ? &relu : c.act == 2 ? &clip : NULL;
+    qr_tensor tx = {.dtype = QR_F32, .ndim = 4, .dims = {c.N, c.C, c.H, c.W}, .data = x};
+    qr_tensor tw = {.dtype = QR_F32, .ndim = 4, .dims = {c.M, cg, c.kh, c.kw}, .data = w};
+    qr_tensor tb = {.dtype = QR_F32, .ndim = 1, .dims = {c.M}, .data = b};
+    float *xh = to_nhwc(x, c.N, c.C, c.H, c.W);
+    qr_tensor txh = {.dtype = QR_F32, .ndim = 4, .dims = {c.N, c.H, c.W, c.C}, .data = xh};
+    const qr_tensor *in[3] = {&tx, &tw, &tb}, *inh[3] = {&txh, &tw, &tb};
+    int nin = c.bias ? 3 : 2, dw = c.group == c.C && c.M == c.C && c.group > 1;
+    qr_pool *pool2 = qr_pool_new(2);
+    /* runs: NCHW 1 and 2 threads, NHWC 1 and 2 threads, NHWC from NCHW, the GEMM path (sgemm=ref) */
+    qr_tensor y[6];
+    y[0] = run("", "Conv", a, 5, in, nin, NULL, act);
+    y[1] = run("", "Conv", a, 5, in, nin, pool2, act);
+    int nhwc = c.group == 1 || dw;
+    if (nhwc) {
+        y[2] = run("qrl", "QrlConvF32Nhwc", a, 5, inh, nin, NULL, act);
+        y[3] = run("qrl", "QrlConvF32Nhwc", a, 5, inh, nin, pool2, act);
+        y[4] = run("qrl", "QrlConvF32Nhwc", a, 6, in, nin, NULL, act);
+        cr_assert(y[2].dims[1] == OH && y[2].dims[2] == OW && y[2].dims[3] == c.M);
+    }
+    tu_option("sgemm", "ref");
+    y[5] = run("", "Conv", a, 5, in, nin, NULL, act);
+    tu_option("sgemm", "");
+    cr_assert(y[0].dims[2] == OH && y[0].dims[3] == OW);
+    for (int64_t n = 0; n < c.N; n++)
+        for (int64_t m = 0; m < c.M; m++)
+            for (int64_t p = 0; p < OH * OW; p++) {
+                int64_t o = (n * c.M + m) * OH * OW + p, oh = (n * OH * OW + p) * c.M + m;
+                /* a chain of K float roundings, then the bias and the activation (which only clamp) */
+                double tol = (double)(cg * kk + 2) * 0x1p-23 * mag[o] + 1e-30;
+                float want = act_ref(c.act, (float)ref[o]);
+                const float *y0 = y[0].data, *y1 = y[1].data, *y5 = y[5].data;
+                cr_assert(fabs(y0[o] - want) <= tol,
+                          "C%lld M%lld %lldx%lld k%lldx%lld s%lld d%lld g%lld: out %lld: %.9g vs %.9g (tol %g)",
+                          (long long)c.C, (long long)c.M, (long long)c.H, (long long)c.W, (long long)c.kh,
+                          (long long)c.kw, (long long)c.sh, (long long)c.dh, (long long)c.group, (long long)o, y0[o],
+                          want, tol);
+                cr_assert(fabs(y5[o] - want) <= tol, "sgemm=ref: out %lld: %.9g vs %.9g", (long long)o, y5[o], want);
+                cr_assert(memcmp(&y0[o], &y1[o], sizeof(float)) == 0, "2 threads: out %lld: %.9g vs %.9g",
+                          (long long)o, y1[o], y0[o]);
+                if (!nhwc)
+                    continue;
+                const float *y2 = y[2].data, *y3 = y[3].data, *y4 = y[4].data;
+                cr_assert(fabs(y2[oh] - want) <= tol, "NHWC: out %lld: %.9g vs %.9g", (long long)o, y2[oh], want);
+                cr_assert(memcmp(&y2[oh], &y3[oh], sizeof(float)) == 0, "NHWC, 2 threads: out %lld", (long long)o);
+                cr_assert(memcmp(&y2[oh], &y4[oh], sizeof(float)) == 0, "NHWC from NCHW: out %lld", (long long)o);
+                if (qr_sconv_available()) { /* both sconv's chains */
+                    cr_assert(memcmp(&y2[oh], &chain[o], sizeof(float)) == 0, "NHWC against the chain: out %lld: %.9g vs %.9g",
+                              (long long)o, y2[oh], chain[o]);
+                    cr_assert(memcmp(&y2[oh], &y0[o], sizeof(float)) == 0, "NHWC against NCHW: out %lld: %.9g vs %.9g",
+                              (long long)o, y2[oh], y0[o]);
+                }
+            }
+    for (int i = 0; i < 6; i++)
+        if (nhwc || i < 2 || i == 5)
+            qr_tensor_free(&y[i]);
+    qr_pool_free(pool2);
+    free(xh);
+    free(x);
+    free(w);
+    free(b);
+    free(ref);
+    free(mag);
+    free(chain);
+}
+
+Test(sconv, conv_matches_float64_on_ragged_shapes)
+{
+    cr_log_info("sconv (AVX-512F): %s", qr_sconv_available() ? "yes" : "no (the op's GEMM path only)");
+    /*            N  C   H   W   M  kh kw sh sw dh dw pt pl pb pr group bias act */
+    check_conv((cv){2, 17, 9, 13, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});   /* odd image, ragged C and M */
+    check_conv((cv){1, 3, 23, 21, 70, 7, 7, 2, 2, 1, 1, 3, 3, 2, 3, 1, 1, 0});   /* a stem: C 3, uneven pads */
+    check_conv((cv){1, 130, 7, 7, 130, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 2});  /* K 1170: two blocks, 3 panels */
+    check_conv((cv){1, 33, 11, 10, 40, 3, 3, 2, 2, 2, 2, 2, 1, 2, 0, 1, 1, 0});  /* dilation 2, stride 2 */
+    check_conv((cv){2, 96, 5, 5, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0});    /* 1x1 on a small image */
+    check_conv((cv){1, 64, 1, 1, 150, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1});   /* 1x1 on one pixel (SE) */
+    check_conv((cv){1, 80, 9, 8, 16, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0, 0});    /* 1x1 at stride 2 */
+    check_conv((cv){1, 20, 6, 17, 36, 2, 5, 1, 2, 3, 1, 0, 2, 1, 2, 1, 1, 2});   /* 2x5, row dilation 3 */
+    check_conv((cv){2, 70, 13, 11, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 70, 1, 2}); /* depthwise, 2 panels */
+    check_conv((cv){1, 24, 14, 15, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 24, 0, 1}); /* depthwise stride 2 */
+    check_conv((cv){1, 16, 9, 9, 16, 5, 5, 1, 1, 2, 2, 4, 4, 4, 4, 16, 1, 0});   /* depthwise 5x5, dilation 2 */
+    check_conv((cv){1, 40, 8, 9, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1});    /* group 2: the GEMM path */
+}
+
+Test(sconv, maxpool_nhwc_matches_the_definition_bit_for_bit)
+{
+    if (!qr_sconv_available())
+        cr_skip_test("no AVX-512F");
+    const int64_t N = 2, C = 70, H = 13, W = 12;
+    struct {
+        int64_t k, s, p;
+    } cases[] = {{3, 2, 1}, {2, 2, 0}, {3, 1, 1}};
+    float *x = malloc(sizeof(float) * (size_t)(N * C * H * W));
+    cr_assert(x);
+    unsigned seed = 5;
+    for (int64_t i = 0; i < N * C * H * W; i++) {
+        unsigned v = next(&seed) % 40;
+        x[i] = v == 0 ? NAN : v == 1 ? -0.0f : v == 2 ? 0.0f : v == 3 ? -INFINITY : (float)((int)v - 20) / 4.0f;
+    }
+    qr_pool *pool2 = qr_pool_new(2);
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        int64_t k = cases[ci].k, s = cases[ci].s, p = cases[ci].p;
+        int64_t ks[2] = {k, k}, st[2] = {s, s}, pads[4] = {p, p, p, p};
+        qr_attr a[3] = {{.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
+                        {.name = "strides", .kind = QR_ATTR_INTS, .n = 2, .ints = st},
+                        {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pads}};
+        qr_tensor tx = {.dtype = QR_F32, .ndim = 4, .dims = {N, H, W, C}, .data = x}; /* read as NHWC */
+        const qr_tensor *in[1] = {&tx};
+        int64_t OH = (H + 2 * p - k) / s + 1, OW = (W + 2 * p - k) / s + 1;
+        for (int t = 0; t < 2; t++) {
+            qr_tensor y = run("qrl", "QrlMaxPoolF32Nhwc", a, 3, in, 1, t ? pool2 : NULL, NULL);
+            cr_assert(y.dims[1] == OH && y.dims[2] == OW && y.dims[3] == C);
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t oy = 0; oy < OH; oy++)
+                    for (int64_t ox = 0; ox < OW; ox++)
+                        for (int64_t c = 0; c < C; c++) {
+                            float m = -INFINITY;
+                            for (int64_t ky = 0; ky < k; ky++)
+                                for (int64_t kx = 0; kx < k; kx++) {
+                                    int64_t iy = oy * s - p + ky, ix = ox * s - p + kx;
+                                    float v = iy >= 0 && iy < H && ix >= 0 && ix < W ? x[((n * H + iy) * W + ix) * C + c]
+                                                                                     : -INFINITY;
+                                    if (v > m)
+                                        m = v;
+                                }
+                            float got = ((float *)y.data)[((n * OH + oy) * OW + ox) * C + c];
+                            cr_assert(memcmp(&got, &m, sizeof m) == 0, "%lldx%lld/%lld, %d threads: (%lld,%lld,%lld,%lld): %g vs %g",
+                                      (long long)k, (long long)k, (long long)s, t + 1, (long long)n, (long long)oy,
+                                      (long long)ox, (long long)c, got, m);
+                        }
+            qr_tensor_free(&y);
+        }
+    }
+    qr_pool_free(pool2);
+    free(x);
+}
+
+Test(sconv, global_average_pool_nhwc_gives_the_nchw_bits)
+{
+    const int64_t N = 2, C = 37;
+    const int64_t sizes[][2] = {{7, 7}, {1, 1}, {3, 5}, {14, 14}};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        int64_t H = sizes[si][0], W = sizes[si][1], nx = N * C * H * W;
+        float *x = malloc(sizeof(float) * (size_t)nx);
+        cr_assert(x);
+        unsigned seed = 9;
+        for (int64_t i = 0; i < nx; i++)
+            x[i] = (float)((int)(next(&seed) % 20001) - 10000) / 3.0f;
+        float *xh = to_nhwc(x, N, C, H, W);
+        qr_tensor tx = {.dtype = QR_F32, .ndim = 4, .dims = {N, C, H, W}, .data = x};
+        qr_tensor txh = {.dtype = QR_F32, .ndim = 4, .dims = {N, H, W, C}, .data = xh};
+        const qr_tensor *in[1] = {&tx}, *inh[1] = {&txh};
+        qr_tensor y = run("", "GlobalAveragePool", NULL, 0, in, 1, NULL, NULL);
+        qr_tensor yh = run("qrl", "QrlGlobalAveragePoolF32Nhwc", NULL, 0, inh, 1, NULL, NULL);
+        cr_assert(yh.dims[1] == 1 && yh.dims[2] == 1 && yh.dims[3] == C);
+        cr_assert(memcmp(y.data, yh.data, sizeof(float) * (size_t)(N * C)) == 0, "%lldx%lld", (long long)H,
+                  (long long)W);
+        qr_tensor_free(&y);
+        qr_tensor_free(&yh);
+        free(xh);
+        free(x);
+    }
+}
