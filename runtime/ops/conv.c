@@ -384,6 +384,8 @@ typedef struct sconv_job {
     int dw;     /* depthwise (qr_sconv_dw_block) */
     int x_nhwc; /* x is channels-last */
     int y_nhwc; /* y is channels-last: the tiles write it in place */
+    const qr_sconv_epi *epi; /* y_nhwc: after the bias (epi->res the whole batch's) */
+    qr_sconv_epi img_epi;    /* this image's */
 } sconv_job;
 
 static void sconv_image_rows(void *arg, int64_t r0, int64_t r1)
@@ -399,7 +401,8 @@ static void sconv_blocks(void *arg, int64_t t0, int64_t t1, int slot)
     for (int64_t t = t0; t < t1; t++) {
         int64_t panel = t / j->nrb, oy0 = t % j->nrb * j->rb, oy1 = oy0 + j->rb < j->p->OH ? oy0 + j->rb : j->p->OH;
         (j->dw ? qr_sconv_dw_block : qr_sconv_block)(j->p, j->xp, j->packed, j->has_bias, j->act,
-                                                     j->blk + slot * j->blk_len, j->y, panel, oy0, oy1, j->y_nhwc);
+                                                     j->blk + slot * j->blk_len, j->y, panel, oy0, oy1, j->y_nhwc,
+                                                     j->epi ? &j->img_epi : NULL);
     }
 }
 
@@ -407,7 +410,7 @@ static void sconv_blocks(void *arg, int64_t t0, int64_t t1, int slot)
  * constants (every run when computed). Each output is computed alone in a fixed order, so 1 and 2
  * threads give the same bits. */
 static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const float *w, const float *b, float *y,
-                           int64_t n_img, const qr_act *act, int dw, int x_nhwc, int y_nhwc)
+                           int64_t n_img, const qr_act *act, int dw, int x_nhwc, int y_nhwc, const qr_sconv_epi *epi)
 {
     int fresh = 1, keep = qr_kinput_const(k, 1) && (!b || qr_kinput_const(k, 2));
     int64_t pf = dw ? qr_sconv_dw_packed_floats(p) : qr_sconv_packed_floats(p);
@@ -416,7 +419,7 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
     if (!packed)
         return QR_ERR;
     sconv_job j = {.p = p, .packed = packed, .has_bias = b != NULL, .act = act, .rb = qr_sconv_block_rows(p),
-                   .blk_len = qr_sconv_block_floats(p), .dw = dw, .x_nhwc = x_nhwc, .y_nhwc = y_nhwc};
+                   .blk_len = qr_sconv_block_floats(p), .dw = dw, .x_nhwc = x_nhwc, .y_nhwc = y_nhwc, .epi = epi};
     j.nrb = (p->OH + j.rb - 1) / j.rb;
     /* a channels-last input without padding (a 1x1 at stride 1) is read in place */
     int in_place = x_nhwc && !dw && p->Hp == p->H && p->Wp == p->W;
@@ -433,6 +436,11 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
     for (int64_t n = 0; n < n_img; n++) {
         j.x = x + n * p->C * p->H * p->W;
         j.y = y + n * p->M * p->OH * p->OW;
+        if (epi) {
+            j.img_epi = *epi;
+            if (epi->res)
+                j.img_epi.res = epi->res + n * p->M * p->OH * p->OW;
+        }
         if (in_place)
             j.xp = (float *)j.x;
         else
@@ -926,7 +934,7 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
         qr_sconv sp;                                                                                          \
         if (sizeof(T) == sizeof(float) && sconv_takes(g, ch, m, group) && qr_sconv_plan(&sp, g, ch, m))       \
             return sconv_run(k, &sp, (const float *)x, (const float *)w, (const float *)b, (float *)y, n_img, act, \
-                             group > 1, 0, 0);                                                                \
+                             group > 1, 0, 0, NULL);                                                          \
         if (sizeof(T) == sizeof(float) && g->r == 2 && group == ch && m == ch && (dw_s1 || dw_s2) &&          \
             qr_dw_f32_avx512_fits(g) && qr_window_avx512()) {                                                 \
             /* the same sums as dw_runs, from padded copies of each plane's rows */                                  \
@@ -1997,9 +2005,18 @@ static qr_status conv_nhwc_run(qr_kctx *k)
     qr_sconv sp;
     if (!qr_sconv_plan(&sp, &g, c, m))
         return QR_KERR(k, "the window has too many runs for the channels-last kernel");
-    const qr_tensor *b = k->n_in > 2 ? k->in[2] : NULL;
+    const qr_tensor *b = k->n_in > 2 ? k->in[2] : NULL, *r = k->n_in > 3 ? k->in[3] : NULL;
+    qr_sconv_epi epi = {.hswish = qr_attr_i(k->node, "hswish", 0) != 0,
+                        .alpha = qr_attr_f(k->node, "hs_alpha", 0.2f), .beta = qr_attr_f(k->node, "hs_beta", 0.5f)};
+    if (r) {
+        const qr_tensor *y = k->out[0];
+        if (r->dtype != QR_F32 || !qr_tensor_same_shape(r, y))
+            return QR_KERR(k, "the added input must be f32 of the output's shape");
+        epi.res = r->data;
+    }
     return sconv_run(k, &sp, k->in[0]->data, k->in[1]->data, b ? b->data : NULL, k->out[0]->data,
-                     k->in[0]->dims[0], k->act, group > 1, !qr_attr_i(k->node, "x_nchw", 0), 1);
+                     k->in[0]->dims[0], k->act, group > 1, !qr_attr_i(k->node, "x_nchw", 0), 1,
+                     epi.res || epi.hswish ? &epi : NULL);
 }
 
 static double conv_nhwc_macs(const qr_kctx *k)
@@ -2118,8 +2135,11 @@ const qr_op_def qr_ops_conv[] = {
     {"GlobalMaxPool", "", 1, 1, 1, 1, "", global_infer, gmp_run, 0, .ins = "X:3+"},
     {"MaxUnpool", "", 2, 3, 1, 1, "kernel_shape:ints pads:ints strides:ints", unpool_infer, unpool_run, 0, .ins = "X:3+ I:x output_shape?:x1"},
     /* the channels-last f32 graph's (runtime/pass_nhwc_f32.c): x and y [N, H, W, C] */
-    {"QrlConvF32Nhwc", "qrl", 2, 3, 1, 1, CONV_ATTRS " x_nchw:i", conv_nhwc_infer, conv_nhwc_run, 0,
-     .ins = "X:f4 W:f4 B?:f1", .act = 1, .writes_all = qr_op_writes_all, .macs = conv_nhwc_macs},
+    /* + input R (a fused Add) after the bias, then the activation, then x * HardSigmoid(x) when
+     * hswish (a fused HardSigmoid and Mul, its alpha and beta hs_alpha, hs_beta) */
+    {"QrlConvF32Nhwc", "qrl", 2, 4, 1, 1, CONV_ATTRS " x_nchw:i hswish:i hs_alpha:f hs_beta:f", conv_nhwc_infer,
+     conv_nhwc_run, 0, .ins = "X:f4 W:f4 B?:f1 R?:f4", .act = 1, .writes_all = qr_op_writes_all,
+     .macs = conv_nhwc_macs},
     {"QrlMaxPoolF32Nhwc", "qrl", 1, 1, 1, 1,
      "auto_pad:s ceil_mode:i dilations:ints kernel_shape:ints pads:ints storage_order:i strides:ints",
      maxpool_nhwc_infer, maxpool_nhwc_run, 0, .ins = "X:f4", .writes_all = qr_op_writes_all},

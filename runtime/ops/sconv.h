@@ -11,6 +11,7 @@
 #ifndef QR_SCONV_H
 #define QR_SCONV_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "conv_geom.h"
@@ -61,11 +62,21 @@ int64_t qr_sconv_block_rows(const qr_sconv *p);
 void qr_sconv_image_rows(const qr_sconv *p, const float *x, float *xp, int64_t r0, int64_t r1);
 void qr_sconv_image_rows_nhwc(const qr_sconv *p, const float *x, float *xp, int64_t r0, int64_t r1);
 
+/* What a channels-last output gets after the bias, in this order: res added (a fused Add: a tensor
+ * of y's shape, NHWC only), the activation (qr_act), then x * HardSigmoid(x) when hswish (a fused
+ * HardSigmoid and Mul: alpha * x + beta in double clamped to [0, 1], rounded to float, times x in
+ * float: elementwise.c's HardSigmoid and Mul bits). */
+typedef struct qr_sconv_epi {
+    const float *res; /* NULL: none */
+    int hswish;
+    double alpha, beta;
+} qr_sconv_epi;
+
 /* Output rows [oy0, oy1) (at most qr_sconv_block_rows) of panel `panel` into y (one NCHW image:
  * sums in blk, qr_sconv_block_floats, then transposed; nhwc: one NHWC image, the sums in place,
  * blk unused), + the bias when has_bias, then act when not NULL. */
 void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const struct qr_act *act,
-                    float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc);
+                    float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc, const qr_sconv_epi *epi);
 
 /* Depthwise (group = C = M, the plan's M = C): weights [C][1][KH][KW] packed per panel of 64
  * channels as [taps][64] + 64 biases; each output one FMA chain from 0 over the taps in (ky, kx)
@@ -74,7 +85,8 @@ void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int
 int64_t qr_sconv_dw_packed_floats(const qr_sconv *p);
 void qr_sconv_dw_pack(const qr_sconv *p, const float *w, const float *bias, float *dst);
 void qr_sconv_dw_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const struct qr_act *act,
-                       float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc);
+                       float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc,
+                       const qr_sconv_epi *epi);
 
 /* MaxPool of one NHWC image x [H][W][C] (g 2-D) into y [OH][OW][C], output rows [oy0, oy1): each
  * output the first maximum of its window in window order (strict >, so NaN never wins and of -0

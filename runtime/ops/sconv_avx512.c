@@ -285,6 +285,40 @@ void qr_sconv_image_rows_nhwc(const qr_sconv *p, const float *x, float *xp, int6
     }
 }
 
+/* x * HardSigmoid(x) on 16 floats as elementwise.c computes them: alpha * x + beta in double,
+ * clamped with NaN kept, rounded to float, times x in float. */
+TARGET static inline __m512d hsig_pd(__m512d x, __m512d a, __m512d b)
+{
+    const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd();
+    __m512d v = _mm512_add_pd(_mm512_mul_pd(a, x), b);
+    v = _mm512_mask_mov_pd(v, _mm512_cmp_pd_mask(v, one, _CMP_GT_OQ), one);
+    return _mm512_mask_mov_pd(v, _mm512_cmp_pd_mask(v, zero, _CMP_LT_OQ), zero);
+}
+
+TARGET static inline __m512 hswish_zmm(__m512 x, const qr_sconv_epi *e)
+{
+    const __m512d a = _mm512_set1_pd(e->alpha), b = _mm512_set1_pd(e->beta);
+    __m256 lo = _mm512_castps512_ps256(x), hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
+    __m256 gl = _mm512_cvtpd_ps(hsig_pd(_mm512_cvtps_pd(lo), a, b)), gh = _mm512_cvtpd_ps(hsig_pd(_mm512_cvtps_pd(hi), a, b));
+    __m512 g = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(gl)), _mm256_castps_pd(gh), 1));
+    return _mm512_mul_ps(x, g);
+}
+
+/* The epilogue of one sum vector (pixel j, vector v): bias, the residual, act, hard swish. */
+#define EPI(a, j, v, masked)                                                                                 \
+    do {                                                                                                     \
+        if (bias)                                                                                            \
+            a = _mm512_add_ps(a, _mm512_loadu_ps(bias + 16 * (v)));                                          \
+        if (epi && epi->res) {                                                                               \
+            const float *r_ = acc + (j) * ldc + 16 * (v) + roff;                                             \
+            a = _mm512_add_ps(a, (masked) ? _mm512_maskz_loadu_ps(ml, r_) : _mm512_loadu_ps(r_));           \
+        }                                                                                                    \
+        if (act)                                                                                             \
+            a = qr_act_zmm(act, a);                                                                          \
+        if (epi && epi->hswish)                                                                              \
+            a = hswish_zmm(a, epi);                                                                          \
+    } while (0)
+
 /* The tile: R output pixels (their windows at x + po[j] in the padded image) by V vectors of 16
  * output channels; sums started from 0 (or from acc when load), FMA over the pieces [pc, pc + np)
  * with the panel's weights from w, stored to acc (pixel j's at acc + j * NR), + bias and act when
@@ -312,12 +346,8 @@ void qr_sconv_image_rows_nhwc(const qr_sconv *p, const float *x, float *xp, int6
     }
 #define PTR(j) const float *x##j = j < R ? xb + po[j] : xb;
 #define FIN1(j, v)                                                                                           \
-    if (bias) {                                                                                              \
-        a##j##v = _mm512_add_ps(a##j##v, _mm512_loadu_ps(bias + 16 * v));                                    \
-        if (act)                                                                                             \
-            a##j##v = qr_act_zmm(act, a##j##v);                                                              \
-    } else if (act)                                                                                          \
-        a##j##v = qr_act_zmm(act, a##j##v);                                                                  \
+    if (fin)                                                                                                 \
+        EPI(a##j##v, j, v, v == V - 1);                                                                      \
     if (v == V - 1)                                                                                          \
         _mm512_mask_storeu_ps(acc + j * ldc + 16 * v, ml, a##j##v);                                          \
     else                                                                                                     \
@@ -339,9 +369,11 @@ void qr_sconv_image_rows_nhwc(const qr_sconv *p, const float *x, float *xp, int6
 TARGET static inline __attribute__((always_inline)) void tile(const int V, const int R, const float *x, const int64_t *po,
                                                               const qr_sconv_piece *pc, int np, const float *w,
                                                               float *acc, int64_t ldc, __mmask16 ml, int load,
-                                                              const float *bias, const qr_act *act, const char *pf,
+                                                              const float *bias, const qr_act *act,
+                                                              const qr_sconv_epi *epi, ptrdiff_t roff, const char *pf,
                                                               int64_t pfs)
 {
+    const int fin = bias || act || epi;
     PIX(DECL)
     PIX(INIT)
     for (int i = 0; i < np; i++) {
@@ -361,8 +393,8 @@ TARGET static inline __attribute__((always_inline)) void tile(const int V, const
 }
 
 typedef void (*tile_fn)(const float *x, const int64_t *po, const qr_sconv_piece *pc, int np, const float *w, float *acc,
-                        int64_t ldc, __mmask16 ml, int load, const float *bias, const qr_act *act, const char *pf,
-                        int64_t pfs);
+                        int64_t ldc, __mmask16 ml, int load, const float *bias, const qr_act *act,
+                        const qr_sconv_epi *epi, ptrdiff_t roff, const char *pf, int64_t pfs);
 
 /* Pixels per tile for V vectors: V * R sums of the 32 zmm, with room for V weights and a broadcast. */
 static const int rmax[5] = {0, 12, 12, 8, 6};
@@ -370,9 +402,10 @@ static const int rmax[5] = {0, 12, 12, 8, 6};
 #define FN(v, r)                                                                                             \
     TARGET static void tile_##v##_##r(const float *x, const int64_t *po, const qr_sconv_piece *pc, int np,    \
                                       const float *w, float *acc, int64_t ldc, __mmask16 ml, int load,       \
-                                      const float *bias, const qr_act *act, const char *pf, int64_t pfs)     \
+                                      const float *bias, const qr_act *act, const qr_sconv_epi *epi,         \
+                                      ptrdiff_t roff, const char *pf, int64_t pfs)                           \
     {                                                                                                        \
-        tile(v, r, x, po, pc, np, w, acc, ldc, ml, load, bias, act, pf, pfs);                                \
+        tile(v, r, x, po, pc, np, w, acc, ldc, ml, load, bias, act, epi, roff, pf, pfs);                     \
     }
 #define FNS(v) FN(v, 1) FN(v, 2) FN(v, 3) FN(v, 4) FN(v, 5) FN(v, 6) FN(v, 7) FN(v, 8) FN(v, 9) FN(v, 10) FN(v, 11) FN(v, 12)
 FNS(1)
@@ -390,8 +423,9 @@ static const tile_fn tiles[5][13] = {
 };
 
 void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const qr_act *act,
-                    float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc)
+                    float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc, const qr_sconv_epi *epi)
 {
+    const ptrdiff_t roff = epi && epi->res ? epi->res - y : 0;
     const int64_t C = p->C, OW = p->OW, mrem = p->M - panel * NR;
     const int64_t nch = mrem < NR ? mrem : NR, npix = (oy1 - oy0) * OW;
     const int V = (int)((nch + 15) / 16), R = rmax[V];
@@ -437,7 +471,7 @@ void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int
             }
             int64_t pfs = pf + qn * step <= pf_end ? step : 0;
             tiles[V][r](xp, po, p->piece + c0, c1 - c0, w, acc + px * ldc, ldc, ml, ch > 0, last ? bias : NULL,
-                        last ? act : NULL, pf, pfs);
+                        last ? act : NULL, last ? epi : NULL, roff, pf, pfs);
             pf += pfs * qn;
             px += r;
         }
@@ -475,7 +509,8 @@ void qr_sconv_dw_pack(const qr_sconv *p, const float *w, const float *bias, floa
 #define DW_TILE(V, R)                                                                                        \
     TARGET static void dw_tile_##V##_##R(const float *x, const int64_t *po, const int64_t *toff, int64_t taps, \
                                          const float *w, float *acc, int64_t ldc, __mmask16 ml,               \
-                                         const float *bias, const qr_act *act)                                \
+                                         const float *bias, const qr_act *act, const qr_sconv_epi *epi,       \
+                                         ptrdiff_t roff)                                                      \
     {                                                                                                        \
         __m512 s[R][V];                                                                                      \
         _Pragma("GCC unroll 4") for (int j = 0; j < R; j++)                                                  \
@@ -493,10 +528,7 @@ void qr_sconv_dw_pack(const qr_sconv *p, const float *w, const float *bias, floa
             _Pragma("GCC unroll 4") for (int v = 0; v < V; v++)                                              \
             {                                                                                                \
                 __m512 a = s[j][v];                                                                          \
-                if (bias)                                                                                    \
-                    a = _mm512_add_ps(a, _mm512_loadu_ps(bias + 16 * v));                                    \
-                if (act)                                                                                     \
-                    a = qr_act_zmm(act, a);                                                                  \
+                EPI(a, j, v, v == V - 1);                                                                    \
                 if (v == V - 1)                                                                              \
                     _mm512_mask_storeu_ps(acc + j * ldc + 16 * v, ml, a);                                    \
                 else                                                                                         \
@@ -506,14 +538,17 @@ void qr_sconv_dw_pack(const qr_sconv *p, const float *w, const float *bias, floa
 DW_TILE(1, 1) DW_TILE(1, 4) DW_TILE(2, 1) DW_TILE(2, 4) DW_TILE(3, 1) DW_TILE(3, 4) DW_TILE(4, 1) DW_TILE(4, 4)
 
 typedef void (*dw_tile_fn)(const float *x, const int64_t *po, const int64_t *toff, int64_t taps, const float *w,
-                           float *acc, int64_t ldc, __mmask16 ml, const float *bias, const qr_act *act);
+                           float *acc, int64_t ldc, __mmask16 ml, const float *bias, const qr_act *act,
+                           const qr_sconv_epi *epi, ptrdiff_t roff);
 static const dw_tile_fn dw_tiles[5][2] = {
     {NULL, NULL}, {dw_tile_1_1, dw_tile_1_4}, {dw_tile_2_1, dw_tile_2_4}, {dw_tile_3_1, dw_tile_3_4},
     {dw_tile_4_1, dw_tile_4_4}};
 
 void qr_sconv_dw_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const qr_act *act,
-                       float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc)
+                       float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc,
+                       const qr_sconv_epi *epi)
 {
+    const ptrdiff_t roff = epi && epi->res ? epi->res - y : 0;
     const int64_t C = p->C, OW = p->OW, taps = p->KH * p->KW, nch = p->M - panel * NR < NR ? p->M - panel * NR : NR;
     const int V = (int)((nch + 15) / 16);
     const __mmask16 ml = (__mmask16)(0xffffu >> (16 * V - nch));
@@ -536,10 +571,10 @@ void qr_sconv_dw_block(const qr_sconv *p, const float *xp, const float *packed, 
                 ox = 0, rowoff += ys;
         }
         if (r == 4)
-            dw_tiles[V][1](x, po, toff, taps, wp, acc + px * ldc, ldc, ml, bias, act);
+            dw_tiles[V][1](x, po, toff, taps, wp, acc + px * ldc, ldc, ml, bias, act, epi, roff);
         else
             for (int j = 0; j < r; j++)
-                dw_tiles[V][0](x, po + j, toff, taps, wp, acc + (px + j) * ldc, ldc, ml, bias, act);
+                dw_tiles[V][0](x, po + j, toff, taps, wp, acc + (px + j) * ldc, ldc, ml, bias, act, epi, roff);
     }
     if (nhwc)
         return;
