@@ -2099,7 +2099,9 @@ static qr_status gap_nhwc_run(qr_kctx *k)
         return QR_ERR;
     const float *xd = x->data;
     float *yd = k->out[0]->data;
-    for (int64_t b = 0; b < N; b++) {
+    for (int64_t b = 0; b < N && qr_sconv_available(); b++)
+        qr_sconv_gap_nhwc(xd + b * n * C, yd + b * C, n, C, s);
+    for (int64_t b = 0; b < N && !qr_sconv_available(); b++) {
         const float *xb = xd + b * n * C;
         for (int64_t i = 0; i < 8 * C; i++)
             s[i] = 0;

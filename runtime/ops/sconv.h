@@ -91,6 +91,10 @@ void qr_sconv_dw_block(const qr_sconv *p, const float *xp, const float *packed, 
 /* MaxPool of one NHWC image x [H][W][C] (g 2-D) into y [OH][OW][C], output rows [oy0, oy1): each
  * output the first maximum of its window in window order (strict >, so NaN never wins and of -0
  * and +0 the earlier stays), -inf for a window of padding only: conv.c's pool_max_f32's bits. */
+/* GlobalAveragePool of one NHWC image x [n][C] into y [C]: global_f32's bits (conv.c), with s
+ * 8 * C doubles of scratch. */
+void qr_sconv_gap_nhwc(const float *x, float *y, int64_t n, int64_t C, double *s);
+
 void qr_sconv_maxpool_nhwc(const qr_conv_geom *g, int64_t C, const float *x, float *y, int64_t oy0, int64_t oy1);
 
 #endif

@@ -662,3 +662,27 @@ TARGET void qr_sconv_maxpool_nhwc(const qr_conv_geom *g, int64_t C, const float 
             }
         }
 }
+
+/* The mean of each channel of one NHWC image [n][C] as global_f32 takes it of a plane: the sum in
+ * double over 8 chains (pixel p in chain p % 8, the last n % 8 pixels in chain 0), the chains
+ * added in its order, divided once; 8 channels a vector (s: 8 * C doubles of scratch). */
+TARGET void qr_sconv_gap_nhwc(const float *x, float *y, int64_t n, int64_t C, double *s)
+{
+    const int64_t n8 = n / 8 * 8;
+    for (int64_t i = 0; i < 8 * C; i++)
+        s[i] = 0;
+    for (int64_t p = 0; p < n; p++) {
+        double *sl = s + (p < n8 ? p % 8 : 0) * C;
+        const float *xp = x + p * C;
+        int64_t c = 0;
+        for (; c + 8 <= C; c += 8)
+            _mm512_storeu_pd(sl + c, _mm512_add_pd(_mm512_loadu_pd(sl + c), _mm512_cvtps_pd(_mm256_loadu_ps(xp + c))));
+        for (; c < C; c++)
+            sl[c] += xp[c];
+    }
+    for (int64_t c = 0; c < C; c++) {
+        double t = ((s[c] + s[C + c]) + (s[2 * C + c] + s[3 * C + c])) +
+                   ((s[4 * C + c] + s[5 * C + c]) + (s[6 * C + c] + s[7 * C + c]));
+        y[c] = (float)(t / (double)n);
+    }
+}
