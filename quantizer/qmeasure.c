@@ -1379,7 +1379,7 @@ static qr_status measure_rows(qr_qctx *q, const outref *o, const qr_graph *graph
         for (int i = 0; st == QR_OK && i < nk; i++) {
             for (int j = 0; j < no; j++)
                 got[j] = &o->out[ks[i] * no + j];
-            out_row(q->g, o, ks[i], got, &one, rows + (size_t)ks[i] * (size_t)width);
+            out_row(q, o, ks[i], got, &one, rows + (size_t)ks[i] * (size_t)width);
         }
         free(one.each), free(got), free(ks);
         return split ? gather_rows(q, rows, o->nbatches, width, st) : st;
