@@ -79,9 +79,11 @@ static int match_value(mctx *c, int idx, qr_value *v)
         return 0;
     if (was_bound || !c->producer_of[idx])
         return 1;
-    /* Internal to the match: replaceable only if nothing else reads it. */
+    /* Internal to the match: replaceable only if nothing else reads it (reads by the match's other
+     * nodes, as HardSigmoid(c) and Mul(c, s) both read a Conv's c, are counted when it is whole:
+     * internal_reads_ok). */
     qr_node *n = v->producer;
-    if (!n || n->dead || c->claimed[n->id] || node_used(c, n) || v->is_output || qr_graph_use_count(c->g, v) != 1 ||
+    if (!n || n->dead || c->claimed[n->id] || node_used(c, n) || v->is_output ||
         c->m.nnodes >= QR_MATCH_MAX_NODES - 1) /* the root's slot stays free */
         return 0;
     for (int a = 0; a < c->p->nnodes; a++) {
@@ -95,6 +97,25 @@ static int match_value(mctx *c, int idx, qr_value *v)
         *c = save;
     }
     return 0;
+}
+
+/* Every read of a value the match computes inside (the outputs of its nodes but the root) is by a
+ * node of the match: otherwise replacing the match would take a value from another reader. */
+static int internal_reads_ok(const mctx *c, const qr_node *root)
+{
+    for (int i = 0; i < c->m.nnodes; i++) {
+        const qr_node *n = c->m.nodes[i];
+        if (n == root)
+            continue;
+        const qr_value *v = n->out[0];
+        int inside = 0;
+        for (int k = 0; k < c->m.nnodes; k++)
+            for (int j = 0; j < c->m.nodes[k]->n_in; j++)
+                inside += c->m.nodes[k]->in[j] == v;
+        if (qr_graph_use_count(c->g, v) != inside)
+            return 0;
+    }
+    return 1;
 }
 
 /* A match may quantize only real numbers: a value its quantize clause makes an activation or an
@@ -166,6 +187,8 @@ int qr_match_pattern(const qr_graph *g, const qr_pattern *p, unsigned char *clai
             if (!match_inputs(&c, alt, n))
                 continue;
             c.m.nodes[c.m.nnodes++] = n;
+            if (!internal_reads_ok(&c, n))
+                continue;
             if (p->where) {
                 qrl_array arrays[QRL_MATCH_ARRAYS];
                 int narrays = 0;

@@ -279,10 +279,20 @@ static void set_role(qr_qctx *q, const qr_value *v, qr_role_kind kind, int axis,
     *r = (qr_role){kind, axis, a, b};
 }
 
+static int file_act_type(qr_dtype t);
+
 static int accept_match(void *user, const qr_match *m)
 {
     qr_qctx *q = user;
     const qr_pattern *p = m->pattern;
+    /* A loaded QDQ model: a match that would leave a tensor the file quantizes unrounded inside it
+     * (a fused Conv + HardSwish over a file that quantizes the Conv's output) is not the file's
+     * computation; the smaller patterns take those nodes. */
+    for (int k = 0; q->o->from_file && k < m->nnodes - 1; k++) {
+        const qr_value *v = m->nodes[k]->out[0];
+        if (v && v->q && v->q->n == 1 && file_act_type(v->q->dtype))
+            return 0;
+    }
     for (int i = 0; i < p->nvalues; i++) {
         const qr_value *v = m->values[i];
         const qr_pat_value *pv = &p->values[i];

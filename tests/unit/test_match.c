@@ -19,6 +19,15 @@ static const char *src =
     "  quantize x: activation, w: weight(axis = 0), b: bias(x, w), y: activation\n"
     "  lower y = k3(x, w, b)\n"
     "}\n"
+    "pattern conv_hs {\n"
+    "  match {\n"
+    "    c = Conv(x, w, b?) where const(w)\n"
+    "    s = HardSigmoid(c)\n"
+    "    y = Mul(c, s) | Mul(s, c)\n"
+    "  }\n"
+    "  quantize x: activation, w: weight(axis = 0), b: bias(x, w), y: activation\n"
+    "  lower y = k3(x, w, b)\n"
+    "}\n"
     "pattern relu_only {\n"
     "  match y = Relu(x)\n"
     "  quantize x: activation, y: activation\n"
@@ -137,6 +146,45 @@ Test(match, shared_intermediate_is_not_fused)
     found f = {0};
     cr_assert_eq(run(mod, g, "conv_act", claimed, &f), 0, "the conv output also feeds Neg");
     qr_graph_free(g);
+    qr_module_free(mod);
+}
+
+/* x -> Conv -> c; y = c * HardSigmoid(c) (Mul's operands in either order); with shared, c also
+ * feeds a Neg */
+static qr_graph *conv_hardswish(int swapped, int shared)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t xd[4] = {1, 2, 4, 4}, wd[4] = {3, 2, 1, 1};
+    float wv[6] = {1, 2, 3, 4, 5, 6};
+    qr_value *x = tu_input(g, "x", 4, xd);
+    qr_value *ins[2] = {x, tu_const_f32(g, "w", 4, wd, wv)};
+    qr_value *c = tu_node(g, "Conv", "conv", 2, ins, 1)->out[0];
+    qr_value *s = tu_node(g, "HardSigmoid", "hs", 1, &c, 1)->out[0];
+    qr_value *m[2] = {swapped ? s : c, swapped ? c : s};
+    tu_output(g, tu_node(g, "Mul", "mul", 2, m, 1)->out[0]);
+    if (shared)
+        tu_output(g, tu_node(g, "Neg", "neg", 1, &c, 1)->out[0]);
+    return g;
+}
+
+/* A value the match computes and reads twice itself (the Conv's c, read by HardSigmoid and Mul):
+ * fused, all three nodes; read by a node outside the match too: not fused. */
+Test(match, intermediate_read_twice_inside_the_match_is_fused)
+{
+    qrl_module *mod = module();
+    for (int swapped = 0; swapped < 2; swapped++) {
+        qr_graph *g = conv_hardswish(swapped, 0);
+        unsigned char claimed[64] = {0};
+        found f = {0};
+        cr_assert_eq(run(mod, g, "conv_hs", claimed, &f), 1, "swapped %d", swapped);
+        cr_assert_eq(f.m[0].nnodes, 3);
+        cr_assert_str_eq(f.m[0].nodes[2]->op, "Mul");
+        qr_graph_free(g);
+        g = conv_hardswish(swapped, 1);
+        memset(claimed, 0, sizeof claimed);
+        cr_assert_eq(run(mod, g, "conv_hs", claimed, &f), 0, "the conv output also feeds Neg (swapped %d)", swapped);
+        qr_graph_free(g);
+    }
     qr_module_free(mod);
 }
 
