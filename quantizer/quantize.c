@@ -850,6 +850,27 @@ static qr_status simq_run(qr_kctx *k)
     if (hi > w->hi[si])
         w->hi[si] = hi;
     qrl_qparams qp = s->qp;
+    /* calibrate = float: every calibrator observes the values with no activation rounded upstream, as
+     * PyTorch's observers do, so a range still holds when the fallback sends the layers upstream
+     * back to f32 (one rounded with a tight range upstream would have shrunk what it saw) */
+    const qr_setting *cs = qr_recipe_setting(q->r, QR_SET_CALIBRATE);
+    if (cs && cs->type && !strcmp(cs->type, "float")) {
+        qr_status st = QR_OK;
+        if (s->kind == SLOT_CALIBRATED) { /* fresh, then merged, as below: the same states at every W */
+            qr_calib *b = NULL;
+            st = qr_calib_fresh(w->cal[si], &b, k->err);
+            if (st == QR_OK)
+                st = qr_calib_observe(b, x, k->err);
+            if (st == QR_OK)
+                st = qr_calib_merge(w->cal[si], b, k->err);
+            qr_calib_free(b);
+        }
+        if (k->n_out > 1 && k->out[1])
+            *(float *)k->out[1]->data = 0; /* unrounded */
+        if (st == QR_OK && k->out[0]->data != xd)
+            memcpy(k->out[0]->data, xd, sizeof *xd * (size_t)n);
+        return st;
+    }
     if (s->kind == SLOT_CALIBRATED) {
         /* The batch into a fresh state, which chooses how this batch passes on quantized (what
          * every tensor sees downstream depends on its batch only, not on which worker ran it nor

@@ -630,7 +630,8 @@ typedef enum qr_setting_kind {
     X(BIAS_QPARAMS, "bias_qparams", QR_SK_HOOK, 0, 0, "qparams(qparams,qparams,qtype)") \
     X(NARROW_RANGE, "narrow_range", QR_SK_HOOK, 0, 0, "i64(qtype,bool)")    \
     X(PATTERN_PRIORITY, "pattern_priority", QR_SK_HOOK, 0, 0, "i64(i64)")    \
-    X(SAMPLES, "samples", QR_SK_HOOK, 0, 0, "f64(f64[],f64[])")
+    X(SAMPLES, "samples", QR_SK_HOOK, 0, 0, "f64(f64[],f64[])")               \
+    X(CALIBRATE, "calibrate", QR_SK_CHOICE, 0, 0, "quantized float")
 
 /* accumulate = iN: the accumulator widths the runtime simulates (docs/quantizer.md, accumulator
  * width); i64 is accepted by the checker and refused by the quantizer. */

@@ -382,6 +382,37 @@ Test(quantize, calibration_sees_upstream_quantization)
     free(log);
 }
 
+/* calibrate = float: y = x * x is calibrated on the f32 values, x unrounded upstream (what
+ * PyTorch's observers see), so y's observed maximum is numpy's float32 1.7 * 1.7, not the rounded
+ * x's square of the test above; x's own range is the same either way. */
+Test(quantize, calibrate_float_sees_values_unrounded_upstream)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper, TensorProto as T; "
+             "g = helper.make_graph([helper.make_node('Mul', ['x', 'x'], ['y'])], 'sq', "
+             "[helper.make_tensor_value_info('x', T.FLOAT, ['N', 4])], [helper.make_tensor_value_info('y', T.FLOAT, ['N', 4])]); "
+             "onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), '%s/sqf.onnx'); "
+             "x = np.array([[-0.3, 0.1, 0.5, 1.7]] * 8, np.float32); np.save('%s/xf.npy', x)\" && "
+             "sed 's/^  numerics   = onnx/  numerics   = onnx\\n  calibrate  = float/' '%s/recipes/int8.qrl' > %s/float.qrl && "
+             "grep -q 'calibrate  = float' %s/float.qrl",
+             dir, dir, tu_root(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize %s/sqf.onnx --recipe %s/float.qrl --calib %s/xf.npy -o %s/sqf_q.onnx "
+             "--report %s/sqf.json", tu_root(), tu_qrl(), dir, dir, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json, numpy as np; r = json.load(open('%s/sqf.json')); "
+             "L = {l['value']: l for l in r['layers']}; want = float(np.float32(1.7) * np.float32(1.7)); "
+             "assert abs(L['y']['observed_max'] - want) < 1e-6, (L['y']['observed_max'], want); "
+             "assert abs(L['x']['observed_max'] - float(np.float32(1.7))) < 1e-6, L['x']['observed_max']; print('ok')\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
 /* A model with two inputs: one --calib (and --data) per input, by name or in
  * order; a missing one is named in the error and nothing is written. */
 Test(quantize, two_input_model_calibrates_on_both)
