@@ -31,6 +31,9 @@ static void setup(void)
     tu_write_file(dir, "fused.qrl", text);
     snprintf(text, sizeof text, "%s\nrecipe plain {\n%s", head, body);
     tu_write_file(dir, "plain.qrl", text);
+    snprintf(text, sizeof text, "%simport \"patterns_fused.qrl\"\n\nrecipe wide {\n"
+             "  activation = u16 asymmetric by minmax()\n%s", head, strchr(body, '\n') + 1);
+    tu_write_file(dir, "wide.qrl", text);
 }
 
 static void teardown(void)
@@ -120,5 +123,28 @@ Test(fused_act, a_qdq_file_that_quantizes_the_layer_output_runs_as_the_file_says
         snprintf(got, sizeof got, "%s/qrl_plain/%s.npy", dir, outs[i]);
         double d = tu_npy_rel_diff(ref, got);
         cr_assert(d >= 0 && d < 1e-5, "%s: ORT vs QRL: %g", outs[i], d);
+    }
+}
+
+/* 16-bit activations (u16): the same fusion by the int64-accumulator kernel qlinear_act_wide, all MACs
+ * on the integers; ONNX Runtime's outputs within one u16 step of y's range (8 / 65535) of QRL's. */
+Test(fused_act, sixteen_bit_activations_fuse_through_the_wide_kernel)
+{
+    char cmd[8192], *out, *log;
+    out = quantize_and_run("fused_act", "wide", "wide");
+    cr_assert(strstr(out, "tensors:   6 activations, 4 weights") && strstr(out, "100.0% of"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s run %s/wide.onnx -i %s/x_test.npy -o %s/qrl_wprof --profile 2>&1", tu_qrl(), dir, dir,
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "conv_hardswish_qlinear_act_wide") && strstr(log, "gemm_silu_qlinear_act_wide"), "%s", log);
+    free(log);
+    const char *outs[] = {"y1", "y2", "y3", "y4"};
+    for (int i = 0; i < 4; i++) {
+        char ref[4096], got[4096];
+        snprintf(ref, sizeof ref, "%s/ort_wide/%s.npy", dir, outs[i]);
+        snprintf(got, sizeof got, "%s/qrl_wide/%s.npy", dir, outs[i]);
+        double d = tu_npy_max_diff(ref, got);
+        cr_assert(d >= 0 && d <= 8.0 / 65535, "%s: ORT vs QRL: %g", outs[i], d);
     }
 }
