@@ -80,10 +80,24 @@ typedef struct vinsn {
     int type, dep; /* dep: reads the accumulator, so runs per row */
 } vinsn;
 
+/* The requantization tail satf(minf(maxf(addf(rint(x), Z), LO), HI)) with x = mulf(cvtf(i), M) and
+ * M, Z, LO, HI read no accumulator (recipe qlinear's shape): where a column's M is finite, Z an
+ * integer of at most 2^23 and LO, HI integers or infinities, its bytes are
+ * round_even(clamp(x, A - Z, B - Z)) + Z, A and B the bounds LO, HI and the type's range make
+ * together (match_fast): 4 instructions a row instead of 13. Other columns run the program. */
+typedef struct vfast {
+    int on;
+    int x, m, z, lo, hi, i8;               /* the values the tail reads, y's type i8 */
+    unsigned char tail[QC_VEC_MAX_INSNS]; /* the instructions the fast form leaves out */
+} vfast;
+
 typedef struct vprog {
     vinsn in[QC_VEC_MAX_INSNS];
     int n, ntabs;
+    vfast fast;
 } vprog;
+
+static void match_fast(vprog *p);
 
 /* text -> *p; 0 when it is a whole, well-typed program whose last instruction is a byte */
 static int parse_prog(const char *text, vprog *p)
@@ -146,7 +160,53 @@ static int parse_prog(const char *text, vprog *p)
             return -1;
         p->n++;
     }
-    return p->n > 0 && p->in[p->n - 1].type == VT_BYTE && p->in[p->n - 1].dep ? 0 : -1;
+    if (!(p->n > 0 && p->in[p->n - 1].type == VT_BYTE && p->in[p->n - 1].dep))
+        return -1;
+    match_fast(p);
+    return 0;
+}
+
+/* Of binary instruction x, the operand that reads the accumulator into *chain and the one that
+ * does not into *other; 0 when it is not one of each. */
+static int split_operands(const vprog *p, const vinsn *x, int *chain, int *other)
+{
+    int a = x->arg[0], b = x->arg[1];
+    if (p->in[a].dep == p->in[b].dep)
+        return 0;
+    *chain = p->in[a].dep ? a : b;
+    *other = p->in[a].dep ? b : a;
+    return 1;
+}
+
+/* Sets p->fast when the program ends in the requantization tail (vfast) whose values nothing else
+ * reads. Without NaNs (none where M is finite and LO, HI are numbers) min, max and add are
+ * the same in either operand order, up to the sign of a zero that the byte drops. */
+static void match_fast(vprog *p)
+{
+    vfast f = {0};
+    int s = p->n - 1, h, g, add, r, x, c;
+    const vinsn *in = p->in;
+    if (in[s].op != V_SATF_U8 && in[s].op != V_SATF_I8)
+        return;
+    f.i8 = in[s].op == V_SATF_I8;
+    h = in[s].arg[0];
+    if (in[h].op != V_MINF || !split_operands(p, &in[h], &g, &f.hi) || in[g].op != V_MAXF ||
+        !split_operands(p, &in[g], &add, &f.lo) || in[add].op != V_ADDF || !split_operands(p, &in[add], &r, &f.z) ||
+        in[r].op != V_RINT)
+        return;
+    x = in[r].arg[0];
+    if (in[x].op != V_MULF || !split_operands(p, &in[x], &c, &f.m) || in[c].op != V_CVTF)
+        return;
+    int uses[QC_VEC_MAX_INSNS] = {0};
+    for (int i = 0; i < p->n; i++)
+        for (int k = 0; k < vops[in[i].op].nargs && in[i].op != V_TAB && in[i].op != V_CONST; k++)
+            uses[in[i].arg[k]]++;
+    if (uses[h] != 1 || uses[g] != 1 || uses[add] != 1 || uses[r] != 1)
+        return;
+    f.x = x;
+    f.tail[s] = f.tail[h] = f.tail[g] = f.tail[add] = f.tail[r] = 1;
+    f.on = 1;
+    p->fast = f;
 }
 
 typedef struct gen {
@@ -163,6 +223,7 @@ typedef struct gen {
     int nblocks;
     const vprog *ep;        /* the fused epilogue; NULL: the accumulator is stored */
     gcc_jit_lvalue *val[QC_VEC_MAX_INSNS], *tab[64], *kmask;
+    gcc_jit_lvalue *fa, *fb, *fz, *fok, *ft0, *ft1; /* the fast tail's column values (vfast) */
     gcc_jit_param *p_tabs;
 } gen;
 
@@ -358,9 +419,125 @@ static void emit_insn(gen *g, gcc_jit_block *b, int i, gcc_jit_lvalue *acc, int 
     }
 }
 
+/* The fast tail's locals (vfast), when the program has one. */
+static void fast_locals(gen *g)
+{
+    if (!g->ep->fast.on)
+        return;
+    g->fa = local(g, g->v16, "fa", 0, 0);
+    g->fb = local(g, g->v16, "fb", 0, 0);
+    g->fz = local(g, g->v16, "fz", 0, 0);
+    g->ft0 = local(g, g->v16, "ft0", 0, 0);
+    g->ft1 = local(g, g->v16, "ft1", 0, 0);
+    g->fok = local(g, g->t_i32, "fok", 0, 0);
+}
+
+/* The fast tail's column values from the channel values M, Z, LO, HI (computed in b), and whether
+ * every lane may take it: fok = 0xffff when M is finite (M - M is +0), Z is an integer
+ * (f32(round_even(Z)) == Z) of at most 2^23 (so A - Z and B - Z are exact), LO and HI are numbers
+ * and A, B integers. A = clamp(min(LO, HI), lo_T, hi_T), B = clamp(HI, lo_T, hi_T): without NaNs,
+ * clamp(clamp(v, LO, HI), lo_T, hi_T) is clamp(v, A, B), and for v integer and A, B integers
+ * clamp(round_even(x) + Z, A, B) = round_even(clamp(x, A - Z, B - Z)) + Z. Lanes masked off read
+ * zeros, which pass. fa = A - Z, fb = B - Z, fz = Z as i32. */
+static void emit_fast_setup(gen *g, gcc_jit_block *b)
+{
+    /* small asm statements, constants in vectors: libgccjit 12 crashed on this as one statement
+     * (14 operands), and on GPR constants in statements of several outputs */
+    const vfast *f = &g->ep->fast;
+    gcc_jit_rvalue *M = rv(g->val[f->m]), *Z = rv(g->val[f->z]), *LO = rv(g->val[f->lo]), *HI = rv(g->val[f->hi]);
+    gcc_jit_rvalue *zin[1] = {Z};
+    asm_vec(g, b, "vcvtps2dq %{rn-sae%}, %1, %0", g->fz, 0, 0, zin, 1);
+    vconst(g, b, g->ft1, 1u << 23);
+    gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(
+        b, NULL,
+        "vsubps %3, %3, %1\n\t"             /* M - M: +0 where M is finite */
+        "vptestnmd %1, %1, %2\n\t"
+        "vcvtdq2ps %5, %1\n\t"              /* Z an integer */
+        "vcmpeqps %4, %1, %2%{%2%}\n\t"
+        "vpabsd %5, %1\n\t"                 /* of at most 2^23 */
+        "vpcmpud $2, %8, %1, %2%{%2%}\n\t"
+        "vcmpordps %7, %6, %2%{%2%}\n\t"    /* LO, HI numbers */
+        "kmovw %2, %0");
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=r", g->fok);
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=&v", g->ft0);
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=&Yk", g->kmask);
+    gcc_jit_rvalue *in1[] = {M, Z, rv(g->fz), LO, HI, rv(g->ft1)};
+    for (int i = 0; i < 6; i++)
+        gcc_jit_extended_asm_add_input_operand(e, NULL, "v", in1[i]);
+    /* A = clamp(min(LO, HI), lo_T, hi_T) into fa, B = clamp(HI, lo_T, hi_T) into fb */
+    vconst(g, b, g->ft0, f->i8 ? 0xc3000000u : 0u);          /* -128, 0 */
+    vconst(g, b, g->ft1, f->i8 ? 0x42fe0000u : 0x437f0000u); /* 127, 255 */
+    e = gcc_jit_block_add_extended_asm(b, NULL,
+                                       "vminps %3, %2, %0\n\t"
+                                       "vmaxps %4, %0, %0\n\t"
+                                       "vminps %5, %0, %0\n\t"
+                                       "vmaxps %4, %3, %1\n\t"
+                                       "vminps %5, %1, %1");
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=&v", g->fa);
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=&v", g->fb);
+    gcc_jit_rvalue *in2[] = {LO, HI, rv(g->ft0), rv(g->ft1)};
+    for (int i = 0; i < 4; i++)
+        gcc_jit_extended_asm_add_input_operand(e, NULL, "v", in2[i]);
+    /* A and B integers */
+    gcc_jit_lvalue *ok2 = local(g, g->t_i32, "fok2_%d", g->nblocks, 0);
+    e = gcc_jit_block_add_extended_asm(b, NULL,
+                                       "vrndscaleps $8, %3, %1\n\t"
+                                       "vcmpeqps %1, %3, %2\n\t"
+                                       "vrndscaleps $8, %4, %1\n\t"
+                                       "vcmpeqps %1, %4, %2%{%2%}\n\t"
+                                       "kmovw %2, %0");
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=r", ok2);
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=&v", g->ft0);
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=&Yk", g->kmask);
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "v", rv(g->fa));
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "v", rv(g->fb));
+    gcc_jit_block_add_assignment_op(b, NULL, g->fok, GCC_JIT_BINARY_OP_BITWISE_AND, rv(ok2));
+    gcc_jit_rvalue *ina[2] = {rv(g->fa), Z}, *inb[2] = {rv(g->fb), Z};
+    asm_vec(g, b, "vsubps %2, %1, %0", g->fa, 0, 0, ina, 2);
+    asm_vec(g, b, "vsubps %2, %1, %0", g->fb, 0, 0, inb, 2);
+}
+
+/* The fast tail of one row: y's lanes round_even(clamp(x, fa, fb)) + fz into out. */
+static void emit_fast_row(gen *g, gcc_jit_block *b, gcc_jit_lvalue *out)
+{
+    gcc_jit_rvalue *a[4] = {rv(g->val[g->ep->fast.x]), rv(g->fa), rv(g->fb), rv(g->fz)};
+    asm_vec(g, b, "vmaxps %2, %1, %0\n\tvminps %3, %0, %0\n\tvcvtps2dq %{rn-sae%}, %0, %0\n\tvpaddd %4, %0, %0", out, 1, 0,
+            a, 4);
+}
+
+/* The instructions of a row (those that read the accumulator acc), y's lanes in val[n - 1]; fast:
+ * through the fast tail. */
+static void emit_row_insns(gen *g, gcc_jit_block *b, gcc_jit_lvalue *acc, int v, gcc_jit_rvalue *mask, gcc_jit_lvalue *t0,
+                           gcc_jit_lvalue *t1, int fast)
+{
+    for (int i = 0; i < g->ep->n; i++)
+        if (g->ep->in[i].dep && !(fast && g->ep->fast.tail[i]))
+            emit_insn(g, b, i, acc, v, mask, t0, t1);
+    if (fast)
+        emit_fast_row(g, b, g->val[g->ep->n - 1]);
+}
+
+/* The rows of vector v of the tile from block b (rows past nrows skipped) on to next_v. */
+static void emit_vec_rows(gen *g, gcc_jit_block *b, int v, gcc_jit_rvalue *mask, gcc_jit_lvalue *t0, gcc_jit_lvalue *t1,
+                          gcc_jit_block *next_v, int fast)
+{
+    for (int r = 0; r < g->rows; r++) {
+        if (r) {
+            gcc_jit_block *in = block(g);
+            gcc_jit_block_end_with_conditional(b, NULL, cmp(g, GCC_JIT_COMPARISON_GT, rv(g->nrows), lng(g, r)), in, next_v);
+            b = in;
+        }
+        emit_row_insns(g, b, g->acc[r][v], v, mask, t0, t1, fast);
+        gcc_jit_rvalue *row = bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->i0), lng(g, r));
+        gcc_jit_rvalue *dst = addr(g, prm(g, P_C), bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, row, prm(g, P_CRS)), rv(g->jb)));
+        asm_store_bytes(g, b, rv(g->val[g->ep->n - 1]), t0, dst, 16 * v, mask); /* y's bytes */
+    }
+    gcc_jit_block_end_with_jump(b, NULL, next_v);
+}
+
 /* The fused epilogue of the tile's nv vectors from block b: per vector, the instructions that do
  * not read the accumulator once, then per row (rows past nrows skipped) the others and y's
- * bytes; returns the block that continues. */
+ * bytes, through the fast tail where the vector's lanes allow it; returns the block that continues. */
 static gcc_jit_block *emit_epilogue(gen *g, gcc_jit_block *b, int nv, gcc_jit_block *advance)
 {
     gcc_jit_lvalue *t0 = local(g, g->v16, "k0_%d", g->nblocks, 0), *t1 = local(g, g->v16, "k1_%d", g->nblocks, 0);
@@ -370,20 +547,17 @@ static gcc_jit_block *emit_epilogue(gen *g, gcc_jit_block *b, int nv, gcc_jit_bl
         for (int i = 0; i < g->ep->n; i++)
             if (!g->ep->in[i].dep)
                 emit_insn(g, b, i, NULL, v, mask, t0, t1);
-        for (int r = 0; r < g->rows; r++) {
-            if (r) {
-                gcc_jit_block *in = block(g);
-                gcc_jit_block_end_with_conditional(b, NULL, cmp(g, GCC_JIT_COMPARISON_GT, rv(g->nrows), lng(g, r)), in, next_v);
-                b = in;
-            }
-            for (int i = 0; i < g->ep->n; i++)
-                if (g->ep->in[i].dep)
-                    emit_insn(g, b, i, g->acc[r][v], v, mask, t0, t1);
-            gcc_jit_rvalue *row = bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->i0), lng(g, r));
-            gcc_jit_rvalue *dst = addr(g, prm(g, P_C), bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, row, prm(g, P_CRS)), rv(g->jb)));
-            asm_store_bytes(g, b, rv(g->val[g->ep->n - 1]), t0, dst, 16 * v, mask); /* y's bytes */
+        if (g->ep->fast.on) {
+            gcc_jit_block *fast = block(g), *slow = block(g);
+            emit_fast_setup(g, b);
+            gcc_jit_block_end_with_conditional(
+                b, NULL, cmp(g, GCC_JIT_COMPARISON_EQ, rv(g->fok), gcc_jit_context_new_rvalue_from_int(g->c, g->t_i32, 0xffff)),
+                fast, slow);
+            emit_vec_rows(g, fast, v, mask, t0, t1, next_v, 1);
+            emit_vec_rows(g, slow, v, mask, t0, t1, next_v, 0);
+        } else {
+            emit_vec_rows(g, b, v, mask, t0, t1, next_v, 0);
         }
-        gcc_jit_block_end_with_jump(b, NULL, next_v);
         b = next_v;
     }
     return b;
@@ -610,6 +784,7 @@ static void build(gen *g)
             g->val[i] = local(g, g->v16, "v%d", i, 0);
         for (int t = 0; t < g->ep->ntabs; t++)
             g->tab[t] = local(g, g->p_i32c, "tab%d", t, 0);
+        fast_locals(g);
     }
 
     gcc_jit_block *entry = block(g), *cols = block(g), *pick = block(g), *out = block(g);
@@ -639,6 +814,22 @@ static void build(gen *g)
  * accumulator's lanes at acc + r * acc_rs + jj, the rest, and y's bytes at y + r * y_rs + jj. */
 enum { R_Y, R_YRS, R_ACC, R_ACCRS, R_ROWS, R_COLS, R_C0, R_TABS };
 
+/* The row loop of a column from block b on to next (fast: through the fast tail). */
+static void rows_loop(gen *g, gcc_jit_block *b, gcc_jit_lvalue *jj, gcc_jit_lvalue *r, gcc_jit_lvalue *accv,
+                      gcc_jit_rvalue *mask, gcc_jit_lvalue *t0, gcc_jit_lvalue *t1, gcc_jit_block *next, int fast)
+{
+    gcc_jit_block *row = block(g);
+    gcc_jit_block_add_assignment(b, NULL, r, lng(g, 0));
+    gcc_jit_block_end_with_conditional(b, NULL, cmp(g, GCC_JIT_COMPARISON_GT, prm(g, R_ROWS), lng(g, 0)), row, next);
+    gcc_jit_rvalue *at = bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, rv(r), prm(g, R_ACCRS)), rv(jj));
+    asm_load(g, row, accv, addr(g, prm(g, R_ACC), at), 0, mask);
+    emit_row_insns(g, row, accv, 0, mask, t0, t1, fast);
+    gcc_jit_rvalue *to = bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, rv(r), prm(g, R_YRS)), rv(jj));
+    asm_store_bytes(g, row, rv(g->val[g->ep->n - 1]), t0, addr(g, prm(g, R_Y), to), 0, mask);
+    gcc_jit_block_add_assignment_op(row, NULL, r, GCC_JIT_BINARY_OP_PLUS, lng(g, 1));
+    gcc_jit_block_end_with_conditional(row, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(r), prm(g, R_ROWS)), row, next);
+}
+
 static void rows_column(gen *g, gcc_jit_block *b, gcc_jit_lvalue *jj, gcc_jit_lvalue *r, gcc_jit_lvalue *accv,
                         gcc_jit_rvalue *mask, gcc_jit_block *next)
 {
@@ -647,18 +838,17 @@ static void rows_column(gen *g, gcc_jit_block *b, gcc_jit_lvalue *jj, gcc_jit_lv
     for (int i = 0; i < g->ep->n; i++)
         if (!g->ep->in[i].dep)
             emit_insn(g, b, i, NULL, 0, mask, t0, t1);
-    gcc_jit_block *row = block(g);
-    gcc_jit_block_add_assignment(b, NULL, r, lng(g, 0));
-    gcc_jit_block_end_with_conditional(b, NULL, cmp(g, GCC_JIT_COMPARISON_GT, prm(g, R_ROWS), lng(g, 0)), row, next);
-    gcc_jit_rvalue *at = bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, rv(r), prm(g, R_ACCRS)), rv(jj));
-    asm_load(g, row, accv, addr(g, prm(g, R_ACC), at), 0, mask);
-    for (int i = 0; i < g->ep->n; i++)
-        if (g->ep->in[i].dep)
-            emit_insn(g, row, i, accv, 0, mask, t0, t1);
-    gcc_jit_rvalue *to = bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, rv(r), prm(g, R_YRS)), rv(jj));
-    asm_store_bytes(g, row, rv(g->val[g->ep->n - 1]), t0, addr(g, prm(g, R_Y), to), 0, mask);
-    gcc_jit_block_add_assignment_op(row, NULL, r, GCC_JIT_BINARY_OP_PLUS, lng(g, 1));
-    gcc_jit_block_end_with_conditional(row, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(r), prm(g, R_ROWS)), row, next);
+    if (!g->ep->fast.on) {
+        rows_loop(g, b, jj, r, accv, mask, t0, t1, next, 0);
+        return;
+    }
+    gcc_jit_block *fast = block(g), *slow = block(g);
+    emit_fast_setup(g, b);
+    gcc_jit_block_end_with_conditional(
+        b, NULL, cmp(g, GCC_JIT_COMPARISON_EQ, rv(g->fok), gcc_jit_context_new_rvalue_from_int(g->c, g->t_i32, 0xffff)), fast,
+        slow);
+    rows_loop(g, fast, jj, r, accv, mask, t0, t1, next, 1);
+    rows_loop(g, slow, jj, r, accv, mask, t0, t1, next, 0);
 }
 
 static void build_rows(gen *g)
@@ -678,6 +868,7 @@ static void build_rows(gen *g)
         g->val[i] = local(g, g->v16, "v%d", i, 0);
     for (int t = 0; t < g->ep->ntabs; t++)
         g->tab[t] = local(g, g->p_i32c, "tab%d", t, 0);
+    fast_locals(g);
     gcc_jit_lvalue *jj = local(g, g->t_i64, "jj", 0, 0), *r = local(g, g->t_i64, "r", 0, 0);
     gcc_jit_lvalue *accv = local(g, g->v16, "accv", 0, 0);
     gcc_jit_block *entry = block(g), *cols = block(g), *pick = block(g), *full = block(g), *part = block(g),

@@ -313,6 +313,150 @@ Test(vecmap, fused_kernels_write_the_bytes_of_the_channels_last_kernel)
     tu_rmdir(dir);
 }
 
+/* ------------------------------------- the requantization tail (vfast) */
+
+/* stdlib qlinear's value (kernels.qrl: min(max(round_even(f32(acc + bias) * m) + f32(y_zero), floor),
+ * top), then sat<T>) written out here in C with the language's rules (vecmap.h): i32 wraps, min is
+ * a < b ? a : b and max a > b ? a : b, each giving a where b is NaN; sat<T> gives 0 for NaN, else
+ * clamps to T's range and truncates. The oracle both generated kernels are held to. */
+static float ref_min(float a, float b) { return isnan(b) ? a : a < b ? a : b; }
+static float ref_max(float a, float b) { return isnan(b) ? a : a > b ? a : b; }
+
+static uint8_t qlinear_oracle(int32_t acc, float m, int32_t bias, int32_t yz, float lo, float hi, int i8)
+{
+    volatile float x = (float)(int32_t)((uint32_t)acc + (uint32_t)bias) * m; /* volatile: no contraction */
+    float v = ref_min(ref_max(rintf(x) + (float)yz, lo), hi);
+    if (isnan(v))
+        return 0;
+    float tl = i8 ? -128.0f : 0.0f, th = i8 ? 127.0f : 255.0f;
+    v = v > th ? th : v < tl ? tl : v;
+    return i8 ? (uint8_t)(int8_t)truncf(v) : (uint8_t)truncf(v);
+}
+
+/* The tables of channel c: m (0), bias (1), y_zero (2), floor (3), top (4). Vectors of 16 channels
+ * are of three kinds by c / 16 % 3: ordinary layers' values (the fast tail), values at the fast
+ * tail's edges that it still takes (products that overflow to infinities, bounds outside T's range
+ * or crossed, a zero point of 2^23, no bounds), and one lane in 16 that it does not take (m NaN or
+ * infinite, zero points past 2^23, bounds NaN or not integers), so that vector runs the program. */
+static void tail_tables(int64_t n, int32_t *lanes)
+{
+    for (int64_t c = 0; c < n; c++) {
+        float m = (float)((int)(next() % 2001) - 1000) * 2e-6f, lo = -INFINITY, hi = INFINITY;
+        int32_t bias = (int32_t)(next() % 200001) - 100000, yz = (int32_t)(next() % 256) - (c % 2 ? 128 : 0);
+        if (c % 3 == 0)
+            lo = (float)yz; /* Relu */
+        if (c % 4 == 1) {
+            lo = (float)(yz - 30);
+            hi = (float)(yz + 40); /* Clip */
+        }
+        int kind = (int)(c / 16 % 3), lane = (int)(c % 16);
+        if (kind == 1) {
+            static const float ms[] = {1e30f, -1e30f, 0.0f, -0.0f, 3e-45f, 1.5f};
+            m = lane < 6 ? ms[lane] : m;
+            yz = lane == 6 ? 1 << 23 : lane == 7 ? -(1 << 23) : lane == 8 ? 300 : yz;
+            lo = lane == 9 ? 400.0f : lane == 10 ? 50.0f : lane == 11 ? -1e9f : lo;
+            hi = lane == 9 ? 500.0f : lane == 10 ? 20.0f : lane == 12 ? -300.0f : lane == 11 ? 1e9f : hi;
+        } else if (kind == 2) {
+            int bad = (int)(c / 48 % 9);
+            if (lane == 5)
+                switch (bad) {
+                case 0: m = NAN; break;
+                case 1: m = INFINITY; break;
+                case 2: m = -INFINITY; break;
+                case 3: yz = (1 << 23) + 1; break;
+                case 4: yz = INT32_MIN; break;
+                case 5: lo = NAN; break;
+                case 6: hi = NAN; break;
+                case 7: lo = 3.5f; break;
+                default: hi = 100.25f; break;
+                }
+        }
+        memcpy(&lanes[0 * n + c], &m, 4);
+        lanes[1 * n + c] = bias;
+        lanes[2 * n + c] = yz;
+        memcpy(&lanes[3 * n + c], &lo, 4);
+        memcpy(&lanes[4 * n + c], &hi, 4);
+    }
+}
+
+static uint8_t tail_want(const int32_t *lanes, int64_t n, int64_t c, int32_t acc, int i8)
+{
+    float m, lo, hi;
+    memcpy(&m, &lanes[c], 4);
+    memcpy(&lo, &lanes[3 * n + c], 4);
+    memcpy(&hi, &lanes[4 * n + c], 4);
+    return qlinear_oracle(acc, m, lanes[n + c], lanes[2 * n + c], lo, hi, i8);
+}
+
+/* The stdlib's requantization program (the fast tail, or the program where a vector's values do
+ * not allow it) in the fused kernels and the rows epilogue, against the C oracle: ragged channel
+ * counts, tiles of 1 to 4 vectors, columns from a ragged start. */
+Test(vecmap, requantization_tail_gives_the_oracle_bytes)
+{
+    if (!has_vnni()) {
+        cr_log_info("no AVX-512 VNNI: no fused kernels");
+        return;
+    }
+    qrl_module *m = compile_path("recipes/int8.qrl");
+    static const int64_t shapes[][4] = {{1, 16, 150, 13}, {9, 8, 61, 9}, {1, 4, 200, 7}, {3, 12, 37, 20}, {1, 32, 451, 6}};
+    for (int i8 = 0; i8 < 2; i8++) {
+        const char *prog = program(m, i8 ? "qlinear.nhwc<i8>" : "qlinear.nhwc<u8>");
+        cr_assert(prog);
+        qr_rows_ep_fn rows_ep = qc_rows_ep_jit(prog);
+        cr_assert(rows_ep, "no rows epilogue");
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            layer l;
+            make_layer(&l, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+            int64_t n = l.n;
+            for (int64_t i = 0; i < l.rows * n; i += 7) /* some sums near zero, where the rounding ties lie */
+                l.acc[i] = (int32_t)(next() % 2001) - 1000;
+            int32_t *lanes = malloc((size_t)(5 * n) * sizeof *lanes);
+            tail_tables(n, lanes);
+            const int32_t *tabs[5];
+            for (int t = 0; t < 5; t++)
+                tabs[t] = lanes + t * n;
+            for (int64_t i = 0; i < l.rows * n; i++)
+                l.want[i] = tail_want(lanes, n, i % n, l.acc[i], i8);
+            qr_iconv_ep_fn fused = qc_iconv_jit_ep(l.taps, l.k4, n, prog);
+            cr_assert(fused);
+            /* the fused kernel's sums are the layer's, its bytes the oracle's of them */
+            memset(l.got, 0xa5, (size_t)(l.rows * n) + 1);
+            fused(l.got, n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, n, n, tabs);
+            for (int64_t i = 0; i < l.rows * n; i++) {
+                uint8_t want = l.want[i];
+                if (i % 7 == 0) { /* acc changed above: the fused kernel summed the original */
+                    int64_t sum = l.init[i % n];
+                    for (int64_t t = 0; t < l.taps; t++)
+                        for (int64_t q = 0; q < l.k4; q++)
+                            sum += (int64_t)l.a[i / n * l.taps + t][q] * l.wt[(t * l.k4 + q) * n + i % n];
+                    want = tail_want(lanes, n, i % n, (int32_t)(uint32_t)(uint64_t)sum, i8);
+                }
+                cr_assert_eq(l.got[i], want, "%s fused, taps %lld k4 %lld n %lld: y[%lld][%lld] = %d, the oracle %d",
+                             i8 ? "i8" : "u8", (long long)l.taps, (long long)l.k4, (long long)n, (long long)(i / n),
+                             (long long)(i % n), l.got[i], want);
+            }
+            cr_assert_eq(l.got[l.rows * n], 0xa5, "written past the last row");
+            for (int part = 0; part < 2; part++) {
+                int64_t c0 = part ? n / 3 + 1 : 0, c1 = part ? n - n / 5 : n, r0 = part && l.rows > 1;
+                memset(l.got, 0xa5, (size_t)(l.rows * n) + 1);
+                rows_ep(l.got + r0 * n + c0, n, l.acc + r0 * n + c0, n, l.rows - r0, c1 - c0, c0, tabs);
+                for (int64_t i = 0; i <= l.rows * n; i++) {
+                    int64_t r = i / n, c = i % n;
+                    int in = i < l.rows * n && r >= r0 && c >= c0 && c < c1;
+                    cr_assert_eq(l.got[i], in ? l.want[i] : 0xa5,
+                                 "%s rows epilogue, n %lld, columns [%lld, %lld) from row %lld: y[%lld][%lld] = %d, "
+                                 "want %d (acc %d)", i8 ? "i8" : "u8", (long long)n, (long long)c0, (long long)c1,
+                                 (long long)r0, (long long)r, (long long)c, l.got[i], in ? l.want[i] : 0xa5,
+                                 i < l.rows * n ? l.acc[i] : 0);
+                }
+            }
+            free(lanes);
+            drop_layer(&l);
+        }
+    }
+    qr_module_free(m);
+}
+
 /* A program the generator does not accept gets no kernel (the caller keeps phase 1). */
 Test(vecmap, malformed_programs_get_no_kernel)
 {
