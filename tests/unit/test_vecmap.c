@@ -336,9 +336,9 @@ static uint8_t qlinear_oracle(int32_t acc, float m, int32_t bias, int32_t yz, fl
 /* The tables of channel c: m (0), bias (1), y_zero (2), floor (3), top (4). Vectors of 16 channels
  * are of three kinds by c / 16 % 3: ordinary layers' values (the fast tail), values at the fast
  * tail's edges that it still takes (products that overflow to infinities, bounds outside T's range
- * or crossed, a zero point of 2^23, no bounds), and one lane in 16 that it does not take (m NaN or
+ * or crossed, a zero point of 2^23, no bounds, ties), and one lane in 16 that it does not take (m NaN or
  * infinite, zero points past 2^23, bounds NaN or not integers), so that vector runs the program. */
-static void tail_tables(int64_t n, int32_t *lanes)
+static void tail_tables(int64_t n, int32_t *lanes, int i8)
 {
     for (int64_t c = 0; c < n; c++) {
         float m = (float)((int)(next() % 2001) - 1000) * 2e-6f, lo = -INFINITY, hi = INFINITY;
@@ -356,6 +356,11 @@ static void tail_tables(int64_t n, int32_t *lanes)
             yz = lane == 6 ? 1 << 23 : lane == 7 ? -(1 << 23) : lane == 8 ? 300 : yz;
             lo = lane == 9 ? 400.0f : lane == 10 ? 50.0f : lane == 11 ? -1e9f : lo;
             hi = lane == 9 ? 500.0f : lane == 10 ? 20.0f : lane == 12 ? -300.0f : lane == 11 ? 1e9f : hi;
+            if (lane >= 13) { /* halves and quarters of small sums: ties, which round to even */
+                m = lane == 13 ? 0.5f : lane == 14 ? -0.25f : 1.5f;
+                bias = (int32_t)(next() % 21) - 10;
+                yz = i8 ? 0 : 128;
+            }
         } else if (kind == 2) {
             int bad = (int)(c / 48 % 9);
             if (lane == 5)
@@ -408,10 +413,20 @@ Test(vecmap, requantization_tail_gives_the_oracle_bytes)
             layer l;
             make_layer(&l, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
             int64_t n = l.n;
-            for (int64_t i = 0; i < l.rows * n; i += 7) /* some sums near zero, where the rounding ties lie */
-                l.acc[i] = (int32_t)(next() % 2001) - 1000;
             int32_t *lanes = malloc((size_t)(5 * n) * sizeof *lanes);
-            tail_tables(n, lanes);
+            tail_tables(n, lanes, i8);
+            /* some sums near zero, and all of the tie channels' (rows epilogue: the fused kernel sums the
+             * layer's own), where the rounding ties lie */
+            int ties = 0;
+            for (int64_t i = 0; i < l.rows * n; i++)
+                if (i % 7 == 0 || (i % n / 16 % 3 == 1 && i % n % 16 >= 13)) {
+                    l.acc[i] = (int32_t)(next() % 2001) - 1000;
+                    float m, x;
+                    memcpy(&m, &lanes[i % n], 4);
+                    x = (float)(l.acc[i] + lanes[n + i % n]) * m;
+                    ties += fabsf(x - truncf(x)) == 0.5f && fabsf(x) < 100.0f;
+                }
+            cr_assert(n < 32 || ties > 0, "no ties");
             const int32_t *tabs[5];
             for (int t = 0; t < 5; t++)
                 tabs[t] = lanes + t * n;
@@ -424,7 +439,7 @@ Test(vecmap, requantization_tail_gives_the_oracle_bytes)
             fused(l.got, n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, n, n, tabs);
             for (int64_t i = 0; i < l.rows * n; i++) {
                 uint8_t want = l.want[i];
-                if (i % 7 == 0) { /* acc changed above: the fused kernel summed the original */
+                if (i % 7 == 0 || (i % n / 16 % 3 == 1 && i % n % 16 >= 13)) { /* acc changed above: the fused kernel summed the original */
                     int64_t sum = l.init[i % n];
                     for (int64_t t = 0; t < l.taps; t++)
                         for (int64_t q = 0; q < l.k4; q++)
