@@ -14,17 +14,11 @@
 #include "ops/igemm.h"
 #include "options.h"
 #include "quantize_plan.h"
+#include "twins.h"
 
-#define TWIN_SUFFIX "_nhwc"
+#define TWIN_SUFFIX QR_TWINS_SUFFIX
 
-static const int64_t to_nhwc_perm[4] = {0, 2, 3, 1};
-static const int64_t to_nchw_perm[4] = {0, 3, 1, 2};
-
-typedef struct lay {
-    qr_graph *g;
-    qr_value **twin; /* by value id: its NHWC twin, or NULL */
-    int ntwin;
-} lay;
+typedef qr_twins lay;
 
 static int is_int8(const qr_value *v)
 {
@@ -118,37 +112,6 @@ static int capable(const qr_node *n, qr_layout_pointwise_fn pointwise, void *use
     return 0;
 }
 
-static qr_value *new_twin(lay *L, const qr_value *v, const char *suffix, const int64_t *perm)
-{
-    char name[512];
-    snprintf(name, sizeof name, "%s%s", v->name, suffix);
-    qr_value *t = qr_graph_new_value(L->g, name);
-    if (!t)
-        return NULL;
-    t->t = v->t;
-    t->t.data = NULL;
-    for (int d = 0; d < 4; d++) {
-        t->t.dims[d] = v->t.dims[perm[d]];
-        t->dim_param[d] = v->dim_param[perm[d]];
-    }
-    t->q = v->q;
-    return t;
-}
-
-static qr_node *transpose(lay *L, qr_value *from, qr_value *to, const int64_t *perm)
-{
-    char name[512];
-    snprintf(name, sizeof name, "layout_%s", to->name);
-    qr_node *n = qr_plan_new_node(L->g, "Transpose", "", name, 1, 1);
-    if (!n)
-        return NULL;
-    qr_node_add_attr_ints(L->g, n, "perm", 4, perm);
-    n->in[0] = from;
-    n->out[0] = to;
-    to->producer = n;
-    return n;
-}
-
 /* Whether MaxPool n, its input not NHWC, runs channels last anyway: every node that reads its
  * output runs channels last (a convolution among them). It then reads its NCHW input itself
  * (x_nchw: runtime/ops/nhwc.c transposes each task's input rows into cache and pools them
@@ -178,17 +141,6 @@ static int pool_leads(const lay *L, const qr_node *n, qr_layout_pointwise_fn poi
     return convs > 0;
 }
 
-/* v's NHWC twin, made by a Transpose the first time. */
-static qr_value *nhwc_of(lay *L, qr_value *v)
-{
-    if (v->id < L->ntwin && L->twin[v->id])
-        return L->twin[v->id];
-    qr_value *t = new_twin(L, v, TWIN_SUFFIX, to_nhwc_perm);
-    if (!t || !transpose(L, v, t, to_nhwc_perm) || v->id >= L->ntwin)
-        return NULL;
-    return L->twin[v->id] = t;
-}
-
 /* A QrlKernel's output shape attributes (intgraph.c kcall_infer) for its NHWC operands: the fixed
  * dims permuted, and each dim that follows input i's dim j following its new place. */
 static void permute_shape_attrs(qr_node *n)
@@ -201,7 +153,7 @@ static void permute_shape_attrs(qr_node *n)
             continue;
         int64_t v[4];
         for (int d = 0; d < 4; d++) {
-            int64_t x = at->ints[to_nhwc_perm[d]];
+            int64_t x = at->ints[qr_twins_to_nhwc[d]];
             v[d] = df && x >= 0 ? x / QR_MAX_DIMS * QR_MAX_DIMS + (x % QR_MAX_DIMS < 4 ? place[x % QR_MAX_DIMS] : x % QR_MAX_DIMS) : x;
         }
         memcpy(at->ints, v, sizeof v);
@@ -235,7 +187,7 @@ static int pad_nhwc(lay *L, qr_node *n)
     const qr_value *p = n->in[1];
     int64_t v[8];
     for (int i = 0; i < 8; i++)
-        v[i] = qr_get_i64(p->t.data, p->t.dtype, i / 4 * 4 + to_nhwc_perm[i % 4]);
+        v[i] = qr_get_i64(p->t.data, p->t.dtype, i / 4 * 4 + qr_twins_to_nhwc[i % 4]);
     char name[512];
     snprintf(name, sizeof name, "%s" TWIN_SUFFIX, p->name);
     qr_tensor t = {.dtype = QR_I64, .ndim = 1, .dims = {8}, .data = v};
@@ -253,7 +205,7 @@ static int convert(lay *L, qr_node *n)
         qr_value *v = n->in[i];
         if (!v || v->is_const)
             continue;
-        if (!(n->in[i] = nhwc_of(L, v)))
+        if (!(n->in[i] = qr_twins_nhwc_of(L, v)))
             return -1;
     }
     /* the epilogue's own operand x (stdlib's kernels take it for its type) reads the twin too, so
@@ -263,7 +215,7 @@ static int convert(lay *L, qr_node *n)
             n->in[i] = n->in[0];
     if (!conv)
         permute_shape_attrs(n);
-    qr_value *out = n->out[0], *t = new_twin(L, out, TWIN_SUFFIX, to_nhwc_perm);
+    qr_value *out = n->out[0], *t = qr_twins_new_value(L, out, qr_twins_to_nhwc);
     if (!t || out->id >= L->ntwin)
         return -1;
     n->out[0] = t;
@@ -353,28 +305,6 @@ static int fold_flatten(lay *L, qr_node *f)
     return 0;
 }
 
-/* Every value left without its producer that something still reads in NCHW: back from its twin. */
-static int restore_nchw(lay *L, int nvalues)
-{
-    int *read = calloc((size_t)nvalues + 1, sizeof *read);
-    if (!read)
-        return -1;
-    for (int i = 0; i < L->g->n_nodes; i++) {
-        const qr_node *n = L->g->nodes[i];
-        for (int j = 0; !n->dead && j < n->n_in; j++)
-            if (n->in[j] && n->in[j]->id < nvalues)
-                read[n->in[j]->id] = 1;
-    }
-    int st = 0;
-    for (int id = 0; id < nvalues && !st; id++) {
-        qr_value *v = L->g->values[id];
-        if (L->twin[id] && !v->producer && !v->is_input && !v->is_const && (read[id] || v->is_output))
-            st = transpose(L, L->twin[id], v, to_nchw_perm) ? 0 : -1;
-    }
-    free(read);
-    return st;
-}
-
 qr_status qr_layout_nhwc(qr_graph *g, qr_layout_pointwise_fn pointwise, void *user, qr_error *e)
 {
     int mode = qr_options_get()->nhwc;
@@ -382,8 +312,8 @@ qr_status qr_layout_nhwc(qr_graph *g, qr_layout_pointwise_fn pointwise, void *us
         return QR_OK;
     int every = mode == QR_NHWC_ALL || qr_iconv_specializing();
     int nvalues = g->n_values, nnodes = g->n_nodes;
-    lay L = {g, calloc((size_t)nvalues + 1, sizeof(qr_value *)), nvalues};
-    if (!L.twin)
+    lay L;
+    if (qr_twins_init(&L, g))
         return qr_errorf(e, "out of memory");
     int st = 0, any = 0;
     for (int i = 0; i < nnodes && !st; i++) {
@@ -403,8 +333,8 @@ qr_status qr_layout_nhwc(qr_graph *g, qr_layout_pointwise_fn pointwise, void *us
         }
     }
     if (!st && any)
-        st = restore_nchw(&L, nvalues);
-    free(L.twin);
+        st = qr_twins_restore_nchw(&L);
+    qr_twins_free(&L);
     if (st)
         return qr_errorf(e, "out of memory");
     return qr_graph_check_oom(g, e);

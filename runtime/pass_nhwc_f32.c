@@ -14,17 +14,9 @@
 #include "options.h"
 #include "passes.h"
 #include "ops/sconv.h"
+#include "twins.h"
 
-#define TWIN_SUFFIX "_nhwc"
-
-static const int64_t to_nhwc_perm[4] = {0, 2, 3, 1};
-static const int64_t to_nchw_perm[4] = {0, 3, 1, 2};
-
-typedef struct lay {
-    qr_graph *g;
-    qr_value **twin; /* by value id: its NHWC twin, or NULL */
-    int ntwin;
-} lay;
+typedef qr_twins lay;
 
 static int f32_4d(const qr_value *v)
 {
@@ -34,11 +26,6 @@ static int f32_4d(const qr_value *v)
 static int is_op(const qr_node *n, const char *op)
 {
     return !n->domain[0] && !strcmp(n->op, op);
-}
-
-static int has_twin(const lay *L, const qr_value *v)
-{
-    return v && v->id < L->ntwin && L->twin[v->id];
 }
 
 /* A Conv sconv runs: f32, 2-D, constant weights (and bias), group 1 or depthwise, channels known. */
@@ -84,57 +71,6 @@ static int pointwise_capable(const qr_node *n)
         any = 1;
     }
     return any;
-}
-
-static qr_value *new_twin(lay *L, const qr_value *v, const int64_t *perm)
-{
-    char name[512];
-    snprintf(name, sizeof name, "%s" TWIN_SUFFIX, v->name);
-    qr_value *t = qr_graph_new_value(L->g, name);
-    if (!t)
-        return NULL;
-    t->t = v->t;
-    t->t.data = NULL;
-    for (int d = 0; d < 4; d++) {
-        t->t.dims[d] = v->t.dims[perm[d]];
-        t->dim_param[d] = v->dim_param[perm[d]];
-    }
-    return t;
-}
-
-static qr_node *new_node(lay *L, const char *op, const char *domain, const char *name, int n_in)
-{
-    qr_node *n = qr_graph_add_node(L->g, op, name, n_in, 1);
-    if (!n || !(n->domain = qr_arena_strdup(&L->g->arena, domain)))
-        return NULL;
-    n->def = qr_op_find(domain, op);
-    n->opset = domain[0] ? 1 : L->g->opset;
-    return n;
-}
-
-static qr_node *transpose(lay *L, qr_value *from, qr_value *to, const int64_t *perm)
-{
-    char name[512];
-    snprintf(name, sizeof name, "layout_%s", to->name);
-    qr_node *n = new_node(L, "Transpose", "", name, 1);
-    if (!n)
-        return NULL;
-    qr_node_add_attr_ints(L->g, n, "perm", 4, perm);
-    n->in[0] = from;
-    n->out[0] = to;
-    to->producer = n;
-    return n;
-}
-
-/* v's NHWC twin, made by a Transpose the first time. */
-static qr_value *nhwc_of(lay *L, qr_value *v)
-{
-    if (has_twin(L, v))
-        return L->twin[v->id];
-    qr_value *t = new_twin(L, v, to_nhwc_perm);
-    if (!t || !transpose(L, v, t, to_nhwc_perm) || v->id >= L->ntwin)
-        return NULL;
-    return L->twin[v->id] = t;
 }
 
 /* The live nodes that read v (up to max of them into u; u NULL: only counted). */
@@ -186,7 +122,7 @@ static int fuse_epilogue(lay *L, qr_node *n)
         qr_node *add = u[0];
         qr_value *r = add->in[0] == out ? add->in[1] : add->in[0];
         const int64_t *a = r ? r->t.dims : NULL, *b = out->t.dims;
-        if (r && r != out && has_twin(L, r) && f32_4d(r) && a[0] == b[0] && a[1] == b[1] && a[2] == b[2] &&
+        if (r && r != out && qr_twins_has(L, r) && f32_4d(r) && a[0] == b[0] && a[1] == b[1] && a[2] == b[2] &&
             a[3] == b[3] && a[1] > 0 && a[2] > 0 && a[3] > 0) {
             qr_value **in = qr_arena_alloc(&L->g->arena, 4 * sizeof *in);
             if (!in)
@@ -214,16 +150,16 @@ static int convert(lay *L, qr_node *n, const char *op)
         qr_value *v = n->in[i];
         if (!v || v->is_const)
             continue;
-        if (conv && !has_twin(L, v)) { /* reads its NCHW input itself */
+        if (conv && !qr_twins_has(L, v)) { /* reads its NCHW input itself */
             qr_node_add_attr_i(L->g, n, "x_nchw", 1);
             continue;
         }
-        if (!(n->in[i] = nhwc_of(L, v)))
+        if (!(n->in[i] = qr_twins_nhwc_of(L, v)))
             return -1;
     }
     if (conv && fuse_epilogue(L, n) < 0)
         return -1;
-    qr_value *out = n->out[0], *t = new_twin(L, out, to_nhwc_perm);
+    qr_value *out = n->out[0], *t = qr_twins_new_value(L, out, qr_twins_to_nhwc);
     if (!t || out->id >= L->ntwin)
         return -1;
     n->out[0] = t;
@@ -239,36 +175,14 @@ static int convert(lay *L, qr_node *n, const char *op)
     return n->def ? 0 : -1;
 }
 
-/* Every value left without its producer that something still reads in NCHW: back from its twin. */
-static int restore_nchw(lay *L, int nvalues)
-{
-    int *read = calloc((size_t)nvalues + 1, sizeof *read);
-    if (!read)
-        return -1;
-    for (int i = 0; i < L->g->n_nodes; i++) {
-        const qr_node *n = L->g->nodes[i];
-        for (int j = 0; !n->dead && j < n->n_in; j++)
-            if (n->in[j] && n->in[j]->id < nvalues)
-                read[n->in[j]->id] = 1;
-    }
-    int st = 0;
-    for (int id = 0; id < nvalues && !st; id++) {
-        qr_value *v = L->g->values[id];
-        if (L->twin[id] && !v->producer && !v->is_input && !v->is_const && (read[id] || v->is_output))
-            st = transpose(L, L->twin[id], v, to_nchw_perm) ? 0 : -1;
-    }
-    free(read);
-    return st;
-}
-
 qr_status qr_pass_nhwc_f32(qr_graph *g, int *changed, qr_error *e)
 {
     *changed = 0;
     if (qr_options_get()->nhwc == QR_NHWC_OFF || !qr_sconv_available())
         return QR_OK;
-    int nvalues = g->n_values, nnodes = g->n_nodes;
-    lay L = {g, calloc((size_t)nvalues + 1, sizeof(qr_value *)), nvalues};
-    if (!L.twin)
+    int nnodes = g->n_nodes;
+    lay L;
+    if (qr_twins_init(&L, g))
         return qr_errorf(e, "out of memory");
     int st = 0, any = 0;
     for (int i = 0; i < nnodes && !st; i++) {
@@ -280,17 +194,17 @@ qr_status qr_pass_nhwc_f32(qr_graph *g, int *changed, qr_error *e)
         if (conv_capable(n)) {
             op = "QrlConvF32Nhwc";
             ok = 1;
-        } else if (is_op(n, "MaxPool") && has_twin(&L, n->in[0]) && f32_4d(n->out[0]) &&
+        } else if (is_op(n, "MaxPool") && qr_twins_has(&L, n->in[0]) && f32_4d(n->out[0]) &&
                    qr_attr_i(n, "storage_order", 0) == 0) {
             op = "QrlMaxPoolF32Nhwc";
             ok = 1;
-        } else if (is_op(n, "GlobalAveragePool") && has_twin(&L, n->in[0]) && f32_4d(n->out[0])) {
+        } else if (is_op(n, "GlobalAveragePool") && qr_twins_has(&L, n->in[0]) && f32_4d(n->out[0])) {
             op = "QrlGlobalAveragePoolF32Nhwc";
             ok = 1;
         } else if (pointwise_capable(n)) {
             /* joins a region only: alone it would only add transposes */
             for (int j = 0; !ok && j < n->n_in; j++)
-                ok = has_twin(&L, n->in[j]);
+                ok = qr_twins_has(&L, n->in[j]);
         }
         if (ok) {
             st = convert(&L, n, op);
@@ -298,8 +212,8 @@ qr_status qr_pass_nhwc_f32(qr_graph *g, int *changed, qr_error *e)
         }
     }
     if (!st && any)
-        st = restore_nchw(&L, nvalues);
-    free(L.twin);
+        st = qr_twins_restore_nchw(&L);
+    qr_twins_free(&L);
     if (st)
         return qr_errorf(e, "out of memory");
     if (qr_graph_check_oom(g, e) != QR_OK)
