@@ -391,7 +391,7 @@ typedef struct sconv_job {
 static void sconv_image_rows(void *arg, int64_t r0, int64_t r1)
 {
     const sconv_job *j = arg;
-    (j->x_nhwc ? qr_sconv_image_rows_nhwc : qr_sconv_image_rows)(j->p, j->x, j->xp, r0, r1);
+    qr_sconv_image_rows(j->p, j->x, j->x_nhwc, j->xp, r0, r1);
 }
 
 /* Tasks [t0, t1): (panel, row block), panel-major, each on its slot's row block. */

@@ -57,10 +57,9 @@ int64_t qr_sconv_block_floats(const qr_sconv *p);
 /* Output rows per row block. */
 int64_t qr_sconv_block_rows(const qr_sconv *p);
 
-/* Rows [r0, r1) of the padded image xp from x (one NCHW image; _nhwc: one NHWC image), border
+/* Rows [r0, r1) of the padded image xp from x (one NCHW image; x_nhwc: one NHWC image), border
  * zeros included. */
-void qr_sconv_image_rows(const qr_sconv *p, const float *x, float *xp, int64_t r0, int64_t r1);
-void qr_sconv_image_rows_nhwc(const qr_sconv *p, const float *x, float *xp, int64_t r0, int64_t r1);
+void qr_sconv_image_rows(const qr_sconv *p, const float *x, int x_nhwc, float *xp, int64_t r0, int64_t r1);
 
 /* What a channels-last output gets after the bias, in this order: res added (a fused Add: a tensor
  * of y's shape, NHWC only), the activation (qr_act), then x * HardSigmoid(x) when hswish (a fused

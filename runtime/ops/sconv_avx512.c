@@ -289,7 +289,7 @@ TARGET static void interleave3(const float *src, int64_t ss, float *dst, int64_t
     }
 }
 
-void qr_sconv_image_rows(const qr_sconv *p, const float *x, float *xp, int64_t r0, int64_t r1)
+void qr_sconv_image_rows(const qr_sconv *p, const float *x, int x_nhwc, float *xp, int64_t r0, int64_t r1)
 {
     const int64_t C = p->C, rowf = p->Wp * C;
     for (int64_t r = r0; r < r1; r++) {
@@ -300,29 +300,13 @@ void qr_sconv_image_rows(const qr_sconv *p, const float *x, float *xp, int64_t r
             continue;
         }
         memset(d, 0, (size_t)(p->pl * C) * sizeof(float));
-        int64_t tail = p->Wp - p->pl - p->W;
-        memset(d + (p->pl + p->W) * C, 0, (size_t)(tail * C) * sizeof(float));
-        /* [C][W] (plane stride H * W) -> [W][C] */
-        if (C == 3)
+        memset(d + (p->pl + p->W) * C, 0, (size_t)((p->Wp - p->pl - p->W) * C) * sizeof(float));
+        if (x_nhwc)
+            memcpy(d + p->pl * C, x + iy * p->W * C, (size_t)(p->W * C) * sizeof(float));
+        else if (C == 3) /* [C][W] (plane stride H * W) -> [W][C] */
             interleave3(x + iy * p->W, p->H * p->W, d + p->pl * C, p->W);
         else
             transpose(x + iy * p->W, p->H * p->W, d + p->pl * C, C, C, p->W);
-    }
-}
-
-void qr_sconv_image_rows_nhwc(const qr_sconv *p, const float *x, float *xp, int64_t r0, int64_t r1)
-{
-    const int64_t C = p->C, rowf = p->Wp * C;
-    for (int64_t r = r0; r < r1; r++) {
-        float *d = xp + r * rowf;
-        int64_t iy = r - p->pt;
-        if (iy < 0 || iy >= p->H) {
-            memset(d, 0, (size_t)rowf * sizeof(float));
-            continue;
-        }
-        memset(d, 0, (size_t)(p->pl * C) * sizeof(float));
-        memcpy(d + p->pl * C, x + iy * p->W * C, (size_t)(p->W * C) * sizeof(float));
-        memset(d + (p->pl + p->W) * C, 0, (size_t)((p->Wp - p->pl - p->W) * C) * sizeof(float));
     }
 }
 
