@@ -35,7 +35,10 @@ static void gmacs(FILE *f, double macs, double seconds)
 
 int cli_print_profile(FILE *f, const qrl_model *m, int top)
 {
-    int n = qrl_model_num_nodes(m), nops = 0, ran = 0;
+    qrl_node_profile probe;
+    int n = 0, nops = 0, ran = 0;
+    while (qrl_model_profile(m, n, &probe) == 0) /* the graph that ran: not the walk's (qrl.h) */
+        n++;
     int *order = malloc(((size_t)n + 1) * sizeof *order);
     op_row *ops = calloc((size_t)n + 1, sizeof *ops);
     qrl_node_profile *p = calloc((size_t)n + 1, sizeof *p);
@@ -58,10 +61,10 @@ int cli_print_profile(FILE *f, const qrl_model *m, int top)
         macs += p[i].macs;
         runs = p[i].runs > runs ? p[i].runs : runs;
         int k = 0;
-        while (k < nops && strcmp(ops[k].op, qrl_node_op(m, i)))
+        while (k < nops && strcmp(ops[k].op, p[i].op))
             k++;
         if (k == nops)
-            ops[nops++].op = qrl_node_op(m, i);
+            ops[nops++].op = p[i].op;
         ops[k].nodes++;
         ops[k].seconds += p[i].seconds;
         ops[k].macs += p[i].macs;
@@ -86,9 +89,9 @@ int cli_print_profile(FILE *f, const qrl_model *m, int top)
             "node", "op", "ms/run", "%", "MMAC", "GMAC/s");
     for (int r = 0; r < shown; r++) {
         int i = order[r];
-        const char *name = qrl_node_name(m, i);
+        const char *name = p[i].name;
         double per = (double)p[i].runs;
-        fprintf(f, "  %-40.40s %-18.18s %10.3f %6.1f", name && name[0] ? name : "(unnamed)", qrl_node_op(m, i),
+        fprintf(f, "  %-40.40s %-18.18s %10.3f %6.1f", name && name[0] ? name : "(unnamed)", p[i].op,
                 p[i].seconds / per * 1e3, total > 0 ? 100.0 * p[i].seconds / total : 0.0);
         if (p[i].macs > 0)
             fprintf(f, " %9.2f", p[i].macs / per * 1e-6);

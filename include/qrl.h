@@ -100,11 +100,14 @@ typedef struct qrl_run_stats {
 void qrl_model_stats(const qrl_model *m, qrl_run_stats *out);
 
 /* What node cost over the runs since the model was configured with QRL_RUN_PROFILE (or since
- * qrl_model_profile_reset). Returns non-zero when m is not profiling or node is out of range. */
+ * qrl_model_profile_reset). Returns non-zero when m is not profiling or node is out of range. The
+ * nodes are those of the graph that runs, which need not be the walk's: a loaded f32 model runs its
+ * convolutions channels-last, with transposes at the region's borders (op and name say which). */
 typedef struct qrl_node_profile {
     double seconds; /* shape inference, output allocation and the kernel */
     int64_t runs;
     double macs;    /* multiply-accumulates: convolutions and matrix products, 0 for other ops */
+    const char *op, *name; /* the node that ran; valid while m is */
 } qrl_node_profile;
 int qrl_model_profile(const qrl_model *m, int node, qrl_node_profile *out);
 void qrl_model_profile_reset(qrl_model *m);

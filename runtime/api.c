@@ -196,13 +196,13 @@ void qrl_tensor_free(qrl_tensor *t)
     t->data = NULL;
 }
 
-/* The walk and the profile are of the graph the executor runs (qr_api_run_graph). */
-int qrl_model_num_nodes(const qrl_model *m) { return qr_api_run_graph(m)->n_nodes; }
+/* The walk is of the model as loaded, its names the file's (a back end maps qparams by them); the
+ * profile is of the graph the executor runs (qr_api_run_graph), which may differ (qrl_model_profile). */
+int qrl_model_num_nodes(const qrl_model *m) { return m->g->n_nodes; }
 
 static const qr_node *node_at(const qrl_model *m, int i)
 {
-    const qr_graph *g = qr_api_run_graph(m);
-    return i >= 0 && i < g->n_nodes ? g->nodes[i] : NULL;
+    return i >= 0 && i < m->g->n_nodes ? m->g->nodes[i] : NULL;
 }
 
 const char *qrl_node_op(const qrl_model *m, int node)
@@ -397,9 +397,11 @@ void qrl_model_stats(const qrl_model *m, qrl_run_stats *out)
 int qrl_model_profile(const qrl_model *m, int node, qrl_node_profile *out)
 {
     const qr_node_prof *p = m->x ? qr_exec_profile(m->x) : NULL;
-    if (!p || node < 0 || node >= qr_api_run_graph(m)->n_nodes)
+    const qr_graph *g = qr_api_run_graph(m);
+    if (!p || node < 0 || node >= g->n_nodes)
         return 1;
-    *out = (qrl_node_profile){.seconds = p[node].seconds, .runs = p[node].runs, .macs = p[node].macs};
+    *out = (qrl_node_profile){.seconds = p[node].seconds, .runs = p[node].runs, .macs = p[node].macs,
+                              .op = g->nodes[node]->op, .name = g->nodes[node]->name};
     return 0;
 }
 

@@ -337,6 +337,7 @@ Test(api, inputs_from_files_run_and_outputs_to_npy)
             matmul = i;
     qrl_node_profile np;
     cr_assert_eq(qrl_model_profile(m, matmul, &np), 0);
+    cr_assert_str_eq(np.op, "MatMul");
     cr_assert_eq(np.runs, 3);
     cr_assert_float_eq(np.macs, 3 * 2 * 3 * 4, 1e-9, "%g MACs over 3 runs", np.macs);
     qrl_model_profile_reset(m);
