@@ -223,7 +223,8 @@ typedef struct gen {
     int nblocks;
     const vprog *ep;        /* the fused epilogue; NULL: the accumulator is stored */
     gcc_jit_lvalue *val[QC_VEC_MAX_INSNS], *tab[64], *kmask;
-    gcc_jit_lvalue *fa, *fb, *fz, *fok, *ft0, *ft1; /* the fast tail's column values (vfast) */
+    /* the fast tail's column values (vfast) per vector of a tile, set once per strip of the fused kernel */
+    gcc_jit_lvalue *fa[MAX_VECS], *fb[MAX_VECS], *fz[MAX_VECS], *fok[MAX_VECS], *ft0, *ft1;
     gcc_jit_param *p_tabs;
 } gen;
 
@@ -424,12 +425,14 @@ static void fast_locals(gen *g)
 {
     if (!g->ep->fast.on)
         return;
-    g->fa = local(g, g->v16, "fa", 0, 0);
-    g->fb = local(g, g->v16, "fb", 0, 0);
-    g->fz = local(g, g->v16, "fz", 0, 0);
+    for (int v = 0; v < MAX_VECS; v++) {
+        g->fa[v] = local(g, g->v16, "fa%d", v, 0);
+        g->fb[v] = local(g, g->v16, "fb%d", v, 0);
+        g->fz[v] = local(g, g->v16, "fz%d", v, 0);
+        g->fok[v] = local(g, g->t_i32, "fok%d", v, 0);
+    }
     g->ft0 = local(g, g->v16, "ft0", 0, 0);
     g->ft1 = local(g, g->v16, "ft1", 0, 0);
-    g->fok = local(g, g->t_i32, "fok", 0, 0);
 }
 
 /* The fast tail's column values from the channel values M, Z, LO, HI (computed in b), and whether
@@ -439,14 +442,15 @@ static void fast_locals(gen *g)
  * clamp(clamp(v, LO, HI), lo_T, hi_T) is clamp(v, A, B), and for v integer and A, B integers
  * clamp(round_even(x) + Z, A, B) = round_even(clamp(x, A - Z, B - Z)) + Z. Lanes masked off read
  * zeros, which pass. fa = A - Z, fb = B - Z, fz = Z as i32. */
-static void emit_fast_setup(gen *g, gcc_jit_block *b)
+static void emit_fast_setup(gen *g, gcc_jit_block *b, int v)
 {
+    gcc_jit_lvalue *fa = g->fa[v], *fb = g->fb[v], *fz = g->fz[v], *fok = g->fok[v];
     /* small asm statements, constants in vectors: libgccjit 12 crashed on this as one statement
      * (14 operands), and on GPR constants in statements of several outputs */
     const vfast *f = &g->ep->fast;
     gcc_jit_rvalue *M = rv(g->val[f->m]), *Z = rv(g->val[f->z]), *LO = rv(g->val[f->lo]), *HI = rv(g->val[f->hi]);
     gcc_jit_rvalue *zin[1] = {Z};
-    asm_vec(g, b, "vcvtps2dq %{rn-sae%}, %1, %0", g->fz, 0, 0, zin, 1);
+    asm_vec(g, b, "vcvtps2dq %{rn-sae%}, %1, %0", fz, 0, 0, zin, 1);
     vconst(g, b, g->ft1, 1u << 23);
     gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(
         b, NULL,
@@ -458,10 +462,10 @@ static void emit_fast_setup(gen *g, gcc_jit_block *b)
         "vpcmpud $2, %8, %1, %2%{%2%}\n\t"
         "vcmpordps %7, %6, %2%{%2%}\n\t"    /* LO, HI numbers */
         "kmovw %2, %0");
-    gcc_jit_extended_asm_add_output_operand(e, NULL, "=r", g->fok);
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=r", fok);
     gcc_jit_extended_asm_add_output_operand(e, NULL, "=&v", g->ft0);
     gcc_jit_extended_asm_add_output_operand(e, NULL, "=&Yk", g->kmask);
-    gcc_jit_rvalue *in1[] = {M, Z, rv(g->fz), LO, HI, rv(g->ft1)};
+    gcc_jit_rvalue *in1[] = {M, Z, rv(fz), LO, HI, rv(g->ft1)};
     for (int i = 0; i < 6; i++)
         gcc_jit_extended_asm_add_input_operand(e, NULL, "v", in1[i]);
     /* A = clamp(min(LO, HI), lo_T, hi_T) into fa, B = clamp(HI, lo_T, hi_T) into fb */
@@ -473,13 +477,13 @@ static void emit_fast_setup(gen *g, gcc_jit_block *b)
                                        "vminps %5, %0, %0\n\t"
                                        "vmaxps %4, %3, %1\n\t"
                                        "vminps %5, %1, %1");
-    gcc_jit_extended_asm_add_output_operand(e, NULL, "=&v", g->fa);
-    gcc_jit_extended_asm_add_output_operand(e, NULL, "=&v", g->fb);
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=&v", fa);
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=&v", fb);
     gcc_jit_rvalue *in2[] = {LO, HI, rv(g->ft0), rv(g->ft1)};
     for (int i = 0; i < 4; i++)
         gcc_jit_extended_asm_add_input_operand(e, NULL, "v", in2[i]);
     /* A and B integers */
-    gcc_jit_lvalue *ok2 = local(g, g->t_i32, "fok2_%d", g->nblocks, 0);
+    gcc_jit_lvalue *ok2 = local(g, g->t_i32, "fok2_%d_%d", g->nblocks, v);
     e = gcc_jit_block_add_extended_asm(b, NULL,
                                        "vrndscaleps $8, %3, %1\n\t"
                                        "vcmpeqps %1, %3, %2\n\t"
@@ -489,18 +493,18 @@ static void emit_fast_setup(gen *g, gcc_jit_block *b)
     gcc_jit_extended_asm_add_output_operand(e, NULL, "=r", ok2);
     gcc_jit_extended_asm_add_output_operand(e, NULL, "=&v", g->ft0);
     gcc_jit_extended_asm_add_output_operand(e, NULL, "=&Yk", g->kmask);
-    gcc_jit_extended_asm_add_input_operand(e, NULL, "v", rv(g->fa));
-    gcc_jit_extended_asm_add_input_operand(e, NULL, "v", rv(g->fb));
-    gcc_jit_block_add_assignment_op(b, NULL, g->fok, GCC_JIT_BINARY_OP_BITWISE_AND, rv(ok2));
-    gcc_jit_rvalue *ina[2] = {rv(g->fa), Z}, *inb[2] = {rv(g->fb), Z};
-    asm_vec(g, b, "vsubps %2, %1, %0", g->fa, 0, 0, ina, 2);
-    asm_vec(g, b, "vsubps %2, %1, %0", g->fb, 0, 0, inb, 2);
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "v", rv(fa));
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "v", rv(fb));
+    gcc_jit_block_add_assignment_op(b, NULL, fok, GCC_JIT_BINARY_OP_BITWISE_AND, rv(ok2));
+    gcc_jit_rvalue *ina[2] = {rv(fa), Z}, *inb[2] = {rv(fb), Z};
+    asm_vec(g, b, "vsubps %2, %1, %0", fa, 0, 0, ina, 2);
+    asm_vec(g, b, "vsubps %2, %1, %0", fb, 0, 0, inb, 2);
 }
 
 /* The fast tail of one row: y's lanes round_even(clamp(x, fa, fb)) + fz into out. */
-static void emit_fast_row(gen *g, gcc_jit_block *b, gcc_jit_lvalue *out)
+static void emit_fast_row(gen *g, gcc_jit_block *b, int v, gcc_jit_lvalue *out)
 {
-    gcc_jit_rvalue *a[4] = {rv(g->val[g->ep->fast.x]), rv(g->fa), rv(g->fb), rv(g->fz)};
+    gcc_jit_rvalue *a[4] = {rv(g->val[g->ep->fast.x]), rv(g->fa[v]), rv(g->fb[v]), rv(g->fz[v])};
     asm_vec(g, b, "vmaxps %2, %1, %0\n\tvminps %3, %0, %0\n\tvcvtps2dq %{rn-sae%}, %0, %0\n\tvpaddd %4, %0, %0", out, 1, 0,
             a, 4);
 }
@@ -514,7 +518,7 @@ static void emit_row_insns(gen *g, gcc_jit_block *b, gcc_jit_lvalue *acc, int v,
         if (g->ep->in[i].dep && !(fast && g->ep->fast.tail[i]))
             emit_insn(g, b, i, acc, v, mask, t0, t1);
     if (fast)
-        emit_fast_row(g, b, g->val[g->ep->n - 1]);
+        emit_fast_row(g, b, v, g->val[g->ep->n - 1]);
 }
 
 /* The rows of vector v of the tile from block b (rows past nrows skipped) on to next_v. */
@@ -537,7 +541,8 @@ static void emit_vec_rows(gen *g, gcc_jit_block *b, int v, gcc_jit_rvalue *mask,
 
 /* The fused epilogue of the tile's nv vectors from block b: per vector, the instructions that do
  * not read the accumulator once, then per row (rows past nrows skipped) the others and y's
- * bytes, through the fast tail where the vector's lanes allow it; returns the block that continues. */
+ * bytes, through the fast tail where the strip's check (emit_strip_setup) let the vector's lanes
+ * take it; returns the block that continues. */
 static gcc_jit_block *emit_epilogue(gen *g, gcc_jit_block *b, int nv, gcc_jit_block *advance)
 {
     gcc_jit_lvalue *t0 = local(g, g->v16, "k0_%d", g->nblocks, 0), *t1 = local(g, g->v16, "k1_%d", g->nblocks, 0);
@@ -549,9 +554,8 @@ static gcc_jit_block *emit_epilogue(gen *g, gcc_jit_block *b, int nv, gcc_jit_bl
                 emit_insn(g, b, i, NULL, v, mask, t0, t1);
         if (g->ep->fast.on) {
             gcc_jit_block *fast = block(g), *slow = block(g);
-            emit_fast_setup(g, b);
             gcc_jit_block_end_with_conditional(
-                b, NULL, cmp(g, GCC_JIT_COMPARISON_EQ, rv(g->fok), gcc_jit_context_new_rvalue_from_int(g->c, g->t_i32, 0xffff)),
+                b, NULL, cmp(g, GCC_JIT_COMPARISON_EQ, rv(g->fok[v]), gcc_jit_context_new_rvalue_from_int(g->c, g->t_i32, 0xffff)),
                 fast, slow);
             emit_vec_rows(g, fast, v, mask, t0, t1, next_v, 1);
             emit_vec_rows(g, slow, v, mask, t0, t1, next_v, 0);
@@ -579,12 +583,13 @@ static void emit_groups(gen *g, gcc_jit_block *b, int nv, int64_t step, int64_t 
     }
 }
 
-/* The tile of nv vectors at (i0, jb), from block b to block done; jb is the first column of a strip
- * of the panels (igemm.h qr_iconv_col) whose k groups are step bytes apart. */
-static void emit_tile(gen *g, gcc_jit_block *b, int nv, int64_t step, gcc_jit_block *done)
+/* From block b, the strip's lane mask of its last vector (min(j1 - (jb + 16 (nv - 1)), 16) lanes)
+ * and, with a fast tail, each vector's check and column values (emit_fast_setup): once per strip
+ * of nv vectors at jb rather than once per row tile, the values the same for every tile. Returns
+ * the block that continues. */
+static gcc_jit_block *emit_strip_setup(gen *g, gcc_jit_block *b, int nv)
 {
     gcc_jit_context *c = g->c;
-    /* the last vector's lanes: min(j1 - (jb + 16 (nv - 1)), 16) of them */
     gcc_jit_rvalue *left = bin(g, GCC_JIT_BINARY_OP_MINUS, prm(g, P_J1), bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->jb), lng(g, 16 * (nv - 1))));
     gcc_jit_rvalue *lanes = gcc_jit_context_new_cast(c, NULL, left, g->t_i32);
     gcc_jit_rvalue *bits = bin(g, GCC_JIT_BINARY_OP_MINUS,
@@ -597,7 +602,23 @@ static void emit_tile(gen *g, gcc_jit_block *b, int nv, int64_t step, gcc_jit_bl
     gcc_jit_block_add_assignment(part, NULL, g->mask, gcc_jit_context_new_cast(c, NULL, bits, g->t_u16));
     gcc_jit_block_end_with_jump(part, NULL, go);
     b = go;
+    if (!g->ep || !g->ep->fast.on)
+        return b;
+    gcc_jit_lvalue *t0 = local(g, g->v16, "s0_%d", g->nblocks, 0), *t1 = local(g, g->v16, "s1_%d", g->nblocks, 0);
+    for (int v = 0; v < nv; v++) {
+        for (int i = 0; i < g->ep->n; i++)
+            if (!g->ep->in[i].dep)
+                emit_insn(g, b, i, NULL, v, v == nv - 1 ? rv(g->mask) : NULL, t0, t1);
+        emit_fast_setup(g, b, v);
+    }
+    return b;
+}
 
+/* The tile of nv vectors at (i0, jb), from block b to block done; jb is the first column of a strip
+ * of the panels (igemm.h qr_iconv_col) whose k groups are step bytes apart. */
+static void emit_tile(gen *g, gcc_jit_block *b, int nv, int64_t step, gcc_jit_block *done)
+{
+    gcc_jit_context *c = g->c;
     gcc_jit_rvalue *init = addr(g, prm(g, P_INIT), rv(g->jb));
     for (int r = 0; r < g->rows; r++)
         for (int v = 0; v < nv; v++)
@@ -691,6 +712,7 @@ static gcc_jit_block *emit_row_setup(gen *g, gcc_jit_block *b)
 static void emit_rows(gen *g, gcc_jit_block *b, int nv, int64_t step, gcc_jit_block *after)
 {
     gcc_jit_block *rows = block(g), *body = block(g), *next = block(g), *adv = block(g);
+    b = emit_strip_setup(g, b, nv);
     gcc_jit_block_add_assignment(b, NULL, g->i0, lng(g, 0));
     gcc_jit_block_end_with_jump(b, NULL, rows);
     gcc_jit_block_end_with_conditional(rows, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(g->i0), prm(g, P_M)), body, adv);
@@ -843,9 +865,9 @@ static void rows_column(gen *g, gcc_jit_block *b, gcc_jit_lvalue *jj, gcc_jit_lv
         return;
     }
     gcc_jit_block *fast = block(g), *slow = block(g);
-    emit_fast_setup(g, b);
+    emit_fast_setup(g, b, 0);
     gcc_jit_block_end_with_conditional(
-        b, NULL, cmp(g, GCC_JIT_COMPARISON_EQ, rv(g->fok), gcc_jit_context_new_rvalue_from_int(g->c, g->t_i32, 0xffff)), fast,
+        b, NULL, cmp(g, GCC_JIT_COMPARISON_EQ, rv(g->fok[0]), gcc_jit_context_new_rvalue_from_int(g->c, g->t_i32, 0xffff)), fast,
         slow);
     rows_loop(g, fast, jj, r, accv, mask, t0, t1, next, 1);
     rows_loop(g, slow, jj, r, accv, mask, t0, t1, next, 0);

@@ -395,7 +395,7 @@ static uint8_t tail_want(const int32_t *lanes, int64_t n, int64_t c, int32_t acc
 
 /* The stdlib's requantization program (the fast tail, or the program where a vector's values do
  * not allow it) in the fused kernels and the rows epilogue, against the C oracle: ragged channel
- * counts, tiles of 1 to 4 vectors, columns from a ragged start. */
+ * counts, tiles of 1 to 4 vectors, several strips of several row tiles, columns from a ragged start. */
 Test(vecmap, requantization_tail_gives_the_oracle_bytes)
 {
     if (!has_vnni()) {
@@ -403,7 +403,10 @@ Test(vecmap, requantization_tail_gives_the_oracle_bytes)
         return;
     }
     qrl_module *m = compile_path("recipes/int8.qrl");
-    static const int64_t shapes[][4] = {{1, 16, 150, 13}, {9, 8, 61, 9}, {1, 4, 200, 7}, {3, 12, 37, 20}, {1, 32, 451, 6}};
+    /* (taps, k4, n, rows); {2, 4, 200, 20}: four strips (the last of one vector) of four row tiles, taken
+     * and refused vectors mixed in a strip (the check runs once per strip, its tiles reuse it) */
+    static const int64_t shapes[][4] = {{1, 16, 150, 13}, {9, 8, 61, 9}, {1, 4, 200, 7}, {3, 12, 37, 20}, {1, 32, 451, 6},
+                                        {2, 4, 200, 20}};
     for (int i8 = 0; i8 < 2; i8++) {
         const char *prog = program(m, i8 ? "qlinear.nhwc<i8>" : "qlinear.nhwc<u8>");
         cr_assert(prog);
