@@ -233,53 +233,58 @@ Test(sconv, maxpool_nhwc_matches_the_definition_bit_for_bit)
 {
     if (!qr_sconv_available())
         cr_skip_test("no AVX-512F");
-    const int64_t N = 2, C = 70, H = 13, W = 12;
-    struct {
-        int64_t k, s, p;
-    } cases[] = {{3, 2, 1}, {2, 2, 0}, {3, 1, 1}};
-    float *x = malloc(sizeof(float) * (size_t)(N * C * H * W));
-    cr_assert(x);
-    unsigned seed = 5;
-    for (int64_t i = 0; i < N * C * H * W; i++) {
-        unsigned v = next(&seed) % 40;
-        x[i] = v == 0 ? NAN : v == 1 ? -0.0f : v == 2 ? 0.0f : v == 3 ? -INFINITY : (float)((int)v - 20) / 4.0f;
-    }
-    qr_pool *pool2 = qr_pool_new(2);
-    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-        int64_t k = cases[ci].k, s = cases[ci].s, p = cases[ci].p;
-        int64_t ks[2] = {k, k}, st[2] = {s, s}, pads[4] = {p, p, p, p};
-        qr_attr a[3] = {{.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
-                        {.name = "strides", .kind = QR_ATTR_INTS, .n = 2, .ints = st},
-                        {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pads}};
-        qr_tensor tx = {.dtype = QR_F32, .ndim = 4, .dims = {N, H, W, C}, .data = x}; /* read as NHWC */
-        const qr_tensor *in[1] = {&tx};
-        int64_t OH = (H + 2 * p - k) / s + 1, OW = (W + 2 * p - k) / s + 1;
-        for (int t = 0; t < 2; t++) {
-            qr_tensor y = run("qrl", "QrlMaxPoolF32Nhwc", a, 3, in, 1, t ? pool2 : NULL, NULL);
-            cr_assert(y.dims[1] == OH && y.dims[2] == OW && y.dims[3] == C);
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t oy = 0; oy < OH; oy++)
-                    for (int64_t ox = 0; ox < OW; ox++)
-                        for (int64_t c = 0; c < C; c++) {
-                            float m = -INFINITY;
-                            for (int64_t ky = 0; ky < k; ky++)
-                                for (int64_t kx = 0; kx < k; kx++) {
-                                    int64_t iy = oy * s - p + ky, ix = ox * s - p + kx;
-                                    float v = iy >= 0 && iy < H && ix >= 0 && ix < W ? x[((n * H + iy) * W + ix) * C + c]
-                                                                                     : -INFINITY;
-                                    if (v > m)
-                                        m = v;
-                                }
-                            float got = ((float *)y.data)[((n * OH + oy) * OW + ox) * C + c];
-                            cr_assert(memcmp(&got, &m, sizeof m) == 0, "%lldx%lld/%lld, %d threads: (%lld,%lld,%lld,%lld): %g vs %g",
-                                      (long long)k, (long long)k, (long long)s, t + 1, (long long)n, (long long)oy,
-                                      (long long)ox, (long long)c, got, m);
-                        }
-            qr_tensor_free(&y);
+    /* 70: a full block of 64 channels and a ragged one; 5, 113 (a last mask of 1..48 and of 49..63
+     * channels) and 128 (two full blocks, no tail) */
+    const int64_t Cs[] = {70, 5, 113, 128};
+    for (size_t cj = 0; cj < sizeof Cs / sizeof Cs[0]; cj++) {
+        const int64_t N = 2, C = Cs[cj], H = 13, W = 12;
+        struct {
+            int64_t k, s, p;
+        } cases[] = {{3, 2, 1}, {2, 2, 0}, {3, 1, 1}};
+        float *x = malloc(sizeof(float) * (size_t)(N * C * H * W));
+        cr_assert(x);
+        unsigned seed = 5;
+        for (int64_t i = 0; i < N * C * H * W; i++) {
+            unsigned v = next(&seed) % 40;
+            x[i] = v == 0 ? NAN : v == 1 ? -0.0f : v == 2 ? 0.0f : v == 3 ? -INFINITY : (float)((int)v - 20) / 4.0f;
         }
+        qr_pool *pool2 = qr_pool_new(2);
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            int64_t k = cases[ci].k, s = cases[ci].s, p = cases[ci].p;
+            int64_t ks[2] = {k, k}, st[2] = {s, s}, pads[4] = {p, p, p, p};
+            qr_attr a[3] = {{.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
+                            {.name = "strides", .kind = QR_ATTR_INTS, .n = 2, .ints = st},
+                            {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pads}};
+            qr_tensor tx = {.dtype = QR_F32, .ndim = 4, .dims = {N, H, W, C}, .data = x}; /* read as NHWC */
+            const qr_tensor *in[1] = {&tx};
+            int64_t OH = (H + 2 * p - k) / s + 1, OW = (W + 2 * p - k) / s + 1;
+            for (int t = 0; t < 2; t++) {
+                qr_tensor y = run("qrl", "QrlMaxPoolF32Nhwc", a, 3, in, 1, t ? pool2 : NULL, NULL);
+                cr_assert(y.dims[1] == OH && y.dims[2] == OW && y.dims[3] == C);
+                for (int64_t n = 0; n < N; n++)
+                    for (int64_t oy = 0; oy < OH; oy++)
+                        for (int64_t ox = 0; ox < OW; ox++)
+                            for (int64_t c = 0; c < C; c++) {
+                                float m = -INFINITY;
+                                for (int64_t ky = 0; ky < k; ky++)
+                                    for (int64_t kx = 0; kx < k; kx++) {
+                                        int64_t iy = oy * s - p + ky, ix = ox * s - p + kx;
+                                        float v = iy >= 0 && iy < H && ix >= 0 && ix < W ? x[((n * H + iy) * W + ix) * C + c]
+                                                                                         : -INFINITY;
+                                        if (v > m)
+                                            m = v;
+                                    }
+                                float got = ((float *)y.data)[((n * OH + oy) * OW + ox) * C + c];
+                                cr_assert(memcmp(&got, &m, sizeof m) == 0, "C %lld, %lldx%lld/%lld, %d threads: (%lld,%lld,%lld,%lld): %g vs %g",
+                                          (long long)C, (long long)k, (long long)k, (long long)s, t + 1, (long long)n, (long long)oy,
+                                          (long long)ox, (long long)c, got, m);
+                            }
+                qr_tensor_free(&y);
+            }
+        }
+        qr_pool_free(pool2);
+        free(x);
     }
-    qr_pool_free(pool2);
-    free(x);
 }
 
 Test(sconv, global_average_pool_nhwc_gives_the_nchw_bits)
