@@ -394,12 +394,17 @@ static void sconv_image_rows(void *arg, int64_t r0, int64_t r1)
     qr_sconv_image_rows(j->p, j->x, j->x_nhwc, j->xp, r0, r1);
 }
 
-/* Tasks [t0, t1): (panel, row block), panel-major, each on its slot's row block. */
+/* Tasks [t0, t1): (panel, row block), each on its slot's row block. Panel-major, so a panel's
+ * packed weights stay in cache; a depthwise panel's weights are a few KB, so its tasks go row-block
+ * major instead and the image rows, read by every panel, stay in cache between panels (a
+ * 112x112x96 image at stride 2 is read once from memory instead of twice). */
 static void sconv_blocks(void *arg, int64_t t0, int64_t t1, int slot)
 {
     const sconv_job *j = arg;
+    const int64_t np = j->p->panels;
     for (int64_t t = t0; t < t1; t++) {
-        int64_t panel = t / j->nrb, oy0 = t % j->nrb * j->rb, oy1 = oy0 + j->rb < j->p->OH ? oy0 + j->rb : j->p->OH;
+        int64_t panel = j->dw ? t % np : t / j->nrb, oy0 = (j->dw ? t / np : t % j->nrb) * j->rb,
+                oy1 = oy0 + j->rb < j->p->OH ? oy0 + j->rb : j->p->OH;
         (j->dw ? qr_sconv_dw_block : qr_sconv_block)(j->p, j->xp, j->packed, j->has_bias, j->act,
                                                      j->blk + slot * j->blk_len, j->y, panel, oy0, oy1, j->y_nhwc,
                                                      j->epi ? &j->img_epi : NULL);

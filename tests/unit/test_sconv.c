@@ -225,6 +225,7 @@ Test(sconv, conv_matches_float64_on_ragged_shapes)
     check_conv((cv){1, 20, 6, 17, 36, 2, 5, 1, 2, 3, 1, 0, 2, 1, 2, 1, 1, 2});   /* 2x5, row dilation 3 */
     check_conv((cv){2, 70, 13, 11, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 70, 1, 2}); /* depthwise, 2 panels */
     check_conv((cv){1, 24, 14, 15, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 24, 0, 1}); /* depthwise stride 2 */
+    check_conv((cv){1, 70, 40, 23, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 70, 1, 1}); /* depthwise, 2 panels x 4 row blocks */
     check_conv((cv){1, 16, 9, 9, 16, 5, 5, 1, 1, 2, 2, 4, 4, 4, 4, 16, 1, 0});   /* depthwise 5x5, dilation 2 */
     check_conv((cv){1, 40, 8, 9, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1});    /* group 2: the GEMM path */
 }
