@@ -215,13 +215,8 @@ static int convert(lay *L, qr_node *n)
             n->in[i] = n->in[0];
     if (!conv)
         permute_shape_attrs(n);
-    qr_value *out = n->out[0], *t = qr_twins_new_value(L, out, qr_twins_to_nhwc);
-    if (!t || out->id >= L->ntwin)
+    if (!qr_twins_write_twin(L, n))
         return -1;
-    n->out[0] = t;
-    t->producer = n;
-    out->producer = NULL;
-    L->twin[out->id] = t;
     if (conv)
         qr_node_add_attr_i(L->g, n, "nhwc", 1);
     if (keep)

@@ -159,13 +159,8 @@ static int convert(lay *L, qr_node *n, const char *op)
     }
     if (conv && fuse_epilogue(L, n) < 0)
         return -1;
-    qr_value *out = n->out[0], *t = qr_twins_new_value(L, out, qr_twins_to_nhwc);
-    if (!t || out->id >= L->ntwin)
+    if (!qr_twins_write_twin(L, n))
         return -1;
-    n->out[0] = t;
-    t->producer = n;
-    out->producer = NULL;
-    L->twin[out->id] = t;
     if (op) {
         if (!(n->op = qr_arena_strdup(&L->g->arena, op)) || !(n->domain = qr_arena_strdup(&L->g->arena, "qrl")))
             return -1;

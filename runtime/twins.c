@@ -43,6 +43,17 @@ qr_value *qr_twins_new_value(qr_twins *T, const qr_value *v, const int64_t *perm
     return t;
 }
 
+qr_value *qr_twins_write_twin(qr_twins *T, qr_node *n)
+{
+    qr_value *out = n->out[0], *t = qr_twins_new_value(T, out, qr_twins_to_nhwc);
+    if (!t || out->id >= T->ntwin)
+        return NULL;
+    n->out[0] = t;
+    t->producer = n;
+    out->producer = NULL;
+    return T->twin[out->id] = t;
+}
+
 qr_node *qr_twins_transpose(qr_twins *T, qr_value *from, qr_value *to, const int64_t *perm)
 {
     char name[512];

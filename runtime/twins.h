@@ -29,6 +29,11 @@ int qr_twins_has(const qr_twins *T, const qr_value *v);
  * recorded as v's twin. NULL out of memory. */
 qr_value *qr_twins_new_value(qr_twins *T, const qr_value *v, const int64_t *perm);
 
+/* n (a node of the graph before the pass) writes its output's NHWC twin from now on, recorded as
+ * the twin; the NCHW value is left without a producer (qr_twins_restore_nchw gives it one if read).
+ * The twin, or NULL out of memory. */
+qr_value *qr_twins_write_twin(qr_twins *T, qr_node *n);
+
 /* A Transpose by perm from from into to (to's producer). NULL out of memory. */
 qr_node *qr_twins_transpose(qr_twins *T, qr_value *from, qr_value *to, const int64_t *perm);
 
