@@ -44,6 +44,7 @@ struct qr_exec {
     qr_node_prof *prof; /* per node when opts.profile */
     qr_kcache *cache;   /* per node: what its kernel keeps across runs */
     size_t cache_total; /* their bytes (at most opts.cache_max) */
+    unsigned char *fixed; /* per value: the same every run (qr_kinput_fixed) */
     qr_kwork_arena work; /* the kernels' shared workspace (qr_kwork) */
     /* a node's kernel context, sized once by the graph's widest node (no allocation per node):
      * io_in past the node's inputs is NULL up to io_nin; io_hi: the last node's input count */
@@ -375,6 +376,30 @@ static qr_status find_chains(qr_exec *x)
     return QR_OK;
 }
 
+/* fixed[v]: value v is a constant, or the output of a node before its readers whose inputs are
+ * all so (a weight's DequantizeLinear in a QDQ graph): the same every run, as qr_exec_order's
+ * constant-only nodes, but for a node without inputs (it could be a random one). */
+static void mark_fixed(const qr_graph *g, unsigned char *fixed)
+{
+    for (int i = 0; i < g->n_values; i++)
+        fixed[i] = g->values[i]->is_const;
+    for (int i = 0; i < g->n_nodes; i++) { /* in graph order, producers first */
+        const qr_node *n = g->nodes[i];
+        int all = 0;
+        for (int j = 0; j < n->n_in; j++) {
+            const qr_value *v = n->in[j];
+            if (v && !(v->id >= 0 && v->id < g->n_values && fixed[v->id])) {
+                all = 0;
+                break;
+            }
+            all |= v != NULL;
+        }
+        for (int j = 0; all && j < n->n_out; j++)
+            if (n->out[j] && n->out[j]->id >= 0 && n->out[j]->id < g->n_values)
+                fixed[n->out[j]->id] = 1;
+    }
+}
+
 qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out, qr_error *e)
 {
     qr_exec *x = calloc(1, sizeof *x);
@@ -399,6 +424,7 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     x->plan_inputs = calloc((size_t)g->n_inputs + 1, sizeof *x->plan_inputs);
     x->prof = x->opts.profile ? calloc(nn, sizeof *x->prof) : NULL;
     x->cache = calloc(nn, sizeof *x->cache);
+    x->fixed = calloc(nv, 1);
     x->io_nin = IO_MIN_IN;
     x->io_nout = IO_MIN_OUT;
     for (int n = 0; n < x->nn; n++) {
@@ -412,10 +438,11 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     x->io_scratch = calloc((size_t)x->io_nout, sizeof *x->io_scratch);
     if (!x->order || !x->pos || !x->nodes || qr_exec_order(g, x->order) != QR_OK || !x->vt || !x->kind ||
         !x->last_use || !x->offset || !x->planned || !x->node_done || !x->plan_inputs ||
-        (x->opts.profile && !x->prof) || !x->cache || !x->io_in || !x->io_out || !x->io_scratch) {
+        (x->opts.profile && !x->prof) || !x->cache || !x->fixed || !x->io_in || !x->io_out || !x->io_scratch) {
         qr_exec_free(x);
         return qr_errorf(e, "out of memory");
     }
+    mark_fixed(g, x->fixed);
     for (int k = 0; k < x->nn; k++) {
         x->nodes[k] = g->nodes[x->order[k]];
         x->pos[x->order[k]] = k;
@@ -517,6 +544,7 @@ void qr_exec_free(qr_exec *x)
     for (int i = 0; x->cache && i < x->nn; i++)
         free(x->cache[i].data);
     free(x->cache);
+    free(x->fixed);
     qr_kwork_arena_free(&x->work);
     free(x->io_in);
     free(x->io_out);
@@ -656,7 +684,7 @@ static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_erro
                       .scratch_max = budget(x),
                       .cache = n->id >= 0 && n->id < x->nn && x->g->nodes[n->id] == n ? &x->cache[n->id] : NULL,
                       .cache_total = &x->cache_total, .cache_max = x->opts.cache_max,
-                      .work = &x->work};
+                      .work = &x->work, .fixed = x->fixed};
     if (n->n_out && out_value(x, n, 0) != n->out[0]) {
         int at = place(x, n);
         if (x->bias[at])

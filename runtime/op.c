@@ -414,3 +414,11 @@ int qr_kinput_const(const qr_kctx *k, int i)
 {
     return i >= 0 && i < k->n_in && k->node->in && i < k->node->n_in && k->node->in[i] && k->node->in[i]->is_const;
 }
+
+int qr_kinput_fixed(const qr_kctx *k, int i)
+{
+    if (qr_kinput_const(k, i))
+        return 1;
+    const qr_value *v = i >= 0 && i < k->n_in && k->node->in && i < k->node->n_in ? k->node->in[i] : NULL;
+    return v && k->fixed && v->id >= 0 && k->fixed[v->id];
+}

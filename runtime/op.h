@@ -50,6 +50,9 @@ typedef struct qr_kctx {
     /* infer only, on stand-in sizes (symbolic shape inference): the outputs are never allocated
      * beyond a few elements, so qr_set_out checks ranks and dims but not the tensor size limit */
     int shapes_only;
+    /* by value id of the node's graph: the value is the same on every run of the executor
+     * (qr_kinput_fixed); NULL: only constants are */
+    const unsigned char *fixed;
 } qr_kctx;
 
 /* A node's buffer that lives as long as its executor (which frees it). */
@@ -167,6 +170,12 @@ qr_status qr_op_run(qr_kctx *k);
 void qr_kwork_arena_free(qr_kwork_arena *a);
 /* Whether input i of k's node is a graph constant (what qr_kcache_get may be derived from). */
 int qr_kinput_const(const qr_kctx *k, int i);
+/* Whether input i is the same on every run of k's executor: a constant, or made from constants
+ * alone by the nodes before (a weight's DequantizeLinear in the quantizer's QDQ graphs), which
+ * compute the same bits each run. What a kernel derives from it may be kept in qr_kcache_get as
+ * from a constant. An observer that rewrites such a value (qr_exec_opts) must write the same on
+ * every run; the quantizer's write the value's f32 value or its rounding, which are. */
+int qr_kinput_fixed(const qr_kctx *k, int i);
 
 /* The multiply-accumulates one run of k's node did, from its tensors: convolutions and matrix
  * products (their GMAC/s in a profile); 0 for every other op. */

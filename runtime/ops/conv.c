@@ -412,12 +412,13 @@ static void sconv_blocks(void *arg, int64_t t0, int64_t t1, int slot)
 }
 
 /* y = conv(x, w) + b on sconv, image by image: the weights packed on the first run when they are
- * constants (every run when computed). Each output is computed alone in a fixed order, so 1 and 2
- * threads give the same bits. */
+ * the same every run (constants, or a QDQ graph's weight DequantizeLinear: repacked on every run,
+ * ResNet-18's took 0.7 of the 1.7 s its convolutions cost over 64 images), every run when
+ * computed. Each output is computed alone in a fixed order, so 1 and 2 threads give the same bits. */
 static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const float *w, const float *b, float *y,
                            int64_t n_img, const qr_act *act, int dw, int x_nhwc, int y_nhwc, const qr_sconv_epi *epi)
 {
-    int fresh = 1, keep = qr_kinput_const(k, 1) && (!b || qr_kinput_const(k, 2));
+    int fresh = 1, keep = qr_kinput_fixed(k, 1) && (!b || qr_kinput_fixed(k, 2));
     int64_t pf = dw ? qr_sconv_dw_packed_floats(p) : qr_sconv_packed_floats(p);
     float *packed = keep ? qr_kcache_get(k, (size_t)pf * sizeof(float), "packed convolution weights", &fresh)
                          : qr_kscratch(k, pf, 1, sizeof(float), "packed convolution weights");

@@ -8,6 +8,7 @@
 
 #include "exec.h"
 #include "op.h"
+#include "ops/sconv.h"
 #include "passes.h"
 #include "testutil.h"
 
@@ -339,6 +340,86 @@ Test(exec, kernel_cache_is_capped)
     free(w1);
     free(w2);
     free(xs);
+}
+
+/* y[4, 6, 6] = conv(x[8, 6, 6], w[4, 8, 3, 3]), pads 1, in doubles: the reference. */
+static void conv_ref(const float *x, const float *w, double *y)
+{
+    for (int m = 0; m < 4; m++)
+        for (int oy = 0; oy < 6; oy++)
+            for (int ox = 0; ox < 6; ox++) {
+                double s = 0;
+                for (int c = 0; c < 8; c++)
+                    for (int ky = 0; ky < 3; ky++)
+                        for (int kx = 0; kx < 3; kx++) {
+                            int iy = oy + ky - 1, ix = ox + kx - 1;
+                            if (iy >= 0 && iy < 6 && ix >= 0 && ix < 6)
+                                s += (double)x[(c * 6 + iy) * 6 + ix] * w[((m * 8 + c) * 3 + ky) * 3 + kx];
+                        }
+                y[(m * 6 + oy) * 6 + ox] = s;
+            }
+}
+
+/* A convolution whose weight a node makes from constants alone (a QDQ graph's weight
+ * DequantizeLinear) keeps its packing across runs as from a constant (qr_kinput_fixed); one whose
+ * weight a node makes from a graph input does not, and a second run with other weights computes
+ * with them. Both against a double reference, on two runs with other inputs each time. */
+Test(exec, conv_keeps_weights_made_from_constants)
+{
+    const int64_t dx[] = {1, 8, 6, 6}, dw[] = {4, 8, 3, 3}, ds[] = {4}, one_d[] = {1}, pads[] = {1, 1, 1, 1};
+    int8_t wq[288];
+    float ws[4] = {0.02f, 0.05f, 0.01f, 0.03f}, wdq[288], xs[2][288], wa[2][288], one = 1.0f;
+    for (int i = 0; i < 288; i++) {
+        wq[i] = (int8_t)((i * 37) % 255 - 127);
+        wdq[i] = (float)wq[i] * ws[i / 72];
+        for (int r = 0; r < 2; r++) {
+            xs[r][i] = (float)((i * (5 + 2 * r)) % 29) / 8.0f - 1.5f;
+            wa[r][i] = (float)((i * (3 + 4 * r)) % 31) / 16.0f - 0.9f;
+        }
+    }
+    for (int fixed = 1; fixed >= 0; fixed--) {
+        qr_graph *g = qr_graph_new();
+        qr_value *in[3] = {tu_input(g, "x", 4, dx), NULL, NULL};
+        if (fixed) { /* w = DequantizeLinear(i8 constant, per-channel scales) */
+            qr_tensor t = {.dtype = QR_I8};
+            qr_tensor_set_shape(&t, 4, dw);
+            t.data = wq;
+            qr_value *q = qr_graph_new_value(g, "wq");
+            qr_value_set_const(g, q, &t);
+            qr_value *dq[2] = {q, tu_const_f32(g, "ws", 1, ds, ws)};
+            qr_node *d = tu_node(g, "DequantizeLinear", "dq", 2, dq, 1);
+            tu_attr_int(g, d, "axis", 0);
+            in[1] = d->out[0];
+        } else { /* w = Mul(a graph input, 1) */
+            qr_value *mul[2] = {tu_input(g, "wa", 4, dw), tu_const_f32(g, "one", 1, one_d, &one)};
+            in[1] = tu_node(g, "Mul", "mul", 2, mul, 1)->out[0];
+        }
+        qr_node *c = tu_node(g, "Conv", "conv", 2, in, 1);
+        tu_attr_ints(g, c, "pads", 4, pads);
+        tu_output(g, c->out[0]);
+        qr_exec *x;
+        qr_error e;
+        cr_assert_eq(qr_exec_new(g, NULL, &x, &e), QR_OK, "%s", e.msg);
+        for (int r = 0; r < 2; r++) {
+            qr_tensor t[2] = {{.dtype = QR_F32, .ndim = 4, .dims = {1, 8, 6, 6}, .data = xs[r]},
+                              {.dtype = QR_F32, .ndim = 4, .dims = {4, 8, 3, 3}, .data = wa[r]}}, out;
+            cr_assert_eq(qr_exec_run(x, t, &out, &e), QR_OK, "%s", e.msg);
+            double ref[144];
+            conv_ref(xs[r], fixed ? wdq : wa[r], ref);
+            const float *y = out.data;
+            for (int i = 0; i < 144; i++)
+                cr_assert(fabs(y[i] - ref[i]) <= 1e-5 * (fabs(ref[i]) + 1), "%s weight, run %d, element %d: %g, want %g",
+                          fixed ? "fixed" : "computed", r, i, (double)y[i], ref[i]);
+            qr_tensor_free(&out);
+        }
+        qr_exec_stats st;
+        qr_exec_get_stats(x, &st);
+        if (qr_sconv_available()) /* the kernel that keeps packings */
+            cr_assert(fixed ? st.cache_bytes >= sizeof wdq : st.cache_bytes == 0, "%s weight: %zu bytes kept",
+                      fixed ? "fixed" : "computed", st.cache_bytes);
+        qr_exec_free(x);
+        qr_graph_free(g);
+    }
 }
 
 Test(exec, bias_add_fuses_into_matmul)
