@@ -529,13 +529,31 @@ static void compare_ints(const qr_slot *s, double *S, const float *a, const qr_t
         memcpy(nhwc, t->dims, sizeof nhwc);
     else if (turned && (t->ndim != 2 || nhwc[1] <= 0 || nhwc[2] <= 0 || nhwc[3] <= 0))
         return; /* a flattened twin of unknown dims: not measured */
+    int64_t nc = nhwc[3], hw = nhwc[1] * nhwc[2];
+    if (t->dtype == QR_U8 || t->dtype == QR_I8) {
+        /* 8 bits: each integer's dequantized value from a table of the same doubles int_error
+         * computes (a call per element to read it cost ResNet-18 as much as its integer graph),
+         * the sums in the same order */
+        double dq[256], x2 = S[ISX2], e2 = S[ISE2];
+        const uint8_t *u = t->data, flip = t->dtype == QR_I8 ? 0x80 : 0; /* i8 b is table entry b ^ 0x80 */
+        for (int v = 0; v < 256; v++)
+            dq[v] = (double)((int64_t)v - (flip ? 128 : 0) - s->qp.zero) * s->qp.scale;
+        for (int64_t b = 0, i = 0; b < (turned ? nhwc[0] : 1); b++)
+            for (int64_t c = 0; c < (turned ? nc : 1); c++)
+                for (int64_t px = 0; px < (turned ? hw : cnt); px++, i++) {
+                    double av = a[i], d = av - dq[u[turned ? (b * hw + px) * nc + c : i] ^ flip];
+                    x2 += av * av;
+                    e2 += d * d;
+                }
+        S[ISX2] = x2, S[ISE2] = e2;
+        return;
+    }
     if (!turned) {
         for (int64_t i = 0; i < cnt; i++)
             int_error(s, S, a[i], qr_get_i64(t->data, t->dtype, i));
         return;
     }
     /* channels last: element (n, c, p) of the f32 value is (n, p, c) of the integers */
-    int64_t nc = nhwc[3], hw = nhwc[1] * nhwc[2];
     for (int64_t b = 0; b < nhwc[0]; b++)
         for (int64_t c = 0; c < nc; c++)
             for (int64_t px = 0; px < hw; px++)
