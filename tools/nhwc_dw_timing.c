@@ -38,7 +38,7 @@ typedef struct run_ctx {
 
 static void run_nhwc(run_ctx *r)
 {
-    qr_nhwc_dw_u8(r->acc, r->l->C, r->xh, r->l->C, &r->g, r->wk, r->init, 0, r->xz, 0, r->g.small[0]);
+    qr_nhwc_dw_u8(r->acc, r->l->C, r->xh, r->l->C, &r->g, r->wk, r->init, 0, r->xz, 0, r->g.small[0], 0);
 }
 
 static void run_nchw(run_ctx *r)

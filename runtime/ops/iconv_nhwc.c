@@ -60,6 +60,7 @@ typedef struct nhwc_job {
     const uint8_t *x; /* N x H x W x cs bytes, u8 (i8 already turned by ^ 0x80) unless flip */
     int64_t cs;       /* the input's pixel stride */
     uint8_t flip;     /* depthwise only: reads x ^ flip */
+    int ahead;        /* depthwise: x taken to come from memory (qr_nhwc_dw_ahead) */
     int32_t xz;       /* the input zero point, in the domain the kernels read */
     const int8_t *wp; /* dense: panels [taps * k4 / 4][n16][4] */
     const int32_t *wk; /* depthwise: taps x C, w - w_zero */
@@ -484,7 +485,8 @@ static void depthwise_blocks(void *arg, int64_t b0, int64_t b1, int slot)
     for (int64_t b = b0; b < b1 && !__atomic_load_n(&j->failed, __ATOMIC_ACQUIRE); b++) {
         int64_t n = b / j->blocks_per_image, oy0 = b % j->blocks_per_image * j->mb;
         int64_t oy1 = oy0 + j->mb < g->small[0] ? oy0 + j->mb : g->small[0];
-        qr_nhwc_dw_u8(acc, j->c, j->x + n * g->big_n * j->c, j->c, g, j->wk, j->init, j->flip, j->xz, oy0, oy1);
+        qr_nhwc_dw_u8(acc, j->c, j->x + n * g->big_n * j->c, j->c, g, j->wk, j->init, j->flip, j->xz, oy0, oy1,
+                      j->ahead);
         block_epilogue(j, s, acc, n * g->small_n + oy0 * OW, (oy1 - oy0) * OW, 0, j->c);
     }
 }
@@ -611,6 +613,7 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         j.flip = flip;
         j.x = x->data;
         j.cs = j.c;
+        j.ahead = qr_nhwc_dw_ahead(nimg * g.big_n * j.c);
     } else {
         j.wp = (const int8_t *)packed;
         if (fresh)

@@ -370,9 +370,13 @@ static int dwr_fits(int64_t C, const qr_conv_geom *g, int64_t *wp, int64_t *c16,
 }
 
 /* Input row iy (or, iy < 0, padding) as P's row: for each 16 channels s, Wp pixels of 16 bytes
- * from padded column 0, which is input column -pad_begin[1]. */
-static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_row(const int FLIP, uint8_t *prow,
-                                                                              const uint8_t *x, int64_t iy, int64_t C,
+ * from padded column 0, which is input column -pad_begin[1].
+ * AHEAD: the first pass over the row also prefetches the row stride[0] below it (when there is
+ * one), which the next output row copies: its lines come in while this output row's sums run
+ * (dwr_ahead_bytes says when). */
+static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_row(const int FLIP, const int AHEAD,
+                                                                              uint8_t *prow, const uint8_t *x,
+                                                                              int64_t iy, int64_t C,
                                                                               const qr_conv_geom *g, int64_t wp,
                                                                               int64_t c16, uint8_t xz)
 {
@@ -387,7 +391,17 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_row(co
         const uint8_t *src = x + ((iy < 0 ? 0 : iy) * W + (lo - pl)) * C + 16 * s;
         for (int64_t q = 0; q < lo; q++)
             _mm_storeu_si128(d + q, zv);
-        if (C - 16 * s >= 16)
+        if (AHEAD && s == 0 && iy >= 0 && iy + g->stride[0] < g->big[0] && hi > lo) {
+            /* the row below, from the same column on: its bytes [0, (hi - lo) C), a line at a time */
+            const char *ahead = (const char *)(src + g->stride[0] * W * C);
+            for (int64_t q = lo, off = 0; q < hi; q++) {
+                for (; off < (q - lo + 1) * C; off += 64)
+                    _mm_prefetch(ahead + off, _MM_HINT_T1);
+                __m128i v = C >= 16 ? _mm_loadu_si128((const __m128i *)(const void *)(src + (q - lo) * C))
+                                    : _mm_maskz_loadu_epi8((__mmask16)((1u << C) - 1), src + (q - lo) * C);
+                _mm_storeu_si128(d + q, FLIP ? _mm_xor_si128(v, fv) : v);
+            }
+        } else if (C - 16 * s >= 16)
             for (int64_t q = lo; q < hi; q++) {
                 __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(src + (q - lo) * C));
                 _mm_storeu_si128(d + q, FLIP ? _mm_xor_si128(v, fv) : v);
@@ -493,7 +507,7 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_ro
 }
 
 static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_rows(
-    const int FLIP, uint32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
+    const int FLIP, const int AHEAD, uint32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
     const int32_t *wk, const int32_t *start, uint8_t xz, int64_t oy0, int64_t oy1, int64_t wp, int64_t c16,
     int64_t groups)
 {
@@ -512,14 +526,14 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_rows(
             int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky;
             if (iy < 0 || iy >= H) {
                 if (!zmade)
-                    dwr_row(FLIP, zp, x, -1, C, g, wp, c16, xz), zmade = 1;
+                    dwr_row(FLIP, 0, zp, x, -1, C, g, wp, c16, xz), zmade = 1;
                 prow[ky] = zp;
                 continue;
             }
             int64_t slot = iy % KH; /* the KH rows of one output row fall in distinct slots */
             uint8_t *r = buf + slot * rb;
             if (held[slot] != iy)
-                dwr_row(FLIP, r, x, iy, C, g, wp, c16, xz), held[slot] = iy;
+                dwr_row(FLIP, AHEAD, r, x, iy, C, g, wp, c16, xz), held[slot] = iy;
             prow[ky] = r;
         }
         uint32_t *arow = acc + (oy - oy0) * OW * acc_ps;
@@ -537,13 +551,26 @@ static __attribute__((noinline, target(DWR_TARGET))) void dwr_any(uint32_t *acc,
                                                                   int64_t groups)
 {
     if (flip)
-        dwr_rows(1, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups);
+        dwr_rows(1, 0, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups);
     else
-        dwr_rows(0, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups);
+        dwr_rows(0, 0, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups);
 }
 
-/* by_rows: the four-taps-a-dword kernel where dwr_fits, else (0, the tests' second path) the
- * pixel one */
+static __attribute__((noinline, target(DWR_TARGET))) void dwr_any_ahead(uint32_t *acc, int64_t acc_ps,
+                                                                        const uint8_t *x, int64_t C,
+                                                                        const qr_conv_geom *g, const int32_t *wk,
+                                                                        const int32_t *start, uint8_t flip,
+                                                                        uint8_t xz, int64_t oy0, int64_t oy1,
+                                                                        int64_t wp, int64_t c16, int64_t groups)
+{
+    if (flip)
+        dwr_rows(1, 1, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups);
+    else
+        dwr_rows(0, 1, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups);
+}
+
+/* by_rows: the four-taps-a-dword kernel where dwr_fits (2: prefetching the rows ahead), else (0,
+ * the tests' second path) the pixel one */
 static inline __attribute__((always_inline, target(DW_VNNI_TARGET))) void dw_vnni_any(
     int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g, const int32_t *wk,
     const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0, int64_t oy1, int by_rows)
@@ -576,7 +603,8 @@ static inline __attribute__((always_inline, target(DW_VNNI_TARGET))) void dw_vnn
     assert(g->r == 2 && acc_ps >= C && (flip == 0 || flip == 0x80) && 0 <= oy0 && oy0 <= oy1 && oy1 <= g->small[0]);
     int64_t wp, c16, groups;
     if (by_rows && __builtin_cpu_supports("avx512vbmi") && dwr_fits(C, g, &wp, &c16, &groups)) {
-        dwr_any((uint32_t *)acc, acc_ps, x, C, g, wk, start, flip, (uint8_t)xz, oy0, oy1, wp, c16, groups);
+        (by_rows == 2 ? dwr_any_ahead : dwr_any)((uint32_t *)acc, acc_ps, x, C, g, wk, start, flip, (uint8_t)xz, oy0,
+                                                 oy1, wp, c16, groups);
         return;
     }
     memset(zrow, (uint8_t)xz ^ flip, (size_t)C); /* read back flipped: z */
@@ -592,6 +620,15 @@ static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni(int32_t *acc, 
                                                                    int64_t oy0, int64_t oy1)
 {
     dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, 1);
+}
+
+static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni_ahead(int32_t *acc, int64_t acc_ps,
+                                                                         const uint8_t *x, int64_t C,
+                                                                         const qr_conv_geom *g, const int32_t *wk,
+                                                                         const int32_t *init, uint8_t flip,
+                                                                         int32_t xz, int64_t oy0, int64_t oy1)
+{
+    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, 2);
 }
 
 static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni_px(int32_t *acc, int64_t acc_ps, const uint8_t *x,
@@ -613,6 +650,8 @@ qr_nhwc_dw_fn qr_nhwc_dw_u8_isa(const char *isa)
 {
     if (!strcmp(isa, "avx512vnni"))
         return dw_has_vnni() ? dw_avx512vnni : NULL;
+    if (!strcmp(isa, "avx512vnni-ahead"))
+        return dw_has_vnni() ? dw_avx512vnni_ahead : NULL;
     if (!strcmp(isa, "avx512vnni-pixels"))
         return dw_has_vnni() ? dw_avx512vnni_px : NULL;
     if (!strcmp(isa, "avx512f"))
@@ -623,9 +662,10 @@ qr_nhwc_dw_fn qr_nhwc_dw_u8_isa(const char *isa)
 }
 
 void qr_nhwc_dw_u8(int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
-                   const int32_t *wk, const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0, int64_t oy1)
+                   const int32_t *wk, const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0, int64_t oy1,
+                   int ahead)
 {
-    qr_nhwc_dw_fn fn = dw_has_vnni()                       ? dw_avx512vnni
+    qr_nhwc_dw_fn fn = dw_has_vnni()                       ? (ahead ? dw_avx512vnni_ahead : dw_avx512vnni)
                        : __builtin_cpu_supports("avx512f") ? dw_avx512
                        : __builtin_cpu_supports("avx2")    ? dw_avx2
                                                            : dw_portable;

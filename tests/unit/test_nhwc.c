@@ -129,7 +129,7 @@ static int32_t dw_ref(const shape *sh, const int32_t *xv, int32_t xz, const int3
 }
 
 /* Every depthwise kernel this CPU runs is tested (the portable one always). */
-static const char *const dw_isas[] = {"avx512vnni", "avx512vnni-pixels", "avx512f", "avx2", "portable"};
+static const char *const dw_isas[] = {"avx512vnni", "avx512vnni-ahead", "avx512vnni-pixels", "avx512f", "avx2", "portable"};
 
 /* One random depthwise case on i8 or u8 activations: the kernel (rows in pieces, a pixel stride
  * past C whose extra lanes must stay untouched) against dw_ref. */
@@ -630,7 +630,7 @@ Test(nhwc, depthwise_matches_convinteger)
         run_op("ConvInteger", wa.a, wa.n, in, 4, &y);
         cr_assert(y.dims[2] == OH && y.dims[3] == OW, "%s: the op's output is %lldx%lld", describe(&sh),
                   (long long)y.dims[2], (long long)y.dims[3]);
-        qr_nhwc_dw_u8(acc, C, xh, C, g, wk, init, signed8 ? 0x80 : 0, xz + (signed8 ? 128 : 0), 0, OH);
+        qr_nhwc_dw_u8(acc, C, xh, C, g, wk, init, signed8 ? 0x80 : 0, xz + (signed8 ? 128 : 0), 0, OH, 0);
         const int32_t *yv = y.data;
         for (int64_t c = 0; c < C; c++)
             for (int64_t i = 0; i < OH * OW; i++)
