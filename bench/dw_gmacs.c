@@ -1,9 +1,11 @@
 /* One-thread timing of the NHWC depthwise kernels (qr_nhwc_dw_u8_isa, runtime/ops/nhwc.h) on
- * MobileNetV2's depthwise layers (3x3, pads 1): 112x112x32, 112x112x96 stride 2, 56x56x144,
- * 28x28x192, 14x14x576 and 7x7x960, in GMAC/s (useful multiply-accumulates: OH * OW * C * 9
- * per call) and in ns per output pixel. Not a test and not part of `make bench`. Build and run
- * (after `make`):
- *   cc -O2 -Iruntime bench/dw_gmacs.c build/libqrl.a -lpthread -lm -o build/dw_gmacs && build/dw_gmacs
+ * MobileNetV2's depthwise layers (3x3, pads 1): 112x112x32, 112x112x96 stride 2, 56x56x144 at
+ * strides 1 and 2, 28x28x192 at strides 1 and 2, 14x14x384, 14x14x576 at strides 1 and 2 and
+ * 7x7x960, in GMAC/s (useful multiply-accumulates: OH * OW * C * 9 per call) and in ns per
+ * output pixel. Not a test and not part of `make bench`. Build and run (after `make`):
+ *   cc -O2 -Iruntime bench/dw_gmacs.c build/libqrl.a -lpthread -lm -o build/dw_gmacs && build/dw_gmacs [N]
+ * N (default 1): copies of the input, each call taking the next, so that with 48 of them the
+ * input comes from memory, as in a batch of 64 (qr_nhwc_dw_ahead).
  * Each line: the best of 25 timings of enough calls for 0.02 s each, the ISAs taken in turns so
  * that the machine's load weighs on all alike. */
 #include <stdio.h>
@@ -24,11 +26,13 @@ typedef struct layer {
     int64_t h, c, s;
 } layer;
 
-int main(void)
+int main(int argc, char **argv)
 {
-    static const layer layers[] = {{112, 32, 1}, {112, 96, 2}, {56, 144, 1}, {28, 192, 1}, {14, 576, 1}, {7, 960, 1}};
-    static const char *const isas[] = {"avx512vnni", "avx512vnni-pixels", "avx512f", "avx2"};
-    enum { NISA = 4, ROUNDS = 60 };
+    const int64_t nx = argc > 1 && atoi(argv[1]) > 0 ? atoi(argv[1]) : 1;
+    static const layer layers[] = {{112, 32, 1}, {112, 96, 2}, {56, 144, 1}, {56, 144, 2}, {28, 192, 1},
+                                    {28, 192, 2}, {14, 384, 1}, {14, 576, 1}, {14, 576, 2}, {7, 960, 1}};
+    static const char *const isas[] = {"avx512vnni", "avx512vnni-ahead", "avx512vnni-pixels", "avx512f", "avx2"};
+    enum { NISA = 5, ROUNDS = 60 };
     for (size_t li = 0; li < sizeof layers / sizeof *layers; li++) {
         const layer *L = &layers[li];
         qr_conv_geom g = {0};
@@ -41,11 +45,13 @@ int main(void)
         g.small[0] = g.small[1] = (L->h + 2 - 3) / L->s + 1;
         g.big_n = L->h * L->h, g.small_n = g.small[0] * g.small[1], g.kernel_n = 9;
         int64_t C = L->c, P = g.small_n;
-        uint8_t *x = malloc((size_t)(L->h * L->h * C));
+        const int64_t xn = L->h * L->h * C;
+        uint8_t *xs = malloc((size_t)(xn * nx));
+        int64_t xi = 0;
         int32_t *wk = malloc((size_t)(9 * C) * 4), *init = malloc((size_t)C * 4), *acc = malloc((size_t)(P * C) * 4);
         srand(1);
-        for (int64_t i = 0; i < L->h * L->h * C; i++)
-            x[i] = (uint8_t)rand();
+        for (int64_t i = 0; i < xn * nx; i++)
+            xs[i] = (uint8_t)rand();
         for (int64_t i = 0; i < 9 * C; i++)
             wk[i] = rand() % 255 - 127;
         for (int64_t i = 0; i < C; i++)
@@ -60,7 +66,7 @@ int main(void)
                 continue;
             double t0 = now_s();
             do {
-                fn(acc, C, x, C, &g, wk, init, 0, 3, 0, g.small[0]);
+                fn(acc, C, xs + xi++ % nx * xn, C, &g, wk, init, 0, 3, 0, g.small[0]);
                 calls[i]++;
             } while (now_s() - t0 < 0.02);
         }
@@ -71,7 +77,7 @@ int main(void)
                     continue;
                 double t0 = now_s();
                 for (long k = 0; k < calls[i]; k++)
-                    fn(acc, C, x, C, &g, wk, init, 0, 3, 0, g.small[0]);
+                    fn(acc, C, xs + xi++ % nx * xn, C, &g, wk, init, 0, 3, 0, g.small[0]);
                 double t = (now_s() - t0) / (double)calls[i];
                 if (t < best[i])
                     best[i] = t;
@@ -81,7 +87,7 @@ int main(void)
                 printf("%3lldx%-3lld c %4lld s %lld  %-10s  %6.1f GMAC/s  %6.2f ns/pixel  %7.1f us\n", (long long)L->h,
                        (long long)L->h, (long long)C, (long long)L->s, isas[i], (double)(P * C * 9) / best[i] * 1e-9,
                        best[i] / (double)P * 1e9, best[i] * 1e6);
-        free(x), free(wk), free(init), free(acc);
+        free(xs), free(wk), free(init), free(acc);
     }
     return 0;
 }
