@@ -753,6 +753,8 @@ static qr_status conv_infer(qr_kctx *k)
     return qr_convint_infer_nhwc(k, k->in[0], k->in[2], k->in[1], NULL, QR_I32);
 }
 
+static const qr_tensor *conv_wzp; /* the weights' zero points conv_run passes (NULL: none) */
+
 static qr_status conv_run(qr_kctx *k)
 {
     qr_acc_epilogue ep = {.run = ep_form == EP_SUMS ? copy_sums : turned_sums};
@@ -763,7 +765,7 @@ static qr_status conv_run(qr_kctx *k)
         ep.y_size = sizeof(int32_t);
     }
     ep_out = k->out[0]->data;
-    return qr_convint_run_nhwc(k, k->in[0], k->in[2], k->in[1], NULL, 0, &ep);
+    return qr_convint_run_nhwc(k, k->in[0], k->in[2], k->in[1], conv_wzp, 0, &ep);
 }
 
 /* A convolution of group 1 over C channels (C < 16: the gathered rows), N images (blocks span
@@ -940,4 +942,56 @@ Test(nhwc, channel_parts_match_convinteger)
     }
     tu_option("split", "");
     qr_pool_free(two);
+}
+
+/* The dense NHWC kernels take weights of zero point 0 only: zero points of 0 (i8, u8 and i32
+ * tensors: the byte scan and the generic loop) give ConvInteger's sums, and one that is not 0,
+ * first, last or alone in its tensor, is an error, not sums without it. */
+Test(nhwc, dense_weight_zero_points_must_be_zero)
+{
+    unsigned s = 29;
+    const int64_t M = 40;
+    const qr_dtype types[] = {QR_I8, QR_U8, QR_I32};
+    int32_t zp[40];
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        for (int bad = -1; bad < 3; bad++) { /* -1: all 0; else which one is not 0 */
+            int64_t n = bad == 2 ? 1 : M, at = bad == 0 ? 0 : n - 1;
+            size_t es = qr_dtype_size(types[t]);
+            memset(zp, 0, sizeof zp);
+            if (bad >= 0) {
+                if (es == 1)
+                    ((uint8_t *)zp)[at] = types[t] == QR_I8 ? 0xff : 1; /* -1 and 1 */
+                else
+                    zp[at] = 1 << 20; /* no low byte: a byte test of i32s would miss it */
+            }
+            qr_tensor twz = {.dtype = types[t], .ndim = 1, .dims = {n}, .data = zp};
+            conv_wzp = &twz;
+            shape sh = square3(32, 6, 1);
+            if (bad < 0) {
+                check_conv(&s, &sh, 1, M, 0, 0, NULL, EP_SUMS);
+                continue;
+            }
+            uint8_t x[6 * 6 * 32] = {0}, xz = 0;
+            int8_t w[40 * 32 * 9] = {0};
+            qr_tensor tx = {.dtype = QR_U8, .ndim = 4, .dims = {1, 6, 6, 32}, .data = x};
+            qr_tensor tw = {.dtype = QR_I8, .ndim = 4, .dims = {M, 32, 3, 3}, .data = w};
+            qr_tensor txz = {.dtype = QR_U8, .ndim = 0, .data = &xz};
+            win_attrs wa;
+            set_win_attrs(&wa, &sh, 1, -1);
+            static const qr_op_def def = {.name = "conv", .domain = "qrl", .infer = conv_infer, .run = conv_run};
+            qr_node node = {.name = "t", .op = "conv", .domain = "qrl", .opset = 1, .n_in = 3, .n_out = 1,
+                            .n_attr = wa.n, .attr = wa.a, .def = &def};
+            const qr_tensor *gin[3] = {&tx, &tw, &txz};
+            qr_tensor got = {0}, *outs[1] = {&got};
+            qr_error e = {0};
+            qr_kctx k = {.node = &node, .opset = 1, .n_in = 3, .n_out = 1, .in = gin, .out = outs, .err = &e};
+            cr_assert_eq(def.infer(&k), QR_OK, "%s", e.msg);
+            cr_assert_eq(qr_tensor_alloc(&got, &e), QR_OK);
+            ep_form = EP_SUMS;
+            cr_assert_eq(qr_op_run(&k), QR_ERR, "%s zero point %lld of %lld not 0: the run went on",
+                         qr_dtype_name(types[t]), (long long)at, (long long)n);
+            cr_assert(strstr(e.msg, "zero point 0"), "%s", e.msg);
+            qr_tensor_free(&got);
+        }
+    conv_wzp = NULL;
 }
