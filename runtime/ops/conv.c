@@ -382,6 +382,7 @@ typedef struct sconv_job {
     const qr_act *act;
     int64_t rb, nrb, blk_len;
     int dw;     /* depthwise (qr_sconv_dw_block) */
+    int dw_direct; /* depthwise reading its channels-last input in place */
     int x_nhwc; /* x is channels-last */
     int y_nhwc; /* y is channels-last: the tiles write it in place */
     const qr_sconv_epi *epi; /* y_nhwc: after the bias (epi->res the whole batch's) */
@@ -405,9 +406,12 @@ static void sconv_blocks(void *arg, int64_t t0, int64_t t1, int slot)
     for (int64_t t = t0; t < t1; t++) {
         int64_t panel = j->dw ? t % np : t / j->nrb, oy0 = (j->dw ? t / np : t % j->nrb) * j->rb,
                 oy1 = oy0 + j->rb < j->p->OH ? oy0 + j->rb : j->p->OH;
-        (j->dw ? qr_sconv_dw_block : qr_sconv_block)(j->p, j->xp, j->packed, j->has_bias, j->act,
-                                                     j->blk + slot * j->blk_len, j->y, panel, oy0, oy1, j->y_nhwc,
-                                                     j->epi ? &j->img_epi : NULL);
+        if (j->dw)
+            qr_sconv_dw_block(j->p, j->xp, j->dw_direct, j->packed, j->has_bias, j->act, j->blk + slot * j->blk_len,
+                              j->y, panel, oy0, oy1, j->y_nhwc, j->epi ? &j->img_epi : NULL);
+        else
+            qr_sconv_block(j->p, j->xp, j->packed, j->has_bias, j->act, j->blk + slot * j->blk_len, j->y, panel, oy0,
+                           oy1, j->y_nhwc, j->epi ? &j->img_epi : NULL);
     }
 }
 
@@ -429,6 +433,11 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
     j.nrb = (p->OH + j.rb - 1) / j.rb;
     /* a channels-last input without padding (a 1x1 at stride 1) is read in place */
     int in_place = x_nhwc && !dw && p->Hp == p->H && p->Wp == p->W;
+    /* and a depthwise layer's whole-vector channels: the padded copy of the image (a read and a
+     * write of it, 6% of MobileNetV2's batch-1 time) costs more than its border pixels' slower
+     * tile */
+    j.dw_direct = x_nhwc && dw && p->C % 16 == 0;
+    in_place |= j.dw_direct;
     j.xp = in_place ? NULL : qr_kwork(k, 1, qr_sconv_image_floats(p), sizeof(float), "channels-last image");
     j.blk = (in_place || j.xp) && !y_nhwc ? qr_kwork(k, qr_pool_threads(k->pool), j.blk_len, sizeof(float),
                                                     "convolution row blocks")

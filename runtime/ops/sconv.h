@@ -83,9 +83,12 @@ void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int
 #define QR_SCONV_DW_TAPS 64
 int64_t qr_sconv_dw_packed_floats(const qr_sconv *p);
 void qr_sconv_dw_pack(const qr_sconv *p, const float *w, const float *bias, float *dst);
-void qr_sconv_dw_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const struct qr_act *act,
-                       float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc,
-                       const qr_sconv_epi *epi);
+/* x_direct: xp is the image itself, one NHWC image [H][W][C] with C a multiple of 16 (no
+ * qr_sconv_image_rows copy), read in place; a window that leaves it takes zeros for its outside
+ * taps, the same bits as the padded copy gives. */
+void qr_sconv_dw_block(const qr_sconv *p, const float *xp, int x_direct, const float *packed, int has_bias,
+                       const struct qr_act *act, float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1,
+                       int nhwc, const qr_sconv_epi *epi);
 
 /* MaxPool of one NHWC image x [H][W][C] (g 2-D) into y [OH][OW][C], output rows [oy0, oy1): each
  * output the first maximum of its window in window order (strict >, so NaN never wins and of -0

@@ -569,8 +569,64 @@ static const dw_tile_fn dw_tiles[5][2] = {
     {NULL, NULL}, {dw_tile_1_1, dw_tile_1_4}, {dw_tile_2_1, dw_tile_2_4}, {dw_tile_3_1, dw_tile_3_4},
     {dw_tile_4_1, dw_tile_4_4}};
 
-void qr_sconv_dw_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const qr_act *act,
-                       float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc,
+/* The tile of DW_TILE with each pixel's taps at their own addresses (tp[j * taps + t]): a window
+ * that leaves the unpadded image (x_direct) reads its outside taps from dw_zeros, as the padded
+ * copy's border would give them (the same FMA chain, so the same bits, NaN or infinite weights
+ * included). */
+static const float dw_zeros[NR] __attribute__((aligned(64)));
+#define DW_TILE_PTR(V, R)                                                                                    \
+    TARGET static void dw_ptile_##V##_##R(const float *const *tp, int64_t taps, const float *w, float *acc,  \
+                                          int64_t ldc, __mmask16 ml, const float *bias, const qr_act *act,  \
+                                          const qr_sconv_epi *epi, ptrdiff_t roff)                          \
+    {                                                                                                        \
+        __m512 s[R][V];                                                                                      \
+        _Pragma("GCC unroll 4") for (int j = 0; j < R; j++)                                                  \
+            _Pragma("GCC unroll 4") for (int v = 0; v < V; v++) s[j][v] = _mm512_setzero_ps();               \
+        for (int64_t t = 0; t < taps; t++) {                                                                 \
+            const float *wt = w + t * NR;                                                                    \
+            _Pragma("GCC unroll 4") for (int v = 0; v < V; v++)                                              \
+            {                                                                                                \
+                __m512 wv = _mm512_loadu_ps(wt + 16 * v);                                                    \
+                _Pragma("GCC unroll 4") for (int j = 0; j < R; j++) s[j][v] =                                \
+                    _mm512_fmadd_ps(_mm512_loadu_ps(tp[j * taps + t] + 16 * v), wv, s[j][v]);                \
+            }                                                                                                \
+        }                                                                                                    \
+        _Pragma("GCC unroll 4") for (int j = 0; j < R; j++)                                                  \
+            _Pragma("GCC unroll 4") for (int v = 0; v < V; v++)                                              \
+            {                                                                                                \
+                __m512 a = s[j][v];                                                                          \
+                EPI(a, j, v, v == V - 1);                                                                    \
+                if (v == V - 1)                                                                              \
+                    _mm512_mask_storeu_ps(acc + j * ldc + 16 * v, ml, a);                                    \
+                else                                                                                         \
+                    _mm512_storeu_ps(acc + j * ldc + 16 * v, a);                                             \
+            }                                                                                                \
+    }
+DW_TILE_PTR(1, 1) DW_TILE_PTR(1, 4) DW_TILE_PTR(2, 1) DW_TILE_PTR(2, 4) DW_TILE_PTR(3, 1) DW_TILE_PTR(3, 4)
+DW_TILE_PTR(4, 1) DW_TILE_PTR(4, 4)
+
+typedef void (*dw_ptile_fn)(const float *const *tp, int64_t taps, const float *w, float *acc, int64_t ldc,
+                            __mmask16 ml, const float *bias, const qr_act *act, const qr_sconv_epi *epi,
+                            ptrdiff_t roff);
+static const dw_ptile_fn dw_ptiles[5][2] = {
+    {NULL, NULL}, {dw_ptile_1_1, dw_ptile_1_4}, {dw_ptile_2_1, dw_ptile_2_4}, {dw_ptile_3_1, dw_ptile_3_4},
+    {dw_ptile_4_1, dw_ptile_4_4}};
+
+/* Pixel (iy0, ix0)'s window's tap addresses in the unpadded image x (a panel's first channel),
+ * dw_zeros for those outside it. */
+static void dw_taps(const qr_sconv *p, const float *x, int64_t iy0, int64_t ix0, const float **tp)
+{
+    for (int64_t ky = 0, t = 0; ky < p->KH; ky++) {
+        int64_t iy = iy0 + ky * p->d0;
+        for (int64_t kx = 0; kx < p->KW; kx++, t++) {
+            int64_t ix = ix0 + kx * p->d1;
+            tp[t] = iy >= 0 && iy < p->H && ix >= 0 && ix < p->W ? x + (iy * p->W + ix) * p->C : dw_zeros;
+        }
+    }
+}
+
+void qr_sconv_dw_block(const qr_sconv *p, const float *xp, int x_direct, const float *packed, int has_bias,
+                       const qr_act *act, float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc,
                        const qr_sconv_epi *epi)
 {
     const ptrdiff_t roff = epi && epi->res ? epi->res - y : 0;
@@ -580,26 +636,42 @@ void qr_sconv_dw_block(const qr_sconv *p, const float *xp, const float *packed, 
     float *acc = nhwc ? y + oy0 * OW * p->M + panel * NR : blk;
     const int64_t ldc = nhwc ? p->M : NR;
     const float *wp = packed + panel * (taps + 1) * NR, *bias = has_bias ? wp + taps * NR : NULL;
+    /* the padded image's row, or (x_direct) the image's own */
+    const int64_t rowf = (x_direct ? p->W : p->Wp) * C;
     int64_t toff[QR_SCONV_DW_TAPS];
     for (int64_t t = 0; t < taps; t++)
-        toff[t] = ((t / p->KW) * p->d0 * p->Wp + (t % p->KW) * p->d1) * C;
+        toff[t] = (t / p->KW) * p->d0 * rowf + (t % p->KW) * p->d1 * C;
     const float *x = xp + panel * NR;
     int64_t npix = (oy1 - oy0) * OW;
-    int64_t ox = 0, rowoff = oy0 * p->s0 * p->Wp * C;
-    const int64_t xs = p->s1 * C, ys = p->s0 * p->Wp * C;
+    /* window origins: in the padded image (its border included), or in the image itself, where a
+     * window may start outside it (negative, or past its end) */
+    int64_t oy = oy0, ox = 0;
+    const int64_t ylast = p->H - 1 - (p->KH - 1) * p->d0, xlast = p->W - 1 - (p->KW - 1) * p->d1;
     for (int64_t px = 0; px < npix; px += 4) {
-        int r = npix - px < 4 ? (int)(npix - px) : 4;
-        int64_t po[4];
+        int r = npix - px < 4 ? (int)(npix - px) : 4, inside = 0;
+        int64_t po[4], iy[4], ix[4];
         for (int j = 0; j < r; j++) {
-            po[j] = rowoff + ox * xs;
+            iy[j] = oy * p->s0 - (x_direct ? p->pt : 0), ix[j] = ox * p->s1 - (x_direct ? p->pl : 0);
+            po[j] = iy[j] * rowf + ix[j] * C;
+            inside += !x_direct || (iy[j] >= 0 && iy[j] <= ylast && ix[j] >= 0 && ix[j] <= xlast);
             if (++ox == OW)
-                ox = 0, rowoff += ys;
+                ox = 0, oy++;
         }
-        if (r == 4)
+        if (r == 4 && inside == 4) {
             dw_tiles[V][1](x, po, toff, taps, wp, acc + px * ldc, ldc, ml, bias, act, epi, roff);
-        else
+        } else if (inside == r) {
             for (int j = 0; j < r; j++)
                 dw_tiles[V][0](x, po + j, toff, taps, wp, acc + (px + j) * ldc, ldc, ml, bias, act, epi, roff);
+        } else { /* a window leaves the image: each tap at its own address */
+            const float *tp[4 * QR_SCONV_DW_TAPS];
+            for (int j = 0; j < r; j++)
+                dw_taps(p, x, iy[j], ix[j], tp + j * taps);
+            if (r == 4)
+                dw_ptiles[V][1](tp, taps, wp, acc + px * ldc, ldc, ml, bias, act, epi, roff);
+            else
+                for (int j = 0; j < r; j++)
+                    dw_ptiles[V][0](tp + j * taps, taps, wp, acc + (px + j) * ldc, ldc, ml, bias, act, epi, roff);
+        }
     }
     if (nhwc)
         return;
