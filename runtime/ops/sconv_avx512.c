@@ -643,19 +643,25 @@ void qr_sconv_dw_block(const qr_sconv *p, const float *xp, int x_direct, const f
         toff[t] = (t / p->KW) * p->d0 * rowf + (t % p->KW) * p->d1 * C;
     const float *x = xp + panel * NR;
     int64_t npix = (oy1 - oy0) * OW;
-    /* window origins: in the padded image (its border included), or in the image itself, where a
-     * window may start outside it (negative, or past its end) */
-    int64_t oy = oy0, ox = 0;
+    /* Window origins walked without a division: in the padded image (its border included), or in
+     * the image itself, where a window may start outside it. Pixel (oy, ox)'s window lies inside
+     * when its row's does and xlo <= ox <= xhi. */
+    const int64_t pt = x_direct ? p->pt : 0, pl = x_direct ? p->pl : 0, xs = p->s1 * C, ys = p->s0 * rowf;
     const int64_t ylast = p->H - 1 - (p->KH - 1) * p->d0, xlast = p->W - 1 - (p->KW - 1) * p->d1;
+    const int64_t xlo = x_direct ? (pl + p->s1 - 1) / p->s1 : 0;
+    const int64_t xhi = !x_direct ? OW - 1 : xlast + pl >= 0 ? (xlast + pl) / p->s1 : -1;
+    int64_t oy = oy0, ox = 0, iy0 = oy0 * p->s0 - pt, rowoff = iy0 * rowf - pl * C;
+    int row_in = !x_direct || (iy0 >= 0 && iy0 <= ylast);
     for (int64_t px = 0; px < npix; px += 4) {
         int r = npix - px < 4 ? (int)(npix - px) : 4, inside = 0;
         int64_t po[4], iy[4], ix[4];
         for (int j = 0; j < r; j++) {
-            iy[j] = oy * p->s0 - (x_direct ? p->pt : 0), ix[j] = ox * p->s1 - (x_direct ? p->pl : 0);
-            po[j] = iy[j] * rowf + ix[j] * C;
-            inside += !x_direct || (iy[j] >= 0 && iy[j] <= ylast && ix[j] >= 0 && ix[j] <= xlast);
-            if (++ox == OW)
-                ox = 0, oy++;
+            po[j] = rowoff + ox * xs, iy[j] = iy0, ix[j] = ox * p->s1 - pl;
+            inside += row_in && ox >= xlo && ox <= xhi;
+            if (++ox == OW) {
+                ox = 0, oy++, iy0 += p->s0, rowoff += ys;
+                row_in = !x_direct || (iy0 >= 0 && iy0 <= ylast);
+            }
         }
         if (r == 4 && inside == 4) {
             dw_tiles[V][1](x, po, toff, taps, wp, acc + px * ldc, ldc, ml, bias, act, epi, roff);
