@@ -16,6 +16,7 @@
 #include "options.h"
 #include "passes.h"
 #include "recipe.h"
+#include "samples.h"
 #include "tensor_io.h"
 
 int qr_api_fail(const qr_error *e, char *err, size_t n)
@@ -78,6 +79,8 @@ qr_status qr_api_model_exec(qrl_model *m, int threads, int profile, qr_error *e)
     m->x = x;
     m->threads = threads;
     m->profile = profile;
+    m->apart = m->xg && qr_graph_samples_apart(m->xg);
+    m->prof_runs = m->prof_exec_runs = 0;
     return QR_OK;
 }
 
@@ -155,6 +158,81 @@ void qr_api_tensor_out(const qr_tensor *a, qrl_tensor *b)
     b->data = a->data;
 }
 
+/* A batch of an f32 CNN whose samples are computed apart (m->apart) runs in parts of about this
+ * many input bytes: its layers' activations then stay in cache from one layer to the next, where
+ * the whole batch's went through memory at every layer (MobileNetV2 at batch 64: 6.6 against 3.9
+ * ms an image, Zen 5, 1 thread). Each sample's outputs are the same bits either way. */
+#define PART_BYTES ((size_t)1 << 20)
+
+/* Samples per part for inputs in (0: the batch at once). */
+static int64_t part_size(const qrl_model *m, const qr_tensor *in)
+{
+    const qr_graph *g = m->xg;
+    if (!m->apart || !g || in[0].ndim < 1 || in[0].dims[0] < 2)
+        return 0;
+    int64_t n = in[0].dims[0];
+    size_t per = 0;
+    for (int i = 0; i < g->n_inputs; i++) {
+        if (in[i].ndim < 1 || in[i].dims[0] != n)
+            return 0;
+        per += qr_tensor_nbytes(&in[i]) / (size_t)n;
+    }
+    int64_t s = per ? (int64_t)(PART_BYTES / per) : n;
+    s = s < 1 ? 1 : s;
+    return s < n ? s : 0;
+}
+
+/* in's batch in parts of s samples, each part's outputs copied into out at its place. */
+static qr_status run_parts(qrl_model *m, const qr_tensor *in, qr_tensor *out, int64_t s, qr_error *e)
+{
+    const qr_graph *g = m->xg;
+    int ni = g->n_inputs, no = g->n_outputs;
+    int64_t n = in[0].dims[0];
+    qr_tensor *vin = calloc((size_t)ni, sizeof *vin), *vout = calloc((size_t)no, sizeof *vout);
+    qr_status st = vin && vout ? QR_OK : qr_errorf(e, "out of memory");
+    for (int o = 0; o < no; o++)
+        memset(&out[o], 0, sizeof out[o]);
+    for (int64_t b0 = 0; b0 < n && st == QR_OK; b0 += s) {
+        int64_t k = n - b0 < s ? n - b0 : s;
+        for (int i = 0; i < ni; i++) {
+            vin[i] = in[i];
+            vin[i].dims[0] = k;
+            vin[i].data = (char *)in[i].data + (size_t)b0 * (qr_tensor_nbytes(&in[i]) / (size_t)n);
+        }
+        if ((st = qr_exec_run(m->x, vin, vout, e)) != QR_OK)
+            break;
+        m->prof_exec_runs++;
+        for (int o = 0; o < no && st == QR_OK; o++) {
+            qr_tensor *t = &vout[o];
+            if (b0 == 0) {
+                out[o] = *t;
+                out[o].data = NULL;
+                out[o].dims[0] = t->ndim >= 1 ? n : 0;
+                st = t->ndim >= 1 && t->dims[0] == k ? qr_tensor_alloc(&out[o], e)
+                                                     : qr_errorf(e, "output '%s' is not batched as the inputs",
+                                                                 g->outputs[o]->name);
+            } else {
+                out[o].dims[0] = k;
+                if (!qr_tensor_same_shape(t, &out[o]) || t->dtype != out[o].dtype)
+                    st = qr_errorf(e, "output '%s' changed its shape between parts of the batch",
+                                   g->outputs[o]->name);
+                out[o].dims[0] = n;
+            }
+            if (st == QR_OK && qr_tensor_nbytes(t))
+                memcpy((char *)out[o].data + (size_t)b0 * (qr_tensor_nbytes(&out[o]) / (size_t)n), t->data,
+                       qr_tensor_nbytes(t));
+        }
+        for (int o = 0; o < no; o++)
+            qr_tensor_free(&vout[o]);
+    }
+    if (st != QR_OK)
+        for (int o = 0; o < no; o++)
+            qr_tensor_free(&out[o]);
+    free(vin);
+    free(vout);
+    return st;
+}
+
 int qrl_model_run(qrl_model *m, const qrl_tensor *inputs, qrl_tensor *outputs, char *err, size_t errlen)
 {
     qr_error e;
@@ -178,10 +256,13 @@ int qrl_model_run(qrl_model *m, const qrl_tensor *inputs, qrl_tensor *outputs, c
         }
         qr_api_tensor_in(&inputs[i], &in[i]);
     }
-    if (qr_exec_run(m->x, in, out, &e) != QR_OK) {
+    int64_t part = part_size(m, in);
+    if (part ? run_parts(m, in, out, part, &e) != QR_OK : qr_exec_run(m->x, in, out, &e) != QR_OK) {
         rc = fail(&e, err, errlen);
         goto done;
     }
+    m->prof_runs++;
+    m->prof_exec_runs += !part;
     for (int i = 0; i < no; i++)
         qr_api_tensor_out(&out[i], &outputs[i]);
 done:
@@ -400,7 +481,11 @@ int qrl_model_profile(const qrl_model *m, int node, qrl_node_profile *out)
     const qr_graph *g = qr_api_run_graph(m);
     if (!p || node < 0 || node >= g->n_nodes)
         return 1;
-    *out = (qrl_node_profile){.seconds = p[node].seconds, .runs = p[node].runs, .macs = p[node].macs,
+    /* the model's runs: a batch run in parts ran the executor once a part */
+    int64_t runs = p[node].runs;
+    if (m->prof_exec_runs > m->prof_runs && m->prof_runs > 0)
+        runs = (runs * m->prof_runs + m->prof_exec_runs / 2) / m->prof_exec_runs;
+    *out = (qrl_node_profile){.seconds = p[node].seconds, .runs = runs, .macs = p[node].macs,
                               .op = g->nodes[node]->op, .name = g->nodes[node]->name};
     return 0;
 }
@@ -409,6 +494,7 @@ void qrl_model_profile_reset(qrl_model *m)
 {
     if (m->x)
         qr_exec_profile_reset(m->x);
+    m->prof_runs = m->prof_exec_runs = 0;
 }
 
 void qrl_model_dump(const qrl_model *m, FILE *f)

@@ -25,6 +25,10 @@ struct qrl_model {
      * (its values, the dump, what qrl_quantize reads). */
     qr_graph *xg;
     int layout; /* try the pass (qrl_model_load) */
+    int apart;  /* xg computes its samples apart (samples.h): a batch runs in parts (qrl_model_run) */
+    /* model runs and executor runs since the profile started: a split batch is several executor
+     * runs, and the profile counts the model's */
+    int64_t prof_runs, prof_exec_runs;
 };
 
 /* The graph m's executor runs. */

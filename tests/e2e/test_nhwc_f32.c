@@ -74,3 +74,67 @@ Test(nhwc_f32, cnn_matches_onnx_runtime_channels_last_and_not)
         cr_assert_eq(tu_npy_max_diff(a, b), 0.0, "%s: 1 and 2 threads differ", outs[i]);
     }
 }
+
+/* The "memory: arena N bytes" of a `qrl run --stats` log (the last executor run's plan). */
+static long long arena_of(const char *log)
+{
+    const char *p = strstr(log, "memory: arena ");
+    cr_assert(p, "no arena in:\n%s", log);
+    return atoll(p + strlen("memory: arena "));
+}
+
+/* A batch whose samples the graph computes apart runs in parts (runtime/samples.h, qrl_model_run):
+ * 5 samples of 456 KB as parts of 2, 2 and 1. Each sample's outputs are the bits of that sample
+ * run alone (--batch 1), and of 2 threads; within 1e-4 of ONNX Runtime; the profile counts the
+ * model's run once; the last plan is of one sample (the third part). A graph with an output that
+ * mixes the samples (a mean over the batch) runs whole, and matches ONNX Runtime. */
+Test(nhwc_f32, a_batch_runs_in_parts_with_each_samples_bits)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/nhwc_f32_oracle.py' make-parts %s", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    static const char *const models[] = {"p", "px"};
+    long long whole[2], one[2];
+    for (int m = 0; m < 2; m++) {
+        const char *o = models[m];
+        snprintf(cmd, sizeof cmd, "node '%s/tools/ort_run.js' %s/%s.onnx %s/xp.npy -o %s/ort_%s", tu_root(), dir, o,
+                 dir, dir, o);
+        cr_assert_eq(tu_run(cmd, &log), 0, "onnxruntime-node failed (make ort installs it): %s", log);
+        free(log);
+        snprintf(cmd, sizeof cmd, "%s run %s/%s.onnx -i %s/xp.npy -o %s/q_%s --profile --stats", tu_qrl(), dir, o,
+                 dir, dir, o);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        cr_assert(strstr(log, "nodes ran 1 time,"), "the profile counts the model's runs:\n%s", log);
+        whole[m] = arena_of(log);
+        free(log);
+        snprintf(cmd, sizeof cmd, "%s run %s/%s.onnx -i %s/xp.npy -o %s/b_%s --batch 1 --stats", tu_qrl(), dir, o,
+                 dir, dir, o);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        one[m] = arena_of(log);
+        free(log);
+        snprintf(cmd, sizeof cmd, "%s run %s/%s.onnx -i %s/xp.npy -o %s/t_%s --threads 2", tu_qrl(), dir, o, dir,
+                 dir, o);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/nhwc_f32_oracle.py' check %s/q_%s %s/ort_%s y y_mid "
+                 "pw_hswish%s", tu_root(), dir, o, dir, o, m ? " y_bmean" : "");
+        int rc = tu_run(cmd, &log);
+        cr_log_info("%s:\n%s", o, log);
+        cr_assert_eq(rc, 0, "%s against ONNX Runtime:\n%s", o, log);
+        free(log);
+        static const char *const outs[] = {"y", "y_mid", "pw_hswish"};
+        for (int i = 0; i < 3; i++) {
+            char a[1024], b[1024], t[1024];
+            snprintf(a, sizeof a, "%s/q_%s/%s.npy", dir, o, outs[i]);
+            snprintf(b, sizeof b, "%s/b_%s/%s.npy", dir, o, outs[i]);
+            snprintf(t, sizeof t, "%s/t_%s/%s.npy", dir, o, outs[i]);
+            cr_assert_eq(tu_npy_max_diff(a, b), 0.0, "%s %s: the batch and each sample alone differ", o, outs[i]);
+            cr_assert_eq(tu_npy_max_diff(a, t), 0.0, "%s %s: 1 and 2 threads differ", o, outs[i]);
+        }
+    }
+    if (qr_sconv_available()) { /* where the channels-last graph runs (the parts are its) */
+        cr_assert_eq(whole[0], one[0], "p.onnx: the last part's plan is not of one sample");
+        cr_assert_neq(whole[1], one[1], "px.onnx (samples mixed) ran in parts");
+    }
+}
