@@ -13,6 +13,8 @@
 void qr_sgemm_tile_12x32_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff,
                                 int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias,
                                 const struct qr_act *act);
+void qr_sgemm_row_32_avx512(const float *a, int64_t acs, const float *bp, int64_t k, int64_t x0, int64_t x1, float *c,
+                            const float *bias, const struct qr_act *act);
 void qr_sgemm_wide_3x128_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff,
                                 int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias,
                                 const struct qr_act *act);
@@ -170,10 +172,32 @@ void qr_sgemm_pack_b(const qr_sgemm_kernel *kn, const float *b, int64_t b_rs, in
     }
 }
 
+/* Column blocks [i0, i1) of SG_ROW_COLS of a one-row product on packed B (kn->row). */
+#define SG_ROW_COLS 128
+static void sg_row(void *arg, int64_t i0, int64_t i1, int slot)
+{
+    (void)slot;
+    const sg_run *R = arg;
+    const qr_sgemm_job *j = R->j;
+    int64_t x0 = i0 * SG_ROW_COLS, x1 = i1 * SG_ROW_COLS < j->n ? i1 * SG_ROW_COLS : j->n;
+    R->kn->row(j->a, j->a_cs, j->b_packed, j->k, x0, x1, j->c, j->bias, j->act);
+    if (j->col_bias)
+        add_cols(j->c + x0, j->ldc, 1, x1 - x0, j->col_bias + x0);
+}
+
 void qr_sgemm(qr_pool *pool, const qr_sgemm_kernel *kn, const qr_sgemm_job *j, float *work)
 {
     if (j->m <= 0 || j->n <= 0)
         return;
+    if (kn->row && j->m == 1 && j->b_packed && j->k > 0) {
+        sg_run R = {.kn = kn, .j = j};
+        int64_t blocks = (j->n + SG_ROW_COLS - 1) / SG_ROW_COLS;
+        if (pool && blocks > 1)
+            qr_parallel_for_slots(pool, blocks, 1, sg_row, &R);
+        else
+            sg_row(&R, 0, blocks, 0);
+        return;
+    }
     if (kn->wide && j->m <= kn->wide_rows && j->b) {
         sg_run R = {.kn = kn, .j = j, .work = work, .per_slot = qr_sgemm_work(kn)};
         R.kc_n = j->k > 0 ? (j->k + SG_KC - 1) / SG_KC : 1;
@@ -221,9 +245,10 @@ static const struct {
     int (*cpu_has)(void);
     qr_sgemm_kernel kn;
 } kernels[] = {
-    {has_avx512, {"avx512", 12, 32, qr_sgemm_tile_12x32_avx512, qr_sgemm_wide_3x128_avx512, 3, 128}},
-    {has_avx2, {"avx2", 6, 16, qr_sgemm_tile_6x16_avx2, NULL, 0, 0}},
-    {has_any, {"ref", REF_MR, REF_NR, tile_ref, NULL, 0, 0}},
+    {has_avx512, {"avx512", 12, 32, qr_sgemm_tile_12x32_avx512, qr_sgemm_wide_3x128_avx512, 3, 128,
+                  qr_sgemm_row_32_avx512}},
+    {has_avx2, {"avx2", 6, 16, qr_sgemm_tile_6x16_avx2, NULL, 0, 0, NULL}},
+    {has_any, {"ref", REF_MR, REF_NR, tile_ref, NULL, 0, 0, NULL}},
 };
 #define N_FAST (sizeof kernels / sizeof kernels[0] - 1)
 

@@ -32,6 +32,10 @@ typedef struct qr_sgemm_kernel {
      * place, enough FMA chains for one row */
     qr_sgemm_tile_fn wide;
     int wide_rows, wide_cols;
+    /* for a product of one row with B packed (NULL: none): c[x] for x in [x0, x1) (x0 a multiple
+     * of nr), a(q) = a[q * acs], each a chain over the whole K, + bias[0] when bias, then act */
+    void (*row)(const float *a, int64_t acs, const float *bp, int64_t k, int64_t x0, int64_t x1, float *c,
+                const float *bias, const struct qr_act *act);
 } qr_sgemm_kernel;
 
 /* c (row stride ldc) = a * b (+ bias): a(r, q) = a[r * a_rs + q * a_cs] (m x k), b[q * ldb + x]

@@ -143,3 +143,43 @@ TARGET void qr_sgemm_wide_3x128_avx512(const float *ap, int64_t ars, int64_t acs
         f ? wide(3, 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act)
           : wide(3, 0, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act);
 }
+
+/* One row of c, columns [x0, x1) (x0 a multiple of 32), from B packed in panels of 32 columns
+ * (qr_sgemm_pack_b: panel p's k rows contiguous at bp + p * k * 32): four panels at a time, each
+ * output one FMA chain from 0 over the whole K in a register (the bits of the tiles' chains, which
+ * go through c between K blocks), + bias[0], then act. A product of one row reads B once: four
+ * panels side by side are four streams from memory for the prefetchers, where the tiles went
+ * through B one panel's K block at a time (MobileNetV2's classifier, 1280 x 1000). */
+TARGET void qr_sgemm_row_32_avx512(const float *a, int64_t acs, const float *bp, int64_t k, int64_t x0, int64_t x1,
+                                   float *c, const float *bias, const qr_act *act)
+{
+    for (int64_t x = x0; x < x1; x += 128) {
+        int np = x1 - x >= 128 ? 4 : (int)((x1 - x + 31) / 32);
+        const float *p0 = bp + x / 32 * k * 32, *p1 = np > 1 ? p0 + k * 32 : p0, *p2 = np > 2 ? p0 + 2 * k * 32 : p0,
+                    *p3 = np > 3 ? p0 + 3 * k * 32 : p0;
+        __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+        for (int64_t q = 0; q < k; q++) {
+            __m512 w = _mm512_set1_ps(a[q * acs]);
+            s0 = _mm512_fmadd_ps(w, _mm512_loadu_ps(p0 + q * 32), s0);
+            s1 = _mm512_fmadd_ps(w, _mm512_loadu_ps(p0 + q * 32 + 16), s1);
+            s2 = _mm512_fmadd_ps(w, _mm512_loadu_ps(p1 + q * 32), s2);
+            s3 = _mm512_fmadd_ps(w, _mm512_loadu_ps(p1 + q * 32 + 16), s3);
+            s4 = _mm512_fmadd_ps(w, _mm512_loadu_ps(p2 + q * 32), s4);
+            s5 = _mm512_fmadd_ps(w, _mm512_loadu_ps(p2 + q * 32 + 16), s5);
+            s6 = _mm512_fmadd_ps(w, _mm512_loadu_ps(p3 + q * 32), s6);
+            s7 = _mm512_fmadd_ps(w, _mm512_loadu_ps(p3 + q * 32 + 16), s7);
+        }
+        __m512 s[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
+        for (int v = 0; v < 2 * np; v++) {
+            int64_t x16 = x + 16 * v;
+            if (x16 >= x1)
+                break;
+            __m512 r = s[v];
+            if (bias)
+                r = _mm512_add_ps(r, _mm512_set1_ps(bias[0]));
+            if (act)
+                r = qr_act_zmm(act, r);
+            _mm512_mask_storeu_ps(c + x16, cols_mask((int)(x1 - x16)), r);
+        }
+    }
+}

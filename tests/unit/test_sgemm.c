@@ -154,6 +154,91 @@ Test(sgemm, one_and_two_threads_give_identical_bits)
     qr_pool_free(pool);
 }
 
+/* A product of one row with B packed (a Gemm's constant weight at batch 1: kn->row, every K in
+ * one register chain, four panels side by side): against fmaf in k order (bits) and double
+ * (bound) on ragged N and K (a ragged last group of panels and a ragged last panel, K past the
+ * tiles' block), both signs, with a bias; with a fused activation and a column bias (a Gemm's C),
+ * the bits of the tiles' path (the same kernel without its row function); 2 threads the same. */
+Test(sgemm, one_row_on_packed_b_is_the_fma_chain)
+{
+    static const int64_t ns[] = {1, 7, 31, 33, 100, 129, 1000}, ks[] = {1, 33, 257, 1280};
+    qr_pool *pool = qr_pool_new(2);
+    cr_assert(pool);
+    qr_act relu = {.relu = 1}, clip = {.relu = 0, .lo = -0.5f, .hi = 0.7f};
+    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+        const qr_sgemm_kernel *kn = qr_sgemm_isa(isas[i]);
+        if (!kn)
+            continue;
+        if (!kn->row)
+            cr_log_info("sgemm: %s has no row function (the tiles run)", kn->isa);
+        qr_sgemm_kernel tiles_only = *kn;
+        tiles_only.row = NULL;
+        unsigned seed = 5;
+        for (size_t a_ = 0; a_ < sizeof ns / sizeof ns[0]; a_++)
+            for (size_t b_ = 0; b_ < sizeof ks / sizeof ks[0]; b_++) {
+                int64_t n = ns[a_], k = ks[b_];
+                float *a = malloc(sizeof(float) * (size_t)k), *b = malloc(sizeof(float) * (size_t)(k * n));
+                float *pk = malloc(sizeof(float) * (size_t)qr_sgemm_packed_size(kn, k, n));
+                float *cb = malloc(sizeof(float) * (size_t)n), *c = malloc(sizeof(float) * (size_t)n);
+                float *c2 = malloc(sizeof(float) * (size_t)n), *c3 = malloc(sizeof(float) * (size_t)n);
+                float *work = malloc(sizeof(float) * (size_t)(qr_sgemm_work(kn) * 2));
+                cr_assert(a && b && pk && cb && c && c2 && c3 && work);
+                for (int64_t q = 0; q < k; q++)
+                    a[q] = rnd_f(&seed);
+                for (int64_t q = 0; q < k * n; q++)
+                    b[q] = rnd_f(&seed);
+                for (int64_t x = 0; x < n; x++)
+                    cb[x] = 4 * rnd_f(&seed), c[x] = c2[x] = c3[x] = NAN;
+                float bias = 8 * rnd_f(&seed);
+                qr_sgemm_pack_b(kn, b, n, 1, k, n, pk);
+                qr_sgemm_job j = {.a = a, .bias = &bias, .c = c, .a_rs = k, .a_cs = 1, .ldb = n, .ldc = n, .m = 1,
+                                  .n = n, .k = k, .b_packed = pk};
+                qr_sgemm(NULL, kn, &j, work);
+                for (int64_t x = 0; x < n; x++) {
+                    float f = 0;
+                    double d = 0, mag = 0;
+                    for (int64_t q = 0; q < k; q++) {
+                        f = fmaf(a[q], b[q * n + x], f);
+                        d += (double)a[q] * b[q * n + x];
+                        mag += fabs((double)a[q] * b[q * n + x]);
+                    }
+                    f += bias;
+                    d += bias;
+                    mag += fabs((double)bias) + fabs(d);
+                    cr_assert(fabs(c[x] - d) <= (double)(k + 1) * ldexp(1.0, -23) * mag,
+                              "%s 1x%lldx%lld packed: %lld: %.9g vs %.17g", kn->isa, (long long)n, (long long)k,
+                              (long long)x, c[x], d);
+                    cr_assert(memcmp(&c[x], &f, sizeof f) == 0, "%s 1x%lldx%lld packed: %lld: %.9g, fmaf chain %.9g",
+                              kn->isa, (long long)n, (long long)k, (long long)x, c[x], f);
+                }
+                /* a fused activation, then a column bias without one, against the tiles' bits */
+                for (int v = 0; v < 3; v++) {
+                    j.act = v == 0 ? &relu : v == 1 ? &clip : NULL;
+                    j.col_bias = v == 2 ? cb : NULL;
+                    j.c = c;
+                    qr_sgemm(NULL, kn, &j, work);
+                    j.c = c2;
+                    qr_sgemm(NULL, &tiles_only, &j, work);
+                    j.c = c3;
+                    qr_sgemm(pool, kn, &j, work);
+                    cr_assert(memcmp(c, c2, sizeof(float) * (size_t)n) == 0, "%s 1x%lldx%lld packed, epilogue %d: "
+                              "the row function and the tiles differ", kn->isa, (long long)n, (long long)k, v);
+                    cr_assert(memcmp(c, c3, sizeof(float) * (size_t)n) == 0, "%s 1x%lldx%lld packed, epilogue %d: "
+                              "1 and 2 threads differ", kn->isa, (long long)n, (long long)k, v);
+                }
+                free(a);
+                free(b);
+                free(pk);
+                free(cb);
+                free(c);
+                free(c2);
+                free(c3);
+                free(work);
+            }
+    }
+    qr_pool_free(pool);
+}
+
 /* A fused activation (qr_sgemm_job.act: Relu, or Clip's bounds) gives the bits of the product
  * without it, then qr_act_apply on every output: each kernel's store path (full and ragged tiles,
  * the few-rows kernel, K past one block so only the last block's store applies it), NaN kept. */
