@@ -374,6 +374,9 @@ static int sconv_takes(const qr_conv_geom *g, int64_t c, int64_t m, int64_t grou
     return c * g->kernel_n >= 64;
 }
 
+/* Image bytes above which a channels-last depthwise layer reads its input in place. */
+#define DW_DIRECT_BYTES (512 * 1024)
+
 typedef struct sconv_job {
     const qr_sconv *p;
     const float *x, *packed;
@@ -433,10 +436,12 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
     j.nrb = (p->OH + j.rb - 1) / j.rb;
     /* a channels-last input without padding (a 1x1 at stride 1) is read in place */
     int in_place = x_nhwc && !dw && p->Hp == p->H && p->Wp == p->W;
-    /* and a depthwise layer's whole-vector channels: the padded copy of the image (a read and a
-     * write of it, 6% of MobileNetV2's batch-1 time) costs more than its border pixels' slower
-     * tile */
-    j.dw_direct = x_nhwc && dw && p->C % 16 == 0;
+    /* and a depthwise layer's whole-vector channels on a large image: its padded copy (a read and
+     * a write of it past L2, 6% of MobileNetV2's batch-1 time) costs more than the windows that
+     * leave the image, whose taps take their own addresses; on a small one the copy stays in L2
+     * and the border is a larger share (MobileNetV3-small's 5 x 5 layers on 14 x 14 x 240, 188 KB:
+     * 0.028 ms copied, 0.036 in place) */
+    j.dw_direct = x_nhwc && dw && p->C % 16 == 0 && p->H * p->W * p->C * (int64_t)sizeof(float) > DW_DIRECT_BYTES;
     in_place |= j.dw_direct;
     j.xp = in_place ? NULL : qr_kwork(k, 1, qr_sconv_image_floats(p), sizeof(float), "channels-last image");
     j.blk = (in_place || j.xp) && !y_nhwc ? qr_kwork(k, qr_pool_threads(k->pool), j.blk_len, sizeof(float),

@@ -227,11 +227,17 @@ Test(sconv, conv_matches_float64_on_ragged_shapes)
     check_conv((cv){1, 24, 14, 15, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 24, 0, 1}); /* depthwise stride 2 */
     check_conv((cv){1, 70, 40, 23, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 70, 1, 1}); /* depthwise, 2 panels x 4 row blocks */
     check_conv((cv){1, 16, 9, 9, 16, 5, 5, 1, 1, 2, 2, 4, 4, 4, 4, 16, 1, 0});   /* depthwise 5x5, dilation 2 */
-    /* depthwise with whole vectors of channels: NHWC read in place, the windows leaving it on each side */
+    /* depthwise with whole vectors of channels: small images copied with their border, */
     check_conv((cv){1, 32, 13, 12, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 32, 1, 2});     /* stride 2 */
     check_conv((cv){2, 144, 11, 9, 144, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 144, 1, 1});  /* 3 panels */
     check_conv((cv){1, 48, 7, 10, 48, 3, 3, 1, 2, 2, 1, 0, 2, 2, 1, 48, 0, 0});     /* uneven pads, dilation */
     check_conv((cv){1, 64, 3, 5, 64, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 64, 1, 0});      /* window past the image */
+    /* and over 512 KB (conv.c's DW_DIRECT_BYTES; output planes of at most 1024, where the NCHW
+     * Conv runs on sconv too): NHWC read in place, windows leaving it on each side */
+    check_conv((cv){1, 64, 48, 44, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 64, 1, 2});
+    check_conv((cv){2, 144, 33, 29, 144, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 144, 1, 1});
+    check_conv((cv){1, 96, 40, 35, 96, 3, 3, 1, 2, 2, 1, 0, 2, 2, 1, 96, 0, 0});
+    check_conv((cv){1, 192, 3, 230, 192, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 192, 1, 0});
     check_conv((cv){1, 40, 8, 9, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1});    /* group 2: the GEMM path */
 }
 
