@@ -56,19 +56,32 @@ static void load(const char *name, qr_graph **g, qr_tensor *t)
     }
 }
 
-static qr_quantized *quantize_on(const qr_graph *g, const char *recipe, const char *samples, qrl_module **m)
+/* g quantized by the compiled recipe m on the zoo's calibration samples (a module serves any
+ * number of quantizations: the run-time switches act when the integer graph is built). */
+static qr_quantized *quantize_with(const qr_graph *g, qrl_module *m, const char *samples)
 {
-    char err[512] = "";
-    *m = tu_compile(recipe, err, sizeof err);
-    cr_assert(*m, "%s", err);
     qr_tensor calib = {0};
     load(samples, NULL, &calib);
-    qr_quant_opts o = {.module = *m, .batch = 16};
+    qr_quant_opts o = {.module = m, .batch = 16};
     qr_quantized *q = NULL;
     qr_error e;
     cr_assert_eq(qr_quantize(g, &calib, &o, &q, &e), QR_OK, "%s", e.msg);
     qr_tensor_free(&calib);
     return q;
+}
+
+static qrl_module *compile(const char *recipe)
+{
+    char err[512] = "";
+    qrl_module *m = tu_compile(recipe, err, sizeof err);
+    cr_assert(m, "%s", err);
+    return m;
+}
+
+static qr_quantized *quantize_on(const qr_graph *g, const char *recipe, const char *samples, qrl_module **m)
+{
+    *m = compile(recipe);
+    return quantize_with(g, *m, samples);
 }
 
 static qr_quantized *quantize(const qr_graph *g, const char *recipe, qrl_module **m)
@@ -316,17 +329,19 @@ Test(intgraph, fused_conv_epilogues_equal_the_separate_kernels)
     const char *models[] = {"zoo.onnx", "depthwise.onnx"};
     qr_tensor x = {0};
     load("zoo_test.npy", NULL, &x);
+    qrl_module *m[3]; /* each compiled once: 24 compiles took most of the test's time */
+    for (int r = 0; r < 3; r++)
+        m[r] = compile(recipes[r]);
     for (int mi = 0; mi < 4; mi++) {
         int nhwc = mi >= 2;
         qr_graph *g;
         load(models[mi % 2], &g, NULL);
         for (int r = 0; r < 3; r++) {
-            qrl_module *m0, *m1;
             tu_option("fuse", "0");
-            qr_quantized *apart = quantize(g, recipes[r], &m0);
+            qr_quantized *apart = quantize_with(g, m[r], "zoo_calib.npy");
             tu_option("fuse", "");
             tu_option("nhwc", nhwc ? "all" : "0");
-            qr_quantized *fused = quantize(g, recipes[r], &m1);
+            qr_quantized *fused = quantize_with(g, m[r], "zoo_calib.npy");
             tu_option("nhwc", "");
             cr_assert_eq(count_op(apart->ig->g, "QrlConvKernel"), 0, "%s", recipes[r]);
             cr_assert_eq(count_op(fused->ig->g, "QrlConvKernel"), 4, "%s %s: its four convolutions", models[mi],
@@ -343,11 +358,11 @@ Test(intgraph, fused_conv_epilogues_equal_the_separate_kernels)
             assert_same_outputs(apart, fused, &x, what);
             qr_quantized_free(apart);
             qr_quantized_free(fused);
-            qr_module_free(m0);
-            qr_module_free(m1);
         }
         qr_graph_free(g);
     }
+    for (int r = 0; r < 3; r++)
+        qr_module_free(m[r]);
     qr_tensor_free(&x);
 }
 
@@ -376,12 +391,12 @@ Test(intgraph, residual_add_runs_as_the_convolutions_second_stage)
     load("zoo_test.npy", NULL, &x);
     load("residual.onnx", &g, NULL);
     for (int r = 0; r < 3; r++) {
-        qrl_module *m0, *m1;
+        qrl_module *m = compile(recipes[r]);
         tu_option("fuse", "0");
-        qr_quantized *apart = quantize(g, recipes[r], &m0);
+        qr_quantized *apart = quantize_with(g, m, "zoo_calib.npy");
         tu_option("fuse", "");
         tu_option("nhwc", "all");
-        qr_quantized *fused = quantize(g, recipes[r], &m1);
+        qr_quantized *fused = quantize_with(g, m, "zoo_calib.npy");
         tu_option("nhwc", "");
         cr_assert_eq(count_attr_set(fused->ig->g, "QrlConvKernel", "then_call"), 1, "%s: the Add is a second stage",
                      recipes[r]);
@@ -391,8 +406,7 @@ Test(intgraph, residual_add_runs_as_the_convolutions_second_stage)
         assert_same_outputs(apart, fused, &x, recipes[r]);
         qr_quantized_free(apart);
         qr_quantized_free(fused);
-        qr_module_free(m0);
-        qr_module_free(m1);
+        qr_module_free(m);
     }
     qr_graph_free(g);
     qr_tensor_free(&x);
@@ -424,12 +438,12 @@ Test(intgraph, channel_parts_give_the_same_outputs)
     load("zoo_test.npy", NULL, &x);
     load("wide.onnx", &g, NULL);
     for (int r = 0; r < 2; r++) {
-        qrl_module *m0, *m1;
+        qrl_module *m = compile(recipes[r]);
         tu_option("fuse", "0");
-        qr_quantized *apart = quantize(g, recipes[r], &m0);
+        qr_quantized *apart = quantize_with(g, m, "zoo_calib.npy");
         tu_option("fuse", "");
         tu_option("nhwc", "all");
-        qr_quantized *fused = quantize(g, recipes[r], &m1);
+        qr_quantized *fused = quantize_with(g, m, "zoo_calib.npy");
         tu_option("nhwc", "");
         cr_assert_eq(count_attr_set(fused->ig->g, "QrlConvKernel", "then_call"), 2, "%s: the Adds are second stages",
                      recipes[r]);
@@ -453,8 +467,7 @@ Test(intgraph, channel_parts_give_the_same_outputs)
         }
         qr_quantized_free(apart);
         qr_quantized_free(fused);
-        qr_module_free(m0);
-        qr_module_free(m1);
+        qr_module_free(m);
     }
     qr_graph_free(g);
     qr_tensor_free(&x);
