@@ -372,9 +372,9 @@ static int dwr_fits(int64_t C, const qr_conv_geom *g, int64_t *wp, int64_t *c16,
 /* Input row iy (or, iy < 0, padding) as P's row: for each 16 channels s, Wp pixels of 16 bytes
  * from padded column 0, which is input column -pad_begin[1].
  * AHEAD: the first pass over the row also prefetches the row stride[0] below it (when there is
- * one), which the next output row copies: its lines come into L2 while this output row's sums
- * run (qr_nhwc_dw_ahead says when; into L1, _MM_HINT_T0, ran 0-13% faster from memory in two
- * A/B runs of the kernel alone, not in turns, not carried over: the figures are T1's). */
+ * one), which the next output row copies: its lines come into L1 while this output row's sums
+ * run (qr_nhwc_dw_ahead says when; into L2 only, _MM_HINT_T1, 112 x 112 x 96 at stride 2 from
+ * memory ran 12% slower). */
 static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_row(const int FLIP, const int AHEAD,
                                                                               uint8_t *prow, const uint8_t *x,
                                                                               int64_t iy, int64_t C,
@@ -397,7 +397,7 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_row(co
             const char *ahead = (const char *)(src + g->stride[0] * W * C);
             for (int64_t q = lo, off = 0; q < hi; q++) {
                 for (; off < (q - lo + 1) * C; off += 64)
-                    _mm_prefetch(ahead + off, _MM_HINT_T1);
+                    _mm_prefetch(ahead + off, _MM_HINT_T0);
                 __m128i v = C >= 16 ? _mm_loadu_si128((const __m128i *)(const void *)(src + (q - lo) * C))
                                     : _mm_maskz_loadu_epi8((__mmask16)((1u << C) - 1), src + (q - lo) * C);
                 _mm_storeu_si128(d + q, FLIP ? _mm_xor_si128(v, fv) : v);
