@@ -38,7 +38,7 @@ void qr_nhwc_dw_u8(int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, co
                    int ahead);
 /* Whether a depthwise layer's input of `bytes` (all its images) is taken to come from memory:
  * past 16 MB, half this EPYC's L3, which the rest of the graph's values share. Prefetching rows
- * that are in the caches only costs: on MobileNetV2's layers of one image, up to 11% more time. */
+ * that are in the caches only costs: on MobileNetV2's layers of one image, up to 18% more time. */
 static inline int qr_nhwc_dw_ahead(int64_t bytes)
 {
     return bytes > ((int64_t)16 << 20);
