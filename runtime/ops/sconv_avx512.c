@@ -618,10 +618,14 @@ static void dw_taps(const qr_sconv *p, const float *x, int64_t iy0, int64_t ix0,
 {
     for (int64_t ky = 0, t = 0; ky < p->KH; ky++) {
         int64_t iy = iy0 + ky * p->d0;
-        for (int64_t kx = 0; kx < p->KW; kx++, t++) {
-            int64_t ix = ix0 + kx * p->d1;
-            tp[t] = iy >= 0 && iy < p->H && ix >= 0 && ix < p->W ? x + (iy * p->W + ix) * p->C : dw_zeros;
+        if (iy < 0 || iy >= p->H) { /* a row of padding */
+            for (int64_t kx = 0; kx < p->KW; kx++)
+                tp[t++] = dw_zeros;
+            continue;
         }
+        const float *row = x + iy * p->W * p->C;
+        for (int64_t kx = 0, ix = ix0; kx < p->KW; kx++, t++, ix += p->d1)
+            tp[t] = ix >= 0 && ix < p->W ? row + ix * p->C : dw_zeros;
     }
 }
 
@@ -655,6 +659,15 @@ void qr_sconv_dw_block(const qr_sconv *p, const float *xp, int x_direct, const f
     for (int64_t px = 0; px < npix; px += 4) {
         int r = npix - px < 4 ? (int)(npix - px) : 4, inside = 0;
         int64_t po[4], iy[4], ix[4];
+        if (r == 4 && row_in && ox >= xlo && ox + 3 <= xhi && ox + 3 < OW) { /* most tiles: one row, inside */
+            po[0] = rowoff + ox * xs, po[1] = po[0] + xs, po[2] = po[1] + xs, po[3] = po[2] + xs;
+            dw_tiles[V][1](x, po, toff, taps, wp, acc + px * ldc, ldc, ml, bias, act, epi, roff);
+            if ((ox += 4) == OW) {
+                ox = 0, oy++, iy0 += p->s0, rowoff += ys;
+                row_in = !x_direct || (iy0 >= 0 && iy0 <= ylast);
+            }
+            continue;
+        }
         for (int j = 0; j < r; j++) {
             po[j] = rowoff + ox * xs, iy[j] = iy0, ix[j] = ox * p->s1 - pl;
             inside += row_in && ox >= xlo && ox <= xhi;
