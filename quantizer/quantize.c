@@ -2166,6 +2166,19 @@ static qr_status same_qparams(qr_qctx *q)
 static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count,
                               const qr_tensor *judge, int64_t njudge);
 
+/* How many of count samples the recipe's validate = f holds out (the last ones; whole batches of
+ * a fixed-batch model, at least one when f > 0): 0 without validate. */
+static int64_t validate_count(const qr_recipe *r, int64_t count, int64_t fixed)
+{
+    const qr_setting *vs = qr_recipe_setting(r, QR_SET_VALIDATE);
+    double frac = vs ? vs->value : 0;
+    int64_t nval = (int64_t)floor((double)count * frac), step = fixed > 1 ? fixed : 1;
+    nval -= nval % step;
+    if (frac > 0 && nval < step)
+        nval = step;
+    return nval;
+}
+
 static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib)
 {
     const qr_graph *g = q->g;
@@ -2183,10 +2196,7 @@ static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
      * output SQNR; whole batches of a fixed-batch model */
     const qr_setting *vs = qr_recipe_setting(q->r, QR_SET_VALIDATE);
     double frac = vs ? vs->value : 0;
-    int64_t nval = (int64_t)floor((double)count * frac), step = fixed > 1 ? fixed : 1;
-    nval -= nval % step;
-    if (frac > 0 && nval < step)
-        nval = step;
+    int64_t nval = validate_count(q->r, count, fixed), step = fixed > 1 ? fixed : 1;
     if (frac > 0 && count - nval < step)
         return qr_errorf(q->e, "recipe '%s': validate = %g of %lld calibration samples leaves none to calibrate on",
                          q->r->name, frac, (long long)count);
@@ -2536,6 +2546,12 @@ static qr_status quantize_transformed(const qr_graph *g, const qr_recipe *r, con
         count = o->calib_count;
     if (fixed > 1)
         count -= count % fixed; /* whole batches (calibration says so when none is left) */
+    /* the samples validate holds out judge the result: the transforms (a bias correction's mean
+     * input, learned rounding's rows) see only those the calibration sees (when validate leaves
+     * none, calibration says so) */
+    int64_t nval = validate_count(r, count, fixed);
+    if (nval > 0 && count - nval >= (fixed > 1 ? fixed : 1))
+        count -= nval;
     int batch = fixed > 0 ? (int)fixed : o->batch > 0 ? o->batch : 32;
     qr_graph *tg = qr_graph_clone(g);
     qr_transform_run run;

@@ -12,8 +12,10 @@ quantize badly per tensor (a few entries 20-50x the rest), and its input channel
 both signs, so W_q - W leaves a shift per output channel that every sample pays.
 
 Usage: bias_correct_oracle.py make DIR          bc.onnx, bc_calib.npy (64), bc_test.npy (32, held out)
-       bias_correct_oracle.py check DIR EXPORT   prints the largest distance of EXPORT's biases from
-                                                 the formula's, in the bias's quantization steps"""
+       bias_correct_oracle.py check DIR EXPORT [N]   prints the largest distance of EXPORT's biases
+                                                 from the formula's, in the bias's quantization
+                                                 steps; E[x] over the first N calibration samples
+                                                 (all 64 without N)"""
 import sys
 
 import numpy as np
@@ -57,12 +59,12 @@ def make(d):
     np.save(d + "/bc_test.npy", (np.random.default_rng(13).standard_normal((32, 4, 8, 8)) + mean).astype(np.float32))
 
 
-def layer_inputs(d, w):
-    """Each layer's input on the calibration samples, from the f32 model in PyTorch (float64)."""
+def layer_inputs(d, w, n):
+    """Each layer's input on the first n calibration samples, from the f32 model in PyTorch (float64)."""
     import torch
     import torch.nn.functional as F
     t = {k: torch.tensor(v, dtype=torch.float64) for k, v in w.items()}
-    x = torch.tensor(np.load(d + "/bc_calib.npy"), dtype=torch.float64)
+    x = torch.tensor(np.load(d + "/bc_calib.npy")[:n], dtype=torch.float64)
     r1 = F.relu(F.conv2d(x, t["w1"], t["b1"], padding=1))
     r2 = F.relu(F.conv2d(r1, t["w2"], padding=1, groups=8))
     f = F.conv2d(r2, t["w3"]).reshape(-1, 384)
@@ -70,9 +72,9 @@ def layer_inputs(d, w):
     return {"conv1": x, "dw": r1, "pw": r2, "mm": f, "gemm": r4}
 
 
-def expected(d, w, wq):
+def expected(d, w, wq, n):
     """The new biases as each layer adds them: b - (W_q - W) E[x], per output channel."""
-    xs = layer_inputs(d, w)
+    xs = layer_inputs(d, w, n)
     mean = {k: (v.mean(dim=(0, 2, 3)) if v.ndim == 4 else v.mean(dim=0)).numpy() for k, v in xs.items()}
     out = {}
     dw1 = (wq["w1"] - w["w1"]).sum(axis=(2, 3))  # [8, 4]
@@ -86,7 +88,7 @@ def expected(d, w, wq):
     return out
 
 
-def check(d, export):
+def check(d, export, n):
     import onnx
     from onnx import numpy_helper
     w = {k: v.astype(np.float32).astype(np.float64) for k, v in weights(d).items()}
@@ -114,7 +116,7 @@ def check(d, export):
     wq = {"w1": value(nodes["conv1"].input[1])[0], "w2": value(nodes["dw"].input[1])[0],
           "w3": value(nodes["pw"].input[1])[0], "w4": value(nodes["mm"].input[1])[0],
           "w5": alpha * value(nodes["gemm"].input[1])[0]}
-    want = expected(d, w, wq)
+    want = expected(d, w, wq, n)
     worst = 0.0
     for layer in ("conv1", "dw", "pw", "mm", "gemm"):
         n = nodes[layer]
@@ -138,4 +140,4 @@ def check(d, export):
 
 
 if __name__ == "__main__":
-    make(sys.argv[2]) if sys.argv[1] == "make" else check(sys.argv[2], sys.argv[3])
+    make(sys.argv[2]) if sys.argv[1] == "make" else check(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else None)

@@ -171,7 +171,7 @@ static void make_model(const char *oracle, const char *recipe, const char *text,
     snprintf(cmd, sizeof cmd, "%s/%s", dir, recipe);
     FILE *f = fopen(cmd, "w");
     cr_assert(f);
-    fprintf(f, text, arg, arg, arg);
+    fprintf(f, text, arg, arg, arg, arg);
     fclose(f);
 }
 
@@ -211,14 +211,16 @@ Test(transform, equalize_matches_numpy_on_a_cnn)
 }
 
 /* tests/e2e/bias_correct_oracle.py's model and data, and its recipes: bias_correct() alone, after
- * equalize() (two transform lines, applied in order), and neither. */
+ * equalize() (two transform lines, applied in order), neither, and bias_correct() with half the
+ * samples held out (validate = 0.5). */
 static void make_bc_model(void)
 {
     make_model("bias_correct_oracle.py", "bc.qrl",
                "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\nimport \"transforms.qrl\"\n"
                "recipe bc {\n  transform = bias_correct()\n%s"
                "recipe chain {\n  transform = equalize()\n  transform = bias_correct\n%s"
-               "recipe plain {\n%s",
+               "recipe plain {\n%s"
+               "recipe bcv {\n  transform = bias_correct()\n  validate = 0.5\n%s",
                "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_tensor by minmax(symmetric = true)\n}\n");
 }
 
@@ -285,6 +287,31 @@ Test(transform, bias_correct_matches_numpy_and_lowers_the_output_error)
     }
     double bc = held_out_sqnr("bc"), plain = held_out_sqnr("plain");
     cr_expect_gt(bc, plain + 3, "held-out output SQNR: corrected %.2f dB, plain %.2f dB", bc, plain);
+}
+
+/* The samples validate holds out judge the result and feed nothing it is made of: with
+ * validate = 0.5 the bias correction's E[x] is numpy's over the first 32 of the 64 calibration
+ * samples (within half a step of each bias's quantization), not over all 64 (the two differ by
+ * more than 10 steps somewhere). */
+Test(transform, bias_correct_does_not_see_the_validate_samples)
+{
+    char cmd[4096], *log;
+    make_bc_model();
+    free(quantize_bc("bcv"));
+    const int first[] = {32, 64};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 tests/e2e/bias_correct_oracle.py check '%s' '%s/bc.bcv.onnx' %d",
+                 tu_root(), dir, dir, first[i]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        double worst = INFINITY;
+        cr_assert(sscanf(log, "%lf", &worst) == 1, "%s", log);
+        if (i == 0)
+            cr_expect_leq(worst, 0.5001, "E[x] over the first 32 samples: the biases are %.3f steps off", worst);
+        else
+            cr_expect_gt(worst, 10, "E[x] over all 64 samples fits the biases too (%.3f steps)", worst);
+        free(log);
+    }
 }
 
 /* Two transform lines run in their order, each with its summary note: equalize rescales the
