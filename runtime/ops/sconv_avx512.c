@@ -528,38 +528,43 @@ void qr_sconv_dw_pack(const qr_sconv *p, const float *w, const float *bias, floa
     }
 }
 
+/* The body of both depthwise tiles: R pixels x V vectors of channels, each output one FMA chain
+ * over the taps in order, ADDR the address of pixel j's tap t. */
+#define DW_TILE_BODY(V, R, ADDR)                                                                              \
+    {                                                                                                         \
+        __m512 s[R][V];                                                                                       \
+        _Pragma("GCC unroll 4") for (int j = 0; j < R; j++)                                                   \
+            _Pragma("GCC unroll 4") for (int v = 0; v < V; v++) s[j][v] = _mm512_setzero_ps();                \
+        for (int64_t t = 0; t < taps; t++) {                                                                  \
+            const float *wt = w + t * NR;                                                                     \
+            _Pragma("GCC unroll 4") for (int v = 0; v < V; v++)                                               \
+            {                                                                                                 \
+                __m512 wv = _mm512_loadu_ps(wt + 16 * v);                                                     \
+                _Pragma("GCC unroll 4") for (int j = 0; j < R; j++) s[j][v] =                                 \
+                    _mm512_fmadd_ps(_mm512_loadu_ps((ADDR) + 16 * v), wv, s[j][v]);                           \
+            }                                                                                                 \
+        }                                                                                                     \
+        _Pragma("GCC unroll 4") for (int j = 0; j < R; j++)                                                   \
+            _Pragma("GCC unroll 4") for (int v = 0; v < V; v++)                                               \
+            {                                                                                                 \
+                __m512 a = s[j][v];                                                                           \
+                EPI(a, j, v, v == V - 1);                                                                     \
+                if (v == V - 1)                                                                               \
+                    _mm512_mask_storeu_ps(acc + j * ldc + 16 * v, ml, a);                                     \
+                else                                                                                          \
+                    _mm512_storeu_ps(acc + j * ldc + 16 * v, a);                                              \
+            }                                                                                                 \
+    }
+
 /* R pixels (windows at x + po[j]) by V vectors of channels: FMA chains from 0 over the taps in
  * (ky, kx) order, + bias, act, to acc (pixel j at acc + j * NR). Lanes past the channels compute
  * whatever the image holds there and are never stored to the output. */
-#define DW_TILE(V, R)                                                                                        \
+#define DW_TILE(V, R)                                                                                          \
     TARGET static void dw_tile_##V##_##R(const float *x, const int64_t *po, const int64_t *toff, int64_t taps, \
-                                         const float *w, float *acc, int64_t ldc, __mmask16 ml,               \
-                                         const float *bias, const qr_act *act, const qr_sconv_epi *epi,       \
-                                         ptrdiff_t roff)                                                      \
-    {                                                                                                        \
-        __m512 s[R][V];                                                                                      \
-        _Pragma("GCC unroll 4") for (int j = 0; j < R; j++)                                                  \
-            _Pragma("GCC unroll 4") for (int v = 0; v < V; v++) s[j][v] = _mm512_setzero_ps();               \
-        for (int64_t t = 0; t < taps; t++) {                                                                 \
-            const float *wt = w + t * NR;                                                                    \
-            _Pragma("GCC unroll 4") for (int v = 0; v < V; v++)                                              \
-            {                                                                                                \
-                __m512 wv = _mm512_loadu_ps(wt + 16 * v);                                                    \
-                _Pragma("GCC unroll 4") for (int j = 0; j < R; j++) s[j][v] =                                \
-                    _mm512_fmadd_ps(_mm512_loadu_ps(x + po[j] + toff[t] + 16 * v), wv, s[j][v]);             \
-            }                                                                                                \
-        }                                                                                                    \
-        _Pragma("GCC unroll 4") for (int j = 0; j < R; j++)                                                  \
-            _Pragma("GCC unroll 4") for (int v = 0; v < V; v++)                                              \
-            {                                                                                                \
-                __m512 a = s[j][v];                                                                          \
-                EPI(a, j, v, v == V - 1);                                                                    \
-                if (v == V - 1)                                                                              \
-                    _mm512_mask_storeu_ps(acc + j * ldc + 16 * v, ml, a);                                    \
-                else                                                                                         \
-                    _mm512_storeu_ps(acc + j * ldc + 16 * v, a);                                             \
-            }                                                                                                \
-    }
+                                         const float *w, float *acc, int64_t ldc, __mmask16 ml,                \
+                                         const float *bias, const qr_act *act, const qr_sconv_epi *epi,        \
+                                         ptrdiff_t roff)                                                       \
+    DW_TILE_BODY(V, R, x + po[j] + toff[t])
 DW_TILE(1, 1) DW_TILE(1, 4) DW_TILE(2, 1) DW_TILE(2, 4) DW_TILE(3, 1) DW_TILE(3, 4) DW_TILE(4, 1) DW_TILE(4, 4)
 
 typedef void (*dw_tile_fn)(const float *x, const int64_t *po, const int64_t *toff, int64_t taps, const float *w,
@@ -574,34 +579,11 @@ static const dw_tile_fn dw_tiles[5][2] = {
  * copy's border would give them (the same FMA chain, so the same bits, NaN or infinite weights
  * included). */
 static const float dw_zeros[NR] __attribute__((aligned(64)));
-#define DW_TILE_PTR(V, R)                                                                                    \
-    TARGET static void dw_ptile_##V##_##R(const float *const *tp, int64_t taps, const float *w, float *acc,  \
-                                          int64_t ldc, __mmask16 ml, const float *bias, const qr_act *act,  \
-                                          const qr_sconv_epi *epi, ptrdiff_t roff)                          \
-    {                                                                                                        \
-        __m512 s[R][V];                                                                                      \
-        _Pragma("GCC unroll 4") for (int j = 0; j < R; j++)                                                  \
-            _Pragma("GCC unroll 4") for (int v = 0; v < V; v++) s[j][v] = _mm512_setzero_ps();               \
-        for (int64_t t = 0; t < taps; t++) {                                                                 \
-            const float *wt = w + t * NR;                                                                    \
-            _Pragma("GCC unroll 4") for (int v = 0; v < V; v++)                                              \
-            {                                                                                                \
-                __m512 wv = _mm512_loadu_ps(wt + 16 * v);                                                    \
-                _Pragma("GCC unroll 4") for (int j = 0; j < R; j++) s[j][v] =                                \
-                    _mm512_fmadd_ps(_mm512_loadu_ps(tp[j * taps + t] + 16 * v), wv, s[j][v]);                \
-            }                                                                                                \
-        }                                                                                                    \
-        _Pragma("GCC unroll 4") for (int j = 0; j < R; j++)                                                  \
-            _Pragma("GCC unroll 4") for (int v = 0; v < V; v++)                                              \
-            {                                                                                                \
-                __m512 a = s[j][v];                                                                          \
-                EPI(a, j, v, v == V - 1);                                                                    \
-                if (v == V - 1)                                                                              \
-                    _mm512_mask_storeu_ps(acc + j * ldc + 16 * v, ml, a);                                    \
-                else                                                                                         \
-                    _mm512_storeu_ps(acc + j * ldc + 16 * v, a);                                             \
-            }                                                                                                \
-    }
+#define DW_TILE_PTR(V, R)                                                                                     \
+    TARGET static void dw_ptile_##V##_##R(const float *const *tp, int64_t taps, const float *w, float *acc,   \
+                                          int64_t ldc, __mmask16 ml, const float *bias, const qr_act *act,    \
+                                          const qr_sconv_epi *epi, ptrdiff_t roff)                            \
+    DW_TILE_BODY(V, R, tp[j * taps + t])
 DW_TILE_PTR(1, 1) DW_TILE_PTR(1, 4) DW_TILE_PTR(2, 1) DW_TILE_PTR(2, 4) DW_TILE_PTR(3, 1) DW_TILE_PTR(3, 4)
 DW_TILE_PTR(4, 1) DW_TILE_PTR(4, 4)
 
