@@ -2673,13 +2673,95 @@ static qr_status choose_batch(const qr_graph *g, const qr_tensor *calib, const q
     return QR_OK;
 }
 
+/* validate_from = spread: the samples validate holds out are spaced evenly through the count used
+ * (unit j of vu, a sample or a fixed-batch model's whole batch, is unit floor((j + 1) units / vu) - 1:
+ * every k-th, the last one held out). Everything downstream (calibrate(), the transforms, mixed
+ * precision) holds out the tail, so this copies the count samples of every input, and the labels,
+ * calibrating units first, then held-out ones, each in file order: the same two sets everywhere, at
+ * the cost of one copy of the samples used. Nothing copied (*copy NULL) for end, without validate,
+ * or when the split leaves none to calibrate on (calibration says so). */
+static qr_status spread_validate(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_tensor **copy,
+                                 qr_tensor *labels, qr_error *e)
+{
+    *copy = NULL;
+    const qr_recipe *r = o->recipe ? qr_module_recipe(o->module, o->recipe)
+                         : o->module->nrecipes ? &o->module->recipes[0]
+                                               : NULL;
+    const qr_setting *from = r ? qr_recipe_setting(r, QR_SET_VALIDATE_FROM) : NULL;
+    if (!from || strcmp(from->type, "spread") || !calib)
+        return QR_OK;
+    int64_t count = calib[0].dims[0], fixed = qr_graph_fixed_batch(g), step = fixed > 1 ? fixed : 1;
+    if (o->calib_count > 0 && o->calib_count < count)
+        count = o->calib_count;
+    count -= count % step;
+    int64_t nval = validate_count(r, count, fixed), units = count / step, vu = nval / step;
+    if (nval == 0 || count - nval < step)
+        return QR_OK;
+    int64_t *order = malloc(sizeof *order * (size_t)units);
+    char *held = calloc((size_t)units, 1);
+    qr_tensor *c = calloc((size_t)g->n_inputs + 1, sizeof *c);
+    if (!order || !held || !c) {
+        free(order), free(held), free(c);
+        return qr_errorf(e, "out of memory");
+    }
+    for (int64_t j = 0; j < vu; j++)
+        held[(j + 1) * units / vu - 1] = 1;
+    int64_t n = 0;
+    for (int k = 0; k < 2; k++)
+        for (int64_t u = 0; u < units; u++)
+            if (held[u] == k)
+                order[n++] = u;
+    free(held);
+    qr_status st = QR_OK;
+    for (int i = 0; i <= g->n_inputs && st == QR_OK; i++) { /* the inputs, then the labels */
+        const qr_tensor *src = i < g->n_inputs ? &calib[i] : o->labels;
+        qr_tensor *dst = i < g->n_inputs ? &c[i] : labels;
+        if (!src)
+            continue;
+        if (src->dims[0] < count) {
+            st = qr_errorf(e, "%lld labels for %lld calibration samples", (long long)src->dims[0], (long long)count);
+            break;
+        }
+        size_t row = qr_tensor_nbytes(src) / (size_t)(src->dims[0] ? src->dims[0] : 1), unit = row * (size_t)step;
+        *dst = *src;
+        dst->dims[0] = count;
+        dst->data = NULL;
+        if ((st = qr_tensor_alloc(dst, e)) != QR_OK)
+            break;
+        for (int64_t u = 0; u < units; u++)
+            memcpy((char *)dst->data + (size_t)u * unit, (const char *)src->data + (size_t)order[u] * unit, unit);
+    }
+    free(order);
+    if (st != QR_OK) {
+        for (int i = 0; i < g->n_inputs; i++)
+            qr_tensor_free(&c[i]);
+        qr_tensor_free(labels);
+        free(c);
+        return QR_ERR;
+    }
+    *copy = c;
+    return QR_OK;
+}
+
 qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
                       qr_error *e)
 {
     qr_quant_opts po = *o;
     if (!po.from_file && choose_batch(g, calib, o, &po.batch, &po.run_bytes, e) != QR_OK)
         return QR_ERR;
-    return quantize(g, calib, &po, out, e, 0, NULL);
+    /* the data is checked in file order first, so that an error names the file's sample */
+    qr_tensor *spread = NULL, labels = {0};
+    if (!po.from_file && (check_calib(g, calib, e) != QR_OK || spread_validate(g, calib, o, &spread, &labels, e) != QR_OK))
+        return QR_ERR;
+    if (spread && o->labels)
+        po.labels = &labels;
+    qr_status st = quantize(g, spread ? spread : calib, &po, out, e, 0, NULL);
+    for (int i = 0; spread && i < g->n_inputs; i++)
+        qr_tensor_free(&spread[i]);
+    free(spread);
+    if (labels.data)
+        qr_tensor_free(&labels);
+    return st;
 }
 
 static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,

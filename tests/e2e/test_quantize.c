@@ -1678,6 +1678,65 @@ Test(quantize, validate_split_changes_the_fallback_decision)
     cr_expect_eq(sqnr, sqnr_cal, "without a split both figures are the same samples'");
 }
 
+/* validate_from = spread holds out every 4th sample (validate = 0.25 of 128: samples 3, 7, ..., 127)
+ * in place of the last 32. Samples 3, 7, ... are 1.5 times wider than the rest: spread calibrates
+ * on the narrow ones and judges on the wide ones, so layers fall back, where the tail split
+ * calibrates and judges on the same mix and none does. The oracle: numpy puts the rows the formula
+ * names last (the others first, each in order), and the tail split of that file must give the
+ * same qparams, fallbacks and figures as spread on the original. */
+Test(quantize, validate_from_spread_holds_out_every_kth_sample)
+{
+    char cmd[4096], *log, path[1024];
+    make_mlp("mlps", 0, 1.0);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import numpy as np; x = np.load('mlps_calib.npy'); x[3::4] *= 1.5; "
+             "np.save('mlps_calib.npy', x); i = np.arange(128); "
+             "np.save('mlps_reord.npy', np.concatenate([x[i %% 4 != 3], x[i %% 4 == 3]]))\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/spread.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    const char *body = "  activation = u8 asymmetric by minmax()\n"
+                       "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
+                       "  fallback = f32 when output_sqnr < 25\n";
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+               "recipe spread {\n%s  validate_from = spread\n}\nrecipe tail {\n%s  validate_from = end\n}\n",
+            body, body);
+    fclose(f);
+    /* spread on the file, the tail split on the file and on numpy's reordering of it */
+    const char *runs[][3] = {{"spread", "mlps_calib", "s"}, {"tail", "mlps_calib", "t"}, {"tail", "mlps_reord", "r"}};
+    double fb[3], val[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize mlps.onnx --recipe spread.qrl --recipe-name %s --calib %s.npy "
+                 "-o mlps.%s.onnx --qparams mlps.%s.qp.json --report mlps.%s.json 2>&1",
+                 dir, tu_qrl(), runs[i][0], runs[i][1], runs[i][2], runs[i][2], runs[i][2]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        cr_expect(strstr(log, "on 32 held-out samples"), "%s", log);
+        free(log);
+        snprintf(path, sizeof path, "%s/mlps.%s.json", dir, runs[i][2]);
+        fb[i] = tu_json_number(path, "fallbacks");
+        val[i] = tu_json_number(path, "validate_samples");
+    }
+    cr_log_info("fallbacks: spread %.0f, tail %.0f, tail of the reordered file %.0f", fb[0], fb[1], fb[2]);
+    for (int i = 0; i < 3; i++)
+        cr_expect_eq(val[i], 32, "run %d: validate_samples %.0f", i, val[i]);
+    cr_expect_gt(fb[0], 0, "spread judges on the wide samples: layers fall back");
+    cr_expect_eq(fb[1], 0, "the tail split calibrates on wide samples too: nothing falls back");
+    cr_expect_eq(fb[0], fb[2], "spread = the tail split of numpy's reordering");
+    /* the whole report (each tensor's range, effect and SQNRs, the search's steps) but the recipe's
+     * name and the timings, and the qparams */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && cmp mlps.s.qp.json mlps.r.qp.json && /usr/bin/python3 -c \"import json\n"
+             "def l(p):\n d = json.load(open(p)); d.pop('recipe')\n return {k: v for k, v in d.items() if not k.endswith('_ms')}\n"
+             "a, b = l('mlps.s.json'), l('mlps.r.json')\nassert a == b, [(k, a[k], b.get(k)) for k in a if a[k] != b.get(k)]\"",
+             dir);
+    cr_expect_eq(tu_run(cmd, &log), 0, "spread differs from the tail split of the reordered file: %s", log);
+    free(log);
+}
+
 /* The fallback's metrics beside output_sqnr: output_cosine and output_agreement (the share of
  * output rows whose argmax is f32's), as numpy computes them from ONNX Runtime's f32 outputs and
  * the integer graph's (qrl run --recipe) on the same samples, with activations clipped hard
