@@ -2697,6 +2697,8 @@ static qr_status spread_validate(const qr_graph *g, const qr_tensor *calib, cons
     int64_t nval = validate_count(r, count, fixed), units = count / step, vu = nval / step;
     if (nval == 0 || count - nval < step)
         return QR_OK;
+    if (check_calib(g, calib, e) != QR_OK) /* in file order, so that an error names the file's sample */
+        return QR_ERR;
     int64_t *order = malloc(sizeof *order * (size_t)units);
     char *held = calloc((size_t)units, 1);
     qr_tensor *c = calloc((size_t)g->n_inputs + 1, sizeof *c);
@@ -2749,9 +2751,8 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
     qr_quant_opts po = *o;
     if (!po.from_file && choose_batch(g, calib, o, &po.batch, &po.run_bytes, e) != QR_OK)
         return QR_ERR;
-    /* the data is checked in file order first, so that an error names the file's sample */
     qr_tensor *spread = NULL, labels = {0};
-    if (!po.from_file && (check_calib(g, calib, e) != QR_OK || spread_validate(g, calib, o, &spread, &labels, e) != QR_OK))
+    if (!po.from_file && spread_validate(g, calib, o, &spread, &labels, e) != QR_OK)
         return QR_ERR;
     if (spread && o->labels)
         po.labels = &labels;
