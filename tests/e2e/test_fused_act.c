@@ -58,6 +58,18 @@ static char *quantize_and_run(const char *model, const char *recipe, const char 
     return sum;
 }
 
+/* QRL's outputs of run `tag` (qrl_TAG/) within 1e-5 relative of ONNX Runtime's (ort_TAG/). */
+static void assert_same_as_ort(const char *tag, const char *const *outs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char ref[4096], got[4096];
+        snprintf(ref, sizeof ref, "%s/ort_%s/%s.npy", dir, tag, outs[i]);
+        snprintf(got, sizeof got, "%s/qrl_%s/%s.npy", dir, tag, outs[i]);
+        double d = tu_npy_rel_diff(ref, got);
+        cr_assert(d >= 0 && d < 1e-5, "%s/%s: ORT vs QRL: %g", tag, outs[i], d);
+    }
+}
+
 /* Conv + HardSwish, Conv + SiLU, Gemm + HardSwish, Gemm + SiLU: each fused (no QuantizeLinear on
  * the layer's output in the export, two activation tensors fewer than without the patterns), all
  * MACs on the integers, QRL and ORT on the export within one step of numpy's fused layer. */
@@ -100,13 +112,7 @@ Test(fused_act, a_layer_output_that_another_layer_reads_is_not_fused)
     cr_assert(strstr(log, "['QuantizeLinear']"), "%s", log);
     free(log);
     const char *outs[] = {"y", "z"};
-    for (int i = 0; i < 2; i++) {
-        char ref[4096], got[4096];
-        snprintf(ref, sizeof ref, "%s/ort_shared_q/%s.npy", dir, outs[i]);
-        snprintf(got, sizeof got, "%s/qrl_shared_q/%s.npy", dir, outs[i]);
-        double d = tu_npy_rel_diff(ref, got);
-        cr_assert(d >= 0 && d < 1e-5, "%s: ORT vs QRL: %g", outs[i], d);
-    }
+    assert_same_as_ort("shared_q", outs, 2);
 }
 
 /* A QDQ file that rounds the Conv's output before its HardSwish (the plain patterns' export):
@@ -117,13 +123,7 @@ Test(fused_act, a_qdq_file_that_quantizes_the_layer_output_runs_as_the_file_says
     cr_assert(strstr(out, "tensors:   10 activations, 4 weights"), "%s", out); /* + c1, c2, g3, g4 */
     free(out);
     const char *outs[] = {"y1", "y2", "y3", "y4"};
-    for (int i = 0; i < 4; i++) {
-        char ref[4096], got[4096];
-        snprintf(ref, sizeof ref, "%s/ort_plain/%s.npy", dir, outs[i]);
-        snprintf(got, sizeof got, "%s/qrl_plain/%s.npy", dir, outs[i]);
-        double d = tu_npy_rel_diff(ref, got);
-        cr_assert(d >= 0 && d < 1e-5, "%s: ORT vs QRL: %g", outs[i], d);
-    }
+    assert_same_as_ort("plain", outs, 4);
 }
 
 /* 16-bit activations (u16): the same fusion by the int64-accumulator kernel qlinear_act_wide, all MACs
