@@ -426,7 +426,7 @@ Test(docs, readmes_name_every_file_calibrator_and_pattern)
     FILE *f = fopen(path, "w");
     cr_assert(f);
     fputs("import \"calibrators.qrl\"\nimport \"patterns.qrl\"\nimport \"patterns_tflite.qrl\"\n"
-          "import \"patterns_dynamic.qrl\"\nimport \"patterns_fused.qrl\"\n", f);
+          "import \"patterns_dynamic.qrl\"\nimport \"patterns_fused.qrl\"\nimport \"patterns_real.qrl\"\n", f);
     fclose(f);
     qrl_module *m = tu_compile(path, err, sizeof err);
     remove(path);
