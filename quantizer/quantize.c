@@ -1615,12 +1615,29 @@ static int qctx_alloc(qr_qctx *q)
     return 1;
 }
 
+/* Whether match r runs in f32: its output's slot falls back, or, when its output is real (never
+ * quantized: no slot of its own), the slot of an activation it reads does; without its integer input
+ * the layer has no integer product to run. */
+static int match_falls_back(const qr_qctx *q, const struct mrec *r)
+{
+    int s = q->slot_of[r->out];
+    if (s >= 0)
+        return q->slots[s].fallback;
+    if (!r->p->nlowers || r->p->values[r->p->lowers[0].out].role != QR_ROLE_REAL)
+        return 0;
+    for (int i = 0; i < r->p->nvalues && i < QR_MATCH_MAX_VALUES; i++) {
+        int a = r->p->values[i].role == QR_ROLE_ACTIVATION && r->values[i] >= 0 ? q->slot_of[r->values[i]] : -1;
+        if (a >= 0 && q->slots[a].fallback)
+            return 1;
+    }
+    return 0;
+}
+
 int qr_plan_const_falls_back(const qr_qctx *q, int value)
 {
     for (int i = 0; i < q->nmatches; i++) {
         const struct mrec *r = &q->matches[i];
-        int s = q->slot_of[r->out];
-        if (s < 0 || !q->slots[s].fallback)
+        if (!match_falls_back(q, r))
             continue;
         for (int k = 0; k < r->nconsts; k++)
             if (r->consts[k] == value)
