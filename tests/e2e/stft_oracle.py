@@ -16,6 +16,10 @@ Usage: /usr/bin/python3 tests/e2e/stft_oracle.py make DIR
          integer sums), scaled back to real numbers and never requantized (the Convs' outputs
          are squared as they are), the rest in float64; and prints "f32_sqnr D": its SQNR
          against the f32 model on the same samples.
+       /usr/bin/python3 tests/e2e/stft_oracle.py mel DIR OUT.npy BITS
+         the same for DIR/stft_mel.onnx (make writes it too: the power spectrum, transposed, by
+         a [8, 4] mel MatMul, no Log), the MatMul's input also u16 (BITS 16) or u8 (BITS 8),
+         and the X input at BITS too (run_mel says how; it prints "tol T").
 """
 import sys
 
@@ -50,6 +54,16 @@ def make(d):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 7
     onnx.save(m, d + "/stft.onnx")
+    # the same STFT read by a mel MatMul: power -> Transpose -> MatMul by a [8, 4] constant, no Log
+    mel = np.abs(rng.normal(size=(f, 4))).astype(np.float32)
+    nodes = nodes[:5] + [helper.make_node("Transpose", ["power"], ["pt"], perm=[0, 2, 3, 1]),
+                         helper.make_node("MatMul", ["pt", "mel"], ["Y"])]
+    g = helper.make_graph(nodes, "stft_mel", [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 1, 1, n])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", 1, frames, 4])],
+                          inits[:2] + [numpy_helper.from_array(mel, "mel")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    onnx.save(m, d + "/stft_mel.onnx")
 
     def audio(count):  # white noise, its loudness over 40 dB, on the int16 scale
         return (rng.normal(size=(count, 1, 1, n)) * 1000 * 10 ** rng.uniform(-2, 0, (count, 1, 1, 1))).astype(np.float32)
@@ -70,12 +84,15 @@ def forward(x, wr, wi, quant_x):
     return np.stack(out)
 
 
-def u16(lo, hi):
-    """ONNX's QuantizeLinear then DequantizeLinear at u16 on [lo, hi] widened to hold 0."""
+def u16(lo, hi, levels=65535):
+    """ONNX's QuantizeLinear then DequantizeLinear at u16 (u8: levels 255) on [lo, hi] widened to
+    hold 0; and the scale."""
     lo, hi = min(lo, 0.0), max(hi, 0.0)
-    scale = np.float64(np.float32((hi - lo) / 65535))
-    zero = np.clip(np.round(-lo / scale), 0, 65535)
-    return lambda v: (np.clip(np.round(v / scale) + zero, 0, 65535) - zero) * scale
+    scale = np.float64(np.float32((hi - lo) / levels))
+    zero = np.clip(np.round(-lo / scale), 0, levels)
+    f = lambda v: (np.clip(np.round(v / scale) + zero, 0, levels) - zero) * scale
+    f.scale = scale
+    return f
 
 
 def wq(v, axis):
@@ -105,5 +122,32 @@ def run(d, out):
     print("f32_sqnr %.2f" % (10 * np.log10((ref ** 2).sum() / ((ref - got) ** 2).sum())))
 
 
+def run_mel(d, out, bits):
+    """stft_mel.onnx at u16 (bits 16) or u8 (bits 8) inputs: X from the calibration samples' range,
+    the power spectrum from its range on them with the weights quantized and nothing else rounded
+    (calibrate = float). Prints "tol T": one step of the power spectrum's grid times the largest
+    mel weight, what a power bin rounded the other way (f32 sums against float64 ones) moves an
+    output by."""
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(d + "/stft_mel.onnx")
+    w = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in m.graph.initializer}
+    cal, x = np.load(d + "/stft_calib.npy"), np.load(d + "/stft_x.npy")
+    wr, wi, mel = wq(w["wr"].reshape(8, -1), 0), wq(w["wi"].reshape(8, -1), 0), wq(w["mel"], 1)
+    levels = 2 ** bits - 1
+    idx = np.arange((x.shape[-1] - 32) // 10 + 1)[:, None] * 10 + np.arange(32)
+    power = lambda fr: (fr @ wr.T) ** 2 + (fr @ wi.T) ** 2
+    pmax = max(power(s.reshape(-1).astype(np.float64)[idx]).max() for s in cal)
+    qx, qp = u16(float(cal.min()), float(cal.max()), levels), u16(0.0, pmax, levels)
+    got = np.stack([(qp(power(qx(s.reshape(-1).astype(np.float64))[idx])) @ mel)[None] for s in x])
+    np.save(out, got.astype(np.float32))
+    print("tol %.9g" % (qp.scale * np.abs(mel).max()))
+
+
 if __name__ == "__main__":
-    make(sys.argv[2]) if sys.argv[1] == "make" else run(sys.argv[2], sys.argv[3])
+    if sys.argv[1] == "make":
+        make(sys.argv[2])
+    elif sys.argv[1] == "run":
+        run(sys.argv[2], sys.argv[3])
+    else:
+        run_mel(sys.argv[2], sys.argv[3], int(sys.argv[4]))

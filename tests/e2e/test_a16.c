@@ -331,3 +331,59 @@ Test(a16, a_real_output_layer_falls_back_with_its_weights)
     double d = tu_npy_max_diff(ref, got);
     cr_assert_leq(d, 1e-4, "the export differs from the f32 model by %g", d);
 }
+
+/* The same STFT read by a mel MatMul by a constant (matmul_real), no Log, at u16 (the kernel
+ * qlinear_real_wide, int64) and at u8 (qlinear_real, int32, an element-wise epilogue): every MAC
+ * on the integers, only X and the power spectrum rounded, and the export's runs in ONNX Runtime
+ * and the recipe's integer graph in memory equal numpy's fake-quant within the oracle's tol (one
+ * power bin rounded the other way) plus f32's rounding. */
+Test(a16, real_outputs_of_a_mel_matmul_u16_and_u8)
+{
+    char cmd[8192], *log;
+    snprintf(cmd, sizeof cmd, "cd %s && mkdir -p mel && /usr/bin/python3 '%s/tests/e2e/stft_oracle.py' make mel", dir,
+             tu_root());
+    run_ok(cmd);
+    const char *types[] = {"u16", "u8"};
+    for (int t = 0; t < 2; t++) {
+        char rec[1024], name[64];
+        snprintf(name, sizeof name, "mel/%s.qrl", types[t]);
+        snprintf(rec, sizeof rec, "import \"calibrators.qrl\"\nimport \"patterns_real.qrl\"\nrecipe r {\n"
+                 "  activation = %s asymmetric by minmax()\n"
+                 "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
+                 "  calibrate = float\n  use conv_real, matmul_real\n}\n", types[t]);
+        tu_write_file(dir, name, rec);
+        snprintf(cmd, sizeof cmd, "cd %s/mel && %s quantize stft_mel.onnx --recipe %s.qrl --calib stft_calib.npy "
+                 "-o %s.onnx", dir, tu_qrl(), types[t], types[t]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        cr_assert(strstr(log, "lowered:   3 kernel calls, 0 lookup tables, 0 integer ops, 0 requantizations, 0 f32 "
+                              "islands") && strstr(log, "100.0% of"), "%s", log);
+        free(log);
+        snprintf(cmd, sizeof cmd, "cd %s/mel && /usr/bin/python3 -c \"import onnx; m = onnx.load('%s.onnx'); "
+                 "print(sorted(n.input[0] for n in m.graph.node if n.op_type == 'QuantizeLinear'))\"", dir, types[t]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        cr_assert(strstr(log, "['X', 'pt_f32']"), "%s", log);
+        free(log);
+        snprintf(cmd, sizeof cmd, "cd %s/mel && node '%s/tools/ort_run.js' %s.onnx stft_x.npy -o ort_%s && "
+                 "%s run stft_mel.onnx --recipe %s.qrl --calib stft_calib.npy -i stft_x.npy -o mem_%s", dir, tu_root(),
+                 types[t], types[t], tu_qrl(), types[t], types[t]);
+        run_ok(cmd);
+        snprintf(cmd, sizeof cmd, "cd %s/mel && /usr/bin/python3 '%s/tests/e2e/stft_oracle.py' mel . np_%s.npy %s", dir,
+                 tu_root(), types[t], t ? "8" : "16");
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        const char *p = strstr(log, "tol ");
+        cr_assert(p, "%s", log);
+        double tol = atof(p + 4);
+        free(log);
+        const char *runs[] = {"ort", "mem"};
+        for (int r = 0; r < 2; r++) {
+            char ref[4096], got[4096];
+            snprintf(ref, sizeof ref, "%s/mel/np_%s.npy", dir, types[t]);
+            snprintf(got, sizeof got, "%s/mel/%s_%s/Y.npy", dir, runs[r], types[t]);
+            /* both [4, 1, 37, 4] */
+            double d = tu_npy_max_diff(ref, got), rel = tu_npy_rel_diff(ref, got);
+            double top = d / fmax(rel, 1e-30); /* max |ref| */
+            cr_assert_leq(d, tol + 1e-6 * top, "%s %s: %g from numpy's (tol %g, max |y| %g)", types[t], runs[r], d, tol,
+                          top);
+        }
+    }
+}
