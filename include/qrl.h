@@ -96,6 +96,7 @@ typedef struct qrl_run_stats {
     size_t peak_bytes;  /* most bytes live at once (dynamic runs: data-dependent shapes) */
     int dynamic;        /* the last run allocated each output when computed */
     size_t work_bytes;  /* the kernels' workspace (their scratch), kept across runs */
+    int banded_nodes;   /* nodes run in chains by bands of rows (--option bands=auto or all) */
 } qrl_run_stats;
 void qrl_model_stats(const qrl_model *m, qrl_run_stats *out);
 
@@ -213,7 +214,7 @@ void qrl_set_recipe_time_limit(double seconds);
  * module cache holds and compiles the missing ones in a background thread for later runs, 1
  * compiles each before its layer first runs, 0 uses none. The tests' own
  * switches (qrl --option NAME=VALUE): igemm, sgemm, quant, window, f32-rows, fuse, nhwc,
- * epilogue, split, poison, effects. No environment variable sets one. */
+ * epilogue, split, poison, effects, bands. No environment variable sets one. */
 int qrl_set_option(const char *name, const char *value, char *err, size_t errlen);
 
 /* The kernels compiled for layer shapes (the iconv-jit option) this process holds: loaded from

@@ -748,6 +748,22 @@ static int kconv_writes_all(const qr_kctx *k)
     return qr_attr_i(k->node, "then_call", -1) < 0;
 }
 
+/* An NHWC convolution computes a band of its output rows alone (iconv_nhwc.c). */
+static int kconv_band(qr_kctx *k, qr_band_geom *g)
+{
+    return qr_attr_i(k->node, "nhwc", 0) && k->n_in >= 2 && k->in[0] && k->in[1] &&
+           qr_convint_band_nhwc(k, k->in[0], k->in[1], g);
+}
+
+/* The epilogue's inputs past the convolution's that are its input x: the stdlib's qlinear takes x
+ * as `x: tensor<T>` for its type alone. NOT checked: a recipe's kernel that reads x's data in its
+ * channel part would read rows a band has not made (this is why bands stay off by default; the
+ * compiler would have to say which tensor parameters a kernel reads). */
+static int kconv_band_in0_typed(const qr_node *n, int j)
+{
+    return j >= qr_attr_i(n, "conv_inputs", 2);
+}
+
 static qr_status maxpool_nhwc_run(qr_kctx *k) { return qr_pool_run_nhwc(k, 1); }
 static qr_status avgpool_nhwc_run(qr_kctx *k) { return qr_pool_run_nhwc(k, 0); }
 
@@ -759,7 +775,8 @@ const qr_op_def qr_ops_intgraph[] = {
      qr_op_writes_all},
     {"QrlConvKernel", "qrl", 2, 128, 1, 1,
      "call:i to:i conv_inputs:i nhwc:i x_nchw:i then_call:i then_first:i auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints",
-     kconv_infer, kconv_run, 0, NULL, kconv_macs, kconv_writes_all},
+     kconv_infer, kconv_run, 0, NULL, kconv_macs, kconv_writes_all, .band = kconv_band,
+     .band_in0_typed = kconv_band_in0_typed},
     {"QrlMaxPoolNhwc", "qrl", 1, 1, 1, 1,
      "auto_pad:s ceil_mode:i dilations:ints kernel_shape:ints pads:ints storage_order:i strides:ints x_nchw:i",
      qr_pool_infer_nhwc, maxpool_nhwc_run, 0, .writes_all = qr_op_writes_all},

@@ -472,7 +472,8 @@ void qrl_model_stats(const qrl_model *m, qrl_run_stats *out)
     if (m->x)
         qr_exec_get_stats(m->x, &st);
     *out = (qrl_run_stats){.arena_bytes = st.arena_bytes, .sum_bytes = st.sum_bytes, .peak_bytes = st.peak_bytes,
-                           .dynamic = st.dynamic, .work_bytes = st.work_bytes};
+                           .dynamic = st.dynamic, .work_bytes = st.work_bytes,
+                           .banded_nodes = st.banded_nodes};
 }
 
 int qrl_model_profile(const qrl_model *m, int node, qrl_node_profile *out)

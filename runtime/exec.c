@@ -68,6 +68,14 @@ struct qr_exec {
     unsigned char *tiled;
     const qr_node **chain_nodes; /* scratch: one chain's nodes */
     double *chain_seconds;       /* scratch: one chain's kernel times */
+    /* Runs of nodes that compute bands of output rows (qr_op_def.band), each reading the one
+     * before it alone (run_bands): bchain[p] the number of nodes of the run starting at place p
+     * (0: none), from the graph; banded[p] the nodes the plan takes from there (0: none, else
+     * at least 2), bgeom[p] each node's geometry and bstrip[p] the last node's rows per band. */
+    int *bchain, *banded;
+    qr_band_geom *bgeom;
+    int64_t *bstrip;
+    int64_t *bdone; /* scratch: per node of a chain, its rows made so far, then those wanted */
 };
 
 /* Kernels may read a few optional inputs past the node's own: slots up to this many are always there. */
@@ -400,6 +408,46 @@ static void mark_fixed(const qr_graph *g, unsigned char *fixed)
     }
 }
 
+/* Runs of consecutive nodes whose op computes bands of rows (qr_op_def.band), of one output
+ * each, none fused away, each after the first reading the one before it as input 0 and nothing
+ * else reading that value: candidates for running band by band once a plan knows their shapes.
+ * Not with an observer, fuse=0 nor bands=0. */
+static qr_status find_bands(qr_exec *x)
+{
+    if (x->opts.observer || qr_options_get()->no_fuse || qr_options_get()->bands == QR_BANDS_OFF)
+        return QR_OK;
+    x->bchain = calloc((size_t)x->nn + 1, sizeof *x->bchain);
+    x->banded = calloc((size_t)x->nn + 1, sizeof *x->banded);
+    x->bgeom = calloc((size_t)x->nn + 1, sizeof *x->bgeom);
+    x->bstrip = calloc((size_t)x->nn + 1, sizeof *x->bstrip);
+    x->bdone = calloc(2 * (size_t)x->nn + 2, sizeof *x->bdone);
+    if (!x->bchain || !x->banded || !x->bgeom || !x->bstrip || !x->bdone)
+        return QR_ERR;
+    for (int a = 0; a < x->nn;) {
+        int b = a;
+        while (b < x->nn) {
+            const qr_node *n = x->nodes[b];
+            if (!n->def->band || n->n_out != 1 || !n->out[0] || n->n_in < 1 || (x->skip && x->skip[b]) ||
+                out_value(x, n, 0) != n->out[0])
+                break;
+            if (b > a) {
+                const qr_value *v = x->nodes[b - 1]->out[0];
+                int only = n->in[0] == v && x->kind[v->id] == V_RUNTIME && x->last_use[v->id] == b;
+                /* other inputs that are v too: only when the op says it reads them for their type */
+                for (int j = 1; j < n->n_in && only; j++)
+                    only = n->in[j] != v || (n->def->band_in0_typed && n->def->band_in0_typed(n, j));
+                if (!only)
+                    break;
+            }
+            b++;
+        }
+        if (b - a >= 2)
+            x->bchain[a] = b - a;
+        a = b > a ? b : a + 1;
+    }
+    return QR_OK;
+}
+
 qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out, qr_error *e)
 {
     qr_exec *x = calloc(1, sizeof *x);
@@ -464,7 +512,7 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     }
     for (int i = 0; i < g->n_outputs; i++)
         x->last_use[g->outputs[i]->id] = x->nn;
-    if (fuse_acts(x) != QR_OK || find_chains(x) != QR_OK) {
+    if (fuse_acts(x) != QR_OK || find_chains(x) != QR_OK || find_bands(x) != QR_OK) {
         qr_exec_free(x);
         return qr_errorf(e, "out of memory");
     }
@@ -558,6 +606,11 @@ void qr_exec_free(qr_exec *x)
     free(x->tiled);
     free(x->chain_nodes);
     free(x->chain_seconds);
+    free(x->bchain);
+    free(x->banded);
+    free(x->bgeom);
+    free(x->bstrip);
+    free(x->bdone);
     qr_pool_free(x->pool);
     free(x);
 }
@@ -862,6 +915,10 @@ static qr_status plan_memory(qr_exec *x, qr_error *e)
             chain_a = ni;
             chain_b = ni + x->chain[ni];
         }
+        if (x->banded && x->banded[ni]) { /* the same for bands: a node runs before the last band of the one before it */
+            chain_a = ni;
+            chain_b = ni + x->banded[ni];
+        }
         int in_chain = ni >= chain_a && ni < chain_b;
         for (int j = 0; j < n->n_out; j++) {
             const qr_value *v = out_value(x, n, j);
@@ -946,6 +1003,91 @@ static void plan_tiles(qr_exec *x)
     }
 }
 
+/* bands=auto runs the chains' runs of links (the values between their nodes) over this many bytes
+ * (MobileNetV2's at batch 64; at batch 1 one link passes 1 MB, Zen 5's L2, and banding it was
+ * slower). The last node's bands are as many rows as keep every link's band within BAND_BYTES. */
+#define BAND_LINK_MIN ((size_t)4 << 20)
+#define BAND_BYTES ((size_t)1 << 20)
+
+/* Rows of node i's input 0 that its output rows [0, rows) read past the top, by g (at most all). */
+static int64_t band_in_rows(const qr_band_geom *g, int64_t rows)
+{
+    int64_t r = (rows - 1) * g->stride - g->pad + g->span + 1;
+    return r < 1 ? 1 : r > g->in_rows ? g->in_rows : r;
+}
+
+/* Which band chains run by bands with the plan's shapes, and their nodes' geometry: runs of a
+ * chain's nodes none evaluated while planning, whose op takes bands of these shapes, of the same
+ * images, each reading the rows the one before it makes. bands=auto keeps the longest run of
+ * links over BAND_LINK_MIN bytes of each. */
+static void plan_bands(qr_exec *x, qr_error *e)
+{
+    int all = qr_options_get()->bands == QR_BANDS_ALL;
+    x->stats.banded_nodes = 0;
+    for (int a = 0; x->bchain && a < x->nn; a++)
+        x->banded[a] = 0;
+    for (int c = 0; x->bchain && c < x->nn; c++) {
+        int count = x->bchain[c];
+        if (count < 2)
+            continue;
+        /* ok[i]: node c + i takes bands and reads the rows node c + i - 1 makes (bdone as scratch) */
+        int64_t *ok = x->bdone;
+        for (int i = 0; i < count; i++) {
+            const qr_node *n = x->nodes[c + i];
+            qr_band_geom *g = &x->bgeom[c + i];
+            node_io io;
+            ok[i] = !x->node_done[c + i] && node_io_init(x, n, &io, e) == QR_OK && n->def->band(&io.k, g) &&
+                    g->out_rows > 0 && g->images > 0;
+        }
+        for (int a = 0; a < count;) {
+            if (!ok[a]) {
+                a++;
+                continue;
+            }
+            int b = a + 1; /* the run [a, b) */
+            while (b < count && ok[b] && x->bgeom[c + b].images == x->bgeom[c + a].images &&
+                   x->bgeom[c + b].in_rows == x->bgeom[c + b - 1].out_rows)
+                b++;
+            /* the part that pays: nodes [s, t) of the run */
+            int s = a, t = b;
+            if (!all) {
+                int best = 0, bs = a;
+                for (int i = a; i + 1 < b;) {
+                    int j = i;
+                    while (j + 1 < b && qr_tensor_nbytes(&x->vt[x->nodes[c + j]->out[0]->id]) > BAND_LINK_MIN)
+                        j++;
+                    if (j - i > best)
+                        best = j - i, bs = i;
+                    i = j > i ? j : i + 1;
+                }
+                s = bs;
+                t = best ? bs + best + 1 : bs;
+            }
+            if (t - s >= 2) {
+                /* the last node's rows per band: the most whose every link's band fits (all: 2) */
+                int64_t rows = all ? 2 : x->bgeom[c + t - 1].out_rows;
+                for (; !all && rows > 1; rows = rows * 3 / 4) {
+                    int64_t r = rows, fits = 1;
+                    for (int i = t - 1; i > s && fits; i--) {
+                        const qr_band_geom *g = &x->bgeom[c + i];
+                        r = band_in_rows(g, r);
+                        size_t row_bytes = qr_tensor_nbytes(&x->vt[x->nodes[c + i - 1]->out[0]->id]) /
+                                           (size_t)(g->images * g->in_rows);
+                        fits = (size_t)r * row_bytes <= BAND_BYTES;
+                    }
+                    if (fits)
+                        break;
+                }
+                x->banded[c + s] = t - s;
+                x->bstrip[c + s] = rows < 1 ? 1 : rows;
+                x->stats.banded_nodes += t - s;
+            }
+            a = b;
+        }
+        c += count - 1;
+    }
+}
+
 /* Shape inference over the whole graph for the given input shapes; computes
  * small shape-only results (Shape, and arithmetic on constants) now, and lays
  * out the arena by liveness. Falls back to dynamic mode when a shape depends
@@ -954,8 +1096,10 @@ static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
 {
     if (plan_shapes(x, inputs, e) != QR_OK)
         return QR_ERR;
-    if (!x->dynamic)
+    if (!x->dynamic) {
         plan_tiles(x);
+        plan_bands(x, e);
+    }
     if (!x->dynamic && plan_memory(x, e) != QR_OK)
         return QR_ERR;
     x->have_plan = 1;
@@ -1078,6 +1222,85 @@ static qr_status run_chain(qr_exec *x, int a, qr_error *e)
     return QR_OK;
 }
 
+/* Node ni's rows [r0, r1) of output 0 (rows of all its images, r1 within r0's image), its shapes
+ * and buffers the plan's as run_bands set them up; its kernel time added to its profile. */
+static qr_status run_band(qr_exec *x, int ni, int64_t r0, int64_t r1, qr_error *e)
+{
+    const qr_node *n = x->nodes[ni];
+    node_io io;
+    struct timespec t0, t1;
+    if (x->prof)
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (node_io_init(x, n, &io, e) != QR_OK)
+        return QR_ERR;
+    io.k.band0 = r0;
+    io.k.band1 = r1;
+    qr_status st = qr_op_run(&io.k);
+    node_io_free(n, &io);
+    if (st != QR_OK)
+        return node_fail(n, e);
+    if (x->prof) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        x->prof[x->order[ni]].seconds += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    }
+    return QR_OK;
+}
+
+/* The band chain starting at place a (plan_bands), image by image: for each band of the last
+ * node's output rows, each node before it first makes the rows of its output the next one's band
+ * reads that it has not made yet, so a band's rows are read while in cache. Each node's kernel is
+ * its own and writes each output element once, as a whole run does: the same bits. The rows no
+ * band reads (a stride past the last window) are made at the end, so every value is whole. */
+static qr_status run_bands(qr_exec *x, int a, qr_error *e)
+{
+    int count = x->banded[a];
+    const qr_band_geom *g = &x->bgeom[a];
+    int64_t *done = x->bdone, *need = x->bdone + count;
+    /* shapes, output buffers (zeroed or poisoned as run_node would) and the profile's counts */
+    for (int i = 0; i < count; i++) {
+        const qr_node *n = x->nodes[a + i];
+        node_io io;
+        if (node_io_init(x, n, &io, e) != QR_OK)
+            return QR_ERR;
+        qr_status st = node_infer(n, &io, e);
+        if (st == QR_OK && (!n->def->writes_all || !n->def->writes_all(&io.k)))
+            memset(io.out[0]->data, 0, qr_tensor_nbytes(io.out[0]));
+        else if (st == QR_OK && x->poison)
+            memset(io.out[0]->data, 0xa5, qr_tensor_nbytes(io.out[0]));
+        if (st == QR_OK && x->prof) {
+            x->prof[x->order[a + i]].runs++;
+            x->prof[x->order[a + i]].macs += qr_op_macs(&io.k);
+        }
+        node_io_free(n, &io);
+        if (st != QR_OK)
+            return st == QR_NEED_DATA ? qr_errorf(e, "shape inference needs data that is not available")
+                                      : node_fail(n, e);
+    }
+    const qr_band_geom *last = &g[count - 1];
+    for (int64_t img = 0; img < g[0].images; img++) {
+        for (int i = 0; i < count; i++)
+            done[i] = 0;
+        for (int64_t o0 = 0;; o0 += x->bstrip[a]) {
+            int whole = o0 >= last->out_rows; /* after the last band: every node's rows left */
+            need[count - 1] = whole ? last->out_rows : o0 + x->bstrip[a] < last->out_rows ? o0 + x->bstrip[a]
+                                                                                        : last->out_rows;
+            for (int i = count - 1; i > 0; i--)
+                need[i - 1] = whole ? g[i - 1].out_rows : band_in_rows(&g[i], need[i]);
+            for (int i = 0; i < count; i++) {
+                if (need[i] <= done[i])
+                    continue;
+                int64_t base = img * g[i].out_rows;
+                if (run_band(x, a + i, base + done[i], base + need[i], e) != QR_OK)
+                    return QR_ERR;
+                done[i] = need[i];
+            }
+            if (whole)
+                break;
+        }
+    }
+    return QR_OK;
+}
+
 /* Dynamic mode: frees what dies at node ni (inputs read for the last time, outputs nobody reads). */
 static void free_dead(qr_exec *x, int ni, size_t *live)
 {
@@ -1118,6 +1341,12 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
             continue; /* its producer applied it (fuse_acts) */
         if (x->node_done[ni]) {
             observe(x, x->nodes[ni]);
+            continue;
+        }
+        if (!x->dynamic && x->banded && x->banded[ni]) {
+            if ((st = run_bands(x, ni, e)) != QR_OK)
+                break;
+            ni += x->banded[ni] - 1;
             continue;
         }
         if (!x->dynamic && x->tiled && x->tiled[ni]) {

@@ -52,6 +52,7 @@ typedef struct qr_exec_stats {
     size_t cache_bytes;   /* what kernels keep of the constants across runs (qr_kcache_get, at most qr_exec_opts.cache_max) */
     long work_spills;     /* kernel scratch allocated past the workspace in the last run (0 once it has grown) */
     int tiled_nodes;      /* pointwise nodes the plan runs in chains by tiles (exec_tiles.h) */
+    int banded_nodes;     /* nodes the plan runs in chains by bands of rows (qr_op_def.band) */
 } qr_exec_stats;
 
 /* The graph must outlive the executor and not change while it exists. */

@@ -53,7 +53,16 @@ typedef struct qr_kctx {
     /* by value id of the node's graph: the value is the same on every run of the executor
      * (qr_kinput_fixed); NULL: only constants are */
     const unsigned char *fixed;
+    /* Rows [band0, band1) of output 0 alone (ops whose def has band; rows of the axes before the
+     * last two, an NHWC output's n * H + h), within one image; band1 == 0: all of it. */
+    int64_t band0, band1;
 } qr_kctx;
+
+/* How an op that computes a band of output 0's rows (qr_kctx.band0/1) reads input 0: per image
+ * (axis 0 of both), output rows oy read input rows oy * stride - pad + [0, span] inside [0, in_rows). */
+typedef struct qr_band_geom {
+    int64_t images, out_rows, in_rows, stride, pad, span;
+} qr_band_geom;
 
 /* A node's buffer that lives as long as its executor (which frees it). */
 typedef struct qr_kcache {
@@ -111,6 +120,13 @@ typedef struct qr_op_def {
      * takes inputs and output of any shapes infer accepts (the executor may run chains of such
      * nodes by tiles, exec_tiles.h) */
     int pointwise;
+    /* 1 when this node can run a band of output 0's rows at a time (k->band0/1), its geometry in
+     * *g (the executor may then run a chain of such nodes band by band, each band's rows in cache
+     * from one node to the next); called after infer. NULL: never. */
+    int (*band)(qr_kctx *k, qr_band_geom *g);
+    /* 1 when node n's input j, the same value as its input 0, is read for its type and shape
+     * alone (a band's rows of input 0 are all it may then read of it); NULL: never */
+    int (*band_in0_typed)(const qr_node *n, int j);
 } qr_op_def;
 
 /* Always 1: a qr_op_def.writes_all for ops whose every run writes all of their outputs. */

@@ -42,6 +42,12 @@ typedef enum qr_effects_mode {
     QR_EFFECTS_CUT,            /* start at the layer, and a layer it cannot is an error (the tests') */
 } qr_effects_mode;
 
+typedef enum qr_bands_mode {
+    QR_BANDS_OFF = 0, /* every node over its whole output (the default: docs/runtime.md, stop 35) */
+    QR_BANDS_AUTO,    /* chains of NHWC convolutions whose links pass 4 MB run by bands of rows (exec.c) */
+    QR_BANDS_ALL,     /* every chain that can, in bands of two rows (the tests') */
+} qr_bands_mode;
+
 /* All zero: the defaults. */
 typedef struct qr_options {
     char igemm[16];        /* integer GEMM and convolution: "" the CPU's best, "portable", or
@@ -57,6 +63,7 @@ typedef struct qr_options {
     int split;             /* a qr_split_mode */
     int poison;            /* outputs the executor does not zero start as 0xA5 bytes */
     int effects;           /* a qr_effects_mode */
+    int bands;             /* a qr_bands_mode */
 } qr_options;
 
 /* The process's options (never NULL). Read without a lock: set them before runs start. */
@@ -67,7 +74,7 @@ void qr_options_set(const qr_options *o);
 /* Sets option name of *o from its text value; QR_ERR with a message naming the option and the
  * values it takes. Names: kernels (auto, portable, avx2, avxvnni, avx512vnni: portable is every
  * kernel's portable path, an ISA the integer kernels'), iconv-jit (auto, 0, 1), and the tests' igemm,
- * sgemm, quant, window, f32-rows, fuse, nhwc, epilogue, split, poison, effects. An empty value is
+ * sgemm, quant, window, f32-rows, fuse, nhwc, epilogue, split, poison, effects, bands. An empty value is
  * the default. An unknown name's message lists the names. */
 qr_status qr_options_parse(qr_options *o, const char *name, const char *value, qr_error *e);
 

@@ -55,6 +55,8 @@ typedef struct nhwc_job {
     const qr_conv_geom *g;
     int64_t c, m, taps, k4, mb, blocks_per_image; /* depthwise: blocks of output rows per image */
     int64_t total;                                  /* dense: the batch's output pixels, in blocks of mb */
+    int64_t p0, p1; /* dense: the output pixels computed (a band of rows, or all of them) */
+    int64_t img, oyb0, oyb1; /* depthwise with a band: its image and output rows (else img < 0) */
     int64_t parts, strips; /* dense: each block's 64-column strips in `parts` ranges, one task each */
     uint8_t *y_split;      /* parts > 1 with a second stage: the whole y the stage runs on afterwards */
     const uint8_t *x; /* N x H x W x cs bytes, u8 (i8 already turned by ^ 0x80) unless flip */
@@ -315,10 +317,12 @@ static void block_epilogue(nhwc_job *j, uint8_t *slot, int32_t *acc, int64_t r0,
         nhwc_failed(j, &e);
 }
 
-/* The second stage on y_split's pixels [p0, p1), once every part of their channels is made. */
+/* The second stage on y_split's pixels j->p0 + [p0, p1), once every part of their channels is made. */
 static void split_then(void *arg, int64_t p0, int64_t p1)
 {
     nhwc_job *j = arg;
+    p0 += j->p0;
+    p1 += j->p0;
     qr_error e;
     if (!__atomic_load_n(&j->failed, __ATOMIC_ACQUIRE) &&
         j->ep->then(j->ep, j->y_split + p0 * j->m * (int64_t)j->esize, p0 * j->m, (p1 - p0) * j->m, &e) != QR_OK)
@@ -457,7 +461,7 @@ static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
     const uint8_t **a = (const uint8_t **)(void *)s;
     int32_t *acc = (int32_t *)(void *)(s + j->at_acc);
     for (int64_t b = b0; b < b1 && !__atomic_load_n(&j->failed, __ATOMIC_ACQUIRE); b++) {
-        int64_t r0 = b / j->parts * j->mb, rows = j->total - r0 < j->mb ? j->total - r0 : j->mb;
+        int64_t r0 = j->p0 + b / j->parts * j->mb, rows = j->p1 - r0 < j->mb ? j->p1 - r0 : j->mb;
         int64_t part = b % j->parts, c0 = part * j->strips / j->parts * 64;
         int64_t c1 = (part + 1) * j->strips / j->parts * 64;
         c1 = c1 < j->m ? c1 : j->m;
@@ -483,8 +487,13 @@ static void depthwise_blocks(void *arg, int64_t b0, int64_t b1, int slot)
     const qr_conv_geom *g = j->g;
     int64_t OW = g->small[1];
     for (int64_t b = b0; b < b1 && !__atomic_load_n(&j->failed, __ATOMIC_ACQUIRE); b++) {
-        int64_t n = b / j->blocks_per_image, oy0 = b % j->blocks_per_image * j->mb;
-        int64_t oy1 = oy0 + j->mb < g->small[0] ? oy0 + j->mb : g->small[0];
+        int64_t n = b / j->blocks_per_image, oy0 = b % j->blocks_per_image * j->mb, end = g->small[0];
+        if (j->img >= 0) { /* a band: its rows of its image */
+            n = j->img;
+            oy0 += j->oyb0;
+            end = j->oyb1;
+        }
+        int64_t oy1 = oy0 + j->mb < end ? oy0 + j->mb : end;
         qr_nhwc_dw_u8(acc, j->c, j->x + n * g->big_n * j->c, j->c, g, j->wk, j->init, j->flip, j->xz, oy0, oy1,
                       j->ahead);
         block_epilogue(j, s, acc, n * g->small_n + oy0 * OW, (oy1 - oy0) * OW, 0, j->c);
@@ -518,8 +527,9 @@ static void pack_depthwise(const nhwc_job *j, const qr_tensor *w, const qr_tenso
 }
 
 /* The input as the dense kernels read it: pixels of k4 bytes (channels past C are read against
- * zero weights), i8 turned into u8 by ^ 0x80. x itself when it already is that. */
-static const uint8_t *dense_input(qr_kctx *k, const qr_tensor *x, int64_t k4, int64_t *cs)
+ * zero weights), i8 turned into u8 by ^ 0x80. x itself when it already is that. Of a copy, only
+ * pixels [q0, q1) are made (a band's input rows; the rest is not read). */
+static const uint8_t *dense_input(qr_kctx *k, const qr_tensor *x, int64_t k4, int64_t q0, int64_t q1, int64_t *cs)
 {
     int64_t c = x->dims[3], px = x->dims[0] * x->dims[1] * x->dims[2];
     uint8_t flip = x->dtype == QR_I8 ? 0x80 : 0;
@@ -531,7 +541,7 @@ static const uint8_t *dense_input(qr_kctx *k, const qr_tensor *x, int64_t k4, in
     if (!s)
         return NULL;
     const uint8_t *xd = x->data;
-    for (int64_t p = 0; p < px; p++) {
+    for (int64_t p = q0; p < q1; p++) {
         for (int64_t i = 0; i < c; i++)
             s[p * k4 + i] = xd[p * c + i] ^ flip;
         for (int64_t i = c; i < k4; i++)
@@ -584,6 +594,20 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         if (i < n)
             return QR_KERR(k, "an NHWC convolution's weights have zero point 0");
     }
+    /* a band of output rows (k->band0/1, one image's), or all of them */
+    int64_t OH = g.small[0], OW = g.small[1], img = -1, oyb0 = 0, oyb1 = OH;
+    if (k->band1 > 0) {
+        img = OH > 0 ? k->band0 / OH : 0;
+        oyb0 = k->band0 - img * OH;
+        oyb1 = k->band1 - img * OH;
+        if (img >= nimg || oyb0 < 0 || oyb1 <= oyb0 || oyb1 > OH)
+            return QR_KERR(k, "an NHWC convolution's band of rows [%lld, %lld) is not within one image",
+                           (long long)k->band0, (long long)k->band1);
+    }
+    j.img = img;
+    j.oyb0 = oyb0;
+    j.oyb1 = oyb1;
+    int threads = qr_pool_threads(k->pool);
     j.y = k->out[0]->data;
     j.esize = ep->then ? ep->y_size : qr_dtype_size(k->out[0]->dtype);
     if (j.esize > sizeof(int32_t))
@@ -593,16 +617,23 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     if (depthwise) {
         /* output rows: an accumulator block of about 256 KB */
         j.mb = 1 + (65536 / (j.c > 0 ? j.c : 1)) / (g.small[1] > 0 ? g.small[1] : 1);
-        j.blocks_per_image = (g.small[0] + j.mb - 1) / j.mb;
+        if (img >= 0) { /* a band: its rows in at least as many blocks as threads */
+            int64_t share = (oyb1 - oyb0 + threads - 1) / threads;
+            j.mb = j.mb < share ? j.mb : share;
+        }
+        j.blocks_per_image = (oyb1 - oyb0 + j.mb - 1) / j.mb;
     } else {
         j.x_nchw = (int)qr_attr_i(k->node, "x_nchw", 0);
         j.gather = j.x_nchw || (j.c < 16 && j.taps > 1);
         j.k4 = qr_igemm_k4(j.gather ? j.taps * j.c : j.c);
         /* the batch folded into the rows: a block may span images, so small images share weight passes */
         j.total = nimg * g.small_n;
+        j.p0 = img >= 0 ? (img * OH + oyb0) * OW : 0;
+        j.p1 = img >= 0 ? (img * OH + oyb1) * OW : j.total;
+        int64_t pixels = j.p1 - j.p0, images = img >= 0 ? 1 : nimg;
         j.strips = (j.m + 63) / 64;
-        j.parts = channel_parts(j.m, j.total, nimg, qr_pool_threads(k->pool));
-        j.mb = block_rows(j.m, j.total, nimg, j.parts > 1 ? 1 : qr_pool_threads(k->pool));
+        j.parts = channel_parts(j.m, pixels, images, threads);
+        j.mb = block_rows(j.m, pixels, images, j.parts > 1 ? 1 : threads);
     }
     int64_t rows = depthwise ? j.mb * g.small[1] : j.mb;
     size_t wbytes = depthwise ? (size_t)(j.taps * j.c) * 4
@@ -634,11 +665,21 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         if (ep->vprog && ep->vtabs && !ep->then && j.esize == 1) /* phase 2: the epilogue in the kernel too */
             j.fused = qr_iconv_specialized_ep(j.gather ? 1 : j.taps, j.k4, j.m, ep->vprog);
         j.flip = flip;
-        j.x = j.gather ? x->data : dense_input(k, x, j.k4, &j.cs);
+        /* the input pixels the output rows read: a band's window rows, or all */
+        int64_t H = g.big[0], W = g.big[1], q0 = 0, q1 = nimg * H * W;
+        if (img >= 0) {
+            int64_t iy0 = oyb0 * g.stride[0] - g.pad_begin[0];
+            int64_t iy1 = (oyb1 - 1) * g.stride[0] - g.pad_begin[0] + (g.kernel[0] - 1) * g.dilation[0] + 1;
+            iy0 = iy0 < 0 ? 0 : iy0 > H ? H : iy0;
+            iy1 = iy1 < iy0 ? iy0 : iy1 > H ? H : iy1;
+            q0 = (img * H + iy0) * W;
+            q1 = (img * H + iy1) * W;
+        }
+        j.x = j.gather ? x->data : dense_input(k, x, j.k4, q0, q1, &j.cs);
         j.xz &= 0xff;
     }
     j.init = init;
-    int slots = qr_pool_threads(k->pool);
+    int slots = threads;
     slot_layout(&j, rows, depthwise);
     uint8_t *zrow = depthwise ? NULL : qr_kwork(k, 1, j.k4 + 64, 1, "NHWC convolution's padding row");
     int64_t *tap_off = depthwise ? NULL : qr_kwork(k, 1, j.taps, sizeof(int64_t), "NHWC convolution's tap offsets");
@@ -659,10 +700,29 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     if (tap_off)
         window_setup(&j, tap_off);
     j.zrow = zrow;
-    int64_t blocks = depthwise ? nimg * j.blocks_per_image : j.mb > 0 ? (j.total + j.mb - 1) / j.mb * j.parts : 0;
+    int64_t blocks = depthwise ? (img >= 0 ? 1 : nimg) * j.blocks_per_image
+                     : j.mb > 0   ? (j.p1 - j.p0 + j.mb - 1) / j.mb * j.parts
+                                  : 0;
     qr_parallel_for_slots(k->pool, blocks, 1, depthwise ? depthwise_blocks : dense_blocks, &j);
     if (j.y_split) /* pixels of at least 16 KB of y a task */
-        qr_parallel_for(k->pool, j.total, (16384 + j.m - 1) / j.m, split_then, &j);
+        qr_parallel_for(k->pool, j.p1 - j.p0, (16384 + j.m - 1) / j.m, split_then, &j);
     qr_kcache_done(k, packed);
     return j.failed ? QR_ERR : QR_OK;
+}
+
+int qr_convint_band_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *w, qr_band_geom *bg)
+{
+    if (x->ndim != 4 || w->ndim != 4 || qr_attr_i(k->node, "x_nchw", 0))
+        return 0;
+    qr_tensor xv = nchw_view(k, x);
+    qr_conv_geom g;
+    qr_error e, *keep = k->err;
+    k->err = &e; /* a geometry it cannot take is no band, not an error */
+    qr_status st = qr_conv_geom_init(k, &xv, w->dims + 2, QR_WIN_CONV, &g);
+    k->err = keep;
+    if (st != QR_OK || g.r != 2)
+        return 0;
+    *bg = (qr_band_geom){x->dims[0], g.small[0], g.big[0], g.stride[0], g.pad_begin[0],
+                         (g.kernel[0] - 1) * g.dilation[0]};
+    return 1;
 }
