@@ -185,6 +185,7 @@ typedef struct outref {
     int64_t *last;       /* by value id: the last dimension */
     int64_t cur_b;
     size_t run_bytes;    /* what one batch's f32 run took (outref_init's runs) */
+    int have_out;        /* out came from the f32 pass (qr_qctx.f32_out): the runs take only the shapes */
 } outref;
 
 static void observe_shapes(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
@@ -775,7 +776,7 @@ static qr_status group_batch(sbs_group *G, int64_t kb)
     r->running = nr;
     r->pending = 0;
     G->f.st = QR_OK;
-    G->f.out = w->o ? &w->o->out[kb * q->g->n_outputs] : NULL;
+    G->f.out = w->o && !w->o->have_out ? &w->o->out[kb * q->g->n_outputs] : NULL;
     /* the shapes as the last batch has them, as when one run takes every batch in turn */
     r->o = w->o && kb == w->nb - 1 ? w->o : NULL;
     if (r->o)
@@ -945,18 +946,23 @@ static qr_status measure_gain_runs(qr_qctx *q, const qr_graph *qdq, const qr_ten
     return side_by_side(q, ms, 3, calib, count, o);
 }
 
-qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count)
+/* The two runs that measure each slot as it ships (ms[0], ms[1]): the QDQ simulation's cumulative
+ * error and the integer graph's integers, their sums zeroed; *measured: the slots quantized in what
+ * ships; *owned: the measured QDQ graph made for it, or NULL. Free with shipped_free. */
+static qr_status shipped_readers(qr_qctx *q, const qr_quantized *res, measure *ms, int *measured, qr_graph **owned)
 {
-    measure ms[2] = {{.g = res->qdq, .obs = observe_slots}, {.g = res->ig->g, .user = res->ig, .obs = observe_ints}};
-    qr_graph *owned = NULL;
+    ms[0] = (measure){.g = res->qdq, .obs = observe_slots};
+    ms[1] = (measure){.g = res->ig->g, .user = res->ig, .obs = observe_ints};
+    *owned = NULL;
     ms[1].ival = calloc((size_t)q->nslots + 1, sizeof *ms[1].ival);
     ms[1].ival_nhwc = calloc((size_t)q->nslots + 1, sizeof *ms[1].ival_nhwc);
-    if (!ms[1].ival || !ms[1].ival_nhwc || qr_plan_measured_qdq(q, res->qdq, &ms[0].g, &owned) != QR_OK) {
+    if (!ms[1].ival || !ms[1].ival_nhwc || qr_plan_measured_qdq(q, res->qdq, &ms[0].g, owned) != QR_OK) {
+        int oom = !ms[1].ival || !ms[1].ival_nhwc;
         free(ms[1].ival);
         free(ms[1].ival_nhwc);
-        return ms[1].ival && ms[1].ival_nhwc ? QR_ERR : qr_errorf(q->e, "out of memory");
+        return oom ? qr_errorf(q->e, "out of memory") : QR_ERR;
     }
-    int measured = 0; /* slots quantized in what ships */
+    *measured = 0; /* slots quantized in what ships */
     for (int i = 0; i < q->nslots; i++) {
         qr_slot *s = &q->slots[i];
         s->sx2 = s->se2 = s->n = s->clipped = 0;
@@ -964,7 +970,7 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
         int qv = q->qval[s->value];
         if (qv < 0 || s->fallback)
             continue;
-        measured++;
+        (*measured)++;
         const char *name = res->qdq->values[qv]->name;
         int64_t dims[4];
         const qr_value *v = qr_graph_find(res->ig->g, name), *twin = qr_layout_twin(res->ig->g, name, dims);
@@ -975,6 +981,23 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
             memcpy(ms[1].ival_nhwc[i] + 1, dims + 1, 3 * sizeof *dims);
         }
     }
+    return QR_OK;
+}
+
+static void shipped_free(measure *ms, qr_graph *owned)
+{
+    qr_graph_free(owned);
+    free(ms[1].ival);
+    free(ms[1].ival_nhwc);
+}
+
+qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count)
+{
+    measure ms[2];
+    qr_graph *owned;
+    int measured;
+    if (shipped_readers(q, res, ms, &measured, &owned) != QR_OK)
+        return QR_ERR;
     /* every slot in f32 and no narrow accumulator (M-LSD with int8.qrl): the three runs would
      * measure nothing (the sums stay 0); the search ran this integer graph already */
     int na = res->ig ? res->ig->naccs : 0;
@@ -992,9 +1015,32 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
     for (int i = 0; counts && st == QR_OK && i < na; i++)
         res->ig->accs[i].sums = counts[2 * i], res->ig->accs[i].overflows = counts[2 * i + 1];
     free(counts);
-    qr_graph_free(owned);
-    free(ms[1].ival);
-    free(ms[1].ival_nhwc);
+    shipped_free(ms, owned);
+    return st;
+}
+
+/* The local measurement (as measure_local) and, beside the same f32 run, the measurement of what
+ * ships (as qr_measure_shipped, one process: the narrow accumulators count from 0): for when the
+ * fallback's first try, judged on its outputs already, is expected to hold, so that what ships is
+ * what is measured now. The same sums as the two measurements apart. */
+static qr_status measure_local_shipped(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count,
+                                       outref *o)
+{
+    for (int i = 0; i < q->nslots; i++)
+        q->slots[i].lx2 = q->slots[i].le2 = q->slots[i].ln = q->slots[i].lr2 = 0;
+    measure ms[3];
+    qr_graph *owned;
+    int measured;
+    if (shipped_readers(q, res, ms + 1, &measured, &owned) != QR_OK)
+        return QR_ERR;
+    for (int i = 0; i < res->ig->naccs; i++)
+        res->ig->accs[i].sums = res->ig->accs[i].overflows = 0;
+    ms[0] = (measure){.g = ms[1].g, .obs = observe_slots, .local = 1}; /* the same measured QDQ graph */
+    int nr = measured || res->ig->naccs ? 3 : 1;
+    qr_status st = side_by_side(q, ms, nr, calib, count, o);
+    if (st != QR_OK && nr == 3 && ms[2].st != QR_OK && q->e->msg[0] && !strcmp(q->e->msg, ms[2].e.msg))
+        qr_error_prefix(q->e, "running the integer graph");
+    shipped_free(ms + 1, owned);
     return st;
 }
 
@@ -2393,6 +2439,21 @@ static qr_status judge(qr_qctx *q, const wide *wd, const ranked *rk, int nr, con
     return qr_rt_status(&rt, q->e);
 }
 
+/* The first try's outputs (mt) meet the recipe's condition on the outputs, read with every layer's
+ * own SQNR as if it met it (infinite): then the try holds unless a layer fails on its own. */
+static int outputs_hold(const qr_qctx *q, const out_metrics *mt)
+{
+    if (mt->nonfinite > 0)
+        return 0;
+    if (!q->r->fallback)
+        return 1;
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    qr_error e;
+    int fails = q->r->fallback(&rt, INFINITY, mt->sqnr, mt->cosine, mt->agreement) != 0;
+    return qr_rt_status(&rt, &e) == QR_OK && !fails; /* an error: not expected to hold (the try decides) */
+}
+
 /* A try of the search judged on n samples of o, ran of them run for it (the others' sums kept from
  * an earlier try of the same k), for the profile (qr_quantized.tries). */
 static qr_status note_try(qr_qctx *q, qr_quantized *res, const wide *wd, const ranked *rk, int k, int64_t n,
@@ -3156,10 +3217,25 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     double *outs = calloc(4 * (size_t)q->g->n_outputs + 1, sizeof *outs);
     if (st == QR_OK && !outs)
         st = qr_errorf(q->e, "out of memory");
+    /* the f32 pass kept the outputs (qr_measure_kept_batches): the first try's outputs are judged
+     * before the local measurement, and when they meet the condition, what ships is measured beside
+     * it (the try then holds unless a layer fails on its own): one f32 run less */
+    int early = st == QR_OK && q->f32_out && q->f32_out_nb == o.nbatches, ahead = 0;
+    out_metrics mt0 = {0};
+    if (early) {
+        memcpy(o.out, q->f32_out, sizeof *o.out * (size_t)(o.nbatches * q->g->n_outputs));
+        free(q->f32_out);
+        q->f32_out = NULL, q->f32_out_nb = 0;
+        o.have_out = 1;
+        st = rebuild_measured(q, res, &o, calib, &mt0); /* try_k's of k = 0 (no step to take) */
+        ahead = st == QR_OK && outputs_hold(q, &mt0);
+        qr_plan_phase(q, res, "the first try's outputs");
+    }
     if (st == QR_OK)
-        st = gain ? measure_gain_runs(q, res->qdq, calib, count, q->ref ? NULL : &o, outs)
-                  : measure_local(q, res->qdq, calib, count, q->ref ? NULL : &o);
-    qr_plan_phase(q, res, "local measurement");
+        st = gain   ? measure_gain_runs(q, res->qdq, calib, count, q->ref ? NULL : &o, outs)
+             : ahead ? measure_local_shipped(q, res, calib, count, &o)
+                     : measure_local(q, res->qdq, calib, count, q->ref ? NULL : &o);
+    qr_plan_phase(q, res, ahead ? "local measurement and what ships" : "local measurement");
     fb_step(&pg);
     int nr = 0;
     for (int i = 0; st == QR_OK && i < q->nslots; i++)
@@ -3174,6 +3250,10 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     if (st == QR_OK && qr_recipe_setting(q->r, QR_SET_BUDGET)) { /* the budget decides, not a condition */
         st = mixed_choice(q, res, &o, calib, count);
         holds = 1;
+    } else if (st == QR_OK && early) { /* the first try's outputs are measured: judged now */
+        if ((st = judge(q, wd, rk, nr, &mt0, &holds)) == QR_OK)
+            st = note_try(q, res, wd, rk, 0, o.n, o.n, holds, mt0.sqnr);
+        q->shipped = st == QR_OK && holds && ahead;
     } else if (st == QR_OK)
         st = try_k(q, res, &o, calib, wd, rk, nr, 0, &holds);
     fb_step(&pg);
@@ -3237,6 +3317,17 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     free(rk);
     free(outs);
     return st;
+}
+
+int qr_measure_kept_batches(const qr_qctx *q, int64_t count)
+{
+    const qr_setting *b = qr_recipe_setting(q->r, QR_SET_BUDGET);
+    if (q->ref || qr_dist_size() > 1 || b || choice_is(q, QR_SET_RANK, "gain") ||
+        (q->r->fallback && fallback_step(q) != QR_UNDEF))
+        return 0;
+    int64_t n = count < measure_samples(q) ? count : measure_samples(q), batch = qr_plan_batch(q);
+    /* the f32 pass runs whole batches of count: the measured ones end at a batch's end */
+    return n == count || n % batch == 0 ? (int)((n + batch - 1) / batch) : 0;
 }
 
 qr_status qr_measure_output_sqnr(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count,

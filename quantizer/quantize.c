@@ -1219,7 +1219,10 @@ static void *run_worker(void *p)
         for (int i = 0; w->dlo && i < g->n_inputs; i++) /* inputs: no node reports them */
             if (w->q->dyn[g->inputs[i]->id])
                 fold_range(&in[i], &w->dlo[g->inputs[i]->id], &w->dhi[g->inputs[i]->id]);
-        w->st = qr_plan_run_once(x, g, in, &w->err);
+        if (g == w->q->g && k < w->q->f32_out_nb) /* the f32 pass: outputs the fallback reads */
+            w->st = qr_exec_run(x, in, &w->q->f32_out[k * g->n_outputs], &w->err);
+        else
+            w->st = qr_plan_run_once(x, g, in, &w->err);
         int64_t done = (r->done += b);
         if (a->index == 0 && done < r->share) /* the caller's thread draws the bar */
             qr_plan_progress(r->q->o, r->what, done, r->share, r->t0);
@@ -1595,6 +1598,9 @@ static void qctx_free(qr_qctx *q)
     free(q->dyn_hi);
     free(q->qval);
     free(q->qnode);
+    for (int i = 0; q->f32_out && i < q->f32_out_nb * q->g->n_outputs; i++)
+        qr_tensor_free(&q->f32_out[i]);
+    free(q->f32_out);
 }
 
 /* The plan's arrays for q->g, no value with a slot yet; 0 when out of memory (qctx_free frees
@@ -2259,6 +2265,13 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     qr_graph *sim = NULL;
     qr_plan_phase_start(q);
     qr_status st = new_calibrators(q, calib, count);
+    /* judged on the samples it calibrates on: the f32 pass keeps the outputs the fallback's first
+     * try is judged against (the same as the local measurement's f32 run gives) */
+    int keep = judge == calib ? qr_measure_kept_batches(q, njudge) : 0;
+    if (st == QR_OK && keep > 0 && !(q->f32_out = calloc((size_t)keep * (size_t)g->n_outputs + 1, sizeof *q->f32_out)))
+        st = qr_errorf(q->e, "out of memory");
+    if (st == QR_OK)
+        q->f32_out_nb = keep;
     if (st == QR_OK)
         st = build_sim(q, &sim);
     if (st == QR_OK)
@@ -2304,12 +2317,13 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
         return st;
     if (judge != calib)
         qr_plan_phase(q, res, "outputs on the calibration samples");
-    /* each tensor as it ships: cumulative error in the QDQ simulation and in the integer graph */
-    for (int i = 0; res->ig && i < res->ig->naccs; i++) /* the narrow accumulators count this run */
+    /* each tensor as it ships: cumulative error in the QDQ simulation and in the integer graph
+     * (measured beside the local measurement already when the fallback's first try held) */
+    for (int i = 0; res->ig && !q->shipped && i < res->ig->naccs; i++) /* the narrow accumulators count this run */
         res->ig->accs[i].sums = res->ig->accs[i].overflows = 0;
     for (int i = 0; i < q->nslots; i++)
         q->slots[i].acc_on = 0, q->slots[i].acc_sums = q->slots[i].acc_over = 0;
-    if ((st = qr_measure_shipped(q, res, judge, njudge)) != QR_OK)
+    if (!q->shipped && (st = qr_measure_shipped(q, res, judge, njudge)) != QR_OK)
         return st;
     qr_plan_phase(q, res, "measurement of what ships");
     for (int i = 0; res->ig && i < res->ig->naccs; i++) {

@@ -132,6 +132,12 @@ typedef struct qr_qctx {
                 * quantized constant), or -1 */
     int *qnode; /* by node id: the id of the same node in the QDQ graph (sorting renumbers nodes) */
     double phase_ms, phase_cpu_ms; /* when the phase qr_plan_phase times next began (wall, process CPU) */
+    /* the f32 pass's outputs of its first f32_out_nb batches ([f32_out_nb][n_outputs]), kept for the
+     * fallback's first try (qr_measure_kept_batches); NULL: not kept */
+    qr_tensor *f32_out;
+    int f32_out_nb;
+    /* the measurement of what ships ran beside the local measurement (its first try held) */
+    int shipped;
 } qr_qctx;
 
 /* The qtype of integer type t (per tensor: axis -1), narrow as the recipe's narrow_range hook says
@@ -192,6 +198,10 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res);
  * local one (its layer alone, f32 inputs; NaN when not measured), in dB. */
 double qr_plan_sqnr(const qr_slot *s);
 double qr_plan_local_sqnr(const qr_slot *s);
+/* How many of the first batches of count samples the f32 pass keeps the outputs of for the
+ * fallback (the measured ones, when the fallback can judge its first try on them before the local
+ * measurement: one process, no bias correction, no budget, rank = gain or 16-bit step); 0: none. */
+int qr_measure_kept_batches(const qr_qctx *q, int64_t count);
 /* Each slot as it ships, against f32: cumulative error in the QDQ simulation (res->qdq) and in the
  * integer graph (res->ig), in one f32 run. */
 qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count);
