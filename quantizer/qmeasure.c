@@ -3227,7 +3227,16 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         free(q->f32_out);
         q->f32_out = NULL, q->f32_out_nb = 0;
         o.have_out = 1;
-        st = rebuild_measured(q, res, &o, calib, &mt0); /* try_k's of k = 0 (no step to take) */
+        /* try_k's of k = 0: no step to take, and the QDQ graph is the one qr_plan_build_qdq has
+         * just built for these slots (rebuilding it rounds every weight again): the integer graph */
+        if (res->ig)
+            st = rebuild(q, res);
+        else if ((st = qr_intgraph_build(q, res->qdq, &res->ig, q->e)) != QR_OK)
+            qr_error_prefix(q->e, "recipe '%s'", q->r->name);
+        if (st == QR_OK)
+            st = measure_outputs(q, &o, res->ig->g, res->ig, calib, 1, &mt0);
+        if (st == QR_OK)
+            res_metrics(q, res, &mt0);
         ahead = st == QR_OK && outputs_hold(q, &mt0);
         qr_plan_phase(q, res, "the first try's outputs");
     }
