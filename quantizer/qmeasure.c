@@ -677,6 +677,7 @@ typedef struct sbs {
     int nk, ng;
     _Atomic int failed; /* a group failed: the others stop after their batch */
     bsums *bs;
+    int share; /* shares_packing of the readers' common graph: -1 not yet asked (group_new) */
 } sbs;
 
 /* A group: an f32 run and the readers, one batch at a time, with executors, values handed over and
@@ -708,6 +709,40 @@ static void group_free(sbs_group *G)
     }
     free(G->ms), free(G->in), free(G->sums);
     free(G->r.t), free(G->r.readers), free(G->r.left), free(G->r.waiting), free(G->r.there);
+}
+
+/* Whether runs of graph g (a measured QDQ graph) may share their kernels' packings
+ * (qr_exec_share_cache): no value of it made from constants alone by its nodes (qr_kinput_fixed's,
+ * as the executor marks them) is one of the model's values that an observer may rewrite (one a
+ * node of the model computes: observe_slots writes its f32 value or its rounding there, which
+ * another run does not). A weight's DequantizeLinear makes a value of its own, which none does. */
+static int shares_packing(const qr_qctx *q, const qr_graph *g)
+{
+    unsigned char *fixed = calloc((size_t)g->n_values + 1, 1);
+    int ok = fixed != NULL;
+    for (int i = 0; ok && i < g->n_values; i++)
+        fixed[i] = g->values[i]->is_const;
+    for (int i = 0; ok && i < g->n_nodes; i++) { /* in graph order, producers first */
+        const qr_node *n = g->nodes[i];
+        int all = 0;
+        for (int j = 0; j < n->n_in; j++) {
+            const qr_value *v = n->in[j];
+            if (v && !(v->id >= 0 && v->id < g->n_values && fixed[v->id])) {
+                all = 0;
+                break;
+            }
+            all |= v != NULL;
+        }
+        for (int j = 0; all && j < n->n_out; j++) {
+            const qr_value *v = n->out[j];
+            if (v && v->id >= 0 && v->id < g->n_values)
+                fixed[v->id] = 1;
+            if (v && original(q, v) && q->g->values[v->id]->producer)
+                ok = 0;
+        }
+    }
+    free(fixed);
+    return ok;
 }
 
 /* G's runs made, on threads kernel threads each. */
@@ -755,6 +790,14 @@ static qr_status group_new(sbs *w, sbs_group *G)
             G->r.readers[i] += m->want[i];
         qr_exec_opts oo = {.threads = w->threads, .observer = m->obs, .observer_user = m, .kernel_user = m->user};
         st = qr_exec_new(m->g, &oo, &m->x, &G->e);
+        /* readers of one graph (the local measurement's and the cumulative one's) run one at a
+         * time: one packing of its weights between them, whichever packs first */
+        for (int j = 0; st == QR_OK && j < k; j++)
+            if (G->ms[j].g == m->g && (w->share < 0 ? (w->share = shares_packing(q, m->g)) : w->share)) {
+                qr_exec_share_cache(m->x, G->ms[j].x);
+                qr_exec_share_cache(G->ms[j].x, m->x);
+                break;
+            }
     }
     return st;
 }
@@ -852,7 +895,7 @@ static qr_status side_by_side(qr_qctx *q, measure *ms, int nr, const qr_tensor *
 {
     int64_t n = count < measure_samples(q) ? count : measure_samples(q), batch = qr_plan_batch(q);
     int64_t nb = (n + batch - 1) / batch;
-    sbs w = {.q = q, .ms = ms, .nr = nr, .calib = calib, .o = o, .n = n, .batch = batch, .nb = nb};
+    sbs w = {.q = q, .ms = ms, .nr = nr, .calib = calib, .o = o, .n = n, .batch = batch, .nb = nb, .share = -1};
     int64_t *ks = calloc((size_t)nb + 1, sizeof *ks);
     double **sum_at = NULL;
     bsums bs = {0};

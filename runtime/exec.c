@@ -44,6 +44,7 @@ struct qr_exec {
     qr_node_prof *prof; /* per node when opts.profile */
     qr_kcache *cache;   /* per node: what its kernel keeps across runs */
     size_t cache_total; /* their bytes (at most opts.cache_max) */
+    const qr_exec *cache_from; /* qr_exec_share_cache's, or NULL */
     unsigned char *fixed; /* per value: the same every run (qr_kinput_fixed) */
     qr_kwork_arena work; /* the kernels' shared workspace (qr_kwork) */
     /* a node's kernel context, sized once by the graph's widest node (no allocation per node):
@@ -572,6 +573,11 @@ static void drop_plan(qr_exec *x)
     x->have_plan = 0;
 }
 
+void qr_exec_share_cache(qr_exec *x, const qr_exec *from)
+{
+    x->cache_from = from && from != x && from->g == x->g && from->opts.threads == x->opts.threads ? from : NULL;
+}
+
 void qr_exec_free(qr_exec *x)
 {
     if (!x)
@@ -737,6 +743,8 @@ static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_erro
                       .scratch_max = budget(x),
                       .cache = n->id >= 0 && n->id < x->nn && x->g->nodes[n->id] == n ? &x->cache[n->id] : NULL,
                       .cache_total = &x->cache_total, .cache_max = x->opts.cache_max,
+                      .shared = x->cache_from && n->id >= 0 && n->id < x->nn && x->g->nodes[n->id] == n
+                                    ? &x->cache_from->cache[n->id] : NULL,
                       .work = &x->work, .fixed = x->fixed};
     if (n->n_out && out_value(x, n, 0) != n->out[0]) {
         int at = place(x, n);

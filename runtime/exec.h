@@ -58,6 +58,13 @@ typedef struct qr_exec_stats {
 /* The graph must outlive the executor and not change while it exists. */
 qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out, qr_error *e);
 void qr_exec_free(qr_exec *x);
+/* x's kernels take what `from`, an executor of the same graph with the same opts.threads, keeps
+ * of a node (qr_kcache_get) where they have kept nothing of their own: two runs of one graph
+ * hold one packing of its weights, not two. Only for graphs whose values made from constants
+ * alone (qr_kinput_fixed) are the same in both executors (no observer of one rewrites them). from
+ * must outlive x's runs and never run while x does (nor x while from does); either may share
+ * with the other. */
+void qr_exec_share_cache(qr_exec *x, const qr_exec *from);
 /* inputs: one tensor per graph input, in graph-input order. outputs: one per
  * graph output, filled with malloc'd data the caller frees (qr_tensor_free). */
 qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, qr_error *e);

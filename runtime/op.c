@@ -298,6 +298,12 @@ void *qr_kcache_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
         *fresh = 0;
         return k->cache->data;
     }
+    /* what the executor it shares with keeps (the same graph and threads: the same bytes); never
+     * freed nor written here */
+    if (k->shared && k->shared->data && k->shared->bytes == bytes && !(k->cache && k->cache->data)) {
+        *fresh = 0;
+        return k->shared->data;
+    }
     void *p = qr_kscratch(k, 1, (int64_t)bytes, 1, what);
     if (!p)
         return NULL;
@@ -322,7 +328,8 @@ static void slot_done(const qr_kcache *slot, void *p)
 
 void qr_kcache_done(qr_kctx *k, void *p)
 {
-    slot_done(k->cache, p);
+    if (!k->shared || k->shared->data != p)
+        slot_done(k->cache, p);
 }
 
 /* An allocation past the arena's buffer, freed when its node ends. */

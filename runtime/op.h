@@ -40,6 +40,9 @@ typedef struct qr_kctx {
     void *user;    /* qr_exec_opts.kernel_user: state of ops owned by a driver (e.g. the quantizer's SimQuant) */
     size_t scratch_max; /* the memory budget (--max-memory) for one kernel's scratch; 0: unbounded */
     struct qr_kcache *cache; /* the node's buffer kept across runs (qr_kcache_get); NULL: none */
+    /* the same node's buffer in the executor this one shares with (qr_exec_share_cache): taken
+     * when cache holds nothing; NULL: none */
+    const struct qr_kcache *shared;
     size_t *cache_total;     /* the bytes the executor's nodes keep so far; NULL: no cap */
     size_t cache_max;        /* the cap on *cache_total (qr_exec_opts.cache_max); 0: QR_KCACHE_MAX */
     struct qr_kwork_arena *work; /* the kernels' workspace (qr_kwork); qr_op_run provides one */
