@@ -422,6 +422,68 @@ Test(exec, conv_keeps_weights_made_from_constants)
     }
 }
 
+/* Two executors of one graph that share their packings (qr_exec_share_cache, the quantizer's
+ * measuring runs of one QDQ graph): whichever runs a convolution first packs its weight, made
+ * from constants alone (a DequantizeLinear), and keeps it; the other keeps nothing and computes
+ * with that packing: both against a double reference, over two runs each, in either order. */
+Test(exec, executors_of_one_graph_share_a_packing)
+{
+    const int64_t dx[] = {1, 8, 6, 6}, dw[] = {4, 8, 3, 3}, ds[] = {4}, pads[] = {1, 1, 1, 1};
+    int8_t wq[288];
+    float ws[4] = {0.02f, 0.05f, 0.01f, 0.03f}, wdq[288], xs[2][288];
+    for (int i = 0; i < 288; i++) {
+        wq[i] = (int8_t)((i * 37) % 255 - 127);
+        wdq[i] = (float)wq[i] * ws[i / 72];
+        for (int r = 0; r < 2; r++)
+            xs[r][i] = (float)((i * (5 + 2 * r)) % 29) / 8.0f - 1.5f;
+    }
+    qr_graph *g = qr_graph_new();
+    qr_value *in[2] = {tu_input(g, "x", 4, dx), NULL};
+    qr_tensor t = {.dtype = QR_I8};
+    qr_tensor_set_shape(&t, 4, dw);
+    t.data = wq;
+    qr_value *q = qr_graph_new_value(g, "wq");
+    qr_value_set_const(g, q, &t);
+    qr_value *dq[2] = {q, tu_const_f32(g, "ws", 1, ds, ws)};
+    qr_node *d = tu_node(g, "DequantizeLinear", "dq", 2, dq, 1);
+    tu_attr_int(g, d, "axis", 0);
+    in[1] = d->out[0];
+    qr_node *c = tu_node(g, "Conv", "conv", 2, in, 1);
+    tu_attr_ints(g, c, "pads", 4, pads);
+    tu_output(g, c->out[0]);
+    for (int first = 0; first < 2; first++) {
+        qr_exec *x[2];
+        qr_error e;
+        for (int k = 0; k < 2; k++)
+            cr_assert_eq(qr_exec_new(g, NULL, &x[k], &e), QR_OK, "%s", e.msg);
+        qr_exec_share_cache(x[0], x[1]);
+        qr_exec_share_cache(x[1], x[0]);
+        for (int r = 0; r < 2; r++)
+            for (int k = 0; k < 2; k++) {
+                int who = k == 0 ? first : 1 - first;
+                qr_tensor in_t = {.dtype = QR_F32, .ndim = 4, .dims = {1, 8, 6, 6}, .data = xs[r]}, out;
+                cr_assert_eq(qr_exec_run(x[who], &in_t, &out, &e), QR_OK, "%s", e.msg);
+                double ref[144];
+                conv_ref(xs[r], wdq, ref);
+                const float *y = out.data;
+                for (int i = 0; i < 144; i++)
+                    cr_assert(fabs(y[i] - ref[i]) <= 1e-5 * (fabs(ref[i]) + 1),
+                              "executor %d, run %d, element %d: %g, want %g", who, r, i, (double)y[i], ref[i]);
+                qr_tensor_free(&out);
+            }
+        qr_exec_stats st[2];
+        for (int k = 0; k < 2; k++)
+            qr_exec_get_stats(x[k], &st[k]);
+        if (qr_sconv_available()) /* the kernel that keeps packings */
+            cr_assert(st[first].cache_bytes >= sizeof wdq && st[1 - first].cache_bytes == 0,
+                      "executor %d ran first and keeps %zu bytes, the other %zu (want none)", first,
+                      st[first].cache_bytes, st[1 - first].cache_bytes);
+        for (int k = 0; k < 2; k++)
+            qr_exec_free(x[k]);
+    }
+    qr_graph_free(g);
+}
+
 Test(exec, bias_add_fuses_into_matmul)
 {
     check_bias_fusion(1, 7);
