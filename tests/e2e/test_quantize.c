@@ -1900,6 +1900,60 @@ Test(quantize, report_sqnrs_match_numpy_on_one_batch)
     free(log);
 }
 
+/* When the fallback's first try holds, what ships is measured beside the local measurement, on
+ * the f32 run that measures it, and the try is judged on the outputs the f32 pass kept: the
+ * per-tensor SQNRs of the report (the QDQ simulation, each layer alone, the integer graph) are
+ * numpy's, by hand, on z = (x * x)^2 over three batches of 4 (--batch 4, 12 samples). Calibration
+ * rounds each batch with that batch's own range upstream (a fresh state per batch), so y's and
+ * z's ranges are those of the batches' fake-quantized inputs; the measurements use the final
+ * qparams (u8, [min(v, 0), max(v)]). */
+Test(quantize, shipped_measured_beside_the_local_one_match_numpy)
+{
+    char cmd[8192], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper, TensorProto as T; "
+             "g = helper.make_graph([helper.make_node('Mul', ['x', 'x'], ['y']), helper.make_node('Mul', ['y', 'y'], ['z'])], 'sq', "
+             "[helper.make_tensor_value_info('x', T.FLOAT, ['N', 16])], [helper.make_tensor_value_info('z', T.FLOAT, ['N', 16])]); "
+             "onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), '%s/sq2.onnx'); "
+             "np.save('%s/x2.npy', np.random.default_rng(5).uniform(0.5, 1.5, (12, 16)).astype(np.float32))\"",
+             dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s quantize %s/sq2.onnx --recipe recipes/int8.qrl --calib %s/x2.npy -o %s/sq2_q.onnx "
+             "--report %s/sq2.json --batch 4 --threads 2 --profile",
+             tu_root(), tu_qrl(), dir, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "local measurement and what ships"), "what ships was not measured beside: %s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json, numpy as np\n"
+             "def qp(v):\n"
+             "    lo, hi = min(float(v.min()), 0.0), max(float(v.max()), 0.0)\n"
+             "    s = np.float32((hi - lo) / 255); return s, np.clip(np.round(-lo / s), 0, 255)\n"
+             "def fq(v, p):\n"
+             "    s, z = p; return ((np.clip(np.round(v / s) + z, 0, 255) - z) * s).astype(np.float32)\n"
+             "def sqnr(a, b):\n"
+             "    a = a.astype(np.float64); b = b.astype(np.float64); return 10 * np.log10((a * a).sum() / ((a - b) ** 2).sum())\n"
+             "x = np.load('%s/x2.npy'); y = x * x; z = y * y\n"
+             "yc = [fq(b, qp(b)) ** 2 for b in np.split(x, 3)]; zc = [fq(b, qp(b)) ** 2 for b in yc]\n"
+             "px, py, pz = qp(x), qp(np.concatenate(yc)), qp(np.concatenate(zc))\n"
+             "yq = fq(fq(x, px) ** 2, py); zq = fq(yq * yq, pz)\n"
+             "want = {('y', 'sqnr_db'): sqnr(y, yq), ('z', 'sqnr_db'): sqnr(z, zq),\n"
+             "        ('y', 'sqnr_local_db'): sqnr(y, yq), ('z', 'sqnr_local_db'): sqnr(z, fq(fq(y, py) ** 2, pz))}\n"
+             "rep = json.load(open('%s/sq2.json')); r = {l['value']: l for l in rep['layers']}\n"
+             "for (v, k), w in want.items():\n"
+             "    assert abs(r[v][k] - w) < 0.05, (v, k, r[v][k], w)\n"
+             "for v in 'yz':\n"
+             "    assert abs(r[v]['sqnr_int_db'] - want[(v, 'sqnr_db')]) < 0.5, r[v]\n"
+             "assert abs(rep['output_sqnr_pooled_samples_db'] - sqnr(z, zq)) < 0.5, rep\n"
+             "assert [t['holds'] for t in rep['search_tries']] == [True], rep['search_tries']\n"
+             "print('ok')\"",
+             dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
 /* The measurements hand each f32 value to the measured graphs as they reach it instead of keeping
  * every f32 value of the batch: on a chain of 24 Conv+Relu over [32, 16, 64, 64] (48 values of
  * 8 MiB, 384 MiB in all) the peak of `qrl quantize` stays within half of that above the peak of
