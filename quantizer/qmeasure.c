@@ -3281,6 +3281,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         if (st == QR_OK)
             res_metrics(q, res, &mt0);
         ahead = st == QR_OK && outputs_hold(q, &mt0);
+        qr_plan_give_back_memory(); /* what its runs freed, before the local measurement's */
         qr_plan_phase(q, res, "the first try's outputs");
     }
     if (st == QR_OK)
