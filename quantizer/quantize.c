@@ -1389,7 +1389,13 @@ static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *cal
     double t0 = r.t0 = now_ms();
     for (int k = 1; st == QR_OK && k < nw; k++)
         started[k] = pthread_create(&tid[k], NULL, run_worker, &args[k]) == 0;
-    if (st == QR_OK)
+    /* the f32 pass that keeps outputs for the fallback: worker 0 on a thread of its own too, so
+     * that they live in that thread's malloc arena, apart from what the caller's thread allocates
+     * and frees meanwhile (in the caller's heap they kept M-LSD tiny's freed memory from going
+     * back: 48 MB more peak) */
+    if (st == QR_OK && g == q->g && q->f32_out_nb > 0 && pthread_create(&tid[0], NULL, run_worker, &args[0]) == 0)
+        pthread_join(tid[0], NULL);
+    else if (st == QR_OK)
         run_worker(&args[0]);
     for (int k = 1; st == QR_OK && k < nw; k++) {
         if (started[k])
@@ -2266,19 +2272,19 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     qr_plan_phase_start(q);
     qr_status st = new_calibrators(q, calib, count);
     /* judged on the samples it calibrates on: the f32 pass keeps the outputs the fallback's first
-     * try is judged against (the same as the local measurement's f32 run gives) */
+     * try is judged against (the same as the local measurement's f32 run gives); it then runs
+     * after calibration, so that they are not held through it (M-LSD tiny's 48 MB were its peak) */
     int keep = judge == calib ? qr_measure_kept_batches(q, njudge) : 0;
     if (st == QR_OK && keep > 0 && !(q->f32_out = calloc((size_t)keep * (size_t)g->n_outputs + 1, sizeof *q->f32_out)))
         st = qr_errorf(q->e, "out of memory");
     if (st == QR_OK)
-        q->f32_out_nb = keep;
-    if (st == QR_OK)
         st = build_sim(q, &sim);
     if (st == QR_OK)
         st = new_dyn_ranges(q);
-    if (st == QR_OK)
+    if (st == QR_OK && !keep)
         st = run_batches(q, g, calib, count, 0, "fp32     ", &res->fp32_ms);
-    qr_plan_phase(q, res, "fp32 pass");
+    if (!keep)
+        qr_plan_phase(q, res, "fp32 pass");
     if (st == QR_OK)
         st = run_batches(q, sim, calib, count, 1, "calibrate", &res->calib_ms);
     qr_graph_free(sim);
@@ -2308,6 +2314,12 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     res->acc_bits = q->acc_bits;
     res->acc_saturate = q->acc_saturate;
     qr_plan_phase(q, res, "calibration");
+    if (keep > 0) { /* the f32 pass, its outputs kept */
+        q->f32_out_nb = keep;
+        if ((st = run_batches(q, g, calib, count, 0, "fp32     ", &res->fp32_ms)) != QR_OK)
+            return st;
+        qr_plan_phase(q, res, "fp32 pass");
+    }
     if ((st = qr_plan_build_qdq(q, res)) != QR_OK || (st = qr_plan_fallback(q, res, judge, njudge)) != QR_OK)
         return st;
     res->output_sqnr_calib = res->output_sqnr;
