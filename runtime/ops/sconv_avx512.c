@@ -301,7 +301,7 @@ void qr_sconv_image_rows(const qr_sconv *p, const float *x, int x_nhwc, float *x
         }
         memset(d, 0, (size_t)(p->pl * C) * sizeof(float));
         memset(d + (p->pl + p->W) * C, 0, (size_t)((p->Wp - p->pl - p->W) * C) * sizeof(float));
-        if (x_nhwc)
+        if (x_nhwc || C == 1) /* one channel: the plane's row is the channels-last row */
             memcpy(d + p->pl * C, x + iy * p->W * C, (size_t)(p->W * C) * sizeof(float));
         else if (C == 3) /* [C][W] (plane stride H * W) -> [W][C] */
             interleave3(x + iy * p->W, p->H * p->W, d + p->pl * C, p->W);
@@ -447,7 +447,76 @@ static const tile_fn tiles[5][13] = {
     ROWFN(4)},
 };
 
-void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const qr_act *act,
+/* Thin first layers (1 or 3 input channels at stride 1, K at most one block: the Fashion-MNIST
+ * CNN's 1 -> 16 and the small ResNet's 3 -> 16 stems): a tile's pixels are consecutive pixels of one
+ * output row, pixel j's window XS = C floats after pixel j - 1's, so the tile reads every pixel's
+ * value at a constant offset from one pointer per run of K. The general tile keeps a pointer per
+ * pixel, and for runs of 3 or 9 values its 12 pointers, reloaded from the stack every run, cost more
+ * than the FMAs (the 1 -> 16 stem at 31 GMAC/s). The same FMA chain in the same order: the same
+ * bits. */
+#define FMAX(j)                                                                                              \
+    if (j < R) {                                                                                             \
+        __m512 b = _mm512_set1_ps(xb[q + j * XS]);                                                           \
+        a##j##0 = _mm512_fmadd_ps(b, w0, a##j##0);                                                           \
+        if (V > 1)                                                                                           \
+            a##j##1 = _mm512_fmadd_ps(b, w1, a##j##1);                                                       \
+        if (V > 2)                                                                                           \
+            a##j##2 = _mm512_fmadd_ps(b, w2, a##j##2);                                                       \
+        if (V > 3)                                                                                           \
+            a##j##3 = _mm512_fmadd_ps(b, w3, a##j##3);                                                       \
+    }
+
+TARGET static inline __attribute__((always_inline)) void xtile(const int V, const int R, const int XS, const float *x,
+                                                               const qr_sconv_piece *pc, int np, const float *w,
+                                                               float *acc, int64_t ldc, __mmask16 ml,
+                                                               const float *bias, const qr_act *act,
+                                                               const qr_sconv_epi *epi, ptrdiff_t roff)
+{
+    const int fin = bias || act || epi, load = 0;
+    PIX(DECL)
+    PIX(INIT)
+    for (int i = 0; i < np; i++) {
+        const float *xb = x + pc[i].off;
+        const int64_t len = pc[i].len;
+        for (int64_t q = 0; q < len; q++, w += NR) {
+            __m512 w0 = _mm512_loadu_ps(w);
+            __m512 w1 = V > 1 ? _mm512_loadu_ps(w + 16) : w0;
+            __m512 w2 = V > 2 ? _mm512_loadu_ps(w + 32) : w0;
+            __m512 w3 = V > 3 ? _mm512_loadu_ps(w + 48) : w0;
+            PIX(FMAX)
+        }
+    }
+    PIX(FIN)
+}
+
+typedef void (*xtile_fn)(const float *x, const qr_sconv_piece *pc, int np, const float *w, float *acc, int64_t ldc,
+                         __mmask16 ml, const float *bias, const qr_act *act, const qr_sconv_epi *epi, ptrdiff_t roff);
+
+#define XFN(xs, v, r)                                                                                        \
+    TARGET static void xtile_##xs##_##v##_##r(const float *x, const qr_sconv_piece *pc, int np, const float *w, \
+                                              float *acc, int64_t ldc, __mmask16 ml, const float *bias,     \
+                                              const qr_act *act, const qr_sconv_epi *epi, ptrdiff_t roff)   \
+    {                                                                                                        \
+        xtile(v, r, xs, x, pc, np, w, acc, ldc, ml, bias, act, epi, roff);                                   \
+    }
+#define XFNS12(xs, v) XFN(xs, v, 1) XFN(xs, v, 2) XFN(xs, v, 3) XFN(xs, v, 4) XFN(xs, v, 5) XFN(xs, v, 6) \
+    XFN(xs, v, 7) XFN(xs, v, 8) XFN(xs, v, 9) XFN(xs, v, 10) XFN(xs, v, 11) XFN(xs, v, 12)
+#define XFNS(xs) XFNS12(xs, 1) XFNS12(xs, 2) XFN(xs, 3, 1) XFN(xs, 3, 2) XFN(xs, 3, 3) XFN(xs, 3, 4) \
+    XFN(xs, 3, 5) XFN(xs, 3, 6) XFN(xs, 3, 7) XFN(xs, 3, 8) XFN(xs, 4, 1) XFN(xs, 4, 2) XFN(xs, 4, 3)  \
+    XFN(xs, 4, 4) XFN(xs, 4, 5) XFN(xs, 4, 6)
+XFNS(1)
+XFNS(3)
+
+#define XROW6(xs, v) xtile_##xs##_##v##_1, xtile_##xs##_##v##_2, xtile_##xs##_##v##_3, xtile_##xs##_##v##_4, \
+    xtile_##xs##_##v##_5, xtile_##xs##_##v##_6
+#define XROW12(xs, v) XROW6(xs, v), xtile_##xs##_##v##_7, xtile_##xs##_##v##_8, xtile_##xs##_##v##_9, \
+    xtile_##xs##_##v##_10, xtile_##xs##_##v##_11, xtile_##xs##_##v##_12
+#define XTABLE(xs) {{NULL}, {NULL, XROW12(xs, 1)}, {NULL, XROW12(xs, 2)}, \
+    {NULL, XROW6(xs, 3), xtile_##xs##_3_7, xtile_##xs##_3_8}, {NULL, XROW6(xs, 4)}}
+/* [XS == 3][V][R] */
+static const xtile_fn xtiles[2][5][13] = {XTABLE(1), XTABLE(3)};
+
+TARGET void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const qr_act *act,
                     float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc, const qr_sconv_epi *epi)
 {
     const ptrdiff_t roff = epi && epi->res ? epi->res - y : 0;
@@ -466,7 +535,19 @@ void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int
      * cache line per FMA step: the first tile over a block would otherwise wait on memory for them
      * (ResNet-18's 46 MB of weights do not stay in L3), 73 GMAC/s on layer4 without. */
     const char *pf_end = (const char *)(packed + (panel + 2 < p->panels ? panel + 2 : p->panels) * (p->K + 1) * NR);
-    for (int ch = 0; ch < p->nchunks; ch++) {
+    const int64_t xs1 = p->s1 * C;
+    if (p->nchunks == 1 && (xs1 == 1 || xs1 == 3)) { /* one K block, thin: each row in tiles of its own */
+        const int64_t nt = (OW + R - 1) / R, rb = OW / nt, rx = OW % nt;
+        const xtile_fn *fx = xtiles[xs1 == 3][V];
+        for (int64_t oy = oy0, px = 0; oy < oy1; oy++)
+            for (int64_t t = 0, ox = 0; t < nt; t++) {
+                int r = (int)(rb + (t < rx));
+                fx[r](xp + (oy * p->s0 * p->Wp + ox) * C, p->piece, p->npieces, wp, acc + px * ldc, ldc, ml, bias,
+                      act, epi, roff);
+                px += r, ox += r;
+            }
+    }
+    for (int ch = 0; ch < p->nchunks && !(p->nchunks == 1 && (xs1 == 1 || xs1 == 3)); ch++) {
         int c0 = p->chunk[ch], c1 = p->chunk[ch + 1], last = ch + 1 == p->nchunks;
         /* the chunk's first weight row: the runs before it */
         int64_t q0 = 0, qn = 0;
@@ -680,10 +761,14 @@ void qr_sconv_dw_block(const qr_sconv *p, const float *xp, int x_direct, const f
     transpose(blk, NR, y + panel * NR * ohw + oy0 * OW, ohw, npix, nch);
 }
 
-/* 64 channels from c (masks m0..m3 for a ragged last block; the full blocks pass constants, so
- * their loads and stores are plain) of the window at (iy0, ix0) into out. */
-TARGET static inline __attribute__((always_inline)) void maxpool_block(const qr_conv_geom *g, const float *x, float *out,
-                                                                      int64_t C, int64_t c, int64_t iy0, int64_t ix0,
+/* NV vectors of channels from c (masks m0..m3 for a ragged last block; the full blocks pass
+ * constants, so their loads and stores are plain) of the window at (iy0, ix0) into out. NV is a
+ * constant: a layer of 16 channels loads and compares one vector a tap, not four (the Fashion-MNIST
+ * CNN's first pool 0.18 -> 0.06 ms at batch 64). max(v, a) is v > a ? v : a, a when either is NaN or
+ * both are zeros: the window's first maximum, as the definition's strict > takes it. */
+TARGET static inline __attribute__((always_inline)) void maxpool_block(const int NV, const qr_conv_geom *g,
+                                                                      const float *x, float *out, int64_t C,
+                                                                      int64_t c, int64_t iy0, int64_t ix0,
                                                                       __mmask16 m0, __mmask16 m1, __mmask16 m2,
                                                                       __mmask16 m3)
 {
@@ -699,18 +784,49 @@ TARGET static inline __attribute__((always_inline)) void maxpool_block(const qr_
             if (ix < 0 || ix >= W)
                 continue;
             const float *v = x + (iy * W + ix) * C + c;
-            __m512 v0 = _mm512_maskz_loadu_ps(m0, v), v1 = _mm512_maskz_loadu_ps(m1, v + 16);
-            __m512 v2 = _mm512_maskz_loadu_ps(m2, v + 32), v3 = _mm512_maskz_loadu_ps(m3, v + 48);
-            a0 = _mm512_mask_mov_ps(a0, _mm512_cmp_ps_mask(v0, a0, _CMP_GT_OQ), v0);
-            a1 = _mm512_mask_mov_ps(a1, _mm512_cmp_ps_mask(v1, a1, _CMP_GT_OQ), v1);
-            a2 = _mm512_mask_mov_ps(a2, _mm512_cmp_ps_mask(v2, a2, _CMP_GT_OQ), v2);
-            a3 = _mm512_mask_mov_ps(a3, _mm512_cmp_ps_mask(v3, a3, _CMP_GT_OQ), v3);
+            a0 = _mm512_max_ps(_mm512_maskz_loadu_ps(m0, v), a0);
+            if (NV > 1)
+                a1 = _mm512_max_ps(_mm512_maskz_loadu_ps(m1, v + 16), a1);
+            if (NV > 2)
+                a2 = _mm512_max_ps(_mm512_maskz_loadu_ps(m2, v + 32), a2);
+            if (NV > 3)
+                a3 = _mm512_max_ps(_mm512_maskz_loadu_ps(m3, v + 48), a3);
         }
     }
     _mm512_mask_storeu_ps(out + c, m0, a0);
-    _mm512_mask_storeu_ps(out + c + 16, m1, a1);
-    _mm512_mask_storeu_ps(out + c + 32, m2, a2);
-    _mm512_mask_storeu_ps(out + c + 48, m3, a3);
+    if (NV > 1)
+        _mm512_mask_storeu_ps(out + c + 16, m1, a1);
+    if (NV > 2)
+        _mm512_mask_storeu_ps(out + c + 32, m2, a2);
+    if (NV > 3)
+        _mm512_mask_storeu_ps(out + c + 48, m3, a3);
+}
+
+/* The window inside the image: its taps at x + toff[t] (NV vectors from c, masks as above). */
+TARGET static inline __attribute__((always_inline)) void maxpool_inside(const int NV, const float *x, float *out,
+                                                                       const int64_t *toff, int64_t taps,
+                                                                       __mmask16 m0, __mmask16 m1, __mmask16 m2,
+                                                                       __mmask16 m3)
+{
+    const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
+    __m512 a0 = ninf, a1 = ninf, a2 = ninf, a3 = ninf;
+    for (int64_t t = 0; t < taps; t++) {
+        const float *v = x + toff[t];
+        a0 = _mm512_max_ps(_mm512_maskz_loadu_ps(m0, v), a0);
+        if (NV > 1)
+            a1 = _mm512_max_ps(_mm512_maskz_loadu_ps(m1, v + 16), a1);
+        if (NV > 2)
+            a2 = _mm512_max_ps(_mm512_maskz_loadu_ps(m2, v + 32), a2);
+        if (NV > 3)
+            a3 = _mm512_max_ps(_mm512_maskz_loadu_ps(m3, v + 48), a3);
+    }
+    _mm512_mask_storeu_ps(out, m0, a0);
+    if (NV > 1)
+        _mm512_mask_storeu_ps(out + 16, m1, a1);
+    if (NV > 2)
+        _mm512_mask_storeu_ps(out + 32, m2, a2);
+    if (NV > 3)
+        _mm512_mask_storeu_ps(out + 48, m3, a3);
 }
 
 TARGET void qr_sconv_maxpool_nhwc(const qr_conv_geom *g, int64_t C, const float *x, float *y, int64_t oy0, int64_t oy1)
@@ -721,32 +837,64 @@ TARGET void qr_sconv_maxpool_nhwc(const qr_conv_geom *g, int64_t C, const float 
      * pixel prefetches, in each row it reads, the stride's new bytes about 2 KB past its window
      * (3x faster there; a prefetch never faults, and these stay inside the row). */
     const int64_t fs = (int64_t)sizeof(float), step = g->stride[1] * C * fs, rowb = W * C * fs;
-    const int64_t ahead = (2048 + step - 1) / step * step;
-    for (int64_t oy = oy0; oy < oy1; oy++)
+    const int64_t ahead = (2048 + step - 1) / step * step, imgb = H * rowb;
+    /* the ragged last block's vectors and masks */
+    const int64_t n = C % 64;
+    const int nv = (int)((n + 15) / 16);
+    const __mmask16 m0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
+    const __mmask16 m1 = n >= 32 ? 0xffff : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
+    const __mmask16 m2 = n >= 48 ? 0xffff : n <= 32 ? 0 : (__mmask16)((1u << (n - 32)) - 1);
+    const __mmask16 m3 = n <= 48 ? 0 : (__mmask16)((1u << (n - 48)) - 1);
+    /* a window inside the image: its taps' offsets from its first, in window order */
+    int64_t toff[64];
+    const int64_t taps = KH * KW;
+    const int fast = taps <= 64;
+    for (int64_t t = 0; fast && t < taps; t++)
+        toff[t] = ((t / KW) * g->dilation[0] * W + (t % KW) * g->dilation[1]) * C;
+    const int64_t ylast = H - 1 - (KH - 1) * g->dilation[0], xlast = W - 1 - (KW - 1) * g->dilation[1];
+    for (int64_t oy = oy0; oy < oy1; oy++) {
+        const int64_t iy0 = oy * g->stride[0] - g->pad_begin[0];
+        const int rows_in = fast && iy0 >= 0 && iy0 <= ylast;
         for (int64_t ox = 0; ox < OW; ox++) {
             float *out = y + (oy * OW + ox) * C;
-            int64_t iy0 = oy * g->stride[0] - g->pad_begin[0], ix0 = ox * g->stride[1] - g->pad_begin[1];
+            int64_t ix0 = ox * g->stride[1] - g->pad_begin[1];
             for (int64_t ky = 0; ky < KH; ky++) {
                 int64_t iy = iy0 + ky * g->dilation[0];
                 if (iy < 0 || iy >= H)
                     continue;
-                const char *row = (const char *)(x + iy * W * C);
-                int64_t b0 = (ix0 + (KW - 1) * g->dilation[1] + 1) * C * fs + ahead;
-                int64_t b1 = b0 + step < rowb ? b0 + step : rowb;
+                int64_t b0 = iy * rowb + (ix0 + (KW - 1) * g->dilation[1] + 1) * C * fs + ahead;
+                int64_t b1 = b0 + step < imgb ? b0 + step : imgb;
                 for (int64_t b = b0 < 0 ? 0 : b0; b < b1; b += 64)
-                    _mm_prefetch(row + b, _MM_HINT_T0);
+                    _mm_prefetch((const char *)x + b, _MM_HINT_T0);
+            }
+            if (rows_in && ix0 >= 0 && ix0 <= xlast) { /* most windows: no bounds per tap */
+                const float *w0 = x + (iy0 * W + ix0) * C;
+                int64_t c = 0;
+                for (; c + 64 <= C; c += 64)
+                    maxpool_inside(4, w0 + c, out + c, toff, taps, 0xffff, 0xffff, 0xffff, 0xffff);
+                if (nv == 1)
+                    maxpool_inside(1, w0 + c, out + c, toff, taps, m0, 0, 0, 0);
+                else if (nv == 2)
+                    maxpool_inside(2, w0 + c, out + c, toff, taps, m0, m1, 0, 0);
+                else if (nv == 3)
+                    maxpool_inside(3, w0 + c, out + c, toff, taps, m0, m1, m2, 0);
+                else if (nv == 4)
+                    maxpool_inside(4, w0 + c, out + c, toff, taps, m0, m1, m2, m3);
+                continue;
             }
             int64_t c = 0;
             for (; c + 64 <= C; c += 64)
-                maxpool_block(g, x, out, C, c, iy0, ix0, 0xffff, 0xffff, 0xffff, 0xffff);
-            if (c < C) {
-                int64_t n = C - c;
-                __mmask16 m0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
-                __mmask16 m1 = n >= 32 ? 0xffff : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
-                __mmask16 m2 = n >= 48 ? 0xffff : n <= 32 ? 0 : (__mmask16)((1u << (n - 32)) - 1);
-                maxpool_block(g, x, out, C, c, iy0, ix0, m0, m1, m2, (__mmask16)((1u << (n - 48 > 0 ? n - 48 : 0)) - 1));
-            }
+                maxpool_block(4, g, x, out, C, c, iy0, ix0, 0xffff, 0xffff, 0xffff, 0xffff);
+            if (nv == 1)
+                maxpool_block(1, g, x, out, C, c, iy0, ix0, m0, 0, 0, 0);
+            else if (nv == 2)
+                maxpool_block(2, g, x, out, C, c, iy0, ix0, m0, m1, 0, 0);
+            else if (nv == 3)
+                maxpool_block(3, g, x, out, C, c, iy0, ix0, m0, m1, m2, 0);
+            else if (nv == 4)
+                maxpool_block(4, g, x, out, C, c, iy0, ix0, m0, m1, m2, m3);
         }
+    }
 }
 
 /* The mean of each channel of one NHWC image [n][C] as global_f32 takes it of a plane: the sum in
