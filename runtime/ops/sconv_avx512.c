@@ -391,7 +391,8 @@ TARGET static inline __attribute__((always_inline)) __m512 hswish_zmm(__m512 x, 
         }                                                                                                    \
     }
 
-TARGET static inline __attribute__((always_inline)) void tile(const int V, const int R, const float *x, const int64_t *po,
+TARGET static inline __attribute__((always_inline)) void tile(const int PF, const int V, const int R, const float *x,
+                                                              const int64_t *po,
                                                               const qr_sconv_piece *pc, int np, const float *w,
                                                               float *acc, int64_t ldc, __mmask16 ml, int load,
                                                               const float *bias, const qr_act *act,
@@ -405,8 +406,11 @@ TARGET static inline __attribute__((always_inline)) void tile(const int V, const
         const float *xb = x + pc[i].off;
         PIX(PTR)
         const int64_t len = pc[i].len;
-        for (int64_t q = 0; q < len; q++, w += NR, pf += pfs) {
-            _mm_prefetch(pf, _MM_HINT_T1);
+        for (int64_t q = 0; q < len; q++, w += NR) {
+            if (PF) {
+                _mm_prefetch(pf, _MM_HINT_T1);
+                pf += pfs;
+            }
             __m512 w0 = _mm512_loadu_ps(w);
             __m512 w1 = V > 1 ? _mm512_loadu_ps(w + 16) : w0;
             __m512 w2 = V > 2 ? _mm512_loadu_ps(w + 32) : w0;
@@ -430,7 +434,14 @@ static const int rmax[5] = {0, 12, 12, 8, 6};
                                       const float *bias, const qr_act *act, const qr_sconv_epi *epi,         \
                                       ptrdiff_t roff, const char *pf, int64_t pfs)                           \
     {                                                                                                        \
-        tile(v, r, x, po, pc, np, w, acc, ldc, ml, load, bias, act, epi, roff, pf, pfs);                     \
+        tile(1, v, r, x, po, pc, np, w, acc, ldc, ml, load, bias, act, epi, roff, pf, pfs);                  \
+    }                                                                                                        \
+    TARGET static void tilen_##v##_##r(const float *x, const int64_t *po, const qr_sconv_piece *pc, int np,   \
+                                       const float *w, float *acc, int64_t ldc, __mmask16 ml, int load,      \
+                                       const float *bias, const qr_act *act, const qr_sconv_epi *epi,        \
+                                       ptrdiff_t roff, const char *pf, int64_t pfs)                          \
+    {                                                                                                        \
+        tile(0, v, r, x, po, pc, np, w, acc, ldc, ml, load, bias, act, epi, roff, pf, pfs);                  \
     }
 #define FNS(v) FN(v, 1) FN(v, 2) FN(v, 3) FN(v, 4) FN(v, 5) FN(v, 6) FN(v, 7) FN(v, 8) FN(v, 9) FN(v, 10) FN(v, 11) FN(v, 12)
 FNS(1)
@@ -445,6 +456,15 @@ static const tile_fn tiles[5][13] = {
     ROWFN(2), tile_2_7, tile_2_8, tile_2_9, tile_2_10, tile_2_11, tile_2_12},
     ROWFN(3), tile_3_7, tile_3_8},
     ROWFN(4)},
+};
+#define ROWFNN(v) {NULL, tilen_##v##_1, tilen_##v##_2, tilen_##v##_3, tilen_##v##_4, tilen_##v##_5, tilen_##v##_6
+/* the same without the weights' prefetch (a layer whose packed weights stay in L2) */
+static const tile_fn tilesn[5][13] = {
+    {NULL},
+    ROWFNN(1), tilen_1_7, tilen_1_8, tilen_1_9, tilen_1_10, tilen_1_11, tilen_1_12},
+    ROWFNN(2), tilen_2_7, tilen_2_8, tilen_2_9, tilen_2_10, tilen_2_11, tilen_2_12},
+    ROWFNN(3), tilen_3_7, tilen_3_8},
+    ROWFNN(4)},
 };
 
 /* Thin first layers (1 or 3 input channels at stride 1, K at most one block: the Fashion-MNIST
@@ -536,6 +556,10 @@ TARGET void qr_sconv_block(const qr_sconv *p, const float *xp, const float *pack
      * (ResNet-18's 46 MB of weights do not stay in L3), 73 GMAC/s on layer4 without. */
     const char *pf_end = (const char *)(packed + (panel + 2 < p->panels ? panel + 2 : p->panels) * (p->K + 1) * NR);
     const int64_t xs1 = p->s1 * C;
+    /* weights that stay in L2 (the packed layer at most 512 KB) need no prefetch, and its pointer and
+     * step left registers for the tile's 12 pixel pointers (a 16 -> 16 3 x 3 layer reloaded three of
+     * them every FMA step) */
+    const int small = qr_sconv_packed_floats(p) * (int64_t)sizeof(float) <= 512 * 1024;
     if (p->nchunks == 1 && (xs1 == 1 || xs1 == 3)) { /* one K block, thin: each row in tiles of its own */
         const int64_t nt = (OW + R - 1) / R, rb = OW / nt, rx = OW % nt;
         const xtile_fn *fx = xtiles[xs1 == 3][V];
@@ -576,7 +600,7 @@ TARGET void qr_sconv_block(const qr_sconv *p, const float *xp, const float *pack
                     ox = 0, rowoff += ys;
             }
             int64_t pfs = pf + qn * step <= pf_end ? step : 0;
-            tiles[V][r](xp, po, p->piece + c0, c1 - c0, w, acc + px * ldc, ldc, ml, ch > 0, last ? bias : NULL,
+            (small ? tilesn : tiles)[V][r](xp, po, p->piece + c0, c1 - c0, w, acc + px * ldc, ldc, ml, ch > 0, last ? bias : NULL,
                         last ? act : NULL, last ? epi : NULL, roff, pf, pfs);
             pf += pfs * qn;
             px += r;
