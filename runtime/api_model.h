@@ -26,6 +26,7 @@ struct qrl_model {
     qr_graph *xg;
     int layout; /* try the pass (qrl_model_load) */
     int apart;  /* xg computes its samples apart (samples.h): a batch runs in parts (qrl_model_run) */
+    size_t sample_peak; /* bytes live at once per sample in the last executor run (0: none yet) */
     /* model runs and executor runs since the profile started: a split batch is several executor
      * runs, and the profile counts the model's */
     int64_t prof_runs, prof_exec_runs;

@@ -133,6 +133,15 @@ Test(nhwc_f32, a_batch_runs_in_parts_with_each_samples_bits)
             cr_assert_eq(tu_npy_max_diff(a, t), 0.0, "%s %s: 1 and 2 threads differ", o, outs[i]);
         }
     }
+    /* a second call of the model (qrl run --batch 5 over the samples twice) sizes its parts from the
+     * bytes a sample kept live in the first (api.c's part_size): each sample still its own bits */
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as n; x = n.load('%s/xp.npy'); n.save('%s/xp2.npy', n.concatenate([x, x]))\" && "
+             "%s run %s/p.onnx -i %s/xp2.npy -o %s/r_p --batch 5 && /usr/bin/python3 -c \"import numpy as n, sys; "
+             "a = n.load('%s/r_p/y.npy'); b = n.load('%s/b_p/y.npy'); sys.exit(0 if n.array_equal(a, n.concatenate([b, b])) else 1)\"",
+             dir, dir, tu_qrl(), dir, dir, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "two calls of 5 samples against each sample alone:\n%s", log);
+    free(log);
     if (qr_sconv_available()) { /* where the channels-last graph runs (the parts are its) */
         cr_assert_eq(whole[0], one[0], "p.onnx: the last part's plan is not of one sample");
         cr_assert_neq(whole[1], one[1], "px.onnx (samples mixed) ran in parts");
