@@ -556,10 +556,11 @@ TARGET void qr_sconv_block(const qr_sconv *p, const float *xp, const float *pack
      * (ResNet-18's 46 MB of weights do not stay in L3), 73 GMAC/s on layer4 without. */
     const char *pf_end = (const char *)(packed + (panel + 2 < p->panels ? panel + 2 : p->panels) * (p->K + 1) * NR);
     const int64_t xs1 = p->s1 * C;
-    /* weights that stay in L2 (the packed layer at most 512 KB) need no prefetch, and its pointer and
-     * step left registers for the tile's 12 pixel pointers (a 16 -> 16 3 x 3 layer reloaded three of
-     * them every FMA step) */
-    const int small = qr_sconv_packed_floats(p) * (int64_t)sizeof(float) <= 512 * 1024;
+    /* tiles of 12 pixels (one or two vectors) over weights that may stay in L2 (the packed layer at
+     * most 512 KB) run without the prefetch: its pointer and step left registers for the 12 pixel
+     * pointers (a 16 -> 16 3 x 3 layer reloaded three of them every FMA step). Tiles of 6 or 8 pixels
+     * keep it: a large model's small layers, ResNet-18's 147 KB of layer1, come from memory at batch 1. */
+    const int small = V <= 2 && qr_sconv_packed_floats(p) * (int64_t)sizeof(float) <= 512 * 1024;
     if (p->nchunks == 1 && (xs1 == 1 || xs1 == 3)) { /* one K block, thin: each row in tiles of its own */
         const int64_t nt = (OW + R - 1) / R, rb = OW / nt, rx = OW % nt;
         const xtile_fn *fx = xtiles[xs1 == 3][V];
