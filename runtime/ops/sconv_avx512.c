@@ -526,6 +526,8 @@ typedef void (*xtile_fn)(const float *x, const qr_sconv_piece *pc, int np, const
     XFN(xs, 4, 4) XFN(xs, 4, 5) XFN(xs, 4, 6)
 XFNS(1)
 XFNS(3)
+XFNS(16)
+XFNS(32)
 
 #define XROW6(xs, v) xtile_##xs##_##v##_1, xtile_##xs##_##v##_2, xtile_##xs##_##v##_3, xtile_##xs##_##v##_4, \
     xtile_##xs##_##v##_5, xtile_##xs##_##v##_6
@@ -533,8 +535,8 @@ XFNS(3)
     xtile_##xs##_##v##_10, xtile_##xs##_##v##_11, xtile_##xs##_##v##_12
 #define XTABLE(xs) {{NULL}, {NULL, XROW12(xs, 1)}, {NULL, XROW12(xs, 2)}, \
     {NULL, XROW6(xs, 3), xtile_##xs##_3_7, xtile_##xs##_3_8}, {NULL, XROW6(xs, 4)}}
-/* [XS == 3][V][R] */
-static const xtile_fn xtiles[2][5][13] = {XTABLE(1), XTABLE(3)};
+/* [XS 1, 3, 16, 32][V][R] */
+static const xtile_fn xtiles[4][5][13] = {XTABLE(1), XTABLE(3), XTABLE(16), XTABLE(32)};
 
 TARGET void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const qr_act *act,
                     float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc, const qr_sconv_epi *epi)
@@ -561,18 +563,22 @@ TARGET void qr_sconv_block(const qr_sconv *p, const float *xp, const float *pack
      * pointers (a 16 -> 16 3 x 3 layer reloaded three of them every FMA step). Tiles of 6 or 8 pixels
      * keep it: a large model's small layers, ResNet-18's 147 KB of layer1, come from memory at batch 1. */
     const int small = V <= 2 && qr_sconv_packed_floats(p) * (int64_t)sizeof(float) <= 512 * 1024;
-    if (p->nchunks == 1 && (xs1 == 1 || xs1 == 3)) { /* one K block, thin: each row in tiles of its own */
+    /* one K block and pixels 1, 3, 16 or 32 floats apart (the last two only in the 12-pixel tiles of
+     * small layers, which need the registers: the small ResNet's 16- and 32-channel layers) */
+    const int xi = xs1 == 1 ? 0 : xs1 == 3 ? 1 : small && xs1 == 16 ? 2 : small && xs1 == 32 ? 3 : -1;
+    const int thin = p->nchunks == 1 && xi >= 0;
+    if (thin) { /* each row in tiles of its own */
         const int64_t nt = (OW + R - 1) / R, rb = OW / nt, rx = OW % nt;
-        const xtile_fn *fx = xtiles[xs1 == 3][V];
+        const xtile_fn *fx = xtiles[xi][V];
         for (int64_t oy = oy0, px = 0; oy < oy1; oy++)
             for (int64_t t = 0, ox = 0; t < nt; t++) {
                 int r = (int)(rb + (t < rx));
-                fx[r](xp + (oy * p->s0 * p->Wp + ox) * C, p->piece, p->npieces, wp, acc + px * ldc, ldc, ml, bias,
+                fx[r](xp + (oy * p->s0 * p->Wp + ox * p->s1) * C, p->piece, p->npieces, wp, acc + px * ldc, ldc, ml, bias,
                       act, epi, roff);
                 px += r, ox += r;
             }
     }
-    for (int ch = 0; ch < p->nchunks && !(p->nchunks == 1 && (xs1 == 1 || xs1 == 3)); ch++) {
+    for (int ch = 0; ch < p->nchunks && !thin; ch++) {
         int c0 = p->chunk[ch], c1 = p->chunk[ch + 1], last = ch + 1 == p->nchunks;
         /* the chunk's first weight row: the runs before it */
         int64_t q0 = 0, qn = 0;

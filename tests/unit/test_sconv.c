@@ -233,6 +233,11 @@ Test(sconv, conv_matches_float64_on_ragged_shapes)
     check_conv((cv){1, 1, 12, 11, 70, 5, 5, 1, 1, 2, 2, 4, 3, 4, 5, 1, 0, 0});
     check_conv((cv){2, 3, 6, 7, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
     check_conv((cv){1, 3, 5, 1, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0});
+    /* and pixels 16 or 32 floats apart in small layers of one or two vectors: C 16 at stride 1 and
+     * 2, C 32 at stride 1 (a ragged M, rows of 30, 20 and 13 pixels, a 1 x 1 at stride 2) */
+    check_conv((cv){2, 16, 9, 30, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+    check_conv((cv){1, 16, 16, 40, 32, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 0});
+    check_conv((cv){1, 32, 7, 13, 16, 3, 3, 1, 1, 1, 1, 2, 1, 0, 1, 1, 0, 2});
     check_conv((cv){2, 70, 13, 11, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 70, 1, 2}); /* depthwise, 2 panels */
     check_conv((cv){1, 24, 14, 15, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 24, 0, 1}); /* depthwise stride 2 */
     check_conv((cv){1, 70, 40, 23, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 70, 1, 1}); /* depthwise, 2 panels x 4 row blocks */
