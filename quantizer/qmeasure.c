@@ -719,27 +719,14 @@ static void group_free(sbs_group *G)
 static int shares_packing(const qr_qctx *q, const qr_graph *g)
 {
     unsigned char *fixed = calloc((size_t)g->n_values + 1, 1);
-    int ok = fixed != NULL;
-    for (int i = 0; ok && i < g->n_values; i++)
-        fixed[i] = g->values[i]->is_const;
-    for (int i = 0; ok && i < g->n_nodes; i++) { /* in graph order, producers first */
-        const qr_node *n = g->nodes[i];
-        int all = 0;
-        for (int j = 0; j < n->n_in; j++) {
-            const qr_value *v = n->in[j];
-            if (v && !(v->id >= 0 && v->id < g->n_values && fixed[v->id])) {
-                all = 0;
-                break;
-            }
-            all |= v != NULL;
-        }
-        for (int j = 0; all && j < n->n_out; j++) {
-            const qr_value *v = n->out[j];
-            if (v && v->id >= 0 && v->id < g->n_values)
-                fixed[v->id] = 1;
-            if (v && original(q, v) && q->g->values[v->id]->producer)
-                ok = 0;
-        }
+    if (!fixed)
+        return 0;
+    qr_exec_mark_fixed(g, fixed);
+    int ok = 1;
+    for (int i = 0; ok && i < g->n_values; i++) {
+        const qr_value *v = g->values[i];
+        if (fixed[i] && v->producer && original(q, v) && q->g->values[v->id]->producer)
+            ok = 0;
     }
     free(fixed);
     return ok;

@@ -385,10 +385,7 @@ static qr_status find_chains(qr_exec *x)
     return QR_OK;
 }
 
-/* fixed[v]: value v is a constant, or the output of a node before its readers whose inputs are
- * all so (a weight's DequantizeLinear in a QDQ graph): the same every run, as qr_exec_order's
- * constant-only nodes, but for a node without inputs (it could be a random one). */
-static void mark_fixed(const qr_graph *g, unsigned char *fixed)
+void qr_exec_mark_fixed(const qr_graph *g, unsigned char *fixed)
 {
     for (int i = 0; i < g->n_values; i++)
         fixed[i] = g->values[i]->is_const;
@@ -491,7 +488,7 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
         qr_exec_free(x);
         return qr_errorf(e, "out of memory");
     }
-    mark_fixed(g, x->fixed);
+    qr_exec_mark_fixed(g, x->fixed);
     for (int k = 0; k < x->nn; k++) {
         x->nodes[k] = g->nodes[x->order[k]];
         x->pos[x->order[k]] = k;

@@ -65,6 +65,13 @@ void qr_exec_free(qr_exec *x);
  * must outlive x's runs and never run while x does (nor x while from does); either may share
  * with the other. */
 void qr_exec_share_cache(qr_exec *x, const qr_exec *from);
+
+/* fixed[v] (g->n_values bytes): value v is a constant, or the output of a node before its readers
+ * whose inputs are all so (a weight's DequantizeLinear in a QDQ graph): the same every run, as
+ * qr_exec_order's constant-only nodes, but for a node without inputs (it could be a random one).
+ * What qr_kinput_fixed reports to kernels. */
+void qr_exec_mark_fixed(const qr_graph *g, unsigned char *fixed);
+
 /* inputs: one tensor per graph input, in graph-input order. outputs: one per
  * graph output, filled with malloc'd data the caller frees (qr_tensor_free). */
 qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, qr_error *e);
