@@ -6,7 +6,11 @@
 # then ONNX Runtime's SQNR of the export against the f32 model on the unseen
 # *_test.npy samples (tools/ort_sqnr.js; each output, the worst first).
 # Measures; never pass/fail. Prints one tab-separated line per model.
-# Usage: bench/fallback_table.sh QRL RECIPE OUTDIR MODEL...
+# Usage: bench/fallback_table.sh [--test-dir DIR] QRL RECIPE OUTDIR MODEL...
+#   --test-dir DIR: the unseen samples from DIR/<data>_test.npy instead of
+#   the model's own directory (e.g. more of them, made with
+#   tools/make_real_inputs.py DIR --only test --test 32); models and
+#   calibration files stay where they are.
 #   MODEL: a name N with N.onnx, N_calib.npy and N_test.npy in build/realmodels
 #   (bench/real_models.sh makes them), blazeface_back or mlsd_large (the
 #   packages' other models, made here in build/j4 from build/realmodels/pkgs:
@@ -14,6 +18,8 @@
 #   tiny's inputs), or tv:N for a torchvision model (N.onnx with tv_calib.npy
 #   and tv_test.npy).
 set -e
+TESTDIR=
+if [ "$1" = --test-dir ]; then TESTDIR=$2; shift 2; fi
 QRL=$1 RECIPE=$2 OUT=$3
 shift 3
 mkdir -p "$OUT"
@@ -41,6 +47,8 @@ for m in "$@"; do
     d=$ROOT/build/realmodels
     [ -f "$d/$n.onnx" ] || d=$ROOT/build/j4
     log=$OUT/$n.log
+    test=${TESTDIR:-$d}/${data}_test.npy
+    [ -f "$test" ] || { printf '%s\tfailed (no %s)\n' "$n" "$test"; continue; }
     /usr/bin/time -v "$QRL" quantize "$d/$n.onnx" --recipe "$RECIPE" --calib "$d/${data}_calib.npy" \
         -o "$OUT/$n.onnx" --report "$OUT/$n.json" > "$log" 2>&1 || { printf '%s\tfailed (%s)\n' "$n" "$log"; continue; }
     cpu=$(awk -F': ' '/User time/{u=$2} /System time/{s=$2} END{printf "%.1f", u+s}' "$log")
@@ -52,7 +60,7 @@ for m in "$@"; do
     if grep -q '^validate:' "$log"; then # the output line is then the validate part's
         val=$cal cal=$(sed -n 's/^validate:.*; \([-0-9.inf]*\) dB on the .*/\1/p' "$log")
     fi
-    unseen=$(node "$ROOT/tools/ort_sqnr.js" "$d/$n.onnx" "$OUT/$n.onnx" "$d/${data}_test.npy" |
+    unseen=$(node "$ROOT/tools/ort_sqnr.js" "$d/$n.onnx" "$OUT/$n.onnx" "$test" |
         /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin); o=sorted(r["outputs"], key=lambda x: x["sqnr_db"]); print(" ".join("%.1f" % x["sqnr_db"] for x in o))')
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$cpu" "$wall" "$mb" "$f32" "$macs" "$cal" "${val:--}" "$unseen"
 done

@@ -2,9 +2,13 @@
 """Calibration and test inputs for the npm models tools/fetch_real_models.sh
 fetches (QRL-D real-model evaluation). Generators: tools/realmodels_data.py.
 
-Usage: /usr/bin/python3 tools/make_real_inputs.py [DIR] [--calib N] [--test N]
+Usage: /usr/bin/python3 tools/make_real_inputs.py [DIR] [--calib N] [--test N] [--only calib|test]
 DIR defaults to build/realmodels; writes DIR/<model>_calib.npy and
 DIR/<model>_test.npy (first axis: samples; each sample is fed as x[i:i+1]).
+The calibration split is drawn from seeds 1000 to 1600, the test split from
+2000 to 2600, so no test sample is a calibration one. --only writes one split
+(e.g. more unseen samples in a directory of their own, with --test 32; DIR
+must then hold, or link to, oww_melspec.onnx and oww_embedding.onnx).
 The openWakeWord features come from running the fp32 front-end models in
 ONNX Runtime (node tools/ort_sqnr.js --run, build/npm/node_modules).
 
@@ -99,9 +103,17 @@ def main():
             i = args.index(k)
             counts[k] = int(args[i + 1])
             del args[i:i + 2]
+    only = None
+    if "--only" in args:
+        i = args.index("--only")
+        only = args[i + 1]
+        del args[i:i + 2]
+        if only not in ("calib", "test"):
+            sys.exit("make_real_inputs: --only takes calib or test, not '%s'" % only)
     d = args[0] if args else os.path.join("build", "realmodels")
-    make(d, "calib", counts["--calib"], 1000)
-    make(d, "test", counts["--test"], 2000)
+    for split, seed in (("calib", 1000), ("test", 2000)):
+        if only in (None, split):
+            make(d, split, counts["--" + split], seed)
 
 
 if __name__ == "__main__":
