@@ -254,7 +254,8 @@ def main():
             "ORT f32", "f32/ORT", "torch f32", "FX int8", "vs FX", "GMAC/s", "%peak"))
     if cnns:
         print("(GMAC/s: QRL int8's convolutions and matrix products; %peak: of the VNNI peak times the threads;"
-              " int8 jit: --iconv-jit, convolutions on kernels compiled per layer with the epilogue fused)")
+              " int8 jit: --iconv-jit --option bands=auto, convolutions on kernels compiled per layer with the epilogue"
+              " fused, chains over links past 4 MB band by band)")
         print(hdr)
         print("-" * len(hdr))
     targets, calib_rows, notes = [], [], []

@@ -4,7 +4,8 @@
 # torchvision ResNet-18 and MobileNetV2 (random weights, tools/export_torchvision.py):
 #   QRL int8 (the all-int8 export of recipes/int8-minmax.qrl, run on QRL's generic integer kernels, iconv-jit=0; the
 #   quantize time and SQNR lines are recipes/int8.qrl's, with its fallback), the same with
-#   --iconv-jit (kernels compiled per layer, the epilogue fused) and QRL f32 - qrl bench
+#   --iconv-jit --option bands=auto (kernels compiled per layer, the epilogue fused, chains of
+#   convolutions over large links run band by band) and QRL f32                - qrl bench
 #   ONNX Runtime (onnxruntime-node) on the same f32 model and on QRL's export  - tools/ort_bench.js
 #   PyTorch f32 and FX post-training int8 (not for the CNN: ONNX only)         - tools/torch_bench.py
 #   the u8s8 VNNI and f32 FMA peak of one core                                 - bench/peak.c
@@ -190,8 +191,11 @@ for name in $MODELS; do
     # the generic kernels alone (by default, iconv-jit=auto, kernels compiled in the background
     # would replace them during the timed runs)
     $B/qrl bench "$q8" --option iconv-jit=0 --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_int8.json"
-    # phase 2: kernels compiled per layer shape, the epilogue fused (compiled before the timed runs)
-    $B/qrl bench --iconv-jit "$q8" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_int8_jit.json"
+    # phase 2: kernels compiled per layer shape, the epilogue fused (compiled before the timed runs);
+    # chains of convolutions whose links pass 4 MB band by band (bands=auto: off by default, since
+    # it takes a kernel's convolution input as read for its type alone, as the stdlib's kernels do;
+    # the same bits on the four CNNs: docs/runtime.md, stop 35)
+    $B/qrl bench --iconv-jit --option bands=auto "$q8" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_int8_jit.json"
     node tools/ort_bench.js "$f32" "$shape" 1,64 1,2 "$MIN" > "$D/$name.ort_f32.json"
     node tools/ort_bench.js "$q8" "$shape" 1,64 1,2 "$MIN" > "$D/$name.ort_int8.json"
     if [ "$tname" != - ]; then
