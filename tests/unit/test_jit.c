@@ -2140,3 +2140,56 @@ Test(jit, sample_reductions_as_numpy)
         }
     qr_module_free(m);
 }
+
+/* sample_balanced_lower (stdlib/qparams.qrl) is sample_balanced's mean ratio (each sample's error over
+ * its energy, at least 1% of the mean sample's) at its one-sided 95% upper bound, mean + 1.645
+ * standard errors (standard deviation with n - 1, over sqrt(n)), in dB. The figures are numpy's
+ * (np.maximum(x2, 0.01 * x2.mean()), r.std(ddof=1)): sample_reductions_as_numpy's 8 samples (one
+ * with neither energy nor error) 22.1259579657; {0.01, 0.03} over 1, by hand: mean 0.02, standard
+ * error 0.01, -10 log10(0.03645) = 14.3830246735; one sample, no spread: sample_balanced's,
+ * -10 log10(0.0025); a zero-energy sample with error judged against 1% of the mean (0.5):
+ * ratios {0.01, 1, 0.004}, 0.5428407797; equal ratios: no margin; all errors zero: inf; error on no
+ * signal at all: -inf; no sample: inf. */
+Test(jit, sample_balanced_lower_as_numpy)
+{
+    qrl_module *m = compile_text("s.qrl", "import \"qparams.qrl\"\n", NULL, NULL);
+    typedef double (*red)(qrl_rt *, qrl_array *, qrl_array *);
+    red lower = (red)fn(m, "sample_balanced_lower", "f64(f64[],f64[])");
+    red bal = (red)fn(m, "sample_balanced", "f64(f64[],f64[])");
+    static const double db[8] = {37, 10, 55, 20, 0, 46, 28, 0};
+    double x8[8], e8[8] = {2, 0.5, 1, 3, 7, 1, 0.25, 0};
+    for (int i = 0; i < 8; i++)
+        x8[i] = i == 7 ? 0 : e8[i] * pow(10, db[i] / 10);
+    const double inf = INFINITY;
+    struct {
+        int n;
+        double x2[8], e2[8], want;
+    } c[] = {
+        {8, {0}, {0}, 22.12595796565005},
+        {2, {1, 1}, {0.01, 0.03}, 14.383024673460065},
+        {1, {4}, {0.01}, 26.020599913279625},
+        {3, {100, 0, 50}, {1, 0.5, 0.2}, 0.542840779723877},
+        {4, {1, 2, 4, 8}, {0.01, 0.02, 0.04, 0.08}, 20.0},
+        {2, {5, 3}, {0, 0}, inf},
+        {2, {0, 0}, {0, 1}, -inf},
+        {0, {0}, {0}, inf},
+    };
+    memcpy(c[0].x2, x8, sizeof x8), memcpy(c[0].e2, e8, sizeof e8);
+    for (size_t k = 0; k < sizeof c / sizeof *c; k++) {
+        double a[8], b[8];
+        memcpy(a, c[k].x2, sizeof a), memcpy(b, c[k].e2, sizeof b);
+        qrl_array xa = {a, c[k].n}, ea = {b, c[k].n};
+        qrl_rt rt;
+        qr_rt_init(&rt);
+        double got = lower(&rt, &xa, &ea);
+        cr_assert_eq(qr_rt_status(&rt, &(qr_error){0}), QR_OK, "case %zu", k);
+        cr_assert(got == c[k].want || fabs(got - c[k].want) < 1e-9, "case %zu: %.12g, not %.12g", k, got, c[k].want);
+        /* a lower bound of sample_balanced's figure, equal to it with one sample or no spread */
+        memcpy(a, c[k].x2, sizeof a), memcpy(b, c[k].e2, sizeof b);
+        double b_db = bal(&rt, &xa, &ea);
+        cr_assert(got <= b_db || got == b_db, "case %zu: %g above sample_balanced's %g", k, got, b_db);
+        if (k == 2 || k == 4)
+            cr_assert(fabs(got - b_db) < 1e-9, "case %zu: %g, sample_balanced %g", k, got, b_db);
+    }
+    qr_module_free(m);
+}
