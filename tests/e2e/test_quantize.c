@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "qrl.h"
 #include "testutil.h"
@@ -1735,6 +1736,54 @@ Test(quantize, validate_from_spread_holds_out_every_kth_sample)
              dir);
     cr_expect_eq(tu_run(cmd, &log), 0, "spread differs from the tail split of the reordered file: %s", log);
     free(log);
+}
+
+/* recipes/int8-holdout.qrl (int8.qrl judged on a spread quarter held out, by sample_balanced_lower)
+ * on the bundled CNN with 64 calibration samples: it calibrates on 48 and judges on the 16 it held
+ * out (samples 3, 7, ..., 63); the summary and the report give both figures. The oracle: ONNX
+ * Runtime runs the f32 model and the export on numpy's x[3::4], and numpy's mean ratio at its
+ * one-sided 95% upper bound (tests/e2e/samples_oracle.py) is the output SQNR qrl reports, within
+ * 0.01 dB (the report's is the integer graph's, the oracle's the export's). With one calibration
+ * sample nothing is left to calibrate on: a clear error, no output. */
+Test(quantize, int8_holdout_recipe_judges_on_held_out_samples)
+{
+    char cmd[4096], *log, path[1024];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; x = np.load('%s/calib_images.npy')[:64]; "
+             "np.save('%s/ho.npy', x); np.save('%s/ho_val.npy', x[3::4]); np.save('%s/ho1.npy', x[:1])\"",
+             data_dir(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8-holdout.qrl --calib %s/ho.npy "
+             "-o %s/ho.onnx --report %s/ho.json 2>&1",
+             tu_root(), tu_qrl(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "samples = sample_balanced_lower of each sample's own"), "%s", log);
+    cr_assert(strstr(log, "validate:  the SQNR above and the fallback's decisions on 16 held-out samples") &&
+                  strstr(log, "on the 48 calibration samples"),
+              "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/ho.json", dir);
+    double db = tu_json_number(path, "output_sqnr_db"), cal = tu_json_number(path, "output_sqnr_calibrate_db");
+    cr_assert_eq(tu_json_number(path, "validate_samples"), 16);
+    cr_assert(db > 25 && cal > 25, "validate %.2f dB, calibrate %.2f dB", db, cal);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 tests/e2e/samples_oracle.py examples/fmnist/fmnist_cnn.onnx %s/ho.onnx "
+             "%s/ho_val.npy 0.01 sample_balanced_lower=%.6f",
+             tu_root(), dir, dir, db);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8-holdout.qrl --calib %s/ho1.npy "
+             "-o %s/ho1.onnx 2>&1",
+             tu_root(), tu_qrl(), dir, dir);
+    cr_assert_neq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "recipe 'int8_holdout': validate = 0.25 of 1 calibration samples leaves none to calibrate on"),
+              "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/ho1.onnx", dir);
+    cr_assert(access(path, F_OK) != 0, "%s written after the error", path);
 }
 
 /* The fallback's metrics beside output_sqnr: output_cosine and output_agreement (the share of
