@@ -181,6 +181,12 @@ static qr_status check_absent(const qr_op_def *d, int i, qr_error *e)
     return QR_OK;
 }
 
+int qr_op_samples_window(const qr_node *n, int j)
+{
+    (void)n;
+    return j == 0 ? QR_SAMPLES_EACH : QR_SAMPLES_WHOLE;
+}
+
 int qr_op_writes_all(const qr_kctx *k)
 {
     (void)k;

@@ -130,7 +130,22 @@ typedef struct qr_op_def {
     /* 1 when node n's input j, the same value as its input 0, is read for its type and shape
      * alone (a band's rows of input 0 are all it may then read of it); NULL: never */
     int (*band_in0_typed)(const qr_node *n, int j);
+    /* How node n reads its input j with respect to the samples along input 0's first axis
+     * (qr_sample_use; runtime/samples.c runs a batch in parts where every node keeps them apart);
+     * j = 0 says it for the node as a whole (its attributes may mix samples). NULL: it mixes
+     * them, unless pointwise (element by element: samples.c's own rule). */
+    int (*samples)(const qr_node *n, int j);
 } qr_op_def;
+
+typedef enum qr_sample_use {
+    QR_SAMPLES_MIXED = 0, /* the node mixes samples */
+    QR_SAMPLES_EACH,      /* read sample by sample (input 0; another input then batched as output 0) */
+    QR_SAMPLES_WHOLE      /* the same whole input for every sample (a weight): must be a constant */
+} qr_sample_use;
+
+/* A qr_op_def.samples for ops that compute each sample of input 0 alone and read every other
+ * input whole (convolutions, pools, Clip's bounds). */
+int qr_op_samples_window(const qr_node *n, int j);
 
 /* Always 1: a qr_op_def.writes_all for ops whose every run writes all of their outputs. */
 int qr_op_writes_all(const qr_kctx *k);

@@ -1,15 +1,8 @@
-/* samples.h: a list of ops that keep each sample apart, checked node by node. The op names are the
- * runtime's own kernels' (mechanism: which kernels compute a sample alone), not quantization policy. */
+/* samples.h: whether a graph keeps each sample apart, node by node, from what each op's table
+ * entry says of its inputs (qr_op_def.samples) and, for pointwise ops, element by element. */
 #include "samples.h"
 
-#include <string.h>
-
 #include "op.h"
-
-static int is(const qr_node *n, const char *domain, const char *op)
-{
-    return !strcmp(n->domain, domain) && !strcmp(n->op, op);
-}
 
 /* v is a runtime value with axis 0 the batch: rank at least 1, the same recorded axis 0 as ref. */
 static int batched_like(const qr_value *v, const qr_value *ref)
@@ -24,27 +17,19 @@ static int node_apart(const qr_node *n)
     const qr_value *x = n->in[0], *y = n->out[0];
     if (!batched_like(x, y))
         return 0;
-    /* one data input; the others constants (weights, bias) */
-    int consts_after = 1;
-    for (int i = 1; i < n->n_in; i++)
-        consts_after &= !n->in[i] || n->in[i]->is_const;
-    if (is(n, "", "Conv") || is(n, "", "MaxPool") || is(n, "", "AveragePool") || is(n, "", "GlobalAveragePool") ||
-        is(n, "", "GlobalMaxPool") || is(n, "qrl", "QrlMaxPoolF32Nhwc") || is(n, "qrl", "QrlGlobalAveragePoolF32Nhwc"))
-        return consts_after && n->n_out == 1;
-    if (is(n, "qrl", "QrlConvF32Nhwc")) /* its fourth input, a fused residual, is y's shape */
-        return n->n_in < 4 || !n->in[3] || batched_like(n->in[3], y);
-    if (is(n, "", "Flatten"))
-        return qr_attr_i(n, "axis", 1) >= 1;
-    if (is(n, "", "Transpose")) {
-        const int64_t *perm;
-        int np = qr_attr_ints(n, "perm", &perm);
-        return np >= 1 && perm[0] == 0;
+    if (n->def && n->def->samples) {
+        for (int j = 0; j < n->n_in; j++) {
+            const qr_value *v = n->in[j];
+            if (!v)
+                continue;
+            int use = n->def->samples(n, j);
+            int ok = use == QR_SAMPLES_EACH ? j == 0 || batched_like(v, y) : use == QR_SAMPLES_WHOLE && v->is_const;
+            if (!ok)
+                return 0;
+        }
+        return 1;
     }
-    if (is(n, "", "Gemm")) /* A [N, K] row by row (its rows' sums do not depend on the others) */
-        return consts_after && qr_attr_i(n, "transA", 0) == 0 && x->t.ndim == 2 &&
-               (n->n_in < 3 || !n->in[2] || n->in[2]->t.ndim <= 1 ||
-                (n->in[2]->t.ndim == 2 && n->in[2]->t.dims[0] == 1));
-    if (n->def && (n->def->pointwise || is(n, "", "Clip"))) {
+    if (n->def && n->def->pointwise) {
         /* element by element: every runtime input batched as y, the constants single values */
         for (int i = 0; i < n->n_in; i++) {
             const qr_value *v = n->in[i];

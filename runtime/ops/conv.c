@@ -2140,32 +2140,40 @@ static qr_status gap_nhwc_run(qr_kctx *k)
     return QR_OK;
 }
 
+/* its fourth input, a fused residual, has y's shape: read sample by sample */
+static int conv_nhwc_samples(const qr_node *n, int j)
+{
+    return j == 3 ? QR_SAMPLES_EACH : qr_op_samples_window(n, j);
+}
+
 #define CONV_ATTRS "auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints"
 
 const qr_op_def qr_ops_conv[] = {
     {"Conv", "", 2, 3, 1, 1, CONV_ATTRS, conv_infer, conv_run, 0, .ins = "X:f3+ W:f3+ B?:f1", .act = 1,
-     .writes_all = qr_op_writes_all},
+     .writes_all = qr_op_writes_all, .samples = qr_op_samples_window},
     {"ConvTranspose", "", 2, 3, 1, 1, CONV_ATTRS " output_padding:ints output_shape:ints", conv_tr_infer,
      conv_tr_run, 0, .ins = "X:f3+ W:f3+ B?:f1"},
     {"MaxPool", "", 1, 1, 1, 2,
      "auto_pad:s ceil_mode:i dilations:ints kernel_shape:ints pads:ints storage_order:i strides:ints",
-     maxpool_infer, maxpool_run, 0, .ins = "X:3+", .writes_all = qr_op_writes_all},
+     maxpool_infer, maxpool_run, 0, .ins = "X:3+", .writes_all = qr_op_writes_all,
+     .samples = qr_op_samples_window},
     {"AveragePool", "", 1, 1, 1, 1,
      "auto_pad:s ceil_mode:i count_include_pad:i dilations:ints kernel_shape:ints pads:ints strides:ints",
-     avgpool_infer, avgpool_run, 0, .ins = "X:3+"},
-    {"GlobalAveragePool", "", 1, 1, 1, 1, "", global_infer, gap_run, 0, .ins = "X:3+"},
-    {"GlobalMaxPool", "", 1, 1, 1, 1, "", global_infer, gmp_run, 0, .ins = "X:3+"},
+     avgpool_infer, avgpool_run, 0, .ins = "X:3+", .samples = qr_op_samples_window},
+    {"GlobalAveragePool", "", 1, 1, 1, 1, "", global_infer, gap_run, 0, .ins = "X:3+", .samples = qr_op_samples_window},
+    {"GlobalMaxPool", "", 1, 1, 1, 1, "", global_infer, gmp_run, 0, .ins = "X:3+", .samples = qr_op_samples_window},
     {"MaxUnpool", "", 2, 3, 1, 1, "kernel_shape:ints pads:ints strides:ints", unpool_infer, unpool_run, 0, .ins = "X:3+ I:x output_shape?:x1"},
     /* the channels-last f32 graph's (runtime/pass_nhwc_f32.c): x and y [N, H, W, C] */
     /* + input R (a fused Add) after the bias, then the activation, then x * HardSigmoid(x) when
      * hswish (a fused HardSigmoid and Mul, its alpha and beta hs_alpha, hs_beta) */
     {"QrlConvF32Nhwc", "qrl", 2, 4, 1, 1, CONV_ATTRS " x_nchw:i hswish:i hs_alpha:f hs_beta:f", conv_nhwc_infer,
      conv_nhwc_run, 0, .ins = "X:f4 W:f4 B?:f1 R?:f4", .act = 1, .writes_all = qr_op_writes_all,
-     .macs = conv_nhwc_macs},
+     .macs = conv_nhwc_macs, .samples = conv_nhwc_samples},
     {"QrlMaxPoolF32Nhwc", "qrl", 1, 1, 1, 1,
      "auto_pad:s ceil_mode:i dilations:ints kernel_shape:ints pads:ints storage_order:i strides:ints",
-     maxpool_nhwc_infer, maxpool_nhwc_run, 0, .ins = "X:f4", .writes_all = qr_op_writes_all},
+     maxpool_nhwc_infer, maxpool_nhwc_run, 0, .ins = "X:f4", .writes_all = qr_op_writes_all,
+     .samples = qr_op_samples_window},
     {"QrlGlobalAveragePoolF32Nhwc", "qrl", 1, 1, 1, 1, "", gap_nhwc_infer, gap_nhwc_run, 0, .ins = "X:f4",
-     .writes_all = qr_op_writes_all},
+     .writes_all = qr_op_writes_all, .samples = qr_op_samples_window},
     {0},
 };

@@ -761,9 +761,20 @@ static qr_status in_run(qr_kctx *k)
     return QR_OK;
 }
 
+/* qr_op_def.samples: A [N, K] row by row (its rows' sums do not depend on the others), B and a
+ * bias C of at most one row read whole */
+static int gemm_samples(const qr_node *n, int j)
+{
+    const qr_value *a = n->in[0], *c = n->n_in > 2 ? n->in[2] : NULL;
+    if (qr_attr_i(n, "transA", 0) != 0 || a->t.ndim != 2 ||
+        (c && c->t.ndim > 1 && !(c->t.ndim == 2 && c->t.dims[0] == 1)))
+        return QR_SAMPLES_MIXED;
+    return j == 0 ? QR_SAMPLES_EACH : QR_SAMPLES_WHOLE;
+}
+
 const qr_op_def qr_ops_dense[] = {
     {"Gemm", "", 2, 3, 1, 1, "alpha:f beta:f transA:i transB:i broadcast:i", gemm_infer, gemm_run, 0, .ins = "A:2 B:2 C?",
-     .writes_all = qr_op_writes_all},
+     .writes_all = qr_op_writes_all, .samples = gemm_samples},
     {"MatMul", "", 2, 2, 1, 1, "", matmul_infer, matmul_run, 0, .ins = "A:1+ B:1+",
      .writes_all = qr_op_writes_all, .bias = 1},
     {"Softmax", "", 1, 1, 1, 1, "axis:i", softmax_infer, softmax_run, 0, .ins = "input", .writes_all = qr_op_writes_all},

@@ -1033,11 +1033,29 @@ static qr_status range_run(qr_kctx *k)
 
 /* ---- the table ---------------------------------------------------------- */
 
+/* qr_op_def.samples: axis 0 stays the samples' when Flatten keeps it apart, and when Transpose
+ * leaves it first */
+static int flatten_samples(const qr_node *n, int j)
+{
+    (void)j;
+    return qr_attr_i(n, "axis", 1) >= 1 ? QR_SAMPLES_EACH : QR_SAMPLES_MIXED;
+}
+
+static int transpose_samples(const qr_node *n, int j)
+{
+    (void)j;
+    const int64_t *perm;
+    int np = qr_attr_ints(n, "perm", &perm);
+    return np >= 1 && perm[0] == 0 ? QR_SAMPLES_EACH : QR_SAMPLES_MIXED;
+}
+
 const qr_op_def qr_ops_shape[] = {
-    {"Flatten", "", 1, 1, 1, 1, "axis:i", flatten_infer, copy_whole, QR_INPLACE_VIEW, .writes_all = qr_op_writes_all},
+    {"Flatten", "", 1, 1, 1, 1, "axis:i", flatten_infer, copy_whole, QR_INPLACE_VIEW, .writes_all = qr_op_writes_all,
+     .samples = flatten_samples},
     {"Reshape", "", 1, 2, 1, 1, "allowzero:i shape:ints", reshape_infer, copy_whole, QR_INPLACE_VIEW, .ins = "data shape:x1",
      .writes_all = qr_op_writes_all},
-    {"Transpose", "", 1, 1, 1, 1, "perm:ints", transpose_infer, transpose_run, 0, .writes_all = qr_op_writes_all},
+    {"Transpose", "", 1, 1, 1, 1, "perm:ints", transpose_infer, transpose_run, 0, .writes_all = qr_op_writes_all,
+     .samples = transpose_samples},
     {"Concat", "", 1, 4096, 1, 1, "axis:i", concat_infer, concat_run, 0, .ins = "inputs..."},
     {"Split", "", 1, 2, 1, MAX_SPLITS, "axis:i split:ints num_outputs:i", split_infer, split_run, 0, .ins = "input split?:x1"},
     {"Slice", "", 1, 5, 1, 1, "starts:ints ends:ints axes:ints", slice_infer, slice_run, 0, .ins = "data starts:x1 ends:x1 axes?:x1 steps?:x1",
