@@ -360,42 +360,61 @@ static void conv_ref(const float *x, const float *w, double *y)
             }
 }
 
+/* The two tests below: a 3 x 3 convolution of 8 -> 4 channels on 6 x 6, its i8 weights wq with
+ * per-channel scales ws, wdq = wq * ws, and two runs' inputs xs. */
+#define DQ_W 288
+static const int64_t dq_dx[] = {1, 8, 6, 6}, dq_dw[] = {4, 8, 3, 3}, dq_pads[] = {1, 1, 1, 1};
+static const float dq_ws[4] = {0.02f, 0.05f, 0.01f, 0.03f};
+
+static void dq_fill(int8_t *wq, float *wdq, float xs[2][DQ_W])
+{
+    for (int i = 0; i < DQ_W; i++) {
+        wq[i] = (int8_t)((i * 37) % 255 - 127);
+        wdq[i] = (float)wq[i] * dq_ws[i / 72];
+        for (int r = 0; r < 2; r++)
+            xs[r][i] = (float)((i * (5 + 2 * r)) % 29) / 8.0f - 1.5f;
+    }
+}
+
+/* w = DequantizeLinear(the i8 constant wq, per-channel scales): a weight made from constants alone */
+static qr_value *dq_weight(qr_graph *g, int8_t *wq)
+{
+    const int64_t ds[] = {4};
+    qr_tensor t = {.dtype = QR_I8};
+    qr_tensor_set_shape(&t, 4, dq_dw);
+    t.data = wq;
+    qr_value *q = qr_graph_new_value(g, "wq");
+    qr_value_set_const(g, q, &t);
+    qr_value *dq[2] = {q, tu_const_f32(g, "ws", 1, ds, dq_ws)};
+    qr_node *d = tu_node(g, "DequantizeLinear", "dq", 2, dq, 1);
+    tu_attr_int(g, d, "axis", 0);
+    return d->out[0];
+}
+
 /* A convolution whose weight a node makes from constants alone (a QDQ graph's weight
  * DequantizeLinear) keeps its packing across runs as from a constant (qr_kinput_fixed); one whose
  * weight a node makes from a graph input does not, and a second run with other weights computes
  * with them. Both against a double reference, on two runs with other inputs each time. */
 Test(exec, conv_keeps_weights_made_from_constants)
 {
-    const int64_t dx[] = {1, 8, 6, 6}, dw[] = {4, 8, 3, 3}, ds[] = {4}, one_d[] = {1}, pads[] = {1, 1, 1, 1};
-    int8_t wq[288];
-    float ws[4] = {0.02f, 0.05f, 0.01f, 0.03f}, wdq[288], xs[2][288], wa[2][288], one = 1.0f;
-    for (int i = 0; i < 288; i++) {
-        wq[i] = (int8_t)((i * 37) % 255 - 127);
-        wdq[i] = (float)wq[i] * ws[i / 72];
-        for (int r = 0; r < 2; r++) {
-            xs[r][i] = (float)((i * (5 + 2 * r)) % 29) / 8.0f - 1.5f;
+    const int64_t one_d[] = {1};
+    int8_t wq[DQ_W];
+    float wdq[DQ_W], xs[2][DQ_W], wa[2][DQ_W], one = 1.0f;
+    dq_fill(wq, wdq, xs);
+    for (int i = 0; i < DQ_W; i++)
+        for (int r = 0; r < 2; r++)
             wa[r][i] = (float)((i * (3 + 4 * r)) % 31) / 16.0f - 0.9f;
-        }
-    }
     for (int fixed = 1; fixed >= 0; fixed--) {
         qr_graph *g = qr_graph_new();
-        qr_value *in[3] = {tu_input(g, "x", 4, dx), NULL, NULL};
-        if (fixed) { /* w = DequantizeLinear(i8 constant, per-channel scales) */
-            qr_tensor t = {.dtype = QR_I8};
-            qr_tensor_set_shape(&t, 4, dw);
-            t.data = wq;
-            qr_value *q = qr_graph_new_value(g, "wq");
-            qr_value_set_const(g, q, &t);
-            qr_value *dq[2] = {q, tu_const_f32(g, "ws", 1, ds, ws)};
-            qr_node *d = tu_node(g, "DequantizeLinear", "dq", 2, dq, 1);
-            tu_attr_int(g, d, "axis", 0);
-            in[1] = d->out[0];
-        } else { /* w = Mul(a graph input, 1) */
-            qr_value *mul[2] = {tu_input(g, "wa", 4, dw), tu_const_f32(g, "one", 1, one_d, &one)};
+        qr_value *in[3] = {tu_input(g, "x", 4, dq_dx), NULL, NULL};
+        if (fixed)
+            in[1] = dq_weight(g, wq);
+        else { /* w = Mul(a graph input, 1) */
+            qr_value *mul[2] = {tu_input(g, "wa", 4, dq_dw), tu_const_f32(g, "one", 1, one_d, &one)};
             in[1] = tu_node(g, "Mul", "mul", 2, mul, 1)->out[0];
         }
         qr_node *c = tu_node(g, "Conv", "conv", 2, in, 1);
-        tu_attr_ints(g, c, "pads", 4, pads);
+        tu_attr_ints(g, c, "pads", 4, dq_pads);
         tu_output(g, c->out[0]);
         qr_exec *x;
         qr_error e;
@@ -428,28 +447,13 @@ Test(exec, conv_keeps_weights_made_from_constants)
  * with that packing: both against a double reference, over two runs each, in either order. */
 Test(exec, executors_of_one_graph_share_a_packing)
 {
-    const int64_t dx[] = {1, 8, 6, 6}, dw[] = {4, 8, 3, 3}, ds[] = {4}, pads[] = {1, 1, 1, 1};
-    int8_t wq[288];
-    float ws[4] = {0.02f, 0.05f, 0.01f, 0.03f}, wdq[288], xs[2][288];
-    for (int i = 0; i < 288; i++) {
-        wq[i] = (int8_t)((i * 37) % 255 - 127);
-        wdq[i] = (float)wq[i] * ws[i / 72];
-        for (int r = 0; r < 2; r++)
-            xs[r][i] = (float)((i * (5 + 2 * r)) % 29) / 8.0f - 1.5f;
-    }
+    int8_t wq[DQ_W];
+    float wdq[DQ_W], xs[2][DQ_W];
+    dq_fill(wq, wdq, xs);
     qr_graph *g = qr_graph_new();
-    qr_value *in[2] = {tu_input(g, "x", 4, dx), NULL};
-    qr_tensor t = {.dtype = QR_I8};
-    qr_tensor_set_shape(&t, 4, dw);
-    t.data = wq;
-    qr_value *q = qr_graph_new_value(g, "wq");
-    qr_value_set_const(g, q, &t);
-    qr_value *dq[2] = {q, tu_const_f32(g, "ws", 1, ds, ws)};
-    qr_node *d = tu_node(g, "DequantizeLinear", "dq", 2, dq, 1);
-    tu_attr_int(g, d, "axis", 0);
-    in[1] = d->out[0];
+    qr_value *in[2] = {tu_input(g, "x", 4, dq_dx), dq_weight(g, wq)};
     qr_node *c = tu_node(g, "Conv", "conv", 2, in, 1);
-    tu_attr_ints(g, c, "pads", 4, pads);
+    tu_attr_ints(g, c, "pads", 4, dq_pads);
     tu_output(g, c->out[0]);
     for (int first = 0; first < 2; first++) {
         qr_exec *x[2];
