@@ -26,6 +26,17 @@ ladder_hs.onnx x [N, 4, 8, 8] -> a = Conv 1x1 (x), 8 channels, channel 7 = -10 (
              as PyTorch exports it: the pattern hardswish, whose lowering from a 16-bit input into
              8 bits is qact_narrow) -> y = Conv 3x3 (h): a's 16-bit step is open through the
              activation pattern.
+ladder_ho.onnx x [N, 4, 8, 8] -> a = Relu(Conv 1x1 (x)), 8 channels, channel 7's weights 9 times the
+             others' (it sets a's u8 step; y barely reads it) -> y = Conv 3x3 (a), 4 channels: for the
+             16-bit step judged on held-out samples at a lower bound (recipes/int8-a16-holdout.qrl).
+ladder_ho_x.npy 64 samples: normals (channel 0 at 0), 8 of them (7, 10, 17, 29, 35, 44, 53, 58) at a
+             quarter of the others' amplitude. Two of those (7, 35) are among the 16 that
+             validate = 0.25 with validate_from = spread holds out (3, 7, ..., 63): their error ratios
+             are 16 times the loud samples', so the held-out samples' mean ratio meets 25 dB with a
+             at u8 and its one-sided 95% bound does not. Held-out sample 11 is the calibrating sample
+             whose a peaks, 1.1 times louder: a's range over the 48 is not the 64's.
+ladder_ho_val.npy those 16 held-out samples (x[3::4]).
+ladder_ho_test.npy 16 other samples of the same kind (2 quiet).
 
 Usage: /usr/bin/python3 tools/make_ladder_model.py DIR
 """
@@ -100,6 +111,43 @@ def main(out):
     onnx.save(m, f"{out}/ladder_hs.onnx")
     np.save(f"{out}/ladder_x.npy", samples(rng, 48, 8))
     np.save(f"{out}/ladder_test.npy", samples(rng, 16, 4))
+    holdout_model(out)
+
+
+def holdout_model(out):
+    rng = np.random.default_rng(0)  # its own generator: the files above stay as they were
+    wa = rng.standard_normal((8, 4, 1, 1)) * 0.5
+    wa[7] *= 9.0
+    wy = rng.standard_normal((4, 8, 3, 3)) * 0.2
+    wy[:, 7] *= 0.01
+    amp = np.ones(64)
+    amp[[7, 35, 10, 17, 29, 44, 53, 58]] = 0.25
+    x = rng.standard_normal((64, 4, 8, 8)) * amp[:, None, None, None]
+    x[:, 0] = 0
+    # held-out sample 11: the calibrating sample whose a peaks, 1.1 times louder, so that a's range
+    # over the 48 calibrating samples is not the 64's
+    peak = np.einsum("nchw,c->nhw", x, wa[7, :, 0, 0]).reshape(64, -1).max(1)
+    peak[3::4] = -np.inf
+    x[11] = 1.1 * x[int(np.argmax(peak))]
+    g = helper.make_graph([helper.make_node("Conv", ["x", "wa", "ba"], ["ca"]),
+                           helper.make_node("Relu", ["ca"], ["a"]),
+                           helper.make_node("Conv", ["a", "wy"], ["y"], pads=[1, 1, 1, 1])], "ladder_ho",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 8, 8])],
+                          [numpy_helper.from_array(wa.astype(np.float32), "wa"),
+                           numpy_helper.from_array(np.zeros(8, np.float32), "ba"),
+                           numpy_helper.from_array(wy.astype(np.float32), "wy")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, f"{out}/ladder_ho.onnx")
+    x = x.astype(np.float32)
+    np.save(f"{out}/ladder_ho_x.npy", x)
+    np.save(f"{out}/ladder_ho_val.npy", x[3::4])
+    t = rng.standard_normal((16, 4, 8, 8)).astype(np.float32)
+    t[:, 0] = 0
+    t[[5, 12]] *= 0.25
+    np.save(f"{out}/ladder_ho_test.npy", t)
 
 
 if __name__ == "__main__":

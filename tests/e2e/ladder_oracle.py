@@ -22,6 +22,16 @@ The second form checks ladder_hs.onnx (a Conv a read only by HardSwish as a * Ha
 Conv): numpy's output SQNR with a at u8 misses the target and at u16 meets it, so a must ship at u16
 with the activation's own output u8 (its lowering qact_narrow, as the report says), all else u8,
 and QRL's output SQNR (the report's) within 1 dB of numpy's.
+The third form checks ladder_ho.onnx quantized by recipes/int8-a16-holdout.qrl (the 16-bit step
+judged on the held-out quarter, validate = 0.25 with validate_from = spread, by
+sample_balanced_lower): numpy calibrates each range on the 48 samples that are not x[3::4] (x's
+raw, a's with x and the weights quantized, y's with a at u8 upstream), runs every assignment of a
+and y (u8, u16, f32; x stays u8) on the 16 held-out samples, and judges each by the mean
+per-sample error ratio (each sample's error energy over its own energy, at least 1% of the mean
+sample's) at its one-sided 95% upper bound (mean + 1.645 standard errors). The fewest in f32, then
+the fewest at 16 bits, must be unique and the export's; the model is such that the plain mean
+ratio would keep everything u8 (so the bound decides), and a's 16-bit scale is the 48 samples'
+range over 65535 (not the 64's).
 Prints "ok ..." or raises.
 """
 import itertools
@@ -164,8 +174,85 @@ def main_hs(model, export, calib, target, report):
     print("ok a at 16 bits; numpy %.2f dB at u8, %.2f at u16; QRL %.2f" % (got[8], got[16], r["output_sqnr_db"]))
 
 
+def lower_bound_db(ref, got, bound=True):
+    n = ref.shape[0]
+    ref, got = ref.reshape(n, -1), got.reshape(n, -1)
+    x2, e2 = (ref ** 2).sum(1), ((ref - got) ** 2).sum(1)
+    r = e2 / np.maximum(x2, 0.01 * x2.mean())
+    return -10 * np.log10(r.mean() + (1.645 * r.std(ddof=1) / np.sqrt(n) if bound else 0))
+
+
+def main_holdout(model, export, calib, target, summary, report):
+    import json
+    target = float(target)
+    m = onnx.load(model)
+    w = {i.name: numpy_helper.to_array(i).astype(np.float64) for i in m.graph.initializer}
+    x = np.load(calib).astype(np.float64)
+    held = np.arange(len(x)) % 4 == 3  # validate = 0.25, spread: the last of every four
+    cal, val = x[~held], x[held]
+
+    def fq_r(v, lo, hi, bits):  # asymmetric over the calibrated range [lo, hi]
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+        qmax = 2 ** bits - 1
+        s = (hi - lo) / qmax
+        z = np.clip(np.round(-lo / s), 0, qmax)
+        return (np.clip(np.round(v / s) + z, 0, qmax) - z) * s
+
+    rng = {"x": (cal.min(), cal.max())}
+    a_cal = np.maximum(conv(fq_r(cal, *rng["x"], 8), fq_w(w["wa"]), w["ba"]), 0)
+    rng["a"] = (a_cal.min(), a_cal.max())
+    rng["y"] = None
+
+    def run(xs, a, y):  # a, y: 8, 16 or 32 (f32, its weights too); x u8
+        av = np.maximum(conv(fq_r(xs, *rng["x"], 8), w["wa"] if a == 32 else fq_w(w["wa"]), w["ba"]), 0)
+        av = av if a == 32 else fq_r(av, *rng["a"], a)
+        yv = conv(av, w["wy"] if y == 32 else fq_w(w["wy"]), None, 1)
+        return yv if y == 32 else fq_r(yv, *rng["y"], y)
+
+    y_cal = run(cal, 8, 32)
+    rng["y"] = (y_cal.min(), y_cal.max())
+    ref = conv(np.maximum(conv(val, w["wa"], w["ba"]), 0), w["wy"], None, 1)
+    table, mean = {}, {}
+    for a, y in itertools.product((8, 16, 32), (8, 16, 32)):
+        got = run(val, a, y)
+        table[(a, y)], mean[(a, y)] = lower_bound_db(ref, got), lower_bound_db(ref, got, False)
+    cost = lambda k: (sum(b == 32 for b in k), sum(b == 16 for b in k))
+    best = min((k for k in table if table[k] >= target), key=cost)
+    ties = [k for k in table if table[k] >= target and cost(k) == cost(best)]
+    assert len(ties) == 1, ("the decision is not unique", ties, table)
+    best_mean = min((k for k in mean if mean[k] >= target), key=cost)
+    assert best == (16, 8) and best_mean == (8, 8), ("the model no longer separates the bound from the mean",
+                                                      best, best_mean, table, mean)
+    e = onnx.load(export)
+    ei = {i.name: i for i in e.graph.initializer}
+    types = {}
+    for n in e.graph.node:
+        if n.op_type == "QuantizeLinear":
+            v = n.input[0][:-4] if n.input[0].endswith("_f32") else n.input[0]
+            types[v] = {onnx.TensorProto.UINT8: 8, onnx.TensorProto.UINT16: 16}[ei[n.input[2]].data_type]
+            if v == "a":
+                scale = float(numpy_helper.to_array(ei[n.input[1]]))
+    got = (types.get("a", 32), types.get("y", 32))
+    assert got == best and types.get("x") == 8, ("QRL chose", types, "numpy", best, table)
+    # a's 16-bit scale: the 48 calibrating samples' range over 65535; the 64's would differ
+    s48 = (rng["a"][1] - min(rng["a"][0], 0.0)) / 65535
+    a64 = np.maximum(conv(fq_r(x, x.min(), x.max(), 8), fq_w(w["wa"]), w["ba"]), 0)
+    s64 = a64.max() / 65535
+    assert abs(s64 - s48) > 0.03 * s48, ("the 48 samples' range is the 64's", s48, s64)
+    assert abs(scale - s48) <= 0.03 * s48, ("a's scale", scale, "numpy over the 48", s48, "over 64", s64)
+    layers = {l["value"]: l for l in json.load(open(report))["layers"]}
+    assert layers["a"]["dtype"] == "u16" and layers["a"]["step16_open"], layers["a"]
+    text = open(summary).read()
+    for want in ("0 tensors fell back to f32, 1 to 16 bits", "100.0% of", "on 16 held-out samples"):
+        assert want in text, (want, text)
+    print("ok a, y = %s bits: %.2f dB held-out lower bound (all u8 %.2f, its mean %.2f)" %
+          (best, table[best], table[(8, 8)], mean[(8, 8)]))
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "hs":
+    if sys.argv[1] == "holdout":
+        main_holdout(*sys.argv[2:8])
+    elif sys.argv[1] == "hs":
         main_hs(*sys.argv[2:])
     else:
         main(*sys.argv[1:])

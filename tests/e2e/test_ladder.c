@@ -4,7 +4,8 @@
  * reader is a Sigmoid's 8-bit lookup table go to f32; the rest stays u8.
  * tests/e2e/ladder_oracle.py derives the decision independently (numpy's fake-quantized model under
  * every assignment, brute force) and checks the export's types against it; ONNX Runtime runs the
- * export to QRL's outputs. A ladder naming an unknown type is an error at its place. */
+ * export to QRL's outputs. A ladder naming an unknown type is an error at its place. The shipped
+ * recipes/int8-a16-holdout.qrl judges the step on held-out samples at a lower bound (ladder_ho.onnx). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +103,45 @@ Test(ladder, a_layer_read_by_an_activation_pattern_goes_to_u16)
     char ref[4096], got[4096];
     snprintf(ref, sizeof ref, "%s/ort_hs/y.npy", dir);
     snprintf(got, sizeof got, "%s/qrl_hs/y.npy", dir);
+    double d = tu_npy_rel_diff(ref, got);
+    cr_assert(d >= 0 && d < 1e-5, "ORT vs QRL: %g", d);
+}
+
+/* recipes/int8-a16-holdout.qrl (the 16-bit step judged on a spread quarter held out, by
+ * sample_balanced_lower) on ladder_ho.onnx: its 64 samples calibrate on 48 and judge on x[3::4], two
+ * of which are quiet; there the plain mean of the error ratios keeps a at u8 (25.9 dB by numpy) and
+ * the bound (24.0) sends it to u16. tests/e2e/ladder_oracle.py derives the decision by brute force
+ * over a's and y's widths on the held-out samples with numpy and checks the export's types and a's
+ * 16-bit scale (the 48 samples' range); tests/e2e/samples_oracle.py checks the report's output
+ * SQNR against numpy's bound on ONNX Runtime's outputs of the export on x[3::4] (0.01 dB); ONNX
+ * Runtime runs the export on unseen samples to QRL's outputs. */
+Test(ladder, the_16_bit_step_judged_on_held_out_samples_at_a_lower_bound)
+{
+    char cmd[8192], *out, *log, path[4096];
+    snprintf(cmd, sizeof cmd, "%s quantize %s/ladder_ho.onnx --recipe '%s/recipes/int8-a16-holdout.qrl' --calib "
+             "%s/ladder_ho_x.npy -o %s/ho.onnx --report %s/ho.json", tu_qrl(), dir, tu_root(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+    tu_write_file(dir, "ho.txt", out);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/ladder_oracle.py' holdout %s/ladder_ho.onnx %s/ho.onnx "
+             "%s/ladder_ho_x.npy 25 %s/ho.txt %s/ho.json", tu_root(), dir, dir, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s\nqrl said:\n%s", log, out);
+    cr_assert(!strncmp(log, "ok ", 3), "%s", log);
+    free(log);
+    free(out);
+    snprintf(path, sizeof path, "%s/ho.json", dir);
+    cr_assert_eq(tu_json_number(path, "validate_samples"), 16);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/samples_oracle.py' %s/ladder_ho.onnx %s/ho.onnx "
+             "%s/ladder_ho_val.npy 0.01 sample_balanced_lower=%.6f", tu_root(), dir, dir, dir,
+             tu_json_number(path, "output_sqnr_db"));
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "%s run %s/ho.onnx -i %s/ladder_ho_test.npy -o %s/qrl_ho && node '%s/tools/ort_run.js' "
+             "%s/ho.onnx %s/ladder_ho_test.npy -o %s/ort_ho", tu_qrl(), dir, dir, dir, tu_root(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    char ref[4096], got[4096];
+    snprintf(ref, sizeof ref, "%s/ort_ho/y.npy", dir);
+    snprintf(got, sizeof got, "%s/qrl_ho/y.npy", dir);
     double d = tu_npy_rel_diff(ref, got);
     cr_assert(d >= 0 && d < 1e-5, "ORT vs QRL: %g", d);
 }
