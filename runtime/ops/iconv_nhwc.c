@@ -71,6 +71,7 @@ typedef struct nhwc_job {
     const int64_t *tap_off; /* dense: each tap's byte offset from its window's first position */
     int64_t oy0, oy1, ox0, ox1; /* dense: the output pixels whose windows lie inside the image */
     int gather;          /* few input channels: each pixel's window copied into one row (gather_rows) */
+    int one_by_one;      /* dense 1 x 1 windows without padding: window_rows_1x1 */
     int x_nchw;          /* gather: x is N x C x H x W */
     size_t at_rows;      /* gather: the block's rows in the slot */
     qr_iconv_fn fn;
@@ -144,6 +145,8 @@ static void window_setup(nhwc_job *j, int64_t *tap_off)
     j->tap_off = tap_off;
     interior(g->pad_begin[0], g->stride[0], (g->kernel[0] - 1) * g->dilation[0], g->big[0], g->small[0], &j->oy0, &j->oy1);
     interior(g->pad_begin[1], g->stride[1], (g->kernel[1] - 1) * g->dilation[1], g->big[1], g->small[1], &j->ox0, &j->ox1);
+    j->one_by_one = !j->gather && g->r == 2 && g->kernel_n == 1 && !g->pad_begin[0] && !g->pad_begin[1] &&
+                    !g->pad_end[0] && !g->pad_end[1];
 }
 
 /* a[t] = first + off[t] for t < taps, eight pointers a step (a scalar loop of them was most of
@@ -158,6 +161,28 @@ __attribute__((target("avx512f"))) static void window_avx512(const uint8_t **a, 
     if (t < taps) {
         __mmask8 k = (__mmask8)((1u << (taps - t)) - 1);
         _mm512_mask_storeu_epi64((void *)(a + t), k, _mm512_add_epi64(base, _mm512_maskz_loadu_epi64(k, off + t)));
+    }
+}
+
+/* window_rows of 1 x 1 windows without padding (every window inside the image; MobileNetV2's and
+ * the small ResNet's 1 x 1 layers): one pointer a pixel, a step of the stride along an output row.
+ * The general loop's tests and call per pixel took 6% of MobileNetV2 int8 at batch 1. */
+static void window_rows_1x1(const nhwc_job *j, int64_t r0, int64_t rows, const uint8_t **a)
+{
+    const qr_conv_geom *g = j->g;
+    const int64_t OW = g->small[1], P = g->small_n, cs = j->cs, img = g->big_n * cs;
+    const int64_t sx = g->stride[1] * cs, sy = g->stride[0] * g->big[1] * cs;
+    int64_t n = r0 / P, oy = r0 % P / OW, ox = r0 % P % OW;
+    for (int64_t i = 0; i < rows;) {
+        const uint8_t *p = j->x + n * img + oy * sy + ox * sx;
+        int64_t run = OW - ox < rows - i ? OW - ox : rows - i;
+        for (int64_t q = 0; q < run; q++)
+            a[i + q] = p + q * sx;
+        i += run;
+        if ((ox += run) == OW && (ox = 0, ++oy == g->small[0])) {
+            oy = 0;
+            n++;
+        }
     }
 }
 
@@ -467,6 +492,8 @@ static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
         c1 = c1 < j->m ? c1 : j->m;
         if (j->gather)
             gather_rows(j, r0, rows, s + j->at_rows, a);
+        else if (j->one_by_one)
+            window_rows_1x1(j, r0, rows, a);
         else
             window_rows(j, r0, rows, a);
         if (j->fused && !j->y_split) { /* y's bytes straight from the registers */

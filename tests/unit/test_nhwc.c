@@ -944,6 +944,38 @@ Test(nhwc, channel_parts_match_convinteger)
     qr_pool_free(two);
 }
 
+/* 1 x 1 convolutions (window_rows_1x1 where there is no padding: a pointer a pixel, stepped by the
+ * stride along a row, blocks spanning rows and images): widths 1 to 17, strides 1 and 2 in either
+ * direction, C not a multiple of 16 (17, 24, 100) or one (16), ragged M, one to three images, i8
+ * and u8, the turned and channels-last epilogues, 1 and 2 threads; and 1 x 1 windows with a pad
+ * (the general loop's padding row), against ConvInteger. */
+Test(nhwc, pointwise_convolutions_match_convinteger)
+{
+    static const int64_t Cs[] = {16, 17, 24, 100};
+    unsigned s = 29;
+    qr_pool *two = qr_pool_new(2);
+    for (int it = 0; it < 48; it++) {
+        shape sh = {.C = Cs[it % 4], .H = 1 + rnd(&s) % 17, .W = 1 + (it * 5 + rnd(&s) % 3) % 17};
+        if (it % 8 == 0)
+            sh.W = 1;
+        qr_conv_geom *g = &sh.g;
+        g->r = 2;
+        for (int d = 0; d < 2; d++) {
+            g->big[d] = d ? sh.W : sh.H;
+            g->kernel[d] = 1, g->dilation[d] = 1;
+            g->stride[d] = 1 + (it / 4 + d) % 2 * (rnd(&s) % 2);
+            g->pad_begin[d] = it % 6 == 5 && d == it % 2 ? 1 : 0; /* some padded: the general loop */
+            g->pad_end[d] = g->pad_begin[d];
+            g->small[d] = (g->big[d] + g->pad_begin[d] + g->pad_end[d] - 1) / g->stride[d] + 1;
+        }
+        g->kernel_n = 1;
+        g->big_n = sh.H * sh.W, g->small_n = g->small[0] * g->small[1];
+        int64_t N = 1 + rnd(&s) % 3, M = 1 + rnd(&s) % 70;
+        check_conv(&s, &sh, N, M, it % 2, 0, it % 3 == 2 ? two : NULL, it % 4 < 2 ? EP_ROWS : EP_TURNED);
+    }
+    qr_pool_free(two);
+}
+
 /* The dense NHWC kernels take weights of zero point 0 only: zero points of 0 (i8, u8 and i32
  * tensors: the byte scan and the generic loop) give ConvInteger's sums, and one that is not 0,
  * first, last or alone in its tensor, is an error, not sums without it. */
