@@ -172,6 +172,24 @@ NHWC_DW_ROWS(avx512, "avx512f")
 NHWC_DW_ROWS(avx2, "avx2")
 NHWC_DW_ROWS(portable, "arch=x86-64") /* the baseline: any x86-64 */
 
+/* fn over rows [oy0, oy1): all at once without done, else one row at a time into acc's first row,
+ * each followed by done (qr_nhwc_dw_u8_rows) */
+static inline __attribute__((always_inline)) void dw_each_row(qr_nhwc_dw_fn fn, int32_t *acc, int64_t acc_ps,
+                                                               const uint8_t *x, int64_t C, const qr_conv_geom *g,
+                                                               const int32_t *wk, const int32_t *init, uint8_t flip,
+                                                               int32_t xz, int64_t oy0, int64_t oy1,
+                                                               qr_nhwc_dw_row_done done, void *ctx)
+{
+    if (!done) {
+        fn(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1);
+        return;
+    }
+    for (int64_t oy = oy0; oy < oy1; oy++) {
+        fn(acc, acc_ps, x, C, g, wk, init, flip, xz, oy, oy + 1);
+        done(ctx, oy);
+    }
+}
+
 /* AVX-512 VNNI, when every weight (w - w_zero) fits s8: each tap's 16 input bytes widened to
  * dwords (the byte low, zeros above) and multiplied into the sums with one vpdpbusd by the
  * weights' dwords, whose low byte is the weight as s8 (the bytes above meet the zeros): 2 uops a
@@ -510,7 +528,7 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_ro
 static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_rows(
     const int FLIP, const int AHEAD, uint32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
     const int32_t *wk, const int32_t *start, uint8_t xz, int64_t oy0, int64_t oy1, int64_t wp, int64_t c16,
-    int64_t groups)
+    int64_t groups, qr_nhwc_dw_row_done done, void *ctx)
 {
     const int64_t H = g->big[0], OW = g->small[1], KH = g->kernel[0], KW = g->kernel[1], rb = wp * c16;
     _Alignas(64) uint8_t buf[DWR_BYTES];
@@ -537,11 +555,13 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_rows(
                 dwr_row(FLIP, AHEAD, r, x, iy, C, g, wp, c16, xz), held[slot] = iy;
             prow[ky] = r;
         }
-        uint32_t *arow = acc + (oy - oy0) * OW * acc_ps;
+        uint32_t *arow = done ? acc : acc + (oy - oy0) * OW * acc_ps;
         if (KH == 3 && groups == 1)
             dwr_out_row(arow, acc_ps, prow, wpk, start, C, OW, g->stride[1], wp, c16, 3, 1);
         else
             dwr_out_row(arow, acc_ps, prow, wpk, start, C, OW, g->stride[1], wp, c16, KH, groups);
+        if (done)
+            done(ctx, oy);
     }
 }
 
@@ -549,12 +569,12 @@ static __attribute__((noinline, target(DWR_TARGET))) void dwr_any(uint32_t *acc,
                                                                   int64_t C, const qr_conv_geom *g, const int32_t *wk,
                                                                   const int32_t *start, uint8_t flip, uint8_t xz,
                                                                   int64_t oy0, int64_t oy1, int64_t wp, int64_t c16,
-                                                                  int64_t groups)
+                                                                  int64_t groups, qr_nhwc_dw_row_done done, void *ctx)
 {
     if (flip)
-        dwr_rows(1, 0, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups);
+        dwr_rows(1, 0, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups, done, ctx);
     else
-        dwr_rows(0, 0, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups);
+        dwr_rows(0, 0, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups, done, ctx);
 }
 
 static __attribute__((noinline, target(DWR_TARGET))) void dwr_any_ahead(uint32_t *acc, int64_t acc_ps,
@@ -562,19 +582,21 @@ static __attribute__((noinline, target(DWR_TARGET))) void dwr_any_ahead(uint32_t
                                                                         const qr_conv_geom *g, const int32_t *wk,
                                                                         const int32_t *start, uint8_t flip,
                                                                         uint8_t xz, int64_t oy0, int64_t oy1,
-                                                                        int64_t wp, int64_t c16, int64_t groups)
+                                                                        int64_t wp, int64_t c16, int64_t groups,
+                                                                        qr_nhwc_dw_row_done done, void *ctx)
 {
     if (flip)
-        dwr_rows(1, 1, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups);
+        dwr_rows(1, 1, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups, done, ctx);
     else
-        dwr_rows(0, 1, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups);
+        dwr_rows(0, 1, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups, done, ctx);
 }
 
 /* by_rows: the four-taps-a-dword kernel where dwr_fits (2: prefetching the rows ahead), else (0,
  * the tests' second path) the pixel one */
 static inline __attribute__((always_inline, target(DW_VNNI_TARGET))) void dw_vnni_any(
     int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g, const int32_t *wk,
-    const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0, int64_t oy1, int by_rows)
+    const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0, int64_t oy1, int by_rows, qr_nhwc_dw_row_done done,
+    void *ctx)
 {
     int64_t taps = g->kernel_n;
     int fits = C <= DW_VNNI_CMAX && taps <= DW_VNNI_TAPS && g->kernel[0] <= DW_VNNI_TAPS;
@@ -598,21 +620,26 @@ static inline __attribute__((always_inline, target(DW_VNNI_TARGET))) void dw_vnn
         fits = !bad;
     }
     if (!fits) {
-        dw_avx512(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1);
+        dw_each_row(dw_avx512, acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, done, ctx);
         return;
     }
     assert(g->r == 2 && acc_ps >= C && (flip == 0 || flip == 0x80) && 0 <= oy0 && oy0 <= oy1 && oy1 <= g->small[0]);
     int64_t wp, c16, groups;
     if (by_rows && __builtin_cpu_supports("avx512vbmi") && dwr_fits(C, g, &wp, &c16, &groups)) {
         (by_rows == 2 ? dwr_any_ahead : dwr_any)((uint32_t *)acc, acc_ps, x, C, g, wk, start, flip, (uint8_t)xz, oy0,
-                                                 oy1, wp, c16, groups);
+                                                 oy1, wp, c16, groups, done, ctx);
         return;
     }
     memset(zrow, (uint8_t)xz ^ flip, (size_t)C); /* read back flipped: z */
-    if (flip)
-        dw_vnni_rows(1, (uint32_t *)acc, acc_ps, x, C, g, wk, start, zrow, flip, oy0, oy1);
-    else
-        dw_vnni_rows(0, (uint32_t *)acc, acc_ps, x, C, g, wk, start, zrow, flip, oy0, oy1);
+    /* the pixel kernel reads x in place: a row at a time costs nothing more */
+    for (int64_t r0 = oy0, r1 = done ? oy0 + 1 : oy1; r0 < oy1; r0 = r1, r1 = done ? r1 + 1 : oy1) {
+        if (flip)
+            dw_vnni_rows(1, (uint32_t *)acc, acc_ps, x, C, g, wk, start, zrow, flip, r0, r1);
+        else
+            dw_vnni_rows(0, (uint32_t *)acc, acc_ps, x, C, g, wk, start, zrow, flip, r0, r1);
+        if (done)
+            done(ctx, r0);
+    }
 }
 
 static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni(int32_t *acc, int64_t acc_ps, const uint8_t *x,
@@ -620,7 +647,7 @@ static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni(int32_t *acc, 
                                                                    const int32_t *init, uint8_t flip, int32_t xz,
                                                                    int64_t oy0, int64_t oy1)
 {
-    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, 1);
+    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, 1, NULL, NULL);
 }
 
 static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni_ahead(int32_t *acc, int64_t acc_ps,
@@ -629,7 +656,7 @@ static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni_ahead(int32_t 
                                                                          const int32_t *init, uint8_t flip,
                                                                          int32_t xz, int64_t oy0, int64_t oy1)
 {
-    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, 2);
+    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, 2, NULL, NULL);
 }
 
 static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni_px(int32_t *acc, int64_t acc_ps, const uint8_t *x,
@@ -638,7 +665,17 @@ static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni_px(int32_t *ac
                                                                       uint8_t flip, int32_t xz, int64_t oy0,
                                                                       int64_t oy1)
 {
-    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, 0);
+    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, 0, NULL, NULL);
+}
+
+static __attribute__((target(DW_VNNI_TARGET))) void dw_vnni_rows_entry(int32_t *acc, int64_t acc_ps, const uint8_t *x,
+                                                                        int64_t C, const qr_conv_geom *g,
+                                                                        const int32_t *wk, const int32_t *init,
+                                                                        uint8_t flip, int32_t xz, int64_t oy0,
+                                                                        int64_t oy1, int by_rows,
+                                                                        qr_nhwc_dw_row_done done, void *ctx)
+{
+    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, by_rows, done, ctx);
 }
 
 static int dw_has_vnni(void)
@@ -660,6 +697,18 @@ qr_nhwc_dw_fn qr_nhwc_dw_u8_isa(const char *isa)
     if (!strcmp(isa, "avx2"))
         return __builtin_cpu_supports("avx2") ? dw_avx2 : NULL;
     return !strcmp(isa, "portable") ? dw_portable : NULL;
+}
+
+void qr_nhwc_dw_u8_rows(int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
+                        const int32_t *wk, const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0, int64_t oy1,
+                        int ahead, qr_nhwc_dw_row_done done, void *ctx)
+{
+    if (dw_has_vnni()) {
+        dw_vnni_rows_entry(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, ahead ? 2 : 1, done, ctx);
+        return;
+    }
+    dw_each_row(__builtin_cpu_supports("avx512f") ? dw_avx512 : __builtin_cpu_supports("avx2") ? dw_avx2 : dw_portable,
+                acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, done, ctx);
 }
 
 void qr_nhwc_dw_u8(int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,

@@ -36,6 +36,14 @@
 void qr_nhwc_dw_u8(int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
                    const int32_t *wk, const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0, int64_t oy1,
                    int ahead);
+/* qr_nhwc_dw_u8 one output row at a time: each row oy in [oy0, oy1) is made in acc's first OW
+ * pixels (every row in the same place), then done(ctx, oy) is called, which reads it before the
+ * next row overwrites it; the same sums. So a row's sums are read back from L1 rather than a block
+ * of rows' from L2 (the four-taps kernel keeps its copied input rows across the rows of the call). */
+typedef void (*qr_nhwc_dw_row_done)(void *ctx, int64_t oy);
+void qr_nhwc_dw_u8_rows(int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
+                        const int32_t *wk, const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0, int64_t oy1,
+                        int ahead, qr_nhwc_dw_row_done done, void *ctx);
 /* Whether a depthwise layer's input of `bytes` (all its images) is taken to come from memory:
  * past 16 MB, half this EPYC's L3, which the rest of the graph's values share. Prefetching rows
  * that are in the caches only costs: on MobileNetV2's layers of one image, up to 18% more time. */

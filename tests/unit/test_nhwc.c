@@ -200,6 +200,98 @@ Test(nhwc, depthwise_matches_the_definition)
         check_dw_case(&s, i % 2);
 }
 
+/* qr_nhwc_dw_u8_rows: what each call of done sees in acc's first row, copied to its place. */
+typedef struct dw_rows_seen {
+    const int32_t *acc;
+    int32_t *out;
+    int64_t row, next, bad; /* row: OW * ps elements; next: the row expected; bad: rows out of order */
+} dw_rows_seen;
+
+static void dw_rows_copy(void *ctx, int64_t oy)
+{
+    dw_rows_seen *r = ctx;
+    r->bad += oy != r->next;
+    r->next = oy + 1;
+    memcpy(r->out + oy * r->row, r->acc, (size_t)r->row * sizeof(int32_t));
+}
+
+/* The rows one at a time (qr_nhwc_dw_u8_rows, as iconv_nhwc.c runs depthwise layers: each row made
+ * in the same place, then handed over), on random geometries (dilations 2: the pixel kernel; weights
+ * past s8: the AVX-512 one) and MobileNet-like 3 x 3 layers of ragged channels (17, 40, 100) and
+ * widths 1 to 17 at strides 1 and 2, with and without the prefetching rows, the rows in pieces, a
+ * pixel stride past C whose lanes stay untouched: every row once, in order, dw_ref's sums. */
+Test(nhwc, depthwise_one_row_at_a_time_matches_the_definition)
+{
+    unsigned s = 31;
+    for (int it = 0; it < 160; it++) {
+        shape sh;
+        int signed8 = it % 2;
+        if (it % 2) {
+            while (!make_shape(&s, 0, &sh))
+                ;
+        } else {
+            static const int64_t Cs[] = {17, 40, 100, 32};
+            int64_t W = 1 + (it / 2) % 17, st = 1 + (it / 4) % 2;
+            sh = (shape){.C = Cs[(it / 2) % 4], .H = 1 + rnd(&s) % 9, .W = W};
+            sh.g = (qr_conv_geom){.r = 2, .big = {sh.H, W}, .kernel = {3, 3}, .stride = {st, st}, .dilation = {1, 1},
+                                  .pad_begin = {1, 1}, .pad_end = {1, 1}, .kernel_n = 9};
+            for (int d = 0; d < 2; d++)
+                sh.g.small[d] = (sh.g.big[d] + 2 - 3) / st + 1;
+            sh.g.big_n = sh.H * W, sh.g.small_n = sh.g.small[0] * sh.g.small[1];
+        }
+        const qr_conv_geom *g = &sh.g;
+        int64_t C = sh.C, n = C * sh.H * sh.W, kn = g->kernel_n, OH = g->small[0], OW = g->small[1];
+        int64_t ps = C + (it % 3) * 5;
+        uint8_t *xb = malloc((size_t)n + 1);
+        int32_t *xv = malloc((size_t)n * sizeof(int32_t) + 1);
+        int32_t *wk = malloc((size_t)(kn * C) * sizeof(int32_t)), *wv = malloc((size_t)(kn * C) * sizeof(int32_t));
+        int32_t *init = malloc((size_t)C * sizeof(int32_t)), *acc = malloc((size_t)(OW * ps) * sizeof(int32_t) + 1);
+        int32_t *out = malloc((size_t)(OH * OW * ps) * sizeof(int32_t) + 1);
+        cr_assert(xb && xv && wk && wv && init && acc && out);
+        for (int64_t i = 0; i < n; i++) {
+            xv[i] = signed8 ? rnd_in(&s, -128, 127) : rnd_in(&s, 0, 255);
+            xb[i] = (uint8_t)xv[i];
+        }
+        int32_t xz = signed8 ? rnd_in(&s, -128, 127) : rnd_in(&s, 0, 255);
+        int s8w = it % 5 != 3;
+        for (int64_t c = 0; c < C; c++) {
+            for (int64_t t = 0; t < kn; t++)
+                wv[c * kn + t] = wk[t * C + c] = s8w ? rnd_in(&s, -128, 127) : rnd_in(&s, -255, 255);
+            init[c] = (int32_t)(rnd(&s) << 8 ^ rnd(&s));
+        }
+        for (int64_t i = 0; i < OW * ps; i++)
+            acc[i] = 0x5a5a5a5a;
+        for (int64_t i = 0; i < OH * OW * ps; i++)
+            out[i] = 0x5a5a5a5a;
+        int64_t cuts[4];
+        int nc = row_cuts(&s, OH, cuts);
+        dw_rows_seen seen = {.acc = acc, .out = out, .row = OW * ps};
+        for (int i = 0; i + 1 < nc; i++) {
+            seen.next = cuts[i];
+            qr_nhwc_dw_u8_rows(acc, ps, xb, C, g, wk, init, signed8 ? 0x80 : 0, xz + (signed8 ? 128 : 0), cuts[i],
+                               cuts[i + 1], it % 4 == 1, dw_rows_copy, &seen);
+            cr_assert_eq(seen.next, cuts[i + 1], "%s: rows [%lld, %lld) ended at %lld", describe(&sh),
+                         (long long)cuts[i], (long long)cuts[i + 1], (long long)seen.next);
+        }
+        cr_assert_eq(seen.bad, 0, "%s: rows out of order", describe(&sh));
+        for (int64_t oy = 0; oy < OH; oy++)
+            for (int64_t ox = 0; ox < OW; ox++)
+                for (int64_t c = 0; c < ps; c++) {
+                    int32_t got = out[(oy * OW + ox) * ps + c];
+                    int32_t want = c < C ? dw_ref(&sh, xv, xz, wv, init, c, oy, ox) : 0x5a5a5a5a;
+                    cr_assert_eq(got, want, "%s %s: (%lld, %lld) channel %lld: %d, want %d", signed8 ? "i8" : "u8",
+                                 describe(&sh), (long long)oy, (long long)ox, (long long)c, got, want);
+                }
+        free(xb);
+        free(xv);
+        free(wk);
+        free(wv);
+        free(init);
+        free(acc);
+        free(out);
+    }
+}
+
 /* MobileNet's layers (3x3, stride 1 and 2, pads 1, C a multiple of 16, and 17 for a partial
  * vector; 960 and 700 channels, whose weights the VNNI kernel takes in slices of 128) with sums
  * that wrap: every pixel is interior or border in a known way. */
