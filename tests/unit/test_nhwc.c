@@ -1036,6 +1036,32 @@ Test(nhwc, channel_parts_match_convinteger)
     qr_pool_free(two);
 }
 
+/* Dense convolutions of 16 or more channels (window_rows: runs of interior windows pointed at a
+ * step of the stride, up to 8 taps in one vector, 9 to 16 in two, more a window at a time; border
+ * windows position by position) on random geometries (windows 1 to 5 a side, strides 1 to 3,
+ * dilations 1 and 2, pads), widths up to 17 and wider rows, one to three images, 1 and 2 threads,
+ * against ConvInteger. */
+Test(nhwc, dense_windows_match_convinteger)
+{
+    unsigned s = 37;
+    qr_pool *two = qr_pool_new(2);
+    for (int it = 0; it < 90; it++) {
+        shape sh;
+        while (!make_shape(&s, 0, &sh) || sh.C < 16)
+            ;
+        qr_conv_geom *g = &sh.g;
+        if (it % 3 == 0) { /* a wider row: long runs of interior windows */
+            sh.W = g->big[1] = 17 + rnd(&s) % 20;
+            g->small[1] = (sh.W + g->pad_begin[1] + g->pad_end[1] - (g->kernel[1] - 1) * g->dilation[1] - 1) /
+                              g->stride[1] + 1;
+            g->big_n = sh.H * sh.W, g->small_n = g->small[0] * g->small[1];
+        }
+        int64_t N = 1 + rnd(&s) % 3, M = 1 + rnd(&s) % 40;
+        check_conv(&s, &sh, N, M, it % 2, 0, it % 3 == 1 ? two : NULL, it % 4 < 2 ? EP_ROWS : EP_TURNED);
+    }
+    qr_pool_free(two);
+}
+
 /* 1 x 1 convolutions (window_rows_1x1 where there is no padding: a pointer a pixel, stepped by the
  * stride along a row, blocks spanning rows and images): widths 1 to 17, strides 1 and 2 in either
  * direction, C not a multiple of 16 (17, 24, 100) or one (16), ragged M, one to three images, i8
