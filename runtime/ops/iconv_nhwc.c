@@ -191,6 +191,24 @@ __attribute__((target("avx512f"))) static void window_run_avx512(const uint8_t *
     }
 }
 
+/* A border window's pointers, up to 16 taps: a[t] = first + off[t] where bit t of `in` is set (the
+ * tap lies inside the image), else zrow; first, an address that may lie outside the image, is an
+ * integer (no pointer to outside the tensor is formed). */
+__attribute__((target("avx512f"))) static void window_border_avx512(const uint8_t **a, intptr_t first,
+                                                                    const int64_t *off, int64_t taps, uint32_t in,
+                                                                    const uint8_t *zrow)
+{
+    __mmask8 k0 = (__mmask8)(taps >= 8 ? 0xff : (1u << taps) - 1);
+    __mmask8 k1 = (__mmask8)(taps > 8 ? (1u << (taps - 8)) - 1 : 0);
+    __m512i base = _mm512_set1_epi64((long long)first), z = _mm512_set1_epi64((long long)(intptr_t)zrow);
+    __m512i v0 = _mm512_add_epi64(base, _mm512_maskz_loadu_epi64(k0, off));
+    _mm512_mask_storeu_epi64((void *)a, k0, _mm512_mask_blend_epi64((__mmask8)in, z, v0));
+    if (k1) {
+        __m512i v1 = _mm512_add_epi64(base, _mm512_maskz_loadu_epi64(k1, off + 8));
+        _mm512_mask_storeu_epi64((void *)(a + 8), k1, _mm512_mask_blend_epi64((__mmask8)(in >> 8), z, v1));
+    }
+}
+
 /* window_rows of 1 x 1 windows without padding (every window inside the image; MobileNetV2's and
  * the small ResNet's 1 x 1 layers): one pointer a pixel, a step of the stride along an output row.
  * The general loop's tests and call per pixel took 6% of MobileNetV2 int8 at batch 1. */
@@ -241,6 +259,21 @@ static void window_rows(const nhwc_job *j, int64_t r0, int64_t rows, const uint8
                     a[t] = first + j->tap_off[t];
                 a += taps;
             }
+        } else if (avx512 && taps <= 16) { /* which taps lie inside: a row's columns, for each row inside */
+            const int64_t KW = g->kernel[1], iy0 = oy * g->stride[0] - g->pad_begin[0];
+            const int64_t ix0 = ox * g->stride[1] - g->pad_begin[1];
+            uint32_t cols = 0, in = 0;
+            for (int64_t kx = 0; kx < KW; kx++) {
+                int64_t ix = ix0 + kx * g->dilation[1];
+                cols |= (uint32_t)(ix >= 0 && ix < W) << kx;
+            }
+            for (int64_t ky = 0; ky < g->kernel[0]; ky++) {
+                int64_t iy = iy0 + ky * g->dilation[0];
+                if (iy >= 0 && iy < H)
+                    in |= cols << (ky * KW);
+            }
+            window_border_avx512(a, (intptr_t)img + (iy0 * W + ix0) * j->cs, j->tap_off, taps, in, j->zrow);
+            a += taps;
         } else {
             for (int64_t ky = 0; ky < g->kernel[0]; ky++) {
                 int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
