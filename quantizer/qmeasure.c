@@ -512,6 +512,28 @@ static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_te
     give_back(ms->r, v->id);
 }
 
+/* The local measurement's qr_exec_opts.supplied: a node whose every output observe_slots replaces
+ * by its f32 value (LOCAL: a value of the model that is not quantized, nor a model output whose
+ * error the run sums) need not run; taken here as observe_slots will take it (NULL: it runs). */
+static int local_supplied(void *user, const qr_node *n, qr_tensor *const *out)
+{
+    measure *ms = user;
+    qr_qctx *q = ms->q;
+    int any = 0;
+    if (ms->local != LOCAL || ms->obs != observe_slots)
+        return 0;
+    for (int j = 0; j < n->n_out; j++) {
+        const qr_value *v = n->out[j];
+        if (!v)
+            continue;
+        if (!original(q, v) || !ms->want[v->id] || active(q, v->id) || out[j]->dtype != QR_F32 ||
+            (ms->out_e2 && output_index(q->g, v) >= 0) || !take(ms->r, v->id, qr_tensor_numel(out[j])))
+            return 0;
+        any = 1;
+    }
+    return any;
+}
+
 /* One integer v of a slot, dequantized, against its f32 value a. */
 static inline void int_error(const qr_slot *s, double *S, float a, int64_t v)
 {
@@ -775,7 +797,8 @@ static qr_status group_new(sbs *w, sbs_group *G)
         mark_wanted(m);
         for (size_t i = 0; i < nv; i++)
             G->r.readers[i] += m->want[i];
-        qr_exec_opts oo = {.threads = w->threads, .observer = m->obs, .observer_user = m, .kernel_user = m->user};
+        qr_exec_opts oo = {.threads = w->threads, .observer = m->obs, .observer_user = m, .kernel_user = m->user,
+                           .supplied = local_supplied};
         st = qr_exec_new(m->g, &oo, &m->x, &G->e);
         /* readers of one graph (the local measurement's and the cumulative one's) run one at a
          * time: one packing of its weights between them, whichever packs first */

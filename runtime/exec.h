@@ -34,6 +34,11 @@ typedef struct qr_exec_opts {
     /* What kernels may keep of the constants across runs (packed weights, qr_kcache_get), in
      * bytes; 0: QR_KCACHE_MAX. */
     size_t cache_max;
+    /* With an observer: called before a node's kernel would run (out: its outputs, their shapes
+     * and buffers set); nonzero when the observer will write every element of each of them, so
+     * that nothing reads what the kernel would compute and it does not run (the quantizer's
+     * local measurement replaces the values of f32 nodes by their f32 values). NULL: all run. */
+    int (*supplied)(void *user, const qr_node *node, qr_tensor *const *out);
 } qr_exec_opts;
 
 /* What one node cost over the runs of a profiling executor. */
