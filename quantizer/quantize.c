@@ -14,6 +14,7 @@
 
 #include "exec.h"
 #include "accwidth.h"
+#include "gridconv.h"
 #include "intgraph.h"
 #include "match.h"
 #include "transform.h"
@@ -908,6 +909,9 @@ const qr_op_def qr_ops_quantizer[] = {
     {"SimQuant", "qrl", 1, 1, 1, 2, "slot:i", simq_infer, simq_run, 1, .writes_all = qr_op_writes_all},
     {"QrlAccSim", "qrl", 2, 5, 1, 1, QR_ACCSIM_ATTRS, qr_accsim_infer, qr_accsim_run, 0,
      .ins = "x:f w:f b?:f x_scale:f w_scale:f", .writes_all = qr_op_writes_all},
+    {"QrlGridConv", "qrl", 5, 7, 1, 1, QR_GRIDCONV_ATTRS, qr_gridconv_infer, qr_gridconv_run, 0,
+     .ins = "x:f w:q w_scale:f w_zero?:q x_scale:f x_zero?:q b?:f", .macs = qr_gridconv_macs,
+     .writes_all = qr_op_writes_all, .samples = qr_op_samples_window},
     {0},
 };
 
@@ -2015,20 +2019,21 @@ static void narrow_sim(const qr_qctx *q, qr_graph *sim, qr_node *n, qr_value **s
         to_accsim(q, sim, n, xs, ws);
 }
 
-/* The QDQ graph as measurements run it (per tensor SQNR, the fallback's ranking): qdq itself, or
- * with accumulate = iN a copy (*owned, the caller frees it) whose matched Conv and MatMul nodes
- * keep their accumulators narrow (QrlAccSim, their operands' scales from their DequantizeLinears).
- * The export stays ONNX's: no ONNX op has a narrow accumulator. */
+/* The QDQ graph as measurements run it (per tensor SQNR, the fallback's ranking): a copy (*owned,
+ * the caller frees it) whose Convs of quantized inputs by quantized weights run on the integer
+ * kernels (QrlGridConv, gridconv.h: the sums of the same products, without their f32 rounding),
+ * or with accumulate = iN whose matched Conv and MatMul nodes keep their accumulators narrow
+ * (QrlAccSim, their operands' scales from their DequantizeLinears). The export stays ONNX's. */
 qr_status qr_plan_measured_qdq(const qr_qctx *q, const qr_graph *qdq, const qr_graph **g, qr_graph **owned)
 {
     *g = qdq;
     *owned = NULL;
-    if (!q->acc_narrow)
-        return QR_OK;
     qr_graph *c = qr_graph_clone_shared(qdq);
     if (!c)
         return qr_errorf(q->e, "out of memory");
-    for (int k = 0; k < q->nmatches; k++)
+    if (!q->acc_narrow)
+        qr_gridconv_lower(c);
+    for (int k = 0; q->acc_narrow && k < q->nmatches; k++)
         for (int j = 0; j < q->matches[k].nnodes; j++) {
             const qr_node *o = q->g->nodes[q->matches[k].nodes[j]];
             int at = q->qnode[o->id];
