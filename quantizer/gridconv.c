@@ -28,6 +28,8 @@ static qr_tensor as_u8(const qr_tensor *x)
  * one value or one per output channel, b of one per output channel. */
 static qr_status check(qr_kctx *k)
 {
+    if (k->n_in <= IN_XSCALE || !k->in[IN_WSCALE] || !k->in[IN_XSCALE])
+        return QR_KERR(k, "QrlGridConv takes x, w, w_scale, w_zero?, x_scale, x_zero? and b?");
     const qr_tensor *x = k->in[IN_X], *w = k->in[IN_W], *ws = k->in[IN_WSCALE], *wz = opt_in(k, IN_WZERO),
                     *xs = k->in[IN_XSCALE], *b = opt_in(k, IN_B);
     int64_t m = w->ndim > 0 ? w->dims[0] : 0;

@@ -909,7 +909,7 @@ const qr_op_def qr_ops_quantizer[] = {
     {"SimQuant", "qrl", 1, 1, 1, 2, "slot:i", simq_infer, simq_run, 1, .writes_all = qr_op_writes_all},
     {"QrlAccSim", "qrl", 2, 5, 1, 1, QR_ACCSIM_ATTRS, qr_accsim_infer, qr_accsim_run, 0,
      .ins = "x:f w:f b?:f x_scale:f w_scale:f", .writes_all = qr_op_writes_all},
-    {"QrlGridConv", "qrl", 5, 7, 1, 1, QR_GRIDCONV_ATTRS, qr_gridconv_infer, qr_gridconv_run, 0,
+    {"QrlGridConv", "qrl", 2, 7, 1, 1, QR_GRIDCONV_ATTRS, qr_gridconv_infer, qr_gridconv_run, 0,
      .ins = "x:f w:q w_scale:f w_zero?:q x_scale:f x_zero?:q b?:f", .macs = qr_gridconv_macs,
      .writes_all = qr_op_writes_all, .samples = qr_op_samples_window},
     {0},
@@ -2280,15 +2280,21 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
      * try is judged against (the same as the local measurement's f32 run gives); it then runs
      * after calibration, so that they are not held through it (M-LSD tiny's 48 MB were its peak) */
     int keep = judge == calib ? qr_measure_kept_batches(q, njudge) : 0;
-    if (st == QR_OK && keep > 0 && !(q->f32_out = calloc((size_t)keep * (size_t)g->n_outputs + 1, sizeof *q->f32_out)))
-        st = qr_errorf(q->e, "out of memory");
     if (st == QR_OK)
         st = build_sim(q, &sim);
     if (st == QR_OK)
         st = new_dyn_ranges(q);
-    if (st == QR_OK && !keep)
+    /* the local measurement's f32 run over all of them is the f32 pass too, when nothing is
+     * quantized at run time (the f32 pass observes those values' ranges) */
+    int64_t kb = qr_plan_batch(q);
+    q->f32_in_measure = keep > 0 && !q->dyn_lo && (int64_t)keep * kb >= count ? keep : 0;
+    if (q->f32_in_measure)
+        keep = 0;
+    if (st == QR_OK && keep > 0 && !(q->f32_out = calloc((size_t)keep * (size_t)g->n_outputs + 1, sizeof *q->f32_out)))
+        st = qr_errorf(q->e, "out of memory");
+    if (st == QR_OK && !keep && !q->f32_in_measure)
         st = run_batches(q, g, calib, count, 0, "fp32     ", &res->fp32_ms);
-    if (!keep)
+    if (!keep && !q->f32_in_measure)
         qr_plan_phase(q, res, "fp32 pass");
     if (st == QR_OK)
         st = run_batches(q, sim, calib, count, 1, "calibrate", &res->calib_ms);
