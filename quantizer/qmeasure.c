@@ -186,6 +186,7 @@ typedef struct outref {
     int64_t cur_b;
     size_t run_bytes;    /* what one batch's f32 run took (outref_init's runs) */
     int have_out;        /* out came from the f32 pass (qr_qctx.f32_out): the runs take only the shapes */
+    double f32_ms;       /* side_by_side: its f32 run's own time (not waiting for its readers), wall ms */
 } outref;
 
 static void observe_shapes(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
@@ -307,6 +308,7 @@ typedef struct refs {
     size_t pending;        /* bytes of values handed over and not yet read by all */
     int running;           /* readers neither waiting for a value nor finished */
     int f32_done;          /* the f32 run of this batch has finished (a value not there now never will be) */
+    double f32_waited;     /* ms the f32 run of this batch waited for its readers */
     outref *o;             /* the f32 outputs and shapes to keep, or NULL */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -399,8 +401,12 @@ static void observe_f32(void *user, const qr_node *n, const qr_value *v, qr_tens
     r->running += r->waiting[v->id]; /* running again (before they wake up: this run waits for them) */
     r->waiting[v->id] = 0;
     pthread_cond_broadcast(&r->cv);
-    while (r->pending > 0 && r->running > 0)
-        pthread_cond_wait(&r->cv, &r->mu);
+    if (r->pending > 0 && r->running > 0) {
+        double t = qr_plan_now_ms();
+        while (r->pending > 0 && r->running > 0)
+            pthread_cond_wait(&r->cv, &r->mu);
+        r->f32_waited += qr_plan_now_ms() - t;
+    }
 }
 
 /* Value id's f32 in this batch, waiting for the f32 run to compute it; NULL when it does not (not
@@ -621,6 +627,7 @@ typedef struct f32_run {
     qr_exec *x;
     const qr_tensor *in;
     qr_tensor *out; /* where its outputs go, or NULL: dropped */
+    double ms;      /* its own time over the batches so far: the runs' but their waits for the readers */
     qr_error e;
     qr_status st;
 } f32_run;
@@ -630,7 +637,10 @@ static void *f32_batch(void *p)
     f32_run *f = p;
     refs *r = f->r;
     pthread_mutex_lock(&r->mu);
+    double t = qr_plan_now_ms();
+    r->f32_waited = 0;
     f->st = f->out ? qr_exec_run(f->x, f->in, f->out, &f->e) : qr_plan_run_once(f->x, r->q->g, f->in, &f->e);
+    f->ms += qr_plan_now_ms() - t - r->f32_waited;
     r->f32_done = 1;
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
@@ -955,8 +965,12 @@ static qr_status side_by_side(qr_qctx *q, measure *ms, int nr, const qr_tensor *
     else
         st = gather_rows(q, NULL, 0, 0, st); /* an error before: every rank learns it */
     bsums_free(&bs); /* frees sum_at */
-    if (o)
+    if (o) { /* the groups ran side by side: their f32 runs' time, as one pass on all of them */
+        o->f32_ms = 0;
+        for (int g = 0; G && g < ng; g++)
+            o->f32_ms += G[g].f.ms / ng;
         st = share_shapes(q, o, nb, st);
+    }
     for (int g = 0; G && g < ng; g++)
         if (G[g].w)
             group_free(&G[g]);
@@ -3273,33 +3287,61 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     /* the f32 pass kept the outputs (qr_measure_kept_batches): the first try's outputs are judged
      * before the local measurement, and when they meet the condition, what ships is measured beside
      * it (the try then holds unless a layer fails on its own): one f32 run less */
-    int early = st == QR_OK && q->f32_out && q->f32_out_nb == o.nbatches, ahead = 0;
+    int merged = st == QR_OK && !gain && q->f32_in_measure == o.nbatches;
+    int early = merged || (st == QR_OK && q->f32_out && q->f32_out_nb == o.nbatches), ahead = 0;
     out_metrics mt0 = {0};
     if (early) {
-        memcpy(o.out, q->f32_out, sizeof *o.out * (size_t)(o.nbatches * q->g->n_outputs));
-        free(q->f32_out);
-        q->f32_out = NULL, q->f32_out_nb = 0;
-        o.have_out = 1;
+        if (!merged) {
+            memcpy(o.out, q->f32_out, sizeof *o.out * (size_t)(o.nbatches * q->g->n_outputs));
+            free(q->f32_out);
+            q->f32_out = NULL, q->f32_out_nb = 0;
+            o.have_out = 1;
+        }
         /* try_k's of k = 0: no step to take, and the QDQ graph is the one qr_plan_build_qdq has
          * just built for these slots (rebuilding it rounds every weight again): the integer graph */
         if (res->ig)
             st = rebuild(q, res);
         else if ((st = qr_intgraph_build(q, res->qdq, &res->ig, q->e)) != QR_OK)
             qr_error_prefix(q->e, "recipe '%s'", q->r->name);
+        if (st == QR_OK && merged) {
+            /* the f32 pass is this f32 run: what ships is measured beside the local measurement
+             * before the first try is judged, paid for nothing (and measured again) when it fails */
+            st = measure_local_shipped(q, res, calib, count, &o);
+            o.have_out = 1;
+            res->fp32_ms = o.f32_ms;
+            qr_plan_phase(q, res, "local measurement and what ships");
+            fb_step(&pg);
+        }
+        /* the narrow accumulators' counts are what ships' run's (the outputs' run adds none) */
+        int na = merged && res->ig ? res->ig->naccs : 0;
+        int64_t *counts = calloc(2 * (size_t)na + 1, sizeof *counts);
+        if (st == QR_OK && !counts)
+            st = qr_errorf(q->e, "out of memory");
+        for (int i = 0; st == QR_OK && i < na; i++)
+            counts[2 * i] = res->ig->accs[i].sums, counts[2 * i + 1] = res->ig->accs[i].overflows;
         if (st == QR_OK)
             st = measure_outputs(q, &o, res->ig->g, res->ig, calib, 1, &mt0);
+        for (int i = 0; st == QR_OK && i < na; i++)
+            res->ig->accs[i].sums = counts[2 * i], res->ig->accs[i].overflows = counts[2 * i + 1];
+        free(counts);
         if (st == QR_OK)
             res_metrics(q, res, &mt0);
         ahead = st == QR_OK && outputs_hold(q, &mt0);
+        for (int i = 0; merged && !ahead && i < q->nslots; i++) { /* measured again for what ships */
+            qr_slot *s = &q->slots[i];
+            s->sx2 = s->se2 = s->n = s->clipped = s->isx2 = s->ise2 = 0;
+        }
         qr_plan_give_back_memory(); /* what its runs freed, before the local measurement's */
         qr_plan_phase(q, res, "the first try's outputs");
     }
-    if (st == QR_OK)
+    if (st == QR_OK && !merged)
         st = gain   ? measure_gain_runs(q, res->qdq, calib, count, q->ref ? NULL : &o, outs)
              : ahead ? measure_local_shipped(q, res, calib, count, &o)
                      : measure_local(q, res->qdq, calib, count, q->ref ? NULL : &o);
-    qr_plan_phase(q, res, ahead ? "local measurement and what ships" : "local measurement");
-    fb_step(&pg);
+    if (!merged) {
+        qr_plan_phase(q, res, ahead ? "local measurement and what ships" : "local measurement");
+        fb_step(&pg);
+    }
     int nr = 0;
     for (int i = 0; st == QR_OK && i < q->nslots; i++)
         if (!q->slots[i].fallback && q->qval[q->slots[i].value] >= 0)

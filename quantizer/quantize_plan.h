@@ -136,6 +136,10 @@ typedef struct qr_qctx {
      * fallback's first try (qr_measure_kept_batches); NULL: not kept */
     qr_tensor *f32_out;
     int f32_out_nb;
+    /* instead, the f32 pass is the local measurement's f32 run, over these batches (all the
+     * calibration samples): it keeps the outputs the first try is judged on, and its own time is
+     * the fp32 pass's (qmeasure.c); 0: a pass of its own */
+    int f32_in_measure;
     /* the measurement of what ships ran beside the local measurement (its first try held) */
     int shipped;
 } qr_qctx;
