@@ -810,6 +810,10 @@ static qr_status group_new(sbs *w, sbs_group *G)
         qr_exec_opts oo = {.threads = w->threads, .observer = m->obs, .observer_user = m, .kernel_user = m->user,
                            .supplied = local_supplied};
         st = qr_exec_new(m->g, &oo, &m->x, &G->e);
+        /* the group's runs take turns (whoever holds r.mu runs; a run waits only in its observer,
+         * between kernels): one kernel workspace between them, the f32 run's */
+        if (st == QR_OK)
+            qr_exec_share_work(m->x, G->f.x);
         /* readers of one graph (the local measurement's and the cumulative one's) run one at a
          * time: one packing of its weights between them, whichever packs first */
         for (int j = 0; st == QR_OK && j < k; j++)

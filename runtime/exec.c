@@ -47,6 +47,7 @@ struct qr_exec {
     const qr_exec *cache_from; /* qr_exec_share_cache's, or NULL */
     unsigned char *fixed; /* per value: the same every run (qr_kinput_fixed) */
     qr_kwork_arena work; /* the kernels' shared workspace (qr_kwork) */
+    qr_kwork_arena *work_at; /* the one they use: work, or another executor's (qr_exec_share_work) */
     /* a node's kernel context, sized once by the graph's widest node (no allocation per node):
      * io_in past the node's inputs is NULL up to io_nin; io_hi: the last node's input count */
     const qr_tensor **io_in;
@@ -452,6 +453,7 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     if (!x)
         return qr_errorf(e, "out of memory");
     x->g = g;
+    x->work_at = &x->work;
     if (opts)
         x->opts = *opts;
     x->poison = qr_options_get()->poison;
@@ -573,6 +575,11 @@ static void drop_plan(qr_exec *x)
 void qr_exec_share_cache(qr_exec *x, const qr_exec *from)
 {
     x->cache_from = from && from != x && from->g == x->g && from->opts.threads == x->opts.threads ? from : NULL;
+}
+
+void qr_exec_share_work(qr_exec *x, qr_exec *from)
+{
+    x->work_at = from && from != x ? from->work_at : &x->work;
 }
 
 void qr_exec_free(qr_exec *x)
@@ -742,7 +749,7 @@ static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_erro
                       .cache_total = &x->cache_total, .cache_max = x->opts.cache_max,
                       .shared = x->cache_from && n->id >= 0 && n->id < x->nn && x->g->nodes[n->id] == n
                                     ? &x->cache_from->cache[n->id] : NULL,
-                      .work = &x->work, .fixed = x->fixed};
+                      .work = x->work_at, .fixed = x->fixed};
     if (n->n_out && out_value(x, n, 0) != n->out[0]) {
         int at = place(x, n);
         if (x->bias[at])
@@ -1331,7 +1338,7 @@ static void free_dead(qr_exec *x, int ni, size_t *live)
 qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, qr_error *e)
 {
     const qr_graph *g = x->g;
-    long spills0 = x->work.spills;
+    long spills0 = x->work_at->spills;
     for (int i = 0; i < g->n_outputs; i++)
         memset(&outputs[i], 0, sizeof outputs[i]);
     if (check_inputs(x, inputs, e) != QR_OK)
@@ -1386,8 +1393,8 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
             qr_tensor_free(&outputs[i]);
     x->stats.dynamic = x->dynamic;
     x->stats.peak_bytes = x->dynamic ? peak : x->arena_size;
-    x->stats.work_bytes = x->work.cap;
+    x->stats.work_bytes = x->work_at->cap;
     x->stats.cache_bytes = x->cache_total;
-    x->stats.work_spills = x->work.spills - spills0;
+    x->stats.work_spills = x->work_at->spills - spills0;
     return st;
 }

@@ -70,6 +70,10 @@ void qr_exec_free(qr_exec *x);
  * must outlive x's runs and never run while x does (nor x while from does); either may share
  * with the other. */
 void qr_exec_share_cache(qr_exec *x, const qr_exec *from);
+/* x's kernels take their workspace (qr_kwork) from `from`'s (any graph) instead of their own: for
+ * executors whose kernels never run at the same time (the quantizer's runs side by side, one at a
+ * time). from must outlive x's runs; NULL: x's own again. */
+void qr_exec_share_work(qr_exec *x, qr_exec *from);
 
 /* fixed[v] (g->n_values bytes): value v is a constant, or the output of a node before its readers
  * whose inputs are all so (a weight's DequantizeLinear in a QDQ graph): the same every run, as
