@@ -438,6 +438,71 @@ static void give_back(refs *r, int id)
     pthread_cond_broadcast(&r->cv);
 }
 
+/* The measurements' sums over a value's elements, in SUM_LANES lanes (element i in lane i %
+ * SUM_LANES, each lane in element order, the lanes added in order at the end: vectors, and the
+ * same doubles for any threads). at: the element index of a[0] (blocks keep their lanes). */
+enum { SUM_LANES = 8 };
+
+/* lanes[.][0] += a^2, [1] += (a - b)^2, [2] += (a - y)^2 (y NULL: nothing). */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void lane_sums(
+    const float *a, const float *b, const float *y, int64_t n, int64_t at, double lanes[][3])
+{
+    double x2[SUM_LANES], e2[SUM_LANES], r2[SUM_LANES];
+    for (int j = 0; j < SUM_LANES; j++)
+        x2[j] = lanes[j][0], e2[j] = lanes[j][1], r2[j] = lanes[j][2];
+    int64_t i = 0, j0 = at % SUM_LANES;
+    for (; i < n && (j0 + i) % SUM_LANES; i++) { /* to a lane boundary */
+        int j = (int)((j0 + i) % SUM_LANES);
+        double av = a[i], d = av - (double)b[i], r = y ? av - (double)y[i] : 0;
+        x2[j] += av * av, e2[j] += d * d, r2[j] += r * r;
+    }
+    if (y)
+        for (; i + SUM_LANES <= n; i += SUM_LANES)
+            for (int j = 0; j < SUM_LANES; j++) {
+                double av = a[i + j], d = av - (double)b[i + j], r = av - (double)y[i + j];
+                x2[j] += av * av, e2[j] += d * d, r2[j] += r * r;
+            }
+    else
+        for (; i + SUM_LANES <= n; i += SUM_LANES)
+            for (int j = 0; j < SUM_LANES; j++) {
+                double av = a[i + j], d = av - (double)b[i + j];
+                x2[j] += av * av, e2[j] += d * d;
+            }
+    for (; i < n; i++) {
+        int j = (int)((j0 + i) % SUM_LANES);
+        double av = a[i], d = av - (double)b[i], r = y ? av - (double)y[i] : 0;
+        x2[j] += av * av, e2[j] += d * d, r2[j] += r * r;
+    }
+    for (int j = 0; j < SUM_LANES; j++)
+        lanes[j][0] = x2[j], lanes[j][1] = e2[j], lanes[j][2] = r2[j];
+}
+
+/* lanes[.][2] += the elements outside [lo, hi] (a count, exact in a double). */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void lane_clipped(const float *a, int64_t n,
+                                                                                       double lo, double hi,
+                                                                                       double lanes[][3])
+{
+    int64_t c[SUM_LANES] = {0};
+    int64_t i = 0;
+    for (; i + SUM_LANES <= n; i += SUM_LANES)
+        for (int j = 0; j < SUM_LANES; j++)
+            c[j] += (double)a[i + j] < lo || (double)a[i + j] > hi;
+    for (; i < n; i++)
+        c[0] += (double)a[i] < lo || (double)a[i] > hi;
+    for (int j = 0; j < SUM_LANES; j++)
+        lanes[j][2] += (double)c[j];
+}
+
+/* The lanes' three sums, each added in lane order, onto *s0, *s1, *s2. */
+static void add_lanes(double lanes[][3], double *s0, double *s1, double *s2)
+{
+    double t[3] = {0, 0, 0};
+    for (int j = 0; j < SUM_LANES; j++)
+        for (int k = 0; k < 3; k++)
+            t[k] += lanes[j][k];
+    *s0 += t[0], *s1 += t[1], *s2 += t[2];
+}
+
 static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
 {
     measure *ms = user;
@@ -487,33 +552,25 @@ static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_te
     if (ms->local) {
         /* b's error against a, then b replaced by a's own rounding (all its readers see of it here)
          * and that error: one pass in blocks, the three sums side by side, each in element order */
-        double lx2 = S[LX2], le2 = S[LE2], lr2 = S[LR2];
+        double sums[SUM_LANES][3] = {{0}};
         float y[1024];
         for (int64_t at = 0; at < cnt; at += 1024) {
             int64_t m = cnt - at < 1024 ? cnt - at : 1024;
-            const float *x = a + at;
             float *z = b + at;
-            qr_plan_fake_quant(x, y, m, (float)s->qp.scale, s->qp.zero, s->qt.qmin, s->qt.qmax);
-            for (int64_t i = 0; i < m; i++) {
-                double d = (double)x[i] - (double)z[i], r = (double)x[i] - (double)y[i];
-                lx2 += (double)x[i] * x[i];
-                le2 += d * d;
-                lr2 += r * r;
-            }
+            qr_plan_fake_quant(a + at, y, m, (float)s->qp.scale, s->qp.zero, s->qt.qmin, s->qt.qmax);
+            lane_sums(a + at, z, y, m, at, sums);
             memcpy(z, y, sizeof *y * (size_t)m);
         }
-        S[LX2] = lx2, S[LE2] = le2, S[LR2] = lr2;
+        add_lanes(sums, S + LX2, S + LE2, S + LR2);
         S[LN] += (double)cnt;
         give_back(ms->r, v->id);
         return;
     }
     double lo = (double)(s->qt.qmin - s->qp.zero) * s->qp.scale, hi = (double)(s->qt.qmax - s->qp.zero) * s->qp.scale;
-    for (int64_t i = 0; i < cnt; i++) {
-        double d = (double)a[i] - (double)b[i];
-        S[SX2] += (double)a[i] * a[i];
-        S[SE2] += d * d;
-        S[CLIPPED] += a[i] < lo || a[i] > hi;
-    }
+    double sums[SUM_LANES][3] = {{0}};
+    lane_sums(a, b, NULL, cnt, 0, sums);
+    lane_clipped(a, cnt, lo, hi, sums);
+    add_lanes(sums, S + SX2, S + SE2, S + CLIPPED);
     S[N] += (double)cnt;
     give_back(ms->r, v->id);
 }
