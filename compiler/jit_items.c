@@ -5,6 +5,7 @@
  * registers them all with the runtime (runtime/recipe.h). */
 #include "jit_int.h"
 #include "pointwise.h"
+#include "reads.h"
 #include "vecmap.h"
 
 #include <stdio.h>
@@ -1075,8 +1076,12 @@ void jit_entry(jit *j, cal_fns *cals, item_fns *items)
                 gcc_jit_block_add_eval(b, NULL,
                                        gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_SET_POINTWISE), 1, pa));
             }
-            if (s->kind == QC_SYM_KERNEL)
+            if (s->kind == QC_SYM_KERNEL) { /* the tensors whose elements it touches */
+                gcc_jit_rvalue *ra[2] = {m, jit_lng(j, j->t_i64, (long)qc_param_reads(s))};
+                gcc_jit_block_add_eval(
+                    b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_SET_PARAM_READS), 2, ra));
                 register_out_shape(j, b, m, imp, s);
+            }
             if (s->kind == QC_SYM_KERNEL) { /* its generic entry: is_kernel 2 */
                 gcc_jit_rvalue *ta[6] = {m, STR(s->name), ADDR(kernel_thunk(j, i)), jit_lng(j, j->t_i64, 2),
                                          jit_lng(j, j->t_i64, QR_PARAM_VOID), jit_lng(j, j->t_i64, QR_UNDEF)};

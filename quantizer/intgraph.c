@@ -755,13 +755,32 @@ static int kconv_band(qr_kctx *k, qr_band_geom *g)
            qr_convint_band_nhwc(k, k->in[0], k->in[1], g);
 }
 
-/* The epilogue's inputs past the convolution's that are its input x: the stdlib's qlinear takes x
- * as `x: tensor<T>` for its type alone. NOT checked: a recipe's kernel that reads x's data in its
- * channel part would read rows a band has not made (this is why bands stay off by default; the
- * compiler would have to say which tensor parameters a kernel reads). */
-static int kconv_band_in0_typed(const qr_node *n, int j)
+/* Whether call c, whose inputs are the node's from `first` on, may touch the elements of the
+ * node's input j: the compiler's answer (compiler/reads.h) for the kernel and for the tile and
+ * channels-last forms of it that run fused to the convolution. */
+static int call_touches(const qr_intcall *c, int64_t first, int j)
 {
-    return j >= qr_attr_i(n, "conv_inputs", 2);
+    for (int i = 0; i < c->nargs; i++) {
+        const qi_arg *a = &c->args[i];
+        if (a->kind == ARG_TENSOR && a->input >= 0 && first + a->input == j &&
+            (qr_fn_reads_param(c->k, i) || (c->tile && qr_fn_reads_param(c->tile, i)) ||
+             (c->nhwc && qr_fn_reads_param(c->nhwc, i))))
+            return 1;
+    }
+    return 0;
+}
+
+/* The epilogue's inputs past the convolution's that are its input x: the stdlib's qlinear takes
+ * x as `x: tensor<T>` for its type alone, and a chain may run band by band through such a node
+ * (exec.c); not through one whose kernel or second stage reads x's elements. */
+static int kconv_band_in0_typed(const qr_node *n, int j, const void *user)
+{
+    const qr_intgraph *ig = user;
+    int64_t nconv = qr_attr_i(n, "conv_inputs", 2), ci = qr_attr_i(n, "call", -1), si = qr_attr_i(n, "then_call", -1);
+    if (!ig || j < nconv || ci < 0 || ci >= ig->ncalls || si >= ig->ncalls)
+        return 0;
+    return !call_touches(&ig->calls[ci], nconv - 1, j) &&
+           (si < 0 || !call_touches(&ig->calls[si], qr_attr_i(n, "then_first", -1), j));
 }
 
 static qr_status maxpool_nhwc_run(qr_kctx *k) { return qr_pool_run_nhwc(k, 1); }

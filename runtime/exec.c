@@ -434,7 +434,8 @@ static qr_status find_bands(qr_exec *x)
                 int only = n->in[0] == v && x->kind[v->id] == V_RUNTIME && x->last_use[v->id] == b;
                 /* other inputs that are v too: only when the op says it reads them for their type */
                 for (int j = 1; j < n->n_in && only; j++)
-                    only = n->in[j] != v || (n->def->band_in0_typed && n->def->band_in0_typed(n, j));
+                    only = n->in[j] != v ||
+                           (n->def->band_in0_typed && n->def->band_in0_typed(n, j, x->opts.kernel_user));
                 if (!only)
                     break;
             }

@@ -128,8 +128,9 @@ typedef struct qr_op_def {
      * from one node to the next); called after infer. NULL: never. */
     int (*band)(qr_kctx *k, qr_band_geom *g);
     /* 1 when node n's input j, the same value as its input 0, is read for its type and shape
-     * alone (a band's rows of input 0 are all it may then read of it); NULL: never */
-    int (*band_in0_typed)(const qr_node *n, int j);
+     * alone (a band's rows of input 0 are all it may then read of it); user: the executor's
+     * kernel_user (qr_exec_opts). NULL: never */
+    int (*band_in0_typed)(const qr_node *n, int j, const void *user);
     /* How node n reads its input j with respect to the samples along input 0's first axis
      * (qr_sample_use; runtime/samples.c runs a batch in parts where every node keeps them apart);
      * j = 0 says it for the node as a whole (its attributes may mix samples). NULL: it mixes

@@ -407,7 +407,7 @@ static void reg_fn(qrl_module *m, const char *name, void *fn, int64_t is_kernel,
     m->fns = v;
     m->fns[m->nfns++] = (qr_fn_desc){name, fn, (int)is_kernel, NULL,
                                      (qr_param_desc){NULL, (qr_param_kind)result_kind, (qr_dtype)result_elem},
-                                     NULL, 0, 0, -1, 0, 0, NULL, NULL, 0};
+                                     NULL, 0, 0, -1, 0, 0, NULL, NULL, 0, UINT64_MAX};
 }
 
 static void reg_fn_param(qrl_module *m, const char *name, int64_t kind, int64_t elem)
@@ -448,6 +448,16 @@ static void reg_pointwise(qrl_module *m)
         return;
     }
     k->is_pointwise = 1;
+}
+
+static void reg_param_reads(qrl_module *m, int64_t mask)
+{
+    qr_fn_desc *k = m->nfns > 0 ? &m->fns[m->nfns - 1] : NULL;
+    if (!k || k->is_kernel != 1) {
+        m->bad = 1;
+        return;
+    }
+    k->param_reads = (uint64_t)mask;
 }
 
 static void reg_vector_epilogue(qrl_module *m, const char *prog)
@@ -1060,6 +1070,7 @@ static const qrl_imports imports = {
     .set_tile_axis = reg_tile_axis,
     .tensor_quantile = t_quantile,
     .set_pointwise = reg_pointwise,
+    .set_param_reads = reg_param_reads,
     .set_vector_epilogue = reg_vector_epilogue,
     .value_dtype_is = m_dtype_is,
     .value_read_by = m_read_by,
@@ -1318,6 +1329,11 @@ int qr_module_kernel_pointwise(const qrl_module *m, const char *name)
 {
     const qr_fn_desc *d = qr_module_fn(m, name);
     return d && d->is_kernel == 1 && d->is_pointwise;
+}
+
+int qr_fn_reads_param(const qr_fn_desc *k, int i)
+{
+    return i < 0 || i >= k->nparams || i >= 64 || ((k->param_reads >> i) & 1);
 }
 
 const qr_cal_desc *qr_module_calibrator(const qrl_module *m, const char *name)

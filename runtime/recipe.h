@@ -20,7 +20,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 27
+#define QR_RECIPE_ABI 28
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -242,7 +242,10 @@ enum {
     X(GRAM_AT, gram_at, d, r, c, l, l) /* (rt, g, i, j); traps out of range */                           \
     X(GRAM_FACTOR, gram_factor, t, r, c, d, d) /* (rt, g, c, lambda) */                                       \
     /* The calibrator just added is a layer calibrator: its solve is a qrl_cal_solve_layer_fn. */         \
-    X(SET_LAYER_CAL, set_layer_calibrator, v, m, s) /* (m, calibrator) */
+    X(SET_LAYER_CAL, set_layer_calibrator, v, m, s) /* (m, calibrator) */                                \
+    /* The kernel just added touches the elements of its tensor parameters in mask (bit i:                \
+     * parameter i, compiler/reads.h) alone: it uses the others for their type and shape. */             \
+    X(SET_PARAM_READS, set_param_reads, v, m, l) /* (m, mask) */
 
 /* The C parameter list of letters (QRL_ABI_PARAMS(r, l): qrl_rt *, int64_t) and the signature as
  * a string, result first (QRL_ABI_SIG(v, r, l): "vrl"); up to 12 letters. */
@@ -431,6 +434,9 @@ typedef struct qr_fn_desc {
     /* kernels: the output's declared shape, n_out_dims entries (0: none declared) */
     qr_out_dim *out_dims;
     int n_out_dims;
+    /* kernels: bit i set when the kernel may read or write the elements of its tensor parameter i;
+     * clear for one it takes for its type and shape alone (set_param_reads; all set until then) */
+    uint64_t param_reads;
 } qr_fn_desc;
 
 /* A calibrator parameter's kind (add_param). */
@@ -739,6 +745,10 @@ const qr_fn_desc *qr_module_nhwc(const qrl_module *m, const qr_fn_desc *k, int *
  * pointwise (qr_fn_desc.is_pointwise): 0 for a fn, a missing kernel or one not proven. The
  * runtime may run it on tensors in any layout only when all its tensor operands have one shape. */
 int qr_module_kernel_pointwise(const qrl_module *m, const char *name);
+/* Whether kernel k may read or write the elements of its parameter i (qr_fn_desc.param_reads): 1
+ * unless the compiler showed k takes that tensor for its type and shape alone; 1 past k's
+ * parameters. */
+int qr_fn_reads_param(const qr_fn_desc *k, int i);
 enum { QR_TILE_C0, QR_TILE_ROWS, QR_TILE_COLS, QR_TILE_ACC_RS, QR_TILE_Y_OFF, QR_TILE_Y_RS, QR_TILE_NPARAMS };
 /* A tile kernel's name: "k.tile" for kernel k, "k.tile<u8>" for its instance "k<u8>"; 0, or -1
  * when it does not fit in n bytes. */

@@ -13,6 +13,7 @@
 #include "../../compiler/check.h"
 #include "../../compiler/compile.h"
 #include "../../compiler/pointwise.h"
+#include "../../compiler/reads.h"
 #include "recipe.h"
 #include "testutil.h"
 
@@ -266,7 +267,7 @@ static void pointwise_first(qrl_module *m, const qrl_imports *im)
 
 Test(pointwise, registration)
 {
-    cr_assert_eq(qr_recipe_imports()->abi, 27, "the import table changed: QR_RECIPE_ABI 27");
+    cr_assert_eq(qr_recipe_imports()->abi, 28, "the import table changed: QR_RECIPE_ABI 28");
     qr_error e;
     qrl_module *m = NULL;
     cr_assert_eq(qr_module_load(pointwise_kernel, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
@@ -277,5 +278,163 @@ Test(pointwise, registration)
     cr_expect_neq(qr_module_load(pointwise_fn, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK);
     cr_expect_null(m);
     cr_expect_neq(qr_module_load(pointwise_first, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK);
+    cr_expect_null(m);
+}
+
+/* Which tensor parameters a kernel touches the elements of (compiler/reads.h, qr_fn_desc.param_reads,
+ * set_param_reads): x of each kernel below is read (or written) or taken for its type and shape
+ * alone, as its code says (by hand: reading x[k], writing it, or handing it to a fn or built-in that
+ * does, touches it; x.numel, x.rank, x.dim(k), broadcast_index's shapes and a fn that uses only
+ * those do not). */
+static const char reads_src[] =
+    "fn count(t: tensor<i8>) -> i64 { return t.numel + t.rank + t.dim(0) }\n"
+    "fn first(t: tensor<i8>) -> i32 { return i32(t[0]) }\n"
+    "fn at(t: tensor<i8>, k: i64) -> i32 { return i32(t[k]) }\n"
+    "fn pass_on(t: tensor<i8>, k: i64) -> i32 { return at(t, k) }\n"
+    "fn shape_on(t: tensor<i8>) -> i64 { return count(t) }\n"
+    /* qlinear's use: x for its type only */
+    "kernel typed<T: u8 | i8>(acc: tensor<i32>, x: tensor<T>, y: tensor<T>) {\n"
+    "  for i in 0 .. y.numel { y[i] = sat<T>(acc[i]) }\n"
+    "}\n"
+    /* its shape: fields, dim, broadcast_index, a fn (two deep) */
+    "kernel shaped(acc: tensor<i32>, x: tensor<i8>, y: tensor<i8>) {\n"
+    "  let n = x.numel + x.rank + x.dim(0) + count(x) + shape_on(x)\n"
+    "  for i in 0 .. y.numel { y[i] = sat<i8>(acc[broadcast_index(x, y, i)] + i32(n)) }\n"
+    "}\n"
+    /* its values: indexed, through a fn, two fns deep, by a named argument, written */
+    "kernel indexed(acc: tensor<i32>, x: tensor<i8>, y: tensor<i8>) {\n"
+    "  for i in 0 .. y.numel { y[i] = sat<i8>(acc[i] + i32(x[x.numel - 1])) }\n"
+    "}\n"
+    "kernel through_fn(acc: tensor<i32>, x: tensor<i8>, y: tensor<i8>) {\n"
+    "  for i in 0 .. y.numel { y[i] = sat<i8>(acc[i] + first(x)) }\n"
+    "}\n"
+    "kernel two_deep(acc: tensor<i32>, x: tensor<i8>, y: tensor<i8>) {\n"
+    "  for i in 0 .. y.numel { y[i] = sat<i8>(acc[i] + pass_on(x, 0)) }\n"
+    "}\n"
+    "kernel named(acc: tensor<i32>, x: tensor<i8>, y: tensor<i8>) {\n"
+    "  for i in 0 .. y.numel { y[i] = sat<i8>(acc[i] + at(k = 0, t = x)) }\n"
+    "}\n"
+    "kernel written(acc: tensor<i32>, x: tensor<i8>, y: tensor<i8>) {\n"
+    "  x[0] = 1\n"
+    "  for i in 0 .. y.numel { y[i] = sat<i8>(acc[i]) }\n"
+    "}\n"
+    /* its values as broadcast_index's index: the third argument is walked */
+    "kernel index_of_index(acc: tensor<i32>, x: tensor<i8>, y: tensor<i8>) {\n"
+    "  for i in 0 .. y.numel { y[i] = sat<i8>(acc[broadcast_index(acc, y, i64(x[i]))]) }\n"
+    "}\n"
+    /* qlinear's shape, in the element-wise form: x in a channel let */
+    "kernel epilogue_reads<T: u8 | i8>(acc: tensor<i32>, x: tensor<T>, b: tensor<i32>, y: tensor<T>) {\n"
+    "  elementwise a in acc along 1 -> y {\n"
+    "    channel c { let bias = b[c % b.numel] + i32(x[x.numel - 1]) }\n"
+    "    sat<T>(a + bias)\n"
+    "  }\n"
+    "}\n"
+    "kernel epilogue_typed<T: u8 | i8>(acc: tensor<i32>, x: tensor<T>, b: tensor<i32>, y: tensor<T>) {\n"
+    "  elementwise a in acc along 1 -> y {\n"
+    "    channel c { let bias = b[c % b.numel] + i32(x.rank) }\n"
+    "    sat<T>(a + bias)\n"
+    "  }\n"
+    "}\n";
+
+typedef struct reads_want {
+    const char *kernel;
+    int x_read; /* parameter 1, x */
+} reads_want;
+
+static const reads_want reads_wants[] = {
+    {"typed<u8>", 0},        {"typed<i8>", 0},         {"shaped", 0},         {"indexed", 1},
+    {"through_fn", 1},       {"two_deep", 1},          {"named", 1},          {"written", 1},
+    {"index_of_index", 1},   {"epilogue_reads<u8>", 1}, {"epilogue_reads.tile<u8>", 1},
+    {"epilogue_reads.nhwc<i8>", 1}, {"epilogue_typed<u8>", 0}, {"epilogue_typed.tile<u8>", 0},
+    {"epilogue_typed.nhwc<i8>", 0},
+};
+
+Test(pointwise, param_reads_of_small_kernels)
+{
+    char *dir = tu_tmpdir(), path[600], stdlib[600];
+    snprintf(path, sizeof path, "%s/reads.qrl", dir);
+    snprintf(stdlib, sizeof stdlib, "%s/stdlib", tu_root());
+    qc_unit *u = qc_unit_new(stdlib);
+    qc_unit_load_text(u, path, reads_src, sizeof reads_src - 1);
+    if (!u->diags.errors)
+        qc_check(u);
+    cr_assert_eq(u->diags.errors, 0, "reads.qrl: %s", u->diags.n ? u->diags.v[0].msg : "");
+    qrl_module *m = qc_compile(u, &(qc_options){.no_cache = 1}, NULL);
+    cr_assert(m, "%s", u->diags.n ? u->diags.v[0].msg : "cannot compile");
+    for (size_t i = 0; i < sizeof reads_wants / sizeof reads_wants[0]; i++) {
+        const reads_want *w = &reads_wants[i];
+        const qc_sym *s = qc_find_item(u, w->kernel);
+        cr_assert(s, "%s", w->kernel);
+        uint64_t mask = qc_param_reads(s);
+        cr_expect_eq((int)(mask >> 1 & 1), w->x_read, "%s: x %sread", w->kernel, w->x_read ? "not " : "");
+        cr_expect(mask & 1, "%s: acc is read", w->kernel);
+        const qr_fn_desc *d = qr_module_fn(m, w->kernel);
+        cr_assert(d && d->is_kernel == 1, "no kernel %s in the module", w->kernel);
+        cr_expect_eq(d->param_reads, mask, "%s: registered %#llx, the analysis %#llx", w->kernel,
+                     (unsigned long long)d->param_reads, (unsigned long long)mask);
+        cr_expect_eq(qr_fn_reads_param(d, 1), w->x_read, "%s", w->kernel);
+    }
+    /* y is written (a touch); scalars and a generic itself are never "read" */
+    cr_expect_eq(qc_param_reads(qc_find_item(u, "typed<u8>")), 5u, "acc and y, not x");
+    cr_expect_eq(qc_param_reads(qc_find_item(u, "typed")), UINT64_MAX, "a generic: all");
+    cr_expect_eq(qc_param_reads(qc_find_item(u, "first")), UINT64_MAX, "a fn: all");
+    qr_module_free(m);
+    qc_unit_free(u);
+    tu_rmdir(dir);
+}
+
+/* The stdlib's epilogues take the convolution's input x (parameter 1) and weights w (4) for their
+ * types alone, and read the accumulator (0) and the bias (7) and write y (11): in the kernel and in
+ * the tile and channels-last forms that run fused to the convolution. */
+Test(pointwise, param_reads_of_the_stdlib_epilogues)
+{
+    qrl_module *m = compile_path("recipes/int8.qrl");
+    static const char *const names[] = {"qlinear<u8>", "qlinear<i8>", "qlinear.tile<u8>", "qlinear.nhwc<i8>"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const qr_fn_desc *d = qr_module_fn(m, names[i]);
+        cr_assert(d && d->is_kernel == 1, "%s", names[i]);
+        /* qlinear's 14 (the tile forms' own block parameters and tables come after them) */
+        cr_expect_eq(d->param_reads & 0x3fff, (1u << 0) | (1u << 7) | (1u << 11), "%s: %#llx", names[i],
+                     (unsigned long long)d->param_reads);
+    }
+    qr_module_free(m);
+}
+
+/* set_param_reads marks the kernel just added; a kernel without it reads every parameter; after a
+ * fn, or first, the module is refused. */
+static void reads_kernel(qrl_module *m, const qrl_imports *im)
+{
+    im->add_fn(m, "k", (void *)dummy_fn, 1, QR_PARAM_VOID, QR_UNDEF);
+    im->add_fn_param(m, "x", QR_PARAM_TENSOR, QR_I8);
+    im->add_fn_param(m, "y", QR_PARAM_TENSOR, QR_I8);
+    im->set_param_reads(m, 2);
+    im->add_fn(m, "j", (void *)dummy_fn, 1, QR_PARAM_VOID, QR_UNDEF);
+    im->add_fn_param(m, "x", QR_PARAM_TENSOR, QR_I8);
+}
+static void reads_fn(qrl_module *m, const qrl_imports *im)
+{
+    im->add_fn(m, "f", (void *)dummy_fn, 0, QR_PARAM_VOID, QR_UNDEF);
+    im->set_param_reads(m, 0);
+}
+static void reads_first(qrl_module *m, const qrl_imports *im)
+{
+    im->set_param_reads(m, 0);
+}
+
+Test(pointwise, param_reads_registration)
+{
+    qr_error e;
+    qrl_module *m = NULL;
+    cr_assert_eq(qr_module_load(reads_kernel, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
+    const qr_fn_desc *k = qr_module_fn(m, "k"), *j = qr_module_fn(m, "j");
+    cr_assert(k && j);
+    cr_expect_eq(qr_fn_reads_param(k, 0), 0);
+    cr_expect_eq(qr_fn_reads_param(k, 1), 1);
+    cr_expect_eq(qr_fn_reads_param(j, 0), 1, "never registered: read");
+    qr_module_free(m);
+    m = NULL;
+    cr_expect_neq(qr_module_load(reads_fn, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK);
+    cr_expect_null(m);
+    cr_expect_neq(qr_module_load(reads_first, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK);
     cr_expect_null(m);
 }
