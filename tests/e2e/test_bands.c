@@ -79,3 +79,73 @@ Test(bands, chains_by_bands_give_the_whole_runs_bits)
     double d = tu_npy_rel_diff(a, b);
     cr_assert(d >= 0 && d < 1e-5, "ORT against bands=all: %g", d);
 }
+
+/* A chain runs band by band through an epilogue only when the compiler says its kernel takes the
+ * chain's input for its type alone (compiler/reads.h). tests/recipes/conv-reads-input.qrl lowers
+ * tests/e2e/bands_reads_model.py's third layer to a kernel whose channel part reads its input's
+ * last element (no change to the result where that row is made: the layer before makes that
+ * element the top of u8 everywhere; a large one where it is the 0xA5 poison of a row not made).
+ * The stdlib's recipe bands all three NHWC layers; this one only the last two (the chain breaks
+ * before the reader), and its outputs are bands=0's bits and ONNX Runtime's on the export. */
+static char *rdir;
+
+static void reads_setup(void)
+{
+    rdir = tu_tmpdir();
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/bands_reads_model.py' %s && %s quantize %s/reads.onnx "
+             "--recipe '%s/tests/recipes/conv-reads-input.qrl' --calib %s/x.npy -o %s/q.onnx",
+             tu_root(), rdir, tu_qrl(), rdir, tu_root(), rdir, rdir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
+static void reads_teardown(void)
+{
+    tu_rmdir(rdir);
+}
+
+TestSuite(band_reads, .init = reads_setup, .fini = reads_teardown, .timeout = 300);
+
+/* qrl run of the model quantized in memory by RECIPE (the recipe's own kernels run) with OPTS into
+ * rdir/TAG; asserts its --stats line on bands says NODES nodes (0: none). */
+static void run_banded(const char *recipe, const char *tag, const char *opts, int nodes)
+{
+    char cmd[8192], *log, want[128];
+    snprintf(cmd, sizeof cmd, "%s run %s/reads.onnx --recipe '%s/%s' --calib %s/x.npy -i %s/x_test.npy -o %s/%s --stats "
+             "--option nhwc=all %s", tu_qrl(), rdir, tu_root(), recipe, rdir, rdir, rdir, tag, opts);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", tag, log);
+    snprintf(want, sizeof want, "bands: %d nodes run in chains by bands of rows", nodes);
+    if (nodes)
+        cr_assert_not_null(strstr(log, want), "%s: not '%s': %s", tag, want, log);
+    else
+        cr_assert_null(strstr(log, "bands:"), "%s ran bands: %s", tag, log);
+    free(log);
+}
+
+static double out_diff(const char *a_tag, const char *b_tag)
+{
+    char a[4096], b[4096];
+    snprintf(a, sizeof a, "%s/%s/c_c.npy", rdir, a_tag);
+    snprintf(b, sizeof b, "%s/%s/c_c.npy", rdir, b_tag);
+    return tu_npy_rel_diff(a, b);
+}
+
+Test(band_reads, an_epilogue_reading_its_input_breaks_the_chain)
+{
+    static const char std[] = "recipes/int8-minmax.qrl", reads[] = "tests/recipes/conv-reads-input.qrl";
+    run_banded(std, "std0", "--option bands=0", 0);
+    run_banded(std, "std", "--option bands=all", 3);
+    cr_assert(out_diff("std0", "std") == 0, "the stdlib's recipe: bands=all against bands=0");
+    run_banded(reads, "reads0", "--option bands=0", 0);
+    run_banded(reads, "reads", "--option bands=all", 2);
+    run_banded(reads, "reads2", "--option bands=all --threads 2", 2);
+    cr_assert(out_diff("reads0", "reads") == 0, "bands=all against bands=0: %g", out_diff("reads0", "reads"));
+    cr_assert(out_diff("reads0", "reads2") == 0, "2 threads against bands=0: %g", out_diff("reads0", "reads2"));
+    char cmd[8192], *log;
+    snprintf(cmd, sizeof cmd, "node '%s/tools/ort_run.js' %s/q.onnx %s/x_test.npy -o %s/ort", tu_root(), rdir, rdir, rdir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    double d = out_diff("ort", "reads");
+    cr_assert(d >= 0 && d < 1e-5, "ORT against bands=all: %g", d);
+}
