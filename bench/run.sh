@@ -192,9 +192,10 @@ for name in $MODELS; do
     # would replace them during the timed runs)
     $B/qrl bench "$q8" --option iconv-jit=0 --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_int8.json"
     # phase 2: kernels compiled per layer shape, the epilogue fused (compiled before the timed runs);
-    # chains of convolutions whose links pass 4 MB band by band (bands=auto: off by default, since
-    # it takes a kernel's convolution input as read for its type alone, as the stdlib's kernels do;
-    # the same bits on the four CNNs: docs/runtime.md, stop 35)
+    # chains of convolutions whose links pass 4 MB band by band (bands=auto, the default since stop
+    # 36, when the compiler shows the epilogues take their convolution's input for its type alone;
+    # said here as well so the row means the same in older builds; the same bits on the four CNNs:
+    # docs/runtime.md, stops 35 and 36)
     $B/qrl bench --iconv-jit --option bands=auto "$q8" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_int8_jit.json"
     node tools/ort_bench.js "$f32" "$shape" 1,64 1,2 "$MIN" > "$D/$name.ort_f32.json"
     node tools/ort_bench.js "$q8" "$shape" 1,64 1,2 "$MIN" > "$D/$name.ort_int8.json"

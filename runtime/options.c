@@ -46,7 +46,7 @@ static const option_def defs[] = {
     {"split", {"auto", "rows", "cols"}, INT_FIELD(split)},
     {"poison", {"0", "1"}, INT_FIELD(poison)},
     {"effects", {"downstream", "whole", "cut"}, INT_FIELD(effects)},
-    {"bands", {"0", "auto", "all"}, INT_FIELD(bands)},
+    {"bands", {"auto", "0", "all"}, INT_FIELD(bands)},
 };
 
 /* dst (a string field) holds s and zeros after it: equal options compare equal bytewise. */

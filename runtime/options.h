@@ -43,9 +43,10 @@ typedef enum qr_effects_mode {
 } qr_effects_mode;
 
 typedef enum qr_bands_mode {
-    QR_BANDS_OFF = 0, /* every node over its whole output (the default: docs/runtime.md, stop 35) */
-    QR_BANDS_AUTO,    /* chains of NHWC convolutions whose links pass 4 MB run by bands of rows (exec.c) */
-    QR_BANDS_ALL,     /* every chain that can, in bands of two rows (the tests') */
+    QR_BANDS_AUTO = 0, /* the default: chains of NHWC convolutions whose links pass 4 MB run by bands of
+                        * rows (exec.c; docs/runtime.md, stops 35 and 36) */
+    QR_BANDS_OFF,      /* every node over its whole output */
+    QR_BANDS_ALL,      /* every chain that can, in bands of two rows (the tests') */
 } qr_bands_mode;
 
 /* All zero: the defaults. */

@@ -52,6 +52,12 @@ Test(options, each_value_sets_its_field)
     qr_error e;
     cr_assert_eq(qr_options_parse(&o, "nhwc", "", &e), QR_OK);
     cr_assert_eq(o.nhwc, QR_NHWC_AUTO);
+    /* bands: auto is the default (stop 36), the zero of the struct and the empty value */
+    cr_assert_eq(parsed("bands", "0").bands, QR_BANDS_OFF);
+    cr_assert_eq(parsed("bands", "all").bands, QR_BANDS_ALL);
+    cr_assert_eq(parsed("bands", "auto").bands, QR_BANDS_AUTO);
+    cr_assert_eq(parsed("bands", "").bands, QR_BANDS_AUTO);
+    cr_assert_eq(QR_BANDS_AUTO, 0, "all-zero options are the defaults");
 }
 
 /* --kernels portable is every kernel's portable path; an ISA pins the integer kernels only; auto
