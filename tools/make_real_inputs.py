@@ -3,12 +3,16 @@
 fetches (QRL-D real-model evaluation). Generators: tools/realmodels_data.py.
 
 Usage: /usr/bin/python3 tools/make_real_inputs.py [DIR] [--calib N] [--test N] [--only calib|test]
+                                               [--test-seed S]
 DIR defaults to build/realmodels; writes DIR/<model>_calib.npy and
 DIR/<model>_test.npy (first axis: samples; each sample is fed as x[i:i+1]).
 The calibration split is drawn from seeds 1000 to 1600, the test split from
 2000 to 2600, so no test sample is a calibration one. --only writes one split
 (e.g. more unseen samples in a directory of their own, with --test 32; DIR
 must then hold, or link to, oww_melspec.onnx and oww_embedding.onnx).
+--test-seed S draws the test split from seeds S to S + 600 instead (a fresh
+unseen set, none of whose seeds calibration or an earlier set used: stop 36's
+build/rm32b took 3000).
 The openWakeWord features come from running the fp32 front-end models in
 ONNX Runtime (node tools/ort_sqnr.js --run, build/npm/node_modules).
 
@@ -97,7 +101,7 @@ def make(d, split, n, seed):
 
 def main():
     args = sys.argv[1:]
-    counts = {"--calib": 64, "--test": 8}
+    counts = {"--calib": 64, "--test": 8, "--test-seed": 2000}
     for k in counts:
         if k in args:
             i = args.index(k)
@@ -111,7 +115,10 @@ def main():
         if only not in ("calib", "test"):
             sys.exit("make_real_inputs: --only takes calib or test, not '%s'" % only)
     d = args[0] if args else os.path.join("build", "realmodels")
-    for split, seed in (("calib", 1000), ("test", 2000)):
+    if counts["--test-seed"] != 2000 and abs(counts["--test-seed"] - 1000) <= 600:
+        sys.exit("make_real_inputs: --test-seed %d overlaps the calibration seeds, 1000 to 1600"
+                 % counts["--test-seed"])
+    for split, seed in (("calib", 1000), ("test", counts["--test-seed"])):
         if only in (None, split):
             make(d, split, counts["--" + split], seed)
 
