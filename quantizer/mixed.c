@@ -419,6 +419,9 @@ static qr_status split(mctx *m, const qr_tensor *calib, samples *choose, samples
     nval -= nval % step;
     if (frac > 0 && nval < step)
         nval = step;
+    const qr_setting *least = qr_recipe_setting(m->r, QR_SET_VALIDATE_LEAST);
+    if (least && nval < (int64_t)least->value) /* too few to hold out: chosen and measured on the same */
+        nval = 0;
     int64_t nch = count - nval;
     nch -= nch % step;
     if (nch < step)

@@ -201,7 +201,8 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     fprintf(f, ",\n  \"batch\": %d", q->batch);
     fprintf(f, ",\n  \"nodes\": {\"pattern\": %d, \"affine\": %d, \"f32\": %d},\n  \"fallbacks\": %d,\n"
                "  \"widened\": %d,\n", q->nodes_pattern, q->nodes_affine, q->nodes_float, q->fallbacks, q->widened);
-    fprintf(f, "  \"validate_samples\": %lld,\n  \"output_sqnr_db\": ", (long long)q->validate_samples);
+    fprintf(f, "  \"validate_samples\": %lld,\n  \"validate_skipped\": %lld,\n  \"output_sqnr_db\": ",
+            (long long)q->validate_samples, (long long)q->validate_skipped);
     num(f, q->output_sqnr);
     fprintf(f, ",\n  \"output_sqnr_calibrate_db\": ");
     num(f, q->output_sqnr_calib);
@@ -537,6 +538,15 @@ static void write_html(FILE *f, const qr_quantized *q, const char *model)
             (long long)q->samples, q->calib_ms, q->fp32_ms, q->nodes_pattern, q->nodes_affine, q->nodes_float,
             q->weights, q->weights_4bit, (long long)q->weight_bytes, (long long)q->weight_f32_bytes, q->fallbacks,
             q->widened, q->ndynamic);
+    if (q->validate_samples > 0) /* the recipe's validate: both figures */
+        fprintf(f, "<p>The fallback's decisions and the output SQNR, %.1f dB, were judged on %lld held-out samples, "
+                   "never calibrated on; on the %lld calibration samples the output SQNR is %.1f dB.</p>\n",
+                q->output_sqnr, (long long)q->validate_samples, (long long)q->samples, q->output_sqnr_calib);
+    else if (q->validate_skipped > 0)
+        fprintf(f, "<p class=\"bad\">The fallback's decisions and the output SQNR, %.1f dB, were judged on the %lld "
+                   "samples calibrated on: the recipe's validate would hold out %lld, fewer than its validate_least, so "
+                   "none was held out.</p>\n",
+                q->output_sqnr, (long long)q->samples, (long long)q->validate_skipped);
     fprintf(f, "<h2>SQNR of each quantized tensor against f32</h2>\n<p>Signal-to-quantization-noise ratio measured "
                "on calibration data, with every quantization upstream applied (simulated in f32; the table also "
                "gives it for the integer graph's own kernels). Red: under 20 dB; grey: fell back to f32.</p>\n");

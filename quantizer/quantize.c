@@ -2200,9 +2200,9 @@ static qr_status same_qparams(qr_qctx *q)
 static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count,
                               const qr_tensor *judge, int64_t njudge);
 
-/* How many of count samples the recipe's validate = f holds out (the last ones; whole batches of
- * a fixed-batch model, at least one when f > 0): 0 without validate. */
-static int64_t validate_count(const qr_recipe *r, int64_t count, int64_t fixed)
+/* How many of count samples the recipe's validate = f would hold out (the last ones; whole batches
+ * of a fixed-batch model, at least one when f > 0): 0 without validate. */
+static int64_t validate_wanted(const qr_recipe *r, int64_t count, int64_t fixed)
 {
     const qr_setting *vs = qr_recipe_setting(r, QR_SET_VALIDATE);
     double frac = vs ? vs->value : 0;
@@ -2211,6 +2211,22 @@ static int64_t validate_count(const qr_recipe *r, int64_t count, int64_t fixed)
     if (frac > 0 && nval < step)
         nval = step;
     return nval;
+}
+
+/* The recipe's validate_least = n (0: none): the fewest samples validate may hold out. */
+static int64_t validate_least(const qr_recipe *r)
+{
+    const qr_setting *s = qr_recipe_setting(r, QR_SET_VALIDATE_LEAST);
+    return s ? (int64_t)s->value : 0;
+}
+
+/* How many of count samples validate holds out: validate_wanted, or none when that is fewer than
+ * the recipe's validate_least (a file too small to judge on held-out samples: everything calibrates
+ * and judges, and calibrate() says so). */
+static int64_t validate_count(const qr_recipe *r, int64_t count, int64_t fixed)
+{
+    int64_t nval = validate_wanted(r, count, fixed);
+    return nval < validate_least(r) ? 0 : nval;
 }
 
 static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib)
@@ -2234,6 +2250,19 @@ static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     if (frac > 0 && count - nval < step)
         return qr_errorf(q->e, "recipe '%s': validate = %g of %lld calibration samples leaves none to calibrate on",
                          q->r->name, frac, (long long)count);
+    int64_t want = validate_wanted(q->r, count, fixed), least = validate_least(q->r);
+    if (nval == 0 && want > 0) { /* validate_least: the file is too small to hold out enough */
+        int64_t need = count; /* the fewest samples whose split holds out validate_least */
+        while (validate_wanted(q->r, need, fixed) < least && need < INT64_MAX / 2)
+            need += step;
+        res->validate_skipped = want;
+        if (plan_note(q, "recipe '%s': validate = %g of %lld calibration samples holds out %lld, fewer than its "
+                         "validate_least = %lld: none is held out, and the fallback's decisions and the output "
+                         "SQNR are judged on the %lld samples calibrated on (%lld or more hold out enough)",
+                      q->r->name, frac, (long long)count, (long long)want, (long long)least, (long long)count,
+                      (long long)need) != QR_OK)
+            return QR_ERR;
+    }
     count -= nval;
     qr_tensor *val = calloc((size_t)g->n_inputs + 1, sizeof *val);
     if (!val)

@@ -110,6 +110,8 @@ typedef struct qr_quantized {
     int64_t output_nonfinite;                     /* output elements the integer graph makes NaN or inf */
     int64_t validate_samples;                     /* held out from calibration by the recipe's validate: what
                                                    * output_sqnr and the fallback were measured on (0: none) */
+    int64_t validate_skipped;                       /* what validate would have held out, fewer than the
+                                                   * recipe's validate_least: so none was (0: not so) */
     double output_sqnr_calib;                     /* dB, output_sqnr on the calibration samples */
     double output_cosine;                         /* the outputs' cosine similarity to f32's */
     double output_agreement;                      /* share of output rows whose argmax is f32's */

@@ -638,7 +638,8 @@ typedef enum qr_setting_kind {
     X(PATTERN_PRIORITY, "pattern_priority", QR_SK_HOOK, 0, 0, "i64(i64)")    \
     X(SAMPLES, "samples", QR_SK_HOOK, 0, 0, "f64(f64[],f64[])")               \
     X(CALIBRATE, "calibrate", QR_SK_CHOICE, 0, 0, "quantized float")     \
-    X(VALIDATE_FROM, "validate_from", QR_SK_CHOICE, 0, 0, "end spread")
+    X(VALIDATE_FROM, "validate_from", QR_SK_CHOICE, 0, 0, "end spread")       \
+    X(VALIDATE_LEAST, "validate_least", QR_SK_COUNT, 1, 1000000, NULL)
 
 /* accumulate = iN: the accumulator widths the runtime simulates (docs/quantizer.md, accumulator
  * width); i64 is accepted by the checker and refused by the quantizer. */
