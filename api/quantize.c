@@ -57,28 +57,33 @@ static void sources_sha256(const qc_unit *u, char *out)
 
 /* What made the export, in its metadata (qrl dump prints it): the QRL version, the recipe's name
  * and source hash, and the calibration data: SHA-256 of the samples used (each input's first
- * `samples` rows, as raw little-endian elements, inputs in the graph's order) and their count. */
+ * `samples` rows, as raw little-endian elements, inputs in the graph's order; with the recipe's
+ * validate, those it calibrated on and those it held out to judge on) and their count, and how
+ * many of them validate held out. */
 static qr_status provenance(qr_quantized *q, const qrl_recipe *r, const qr_tensor *calib, int ninputs, qr_error *e)
 {
     qc_sha256_ctx h;
     qc_sha256_init(&h);
     for (int i = 0; i < ninputs; i++) {
         const qr_tensor *t = &calib[i];
-        int64_t rows = t->ndim > 0 ? t->dims[0] : 1, n = q->samples < rows ? q->samples : rows;
+        int64_t used = q->samples + q->validate_samples;
+        int64_t rows = t->ndim > 0 ? t->dims[0] : 1, n = used < rows ? used : rows;
         size_t row = rows > 0 ? qr_tensor_nbytes(t) / (size_t)rows : 0;
         qc_sha256_update(&h, t->data, row * (size_t)n);
     }
     unsigned char d[QC_SHA256_LEN];
-    char hex[2 * QC_SHA256_LEN + 1], count[32];
+    char hex[2 * QC_SHA256_LEN + 1], count[32], held[32];
     qc_sha256_final(&h, d);
     hex_of(d, hex);
-    snprintf(count, sizeof count, "%lld", (long long)q->samples);
+    snprintf(count, sizeof count, "%lld", (long long)(q->samples + q->validate_samples));
+    snprintf(held, sizeof held, "%lld", (long long)q->validate_samples);
     qr_graph *g = q->qdq;
     if (qr_graph_set_meta(g, "qrl.version", QRL_VERSION) != QR_OK ||
         qr_graph_set_meta(g, "qrl.recipe", q->recipe ? q->recipe : "") != QR_OK ||
         qr_graph_set_meta(g, "qrl.recipe_sha256", r->sha256) != QR_OK ||
         qr_graph_set_meta(g, "qrl.calibration_sha256", hex) != QR_OK ||
-        qr_graph_set_meta(g, "qrl.calibration_samples", count) != QR_OK)
+        qr_graph_set_meta(g, "qrl.calibration_samples", count) != QR_OK ||
+        qr_graph_set_meta(g, "qrl.validate_samples", held) != QR_OK)
         return qr_errorf(e, "out of memory");
     return QR_OK;
 }

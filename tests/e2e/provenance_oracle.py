@@ -7,8 +7,9 @@ checks it against hashes computed here from the documented definitions (docs/qua
                           written, each file once), each as its size in decimal, "\\n", its bytes
   qrl.calibration_sha256  SHA-256 of the first N calibration samples' raw little-endian f32 bytes
   qrl.calibration_samples N
+  qrl.validate_samples    V: of the N, those the recipe's validate held out (given, not derived)
 
-Usage: provenance_oracle.py MODEL.onnx RECIPE.qrl STDLIB_DIR CALIB.npy RECIPE_NAME N
+Usage: provenance_oracle.py MODEL.onnx RECIPE.qrl STDLIB_DIR CALIB.npy RECIPE_NAME N V
 Prints "OK" or what differs."""
 import hashlib
 import os
@@ -41,12 +42,12 @@ def recipe_sha256(path, stdlib):
     return h.hexdigest()
 
 
-def main(model, recipe, stdlib, calib, name, n):
+def main(model, recipe, stdlib, calib, name, n, v):
     meta = {p.key: p.value for p in onnx.load(model).metadata_props}
     x = np.load(calib)[: int(n)]
     want = {"qrl.recipe": name, "qrl.recipe_sha256": recipe_sha256(recipe, stdlib),
             "qrl.calibration_sha256": hashlib.sha256(np.ascontiguousarray(x, "<f4").tobytes()).hexdigest(),
-            "qrl.calibration_samples": str(int(n))}
+            "qrl.calibration_samples": str(int(n)), "qrl.validate_samples": str(int(v))}
     bad = ["%s: %r, expected %r" % (k, meta.get(k), v) for k, v in want.items() if meta.get(k) != v]
     if not meta.get("qrl.version"):
         bad.append("no qrl.version")

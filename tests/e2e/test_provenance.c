@@ -27,12 +27,13 @@ static void quantize(const char *recipe, const char *out)
     free(log);
 }
 
-static void expect_oracle(const char *model, const char *recipe, const char *name)
+/* held: how many of the 100 samples the recipe's validate holds out (int8.qrl: a quarter) */
+static void expect_oracle(const char *model, const char *recipe, const char *name, int held)
 {
     char cmd[4096], *log;
     snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 tests/e2e/provenance_oracle.py '%s' '%s' stdlib "
-                              "%s/calib_images.npy %s 100 2>&1",
-             tu_root(), model, recipe, data_dir(), name);
+                              "%s/calib_images.npy %s 100 %d 2>&1",
+             tu_root(), model, recipe, data_dir(), name, held);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     cr_expect_str_eq(log, "OK\n", "%s", log);
     free(log);
@@ -44,7 +45,7 @@ Test(provenance, the_export_records_recipe_and_calibration_data, .timeout = 300)
     snprintf(a, sizeof a, "%s/a.onnx", dir);
     snprintf(b, sizeof b, "%s/b.onnx", dir);
     quantize("recipes/int8.qrl", a);
-    expect_oracle(a, "recipes/int8.qrl", "int8");
+    expect_oracle(a, "recipes/int8.qrl", "int8", 0);
     snprintf(cmd, sizeof cmd, "%s dump '%s' | head -8", tu_qrl(), a);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     cr_expect(strstr(log, "\nmeta   qrl.recipe = int8\n") && strstr(log, "\nmeta   qrl.calibration_samples = 100\n"),
@@ -77,7 +78,7 @@ Test(provenance, an_edited_import_changes_the_recipe_hash, .timeout = 300)
         snprintf(out, sizeof out, "%s/m%d.onnx", dir, edit);
         snprintf(path, sizeof path, "%s/mine.qrl", dir);
         quantize(path, out);
-        expect_oracle(out, path, "mine");
+        expect_oracle(out, path, "mine", 0);
     }
     char cmd[4096], *log;
     snprintf(cmd, sizeof cmd, "%s dump '%s/m0.onnx' | grep recipe_sha256; %s dump '%s/m1.onnx' | grep recipe_sha256",
