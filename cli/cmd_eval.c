@@ -117,8 +117,11 @@ static void print_side_by_side(const char *recipe, const char *name, const qrl_q
     qrl_quant_summary s, *qz = &s;
     qrl_quantized_summary(q, &s);
     double acc = n ? 100.0 * (double)correct / (double)n : 0.0, qacc = n ? 100.0 * (double)qcorrect / (double)n : 0.0;
-    printf("recipe:   %s%s%s (%lld calibration samples)\n", recipe, name ? ", recipe " : "", name ? name : "",
-           (long long)qz->samples);
+    char held[64] = "";
+    if (qz->validate_samples > 0) /* the recipe's validate: those judged on */
+        snprintf(held, sizeof held, ", %lld held out", (long long)qz->validate_samples);
+    printf("recipe:   %s%s%s (%lld calibration samples%s)\n", recipe, name ? ", recipe " : "", name ? name : "",
+           (long long)qz->samples, held);
     printf("          %10s %10s %10s\n", "fp32", "int8", "diff");
     printf("top-1:    %9.2f%% %9.2f%% %+9.2f\n", acc, qacc, qacc - acc);
     printf("time:     %9.2fs %9.2fs\n", secs, qsecs);
@@ -126,8 +129,14 @@ static void print_side_by_side(const char *recipe, const char *name, const qrl_q
            qz->nodes_pattern, qz->nodes_affine, qz->nodes_float, qz->weights);
     printf("lowered:  %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
            qz->kernels, qz->lookups, qz->int_ops, qz->requants, qz->islands);
-    printf("output:   SQNR %.1f dB against f32 on the calibration samples; %.1f%% of MACs in integers",
-           qz->output_sqnr, qz->macs > 0 ? 100.0 * qz->macs_int / qz->macs : 0.0);
+    if (qz->validate_samples > 0)
+        printf("output:   SQNR %.1f dB against f32 on the %lld held-out samples (%.1f on the calibration ones); "
+               "%.1f%% of MACs in integers",
+               qz->output_sqnr, (long long)qz->validate_samples, qz->output_sqnr_calib,
+               qz->macs > 0 ? 100.0 * qz->macs_int / qz->macs : 0.0);
+    else
+        printf("output:   SQNR %.1f dB against f32 on the calibration samples; %.1f%% of MACs in integers",
+               qz->output_sqnr, qz->macs > 0 ? 100.0 * qz->macs_int / qz->macs : 0.0);
     if (qz->output_samples) /* the recipe's samples = F judged, not the samples pooled */
         printf("; samples = %s of each sample's own (pooled over the samples: %.1f dB)", qz->output_samples,
                qz->output_sqnr_energy);
@@ -193,6 +202,8 @@ int cli_eval(int argc, char **argv)
         print_model(&run, n, correct, secs);
     else
         print_side_by_side(a.recipe, a.recipe_name, qz, n, correct, qcorrect, secs, qsecs);
+    for (int i = 0; qz && qrl_quantized_note(qz, i); i++) /* as qrl quantize: validate_least's, the rules' */
+        fprintf(stderr, "note: %s\n", qrl_quantized_note(qz, i));
     rc = 0;
 out:
     qrl_quantized_free(qz);
