@@ -187,6 +187,11 @@ typedef struct outref {
     size_t run_bytes;    /* what one batch's f32 run took (outref_init's runs) */
     int have_out;        /* out came from the f32 pass (qr_qctx.f32_out): the runs take only the shapes */
     double f32_ms;       /* side_by_side: its f32 run's own time (not waiting for its readers), wall ms */
+    /* an executor of the f32 model on pack_threads threads that has run (speculate's): side_by_side's
+     * f32 runs on as many threads take its packing of the weights instead of packing them again,
+     * and (one group) its kernels' workspace (it runs no more) */
+    qr_exec *pack;
+    int pack_threads;
 } outref;
 
 static void observe_shapes(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
@@ -255,15 +260,17 @@ static qr_status share_shapes(qr_qctx *q, outref *o, int64_t nb, qr_status st)
 }
 
 /* o's f32 outputs of calib's first measure_samples (every batch; split: this rank's share of them,
- * and every rank gets the shapes). */
-static qr_status outref_init(outref *o, qr_qctx *q, const qr_tensor *calib, int64_t count, int split)
+ * and every rank gets the shapes), on threads kernel threads; keep: the executor is kept there
+ * (NULL on an error), not freed. */
+static qr_status outref_run(outref *o, qr_qctx *q, const qr_tensor *calib, int64_t count, int split, int threads,
+                            qr_exec **keep)
 {
     const qr_graph *g = q->g;
     qr_status st = outref_alloc(o, q, count);
     if (st != QR_OK)
         return st;
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
-    qr_exec_opts eo = {.threads = q->o->threads, .observer = observe_shapes, .observer_user = o};
+    qr_exec_opts eo = {.threads = threads, .observer = observe_shapes, .observer_user = o};
     qr_exec *x = NULL;
     /* outputs are judged against the model before a bias correction changed it (q->ref) */
     st = in ? qr_exec_new(q->ref ? q->ref : g, &eo, &x, q->e) : qr_errorf(q->e, "out of memory");
@@ -282,13 +289,21 @@ static qr_status outref_init(outref *o, qr_qctx *q, const qr_tensor *calib, int6
         qr_exec_get_stats(x, &es);
         o->run_bytes = (es.dynamic ? es.peak_bytes : es.arena_bytes) + es.work_bytes;
     }
-    qr_exec_free(x);
     free(in);
     if (split)
         st = share_shapes(q, o, o->nbatches, st);
     if (st != QR_OK)
         outref_free(o);
+    if (keep && st == QR_OK)
+        *keep = x;
+    else
+        qr_exec_free(x);
     return st;
+}
+
+static qr_status outref_init(outref *o, qr_qctx *q, const qr_tensor *calib, int64_t count, int split)
+{
+    return outref_run(o, q, calib, count, split, q->o->threads, NULL);
 }
 
 /* The f32 values of one batch, handed from the f32 run to the runs measured against it (the
@@ -849,6 +864,11 @@ static qr_status group_new(sbs *w, sbs_group *G)
     G->made = 1;
     qr_exec_opts o32 = {.threads = w->threads, .observer = observe_f32, .observer_user = &G->r};
     qr_status st = qr_exec_new(q->g, &o32, &G->f.x, &G->e);
+    if (st == QR_OK && w->o && w->o->pack && w->o->pack_threads == w->threads && !q->ref) {
+        qr_exec_share_cache(G->f.x, w->o->pack); /* only read: the groups may share it at once */
+        if (w->ng == 1) /* a workspace is one run's at a time: one group's */
+            qr_exec_share_work(G->f.x, w->o->pack);
+    }
     double *outs = G->sums + (size_t)q->nslots * NSUMS; /* the readers' output sums, as reader_sums lays them */
     for (int k = 0; st == QR_OK && k < w->nr; k++) {
         measure *m = &G->ms[k];
@@ -2582,6 +2602,51 @@ static int outputs_hold(const qr_qctx *q, const out_metrics *mt)
     return qr_rt_status(&rt, &e) == QR_OK && !fails; /* an error: not expected to hold (the try decides) */
 }
 
+/* Whether what ships is measured beside the local measurement before the first try is judged (the
+ * f32 pass being that measurement's f32 run): when the first try's outputs on the first
+ * effect_samples (whole batches where the model fixes its batch) meet the recipe's condition read
+ * with their output SQNR raised by the recipe's speculate (dB, default 3) and every layer's as met.
+ * Else the speculative runs would be paid for nothing where the try fails. The f32 run of those
+ * samples keeps its executor (*px, on the threads side_by_side's f32 runs will take when the
+ * batches are dealt one group per thread): its packing of the weights is theirs (outref.pack). */
+static qr_status speculate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count, int *spec,
+                           qr_exec **px, int *px_threads)
+{
+    int64_t ne = effect_samples(q), fixed = qr_graph_fixed_batch(q->g), batch = qr_plan_batch(q);
+    if (fixed > 0)
+        ne = (ne + fixed - 1) / fixed * fixed;
+    ne = ne < count ? ne : count;
+    int64_t n = count < measure_samples(q) ? count : measure_samples(q), nb = (n + batch - 1) / batch;
+    int threads = q->o->threads > 1 ? q->o->threads : 1;
+    *px_threads = threads / (int)(threads < nb ? threads : nb > 0 ? nb : 1);
+    *spec = 0, *px = NULL;
+    outref po;
+    qr_status st = outref_run(&po, q, calib, ne, 0, *px_threads, q->ref ? NULL : px);
+    if (st != QR_OK)
+        return st;
+    if (*px) /* only its packing and workspace are kept: its arena is the next plan's */
+        qr_exec_drop_plan(*px);
+    /* the narrow accumulators count what ships' run only */
+    int na = res->ig->naccs;
+    int64_t *counts = calloc(2 * (size_t)na + 1, sizeof *counts);
+    if (!counts)
+        st = qr_errorf(q->e, "out of memory");
+    for (int i = 0; st == QR_OK && i < na; i++)
+        counts[2 * i] = res->ig->accs[i].sums, counts[2 * i + 1] = res->ig->accs[i].overflows;
+    out_metrics mt = {0};
+    if (st == QR_OK)
+        st = measure_outputs(q, &po, res->ig->g, res->ig, calib, 0, &mt);
+    for (int i = 0; st == QR_OK && i < na; i++)
+        res->ig->accs[i].sums = counts[2 * i], res->ig->accs[i].overflows = counts[2 * i + 1];
+    free(counts);
+    outref_free(&po);
+    qr_plan_give_back_memory(); /* what the integer graph's run freed, before the measurement's */
+    const qr_setting *s = qr_recipe_setting(q->r, QR_SET_SPECULATE);
+    mt.sqnr += s ? s->value : 3.0;
+    *spec = st == QR_OK && outputs_hold(q, &mt);
+    return st;
+}
+
 /* A try of the search judged on n samples of o, ran of them run for it (the others' sums kept from
  * an earlier try of the same k), for the profile (qr_quantized.tries). */
 static qr_status note_try(qr_qctx *q, qr_quantized *res, const wide *wd, const ranked *rk, int k, int64_t n,
@@ -3349,7 +3414,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
      * before the local measurement, and when they meet the condition, what ships is measured beside
      * it (the try then holds unless a layer fails on its own): one f32 run less */
     int merged = st == QR_OK && !gain && q->f32_in_measure == o.nbatches;
-    int early = merged || (st == QR_OK && q->f32_out && q->f32_out_nb == o.nbatches), ahead = 0;
+    int early = merged || (st == QR_OK && q->f32_out && q->f32_out_nb == o.nbatches), ahead = 0, spec = 0;
     out_metrics mt0 = {0};
     if (early) {
         if (!merged) {
@@ -3364,17 +3429,24 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
             st = rebuild(q, res);
         else if ((st = qr_intgraph_build(q, res->qdq, &res->ig, q->e)) != QR_OK)
             qr_error_prefix(q->e, "recipe '%s'", q->r->name);
+        qr_exec *px = NULL;
+        if (st == QR_OK && merged)
+            st = speculate(q, res, calib, count, &spec, &px, &o.pack_threads);
         if (st == QR_OK && merged) {
             /* the f32 pass is this f32 run: what ships is measured beside the local measurement
-             * before the first try is judged, paid for nothing (and measured again) when it fails */
-            st = measure_local_shipped(q, res, calib, count, &o);
+             * before the first try is judged when a few samples expect it to hold (paid for
+             * nothing, and measured again, when it fails) */
+            o.pack = px;
+            st = spec ? measure_local_shipped(q, res, calib, count, &o) : measure_local(q, res->qdq, calib, count, &o);
+            o.pack = NULL;
             o.have_out = 1;
             res->fp32_ms = o.f32_ms;
-            qr_plan_phase(q, res, "local measurement and what ships");
+            qr_plan_phase(q, res, spec ? "local measurement and what ships" : "local measurement");
             fb_step(&pg);
         }
+        qr_exec_free(px);
         /* the narrow accumulators' counts are what ships' run's (the outputs' run adds none) */
-        int na = merged && res->ig ? res->ig->naccs : 0;
+        int na = merged && spec && res->ig ? res->ig->naccs : 0;
         int64_t *counts = calloc(2 * (size_t)na + 1, sizeof *counts);
         if (st == QR_OK && !counts)
             st = qr_errorf(q->e, "out of memory");
@@ -3387,7 +3459,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         free(counts);
         if (st == QR_OK)
             res_metrics(q, res, &mt0);
-        ahead = st == QR_OK && outputs_hold(q, &mt0);
+        ahead = st == QR_OK && outputs_hold(q, &mt0) && (!merged || spec);
         for (int i = 0; merged && !ahead && i < q->nslots; i++) { /* measured again for what ships */
             qr_slot *s = &q->slots[i];
             s->sx2 = s->se2 = s->n = s->clipped = s->isx2 = s->ise2 = 0;

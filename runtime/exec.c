@@ -573,6 +573,12 @@ static void drop_plan(qr_exec *x)
     x->have_plan = 0;
 }
 
+void qr_exec_drop_plan(qr_exec *x)
+{
+    if (x->planned)
+        drop_plan(x);
+}
+
 void qr_exec_share_cache(qr_exec *x, const qr_exec *from)
 {
     x->cache_from = from && from != x && from->g == x->g && from->opts.threads == x->opts.threads ? from : NULL;

@@ -70,6 +70,10 @@ void qr_exec_free(qr_exec *x);
  * must outlive x's runs and never run while x does (nor x while from does); either may share
  * with the other. */
 void qr_exec_share_cache(qr_exec *x, const qr_exec *from);
+/* x lets go of its run's plan and arena (the arena kept as the spare the next executor's plan
+ * takes); its kernels' cache and workspace stay, and its next run plans again: for an executor
+ * kept only for what another shares of it (qr_exec_share_cache, qr_exec_share_work). */
+void qr_exec_drop_plan(qr_exec *x);
 /* x's kernels take their workspace (qr_kwork) from `from`'s (any graph) instead of their own: for
  * executors whose kernels never run at the same time (the quantizer's runs side by side, one at a
  * time). from must outlive x's runs; NULL: x's own again. */

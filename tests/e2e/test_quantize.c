@@ -2097,6 +2097,55 @@ Test(quantize, conv_sqnrs_on_integer_kernels_match_numpy)
     free(log);
 }
 
+/* speculate decides whether what ships is measured beside the local measurement before the first
+ * try is judged: y = Conv(Relu(Conv(x))) at int8 is far below 99 dB (the condition fails), and
+ * read 200 dB higher it meets it: speculate = 200 measures what ships beside the local measurement
+ * (paid for nothing), speculate = 0 does not. The decision moves only the time: the same export
+ * (byte for byte, but the recipe's hash in its metadata) and the same report but its timings
+ * either way. */
+Test(quantize, speculate_decides_what_is_measured_beside_the_local_measurement)
+{
+    char cmd[4096], recipe[700], *log;
+    snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 tests/e2e/gridconv_oracle.py make %s", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const int db[2] = {200, 0};
+    for (int k = 0; k < 2; k++) {
+        char lines[200];
+        snprintf(recipe, sizeof recipe, "%s/spec%d.qrl", dir, db[k]);
+        snprintf(lines, sizeof lines, "  fallback = f32 when output_sqnr < 99\n  speculate = %d\n", db[k]);
+        write_recipe(recipe, lines);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize %s/gc.onnx --recipe %s --calib %s/gc_x.npy -o %s/spec%d.onnx "
+                 "--report %s/spec%d.json --batch 4 --threads 2 --profile",
+                 tu_root(), tu_qrl(), dir, recipe, dir, dir, db[k], dir, db[k]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        cr_assert(!strstr(log, "fp32 pass "), "the f32 pass is not the local measurement's f32 run: %s", log);
+        if (db[k])
+            cr_assert(strstr(log, "local measurement and what ships"), "speculate = %d: %s", db[k], log);
+        else
+            cr_assert(!strstr(log, "local measurement and what ships") && strstr(log, "local measurement "),
+                      "speculate = %d: %s", db[k], log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json, onnx\n"
+             "def s(x):\n"
+             "    if isinstance(x, dict): return {k: s(v) for k, v in x.items() if not k.endswith(('_ms', 'sha256'))}\n"
+             "    return [s(v) for v in x] if isinstance(x, list) else x\n"
+             "a, b = (s(json.load(open('%s/spec%%d.json' %% d))) for d in (200, 0))\n"
+             "assert a == b and len(a['search_tries']) > 1, (a, b)\n"
+             "m = [onnx.load('%s/spec%%d.onnx' %% d) for d in (200, 0)]\n"
+             "h = [[p for p in x.metadata_props if p.key == 'qrl.recipe_sha256'] for x in m]\n"
+             "assert len(h[0]) == 1 and len(h[1]) == 1 and h[0][0].value != h[1][0].value\n"
+             "for x in h: x[0].value = ''\n"
+             "assert m[0].SerializeToString() == m[1].SerializeToString(), 'the exports differ'\n"
+             "print('ok')\"",
+             dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
 /* The measurements hand each f32 value to the measured graphs as they reach it instead of keeping
  * every f32 value of the batch: on a chain of 24 Conv+Relu over [32, 16, 64, 64] (48 values of
  * 8 MiB, 384 MiB in all) the peak of `qrl quantize` stays within half of that above the peak of

@@ -445,6 +445,45 @@ Test(exec, conv_keeps_weights_made_from_constants)
  * measuring runs of one QDQ graph): whichever runs a convolution first packs its weight, made
  * from constants alone (a DequantizeLinear), and keeps it; the other keeps nothing and computes
  * with that packing: both against a double reference, over two runs each, in either order. */
+/* An executor that dropped its plan (qr_exec_drop_plan) keeps its packing and runs again (planning
+ * again) to the same values: the Conv against the double reference, before and after. */
+Test(exec, dropped_plan_keeps_the_packing_and_runs_again)
+{
+    int8_t wq[DQ_W];
+    float wdq[DQ_W], xs[2][DQ_W];
+    dq_fill(wq, wdq, xs);
+    qr_graph *g = qr_graph_new();
+    qr_value *in[2] = {tu_input(g, "x", 4, dq_dx), dq_weight(g, wq)};
+    qr_node *c = tu_node(g, "Conv", "conv", 2, in, 1);
+    tu_attr_ints(g, c, "pads", 4, dq_pads);
+    tu_output(g, c->out[0]);
+    qr_exec *x;
+    qr_error e;
+    cr_assert_eq(qr_exec_new(g, NULL, &x, &e), QR_OK, "%s", e.msg);
+    qr_exec_drop_plan(x); /* before any run: nothing to drop */
+    size_t kept = 0;
+    for (int r = 0; r < 2; r++) {
+        qr_tensor in_t = {.dtype = QR_F32, .ndim = 4, .dims = {1, 8, 6, 6}, .data = xs[r]}, out;
+        cr_assert_eq(qr_exec_run(x, &in_t, &out, &e), QR_OK, "%s", e.msg);
+        double ref[144];
+        conv_ref(xs[r], wdq, ref);
+        const float *y = out.data;
+        for (int i = 0; i < 144; i++)
+            cr_assert(fabs(y[i] - ref[i]) <= 1e-5 * (fabs(ref[i]) + 1), "run %d, element %d: %g, want %g", r, i,
+                      (double)y[i], ref[i]);
+        qr_tensor_free(&out);
+        qr_exec_stats st;
+        qr_exec_get_stats(x, &st);
+        if (r == 0)
+            kept = st.cache_bytes;
+        else
+            cr_assert_eq(st.cache_bytes, kept, "the packing kept: %zu bytes, %zu before", st.cache_bytes, kept);
+        qr_exec_drop_plan(x);
+    }
+    qr_exec_free(x);
+    qr_graph_free(g);
+}
+
 Test(exec, executors_of_one_graph_share_a_packing)
 {
     int8_t wq[DQ_W];
