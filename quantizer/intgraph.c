@@ -393,9 +393,9 @@ static qr_status kcall_run(qr_kctx *k)
 /* QrlConvKernel: a ConvInteger and the element-wise epilogue kernel it fed, fused (fuse_epilogues):
  * inputs are the convolution's (conv_inputs of them: x, w, x_zero?, w_zero?), then the kernel's
  * other inputs; its call's accumulator argument reads the blocks the convolution hands over. */
-static const qr_tensor *conv_in(const qr_kctx *k, int i)
+static const qr_tensor *conv_in(const qr_kctx *k, int64_t nconv, int i)
 {
-    return i < qr_attr_i(k->node, "conv_inputs", 2) && i < k->n_in ? k->in[i] : NULL;
+    return i < nconv && i < k->n_in ? k->in[i] : NULL;
 }
 
 /* The convolution's: per output, C/group x the window. */
@@ -407,13 +407,14 @@ static double kconv_macs(const qr_kctx *k)
     return (double)qr_tensor_numel(k->out[0]) * (double)qr_tensor_numel(w) / (double)w->dims[0];
 }
 
+/* Each attribute looked up once: this runs before every run of the node (the executor's shapes). */
 static qr_status kconv_infer(qr_kctx *k)
 {
+    int64_t nconv = qr_attr_i(k->node, "conv_inputs", 2);
+    qr_dtype to = (qr_dtype)qr_attr_i(k->node, "to", QR_UNDEF);
     if (qr_attr_i(k->node, "nhwc", 0)) /* a second stage writes its kernel's type: the same (fuse_stages) */
-        return qr_convint_infer_nhwc(k, k->in[0], conv_in(k, 2), k->in[1], conv_in(k, 3),
-                                     (qr_dtype)qr_attr_i(k->node, "to", QR_UNDEF));
-    return qr_convint_infer_as(k, k->in[0], conv_in(k, 2), k->in[1], conv_in(k, 3),
-                               (qr_dtype)qr_attr_i(k->node, "to", QR_UNDEF));
+        return qr_convint_infer_nhwc(k, k->in[0], conv_in(k, nconv, 2), k->in[1], conv_in(k, nconv, 3), to);
+    return qr_convint_infer_as(k, k->in[0], conv_in(k, nconv, 2), k->in[1], conv_in(k, nconv, 3), to);
 }
 
 /* A run's arguments of a pointwise kernel run as the second stage, but the convolution's y's. */
@@ -629,12 +630,13 @@ static qr_status kcall_rows(qr_kctx *k, const qr_intcall *c, int *done)
 }
 
 /* The second stage's arguments (fuse_stages: attributes then_call, then_first). */
-static qr_status bind_stage(qr_kctx *k, const qr_intgraph *ig, stage_run *s, qr_acc_epilogue *ep)
+static qr_status bind_stage(qr_kctx *k, const qr_intgraph *ig, int nhwc, stage_run *s, qr_acc_epilogue *ep)
 {
-    int64_t ci = qr_attr_i(k->node, "then_call", -1), first = qr_attr_i(k->node, "then_first", -1);
+    int64_t ci = qr_attr_i(k->node, "then_call", -1);
     if (ci < 0)
         return QR_OK;
-    if (ci >= ig->ncalls || first < 1 || first > k->n_in || !qr_attr_i(k->node, "nhwc", 0))
+    int64_t first = qr_attr_i(k->node, "then_first", -1);
+    if (ci >= ig->ncalls || first < 1 || first > k->n_in || !nhwc)
         return QR_KERR(k, "QrlConvKernel: a second stage needs its call and an NHWC convolution");
     s->c = &ig->calls[ci];
     /* the call's inputs are the node's from `first` on; the one that was the convolution's y is
@@ -652,6 +654,7 @@ static qr_status kconv_run(qr_kctx *k)
 {
     const qr_intgraph *ig = k->user;
     int64_t ci = qr_attr_i(k->node, "call", -1), nconv = qr_attr_i(k->node, "conv_inputs", 2);
+    int nhwc = qr_attr_i(k->node, "nhwc", 0) != 0;
     if (!ig || ci < 0 || ci >= ig->ncalls || !ig->calls[ci].tile)
         return QR_KERR(k, "QrlConvKernel runs only in the integer graph of a quantized model");
     tile_run t = {.c = &ig->calls[ci], .tile = ig->calls[ci].tile, .acc_arg = -1, .y_arg = -1};
@@ -664,17 +667,18 @@ static qr_status kconv_run(qr_kctx *k)
     for (int i = 0; i < c->nargs; i++)
         if (c->args[i].kind == ARG_OUTPUT)
             t.y_arg = i;
-    int wconst = qr_kinput_const(k, 1) && (!conv_in(k, 2) || qr_kinput_const(k, 2));
+    const qr_tensor *xzp = conv_in(k, nconv, 2), *wzp = conv_in(k, nconv, 3);
+    int wconst = qr_kinput_const(k, 1) && (!xzp || qr_kinput_const(k, 2));
     qr_acc_epilogue ep = {tile_block, &t, NULL, 0, NULL, NULL, NULL};
     stage_run stage = {0};
     t.stage = &stage;
-    if (bind_stage(k, ig, &stage, &ep) != QR_OK)
+    if (bind_stage(k, ig, nhwc, &stage, &ep) != QR_OK)
         return QR_ERR;
-    if (qr_attr_i(k->node, "nhwc", 0) && bind_rows(k, &t, &ep) != QR_OK)
+    if (nhwc && bind_rows(k, &t, &ep) != QR_OK)
         return QR_ERR;
-    if (qr_attr_i(k->node, "nhwc", 0))
-        return qr_convint_run_nhwc(k, k->in[0], conv_in(k, 2), k->in[1], conv_in(k, 3), wconst, &ep);
-    return qr_convint_run_epilogue(k, k->in[0], conv_in(k, 2), k->in[1], conv_in(k, 3), wconst, &ep);
+    if (nhwc)
+        return qr_convint_run_nhwc(k, k->in[0], xzp, k->in[1], wzp, wconst, &ep);
+    return qr_convint_run_epilogue(k, k->in[0], xzp, k->in[1], wzp, wconst, &ep);
 }
 
 /* y[i] = table[x[i] - min(x's type)]: x integers of 8 or 16 bits. */

@@ -611,10 +611,20 @@ void qr_graph_compact(qr_graph *g)
     free(used);
 }
 
+/* Kernels look their attributes up on every run (a convolution some 25 times: its own, then the
+ * geometry's). The names are short and most differ in their first letter: compared here, without
+ * a call of strcmp for each, which was 6% of the small ResNet int8 at batch 1. */
+static int same_name(const char *a, const char *b)
+{
+    while (*a && *a == *b)
+        a++, b++;
+    return *a == *b;
+}
+
 const qr_attr *qr_node_attr(const qr_node *n, const char *name)
 {
     for (int i = 0; i < n->n_attr; i++)
-        if (strcmp(n->attr[i].name, name) == 0)
+        if (same_name(n->attr[i].name, name))
             return &n->attr[i];
     return NULL;
 }
