@@ -456,15 +456,9 @@ static gcc_jit_rvalue *user_call(fgen *f, const ql_node *n, const qc_sym *s)
     const ql_node *given[QC_MAX_PARAMS] = {0};
     args[0] = f->rt;
     for (int i = 0; i < n->nkids && i < QC_MAX_PARAMS; i++) {
-        const ql_node *a = n->kids[i];
-        int at = i;
-        if (a->kind == QL_NAMED_ARG) {
-            for (int p = 0; p < np; p++)
-                if (!strcmp(ps->kids[p]->name, a->name))
-                    at = p;
-            a = a->a;
-        }
-        if (at < QC_MAX_PARAMS)
+        const ql_node *a;
+        int at = ql_call_param(ps, n->kids[i], i, &a);
+        if (at >= 0 && at < QC_MAX_PARAMS)
             given[at] = a;
     }
     for (int p = 0; p < np && p < QC_MAX_PARAMS; p++) {

@@ -113,14 +113,8 @@ static pv call_fn(pw *p, const frame *f, const ql_node *call, const qc_sym *s)
     unsigned char bind[QC_MAX_PARAMS];
     memset(bind, V_CLEAN, sizeof bind); /* a default value is a constant */
     for (int i = 0; i < call->nkids; i++) {
-        const ql_node *a = call->kids[i];
-        int at = i;
-        if (a->kind == QL_NAMED_ARG) {
-            at = -1;
-            for (int k = 0; k < np && at < 0; k++)
-                at = strcmp(ps->kids[k]->name, a->name) ? -1 : k;
-            a = a->a;
-        }
+        const ql_node *a;
+        int at = ql_call_param(ps, call->kids[i], i, &a);
         pv v = expr(p, f, a);
         if (at < 0 || at >= np || (v != V_CLEAN && v != V_TENSOR && v != V_INDEX))
             return V_NO;

@@ -61,14 +61,8 @@ static void call_fn(rd *r, const frame *f, const ql_node *call, const qc_sym *s)
     }
     uint64_t bind[QC_MAX_PARAMS] = {0}; /* a default value is a constant */
     for (int i = 0; i < call->nkids; i++) {
-        const ql_node *a = call->kids[i];
-        int at = i;
-        if (a->kind == QL_NAMED_ARG) {
-            at = -1;
-            for (int k = 0; k < np && at < 0; k++)
-                at = strcmp(ps->kids[k]->name, a->name) ? -1 : k;
-            a = a->a;
-        }
+        const ql_node *a;
+        int at = ql_call_param(ps, call->kids[i], i, &a);
         uint64_t b = bound(f, a);
         if (b && at >= 0 && at < np)
             bind[at] |= b;

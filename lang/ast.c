@@ -74,6 +74,18 @@ ql_node *ql_node_extend(ql_node *n, ql_span sp)
     return n;
 }
 
+int ql_call_param(const ql_node *params, const ql_node *arg, int i, const ql_node **value)
+{
+    *value = arg;
+    if (arg->kind != QL_NAMED_ARG)
+        return i;
+    *value = arg->a;
+    for (int k = 0; params && k < params->nkids; k++)
+        if (!strcmp(params->kids[k]->name, arg->name))
+            return k;
+    return -1;
+}
+
 static void dump_str(const char *s, int len, FILE *f)
 {
     fputc('"', f);

@@ -126,6 +126,10 @@ ql_node *ql_node_bin(ql_arena *ar, ql_tok op, ql_node *a, ql_node *b);
 ql_node *ql_node_un(ql_arena *ar, ql_tok op, ql_span sp, ql_node *a);
 /* Widens n's span to cover sp; returns n. */
 ql_node *ql_node_extend(ql_node *n, ql_span sp);
+/* The parameter (an index into params' kids; params may be NULL) that argument i of a call binds:
+ * i when positional, the parameter of its name when named (-1 when no parameter has it); *value
+ * becomes the argument's expression. */
+int ql_call_param(const ql_node *params, const ql_node *arg, int i, const ql_node **value);
 
 const char *ql_kind_name(ql_kind k);
 /* Indented text dump, one node per line with its line:col (golden files). */
