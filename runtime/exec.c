@@ -45,6 +45,7 @@ struct qr_exec {
     qr_kcache *cache;   /* per node: what its kernel keeps across runs */
     size_t cache_total; /* their bytes (at most opts.cache_max) */
     const qr_exec *cache_from; /* qr_exec_share_cache's, or NULL */
+    int *cache_map; /* qr_exec_share_cache_nodes': by node index, from's node (-1: none); NULL: the same index */
     unsigned char *fixed; /* per value: the same every run (qr_kinput_fixed) */
     qr_kwork_arena work; /* the kernels' shared workspace (qr_kwork) */
     qr_kwork_arena *work_at; /* the one they use: work, or another executor's (qr_exec_share_work) */
@@ -581,7 +582,33 @@ void qr_exec_drop_plan(qr_exec *x)
 
 void qr_exec_share_cache(qr_exec *x, const qr_exec *from)
 {
+    free(x->cache_map);
+    x->cache_map = NULL;
     x->cache_from = from && from != x && from->g == x->g && from->opts.threads == x->opts.threads ? from : NULL;
+}
+
+qr_status qr_exec_share_cache_nodes(qr_exec *x, const qr_exec *from, const int *map, qr_error *e)
+{
+    free(x->cache_map);
+    x->cache_map = NULL;
+    x->cache_from = NULL;
+    if (!from || from == x || from->opts.threads != x->opts.threads)
+        return QR_OK;
+    if (!(x->cache_map = malloc(sizeof *x->cache_map * ((size_t)x->nn + 1))))
+        return qr_errorf(e, "out of memory");
+    for (int i = 0; i < x->nn; i++)
+        x->cache_map[i] = map[i] >= 0 && map[i] < from->nn ? map[i] : -1;
+    x->cache_from = from;
+    return QR_OK;
+}
+
+/* The cache of the node of x's graph at index id in the executor x shares with, or NULL. */
+static const qr_kcache *shared_cache(const qr_exec *x, int id)
+{
+    if (!x->cache_from)
+        return NULL;
+    int at = x->cache_map ? x->cache_map[id] : id;
+    return at >= 0 ? &x->cache_from->cache[at] : NULL;
 }
 
 void qr_exec_share_work(qr_exec *x, qr_exec *from)
@@ -609,6 +636,7 @@ void qr_exec_free(qr_exec *x)
     for (int i = 0; x->cache && i < x->nn; i++)
         free(x->cache[i].data);
     free(x->cache);
+    free(x->cache_map);
     free(x->fixed);
     qr_kwork_arena_free(&x->work);
     free(x->io_in);
@@ -754,8 +782,8 @@ static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_erro
                       .scratch_max = budget(x),
                       .cache = n->id >= 0 && n->id < x->nn && x->g->nodes[n->id] == n ? &x->cache[n->id] : NULL,
                       .cache_total = &x->cache_total, .cache_max = x->opts.cache_max,
-                      .shared = x->cache_from && n->id >= 0 && n->id < x->nn && x->g->nodes[n->id] == n
-                                    ? &x->cache_from->cache[n->id] : NULL,
+                      .shared = n->id >= 0 && n->id < x->nn && x->g->nodes[n->id] == n ? shared_cache(x, n->id)
+                                                                                      : NULL,
                       .work = x->work_at, .fixed = x->fixed};
     if (n->n_out && out_value(x, n, 0) != n->out[0]) {
         int at = place(x, n);

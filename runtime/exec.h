@@ -74,6 +74,14 @@ void qr_exec_share_cache(qr_exec *x, const qr_exec *from);
  * takes); its kernels' cache and workspace stay, and its next run plans again: for an executor
  * kept only for what another shares of it (qr_exec_share_cache, qr_exec_share_work). */
 void qr_exec_drop_plan(qr_exec *x);
+
+/* As qr_exec_share_cache, for executors of different graphs: node i of x's graph takes what node
+ * map[i] of from's graph keeps (-1: nothing), map holding x's graph's n_nodes entries (copied).
+ * Only for nodes that are the same op with the same attributes, reading the same constants
+ * (the same data) and values of the same shapes: each kernel then keeps the same bytes, as
+ * qr_kcache_get checks by their size and by what it calls them. from must also run on as many
+ * threads (else nothing is shared), outlive x's runs and never run while x does. */
+qr_status qr_exec_share_cache_nodes(qr_exec *x, const qr_exec *from, const int *map, qr_error *e);
 /* x's kernels take their workspace (qr_kwork) from `from`'s (any graph) instead of their own: for
  * executors whose kernels never run at the same time (the quantizer's runs side by side, one at a
  * time). from must outlive x's runs; NULL: x's own again. */

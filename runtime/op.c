@@ -306,7 +306,8 @@ void *qr_kcache_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
     }
     /* what the executor it shares with keeps (the same graph and threads: the same bytes); never
      * freed nor written here */
-    if (k->shared && k->shared->data && k->shared->bytes == bytes && !(k->cache && k->cache->data)) {
+    if (k->shared && k->shared->data && k->shared->bytes == bytes && k->shared->what && !strcmp(k->shared->what, what) &&
+        !(k->cache && k->cache->data)) {
         *fresh = 0;
         return k->shared->data;
     }
@@ -319,6 +320,7 @@ void *qr_kcache_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
         free(k->cache->data);
         k->cache->data = p;
         k->cache->bytes = bytes;
+        k->cache->what = what;
         if (k->cache_total)
             *k->cache_total += bytes - had;
     }

@@ -71,6 +71,7 @@ typedef struct qr_band_geom {
 typedef struct qr_kcache {
     void *data;
     size_t bytes;
+    const char *what; /* qr_kcache_get's: what the kernel calls it (an executor sharing checks it) */
 } qr_kcache;
 
 typedef qr_status (*qr_op_fn)(qr_kctx *k);
