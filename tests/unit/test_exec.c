@@ -527,6 +527,61 @@ Test(exec, executors_of_one_graph_share_a_packing)
     qr_graph_free(g);
 }
 
+/* Executors of two graphs sharing a convolution's packing by a node map (qr_exec_share_cache_nodes,
+ * the quantizer's cut runs taking the f32 run's): g1 = Conv(x, w), g2 = Conv(Relu(x), w), the same
+ * weights. The second keeps nothing once the first has packed them, and computes with that packing;
+ * before the first has run, it packs its own. Both against a double reference. */
+Test(exec, executors_of_two_graphs_share_a_packing_by_node_map)
+{
+    int8_t wq[DQ_W];
+    float wdq[DQ_W], xs[2][DQ_W], relu[DQ_W];
+    dq_fill(wq, wdq, xs);
+    for (int i = 0; i < DQ_W; i++)
+        relu[i] = xs[1][i] > 0 ? xs[1][i] : 0;
+    qr_graph *g[2];
+    for (int k = 0; k < 2; k++) {
+        g[k] = qr_graph_new();
+        qr_value *in[2] = {tu_input(g[k], "x", 4, dq_dx), NULL};
+        if (k == 1)
+            in[0] = tu_node(g[k], "Relu", "relu", 1, in, 1)->out[0];
+        in[1] = tu_const_f32(g[k], "w", 4, dq_dw, wdq);
+        qr_node *c = tu_node(g[k], "Conv", "conv", 2, in, 1);
+        tu_attr_ints(g[k], c, "pads", 4, dq_pads);
+        tu_output(g[k], c->out[0]);
+    }
+    const int map[2] = {-1, 0}; /* g2's Relu: none; its Conv: g1's */
+    for (int first = 0; first < 2; first++) {
+        qr_exec *x[2];
+        qr_error e;
+        for (int k = 0; k < 2; k++)
+            cr_assert_eq(qr_exec_new(g[k], NULL, &x[k], &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_exec_share_cache_nodes(x[1], x[0], map, &e), QR_OK, "%s", e.msg);
+        for (int k = 0; k < 2; k++) {
+            int who = k == 0 ? first : 1 - first;
+            qr_tensor in_t = {.dtype = QR_F32, .ndim = 4, .dims = {1, 8, 6, 6}, .data = xs[1]}, out;
+            cr_assert_eq(qr_exec_run(x[who], &in_t, &out, &e), QR_OK, "%s", e.msg);
+            double ref[144];
+            conv_ref(who ? relu : xs[1], wdq, ref);
+            const float *y = out.data;
+            for (int i = 0; i < 144; i++)
+                cr_assert(fabs(y[i] - ref[i]) <= 1e-5 * (fabs(ref[i]) + 1), "executor %d, element %d: %g, want %g",
+                          who, i, (double)y[i], ref[i]);
+            qr_tensor_free(&out);
+        }
+        qr_exec_stats st[2];
+        for (int k = 0; k < 2; k++)
+            qr_exec_get_stats(x[k], &st[k]);
+        if (qr_sconv_available()) /* the kernel that keeps packings */
+            cr_assert(st[0].cache_bytes >= sizeof wdq && (first == 0 ? st[1].cache_bytes == 0 : st[1].cache_bytes >= sizeof wdq),
+                      "g1's executor keeps %zu bytes, g2's %zu (%s)", st[0].cache_bytes, st[1].cache_bytes,
+                      first == 0 ? "want none: it ran second" : "want its own: it ran first");
+        for (int k = 0; k < 2; k++)
+            qr_exec_free(x[k]);
+    }
+    for (int k = 0; k < 2; k++)
+        qr_graph_free(g[k]);
+}
+
 Test(exec, bias_add_fuses_into_matmul)
 {
     check_bias_fusion(1, 7);
