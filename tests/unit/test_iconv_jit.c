@@ -368,7 +368,10 @@ Test(iconv_jit, stopping_leaves_no_scratch)
 
 /* SIGINT while the background thread compiles (libgccjit's folder is in TMPDIR): qrl's handler
  * (qrl_cleanup_on_signals) waits for the compilation, then the process dies of the signal, and
- * neither that folder nor an entry's temporary file is left. In a child process: it dies. */
+ * neither that folder nor an entry's temporary file is left. In a child process: it dies. The child
+ * sets SIGINT's default first: a suite started in the background by a shell without job control
+ * (`make test &`) inherits SIGINT ignored, and qrl rightly leaves an ignored signal ignored, so the
+ * raise would do nothing and the child would poll on to its exit 3. */
 Test(iconv_jit, sigint_while_compiling_leaves_no_scratch)
 {
     if (!has_vnni())
@@ -379,6 +382,7 @@ Test(iconv_jit, sigint_while_compiling_leaves_no_scratch)
     cr_assert_neq(pid, -1);
     if (pid == 0) {
         setenv("TMPDIR", tmp, 1);
+        signal(SIGINT, SIG_DFL);
         qrl_cleanup_on_signals();
         qc_iconv_jit_set_background(1);
         for (int n = 16; n <= 16 * 8; n += 16)
