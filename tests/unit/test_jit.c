@@ -2196,3 +2196,58 @@ Test(jit, sample_balanced_lower_as_numpy)
     }
     qr_module_free(m);
 }
+
+/* sample_pooled_lower (stdlib/qparams.qrl) is the pooled ratio R = sum e2 / sum x2 at its one-sided
+ * 95% upper bound: R + 1.645 standard errors of the ratio estimator (the residuals e2 - R x2, their
+ * standard deviation with n - 1, over sqrt(n) and over the mean energy), in dB. The figures are
+ * numpy's (r = e.sum() / x.sum(); r + 1.645 * (e - r * x).std(ddof=1) / sqrt(n) / x.mean()):
+ * sample_reductions_as_numpy's 8 samples 39.6712916357 (pooled 43.95); {0.01, 0.03} over 1, by
+ * hand: R 0.02, residuals -+0.01, standard error 0.01, -10 log10(0.03645); one sample, no spread:
+ * the pooled figure, -10 log10(0.0025); a zero-energy sample with error counts by its error,
+ * 17.0220359527; errors proportional to the energies: no margin, 20 dB; one loud sample with ten
+ * times the others' error ratio, 19.8732853981 (pooled 20.12; sample_balanced_lower 21.58: the quiet
+ * ones carry it); all errors zero: inf; error and no energy at all: -inf; no sample: inf. */
+Test(jit, sample_pooled_lower_as_numpy)
+{
+    qrl_module *m = compile_text("s.qrl", "import \"qparams.qrl\"\n", NULL, NULL);
+    typedef double (*red)(qrl_rt *, qrl_array *, qrl_array *);
+    red lower = (red)fn(m, "sample_pooled_lower", "f64(f64[],f64[])");
+    red pooled = (red)fn(m, "sample_pooled", "f64(f64[],f64[])");
+    static const double db[8] = {37, 10, 55, 20, 0, 46, 28, 0};
+    double x8[8], e8[8] = {2, 0.5, 1, 3, 7, 1, 0.25, 0};
+    for (int i = 0; i < 8; i++)
+        x8[i] = i == 7 ? 0 : e8[i] * pow(10, db[i] / 10);
+    const double inf = INFINITY;
+    struct {
+        int n;
+        double x2[8], e2[8], want;
+    } c[] = {
+        {8, {0}, {0}, 39.67129163566335},
+        {2, {1, 1}, {0.01, 0.03}, 14.383024673460065},
+        {1, {4}, {0.01}, 26.020599913279625},
+        {3, {100, 0, 50}, {1, 0.5, 0.2}, 17.0220359526805},
+        {4, {1, 2, 4, 8}, {0.01, 0.02, 0.04, 0.08}, 20.0},
+        {4, {1, 1, 1, 100}, {0.001, 0.001, 0.001, 1}, 19.873285398115407},
+        {2, {5, 3}, {0, 0}, inf},
+        {2, {0, 0}, {0, 1}, -inf},
+        {0, {0}, {0}, inf},
+    };
+    memcpy(c[0].x2, x8, sizeof x8), memcpy(c[0].e2, e8, sizeof e8);
+    for (size_t k = 0; k < sizeof c / sizeof *c; k++) {
+        double a[8], b[8];
+        memcpy(a, c[k].x2, sizeof a), memcpy(b, c[k].e2, sizeof b);
+        qrl_array xa = {a, c[k].n}, ea = {b, c[k].n};
+        qrl_rt rt;
+        qr_rt_init(&rt);
+        double got = lower(&rt, &xa, &ea);
+        cr_assert_eq(qr_rt_status(&rt, &(qr_error){0}), QR_OK, "case %zu", k);
+        cr_assert(got == c[k].want || fabs(got - c[k].want) < 1e-9, "case %zu: %.12g, not %.12g", k, got, c[k].want);
+        /* a lower bound of the pooled figure, equal to it with one sample or no spread */
+        memcpy(a, c[k].x2, sizeof a), memcpy(b, c[k].e2, sizeof b);
+        double p_db = pooled(&rt, &xa, &ea);
+        cr_assert(got <= p_db || got == p_db, "case %zu: %g above sample_pooled's %g", k, got, p_db);
+        if (k == 2 || k == 4)
+            cr_assert(fabs(got - p_db) < 1e-9, "case %zu: %g, sample_pooled %g", k, got, p_db);
+    }
+    qr_module_free(m);
+}
