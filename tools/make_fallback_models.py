@@ -28,6 +28,12 @@ dominant.onnx x -> Conv 3x3 (4 -> 8) -> Relu -> Conv 1x1 (8 -> 4) -> y, and domi
              energy and sets every u8 range: it quantizes well and the others coarsely. Pooled,
              the outputs' SQNR is sample 3's; each sample's own, most are far below it (samples
              = F, tests/e2e/test_quantize.c).
+loud.onnx    the same layers as dominant.onnx (other weights), and loud_x.npy: 64 samples, two of
+             them (3 and 35) twice the others' amplitude. Held out of calibration (validate = 0.25,
+             validate_from = spread holds out 3, 7, ..., 63), they clip at the ranges the other
+             samples set: 2 of the 16 judged samples carry most of the error and much of the energy,
+             so that each sample's own figure (sample_balanced_lower) passes where the pooled one
+             at its bound (sample_pooled_lower) fails (tests/e2e/test_quantize.c).
 
 Usage: /usr/bin/python3 tools/make_fallback_models.py DIR
 """
@@ -174,6 +180,25 @@ def main(out):
     x = rng.standard_normal((16, 4, 8, 8)).astype(np.float32)
     x[3] *= 30
     np.save(f"{out}/dominant_x.npy", x)
+
+    rng = np.random.default_rng(5)  # its own stream: the models above stay as they were
+    w1 = (rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(np.float32)
+    b1 = (rng.standard_normal(8) * 0.1).astype(np.float32)
+    w2 = (rng.standard_normal((4, 8, 1, 1)) * 0.5).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1]),
+                           helper.make_node("Relu", ["c"], ["r"]),
+                           helper.make_node("Conv", ["r", "w2"], ["y"])], "loud",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 8, 8])],
+                          [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
+                           numpy_helper.from_array(w2, "w2")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, f"{out}/loud.onnx")
+    x = rng.standard_normal((64, 4, 8, 8)).astype(np.float32)
+    x[[3, 35]] *= 2
+    np.save(f"{out}/loud_x.npy", x)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ in numpy, against the figures qrl's summary gave.
 
 Usage: samples_oracle.py MODEL.onnx EXPORT.onnx X.npy TOL FN=DB...
   FN one of sample_pooled, sample_mean, sample_median, sample_p10, sample_worst,
-  sample_normalized, sample_balanced, sample_balanced_lower; DB the
+  sample_normalized, sample_balanced, sample_balanced_lower, sample_pooled_lower; DB the
   summary's output SQNR with samples = FN. Fails when one is off by more than TOL dB.
 """
 import json
@@ -38,6 +38,9 @@ def main(model, export, x, tol, claims):
             "sample_balanced": 10 * np.log10(n / (e2 / np.maximum(x2, 0.01 * x2.mean())).sum())}
     r = e2 / np.maximum(x2, 0.01 * x2.mean())  # the mean ratio's one-sided 95% upper bound
     want["sample_balanced_lower"] = -10 * np.log10(r.mean() + (1.645 * r.std(ddof=1) / np.sqrt(n) if n > 1 else 0))
+    q = e2.sum() / x2.sum()  # the pooled ratio at its one-sided 95% upper bound (the delta method)
+    want["sample_pooled_lower"] = -10 * np.log10(q + (1.645 * (e2 - q * x2).std(ddof=1) / np.sqrt(n) / x2.mean()
+                                                      if n > 1 else 0))
     print(json.dumps({"per_sample_db": [round(v, 3) for v in db], **{k: round(v, 3) for k, v in want.items()}}))
     bad = 0
     for c in claims:
