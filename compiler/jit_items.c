@@ -1070,6 +1070,12 @@ void jit_entry(jit *j, cal_fns *cals, item_fns *items)
                     gcc_jit_block_add_eval(
                         b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_SET_VECTOR_EPILOGUE), 2, va));
                 }
+                uint64_t uses, elems;
+                if (qc_fill_reads(s, &uses, &elems)) { /* what a channels-last one's tables are made from */
+                    gcc_jit_rvalue *fa[3] = {m, jit_lng(j, j->t_i64, (long)uses), jit_lng(j, j->t_i64, (long)elems)};
+                    gcc_jit_block_add_eval(
+                        b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_SET_FILL_READS), 3, fa));
+                }
             }
             else if (s->kind == QC_SYM_KERNEL && qc_pointwise(s)) {
                 gcc_jit_rvalue *pa[1] = {m};

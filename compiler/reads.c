@@ -20,7 +20,9 @@
 #define RD_BUDGET 1000000L
 
 typedef struct rd {
-    uint64_t touched;
+    uint64_t touched; /* parameters whose elements (a tensor's) or values (any other's) are read or written */
+    uint64_t named;   /* parameters named at all, their shapes too (t.numel, t.dim(k), ...) */
+    uint64_t written; /* tensor parameters an element of which is assigned */
     int depth;
     long budget;
     int gave_up;
@@ -88,9 +90,9 @@ static void call(rd *r, const frame *f, const ql_node *n)
     int from = 0;
     if (is_builtin(callee, "broadcast_index")) /* the shapes of its two tensors */
         for (; from < 2 && from < n->nkids && bound(f, n->kids[from]); from++)
-            ;
+            r->named |= bound(f, n->kids[from]);
     else if (callee->kind == QL_FIELD && callee->name && !strcmp(callee->name, "dim") && bound(f, callee->a))
-        ; /* t.dim(k): its shape */
+        r->named |= bound(f, callee->a); /* t.dim(k): its shape */
     else
         walk(r, f, callee);
     for (int i = from; i < n->nkids; i++)
@@ -108,10 +110,17 @@ static void walk(rd *r, const frame *f, const ql_node *n)
     switch (n->kind) {
     case QL_NAME:
         r->touched |= bound(f, n);
+        r->named |= bound(f, n);
         return;
     case QL_FIELD:
-        if (n->name && (!strcmp(n->name, "numel") || !strcmp(n->name, "rank")) && bound(f, n->a))
+        if (n->name && (!strcmp(n->name, "numel") || !strcmp(n->name, "rank")) && bound(f, n->a)) {
+            r->named |= bound(f, n->a);
             return;
+        }
+        break;
+    case QL_ASSIGN: /* t[i] = v (or t = v): a write of what t is bound to */
+        if (n->a)
+            r->written |= bound(f, n->a->kind == QL_INDEX ? n->a->a : n->a);
         break;
     case QL_CALL: call(r, f, n); return;
     default: break;
@@ -145,4 +154,41 @@ uint64_t qc_param_reads(const qc_sym *k)
     rd r = {.budget = RD_BUDGET};
     walk(&r, &f, d->c);
     return r.gave_up ? tensors : r.touched & tensors;
+}
+
+int qc_fill_reads(const qc_sym *k, uint64_t *uses, uint64_t *elems)
+{
+    const ql_node *d = k ? k->decl : NULL;
+    *uses = *elems = 0;
+    /* a tile kernel (its one kid, the axis) whose last statement is the row walk */
+    if (!d || k->kind != QC_SYM_KERNEL || d->kind != QL_KERNEL || d->d || !d->c || d->nkids != 1 || d->c->nkids < 1)
+        return 0;
+    const ql_node *ps = d->a, *last = d->c->kids[d->c->nkids - 1];
+    int np = ps ? ps->nkids : 0, fill = 0;
+    if (np > QC_MAX_PARAMS || np > 64 || last->kind != QL_FOR || !last->name || strcmp(last->name, "ew.r"))
+        return 0;
+    uint64_t bind[QC_MAX_PARAMS] = {0}, tensors = 0, tables = 0;
+    for (int i = 0; i < np; i++) {
+        const qc_type *t = ps->kids[i]->type;
+        const char *n = ps->kids[i]->name;
+        if (!t || t->k == QC_ERROR || !n)
+            return 0;
+        bind[i] = (uint64_t)1 << i; /* every parameter, scalars too: a key holds their values */
+        if (t->k == QC_TENSOR)
+            tensors |= bind[i];
+        if (!strncmp(n, "ew.tab", 6))
+            tables |= bind[i];
+        fill |= !strcmp(n, "ew.fill");
+    }
+    if (!fill)
+        return 0;
+    frame f = {bind, np};
+    rd r = {.budget = RD_BUDGET};
+    for (int i = 0; i + 1 < d->c->nkids; i++)
+        walk(&r, &f, d->c->kids[i]);
+    if (r.gave_up || (r.written & ~tables))
+        return 0;
+    *uses = r.named & ~tables;
+    *elems = r.touched & tensors & ~tables;
+    return 1;
 }

@@ -26,4 +26,14 @@
  * errors (a generic's instance, not the generic). */
 uint64_t qc_param_reads(const qc_sym *k);
 
+/* What the fill of channels-last kernel k's tables reads (compiler/elementwise.h: every statement
+ * of its body but the last, the row walk; the runtime runs them with ew.fill 1 and no rows), for
+ * the runtime to keep the tables from one call to the next while those values stay the same
+ * (qr_fn_desc.fill_uses, set_fill_reads): *uses, bit i for each parameter it names at all (a
+ * scalar's or an array's value, a tensor's shape); *elems, the tensors whose elements it reads.
+ * The tables it writes are in neither. 0 (both 0) when k is no channels-last kernel, when its fill
+ * writes anything but its tables, or when the walk gives up: its tables are then made on every
+ * call. */
+int qc_fill_reads(const qc_sym *k, uint64_t *uses, uint64_t *elems);
+
 #endif

@@ -474,31 +474,40 @@ static qr_status stage_rows(const qr_acc_epilogue *ep, const void *y_rows, int64
     return call_status(&rt, s->c->k, s->c, e);
 }
 
-/* A block through the tile kernel (rows 0) or the channels-last one (rows 1). */
-static qr_status run_tile(const tile_run *t, int rows, const qr_acc_block *b, qr_error *e)
+/* A block's arguments of the tile kernel (rows 0) or the channels-last one (rows 1) in args: t's,
+ * the block's accumulator (*acc) and y (*y) views and six (extra). */
+static void tile_args(const tile_run *t, int rows, const qr_acc_block *b, void **args, qrl_tview *acc, qrl_tview *y,
+                      int64_t *extra)
 {
-    void *args[QRL_MAX_PARAMS + QR_TILE_NPARAMS + 1 + QI_MAX_TABLES];
     int np = t->c->nargs;
     memcpy(args, t->args, sizeof *args * (size_t)np);
     int64_t span = b->rows > 0 ? (b->rows - 1) * b->acc_rs + b->cols : 0;
-    qrl_tview acc = {(void *)b->acc, span, 1, {span}};
-    args[t->acc_arg] = &acc;
-    qrl_tview y;
+    *acc = (qrl_tview){(void *)b->acc, span, 1, {span}};
+    args[t->acc_arg] = acc;
     if (b->y_block) { /* the block's own y: rows x y_rs elements */
         int64_t n = b->rows * b->y_rs;
-        y = (qrl_tview){b->y_block, n, 1, {n}};
-        args[t->y_arg] = &y;
+        *y = (qrl_tview){b->y_block, n, 1, {n}};
+        args[t->y_arg] = y;
     }
-    int64_t extra[QR_TILE_NPARAMS] = {[QR_TILE_C0] = b->c0, [QR_TILE_ROWS] = b->rows, [QR_TILE_COLS] = b->cols,
-                                      [QR_TILE_ACC_RS] = b->acc_rs, [QR_TILE_Y_OFF] = b->y_off, [QR_TILE_Y_RS] = b->y_rs};
+    extra[QR_TILE_C0] = b->c0, extra[QR_TILE_ROWS] = b->rows, extra[QR_TILE_COLS] = b->cols;
+    extra[QR_TILE_ACC_RS] = b->acc_rs, extra[QR_TILE_Y_OFF] = b->y_off, extra[QR_TILE_Y_RS] = b->y_rs;
     for (int i = 0; i < QR_TILE_NPARAMS; i++)
         args[np + i] = &extra[i];
-    const qr_fn_desc *fn = rows ? t->rows : t->tile;
     if (rows) {
         args[np + QR_TILE_NPARAMS] = (void *)&t->fill;
         for (int i = 0; i < t->c->tables; i++)
             args[np + QR_TILE_NPARAMS + 1 + i] = (void *)&t->tables[i];
     }
+}
+
+/* A block through the tile kernel (rows 0) or the channels-last one (rows 1). */
+static qr_status run_tile(const tile_run *t, int rows, const qr_acc_block *b, qr_error *e)
+{
+    void *args[QRL_MAX_PARAMS + QR_TILE_NPARAMS + 1 + QI_MAX_TABLES];
+    qrl_tview acc, y;
+    int64_t extra[QR_TILE_NPARAMS];
+    tile_args(t, rows, b, args, &acc, &y, extra);
+    const qr_fn_desc *fn = rows ? t->rows : t->tile;
     qrl_rt rt;
     qr_rt_init(&rt);
     fn->call(&rt, args);
@@ -516,20 +525,108 @@ static qr_status rows_block(const qr_acc_epilogue *ep, const qr_acc_block *b, qr
 }
 
 /* The vector form's tables (vecmap.h): each table's low 32 bits (an i32's or an f32's: ew.bits),
- * m lanes each, in the node's workspace; NULL when it cannot have them (k->err says why). */
-static const int32_t *const *table_lanes(qr_kctx *k, const int64_t *tab, int tables, int64_t m)
+ * m lanes each, and a pointer to each. */
+static void table_lanes(const int64_t *tab, int tables, int64_t m, int32_t *lanes, const int32_t **ptrs)
 {
-    int ntab = tables > 0 ? tables : 1;
-    int32_t *lanes = qr_kwork(k, ntab, m, sizeof(int32_t), "epilogue's channel tables, 32-bit");
-    const int32_t **ptrs = qr_kwork(k, 1, ntab, sizeof *ptrs, "epilogue's table pointers");
-    if (!lanes || !ptrs)
-        return NULL;
     for (int i = 0; i < tables; i++) {
         ptrs[i] = lanes + i * m;
         for (int64_t c = 0; c < m; c++)
             lanes[i * m + c] = (int32_t)(uint32_t)(uint64_t)tab[i * m + c];
     }
-    return ptrs;
+}
+
+/* Bit i set: argument i of call c holds the same elements at the same address on every run of k's
+ * executor (qr_fill_key's fixed): an array (the call's own, made with the graph and never written)
+ * or a tensor input that is (qr_kinput_fixed; the call's inputs are the node's from `first` on). */
+static uint64_t fixed_args(const qr_kctx *k, const qr_intcall *c, int first)
+{
+    uint64_t m = 0;
+    for (int i = 0; i < c->nargs && i < 64; i++)
+        if (c->args[i].kind == ARG_ARRAY ||
+            (c->args[i].kind == ARG_TENSOR && c->args[i].input >= 0 && qr_kinput_fixed(k, first + c->args[i].input)))
+            m |= (uint64_t)1 << i;
+    return m;
+}
+
+/* A node's channel tables as kept across its executor's runs (qr_kkeep_get): this header, the
+ * tables (i64, tables x m), their 32-bit lanes (64-byte aligned), a pointer to each lane table, then
+ * the key of what the fill read (qr_fill_key) when valid. */
+typedef struct kept_tables {
+    int64_t m, key_len;
+    int tables, valid;
+} kept_tables;
+
+static const char kept_what[] = "epilogue's channel tables";
+
+/* The bytes a key may take: comparing it on every run costs no more than the fill it saves (a
+ * channel's lets, a division or more each, against 64 bytes compared a table entry). */
+static int64_t key_cap(int64_t m, int tables)
+{
+    return 4096 + 64 * m * (tables > 0 ? tables : 1);
+}
+
+/* t's tables for channels 0 .. m - 1 (the channels-last kernel's fill: ew.fill 1, no rows) and
+ * their lanes (*ptrs) for the vector form. The channel lets are constants of the node while what
+ * their fill reads stays the same (compiler/reads.h qc_fill_reads; the bias and scales of a
+ * layer): so they are kept in the node across its executor's runs with the key of what they were
+ * made from, and made again only when that key changes (the same bits: the fill is the kernel's
+ * own code, run on the same values). A fill the compiler cannot say, or a key past key_cap, fills
+ * the node's workspace on every run. first: the node's input the call's input 0 is. */
+static qr_status fill_tables(qr_kctx *k, tile_run *t, int first, int64_t m, const int32_t *const **ptrs)
+{
+    const qr_intcall *c = t->c;
+    int nt = c->tables;
+    const qr_fn_desc *fn = c->nhwc;
+    qr_acc_block fb = {NULL, 0, 0, m, 0, 0, 0, NULL};
+    void *args[QRL_MAX_PARAMS + QR_TILE_NPARAMS + 1 + QI_MAX_TABLES];
+    qrl_tview acc, y;
+    int64_t extra[QR_TILE_NPARAMS];
+    t->fill = 1;
+    tile_args(t, 1, &fb, args, &acc, &y, extra); /* the key reads no table */
+    uint64_t fixed = fixed_args(k, c, first);
+    int64_t klen = qr_fill_key(fn, args, fixed, NULL, 0, NULL);
+    size_t tab_bytes = (size_t)(nt * m) * sizeof(int64_t), lane_bytes = ((size_t)(nt * m) * sizeof(int32_t) + 63) / 64 * 64;
+    size_t head = 64, ptr_bytes = ((size_t)nt * sizeof(int32_t *) + 63) / 64 * 64;
+    unsigned char *buf;
+    int fresh = 1;
+    if (klen >= 0 && klen <= key_cap(m, nt))
+        buf = qr_kkeep_get(k, head + tab_bytes + lane_bytes + ptr_bytes + (size_t)klen, kept_what, &fresh);
+    else {
+        klen = -1;
+        buf = qr_kwork(k, 1, (int64_t)(head + tab_bytes + lane_bytes + ptr_bytes), 1, kept_what);
+    }
+    if (!buf)
+        return QR_ERR;
+    kept_tables *kt = (kept_tables *)buf;
+    int64_t *tab = (int64_t *)(buf + head);
+    int32_t *lanes = (int32_t *)(buf + head + tab_bytes);
+    const int32_t **pt = (const int32_t **)(buf + head + tab_bytes + lane_bytes);
+    unsigned char *key = buf + head + tab_bytes + lane_bytes + ptr_bytes;
+    for (int i = 0; i < nt; i++)
+        t->tables[i] = (qrl_tview){tab + i * m, m, 1, {m}};
+    *ptrs = pt;
+    int same = 0;
+    if (klen >= 0 && !fresh && kt->valid && kt->m == m && kt->tables == nt && kt->key_len == klen)
+        qr_fill_key(fn, args, fixed, key, klen, &same);
+    if (same) {
+        t->fill = 0;
+        return QR_OK;
+    }
+    kt->valid = 0;
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    fn->call(&rt, args);
+    if (call_status(&rt, fn, c, k->err) != QR_OK) {
+        t->fill = 0;
+        return QR_ERR;
+    }
+    table_lanes(tab, nt, m, lanes, pt);
+    if (klen >= 0) { /* the key of the fill's own arguments (ew.fill 1) */
+        qr_fill_key(fn, args, fixed, key, klen, NULL);
+        *kt = (kept_tables){.m = m, .key_len = klen, .tables = nt, .valid = 1};
+    }
+    t->fill = 0;
+    return QR_OK;
 }
 
 /* The channels-last epilogue of an NHWC convolution: its per-channel values for all m output
@@ -537,28 +634,18 @@ static const int32_t *const *table_lanes(qr_kctx *k, const int64_t *tab, int tab
  * for its vector form (when it has one) as 32-bit lanes.
  * epilogue=turn keeps the blocks turned for the tile kernel, epilogue=rows the
  * channels-last kernel without the vector form (the tests' second paths). */
-static qr_status bind_rows(qr_kctx *k, tile_run *t, qr_acc_epilogue *ep)
+static qr_status bind_rows(qr_kctx *k, tile_run *t, int first, qr_acc_epilogue *ep)
 {
     int mode = qr_options_get()->epilogue;
     if (!t->c->nhwc || t->c->tables > QI_MAX_TABLES || mode == QR_EPILOGUE_TURN)
         return QR_OK;
     int64_t m = k->out[0]->dims[3];
-    int64_t *tab = qr_kwork(k, t->c->tables > 0 ? t->c->tables : 1, m, sizeof(int64_t), "epilogue's channel tables");
-    if (!tab)
-        return QR_ERR;
-    for (int i = 0; i < t->c->tables; i++)
-        t->tables[i] = (qrl_tview){tab + i * m, m, 1, {m}};
     t->rows = t->c->nhwc;
-    t->fill = 1;
-    qr_acc_block fill = {NULL, 0, 0, m, 0, 0, 0, NULL};
-    qr_status st = run_tile(t, 1, &fill, k->err);
-    t->fill = 0;
+    const int32_t *const *ptrs;
+    qr_status st = fill_tables(k, t, first, m, &ptrs);
     ep->run_rows = rows_block;
     if (st != QR_OK || !t->c->nhwc->vector_epilogue || mode == QR_EPILOGUE_ROWS)
         return st;
-    const int32_t *const *ptrs = table_lanes(k, tab, t->c->tables, m);
-    if (!ptrs)
-        return QR_ERR;
     ep->vprog = t->c->nhwc->vector_epilogue;
     ep->vtabs = ptrs;
     return QR_OK;
@@ -600,24 +687,14 @@ static qr_status kcall_rows(qr_kctx *k, const qr_intcall *c, int *done)
     }
     if (t.acc_arg < 0 || t.y_arg < 0)
         return QR_OK;
-    int64_t *tab = qr_kwork(k, c->tables > 0 ? c->tables : 1, m, sizeof(int64_t), "epilogue's channel tables");
-    if (!tab)
-        return QR_ERR;
-    for (int i = 0; i < c->tables; i++)
-        t.tables[i] = (qrl_tview){tab + i * m, m, 1, {m}};
     t.rows = c->nhwc;
-    t.fill = 1;
-    qr_acc_block fill = {NULL, 0, 0, m, 0, 0, 0, NULL};
-    if (run_tile(&t, 1, &fill, k->err) != QR_OK)
+    const int32_t *const *tabs;
+    if (fill_tables(k, &t, 0, m, &tabs) != QR_OK)
         return QR_ERR;
-    t.fill = 0;
     /* the vector form compiled alone (qr_rows_ep_fn) when there is one: the same bytes */
     const char *prog = c->nhwc && qr_options_get()->epilogue != QR_EPILOGUE_ROWS ? c->nhwc->vector_epilogue : NULL;
     qr_rows_ep_fn rows_ep = prog && qr_dtype_size(k->out[0]->dtype) == 1 ? qr_rows_ep_specialized(prog) : NULL;
     if (rows_ep) {
-        const int32_t *const *tabs = table_lanes(k, tab, c->tables, m);
-        if (!tabs)
-            return QR_ERR;
         rows_ep(k->out[0]->data, m, acc->data, m, n / m, m, 0, tabs);
         *done = 1;
         return QR_OK;
@@ -674,7 +751,7 @@ static qr_status kconv_run(qr_kctx *k)
     t.stage = &stage;
     if (bind_stage(k, ig, nhwc, &stage, &ep) != QR_OK)
         return QR_ERR;
-    if (nhwc && bind_rows(k, &t, &ep) != QR_OK)
+    if (nhwc && bind_rows(k, &t, (int)nconv - 1, &ep) != QR_OK)
         return QR_ERR;
     if (nhwc)
         return qr_convint_run_nhwc(k, k->in[0], xzp, k->in[1], wzp, wconst, &ep);

@@ -633,8 +633,10 @@ void qr_exec_free(qr_exec *x)
     free(x->node_done);
     free(x->plan_inputs);
     free(x->prof);
-    for (int i = 0; x->cache && i < x->nn; i++)
+    for (int i = 0; x->cache && i < x->nn; i++) {
         free(x->cache[i].data);
+        free(x->cache[i].keep);
+    }
     free(x->cache);
     free(x->cache_map);
     free(x->fixed);

@@ -327,6 +327,33 @@ void *qr_kcache_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
     return p;
 }
 
+void *qr_kkeep_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
+{
+    qr_kcache *s = k->cache;
+    *fresh = 1;
+    if (s && s->keep && s->keep_bytes == bytes && s->keep_what == what) {
+        *fresh = 0;
+        return s->keep;
+    }
+    size_t had = s && s->keep ? s->keep_bytes : 0, padded = (bytes + 63) / 64 * 64;
+    if (!s || bytes == 0 || (k->cache_total && *k->cache_total - had + padded > (k->cache_max ? k->cache_max : QR_KCACHE_MAX)))
+        return qr_kwork(k, 1, (int64_t)bytes, 1, what);
+    if (k->scratch_max && bytes > k->scratch_max) /* the budget's message */
+        return qr_kscratch(k, 1, (int64_t)bytes, 1, what);
+    void *p = aligned_alloc(64, padded);
+    if (!p) {
+        QR_KERR(k, "out of memory: its %s needs %zu bytes", what, bytes);
+        return NULL;
+    }
+    free(s->keep);
+    s->keep = p;
+    s->keep_bytes = bytes;
+    s->keep_what = what;
+    if (k->cache_total)
+        *k->cache_total += padded - (had + 63) / 64 * 64;
+    return p;
+}
+
 /* Frees p unless it is the buffer slot keeps (a kernel context without the slot got a fresh one). */
 static void slot_done(const qr_kcache *slot, void *p)
 {

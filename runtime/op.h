@@ -72,6 +72,9 @@ typedef struct qr_kcache {
     void *data;
     size_t bytes;
     const char *what; /* qr_kcache_get's: what the kernel calls it (an executor sharing checks it) */
+    void *keep;       /* qr_kkeep_get's buffer, its size and name */
+    size_t keep_bytes;
+    const char *keep_what;
 } qr_kcache;
 
 typedef qr_status (*qr_op_fn)(qr_kctx *k);
@@ -183,6 +186,15 @@ int qr_op_list(const qr_op_def *const **defs);
 #define QR_KCACHE_MAX ((size_t)64 << 20)
 void *qr_kcache_get(qr_kctx *k, size_t bytes, const char *what, int *fresh);
 void qr_kcache_done(qr_kctx *k, void *p);
+/* A second buffer of the node's, kept across the executor's runs for what a kernel derives from
+ * inputs that may change between runs, and so checks itself before it reuses it (a key of what it
+ * was made from, kept in it: the channel tables of quantizer/intgraph.c). Never shared with another
+ * executor. *fresh is 1 when the buffer is new (contents undefined: the first run, another size or
+ * what, or no room), 0 when it holds what the kernel left in it on the node's last run. 64-byte
+ * aligned. Counted with qr_kcache_get's bytes against the executor's cap; past it (or without an
+ * executor's cache) a fresh one from the workspace every run. NULL with the error set. Never freed
+ * by the kernel. */
+void *qr_kkeep_get(qr_kctx *k, size_t bytes, const char *what, int *fresh);
 /* The kernels' workspace: scratch for one run of one node, handed out from a buffer the
  * executor keeps across runs (its nodes run one at a time). What a node asked for beyond the
  * buffer comes from malloc for that run, and the buffer grows to the node's whole need when the

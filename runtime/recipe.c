@@ -407,7 +407,7 @@ static void reg_fn(qrl_module *m, const char *name, void *fn, int64_t is_kernel,
     m->fns = v;
     m->fns[m->nfns++] = (qr_fn_desc){name, fn, (int)is_kernel, NULL,
                                      (qr_param_desc){NULL, (qr_param_kind)result_kind, (qr_dtype)result_elem},
-                                     NULL, 0, 0, -1, 0, 0, NULL, NULL, 0, UINT64_MAX};
+                                     NULL, 0, 0, -1, 0, 0, NULL, NULL, 0, UINT64_MAX, 0, 0, 0};
 }
 
 static void reg_fn_param(qrl_module *m, const char *name, int64_t kind, int64_t elem)
@@ -458,6 +458,18 @@ static void reg_param_reads(qrl_module *m, int64_t mask)
         return;
     }
     k->param_reads = (uint64_t)mask;
+}
+
+static void reg_fill_reads(qrl_module *m, int64_t uses, int64_t elems)
+{
+    qr_fn_desc *k = m->nfns > 0 ? &m->fns[m->nfns - 1] : NULL;
+    if (!k || k->is_kernel != 1) {
+        m->bad = 1;
+        return;
+    }
+    k->fill_known = 1;
+    k->fill_uses = (uint64_t)uses;
+    k->fill_elems = (uint64_t)elems;
 }
 
 static void reg_vector_epilogue(qrl_module *m, const char *prog)
@@ -1071,6 +1083,7 @@ static const qrl_imports imports = {
     .tensor_quantile = t_quantile,
     .set_pointwise = reg_pointwise,
     .set_param_reads = reg_param_reads,
+    .set_fill_reads = reg_fill_reads,
     .set_vector_epilogue = reg_vector_epilogue,
     .value_dtype_is = m_dtype_is,
     .value_read_by = m_read_by,
@@ -1334,6 +1347,73 @@ int qr_module_kernel_pointwise(const qrl_module *m, const char *name)
 int qr_fn_reads_param(const qr_fn_desc *k, int i)
 {
     return i < 0 || i >= k->nparams || i >= 64 || ((k->param_reads >> i) & 1);
+}
+
+/* A key in the making (qr_fill_key): each piece compared with or written at key[at ..]. */
+typedef struct fill_key {
+    unsigned char *key;
+    int64_t cap, at;
+    int *same;
+} fill_key;
+
+static void key_put(fill_key *f, const void *p, size_t n)
+{
+    if (f->same) {
+        if (*f->same && (f->at + (int64_t)n > f->cap || (n && memcmp(f->key + f->at, p, n))))
+            *f->same = 0;
+    } else if (f->key && f->at + (int64_t)n <= f->cap && n)
+        memcpy(f->key + f->at, p, n);
+    f->at += (int64_t)n;
+}
+
+int64_t qr_fill_key(const qr_fn_desc *k, void *const *args, uint64_t fixed, unsigned char *key, int64_t cap, int *same)
+{
+    if (same)
+        *same = key != NULL;
+    if (!k->fill_known || k->nparams > 64) {
+        if (same)
+            *same = 0;
+        return -1;
+    }
+    fill_key f = {key, cap, 0, same};
+    for (int i = 0; i < k->nparams; i++) {
+        if (!(k->fill_uses >> i & 1))
+            continue;
+        const qr_param_desc *p = &k->params[i];
+        switch (p->kind) {
+        case QR_PARAM_SCALAR: key_put(&f, args[i], qr_dtype_size(p->elem)); break;
+        case QR_PARAM_QTYPE: key_put(&f, args[i], sizeof(qrl_qtype)); break;
+        case QR_PARAM_QPARAMS: key_put(&f, args[i], sizeof(qrl_qparams)); break;
+        case QR_PARAM_ARRAY: {
+            const qrl_array *a = args[i];
+            key_put(&f, &a->len, sizeof a->len);
+            if (fixed >> i & 1)
+                key_put(&f, &a->data, sizeof a->data);
+            else
+                key_put(&f, a->data, (size_t)a->len * qr_dtype_size(p->elem));
+            break;
+        }
+        case QR_PARAM_TENSOR: {
+            const qrl_tview *t = args[i];
+            key_put(&f, &t->numel, sizeof t->numel);
+            key_put(&f, &t->rank, sizeof t->rank);
+            key_put(&f, t->dims, (size_t)t->rank * sizeof t->dims[0]);
+            if (k->fill_elems >> i & 1) {
+                key_put(&f, &t->data, sizeof t->data);
+                if (!(fixed >> i & 1))
+                    key_put(&f, t->data, (size_t)t->numel * qr_dtype_size(p->elem));
+            }
+            break;
+        }
+        default:
+            if (same)
+                *same = 0;
+            return -1;
+        }
+    }
+    if (same && f.at != cap)
+        *same = 0;
+    return f.at;
 }
 
 const qr_cal_desc *qr_module_calibrator(const qrl_module *m, const char *name)

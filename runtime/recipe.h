@@ -20,7 +20,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 28
+#define QR_RECIPE_ABI 29
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -245,7 +245,11 @@ enum {
     X(SET_LAYER_CAL, set_layer_calibrator, v, m, s) /* (m, calibrator) */                                \
     /* The kernel just added touches the elements of its tensor parameters in mask (bit i:                \
      * parameter i, compiler/reads.h) alone: it uses the others for their type and shape. */             \
-    X(SET_PARAM_READS, set_param_reads, v, m, l) /* (m, mask) */
+    X(SET_PARAM_READS, set_param_reads, v, m, l) /* (m, mask) */                                        \
+    /* The kernel just added, a channels-last epilogue kernel, fills its tables from the parameters      \
+     * in uses (bit i: parameter i named at all, a tensor's shape too) and the elements of the tensors   \
+     * in elems alone, and writes nothing but them (compiler/reads.h qc_fill_reads). */                  \
+    X(SET_FILL_READS, set_fill_reads, v, m, l, l) /* (m, uses, elems) */
 
 /* The C parameter list of letters (QRL_ABI_PARAMS(r, l): qrl_rt *, int64_t) and the signature as
  * a string, result first (QRL_ABI_SIG(v, r, l): "vrl"); up to 12 letters. */
@@ -437,6 +441,12 @@ typedef struct qr_fn_desc {
     /* kernels: bit i set when the kernel may read or write the elements of its tensor parameter i;
      * clear for one it takes for its type and shape alone (set_param_reads; all set until then) */
     uint64_t param_reads;
+    /* channels-last epilogue kernels: what the fill of their tables reads (set_fill_reads): each
+     * parameter in fill_uses by its value (a tensor's by its shape), the tensors in fill_elems by
+     * their elements too. fill_known 0 (never registered): not known, the tables are made anew on
+     * every call (qr_fill_key) */
+    int fill_known;
+    uint64_t fill_uses, fill_elems;
 } qr_fn_desc;
 
 /* A calibrator parameter's kind (add_param). */
@@ -751,6 +761,16 @@ int qr_module_kernel_pointwise(const qrl_module *m, const char *name);
  * unless the compiler showed k takes that tensor for its type and shape alone; 1 past k's
  * parameters. */
 int qr_fn_reads_param(const qr_fn_desc *k, int i);
+/* The key of what channels-last kernel k's fill of its tables reads in args (its parameters as its
+ * call takes them, ew.fill and the block's six included; qr_fn_desc.fill_uses): each scalar's bytes,
+ * each array's length and elements, each tensor's shape and, for a tensor whose elements the fill
+ * reads, its data pointer and elements. Bit i of fixed says parameter i (an array or a tensor)
+ * holds the same elements at the same address on every call: its address stands for them. Equal keys give equal tables, so a caller may keep the tables of one
+ * call for the next while the key stays the same (quantizer/intgraph.c, per node). same NULL: the
+ * key is written to key when it fits in cap bytes; else nothing is written and *same is 1 when key
+ * holds exactly this key, cap bytes long. Returns the key's length, or -1 when the tables cannot
+ * be kept (k's fill not known, more than 64 parameters). */
+int64_t qr_fill_key(const qr_fn_desc *k, void *const *args, uint64_t fixed, unsigned char *key, int64_t cap, int *same);
 enum { QR_TILE_C0, QR_TILE_ROWS, QR_TILE_COLS, QR_TILE_ACC_RS, QR_TILE_Y_OFF, QR_TILE_Y_RS, QR_TILE_NPARAMS };
 /* A tile kernel's name: "k.tile" for kernel k, "k.tile<u8>" for its instance "k<u8>"; 0, or -1
  * when it does not fit in n bytes. */

@@ -267,7 +267,7 @@ static void pointwise_first(qrl_module *m, const qrl_imports *im)
 
 Test(pointwise, registration)
 {
-    cr_assert_eq(qr_recipe_imports()->abi, 28, "the import table changed: QR_RECIPE_ABI 28");
+    cr_assert_eq(qr_recipe_imports()->abi, 29, "the import table changed: QR_RECIPE_ABI 29");
     qr_error e;
     qrl_module *m = NULL;
     cr_assert_eq(qr_module_load(pointwise_kernel, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
@@ -436,5 +436,287 @@ Test(pointwise, param_reads_registration)
     cr_expect_neq(qr_module_load(reads_fn, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK);
     cr_expect_null(m);
     cr_expect_neq(qr_module_load(reads_first, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK);
+    cr_expect_null(m);
+}
+
+/* What the fill of a channels-last kernel's tables reads (compiler/reads.h qc_fill_reads,
+ * qr_fn_desc.fill_uses/fill_elems, set_fill_reads), so that the runtime keeps the tables from one run
+ * of a node to the next while those values stay the same (qr_fill_key; quantizer/intgraph.c). By
+ * hand from each kernel's code: `scaled`'s channel lets and layer let name s, w, b, d and z (b's
+ * elements), its value reads z too; acc, x and y are not named there. */
+static const char fill_src[] =
+    /* qlinear's shape: a multiplier per channel from scalars and an array, a bias from a tensor */
+    "kernel scaled<T: u8 | i8>(acc: tensor<i32>, x: tensor<T>, s: f32, w: f32[], b: tensor<i32>, d: f32, z: i32,\n"
+    "                          y: tensor<T>) {\n"
+    "  let top = f32(z) + 100.0\n"
+    "  elementwise a in acc along 1 -> y {\n"
+    "    channel c {\n"
+    "      let m = s * w[c % len(w)] / d\n"
+    "      let bias = b[c % b.numel]\n"
+    "    }\n"
+    "    sat<T>(min(round_even(f32(a + bias) * m) + f32(z), top))\n"
+    "  }\n"
+    "}\n"
+    /* x's shape alone in a channel let; x's elements in another */
+    "kernel shape_let(acc: tensor<i32>, x: tensor<i8>, b: tensor<i32>, y: tensor<i8>) {\n"
+    "  elementwise a in acc along 1 -> y {\n"
+    "    channel c { let bias = b[c % b.numel] + i32(x.rank) }\n"
+    "    sat<i8>(a + bias)\n"
+    "  }\n"
+    "}\n"
+    "kernel element_let(acc: tensor<i32>, x: tensor<i8>, b: tensor<i32>, y: tensor<i8>) {\n"
+    "  elementwise a in acc along 1 -> y {\n"
+    "    channel c { let bias = b[c % b.numel] + i32(x[0]) }\n"
+    "    sat<i8>(a + bias)\n"
+    "  }\n"
+    "}\n";
+
+/* The block's six, ew.fill, as a channels-last kernel numbers them after the kernel's own n. */
+static uint64_t block_bits(int n)
+{
+    return (uint64_t)1 << (n + QR_TILE_C0) | (uint64_t)1 << (n + QR_TILE_COLS) | (uint64_t)1 << (n + QR_TILE_NPARAMS);
+}
+
+static qc_unit *fill_unit(char **dir, qrl_module **m)
+{
+    char path[600], stdlib[600];
+    *dir = tu_tmpdir();
+    snprintf(path, sizeof path, "%s/fill.qrl", *dir);
+    snprintf(stdlib, sizeof stdlib, "%s/stdlib", tu_root());
+    qc_unit *u = qc_unit_new(stdlib);
+    qc_unit_load_text(u, path, fill_src, sizeof fill_src - 1);
+    if (!u->diags.errors)
+        qc_check(u);
+    cr_assert_eq(u->diags.errors, 0, "fill.qrl: %s", u->diags.n ? u->diags.v[0].msg : "");
+    *m = qc_compile(u, &(qc_options){.no_cache = 1}, NULL);
+    cr_assert(*m, "%s", u->diags.n ? u->diags.v[0].msg : "cannot compile");
+    return u;
+}
+
+Test(pointwise, fill_reads_of_channels_last_kernels)
+{
+    char *dir;
+    qrl_module *m;
+    qc_unit *u = fill_unit(&dir, &m);
+    static const struct {
+        const char *kernel;
+        int known, n;
+        uint64_t uses, elems;
+    } w[] = {
+        /* s 2, w 3, b 4, d 5, z 6 (the layer let and the value's uniform), b's elements */
+        {"scaled.nhwc<u8>", 1, 8, 0x7c, 1u << 4},
+        {"scaled.nhwc<i8>", 1, 8, 0x7c, 1u << 4},
+        /* x (1) for its shape, b (2) */
+        {"shape_let.nhwc", 1, 4, 0x6, 1u << 2},
+        {"element_let.nhwc", 1, 4, 0x6, 0x6},
+    };
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+        uint64_t uses, elems;
+        const qc_sym *s = qc_find_item(u, w[i].kernel);
+        cr_assert(s, "%s", w[i].kernel);
+        int known = qc_fill_reads(s, &uses, &elems);
+        cr_expect_eq(known, w[i].known, "%s", w[i].kernel);
+        uint64_t want_uses = w[i].known ? w[i].uses | block_bits(w[i].n) : 0;
+        cr_expect_eq(uses, want_uses, "%s: uses %#llx, not %#llx", w[i].kernel, (unsigned long long)uses,
+                     (unsigned long long)want_uses);
+        cr_expect_eq(elems, w[i].elems, "%s: elems %#llx", w[i].kernel, (unsigned long long)elems);
+        const qr_fn_desc *d = qr_module_fn(m, w[i].kernel);
+        cr_assert(d, "%s", w[i].kernel);
+        cr_expect_eq(d->fill_known, known, "%s: registered", w[i].kernel);
+        cr_expect_eq(d->fill_uses, uses, "%s", w[i].kernel);
+        cr_expect_eq(d->fill_elems, elems, "%s", w[i].kernel);
+    }
+    /* the kernels and their tile forms are no channels-last kernels */
+    uint64_t uses, elems;
+    cr_expect_eq(qc_fill_reads(qc_find_item(u, "scaled<u8>"), &uses, &elems), 0);
+    cr_expect_eq(qc_fill_reads(qc_find_item(u, "scaled.tile<u8>"), &uses, &elems), 0);
+    qr_module_free(m);
+    qc_unit_free(u);
+    tu_rmdir(dir);
+}
+
+/* The stdlib's qlinear forms: x_scale 2, w_scale 5, b 7 (its elements), lo 9, hi 10, y_scale 12,
+ * y_zero 13; not acc, x, w, w_zero, axis or y. */
+Test(pointwise, fill_reads_of_the_stdlib_epilogue)
+{
+    qrl_module *m = compile_path("recipes/int8.qrl");
+    static const char *const names[] = {"qlinear.nhwc<u8>", "qlinear.nhwc<i8>"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const qr_fn_desc *d = qr_module_fn(m, names[i]);
+        cr_assert(d && d->is_kernel == 1, "%s", names[i]);
+        cr_expect_eq(d->fill_known, 1, "%s", names[i]);
+        uint64_t want = 1u << 2 | 1u << 5 | 1u << 7 | 1u << 9 | 1u << 10 | 1u << 12 | 1u << 13 | block_bits(14);
+        cr_expect_eq(d->fill_uses, want, "%s: %#llx, not %#llx", names[i], (unsigned long long)d->fill_uses,
+                     (unsigned long long)want);
+        cr_expect_eq(d->fill_elems, 1u << 7, "%s", names[i]);
+    }
+    qr_module_free(m);
+}
+
+/* One channels-last call's arguments: scaled's eight, the block's six, ew.fill and the tables. */
+typedef struct fill_call {
+    qrl_tview acc, x, b, y, tabs[8];
+    float s, d, w[8];
+    int32_t z, bias[128];
+    int8_t xd[4];
+    qrl_array wa;
+    int64_t six[QR_TILE_NPARAMS], fill, tab[8][128];
+    void *args[32];
+} fill_call;
+
+static void fill_call_init(fill_call *f, int64_t m, int nw, int tables)
+{
+    memset(f, 0, sizeof *f);
+    f->acc = (qrl_tview){NULL, 0, 1, {0}};
+    f->x = (qrl_tview){f->xd, 4, 2, {1, 4}};
+    f->y = (qrl_tview){NULL, 0, 1, {0}};
+    f->b = (qrl_tview){f->bias, m, 1, {m}};
+    f->wa = (qrl_array){f->w, nw};
+    f->six[QR_TILE_COLS] = m;
+    f->fill = 1;
+    void *a[] = {&f->acc, &f->x, &f->s, &f->wa, &f->b, &f->d, &f->z, &f->y};
+    for (int i = 0; i < 8; i++)
+        f->args[i] = a[i];
+    for (int i = 0; i < QR_TILE_NPARAMS; i++)
+        f->args[8 + i] = &f->six[i];
+    f->args[8 + QR_TILE_NPARAMS] = &f->fill;
+    for (int i = 0; i < tables; i++) {
+        f->tabs[i] = (qrl_tview){f->tab[i], m, 1, {m}};
+        f->args[8 + QR_TILE_NPARAMS + 1 + i] = &f->tabs[i];
+    }
+}
+
+/* Table 0 (m, an f32's bits) and 1 (bias) of channel c against the definition, in C's f32. */
+static void expect_tables(const fill_call *f, int64_t m, const char *what)
+{
+    for (int64_t c = 0; c < m; c++) {
+        float mul = f->s * f->w[c % f->wa.len] / f->d;
+        uint32_t bits;
+        memcpy(&bits, &mul, 4);
+        uint32_t got = (uint32_t)f->tab[0][c];
+        float gotf;
+        memcpy(&gotf, &got, 4);
+        cr_expect_eq(got, bits, "%s: channel %lld's multiplier %a, not %a", what, (long long)c, (double)gotf, (double)mul);
+        cr_expect_eq(f->tab[1][c], (int64_t)f->bias[c % f->b.numel], "%s: channel %lld's bias", what, (long long)c);
+    }
+}
+
+/* Kept tables as quantizer/intgraph.c keeps them across runs of a node: the key of what the fill
+ * read, compared on each run, the fill run again when it differs. The scalars change between runs of
+ * the same compiled kernel, an array's and a tensor's elements change in place; ragged channel
+ * counts (a w of 3 over 17 channels), both signs of every value, u8 and i8 forms. */
+Test(pointwise, kept_tables_follow_what_the_fill_reads)
+{
+    char *dir;
+    qrl_module *mod;
+    qc_unit *u = fill_unit(&dir, &mod);
+    static const char *const forms[] = {"scaled<u8>", "scaled<i8>"};
+    static const int64_t counts[] = {17, 5, 100};
+    for (int fi = 0; fi < 2; fi++)
+        for (int ci = 0; ci < 3; ci++) {
+            const qr_fn_desc *k = qr_module_fn(mod, forms[fi]);
+            int tables = -1;
+            const qr_fn_desc *nh = k ? qr_module_nhwc(mod, k, &tables) : NULL;
+            cr_assert(nh && tables >= 2 && tables <= 8, "%s: tables %d", forms[fi], tables);
+            int64_t m = counts[ci];
+            static fill_call f;
+            fill_call_init(&f, m, 3, tables);
+            f.s = 0.5f, f.d = 0.03f, f.z = -7;
+            f.w[0] = 0.011f, f.w[1] = -0.027f, f.w[2] = 0.0043f;
+            for (int64_t c = 0; c < m; c++)
+                f.bias[c] = (int32_t)((c * 7919) % 2001) - 1000;
+            unsigned char key[4096];
+            int same;
+            /* the first run: nothing kept; fill, then keep its key */
+            int64_t len = qr_fill_key(nh, f.args, 0, NULL, 0, NULL);
+            cr_assert(len > 0 && len <= (int64_t)sizeof key, "%lld", (long long)len);
+            qrl_rt rt;
+            qr_rt_init(&rt);
+            nh->call(&rt, f.args);
+            cr_assert_eq(qr_fill_key(nh, f.args, 0, key, len, NULL), len);
+            expect_tables(&f, m, "first run");
+            /* the same values: the same key, nothing to do */
+            cr_expect_eq(qr_fill_key(nh, f.args, 0, key, len, &same), len);
+            cr_expect_eq(same, 1, "%s, %lld channels: the same values", forms[fi], (long long)m);
+            /* what the fill does not read (x's elements, the output, the accumulator) */
+            f.xd[0] = 99;
+            cr_expect_eq(qr_fill_key(nh, f.args, 0, key, len, &same), len);
+            cr_expect_eq(same, 1, "x is not read by the fill");
+            /* each value it reads, changed alone: another key; the tables made again are the new ones */
+            for (int change = 0; change < 6; change++) {
+                switch (change) {
+                case 0: f.s = -0.25f; break;         /* a scalar of the channel lets */
+                case 1: f.d = 0.5f; break;
+                case 2: f.w[1] = 0.019f; break;      /* an array's element, in place */
+                case 3: f.bias[m - 1] = 12345; break; /* a tensor's element, in place */
+                case 4: f.z = 3; break;              /* the layer let's and the value's */
+                case 5: f.wa.len = 2; break;         /* an array's length */
+                }
+                /* (a shorter array: a shorter key) */
+                cr_expect_eq(qr_fill_key(nh, f.args, 0, key, len, &same), change == 5 ? len - 4 : len);
+                cr_expect_eq(same, 0, "%s, %lld channels: change %d kept the old tables", forms[fi], (long long)m, change);
+                for (int i = 0; i < tables; i++)
+                    memset(f.tab[i], 0xA5, sizeof f.tab[i]);
+                qr_rt_init(&rt);
+                nh->call(&rt, f.args);
+                len = qr_fill_key(nh, f.args, 0, key, sizeof key, NULL);
+                char what[64];
+                snprintf(what, sizeof what, "%s, %lld channels, change %d", forms[fi], (long long)m, change);
+                expect_tables(&f, m, what);
+            }
+            /* a tensor said fixed (b: bit 4) is keyed by its address: elements written in place then
+             * go unseen, which is why only values the same on every run are said fixed */
+            cr_assert_eq(qr_fill_key(nh, f.args, 1u << 4, key, sizeof key, NULL), len - 4 * m);
+            f.bias[0] = -f.bias[0] - 1;
+            cr_expect_eq(qr_fill_key(nh, f.args, 1u << 4, key, len - 4 * m, &same), len - 4 * m);
+            cr_expect_eq(same, 1);
+            int32_t other[128];
+            f.b.data = other;
+            cr_expect_eq(qr_fill_key(nh, f.args, 1u << 4, key, len - 4 * m, &same), len - 4 * m);
+            cr_expect_eq(same, 0, "another address");
+        }
+    qr_module_free(mod);
+    qc_unit_free(u);
+    tu_rmdir(dir);
+}
+
+/* set_fill_reads marks the kernel just added; after a fn, or first, the module is refused. */
+static void fill_kernel(qrl_module *m, const qrl_imports *im)
+{
+    im->add_fn(m, "k", (void *)dummy_fn, 1, QR_PARAM_VOID, QR_UNDEF);
+    im->add_fn_param(m, "s", QR_PARAM_SCALAR, QR_F32);
+    im->set_fill_reads(m, 1, 0);
+    im->add_fn(m, "j", (void *)dummy_fn, 1, QR_PARAM_VOID, QR_UNDEF);
+}
+static void fill_fn(qrl_module *m, const qrl_imports *im)
+{
+    im->add_fn(m, "f", (void *)dummy_fn, 0, QR_PARAM_VOID, QR_UNDEF);
+    im->set_fill_reads(m, 0, 0);
+}
+static void fill_first(qrl_module *m, const qrl_imports *im)
+{
+    im->set_fill_reads(m, 0, 0);
+}
+
+Test(pointwise, fill_reads_registration)
+{
+    qr_error e;
+    qrl_module *m = NULL;
+    cr_assert_eq(qr_module_load(fill_kernel, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
+    const qr_fn_desc *k = qr_module_fn(m, "k"), *j = qr_module_fn(m, "j");
+    cr_assert(k && j);
+    cr_expect_eq(k->fill_known, 1);
+    cr_expect_eq(k->fill_uses, 1u);
+    cr_expect_eq(j->fill_known, 0, "never registered: not known");
+    float s = 2;
+    void *args[1] = {&s};
+    unsigned char key[8];
+    cr_expect_eq(qr_fill_key(k, args, 0, key, sizeof key, NULL), 4, "the scalar's four bytes");
+    cr_expect_eq(qr_fill_key(j, args, 0, key, sizeof key, NULL), -1);
+    qr_module_free(m);
+    m = NULL;
+    cr_expect_neq(qr_module_load(fill_fn, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK);
+    cr_expect_null(m);
+    cr_expect_neq(qr_module_load(fill_first, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK);
     cr_expect_null(m);
 }
