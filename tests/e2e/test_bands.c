@@ -149,3 +149,60 @@ Test(band_reads, an_epilogue_reading_its_input_breaks_the_chain)
     double d = out_diff("ort", "reads");
     cr_assert(d >= 0 && d < 1e-5, "ORT against bands=all: %g", d);
 }
+
+/* A node keeps its channel tables from one run to the next while what their fill reads stays the
+ * same (compiler/reads.h qc_fill_reads, qr_fill_key, quantizer/intgraph.c fill_tables).
+ * tests/recipes/conv-bias-reads-input.qrl's third layer adds 4 x its input's first element to each
+ * channel's bias: its fill reads x's elements, which differ from sample to sample. One qrl run
+ * over the three test samples at --batch 1 (one executor, three runs) must give each sample what
+ * a run of that sample alone gives (a fresh executor: its one run fills its tables); tables kept
+ * from the first run would give the next samples its bias. The stdlib's recipe (tables from
+ * constants alone, kept) gives --batch 1 the bits of --batch 0. */
+Test(band_reads, kept_tables_follow_the_input_their_fill_reads)
+{
+    static const char bias[] = "tests/recipes/conv-bias-reads-input.qrl", std[] = "recipes/int8-minmax.qrl";
+    char cmd[8192], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; x = np.load('%s/x_test.npy')\n"
+             "for i in range(3): np.save('%s/x_%%d.npy' %% i, x[i:i + 1])\"",
+             rdir, rdir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *recipes[2] = {bias, std};
+    for (int r = 0; r < 2; r++) {
+        snprintf(cmd, sizeof cmd, "%s run %s/reads.onnx --recipe '%s/%s' --calib %s/x.npy -i %s/x_test.npy -o %s/kept%d "
+                 "--batch 1 --option nhwc=all --option bands=0", tu_qrl(), rdir, tu_root(), recipes[r], rdir, rdir,
+                 rdir, r);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+        char a[4096], b[4096];
+        if (r == 1) { /* the stdlib's: --batch 0's bits */
+            snprintf(cmd, sizeof cmd, "%s run %s/reads.onnx --recipe '%s/%s' --calib %s/x.npy -i %s/x_test.npy -o %s/all1 "
+                     "--option nhwc=all --option bands=0", tu_qrl(), rdir, tu_root(), std, rdir, rdir, rdir);
+            cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+            free(log);
+            snprintf(a, sizeof a, "%s/kept1/c_c.npy", rdir);
+            snprintf(b, sizeof b, "%s/all1/c_c.npy", rdir);
+            cr_assert(tu_npy_rel_diff(a, b) == 0, "the stdlib's recipe: --batch 1 against --batch 0: %g",
+                      tu_npy_rel_diff(a, b));
+            continue;
+        }
+        for (int i = 0; i < 3; i++) {
+            snprintf(cmd, sizeof cmd, "%s run %s/reads.onnx --recipe '%s/%s' --calib %s/x.npy -i %s/x_%d.npy -o %s/one%d "
+                     "--option nhwc=all --option bands=0", tu_qrl(), rdir, tu_root(), bias, rdir, rdir, i, rdir, i);
+            cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+            free(log);
+        }
+        /* sample i of the one run against the run of sample i alone, and the samples' biases differ */
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 -c \"import numpy as np; k = np.load('%s/kept0/c_c.npy')\n"
+                 "one = [np.load('%s/one%%d/c_c.npy' %% i) for i in range(3)]\n"
+                 "for i in range(3):\n"
+                 "    d = np.abs(k[i:i + 1] - one[i]).max()\n"
+                 "    assert d == 0, 'sample %%d: %%g from the run of it alone' %% (i, d)\n"
+                 "assert np.abs(one[0] - one[1]).max() > 0 and np.abs(one[1] - one[2]).max() > 0, 'no change'\"",
+                 rdir, rdir);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+    }
+}
