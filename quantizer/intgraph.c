@@ -552,6 +552,7 @@ static uint64_t fixed_args(const qr_kctx *k, const qr_intcall *c, int first)
  * tables (i64, tables x m), their 32-bit lanes (64-byte aligned), a pointer to each lane table, then
  * the key of what the fill read (qr_fill_key) when valid. */
 typedef struct kept_tables {
+    const qr_fn_desc *fn; /* the kernel that made them */
     int64_t m, key_len;
     int tables, valid;
 } kept_tables;
@@ -606,7 +607,7 @@ static qr_status fill_tables(qr_kctx *k, tile_run *t, int first, int64_t m, cons
         t->tables[i] = (qrl_tview){tab + i * m, m, 1, {m}};
     *ptrs = pt;
     int same = 0;
-    if (klen >= 0 && !fresh && kt->valid && kt->m == m && kt->tables == nt && kt->key_len == klen)
+    if (klen >= 0 && !fresh && kt->valid && kt->fn == fn && kt->m == m && kt->tables == nt && kt->key_len == klen)
         qr_fill_key(fn, args, fixed, key, klen, &same);
     if (same) {
         t->fill = 0;
@@ -623,7 +624,7 @@ static qr_status fill_tables(qr_kctx *k, tile_run *t, int first, int64_t m, cons
     table_lanes(tab, nt, m, lanes, pt);
     if (klen >= 0) { /* the key of the fill's own arguments (ew.fill 1) */
         qr_fill_key(fn, args, fixed, key, klen, NULL);
-        *kt = (kept_tables){.m = m, .key_len = klen, .tables = nt, .valid = 1};
+        *kt = (kept_tables){.fn = fn, .m = m, .key_len = klen, .tables = nt, .valid = 1};
     }
     t->fill = 0;
     return QR_OK;
