@@ -212,7 +212,7 @@ static void match_fast(vprog *p)
 typedef struct gen {
     gcc_jit_context *c;
     gcc_jit_function *fn;
-    gcc_jit_type *t_void, *t_i64, *t_i32, *t_u16, *t_u8, *t_i8, *v16;
+    gcc_jit_type *t_void, *t_i64, *t_i32, *t_u16, *t_u8, *t_i8, *t_u64, *v16;
     gcc_jit_type *p_i32, *p_u8c, *pp_u8c, *p_i8c, *p_i32c;
     gcc_jit_param *prm[12];
     int64_t taps, k4, n, n16, groups;
@@ -222,9 +222,15 @@ typedef struct gen {
     gcc_jit_lvalue *mask;
     int nblocks;
     const vprog *ep;        /* the fused epilogue; NULL: the accumulator is stored */
-    gcc_jit_lvalue *val[QC_VEC_MAX_INSNS], *tab[64], *kmask;
+    gcc_jit_lvalue **val;   /* the program's values: vals[0], or a tile vector's in the packed tail */
+    gcc_jit_lvalue *vals[MAX_VECS][QC_VEC_MAX_INSNS], *tab[64], *kmask;
     /* the fast tail's column values (vfast) per vector of a tile, set once per strip of the fused kernel */
     gcc_jit_lvalue *fa[MAX_VECS], *fb[MAX_VECS], *fz[MAX_VECS], *fok[MAX_VECS], *ft0, *ft1;
+    /* the packed tail (emit_packed_rows), where the CPU has AVX-512BW: per strip whether it may run
+     * (pok) and its constants, per row the vectors' rounded values rr and their pack */
+    int packed;
+    gcc_jit_lvalue *pok, *pai[MAX_VECS], *pbi[MAX_VECS], *pz01, *pz23, *pa8, *pb8, *pidx, *bmask, *ft2;
+    gcc_jit_lvalue *rr[MAX_VECS], *p01, *p23, *pout;
     gcc_jit_param *p_tabs;
 } gen;
 
@@ -433,6 +439,101 @@ static void fast_locals(gen *g)
     }
     g->ft0 = local(g, g->v16, "ft0", 0, 0);
     g->ft1 = local(g, g->v16, "ft1", 0, 0);
+    if (!g->packed)
+        return;
+    for (int v = 0; v < MAX_VECS; v++) {
+        g->pai[v] = local(g, g->v16, "pai%d", v, 0);
+        g->pbi[v] = local(g, g->v16, "pbi%d", v, 0);
+        g->rr[v] = local(g, g->v16, "rr%d", v, 0);
+        for (int i = 0; i < g->ep->n; i++)
+            if (v)
+                g->vals[v][i] = local(g, g->v16, "v%d_%d", i, v);
+    }
+    g->pok = local(g, g->t_i32, "pok", 0, 0);
+    g->bmask = local(g, g->t_u64, "bmask", 0, 0);
+    g->ft2 = local(g, g->v16, "ft2", 0, 0);
+    static const char *const names[] = {"pz01", "pz23", "pa8", "pb8", "pidx", "p01", "p23", "pout"};
+    gcc_jit_lvalue **at[] = {&g->pz01, &g->pz23, &g->pa8, &g->pb8, &g->pidx, &g->p01, &g->p23, &g->pout};
+    for (int i = 0; i < 8; i++)
+        *at[i] = gcc_jit_function_new_local(g->fn, NULL, g->v16, names[i]);
+}
+
+/* The packed tail's check of vector v of a strip, after its emit_fast_setup (M in val): pok keeps
+ * the lanes where |M| < 1 and |Z| <= 2^14, and the fast tail's. |M| < 1 bounds x = f32(i) * M
+ * below 2^31 (i an i32): round_even(x) converts to i32 exactly, where the fast tail clamps x
+ * first. Also A and B as i32 (pai, pbi: A - Z and B - Z are integers of f32, Z the i32 fz). */
+static void emit_packed_check(gen *g, gcc_jit_block *b, int v)
+{
+    const vfast *f = &g->ep->fast;
+    vconst(g, b, g->ft0, 0x3f800000u); /* 1.0 */
+    vconst(g, b, g->ft1, 1u << 14);
+    gcc_jit_lvalue *ok = local(g, g->t_i32, "pok_%d_%d", g->nblocks, v);
+    gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(b, NULL,
+                                                             "vpslld $1, %3, %1\n\t" /* |M| (by its bits: M finite here) */
+                                                             "vpsrld $1, %1, %1\n\t"
+                                                             "vcmpltps %4, %1, %2\n\t"
+                                                             "vpabsd %5, %1\n\t"
+                                                             "vpcmpud $2, %6, %1, %2%{%2%}\n\t"
+                                                             "kmovw %2, %0");
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=r", ok);
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=&v", g->ft2);
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=&Yk", g->kmask);
+    gcc_jit_rvalue *in[] = {rv(g->val[f->m]), rv(g->ft0), rv(g->fz[v]), rv(g->ft1)};
+    for (int i = 0; i < 4; i++)
+        gcc_jit_extended_asm_add_input_operand(e, NULL, "v", in[i]);
+    gcc_jit_block_add_assignment_op(b, NULL, g->pok, GCC_JIT_BINARY_OP_BITWISE_AND,
+                                    bin(g, GCC_JIT_BINARY_OP_BITWISE_AND, rv(ok), rv(g->fok[v])));
+    gcc_jit_rvalue *ia[2] = {rv(g->fa[v]), rv(g->fz[v])}, *ib[2] = {rv(g->fb[v]), rv(g->fz[v])};
+    asm_vec(g, b, "vcvtps2dq %{rn-sae%}, %1, %0\n\tvpaddd %2, %0, %0", g->pai[v], 1, 0, ia, 2);
+    asm_vec(g, b, "vcvtps2dq %{rn-sae%}, %1, %0\n\tvpaddd %2, %0, %0", g->pbi[v], 1, 0, ib, 2);
+}
+
+/* out = the bytes of four i32 vectors v0..v3 as the packed tail packs a row's (saturated to i16, then
+ * to T: vpackssdw works per 128-bit lane, so lane L holds the dwords 4L..4L+3 of v0, v1, v2, v3 in
+ * turn, a 4 x 4 transpose of 4-byte groups away from the vectors' order); with z: Z's words added
+ * (saturating) after the first pack. two: v2, v3 not packed (the words of v0, v1 twice). */
+static void emit_pack_bytes(gen *g, gcc_jit_block *b, gcc_jit_lvalue *out, gcc_jit_rvalue *const *v, int two,
+                            gcc_jit_rvalue *z01, gcc_jit_rvalue *z23)
+{
+    gcc_jit_rvalue *in01[3] = {v[0], v[1], z01}, *in23[3] = {v[2], v[3], z23};
+    asm_vec(g, b, z01 ? "vpackssdw %2, %1, %0\n\tvpaddsw %3, %0, %0" : "vpackssdw %2, %1, %0", g->p01, 1, 0, in01,
+            z01 ? 3 : 2);
+    if (!two)
+        asm_vec(g, b, z23 ? "vpackssdw %2, %1, %0\n\tvpaddsw %3, %0, %0" : "vpackssdw %2, %1, %0", g->p23, 1, 0, in23,
+                z23 ? 3 : 2);
+    gcc_jit_rvalue *inb[2] = {rv(g->p01), rv(two ? g->p01 : g->p23)};
+    asm_vec(g, b, g->ep->fast.i8 ? "vpacksswb %2, %1, %0" : "vpackuswb %2, %1, %0", out, 0, 0, inb, 2);
+}
+
+/* The packed tail's constants of a strip of nv >= 2 vectors (after emit_packed_check of each): Z's
+ * words and A's and B's bytes in the packed order (emit_pack_bytes), the permutation that
+ * undoes it and the byte mask of the strip's columns. */
+static void emit_packed_setup(gen *g, gcc_jit_block *b, int nv)
+{
+    gcc_jit_rvalue *z[MAX_VECS], *a[MAX_VECS], *bb[MAX_VECS];
+    for (int v = 0; v < MAX_VECS; v++) {
+        int u = v < nv ? v : nv - 1;
+        z[v] = rv(g->fz[u]);
+        a[v] = rv(g->pai[u]);
+        bb[v] = rv(g->pbi[u]);
+    }
+    gcc_jit_rvalue *in01[2] = {z[0], z[1]}, *in23[2] = {z[2], z[3]};
+    asm_vec(g, b, "vpackssdw %2, %1, %0", g->pz01, 0, 0, in01, 2);
+    asm_vec(g, b, "vpackssdw %2, %1, %0", g->pz23, 0, 0, in23, 2);
+    emit_pack_bytes(g, b, g->pa8, a, nv <= 2, NULL, NULL);
+    emit_pack_bytes(g, b, g->pb8, bb, nv <= 2, NULL, NULL);
+    /* dword 4v + L of the row's bytes is dword 4L + v of the pack */
+    gcc_jit_rvalue *idx[16];
+    for (int i = 0; i < 16; i++)
+        idx[i] = gcc_jit_context_new_rvalue_from_int(g->c, g->t_i32, 4 * (i % 4) + i / 4);
+    gcc_jit_block_add_assignment(b, NULL, g->pidx, gcc_jit_context_new_rvalue_from_vector(g->c, NULL, g->v16, 16, idx));
+    int sh = 16 * (nv - 1);
+    gcc_jit_rvalue *m = gcc_jit_context_new_cast(g->c, NULL, rv(g->mask), g->t_u64);
+    gcc_jit_block_add_assignment(
+        b, NULL, g->bmask,
+        bin(g, GCC_JIT_BINARY_OP_BITWISE_OR,
+            bin(g, GCC_JIT_BINARY_OP_LSHIFT, m, gcc_jit_context_new_rvalue_from_int(g->c, g->t_u64, sh)),
+            gcc_jit_context_new_rvalue_from_long(g->c, g->t_u64, (long)((1ull << sh) - 1))));
 }
 
 /* The fast tail's column values from the channel values M, Z, LO, HI (computed in b), and whether
@@ -539,13 +640,76 @@ static void emit_vec_rows(gen *g, gcc_jit_block *b, int v, gcc_jit_rvalue *mask,
     gcc_jit_block_end_with_jump(b, NULL, next_v);
 }
 
+/* The packed tail of the tile's nv >= 2 vectors from block b on to advance, where every lane of the
+ * strip passed its check (pok): per row, each vector's program up to x and r = round_even(x) as i32
+ * (exact: |x| < 2^31), then the row's nv vectors at once: packed to i16 with saturation, Z added
+ * (saturating), packed to T with saturation, clamped to [A, B] in bytes, put back in column order
+ * (vpermd) and stored by one masked store of 16 nv bytes. Its bytes are the fast tail's,
+ * round_even(clamp(x, A - Z, B - Z)) + Z = clamp(r + Z, A, B) (A, B, Z integers): with |Z| <= 2^14,
+ * a word saturated at +-2^15 stays past [A, B] on its side after Z is added, so clamp(sat8(sat16(sat16(r)
+ * + Z)), A, B) = clamp(r + Z, A, B), [A, B] lying inside T's range. */
+static void emit_packed_rows(gen *g, gcc_jit_block *b, int nv, gcc_jit_lvalue *t0, gcc_jit_lvalue *t1,
+                             gcc_jit_block *advance)
+{
+    const vfast *f = &g->ep->fast;
+    for (int v = 0; v < nv; v++) {
+        g->val = g->vals[v];
+        for (int i = 0; i < g->ep->n; i++)
+            if (!g->ep->in[i].dep)
+                emit_insn(g, b, i, NULL, v, v == nv - 1 ? rv(g->mask) : NULL, t0, t1);
+    }
+    for (int r = 0; r < g->rows; r++) {
+        if (r) {
+            gcc_jit_block *in = block(g);
+            gcc_jit_block_end_with_conditional(b, NULL, cmp(g, GCC_JIT_COMPARISON_GT, rv(g->nrows), lng(g, r)), in, advance);
+            b = in;
+        }
+        gcc_jit_rvalue *q[MAX_VECS];
+        for (int v = 0; v < nv; v++) {
+            g->val = g->vals[v];
+            for (int i = 0; i < g->ep->n; i++)
+                if (g->ep->in[i].dep && !f->tail[i])
+                    emit_insn(g, b, i, g->acc[r][v], v, v == nv - 1 ? rv(g->mask) : NULL, t0, t1);
+            gcc_jit_rvalue *x = rv(g->val[f->x]);
+            asm_vec(g, b, "vcvtps2dq %{rn-sae%}, %1, %0", g->rr[v], 0, 0, &x, 1);
+        }
+        g->val = g->vals[0];
+        for (int v = 0; v < MAX_VECS; v++)
+            q[v] = rv(g->rr[v < nv ? v : nv - 1]);
+        emit_pack_bytes(g, b, g->pout, q, nv <= 2, rv(g->pz01), rv(g->pz23));
+        gcc_jit_rvalue *in[4] = {rv(g->pout), rv(g->pa8), rv(g->pb8), rv(g->pidx)};
+        asm_vec(g, b,
+                f->i8 ? "vpmaxsb %2, %1, %0\n\tvpminsb %3, %0, %0\n\tvpermd %0, %4, %0"
+                      : "vpmaxub %2, %1, %0\n\tvpminub %3, %0, %0\n\tvpermd %0, %4, %0",
+                g->pout, 1, 0, in, 4);
+        gcc_jit_rvalue *row = bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->i0), lng(g, r));
+        gcc_jit_rvalue *dst = addr(g, prm(g, P_C), bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, row, prm(g, P_CRS)), rv(g->jb)));
+        gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(b, NULL, "vmovdqu8 %0, (%1)%{%2%}");
+        gcc_jit_extended_asm_set_volatile_flag(e, 1);
+        gcc_jit_extended_asm_add_input_operand(e, NULL, "v", rv(g->pout));
+        gcc_jit_extended_asm_add_input_operand(e, NULL, "r", dst);
+        gcc_jit_extended_asm_add_input_operand(e, NULL, "Yk", rv(g->bmask));
+        gcc_jit_extended_asm_add_clobber(e, "memory");
+    }
+    gcc_jit_block_end_with_jump(b, NULL, advance);
+}
+
 /* The fused epilogue of the tile's nv vectors from block b: per vector, the instructions that do
  * not read the accumulator once, then per row (rows past nrows skipped) the others and y's
  * bytes, through the fast tail where the strip's check (emit_strip_setup) let the vector's lanes
- * take it; returns the block that continues. */
+ * take it; through the packed tail (emit_packed_rows) when the strip's lanes all passed its check;
+ * returns the block that continues. */
 static gcc_jit_block *emit_epilogue(gen *g, gcc_jit_block *b, int nv, gcc_jit_block *advance)
 {
     gcc_jit_lvalue *t0 = local(g, g->v16, "k0_%d", g->nblocks, 0), *t1 = local(g, g->v16, "k1_%d", g->nblocks, 0);
+    if (g->packed && nv >= 2) {
+        gcc_jit_block *packed = block(g), *each = block(g);
+        gcc_jit_block_end_with_conditional(
+            b, NULL, cmp(g, GCC_JIT_COMPARISON_EQ, rv(g->pok), gcc_jit_context_new_rvalue_from_int(g->c, g->t_i32, 0xffff)),
+            packed, each);
+        emit_packed_rows(g, packed, nv, t0, t1, advance);
+        b = each;
+    }
     for (int v = 0; v < nv; v++) {
         gcc_jit_rvalue *mask = v == nv - 1 ? rv(g->mask) : NULL;
         gcc_jit_block *next_v = v + 1 < nv ? block(g) : advance;
@@ -605,12 +769,19 @@ static gcc_jit_block *emit_strip_setup(gen *g, gcc_jit_block *b, int nv)
     if (!g->ep || !g->ep->fast.on)
         return b;
     gcc_jit_lvalue *t0 = local(g, g->v16, "s0_%d", g->nblocks, 0), *t1 = local(g, g->v16, "s1_%d", g->nblocks, 0);
+    int packed = g->packed && nv >= 2;
+    if (packed)
+        gcc_jit_block_add_assignment(b, NULL, g->pok, gcc_jit_context_new_rvalue_from_int(c, g->t_i32, 0xffff));
     for (int v = 0; v < nv; v++) {
         for (int i = 0; i < g->ep->n; i++)
             if (!g->ep->in[i].dep)
                 emit_insn(g, b, i, NULL, v, v == nv - 1 ? rv(g->mask) : NULL, t0, t1);
         emit_fast_setup(g, b, v);
+        if (packed)
+            emit_packed_check(g, b, v);
     }
+    if (packed)
+        emit_packed_setup(g, b, nv);
     return b;
 }
 
@@ -762,6 +933,7 @@ static void gen_types(gen *g)
     g->t_u16 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_UNSIGNED_SHORT);
     g->t_u8 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_UNSIGNED_CHAR);
     g->t_i8 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_SIGNED_CHAR);
+    g->t_u64 = gcc_jit_context_get_type(c, GCC_JIT_TYPE_UNSIGNED_LONG_LONG);
     g->v16 = gcc_jit_type_get_vector(g->t_i32, 16);
     g->p_i32 = gcc_jit_type_get_pointer(g->t_i32);
     g->p_i32c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->t_i32));
@@ -802,6 +974,7 @@ static void build(gen *g)
         g->y[v] = local(g, g->v16, "y%d", v, 0);
     if (g->ep) {
         g->kmask = local(g, g->t_u16, "kmask", 0, 0);
+        g->val = g->vals[0];
         for (int i = 0; i < g->ep->n; i++)
             g->val[i] = local(g, g->v16, "v%d", i, 0);
         for (int t = 0; t < g->ep->ntabs; t++)
@@ -886,6 +1059,7 @@ static void build_rows(gen *g)
     g->jb = local(g, g->t_i64, "jb", 0, 0);
     g->mask = local(g, g->t_u16, "mask", 0, 0);
     g->kmask = local(g, g->t_u16, "kmask", 0, 0);
+    g->val = g->vals[0];
     for (int i = 0; i < g->ep->n; i++)
         g->val[i] = local(g, g->v16, "v%d", i, 0);
     for (int t = 0; t < g->ep->ntabs; t++)
@@ -912,6 +1086,17 @@ static void build_rows(gen *g)
     gcc_jit_block_add_assignment_op(advance, NULL, jj, GCC_JIT_BINARY_OP_PLUS, lng(g, 16));
     gcc_jit_block_end_with_jump(advance, NULL, cols);
     gcc_jit_block_end_with_void_return(out, NULL);
+}
+
+/* The packed tail's byte and word instructions (vpackssdw, vpaddsw, vpmaxub, vmovdqu8 of 64 bytes) */
+static int cpu_bw(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bw");
+#else
+    return 0;
+#endif
 }
 
 static int cpu_ok(void)
@@ -962,6 +1147,7 @@ static gcc_jit_context *new_context(int64_t taps, int64_t k4, int64_t n, const v
         return c;
     }
     qc_iconv_jit_tile(taps, k4, n, &g.rows, &g.vecs);
+    g.packed = ep && ep->fast.on && cpu_bw();
     build(&g);
     return c;
 }

@@ -393,36 +393,36 @@ static uint8_t tail_want(const int32_t *lanes, int64_t n, int64_t c, int32_t acc
     return qlinear_oracle(acc, m, lanes[n + c], lanes[2 * n + c], lo, hi, i8);
 }
 
-/* The stdlib's requantization program (the fast tail, or the program where a vector's values do
- * not allow it) in the fused kernels and the rows epilogue, against the C oracle: ragged channel
- * counts, tiles of 1 to 4 vectors, several strips of several row tiles, columns from a ragged start. */
-Test(vecmap, requantization_tail_gives_the_oracle_bytes)
+/* A layer's requantization tables (channels n, y's type i8) and which channels hold the rounding
+ * ties, whose sums the test sets near zero. */
+typedef struct tail_kind {
+    void (*tables)(int64_t n, int32_t *lanes, int i8);
+    int (*tie)(int64_t c);
+} tail_kind;
+
+static int tail_tie(int64_t c) { return c / 16 % 3 == 1 && c % 16 >= 13; }
+
+/* The stdlib's requantization program in the fused kernels (over all columns, and by two calls split
+ * at column 64 as two threads split them) and the rows epilogue, against the C oracle on the
+ * tables of kind k. */
+static void run_tail(const qrl_module *m, const int64_t (*shapes)[4], size_t nshapes, const tail_kind *k)
 {
-    if (!has_vnni()) {
-        cr_log_info("no AVX-512 VNNI: no fused kernels");
-        return;
-    }
-    qrl_module *m = compile_path("recipes/int8.qrl");
-    /* (taps, k4, n, rows); {2, 4, 200, 20}: four strips (the last of one vector) of four row tiles, taken
-     * and refused vectors mixed in a strip (the check runs once per strip, its tiles reuse it) */
-    static const int64_t shapes[][4] = {{1, 16, 150, 13}, {9, 8, 61, 9}, {1, 4, 200, 7}, {3, 12, 37, 20}, {1, 32, 451, 6},
-                                        {2, 4, 200, 20}};
     for (int i8 = 0; i8 < 2; i8++) {
         const char *prog = program(m, i8 ? "qlinear.nhwc<i8>" : "qlinear.nhwc<u8>");
         cr_assert(prog);
         qr_rows_ep_fn rows_ep = qc_rows_ep_jit(prog);
         cr_assert(rows_ep, "no rows epilogue");
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        for (size_t s = 0; s < nshapes; s++) {
             layer l;
             make_layer(&l, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
             int64_t n = l.n;
             int32_t *lanes = malloc((size_t)(5 * n) * sizeof *lanes);
-            tail_tables(n, lanes, i8);
+            k->tables(n, lanes, i8);
             /* some sums near zero, and all of the tie channels' (rows epilogue: the fused kernel sums the
              * layer's own), where the rounding ties lie */
             int ties = 0;
             for (int64_t i = 0; i < l.rows * n; i++)
-                if (i % 7 == 0 || (i % n / 16 % 3 == 1 && i % n % 16 >= 13)) {
+                if (i % 7 == 0 || k->tie(i % n)) {
                     l.acc[i] = (int32_t)(next() % 2001) - 1000;
                     float m, x;
                     memcpy(&m, &lanes[i % n], 4);
@@ -437,23 +437,31 @@ Test(vecmap, requantization_tail_gives_the_oracle_bytes)
                 l.want[i] = tail_want(lanes, n, i % n, l.acc[i], i8);
             qr_iconv_ep_fn fused = qc_iconv_jit_ep(l.taps, l.k4, n, prog);
             cr_assert(fused);
-            /* the fused kernel's sums are the layer's, its bytes the oracle's of them */
-            memset(l.got, 0xa5, (size_t)(l.rows * n) + 1);
-            fused(l.got, n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, n, n, tabs);
-            for (int64_t i = 0; i < l.rows * n; i++) {
-                uint8_t want = l.want[i];
-                if (i % 7 == 0 || (i % n / 16 % 3 == 1 && i % n % 16 >= 13)) { /* acc changed above: the fused kernel summed the original */
-                    int64_t sum = l.init[i % n];
-                    for (int64_t t = 0; t < l.taps; t++)
-                        for (int64_t q = 0; q < l.k4; q++)
-                            sum += (int64_t)l.a[i / n * l.taps + t][q] * l.wt[(t * l.k4 + q) * n + i % n];
-                    want = tail_want(lanes, n, i % n, (int32_t)(uint32_t)(uint64_t)sum, i8);
+            /* the fused kernel's sums are the layer's, its bytes the oracle's of them; all columns in one
+             * call, then in two split at column 64 */
+            for (int split = 0; split < 1 + (n > 64); split++) {
+                memset(l.got, 0xa5, (size_t)(l.rows * n) + 1);
+                if (split) {
+                    fused(l.got, n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 64, n, n, tabs);
+                    fused(l.got, n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, 64, n, tabs);
+                } else {
+                    fused(l.got, n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, n, n, tabs);
                 }
-                cr_assert_eq(l.got[i], want, "%s fused, taps %lld k4 %lld n %lld: y[%lld][%lld] = %d, the oracle %d",
-                             i8 ? "i8" : "u8", (long long)l.taps, (long long)l.k4, (long long)n, (long long)(i / n),
-                             (long long)(i % n), l.got[i], want);
+                for (int64_t i = 0; i < l.rows * n; i++) {
+                    uint8_t want = l.want[i];
+                    if (i % 7 == 0 || k->tie(i % n)) { /* acc changed above: the fused kernel summed the original */
+                        int64_t sum = l.init[i % n];
+                        for (int64_t t = 0; t < l.taps; t++)
+                            for (int64_t q = 0; q < l.k4; q++)
+                                sum += (int64_t)l.a[i / n * l.taps + t][q] * l.wt[(t * l.k4 + q) * n + i % n];
+                        want = tail_want(lanes, n, i % n, (int32_t)(uint32_t)(uint64_t)sum, i8);
+                    }
+                    cr_assert_eq(l.got[i], want, "%s fused%s, taps %lld k4 %lld n %lld: y[%lld][%lld] = %d, the oracle %d",
+                                 i8 ? "i8" : "u8", split ? " (split at 64)" : "", (long long)l.taps, (long long)l.k4,
+                                 (long long)n, (long long)(i / n), (long long)(i % n), l.got[i], want);
+                }
+                cr_assert_eq(l.got[l.rows * n], 0xa5, "written past the last row");
             }
-            cr_assert_eq(l.got[l.rows * n], 0xa5, "written past the last row");
             for (int part = 0; part < 2; part++) {
                 int64_t c0 = part ? n / 3 + 1 : 0, c1 = part ? n - n / 5 : n, r0 = part && l.rows > 1;
                 memset(l.got, 0xa5, (size_t)(l.rows * n) + 1);
@@ -472,6 +480,103 @@ Test(vecmap, requantization_tail_gives_the_oracle_bytes)
             drop_layer(&l);
         }
     }
+}
+
+/* The stdlib's requantization program (the fast tail, or the program where a vector's values do
+ * not allow it) in the fused kernels and the rows epilogue, against the C oracle: ragged channel
+ * counts, tiles of 1 to 4 vectors, several strips of several row tiles, columns from a ragged start. */
+Test(vecmap, requantization_tail_gives_the_oracle_bytes)
+{
+    if (!has_vnni()) {
+        cr_log_info("no AVX-512 VNNI: no fused kernels");
+        return;
+    }
+    qrl_module *m = compile_path("recipes/int8.qrl");
+    /* (taps, k4, n, rows); {2, 4, 200, 20}: four strips (the last of one vector) of four row tiles, taken
+     * and refused vectors mixed in a strip (the check runs once per strip, its tiles reuse it) */
+    static const int64_t shapes[][4] = {{1, 16, 150, 13}, {9, 8, 61, 9}, {1, 4, 200, 7}, {3, 12, 37, 20}, {1, 32, 451, 6},
+                                        {2, 4, 200, 20}};
+    static const tail_kind kind = {tail_tables, tail_tie};
+    run_tail(m, shapes, sizeof shapes / sizeof shapes[0], &kind);
+    qr_module_free(m);
+}
+
+/* Tables for the packed tail (emit_packed_rows: a strip's vectors packed into one store when every
+ * lane has |m| < 1 and |y_zero| <= 2^14 besides the fast tail's conditions), by strip of 64
+ * channels, s = c / 64: s % 3 == 0, every lane takes it: ordinary layers' values and its edges (m
+ * just under 1 in magnitude on sums up to 2^31, so that rounded values saturate the words, zero,
+ * subnormal; zero points of +-2^14; bounds above or below T's range, crossed, far out; ties); s % 3
+ * == 1: the same with lanes it refuses that the fast tail takes (m of 1 or +-3e4, or a zero point of
+ * 2^14 + 1), so the strip's vectors each take the fast tail; s % 3 == 2: the same with one lane
+ * (m NaN) that takes the program. Relu and Clip bounds on some channels of all three. */
+static void packed_tables(int64_t n, int32_t *lanes, int i8)
+{
+    for (int64_t c = 0; c < n; c++) {
+        float m = (float)((int)(next() % 2001) - 1000) * 2e-6f, lo = -INFINITY, hi = INFINITY;
+        int32_t bias = (int32_t)(next() % 200001) - 100000, yz = (int32_t)(next() % 256) - (c % 2 ? 128 : 0);
+        if (c % 3 == 0)
+            lo = (float)yz; /* Relu */
+        if (c % 4 == 1) {
+            lo = (float)(yz - 30);
+            hi = (float)(yz + 40); /* Clip */
+        }
+        int64_t s = c / 64;
+        int lane = (int)(c % 64);
+        switch (lane % 16) {
+        case 1: m = 0.99999994f; break;
+        case 2: m = -0.99999994f; break;
+        case 3: m = lane < 16 ? 0.0f : -0.0f; break;
+        case 4: m = 3e-45f; break;
+        case 5: yz = lane < 32 ? 1 << 14 : -(1 << 14); break;
+        case 6: lo = 400.0f, hi = 500.0f; break;
+        case 7: lo = 50.0f, hi = 20.0f; break;
+        case 8: lo = -1e9f, hi = 1e9f; break;
+        case 9: hi = -300.0f; break;
+        case 10: m = 0.5f; break; /* ties, on sums near zero (packed_tie) */
+        case 11: m = -0.25f; break;
+        case 12: m = 0.75f; break;
+        default: break;
+        }
+        if (lane % 16 >= 10 && lane % 16 <= 12) {
+            bias = (int32_t)(next() % 21) - 10;
+            yz = i8 ? 0 : 128;
+        }
+        if (s % 3 == 1 && lane == 37) {
+            if (s / 3 % 2 == 0)
+                m = 1.0f;
+            else
+                yz = (1 << 14) + 1;
+        }
+        if (s % 3 == 1 && (lane == 46 || lane == 47))
+            m = lane == 46 ? -3e4f : 3e4f; /* |x| past 2^31 on the sums of random inits (make_layer), + on one */
+        if (s % 3 == 2 && lane == 50)
+            m = NAN;
+        memcpy(&lanes[0 * n + c], &m, 4);
+        lanes[1 * n + c] = bias;
+        lanes[2 * n + c] = yz;
+        memcpy(&lanes[3 * n + c], &lo, 4);
+        memcpy(&lanes[4 * n + c], &hi, 4);
+    }
+}
+
+static int packed_tie(int64_t c) { return c % 16 >= 10 && c % 16 <= 12; }
+
+/* The packed tail against the C oracle: u8 and i8; strips of 2, 3 and 4 vectors, full and ragged
+ * (the store's byte mask), alone and after full strips; several row tiles, the last ragged; strips
+ * that take it, that the fast tail takes instead and that run the program (packed_tables). */
+Test(vecmap, packed_tail_gives_the_oracle_bytes)
+{
+    if (!has_vnni()) {
+        cr_log_info("no AVX-512 VNNI: no fused kernels");
+        return;
+    }
+    qrl_module *m = compile_path("recipes/int8.qrl");
+    /* n: 24 (2 vectors, 8 lanes of the second), 37 (3, 5), 48 (3 full), 64 (4 full), 100 (4 + 3 ragged),
+     * 150 (4, 4, 2 ragged), 216 (3 strips of 4 + 2 ragged), 400 (6 full strips + 1 vector) */
+    static const int64_t shapes[][4] = {{1, 16, 24, 19}, {1, 4, 37, 17},  {1, 16, 48, 9},  {1, 16, 64, 13},
+                                        {1, 8, 100, 7},  {2, 4, 150, 11}, {1, 4, 216, 6},  {1, 4, 400, 8}};
+    static const tail_kind kind = {packed_tables, packed_tie};
+    run_tail(m, shapes, sizeof shapes / sizeof shapes[0], &kind);
     qr_module_free(m);
 }
 
