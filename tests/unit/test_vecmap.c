@@ -571,10 +571,12 @@ Test(vecmap, packed_tail_gives_the_oracle_bytes)
         return;
     }
     qrl_module *m = compile_path("recipes/int8.qrl");
-    /* n: 24 (2 vectors, 8 lanes of the second), 37 (3, 5), 48 (3 full), 64 (4 full), 100 (4 + 3 ragged),
-     * 150 (4, 4, 2 ragged), 216 (3 strips of 4 + 2 ragged), 400 (6 full strips + 1 vector) */
-    static const int64_t shapes[][4] = {{1, 16, 24, 19}, {1, 4, 37, 17},  {1, 16, 48, 9},  {1, 16, 64, 13},
-                                        {1, 8, 100, 7},  {2, 4, 150, 11}, {1, 4, 216, 6},  {1, 4, 400, 8}};
+    /* n: 24 (2 vectors, 8 lanes of the second), 32 (2 full), 37 (3, 5), 48 (3 full), 64 (4 full), 96 (4 + 2
+     * full: the unmasked stores), 100 (4 + 3 ragged), 150 (4, 4, 2 ragged), 216 (3 strips of 4 + 2 ragged),
+     * 400 (6 full strips + 1 vector) */
+    static const int64_t shapes[][4] = {{1, 16, 24, 19}, {1, 8, 32, 9},  {1, 4, 37, 17},  {1, 16, 48, 9},
+                                        {1, 16, 64, 13}, {1, 16, 96, 14}, {1, 8, 100, 7}, {2, 4, 150, 11},
+                                        {1, 4, 216, 6},  {1, 4, 400, 8}};
     static const tail_kind kind = {packed_tables, packed_tie};
     run_tail(m, shapes, sizeof shapes / sizeof shapes[0], &kind);
     qr_module_free(m);
