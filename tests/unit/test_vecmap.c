@@ -561,7 +561,7 @@ static void packed_tables(int64_t n, int32_t *lanes, int i8)
 
 static int packed_tie(int64_t c) { return c % 16 >= 10 && c % 16 <= 12; }
 
-/* The packed tail against the C oracle: u8 and i8; strips of 2, 3 and 4 vectors, full and ragged
+/* The packed tail against the C oracle: u8 and i8; strips of 2 to 4 vectors (and of 1), full and ragged
  * (the store's byte mask), alone and after full strips; several row tiles, the last ragged; strips
  * that take it, that the fast tail takes instead and that run the program (packed_tables). */
 Test(vecmap, packed_tail_gives_the_oracle_bytes)
@@ -571,12 +571,13 @@ Test(vecmap, packed_tail_gives_the_oracle_bytes)
         return;
     }
     qrl_module *m = compile_path("recipes/int8.qrl");
-    /* n: 24 (2 vectors, 8 lanes of the second), 32 (2 full), 37 (3, 5), 48 (3 full), 64 (4 full), 96 (4 + 2
-     * full: the unmasked stores), 100 (4 + 3 ragged), 150 (4, 4, 2 ragged), 216 (3 strips of 4 + 2 ragged),
-     * 400 (6 full strips + 1 vector) */
-    static const int64_t shapes[][4] = {{1, 16, 24, 19}, {1, 8, 32, 9},  {1, 4, 37, 17},  {1, 16, 48, 9},
-                                        {1, 16, 64, 13}, {1, 16, 96, 14}, {1, 8, 100, 7}, {2, 4, 150, 11},
-                                        {1, 4, 216, 6},  {1, 4, 400, 8}};
+    /* n: 8 (1 vector, 8 lanes), 16 (1 full, 11 rows; one vector runs the fast tail), 24 (2 vectors, 8 lanes of the
+     * second), 32 (2 full), 37 (3, 5), 48 (3 full), 64 (4 full), 80 (4 + 1 full, 5 rows), 96 (4 + 2 full: the
+     * unmasked stores), 100 (4 + 3 ragged), 150 (4, 4, 2 ragged), 216 (3 strips of 4 + 2 ragged), 400 (6 full
+     * strips + 1 vector) */
+    static const int64_t shapes[][4] = {{1, 4, 8, 6},    {9, 8, 16, 11}, {1, 16, 24, 19}, {1, 8, 32, 9},  {1, 4, 37, 17},
+                                        {1, 16, 48, 9},  {1, 16, 64, 13}, {1, 4, 80, 5},  {1, 16, 96, 14}, {1, 8, 100, 7},
+                                        {2, 4, 150, 11}, {1, 4, 216, 6},  {1, 4, 400, 8}};
     static const tail_kind kind = {packed_tables, packed_tie};
     run_tail(m, shapes, sizeof shapes / sizeof shapes[0], &kind);
     qr_module_free(m);
