@@ -1059,6 +1059,66 @@ static void rows_column(gen *g, gcc_jit_block *b, gcc_jit_lvalue *jj, gcc_jit_lv
     rows_loop(g, slow, jj, r, accv, mask, t0, t1, next, 0);
 }
 
+/* 64 columns at jj (all real) from block b on to next: where every lane passes the packed tail's
+ * check (emit_packed_check, the values once for the 64), each row's four vectors packed into one
+ * 64-byte store as emit_packed_rows does; else four columns of rows_column. */
+static void rows_group(gen *g, gcc_jit_block *b, gcc_jit_lvalue *jj, gcc_jit_lvalue *r, gcc_jit_lvalue *accv,
+                       gcc_jit_lvalue *const *acc4, gcc_jit_block *next)
+{
+    const vfast *f = &g->ep->fast;
+    gcc_jit_lvalue *t0 = local(g, g->v16, "g0_%d", g->nblocks, 0), *t1 = local(g, g->v16, "g1_%d", g->nblocks, 0);
+    gcc_jit_block_add_assignment(b, NULL, g->jb, bin(g, GCC_JIT_BINARY_OP_PLUS, prm(g, R_C0), rv(jj)));
+    gcc_jit_block_add_assignment(b, NULL, g->mask, gcc_jit_context_new_rvalue_from_int(g->c, g->t_u16, 0xffff));
+    gcc_jit_block_add_assignment(b, NULL, g->pok, gcc_jit_context_new_rvalue_from_int(g->c, g->t_i32, 0xffff));
+    for (int v = 0; v < MAX_VECS; v++) {
+        g->val = g->vals[v];
+        for (int i = 0; i < g->ep->n; i++)
+            if (!g->ep->in[i].dep)
+                emit_insn(g, b, i, NULL, v, NULL, t0, t1);
+        emit_fast_setup(g, b, v);
+        emit_packed_check(g, b, v);
+    }
+    g->val = g->vals[0];
+    emit_packed_setup(g, b, MAX_VECS);
+    gcc_jit_block *packed = block(g), *each = block(g), *row = block(g);
+    gcc_jit_block_end_with_conditional(
+        b, NULL, cmp(g, GCC_JIT_COMPARISON_EQ, rv(g->pok), gcc_jit_context_new_rvalue_from_int(g->c, g->t_i32, 0xffff)), packed,
+        each);
+    gcc_jit_block_add_assignment(packed, NULL, r, lng(g, 0));
+    gcc_jit_block_end_with_conditional(packed, NULL, cmp(g, GCC_JIT_COMPARISON_GT, prm(g, R_ROWS), lng(g, 0)), row, next);
+    gcc_jit_rvalue *at = bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, rv(r), prm(g, R_ACCRS)), rv(jj));
+    gcc_jit_rvalue *q[MAX_VECS];
+    for (int v = 0; v < MAX_VECS; v++) {
+        g->val = g->vals[v];
+        asm_load(g, row, acc4[v], addr(g, prm(g, R_ACC), at), 64 * v, NULL);
+        for (int i = 0; i < g->ep->n; i++)
+            if (g->ep->in[i].dep && !f->tail[i])
+                emit_insn(g, row, i, acc4[v], v, NULL, t0, t1);
+        gcc_jit_rvalue *x = rv(g->val[f->x]);
+        asm_vec(g, row, "vcvtps2dq %{rn-sae%}, %1, %0", g->rr[v], 0, 0, &x, 1);
+        q[v] = rv(g->rr[v]);
+    }
+    g->val = g->vals[0];
+    emit_pack_bytes(g, row, g->pout, q, 0, rv(g->pz01), rv(g->pz23));
+    gcc_jit_rvalue *in[4] = {rv(g->pout), rv(g->pa8), rv(g->pb8), rv(g->pidx)};
+    asm_vec(g, row,
+            f->i8 ? "vpmaxsb %2, %1, %0\n\tvpminsb %3, %0, %0\n\tvpermd %0, %4, %0"
+                  : "vpmaxub %2, %1, %0\n\tvpminub %3, %0, %0\n\tvpermd %0, %4, %0",
+            g->pout, 1, 0, in, 4);
+    gcc_jit_rvalue *to = bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, rv(r), prm(g, R_YRS)), rv(jj));
+    asm_store(g, row, "vmovdqu64", rv(g->pout), addr(g, prm(g, R_Y), to), 0, NULL);
+    gcc_jit_block_add_assignment_op(row, NULL, r, GCC_JIT_BINARY_OP_PLUS, lng(g, 1));
+    gcc_jit_block_end_with_conditional(row, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(r), prm(g, R_ROWS)), row, next);
+    /* the columns one vector at a time, as without the pack */
+    gcc_jit_lvalue *jv = local(g, g->t_i64, "jv_%d", g->nblocks, 0);
+    for (int v = 0; v < MAX_VECS; v++) {
+        gcc_jit_block *after = v + 1 < MAX_VECS ? block(g) : next;
+        gcc_jit_block_add_assignment(each, NULL, jv, bin(g, GCC_JIT_BINARY_OP_PLUS, rv(jj), lng(g, 16 * v)));
+        rows_column(g, each, jv, r, accv, NULL, after);
+        each = after;
+    }
+}
+
 static void build_rows(gen *g)
 {
     gcc_jit_context *c = g->c;
@@ -1081,7 +1141,7 @@ static void build_rows(gen *g)
     gcc_jit_lvalue *jj = local(g, g->t_i64, "jj", 0, 0), *r = local(g, g->t_i64, "r", 0, 0);
     gcc_jit_lvalue *accv = local(g, g->v16, "accv", 0, 0);
     gcc_jit_block *entry = block(g), *cols = block(g), *pick = block(g), *full = block(g), *part = block(g),
-                  *advance = block(g), *out = block(g);
+                  *advance = block(g), *out = block(g), *pick16 = pick;
     for (int t = 0; t < g->ep->ntabs; t++)
         gcc_jit_block_add_assignment(entry, NULL, g->tab[t],
                                      rv(gcc_jit_context_new_array_access(c, NULL, prm(g, R_TABS), lng(g, t))));
@@ -1089,7 +1149,18 @@ static void build_rows(gen *g)
     gcc_jit_block_end_with_jump(entry, NULL, cols);
     gcc_jit_block_end_with_conditional(cols, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(jj), prm(g, R_COLS)), pick, out);
     gcc_jit_rvalue *left = bin(g, GCC_JIT_BINARY_OP_MINUS, prm(g, R_COLS), rv(jj));
-    gcc_jit_block_end_with_conditional(pick, NULL, cmp(g, GCC_JIT_COMPARISON_GE, left, lng(g, 16)), full, part);
+    if (g->packed) { /* 64 columns left: packed by the row (rows_group) */
+        gcc_jit_lvalue *acc4[MAX_VECS];
+        for (int v = 0; v < MAX_VECS; v++)
+            acc4[v] = local(g, g->v16, "acc4_%d", v, 0);
+        gcc_jit_block *group = block(g), *advance64 = block(g);
+        pick16 = block(g);
+        gcc_jit_block_end_with_conditional(pick, NULL, cmp(g, GCC_JIT_COMPARISON_GE, left, lng(g, 64)), group, pick16);
+        rows_group(g, group, jj, r, accv, acc4, advance64);
+        gcc_jit_block_add_assignment_op(advance64, NULL, jj, GCC_JIT_BINARY_OP_PLUS, lng(g, 64));
+        gcc_jit_block_end_with_jump(advance64, NULL, cols);
+    }
+    gcc_jit_block_end_with_conditional(pick16, NULL, cmp(g, GCC_JIT_COMPARISON_GE, left, lng(g, 16)), full, part);
     rows_column(g, full, jj, r, accv, NULL, advance); /* 16 real columns: no masks */
     gcc_jit_rvalue *bits = bin(g, GCC_JIT_BINARY_OP_MINUS,
                                bin(g, GCC_JIT_BINARY_OP_LSHIFT, lng(g, 1), bin(g, GCC_JIT_BINARY_OP_MINUS, prm(g, R_COLS), rv(jj))),
@@ -1155,12 +1226,12 @@ static gcc_jit_context *new_context(int64_t taps, int64_t k4, int64_t n, const v
     for (char *save = NULL, *w = strtok_r(flags, " ", &save); w; w = strtok_r(NULL, " ", &save))
         gcc_jit_context_add_command_line_option(c, w);
     gen g = {.c = c, .taps = taps, .k4 = k4, .n = n, .n16 = (n + 15) / 16 * 16, .groups = k4 / 4, .ep = ep};
+    g.packed = ep && ep->fast.on && cpu_bw();
     if (taps == 0) { /* the rows epilogue of ep (qc_rows_ep_jit) */
         build_rows(&g);
         return c;
     }
     qc_iconv_jit_tile(taps, k4, n, &g.rows, &g.vecs);
-    g.packed = ep && ep->fast.on && cpu_bw();
     build(&g);
     return c;
 }
