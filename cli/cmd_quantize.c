@@ -66,8 +66,9 @@ static void usage(void)
            "--external-data writes the initializers of 1 KB or more to OUT.onnx.data beside the model\n"
            "(ONNX external data), as the export does by itself when the model would pass 2 GB.\n"
            "--profile prints where the time went (wall and CPU seconds of each phase: the f32 pass,\n"
-           "calibration, the fallback's measurements, the measurement of what ships, the export)\n"
-           "and each measurement of the outputs the fallback took: the layers in f32, the samples\n"
+           "calibration, the fallback's measurements, the measurement of what ships, the export;\n"
+           "and the process's peak memory so far at each phase's end: where it rose, that phase\n"
+           "set it) and each measurement of the outputs the fallback took: the layers in f32, the samples\n"
            "it judged on and those it ran (the rest kept from an earlier try), whether the\n"
            "recipe held, the output SQNR.\n");
 }
@@ -378,9 +379,9 @@ static void print_profile(const qrl_quantized *qz, const double t[3][2])
 {
     qrl_quant_phase p;
     double w = 0, c = 0;
-    printf("profile:   %-36s %9s %9s\n", "phase", "wall s", "CPU s");
+    printf("profile:   %-36s %9s %9s %9s\n", "phase", "wall s", "CPU s", "peak MB");
     for (int i = 0; qrl_quantized_phase(qz, i, &p) == 0; i++) {
-        printf("           %-36s %9.2f %9.2f\n", p.name, p.seconds, p.cpu_seconds);
+        printf("           %-36s %9.2f %9.2f %9.1f\n", p.name, p.seconds, p.cpu_seconds, (double)p.peak_bytes / 1048576.0);
         w += p.seconds, c += p.cpu_seconds;
     }
     printf("           %-36s %9.2f %9.2f\n", "the rest of the quantization", t[1][0] - t[0][0] - w, t[1][1] - t[0][1] - c);

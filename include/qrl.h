@@ -346,10 +346,13 @@ int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out);
 
 /* Where the quantization's time went (qrl quantize --profile), phase i in order: its name (the f32
  * pass, calibration, the fallback's measurements, the measurement of what ships), its wall
- * seconds and the process's CPU seconds (every thread's). Non-zero past the last. */
+ * seconds and the process's CPU seconds (every thread's), and the process's peak resident memory
+ * so far at its end (bytes; 0 where the system does not say): a phase whose figure is above the
+ * one before set a new peak. Non-zero past the last. */
 typedef struct qrl_quant_phase {
     const char *name;
     double seconds, cpu_seconds;
+    int64_t peak_bytes;
 } qrl_quant_phase;
 int qrl_quantized_phase(const qrl_quantized *q, int i, qrl_quant_phase *out);
 

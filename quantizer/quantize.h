@@ -84,10 +84,12 @@ typedef struct qr_search_try {
     double output_sqnr;
 } qr_search_try;
 
-/* A phase of qr_quantize's time (for --profile): its wall and process CPU milliseconds. */
+/* A phase of qr_quantize's time (for --profile): its wall and process CPU milliseconds, and the
+ * process's peak resident memory so far at its end (bytes; 0 where the system does not say). */
 typedef struct qr_phase_time {
     const char *name;
     double ms, cpu_ms;
+    int64_t peak_bytes;
 } qr_phase_time;
 
 enum { QR_MAX_PHASES = 16 };

@@ -179,8 +179,9 @@ int qr_plan_batch(const qr_qctx *q);
  * (qr_quant_opts.progress): done of total steps since t0 (qr_plan_now_ms), and the time left. */
 void qr_plan_progress(const qr_quant_opts *o, const char *what, int64_t done, int64_t total, double t0);
 double qr_plan_now_ms(void);
-/* The phase name (a literal) has ended: its wall and CPU time since the last one (or
- * qr_plan_phase_start) into res->phases, for --profile. */
+/* The phase name (a literal) has ended: what its runs freed goes back to the system
+ * (qr_plan_give_back_memory), then its wall and CPU time since the last one (or
+ * qr_plan_phase_start) and the peak resident memory so far into res->phases, for --profile. */
 void qr_plan_phase_start(qr_qctx *q);
 void qr_plan_phase(qr_qctx *q, qr_quantized *res, const char *name);
 /* Samples [at, at + b) of every calibration input, as views. */

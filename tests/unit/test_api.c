@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "qrl.h"
@@ -159,10 +160,19 @@ Test(api, quantized_model_is_within_half_a_point_of_fp32)
     int nphases = (int)(sizeof phases / sizeof *phases);
     qrl_quant_phase ph;
     int np = 0;
+    /* each phase's peak resident memory so far: the kernel's figure for this process (the library
+     * runs in it), never falling, at least what the process holds now, at most its peak now */
+    struct rusage ru;
+    cr_assert_eq(getrusage(RUSAGE_SELF, &ru), 0);
+    int64_t last_peak = 0, now_peak = (int64_t)ru.ru_maxrss * 1024;
     for (; qrl_quantized_phase(q, np, &ph) == 0; np++) {
         cr_assert_lt(np, nphases, "%s", ph.name);
         cr_assert_str_eq(ph.name, phases[np]);
         cr_assert(ph.seconds >= 0 && ph.cpu_seconds >= 0, "%s: %g s, %g CPU s", ph.name, ph.seconds, ph.cpu_seconds);
+        cr_assert(ph.peak_bytes >= last_peak && ph.peak_bytes <= now_peak && ph.peak_bytes > (1 << 20),
+                  "%s: peak %lld bytes after %lld, the process's peak now %lld", ph.name, (long long)ph.peak_bytes,
+                  (long long)last_peak, (long long)now_peak);
+        last_peak = ph.peak_bytes;
     }
     cr_assert_eq(np, nphases);
     qrl_search_try st;
