@@ -15,6 +15,7 @@
  * the recipe's condition holds for none of those left (a condition on
  * output_sqnr is a search over how many to revert) and the outputs are
  * finite. */
+#include <assert.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -3623,12 +3624,29 @@ int qr_measure_kept_batches(const qr_qctx *q, int64_t count)
     return n == count || n % batch == 0 ? (int)((n + batch - 1) / batch) : 0;
 }
 
+int qr_measure_calib_batches(const qr_qctx *q, int64_t count)
+{
+    if (q->ref || qr_dist_size() > 1)
+        return 0;
+    int64_t n = count < measure_samples(q) ? count : measure_samples(q), batch = qr_plan_batch(q);
+    return n == count || n % batch == 0 ? (int)((n + batch - 1) / batch) : 0;
+}
+
 qr_status qr_measure_output_sqnr(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count,
                                  double *sqnr)
 {
     outref o;
     out_metrics mt = {0};
-    qr_status st = outref_init(&o, q, calib, count, 1);
+    /* the f32 pass kept these batches' outputs (qr_measure_calib_batches takes the batches
+     * outref_alloc does): o takes them */
+    qr_status st = q->calib_out ? outref_alloc(&o, q, count) : outref_init(&o, q, calib, count, 1);
+    if (q->calib_out && st == QR_OK) {
+        assert(o.nbatches == q->calib_out_nb);
+        memcpy(o.out, q->calib_out, sizeof *o.out * (size_t)(o.nbatches * q->g->n_outputs));
+        o.have_out = 1;
+        free(q->calib_out);
+        q->calib_out = NULL, q->calib_out_nb = 0;
+    }
     if (st == QR_OK)
         st = measure_outputs(q, &o, res->ig->g, res->ig, calib, 1, &mt);
     *sqnr = mt.sqnr;

@@ -1188,6 +1188,10 @@ typedef struct batch_run {
     const char *what;
     int64_t share;        /* samples of this rank's batches, for the progress bar */
     double t0;            /* when the run started, for the time left */
+    /* the f32 pass: the outputs of its first keep_nb batches go to keep ([keep_nb][n_outputs]: the
+     * qctx's f32_out or calib_out), the rest are dropped */
+    qr_tensor *keep;
+    int keep_nb;
     _Atomic int64_t done; /* samples run, for the progress bar */
 } batch_run;
 
@@ -1237,8 +1241,8 @@ static void *run_worker(void *p)
         for (int i = 0; w->dlo && i < g->n_inputs; i++) /* inputs: no node reports them */
             if (w->q->dyn[g->inputs[i]->id])
                 fold_range(&in[i], &w->dlo[g->inputs[i]->id], &w->dhi[g->inputs[i]->id]);
-        if (g == w->q->g && k < w->q->f32_out_nb) /* the f32 pass: outputs the fallback reads */
-            w->st = qr_exec_run(x, in, &w->q->f32_out[k * g->n_outputs], &w->err);
+        if (k < r->keep_nb) /* the f32 pass: outputs the measurements read */
+            w->st = qr_exec_run(x, in, &r->keep[k * g->n_outputs], &w->err);
         else
             w->st = qr_plan_run_once(x, g, in, &w->err);
         int64_t done = (r->done += b);
@@ -1363,6 +1367,8 @@ static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *cal
                              const char *what, double *ms)
 {
     batch_run r = {.q = q, .g = g, .calib = calib, .count = count, .batch = qr_plan_batch(q), .what = what};
+    if (!calibrating && g == q->g) /* at most one of the two is set (calibrate_on) */
+        r.keep = q->f32_out ? q->f32_out : q->calib_out, r.keep_nb = q->f32_out ? q->f32_out_nb : q->calib_out_nb;
     /* one rank of several (mpirun): its contiguous share of the batches, split among its workers
      * as one process's are; the states are then reduced over the ranks (reduce_ranks) */
     int64_t b0, b1;
@@ -1411,7 +1417,7 @@ static qr_status run_batches(qr_qctx *q, const qr_graph *g, const qr_tensor *cal
      * that they live in that thread's malloc arena, apart from what the caller's thread allocates
      * and frees meanwhile (in the caller's heap they kept M-LSD tiny's freed memory from going
      * back: 48 MB more peak) */
-    if (st == QR_OK && g == q->g && q->f32_out_nb > 0 && pthread_create(&tid[0], NULL, run_worker, &args[0]) == 0)
+    if (st == QR_OK && r.keep_nb > 0 && pthread_create(&tid[0], NULL, run_worker, &args[0]) == 0)
         pthread_join(tid[0], NULL);
     else if (st == QR_OK)
         run_worker(&args[0]);
@@ -1625,6 +1631,9 @@ static void qctx_free(qr_qctx *q)
     for (int i = 0; q->f32_out && i < q->f32_out_nb * q->g->n_outputs; i++)
         qr_tensor_free(&q->f32_out[i]);
     free(q->f32_out);
+    for (int i = 0; q->calib_out && i < q->calib_out_nb * q->g->n_outputs; i++)
+        qr_tensor_free(&q->calib_out[i]);
+    free(q->calib_out);
 }
 
 /* The plan's arrays for q->g, no value with a slot yet; 0 when out of memory (qctx_free frees
@@ -2323,6 +2332,10 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
      * try is judged against (the same as the local measurement's f32 run gives); it then runs
      * after calibration, so that they are not held through it (M-LSD tiny's 48 MB were its peak) */
     int keep = judge == calib ? qr_measure_kept_batches(q, njudge) : 0;
+    /* judged on other samples: the f32 pass runs after the fallback instead, keeping the outputs
+     * the output SQNR on the calibration samples is measured against (its only reader before
+     * then: the dynamic values' ranges, for the report) */
+    int keep_cal = judge != calib ? qr_measure_calib_batches(q, count) : 0;
     if (st == QR_OK)
         st = build_sim(q, &sim);
     if (st == QR_OK)
@@ -2335,9 +2348,9 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
         keep = 0;
     if (st == QR_OK && keep > 0 && !(q->f32_out = calloc((size_t)keep * (size_t)g->n_outputs + 1, sizeof *q->f32_out)))
         st = qr_errorf(q->e, "out of memory");
-    if (st == QR_OK && !keep && !q->f32_in_measure)
+    if (st == QR_OK && !keep && !q->f32_in_measure && !keep_cal)
         st = run_batches(q, g, calib, count, 0, "fp32     ", &res->fp32_ms);
-    if (!keep && !q->f32_in_measure)
+    if (!keep && !q->f32_in_measure && !keep_cal)
         qr_plan_phase(q, res, "fp32 pass");
     if (st == QR_OK)
         st = run_batches(q, sim, calib, count, 1, "calibrate", &res->calib_ms);
@@ -2379,6 +2392,14 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     res->output_sqnr_calib = res->output_sqnr;
     if (res->mixed && judge == calib) /* mixed precision measured its points on the calibration samples */
         res->mixed->heldout_samples = 0;
+    if (keep_cal > 0) { /* the f32 pass, its outputs kept for the output SQNR on the calibration samples */
+        if (!(q->calib_out = calloc((size_t)keep_cal * (size_t)g->n_outputs + 1, sizeof *q->calib_out)))
+            return qr_errorf(q->e, "out of memory");
+        q->calib_out_nb = keep_cal;
+        if ((st = run_batches(q, g, calib, count, 0, "fp32     ", &res->fp32_ms)) != QR_OK)
+            return st;
+        qr_plan_phase(q, res, "fp32 pass");
+    }
     if (judge != calib && (st = qr_measure_output_sqnr(q, res, calib, count, &res->output_sqnr_calib)) != QR_OK)
         return st;
     if (judge != calib)

@@ -136,6 +136,12 @@ typedef struct qr_qctx {
      * fallback's first try (qr_measure_kept_batches); NULL: not kept */
     qr_tensor *f32_out;
     int f32_out_nb;
+    /* when the fallback judges on held-out samples: the f32 pass's outputs of the first calib_out_nb
+     * batches of the calibration samples, for the output SQNR on them (qr_measure_output_sqnr),
+     * which would otherwise run f32 over them again; apart from f32_out, which is the judge
+     * samples' (the first try takes it when the batch counts agree); NULL: not kept */
+    qr_tensor *calib_out;
+    int calib_out_nb;
     /* instead, the f32 pass is the local measurement's f32 run, over these batches (all the
      * calibration samples): it keeps the outputs the first try is judged on, and its own time is
      * the fp32 pass's (qmeasure.c); 0: a pass of its own */
@@ -207,6 +213,11 @@ double qr_plan_local_sqnr(const qr_slot *s);
  * fallback (the measured ones, when the fallback can judge its first try on them before the local
  * measurement: one process, no bias correction, no budget, rank = gain or 16-bit step); 0: none. */
 int qr_measure_kept_batches(const qr_qctx *q, int64_t count);
+/* How many of the first batches of count calibration samples the f32 pass keeps the outputs of
+ * (q->calib_out) for the output SQNR on them when the fallback judges on other samples: all that
+ * qr_measure_output_sqnr measures (one process, no bias correction: its reference is the f32
+ * model's; the measured ones end at a batch's end); 0: none. */
+int qr_measure_calib_batches(const qr_qctx *q, int64_t count);
 /* Each slot as it ships, against f32: cumulative error in the QDQ simulation (res->qdq) and in the
  * integer graph (res->ig), in one f32 run. */
 qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count);
@@ -214,7 +225,8 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
  * integer graph; leaves res->qdq and res->ig built for what stays quantized, and res's output SQNR
  * and MAC counts filled. */
 qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count);
-/* The integer graph's output SQNR against f32 on the first count samples of calib (at most 256). */
+/* The integer graph's output SQNR against f32 on the first count samples of calib (at most 256):
+ * against q->calib_out, which it takes (and frees), when the f32 pass kept it; else f32 runs. */
 qr_status qr_measure_output_sqnr(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count,
                                  double *sqnr);
 void qr_measure_macs(const qr_qctx *q, qr_quantized *res, const double *per_sample, const int64_t *last);

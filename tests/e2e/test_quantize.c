@@ -1835,6 +1835,42 @@ Test(quantize, int8_recipe_judges_on_held_out_samples)
     free(log);
 }
 
+/* With samples held out, the report's second figure (output_sqnr_calibrate_db) is the integer
+ * graph's output SQNR on the 48 samples calibrated on, measured against the outputs the f32 pass
+ * kept for it (the pass runs after the fallback then, and nothing runs f32 over them again). The
+ * oracle: ONNX Runtime runs the f32 model and the export on numpy's x[i % 4 != 3] (the bundled CNN,
+ * 64 samples: batches of 32 and 16), and numpy's bound (samples_oracle.py) is that figure within
+ * 0.01 dB; and --profile shows the f32 pass after the fallback, before that measurement. */
+Test(quantize, int8_recipe_measures_the_calibration_samples_on_the_f32_pass_outputs)
+{
+    char cmd[4096], *log, path[1024];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; x = np.load('%s/calib_images.npy')[:64]; "
+             "np.save('%s/hc.npy', x); np.save('%s/hc_cal.npy', x[np.arange(64) %% 4 != 3])\"",
+             data_dir(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe recipes/int8.qrl --calib %s/hc.npy "
+             "-o %s/hc.onnx --report %s/hc.json --profile 2>&1",
+             tu_root(), tu_qrl(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    char *prof = strstr(log, "profile:"), *f32 = prof ? strstr(prof, "fp32 pass") : NULL,
+         *fb = prof ? strstr(prof, "first tries") : NULL, *cal = prof ? strstr(prof, "outputs on the calibration") : NULL;
+    cr_assert(f32 && fb && cal && fb < f32 && f32 < cal, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/hc.json", dir);
+    cr_assert_eq(tu_json_number(path, "validate_samples"), 16);
+    double db = tu_json_number(path, "output_sqnr_calibrate_db");
+    cr_assert(db > 20, "calibrate %.2f dB", db);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 tests/e2e/samples_oracle.py examples/fmnist/fmnist_cnn.onnx %s/hc.onnx "
+             "%s/hc_cal.npy 0.01 sample_balanced_lower=%.6f",
+             tu_root(), dir, dir, db);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
 /* int8.qrl's policy for small calibration files (validate_least = 8): 32 samples hold out 8 (the
  * last of every four) and judge on them; 28 would hold out 7, 4 and 1 would hold out 1: none is held
  * out, all calibrate and judge, a note says so and what file would do, the report has

@@ -153,9 +153,10 @@ Test(api, quantized_model_is_within_half_a_point_of_fp32)
     cr_assert_eq(layers, sum.activations);
     /* --profile's figures: the phases in order, and the fallback's one measurement of the outputs
      * (every layer int8 meets int8.qrl on the CNN: no search) on the 50 held-out samples, which the
-     * summary's SQNR is. The f32 pass keeps the held-out samples' outputs for the judging; the
-     * calibration samples' outputs are measured apart (the summary's calibrate figure). */
-    const char *phases[] = {"fp32 pass", "calibration", "local measurement", "first tries",
+     * summary's SQNR is. The local measurement's f32 run keeps the held-out samples' outputs for
+     * the judging; the f32 pass runs after the fallback and keeps the calibration samples' outputs
+     * for the summary's calibrate figure. */
+    const char *phases[] = {"calibration", "local measurement", "first tries", "fp32 pass",
                             "outputs on the calibration samples", "measurement of what ships"};
     int nphases = (int)(sizeof phases / sizeof *phases);
     qrl_quant_phase ph;
