@@ -1035,12 +1035,22 @@ static qr_value *insert_qdq(qr_graph *g, qr_value *v, const qr_slot *s, qr_dtype
 }
 
 /* A constant weight or bias replaced by integers and a DequantizeLinear; returns the integers. */
+static qr_value *attach_dq(qr_graph *g, qr_value *v, qr_value *qv, const float *scales, const void *zeros,
+                           qr_dtype zt, int n, int axis);
+
 static qr_value *insert_dq_const(qr_graph *g, qr_value *v, const qr_tensor *ints, const float *scales, const void *zeros,
                             qr_dtype zt, int n, int axis)
 {
     char name[512];
     snprintf(name, sizeof name, "%s_quantized", v->name);
-    qr_value *qv = qr_plan_const(g, name, ints);
+    return attach_dq(g, v, qr_plan_const(g, name, ints), scales, zeros, zt, n, axis);
+}
+
+/* The same with integers qv already made (a constant of g named v's name + "_quantized"). */
+static qr_value *attach_dq(qr_graph *g, qr_value *v, qr_value *qv, const float *scales, const void *zeros,
+                           qr_dtype zt, int n, int axis)
+{
+    char name[512];
     qr_tensor ts = {.dtype = QR_F32, .ndim = axis >= 0 ? 1 : 0, .dims = {n}, .data = (void *)scales};
     snprintf(name, sizeof name, "%s_scale", v->name);
     qr_value *scale = qr_plan_const(g, name, &ts);
@@ -1634,6 +1644,7 @@ static void qctx_free(qr_qctx *q)
     for (int i = 0; q->calib_out && i < q->calib_out_nb * q->g->n_outputs; i++)
         qr_tensor_free(&q->calib_out[i]);
     free(q->calib_out);
+    qr_plan_drop_rounded(q);
 }
 
 /* The plan's arrays for q->g, no value with a slot yet; 0 when out of memory (qctx_free frees
@@ -1740,6 +1751,65 @@ static void restore_biases(const qr_qctx *q, qr_graph *d)
     }
 }
 
+/* Weight i of q->w rounded to its integers as its qparams say: a constant of q->wround_g, kept
+ * across qr_plan_build_qdq's builds and shared (read-only) with the graphs they make. The
+ * fallback rebuilds the QDQ graph for every try and every layer's effect, each weight's qparams
+ * unchanged (ResNet-18's 11.7 M weights were rounded again each time: half the search's time);
+ * a weight is rounded again only when its type, range, scales or zero points are not those its
+ * integers were rounded with (mixed precision's alternatives). NULL when out of memory. */
+static const qr_value *rounded_weight(qr_qctx *q, int i)
+{
+    const qr_wquant *w = &q->w[i];
+    const qr_value *ov = q->g->values[w->value];
+    qrl_qtype qt = qr_plan_qtype(q, w->dtype, w->narrow, w->axis);
+    if (!q->wround_g && !(q->wround_g = qr_graph_new()))
+        return NULL;
+    if (q->nwround < q->nw) {
+        struct qr_wround *r = realloc(q->wround, sizeof *r * (size_t)q->nw);
+        if (!r)
+            return NULL;
+        memset(r + q->nwround, 0, sizeof *r * (size_t)(q->nw - q->nwround));
+        q->wround = r, q->nwround = q->nw;
+    }
+    struct qr_wround *c = &q->wround[i];
+    size_t ns = sizeof *w->scale * (size_t)w->nch, nz = sizeof *w->zero * (size_t)w->nch;
+    if (c->ints && c->dtype == w->dtype && c->qmin == qt.qmin && c->qmax == qt.qmax && c->axis == w->axis &&
+        c->nch == w->nch && !memcmp(c->scale, w->scale, ns) && !memcmp(c->zero, w->zero, nz))
+        return c->ints;
+    free(c->scale), free(c->zero);
+    c->scale = malloc(ns + 1), c->zero = malloc(nz + 1);
+    if (!c->ints)
+        c->ints = qr_graph_new_value(q->wround_g, ov->name);
+    qr_tensor t = {.dtype = w->dtype, .ndim = ov->t.ndim};
+    memcpy(t.dims, ov->t.dims, sizeof t.dims);
+    void *data = c->ints && c->scale && c->zero ? qr_value_alloc_const(q->wround_g, c->ints, &t) : NULL;
+    if (!data) { /* rounded again next time */
+        c->ints = NULL;
+        return NULL;
+    }
+    memcpy(c->scale, w->scale, ns);
+    memcpy(c->zero, w->zero, nz);
+    c->dtype = w->dtype, c->qmin = qt.qmin, c->qmax = qt.qmax, c->axis = w->axis, c->nch = w->nch;
+    int64_t n = qr_tensor_numel(&ov->t), inner = 1;
+    for (int k = w->axis + 1; w->axis >= 0 && k < ov->t.ndim; k++)
+        inner *= ov->t.dims[k];
+    const float *src = ov->t.data;
+    for (int64_t j = 0; j < n; j++) {
+        int ch = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
+        qr_set_i64(data, w->dtype, j, qr_plan_round_const(q, src[j], w->scale[ch], w->zero[ch], qt.qmin, qt.qmax));
+    }
+    return c->ints;
+}
+
+void qr_plan_drop_rounded(qr_qctx *q)
+{
+    for (int i = 0; i < q->nwround; i++)
+        free(q->wround[i].scale), free(q->wround[i].zero);
+    free(q->wround);
+    qr_graph_free(q->wround_g);
+    q->wround = NULL, q->wround_g = NULL, q->nwround = 0;
+}
+
 qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
 {
     const qr_graph *g = q->g;
@@ -1759,28 +1829,21 @@ qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res)
         const qr_wquant *w = &q->w[i];
         if (qr_plan_const_falls_back(q, w->value))
             continue;
-        const qr_value *ov = g->values[w->value];
-        int64_t n = qr_tensor_numel(&ov->t), inner = 1;
-        for (int k = w->axis + 1; w->axis >= 0 && k < ov->t.ndim; k++)
-            inner *= ov->t.dims[k];
-        qr_tensor ints = {.dtype = w->dtype, .ndim = ov->t.ndim};
-        memcpy(ints.dims, ov->t.dims, sizeof ints.dims);
-        if (qr_tensor_alloc(&ints, q->e) != QR_OK)
+        const qr_value *ov = g->values[w->value], *ints = rounded_weight(q, i);
+        if (!ints)
+            return qr_errorf(q->e, "out of memory");
+        char name[512];
+        snprintf(name, sizeof name, "%s_quantized", ov->name);
+        qr_value *qv = qr_graph_new_value(d, name);
+        if (qv && qr_value_share_const(d, qv, ints, q->e) != QR_OK)
             return QR_ERR;
-        qrl_qtype qt = qr_plan_qtype(q, w->dtype, w->narrow, w->axis);
-        const float *src = ov->t.data;
-        for (int64_t j = 0; j < n; j++) {
-            int c = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
-            qr_set_i64(ints.data, w->dtype, j, qr_plan_round_const(q, src[j], w->scale[c], w->zero[c], qt.qmin, qt.qmax));
-        }
         unsigned char *zeros = calloc((size_t)w->nch, qr_dtype_size(w->dtype));
         for (int c = 0; zeros && c < w->nch; c++)
             qr_set_i64(zeros, w->dtype, c, w->zero[c]);
         if (zeros)
-            q->qval[w->value] = id_of(insert_dq_const(d, d->values[w->value], &ints, w->scale, zeros, w->dtype, w->nch, w->axis));
+            q->qval[w->value] = id_of(attach_dq(d, d->values[w->value], qv, w->scale, zeros, w->dtype, w->nch, w->axis));
         free(zeros);
-        qr_plan_count_weight(res, w->dtype, n);
-        qr_tensor_free(&ints);
+        qr_plan_count_weight(res, w->dtype, qr_tensor_numel(&ov->t));
     }
     for (int i = 0; i < q->nbias; i++) {
         const qr_bquant *b = &q->bias[i];
@@ -2389,6 +2452,7 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     }
     if ((st = qr_plan_build_qdq(q, res)) != QR_OK || (st = qr_plan_fallback(q, res, judge, njudge)) != QR_OK)
         return st;
+    qr_plan_drop_rounded(q); /* what ships holds its weights' integers; the others' go */
     res->output_sqnr_calib = res->output_sqnr;
     if (res->mixed && judge == calib) /* mixed precision measured its points on the calibration samples */
         res->mixed->heldout_samples = 0;

@@ -142,6 +142,17 @@ typedef struct qr_qctx {
      * samples' (the first try takes it when the batch counts agree); NULL: not kept */
     qr_tensor *calib_out;
     int calib_out_nb;
+    /* each weight's integers as qr_plan_build_qdq rounded them, by index of w (rounded_weight) */
+    struct qr_graph *wround_g;
+    struct qr_wround {
+        struct qr_value *ints; /* a constant of wround_g; NULL: not rounded */
+        qr_dtype dtype;
+        int64_t qmin, qmax;
+        int axis, nch;
+        float *scale;  /* the qparams they were rounded with */
+        int32_t *zero;
+    } *wround;
+    int nwround;
     /* instead, the f32 pass is the local measurement's f32 run, over these batches (all the
      * calibration samples): it keeps the outputs the first try is judged on, and its own time is
      * the fp32 pass's (qmeasure.c); 0: a pass of its own */
@@ -202,8 +213,11 @@ size_t qr_plan_held_bytes(const qr_graph *g, const qr_tensor *calib);
 /* One batch through x; the outputs are dropped. */
 struct qr_exec;
 qr_status qr_plan_run_once(struct qr_exec *x, const qr_graph *g, const qr_tensor *in, qr_error *e);
-/* The QDQ graph of the slots not fallen back (res->qdq, q->qval). */
+/* The QDQ graph of the slots not fallen back (res->qdq, q->qval). Each weight's integers are
+ * rounded once for its qparams and kept (q->wround) for the next build. */
 qr_status qr_plan_build_qdq(qr_qctx *q, qr_quantized *res);
+/* The weights' kept integers go (the graphs built hold theirs). */
+void qr_plan_drop_rounded(qr_qctx *q);
 
 /* Measurement (qmeasure.c): a slot's cumulative SQNR (all upstream quantization applied) and its
  * local one (its layer alone, f32 inputs; NaN when not measured), in dB. */

@@ -266,6 +266,14 @@ void *qr_value_writable(qr_graph *g, qr_value *v)
     return data;
 }
 
+qr_status qr_value_share_const(qr_graph *g, qr_value *v, const qr_value *src, qr_error *e)
+{
+    if (!src->blob)
+        return qr_value_try_set_const(g, v, &src->t, e);
+    set_const(v, &src->t, src->t.data, blob_share(src->blob));
+    return QR_OK;
+}
+
 qr_status qr_value_try_set_const(qr_graph *g, qr_value *v, const qr_tensor *t, qr_error *e)
 {
     size_t n = qr_tensor_nbytes(t);

@@ -135,6 +135,9 @@ void *qr_value_alloc_const(qr_graph *g, qr_value *v, const qr_tensor *t);
 #define QR_BLOB_MIN ((size_t)64 * 1024)
 /* v's constant data, writable and v's own: a shared block is copied first (NULL when out of memory). */
 void *qr_value_writable(qr_graph *g, qr_value *v);
+/* v (of g) becomes a constant of src's type, shape and data (src a constant of any graph): a large
+ * one's block shared (read-only from then on), a small one copied; QR_ERR out of memory. */
+qr_status qr_value_share_const(qr_graph *g, qr_value *v, const qr_value *src, qr_error *e);
 
 /* A deep copy (values, constants, nodes, attributes) in a new arena; NULL when out of memory. */
 qr_graph *qr_graph_clone(const qr_graph *g);

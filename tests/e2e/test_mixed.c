@@ -230,6 +230,30 @@ Test(mixed, integer_candidates_4_8_16_bits_and_f32)
     free(out);
 }
 
+/* The QDQ graphs keep each weight's integers across their builds and round a weight again only when
+ * its qparams change (quantize.c, rounded_weight): mixed precision builds every layer at i8 and at
+ * i4 (each with its own scales) and then the chosen mix, so a layer chosen at i8 was last rounded
+ * at i4 and the other way round. On the residual CNN (its weights the f32 model's own, no
+ * folding) under bits(6): the oracle (tests/e2e/weight_ints_oracle.py) finds every weight of the
+ * export, INT8 and INT4 alike, to be numpy's rounding (half to even, saturated) of the f32 weight
+ * with the export's own scales and zero points; and the chosen mix holds both types. */
+Test(mixed, weight_integers_follow_their_qparams_across_builds)
+{
+    char recipe[4096], cmd[8192], *out, *log;
+    write_int_recipe("wints", "  candidate = i4 symmetric narrow per_channel by minmax(symmetric = true)\n"
+                              "  budget = bits(6)\n  validate = 0.25\n", recipe, sizeof recipe);
+    snprintf(cmd, sizeof cmd, "%s quantize %s/res.onnx --recipe %s --calib %s/xr.npy -o %s/wints.onnx", tu_qrl(), dir,
+             recipe, dir, dir);
+    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/weight_ints_oracle.py' %s/res.onnx %s/wints.onnx",
+             tu_root(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s\nqrl said:\n%s", log, out);
+    cr_assert(!strncmp(log, "ok ", 3) && strstr(log, ":i4") && strstr(log, ":i8"),
+              "both types among the weights: %s\nqrl said:\n%s", log, out);
+    free(log);
+    free(out);
+}
+
 /* A residual CNN (tools/make_mixed_models.py's res.onnx): the 16-bit choice is open to the layers
  * whose output only a Conv, the model's output or the first operand of a residual Add reads (B, C,
  * D), not to A, whose output the Add reads beside C's (two layers' choices never meet in one Add),

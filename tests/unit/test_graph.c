@@ -247,6 +247,45 @@ Test(graph, clone_shared_shares_large_constants)
     free(w);
 }
 
+/* qr_value_share_const: a value of another graph takes a large constant's block (the same data,
+ * made read-only, outliving the graph that made it) and a copy of a small one, with its type and
+ * shape; writing the taker's through qr_value_writable leaves the source's as it was. */
+Test(graph, share_const_takes_a_large_block_and_copies_a_small_one)
+{
+    qr_graph *g = qr_graph_new(), *h = qr_graph_new();
+    int64_t n = ((int64_t)QR_BLOB_MIN / 5 + 1) * 5;
+    int8_t *w = malloc((size_t)n), small[3] = {7, -8, 9};
+    for (int64_t i = 0; i < n; i++)
+        w[i] = (int8_t)(i % 251 - 125);
+    qr_tensor tw = {.dtype = QR_I8, .ndim = 2, .dims = {n / 5, 5}, .data = w};
+    qr_tensor ts = {.dtype = QR_I8, .ndim = 1, .dims = {3}, .data = small};
+    qr_value *big = qr_graph_new_value(g, "big"), *sm = qr_graph_new_value(g, "small");
+    qr_value_set_const(g, big, &tw);
+    qr_value_set_const(g, sm, &ts);
+    qr_value *hb = qr_graph_new_value(h, "big_quantized"), *hs = qr_graph_new_value(h, "small_quantized");
+    qr_error e;
+    cr_assert_eq(qr_value_share_const(h, hb, big, &e), QR_OK);
+    cr_assert_eq(qr_value_share_const(h, hs, sm, &e), QR_OK);
+    cr_assert(hb->is_const && hs->is_const && hb->t.dtype == QR_I8 && hb->t.ndim == 2 && hb->t.dims[0] == n / 5 &&
+              hb->t.dims[1] == 5 && hs->t.dims[0] == 3);
+    cr_assert_eq(hb->t.data, big->t.data, "the block is shared");
+    cr_assert_neq(hs->t.data, sm->t.data, "the small one is copied");
+    cr_assert_eq(memcmp(hs->t.data, small, 3), 0);
+    char perms[5];
+    protection_of(big->t.data, perms);
+    cr_assert_str_eq(perms, "r--p", "a shared block is read-only");
+    int8_t *mine = qr_value_writable(h, hb);
+    cr_assert(mine && mine != big->t.data);
+    mine[0] = 100;
+    cr_assert_eq(((int8_t *)big->t.data)[0], w[0], "the source keeps its value");
+    qr_value *hb2 = qr_graph_new_value(h, "big_again");
+    cr_assert_eq(qr_value_share_const(h, hb2, big, &e), QR_OK);
+    qr_graph_free(g); /* the block stays while h holds it */
+    cr_assert_eq(memcmp(hb2->t.data, w, (size_t)n), 0);
+    qr_graph_free(h);
+    free(w);
+}
+
 /* Compaction lets the block of a constant no node reads go (its data NULL), and keeps the rest. */
 Test(graph, compact_lets_an_unused_block_go)
 {
