@@ -20,6 +20,10 @@ void chk_err(ctx *c, const ql_node *n, const char *fmt, ...)
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     ql_error(c->d, n->span, "%s", buf);
+    const ql_node *own = c->derived ? c->derived->own : NULL;
+    if (own && (n->span.src != own->span.src || n->span.start < own->span.start || n->span.start >= own->span.end))
+        ql_note(c->d, own->a->span, "in recipe '%s', which takes that line from '%s'", c->derived->name,
+                c->derived->base->name);
 }
 
 /* An error at a declaration's name (the whole declaration is too much to underline). */
@@ -343,6 +347,13 @@ static void mark_visible(qc_unit *u, qc_file *f, unsigned char *vis)
         mark_visible(u, f->imports[i], vis);
 }
 
+void chk_enter_file(ctx *c, qc_file *f)
+{
+    c->file = f;
+    memset(c->visible, 0, (size_t)c->u->nfiles);
+    mark_visible(c->u, f, c->visible);
+}
+
 static double now_ms(void)
 {
     struct timespec t;
@@ -370,6 +381,7 @@ int qc_check(qc_unit *u)
     u->arena.on_oom = &oom;
     for (int i = 0; i < u->nfiles; i++)
         collect(&c, u->files[i]);
+    chk_recipe_bases(&c); /* the recipes' effective settings, which reach.c and the code generator read */
     /* Function signatures first: calls anywhere need their parameter types. */
     for (int i = 0; i < u->nitems; i++) {
         qc_sym *s = u->items[i];

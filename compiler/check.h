@@ -53,6 +53,10 @@ struct qc_sym {
     int ninstances;
     int failed;        /* generics: -1 when their own check (once, T a type variable) had errors; k + 1 when
                         * instance k had errors it missed (reported once); the other instances stay quiet */
+                        /* recipes: 1 when the recipe it derives from could not be taken (reported) */
+    qc_sym *base;      /* recipes: the recipe it derives from (recipe x : base), NULL for none */
+    ql_node *own;      /* recipes deriving from another: the recipe as written; decl is then the effective
+                        * recipe (the base's lines but those of the keys it writes, then its own) */
 };
 
 /* Parameters of a function, kernel or calibrator, at most (the code generator's bound too,

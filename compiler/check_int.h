@@ -53,6 +53,8 @@ typedef struct ctx {
     int shape_ok;       /* a kernel's parameter types: a tensor may declare its shape */
     const ql_node *transform; /* a transform whose match is being checked: its parameters are not
                                * names there, and an unknown name that is one says why */
+    const qc_sym *derived; /* a derived recipe whose lines are judged together: an error at an inherited line
+                            * gets a note at its `: BASE` */
 } ctx;
 
 #define TN(t, b) qc_type_name((t), (b), sizeof(b))
@@ -76,6 +78,8 @@ qc_sym *chk_scope_find(const scope *s, const char *name);
 void chk_scope_add(ctx *c, qc_sym *s);
 qc_sym *chk_declare(ctx *c, const char *name, qc_symkind k, const qc_type *t, ql_node *decl);
 int chk_item_visible(const ctx *c, const qc_sym *s);
+/* Checks in file f from now on: c->file and the files it sees. */
+void chk_enter_file(ctx *c, qc_file *f);
 int chk_in_affine_rule(const ctx *c);
 int chk_is_builtin_fn(const char *name);
 qc_sym *chk_lookup(ctx *c, ql_node *at, const char *name, int report);
@@ -103,6 +107,9 @@ void chk_calibrator(ctx *c, qc_sym *s);
 void chk_pattern(ctx *c, qc_sym *s);
 void chk_transform(ctx *c, qc_sym *s);
 void chk_affine(ctx *c, qc_sym *s);
+/* Every recipe's base (recipe x : base) resolved and its effective recipe made (s->decl), before any
+ * recipe is checked; errors for an unknown base, one that is no recipe, and a cycle. */
+void chk_recipe_bases(ctx *c);
 void chk_recipe(ctx *c, qc_sym *s);
 void chk_const_item(ctx *c, qc_sym *s);
 qc_sym *chk_explicit_instance(ctx *c, ql_node *name, qc_sym *g, qc_tbind *tb);

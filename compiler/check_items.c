@@ -1339,6 +1339,129 @@ static void setting_targets(ctx *c, const ql_node *n, int i)
                          "or when no pattern quantizes them)");
 }
 
+/* ------------------------------------------------ recipe inheritance */
+
+#define MAX_RECIPE_DEPTH 64 /* recipe a : b, b : c, ...: bounds the resolution's recursion */
+
+/* Whether recipe lines a and b are of one key, the unit a derived recipe replaces: `use`; a setting
+ * by its name (every `transform` line is one key, every `candidate` line one); `activation for` and
+ * `weight for` lines each a key apart from `activation` and `weight`. */
+static int same_key(const ql_node *a, const ql_node *b)
+{
+    if (a->kind != b->kind)
+        return 0;
+    if (a->kind == QL_USE)
+        return 1;
+    return a->kind == QL_SETTING && !strcmp(a->name, b->name) && !a->b == !b->b;
+}
+
+static int writes_key(const ql_node *own, const ql_node *k)
+{
+    for (int i = 0; i < own->nkids; i++)
+        if (same_key(own->kids[i], k))
+            return 1;
+    return 0;
+}
+
+/* s's effective recipe: its base's (itself resolved first) lines of every key s does not write, in
+ * the base's order, then s's own lines. 0 when s's base could not be taken (s->failed). */
+static int recipe_resolve(ctx *c, qc_sym *s, int depth)
+{
+    if (s->mark == 2)
+        return !s->failed;
+    ql_node *own = s->decl, *bn = own->a;
+    if (!bn) {
+        s->mark = 2;
+        return 1;
+    }
+    s->mark = 1;
+    chk_enter_file(c, s->file);
+    qc_sym *b = chk_lookup(c, bn, bn->name, 0);
+    int ok = 0;
+    if (!b) {
+        /* the lookup's own message (unknown name, did you mean, defined in a file not imported),
+         * said of a recipe */
+        qc_sym *item = qc_find_item(c->u, bn->name);
+        if (item && item->kind == QC_SYM_RECIPE)
+            chk_err(c, bn, "recipe '%s' is defined in %s, which this file does not import", bn->name,
+                    item->file->src->path);
+        else {
+            const char *names[256];
+            int n = 0;
+            for (int i = 0; i < c->u->nitems && n < 256; i++)
+                if (c->u->items[i]->kind == QC_SYM_RECIPE && c->u->items[i] != s &&
+                    chk_item_visible(c, c->u->items[i]))
+                    names[n++] = c->u->items[i]->name;
+            const char *hint = ql_suggest(bn->name, names, n);
+            if (hint)
+                chk_err(c, bn, "unknown recipe '%s'; did you mean '%s'?", bn->name, hint);
+            else
+                chk_err(c, bn, "unknown recipe '%s': a recipe derives from a recipe of its file or of one it "
+                               "imports (import \"int8.qrl\")", bn->name);
+        }
+    } else if (b->kind != QC_SYM_RECIPE) {
+        static const char *const what[] = {
+            [QC_SYM_CONST] = "a const", [QC_SYM_FN] = "a fn", [QC_SYM_KERNEL] = "a kernel",
+            [QC_SYM_CALIBRATOR] = "a calibrator", [QC_SYM_PATTERN] = "a pattern", [QC_SYM_AFFINE] = "an affine rule",
+            [QC_SYM_TRANSFORM] = "a transform", [QC_SYM_GENERIC] = "a generic fn or kernel",
+            [QC_SYM_BUILTIN] = "a built-in constant"};
+        const char *w = (size_t)b->kind < sizeof what / sizeof *what && what[b->kind] ? what[b->kind] : "no recipe";
+        chk_err(c, bn, "'%s' is %s, not a recipe: a recipe derives from another recipe", bn->name, w);
+        if (b->decl)
+            ql_note(c->d, chk_decl_span(b->decl), "'%s' is defined here", bn->name);
+    } else if (b == s || b->mark == 1) {
+        s->base = b;
+        char path[512];
+        int len = snprintf(path, sizeof path, "%s : %s", s->name, b->name);
+        for (const qc_sym *t = b; t != s && t->base && len < (int)sizeof path - 64; t = t->base)
+            len += snprintf(path + len, sizeof path - (size_t)len, " : %s", t->base->name);
+        chk_err(c, bn, "recipe '%s' derives from itself: %s", s->name, path);
+    } else if (depth >= MAX_RECIPE_DEPTH) {
+        chk_err(c, bn, "recipes derive from one another more than %d deep", MAX_RECIPE_DEPTH);
+    } else {
+        s->base = b;
+        bn->sym = b;
+        ok = recipe_resolve(c, b, depth + 1);
+        chk_enter_file(c, s->file);
+    }
+    s->mark = 2;
+    s->failed = !ok;
+    if (!ok)
+        return 0;
+    const ql_node *be = b->decl;
+    ql_node *e = ql_node_new(c->ar, QL_RECIPE, own->span);
+    e->name = own->name;
+    e->name_span = own->name_span;
+    e->a = own->a;
+    e->sym = s;
+    for (int i = 0; i < be->nkids; i++)
+        if (!writes_key(own, be->kids[i]))
+            ql_node_add(c->ar, e, be->kids[i]);
+    for (int i = 0; i < own->nkids; i++)
+        ql_node_add(c->ar, e, own->kids[i]);
+    s->own = own;
+    s->decl = e;
+    return 1;
+}
+
+void chk_recipe_bases(ctx *c)
+{
+    for (int i = 0; i < c->u->nitems; i++)
+        if (c->u->items[i]->kind == QC_SYM_RECIPE)
+            recipe_resolve(c, c->u->items[i], 0);
+}
+
+/* Whether recipe line k is s's own (not inherited). */
+static int own_line(const qc_sym *s, const ql_node *k)
+{
+    if (!s->own)
+        return 1;
+    for (int i = 0; i < s->own->nkids; i++)
+        if (s->own->kids[i] == k)
+            return 1;
+    return 0;
+}
+
 void chk_recipe(ctx *c, qc_sym *s)
 {
     ql_node *n = s->decl;
@@ -1352,6 +1475,8 @@ void chk_recipe(ctx *c, qc_sym *s)
     c->w = W_RECIPE;
     for (int i = 0; i < n->nkids; i++) {
         ql_node *k = n->kids[i];
+        if (!own_line(s, k)) /* checked with the recipe it is written in */
+            continue;
         if (k->kind == QL_USE) {
             for (int j = 0; j < k->nkids; j++) {
                 ql_node *nm = k->kids[j];
@@ -1401,6 +1526,9 @@ void chk_recipe(ctx *c, qc_sym *s)
         default: setting_value(c, k, (qr_setting_id)key); break;
         }
     }
+    /* The rest judges the lines together, inherited ones too: an error at an inherited line is
+     * said to be the derived recipe's (its own lines make the mix). */
+    c->derived = s->own ? s : NULL;
     /* weight-only (activation = f32) and what needs it: blocks and 4-bit weights */
     const ql_node *setting[QR_NSETTINGS] = {0};
     for (int i = 0; i < n->nkids; i++) {
@@ -1456,9 +1584,10 @@ void chk_recipe(ctx *c, qc_sym *s)
             ql_note(c->d, setting[QR_SET_CANDIDATE]->span, "candidate given here");
             break;
         }
-    for (int j = QR_SET_ACTIVATION; j <= QR_SET_WEIGHT; j++)
+    for (int j = QR_SET_ACTIVATION; j <= QR_SET_WEIGHT && !s->failed; j++)
         if (!setting[j])
             chk_err_decl(c, n, "recipe '%s' does not say how %ss are quantized (%s = ...)", s->name, keys[j], keys[j]);
+    c->derived = NULL;
 }
 
 void chk_const_item(ctx *c, qc_sym *s)

@@ -487,6 +487,16 @@ gcc_jit_context *qc_jit_build(qc_unit *u, const qc_jit_opts *o)
     free(j.fns);
     free(j.traps);
     free(cals);
+    int oom = 0;
+    for (int i = 0; i < u->nitems; i++) {
+        oom |= items[i].nargs < 0; /* a recipe's argument functions could not be kept: its calls would
+                                    * run with their defaults */
+        free(items[i].args);
+    }
     free(items);
+    if (oom) {
+        gcc_jit_context_release(j.c);
+        return NULL;
+    }
     return j.c;
 }

@@ -87,7 +87,9 @@ typedef struct cal_fns {
 typedef struct item_fns {
     gcc_jit_function *where, *consts;               /* patterns */
     gcc_jit_function *qparams, *elem, *table;        /* affine rules */
-    gcc_jit_function *fallback, *args[16];           /* recipes: args per setting (in order; at most 8) */
+    gcc_jit_function *fallback, **args;              /* recipes: args per setting, in order (malloc'd, nargs;
+                                                      * NULL where a setting has no call with arguments) */
+    int nargs;
     gcc_jit_function *defaults, *scale;              /* transforms (and where, of their match) */
 } item_fns;
 

@@ -499,6 +499,16 @@ void jit_recipe_fns(jit *j, const qc_sym *s, item_fns *out)
     const ql_node *r = s->decl;
     char name[300];
     int set = 0; /* settings are numbered apart from use lines */
+    for (int i = 0; i < r->nkids; i++)
+        set += r->kids[i]->kind == QL_SETTING;
+    out->args = set ? calloc((size_t)set, sizeof *out->args) : NULL;
+    if (set && !out->args) {
+        ql_error_file(&j->u->diags, NULL, "out of memory");
+        out->nargs = -1; /* qc_jit_build gives up */
+        return;
+    }
+    out->nargs = set;
+    set = 0;
     for (int i = 0; i < r->nkids; i++) {
         const ql_node *k = r->kids[i];
         if (k->kind != QL_SETTING)
@@ -513,6 +523,7 @@ void jit_recipe_fns(jit *j, const qc_sym *s, item_fns *out)
             gcc_jit_type *ts[5] = {j->p_rt, j->t_f64, j->t_f64, j->t_f64, j->t_f64};
             const char *ns[5] = {"rt", "sqnr", "output_sqnr", "output_cosine", "output_agreement"};
             fgen f = fn_begin(j, s, name, j->t_i64, 5, ts, ns);
+            f.file = k->span.src->path; /* an inherited line: the file it is written in */
             f.sqnr = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
             f.output_sqnr = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 2));
             f.output_cosine = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 3));
@@ -522,11 +533,12 @@ void jit_recipe_fns(jit *j, const qc_sym *s, item_fns *out)
             out->fallback = f.fn;
         }
         const ql_node *by = tcall ? tcall : q->b;
-        if (by && by->kind == QL_CALL && by->nkids && at < 16) {
+        if (by && by->kind == QL_CALL && by->nkids) {
             snprintf(name, sizeof name, "qrl_recipe_%s_%s_%d_args", s->name, k->name, at); /* transforms repeat */
             gcc_jit_type *ts[2] = {j->p_rt, gcc_jit_type_get_pointer(j->t_f64)};
             const char *ns[2] = {"rt", "out"};
             fgen f = fn_begin(j, s, name, j->t_void, 2, ts, ns);
+            f.file = k->span.src->path;
             gcc_jit_rvalue *o = gcc_jit_param_as_rvalue(gcc_jit_function_get_param(f.fn, 1));
             for (int a = 0; a < by->nkids; a++) {
                 const ql_node *e = by->kids[a]->kind == QL_NAMED_ARG ? by->kids[a]->a : by->kids[a];
@@ -873,7 +885,7 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
             value = v->kind == QL_INT ? (double)v->ival : v->kind == QL_FLOAT ? v->fval : 0;
             int line = 0, col = 0;
             ql_source_linecol(q->span.src, q->span.start, &line, &col);
-            snprintf(budget_loc, sizeof budget_loc, "%s:%d:%d", s->file->src->path, line, col);
+            snprintf(budget_loc, sizeof budget_loc, "%s:%d:%d", q->span.src->path, line, col); /* maybe inherited */
             cal = budget_loc;
         } else if (q->kind == QL_QSPEC) {
             if (q->a->kind == QL_TYPE && q->a->op == QL_TOK_IDENT && q->a->name) /* accumulate = i14 */
@@ -908,7 +920,7 @@ static void register_recipe(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_jit
             snprintf(type, sizeof type, "%g", value);
         }
         gcc_jit_rvalue *a3[8] = {m, STR(s->name), STR(k->name), STR(type), jit_lng(j, j->t_i64, mods), STR(cal),
-                                 ADDR_OR_NULL(at < 16 ? fns->args[at] : NULL),
+                                 ADDR_OR_NULL(at < fns->nargs ? fns->args[at] : NULL),
                                  gcc_jit_context_new_rvalue_from_double(j->c, j->t_f64, value)};
         CALL_IMP(IMP_ADD_SETTING, 8, a3);
         for (int a = 0; call && a < call->nkids && a < QC_MAX_PARAMS; a++) {

@@ -79,20 +79,29 @@ static int uses(const ql_node *r, const char *name)
     return !lists;
 }
 
+/* The recipes a module offers: the root file's (an imported file's recipes are bases a recipe of it
+ * derives from, already in its settings), or, when it has none, every file's. */
+static int offered(const qc_unit *u, const qc_sym *s, int root_has)
+{
+    return s->kind == QC_SYM_RECIPE && (!root_has || s->file == u->files[u->nfiles - 1]);
+}
+
 int qc_reach(const qc_unit *u, unsigned char *emit)
 {
-    int recipes = 0;
-    for (int i = 0; i < u->nitems; i++)
+    int recipes = 0, root_has = 0;
+    for (int i = 0; i < u->nitems; i++) {
         recipes += u->items[i]->kind == QC_SYM_RECIPE;
+        root_has |= u->items[i]->kind == QC_SYM_RECIPE && u->items[i]->file == u->files[u->nfiles - 1];
+    }
     if (!recipes) {
         memset(emit, 1, (size_t)u->nitems);
         return 0;
     }
     for (int i = 0; i < u->nitems; i++) {
         const qc_sym *s = u->items[i];
-        int want = s->kind == QC_SYM_RECIPE;
+        int want = offered(u, s, root_has);
         for (int r = 0; !want && r < u->nitems && (s->kind == QC_SYM_PATTERN || s->kind == QC_SYM_AFFINE); r++)
-            want = u->items[r]->kind == QC_SYM_RECIPE && uses(u->items[r]->decl, s->name);
+            want = offered(u, u->items[r], root_has) && uses(u->items[r]->decl, s->name);
         want |= qc_reach_is_hook(s); /* the quantizer calls it by name */
         if (want) {
             emit[i] = 1;

@@ -1,5 +1,6 @@
 /* What of a checked unit gets compiled. A unit with a recipe needs only what
- * its recipes reach when a model is quantized: the recipes, the patterns and
+ * its recipes reach when a model is quantized: the recipes (the root file's,
+ * when it has one: an imported file's recipes are bases), the patterns and
  * affine rules they use (every one, without a use list), the calibrators
  * their settings name, the kernels those patterns lower to, and every
  * function and constant that code calls or reads. The rest was checked, so

@@ -64,6 +64,9 @@ item(A) ::= TRANSFORM IDENT(N) cparams(P) LBRACE pitems(L) pitem(I) RBRACE(E). {
 item(A) ::= AFFINE IDENT(N) affargs(L) affwhere(W) ARROW affresult(R) affbody(B). { A = qp_fix(L, R, W, B); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, R->span); }
 item(A) ::= RECIPE IDENT(N) LBRACE ritems(L) RBRACE(E).                       { A = L; L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
 item(A) ::= RECIPE IDENT(N) LBRACE ritems(L) ritem(I) RBRACE(E).              { A = qp_add(ps, L, I); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
+/* recipe int8_best : int8 { ... }: the settings of int8 but those it writes (compiler/check_items.c) */
+item(A) ::= RECIPE IDENT(N) COLON IDENT(B) LBRACE ritems(L) RBRACE(E).          { A = qp_fix(L, qp_tok(ps, QL_NAME, &B), NULL, NULL); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
+item(A) ::= RECIPE IDENT(N) COLON IDENT(B) LBRACE ritems(L) ritem(I) RBRACE(E). { A = qp_fix(qp_add(ps, L, I), qp_tok(ps, QL_NAME, &B), NULL, NULL); L->name = N.s; L->name_span = N.span; L->span = ql_span_join(N.span, E.span); }
 
 /* <T: u8 | i8, ...>: the type parameters of a generic fn or kernel, each with its finite set */
 tparams(A) ::= .                                      { A = NULL; }

@@ -46,7 +46,7 @@
  *   AFF_SAME, AFF_REQUANTIZE, AFF_F32   (no children)
  *   AFF_FIXED    a = scale; b = zero point; or name = qtype variable; a = qparams expression
  *   TABLE        name = lambda variable; a = body expression
- *   RECIPE       name; kids = USE, SETTING
+ *   RECIPE       name; kids = USE, SETTING; a = NAME of the recipe it derives from (recipe x : base)?
  *   USE          kids = NAME
  *   SETTING      name; a = value (QSPEC or an expression); b = USE of the ops (NAME) and nodes (STR)
  *                it applies to (activation for ...)?

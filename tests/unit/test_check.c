@@ -161,3 +161,111 @@ Test(check_generic, stdlib_generics_pass)
     free(d);
     qc_unit_free(u);
 }
+
+/* Recipe inheritance (docs/language.md, "Recipes that derive from another"): a derived recipe's
+ * effective lines are its base's, but every line of a key it writes (a setting by name, `transform`
+ * and `candidate` as one key each, `activation for` and `weight for` apart from `activation` and
+ * `weight`, `use`), in the base's order, then its own. What each line should be is read off the
+ * rule by hand: the base's nodes themselves where inherited, the derived one's where written. */
+static const ql_node *line(const ql_node *r, const char *name, int for_, int nth)
+{
+    for (int i = 0; i < r->nkids; i++) {
+        const ql_node *k = r->kids[i];
+        if (k->kind == QL_SETTING && !strcmp(k->name, name) && !k->b == !for_ && nth-- == 0)
+            return k;
+    }
+    return NULL;
+}
+
+static int count_lines(const ql_node *r, ql_kind kind, const char *name, int for_)
+{
+    int n = 0;
+    for (int i = 0; i < r->nkids; i++)
+        n += r->kids[i]->kind == kind && (kind == QL_USE || (!strcmp(r->kids[i]->name, name) && !r->kids[i]->b == !for_));
+    return n;
+}
+
+Test(check_derive, written_keys_replace_the_base_lines_and_the_rest_is_inherited)
+{
+    qc_unit *u = check("import \"calibrators.qrl\"\nimport \"patterns.qrl\"\nimport \"transforms.qrl\"\n"
+                       "recipe base {\n"
+                       "  activation = u8 asymmetric by minmax()\n"
+                       "  activation for Softmax = u16 asymmetric by minmax()\n"
+                       "  activation for LayerNormalization = u16 asymmetric by minmax()\n"
+                       "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
+                       "  transform = equalize()\n"
+                       "  transform = bias_correct(strength = 1.0)\n"
+                       "  use conv, gemm\n"
+                       "  tolerance = 3\n"
+                       "}\n"
+                       "recipe derived : base {\n"
+                       "  tolerance = 5\n"
+                       "  transform = bias_correct(strength = 0.5)\n"
+                       "  activation for Softmax = u8 asymmetric by minmax()\n"
+                       "}\n"
+                       "recipe alias : derived {\n}\n"
+                       "recipe deeper : alias {\n  use conv\n  activation = i8 symmetric by minmax(symmetric = true)\n}\n");
+    char *d = diags(u);
+    cr_assert_eq(u->diags.n, 0, "%s", d);
+    const qc_sym *base = qc_find_item(u, "base"), *der = qc_find_item(u, "derived"), *alias = qc_find_item(u, "alias"),
+                 *deeper = qc_find_item(u, "deeper");
+    const ql_node *b = base->decl, *e = der->decl;
+    cr_assert_null(base->own, "a recipe without a base keeps its node");
+    cr_assert_eq(der->base, base);
+    cr_assert_eq(b->nkids, 8);
+    /* derived: activation, weight and use inherited (the base's own nodes), in the base's order; then its
+     * own three lines; the base's two `activation for` lines and two transforms are gone */
+    cr_assert_eq(e->nkids, 6, "%d lines", e->nkids);
+    cr_assert_eq(e->kids[0], line(b, "activation", 0, 0));
+    cr_assert_eq(e->kids[1], line(b, "weight", 0, 0));
+    cr_assert_eq(e->kids[2]->kind, QL_USE);
+    cr_assert_eq(e->kids[2]->nkids, 2);
+    cr_assert_eq(e->kids[3], der->own->kids[0]);
+    cr_assert_eq(line(e, "tolerance", 0, 0)->a->ival, 5);
+    cr_assert_eq(count_lines(e, QL_SETTING, "transform", 0), 1);
+    cr_assert_eq(line(e, "transform", 0, 0)->a->kids[0]->a->fval, 0.5); /* strength = 0.5 */
+    cr_assert_eq(count_lines(e, QL_SETTING, "activation", 1), 1);
+    cr_assert_str_eq(line(e, "activation", 1, 0)->b->kids[0]->name, "Softmax");
+    cr_assert_eq(line(e, "activation", 1, 0)->a->a->op, QL_TOK_U8);
+    /* alias writes nothing: derived's lines, the same nodes */
+    cr_assert_eq(alias->decl->nkids, e->nkids);
+    for (int i = 0; i < e->nkids; i++)
+        cr_assert_eq(alias->decl->kids[i], e->kids[i]);
+    /* deeper: through alias and derived; its use and activation replace theirs */
+    const ql_node *x = deeper->decl;
+    cr_assert_eq(x->nkids, 6);
+    cr_assert_eq(count_lines(x, QL_USE, NULL, 0), 1);
+    cr_assert_eq(x->kids[x->nkids - 2]->kind, QL_USE);
+    cr_assert_eq(x->kids[x->nkids - 2]->nkids, 1);
+    cr_assert_eq(line(x, "activation", 0, 0)->a->a->op, QL_TOK_I8);
+    cr_assert_eq(line(x, "activation", 1, 0), line(e, "activation", 1, 0));
+    cr_assert_eq(line(x, "weight", 0, 0), line(b, "weight", 0, 0));
+    free(d);
+    qc_unit_free(u);
+}
+
+/* A derived recipe's lines are checked once, where they are written; what only the mix gets wrong
+ * (a budget beside an inherited fallback) is said at the inherited line, with a note at the base's
+ * name in the derived recipe. A recipe whose base is unknown says nothing more (no "does not say how
+ * activations are quantized"), nor do those deriving from it. */
+Test(check_derive, the_mix_is_checked_and_a_failed_base_says_nothing_more)
+{
+    qc_unit *u = check("import \"calibrators.qrl\"\nimport \"patterns.qrl\"\n"
+                       "recipe base {\n"
+                       "  activation = u8 asymmetric by minmax()\n"
+                       "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
+                       "  fallback = f32 when sqnr < 20\n"
+                       "}\n"
+                       "recipe mixed : base {\n  candidate = f32\n  budget = bits(8)\n}\n"
+                       "recipe lost : bsae {\n}\n"
+                       "recipe after : lost {\n}\n");
+    char *d = diags(u);
+    cr_assert_eq(u->diags.errors, 2, "%s", d);
+    cr_assert(strstr(d, "g.qrl:6:3: error: a budget decides which layers stay f32: a fallback condition cannot also"),
+              "%s", d);
+    cr_assert(strstr(d, "g.qrl:8:16: note: in recipe 'mixed', which takes that line from 'base'"), "%s", d);
+    cr_assert(strstr(d, "g.qrl:12:15: error: unknown recipe 'bsae'; did you mean 'base'?"), "%s", d);
+    cr_assert_null(strstr(d, "does not say"), "%s", d);
+    free(d);
+    qc_unit_free(u);
+}

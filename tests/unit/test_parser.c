@@ -180,3 +180,32 @@ Test(parser, statements_and_types_are_cut_at_the_depth_limit)
     expect_nesting(repeat("fn f(a: i64", "[]", 100000, "", "", ") {}\n"), 1, "type nested more than");
     expect_nesting(repeat("fn f(a: ", "tensor<", 100000, "f32", " >", ") {}\n"), 1, "type nested more than");
 }
+
+/* recipe NAME : BASE { ... }: the base as the recipe's a (a NAME, its span the base's name), with or
+ * without lines of its own; a missing base name is a syntax error at the '{'. */
+Test(parser, a_recipe_names_the_recipe_it_derives_from)
+{
+    parsed p;
+    parse_text(&p, "recipe best : int8 {\n  tolerance = 5\n}\nrecipe alias : best {\n}\nrecipe plain {\n  tolerance = 3\n}\n");
+    cr_assert_eq(p.diags.n, 0, "%s", p.diags.n ? p.diags.v[0].msg : "");
+    cr_assert_eq(p.ast->nkids, 3);
+    const ql_node *best = p.ast->kids[0], *alias = p.ast->kids[1], *plain = p.ast->kids[2];
+    cr_assert_eq(best->kind, QL_RECIPE);
+    cr_assert_str_eq(best->name, "best");
+    cr_assert(best->a && best->a->kind == QL_NAME);
+    cr_assert_str_eq(best->a->name, "int8");
+    cr_assert_eq(best->a->span.start, 14);
+    cr_assert_eq(best->a->span.end, 18);
+    cr_assert_eq(best->nkids, 1);
+    cr_assert_str_eq(alias->a->name, "best");
+    cr_assert_eq(alias->nkids, 0);
+    cr_assert_null(plain->a);
+    parsed_free(&p);
+    parse_text(&p, "recipe best : {\n}\n");
+    cr_assert_gt(p.diags.errors, 0);
+    int line, col;
+    ql_source_linecol(p.src, p.diags.v[0].span.start, &line, &col);
+    cr_assert_eq(line, 1);
+    cr_assert_eq(col, 15, "col %d: %s", col, p.diags.v[0].msg);
+    parsed_free(&p);
+}
