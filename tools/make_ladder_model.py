@@ -28,7 +28,7 @@ ladder_hs.onnx x [N, 4, 8, 8] -> a = Conv 1x1 (x), 8 channels, channel 7 = -10 (
              activation pattern.
 ladder_ho.onnx x [N, 4, 8, 8] -> a = Relu(Conv 1x1 (x)), 8 channels, channel 7's weights 9 times the
              others' (it sets a's u8 step; y barely reads it) -> y = Conv 3x3 (a), 4 channels: for the
-             16-bit step judged on held-out samples at a lower bound (recipes/int8-a16-holdout.qrl).
+             16-bit step judged on held-out samples at a lower bound (recipes/int8-a16-fallback.qrl).
 ladder_ho_x.npy 64 samples: normals (channel 0 at 0), 8 of them (7, 10, 17, 29, 35, 44, 53, 58) at a
              quarter of the others' amplitude. Two of those (7, 35) are among the 16 that
              validate = 0.25 with validate_from = spread holds out (3, 7, ..., 63): their error ratios

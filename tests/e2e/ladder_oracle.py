@@ -22,7 +22,7 @@ The second form checks ladder_hs.onnx (a Conv a read only by HardSwish as a * Ha
 Conv): numpy's output SQNR with a at u8 misses the target and at u16 meets it, so a must ship at u16
 with the activation's own output u8 (its lowering qact_narrow, as the report says), all else u8,
 and QRL's output SQNR (the report's) within 1 dB of numpy's.
-The third form checks ladder_ho.onnx quantized by recipes/int8-a16-holdout.qrl (the 16-bit step
+The third form checks ladder_ho.onnx quantized by recipes/int8-a16-fallback.qrl (the 16-bit step
 judged on the held-out quarter, validate = 0.25 with validate_from = spread, by
 sample_balanced_lower): numpy calibrates each range on the 48 samples that are not x[3::4] (x's
 raw, a's with x and the weights quantized, y's with a at u8 upstream), runs every assignment of a

@@ -17,7 +17,9 @@ scaling instead: s[j] = mean[j]^alpha, mean[j] the mean |LayerNorm output| of ch
 calibration samples (s = 1 where it is 0), and each reader's weight is INT4 in blocks of 32 along
 its input rows (symmetric, no zero point), dequantized block by block.
 
-Usage: smoothquant_oracle.py DIR EXPORT.onnx ALPHA [TOOLS_DIR [MODE]]   (MODE smooth, the default, or awq)"""
+Usage: smoothquant_oracle.py DIR EXPORT.onnx ALPHA [TOOLS_DIR [MODE] [spread]]   (MODE smooth, the default,
+or awq; spread: the statistics over the samples a recipe with validate_from = spread and validate = 0.25
+calibrates on, all but the last of every four, as recipes/int8-smooth.qrl, which derives from int8.qrl)"""
 import os
 import sys
 
@@ -35,9 +37,12 @@ import int4_rtn_oracle  # noqa: E402  (its tensor(): an initializer as numpy, IN
 
 def main():
     d, export, alpha = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    awq = len(sys.argv) > 5 and sys.argv[5] == "awq"
+    awq = "awq" in sys.argv[5:]
     model = make_transformer_models.from_state("gpt_outliers", torch.load(d + "/gpt_outliers.pt"))
-    calib = torch.from_numpy(np.load(d + "/gpt_outliers_calib.npy"))
+    calib = np.load(d + "/gpt_outliers_calib.npy")
+    if "spread" in sys.argv[5:]:  # a recipe holding out the last of every four (validate_from = spread)
+        calib = calib[[i for i in range(len(calib)) if i % 4 != 3]]
+    calib = torch.from_numpy(calib)
     act, mean, rows = {}, {}, {}
     lns = [n for n, m in model.named_modules() if isinstance(m, torch.nn.LayerNorm)]
 

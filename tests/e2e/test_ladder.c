@@ -5,7 +5,7 @@
  * tests/e2e/ladder_oracle.py derives the decision independently (numpy's fake-quantized model under
  * every assignment, brute force) and checks the export's types against it; ONNX Runtime runs the
  * export to QRL's outputs. A ladder naming an unknown type is an error at its place. The shipped
- * recipes/int8-a16-holdout.qrl judges the step on held-out samples at a lower bound (ladder_ho.onnx). */
+ * recipes/int8-a16-fallback.qrl judges the step on held-out samples at a lower bound (ladder_ho.onnx). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,7 +107,7 @@ Test(ladder, a_layer_read_by_an_activation_pattern_goes_to_u16)
     cr_assert(d >= 0 && d < 1e-5, "ORT vs QRL: %g", d);
 }
 
-/* recipes/int8-a16-holdout.qrl (the 16-bit step judged on a spread quarter held out, by
+/* recipes/int8-a16-fallback.qrl (the 16-bit step judged on a spread quarter held out, by
  * sample_balanced_lower) on ladder_ho.onnx: its 64 samples calibrate on 48 and judge on x[3::4], two
  * of which are quiet; there the plain mean of the error ratios keeps a at u8 (25.9 dB by numpy) and
  * the bound (24.0) sends it to u16. tests/e2e/ladder_oracle.py derives the decision by brute force
@@ -118,7 +118,7 @@ Test(ladder, a_layer_read_by_an_activation_pattern_goes_to_u16)
 Test(ladder, the_16_bit_step_judged_on_held_out_samples_at_a_lower_bound)
 {
     char cmd[8192], *out, *log, path[4096];
-    snprintf(cmd, sizeof cmd, "%s quantize %s/ladder_ho.onnx --recipe '%s/recipes/int8-a16-holdout.qrl' --calib "
+    snprintf(cmd, sizeof cmd, "%s quantize %s/ladder_ho.onnx --recipe '%s/recipes/int8-a16-fallback.qrl' --calib "
              "%s/ladder_ho_x.npy -o %s/ho.onnx --report %s/ho.json", tu_qrl(), dir, tu_root(), dir, dir, dir);
     cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
     tu_write_file(dir, "ho.txt", out);
