@@ -77,7 +77,9 @@ static char *dir_of(const char *path)
     return strndup(path, (size_t)(slash - path));
 }
 
-/* The file an import names: relative to the importer's folder, then the stdlib. */
+/* The file an import names: relative to the importer's folder, then the stdlib, then the shipped
+ * recipes beside it (<stdlib>/../recipes: recipes/ in the source tree, <prefix>/share/qrl/recipes
+ * installed), so that a user's recipe anywhere can derive from int8.qrl by `import "int8.qrl"`. */
 static char *resolve(qc_unit *u, const char *importer, const char *name)
 {
     char buf[PATH_MAX];
@@ -90,6 +92,9 @@ static char *resolve(qc_unit *u, const char *importer, const char *name)
         return strdup(buf);
     if (u->stdlib_dir) {
         snprintf(buf, sizeof buf, "%s/%s", u->stdlib_dir, name);
+        if (is_file(buf))
+            return strdup(buf);
+        snprintf(buf, sizeof buf, "%s/../recipes/%s", u->stdlib_dir, name);
         if (is_file(buf))
             return strdup(buf);
     }
@@ -119,8 +124,8 @@ static void load_imports(qc_unit *u, qc_file *f, int depth)
         char *path = resolve(u, f->src->path, im->name);
         if (!path) {
             if (u->stdlib_dir)
-                ql_error(&u->diags, im->span, "cannot find '%s' (looked next to this file and in %s)", im->name,
-                         u->stdlib_dir);
+                ql_error(&u->diags, im->span, "cannot find '%s' (looked next to this file, in %s and in %s/../recipes)",
+                         im->name, u->stdlib_dir, u->stdlib_dir);
             else
                 ql_error(&u->diags, im->span, "cannot find '%s' next to this file", im->name);
             continue;

@@ -132,3 +132,22 @@ Test(derive, the_files_own_recipe_is_taken_not_the_imported_base)
     cr_assert_null(strstr(log, "['base']"), "%s", log);
     free(log);
 }
+
+/* A recipe outside the source tree builds on a shipped one by its bare name: `import "int8.qrl"`
+ * finds recipes/ beside the stdlib (docs/language.md, "Modules and imports"). Oracle: the same
+ * graph as recipes/int8.qrl's own export (python's onnx); one setting changed must change it. */
+Test(derive, a_recipe_anywhere_imports_a_shipped_one_by_name)
+{
+    tu_write_file(dir, "mine.qrl", "import \"int8.qrl\"\n\nrecipe mine : int8 {\n}\n");
+    tu_write_file(dir, "coarse.qrl", "import \"int8.qrl\"\n\nrecipe coarse : int8 {\n  fallback = f32 when sqnr < 20 or output_sqnr < 60\n}\n");
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "cp '%s/recipes/int8.qrl' '%s/int8_copy.qrl' && sed -i 's/^recipe int8 /recipe int8_copy /' "
+             "'%s/int8_copy.qrl'", tu_root(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    quantize("mine");
+    quantize("int8_copy");
+    quantize("coarse");
+    cr_assert(same_graph("mine", "int8_copy"), "the derived recipe's export differs from int8.qrl's");
+    cr_assert_not(same_graph("coarse", "int8_copy"), "a 60 dB target changes nothing: the test cannot see it");
+}
