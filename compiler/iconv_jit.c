@@ -645,8 +645,8 @@ static void emit_vec_rows(gen *g, gcc_jit_block *b, int v, gcc_jit_rvalue *mask,
  * (exact: |x| < 2^31), then the row's nv vectors at once: packed to i16 with saturation, Z added
  * (saturating), packed to T with saturation, clamped to [A, B] in bytes, put back in column order
  * (vpermd) and stored by one store of 16 nv bytes (full: all the strip's columns, 2 or 4 vectors: an
- * unmasked one, which at batch 64 kept MobileNetV2 from losing 1-5% to the masked stores; else masked
- * by bmask). Its bytes are the fast tail's,
+ * unmasked one, as masked stores of full strips looked slower at batch 64; else masked by bmask). Its
+ * bytes are the fast tail's,
  * round_even(clamp(x, A - Z, B - Z)) + Z = clamp(r + Z, A, B) (A, B, Z integers): with |Z| <= 2^14,
  * a word saturated at +-2^15 stays past [A, B] on its side after Z is added, so clamp(sat8(sat16(sat16(r)
  * + Z)), A, B) = clamp(r + Z, A, B), [A, B] lying inside T's range. */
