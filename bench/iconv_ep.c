@@ -1,0 +1,108 @@
+/* The fused 1 x 1 kernels of compiler/iconv_jit.c (qc_iconv_jit_ep, the stdlib's qlinear.nhwc
+ * program fused) on MobileNetV2's 1 x 1 layer shapes, one thread: microseconds per layer (best of
+ * 15 rounds of 5 calls, rows in blocks of 256 as runtime/ops/iconv_nhwc.c hands them) and a hash
+ * of the output bytes, so that two generators can be compared for time and bits (docs/runtime.md,
+ * stop 37). Channel values of a real layer's kind: multipliers 1e-4 to 1e-2, biases within
+ * +-1000, the output zero point at T's bottom and a Relu. Not part of `make bench`. Build and run
+ * (after `make`; `u8` or `i8` output; ONLY=i times shape i alone; MUL=k takes k times the pixels):
+ *   cc -O2 -Iruntime -Icompiler -Iinclude -I/usr/lib/gcc/x86_64-linux-gnu/12/include bench/iconv_ep.c \
+ *      build/libqrl.a -lprotobuf-c -L/usr/lib/gcc/x86_64-linux-gnu/12 -lgccjit -ldl -lm -lpthread \
+ *      -o build/iconv_ep_bench && bash tools/freeze.sh build/iconv_ep_bench u8
+ * Another generator: compile its compiler/iconv_jit.c with -DQC_ICONV_JIT_ID='"other"' (its own
+ * cache key) and put that object before build/libqrl.a. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "iconv_jit.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)rng;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+    int i8 = argc > 1 && argv[1][0] == 'i';
+    /* stdlib/kernels.qrl qlinear.nhwc<T>'s program (tests/unit/test_vecmap.c the_stdlib_requantization) */
+    char prog[256];
+    snprintf(prog, sizeof prog,
+             "tabi 2;tabf 3;tabf 4;tabf 0;tabi 1;acc;addi 5 4;cvtf 6;mulf 7 3;rint 8;cvtf 0;addf 9 10;maxf 11 1;"
+             "minf 12 2;satf.%s 13", i8 ? "i8" : "u8");
+    /* K, N, pixels at batch 1 */
+    static const int64_t shapes[][3] = {{32, 16, 12544}, {16, 96, 12544}, {96, 24, 3136}, {24, 144, 3136},
+                                        {144, 24, 3136}, {32, 192, 784},  {192, 32, 784}, {64, 384, 196},
+                                        {320, 1280, 49}, {96, 576, 196}};
+    const char *only = getenv("ONLY"), *mul = getenv("MUL");
+    int64_t times = mul ? atoll(mul) : 1;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        if (only && (size_t)atoi(only) != s)
+            continue;
+        int64_t k4 = shapes[s][0], n = shapes[s][1], m = shapes[s][2] * (times > 0 ? times : 1), n16 = (n + 15) / 16 * 16;
+        uint8_t *x = malloc((size_t)(m * k4)), *y = malloc((size_t)(m * n));
+        const uint8_t **a = malloc((size_t)m * sizeof *a);
+        int8_t *w = aligned_alloc(64, (size_t)(k4 * n16 * 4)), *wt = malloc((size_t)(k4 * n));
+        int32_t *init = malloc((size_t)n16 * 4), *lanes = malloc((size_t)(5 * n) * 4);
+        if (!x || !y || !a || !w || !wt || !init || !lanes)
+            return 1;
+        for (int64_t i = 0; i < m * k4; i++)
+            x[i] = (uint8_t)next();
+        for (int64_t i = 0; i < m; i++)
+            a[i] = x + i * k4;
+        for (int64_t i = 0; i < k4 * n; i++)
+            wt[i] = (int8_t)next();
+        qr_iconv_pack_w(w, wt, 1, k4, k4, n, k4 * n, n, 1);
+        for (int64_t j = 0; j < n; j++) {
+            init[j] = (int32_t)(next() % 20001) - 10000;
+            float mm = 1e-4f * (float)(1 + next() % 100), lo = i8 ? -128.0f : 0.0f, hi = 1e30f;
+            memcpy(&lanes[j], &mm, 4);
+            lanes[n + j] = (int32_t)(next() % 2001) - 1000;
+            lanes[2 * n + j] = i8 ? -128 : 0;
+            memcpy(&lanes[3 * n + j], &lo, 4);
+            memcpy(&lanes[4 * n + j], &hi, 4);
+        }
+        const int32_t *tabs[5];
+        for (int t = 0; t < 5; t++)
+            tabs[t] = lanes + t * n;
+        qr_iconv_ep_fn f = qc_iconv_jit_ep(1, k4, n, prog);
+        if (!f) {
+            fprintf(stderr, "no fused kernel (AVX-512 VNNI, libgccjit)\n");
+            return 1;
+        }
+        double best = 1e9;
+        for (int rep = 0; rep < (mul ? 3 : 15); rep++) {
+            double t0 = now_s();
+            for (int it = 0; it < 5; it++)
+                for (int64_t r0 = 0; r0 < m; r0 += 256)
+                    f(y + r0 * n, n, a + r0, 1, m - r0 < 256 ? m - r0 : 256, w, init, k4, 0, n, n, tabs);
+            double t = (now_s() - t0) / 5;
+            best = t < best ? t : best;
+        }
+        uint64_t h = 1469598103934665603ull;
+        for (int64_t i = 0; i < m * n; i++)
+            h = (h ^ y[i]) * 1099511628211ull;
+        printf("K %4lld N %4lld pixels %6lld: %8.1f us %6.1f GMAC/s  bytes %016llx\n", (long long)k4, (long long)n,
+               (long long)m, best * 1e6, (double)(k4 * n * m) / best * 1e-9, (unsigned long long)h);
+        free(x);
+        free(y);
+        free((void *)a);
+        free(w);
+        free(wt);
+        free(init);
+        free(lanes);
+    }
+    return 0;
+}
