@@ -335,7 +335,7 @@ void *qr_kkeep_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
         *fresh = 0;
         return s->keep;
     }
-    size_t had = s && s->keep ? s->keep_bytes : 0, padded = (bytes + 63) / 64 * 64;
+    size_t had = s && s->keep ? (s->keep_bytes + 63) / 64 * 64 : 0, padded = (bytes + 63) / 64 * 64;
     if (!s || bytes == 0 || (k->cache_total && *k->cache_total - had + padded > (k->cache_max ? k->cache_max : QR_KCACHE_MAX)))
         return qr_kwork(k, 1, (int64_t)bytes, 1, what);
     if (k->scratch_max && bytes > k->scratch_max) /* the budget's message */
@@ -350,7 +350,7 @@ void *qr_kkeep_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
     s->keep_bytes = bytes;
     s->keep_what = what;
     if (k->cache_total)
-        *k->cache_total += padded - (had + 63) / 64 * 64;
+        *k->cache_total += padded - had;
     return p;
 }
 
