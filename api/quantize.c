@@ -68,8 +68,15 @@ static qr_status provenance(qr_quantized *q, const qrl_recipe *r, const qr_tenso
         const qr_tensor *t = &calib[i];
         int64_t used = q->samples + q->validate_samples;
         int64_t rows = t->ndim > 0 ? t->dims[0] : 1, n = used < rows ? used : rows;
-        size_t row = rows > 0 ? qr_tensor_nbytes(t) / (size_t)rows : 0;
-        qc_sha256_update(&h, t->data, row * (size_t)n);
+        size_t row = rows > 0 ? qr_tensor_nbytes(t) / (size_t)rows : 0, len = row * (size_t)n, step = (size_t)4 << 20;
+        /* a file's mapping (the CLI's .npy) is read a slice at a time, each leaving the resident set
+         * once hashed (qr_data_release; nothing for data in memory): reading it whole put ResNet-18's
+         * 38 MB of samples back beside the finished quantization's graphs, its peak */
+        for (size_t at = 0; at < len; at += step) {
+            size_t k = len - at < step ? len - at : step;
+            qc_sha256_update(&h, (const char *)t->data + at, k);
+            qr_data_release(t->data, at, k);
+        }
     }
     unsigned char d[QC_SHA256_LEN];
     char hex[2 * QC_SHA256_LEN + 1], count[32], held[32];

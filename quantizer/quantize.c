@@ -2943,9 +2943,12 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
     if (spread && o->labels)
         po.labels = &labels;
     qr_status st = quantize(g, spread ? spread : calib, &po, out, e, 0, NULL);
+    int copied = spread != NULL;
     for (int i = 0; spread && i < g->n_inputs; i++)
         qr_tensor_free(&spread[i]);
     free(spread);
+    if (copied)
+        qr_plan_give_back_memory(); /* the copy's memory, before the caller's next steps (the export) */
     if (labels.data)
         qr_tensor_free(&labels);
     return st;
