@@ -1778,15 +1778,14 @@ static const qr_value *rounded_weight(qr_qctx *q, int i)
         return c->ints;
     free(c->scale), free(c->zero);
     c->scale = malloc(ns + 1), c->zero = malloc(nz + 1);
+    c->nch = -1; /* matches no weight until rounded below */
     if (!c->ints)
         c->ints = qr_graph_new_value(q->wround_g, ov->name);
     qr_tensor t = {.dtype = w->dtype, .ndim = ov->t.ndim};
     memcpy(t.dims, ov->t.dims, sizeof t.dims);
     void *data = c->ints && c->scale && c->zero ? qr_value_alloc_const(q->wround_g, c->ints, &t) : NULL;
-    if (!data) { /* rounded again next time */
-        c->ints = NULL;
-        return NULL;
-    }
+    if (!data)
+        return NULL; /* rounded again next time */
     memcpy(c->scale, w->scale, ns);
     memcpy(c->zero, w->zero, nz);
     c->dtype = w->dtype, c->qmin = qt.qmin, c->qmax = qt.qmax, c->axis = w->axis, c->nch = w->nch;
