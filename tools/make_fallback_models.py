@@ -44,6 +44,24 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
+def save_conv_relu_conv(rng, out, name):
+    """Conv 3x3 (4 -> 8, bias) -> Relu -> Conv 1x1 (8 -> 4), weights drawn from rng, as out/name.onnx."""
+    w1 = (rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(np.float32)
+    b1 = (rng.standard_normal(8) * 0.1).astype(np.float32)
+    w2 = (rng.standard_normal((4, 8, 1, 1)) * 0.5).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1]),
+                           helper.make_node("Relu", ["c"], ["r"]),
+                           helper.make_node("Conv", ["r", "w2"], ["y"])], name,
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 8, 8])],
+                          [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
+                           numpy_helper.from_array(w2, "w2")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, f"{out}/{name}.onnx")
+
+
 def main(out):
     rng = np.random.default_rng(3)
     w = numpy_helper.from_array(rng.standard_normal((8, 4, 1, 1)).astype(np.float32), "w")
@@ -163,39 +181,13 @@ def main(out):
     onnx.save(m, f"{out}/permac.onnx")
     np.save(f"{out}/permac_x.npy", x)
 
-    w1 = (rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(np.float32)
-    b1 = (rng.standard_normal(8) * 0.1).astype(np.float32)
-    w2 = (rng.standard_normal((4, 8, 1, 1)) * 0.5).astype(np.float32)
-    g = helper.make_graph([helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1]),
-                           helper.make_node("Relu", ["c"], ["r"]),
-                           helper.make_node("Conv", ["r", "w2"], ["y"])], "dominant",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 8, 8])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 8, 8])],
-                          [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
-                           numpy_helper.from_array(w2, "w2")])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, f"{out}/dominant.onnx")
+    save_conv_relu_conv(rng, out, "dominant")
     x = rng.standard_normal((16, 4, 8, 8)).astype(np.float32)
     x[3] *= 30
     np.save(f"{out}/dominant_x.npy", x)
 
     rng = np.random.default_rng(5)  # its own stream: the models above stay as they were
-    w1 = (rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(np.float32)
-    b1 = (rng.standard_normal(8) * 0.1).astype(np.float32)
-    w2 = (rng.standard_normal((4, 8, 1, 1)) * 0.5).astype(np.float32)
-    g = helper.make_graph([helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1]),
-                           helper.make_node("Relu", ["c"], ["r"]),
-                           helper.make_node("Conv", ["r", "w2"], ["y"])], "loud",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 8, 8])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 8, 8])],
-                          [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
-                           numpy_helper.from_array(w2, "w2")])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, f"{out}/loud.onnx")
+    save_conv_relu_conv(rng, out, "loud")
     x = rng.standard_normal((64, 4, 8, 8)).astype(np.float32)
     x[[3, 35]] *= 2
     np.save(f"{out}/loud_x.npy", x)

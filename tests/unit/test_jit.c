@@ -2144,6 +2144,45 @@ Test(jit, sample_reductions_as_numpy)
     qr_module_free(m);
 }
 
+/* A lower bound's cases against numpy (the cases' want) and against the figure it bounds (ref): never
+ * above it, equal to it in cases 2 and 4 (one sample; no spread). Case 0 is filled here with
+ * sample_reductions_as_numpy's 8 samples (one with neither energy nor error). */
+typedef struct bound_case {
+    int n;
+    double x2[8], e2[8], want;
+} bound_case;
+
+static void check_lower_bound(const char *lower_name, const char *ref_name, bound_case *c, size_t nc)
+{
+    qrl_module *m = compile_text("s.qrl", "import \"qparams.qrl\"\n", NULL, NULL);
+    typedef double (*red)(qrl_rt *, qrl_array *, qrl_array *);
+    red lower = (red)fn(m, lower_name, "f64(f64[],f64[])");
+    red ref = (red)fn(m, ref_name, "f64(f64[],f64[])");
+    static const double db[8] = {37, 10, 55, 20, 0, 46, 28, 0};
+    double e8[8] = {2, 0.5, 1, 3, 7, 1, 0.25, 0};
+    for (int i = 0; i < 8; i++) {
+        c[0].x2[i] = i == 7 ? 0 : e8[i] * pow(10, db[i] / 10);
+        c[0].e2[i] = e8[i];
+    }
+    for (size_t k = 0; k < nc; k++) {
+        double a[8], b[8];
+        memcpy(a, c[k].x2, sizeof a), memcpy(b, c[k].e2, sizeof b);
+        qrl_array xa = {a, c[k].n}, ea = {b, c[k].n};
+        qrl_rt rt;
+        qr_rt_init(&rt);
+        double got = lower(&rt, &xa, &ea);
+        cr_assert_eq(qr_rt_status(&rt, &(qr_error){0}), QR_OK, "%s case %zu", lower_name, k);
+        cr_assert(got == c[k].want || fabs(got - c[k].want) < 1e-9, "%s case %zu: %.12g, not %.12g", lower_name, k,
+                  got, c[k].want);
+        memcpy(a, c[k].x2, sizeof a), memcpy(b, c[k].e2, sizeof b);
+        double r_db = ref(&rt, &xa, &ea);
+        cr_assert(got <= r_db || got == r_db, "%s case %zu: %g above %s's %g", lower_name, k, got, ref_name, r_db);
+        if (k == 2 || k == 4)
+            cr_assert(fabs(got - r_db) < 1e-9, "%s case %zu: %g, %s %g", lower_name, k, got, ref_name, r_db);
+    }
+    qr_module_free(m);
+}
+
 /* sample_balanced_lower (stdlib/qparams.qrl) is sample_balanced's mean ratio (each sample's error over
  * its energy, at least 1% of the mean sample's) at its one-sided 95% upper bound, mean + 1.645
  * standard errors (standard deviation with n - 1, over sqrt(n)), in dB. The figures are numpy's
@@ -2155,19 +2194,8 @@ Test(jit, sample_reductions_as_numpy)
  * signal at all: -inf; no sample: inf. */
 Test(jit, sample_balanced_lower_as_numpy)
 {
-    qrl_module *m = compile_text("s.qrl", "import \"qparams.qrl\"\n", NULL, NULL);
-    typedef double (*red)(qrl_rt *, qrl_array *, qrl_array *);
-    red lower = (red)fn(m, "sample_balanced_lower", "f64(f64[],f64[])");
-    red bal = (red)fn(m, "sample_balanced", "f64(f64[],f64[])");
-    static const double db[8] = {37, 10, 55, 20, 0, 46, 28, 0};
-    double x8[8], e8[8] = {2, 0.5, 1, 3, 7, 1, 0.25, 0};
-    for (int i = 0; i < 8; i++)
-        x8[i] = i == 7 ? 0 : e8[i] * pow(10, db[i] / 10);
     const double inf = INFINITY;
-    struct {
-        int n;
-        double x2[8], e2[8], want;
-    } c[] = {
+    bound_case c[] = {
         {8, {0}, {0}, 22.12595796565005},
         {2, {1, 1}, {0.01, 0.03}, 14.383024673460065},
         {1, {4}, {0.01}, 26.020599913279625},
@@ -2177,24 +2205,7 @@ Test(jit, sample_balanced_lower_as_numpy)
         {2, {0, 0}, {0, 1}, -inf},
         {0, {0}, {0}, inf},
     };
-    memcpy(c[0].x2, x8, sizeof x8), memcpy(c[0].e2, e8, sizeof e8);
-    for (size_t k = 0; k < sizeof c / sizeof *c; k++) {
-        double a[8], b[8];
-        memcpy(a, c[k].x2, sizeof a), memcpy(b, c[k].e2, sizeof b);
-        qrl_array xa = {a, c[k].n}, ea = {b, c[k].n};
-        qrl_rt rt;
-        qr_rt_init(&rt);
-        double got = lower(&rt, &xa, &ea);
-        cr_assert_eq(qr_rt_status(&rt, &(qr_error){0}), QR_OK, "case %zu", k);
-        cr_assert(got == c[k].want || fabs(got - c[k].want) < 1e-9, "case %zu: %.12g, not %.12g", k, got, c[k].want);
-        /* a lower bound of sample_balanced's figure, equal to it with one sample or no spread */
-        memcpy(a, c[k].x2, sizeof a), memcpy(b, c[k].e2, sizeof b);
-        double b_db = bal(&rt, &xa, &ea);
-        cr_assert(got <= b_db || got == b_db, "case %zu: %g above sample_balanced's %g", k, got, b_db);
-        if (k == 2 || k == 4)
-            cr_assert(fabs(got - b_db) < 1e-9, "case %zu: %g, sample_balanced %g", k, got, b_db);
-    }
-    qr_module_free(m);
+    check_lower_bound("sample_balanced_lower", "sample_balanced", c, sizeof c / sizeof *c);
 }
 
 /* sample_pooled_lower (stdlib/qparams.qrl) is the pooled ratio R = sum e2 / sum x2 at its one-sided
@@ -2209,19 +2220,8 @@ Test(jit, sample_balanced_lower_as_numpy)
  * ones carry it); all errors zero: inf; error and no energy at all: -inf; no sample: inf. */
 Test(jit, sample_pooled_lower_as_numpy)
 {
-    qrl_module *m = compile_text("s.qrl", "import \"qparams.qrl\"\n", NULL, NULL);
-    typedef double (*red)(qrl_rt *, qrl_array *, qrl_array *);
-    red lower = (red)fn(m, "sample_pooled_lower", "f64(f64[],f64[])");
-    red pooled = (red)fn(m, "sample_pooled", "f64(f64[],f64[])");
-    static const double db[8] = {37, 10, 55, 20, 0, 46, 28, 0};
-    double x8[8], e8[8] = {2, 0.5, 1, 3, 7, 1, 0.25, 0};
-    for (int i = 0; i < 8; i++)
-        x8[i] = i == 7 ? 0 : e8[i] * pow(10, db[i] / 10);
     const double inf = INFINITY;
-    struct {
-        int n;
-        double x2[8], e2[8], want;
-    } c[] = {
+    bound_case c[] = {
         {8, {0}, {0}, 39.67129163566335},
         {2, {1, 1}, {0.01, 0.03}, 14.383024673460065},
         {1, {4}, {0.01}, 26.020599913279625},
@@ -2232,22 +2232,5 @@ Test(jit, sample_pooled_lower_as_numpy)
         {2, {0, 0}, {0, 1}, -inf},
         {0, {0}, {0}, inf},
     };
-    memcpy(c[0].x2, x8, sizeof x8), memcpy(c[0].e2, e8, sizeof e8);
-    for (size_t k = 0; k < sizeof c / sizeof *c; k++) {
-        double a[8], b[8];
-        memcpy(a, c[k].x2, sizeof a), memcpy(b, c[k].e2, sizeof b);
-        qrl_array xa = {a, c[k].n}, ea = {b, c[k].n};
-        qrl_rt rt;
-        qr_rt_init(&rt);
-        double got = lower(&rt, &xa, &ea);
-        cr_assert_eq(qr_rt_status(&rt, &(qr_error){0}), QR_OK, "case %zu", k);
-        cr_assert(got == c[k].want || fabs(got - c[k].want) < 1e-9, "case %zu: %.12g, not %.12g", k, got, c[k].want);
-        /* a lower bound of the pooled figure, equal to it with one sample or no spread */
-        memcpy(a, c[k].x2, sizeof a), memcpy(b, c[k].e2, sizeof b);
-        double p_db = pooled(&rt, &xa, &ea);
-        cr_assert(got <= p_db || got == p_db, "case %zu: %g above sample_pooled's %g", k, got, p_db);
-        if (k == 2 || k == 4)
-            cr_assert(fabs(got - p_db) < 1e-9, "case %zu: %g, sample_pooled %g", k, got, p_db);
-    }
-    qr_module_free(m);
+    check_lower_bound("sample_pooled_lower", "sample_pooled", c, sizeof c / sizeof *c);
 }
