@@ -1796,6 +1796,20 @@ Test(quantize, validate_from_spread_holds_out_every_kth_sample)
     free(log);
 }
 
+/* The bundled CNN's export dir/EXPORT.onnx on the samples dir/SAMPLES.npy: ONNX Runtime's outputs
+ * against the f32 model's, numpy's sample_balanced_lower of them (tests/e2e/samples_oracle.py) is db
+ * within 0.01 dB. */
+static void expect_fmnist_bound(const char *export, const char *samples, double db)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 tests/e2e/samples_oracle.py examples/fmnist/fmnist_cnn.onnx %s/%s.onnx "
+             "%s/%s.npy 0.01 sample_balanced_lower=%.6f",
+             tu_root(), dir, export, dir, samples, db);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
 /* recipes/int8.qrl judges on a spread quarter held out, by sample_balanced_lower: on the bundled CNN
  * with 64 calibration samples it calibrates on 48 and judges on the 16 it held out (samples 3, 7,
  * ..., 63); the summary and the report give both figures. The oracle: ONNX Runtime runs the f32
@@ -1827,12 +1841,7 @@ Test(quantize, int8_recipe_judges_on_held_out_samples)
     cr_assert_eq(tu_json_number(path, "validate_samples"), 16);
     cr_assert_eq(tu_json_number(path, "validate_skipped"), 0);
     cr_assert(db > 25 && cal > 25, "validate %.2f dB, calibrate %.2f dB", db, cal);
-    snprintf(cmd, sizeof cmd,
-             "cd '%s' && /usr/bin/python3 tests/e2e/samples_oracle.py examples/fmnist/fmnist_cnn.onnx %s/ho.onnx "
-             "%s/ho_val.npy 0.01 sample_balanced_lower=%.6f",
-             tu_root(), dir, dir, db);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
+    expect_fmnist_bound("ho", "ho_val", db);
 }
 
 /* With samples held out, the report's second figure (output_sqnr_calibrate_db) is the integer
@@ -1863,12 +1872,7 @@ Test(quantize, int8_recipe_measures_the_calibration_samples_on_the_f32_pass_outp
     cr_assert_eq(tu_json_number(path, "validate_samples"), 16);
     double db = tu_json_number(path, "output_sqnr_calibrate_db");
     cr_assert(db > 20, "calibrate %.2f dB", db);
-    snprintf(cmd, sizeof cmd,
-             "cd '%s' && /usr/bin/python3 tests/e2e/samples_oracle.py examples/fmnist/fmnist_cnn.onnx %s/hc.onnx "
-             "%s/hc_cal.npy 0.01 sample_balanced_lower=%.6f",
-             tu_root(), dir, dir, db);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
+    expect_fmnist_bound("hc", "hc_cal", db);
 }
 
 /* int8.qrl's policy for small calibration files (validate_least = 8): 32 samples hold out 8 (the
@@ -1912,12 +1916,7 @@ Test(quantize, int8_recipe_on_small_files_judges_on_calibration_samples_and_says
     }
     snprintf(path, sizeof path, "%s/s4.json", dir);
     double db = tu_json_number(path, "output_sqnr_db");
-    snprintf(cmd, sizeof cmd,
-             "cd '%s' && /usr/bin/python3 tests/e2e/samples_oracle.py examples/fmnist/fmnist_cnn.onnx %s/s4.onnx "
-             "%s/s4.npy 0.01 sample_balanced_lower=%.6f",
-             tu_root(), dir, dir, db);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
+    expect_fmnist_bound("s4", "s4", db);
 }
 
 /* A recipe without validate_least refuses a file that validate leaves nothing to calibrate on: a

@@ -391,6 +391,28 @@ static qr_value *dq_weight(qr_graph *g, int8_t *wq)
     return d->out[0];
 }
 
+/* y = Conv(x, dq_weight(wq)), pads 1: the graph the packing tests share */
+static qr_graph *dq_conv_graph(int8_t *wq)
+{
+    qr_graph *g = qr_graph_new();
+    qr_value *in[2] = {tu_input(g, "x", 4, dq_dx), dq_weight(g, wq)};
+    qr_node *c = tu_node(g, "Conv", "conv", 2, in, 1);
+    tu_attr_ints(g, c, "pads", 4, dq_pads);
+    tu_output(g, c->out[0]);
+    return g;
+}
+
+/* out (y[4, 6, 6]) against conv_ref(x, w), within 1e-5 relative; what and r name the case. */
+static void expect_conv(const qr_tensor *out, const float *x, const float *w, const char *what, int r)
+{
+    double ref[144];
+    conv_ref(x, w, ref);
+    const float *y = out->data;
+    for (int i = 0; i < 144; i++)
+        cr_assert(fabs(y[i] - ref[i]) <= 1e-5 * (fabs(ref[i]) + 1), "%s, run %d, element %d: %g, want %g", what, r, i,
+                  (double)y[i], ref[i]);
+}
+
 /* A convolution whose weight a node makes from constants alone (a QDQ graph's weight
  * DequantizeLinear) keeps its packing across runs as from a constant (qr_kinput_fixed); one whose
  * weight a node makes from a graph input does not, and a second run with other weights computes
@@ -423,12 +445,7 @@ Test(exec, conv_keeps_weights_made_from_constants)
             qr_tensor t[2] = {{.dtype = QR_F32, .ndim = 4, .dims = {1, 8, 6, 6}, .data = xs[r]},
                               {.dtype = QR_F32, .ndim = 4, .dims = {4, 8, 3, 3}, .data = wa[r]}}, out;
             cr_assert_eq(qr_exec_run(x, t, &out, &e), QR_OK, "%s", e.msg);
-            double ref[144];
-            conv_ref(xs[r], fixed ? wdq : wa[r], ref);
-            const float *y = out.data;
-            for (int i = 0; i < 144; i++)
-                cr_assert(fabs(y[i] - ref[i]) <= 1e-5 * (fabs(ref[i]) + 1), "%s weight, run %d, element %d: %g, want %g",
-                          fixed ? "fixed" : "computed", r, i, (double)y[i], ref[i]);
+            expect_conv(&out, xs[r], fixed ? wdq : wa[r], fixed ? "fixed weight" : "computed weight", r);
             qr_tensor_free(&out);
         }
         qr_exec_stats st;
@@ -441,10 +458,6 @@ Test(exec, conv_keeps_weights_made_from_constants)
     }
 }
 
-/* Two executors of one graph that share their packings (qr_exec_share_cache, the quantizer's
- * measuring runs of one QDQ graph): whichever runs a convolution first packs its weight, made
- * from constants alone (a DequantizeLinear), and keeps it; the other keeps nothing and computes
- * with that packing: both against a double reference, over two runs each, in either order. */
 /* An executor that dropped its plan (qr_exec_drop_plan) keeps its packing and runs again (planning
  * again) to the same values: the Conv against the double reference, before and after. */
 Test(exec, dropped_plan_keeps_the_packing_and_runs_again)
@@ -452,11 +465,7 @@ Test(exec, dropped_plan_keeps_the_packing_and_runs_again)
     int8_t wq[DQ_W];
     float wdq[DQ_W], xs[2][DQ_W];
     dq_fill(wq, wdq, xs);
-    qr_graph *g = qr_graph_new();
-    qr_value *in[2] = {tu_input(g, "x", 4, dq_dx), dq_weight(g, wq)};
-    qr_node *c = tu_node(g, "Conv", "conv", 2, in, 1);
-    tu_attr_ints(g, c, "pads", 4, dq_pads);
-    tu_output(g, c->out[0]);
+    qr_graph *g = dq_conv_graph(wq);
     qr_exec *x;
     qr_error e;
     cr_assert_eq(qr_exec_new(g, NULL, &x, &e), QR_OK, "%s", e.msg);
@@ -465,12 +474,7 @@ Test(exec, dropped_plan_keeps_the_packing_and_runs_again)
     for (int r = 0; r < 2; r++) {
         qr_tensor in_t = {.dtype = QR_F32, .ndim = 4, .dims = {1, 8, 6, 6}, .data = xs[r]}, out;
         cr_assert_eq(qr_exec_run(x, &in_t, &out, &e), QR_OK, "%s", e.msg);
-        double ref[144];
-        conv_ref(xs[r], wdq, ref);
-        const float *y = out.data;
-        for (int i = 0; i < 144; i++)
-            cr_assert(fabs(y[i] - ref[i]) <= 1e-5 * (fabs(ref[i]) + 1), "run %d, element %d: %g, want %g", r, i,
-                      (double)y[i], ref[i]);
+        expect_conv(&out, xs[r], wdq, "dropped plan", r);
         qr_tensor_free(&out);
         qr_exec_stats st;
         qr_exec_get_stats(x, &st);
@@ -484,16 +488,16 @@ Test(exec, dropped_plan_keeps_the_packing_and_runs_again)
     qr_graph_free(g);
 }
 
+/* Two executors of one graph that share their packings (qr_exec_share_cache, the quantizer's
+ * measuring runs of one QDQ graph): whichever runs a convolution first packs its weight, made
+ * from constants alone (a DequantizeLinear), and keeps it; the other keeps nothing and computes
+ * with that packing: both against a double reference, over two runs each, in either order. */
 Test(exec, executors_of_one_graph_share_a_packing)
 {
     int8_t wq[DQ_W];
     float wdq[DQ_W], xs[2][DQ_W];
     dq_fill(wq, wdq, xs);
-    qr_graph *g = qr_graph_new();
-    qr_value *in[2] = {tu_input(g, "x", 4, dq_dx), dq_weight(g, wq)};
-    qr_node *c = tu_node(g, "Conv", "conv", 2, in, 1);
-    tu_attr_ints(g, c, "pads", 4, dq_pads);
-    tu_output(g, c->out[0]);
+    qr_graph *g = dq_conv_graph(wq);
     for (int first = 0; first < 2; first++) {
         qr_exec *x[2];
         qr_error e;
@@ -506,12 +510,7 @@ Test(exec, executors_of_one_graph_share_a_packing)
                 int who = k == 0 ? first : 1 - first;
                 qr_tensor in_t = {.dtype = QR_F32, .ndim = 4, .dims = {1, 8, 6, 6}, .data = xs[r]}, out;
                 cr_assert_eq(qr_exec_run(x[who], &in_t, &out, &e), QR_OK, "%s", e.msg);
-                double ref[144];
-                conv_ref(xs[r], wdq, ref);
-                const float *y = out.data;
-                for (int i = 0; i < 144; i++)
-                    cr_assert(fabs(y[i] - ref[i]) <= 1e-5 * (fabs(ref[i]) + 1),
-                              "executor %d, run %d, element %d: %g, want %g", who, r, i, (double)y[i], ref[i]);
+                expect_conv(&out, xs[r], wdq, who ? "executor 1" : "executor 0", r);
                 qr_tensor_free(&out);
             }
         qr_exec_stats st[2];
@@ -560,12 +559,7 @@ Test(exec, executors_of_two_graphs_share_a_packing_by_node_map)
             int who = k == 0 ? first : 1 - first;
             qr_tensor in_t = {.dtype = QR_F32, .ndim = 4, .dims = {1, 8, 6, 6}, .data = xs[1]}, out;
             cr_assert_eq(qr_exec_run(x[who], &in_t, &out, &e), QR_OK, "%s", e.msg);
-            double ref[144];
-            conv_ref(who ? relu : xs[1], wdq, ref);
-            const float *y = out.data;
-            for (int i = 0; i < 144; i++)
-                cr_assert(fabs(y[i] - ref[i]) <= 1e-5 * (fabs(ref[i]) + 1), "executor %d, element %d: %g, want %g",
-                          who, i, (double)y[i], ref[i]);
+            expect_conv(&out, who ? relu : xs[1], wdq, who ? "g2's executor" : "g1's executor", first);
             qr_tensor_free(&out);
         }
         qr_exec_stats st[2];
