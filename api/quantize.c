@@ -481,8 +481,15 @@ int qrl_quantized_phase(const qrl_quantized *q, int i, qrl_quant_phase *out)
     if (i < 0 || i >= q->q->nphases)
         return 1;
     const qr_phase_time *p = &q->q->phases[i];
-    *out = (qrl_quant_phase){.name = p->name, .seconds = p->ms / 1e3, .cpu_seconds = p->cpu_ms / 1e3,
-                             .peak_bytes = p->peak_bytes};
+    *out = (qrl_quant_phase){.name = p->name, .seconds = p->ms / 1e3, .cpu_seconds = p->cpu_ms / 1e3};
+    return 0;
+}
+
+int qrl_quantized_phase_peak(const qrl_quantized *q, int i, int64_t *bytes)
+{
+    if (i < 0 || i >= q->q->nphases)
+        return 1;
+    *bytes = q->q->phases[i].peak_bytes;
     return 0;
 }
 

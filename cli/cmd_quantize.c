@@ -381,7 +381,9 @@ static void print_profile(const qrl_quantized *qz, const double t[3][2])
     double w = 0, c = 0;
     printf("profile:   %-36s %9s %9s %9s\n", "phase", "wall s", "CPU s", "peak MiB");
     for (int i = 0; qrl_quantized_phase(qz, i, &p) == 0; i++) {
-        printf("           %-36s %9.2f %9.2f %9.1f\n", p.name, p.seconds, p.cpu_seconds, (double)p.peak_bytes / 1048576.0);
+        int64_t peak = 0;
+        qrl_quantized_phase_peak(qz, i, &peak);
+        printf("           %-36s %9.2f %9.2f %9.1f\n", p.name, p.seconds, p.cpu_seconds, (double)peak / 1048576.0);
         w += p.seconds, c += p.cpu_seconds;
     }
     printf("           %-36s %9.2f %9.2f\n", "the rest of the quantization", t[1][0] - t[0][0] - w, t[1][1] - t[0][1] - c);

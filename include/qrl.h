@@ -346,15 +346,18 @@ int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out);
 
 /* Where the quantization's time went (qrl quantize --profile), phase i in order: its name (the f32
  * pass, calibration, the fallback's measurements, the measurement of what ships), its wall
- * seconds and the process's CPU seconds (every thread's), and the process's peak resident memory
- * so far at its end (bytes; 0 where the system does not say): a phase whose figure is above the
- * one before set a new peak. Non-zero past the last. */
+ * seconds and the process's CPU seconds (every thread's). Non-zero past the last. The struct
+ * keeps the layout programs built against libqrl.so.0 have (the library writes all of it):
+ * what a phase tells besides has an accessor of its own. */
 typedef struct qrl_quant_phase {
     const char *name;
     double seconds, cpu_seconds;
-    int64_t peak_bytes;
 } qrl_quant_phase;
 int qrl_quantized_phase(const qrl_quantized *q, int i, qrl_quant_phase *out);
+/* The process's peak resident memory so far at the end of phase i (bytes; 0 where the system does
+ * not say) into *bytes: a phase whose figure is above the one before set a new peak. Non-zero past
+ * the last. */
+int qrl_quantized_phase_peak(const qrl_quantized *q, int i, int64_t *bytes);
 
 /* The fallback's measurement i of the model's outputs, in order: with fallen_back layers of its
  * ranking in f32 (and widened at 16 bits: fallback = u16 then f32), on the first samples measured samples (the recipe's search_samples: the binary

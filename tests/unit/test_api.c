@@ -170,12 +170,33 @@ Test(api, quantized_model_is_within_half_a_point_of_fp32)
         cr_assert_lt(np, nphases, "%s", ph.name);
         cr_assert_str_eq(ph.name, phases[np]);
         cr_assert(ph.seconds >= 0 && ph.cpu_seconds >= 0, "%s: %g s, %g CPU s", ph.name, ph.seconds, ph.cpu_seconds);
-        cr_assert(ph.peak_bytes >= last_peak && ph.peak_bytes <= now_peak && ph.peak_bytes > (1 << 20),
-                  "%s: peak %lld bytes after %lld, the process's peak now %lld", ph.name, (long long)ph.peak_bytes,
+        int64_t peak = -1;
+        cr_assert_eq(qrl_quantized_phase_peak(q, np, &peak), 0, "%s", ph.name);
+        cr_assert(peak >= last_peak && peak <= now_peak && peak > (1 << 20),
+                  "%s: peak %lld bytes after %lld, the process's peak now %lld", ph.name, (long long)peak,
                   (long long)last_peak, (long long)now_peak);
-        last_peak = ph.peak_bytes;
+        last_peak = peak;
     }
     cr_assert_eq(np, nphases);
+    int64_t past = -1;
+    cr_assert_neq(qrl_quantized_phase_peak(q, np, &past), 0, "past the last phase");
+    cr_assert_eq(past, -1, "nothing written past the last phase");
+    /* A program built against libqrl.so.0's header before the phases had peaks holds the struct
+     * as {name, seconds, cpu_seconds}: the library fills that and writes nothing past it (the
+     * guard behind it stays as set). */
+    struct {
+        struct {
+            const char *name;
+            double seconds, cpu_seconds;
+        } ph;
+        unsigned char guard[32];
+    } old;
+    memset(&old, 0xa5, sizeof old);
+    cr_assert_eq(qrl_quantized_phase(q, np - 1, (qrl_quant_phase *)(void *)&old.ph), 0);
+    cr_assert_str_eq(old.ph.name, phases[np - 1]);
+    cr_assert(old.ph.seconds >= 0 && old.ph.cpu_seconds >= 0);
+    for (size_t i = 0; i < sizeof old.guard; i++)
+        cr_assert_eq(old.guard[i], 0xa5, "the library wrote byte %zu past the old struct's %zu", i, sizeof old.ph);
     qrl_search_try st;
     cr_assert_eq(qrl_quantized_search_try(q, 0, &st), 0);
     cr_assert_neq(qrl_quantized_search_try(q, 1, &st), 0, "one measurement, no search");
