@@ -39,6 +39,8 @@ typedef struct qr_quant_opts {
     int matmulnbits; /* weight-only: 4-bit blocked MatMul/Gemm weights exported as com.microsoft MatMulNBits */
     size_t run_bytes; /* set by qr_quantize: one batch's f32 run, as probed (0: unknown), for how many
                        * runs go side by side within the memory budget */
+    struct qr_spread *spread; /* set by qr_quantize: validate_from = spread's copy of the samples, whose
+                               * calibrating part leaves memory while only the held-out part is used */
 } qr_quant_opts;
 
 /* One quantized activation, for reports and the quantization-info JSON. */
