@@ -267,6 +267,33 @@ static const char *const probes[] = {
     "  bias = i32\n"
     "  input = u8 symetric by minmax()\n"
     "}\n",
+    /* recipes that derive: a shipped base, a chain, a budget beside an inherited fallback, and
+     * each wrong base (unknown, not a recipe, itself, a cycle, one in error) */
+    "import \"calibrators.qrl\"\n"
+    "import \"recipes/int8.qrl\"\n"
+    "import \"transforms.qrl\"\n"
+    "kernel k() { }\n"
+    "recipe a : int8 {\n"
+    "  transform = equalize()\n"
+    "}\n"
+    "recipe b : a {\n"
+    "  candidate = f32\n"
+    "  budget = bits(8)\n"
+    "}\n"
+    "recipe c : minmax { }\n"
+    "recipe d : int9 { }\n"
+    "recipe e : e { }\n"
+    "recipe f : g { }\n"
+    "recipe g : f {\n"
+    "  tolerance = 3\n"
+    "}\n"
+    "recipe h : k { }\n"
+    "recipe i : bad {\n"
+    "  validate = 0\n"
+    "}\n"
+    "recipe bad {\n"
+    "  activation = u8 by nosuch()\n"
+    "}\n",
 };
 
 void fg_init(fg_gen *g, uint64_t seed)
@@ -595,7 +622,17 @@ typedef struct prog {
     int ids;
     int where; /* 0 fn, 1 kernel, 2 observe, 3 merge, 4 solve, 5 affine, 6 table, 7 const */
     int indent;
+    char recipes[8][16]; /* the recipes written so far: bases a derived recipe may name */
+    int nrecipes;
+    char items[8][16]; /* other items written so far (kernels, patterns, calibrators): bases that are not recipes */
+    int nitems;
 } prog;
+
+static void note_name(char (*names)[16], int *n, const char *fmt, int id)
+{
+    if (*n < 8)
+        snprintf(names[(*n)++], 16, fmt, id);
+}
 
 static int is_int_t(int t) { return t >= T_I8 && t <= T_I64; }
 static int is_float_t(int t) { return t == T_F32 || t == T_F64; }
@@ -1143,6 +1180,7 @@ static void gen_kernel(prog *p)
     fg_gen *g = p->g;
     p->nv = 0;
     p->where = 1;
+    note_name(p->items, &p->nitems, "k%d", p->ids);
     putf(p->b, "\nkernel k%d(", p->ids++);
     int np = 1 + (int)rnd(g, 4);
     for (int i = 0; i < np; i++) {
@@ -1168,6 +1206,7 @@ static void gen_calibrator(prog *p)
     fg_gen *g = p->g;
     p->nv = 0;
     p->where = 7;
+    note_name(p->items, &p->nitems, "c%d", p->ids);
     putf(p->b, "\ncalibrator c%d", p->ids++);
     int np = (int)rnd(g, 3);
     if (np || one_in(g, 2)) {
@@ -1329,6 +1368,7 @@ static void gen_pattern_recipe(prog *p)
     if (one_in(g, 2))
         puts_(p->b, "  for i in 0 .. yq.numel {\n    yq[i] = sat<u8>(i32(xq[i]) + yz)\n  }\n");
     puts_(p->b, "}\n");
+    note_name(p->items, &p->nitems, "pp%d", id);
     putf(p->b, "\npattern pp%d {\n", id);
     if (relu)
         putf(p->b, "  match {\n    c = %s(x, w%s)%s\n    y = Relu(c)\n  }\n", PICK(g, ops), bias ? ", b?" : "",
@@ -1360,7 +1400,124 @@ static void gen_pattern_recipe(prog *p)
         if (one_in(g, 3))
             puts_(p->b, "  fallback = f32 when sqnr < 20\n");
         putf(p->b, "  use pp%d%s\n}\n", id, affine ? ", Relu" : "");
+        note_name(p->recipes, &p->nrecipes, "rr%d", id);
     }
+}
+
+/* The lines a derived recipe writes in place of its base's: settings, the repeatable keys
+ * (transform, candidate, activation for, use) and lines that only make sense together with the
+ * base's (a budget beside an inherited fallback). */
+static void derived_body(prog *p)
+{
+    fg_gen *g = p->g;
+    static const char *const lines[] = {
+        "activation = u8 asymmetric by minmax()", "activation = i8 symmetric by percentile(p = 99.9)",
+        "weight = i8 symmetric per_channel by minmax(symmetric = true)", "weight = i4 symmetric by minmax()",
+        "fallback = f32 when sqnr < 20", "fallback = u16 then f32 when output_sqnr < 30", "fallback = f32",
+        "validate = 0", "validate = 0.25", "validate_from = spread", "tolerance = 3", "numerics = onnx",
+        "accumulate = i16", "bias = i32", "candidate = f32", "candidate = i4", "budget = bits(6)",
+        "transform = equalize()", "transform = bias_correct(strength = 1.0)", "transform = nosuch()",
+        "activation for Softmax = u16", "weight for MatMul = i4 symmetric by minmax()", "use Relu",
+        "search_samples = 16", "samples = sample_balanced_lower", "activation = f32", "block = 32",
+        "activation = u8 by", "weight ="};
+    for (size_t k = 0, m = rnd(g, 5); k < m; k++)
+        putf(p->b, "  %s\n", PICK(g, lines));
+}
+
+/* Recipes that derive (`recipe NAME : BASE { ... }`): from a recipe of this program or of a
+ * shipped file, through chains (up to past the 64-deep limit), and wrong on purpose: an unknown
+ * base, itself, a cycle of two or more, a base that is another kind of item, a base defined after
+ * it, a base that is in error. */
+static void gen_derived(prog *p)
+{
+    fg_gen *g = p->g;
+    /* bases in other files: small ones mostly (a program that checks clean may be compiled, and
+     * a shipped recipe brings the stdlib's patterns and kernels: seconds of libgccjit each), one
+     * whose own base its file does not import, a fn, and now and then a shipped one */
+    static const char *const files[][2] = {{"tests/diag/lib/base_recipe.qrl", "lib_base"},
+                                           {"tests/diag/lib/base_recipe.qrl", "lib_base"},
+                                           {"tests/diag/lib/derives_unimported.qrl", "lib_derived"},
+                                           {"tests/diag/lib/helper.qrl", "helper"}};
+    static const char *const shipped[][2] = {{"recipes/int8.qrl", "int8"}, {"recipes/int8-best.qrl", "int8_best"},
+                                             {"recipes/w4a8.qrl", "w4a8"}, {"recipes/int8-tflite.qrl", "int8_tflite"}};
+    static const char *const odd[] = {"int9", "minmax", "equalize", "Relu", "sat", "recipe", "_", "r"};
+    int id = p->ids++, later = 0;
+    char base[64];
+    switch (rnd(g, 9)) {
+    case 0: /* a recipe of this program, or else one written now */
+        if (!p->nrecipes) {
+            putf(p->b, "\n%srecipe rb%d {\n  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric by minmax()\n}\n",
+                 one_in(g, 4) ? "" : "import \"calibrators.qrl\"\n", id);
+            note_name(p->recipes, &p->nrecipes, "rb%d", id);
+        }
+        snprintf(base, sizeof base, "%s", p->recipes[rnd(g, (size_t)p->nrecipes)]);
+        break;
+    case 1: { /* a recipe of another file, imported (or, now and then, not) */
+        const char *const *f = one_in(g, 8) ? PICK(g, shipped) : PICK(g, files);
+        if (!one_in(g, 5))
+            putf(p->b, "\nimport \"%s\"\n", f[0]);
+        snprintf(base, sizeof base, "%s", f[1]);
+        break;
+    }
+    case 2: /* unknown, or another kind of item */
+        snprintf(base, sizeof base, "%s", p->nitems && one_in(g, 2) ? p->items[rnd(g, (size_t)p->nitems)] : PICK(g, odd));
+        if (!strcmp(base, "minmax") && one_in(g, 2))
+            puts_(p->b, "\nimport \"calibrators.qrl\"\n");
+        break;
+    case 3: /* itself */
+        snprintf(base, sizeof base, "d%d", id);
+        break;
+    case 4: { /* a cycle of n: d_id_0 : d_id_1 : ... : d_id_0 */
+        int n = 2 + (int)rnd(g, 3);
+        for (int i = 0; i < n; i++) {
+            putf(p->b, "\nrecipe d%d_%d : d%d_%d {\n", id, i, id, (i + 1) % n);
+            derived_body(p);
+            puts_(p->b, "}\n");
+        }
+        snprintf(base, sizeof base, "d%d_%d", id, (int)rnd(g, (size_t)n));
+        break;
+    }
+    case 5: { /* a chain from a base of its own, around the 64-deep limit */
+        static const int depths[] = {1, 2, 3, 63, 64, 65, 66, 100};
+        int n = PICK(g, depths);
+        putf(p->b, "\nimport \"calibrators.qrl\"\nrecipe d%d_0 {\n  activation = u8 asymmetric by minmax()\n"
+                   "  weight = i8 symmetric by minmax()\n}\n", id);
+        for (int i = 1; i <= n; i++) {
+            putf(p->b, "recipe d%d_%d : d%d_%d {\n", id, i, id, i - 1);
+            if (one_in(g, 8))
+                derived_body(p);
+            puts_(p->b, "}\n");
+        }
+        snprintf(base, sizeof base, "d%d_%d", id, n);
+        break;
+    }
+    case 6: /* a base written after the recipe deriving from it */
+        snprintf(base, sizeof base, "d%d_later", id);
+        later = 1;
+        break;
+    case 7: /* a base in error: an unknown calibrator, a bad setting */
+        putf(p->b, "\nrecipe d%d_bad {\n  activation = u8 by nosuch()\n  weight = i9\n}\n", id);
+        snprintf(base, sizeof base, "d%d_bad", id);
+        break;
+    default: /* a chain of two through this program's recipes */
+        if (p->nrecipes) {
+            putf(p->b, "\nrecipe d%d_mid : %s {\n", id, p->recipes[rnd(g, (size_t)p->nrecipes)]);
+            derived_body(p);
+            puts_(p->b, "}\n");
+            snprintf(base, sizeof base, "d%d_mid", id);
+        } else {
+            snprintf(base, sizeof base, "nosuch%d", id);
+        }
+        break;
+    }
+    putf(p->b, "\nrecipe d%d :%s%s {\n", id, one_in(g, 10) ? "" : " ", base);
+    derived_body(p);
+    puts_(p->b, "}\n");
+    if (later) {
+        putf(p->b, "\nimport \"calibrators.qrl\"\nrecipe %s {\n  activation = u8 asymmetric by minmax()\n"
+                   "  weight = i8 symmetric by minmax()\n}\n", base);
+    }
+    note_name(p->recipes, &p->nrecipes, "d%d", id);
 }
 
 static void gen_program(fg_gen *g, buf *b)
@@ -1377,7 +1534,7 @@ static void gen_program(fg_gen *g, buf *b)
         puts_(b, "\n");
     }
     for (size_t k = 0, m = 1 + rnd(g, 4); k < m; k++) {
-        switch (rnd(g, 8)) {
+        switch (rnd(g, 9)) {
         case 0:
         case 1:
         case 2: gen_fn(&p); break;
@@ -1385,6 +1542,7 @@ static void gen_program(fg_gen *g, buf *b)
         case 4:
         case 5: gen_calibrator(&p); break;
         case 6: gen_affine(&p); break;
+        case 7: gen_derived(&p); break;
         default: gen_pattern_recipe(&p); break;
         }
     }

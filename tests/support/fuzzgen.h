@@ -5,7 +5,11 @@
  * deleted, duplicated and swapped ranges, dictionary tokens inserted or
  * replacing a token, lines moved between seeds, two seeds spliced, random
  * token streams, randomly generated programs (syntactically plausible, so
- * they reach the checker and the compiler) and deep nesting at and around
+ * they reach the checker and the compiler; among their recipes ones that
+ * derive, `recipe NAME : BASE`, from a recipe of the program or of an
+ * imported file, through chains around the 64-deep limit, and from bases
+ * that are unknown, not recipes, themselves, in a cycle, defined later or
+ * in error) and deep nesting at and around
  * the parser's limits. Besides the seed files, built-in probes (near-miss
  * programs for diagnostics that mutations rarely reach) are seeds too. The
  * first nseeds inputs are the seeds unchanged.
