@@ -2942,6 +2942,8 @@ static qr_status spread_alloc(qr_tensor *t, char *mapped, qr_error *e)
     return QR_OK;
 }
 
+/* The copy (*out) for validate_from = spread; nothing (*out NULL) for end, without validate, or when
+ * the split leaves none to calibrate on (calibration says so). */
 static qr_status spread_validate(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_spread **out,
                                  qr_tensor *labels, qr_error *e)
 {
