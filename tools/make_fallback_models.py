@@ -34,6 +34,11 @@ loud.onnx    the same layers as dominant.onnx (other weights), and loud_x.npy: 6
              samples set: 2 of the 16 judged samples carry most of the error and much of the energy,
              so that each sample's own figure (sample_balanced_lower) passes where the pooled one
              at its bound (sample_pooled_lower) fails (tests/e2e/test_quantize.c).
+tail.onnx    the same layers (other weights), tail_x.npy: 64 calibration samples, each scaled by
+             its own log-normal amplitude (sigma 0.5: the per-sample maxima spread, a few loud),
+             and tail_test.npy: 4 unseen samples at 1.5 times the calibration's largest amplitude.
+             minmax() clips them; extreme() leaves headroom where the maxima spread
+             (tests/e2e/test_quantize.c).
 
 Usage: /usr/bin/python3 tools/make_fallback_models.py DIR
 """
@@ -191,6 +196,13 @@ def main(out):
     x = rng.standard_normal((64, 4, 8, 8)).astype(np.float32)
     x[[3, 35]] *= 2
     np.save(f"{out}/loud_x.npy", x)
+
+    rng = np.random.default_rng(11)  # its own stream again
+    save_conv_relu_conv(rng, out, "tail")
+    amp = np.exp(0.5 * rng.standard_normal(64))
+    x = rng.standard_normal((64, 4, 8, 8)) * amp[:, None, None, None]
+    np.save(f"{out}/tail_x.npy", x.astype(np.float32))
+    np.save(f"{out}/tail_test.npy", (rng.standard_normal((4, 4, 8, 8)) * 1.5 * amp.max()).astype(np.float32))
 
 
 if __name__ == "__main__":

@@ -1757,6 +1757,108 @@ Test(jit, l2_matches_the_reference_and_the_brute_force_optimum, .timeout = 120)
     qr_module_free(m);
 }
 
+
+/* extreme: per sample (index 0 of the first axis) its maximum and minimum; the range's top is the largest
+ * maximum plus k times its distance above the maxima's median, the bottom likewise. Observed in batches
+ * merged, as calibration runs it. */
+static qrl_qparams extreme_qparams(qrl_module *m, float *x, int64_t samples, int64_t per, int batches, double k,
+                                   double cap, qr_dtype dt)
+{
+    const char *names[2] = {"k", "cap"};
+    const double vals[2] = {k, cap};
+    qr_calib *c, *b;
+    qr_error e;
+    cr_assert_eq(qr_calib_new(m, "extreme", 2, names, vals, &c, &e), QR_OK, "%s", e.msg);
+    for (int i = 0; i < batches; i++) {
+        int64_t s0 = samples * i / batches, s1 = samples * (i + 1) / batches;
+        qr_tensor t = {.dtype = QR_F32, .ndim = 2, .dims = {s1 - s0, per}, .data = x + s0 * per};
+        cr_assert_eq(qr_calib_new(m, "extreme", 2, names, vals, &b, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_calib_observe(b, &t, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_calib_merge(c, b, &e), QR_OK, "%s", e.msg);
+        qr_calib_free(b);
+    }
+    qrl_qtype qt = qr_qtype_of(dt, 0, -1);
+    qt.symmetric = dt == QR_I8; /* i8: symmetric, the magnitude alone */
+    qrl_qparams qp;
+    cr_assert_eq(qr_calib_solve(c, &qt, &qp, &e), QR_OK, "%s", e.msg);
+    qr_calib_free(c);
+    return qp;
+}
+
+/* By hand: 4 samples of 2 values, maxima 1 2 3 10 (median 2.5), minima -1 -0.5 -2 0.25 (median -0.75).
+ * k = 1: top 10 + 7.5 = 17.5, bottom -2 - 1.25 = -3.25; u8 scale 20.75 / 255, zero round(3.25 / scale)
+ * = round(39.94) = 40. k = 0 is minmax: [-2, 10]. Every sample at or above 0 keeps the bottom at 0. In
+ * one batch or in four, the same. */
+Test(jit, extreme_by_hand)
+{
+    qrl_module *m = stdlib_calibrators();
+    float x[8] = {-1, 1, 2, -0.5f, -2, 3, 10, 0.25f};
+    for (int batches = 1; batches <= 4; batches *= 4) {
+        qrl_qparams qp = extreme_qparams(m, x, 4, 2, batches, 1.0, 256, QR_U8);
+        cr_assert_float_eq(qp.scale, 20.75 / 255, 1e-15, "%d batches: scale %.17g", batches, qp.scale);
+        cr_assert_eq(qp.zero, 40);
+        qp = extreme_qparams(m, x, 4, 2, batches, 0.0, 256, QR_U8);
+        cr_assert_float_eq(qp.scale, 12.0 / 255, 1e-15, "k = 0: scale %.17g", qp.scale);
+        cr_assert_eq(qp.zero, (int64_t)nearbyint(2.0 / (12.0 / 255)));
+    }
+    float p[8] = {1, 2, 0.5f, 4, 2, 3, 3, 20}; /* maxima 2 4 3 20 (median 3.5), minima 1 0.5 2 3 */
+    qrl_qparams qp = extreme_qparams(m, p, 4, 2, 1, 2.0, 256, QR_U8);
+    cr_assert_float_eq(qp.scale, (20 + 2 * 16.5) / 255.0, 1e-15, "positive: scale %.17g", qp.scale);
+    cr_assert_eq(qp.zero, 0);
+    qr_module_free(m);
+}
+
+/* Against numpy: 40 samples of 300 values of both signs, each sample's amplitude log-normal (a few loud),
+ * observed in 3 batches merged. The range from numpy's per-sample max and min and np.median, for u8 and
+ * for i8 symmetric; with cap = 8 (fewer kept than half the samples) the median's stand-in is the 8th
+ * largest maximum (smallest minimum). */
+Test(jit, extreme_matches_numpy)
+{
+    qrl_module *m = stdlib_calibrators();
+    enum { S = 40, P = 300 };
+    static float x[S * P];
+    unsigned seed = 53;
+    for (int s = 0; s < S; s++) {
+        seed = seed * 1664525u + 1013904223u;
+        double u = ((seed >> 8) & 0xffffff) / 16777216.0 * 0.998 + 0.001;
+        double amp = exp(0.8 * sqrt(-2 * log(u)) * (s % 2 ? 1 : -1) * 0.7);
+        for (int i = 0; i < P; i++) {
+            seed = seed * 1664525u + 1013904223u;
+            double v = ((seed >> 8) & 0xffffff) / 16777216.0;
+            x[s * P + i] = (float)(amp * (v - 0.35) * 3.0);
+        }
+    }
+    char path[700], cmd[1600], *log;
+    snprintf(path, sizeof path, "%s/extreme.npy", dir);
+    qr_tensor t = {.dtype = QR_F32, .ndim = 2, .dims = {S, P}, .data = x};
+    qr_error e;
+    cr_assert_eq(qr_npy_write(path, &t, &e), QR_OK, "%s", e.msg);
+    const double ks[2] = {1.5, 0.7}, caps[2] = {256, 8};
+    for (int j = 0; j < 2; j++) {
+        qrl_qparams u8 = extreme_qparams(m, x, S, P, 3, ks[j], caps[j], QR_U8);
+        qrl_qparams i8 = extreme_qparams(m, x, S, P, 3, ks[j], caps[j], QR_I8);
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 -c \"import numpy as np; x = np.load('%s').astype(np.float64); k, cap = %g, %d\n"
+                 "mx, mn = x.max(axis=1), -x.min(axis=1)\n"
+                 "mid = lambda a: np.median(a) if len(a) < 2 * cap else np.sort(a)[::-1][cap - 1]\n"
+                 "hi = mx.max() + k * (mx.max() - mid(mx)); lo = -(mn.max() + k * (mn.max() - mid(mn)))\n"
+                 "a, b = min(lo, 0), max(hi, 0); s = (b - a) / 255; z = int(np.clip(np.round(-a / s), 0, 255))\n"
+                 "print('%%.17g %%d %%.17g' %% (s, z, max(-a, b) / 127.5))\"",
+                 path, ks[j], (int)caps[j]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        double s, s8;
+        long long z;
+        cr_assert_eq(sscanf(log, "%lf %lld %lf", &s, &z, &s8), 3, "%s", log);
+        free(log);
+        cr_assert_float_eq(u8.scale, s, 1e-12 * s, "k %g cap %g: u8 scale %.17g, numpy %.17g", ks[j], caps[j],
+                           u8.scale, s);
+        cr_assert_eq(u8.zero, z, "k %g cap %g: u8 zero %lld, numpy %lld", ks[j], caps[j], (long long)u8.zero, z);
+        cr_assert_float_eq(i8.scale, s8, 1e-12 * s8, "k %g cap %g: i8 scale %.17g, numpy %.17g", ks[j], caps[j],
+                           i8.scale, s8);
+        cr_assert_eq(i8.zero, 0);
+    }
+    qr_module_free(m);
+}
 /* Calibrator arguments and the fallback of settings listed after many use
  * lines (they were kept only for the first 16 items of a recipe). */
 Test(jit, recipe_settings_after_many_use_lines)
