@@ -1762,17 +1762,17 @@ Test(jit, l2_matches_the_reference_and_the_brute_force_optimum, .timeout = 120)
  * maximum plus k times its distance above the maxima's median, the bottom likewise. Observed in batches
  * merged, as calibration runs it. */
 static qrl_qparams extreme_qparams(qrl_module *m, float *x, int64_t samples, int64_t per, int batches, double k,
-                                   double cap, qr_dtype dt)
+                                   double cap, int ratio, qr_dtype dt)
 {
-    const char *names[2] = {"k", "cap"};
-    const double vals[2] = {k, cap};
+    const char *names[3] = {"k", "cap", "ratio"};
+    const double vals[3] = {k, cap, ratio};
     qr_calib *c, *b;
     qr_error e;
-    cr_assert_eq(qr_calib_new(m, "extreme", 2, names, vals, &c, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_calib_new(m, "extreme", 3, names, vals, &c, &e), QR_OK, "%s", e.msg);
     for (int i = 0; i < batches; i++) {
         int64_t s0 = samples * i / batches, s1 = samples * (i + 1) / batches;
         qr_tensor t = {.dtype = QR_F32, .ndim = 2, .dims = {s1 - s0, per}, .data = x + s0 * per};
-        cr_assert_eq(qr_calib_new(m, "extreme", 2, names, vals, &b, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_calib_new(m, "extreme", 3, names, vals, &b, &e), QR_OK, "%s", e.msg);
         cr_assert_eq(qr_calib_observe(b, &t, &e), QR_OK, "%s", e.msg);
         cr_assert_eq(qr_calib_merge(c, b, &e), QR_OK, "%s", e.msg);
         qr_calib_free(b);
@@ -1794,15 +1794,21 @@ Test(jit, extreme_by_hand)
     qrl_module *m = stdlib_calibrators();
     float x[8] = {-1, 1, 2, -0.5f, -2, 3, 10, 0.25f};
     for (int batches = 1; batches <= 4; batches *= 4) {
-        qrl_qparams qp = extreme_qparams(m, x, 4, 2, batches, 1.0, 256, QR_U8);
+        qrl_qparams qp = extreme_qparams(m, x, 4, 2, batches, 1.0, 256, 0, QR_U8);
         cr_assert_float_eq(qp.scale, 20.75 / 255, 1e-15, "%d batches: scale %.17g", batches, qp.scale);
         cr_assert_eq(qp.zero, 40);
-        qp = extreme_qparams(m, x, 4, 2, batches, 0.0, 256, QR_U8);
+        qp = extreme_qparams(m, x, 4, 2, batches, 0.0, 256, 0, QR_U8);
         cr_assert_float_eq(qp.scale, 12.0 / 255, 1e-15, "k = 0: scale %.17g", qp.scale);
         cr_assert_eq(qp.zero, (int64_t)nearbyint(2.0 / (12.0 / 255)));
+        /* ratio, k = 0.5: top 10 * (10 / 2.5)^0.5 = 20; bottom from -min (1 0.5 2 -0.25: largest 2, median
+         * 0.75) -2 * (2 / 0.75)^0.5 = -3.26599; zero round(3.26599 / (23.26599 / 255)) = round(35.80) = 36 */
+        qp = extreme_qparams(m, x, 4, 2, batches, 0.5, 256, 1, QR_U8);
+        double lo = 2 * sqrt(2 / 0.75);
+        cr_assert_float_eq(qp.scale, (20 + lo) / 255, 1e-15, "ratio: scale %.17g", qp.scale);
+        cr_assert_eq(qp.zero, 36);
     }
     float p[8] = {1, 2, 0.5f, 4, 2, 3, 3, 20}; /* maxima 2 4 3 20 (median 3.5), minima 1 0.5 2 3 */
-    qrl_qparams qp = extreme_qparams(m, p, 4, 2, 1, 2.0, 256, QR_U8);
+    qrl_qparams qp = extreme_qparams(m, p, 4, 2, 1, 2.0, 256, 0, QR_U8);
     cr_assert_float_eq(qp.scale, (20 + 2 * 16.5) / 255.0, 1e-15, "positive: scale %.17g", qp.scale);
     cr_assert_eq(qp.zero, 0);
     qr_module_free(m);
@@ -1811,7 +1817,7 @@ Test(jit, extreme_by_hand)
 /* Against numpy: 40 samples of 300 values of both signs, each sample's amplitude log-normal (a few loud),
  * observed in 3 batches merged. The range from numpy's per-sample max and min and np.median, for u8 and
  * for i8 symmetric; with cap = 8 (fewer kept than half the samples) the median's stand-in is the 8th
- * largest maximum (smallest minimum). */
+ * largest maximum (smallest minimum); with ratio, each end (m / median)^k times the largest m. */
 Test(jit, extreme_matches_numpy)
 {
     qrl_module *m = stdlib_calibrators();
@@ -1833,18 +1839,20 @@ Test(jit, extreme_matches_numpy)
     qr_tensor t = {.dtype = QR_F32, .ndim = 2, .dims = {S, P}, .data = x};
     qr_error e;
     cr_assert_eq(qr_npy_write(path, &t, &e), QR_OK, "%s", e.msg);
-    const double ks[2] = {1.5, 0.7}, caps[2] = {256, 8};
-    for (int j = 0; j < 2; j++) {
-        qrl_qparams u8 = extreme_qparams(m, x, S, P, 3, ks[j], caps[j], QR_U8);
-        qrl_qparams i8 = extreme_qparams(m, x, S, P, 3, ks[j], caps[j], QR_I8);
+    const double ks[3] = {1.5, 0.7, 0.8}, caps[3] = {256, 8, 256};
+    for (int j = 0; j < 3; j++) {
+        int ratio = j == 2;
+        qrl_qparams u8 = extreme_qparams(m, x, S, P, 3, ks[j], caps[j], ratio, QR_U8);
+        qrl_qparams i8 = extreme_qparams(m, x, S, P, 3, ks[j], caps[j], ratio, QR_I8);
         snprintf(cmd, sizeof cmd,
-                 "/usr/bin/python3 -c \"import numpy as np; x = np.load('%s').astype(np.float64); k, cap = %g, %d\n"
+                 "/usr/bin/python3 -c \"import numpy as np; x = np.load('%s').astype(np.float64); k, cap, ratio = %g, %d, %d\n"
                  "mx, mn = x.max(axis=1), -x.min(axis=1)\n"
                  "mid = lambda a: np.median(a) if len(a) < 2 * cap else np.sort(a)[::-1][cap - 1]\n"
-                 "hi = mx.max() + k * (mx.max() - mid(mx)); lo = -(mn.max() + k * (mn.max() - mid(mn)))\n"
+                 "end = lambda a: a.max() * (a.max() / mid(a)) ** k if ratio and mid(a) > 0 else a.max() + k * (a.max() - mid(a))\n"
+                 "hi = end(mx); lo = -end(mn)\n"
                  "a, b = min(lo, 0), max(hi, 0); s = (b - a) / 255; z = int(np.clip(np.round(-a / s), 0, 255))\n"
                  "print('%%.17g %%d %%.17g' %% (s, z, max(-a, b) / 127.5))\"",
-                 path, ks[j], (int)caps[j]);
+                 path, ks[j], (int)caps[j], ratio);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
         double s, s8;
         long long z;
