@@ -1550,8 +1550,9 @@ Test(quantize, merge_reads_the_other_states_array)
     free(log);
 }
 
-/* The stdlib's order-independent calibrators (minmax; percentile, mse and entropy over exactly
- * mergeable histograms) give byte-identical --qparams on 1, 2 and 4 workers. */
+/* The stdlib's order-independent calibrators (minmax; extreme, whose state is the set of the largest
+ * per-sample extremes; percentile, mse and entropy over exactly mergeable histograms) give
+ * byte-identical --qparams on 1, 2 and 4 workers. */
 Test(quantize, stdlib_calibrators_do_not_depend_on_the_worker_count)
 {
     char path[700];
@@ -1568,6 +1569,7 @@ Test(quantize, stdlib_calibrators_do_not_depend_on_the_worker_count)
     const char *recipes[][2] = {{"recipes/int8.qrl", "minmax"},
                                 {"recipes/int8-percentile.qrl", "percentile"},
                                 {"recipes/int8-entropy.qrl", "entropy"},
+                                {"recipes/int8-headroom.qrl", "extreme"},
                                 {path, "mse"}};
     for (size_t r = 0; r < sizeof recipes / sizeof recipes[0]; r++) {
         char a[800], b[800];
