@@ -377,6 +377,15 @@ static int sconv_takes(const qr_conv_geom *g, int64_t c, int64_t m, int64_t grou
 /* Image bytes above which a channels-last depthwise layer reads its input in place. */
 #define DW_DIRECT_BYTES (512 * 1024)
 
+/* Packed weights above which a channels-last convolution over several images runs them stacked
+ * (qr_sconv_block), in groups of padded copies of at most STACK_IMAGE_BYTES: each panel's K
+ * blocks then pass over every image's tiles from L2, where image by image they came again from
+ * memory or L3 for each image (ResNet-18's layer3 and layer4, 2.4 and 9.4 MB a layer), and a 7 x
+ * 7 image's 49 pixels share tiles of 6 with the next image's (alone: 4 tiles of 6, 5 of 5). Its
+ * layer4 in parts of 4 images: 10% faster (docs/runtime.md, "Stop 38"). */
+#define STACK_WEIGHT_BYTES (512 * 1024)
+#define STACK_IMAGE_BYTES (2 * 1024 * 1024)
+
 typedef struct sconv_job {
     const qr_sconv *p;
     const float *x, *packed;
@@ -384,6 +393,8 @@ typedef struct sconv_job {
     int has_bias;
     const qr_act *act;
     int64_t rb, nrb, blk_len;
+    int64_t rows;   /* output rows of this pass: OH times the images stacked */
+    int64_t xp_img; /* floats from one image's padded copy (or NHWC input read in place) to the next */
     int dw;     /* depthwise (qr_sconv_dw_block) */
     int dw_direct; /* depthwise reading its channels-last input in place */
     int x_nhwc; /* x is channels-last */
@@ -392,10 +403,16 @@ typedef struct sconv_job {
     qr_sconv_epi img_epi;    /* this image's */
 } sconv_job;
 
+/* Rows [r0, r1) of the stacked padded images (image r / Hp's row r % Hp). */
 static void sconv_image_rows(void *arg, int64_t r0, int64_t r1)
 {
     const sconv_job *j = arg;
-    qr_sconv_image_rows(j->p, j->x, j->x_nhwc, j->xp, r0, r1);
+    const int64_t hp = j->p->Hp, xn = j->p->C * j->p->H * j->p->W;
+    for (int64_t r = r0; r < r1;) {
+        int64_t i = r / hp, e = (i + 1) * hp < r1 ? (i + 1) * hp : r1;
+        qr_sconv_image_rows(j->p, j->x + i * xn, j->x_nhwc, j->xp + i * j->xp_img, r - i * hp, e - i * hp);
+        r = e;
+    }
 }
 
 /* Tasks [t0, t1): (panel, row block), each on its slot's row block. Panel-major, so a panel's
@@ -408,13 +425,13 @@ static void sconv_blocks(void *arg, int64_t t0, int64_t t1, int slot)
     const int64_t np = j->p->panels;
     for (int64_t t = t0; t < t1; t++) {
         int64_t panel = j->dw ? t % np : t / j->nrb, oy0 = (j->dw ? t / np : t % j->nrb) * j->rb,
-                oy1 = oy0 + j->rb < j->p->OH ? oy0 + j->rb : j->p->OH;
+                oy1 = oy0 + j->rb < j->rows ? oy0 + j->rb : j->rows;
         if (j->dw)
             qr_sconv_dw_block(j->p, j->xp, j->dw_direct, j->packed, j->has_bias, j->act, j->blk + slot * j->blk_len,
                               j->y, panel, oy0, oy1, j->y_nhwc, j->epi ? &j->img_epi : NULL);
         else
-            qr_sconv_block(j->p, j->xp, j->packed, j->has_bias, j->act, j->blk + slot * j->blk_len, j->y, panel, oy0,
-                           oy1, j->y_nhwc, j->epi ? &j->img_epi : NULL);
+            qr_sconv_block(j->p, j->xp, j->xp_img, j->packed, j->has_bias, j->act, j->blk + slot * j->blk_len, j->y,
+                           panel, oy0, oy1, j->y_nhwc, j->epi ? &j->img_epi : NULL);
     }
 }
 
@@ -431,11 +448,18 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
                          : qr_kscratch(k, pf, 1, sizeof(float), "packed convolution weights");
     if (!packed)
         return QR_ERR;
-    sconv_job j = {.p = p, .packed = packed, .has_bias = b != NULL, .act = act, .rb = qr_sconv_block_rows(p),
+    /* images stacked per pass (1: image by image) */
+    const int64_t ifl = (qr_sconv_image_floats(p) + 15) / 16 * 16;
+    int64_t g = 1;
+    if (y_nhwc && !dw && n_img > 1 && pf * (int64_t)sizeof(float) > STACK_WEIGHT_BYTES) {
+        g = STACK_IMAGE_BYTES / (ifl * (int64_t)sizeof(float));
+        g = g < 1 ? 1 : g < n_img ? g : n_img;
+    }
+    sconv_job j = {.p = p, .packed = packed, .has_bias = b != NULL, .act = act, .rb = qr_sconv_block_rows(p, g),
                    .blk_len = qr_sconv_block_floats(p), .dw = dw, .x_nhwc = x_nhwc, .y_nhwc = y_nhwc, .epi = epi};
-    j.nrb = (p->OH + j.rb - 1) / j.rb;
     /* a channels-last input without padding (a 1x1 at stride 1) is read in place */
     int in_place = x_nhwc && !dw && p->Hp == p->H && p->Wp == p->W;
+    j.xp_img = in_place ? p->C * p->H * p->W : ifl;
     /* and a depthwise layer's whole-vector channels on a large image: its padded copy (a read and
      * a write of it past L2, 6% of MobileNetV2's batch-1 time) costs more than the windows that
      * leave the image, whose taps take their own addresses; on a small one the copy stays in L2
@@ -443,7 +467,7 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
      * 0.028 ms copied, 0.036 in place) */
     j.dw_direct = x_nhwc && dw && p->C % 16 == 0 && p->H * p->W * p->C * (int64_t)sizeof(float) > DW_DIRECT_BYTES;
     in_place |= j.dw_direct;
-    j.xp = in_place ? NULL : qr_kwork(k, 1, qr_sconv_image_floats(p), sizeof(float), "channels-last image");
+    j.xp = in_place ? NULL : qr_kwork(k, g, ifl, sizeof(float), "channels-last image");
     j.blk = (in_place || j.xp) && !y_nhwc ? qr_kwork(k, qr_pool_threads(k->pool), j.blk_len, sizeof(float),
                                                     "convolution row blocks")
                                          : NULL;
@@ -453,9 +477,12 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
     }
     if (fresh)
         (dw ? qr_sconv_dw_pack : qr_sconv_pack)(p, w, b, packed);
-    for (int64_t n = 0; n < n_img; n++) {
+    for (int64_t n = 0; n < n_img; n += g) {
+        int64_t gn = n_img - n < g ? n_img - n : g;
         j.x = x + n * p->C * p->H * p->W;
         j.y = y + n * p->M * p->OH * p->OW;
+        j.rows = gn * p->OH;
+        j.nrb = (j.rows + j.rb - 1) / j.rb;
         if (epi) {
             j.img_epi = *epi;
             if (epi->res)
@@ -464,7 +491,7 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
         if (in_place)
             j.xp = (float *)j.x;
         else
-            qr_parallel_for(k->pool, p->Hp, 8, sconv_image_rows, &j);
+            qr_parallel_for(k->pool, gn * p->Hp, 8, sconv_image_rows, &j);
         qr_parallel_for_slots(k->pool, p->panels * j.nrb, 1, sconv_blocks, &j);
     }
     qr_kcache_done(k, packed);

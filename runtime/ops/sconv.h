@@ -54,8 +54,8 @@ void qr_sconv_pack(const qr_sconv *p, const float *w, const float *bias, float *
 /* Floats of the padded channels-last image, and of one thread's row block. */
 int64_t qr_sconv_image_floats(const qr_sconv *p);
 int64_t qr_sconv_block_floats(const qr_sconv *p);
-/* Output rows per row block. */
-int64_t qr_sconv_block_rows(const qr_sconv *p);
+/* Output rows per row block, over nimg images stacked (qr_sconv_block). */
+int64_t qr_sconv_block_rows(const qr_sconv *p, int64_t nimg);
 
 /* Rows [r0, r1) of the padded image xp from x (one NCHW image; x_nhwc: one NHWC image), border
  * zeros included. */
@@ -73,9 +73,13 @@ typedef struct qr_sconv_epi {
 
 /* Output rows [oy0, oy1) (at most qr_sconv_block_rows) of panel `panel` into y (one NCHW image:
  * sums in blk, qr_sconv_block_floats, then transposed; nhwc: one NHWC image, the sums in place,
- * blk unused), + the bias when has_bias, then act when not NULL. */
-void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const struct qr_act *act,
-                    float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc, const qr_sconv_epi *epi);
+ * blk unused), + the bias when has_bias, then act when not NULL. nhwc only: the rows may run on
+ * past OH into the next images (stacked: row r is image r / OH's row r % OH, y and epi->res
+ * whole batches, image i's padded copy at xp + i * xp_img), so a block's tiles span images and
+ * share its weights. */
+void qr_sconv_block(const qr_sconv *p, const float *xp, int64_t xp_img, const float *packed, int has_bias,
+                    const struct qr_act *act, float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc,
+                    const qr_sconv_epi *epi);
 
 /* Depthwise (group = C = M, the plan's M = C): weights [C][1][KH][KW] packed per panel of 64
  * channels as [taps][64] + 64 biases; each output one FMA chain from 0 over the taps in (ky, kx)

@@ -94,16 +94,16 @@ int64_t qr_sconv_image_floats(const qr_sconv *p)
     return p->Hp * p->Wp * p->C + 16;
 }
 
-int64_t qr_sconv_block_rows(const qr_sconv *p)
+int64_t qr_sconv_block_rows(const qr_sconv *p, int64_t nimg)
 {
     int64_t rb = BLK_PIX / p->OW;
     rb = rb < 1 ? 1 : rb;
-    return rb < p->OH ? rb : p->OH;
+    return rb < nimg * p->OH ? rb : nimg * p->OH;
 }
 
 int64_t qr_sconv_block_floats(const qr_sconv *p)
 {
-    return qr_sconv_block_rows(p) * p->OW * NR + 16 * NR;
+    return qr_sconv_block_rows(p, 1) * p->OW * NR + 16 * NR;
 }
 
 /* The 16 x 16 transpose of r0..r15 in place (r(j) becomes column j): unpacks of floats, then of
@@ -538,8 +538,9 @@ XFNS(32)
 /* [XS 1, 3, 16, 32][V][R] */
 static const xtile_fn xtiles[4][5][13] = {XTABLE(1), XTABLE(3), XTABLE(16), XTABLE(32)};
 
-TARGET void qr_sconv_block(const qr_sconv *p, const float *xp, const float *packed, int has_bias, const qr_act *act,
-                    float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc, const qr_sconv_epi *epi)
+TARGET void qr_sconv_block(const qr_sconv *p, const float *xp, int64_t xp_img, const float *packed, int has_bias,
+                           const qr_act *act, float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc,
+                           const qr_sconv_epi *epi)
 {
     const ptrdiff_t roff = epi && epi->res ? epi->res - y : 0;
     const int64_t C = p->C, OW = p->OW, mrem = p->M - panel * NR;
@@ -570,13 +571,14 @@ TARGET void qr_sconv_block(const qr_sconv *p, const float *xp, const float *pack
     if (thin) { /* each row in tiles of its own */
         const int64_t nt = (OW + R - 1) / R, rb = OW / nt, rx = OW % nt;
         const xtile_fn *fx = xtiles[xi][V];
-        for (int64_t oy = oy0, px = 0; oy < oy1; oy++)
+        for (int64_t oy = oy0, px = 0; oy < oy1; oy++) {
+            const float *xr = xp + oy / p->OH * xp_img + (oy % p->OH) * p->s0 * p->Wp * C;
             for (int64_t t = 0, ox = 0; t < nt; t++) {
                 int r = (int)(rb + (t < rx));
-                fx[r](xp + (oy * p->s0 * p->Wp + ox * p->s1) * C, p->piece, p->npieces, wp, acc + px * ldc, ldc, ml, bias,
-                      act, epi, roff);
+                fx[r](xr + ox * p->s1 * C, p->piece, p->npieces, wp, acc + px * ldc, ldc, ml, bias, act, epi, roff);
                 px += r, ox += r;
             }
+        }
     }
     for (int ch = 0; ch < p->nchunks && !thin; ch++) {
         int c0 = p->chunk[ch], c1 = p->chunk[ch + 1], last = ch + 1 == p->nchunks;
@@ -596,15 +598,18 @@ TARGET void qr_sconv_block(const qr_sconv *p, const float *xp, const float *pack
         if (last) /* the next panel's first block, after this panel's biases */
             pf += NR * sizeof(float);
         int64_t step = (qnext * NR * (int64_t)sizeof(float) + ntiles * qn - 1) / (ntiles * qn);
-        int64_t px = 0, ox = 0, rowoff = oy0 * p->s0 * p->Wp * C;
         const int64_t xs = p->s1 * C, ys = p->s0 * p->Wp * C;
+        int64_t px = 0, ox = 0, img = oy0 / p->OH, ly = oy0 % p->OH, rowoff = img * xp_img + ly * ys;
         for (int64_t t = 0; t < ntiles; t++) {
             int r = (int)(base + (t < extra));
             int64_t po[12];
-            for (int j = 0; j < r; j++) { /* pixel px + j's window: (oy, ox) walked without a division */
+            for (int j = 0; j < r; j++) { /* pixel px + j's window: (image, oy, ox) walked without a division */
                 po[j] = rowoff + ox * xs;
-                if (++ox == OW)
+                if (++ox == OW) {
                     ox = 0, rowoff += ys;
+                    if (++ly == p->OH)
+                        ly = 0, rowoff = ++img * xp_img;
+                }
             }
             int64_t pfs = pf + qn * step <= pf_end ? step : 0;
             (small ? tilesn : tiles)[V][r](xp, po, p->piece + c0, c1 - c0, w, acc + px * ldc, ldc, ml, ch > 0, last ? bias : NULL,

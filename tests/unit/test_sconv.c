@@ -1,7 +1,8 @@
 /* sconv (ops/sconv_avx512.c): f32 convolutions with the output channels in vectors, through the op
  * table, on ragged shapes (channels not multiples of 16, odd and one-pixel images, stride 2,
  * uneven pads, dilations, depthwise and other groups, K over a 1024 block, several 64-channel
- * panels), values of both signs, with and without bias and a fused Relu or Clip:
+ * panels, several images stacked in one pass), values of both signs, with and without bias and a
+ * fused Relu or Clip:
  *   - Conv (NCHW) and QrlConvF32Nhwc (channels-last, and reading NCHW with x_nchw) against a
  *     float64 direct convolution, within the rounding bound of a float chain over K terms;
  *   - the same with sgemm=ref (the GEMM path, a second implementation) within the same bound;
@@ -238,6 +239,14 @@ Test(sconv, conv_matches_float64_on_ragged_shapes)
     check_conv((cv){2, 16, 9, 30, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
     check_conv((cv){1, 16, 16, 40, 32, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 0});
     check_conv((cv){1, 32, 7, 13, 16, 3, 3, 1, 1, 1, 1, 2, 1, 0, 1, 1, 0, 2});
+    /* images stacked (NHWC, several images, packed weights over 512 KB: conv.c's STACK_WEIGHT_BYTES):
+     * a block's rows and tiles cross from one image into the next. 3 images of 7 x 5 (K 1170 in two
+     * blocks, 2 panels), stride 2 with dilation and uneven pads, the thin tiles (C 3, 15 panels),
+     * and images of 828 KB (C 230, 28 x 28) in groups of 2 and 1 (STACK_IMAGE_BYTES) */
+    check_conv((cv){3, 130, 7, 5, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 2});
+    check_conv((cv){3, 150, 9, 8, 70, 3, 3, 2, 2, 2, 1, 2, 1, 0, 2, 1, 1, 1});
+    check_conv((cv){2, 3, 5, 6, 900, 7, 7, 1, 1, 1, 1, 3, 3, 3, 2, 1, 1, 0});
+    check_conv((cv){3, 230, 28, 28, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
     check_conv((cv){2, 70, 13, 11, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 70, 1, 2}); /* depthwise, 2 panels */
     check_conv((cv){1, 24, 14, 15, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 24, 0, 1}); /* depthwise stride 2 */
     check_conv((cv){1, 70, 40, 23, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 70, 1, 1}); /* depthwise, 2 panels x 4 row blocks */
