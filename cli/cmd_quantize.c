@@ -331,8 +331,12 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
     print_weight_bytes(q);
     printf("lowered:   %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
            q->kernels, q->lookups, q->int_ops, q->requants, q->islands);
-    printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms, ratio %.2f; batch %d)\n",
-           (long long)q->samples, q->calib_ms, q->fp32_ms, q->fp32_ms > 0 ? q->calib_ms / q->fp32_ms : 0.0, q->batch);
+    if (q->fp32_ms > 0 || q->calib_ms <= 0)
+        printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms, ratio %.2f; batch %d)\n",
+               (long long)q->samples, q->calib_ms, q->fp32_ms, q->fp32_ms > 0 ? q->calib_ms / q->fp32_ms : 0.0, q->batch);
+    else /* every layer fell back: nothing to measure on the calibration samples needs the pass */
+        printf("calibration: %lld samples in %.0f ms (no fp32 pass: nothing quantized to measure it against; "
+               "batch %d)\n", (long long)q->samples, q->calib_ms, q->batch);
     print_sqnr(qz, q);
     char judged[200] = ""; /* samples = F: each sample's SQNR reduced by F, not their sums pooled */
     if (q->output_samples)

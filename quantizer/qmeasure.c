@@ -3638,11 +3638,27 @@ int qr_measure_calib_batches(const qr_qctx *q, int64_t count)
     return n == count || n % batch == 0 ? (int)((n + batch - 1) / batch) : 0;
 }
 
+int qr_measure_computes_reference(const qr_qctx *q, const qr_quantized *res)
+{
+    return res->ig && (!res->ig->naccs) && same_computation(res->ig->g, q->ref ? q->ref : q->g);
+}
+
 qr_status qr_measure_output_sqnr(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count,
                                  double *sqnr)
 {
     outref o;
     out_metrics mt = {0};
+    /* what ships computes the reference (every layer fell back: M-LSD with int8.qrl): no error on
+     * any sample, which a samples = F gives as inf (its contract), so no f32 run (M-LSD large's
+     * 48 samples, a tenth of its quantize) */
+    if (qr_measure_computes_reference(q, res)) {
+        for (int i = 0; q->calib_out && i < q->calib_out_nb * q->g->n_outputs; i++)
+            qr_tensor_free(&q->calib_out[i]);
+        free(q->calib_out);
+        q->calib_out = NULL, q->calib_out_nb = 0;
+        *sqnr = INFINITY;
+        return QR_OK;
+    }
     /* the f32 pass kept these batches' outputs (qr_measure_calib_batches takes the batches
      * outref_alloc does): o takes them */
     qr_status st = q->calib_out ? outref_alloc(&o, q, count) : outref_init(&o, q, calib, count, 1);

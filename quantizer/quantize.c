@@ -2463,6 +2463,10 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     res->output_sqnr_calib = res->output_sqnr;
     if (res->mixed && judge == calib) /* mixed precision measured its points on the calibration samples */
         res->mixed->heldout_samples = 0;
+    /* nothing quantized: the output SQNR on the calibration samples needs no f32 outputs (inf), and
+     * no value is quantized at run time, whose ranges the pass observes: no pass (res->fp32_ms 0) */
+    if (keep_cal > 0 && !q->dyn_lo && qr_measure_computes_reference(q, res))
+        keep_cal = 0;
     if (keep_cal > 0) { /* the f32 pass, its outputs kept for the output SQNR on the calibration samples */
         if (!(q->calib_out = calloc((size_t)keep_cal * (size_t)g->n_outputs + 1, sizeof *q->calib_out)))
             return qr_errorf(q->e, "out of memory");

@@ -239,8 +239,12 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
  * integer graph; leaves res->qdq and res->ig built for what stays quantized, and res's output SQNR
  * and MAC counts filled. */
 qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count);
+/* Whether the integer graph that ships (res->ig) computes the f32 reference node for node (every
+ * slot fell back, no narrow accumulator): its outputs are the reference's, with no error. */
+int qr_measure_computes_reference(const qr_qctx *q, const qr_quantized *res);
 /* The integer graph's output SQNR against f32 on the first count samples of calib (at most 256):
- * against q->calib_out, which it takes (and frees), when the f32 pass kept it; else f32 runs. */
+ * against q->calib_out, which it takes (and frees), when the f32 pass kept it; else f32 runs; inf
+ * with no run when it computes the reference (qr_measure_computes_reference). */
 qr_status qr_measure_output_sqnr(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count,
                                  double *sqnr);
 void qr_measure_macs(const qr_qctx *q, qr_quantized *res, const double *per_sample, const int64_t *last);

@@ -1927,6 +1927,49 @@ Test(quantize, int8_recipe_measures_the_calibration_samples_on_the_f32_pass_outp
     expect_fmnist_bound("hc", "hc_cal", db);
 }
 
+/* When every layer falls back to f32 (M-LSD with int8.qrl), what ships computes the f32 model: the
+ * output SQNR on the calibration samples is inf with no f32 pass over them (M-LSD large's 48
+ * samples, a tenth of its quantize). A recipe deriving from int8.qrl that asks 200 dB of the
+ * bundled CNN sends every layer back; the oracle: ONNX Runtime runs the f32 model and the export on
+ * the 48 calibrating samples (x[i % 4 != 3]) and finds them apart by f32 rounding alone (over
+ * 120 dB: the export is a rewritten graph, ORT sums in its own order), so the summary's calibrate
+ * figure is inf, QRL's f32 run against itself; --profile lists no f32 pass, and the summary says why. */
+Test(quantize, every_layer_in_f32_measures_the_calibration_samples_without_an_f32_pass)
+{
+    char cmd[4096], recipe[700], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; x = np.load('%s/calib_images.npy')[:64]; "
+             "np.save('%s/af.npy', x); np.save('%s/af_cal.npy', x[np.arange(64) %% 4 != 3])\"",
+             data_dir(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(recipe, sizeof recipe, "%s/af.qrl", dir);
+    FILE *f = fopen(recipe, "w");
+    cr_assert(f);
+    fprintf(f, "import \"int8.qrl\"\nrecipe all_back : int8 {\n  fallback = f32 when sqnr < 20 or output_sqnr < 200\n}\n");
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/af.npy -o %s/af.onnx "
+             "--profile 2>&1",
+             tu_root(), tu_qrl(), recipe, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_assert(strstr(log, "0.0% of ") && strstr(log, "inf dB on the 48 calibration samples") &&
+                  strstr(log, "(no fp32 pass: nothing quantized to measure it against; batch "),
+              "%s", log);
+    char *prof = strstr(log, "profile:");
+    cr_assert(prof && !strstr(prof, "fp32 pass") && strstr(prof, "outputs on the calibration samples"), "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "cd '%s' && ORT_OPT_LEVEL=disabled node tools/ort_sqnr.js examples/fmnist/fmnist_cnn.onnx "
+             "%s/af.onnx %s/af_cal.npy", tu_root(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    double db = 0;
+    const char *s = strstr(log, "\"sqnr_db\":");
+    cr_assert(strstr(log, "\"n\":48") && s && sscanf(s, "\"sqnr_db\":%lf", &db) == 1 && db > 120 &&
+                  strstr(log, "\"nonfinite_test\":0"),
+              "ONNX Runtime: the export is not the f32 model on the calibrating samples: %s", log);
+    free(log);
+}
+
 /* int8.qrl's policy for small calibration files (validate_least = 8): 32 samples hold out 8 (the
  * last of every four) and judge on them; 28 would hold out 7, 4 and 1 would hold out 1: none is held
  * out, all calibrate and judge, a note says so and what file would do, the report has
