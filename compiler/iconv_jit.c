@@ -178,6 +178,31 @@ static int split_operands(const vprog *p, const vinsn *x, int *chain, int *other
     return 1;
 }
 
+/* The instruction `addi acc T` of the program (either order), T an i32 table and the accumulator
+ * read by nothing else, with T's instruction in *tab; -1 when there is none. The fused kernel then
+ * starts its sums at init + T instead of init and takes the addi's value to be the accumulator:
+ * the same i32 values, the sums wrapping (vpdpbusd) as addi does. */
+static int bias_fold(const vprog *p, int *tab)
+{
+    int uses[QC_VEC_MAX_INSNS] = {0};
+    for (int i = 0; i < p->n; i++)
+        for (int k = 0; k < vops[p->in[i].op].nargs && p->in[i].op != V_TAB && p->in[i].op != V_CONST; k++)
+            uses[p->in[i].arg[k]]++;
+    for (int i = 0; i < p->n; i++) {
+        const vinsn *x = &p->in[i];
+        if (x->op != V_ADDI)
+            continue;
+        for (int k = 0; k < 2; k++) {
+            int a = x->arg[k], b = x->arg[1 - k];
+            if (p->in[a].op == V_ACC && uses[a] == 1 && p->in[b].op == V_TAB && p->in[b].type == VT_I32) {
+                *tab = b;
+                return i;
+            }
+        }
+    }
+    return -1;
+}
+
 /* Sets p->fast when the program ends in the requantization tail (vfast) whose values nothing else
  * reads. Without NaNs (none where M is finite and LO, HI are numbers) min, max and add are
  * the same in either operand order, up to the sign of a zero that the byte drops. */
@@ -232,6 +257,11 @@ typedef struct gen {
     gcc_jit_lvalue *pok, *pai[MAX_VECS], *pbi[MAX_VECS], *pz01, *pz23, *pa8, *pb8, *pidx, *bmask, *ft2;
     gcc_jit_lvalue *rr[MAX_VECS], *p01, *p23, *pout;
     gcc_jit_param *p_tabs;
+    /* the fused kernel's bias folded into the accumulators' start (bias_fold): the program's addi
+     * of the accumulator and an i32 table (fold, -1: none), that table (fold_tab), and per vector of
+     * a strip init + the table, made once per strip (binit) */
+    int fold, fold_tab;
+    gcc_jit_lvalue *binit[MAX_VECS];
 } gen;
 
 enum { P_C, P_CRS, P_A, P_TAPS, P_M, P_W, P_INIT, P_K4, P_J0, P_J1, P_N, P_TABS };
@@ -382,6 +412,10 @@ static void emit_insn(gen *g, gcc_jit_block *b, int i, gcc_jit_lvalue *acc, int 
         [V_MINI] = "vpminsd %2, %1, %0", [V_MAXI] = "vpmaxsd %2, %1, %0", [V_ADDF] = "vaddps %2, %1, %0",
         [V_SUBF] = "vsubps %2, %1, %0", [V_MULF] = "vmulps %2, %1, %0", [V_DIVF] = "vdivps %2, %1, %0",
     };
+    if (i == g->fold) { /* the bias is in the accumulator already (bias_fold) */
+        gcc_jit_block_add_assignment(b, NULL, out, rv(acc));
+        return;
+    }
     switch (x->op) {
     case V_ACC: gcc_jit_block_add_assignment(b, NULL, out, rv(acc)); return;
     case V_TAB: asm_load(g, b, out, addr(g, rv(g->tab[x->imm]), rv(g->jb)), 64 * v, mask); return;
@@ -779,6 +813,18 @@ static gcc_jit_block *emit_strip_setup(gen *g, gcc_jit_block *b, int nv)
     gcc_jit_block_add_assignment(part, NULL, g->mask, gcc_jit_context_new_cast(c, NULL, bits, g->t_u16));
     gcc_jit_block_end_with_jump(part, NULL, go);
     b = go;
+    if (g->fold >= 0) { /* the sums' start: init + the bias table, once per strip */
+        gcc_jit_lvalue *t = local(g, g->v16, "bt_%d", g->nblocks, 0);
+        gcc_jit_rvalue *init = addr(g, prm(g, P_INIT), rv(g->jb));
+        gcc_jit_rvalue *tab = addr(g, rv(g->tab[g->ep->in[g->fold_tab].imm]), rv(g->jb));
+        for (int v = 0; v < nv; v++) {
+            gcc_jit_rvalue *mask = v == nv - 1 ? rv(g->mask) : NULL;
+            asm_load(g, b, g->binit[v], init, 64 * v, mask);
+            asm_load(g, b, t, tab, 64 * v, mask);
+            gcc_jit_rvalue *in[2] = {rv(g->binit[v]), rv(t)};
+            asm_vec(g, b, "vpaddd %2, %1, %0", g->binit[v], 0, 0, in, 2);
+        }
+    }
     if (!g->ep || !g->ep->fast.on)
         return b;
     gcc_jit_lvalue *t0 = local(g, g->v16, "s0_%d", g->nblocks, 0), *t1 = local(g, g->v16, "s1_%d", g->nblocks, 0);
@@ -806,7 +852,10 @@ static void emit_tile(gen *g, gcc_jit_block *b, int nv, int64_t step, gcc_jit_bl
     gcc_jit_rvalue *init = addr(g, prm(g, P_INIT), rv(g->jb));
     for (int r = 0; r < g->rows; r++)
         for (int v = 0; v < nv; v++)
-            asm_load(g, b, g->acc[r][v], init, 64 * v, v == nv - 1 ? rv(g->mask) : NULL);
+            if (g->fold >= 0)
+                gcc_jit_block_add_assignment(b, NULL, g->acc[r][v], rv(g->binit[v]));
+            else
+                asm_load(g, b, g->acc[r][v], init, 64 * v, v == nv - 1 ? rv(g->mask) : NULL);
     /* w_t at jb: its strip's rows of tap 0 */
     gcc_jit_block_add_assignment(b, NULL, g->wt,
                                  addr(g, prm(g, P_W), bin(g, GCC_JIT_BINARY_OP_MULT, rv(g->jb), lng(g, g->taps * g->k4))));
@@ -993,6 +1042,8 @@ static void build(gen *g)
         for (int t = 0; t < g->ep->ntabs; t++)
             g->tab[t] = local(g, g->p_i32c, "tab%d", t, 0);
         fast_locals(g);
+        for (int v = 0; g->fold >= 0 && v < g->vecs; v++)
+            g->binit[v] = local(g, g->v16, "binit%d", v, 0);
     }
 
     gcc_jit_block *entry = block(g), *cols = block(g), *pick = block(g), *out = block(g);
@@ -1225,13 +1276,16 @@ static gcc_jit_context *new_context(int64_t taps, int64_t k4, int64_t n, const v
     snprintf(flags, sizeof flags, "%s -mavx512f -mavx512vnni", qc_cpu_flags());
     for (char *save = NULL, *w = strtok_r(flags, " ", &save); w; w = strtok_r(NULL, " ", &save))
         gcc_jit_context_add_command_line_option(c, w);
-    gen g = {.c = c, .taps = taps, .k4 = k4, .n = n, .n16 = (n + 15) / 16 * 16, .groups = k4 / 4, .ep = ep};
+    gen g = {.c = c, .taps = taps, .k4 = k4, .n = n, .n16 = (n + 15) / 16 * 16, .groups = k4 / 4, .ep = ep,
+             .fold = -1, .fold_tab = -1};
     g.packed = ep && ep->fast.on && cpu_bw();
     if (taps == 0) { /* the rows epilogue of ep (qc_rows_ep_jit) */
         build_rows(&g);
         return c;
     }
     qc_iconv_jit_tile(taps, k4, n, &g.rows, &g.vecs);
+    if (ep)
+        g.fold = bias_fold(ep, &g.fold_tab);
     build(&g);
     return c;
 }

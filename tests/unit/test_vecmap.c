@@ -583,6 +583,78 @@ Test(vecmap, packed_tail_gives_the_oracle_bytes)
     qr_module_free(m);
 }
 
+/* Hand-written programs whose bias the fused kernels fold into the sums' start (iconv_jit.c
+ * bias_fold: `addi acc T`, T an i32 table, the accumulator read by nothing else), and ones they must
+ * not fold, against their C transcription: y = sat(acc + T0) with the addi's operands in both
+ * orders, T0 read again after the addi (acc + 2 T0), the accumulator read twice (2 acc + T0: no
+ * fold), and the bias on the second table with the first one's bytes unused by the addi
+ * (acc + T1 - T0). Biases of both signs and near the ends of i32 (the sums wrap, as addi does),
+ * init near the ends too (make_layer); u8 and i8; 1, 2 and 9 taps; strips of 1 to 4 vectors, full
+ * and ragged, several row tiles, the last ragged; all columns in one call and in two split at 64
+ * (as two threads split them). */
+static int32_t fold_oracle(int p, int32_t a, int32_t t0, int32_t t1)
+{
+    uint32_t ua = (uint32_t)a, u0 = (uint32_t)t0, u1 = (uint32_t)t1;
+    switch (p) {
+    case 0:
+    case 1: return (int32_t)(ua + u0);
+    case 2: return (int32_t)(ua + u0 + u0);
+    case 3: return (int32_t)(ua + ua + u0);
+    default: return (int32_t)(ua + u1 - u0);
+    }
+}
+
+Test(vecmap, folded_bias_gives_the_oracle_bytes)
+{
+    if (!has_vnni()) {
+        cr_log_info("no AVX-512 VNNI: no fused kernels");
+        return;
+    }
+    static const char *const progs[] = {
+        "acc;tabi 0;addi 0 1;sati.%s 2",                 /* acc + T0 */
+        "tabi 0;acc;addi 0 1;sati.%s 2",                 /* T0 + acc */
+        "acc;tabi 0;addi 0 1;addi 2 1;sati.%s 3",        /* T0 read again */
+        "acc;tabi 0;addi 0 1;addi 2 0;sati.%s 3",        /* acc read twice: no fold */
+        "tabi 0;tabi 1;acc;addi 1 2;subi 3 0;sati.%s 4", /* the bias in T1 */
+    };
+    static const int64_t shapes[][4] = {{1, 4, 8, 6},  {9, 8, 16, 11}, {1, 16, 24, 19}, {2, 4, 37, 17},
+                                        {1, 16, 64, 13}, {1, 8, 100, 7}, {1, 4, 150, 11}};
+    for (int i8 = 0; i8 < 2; i8++)
+        for (size_t p = 0; p < sizeof progs / sizeof progs[0]; p++) {
+            char prog[128];
+            snprintf(prog, sizeof prog, progs[p], i8 ? "i8" : "u8");
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                layer l;
+                make_layer(&l, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+                int32_t *t = malloc((size_t)(2 * l.n) * sizeof *t);
+                for (int64_t c = 0; c < 2 * l.n; c++) /* small of both signs, and near the ends of i32 */
+                    t[c] = c % 3 == 0 ? (int32_t)(next() % 601) - 300 : c % 3 == 1 ? INT32_MIN + (int32_t)(next() % 400) : (int32_t)next();
+                const int32_t *tabs[2] = {t, t + l.n};
+                for (int64_t i = 0; i < l.rows * l.n; i++) {
+                    int64_t c = i % l.n;
+                    int32_t v = fold_oracle((int)p, l.acc[i], t[c], t[l.n + c]);
+                    l.want[i] = i8 ? (uint8_t)(int8_t)(v < -128 ? -128 : v > 127 ? 127 : v) : (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+                }
+                qr_iconv_ep_fn fused = qc_iconv_jit_ep(l.taps, l.k4, l.n, prog);
+                cr_assert(fused, "%s: no fused kernel", prog);
+                for (int split = 0; split < 2; split++) {
+                    memset(l.got, 0xa5, (size_t)(l.rows * l.n) + 1);
+                    int64_t mid = split && l.n > 64 ? 64 : l.n;
+                    fused(l.got, l.n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, mid, l.n, tabs);
+                    if (mid < l.n)
+                        fused(l.got, l.n, l.a, l.taps, l.rows, l.w, l.init, l.k4, mid, l.n, l.n, tabs);
+                    for (int64_t i = 0; i < l.rows * l.n; i++)
+                        cr_assert_eq(l.got[i], l.want[i], "%s, taps %lld k4 %lld n %lld, split %d: y[%lld][%lld] = %d, want %d (acc %d)",
+                                     prog, (long long)l.taps, (long long)l.k4, (long long)l.n, split,
+                                     (long long)(i / l.n), (long long)(i % l.n), l.got[i], l.want[i], l.acc[i]);
+                    cr_assert_eq(l.got[l.rows * l.n], 0xa5, "written past the last row");
+                }
+                free(t);
+                drop_layer(&l);
+            }
+        }
+}
+
 /* A program the generator does not accept gets no kernel (the caller keeps phase 1). */
 Test(vecmap, malformed_programs_get_no_kernel)
 {
