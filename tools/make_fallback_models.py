@@ -49,6 +49,14 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
+def save(g, path):
+    """g as an opset-13, IR-8 model, checked, at path."""
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
 def save_conv_relu_conv(rng, out, name):
     """Conv 3x3 (4 -> 8, bias) -> Relu -> Conv 1x1 (8 -> 4), weights drawn from rng, as out/name.onnx."""
     w1 = (rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(np.float32)
@@ -61,10 +69,7 @@ def save_conv_relu_conv(rng, out, name):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 8, 8])],
                           [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
                            numpy_helper.from_array(w2, "w2")])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, f"{out}/{name}.onnx")
+    save(g, f"{out}/{name}.onnx")
 
 
 def main(out):
@@ -81,10 +86,7 @@ def main(out):
     ]
     g = helper.make_graph(nodes, "logmel", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 16, 16])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8, 16, 16])], [w, b, lo, hi])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, f"{out}/logmel.onnx")
+    save(g, f"{out}/logmel.onnx")
     x = rng.standard_normal((64, 4, 16, 16)).astype(np.float32)
     x[:, :, :8] *= 1e-3  # quiet rows: Conv outputs near 0, below one quantization step
     np.save(f"{out}/logmel_x.npy", x)
@@ -99,10 +101,7 @@ def main(out):
                            helper.make_node("Conv", ["r", "w", "b"], ["y"], pads=[1, 1, 1, 1])], "spiky",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 32, 32])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6, 32, 32])], [w, b])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, f"{out}/spiky.onnx")
+    save(g, f"{out}/spiky.onnx")
     x = rng.uniform(0, 1, (32, 4, 32, 32)).astype(np.float32)
     x[::8, 0, 0, 0] = 100.0  # rare huge values: r's u8 steps are coarse (local SQNR under 20 dB)
     np.save(f"{out}/spiky_x.npy", x)
@@ -116,10 +115,7 @@ def main(out):
                            helper.make_node("Add", ["b", "c"], ["y"])], "ranking",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1, 8, 8])], [wa, wb, wc])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, f"{out}/ranking.onnx")
+    save(g, f"{out}/ranking.onnx")
     x = rng.standard_normal((32, 3, 8, 8)).astype(np.float32)
     x[::8, 2, 0, 0] = 30.0  # rare large values: c's u8 steps are coarse
     np.save(f"{out}/ranking_x.npy", x)
@@ -146,10 +142,7 @@ def main(out):
     g = helper.make_graph(nodes, "branchy", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 8, 8])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10]),
                            helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 2, 8, 8])], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, f"{out}/branchy.onnx")
+    save(g, f"{out}/branchy.onnx")
     np.save(f"{out}/branchy_x.npy", rng.standard_normal((32, 4, 8, 8)).astype(np.float32))
 
     def int8_levels(shape):  # each output channel's integers, max |k| 127: k * scale is exact in i8
@@ -180,10 +173,7 @@ def main(out):
                            for n, ch in (("a", 32), ("b", 2), ("c", 2))],
                           [numpy_helper.from_array(wa, "wa"), numpy_helper.from_array(wb, "wb"),
                            numpy_helper.from_array(wc, "wc")])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, f"{out}/permac.onnx")
+    save(g, f"{out}/permac.onnx")
     np.save(f"{out}/permac_x.npy", x)
 
     save_conv_relu_conv(rng, out, "dominant")
