@@ -101,68 +101,83 @@ static double gemm_seconds(const qrl_model *m)
     return s;
 }
 
-/* Times model m at one batch size and thread count into r; profile: also prints where the timed
- * runs' time went (the warm-up run left out). */
-static int time_model(const char *model, qrl_model *m, int batch, int threads, double min_time, int profile,
-                      bench_row *r, char *err)
+/* Configures m (threads, with or without the executor's profile), runs it once (the plan, the
+ * packed weights and the kernels the run asked to be compiled are made there and not counted), then
+ * until min_time seconds have passed, at least three runs: each run's ms into (*vals)[i], or with
+ * profile the seconds its convolutions and matrix products took, sorted. */
+static int timed_runs(qrl_model *m, int threads, int profile, qrl_tensor *in, qrl_tensor *out, int nout,
+                      double min_time, double **vals, int *n, char *err)
 {
-    int nin = qrl_model_num_inputs(m), nout = qrl_model_num_outputs(m);
-    qrl_tensor *in = calloc((size_t)nin + 1, sizeof *in), *out = calloc((size_t)nout + 1, sizeof *out);
-    double *ms = NULL, *gemm_s = NULL; /* per timed run: its time, and its convolutions' and products' */
-    int cap = 0, runs = 0, st = 1;
-    if (!in || !out) {
-        snprintf(err, CLI_ERRLEN, "out of memory");
-        goto done;
-    }
-    if (make_inputs(model, m, batch, in, err) != 0)
-        goto done;
-    if (qrl_model_configure(m, threads, QRL_RUN_PROFILE, err, CLI_ERRLEN) != 0)
-        goto done;
-    /* the first run plans the memory and warms the caches; it is not counted */
-    if (qrl_model_run(m, in, out, err, CLI_ERRLEN) != 0)
-        goto done;
+    *vals = NULL;
+    *n = 0;
+    if (qrl_model_configure(m, threads, profile ? QRL_RUN_PROFILE : 0, err, CLI_ERRLEN) != 0 ||
+        qrl_model_run(m, in, out, err, CLI_ERRLEN) != 0)
+        return 1;
     cli_tensors_free(out, nout);
     /* the kernels it asked to be compiled in the background (iconv-jit=auto) would replace the
      * generic ones during the timed runs: those time the steady state instead */
     qrl_shape_kernels_wait();
     qrl_model_profile_reset(m);
-    double start = now_s();
+    double *v = NULL, start = now_s();
+    int cap = 0, runs = 0;
     while (runs < 3 || now_s() - start < min_time) {
         if (runs == cap) {
-            cap = cap ? cap * 2 : 16;
-            double *grown = realloc(ms, (size_t)cap * sizeof *ms);
-            if (grown)
-                ms = grown;
-            double *grown_g = grown ? realloc(gemm_s, (size_t)cap * sizeof *gemm_s) : NULL;
-            if (grown_g)
-                gemm_s = grown_g;
-            if (!grown_g) {
+            double *grown = realloc(v, (size_t)(cap = cap ? cap * 2 : 16) * sizeof *v);
+            if (!grown) {
+                free(v);
                 snprintf(err, CLI_ERRLEN, "out of memory");
-                goto done;
+                return 1;
             }
+            v = grown;
         }
-        double t0 = now_s(), g0 = gemm_seconds(m);
-        if (qrl_model_run(m, in, out, err, CLI_ERRLEN) != 0)
-            goto done;
-        ms[runs] = (now_s() - t0) * 1e3;
-        gemm_s[runs++] = gemm_seconds(m) - g0;
+        double t0 = now_s(), g0 = profile ? gemm_seconds(m) : 0;
+        if (qrl_model_run(m, in, out, err, CLI_ERRLEN) != 0) {
+            free(v);
+            return 1;
+        }
+        v[runs++] = profile ? gemm_seconds(m) - g0 : (now_s() - t0) * 1e3;
         cli_tensors_free(out, nout);
     }
+    qsort(v, (size_t)runs, sizeof *v, cmp_double);
+    *vals = v;
+    *n = runs;
+    return 0;
+}
+
+static double median(const double *v, int n) { return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2; }
+
+/* Times model m at one batch size and thread count into r; profile: also prints where the
+ * profiled runs' time went (the warm-up run left out). The timed runs run without the executor's
+ * profile (a clock read around every node: 3% of a small CNN's batch-1 run, which ONNX Runtime's
+ * rows do not pay); the GMAC/s of the convolutions and products come from profiled runs after
+ * them, for half the time. */
+static int time_model(const char *model, qrl_model *m, int batch, int threads, double min_time, int profile,
+                      bench_row *r, char *err)
+{
+    int nin = qrl_model_num_inputs(m), nout = qrl_model_num_outputs(m);
+    qrl_tensor *in = calloc((size_t)nin + 1, sizeof *in), *out = calloc((size_t)nout + 1, sizeof *out);
+    double *ms = NULL, *gemm_s = NULL; /* per run: its time; per profiled run: its convolutions' and products' */
+    int runs = 0, pruns = 0, st = 1;
+    if (!in || !out) {
+        snprintf(err, CLI_ERRLEN, "out of memory");
+        goto done;
+    }
+    if (make_inputs(model, m, batch, in, err) != 0 || timed_runs(m, threads, 0, in, out, nout, min_time, &ms, &runs, err) != 0 ||
+        timed_runs(m, threads, 1, in, out, nout, min_time / 2, &gemm_s, &pruns, err) != 0)
+        goto done;
     double macs = 0;
     qrl_node_profile p;
     for (int i = 0; qrl_model_profile(m, i, &p) == 0; i++)
         macs += p.macs > 0 ? p.macs : 0;
     if (profile && cli_print_profile(stdout, m, 20) != 0)
         goto done;
-    qsort(ms, (size_t)runs, sizeof *ms, cmp_double);
-    qsort(gemm_s, (size_t)runs, sizeof *gemm_s, cmp_double);
-    double gemm = runs % 2 ? gemm_s[runs / 2] : (gemm_s[runs / 2 - 1] + gemm_s[runs / 2]) / 2;
+    double gemm = median(gemm_s, pruns);
     r->batch = batch;
     r->threads = threads;
     r->runs = runs;
-    r->ms_median = runs % 2 ? ms[runs / 2] : (ms[runs / 2 - 1] + ms[runs / 2]) / 2;
+    r->ms_median = median(ms, runs);
     r->ms_min = ms[0];
-    r->macs_per_run = macs / runs;
+    r->macs_per_run = macs / pruns;
     /* the median run's: a run another process preempted does not drag it down as a mean would */
     r->gmacs = gemm > 0 ? r->macs_per_run / gemm * 1e-9 : 0;
     st = 0;
