@@ -478,6 +478,28 @@ static void gather_rows_bytes(const nhwc_job *j, int64_t r0, int64_t rows, uint8
 /* Bytes of the padded input rows gather_rows keeps on the stack for a run of pixels. */
 enum { GATHER_STACK = 8192 };
 
+/* One padded row of gather_rows (bytes [q0, q1) read from src + q and flipped, xz elsewhere, up
+ * to span + 8) in whole 64-byte stores. Written byte by byte and word by word, the row made most
+ * pixels' word loads straddle two stores still in flight, which store-to-load forwarding cannot
+ * serve: the load waited for both to reach the cache (12% of the bundled CNN's batch-1 run, in
+ * its 1-channel stem). A load within one 64-byte store is served from it. The masked-off bytes
+ * are never read (src + q outside [q0, q1) may lie outside the image). */
+__attribute__((target("avx512f,avx512bw"))) static void pad_row_avx512(uint8_t *p, uintptr_t src, int64_t q0,
+                                                                       int64_t q1, int64_t span, uint8_t xz,
+                                                                       uint8_t flip)
+{
+    const __m512i fill = _mm512_set1_epi8((char)xz), fl = _mm512_set1_epi8((char)flip);
+    for (int64_t c = 0; c < span + 8; c += 64) {
+        int64_t lo = q0 - c > 0 ? q0 - c : 0, hi = q1 - c < 64 ? q1 - c : 64;
+        __mmask64 m = 0;
+        if (hi > lo)
+            m = (hi - lo == 64 ? ~0ull : (1ull << (hi - lo)) - 1) << lo;
+        __m512i v = _mm512_mask_loadu_epi8(fill, m, (const void *)(src + (uintptr_t)c));
+        v = _mm512_mask_blend_epi8(m, v, _mm512_xor_si512(v, fl));
+        _mm512_storeu_si512(p + c, v);
+    }
+}
+
 /* With few input channels (a first layer's 1 or 3) a window position is less than one word of
  * k: each pixel's whole window goes into one row of C * taps bytes in the weights' own order (c,
  * ky, kx; padding as xz, i8 turned into u8, zeros past K up to k4), and the kernel runs with one
@@ -494,13 +516,16 @@ static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *bu
     const int64_t cs = j->x_nchw ? H * W : 1, ps = j->x_nchw ? 1 : C; /* channel and pixel strides */
     const int64_t nseg = C * KH, K = C * j->taps, reach = (KW - 1) * dx + 1;
     /* each segment's padded row: the run's span and a word of slack for the last pixel's load */
-    int64_t most = GATHER_STACK / nseg - 8 - reach;
+    int64_t most = (GATHER_STACK - 64) / nseg - 8 - reach; /* 64: pad_row_avx512's last store */
     if (most < 0) {
         gather_rows_bytes(j, r0, rows, buf, a);
         return;
     }
     most = most / sx + 1; /* pixels per run */
     _Alignas(64) uint8_t pad[GATHER_STACK];
+    static int avx512bw = -1;
+    if (avx512bw < 0)
+        avx512bw = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
     const uint8_t flip = j->flip, xz = (uint8_t)j->xz;
     const uint64_t flip8 = flip * 0x0101010101010101ull;
     /* the last segment's word with its bytes past KW zeroed: the row's zeros from K to K + 8 - KW
@@ -521,6 +546,12 @@ static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *bu
             for (int64_t ky = 0; ky < KH; ky++) {
                 uint8_t *p = pad + (c * KH + ky) * pstride;
                 int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+                if (avx512bw && ps == 1) {
+                    int inside = iy >= 0 && iy < H;
+                    pad_row_avx512(p, (uintptr_t)(img + c * cs + (inside ? iy : 0) * W) + (uintptr_t)ix0,
+                                   inside ? q0 : 0, inside ? q1 : 0, span, xz, flip);
+                    continue;
+                }
                 if (iy < 0 || iy >= H) {
                     memset(p, xz, (size_t)span);
                     continue;
@@ -542,6 +573,7 @@ static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *bu
                         p[q] = r[(ix0 + q) * ps] ^ flip;
                 memset(p + q1, xz, (size_t)(span - q1));
             }
+
         for (int64_t t = 0; t < run; t++) {
             uint8_t *row = buf + (i + t) * j->k4, *d = row;
             const uint8_t *p = pad + t * sx;
