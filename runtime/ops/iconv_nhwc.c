@@ -152,9 +152,10 @@ static void window_setup(nhwc_job *j, int64_t *tap_off)
     j->tap_off = tap_off;
     j->run_off = NULL;
     if (j->taps <= 16) {
-        int64_t *run = tap_off + j->taps;
-        for (int64_t i = 0; i < RUN_BLOCK * j->taps; i++)
-            run[i] = i / j->taps * g->stride[1] * j->cs + tap_off[i % j->taps];
+        int64_t *run = tap_off + j->taps, *at = run;
+        for (int64_t q = 0; q < RUN_BLOCK; q++) /* no division per offset: about 1% of the small ResNet's samples at batch 1 */
+            for (int64_t t = 0; t < j->taps; t++)
+                *at++ = q * g->stride[1] * j->cs + tap_off[t];
         j->run_off = run;
     }
     interior(g->pad_begin[0], g->stride[0], (g->kernel[0] - 1) * g->dilation[0], g->big[0], g->small[0], &j->oy0, &j->oy1);
