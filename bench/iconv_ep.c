@@ -4,7 +4,10 @@
  * of the output bytes, so that two generators can be compared for time and bits (docs/runtime.md,
  * stop 37). Channel values of a real layer's kind: multipliers 1e-4 to 1e-2, biases within
  * +-1000, the output zero point at T's bottom and a Relu. Not part of `make bench`. Build and run
- * (after `make`; `u8` or `i8` output; ONLY=i times shape i alone; MUL=k takes k times the pixels):
+ * (after `make`; `u8` or `i8` output; ONLY=i times shape i alone; MUL=k takes k times the pixels;
+ * a second argument `3x3`: the small ResNet's 3 x 3 shapes instead, 9 taps a pixel pointed at rows
+ * of random bytes and random panels, for time and bits, not a convolution's meaning, docs/runtime.md
+ * stop 39):
  *   cc -O2 -Iruntime -Icompiler -Iinclude -I/usr/lib/gcc/x86_64-linux-gnu/12/include bench/iconv_ep.c \
  *      build/libqrl.a -lprotobuf-c -L/usr/lib/gcc/x86_64-linux-gnu/12 -lgccjit -ldl -lm -lpthread \
  *      -o build/iconv_ep_bench && bash tools/freeze.sh build/iconv_ep_bench u8
@@ -36,7 +39,7 @@ static double now_s(void)
 
 int main(int argc, char **argv)
 {
-    int i8 = argc > 1 && argv[1][0] == 'i';
+    int i8 = argc > 1 && argv[1][0] == 'i', k3 = argc > 2 && !strcmp(argv[2], "3x3");
     /* stdlib/kernels.qrl qlinear.nhwc<T>'s program (tests/unit/test_vecmap.c the_stdlib_requantization) */
     char prog[256];
     snprintf(prog, sizeof prog,
@@ -46,25 +49,34 @@ int main(int argc, char **argv)
     static const int64_t shapes[][3] = {{32, 16, 12544}, {16, 96, 12544}, {96, 24, 3136}, {24, 144, 3136},
                                         {144, 24, 3136}, {32, 192, 784},  {192, 32, 784}, {64, 384, 196},
                                         {320, 1280, 49}, {96, 576, 196}};
+    /* the small ResNet's 3 x 3 layers at batch 1: K, N, pixels */
+    static const int64_t shapes3[][3] = {{16, 16, 1024}, {16, 32, 256}, {32, 32, 256}, {32, 64, 64}, {64, 64, 64}};
+    int64_t taps = k3 ? 9 : 1;
+    size_t nshapes = k3 ? sizeof shapes3 / sizeof shapes3[0] : sizeof shapes / sizeof shapes[0];
     const char *only = getenv("ONLY"), *mul = getenv("MUL");
     int64_t times = mul ? atoll(mul) : 1;
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    for (size_t s = 0; s < nshapes; s++) {
         if (only && (size_t)atoi(only) != s)
             continue;
-        int64_t k4 = shapes[s][0], n = shapes[s][1], m = shapes[s][2] * (times > 0 ? times : 1), n16 = (n + 15) / 16 * 16;
+        const int64_t *sh = k3 ? shapes3[s] : shapes[s];
+        int64_t k4 = sh[0], n = sh[1], m = sh[2] * (times > 0 ? times : 1), n16 = (n + 15) / 16 * 16;
         uint8_t *x = malloc((size_t)(m * k4)), *y = malloc((size_t)(m * n));
-        const uint8_t **a = malloc((size_t)m * sizeof *a);
-        int8_t *w = aligned_alloc(64, (size_t)(k4 * n16 * 4)), *wt = malloc((size_t)(k4 * n));
+        const uint8_t **a = malloc((size_t)(m * taps) * sizeof *a);
+        int8_t *w = aligned_alloc(64, (size_t)(taps * k4 * n16 * 4)), *wt = malloc((size_t)(k4 * n));
         int32_t *init = malloc((size_t)n16 * 4), *lanes = malloc((size_t)(5 * n) * 4);
         if (!x || !y || !a || !w || !wt || !init || !lanes)
             return 1;
         for (int64_t i = 0; i < m * k4; i++)
             x[i] = (uint8_t)next();
-        for (int64_t i = 0; i < m; i++)
-            a[i] = x + i * k4;
+        for (int64_t i = 0; i < m * taps; i++)
+            a[i] = x + (i / taps + i % taps * 37) % m * k4;
         for (int64_t i = 0; i < k4 * n; i++)
             wt[i] = (int8_t)next();
-        qr_iconv_pack_w(w, wt, 1, k4, k4, n, k4 * n, n, 1);
+        if (taps == 1)
+            qr_iconv_pack_w(w, wt, 1, k4, k4, n, k4 * n, n, 1);
+        else
+            for (int64_t i = 0; i < taps * k4 * n16; i++)
+                w[i] = (int8_t)next();
         for (int64_t j = 0; j < n; j++) {
             init[j] = (int32_t)(next() % 20001) - 10000;
             float mm = 1e-4f * (float)(1 + next() % 100), lo = i8 ? -128.0f : 0.0f, hi = 1e30f;
@@ -77,7 +89,7 @@ int main(int argc, char **argv)
         const int32_t *tabs[5];
         for (int t = 0; t < 5; t++)
             tabs[t] = lanes + t * n;
-        qr_iconv_ep_fn f = qc_iconv_jit_ep(1, k4, n, prog);
+        qr_iconv_ep_fn f = qc_iconv_jit_ep(taps, k4, n, prog);
         if (!f) {
             fprintf(stderr, "no fused kernel (AVX-512 VNNI, libgccjit)\n");
             return 1;
@@ -87,15 +99,15 @@ int main(int argc, char **argv)
             double t0 = now_s();
             for (int it = 0; it < 5; it++)
                 for (int64_t r0 = 0; r0 < m; r0 += 256)
-                    f(y + r0 * n, n, a + r0, 1, m - r0 < 256 ? m - r0 : 256, w, init, k4, 0, n, n, tabs);
+                    f(y + r0 * n, n, a + r0 * taps, taps, m - r0 < 256 ? m - r0 : 256, w, init, k4, 0, n, n, tabs);
             double t = (now_s() - t0) / 5;
             best = t < best ? t : best;
         }
         uint64_t h = 1469598103934665603ull;
         for (int64_t i = 0; i < m * n; i++)
             h = (h ^ y[i]) * 1099511628211ull;
-        printf("K %4lld N %4lld pixels %6lld: %8.1f us %6.1f GMAC/s  bytes %016llx\n", (long long)k4, (long long)n,
-               (long long)m, best * 1e6, (double)(k4 * n * m) / best * 1e-9, (unsigned long long)h);
+        printf("K %4lld N %4lld pixels %6lld: %8.1f us %6.1f GMAC/s  bytes %016llx\n", (long long)(k4 * taps), (long long)n,
+               (long long)m, best * 1e6, (double)(taps * k4 * n * m) / best * 1e-9, (unsigned long long)h);
         free(x);
         free(y);
         free((void *)a);
