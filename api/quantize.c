@@ -444,26 +444,84 @@ void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out)
     *out = (qrl_quant_summary){
         .nodes_pattern = z->nodes_pattern, .nodes_affine = z->nodes_affine, .nodes_float = z->nodes_float,
         .activations = z->nlayers - z->ndynamic, .dynamic = z->ndynamic, .weights = z->weights, .fallbacks = z->fallbacks,
-        .widened = z->widened,
         .kernels = ig->kernels, .lookups = ig->lookups, .int_ops = ig->int_ops,
         .requants = ig->requants, .islands = ig->islands, .samples = z->samples, .calib_ms = z->calib_ms,
         .fp32_ms = z->fp32_ms, .output_sqnr = z->output_sqnr, .output_nonfinite = z->output_nonfinite,
         .validate_samples = z->validate_samples, .output_sqnr_calib = z->output_sqnr_calib,
         .output_cosine = z->output_cosine, .output_agreement = z->output_agreement,
-        .output_sqnr_pooled = z->output_sqnr_pooled, .output_sqnr_worst = z->output_sqnr_worst,
-        .output_worst = z->output_worst, .n_outputs = z->n_outputs, .output_samples = z->output_samples,
-        .output_sqnr_energy = z->output_sqnr_energy,
         .macs = z->macs, .macs_int = z->macs_int, .top1_fp32 = z->top1_fp32, .top1_int8 = z->top1_int8,
-        .top1_samples = z->top1_samples, .batch = z->batch, .weight_only = !z->ig, .acc_bits = z->acc_bits,
-        .acc_saturate = z->acc_saturate, .weight_bytes = z->weight_bytes, .weight_f32_bytes = z->weight_f32_bytes,
-        .weights_4bit = z->weights_4bit};
+        .top1_samples = z->top1_samples};
+}
+
+int qrl_quantized_widened(const qrl_quantized *q)
+{
+    return q->q->widened;
+}
+
+int qrl_quantized_batch(const qrl_quantized *q)
+{
+    return q->q->batch;
+}
+
+int qrl_quantized_weight_only(const qrl_quantized *q)
+{
+    return !q->q->ig;
+}
+
+void qrl_quantized_output_figures(const qrl_quantized *q, int *n_outputs, double *pooled, double *worst,
+                                  const char **worst_name, const char **samples_fn, double *energy)
+{
+    const qr_quantized *z = q->q;
+    if (n_outputs)
+        *n_outputs = z->n_outputs;
+    if (pooled)
+        *pooled = z->output_sqnr_pooled;
+    if (worst)
+        *worst = z->output_sqnr_worst;
+    if (worst_name)
+        *worst_name = z->output_worst;
+    if (samples_fn)
+        *samples_fn = z->output_samples;
+    if (energy)
+        *energy = z->output_sqnr_energy;
+}
+
+void qrl_quantized_accumulator(const qrl_quantized *q, int *bits, int *saturate, int64_t *sums, int64_t *overflows,
+                               int *layers, int *overflowing)
+{
+    const qr_quantized *z = q->q;
+    int64_t s = 0, o = 0;
+    int nl = 0, no = 0;
     for (int i = 0; i < z->nlayers; i++)
         if (z->layers[i].acc_on) {
-            out->acc_layers++;
-            out->acc_layers_overflowing += z->layers[i].acc_overflows > 0;
-            out->acc_sums += z->layers[i].acc_sums;
-            out->acc_overflows += z->layers[i].acc_overflows;
+            nl++;
+            no += z->layers[i].acc_overflows > 0;
+            s += z->layers[i].acc_sums;
+            o += z->layers[i].acc_overflows;
         }
+    if (bits)
+        *bits = z->acc_bits;
+    if (saturate)
+        *saturate = z->acc_saturate;
+    if (sums)
+        *sums = s;
+    if (overflows)
+        *overflows = o;
+    if (layers)
+        *layers = nl;
+    if (overflowing)
+        *overflowing = no;
+}
+
+void qrl_quantized_weight_bytes(const qrl_quantized *q, int64_t *bytes, int64_t *f32_bytes, int *weights_4bit)
+{
+    const qr_quantized *z = q->q;
+    if (bytes)
+        *bytes = z->weight_bytes;
+    if (f32_bytes)
+        *f32_bytes = z->weight_f32_bytes;
+    if (weights_4bit)
+        *weights_4bit = z->weights_4bit;
 }
 
 int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out)
@@ -471,8 +529,17 @@ int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out)
     if (i < 0 || i >= q->q->nlayers)
         return 1;
     const qr_qlayer *l = &q->q->layers[i];
-    *out = (qrl_layer_info){.value = l->value, .sqnr = l->sqnr, .sqnr_int = l->sqnr_int, .top1_delta = l->top1_delta,
-                            .acc_sums = l->acc_on ? l->acc_sums : -1, .acc_overflows = l->acc_on ? l->acc_overflows : -1};
+    *out = (qrl_layer_info){.value = l->value, .sqnr = l->sqnr, .sqnr_int = l->sqnr_int, .top1_delta = l->top1_delta};
+    return 0;
+}
+
+int qrl_quantized_layer_acc(const qrl_quantized *q, int i, int64_t *sums, int64_t *overflows)
+{
+    if (i < 0 || i >= q->q->nlayers)
+        return 1;
+    const qr_qlayer *l = &q->q->layers[i];
+    *sums = l->acc_on ? l->acc_sums : -1;
+    *overflows = l->acc_on ? l->acc_overflows : -1;
     return 0;
 }
 
@@ -498,8 +565,24 @@ int qrl_quantized_search_try(const qrl_quantized *q, int i, qrl_search_try *out)
     if (i < 0 || i >= q->q->ntries)
         return 1;
     const qr_search_try *t = &q->q->tries[i];
-    *out = (qrl_search_try){.fallen_back = t->fallen_back, .widened = t->widened, .samples = t->samples, .ran = t->ran, .holds = t->holds,
+    *out = (qrl_search_try){.fallen_back = t->fallen_back, .samples = t->samples, .holds = t->holds,
                             .output_sqnr = t->output_sqnr};
+    return 0;
+}
+
+int qrl_quantized_search_try_ran(const qrl_quantized *q, int i, int64_t *out)
+{
+    if (i < 0 || i >= q->q->ntries)
+        return 1;
+    *out = q->q->tries[i].ran;
+    return 0;
+}
+
+int qrl_quantized_search_try_widened(const qrl_quantized *q, int i, int *out)
+{
+    if (i < 0 || i >= q->q->ntries)
+        return 1;
+    *out = q->q->tries[i].widened;
     return 0;
 }
 

@@ -137,9 +137,11 @@ static void print_side_by_side(const char *recipe, const char *name, const qrl_q
     else
         printf("output:   SQNR %.1f dB against f32 on the calibration samples; %.1f%% of MACs in integers",
                qz->output_sqnr, qz->macs > 0 ? 100.0 * qz->macs_int / qz->macs : 0.0);
-    if (qz->output_samples) /* the recipe's samples = F judged, not the samples pooled */
-        printf("; samples = %s of each sample's own (pooled over the samples: %.1f dB)", qz->output_samples,
-               qz->output_sqnr_energy);
+    const char *samples_fn;
+    double energy;
+    qrl_quantized_output_figures(q, NULL, NULL, NULL, NULL, &samples_fn, &energy);
+    if (samples_fn) /* the recipe's samples = F judged, not the samples pooled */
+        printf("; samples = %s of each sample's own (pooled over the samples: %.1f dB)", samples_fn, energy);
     printf("\n");
 }
 

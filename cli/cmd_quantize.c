@@ -224,8 +224,9 @@ static void print_sqnr(const qrl_quantized *q, const qrl_quant_summary *s)
             iworst = l.sqnr_int, iworst_name = l.value;
     }
     char widened[64] = ""; /* fallback = u16 then f32: the layers its 16-bit step kept on the integers */
-    if (s->widened)
-        snprintf(widened, sizeof widened, ", %d to 16 bits", s->widened);
+    int nw = qrl_quantized_widened(q);
+    if (nw)
+        snprintf(widened, sizeof widened, ", %d to 16 bits", nw);
     if (s->activations)
         printf("sqnr:      lowest %.1f dB (%s), in the integer graph %.1f dB (%s); %d tensor%s fell back to f32%s\n",
                worst, worst_name, iworst, iworst_name, s->fallbacks, s->fallbacks == 1 ? "" : "s", widened);
@@ -246,17 +247,19 @@ static void print_top1(const qrl_quantized *q, const qrl_quant_summary *s)
 }
 
 /* accumulate = iN: how often the narrow accumulators overflowed, and where most. */
-static void print_accumulator(const qrl_quantized *q, const qrl_quant_summary *s)
+static void print_accumulator(const qrl_quantized *q, int bits, int saturate, int64_t sums, int64_t overflows,
+                              int layers, int overflowing)
 {
-    qrl_layer_info l, worst = {.acc_overflows = 0};
-    for (int i = 0; qrl_quantized_layer(q, i, &l) == 0; i++)
-        if (l.acc_overflows > worst.acc_overflows)
-            worst = l;
-    printf("accumulator: i%d, %s: %lld of %lld partial sums left its range (%d of %d layers)", s->acc_bits,
-           s->acc_saturate ? "saturating" : "wrapping", (long long)s->acc_overflows, (long long)s->acc_sums,
-           s->acc_layers_overflowing, s->acc_layers);
-    if (worst.acc_overflows > 0)
-        printf("; most in %s (%lld)", worst.value, (long long)worst.acc_overflows);
+    qrl_layer_info l;
+    const char *worst = NULL;
+    int64_t worst_over = 0, lsums, lover;
+    for (int i = 0; qrl_quantized_layer(q, i, &l) == 0 && qrl_quantized_layer_acc(q, i, &lsums, &lover) == 0; i++)
+        if (lover > worst_over)
+            worst = l.value, worst_over = lover;
+    printf("accumulator: i%d, %s: %lld of %lld partial sums left its range (%d of %d layers)", bits,
+           saturate ? "saturating" : "wrapping", (long long)overflows, (long long)sums, overflowing, layers);
+    if (worst)
+        printf("; most in %s (%lld)", worst, (long long)worst_over);
     printf("\n");
 }
 
@@ -288,22 +291,30 @@ static void print_mixed(const qrl_quantized *q)
 }
 
 /* The quantized weights' integers at their width (4-bit ones two to a byte) against their f32. */
-static void print_weight_bytes(const qrl_quant_summary *q)
+static void print_weight_bytes(const qrl_quantized *qz, const qrl_quant_summary *q)
 {
-    if (q->weight_f32_bytes > 0)
-        printf("bytes:     %lld of weight integers (%d of %d weights 4-bit), %lld in f32: %.3fx\n",
-               (long long)q->weight_bytes, q->weights_4bit, q->weights, (long long)q->weight_f32_bytes,
-               (double)q->weight_bytes / (double)q->weight_f32_bytes);
+    int64_t bytes, f32_bytes;
+    int w4;
+    qrl_quantized_weight_bytes(qz, &bytes, &f32_bytes, &w4);
+    if (f32_bytes > 0)
+        printf("bytes:     %lld of weight integers (%d of %d weights 4-bit), %lld in f32: %.3fx\n", (long long)bytes,
+               w4, q->weights, (long long)f32_bytes, (double)bytes / (double)f32_bytes);
 }
 
 static void print_summary(const quantize_args *a, const qrl_quantized *qz)
 {
     qrl_quant_summary s, *q = &s;
     qrl_quantized_summary(qz, &s);
+    int batch = qrl_quantized_batch(qz), n_outputs, acc_bits, acc_saturate, acc_layers, acc_overflowing;
+    double pooled, worst, energy;
+    const char *worst_name, *samples_fn;
+    int64_t acc_sums, acc_overflows;
+    qrl_quantized_output_figures(qz, &n_outputs, &pooled, &worst, &worst_name, &samples_fn, &energy);
+    qrl_quantized_accumulator(qz, &acc_bits, &acc_saturate, &acc_sums, &acc_overflows, &acc_layers, &acc_overflowing);
     printf("quantized: %s -> %s\n", a->model, a->outp);
-    if (q->weight_only) { /* no integer graph, nothing calibrated: the weights, and the outputs' error */
+    if (qrl_quantized_weight_only(qz)) { /* no integer graph, nothing calibrated: the weights, and the outputs' error */
         printf("weights:   %d quantized (weight-only: activations stay f32)\n", q->weights);
-        print_weight_bytes(q);
+        print_weight_bytes(qz, q);
         if (q->validate_samples > 0)
             printf("output:    SQNR %.1f dB against f32 on %lld held-out samples%s; %.1f dB on the %lld it chose on\n",
                    q->output_sqnr, (long long)q->validate_samples, q->output_nonfinite ? ", NOT FINITE" : "",
@@ -328,31 +339,31 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
                q->dynamic, q->weights);
     else
         printf("tensors:   %d activations, %d weights\n", q->activations, q->weights);
-    print_weight_bytes(q);
+    print_weight_bytes(qz, q);
     printf("lowered:   %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
            q->kernels, q->lookups, q->int_ops, q->requants, q->islands);
     if (q->fp32_ms > 0 || q->calib_ms <= 0)
         printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms, ratio %.2f; batch %d)\n",
-               (long long)q->samples, q->calib_ms, q->fp32_ms, q->fp32_ms > 0 ? q->calib_ms / q->fp32_ms : 0.0, q->batch);
+               (long long)q->samples, q->calib_ms, q->fp32_ms, q->fp32_ms > 0 ? q->calib_ms / q->fp32_ms : 0.0, batch);
     else /* every layer fell back: nothing to measure on the calibration samples needs the pass */
         printf("calibration: %lld samples in %.0f ms (no fp32 pass: nothing quantized to measure it against; "
-               "batch %d)\n", (long long)q->samples, q->calib_ms, q->batch);
+               "batch %d)\n", (long long)q->samples, q->calib_ms, batch);
     print_sqnr(qz, q);
     char judged[200] = ""; /* samples = F: each sample's SQNR reduced by F, not their sums pooled */
-    if (q->output_samples)
+    if (samples_fn)
         snprintf(judged, sizeof judged, ", samples = %s of each sample's own (pooled over the samples: %.1f dB)",
-                 q->output_samples, q->output_sqnr_energy);
+                 samples_fn, energy);
     printf("output:    SQNR %.1f dB against f32 (the integer graph)%s%s; %.1f%% of %.3g MACs per sample in integers\n",
            q->output_sqnr, judged, q->output_nonfinite ? ", NOT FINITE" : "",
            q->macs > 0 ? 100.0 * q->macs_int / q->macs : 0.0, q->macs);
-    if (q->output_worst && q->n_outputs > 1)
-        printf("worst:     output '%s' %.1f dB on its own (%s); all %d together %.1f dB\n", q->output_worst,
-               q->output_sqnr_worst, q->output_sqnr == q->output_sqnr_worst ? "what the fallback judged" : "the recipe's outputs = worst judges by it",
-               q->n_outputs, q->output_sqnr_pooled);
+    if (worst_name && n_outputs > 1)
+        printf("worst:     output '%s' %.1f dB on its own (%s); all %d together %.1f dB\n", worst_name, worst,
+               q->output_sqnr == worst ? "what the fallback judged" : "the recipe's outputs = worst judges by it",
+               n_outputs, pooled);
     printf("agreement: cosine %.5f to f32's outputs; %.1f%% of output rows have f32's argmax\n", q->output_cosine,
            100.0 * q->output_agreement);
-    if (q->acc_layers > 0)
-        print_accumulator(qz, q);
+    if (acc_layers > 0)
+        print_accumulator(qz, acc_bits, acc_saturate, acc_sums, acc_overflows, acc_layers, acc_overflowing);
     print_mixed(qz);
     if (q->validate_samples > 0)
         printf("validate:  the SQNR above and the fallback's decisions on %lld held-out samples; %.1f dB on the %lld "
@@ -395,12 +406,17 @@ static void print_profile(const qrl_quantized *qz, const double t[3][2])
     qrl_search_try s;
     int64_t ran = 0;
     int i = 0;
-    for (; qrl_quantized_search_try(qz, i, &s) == 0; i++, ran += s.ran) {
+    for (; qrl_quantized_search_try(qz, i, &s) == 0; i++) {
+        int64_t tr = 0;
+        int tw = 0;
+        qrl_quantized_search_try_ran(qz, i, &tr);
+        qrl_quantized_search_try_widened(qz, i, &tw);
+        ran += tr;
         char w16[32] = ""; /* fallback = u16 then f32: the layers at 16 bits */
-        if (s.widened)
-            snprintf(w16, sizeof w16, ", %d at 16 bits", s.widened);
+        if (tw)
+            snprintf(w16, sizeof w16, ", %d at 16 bits", tw);
         printf("%s %3d in f32%s on %4lld samples (%4lld run): %-5s %.2f dB\n", i ? "          " : "tries:    ",
-               s.fallen_back, w16, (long long)s.samples, (long long)s.ran, s.holds ? "holds" : "fails", s.output_sqnr);
+               s.fallen_back, w16, (long long)s.samples, (long long)tr, s.holds ? "holds" : "fails", s.output_sqnr);
     }
     if (i)
         printf("           %d measurements of the outputs, %lld sample runs\n", i, (long long)ran);

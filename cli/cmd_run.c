@@ -417,8 +417,9 @@ static void print_stats(const qrl_model *m, double ms, int threads, int runs, in
         printf("memory: arena %zu bytes for %zu bytes of intermediates (%.1f%%)\n", st.arena_bytes, st.sum_bytes,
                st.sum_bytes ? 100.0 * (double)st.arena_bytes / (double)st.sum_bytes : 0.0);
     printf("workspace: %zu bytes of kernel scratch, kept across runs\n", st.work_bytes);
-    if (st.banded_nodes)
-        printf("bands: %d nodes run in chains by bands of rows\n", st.banded_nodes);
+    int banded = qrl_model_banded_nodes(m);
+    if (banded)
+        printf("bands: %d nodes run in chains by bands of rows\n", banded);
 }
 
 int cli_run(int argc, char **argv)

@@ -11,7 +11,14 @@ typedef struct op_row {
     double seconds, macs;
 } op_row;
 
-static const qrl_node_profile *sort_prof;
+/* a node's figures and, from a call of their own (qrl.h), its op and name */
+typedef struct node_row {
+    double seconds, macs;
+    int64_t runs;
+    const char *op, *name;
+} node_row;
+
+static const node_row *sort_prof;
 
 static int by_node_time(const void *a, const void *b)
 {
@@ -41,7 +48,7 @@ int cli_print_profile(FILE *f, const qrl_model *m, int top)
         n++;
     int *order = malloc(((size_t)n + 1) * sizeof *order);
     op_row *ops = calloc((size_t)n + 1, sizeof *ops);
-    qrl_node_profile *p = calloc((size_t)n + 1, sizeof *p);
+    node_row *p = calloc((size_t)n + 1, sizeof *p);
     if (!order || !ops || !p) {
         free(order);
         free(ops);
@@ -49,8 +56,11 @@ int cli_print_profile(FILE *f, const qrl_model *m, int top)
         fprintf(stderr, "qrl: out of memory\n");
         return 1;
     }
-    for (int i = 0; i < n; i++)
-        qrl_model_profile(m, i, &p[i]); /* left zero (not run) when m does not profile */
+    for (int i = 0; i < n; i++) { /* left zero (not run) when m does not profile */
+        qrl_node_profile np = {0};
+        if (qrl_model_profile(m, i, &np) == 0 && qrl_model_profile_node(m, i, &p[i].op, &p[i].name) == 0)
+            p[i].seconds = np.seconds, p[i].macs = np.macs, p[i].runs = np.runs;
+    }
     double total = 0, macs = 0;
     int64_t runs = 0;
     for (int i = 0; i < n; i++) {

@@ -96,21 +96,25 @@ typedef struct qrl_run_stats {
     size_t peak_bytes;  /* most bytes live at once (dynamic runs: data-dependent shapes) */
     int dynamic;        /* the last run allocated each output when computed */
     size_t work_bytes;  /* the kernels' workspace (their scratch), kept across runs */
-    int banded_nodes;   /* nodes run in chains by bands of rows (--option bands=auto or all) */
 } qrl_run_stats;
 void qrl_model_stats(const qrl_model *m, qrl_run_stats *out);
+/* Of m's last run: the nodes run in chains by bands of rows (--option bands=auto or all). */
+int qrl_model_banded_nodes(const qrl_model *m);
 
 /* What node cost over the runs since the model was configured with QRL_RUN_PROFILE (or since
  * qrl_model_profile_reset). Returns non-zero when m is not profiling or node is out of range. The
  * nodes are those of the graph that runs, which need not be the walk's: a loaded f32 model runs its
- * convolutions channels-last, with transposes at the region's borders (op and name say which). */
+ * convolutions channels-last, with transposes at the region's borders (qrl_model_profile_node says
+ * which). */
 typedef struct qrl_node_profile {
     double seconds; /* shape inference, output allocation and the kernel */
     int64_t runs;
     double macs;    /* multiply-accumulates: convolutions and matrix products, 0 for other ops */
-    const char *op, *name; /* the node that ran; valid while m is */
 } qrl_node_profile;
 int qrl_model_profile(const qrl_model *m, int node, qrl_node_profile *out);
+/* The node of the graph that runs that qrl_model_profile's node is: its op and name (valid while m
+ * is). Non-zero as qrl_model_profile, nothing written then. */
+int qrl_model_profile_node(const qrl_model *m, int node, const char **op, const char **name);
 void qrl_model_profile_reset(qrl_model *m);
 
 /* Prints m's graph as stable text: inputs, constants, nodes with output types and attributes. */
@@ -291,8 +295,6 @@ typedef struct qrl_quant_summary {
     int nodes_pattern, nodes_affine, nodes_float; /* the model's nodes: matched by patterns, run by affine rules, f32 */
     int activations, weights;                     /* tensors quantized */
     int fallbacks;                                /* activations the recipe's fallback left in f32 */
-    int widened;                                  /* activations its 16-bit step (fallback = u16 then f32) left
-                                                   * at 16 bits */
     int kernels, lookups, int_ops, requants, islands; /* the integer graph: kernel calls, lookup tables, integer
                                                          ops, requantizations, f32 islands */
     int64_t samples;                              /* calibration samples used */
@@ -304,32 +306,37 @@ typedef struct qrl_quant_summary {
     double output_sqnr_calib;                     /* dB, output_sqnr on the calibration samples */
     double output_cosine;                         /* the outputs' cosine similarity to f32's */
     double output_agreement;                      /* share of output rows whose argmax is f32's */
-    double output_sqnr_pooled;                    /* dB, over every output's elements together */
-    double output_sqnr_worst;                     /* dB, the worst output's own (output_sqnr with outputs = worst) */
-    const char *output_worst;                     /* that output's name (NULL: none measured) */
-    const char *output_samples;                   /* the recipe's samples = F, the fn that reduced each sample's
-                                                   * figures to output_sqnr and the two above; NULL: pooled over
-                                                   * the samples (their sums added) */
-    double output_sqnr_energy;                    /* dB, output_sqnr pooled over the samples (with samples = F) */
-    int n_outputs;                                /* the model's outputs */
     double macs, macs_int;                        /* per sample: Conv/Gemm/MatMul MACs, and those in integers */
     double top1_fp32, top1_int8;                  /* with labels (qrl_quantize_opts): top-1 in %; NaN otherwise */
     int64_t top1_samples;
     int dynamic; /* activations quantized at run time (no calibrated scale), not counted in activations */
-    int batch;   /* samples per calibration and measurement run */
-    int weight_only; /* a weight-only recipe (activation = f32): weights quantized, no integer graph */
-    /* the recipe's accumulate = iN (32 for i32) and overflow = saturate (else it wraps); with a narrow
-     * accumulator (N < 32 or saturating), its partial sums over the measured samples, those that
-     * left the range, and the layers that have one and that overflowed */
-    int acc_bits, acc_saturate;
-    int64_t acc_sums, acc_overflows;
-    int acc_layers, acc_layers_overflowing;
-    /* the quantized weights' integers at their bit width (4-bit ones packed two to a byte; scales
-     * and zero points not counted), and the same weights in f32 */
-    int64_t weight_bytes, weight_f32_bytes;
-    int weights_4bit; /* of weights: those stored in 4 bits */
 } qrl_quant_summary;
 void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out);
+/* What a quantization tells beside qrl_quant_summary (which keeps libqrl.so.0's layout), a call
+ * for each. Activations the fallback's 16-bit step (fallback = u16 then f32) left at 16 bits: */
+int qrl_quantized_widened(const qrl_quantized *q);
+/* Samples per calibration and measurement run: */
+int qrl_quantized_batch(const qrl_quantized *q);
+/* 1: a weight-only recipe (activation = f32): weights quantized, no integer graph. */
+int qrl_quantized_weight_only(const qrl_quantized *q);
+/* The outputs' figures beside output_sqnr: the model's outputs (n_outputs); dB over every output's
+ * elements together (pooled); dB of the worst output's own (worst: output_sqnr with outputs =
+ * worst) and its name (worst_name; NULL: none measured); the recipe's samples = F, the fn that
+ * reduced each sample's figures to output_sqnr and the two above (samples_fn; NULL: pooled over
+ * the samples, their sums added); dB of output_sqnr pooled over the samples (energy, with samples
+ * = F). A NULL pointer is not written. */
+void qrl_quantized_output_figures(const qrl_quantized *q, int *n_outputs, double *pooled, double *worst,
+                                  const char **worst_name, const char **samples_fn, double *energy);
+/* The recipe's accumulate = iN (bits: 32 for i32) and overflow = saturate (saturate, else it
+ * wraps); with a narrow accumulator (N < 32 or saturating), its partial sums over the measured
+ * samples (sums), those that left the range (overflows), and the layers that have one (layers) and
+ * that overflowed (overflowing). A NULL pointer is not written. */
+void qrl_quantized_accumulator(const qrl_quantized *q, int *bits, int *saturate, int64_t *sums, int64_t *overflows,
+                               int *layers, int *overflowing);
+/* The quantized weights' integers at their bit width (bytes: 4-bit ones packed two to a byte;
+ * scales and zero points not counted), the same weights in f32 (f32_bytes), and of the summary's
+ * weights those stored in 4 bits (weights_4bit). A NULL pointer is not written. */
+void qrl_quantized_weight_bytes(const qrl_quantized *q, int64_t *bytes, int64_t *f32_bytes, int *weights_4bit);
 
 /* One quantized activation, i < qrl_quantized_summary's activations + dynamic (the calibrated ones
  * first; those quantized at run time have NaN SQNRs). */
@@ -338,11 +345,12 @@ typedef struct qrl_layer_info {
     double sqnr;        /* dB against f32, simulated on the calibration samples */
     double sqnr_int;    /* dB as the integer graph computes it; NaN when it is not on integers */
     double top1_delta;  /* with labels: top-1 points with this layer alone quantized, minus f32's; NaN otherwise */
-    /* a narrow accumulator's (accumulate = iN) partial sums in the layer that writes this tensor and
-     * those that left the range, over the measured samples; -1 when no narrow accumulator writes it */
-    int64_t acc_sums, acc_overflows;
 } qrl_layer_info;
 int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out);
+/* Of activation i (as qrl_quantized_layer): a narrow accumulator's (accumulate = iN) partial sums
+ * in the layer that writes it (sums) and those that left the range (overflows), over the measured
+ * samples; -1 when no narrow accumulator writes it. Non-zero past the last, nothing written then. */
+int qrl_quantized_layer_acc(const qrl_quantized *q, int i, int64_t *sums, int64_t *overflows);
 
 /* Where the quantization's time went (qrl quantize --profile), phase i in order: its name (the f32
  * pass, calibration, the fallback's measurements, the measurement of what ships), its wall
@@ -360,18 +368,21 @@ int qrl_quantized_phase(const qrl_quantized *q, int i, qrl_quant_phase *out);
 int qrl_quantized_phase_peak(const qrl_quantized *q, int i, int64_t *bytes);
 
 /* The fallback's measurement i of the model's outputs, in order: with fallen_back layers of its
- * ranking in f32 (and widened at 16 bits: fallback = u16 then f32), on the first samples measured samples (the recipe's search_samples: the binary
- * search's tries on fewer), ran of them run for it (the rest kept from an earlier try of the same
- * layers; 0: the answer's graphs only rebuilt), whether the recipe's condition held, and the output
- * SQNR (dB) it judged. Non-zero past the last. */
+ * ranking in f32, on the first samples measured samples (the recipe's search_samples: the binary
+ * search's tries on fewer), whether the recipe's condition held, and the output SQNR (dB) it
+ * judged. Non-zero past the last. The struct keeps libqrl.so.0's layout: */
 typedef struct qrl_search_try {
     int fallen_back;
-    int64_t samples, ran;
+    int64_t samples;
     int holds;
     double output_sqnr;
-    int widened;
 } qrl_search_try;
 int qrl_quantized_search_try(const qrl_quantized *q, int i, qrl_search_try *out);
+/* Of measurement i, into *out: of its samples those run for it (the rest kept from an earlier try
+ * of the same layers; 0: the answer's graphs only rebuilt); the layers of its ranking it left at 16
+ * bits (fallback = u16 then f32). Non-zero past the last, nothing written then. */
+int qrl_quantized_search_try_ran(const qrl_quantized *q, int i, int64_t *out);
+int qrl_quantized_search_try_widened(const qrl_quantized *q, int i, int *out);
 
 /* The quantization parameters of a tensor of the model q was made from, by its name in that
  * model (as qrl_model_input, qrl_node_input and qrl_node_output give them; not the integer

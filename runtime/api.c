@@ -516,8 +516,15 @@ void qrl_model_stats(const qrl_model *m, qrl_run_stats *out)
     if (m->x)
         qr_exec_get_stats(m->x, &st);
     *out = (qrl_run_stats){.arena_bytes = st.arena_bytes, .sum_bytes = st.sum_bytes, .peak_bytes = st.peak_bytes,
-                           .dynamic = st.dynamic, .work_bytes = st.work_bytes,
-                           .banded_nodes = st.banded_nodes};
+                           .dynamic = st.dynamic, .work_bytes = st.work_bytes};
+}
+
+int qrl_model_banded_nodes(const qrl_model *m)
+{
+    qr_exec_stats st = {0};
+    if (m->x)
+        qr_exec_get_stats(m->x, &st);
+    return st.banded_nodes;
 }
 
 int qrl_model_profile(const qrl_model *m, int node, qrl_node_profile *out)
@@ -530,8 +537,18 @@ int qrl_model_profile(const qrl_model *m, int node, qrl_node_profile *out)
     int64_t runs = p[node].runs;
     if (m->prof_exec_runs > m->prof_runs && m->prof_runs > 0)
         runs = (runs * m->prof_runs + m->prof_exec_runs / 2) / m->prof_exec_runs;
-    *out = (qrl_node_profile){.seconds = p[node].seconds, .runs = runs, .macs = p[node].macs,
-                              .op = g->nodes[node]->op, .name = g->nodes[node]->name};
+    *out = (qrl_node_profile){.seconds = p[node].seconds, .runs = runs, .macs = p[node].macs};
+    return 0;
+}
+
+int qrl_model_profile_node(const qrl_model *m, int node, const char **op, const char **name)
+{
+    const qr_node_prof *p = m->x ? qr_exec_profile(m->x) : NULL;
+    const qr_graph *g = qr_api_run_graph(m);
+    if (!p || node < 0 || node >= g->n_nodes)
+        return 1;
+    *op = g->nodes[node]->op;
+    *name = g->nodes[node]->name;
     return 0;
 }
 

@@ -54,6 +54,61 @@ static int json_has_activation(const char *json, const char *name)
     return tu_run(cmd, NULL) == 0;
 }
 
+/* The structs a call fills, as programs built against libqrl.so.0's first header hold them (git
+ * show d53e412:include/qrl.h; qrl_search_try as it came, 34490ca): written here, not taken from
+ * qrl.h, so that a field the header grows again shows as bytes written past them. */
+typedef struct {
+    int nodes_pattern, nodes_affine, nodes_float;
+    int activations, weights;
+    int fallbacks;
+    int kernels, lookups, int_ops, requants, islands;
+    int64_t samples;
+    double calib_ms, fp32_ms;
+    double output_sqnr;
+    int64_t output_nonfinite;
+    int64_t validate_samples;
+    double output_sqnr_calib;
+    double output_cosine;
+    double output_agreement;
+    double macs, macs_int;
+    double top1_fp32, top1_int8;
+    int64_t top1_samples;
+    int dynamic;
+} summary_0;
+typedef struct {
+    int fallen_back;
+    int64_t samples;
+    int holds;
+    double output_sqnr;
+} search_try_0;
+typedef struct {
+    const char *value;
+    double sqnr, sqnr_int, top1_delta;
+} layer_info_0;
+typedef struct {
+    size_t arena_bytes, sum_bytes, peak_bytes;
+    int dynamic;
+    size_t work_bytes;
+} run_stats_0;
+typedef struct {
+    double seconds;
+    int64_t runs;
+    double macs;
+} node_profile_0;
+
+/* Each old struct with a guard behind it, set to 0xa5 before the call. */
+#define GUARDED(T)                                                                                                   \
+    struct {                                                                                                         \
+        T s;                                                                                                         \
+        unsigned char guard[64];                                                                                     \
+    }
+
+static void guard_intact(const unsigned char *guard, size_t n, const char *what, size_t size)
+{
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(guard[i], 0xa5, "%s: the library wrote byte %zu past the old struct's %zu", what, i, size);
+}
+
 /* A .npy file of the data set (QRL_DATA, else build/data); the caller frees it with qrl_tensor_free. */
 static qrl_tensor npy(const char *name)
 {
@@ -201,9 +256,75 @@ Test(api, quantized_model_is_within_half_a_point_of_fp32)
     cr_assert_eq(qrl_quantized_search_try(q, 0, &st), 0);
     cr_assert_neq(qrl_quantized_search_try(q, 1, &st), 0, "one measurement, no search");
     qrl_quantized_search_try(q, 0, &st);
-    cr_assert(st.fallen_back == 0 && st.samples == 50 && st.ran == 50 && st.holds, "%d %lld %lld %d", st.fallen_back,
-              (long long)st.samples, (long long)st.ran, st.holds);
+    int64_t ran = -1, ran_past = -1;
+    int widened = -1, widened_past = -1;
+    cr_assert_eq(qrl_quantized_search_try_ran(q, 0, &ran), 0);
+    cr_assert_eq(qrl_quantized_search_try_widened(q, 0, &widened), 0);
+    cr_assert(st.fallen_back == 0 && st.samples == 50 && ran == 50 && widened == 0 && st.holds, "%d %lld %lld %d %d",
+              st.fallen_back, (long long)st.samples, (long long)ran, widened, st.holds);
     cr_assert_eq(st.output_sqnr, sum.output_sqnr);
+    cr_assert(qrl_quantized_search_try_ran(q, 1, &ran_past) != 0 && qrl_quantized_search_try_widened(q, 1, &widened_past) != 0 &&
+                  ran_past == -1 && widened_past == -1,
+              "past the last measurement: non-zero, nothing written");
+
+    /* The structs keep libqrl.so.0's layout (README): the library fills each old struct and writes
+     * nothing past it, and what came later comes from calls of their own. */
+    GUARDED(summary_0) os;
+    memset(&os, 0xa5, sizeof os);
+    qrl_quantized_summary(q, (qrl_quant_summary *)(void *)&os.s);
+    guard_intact(os.guard, sizeof os.guard, "qrl_quant_summary", sizeof os.s);
+    cr_assert_eq(sizeof(qrl_quant_summary), sizeof os.s);
+    cr_assert(os.s.samples == 150 && os.s.validate_samples == 50 && os.s.kernels == 5 && os.s.dynamic == 0 &&
+                  os.s.output_sqnr == sum.output_sqnr && isnan(os.s.top1_fp32),
+              "%lld %lld %d %d", (long long)os.s.samples, (long long)os.s.validate_samples, os.s.kernels, os.s.dynamic);
+    GUARDED(search_try_0) ot;
+    memset(&ot, 0xa5, sizeof ot);
+    cr_assert_eq(qrl_quantized_search_try(q, 0, (qrl_search_try *)(void *)&ot.s), 0);
+    guard_intact(ot.guard, sizeof ot.guard, "qrl_search_try", sizeof ot.s);
+    cr_assert_eq(sizeof(qrl_search_try), sizeof ot.s);
+    cr_assert(ot.s.fallen_back == 0 && ot.s.samples == 50 && ot.s.holds == 1 && ot.s.output_sqnr == sum.output_sqnr);
+    GUARDED(layer_info_0) ol;
+    memset(&ol, 0xa5, sizeof ol);
+    cr_assert_eq(qrl_quantized_layer(q, 0, (qrl_layer_info *)(void *)&ol.s), 0);
+    guard_intact(ol.guard, sizeof ol.guard, "qrl_layer_info", sizeof ol.s);
+    cr_assert_eq(sizeof(qrl_layer_info), sizeof ol.s);
+    cr_assert(json_has_activation(json, ol.s.value) && ol.s.sqnr > 10, "%s", ol.s.value);
+    /* int8.qrl: weights i8 and i32 sums (no narrow accumulator, no 16-bit step), batches of 32;
+     * one output, judged by sample_balanced_lower (the recipe's samples = F), whose own SQNR is
+     * every output's together; the weights' integers one byte each: the CNN's Conv and Gemm weights
+     * as onnx reads them, 16*1*3*3 + 32*16*3*3 + 32*32*3*3 + 64*1568 + 10*64 = 114960 */
+    cr_assert_eq(qrl_quantized_widened(q), 0);
+    cr_assert_eq(qrl_quantized_batch(q), 32);
+    cr_assert_eq(qrl_quantized_weight_only(q), 0);
+    int n_outputs = -1;
+    double pooled = NAN, worst = NAN, energy = NAN;
+    const char *worst_name = NULL, *samples_fn = NULL;
+    qrl_quantized_output_figures(q, &n_outputs, &pooled, &worst, &worst_name, &samples_fn, &energy);
+    cr_assert_eq(n_outputs, 1);
+    cr_assert_str_eq(worst_name, qrl_model_output(m, 0));
+    cr_assert_str_eq(samples_fn, "sample_balanced_lower");
+    cr_assert(pooled > 20 && pooled == worst && energy > 20, "pooled %g, worst %g, energy %g", pooled, worst, energy);
+    qrl_quantized_output_figures(q, NULL, NULL, NULL, NULL, NULL, NULL); /* a NULL pointer is not written */
+    int acc_bits = -1, acc_sat = -1, acc_layers = -1, acc_over_layers = -1;
+    int64_t acc_sums = -1, acc_over = -1;
+    qrl_quantized_accumulator(q, &acc_bits, &acc_sat, &acc_sums, &acc_over, &acc_layers, &acc_over_layers);
+    cr_assert(acc_bits == 32 && acc_sat == 0 && acc_sums == 0 && acc_over == 0 && acc_layers == 0 && acc_over_layers == 0,
+              "i%d sat %d: %lld of %lld in %d of %d layers", acc_bits, acc_sat, (long long)acc_over, (long long)acc_sums,
+              acc_over_layers, acc_layers);
+    int64_t wbytes = -1, wf32 = -1;
+    int w4 = -1;
+    qrl_quantized_weight_bytes(q, &wbytes, &wf32, &w4);
+    cr_assert(wbytes == 114960 && wf32 == 4 * 114960 && w4 == 0, "%lld, %lld in f32, %d 4-bit", (long long)wbytes,
+              (long long)wf32, w4);
+    for (int i = 0; i < layers; i++) {
+        int64_t ls = 0, lo = 0;
+        cr_assert_eq(qrl_quantized_layer_acc(q, i, &ls, &lo), 0);
+        cr_assert(ls == -1 && lo == -1, "layer %d: no narrow accumulator writes it: %lld %lld", i, (long long)ls,
+                  (long long)lo);
+    }
+    int64_t ls_past = 7, lo_past = 7;
+    cr_assert(qrl_quantized_layer_acc(q, layers, &ls_past, &lo_past) != 0 && ls_past == 7 && lo_past == 7,
+              "past the last activation: non-zero, nothing written");
     cr_assert_null(qrl_quantized_note(q, -1));
     /* The export loads, and runs as the integer model does (its QDQ groups lowered by the stdlib):
      * its 5 quantized Conv and Gemm as kernels, top-1 within half a point of PyTorch's f32. */
@@ -373,19 +494,39 @@ Test(api, inputs_from_files_run_and_outputs_to_npy)
         if (!strcmp(qrl_node_op(m, i), "MatMul"))
             matmul = i;
     qrl_node_profile np;
+    const char *nop = NULL, *nname = NULL;
     cr_assert_eq(qrl_model_profile(m, matmul, &np), 0);
-    cr_assert_str_eq(np.op, "MatMul");
+    cr_assert_eq(qrl_model_profile_node(m, matmul, &nop, &nname), 0);
+    cr_assert_str_eq(nop, "MatMul");
+    cr_assert_str_eq(nname, qrl_node_name(m, matmul));
     cr_assert_eq(np.runs, 3);
     cr_assert_float_eq(np.macs, 3 * 2 * 3 * 4, 1e-9, "%g MACs over 3 runs", np.macs);
+    /* the old layout: filled, nothing written past it */
+    GUARDED(node_profile_0) onp;
+    memset(&onp, 0xa5, sizeof onp);
+    cr_assert_eq(qrl_model_profile(m, matmul, (qrl_node_profile *)(void *)&onp.s), 0);
+    guard_intact(onp.guard, sizeof onp.guard, "qrl_node_profile", sizeof onp.s);
+    cr_assert_eq(sizeof(qrl_node_profile), sizeof onp.s);
+    cr_assert(onp.s.runs == 3 && onp.s.macs == np.macs && onp.s.seconds == np.seconds);
     qrl_model_profile_reset(m);
     cr_assert_eq(qrl_model_profile(m, matmul, &np), 0);
     cr_assert_eq(np.runs, 0);
     cr_assert_neq(qrl_model_profile(m, qrl_model_num_nodes(m), &np), 0);
+    nop = nname = NULL;
+    cr_assert(qrl_model_profile_node(m, qrl_model_num_nodes(m), &nop, &nname) != 0 && !nop && !nname,
+              "past the last node: non-zero, nothing written");
     qrl_run_stats st;
     qrl_model_stats(m, &st);
     cr_assert_eq(st.dynamic, 0);
     cr_assert(st.sum_bytes >= 2 * 4 * sizeof(float) && st.arena_bytes <= st.sum_bytes, "arena %zu, sum %zu",
               st.arena_bytes, st.sum_bytes);
+    cr_assert_eq(qrl_model_banded_nodes(m), 0, "bands are off by default");
+    GUARDED(run_stats_0) ors;
+    memset(&ors, 0xa5, sizeof ors);
+    qrl_model_stats(m, (qrl_run_stats *)(void *)&ors.s);
+    guard_intact(ors.guard, sizeof ors.guard, "qrl_run_stats", sizeof ors.s);
+    cr_assert_eq(sizeof(qrl_run_stats), sizeof ors.s);
+    cr_assert(ors.s.sum_bytes == st.sum_bytes && ors.s.arena_bytes == st.arena_bytes && ors.s.dynamic == 0);
 
     char sub[700];
     snprintf(sub, sizeof sub, "%s/out/a/b", dir);
