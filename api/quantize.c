@@ -297,6 +297,12 @@ static qr_status same_inputs(const qrl_model *m, const qrl_recipe *r, const qr_t
 int qrl_quantize(const qrl_model *m, const qrl_recipe *r, const qrl_tensor *calib, const qrl_quantize_opts *o,
                  qrl_quantized **out, char *err, size_t errlen)
 {
+    return qrl_quantize_flags(m, r, calib, o, 0, out, err, errlen);
+}
+
+int qrl_quantize_flags(const qrl_model *m, const qrl_recipe *r, const qrl_tensor *calib, const qrl_quantize_opts *o,
+                       int flags, qrl_quantized **out, char *err, size_t errlen)
+{
     static const qrl_quantize_opts defaults;
     qr_error e;
     *out = NULL;
@@ -316,7 +322,7 @@ int qrl_quantize(const qrl_model *m, const qrl_recipe *r, const qrl_tensor *cali
         qr_api_tensor_in(o->labels, &lab);
     qr_quant_opts qo = {.module = r->mod, .recipe = o->recipe_name, .batch = o->batch, .calib_count = o->calib_count,
                         .threads = o->threads, .progress = o->progress, .labels = o->labels ? &lab : NULL,
-                        .matmulnbits = o->matmulnbits};
+                        .matmulnbits = (flags & QRL_QUANTIZE_MATMULNBITS) != 0};
     res->threads = m->threads;
     qr_status st = same_inputs(m, r, c, ni, o->labels ? &lab : NULL, o, &e);
     if (st == QR_OK)

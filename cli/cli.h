@@ -19,11 +19,12 @@ int cli_bench(int argc, char **argv);
 
 /* Compiles the recipe (printing its diagnostics) and quantizes m (loaded from
  * model) in memory, calibrating on the --calib files (specs as
- * qrl_model_read_inputs takes them); opts gives the rest. Returns 0, or the
+ * qrl_model_read_inputs takes them); opts and flags (QRL_QUANTIZE_*) give the rest. Returns 0, or the
  * exit status 1 after printing the diagnostics or the error. The caller frees
  * *r and *q (either may be set on failure). */
 int cli_quantize_in_memory(const char *model, const qrl_model *m, const char *recipe, int no_cache, int ncalib,
-                           char *const *calib, const qrl_quantize_opts *opts, qrl_recipe **r, qrl_quantized **q);
+                           char *const *calib, const qrl_quantize_opts *opts, int flags, qrl_recipe **r,
+                           qrl_quantized **q);
 
 /* Prints "qrl: error: <message>" to stderr and returns the exit status 1. */
 int cli_fail(const char *msg);

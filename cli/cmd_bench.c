@@ -331,7 +331,7 @@ int cli_bench(int argc, char **argv)
     }
     if (recipe) {
         qrl_quantize_opts qo = {.recipe_name = ba.recipe_name, .threads = threads[nt - 1], .calib_count = ba.calib_count};
-        if ((rc = cli_quantize_in_memory(model, r.m, recipe, 0, ba.ncalib, ba.calib, &qo, &rcp, &qz)) != 0)
+        if ((rc = cli_quantize_in_memory(model, r.m, recipe, 0, ba.ncalib, ba.calib, &qo, 0, &rcp, &qz)) != 0)
             goto out;
         rc = 1;
         if (!(qm = qrl_quantized_model(qz, err, sizeof err))) {

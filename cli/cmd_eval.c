@@ -188,7 +188,7 @@ int cli_eval(int argc, char **argv)
     }
     if (a.recipe) {
         qrl_quantize_opts qo = {.recipe_name = a.recipe_name, .calib_count = a.calib_count, .threads = a.threads, .progress = 1}; /* quantize's batches */
-        if ((rc = cli_quantize_in_memory(a.model, m, a.recipe, 0, a.ncalib, a.calib, &qo, &rcp, &qz)) != 0)
+        if ((rc = cli_quantize_in_memory(a.model, m, a.recipe, 0, a.ncalib, a.calib, &qo, 0, &rcp, &qz)) != 0)
             goto out;
         rc = 1;
         /* the integer graph: the recipe's kernels and tables on the integers */

@@ -444,10 +444,11 @@ int cli_quantize(int argc, char **argv)
         return cli_fail(err);
     }
     qrl_quantize_opts qo = {.recipe_name = a.name, .batch = a.batch, .calib_count = a.count, .threads = a.threads,
-                            .progress = !a.quiet && root, .labels = a.labels ? &lab : NULL, .matmulnbits = a.matmulnbits};
+                            .progress = !a.quiet && root, .labels = a.labels ? &lab : NULL};
     double t[3][2];
     clocks(&t[0][0], &t[0][1]);
-    rc = cli_quantize_in_memory(a.model, m, a.recipe, a.no_cache, a.ncalib, a.calib, &qo, &r, &q);
+    rc = cli_quantize_in_memory(a.model, m, a.recipe, a.no_cache, a.ncalib, a.calib, &qo,
+                                a.matmulnbits ? QRL_QUANTIZE_MATMULNBITS : 0, &r, &q);
     clocks(&t[1][0], &t[1][1]);
     if (rc == 0 && root && write_outputs(&a, q, err) != 0)
         rc = cli_fail(err);

@@ -436,7 +436,7 @@ int cli_run(int argc, char **argv)
     qrl_quantized *qz = NULL;
     if (a.recipe) {
         qrl_quantize_opts qo = {.recipe_name = a.recipe_name, .threads = a.threads, .calib_count = a.calib_count};
-        int st = cli_quantize_in_memory(a.model, r.m, a.recipe, 0, a.ncalib, a.calib, &qo, &rcp, &qz);
+        int st = cli_quantize_in_memory(a.model, r.m, a.recipe, 0, a.ncalib, a.calib, &qo, 0, &rcp, &qz);
         if (st) {
             qrl_quantized_free(qz);
             qrl_recipe_free(rcp);

@@ -36,7 +36,8 @@ void cli_runnable_free(cli_runnable *r)
 }
 
 int cli_quantize_in_memory(const char *model, const qrl_model *m, const char *recipe, int no_cache, int ncalib,
-                           char *const *calib, const qrl_quantize_opts *opts, qrl_recipe **r, qrl_quantized **q)
+                           char *const *calib, const qrl_quantize_opts *opts, int flags, qrl_recipe **r,
+                           qrl_quantized **q)
 {
     char err[CLI_ERRLEN];
     *r = NULL;
@@ -49,7 +50,7 @@ int cli_quantize_in_memory(const char *model, const qrl_model *m, const char *re
         rc = cli_fail("out of memory");
     } else if (qrl_model_read_inputs(m, model, "--calib", ncalib, calib, 1, c, err, sizeof err) != 0) {
         rc = cli_fail(err);
-    } else if (qrl_quantize(m, *r, c, opts, q, err, sizeof err) != 0) {
+    } else if (qrl_quantize_flags(m, *r, c, opts, flags, q, err, sizeof err) != 0) {
         cli_error_prefix(err, "%s", model);
         rc = cli_fail(err);
     }

@@ -261,13 +261,19 @@ typedef struct qrl_quantize_opts {
     int threads;              /* calibration workers; 0 or 1: the caller's thread */
     int progress;             /* a progress bar on stderr */
     const qrl_tensor *labels; /* the calibration samples' classes (integers), or NULL: top-1 in the report */
-    int matmulnbits; /* weight-only recipes: 4-bit blocked MatMul/Gemm weights as ONNX Runtime's MatMulNBits */
 } qrl_quantize_opts;
 
 /* Quantizes m's graph as the recipe says, calibrating on calib[i] for model input i (samples
  * along the first dimension). o may be NULL (the defaults). */
 int qrl_quantize(const qrl_model *m, const qrl_recipe *r, const qrl_tensor *calib, const qrl_quantize_opts *o,
                  qrl_quantized **out, char *err, size_t errlen);
+/* qrl_quantize with flags, the options that came after libqrl.so.0 (the library reads
+ * qrl_quantize_opts as its first header laid it out): QRL_QUANTIZE_MATMULNBITS, for weight-only
+ * recipes, 4-bit blocked MatMul/Gemm weights as ONNX Runtime's MatMulNBits (qrl quantize
+ * --weight-format matmulnbits). qrl_quantize is this with flags 0. */
+enum { QRL_QUANTIZE_MATMULNBITS = 1 };
+int qrl_quantize_flags(const qrl_model *m, const qrl_recipe *r, const qrl_tensor *calib, const qrl_quantize_opts *o,
+                       int flags, qrl_quantized **out, char *err, size_t errlen);
 void qrl_quantized_free(qrl_quantized *q);
 
 /* The integer graph the recipe lowered m to (its kernels, tables and integer ops), as a model to

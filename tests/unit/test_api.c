@@ -358,6 +358,66 @@ Test(api, quantized_model_is_within_half_a_point_of_fp32)
     qrl_tensor_free(&c);
 }
 
+/* The MatMulNBits nodes of an ONNX file, as onnx reads it. */
+static int matmulnbits_nodes(const char *path)
+{
+    char cmd[1024], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import onnx; print(sum(n.op_type == 'MatMulNBits' for n in onnx.load('%s').graph.node))\"",
+             path);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    int n = atoi(log);
+    free(log);
+    return n;
+}
+
+/* qrl_quantize reads qrl_quantize_opts as libqrl.so.0's first header laid it out (a program built
+ * against it passes that much), and the options that came later are qrl_quantize_flags' flags:
+ * an old struct with non-zero bytes behind it quantizes as without them (the weight-only w4-rtn
+ * recipe's two Gemm weights exported as QDQ), and QRL_QUANTIZE_MATMULNBITS exports both as
+ * MatMulNBits. */
+Test(api, quantize_reads_the_old_options_and_takes_flags)
+{
+    char err[1024] = "", path[700];
+    qrl_model *m;
+    cr_assert_eq(qrl_model_load("examples/fmnist/fmnist_cnn.onnx", 1, &m, err, sizeof err), 0, "%s", err);
+    qrl_tensor c = npy("calib_images.npy");
+    qrl_recipe *r;
+    cr_assert_eq(qrl_recipe_compile("recipes/w4-rtn.qrl", 0, stderr, &r, err, sizeof err), 0, "%s", err);
+    struct {
+        struct {
+            const char *recipe_name;
+            int batch;
+            int64_t calib_count;
+            int threads;
+            int progress;
+            const qrl_tensor *labels;
+        } o;
+        unsigned char behind[64];
+    } old;
+    memset(&old, 0xff, sizeof old);
+    old.o.recipe_name = NULL, old.o.batch = 0, old.o.calib_count = 64, old.o.threads = 1, old.o.progress = 0;
+    old.o.labels = NULL;
+    cr_assert_eq(sizeof(qrl_quantize_opts), sizeof old.o);
+    qrl_quantized *q;
+    cr_assert_eq(qrl_quantize(m, r, &c, (const qrl_quantize_opts *)(const void *)&old.o, &q, err, sizeof err), 0, "%s",
+                 err);
+    snprintf(path, sizeof path, "%s/old_opts.onnx", dir);
+    cr_assert_eq(qrl_quantized_save(q, path, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(matmulnbits_nodes(path), 0, "the bytes behind the old struct were read as an option");
+    qrl_quantized_free(q);
+    cr_assert_eq(qrl_quantize_flags(m, r, &c, (const qrl_quantize_opts *)(const void *)&old.o, QRL_QUANTIZE_MATMULNBITS,
+                                    &q, err, sizeof err),
+                 0, "%s", err);
+    snprintf(path, sizeof path, "%s/nbits.onnx", dir);
+    cr_assert_eq(qrl_quantized_save(q, path, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(matmulnbits_nodes(path), 2, "the CNN's two Gemm weights as MatMulNBits");
+    qrl_quantized_free(q);
+    qrl_recipe_free(r);
+    qrl_model_free(m);
+    qrl_tensor_free(&c);
+}
+
 /* qrl_quantized_qparams answers by the model's own names (what qrl_node_output gives on m), not
  * by the integer graph's; qrl_quantized_tensor lists every quantized tensor once. The values
  * themselves are checked against onnx's reading of the QDQ export by tests/e2e/test_install.c. */
