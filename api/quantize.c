@@ -619,8 +619,16 @@ int qrl_quantized_mixed(const qrl_quantized *q, qrl_mixed_info *out)
         return 1;
     *out = (qrl_mixed_info){.layers = m->nlayers, .choices = m->nchoices, .front = m->front,
                             .budget_kind = m->budget_kind, .budget = m->budget, .choose_samples = m->choose_samples,
-                            .heldout_samples = m->heldout_samples, .measured_samples = m->measured_samples,
-                            .points = m->npoints};
+                            .heldout_samples = m->heldout_samples, .points = m->npoints};
+    return 0;
+}
+
+int qrl_quantized_mixed_measured_samples(const qrl_quantized *q, int64_t *out)
+{
+    const qr_mixed_info *m = q->q->mixed;
+    if (!m)
+        return 1;
+    *out = m->measured_samples;
     return 0;
 }
 

@@ -267,13 +267,14 @@ static void print_accumulator(const qrl_quantized *q, int bits, int saturate, in
 static void print_mixed(const qrl_quantized *q)
 {
     qrl_mixed_info mi;
-    if (qrl_quantized_mixed(q, &mi) != 0)
+    int64_t measured = 0;
+    if (qrl_quantized_mixed(q, &mi) != 0 || qrl_quantized_mixed_measured_samples(q, &measured) != 0)
         return;
     printf("mixed:     budget = %s(%g) over %d layers, choosing among", mi.budget_kind, mi.budget, mi.layers);
     for (int c = 0; c < mi.choices; c++)
         printf(" %s", qrl_quantized_mixed_choice(q, c));
     printf("; front of %d points; predicted on %lld samples, measured on %lld %s\n", mi.front,
-           (long long)mi.choose_samples, (long long)mi.measured_samples,
+           (long long)mi.choose_samples, (long long)measured,
            mi.heldout_samples ? "held-out ones" : "calibration ones");
     printf("  %12s %8s %14s %13s  %s\n", "bytes", "avg bits", "predicted dB", "measured dB", "layers");
     qrl_mixed_point p;

@@ -418,10 +418,12 @@ typedef struct qrl_mixed_info {
     double budget;               /* the recipe's budget = bits(N) or bytes(N) */
     int64_t choose_samples;      /* the samples the layers were measured and chosen on */
     int64_t heldout_samples;     /* the held-out samples the measured SQNRs are on (0: none held out) */
-    int64_t measured_samples;    /* the samples the measured SQNRs are on */
     int points;                  /* the points qrl_quantized_mixed_point gives */
 } qrl_mixed_info;
 int qrl_quantized_mixed(const qrl_quantized *q, qrl_mixed_info *out);
+/* The samples the measured SQNRs are on, into *out (qrl_mixed_info keeps the layout it came with
+ * in libqrl.so.0): 0, or non-zero, nothing written, as qrl_quantized_mixed. */
+int qrl_quantized_mixed_measured_samples(const qrl_quantized *q, int64_t *out);
 /* Choice i's type ("i4", "i8", "f32"); NULL past the last. */
 const char *qrl_quantized_mixed_choice(const qrl_quantized *q, int i);
 /* Point i of those shown (ascending bytes): some of the front, the chosen assignment and each

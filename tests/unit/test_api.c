@@ -418,6 +418,60 @@ Test(api, quantize_reads_the_old_options_and_takes_flags)
     qrl_tensor_free(&c);
 }
 
+/* qrl_mixed_info as libqrl.so.0's header first declared it (7b23ced), a guard behind it: the
+ * library fills it and writes nothing past it; the samples the measured SQNRs are on come from a
+ * call of their own. mixed-w48 on the CNN's two Gemm weights (a weight-only recipe chooses for
+ * MatMul/Gemm), i4 or i8 under bits(6), 200 samples: validate = 0.25 holds 50 out, the layers are
+ * chosen on the other 150 and the front measured on the 50. */
+Test(api, mixed_info_keeps_its_first_layout)
+{
+    char err[1024] = "";
+    qrl_model *m;
+    cr_assert_eq(qrl_model_load("examples/fmnist/fmnist_cnn.onnx", 1, &m, err, sizeof err), 0, "%s", err);
+    qrl_tensor c = npy("calib_images.npy");
+    qrl_recipe *r;
+    cr_assert_eq(qrl_recipe_compile("recipes/mixed-w48.qrl", 0, stderr, &r, err, sizeof err), 0, "%s", err);
+    qrl_quantize_opts o = {.calib_count = 200, .threads = 1};
+    qrl_quantized *q;
+    cr_assert_eq(qrl_quantize(m, r, &c, &o, &q, err, sizeof err), 0, "%s", err);
+    struct {
+        struct {
+            int layers, choices;
+            int front;
+            const char *budget_kind;
+            double budget;
+            int64_t choose_samples;
+            int64_t heldout_samples;
+            int points;
+        } mi;
+        unsigned char guard[64];
+    } old;
+    memset(&old, 0xa5, sizeof old);
+    cr_assert_eq(qrl_quantized_mixed(q, (qrl_mixed_info *)(void *)&old.mi), 0);
+    guard_intact(old.guard, sizeof old.guard, "qrl_mixed_info", sizeof old.mi);
+    cr_assert_eq(sizeof(qrl_mixed_info), sizeof old.mi);
+    cr_assert(old.mi.layers == 2 && old.mi.choices == 2 && old.mi.budget == 6 && old.mi.choose_samples == 150 &&
+                  old.mi.heldout_samples == 50 && old.mi.points >= 3,
+              "%d layers, %d choices, budget %g, chosen on %lld, %lld held out, %d points", old.mi.layers,
+              old.mi.choices, old.mi.budget, (long long)old.mi.choose_samples, (long long)old.mi.heldout_samples,
+              old.mi.points);
+    cr_assert_str_eq(old.mi.budget_kind, "bits");
+    int64_t measured = -1;
+    cr_assert_eq(qrl_quantized_mixed_measured_samples(q, &measured), 0);
+    cr_assert_eq(measured, 50);
+    qrl_quantized_free(q);
+    /* int8.qrl chooses no precisions: non-zero, nothing written */
+    qrl_recipe_free(r);
+    cr_assert_eq(qrl_recipe_compile("recipes/int8.qrl", 0, stderr, &r, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(qrl_quantize(m, r, &c, &o, &q, err, sizeof err), 0, "%s", err);
+    measured = -1;
+    cr_assert(qrl_quantized_mixed_measured_samples(q, &measured) != 0 && measured == -1);
+    qrl_quantized_free(q);
+    qrl_recipe_free(r);
+    qrl_model_free(m);
+    qrl_tensor_free(&c);
+}
+
 /* qrl_quantized_qparams answers by the model's own names (what qrl_node_output gives on m), not
  * by the integer graph's; qrl_quantized_tensor lists every quantized tensor once. The values
  * themselves are checked against onnx's reading of the QDQ export by tests/e2e/test_install.c. */
