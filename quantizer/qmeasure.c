@@ -1768,7 +1768,30 @@ static int64_t effect_samples(const qr_qctx *q)
     return n > 0 ? n : 8;
 }
 
-/* The f32 outputs of the first effect_samples of calib's count samples (whole batches where the
+static double node_macs(const qr_node *n, const double *per_sample, const int64_t *last);
+
+/* How many samples the effects run on: the recipe's effect_samples, fewer (at least one) when its
+ * effect_macs bounds them: every slot's run on that many samples, each counted as a whole f32 run
+ * of the model (MACs per sample from all's f32 run: a bound, a layer's run from its cut computes
+ * less), over effect_macs. Slots and MACs are the model's, not a call's layers: every
+ * measure_effects of one quantize (a subset measured again, mixed precision's choices) runs the
+ * same samples, so their effects compare. No recipe of recipes/ sets it: on M-LSD large (1.0e10
+ * MACs, 90 slots, its effects 64 of its quantize's 99 CPU s) two samples ranked the layers so that
+ * what shipped missed 25 dB on unseen images (docs/quantizer.md, stop 39). */
+static int64_t effect_count(const qr_qctx *q, const outref *all)
+{
+    int64_t n = effect_samples(q);
+    const qr_setting *s = qr_recipe_setting(q->r, QR_SET_EFFECT_MACS);
+    if (!s || !all || !all->per_sample || !all->last)
+        return n;
+    double macs = 0;
+    for (int i = 0; i < q->g->n_nodes; i++)
+        macs += q->g->nodes[i]->dead ? 0 : node_macs(q->g->nodes[i], all->per_sample, all->last);
+    double per = macs * (double)(q->nslots > 0 ? q->nslots : 1), fit = per > 0 ? floor(s->value / per) : (double)n;
+    return fit < 1 ? 1 : fit < (double)n ? (int64_t)fit : n;
+}
+
+/* The f32 outputs of the first effect_count samples of calib's count samples (whole batches where the
  * model fixes its batch). When all (the fallback's reference, of the same samples in the same
  * batches: NULL if none) holds them as whole batches of its own, o is a view of its first batches
  * (*own 0: o is not freed) instead of another f32 run over them: the same f32 outputs, since a
@@ -1776,7 +1799,7 @@ static int64_t effect_samples(const qr_qctx *q)
 static qr_status effect_outref(outref *o, qr_qctx *q, const outref *all, const qr_tensor *calib, int64_t count,
                                int *own)
 {
-    int64_t ne = effect_samples(q), fixed = qr_graph_fixed_batch(q->g);
+    int64_t ne = effect_count(q, all), fixed = qr_graph_fixed_batch(q->g);
     if (fixed > 0)
         ne = (ne + fixed - 1) / fixed * fixed;
     ne = ne < count ? ne : count;
@@ -2498,8 +2521,6 @@ static qr_status gain_effects(qr_qctx *q, const qr_tensor *calib, int64_t n, con
     free(hg), free(W), free(R), free(S), free(FH);
     return QR_OK;
 }
-
-static double node_macs(const qr_node *n, const double *per_sample, const int64_t *last);
 
 /* Whether match r runs on the integers only while slot is quantized: its output's or one of its
  * non-constant values' slot. */
@@ -3252,7 +3273,7 @@ static qr_status mixed_choice(qr_qctx *q, qr_quantized *res, const outref *o, co
         snprintf(mi->budget_kind, sizeof mi->budget_kind, "%s", b->type);
         mi->budget = b->value;
         mi->signal = 1; /* the errors are shares of the outputs' energy */
-        mi->choose_samples = count < effect_samples(q) ? count : effect_samples(q);
+        mi->choose_samples = count < effect_count(q, o) ? count : effect_count(q, o);
         mi->measured_samples = mi->heldout_samples = o->n; /* held out unless the caller says (no validate) */
         /* the least the layers can take: bits a MAC, or the model's bytes */
         low = by_bytes ? low + base : macs > 0 ? low / macs : 0;

@@ -633,6 +633,7 @@ typedef enum qr_setting_kind {
     X(VALIDATE, "validate", QR_SK_FRACTION, 0, 1, NULL)                     \
     X(MEASURE_SAMPLES, "measure_samples", QR_SK_COUNT, 1, 1000000, NULL)    \
     X(EFFECT_SAMPLES, "effect_samples", QR_SK_COUNT, 1, 1000000, NULL)      \
+    X(EFFECT_MACS, "effect_macs", QR_SK_NUMBER, 1, 0, NULL)                 \
     X(BLOCK, "block", QR_SK_POW2, 16, 256, NULL)                            \
     X(RANK, "rank", QR_SK_CHOICE, 0, 0, "effect gain")                      \
     X(ORDER, "order", QR_SK_CHOICE, 0, 0, "worst per_mac")                  \

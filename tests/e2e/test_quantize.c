@@ -1970,6 +1970,72 @@ Test(quantize, every_layer_in_f32_measures_the_calibration_samples_without_an_f3
     free(log);
 }
 
+/* effect_macs bounds the effects' samples: with every slot's run on n samples counted as n whole f32
+ * runs of the model, the effects run on the most samples (of effect_samples, at least one) that fit
+ * in it. The bundled CNN's MACs per sample are numpy's, from its Conv and Gemm shapes (ONNX shape
+ * inference), its slots the report's layers: effect_macs at 2.5 and at 0.5 times slots x MACs
+ * gives the effects (every layer's effect_db, the decisions) of effect_samples = 2 and 1, and not
+ * those of effect_samples = 4 (the recipe's own, which a bound of 5 times gives). */
+Test(quantize, effect_macs_takes_the_samples_that_fit)
+{
+    char cmd[4096], recipe[700], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; x = np.load('%s/calib_images.npy')[:64]; np.save('%s/em.npy', x)\"",
+             data_dir(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    /* the runs: effect_samples = 4 with no bound (the reference for slots), then with bounds */
+    const char *lines[] = {"", "  effect_samples = 2\n", "  effect_samples = 1\n", NULL, NULL, NULL};
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import onnx, numpy as np; from onnx import shape_inference as si, numpy_helper as nh\n"
+             "m = si.infer_shapes(onnx.load('examples/fmnist/fmnist_cnn.onnx')); g = m.graph\n"
+             "w = {t.name: nh.to_array(t).shape for t in g.initializer}\n"
+             "sh = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in list(g.value_info) + list(g.output)}\n"
+             "macs = sum(np.prod(sh[n.output[0]][1:]) * np.prod(w[n.input[1]][1:]) if n.op_type == 'Conv' else "
+             "np.prod(w[n.input[1]]) for n in g.node if n.op_type in ('Conv', 'Gemm', 'MatMul') and n.input[1] in w)\n"
+             "print(int(macs))\"",
+             tu_root());
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    double macs = atof(log);
+    free(log);
+    cr_assert(macs > 1e5, "numpy's MACs: %g", macs);
+    for (int k = 0; k < 6; k++) {
+        char extra[200];
+        if (k >= 3) { /* slots from run 0's report */
+            char path[1024];
+            snprintf(path, sizeof path, "%s/em0.json", dir);
+            snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import json; print(len(json.load(open('%s'))['layers']))\"", path);
+            cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+            double slots = atof(log), times[] = {2.5, 0.5, 5};
+            free(log);
+            snprintf(extra, sizeof extra, "  effect_macs = %.17g\n", times[k - 3] * slots * macs);
+            lines[k] = extra;
+        }
+        snprintf(recipe, sizeof recipe, "%s/em%d.qrl", dir, k);
+        FILE *f = fopen(recipe, "w");
+        cr_assert(f);
+        fprintf(f, "import \"int8.qrl\"\nrecipe em : int8 {\n  fallback = f32 when sqnr < 20 or output_sqnr < 200\n%s}\n",
+                lines[k]);
+        fclose(f);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/em.npy -o %s/em%d.onnx "
+                 "--report %s/em%d.json 2>&1",
+                 tu_root(), tu_qrl(), recipe, dir, dir, k, dir, k);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%d: %s", k, log);
+        free(log);
+    }
+    /* 3 (2.5x) is 1's effects, 4 (0.5x) 2's, 5 (5x) 0's; 0, 1 and 2 differ from each other */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import json; r = [json.load(open('em%%d.json' %% k))['layers'] for k in range(6)]; "
+             "e = [[(l['value'], l.get('effect_db'), l['fallback']) for l in x] for x in r]; print(e[0]); print(e[3]); "
+             "assert sum(v[1] is not None for v in e[0]) >= 3; "
+             "assert e[3] == e[1] and e[4] == e[2] and e[5] == e[0]; "
+             "assert e[0] != e[1] and e[1] != e[2] and e[0] != e[2]\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
 /* int8.qrl's policy for small calibration files (validate_least = 8): 32 samples hold out 8 (the
  * last of every four) and judge on them; 28 would hold out 7, 4 and 1 would hold out 1: none is held
  * out, all calibrate and judge, a note says so and what file would do, the report has

@@ -2134,7 +2134,7 @@ Test(jit, number_settings_arrive_typed)
                                  "  weight = i8 symmetric by minmax(symmetric = true)\n  tolerance = 0.1\n"
                                  "  validate = 0.3\n  measure_samples = 300\n  effect_samples = 4\n  search_samples = 16\n"
                                  "  numerics = tflite\n  rounding = half_away\n  rank = gain\n  outputs = worst\n"
-                                 "  validate_from = spread\n  validate_least = 8\n}\n",
+                                 "  validate_from = spread\n  validate_least = 8\n  effect_macs = 2e12\n}\n",
                                  NULL, NULL);
     const qr_recipe *r = qr_module_recipe(m, "r");
     cr_assert(r);
@@ -2144,6 +2144,7 @@ Test(jit, number_settings_arrive_typed)
     cr_assert_eq(qr_recipe_setting(r, QR_SET_EFFECT_SAMPLES)->value, 4.0);
     cr_assert_eq(qr_recipe_setting(r, QR_SET_SEARCH_SAMPLES)->value, 16.0);
     cr_assert_eq(qr_recipe_setting(r, QR_SET_VALIDATE_LEAST)->value, 8.0);
+    cr_assert_eq(qr_recipe_setting(r, QR_SET_EFFECT_MACS)->value, 2e12);
     cr_assert_str_eq(qr_recipe_setting(r, QR_SET_NUMERICS)->type, "tflite");
     cr_assert_str_eq(qr_recipe_setting(r, QR_SET_ROUNDING)->type, "half_away");
     cr_assert_str_eq(qr_recipe_setting(r, QR_SET_RANK)->type, "gain");
@@ -2162,7 +2163,7 @@ Test(jit, setting_errors_name_what_the_table_allows)
     write_src("bad.qrl",
               "import \"calibrators.qrl\"\nrecipe r {\n  activation = u8 by minmax()\n  weight = i8 by minmax()\n"
               "  numerics = tensorrt\n  rounding = up\n  zzzzzzzz = 1\n  rank = fisher\n  outputs = mean\n"
-              "  validate_from = middle\n  validate_least = 0\n}\n",
+              "  validate_from = middle\n  validate_least = 0\n  effect_macs = 0.5\n}\n",
               path, sizeof path);
     snprintf(cmd, sizeof cmd, "QRL_STDLIB='%s/stdlib' %s check --no-cache '%s' 2>&1", tu_root(), tu_qrl(), path);
     cr_assert_eq(tu_run(cmd, &log), 1, "%s", log);
@@ -2173,9 +2174,12 @@ Test(jit, setting_errors_name_what_the_table_allows)
     cr_assert(strstr(log, ":10:19: error: validate_from is end or spread\n"), "%s", log);
     cr_assert(strstr(log, ":11:20: error: validate_least is a number of samples, 1 to 1000000: validate_least = 8\n"),
               "%s", log);
+    cr_assert(strstr(log, ":12:17: error: effect_macs is a number of multiply-accumulates, at least 1: effect_macs = "
+                          "2e12\n"),
+              "%s", log);
     cr_assert(strstr(log, ":7:3: error: unknown recipe setting 'zzzzzzzz' (activation, weight, bias, accumulate, "
                           "numerics, fallback, input, output, tolerance, rounding, transform, validate, "
-                          "measure_samples, effect_samples, block, rank, order, outputs, overflow, candidate, "
+                          "measure_samples, effect_samples, effect_macs, block, rank, order, outputs, overflow, candidate, "
                           "budget, compute, candidate_activation, search_samples, bias_qparams, narrow_range, "
                           "pattern_priority, samples, calibrate, validate_from, validate_least, speculate)\n"),
               "%s", log);
