@@ -1775,9 +1775,9 @@ static double node_macs(const qr_node *n, const double *per_sample, const int64_
  * of the model (MACs per sample from all's f32 run: a bound, a layer's run from its cut computes
  * less), over effect_macs. Slots and MACs are the model's, not a call's layers: every
  * measure_effects of one quantize (a subset measured again, mixed precision's choices) runs the
- * same samples, so their effects compare. No recipe of recipes/ sets it: on M-LSD large (1.0e10
- * MACs, 90 slots, its effects 64 of its quantize's 99 CPU s) two samples ranked the layers so that
- * what shipped missed 25 dB on unseen images (docs/quantizer.md, stop 39). */
+ * same samples, so their effects compare. int8.qrl's 3e12 takes M-LSD large (1.0e10 MACs, 90
+ * slots, its effects 64 of its quantize's 99 CPU s) to 3 samples, the same decision; at 2 the
+ * ranking changed and what shipped missed 25 dB on unseen images (docs/quantizer.md, stop 39). */
 static int64_t effect_count(const qr_qctx *q, const outref *all)
 {
     int64_t n = effect_samples(q);
