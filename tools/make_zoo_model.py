@@ -5,7 +5,7 @@ sample data, for the integer-graph tests (tests/unit/test_intgraph.c).
     make_zoo_model.py OUT_DIR  ->  zoo.onnx, zoo_calib.npy, zoo_test.npy,
                                    two_inputs.onnx, two_a.npy, two_b.npy, two_labels.npy,
                                    depthwise.onnx, residual.onnx, pools.onnx, pools_test.npy,
-                                   wide.onnx
+                                   wide.onnx, odd_residual.onnx
 
 The weights are random (seeded), so the model means nothing; what the tests
 check is that its integer graph computes what its QDQ simulation computes.
@@ -26,6 +26,11 @@ wide.onnx (the zoo's input) has two ResNet blocks of several 64-channel strips
 each, the last one ragged: Conv to 80 channels + Relu, Conv + Relu, Conv, Add
 of the first Relu's, Relu; a strided Conv to 200 channels + Relu, Conv, Add,
 Relu; GlobalAveragePool, Gemm.
+odd_residual.onnx (the zoo's input) has residual Adds on 21 channels over 14 x 14
+pixels (a tile of 6 rows does not divide them): Conv to 21 channels without
+padding + Relu, Conv + Relu, a 1 x 1 Conv, Add of the first Relu's (the Conv
+its second operand), Relu, a dilated Conv, Add without a Relu (its sum may go
+below the zero point), GlobalAveragePool, Gemm.
 """
 import os
 import sys
@@ -182,6 +187,24 @@ def main():
         N("Gemm", ["f", weight("wwf", (10, 200)), bias("bwf", 10)], ["logits"], name="fc", transB=1),
     ]
     save_model(os.path.join(out, "wide.onnx"), "wide", nodes, {"x": [3, 16, 16]}, 10, inits)
+
+    inits.clear()
+    nodes = [
+        N("Conv", ["x", weight("wo0", (21, 3, 3, 3)), bias("bo0", 21)], ["o0"], name="conv0"),
+        N("Relu", ["o0"], ["p0"], name="relu0"),
+        N("Conv", ["p0", weight("wo1", (21, 21, 3, 3)), bias("bo1", 21)], ["o1"], name="conv1", pads=[1, 1, 1, 1]),
+        N("Relu", ["o1"], ["p1"], name="relu1"),
+        N("Conv", ["p1", weight("wo2", (21, 21, 1, 1)), bias("bo2", 21)], ["o2"], name="conv2"),
+        N("Add", ["p0", "o2"], ["sum2"], name="add2"),
+        N("Relu", ["sum2"], ["p2"], name="relu2"),
+        N("Conv", ["p2", weight("wo3", (21, 21, 3, 3)), bias("bo3", 21)], ["o3"], name="conv3", pads=[2, 2, 2, 2],
+          dilations=[2, 2]),
+        N("Add", ["o3", "p2"], ["sum3"], name="add3"),
+        N("GlobalAveragePool", ["sum3"], ["g"], name="gap"),
+        N("Flatten", ["g"], ["f"], name="flatten", axis=1),
+        N("Gemm", ["f", weight("wof", (10, 21)), bias("bof", 10)], ["logits"], name="fc", transB=1),
+    ]
+    save_model(os.path.join(out, "odd_residual.onnx"), "odd_residual", nodes, {"x": [3, 16, 16]}, 10, inits)
 
 
 if __name__ == "__main__":

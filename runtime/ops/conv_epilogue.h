@@ -35,8 +35,9 @@ typedef struct qr_acc_epilogue {
      * values were computed once, into tables, before the convolution ran). */
     qr_status (*run_rows)(const struct qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e);
     /* The same epilogue's vector form (compiler/vecmap.h; NULL: none) and its tables, one int32
-     * per output channel each: a dense NHWC convolution without a second stage may run it fused
-     * into a kernel specialized to its shape (qr_iconv_specialized_ep) instead of run_rows. */
+     * per output channel each: a dense NHWC convolution may run it fused into a kernel
+     * specialized to its shape (qr_iconv_specialized_ep) instead of run_rows (with a second
+     * stage, into y rows the stage then reads). */
     const char *vprog;
     const int32_t *const *vtabs;
 } qr_acc_epilogue;

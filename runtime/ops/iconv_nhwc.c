@@ -621,9 +621,14 @@ static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
             window_rows_1x1(j, r0, rows, a);
         else
             window_rows(j, r0, rows, a);
-        if (j->fused && !j->y_split) { /* y's bytes straight from the registers */
-            j->fused(j->y + r0 * j->m, j->m, a, j->gather ? 1 : j->taps, rows, j->wp, j->init, j->k4, c0, c1, j->m,
+        if (j->fused) { /* y's bytes straight from the registers: into the output, or for the second stage
+                         * the block's rows (whole: one part) or y_split (split_then runs it) */
+            uint8_t *yd = j->y_split ? j->y_split + r0 * j->m : j->ep->then ? s + j->at_y : j->y + r0 * j->m;
+            j->fused(yd, j->m, a, j->gather ? 1 : j->taps, rows, j->wp, j->init, j->k4, c0, c1, j->m,
                      j->ep->vtabs);
+            qr_error e;
+            if (j->ep->then && !j->y_split && j->ep->then(j->ep, s + j->at_y, r0 * j->m, rows * j->m, &e) != QR_OK)
+                nhwc_failed(j, &e);
             continue;
         }
         j->fn(acc, j->m, a, j->gather ? 1 : j->taps, rows, j->wp, j->init, j->k4, c0, c1, j->m);
@@ -831,7 +836,8 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         j.fn = qr_iconv_specialized(j.gather ? 1 : j.taps, j.k4, j.m);
         if (!j.fn)
             j.fn = qr_iconv_u8s8();
-        if (ep->vprog && ep->vtabs && !ep->then && j.esize == 1) /* phase 2: the epilogue in the kernel too */
+        /* phase 2: the epilogue in the kernel too (before a second stage, y's bytes for it) */
+        if (ep->vprog && ep->vtabs && j.esize == 1)
             j.fused = qr_iconv_specialized_ep(j.gather ? 1 : j.taps, j.k4, j.m, ep->vprog);
         j.flip = flip;
         /* the input pixels the output rows read: a band's window rows, or all */

@@ -473,10 +473,62 @@ Test(intgraph, channel_parts_give_the_same_outputs)
     qr_tensor_free(&x);
 }
 
+/* A convolution whose residual Add runs as its second stage takes its y's bytes from the fused
+ * kernel (the epilogue's vector form in registers) into the block's rows, and the stage reads them
+ * there: odd_residual.onnx's 21 channels over 14 x 14 pixels (ragged row tiles, a last vector of 5
+ * channels), Adds with the convolution as either operand, with and without a Relu, give the bits
+ * of the separate NCHW kernels (fuse=0), onnx u8 and tflite i8 (zero points not 0), a batch and
+ * one image, 1 and 2 threads; every dense convolution ran fused, those with a second stage too. */
+Test(intgraph, second_stages_read_the_fused_kernels_bytes)
+{
+    qr_iconv_set_specializer(qc_iconv_jit);
+    int have = qr_iconv_specialized(9, 24, 24) != NULL;
+    qr_iconv_set_specializer(NULL);
+    if (!have) {
+        cr_log_info("no AVX-512 VNNI: no specialized kernels");
+        return;
+    }
+    const char *recipes[] = {"recipes/int8.qrl", "recipes/int8-tflite.qrl"};
+    qr_tensor x = {0};
+    qr_graph *g;
+    load("zoo_test.npy", NULL, &x);
+    load("odd_residual.onnx", &g, NULL);
+    for (int r = 0; r < 2; r++) {
+        qrl_module *m = compile(recipes[r]);
+        tu_option("fuse", "0");
+        qr_quantized *apart = quantize_with(g, m, "zoo_calib.npy");
+        tu_option("fuse", "");
+        tu_option("nhwc", "all");
+        qr_quantized *fused = quantize_with(g, m, "zoo_calib.npy");
+        tu_option("nhwc", "");
+        cr_assert_eq(count_attr_set(fused->ig->g, "QrlConvKernel", "then_call"), 2, "%s: the Adds are second stages",
+                     recipes[r]);
+        cr_assert_eq(count_attr(fused->ig->g, "QrlConvKernel", "nhwc"), 4, "%s", recipes[r]);
+        qr_iconv_set_specializer(qc_iconv_jit);
+        qr_iconv_set_ep_specializer(counting_ep);
+        ep_handed = 0;
+        qr_tensor y = {0};
+        run_threads(fused, &x, 1, &y);
+        int handed = ep_handed;
+        qr_tensor_free(&y);
+        assert_same_outputs(apart, fused, &x, recipes[r]);
+        qr_iconv_set_ep_specializer(NULL);
+        qr_iconv_set_specializer(NULL);
+        /* the stdlib's epilogue has a vector form: all four, the two before an Add among them */
+        cr_assert(r == 1 || handed == 4, "%s: %d of the 4 convolutions ran fused", recipes[r], handed);
+        qr_quantized_free(apart);
+        qr_quantized_free(fused);
+        qr_module_free(m);
+    }
+    qr_graph_free(g);
+    qr_tensor_free(&x);
+}
+
 /* Phase 2: the NHWC convolutions on kernels libgccjit compiled for each layer's shape (extended-asm
  * vpdpbusd, compiler/iconv_jit.c) give the bits of the generic microkernels, on the ResNet block
  * (a 3-channel window gathered, 3x3, dilated, strided), with the stdlib's requantization fused
- * into them (its vector form: the three convolutions without a residual Add) and without
+ * into them (its vector form: all four, the one before the residual Add writing its bytes for
+ * the second stage) and without
  * (epilogue=rows). Skipped on a CPU without AVX-512 VNNI. */
 Test(intgraph, shape_specialized_kernels_equal_the_generic_ones)
 {
@@ -509,7 +561,7 @@ Test(intgraph, shape_specialized_kernels_equal_the_generic_ones)
     qr_iconv_set_specializer(NULL);
     run_threads(generic, &x, 1, &want);
     cr_assert_eq(count_attr(special->ig->g, "QrlConvKernel", "nhwc"), 4);
-    cr_assert_eq(fused, 3, "the three convolutions without a second stage ran fused (%d)", fused);
+    cr_assert_eq(fused, 4, "the four convolutions, one with a second stage, ran fused (%d)", fused);
     cr_assert_eq(ep_handed, fused, "epilogue=rows: no fused kernel");
     cr_assert(!memcmp(got.data, want.data, qr_tensor_nbytes(&want)), "fused kernels' outputs differ");
     cr_assert(!memcmp(rows.data, want.data, qr_tensor_nbytes(&want)), "specialized kernels' outputs differ");
