@@ -1896,6 +1896,54 @@ Test(quantize, int8_recipe_judges_on_held_out_samples)
     expect_fmnist_bound("ho", "ho_val", db);
 }
 
+/* recipes/int8-margin.qrl is int8.qrl with the fallback's target at 32 dB (7 above the 25 it is to
+ * hold): a layer int8.qrl keeps on the integers at 25-32 dB on the held-out samples goes to f32. The
+ * model, made here by numpy: x (64 samples of 32 Student-t values, 3 degrees of freedom: a heavy
+ * tail, so minmax's u8 steps are coarse) -> MatMul -> Relu -> MatMul. The oracle: ONNX Runtime runs
+ * the f32 model and each export on the 16 held-out samples x[3::4], and numpy's
+ * sample_balanced_lower of them (samples_oracle.py) is what qrl reports within 0.01 dB: int8.qrl's
+ * between 25 and 32 with nothing in f32, int8-margin.qrl's at least 32 with a tensor in f32 and
+ * fewer integer MACs. */
+Test(quantize, int8_margin_recipe_falls_back_what_int8_keeps_under_32_db)
+{
+    char cmd[4096], *log, path[1024];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper, numpy_helper as nh, "
+             "TensorProto as T\nrng = np.random.default_rng(39)\n"
+             "w1 = rng.normal(0, 0.2, (32, 32)).astype(np.float32); w2 = rng.normal(0, 0.2, (32, 8)).astype(np.float32)\n"
+             "g = helper.make_graph([helper.make_node('MatMul', ['x', 'w1'], ['h']), helper.make_node('Relu', ['h'], ['r']), "
+             "helper.make_node('MatMul', ['r', 'w2'], ['y'])], 'mm', [helper.make_tensor_value_info('x', T.FLOAT, ['N', 32])], "
+             "[helper.make_tensor_value_info('y', T.FLOAT, ['N', 8])], [nh.from_array(w1, 'w1'), nh.from_array(w2, 'w2')])\n"
+             "m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]); m.ir_version = 8; onnx.save(m, '%s/mg.onnx')\n"
+             "x = rng.standard_t(3, (64, 32)).astype(np.float32); np.save('%s/mg.npy', x); np.save('%s/mg_val.npy', x[3::4])\"",
+             dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *recipes[] = {"int8", "int8-margin"};
+    double db[2], macs[2], fb[2];
+    for (int r = 0; r < 2; r++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize %s/mg.onnx --recipe recipes/%s.qrl --calib %s/mg.npy -o %s/mg-%s.onnx "
+                 "--report %s/mg-%s.json 2>&1",
+                 tu_root(), tu_qrl(), dir, recipes[r], dir, dir, recipes[r], dir, recipes[r]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+        snprintf(path, sizeof path, "%s/mg-%s.json", dir, recipes[r]);
+        cr_assert_eq(tu_json_number(path, "validate_samples"), 16);
+        db[r] = tu_json_number(path, "output_sqnr_db");
+        fb[r] = tu_json_number(path, "fallbacks");
+        macs[r] = tu_json_number(path, "macs_int_per_sample");
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 tests/e2e/samples_oracle.py %s/mg.onnx %s/mg-%s.onnx %s/mg_val.npy 0.01 "
+                 "sample_balanced_lower=%.6f",
+                 tu_root(), dir, dir, recipes[r], dir, db[r]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", recipes[r], log);
+        free(log);
+    }
+    cr_assert(db[0] >= 25 && db[0] < 32 && fb[0] == 0, "int8.qrl: %.2f dB, %.0f fallbacks", db[0], fb[0]);
+    cr_assert(db[1] >= 32 && fb[1] >= 1 && macs[1] < macs[0], "int8-margin.qrl: %.2f dB, %.0f fallbacks, %.0f of %.0f MACs",
+              db[1], fb[1], macs[1], macs[0]);
+}
 /* With samples held out, the report's second figure (output_sqnr_calibrate_db) is the integer
  * graph's output SQNR on the 48 samples calibrated on, measured against the outputs the f32 pass
  * kept for it (the pass runs after the fallback then, and nothing runs f32 over them again). The
