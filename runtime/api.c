@@ -189,6 +189,15 @@ static int64_t part_size(const qrl_model *m, const qr_tensor *in)
     if (!m->apart || !g || in[0].ndim < 1 || in[0].dims[0] < 2)
         return 0;
     int64_t n = in[0].dims[0];
+    /* --option parts: a fixed size, to measure the rule against (docs/runtime.md, "Stop 39": on
+     * Zen 4 at batch 64 no fixed size beat it on the four bench CNNs beyond the runs' spread) */
+    int forced = qr_options_get()->parts;
+    if (forced == QR_PARTS_WHOLE)
+        return 0;
+    if (forced >= QR_PARTS_1) {
+        int64_t f = (int64_t)1 << (forced - QR_PARTS_1);
+        return f < n ? f : 0;
+    }
     size_t per = 0;
     for (int i = 0; i < g->n_inputs; i++) {
         if (in[i].ndim < 1 || in[i].dims[0] != n)

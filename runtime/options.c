@@ -47,6 +47,7 @@ static const option_def defs[] = {
     {"poison", {"0", "1"}, INT_FIELD(poison)},
     {"effects", {"downstream", "whole", "cut"}, INT_FIELD(effects)},
     {"bands", {"auto", "0", "all"}, INT_FIELD(bands)},
+    {"parts", {"auto", "whole", "1", "2", "4", "8"}, INT_FIELD(parts)},
 };
 
 /* dst (a string field) holds s and zeros after it: equal options compare equal bytewise. */

@@ -49,6 +49,15 @@ typedef enum qr_bands_mode {
     QR_BANDS_ALL,      /* every chain that can, in bands of two rows (the tests') */
 } qr_bands_mode;
 
+typedef enum qr_parts_mode {
+    QR_PARTS_AUTO = 0, /* an f32 CNN's batch in parts by api.c's part_size rule */
+    QR_PARTS_WHOLE,    /* the batch at once */
+    QR_PARTS_1,        /* parts of 1, 2, 4 or 8 samples (the tests' and the measurements') */
+    QR_PARTS_2,
+    QR_PARTS_4,
+    QR_PARTS_8,
+} qr_parts_mode;
+
 /* All zero: the defaults. */
 typedef struct qr_options {
     char igemm[16];        /* integer GEMM and convolution: "" the CPU's best, "portable", or
@@ -65,6 +74,7 @@ typedef struct qr_options {
     int poison;            /* outputs the executor does not zero start as 0xA5 bytes */
     int effects;           /* a qr_effects_mode */
     int bands;             /* a qr_bands_mode */
+    int parts;             /* a qr_parts_mode */
 } qr_options;
 
 /* The process's options (never NULL). Read without a lock: set them before runs start. */
@@ -75,7 +85,7 @@ void qr_options_set(const qr_options *o);
 /* Sets option name of *o from its text value; QR_ERR with a message naming the option and the
  * values it takes. Names: kernels (auto, portable, avx2, avxvnni, avx512vnni: portable is every
  * kernel's portable path, an ISA the integer kernels'), iconv-jit (auto, 0, 1), and the tests' igemm,
- * sgemm, quant, window, f32-rows, fuse, nhwc, epilogue, split, poison, effects, bands. An empty value is
+ * sgemm, quant, window, f32-rows, fuse, nhwc, epilogue, split, poison, effects, bands, parts. An empty value is
  * the default. An unknown name's message lists the names. */
 qr_status qr_options_parse(qr_options *o, const char *name, const char *value, qr_error *e);
 

@@ -142,6 +142,18 @@ Test(nhwc_f32, a_batch_runs_in_parts_with_each_samples_bits)
              dir, dir, tu_qrl(), dir, dir, dir, dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "two calls of 5 samples against each sample alone:\n%s", log);
     free(log);
+    /* --option parts (stop 39): the batch whole, in parts of 4 (4 and 1) and of 1, each sample its own
+     * bits; px.onnx (samples mixed) runs whole whatever the option says, so its outputs stay */
+    static const char *const parts[] = {"whole", "4", "1"};
+    for (int i = 0; i < 3; i++)
+        for (int m = 0; m < 2; m++) {
+            const char *o = models[m];
+            snprintf(cmd, sizeof cmd, "%s --option parts=%s run %s/%s.onnx -i %s/xp.npy -o %s/pp_%s && /usr/bin/python3 "
+                     "-c \"import numpy as n, sys; a = n.load('%s/pp_%s/y.npy'); b = n.load('%s/q_%s/y.npy'); "
+                     "sys.exit(0 if n.array_equal(a, b) else 1)\"", tu_qrl(), parts[i], dir, o, dir, dir, o, dir, o, dir, o);
+            cr_assert_eq(tu_run(cmd, &log), 0, "%s, parts=%s against the default:\n%s", o, parts[i], log);
+            free(log);
+        }
     if (qr_sconv_available()) { /* where the channels-last graph runs (the parts are its) */
         cr_assert_eq(whole[0], one[0], "p.onnx: the last part's plan is not of one sample");
         cr_assert_neq(whole[1], one[1], "px.onnx (samples mixed) ran in parts");

@@ -58,6 +58,13 @@ Test(options, each_value_sets_its_field)
     cr_assert_eq(parsed("bands", "auto").bands, QR_BANDS_AUTO);
     cr_assert_eq(parsed("bands", "").bands, QR_BANDS_AUTO);
     cr_assert_eq(QR_BANDS_AUTO, 0, "all-zero options are the defaults");
+    /* parts (stop 39): auto the default, whole, and parts of 1, 2, 4 or 8 samples */
+    cr_assert_eq(parsed("parts", "").parts, QR_PARTS_AUTO);
+    cr_assert_eq(parsed("parts", "whole").parts, QR_PARTS_WHOLE);
+    cr_assert_eq(parsed("parts", "1").parts, QR_PARTS_1);
+    cr_assert_eq(parsed("parts", "8").parts, QR_PARTS_8);
+    cr_assert_eq(qr_options_parse(&o, "parts", "3", &e), QR_ERR, "3 is not one of its values");
+    cr_assert_eq(QR_PARTS_AUTO, 0, "all-zero options are the defaults");
 }
 
 /* --kernels portable is every kernel's portable path; an ISA pins the integer kernels only; auto
@@ -88,7 +95,7 @@ Test(options, a_wrong_name_or_value_is_refused_with_the_values)
     cr_assert_str_eq(e.msg, "option kernels takes auto, portable, avx2, avxvnni, avx512vnni, not 'avx512'");
     cr_assert_eq(qr_options_parse(&o, "fusion", "0", &e), QR_ERR);
     cr_assert_str_eq(e.msg, "no option named 'fusion' (the options: kernels, iconv-jit, igemm, sgemm, quant, window, f32-rows, "
-                              "fuse, nhwc, epilogue, split, poison, effects, bands)");
+                              "fuse, nhwc, epilogue, split, poison, effects, bands, parts)");
     cr_assert_eq(memcmp(&o, &zero, sizeof o), 0, "a refused value changed the options");
     char err[128];
     cr_assert_eq(qrl_set_option("split", "diagonal", err, sizeof err), 1);
