@@ -234,6 +234,14 @@ Test(sconv, conv_matches_float64_on_ragged_shapes)
     check_conv((cv){1, 1, 12, 11, 70, 5, 5, 1, 1, 2, 2, 4, 3, 4, 5, 1, 0, 0});
     check_conv((cv){2, 3, 6, 7, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
     check_conv((cv){1, 3, 5, 1, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0});
+    /* one vector of channels in the bench models' row lengths: rows of 28 (tiles of 10, 9, 9: the
+     * Fashion-MNIST stem's), 32 (11, 11, 10: the small ResNet's), 31 (11, 10, 10) and 13 (7, 6, with
+     * a ragged mask of 13 channels), C 16 as well (pixels 16 floats apart) */
+    check_conv((cv){2, 1, 5, 28, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+    check_conv((cv){1, 3, 4, 32, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2});
+    check_conv((cv){1, 3, 3, 33, 13, 3, 3, 1, 1, 1, 1, 0, 0, 1, 0, 1, 0, 0});
+    check_conv((cv){2, 16, 4, 31, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+    check_conv((cv){1, 1, 3, 13, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0});
     /* and pixels 16 or 32 floats apart in small layers of one or two vectors: C 16 at stride 1 and
      * 2, C 32 at stride 1 (a ragged M, rows of 30, 20 and 13 pixels, a 1 x 1 at stride 2) */
     check_conv((cv){2, 16, 9, 30, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
@@ -271,13 +279,15 @@ Test(sconv, maxpool_nhwc_matches_the_definition_bit_for_bit)
         cr_skip_test("no AVX-512F");
     /* 70: a full block of 64 channels and a ragged one; 5, 113 (a last mask of 1..48 and of 49..63
      * channels) and 128 (two full blocks, no tail); 16, 40 and 96 (a last block of one whole
-     * vector, of three vectors, and a full block then two whole vectors: the tails' own kernels) */
-    const int64_t Cs[] = {70, 5, 113, 128, 16, 40, 96};
+     * vector, of three vectors, and a full block then two whole vectors: the tails' own kernels);
+     * 16, 32, 96 and 128 take the 2 x 2 windows' row kernel (maxpool_row_2x2) at strides 1, 2 and 3,
+     * with a border of padding whose windows stay on the generic path */
+    const int64_t Cs[] = {70, 5, 113, 128, 16, 40, 96, 32};
     for (size_t cj = 0; cj < sizeof Cs / sizeof Cs[0]; cj++) {
         const int64_t N = 2, C = Cs[cj], H = 13, W = 12;
         struct {
             int64_t k, s, p;
-        } cases[] = {{3, 2, 1}, {2, 2, 0}, {3, 1, 1}};
+        } cases[] = {{3, 2, 1}, {2, 2, 0}, {3, 1, 1}, {2, 1, 0}, {2, 2, 1}, {2, 3, 1}};
         float *x = malloc(sizeof(float) * (size_t)(N * C * H * W));
         cr_assert(x);
         unsigned seed = 5;
