@@ -21,7 +21,6 @@ a8's and a8wB's dB per output. Last lines: the share of Conv MACs whose layers h
 output alone (a8, a8wB).
 """
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -29,27 +28,8 @@ import onnx
 from onnx import helper, numpy_helper as nh, TensorProto
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def run(model, x, out):
-    env = dict(os.environ)
-    env.setdefault("ORT_NODE_MODULE", os.path.join(ROOT, "build", "npm", "node_modules", "onnxruntime-node"))
-    subprocess.run(["node", os.path.join(ROOT, "tools", "ort_sqnr.js"), "--run", model, out, x], check=True,
-                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    outs = []
-    k = 0
-    while os.path.exists(os.path.join(out, "%d.npy" % k)):
-        outs.append(np.load(os.path.join(out, "%d.npy" % k)).astype(np.float64))
-        os.remove(os.path.join(out, "%d.npy" % k))
-        k += 1
-    return outs
-
-
-def rounded(w, bits):
-    qmax = 2 ** (bits - 1) - 1
-    a = np.abs(w).reshape(w.shape[0], -1).max(1).reshape(-1, *([1] * (w.ndim - 1)))
-    s = np.where(a > 0, a / qmax, 1)
-    return (np.clip(np.round(w / s), -qmax, qmax) * s).astype(w.dtype)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from weight_alone import parse_opts, rounded, run  # noqa: E402 (the same ORT runs and rounding)
 
 
 def ranges(model, convs, calib_x, outdir):
@@ -123,13 +103,7 @@ def sqnr(ref, got):
 def main():
     args = sys.argv[1:]
     opts = {"--wbits": "16", "--every": "4", "--from": "3", "--layers": ""}
-    for k in list(opts):
-        if k in args:
-            i = args.index(k)
-            opts[k] = args[i + 1]
-            del args[i:i + 2]
-    if len(args) != 3:
-        sys.exit(__doc__)
+    args = parse_opts(args, opts, __doc__)
     model, calib, outdir = args
     wbits, every, first = int(opts["--wbits"]), int(opts["--every"]), int(opts["--from"])
     os.makedirs(outdir, exist_ok=True)

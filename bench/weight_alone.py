@@ -35,6 +35,7 @@ def run(model, x, out):
     k = 0
     while os.path.exists(os.path.join(out, "%d.npy" % k)):
         outs.append(np.load(os.path.join(out, "%d.npy" % k)).astype(np.float64))
+        os.remove(os.path.join(out, "%d.npy" % k))  # a later model with fewer outputs reads none of these
         k += 1
     return outs
 
@@ -46,16 +47,22 @@ def rounded(w, bits):
     return (np.clip(np.round(w / s), -qmax, qmax) * s).astype(w.dtype)
 
 
-def main():
-    args = sys.argv[1:]
-    opts = {"--bits": "8", "--every": "4", "--from": "3", "--layers": ""}
+def parse_opts(args, opts, doc):
+    """Takes each `--name value` of opts' names out of args into opts; the three positional arguments left."""
     for k in list(opts):
         if k in args:
             i = args.index(k)
             opts[k] = args[i + 1]
             del args[i:i + 2]
     if len(args) != 3:
-        sys.exit(__doc__)
+        sys.exit(doc)
+    return args
+
+
+def main():
+    args = sys.argv[1:]
+    opts = {"--bits": "8", "--every": "4", "--from": "3", "--layers": ""}
+    args = parse_opts(args, opts, __doc__)
     model, calib, outdir = args
     bits, every, first = int(opts["--bits"]), int(opts["--every"]), int(opts["--from"])
     os.makedirs(outdir, exist_ok=True)

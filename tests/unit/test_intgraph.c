@@ -70,6 +70,19 @@ static qr_quantized *quantize_with(const qr_graph *g, qrl_module *m, const char 
     return q;
 }
 
+/* g quantized by m twice on the zoo's calibration samples: *apart with the separate kernels
+ * (fuse=0), *fused with the convolutions channels last (nhwc = `nhwc`) and fused. */
+static void quantize_apart_and_fused(const qr_graph *g, qrl_module *m, const char *nhwc, qr_quantized **apart,
+                                     qr_quantized **fused)
+{
+    tu_option("fuse", "0");
+    *apart = quantize_with(g, m, "zoo_calib.npy");
+    tu_option("fuse", "");
+    tu_option("nhwc", nhwc);
+    *fused = quantize_with(g, m, "zoo_calib.npy");
+    tu_option("nhwc", "");
+}
+
 static qrl_module *compile(const char *recipe)
 {
     char err[512] = "";
@@ -337,12 +350,8 @@ Test(intgraph, fused_conv_epilogues_equal_the_separate_kernels)
         qr_graph *g;
         load(models[mi % 2], &g, NULL);
         for (int r = 0; r < 3; r++) {
-            tu_option("fuse", "0");
-            qr_quantized *apart = quantize_with(g, m[r], "zoo_calib.npy");
-            tu_option("fuse", "");
-            tu_option("nhwc", nhwc ? "all" : "0");
-            qr_quantized *fused = quantize_with(g, m[r], "zoo_calib.npy");
-            tu_option("nhwc", "");
+            qr_quantized *apart, *fused;
+            quantize_apart_and_fused(g, m[r], nhwc ? "all" : "0", &apart, &fused);
             cr_assert_eq(count_op(apart->ig->g, "QrlConvKernel"), 0, "%s", recipes[r]);
             cr_assert_eq(count_op(fused->ig->g, "QrlConvKernel"), 4, "%s %s: its four convolutions", models[mi],
                          recipes[r]);
@@ -392,12 +401,8 @@ Test(intgraph, residual_add_runs_as_the_convolutions_second_stage)
     load("residual.onnx", &g, NULL);
     for (int r = 0; r < 3; r++) {
         qrl_module *m = compile(recipes[r]);
-        tu_option("fuse", "0");
-        qr_quantized *apart = quantize_with(g, m, "zoo_calib.npy");
-        tu_option("fuse", "");
-        tu_option("nhwc", "all");
-        qr_quantized *fused = quantize_with(g, m, "zoo_calib.npy");
-        tu_option("nhwc", "");
+        qr_quantized *apart, *fused;
+        quantize_apart_and_fused(g, m, "all", &apart, &fused);
         cr_assert_eq(count_attr_set(fused->ig->g, "QrlConvKernel", "then_call"), 1, "%s: the Add is a second stage",
                      recipes[r]);
         cr_assert_eq(count_attr(fused->ig->g, "QrlConvKernel", "nhwc"), 4, "%s", recipes[r]);
@@ -439,12 +444,8 @@ Test(intgraph, channel_parts_give_the_same_outputs)
     load("wide.onnx", &g, NULL);
     for (int r = 0; r < 2; r++) {
         qrl_module *m = compile(recipes[r]);
-        tu_option("fuse", "0");
-        qr_quantized *apart = quantize_with(g, m, "zoo_calib.npy");
-        tu_option("fuse", "");
-        tu_option("nhwc", "all");
-        qr_quantized *fused = quantize_with(g, m, "zoo_calib.npy");
-        tu_option("nhwc", "");
+        qr_quantized *apart, *fused;
+        quantize_apart_and_fused(g, m, "all", &apart, &fused);
         cr_assert_eq(count_attr_set(fused->ig->g, "QrlConvKernel", "then_call"), 2, "%s: the Adds are second stages",
                      recipes[r]);
         cr_assert_eq(count_attr(fused->ig->g, "QrlConvKernel", "nhwc"), 5, "%s", recipes[r]);
@@ -495,12 +496,8 @@ Test(intgraph, second_stages_read_the_fused_kernels_bytes)
     load("odd_residual.onnx", &g, NULL);
     for (int r = 0; r < 2; r++) {
         qrl_module *m = compile(recipes[r]);
-        tu_option("fuse", "0");
-        qr_quantized *apart = quantize_with(g, m, "zoo_calib.npy");
-        tu_option("fuse", "");
-        tu_option("nhwc", "all");
-        qr_quantized *fused = quantize_with(g, m, "zoo_calib.npy");
-        tu_option("nhwc", "");
+        qr_quantized *apart, *fused;
+        quantize_apart_and_fused(g, m, "all", &apart, &fused);
         cr_assert_eq(count_attr_set(fused->ig->g, "QrlConvKernel", "then_call"), 2, "%s: the Adds are second stages",
                      recipes[r]);
         cr_assert_eq(count_attr(fused->ig->g, "QrlConvKernel", "nhwc"), 4, "%s", recipes[r]);
