@@ -574,7 +574,6 @@ static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *bu
                         p[q] = r[(ix0 + q) * ps] ^ flip;
                 memset(p + q1, xz, (size_t)(span - q1));
             }
-
         for (int64_t t = 0; t < run; t++) {
             uint8_t *row = buf + (i + t) * j->k4, *d = row;
             const uint8_t *p = pad + t * sx;
