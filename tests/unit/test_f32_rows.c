@@ -477,6 +477,10 @@ Test(f32_rows, matmul_attention_and_projections_match_numpy)
     check_matmul(3, (int64_t[]){2, 30, 600}, 2, (int64_t[]){600, 40}, 38); /* K blocks of the GEMM */
     check_matmul(3, (int64_t[]){1, 50, 20}, 2, (int64_t[]){20, 1100}, 39); /* column blocks */
     check_matmul(2, (int64_t[]){2, 20}, 2, (int64_t[]){20, 70}, 40);       /* the few rows' kernel */
+    /* one product, [1, S, K] (a GPT layer at batch 1) and [S, K]: B packed once as above */
+    check_matmul(3, (int64_t[]){1, 64, 40}, 2, (int64_t[]){40, 70}, 41);
+    check_matmul(3, (int64_t[]){1, 13, 300}, 2, (int64_t[]){300, 45}, 42);
+    check_matmul(2, (int64_t[]){50, 20}, 2, (int64_t[]){20, 1100}, 43);
     /* Q.K^T and P.V per head: [B*H, S, hd] x [B*H, hd, S], 1, 3 and 12 heads */
     for (int heads = 1; heads <= 12; heads = heads == 1 ? 3 : 12 + heads) {
         check_matmul(3, (int64_t[]){heads, 21, 13}, 3, (int64_t[]){heads, 13, 21}, 34 + (unsigned)heads);
