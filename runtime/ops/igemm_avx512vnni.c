@@ -268,8 +268,46 @@ TARGET void qr_igemm_u8s8_rc_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int
         strip(c, c_rs, a, init, cinit, rz, csum, m0, m1, b, k4, n, pitch, j);
 }
 
+/* The last G groups of sixteen columns (G <= 4, fewer than the eight of a full step), columns [j,
+ * j + left): two chains a group, over the even and the odd quads of K, added at the end (int32 sums
+ * wrap alike in any order: the same bits), so that 2 G chains hide vpdpbusd's latency where one
+ * chain a group waited on it (a classifier of 64 columns: 392 dependent steps a group). */
+#define GEMV_G(X) X(0) X(1) X(2) X(3)
+#define GEMV_INIT(g)                                                                                         \
+    __m512i a##g = _mm512_setzero_si512(), b##g = a##g;                                                      \
+    if (g < G)                                                                                               \
+        a##g = _mm512_maskz_loadu_epi32(cols_mask(left - 16 * g), init + j + 16 * g);
+#define GEMV_EVEN(g)                                                                                         \
+    if (g < G)                                                                                               \
+        a##g = _mm512_dpbusd_epi32(a##g, x0, _mm512_loadu_si512((const void *)(wq + 64 * g)));
+#define GEMV_ODD(g)                                                                                          \
+    if (g < G)                                                                                               \
+        b##g = _mm512_dpbusd_epi32(b##g, x1, _mm512_loadu_si512((const void *)(wq + step + 64 * g)));
+#define GEMV_STORE(g)                                                                                        \
+    if (g < G)                                                                                               \
+        _mm512_mask_storeu_epi32(y + j + 16 * g, cols_mask(left - 16 * g), _mm512_add_epi32(a##g, b##g));
+TARGET static inline __attribute__((always_inline)) void gemv_last(const int G, int32_t *y, const uint8_t *x,
+                                                                   const int8_t *w, const int32_t *init, int64_t kq,
+                                                                   int64_t step, int64_t j, int64_t left)
+{
+    GEMV_G(GEMV_INIT)
+    const int8_t *wq = w + j * 4;
+    int64_t q = 0;
+    for (; q + 1 < kq; q += 2, wq += 2 * step) {
+        __m512i x0 = bcast4((const int8_t *)(x + 4 * q)), x1 = bcast4((const int8_t *)(x + 4 * q + 4));
+        GEMV_G(GEMV_EVEN)
+        GEMV_G(GEMV_ODD)
+    }
+    if (q < kq) {
+        __m512i x0 = bcast4((const int8_t *)(x + 4 * q));
+        GEMV_G(GEMV_EVEN)
+    }
+    GEMV_G(GEMV_STORE)
+}
+
 /* y[j] for columns [j0, j1): eight groups of sixteen at a time (eight independent vpdpbusd chains
- * for each four bytes of x broadcast), then one group at a time; the last group under a mask. */
+ * for each four bytes of x broadcast), then the last groups four at a time (gemv_last); the last
+ * group under a mask. */
 TARGET void qr_igemv_u8s8_avx512vnni(int32_t *y, const uint8_t *x, const int8_t *w, const int32_t *init, int64_t k4,
                                      int64_t j0, int64_t j1, int64_t n)
 {
@@ -301,13 +339,16 @@ TARGET void qr_igemv_u8s8_avx512vnni(int32_t *y, const uint8_t *x, const int8_t 
         for (int g = 0; g < 8; g++)
             _mm512_storeu_si512((void *)(y + j + 16 * g), o[g]);
     }
-    for (; j < j1; j += 16) {
-        __mmask16 m = cols_mask(j1 - j);
-        __m512i s = _mm512_maskz_loadu_epi32(m, init + j);
-        const int8_t *wj = w + j * 4;
-        for (int64_t q = 0; q < kq; q++)
-            s = _mm512_dpbusd_epi32(s, bcast4((const int8_t *)(x + 4 * q)), _mm512_loadu_si512((const void *)(wj + q * step)));
-        _mm512_mask_storeu_epi32(y + j, m, s);
+    for (; j < j1; j += 64) {
+        int64_t left = j1 - j;
+        if (left > 48)
+            gemv_last(4, y, x, w, init, kq, step, j, left);
+        else if (left > 32)
+            gemv_last(3, y, x, w, init, kq, step, j, left);
+        else if (left > 16)
+            gemv_last(2, y, x, w, init, kq, step, j, left);
+        else
+            gemv_last(1, y, x, w, init, kq, step, j, left);
     }
 }
 

@@ -127,7 +127,8 @@ Test(igemm, gemv_matches_reference_on_ragged_and_wrapping_shapes)
         return;
     }
     const int64_t shapes[][2] = {{1, 1}, {7, 3}, {16, 16}, {33, 127}, {64, 128}, {100, 129}, {1568, 128},
-                                 {9, 300}, {70000, 19}, {70000, 150}};
+                                 {9, 300}, {70000, 19}, {70000, 150}, {1568, 64}, {9, 40}, {5, 64}, {1, 50},
+                                 {13, 200}};
     unsigned seed = 11;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int64_t k = shapes[s][0], n = shapes[s][1], k4 = qr_igemm_k4(k), n16 = qr_igemm_n16(n);
