@@ -11,8 +11,8 @@ Targets (QRL-M, one thread, batch 1 and 64; QRL int8 is its fastest form, the ke
 layer (--iconv-jit) where that column was measured): QRL int8 at least 1.5x as fast as ONNX Runtime
 int8, or at 95% of the measured VNNI peak where ONNX Runtime already runs at 80% of it; QRL int8
 at least 2.5x as fast as QRL f32; QRL f32 at least as fast as ONNX Runtime f32; ResNet-18's
-convolutions at 80% of the VNNI peak or more; and QRL-E's calibration pass of `qrl quantize` at
-most 1.5x one f32 pass over the same samples (both as quantize reports them). Speed-ups are "how
+convolutions at 80% of the VNNI peak or more. Apart from them, QRL-E's: the calibration pass of
+`qrl quantize` at most 1.5x one f32 pass over the same samples (both as quantize reports them). Speed-ups are "how
 many times faster" (> 1: QRL ahead).
 
 The transformers (bert, gpt; vit, swin: accuracy only) have QRL-H's targets instead, printed "met" or
@@ -20,9 +20,10 @@ The transformers (bert, gpt; vit, swin: accuracy only) have QRL-H's targets inst
 model yet): per file NAME.qrl_f32.json, NAME.qrl_int8.json and NAME.qrl_int8_dynamic.json (qrl
 bench --recipe: the 'int8' rows), NAME.ort_f32.json, NAME.ort_int8.json,
 NAME.ort_int8_dynamic.json (ORT on each export), NAME.torch.json (PyTorch f32 and
-quantize_dynamic) and NAME.sqnr.json (tools/transformer_sqnr.py). One thread, batch 1 and 8:
+quantize_dynamic) and NAME.sqnr.json (tools/transformer_sqnr.py). One thread, batch 1, 8 and 64 (gpt 1):
 QRL int8 (static, dynamic) at least 1.5x as fast as ORT on the same export and 2x as fast as QRL
-f32; QRL f32 within 1.1x of ORT f32. Accuracy on the 16 test samples: recipes/int8.qrl within
+f32; QRL f32 within 1.1x of ORT f32 (and QRL-M's targets on the same rows at batch 1 and 64,
+printed apart: int8 static 1.5x ORT and 2.5x QRL f32, f32 at least ORT's speed). Accuracy on the 16 test samples: recipes/int8.qrl within
 3 dB of PyTorch quantize_dynamic's output SQNR, recipes/int8-dynamic.qrl at most 0.5 dB below
 it, each with at least 95% of the MACs in integers.
 """
@@ -76,9 +77,10 @@ def vrow(rows, batch, threads, variant):
 
 
 def transformers(d, names, results):
-    """QRL-H's rows: the times at batch 1 and 8 on one thread, the accuracy table, and the targets
-    as (model, what, value, met) with met None where a number is missing."""
-    targets = []
+    """QRL-H's rows: the times at batch 1, 8 and 64 on one thread, the accuracy table, and the targets
+    as (model, what, value, met) with met None where a number is missing; then QRL-M's targets on
+    the same rows (batch 1 and 64: int8 static 1.5x ORT and 2.5x QRL f32, f32 at ORT's speed)."""
+    targets, m_targets = [], []
     timed = [n for n in names if n in TRANSFORMERS and n not in ("gpt_outliers", "vit", "swin")]
     hdr = ("%-5s %5s | %9s %9s %7s | %9s %9s %7s | %9s %7s %7s | %9s %7s | %9s %9s %7s" %
            ("model", "batch", "int8", "ORT int8", "vs ORT", "int8 dyn", "ORT dyn", "vs ORT", "QRL f32", "st/f32",
@@ -117,7 +119,7 @@ def transformers(d, names, results):
             acc.append((name, sq))
         if name in ("gpt_outliers", "vit", "swin"):  # accuracy only
             continue
-        for batch in ((1,) if name == "gpt" else (1, 8)):
+        for batch in ((1,) if name == "gpt" else (1, 8, 64)):
             f, g = vrow(m["qrl_f32"], batch, 1, "fp32"), vrow(m["ort_f32"], batch, 1, None)
             t, td = vrow(m["torch_f32"], batch, 1, None), vrow(m["torch_dynamic_int8"], batch, 1, None)
             q = {tag: (vrow(m["qrl_" + tag], batch, 1, "int8"), vrow(m["ort_" + tag], batch, 1, None))
@@ -134,7 +136,7 @@ def transformers(d, names, results):
                    ms(q["int8_dynamic"][0]), ms(q["int8_dynamic"][1]), ratio(r["int8_dynamic_vs_ort"]),
                    ms(f), ratio(r["int8_vs_qrl_f32"]), ratio(r["int8_dynamic_vs_qrl_f32"]), ms(g),
                    ratio(r["f32_over_ort_f32"]), ms(t), ms(td), ratio(r["int8_vs_torch_dynamic"])))
-            for tag, kind, _ in RECIPES:
+            for tag, kind, _ in RECIPES if batch in (1, 8) else ():  # QRL-H's: batch 1 and 8
                 v = r[tag + "_vs_ort"]
                 targets.append((name, "int8 %s >= 1.5x ORT on its export, batch %d" % (kind, batch), v,
                                 None if v is None else v >= 1.5))
@@ -142,7 +144,19 @@ def transformers(d, names, results):
                 targets.append((name, "int8 %s >= 2x QRL f32, batch %d" % (kind, batch), v,
                                 None if v is None else v >= 2.0))
             v = r["f32_over_ort_f32"]
-            targets.append((name, "f32 <= 1.1x ORT f32 time, batch %d" % batch, v, None if v is None else v <= 1.1))
+            if batch in (1, 8):
+                targets.append((name, "f32 <= 1.1x ORT f32 time, batch %d" % batch, v,
+                                None if v is None else v <= 1.1))
+            if batch in (1, 64):  # QRL-M's own, on every model of make bench: batch 1 and 64
+                v = r["int8_vs_ort"]
+                m_targets.append((name, "int8 static >= 1.5x ORT int8, batch %d" % batch, v,
+                                  None if v is None else v >= 1.5))
+                v = r["int8_vs_qrl_f32"]
+                m_targets.append((name, "int8 static >= 2.5x QRL f32, batch %d" % batch, v,
+                                  None if v is None else v >= 2.5))
+                v = 1 / r["f32_over_ort_f32"] if r["f32_over_ort_f32"] else None
+                m_targets.append((name, "f32 >= ORT f32, batch %d (ORT time / QRL time)" % batch, v,
+                                  None if v is None else v >= 1.0))
     if acc:
         print("\ntransformer accuracy: output SQNR on the 16 test samples against PyTorch f32 (QRL: the recipe's"
               " integer graph; ORT: on QRL's export; PyTorch: quantize_dynamic, engine %s); MACs: the share in"
@@ -194,7 +208,7 @@ def transformers(d, names, results):
         if t.get("dynamic_sqnr_qnnpack") is not None:
             print("      (PyTorch dynamic on qnnpack, 8-bit activations: %.1f dB; QRL f32 against PyTorch f32: %s dB)"
                   % (t["dynamic_sqnr_qnnpack"], db(sq.get("qrl_f32_sqnr")).strip()))
-    return targets
+    return targets, m_targets
 
 
 INT4_SHAPES = ("4096x4096", "4096x11008")
@@ -258,7 +272,7 @@ def main():
               " fused, chains over links past 4 MB band by band)")
         print(hdr)
         print("-" * len(hdr))
-    targets, calib_rows, notes = [], [], []
+    targets, calib_targets, calib_rows, notes = [], [], [], []
     for name in cnns:
         q32 = (load(os.path.join(d, name + ".qrl_f32.json")) or {}).get("results")
         q8 = (load(os.path.join(d, name + ".qrl_int8.json")) or {}).get("results")
@@ -330,7 +344,7 @@ def main():
             r = qz["calib_ms"] / qz["fp32_pass_ms"]
             m["calibration"] = dict(qz, ratio=r, quantize_over_pass=qz["quantize_s"] * 1e3 / qz["fp32_pass_ms"])
             calib_rows.append((name, qz["samples"], qz["calib_ms"], qz["fp32_pass_ms"], r, qz["quantize_s"]))
-            targets.append((name, "calibration <= 1.5x one f32 pass (%d samples)" % qz["samples"], r, r <= 1.5))
+            calib_targets.append((name, "calibration <= 1.5x one f32 pass (%d samples)" % qz["samples"], r, r <= 1.5))
         results["models"][name] = m
     for n in notes:
         print("note: " + n)
@@ -340,16 +354,33 @@ def main():
     for name, n, cms, pms, r, qs in calib_rows:
         print("  %-13s %5d samples: calibration %8.0f ms, f32 pass %8.0f ms, ratio %5.2f; quantize %7.1f s (%.0fx the pass)"
               % (name, n, cms, pms, r, qs, qs * 1e3 / pms))
-    tf_targets = transformers(d, models, results)
+    tf_targets, tf_m_targets = transformers(d, models, results)
     i4_targets = int4(d, models, results)
     if targets:
-        print("\ntargets (one thread):")
+        print("\nQRL-M's targets on the CNNs (one thread):")
     for name, what, v, ok in targets:
         print("  %-13s %-52s %8.2f  %s" % (name, what, v, verdict(ok)))
         results["targets"].append({"model": name, "target": what, "value": v, "met": bool(ok)})
     if targets:
         met = sum(1 for t in targets if t[3])
-        print("%d of %d targets met" % (met, len(targets)))
+        print("%d of %d QRL-M CNN targets met" % (met, len(targets)))
+    if calib_targets:
+        print("\nQRL-E's calibration targets (one thread):")
+    for name, what, v, ok in calib_targets:
+        print("  %-13s %-52s %8.2f  %s" % (name, what, v, verdict(ok)))
+        results["targets"].append({"model": name, "target": what, "value": v, "met": bool(ok), "qrl_e": True})
+    if calib_targets:
+        print("%d of %d calibration targets met" % (sum(1 for t in calib_targets if t[3]), len(calib_targets)))
+    if tf_m_targets:
+        print("\nQRL-M's targets on the transformers (one thread; gpt runs at batch 1 only: its ids are [1, 64]):")
+    for name, what, v, ok in tf_m_targets:
+        print("  %-5s %-62s %8s  %s" % (name, what, "%.2f" % v if v is not None else "-",
+                                        "not measured" if ok is None else "met" if ok else "missed"))
+        results["targets"].append({"model": name, "target": what, "value": v, "met": ok, "qrl_m": True})
+    if tf_m_targets:
+        measured = [t for t in tf_m_targets if t[3] is not None]
+        print("%d of %d measured QRL-M transformer targets met; %d not measured" %
+              (sum(1 for t in measured if t[3]), len(measured), len(tf_m_targets) - len(measured)))
     if tf_targets:
         print("\ntransformer targets (QRL-H, one thread):")
     for name, what, v, ok in tf_targets:

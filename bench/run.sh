@@ -13,7 +13,7 @@
 # pass over the same samples (as it reports them), and its whole time. bench/report.py prints the table of ratios against the targets
 # and writes bench/results.json. Measures; never pass/fail.
 # QRL-H's transformers (tools/make_transformer_models.py --size bench, random weights, in
-# BUILD_DIR/bench/tf): bert, a BERT-layout encoder (x [batch, 128, 256] f32, batch 1 and 8) and
+# BUILD_DIR/bench/tf): bert, a BERT-layout encoder (x [batch, 128, 256] f32, batch 1, 8 and 64) and
 # gpt, a GPT-layout decoder (ids [1, 64] i64, fixed batch 1: batch 1 only), one thread:
 #   accuracy first, tools/transformer_sqnr.py: `qrl quantize` with recipes/int8.qrl and
 #   recipes/int8-dynamic.qrl (the exports, the MAC share, the quantize time), the output SQNR on
@@ -93,7 +93,7 @@ transformer() {
     f32=$TF/$name.onnx calib=$TF/${name}_calib.npy
     # one sample's shape; gpt: fixed batch 1, i64 ids over its vocabulary
     shape=$($PY -c "import numpy; print(','.join(map(str, numpy.load('$calib', mmap_mode='r').shape[1:])))")
-    batches=1,8 vocab=8
+    batches=1,8,64 vocab=8
     if [ "$name" = gpt ]; then
         batches=1
         vocab=$($PY -c "import torch; print(torch.load('$TF/gpt.pt')['tok.weight'].shape[0])")
