@@ -18,6 +18,7 @@ void qr_sgemm_row_32_avx512(const float *a, int64_t acs, const float *bp, int64_
 void qr_sgemm_wide_3x128_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff,
                                 int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias,
                                 const struct qr_act *act);
+void qr_sgemm_add_cols_avx512(float *c, int64_t ldc, int64_t rows, int64_t w, const float *b);
 void qr_sgemm_tile_6x16_avx2(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff,
                              int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias,
                                 const struct qr_act *act);
@@ -61,9 +62,14 @@ typedef struct sg_run {
     int64_t per_slot, mb, nc, row_blocks, kc_n; /* kc_n: K blocks */
 } sg_run;
 
-/* c[r][x] += b[x] for rows x w values (a fused Add: the sums' rounding, then the Add's). */
-static void add_cols(float *c, int64_t ldc, int64_t rows, int64_t w, const float *b)
+/* c[r][x] += b[x] for rows x w values (a fused Add: the sums' rounding, then the Add's), in the
+ * kernel's vectors when it has them. */
+static void add_cols(const qr_sgemm_kernel *kn, float *c, int64_t ldc, int64_t rows, int64_t w, const float *b)
 {
+    if (kn->add_cols) {
+        kn->add_cols(c, ldc, rows, w, b);
+        return;
+    }
     for (int64_t r = 0; r < rows; r++)
         for (int64_t x = 0; x < w; x++)
             c[r * ldc + x] += b[x];
@@ -130,7 +136,7 @@ static void sg_items(void *arg, int64_t i0, int64_t i1, int slot)
                     R->kn->tile(ap, ars, acs, bp, pack || j->b_packed ? poff : roff, kc, j->c + r0 * j->ldc + x0,
                                 j->ldc, rows, (int)w, kb > 0, bias ? bias + r0 : NULL, act);
                     if (j->col_bias && kb == R->kc_n - 1) /* the tile is in L1 */
-                        add_cols(j->c + r0 * j->ldc + x0, j->ldc, rows, w, j->col_bias + x0);
+                        add_cols(R->kn, j->c + r0 * j->ldc + x0, j->ldc, rows, w, j->col_bias + x0);
                 }
             }
         }
@@ -182,7 +188,7 @@ static void sg_row(void *arg, int64_t i0, int64_t i1, int slot)
     int64_t x0 = i0 * SG_ROW_COLS, x1 = i1 * SG_ROW_COLS < j->n ? i1 * SG_ROW_COLS : j->n;
     R->kn->row(j->a, j->a_cs, j->b_packed, j->k, x0, x1, j->c, j->bias, j->act);
     if (j->col_bias)
-        add_cols(j->c + x0, j->ldc, 1, x1 - x0, j->col_bias + x0);
+        add_cols(R->kn, j->c + x0, j->ldc, 1, x1 - x0, j->col_bias + x0);
 }
 
 void qr_sgemm(qr_pool *pool, const qr_sgemm_kernel *kn, const qr_sgemm_job *j, float *work)
@@ -207,7 +213,7 @@ void qr_sgemm(qr_pool *pool, const qr_sgemm_kernel *kn, const qr_sgemm_job *j, f
         else
             sg_wide(&R, 0, blocks, 0);
         if (j->col_bias)
-            add_cols(j->c, j->ldc, j->m, j->n, j->col_bias);
+            add_cols(kn, j->c, j->ldc, j->m, j->n, j->col_bias);
         return;
     }
     sg_run R = {.kn = kn, .j = j, .work = work, .per_slot = qr_sgemm_work(kn)};
@@ -246,7 +252,7 @@ static const struct {
     qr_sgemm_kernel kn;
 } kernels[] = {
     {has_avx512, {"avx512", 12, 32, qr_sgemm_tile_12x32_avx512, qr_sgemm_wide_3x128_avx512, 3, 128,
-                  qr_sgemm_row_32_avx512}},
+                  qr_sgemm_row_32_avx512, qr_sgemm_add_cols_avx512}},
     {has_avx2, {"avx2", 6, 16, qr_sgemm_tile_6x16_avx2, NULL, 0, 0, NULL}},
     {has_any, {"ref", REF_MR, REF_NR, tile_ref, NULL, 0, 0, NULL}},
 };

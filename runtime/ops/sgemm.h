@@ -36,6 +36,9 @@ typedef struct qr_sgemm_kernel {
      * of nr), a(q) = a[q * acs], each a chain over the whole K, + bias[0] when bias, then act */
     void (*row)(const float *a, int64_t acs, const float *bp, int64_t k, int64_t x0, int64_t x1, float *c,
                 const float *bias, const struct qr_act *act);
+    /* c[r][x] += b[x] for rows x w values in vectors (NULL: the portable loop): a fused Add's
+     * bias after a tile's sums, each element one f32 add as the loop's */
+    void (*add_cols)(float *c, int64_t ldc, int64_t rows, int64_t w, const float *b);
 } qr_sgemm_kernel;
 
 /* c (row stride ldc) = a * b (+ bias): a(r, q) = a[r * a_rs + q * a_cs] (m x k), b[q * ldb + x]

@@ -183,3 +183,15 @@ TARGET void qr_sgemm_row_32_avx512(const float *a, int64_t acs, const float *bp,
         }
     }
 }
+
+/* c[r][x] += b[x], sixteen columns a vector, the last under a mask: a fused Add's bias after a
+ * tile's sums (the scalar loop was 3.4% of a BERT layer's f32 run). */
+TARGET void qr_sgemm_add_cols_avx512(float *c, int64_t ldc, int64_t rows, int64_t w, const float *b)
+{
+    for (int64_t x = 0; x < w; x += 16) {
+        __mmask16 k = cols_mask((int)(w - x < 16 ? w - x : 16));
+        __m512 bv = _mm512_maskz_loadu_ps(k, b + x);
+        for (int64_t r = 0; r < rows; r++)
+            _mm512_mask_storeu_ps(c + r * ldc + x, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, c + r * ldc + x), bv));
+    }
+}

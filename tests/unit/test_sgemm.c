@@ -295,3 +295,64 @@ Test(sgemm, fused_activation_is_the_product_then_relu_or_clip)
     }
     cr_assert(tested >= 1);
 }
+
+/* A column bias (qr_sgemm_job.col_bias: a MatMul's fused Add) gives the bits of the product
+ * without it, then one f32 add of b[x] per output: each kernel's vector add and the portable loop,
+ * B in place and packed, the tiles, the few-rows kernel and the one-row function, ragged N around
+ * the sixteen-column vectors, both signs, 1 and 2 threads. */
+Test(sgemm, column_bias_is_the_product_then_one_add)
+{
+    static const shape cs[] = {{1, 1, 5}, {2, 17, 40}, {3, 130, 33}, {5, 16, 300}, {13, 33, 7}, {50, 100, 257},
+                               {64, 15, 64}};
+    qr_pool *pool = qr_pool_new(2);
+    cr_assert(pool);
+    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+        const qr_sgemm_kernel *kn = qr_sgemm_isa(isas[i]);
+        if (!kn)
+            continue;
+        unsigned seed = 17;
+        for (size_t s = 0; s < sizeof cs / sizeof cs[0]; s++) {
+            int64_t m = cs[s].m, n = cs[s].n, k = cs[s].k;
+            float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
+            float *pk = malloc(sizeof(float) * (size_t)qr_sgemm_packed_size(kn, k, n));
+            float *cb = malloc(sizeof(float) * (size_t)n), *c0 = malloc(sizeof(float) * (size_t)(m * n));
+            float *c = malloc(sizeof(float) * (size_t)(m * n));
+            float *work = malloc(sizeof(float) * (size_t)(qr_sgemm_work(kn) * 2));
+            cr_assert(a && b && pk && cb && c0 && c && work);
+            for (int64_t q = 0; q < m * k; q++)
+                a[q] = rnd_f(&seed);
+            for (int64_t q = 0; q < k * n; q++)
+                b[q] = rnd_f(&seed);
+            for (int64_t x = 0; x < n; x++)
+                cb[x] = 8 * rnd_f(&seed);
+            qr_sgemm_pack_b(kn, b, n, 1, k, n, pk);
+            for (int packed = 0; packed < 2; packed++)
+                for (int t = 0; t < 2; t++) {
+                    qr_sgemm_job j = {.a = a, .b = b, .c = c0, .a_rs = k, .a_cs = 1, .ldb = n, .ldc = n, .m = m,
+                                      .n = n, .k = k, .b_packed = packed ? pk : NULL};
+                    qr_sgemm(t ? pool : NULL, kn, &j, work);
+                    j.c = c;
+                    j.col_bias = cb;
+                    for (int64_t q = 0; q < m * n; q++)
+                        c[q] = NAN;
+                    qr_sgemm(t ? pool : NULL, kn, &j, work);
+                    for (int64_t r = 0; r < m; r++)
+                        for (int64_t x = 0; x < n; x++) {
+                            float want = c0[r * n + x] + cb[x];
+                            cr_assert(memcmp(&c[r * n + x], &want, sizeof want) == 0,
+                                      "%s %lldx%lldx%lld%s, %d threads: [%lld][%lld] %.9g, product + bias %.9g",
+                                      kn->isa, (long long)m, (long long)n, (long long)k, packed ? " packed" : "",
+                                      t + 1, (long long)r, (long long)x, c[r * n + x], want);
+                        }
+                }
+            free(a);
+            free(b);
+            free(pk);
+            free(cb);
+            free(c0);
+            free(c);
+            free(work);
+        }
+    }
+    qr_pool_free(pool);
+}
