@@ -22,6 +22,7 @@
 #include "qparams.h"
 #include "qreport.h"
 #include "quantize.h"
+#include "quantize_plan.h"
 #include "sha256.h"
 
 struct qrl_recipe {
@@ -113,6 +114,7 @@ struct qrl_quantized {
     qrl_recipe *own;   /* the recipe a QDQ model was lowered with (qrl_model_lower_qdq) */
     qparams_entry *qp; /* every quantized tensor: the activations, then the weights (as the qparams JSON) */
     int nqp;
+    int progress; /* the options' progress: the export's bars too */
 };
 
 /* q->qp from the quantizer's records, which name tensors as the model did: the activations
@@ -324,6 +326,7 @@ int qrl_quantize_flags(const qrl_model *m, const qrl_recipe *r, const qrl_tensor
                         .threads = o->threads, .progress = o->progress, .labels = o->labels ? &lab : NULL,
                         .matmulnbits = (flags & QRL_QUANTIZE_MATMULNBITS) != 0};
     res->threads = m->threads;
+    res->progress = o->progress;
     qr_status st = same_inputs(m, r, c, ni, o->labels ? &lab : NULL, o, &e);
     if (st == QR_OK)
         st = qr_quantize(m->g, c, &qo, &res->q, &e);
@@ -373,10 +376,31 @@ int qrl_quantized_save(const qrl_quantized *q, const char *path, char *err, size
     return qrl_quantized_save_external(q, path, 0, err, errlen);
 }
 
+/* The export's bar, as the quantization's phases show theirs (qr_plan_progress: on a terminal
+ * only): the bytes of the model file, and of its data file when the weights go beside it. */
+typedef struct export_bar {
+    qr_quant_opts o;
+    double t0;
+    const char *file;
+} export_bar;
+
+static void export_told(void *ctx, const char *file, int64_t done, int64_t total)
+{
+    export_bar *b = ctx;
+    if (!b->file || strcmp(b->file, file)) /* a new file: its own bar and rate */
+        b->file = file, b->t0 = qr_plan_now_ms();
+    qr_plan_progress(&b->o, !strcmp(file, "data") ? "export data" : "export   ", done, total, b->t0);
+}
+
 int qrl_quantized_save_external(const qrl_quantized *q, const char *path, int external, char *err, size_t errlen)
 {
     qr_error e;
-    return qr_onnx_save_ext(q->q->qdq, path, external, &e) == QR_OK ? 0 : qr_api_fail(&e, err, errlen);
+    export_bar bar = {.o = {.progress = 1}};
+    qr_export_progress p = {export_told, &bar};
+    return qr_onnx_save_progress(q->q->qdq, path, external, QR_ONNX_MAX_PROTO_BYTES, q->progress ? &p : NULL, &e) ==
+                   QR_OK
+               ? 0
+               : qr_api_fail(&e, err, errlen);
 }
 
 int qrl_quantized_write_qparams(const qrl_quantized *q, const char *path, char *err, size_t errlen)

@@ -264,11 +264,28 @@ static Onnx__ModelProto *model(ex *c)
     return c->ar.oom ? NULL : m; /* a name or a part of a node's that did not fit */
 }
 
+/* Bytes of one file written so far, told to a progress caller at least every 1/64 of the file. */
+typedef struct bytes_told {
+    const qr_export_progress *p;
+    const char *file;
+    int64_t done, total, next;
+} bytes_told;
+
+static void tell(bytes_told *t, int64_t more)
+{
+    t->done += more;
+    if (!t->p || !t->p->fn || (t->done < t->next && t->done < t->total))
+        return;
+    t->next = t->done + (t->total / 64 > 0 ? t->total / 64 : 1);
+    t->p->fn(t->p->ctx, t->file, t->done < t->total ? t->done : t->total, t->total);
+}
+
 /* protobuf-c's output, appended to a file as it is serialized. */
 typedef struct file_out {
     ProtobufCBuffer base;
     FILE *f;
     int failed;
+    bytes_told told;
 } file_out;
 
 static void file_append(ProtobufCBuffer *b, size_t len, const uint8_t *data)
@@ -276,18 +293,23 @@ static void file_append(ProtobufCBuffer *b, size_t len, const uint8_t *data)
     file_out *o = (file_out *)b;
     if (!o->failed && len && fwrite(data, 1, len, o->f) != len)
         o->failed = 1;
+    if (!o->failed)
+        tell(&o->told, (int64_t)len);
 }
 
 /* m serialized into path, atomically. Streamed to the file: the weights go from the graph's memory
  * (raw_data points there) to the file, with no serialized copy of the model in memory (as large
  * as its weights: a third of a 300M-parameter decoder's peak in qrl quantize). */
-static qr_status pack_and_write(const Onnx__ModelProto *m, const char *path, qr_error *e)
+static qr_status pack_and_write(const Onnx__ModelProto *m, const char *path, const qr_export_progress *p,
+                                qr_error *e)
 {
     qr_atomic_file af;
     qr_status st = qr_atomic_open(&af, path, e);
     if (st != QR_OK)
         return st;
-    file_out o = {.base = {.append = file_append}, .f = af.f};
+    file_out o = {.base = {.append = file_append}, .f = af.f, .told = {.p = p, .file = "model"}};
+    if (p)
+        o.told.total = (int64_t)onnx__model_proto__get_packed_size(m);
     onnx__model_proto__pack_to_buffer(m, &o.base);
     if (o.failed) {
         qr_atomic_abort(&af);
@@ -312,7 +334,8 @@ static size_t ext_align(size_t at, size_t nbytes)
 /* Moves m's initializers of EXT_MIN_BYTES or more into the file data_path (written atomically,
  * padded to their offsets), each TensorProto pointing at it: location (its name, which lies
  * beside the model), offset, length. */
-static qr_status write_external(ex *c, Onnx__ModelProto *m, const char *data_path, const char *location, qr_error *e)
+static qr_status write_external(ex *c, Onnx__ModelProto *m, const char *data_path, const char *location,
+                                const qr_export_progress *p, qr_error *e)
 {
     Onnx__GraphProto *gp = m->graph;
     qr_atomic_file af;
@@ -320,6 +343,11 @@ static qr_status write_external(ex *c, Onnx__ModelProto *m, const char *data_pat
         return QR_ERR;
     static const unsigned char zeros[4096];
     size_t at = 0;
+    bytes_told told = {.p = p, .file = "data"};
+    for (size_t i = 0; p && i < gp->n_initializer; i++) /* the file's size, its padding included */
+        if (gp->initializer[i]->raw_data.len >= EXT_MIN_BYTES)
+            told.total = (int64_t)(ext_align((size_t)told.total, gp->initializer[i]->raw_data.len) +
+                                   gp->initializer[i]->raw_data.len);
     for (size_t i = 0; i < gp->n_initializer; i++) {
         Onnx__TensorProto *tp = gp->initializer[i];
         size_t n = tp->raw_data.len, off = ext_align(at, n);
@@ -329,6 +357,7 @@ static qr_status write_external(ex *c, Onnx__ModelProto *m, const char *data_pat
             qr_atomic_abort(&af);
             return qr_errorf(e, "%s: write failed", data_path);
         }
+        tell(&told, (int64_t)(off + n - at));
         at = off + n;
         char num[2][32];
         snprintf(num[0], sizeof num[0], "%zu", off);
@@ -358,7 +387,8 @@ static qr_status write_external(ex *c, Onnx__ModelProto *m, const char *data_pat
 }
 
 /* m as path, its large initializers first moved to path + ".data" (write_external). */
-static qr_status save_external(ex *c, Onnx__ModelProto *m, const char *path, qr_error *e)
+static qr_status save_external(ex *c, Onnx__ModelProto *m, const char *path, const qr_export_progress *p,
+                               qr_error *e)
 {
     size_t n = strlen(path) + 8;
     char *data_path = malloc(n);
@@ -367,9 +397,9 @@ static qr_status save_external(ex *c, Onnx__ModelProto *m, const char *path, qr_
     snprintf(data_path, n, "%s.data", path);
     const char *slash = strrchr(data_path, '/');
     /* the location is relative to the model's folder, where readers resolve it */
-    qr_status st = write_external(c, m, data_path, slash ? slash + 1 : data_path, e);
+    qr_status st = write_external(c, m, data_path, slash ? slash + 1 : data_path, p, e);
     free(data_path);
-    return st == QR_OK ? pack_and_write(m, path, e) : st;
+    return st == QR_OK ? pack_and_write(m, path, p, e) : st;
 }
 
 qr_status qr_onnx_save_ext(const qr_graph *g, const char *path, int external, qr_error *e)
@@ -378,6 +408,12 @@ qr_status qr_onnx_save_ext(const qr_graph *g, const char *path, int external, qr
 }
 
 qr_status qr_onnx_save_limit(const qr_graph *g, const char *path, int external, size_t limit, qr_error *e)
+{
+    return qr_onnx_save_progress(g, path, external, limit, NULL, e);
+}
+
+qr_status qr_onnx_save_progress(const qr_graph *g, const char *path, int external, size_t limit,
+                                const qr_export_progress *progress, qr_error *e)
 {
     ex cx = {.g = g}, *c = &cx;
     qr_arena_init(&c->ar);
@@ -392,13 +428,13 @@ qr_status qr_onnx_save_limit(const qr_graph *g, const char *path, int external, 
         int own = !qr_atomic_group_open(); /* the model and its data all or nothing */
         if (own)
             qr_atomic_group_begin();
-        st = save_external(c, m, path, e);
+        st = save_external(c, m, path, progress, e);
         if (own && st == QR_OK)
             st = qr_atomic_group_commit(e);
         else if (own)
             qr_atomic_group_abort();
     } else {
-        st = pack_and_write(m, path, e);
+        st = pack_and_write(m, path, progress, e);
     }
     qr_arena_free(&c->ar);
     return st;

@@ -20,4 +20,15 @@ qr_status qr_onnx_save_ext(const qr_graph *g, const char *path, int external, qr
 /* qr_onnx_save_ext with limit in place of QR_ONNX_MAX_PROTO_BYTES (a test's small limit). */
 qr_status qr_onnx_save_limit(const qr_graph *g, const char *path, int external, size_t limit, qr_error *e);
 
+/* Told the bytes written of a file so far (done of total, file: the model or its ".data"), at
+ * least every 1/64 of the file and at its end: a progress bar's caller. */
+typedef struct qr_export_progress {
+    void (*fn)(void *ctx, const char *file, int64_t done, int64_t total);
+    void *ctx;
+} qr_export_progress;
+
+/* qr_onnx_save_ext, telling progress (NULL: nothing) as each file is written. */
+qr_status qr_onnx_save_progress(const qr_graph *g, const char *path, int external, size_t limit,
+                                const qr_export_progress *progress, qr_error *e);
+
 #endif

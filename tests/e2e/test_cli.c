@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fileio.h"
 #include "tensor_io.h"
@@ -355,9 +356,17 @@ Test(cli, quantize_progress_only_on_a_terminal)
                      tu_root(), tu_qrl(), q, getenv("QRL_DATA") ? getenv("QRL_DATA") : "build/data", dir);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
         int bar = strstr(log, "calibrate [") != NULL && strstr(log, "fallback  [") != NULL;
+        /* the export's bar counts the model file's bytes, ending at its size */
+        struct stat st;
+        char path[700], whole[64];
+        snprintf(path, sizeof path, "%s/p.onnx", dir);
+        long long size = stat(path, &st) == 0 ? (long long)st.st_size : -1;
+        snprintf(whole, sizeof whole, "] %lld/%lld", size, size);
         if (c == 0)
-            cr_expect(bar && strstr(log, " left") && strstr(log, "] 192/192"), /* int8.qrl: 64 of 256 held out */
-                      "a terminal shows calibrate and fallback bars with the time left:\n%s", log);
+            cr_expect(bar && strstr(log, " left") && strstr(log, "] 192/192") && /* int8.qrl: 64 of 256 held out */
+                          strstr(log, "export    [") && strstr(log, whole),
+                      "a terminal shows calibrate, fallback and export bars with the time left (export ending at "
+                      "%s):\n%s", whole + 2, log);
         else
             cr_expect(!strstr(log, "["), "%s: no bar:\n%s", c == 1 ? "--quiet" : "stderr not a terminal", log);
         free(log);
