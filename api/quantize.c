@@ -493,6 +493,14 @@ int qrl_quantized_batch(const qrl_quantized *q)
     return q->q->batch;
 }
 
+void qrl_quantized_calibrate_figure(const qrl_quantized *q, int64_t *figure, int64_t *fp32)
+{
+    if (figure)
+        *figure = q->q->calib_figure_samples;
+    if (fp32)
+        *fp32 = q->q->fp32_samples;
+}
+
 int qrl_quantized_weight_only(const qrl_quantized *q)
 {
     return !q->q->ig;

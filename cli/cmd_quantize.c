@@ -343,9 +343,15 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
     print_weight_bytes(qz, q);
     printf("lowered:   %d kernel calls, %d lookup tables, %d integer ops, %d requantizations, %d f32 islands\n",
            q->kernels, q->lookups, q->int_ops, q->requants, q->islands);
+    int64_t figure = 0, fp32 = 0; /* the calibrate figure's samples, the f32 pass's (0: every one) */
+    qrl_quantized_calibrate_figure(qz, &figure, &fp32);
+    char timed[80] = "";
+    if (fp32 > 0 && fp32 < q->samples)
+        snprintf(timed, sizeof timed, "; the pass timed on %lld of them", (long long)fp32);
     if (q->fp32_ms > 0 || q->calib_ms <= 0)
-        printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms, ratio %.2f; batch %d)\n",
-               (long long)q->samples, q->calib_ms, q->fp32_ms, q->fp32_ms > 0 ? q->calib_ms / q->fp32_ms : 0.0, batch);
+        printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms, ratio %.2f; batch %d%s)\n",
+               (long long)q->samples, q->calib_ms, q->fp32_ms, q->fp32_ms > 0 ? q->calib_ms / q->fp32_ms : 0.0, batch,
+               timed);
     else /* every layer fell back: nothing to measure on the calibration samples needs the pass */
         printf("calibration: %lld samples in %.0f ms (no fp32 pass: nothing quantized to measure it against; "
                "batch %d)\n", (long long)q->samples, q->calib_ms, batch);
@@ -366,7 +372,11 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
     if (acc_layers > 0)
         print_accumulator(qz, acc_bits, acc_saturate, acc_sums, acc_overflows, acc_layers, acc_overflowing);
     print_mixed(qz);
-    if (q->validate_samples > 0)
+    if (q->validate_samples > 0 && figure > 0 && figure < q->samples) /* the recipe's calibrate_figure_samples */
+        printf("validate:  the SQNR above and the fallback's decisions on %lld held-out samples; %.1f dB on the first "
+               "%lld of the %lld calibration samples\n", (long long)q->validate_samples, q->output_sqnr_calib,
+               (long long)figure, (long long)q->samples);
+    else if (q->validate_samples > 0)
         printf("validate:  the SQNR above and the fallback's decisions on %lld held-out samples; %.1f dB on the %lld "
                "calibration samples\n", (long long)q->validate_samples, q->output_sqnr_calib, (long long)q->samples);
     if (a->labels)

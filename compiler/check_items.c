@@ -1114,12 +1114,14 @@ static void setting_value(ctx *c, const ql_node *k, qr_setting_id id)
     unsigned long long lo = (unsigned long long)d->lo, hi = (unsigned long long)d->hi; /* ival is unsigned */
     double f = v->kind == QL_INT ? (double)v->ival : v->kind == QL_FLOAT ? v->fval : -1;
     switch (d->kind) {
-    case QR_SK_COUNT: /* measure_samples = 256, effect_samples = 8, search_samples = 16, validate_least = 8 */
+    case QR_SK_COUNT: /* measure_samples = 256, effect_samples = 8, search_samples = 16, validate_least = 8,
+                       * calibrate_figure_samples = 16 */
         if (v->kind != QL_INT || v->ival < lo || v->ival > hi)
             chk_err(c, v, "%s is a number of samples, %llu to %llu: %s", k->name, lo, hi,
                     id == QR_SET_MEASURE_SAMPLES   ? "measure_samples = 256"
                     : id == QR_SET_SEARCH_SAMPLES ? "search_samples = 16"
                     : id == QR_SET_VALIDATE_LEAST ? "validate_least = 8"
+                    : id == QR_SET_CALIBRATE_FIGURE_SAMPLES ? "calibrate_figure_samples = 16"
                                                   : "effect_samples = 8");
         break;
     case QR_SK_POW2: /* block = 32: weights quantized in blocks of 32 along the reduction axis */

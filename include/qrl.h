@@ -323,6 +323,12 @@ void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out);
 int qrl_quantized_widened(const qrl_quantized *q);
 /* Samples per calibration and measurement run: */
 int qrl_quantized_batch(const qrl_quantized *q);
+/* With samples held out (validate), of the summary's samples those its output_sqnr_calib is
+ * measured on (the first ones: the recipe's calibrate_figure_samples; all of those measured when it
+ * is not set) into *figure, and those the f32 pass ran on into *fp32 (0: every one; fewer when the
+ * pass is only for that figure: fp32_ms is then its time scaled to every sample). A NULL pointer is
+ * not written. */
+void qrl_quantized_calibrate_figure(const qrl_quantized *q, int64_t *figure, int64_t *fp32);
 /* 1: a weight-only recipe (activation = f32): weights quantized, no integer graph. */
 int qrl_quantized_weight_only(const qrl_quantized *q);
 /* The outputs' figures beside output_sqnr: the model's outputs (n_outputs); dB over every output's

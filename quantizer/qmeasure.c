@@ -3651,6 +3651,19 @@ int qr_measure_kept_batches(const qr_qctx *q, int64_t count)
     return n == count || n % batch == 0 ? (int)((n + batch - 1) / batch) : 0;
 }
 
+int64_t qr_measure_figure_count(const qr_qctx *q, int64_t count)
+{
+    return count < measure_samples(q) ? count : measure_samples(q);
+}
+
+int64_t qr_measure_calib_figure_samples(const qr_qctx *q, int64_t count)
+{
+    const qr_setting *s = qr_recipe_setting(q->r, QR_SET_CALIBRATE_FIGURE_SAMPLES);
+    int64_t n = s && s->value > 0 && (int64_t)s->value < count ? (int64_t)s->value : count, batch = qr_plan_batch(q);
+    n = (n + batch - 1) / batch * batch; /* whole batches: a fixed-batch model runs no partial one */
+    return n < count ? n : count;
+}
+
 int qr_measure_calib_batches(const qr_qctx *q, int64_t count)
 {
     if (q->ref || qr_dist_size() > 1)

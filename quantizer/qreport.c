@@ -198,6 +198,8 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     num(f, q->calib_ms);
     fprintf(f, ",\n  \"fp32_pass_ms\": ");
     num(f, q->fp32_ms);
+    if (q->fp32_samples > 0) /* the pass ran on fewer (for the calibrate figure alone): fp32_pass_ms scaled */
+        fprintf(f, ",\n  \"fp32_pass_samples\": %lld", (long long)q->fp32_samples);
     fprintf(f, ",\n  \"batch\": %d", q->batch);
     fprintf(f, ",\n  \"nodes\": {\"pattern\": %d, \"affine\": %d, \"f32\": %d},\n  \"fallbacks\": %d,\n"
                "  \"widened\": %d,\n", q->nodes_pattern, q->nodes_affine, q->nodes_float, q->fallbacks, q->widened);
@@ -206,6 +208,8 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     num(f, q->output_sqnr);
     fprintf(f, ",\n  \"output_sqnr_calibrate_db\": ");
     num(f, q->output_sqnr_calib);
+    if (q->validate_samples > 0 && q->calib_figure_samples > 0) /* the calibration samples it is measured on */
+        fprintf(f, ",\n  \"output_sqnr_calibrate_samples\": %lld", (long long)q->calib_figure_samples);
     if (q->output_samples) { /* samples = F: what judged the samples, and the pooled figure beside it */
         fprintf(f, ",\n  \"output_samples\": \"");
         esc(f, q->output_samples, 1);
@@ -538,7 +542,13 @@ static void write_html(FILE *f, const qr_quantized *q, const char *model)
             (long long)q->samples, q->calib_ms, q->fp32_ms, q->nodes_pattern, q->nodes_affine, q->nodes_float,
             q->weights, q->weights_4bit, (long long)q->weight_bytes, (long long)q->weight_f32_bytes, q->fallbacks,
             q->widened, q->ndynamic);
-    if (q->validate_samples > 0) /* the recipe's validate: both figures */
+    if (q->validate_samples > 0 && q->calib_figure_samples > 0 && q->calib_figure_samples < q->samples)
+        fprintf(f, "<p>The fallback's decisions and the output SQNR, %.1f dB, were judged on %lld held-out samples, "
+                   "never calibrated on; on the first %lld of the %lld calibration samples (the recipe's "
+                   "calibrate_figure_samples) the output SQNR is %.1f dB.</p>\n",
+                q->output_sqnr, (long long)q->validate_samples, (long long)q->calib_figure_samples,
+                (long long)q->samples, q->output_sqnr_calib);
+    else if (q->validate_samples > 0) /* the recipe's validate: both figures */
         fprintf(f, "<p>The fallback's decisions and the output SQNR, %.1f dB, were judged on %lld held-out samples, "
                    "never calibrated on; on the %lld calibration samples the output SQNR is %.1f dB.</p>\n",
                 q->output_sqnr, (long long)q->validate_samples, (long long)q->samples, q->output_sqnr_calib);

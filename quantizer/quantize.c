@@ -2400,7 +2400,8 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     /* judged on other samples: the f32 pass runs after the fallback instead, keeping the outputs
      * the output SQNR on the calibration samples is measured against (its only reader before
      * then: the dynamic values' ranges, for the report) */
-    int keep_cal = judge != calib ? qr_measure_calib_batches(q, count) : 0;
+    int64_t ncal = judge != calib ? qr_measure_calib_figure_samples(q, count) : count;
+    int keep_cal = judge != calib ? qr_measure_calib_batches(q, ncal) : 0;
     if (st == QR_OK)
         st = build_sim(q, &sim);
     if (st == QR_OK)
@@ -2471,12 +2472,18 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
         if (!(q->calib_out = calloc((size_t)keep_cal * (size_t)g->n_outputs + 1, sizeof *q->calib_out)))
             return qr_errorf(q->e, "out of memory");
         q->calib_out_nb = keep_cal;
-        if ((st = run_batches(q, g, calib, count, 0, "fp32     ", &res->fp32_ms)) != QR_OK)
+        /* over the samples the figure is measured on alone, unless values quantized at run time
+         * want their ranges over all (for the report); its time scaled to all, and said so */
+        int64_t nrun = q->dyn_lo ? count : ncal;
+        if ((st = run_batches(q, g, calib, nrun, 0, "fp32     ", &res->fp32_ms)) != QR_OK)
             return st;
+        if (nrun < count)
+            res->fp32_ms *= (double)count / (double)nrun, res->fp32_samples = nrun;
         qr_plan_phase(q, res, "fp32 pass");
     }
-    if (judge != calib && (st = qr_measure_output_sqnr(q, res, calib, count, &res->output_sqnr_calib)) != QR_OK)
+    if (judge != calib && (st = qr_measure_output_sqnr(q, res, calib, ncal, &res->output_sqnr_calib)) != QR_OK)
         return st;
+    res->calib_figure_samples = judge != calib ? qr_measure_figure_count(q, ncal) : count;
     if (judge != calib)
         qr_plan_phase(q, res, "outputs on the calibration samples");
     spread_hold(q->o, calib, 0); /* the measurement of what ships runs on the judge samples */

@@ -117,6 +117,10 @@ typedef struct qr_quantized {
     int64_t validate_skipped;                       /* what validate would have held out, fewer than the
                                                    * recipe's validate_least: so none was (0: not so) */
     double output_sqnr_calib;                     /* dB, output_sqnr on the calibration samples */
+    int64_t calib_figure_samples;                 /* of them, those output_sqnr_calib is measured on (the first
+                                                   * ones: the recipe's calibrate_figure_samples) */
+    int64_t fp32_samples;                         /* those the f32 pass ran on: fp32_ms is its time scaled to
+                                                   * every sample (0: as many as calibrated) */
     double output_cosine;                         /* the outputs' cosine similarity to f32's */
     double output_agreement;                      /* share of output rows whose argmax is f32's */
     double output_sqnr_pooled, output_sqnr_worst; /* dB: over all outputs' elements; the worst output's */

@@ -232,6 +232,13 @@ int qr_measure_kept_batches(const qr_qctx *q, int64_t count);
  * qr_measure_output_sqnr measures (one process, no bias correction: its reference is the f32
  * model's; the measured ones end at a batch's end); 0: none. */
 int qr_measure_calib_batches(const qr_qctx *q, int64_t count);
+/* How many of count calibration samples (the first ones) the output SQNR on the calibration samples
+ * is measured on when the fallback judges on other samples: the recipe's calibrate_figure_samples
+ * (default: all of them) in whole batches, at most count. The f32 pass that figure alone reads runs
+ * on them only (int8.qrl: 16 of ResNet-18's 48, 2.3 of its 10.4 CPU s were the pass and the figure). */
+int64_t qr_measure_calib_figure_samples(const qr_qctx *q, int64_t count);
+/* How many of count samples a measurement of the outputs runs on: the recipe's measure_samples. */
+int64_t qr_measure_figure_count(const qr_qctx *q, int64_t count);
 /* Each slot as it ships, against f32: cumulative error in the QDQ simulation (res->qdq) and in the
  * integer graph (res->ig), in one f32 run. */
 qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count);

@@ -2181,7 +2181,8 @@ Test(jit, setting_errors_name_what_the_table_allows)
                           "numerics, fallback, input, output, tolerance, rounding, transform, validate, "
                           "measure_samples, effect_samples, effect_macs, block, rank, order, outputs, overflow, candidate, "
                           "budget, compute, candidate_activation, search_samples, bias_qparams, narrow_range, "
-                          "pattern_priority, samples, calibrate, validate_from, validate_least, speculate)\n"),
+                          "pattern_priority, samples, calibrate, validate_from, validate_least, speculate, "
+                          "calibrate_figure_samples)\n"),
               "%s", log);
     free(log);
 }
