@@ -649,16 +649,19 @@ qr_status qr_plan_quantize_weight(qr_qctx *q, int value, const qr_setting *ws, q
         return qr_errorf(q->e, "out of memory");
     }
     const float *data = v->t.data;
-    int64_t per = n / nch;
-    for (int64_t j = 0; j < n; j++) {
+    int64_t per = n / nch, outer = inner * nch > 0 ? n / (inner * nch) : 0;
+    for (int64_t j = 0; j < n; j++)
         if (!isfinite(data[j])) {
             free(tmp);
             return qr_errorf(q->e, "weight '%s' holds %s at element %lld: it cannot be quantized", v->name,
                              isnan(data[j]) ? "NaN" : "an infinity", (long long)j);
         }
-        int64_t o = j / (inner * nch), c = (j / inner) % nch, k = j % inner;
-        tmp[axis < 0 ? j : c * per + o * inner + k] = data[j];
-    }
+    if (axis < 0)
+        memcpy(tmp, data, sizeof *tmp * (size_t)n);
+    else /* element (o, c, k) to channel c's block, a run of inner at a time (no division per element) */
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t c = 0; c < nch; c++)
+                memcpy(tmp + c * per + o * inner, data + (o * nch + c) * inner, sizeof *tmp * (size_t)inner);
     qrl_qtype qt = qr_plan_qtype(q, w->dtype, w->narrow, axis);
     qt.symmetric = (ws->mods & QR_MOD_SYMMETRIC) != 0;
     for (int c = 0; c < nch; c++) {
@@ -1790,13 +1793,21 @@ static const qr_value *rounded_weight(qr_qctx *q, int i)
     memcpy(c->scale, w->scale, ns);
     memcpy(c->zero, w->zero, nz);
     c->dtype = w->dtype, c->qmin = qt.qmin, c->qmax = qt.qmax, c->axis = w->axis, c->nch = w->nch;
-    int64_t n = qr_tensor_numel(&ov->t), inner = 1;
+    int64_t n = qr_tensor_numel(&ov->t), inner = w->axis < 0 ? n : 1;
     for (int k = w->axis + 1; w->axis >= 0 && k < ov->t.ndim; k++)
         inner *= ov->t.dims[k];
     const float *src = ov->t.data;
-    for (int64_t j = 0; j < n; j++) {
-        int ch = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
-        qr_set_i64(data, w->dtype, j, qr_plan_round_const(q, src[j], w->scale[ch], w->zero[ch], qt.qmin, qt.qmax));
+    /* a run of inner elements at a time shares its channel (no division per element) */
+    for (int64_t j0 = 0; j0 < n; j0 += inner) {
+        int ch = w->axis < 0 ? 0 : (int)((j0 / inner) % w->nch);
+        float sc = w->scale[ch];
+        int64_t z = w->zero[ch];
+        if (w->dtype == QR_I8)
+            for (int64_t j = j0; j < j0 + inner; j++)
+                ((int8_t *)data)[j] = (int8_t)qr_plan_round_const(q, src[j], sc, z, qt.qmin, qt.qmax);
+        else
+            for (int64_t j = j0; j < j0 + inner; j++)
+                qr_set_i64(data, w->dtype, j, qr_plan_round_const(q, src[j], sc, z, qt.qmin, qt.qmax));
     }
     return c->ints;
 }
@@ -2157,13 +2168,20 @@ static qr_status sim_weight_dq(qr_qctx *q, qr_graph *sim, const qr_wquant *w, in
         return QR_ERR;
     unsigned char *zeros = calloc((size_t)w->nch, qr_dtype_size(w->dtype));
     const float *src = v->t.data;
-    for (int64_t j = 0; j < n; j++) {
-        int c = w->axis < 0 ? 0 : (int)((j / inner) % w->nch);
-        float x = src[j] / w->scale[c], z = (float)w->zero[c];
-        x = x == x ? x : 0.0f;
-        x = __builtin_rintf(x) + z;
-        x = x <= (float)qt.qmin ? (float)qt.qmin : x >= (float)qt.qmax ? (float)qt.qmax : x;
-        qr_set_i64(ints.data, w->dtype, j, (int64_t)x);
+    int64_t run = w->axis < 0 ? n : inner; /* elements in a row that share a channel */
+    for (int64_t j0 = 0; j0 < n; j0 += run) {
+        int c = w->axis < 0 ? 0 : (int)((j0 / inner) % w->nch);
+        const float sc = w->scale[c], z = (float)w->zero[c], lo = (float)qt.qmin, hi = (float)qt.qmax;
+        for (int64_t j = j0; j < j0 + run; j++) {
+            float x = src[j] / sc;
+            x = x == x ? x : 0.0f;
+            x = __builtin_rintf(x) + z;
+            x = x <= lo ? lo : x >= hi ? hi : x;
+            if (w->dtype == QR_I8) /* the only two types it is called for */
+                ((int8_t *)ints.data)[j] = (int8_t)x;
+            else
+                ((uint8_t *)ints.data)[j] = (uint8_t)x;
+        }
     }
     for (int c = 0; zeros && c < w->nch; c++)
         qr_set_i64(zeros, w->dtype, c, w->zero[c]);
