@@ -347,11 +347,11 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
     qrl_quantized_calibrate_figure(qz, &figure, &fp32);
     char timed[80] = "";
     if (fp32 > 0 && fp32 < q->samples)
-        snprintf(timed, sizeof timed, "; the pass timed on %lld of them", (long long)fp32);
+        snprintf(timed, sizeof timed, ", timed on %lld of them", (long long)fp32);
     if (q->fp32_ms > 0 || q->calib_ms <= 0)
-        printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms, ratio %.2f; batch %d%s)\n",
-               (long long)q->samples, q->calib_ms, q->fp32_ms, q->fp32_ms > 0 ? q->calib_ms / q->fp32_ms : 0.0, batch,
-               timed);
+        printf("calibration: %lld samples in %.0f ms (one fp32 pass: %.0f ms%s, ratio %.2f; batch %d)\n",
+               (long long)q->samples, q->calib_ms, q->fp32_ms, timed, q->fp32_ms > 0 ? q->calib_ms / q->fp32_ms : 0.0,
+               batch);
     else /* every layer fell back: nothing to measure on the calibration samples needs the pass */
         printf("calibration: %lld samples in %.0f ms (no fp32 pass: nothing quantized to measure it against; "
                "batch %d)\n", (long long)q->samples, q->calib_ms, batch);

@@ -1970,7 +1970,7 @@ Test(quantize, int8_recipe_measures_the_calibration_samples_on_the_f32_pass_outp
          *fb = prof ? strstr(prof, "first tries") : NULL, *cal = prof ? strstr(prof, "outputs on the calibration") : NULL;
     cr_assert(f32 && fb && cal && fb < f32 && f32 < cal, "%s", log);
     cr_assert(strstr(log, "on the first 32 of the 48 calibration samples") &&
-                  strstr(log, "; batch 32; the pass timed on 32 of them)"),
+                  strstr(log, "(one fp32 pass: ") && strstr(log, " ms, timed on 32 of them, ratio "),
               "%s", log);
     free(log);
     snprintf(path, sizeof path, "%s/hc.json", dir);
