@@ -3,10 +3,12 @@
  * strides 1 and 2, 28x28x192 at strides 1 and 2, 14x14x384, 14x14x576 at strides 1 and 2 and
  * 7x7x960, in GMAC/s (useful multiply-accumulates: OH * OW * C * 9 per call) and in ns per
  * output pixel. Not a test and not part of `make bench`. Build and run (after `make`):
- *   cc -O2 -Iruntime bench/dw_gmacs.c build/libqrl.a -lpthread -lm -o build/dw_gmacs && build/dw_gmacs [N]
+ *   cc -O2 -Iruntime bench/dw_gmacs.c build/libqrl.a -lpthread -lm -o build/dw_gmacs && build/dw_gmacs [N [R]]
  * N (default 1): copies of the input, each call taking the next, so that with 48 of them the
- * input comes from memory, as in a batch of 64 (qr_nhwc_dw_ahead).
- * Each line: the best of 25 timings of enough calls for 0.02 s each, the ISAs taken in turns so
+ * input comes from memory, as in a batch of 64 (qr_nhwc_dw_ahead); R (default 60): the rounds.
+ * The ISAs' lines write all of a call's sums to one block (1.8 MB at 56x56x144: past L2); the
+ * "rows" line runs the kernel as the runtime does, a row of sums at a time in L1.
+ * Each line: the best of R timings of enough calls for 0.02 s each, the ISAs taken in turns so
  * that the machine's load weighs on all alike. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,22 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+static void row_done(void *ctx, int64_t oy)
+{
+    (void)ctx;
+    (void)oy;
+}
+
+/* one image: fn, or (fn NULL) qr_nhwc_dw_u8_rows */
+static void call(qr_nhwc_dw_fn fn, int32_t *acc, const uint8_t *x, int64_t C, const qr_conv_geom *g, const int32_t *wk,
+                 const int32_t *init, int ahead)
+{
+    if (fn)
+        fn(acc, C, x, C, g, wk, init, 0, 3, 0, g->small[0]);
+    else
+        qr_nhwc_dw_u8_rows(acc, C, x, C, g, wk, init, 0, 3, 0, g->small[0], ahead, row_done, NULL);
+}
+
 typedef struct layer {
     int64_t h, c, s;
 } layer;
@@ -31,8 +49,11 @@ int main(int argc, char **argv)
     const int64_t nx = argc > 1 && atoi(argv[1]) > 0 ? atoi(argv[1]) : 1;
     static const layer layers[] = {{112, 32, 1}, {112, 96, 2}, {56, 144, 1}, {56, 144, 2}, {28, 192, 1},
                                     {28, 192, 2}, {14, 384, 1}, {14, 576, 1}, {14, 576, 2}, {7, 960, 1}};
-    static const char *const isas[] = {"avx512vnni", "avx512vnni-ahead", "avx512vnni-pixels", "avx512f", "avx2"};
-    enum { NISA = 5, ROUNDS = 60 };
+    /* the last, "rows": qr_nhwc_dw_u8_rows as iconv_nhwc.c calls it (each output row's sums in the same
+     * place, read by a callback: here none; ahead with N > 1), the CPU's best kernel */
+    static const char *const isas[] = {"avx512vnni", "avx512vnni-ahead", "avx512vnni-pixels", "avx512f", "avx2", "rows"};
+    enum { NISA = 6 };
+    const int ROUNDS = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 60;
     for (size_t li = 0; li < sizeof layers / sizeof *layers; li++) {
         const layer *L = &layers[li];
         qr_conv_geom g = {0};
@@ -61,23 +82,23 @@ int main(int argc, char **argv)
         for (int i = 0; i < NISA; i++) {
             best[i] = 1e9;
             calls[i] = 0;
-            qr_nhwc_dw_fn fn = qr_nhwc_dw_u8_isa(isas[i]);
-            if (!fn)
+            qr_nhwc_dw_fn fn = i == NISA - 1 ? NULL : qr_nhwc_dw_u8_isa(isas[i]);
+            if (!fn && i < NISA - 1)
                 continue;
             double t0 = now_s();
             do {
-                fn(acc, C, xs + xi++ % nx * xn, C, &g, wk, init, 0, 3, 0, g.small[0]);
+                call(fn, acc, xs + xi++ % nx * xn, C, &g, wk, init, nx > 1);
                 calls[i]++;
             } while (now_s() - t0 < 0.02);
         }
         for (int r = 0; r < ROUNDS; r++)
             for (int i = 0; i < NISA; i++) {
-                qr_nhwc_dw_fn fn = qr_nhwc_dw_u8_isa(isas[i]);
-                if (!fn)
+                qr_nhwc_dw_fn fn = i == NISA - 1 ? NULL : qr_nhwc_dw_u8_isa(isas[i]);
+                if (!fn && i < NISA - 1)
                     continue;
                 double t0 = now_s();
                 for (long k = 0; k < calls[i]; k++)
-                    fn(acc, C, xs + xi++ % nx * xn, C, &g, wk, init, 0, 3, 0, g.small[0]);
+                    call(fn, acc, xs + xi++ % nx * xn, C, &g, wk, init, nx > 1);
                 double t = (now_s() - t0) / (double)calls[i];
                 if (t < best[i])
                     best[i] = t;
