@@ -451,7 +451,7 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
     /* images stacked per pass (1: image by image) */
     const int64_t ifl = (qr_sconv_image_floats(p) + 15) / 16 * 16;
     int64_t g = 1;
-    if (y_nhwc && !dw && n_img > 1 && pf * (int64_t)sizeof(float) > STACK_WEIGHT_BYTES) {
+    if (y_nhwc && !dw && n_img > 1 && qr_sconv_weight_floats(p) * (int64_t)sizeof(float) > STACK_WEIGHT_BYTES) {
         g = STACK_IMAGE_BYTES / (ifl * (int64_t)sizeof(float));
         g = g < 1 ? 1 : g < n_img ? g : n_img;
     }

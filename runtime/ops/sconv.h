@@ -29,14 +29,30 @@ typedef struct qr_sconv_piece {
     int64_t off, len;
 } qr_sconv_piece;
 
+/* At most this many border columns (output columns whose windows leave the image on the left or
+ * right) get packed weights of their own (qr_sconv.edge). */
+#define QR_SCONV_ECOLS 4
+
 /* One layer's plan (qr_sconv_plan): shapes, the padded image and the runs of K, cut into K
- * blocks (chunk c is pieces [chunk[c], chunk[c + 1])). */
+ * blocks (chunk c is pieces [chunk[c], chunk[c + 1])).
+ * edge: the thin tiles (one K block, a small layer, 16 or more input channels) skip the taps that
+ * fall on the zero border, as MLAS's NCHWc kernels do (a 3 x 3 over 14 x 14 with pads of 1 has 9%
+ * of its taps there, over 7 x 7 18%): a row's pixels whose windows stay inside the columns [oxl, oxr) take only the kernel rows
+ * inside the image, and each border column ox (ecol[e], columns [0, oxl) then [oxr, OW)) takes the
+ * kernel columns [ekx0[e], ekx1[e]) from weights packed for it at epack[e] (per panel: [KH][kx][C]
+ * x 64). A skipped product is w * 0 = +-0, which leaves a nonzero sum as it was, so the bits are the
+ * same when w is finite (the packing records at eflag whether every weight is; the tiles skip
+ * nothing when not: inf * 0 is NaN), but for the sign of a zero: a sum that is -0 at a skipped tap
+ * (from products that underflowed to -0 and nothing else) stays -0 where w * +0 made it +0. */
 typedef struct qr_sconv {
     int64_t C, H, W, M, OH, OW, KH, KW, s0, s1, d0, d1, pt, pl;
     int64_t Hp, Wp, K, panels;
     int npieces, nchunks;
     qr_sconv_piece piece[QR_SCONV_PIECES];
     int chunk[QR_SCONV_PIECES + 1];
+    int edge, necols;
+    int64_t oxl, oxr, ecol[QR_SCONV_ECOLS], ekx0[QR_SCONV_ECOLS], ekx1[QR_SCONV_ECOLS];
+    int64_t epack[QR_SCONV_ECOLS], eflag;
 } qr_sconv;
 
 /* 1 when the CPU has AVX-512F and the sgemm option is auto or avx512. */
@@ -46,8 +62,10 @@ int qr_sconv_available(void);
  * (too many runs of K). */
 int qr_sconv_plan(qr_sconv *p, const qr_conv_geom *g, int64_t c, int64_t m);
 
-/* Floats of the packed weights and biases. */
+/* Floats of the packed weights and biases (with the border columns' weights and the flag when
+ * edge), and of the weights and biases alone (what the tiles stream per K block). */
 int64_t qr_sconv_packed_floats(const qr_sconv *p);
+int64_t qr_sconv_weight_floats(const qr_sconv *p);
 /* dst = w [M][C][KH][KW] and bias [M] (NULL: none) packed as the header says (zero past M). */
 void qr_sconv_pack(const qr_sconv *p, const float *w, const float *bias, float *dst);
 

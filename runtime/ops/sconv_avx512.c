@@ -1,6 +1,7 @@
 /* sconv.h's convolution: the plan and packing in C, the tiles and transposes with AVX-512F (only
  * called when qr_sconv_available says the CPU has it). */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "sconv.h"
@@ -25,6 +26,57 @@ int qr_sconv_available(void)
         return 0;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f");
+}
+
+/* The kernel positions [k0, k1) whose input index o * s - pad + k * d falls inside [0, n) (none:
+ * k0 == k1); they are consecutive, the index growing with k. */
+static void inside(int64_t o, int64_t s, int64_t pad, int64_t d, int64_t kn, int64_t n, int64_t *k0, int64_t *k1)
+{
+    int64_t a = kn, b = kn;
+    for (int64_t k = 0; k < kn; k++) {
+        int64_t i = o * s - pad + k * d;
+        if (i >= 0 && i < n) {
+            a = a == kn ? k : a;
+            b = k + 1;
+        }
+    }
+    *k0 = a, *k1 = a == kn ? a : b;
+}
+
+/* The border columns and their packs (qr_sconv.edge): for one K block of a layer that may stay in
+ * L2 (the thin tiles' case), with some border, columns inside between the border columns, and at
+ * most QR_SCONV_ECOLS border columns; not for fewer than 16 input channels, where a tap is too
+ * little work for the border columns' tiles of their own (the Fashion-MNIST CNN's 1 -> 16 stem at
+ * batch 64: 0.239 ms with them, 0.223 without). */
+static void edge_plan(qr_sconv *p)
+{
+    int64_t oxl = p->OW, oxr = 0, k0, k1;
+    for (int64_t ox = 0; ox < p->OW; ox++) {
+        inside(ox, p->s1, p->pl, p->d1, p->KW, p->W, &k0, &k1);
+        if (k0 == 0 && k1 == p->KW) {
+            oxl = ox < oxl ? ox : oxl;
+            oxr = ox + 1;
+        }
+    }
+    int rows = 0; /* some output row's window leaves the image */
+    for (int64_t oy = 0; oy < p->OH && !rows; oy++) {
+        inside(oy, p->s0, p->pt, p->d0, p->KH, p->H, &k0, &k1);
+        rows = k0 != 0 || k1 != p->KH;
+    }
+    int64_t ncols = oxl < oxr ? oxl + p->OW - oxr : 0;
+    if (p->C < 16 || p->nchunks != 1 || qr_sconv_weight_floats(p) * (int64_t)sizeof(float) > 512 * 1024 || oxl >= oxr ||
+        ncols > QR_SCONV_ECOLS || (ncols == 0 && !rows))
+        return;
+    p->edge = 1, p->oxl = oxl, p->oxr = oxr, p->necols = (int)ncols;
+    int64_t off = qr_sconv_weight_floats(p);
+    for (int e = 0; e < p->necols; e++) {
+        int64_t ox = e < oxl ? e : oxr + (e - oxl);
+        p->ecol[e] = ox;
+        inside(ox, p->s1, p->pl, p->d1, p->KW, p->W, &p->ekx0[e], &p->ekx1[e]);
+        p->epack[e] = off;
+        off += p->panels * p->KH * (p->ekx1[e] - p->ekx0[e]) * p->C * NR;
+    }
+    p->eflag = off;
 }
 
 int qr_sconv_plan(qr_sconv *p, const qr_conv_geom *g, int64_t c, int64_t m)
@@ -62,12 +114,18 @@ int qr_sconv_plan(qr_sconv *p, const qr_conv_geom *g, int64_t c, int64_t m)
         }
     p->npieces = n;
     p->chunk[p->nchunks] = n;
+    edge_plan(p);
     return 1;
+}
+
+int64_t qr_sconv_weight_floats(const qr_sconv *p)
+{
+    return p->panels * (p->K + 1) * NR;
 }
 
 int64_t qr_sconv_packed_floats(const qr_sconv *p)
 {
-    return p->panels * (p->K + 1) * NR;
+    return p->edge ? p->eflag + 16 : qr_sconv_weight_floats(p);
 }
 
 void qr_sconv_pack(const qr_sconv *p, const float *w, const float *bias, float *dst)
@@ -86,6 +144,26 @@ void qr_sconv_pack(const qr_sconv *p, const float *w, const float *bias, float *
             d[p->K * NR + j] = bias && mo < p->M ? bias[mo] : 0.0f;
         }
     }
+    if (!p->edge)
+        return;
+    for (int e = 0; e < p->necols; e++) {
+        int64_t nkx = p->ekx1[e] - p->ekx0[e];
+        for (int64_t pn = 0; pn < p->panels; pn++) {
+            float *d = dst + p->epack[e] + pn * p->KH * nkx * p->C * NR;
+            for (int64_t ky = 0; ky < p->KH; ky++)
+                for (int64_t kx = 0; kx < nkx; kx++)
+                    for (int64_t c = 0; c < p->C; c++)
+                        for (int64_t j = 0; j < NR; j++) {
+                            int64_t mo = pn * NR + j, t = ky * p->KW + p->ekx0[e] + kx;
+                            d[((ky * nkx + kx) * p->C + c) * NR + j] = mo < p->M ? w[(mo * p->C + c) * kk + t] : 0.0f;
+                        }
+        }
+    }
+    int finite = 1;
+    for (int64_t i = 0; i < p->M * p->C * kk && finite; i++)
+        finite = isfinite(w[i]);
+    memset(dst + p->eflag, 0, 16 * sizeof(float));
+    dst[p->eflag] = (float)finite;
 }
 
 int64_t qr_sconv_image_floats(const qr_sconv *p)
@@ -538,6 +616,75 @@ XFNS(32)
 /* [XS 1, 3, 16, 32][V][R] */
 static const xtile_fn xtiles[4][5][13] = {XTABLE(1), XTABLE(3), XTABLE(16), XTABLE(32)};
 
+/* After the tiles: an NCHW output's row block, [pixels][64], transposed into the panel's channels,
+ * each a contiguous run of the rows' pixels. */
+TARGET static void thin_done(const qr_sconv *p, const float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1,
+                             int nhwc, int64_t nch)
+{
+    if (nhwc)
+        return;
+    int64_t ohw = p->OH * p->OW;
+    transpose(blk, NR, y + panel * NR * ohw + oy0 * p->OW, ohw, (oy1 - oy0) * p->OW, nch);
+}
+
+/* The thin tiles without the border's taps (qr_sconv.edge): each row's inside columns [oxl, oxr)
+ * in tiles of consecutive pixels over the kernel rows inside the image (their weights a slice of
+ * the panel's: K runs ky-major), then each border column's pixels of the block's rows, R at a time
+ * (pixels a row apart: the general tile with its pixel offsets, sums OW pixels apart), over the
+ * kernel columns inside the image from the column's own packed weights; their kernel rows outside
+ * the image are read as the padded copy's zeros. */
+TARGET static void thin_edges(const qr_sconv *p, const float *xp, int64_t xp_img, const float *packed, int64_t panel,
+                              int64_t oy0, int64_t oy1, float *acc, int64_t ldc, int V, int R, __mmask16 ml,
+                              const xtile_fn *fx, const float *bias, const qr_act *act, const qr_sconv_epi *epi,
+                              ptrdiff_t roff)
+{
+    const int64_t C = p->C, OW = p->OW, ys = p->s0 * p->Wp * C, xs = p->s1 * C;
+    const int rpr = p->d1 == 1 ? 1 : (int)p->KW; /* runs of K per kernel row */
+    const float *wp = packed + panel * (p->K + 1) * NR;
+    const int64_t nin = p->oxr - p->oxl, nt = (nin + R - 1) / R, rb = nin / nt, rx = nin % nt;
+    for (int64_t oy = oy0; oy < oy1; oy++) {
+        int64_t ly = oy % p->OH, ky0, ky1;
+        inside(ly, p->s0, p->pt, p->d0, p->KH, p->H, &ky0, &ky1);
+        const float *xr = xp + oy / p->OH * xp_img + ly * ys;
+        const qr_sconv_piece *pc = p->piece + ky0 * rpr;
+        const float *w = wp + ky0 * p->KW * C * NR;
+        int np = (int)(ky1 - ky0) * rpr;
+        for (int64_t t = 0, ox = p->oxl; t < nt; t++) {
+            int r = (int)(rb + (t < rx));
+            fx[r](xr + ox * xs, pc, np, w, acc + ((oy - oy0) * OW + ox) * ldc, ldc, ml, bias, act, epi, roff);
+            ox += r;
+        }
+    }
+    const int64_t rows = oy1 - oy0, ct = (rows + R - 1) / R, cb = rows / ct, cx = rows % ct;
+    for (int e = 0; e < p->necols; e++) {
+        const int64_t ox = p->ecol[e], kx0 = p->ekx0[e], nkx = p->ekx1[e] - kx0;
+        qr_sconv_piece pc[QR_SCONV_PIECES];
+        int np = 0;
+        for (int64_t ky = 0; ky < p->KH && nkx > 0; ky++) {
+            if (p->d1 == 1)
+                pc[np++] = (qr_sconv_piece){(ky * p->d0 * p->Wp + kx0) * C, nkx * C};
+            else
+                for (int64_t kx = kx0; kx < kx0 + nkx; kx++)
+                    pc[np++] = (qr_sconv_piece){(ky * p->d0 * p->Wp + kx * p->d1) * C, C};
+        }
+        const float *w = packed + p->epack[e] + panel * p->KH * nkx * C * NR;
+        int64_t ly = oy0 % p->OH, rowoff = oy0 / p->OH * xp_img + ly * ys;
+        for (int64_t t = 0, oy = oy0; t < ct; t++) {
+            int r = (int)(cb + (t < cx));
+            int64_t po[12];
+            for (int j = 0; j < r; j++) { /* row oy + j's pixel: (image, row) walked without a division */
+                po[j] = rowoff + ox * xs;
+                rowoff += ys;
+                if (++ly == p->OH)
+                    ly = 0, rowoff = (oy + j + 1) / p->OH * xp_img;
+            }
+            tilesn[V][r](xp, po, pc, np, w, acc + ((oy - oy0) * OW + ox) * ldc, OW * ldc, ml, 0, bias, act, epi, roff,
+                         NULL, 0);
+            oy += r;
+        }
+    }
+}
+
 TARGET void qr_sconv_block(const qr_sconv *p, const float *xp, int64_t xp_img, const float *packed, int has_bias,
                            const qr_act *act, float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc,
                            const qr_sconv_epi *epi)
@@ -563,11 +710,16 @@ TARGET void qr_sconv_block(const qr_sconv *p, const float *xp, int64_t xp_img, c
      * most 512 KB) run without the prefetch: its pointer and step left registers for the 12 pixel
      * pointers (a 16 -> 16 3 x 3 layer reloaded three of them every FMA step). Tiles of 6 or 8 pixels
      * keep it: a large model's small layers, ResNet-18's 147 KB of layer1, come from memory at batch 1. */
-    const int small = V <= 2 && qr_sconv_packed_floats(p) * (int64_t)sizeof(float) <= 512 * 1024;
+    const int small = V <= 2 && qr_sconv_weight_floats(p) * (int64_t)sizeof(float) <= 512 * 1024;
     /* one K block and pixels 1, 3, 16 or 32 floats apart (the last two only in the 12-pixel tiles of
      * small layers, which need the registers: the small ResNet's 16- and 32-channel layers) */
     const int xi = xs1 == 1 ? 0 : xs1 == 3 ? 1 : small && xs1 == 16 ? 2 : small && xs1 == 32 ? 3 : -1;
     const int thin = p->nchunks == 1 && xi >= 0;
+    if (thin && p->edge && packed[p->eflag] != 0.0f) {
+        thin_edges(p, xp, xp_img, packed, panel, oy0, oy1, acc, ldc, V, R, ml, xtiles[xi][V], bias, act, epi, roff);
+        thin_done(p, blk, y, panel, oy0, oy1, nhwc, nch);
+        return;
+    }
     if (thin) { /* each row in tiles of its own */
         const int64_t nt = (OW + R - 1) / R, rb = OW / nt, rx = OW % nt;
         const xtile_fn *fx = xtiles[xi][V];
@@ -618,11 +770,7 @@ TARGET void qr_sconv_block(const qr_sconv *p, const float *xp, int64_t xp_img, c
             px += r;
         }
     }
-    if (nhwc)
-        return;
-    /* [pixels][64] -> the panel's channels, each a contiguous run of the rows' pixels */
-    int64_t ohw = p->OH * OW;
-    transpose(blk, NR, y + panel * NR * ohw + oy0 * OW, ohw, (oy1 - oy0) * OW, nch);
+    thin_done(p, blk, y, panel, oy0, oy1, nhwc, nch);
 }
 
 /* ---- depthwise (group = C = M): the same image, panels of 64 channels ---- */

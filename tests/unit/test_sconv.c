@@ -271,6 +271,79 @@ Test(sconv, conv_matches_float64_on_ragged_shapes)
     check_conv((cv){1, 96, 40, 35, 96, 3, 3, 1, 2, 2, 1, 0, 2, 2, 1, 96, 0, 0});
     check_conv((cv){1, 192, 3, 230, 192, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 192, 1, 0});
     check_conv((cv){1, 40, 8, 9, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1});    /* group 2: the GEMM path */
+    /* the thin tiles without the border's taps (qr_sconv.edge): the Fashion-MNIST CNN's 16 -> 32 on
+     * 14 x 14 and 32 -> 32 on 7 x 7, a ragged M with uneven pads (two border columns on the left,
+     * none on the right; top rows with one and two kernel rows outside), C 16 at stride 2 (pixels
+     * 32 floats apart) with a dilated kernel row (a run of K per tap), odd widths, a row of 3
+     * pixels (one inside), a 5 x 5 kernel with pads of 2 (four border columns, each its own
+     * pack), no bias and no act */
+    check_conv((cv){3, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+    check_conv((cv){2, 32, 7, 7, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+    check_conv((cv){1, 16, 9, 11, 29, 3, 3, 1, 1, 1, 1, 2, 2, 0, 0, 1, 1, 2});
+    check_conv((cv){2, 16, 11, 13, 20, 3, 3, 2, 2, 1, 2, 1, 2, 0, 1, 1, 0, 1});
+    check_conv((cv){1, 32, 5, 3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0});
+    check_conv((cv){2, 16, 9, 17, 16, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 1, 0, 0});
+}
+
+/* A weight that is not finite: the border's products are inf * 0 = NaN, so the thin tiles must
+ * not skip them (qr_sconv.edge's flag): each output NaN where the fmaf chain over every tap is, and
+ * 1 and 2 threads the same bits. */
+Test(sconv, a_weight_not_finite_keeps_the_borders_nan)
+{
+    if (!qr_sconv_available())
+        cr_skip_test("no AVX-512F");
+    const float bad[2] = {INFINITY, -INFINITY};
+    for (int bi = 0; bi < 2; bi++) {
+        const int64_t C = 16, H = 6, W = 7, M = 20, K = 3, OH = 6, OW = 7;
+        float x[16 * 6 * 7], w[20 * 16 * 9], b[20];
+        unsigned seed = 11;
+        for (int64_t i = 0; i < C * H * W; i++)
+            x[i] = (float)((int)(next(&seed) % 2001) - 1000) / 700.0f;
+        for (int64_t i = 0; i < M * C * K * K; i++)
+            w[i] = (float)((int)(next(&seed) % 2001) - 1000) / 1500.0f;
+        for (int64_t m = 0; m < M; m++)
+            b[m] = (float)m / 8.0f - 1.0f;
+        w[(3 * C + 5) * 9 + 0] = bad[bi]; /* output channel 3, input channel 5, tap (0, 0) */
+        float *xh = to_nhwc(x, 1, C, H, W);
+        int64_t ks[2] = {3, 3}, pads[4] = {1, 1, 1, 1};
+        qr_attr a[2] = {{.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
+                        {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pads}};
+        qr_tensor txh = {.dtype = QR_F32, .ndim = 4, .dims = {1, H, W, C}, .data = xh};
+        qr_tensor tw = {.dtype = QR_F32, .ndim = 4, .dims = {M, C, K, K}, .data = w};
+        qr_tensor tb = {.dtype = QR_F32, .ndim = 1, .dims = {M}, .data = b};
+        const qr_tensor *in[3] = {&txh, &tw, &tb};
+        qr_pool *pool2 = qr_pool_new(2);
+        qr_tensor y1 = run("qrl", "QrlConvF32Nhwc", a, 2, in, 3, NULL, NULL);
+        qr_tensor y2 = run("qrl", "QrlConvF32Nhwc", a, 2, in, 3, pool2, NULL);
+        const float *o1 = y1.data, *o2 = y2.data;
+        int nans = 0;
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t oy = 0; oy < OH; oy++)
+                for (int64_t ox = 0; ox < OW; ox++) {
+                    float acc = 0;
+                    for (int64_t ky = 0; ky < K; ky++)
+                        for (int64_t kx = 0; kx < K; kx++)
+                            for (int64_t c = 0; c < C; c++) {
+                                int64_t iy = oy - 1 + ky, ix = ox - 1 + kx;
+                                float xv = iy < 0 || iy >= H || ix < 0 || ix >= W ? 0.0f : x[(c * H + iy) * W + ix];
+                                acc = fmaf(w[((m * C + c) * K + ky) * K + kx], xv, acc);
+                            }
+                    acc += b[m];
+                    int64_t o = (oy * OW + ox) * M + m;
+                    nans += isnan(acc);
+                    cr_assert(isnan(acc) ? isnan(o1[o]) : memcmp(&acc, &o1[o], sizeof acc) == 0,
+                              "w %g: m %lld (%lld, %lld): %.9g vs the chain's %.9g", bad[bi], (long long)m,
+                              (long long)oy, (long long)ox, o1[o], acc);
+                    cr_assert(memcmp(&o1[o], &o2[o], sizeof(float)) == 0, "2 threads: m %lld (%lld, %lld)",
+                              (long long)m, (long long)oy, (long long)ox);
+                }
+        /* channel 3's top row and left column: the tap (0, 0) on the border */
+        cr_assert_eq(nans, OH + OW - 1, "NaN outputs: %d", nans);
+        qr_tensor_free(&y1);
+        qr_tensor_free(&y2);
+        qr_pool_free(pool2);
+        free(xh);
+    }
 }
 
 Test(sconv, maxpool_nhwc_matches_the_definition_bit_for_bit)
