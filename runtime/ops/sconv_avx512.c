@@ -553,7 +553,9 @@ static const tile_fn tilesn[5][13] = {
  * than the FMAs (the 1 -> 16 stem at 31 GMAC/s). The same FMA chain in the same order: the same
  * bits. */
 #define FMAX(j)                                                                                              \
-    if (j < R) {                                                                                             \
+    if (j < R && V == 1) {                                                                                   \
+        a##j##0 = fma_bcast(w0, xb + q + j * XS, a##j##0);                                                   \
+    } else if (j < R) {                                                                                      \
         __m512 b = _mm512_set1_ps(xb[q + j * XS]);                                                           \
         a##j##0 = _mm512_fmadd_ps(b, w0, a##j##0);                                                           \
         if (V > 1)                                                                                           \
@@ -563,6 +565,16 @@ static const tile_fn tilesn[5][13] = {
         if (V > 3)                                                                                           \
             a##j##3 = _mm512_fmadd_ps(b, w3, a##j##3);                                                       \
     }
+
+/* a + w * (*x broadcast), the broadcast a memory operand of the FMA: with one vector of channels and
+ * pixels 1 or 3 floats apart, GCC kept each value in a register for the next pixel's step and
+ * broadcast it from there (vbroadcastss xmm -> zmm and a vmovaps per pixel: two more vector uops
+ * per FMA, the stems' tiles bound on them). The same fused multiply-add: the same bits. */
+TARGET static inline __attribute__((always_inline)) __m512 fma_bcast(__m512 w, const float *x, __m512 a)
+{
+    __asm__("vfmadd231ps %2%{1to16%}, %1, %0" : "+v"(a) : "v"(w), "m"(*x));
+    return a;
+}
 
 TARGET static inline __attribute__((always_inline)) void xtile(const int V, const int R, const int XS, const float *x,
                                                                const qr_sconv_piece *pc, int np, const float *w,
