@@ -8,6 +8,8 @@
  *   - the same with sgemm=ref (the GEMM path, a second implementation) within the same bound;
  *   - 1 and 2 threads bit for bit, and the NHWC op bit for bit against the NCHW one and against
  *     fmaf chains from 0 in (ky, kx, c) order (sconv's), then + bias, then the activation;
+ *   - the thin tiles that skip the zero border's taps (qr_sconv.edge) on those same checks, and a
+ *     weight that is not finite, where they must not skip (NaN where the chain over every tap is);
  *   - QrlMaxPoolF32Nhwc against the definition (first maximum in window order, NaN never wins, of
  *     -0 and +0 the earlier) and QrlGlobalAveragePoolF32Nhwc against GlobalAveragePool, bits. */
 #include <criterion/criterion.h>
