@@ -727,6 +727,76 @@ Test(quantize, order_per_mac_gives_back_error_per_mac)
     free(log);
 }
 
+/* qrl quantize MODEL (of tests/e2e/exhaustive_oracle.py's, in dir) with RECIPE, then the oracle's
+ * exhaustive search against its decision (MODE "counter": a known counter-example, which must still
+ * disagree); returns the oracle's exit status, its output in *log. */
+static int exhaustive(const char *model, const char *recipe, const char *mode, char **log)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s quantize %s/%s.onnx --recipe %s --calib %s/x.npy -o %s/%s_q.onnx --report %s/%s.json",
+             tu_root(), tu_qrl(), dir, model, recipe, dir, dir, model, dir, model);
+    cr_assert_eq(tu_run(cmd, log), 0, "%s: %s", model, *log);
+    free(*log);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 tests/e2e/exhaustive_oracle.py check %s/%s.onnx %s/x.npy %s/%s.json "
+             "%s/%s_q.onnx %s",
+             tu_root(), dir, model, dir, dir, model, dir, model, mode);
+    return tu_run(cmd, log);
+}
+
+/* Issue 24: the f32 fallback's search decides as exhaustive search. recipes/int8.qrl as shipped
+ * (fallback = f32 when sqnr < 20 or output_sqnr < 25, outputs = worst, order = per_mac, judged on
+ * the held-out quarter by sample_balanced_lower) on tests/e2e/exhaustive_oracle.py's models of five
+ * or six quantized slots (x and the Convs' outputs), both signs: the oracle simulates in numpy each
+ * subset of slots in f32 (32 or 64) at qrl's qparams (ONNX Runtime's outputs of the export agree
+ * with its simulation of qrl's choice), judges each as the recipe does, and finds the most integer
+ * MACs that meet 25 dB; qrl must keep exactly those Convs on the integers. chain.onnx: a's 3x3 Conv
+ * holds 79% of the MACs and has the worst effect, b's and c's together as much for a quarter of
+ * the MACs: per MAC they go (78.6% stays, 26.0 dB); a recipe copy with order = worst sends a
+ * (12.6%, 25.4 dB), which the oracle rejects. twoout.onnx: two outputs, a's error in y1 alone: a
+ * goes, y1's Conv with it (13.3% stays). fork.onnx: two outputs from one trunk, six slots: c goes
+ * (87.8% stays; order = worst: a, 7.5%, rejected). overshoot.onnx and sideways.onnx are the
+ * counter-examples docs/quantizer.md gives (the greedy prefix holds a layer a later one made
+ * needless; a layer's effect measured as the worst output while it alone is quantized, added as
+ * if all were in one output): while they stand, qrl keeps 8.7% of the MACs where 12.6% meet 25
+ * dB, and 82.7% where 95.9% do; a search that finds those optima fails here, and the docs' stop
+ * 40 paragraph is then to be rewritten. */
+Test(quantize, fallback_search_decides_as_exhaustive_search)
+{
+    char cmd[4096], recipe[700], worst[700], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/exhaustive_oracle.py' make '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(recipe, sizeof recipe, "%s/recipes/int8.qrl", tu_root());
+    const char *agree[] = {"chain", "twoout", "fork"};
+    for (int k = 0; k < 3; k++) {
+        cr_assert_eq(exhaustive(agree[k], recipe, "", &log), 0, "%s: %s", agree[k], log);
+        cr_assert(strstr(log, "ok optimum"), "%s: %s", agree[k], log);
+        free(log);
+    }
+    /* the order matters on chain and fork: int8.qrl with order = worst decides otherwise, and the
+     * oracle says so */
+    snprintf(worst, sizeof worst, "%s/int8-worst.qrl", dir);
+    snprintf(cmd, sizeof cmd,
+             "sed 's/^  order      = per_mac$/  order      = worst/' '%s' > %s && grep -q 'order      = worst' %s",
+             recipe, worst, worst);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *matters[] = {"chain", "fork"};
+    for (int k = 0; k < 2; k++) {
+        cr_assert_neq(exhaustive(matters[k], worst, "", &log), 0, "%s, order = worst: %s", matters[k], log);
+        cr_assert(strstr(log, "qrl chose"), "%s: %s", matters[k], log);
+        free(log);
+    }
+    const char *counter[] = {"overshoot", "sideways"};
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(exhaustive(counter[k], recipe, "counter", &log), 0, "%s: %s", counter[k], log);
+        cr_assert(strstr(log, "counter-example"), "%s: %s", counter[k], log);
+        free(log);
+    }
+}
+
 /* samples = F judges the outputs by each sample's own SQNR, reduced by a fn of the recipe's. In
  * dominant.onnx one of 16 samples holds most of the output energy and sets every range: it
  * quantizes to 37 dB, the others to 8 to 11. With every layer int8, in batches of 5 (the last of
