@@ -1974,6 +1974,47 @@ Test(quantize, int8_recipe_judges_on_held_out_samples)
  * sample_balanced_lower of them (samples_oracle.py) is what qrl reports within 0.01 dB: int8.qrl's
  * between 25 and 32 with nothing in f32, int8-margin.qrl's at least 32 with a tensor in f32 and
  * fewer integer MACs. */
+/* A weight channel of zeros with a bias (a pruned channel): any scale holds the zeros, and the
+ * bias's unit is the input's scale times the channel's, so a tiny weight scale (1e-12) made that
+ * unit too small for the bias's i32 (3.0 saturated at 2^31 - 1: the channel gave 6e-5). The oracle:
+ * ONNX Runtime on the export, the channel within one input step of its bias 3.0 at every pixel, and
+ * the other channels within 2% of f32's. */
+Test(quantize, a_weight_channel_of_zeros_keeps_its_bias)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper, numpy_helper as nh, "
+             "TensorProto as T\nrng = np.random.default_rng(40)\n"
+             "w = rng.normal(0, 0.5, (3, 4, 1, 1)).astype(np.float32); w[1] = 0\n"
+             "b = np.array([0.5, 3.0, -1.0], np.float32)\n"
+             "g = helper.make_graph([helper.make_node('Conv', ['x', 'w', 'b'], ['y'])], 'zc', "
+             "[helper.make_tensor_value_info('x', T.FLOAT, ['N', 4, 5, 5])], [helper.make_tensor_value_info('y', T.FLOAT, "
+             "['N', 3, 5, 5])], [nh.from_array(w, 'w'), nh.from_array(b, 'b')])\n"
+             "m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]); m.ir_version = 8; "
+             "onnx.save(m, '%s/zc.onnx')\nnp.save('%s/zc.npy', rng.normal(0, 1, (32, 4, 5, 5)).astype(np.float32))\"",
+             dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s quantize %s/zc.onnx --recipe recipes/int8-minmax.qrl --calib %s/zc.npy -o %s/zc_q.onnx 2>&1",
+             tu_root(), tu_qrl(), dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && node -e \"const ort = require(process.env.ORT_NODE_MODULE || 'onnxruntime-node'); "
+             "(async () => { const fs = require('fs'); const x = new Float32Array(100); "
+             "for (let i = 0; i < 100; i++) x[i] = Math.sin(7 * i) * 2; const t = new ort.Tensor('float32', x, [1, 4, 5, 5]); "
+             "const out = []; for (const f of ['%s/zc.onnx', '%s/zc_q.onnx']) { const s = await ort.InferenceSession.create(f); "
+             "out.push((await s.run({x: t})).y.data); } const [f, q] = out; let worst = 0, off = 0; "
+             "for (let c = 0; c < 3; c++) for (let p = 0; p < 25; p++) { const i = c * 25 + p; "
+             "if (c === 1) off = Math.max(off, Math.abs(q[i] - 3.0)); "
+             "else worst = Math.max(worst, Math.abs(q[i] - f[i]) / Math.max(1, Math.abs(f[i]))); } "
+             "console.log('pruned channel off by', off, 'others', worst); process.exit(off < 0.05 && worst < 0.02 ? 0 : 1); })()\"",
+             tu_root(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
 Test(quantize, int8_margin_recipe_falls_back_what_int8_keeps_under_32_db)
 {
     char cmd[4096], *log, path[1024];
