@@ -53,7 +53,7 @@ enum {
 typedef enum vop {
     V_ACC, V_TAB, V_CONST, V_ADDI, V_SUBI, V_MULI, V_MINI, V_MAXI, V_NEGI, V_CLAMPI, V_ADDF, V_SUBF, V_MULF,
     V_DIVF, V_MINF, V_MAXF, V_NEGF, V_ABSF, V_RINT, V_CLAMPF, V_CVTF, V_SATF_U8, V_SATF_I8, V_SATI_U8, V_SATI_I8,
-    V_NOPS
+    V_SKIP_U8, V_SKIP_I8, V_NOPS
 } vop;
 
 enum { VT_I32, VT_F32, VT_BYTE };
@@ -71,6 +71,7 @@ static const struct {
     [V_RINT] = {"rint", 1, VT_F32, VT_F32},  [V_CLAMPF] = {"clampf", 3, VT_F32, VT_F32}, [V_CVTF] = {"cvtf", 1, VT_I32, VT_F32},
     [V_SATF_U8] = {"satf.u8", 1, VT_F32, VT_BYTE}, [V_SATF_I8] = {"satf.i8", 1, VT_F32, VT_BYTE},
     [V_SATI_U8] = {"sati.u8", 1, VT_I32, VT_BYTE}, [V_SATI_I8] = {"sati.i8", 1, VT_I32, VT_BYTE},
+    [V_SKIP_U8] = {"skip.u8", 0, -1, VT_BYTE}, [V_SKIP_I8] = {"skip.i8", 0, -1, VT_BYTE},
 };
 
 typedef struct vinsn {
@@ -87,13 +88,15 @@ typedef struct vinsn {
  * together (match_fast): 4 instructions a row instead of 13. Other columns run the program. */
 typedef struct vfast {
     int on;
+    int s;                                 /* the tail's satf: the last instruction, or the epilogue's in a
+                                            * program joined to a second stage (its y's element) */
     int x, m, z, lo, hi, i8;               /* the values the tail reads, y's type i8 */
     unsigned char tail[QC_VEC_MAX_INSNS]; /* the instructions the fast form leaves out */
 } vfast;
 
 typedef struct vprog {
     vinsn in[QC_VEC_MAX_INSNS];
-    int n, ntabs;
+    int n, ntabs, skip; /* skip: reads the skip tensor (a fused kernel's two extra arguments) */
     vfast fast;
 } vprog;
 
@@ -142,13 +145,16 @@ static int parse_prog(const char *text, vprog *p)
             if (x->op == V_TAB && (int)v + 1 > p->ntabs)
                 p->ntabs = (int)v + 1;
         }
-        x->dep = x->op == V_ACC;
+        x->dep = x->op == V_ACC || x->op == V_SKIP_U8 || x->op == V_SKIP_I8;
+        p->skip |= x->op == V_SKIP_U8 || x->op == V_SKIP_I8;
         for (int k = 0; k < vops[x->op].nargs && x->op != V_TAB && x->op != V_CONST; k++) {
             char *end;
             while (*s == ' ')
                 s++;
             long a = strtol(s, &end, 10);
-            if (end == s || a < 0 || a >= p->n || p->in[a].type != vops[x->op].in)
+            /* a byte, held in i32 lanes, is its i32 (vecmap.h) */
+            if (end == s || a < 0 || a >= p->n ||
+                (p->in[a].type != vops[x->op].in && !(p->in[a].type == VT_BYTE && vops[x->op].in == VT_I32)))
                 return -1;
             x->arg[k] = (int)a;
             x->dep |= p->in[a].dep;
@@ -204,34 +210,48 @@ static int bias_fold(const vprog *p, int *tab)
 }
 
 /* Sets p->fast when the program ends in the requantization tail (vfast) whose values nothing else
- * reads. Without NaNs (none where M is finite and LO, HI are numbers) min, max and add are
- * the same in either operand order, up to the sign of a zero that the byte drops. */
+ * reads, or, in a program that reads a skip tensor (an epilogue joined to a second stage), when
+ * the epilogue's y does (the tail's satf then read by the stage's instructions). Without NaNs
+ * (none where M is finite and LO, HI are numbers) min, max and add are the same in either operand
+ * order, up to the sign of a zero that the byte drops. */
+static int match_fast_at(vprog *p, int s);
+
 static void match_fast(vprog *p)
 {
-    vfast f = {0};
-    int s = p->n - 1, h, g, add, r, x, c;
+    if (match_fast_at(p, p->n - 1) || !p->skip)
+        return;
+    for (int s = p->n - 2; s >= 0; s--)
+        if ((p->in[s].op == V_SATF_U8 || p->in[s].op == V_SATF_I8) && match_fast_at(p, s))
+            return;
+}
+
+static int match_fast_at(vprog *p, int s)
+{
+    vfast f = {.s = s};
+    int h, g, add, r, x, c;
     const vinsn *in = p->in;
     if (in[s].op != V_SATF_U8 && in[s].op != V_SATF_I8)
-        return;
+        return 0;
     f.i8 = in[s].op == V_SATF_I8;
     h = in[s].arg[0];
     if (in[h].op != V_MINF || !split_operands(p, &in[h], &g, &f.hi) || in[g].op != V_MAXF ||
         !split_operands(p, &in[g], &add, &f.lo) || in[add].op != V_ADDF || !split_operands(p, &in[add], &r, &f.z) ||
         in[r].op != V_RINT)
-        return;
+        return 0;
     x = in[r].arg[0];
     if (in[x].op != V_MULF || !split_operands(p, &in[x], &c, &f.m) || in[c].op != V_CVTF)
-        return;
+        return 0;
     int uses[QC_VEC_MAX_INSNS] = {0};
     for (int i = 0; i < p->n; i++)
         for (int k = 0; k < vops[in[i].op].nargs && in[i].op != V_TAB && in[i].op != V_CONST; k++)
             uses[in[i].arg[k]]++;
     if (uses[h] != 1 || uses[g] != 1 || uses[add] != 1 || uses[r] != 1)
-        return;
+        return 0;
     f.x = x;
     f.tail[s] = f.tail[h] = f.tail[g] = f.tail[add] = f.tail[r] = 1;
     f.on = 1;
     p->fast = f;
+    return 1;
 }
 
 typedef struct gen {
@@ -239,7 +259,8 @@ typedef struct gen {
     gcc_jit_function *fn;
     gcc_jit_type *t_void, *t_i64, *t_i32, *t_u16, *t_u8, *t_i8, *t_u64, *v16;
     gcc_jit_type *p_i32, *p_u8c, *pp_u8c, *p_i8c, *p_i32c;
-    gcc_jit_param *prm[12];
+    gcc_jit_param *prm[14];
+    int row; /* the tile's row whose instructions are being emitted (a skip load's) */
     int64_t taps, k4, n, n16, groups;
     int rows, vecs;
     gcc_jit_lvalue *i0, *jb, *t, *wt, *kk, *wk, *nrows;
@@ -264,7 +285,7 @@ typedef struct gen {
     gcc_jit_lvalue *binit[MAX_VECS];
 } gen;
 
-enum { P_C, P_CRS, P_A, P_TAPS, P_M, P_W, P_INIT, P_K4, P_J0, P_J1, P_N, P_TABS };
+enum { P_C, P_CRS, P_A, P_TAPS, P_M, P_W, P_INIT, P_K4, P_J0, P_J1, P_N, P_TABS, P_S, P_SRS };
 
 static gcc_jit_rvalue *prm(gen *g, int i) { return gcc_jit_param_as_rvalue(g->prm[i]); }
 static gcc_jit_rvalue *rv(gcc_jit_lvalue *l) { return gcc_jit_lvalue_as_rvalue(l); }
@@ -420,6 +441,20 @@ static void emit_insn(gen *g, gcc_jit_block *b, int i, gcc_jit_lvalue *acc, int 
     case V_ACC: gcc_jit_block_add_assignment(b, NULL, out, rv(acc)); return;
     case V_TAB: asm_load(g, b, out, addr(g, rv(g->tab[x->imm]), rv(g->jb)), 64 * v, mask); return;
     case V_CONST: vconst(g, b, out, x->imm); return;
+    case V_SKIP_U8: /* the skip tensor's bytes of this row and vector, widened as i32(b[i]) is */
+    case V_SKIP_I8: {
+        gcc_jit_rvalue *row = bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->i0), lng(g, g->row));
+        gcc_jit_rvalue *at = addr(g, prm(g, P_S), bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, row, prm(g, P_SRS)), rv(g->jb)));
+        const char *op = x->op == V_SKIP_U8 ? "vpmovzxbd" : "vpmovsxbd";
+        char t[96];
+        snprintf(t, sizeof t, mask ? "%s %d(%%1), %%0%%{%%2%%}%%{z%%}" : "%s %d(%%1), %%0", op, 16 * v);
+        gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(b, NULL, t);
+        gcc_jit_extended_asm_add_output_operand(e, NULL, "=v", out);
+        gcc_jit_extended_asm_add_input_operand(e, NULL, "r", at);
+        if (mask)
+            gcc_jit_extended_asm_add_input_operand(e, NULL, "Yk", mask);
+        return;
+    }
     case V_MINF: /* (a < b ? a : b), then a where b is NaN */
     case V_MAXF:
         asm_vec(g, b, x->op == V_MINF ? "vminps %3, %2, %0\n\tvcmpunordps %3, %3, %1\n\tvmovaps %2, %0%{%1%}"
@@ -645,15 +680,15 @@ static void emit_fast_row(gen *g, gcc_jit_block *b, int v, gcc_jit_lvalue *out)
 }
 
 /* The instructions of a row (those that read the accumulator acc), y's lanes in val[n - 1]; fast:
- * through the fast tail. */
+ * through the fast tail, whose bytes are its satf's value (then read by what follows it). */
 static void emit_row_insns(gen *g, gcc_jit_block *b, gcc_jit_lvalue *acc, int v, gcc_jit_rvalue *mask, gcc_jit_lvalue *t0,
                            gcc_jit_lvalue *t1, int fast)
 {
     for (int i = 0; i < g->ep->n; i++)
-        if (g->ep->in[i].dep && !(fast && g->ep->fast.tail[i]))
+        if (fast && i == g->ep->fast.s)
+            emit_fast_row(g, b, v, g->val[i]);
+        else if (g->ep->in[i].dep && !(fast && g->ep->fast.tail[i]))
             emit_insn(g, b, i, acc, v, mask, t0, t1);
-    if (fast)
-        emit_fast_row(g, b, v, g->val[g->ep->n - 1]);
 }
 
 /* The rows of vector v of the tile from block b (rows past nrows skipped) on to next_v. */
@@ -666,6 +701,7 @@ static void emit_vec_rows(gen *g, gcc_jit_block *b, int v, gcc_jit_rvalue *mask,
             gcc_jit_block_end_with_conditional(b, NULL, cmp(g, GCC_JIT_COMPARISON_GT, rv(g->nrows), lng(g, r)), in, next_v);
             b = in;
         }
+        g->row = r;
         emit_row_insns(g, b, g->acc[r][v], v, mask, t0, t1, fast);
         gcc_jit_rvalue *row = bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->i0), lng(g, r));
         gcc_jit_rvalue *dst = addr(g, prm(g, P_C), bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, row, prm(g, P_CRS)), rv(g->jb)));
@@ -701,6 +737,7 @@ static void emit_packed_rows(gen *g, gcc_jit_block *b, int nv, int full, gcc_jit
             b = in;
         }
         gcc_jit_rvalue *q[MAX_VECS];
+        g->row = r;
         for (int v = 0; v < nv; v++) {
             g->val = g->vals[v];
             for (int i = 0; i < g->ep->n; i++)
@@ -1008,12 +1045,12 @@ static void build(gen *g)
     gen_types(g);
     g->pp_u8c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->p_u8c));
     g->p_i8c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->t_i8));
-    /* fused (qr_iconv_ep_fn): y's bytes for c, and the tables last */
-    static const char *const names[] = {"c", "c_rs", "a", "taps", "m", "w", "init", "k4", "j0", "j1", "n", "tabs"};
+    /* fused (qr_iconv_ep_fn): y's bytes for c, then the tables and the skip tensor's rows */
+    static const char *const names[] = {"c", "c_rs", "a", "taps", "m", "w", "init", "k4", "j0", "j1", "n", "tabs", "s", "s_rs"};
     gcc_jit_type *pp_i32c = gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->p_i32c));
     gcc_jit_type *types[] = {g->ep ? gcc_jit_type_get_pointer(g->t_u8) : g->p_i32, g->t_i64, g->pp_u8c, g->t_i64, g->t_i64, g->p_i8c,
-                             g->p_i32c, g->t_i64, g->t_i64, g->t_i64, g->t_i64, pp_i32c};
-    int np = g->ep ? 12 : 11;
+                             g->p_i32c, g->t_i64, g->t_i64, g->t_i64, g->t_i64, pp_i32c, g->p_u8c, g->t_i64};
+    int np = g->ep ? 14 : 11;
     for (int i = 0; i < np; i++)
         g->prm[i] = gcc_jit_context_new_param(c, NULL, types[i], names[i]);
     g->fn = gcc_jit_context_new_function(c, NULL, GCC_JIT_FUNCTION_EXPORTED, g->t_void, "qr_iconv", np, g->prm, 0);
@@ -1278,7 +1315,7 @@ static gcc_jit_context *new_context(int64_t taps, int64_t k4, int64_t n, const v
         gcc_jit_context_add_command_line_option(c, w);
     gen g = {.c = c, .taps = taps, .k4 = k4, .n = n, .n16 = (n + 15) / 16 * 16, .groups = k4 / 4, .ep = ep,
              .fold = -1, .fold_tab = -1};
-    g.packed = ep && ep->fast.on && cpu_bw();
+    g.packed = ep && ep->fast.on && ep->fast.s == ep->n - 1 && cpu_bw(); /* the tail's bytes are y's */
     if (taps == 0) { /* the rows epilogue of ep (qc_rows_ep_jit) */
         build_rows(&g);
         return c;
@@ -1385,7 +1422,8 @@ static qc_cache *open_cache(void)
 /* A request the generator takes on this CPU: its program parsed into *ep and its key; 0 then. */
 static int prepare(int64_t taps, int64_t k4, int64_t n, const char *prog, vprog *ep, char *key, size_t len)
 {
-    if (!cpu_ok() || (taps ? !shape_ok(taps, k4, n) : !prog) || (prog && parse_prog(prog, ep) != 0))
+    if (!cpu_ok() || (taps ? !shape_ok(taps, k4, n) : !prog) || (prog && parse_prog(prog, ep) != 0) ||
+        (!taps && ep->skip)) /* the rows epilogue alone has no skip tensor */
         return -1;
     shape_key(taps, k4, n, prog, key, len);
     return 0;

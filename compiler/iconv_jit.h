@@ -23,12 +23,14 @@
 qr_iconv_fn qc_iconv_jit(int64_t taps, int64_t k4, int64_t n);
 
 /* The same kernel with the epilogue of program prog (compiler/vecmap.h) fused: it writes y's
- * bytes instead of the accumulator (qr_iconv_ep_fn). NULL as above, and when prog is not a
- * well-formed program; thread-safe. */
+ * bytes instead of the accumulator (qr_iconv_ep_fn; a program with skip.u8 / skip.i8 reads the
+ * skip tensor's rows too). NULL as above, and when prog is not a well-formed program;
+ * thread-safe. */
 qr_iconv_ep_fn qc_iconv_jit_ep(int64_t taps, int64_t k4, int64_t n, const char *prog);
 
 /* The epilogue of program prog alone over channels-last blocks (qr_rows_ep_fn, igemm.h): one
- * function per program, compiled and cached as the kernels are. NULL as above. */
+ * function per program, compiled and cached as the kernels are. NULL as above, and for a program
+ * that reads a skip tensor. */
 qr_rows_ep_fn qc_rows_ep_jit(const char *prog);
 
 /* Background mode (off until set; the API sets it for iconv-jit=auto, its default): a shape with no

@@ -1093,6 +1093,12 @@ void jit_entry(jit *j, cal_fns *cals, item_fns *items)
                 gcc_jit_rvalue *pa[1] = {m};
                 gcc_jit_block_add_eval(b, NULL,
                                        gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_SET_POINTWISE), 1, pa));
+                char prog[2048];
+                if (qc_vecmap_stage(s, prog, sizeof prog)) { /* its element's vector form, as a second stage */
+                    gcc_jit_rvalue *va[2] = {m, STR(prog)};
+                    gcc_jit_block_add_eval(
+                        b, NULL, gcc_jit_context_new_call_through_ptr(j->c, NULL, IMPF(IMP_SET_VECTOR_EPILOGUE), 2, va));
+                }
             }
             if (s->kind == QC_SYM_KERNEL) { /* the tensors whose elements it touches */
                 gcc_jit_rvalue *ra[2] = {m, jit_lng(j, j->t_i64, (long)qc_param_reads(s))};

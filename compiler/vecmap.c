@@ -16,8 +16,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Lane types: 32-bit numbers, or y's 8-bit type (a sat's result, held in i32 lanes). */
-enum { VT_I32, VT_F32, VT_U8, VT_I8 };
+/* Lane types: 32-bit numbers, or y's 8-bit type (a sat's result, held in i32 lanes); VT_F64 only
+ * for a stage's f64 parameter, which has no lanes until converted to f32 (pard). */
+enum { VT_I32, VT_F32, VT_U8, VT_I8, VT_F64 };
 
 /* A name bound to a value: a table, the accumulator, or an inlined fn's parameter or let. */
 typedef struct bind {
@@ -35,7 +36,13 @@ typedef struct vm {
     unsigned char vtype[QC_VEC_MAX_INSNS];
     bind binds[VM_MAX_BINDS];
     int nbinds, depth;
+    /* a stage (qc_vecmap_stage): its kernel's parameters, the loop's variable */
+    const ql_node *params;
+    const qc_sym *loop;
 } vm;
+
+/* A stage's f64 parameter P as a value: no instruction until it is converted (pard P). */
+#define VM_F64_PARAM (1 << 20)
 
 static int emit(vm *v, int type, const char *fmt, ...)
 {
@@ -60,7 +67,8 @@ static int emit(vm *v, int type, const char *fmt, ...)
 
 static int lane_type(const qc_type *t)
 {
-    return !t ? -1 : t->k == QC_I32 ? VT_I32 : t->k == QC_F32 ? VT_F32 : t->k == QC_U8 ? VT_U8 : t->k == QC_I8 ? VT_I8 : -1;
+    return !t ? -1 : t->k == QC_I32 ? VT_I32 : t->k == QC_F32 ? VT_F32 : t->k == QC_U8 ? VT_U8 : t->k == QC_I8 ? VT_I8
+                   : t->k == QC_F64 ? VT_F64 : -1;
 }
 
 static int fail(vm *v)
@@ -72,11 +80,16 @@ static int fail(vm *v)
 /* Value x as lanes of type to: i32 to f32 as C converts; f32 to i32 has no exact lane form here. */
 static int convert(vm *v, int x, int to)
 {
-    if (x < 0 || to < 0)
+    if (x >= VM_F64_PARAM) /* a stage's f64 parameter: as itself, or its f32 as C converts it */
+        return to == VT_F64 ? x : to == VT_F32 ? emit(v, VT_F32, "pard %d", x - VM_F64_PARAM) : fail(v);
+    if (x < 0 || to < 0 || to == VT_F64)
         return fail(v);
     if (v->vtype[x] == to)
         return x;
-    if (v->vtype[x] == VT_I32 && to == VT_F32)
+    int from = v->vtype[x] == VT_U8 || v->vtype[x] == VT_I8 ? VT_I32 : v->vtype[x]; /* a byte is its i32 */
+    if (from == to)
+        return x;
+    if (from == VT_I32 && to == VT_F32)
         return emit(v, VT_F32, "cvtf %d", x);
     return fail(v);
 }
@@ -91,7 +104,7 @@ static int lookup(const vm *v, const void *key)
 
 static void bind_to(vm *v, const void *key, int value)
 {
-    if (v->nbinds >= VM_MAX_BINDS || value < 0) {
+    if (v->nbinds >= VM_MAX_BINDS || value < 0) { /* (VM_F64_PARAM + P binds too) */
         v->ok = 0;
         return;
     }
@@ -227,6 +240,34 @@ static int to_byte(vm *v, const ql_node *n, int to)
     return x < 0 ? -1 : emit(v, to, "sat%c.%s %d", ft == VT_F32 ? 'f' : 'i', to == VT_U8 ? "u8" : "i8", x);
 }
 
+/* A stage's scalar parameter (once: its uses share the value): pari / parf P, or the f64 one as
+ * VM_F64_PARAM + P. */
+static int stage_param(vm *v, const qc_sym *s)
+{
+    int t = lane_type(s->type), r;
+    if (t == VT_F64)
+        r = VM_F64_PARAM + s->index;
+    else if (t == VT_I32 || t == VT_F32)
+        r = emit(v, t, t == VT_F32 ? "parf %d" : "pari %d", s->index);
+    else
+        return fail(v);
+    bind_to(v, s->decl, r);
+    return r;
+}
+
+/* A stage's t[i]: t an 8-bit tensor parameter, i the loop's variable. */
+static int element(vm *v, const ql_node *n)
+{
+    const ql_node *t = n->a, *i = n->nkids == 1 ? n->kids[0] : NULL;
+    const qc_sym *ts = t && t->kind == QL_NAME ? t->sym : NULL;
+    int et = lane_type(n->type);
+    if (!v->params || !ts || ts->kind != QC_SYM_PARAM || ts->index < 0 || ts->index >= v->params->nkids ||
+        ts->decl != v->params->kids[ts->index] || !i || i->kind != QL_NAME || !i->sym || i->sym != v->loop ||
+        (et != VT_U8 && et != VT_I8))
+        return fail(v);
+    return emit(v, et, "in.%s %d", et == VT_U8 ? "u8" : "i8", ts->index);
+}
+
 static int expr(vm *v, const ql_node *n, int want)
 {
     if (!v->ok || !n)
@@ -241,6 +282,9 @@ static int expr(vm *v, const ql_node *n, int want)
         int r = lookup(v, s->decl);
         if (r < 0)
             r = lookup(v, s);
+        if (r < 0 && v->params && s->kind == QC_SYM_PARAM && s->index >= 0 && s->index < v->params->nkids &&
+            s->decl == v->params->kids[s->index])
+            return stage_param(v, s);
         if (r < 0 && s->kind == QC_SYM_CONST && s->decl && s->decl->b &&
             (s->decl->b->kind == QL_INT || s->decl->b->kind == QL_FLOAT))
             return literal(v, s->decl->b, lane_type(s->type));
@@ -261,6 +305,7 @@ static int expr(vm *v, const ql_node *n, int want)
         return convert(v, expr(v, n->b, lane_type(n->b->type)), to);
     }
     case QL_CALL: return call(v, n);
+    case QL_INDEX: return element(v, n);
     default: return fail(v);
     }
 }
@@ -339,4 +384,65 @@ int qc_vecmap(const qc_sym *k, char *buf, size_t n)
         return 0;
     int r = convert(&v, expr(&v, set->b, yt), yt);
     return v.ok && r == v.ninsn - 1; /* y's element is the last instruction */
+}
+
+/* a.numel == b.numel, and chains of such tests joined by `and` */
+static int numels_equal(const ql_node *c)
+{
+    if (!c || c->kind != QL_BINARY)
+        return 0;
+    if (c->op == QL_TOK_AND)
+        return numels_equal(c->a) && numels_equal(c->b);
+    return c->op == QL_TOK_EQ && c->a && c->b && c->a->kind == QL_FIELD && c->b->kind == QL_FIELD && c->a->name &&
+           c->b->name && !strcmp(c->a->name, "numel") && !strcmp(c->b->name, "numel");
+}
+
+/* `for i in 0 .. y.numel { y[i] = value }` with y a tensor parameter: its assignment, *loop the
+ * variable's symbol. */
+static const ql_node *element_loop(const ql_node *f, const ql_node *ps, const qc_sym **loop)
+{
+    const ql_node *set = f && f->kind == QL_FOR && f->c && f->c->nkids == 1 ? f->c->kids[0] : NULL;
+    if (!set || set->kind != QL_ASSIGN || set->op != QL_TOK_ASSIGN || !set->a || set->a->kind != QL_INDEX ||
+        !f->a || f->a->kind != QL_INT || f->a->ival != 0 || !f->b || f->b->kind != QL_FIELD || !f->b->name ||
+        strcmp(f->b->name, "numel") || !f->b->a || f->b->a->kind != QL_NAME || !set->a->a ||
+        set->a->a->kind != QL_NAME || f->b->a->sym != set->a->a->sym || set->a->nkids != 1)
+        return NULL;
+    const qc_sym *y = set->a->a->sym, *i = set->a->kids[0]->kind == QL_NAME ? set->a->kids[0]->sym : NULL;
+    if (!y || y->kind != QC_SYM_PARAM || y->index < 0 || y->index >= ps->nkids || !i || i->kind != QC_SYM_LOOP ||
+        i->decl != f)
+        return NULL;
+    *loop = i;
+    return set;
+}
+
+int qc_vecmap_stage(const qc_sym *k, char *buf, size_t n)
+{
+    const ql_node *d = k && k->kind == QC_SYM_KERNEL ? k->decl : NULL;
+    const ql_node *body = d ? d->c : NULL, *set = NULL;
+    vm v = {.buf = buf, .n = n, .ok = 1, .params = d ? d->a : NULL};
+    if (!body || !v.params || !n)
+        return 0;
+    buf[0] = 0;
+    /* layer lets, then the loop: alone, or in an `if` of equal sizes that returns after it */
+    for (int i = 0; i < body->nkids && v.ok && !set; i++) {
+        const ql_node *st = body->kids[i];
+        if (st->kind == QL_LET && !st->flag) {
+            int t = st->sym ? lane_type(((const qc_sym *)st->sym)->type) : -1;
+            bind_to(&v, st, convert(&v, expr(&v, st->b, t), t));
+        } else if (st->kind == QL_IF && !st->c && numels_equal(st->a) && st->b && st->b->nkids == 2 &&
+                   st->b->kids[1]->kind == QL_RETURN && !st->b->kids[1]->a) {
+            if (!(set = element_loop(st->b->kids[0], v.params, &v.loop)))
+                return 0;
+        } else if (st->kind == QL_FOR) {
+            if (!(set = element_loop(st, v.params, &v.loop)))
+                return 0;
+        } else {
+            return 0;
+        }
+    }
+    int yt = set ? lane_type(set->a->type) : -1;
+    if (!v.ok || (yt != VT_U8 && yt != VT_I8))
+        return 0;
+    int r = convert(&v, expr(&v, set->b, yt), yt);
+    return v.ok && r == v.ninsn - 1;
 }

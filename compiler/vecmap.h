@@ -37,4 +37,18 @@
  * operation has none or the program does not fit. */
 int qc_vecmap(const qc_sym *k, char *buf, size_t n);
 
+/* The vector form of a pointwise kernel's element (qr_fn_desc.vector_epilogue of a kernel
+ * registered pointwise: a second stage, the residual Add after a convolution, fused into the
+ * convolution's kernel): for a kernel whose body is layer lets, then
+ * `for i in 0 .. y.numel { y[i] = value }` (alone, or in an `if` of `x.numel == y.numel` tests
+ * that returns after it: the form where every tensor has y's shape, the only one a stage runs).
+ * The program has the grammar above without acc and tables, and these operands:
+ *   in.u8 P | in.i8 P   element i of the kernel's 8-bit tensor parameter P (in i32 lanes)
+ *   pari P | parf P     the kernel's i32 or f32 scalar parameter P in every lane
+ *   pard P              the f32 of its f64 parameter P (as C converts)
+ * A byte value is its i32 where one is read. The runtime makes it a fused kernel's part by
+ * renumbering (quantizer/vecjoin.h): one `in` the epilogue's y, the other the skip tensor's
+ * bytes (skip.u8, skip.i8), each parameter a table of its bits. 1 when k has such a form. */
+int qc_vecmap_stage(const qc_sym *k, char *buf, size_t n);
+
 #endif

@@ -16,6 +16,7 @@
 #include "ops/ops_common.h"
 #include "ops/pool_nhwc.h"
 #include "quantize_plan.h"
+#include "vecjoin.h"
 
 /* ------------------------------------------------------- kernel calls */
 
@@ -43,6 +44,11 @@ struct qr_intcall {
     const char *pattern, *loc; /* the pattern's name and file:line:col */
     qi_arg *args;
     int nargs;
+    /* a second stage (fuse_stages): its program joined to its convolution's epilogue (vecjoin.h;
+     * NULL: none), the parameters it reads as tables, and the argument of its skip tensor */
+    char *joined;
+    qi_join_param jparams[QI_JOIN_MAX_PARAMS];
+    int njparams, jskip;
 };
 
 /* Kernel k's parameter types, as the compiler registered them; -1 past max. */
@@ -729,6 +735,42 @@ static qr_status bind_stage(qr_kctx *k, const qr_intgraph *ig, int nhwc, stage_r
     return QR_OK;
 }
 
+/* The stage joined to the epilogue (qr_intcall.joined), where its skip tensor has y's shape: the
+ * epilogue's tables, then a table of each parameter the stage reads (its bits in every channel's
+ * lane), from the node's workspace. Nothing when the epilogue runs without its vector form. */
+static qr_status bind_joined(qr_kctx *k, const tile_run *t, const stage_run *s, qr_acc_epilogue *ep)
+{
+    const qr_intcall *c = s->c;
+    if (!c || !c->joined || !ep->vprog || !ep->vtabs || !ep->then)
+        return QR_OK;
+    const qr_tensor *y = k->out[0];
+    const qrl_tview *skip = (const qrl_tview *)s->args[c->jskip];
+    if (!skip || skip->numel != qr_tensor_numel(y) || skip->rank != y->ndim || qr_dtype_size(y->dtype) != 1)
+        return QR_OK;
+    for (int d = 0; d < y->ndim; d++)
+        if (skip->dims[d] != y->dims[d])
+            return QR_OK;
+    int nt = t->c->tables, np = c->njparams;
+    int64_t m = y->dims[y->ndim - 1];
+    const int32_t **pt = qr_kwork(k, 1, nt + np, sizeof *pt, "joined stage's table pointers");
+    int32_t *lanes = np ? qr_kwork(k, np, m, sizeof *lanes, "joined stage's tables") : NULL;
+    if (!pt || (np && !lanes))
+        return QR_ERR;
+    for (int i = 0; i < nt; i++)
+        pt[i] = ep->vtabs[i];
+    for (int i = 0; i < np; i++) {
+        uint32_t bits = qi_join_bits(c->jparams[i].kind, c->args[c->jparams[i].param].bytes);
+        int32_t *lane = lanes + i * m;
+        for (int64_t ch = 0; ch < m; ch++)
+            lane[ch] = (int32_t)bits;
+        pt[nt + i] = lane;
+    }
+    ep->jprog = c->joined;
+    ep->jtabs = pt;
+    ep->skip = skip->data;
+    return QR_OK;
+}
+
 static qr_status kconv_run(qr_kctx *k)
 {
     const qr_intgraph *ig = k->user;
@@ -752,13 +794,15 @@ static qr_status kconv_run(qr_kctx *k)
             t.y_arg = i;
     const qr_tensor *xzp = conv_in(k, nconv, 2), *wzp = conv_in(k, nconv, 3);
     int wconst = qr_kinput_const(k, 1) && (!xzp || qr_kinput_const(k, 2));
-    qr_acc_epilogue ep = {tile_block, &t, NULL, 0, NULL, NULL, NULL};
+    qr_acc_epilogue ep = {tile_block, &t, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL};
     stage_run stage;
     stage.c = NULL, stage.y_arg = -1;
     t.stage = &stage;
     if (bind_stage(k, ig, nhwc, &stage, &ep) != QR_OK)
         return QR_ERR;
     if (nhwc && bind_rows(k, &t, (int)nconv - 1, &ep) != QR_OK)
+        return QR_ERR;
+    if (nhwc && bind_joined(k, &t, &stage, &ep) != QR_OK)
         return QR_ERR;
     if (nhwc)
         return qr_convint_run_nhwc(k, k->in[0], xzp, k->in[1], wzp, wconst, &ep);
@@ -2269,6 +2313,7 @@ static qr_status lower_affine_with(builder *b, int node, qr_value **xi, const qr
 
 static void call_free(qr_intcall *c)
 {
+    free(c->joined);
     for (int i = 0; i < c->nargs; i++)
         if (c->args[i].kind == ARG_ARRAY)
             free(c->args[i].arr.data);
@@ -2432,6 +2477,49 @@ static int kernel_pointwise(const qr_node *n, void *user)
     return ci >= 0 && ci < ig->ncalls && ig->calls[ci].k->is_pointwise;
 }
 
+/* Stage call c (reading the convolution conv's y as input j) joined to conv's epilogue (vecjoin.h)
+ * when both have vector forms, the stage's other tensor is one 8-bit input, its output 8-bit and
+ * every parameter it reads a scalar of the type its program says: c->joined, else nothing. Out
+ * of memory is an error. */
+static qr_status join_stage(builder *b, const qr_node *conv, qr_intcall *c, int j)
+{
+    int64_t cci = qr_attr_i(conv, "call", -1);
+    const qr_intcall *cc = cci >= 0 && cci < b->ig->ncalls ? &b->ig->calls[cci] : NULL;
+    if (!cc || !cc->nhwc || !cc->nhwc->vector_epilogue || cc->tables > QI_MAX_TABLES || !c->k->vector_epilogue)
+        return QR_OK;
+    int y_arg = -1, skip = -1, out = -1;
+    for (int a = 0; a < c->nargs; a++) {
+        const qi_arg *x = &c->args[a];
+        if (x->kind == ARG_TENSOR && x->input == j)
+            y_arg = a;
+        else if (x->kind == ARG_TENSOR) {
+            if (skip >= 0 || (x->want != QR_U8 && x->want != QR_I8))
+                return QR_OK;
+            skip = a;
+        } else if (x->kind == ARG_OUTPUT)
+            out = a;
+    }
+    if (y_arg < 0 || skip < 0 || out < 0 || (c->args[out].want != QR_U8 && c->args[out].want != QR_I8))
+        return QR_OK;
+    char buf[4096];
+    qi_join_param ps[QI_JOIN_MAX_PARAMS];
+    int np;
+    if (!qi_vec_join(cc->nhwc->vector_epilogue, c->k->vector_epilogue, y_arg, skip, cc->tables, buf, sizeof buf, ps, &np))
+        return QR_OK;
+    for (int i = 0; i < np; i++) {
+        int p = ps[i].param;
+        qr_dtype want = ps[i].kind == 'i' ? QR_I32 : ps[i].kind == 'f' ? QR_F32 : QR_F64;
+        if (p >= c->nargs || p >= c->k->nparams || c->args[p].kind != ARG_SCALAR || c->k->params[p].elem != want)
+            return QR_OK;
+    }
+    if (!(c->joined = strdup(buf)))
+        return qr_errorf(b->e, "out of memory");
+    memcpy(c->jparams, ps, sizeof ps);
+    c->njparams = np;
+    c->jskip = skip;
+    return QR_OK;
+}
+
 /* An NHWC convolution whose only reader is a pointwise kernel (a residual Add: the stdlib's qadd,
  * or a recipe's own that the compiler proved pointwise) runs it as a second stage on each block of
  * its y while the block is in cache (conv_epilogue.h): one node, no y tensor between them.
@@ -2472,6 +2560,8 @@ static qr_status fuse_stages(builder *b)
             copy_attrs(d, f, conv);
             qr_node_add_attr_i(d, f, "then_call", ci);
             qr_node_add_attr_i(d, f, "then_first", conv->n_in);
+            if (join_stage(b, conv, c, j) != QR_OK)
+                break;
             for (int a = 0; a < c->nargs; a++)
                 if (c->args[a].kind == ARG_TENSOR && c->args[a].input == j)
                     c->args[a].input = -1;

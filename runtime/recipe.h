@@ -202,8 +202,9 @@ enum {
      * all its tensor operands of one shape, element i of what it writes depends only on element               \
      * i of what it reads and on its other parameters. */                                                      \
     X(SET_POINTWISE, set_pointwise, v, m) /* (m) */                                                            \
-    /* The kernel just added, a channels-last epilogue kernel, has a vector form: prog, the                    \
-     * program of compiler/vecmap.h, text that lives as long as the module. */                                 \
+    /* The kernel just added, a channels-last epilogue kernel (or a pointwise one: its element's, as a         \
+     * second stage) has a vector form: prog, the program of compiler/vecmap.h, text that lives as             \
+     * long as the module. */                                                                                  \
     X(SET_VECTOR_EPILOGUE, set_vector_epilogue, v, m, s) /* (m, prog) */                                       \
     /* Pattern predicate v.dtype == "f32": v's element type is the one named ("f32", "i64", ... as             \
      * `qrl dump` prints them); 0 for an absent value. */                                                      \
@@ -433,7 +434,8 @@ typedef struct qr_fn_desc {
     /* kernels: proven pointwise (set_pointwise), so a permutation of the elements of all its
      * tensor operands, of one shape, commutes with it (NCHW or NHWC alike); 0: not proven */
     int is_pointwise;
-    /* channels-last epilogue kernels: the vector form of their value (compiler/vecmap.h), or NULL */
+    /* channels-last epilogue kernels: the vector form of their value (compiler/vecmap.h), or NULL;
+     * pointwise kernels: their element's as a second stage (vecmap.h qc_vecmap_stage), or NULL */
     const char *vector_epilogue;
     /* kernels: the output's declared shape, n_out_dims entries (0: none declared) */
     qr_out_dim *out_dims;

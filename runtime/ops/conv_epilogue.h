@@ -40,6 +40,13 @@ typedef struct qr_acc_epilogue {
      * stage, into y rows the stage then reads). */
     const char *vprog;
     const int32_t *const *vtabs;
+    /* The epilogue and the second stage joined into one program (NULL: none), which reads the
+     * stage's other tensor, skip (channels last, y's shape and 8-bit type), and writes the node's
+     * output: a dense NHWC convolution whose kernel specialized to its shape takes it runs neither
+     * run_rows nor then (the residual Add in the kernel's registers). jtabs: its tables. */
+    const char *jprog;
+    const int32_t *const *jtabs;
+    const uint8_t *skip;
 } qr_acc_epilogue;
 
 /* ConvInteger's checks and output shape, y of type t. x, x_zero, w, w_zero: ConvInteger's inputs

@@ -78,6 +78,7 @@ typedef struct nhwc_job {
     size_t at_rows;      /* gather: the block's rows in the slot */
     qr_iconv_fn fn;
     qr_iconv_ep_fn fused; /* the epilogue's vector form fused into a specialized kernel: no block epilogue */
+    int joined;           /* fused is the epilogue joined to the second stage (ep->jprog): no stage after */
     qr_rows_ep_fn rows_ep; /* the epilogue's vector form compiled alone, for channels-last blocks */
     uint8_t *y;
     size_t esize; /* y's element size */
@@ -620,11 +621,16 @@ static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
             window_rows_1x1(j, r0, rows, a);
         else
             window_rows(j, r0, rows, a);
+        if (j->joined) { /* the stage's bytes from the registers, its skip tensor read there too */
+            j->fused(j->y + r0 * j->m, j->m, a, j->gather ? 1 : j->taps, rows, j->wp, j->init, j->k4, c0, c1, j->m,
+                     j->ep->jtabs, j->ep->skip + r0 * j->m, j->m);
+            continue;
+        }
         if (j->fused) { /* y's bytes straight from the registers: into the output, or for the second stage
                          * the block's rows (whole: one part) or y_split (split_then runs it) */
             uint8_t *yd = j->y_split ? j->y_split + r0 * j->m : j->ep->then ? s + j->at_y : j->y + r0 * j->m;
             j->fused(yd, j->m, a, j->gather ? 1 : j->taps, rows, j->wp, j->init, j->k4, c0, c1, j->m,
-                     j->ep->vtabs);
+                     j->ep->vtabs, NULL, 0);
             qr_error e;
             if (j->ep->then && !j->y_split && j->ep->then(j->ep, s + j->at_y, r0 * j->m, rows * j->m, &e) != QR_OK)
                 nhwc_failed(j, &e);
@@ -835,8 +841,11 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         j.fn = qr_iconv_specialized(j.gather ? 1 : j.taps, j.k4, j.m);
         if (!j.fn)
             j.fn = qr_iconv_u8s8();
-        /* phase 2: the epilogue in the kernel too (before a second stage, y's bytes for it) */
-        if (ep->vprog && ep->vtabs && j.esize == 1)
+        /* phase 2: the epilogue in the kernel too (before a second stage, y's bytes for it, or the
+         * stage joined to it: the node's output) */
+        if (ep->then && ep->jprog && ep->jtabs && ep->skip && j.esize == 1 && qr_dtype_size(k->out[0]->dtype) == 1)
+            j.joined = (j.fused = qr_iconv_specialized_ep(j.gather ? 1 : j.taps, j.k4, j.m, ep->jprog)) != NULL;
+        if (!j.fused && ep->vprog && ep->vtabs && j.esize == 1)
             j.fused = qr_iconv_specialized_ep(j.gather ? 1 : j.taps, j.k4, j.m, ep->vprog);
         j.flip = flip;
         /* the input pixels the output rows read: a band's window rows, or all */
@@ -860,7 +869,7 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     j.work = (depthwise || (zrow && tap_off)) && (depthwise || j.x)
                  ? qr_kwork(k, slots, (int64_t)j.slot_bytes, 1, "NHWC convolution's blocks")
                  : NULL;
-    if (j.work && j.parts > 1 && ep->then) {
+    if (j.work && j.parts > 1 && ep->then && !j.joined) {
         j.y_split = qr_kwork(k, j.total, j.m * (int64_t)j.esize, 1, "NHWC convolution's y for its second stage");
         if (!j.y_split)
             j.work = NULL;

@@ -172,10 +172,12 @@ void qr_iconv_set_specializer(qr_iconv_specializer f);
 /* A specialized kernel with the recipe's epilogue fused (phase 2 of the issue's item 5): the same
  * contract, but it writes y's bytes, y[i * y_rs + j] for rows i < m and columns j in [j0, j1),
  * from the accumulator by the epilogue's program (compiler/vecmap.h), whose tables are tabs[t]
- * (n int32 lanes each, indexed by column) -- no int32 block in memory between. */
+ * (n int32 lanes each, indexed by column) -- no int32 block in memory between. A program that
+ * reads the skip tensor (skip.u8, skip.i8: a residual Add joined to the epilogue) reads its bytes
+ * s[i * s_rs + j] of the same rows and columns; others ignore s and s_rs (NULL, 0). */
 typedef void (*qr_iconv_ep_fn)(uint8_t *y, int64_t y_rs, const uint8_t *const *a, int64_t taps, int64_t m,
                                const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n,
-                               const int32_t *const *tabs);
+                               const int32_t *const *tabs, const uint8_t *s, int64_t s_rs);
 typedef qr_iconv_ep_fn (*qr_iconv_ep_specializer)(int64_t taps, int64_t k4, int64_t n, const char *prog);
 void qr_iconv_set_ep_specializer(qr_iconv_ep_specializer f);
 /* The registered one's kernel for this shape and program, NULL when there is none. */

@@ -417,14 +417,17 @@ Test(intgraph, residual_add_runs_as_the_convolutions_second_stage)
     qr_tensor_free(&x);
 }
 
-/* The fused kernels the runtime was handed (phase 2 with the epilogue's vector form). */
-static int ep_handed;
+/* The fused kernels the runtime was handed (phase 2 with the epilogue's vector form), and those of
+ * them with a second stage joined (their programs read the skip tensor: skip.u8, skip.i8). */
+static int ep_handed, ep_joined;
 
 static qr_iconv_ep_fn counting_ep(int64_t taps, int64_t k4, int64_t n, const char *prog)
 {
     qr_iconv_ep_fn f = qc_iconv_jit_ep(taps, k4, n, prog);
     if (f)
         __atomic_add_fetch(&ep_handed, 1, __ATOMIC_RELAXED);
+    if (f && strstr(prog, "skip."))
+        __atomic_add_fetch(&ep_joined, 1, __ATOMIC_RELAXED);
     return f;
 }
 
@@ -432,8 +435,9 @@ static qr_iconv_ep_fn counting_ep(int64_t taps, int64_t k4, int64_t n, const cha
  * (split=cols, on one thread too), give the bits of blocks of pixels (split=rows) and of
  * the choice by shape, which are the separate NCHW kernels' (fuse=0): wide.onnx's layers of
  * 80 and 200 channels (a last strip of 16 and 8), its residual Adds as second stages (run on whole
- * rows of y once every part is done), batch 32 and 1, 1 and 2 threads, epilogues channels last and
- * turned, onnx u8 and tflite. */
+ * rows of y once every part is done, or with onnx u8's kernels compiled per shape in the fused
+ * kernels' registers), batch 32 and 1, 1 and 2 threads, epilogues channels last and turned, onnx u8
+ * and tflite. */
 Test(intgraph, channel_parts_give_the_same_outputs)
 {
     const char *recipes[] = {"recipes/int8.qrl", "recipes/int8-tflite.qrl"};
@@ -458,12 +462,14 @@ Test(intgraph, channel_parts_give_the_same_outputs)
             /* with kernels compiled per shape, the epilogue fused where there is no second stage */
             qr_iconv_set_specializer(qc_iconv_jit);
             qr_iconv_set_ep_specializer(counting_ep);
-            ep_handed = 0;
+            ep_handed = ep_joined = 0;
             snprintf(what, sizeof what, "%s, split=%s, iconv-jit=1", recipes[r], splits[sp] ? splits[sp] : "(unset)");
             assert_same_outputs(apart, fused, &x, what);
             qr_iconv_set_ep_specializer(NULL);
             qr_iconv_set_specializer(NULL);
             cr_assert(r == 1 || !qc_iconv_jit(9, 24, 24) || ep_handed > 0, "%s: no fused kernel ran", what);
+            /* the Adds in the kernels' registers (stop 40), with the channels in parts too */
+            cr_assert(r == 1 || !qc_iconv_jit(9, 24, 24) || ep_joined > 0, "%s: no Add ran in a fused kernel", what);
             tu_option("split", "");
         }
         qr_quantized_free(apart);
@@ -474,12 +480,15 @@ Test(intgraph, channel_parts_give_the_same_outputs)
     qr_tensor_free(&x);
 }
 
-/* A convolution whose residual Add runs as its second stage takes its y's bytes from the fused
- * kernel (the epilogue's vector form in registers) into the block's rows, and the stage reads them
- * there: odd_residual.onnx's 21 channels over 14 x 14 pixels (ragged row tiles, a last vector of 5
- * channels), Adds with the convolution as either operand, with and without a Relu, give the bits
- * of the separate NCHW kernels (fuse=0), onnx u8 and tflite i8 (zero points not 0), a batch and
- * one image, 1 and 2 threads; every dense convolution ran fused, those with a second stage too. */
+/* A convolution whose residual Add runs as its second stage runs it in the fused kernel's
+ * registers (the Add's element joined to the epilogue's vector form, the skip tensor's bytes
+ * loaded there: vecjoin.h) where both have vector forms, and else takes its y's bytes from the
+ * fused kernel into the block's rows for the stage: odd_residual.onnx's 21 channels over 14 x 14
+ * pixels (ragged row tiles, a last vector of 5 channels), Adds with the convolution as either
+ * operand, with and without a Relu, give the bits of the separate NCHW kernels (fuse=0: the
+ * stdlib's qadd as compiled scalar code), onnx u8, i8 asymmetric with ONNX numerics and tflite i8
+ * (zero points not 0), a batch and one image, 1 and 2 threads; every dense convolution ran fused
+ * with the stdlib's kernels, the two before an Add joined to it (tflite's: neither). */
 Test(intgraph, second_stages_read_the_fused_kernels_bytes)
 {
     qr_iconv_set_specializer(qc_iconv_jit);
@@ -489,12 +498,13 @@ Test(intgraph, second_stages_read_the_fused_kernels_bytes)
         cr_log_info("no AVX-512 VNNI: no specialized kernels");
         return;
     }
-    const char *recipes[] = {"recipes/int8.qrl", "recipes/int8-tflite.qrl"};
+    /* u8 and i8 activations of the stdlib's kernels (vector forms), and TFLite's (none) */
+    const char *recipes[] = {"recipes/int8.qrl", "tests/recipes/i8-asym-minmax.qrl", "recipes/int8-tflite.qrl"};
     qr_tensor x = {0};
     qr_graph *g;
     load("zoo_test.npy", NULL, &x);
     load("odd_residual.onnx", &g, NULL);
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < 3; r++) {
         qrl_module *m = compile(recipes[r]);
         qr_quantized *apart, *fused;
         quantize_apart_and_fused(g, m, "all", &apart, &fused);
@@ -503,16 +513,19 @@ Test(intgraph, second_stages_read_the_fused_kernels_bytes)
         cr_assert_eq(count_attr(fused->ig->g, "QrlConvKernel", "nhwc"), 4, "%s", recipes[r]);
         qr_iconv_set_specializer(qc_iconv_jit);
         qr_iconv_set_ep_specializer(counting_ep);
-        ep_handed = 0;
+        ep_handed = ep_joined = 0;
         qr_tensor y = {0};
         run_threads(fused, &x, 1, &y);
-        int handed = ep_handed;
+        int handed = ep_handed, joined = ep_joined;
         qr_tensor_free(&y);
+        cr_log_info("%s: %d fused, %d joined", recipes[r], handed, joined);
         assert_same_outputs(apart, fused, &x, recipes[r]);
         qr_iconv_set_ep_specializer(NULL);
         qr_iconv_set_specializer(NULL);
-        /* the stdlib's epilogue has a vector form: all four, the two before an Add among them */
-        cr_assert(r == 1 || handed == 4, "%s: %d of the 4 convolutions ran fused", recipes[r], handed);
+        /* the stdlib's epilogue has a vector form: all four, the two before an Add among them, and
+         * those two with qadd joined (its element's vector form, vecmap.h qc_vecmap_stage) */
+        cr_assert(r == 2 || handed == 4, "%s: %d of the 4 convolutions ran fused", recipes[r], handed);
+        cr_assert_eq(joined, r == 2 ? 0 : 2, "%s: %d convolutions ran their Add in the kernel", recipes[r], joined);
         qr_quantized_free(apart);
         qr_quantized_free(fused);
         qr_module_free(m);

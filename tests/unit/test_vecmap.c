@@ -254,7 +254,7 @@ static void check_fused(const qrl_module *m, const char *kernel, void **scalars,
         cr_assert(fused, "%s: no fused kernel for taps %lld k4 %lld n %lld", kernel, (long long)l.taps, (long long)l.k4,
                   (long long)l.n);
         memset(l.got, 0xa5, (size_t)(l.rows * l.n) + 1);
-        fused(l.got, l.n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, l.n, l.n, tabs);
+        fused(l.got, l.n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, l.n, l.n, tabs, NULL, 0);
         for (int64_t i = 0; i < l.rows * l.n; i++)
             cr_assert_eq(l.got[i], l.want[i], "%s, taps %lld k4 %lld n %lld: y[%lld][%lld] = %d, phase 1 %d (acc %d)",
                          kernel, (long long)l.taps, (long long)l.k4, (long long)l.n, (long long)(i / l.n),
@@ -442,10 +442,10 @@ static void run_tail(const qrl_module *m, const int64_t (*shapes)[4], size_t nsh
             for (int split = 0; split < 1 + (n > 64); split++) {
                 memset(l.got, 0xa5, (size_t)(l.rows * n) + 1);
                 if (split) {
-                    fused(l.got, n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 64, n, n, tabs);
-                    fused(l.got, n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, 64, n, tabs);
+                    fused(l.got, n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 64, n, n, tabs, NULL, 0);
+                    fused(l.got, n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, 64, n, tabs, NULL, 0);
                 } else {
-                    fused(l.got, n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, n, n, tabs);
+                    fused(l.got, n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, n, n, tabs, NULL, 0);
                 }
                 for (int64_t i = 0; i < l.rows * n; i++) {
                     uint8_t want = l.want[i];
@@ -640,9 +640,9 @@ Test(vecmap, folded_bias_gives_the_oracle_bytes)
                 for (int split = 0; split < 2; split++) {
                     memset(l.got, 0xa5, (size_t)(l.rows * l.n) + 1);
                     int64_t mid = split && l.n > 64 ? 64 : l.n;
-                    fused(l.got, l.n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, mid, l.n, tabs);
+                    fused(l.got, l.n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, mid, l.n, tabs, NULL, 0);
                     if (mid < l.n)
-                        fused(l.got, l.n, l.a, l.taps, l.rows, l.w, l.init, l.k4, mid, l.n, l.n, tabs);
+                        fused(l.got, l.n, l.a, l.taps, l.rows, l.w, l.init, l.k4, mid, l.n, l.n, tabs, NULL, 0);
                     for (int64_t i = 0; i < l.rows * l.n; i++)
                         cr_assert_eq(l.got[i], l.want[i], "%s, taps %lld k4 %lld n %lld, split %d: y[%lld][%lld] = %d, want %d (acc %d)",
                                      prog, (long long)l.taps, (long long)l.k4, (long long)l.n, split,
