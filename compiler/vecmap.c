@@ -67,8 +67,14 @@ static int emit(vm *v, int type, const char *fmt, ...)
 
 static int lane_type(const qc_type *t)
 {
-    return !t ? -1 : t->k == QC_I32 ? VT_I32 : t->k == QC_F32 ? VT_F32 : t->k == QC_U8 ? VT_U8 : t->k == QC_I8 ? VT_I8
-                   : t->k == QC_F64 ? VT_F64 : -1;
+    return !t ? -1 : t->k == QC_I32 ? VT_I32 : t->k == QC_F32 ? VT_F32 : t->k == QC_U8 ? VT_U8 : t->k == QC_I8 ? VT_I8 : -1;
+}
+
+/* An inlined fn's parameter type: its lanes, or VT_F64 for an f64 one (which only a stage's f64
+ * parameter passes: any other value fails to convert to it). */
+static int param_type(const qc_type *t)
+{
+    return t && t->k == QC_F64 ? VT_F64 : lane_type(t);
 }
 
 static int fail(vm *v)
@@ -167,7 +173,7 @@ static int inline_fn(vm *v, const ql_node *call, const qc_sym *s)
     for (int i = 0; i < np; i++) {
         if (call->kids[i]->kind == QL_NAMED_ARG)
             return fail(v);
-        int t = lane_type(ps->kids[i]->type);
+        int t = param_type(ps->kids[i]->type);
         args[i] = convert(v, expr(v, call->kids[i], t), t);
         if (args[i] < 0)
             return -1;
@@ -244,7 +250,7 @@ static int to_byte(vm *v, const ql_node *n, int to)
  * VM_F64_PARAM + P. */
 static int stage_param(vm *v, const qc_sym *s)
 {
-    int t = lane_type(s->type), r;
+    int t = param_type(s->type), r;
     if (t == VT_F64)
         r = VM_F64_PARAM + s->index;
     else if (t == VT_I32 || t == VT_F32)
