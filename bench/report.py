@@ -251,6 +251,21 @@ def int4(d, names, results):
     return targets
 
 
+def transformer_targets(results, targets, flag, noun, title):
+    """Prints the transformer rows' targets (met, missed or not measured) under title and records
+    them in results, marked with flag."""
+    if not targets:
+        return
+    print("\n" + title + ":")
+    for name, what, v, ok in targets:
+        print("  %-5s %-62s %8s  %s" % (name, what, "%.2f" % v if v is not None else "-",
+                                        "not measured" if ok is None else "met" if ok else "missed"))
+        results["targets"].append({"model": name, "target": what, "value": v, "met": ok, flag: True})
+    measured = [t for t in targets if t[3] is not None]
+    print("%d of %d measured %s targets met; %d not measured" %
+          (sum(1 for t in measured if t[3]), len(measured), noun, len(targets) - len(measured)))
+
+
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
@@ -371,26 +386,9 @@ def main():
         results["targets"].append({"model": name, "target": what, "value": v, "met": bool(ok), "qrl_e": True})
     if calib_targets:
         print("%d of %d calibration targets met" % (sum(1 for t in calib_targets if t[3]), len(calib_targets)))
-    if tf_m_targets:
-        print("\nQRL-M's targets on the transformers (one thread; gpt runs at batch 1 only: its ids are [1, 64]):")
-    for name, what, v, ok in tf_m_targets:
-        print("  %-5s %-62s %8s  %s" % (name, what, "%.2f" % v if v is not None else "-",
-                                        "not measured" if ok is None else "met" if ok else "missed"))
-        results["targets"].append({"model": name, "target": what, "value": v, "met": ok, "qrl_m": True})
-    if tf_m_targets:
-        measured = [t for t in tf_m_targets if t[3] is not None]
-        print("%d of %d measured QRL-M transformer targets met; %d not measured" %
-              (sum(1 for t in measured if t[3]), len(measured), len(tf_m_targets) - len(measured)))
-    if tf_targets:
-        print("\ntransformer targets (QRL-H, one thread):")
-    for name, what, v, ok in tf_targets:
-        print("  %-5s %-62s %8s  %s" % (name, what, "%.2f" % v if v is not None else "-",
-                                        "not measured" if ok is None else "met" if ok else "missed"))
-        results["targets"].append({"model": name, "target": what, "value": v, "met": ok, "qrl_h": True})
-    if tf_targets:
-        measured = [t for t in tf_targets if t[3] is not None]
-        print("%d of %d measured transformer targets met; %d not measured" %
-              (sum(1 for t in measured if t[3]), len(measured), len(tf_targets) - len(measured)))
+    transformer_targets(results, tf_m_targets, "qrl_m", "QRL-M transformer",
+                        "QRL-M's targets on the transformers (one thread; gpt runs at batch 1 only: its ids are [1, 64])")
+    transformer_targets(results, tf_targets, "qrl_h", "transformer", "transformer targets (QRL-H, one thread)")
     if i4_targets:
         print("\nint4 targets (QRL-I, batch 1, one thread):")
     for shape, what, v, ok in i4_targets:
