@@ -65,6 +65,13 @@ from onnx import TensorProto, helper, numpy_helper
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def conv_weights(r, o, i, k):
+    """A Conv's weights [o, i, k, k], unit output variance; the ninth input channel (the constant)
+    weighed by no reader."""
+    v = r.standard_normal((o, i, k, k)) / np.sqrt(i * k * k)
+    v[:, -1] = 0
+    return v.astype(np.float32)
+
 def save(g, path):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
@@ -75,9 +82,7 @@ def save(g, path):
 def chain(rng, name, spikes, out):
     """x -> a (3x3) -> b -> c -> y; spikes: the constant of a's, b's and c's ninth channel."""
     def w(o, i, k):
-        v = rng.standard_normal((o, i, k, k)) / np.sqrt(i * k * k)
-        v[:, -1] = 0  # the ninth input channel (the constant): no reader weighs it
-        return v.astype(np.float32)
+        return conv_weights(rng, o, i, k)
 
     def bias(o, spike):
         b = 0.1 * rng.standard_normal(o)
@@ -105,9 +110,7 @@ def twoout(r, name, spikes, out):
     """x -> a (3x3) -> y1, x -> b -> y2; spikes: the constant of a's and b's ninth channel."""
 
     def w(o, i, k):
-        v = r.standard_normal((o, i, k, k)) / np.sqrt(i * k * k)
-        v[:, -1] = 0
-        return v.astype(np.float32)
+        return conv_weights(r, o, i, k)
     wa, wb, w1, w2 = w(9, 9, 3), w(9, 9, 1), w(4, 9, 1), w(4, 9, 1)
     wa[-1] = 1e-3 * wa[0]
     wb[-1] = 1e-3 * wb[0]
@@ -129,9 +132,7 @@ def twoout(r, name, spikes, out):
 def fork(r, name, spikes, out):
     """x -> a (3x3) -> b -> y1, a -> c -> y2; spikes: the constant of a's, b's and c's ninth channel."""
     def w(o, i, k):
-        v = r.standard_normal((o, i, k, k)) / np.sqrt(i * k * k)
-        v[:, -1] = 0
-        return v.astype(np.float32)
+        return conv_weights(r, o, i, k)
     wa, wb, wc, w1, w2 = w(9, 9, 3), w(9, 9, 1), w(9, 9, 1), w(4, 9, 1), w(4, 9, 1)
     bs = []
     for v, spike in zip((wa, wb, wc), spikes):
