@@ -4,8 +4,13 @@ tools/export_torchvision.py made (same state dicts, same calibration data),
 the reference column of the real-model evaluation (QRL-D).
 
 Usage: /usr/bin/python3 tools/torch_fx_ptq.py [DIR] [--calib-count N] [--backend onednn|qnnpack|fbgemm]
-                                              [--json OUT.json] [MODEL...]
+                                              [--calib-spread K] [--test X.npy]... [--json OUT.json] [MODEL...]
 DIR defaults to build/realmodels and must hold NAME.pt, tv_calib.npy, tv_test.npy.
+--calib-spread K leaves the last of every K calibration samples out (samples
+K-1, 2K-1, ...), so FX calibrates on the samples a QRL recipe with
+`validate = 1/K` and `validate_from = spread` calibrates on (int8.qrl: K = 4,
+48 of 64). --test X.npy (repeatable) measures on these files instead of
+DIR/tv_test.npy, each on its own line, the model calibrated once.
 
 Per model: prepare_fx with get_default_qconfig_mapping(BACKEND) (per-channel
 weights, histogram observers for activations on onednn/fbgemm), calibration
@@ -49,7 +54,12 @@ def run(model, x, batch=8):
 
 def main():
     args = sys.argv[1:]
-    opts = {"--calib-count": None, "--backend": None, "--json": None}
+    opts = {"--calib-count": None, "--backend": None, "--json": None, "--calib-spread": None}
+    tests = []
+    while "--test" in args:
+        i = args.index("--test")
+        tests.append(args[i + 1])
+        del args[i:i + 2]
     for k in opts:
         if k in args:
             i = args.index(k)
@@ -68,15 +78,19 @@ def main():
     calib = np.load(os.path.join(d, "tv_calib.npy"))
     if opts["--calib-count"]:
         calib = calib[:int(opts["--calib-count"])]
-    test = np.load(os.path.join(d, "tv_test.npy"))
+    if opts["--calib-spread"]:
+        k = int(opts["--calib-spread"])
+        calib = calib[[i for i in range(len(calib)) if i % k != k - 1]]
+    tests = tests or [os.path.join(d, "tv_test.npy")]
+    sets = [(t, np.load(t)) for t in tests]
     results = {}
-    print("backend %s, %d calibration samples, %d test samples, 1 thread" % (backend, len(calib), len(test)))
-    print("%-20s %10s %10s %10s" % ("model", "SQNR dB", "mean dB", "time s"))
+    print("backend %s, %d calibration samples, test sets %s, 1 thread"
+          % (backend, len(calib), ", ".join("%s (%d)" % (t, len(x)) for t, x in sets)))
+    print("%-20s %10s %10s %10s  %s" % ("model", "SQNR dB", "mean dB", "time s", "test set"))
     for name in names:
         model = getattr(torchvision.models, name)(weights=None)
         model.load_state_dict(torch.load(os.path.join(d, name + ".pt")))
         model.eval()
-        ref = run(model, test)
         t0 = time.time()
         try:
             prepared = prepare_fx(model, get_default_qconfig_mapping(backend), (torch.from_numpy(calib[:1]),))
@@ -85,18 +99,24 @@ def main():
                     prepared(torch.from_numpy(calib[s:s + 8]))
             qmodel = convert_fx(prepared)
             secs = time.time() - t0
-            q = run(qmodel, test)
         except Exception as e:  # record, go on with the next model
             print("%-20s failed: %s" % (name, str(e).splitlines()[0]))
             results[name] = {"error": str(e).splitlines()[0]}
             continue
-        s = sqnr(ref, q)
-        sm = sqnr_mean(ref, q)
-        results[name] = {"sqnr_db": s, "sqnr_mean_db": sm, "quantize_s": secs, "nonfinite": int((~np.isfinite(q)).sum())}
-        print("%-20s %10.2f %10.2f %10.2f" % (name, s, sm, secs))
+        for t, test in sets:
+            ref = run(model, test)
+            q = run(qmodel, test)
+            s = sqnr(ref, q)
+            sm = sqnr_mean(ref, q)
+            r = {"sqnr_db": s, "sqnr_mean_db": sm, "quantize_s": secs, "nonfinite": int((~np.isfinite(q)).sum())}
+            if len(sets) == 1:
+                results[name] = r
+            else:
+                results.setdefault(name, {})[t] = r
+            print("%-20s %10.2f %10.2f %10.2f  %s" % (name, s, sm, secs, t))
     if opts["--json"]:
         with open(opts["--json"], "w") as f:
-            json.dump({"backend": backend, "calib": len(calib), "test": len(test), "models": results}, f, indent=1)
+            json.dump({"backend": backend, "calib": len(calib), "test": [len(x) for _, x in sets], "models": results}, f, indent=1)
 
 
 if __name__ == "__main__":
