@@ -397,10 +397,10 @@ int qrl_quantized_save_external(const qrl_quantized *q, const char *path, int ex
     qr_error e;
     export_bar bar = {.o = {.progress = 1}};
     qr_export_progress p = {export_told, &bar};
-    return qr_onnx_save_progress(q->q->qdq, path, external, QR_ONNX_MAX_PROTO_BYTES, q->progress ? &p : NULL, &e) ==
-                   QR_OK
-               ? 0
-               : qr_api_fail(&e, err, errlen);
+    if (qr_onnx_save_progress(q->q->qdq, path, external, QR_ONNX_MAX_PROTO_BYTES, q->progress ? &p : NULL, &e) !=
+        QR_OK)
+        return qr_api_fail(&e, err, errlen);
+    return 0;
 }
 
 int qrl_quantized_write_qparams(const qrl_quantized *q, const char *path, char *err, size_t errlen)
