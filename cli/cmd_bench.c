@@ -207,7 +207,11 @@ static int write_json(const char *path, const char *model, const char *recipe, c
     if (qrl_output_open(path, &o, err, CLI_ERRLEN) != 0)
         return 1;
     FILE *f = qrl_output_stream(o);
-    fputs("{\"model\": ", f);
+    char cpu[256];
+    qrl_cpu_describe(cpu, sizeof cpu);
+    fputs("{\"cpu\": ", f);
+    json_str(f, cpu);
+    fputs(", \"model\": ", f);
     json_str(f, model);
     fputs(", \"recipe\": ", f);
     json_str(f, recipe);
@@ -340,7 +344,9 @@ int cli_bench(int argc, char **argv)
         }
     }
     const char *loaded = r.q ? "qdq-int" : "fp32";
-    printf("model: %s\n%-8s %6s %7s %6s %11s %11s %11s %11s %9s\n", model, "variant", "batch", "threads", "runs",
+    char cpu[256];
+    qrl_cpu_describe(cpu, sizeof cpu);
+    printf("cpu:   %s\nmodel: %s\n%-8s %6s %7s %6s %11s %11s %11s %11s %9s\n", cpu, model, "variant", "batch", "threads", "runs",
            "ms median", "ms min", "images/s", "MMAC/image", "GMAC/s");
     int n = 0;
     for (int v = 0; v < (qz ? 2 : 1); v++)

@@ -57,6 +57,10 @@ typedef struct qrl_value_info {
 
 const char *qrl_version(void);
 
+/* The CPU the process runs on, read at run time: "vendor family F model M, L1d .. KB, L2 .. KB,
+ * L3 .. KB, avx512 vnni" (its caches size the runtime's bands and batch parts). */
+void qrl_cpu_describe(char *buf, size_t n);
+
 /* Loads a model and runs the graph passes (Identity/Dropout removal, constant
  * folding, BatchNormalization folding). threads: 0 or 1 runs on the caller's thread. */
 int qrl_model_load(const char *path, int threads, qrl_model **out, char *err, size_t errlen);

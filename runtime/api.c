@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "api_model.h"
+#include "cpu.h"
 #include "dump.h"
 #include "exec.h"
 #include "fileio.h"
@@ -88,6 +89,8 @@ qr_status qr_api_model_exec(qrl_model *m, int threads, int profile, qr_error *e)
 
 const char *qrl_version(void) { return QRL_VERSION; }
 
+void qrl_cpu_describe(char *buf, size_t n) { qr_cpu_describe(buf, n); }
+
 int qrl_model_load(const char *path, int threads, qrl_model **out, char *err, size_t errlen)
 {
     qr_error e;
@@ -160,22 +163,12 @@ void qr_api_tensor_out(const qr_tensor *a, qrl_tensor *b)
     b->data = a->data;
 }
 
-/* A batch of an f32 CNN whose samples are computed apart (m->apart) runs in parts of about this
- * many input bytes: its layers' activations then stay in cache from one layer to the next, where
- * the whole batch's went through memory at every layer (MobileNetV2 at batch 64: 6.6 against 3.9
- * ms an image, Zen 5, 1 thread). Each sample's outputs are the same bits either way. */
-#define PART_BYTES ((size_t)1 << 20)
-
-/* The L2 cache's bytes (1 MB where the system does not say). */
-static size_t l2_bytes(void)
-{
-    static long l2;
-    if (!l2) {
-        long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-        l2 = v > 0 ? v : 1L << 20;
-    }
-    return (size_t)l2;
-}
+/* The L2 cache's bytes of the core the process runs on (1 MB where neither the system nor CPUID
+ * says). A batch of an f32 CNN whose samples are computed apart (m->apart) runs in parts of about
+ * this many input bytes: its layers' activations then stay in cache from one layer to the next,
+ * where the whole batch's went through memory at every layer (MobileNetV2 at batch 64: 6.6 against
+ * 3.9 ms an image, Zen 5, 1 thread). Each sample's outputs are the same bits either way. */
+static size_t l2_bytes(void) { return qr_cpu_cache_bytes(2, (size_t)1 << 20); }
 
 /* Samples per part for inputs in (0: the batch at once). Once a run has measured the bytes a
  * sample keeps live (m->sample_peak), a part is also at most as many samples as that fits in L2
@@ -204,7 +197,7 @@ static int64_t part_size(const qrl_model *m, const qr_tensor *in)
             return 0;
         per += qr_tensor_nbytes(&in[i]) / (size_t)n;
     }
-    int64_t s = per ? (int64_t)(PART_BYTES / per) : n;
+    int64_t s = per ? (int64_t)(l2_bytes() / per) : n;
     s = s < 1 ? 1 : s;
     /* only where a part would keep more than 8 L2s live: the Fashion-MNIST CNN's whole batch of 64
      * keeps 4.2 MB and ran 2-4% slower in parts of 15 (an executor run per part) */

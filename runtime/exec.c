@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu.h"
 #include "exec_tiles.h"
 #include "op.h"
 #include "options.h"
@@ -1052,11 +1053,13 @@ static void plan_tiles(qr_exec *x)
     }
 }
 
-/* bands=auto runs the chains' runs of links (the values between their nodes) over this many bytes
- * (MobileNetV2's at batch 64; at batch 1 one link passes 1 MB, Zen 5's L2, and banding it was
- * slower). The last node's bands are as many rows as keep every link's band within BAND_BYTES. */
-#define BAND_LINK_MIN ((size_t)4 << 20)
-#define BAND_BYTES ((size_t)1 << 20)
+/* bands=auto runs the chains' runs of links (the values between their nodes) over four L2s
+ * (MobileNetV2's at batch 64; at batch 1 one link passes 1 MB, Zen 4's and Zen 5's L2, and
+ * banding it was slower). The last node's bands are as many rows as keep every link's band within
+ * one L2 (1 MB where neither the system nor CPUID says): the core the process runs on, read at run
+ * time (runtime/cpu.h). On Zen 4, bands of a quarter or half of it were no faster (docs/runtime.md,
+ * "Stop 40: MobileNetV2 at batch 64"). */
+static size_t band_bytes(void) { return qr_cpu_cache_bytes(2, (size_t)1 << 20); }
 
 /* Rows of node i's input 0 that its output rows [0, rows) read past the top, by g (at most all). */
 static int64_t band_in_rows(const qr_band_geom *g, int64_t rows)
@@ -1068,7 +1071,7 @@ static int64_t band_in_rows(const qr_band_geom *g, int64_t rows)
 /* Which band chains run by bands with the plan's shapes, and their nodes' geometry: runs of a
  * chain's nodes none evaluated while planning, whose op takes bands of these shapes, of the same
  * images, each reading the rows the one before it makes. bands=auto keeps the longest run of
- * links over BAND_LINK_MIN bytes of each. */
+ * links over four L2s' bytes of each. */
 static void plan_bands(qr_exec *x, qr_error *e)
 {
     int all = qr_options_get()->bands == QR_BANDS_ALL;
@@ -1103,7 +1106,7 @@ static void plan_bands(qr_exec *x, qr_error *e)
                 int best = 0, bs = a;
                 for (int i = a; i + 1 < b;) {
                     int j = i;
-                    while (j + 1 < b && qr_tensor_nbytes(&x->vt[x->nodes[c + j]->out[0]->id]) > BAND_LINK_MIN)
+                    while (j + 1 < b && qr_tensor_nbytes(&x->vt[x->nodes[c + j]->out[0]->id]) > 4 * band_bytes())
                         j++;
                     if (j - i > best)
                         best = j - i, bs = i;
@@ -1122,7 +1125,7 @@ static void plan_bands(qr_exec *x, qr_error *e)
                         r = band_in_rows(g, r);
                         size_t row_bytes = qr_tensor_nbytes(&x->vt[x->nodes[c + i - 1]->out[0]->id]) /
                                            (size_t)(g->images * g->in_rows);
-                        fits = (size_t)r * row_bytes <= BAND_BYTES;
+                        fits = (size_t)r * row_bytes <= band_bytes();
                     }
                     if (fits)
                         break;

@@ -178,9 +178,9 @@ Test(cli, one_and_two_threads_give_the_same_bits)
     }
 }
 
-/* qrl bench: a row per variant, batch and thread count; the JSON it writes holds the CNN's MACs per
- * image as derived by hand above (1,568,640), in f32 and in the recipe's integer graph; bad options
- * and an unwritable --json fail with a message and leave no file. */
+/* qrl bench: the CPU it ran on, a row per variant, batch and thread count; the JSON it writes holds
+ * the CNN's MACs per image as derived by hand above (1,568,640), in f32 and in the recipe's integer
+ * graph; bad options and an unwritable --json fail with a message and leave no file. */
 Test(cli, bench_times_both_graphs_and_writes_json)
 {
     char cmd[2048], *log, path[600];
@@ -196,6 +196,7 @@ Test(cli, bench_times_both_graphs_and_writes_json)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, "\nfp32          3       2 "), "%s", log);
     cr_assert(strstr(log, "\nint8          1       1 "), "%s", log);
+    cr_assert(strstr(log, "cpu:   ") && strstr(log, " KB, L2 "), "the CPU is named: %s", log);
     free(log);
     unsigned char *json = NULL;
     size_t len = 0;
@@ -206,6 +207,7 @@ Test(cli, bench_times_both_graphs_and_writes_json)
         rows++;
     cr_assert_eq(rows, 8, "%s", json); /* 2 variants x 2 batches x 2 thread counts */
     cr_assert(strstr((char *)json, "\"variant\": \"int8\", \"batch\": 3, \"threads\": 2"), "%s", json);
+    cr_assert(strstr((char *)json, "{\"cpu\": \"") && strstr((char *)json, " KB, L2 "), "%s", json);
     free(json);
     snprintf(cmd, sizeof cmd, "%s bench %s/examples/fmnist/fmnist_cnn.onnx --batch 0", tu_qrl(), tu_root());
     cr_assert_eq(tu_run(cmd, &log), 2, "%s", log);
