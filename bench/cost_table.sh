@@ -5,10 +5,11 @@
 # model: `qrl quantize` with RECIPE at one thread, and `qrl run` of the f32
 # model over the same calibration file at the batch the quantize summary
 # names, one thread; CPU seconds (user+sys) and peak RSS of each from
-# /usr/bin/time -v, and the two ratios. The quantize runs twice: the first
-# (cold_cpu_s, cold_peak_mb) compiles the kernels its shapes need into the
-# module cache (libgccjit, in the process), the second finds them there and
-# is the one the ratios take. Measures; never pass/fail. CPU seconds move
+# /usr/bin/time -v, and the two ratios. The quantize runs twice on a module
+# cache of its own (XDG_CACHE_HOME=OUTDIR/cache.MODEL, emptied first): the
+# first (cold_cpu_s, cold_peak_mb) compiles the kernels its shapes need
+# (libgccjit, in the process), the second finds them there and is the one the
+# ratios take. Measures; never pass/fail. CPU seconds move
 # with the machine's load: run it on free cores.
 # Usage: bench/cost_table.sh QRL RECIPE OUTDIR MODEL...
 #   MODEL as bench/fallback_table.sh takes it (a name in build/realmodels,
@@ -30,6 +31,8 @@ for m in "$@"; do
     d=$ROOT/build/realmodels
     [ -f "$d/$n.onnx" ] || d=$ROOT/build/j4
     c=$OUT/$n.cold.log q=$OUT/$n.quantize.log f=$OUT/$n.f32.log
+    rm -rf "$OUT/cache.$n"
+    export XDG_CACHE_HOME="$OUT/cache.$n"
     /usr/bin/time -v "$QRL" quantize "$d/$n.onnx" --recipe "$RECIPE" --calib "$d/${data}_calib.npy" \
         -o "$OUT/$n.onnx" --threads 1 > "$c" 2>&1 || { printf '%s\tfailed (%s)\n' "$n" "$c"; continue; }
     /usr/bin/time -v "$QRL" quantize "$d/$n.onnx" --recipe "$RECIPE" --calib "$d/${data}_calib.npy" \
@@ -53,7 +56,7 @@ PY
     rm -rf "$OUT/$n.out"
     /usr/bin/time -v "$QRL" run "$src" -i "$d/${data}_calib.npy" -o "$OUT/$n.out" \
         --batch "${b:-1}" --threads 1 > "$f" 2>&1 || { printf '%s\tfailed (%s)\n' "$n" "$f"; continue; }
-    rm -rf "$OUT/$n.out" "$OUT/$n.dyn.onnx"
+    rm -rf "$OUT/$n.out" "$OUT/$n.dyn.onnx" "$OUT/cache.$n"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "${b:-?}" "$(cpu_of "$c")" "$(peak_of "$c")" "$(cpu_of "$q")" "$(cpu_of "$f")" \
         "$(awk -v a="$(cpu_of "$q")" -v b="$(cpu_of "$f")" 'BEGIN{printf "%.2f", a/b}')" \
         "$(peak_of "$q")" "$(peak_of "$f")" \
