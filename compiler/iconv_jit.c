@@ -283,6 +283,9 @@ typedef struct gen {
      * a strip init + the table, made once per strip (binit) */
     int fold, fold_tab;
     gcc_jit_lvalue *binit[MAX_VECS];
+    /* the tile being emitted ends in a half vector (emit_picks): its last vector's sums are 8 lanes
+     * of ymm (the 8 above them zero), half the vpdpbusd cost on Zen 4's 256-bit pipes */
+    int half;
 } gen;
 
 enum { P_C, P_CRS, P_A, P_TAPS, P_M, P_W, P_INIT, P_K4, P_J0, P_J1, P_N, P_TABS, P_S, P_SRS };
@@ -390,6 +393,28 @@ static void asm_dot(gen *g, gcc_jit_block *b, gcc_jit_lvalue *acc, gcc_jit_rvalu
 {
     (void)g;
     gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(b, NULL, "vpdpbusd %2, %1, %0");
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "+v", acc);
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "v", x);
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "v", y);
+}
+
+/* The half vector's forms of asm_load and asm_dot (gen.half): y's low 8 dwords from disp(base),
+ * acc's low 8 lanes += their products; a ymm write zeroes lanes 8..15, which the tile's columns
+ * never reach (the strip's mask has at most 8 lanes there). */
+static void asm_load_half(gen *g, gcc_jit_block *b, gcc_jit_lvalue *y, gcc_jit_rvalue *base, int64_t disp)
+{
+    (void)g;
+    char t[96];
+    snprintf(t, sizeof t, "vmovdqu32 %lld(%%1), %%t0", (long long)disp);
+    gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(b, NULL, t);
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=v", y);
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "r", base);
+}
+
+static void asm_dot_half(gen *g, gcc_jit_block *b, gcc_jit_lvalue *acc, gcc_jit_rvalue *x, gcc_jit_rvalue *y)
+{
+    (void)g;
+    gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(b, NULL, "vpdpbusd %t2, %t1, %t0");
     gcc_jit_extended_asm_add_output_operand(e, NULL, "+v", acc);
     gcc_jit_extended_asm_add_input_operand(e, NULL, "v", x);
     gcc_jit_extended_asm_add_input_operand(e, NULL, "v", y);
@@ -822,11 +847,14 @@ static void emit_groups(gen *g, gcc_jit_block *b, int nv, int64_t step, int64_t 
 {
     for (int64_t q = 0; q < cnt; q++) {
         for (int v = 0; v < nv; v++)
-            asm_load(g, b, g->y[v], wbase, q * step + 64 * v, NULL);
+            if (g->half && v == nv - 1)
+                asm_load_half(g, b, g->y[v], wbase, q * step + 64 * v);
+            else
+                asm_load(g, b, g->y[v], wbase, q * step + 64 * v, NULL);
         for (int r = 0; r < g->rows; r++) {
             asm_bcast(g, b, g->x[r], rv(g->p[r]), idx, 4 * q);
             for (int v = 0; v < nv; v++)
-                asm_dot(g, b, g->acc[r][v], rv(g->x[r]), rv(g->y[v]));
+                (g->half && v == nv - 1 ? asm_dot_half : asm_dot)(g, b, g->acc[r][v], rv(g->x[r]), rv(g->y[v]));
         }
     }
 }
@@ -994,8 +1022,9 @@ static void emit_rows(gen *g, gcc_jit_block *b, int nv, int64_t step, gcc_jit_bl
 }
 
 /* From block pick: the widest tile of at most top vectors the columns left fill (more than
- * 16 (nv - 1) of them take nv vectors), over a strip of step bytes per k group. */
-static void emit_picks(gen *g, gcc_jit_block *pick, int top, int64_t step, gcc_jit_block *done)
+ * 16 (nv - 1) of them take nv vectors), over a strip of step bytes per k group; half: where at most
+ * 16 (nv - 1) + 8 columns are left, the tile's last vector is a half one (gen.half). */
+static void emit_picks(gen *g, gcc_jit_block *pick, int top, int64_t step, int half, gcc_jit_block *done)
 {
     gcc_jit_rvalue *cols_left = bin(g, GCC_JIT_BINARY_OP_MINUS, prm(g, P_J1), rv(g->jb));
     for (int nv = top; nv >= 1; nv--) {
@@ -1007,8 +1036,30 @@ static void emit_picks(gen *g, gcc_jit_block *pick, int top, int64_t step, gcc_j
             gcc_jit_block_end_with_conditional(pick, NULL, cmp(g, GCC_JIT_COMPARISON_GT, cols_left, lng(g, 16 * (nv - 1))), tile, other);
             pick = other;
         }
+        if (half) {
+            gcc_jit_block *whole = block(g), *halved = block(g);
+            gcc_jit_block_end_with_conditional(tile, NULL, cmp(g, GCC_JIT_COMPARISON_LE, cols_left, lng(g, 16 * (nv - 1) + 8)),
+                                               halved, whole);
+            g->half = 1;
+            emit_rows(g, halved, nv, step, done);
+            g->half = 0;
+            tile = whole;
+        }
         emit_rows(g, tile, nv, step, done);
     }
+}
+
+/* Whether n's last 16-column vector is computed as a half one (gen.half): 1 to 8 columns in it, and
+ * the CPU has AVX-512VL's ymm forms of vpdpbusd and vmovdqu32. */
+static int n_half(int64_t n)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return n % 16 >= 1 && n % 16 <= 8 && __builtin_cpu_supports("avx512vl");
+#else
+    (void)n;
+    return 0;
+#endif
 }
 
 void qc_iconv_jit_tile(int64_t taps, int64_t k4, int64_t n, int *rows, int *vecs)
@@ -1093,14 +1144,17 @@ static void build(gen *g)
     gcc_jit_block_end_with_conditional(cols, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(g->jb), prm(g, P_J1)), pick, out);
     /* strips of 64 columns, the last one narrower when n16 is not a multiple of 64 */
     int64_t full = g->n16 / 64, last = g->n16 % 64;
+    /* n's last vector holds 1 to 8 columns: the last strip's tiles end in a half vector (an N of 24,
+     * MobileNetV2's thin projections, computed 32 columns' products for 24) */
+    int half = n_half(g->n);
     if (full && last) {
         gcc_jit_block *in_full = block(g), *in_last = block(g);
         gcc_jit_rvalue *end = bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->jb), lng(g, 64));
         gcc_jit_block_end_with_conditional(pick, NULL, cmp(g, GCC_JIT_COMPARISON_LE, end, lng(g, g->n16)), in_full, in_last);
-        emit_picks(g, in_full, MAX_VECS, 64 * 4, cols);
-        emit_picks(g, in_last, (int)(last / 16), last * 4, cols);
+        emit_picks(g, in_full, MAX_VECS, 64 * 4, 0, cols);
+        emit_picks(g, in_last, (int)(last / 16), last * 4, half, cols);
     } else {
-        emit_picks(g, pick, full ? MAX_VECS : (int)(last / 16), full ? 64 * 4 : last * 4, cols);
+        emit_picks(g, pick, full ? MAX_VECS : (int)(last / 16), full ? 64 * 4 : last * 4, half, cols);
     }
     gcc_jit_block_end_with_void_return(out, NULL);
 }

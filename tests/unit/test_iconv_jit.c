@@ -182,6 +182,34 @@ Test(iconv_jit, matches_the_naive_reference)
             }
 }
 
+/* Widths whose last vector holds 1 to 8 columns, computed as a half (ymm) vector: alone (n 8), after
+ * 1 to 3 whole vectors of a strip of 64 (24, 40, 56), in the last strip after whole ones (72, 136,
+ * 152: MobileNetV2's 24 and the like), at the thin K of its projections and expansions (k4 16, 24,
+ * 144) and a 3 x 3 one, ragged row counts, every column range column_ranges tries (a part ending at
+ * 64 runs no half vector; columns [0, n - 1) and [0, 1) leave fewer in it). */
+Test(iconv_jit, half_vectors_match_the_naive_reference)
+{
+    if (!has_vnni()) {
+        cr_log_info("this CPU has no AVX-512 VNNI: nothing to run");
+        return;
+    }
+    static const int64_t ns[] = {8, 24, 40, 56, 72, 136, 152}, k4s[] = {16, 24, 144}, ms[] = {1, 7, 37};
+    for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+        for (size_t ki = 0; ki < sizeof k4s / sizeof *k4s; ki++)
+            for (int64_t taps = 1; taps <= 9; taps += 8) {
+                if (taps == 9 && k4s[ki] == 144)
+                    continue;
+                qr_iconv_fn fn = qc_iconv_jit(taps, k4s[ki], ns[ni]);
+                cr_assert_not_null(fn);
+                for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
+                    problem p;
+                    make(&p, taps, k4s[ki], ns[ni], ms[mi], FILL_RANDOM);
+                    column_ranges(&p, fn);
+                    drop(&p);
+                }
+            }
+}
+
 /* u8 255 times s8 -128 in every product, from starting values just above INT32_MIN: each sum goes
  * below -2^31 and must wrap as the exact sum does. */
 Test(iconv_jit, wraps_at_the_extremes)
