@@ -12,6 +12,7 @@
 #include "cpu.h"
 #include "exec_tiles.h"
 #include "op.h"
+#include "ops/f32_rows.h"
 #include "options.h"
 
 #define EXEC_ALIGN 64
@@ -64,6 +65,9 @@ struct qr_exec {
     /* bias[n]: the constant vector an Add fused into node n adds to its output 0 (NULL: none;
      * act_out[n] is then the Add's output) */
     const qr_value **bias;
+    /* gelu[n]: node n runs the GELU chain it starts as one pass with these constants (fuse_gelu;
+     * its act_out the chain's output, the chain's other nodes skipped); NULL: none */
+    qr_gelu_consts **gelu;
     /* Runs of pointwise nodes (exec_tiles.h): chain[n] the number of nodes of the run starting
      * at node n (0: none), from the graph; tiles[n] its split and tiled[n] 1 when the plan's
      * shapes allow it (static plans only). */
@@ -263,6 +267,130 @@ static int reads(const qr_node *n, const qr_value *v)
         if (n->in[j] == v)
             return 1;
     return 0;
+}
+
+/* GELU as PyTorch exports it, a chain of pointwise nodes read from its input x, recognised so that
+ * it runs as one pass (qr_gelu_f32): the nodes' operations, in their order, on each element while
+ * it is in a register, instead of one pass a node. Erf form (nn.GELU()): Div(x, sqrt 2) -> Erf ->
+ * Add(1) -> Mul(x) -> Mul(0.5); tanh form (approximate='tanh'): Mul(x, x) -> Mul(x) ->
+ * Mul(0.044715) -> Add(x) -> Mul(sqrt(2/pi)) -> Tanh -> Add(1) -> Mul(x) -> Mul(0.5); operands of
+ * Add and Mul in either order. Each constant a rank-0 f32 holding GELU's value rounded to f32, each
+ * value between two nodes f32, read by the next node alone and no graph output; x may have other
+ * readers. Anything else (another constant, another order of the products) runs node by node. */
+
+/* The value of v when it is a rank-0 f32 constant equal to want; 0 otherwise. */
+static int const_is(const qr_value *v, float want)
+{
+    return v && v->is_const && v->t.dtype == QR_F32 && v->t.ndim == 0 && v->t.data &&
+           ((const float *)v->t.data)[0] == want;
+}
+
+typedef struct gelu_walk {
+    const qr_exec *x;
+    const int *uses, *reader;
+    int at;               /* the node whose output is followed, then the node read next */
+    int nodes[9], count;  /* the chain's nodes so far */
+} gelu_walk;
+
+/* The chain's next node: the one reader of the last node's f32 output 0 (no graph output), a
+ * default-domain op of one output and n_in inputs, not fused with anything yet; then its input
+ * other than that output: other, or a constant equal to want when other is NULL (neither: one
+ * input). 0 when the chain stops here. */
+static int gelu_next(gelu_walk *w, const char *op, int n_in, const qr_value *other, float want)
+{
+    const qr_exec *x = w->x;
+    const qr_value *v = x->nodes[w->at]->out[0];
+    if (!v || v->is_output || v->t.dtype != QR_F32 || w->uses[v->id] != 1)
+        return 0;
+    int m = w->reader[v->id];
+    const qr_node *r = x->nodes[m];
+    if (m <= w->at || r->domain[0] || strcmp(r->op, op) || r->n_in != n_in || r->n_out != 1 || !r->out[0] ||
+        x->skip[m] || x->act_out[m] || r->out[0]->t.dtype != QR_F32)
+        return 0;
+    if (n_in == 2) {
+        const qr_value *o = r->in[0] == v ? r->in[1] : r->in[1] == v ? r->in[0] : NULL;
+        if (!o || o == v || (other ? o != other : !const_is(o, want)))
+            return 0;
+    }
+    w->nodes[w->count++] = w->at = m;
+    return 1;
+}
+
+/* The GELU chain starting at node n into w and g; 0 when there is none. */
+static int gelu_match(const qr_exec *x, int n, const int *uses, const int *reader, gelu_walk *w,
+                      qr_gelu_consts *g)
+{
+    const qr_node *p = x->nodes[n];
+    const float sqrt2 = 1.41421356237309505f, one = 1.0f, half = 0.5f;
+    const float cubic = 0.044715f, sqrt_2_pi = 0.797884560802865356f; /* sqrt(2 / pi) */
+    *w = (gelu_walk){.x = x, .uses = uses, .reader = reader, .at = n, .nodes = {n}, .count = 1};
+    if (p->domain[0] || p->n_in != 2 || p->n_out != 1 || !p->out[0] || !p->in[0] || p->in[0]->t.dtype != QR_F32 ||
+        x->skip[n] || x->act_out[n])
+        return 0;
+    const qr_value *v = p->in[0];
+    if (!strcmp(p->op, "Div") && const_is(p->in[1], sqrt2)) {
+        *g = (qr_gelu_consts){.tanh_form = 0, .c = {sqrt2, one, half, 0}};
+        return gelu_next(w, "Erf", 1, NULL, 0) && gelu_next(w, "Add", 2, NULL, one) && gelu_next(w, "Mul", 2, v, 0) &&
+               gelu_next(w, "Mul", 2, NULL, half);
+    }
+    if (!strcmp(p->op, "Mul") && p->in[1] == v) {
+        *g = (qr_gelu_consts){.tanh_form = 1, .c = {cubic, sqrt_2_pi, one, half}};
+        return gelu_next(w, "Mul", 2, v, 0) && gelu_next(w, "Mul", 2, NULL, cubic) && gelu_next(w, "Add", 2, v, 0) &&
+               gelu_next(w, "Mul", 2, NULL, sqrt_2_pi) && gelu_next(w, "Tanh", 1, NULL, 0) &&
+               gelu_next(w, "Add", 2, NULL, one) && gelu_next(w, "Mul", 2, v, 0) && gelu_next(w, "Mul", 2, NULL, half);
+    }
+    return 0;
+}
+
+/* Each GELU chain (gelu_match) runs at its first node, which writes the chain's output; the rest
+ * are skipped. The chain's input is then read there last by the chain (its other readers keep
+ * it). Not with an observer (it sees every value) nor under fuse=0; after fuse_acts. */
+static qr_status fuse_gelu(qr_exec *x)
+{
+    if (x->opts.observer || qr_options_get()->no_fuse)
+        return QR_OK;
+    int *uses = calloc((size_t)x->nv + 1, sizeof *uses), *reader = calloc((size_t)x->nv + 1, sizeof *reader);
+    x->gelu = calloc((size_t)x->nn + 1, sizeof *x->gelu);
+    if (!uses || !reader || !x->gelu) {
+        free(uses);
+        free(reader);
+        return QR_ERR;
+    }
+    for (int n = 0; n < x->nn; n++)
+        for (int j = 0; j < x->nodes[n]->n_in; j++)
+            if (x->nodes[n]->in[j]) {
+                uses[x->nodes[n]->in[j]->id]++;
+                reader[x->nodes[n]->in[j]->id] = n;
+            }
+    qr_status st = QR_OK;
+    for (int n = 0; n < x->nn && st == QR_OK; n++) {
+        gelu_walk w;
+        qr_gelu_consts g;
+        if (!gelu_match(x, n, uses, reader, &w, &g))
+            continue;
+        const qr_node *last = x->nodes[w.nodes[w.count - 1]];
+        /* the chain's output must be read or kept, as fuse_acts asks */
+        if (x->last_use[last->out[0]->id] < 0)
+            continue;
+        if (!(x->gelu[n] = malloc(sizeof g))) {
+            st = QR_ERR;
+            break;
+        }
+        *x->gelu[n] = g;
+        x->act_out[n] = last->out[0];
+        for (int i = 1; i < w.count; i++)
+            x->skip[w.nodes[i]] = 1;
+        /* x's last reader that still runs (or the end, for a graph output) */
+        const qr_value *in = x->nodes[n]->in[0];
+        int lu = in->is_output ? x->nn : n;
+        for (int m = n + 1; m < x->nn && !in->is_output; m++)
+            if (!x->skip[m] && reads(x->nodes[m], in))
+                lu = m;
+        x->last_use[in->id] = lu;
+    }
+    free(uses);
+    free(reader);
+    return st;
 }
 
 /* Whether node a is pointwise of one output, as find_chains wants its nodes (fusions aside). */
@@ -515,7 +643,7 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     }
     for (int i = 0; i < g->n_outputs; i++)
         x->last_use[g->outputs[i]->id] = x->nn;
-    if (fuse_acts(x) != QR_OK || find_chains(x) != QR_OK || find_bands(x) != QR_OK) {
+    if (fuse_acts(x) != QR_OK || fuse_gelu(x) != QR_OK || find_chains(x) != QR_OK || find_bands(x) != QR_OK) {
         qr_exec_free(x);
         return qr_errorf(e, "out of memory");
     }
@@ -649,6 +777,9 @@ void qr_exec_free(qr_exec *x)
     free(x->act);
     free(x->skip);
     free(x->bias);
+    for (int n = 0; x->gelu && n < x->nn; n++)
+        free(x->gelu[n]);
+    free(x->gelu);
     free(x->chain);
     free(x->tiles);
     free(x->tiled);
@@ -830,6 +961,11 @@ static qr_status node_fail(const qr_node *n, qr_error *e)
 static int inplace_ok(const qr_exec *x, const qr_node *n, int ni)
 {
     const qr_value *in = n->n_in ? n->in[0] : NULL, *out = n->n_out ? n->out[0] : NULL;
+    if (x->gelu && x->gelu[ni]) { /* an element at a time, read before written: y over x, where x dies */
+        out = out_value(x, n, 0);
+        return in && x->kind[in->id] == V_RUNTIME && x->last_use[in->id] == ni &&
+               x->vt[in->id].dtype == x->vt[out->id].dtype && qr_tensor_same_shape(&x->vt[in->id], &x->vt[out->id]);
+    }
     if (!n->def->inplace || !in || !out || x->kind[in->id] != V_RUNTIME || x->last_use[in->id] != ni)
         return 0;
     for (int j = 1; j < n->n_out; j++)
@@ -897,7 +1033,7 @@ static qr_status plan_shapes(qr_exec *x, const qr_tensor *inputs, qr_error *e)
         if (st != QR_OK)
             return node_fail(n, e);
         /* Evaluate now when every input is known (or only its shape matters) and the result is small. */
-        int known = 1;
+        int known = !(x->gelu && x->gelu[ni]); /* its kernel is not the node's */
         for (int j = 0; j < n->n_in && known; j++)
             known = !n->in[j] || io.in[j]->data || op_shape_only(n);
         for (int j = 0; j < n->n_out && known; j++)
@@ -1195,6 +1331,28 @@ static void bind_values(qr_exec *x, const qr_tensor *inputs)
     }
 }
 
+typedef struct gelu_job {
+    const qr_f32_rows *table;
+    const qr_gelu_consts *g;
+    const float *x;
+    float *y;
+} gelu_job;
+
+static void gelu_range(void *arg, int64_t lo, int64_t hi)
+{
+    const gelu_job *j = arg;
+    qr_gelu_f32(j->table, j->g, j->x + lo, j->y + lo, hi - lo);
+}
+
+/* A GELU chain's pass (fuse_gelu) over x into y (x's shape, inferred by the chain's first node),
+ * split across the threads by elements: each element alone, the same bits on any count. */
+static qr_status run_gelu(qr_exec *x, const qr_gelu_consts *g, const qr_tensor *in, qr_tensor *out)
+{
+    gelu_job j = {.table = qr_f32_rows_best(), .g = g, .x = in->data, .y = out->data};
+    qr_parallel_for(x->pool, qr_tensor_numel(out), 16384, gelu_range, &j); /* as elementwise.c */
+    return QR_OK;
+}
+
 /* Runs node ni: its shapes, its outputs' buffers (allocated when dynamic, within the budget with
  * *live bytes in use; zeroed otherwise), its kernel, its profile and observer. An error names the
  * node (node_fail), except when its inputs and outputs cannot be set up. */
@@ -1228,7 +1386,7 @@ static qr_status run_node(qr_exec *x, int ni, size_t *live, qr_error *e)
             st = qr_tensor_alloc(io.out[j], e);
             if (n->out[j])
                 *live += qr_tensor_nbytes(io.out[j]);
-        } else if (!n->def->inplace) {
+        } else if (!n->def->inplace && !(x->gelu && x->gelu[ni])) {
             /* Kernels get zeroed outputs in both modes (the arena is reused), unless they
              * write every element anyway (zeroing was 2% of an integer CNN's run); in-place
              * kernels write every element and may be reading this buffer. */
@@ -1240,7 +1398,9 @@ static qr_status run_node(qr_exec *x, int ni, size_t *live, qr_error *e)
     }
     int supplied = st == QR_OK && x->opts.observer && x->opts.supplied &&
                    x->opts.supplied(x->opts.observer_user, n, io.out);
-    if (st == QR_OK && !supplied)
+    if (st == QR_OK && x->gelu && x->gelu[ni])
+        st = run_gelu(x, x->gelu[ni], io.in[0], io.out[0]);
+    else if (st == QR_OK && !supplied)
         st = qr_op_run(&io.k);
     if (st == QR_OK && x->prof) {
         struct timespec t1;

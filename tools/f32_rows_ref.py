@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """The float64 oracle of tests/unit/test_f32_rows.c: Softmax, LogSoftmax and LayerNormalization on
-the last axis, Erf, Tanh, MatMul, Gemm, Where, Transpose and Slice, as numpy computes them from their ONNX
+the last axis, Erf, Tanh, GELU (both forms), MatMul, Gemm, Where, Transpose and Slice, as numpy computes them from their ONNX
 definitions (math.erf for Erf).
 
 Usage: f32_rows_ref.py softmax|logsoftmax X.npy OUT.npy
        f32_rows_ref.py layernorm X.npy SCALE.npy BIAS.npy EPS OUT.npy MEAN.npy INVSTD.npy
        f32_rows_ref.py erf|tanh X.npy OUT.npy
+       f32_rows_ref.py gelu|gelu_tanh X.npy OUT.npy   (0.5 x (1 + erf(x / sqrt 2)), the tanh form)
        f32_rows_ref.py matmul A.npy B.npy OUT.npy BOUND.npy
        f32_rows_ref.py gemm A.npy B.npy C.npy ALPHA BETA TRANSB OUT.npy BOUND.npy
        f32_rows_ref.py where C.npy X.npy Y.npy OUT.npy
@@ -44,6 +45,14 @@ def main(a):
         np.save(a[2], np.vectorize(math.erf, otypes=[np.float64])(x))
     elif op == "tanh":
         np.save(a[2], np.tanh(np.load(a[1]).astype(np.float64)))
+    elif op in ("gelu", "gelu_tanh"):
+        x = np.load(a[1]).astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):  # -inf: -inf * 0 = NaN, as the f32 nodes
+            if op == "gelu":
+                t = np.vectorize(math.erf, otypes=[np.float64])(x / math.sqrt(2.0))
+            else:
+                t = np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3))
+            np.save(a[2], 0.5 * x * (1.0 + t))
     elif op == "matmul":
         A, B = np.load(a[1]).astype(np.float64), np.load(a[2]).astype(np.float64)
         np.save(a[3], np.matmul(A, B))

@@ -7,6 +7,17 @@
 
 #include <stdint.h>
 
+/* A GELU node chain the executor runs as one pass (exec.c fuse_gelu): its constants, each step
+ * one f32 operation in the nodes' order, Erf and Tanh as this table's erf and tanh (or the
+ * portable loops' double ones, rounded once), so the pass gives the nodes' bits.
+ * Erf form (PyTorch's nn.GELU()): y = ((erf(x / c[0]) + c[1]) * x) * c[2].
+ * Tanh form (approximate='tanh', x * x * x as two products):
+ * y = c[3] * (x * (c[2] + tanh(c[1] * (x + c[0] * (x * (x * x)))))). */
+typedef struct qr_gelu_consts {
+    int tanh_form;
+    float c[4];
+} qr_gelu_consts;
+
 typedef struct qr_f32_rows {
     const char *isa;
     /* y = softmax of each of rows rows of n contiguous values: x - max exact (in two parts), exp
@@ -27,11 +38,17 @@ typedef struct qr_f32_rows {
      * clamp(x[i] / 6 + 0.5, 0, 1), in double and rounded once: the portable loop's bits; NaN
      * stays NaN. */
     void (*hard)(const float *x, float *y, int64_t n, double a, double b, int swish);
+    /* y[i] = the GELU chain g on x[i] (qr_gelu_consts), with erf and tanh above. */
+    void (*gelu)(const float *x, float *y, int64_t n, const qr_gelu_consts *g);
 } qr_f32_rows;
 
 /* The best table this CPU runs (AVX-512F), or NULL (then the portable loops run).
  * f32-rows=portable forces NULL. */
 const qr_f32_rows *qr_f32_rows_best(void);
+
+/* y[i] = the GELU chain g on x[i] for n values: table's gelu, or (table NULL) the portable
+ * loops' steps, erf and tanh in double, rounded once, as elementwise.c's Erf and Tanh. */
+void qr_gelu_f32(const qr_f32_rows *table, const qr_gelu_consts *g, const float *x, float *y, int64_t n);
 
 /* The AVX-512 table, NULL when this CPU lacks AVX-512F (the tests call it directly). */
 const qr_f32_rows *qr_f32_rows_avx512(void);

@@ -249,7 +249,29 @@ TARGET static void hard_avx512(const float *x, float *y, int64_t n, double a, do
     }
 }
 
-static const qr_f32_rows table = {"avx512", softmax_avx512, layernorm_avx512, erf_avx512, tanh_avx512, hard_avx512};
+/* The GELU chain in one pass (f32_rows.h's qr_gelu_consts): the nodes' operations in their order,
+ * each rounded as the node rounds it (a divide stays a divide, no FMA), erf_zmm and tanh_zmm as
+ * the Erf and Tanh nodes run them: the nodes' bits, without writing and reading four or eight
+ * intermediate tensors (bert's FFN: 0.5 MB each at batch 1). */
+TARGET static void gelu_avx512(const float *x, float *y, int64_t n, const qr_gelu_consts *g)
+{
+    const __m512 c0 = _mm512_set1_ps(g->c[0]), c1 = _mm512_set1_ps(g->c[1]), c2 = _mm512_set1_ps(g->c[2]),
+                 c3 = _mm512_set1_ps(g->c[3]);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        __m512 v = _mm512_maskz_loadu_ps(k, x + i), r;
+        if (g->tanh_form) {
+            __m512 u = _mm512_add_ps(v, _mm512_mul_ps(c0, _mm512_mul_ps(v, _mm512_mul_ps(v, v))));
+            r = _mm512_mul_ps(c3, _mm512_mul_ps(v, _mm512_add_ps(c2, tanh_zmm(_mm512_mul_ps(c1, u)))));
+        } else {
+            r = _mm512_mul_ps(_mm512_mul_ps(_mm512_add_ps(erf_zmm(_mm512_div_ps(v, c0)), c1), v), c2);
+        }
+        _mm512_mask_storeu_ps(y + i, k, r);
+    }
+}
+
+static const qr_f32_rows table = {"avx512",    softmax_avx512, layernorm_avx512, erf_avx512,
+                                  tanh_avx512, hard_avx512,    gelu_avx512};
 
 const qr_f32_rows *qr_f32_rows_avx512(void)
 {

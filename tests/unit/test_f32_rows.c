@@ -670,3 +670,189 @@ Test(f32_rows, gemm_with_bias_matches_numpy)
     check_gemm(60, 300, 530, 1, (int64_t[]){530}, 1.0f, 1.0f, 1, 45);     /* K and column blocks */
     check_gemm(2, 30, 50, 1, (int64_t[]){50}, 1.0f, 1.0f, 1, 46);         /* few rows, B transposed */
 }
+
+/* ---- GELU's node chains as one pass (exec.c fuse_gelu, qr_gelu_f32) ---- */
+
+#include "exec.h"
+#include "passes.h"
+
+static qr_value *scalar(qr_graph *g, const char *name, float v) { return tu_const_f32(g, name, 0, NULL, &v); }
+
+static qr_value *op2(qr_graph *g, const char *op, const char *name, qr_value *a, qr_value *b)
+{
+    return tu_node(g, op, name, 2, (qr_value *[]){a, b}, 1)->out[0];
+}
+
+static qr_value *op1(qr_graph *g, const char *op, const char *name, qr_value *a)
+{
+    return tu_node(g, op, name, 1, &a, 1)->out[0];
+}
+
+/* PyTorch's erf GELU of x, its nodes named p_div, p_erf, p_add, p_mul, p_half; the last constant
+ * half. When tap, the Erf's output is also a graph output. */
+static qr_value *gelu_erf(qr_graph *g, const char *p, qr_value *x, float half, int tap)
+{
+    char n[5][32], c[3][32];
+    const char *nn[5] = {"div", "erf", "add", "mul", "half"};
+    for (int i = 0; i < 5; i++)
+        snprintf(n[i], sizeof n[i], "%s_%s", p, nn[i]);
+    for (int i = 0; i < 3; i++)
+        snprintf(c[i], sizeof c[i], "%s_c%d", p, i);
+    qr_value *e = op1(g, "Erf", n[1], op2(g, "Div", n[0], x, scalar(g, c[0], 1.41421356237f)));
+    if (tap)
+        tu_output(g, e);
+    qr_value *a = op2(g, "Add", n[2], e, scalar(g, c[1], 1.0f));
+    return op2(g, "Mul", n[4], op2(g, "Mul", n[3], x, a), scalar(g, c[2], half));
+}
+
+/* PyTorch's tanh GELU of x (nodes p_sq, p_cube, p_c, p_add, p_s, p_tanh, p_one, p_mul, p_half),
+ * the cubic term's constant cubic; when tap, x + 0.044715 x^3 is also read by a Neg (an output). */
+static qr_value *gelu_tanh(qr_graph *g, const char *p, qr_value *x, float cubic, int tap)
+{
+    char n[9][32], c[4][32];
+    const char *nn[9] = {"sq", "cube", "c", "add", "s", "tanh", "one", "mul", "half"};
+    for (int i = 0; i < 9; i++)
+        snprintf(n[i], sizeof n[i], "%s_%s", p, nn[i]);
+    for (int i = 0; i < 4; i++)
+        snprintf(c[i], sizeof c[i], "%s_c%d", p, i);
+    qr_value *cube = op2(g, "Mul", n[1], x, op2(g, "Mul", n[0], x, x));
+    qr_value *u = op2(g, "Add", n[3], x, op2(g, "Mul", n[2], scalar(g, c[0], cubic), cube));
+    if (tap)
+        tu_output(g, op1(g, "Neg", "tap_neg", u));
+    qr_value *t = op1(g, "Tanh", n[5], op2(g, "Mul", n[4], scalar(g, c[1], 0.7978845608f), u));
+    qr_value *w = op2(g, "Add", n[6], scalar(g, c[2], 1.0f), t);
+    return op2(g, "Mul", n[8], scalar(g, c[3], 0.5f), op2(g, "Mul", n[7], x, w));
+}
+
+/* Outputs: 0 the erf GELU of x, 1 the tanh GELU (both fused); then chains that almost match and
+ * run node by node: 2 the erf form halved by 0.25, 3 and 4 the erf form whose Erf output is also
+ * an output, 5 the tanh form with 0.045, 6 and 7 the tanh form whose inner sum has another reader;
+ * 8 the tanh GELU of -x (fused); with dynamic a NonZero's (its shape known from the data only: allocated as it runs). */
+static qr_graph *gelu_graph(int64_t rows, int64_t n, int dynamic)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t d[2] = {rows, n};
+    qr_value *x = tu_input(g, "x", 2, d);
+    tu_output(g, gelu_erf(g, "e", x, 0.5f, 0));
+    tu_output(g, gelu_tanh(g, "t", x, 0.044715f, 0));
+    tu_output(g, gelu_erf(g, "n1", x, 0.25f, 0));
+    tu_output(g, gelu_erf(g, "n2", x, 0.5f, 1));
+    tu_output(g, gelu_tanh(g, "n3", x, 0.045f, 0));
+    tu_output(g, gelu_tanh(g, "n4", x, 0.044715f, 1));
+    /* fused, its input dying there: the pass writes over it when the plan allows */
+    tu_output(g, gelu_tanh(g, "r", op1(g, "Neg", "neg", x), 0.044715f, 0));
+    if (dynamic)
+        tu_output(g, op1(g, "NonZero", "nz", x));
+    qr_error e;
+    cr_assert_eq(qr_pass_infer_and_fold(g, &e), QR_OK, "%s", e.msg);
+    return g;
+}
+
+static int gelu_node(const qr_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!strcmp(g->nodes[i]->name, name))
+            return i;
+    cr_assert_fail("no node %s", name);
+    return -1;
+}
+
+static void gelu_run(const qr_graph *g, int threads, const qr_tensor *x, qr_tensor *outs, int64_t *runs)
+{
+    qr_exec_opts o = {.threads = threads, .profile = 1};
+    qr_exec *ex;
+    qr_error e;
+    cr_assert_eq(qr_exec_new(g, &o, &ex, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_exec_run(ex, x, outs, &e), QR_OK, "%s", e.msg);
+    const qr_node_prof *p = qr_exec_profile(ex);
+    for (int i = 0; i < g->n_nodes; i++)
+        runs[i] = p[i].runs;
+    qr_exec_free(ex);
+}
+
+/* Bits equal to the nodes' (fuse=0) on every path and thread count; what runs; numpy's GELU. */
+static void check_gelu_graph(int64_t rows, int64_t n, int dynamic)
+{
+    qr_graph *g = gelu_graph(rows, n, dynamic);
+    int n_out = g->n_outputs;
+    int64_t dims[2] = {rows, n}, cnt = rows * n;
+    qr_tensor x = f32_tensor(2, dims);
+    float *xv = x.data;
+    unsigned seed = 31;
+    for (int64_t i = 0; i < cnt; i++) /* both signs; |x| past 5.6, where erf(x / sqrt 2) rounds to +-1 */
+        xv[i] = rnd(&seed, i % 3 ? 4.0f : 12.0f);
+    const float sp[] = {NAN, INFINITY, -INFINITY, 1e30f, -1e30f, -0.0f, 0.0f, 1e-40f, -1e-40f, 5.7f, -5.7f, -9.0f};
+    for (int i = 0; i < (int)(sizeof sp / sizeof sp[0]) && i < cnt; i++)
+        xv[cnt - 1 - 3 * i] = sp[i];
+    save("x.npy", &x);
+    oracle("gelu x.npy want_erf.npy");
+    oracle("gelu_tanh x.npy want_tanh.npy");
+    qr_tensor want[2] = {load("want_erf.npy"), load("want_tanh.npy")};
+    int64_t *runs = calloc((size_t)g->n_nodes, sizeof *runs);
+    qr_tensor ref[10], got[10];
+    cr_assert(runs && n_out <= 10);
+    static const char *const fused_away[] = {"e_erf", "e_add", "e_mul", "e_half", "t_cube", "t_c", "t_add",
+                                             "t_s",   "t_tanh", "t_one", "t_mul", "t_half"};
+    for (int p = 0; p < 2; p++) {
+        if (!use_path(p))
+            continue;
+        tu_option("fuse", "0"); /* the reference: every node on its own */
+        gelu_run(g, 1, &x, ref, runs);
+        tu_option("fuse", "");
+        for (int threads = 1; threads <= 2; threads++) {
+            gelu_run(g, threads, &x, got, runs);
+            cr_assert_eq(runs[gelu_node(g, "e_div")], 1);
+            cr_assert_eq(runs[gelu_node(g, "t_sq")], 1);
+            cr_assert_eq(runs[gelu_node(g, "r_sq")], 1);
+            cr_assert_eq(runs[gelu_node(g, "r_half")], 0);
+            for (size_t i = 0; i < sizeof fused_away / sizeof *fused_away; i++)
+                cr_assert_eq(runs[gelu_node(g, fused_away[i])], 0, "%s runs in its chain's pass", fused_away[i]);
+            for (int i = 0; i < g->n_nodes; i++)
+                if (!strncmp(g->nodes[i]->name, "n", 1) && strcmp(g->nodes[i]->name, "nz"))
+                    cr_assert_eq(runs[i], 1, "%s (a chain that almost matches) runs", g->nodes[i]->name);
+            for (int o = 0; o < n_out; o++) {
+                cr_assert(qr_tensor_same_shape(&got[o], &ref[o]), "output %d's shape", o);
+                cr_assert(memcmp(got[o].data, ref[o].data, qr_tensor_nbytes(&ref[o])) == 0,
+                          "output %d (%s) differs fused, %s, %d threads", o, g->outputs[o]->name, path_name[p],
+                          threads);
+            }
+            for (int o = 0; o < 2; o++) { /* the chain's own error: |x| 2^-21 (1 + erf or tanh) + 2^-22 |y| */
+                const float *gv = got[o].data;
+                const double *wv = want[o].data;
+                double worst = 0;
+                for (int64_t i = 0; i < cnt; i++) {
+                    double w = wv[i], d = fabs((double)gv[i] - w);
+                    if (isnan(w) || isinf(w)) {
+                        cr_assert(isnan(w) ? isnan(gv[i]) : gv[i] == w, "GELU(%g) = %g, numpy %g", (double)xv[i],
+                                  (double)gv[i], w);
+                        continue;
+                    }
+                    /* (plus half a subnormal step: 0.5 x rounds there) */
+                    double bound = fabs((double)xv[i]) * 0x1p-21 + fabs(w) * 0x1p-22 + 0x1p-150;
+                    cr_assert(d <= bound, "%s GELU(%.9g) = %.9g, numpy %.17g (%s)", o ? "tanh" : "erf", (double)xv[i],
+                              (double)gv[i], w, path_name[p]);
+                    worst = bound > 0 && d / bound > worst ? d / bound : worst;
+                }
+                cr_log_info("%s GELU, %s, %d thread(s): worst error %.3f of the bound", o ? "tanh" : "erf",
+                            path_name[p], threads, worst);
+            }
+            for (int o = 0; o < n_out; o++)
+                qr_tensor_free(&got[o]);
+        }
+        for (int o = 0; o < n_out; o++)
+            qr_tensor_free(&ref[o]);
+    }
+    tu_option("f32-rows", "");
+    free(runs);
+    qr_tensor_free(&want[0]);
+    qr_tensor_free(&want[1]);
+    qr_tensor_free(&x);
+    qr_graph_free(g);
+}
+
+Test(f32_rows, gelu_chains_run_as_one_pass_with_the_nodes_bits)
+{
+    check_gelu_graph(5, 4099, 0); /* two threads' parts; rows not a multiple of 16 */
+    check_gelu_graph(3, 37, 0);
+    check_gelu_graph(2, 41, 1); /* allocated as it runs */
+}
