@@ -19,6 +19,9 @@ void qr_sgemm_wide_3x128_avx512(const float *ap, int64_t ars, int64_t acs, const
                                 int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias,
                                 const struct qr_act *act);
 void qr_sgemm_add_cols_avx512(float *c, int64_t ldc, int64_t rows, int64_t w, const float *b);
+void qr_sgemm_tile_cols_12x32_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff,
+                                     int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c,
+                                     const float *bias, const struct qr_act *act, const float *col_bias);
 void qr_sgemm_tile_6x16_avx2(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff,
                              int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias,
                                 const struct qr_act *act);
@@ -133,10 +136,16 @@ static void sg_items(void *arg, int64_t i0, int64_t i1, int slot)
                     const float *bp = j->b_packed ? j->b_packed + (x0 / nr * j->k + q0) * nr
                                       : pack      ? bpk + p * kc * nr
                                                   : j->b + x0;
-                    R->kn->tile(ap, ars, acs, bp, pack || j->b_packed ? poff : roff, kc, j->c + r0 * j->ldc + x0,
-                                j->ldc, rows, (int)w, kb > 0, bias ? bias + r0 : NULL, act);
-                    if (j->col_bias && kb == R->kc_n - 1) /* the tile is in L1 */
-                        add_cols(R->kn, j->c + r0 * j->ldc + x0, j->ldc, rows, w, j->col_bias + x0);
+                    const int64_t *bo = pack || j->b_packed ? poff : roff;
+                    float *cp = j->c + r0 * j->ldc + x0;
+                    const float *rb = bias ? bias + r0 : NULL;
+                    if (j->col_bias && kb == R->kc_n - 1 && R->kn->tile_cols)
+                        R->kn->tile_cols(ap, ars, acs, bp, bo, kc, cp, j->ldc, rows, (int)w, kb > 0, rb, act,
+                                         j->col_bias + x0);
+                    else
+                        R->kn->tile(ap, ars, acs, bp, bo, kc, cp, j->ldc, rows, (int)w, kb > 0, rb, act);
+                    if (j->col_bias && kb == R->kc_n - 1 && !R->kn->tile_cols) /* the tile is in L1 */
+                        add_cols(R->kn, cp, j->ldc, rows, w, j->col_bias + x0);
                 }
             }
         }
@@ -252,7 +261,7 @@ static const struct {
     qr_sgemm_kernel kn;
 } kernels[] = {
     {has_avx512, {"avx512", 12, 32, qr_sgemm_tile_12x32_avx512, qr_sgemm_wide_3x128_avx512, 3, 128,
-                  qr_sgemm_row_32_avx512, qr_sgemm_add_cols_avx512}},
+                  qr_sgemm_row_32_avx512, qr_sgemm_add_cols_avx512, qr_sgemm_tile_cols_12x32_avx512}},
     {has_avx2, {"avx2", 6, 16, qr_sgemm_tile_6x16_avx2, NULL, 0, 0, NULL}},
     {has_any, {"ref", REF_MR, REF_NR, tile_ref, NULL, 0, 0, NULL}},
 };

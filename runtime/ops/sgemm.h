@@ -39,6 +39,11 @@ typedef struct qr_sgemm_kernel {
     /* c[r][x] += b[x] for rows x w values in vectors (NULL: the portable loop): a fused Add's
      * bias after a tile's sums, each element one f32 add as the loop's */
     void (*add_cols)(float *c, int64_t ldc, int64_t rows, int64_t w, const float *b);
+    /* tile, then + col_bias[x] on each row in registers, before act (NULL: tile, then add_cols):
+     * the same bits */
+    void (*tile_cols)(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff, int64_t kc,
+                      float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias,
+                      const struct qr_act *act, const float *col_bias);
 } qr_sgemm_kernel;
 
 /* c (row stride ldc) = a * b (+ bias): a(r, q) = a[r * a_rs + q * a_cs] (m x k), b[q * ldb + x]
