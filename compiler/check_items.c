@@ -1183,9 +1183,10 @@ static void recipe_hook(ctx *c, const ql_node *k)
     const qr_setting_def *d = &qr_setting_defs[qr_setting_find(k->name)];
     qc_sym *f = v->kind == QL_NAME ? chk_lookup(c, v, v->name, 1) : NULL;
     char have[256];
-    if (v->kind != QL_NAME && !strcmp(d->key, "samples")) /* the stdlib has no fn of its name: name one it has */
-        chk_err(c, v, "samples names a fn of type %s that reduces each sample's output SQNR: samples = sample_balanced "
-                      "(stdlib/qparams.qrl: sample_mean, sample_p10, sample_normalized, ...)", d->choices);
+    if (v->kind != QL_NAME && (!strcmp(d->key, "samples") || !strcmp(d->key, "calibrate_samples")))
+        /* the stdlib has no fn of their name: name one it has */
+        chk_err(c, v, "%s names a fn of type %s that reduces each sample's output SQNR: %s = sample_balanced "
+                      "(stdlib/qparams.qrl: sample_mean, sample_p10, sample_normalized, ...)", d->key, d->choices, d->key);
     else if (v->kind != QL_NAME)
         chk_err(c, v, "%s names a fn of type %s: %s = my_%s", d->key, d->choices, d->key, d->key);
     else if (f && f->kind != QC_SYM_FN)
@@ -1566,6 +1567,18 @@ void chk_recipe(ctx *c, qc_sym *s)
     else if (smp && setting[QR_SET_BUDGET])
         chk_err(c, smp->a, "samples judges the fallback's outputs sample by sample; mixed precision (budget) "
                            "judges its choices pooled: drop one of them");
+    /* calibrate_samples = F judges the fallback's tries on the calibration samples as well, beside
+     * the held-out ones validate sets apart: the same measurement as samples = F's */
+    const ql_node *cs = setting[QR_SET_CALIBRATE_SAMPLES];
+    if (cs && weight_only)
+        chk_err(c, cs->a, "calibrate_samples judges the integer graph's outputs sample by sample; this recipe is "
+                          "weight-only (activation = f32), whose outputs are judged pooled");
+    else if (cs && setting[QR_SET_BUDGET])
+        chk_err(c, cs->a, "calibrate_samples judges the fallback's tries; mixed precision (budget) makes no tries: "
+                          "drop one of them");
+    else if (cs && !setting[QR_SET_FALLBACK])
+        chk_err(c, cs->a, "calibrate_samples judges the fallback's tries on the calibration samples; this recipe has "
+                          "no fallback: fallback = f32 when output_sqnr < 25");
     /* fallback = u16 then f32 when ...: widens 8-bit activations; the 16-bit layers are ordered for
      * f32 by their effect measured at 16 bits, which rank = gain's estimate does not give */
     const ql_node *fb = setting[QR_SET_FALLBACK], *rank = setting[QR_SET_RANK];

@@ -2670,6 +2670,38 @@ static qr_status judge(qr_qctx *q, const wide *wd, const ranked *rk, int nr, con
     return qr_rt_status(&rt, q->e);
 }
 
+/* calibrate_samples = F: a try that holds on the judge samples (*holds) is measured on the first
+ * calibration samples too (q->cal_ref, their f32 outputs kept through the fallback), F reducing their
+ * sums, and holds only if the recipe's condition holds with that figure as well (*db; NaN where not
+ * measured). Only the tries that hold run on them: a binary search's failing half costs nothing
+ * more. What ships' narrow accumulators count is left as it was (this run is not what ships). */
+static qr_status judge_calibrate(qr_qctx *q, qr_quantized *res, const wide *wd, const ranked *rk, int nr,
+                                 int *holds, double *db)
+{
+    *db = NAN;
+    if (!*holds || !q->cal_ref)
+        return QR_OK;
+    int na = res->ig->naccs;
+    int64_t *counts = calloc(2 * (size_t)na + 1, sizeof *counts);
+    if (!counts)
+        return qr_errorf(q->e, "out of memory");
+    for (int i = 0; i < na; i++)
+        counts[2 * i] = res->ig->accs[i].sums, counts[2 * i + 1] = res->ig->accs[i].overflows;
+    /* the calibration samples' sums reduced by F: every measurement reads q->samples_fn */
+    const qr_fn_desc *was = q->samples_fn;
+    q->samples_fn = q->calib_samples_fn;
+    out_metrics mt = {0};
+    qr_status st = measure_outputs(q, q->cal_ref, res->ig->g, res->ig, q->cal_in, 1, &mt);
+    q->samples_fn = was;
+    for (int i = 0; i < na; i++)
+        res->ig->accs[i].sums = counts[2 * i], res->ig->accs[i].overflows = counts[2 * i + 1];
+    free(counts);
+    if (st == QR_OK)
+        st = judge(q, wd, rk, nr, &mt, holds);
+    *db = mt.sqnr;
+    return st;
+}
+
 /* The first try's outputs (mt) meet the recipe's condition on the outputs, read with every layer's
  * own SQNR as if it met it (infinite): then the try holds unless a layer fails on its own. */
 static int outputs_hold(const qr_qctx *q, const out_metrics *mt)
@@ -2733,7 +2765,7 @@ static qr_status speculate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
 /* A try of the search judged on n samples of o, ran of them run for it (the others' sums kept from
  * an earlier try of the same k), for the profile (qr_quantized.tries). */
 static qr_status note_try(qr_qctx *q, qr_quantized *res, const wide *wd, const ranked *rk, int k, int64_t n,
-                          int64_t ran, int holds, double sqnr)
+                          int64_t ran, int holds, double sqnr, double cal_sqnr)
 {
     int f32 = 0, w16 = 0; /* its steps to f32, and the slots they leave at 16 bits */
     for (int i = 0; i < k; i++)
@@ -2747,7 +2779,8 @@ static qr_status note_try(qr_qctx *q, qr_quantized *res, const wide *wd, const r
         res->tries = t;
     }
     res->tries[res->ntries++] =
-        (qr_search_try){.fallen_back = f32, .widened = w16, .samples = n, .ran = ran, .holds = holds, .output_sqnr = sqnr};
+        (qr_search_try){.fallen_back = f32, .widened = w16, .samples = n, .ran = ran, .holds = holds, .output_sqnr = sqnr,
+                                         .calibrate_sqnr = cal_sqnr};
     return QR_OK;
 }
 
@@ -2766,9 +2799,12 @@ static qr_status try_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_
     take_steps(q, wd, rk, nr, k);
     out_metrics mt = {0};
     qr_status st = rebuild_measured(q, res, o, calib, &mt);
+    double cal = NAN;
     if (st == QR_OK)
         st = judge(q, wd, rk, nr, &mt, holds);
-    return st == QR_OK ? note_try(q, res, wd, rk, k, o->n, o->n, *holds, mt.sqnr) : st;
+    if (st == QR_OK)
+        st = judge_calibrate(q, res, wd, rk, nr, holds, &cal);
+    return st == QR_OK ? note_try(q, res, wd, rk, k, o->n, o->n, *holds, mt.sqnr, cal) : st;
 }
 
 /* The binary search's tries, by k (0..nr): each one's rows of output sums (measure_rows) for its
@@ -2778,13 +2814,17 @@ typedef struct attempts {
     double **rows;
     int *nb;
     int n;
+    /* calibrate_samples = F: by k, whether the try held on the calibration samples (-1: not judged
+     * there yet) and their figure: the answer's graphs rebuilt at the end are not judged again */
+    int *cal_holds;
+    double *cal;
 } attempts;
 
 static void attempts_free(attempts *a)
 {
     for (int k = 0; a->rows && k < a->n; k++)
         free(a->rows[k]);
-    free(a->rows), free(a->nb);
+    free(a->rows), free(a->nb), free(a->cal_holds), free(a->cal);
 }
 
 /* try_k of k judged on the first nb batches of o, running only those its earlier tries did not. */
@@ -2807,8 +2847,13 @@ static qr_status try_upto(qr_qctx *q, qr_quantized *res, const outref *o, const 
     if (st != QR_OK)
         return st;
     res_metrics(q, res, &mt);
-    if ((st = judge(q, wd, rk, nr, &mt, holds)) == QR_OK)
-        st = note_try(q, res, wd, rk, k, batch_samples(o, nb), ran, *holds, mt.sqnr);
+    double cal = NAN;
+    if ((st = judge(q, wd, rk, nr, &mt, holds)) == QR_OK && *holds && a->cal_holds[k] >= 0)
+        *holds = a->cal_holds[k], cal = a->cal[k];
+    else if (st == QR_OK && (st = judge_calibrate(q, res, wd, rk, nr, holds, &cal)) == QR_OK && !isnan(cal))
+        a->cal_holds[k] = *holds, a->cal[k] = cal;
+    if (st == QR_OK)
+        st = note_try(q, res, wd, rk, k, batch_samples(o, nb), ran, *holds, mt.sqnr, cal);
     return st;
 }
 
@@ -2836,7 +2881,11 @@ static qr_status search_k(qr_qctx *q, qr_quantized *res, const outref *o, const 
     attempts a = {.n = nr + 1};
     a.rows = calloc((size_t)nr + 1, sizeof *a.rows);
     a.nb = calloc((size_t)nr + 1, sizeof *a.nb);
-    qr_status st = a.rows && a.nb ? QR_OK : qr_errorf(q->e, "out of memory");
+    a.cal_holds = malloc(((size_t)nr + 1) * sizeof *a.cal_holds);
+    a.cal = calloc((size_t)nr + 1, sizeof *a.cal);
+    qr_status st = a.rows && a.nb && a.cal_holds && a.cal ? QR_OK : qr_errorf(q->e, "out of memory");
+    for (int k = 0; st == QR_OK && k <= nr; k++)
+        a.cal_holds[k] = -1;
     int nb = o->nbatches, ns = search_batches(q, o), hi = top, holds = 0, lo0 = lo;
     while (st == QR_OK && hi - lo > 1) {
         int mid = lo + (hi - lo) / 2;
@@ -3469,6 +3518,35 @@ static qr_status search_wide(qr_qctx *q, qr_quantized *res, const outref *o, con
     return st;
 }
 
+/* co: the f32 outputs of q->cal_in's first q->cal_n samples, which q->cal_ref then points to: the
+ * f32 pass's kept ones (q->calib_out, taken) or run now. */
+static qr_status cal_ref_init(outref *co, qr_qctx *q)
+{
+    qr_status st = q->calib_out ? outref_alloc(co, q, q->cal_n) : outref_init(co, q, q->cal_in, q->cal_n, 1);
+    if (st == QR_OK && q->calib_out) {
+        assert(co->nbatches == q->calib_out_nb);
+        memcpy(co->out, q->calib_out, sizeof *co->out * (size_t)(co->nbatches * q->g->n_outputs));
+        co->have_out = 1;
+        free(q->calib_out);
+        q->calib_out = NULL, q->calib_out_nb = 0;
+    }
+    if (st == QR_OK)
+        q->cal_ref = co;
+    return st;
+}
+
+/* The fallback done: co's f32 outputs go back to q->calib_out, for the summary's figure on the same
+ * samples (qr_measure_output_sqnr: no f32 run of them again). */
+static void cal_ref_done(outref *co, qr_qctx *q)
+{
+    if (!q->cal_ref)
+        return;
+    q->cal_ref = NULL;
+    q->calib_out = co->out, q->calib_out_nb = co->nbatches;
+    co->out = NULL;
+    outref_free(co);
+}
+
 qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count)
 {
     outref o;
@@ -3483,6 +3561,14 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     fb_progress pg = {.o = q->o, .total = 3, .t0 = qr_plan_now_ms()};
     for (int i = 0; i < q->nslots; i++)
         q->slots[i].effect = q->slots[i].effect16 = NAN, q->slots[i].step16 = -1;
+    /* calibrate_samples = F: the calibration samples' f32 outputs for the tries judged on them too,
+     * the f32 pass's (q->calib_out) or run now (after a bias correction: from q->ref) */
+    outref co = {0};
+    qr_status cst = q->cal_in && q->calib_samples_fn && q->r->fallback ? cal_ref_init(&co, q) : QR_OK;
+    if (cst != QR_OK) {
+        free(rk), free(wd);
+        return cst;
+    }
     for (int n = q->nslots; n > 0 && q->r->fallback; n /= 2) /* the search's steps, at most */
         pg.total++;
     /* the local measurement's f32 run keeps the outputs every comparison reads; after a bias
@@ -3572,8 +3658,10 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         st = mixed_choice(q, res, &o, calib, count);
         holds = 1;
     } else if (st == QR_OK && early) { /* the first try's outputs are measured: judged now */
-        if ((st = judge(q, wd, rk, nr, &mt0, &holds)) == QR_OK)
-            st = note_try(q, res, wd, rk, 0, o.n, o.n, holds, mt0.sqnr);
+        double cal = NAN;
+        if ((st = judge(q, wd, rk, nr, &mt0, &holds)) == QR_OK &&
+            (st = judge_calibrate(q, res, wd, rk, nr, &holds, &cal)) == QR_OK)
+            st = note_try(q, res, wd, rk, 0, o.n, o.n, holds, mt0.sqnr, cal);
         q->shipped = st == QR_OK && holds && ahead;
     } else if (st == QR_OK)
         st = try_k(q, res, &o, calib, wd, rk, nr, 0, &holds);
@@ -3635,6 +3723,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     if (st == QR_OK)
         qr_measure_macs(q, res, o.per_sample, o.last);
     outref_free(&o);
+    cal_ref_done(&co, q);
     free(rk);
     free(outs);
     return st;

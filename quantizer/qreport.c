@@ -234,6 +234,10 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
                    "\"output_sqnr_db\": ", i ? "," : "", t->fallen_back, t->widened, (long long)t->samples,
                 (long long)t->ran, t->holds ? "true" : "false");
         num(f, t->output_sqnr);
+        if (!isnan(t->calibrate_sqnr)) { /* calibrate_samples = F: judged on the calibration samples too */
+            fprintf(f, ", \"calibrate_sqnr_db\": ");
+            num(f, t->calibrate_sqnr);
+        }
         fprintf(f, "}");
     }
     fprintf(f, "%s],\n", q->ntries ? "\n  " : "");

@@ -133,6 +133,10 @@ static qr_status read_hooks(qr_qctx *q)
     q->samples_fn = NULL;
     if (qr_recipe_setting(r, QR_SET_SAMPLES) && !(q->samples_fn = qr_plan_hook(q->m, r, QR_SET_SAMPLES, q->e)))
         return QR_ERR;
+    q->calib_samples_fn = NULL;
+    if (qr_recipe_setting(r, QR_SET_CALIBRATE_SAMPLES) &&
+        !(q->calib_samples_fn = qr_plan_hook(q->m, r, QR_SET_CALIBRATE_SAMPLES, q->e)))
+        return QR_ERR;
     const qr_setting *bias = qr_recipe_setting(r, QR_SET_BIAS);
     q->bias_dtype = bias ? qr_dtype_from_name(bias->type) : QR_I32;
     if (q->bias_dtype != QR_I32 && q->bias_dtype != QR_I16)
@@ -2401,6 +2405,27 @@ static qr_status new_dyn_ranges(qr_qctx *q)
 }
 
 static void spread_hold(const qr_quant_opts *o, const qr_tensor *calib, int hold);
+static void spread_drop(const qr_quant_opts *o, const qr_tensor *calib, int64_t keep);
+
+/* The f32 pass whose outputs of the first keep_cal batches (ncal samples) are kept (q->calib_out)
+ * for the output SQNR on the calibration samples, and for calibrate_samples' judge. */
+static qr_status calib_f32_pass(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count, int64_t ncal,
+                                int keep_cal)
+{
+    if (!(q->calib_out = calloc((size_t)keep_cal * (size_t)q->g->n_outputs + 1, sizeof *q->calib_out)))
+        return qr_errorf(q->e, "out of memory");
+    q->calib_out_nb = keep_cal;
+    /* over the samples the figure is measured on alone, unless values quantized at run time
+     * want their ranges over all (for the report); its time scaled to all, and said so */
+    int64_t nrun = q->dyn_lo ? count : ncal;
+    qr_status st = run_batches(q, q->g, calib, nrun, 0, "fp32     ", &res->fp32_ms);
+    if (st != QR_OK)
+        return st;
+    if (nrun < count)
+        res->fp32_ms *= (double)count / (double)nrun, res->fp32_samples = nrun;
+    qr_plan_phase(q, res, "fp32 pass");
+    return QR_OK;
+}
 
 /* Calibration on count samples of calib, then the fallback's decisions and every SQNR on the
  * judge samples (held out, or the same ones). */
@@ -2471,10 +2496,20 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
             return st;
         qr_plan_phase(q, res, "fp32 pass");
     }
-    /* the fallback reads the held-out samples alone: validate_from = spread's copy of the
-     * calibrating ones leaves memory until the passes over them below */
-    spread_hold(q->o, calib, 0);
-    if ((st = qr_plan_build_qdq(q, res)) != QR_OK || (st = qr_plan_fallback(q, res, judge, njudge)) != QR_OK)
+    /* calibrate_samples = F: the fallback judges its tries on the first ncal calibration samples
+     * too; their f32 pass runs before it (below otherwise), and they stay in memory through it */
+    int cal_judge = judge != calib && q->calib_samples_fn && q->r->fallback && ncal > 0;
+    if (cal_judge && keep_cal > 0 && (st = calib_f32_pass(q, res, calib, count, ncal, keep_cal)) != QR_OK)
+        return st;
+    q->cal_in = cal_judge ? calib : NULL, q->cal_n = cal_judge ? ncal : 0;
+    /* the fallback reads the held-out samples alone (and those): validate_from = spread's copy of
+     * the calibrating ones leaves memory until the passes over them below */
+    spread_drop(q->o, calib, q->cal_n);
+    st = qr_plan_build_qdq(q, res);
+    if (st == QR_OK)
+        st = qr_plan_fallback(q, res, judge, njudge);
+    q->cal_in = NULL, q->cal_n = 0;
+    if (st != QR_OK)
         return st;
     qr_plan_drop_rounded(q); /* what ships holds its weights' integers; the others' go */
     if (judge != calib)
@@ -2486,19 +2521,8 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
      * no value is quantized at run time, whose ranges the pass observes: no pass (res->fp32_ms 0) */
     if (keep_cal > 0 && !q->dyn_lo && qr_measure_computes_reference(q, res))
         keep_cal = 0;
-    if (keep_cal > 0) { /* the f32 pass, its outputs kept for the output SQNR on the calibration samples */
-        if (!(q->calib_out = calloc((size_t)keep_cal * (size_t)g->n_outputs + 1, sizeof *q->calib_out)))
-            return qr_errorf(q->e, "out of memory");
-        q->calib_out_nb = keep_cal;
-        /* over the samples the figure is measured on alone, unless values quantized at run time
-         * want their ranges over all (for the report); its time scaled to all, and said so */
-        int64_t nrun = q->dyn_lo ? count : ncal;
-        if ((st = run_batches(q, g, calib, nrun, 0, "fp32     ", &res->fp32_ms)) != QR_OK)
-            return st;
-        if (nrun < count)
-            res->fp32_ms *= (double)count / (double)nrun, res->fp32_samples = nrun;
-        qr_plan_phase(q, res, "fp32 pass");
-    }
+    if (keep_cal > 0 && !cal_judge && (st = calib_f32_pass(q, res, calib, count, ncal, keep_cal)) != QR_OK)
+        return st;
     if (judge != calib && (st = qr_measure_output_sqnr(q, res, calib, ncal, &res->output_sqnr_calib)) != QR_OK)
         return st;
     res->calib_figure_samples = judge != calib ? qr_measure_figure_count(q, ncal) : count;
@@ -2945,15 +2969,26 @@ static void spread_hold(const qr_quant_opts *o, const qr_tensor *calib, int hold
         return;
     if (hold) {
         spread_fill(sp, 0, sp->ncal);
+        sp->held = 1;
     } else {
-        size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-        for (int i = 0; i < sp->n; i++) {
-            size_t len = (size_t)sp->ncal * sp->unit[i] / pg * pg;
-            if (sp->mapped[i] && len)
-                madvise(sp->copy[i].data, len, MADV_DONTNEED); /* read again as zeros: never before hold 1 */
-        }
+        spread_drop(o, calib, 0);
     }
-    sp->held = hold;
+}
+
+/* As spread_hold 0, but the first keep calibrating units stay (the whole pages after them leave):
+ * calibrate_samples' judge reads them through the fallback. */
+static void spread_drop(const qr_quant_opts *o, const qr_tensor *calib, int64_t keep)
+{
+    qr_spread *sp = o->spread;
+    if (!sp || calib != sp->copy || !sp->held)
+        return;
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < sp->n; i++) {
+        size_t from = ((size_t)keep * sp->unit[i] + pg - 1) / pg * pg, to = (size_t)sp->ncal * sp->unit[i] / pg * pg;
+        if (sp->mapped[i] && to > from) /* read again as zeros: never before spread_hold 1 */
+            madvise((char *)sp->copy[i].data + from, to - from, MADV_DONTNEED);
+    }
+    sp->held = 0;
 }
 
 /* Zeroed memory for t's data as an anonymous mapping the tensor owns (*mapped 1), else malloc'd. */

@@ -84,6 +84,9 @@ typedef struct qr_search_try {
     int64_t samples, ran;
     int holds; /* the recipe's condition held for none left quantized, the outputs finite */
     double output_sqnr;
+    /* calibrate_samples = F: the output SQNR on the calibration samples by F, measured when the
+     * try held on the judge samples (holds is then both); NaN: not measured */
+    double calibrate_sqnr;
 } qr_search_try;
 
 /* A phase of qr_quantize's time (for --profile): its wall and process CPU milliseconds, and the

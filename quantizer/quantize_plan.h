@@ -96,6 +96,14 @@ typedef struct qr_qctx {
     /* samples = F: the fn that reduces each measured sample's output sums to the figure the fallback
      * and the summary judge (f64(f64[], f64[])); NULL: the samples' sums pooled */
     const qr_fn_desc *samples_fn;
+    /* calibrate_samples = F: the fn that reduces the calibration samples' sums when a try of the
+     * fallback that holds on the held-out samples is judged on them too (NULL: it is not); cal_in
+     * and cal_n: the calibration samples it judges on (the first cal_n of cal_in, the recipe's
+     * calibrate_figure_samples), set by calibration for the fallback alone (NULL: no such judge) */
+    const qr_fn_desc *calib_samples_fn;
+    const qr_tensor *cal_in;
+    int64_t cal_n;
+    struct outref *cal_ref; /* during the fallback: cal_in's f32 outputs (qmeasure.c) */
     double *top1; /* by slot, with labels: top-1 points with that layer alone quantized, minus f32's */
     const qr_setting *act, *wt, *in, *out; /* in/out: the model's first quantized tensors and its outputs */
     /* plan */

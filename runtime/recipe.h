@@ -617,7 +617,9 @@ typedef enum qr_setting_kind {
     QR_SK_BUDGET,    /* one of choices called with a number: budget = bits(6) */
     QR_SK_HOOK,      /* a policy hook: the fn the quantizer calls in place of the stdlib's fn of the key's name
                       * (bias_qparams = coarse_bias); choices: the fn's type, as qr_fn_type_str writes it.
-                      * samples has no stdlib fn of its name: without it the quantizer pools in C */
+                      * samples has no stdlib fn of its name: without it the quantizer pools in C;
+                      * calibrate_samples has none either: without it no try is judged on the
+                      * calibration samples */
 } qr_setting_kind;
 
 #define QR_SETTINGS(X)                                                      \
@@ -654,7 +656,8 @@ typedef enum qr_setting_kind {
     X(VALIDATE_FROM, "validate_from", QR_SK_CHOICE, 0, 0, "end spread")       \
     X(VALIDATE_LEAST, "validate_least", QR_SK_COUNT, 1, 1000000, NULL) \
     X(SPECULATE, "speculate", QR_SK_NUMBER, 0, 0, NULL)                      \
-    X(CALIBRATE_FIGURE_SAMPLES, "calibrate_figure_samples", QR_SK_COUNT, 1, 1000000, NULL)
+    X(CALIBRATE_FIGURE_SAMPLES, "calibrate_figure_samples", QR_SK_COUNT, 1, 1000000, NULL) \
+    X(CALIBRATE_SAMPLES, "calibrate_samples", QR_SK_HOOK, 0, 0, "f64(f64[],f64[])")
 
 /* accumulate = iN: the accumulator widths the runtime simulates (docs/quantizer.md, accumulator
  * width); i64 is accepted by the checker and refused by the quantizer. */
