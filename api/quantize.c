@@ -421,6 +421,15 @@ int qrl_quantized_write_int_graph(const qrl_quantized *q, const char *path, char
     return qr_intgraph_write(path, q->q, &e) == QR_OK ? 0 : qr_api_fail(&e, err, errlen);
 }
 
+int qrl_quantized_write_transformed(const qrl_quantized *q, const char *path, char *err, size_t errlen)
+{
+    qr_error e;
+    if (!q->q->transformed)
+        return qr_api_fail((qr_errorf(&e, "the recipe has no transform: there is no transformed model to write"), &e),
+                           err, errlen);
+    return qr_onnx_save(q->q->transformed, path, &e) == QR_OK ? 0 : qr_api_fail(&e, err, errlen);
+}
+
 int qrl_model_lower_qdq(qrl_model *m, const char *recipe, FILE *diag, qrl_quantized **out, char *err, size_t errlen)
 {
     qr_error e;

@@ -11,7 +11,7 @@
 #include "cli.h"
 
 typedef struct quantize_args {
-    const char *model, *recipe, *outp, *qparams, *name, *report, *intg, *labels;
+    const char *model, *recipe, *outp, *qparams, *name, *report, *intg, *labels, *transformed;
     int batch, threads, count, no_cache, ncalib, quiet, matmulnbits, external, profile;
     char *calib[64];
 } quantize_args;
@@ -21,7 +21,7 @@ static void usage(void)
     printf("usage: qrl quantize MODEL.onnx --recipe R.qrl --calib [NAME=]X.npy... -o OUT.onnx\n"
            "                    [--calib-count N] [--batch B] [--threads N] [--recipe-name NAME]\n"
            "                    [--qparams Q.json] [--report R.html|R.json] [--int-graph G.txt]\n"
-           "                    [--labels Y.npy] [--no-cache] [--quiet] [--weight-format qdq|matmulnbits]\n"
+           "                    [--transformed T.onnx] [--labels Y.npy] [--no-cache] [--quiet] [--weight-format qdq|matmulnbits]\n"
            "                    [--external-data] [--profile]\n"
            "Quantizes the model as the recipe says, calibrating on the samples of X.npy\n"
            "(one --calib per model input: NAME=FILE binds by name, FILE the next input)\n"
@@ -54,6 +54,8 @@ static void usage(void)
            "the machine.\n"
            "--int-graph writes the integer graph the recipe lowers to (its kernels, tables and\n"
            "integer ops, as `qrl eval --recipe` runs it) as text.\n"
+           "--transformed writes the model as the recipe's transforms left it, in f32 before\n"
+           "quantization (an equalization's rescaled weights and per-channel bounds).\n"
            "--labels gives the calibration samples' classes: top-1 of f32 and of the integer\n"
            "graph, and in the report each layer's effect on top-1 when quantized alone.\n"
            "On a terminal, the long phases (the f32 pass, calibration, the fallback's search, the\n"
@@ -99,6 +101,8 @@ static int parse_args(int argc, char **argv, quantize_args *a)
             a->report = argv[++i];
         else if (!strcmp(s, "--int-graph") && has)
             a->intg = argv[++i];
+        else if (!strcmp(s, "--transformed") && has)
+            a->transformed = argv[++i];
         else if (!strcmp(s, "--labels") && has)
             a->labels = argv[++i];
         else if (!strcmp(s, "--recipe-name") && has)
@@ -133,8 +137,10 @@ static int parse_args(int argc, char **argv, quantize_args *a)
     }
     if (!a->model || !a->recipe || !a->ncalib || !a->outp)
         return cli_usage_error("quantize", "needs MODEL.onnx, --recipe R.qrl, --calib X.npy and -o OUT.onnx");
-    if (!*a->outp || (a->qparams && !*a->qparams) || (a->report && !*a->report) || (a->intg && !*a->intg))
-        return cli_usage_error("quantize", "an output path (-o, --qparams, --report, --int-graph) is empty");
+    if (!*a->outp || (a->qparams && !*a->qparams) || (a->report && !*a->report) || (a->intg && !*a->intg) ||
+        (a->transformed && !*a->transformed))
+        return cli_usage_error("quantize", "an output path (-o, --qparams, --report, --int-graph, --transformed) is "
+                               "empty");
     return -1;
 }
 
@@ -168,15 +174,15 @@ static int check_outputs(const quantize_args *a, char *err)
 {
     char data[4096]; /* --external-data's OUT.onnx.data */
     snprintf(data, sizeof data, "%s.data", a->outp);
-    const char *outs[5] = {a->outp, a->qparams, a->report, a->intg, a->external ? data : NULL},
-               *flag[5] = {"-o", "--qparams", "--report", "--int-graph", "--external-data"};
+    const char *outs[6] = {a->outp, a->qparams, a->report, a->intg, a->external ? data : NULL, a->transformed},
+               *flag[6] = {"-o", "--qparams", "--report", "--int-graph", "--external-data", "--transformed"};
     const char *ins[70] = {a->model, a->recipe, a->labels};
     int nin = 3;
     for (int i = 0; i < a->ncalib && nin < 70; i++) { /* NAME=FILE or FILE */
         const char *eq = strchr(a->calib[i], '=');
         ins[nin++] = eq && !memchr(a->calib[i], '/', (size_t)(eq - a->calib[i])) ? eq + 1 : a->calib[i];
     }
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < 6; k++) {
         if (!outs[k])
             continue;
         if (qrl_output_check(outs[k], err, CLI_ERRLEN) != 0)
@@ -204,6 +210,8 @@ static int write_outputs(const quantize_args *a, const qrl_quantized *q, char *e
         wst = qrl_quantized_write_report(q, a->model, a->report, err, CLI_ERRLEN);
     if (wst == 0 && a->intg)
         wst = qrl_quantized_write_int_graph(q, a->intg, err, CLI_ERRLEN);
+    if (wst == 0 && a->transformed)
+        wst = qrl_quantized_write_transformed(q, a->transformed, err, CLI_ERRLEN);
     if (wst != 0) {
         qrl_outputs_abort();
         return wst;

@@ -707,16 +707,18 @@ static void transform_scale(ctx *c, qc_sym *s, ql_node *fn)
     c->nlocals = 0;
     c->fn = NULL;
     c->w = W_CONST;
-    int kind = !strcmp(fn->name, "bias") ? 1 : !strcmp(fn->name, "flip") ? 2 : 0;
-    static const char *const fnames[3] = {"scale", "bias", "flip"};
+    int kind = !strcmp(fn->name, "bias") ? 1 : !strcmp(fn->name, "flip") ? 2 : !strcmp(fn->name, "shift") ? 3 : 0;
+    static const char *const fnames[4] = {"scale", "bias", "flip", "shift"};
     params(c, fn->a, 0, fnames[kind]);
-    static const char *const stats[3][4] = {
-        {"act", "weight", "source", "mean"}, {"bias", "error", NULL, NULL}, {"sweep", "change", "mean", "size"}};
-    int ok = (kind || !strcmp(fn->name, "scale")) && fn->a && fn->a->nkids >= 1 && fn->a->nkids <= 4;
+    static const char *const stats[4][5] = {{"act", "weight", "source", "mean", "clip"},
+                                            {"bias", "error", NULL, NULL, NULL},
+                                            {"sweep", "change", "mean", "size", NULL},
+                                            {"low", "high", "clip", NULL, NULL}};
+    int ok = (kind || !strcmp(fn->name, "scale")) && fn->a && fn->a->nkids >= 1 && fn->a->nkids <= 5;
     for (int i = 0; ok && i < fn->a->nkids; i++) {
         const ql_node *p = fn->a->kids[i];
         int known = 0;
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 5; k++)
             known |= stats[kind][k] && !strcmp(p->name, stats[kind][k]);
         ok = known && !p->b && p->type && p->type->k == QC_F64;
         for (int k = 0; ok && k < i; k++)
@@ -732,12 +734,18 @@ static void transform_scale(ctx *c, qc_sym *s, ql_node *fn)
             "its other rounding (a positive answer moves it), from f64 statistics named as parameters: sweep (the "
             "sweeps over the channel before this one), change (what the move changes the channel's output error by), "
             "mean (what it changes the error's mean part by), size (the move's own term)", s->name);
+    else if ((!ok || rt->k != QC_F64) && kind == 3)
+        chk_err_decl(c, fn, "transform '%s': shift(...) -> f64 gives the amount (>= 0) moved out of channel j of a "
+            "matched activation into its readers' biases, from f64 statistics named as parameters: low and high (the "
+            "smallest and largest value of its pre-activation on the calibration samples), clip (the upper bound of "
+            "a Clip after it, inf without)", s->name);
     else if (!ok || rt->k != QC_F64)
         chk_err_decl(c, fn, "transform '%s' has one function, scale(...) -> f64, the factor channel j of the matched "
             "value is divided by, from f64 statistics of the channel named as parameters: act (its largest |value| "
             "on the calibration samples), weight (its readers' largest |weight| for it), source (its producer's "
-            "largest |weight| for it), mean (its mean |value| on the calibration samples); or bias(...) -> f64 (a bias "
-            "correction), or flip(...) -> f64 (a rounding optimizer)", s->name);
+            "largest |weight| for it), mean (its mean |value| on the calibration samples), clip (the upper bound of "
+            "a Clip between, inf without); or bias(...) -> f64 (a bias correction), flip(...) -> f64 (a rounding "
+            "optimizer) or shift(...) -> f64 (a high-bias absorption)", s->name);
     c->w = W_FN;
     c->ret = &qc_f64;
     int returns = chk_block(c, fn->c);
@@ -772,7 +780,7 @@ void chk_transform(ctx *c, qc_sym *s)
             chk_convert(c, k->a, chk_expr(c, k->a, &qc_bool), &qc_bool, "a where clause");
         } else if (k->kind == QL_FN) {
             if (fn)
-                chk_err_decl(c, k, "transform '%s' has two functions; it has one, scale, bias or flip", s->name);
+                chk_err_decl(c, k, "transform '%s' has two functions; it has one, scale, bias, flip or shift", s->name);
             else
                 fn = k;
         } else {

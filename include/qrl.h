@@ -299,6 +299,9 @@ int qrl_quantized_save_external(const qrl_quantized *q, const char *path, int ex
 int qrl_quantized_write_qparams(const qrl_quantized *q, const char *path, char *err, size_t errlen);
 int qrl_quantized_write_report(const qrl_quantized *q, const char *model, const char *path, char *err, size_t errlen);
 int qrl_quantized_write_int_graph(const qrl_quantized *q, const char *path, char *err, size_t errlen);
+/* The model as the recipe's transforms left it (f32, before quantization) as ONNX; without a
+ * transform setting, an error saying so. */
+int qrl_quantized_write_transformed(const qrl_quantized *q, const char *path, char *err, size_t errlen);
 
 /* What a quantization did (qrl quantize prints it). */
 typedef struct qrl_quant_summary {

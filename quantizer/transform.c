@@ -20,10 +20,15 @@
 #define ROUND_MAX_SWEEPS 64
 #define ROUND_CHUNK 64
 
-/* One value the transform rewrites: y, its channel axis and count, its producer (past a Relu),
- * its readers. */
+/* One value the transform rewrites: y, its channel axis and count, its producer (past a Relu or
+ * Clip), its readers. */
 typedef struct site {
-    qr_value *y;
+    qr_value *y;       /* the value the readers read */
+    qr_node *gate;     /* the Relu or Clip(c, 0, hi) between producer and readers, NULL without */
+    qr_node *bound;    /* Min(gate's output, K[channel]): the per-channel bound a Clip became */
+    double hi;         /* a Clip's upper bound (inf without one; the bound's own per channel) */
+    qr_value *pre;     /* the producer's output (the pre-activation) */
+    float *low, *high; /* a high-bias absorption's: its smallest and largest values per channel */
     qr_node *producer; /* LayerNormalization or Conv */
     int axis;          /* y's channel axis: the last for a LayerNormalization, 1 for a Conv */
     int64_t channels;
@@ -75,6 +80,10 @@ typedef struct tctx {
     site *sites;
     int nsites;
     int *site_of; /* by value id: index in sites, or -1 */
+    int *pre_of;  /* by value id: the site whose pre-activation it is (an absorption), or -1; NULL without */
+    int nvalues;  /* site_of's and pre_of's length */
+    int rewrote;  /* nodes were added (a Clip's per-channel bound): the graph is sorted again */
+    int nchanged; /* sites a rescaling or absorption changed */
     bsite *bsites;
     int nbsites;
     mean_acc *means; /* by value id: channels 0 when not measured */
@@ -140,15 +149,136 @@ static int is_op(const qr_node *n, const char *op)
     return n && !n->domain[0] && !strcmp(n->op, op);
 }
 
-/* The node whose channels are divided: y's producer, or the producer of a Relu's input that only the
- * Relu reads (Relu(c / s) is Relu(c) / s for s > 0). */
-static qr_node *producer_of(const qr_graph *g, const qr_value *y)
+/* The single value of scalar constant v, or NAN. */
+static double scalar_of(const qr_value *v)
 {
+    return is_f32_const(v) && qr_tensor_numel(&v->t) == 1 ? (double)*(const float *)v->t.data : NAN;
+}
+
+/* Whether v is a private constant of one value per channel of a value whose channels are on axis
+ * (of rank ndim): shape [C, 1, ...] of rank ndim - axis, broadcasting over what follows the axis. */
+static int channel_const(const qr_graph *g, const qr_value *v, int ndim, int axis, int64_t ch)
+{
+    if (!private_const(g, v) || v->t.ndim != ndim - axis || v->t.dims[0] != ch)
+        return 0;
+    return qr_tensor_numel(&v->t) == ch;
+}
+
+/* The activation between a matched value y and its producer, which the rescaling looks past
+ * (Relu(c / s) is Relu(c) / s for s > 0; Clip(c / s, 0, hi) is not Clip(c, 0, hi) / s, but
+ * Min(Clip(c / s, 0, M), hi / s) is, for any M >= the largest hi / s: so a Clip's site gets that
+ * per-channel bound when it is rewritten, and keeps its Clip at M, which the integer kernel before
+ * it fuses as it fused the ReLU6, its output range bounded):
+ *   y = Relu(c) or Clip(c, 0, hi), hi > 0, its only reader Min(y, K[channel])   the readers read
+ *                                                                                the Min's output
+ *   y = Relu(c) or Clip(c, 0, hi), hi > 0                                        they read y
+ * c read by the activation alone. Fills s's y, gate, bound, hi and pre; the producer is pre's. */
+static void chain_of(const qr_graph *g, qr_value *y, site *s)
+{
+    s->y = s->pre = y;
+    s->gate = s->bound = NULL;
+    s->hi = INFINITY;
     qr_node *p = y->producer;
-    if (is_op(p, "Relu") && p->in[0] && p->in[0]->producer && !p->in[0]->is_output &&
-        qr_graph_use_count(g, p->in[0]) == 1)
-        p = p->in[0]->producer;
-    return p;
+    int relu = is_op(p, "Relu") && p->n_in == 1, clip = is_op(p, "Clip") && p->n_in == 3 && p->in[1] && p->in[2];
+    if (!(relu || clip) || !p->in[0] || !p->in[0]->producer || p->in[0]->is_output ||
+        qr_graph_use_count(g, p->in[0]) != 1)
+        return;
+    if (clip && !(scalar_of(p->in[1]) == 0 && scalar_of(p->in[2]) > 0))
+        return; /* a bound below 0 would need a per-channel Max too */
+    s->gate = p;
+    s->pre = p->in[0];
+    if (clip)
+        s->hi = scalar_of(p->in[2]);
+    if (y->is_output || qr_graph_use_count(g, y) != 1 || y->t.ndim < 2)
+        return;
+    for (int i = 0; i < g->n_nodes; i++) {
+        qr_node *m = g->nodes[i];
+        if (!m->dead && is_op(m, "Min") && m->n_in == 2 && m->in[0] == y &&
+            channel_const(g, m->in[1], y->t.ndim, 1, y->t.dims[1]) && m->out[0]->t.dtype == QR_F32) {
+            s->bound = m;
+            s->y = m->out[0];
+        }
+    }
+}
+
+/* Channel j's upper bound: the per-channel bound's, or the Clip's (inf after a Relu). */
+static double bound_of(const site *s, int64_t j)
+{
+    return s->bound ? (double)((const float *)s->bound->in[1]->t.data)[j] : s->hi;
+}
+
+/* A Clip(c, 0, hi) site gets Min(., K) after it, K = hi for every channel (the same function), so
+ * that its bound can differ per channel; the Clip's hi becomes a constant of its own, which
+ * clip_follow keeps at K's largest. 0: out of memory. */
+static int clip_to_bound(tctx *c, site *s)
+{
+    qr_graph *g = c->g;
+    qr_node *n = s->gate;
+    qr_value *y = n->out[0];
+    char name[600];
+    snprintf(name, sizeof name, "%s_unbounded", y->name);
+    qr_value *r = qr_graph_new_value(g, name);
+    snprintf(name, sizeof name, "%s_bound", n->name);
+    qr_node *m = r ? qr_graph_add_node(g, "Min", name, 2, 1) : NULL;
+    float *k = malloc(sizeof *k * (size_t)s->channels);
+    qr_value *kv = NULL, *hv = NULL;
+    if (m && k) {
+        for (int64_t j = 0; j < s->channels; j++)
+            k[j] = (float)s->hi;
+        qr_tensor t = {.dtype = QR_F32, .ndim = y->t.ndim - s->axis, .data = k};
+        for (int d = 0; d < t.ndim; d++)
+            t.dims[d] = d ? 1 : s->channels;
+        snprintf(name, sizeof name, "%s_bound", y->name);
+        if ((kv = qr_graph_new_value(g, name)))
+            qr_value_set_const(g, kv, &t);
+        qr_tensor h = {.dtype = QR_F32, .ndim = 0, .data = k};
+        snprintf(name, sizeof name, "%s_max", n->name);
+        if ((hv = qr_graph_new_value(g, name)))
+            qr_value_set_const(g, hv, &h);
+    }
+    free(k);
+    if (!kv || !kv->is_const || !hv || !hv->is_const)
+        return 0;
+    r->t = y->t;
+    r->t.data = NULL;
+    n->in[2] = hv;
+    n->out[0] = r;
+    r->producer = n;
+    m->def = qr_op_find("", "Min");
+    m->in[0] = r;
+    m->in[1] = kv;
+    m->out[0] = y;
+    y->producer = m;
+    s->bound = m;
+    c->rewrote = 1;
+    return 1;
+}
+
+/* A Clip with a per-channel bound after it clips at the bounds' largest (at least 0): the Min
+ * decides, and the fused kernel's range is no wider than the values the Min lets through. 0: out of
+ * memory (a Clip whose bound is not its own gets one). */
+static int clip_follow(tctx *c, site *s)
+{
+    if (!s->gate || !is_op(s->gate, "Clip") || !s->bound)
+        return 1;
+    const float *k = s->bound->in[1]->t.data;
+    float top = 0;
+    for (int64_t j = 0; j < s->channels; j++)
+        top = fmaxf(top, k[j]);
+    qr_value *hv = s->gate->in[2];
+    if (!private_const(c->g, hv) || qr_tensor_numel(&hv->t) != 1) {
+        char name[600];
+        snprintf(name, sizeof name, "%s_max", s->gate->name);
+        qr_tensor h = {.dtype = QR_F32, .ndim = 0, .data = &top};
+        if (!(hv = qr_graph_new_value(c->g, name)))
+            return 0;
+        qr_value_set_const(c->g, hv, &h);
+        if (!hv->is_const)
+            return 0;
+        s->gate->in[2] = hv;
+    }
+    *(float *)hv->t.data = top;
+    return 1;
 }
 
 /* Why producer p cannot divide y's channels (NULL: it can); sets the channel axis and count.
@@ -198,20 +328,27 @@ static int reader_ok(const qr_graph *g, const qr_node *n, const qr_value *y, int
     if (is_op(n, "Gemm"))
         return last && w->t.ndim == 2 && qr_attr_i(n, "transA", 0) == 0 &&
                w->t.dims[qr_attr_i(n, "transB", 0) ? 1 : 0] == c;
-    if (is_op(n, "Conv"))
-        return axis == 1 && w->t.ndim >= 3 && w->t.dims[1] == c && qr_attr_i(n, "group", 1) == 1;
+    if (is_op(n, "Conv")) { /* of any groups: input channel j meets its group's output channels */
+        int64_t groups = qr_attr_i(n, "group", 1);
+        return axis == 1 && w->t.ndim >= 3 && groups >= 1 && w->t.dims[1] * groups == c && w->t.dims[0] % groups == 0;
+    }
     return 0;
 }
 
-/* The elements of reader n's weight that meet channel j: count runs of len elements, stride apart. */
-static float *reader_run(const qr_node *n, int64_t j, int64_t *count, int64_t *len, int64_t *stride)
+/* The elements of reader n's weight that meet channel j: count runs of len elements, stride apart;
+ * a Conv's run r is of output channel *first + r. */
+static float *reader_run_of(const qr_node *n, int64_t j, int64_t *count, int64_t *len, int64_t *stride,
+                            int64_t *first)
 {
     const qr_value *w = n->in[1];
     float *d = w->t.data;
-    if (is_op(n, "Conv")) { /* W[O, C, k...]: for each output channel, input channel j's kernel */
-        int64_t k = qr_tensor_numel(&w->t) / (w->t.dims[0] * w->t.dims[1]);
-        *count = w->t.dims[0], *len = k, *stride = w->t.dims[1] * k;
-        return d + j * k;
+    *first = 0;
+    if (is_op(n, "Conv")) { /* W[O, C / groups, k...]: for each output channel of j's group, j's kernel */
+        int64_t cg = w->t.dims[1], k = qr_tensor_numel(&w->t) / (w->t.dims[0] * cg);
+        int64_t per_group = w->t.dims[0] / qr_attr_i(n, "group", 1);
+        *first = j / cg * per_group;
+        *count = per_group, *len = k, *stride = cg * k;
+        return d + (*first * cg + j % cg) * k;
     }
     if (is_op(n, "Gemm") && qr_attr_i(n, "transB", 0)) { /* W[N, C]: column j */
         *count = w->t.dims[0], *len = 1, *stride = w->t.dims[1];
@@ -219,6 +356,12 @@ static float *reader_run(const qr_node *n, int64_t j, int64_t *count, int64_t *l
     }
     *count = 1, *len = w->t.dims[1], *stride = 0; /* W[C, N]: row j */
     return d + j * w->t.dims[1];
+}
+
+static float *reader_run(const qr_node *n, int64_t j, int64_t *count, int64_t *len, int64_t *stride)
+{
+    int64_t first;
+    return reader_run_of(n, j, count, len, stride, &first);
 }
 
 /* The producer's weights of channel j: a LayerNorm's scale element, a Conv's output channel. */
@@ -229,21 +372,49 @@ static float *producer_run(const qr_node *p, int64_t j, int64_t *len)
     return (float *)w->t.data + j * *len;
 }
 
+/* Why reader n cannot take a shift's constant into its bias (NULL: it can): only a Conv, which adds
+ * W a to every output position only where no padding stands in for the input (pads all 0). */
+static const char *shift_problem(const qr_graph *g, const qr_node *n)
+{
+    if (!is_op(n, "Conv"))
+        return "a reader is no Conv, whose bias could take the shift";
+    const qr_attr *pads = qr_node_attr(n, "pads");
+    for (int i = 0; pads && i < pads->n; i++)
+        if (pads->ints[i])
+            return "a reader pads its input (the shift is not there in the padding, so no bias makes up for it)";
+    const qr_attr *ap = qr_node_attr(n, "auto_pad");
+    if (ap && ap->kind == QR_ATTR_STRING && ap->s && strcmp(ap->s, "NOTSET") && strcmp(ap->s, "VALID"))
+        return "a reader pads its input (auto_pad)";
+    const qr_value *b = qr_node_input(n, 2);
+    if (b && (!private_const(g, b) || qr_tensor_numel(&b->t) != n->in[1]->t.dims[0]))
+        return "a reader's bias is not an f32 constant of one value per output channel that only it reads";
+    return NULL;
+}
+
 static int accept(void *user, const qr_match *m)
 {
     tctx *c = user;
-    qr_value *y = m->nodes[m->nnodes - 1]->out[0];
+    qr_value *root = m->nodes[m->nnodes - 1]->out[0];
     c->matched++;
     const char *why = NULL;
     int axis = -1;
     int64_t ch = -1;
-    qr_node *prod = y ? producer_of(c->g, y) : NULL;
+    site sv = {0};
+    if (root)
+        chain_of(c->g, root, &sv);
+    qr_value *y = sv.y;
+    qr_node *prod = y ? sv.pre->producer : NULL;
+    int shifts = c->t->shift != NULL;
     if (!y || y->t.dtype != QR_F32 || y->t.ndim < 1)
         why = "its rank is not known";
     else if (y->is_output)
         why = "it is a graph output, which must keep its values";
+    else if (shifts && !sv.gate)
+        why = "no Relu or Clip(0, hi) follows its producer (the bound a shift must stay above)";
     if (!why)
         why = producer_problem(c->g, prod, y, &axis, &ch);
+    if (!why && sv.bound && sv.bound->in[1]->t.dims[0] != ch)
+        why = "its per-channel bound does not have one value per channel";
     qr_node **readers = NULL;
     int nreaders = 0;
     char buf[512];
@@ -256,10 +427,12 @@ static int accept(void *user, const qr_match *m)
             continue;
         if (!reader_ok(c->g, n, y, axis, ch)) {
             snprintf(buf, sizeof buf, "its reader '%s' (%s) is no %s with a constant weight for its %lld channels that "
-                     "only it reads", n->name, n->op, axis == 1 ? "one-group Conv" : "MatMul or Gemm", (long long)ch);
+                     "only it reads", n->name, n->op, axis == 1 ? "Conv" : "MatMul or Gemm", (long long)ch);
             why = buf;
             break;
         }
+        if (shifts && (why = shift_problem(c->g, n)))
+            break;
         qr_node **v = realloc(readers, sizeof *v * (size_t)(nreaders + 1));
         if (!v) {
             c->st = qr_errorf(c->e, "out of memory");
@@ -278,19 +451,26 @@ static int accept(void *user, const qr_match *m)
         return 0;
     }
     site *v = realloc(c->sites, sizeof *v * (size_t)(c->nsites + 1));
-    float *act = calloc((size_t)ch, sizeof *act);
+    float *act = calloc((size_t)ch, sizeof *act), *low = malloc(sizeof *low * (size_t)ch);
+    float *high = malloc(sizeof *high * (size_t)ch);
     double *mean = calloc((size_t)ch, sizeof *mean);
-    if (!v || !act || !mean) {
+    if (!v || !act || !mean || !low || !high) {
         if (v)
             c->sites = v;
         free(act);
         free(mean);
+        free(low);
+        free(high);
         free(readers);
         c->st = qr_errorf(c->e, "out of memory");
         return 0;
     }
+    for (int64_t j = 0; j < ch; j++)
+        low[j] = INFINITY, high[j] = -INFINITY;
     c->sites = v;
-    c->sites[c->nsites++] = (site){y, prod, axis, ch, readers, nreaders, act, mean, 0};
+    sv.low = low, sv.high = high, sv.producer = prod, sv.axis = axis, sv.channels = ch;
+    sv.readers = readers, sv.nreaders = nreaders, sv.act = act, sv.mean = mean, sv.values = 0;
+    c->sites[c->nsites++] = sv;
     return 1;
 }
 
@@ -305,7 +485,21 @@ static void observe_value(tctx *c, const qr_value *v, const qr_tensor *t)
     for (int k = 0; k < c->nrsites; k++)
         if (c->rsites[k].b.n->in[0] == v)
             gather_rows(c, &c->rsites[k], t);
-    int k = c->site_of ? c->site_of[v->id] : -1;
+    int pk = c->pre_of && v->id < c->nvalues ? c->pre_of[v->id] : -1;
+    if (pk >= 0) {
+        site *s = &c->sites[pk];
+        int64_t inner = 1, n = qr_tensor_numel(t);
+        for (int d = s->axis + 1; d < t->ndim; d++)
+            inner *= t->dims[d];
+        const float *d = t->data;
+        if (t->ndim > s->axis && t->dims[s->axis] == s->channels)
+            for (int64_t i = 0; i < n; i++) {
+                int64_t j = (i / inner) % s->channels;
+                s->low[j] = fminf(s->low[j], d[i]);
+                s->high[j] = fmaxf(s->high[j], d[i]);
+            }
+    }
+    int k = c->site_of && v->id < c->nvalues ? c->site_of[v->id] : -1;
     mean_acc *ma = v->id < c->nmeans && c->means[v->id].channels > 0 ? &c->means[v->id] : NULL;
     int axis = k >= 0 ? c->sites[k].axis : ma ? ma->axis : -1;
     int64_t ch = k >= 0 ? c->sites[k].channels : ma ? ma->channels : 0;
@@ -410,7 +604,7 @@ static qr_status rescale(tctx *c, site *s, const qrl_scalar *params)
         }
         qrl_rt rt;
         qr_rt_init(&rt);
-        f[j] = t->scale(&rt, params, act, w, src, mean);
+        f[j] = t->scale(&rt, params, act, w, src, mean, bound_of(s, j));
         if (qr_rt_status(&rt, c->e) != QR_OK) {
             free(f);
             qr_error_prefix(c->e, "transform %s (%s), value '%s' channel %lld", t->match.name, t->match.loc,
@@ -426,9 +620,24 @@ static qr_status rescale(tctx *c, site *s, const qrl_scalar *params)
             return st;
         }
     }
+    int same = 1; /* every factor 1: nothing changes, a Clip stays one */
+    for (int64_t j = 0; j < s->channels; j++)
+        same &= f[j] == 1;
+    if (same) {
+        free(f);
+        return QR_OK;
+    }
+    if (s->gate && is_op(s->gate, "Clip") && !s->bound && !clip_to_bound(c, s)) {
+        free(f);
+        return qr_errorf(c->e, "out of memory");
+    }
+    float *k = s->bound ? s->bound->in[1]->t.data : NULL;
     qr_value *bv = qr_node_input(s->producer, 2);
     float *bias = bv ? bv->t.data : NULL;
+    c->nchanged++;
     for (int64_t j = 0; j < s->channels; j++) {
+        if (k) /* Min(Relu(c), K) / s is Min(Relu(c / s), K / s) */
+            k[j] = (float)(k[j] / f[j]);
         float *d = producer_run(s->producer, j, &len);
         for (int64_t k = 0; k < len; k++)
             d[k] = (float)(d[k] / f[j]);
@@ -442,7 +651,108 @@ static qr_status rescale(tctx *c, site *s, const qrl_scalar *params)
         c->s_max = f[j] > c->s_max ? f[j] : c->s_max;
     }
     free(f);
-    return QR_OK;
+    return clip_follow(c, s) ? QR_OK : qr_errorf(c->e, "out of memory");
+}
+
+/* ------------------------------------------------------------ high-bias absorption */
+
+static qr_value *new_const(qr_graph *g, const char *base, const float *d, int64_t n);
+static int set_input(qr_graph *g, qr_node *n, int i, qr_value *v);
+
+/* A's bias (input 2, cout values), made writable: a Conv without one gets zeros. NULL: out of memory. */
+static float *own_bias(qr_graph *g, qr_node *n, int64_t cout)
+{
+    qr_value *b = qr_node_input(n, 2);
+    if (b)
+        return b->t.data; /* a private constant (producer_problem, shift_problem) */
+    float *z = calloc((size_t)cout + 1, sizeof *z);
+    qr_value *v = z ? new_const(g, n->name, z, cout) : NULL;
+    free(z);
+    return v && set_input(g, n, 2, v) ? v->t.data : NULL;
+}
+
+/* DFQ's high-bias absorption (Nagel et al., 2019, section 4.1.2) of one site: a[j] from the recipe's
+ * shift, then b1[j] -= a[j] in the producer, the bound K[j] -= a[j] (a Clip becomes Relu and Min
+ * first), and each reader's bias b2 += W a. Relu(c - a) + a is Relu(c) wherever c >= a, and
+ * Min(Relu(c - a), K - a) + a is Min(Relu(c), K): the readers, which see y - a, add W a back. */
+static qr_status absorb(tctx *c, site *s, const qrl_scalar *params)
+{
+    const qr_transform *t = c->t;
+    double *a = malloc(sizeof *a * (size_t)s->channels);
+    if (!a)
+        return qr_errorf(c->e, "out of memory");
+    int any = 0;
+    for (int64_t j = 0; j < s->channels; j++) {
+        qrl_rt rt;
+        qr_rt_init(&rt);
+        double lo = s->low[j] <= s->high[j] ? s->low[j] : NAN, hi = s->low[j] <= s->high[j] ? s->high[j] : NAN;
+        a[j] = t->shift(&rt, params, lo, hi, bound_of(s, j));
+        if (qr_rt_status(&rt, c->e) != QR_OK) {
+            free(a);
+            qr_error_prefix(c->e, "transform %s (%s), value '%s' channel %lld", t->match.name, t->match.loc,
+                            s->y->name, (long long)j);
+            return QR_ERR;
+        }
+        if (!(a[j] >= 0) || !isfinite((float)a[j])) {
+            qr_status st = qr_errorf(c->e, "transform %s (%s): shift gave %g for channel %lld of '%s' (low %g, high "
+                                     "%g): a shift must be a finite number >= 0 (a negative one would move values "
+                                     "below the Relu's 0)", t->match.name, t->match.loc, a[j], (long long)j,
+                                     s->y->name, lo, hi);
+            free(a);
+            return st;
+        }
+        a[j] = (float)a[j];
+        any |= a[j] > 0;
+    }
+    if (!any) {
+        free(a);
+        return QR_OK;
+    }
+    if (is_op(s->gate, "Clip") && !s->bound && !clip_to_bound(c, s)) {
+        free(a);
+        return qr_errorf(c->e, "out of memory");
+    }
+    float *b1 = own_bias(c->g, s->producer, s->channels), *k = s->bound ? s->bound->in[1]->t.data : NULL;
+    float **b2 = calloc((size_t)s->nreaders + 1, sizeof *b2);
+    for (int r = 0; b1 && b2 && r < s->nreaders; r++)
+        b2[r] = own_bias(c->g, s->readers[r], s->readers[r]->in[1]->t.dims[0]);
+    int ok = b1 && b2;
+    for (int r = 0; ok && r < s->nreaders; r++)
+        ok = b2[r] != NULL;
+    if (!ok) {
+        free(a);
+        free(b2);
+        return qr_errorf(c->e, "out of memory");
+    }
+    for (int r = 0; r < s->nreaders; r++) { /* W a in double, then once into each bias */
+        const qr_node *n = s->readers[r];
+        int64_t cout = n->in[1]->t.dims[0], count, len, stride, first;
+        double *add = calloc((size_t)cout + 1, sizeof *add);
+        if (!add) {
+            free(a);
+            free(b2);
+            return qr_errorf(c->e, "out of memory");
+        }
+        for (int64_t j = 0; j < s->channels; j++) {
+            const float *d = reader_run_of(n, j, &count, &len, &stride, &first);
+            for (int64_t q = 0; a[j] > 0 && q < count; q++)
+                for (int64_t e = 0; e < len; e++)
+                    add[first + q] += (double)d[q * stride + e] * a[j];
+        }
+        for (int64_t o = 0; o < cout; o++)
+            b2[r][o] = (float)(b2[r][o] + add[o]);
+        free(add);
+    }
+    for (int64_t j = 0; j < s->channels; j++) {
+        b1[j] = (float)(b1[j] - a[j]);
+        if (k)
+            k[j] = (float)(k[j] - a[j]);
+        c->s_max = fmax(c->s_max, a[j]);
+    }
+    c->nchanged++;
+    free(a);
+    free(b2);
+    return clip_follow(c, s) ? QR_OK : qr_errorf(c->e, "out of memory");
 }
 
 /* ------------------------------------------------------------ bias correction */
@@ -1055,39 +1365,59 @@ static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r,
         qr_error_prefix(e, "recipe '%s'", r->name);
         return QR_ERR;
     }
-    int corrects = t->bias != NULL, rounds = t->flip != NULL, first_note = run->nnotes, added = 0, rounded = 0;
+    int corrects = t->bias != NULL, rounds = t->flip != NULL, shifts = t->shift != NULL, first_note = run->nnotes, added = 0, rounded = 0;
     qr_round_stats rsum = {0};
     double t0 = now_s();
-    tctx c = {.g = g, .t = t, .run = run, .st = QR_OK, .e = e, .s_min = INFINITY, .s_max = corrects ? 0 : -INFINITY,
+    tctx c = {.g = g, .t = t, .run = run, .st = QR_OK, .e = e, .s_min = INFINITY,
+              .s_max = corrects || shifts ? 0 : -INFINITY,
               .threads = threads};
     unsigned char *claimed = calloc((size_t)g->n_nodes + 1, 1);
     c.site_of = malloc(sizeof *c.site_of * (size_t)(g->n_values + 1));
-    if (!claimed || !c.site_of) {
+    c.pre_of = shifts ? malloc(sizeof *c.pre_of * (size_t)(g->n_values + 1)) : NULL;
+    c.nvalues = g->n_values;
+    if (!claimed || !c.site_of || (shifts && !c.pre_of)) {
         free(claimed);
         free(c.site_of);
+        free(c.pre_of);
         return qr_errorf(e, "out of memory");
     }
     qrl_rt rt;
     qr_rt_init(&rt);
     int (*acc)(void *, const qr_match *) = rounds ? accept_round : corrects ? accept_bias : accept;
     qr_status st = qr_match_pattern(g, &t->match, claimed, &rt, acc, &c, e) < 0 ? QR_ERR : c.st;
-    for (int i = 0; i < g->n_values; i++)
+    for (int i = 0; i < c.nvalues; i++) {
         c.site_of[i] = -1;
-    for (int k = 0; k < c.nsites; k++)
-        c.site_of[c.sites[k].y->id] = k;
+        if (c.pre_of)
+            c.pre_of[i] = -1;
+    }
+    for (int k = 0; k < c.nsites; k++) {
+        if (shifts)
+            c.pre_of[c.sites[k].pre->id] = k; /* an absorption measures the pre-activation, not y */
+        else
+            c.site_of[c.sites[k].y->id] = k;
+    }
     if (st == QR_OK && corrects)
         st = bias_correct(&c, params, calib, count, batch > 0 ? batch : 32, weights, user, &added);
     if (st == QR_OK && rounds)
         st = round_layers(&c, params, calib, count, batch > 0 ? batch : 32, weights, user, &rsum, &rounded);
-    if (st == QR_OK && c.nsites && (t->stats & (QR_TRANSFORM_ACT | QR_TRANSFORM_MEAN))) /* only what scale reads */
-        st = measure(&c, calib, count, batch > 0 ? batch : 32);
+    if (st == QR_OK && c.nsites && (shifts || (t->stats & (QR_TRANSFORM_ACT | QR_TRANSFORM_MEAN))))
+        st = measure(&c, calib, count, batch > 0 ? batch : 32); /* only what the function reads */
     for (int k = 0; st == QR_OK && k < c.nsites; k++)
-        st = rescale(&c, &c.sites[k], params);
+        st = shifts ? absorb(&c, &c.sites[k], params) : rescale(&c, &c.sites[k], params);
+    if (st == QR_OK && c.rewrote)
+        st = qr_graph_check_oom(g, e);
+    if (st == QR_OK && c.rewrote)
+        st = qr_graph_toposort(g, e);
     if (st == QR_OK) {
         char ps[256] = "";
-        for (int k = 0, at = 0; k < t->nparams && at < (int)sizeof ps - 40; k++)
-            at += snprintf(ps + at, sizeof ps - (size_t)at, "%s%s = %g", k ? ", " : "", t->params[k].name,
-                           t->params[k].kind == QR_CAL_FLOAT ? params[k].f : (double)params[k].i);
+        for (int k = 0, at = 0; k < t->nparams && at < (int)sizeof ps - 40; k++) {
+            if (t->params[k].kind == QR_CAL_BOOL) /* as the recipe writes it */
+                at += snprintf(ps + at, sizeof ps - (size_t)at, "%s%s = %s", k ? ", " : "", t->params[k].name,
+                               params[k].i ? "true" : "false");
+            else
+                at += snprintf(ps + at, sizeof ps - (size_t)at, "%s%s = %g", k ? ", " : "", t->params[k].name,
+                               t->params[k].kind == QR_CAL_FLOAT ? params[k].f : (double)params[k].i);
+        }
         if (rounds)
             add_note(run, "transform %s(%s) (%s): rounded the weights of %d of the %d layers it matched: %lld weights "
                      "moved off round-to-nearest; the layers' output error %.4g of nearest's (its mean part %.4g) on "
@@ -1100,9 +1430,13 @@ static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r,
         else if (corrects)
             add_note(run, "transform %s(%s) (%s): corrected none of the %d layers it matched", t->match.name, ps,
                      t->match.loc, c.matched);
+        else if (shifts)
+            add_note(run, "transform %s(%s) (%s): moved a constant out of %d of the %d values it matched into their "
+                     "readers' biases, largest %.3g", t->match.name, ps, t->match.loc, c.nchanged, c.matched,
+                     c.nchanged ? c.s_max : 0.0);
         else if (c.nsites)
             add_note(run, "transform %s(%s) (%s): rescaled %d of the %d values it matched, channel factors %.3g to %.3g",
-                     t->match.name, ps, t->match.loc, c.nsites, c.matched, c.s_min, c.s_max);
+                     t->match.name, ps, t->match.loc, c.nchanged, c.matched, c.s_min, c.s_max);
         else
             add_note(run, "transform %s(%s) (%s): rescaled none of the %d values it matched", t->match.name, ps,
                      t->match.loc, c.matched);
@@ -1117,6 +1451,8 @@ static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r,
         free(c.sites[k].readers);
         free(c.sites[k].act);
         free(c.sites[k].mean);
+        free(c.sites[k].low);
+        free(c.sites[k].high);
     }
     for (int k = 0; k < c.nrsites; k++) {
         free(c.rsites[k].offs);
@@ -1131,6 +1467,7 @@ static qr_status apply_one(qr_graph *g, const qrl_module *m, const qr_recipe *r,
     free(c.bsites);
     free(c.sites);
     free(c.site_of);
+    free(c.pre_of);
     free(claimed);
     return st;
 }

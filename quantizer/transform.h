@@ -7,9 +7,11 @@
  * axis). This module is the mechanism: it runs the f32 model over the
  * calibration samples for act[j] = max |y[..., j]|, reads weight[j] = max
  * |w[j, :]| over y's readers, asks the recipe for s[j], and rewrites
- *   y's producer    LayerNormalization: scale[j] and bias[j] divided by s[j]
- *   each reader     MatMul(y, W) or Gemm(y, W): W's row j (input channel j)
- *                   multiplied by s[j]
+ *   y's producer    LayerNormalization: scale[j] and bias[j] divided by s[j]; Conv: output
+ *                   channel j's weights and bias (behind a Relu, or a Clip(c, 0, hi) which
+ *                   gets a per-channel bound Min(., hi / s) after it)
+ *   each reader     MatMul(y, W) or Gemm(y, W): W's row j (input channel j), Conv (any
+ *                   groups): input channel j's kernels, multiplied by s[j]
  * so every reader computes what it did before, up to f32 rounding. A match
  * whose producer or readers are not of these forms (a reader that is an Add,
  * a weight shared with another node, y a graph output) is left alone with a
@@ -24,6 +26,12 @@
  * (W_q - W)[o, i] E[x_i]; the recipe's answer is the new b[o]. A layer without a bias gets one (a
  * Conv's or Gemm's third input, an Add after a MatMul). Several transform settings run in the
  * recipe's order, each on the graph the one before left.
+ *
+ * A transform with a shift function (high-bias absorption) matches a Relu or Clip(c, 0, hi) after
+ * such a producer: this module measures the smallest and largest pre-activation c per channel on
+ * the calibration samples, asks the recipe for the amount a[j] >= 0, and moves it: the producer's
+ * bias minus a, the Clip's per-channel bound minus a, each reader's (a Conv without padding) bias
+ * plus W a.
  *
  * A transform with a flip function (a rounding optimizer, quantizer/rounding.h) matches the same
  * layers. This module collects each one's input rows on the calibration samples (a Conv's im2col

@@ -861,7 +861,7 @@ static void reg_transform(qrl_module *m, const char *name, int64_t nparams, void
                           const char *loc, int64_t stats)
 {
     if (nparams < 0 || nparams > QRL_MAX_PARAMS || !defaults || !scale || stats < 0 || stats > QR_TRANSFORM_STATS_ALL ||
-        ((stats & QR_TRANSFORM_CORRECTS) && (stats & QR_TRANSFORM_ROUNDS))) {
+        !!(stats & QR_TRANSFORM_CORRECTS) + !!(stats & QR_TRANSFORM_ROUNDS) + !!(stats & QR_TRANSFORM_SHIFTS) > 1) {
         m->bad = 1;
         return;
     }
@@ -875,6 +875,8 @@ static void reg_transform(qrl_module *m, const char *name, int64_t nparams, void
         t->flip = (qrl_transform_flip_fn)scale;
     else if (stats & QR_TRANSFORM_CORRECTS)
         t->bias = (qrl_transform_bias_fn)scale;
+    else if (stats & QR_TRANSFORM_SHIFTS)
+        t->shift = (qrl_transform_shift_fn)scale;
     else
         t->scale = (qrl_transform_scale_fn)scale;
     t->stats = (int)stats;

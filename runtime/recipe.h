@@ -20,7 +20,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 29
+#define QR_RECIPE_ABI 30
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */
@@ -337,10 +337,12 @@ typedef void (*qrl_args_fn)(qrl_rt *rt, double *out);
 /* A transform's scale: the factor s channel j of the matched value is divided by (and its readers'
  * weights for channel j multiplied by), from the channel's statistics: act, its largest |value| over
  * the calibration samples; weight, the largest |weight| its readers apply to it; source, the largest
- * |weight| of its producer's channel j; mean, its mean |value| over the calibration samples. Only
- * those the function names (stats, QR_TRANSFORM_*) are measured; the others arrive as NaN. */
+ * |weight| of its producer's channel j; mean, its mean |value| over the calibration samples; clip,
+ * the upper bound of the Clip (ReLU6) between producer and readers (inf without one). Only those the
+ * function names (stats, QR_TRANSFORM_*) are measured; the others arrive as NaN (clip is always
+ * given). */
 typedef double (*qrl_transform_scale_fn)(qrl_rt *rt, const qrl_scalar *params, double act, double weight,
-                                         double source, double mean);
+                                         double source, double mean, double clip);
 /* A transform's bias function instead (QR_TRANSFORM_CORRECTS in its stats): the new bias of output
  * channel o of a matched layer from bias, its bias now (0 without one), and error, the expected
  * error quantizing the layer's weight adds to that output, sum over its inputs i of
@@ -353,8 +355,16 @@ enum {
     QR_TRANSFORM_CORRECTS = 32,                                             /* the function is bias(...) */
     QR_TRANSFORM_ROUNDS = 64,                                               /* the function is flip(...) */
     QR_TRANSFORM_MEAN = 128,                                                /* scale(...)'s mean |value| */
-    QR_TRANSFORM_STATS_ALL = 255
+    QR_TRANSFORM_SHIFTS = 256,                                              /* the function is shift(...) */
+    QR_TRANSFORM_STATS_ALL = 511
 };
+/* A transform's shift function instead (QR_TRANSFORM_SHIFTS in its stats): high-bias absorption's
+ * amount a >= 0 moved out of channel j of a matched activation (its producer's bias lowered by a,
+ * its readers' biases raised by their weights times a), from low and high, the smallest and largest
+ * value of the channel's pre-activation on the calibration samples, and clip, the upper bound of
+ * the Clip after it (inf without one). The same three f64 slots as bias(...). */
+typedef double (*qrl_transform_shift_fn)(qrl_rt *rt, const qrl_scalar *params, double low, double high,
+                                         double clip);
 /* A transform's flip function instead (QR_TRANSFORM_ROUNDS in its stats): a rounding optimizer's
  * decision whether one weight of output channel o of a matched layer moves to its other rounding
  * (down instead of up, or up instead of down), a positive answer moving it. sweep: how many sweeps
@@ -722,6 +732,7 @@ typedef struct qr_transform {
     qrl_transform_scale_fn scale; /* NULL for a bias correction */
     qrl_transform_bias_fn bias;   /* NULL for a rescaling */
     qrl_transform_flip_fn flip;   /* a rounding optimizer's; NULL otherwise */
+    qrl_transform_shift_fn shift; /* a high-bias absorption's; NULL otherwise */
     int stats; /* QR_TRANSFORM_*: the statistics its function reads, and which function it is */
 } qr_transform;
 

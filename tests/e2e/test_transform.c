@@ -197,7 +197,7 @@ Test(transform, equalize_matches_numpy_on_a_cnn)
         int rc = tu_run(cmd, &log);
         cr_assert_eq(rc, 0, "%s", log);
         if (i == 0)
-            cr_expect(strstr(log, "transform equalize() (") && strstr(log, "rescaled 2 of the 2 values"), "%s", log);
+            cr_expect(strstr(log, "transform equalize(relu6 = false) (") && strstr(log, "rescaled 2 of the 2 values"), "%s", log);
         free(log);
         snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 tests/e2e/equalize_oracle.py check '%s' '%s/cnn.%s.onnx'",
                  tu_root(), dir, dir, recipes[i]);
@@ -208,6 +208,63 @@ Test(transform, equalize_matches_numpy_on_a_cnn)
             cr_expect_leq(worst, 1.001, "the export is %.3f half-steps from numpy's equalized weights", worst);
         else
             cr_expect_gt(worst, 10.0, "the plain export is within %.3f half-steps of the equalized weights", worst);
+        free(log);
+    }
+}
+
+/* Cross-layer equalization across a Clip(0, 4) into a Conv of 2 groups, then across a Relu, and
+ * high-bias absorption after it (tests/e2e/dfq_oracle.py: the paper's formulas in numpy, inputs of
+ * both signs, half of the first Conv's channels biased above 0): the transformed f32 model
+ * (--transformed) holds numpy's weights, biases and per-channel bounds, and computes the original
+ * model's outputs in ONNX Runtime on the calibration samples (absorption: exact where the
+ * pre-activation stays above what it moved, which the calibration samples' minimum guarantees
+ * there) and, equalization alone, on the test samples. Without relu6 the Clip pair is left alone,
+ * which the same oracle refuses. */
+Test(transform, equalize_across_relu6_and_absorb_bias_match_numpy)
+{
+    char cmd[4096], *log;
+    make_model("dfq_oracle.py", "dfq.qrl",
+               "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\nimport \"transforms.qrl\"\n"
+               "recipe eq {\n  transform = equalize(relu6 = true)\n%s"
+               "recipe eqabs {\n  transform = equalize(relu6 = true)\n  transform = absorb_bias()\n%s"
+               "recipe plain {\n  transform = equalize()\n%s",
+               "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_tensor by minmax(symmetric = true)\n}\n");
+    const char *recipes[] = {"eq", "eqabs", "plain"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize cnn6.onnx --recipe dfq.qrl --recipe-name %s --calib cnn6_calib.npy -o cnn6.%s.onnx "
+                 "--transformed cnn6.%s.t.onnx 2>&1",
+                 dir, tu_qrl(), recipes[i], recipes[i], recipes[i]);
+        int rc = tu_run(cmd, &log);
+        cr_assert_eq(rc, 0, "%s", log);
+        if (i < 2)
+            cr_expect(strstr(log, "transform equalize(relu6 = true) (") && strstr(log, "rescaled 2 of the 2 values"), "%s",
+                      log);
+        if (i == 1)
+            cr_expect(strstr(log, "transform absorb_bias(margin = 0) (") &&
+                      strstr(log, "moved a constant out of 2 of the 2 values"), "%s", log);
+        if (i == 2)
+            cr_expect(strstr(log, "rescaled 1 of the 2 values"), "the Clip pair left alone: %s", log);
+        free(log);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 tests/e2e/dfq_oracle.py check '%s' '%s/cnn6.%s.t.onnx' %s '%s/tools' 2>&1",
+                 tu_root(), dir, dir, recipes[i], i == 1 ? "eqabs" : "eq", tu_root());
+        rc = tu_run(cmd, &log);
+        if (i == 2) {
+            cr_expect_neq(rc, 0, "the model without the Clip pair's rewrite passed the oracle: %s", log);
+            free(log);
+            continue;
+        }
+        cr_assert_eq(rc, 0, "%s", log);
+        double worst = -1, calib = -1, test = -1;
+        cr_assert(sscanf(log, "%lf %lf %lf", &worst, &calib, &test) == 3, "%s", log);
+        cr_log_info("%s: weights %.3g from numpy's, outputs %.3g (calibration) %.3g (test) from the model's", recipes[i],
+                    worst, calib, test);
+        cr_expect_leq(worst, 1e-5, "%s: weights, biases or bounds %.3g (relative) from numpy's", recipes[i], worst);
+        cr_expect_leq(calib, 1e-5, "%s: f32 outputs %.3g (relative) from the model's on the calibration samples",
+                      recipes[i], calib);
+        if (i == 0)
+            cr_expect_leq(test, 1e-5, "eq: f32 outputs %.3g (relative) from the model's on the test samples", test);
         free(log);
     }
 }
@@ -317,16 +374,16 @@ Test(transform, bias_correct_does_not_see_the_validate_samples)
 }
 
 /* Two transform lines run in their order, each with its summary note: equalize rescales the
- * depthwise Conv -> pointwise Conv pair (the first pair's reader is depthwise: left alone), then
- * bias_correct corrects the equalized weights' quantization; the chain also beats the plain
- * recipe on the held-out samples. */
+ * Conv -> depthwise Conv pair (a grouped reader's kernel j for channel j; left alone before stop
+ * 41) and the depthwise Conv -> pointwise Conv pair, then bias_correct corrects the equalized
+ * weights' quantization; the chain also beats the plain recipe on the held-out samples. */
 Test(transform, transforms_chain_in_the_recipes_order)
 {
     make_bc_model();
     char *log = quantize_bc("chain");
-    const char *eq = strstr(log, "transform equalize() ("), *bc = strstr(log, "transform bias_correct(strength = 1) (");
+    const char *eq = strstr(log, "transform equalize(relu6 = false) ("), *bc = strstr(log, "transform bias_correct(strength = 1) (");
     cr_expect(eq && bc && eq < bc, "equalize's summary, then bias_correct's:\n%s", log);
-    cr_expect(strstr(log, "rescaled 1 of the 2 values it matched"), "%s", log);
+    cr_expect(strstr(log, "rescaled 2 of the 2 values it matched"), "%s", log);
     cr_expect(strstr(log, "corrected the bias of 5 of the 5 layers"), "%s", log);
     free(log);
     free(quantize_bc("plain"));
@@ -431,7 +488,7 @@ Test(transform, adaround_lowers_the_held_out_error)
     cr_expect(strstr(log, "rounded the weights of 5 of the 5 layers it matched"), "%s", log);
     free(log);
     log = quantize_bc("chain");
-    const char *eq = strstr(log, "transform equalize() ("), *ar = strstr(log, "transform adaround("),
+    const char *eq = strstr(log, "transform equalize(relu6 = false) ("), *ar = strstr(log, "transform adaround("),
                *bc = strstr(log, "transform bias_correct(strength = 1) (");
     cr_expect(eq && ar && bc && eq < ar && ar < bc, "equalize's summary, adaround's, bias_correct's:\n%s", log);
     free(log);
