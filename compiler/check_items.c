@@ -710,15 +710,15 @@ static void transform_scale(ctx *c, qc_sym *s, ql_node *fn)
     int kind = !strcmp(fn->name, "bias") ? 1 : !strcmp(fn->name, "flip") ? 2 : !strcmp(fn->name, "shift") ? 3 : 0;
     static const char *const fnames[4] = {"scale", "bias", "flip", "shift"};
     params(c, fn->a, 0, fnames[kind]);
-    static const char *const stats[4][5] = {{"act", "weight", "source", "mean", "clip"},
-                                            {"bias", "error", NULL, NULL, NULL},
-                                            {"sweep", "change", "mean", "size", NULL},
-                                            {"low", "high", "clip", NULL, NULL}};
-    int ok = (kind || !strcmp(fn->name, "scale")) && fn->a && fn->a->nkids >= 1 && fn->a->nkids <= 5;
+    static const char *const stats[4][6] = {{"act", "weight", "source", "mean", "clip", "groups"},
+                                            {"bias", "error", NULL, NULL, NULL, NULL},
+                                            {"sweep", "change", "mean", "size", NULL, NULL},
+                                            {"low", "high", "clip", NULL, NULL, NULL}};
+    int ok = (kind || !strcmp(fn->name, "scale")) && fn->a && fn->a->nkids >= 1 && fn->a->nkids <= 6;
     for (int i = 0; ok && i < fn->a->nkids; i++) {
         const ql_node *p = fn->a->kids[i];
         int known = 0;
-        for (int k = 0; k < 5; k++)
+        for (int k = 0; k < 6; k++)
             known |= stats[kind][k] && !strcmp(p->name, stats[kind][k]);
         ok = known && !p->b && p->type && p->type->k == QC_F64;
         for (int k = 0; ok && k < i; k++)
@@ -744,7 +744,7 @@ static void transform_scale(ctx *c, qc_sym *s, ql_node *fn)
             "value is divided by, from f64 statistics of the channel named as parameters: act (its largest |value| "
             "on the calibration samples), weight (its readers' largest |weight| for it), source (its producer's "
             "largest |weight| for it), mean (its mean |value| on the calibration samples), clip (the upper bound of "
-            "a Clip between, inf without); or bias(...) -> f64 (a bias correction), flip(...) -> f64 (a rounding "
+            "a Clip between, inf without), groups (the largest group count of the Convs reading it); or bias(...) -> f64 (a bias correction), flip(...) -> f64 (a rounding "
             "optimizer) or shift(...) -> f64 (a high-bias absorption)", s->name);
     c->w = W_FN;
     c->ret = &qc_f64;

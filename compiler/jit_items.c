@@ -566,25 +566,25 @@ void jit_transform_fns(jit *j, const qc_sym *s, item_fns *out)
     if (!fn)
         return;
     /* every statistic is passed (qrl_transform_bias_fn, _shift_fn: three; _flip_fn: four; _scale_fn:
-     * five); the function's parameters name those it reads */
+     * six); the function's parameters name those it reads */
     int kind = !strcmp(fn->name, "bias") ? 1 : !strcmp(fn->name, "flip") ? 2 : !strcmp(fn->name, "shift") ? 3 : 0;
-    int nstats = kind == 1 || kind == 3 ? 3 : kind == 2 ? 4 : 5;
-    gcc_jit_type *ts[7] = {j->p_rt, gcc_jit_type_get_pointer(j->t_i64), j->t_f64, j->t_f64, j->t_f64, j->t_f64,
-                           j->t_f64};
-    static const char *const slots[4][5] = {{"act", "weight", "source", "mean", "clip"},
-                                            {"bias", "error", "unused", NULL, NULL},
-                                            {"sweep", "change", "mean", "size", NULL},
-                                            {"low", "high", "clip", NULL, NULL}};
-    const char *ns[7] = {"rt", "params", slots[kind][0], slots[kind][1], slots[kind][2], slots[kind][3],
-                         slots[kind][4]};
+    int nstats = kind == 1 || kind == 3 ? 3 : kind == 2 ? 4 : 6;
+    gcc_jit_type *ts[8] = {j->p_rt, gcc_jit_type_get_pointer(j->t_i64), j->t_f64, j->t_f64, j->t_f64, j->t_f64,
+                           j->t_f64, j->t_f64};
+    static const char *const slots[4][6] = {{"act", "weight", "source", "mean", "clip", "groups"},
+                                            {"bias", "error", "unused", NULL, NULL, NULL},
+                                            {"sweep", "change", "mean", "size", NULL, NULL},
+                                            {"low", "high", "clip", NULL, NULL, NULL}};
+    const char *ns[8] = {"rt", "params", slots[kind][0], slots[kind][1], slots[kind][2], slots[kind][3],
+                         slots[kind][4], slots[kind][5]};
     char name[300];
     snprintf(name, sizeof name, "qrl_transform_%s_%s", s->name, fn->name);
     fgen f = {.j = j, .file = s->file->src->path, .cal = s->decl, .ret = j->t_f64};
     f.fn = out->scale = new_fn(j, name, j->t_f64, 2 + nstats, ts, ns);
     f.rt = param_rv(&f, 0);
     f.params = param_rv(&f, 1);
-    gcc_jit_param *fparams[5] = {0};
-    for (int k = 0; fn->a && k < fn->a->nkids && k < 5; k++)
+    gcc_jit_param *fparams[6] = {0};
+    for (int k = 0; fn->a && k < fn->a->nkids && k < 6; k++)
         for (int at = 0; at < nstats; at++)
             if (!strcmp(fn->a->kids[k]->name, ns[2 + at]))
                 fparams[k] = gcc_jit_function_get_param(f.fn, 2 + at);

@@ -590,6 +590,10 @@ static qr_status rescale(tctx *c, site *s, const qrl_scalar *params)
     if (!f)
         return qr_errorf(c->e, "out of memory");
     int64_t count, len, stride;
+    double groups = 1; /* the readers' largest group count */
+    for (int r = 0; r < s->nreaders; r++)
+        if (is_op(s->readers[r], "Conv"))
+            groups = fmax(groups, (double)qr_attr_i(s->readers[r], "group", 1));
     for (int64_t j = 0; j < s->channels; j++) {
         double w = NAN, src = NAN, act = t->stats & QR_TRANSFORM_ACT ? s->act[j] : NAN;
         double mean = t->stats & QR_TRANSFORM_MEAN && s->values > 0 ? s->mean[j] / s->values : NAN;
@@ -604,7 +608,7 @@ static qr_status rescale(tctx *c, site *s, const qrl_scalar *params)
         }
         qrl_rt rt;
         qr_rt_init(&rt);
-        f[j] = t->scale(&rt, params, act, w, src, mean, bound_of(s, j));
+        f[j] = t->scale(&rt, params, act, w, src, mean, bound_of(s, j), groups);
         if (qr_rt_status(&rt, c->e) != QR_OK) {
             free(f);
             qr_error_prefix(c->e, "transform %s (%s), value '%s' channel %lld", t->match.name, t->match.loc,

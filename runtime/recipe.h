@@ -338,11 +338,12 @@ typedef void (*qrl_args_fn)(qrl_rt *rt, double *out);
  * weights for channel j multiplied by), from the channel's statistics: act, its largest |value| over
  * the calibration samples; weight, the largest |weight| its readers apply to it; source, the largest
  * |weight| of its producer's channel j; mean, its mean |value| over the calibration samples; clip,
- * the upper bound of the Clip (ReLU6) between producer and readers (inf without one). Only those the
- * function names (stats, QR_TRANSFORM_*) are measured; the others arrive as NaN (clip is always
- * given). */
+ * the upper bound of the Clip (ReLU6) between producer and readers (inf without one); groups, the
+ * largest group count of the Convs reading it (1 for one-group Convs, MatMul, Gemm). Only those the
+ * function names (stats, QR_TRANSFORM_*) are measured; the others arrive as NaN (clip and groups are
+ * always given). */
 typedef double (*qrl_transform_scale_fn)(qrl_rt *rt, const qrl_scalar *params, double act, double weight,
-                                         double source, double mean, double clip);
+                                         double source, double mean, double clip, double groups);
 /* A transform's bias function instead (QR_TRANSFORM_CORRECTS in its stats): the new bias of output
  * channel o of a matched layer from bias, its bias now (0 without one), and error, the expected
  * error quantizing the layer's weight adds to that output, sum over its inputs i of

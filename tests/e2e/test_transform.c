@@ -197,7 +197,7 @@ Test(transform, equalize_matches_numpy_on_a_cnn)
         int rc = tu_run(cmd, &log);
         cr_assert_eq(rc, 0, "%s", log);
         if (i == 0)
-            cr_expect(strstr(log, "transform equalize(relu6 = false) (") && strstr(log, "rescaled 2 of the 2 values"), "%s", log);
+            cr_expect(strstr(log, "transform equalize(relu6 = false, grouped = false) (") && strstr(log, "rescaled 2 of the 2 values"), "%s", log);
         free(log);
         snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 tests/e2e/equalize_oracle.py check '%s' '%s/cnn.%s.onnx'",
                  tu_root(), dir, dir, recipes[i]);
@@ -225,8 +225,8 @@ Test(transform, equalize_across_relu6_and_absorb_bias_match_numpy)
     char cmd[4096], *log;
     make_model("dfq_oracle.py", "dfq.qrl",
                "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\nimport \"transforms.qrl\"\n"
-               "recipe eq {\n  transform = equalize(relu6 = true)\n%s"
-               "recipe eqabs {\n  transform = equalize(relu6 = true)\n  transform = absorb_bias()\n%s"
+               "recipe eq {\n  transform = equalize(relu6 = true, grouped = true)\n%s"
+               "recipe eqabs {\n  transform = equalize(relu6 = true, grouped = true)\n  transform = absorb_bias()\n%s"
                "recipe plain {\n  transform = equalize()\n%s",
                "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_tensor by minmax(symmetric = true)\n}\n");
     const char *recipes[] = {"eq", "eqabs", "plain"};
@@ -238,7 +238,7 @@ Test(transform, equalize_across_relu6_and_absorb_bias_match_numpy)
         int rc = tu_run(cmd, &log);
         cr_assert_eq(rc, 0, "%s", log);
         if (i < 2)
-            cr_expect(strstr(log, "transform equalize(relu6 = true) (") && strstr(log, "rescaled 2 of the 2 values"), "%s",
+            cr_expect(strstr(log, "transform equalize(relu6 = true, grouped = true) (") && strstr(log, "rescaled 2 of the 2 values"), "%s",
                       log);
         if (i == 1)
             cr_expect(strstr(log, "transform absorb_bias(margin = 0) (") &&
@@ -267,6 +267,27 @@ Test(transform, equalize_across_relu6_and_absorb_bias_match_numpy)
             cr_expect_leq(test, 1e-5, "eq: f32 outputs %.3g (relative) from the model's on the test samples", test);
         free(log);
     }
+}
+
+/* A shift below 0 would move values under the Relu's 0: qrl quantize stops with the transform's
+ * line, the value and the channel, and writes nothing. */
+Test(transform, a_negative_shift_names_the_transform_and_writes_nothing)
+{
+    char cmd[4096], *log;
+    make_model("dfq_oracle.py", "neg.qrl",
+               "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+               "transform down(amount: f64 = 0.5) {\n  match y = Relu(c) where c.op == \"Conv\"\n"
+               "  shift(low: f64) -> f64 {\n    return -amount\n  }\n}\n"
+               "recipe neg {\n  transform = down\n%s",
+               "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_tensor by minmax(symmetric = true)\n}\n");
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize cnn6.onnx --recipe neg.qrl --calib cnn6_calib.npy -o cnn6.neg.onnx 2>&1",
+             dir, tu_qrl());
+    cr_expect_neq(tu_run(cmd, &log), 0, "%s", log);
+    cr_expect(strstr(log, "neg.qrl:4:11") && strstr(log, "transform down") && strstr(log, "shift gave -0.5 for channel 0 of 'r2'"),
+              "%s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "%s/cnn6.neg.onnx", dir);
+    cr_expect(!tu_file_exists(cmd), "a failed quantize left %s", cmd);
 }
 
 /* tests/e2e/bias_correct_oracle.py's model and data, and its recipes: bias_correct() alone, after
@@ -374,16 +395,16 @@ Test(transform, bias_correct_does_not_see_the_validate_samples)
 }
 
 /* Two transform lines run in their order, each with its summary note: equalize rescales the
- * Conv -> depthwise Conv pair (a grouped reader's kernel j for channel j; left alone before stop
- * 41) and the depthwise Conv -> pointwise Conv pair, then bias_correct corrects the equalized
- * weights' quantization; the chain also beats the plain recipe on the held-out samples. */
+ * depthwise Conv -> pointwise Conv pair (the first pair's reader is depthwise: left alone without
+ * grouped = true), then bias_correct corrects the equalized weights' quantization; the chain also
+ * beats the plain recipe on the held-out samples. */
 Test(transform, transforms_chain_in_the_recipes_order)
 {
     make_bc_model();
     char *log = quantize_bc("chain");
-    const char *eq = strstr(log, "transform equalize(relu6 = false) ("), *bc = strstr(log, "transform bias_correct(strength = 1) (");
+    const char *eq = strstr(log, "transform equalize(relu6 = false, grouped = false) ("), *bc = strstr(log, "transform bias_correct(strength = 1) (");
     cr_expect(eq && bc && eq < bc, "equalize's summary, then bias_correct's:\n%s", log);
-    cr_expect(strstr(log, "rescaled 2 of the 2 values it matched"), "%s", log);
+    cr_expect(strstr(log, "rescaled 1 of the 2 values it matched"), "%s", log);
     cr_expect(strstr(log, "corrected the bias of 5 of the 5 layers"), "%s", log);
     free(log);
     free(quantize_bc("plain"));
@@ -488,7 +509,7 @@ Test(transform, adaround_lowers_the_held_out_error)
     cr_expect(strstr(log, "rounded the weights of 5 of the 5 layers it matched"), "%s", log);
     free(log);
     log = quantize_bc("chain");
-    const char *eq = strstr(log, "transform equalize(relu6 = false) ("), *ar = strstr(log, "transform adaround("),
+    const char *eq = strstr(log, "transform equalize(relu6 = false, grouped = false) ("), *ar = strstr(log, "transform adaround("),
                *bc = strstr(log, "transform bias_correct(strength = 1) (");
     cr_expect(eq && ar && bc && eq < ar && ar < bc, "equalize's summary, adaround's, bias_correct's:\n%s", log);
     free(log);
