@@ -48,6 +48,7 @@ static const option_def defs[] = {
     {"effects", {"downstream", "whole", "cut"}, INT_FIELD(effects)},
     {"bands", {"auto", "0", "all"}, INT_FIELD(bands)},
     {"parts", {"auto", "whole", "1", "2", "4", "8"}, INT_FIELD(parts)},
+    {"gather", {"auto", "rows"}, INT_FIELD(gather_rows)},
 };
 
 /* dst (a string field) holds s and zeros after it: equal options compare equal bytewise. */

@@ -75,6 +75,8 @@ typedef struct qr_options {
     int effects;           /* a qr_effects_mode */
     int bands;             /* a qr_bands_mode */
     int parts;             /* a qr_parts_mode */
+    int gather_rows;       /* first layers' windows copied a pixel's row at a time, not by columns
+                            * (runtime/ops/iconv_nhwc.c gather_cols_avx512; the tests' second path) */
 } qr_options;
 
 /* The process's options (never NULL). Read without a lock: set them before runs start. */

@@ -75,6 +75,10 @@ typedef struct nhwc_job {
     int gather;          /* few input channels: each pixel's window copied into one row (gather_rows) */
     int one_by_one;      /* dense 1 x 1 windows without padding: window_rows_1x1 */
     int x_nchw;          /* gather: x is N x C x H x W */
+    int cols;            /* gather by columns (gather_cols_avx512): rows overlap, weights in (kx, c, ky) order */
+    int64_t col_period;  /* cols: the 64-byte vectors after which the tables repeat */
+    const uint8_t *col_idx;   /* cols: col_period x 64 vpermb indices */
+    const uint64_t *col_mask; /* cols: col_period x C * KH byte masks, one per padded row */
     size_t at_rows;      /* gather: the block's rows in the slot */
     qr_iconv_fn fn;
     qr_iconv_ep_fn fused; /* the epilogue's vector form fused into a specialized kernel: no block epilogue */
@@ -502,6 +506,57 @@ __attribute__((target("avx512f,avx512bw"))) static void pad_row_avx512(uint8_t *
     }
 }
 
+/* Bytes gather_rows keeps free after its padded rows: pad_row_avx512's last 64-byte store, and
+ * for gather_cols_avx512 its 64-byte loads past a row's last column. */
+enum { GATHER_SLACK = 192 };
+
+/* Pixels gather_rows takes in one run (its padded rows on the stack), < 1 when a window is too
+ * wide for that (then gather_rows_bytes). */
+static int64_t gather_most(const nhwc_job *j)
+{
+    const qr_conv_geom *g = j->g;
+    int64_t nseg = j->c * g->kernel[0], reach = (g->kernel[1] - 1) * g->dilation[1] + 1;
+    int64_t most = (GATHER_STACK - GATHER_SLACK) / nseg - 8 - reach;
+    return most < 0 ? 0 : most / g->stride[1] + 1;
+}
+
+/* The column layout's tables (j->cols): a run's gathered bytes are its padded rows' columns one
+ * after the other, byte q * S + s = padded row s's byte q (S = C * KH rows). Output vector o reads
+ * each row from byte 64 o / S on: its byte t is row (64 o + t) % S's byte (64 o + t) / S - 64 o / S,
+ * which repeats every S / gcd(S, 64) vectors. idx: period x 64, mask: period x S. */
+static void gather_cols_tables(int64_t S, int64_t period, uint8_t *idx, uint64_t *mask)
+{
+    for (int64_t r = 0; r < period; r++) {
+        for (int64_t s = 0; s < S; s++)
+            mask[r * S + s] = 0;
+        for (int64_t t = 0; t < 64; t++) {
+            int64_t b = 64 * r + t;
+            idx[r * 64 + t] = (uint8_t)(b / S - 64 * r / S);
+            mask[r * S + b % S] |= 1ull << t;
+        }
+    }
+}
+
+/* nv vectors of a run's column layout from its S padded rows (pstride bytes apart): a masked
+ * vpermb of each row a vector. With 1 or 3 channels a pixel's window bytes copied one row segment
+ * at a time (a word each, KW bytes apart) were most of a stem's time (the CNN's 1-channel stem at
+ * batch 64: 60%, each word store over the last one's tail); in columns a pixel's window is
+ * contiguous, its row a pointer into them, and 64 bytes take S permutes whatever the pixels.
+ * Loads reach up to 64 + 64 / S bytes past a row's last column: GATHER_SLACK. */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void gather_cols_avx512(
+    uint8_t *out, const uint8_t *pad, int64_t pstride, int64_t S, int64_t nv, const uint8_t *idx,
+    const uint64_t *mask, int64_t period)
+{
+    for (int64_t o = 0, r = 0; o < nv; o++, r = r + 1 == period ? 0 : r + 1) {
+        const uint8_t *src = pad + 64 * o / S;
+        const uint64_t *mk = mask + r * S;
+        __m512i ix = _mm512_loadu_si512((const void *)(idx + 64 * r)), v = _mm512_setzero_si512();
+        for (int64_t s = 0; s < S; s++, src += pstride)
+            v = _mm512_mask_permutexvar_epi8(v, mk[s], ix, _mm512_loadu_si512((const void *)src));
+        _mm512_storeu_si512((void *)(out + 64 * o), v);
+    }
+}
+
 /* With few input channels (a first layer's 1 or 3) a window position is less than one word of
  * k: each pixel's whole window goes into one row of C * taps bytes in the weights' own order (c,
  * ky, kx; padding as xz, i8 turned into u8, zeros past K up to k4), and the kernel runs with one
@@ -518,12 +573,11 @@ static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *bu
     const int64_t cs = j->x_nchw ? H * W : 1, ps = j->x_nchw ? 1 : C; /* channel and pixel strides */
     const int64_t nseg = C * KH, K = C * j->taps, reach = (KW - 1) * dx + 1;
     /* each segment's padded row: the run's span and a word of slack for the last pixel's load */
-    int64_t most = (GATHER_STACK - 64) / nseg - 8 - reach; /* 64: pad_row_avx512's last store */
-    if (most < 0) {
+    int64_t most = gather_most(j); /* pixels per run */
+    if (most < 1) {
         gather_rows_bytes(j, r0, rows, buf, a);
         return;
     }
-    most = most / sx + 1; /* pixels per run */
     _Alignas(64) uint8_t pad[GATHER_STACK];
     static int avx512bw = -1;
     if (avx512bw < 0)
@@ -575,26 +629,35 @@ static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *bu
                         p[q] = r[(ix0 + q) * ps] ^ flip;
                 memset(p + q1, xz, (size_t)(span - q1));
             }
-        for (int64_t t = 0; t < run; t++) {
-            uint8_t *row = buf + (i + t) * j->k4, *d = row;
-            const uint8_t *p = pad + t * sx;
-            if (dx == 1 && KW <= 8) {
-                uint64_t v;
-                for (int64_t sg = 1; sg < nseg; sg++, d += KW, p += pstride) {
+        if (j->cols) { /* pixel t's window: the columns from t * sx on, k4 - K bytes of the next
+                        * ones after it, read against zero weights */
+            int64_t step = sx * nseg, nv = ((run - 1) * step + j->k4 + 63) / 64;
+            gather_cols_avx512(buf, pad, pstride, nseg, nv, j->col_idx, j->col_mask, j->col_period);
+            for (int64_t t = 0; t < run; t++)
+                a[i + t] = buf + t * step;
+            buf += nv * 64;
+        } else {
+            for (int64_t t = 0; t < run; t++) {
+                uint8_t *row = buf + (i + t) * j->k4, *d = row;
+                const uint8_t *p = pad + t * sx;
+                if (dx == 1 && KW <= 8) {
+                    uint64_t v;
+                    for (int64_t sg = 1; sg < nseg; sg++, d += KW, p += pstride) {
+                        memcpy(&v, p, 8);
+                        memcpy(d, &v, 8);
+                    }
                     memcpy(&v, p, 8);
+                    v &= last; /* little-endian: the low bytes are the first */
                     memcpy(d, &v, 8);
+                } else {
+                    for (int64_t sg = 0; sg < nseg; sg++, d += KW, p += pstride)
+                        for (int64_t kx = 0; kx < KW; kx++)
+                            d[kx] = p[kx * dx];
                 }
-                memcpy(&v, p, 8);
-                v &= last; /* little-endian: the low bytes are the first */
-                memcpy(d, &v, 8);
-            } else {
-                for (int64_t sg = 0; sg < nseg; sg++, d += KW, p += pstride)
-                    for (int64_t kx = 0; kx < KW; kx++)
-                        d[kx] = p[kx * dx];
+                for (int64_t b = zeros; b < j->k4; b++)
+                    row[b] = 0;
+                a[i + t] = row;
             }
-            for (int64_t b = zeros; b < j->k4; b++)
-                row[b] = 0;
-            a[i + t] = row;
         }
         i += run;
         if ((ox += run) == OW && (ox = 0, ++oy == OH)) {
@@ -684,7 +747,14 @@ static void depthwise_blocks(void *arg, int64_t b0, int64_t b1, int slot)
 static void pack_dense(const nhwc_job *j, const int8_t *w, int8_t *wp, int32_t *init)
 {
     int64_t taps = j->gather ? 1 : j->taps;
-    if (j->gather) /* one tap of k = c * taps + t: the weights' own order */
+    if (j->cols) { /* one tap of k = kx * S + s (S = C * KH rows s = c * KH + ky): w's k = s * KW + kx */
+        int64_t K = j->c * j->taps, KW = j->g->kernel[1], S = K / KW, n16 = qr_igemm_n16(j->m), step;
+        for (int64_t m = 0; m < n16; m++) {
+            int8_t *d = (int8_t *)qr_iconv_col(wp, j->k4, n16, m, &step);
+            for (int64_t q = 0; q < j->k4; q++)
+                d[(q >> 2) * step + (q & 3)] = q < K && m < j->m ? w[m * K + q % S * KW + q / S] : 0;
+        }
+    } else if (j->gather) /* one tap of k = c * taps + t: the weights' own order */
         qr_iconv_pack_w(wp, w, 1, j->c * j->taps, j->k4, j->m, 0, 1, j->c * j->taps);
     else
         qr_iconv_pack_w(wp, w, j->taps, j->c, j->k4, j->m, 1, j->taps, j->c * j->taps);
@@ -738,6 +808,12 @@ static void slot_layout(nhwc_job *j, int64_t rows, int depthwise)
     size_t cols = (size_t)epilogue_cols(rows); /* the epilogue's columns of the largest block */
     size_t accb = cols * (size_t)j->m * sizeof(int32_t), yb = cols * (size_t)j->m * j->esize;
     size_t gathered = j->gather ? (size_t)(rows * j->k4) + 8 : 0; /* a word past the last row: gather_rows */
+    if (j->cols) { /* each run's columns, whole vectors: at most a row's runs of most pixels, and one more */
+        const qr_conv_geom *g = j->g;
+        int64_t most = gather_most(j), OW = g->small[1], per = most < OW ? most : OW;
+        int64_t runs = (rows + per - 1) / per + 1;
+        gathered = (size_t)(rows * g->stride[1] * j->c * g->kernel[0] + runs * (j->k4 + 64));
+    }
     j->at_rows = (ptrs + 63) / 64 * 64;
     j->at_acc = j->at_rows + (gathered + 63) / 64 * 64;
     j->at_acct = j->at_acc + (accb + 63) / 64 * 64;
@@ -805,6 +881,14 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         j.x_nchw = (int)qr_attr_i(k->node, "x_nchw", 0);
         j.gather = j.x_nchw || (j.c < 16 && j.taps > 1);
         j.k4 = qr_igemm_k4(j.gather ? j.taps * j.c : j.c);
+        /* gathered by columns (gather_cols_avx512: AVX512-VBMI's vpermb), undilated rows, up to 32
+         * padded rows (its tables); every kernel sums exact products, in any order of k */
+        static int vbmi = -1;
+        if (vbmi < 0)
+            vbmi = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vbmi");
+        j.cols = j.gather && vbmi && g.r == 2 && g.dilation[1] == 1 && j.c * g.kernel[0] <= 32 &&
+                 gather_most(&j) >= 1 && !qr_options_get()->gather_rows;
         /* the batch folded into the rows: a block may span images, so small images share weight passes */
         j.total = nimg * g.small_n;
         j.p0 = img >= 0 ? (img * OH + oyb0) * OW : 0;
@@ -877,6 +961,20 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     if (!j.work) {
         qr_kcache_done(k, packed);
         return QR_ERR;
+    }
+    if (j.cols) {
+        int64_t S = j.c * g.kernel[0], p = S;
+        for (int64_t b = 64; b % 2 == 0 && p % 2 == 0; b /= 2) /* S / gcd(S, 64) */
+            p /= 2;
+        uint8_t *t = qr_kwork(k, 1, p * 64 + p * S * 8, 1, "NHWC convolution's column tables");
+        if (!t) {
+            qr_kcache_done(k, packed);
+            return QR_ERR;
+        }
+        j.col_period = p;
+        j.col_idx = t;
+        j.col_mask = (const uint64_t *)(void *)(t + p * 64);
+        gather_cols_tables(S, p, t, (uint64_t *)(void *)(t + p * 64));
     }
     if (zrow)
         memset(zrow, (uint8_t)j.xz, (size_t)j.k4);

@@ -933,9 +933,15 @@ static void check_conv(unsigned *s, const shape *shp, int64_t N, int64_t M, int 
     free(w);
 }
 
+/* Both gathers: by columns (gather_cols_avx512, where the CPU has AVX512-VBMI and the rows are
+ * undilated and at most 32 a window) and a pixel's row at a time (gather=rows). */
 static void check_gathered(unsigned *s, const shape *shp, int64_t N, int64_t M, int signed8, int x_nchw, qr_pool *pool)
 {
-    check_conv(s, shp, N, M, signed8, x_nchw, pool, EP_SUMS);
+    for (int rows = 0; rows < 2; rows++) {
+        tu_option("gather", rows ? "rows" : "");
+        check_conv(s, shp, N, M, signed8, x_nchw, pool, EP_SUMS);
+    }
+    tu_option("gather", "");
 }
 
 /* Random geometries (windows 1..5, strides 1..3, dilations 1..2, pads), C of 1 to 15, 1 to 3
@@ -965,8 +971,23 @@ Test(nhwc, gathered_convolutions_match_convinteger)
     qr_pool_free(two);
 }
 
+/* A geometry of 3x3 windows, stride 1 or 2, pads 1, dilation 1. */
+static shape square3(int64_t C, int64_t HW, int64_t stride)
+{
+    shape sh = {.C = C, .H = HW, .W = HW};
+    int64_t o = (HW + 2 - 3) / stride + 1;
+    sh.g = (qr_conv_geom){.r = 2, .big = {HW, HW}, .small = {o, o}, .kernel = {3, 3}, .stride = {stride, stride},
+                          .dilation = {1, 1}, .pad_begin = {1, 1}, .pad_end = {1, 1}, .big_n = HW * HW,
+                          .small_n = o * o, .kernel_n = 9};
+    return sh;
+}
+
 /* The bench models' stems at their sizes: ResNet-18's 7x7 stride 2 pads 3 over 3 channels of
- * 224 x 224 (64 outputs), the small CNN's 3x3 pads 1 over one channel of 28 x 28 (16 outputs);
+ * 224 x 224 (64 outputs), the small CNN's 3x3 pads 1 over one channel of 28 x 28 (16 outputs),
+ * the small ResNet's over 3 of 32 x 32 (16), MobileNetV2's stride 2 over 3 channels, here of
+ * 31 x 33 (21 outputs: a ragged vector); 3 x 3 over one channel of 27 x 29 (21 outputs), 4 x 3 over
+ * 8 (32 rows a window, the column gather's most); a 3 x 3 stride 3 over 10 (30 rows, columns 90
+ * bytes apart);
  * a 23 x 23 window over 15 channels (too many window rows for gather_rows' stack rows: the byte
  * loop), and a left pad wider than the window. */
 Test(nhwc, gathered_stems_match_convinteger)
@@ -987,24 +1008,30 @@ Test(nhwc, gathered_stems_match_convinteger)
     padded.g = (qr_conv_geom){.r = 2, .big = {6, 7}, .small = {8, 18}, .kernel = {2, 2}, .stride = {1, 1},
                               .dilation = {1, 1}, .pad_begin = {2, 12}, .pad_end = {1, 0}, .big_n = 6 * 7,
                               .small_n = 8 * 18, .kernel_n = 4};
+    shape sr = square3(3, 32, 1), mv = square3(3, 31, 2), odd = {.C = 1, .H = 27, .W = 29};
+    mv.W = mv.g.big[1] = 33, mv.g.small[1] = 17, mv.g.big_n = 31 * 33, mv.g.small_n = 16 * 17;
+    odd.g = (qr_conv_geom){.r = 2, .big = {27, 29}, .small = {27, 29}, .kernel = {3, 3}, .stride = {1, 1},
+                           .dilation = {1, 1}, .pad_begin = {1, 1}, .pad_end = {1, 1}, .big_n = 27 * 29,
+                           .small_n = 27 * 29, .kernel_n = 9};
+    shape tall = {.C = 8, .H = 11, .W = 13}, s3 = {.C = 10, .H = 12, .W = 19};
+    tall.g = (qr_conv_geom){.r = 2, .big = {11, 13}, .small = {11, 13}, .kernel = {4, 3}, .stride = {1, 1},
+                            .dilation = {1, 1}, .pad_begin = {1, 1}, .pad_end = {2, 1}, .big_n = 11 * 13,
+                            .small_n = 11 * 13, .kernel_n = 12};
+    s3.g = (qr_conv_geom){.r = 2, .big = {12, 19}, .small = {4, 7}, .kernel = {3, 3}, .stride = {3, 3},
+                          .dilation = {1, 1}, .pad_begin = {0, 1}, .pad_end = {0, 1}, .big_n = 12 * 19,
+                          .small_n = 4 * 7, .kernel_n = 9};
     for (int it = 0; it < 4; it++) {
+        check_gathered(&s, &sr, 3, 16, it % 2, 1, it / 2 ? two : NULL);
+        check_gathered(&s, &mv, 2, 21, it % 2, 1, it / 2 ? two : NULL);
+        check_gathered(&s, &odd, 2, 21, it % 2, it / 2, it / 2 ? two : NULL);
+        check_gathered(&s, &tall, 2, 40, it % 2, it % 3 == 0, it / 2 ? two : NULL);
+        check_gathered(&s, &s3, 3, 16, it % 2, it / 2, it / 2 ? two : NULL);
         check_gathered(&s, &r, 1, 64, it % 2, 1, it / 2 ? two : NULL);
         check_gathered(&s, &f, 5, 16, it % 2, it / 2, it / 2 ? two : NULL);
         check_gathered(&s, &wide, 2, 24, it % 2, it / 2, it / 2 ? two : NULL);
         check_gathered(&s, &padded, 2, 8, it % 2, it / 2, it / 2 ? two : NULL);
     }
     qr_pool_free(two);
-}
-
-/* A geometry of 3x3 windows, stride 1 or 2, pads 1, dilation 1. */
-static shape square3(int64_t C, int64_t HW, int64_t stride)
-{
-    shape sh = {.C = C, .H = HW, .W = HW};
-    int64_t o = (HW + 2 - 3) / stride + 1;
-    sh.g = (qr_conv_geom){.r = 2, .big = {HW, HW}, .small = {o, o}, .kernel = {3, 3}, .stride = {stride, stride},
-                          .dilation = {1, 1}, .pad_begin = {1, 1}, .pad_end = {1, 1}, .big_n = HW * HW,
-                          .small_n = o * o, .kernel_n = 9};
-    return sh;
 }
 
 /* The output channels cut into parts of whole 64-channel strips, one task each (iconv_nhwc.c's
