@@ -881,13 +881,15 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         j.x_nchw = (int)qr_attr_i(k->node, "x_nchw", 0);
         j.gather = j.x_nchw || (j.c < 16 && j.taps > 1);
         j.k4 = qr_igemm_k4(j.gather ? j.taps * j.c : j.c);
-        /* gathered by columns (gather_cols_avx512: AVX512-VBMI's vpermb), undilated rows, up to 32
-         * padded rows (its tables); every kernel sums exact products, in any order of k */
+        /* gathered by columns (gather_cols_avx512: AVX512-VBMI's vpermb) where the rows are undilated
+         * and a pixel's stride of S columns takes fewer permutes than its S words (S x sx x S / 64
+         * against S: sx x S at most 32; ResNet-18's 7 x 7 stride 2 over 3 channels, 42, was 2%
+         * slower by columns at batch 1); every kernel sums exact products, in any order of k */
         static int vbmi = -1;
         if (vbmi < 0)
             vbmi = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                    __builtin_cpu_supports("avx512vbmi");
-        j.cols = j.gather && vbmi && g.r == 2 && g.dilation[1] == 1 && j.c * g.kernel[0] <= 32 &&
+        j.cols = j.gather && vbmi && g.r == 2 && g.dilation[1] == 1 && g.stride[1] * j.c * g.kernel[0] <= 32 &&
                  gather_most(&j) >= 1 && !qr_options_get()->gather_rows;
         /* the batch folded into the rows: a block may span images, so small images share weight passes */
         j.total = nimg * g.small_n;

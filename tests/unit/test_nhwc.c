@@ -933,8 +933,8 @@ static void check_conv(unsigned *s, const shape *shp, int64_t N, int64_t M, int 
     free(w);
 }
 
-/* Both gathers: by columns (gather_cols_avx512, where the CPU has AVX512-VBMI and the rows are
- * undilated and at most 32 a window) and a pixel's row at a time (gather=rows). */
+/* Both gathers: by columns (gather_cols_avx512, where the CPU has AVX512-VBMI, the rows are
+ * undilated and stride x rows is at most 32) and a pixel's row at a time (gather=rows). */
 static void check_gathered(unsigned *s, const shape *shp, int64_t N, int64_t M, int signed8, int x_nchw, qr_pool *pool)
 {
     for (int rows = 0; rows < 2; rows++) {
@@ -986,8 +986,8 @@ static shape square3(int64_t C, int64_t HW, int64_t stride)
  * 224 x 224 (64 outputs), the small CNN's 3x3 pads 1 over one channel of 28 x 28 (16 outputs),
  * the small ResNet's over 3 of 32 x 32 (16), MobileNetV2's stride 2 over 3 channels, here of
  * 31 x 33 (21 outputs: a ragged vector); 3 x 3 over one channel of 27 x 29 (21 outputs), 4 x 3 over
- * 8 (32 rows a window, the column gather's most); a 3 x 3 stride 3 over 10 (30 rows, columns 90
- * bytes apart);
+ * 8 (32 rows a window, the column gather's most); a 3 x 3 stride 3 over 10 (90: a row at a time
+ * under gather=auto too);
  * a 23 x 23 window over 15 channels (too many window rows for gather_rows' stack rows: the byte
  * loop), and a left pad wider than the window. */
 Test(nhwc, gathered_stems_match_convinteger)
