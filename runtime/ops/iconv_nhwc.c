@@ -905,8 +905,10 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
                               : (size_t)((j.gather ? 1 : j.taps) * j.k4 * qr_igemm_n16(j.m));
     size_t pbytes = (wbytes + 63) / 64 * 64 + (size_t)j.m * sizeof(int32_t);
     int fresh = 1;
-    uint8_t *packed = wconst ? qr_kcache_get(k, pbytes, "packed weights", &fresh)
-                             : qr_kscratch(k, 1, (int64_t)pbytes, 1, "packed weights");
+    /* the column gather's order apart: an executor sharing this one's packing (qr_kcache_get) must
+     * have packed in the same order */
+    const char *what = j.cols ? "packed weights, column order" : "packed weights";
+    uint8_t *packed = wconst ? qr_kcache_get(k, pbytes, what, &fresh) : qr_kscratch(k, 1, (int64_t)pbytes, 1, what);
     if (!packed)
         return QR_ERR;
     int32_t *init = (int32_t *)(void *)(packed + (wbytes + 63) / 64 * 64);
