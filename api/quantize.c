@@ -653,6 +653,15 @@ const char *qrl_quantized_note(const qrl_quantized *q, int i)
     return i >= 0 && i < q->q->nnotes ? q->q->notes[i] : NULL;
 }
 
+const char *qrl_quantized_step(const qrl_quantized *q, int i, double *calibrate_db, double *validate_db)
+{
+    if (i < 0 || i >= q->q->nsteps)
+        return NULL;
+    *calibrate_db = q->q->steps[i].calibrate_db;
+    *validate_db = q->q->steps[i].validate_db;
+    return q->q->steps[i].name;
+}
+
 int qrl_quantized_mixed(const qrl_quantized *q, qrl_mixed_info *out)
 {
     const qr_mixed_info *m = q->q->mixed;

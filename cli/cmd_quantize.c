@@ -310,6 +310,25 @@ static void print_weight_bytes(const qrl_quantized *qz, const qrl_quant_summary 
                w4, q->weights, (long long)f32_bytes, (double)bytes / (double)f32_bytes);
 }
 
+/* The recipe's steps = measure: each prefix of its transform chain, every layer quantized, on the
+ * held-out samples (the calibration samples' where none are) and on the calibration samples. */
+static void print_steps(const qrl_quantized *qz)
+{
+    double cal, val;
+    if (!qrl_quantized_step(qz, 0, &cal, &val))
+        return;
+    int held = !isnan(val);
+    printf("steps:     (%s, all quantized):", held ? "validate" : "calibrate");
+    for (int i = 0; qrl_quantized_step(qz, i, &cal, &val); i++)
+        printf("%s %s %.1f%s", i ? "," : "", qrl_quantized_step(qz, i, &cal, &val), held ? val : cal, i ? "" : " dB");
+    if (held) {
+        printf("; calibrate:");
+        for (int i = 0; qrl_quantized_step(qz, i, &cal, &val); i++)
+            printf("%s %.1f", i ? "," : "", cal);
+    }
+    printf("\n");
+}
+
 static void print_summary(const quantize_args *a, const qrl_quantized *qz)
 {
     qrl_quant_summary s, *q = &s;
@@ -387,6 +406,7 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
     else if (q->validate_samples > 0)
         printf("validate:  the SQNR above and the fallback's decisions on %lld held-out samples; %.1f dB on the %lld "
                "calibration samples\n", (long long)q->validate_samples, q->output_sqnr_calib, (long long)q->samples);
+    print_steps(qz);
     if (a->labels)
         print_top1(qz, q);
     for (int i = 0; qrl_quantized_note(qz, i); i++)

@@ -1479,7 +1479,7 @@ void chk_recipe(ctx *c, qc_sym *s)
 {
     ql_node *n = s->decl;
     const char *keys[QR_NSETTINGS];
-    char all_keys[400] = "";
+    char all_keys[600] = ""; /* every key of QR_SETTINGS, with room for more */
     for (int j = 0; j < QR_NSETTINGS; j++) {
         keys[j] = qr_setting_defs[j].key;
         size_t len = strlen(all_keys);

@@ -422,6 +422,13 @@ const char *qrl_quantized_tensor(const qrl_quantized *q, int i);
 /* The notes of a quantization: nodes the recipe's rules left in f32, and why. NULL past the last. */
 const char *qrl_quantized_note(const qrl_quantized *q, int i);
 
+/* The recipe's steps = measure (a recipe with transform lines): step i's name ("none", then each
+ * transform's in the recipe's order) and the outputs' SQNR against f32 after the chain's first i
+ * transforms with every layer the recipe quantizes quantized (before the fallback), on the
+ * calibration samples and on the held-out ones (NaN when none are held out). NULL past the last,
+ * and for a recipe that measured none. */
+const char *qrl_quantized_step(const qrl_quantized *q, int i, double *calibrate_db, double *validate_db);
+
 /* Mixed precision (a weight-only recipe with candidate = ... and budget = ...): what was chosen
  * among. qrl_quantized_mixed: 0 and *out filled when q chose precisions per layer, else non-zero. */
 typedef struct qrl_mixed_info {

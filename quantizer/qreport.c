@@ -241,6 +241,20 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
         fprintf(f, "}");
     }
     fprintf(f, "%s],\n", q->ntries ? "\n  " : "");
+    /* steps = measure: every layer quantized after each prefix of the transform chain */
+    if (q->nsteps) {
+        fprintf(f, "  \"steps\": [");
+        for (int i = 0; i < q->nsteps; i++) {
+            fprintf(f, "%s\n    {\"name\": \"", i ? "," : "");
+            esc(f, q->steps[i].name, 1);
+            fprintf(f, "\", \"calibrate_db\": ");
+            num(f, q->steps[i].calibrate_db);
+            fprintf(f, ", \"validate_db\": ");
+            num(f, q->steps[i].validate_db);
+            fprintf(f, "}");
+        }
+        fprintf(f, "\n  ],\n");
+    }
     /* accumulate = iN or overflow = saturate: the accumulator, and per layer its partial sums and
      * overflows (fields absent for i32 wrapping, whose reports stay as they were) */
     int narrow = acc_narrow(q, f, 1);
@@ -561,6 +575,18 @@ static void write_html(FILE *f, const qr_quantized *q, const char *model)
                    "samples calibrated on: the recipe's validate would hold out %lld, fewer than its validate_least, so "
                    "none was held out.</p>\n",
                 q->output_sqnr, (long long)q->samples, (long long)q->validate_skipped);
+    if (q->nsteps) { /* steps = measure */
+        fprintf(f, "<h2>What each transform bought</h2>\n<p>The output SQNR against f32 with every layer the recipe "
+                   "quantizes quantized (before the fallback), after each prefix of the recipe's transform chain; the "
+                   "validate column is on the held-out samples.</p>\n<table><tr><th>after</th><th>calibrate dB</th>"
+                   "<th>validate dB</th></tr>\n");
+        for (int i = 0; i < q->nsteps; i++) {
+            fprintf(f, "<tr><td>%s", i > 1 ? "+ " : "");
+            esc(f, q->steps[i].name, 0);
+            fprintf(f, "</td><td>%.1f</td><td>%.1f</td></tr>\n", q->steps[i].calibrate_db, q->steps[i].validate_db);
+        }
+        fprintf(f, "</table>\n");
+    }
     fprintf(f, "<h2>SQNR of each quantized tensor against f32</h2>\n<p>Signal-to-quantization-noise ratio measured "
                "on calibration data, with every quantization upstream applied (simulated in f32; the table also "
                "gives it for the integer graph's own kernels). Red: under 20 dB; grey: fell back to f32.</p>\n");

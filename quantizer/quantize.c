@@ -2427,6 +2427,23 @@ static qr_status calib_f32_pass(qr_qctx *q, qr_quantized *res, const qr_tensor *
     return QR_OK;
 }
 
+/* A step figure's run (q->steps_only): every layer the recipe quantizes quantized, the integer
+ * graph's outputs against f32 on the judge samples (when held out) and on the calibration samples
+ * output_sqnr_calib is measured on; no fallback. */
+static qr_status step_outputs(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count,
+                              const qr_tensor *judge, int64_t njudge)
+{
+    qr_status st = qr_plan_build_qdq(q, res);
+    if (st == QR_OK && !res->ig && (st = qr_intgraph_build(q, res->qdq, &res->ig, q->e)) != QR_OK)
+        qr_error_prefix(q->e, "recipe '%s'", q->r->name);
+    if (st == QR_OK && judge != calib)
+        st = qr_measure_output_sqnr(q, res, judge, njudge, &q->step_val);
+    if (st == QR_OK)
+        st = qr_measure_output_sqnr(q, res, calib, judge != calib ? qr_measure_calib_figure_samples(q, count) : count,
+                                    &q->step_cal);
+    return st;
+}
+
 /* Calibration on count samples of calib, then the fallback's decisions and every SQNR on the
  * judge samples (held out, or the same ones). */
 static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count,
@@ -2439,12 +2456,12 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     /* judged on the samples it calibrates on: the f32 pass keeps the outputs the fallback's first
      * try is judged against (the same as the local measurement's f32 run gives); it then runs
      * after calibration, so that they are not held through it (M-LSD tiny's 48 MB were its peak) */
-    int keep = judge == calib ? qr_measure_kept_batches(q, njudge) : 0;
+    int keep = !q->steps_only && judge == calib ? qr_measure_kept_batches(q, njudge) : 0;
     /* judged on other samples: the f32 pass runs after the fallback instead, keeping the outputs
      * the output SQNR on the calibration samples is measured against (its only reader before
      * then: the dynamic values' ranges, for the report) */
     int64_t ncal = judge != calib ? qr_measure_calib_figure_samples(q, count) : count;
-    int keep_cal = judge != calib ? qr_measure_calib_batches(q, ncal) : 0;
+    int keep_cal = !q->steps_only && judge != calib ? qr_measure_calib_batches(q, ncal) : 0;
     if (st == QR_OK)
         st = build_sim(q, &sim);
     if (st == QR_OK)
@@ -2457,7 +2474,8 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
         keep = 0;
     if (st == QR_OK && keep > 0 && !(q->f32_out = calloc((size_t)keep * (size_t)g->n_outputs + 1, sizeof *q->f32_out)))
         st = qr_errorf(q->e, "out of memory");
-    if (st == QR_OK && !keep && !q->f32_in_measure && !keep_cal)
+    /* a step figure's run reads no f32 pass but for the dynamic values' ranges */
+    if (st == QR_OK && !keep && !q->f32_in_measure && !keep_cal && (!q->steps_only || q->dyn_lo))
         st = run_batches(q, g, calib, count, 0, "fp32     ", &res->fp32_ms);
     if (!keep && !q->f32_in_measure && !keep_cal)
         qr_plan_phase(q, res, "fp32 pass");
@@ -2490,6 +2508,8 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     res->acc_bits = q->acc_bits;
     res->acc_saturate = q->acc_saturate;
     qr_plan_phase(q, res, "calibration");
+    if (q->steps_only)
+        return step_outputs(q, res, calib, count, judge, njudge);
     if (keep > 0) { /* the f32 pass, its outputs kept */
         q->f32_out_nb = keep;
         if ((st = run_batches(q, g, calib, count, 0, "fp32     ", &res->fp32_ms)) != QR_OK)
@@ -2780,8 +2800,63 @@ static qr_status preview_weights(void *user, const qr_graph *g, float ***deq, fl
     return QR_OK;
 }
 
+/* The figures of one step of the recipe's transform chain (steps = measure): g as the chain's prefix
+ * left it, quantized by the recipe with every layer it quantizes (calibration as the recipe's, no
+ * fallback), judged against ref (NULL: g itself, whose f32 function the transforms before any bias
+ * correction or rounding keep). */
+static qr_status step_figure(const qr_graph *g, const qr_graph *ref, const qr_tensor *calib, const qr_quant_opts *o,
+                             qr_step_figure *out, qr_error *e)
+{
+    qr_qctx q = {.g = g, .ref = ref, .m = o->module, .o = o, .e = e, .steps_only = 1};
+    q.step_val = q.step_cal = NAN;
+    q.r = qr_module_recipe(o->module, o->recipe);
+    qr_quantized *res = calloc(1, sizeof *res);
+    qr_status st = res && qctx_alloc(&q) ? QR_OK : qr_errorf(e, "out of memory");
+    if (st == QR_OK)
+        st = read_settings(&q);
+    if (st == QR_OK)
+        st = plan(&q);
+    if (st == QR_OK)
+        st = quantize_weights(&q);
+    if (st == QR_OK)
+        st = calibrate(&q, res, calib);
+    if (st == QR_OK) {
+        out->calibrate_db = q.step_cal;
+        out->validate_db = res->validate_samples > 0 ? q.step_val : NAN;
+    }
+    qctx_free(&q);
+    qr_quantized_free(res);
+    return st;
+}
+
+typedef struct step_run {
+    const qr_tensor *calib;
+    qr_quant_opts o; /* the recipe by name, no progress bar */
+    qr_step_figure *steps;
+    int n;
+} step_run;
+
+/* qr_transform_step_fn: the figures after a step, added to the list */
+static qr_status step_measure(void *user, const qr_graph *g, const qr_graph *ref, const char *name, qr_error *e)
+{
+    step_run *sr = user;
+    qr_step_figure *v = realloc(sr->steps, sizeof *v * (size_t)(sr->n + 1));
+    if (!v)
+        return qr_errorf(e, "out of memory");
+    sr->steps = v;
+    v[sr->n] = (qr_step_figure){.name = name};
+    if (step_figure(g, ref, sr->calib, &sr->o, &v[sr->n], e) != QR_OK) {
+        qr_error_prefix(e, "the figures after step '%s' (steps = measure)", name);
+        return QR_ERR;
+    }
+    sr->n++;
+    return QR_OK;
+}
+
 /* The recipe's transforms on a copy of g, then the quantization of that copy, which the result
- * keeps; the transforms' notes go first. */
+ * keeps; the transforms' notes go first. With steps = measure, the figures of every prefix of the
+ * chain go with it (a calibration and two measurements of the outputs each, before the fallback:
+ * the steps' own effect; the transforms run once). */
 static qr_status quantize_transformed(const qr_graph *g, const qr_recipe *r, const qr_tensor *calib,
                                       const qr_quant_opts *o, qr_quantized **out, qr_error *e)
 {
@@ -2804,9 +2879,17 @@ static qr_status quantize_transformed(const qr_graph *g, const qr_recipe *r, con
     qr_quant_opts po = *o;
     po.recipe = r->name;
     qr_graph *ref = NULL;
-    if (qr_transform_apply(tg, o->module, r, calib, count, batch, o->threads, preview_weights, &po, &ref, &run, e) !=
-            QR_OK ||
+    /* a weight-only recipe measures its outputs in one pass of its own: no step figures; nor in a
+     * distributed job, whose ranks calibrate together */
+    const qr_setting *ss = qr_recipe_setting(r, QR_SET_STEPS);
+    int steps = ss && ss->type && !strcmp(ss->type, "measure") && !qr_weight_only_recipe(r) && qr_dist_size() == 1;
+    step_run sr = {.calib = calib, .o = po};
+    sr.o.progress = 0;
+    if ((steps && step_measure(&sr, g, NULL, "none", e) != QR_OK) ||
+        qr_transform_apply_steps(tg, o->module, r, calib, count, batch, o->threads, preview_weights, &po,
+                                 steps ? step_measure : NULL, &sr, &ref, &run, e) != QR_OK ||
         quantize(tg, calib, o, out, e, 1, ref) != QR_OK) {
+        free(sr.steps);
         qr_transform_run_free(&run);
         qr_graph_free(tg);
         qr_graph_free(ref);
@@ -2815,6 +2898,8 @@ static qr_status quantize_transformed(const qr_graph *g, const qr_recipe *r, con
     qr_quantized *res = *out;
     res->transformed = tg;
     res->reference = ref;
+    res->steps = sr.steps;
+    res->nsteps = sr.n;
     char **v = realloc(run.notes, sizeof *v * (size_t)(run.nnotes + res->nnotes + 1));
     if (v) {
         if (res->nnotes)
@@ -3215,6 +3300,7 @@ void qr_quantized_free(qr_quantized *q)
     qr_mixed_info_free(q->mixed);
     free(q->layers);
     free(q->tries);
+    free(q->steps);
     for (int i = 0; i < q->nnotes; i++)
         free(q->notes[i]);
     free(q->notes);

@@ -89,6 +89,15 @@ typedef struct qr_search_try {
     double calibrate_sqnr;
 } qr_search_try;
 
+/* The recipe's steps = measure: after each prefix of its transform chain (none, then each transform
+ * setting's name in order), the outputs' SQNR against f32 with every layer the recipe quantizes
+ * quantized (no fallback), on the held-out samples (NaN when none are held out) and on the
+ * calibration samples its output_sqnr_calib is measured on. */
+typedef struct qr_step_figure {
+    const char *name; /* "none" or the transform's (the module's string) */
+    double calibrate_db, validate_db;
+} qr_step_figure;
+
 /* A phase of qr_quantize's time (for --profile): its wall and process CPU milliseconds, and the
  * process's peak resident memory so far at its end (bytes; 0 where the system does not say). */
 typedef struct qr_phase_time {
@@ -151,6 +160,8 @@ typedef struct qr_quantized {
                             * against (they change the transformed model's f32 function), or NULL */
     qr_search_try *tries;  /* the fallback's measurements of the outputs, in order (ntries) */
     int ntries;
+    qr_step_figure *steps; /* steps = measure: the transform chain's prefixes, in order (nsteps); NULL */
+    int nsteps;
     qr_phase_time phases[QR_MAX_PHASES]; /* where the time went, in order (nphases) */
     int nphases;
 } qr_quantized;

@@ -167,6 +167,11 @@ typedef struct qr_qctx {
     int f32_in_measure;
     /* the measurement of what ships ran beside the local measurement (its first try held) */
     int shipped;
+    /* a step figure's run (steps = measure): calibration, then the outputs with every layer
+     * quantized on the held-out samples (step_val) and the calibration samples (step_cal); no
+     * fallback, nothing exported */
+    int steps_only;
+    double step_val, step_cal;
 } qr_qctx;
 
 /* The qtype of integer type t (per tensor: axis -1), narrow as the recipe's narrow_range hook says

@@ -1480,6 +1480,14 @@ qr_status qr_transform_apply(qr_graph *g, const qrl_module *m, const qr_recipe *
                              int64_t count, int batch, int threads, qr_transform_weights_fn weights, void *user,
                              qr_graph **ref, qr_transform_run *run, qr_error *e)
 {
+    return qr_transform_apply_steps(g, m, r, calib, count, batch, threads, weights, user, NULL, NULL, ref, run, e);
+}
+
+qr_status qr_transform_apply_steps(qr_graph *g, const qrl_module *m, const qr_recipe *r, const qr_tensor *calib,
+                                   int64_t count, int batch, int threads, qr_transform_weights_fn weights, void *user,
+                                   qr_transform_step_fn step, void *step_user, qr_graph **ref, qr_transform_run *run,
+                                   qr_error *e)
+{
     memset(run, 0, sizeof *run);
     *ref = NULL;
     for (int i = 0; i < r->nsettings; i++) {
@@ -1490,7 +1498,8 @@ qr_status qr_transform_apply(qr_graph *g, const qrl_module *m, const qr_recipe *
             free_notes_from(run, 0);
             return qr_errorf(e, "out of memory");
         }
-        if (apply_one(g, m, r, &r->settings[i], calib, count, batch, threads, weights, user, run, e) != QR_OK) {
+        if (apply_one(g, m, r, &r->settings[i], calib, count, batch, threads, weights, user, run, e) != QR_OK ||
+            (step && step(step_user, g, *ref, r->settings[i].calibrator, e) != QR_OK)) {
             qr_transform_run_free(run);
             qr_graph_free(*ref);
             *ref = NULL;

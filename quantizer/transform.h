@@ -77,6 +77,16 @@ typedef qr_status (*qr_transform_weights_fn)(void *user, const qr_graph *g, floa
 qr_status qr_transform_apply(qr_graph *g, const qrl_module *m, const qr_recipe *r, const qr_tensor *calib,
                              int64_t count, int batch, int threads, qr_transform_weights_fn weights, void *user,
                              qr_graph **ref, qr_transform_run *run, qr_error *e);
+/* qr_transform_apply, and with step (non-NULL) called after each transform setting with g as that
+ * setting left it, ref as qr_transform_apply would give it so far (NULL before the first bias
+ * correction or rounding) and the transform's name: what the recipe's steps = measure measures
+ * (quantize.c). An error from step ends the run as the transform's own would. */
+typedef qr_status (*qr_transform_step_fn)(void *user, const qr_graph *g, const qr_graph *ref, const char *name,
+                                          qr_error *e);
+qr_status qr_transform_apply_steps(qr_graph *g, const qrl_module *m, const qr_recipe *r, const qr_tensor *calib,
+                                   int64_t count, int batch, int threads, qr_transform_weights_fn weights, void *user,
+                                   qr_transform_step_fn step, void *step_user, qr_graph **ref, qr_transform_run *run,
+                                   qr_error *e);
 void qr_transform_run_free(qr_transform_run *run);
 
 #endif

@@ -668,7 +668,8 @@ typedef enum qr_setting_kind {
     X(VALIDATE_LEAST, "validate_least", QR_SK_COUNT, 1, 1000000, NULL) \
     X(SPECULATE, "speculate", QR_SK_NUMBER, 0, 0, NULL)                      \
     X(CALIBRATE_FIGURE_SAMPLES, "calibrate_figure_samples", QR_SK_COUNT, 1, 1000000, NULL) \
-    X(CALIBRATE_SAMPLES, "calibrate_samples", QR_SK_HOOK, 0, 0, "f64(f64[],f64[])")
+    X(CALIBRATE_SAMPLES, "calibrate_samples", QR_SK_HOOK, 0, 0, "f64(f64[],f64[])") \
+    X(STEPS, "steps", QR_SK_CHOICE, 0, 0, "skip measure")
 
 /* accumulate = iN: the accumulator widths the runtime simulates (docs/quantizer.md, accumulator
  * width); i64 is accepted by the checker and refused by the quantizer. */

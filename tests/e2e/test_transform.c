@@ -539,3 +539,89 @@ Test(transform, a_flip_that_never_stops_is_stopped_with_a_note)
     cr_expect(strstr(log, "11 output channels still moved weights after 64 sweeps and were stopped there"), "%s", log);
     free(log);
 }
+
+/* ORT's output SQNR (tools/ort_sqnr.js) of bc.NAME.onnx against the f32 bc.onnx on samples
+ * [from, to) of bc_calib.npy. */
+static double ort_sqnr_slice(const char *name, int from, int to)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import numpy as np; np.save('bc_%d_%d.npy', "
+             "np.load('bc_calib.npy')[%d:%d])\" && node '%s/tools/ort_sqnr.js' bc.onnx bc.%s.onnx bc_%d_%d.npy",
+             dir, from, to, from, to, tu_root(), name, from, to);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    const char *at = strstr(log, "\"sqnr_db\":");
+    double db = NAN;
+    cr_assert(at && sscanf(at + 10, "%lf", &db) == 1, "%s", log);
+    free(log);
+    return db;
+}
+
+/* steps = measure: the summary's steps line and the JSON report's steps list give, after each
+ * prefix of the chain (none, + equalize, + adaround, + bias_correct), the output SQNR with every
+ * layer quantized on the 32 held-out samples (validate = 0.5) and on the 32 calibrated on; the
+ * oracle is ONNX Runtime's SQNR, on the same samples, of the exports of recipes that stop after
+ * that prefix (no fallback: every layer quantized), against the f32 model. A recipe without
+ * transform lines prints no steps line and writes no steps list, steps = measure or not. */
+Test(transform, steps_give_each_prefix_of_the_chain_as_ort_measures_it)
+{
+    char cmd[4096], *log;
+    make_model("bias_correct_oracle.py", "st.qrl",
+               "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\nimport \"transforms.qrl\"\n"
+               "recipe steps {\n  transform = equalize()\n  transform = adaround(iters = 2, damp = 0.05)\n"
+               "  transform = bias_correct(strength = 0.75)\n  steps = measure\n%s"
+               "recipe p0 {\n%s"
+               "recipe p1 {\n  transform = equalize()\n%s"
+               "recipe p2 {\n  transform = equalize()\n  transform = adaround(iters = 2, damp = 0.05)\n%s",
+               "  validate = 0.5\n  activation = u8 asymmetric by minmax()\n"
+               "  weight = i8 symmetric per_tensor by minmax(symmetric = true)\n}\n");
+    FILE *f = fopen(strcat(strcpy(cmd, dir), "/st.qrl"), "a");
+    cr_assert(f);
+    const char *rest = "  validate = 0.5\n  activation = u8 asymmetric by minmax()\n"
+                       "  weight = i8 symmetric per_tensor by minmax(symmetric = true)\n}\n";
+    fprintf(f, "recipe p3 {\n  transform = equalize()\n  transform = adaround(iters = 2, damp = 0.05)\n"
+               "  transform = bias_correct(strength = 0.75)\n%srecipe none {\n  steps = measure\n%s", rest, rest);
+    fclose(f);
+    const char *names[] = {"steps", "p0", "p1", "p2", "p3", "none"};
+    char *logs[6];
+    for (int i = 0; i < 6; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize bc.onnx --recipe st.qrl --recipe-name %s --calib bc_calib.npy -o bc.%s.onnx "
+                 "--report bc.%s.json 2>&1",
+                 dir, tu_qrl(), names[i], names[i], names[i]);
+        cr_assert_eq(tu_run(cmd, &logs[i]), 0, "%s", logs[i]);
+    }
+    cr_expect(strstr(logs[0], "on 32 held-out samples"), "%s", logs[0]);
+    cr_expect(strstr(logs[0], "steps:     (validate, all quantized): none "), "%s", logs[0]);
+    for (int i = 1; i < 6; i++)
+        cr_expect(!strstr(logs[i], "steps:"), "recipe %s prints a steps line:\n%s", names[i], logs[i]);
+    /* the JSON report's list, read by python: name, calibrate_db, validate_db per line */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import json\nfor s in json.load(open('bc.steps.json'))['steps']: "
+             "print(s['name'], s['calibrate_db'], s['validate_db'])\nfor n in 'p3', 'none': "
+             "assert 'steps' not in json.load(open('bc.%%s.json' %% n)), n\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    const char *want[] = {"none", "equalize", "adaround", "bias_correct"};
+    const char *at = log;
+    for (int k = 0; k < 4; k++) {
+        char name[64];
+        double cal = NAN, val = NAN;
+        int used = 0;
+        cr_assert(sscanf(at, "%63s %lf %lf%n", name, &cal, &val, &used) == 3, "step %d of:\n%s", k, log);
+        at += used;
+        cr_expect_str_eq(name, want[k]);
+        double ort_val = ort_sqnr_slice(names[1 + k], 32, 64), ort_cal = ort_sqnr_slice(names[1 + k], 0, 32);
+        cr_log_info("after %s: validate %.3f dB (ORT %.3f), calibrate %.3f dB (ORT %.3f)", name, val, ort_val, cal,
+                    ort_cal);
+        cr_expect(fabs(val - ort_val) < 0.05, "after %s, validate: %.3f dB, ORT %.3f dB", name, val, ort_val);
+        cr_expect(fabs(cal - ort_cal) < 0.05, "after %s, calibrate: %.3f dB, ORT %.3f dB", name, cal, ort_cal);
+        /* the summary's line says the same figures (one decimal) */
+        char one[64];
+        snprintf(one, sizeof one, k ? " %s %.1f" : " %s %.1f dB", name, val);
+        cr_expect(strstr(logs[0], one), "'%s' in:\n%s", one, logs[0]);
+    }
+    free(log);
+    for (int i = 0; i < 6; i++)
+        free(logs[i]);
+}

@@ -2163,7 +2163,7 @@ Test(jit, setting_errors_name_what_the_table_allows)
     write_src("bad.qrl",
               "import \"calibrators.qrl\"\nrecipe r {\n  activation = u8 by minmax()\n  weight = i8 by minmax()\n"
               "  numerics = tensorrt\n  rounding = up\n  zzzzzzzz = 1\n  rank = fisher\n  outputs = mean\n"
-              "  validate_from = middle\n  validate_least = 0\n  effect_macs = 0.5\n}\n",
+              "  validate_from = middle\n  validate_least = 0\n  effect_macs = 0.5\n  steps = always\n}\n",
               path, sizeof path);
     snprintf(cmd, sizeof cmd, "QRL_STDLIB='%s/stdlib' %s check --no-cache '%s' 2>&1", tu_root(), tu_qrl(), path);
     cr_assert_eq(tu_run(cmd, &log), 1, "%s", log);
@@ -2172,6 +2172,7 @@ Test(jit, setting_errors_name_what_the_table_allows)
     cr_assert(strstr(log, ":8:10: error: rank is effect or gain\n"), "%s", log);
     cr_assert(strstr(log, ":9:13: error: outputs is pooled or worst\n"), "%s", log);
     cr_assert(strstr(log, ":10:19: error: validate_from is end or spread\n"), "%s", log);
+    cr_assert(strstr(log, ":13:11: error: steps is skip or measure\n"), "%s", log);
     cr_assert(strstr(log, ":11:20: error: validate_least is a number of samples, 1 to 1000000: validate_least = 8\n"),
               "%s", log);
     cr_assert(strstr(log, ":12:17: error: effect_macs is a number of multiply-accumulates, at least 1: effect_macs = "
@@ -2182,7 +2183,7 @@ Test(jit, setting_errors_name_what_the_table_allows)
                           "measure_samples, effect_samples, effect_macs, block, rank, order, outputs, overflow, candidate, "
                           "budget, compute, candidate_activation, search_samples, bias_qparams, narrow_range, "
                           "pattern_priority, samples, calibrate, validate_from, validate_least, speculate, "
-                          "calibrate_figure_samples)\n"),
+                          "calibrate_figure_samples, steps)\n"),
               "%s", log);
     free(log);
 }
