@@ -1124,7 +1124,12 @@ static void setting_value(ctx *c, const ql_node *k, qr_setting_id id)
     switch (d->kind) {
     case QR_SK_COUNT: /* measure_samples = 256, effect_samples = 8, search_samples = 16, validate_least = 8,
                        * calibrate_figure_samples = 16 */
-        if (v->kind != QL_INT || v->ival < lo || v->ival > hi)
+        if ((v->kind != QL_INT || v->ival < lo || v->ival > hi) &&
+            (id == QR_SET_PROBE_RUNS || id == QR_SET_PROBE_ROUNDS || id == QR_SET_PROBE_HOLD))
+            chk_err(c, v, "%s is a count, %llu to %llu: %s", k->name, lo, hi,
+                    id == QR_SET_PROBE_RUNS ? "probe_runs = 8" : id == QR_SET_PROBE_ROUNDS ? "probe_rounds = 2"
+                                                                                        : "probe_hold = 8");
+        else if (v->kind != QL_INT || v->ival < lo || v->ival > hi)
             chk_err(c, v, "%s is a number of samples, %llu to %llu: %s", k->name, lo, hi,
                     id == QR_SET_MEASURE_SAMPLES   ? "measure_samples = 256"
                     : id == QR_SET_SEARCH_SAMPLES ? "search_samples = 16"
@@ -1479,7 +1484,7 @@ void chk_recipe(ctx *c, qc_sym *s)
 {
     ql_node *n = s->decl;
     const char *keys[QR_NSETTINGS];
-    char all_keys[600] = ""; /* every key of QR_SETTINGS, with room for more */
+    char all_keys[QR_NSETTINGS * 32] = ""; /* every key of QR_SETTINGS, comma-separated (each under 30) */
     for (int j = 0; j < QR_NSETTINGS; j++) {
         keys[j] = qr_setting_defs[j].key;
         size_t len = strlen(all_keys);

@@ -28,6 +28,7 @@
 #include "layout.h"
 #include "mixed.h"
 #include "options.h"
+#include "probe.h"
 #include "quantize_plan.h"
 
 /* The recipe's measure_samples (default 256): calibration samples each measurement runs. */
@@ -2346,6 +2347,179 @@ static qr_status measure_effects(qr_qctx *q, const outref *all, const qr_tensor 
     return st;
 }
 
+/* ------------------------------------------------------------ rank = probe */
+
+/* The recipe's count setting id, or def when it has none. */
+static int setting_count(const qr_qctx *q, qr_setting_id id, int def)
+{
+    const qr_setting *s = qr_recipe_setting(q->r, id);
+    return s && s->value >= 1 ? (int)s->value : def;
+}
+
+/* One probe run: the slots of rk[sel[i]] with on[i] quantized, every other slot f32, over o's
+ * batches; its error against o's f32 outputs (output by output, batch by batch, as floats) into
+ * err (o's f32 elements long). *bad when an output is not finite where f32 is. */
+static qr_status probe_run(qr_qctx *q, const outref *o, const qr_tensor *calib, const ranked *rk, const int *sel,
+                           const unsigned char *on, int n, float *err, int *bad)
+{
+    const qr_graph *g = q->g;
+    for (int k = 0; k < q->nslots; k++)
+        q->slots[k].fallback = 1;
+    for (int i = 0; i < n; i++)
+        if (on[i])
+            q->slots[rk[sel[i]].slot].fallback = 0;
+    qr_quantized one = {0};
+    qr_exec *x = NULL;
+    qr_exec_opts eo = {.threads = q->o->threads > 1 ? q->o->threads : 1};
+    qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
+    qr_status st = in && out ? QR_OK : qr_errorf(q->e, "out of memory");
+    if (st == QR_OK && (st = qr_plan_build_qdq(q, &one)) == QR_OK)
+        st = qr_exec_new(one.qdq, &eo, &x, q->e);
+    size_t at = 0;
+    for (int k = 0; st == QR_OK && k < o->nbatches; k++) {
+        int64_t from = k * o->batch, b = o->n - from < o->batch ? o->n - from : o->batch;
+        qr_plan_slice_inputs(calib, g->n_inputs, from, b, in);
+        if ((st = qr_exec_run(x, in, out, q->e)) != QR_OK)
+            break;
+        for (int j = 0; j < g->n_outputs; j++) {
+            const qr_tensor *r = &o->out[(size_t)k * (size_t)g->n_outputs + (size_t)j];
+            if (r->dtype != QR_F32)
+                continue;
+            int64_t m = qr_tensor_numel(r);
+            const float *a = r->data;
+            for (int64_t e = 0; e < m; e++) {
+                double y = qr_get_f64(out[j].data, out[j].dtype, e), d = isfinite(a[e]) ? y - a[e] : 0;
+                *bad |= !isfinite(d);
+                err[at++] = isfinite(d) ? (float)d : 0;
+            }
+        }
+        for (int j = 0; j < g->n_outputs; j++)
+            qr_tensor_free(&out[j]);
+    }
+    qr_exec_free(x);
+    qr_graph_free(one.qdq);
+    free(in), free(out);
+    return st;
+}
+
+/* rank = probe: each ranked layer's effect estimated from probe_rounds rounds of probe_runs runs
+ * on the effect samples, random halves of the layers quantized in each (quantizer/probe.h), plus
+ * one run with all of them: (probe_runs + 1) x probe_rounds QDQ runs whatever the layer count.
+ * Each round fixes the estimate of the probe_hold layers it finds worst and keeps them f32 in the
+ * next rounds' runs, so that the layers that dominate the all-quantized error (PP-OCR det's few)
+ * no longer drown the others' estimates in their noise; the last round fixes the rest. A layer's
+ * effect is the outputs' SQNR its estimated error energy gives, output by output (the worst with
+ * outputs = worst), pooled over the effect samples; an estimate below its noise (not positive)
+ * gives +inf (ranked after the measured ones, by local SQNR). A run whose outputs are not finite
+ * where f32's are cannot be split into layers: then every layer's effect is measured
+ * (measure_effects). */
+static qr_status probe_effects(qr_qctx *q, const outref *all, const qr_tensor *calib, int64_t count, ranked *rk,
+                               int nr)
+{
+    const qr_graph *g = q->g;
+    int runs = setting_count(q, QR_SET_PROBE_RUNS, 8), rounds = setting_count(q, QR_SET_PROBE_ROUNDS, 2);
+    int hold = setting_count(q, QR_SET_PROBE_HOLD, 8), no = g->n_outputs, worst = worst_output(q), bad = 0;
+    if (runs < 2)
+        runs = 2;
+    outref o;
+    int own = 1;
+    qr_status st = effect_outref(&o, q, all, calib, count, &own);
+    if (st != QR_OK)
+        return st;
+    size_t w = (size_t)runs + 1, len = 0;
+    for (int k = 0; k < o.nbatches; k++)
+        for (int j = 0; j < no; j++) {
+            const qr_tensor *r = &o.out[(size_t)k * (size_t)no + (size_t)j];
+            len += r->dtype == QR_F32 ? (size_t)qr_tensor_numel(r) : 0;
+        }
+    float *err = malloc(sizeof *err * w * (len + 1));
+    double *gram = calloc(w * w * (size_t)no + 1, sizeof *gram), *x2 = calloc((size_t)no + 1, sizeof *x2);
+    double *en = calloc((size_t)nr + 1, sizeof *en), *est = calloc((size_t)nr * (size_t)no + 1, sizeof *est);
+    unsigned char *in = malloc(w * (size_t)nr + 1), *fixed = calloc((size_t)nr + 1, 1), *was = malloc((size_t)q->nslots + 1);
+    int *sel = malloc(sizeof *sel * ((size_t)nr + 1));
+    if (!err || !gram || !x2 || !en || !est || !in || !fixed || !was || !sel)
+        st = qr_errorf(q->e, "out of memory");
+    for (int i = 0; st == QR_OK && i < q->nslots; i++)
+        was[i] = (unsigned char)q->slots[i].fallback;
+    for (int k = 0; st == QR_OK && k < o.nbatches; k++) /* each output's f32 energy */
+        for (int j = 0; j < no; j++) {
+            const qr_tensor *r = &o.out[(size_t)k * (size_t)no + (size_t)j];
+            const float *a = r->data;
+            for (int64_t e = 0; r->dtype == QR_F32 && e < qr_tensor_numel(r); e++)
+                x2[j] += isfinite(a[e]) ? (double)a[e] * a[e] : 0;
+        }
+    for (int round = 0; st == QR_OK && !bad && round < rounds; round++) {
+        int n = 0;
+        for (int i = 0; i < nr; i++)
+            if (!fixed[i])
+                sel[n++] = i;
+        if (n == 0)
+            break;
+        qr_probe_subsets(0x51ED27A5ull + (uint64_t)round, runs, n, in);
+        memset(in + (size_t)runs * (size_t)n, 1, (size_t)n); /* run R: every probed layer */
+        for (int r = 0; st == QR_OK && !bad && r <= runs; r++)
+            st = probe_run(q, &o, calib, rk, sel, in + (size_t)r * (size_t)n, n, err + (size_t)r * len, &bad);
+        if (st != QR_OK || bad)
+            break;
+        for (int j = 0; j < no; j++) { /* the runs' inner products, output by output */
+            double *G = gram + (size_t)j * w * w;
+            size_t from = 0;
+            for (int k = 0; k < o.nbatches; k++)
+                for (int jj = 0; jj < no; jj++) {
+                    const qr_tensor *r = &o.out[(size_t)k * (size_t)no + (size_t)jj];
+                    size_t m = r->dtype == QR_F32 ? (size_t)qr_tensor_numel(r) : 0;
+                    if (jj == j)
+                        for (size_t a = 0; a < w; a++)
+                            for (size_t b = a; b < w; b++) {
+                                const float *ea = err + a * len + from, *eb = err + b * len + from;
+                                double s = 0;
+                                for (size_t e = 0; e < m; e++)
+                                    s += (double)ea[e] * eb[e];
+                                G[a * w + b] += s;
+                            }
+                    from += m;
+                }
+            for (size_t a = 0; a < w; a++)
+                for (size_t b = a; b < w; b++)
+                    G[b * w + a] = G[a * w + b];
+            qr_probe_energy(n, runs, in, G, en, NULL);
+            for (int i = 0; i < n; i++)
+                est[(size_t)sel[i] * (size_t)no + (size_t)j] = en[i];
+            memset(G, 0, sizeof *G * w * w);
+        }
+        for (int i = 0; i < n; i++) {
+            ranked *l = &rk[sel[i]];
+            double sx = 0, se = 0, low = INFINITY;
+            for (int j = 0; j < no; j++) {
+                double e2 = est[(size_t)sel[i] * (size_t)no + (size_t)j];
+                sx += x2[j], se += e2 > 0 ? e2 : 0;
+                if (e2 > 0)
+                    low = fmin(low, 10.0 * log10(x2[j] / e2));
+            }
+            l->effect = worst ? low : se > 0 ? 10.0 * log10(sx / se) : INFINITY;
+        }
+        /* the hold worst of this round keep their estimate; the last round keeps every one */
+        for (int h = 0; h < hold && round + 1 < rounds; h++) {
+            int b = -1;
+            for (int i = 0; i < n; i++)
+                if (!fixed[sel[i]] && (b < 0 || by_effect(&rk[sel[i]], &rk[sel[b]]) < 0))
+                    b = i;
+            if (b < 0)
+                break;
+            fixed[sel[b]] = 1;
+        }
+    }
+    free(err), free(gram), free(x2), free(en), free(est), free(in), free(fixed), free(sel);
+    for (int i = 0; was && i < q->nslots; i++)
+        q->slots[i].fallback = was[i];
+    free(was);
+    if (own)
+        outref_free(&o);
+    if (st == QR_OK && bad) /* not finite: no additive error to split */
+        st = measure_effects(q, all, calib, count, rk, nr);
+    return st;
+}
+
 /* ------------------------------------------------------------ rank = gain */
 
 /* The nearest quantized values upstream of value v (v itself when from_self and it is one), through
@@ -3575,7 +3749,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
      * correction they come from the model before it (q->ref), in a pass of their own */
     qr_status st = q->ref ? outref_init(&o, q, calib, count, 1) : outref_alloc(&o, q, count);
     /* rank = gain: the runs its estimate reads, beside the local one */
-    int gain = choice_is(q, QR_SET_RANK, "gain");
+    int gain = choice_is(q, QR_SET_RANK, "gain"), probe = choice_is(q, QR_SET_RANK, "probe");
     double *outs = calloc(4 * (size_t)q->g->n_outputs + 1, sizeof *outs);
     if (st == QR_OK && !outs)
         st = qr_errorf(q->e, "out of memory");
@@ -3694,7 +3868,9 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     qr_plan_phase(q, res, res->mixed ? "mixed precision" : "first tries");
     if (st == QR_OK && !holds) { /* the fewest worst layers whose fallback meets it: a binary search */
         /* past those, the layers with the worst effect on the outputs first */
-        st = gain ? gain_effects(q, calib, o.n, outs, rk + k, nr - k) : measure_effects(q, &o, calib, count, rk + k, nr - k);
+        st = gain    ? gain_effects(q, calib, o.n, outs, rk + k, nr - k)
+             : probe ? probe_effects(q, &o, calib, count, rk + k, nr - k)
+                     : measure_effects(q, &o, calib, count, rk + k, nr - k);
         for (int i = k; st == QR_OK && i < nr; i++)
             q->slots[rk[i].slot].effect = rk[i].effect;
         if (st == QR_OK)

@@ -650,7 +650,7 @@ typedef enum qr_setting_kind {
     X(EFFECT_SAMPLES, "effect_samples", QR_SK_COUNT, 1, 1000000, NULL)      \
     X(EFFECT_MACS, "effect_macs", QR_SK_NUMBER, 1, 0, NULL)                 \
     X(BLOCK, "block", QR_SK_POW2, 16, 256, NULL)                            \
-    X(RANK, "rank", QR_SK_CHOICE, 0, 0, "effect gain")                      \
+    X(RANK, "rank", QR_SK_CHOICE, 0, 0, "effect gain probe")                      \
     X(ORDER, "order", QR_SK_CHOICE, 0, 0, "worst per_mac")                  \
     X(OUTPUTS, "outputs", QR_SK_CHOICE, 0, 0, "pooled worst")               \
     X(OVERFLOW, "overflow", QR_SK_CHOICE, 0, 0, "wrap saturate")          \
@@ -669,7 +669,10 @@ typedef enum qr_setting_kind {
     X(SPECULATE, "speculate", QR_SK_NUMBER, 0, 0, NULL)                      \
     X(CALIBRATE_FIGURE_SAMPLES, "calibrate_figure_samples", QR_SK_COUNT, 1, 1000000, NULL) \
     X(CALIBRATE_SAMPLES, "calibrate_samples", QR_SK_HOOK, 0, 0, "f64(f64[],f64[])") \
-    X(STEPS, "steps", QR_SK_CHOICE, 0, 0, "skip measure")
+    X(STEPS, "steps", QR_SK_CHOICE, 0, 0, "skip measure")                    \
+    X(PROBE_RUNS, "probe_runs", QR_SK_COUNT, 2, 1000000, NULL)               \
+    X(PROBE_ROUNDS, "probe_rounds", QR_SK_COUNT, 1, 1000, NULL)              \
+    X(PROBE_HOLD, "probe_hold", QR_SK_COUNT, 1, 1000000, NULL)
 
 /* accumulate = iN: the accumulator widths the runtime simulates (docs/quantizer.md, accumulator
  * width); i64 is accepted by the checker and refused by the quantizer. */
