@@ -29,4 +29,12 @@ void qr_probe_subsets(uint64_t seed, int runs, int nl, unsigned char *in);
 void qr_probe_energy(int nl, int runs, const unsigned char *in, const double *gram, double *energy,
                      double *biased);
 
+/* rank = probe_pairs: the energies E_i that fit every pair of runs' inner product,
+ * <e_r, e_s> = sum_i b_ir b_is E_i (r <= s, the all-quantized run among them), in least squares: what
+ * the inner products give when the layers' errors at the outputs are orthogonal (independent
+ * rounding noise over many output elements) and add. (R + 1)(R + 2) / 2 equations for the nl
+ * energies, so about sqrt(2 nl) runs tell them apart where the signs' estimate needs some nl; its
+ * error comes from the errors' correlation and from what does not add. -1: out of memory. */
+int qr_probe_energy_pairs(int nl, int runs, const unsigned char *in, const double *gram, double *energy);
+
 #endif

@@ -2404,7 +2404,9 @@ static qr_status probe_run(qr_qctx *q, const outref *o, const qr_tensor *calib, 
 
 /* rank = probe: each ranked layer's effect estimated from probe_rounds rounds of probe_runs runs
  * on the effect samples, random halves of the layers quantized in each (quantizer/probe.h), plus
- * one run with all of them: (probe_runs + 1) x probe_rounds QDQ runs whatever the layer count.
+ * one run with all of them: (probe_runs + 1) x probe_rounds QDQ runs whatever the layer count; each
+ * layer's error energy from the runs' inner products, by the signs' estimate or (rank =
+ * probe_pairs) the least-squares fit of every pair's (quantizer/probe.h).
  * Each round fixes the estimate of the probe_hold layers it finds worst and keeps them f32 in the
  * next rounds' runs, so that the layers that dominate the all-quantized error (PP-OCR det's few)
  * no longer drown the others' estimates in their noise; the last round fixes the rest. A layer's
@@ -2419,6 +2421,7 @@ static qr_status probe_effects(qr_qctx *q, const outref *all, const qr_tensor *c
     const qr_graph *g = q->g;
     int runs = setting_count(q, QR_SET_PROBE_RUNS, 8), rounds = setting_count(q, QR_SET_PROBE_ROUNDS, 2);
     int hold = setting_count(q, QR_SET_PROBE_HOLD, 8), no = g->n_outputs, worst = worst_output(q), bad = 0;
+    int pairs = choice_is(q, QR_SET_RANK, "probe_pairs");
     if (runs < 2)
         runs = 2;
     outref o;
@@ -2482,11 +2485,18 @@ static qr_status probe_effects(qr_qctx *q, const outref *all, const qr_tensor *c
             for (size_t a = 0; a < w; a++)
                 for (size_t b = a; b < w; b++)
                     G[b * w + a] = G[a * w + b];
-            qr_probe_energy(n, runs, in, G, en, NULL);
+            if (!pairs)
+                qr_probe_energy(n, runs, in, G, en, NULL);
+            else if (qr_probe_energy_pairs(n, runs, in, G, en) != 0) {
+                st = qr_errorf(q->e, "out of memory");
+                break;
+            }
             for (int i = 0; i < n; i++)
                 est[(size_t)sel[i] * (size_t)no + (size_t)j] = en[i];
             memset(G, 0, sizeof *G * w * w);
         }
+        if (st != QR_OK)
+            break;
         for (int i = 0; i < n; i++) {
             ranked *l = &rk[sel[i]];
             double sx = 0, se = 0, low = INFINITY;
@@ -3749,7 +3759,8 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
      * correction they come from the model before it (q->ref), in a pass of their own */
     qr_status st = q->ref ? outref_init(&o, q, calib, count, 1) : outref_alloc(&o, q, count);
     /* rank = gain: the runs its estimate reads, beside the local one */
-    int gain = choice_is(q, QR_SET_RANK, "gain"), probe = choice_is(q, QR_SET_RANK, "probe");
+    int gain = choice_is(q, QR_SET_RANK, "gain");
+    int probe = choice_is(q, QR_SET_RANK, "probe") || choice_is(q, QR_SET_RANK, "probe_pairs");
     double *outs = calloc(4 * (size_t)q->g->n_outputs + 1, sizeof *outs);
     if (st == QR_OK && !outs)
         st = qr_errorf(q->e, "out of memory");

@@ -650,7 +650,7 @@ typedef enum qr_setting_kind {
     X(EFFECT_SAMPLES, "effect_samples", QR_SK_COUNT, 1, 1000000, NULL)      \
     X(EFFECT_MACS, "effect_macs", QR_SK_NUMBER, 1, 0, NULL)                 \
     X(BLOCK, "block", QR_SK_POW2, 16, 256, NULL)                            \
-    X(RANK, "rank", QR_SK_CHOICE, 0, 0, "effect gain probe")                      \
+    X(RANK, "rank", QR_SK_CHOICE, 0, 0, "effect gain probe probe_pairs")                      \
     X(ORDER, "order", QR_SK_CHOICE, 0, 0, "worst per_mac")                  \
     X(OUTPUTS, "outputs", QR_SK_CHOICE, 0, 0, "pooled worst")               \
     X(OVERFLOW, "overflow", QR_SK_CHOICE, 0, 0, "wrap saturate")          \

@@ -686,6 +686,11 @@ Test(quantize, rank_probe_reverts_what_effect_does)
     reverts_by_effect("probe");
 }
 
+Test(quantize, rank_probe_pairs_reverts_what_effect_does)
+{
+    reverts_by_effect("probe_pairs");
+}
+
 /* order = per_mac gives back the layers with the most output error per integer MAC first. In
  * permac.onnx a (590k MACs a sample) adds as much rounding error as b and c (4k each) together:
  * worst effect first, a falls back and 1.4% of the MACs stay on the integers; per MAC, b and c do and

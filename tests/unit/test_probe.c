@@ -187,3 +187,92 @@ Test(probe, linear_model_estimates_each_layers_energy_as_runs_grow)
               worst[0]);
     free(e), free(gram), free(in);
 }
+
+/* rank = probe_pairs: the least-squares energies against numpy's lstsq of the same system built
+ * from the error vectors (each pair's inner product computed by numpy), on the non-linear runs of
+ * energies_match_numpy_from_the_error_vectors. */
+Test(probe, pairs_match_numpy_lstsq)
+{
+    enum { RUNS = 12, NL = 9, DIM = 40 };
+    unsigned char in[(RUNS + 1) * NL];
+    qr_probe_subsets(3, RUNS, NL, in);
+    memset(in + RUNS * NL, 1, NL);
+    double d[NL * DIM], e[(RUNS + 1) * DIM], gram[(RUNS + 1) * (RUNS + 1)], en[NL];
+    unsigned seed = 21;
+    for (int i = 0; i < NL; i++)
+        for (int k = 0; k < DIM; k++)
+            d[i * DIM + k] = gauss(&seed) * (i + 1) * (i % 2 ? -0.3 : 0.2);
+    for (int r = 0; r <= RUNS; r++)
+        for (int k = 0; k < DIM; k++) {
+            double s = 0;
+            for (int i = 0; i < NL; i++)
+                s += in[r * NL + i] ? d[i * DIM + k] : 0;
+            s += in[r * NL + 1] && in[r * NL + 2] ? d[1 * DIM + k] * d[2 * DIM + k] : 0;
+            e[r * DIM + k] = s + 0.05 * gauss(&seed);
+        }
+    gram_of(e, RUNS, DIM, gram);
+    cr_assert_eq(qr_probe_energy_pairs(NL, RUNS, in, gram, en), 0);
+    int64_t de[2] = {RUNS + 1, DIM}, di[2] = {RUNS + 1, NL};
+    save("e", QR_F64, 2, de, e);
+    save("in", QR_U8, 2, di, in);
+    python("import numpy as np\n"
+           "e = np.load('e.npy'); b = np.load('in.npy').astype(np.float64); w = e.shape[0]\n"
+           "rows = []; rhs = []\n"
+           "for r in range(w):\n"
+           "  for s in range(r, w):\n"
+           "    rows.append(b[r] * b[s]); rhs.append(e[r] @ e[s])\n"
+           "E = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)[0]\n"
+           "np.save('E.npy', E)\n");
+    qr_tensor E = load("E");
+    double top = 0;
+    for (int i = 0; i < NL; i++)
+        top = fmax(top, fabs(((double *)E.data)[i]));
+    for (int i = 0; i < NL; i++) {
+        double want = ((double *)E.data)[i];
+        cr_assert(fabs(en[i] - want) <= 1e-6 * top, "layer %d: %g, numpy %g", i, en[i], want);
+    }
+    qr_tensor_free(&E);
+}
+
+/* Layers whose errors are orthogonal (disjoint output elements) and add: the pairs give each
+ * layer's energy exactly with 12 runs for 20 layers (91 pairs; no two layers in the same runs: two
+ * that are cannot be told apart, and share their sum), where the signs' estimate is off by its
+ * noise. */
+Test(probe, pairs_exact_on_orthogonal_errors)
+{
+    enum { RUNS = 12, NL = 20, PER = 6 };
+    unsigned char in[(RUNS + 1) * NL];
+    qr_probe_subsets(5, RUNS, NL, in);
+    memset(in + RUNS * NL, 1, NL);
+    for (int i = 0; i < NL; i++)
+        for (int j = 0; j < i; j++) {
+            int same = 1;
+            for (int r = 0; r < RUNS; r++)
+                same &= in[r * NL + i] == in[r * NL + j];
+            cr_assert(!same, "layers %d and %d are in the same runs: another seed", i, j);
+        }
+    double d[NL * PER], true2[NL], e[(RUNS + 1) * NL * PER], gram[(RUNS + 1) * (RUNS + 1)], en[NL], sg[NL];
+    unsigned seed = 8;
+    for (int i = 0; i < NL; i++) {
+        true2[i] = 0;
+        for (int k = 0; k < PER; k++) {
+            d[i * PER + k] = gauss(&seed) * (i < 3 ? 4.0 : 1.0);
+            true2[i] += d[i * PER + k] * d[i * PER + k];
+        }
+    }
+    for (int r = 0; r <= RUNS; r++)
+        for (int i = 0; i < NL; i++)
+            for (int k = 0; k < PER; k++)
+                e[(r * NL + i) * PER + k] = in[r * NL + i] ? d[i * PER + k] : 0;
+    gram_of(e, RUNS, NL * PER, gram);
+    cr_assert_eq(qr_probe_energy_pairs(NL, RUNS, in, gram, en), 0);
+    qr_probe_energy(NL, RUNS, in, gram, sg, NULL);
+    double worst_signs = 0;
+    for (int i = 0; i < NL; i++) {
+        cr_assert(fabs(en[i] - true2[i]) <= 1e-6 * true2[i] + 1e-9, "layer %d: %g, its energy %g", i, en[i],
+                  true2[i]);
+        worst_signs = fmax(worst_signs, fabs(sg[i] - true2[i]) / true2[i]);
+    }
+    cr_assert_gt(worst_signs, 0.1, "the signs' estimate is exact here too (%g): the test does not tell them apart",
+                 worst_signs);
+}
