@@ -758,10 +758,14 @@ static const qc_type *method_call(ctx *c, ql_node *n, const qc_type *recv, const
         if (!strcmp(m, "add") || !strcmp(m, "add_abs")) {
             if (c->w != W_OBSERVE)
                 chk_err(c, n, "a histogram is filled only in observe");
-            if (chk_expect_args(c, n, m, 1, 1)) {
+            if (chk_expect_args(c, n, m, 1, 3)) {
                 const qc_type *t = chk_expr(c, n->kids[0], NULL);
                 if (t->k != QC_TENSOR && t->k != QC_ERROR)
                     chk_err(c, n->kids[0], "%s takes a tensor, not %s", m, TN(t, a));
+                if (n->nkids == 2)
+                    chk_err(c, n, "%s takes a tensor, or a tensor and the flat range [from, to) of its elements", m);
+                for (int i = 1; i < n->nkids; i++)
+                    chk_convert(c, n->kids[i], chk_expr(c, n->kids[i], &qc_i64), &qc_i64, i == 1 ? "from" : "to");
             }
             return set_type(n, &qc_void);
         }
@@ -967,6 +971,11 @@ static const qc_type *field(ctx *c, ql_node *n)
     case QC_TENSOR:
         if (!strcmp(m, "numel") || !strcmp(m, "rank"))
             return set_type(n, &qc_i64);
+        if (!strcmp(m, "first") || !strcmp(m, "samples")) {
+            if (c->w != W_OBSERVE)
+                chk_err(c, n, "'.%s' tells a calibrator's observe which calibration samples it sees", m);
+            return set_type(n, &qc_i64);
+        }
         break;
     case QC_ARRAY:
         if (!strcmp(m, "len"))

@@ -28,7 +28,8 @@
  * offsets it gives them are recipe.h's (the import table is held to its list there). */
 _Static_assert(offsetof(qrl_array, len) == 8 && sizeof(qrl_array) == 16, "qrl_array's layout");
 _Static_assert(offsetof(qrl_tview, numel) == 8 && offsetof(qrl_tview, rank) == 16 && offsetof(qrl_tview, dims) == 24 &&
-                   sizeof(qrl_tview) == 24 + 8 * QR_MAX_DIMS,
+                   offsetof(qrl_tview, first) == 24 + 8 * QR_MAX_DIMS &&
+                   offsetof(qrl_tview, samples) == 32 + 8 * QR_MAX_DIMS && sizeof(qrl_tview) == 40 + 8 * QR_MAX_DIMS,
                "qrl_tview's layout");
 _Static_assert(offsetof(qrl_qtype, qmin) == 8 && offsetof(qrl_qtype, qmax) == 16 && offsetof(qrl_qtype, axis) == 24 &&
                    offsetof(qrl_qtype, is_signed) == 32 && offsetof(qrl_qtype, narrow) == 40 &&
@@ -124,11 +125,13 @@ static void build_types(jit *j)
 
     gcc_jit_field *fa[2] = {j->f_arr_data = field(j, j->t_voidp, "data"), j->f_arr_len = field(j, j->t_i64, "len")};
     j->t_array = gcc_jit_struct_as_type(gcc_jit_context_new_struct_type(c, NULL, "qrl_array", 2, fa));
-    gcc_jit_field *ft[4] = {j->f_tv_data = field(j, j->t_voidp, "data"), j->f_tv_numel = field(j, j->t_i64, "numel"),
+    gcc_jit_field *ft[6] = {j->f_tv_data = field(j, j->t_voidp, "data"), j->f_tv_numel = field(j, j->t_i64, "numel"),
                             j->f_tv_rank = field(j, j->t_i64, "rank"),
                             j->f_tv_dims = field(j, gcc_jit_context_new_array_type(c, NULL, j->t_i64, QR_MAX_DIMS),
-                                                 "dims")};
-    j->t_tview = gcc_jit_struct_as_type(gcc_jit_context_new_struct_type(c, NULL, "qrl_tview", 4, ft));
+                                                 "dims"),
+                            j->f_tv_first = field(j, j->t_i64, "first"),
+                            j->f_tv_samples = field(j, j->t_i64, "samples")};
+    j->t_tview = gcc_jit_struct_as_type(gcc_jit_context_new_struct_type(c, NULL, "qrl_tview", 6, ft));
     _Static_assert(sizeof(qrl_qtype) == QC_QTYPE_NFIELDS * sizeof(int64_t), "qrl_qtype is QRL's qtype fields");
     for (int i = 0; i < QC_QTYPE_NFIELDS; i++)
         j->f_qt[i] = field(j, j->t_i64, qc_qtype_fields[i]);

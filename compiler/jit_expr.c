@@ -627,8 +627,13 @@ static gcc_jit_rvalue *method_call(fgen *f, const ql_node *n)
     }
     if (rt->k == QC_HIST) {
         if (!strcmp(m, "add") || !strcmp(m, "add_abs")) {
-            gcc_jit_rvalue *args[4] = {f->rt, obj, jit_now(f, jit_expr(f, n->kids[0])), jit_lng(j, j->t_i64, !strcmp(m, "add_abs"))};
-            gcc_jit_block_add_eval(jit_cur(f), NULL, jit_call_imp(f, IMP_HIST_ADD, 4, args));
+            /* h.add(x): every element (to = INT64_MIN: the end); h.add(x, from, to): elements [from, to) */
+            gcc_jit_rvalue *args[6] = {f->rt, obj, jit_now(f, jit_expr(f, n->kids[0])),
+                                       jit_lng(j, j->t_i64, !strcmp(m, "add_abs")), jit_lng(j, j->t_i64, 0),
+                                       jit_lng(j, j->t_i64, INT64_MIN)};
+            for (int i = 1; i < 3 && n->nkids == 3; i++)
+                args[3 + i] = jit_now(f, jit_cast(j, jit_expr(f, n->kids[i]), j->t_i64));
+            gcc_jit_block_add_eval(jit_cur(f), NULL, jit_call_imp(f, IMP_HIST_ADD, 6, args));
             jit_check_failed(f);
             return jit_lng(j, j->t_i64, 0);
         }
@@ -714,8 +719,9 @@ static gcc_jit_rvalue *field_expr(fgen *f, const ql_node *n)
     gcc_jit_rvalue *obj = jit_now(f, jit_expr(f, n->a));
     switch (t->k) {
     case QC_TENSOR:
-        return gcc_jit_lvalue_as_rvalue(
-            gcc_jit_rvalue_dereference_field(obj, NULL, !strcmp(m, "numel") ? j->f_tv_numel : j->f_tv_rank));
+        return gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(
+            obj, NULL, !strcmp(m, "numel") ? j->f_tv_numel : !strcmp(m, "rank") ? j->f_tv_rank
+                     : !strcmp(m, "first")  ? j->f_tv_first : j->f_tv_samples));
     case QC_ARRAY: return gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(obj, NULL, j->f_arr_len));
     case QC_GRAM: return jit_now(f, jit_call_imp(f, !strcmp(m, "dim") ? IMP_GRAM_DIM : IMP_GRAM_ROWS, 1, &obj));
     case QC_HIST: {

@@ -35,7 +35,7 @@ typedef struct jit {
         *t_voidp, *t_str;
     gcc_jit_type *t_array, *t_tview, *t_qtype, *t_qparams, *t_rt, *t_imports;
     gcc_jit_type *p_array, *p_tview, *p_qtype, *p_qparams, *p_rt, *p_imports;
-    gcc_jit_field *f_arr_data, *f_arr_len, *f_tv_data, *f_tv_numel, *f_tv_rank, *f_tv_dims;
+    gcc_jit_field *f_arr_data, *f_arr_len, *f_tv_data, *f_tv_numel, *f_tv_rank, *f_tv_dims, *f_tv_first, *f_tv_samples;
     gcc_jit_field *f_qt[QC_QTYPE_NFIELDS]; /* qc_qtype_fields, in order */
     gcc_jit_field *f_qp_scale, *f_qp_zero, *f_rt_imp, *f_rt_failed, *f_rt_fuel;
     gcc_jit_field *f_imp[IMP_COUNT];

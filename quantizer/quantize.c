@@ -836,6 +836,7 @@ typedef struct calib_worker {
     double *lo, *hi; /* by slot: the range this worker saw */
     double *dlo, *dhi; /* by value id: the range of each dynamic value in the f32 pass (NULL: not observed) */
     int64_t first, last; /* its batches: [first, last) */
+    int64_t at, count;   /* the batch running: its first sample's index among the calibration samples, its samples */
     qr_error err;
     qr_status st;
 } calib_worker;
@@ -870,7 +871,7 @@ static qr_status simq_run(qr_kctx *k)
             qr_calib *b = NULL;
             st = qr_calib_fresh(w->cal[si], &b, k->err);
             if (st == QR_OK)
-                st = qr_calib_observe(b, x, k->err);
+                st = qr_calib_observe_samples(b, x, w->at, w->count, k->err);
             if (st == QR_OK)
                 st = qr_calib_merge(w->cal[si], b, k->err);
             qr_calib_free(b);
@@ -889,7 +890,7 @@ static qr_status simq_run(qr_kctx *k)
         qr_calib *b = NULL;
         qr_status st = qr_calib_fresh(w->cal[si], &b, k->err);
         if (st == QR_OK)
-            st = qr_calib_observe(b, x, k->err);
+            st = qr_calib_observe_samples(b, x, w->at, w->count, k->err);
         if (st == QR_OK)
             st = qr_calib_solve(b, &s->qt, &qp, k->err);
         if (st == QR_OK)
@@ -1256,6 +1257,7 @@ static void *run_worker(void *p)
     for (int64_t k = w->first; k < w->last && w->st == QR_OK; k++) {
         int64_t at = k * r->batch, b = r->count - at < r->batch ? r->count - at : r->batch;
         qr_plan_slice_inputs(r->calib, g->n_inputs, at, b, in);
+        w->at = at, w->count = b;
         for (int i = 0; w->dlo && i < g->n_inputs; i++) /* inputs: no node reports them */
             if (w->q->dyn[g->inputs[i]->id])
                 fold_range(&in[i], &w->dlo[g->inputs[i]->id], &w->dhi[g->inputs[i]->id]);

@@ -248,11 +248,17 @@ static void *rt_hist_new(qrl_rt *rt, int64_t bins)
     return b;
 }
 
-static void rt_hist_add(qrl_rt *rt, void *h, const qrl_tview *x, int64_t is_abs)
+static void rt_hist_add(qrl_rt *rt, void *h, const qrl_tview *x, int64_t is_abs, int64_t from, int64_t to)
 {
     hist_box *b = h;
     if (!b)
         return;
+    if (to == INT64_MIN) /* h.add(x): all of it */
+        to = x->numel;
+    if (from < 0 || from > x->numel || to < from || to > x->numel) {
+        rt_trap(rt, QRL_TRAP_INDEX, NULL, 0, 0, from < 0 || from > x->numel ? from : to, x->numel);
+        return;
+    }
     int kind = is_abs ? 2 : 1;
     if (b->kind && b->kind != kind) {
         rt_trap(rt, QRL_TRAP_HIST, NULL, 0, 0, 1, 0);
@@ -260,7 +266,7 @@ static void rt_hist_add(qrl_rt *rt, void *h, const qrl_tview *x, int64_t is_abs)
     }
     b->kind = kind;
     b->h.is_abs = is_abs != 0;
-    qr_hist_add_f32(&b->h, x->data, x->numel);
+    qr_hist_add_f32(&b->h, (const float *)x->data + from, to - from);
 }
 
 static void rt_hist_merge(qrl_rt *rt, void *h, const void *other)
@@ -1615,14 +1621,22 @@ void qr_tview_of(const qr_tensor *t, qrl_tview *v)
     v->numel = qr_tensor_numel(t);
     v->rank = t->ndim;
     memcpy(v->dims, t->dims, sizeof(int64_t) * (size_t)t->ndim);
+    v->samples = 1;
 }
 
 qr_status qr_calib_observe(qr_calib *c, const qr_tensor *x, qr_error *e)
+{
+    return qr_calib_observe_samples(c, x, 0, 1, e);
+}
+
+qr_status qr_calib_observe_samples(qr_calib *c, const qr_tensor *x, int64_t first, int64_t samples, qr_error *e)
 {
     if (x->dtype != QR_F32)
         return qr_errorf(e, "calibrator '%s' observes f32 tensors, not %s", c->d->name, qr_dtype_name(x->dtype));
     qrl_tview v;
     qr_tview_of(x, &v);
+    v.first = first;
+    v.samples = samples;
     qrl_rt rt;
     calib_rt(c, &rt);
     c->d->observe(&rt, c->state, c->params, &v);

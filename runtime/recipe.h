@@ -43,12 +43,16 @@ typedef struct qrl_array {
     int64_t len;
 } qrl_array;
 
-/* tensor<T>: the element type is checked by the runtime before a call. */
+/* tensor<T>: the element type is checked by the runtime before a call. first and samples: what a
+ * calibrator's observe sees as x.first and x.samples (the tensor holds `samples` calibration samples,
+ * along its first axis, from sample `first` of the calibration samples on); 0 and 1 for any other
+ * tensor (a weight, a kernel's operand). */
 typedef struct qrl_tview {
     void *data;
     int64_t numel;
     int64_t rank;
     int64_t dims[QR_MAX_DIMS];
+    int64_t first, samples;
 } qrl_tview;
 
 typedef struct qrl_qtype {
@@ -120,7 +124,7 @@ enum {
     /* Calibrator state: zeroed memory and histograms owned by the state. */                                   \
     X(STATE_ALLOC, state_alloc, p, r, l) /* (rt, bytes) */                                                     \
     X(HIST_NEW, hist_new, p, r, l) /* (rt, bins) */                                                            \
-    X(HIST_ADD, hist_add, v, r, p, t, l) /* (rt, h, x, is_abs) */                                              \
+    X(HIST_ADD, hist_add, v, r, p, t, l, l, l) /* (rt, h, x, is_abs, from, to): x's elements [from, to) */     \
     X(HIST_MERGE, hist_merge, v, r, p, c) /* (rt, h, other) */                                                 \
     X(HIST_QUANTILE, hist_quantile, d, c, d) /* (h, q) */                                                      \
     X(HIST_BIN, hist_bin, d, c, l) /* (h, i) */                                                                \
@@ -854,6 +858,9 @@ const char *qr_calib_name(const qr_calib *c);
 qr_status qr_calib_fresh(const qr_calib *like, qr_calib **out, qr_error *e);
 /* x must be f32. */
 qr_status qr_calib_observe(qr_calib *c, const qr_tensor *x, qr_error *e);
+/* The same for x holding `samples` calibration samples (its first axis) from sample `first` of them
+ * on: what observe sees as x.first and x.samples (qr_calib_observe: 0 and 1). */
+qr_status qr_calib_observe_samples(qr_calib *c, const qr_tensor *x, int64_t first, int64_t samples, qr_error *e);
 /* Folds o's state into c's (same calibrator and parameters). */
 qr_status qr_calib_merge(qr_calib *c, const qr_calib *o, qr_error *e);
 qr_status qr_calib_solve(qr_calib *c, const qrl_qtype *t, qrl_qparams *out, qr_error *e);

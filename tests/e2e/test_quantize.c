@@ -2784,3 +2784,47 @@ Test(quantize, measurement_keeps_no_batch_of_f32_values)
     long values_kb = 48L * 32 * 16 * 64 * 64 * 4 / 1024;
     cr_assert_lt(peak[1] - peak[0], values_kb / 2, "quantize peaked at %ld KB, run at %ld KB", peak[1], peak[0]);
 }
+
+/* by l2_checked() through qrl quantize: the calibration run tells each batch's observe which
+ * samples it holds (x.first, x.samples), so the even/odd halves are the file's even and odd
+ * samples whatever the batches and threads (--batch 3 cuts across the halves, --threads 2 splits
+ * the batches). x = 16 samples of Laplace values (both signs), y = x * x: with samples 1 and 5
+ * twice as loud ("tail") x's range is minmax's, every sample alike ("holds") l2's; either way the
+ * scale and zero point are tools/ref_l2_checked.py's on the same samples (numpy), and y gets that
+ * script's answer on numpy's float32 squares of them. */
+Test(quantize, l2_checked_judges_on_the_samples_each_batch_holds, .timeout = 300)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper, TensorProto as T; "
+             "g = helper.make_graph([helper.make_node('Mul', ['x', 'x'], ['y'])], 'r', "
+             "[helper.make_tensor_value_info('x', T.FLOAT, ['N', 20000])], [helper.make_tensor_value_info('y', T.FLOAT, ['N', 20000])]); "
+             "onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), '%s/l2c.onnx'); "
+             "x = np.random.default_rng(5).laplace(0, 1, (16, 20000)); np.save('%s/l2c_holds.npy', x.astype(np.float32)); "
+             "x[[1, 5]] *= 2; np.save('%s/l2c_tail.npy', x.astype(np.float32)); "
+             "[np.save('%s/l2c_%%s_y.npy' %% k, np.square(np.load('%s/l2c_%%s.npy' %% k))) for k in ('holds', 'tail')]\" && "
+             "printf 'import \"calibrators.qrl\"\\nimport \"patterns.qrl\"\\nrecipe r {\\n  activation = u8 asymmetric by "
+             "l2_checked()\\n  weight = i8 symmetric per_channel by minmax(symmetric = true)\\n  calibrate = float\\n}\\n' > %s/l2c.qrl",
+             dir, dir, dir, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *cases[2] = {"holds", "tail"}, *runs[2] = {"--batch 3 --threads 2", "--batch 16 --threads 1"};
+    for (int c = 0; c < 2; c++)
+        for (int r = 0; r < 2; r++) {
+            snprintf(cmd, sizeof cmd,
+                     "cd '%s' && %s quantize %s/l2c.onnx --recipe %s/l2c.qrl --calib %s/l2c_%s.npy -o %s/l2c_q.onnx "
+                     "--qparams %s/l2c_%s.json %s --quiet && "
+                     "/usr/bin/python3 tools/ref_l2_checked.py %s/l2c_%s.npy 2048 16 u8 0.25 0 > %s/l2c_x.txt && "
+                     "/usr/bin/python3 tools/ref_l2_checked.py %s/l2c_%s_y.npy 2048 16 u8 0.25 0 > %s/l2c_y.txt && "
+                     "/usr/bin/python3 -c \"import json; q = {a['value']: a for a in json.load(open('%s/l2c_%s.json'))['activations']}; "
+                     "ref = {v: open('%s/l2c_%%s.txt' %% v).read().split() for v in 'xy'}; "
+                     "want = {'holds': '1', 'tail': '0'}['%s']; assert ref['x'][2] == want, ('x chose', ref['x']); "
+                     "[print(v, q[v]['scale'], q[v]['zero_point'], ref[v]) for v in 'xy']; "
+                     "assert all(abs(q[v]['scale'] - float(ref[v][0])) <= 1e-6 * float(ref[v][0]) and q[v]['zero_point'] == int(ref[v][1]) "
+                     "for v in 'xy'), 'qrl differs from numpy'\"",
+                     tu_root(), tu_qrl(), dir, dir, dir, cases[c], dir, dir, cases[c], runs[r], dir, cases[c], dir, dir,
+                     cases[c], dir, dir, cases[c], dir, cases[c]);
+            cr_assert_eq(tu_run(cmd, &log), 0, "%s, %s: %s", cases[c], runs[r], log);
+            free(log);
+        }
+}

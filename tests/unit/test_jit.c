@@ -1955,8 +1955,11 @@ Test(jit, only_what_the_recipe_reaches_is_compiled)
     int32_t x_zero = 0, y_zero = 3;
     int64_t axis = -1;
     double lo = -INFINITY, hi = INFINITY;
-    qrl_tview acc = {acc_d, 1, 2, {1, 1}}, x = {x_d, 1, 2, {1, 1}}, w = {w_d, 1, 2, {1, 1}}, b = {bias_d, 1, 1, {1}},
-              y = {y_d, 1, 2, {1, 1}};
+    qrl_tview acc = {.data = acc_d, .numel = 1, .rank = 2, .dims = {1, 1}};
+    qrl_tview x = {.data = x_d, .numel = 1, .rank = 2, .dims = {1, 1}};
+    qrl_tview w = {.data = w_d, .numel = 1, .rank = 2, .dims = {1, 1}};
+    qrl_tview b = {.data = bias_d, .numel = 1, .rank = 1, .dims = {1}};
+    qrl_tview y = {.data = y_d, .numel = 1, .rank = 2, .dims = {1, 1}};
     qrl_array w_scale = {w_scale_d, 1}, w_zero = {w_zero_d, 1};
     void *args[14] = {&acc, &x, &x_scale, &x_zero, &w, &w_scale, &w_zero, &b, &axis, &lo, &hi, &y, &y_scale, &y_zero};
     qrl_rt rt;
@@ -1978,7 +1981,9 @@ Test(jit, only_what_the_recipe_reaches_is_compiled)
     uint8_t ty_d[10];
     memset(ty_d, 77, sizeof ty_d);
     float tw_scale_d[3] = {0.25f, 0.5f, 1.0f};
-    qrl_tview tacc = {tacc_d, 8, 1, {8}}, tb = {tb_d, 3, 1, {3}}, ty = {ty_d, 10, 1, {10}};
+    qrl_tview tacc = {.data = tacc_d, .numel = 8, .rank = 1, .dims = {8}};
+    qrl_tview tb = {.data = tb_d, .numel = 3, .rank = 1, .dims = {3}};
+    qrl_tview ty = {.data = ty_d, .numel = 10, .rank = 1, .dims = {10}};
     qrl_array tw_scale = {tw_scale_d, 3};
     int64_t c0 = 1, rows = 2, cols = 3, acc_rs = 4, y_off = 1, y_rs = 5;
     void *targs[20] = {&tacc, &x, &x_scale, &x_zero, &w, &tw_scale, &w_zero, &tb, &axis, &lo, &hi, &ty, &y_scale,
@@ -2350,4 +2355,135 @@ Test(jit, sample_pooled_lower_as_numpy)
         {0, {0}, {0}, inf},
     };
     check_lower_bound("sample_pooled_lower", "sample_pooled", c, sizeof c / sizeof *c);
+}
+
+/* l2_checked: l2's range kept only where, fitted on the even samples it has no more error on the odd
+ * ones than minmax's (and the other way round), else minmax's. Against tools/ref_l2_checked.py (the
+ * rule again in numpy on tools/ref_l2.py's search, and the same decision from the raw values'
+ * errors): 16 samples of Laplace values (both signs), observed as calibration does, in batches of 4
+ * whose x.first and x.samples say which samples they hold, each into a fresh state then merged, and
+ * again merged in another order (a second worker's batches first: the same qparams). "holds": every
+ * sample alike, l2 clips the tails and is kept; "tail": samples 1 and 5 twice as loud, so the even
+ * half's fit clips what the odd half reaches, and minmax's range is chosen though l2's of all clips. */
+static void l2_checked_case(qrl_module *m, const float *x, int64_t samples, int64_t per, qr_dtype dt, int symmetric,
+                            const char *tname, const char *what, int want_l2)
+{
+    char path[700], cmd[1400], *log;
+    snprintf(path, sizeof path, "%s/l2c_%s.npy", dir, what);
+    qr_tensor all = {.dtype = QR_F32, .ndim = 2, .dims = {samples, per}, .data = (float *)x};
+    qr_error e;
+    cr_assert_eq(qr_npy_write(path, &all, &e), QR_OK, "%s", e.msg);
+    qrl_qtype qt = qr_qtype_of(dt, 0, -1);
+    qt.symmetric = symmetric;
+    qrl_qparams qp[2];
+    for (int order = 0; order < 2; order++) {
+        qr_calib *c;
+        cr_assert_eq(qr_calib_new(m, "l2_checked", 0, NULL, NULL, &c, &e), QR_OK, "%s", e.msg);
+        for (int64_t k = 0; k < samples / 4; k++) {
+            int64_t b = order ? (k + 2) % (samples / 4) : k; /* order 1: batches 2.. then 0, 1 */
+            qr_tensor t = {.dtype = QR_F32, .ndim = 2, .dims = {4, per}, .data = (float *)x + b * 4 * per};
+            qr_calib *f;
+            cr_assert_eq(qr_calib_fresh(c, &f, &e), QR_OK, "%s", e.msg);
+            cr_assert_eq(qr_calib_observe_samples(f, &t, 4 * b, 4, &e), QR_OK, "%s", e.msg);
+            cr_assert_eq(qr_calib_merge(c, f, &e), QR_OK, "%s", e.msg);
+            qr_calib_free(f);
+        }
+        cr_assert_eq(qr_calib_solve(c, &qt, &qp[order], &e), QR_OK, "%s", e.msg);
+        qr_calib_free(c);
+    }
+    cr_assert_eq(qp[1].scale, qp[0].scale, "%s %s: %.17g merged in another order, %.17g", what, tname, qp[1].scale,
+                 qp[0].scale);
+    cr_assert_eq(qp[1].zero, qp[0].zero);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/ref_l2_checked.py %s 2048 16 %s 0.25 0", tu_root(), path,
+             tname);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    double ref_scale, l2_scale, mm_scale;
+    long long ref_zero;
+    int chose, raw_chose;
+    cr_assert_eq(sscanf(log, "%lf %lld %d %d %lf %lf", &ref_scale, &ref_zero, &chose, &raw_chose, &l2_scale, &mm_scale),
+                 6, "%s", log);
+    free(log);
+    cr_assert_float_eq(qp[0].scale, ref_scale, 1e-9 * ref_scale, "%s %s: QRL scale %.17g, reference %.17g", what,
+                       tname, qp[0].scale, ref_scale);
+    cr_assert_eq(qp[0].zero, ref_zero, "%s %s: QRL zero %lld, reference %lld", what, tname, (long long)qp[0].zero,
+                 ref_zero);
+    cr_assert_eq(chose, want_l2, "%s %s: the reference chose %s", what, tname, chose ? "l2" : "minmax");
+    cr_assert_eq(raw_chose, chose, "%s %s: the raw values' errors decide otherwise", what, tname);
+    cr_assert(l2_scale < 0.9 * mm_scale, "%s %s: l2's scale %.6g, minmax's %.6g: l2 clips nothing to judge", what,
+              tname, l2_scale, mm_scale);
+}
+
+Test(jit, l2_checked_keeps_l2_only_where_it_holds_on_the_other_half, .timeout = 240)
+{
+    qrl_module *m = stdlib_calibrators();
+    enum { S = 16, PER = 20000 };
+    static float x[S * PER];
+    unsigned seed = 43;
+    for (int i = 0; i < S * PER; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        double u = ((seed >> 8) & 0xffffff) / 16777216.0 * 0.999999 + 0.0000005;
+        x[i] = (float)(u < 0.5 ? log(2 * u) : -log(2 - 2 * u));
+    }
+    l2_checked_case(m, x, S, PER, QR_U8, 0, "u8", "holds", 1);
+    l2_checked_case(m, x, S, PER, QR_I8, 1, "i8s", "holds", 1);
+    for (int s = 1; s < S; s += 4) /* samples 1 and 5: louder */
+        for (int i = 0; s <= 5 && i < PER; i++)
+            x[s * PER + i] *= 2.0f;
+    l2_checked_case(m, x, S, PER, QR_U8, 0, "u8", "tail", 0);
+    l2_checked_case(m, x, S, PER, QR_I8, 1, "i8s", "tail", 0);
+    /* a weight (one observe, no samples): one half holds nothing, minmax's range */
+    qr_calib *c;
+    qr_error e;
+    cr_assert_eq(qr_calib_new(m, "l2_checked", 0, NULL, NULL, &c, &e), QR_OK, "%s", e.msg);
+    qr_tensor w = vec(x, PER);
+    cr_assert_eq(qr_calib_observe(c, &w, &e), QR_OK, "%s", e.msg);
+    qrl_qtype i8 = qr_qtype_of(QR_I8, 0, -1);
+    i8.symmetric = 1;
+    qrl_qparams qp;
+    cr_assert_eq(qr_calib_solve(c, &i8, &qp, &e), QR_OK, "%s", e.msg);
+    double amax = 0;
+    for (int i = 0; i < PER; i++)
+        amax = fmax(amax, fabs(x[i]));
+    cr_assert_float_eq(qp.scale, amax / 127.5, 1e-12, "a weight: %.17g, minmax's %.17g", qp.scale, amax / 127.5);
+    qr_calib_free(c);
+    qr_module_free(m);
+}
+
+/* x.first and x.samples as observe sees them, and h.add(x, from, to) over a part of x: the counts
+ * of the part alone; a part outside x is a runtime error, not a read past it. */
+Test(jit, observe_sees_its_samples_and_adds_part_of_a_tensor)
+{
+    qrl_module *m = compile_text("part.qrl",
+                                 "calibrator part(from: i64 = 0, to: i64 = 0) {\n"
+                                 "  state h: histogram(8)\n"
+                                 "  state first: i64 = -1\n"
+                                 "  state samples: i64 = -1\n"
+                                 "  observe(x: tensor<f32>) {\n"
+                                 "    first = x.first\n"
+                                 "    samples = x.samples\n"
+                                 "    h.add(x, from, to)\n"
+                                 "  }\n"
+                                 "  merge(o) { h.merge(o.h) }\n"
+                                 "  solve(t: qtype) -> qparams { return qparams(h.count + 0.5 * h.max, first * 10 + samples) }\n"
+                                 "}\n",
+                                 NULL, NULL);
+    float x[6] = {-1, 2, 3, 4, -5, 6};
+    qr_tensor t = {.dtype = QR_F32, .ndim = 2, .dims = {3, 2}, .data = x};
+    const char *names[2] = {"from", "to"};
+    const double vals[2] = {2, 4}, bad[2] = {2, 7};
+    qr_calib *c;
+    qr_error e;
+    cr_assert_eq(qr_calib_new(m, "part", 2, names, vals, &c, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_calib_observe_samples(c, &t, 6, 3, &e), QR_OK, "%s", e.msg);
+    qrl_qtype u8 = qr_qtype_of(QR_U8, 0, -1);
+    qrl_qparams qp;
+    cr_assert_eq(qr_calib_solve(c, &u8, &qp, &e), QR_OK, "%s", e.msg);
+    cr_assert_float_eq(qp.scale, 2 + 0.5 * 4, 1e-12, "count and max of x[2 .. 4]: %g", qp.scale); /* 3 and 4 */
+    cr_assert_eq(qp.zero, 63, "first 6, samples 3: %lld", (long long)qp.zero);
+    qr_calib_free(c);
+    cr_assert_eq(qr_calib_new(m, "part", 2, names, bad, &c, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_calib_observe(c, &t, &e), QR_ERR);
+    cr_assert(strstr(e.msg, "index 7 is out of bounds (length 6)"), "%s", e.msg);
+    qr_calib_free(c);
+    qr_module_free(m);
 }

@@ -180,7 +180,8 @@ static void drop_layer(layer *l)
 static void phase1(const qr_fn_desc *k, int tables, void **scalars, int nscalars, layer *l, int32_t *lanes)
 {
     int64_t n = l->n, span = l->rows * n;
-    qrl_tview acc = {l->acc, span, 1, {span}}, y = {l->want, span, 1, {span}};
+    qrl_tview acc = {.data = l->acc, .numel = span, .rank = 1, .dims = {span}};
+    qrl_tview y = {.data = l->want, .numel = span, .rank = 1, .dims = {span}};
     int64_t *tab = calloc((size_t)(tables * n), sizeof *tab);
     qrl_tview tv[32];
     void *args[64];
@@ -194,7 +195,7 @@ static void phase1(const qr_fn_desc *k, int tables, void **scalars, int nscalars
         args[np + i] = &six[i];
     args[np + 6] = &fill;
     for (int i = 0; i < tables; i++) {
-        tv[i] = (qrl_tview){tab + i * n, n, 1, {n}};
+        tv[i] = (qrl_tview){.data = tab + i * n, .numel = n, .rank = 1, .dims = {n}};
         args[np + 7 + i] = &tv[i];
     }
     for (int pass = 0; pass < 2; pass++) {
