@@ -267,7 +267,7 @@ static void pointwise_first(qrl_module *m, const qrl_imports *im)
 
 Test(pointwise, registration)
 {
-    cr_assert_eq(qr_recipe_imports()->abi, 29, "the import table changed: QR_RECIPE_ABI 29");
+    cr_assert_eq(qr_recipe_imports()->abi, 30, "the import table changed: QR_RECIPE_ABI 30");
     qr_error e;
     qrl_module *m = NULL;
     cr_assert_eq(qr_module_load(pointwise_kernel, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
@@ -567,10 +567,10 @@ typedef struct fill_call {
 static void fill_call_init(fill_call *f, int64_t m, int nw, int tables)
 {
     memset(f, 0, sizeof *f);
-    f->acc = (qrl_tview){NULL, 0, 1, {0}};
-    f->x = (qrl_tview){f->xd, 4, 2, {1, 4}};
-    f->y = (qrl_tview){NULL, 0, 1, {0}};
-    f->b = (qrl_tview){f->bias, m, 1, {m}};
+    f->acc = (qrl_tview){.data = NULL, .numel = 0, .rank = 1, .dims = {0}};
+    f->x = (qrl_tview){.data = f->xd, .numel = 4, .rank = 2, .dims = {1, 4}};
+    f->y = (qrl_tview){.data = NULL, .numel = 0, .rank = 1, .dims = {0}};
+    f->b = (qrl_tview){.data = f->bias, .numel = m, .rank = 1, .dims = {m}};
     f->wa = (qrl_array){f->w, nw};
     f->six[QR_TILE_COLS] = m;
     f->fill = 1;
@@ -581,7 +581,7 @@ static void fill_call_init(fill_call *f, int64_t m, int nw, int tables)
         f->args[8 + i] = &f->six[i];
     f->args[8 + QR_TILE_NPARAMS] = &f->fill;
     for (int i = 0; i < tables; i++) {
-        f->tabs[i] = (qrl_tview){f->tab[i], m, 1, {m}};
+        f->tabs[i] = (qrl_tview){.data = f->tab[i], .numel = m, .rank = 1, .dims = {m}};
         f->args[8 + QR_TILE_NPARAMS + 1 + i] = &f->tabs[i];
     }
 }
