@@ -20,7 +20,7 @@
 #include "status.h"
 #include "tensor.h"
 
-#define QR_RECIPE_ABI 30
+#define QR_RECIPE_ABI 31
 
 /* Limits of the language: the checker (compiler/check_*.c) reports a recipe over one of them
  * at its file:line:col, and the runtime sizes its buffers by them. */

@@ -267,7 +267,7 @@ static void pointwise_first(qrl_module *m, const qrl_imports *im)
 
 Test(pointwise, registration)
 {
-    cr_assert_eq(qr_recipe_imports()->abi, 30, "the import table changed: QR_RECIPE_ABI 30");
+    cr_assert_eq(qr_recipe_imports()->abi, 31, "the import table changed: QR_RECIPE_ABI 31");
     qr_error e;
     qrl_module *m = NULL;
     cr_assert_eq(qr_module_load(pointwise_kernel, QR_RECIPE_ABI, NULL, NULL, &m, &e), QR_OK, "%s", e.msg);
