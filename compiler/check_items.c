@@ -801,7 +801,8 @@ void chk_transform(ctx *c, qc_sym *s)
         transform_scale(c, s, fn);
     else
         chk_err_decl(c, n, "transform '%s' has no function: scale(act: f64, weight: f64) -> f64 { ... } or "
-                     "bias(bias: f64, error: f64) -> f64 { ... } or flip(change: f64, ...) -> f64 { ... }", s->name);
+                     "bias(bias: f64, error: f64) -> f64 { ... } or flip(change: f64, ...) -> f64 { ... } or "
+                     "shift(low: f64, ...) -> f64 { ... }", s->name);
     c->cal = NULL;
     chk_pop_scope(c);
 }
