@@ -191,6 +191,17 @@ static const qr_value *bias_of(const qr_node *m, const qr_value *v)
     return c;
 }
 
+/* uses[v]: how many node inputs read value v; reader[v]: the last node that reads it. */
+static void count_readers(const qr_exec *x, int *uses, int *reader)
+{
+    for (int n = 0; n < x->nn; n++)
+        for (int j = 0; j < x->nodes[n]->n_in; j++)
+            if (x->nodes[n]->in[j]) {
+                uses[x->nodes[n]->in[j]->id]++;
+                reader[x->nodes[n]->in[j]->id] = n;
+            }
+}
+
 /* Folds each Relu or Clip into the node before it when that node's kernel applies activations
  * (qr_op_def.act) and the Relu or Clip is the only reader of its f32 output 0, which is no graph
  * output: the producer writes the activation's output itself, in the same pass as its sums, and
@@ -212,12 +223,7 @@ static qr_status fuse_acts(qr_exec *x)
         free(reader);
         return QR_ERR;
     }
-    for (int n = 0; n < x->nn; n++)
-        for (int j = 0; j < x->nodes[n]->n_in; j++)
-            if (x->nodes[n]->in[j]) {
-                uses[x->nodes[n]->in[j]->id]++;
-                reader[x->nodes[n]->in[j]->id] = n;
-            }
+    count_readers(x, uses, reader);
     for (int n = 0; n < x->nn; n++) {
         const qr_node *p = x->nodes[n];
         const qr_value *v = p->n_out ? p->out[0] : NULL;
@@ -356,12 +362,7 @@ static qr_status fuse_gelu(qr_exec *x)
         free(reader);
         return QR_ERR;
     }
-    for (int n = 0; n < x->nn; n++)
-        for (int j = 0; j < x->nodes[n]->n_in; j++)
-            if (x->nodes[n]->in[j]) {
-                uses[x->nodes[n]->in[j]->id]++;
-                reader[x->nodes[n]->in[j]->id] = n;
-            }
+    count_readers(x, uses, reader);
     qr_status st = QR_OK;
     for (int n = 0; n < x->nn && st == QR_OK; n++) {
         gelu_walk w;
