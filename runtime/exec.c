@@ -68,6 +68,15 @@ struct qr_exec {
     /* gelu[n]: node n runs the GELU chain it starts as one pass with these constants (fuse_gelu;
      * its act_out the chain's output, the chain's other nodes skipped); NULL: none */
     qr_gelu_consts **gelu;
+    /* Transposes folded into the MatMul beside them (fold_transposes): tfold[n] for Transpose node
+     * n, the place of the MatMul that reads its input in place with strides (tslot[n] 0 or 1, the
+     * operand) or writes its output so (tslot[n] 2); -1: none. mmfold[3 m + s]: the Transpose
+     * folded into MatMul m's operand s (-1: none). tlive[n]: this plan folds it (plan_folds; not
+     * in dynamic plans), with the strides tstr[n]; the Transpose then does not run. */
+    int *tfold, *mmfold;
+    unsigned char *tslot, *tlive;
+    int64_t (*tstr)[QR_MAX_DIMS];
+    qr_tensor tview[2]; /* scratch: a MatMul's operands read in place */
     /* Runs of pointwise nodes (exec_tiles.h): chain[n] the number of nodes of the run starting
      * at node n (0: none), from the graph; tiles[n] its split and tiled[n] 1 when the plan's
      * shapes allow it (static plans only). */
@@ -394,6 +403,124 @@ static qr_status fuse_gelu(qr_exec *x)
     return st;
 }
 
+static int is_op(const qr_node *n, const char *op)
+{
+    return n->def && !n->domain[0] && !strcmp(n->op, op);
+}
+
+/* A Transpose's only reader a MatMul, beside nodes that read its shape alone: the MatMul reads the
+ * Transpose's input in place, through the permuted strides (its GEMM packs the operand from them,
+ * where the Transpose copied it whole: ORT's FusedMatMul does the same), and the Transpose does
+ * not run. A MatMul's output read by a Transpose alone: the MatMul writes it in the Transpose's
+ * layout (its rows' stores with strides), in the buffer the Transpose's output then takes over.
+ * The same sums (qr_sgemm's, packed from anywhere), so the same bits. Which ones a plan folds is
+ * plan_folds'; here only the graph's side. Not with an observer (it sees every value) nor under
+ * fuse=0; after fuse_acts and fuse_gelu (a MatMul with a fused Add or activation keeps its output). */
+static qr_status fold_transposes(qr_exec *x)
+{
+    if (x->opts.observer || qr_options_get()->no_fuse)
+        return QR_OK;
+    size_t nn = (size_t)x->nn + 1;
+    int *uses = calloc((size_t)x->nv + 1, sizeof *uses), *reader = calloc((size_t)x->nv + 1, sizeof *reader);
+    x->tfold = malloc(nn * sizeof *x->tfold);
+    x->mmfold = malloc(3 * nn * sizeof *x->mmfold);
+    x->tslot = calloc(nn, 1);
+    x->tlive = calloc(nn, 1);
+    x->tstr = calloc(nn, sizeof *x->tstr);
+    if (!uses || !reader || !x->tfold || !x->mmfold || !x->tslot || !x->tlive || !x->tstr) {
+        free(uses);
+        free(reader);
+        return QR_ERR;
+    }
+    for (size_t n = 0; n < nn; n++)
+        x->tfold[n] = x->mmfold[3 * n] = x->mmfold[3 * n + 1] = x->mmfold[3 * n + 2] = -1;
+    count_readers(x, uses, reader);
+    for (int t = 0; t < x->nn; t++) {
+        const qr_node *tn = x->nodes[t];
+        if (!is_op(tn, "Transpose") || x->skip[t] || tn->n_in != 1 || tn->n_out != 1 || !tn->in[0] || !tn->out[0])
+            continue;
+        const qr_value *v = tn->out[0], *src = tn->in[0];
+        int m = -1, slot = 0, ok = !v->is_output && !src->is_const;
+        for (int n = t + 1; n < x->nn && ok; n++) {
+            const qr_node *r = x->nodes[n];
+            if (!reads(r, v) || (op_shape_only(r) && !x->skip[n]))
+                continue;
+            ok = m < 0 && is_op(r, "MatMul") && !x->skip[n] && r->n_in == 2 && (r->in[0] == v) != (r->in[1] == v);
+            m = n;
+            slot = r->in[1] == v;
+        }
+        if (ok && m >= 0 && x->mmfold[3 * m + slot] < 0) {
+            x->tfold[t] = m;
+            x->tslot[t] = (unsigned char)slot;
+            x->mmfold[3 * m + slot] = t;
+            if (x->last_use[src->id] < m)
+                x->last_use[src->id] = m; /* the MatMul reads it */
+            continue;
+        }
+        int p = -1;
+        for (int n = t - 1; n >= 0 && p < 0; n--)
+            if (x->nodes[n]->n_out && x->nodes[n]->out[0] == src)
+                p = n;
+        if (p >= 0 && is_op(x->nodes[p], "MatMul") && !x->skip[p] && !x->act_out[p] && x->nodes[p]->n_out == 1 &&
+            !src->is_output && uses[src->id] == 1 && x->mmfold[3 * p + 2] < 0) {
+            x->tfold[t] = p;
+            x->tslot[t] = 2;
+            x->mmfold[3 * p + 2] = t;
+        }
+    }
+    free(uses);
+    free(reader);
+    return QR_OK;
+}
+
+/* Which folded Transposes (fold_transposes) this static plan takes, and their strides: f32,
+ * neither node evaluated while planning; an operand read in place only when both of the MatMul's
+ * operands are batches of products (an attention's; a weight's product is one GEMM over every
+ * row, which a strided operand would cut into products of fewer rows), an output written with
+ * strides only when its rows stay contiguous (the Transpose keeps the last axis last) and the
+ * Transpose's output can take over the MatMul's buffer (plan_memory: tlive cleared when not). */
+static void plan_folds(qr_exec *x)
+{
+    for (int t = 0; x->tfold && t < x->nn; t++) {
+        x->tlive[t] = 0;
+        int m = x->tfold[t];
+        if (m < 0 || x->dynamic || x->node_done[t] || x->node_done[m])
+            continue;
+        const qr_node *tn = x->nodes[t], *mn = x->nodes[m];
+        const qr_tensor *src = &x->vt[tn->in[0]->id], *a = &x->vt[mn->in[0]->id], *b = &x->vt[mn->in[1]->id];
+        int r = src->ndim, perm[QR_MAX_DIMS];
+        const int64_t *p;
+        int np = qr_attr_ints(tn, "perm", &p);
+        if (src->dtype != QR_F32 || a->dtype != QR_F32 || b->dtype != QR_F32 || r < 2 || (np >= 0 && np != r))
+            continue;
+        for (int d = 0; d < r; d++)
+            perm[d] = np >= 0 ? (int)p[d] : r - 1 - d;
+        int64_t ss[QR_MAX_DIMS];
+        qr_tensor_strides(src, ss);
+        if (x->tslot[t] < 2) {
+            int64_t na = 1, nb = 1;
+            for (int d = 0; d + 2 < a->ndim; d++)
+                na *= a->dims[d];
+            for (int d = 0; d + 2 < b->ndim; d++)
+                nb *= b->dims[d];
+            int batched = a->ndim >= 3 && b->ndim >= 3 && na > 1 && nb > 1;
+            int k = x->kind[tn->in[0]->id];
+            if (!batched || (k != V_RUNTIME && k != V_INPUT))
+                continue;
+            for (int d = 0; d < r; d++) /* the view's dim d is the input's dim perm[d] */
+                x->tstr[t][d] = ss[perm[d]];
+        } else {
+            int64_t ts[QR_MAX_DIMS];
+            qr_tensor_strides(&x->vt[tn->out[0]->id], ts);
+            if (perm[r - 1] != r - 1 || x->kind[tn->in[0]->id] != V_RUNTIME)
+                continue;
+            for (int d = 0; d < r; d++) /* the output's dim d is the MatMul's dim perm[d] */
+                x->tstr[t][perm[d]] = ts[d];
+        }
+        x->tlive[t] = 1;
+    }
+}
+
 /* Whether node a is pointwise of one output, as find_chains wants its nodes (fusions aside). */
 static int pointwise1(const qr_node *a)
 {
@@ -644,7 +771,8 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     }
     for (int i = 0; i < g->n_outputs; i++)
         x->last_use[g->outputs[i]->id] = x->nn;
-    if (fuse_acts(x) != QR_OK || fuse_gelu(x) != QR_OK || find_chains(x) != QR_OK || find_bands(x) != QR_OK) {
+    if (fuse_acts(x) != QR_OK || fuse_gelu(x) != QR_OK || fold_transposes(x) != QR_OK || find_chains(x) != QR_OK ||
+        find_bands(x) != QR_OK) {
         qr_exec_free(x);
         return qr_errorf(e, "out of memory");
     }
@@ -781,6 +909,11 @@ void qr_exec_free(qr_exec *x)
     for (int n = 0; x->gelu && n < x->nn; n++)
         free(x->gelu[n]);
     free(x->gelu);
+    free(x->tfold);
+    free(x->mmfold);
+    free(x->tslot);
+    free(x->tlive);
+    free(x->tstr);
     free(x->chain);
     free(x->tiles);
     free(x->tiled);
@@ -967,6 +1100,8 @@ static int inplace_ok(const qr_exec *x, const qr_node *n, int ni)
         return in && x->kind[in->id] == V_RUNTIME && x->last_use[in->id] == ni &&
                x->vt[in->id].dtype == x->vt[out->id].dtype && qr_tensor_same_shape(&x->vt[in->id], &x->vt[out->id]);
     }
+    if (x->tlive && x->tlive[ni] && x->tslot[ni] == 2) /* its MatMul wrote it there (plan_folds) */
+        return in && x->kind[in->id] == V_RUNTIME && x->last_use[in->id] == ni;
     if (!n->def->inplace || !in || !out || x->kind[in->id] != V_RUNTIME || x->last_use[in->id] != ni)
         return 0;
     for (int j = 1; j < n->n_out; j++)
@@ -1125,6 +1260,8 @@ static qr_status plan_memory(qr_exec *x, qr_error *e)
                 sum += size;
                 continue;
             }
+            if (j == 0 && x->tlive && x->tslot[ni] == 2)
+                x->tlive[ni] = 0; /* not in the MatMul's buffer: the Transpose runs */
             if (x->last_use[v->id] >= x->nn) {
                 x->offset[v->id] = perm_top; /* moved past the reused region below */
                 perm[nperm++] = v->id;
@@ -1285,6 +1422,7 @@ static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
 {
     if (plan_shapes(x, inputs, e) != QR_OK)
         return QR_ERR;
+    plan_folds(x); /* none when dynamic */
     if (!x->dynamic) {
         plan_tiles(x);
         plan_bands(x, e);
@@ -1364,9 +1502,24 @@ static qr_status run_node(qr_exec *x, int ni, size_t *live, qr_error *e)
     struct timespec t0;
     if (x->prof)
         clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (x->tlive && x->tlive[ni]) /* folded into its MatMul (plan_folds): no run, as a fused node's */
+        return QR_OK;
     qr_status st = node_io_init(x, n, &io, e);
     if (st != QR_OK)
         return st;
+    for (int s = 0; x->mmfold && s < 3; s++) {
+        int t = x->mmfold[3 * ni + s];
+        if (t < 0 || !x->tlive[t])
+            continue;
+        if (s == 2) {
+            io.k.out_strides = x->tstr[t];
+            continue;
+        }
+        x->tview[s] = x->vt[x->nodes[t]->out[0]->id];
+        x->tview[s].data = x->vt[x->nodes[t]->in[0]->id].data;
+        io.in[s] = &x->tview[s];
+        io.k.in_strides[s] = x->tstr[t];
+    }
     /* A static plan inferred every value's shape from these input shapes already (plan_shapes),
      * and no shape there depends on data: inferring again each run was ~3% of a small CNN's run.
      * An absent output's scratch tensor has no shape yet, so that node is inferred. */

@@ -59,6 +59,12 @@ typedef struct qr_kctx {
     /* Rows [band0, band1) of output 0 alone (ops whose def has band; rows of the axes before the
      * last two, an NHWC output's n * H + h), within one image; band1 == 0: all of it. */
     int64_t band0, band1;
+    /* Operands read or written in place with strides (MatMul only: a Transpose the executor folded
+     * into it, fold_transposes): in_strides[i] the element strides of input i's dims (in[i] has
+     * the Transpose's output shape, its data the Transpose's input), out_strides those output 0
+     * is written with (its buffer the Transpose's output's); NULL: contiguous. */
+    const int64_t *in_strides[2];
+    const int64_t *out_strides;
 } qr_kctx;
 
 /* How an op that computes a band of output 0's rows (qr_kctx.band0/1) reads input 0: per image

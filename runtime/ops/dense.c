@@ -394,6 +394,182 @@ static qr_status matmul_infer(qr_kctx *k)
     return QR_OK;
 }
 
+/* ---- MatMul on strided operands (the executor's folded Transposes) ------ */
+
+/* Products [p0, p1) of a strided MatMul, each on one thread with its slot's workspace: product
+ * p's A, B and C from off[3p], off[3p + 1], off[3p + 2] elements on; B packed from its strides
+ * first when its columns are not contiguous (b_cs != 1), else read in place (row stride ldb). */
+typedef struct mm_view_job {
+    const qr_sgemm_kernel *sk;
+    qr_sgemm_job base;
+    const int64_t *off;
+    int64_t b_rs, b_cs, per_slot;
+    float *work;
+} mm_view_job;
+
+static void mm_view_one(const mm_view_job *vj, int64_t p, float *slot_work, float *pk, qr_pool *pool)
+{
+    qr_sgemm_job sj = vj->base;
+    sj.a += vj->off[3 * p];
+    sj.c += vj->off[3 * p + 2];
+    const float *b = sj.b + vj->off[3 * p + 1];
+    if (vj->b_cs != 1) {
+        qr_sgemm_pack_b(vj->sk, b, vj->b_rs, vj->b_cs, sj.k, sj.n, pk);
+        sj.b = NULL; /* every route then reads the panels (qr_sgemm) */
+        sj.b_packed = pk;
+    } else
+        sj.b = b;
+    qr_sgemm(pool, vj->sk, &sj, slot_work);
+}
+
+static void mm_view_products(void *arg, int64_t p0, int64_t p1, int slot)
+{
+    const mm_view_job *vj = arg;
+    for (int64_t p = p0; p < p1; p++)
+    {
+        float *w = vj->work + slot * vj->per_slot;
+        mm_view_one(vj, p, w, w + (qr_sgemm_work(vj->sk) + 15) / 16 * 16, NULL);
+    }
+}
+
+static qr_status matmul_run(qr_kctx *k);
+
+/* Copies t's elements between its strided layout st (its data) and row-major order (dense):
+ * dense = t when gather, else t = dense. */
+static void mm_restride(void *dense, const qr_tensor *t, const int64_t *st, int gather)
+{
+    qr_iter it;
+    qr_iter_init(&it, t, 1);
+    memcpy(it.stride[0], st, sizeof(int64_t) * (size_t)t->ndim);
+    size_t es = qr_dtype_size(t->dtype);
+    char *d = dense, *src = t->data;
+    for (int64_t i = 0, n = qr_tensor_numel(t); i < n; i++, qr_iter_next(&it))
+        if (gather)
+            memcpy(d + (size_t)i * es, src + (size_t)it.off[0] * es, es);
+        else
+            memcpy(src + (size_t)it.off[0] * es, d + (size_t)i * es, es);
+}
+
+/* The operands as contiguous copies, then the product as without strides, written back through
+ * out_strides: the same sums in the same order as the strided GEMM's (both qr_sgemm's, or both
+ * the portable kernels' when the CPU has no FMA kernel), for what it does not take. */
+static qr_status matmul_copied(qr_kctx *k)
+{
+    const qr_tensor *in[2];
+    qr_tensor tmp[3];
+    void *buf[3] = {NULL, NULL, NULL};
+    qr_kctx c = *k;
+    qr_status st = QR_OK;
+    for (int i = 0; i < 2; i++) {
+        in[i] = k->in[i];
+        if (!k->in_strides[i])
+            continue;
+        tmp[i] = *k->in[i];
+        if (!(buf[i] = qr_kscratch(k, qr_tensor_numel(&tmp[i]), 1, qr_dtype_size(tmp[i].dtype),
+                                   "MatMul operand copy"))) {
+            st = QR_ERR;
+            goto done;
+        }
+        mm_restride(buf[i], k->in[i], k->in_strides[i], 1);
+        tmp[i].data = buf[i];
+        in[i] = &tmp[i];
+    }
+    const qr_tensor *ins[QR_MAX_DIMS] = {0};
+    for (int i = 0; i < k->n_in && i < QR_MAX_DIMS; i++)
+        ins[i] = i < 2 ? in[i] : k->in[i];
+    qr_tensor *outs[1] = {k->out[0]};
+    if (k->out_strides) {
+        tmp[2] = *k->out[0];
+        if (!(buf[2] = qr_kscratch(k, qr_tensor_numel(&tmp[2]), 1, qr_dtype_size(tmp[2].dtype),
+                                   "MatMul output copy"))) {
+            st = QR_ERR;
+            goto done;
+        }
+        tmp[2].data = buf[2];
+        outs[0] = &tmp[2];
+    }
+    c.in = ins;
+    c.out = outs;
+    c.in_strides[0] = c.in_strides[1] = NULL;
+    c.out_strides = NULL;
+    if ((st = matmul_run(&c)) == QR_OK && k->out_strides)
+        mm_restride(buf[2], k->out[0], k->out_strides, 0);
+done:
+    for (int i = 0; i < 3; i++)
+        free(buf[i]);
+    return st;
+}
+
+/* A MatMul whose operands or output have strides (qr_kctx.in_strides, out_strides): each product
+ * reads A through its row and column strides and B through its row stride, or packs B from its
+ * strides, and stores C with its row stride; the GEMM's sums are those of the contiguous route
+ * (qr_sgemm's FMA chains in k order, whatever the packing), so the bits are. f32 of rank >= 2 with
+ * C's columns contiguous; anything else through contiguous copies (matmul_copied). */
+static qr_status matmul_strided(qr_kctx *k, const mm_shape *s, const float *bias)
+{
+    const qr_tensor *a = k->in[0], *b = k->in[1], *y = k->out[0];
+    const qr_sgemm_kernel *sk = a->dtype == QR_F32 ? qr_sgemm_best() : NULL;
+    int64_t sa[QR_MAX_DIMS], sb[QR_MAX_DIMS], sy[QR_MAX_DIMS];
+    if (k->in_strides[0])
+        memcpy(sa, k->in_strides[0], sizeof(int64_t) * (size_t)a->ndim);
+    else
+        qr_tensor_strides(a, sa);
+    if (k->in_strides[1])
+        memcpy(sb, k->in_strides[1], sizeof(int64_t) * (size_t)b->ndim);
+    else
+        qr_tensor_strides(b, sb);
+    if (k->out_strides)
+        memcpy(sy, k->out_strides, sizeof(int64_t) * (size_t)y->ndim);
+    else
+        qr_tensor_strides(y, sy);
+    if (!sk || a->ndim < 2 || b->ndim < 2 || (s->n > 1 && sy[y->ndim - 1] != 1))
+        return matmul_copied(k);
+    int64_t nbatch = qr_tensor_numel(&s->ybatch);
+    if (nbatch == 0 || s->m == 0 || s->n == 0)
+        return QR_OK;
+    int64_t *off = malloc(sizeof(int64_t) * (size_t)(3 * nbatch));
+    if (!off)
+        return QR_KERR(k, "out of memory");
+    /* each product's offsets: the batch dims' strides, 0 along a broadcast one */
+    int yb = s->ybatch.ndim, ab = s->abatch.ndim, bb = s->bbatch.ndim;
+    qr_iter it;
+    qr_iter_init(&it, &s->ybatch, 3);
+    for (int d = 0; d < yb; d++) {
+        int da = d - (yb - ab), db = d - (yb - bb);
+        it.stride[0][d] = da >= 0 && a->dims[da] > 1 ? sa[da] : 0;
+        it.stride[1][d] = db >= 0 && b->dims[db] > 1 ? sb[db] : 0;
+        it.stride[2][d] = sy[d];
+    }
+    for (int64_t p = 0; p < nbatch; p++, qr_iter_next(&it))
+        for (int o = 0; o < 3; o++)
+            off[3 * p + o] = it.off[o];
+    mm_view_job vj = {.sk = sk,
+                      .base = {.a = a->data, .b = b->data, .c = y->data, .a_rs = sa[a->ndim - 2],
+                               .a_cs = sa[a->ndim - 1], .ldb = sb[b->ndim - 2], .ldc = sy[y->ndim - 2], .m = s->m,
+                               .n = s->n, .k = s->k, .col_bias = bias},
+                      .off = off, .b_rs = sb[b->ndim - 2], .b_cs = sb[b->ndim - 1]};
+    if (s->n == 1) /* one column: its stride is never stepped */
+        vj.b_cs = 1;
+    if (s->m == 1) /* one row: ldc is never stepped */
+        vj.base.ldc = s->n;
+    int threads = nbatch > 1 ? qr_pool_threads(k->pool) : 1;
+    int64_t pack = vj.b_cs != 1 ? qr_sgemm_packed_size(sk, s->k, s->n) : 0;
+    vj.per_slot = (qr_sgemm_work(sk) + 15) / 16 * 16 + (pack + 15) / 16 * 16;
+    /* one product: the GEMM's threads split it (their slots after the first, which packs B) */
+    int64_t slots = nbatch > 1 ? threads : 1 + qr_pool_threads(k->pool);
+    vj.work = qr_kwork(k, slots, vj.per_slot, sizeof(float), "strided GEMM panels");
+    if (!vj.work) {
+        free(off);
+        return QR_ERR;
+    }
+    if (nbatch > 1)
+        qr_parallel_for_slots(k->pool, nbatch, 1, mm_view_products, &vj);
+    else
+        mm_view_one(&vj, 0, vj.work, vj.work + (slots - 1) * ((qr_sgemm_work(sk) + 15) / 16 * 16), k->pool);
+    free(off);
+    return QR_OK;
+}
+
 static qr_status matmul_run(qr_kctx *k)
 {
     mm_shape s;
@@ -406,6 +582,8 @@ static qr_status matmul_run(qr_kctx *k)
     if (bias && (a->dtype != QR_F32 || k->bias->dtype != QR_F32 || qr_tensor_numel(k->bias) != s.n))
         return QR_KERR(k, "a fused bias of %lld values for %lld columns", (long long)qr_tensor_numel(k->bias),
                        (long long)s.n);
+    if (k->in_strides[0] || k->in_strides[1] || k->out_strides)
+        return matmul_strided(k, &s, bias);
     if (qr_tensor_numel(&s.bbatch) == 1 && qr_tensor_numel(&s.abatch) == nbatch) {
         /* One B for every product and A's batches contiguous ([B, S, K] x [K, N]): one product of
          * nbatch * M rows, whose rows are the same sums (one GEMM instead of nbatch thin ones). A

@@ -856,3 +856,144 @@ Test(f32_rows, gelu_chains_run_as_one_pass_with_the_nodes_bits)
     check_gelu_graph(3, 37, 0);
     check_gelu_graph(2, 41, 1); /* allocated as it runs */
 }
+
+/* ---- Transposes folded into the MatMul beside them (exec.c's fold_transposes) ---- */
+
+static qr_value *transpose_node(qr_graph *g, const char *name, qr_value *x, int r, const int *perm)
+{
+    qr_node *n = tu_node(g, "Transpose", name, 1, &x, 1);
+    int64_t p[QR_MAX_DIMS];
+    for (int d = 0; d < r; d++)
+        p[d] = perm[d];
+    qr_node_add_attr_ints(g, n, "perm", r, p);
+    return n->out[0];
+}
+
+static const char *perm_str(char *buf, int r, const int *perm)
+{
+    int at = 0;
+    for (int d = 0; d < r; d++)
+        at += snprintf(buf + at, 64 - (size_t)at, d ? ",%d" : "%d", perm[d]);
+    return buf;
+}
+
+/* The attention's shape of a product, x [xd] and y [yd] of rank r: out = T(T(x, px) @ T(y, py), po),
+ * all three Transposes folded; then what must not fold: mm2 = T(x, px) @ T(y, py) where T(x, px)
+ * is also read by a Neg (two readers), out3 = T(T(x, px) @ T(y, py), pbad) whose permutation moves
+ * the last axis, and mm4 = T(x, px) @ w (w 2-D: a weight's product stays one GEMM). Against numpy
+ * float64 (both signs, NaN and inf in x), and bit for bit against every node on its own (fuse=0),
+ * on 1 and 2 threads, with the FMA GEMM and the portable one (sgemm=portable). */
+static void check_folds(int r, const int64_t *xd, const int *px, const int64_t *yd, const int *py, const int *po,
+                        const int *pbad, unsigned seed)
+{
+    qr_graph *g = qr_graph_new();
+    qr_value *x = tu_input(g, "x", r, xd), *y = tu_input(g, "y", r, yd);
+    int64_t kd = xd[px[r - 1]], wd[2] = {kd, 7};
+    qr_value *w = tu_input(g, "w", 2, wd);
+    qr_value *mm = op2(g, "MatMul", "mm", transpose_node(g, "tx", x, r, px), transpose_node(g, "ty", y, r, py));
+    tu_output(g, transpose_node(g, "to", mm, r, po));
+    qr_value *tx2 = transpose_node(g, "tx2", x, r, px);
+    tu_output(g, op2(g, "MatMul", "mm2", tx2, transpose_node(g, "ty2", y, r, py)));
+    tu_output(g, op1(g, "Neg", "neg2", tx2));
+    qr_value *mm3 = op2(g, "MatMul", "mm3", transpose_node(g, "tx3", x, r, px), transpose_node(g, "ty3", y, r, py));
+    tu_output(g, transpose_node(g, "to3", mm3, r, pbad));
+    tu_output(g, op2(g, "MatMul", "mm4", transpose_node(g, "tx4", x, r, px), w));
+    qr_error e;
+    cr_assert_eq(qr_pass_infer_and_fold(g, &e), QR_OK, "%s", e.msg);
+    qr_tensor in[3] = {f32_tensor(r, xd), f32_tensor(r, yd), f32_tensor(2, wd)};
+    for (int i = 0; i < 3; i++)
+        for (int64_t j = 0; j < qr_tensor_numel(&in[i]); j++)
+            ((float *)in[i].data)[j] = rnd(&seed, 2.0f);
+    float *xv = in[0].data;
+    int64_t nx = qr_tensor_numel(&in[0]);
+    xv[nx / 3] = NAN;
+    xv[nx / 2] = INFINITY;
+    xv[nx - 1] = -INFINITY;
+    save("x.npy", &in[0]);
+    save("y.npy", &in[1]);
+    save("w.npy", &in[2]);
+    char a[64], b[64], c[64], cmd[512];
+    int id[QR_MAX_DIMS], id2[2] = {0, 1};
+    for (int d = 0; d < r; d++)
+        id[d] = d;
+    const char *names[4] = {"to", "mm2", "to3", "mm4"};
+    const int outs[4] = {0, 1, 3, 4};
+    for (int o = 0; o < 4; o++) {
+        snprintf(cmd, sizeof cmd, "matmul_t x.npy %s %s %s %s want%d.npy bound%d.npy", perm_str(a, r, px),
+                 o == 3 ? "w.npy" : "y.npy", o == 3 ? perm_str(b, 2, id2) : perm_str(b, r, py),
+                 perm_str(c, r, o == 0 ? po : o == 2 ? pbad : id), o, o);
+        oracle(cmd);
+    }
+    int64_t *runs = calloc((size_t)g->n_nodes, sizeof *runs);
+    cr_assert(runs && g->n_outputs == 5);
+    qr_tensor ref[5], got[5];
+    static const char *const folded[] = {"tx", "ty", "to", "ty2", "tx3", "ty3"}, *const kept[] = {"tx2", "to3", "tx4"};
+    for (int path = 0; path < 2; path++) {
+        tu_option("sgemm", path ? "portable" : "");
+        tu_option("fuse", "0");
+        gelu_run(g, 1, in, ref, runs);
+        tu_option("fuse", "");
+        for (int threads = 1; threads <= 2; threads++) {
+            gelu_run(g, threads, in, got, runs);
+            for (size_t i = 0; i < sizeof folded / sizeof *folded; i++)
+                cr_assert_eq(runs[gelu_node(g, folded[i])], 0, "%s is folded into its MatMul", folded[i]);
+            for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
+                cr_assert_eq(runs[gelu_node(g, kept[i])], 1, "%s runs", kept[i]);
+            for (int o = 0; o < 5; o++)
+                cr_assert(qr_tensor_same_shape(&got[o], &ref[o]) &&
+                              memcmp(got[o].data, ref[o].data, qr_tensor_nbytes(&ref[o])) == 0,
+                          "output %d (%s) differs folded, %s, %d threads", o, g->outputs[o]->name,
+                          path ? "portable" : "FMA", threads);
+            for (int o = 0; o < 4 && threads == 1; o++) {
+                char f[32];
+                snprintf(f, sizeof f, "want%d.npy", o);
+                qr_tensor want = load(f);
+                snprintf(f, sizeof f, "bound%d.npy", o);
+                qr_tensor bound = load(f);
+                const qr_tensor *t = &got[outs[o]];
+                cr_assert(qr_tensor_same_shape(t, &want), "%s's shape", names[o]);
+                const float *gv = t->data;
+                const double *wv = want.data, *bv = bound.data;
+                for (int64_t i = 0; i < qr_tensor_numel(t); i++) {
+                    if (isnan(wv[i]) || isinf(wv[i]))
+                        cr_assert(isnan(wv[i]) ? isnan(gv[i]) : gv[i] == wv[i], "%s[%lld] = %g, numpy %g", names[o],
+                                  (long long)i, (double)gv[i], wv[i]);
+                    else
+                        cr_assert(fabs((double)gv[i] - wv[i]) <= bv[i] + 1e-30,
+                                  "%s[%lld] = %.9g, numpy %.17g (bound %.3g)", names[o], (long long)i, (double)gv[i],
+                                  wv[i], bv[i]);
+                }
+                qr_tensor_free(&want);
+                qr_tensor_free(&bound);
+            }
+            for (int o = 0; o < 5; o++)
+                qr_tensor_free(&got[o]);
+        }
+        for (int o = 0; o < 5; o++)
+            qr_tensor_free(&ref[o]);
+    }
+    tu_option("sgemm", "");
+    free(runs);
+    for (int i = 0; i < 3; i++)
+        qr_tensor_free(&in[i]);
+    qr_graph_free(g);
+}
+
+Test(f32_rows, matmul_reads_and_writes_folded_transposes)
+{
+    /* Q.K^T: [S, BH, D] -> [BH, S, D] by [S, BH, D] -> [BH, D, S] (B packed from its strides), the
+     * product back to [S, BH, S] */
+    check_folds(3, (int64_t[]){13, 6, 9}, (int[]){1, 0, 2}, (int64_t[]){11, 6, 9}, (int[]){1, 2, 0},
+                (int[]){1, 0, 2}, (int[]){0, 2, 1}, 61);
+    /* P.V: B read in place with its row stride; 50 rows (B's blocks packed), K 300 (two K blocks) */
+    check_folds(3, (int64_t[]){50, 3, 300}, (int[]){1, 0, 2}, (int64_t[]){300, 3, 37}, (int[]){1, 0, 2},
+                (int[]){1, 0, 2}, (int[]){2, 1, 0}, 62);
+    /* [B, S, H, D] -> [B, H, S, D] (4-D), the output to [S, B, H, N] */
+    check_folds(4, (int64_t[]){2, 17, 3, 5}, (int[]){0, 2, 1, 3}, (int64_t[]){2, 19, 3, 5}, (int[]){0, 2, 3, 1},
+                (int[]){2, 0, 1, 3}, (int[]){0, 1, 3, 2}, 63);
+    /* one row a product (the one-row kernel on B packed), and three (the few rows' kernel, B in place) */
+    check_folds(3, (int64_t[]){1, 5, 40}, (int[]){1, 0, 2}, (int64_t[]){33, 5, 40}, (int[]){1, 2, 0},
+                (int[]){1, 0, 2}, (int[]){0, 2, 1}, 64);
+    check_folds(3, (int64_t[]){3, 4, 20}, (int[]){1, 0, 2}, (int64_t[]){20, 4, 70}, (int[]){1, 0, 2},
+                (int[]){1, 0, 2}, (int[]){0, 2, 1}, 65);
+}
