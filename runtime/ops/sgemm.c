@@ -181,6 +181,17 @@ void qr_sgemm_pack_b(const qr_sgemm_kernel *kn, const float *b, int64_t b_rs, in
     const int nr = kn->nr;
     for (int64_t x0 = 0; x0 < n; x0 += nr, dst += k * nr) {
         int64_t w = n - x0 < nr ? n - x0 : nr;
+        if (b_rs == 1) {
+            /* B's columns contiguous (a transposed B: an attention's keys read in place): column
+             * by column, each read once in order, the panel's stores in L1; a row at a time would
+             * step b_cs between every two reads */
+            for (int64_t x = 0; x < nr; x++) {
+                const float *col = b + (x0 + x) * b_cs;
+                for (int64_t q = 0; q < k; q++)
+                    dst[q * nr + x] = x < w ? col[q] : 0.0f;
+            }
+            continue;
+        }
         for (int64_t q = 0; q < k; q++)
             for (int64_t x = 0; x < nr; x++)
                 dst[q * nr + x] = x < w ? b[q * b_rs + (x0 + x) * b_cs] : 0.0f;
