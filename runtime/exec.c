@@ -76,7 +76,10 @@ struct qr_exec {
     int *tfold, *mmfold;
     unsigned char *tslot, *tlive;
     int64_t (*tstr)[QR_MAX_DIMS];
-    qr_tensor tview[2]; /* scratch: a MatMul's operands read in place */
+    /* tdiv[t]: the Div by a scalar between Transpose t and its MatMul (-1: none), which then runs
+     * on the Transpose's input, in its layout; divt[d]: that Transpose, for Div node d (-1: none) */
+    int *tdiv, *divt;
+    qr_tensor tview[2], dview; /* scratch: a MatMul's operands read in place, a Div's output */
     /* Runs of pointwise nodes (exec_tiles.h): chain[n] the number of nodes of the run starting
      * at node n (0: none), from the graph; tiles[n] its split and tiled[n] 1 when the plan's
      * shapes allow it (static plans only). */
@@ -408,10 +411,39 @@ static int is_op(const qr_node *n, const char *op)
     return n->def && !n->domain[0] && !strcmp(n->op, op);
 }
 
+/* The one node from place `from` on that reads v for more than its shape: -1 none, -2 more than
+ * one or one fused into another node. */
+static int sole_reader(const qr_exec *x, const qr_value *v, int from)
+{
+    int m = -1;
+    for (int n = from; n < x->nn; n++) {
+        const qr_node *r = x->nodes[n];
+        if (!reads(r, v) || (op_shape_only(r) && !x->skip[n]))
+            continue;
+        if (m >= 0 || x->skip[n])
+            return -2;
+        m = n;
+    }
+    return m;
+}
+
+/* Whether node d divides v (its input 0) by a one-element f32 constant, on its own (no fusion),
+ * into a value that is no graph output. */
+static int div_by_scalar(const qr_exec *x, int d, const qr_value *v)
+{
+    const qr_node *n = x->nodes[d];
+    const qr_value *c = n->n_in == 2 ? n->in[1] : NULL;
+    return is_op(n, "Div") && n->in[0] == v && c && c != v && c->is_const && c->t.dtype == QR_F32 && c->t.data &&
+           qr_tensor_numel(&c->t) == 1 && n->n_out == 1 && n->out[0] && !n->out[0]->is_output && !x->skip[d] &&
+           !x->act_out[d] && !(x->gelu && x->gelu[d]);
+}
+
 /* A Transpose's only reader a MatMul, beside nodes that read its shape alone: the MatMul reads the
  * Transpose's input in place, through the permuted strides (its GEMM packs the operand from them,
  * where the Transpose copied it whole: ORT's FusedMatMul does the same), and the Transpose does
- * not run. A MatMul's output read by a Transpose alone: the MatMul writes it in the Transpose's
+ * not run. Also with a Div by a scalar constant between them (the attention's query over
+ * sqrt(d)), the Div's only reader the MatMul: the Div runs on the Transpose's input instead, in
+ * its layout (each element's quotient as before), and the MatMul reads the quotients strided. A MatMul's output read by a Transpose alone: the MatMul writes it in the Transpose's
  * layout (its rows' stores with strides), in the buffer the Transpose's output then takes over.
  * The same sums (qr_sgemm's, packed from anywhere), so the same bits. Which ones a plan folds is
  * plan_folds'; here only the graph's side. Not with an observer (it sees every value) nor under
@@ -427,34 +459,39 @@ static qr_status fold_transposes(qr_exec *x)
     x->tslot = calloc(nn, 1);
     x->tlive = calloc(nn, 1);
     x->tstr = calloc(nn, sizeof *x->tstr);
-    if (!uses || !reader || !x->tfold || !x->mmfold || !x->tslot || !x->tlive || !x->tstr) {
+    x->tdiv = malloc(nn * sizeof *x->tdiv);
+    x->divt = malloc(nn * sizeof *x->divt);
+    if (!uses || !reader || !x->tfold || !x->mmfold || !x->tslot || !x->tlive || !x->tstr || !x->tdiv || !x->divt) {
         free(uses);
         free(reader);
         return QR_ERR;
     }
     for (size_t n = 0; n < nn; n++)
-        x->tfold[n] = x->mmfold[3 * n] = x->mmfold[3 * n + 1] = x->mmfold[3 * n + 2] = -1;
+        x->tfold[n] = x->mmfold[3 * n] = x->mmfold[3 * n + 1] = x->mmfold[3 * n + 2] = x->tdiv[n] = x->divt[n] = -1;
     count_readers(x, uses, reader);
     for (int t = 0; t < x->nn; t++) {
         const qr_node *tn = x->nodes[t];
         if (!is_op(tn, "Transpose") || x->skip[t] || tn->n_in != 1 || tn->n_out != 1 || !tn->in[0] || !tn->out[0])
             continue;
-        const qr_value *v = tn->out[0], *src = tn->in[0];
-        int m = -1, slot = 0, ok = !v->is_output && !src->is_const;
-        for (int n = t + 1; n < x->nn && ok; n++) {
-            const qr_node *r = x->nodes[n];
-            if (!reads(r, v) || (op_shape_only(r) && !x->skip[n]))
-                continue;
-            ok = m < 0 && is_op(r, "MatMul") && !x->skip[n] && r->n_in == 2 && (r->in[0] == v) != (r->in[1] == v);
-            m = n;
-            slot = r->in[1] == v;
+        const qr_value *v = tn->out[0], *src = tn->in[0], *rv = v;
+        int m = sole_reader(x, v, t + 1), d = -1;
+        if (m >= 0 && div_by_scalar(x, m, v)) { /* the attention's query scaled on the way */
+            d = m;
+            rv = x->nodes[d]->out[0];
+            m = sole_reader(x, rv, d + 1);
         }
-        if (ok && m >= 0 && x->mmfold[3 * m + slot] < 0) {
+        const qr_node *r = m >= 0 ? x->nodes[m] : NULL;
+        int slot = r && r->n_in == 2 && r->in[1] == rv;
+        if (r && !v->is_output && !src->is_const && is_op(r, "MatMul") && r->n_in == 2 &&
+            (r->in[0] == rv) != (r->in[1] == rv) && x->mmfold[3 * m + slot] < 0) {
             x->tfold[t] = m;
             x->tslot[t] = (unsigned char)slot;
             x->mmfold[3 * m + slot] = t;
-            if (x->last_use[src->id] < m)
-                x->last_use[src->id] = m; /* the MatMul reads it */
+            x->tdiv[t] = d;
+            if (d >= 0)
+                x->divt[d] = t;
+            if (x->last_use[src->id] < (d >= 0 ? d : m))
+                x->last_use[src->id] = d >= 0 ? d : m; /* the Div or the MatMul reads it */
             continue;
         }
         int p = -1;
@@ -504,8 +541,13 @@ static void plan_folds(qr_exec *x)
             for (int d = 0; d + 2 < b->ndim; d++)
                 nb *= b->dims[d];
             int batched = a->ndim >= 3 && b->ndim >= 3 && na > 1 && nb > 1;
-            int k = x->kind[tn->in[0]->id];
+            int k = x->kind[tn->in[0]->id], d = x->tdiv[t];
             if (!batched || (k != V_RUNTIME && k != V_INPUT))
+                continue;
+            /* the Div runs on the input's layout: planned to run alone, its output in the arena */
+            if (d >= 0 && (x->node_done[d] || x->kind[x->nodes[d]->out[0]->id] != V_RUNTIME ||
+                           x->vt[x->nodes[d]->out[0]->id].dtype != QR_F32 || (x->tiled && x->tiled[d]) ||
+                           (x->banded && x->banded[d])))
                 continue;
             for (int d = 0; d < r; d++) /* the view's dim d is the input's dim perm[d] */
                 x->tstr[t][d] = ss[perm[d]];
@@ -914,6 +956,8 @@ void qr_exec_free(qr_exec *x)
     free(x->tslot);
     free(x->tlive);
     free(x->tstr);
+    free(x->tdiv);
+    free(x->divt);
     free(x->chain);
     free(x->tiles);
     free(x->tiled);
@@ -1422,11 +1466,11 @@ static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
 {
     if (plan_shapes(x, inputs, e) != QR_OK)
         return QR_ERR;
-    plan_folds(x); /* none when dynamic */
     if (!x->dynamic) {
         plan_tiles(x);
         plan_bands(x, e);
     }
+    plan_folds(x); /* none when dynamic; after the tiles (a Div run by tiles keeps its Transpose) */
     if (!x->dynamic && plan_memory(x, e) != QR_OK)
         return QR_ERR;
     x->have_plan = 1;
@@ -1507,6 +1551,15 @@ static qr_status run_node(qr_exec *x, int ni, size_t *live, qr_error *e)
     qr_status st = node_io_init(x, n, &io, e);
     if (st != QR_OK)
         return st;
+    int dt = x->divt ? x->divt[ni] : -1;
+    if (dt >= 0 && x->tlive[dt]) { /* the Div of a folded Transpose's input, in its layout */
+        const qr_tensor *src = &x->vt[x->nodes[dt]->in[0]->id];
+        io.in[0] = src;
+        x->dview = *io.out[0];
+        x->dview.ndim = src->ndim;
+        memcpy(x->dview.dims, src->dims, sizeof src->dims);
+        io.out[0] = &x->dview;
+    }
     for (int s = 0; x->mmfold && s < 3; s++) {
         int t = x->mmfold[3 * ni + s];
         if (t < 0 || !x->tlive[t])
@@ -1516,7 +1569,8 @@ static qr_status run_node(qr_exec *x, int ni, size_t *live, qr_error *e)
             continue;
         }
         x->tview[s] = x->vt[x->nodes[t]->out[0]->id];
-        x->tview[s].data = x->vt[x->nodes[t]->in[0]->id].data;
+        const qr_node *d = x->tdiv[t] >= 0 ? x->nodes[x->tdiv[t]] : NULL;
+        x->tview[s].data = x->vt[d ? d->out[0]->id : x->nodes[t]->in[0]->id].data;
         io.in[s] = &x->tview[s];
         io.k.in_strides[s] = x->tstr[t];
     }

@@ -8,8 +8,9 @@ Usage: f32_rows_ref.py softmax|logsoftmax X.npy OUT.npy
        f32_rows_ref.py erf|tanh X.npy OUT.npy
        f32_rows_ref.py gelu|gelu_tanh X.npy OUT.npy   (0.5 x (1 + erf(x / sqrt 2)), the tanh form)
        f32_rows_ref.py matmul A.npy B.npy OUT.npy BOUND.npy
-       f32_rows_ref.py matmul_t X.npy PX Y.npy PY PO OUT.npy BOUND.npy   (transpose(transpose(X, PX) @
-           transpose(Y, PY), PO), a perm a comma list: the attention's Transposes around its MatMul)
+       f32_rows_ref.py matmul_t X.npy PX Y.npy PY PO OUT.npy BOUND.npy [DIV]   (transpose(transpose(X,
+           PX) / DIV @ transpose(Y, PY), PO), a perm a comma list: the attention's Transposes around
+           its MatMul; DIV 1 when absent)
        f32_rows_ref.py gemm A.npy B.npy C.npy ALPHA BETA TRANSB OUT.npy BOUND.npy
        f32_rows_ref.py where C.npy X.npy Y.npy OUT.npy
        f32_rows_ref.py transpose X.npy OUT.npy P0,P1,...
@@ -61,7 +62,7 @@ def main(a):
         np.save(a[4], A.shape[-1] * 2.0 ** -23 * np.matmul(np.abs(A), np.abs(B)))
     elif op == "matmul_t":
         perm = lambda v: [int(p) for p in v.split(",")]
-        A = np.load(a[1]).astype(np.float64).transpose(perm(a[2]))
+        A = np.load(a[1]).astype(np.float64).transpose(perm(a[2])) / (float(a[8]) if len(a) > 8 else 1.0)
         B = np.load(a[3]).astype(np.float64).transpose(perm(a[4]))
         po = perm(a[5])
         with np.errstate(invalid="ignore", over="ignore"):

@@ -878,9 +878,11 @@ static const char *perm_str(char *buf, int r, const int *perm)
 }
 
 /* The attention's shape of a product, x [xd] and y [yd] of rank r: out = T(T(x, px) @ T(y, py), po),
- * all three Transposes folded; then what must not fold: mm2 = T(x, px) @ T(y, py) where T(x, px)
- * is also read by a Neg (two readers), out3 = T(T(x, px) @ T(y, py), pbad) whose permutation moves
- * the last axis, and mm4 = T(x, px) @ w (w 2-D: a weight's product stays one GEMM). Against numpy
+ * all three Transposes folded, and mm5 = (T(x, px) / 3) @ T(y, py), both folded (the Div runs on
+ * x's layout); then what must not fold: mm2 = T(x, px) @ T(y, py) where T(x, px) is also read by a
+ * Neg (two readers), out3 = T(T(x, px) @ T(y, py), pbad) whose permutation moves the last axis,
+ * mm4 = T(x, px) @ w (w 2-D: a weight's product stays one GEMM) and mm6 = (T(x, px) / 3) @ T(y, py)
+ * whose quotient is also an output. Against numpy
  * float64 (both signs, NaN and inf in x), and bit for bit against every node on its own (fuse=0),
  * on 1 and 2 threads, with the FMA GEMM and the portable one (sgemm=portable). */
 static void check_folds(int r, const int64_t *xd, const int *px, const int64_t *yd, const int *py, const int *po,
@@ -898,6 +900,11 @@ static void check_folds(int r, const int64_t *xd, const int *px, const int64_t *
     qr_value *mm3 = op2(g, "MatMul", "mm3", transpose_node(g, "tx3", x, r, px), transpose_node(g, "ty3", y, r, py));
     tu_output(g, transpose_node(g, "to3", mm3, r, pbad));
     tu_output(g, op2(g, "MatMul", "mm4", transpose_node(g, "tx4", x, r, px), w));
+    qr_value *q5 = op2(g, "Div", "div5", transpose_node(g, "tx5", x, r, px), scalar(g, "c5", 3.0f));
+    tu_output(g, op2(g, "MatMul", "mm5", q5, transpose_node(g, "ty5", y, r, py)));
+    qr_value *q6 = op2(g, "Div", "div6", transpose_node(g, "tx6", x, r, px), scalar(g, "c6", 3.0f));
+    tu_output(g, op2(g, "MatMul", "mm6", q6, transpose_node(g, "ty6", y, r, py)));
+    tu_output(g, q6);
     qr_error e;
     cr_assert_eq(qr_pass_infer_and_fold(g, &e), QR_OK, "%s", e.msg);
     qr_tensor in[3] = {f32_tensor(r, xd), f32_tensor(r, yd), f32_tensor(2, wd)};
@@ -916,18 +923,19 @@ static void check_folds(int r, const int64_t *xd, const int *px, const int64_t *
     int id[QR_MAX_DIMS], id2[2] = {0, 1};
     for (int d = 0; d < r; d++)
         id[d] = d;
-    const char *names[4] = {"to", "mm2", "to3", "mm4"};
-    const int outs[4] = {0, 1, 3, 4};
-    for (int o = 0; o < 4; o++) {
-        snprintf(cmd, sizeof cmd, "matmul_t x.npy %s %s %s %s want%d.npy bound%d.npy", perm_str(a, r, px),
+    const char *names[6] = {"to", "mm2", "to3", "mm4", "mm5", "mm6"};
+    const int outs[6] = {0, 1, 3, 4, 5, 6};
+    for (int o = 0; o < 6; o++) {
+        snprintf(cmd, sizeof cmd, "matmul_t x.npy %s %s %s %s want%d.npy bound%d.npy %s", perm_str(a, r, px),
                  o == 3 ? "w.npy" : "y.npy", o == 3 ? perm_str(b, 2, id2) : perm_str(b, r, py),
-                 perm_str(c, r, o == 0 ? po : o == 2 ? pbad : id), o, o);
+                 perm_str(c, r, o == 0 ? po : o == 2 ? pbad : id), o, o, o >= 4 ? "3" : "1");
         oracle(cmd);
     }
     int64_t *runs = calloc((size_t)g->n_nodes, sizeof *runs);
-    cr_assert(runs && g->n_outputs == 5);
-    qr_tensor ref[5], got[5];
-    static const char *const folded[] = {"tx", "ty", "to", "ty2", "tx3", "ty3"}, *const kept[] = {"tx2", "to3", "tx4"};
+    cr_assert(runs && g->n_outputs == 8);
+    qr_tensor ref[8], got[8];
+    static const char *const folded[] = {"tx", "ty", "to", "ty2", "tx3", "ty3", "tx5", "ty5", "ty6"},
+                             *const kept[] = {"tx2", "to3", "tx4", "tx6", "div5", "div6"};
     for (int path = 0; path < 2; path++) {
         tu_option("sgemm", path ? "portable" : "");
         tu_option("fuse", "0");
@@ -939,12 +947,12 @@ static void check_folds(int r, const int64_t *xd, const int *px, const int64_t *
                 cr_assert_eq(runs[gelu_node(g, folded[i])], 0, "%s is folded into its MatMul", folded[i]);
             for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
                 cr_assert_eq(runs[gelu_node(g, kept[i])], 1, "%s runs", kept[i]);
-            for (int o = 0; o < 5; o++)
+            for (int o = 0; o < 8; o++)
                 cr_assert(qr_tensor_same_shape(&got[o], &ref[o]) &&
                               memcmp(got[o].data, ref[o].data, qr_tensor_nbytes(&ref[o])) == 0,
                           "output %d (%s) differs folded, %s, %d threads", o, g->outputs[o]->name,
                           path ? "portable" : "FMA", threads);
-            for (int o = 0; o < 4 && threads == 1; o++) {
+            for (int o = 0; o < 6 && threads == 1; o++) {
                 char f[32];
                 snprintf(f, sizeof f, "want%d.npy", o);
                 qr_tensor want = load(f);
@@ -966,10 +974,10 @@ static void check_folds(int r, const int64_t *xd, const int *px, const int64_t *
                 qr_tensor_free(&want);
                 qr_tensor_free(&bound);
             }
-            for (int o = 0; o < 5; o++)
+            for (int o = 0; o < 8; o++)
                 qr_tensor_free(&got[o]);
         }
-        for (int o = 0; o < 5; o++)
+        for (int o = 0; o < 8; o++)
             qr_tensor_free(&ref[o]);
     }
     tu_option("sgemm", "");
