@@ -22,6 +22,7 @@ void qr_sgemm_add_cols_avx512(float *c, int64_t ldc, int64_t rows, int64_t w, co
 void qr_sgemm_tile_cols_12x32_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff,
                                      int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c,
                                      const float *bias, const struct qr_act *act, const float *col_bias);
+void qr_sgemm_pack_bt_32_avx512(const float *b, int64_t b_cs, int64_t k, int w, float *dst);
 void qr_sgemm_tile_6x16_avx2(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff,
                              int64_t kc, float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias,
                                 const struct qr_act *act);
@@ -181,6 +182,10 @@ void qr_sgemm_pack_b(const qr_sgemm_kernel *kn, const float *b, int64_t b_rs, in
     const int nr = kn->nr;
     for (int64_t x0 = 0; x0 < n; x0 += nr, dst += k * nr) {
         int64_t w = n - x0 < nr ? n - x0 : nr;
+        if (b_rs == 1 && kn->pack_bt) {
+            kn->pack_bt(b + x0 * b_cs, b_cs, k, (int)w, dst);
+            continue;
+        }
         if (b_rs == 1) {
             /* B's columns contiguous (a transposed B: an attention's keys read in place): column
              * by column, each read once in order, the panel's stores in L1; a row at a time would
@@ -272,7 +277,8 @@ static const struct {
     qr_sgemm_kernel kn;
 } kernels[] = {
     {has_avx512, {"avx512", 12, 32, qr_sgemm_tile_12x32_avx512, qr_sgemm_wide_3x128_avx512, 3, 128,
-                  qr_sgemm_row_32_avx512, qr_sgemm_add_cols_avx512, qr_sgemm_tile_cols_12x32_avx512}},
+                  qr_sgemm_row_32_avx512, qr_sgemm_add_cols_avx512, qr_sgemm_tile_cols_12x32_avx512,
+                  qr_sgemm_pack_bt_32_avx512}},
     {has_avx2, {"avx2", 6, 16, qr_sgemm_tile_6x16_avx2, NULL, 0, 0, NULL}},
     {has_any, {"ref", REF_MR, REF_NR, tile_ref, NULL, 0, 0, NULL}},
 };

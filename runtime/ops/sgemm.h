@@ -44,6 +44,9 @@ typedef struct qr_sgemm_kernel {
     void (*tile_cols)(const float *ap, int64_t ars, int64_t acs, const float *bp, const int64_t *boff, int64_t kc,
                       float *c, int64_t ldc, int rows, int cols, int load_c, const float *bias,
                       const struct qr_act *act, const float *col_bias);
+    /* qr_sgemm_pack_b's panel of a transposed B (b_rs 1), nr columns x k (NULL: the loop): column
+     * x's values at b + x * b_cs, w <= nr of them real, the rest 0 */
+    void (*pack_bt)(const float *b, int64_t b_cs, int64_t k, int w, float *dst);
 } qr_sgemm_kernel;
 
 /* c (row stride ldc) = a * b (+ bias): a(r, q) = a[r * a_rs + q * a_cs] (m x k), b[q * ldb + x]

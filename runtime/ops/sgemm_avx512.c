@@ -218,3 +218,50 @@ TARGET void qr_sgemm_add_cols_avx512(float *c, int64_t ldc, int64_t rows, int64_
             _mm512_mask_storeu_ps(c + r * ldc + x, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, c + r * ldc + x), bv));
     }
 }
+
+/* v[i] = column i's 16 values (from row 0), transposed in place: v[q] = row q's 16 columns. */
+TARGET static inline void transpose16(__m512 *v)
+{
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        v[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        v[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        v[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        v[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(v[i], v[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(v[i], v[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_f32x4(v[i + 8], v[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(v[i + 8], v[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 8; i++) {
+        v[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        v[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
+/* One 32-column panel of a transposed B (column x's k values at b + x * b_cs, w of them real):
+ * dst[q * 32 + x], 0 past w; 16 x 16 blocks transposed in registers, where the scalar copy
+ * did a load and a store per value. The same values (sgemm.h's qr_sgemm_pack_b). */
+TARGET void qr_sgemm_pack_bt_32_avx512(const float *b, int64_t b_cs, int64_t k, int w, float *dst)
+{
+    for (int64_t q0 = 0; q0 < k; q0 += 16) {
+        int rows = k - q0 < 16 ? (int)(k - q0) : 16;
+        __mmask16 m = cols_mask(rows);
+        for (int g = 0; g < 2; g++) {
+            __m512 v[16];
+            for (int i = 0; i < 16; i++) {
+                int x = g * 16 + i;
+                v[i] = x < w ? _mm512_maskz_loadu_ps(m, b + x * b_cs + q0) : _mm512_setzero_ps();
+            }
+            transpose16(v);
+            for (int i = 0; i < rows; i++)
+                _mm512_storeu_ps(dst + (q0 + i) * 32 + g * 16, v[i]);
+        }
+    }
+}
