@@ -79,8 +79,9 @@ void qr_transpose_bytes(uint8_t *d, int64_t ds, const uint8_t *s, int64_t ss, in
 }
 
 /* dst[a * so + b] = src[a + b * sb] for a < na, b < nb, in 16 x 16 blocks (bytes by
- * qr_transpose_bytes). */
-static void transpose_2d(char *dst, const char *src, int64_t na, int64_t nb, int64_t so, int64_t sb, size_t es)
+ * qr_transpose_bytes). Its loops start on 32 bytes: where the code before it moved the f32 block
+ * loop 16 bytes on (stop 42), the CNN's NHWC -> NCHW Transpose at batch 64 took 0.060 ms, not 0.036. */
+__attribute__((optimize("align-loops=32"))) static void transpose_2d(char *dst, const char *src, int64_t na, int64_t nb, int64_t so, int64_t sb, size_t es)
 {
     enum { BLK = 16 };
     if (es == 1) {
