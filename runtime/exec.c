@@ -96,6 +96,10 @@ struct qr_exec {
     qr_band_geom *bgeom;
     int64_t *bstrip;
     int64_t *bdone; /* scratch: per node of a chain, its rows made so far, then those wanted */
+    /* The links' windows (bands_image), by the place of the node that makes the link: bwcap the
+     * most rows it holds at once (its arena block's size, plan_memory), bwlo its first row held
+     * while running, bwfill the byte its new rows start as (-1: none; run_node's zeros or poison) */
+    int64_t *bwlo, *bwcap, *bwfill;
 };
 
 /* Kernels may read a few optional inputs past the node's own: slots up to this many are always there. */
@@ -720,8 +724,11 @@ static qr_status find_bands(qr_exec *x)
     x->bgeom = calloc((size_t)x->nn + 1, sizeof *x->bgeom);
     x->bstrip = calloc((size_t)x->nn + 1, sizeof *x->bstrip);
     x->bdone = calloc(2 * (size_t)x->nn + 2, sizeof *x->bdone);
-    if (!x->bchain || !x->banded || !x->bgeom || !x->bstrip || !x->bdone)
+    x->bwlo = calloc(3 * (size_t)x->nn + 3, sizeof *x->bwlo);
+    if (!x->bchain || !x->banded || !x->bgeom || !x->bstrip || !x->bdone || !x->bwlo)
         return QR_ERR;
+    x->bwcap = x->bwlo + x->nn + 1;
+    x->bwfill = x->bwcap + x->nn + 1;
     for (int a = 0; a < x->nn;) {
         int b = a;
         while (b < x->nn) {
@@ -968,6 +975,7 @@ void qr_exec_free(qr_exec *x)
     free(x->bgeom);
     free(x->bstrip);
     free(x->bdone);
+    free(x->bwlo);
     qr_pool_free(x->pool);
     free(x);
 }
@@ -1272,7 +1280,7 @@ static qr_status plan_memory(qr_exec *x, qr_error *e)
      * block given to a later output at another offset would lose rows not read yet (a tile's rows
      * are read by every node before the next tile's). Output 0 taking input 0's block, at the same
      * offset, is safe: its tile overwrites only rows read already. */
-    int chain_a = -1, chain_b = -1;
+    int chain_a = -1, chain_b = -1, bands = 0;
     for (int ni = 0; ni < x->nn; ni++) {
         const qr_node *n = x->nodes[ni];
         if (x->skip && x->skip[ni])
@@ -1280,24 +1288,35 @@ static qr_status plan_memory(qr_exec *x, qr_error *e)
         if (x->tiled && x->tiled[ni]) {
             chain_a = ni;
             chain_b = ni + x->chain[ni];
+            bands = 0;
         }
         if (x->banded && x->banded[ni]) { /* the same for bands: a node runs before the last band of the one before it */
             chain_a = ni;
             chain_b = ni + x->banded[ni];
+            bands = 1;
         }
         int in_chain = ni >= chain_a && ni < chain_b;
+        /* a band chain's link (its nodes' outputs but the last's) takes its window's rows alone
+         * (bands_image), with a vector's bytes past the last row (a kernel's last load may pass
+         * a row's end, as it may a value's in the arena) */
+        int window = bands && in_chain && ni + 1 < chain_b;
         for (int j = 0; j < n->n_out; j++) {
             const qr_value *v = out_value(x, n, j);
             if (!v || x->kind[v->id] != V_RUNTIME)
                 continue;
             size_t size = align_up(qr_tensor_nbytes(&x->vt[v->id])), off = 0;
+            if (window && j == 0) {
+                const qr_band_geom *bg = &x->bgeom[ni];
+                size_t rb = qr_tensor_nbytes(&x->vt[v->id]) / (size_t)(bg->images * bg->out_rows);
+                size = align_up((size_t)x->bwcap[ni] * rb + EXEC_ALIGN);
+            }
             int at = 0;
             if (size > budget(x)) {
                 free(live);
                 free(perm);
                 return over_budget(x, v, &x->vt[v->id], size, e);
             }
-            if (j == 0 && inplace_ok(x, n, ni) && (at = find_block(live, nlive, x->offset[n->in[0]->id])) >= 0) {
+            if (j == 0 && !window && inplace_ok(x, n, ni) && (at = find_block(live, nlive, x->offset[n->in[0]->id])) >= 0) {
                 /* Output 0 takes over input 0's block, which dies here. */
                 live[at].value = v->id;
                 x->offset[v->id] = live[at].off;
@@ -1386,6 +1405,8 @@ static int64_t band_in_rows(const qr_band_geom *g, int64_t rows)
     return r < 1 ? 1 : r > g->in_rows ? g->in_rows : r;
 }
 
+static qr_status bands_image(qr_exec *x, int a, int64_t img, int run, qr_error *e);
+
 /* Which band chains run by bands with the plan's shapes, and their nodes' geometry: runs of a
  * chain's nodes none evaluated while planning, whose op takes bands of these shapes, of the same
  * images, each reading the rows the one before it makes. bands=auto keeps the longest run of
@@ -1455,6 +1476,14 @@ static void plan_bands(qr_exec *x, qr_error *e)
             a = b;
         }
         c += count - 1;
+    }
+    /* each link's window: the most rows it holds at once (every image's bands are alike) */
+    for (int a = 0; x->bchain && a < x->nn; a++) {
+        if (!x->banded[a])
+            continue;
+        for (int i = 0; i < x->banded[a]; i++)
+            x->bwcap[a + i] = 0;
+        bands_image(x, a, 0, 0, e);
     }
 }
 
@@ -1675,27 +1704,95 @@ static qr_status run_band(qr_exec *x, int ni, int64_t r0, int64_t r1, qr_error *
     return QR_OK;
 }
 
-/* The band chain starting at place a (plan_bands), image by image: for each band of the last
- * node's output rows, each node before it first makes the rows of its output the next one's band
- * reads that it has not made yet, so a band's rows are read while in cache. Each node's kernel is
- * its own and writes each output element once, as a whole run does: the same bits. The rows no
+/* The first row of node i's input 0 that its output rows from `done` on read, by g. */
+static int64_t band_first_in_row(const qr_band_geom *g, int64_t done)
+{
+    int64_t r = done * g->stride - g->pad;
+    return r < 0 ? 0 : r > g->in_rows ? g->in_rows : r;
+}
+
+/* The value node a + i of a band chain writes and node a + i + 1 reads (i + 1 < count). */
+static qr_tensor *band_link(qr_exec *x, int a, int i)
+{
+    return &x->vt[x->nodes[a + i + 1]->in[0]->id];
+}
+
+/* One image's bands of the chain at place a (run_bands). For each band of the last node's output
+ * rows, each node before it first makes the rows of its output the next one's band reads that it
+ * has not made yet. A link (a value between two of the chain's nodes) lives in a window: before
+ * its node makes new rows, the rows the next node's bands still read move to the window's start
+ * and the rest are dropped, so a link's bytes are a few rows in one buffer reused band after band
+ * (in L1 or L2), not its whole tensor written to L3 or memory and read back. The kernels see the
+ * link's tensor at the address that puts its held rows in the window: they read and write only
+ * the rows their band reads and makes. run = 0: no kernel runs; bwcap[i] becomes the most rows
+ * link i holds at once. */
+static qr_status bands_image(qr_exec *x, int a, int64_t img, int run, qr_error *e)
+{
+    int count = x->banded[a];
+    const qr_band_geom *g = &x->bgeom[a], *last = &g[count - 1];
+    int64_t *done = x->bdone, *need = x->bdone + count;
+    for (int i = 0; i < count; i++)
+        done[i] = 0, x->bwlo[a + i] = 0;
+    for (int64_t o0 = 0;; o0 += x->bstrip[a]) {
+        int whole = o0 >= last->out_rows; /* after the last band: every node's rows left */
+        need[count - 1] = whole ? last->out_rows : o0 + x->bstrip[a] < last->out_rows ? o0 + x->bstrip[a]
+                                                                                    : last->out_rows;
+        for (int i = count - 1; i > 0; i--)
+            need[i - 1] = whole ? g[i - 1].out_rows : band_in_rows(&g[i], need[i]);
+        for (int i = 0; i < count; i++) {
+            if (need[i] <= done[i])
+                continue;
+            if (i + 1 < count) {
+                /* the rows the next node reads from its next band on stay (a stride may skip rows
+                 * not made yet: then none), the window starts at the first */
+                int64_t lo = band_first_in_row(&g[i + 1], done[i + 1]);
+                lo = lo < done[i] ? lo : done[i];
+                int64_t p = a + i;
+                if (!run) {
+                    x->bwcap[p] = need[i] - lo > x->bwcap[p] ? need[i] - lo : x->bwcap[p];
+                } else {
+                    qr_tensor *t = band_link(x, a, i);
+                    size_t rb = qr_tensor_nbytes(t) / (size_t)(g[i].images * g[i].out_rows);
+                    unsigned char *w = x->arena + x->offset[x->nodes[p + 1]->in[0]->id];
+                    if (lo > x->bwlo[p])
+                        memmove(w, w + (size_t)(lo - x->bwlo[p]) * rb, (size_t)(done[i] - lo) * rb);
+                    x->bwlo[p] = lo;
+                    if (x->bwfill[p] >= 0)
+                        memset(w + (size_t)(done[i] - lo) * rb, (int)x->bwfill[p], (size_t)(need[i] - done[i]) * rb);
+                    /* as integers: the address the window's rows are at in the whole tensor's layout
+                     * is before the window (never read or written outside it) */
+                    t->data = (void *)((uintptr_t)w - (size_t)(img * g[i].out_rows + lo) * rb);
+                }
+            }
+            if (run && run_band(x, a + i, img * g[i].out_rows + done[i], img * g[i].out_rows + need[i], e) != QR_OK)
+                return QR_ERR;
+            done[i] = need[i];
+        }
+        if (whole)
+            return QR_OK;
+    }
+}
+
+/* The band chain starting at place a (plan_bands), image by image (bands_image). Each node's kernel
+ * is its own and writes each output element once, as a whole run does: the same bits. The rows no
  * band reads (a stride past the last window) are made at the end, so every value is whole. */
 static qr_status run_bands(qr_exec *x, int a, qr_error *e)
 {
     int count = x->banded[a];
     const qr_band_geom *g = &x->bgeom[a];
-    int64_t *done = x->bdone, *need = x->bdone + count;
-    /* shapes, output buffers (zeroed or poisoned as run_node would) and the profile's counts */
+    /* shapes, output buffers (zeroed or poisoned as run_node would: the links' rows as they are
+     * made) and the profile's counts */
     for (int i = 0; i < count; i++) {
         const qr_node *n = x->nodes[a + i];
         node_io io;
         if (node_io_init(x, n, &io, e) != QR_OK)
             return QR_ERR;
         qr_status st = node_infer(n, &io, e);
-        if (st == QR_OK && (!n->def->writes_all || !n->def->writes_all(&io.k)))
-            memset(io.out[0]->data, 0, qr_tensor_nbytes(io.out[0]));
-        else if (st == QR_OK && x->poison)
-            memset(io.out[0]->data, 0xa5, qr_tensor_nbytes(io.out[0]));
+        int fill = st == QR_OK && (!n->def->writes_all || !n->def->writes_all(&io.k)) ? 0 : x->poison ? 0xa5 : -1;
+        if (i + 1 < count)
+            x->bwfill[a + i] = fill;
+        else if (fill >= 0)
+            memset(io.out[0]->data, fill, qr_tensor_nbytes(io.out[0]));
         if (st == QR_OK && x->prof) {
             x->prof[x->order[a + i]].runs++;
             x->prof[x->order[a + i]].macs += qr_op_macs(&io.k);
@@ -1705,29 +1802,12 @@ static qr_status run_bands(qr_exec *x, int a, qr_error *e)
             return st == QR_NEED_DATA ? qr_errorf(e, "shape inference needs data that is not available")
                                       : node_fail(n, e);
     }
-    const qr_band_geom *last = &g[count - 1];
-    for (int64_t img = 0; img < g[0].images; img++) {
-        for (int i = 0; i < count; i++)
-            done[i] = 0;
-        for (int64_t o0 = 0;; o0 += x->bstrip[a]) {
-            int whole = o0 >= last->out_rows; /* after the last band: every node's rows left */
-            need[count - 1] = whole ? last->out_rows : o0 + x->bstrip[a] < last->out_rows ? o0 + x->bstrip[a]
-                                                                                        : last->out_rows;
-            for (int i = count - 1; i > 0; i--)
-                need[i - 1] = whole ? g[i - 1].out_rows : band_in_rows(&g[i], need[i]);
-            for (int i = 0; i < count; i++) {
-                if (need[i] <= done[i])
-                    continue;
-                int64_t base = img * g[i].out_rows;
-                if (run_band(x, a + i, base + done[i], base + need[i], e) != QR_OK)
-                    return QR_ERR;
-                done[i] = need[i];
-            }
-            if (whole)
-                break;
-        }
-    }
-    return QR_OK;
+    qr_status st = QR_OK;
+    for (int64_t img = 0; img < g[0].images && st == QR_OK; img++)
+        st = bands_image(x, a, img, 1, e);
+    for (int i = 0; i + 1 < count; i++) /* the plan's address again (bind_values') */
+        band_link(x, a, i)->data = x->arena + x->offset[x->nodes[a + i + 1]->in[0]->id];
+    return st;
 }
 
 /* Dynamic mode: frees what dies at node ni (inputs read for the last time, outputs nobody reads). */

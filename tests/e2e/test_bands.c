@@ -51,10 +51,18 @@ static void assert_same(const char *ref, const char *tag)
     cr_assert(d == 0, "%s against %s: relative difference %g", tag, ref, d);
 }
 
+/* The arena's bytes from qrl run --stats' log ("memory: arena N bytes ..."), -1 when absent. */
+static long long arena_bytes(const char *log)
+{
+    const char *m = strstr(log, "memory: arena ");
+    return m ? atoll(m + strlen("memory: arena ")) : -1;
+}
+
 Test(bands, chains_by_bands_give_the_whole_runs_bits)
 {
     char *log = run("whole", "--option bands=0");
     cr_assert_null(strstr(log, "bands:"), "bands=0 ran bands: %s", log);
+    long long whole = arena_bytes(log);
     free(log);
     /* every convolution but the stem (it reads the NCHW input) is in a chain */
     static const char *const banded[][2] = {
@@ -65,6 +73,10 @@ Test(bands, chains_by_bands_give_the_whole_runs_bits)
     for (size_t i = 0; i < sizeof banded / sizeof banded[0]; i++) {
         log = run(banded[i][0], banded[i][1]);
         cr_assert_not_null(strstr(log, "bands: 9 nodes run in chains by bands of rows"), "%s: %s", banded[i][0], log);
+        /* a chain's links hold their windows' rows alone (exec.c bands_image) */
+        long long banded_arena = arena_bytes(log);
+        cr_assert(banded_arena > 0 && banded_arena < whole, "%s: arena %lld bytes, bands=0 %lld", banded[i][0],
+                  banded_arena, whole);
         free(log);
         assert_same("whole", banded[i][0]);
     }
