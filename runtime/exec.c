@@ -1682,7 +1682,7 @@ static qr_status run_chain(qr_exec *x, int a, qr_error *e)
 
 /* Node ni's rows [r0, r1) of output 0 (rows of all its images, r1 within r0's image), its shapes
  * and buffers the plan's as run_bands set them up; its kernel time added to its profile. */
-static qr_status run_band(qr_exec *x, int ni, int64_t r0, int64_t r1, qr_error *e)
+static qr_status run_band(qr_exec *x, int ni, int64_t r0, int64_t r1, int in0_cached, qr_error *e)
 {
     const qr_node *n = x->nodes[ni];
     node_io io;
@@ -1693,6 +1693,7 @@ static qr_status run_band(qr_exec *x, int ni, int64_t r0, int64_t r1, qr_error *
         return QR_ERR;
     io.k.band0 = r0;
     io.k.band1 = r1;
+    io.k.band_in0_cached = in0_cached;
     qr_status st = qr_op_run(&io.k);
     node_io_free(n, &io);
     if (st != QR_OK)
@@ -1764,7 +1765,7 @@ static qr_status bands_image(qr_exec *x, int a, int64_t img, int run, qr_error *
                     t->data = (void *)((uintptr_t)w - (size_t)(img * g[i].out_rows + lo) * rb);
                 }
             }
-            if (run && run_band(x, a + i, img * g[i].out_rows + done[i], img * g[i].out_rows + need[i], e) != QR_OK)
+            if (run && run_band(x, a + i, img * g[i].out_rows + done[i], img * g[i].out_rows + need[i], i > 0, e) != QR_OK)
                 return QR_ERR;
             done[i] = need[i];
         }

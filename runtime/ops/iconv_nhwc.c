@@ -919,7 +919,7 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         j.flip = flip;
         j.x = x->data;
         j.cs = j.c;
-        j.ahead = qr_nhwc_dw_ahead(nimg * g.big_n * j.c);
+        j.ahead = !(img >= 0 && k->band_in0_cached) && qr_nhwc_dw_ahead(nimg * g.big_n * j.c);
     } else {
         j.wp = (const int8_t *)packed;
         if (fresh)
