@@ -72,7 +72,8 @@ typedef struct qr_kctx {
 } qr_kctx;
 
 /* How an op that computes a band of output 0's rows (qr_kctx.band0/1) reads input 0: per image
- * (axis 0 of both), output rows oy read input rows oy * stride - pad + [0, span] inside [0, in_rows). */
+ * (axis 0 of both), output rows oy read input rows oy * stride - pad + [0, span] inside [0, in_rows).
+ * in_rows 0: input 0 is not in rows a band chain's node makes (the node can only start a chain). */
 typedef struct qr_band_geom {
     int64_t images, out_rows, in_rows, stride, pad, span;
 } qr_band_geom;

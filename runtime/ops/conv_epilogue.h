@@ -67,7 +67,8 @@ qr_status qr_convint_infer_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor 
 qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, const qr_tensor *w,
                               const qr_tensor *wzp, int wconst, const qr_acc_epilogue *ep);
 /* Whether qr_convint_run_nhwc of these operands can compute a band of output rows alone
- * (k->band0/1: every NHWC one but an input read NCHW), and its geometry (op.h). */
+ * (k->band0/1), and its geometry (op.h); one whose input is read NCHW only as a chain's first
+ * node (in_rows 0). */
 int qr_convint_band_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *w, qr_band_geom *bg);
 
 #endif

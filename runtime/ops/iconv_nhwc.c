@@ -997,7 +997,7 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
 
 int qr_convint_band_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *w, qr_band_geom *bg)
 {
-    if (x->ndim != 4 || w->ndim != 4 || qr_attr_i(k->node, "x_nchw", 0))
+    if (x->ndim != 4 || w->ndim != 4)
         return 0;
     qr_tensor xv = nchw_view(k, x);
     qr_conv_geom g;
@@ -1007,7 +1007,10 @@ int qr_convint_band_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *w, qr_
     k->err = keep;
     if (st != QR_OK || g.r != 2)
         return 0;
-    *bg = (qr_band_geom){x->dims[0], g.small[0], g.big[0], g.stride[0], g.pad_begin[0],
+    /* an input read NCHW (a first layer's, gathered) is whole, never a chain's link: its rows are no
+     * NHWC rows of a node before it, so in_rows 0 (no node makes 0 rows) lets it only start a chain */
+    int nchw = (int)qr_attr_i(k->node, "x_nchw", 0);
+    *bg = (qr_band_geom){x->dims[0], g.small[0], nchw ? 0 : g.big[0], g.stride[0], g.pad_begin[0],
                          (g.kernel[0] - 1) * g.dilation[0]};
     return 1;
 }

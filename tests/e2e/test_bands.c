@@ -64,7 +64,8 @@ Test(bands, chains_by_bands_give_the_whole_runs_bits)
     cr_assert_null(strstr(log, "bands:"), "bands=0 ran bands: %s", log);
     long long whole = arena_bytes(log);
     free(log);
-    /* every convolution but the stem (it reads the NCHW input) is in a chain */
+    /* every convolution but the stem is in a chain (the stem's output is read twice: by the first
+     * expansion and the residual Add) */
     static const char *const banded[][2] = {
         {"bands1", "--option bands=all --threads 1"},
         {"bands2", "--option bands=all --threads 2"},
@@ -97,8 +98,9 @@ Test(bands, chains_by_bands_give_the_whole_runs_bits)
  * tests/e2e/bands_reads_model.py's third layer to a kernel whose channel part reads its input's
  * last element (no change to the result where that row is made: the layer before makes that
  * element the top of u8 everywhere; a large one where it is the 0xA5 poison of a row not made).
- * The stdlib's recipe bands all three NHWC layers; this one only the last two (the chain breaks
- * before the reader), and its outputs are bands=0's bits and ONNX Runtime's on the export. */
+ * The stdlib's recipe bands all four layers in one chain (the stem, reading the NCHW input, starts
+ * it); this one in two chains of two (the chain breaks before the reader), and its outputs are
+ * bands=0's bits and ONNX Runtime's on the export. */
 static char *rdir;
 
 static void reads_setup(void)
@@ -147,11 +149,11 @@ Test(band_reads, an_epilogue_reading_its_input_breaks_the_chain)
 {
     static const char std[] = "recipes/int8-minmax.qrl", reads[] = "tests/recipes/conv-reads-input.qrl";
     run_banded(std, "std0", "--option bands=0", 0);
-    run_banded(std, "std", "--option bands=all", 3);
+    run_banded(std, "std", "--option bands=all", 4);
     cr_assert(out_diff("std0", "std") == 0, "the stdlib's recipe: bands=all against bands=0");
     run_banded(reads, "reads0", "--option bands=0", 0);
-    run_banded(reads, "reads", "--option bands=all", 2);
-    run_banded(reads, "reads2", "--option bands=all --threads 2", 2);
+    run_banded(reads, "reads", "--option bands=all", 4);
+    run_banded(reads, "reads2", "--option bands=all --threads 2", 4);
     cr_assert(out_diff("reads0", "reads") == 0, "bands=all against bands=0: %g", out_diff("reads0", "reads"));
     cr_assert(out_diff("reads0", "reads2") == 0, "2 threads against bands=0: %g", out_diff("reads0", "reads2"));
     char cmd[8192], *log;
