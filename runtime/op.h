@@ -65,7 +65,6 @@ typedef struct qr_kctx {
      * is written with (its buffer the Transpose's output's); NULL: contiguous. */
     const int64_t *in_strides[2];
     const int64_t *out_strides;
-
     /* with a band: 1 when input 0 is a band chain's link, its rows just made in a window that
      * stays in the caches (runtime/exec.c bands_image), so no kernel need fetch them ahead */
     int band_in0_cached;
