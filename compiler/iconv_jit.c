@@ -90,14 +90,21 @@ typedef struct vfast {
     int on;
     int s;                                 /* the tail's satf: the last instruction, or the epilogue's in a
                                             * program joined to a second stage (its y's element) */
-    int x, m, z, lo, hi, i8;               /* the values the tail reads, y's type i8 */
+    int x, m, z, lo, hi, i8;               /* the values the tail reads (hi -1: none, +inf), y's type i8 */
     unsigned char tail[QC_VEC_MAX_INSNS]; /* the instructions the fast form leaves out */
+    /* a second stage's tail (vprog.stage), whose x is no product f32(i) * M: the column values whose
+     * checks make x a number (x_nan_free): |small[k]| < 2^95, nonzero[k] neither 0 nor NaN */
+    int nsmall, small[8], nnonzero, nonzero[4];
 } vfast;
 
 typedef struct vprog {
     vinsn in[QC_VEC_MAX_INSNS];
     int n, ntabs, skip; /* skip: reads the skip tensor (a fused kernel's two extra arguments) */
     vfast fast;
+    /* a joined program's stage ending in the same tail, satf(maxf(addf(rint(x), Z), LO)) (the
+     * stdlib's qadd: sat(max(round_even(real / y_scale) + y_zero, floor))), taken in the fast form
+     * where the epilogue's is and the checks of both pass (stop 42) */
+    vfast stage;
 } vprog;
 
 static void match_fast(vprog *p);
@@ -213,34 +220,81 @@ static int bias_fold(const vprog *p, int *tab)
  * reads, or, in a program that reads a skip tensor (an epilogue joined to a second stage), when
  * the epilogue's y does (the tail's satf then read by the stage's instructions). Without NaNs
  * (none where M is finite and LO, HI are numbers) min, max and add are the same in either operand
- * order, up to the sign of a zero that the byte drops. */
-static int match_fast_at(vprog *p, int s);
+ * order, up to the sign of a zero that the byte drops. Then p->stage when the stage ends in the
+ * same tail too. */
+static int match_tail(vprog *p, int s, int stage, vfast *out);
 
 static void match_fast(vprog *p)
 {
-    if (match_fast_at(p, p->n - 1) || !p->skip)
+    if (match_tail(p, p->n - 1, 0, &p->fast) || !p->skip)
         return;
     for (int s = p->n - 2; s >= 0; s--)
-        if ((p->in[s].op == V_SATF_U8 || p->in[s].op == V_SATF_I8) && match_fast_at(p, s))
+        if ((p->in[s].op == V_SATF_U8 || p->in[s].op == V_SATF_I8) && match_tail(p, s, 0, &p->fast)) {
+            if (!match_tail(p, p->n - 1, 1, &p->stage))
+                memset(&p->stage, 0, sizeof p->stage);
             return;
+        }
 }
 
-static int match_fast_at(vprog *p, int s)
+enum { NF_NO, NF_126, NF_127, NF_NUM }; /* x_nan_free: |x| < 2^126, < 2^127, a number, all finite or not */
+
+/* What value x is without the column checks it adds to f: f32(i) * M with |M| < 2^95 is below 2^126
+ * (|f32(i)| <= 2^31 for every i32), the sum of two such below 2^127, and such a value divided by a
+ * D that is neither 0 nor NaN a number (an infinity perhaps, which the tail's clamp bounds). */
+static int x_nan_free(const vprog *p, int x, vfast *f)
 {
-    vfast f = {.s = s};
+    const vinsn *in = p->in;
+    int a, b;
+    switch (in[x].op) {
+    case V_MULF:
+        if (!split_operands(p, &in[x], &a, &b) || in[a].op != V_CVTF || f->nsmall == 8)
+            return NF_NO;
+        f->small[f->nsmall++] = b;
+        return NF_126;
+    case V_ADDF:
+        return x_nan_free(p, in[x].arg[0], f) == NF_126 && x_nan_free(p, in[x].arg[1], f) == NF_126 ? NF_127 : NF_NO;
+    case V_DIVF:
+        a = in[x].arg[0];
+        b = in[x].arg[1];
+        if (!in[a].dep || in[b].dep || f->nnonzero == 4)
+            return NF_NO;
+        if (x_nan_free(p, a, f) == NF_NO)
+            return NF_NO;
+        f->nonzero[f->nnonzero++] = b;
+        return NF_NUM;
+    default: return NF_NO;
+    }
+}
+
+/* The tail at s into *out; stage: a joined program's last instruction, whose minf may be absent
+ * and whose x is any value x_nan_free proves a number under column checks. */
+static int match_tail(vprog *p, int s, int stage, vfast *out)
+{
+    vfast f = {.s = s, .hi = -1, .m = -1};
     int h, g, add, r, x, c;
     const vinsn *in = p->in;
     if (in[s].op != V_SATF_U8 && in[s].op != V_SATF_I8)
         return 0;
     f.i8 = in[s].op == V_SATF_I8;
     h = in[s].arg[0];
-    if (in[h].op != V_MINF || !split_operands(p, &in[h], &g, &f.hi) || in[g].op != V_MAXF ||
-        !split_operands(p, &in[g], &add, &f.lo) || in[add].op != V_ADDF || !split_operands(p, &in[add], &r, &f.z) ||
-        in[r].op != V_RINT)
+    if (in[h].op == V_MINF) {
+        if (!split_operands(p, &in[h], &g, &f.hi))
+            return 0;
+    } else if (stage) {
+        g = h;
+    } else {
+        return 0;
+    }
+    if (in[g].op != V_MAXF || !split_operands(p, &in[g], &add, &f.lo) || in[add].op != V_ADDF ||
+        !split_operands(p, &in[add], &r, &f.z) || in[r].op != V_RINT)
         return 0;
     x = in[r].arg[0];
-    if (in[x].op != V_MULF || !split_operands(p, &in[x], &c, &f.m) || in[c].op != V_CVTF)
+    if (stage) {
+        if (x_nan_free(p, x, &f) == NF_NO)
+            return 0;
+    } else if (in[x].op != V_MULF || !split_operands(p, &in[x], &c, &f.m) || in[c].op != V_CVTF) {
         return 0;
+    }
     int uses[QC_VEC_MAX_INSNS] = {0};
     for (int i = 0; i < p->n; i++)
         for (int k = 0; k < vops[in[i].op].nargs && in[i].op != V_TAB && in[i].op != V_CONST; k++)
@@ -250,7 +304,7 @@ static int match_fast_at(vprog *p, int s)
     f.x = x;
     f.tail[s] = f.tail[h] = f.tail[g] = f.tail[add] = f.tail[r] = 1;
     f.on = 1;
-    p->fast = f;
+    *out = f;
     return 1;
 }
 
@@ -272,6 +326,8 @@ typedef struct gen {
     gcc_jit_lvalue *vals[MAX_VECS][QC_VEC_MAX_INSNS], *tab[64], *kmask;
     /* the fast tail's column values (vfast) per vector of a tile, set once per strip of the fused kernel */
     gcc_jit_lvalue *fa[MAX_VECS], *fb[MAX_VECS], *fz[MAX_VECS], *fok[MAX_VECS], *ft0, *ft1;
+    /* the same for a joined program's stage (vprog.stage); its checks are and'ed into fok */
+    gcc_jit_lvalue *sa[MAX_VECS], *sb[MAX_VECS], *sz[MAX_VECS];
     /* the packed tail (emit_packed_rows), where the CPU has AVX-512BW: per strip whether it may run
      * (pok) and its constants, per row the vectors' rounded values rr and their pack */
     int packed;
@@ -286,6 +342,7 @@ typedef struct gen {
     /* the tile being emitted ends in a half vector (emit_picks): its last vector's sums are 8 lanes
      * of ymm (the 8 above them zero), half the vpdpbusd cost on Zen 4's 256-bit pipes */
     int half;
+    int nlocals; /* numbers the locals one block makes several of */
 } gen;
 
 enum { P_C, P_CRS, P_A, P_TAPS, P_M, P_W, P_INIT, P_K4, P_J0, P_J1, P_N, P_TABS, P_S, P_SRS };
@@ -533,6 +590,11 @@ static void fast_locals(gen *g)
     }
     g->ft0 = local(g, g->v16, "ft0", 0, 0);
     g->ft1 = local(g, g->v16, "ft1", 0, 0);
+    for (int v = 0; g->ep->stage.on && v < MAX_VECS; v++) {
+        g->sa[v] = local(g, g->v16, "sa%d", v, 0);
+        g->sb[v] = local(g, g->v16, "sb%d", v, 0);
+        g->sz[v] = local(g, g->v16, "sz%d", v, 0);
+    }
     if (!g->packed)
         return;
     for (int v = 0; v < MAX_VECS; v++) {
@@ -637,26 +699,36 @@ static void emit_packed_setup(gen *g, gcc_jit_block *b, int nv)
  * clamp(clamp(v, LO, HI), lo_T, hi_T) is clamp(v, A, B), and for v integer and A, B integers
  * clamp(round_even(x) + Z, A, B) = round_even(clamp(x, A - Z, B - Z)) + Z. Lanes masked off read
  * zeros, which pass. fa = A - Z, fb = B - Z, fz = Z as i32. */
-static void emit_fast_setup(gen *g, gcc_jit_block *b, int v)
+static void emit_tail_setup(gen *g, gcc_jit_block *b, const vfast *f, gcc_jit_lvalue *fa, gcc_jit_lvalue *fb,
+                            gcc_jit_lvalue *fz, gcc_jit_lvalue *fok)
 {
-    gcc_jit_lvalue *fa = g->fa[v], *fb = g->fb[v], *fz = g->fz[v], *fok = g->fok[v];
     /* small asm statements, constants in vectors: libgccjit 12 crashed on this as one statement
      * (14 operands), and on GPR constants in statements of several outputs */
-    const vfast *f = &g->ep->fast;
-    gcc_jit_rvalue *M = rv(g->val[f->m]), *Z = rv(g->val[f->z]), *LO = rv(g->val[f->lo]), *HI = rv(g->val[f->hi]);
+    gcc_jit_rvalue *Z = rv(g->val[f->z]), *LO = rv(g->val[f->lo]);
+    gcc_jit_rvalue *M = f->m >= 0 ? rv(g->val[f->m]) : Z, *HI;
+    if (f->hi >= 0) {
+        HI = rv(g->val[f->hi]);
+    } else { /* a stage's tail without its min: min(v, +inf) */
+        gcc_jit_lvalue *inf = local(g, g->v16, "hi_%d_%d", g->nblocks, g->nlocals++);
+        vconst(g, b, inf, 0x7f800000u);
+        HI = rv(inf);
+    }
     gcc_jit_rvalue *zin[1] = {Z};
     asm_vec(g, b, "vcvtps2dq %{rn-sae%}, %1, %0", fz, 0, 0, zin, 1);
     vconst(g, b, g->ft1, 1u << 23);
-    gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(
-        b, NULL,
-        "vsubps %3, %3, %1\n\t"             /* M - M: +0 where M is finite */
-        "vptestnmd %1, %1, %2\n\t"
-        "vcvtdq2ps %5, %1\n\t"              /* Z an integer */
-        "vcmpeqps %4, %1, %2%{%2%}\n\t"
-        "vpabsd %5, %1\n\t"                 /* of at most 2^23 */
-        "vpcmpud $2, %8, %1, %2%{%2%}\n\t"
-        "vcmpordps %7, %6, %2%{%2%}\n\t"    /* LO, HI numbers */
-        "kmovw %2, %0");
+    /* the checks of M (finite: M - M is +0), when the tail has one, then Z an integer of at most
+     * 2^23, LO and HI numbers */
+    static const char *const check_m = "vsubps %3, %3, %1\n\t"
+                                       "vptestnmd %1, %1, %2\n\t";
+    static const char *const check_z = "vcvtdq2ps %5, %1\n\t"
+                                       "vcmpeqps %4, %1, %2%{%2%}\n\t"
+                                       "vpabsd %5, %1\n\t"
+                                       "vpcmpud $2, %8, %1, %2%{%2%}\n\t"
+                                       "vcmpordps %7, %6, %2%{%2%}\n\t"
+                                       "kmovw %2, %0";
+    char text[512];
+    snprintf(text, sizeof text, "%s%s", f->m >= 0 ? check_m : "kxnorw %2, %2, %2\n\t", check_z);
+    gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(b, NULL, text);
     gcc_jit_extended_asm_add_output_operand(e, NULL, "=r", fok);
     gcc_jit_extended_asm_add_output_operand(e, NULL, "=&v", g->ft0);
     gcc_jit_extended_asm_add_output_operand(e, NULL, "=&Yk", g->kmask);
@@ -678,7 +750,7 @@ static void emit_fast_setup(gen *g, gcc_jit_block *b, int v)
     for (int i = 0; i < 4; i++)
         gcc_jit_extended_asm_add_input_operand(e, NULL, "v", in2[i]);
     /* A and B integers */
-    gcc_jit_lvalue *ok2 = local(g, g->t_i32, "fok2_%d_%d", g->nblocks, v);
+    gcc_jit_lvalue *ok2 = local(g, g->t_i32, "fok2_%d_%d", g->nblocks, g->nlocals++);
     e = gcc_jit_block_add_extended_asm(b, NULL,
                                        "vrndscaleps $8, %3, %1\n\t"
                                        "vcmpeqps %1, %3, %2\n\t"
@@ -696,10 +768,49 @@ static void emit_fast_setup(gen *g, gcc_jit_block *b, int v)
     asm_vec(g, b, "vsubps %2, %1, %0", fb, 0, 0, inb, 2);
 }
 
-/* The fast tail of one row: y's lanes round_even(clamp(x, fa, fb)) + fz into out. */
-static void emit_fast_row(gen *g, gcc_jit_block *b, int v, gcc_jit_lvalue *out)
+/* The epilogue's tail (vprog.fast) of vector v (emit_tail_setup). */
+static void emit_fast_setup(gen *g, gcc_jit_block *b, int v)
 {
-    gcc_jit_rvalue *a[4] = {rv(g->val[g->ep->fast.x]), rv(g->fa[v]), rv(g->fb[v]), rv(g->fz[v])};
+    emit_tail_setup(g, b, &g->ep->fast, g->fa[v], g->fb[v], g->fz[v], g->fok[v]);
+}
+
+/* A joined program's stage tail (vprog.stage) of vector v, its lanes masked off by mask (or none),
+ * its checks and'ed into fok[v]: the row then takes both fast tails or neither. The checks of
+ * x_nan_free: |S| < 2^95 (by its bits, a NaN's above infinity's) and D != 0 (ordered, so not NaN);
+ * lanes masked off pass. */
+static void emit_stage_setup(gen *g, gcc_jit_block *b, int v, gcc_jit_rvalue *mask)
+{
+    const vfast *f = &g->ep->stage;
+    gcc_jit_lvalue *ok = local(g, g->t_i32, "sok_%d_%d", g->nblocks, g->nlocals++);
+    emit_tail_setup(g, b, f, g->sa[v], g->sb[v], g->sz[v], ok);
+    vconst(g, b, g->ft1, 0x6f000000u); /* 2^95 */
+    for (int k = 0; k < f->nsmall + f->nnonzero; k++) {
+        int small = k < f->nsmall;
+        gcc_jit_lvalue *okk = local(g, g->t_i32, "sok_%d_%d", g->nblocks, g->nlocals++);
+        gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(
+            b, NULL,
+            small ? "vpslld $1, %3, %1\n\tvpsrld $1, %1, %1\n\tvcmpltps %4, %1, %2\n\tkmovw %2, %0"
+                  : "vpxord %1, %1, %1\n\tvcmpneq_oqps %1, %3, %2\n\tkmovw %2, %0");
+        gcc_jit_extended_asm_add_output_operand(e, NULL, "=r", okk);
+        gcc_jit_extended_asm_add_output_operand(e, NULL, "=&v", g->ft0);
+        gcc_jit_extended_asm_add_output_operand(e, NULL, "=&Yk", g->kmask);
+        gcc_jit_extended_asm_add_input_operand(e, NULL, "v", rv(g->val[small ? f->small[k] : f->nonzero[k - f->nsmall]]));
+        gcc_jit_extended_asm_add_input_operand(e, NULL, "v", rv(g->ft1));
+        gcc_jit_block_add_assignment_op(b, NULL, ok, GCC_JIT_BINARY_OP_BITWISE_AND, rv(okk));
+    }
+    if (mask) {
+        gcc_jit_rvalue *off = bin(g, GCC_JIT_BINARY_OP_BITWISE_XOR, gcc_jit_context_new_cast(g->c, NULL, mask, g->t_i32),
+                                  gcc_jit_context_new_rvalue_from_int(g->c, g->t_i32, 0xffff));
+        gcc_jit_block_add_assignment_op(b, NULL, ok, GCC_JIT_BINARY_OP_BITWISE_OR, off);
+    }
+    gcc_jit_block_add_assignment_op(b, NULL, g->fok[v], GCC_JIT_BINARY_OP_BITWISE_AND, rv(ok));
+}
+
+/* A fast tail of one row: y's lanes round_even(clamp(x, fa, fb)) + fz into out. */
+static void emit_tail_row(gen *g, gcc_jit_block *b, const vfast *f, gcc_jit_lvalue *fa, gcc_jit_lvalue *fb,
+                          gcc_jit_lvalue *fz, gcc_jit_lvalue *out)
+{
+    gcc_jit_rvalue *a[4] = {rv(g->val[f->x]), rv(fa), rv(fb), rv(fz)};
     asm_vec(g, b, "vmaxps %2, %1, %0\n\tvminps %3, %0, %0\n\tvcvtps2dq %{rn-sae%}, %0, %0\n\tvpaddd %4, %0, %0", out, 1, 0,
             a, 4);
 }
@@ -709,10 +820,13 @@ static void emit_fast_row(gen *g, gcc_jit_block *b, int v, gcc_jit_lvalue *out)
 static void emit_row_insns(gen *g, gcc_jit_block *b, gcc_jit_lvalue *acc, int v, gcc_jit_rvalue *mask, gcc_jit_lvalue *t0,
                            gcc_jit_lvalue *t1, int fast)
 {
+    const vfast *f = &g->ep->fast, *st = &g->ep->stage;
     for (int i = 0; i < g->ep->n; i++)
-        if (fast && i == g->ep->fast.s)
-            emit_fast_row(g, b, v, g->val[i]);
-        else if (g->ep->in[i].dep && !(fast && g->ep->fast.tail[i]))
+        if (fast && i == f->s)
+            emit_tail_row(g, b, f, g->fa[v], g->fb[v], g->fz[v], g->val[i]);
+        else if (fast && st->on && i == st->s)
+            emit_tail_row(g, b, st, g->sa[v], g->sb[v], g->sz[v], g->val[i]);
+        else if (g->ep->in[i].dep && !(fast && (f->tail[i] || (st->on && st->tail[i]))))
             emit_insn(g, b, i, acc, v, mask, t0, t1);
 }
 
@@ -901,6 +1015,8 @@ static gcc_jit_block *emit_strip_setup(gen *g, gcc_jit_block *b, int nv)
             if (!g->ep->in[i].dep)
                 emit_insn(g, b, i, NULL, v, v == nv - 1 ? rv(g->mask) : NULL, t0, t1);
         emit_fast_setup(g, b, v);
+        if (g->ep->stage.on)
+            emit_stage_setup(g, b, v, v == nv - 1 ? rv(g->mask) : NULL);
         if (packed)
             emit_packed_check(g, b, v);
     }

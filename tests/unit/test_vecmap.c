@@ -19,6 +19,7 @@
 #include "ops/igemm.h"
 #include "recipe.h"
 #include "testutil.h"
+#include "vecjoin.h"
 
 static char *cache_dir;
 
@@ -654,6 +655,155 @@ Test(vecmap, folded_bias_gives_the_oracle_bytes)
                 drop_layer(&l);
             }
         }
+}
+
+/* ------------------------------------- a joined stage's tail (vprog.stage, stop 42) */
+
+/* stdlib qadd's value on the epilogue's byte a and the skip tensor's byte b (kernels.qrl: add_real,
+ * then sat<T>(max(v, floor)), floor = bound(lo, y_scale, y_zero) = round_even(lo / y_scale) +
+ * f32(y_zero)), written out here in C with the language's rules (as qlinear_oracle). */
+static uint8_t qadd_oracle(int32_t a, int32_t b, float as, int32_t az, float bs, int32_t bz, float ys, int32_t yz, float lo,
+                           int i8)
+{
+    volatile float pa = (float)(int32_t)((uint32_t)a - (uint32_t)az) * as; /* volatile: no contraction */
+    volatile float pb = (float)(int32_t)((uint32_t)b - (uint32_t)bz) * bs;
+    volatile float real = pa + pb, floor = rintf(lo / ys) + (float)yz;
+    float v = ref_max(rintf(real / ys) + (float)yz, floor);
+    if (isnan(v))
+        return 0;
+    float tl = i8 ? -128.0f : 0.0f, th = i8 ? 127.0f : 255.0f;
+    v = v > th ? th : v < tl ? tl : v;
+    return i8 ? (uint8_t)(int8_t)truncf(v) : (uint8_t)truncf(v);
+}
+
+/* The stage's parameters of channel c (the stage reads per-tensor scalars; per channel here, so
+ * that vectors of one kernel take the fast tails and others the program): vectors by c / 16 % 3,
+ * ordinary residual Adds of both signs of scale and zero point, with and without the Relu's floor
+ * (the fast tails); the fast tail's edges it still takes (|a_scale| just under 2^95, a tiny y_scale
+ * whose quotients overflow to infinities, an infinite one, y_zero of +-2^23, ties); one lane in 16
+ * it does not take (y_scale 0 or NaN, a scale of 2^95 or NaN, y_zero past 2^23, floor NaN or not an
+ * integer), so that vector runs the program. */
+enum { ST_AS, ST_AZ, ST_BS, ST_BZ, ST_YS, ST_YZ, ST_LO, ST_N };
+
+static void stage_params(int64_t c, float *f, int32_t *z, int i8)
+{
+    int kind = (int)(c / 16 % 3), lane = (int)(c % 16);
+    f[ST_AS] = (float)((int)(next() % 2001) - 1000) * 1e-4f;
+    f[ST_BS] = (float)((int)(next() % 2001) - 1000) * 1e-4f;
+    f[ST_YS] = (float)((int)(next() % 1000) + 1) * 1e-4f * (c % 5 == 2 ? -1.0f : 1.0f);
+    z[ST_AZ] = (int32_t)(next() % 256) - (i8 ? 128 : 0);
+    z[ST_BZ] = (int32_t)(next() % 256) - (i8 ? 128 : 0);
+    z[ST_YZ] = (int32_t)(next() % 256) - (i8 ? 128 : 0);
+    f[ST_LO] = c % 3 == 0 ? 0.0f : -INFINITY;
+    if (kind == 1) {
+        if (lane == 1)
+            f[ST_AS] = 3.9e28f; /* under 2^95 = 3.96e28 */
+        if (lane == 2)
+            f[ST_YS] = 1e-38f;
+        if (lane == 3)
+            f[ST_YS] = INFINITY;
+        if (lane == 4 || lane == 5)
+            z[ST_YZ] = lane == 4 ? 1 << 23 : -(1 << 23);
+        if (lane == 6)
+            f[ST_LO] = 1e30f;
+        if (lane >= 13) { /* quotients of halves: ties, which round to even */
+            f[ST_AS] = f[ST_BS] = 0.5f;
+            f[ST_YS] = 1.0f;
+        }
+    } else if (kind == 2 && lane == 9) {
+        switch (c / 48 % 8) {
+        case 0: f[ST_YS] = 0.0f; break;
+        case 1: f[ST_YS] = NAN; break;
+        case 2: f[ST_AS] = 0x1p95f; break;
+        case 3: f[ST_BS] = NAN; break;
+        case 4: z[ST_YZ] = (1 << 23) + 1; break;
+        case 5: f[ST_LO] = NAN; break;
+        case 6: f[ST_LO] = 3.25f; break;
+        default: f[ST_BS] = -INFINITY; break;
+        }
+    }
+}
+
+/* The stdlib's requantization joined to its qadd (quantizer/vecjoin.h, as fuse_stages joins a
+ * convolution to its residual Add) in the fused kernels, against the C oracles (qlinear's byte, then
+ * qadd's of it and the skip byte): u8 and i8; ragged channel counts, tiles of 1 to 4 vectors, several
+ * row tiles, the last ragged; all columns in one call and in two split at 64; skip bytes of the
+ * whole range. */
+Test(vecmap, joined_stage_tail_gives_the_oracle_bytes)
+{
+    if (!has_vnni()) {
+        cr_log_info("no AVX-512 VNNI: no fused kernels");
+        return;
+    }
+    qrl_module *m = compile_path("recipes/int8.qrl");
+    static const int64_t shapes[][4] = {{9, 4, 16, 21}, {9, 8, 21, 9}, {1, 16, 37, 13}, {9, 16, 64, 14}, {1, 8, 150, 7},
+                                        {2, 4, 200, 20}};
+    for (int i8 = 0; i8 < 2; i8++) {
+        char joined[4096];
+        qi_join_param ps[QI_JOIN_MAX_PARAMS];
+        int np = 0;
+        const char *ep = program(m, i8 ? "qlinear.nhwc<i8>" : "qlinear.nhwc<u8>"), *st = program(m, i8 ? "qadd<i8>" : "qadd<u8>");
+        cr_assert(ep && st);
+        /* qadd(a, a_scale, a_zero, b, b_scale, b_zero, lo, y, y_scale, y_zero): a is the epilogue's y */
+        cr_assert(qi_vec_join(ep, st, 0, 3, 5, joined, sizeof joined, ps, &np), "no join");
+        static const int slot[10] = {-1, ST_AS, ST_AZ, -1, ST_BS, ST_BZ, ST_LO, -1, ST_YS, ST_YZ};
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            layer l;
+            make_layer(&l, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+            int64_t n = l.n;
+            int32_t *lanes = malloc((size_t)((5 + np) * n) * sizeof *lanes);
+            float (*f)[ST_N] = malloc((size_t)n * sizeof *f);
+            int32_t (*z)[ST_N] = malloc((size_t)n * sizeof *z);
+            uint8_t *skip = malloc((size_t)(l.rows * n));
+            tail_tables(n, lanes, i8);
+            for (int64_t c = 0; c < n; c++) {
+                stage_params(c, f[c], z[c], i8);
+                for (int p = 0; p < np; p++) {
+                    int k = slot[ps[p].param];
+                    cr_assert(k >= 0, "qadd's parameter %d read as a table", ps[p].param);
+                    if (ps[p].kind == 'i')
+                        lanes[(5 + p) * n + c] = z[c][k];
+                    else
+                        memcpy(&lanes[(5 + p) * n + c], &f[c][k], 4);
+                }
+            }
+            for (int64_t i = 0; i < l.rows * n; i++)
+                skip[i] = (uint8_t)next();
+            const int32_t *tabs[5 + QI_JOIN_MAX_PARAMS];
+            for (int t = 0; t < 5 + np; t++)
+                tabs[t] = lanes + t * n;
+            for (int64_t i = 0; i < l.rows * n; i++) {
+                int64_t c = i % n;
+                uint8_t y = tail_want(lanes, n, c, l.acc[i], i8);
+                int32_t a = i8 ? (int8_t)y : y, b = i8 ? (int8_t)skip[i] : skip[i];
+                l.want[i] = qadd_oracle(a, b, f[c][ST_AS], z[c][ST_AZ], f[c][ST_BS], z[c][ST_BZ], f[c][ST_YS], z[c][ST_YZ],
+                                        f[c][ST_LO], i8);
+            }
+            qr_iconv_ep_fn fused = qc_iconv_jit_ep(l.taps, l.k4, n, joined);
+            cr_assert(fused);
+            for (int split = 0; split < 1 + (n > 64); split++) {
+                memset(l.got, 0xa5, (size_t)(l.rows * n) + 1);
+                if (split) {
+                    fused(l.got, n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 64, n, n, tabs, skip, n);
+                    fused(l.got, n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, 64, n, tabs, skip, n);
+                } else {
+                    fused(l.got, n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, n, n, tabs, skip, n);
+                }
+                for (int64_t i = 0; i < l.rows * n; i++)
+                    cr_assert_eq(l.got[i], l.want[i],
+                                 "%s joined%s, taps %lld k4 %lld n %lld: y[%lld][%lld] = %d, the oracle %d (skip %d)",
+                                 i8 ? "i8" : "u8", split ? " (split at 64)" : "", (long long)l.taps, (long long)l.k4,
+                                 (long long)n, (long long)(i / n), (long long)(i % n), l.got[i], l.want[i], skip[i]);
+                cr_assert_eq(l.got[l.rows * n], 0xa5, "written past the last row");
+            }
+            free(skip);
+            free(z);
+            free(f);
+            free(lanes);
+            drop_layer(&l);
+        }
+    }
+    qr_module_free(m);
 }
 
 /* A program the generator does not accept gets no kernel (the caller keeps phase 1). */
