@@ -95,6 +95,10 @@ typedef struct vfast {
     /* a second stage's tail (vprog.stage), whose x is no product f32(i) * M: the column values whose
      * checks make x a number (x_nan_free): |small[k]| < 2^95, nonzero[k] neither 0 nor NaN */
     int nsmall, small[8], nnonzero, nonzero[4];
+    /* the epilogue's tail in a joined program whose y is read once, by cvtf(subi(y, T)) (qadd's
+     * f32(a - a_zero)): those two instructions (ysub, ycvt; -1: none) as the float
+     * round_even(clamp(x, A - Z, B - Z)) + f32(Z - T) (emit_fast_rows) */
+    int ysub, ycvt;
 } vfast;
 
 typedef struct vprog {
@@ -113,6 +117,7 @@ static void match_fast(vprog *p);
 static int parse_prog(const char *text, vprog *p)
 {
     memset(p, 0, sizeof *p);
+    p->fast.ysub = p->fast.ycvt = -1;
     const char *s = text;
     while (*s) {
         if (p->n == QC_VEC_MAX_INSNS)
@@ -224,6 +229,29 @@ static int bias_fold(const vprog *p, int *tab)
  * same tail too. */
 static int match_tail(vprog *p, int s, int stage, vfast *out);
 
+/* The epilogue's y (p->fast.s, in a joined program) read by nothing but subi(y, T), T no row value,
+ * itself read by nothing but a cvtf: p->fast.ysub, ycvt. */
+static void match_ysub(vprog *p)
+{
+    int uses[QC_VEC_MAX_INSNS] = {0}, user[QC_VEC_MAX_INSNS];
+    for (int i = 0; i < p->n; i++)
+        for (int k = 0; k < vops[p->in[i].op].nargs && p->in[i].op != V_TAB && p->in[i].op != V_CONST; k++) {
+            uses[p->in[i].arg[k]]++;
+            user[p->in[i].arg[k]] = i;
+        }
+    int s = p->fast.s;
+    if (uses[s] != 1)
+        return;
+    int sub = user[s];
+    if (p->in[sub].op != V_SUBI || p->in[sub].arg[0] != s || p->in[p->in[sub].arg[1]].dep || uses[sub] != 1)
+        return;
+    int cvt = user[sub];
+    if (p->in[cvt].op != V_CVTF)
+        return;
+    p->fast.ysub = sub;
+    p->fast.ycvt = cvt;
+}
+
 static void match_fast(vprog *p)
 {
     if (match_tail(p, p->n - 1, 0, &p->fast) || !p->skip)
@@ -232,6 +260,7 @@ static void match_fast(vprog *p)
         if ((p->in[s].op == V_SATF_U8 || p->in[s].op == V_SATF_I8) && match_tail(p, s, 0, &p->fast)) {
             if (!match_tail(p, p->n - 1, 1, &p->stage))
                 memset(&p->stage, 0, sizeof p->stage);
+            match_ysub(p);
             return;
         }
 }
@@ -270,7 +299,7 @@ static int x_nan_free(const vprog *p, int x, vfast *f)
  * and whose x is any value x_nan_free proves a number under column checks. */
 static int match_tail(vprog *p, int s, int stage, vfast *out)
 {
-    vfast f = {.s = s, .hi = -1, .m = -1};
+    vfast f = {.s = s, .hi = -1, .m = -1, .ysub = -1, .ycvt = -1};
     int h, g, add, r, x, c;
     const vinsn *in = p->in;
     if (in[s].op != V_SATF_U8 && in[s].op != V_SATF_I8)
@@ -328,6 +357,7 @@ typedef struct gen {
     gcc_jit_lvalue *fa[MAX_VECS], *fb[MAX_VECS], *fz[MAX_VECS], *fok[MAX_VECS], *ft0, *ft1;
     /* the same for a joined program's stage (vprog.stage); its checks are and'ed into fok */
     gcc_jit_lvalue *sa[MAX_VECS], *sb[MAX_VECS], *sz[MAX_VECS];
+    gcc_jit_lvalue *fzt[MAX_VECS]; /* f32(Z - T) of vfast.ysub */
     /* the packed tail (emit_packed_rows), where the CPU has AVX-512BW: per strip whether it may run
      * (pok) and its constants, per row the vectors' rounded values rr and their pack */
     int packed;
@@ -590,6 +620,8 @@ static void fast_locals(gen *g)
     }
     g->ft0 = local(g, g->v16, "ft0", 0, 0);
     g->ft1 = local(g, g->v16, "ft1", 0, 0);
+    for (int v = 0; g->ep->fast.ysub >= 0 && v < MAX_VECS; v++)
+        g->fzt[v] = local(g, g->v16, "fzt%d", v, 0);
     for (int v = 0; g->ep->stage.on && v < MAX_VECS; v++) {
         g->sa[v] = local(g, g->v16, "sa%d", v, 0);
         g->sb[v] = local(g, g->v16, "sb%d", v, 0);
@@ -806,6 +838,37 @@ static void emit_stage_setup(gen *g, gcc_jit_block *b, int v, gcc_jit_rvalue *ma
     gcc_jit_block_add_assignment_op(b, NULL, g->fok[v], GCC_JIT_BINARY_OP_BITWISE_AND, rv(ok));
 }
 
+/* The fast tail's f32(y - T) for vfast.ysub, from the strip's setup of vector v: fzt = f32(Z - T),
+ * its lanes checked |Z - T| <= 2^24 into fok[v] (Z - T wraps in i32 as subi does; with |Z| <= 2^23
+ * the wrapped value is that small only when the true one is). y - T is then the integer r + (Z - T),
+ * r = round_even(clamp(x, A - Z, B - Z)) exact in f32 (|r| <= 2^23 + 255), and the float sum is that
+ * integer rounded once, as cvtf rounds it. Lanes masked off (zeros) pass. */
+static void emit_ysub_setup(gen *g, gcc_jit_block *b, int v)
+{
+    gcc_jit_rvalue *in[2] = {rv(g->fz[v]), rv(g->val[g->ep->in[g->ep->fast.ysub].arg[1]])};
+    asm_vec(g, b, "vpsubd %2, %1, %0", g->fzt[v], 0, 0, in, 2);
+    vconst(g, b, g->ft1, 1u << 24);
+    gcc_jit_lvalue *ok = local(g, g->t_i32, "yok_%d_%d", g->nblocks, g->nlocals++);
+    gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(b, NULL,
+                                                             "vpabsd %3, %1\n\t"
+                                                             "vpcmpud $2, %4, %1, %2\n\t"
+                                                             "kmovw %2, %0");
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=r", ok);
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=&v", g->ft0);
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=&Yk", g->kmask);
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "v", rv(g->fzt[v]));
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "v", rv(g->ft1));
+    gcc_jit_block_add_assignment_op(b, NULL, g->fok[v], GCC_JIT_BINARY_OP_BITWISE_AND, rv(ok));
+    gcc_jit_rvalue *z = rv(g->fzt[v]);
+    asm_vec(g, b, "vcvtdq2ps %1, %0", g->fzt[v], 0, 0, &z, 1);
+}
+
+static void emit_ysub_row(gen *g, gcc_jit_block *b, int v, gcc_jit_lvalue *out)
+{
+    gcc_jit_rvalue *a[4] = {rv(g->val[g->ep->fast.x]), rv(g->fa[v]), rv(g->fb[v]), rv(g->fzt[v])};
+    asm_vec(g, b, "vmaxps %2, %1, %0\n\tvminps %3, %0, %0\n\tvrndscaleps $8, %0, %0\n\tvaddps %4, %0, %0", out, 1, 0, a, 4);
+}
+
 /* A fast tail of one row: y's lanes round_even(clamp(x, fa, fb)) + fz into out. */
 static void emit_tail_row(gen *g, gcc_jit_block *b, const vfast *f, gcc_jit_lvalue *fa, gcc_jit_lvalue *fb,
                           gcc_jit_lvalue *fz, gcc_jit_lvalue *out)
@@ -822,7 +885,11 @@ static void emit_row_insns(gen *g, gcc_jit_block *b, gcc_jit_lvalue *acc, int v,
 {
     const vfast *f = &g->ep->fast, *st = &g->ep->stage;
     for (int i = 0; i < g->ep->n; i++)
-        if (fast && i == f->s)
+        if (fast && f->ysub >= 0 && (i == f->s || i == f->ysub))
+            continue; /* in ycvt's */
+        else if (fast && i == f->ycvt)
+            emit_ysub_row(g, b, v, g->val[i]);
+        else if (fast && i == f->s)
             emit_tail_row(g, b, f, g->fa[v], g->fb[v], g->fz[v], g->val[i]);
         else if (fast && st->on && i == st->s)
             emit_tail_row(g, b, st, g->sa[v], g->sb[v], g->sz[v], g->val[i]);
@@ -1015,6 +1082,8 @@ static gcc_jit_block *emit_strip_setup(gen *g, gcc_jit_block *b, int nv)
             if (!g->ep->in[i].dep)
                 emit_insn(g, b, i, NULL, v, v == nv - 1 ? rv(g->mask) : NULL, t0, t1);
         emit_fast_setup(g, b, v);
+        if (g->ep->fast.ysub >= 0)
+            emit_ysub_setup(g, b, v);
         if (g->ep->stage.on)
             emit_stage_setup(g, b, v, v == nv - 1 ? rv(g->mask) : NULL);
         if (packed)

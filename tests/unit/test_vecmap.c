@@ -682,7 +682,8 @@ static uint8_t qadd_oracle(int32_t a, int32_t b, float as, int32_t az, float bs,
  * (the fast tails); the fast tail's edges it still takes (|a_scale| just under 2^95, a tiny y_scale
  * whose quotients overflow to infinities, an infinite one, y_zero of +-2^23, ties); one lane in 16
  * it does not take (y_scale 0 or NaN, a scale of 2^95 or NaN, y_zero past 2^23, floor NaN or not an
- * integer), so that vector runs the program. */
+ * integer), so that vector runs the program (and a_zero far from the epilogue's y_zero: the test's
+ * loop). */
 enum { ST_AS, ST_AZ, ST_BS, ST_BZ, ST_YS, ST_YZ, ST_LO, ST_N };
 
 static void stage_params(int64_t c, float *f, int32_t *z, int i8)
@@ -736,8 +737,9 @@ Test(vecmap, joined_stage_tail_gives_the_oracle_bytes)
         return;
     }
     qrl_module *m = compile_path("recipes/int8.qrl");
+    /* {1, 4, 500, 5}: the kind 2 vectors' eight refused lanes */
     static const int64_t shapes[][4] = {{9, 4, 16, 21}, {9, 8, 21, 9}, {1, 16, 37, 13}, {9, 16, 64, 14}, {1, 8, 150, 7},
-                                        {2, 4, 200, 20}};
+                                        {2, 4, 200, 20}, {1, 4, 500, 5}};
     for (int i8 = 0; i8 < 2; i8++) {
         char joined[4096];
         qi_join_param ps[QI_JOIN_MAX_PARAMS];
@@ -758,6 +760,23 @@ Test(vecmap, joined_stage_tail_gives_the_oracle_bytes)
             tail_tables(n, lanes, i8);
             for (int64_t c = 0; c < n; c++) {
                 stage_params(c, f[c], z[c], i8);
+                /* a_zero against the epilogue's y_zero Z (the fast tail's f32(y - a_zero) as the float
+                 * r + f32(Z - a_zero), checked |Z - a_zero| <= 2^24): 2^24 away, so that y - a_zero is past
+                 * 2^24 and rounded (taken: kind 1); 2^24 + 1 away (f32(Z - a_zero) would be rounded) and
+                 * near INT32_MIN, wrapping (refused: one lane of some kind 0 vectors, whose other lanes
+                 * all take the fast tails, so that only this check refuses them). With b's terms as large
+                 * and of the other sign and y_zero against Z, so that the byte is y - b (+ 128): a rounding
+                 * of either shows. */
+                int kind = (int)(c / 16 % 3), lane = (int)(c % 16), which = (int)(c / 48 % 3);
+                int far = kind == 1 && lane == 10 ? 1 : kind == 0 && lane == 9 && which ? which + 1 : 0;
+                if (far) {
+                    z[c][ST_AZ] = far == 1 ? lanes[2 * n + c] - (1 << 24) : far == 2 ? lanes[2 * n + c] + (1 << 24) + 1 : INT32_MIN + 3;
+                    f[c][ST_AS] = f[c][ST_YS] = 1.0f;
+                    f[c][ST_BS] = -1.0f;
+                    f[c][ST_LO] = -INFINITY;
+                    z[c][ST_BZ] = far == 1 ? -(1 << 24) + 50 : (1 << 24) - 50;
+                    z[c][ST_YZ] = lanes[2 * n + c] + (far == 1 ? -50 : 51); /* bytes y - b (+ 128) */
+                }
                 for (int p = 0; p < np; p++) {
                     int k = slot[ps[p].param];
                     cr_assert(k >= 0, "qadd's parameter %d read as a table", ps[p].param);
