@@ -257,12 +257,21 @@ void *qr_value_alloc_const(qr_graph *g, qr_value *v, const qr_tensor *t)
 
 void *qr_value_writable(qr_graph *g, qr_value *v)
 {
-    if (!v->blob || !atomic_load(&v->blob->ro))
+    qr_blob *b = v->blob;
+    if (!b || !atomic_load(&b->ro))
         return v->t.data;
+    /* every copy that shared it is gone: v's alone, writable again (no copy; a later share makes it
+     * read-only again) */
+    if (atomic_load(&b->refs) == 1)
+        return mprotect(b->data, b->len, PROT_READ | PROT_WRITE) ? NULL : (atomic_store(&b->ro, 0), v->t.data);
+    /* copied before v lets the shared block go (the last holder's going unmaps it) */
     qr_tensor t = v->t;
-    void *data = qr_value_alloc_const(g, v, &t); /* lets the shared block go */
-    if (data)
+    qr_blob *nb;
+    void *data = const_mem(g, qr_tensor_nbytes(&t), &nb);
+    if (data) {
         memcpy(data, t.data, qr_tensor_nbytes(&t));
+        set_const(v, &t, data, nb);
+    }
     return data;
 }
 

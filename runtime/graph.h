@@ -133,7 +133,8 @@ void *qr_value_alloc_const(qr_graph *g, qr_value *v, const qr_tensor *t);
  * through a shared constant faults instead of changing another graph: write a constant of a
  * shared copy through qr_value_writable. */
 #define QR_BLOB_MIN ((size_t)64 * 1024)
-/* v's constant data, writable and v's own: a shared block is copied first (NULL when out of memory). */
+/* v's constant data, writable and v's own: a block still shared is copied first, one that every
+ * copy has let go is made writable again (NULL when out of memory). */
 void *qr_value_writable(qr_graph *g, qr_value *v);
 /* v (of g) becomes a constant of src's type, shape and data (src a constant of any graph): a large
  * one's block shared (read-only from then on), a small one copied; QR_ERR out of memory. */

@@ -247,6 +247,40 @@ Test(graph, clone_shared_shares_large_constants)
     free(w);
 }
 
+/* A block once shared stays read-only after every copy that shared it is freed; qr_value_writable
+ * then gives the one holder its data back writable, its values kept (it copied from the unmapped
+ * block before: a fault, the crash of steps = measure with adaround at stop 41), and a later share
+ * makes it read-only again. */
+Test(graph, writable_after_the_copies_are_freed)
+{
+    qr_graph *g = qr_graph_new();
+    int64_t n = (int64_t)(QR_BLOB_MIN / sizeof(float)) * 2 + 1;
+    float *w = malloc(sizeof *w * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        w[i] = (float)(i % 89) - 44.25f;
+    qr_tensor tw = {.dtype = QR_F32, .ndim = 1, .dims = {n}, .data = w};
+    qr_value *big = qr_graph_new_value(g, "big");
+    qr_value_set_const(g, big, &tw);
+    qr_graph_free(qr_graph_clone_shared(g)); /* shared, then let go */
+    char perms[5];
+    protection_of(big->t.data, perms);
+    cr_assert_str_eq(perms, "r--p", "a block once shared stays read-only");
+    float *mine = qr_value_writable(g, big);
+    cr_assert(mine && mine == big->t.data);
+    cr_assert_eq(memcmp(mine, w, sizeof *w * (size_t)n), 0, "its values kept");
+    mine[n - 1] = -7.5f;
+    protection_of(big->t.data, perms);
+    cr_assert_str_eq(perms, "rw-p");
+    qr_graph *c = qr_graph_clone_shared(g);
+    cr_assert(c);
+    protection_of(big->t.data, perms);
+    cr_assert_str_eq(perms, "r--p", "shared again: read-only again");
+    cr_assert_eq(((const float *)qr_graph_find(c, "big")->t.data)[n - 1], -7.5f);
+    qr_graph_free(c);
+    qr_graph_free(g);
+    free(w);
+}
+
 /* qr_value_share_const: a value of another graph takes a large constant's block (the same data,
  * made read-only, outliving the graph that made it) and a copy of a small one, with its type and
  * shape; writing the taker's through qr_value_writable leaves the source's as it was. */
