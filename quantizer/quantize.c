@@ -2885,13 +2885,6 @@ static qr_status quantize_transformed(const qr_graph *g, const qr_recipe *r, con
      * distributed job, whose ranks calibrate together */
     const qr_setting *ss = qr_recipe_setting(r, QR_SET_STEPS);
     int steps = ss && ss->type && !strcmp(ss->type, "measure") && !qr_weight_only_recipe(r) && qr_dist_size() == 1;
-    /* a chain with learned rounding measures none: with it, the step runs crashed on ResNet-18,
-     * MobileNetV2 and PP-OCR rec at stop 41 (not on its small models), cause not found yet */
-    for (int i = 0; steps && i < r->nsettings; i++) {
-        const qr_transform *t = r->settings[i].id == QR_SET_TRANSFORM
-                                    ? qr_module_transform(o->module, r->settings[i].calibrator) : NULL;
-        steps = !(t && t->flip);
-    }
     step_run sr = {.calib = calib, .o = po};
     sr.o.progress = 0;
     if ((steps && step_measure(&sr, g, NULL, "none", e) != QR_OK) ||

@@ -635,9 +635,15 @@ static qr_status rescale(tctx *c, site *s, const qrl_scalar *params)
         free(f);
         return qr_errorf(c->e, "out of memory");
     }
-    float *k = s->bound ? s->bound->in[1]->t.data : NULL;
     qr_value *bv = qr_node_input(s->producer, 2);
-    float *bias = bv ? bv->t.data : NULL;
+    float *k = s->bound ? qr_value_writable(c->g, s->bound->in[1]) : NULL, *bias = bv ? qr_value_writable(c->g, bv) : NULL;
+    int ok = (!s->bound || k) && (!bv || bias) && qr_value_writable(c->g, qr_node_input(s->producer, 1));
+    for (int r = 0; ok && r < s->nreaders; r++)
+        ok = qr_value_writable(c->g, s->readers[r]->in[1]) != NULL;
+    if (!ok) {
+        free(f);
+        return qr_errorf(c->e, "out of memory");
+    }
     c->nchanged++;
     for (int64_t j = 0; j < s->channels; j++) {
         if (k) /* Min(Relu(c), K) / s is Min(Relu(c / s), K / s) */
@@ -667,8 +673,8 @@ static int set_input(qr_graph *g, qr_node *n, int i, qr_value *v);
 static float *own_bias(qr_graph *g, qr_node *n, int64_t cout)
 {
     qr_value *b = qr_node_input(n, 2);
-    if (b)
-        return b->t.data; /* a private constant (producer_problem, shift_problem) */
+    if (b) /* a private constant (producer_problem, shift_problem), its data maybe shared with a copy */
+        return qr_value_writable(g, b);
     float *z = calloc((size_t)cout + 1, sizeof *z);
     qr_value *v = z ? new_const(g, n->name, z, cout) : NULL;
     free(z);
@@ -716,11 +722,11 @@ static qr_status absorb(tctx *c, site *s, const qrl_scalar *params)
         free(a);
         return qr_errorf(c->e, "out of memory");
     }
-    float *b1 = own_bias(c->g, s->producer, s->channels), *k = s->bound ? s->bound->in[1]->t.data : NULL;
+    float *b1 = own_bias(c->g, s->producer, s->channels), *k = s->bound ? qr_value_writable(c->g, s->bound->in[1]) : NULL;
     float **b2 = calloc((size_t)s->nreaders + 1, sizeof *b2);
     for (int r = 0; b1 && b2 && r < s->nreaders; r++)
         b2[r] = own_bias(c->g, s->readers[r], s->readers[r]->in[1]->t.dims[0]);
-    int ok = b1 && b2;
+    int ok = b1 && b2 && (!s->bound || k);
     for (int r = 0; ok && r < s->nreaders; r++)
         ok = b2[r] != NULL;
     if (!ok) {
@@ -1000,8 +1006,9 @@ static qr_status correct(tctx *c, const bsite *b, const float *wq, const qrl_sca
         }
     }
     if (st == QR_OK) {
-        if (bv && !bv->is_output && qr_graph_use_count(g, bv) == 1) {
-            memcpy(bv->t.data, nb, sizeof *nb * (size_t)b->cout); /* its own constant: rewritten in place */
+        float *own = bv && !bv->is_output && qr_graph_use_count(g, bv) == 1 ? qr_value_writable(g, bv) : NULL;
+        if (own) {
+            memcpy(own, nb, sizeof *nb * (size_t)b->cout); /* its own constant: rewritten in place */
         } else {
             qr_value *nv = new_const(g, n->name, nb, b->cout);
             int ok = nv != NULL;
@@ -1239,11 +1246,13 @@ static qr_status round_layer(tctx *c, rsite *rs, const float *near, const float 
                              qr_round_stats *st)
 {
     qr_value *wv = rs->b.n->in[1];
-    float *w = wv->t.data;
+    /* its own copy when the block is shared: a step figure's (steps = measure) copy of the graph
+     * made it read-only (a write through it faulted on weights of 64 KiB and more, stop 41) */
+    float *w = qr_value_writable(c->g, wv);
     int64_t k = rs->k, per = rs->b.cout / rs->groups;
     float *h = malloc(sizeof *h * (size_t)(k * k + 1)), *buf = malloc(sizeof *buf * (size_t)(4 * per * k + 1));
     double *mu = malloc(sizeof *mu * (size_t)(k + 1));
-    if (!h || !buf || !mu || !keep_original(c->run, wv, c->g->n_values)) {
+    if (!w || !h || !buf || !mu || !keep_original(c->run, wv, c->g->n_values)) {
         free(h), free(buf), free(mu);
         return qr_errorf(c->e, "out of memory");
     }
