@@ -177,12 +177,15 @@ static int fail_msg(char *err, size_t n, const char *fmt, const char *arg)
  * kernels specialized to their shape (compiler/iconv_jit.h), with the recipe's epilogue fused when
  * it has a vector form (compiler/vecmap.h). auto (the default): what the module cache holds, the
  * rest compiled in the background for later runs, so a first run costs no compile time; 1: each
- * compiled before its layer runs; 0: none. Every integer graph is made with a compiled recipe, so
+ * compiled before its layer runs; 0: none; cached (qrl quantize's default): what the cache holds,
+ * nothing compiled (a quantize's tries ask for kernels of graphs that never ship, and libgccjit's
+ * memory would add to the quantize's peak). Every integer graph is made with a compiled recipe, so
  * registering at each compilation comes before any of them runs; the kernels are freed at exit. */
 static void iconv_register(void)
 {
     int mode = qr_options_get()->iconv_jit;
-    qc_iconv_jit_set_background(mode == QR_ICONV_JIT_AUTO);
+    qc_iconv_jit_set_background(mode == QR_ICONV_JIT_AUTO || mode == QR_ICONV_JIT_CACHED);
+    qc_iconv_jit_set_compile(mode != QR_ICONV_JIT_CACHED);
     /* the epilogue's vector form over channels-last blocks: one small function per program (with
      * iconv-jit 0 too, compiled in the foreground as ever: it is one small function per recipe) */
     qr_rows_ep_set_specializer(qc_rows_ep_jit);

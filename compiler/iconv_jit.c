@@ -1642,6 +1642,7 @@ static qc_cache cache = {.dirfd = -1};
 static int cache_tried, cache_readonly;
 static long n_compiled, n_loaded, n_background; /* under table_lock, like the cache */
 static int background;                           /* qc_iconv_jit_set_background */
+static int no_compile;                           /* qc_iconv_jit_set_compile */
 
 static qc_cache *open_cache(void)
 {
@@ -1919,7 +1920,7 @@ again:
     } else if (bg) {
         /* the caller runs its generic kernel; later calls get this one once it is compiled. With no
          * cache to keep it in, or a read-only one, there is nothing to compile for */
-        if (cc && !cache_readonly && start_worker() == 0) {
+        if (cc && !cache_readonly && !no_compile && start_worker() == 0) {
             table[i].state = E_QUEUED;
             pthread_cond_signal(&work_cv);
         }
@@ -1958,6 +1959,13 @@ void qc_iconv_jit_set_background(int on)
 {
     pthread_mutex_lock(&table_lock);
     background = on != 0;
+    pthread_mutex_unlock(&table_lock);
+}
+
+void qc_iconv_jit_set_compile(int on)
+{
+    pthread_mutex_lock(&table_lock);
+    no_compile = on == 0;
     pthread_mutex_unlock(&table_lock);
 }
 

@@ -41,6 +41,11 @@ qr_rows_ep_fn qc_rows_ep_jit(const char *prog);
  * request compiles in the caller, as it always did (iconv-jit=1, the tests, the bench). */
 void qc_iconv_jit_set_background(int on);
 
+/* Off (on until set; the API sets it off for iconv-jit=cached, qrl quantize's default): in
+ * background mode a shape missing from memory and the cache gets NULL and is not queued -- the
+ * kernels the cache holds still load, nothing is compiled. */
+void qc_iconv_jit_set_compile(int on);
+
 /* Stops the worker as qc_iconv_jit_release does, keeping the kernels. */
 void qc_iconv_jit_stop(void);
 /* Waits until no request is queued or being compiled. */

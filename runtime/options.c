@@ -34,7 +34,7 @@ typedef struct option_def {
 
 static const option_def defs[] = {
     {"kernels", {"auto", "portable", "avx2", "avxvnni", "avx512vnni"}, -1, -1},
-    {"iconv-jit", {"auto", "0", "1"}, INT_FIELD(iconv_jit)},
+    {"iconv-jit", {"auto", "0", "1", "cached"}, INT_FIELD(iconv_jit)},
     {"igemm", {"auto", "portable", "avx2", "avxvnni", "avx512vnni"}, STR_FIELD(igemm)},
     {"sgemm", {"auto", "portable", "avx512", "avx2", "ref"}, STR_FIELD(sgemm)},
     {"quant", {"auto", "portable"}, INT_FIELD(quant_portable)},

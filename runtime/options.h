@@ -28,6 +28,7 @@ typedef enum qr_iconv_jit_mode {
     QR_ICONV_JIT_AUTO = 0, /* kernels from the module cache; missing ones compiled in the background */
     QR_ICONV_JIT_OFF,      /* the generic kernels only */
     QR_ICONV_JIT_WAIT,     /* a missing kernel is compiled before its layer runs (benchmarks) */
+    QR_ICONV_JIT_CACHED,   /* kernels from the module cache; missing ones not compiled (qrl quantize) */
 } qr_iconv_jit_mode;
 
 typedef enum qr_split_mode {

@@ -473,6 +473,37 @@ Test(iconv_jit, no_writable_cache_no_background)
     tu_rmdir(cwd);
 }
 
+/* iconv-jit=cached (qrl quantize's default): a kernel the cache holds loads; a missing one gets
+ * none, is not queued and never compiled -- no worker, nothing added to the cache. */
+Test(iconv_jit, the_api_loads_but_never_compiles_when_cached)
+{
+    if (!has_vnni())
+        return;
+    tu_option("iconv-jit", "1");
+    first_compile();
+    cr_assert_not_null(qr_iconv_specialized(1, 8, 32), "compiled into the cache first");
+    qc_iconv_jit_release();
+    int entries = count_entries();
+    tu_option("iconv-jit", "cached");
+    first_compile();
+    qr_iconv_fn fn = qr_iconv_specialized(1, 8, 32);
+    cr_assert_not_null(fn, "the cache's kernel loads");
+    problem p;
+    make(&p, 1, 8, 32, 5, FILL_RANDOM);
+    column_ranges(&p, fn);
+    drop(&p);
+    cr_assert_null(qr_iconv_specialized(1, 12, 48), "missing: the generic kernel");
+    usleep(200000); /* a worker, had one started, would be compiling it by now */
+    cr_assert_null(qr_iconv_specialized(1, 12, 48), "still none: not compiled");
+    qc_iconv_jit_stat s;
+    qc_iconv_jit_stats(&s);
+    /* the process's counts: the one compiled above, and the one loaded */
+    cr_assert(s.loaded == 1 && s.compiled == 1 && s.background == 0 && s.queued == 0,
+              "loaded %ld, compiled %ld, background %ld, queued %ld", s.loaded, s.compiled, s.background, s.queued);
+    qc_iconv_jit_release();
+    cr_assert_eq(count_entries(), entries, "nothing added to the cache");
+}
+
 Test(iconv_jit, the_api_leaves_it_off_with_0)
 {
     tu_option("iconv-jit", "0");

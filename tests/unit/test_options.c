@@ -41,6 +41,7 @@ Test(options, each_value_sets_its_field)
     cr_assert_eq(parsed("iconv-jit", "1").iconv_jit, QR_ICONV_JIT_WAIT);
     cr_assert_eq(parsed("iconv-jit", "0").iconv_jit, QR_ICONV_JIT_OFF);
     cr_assert_eq(parsed("iconv-jit", "auto").iconv_jit, QR_ICONV_JIT_AUTO);
+    cr_assert_eq(parsed("iconv-jit", "cached").iconv_jit, QR_ICONV_JIT_CACHED);
     cr_assert_eq(parsed("quant", "portable").quant_portable, 1);
     cr_assert_eq(parsed("window", "portable").window_portable, 1);
     cr_assert_eq(parsed("f32-rows", "portable").f32_rows_portable, 1);
