@@ -838,6 +838,73 @@ static int shares_packing(const qr_qctx *q, const qr_graph *g)
     return ok;
 }
 
+/* The f32 model's nodes in the order reader graph rg runs the values they make (NULL: none to
+ * follow, or out of memory: the graph's own order). The f32 run hands a value to the readers and
+ * waits until they took it only while one of them runs; a reader waiting for a value the f32 run
+ * makes later lets it run on, keeping each value it makes for the readers meanwhile. In the graph's
+ * order (sweeps of the toposort) the QDQ graph's Q/DQ pairs put the branches of a model in another
+ * order than the f32 graph's: PP-OCR det's local measurement held 146 values, 256 MiB, so. Each node
+ * takes the place in rg's run of the first value it makes there (a node rg does not run: that of
+ * its latest input's producer), and the nodes run by that place, ties in graph order, producers
+ * first. Only the order changes: every value is the same bytes. */
+static int *f32_order_like(const qr_qctx *q, const qr_graph *rg)
+{
+    const qr_graph *g = q->g;
+    int nn = g->n_nodes, rn = rg->n_nodes;
+    int *ro = malloc(sizeof *ro * ((size_t)rn + 1)), *key = malloc(sizeof *key * ((size_t)nn + 1));
+    int *deg = calloc((size_t)nn + 1, sizeof *deg), *seq = malloc(sizeof *seq * ((size_t)nn + 1));
+    unsigned char *done = calloc((size_t)nn + 1, 1);
+    if (!ro || !key || !deg || !seq || !done || qr_exec_order(rg, ro) != QR_OK) {
+        free(ro), free(key), free(deg), free(seq), free(done);
+        return NULL;
+    }
+    for (int i = 0; i < nn; i++)
+        key[i] = -1;
+    for (int k = 0; k < rn; k++) {
+        const qr_node *n = rg->nodes[ro[k]];
+        for (int j = 0; j < n->n_out; j++) {
+            const qr_value *v = n->out[j];
+            const qr_node *p = v && original(q, v) ? g->values[v->id]->producer : NULL;
+            if (p && key[p->id] < 0)
+                key[p->id] = k;
+        }
+    }
+    /* g's nodes are in a topological order: each producer's key is known before its readers' */
+    for (int i = 0; i < nn; i++) {
+        const qr_node *n = g->nodes[i];
+        int late = -1;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] && n->in[j]->producer) {
+                deg[i]++;
+                if (key[n->in[j]->producer->id] > late)
+                    late = key[n->in[j]->producer->id];
+            }
+        if (key[i] < 0)
+            key[i] = late;
+    }
+    /* the ready node of the least (key, index) next: quadratic in the nodes, a few hundred */
+    for (int k = 0; k < nn; k++) {
+        int best = -1;
+        for (int i = 0; i < nn; i++)
+            if (!done[i] && deg[i] == 0 && (best < 0 || key[i] < key[best]))
+                best = i;
+        if (best < 0) { /* not a DAG as ordered: keep the graph's order */
+            free(seq);
+            seq = NULL;
+            break;
+        }
+        done[best] = 1;
+        seq[k] = best;
+        const qr_node *n = g->nodes[best];
+        for (int i = best + 1; i < nn; i++)
+            for (int j = 0; j < g->nodes[i]->n_in; j++)
+                if (g->nodes[i]->in[j] && g->nodes[i]->in[j]->producer == n)
+                    deg[i]--;
+    }
+    free(ro), free(key), free(deg), free(done);
+    return seq;
+}
+
 /* G's runs made, on threads kernel threads each. */
 static qr_status group_new(sbs *w, sbs_group *G)
 {
@@ -864,8 +931,15 @@ static qr_status group_new(sbs *w, sbs_group *G)
         return qr_errorf(&G->e, "cannot make a condition variable");
     }
     G->made = 1;
-    qr_exec_opts o32 = {.threads = w->threads, .observer = observe_f32, .observer_user = &G->r};
+    /* the first reader's order, when every reader reads the model's values where its graph makes
+     * them (the local and cumulative measurements of one QDQ graph) */
+    int follow = w->nr > 0;
+    for (int k = 0; k < w->nr; k++)
+        follow &= w->ms[k].obs == observe_slots && w->ms[k].g == w->ms[0].g;
+    int *seq = follow ? f32_order_like(q, w->ms[0].g) : NULL;
+    qr_exec_opts o32 = {.threads = w->threads, .observer = observe_f32, .observer_user = &G->r, .node_seq = seq};
     qr_status st = qr_exec_new(q->g, &o32, &G->f.x, &G->e);
+    free(seq);
     if (st == QR_OK && w->o && w->o->pack && w->o->pack_threads == w->threads && !q->ref) {
         qr_exec_share_cache(G->f.x, w->o->pack); /* only read: the groups may share it at once */
         if (w->ng == 1) /* a workspace is one run's at a time: one group's */

@@ -581,6 +581,11 @@ static int producer_of(const int *prod, int nv, const qr_value *v)
 
 qr_status qr_exec_order(const qr_graph *g, int *order)
 {
+    return qr_exec_order_seq(g, NULL, order);
+}
+
+qr_status qr_exec_order_seq(const qr_graph *g, const int *seq, int *order)
+{
     int nn = g->n_nodes, nv = g->n_values, k = 0, cs = 0;
     int *prod = malloc(sizeof *prod * ((size_t)nv + 1)), *stack = malloc(sizeof *stack * ((size_t)nn + 1) * 2);
     unsigned char *konly = calloc((size_t)nn + 1, 1), *late = calloc((size_t)nn + 1, 1),
@@ -619,7 +624,8 @@ qr_status qr_exec_order(const qr_graph *g, int *order)
             }
         late[i] = konly[i] && has_reader && !is_out;
     }
-    for (int i = 0; i < nn; i++) {
+    for (int ii = 0; ii < nn; ii++) {
+        int i = seq ? seq[ii] : ii;
         if (late[i])
             continue;
         const qr_node *n = g->nodes[i];
@@ -792,7 +798,7 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     x->io_in = calloc((size_t)x->io_nin, sizeof *x->io_in);
     x->io_out = calloc((size_t)x->io_nout, sizeof *x->io_out);
     x->io_scratch = calloc((size_t)x->io_nout, sizeof *x->io_scratch);
-    if (!x->order || !x->pos || !x->nodes || qr_exec_order(g, x->order) != QR_OK || !x->vt || !x->kind ||
+    if (!x->order || !x->pos || !x->nodes || qr_exec_order_seq(g, opts ? opts->node_seq : NULL, x->order) != QR_OK || !x->vt || !x->kind ||
         !x->last_use || !x->offset || !x->planned || !x->node_done || !x->plan_inputs ||
         (x->opts.profile && !x->prof) || !x->cache || !x->fixed || !x->io_in || !x->io_out || !x->io_scratch) {
         qr_exec_free(x);

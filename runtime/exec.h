@@ -39,6 +39,11 @@ typedef struct qr_exec_opts {
      * that nothing reads what the kernel would compute and it does not run (the quantizer's
      * local measurement replaces the values of f32 nodes by their f32 values). NULL: all run. */
     int (*supplied)(void *user, const qr_node *node, qr_tensor *const *out);
+    /* The graph's node indices in the order to take them (a topological order of all of them), or
+     * NULL: the graph's own. qr_exec_order's placing of constant-only nodes applies to either. The
+     * quantizer's f32 run follows a measured graph's order with it, so that the values it hands
+     * over are read as they come instead of piling up (docs/quantizer.md, stop 42). */
+    const int *node_seq;
 } qr_exec_opts;
 
 /* What one node cost over the runs of a profiling executor. */
@@ -111,6 +116,8 @@ void qr_exec_profile_reset(qr_exec *x);
  * weights in f32 at a time, not all of them. Observers see the values in this order.
  * QR_ERR: out of memory. */
 qr_status qr_exec_order(const qr_graph *g, int *order);
+/* The same, taking the nodes in seq's order (NULL: the graph's). */
+qr_status qr_exec_order_seq(const qr_graph *g, const int *seq, int *order);
 
 /* The budget used when qr_exec_opts.max_memory is 0: the value set by
  * qr_exec_set_default_max_memory (the CLI's --max-memory), else half the

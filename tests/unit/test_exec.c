@@ -881,3 +881,52 @@ Test(exec, a_constant_only_node_goes_before_the_pointwise_run_its_reader_extends
     qr_exec_free(x);
     qr_graph_free(g);
 }
+
+/* The order an executor runs in (qr_exec_opts.node_seq, the quantizer's f32 run following a
+ * measured graph's order): y = relu(x) + (-x), the Neg given first, so the observer sees -x, then
+ * relu(x), then y; without a sequence the graph's own order (relu first). y is the same either way:
+ * hand-computed, inputs of both signs. */
+typedef struct run_order_seen {
+    const qr_value *v[3]; /* a, b, y */
+    char seen[8];
+} run_order_seen;
+
+static void record_run_order(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
+{
+    (void)n, (void)t;
+    run_order_seen *s = user;
+    size_t k = strlen(s->seen);
+    for (int i = 0; i < 3 && k < 7; i++)
+        if (s->v[i] == v)
+            s->seen[k] = "aby"[i];
+}
+
+Test(exec, a_node_sequence_sets_the_run_order)
+{
+    const int64_t dx[] = {6};
+    const float xs[6] = {-2.5f, -1, -0.25f, 0, 0.75f, 3};
+    qr_graph *g = qr_graph_new();
+    qr_value *x = tu_input(g, "x", 1, dx);
+    qr_value *a = tu_node(g, "Relu", "relu", 1, &x, 1)->out[0];
+    qr_value *b = tu_node(g, "Neg", "neg", 1, &x, 1)->out[0];
+    qr_value *y = tu_node(g, "Add", "add", 2, (qr_value *[]){a, b}, 1)->out[0];
+    tu_output(g, y);
+    const int seq[3] = {1, 0, 2};
+    for (int with = 0; with < 2; with++) {
+        run_order_seen s = {.v = {a, b, y}};
+        qr_exec_opts o = {.observer = record_run_order, .observer_user = &s, .node_seq = with ? seq : NULL};
+        qr_exec *ex;
+        qr_error e;
+        cr_assert_eq(qr_exec_new(g, &o, &ex, &e), QR_OK, "%s", e.msg);
+        qr_tensor in = {.dtype = QR_F32, .ndim = 1, .dims = {6}, .data = (void *)xs}, out;
+        cr_assert_eq(qr_exec_run(ex, &in, &out, &e), QR_OK, "%s", e.msg);
+        cr_expect_str_eq(s.seen, with ? "bay" : "aby", "observed %s", s.seen);
+        const float want[6] = {2.5f, 1, 0.25f, 0, 0, 0}; /* relu(x) - x */
+        for (int i = 0; i < 6; i++)
+            cr_expect_eq(((float *)out.data)[i], want[i], "y[%d] = %g, want %g", i, (double)((float *)out.data)[i],
+                         (double)want[i]);
+        qr_tensor_free(&out);
+        qr_exec_free(ex);
+    }
+    qr_graph_free(g);
+}
