@@ -3039,9 +3039,13 @@ static void spread_fill(qr_spread *sp, int64_t from, int64_t to)
 {
     for (int i = 0; i < sp->n; i++) {
         const qr_tensor *src = &sp->src[i];
-        for (int64_t u = from; u < to; u++)
+        /* each unit's pages of the file leave as soon as copied, not after the whole copy: the file
+         * and the copy were held whole together (BlazeFace back's 50 MB file: its peak) */
+        for (int64_t u = from; u < to; u++) {
             memcpy((char *)sp->copy[i].data + (size_t)u * sp->unit[i],
                    (const char *)src->data + (size_t)sp->order[u] * sp->unit[i], sp->unit[i]);
+            qr_data_release(src->data, (size_t)sp->order[u] * sp->unit[i], sp->unit[i]);
+        }
         qr_data_release(src->data, 0, qr_tensor_nbytes(src));
     }
 }

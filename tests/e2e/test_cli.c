@@ -610,6 +610,41 @@ Test(cli, run_batches_only_what_follows_the_slices)
     }
 }
 
+/* qrl quantize compiles no shape kernel by default (iconv-jit=cached: its search's tries ask for
+ * kernels of graphs that never ship, and the compiler's memory added to its peak): an empty module
+ * cache holds the recipe's module afterwards and no iconv-/rowsep- entry; --option iconv-jit=auto
+ * gives the background compilation back (at least one kernel, at exit, on a VNNI CPU), the export the
+ * same bytes. */
+Test(cli, quantize_compiles_no_shape_kernel_by_default, .timeout = 300)
+{
+    char cmd[4096], *log;
+    const char *d = first_images(64);
+    int vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+    for (int auto_ = 0; auto_ < 2; auto_++) {
+        snprintf(cmd, sizeof cmd,
+                 "XDG_CACHE_HOME='%s/qc%d' %s quantize %s/examples/fmnist/fmnist_cnn.onnx --recipe %s/recipes/int8.qrl "
+                 "--calib %s/calib_images.npy --calib-count 64 -o %s/qc%d.onnx --quiet %s",
+                 dir, auto_, tu_qrl(), tu_root(), tu_root(), d, dir, auto_, auto_ ? "--option iconv-jit=auto" : "");
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+        snprintf(cmd, sizeof cmd, "ls '%s/qc%d/qrl' | grep -c -E '^(iconv|rowsep)-'; ls '%s/qc%d/qrl' | wc -l", dir,
+                 auto_, dir, auto_);
+        tu_run(cmd, &log);
+        int kernels = -1, entries = -1;
+        cr_assert_eq(sscanf(log, "%d %d", &kernels, &entries), 2, "%s", log);
+        free(log);
+        cr_assert(entries > kernels, "iconv-jit=%s: the recipe's module is cached (%d entries)", auto_ ? "auto" : "default",
+                  entries);
+        if (auto_)
+            cr_assert_eq(kernels > 0, vnni, "iconv-jit=auto: %d shape kernels compiled", kernels);
+        else
+            cr_assert_eq(kernels, 0, "quantize's default: %d shape kernels compiled", kernels);
+    }
+    snprintf(cmd, sizeof cmd, "cmp %s/qc0.onnx %s/qc1.onnx", dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
 /* By default (iconv-jit=auto) a first run with an empty module cache runs the generic kernels while
  * a background thread compiles the layers' shapes: the same bytes as iconv-jit=0, and after exit
  * the cache holds kernels and no temporary file (*.tmp.*, nor a compilation's folder in TMPDIR).
