@@ -1126,10 +1126,14 @@ static void setting_value(ctx *c, const ql_node *k, qr_setting_id id)
     case QR_SK_COUNT: /* measure_samples = 256, effect_samples = 8, search_samples = 16, validate_least = 8,
                        * calibrate_figure_samples = 16 */
         if ((v->kind != QL_INT || v->ival < lo || v->ival > hi) &&
-            (id == QR_SET_PROBE_RUNS || id == QR_SET_PROBE_ROUNDS || id == QR_SET_PROBE_HOLD))
+            (id == QR_SET_PROBE_RUNS || id == QR_SET_PROBE_ROUNDS || id == QR_SET_PROBE_HOLD ||
+             id == QR_SET_GRAD_DIRECTIONS || id == QR_SET_GRAD_EXACT))
             chk_err(c, v, "%s is a count, %llu to %llu: %s", k->name, lo, hi,
-                    id == QR_SET_PROBE_RUNS ? "probe_runs = 8" : id == QR_SET_PROBE_ROUNDS ? "probe_rounds = 2"
-                                                                                        : "probe_hold = 8");
+                    id == QR_SET_PROBE_RUNS         ? "probe_runs = 8"
+                    : id == QR_SET_PROBE_ROUNDS     ? "probe_rounds = 2"
+                    : id == QR_SET_PROBE_HOLD       ? "probe_hold = 8"
+                    : id == QR_SET_GRAD_DIRECTIONS ? "grad_directions = 4"
+                                                    : "grad_exact = 0");
         else if (v->kind != QL_INT || v->ival < lo || v->ival > hi)
             chk_err(c, v, "%s is a number of samples, %llu to %llu: %s", k->name, lo, hi,
                     id == QR_SET_MEASURE_SAMPLES   ? "measure_samples = 256"

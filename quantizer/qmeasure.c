@@ -29,6 +29,7 @@
 #include "mixed.h"
 #include "options.h"
 #include "probe.h"
+#include "vjp.h"
 #include "quantize_plan.h"
 
 /* The recipe's measure_samples (default 256): calibration samples each measurement runs. */
@@ -2604,6 +2605,265 @@ static qr_status probe_effects(qr_qctx *q, const outref *all, const qr_tensor *c
     return st;
 }
 
+/* ------------------------------------------------------------ rank = grad */
+
+/* grad_effects' state in one batch of effect samples. */
+typedef struct grad_batch {
+    qr_qctx *q;
+    qr_tensor *val;      /* by value id: the f32 forward's value in this batch (owned: own[id]) */
+    unsigned char *own;
+    float **err;         /* by value id: the ranked layer's own error there (its QDQ value from f32 inputs, less f32) */
+    const int *ridx;     /* by value id: its ranked index, or -1 */
+    const qr_tensor *in; /* the batch's model inputs */
+    int64_t b;           /* samples in the batch */
+    int no, out, dirs;   /* outputs; the output this pass's direction is at (-1: all, pooled); directions */
+    double *e2;          /* [ranked][output]: the estimated error energy, summed over samples and averaged over directions */
+} grad_batch;
+
+/* The f32 run's observer: every value kept for the backward passes. */
+static void grad_keep(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
+{
+    (void)n;
+    grad_batch *gb = user;
+    if (v->id >= gb->q->g->n_values || gb->val[v->id].data)
+        return;
+    qr_tensor c = *t;
+    c.data = NULL;
+    qr_error e;
+    if (qr_tensor_alloc(&c, &e) == QR_OK) {
+        memcpy(c.data, t->data, qr_tensor_nbytes(t));
+        gb->val[v->id] = c;
+        gb->own[v->id] = 1;
+    }
+}
+
+/* The QDQ run's observer: at a ranked layer's value, its error from f32 inputs (its weights and its
+ * rounding: what quantizing it alone adds there); every value of the model then replaced by its f32
+ * value, so that each layer's inputs are f32 (as the local measurement's OWN runs). */
+static void grad_local(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
+{
+    grad_batch *gb = user;
+    qr_qctx *q = gb->q;
+    if (!original(q, v)) {
+        /* a quantized model input's DequantizeLinear: its readers read the input as given */
+        for (int i = 0; n && !strcmp(n->op, "DequantizeLinear") && n->in[0] && i < q->g->n_inputs; i++) {
+            int id = q->g->inputs[i]->id;
+            if (q->qval[id] == n->in[0]->id && gb->in[i].dtype == QR_F32 && t->dtype == QR_F32 &&
+                qr_tensor_numel(&gb->in[i]) == qr_tensor_numel(t))
+                memcpy(t->data, gb->in[i].data, qr_tensor_nbytes(t));
+        }
+        return;
+    }
+    const qr_tensor *a = &gb->val[v->id];
+    if (!a->data || a->dtype != QR_F32 || t->dtype != QR_F32 || qr_tensor_numel(a) != qr_tensor_numel(t))
+        return;
+    int64_t cnt = qr_tensor_numel(t);
+    const float *x = a->data;
+    float *y = t->data;
+    if (gb->ridx[v->id] >= 0 && active(q, v->id) && !gb->err[v->id] &&
+        (gb->err[v->id] = malloc(sizeof(float) * (size_t)(cnt + 1))))
+        for (int64_t i = 0; i < cnt; i++)
+            gb->err[v->id][i] = y[i] - x[i];
+    memcpy(y, x, qr_tensor_nbytes(t));
+}
+
+/* The backward pass's visitor: at a ranked layer's value, each sample's <g, r> squared, over the
+ * directions (E_u <J^T u, r>^2 = |J r|^2 for u of independent unit-variance entries). */
+static void grad_visit(void *user, int id, const qr_tensor *adj)
+{
+    grad_batch *gb = user;
+    int r = gb->ridx[id];
+    const float *er = gb->err[id], *g = adj->data;
+    if (r < 0 || !er)
+        return;
+    int64_t cnt = qr_tensor_numel(adj), ns = adj->ndim > 0 && adj->dims[0] == gb->b ? gb->b : 1, per = cnt / ns;
+    for (int64_t s = 0; s < ns; s++) {
+        double d = 0;
+        for (int64_t i = s * per; i < (s + 1) * per; i++)
+            d += (double)g[i] * er[i];
+        for (int j = 0; j < gb->no; j++)
+            if (gb->out < 0 || j == gb->out)
+                gb->e2[(size_t)r * (size_t)gb->no + (size_t)j] += d * d / gb->dirs;
+    }
+}
+
+/* A Rademacher sign from splitmix64 at (seed, i): reproducible from the seed. */
+static float grad_sign(uint64_t seed, uint64_t i)
+{
+    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return z >> 63 ? 1.0f : -1.0f;
+}
+
+/* rank = grad: each ranked layer's first-order effect on the outputs, |J_i r_i|^2, from backward
+ * passes through the f32 model on the effect samples (quantizer/vjp.h), with no run per layer.
+ * Per batch: one f32 run keeping every value; one QDQ run with every ranked layer quantized, each
+ * node fed f32 inputs, giving each layer's own error r_i (its weights and its rounding, as
+ * quantizing it alone makes it); then grad_directions random sign vectors u at the outputs (per
+ * output with outputs = worst, so that each output's energy is its own), each one backward pass
+ * giving every layer's g_i = J_i^T u at once, and E_u <g_i, r_i>^2 = |J_i r_i|^2 (Hutchinson's
+ * estimator, per sample). The effect is the outputs' SQNR that energy gives (the worst output's
+ * with outputs = worst). A layer whose way to the outputs crosses an op without a backward, and
+ * the grad_exact layers the estimate puts worst (the recipe's: the search's first decisions), get
+ * their exact effect (measure_effects) instead. */
+static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *calib, int64_t count, ranked *rk,
+                              int nr)
+{
+    const qr_graph *g = q->g;
+    int dirs = setting_count(q, QR_SET_GRAD_DIRECTIONS, 4), nexact = 0, no = g->n_outputs, worst = worst_output(q);
+    const qr_setting *gx = qr_recipe_setting(q->r, QR_SET_GRAD_EXACT);
+    int top = gx && gx->value >= 0 ? (int)gx->value : 0;
+    outref o;
+    int own = 1;
+    qr_status st = effect_outref(&o, q, all, calib, count, &own);
+    if (st != QR_OK)
+        return st;
+    size_t nv = (size_t)g->n_values + 1;
+    grad_batch gb = {.q = q, .no = no, .dirs = dirs};
+    gb.val = calloc(nv, sizeof *gb.val), gb.own = calloc(nv, 1), gb.err = calloc(nv, sizeof *gb.err);
+    int *ridx = malloc(sizeof *ridx * nv), *sub = calloc((size_t)nr + 1, sizeof *sub);
+    qr_tensor *adj = calloc(nv, sizeof *adj), *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
+    qr_tensor *out = calloc((size_t)no + 1, sizeof *out);
+    unsigned char *exact = malloc(nv), *was = malloc((size_t)q->nslots + 1);
+    double *x2 = calloc((size_t)no + 1, sizeof *x2);
+    gb.e2 = calloc((size_t)nr * (size_t)no + 1, sizeof *gb.e2);
+    gb.ridx = ridx;
+    if (!gb.val || !gb.own || !gb.err || !ridx || !sub || !adj || !in || !out || !exact || !was || !x2 || !gb.e2)
+        st = qr_errorf(q->e, "out of memory");
+    qr_quantized one = {0};
+    qr_exec *fx = NULL, *qx = NULL;
+    if (st == QR_OK) {
+        qr_vjp_exact(g, exact);
+        for (size_t v = 0; v < nv; v++)
+            ridx[v] = -1;
+        for (int r = 0; r < nr; r++)
+            ridx[q->slots[rk[r].slot].value] = r;
+        for (int i = 0; i < q->nslots; i++)
+            was[i] = (unsigned char)q->slots[i].fallback, q->slots[i].fallback = 1;
+        for (int r = 0; r < nr; r++)
+            q->slots[rk[r].slot].fallback = 0;
+        qr_exec_opts eo = {.threads = q->o->threads > 1 ? q->o->threads : 1, .observer = grad_keep, .observer_user = &gb};
+        if ((st = qr_plan_build_qdq(q, &one)) == QR_OK && (st = qr_exec_new(g, &eo, &fx, q->e)) == QR_OK) {
+            eo.observer = grad_local;
+            st = qr_exec_new(one.qdq, &eo, &qx, q->e);
+        }
+    }
+    for (int k = 0; st == QR_OK && k < o.nbatches; k++) {
+        int64_t from = k * o.batch, b = o.n - from < o.batch ? o.n - from : o.batch;
+        qr_plan_slice_inputs(calib, g->n_inputs, from, b, in);
+        gb.in = in, gb.b = b;
+        for (int i = 0; i < g->n_inputs; i++)
+            gb.val[g->inputs[i]->id] = in[i];
+        for (int v = 0; v < g->n_values; v++)
+            if (g->values[v]->is_const)
+                gb.val[v] = g->values[v]->t;
+        if ((st = qr_exec_run(fx, in, out, q->e)) != QR_OK)
+            break;
+        for (int j = 0; j < no; j++) {
+            const float *a = out[j].dtype == QR_F32 ? out[j].data : NULL;
+            for (int64_t i = 0; a && i < qr_tensor_numel(&out[j]); i++)
+                x2[j] += isfinite(a[i]) ? (double)a[i] * a[i] : 0;
+            qr_tensor_free(&out[j]);
+        }
+        if ((st = qr_exec_run(qx, in, out, q->e)) != QR_OK)
+            break;
+        for (int j = 0; j < no; j++)
+            qr_tensor_free(&out[j]);
+        for (int i = 0; i < g->n_inputs; i++) { /* a quantized model input: its rounding, which no run observes */
+            int id = g->inputs[i]->id, si = q->slot_of[id];
+            int64_t m = qr_tensor_numel(&in[i]);
+            if (ridx[id] < 0 || si < 0 || !active(q, id) || in[i].dtype != QR_F32 ||
+                !(gb.err[id] = malloc(sizeof(float) * (size_t)(m + 1))))
+                continue;
+            const qr_slot *s = &q->slots[si];
+            qr_plan_fake_quant(in[i].data, gb.err[id], m, (float)s->qp.scale, s->qp.zero, s->qt.qmin, s->qt.qmax);
+            for (int64_t e = 0; e < m; e++)
+                gb.err[id][e] -= ((const float *)in[i].data)[e];
+        }
+        for (int j = worst && no > 1 ? 0 : -1; st == QR_OK && j < (worst && no > 1 ? no : 0); j++)
+            for (int d = 0; st == QR_OK && d < dirs; d++) {
+                gb.out = j;
+                for (int jj = 0; st == QR_OK && jj < no; jj++) {
+                    const qr_value *ov = g->outputs[jj];
+                    if ((j >= 0 && jj != j) || gb.val[ov->id].dtype != QR_F32 || !gb.val[ov->id].data)
+                        continue;
+                    qr_tensor *u = &adj[ov->id];
+                    *u = gb.val[ov->id];
+                    u->data = NULL;
+                    if ((st = qr_tensor_alloc(u, q->e)) != QR_OK)
+                        break;
+                    uint64_t seed = 0x6A09E667F3BCC909ull ^ ((uint64_t)k << 40) ^ ((uint64_t)d << 20) ^ (uint64_t)jj;
+                    for (int64_t i = 0; i < qr_tensor_numel(u); i++)
+                        ((float *)u->data)[i] = grad_sign(seed, (uint64_t)i);
+                }
+                if (st == QR_OK)
+                    st = qr_vjp_backward(g, gb.val, adj, grad_visit, &gb, q->e);
+                for (size_t v = 0; v < nv; v++)
+                    qr_tensor_free(&adj[v]);
+            }
+        for (size_t v = 0; v < nv; v++) {
+            if (gb.own[v])
+                qr_tensor_free(&gb.val[v]);
+            gb.val[v] = (qr_tensor){0}, gb.own[v] = 0;
+            free(gb.err[v]);
+            gb.err[v] = NULL;
+        }
+    }
+    for (int i = 0; was && i < q->nslots; i++)
+        q->slots[i].fallback = was[i];
+    for (int r = 0; st == QR_OK && r < nr; r++) {
+        double sx = 0, se = 0, low = INFINITY;
+        for (int j = 0; j < no; j++) {
+            double e2 = gb.e2[(size_t)r * (size_t)no + (size_t)j];
+            sx += x2[j], se += e2;
+            if (e2 > 0)
+                low = fmin(low, 10.0 * log10(x2[j] / e2));
+        }
+        rk[r].effect = worst ? low : se > 0 ? 10.0 * log10(sx / se) : INFINITY;
+        if (!exact[q->slots[rk[r].slot].value])
+            sub[nexact++] = r;
+    }
+    /* the grad_exact worst estimates are measured too: the search's first steps decide on them */
+    for (int t = 0; st == QR_OK && t < top; t++) {
+        int best = -1;
+        for (int r = 0; r < nr; r++) {
+            int taken = 0;
+            for (int i = 0; i < nexact && !taken; i++)
+                taken = sub[i] == r;
+            if (!taken && (best < 0 || by_effect(&rk[r], &rk[best]) < 0))
+                best = r;
+        }
+        if (best < 0)
+            break;
+        sub[nexact++] = best;
+    }
+    if (st == QR_OK && nexact > 0) {
+        ranked *rs = malloc(sizeof *rs * (size_t)nexact);
+        if (!rs)
+            st = qr_errorf(q->e, "out of memory");
+        for (int i = 0; rs && i < nexact; i++)
+            rs[i] = rk[sub[i]];
+        if (st == QR_OK && (st = measure_effects(q, all, calib, count, rs, nexact)) == QR_OK)
+            for (int i = 0; i < nexact; i++)
+                rk[sub[i]].effect = rs[i].effect;
+        free(rs);
+    }
+    qr_exec_free(fx), qr_exec_free(qx);
+    qr_graph_free(one.qdq);
+    for (size_t v = 0; gb.val && gb.own && v < nv; v++)
+        if (gb.own[v])
+            qr_tensor_free(&gb.val[v]);
+    for (size_t v = 0; gb.err && v < nv; v++)
+        free(gb.err[v]);
+    free(gb.val), free(gb.own), free(gb.err), free(ridx), free(sub), free(adj), free(in), free(out), free(exact);
+    free(was), free(x2), free(gb.e2);
+    if (own)
+        outref_free(&o);
+    return st;
+}
+
 /* ------------------------------------------------------------ rank = gain */
 
 /* The nearest quantized values upstream of value v (v itself when from_self and it is one), through
@@ -3955,6 +4215,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         /* past those, the layers with the worst effect on the outputs first */
         st = gain    ? gain_effects(q, calib, o.n, outs, rk + k, nr - k)
              : probe ? probe_effects(q, &o, calib, count, rk + k, nr - k)
+             : choice_is(q, QR_SET_RANK, "grad") ? grad_effects(q, &o, calib, count, rk + k, nr - k)
                      : measure_effects(q, &o, calib, count, rk + k, nr - k);
         for (int i = k; st == QR_OK && i < nr; i++)
             q->slots[rk[i].slot].effect = rk[i].effect;

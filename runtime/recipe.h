@@ -654,7 +654,7 @@ typedef enum qr_setting_kind {
     X(EFFECT_SAMPLES, "effect_samples", QR_SK_COUNT, 1, 1000000, NULL)      \
     X(EFFECT_MACS, "effect_macs", QR_SK_NUMBER, 1, 0, NULL)                 \
     X(BLOCK, "block", QR_SK_POW2, 16, 256, NULL)                            \
-    X(RANK, "rank", QR_SK_CHOICE, 0, 0, "effect gain probe probe_pairs")                      \
+    X(RANK, "rank", QR_SK_CHOICE, 0, 0, "effect gain probe probe_pairs grad")                      \
     X(ORDER, "order", QR_SK_CHOICE, 0, 0, "worst per_mac")                  \
     X(OUTPUTS, "outputs", QR_SK_CHOICE, 0, 0, "pooled worst")               \
     X(OVERFLOW, "overflow", QR_SK_CHOICE, 0, 0, "wrap saturate")          \
@@ -676,7 +676,9 @@ typedef enum qr_setting_kind {
     X(STEPS, "steps", QR_SK_CHOICE, 0, 0, "skip measure")                    \
     X(PROBE_RUNS, "probe_runs", QR_SK_COUNT, 2, 1000000, NULL)               \
     X(PROBE_ROUNDS, "probe_rounds", QR_SK_COUNT, 1, 1000, NULL)              \
-    X(PROBE_HOLD, "probe_hold", QR_SK_COUNT, 1, 1000000, NULL)
+    X(PROBE_HOLD, "probe_hold", QR_SK_COUNT, 1, 1000000, NULL)               \
+    X(GRAD_DIRECTIONS, "grad_directions", QR_SK_COUNT, 1, 1000000, NULL)     \
+    X(GRAD_EXACT, "grad_exact", QR_SK_COUNT, 0, 1000000, NULL)
 
 /* accumulate = iN: the accumulator widths the runtime simulates (docs/quantizer.md, accumulator
  * width); i64 is accepted by the checker and refused by the quantizer. */

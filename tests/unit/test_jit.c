@@ -2174,7 +2174,7 @@ Test(jit, setting_errors_name_what_the_table_allows)
     cr_assert_eq(tu_run(cmd, &log), 1, "%s", log);
     cr_assert(strstr(log, ":5:14: error: numerics is onnx, tflite or pytorch\n"), "%s", log);
     cr_assert(strstr(log, ":6:14: error: rounding is half_even or half_away\n"), "%s", log);
-    cr_assert(strstr(log, ":8:10: error: rank is effect, gain, probe or probe_pairs\n"), "%s", log);
+    cr_assert(strstr(log, ":8:10: error: rank is effect, gain, probe, probe_pairs or grad\n"), "%s", log);
     cr_assert(strstr(log, ":9:13: error: outputs is pooled or worst\n"), "%s", log);
     cr_assert(strstr(log, ":10:19: error: validate_from is end or spread\n"), "%s", log);
     cr_assert(strstr(log, ":13:11: error: steps is skip or measure\n"), "%s", log);
@@ -2189,7 +2189,7 @@ Test(jit, setting_errors_name_what_the_table_allows)
                           "budget, compute, candidate_activation, search_samples, bias_qparams, narrow_range, "
                           "pattern_priority, samples, calibrate, validate_from, validate_least, speculate, "
                           "calibrate_figure_samples, calibrate_samples, steps, probe_runs, probe_rounds, "
-                          "probe_hold)\n"),
+                          "probe_hold, grad_directions, grad_exact)\n"),
               "%s", log);
     free(log);
 }

@@ -1,0 +1,39 @@
+/* Vector-Jacobian products (backward passes) through an f32 graph, for rank = grad: the adjoint
+ * g_t = J_t^T u of every value t for a direction u at the outputs, from one backward pass over the
+ * forward's values. Mechanism only: which directions, samples and layers is the recipe's
+ * (quantizer/qmeasure.c's grad_effects). Each op's backward is the derivative of the runtime's
+ * forward (ONNX semantics); an op without one stops the adjoint of what reaches the outputs only
+ * through it (qr_vjp_exact), and the caller measures those layers otherwise. */
+#ifndef QR_VJP_H
+#define QR_VJP_H
+
+#include "graph.h"
+#include "status.h"
+#include "tensor.h"
+
+/* Whether node n has a backward for its input j (an f32 input whose adjoint it computes). */
+int qr_vjp_input_supported(const qr_node *n, int j);
+
+/* One node's backward: in[j] its forward inputs (NULL: left out), out[k] its forward outputs,
+ * gout[k] the adjoints of its outputs (NULL or no data: zero), gin[j] (NULL: not wanted) the
+ * adjoint of input j, added to (allocated and zeroed by the caller, in[j]'s shape). QR_ERR with a
+ * message naming the node when it has none or its attributes are beyond it. */
+qr_status qr_vjp_node(const qr_node *n, const qr_tensor *const *in, const qr_tensor *const *out,
+                      const qr_tensor *const *gout, qr_tensor *const *gin, qr_error *e);
+
+/* exact[v] (by value id) = 1 where every way from value v to the outputs goes through backwards
+ * the module has (an adjoint computed there is J^T u exactly), else 0. */
+void qr_vjp_exact(const qr_graph *g, unsigned char *exact);
+
+/* Called once per value whose adjoint is final (every reader's backward has run), before it is
+ * freed; adj in the value's shape. */
+typedef void (*qr_vjp_visit_fn)(void *user, int value_id, const qr_tensor *adj);
+
+/* The backward pass over g: val[v] the forward's f32 value of every value id (a constant: its own
+ * data; other types may be empty), adj[v] the seeds (the outputs' directions; every other entry
+ * empty), filled and freed as the pass goes, back to front; visit sees each value's final adjoint.
+ * Values the outputs reach only through nodes without a backward get none from those. */
+qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *adj, qr_vjp_visit_fn visit,
+                          void *user, qr_error *e);
+
+#endif
