@@ -1,0 +1,412 @@
+/* rank = grad's backward passes (quantizer/vjp.h) against torch.autograd: each op as a one-node
+ * graph, run forward by the runtime, its inputs' adjoints for a random output direction gy
+ * computed by qr_vjp_backward, and by torch as the gradient of sum(y * gy) over the same layer
+ * written with torch's own functions (inputs of both signs, attributes at non-default values).
+ * torch's forward is checked against the runtime's first, so a case that builds the layer wrong
+ * fails there rather than in the adjoint. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "graph.h"
+#include "tensor_io.h"
+#include "testutil.h"
+#include "vjp.h"
+
+static char *dir;
+
+static void setup(void) { dir = tu_tmpdir(); }
+static void teardown(void) { tu_rmdir(dir); }
+
+TestSuite(vjp, .init = setup, .fini = teardown, .timeout = 300);
+
+static unsigned rng = 12345;
+
+static float uni(void) /* in [-1, 1) */
+{
+    rng = rng * 1103515245u + 12345u;
+    return (float)((double)(rng >> 8 & 0xffffff) / 8388608.0 - 1.0);
+}
+
+static float *rand_data(int64_t n, float scale, float shift)
+{
+    float *d = malloc(sizeof *d * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        d[i] = uni() * scale + shift;
+    return d;
+}
+
+static void save(const char *name, const qr_tensor *t)
+{
+    char path[1024];
+    qr_error e = {{0}};
+    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+    cr_assert_eq(qr_npy_write(path, t, &e), QR_OK, "%s", e.msg);
+}
+
+static qr_tensor load(const char *name)
+{
+    char path[1024];
+    qr_error e = {{0}};
+    qr_tensor t;
+    memset(&t, 0, sizeof t);
+    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+    cr_assert_eq(qr_npy_read(path, &t, &e), QR_OK, "%s", e.msg);
+    return t;
+}
+
+static int64_t numel(int nd, const int64_t *d)
+{
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++)
+        n *= d[i];
+    return n;
+}
+
+/* A variable input x<i> (random, both signs; saved as x<i>.npy). */
+static qr_value *var(qr_graph *g, int i, int nd, const int64_t *dims, float **data, float shift)
+{
+    char name[16];
+    snprintf(name, sizeof name, "x%d", i);
+    qr_value *v = tu_input(g, name, nd, dims);
+    *data = rand_data(numel(nd, dims), 1.0f, shift);
+    qr_tensor t = {.dtype = QR_F32, .ndim = nd, .data = *data};
+    memcpy(t.dims, dims, sizeof *dims * (size_t)nd);
+    save(name, &t);
+    return v;
+}
+
+/* A constant w<i> (random, both signs; saved as w<i>.npy). */
+static qr_value *cst(qr_graph *g, int i, int nd, const int64_t *dims, float scale, float shift)
+{
+    char name[16];
+    snprintf(name, sizeof name, "w%d", i);
+    float *d = rand_data(numel(nd, dims), scale, shift);
+    qr_value *v = tu_const_f32(g, name, nd, dims, d);
+    qr_tensor t = {.dtype = QR_F32, .ndim = nd, .data = d};
+    memcpy(t.dims, dims, sizeof *dims * (size_t)nd);
+    save(name, &t);
+    free(d);
+    return v;
+}
+
+static qr_value *ints(qr_graph *g, const char *name, int n, const int64_t *v)
+{
+    int64_t d[1] = {n};
+    qr_tensor t = {.dtype = QR_I64, .ndim = 1, .dims = {d[0]}, .data = (void *)v};
+    qr_value *c = qr_graph_new_value(g, name);
+    qr_value_set_const(g, c, &t);
+    return c;
+}
+
+typedef struct grab {
+    int nx;
+    const qr_value *const *xv;
+    qr_tensor got[4];
+} grab;
+
+static void visit(void *user, int id, const qr_tensor *adj)
+{
+    grab *gr = user;
+    for (int i = 0; i < gr->nx; i++)
+        if (gr->xv[i]->id == id) {
+            qr_error e;
+            gr->got[i] = *adj;
+            gr->got[i].data = NULL;
+            cr_assert_eq(qr_tensor_alloc(&gr->got[i], &e), QR_OK);
+            memcpy(gr->got[i].data, adj->data, qr_tensor_nbytes(adj));
+        }
+}
+
+/* Runs g (its one node n, nx variable inputs xv with data xd) forward, then backward from a random
+ * gy at its output; torch (py: from x0.., w0.. as torch tensors with requires_grad on the x's,
+ * defines y) must give the same y and the same gradients of sum(y * gy). */
+static void check(qr_graph *g, qr_node *n, int nx, qr_value **xv, float **xd, const char *py)
+{
+    qr_error e = {{0}};
+    tu_output(g, n->out[0]);
+    qr_exec *x = NULL;
+    cr_assert_eq(qr_exec_new(g, NULL, &x, &e), QR_OK, "%s", e.msg);
+    qr_tensor in[4], y = {0};
+    for (int i = 0; i < nx; i++) {
+        in[i] = xv[i]->t;
+        in[i].data = xd[i];
+    }
+    cr_assert_eq(qr_exec_run(x, in, &y, &e), QR_OK, "%s", e.msg);
+    qr_tensor *val = calloc((size_t)g->n_values + 1, sizeof *val), *adj = calloc((size_t)g->n_values + 1, sizeof *adj);
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v]->is_const)
+            val[v] = g->values[v]->t;
+    for (int i = 0; i < nx; i++)
+        val[xv[i]->id] = in[i];
+    val[n->out[0]->id] = y;
+    qr_tensor gy = y;
+    gy.data = NULL;
+    cr_assert_eq(qr_tensor_alloc(&gy, &e), QR_OK);
+    for (int64_t i = 0; i < qr_tensor_numel(&y); i++)
+        ((float *)gy.data)[i] = uni();
+    save("gy", &gy);
+    save("y", &y);
+    adj[n->out[0]->id] = gy;
+    grab gr = {.nx = nx, .xv = (const qr_value *const *)xv};
+    cr_assert_eq(qr_vjp_backward(g, val, adj, visit, &gr, &e), QR_OK, "%s", e.msg);
+    char code[8192], cmd[9000], *log;
+    snprintf(code, sizeof code,
+             "import numpy as np, torch, torch.nn.functional as F\n"
+             "torch.set_default_dtype(torch.float64)\n"
+             "import glob\n"
+             "X = {p[:-4]: torch.tensor(np.load(p).astype(np.float64), requires_grad=p.startswith('x')) for p in "
+             "glob.glob('[xw]*.npy')}\n"
+             "globals().update(X)\n"
+             "%s\n"
+             "yr = np.load('y.npy')\n"
+             "err = np.abs(y.detach().numpy() - yr).max() / max(1e-6, np.abs(yr).max())\n"
+             "assert y.shape == yr.shape and err < 1e-4, ('forward differs', y.shape, yr.shape, err)\n"
+             "(y * torch.tensor(np.load('gy.npy').astype(np.float64))).sum().backward()\n"
+             "for k, v in X.items():\n"
+             "  if k.startswith('x'): np.save('g' + k[1:] + '.npy', (v.grad if v.grad is not None else "
+             "torch.zeros_like(v)).numpy().astype(np.float32))\n",
+             py);
+    tu_write_file(dir, "case.py", code);
+    snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 case.py", dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    for (int i = 0; i < nx; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "g%d", i);
+        qr_tensor want = load(name);
+        cr_assert_eq(qr_tensor_numel(&want), qr_tensor_numel(&in[i]));
+        const float *a = gr.got[i].data, *b = want.data;
+        double mx = 0, worst = 0;
+        int64_t at = 0;
+        for (int64_t k = 0; k < qr_tensor_numel(&want); k++) {
+            mx = fmax(mx, fabs(b[k]));
+            double d = fabs((double)(a ? a[k] : 0) - b[k]);
+            if (d > worst)
+                worst = d, at = k;
+        }
+        cr_assert(mx > 0, "%s: torch's gradient of input %d is all zero", n->op, i);
+        cr_assert(a && worst <= 1e-4 * mx + 1e-6, "%s: input %d's adjoint differs from torch's by %g at %lld (%g vs %g; max %g)",
+                  n->op, i, worst, (long long)at, a ? a[at] : 0.0, b[at], mx);
+        qr_tensor_free(&want);
+        qr_tensor_free(&gr.got[i]);
+    }
+    qr_tensor_free(&y); /* gy: the backward freed it with y's adjoint */
+    qr_exec_free(x);
+    free(val), free(adj);
+    for (int i = 0; i < nx; i++)
+        free(xd[i]);
+    qr_graph_free(g);
+}
+
+Test(vjp, conv_grouped_strided_dilated_asymmetric_pads)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1];
+    int64_t xs[4] = {2, 4, 9, 8}, ws[4] = {6, 2, 3, 3}, bs[1] = {6};
+    qr_value *xv[1] = {var(g, 0, 4, xs, &xd[0], 0)}, *in[3] = {xv[0], cst(g, 0, 4, ws, 0.5f, 0), cst(g, 1, 1, bs, 0.5f, 0)};
+    qr_node *n = tu_node(g, "Conv", "c", 3, in, 1);
+    tu_attr_int(g, n, "group", 2);
+    tu_attr_ints(g, n, "strides", 2, (int64_t[]){2, 1});
+    tu_attr_ints(g, n, "dilations", 2, (int64_t[]){1, 2});
+    tu_attr_ints(g, n, "pads", 4, (int64_t[]){1, 2, 0, 1});
+    tu_attr_ints(g, n, "kernel_shape", 2, (int64_t[]){3, 3});
+    check(g, n, 1, xv, xd, "y = F.conv2d(F.pad(x0, (2, 1, 1, 0)), w0, w1, stride=(2, 1), dilation=(1, 2), groups=2)");
+}
+
+Test(vjp, conv_depthwise_and_same_upper)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1];
+    int64_t xs[4] = {1, 3, 7, 6}, ws[4] = {3, 1, 3, 3};
+    qr_value *xv[1] = {var(g, 0, 4, xs, &xd[0], 0)}, *in[2] = {xv[0], cst(g, 0, 4, ws, 0.7f, 0)};
+    qr_node *n = tu_node(g, "Conv", "c", 2, in, 1);
+    tu_attr_int(g, n, "group", 3);
+    tu_attr_ints(g, n, "strides", 2, (int64_t[]){2, 2});
+    qr_node_add_attr_s(g, n, "auto_pad", "SAME_UPPER");
+    /* SAME_UPPER, stride 2: out ceil(7/2) = 4, ceil(6/2) = 3; pads (total 2, 1): begin 1, 0 */
+    check(g, n, 1, xv, xd, "y = F.conv2d(F.pad(x0, (0, 1, 1, 1)), w0, None, stride=2, groups=3)");
+}
+
+Test(vjp, conv_pointwise_many_channels)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1];
+    int64_t xs[4] = {2, 24, 5, 5}, ws[4] = {40, 24, 1, 1};
+    qr_value *xv[1] = {var(g, 0, 4, xs, &xd[0], 0)}, *in[2] = {xv[0], cst(g, 0, 4, ws, 0.3f, 0)};
+    qr_node *n = tu_node(g, "Conv", "c", 2, in, 1);
+    check(g, n, 1, xv, xd, "y = F.conv2d(x0, w0)");
+}
+
+Test(vjp, maxpool_ceil_mode_pads_strides)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1];
+    int64_t xs[4] = {2, 3, 8, 7};
+    qr_value *xv[1] = {var(g, 0, 4, xs, &xd[0], 0)};
+    qr_node *n = tu_node(g, "MaxPool", "p", 1, xv, 1);
+    tu_attr_ints(g, n, "kernel_shape", 2, (int64_t[]){3, 3});
+    tu_attr_ints(g, n, "strides", 2, (int64_t[]){2, 2});
+    tu_attr_ints(g, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tu_attr_int(g, n, "ceil_mode", 1);
+    check(g, n, 1, xv, xd, "y = F.max_pool2d(x0, 3, 2, 1, ceil_mode=True)");
+}
+
+Test(vjp, averagepool_excluding_pads)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1];
+    int64_t xs[4] = {1, 2, 7, 7};
+    qr_value *xv[1] = {var(g, 0, 4, xs, &xd[0], 0)};
+    qr_node *n = tu_node(g, "AveragePool", "p", 1, xv, 1);
+    tu_attr_ints(g, n, "kernel_shape", 2, (int64_t[]){3, 2});
+    tu_attr_ints(g, n, "strides", 2, (int64_t[]){2, 2});
+    tu_attr_ints(g, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    check(g, n, 1, xv, xd, "y = F.avg_pool2d(x0, (3, 2), 2, 1, count_include_pad=False)");
+}
+
+Test(vjp, gemm_trans_b_alpha_and_both_operands)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[2];
+    int64_t as[2] = {5, 3}, bs[2] = {4, 5}, cs[1] = {4};
+    qr_value *xv[2] = {var(g, 0, 2, as, &xd[0], 0), var(g, 1, 2, bs, &xd[1], 0)};
+    qr_value *in[3] = {xv[0], xv[1], cst(g, 0, 1, cs, 1, 0)};
+    qr_node *n = tu_node(g, "Gemm", "m", 3, in, 1);
+    tu_attr_int(g, n, "transA", 1);
+    tu_attr_int(g, n, "transB", 1);
+    tu_attr_float(g, n, "alpha", 0.5f);
+    check(g, n, 2, xv, xd, "y = 0.5 * x0.t() @ x1.t() + w0");
+}
+
+Test(vjp, matmul_broadcast_batch)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[2];
+    int64_t as[3] = {2, 3, 4}, bs[2] = {4, 5};
+    qr_value *xv[2] = {var(g, 0, 3, as, &xd[0], 0), var(g, 1, 2, bs, &xd[1], 0)};
+    qr_node *n = tu_node(g, "MatMul", "m", 2, xv, 1);
+    check(g, n, 2, xv, xd, "y = x0 @ x1");
+}
+
+static void binary(const char *op, const char *py, float shift1)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[2];
+    int64_t as[3] = {2, 3, 4}, bs[2] = {3, 1};
+    qr_value *xv[2] = {var(g, 0, 3, as, &xd[0], op[0] == 'P' ? 1.5f : 0), var(g, 1, 2, bs, &xd[1], shift1)};
+    qr_node *n = tu_node(g, op, "b", 2, xv, 1);
+    check(g, n, 2, xv, xd, py);
+}
+
+Test(vjp, add_broadcast) { binary("Add", "y = x0 + x1", 0); }
+Test(vjp, sub_broadcast) { binary("Sub", "y = x0 - x1", 0); }
+Test(vjp, mul_broadcast) { binary("Mul", "y = x0 * x1", 0); }
+Test(vjp, div_broadcast) { binary("Div", "y = x0 / x1", 2.0f); }
+Test(vjp, max_broadcast) { binary("Max", "y = torch.maximum(x0, x1)", 0); }
+Test(vjp, pow_broadcast) { binary("Pow", "y = torch.pow(x0, x1)", 0); }
+
+static void unary(const char *op, const char *py, void (*attrs)(qr_graph *, qr_node *))
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1];
+    int64_t xs[4] = {2, 3, 4, 5};
+    qr_value *xv[1] = {var(g, 0, 4, xs, &xd[0], 0)};
+    for (int64_t i = 0; i < 120; i++)
+        xd[0][i] *= 4; /* past HardSigmoid's and HardSwish's bends */
+    qr_tensor t = {.dtype = QR_F32, .ndim = 4, .dims = {2, 3, 4, 5}, .data = xd[0]};
+    save("x0", &t);
+    qr_node *n = tu_node(g, op, "u", 1, xv, 1);
+    if (attrs)
+        attrs(g, n);
+    check(g, n, 1, xv, xd, py);
+}
+
+static void leaky(qr_graph *g, qr_node *n) { tu_attr_float(g, n, "alpha", 0.2f); }
+static void hsig(qr_graph *g, qr_node *n) { tu_attr_float(g, n, "alpha", 0.3f), tu_attr_float(g, n, "beta", 0.4f); }
+static void axis1(qr_graph *g, qr_node *n) { tu_attr_int(g, n, "axis", 1); }
+static void perm(qr_graph *g, qr_node *n) { tu_attr_ints(g, n, "perm", 4, (int64_t[]){0, 2, 3, 1}); }
+
+Test(vjp, relu) { unary("Relu", "y = F.relu(x0)", NULL); }
+Test(vjp, leaky_relu) { unary("LeakyRelu", "y = F.leaky_relu(x0, 0.2)", leaky); }
+Test(vjp, hard_sigmoid) { unary("HardSigmoid", "y = torch.clamp(0.3 * x0 + 0.4, 0, 1)", hsig); }
+Test(vjp, hard_swish) { unary("HardSwish", "y = F.hardswish(x0)", NULL); }
+Test(vjp, sigmoid) { unary("Sigmoid", "y = torch.sigmoid(x0)", NULL); }
+Test(vjp, global_average_pool) { unary("GlobalAveragePool", "y = x0.mean(dim=(2, 3), keepdim=True)", NULL); }
+Test(vjp, softmax_axis_1) { unary("Softmax", "y = torch.softmax(x0, 1)", axis1); }
+Test(vjp, transpose) { unary("Transpose", "y = x0.permute(0, 2, 3, 1)", perm); }
+Test(vjp, flatten_axis_1) { unary("Flatten", "y = x0.reshape(2, -1)", axis1); }
+
+Test(vjp, clip_bounds)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1], lo = -0.5f, hi = 0.7f;
+    int64_t xs[2] = {6, 7};
+    qr_value *xv[1] = {var(g, 0, 2, xs, &xd[0], 0)};
+    qr_value *in[3] = {xv[0], tu_const_f32(g, "lo", 0, NULL, &lo), tu_const_f32(g, "hi", 0, NULL, &hi)};
+    qr_node *n = tu_node(g, "Clip", "c", 3, in, 1);
+    check(g, n, 1, xv, xd, "y = torch.clamp(x0, -0.5, 0.7)");
+}
+
+Test(vjp, reduce_mean_axes)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1];
+    int64_t xs[4] = {2, 3, 4, 5};
+    qr_value *xv[1] = {var(g, 0, 4, xs, &xd[0], 0)};
+    qr_value *in[2] = {xv[0], ints(g, "axes", 2, (int64_t[]){1, -1})};
+    qr_node *n = tu_node(g, "ReduceMean", "r", 2, in, 1);
+    n->opset = 18;
+    tu_attr_int(g, n, "keepdims", 0);
+    check(g, n, 1, xv, xd, "y = x0.mean(dim=(1, 3))");
+}
+
+Test(vjp, concat_two_variables)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[2];
+    int64_t as[4] = {2, 3, 4, 2}, bs[4] = {2, 2, 4, 2};
+    qr_value *xv[2] = {var(g, 0, 4, as, &xd[0], 0), var(g, 1, 4, bs, &xd[1], 0)};
+    qr_node *n = tu_node(g, "Concat", "c", 2, xv, 1);
+    tu_attr_int(g, n, "axis", 1);
+    check(g, n, 2, xv, xd, "y = torch.cat([x0, x1], 1)");
+}
+
+Test(vjp, slice_steps_and_negative_starts)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1];
+    int64_t xs[3] = {3, 10, 6};
+    qr_value *xv[1] = {var(g, 0, 3, xs, &xd[0], 0)};
+    qr_value *in[5] = {xv[0], ints(g, "s", 2, (int64_t[]){-9, 5}), ints(g, "e", 2, (int64_t[]){9, 0}),
+                       ints(g, "a", 2, (int64_t[]){1, 2}), ints(g, "st", 2, (int64_t[]){3, -2})};
+    qr_node *n = tu_node(g, "Slice", "s", 5, in, 1);
+    check(g, n, 1, xv, xd, "y = x0[:, 1:9:3, :][:, :, torch.arange(5, 0, -2)]");
+}
+
+Test(vjp, pad_constant)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1];
+    int64_t xs[4] = {1, 2, 3, 4};
+    qr_value *xv[1] = {var(g, 0, 4, xs, &xd[0], 0)};
+    qr_value *in[2] = {xv[0], ints(g, "p", 8, (int64_t[]){0, 1, 2, 0, 0, 2, 0, 3})};
+    qr_node *n = tu_node(g, "Pad", "p", 2, in, 1);
+    check(g, n, 1, xv, xd, "y = F.pad(x0, (0, 3, 2, 0, 1, 2, 0, 0))");
+}
+
+Test(vjp, batch_normalization_inference)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1];
+    int64_t xs[4] = {2, 3, 4, 4}, cs[1] = {3};
+    qr_value *xv[1] = {var(g, 0, 4, xs, &xd[0], 0)};
+    qr_value *in[5] = {xv[0], cst(g, 0, 1, cs, 1, 0), cst(g, 1, 1, cs, 1, 0), cst(g, 2, 1, cs, 1, 0),
+                       cst(g, 3, 1, cs, 0.4f, 0.6f)};
+    qr_node *n = tu_node(g, "BatchNormalization", "bn", 5, in, 1);
+    tu_attr_float(g, n, "epsilon", 0.01f);
+    check(g, n, 1, xv, xd, "y = F.batch_norm(x0, w2, w3, w0, w1, False, 0.0, 0.01)");
+}
