@@ -2638,7 +2638,7 @@ static void grad_keep(void *user, const qr_node *n, const qr_value *v, qr_tensor
 }
 
 /* The QDQ run's observer: at a ranked layer's value, its error from f32 inputs (its weights and its
- * rounding: what quantizing it alone adds there); every value of the model then replaced by its f32
+ * rounding: what quantizing it alone adds there); every quantized value then replaced by its f32
  * value, so that each layer's inputs are f32 (as the local measurement's OWN runs). */
 static void grad_local(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
 {
@@ -2660,8 +2660,9 @@ static void grad_local(void *user, const qr_node *n, const qr_value *v, qr_tenso
     int64_t cnt = qr_tensor_numel(t);
     const float *x = a->data;
     float *y = t->data;
-    if (gb->ridx[v->id] >= 0 && active(q, v->id) && !gb->err[v->id] &&
-        (gb->err[v->id] = malloc(sizeof(float) * (size_t)(cnt + 1))))
+    if (!active(q, v->id))
+        return; /* inside a layer (a Conv's output before its Relu): its weights' error reaches the layer's value */
+    if (gb->ridx[v->id] >= 0 && !gb->err[v->id] && (gb->err[v->id] = malloc(sizeof(float) * (size_t)(cnt + 1))))
         for (int64_t i = 0; i < cnt; i++)
             gb->err[v->id][i] = y[i] - x[i];
     memcpy(y, x, qr_tensor_nbytes(t));

@@ -10,10 +10,14 @@ scale = max|w| / 127.5, computed here). numpy computes, for each of x, a and y:
          W = O - R, h = (L - O) / R_in, g = (E - L) / (E_in - R_in) (h where E_in ~ R_in);
          effect = S_y / (W F + R H), F and H the gains carried to y.
 
+nonlin.onnx (make): x [8, 3, 6, 6] -> Conv 3x3 pads 1 -> p -> Relu -> r -> Conv 3x3 stride 2 -> s
+-> Sigmoid -> z -> Conv 1x1 -> y, weights and inputs of both signs (rank = grad's first order against
+rank = effect's exact runs).
+
 two.onnx (make): x -> Conv (two nearly equal channels) -> a -> Conv (their difference) -> b, both
 outputs: pooled, a's energy hides b's error.
 
-Usage: gain_oracle.py make DIR                 chain.onnx, chain_x.npy, two.onnx, two_x.npy
+Usage: gain_oracle.py make DIR                 chain.onnx, chain_x.npy, two.onnx, two_x.npy, nonlin.onnx, nonlin_x.npy
        gain_oracle.py check DIR QPARAMS REPORT  prints one line per layer: name exact gain reported"""
 import json
 import sys
@@ -48,6 +52,19 @@ def make(d):
                       h.make_tensor_value_info("b", T.FLOAT, [None, 1, 4, 4])],
                      [numpy_helper.from_array(wa, "wa"), numpy_helper.from_array(wb, "wb")])
     onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), f"{d}/two.onnx")
+    # nonlin.onnx: a chain through Relu and Sigmoid, for rank = grad against rank = effect
+    c1 = (r.standard_normal((6, 3, 3, 3)) * 0.4).astype(np.float32)
+    c2 = (r.standard_normal((5, 6, 3, 3)) * 0.3).astype(np.float32)
+    c3 = (r.standard_normal((3, 5, 1, 1)) * 0.8).astype(np.float32)
+    g = h.make_graph([h.make_node("Conv", ["x", "c1"], ["p"], pads=[1, 1, 1, 1]), h.make_node("Relu", ["p"], ["r"]),
+                      h.make_node("Conv", ["r", "c2"], ["s"], strides=[2, 2]), h.make_node("Sigmoid", ["s"], ["z"]),
+                      h.make_node("Conv", ["z", "c3"], ["y"])], "nonlin",
+                     [h.make_tensor_value_info("x", T.FLOAT, [None, 3, 6, 6])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [None, 3, 2, 2])],
+                     [numpy_helper.from_array(c1, "c1"), numpy_helper.from_array(c2, "c2"),
+                      numpy_helper.from_array(c3, "c3")])
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), f"{d}/nonlin.onnx")
+    np.save(f"{d}/nonlin_x.npy", (r.standard_normal((8, 3, 6, 6)) * 1.5).astype(np.float32))
     np.save(f"{d}/two_x.npy", (r.standard_normal((32, 3, 4, 4)) * 2).astype(np.float32))
 
 

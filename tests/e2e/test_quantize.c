@@ -691,6 +691,11 @@ Test(quantize, rank_probe_pairs_reverts_what_effect_does)
     reverts_by_effect("probe_pairs");
 }
 
+Test(quantize, rank_grad_reverts_what_effect_does)
+{
+    reverts_by_effect("grad");
+}
+
 /* order = per_mac gives back the layers with the most output error per integer MAC first. In
  * permac.onnx a (590k MACs a sample) adds as much rounding error as b and c (4k each) together:
  * worst effect first, a falls back and 1.4% of the MACs stay on the integers; per MAC, b and c do and
@@ -2827,4 +2832,92 @@ Test(quantize, l2_checked_judges_on_the_samples_each_batch_holds, .timeout = 300
             cr_assert_eq(tu_run(cmd, &log), 0, "%s, %s: %s", cases[c], runs[r], log);
             free(log);
         }
+}
+
+/* rank = grad's estimate of each layer's effect on the linear chain of tests/e2e/gain_oracle.py,
+ * where the first order is exact: numpy's output SQNR with each layer alone quantized is |J r|^2,
+ * which the backward passes' estimate E_u <J^T u, r>^2 reaches as the directions grow (with 4,
+ * within the estimator's noise: its relative sd is about sqrt(2 / (K x samples))). */
+static void grad_chain(int dirs, double tol, double *err)
+{
+    char cmd[4096], recipe[700], lines[200], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/gain_oracle.py' make '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(recipe, sizeof recipe, "%s/c_grad%d.qrl", dir, dirs);
+    snprintf(lines, sizeof lines, "  fallback = f32 when output_sqnr < 99\n  rank = grad\n  grad_directions = %d\n", dirs);
+    write_recipe(recipe, lines);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s quantize %s/chain.onnx --recipe %s --calib %s/chain_x.npy -o %s/cq.onnx "
+             "--qparams %s/cq.json --report %s/crep.json && /usr/bin/python3 tests/e2e/gain_oracle.py check %s "
+             "%s/cq.json %s/crep.json",
+             tu_root(), tu_qrl(), dir, recipe, dir, dir, dir, dir, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    const char *names = "xay";
+    *err = 0;
+    for (int i = 0; i < 3; i++) {
+        char want[8];
+        double exact, gain, got;
+        snprintf(want, sizeof want, "\n%c ", names[i]);
+        const char *at = strstr(log, want);
+        cr_assert(at && sscanf(at + 3, "%lf %lf %lf", &exact, &gain, &got) == 3, "%s", log);
+        cr_assert_float_eq(got, exact, tol, "%d directions, layer %c: %.4f dB, numpy %.4f dB\n%s", dirs, names[i],
+                           got, exact, log);
+        *err += fabs(got - exact);
+    }
+    free(log);
+}
+
+Test(quantize, rank_grad_converges_to_numpys_exact_effects)
+{
+    double e4, e256;
+    grad_chain(4, 2.0, &e4);
+    grad_chain(256, 0.25, &e256);
+    cr_assert(e256 < e4, "256 directions %.3f dB off in all, 4 directions %.3f", e256, e4);
+}
+
+/* On a chain through Relu and Sigmoid (gain_oracle.py's nonlin.onnx) the first order is not exact:
+ * rank = grad's effects within 1.5 dB of rank = effect's runs, the same order. */
+Test(quantize, rank_grad_near_rank_effect_on_a_nonlinear_chain)
+{
+    char cmd[4096], recipe[700], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/gain_oracle.py' make '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *ranks[2] = {"effect", "grad\n  grad_directions = 64"};
+    for (int k = 0; k < 2; k++) {
+        char lines[200];
+        snprintf(recipe, sizeof recipe, "%s/n%d.qrl", dir, k);
+        snprintf(lines, sizeof lines, "  fallback = f32 when output_sqnr < 99\n  rank = %s\n", ranks[k]);
+        write_recipe(recipe, lines);
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize %s/nonlin.onnx --recipe %s --calib %s/nonlin_x.npy -o %s/n%d.onnx "
+                 "--report %s/n%d.json", tu_root(), tu_qrl(), dir, recipe, dir, dir, k, dir, k);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json\n"
+             "e = [{l['value']: l['effect_db'] for l in json.load(open('%s/n%d.json'))['layers']} for k in (0, 1)]\n"
+             "for v in e[0]: print(v, e[0][v], e[1][v])\"", dir, 0);
+    /* the same file twice would compare nothing: n0 (effect) and n1 (grad) */
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json\n"
+             "e = [{l['value']: l['effect_db'] for l in json.load(open('%s/n%%d.json' %% k))['layers']} for k in (0, 1)]\n"
+             "print(len(e[0]))\n"
+             "for v in e[0]: print(v, e[0][v], e[1][v])\"", dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    int nl = 0;
+    cr_assert(sscanf(log, "%d", &nl) == 1 && nl == 5, "%s", log); /* x, p, r, s, z, y less what shares a scale */
+    const char *at = strchr(log, '\n');
+    double ex[8], gr[8];
+    for (int i = 0; i < nl && at; i++) {
+        char name[64];
+        cr_assert(sscanf(at + 1, "%63s %lf %lf", name, &ex[i], &gr[i]) == 3, "%s", log);
+        cr_assert_float_eq(gr[i], ex[i], 1.5, "layer %s: grad %.3f dB, effect %.3f dB\n%s", name, gr[i], ex[i], log);
+        at = strchr(at + 1, '\n');
+    }
+    for (int i = 0; i < nl; i++)
+        for (int j = 0; j < nl; j++)
+            cr_assert(!(ex[i] + 1.0 < ex[j] && gr[i] > gr[j]), "grad orders layers %d and %d otherwise\n%s", i, j, log);
+    free(log);
 }
