@@ -2679,9 +2679,15 @@ static void grad_visit(void *user, int id, const qr_tensor *adj)
         return;
     int64_t cnt = qr_tensor_numel(adj), ns = adj->ndim > 0 && adj->dims[0] == gb->b ? gb->b : 1, per = cnt / ns;
     for (int64_t s = 0; s < ns; s++) {
-        double d = 0;
-        for (int64_t i = s * per; i < (s + 1) * per; i++)
+        double d = 0, lane[8] = {0}; /* in lanes: vectors */
+        int64_t i = s * per, end = (s + 1) * per;
+        for (; i + 8 <= end; i += 8)
+            for (int l = 0; l < 8; l++)
+                lane[l] += (double)g[i + l] * er[i + l];
+        for (; i < end; i++)
             d += (double)g[i] * er[i];
+        for (int l = 0; l < 8; l++)
+            d += lane[l];
         for (int j = 0; j < gb->no; j++)
             if (gb->out < 0 || j == gb->out)
                 gb->e2[(size_t)r * (size_t)gb->no + (size_t)j] += d * d / gb->dirs;

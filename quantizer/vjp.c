@@ -82,6 +82,19 @@ static qr_status binary_vjp(const qr_node *n, const qr_tensor *ta, const qr_tens
     if (!a || !b || !y)
         return qr_errorf(e, "backward of %s '%s': its inputs are not f32", n->op, n->name);
     int64_t m = qr_tensor_numel(ty);
+    float *da = ga ? ga->data : NULL, *db = gb ? gb->data : NULL;
+    if (!g)
+        return QR_OK;
+    if ((is(n, "Add") || is(n, "Sub") || is(n, "Mul")) && qr_tensor_same_shape(ta, ty) && qr_tensor_same_shape(tb, ty)) {
+        /* the common case (a residual Add, a gate's Mul) without the broadcast's offsets */
+        float sb = is(n, "Sub") ? -1.0f : 1.0f;
+        int mul = is(n, "Mul");
+        for (int64_t i = 0; da && i < m; i++)
+            da[i] += mul ? g[i] * b[i] : g[i];
+        for (int64_t i = 0; db && i < m; i++)
+            db[i] += mul ? g[i] * a[i] : sb * g[i];
+        return QR_OK;
+    }
     int64_t *oa = malloc(sizeof *oa * (size_t)(m + 1)), *ob = malloc(sizeof *ob * (size_t)(m + 1));
     if (!oa || !ob) {
         free(oa), free(ob);
@@ -89,9 +102,8 @@ static qr_status binary_vjp(const qr_node *n, const qr_tensor *ta, const qr_tens
     }
     bcast_offsets(ta, ty, oa);
     bcast_offsets(tb, ty, ob);
-    float *da = ga ? ga->data : NULL, *db = gb ? gb->data : NULL;
     int op = is(n, "Add") ? 0 : is(n, "Sub") ? 1 : is(n, "Mul") ? 2 : is(n, "Div") ? 3 : is(n, "Max") ? 4 : 5;
-    for (int64_t i = 0; g && i < m; i++) {
+    for (int64_t i = 0; i < m; i++) {
         double gi = g[i], av = a[oa[i]], bv = b[ob[i]], ka, kb;
         switch (op) {
         case 0: ka = 1, kb = 1; break;
@@ -166,6 +178,14 @@ static qr_status matmul_f32(const float *a, int64_t a_rs, int64_t a_cs, const fl
     return QR_OK;
 }
 
+/* The output columns [*lo, *hi) whose tap at column offset off (j * dw - pw) reads inside [0, W):
+ * ow * sw + off in [0, W). */
+static void tap_range(int64_t off, int64_t sw, int64_t W, int64_t Wo, int64_t *lo, int64_t *hi)
+{
+    int64_t a = off >= 0 ? 0 : (-off + sw - 1) / sw, b = W - off <= 0 ? 0 : (W - off + sw - 1) / sw;
+    *lo = a, *hi = b < Wo ? b : Wo;
+}
+
 /* Conv's input adjoint: the transposed convolution of dy with the same weights, group, strides,
  * pads and dilations (per group, col = W^T dy, each column added back where its window read). */
 static qr_status conv_vjp(const qr_node *n, const qr_tensor *x, const qr_tensor *w, const qr_tensor *y,
@@ -187,15 +207,16 @@ static qr_status conv_vjp(const qr_node *n, const qr_tensor *x, const qr_tensor 
                 for (int64_t i = 0; i < G.kh; i++)
                     for (int64_t j = 0; j < G.kw; j++) {
                         float wv = wc[i * G.kw + j];
+                        int64_t off = j * G.dw - G.pw, lo, hi;
+                        tap_range(off, G.sw, G.W, G.Wo, &lo, &hi);
                         for (int64_t oh = 0; oh < G.Ho; oh++) {
                             int64_t ih = oh * G.sh - G.ph + i * G.dh;
                             if (ih < 0 || ih >= G.H)
                                 continue;
-                            for (int64_t ow = 0; ow < G.Wo; ow++) {
-                                int64_t iw = ow * G.sw - G.pw + j * G.dw;
-                                if (iw >= 0 && iw < G.W)
-                                    o[ih * G.W + iw] += wv * gy[oh * G.Wo + ow];
-                            }
+                            int64_t base = ih * G.W + off; /* o[base + ow * sw], inside for ow in [lo, hi) */
+                            const float *grow = gy + oh * G.Wo;
+                            for (int64_t ow = lo; ow < hi; ow++)
+                                o[base + ow * G.sw] += wv * grow[ow];
                         }
                     }
             }
@@ -212,15 +233,16 @@ static qr_status conv_vjp(const qr_node *n, const qr_tensor *x, const qr_tensor 
                 int64_t c = r / kk, i = r % kk / G.kw, j = r % G.kw;
                 float *o = gx + (b * G.C + gr * Cg + c) * HW;
                 const float *cr = col + r * P;
+                int64_t off = j * G.dw - G.pw, lo, hi;
+                tap_range(off, G.sw, G.W, G.Wo, &lo, &hi);
                 for (int64_t oh = 0; oh < G.Ho; oh++) {
                     int64_t ih = oh * G.sh - G.ph + i * G.dh;
                     if (ih < 0 || ih >= G.H)
                         continue;
-                    for (int64_t ow = 0; ow < G.Wo; ow++) {
-                        int64_t iw = ow * G.sw - G.pw + j * G.dw;
-                        if (iw >= 0 && iw < G.W)
-                            o[ih * G.W + iw] += cr[oh * G.Wo + ow];
-                    }
+                    int64_t base = ih * G.W + off;
+                    const float *crow = cr + oh * G.Wo;
+                    for (int64_t ow = lo; ow < hi; ow++)
+                        o[base + ow * G.sw] += crow[ow];
                 }
             }
         }

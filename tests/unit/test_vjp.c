@@ -292,15 +292,22 @@ Test(vjp, matmul_broadcast_batch)
     check(g, n, 2, xv, xd, "y = x0 @ x1");
 }
 
-static void binary(const char *op, const char *py, float shift1)
+static void binary_shapes(const char *op, const char *py, float shift1, int nb, const int64_t *bs)
 {
     qr_graph *g = qr_graph_new();
     float *xd[2];
-    int64_t as[3] = {2, 3, 4}, bs[2] = {3, 1};
-    qr_value *xv[2] = {var(g, 0, 3, as, &xd[0], op[0] == 'P' ? 1.5f : 0), var(g, 1, 2, bs, &xd[1], shift1)};
+    int64_t as[3] = {2, 3, 4};
+    qr_value *xv[2] = {var(g, 0, 3, as, &xd[0], op[0] == 'P' ? 1.5f : 0), var(g, 1, nb, bs, &xd[1], shift1)};
     qr_node *n = tu_node(g, op, "b", 2, xv, 1);
     check(g, n, 2, xv, xd, py);
 }
+
+static void binary(const char *op, const char *py, float shift1) { binary_shapes(op, py, shift1, 2, (int64_t[]){3, 1}); }
+
+/* the same shapes (no broadcast: the residual Add's and the gate Mul's own loop) */
+Test(vjp, add_same_shape) { binary_shapes("Add", "y = x0 + x1", 0, 3, (int64_t[]){2, 3, 4}); }
+Test(vjp, sub_same_shape) { binary_shapes("Sub", "y = x0 - x1", 0, 3, (int64_t[]){2, 3, 4}); }
+Test(vjp, mul_same_shape) { binary_shapes("Mul", "y = x0 * x1", 0, 3, (int64_t[]){2, 3, 4}); }
 
 Test(vjp, add_broadcast) { binary("Add", "y = x0 + x1", 0); }
 Test(vjp, sub_broadcast) { binary("Sub", "y = x0 - x1", 0); }
