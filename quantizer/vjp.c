@@ -669,9 +669,13 @@ void qr_vjp_exact(const qr_graph *g, unsigned char *exact)
         const qr_node *n = g->nodes[i];
         if (n->dead)
             continue;
-        int outs = 1;
-        for (int k = 0; k < n->n_out; k++)
+        int outs = 1, f32 = 0;
+        for (int k = 0; k < n->n_out; k++) {
             outs &= !n->out[k] || exact[n->out[k]->id];
+            f32 |= n->out[k] && n->out[k]->t.dtype == QR_F32;
+        }
+        if (!f32)
+            continue; /* Shape, a comparison: what it reads does not change its value to first order */
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] && !n->in[j]->is_const && n->in[j]->t.dtype == QR_F32 &&
                 (!outs || !qr_vjp_input_supported(n, j)))

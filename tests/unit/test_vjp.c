@@ -417,3 +417,50 @@ Test(vjp, batch_normalization_inference)
     tu_attr_float(g, n, "epsilon", 0.01f);
     check(g, n, 1, xv, xd, "y = F.batch_norm(x0, w2, w3, w0, w1, False, 0.0, 0.01)");
 }
+
+/* Which values get an exact adjoint: through a Shape (an integer output, no first-order change) and
+ * a Relu, yes; through an op without a backward (Resize), no, nor anything that reaches the outputs
+ * only through it. */
+Test(vjp, exact_marks_what_an_op_without_backward_blocks)
+{
+    qr_graph *g = qr_graph_new();
+    int64_t xs[4] = {1, 2, 4, 4};
+    qr_value *x = tu_input(g, "x", 4, xs);
+    qr_node *r = tu_node(g, "Relu", "r", 1, &x, 1);
+    r->out[0]->t = x->t;
+    qr_node *s = tu_node(g, "Shape", "s", 1, &x, 1);
+    s->out[0]->t.dtype = QR_I64;
+    qr_node *z = tu_node(g, "Relu", "z", 1, &r->out[0], 1);
+    z->out[0]->t = x->t;
+    qr_node *rs = tu_node(g, "Resize", "rs", 1, &z->out[0], 1);
+    rs->out[0]->t = x->t;
+    qr_value *both[2] = {r->out[0], rs->out[0]};
+    qr_node *a = tu_node(g, "Add", "a", 2, both, 1);
+    a->out[0]->t = x->t;
+    tu_output(g, a->out[0]);
+    tu_output(g, s->out[0]);
+    unsigned char ex[16];
+    qr_vjp_exact(g, ex);
+    cr_assert(ex[a->out[0]->id] && ex[rs->out[0]->id], "the outputs and Resize's output are exact");
+    cr_assert(!ex[z->out[0]->id], "Resize's input reaches the output only through it");
+    cr_assert(!ex[r->out[0]->id], "r reaches the output through z and Resize too");
+    cr_assert(!ex[x->id], "x reaches it through r");
+    qr_graph_free(g);
+}
+
+Test(vjp, exact_through_shape_and_relu)
+{
+    qr_graph *g = qr_graph_new();
+    int64_t xs[2] = {3, 4};
+    qr_value *x = tu_input(g, "x", 2, xs);
+    qr_node *s = tu_node(g, "Shape", "s", 1, &x, 1);
+    s->out[0]->t.dtype = QR_I64;
+    qr_node *r = tu_node(g, "Relu", "r", 1, &x, 1);
+    r->out[0]->t = x->t;
+    tu_output(g, r->out[0]);
+    tu_output(g, s->out[0]);
+    unsigned char ex[8];
+    qr_vjp_exact(g, ex);
+    cr_assert(ex[x->id], "x reaches the f32 output through Relu alone (Shape changes nothing to first order)");
+    qr_graph_free(g);
+}
