@@ -2615,9 +2615,9 @@ typedef struct grad_batch {
     float **err;         /* by value id: the ranked layer's own error there (its QDQ value from f32 inputs, less f32) */
     const int *ridx;     /* by value id: its ranked index, or -1 */
     const qr_tensor *in; /* the batch's model inputs */
-    int64_t b;           /* samples in the batch */
+    int64_t b, from, n;  /* samples in the batch, its first's index, all the effect samples */
     int no, out, dirs;   /* outputs; the output this pass's direction is at (-1: all, pooled); directions */
-    double *e2;          /* [ranked][output]: the estimated error energy, summed over samples and averaged over directions */
+    double *e2;          /* [ranked][output][sample]: the estimated error energy, averaged over directions */
 } grad_batch;
 
 /* The f32 run's observer: every value kept for the backward passes. */
@@ -2690,7 +2690,8 @@ static void grad_visit(void *user, int id, const qr_tensor *adj)
             d += lane[l];
         for (int j = 0; j < gb->no; j++)
             if (gb->out < 0 || j == gb->out)
-                gb->e2[(size_t)r * (size_t)gb->no + (size_t)j] += d * d / gb->dirs;
+                gb->e2[((size_t)r * (size_t)gb->no + (size_t)j) * (size_t)gb->n + (size_t)(gb->from + s)] +=
+                    d * d / gb->dirs;
     }
 }
 
@@ -2734,10 +2735,13 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
     qr_tensor *adj = calloc(nv, sizeof *adj), *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
     qr_tensor *out = calloc((size_t)no + 1, sizeof *out);
     unsigned char *exact = malloc(nv), *was = malloc((size_t)q->nslots + 1);
-    double *x2 = calloc((size_t)no + 1, sizeof *x2);
-    gb.e2 = calloc((size_t)nr * (size_t)no + 1, sizeof *gb.e2);
+    gb.n = o.n;
+    double *x2 = calloc((size_t)no * (size_t)o.n + 1, sizeof *x2), *xs = calloc((size_t)o.n + 1, sizeof *xs);
+    double *es = calloc((size_t)o.n + 1, sizeof *es);
+    gb.e2 = calloc((size_t)nr * (size_t)no * (size_t)o.n + 1, sizeof *gb.e2);
     gb.ridx = ridx;
-    if (!gb.val || !gb.own || !gb.err || !ridx || !sub || !adj || !in || !out || !exact || !was || !x2 || !gb.e2)
+    if (!gb.val || !gb.own || !gb.err || !ridx || !sub || !adj || !in || !out || !exact || !was || !x2 || !xs ||
+        !es || !gb.e2)
         st = qr_errorf(q->e, "out of memory");
     qr_quantized one = {0};
     qr_exec *fx = NULL, *qx = NULL;
@@ -2760,7 +2764,7 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
     for (int k = 0; st == QR_OK && k < o.nbatches; k++) {
         int64_t from = k * o.batch, b = o.n - from < o.batch ? o.n - from : o.batch;
         qr_plan_slice_inputs(calib, g->n_inputs, from, b, in);
-        gb.in = in, gb.b = b;
+        gb.in = in, gb.b = b, gb.from = from;
         for (int i = 0; i < g->n_inputs; i++)
             gb.val[g->inputs[i]->id] = in[i];
         for (int v = 0; v < g->n_values; v++)
@@ -2768,10 +2772,11 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
                 gb.val[v] = g->values[v]->t;
         if ((st = qr_exec_run(fx, in, out, q->e)) != QR_OK)
             break;
-        for (int j = 0; j < no; j++) {
+        for (int j = 0; j < no; j++) { /* each output's energy, sample by sample */
             const float *a = out[j].dtype == QR_F32 ? out[j].data : NULL;
-            for (int64_t i = 0; a && i < qr_tensor_numel(&out[j]); i++)
-                x2[j] += isfinite(a[i]) ? (double)a[i] * a[i] : 0;
+            int64_t cnt = qr_tensor_numel(&out[j]), ns = out[j].ndim > 0 && out[j].dims[0] == b ? b : 1;
+            for (int64_t i = 0; a && i < cnt; i++)
+                x2[(size_t)j * (size_t)o.n + (size_t)(from + i / (cnt / ns))] += isfinite(a[i]) ? (double)a[i] * a[i] : 0;
             qr_tensor_free(&out[j]);
         }
         if ((st = qr_exec_run(qx, in, out, q->e)) != QR_OK)
@@ -2820,15 +2825,38 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
     }
     for (int i = 0; was && i < q->nslots; i++)
         q->slots[i].fallback = was[i];
+    /* each layer's figure as rank = effect's runs judge theirs: the recipe's samples = F over the
+     * samples' energies (else pooled), per output (the worst) or over the outputs together, so that
+     * estimates and exact effects rank on one scale */
     for (int r = 0; st == QR_OK && r < nr; r++) {
-        double sx = 0, se = 0, low = INFINITY;
-        for (int j = 0; j < no; j++) {
-            double e2 = gb.e2[(size_t)r * (size_t)no + (size_t)j];
-            sx += x2[j], se += e2;
-            if (e2 > 0)
-                low = fmin(low, 10.0 * log10(x2[j] / e2));
+        double low = INFINITY, all = INFINITY;
+        for (int j = -1; st == QR_OK && j < no; j++) {
+            double sx = 0, se = 0, db;
+            for (int64_t i = 0; i < o.n; i++) {
+                xs[i] = es[i] = 0;
+                for (int jj = j < 0 ? 0 : j; jj < (j < 0 ? no : j + 1); jj++)
+                    xs[i] += x2[(size_t)jj * (size_t)o.n + (size_t)i],
+                    es[i] += gb.e2[((size_t)r * (size_t)no + (size_t)jj) * (size_t)o.n + (size_t)i];
+                sx += xs[i], se += es[i];
+            }
+            if (se <= 0)
+                db = INFINITY;
+            else if (q->samples_fn) {
+                double (*fn)(qrl_rt *, qrl_array *, qrl_array *) =
+                    (double (*)(qrl_rt *, qrl_array *, qrl_array *))q->samples_fn->fn;
+                qrl_array a = {xs, o.n}, b = {es, o.n};
+                qrl_rt rt;
+                qr_rt_init(&rt);
+                db = fn(&rt, &a, &b);
+                st = qr_rt_status(&rt, q->e);
+            } else
+                db = 10.0 * log10(sx / se);
+            if (j < 0)
+                all = db;
+            else
+                low = fmin(low, db);
         }
-        rk[r].effect = worst ? low : se > 0 ? 10.0 * log10(sx / se) : INFINITY;
+        rk[r].effect = worst ? low : all;
         if (!exact[q->slots[rk[r].slot].value])
             sub[nexact++] = r;
     }
@@ -2865,7 +2893,7 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
     for (size_t v = 0; gb.err && v < nv; v++)
         free(gb.err[v]);
     free(gb.val), free(gb.own), free(gb.err), free(ridx), free(sub), free(adj), free(in), free(out), free(exact);
-    free(was), free(x2), free(gb.e2);
+    free(was), free(x2), free(xs), free(es), free(gb.e2);
     if (own)
         outref_free(&o);
     return st;
