@@ -16,6 +16,10 @@ static const float *fdata(const qr_tensor *t) { return t && t->data && t->dtype 
 
 static int is(const qr_node *n, const char *op) { return !strcmp(n->op, op); }
 
+/* f32, or of a type import could not tell (a value after a ConvTranspose in a dynamic model): what
+ * the run will show, so the marking assumes it may carry an adjoint */
+static int maybe_f32(const qr_value *v) { return v->t.dtype == QR_F32 || v->t.dtype == QR_UNDEF; }
+
 /* The ops whose inputs' adjoints flow (input 0 unless the op says otherwise). */
 int qr_vjp_input_supported(const qr_node *n, int j)
 {
@@ -28,7 +32,7 @@ int qr_vjp_input_supported(const qr_node *n, int j)
         return 0;
     if (n->domain && n->domain[0])
         return 0;
-    if (j < 0 || j >= n->n_in || !n->in[j] || n->in[j]->t.dtype != QR_F32)
+    if (j < 0 || j >= n->n_in || !n->in[j] || !maybe_f32(n->in[j]))
         return 0;
     for (int i = 0; unary[i]; i++)
         if (is(n, unary[i]))
@@ -672,12 +676,12 @@ void qr_vjp_exact(const qr_graph *g, unsigned char *exact)
         int outs = 1, f32 = 0;
         for (int k = 0; k < n->n_out; k++) {
             outs &= !n->out[k] || exact[n->out[k]->id];
-            f32 |= n->out[k] && n->out[k]->t.dtype == QR_F32;
+            f32 |= n->out[k] && maybe_f32(n->out[k]);
         }
         if (!f32)
             continue; /* Shape, a comparison: what it reads does not change its value to first order */
         for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] && !n->in[j]->is_const && n->in[j]->t.dtype == QR_F32 &&
+            if (n->in[j] && !n->in[j]->is_const && maybe_f32(n->in[j]) &&
                 (!outs || !qr_vjp_input_supported(n, j)))
                 exact[n->in[j]->id] = 0;
     }
@@ -717,7 +721,7 @@ qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *ad
             const qr_value *u = n->in[j];
             in[j] = u ? &val[u->id] : NULL;
             gin[j] = NULL;
-            if (u && !u->is_const && u->t.dtype == QR_F32 && val[u->id].data && val[u->id].dtype == QR_F32 &&
+            if (u && !u->is_const && maybe_f32(u) && val[u->id].data && val[u->id].dtype == QR_F32 &&
                 qr_vjp_input_supported(n, j)) {
                 if (!adj[u->id].data)
                     st = zeros_like(&val[u->id], &adj[u->id], e);
