@@ -1597,6 +1597,24 @@ void chk_recipe(ctx *c, qc_sym *s)
     else if (cs && !setting[QR_SET_FALLBACK])
         chk_err(c, cs->a, "calibrate_samples judges the fallback's tries on the calibration samples; this recipe has "
                           "no fallback: fallback = f32 when output_sqnr < 25");
+    /* fallback_activation = ...: the ranges the fallback searches with, the recipe's own activation
+     * line shipping only where that search keeps every layer on the integers (so the same type:
+     * the two runs quantize the same tensors); fallback_calibrate: how its calibrator observes */
+    const ql_node *fa = setting[QR_SET_FALLBACK_ACTIVATION], *fcal = setting[QR_SET_FALLBACK_CALIBRATE];
+    const ql_node *fat = fa && fa->a->kind == QL_QSPEC ? fa->a->a : NULL;
+    const char *an = NULL, *fan = NULL;
+    if (fa && !setting[QR_SET_FALLBACK])
+        chk_err(c, fa->a, "fallback_activation gives the ranges the fallback searches with; this recipe has no "
+                          "fallback: fallback = f32 when output_sqnr < 25");
+    else if (fa && weight_only)
+        chk_err(c, fa->a, "fallback_activation calibrates integer activations; this recipe is weight-only "
+                          "(activation = f32)");
+    else if (fat && at && qtype_bits(fat, &fan) && qtype_bits(at, &an) && strcmp(fan, an))
+        chk_err(c, fat, "fallback_activation is %s, activation %s: the two runs quantize the same tensors with "
+                        "the same type, only their ranges differ", fan, an);
+    if (fcal && !fa)
+        chk_err(c, fcal->a, "fallback_calibrate says what fallback_activation's calibrator observes; this recipe "
+                            "has no fallback_activation (calibrate says it for activation's)");
     /* fallback = u16 then f32 when ...: widens 8-bit activations; the 16-bit layers are ordered for
      * f32 by their effect measured at 16 bits, which rank = gain's estimate does not give */
     const ql_node *fb = setting[QR_SET_FALLBACK], *rank = setting[QR_SET_RANK];

@@ -3199,6 +3199,11 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
     return st;
 }
 
+static qr_status quantize_recipe(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, const qr_recipe *r,
+                                 qr_quantized **out, qr_error *e, const qr_graph *ref);
+static qr_status quantize_two_ranges(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o,
+                                     const qr_recipe *r, qr_quantized **out, qr_error *e, const qr_graph *ref);
+
 static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
                           qr_error *e, int transformed, const qr_graph *ref)
 {
@@ -3246,6 +3251,16 @@ static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_qu
                             "layer's inputs): only weight-only recipes (activation = f32) can use it", q.r->name, wc->name);
     if (!transformed && !o->from_file && qr_recipe_setting(q.r, QR_SET_TRANSFORM))
         return quantize_transformed(g, q.r, calib, o, out, e);
+    if (!o->from_file && q.r->fallback && qr_recipe_setting(q.r, QR_SET_FALLBACK_ACTIVATION))
+        return quantize_two_ranges(g, calib, o, q.r, out, e, ref);
+    return quantize_recipe(g, calib, o, q.r, out, e, ref);
+}
+
+/* Without fallback_activation: q.r's quantize, once the transforms are applied. */
+static qr_status quantize_recipe(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, const qr_recipe *r,
+                                 qr_quantized **out, qr_error *e, const qr_graph *ref)
+{
+    qr_qctx q = {.g = g, .ref = ref, .m = o->module, .o = o, .e = e, .r = r};
     qr_quantized *res = calloc(1, sizeof *res);
     if (res)
         res->top1_fp32 = res->top1_int8 = NAN;
@@ -3291,6 +3306,97 @@ static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_qu
         return QR_ERR;
     }
     *out = res;
+    return QR_OK;
+}
+
+/* One of a fallback_activation recipe's two runs (which 0: the fallback's, its activation and
+ * calibrate lines replaced by fallback_activation and fallback_calibrate; 1: the recipe's own),
+ * both without those two lines; out's settings are its own (free them), the rest r's. */
+static qr_status ranges_recipe(const qr_recipe *r, int which, qr_recipe *out, qr_error *e)
+{
+    const qr_setting *fa = qr_recipe_setting(r, QR_SET_FALLBACK_ACTIVATION);
+    const qr_setting *fc = qr_recipe_setting(r, QR_SET_FALLBACK_CALIBRATE);
+    *out = *r;
+    if (!(out->settings = calloc((size_t)r->nsettings + 1, sizeof *out->settings)))
+        return qr_errorf(e, "out of memory");
+    int n = 0;
+    for (int i = 0; i < r->nsettings; i++) {
+        qr_setting s = r->settings[i];
+        if (!s.ntargets && (s.id == QR_SET_FALLBACK_ACTIVATION || s.id == QR_SET_FALLBACK_CALIBRATE))
+            continue;
+        if (which == 0 && !s.ntargets && s.id == QR_SET_ACTIVATION)
+            s = *fa, s.id = QR_SET_ACTIVATION;
+        else if (which == 0 && fc && !s.ntargets && s.id == QR_SET_CALIBRATE)
+            continue; /* fallback_calibrate's, below */
+        out->settings[n++] = s;
+    }
+    if (which == 0 && fc) {
+        out->settings[n] = *fc;
+        out->settings[n++].id = QR_SET_CALIBRATE;
+    }
+    out->nsettings = n;
+    return QR_OK;
+}
+
+static qr_status add_note(qr_quantized *res, const char *note, qr_error *e)
+{
+    char **v = realloc(res->notes, sizeof *v * (size_t)(res->nnotes + 2));
+    if (!v || !(v[res->nnotes] = strdup(note))) {
+        if (v)
+            res->notes = v;
+        return qr_errorf(e, "out of memory");
+    }
+    res->notes = v;
+    res->nnotes++;
+    return QR_OK;
+}
+
+/* fallback_activation = ...: the fallback searches with fallback_activation's ranges (and
+ * fallback_calibrate's observations); where that leaves every layer on the integers, the model
+ * is quantized again with the recipe's own activation line, and that ships when its fallback too
+ * leaves every layer on the integers (judged as always: the recipe's condition on its samples).
+ * Which calibrator, in what order, is the recipe's: C only runs the two and keeps one. A
+ * search that keeps layers in f32 ships as it is, so a model the fallback decides for keeps the
+ * fallback's ranges and pays for one run; a model wholly on the integers pays for two. */
+static qr_status quantize_two_ranges(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o,
+                                     const qr_recipe *r, qr_quantized **out, qr_error *e, const qr_graph *ref)
+{
+    qr_recipe rr[2] = {{0}, {0}};
+    qr_quantized *res[2] = {NULL, NULL};
+    qr_status st = ranges_recipe(r, 0, &rr[0], e);
+    if (st == QR_OK)
+        st = quantize_recipe(g, calib, o, &rr[0], &res[0], e, ref);
+    /* every rank of a distributed job holds the search's decisions (qmeasure.c): they all run again */
+    int second = st == QR_OK && res[0]->fallbacks == 0 && res[0]->widened == 0;
+    if (second) {
+        spread_hold(o, calib, 1); /* the calibrating samples, which the first run's end let go */
+        if ((st = ranges_recipe(r, 1, &rr[1], e)) == QR_OK)
+            st = quantize_recipe(g, calib, o, &rr[1], &res[1], e, ref);
+    }
+    int keep = res[1] && res[1]->fallbacks == 0 && res[1]->widened == 0 ? 1 : 0;
+    char note[512];
+    const qr_setting *fa = qr_recipe_setting(r, QR_SET_FALLBACK_ACTIVATION), *a = qr_recipe_setting(r, QR_SET_ACTIVATION);
+    note[0] = 0;
+    if (st == QR_OK && !second)
+        snprintf(note, sizeof note, "recipe '%s': the fallback kept %d layer%s in f32 with fallback_activation's "
+                 "ranges (%s): those ship", r->name, res[0]->fallbacks + res[0]->widened,
+                 res[0]->fallbacks + res[0]->widened == 1 ? "" : "s", fa->calibrator);
+    else if (st == QR_OK && second)
+        snprintf(note, sizeof note, "recipe '%s': every layer stayed on the integers with fallback_activation's "
+                 "ranges (%s, output SQNR %.1f dB); with activation's (%s) %s (%.1f dB): %s's ship", r->name,
+                 fa->calibrator, res[0]->output_sqnr, a->calibrator,
+                 keep ? "too" : "the fallback kept layers in f32", res[1]->output_sqnr,
+                 keep ? a->calibrator : fa->calibrator);
+    if (st == QR_OK && !res[keep]->calib_only)
+        st = add_note(res[keep], note, e);
+    qr_quantized_free(res[1 - keep]);
+    free(rr[0].settings);
+    free(rr[1].settings);
+    if (st != QR_OK) {
+        qr_quantized_free(res[keep]);
+        return QR_ERR;
+    }
+    *out = res[keep];
     return QR_OK;
 }
 

@@ -678,7 +678,9 @@ typedef enum qr_setting_kind {
     X(PROBE_ROUNDS, "probe_rounds", QR_SK_COUNT, 1, 1000, NULL)              \
     X(PROBE_HOLD, "probe_hold", QR_SK_COUNT, 1, 1000000, NULL)               \
     X(GRAD_DIRECTIONS, "grad_directions", QR_SK_COUNT, 1, 1000000, NULL)     \
-    X(GRAD_EXACT, "grad_exact", QR_SK_COUNT, 0, 1000000, NULL)
+    X(GRAD_EXACT, "grad_exact", QR_SK_COUNT, 0, 1000000, NULL)              \
+    X(FALLBACK_ACTIVATION, "fallback_activation", QR_SK_QSPEC, 0, 0, NULL)  \
+    X(FALLBACK_CALIBRATE, "fallback_calibrate", QR_SK_CHOICE, 0, 0, "quantized float")
 
 /* accumulate = iN: the accumulator widths the runtime simulates (docs/quantizer.md, accumulator
  * width); i64 is accepted by the checker and refused by the quantizer. */

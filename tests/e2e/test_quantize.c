@@ -2921,3 +2921,88 @@ Test(quantize, rank_grad_near_rank_effect_on_a_nonlinear_chain)
             cr_assert(!(ex[i] + 1.0 < ex[j] && gr[i] > gr[j]), "grad orders layers %d and %d otherwise\n%s", i, j, log);
     free(log);
 }
+
+/* fallback_activation = ... through qrl quantize: the fallback searches with its ranges, and the
+ * recipe's own activation line ships only where that search left every layer on the integers and
+ * its own does too. x = 16 samples of Laplace values (both signs), y = x * x, everything judged on
+ * the calibration samples, calibrate = float (so y's calibrator sees numpy's float32 squares):
+ * - condition never met (output_sqnr < -100): both runs keep everything, activation's l2_checked
+ *   qparams ship (tools/ref_l2_checked.py's, numpy);
+ * - activation = percentile(p = 50) (clips half the values) and the condition between the two
+ *   recipes' output SQNRs, each measured alone without a fallback: minmax's run keeps everything,
+ *   percentile's would not, minmax's qparams ship (numpy's min and max);
+ * - a condition nothing meets (output_sqnr < 1000): the fallback's run keeps layers in f32 and
+ *   ships, the second never runs. */
+Test(quantize, fallback_activation_ships_the_recipes_ranges_only_where_nothing_falls_back, .timeout = 300)
+{
+    char cmd[8192], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper, TensorProto as T; "
+             "g = helper.make_graph([helper.make_node('Mul', ['x', 'x'], ['y'])], 'r', "
+             "[helper.make_tensor_value_info('x', T.FLOAT, ['N', 20000])], [helper.make_tensor_value_info('y', T.FLOAT, ['N', 20000])]); "
+             "onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), '%s/fa.onnx'); "
+             "x = np.random.default_rng(6).laplace(0, 1, (16, 20000)).astype(np.float32); np.save('%s/fa.npy', x); "
+             "np.save('%s/fa_y.npy', np.square(x))\"",
+             dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    /* recipe NAME, its activation's calibrator, then its fallback lines (none: measured alone) */
+    const char *head = "import \"calibrators.qrl\"\\nimport \"patterns.qrl\"\\nrecipe %s {\\n  activation = u8 "
+                       "asymmetric by %s\\n  weight = i8 symmetric per_channel by minmax(symmetric = true)\\n"
+                       "  calibrate = float\\n%s}\\n";
+    struct { const char *name, *act, *cond; } rs[] = {
+        {"alone_minmax", "minmax()", NULL},  {"alone_pct", "percentile(p = 50)", NULL},
+        {"never", "l2_checked()", "-100"}, {"between", "percentile(p = 50)", NULL}, {"always", "l2_checked()", "1000"}};
+    double alone[2] = {0, 0};
+    for (int k = 0; k < 5; k++) {
+        char lines[256] = "", body[1024], cond[32];
+        if (k == 3)
+            snprintf(cond, sizeof cond, "%.2f", (alone[0] + alone[1]) / 2);
+        if (k >= 2)
+            snprintf(lines, sizeof lines, "  fallback = f32 when output_sqnr < %s\\n  fallback_activation = u8 "
+                                          "asymmetric by minmax()\\n", k == 3 ? cond : rs[k].cond);
+        snprintf(body, sizeof body, head, rs[k].name, rs[k].act, lines);
+        snprintf(cmd, sizeof cmd,
+                 "printf '%s' > %s/fa_%s.qrl && cd '%s' && %s quantize %s/fa.onnx --recipe %s/fa_%s.qrl --calib %s/fa.npy "
+                 "-o %s/fa_%s.onnx --qparams %s/fa_%s.json",
+                 body, dir, rs[k].name, tu_root(), tu_qrl(), dir, dir, rs[k].name, dir, dir, rs[k].name, dir, rs[k].name);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", rs[k].name, log);
+        const char *o = strstr(log, "output:    SQNR ");
+        if (k < 2) {
+            cr_assert(o && sscanf(o, "output:    SQNR %lf", &alone[k]) == 1, "%s", log);
+            if (k == 1)
+                cr_assert_gt(alone[0] - alone[1], 2, "percentile(p = 50) should lose to minmax: %s", log);
+        }
+        if (k == 2)
+            cr_assert(strstr(log, "every layer stayed on the integers with fallback_activation's ranges (minmax") &&
+                          strstr(log, "with activation's (l2_checked) too") && strstr(log, "l2_checked's ship"),
+                      "%s", log);
+        if (k == 3)
+            cr_assert(strstr(log, "with activation's (percentile) the fallback kept layers in f32") &&
+                          strstr(log, ": minmax's ship") && strstr(log, "0 tensors fell back"),
+                      "%s", log);
+        if (k == 4)
+            cr_assert(strstr(log, "the fallback kept 2 layers in f32 with fallback_activation's ranges (minmax): "
+                                  "those ship") && !strstr(log, "activation's (l2_checked)"),
+                      "%s", log);
+        free(log);
+    }
+    /* the shipped qparams against numpy: l2_checked's (never), minmax's (between) */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 tools/ref_l2_checked.py %s/fa.npy 2048 16 u8 0.25 0 > %s/fa_x.txt && "
+             "/usr/bin/python3 tools/ref_l2_checked.py %s/fa_y.npy 2048 16 u8 0.25 0 > %s/fa_yr.txt && "
+             "/usr/bin/python3 -c \"import json, sys, numpy as np; sys.path.insert(0, 'tools'); from ref_l2 import asymmetric\n"
+             "ref = {v: open('%s/fa_%%s.txt' %% f).read().split() for v, f in (('x', 'x'), ('y', 'yr'))}\n"
+             "assert ref['x'][2] == '1', ('x: l2 holds on these samples', ref['x'])\n"
+             "data = {'x': np.load('%s/fa.npy').astype(np.float64), 'y': np.load('%s/fa_y.npy').astype(np.float64)}\n"
+             "mm = {v: asymmetric(float(d.min()), float(d.max()), 0, 255) for v, d in data.items()}\n"
+             "for name, want in (('never', {v: (float(ref[v][0]), int(ref[v][1])) for v in 'xy'}), ('between', mm)):\n"
+             "    q = {a['value']: a for a in json.load(open('%s/fa_%%s.json' %% name))['activations']}\n"
+             "    for v in 'xy':\n"
+             "        print(name, v, q[v]['scale'], q[v]['zero_point'], want[v])\n"
+             "        assert abs(q[v]['scale'] - want[v][0]) <= 1e-6 * want[v][0] and q[v]['zero_point'] == want[v][1], name\n"
+             "assert abs(mm['x'][0] - float(ref['x'][0])) > 1e-3 * mm['x'][0], 'the two ranges must differ'\"",
+             tu_root(), dir, dir, dir, dir, dir, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
