@@ -369,3 +369,22 @@ __attribute__((constructor)) static void tu_options_start(void)
     o.poison = 1;
     qr_options_set(&o);
 }
+
+void tu_npy_save(const char *dir, const char *name, const qr_tensor *t)
+{
+    char path[1024];
+    qr_error e = {{0}};
+    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+    cr_assert_eq(qr_npy_write(path, t, &e), QR_OK, "%s: %s", path, e.msg);
+}
+
+qr_tensor tu_npy_load(const char *dir, const char *name)
+{
+    char path[1024];
+    qr_error e = {{0}};
+    qr_tensor t;
+    memset(&t, 0, sizeof t);
+    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+    cr_assert_eq(qr_npy_read(path, &t, &e), QR_OK, "%s: %s", path, e.msg);
+    return t;
+}

@@ -49,6 +49,10 @@ double tu_npy_sqnr(const char *ref, const char *test);
 double tu_npy_rel_diff(const char *ref, const char *test);
 /* The largest |a - b| over two f32 .npy files of the same shape (the test fails otherwise). */
 double tu_npy_max_diff(const char *a, const char *b);
+/* dir/name.npy written from t, or read into a tensor the caller frees with qr_tensor_free (the
+ * test fails if it cannot). */
+void tu_npy_save(const char *dir, const char *name, const qr_tensor *t);
+qr_tensor tu_npy_load(const char *dir, const char *name);
 /* Writes text to dir/name (the test fails if it cannot). */
 void tu_write_file(const char *dir, const char *name, const char *text);
 /* Count of files in dir (non-recursive, . and .. excluded). */

@@ -32,16 +32,7 @@ static void save(const char *name, qr_dtype dt, int ndim, const int64_t *dims, c
     cr_assert_eq(qr_npy_write(path, &t, &e), QR_OK, "%s", e.msg);
 }
 
-static qr_tensor load(const char *name)
-{
-    char path[1024];
-    qr_error e = {{0}};
-    qr_tensor t;
-    memset(&t, 0, sizeof t);
-    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
-    cr_assert_eq(qr_npy_read(path, &t, &e), QR_OK, "%s", e.msg);
-    return t;
-}
+static qr_tensor load(const char *name) { return tu_npy_load(dir, name); }
 
 static void python(const char *code)
 {

@@ -39,24 +39,9 @@ static float *rand_data(int64_t n, float scale, float shift)
     return d;
 }
 
-static void save(const char *name, const qr_tensor *t)
-{
-    char path[1024];
-    qr_error e = {{0}};
-    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
-    cr_assert_eq(qr_npy_write(path, t, &e), QR_OK, "%s", e.msg);
-}
+static void save(const char *name, const qr_tensor *t) { tu_npy_save(dir, name, t); }
 
-static qr_tensor load(const char *name)
-{
-    char path[1024];
-    qr_error e = {{0}};
-    qr_tensor t;
-    memset(&t, 0, sizeof t);
-    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
-    cr_assert_eq(qr_npy_read(path, &t, &e), QR_OK, "%s", e.msg);
-    return t;
-}
+static qr_tensor load(const char *name) { return tu_npy_load(dir, name); }
 
 static int64_t numel(int nd, const int64_t *d)
 {
