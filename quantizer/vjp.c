@@ -190,6 +190,23 @@ static void tap_range(int64_t off, int64_t sw, int64_t W, int64_t Wo, int64_t *l
     *lo = a, *hi = b < Wo ? b : Wo;
 }
 
+/* Adds w * src (one image's [Ho, Wo] plane: a tap's products) back to o (its input plane [H, W])
+ * where tap (i, j) read it. */
+static void add_tap(float *o, const float *src, float w, const geom2 *G, int64_t i, int64_t j)
+{
+    int64_t off = j * G->dw - G->pw, lo, hi;
+    tap_range(off, G->sw, G->W, G->Wo, &lo, &hi);
+    for (int64_t oh = 0; oh < G->Ho; oh++) {
+        int64_t ih = oh * G->sh - G->ph + i * G->dh;
+        if (ih < 0 || ih >= G->H)
+            continue;
+        int64_t base = ih * G->W + off; /* o[base + ow * sw], inside for ow in [lo, hi) */
+        const float *row = src + oh * G->Wo;
+        for (int64_t ow = lo; ow < hi; ow++)
+            o[base + ow * G->sw] += w * row[ow];
+    }
+}
+
 /* Conv's input adjoint: the transposed convolution of dy with the same weights, group, strides,
  * pads and dilations (per group, col = W^T dy, each column added back where its window read). */
 static qr_status conv_vjp(const qr_node *n, const qr_tensor *x, const qr_tensor *w, const qr_tensor *y,
@@ -209,20 +226,8 @@ static qr_status conv_vjp(const qr_node *n, const qr_tensor *x, const qr_tensor 
                 const float *gy = g + (b * G.M + c) * P, *wc = wd + c * kk;
                 float *o = gx + (b * G.C + c) * HW;
                 for (int64_t i = 0; i < G.kh; i++)
-                    for (int64_t j = 0; j < G.kw; j++) {
-                        float wv = wc[i * G.kw + j];
-                        int64_t off = j * G.dw - G.pw, lo, hi;
-                        tap_range(off, G.sw, G.W, G.Wo, &lo, &hi);
-                        for (int64_t oh = 0; oh < G.Ho; oh++) {
-                            int64_t ih = oh * G.sh - G.ph + i * G.dh;
-                            if (ih < 0 || ih >= G.H)
-                                continue;
-                            int64_t base = ih * G.W + off; /* o[base + ow * sw], inside for ow in [lo, hi) */
-                            const float *grow = gy + oh * G.Wo;
-                            for (int64_t ow = lo; ow < hi; ow++)
-                                o[base + ow * G.sw] += wv * grow[ow];
-                        }
-                    }
+                    for (int64_t j = 0; j < G.kw; j++)
+                        add_tap(o, gy, wc[i * G.kw + j], &G, i, j);
             }
         return QR_OK;
     }
@@ -235,19 +240,7 @@ static qr_status conv_vjp(const qr_node *n, const qr_tensor *x, const qr_tensor 
             st = matmul_f32(wd + gr * Mg * Kc, 1, Kc, g + (b * G.M + gr * Mg) * P, P, col, Kc, P, Mg, e);
             for (int64_t r = 0; st == QR_OK && r < Kc; r++) {
                 int64_t c = r / kk, i = r % kk / G.kw, j = r % G.kw;
-                float *o = gx + (b * G.C + gr * Cg + c) * HW;
-                const float *cr = col + r * P;
-                int64_t off = j * G.dw - G.pw, lo, hi;
-                tap_range(off, G.sw, G.W, G.Wo, &lo, &hi);
-                for (int64_t oh = 0; oh < G.Ho; oh++) {
-                    int64_t ih = oh * G.sh - G.ph + i * G.dh;
-                    if (ih < 0 || ih >= G.H)
-                        continue;
-                    int64_t base = ih * G.W + off;
-                    const float *crow = cr + oh * G.Wo;
-                    for (int64_t ow = lo; ow < hi; ow++)
-                        o[base + ow * G.sw] += crow[ow];
-                }
+                add_tap(gx + (b * G.C + gr * Cg + c) * HW, col + r * P, 1.0f, &G, i, j);
             }
         }
     free(col);
