@@ -1,6 +1,6 @@
 #!/bin/sh
-# Runs every Criterion test binary given, prints each one's output, and ends
-# with one line summing them all: "N passed, N failed".
+# Runs every Criterion test binary given, prints each one's output and wall
+# seconds, and ends with one line summing them all: "N passed, N failed in S s".
 # Usage: tools/run-tests.sh BUILD_DIR TEST_BINARY...
 B=$1
 shift
@@ -13,11 +13,14 @@ export ORT_NODE_MODULE="$(cd "$B" && pwd)/npm/node_modules/onnxruntime-node"
 passed=0
 failed=0
 status=0
+start=$(date +%s)
 for t in "$@"; do
     echo "== $t"
+    t0=$(date +%s)
     out=$("$t" --jobs 1 2>&1)
     rc=$?
     printf '%s\n' "$out"
+    echo "== $t: $(( $(date +%s) - t0 )) s"
     line=$(printf '%s\n' "$out" | grep 'Synthesis:' | tail -n 1)
     p=$(printf '%s' "$line" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
     f=$(printf '%s' "$line" | sed -n 's/.*Failing: \([0-9]*\).*/\1/p')
@@ -29,5 +32,5 @@ for t in "$@"; do
         [ -z "$line" ] && failed=$((failed + 1))
     fi
 done
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed in $(( $(date +%s) - start )) s"
 exit $status
