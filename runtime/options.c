@@ -49,6 +49,7 @@ static const option_def defs[] = {
     {"bands", {"auto", "0", "all"}, INT_FIELD(bands)},
     {"parts", {"auto", "whole", "1", "2", "4", "8"}, INT_FIELD(parts)},
     {"gather", {"auto", "rows"}, INT_FIELD(gather_rows)},
+    {"winograd", {"auto", "0"}, INT_FIELD(no_winograd)},
 };
 
 /* dst (a string field) holds s and zeros after it: equal options compare equal bytewise. */

@@ -78,6 +78,8 @@ typedef struct qr_options {
     int parts;             /* a qr_parts_mode */
     int gather_rows;       /* first layers' windows copied a pixel's row at a time, not by columns
                             * (runtime/ops/iconv_nhwc.c gather_cols_avx512; the tests' second path) */
+    int no_winograd;       /* f32 3 x 3 stride-1 channels-last convolutions direct, not by Winograd
+                            * F(2x2, 3x3) (runtime/ops/wino.h: other numerics) */
 } qr_options;
 
 /* The process's options (never NULL). Read without a lock: set them before runs start. */
@@ -88,8 +90,8 @@ void qr_options_set(const qr_options *o);
 /* Sets option name of *o from its text value; QR_ERR with a message naming the option and the
  * values it takes. Names: kernels (auto, portable, avx2, avxvnni, avx512vnni: portable is every
  * kernel's portable path, an ISA the integer kernels'), iconv-jit (auto, 0, 1), and the tests' igemm,
- * sgemm, quant, window, f32-rows, fuse, nhwc, epilogue, split, poison, effects, bands, parts. An empty value is
- * the default. An unknown name's message lists the names. */
+ * sgemm, quant, window, f32-rows, fuse, nhwc, epilogue, split, poison, effects, bands, parts, gather,
+ * winograd. An empty value is the default. An unknown name's message lists the names. */
 qr_status qr_options_parse(qr_options *o, const char *name, const char *value, qr_error *e);
 
 #endif

@@ -6,7 +6,9 @@
 #include "conv_geom.h"
 #include "sconv.h"
 #include "sgemm.h"
+#include "wino.h"
 #include "window_f32.h"
+#include "options.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -1997,6 +1999,113 @@ static qr_status unpool_run(qr_kctx *k)
     return QR_OK;
 }
 
+/* Tiles per chunk of a Winograd layer: its transformed inputs and products (16 x (C + M) floats a
+ * tile) about this many bytes, so they stay in L2 from the input transform through the 16
+ * products to the output transform. */
+#define WINO_CHUNK_BYTES (1024 * 1024)
+
+/* At least this many 2 x 2 tiles an image for Winograd: its weights are 16/9 of the direct
+ * kernel's and stream from memory once per chunk of tiles, so few tiles do not pay for them
+ * (ResNet-18's 512-channel 7 x 7 layers, 16 tiles: 2.40-2.69 ms against 2.34-2.36 direct; its
+ * 256-channel 14 x 14, 49 tiles: 1.46-1.55 against 2.14; Zen 4, batch 1, frozen). Counted per
+ * image, not per call, so an image's outputs are the same bits in parts of any size. */
+#define WINO_MIN_TILES 48
+
+/* Whether a channels-last f32 Conv runs by Winograd F(2x2, 3x3) (wino.h): 3 x 3, stride 1, no
+ * dilation, group 1, a channels-last input, at least 16 channels in and out (fewer leave the
+ * products' vectors partly idle), WINO_MIN_TILES, the AVX-512 GEMM, and not `--option
+ * winograd=0`. */
+static int wino_takes(const qr_conv_geom *g, int64_t c, int64_t m, int64_t group, int x_nhwc)
+{
+    const qr_sgemm_kernel *kn = qr_sgemm_best();
+    return !qr_options_get()->no_winograd && x_nhwc && group == 1 && g->r == 2 && g->kernel[0] == 3 &&
+           g->kernel[1] == 3 && g->stride[0] == 1 && g->stride[1] == 1 && g->dilation[0] == 1 &&
+           g->dilation[1] == 1 && c >= 16 && m >= 16 &&
+           ((g->small[0] + 1) / 2) * ((g->small[1] + 1) / 2) >= WINO_MIN_TILES && kn &&
+           !strcmp(kn->isa, "avx512") && qr_sconv_available();
+}
+
+typedef struct wino_job {
+    const qr_wino *p;
+    const float *x, *mm, *bias, *res;
+    float *v, *y;
+    const qr_act *act;
+    int64_t ldv, ldm, tb;
+} wino_job;
+
+static void wino_in(void *arg, int64_t t0, int64_t t1)
+{
+    const wino_job *j = arg;
+    qr_wino_input(j->p, j->x, j->v, j->ldv, j->tb, j->tb + t0, j->tb + t1);
+}
+
+static void wino_out(void *arg, int64_t t0, int64_t t1)
+{
+    const wino_job *j = arg;
+    qr_wino_output(j->p, j->mm, j->ldm, j->tb, j->tb + t0, j->tb + t1, j->bias, j->res, j->act, j->y);
+}
+
+/* y = conv(x, w) + b (+ res, then act) by wino.h over n_img channels-last images. *done 0 (and
+ * nothing written) when the weights are not all finite: the caller runs the direct kernel. The
+ * transformed weights are packed once for the GEMM (16 panels sets) when they are the same every
+ * run, as sconv_run's; the flag of finite weights is kept after them. */
+static qr_status wino_run(qr_kctx *k, const qr_conv_geom *g, int64_t c, int64_t m, const float *x, const float *w,
+                          const float *b, float *y, int64_t n_img, const qr_act *act, const float *res, int *done)
+{
+    *done = 0;
+    const qr_sgemm_kernel *kn = qr_sgemm_best();
+    const int64_t pf = qr_sgemm_packed_size(kn, c, m), total = 16 * pf + 16;
+    int fresh = 1, keep = qr_kinput_fixed(k, 1);
+    float *packed = keep ? qr_kcache_get(k, (size_t)total * sizeof(float), "Winograd weights", &fresh)
+                         : qr_kscratch(k, total, 1, sizeof(float), "Winograd weights");
+    if (!packed)
+        return QR_ERR;
+    if (fresh) {
+        float *u = qr_kwork(k, qr_wino_u_floats(c, m), 1, sizeof(float), "Winograd weights before packing");
+        if (!u) {
+            qr_kcache_done(k, packed);
+            return QR_ERR;
+        }
+        packed[16 * pf] = (float)qr_wino_weights(w, c, m, u);
+        for (int xi = 0; xi < 16; xi++)
+            qr_sgemm_pack_b(kn, u + (int64_t)xi * c * m, m, 1, c, m, packed + xi * pf);
+    }
+    if (packed[16 * pf] == 0.0f) {
+        qr_kcache_done(k, packed);
+        return QR_OK;
+    }
+    qr_wino p = {.C = c, .H = g->big[0], .W = g->big[1], .M = m, .OH = g->small[0], .OW = g->small[1],
+                 .pt = g->pad_begin[0], .pl = g->pad_begin[1]};
+    p.TH = (p.OH + 1) / 2, p.TW = (p.OW + 1) / 2;
+    const int64_t tiles = n_img * p.TH * p.TW;
+    int64_t tb = WINO_CHUNK_BYTES / (16 * (c + m) * (int64_t)sizeof(float));
+    tb = tb < WINO_MIN_TILES ? WINO_MIN_TILES : tb; /* rows enough for the GEMM's tiles */
+    int64_t chunks = (tiles + tb - 1) / tb;
+    tb = (tiles + chunks - 1) / chunks; /* chunks of equal size: each streams all the weights */
+    float *v = qr_kwork(k, 16 * tb, c, sizeof(float), "Winograd inputs");
+    float *mm = qr_kwork(k, 16 * tb, m, sizeof(float), "Winograd products");
+    float *work = qr_kwork(k, qr_pool_threads(k->pool), qr_sgemm_work(kn), sizeof(float), "packed GEMM panels");
+    if (!v || !mm || !work) {
+        qr_kcache_done(k, packed);
+        return QR_ERR;
+    }
+    wino_job j = {.p = &p, .x = x, .mm = mm, .bias = b, .res = res, .v = v, .y = y, .act = act,
+                  .ldv = tb * c, .ldm = tb * m};
+    for (j.tb = 0; j.tb < tiles; j.tb += tb) {
+        int64_t nt = tiles - j.tb < tb ? tiles - j.tb : tb;
+        qr_parallel_for(k->pool, nt, 8, wino_in, &j);
+        for (int xi = 0; xi < 16; xi++) {
+            qr_sgemm_job sj = {.a = v + xi * j.ldv, .a_rs = c, .a_cs = 1, .m = nt, .k = c, .n = m,
+                               .b_packed = packed + xi * pf, .c = mm + xi * j.ldm, .ldc = m};
+            qr_sgemm(k->pool, kn, &sj, work);
+        }
+        qr_parallel_for(k->pool, nt, 8, wino_out, &j);
+    }
+    qr_kcache_done(k, packed);
+    *done = 1;
+    return QR_OK;
+}
+
 /* ---- channels-last f32 ops of the layout pass (runtime/pass_nhwc_f32.c) ---- */
 
 /* x [N, H, W, C] (x_nchw: x is [N, C, H, W]) as the NCHW shape the geometry reads. */
@@ -2061,9 +2170,15 @@ static qr_status conv_nhwc_run(qr_kctx *k)
             return QR_KERR(k, "the added input must be f32 of the output's shape");
         epi.res = r->data;
     }
+    int x_nhwc = !qr_attr_i(k->node, "x_nchw", 0);
+    if (!epi.hswish && wino_takes(&g, c, m, group, x_nhwc)) {
+        int done;
+        if (wino_run(k, &g, c, m, k->in[0]->data, k->in[1]->data, b ? b->data : NULL, k->out[0]->data,
+                     k->in[0]->dims[0], k->act, epi.res, &done) != QR_OK || done)
+            return done ? QR_OK : QR_ERR;
+    }
     return sconv_run(k, &sp, k->in[0]->data, k->in[1]->data, b ? b->data : NULL, k->out[0]->data,
-                     k->in[0]->dims[0], k->act, group > 1, !qr_attr_i(k->node, "x_nchw", 0), 1,
-                     epi.res || epi.hswish ? &epi : NULL);
+                     k->in[0]->dims[0], k->act, group > 1, x_nhwc, 1, epi.res || epi.hswish ? &epi : NULL);
 }
 
 static double conv_nhwc_macs(const qr_kctx *k)

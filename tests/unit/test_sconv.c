@@ -157,6 +157,7 @@ static void check_conv(cv c)
     const qr_tensor *in[3] = {&tx, &tw, &tb}, *inh[3] = {&txh, &tw, &tb};
     int nin = c.bias ? 3 : 2, dw = c.group == c.C && c.M == c.C && c.group > 1;
     qr_pool *pool2 = qr_pool_new(2);
+    tu_option("winograd", "0"); /* the direct kernel's chains (test_wino tests Winograd's) */
     /* runs: NCHW 1 and 2 threads, NHWC 1 and 2 threads, NHWC from NCHW, the GEMM path (sgemm=ref) */
     qr_tensor y[6];
     y[0] = run("", "Conv", a, 5, in, nin, NULL, act);
