@@ -500,6 +500,11 @@ int qrl_quantized_widened(const qrl_quantized *q)
     return q->q->widened;
 }
 
+int qrl_quantized_search_given_up(const qrl_quantized *q)
+{
+    return q->q->gave_up;
+}
+
 int qrl_quantized_batch(const qrl_quantized *q)
 {
     return q->q->batch;

@@ -235,6 +235,8 @@ static void print_sqnr(const qrl_quantized *q, const qrl_quant_summary *s)
     int nw = qrl_quantized_widened(q);
     if (nw)
         snprintf(widened, sizeof widened, ", %d to 16 bits", nw);
+    if (qrl_quantized_search_given_up(q)) /* appended: the line as it was otherwise */
+        snprintf(widened + strlen(widened), sizeof widened - strlen(widened), " (search_floor: no search)");
     if (s->activations)
         printf("sqnr:      lowest %.1f dB (%s), in the integer graph %.1f dB (%s); %d tensor%s fell back to f32%s\n",
                worst, worst_name, iworst, iworst_name, s->fallbacks, s->fallbacks == 1 ? "" : "s", widened);

@@ -1155,6 +1155,8 @@ static void setting_value(ctx *c, const ql_node *k, qr_setting_id id)
     case QR_SK_NUMBER: /* tolerance = 3: dB the integer graph may lose against the QDQ simulation */
         if (id == QR_SET_EFFECT_MACS && ((v->kind != QL_INT && v->kind != QL_FLOAT) || !(f >= d->lo)))
             chk_err(c, v, "effect_macs is a number of multiply-accumulates, at least %llu: effect_macs = 2e12", lo);
+        else if (id == QR_SET_SEARCH_FLOOR && v->kind != QL_INT && v->kind != QL_FLOAT)
+            chk_err(c, v, "search_floor is a number of dB: search_floor = 5");
         else if ((v->kind != QL_INT && v->kind != QL_FLOAT) || (v->kind == QL_FLOAT && !(v->fval >= d->lo)))
             chk_err(c, v, "tolerance is a number of dB: tolerance = 3");
         break;

@@ -328,6 +328,9 @@ void qrl_quantized_summary(const qrl_quantized *q, qrl_quant_summary *out);
 /* What a quantization tells beside qrl_quant_summary (which keeps libqrl.so.0's layout), a call
  * for each. Activations the fallback's 16-bit step (fallback = u16 then f32) left at 16 bits: */
 int qrl_quantized_widened(const qrl_quantized *q);
+/* 1 when the recipe's search_floor gave the fallback's search up (every tensor left went to f32
+ * before the effects were measured), else 0: */
+int qrl_quantized_search_given_up(const qrl_quantized *q);
 /* Samples per calibration and measurement run: */
 int qrl_quantized_batch(const qrl_quantized *q);
 /* With samples held out (validate), of the summary's samples those its output_sqnr_calib is

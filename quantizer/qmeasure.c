@@ -3410,6 +3410,33 @@ static qr_status try_upto(qr_qctx *q, qr_quantized *res, const outref *o, const 
     return st;
 }
 
+/* The recipe's search_floor (dB; none: never): the search gives up before the effects, every tensor
+ * still quantized going to f32 (*up), when the last of the first tries (every tensor quantized, then
+ * those failing alone in f32, rk[0..k)) measured the outputs under it and so does a check try: the
+ * binary search's first step (half of the others in f32) taken in the order of the tensors' own
+ * SQNR, worst first, as the effects are not measured yet. The first tries alone do not tell: PP-OCR
+ * det's measure 0.7 dB and it keeps half its MACs, a few layers of great effect making all of its
+ * error. The check try is noted as a try; where it does not give up, the steps are put back as the
+ * first tries left them. The figures are the judge's (samples = F, outputs = worst). */
+static qr_status gives_up(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, wide *wd,
+                          const ranked *rk, int nr, int k, int *up)
+{
+    const qr_setting *s = qr_recipe_setting(q->r, QR_SET_SEARCH_FLOOR);
+    *up = 0;
+    if (!s || res->ntries < 1 || !q->r->fallback || nr - k < 2)
+        return QR_OK;
+    double last = res->tries[res->ntries - 1].output_sqnr;
+    if (isnan(last) || last >= s->value)
+        return QR_OK;
+    int holds = 0;
+    qr_status st = try_k(q, res, o, calib, wd, rk, nr, k + (nr - k) / 2, &holds);
+    if (st == QR_OK)
+        *up = !holds && res->tries[res->ntries - 1].output_sqnr < s->value;
+    if (!*up)
+        take_steps(q, wd, rk, nr, k);
+    return st;
+}
+
 /* The recipe's search_samples (default: every measured one) as batches of o: the binary search's
  * tries run on them, and its answer is then confirmed on every batch. */
 static int search_batches(const qr_qctx *q, const outref *o)
@@ -4246,7 +4273,16 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         fb_step(&pg);
     }
     qr_plan_phase(q, res, res->mixed ? "mixed precision" : "first tries");
-    if (st == QR_OK && !holds) { /* the fewest worst layers whose fallback meets it: a binary search */
+    int up = 0;
+    if (st == QR_OK && !holds && (st = gives_up(q, res, &o, calib, wd, rk, nr, k, &up)) == QR_OK && up) {
+        /* the recipe's search_floor: outputs this far from f32 with half the layers in f32, the
+         * search would end with every layer in f32 (M-LSD) after the effects' runs, the most of
+         * a quantize; its last try, taken at once */
+        st = try_k(q, res, &o, calib, wd, rk, nr, nr, &holds);
+        res->gave_up = 1;
+        fb_step(&pg);
+        qr_plan_phase(q, res, "search given up");
+    } else if (st == QR_OK && !holds) { /* the fewest worst layers whose fallback meets it: a binary search */
         /* past those, the layers with the worst effect on the outputs first */
         st = gain    ? gain_effects(q, calib, o.n, outs, rk + k, nr - k)
              : probe ? probe_effects(q, &o, calib, count, rk + k, nr - k)

@@ -160,6 +160,7 @@ typedef struct qr_quantized {
                             * against (they change the transformed model's f32 function), or NULL */
     qr_search_try *tries;  /* the fallback's measurements of the outputs, in order (ntries) */
     int ntries;
+    int gave_up;           /* the recipe's search_floor sent every tensor left to f32 before the effects */
     qr_step_figure *steps; /* steps = measure: the transform chain's prefixes, in order (nsteps); NULL */
     int nsteps;
     qr_phase_time phases[QR_MAX_PHASES]; /* where the time went, in order (nphases) */

@@ -2388,6 +2388,100 @@ Test(quantize, effect_macs_takes_the_samples_that_fit)
     free(log);
 }
 
+/* search_floor: when the fallback's first tries leave the outputs under the recipe's floor, a check
+ * try (the worse half of the tensors by their own SQNR in f32) is measured, and when it fails under
+ * the floor too the search gives up before the effects: every layer goes to f32 (M-LSD, which keeps
+ * nothing at 25 dB: docs/quantizer.md, stop 43). The bundled CNN under a recipe deriving from
+ * int8.qrl with a 45 dB target: its first try (every tensor quantized, none failing alone) misses,
+ * the check try misses, and the search keeps MACs on the integers. Run 0: no floor. Run 1: a floor
+ * of 1000 gives up; its report gives the check try's figure. Given up (runs 1 and 4, the floor 1 dB
+ * above the check's figure): the report says so, every layer is f32 with no effect measured, three
+ * tries (the first, the check, every tensor in f32), and ONNX Runtime finds the export the f32 model
+ * on the 16 held-out samples (over 120 dB), where the search's export is not (under 60 dB). Must not
+ * stop: the floor 1 dB under the first try's figure (run 2: no check, decisions, effects and tries
+ * as run 0's) and 1 dB under the check's (run 3: checked, then run 0's decisions and effects, its
+ * tries with the check after the first). */
+Test(quantize, search_floor_gives_up_before_the_effects_and_only_under_it)
+{
+    char cmd[4096], recipe[700], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np; x = np.load('%s/calib_images.npy')[:64]; "
+             "np.save('%s/sf.npy', x); np.save('%s/sf_held.npy', x[np.arange(64) %% 4 == 3])\"",
+             data_dir(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    double first = NAN, check = NAN;
+    char *logs[5] = {NULL};
+    for (int k = 0; k < 5; k++) {
+        char extra[200] = "";
+        double floor_db[] = {0, 1000, first - 1, check - 1, check + 1};
+        if (k)
+            snprintf(extra, sizeof extra, "  search_floor = %.6f\n", floor_db[k]);
+        snprintf(recipe, sizeof recipe, "%s/sf%d.qrl", dir, k);
+        FILE *f = fopen(recipe, "w");
+        cr_assert(f);
+        fprintf(f, "import \"int8.qrl\"\nrecipe sf : int8 {\n  fallback = f32 when sqnr < 20 or output_sqnr < 45\n%s}\n",
+                extra);
+        fclose(f);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize examples/fmnist/fmnist_cnn.onnx --recipe %s --calib %s/sf.npy -o %s/sf%d.onnx "
+                 "--report %s/sf%d.json --profile 2>&1",
+                 tu_root(), tu_qrl(), recipe, dir, dir, k, dir, k);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%d: %s", k, log);
+        logs[k] = log;
+        if (k < 2) { /* run 0's first try, run 1's check try */
+            snprintf(cmd, sizeof cmd,
+                     "/usr/bin/python3 -c \"import json; t = json.load(open('%s/sf%d.json'))['search_tries']; "
+                     "assert t[0]['fallen_back'] == 0 and not t[0]['holds'] and not t[1]['holds'], t; "
+                     "print(t[%d]['output_sqnr_db'])\"",
+                     dir, k, k);
+            cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+            *(k ? &check : &first) = atof(log);
+            free(log);
+        }
+    }
+    cr_assert(first > 20 && check > first + 2 && check < 45, "the first try %g dB, the check %g", first, check);
+    for (int k = 0; k < 5; k++) {
+        int up = k == 1 || k == 4;
+        char *prof = strstr(logs[k], "profile:");
+        cr_expect(prof, "%d: %s", k, logs[k]);
+        if (up)
+            cr_expect(strstr(logs[k], "(search_floor: no search)") && strstr(prof, "search given up") &&
+                          !strstr(prof, "effects") && strstr(logs[k], "0.0% of "),
+                      "%d: %s", k, logs[k]);
+        else
+            cr_expect(!strstr(logs[k], "search_floor") && !strstr(prof, "given up") && strstr(prof, "effects"),
+                      "%d: %s", k, logs[k]);
+        free(logs[k]);
+    }
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import json; r = [json.load(open('sf%%d.json' %% k)) for k in range(5)]\n"
+             "e = [[(l['value'], l.get('effect_db'), l['fallback']) for l in x['layers']] for x in r]\n"
+             "t = [[(y['fallen_back'], y['holds'], y['output_sqnr_db']) for y in x['search_tries']] for x in r]\n"
+             "assert e[2] == e[0] and t[2] == t[0], (e, t)\n"
+             "assert e[3] == e[0] and t[3] == t[0][:1] + t[1][1:2] + t[0][1:], (t[3], t[0], t[1])\n"
+             "assert [bool(x.get('search_given_up')) for x in r] == [False, True, False, False, True]\n"
+             "assert r[0]['macs_int_per_sample'] > 0 and r[1]['macs_int_per_sample'] == 0\n"
+             "assert e[4] == e[1] and t[4] == t[1], (e[4], t[4])\n"
+             "assert all(l['fallback'] and l.get('effect_db') is None for l in r[1]['layers']), e[1]\n"
+             "assert len(t[1]) == 3 and t[1][0] == t[0][0] and t[1][2][0] == len(e[1]) and t[1][2][1], t[1]\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    for (int k = 0; k < 2; k++) { /* ONNX Runtime: given up, the f32 model; searched, not */
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && ORT_OPT_LEVEL=disabled node tools/ort_sqnr.js examples/fmnist/fmnist_cnn.onnx "
+                 "%s/sf%d.onnx %s/sf_held.npy",
+                 tu_root(), dir, k, dir);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        double db = 0;
+        const char *s = strstr(log, "\"sqnr_db\":");
+        cr_assert(strstr(log, "\"n\":16") && s && sscanf(s, "\"sqnr_db\":%lf", &db) == 1, "%s", log);
+        cr_expect(k ? db > 120 : db < 60, "%d: ONNX Runtime %g dB: %s", k, db, log);
+        free(log);
+    }
+}
+
 /* int8.qrl's policy for small calibration files (validate_least = 8): 32 samples hold out 8 (the
  * last of every four) and judge on them; 28 would hold out 7, 4 and 1 would hold out 1: none is held
  * out, all calibrate and judge, a note says so and what file would do, the report has

@@ -2139,7 +2139,7 @@ Test(jit, number_settings_arrive_typed)
                                  "  weight = i8 symmetric by minmax(symmetric = true)\n  tolerance = 0.1\n"
                                  "  validate = 0.3\n  measure_samples = 300\n  effect_samples = 4\n  search_samples = 16\n"
                                  "  numerics = tflite\n  rounding = half_away\n  rank = gain\n  outputs = worst\n"
-                                 "  validate_from = spread\n  validate_least = 8\n  effect_macs = 2e12\n}\n",
+                                 "  validate_from = spread\n  validate_least = 8\n  effect_macs = 2e12\n  search_floor = 4.5\n}\n",
                                  NULL, NULL);
     const qr_recipe *r = qr_module_recipe(m, "r");
     cr_assert(r);
@@ -2150,6 +2150,7 @@ Test(jit, number_settings_arrive_typed)
     cr_assert_eq(qr_recipe_setting(r, QR_SET_SEARCH_SAMPLES)->value, 16.0);
     cr_assert_eq(qr_recipe_setting(r, QR_SET_VALIDATE_LEAST)->value, 8.0);
     cr_assert_eq(qr_recipe_setting(r, QR_SET_EFFECT_MACS)->value, 2e12);
+    cr_assert_eq(qr_recipe_setting(r, QR_SET_SEARCH_FLOOR)->value, 4.5);
     cr_assert_str_eq(qr_recipe_setting(r, QR_SET_NUMERICS)->type, "tflite");
     cr_assert_str_eq(qr_recipe_setting(r, QR_SET_ROUNDING)->type, "half_away");
     cr_assert_str_eq(qr_recipe_setting(r, QR_SET_RANK)->type, "gain");
@@ -2168,7 +2169,8 @@ Test(jit, setting_errors_name_what_the_table_allows)
     write_src("bad.qrl",
               "import \"calibrators.qrl\"\nrecipe r {\n  activation = u8 by minmax()\n  weight = i8 by minmax()\n"
               "  numerics = tensorrt\n  rounding = up\n  zzzzzzzz = 1\n  rank = fisher\n  outputs = mean\n"
-              "  validate_from = middle\n  validate_least = 0\n  effect_macs = 0.5\n  steps = always\n}\n",
+              "  validate_from = middle\n  validate_least = 0\n  effect_macs = 0.5\n  steps = always\n"
+              "  search_floor = low\n}\n",
               path, sizeof path);
     snprintf(cmd, sizeof cmd, "QRL_STDLIB='%s/stdlib' %s check --no-cache '%s' 2>&1", tu_root(), tu_qrl(), path);
     cr_assert_eq(tu_run(cmd, &log), 1, "%s", log);
@@ -2178,6 +2180,7 @@ Test(jit, setting_errors_name_what_the_table_allows)
     cr_assert(strstr(log, ":9:13: error: outputs is pooled or worst\n"), "%s", log);
     cr_assert(strstr(log, ":10:19: error: validate_from is end or spread\n"), "%s", log);
     cr_assert(strstr(log, ":13:11: error: steps is skip or measure\n"), "%s", log);
+    cr_assert(strstr(log, ":14:18: error: search_floor is a number of dB: search_floor = 5\n"), "%s", log);
     cr_assert(strstr(log, ":11:20: error: validate_least is a number of samples, 1 to 1000000: validate_least = 8\n"),
               "%s", log);
     cr_assert(strstr(log, ":12:17: error: effect_macs is a number of multiply-accumulates, at least 1: effect_macs = "
@@ -2189,7 +2192,7 @@ Test(jit, setting_errors_name_what_the_table_allows)
                           "budget, compute, candidate_activation, search_samples, bias_qparams, narrow_range, "
                           "pattern_priority, samples, calibrate, validate_from, validate_least, speculate, "
                           "calibrate_figure_samples, calibrate_samples, steps, probe_runs, probe_rounds, "
-                          "probe_hold, grad_directions, grad_exact, fallback_activation, fallback_calibrate)\n"),
+                          "probe_hold, grad_directions, grad_exact, fallback_activation, fallback_calibrate, search_floor)\n"),
               "%s", log);
     free(log);
 }
