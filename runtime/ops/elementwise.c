@@ -564,6 +564,15 @@ static qr_status bin_apply(qr_kctx *k, const binary_def *d, const bparams *p, co
     j.sa = nd ? as[nd - 1] : 0;
     j.sb = nd ? bs[nd - 1] : 0;
     j.outer_nd = nd ? nd - 1 : 0;
+    /* outer dims that continue the row in both inputs (each input's stride there the row's length
+     * times its element stride: contiguous, or broadcast along both) join it, while the row stays
+     * within a parallel chunk: a 28 x 28 image less a scalar was 28 calls of 28 elements, about
+     * 1 us of the bundled CNN's 18 at batch 1 for its Sub and Div */
+    while (j.outer_nd > 0 && j.inner * y->dims[j.outer_nd - 1] <= GRAIN && as[j.outer_nd - 1] == j.sa * j.inner &&
+           bs[j.outer_nd - 1] == j.sb * j.inner) {
+        j.inner *= y->dims[j.outer_nd - 1];
+        j.outer_nd--;
+    }
     memcpy(j.astr, as, sizeof as);
     memcpy(j.bstr, bs, sizeof bs);
     j.p.uns = a->dtype == QR_U64;

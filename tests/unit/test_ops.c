@@ -775,3 +775,69 @@ Test(ops, mul_broadcasts_a_gate_on_either_side)
         qr_tensor_free(&y);
     }
 }
+
+/* f32 and i32 arithmetic whose outer dims continue the row in both inputs (bin_apply joins them into
+ * one row, up to a parallel chunk) against each element computed here: a scalar and a per-channel
+ * operand on an image (joined whole, and but for the channels), a last-axis vector (not joined), a
+ * tensor past the chunk (joined in part), either operand first, serial and on 2 threads. */
+Test(ops, arithmetic_rows_joined_across_dims)
+{
+    static const int64_t shapes[][4] = {{1, 1, 28, 28}, {2, 3, 5, 7}, {3, 2, 200, 100}};
+    const char *ops[] = {"Sub", "Div", "Add", "Mul"};
+    for (int s = 0; s < 3; s++) {
+        const int64_t *d = shapes[s];
+        int64_t n = d[0] * d[1] * d[2] * d[3];
+        float *x = malloc((size_t)n * sizeof *x);
+        int32_t *xi = malloc((size_t)n * sizeof *xi);
+        for (int64_t i = 0; i < n; i++) {
+            x[i] = (float)((i * 37) % 101) * 0.173f - 8.5f;
+            xi[i] = (int32_t)((i * 37) % 101) - 50;
+        }
+        float bs[7] = {0.353f, -1.75f, 2.5f, -0.125f, 3.0f, -7.25f, 0.5f};
+        int32_t bi[7] = {3, -5, 7, -2, 11, -13, 4};
+        /* b's shapes: a scalar as [1,1,1,1], per channel [1,C,1,1], along the last axis [W] (W <= 7) */
+        for (int kind = 0; kind < 3; kind++) {
+            if (kind == 2 && d[3] > 7)
+                continue;
+            qr_tensor tb = kind == 0   ? (qr_tensor){.ndim = 4, .dims = {1, 1, 1, 1}}
+                           : kind == 1 ? (qr_tensor){.ndim = 4, .dims = {1, d[1], 1, 1}}
+                                       : (qr_tensor){.ndim = 1, .dims = {d[3]}};
+            for (int o = 0; o < 4; o++)
+                for (int integer = 0; integer < 2; integer++)
+                    for (int first = 0; first < 2; first++)
+                        for (int threads = 1; threads <= 2; threads++) {
+                            if (integer && o == 1)
+                                continue; /* integer division: its own tests */
+                            qr_tensor ta = {.dtype = integer ? QR_I32 : QR_F32, .ndim = 4, .dims = {d[0], d[1], d[2], d[3]},
+                                            .data = integer ? (void *)xi : (void *)x};
+                            tb.dtype = ta.dtype;
+                            tb.data = integer ? (void *)bi : (void *)bs;
+                            const qr_tensor *in[2] = {first ? &tb : &ta, first ? &ta : &tb};
+                            qr_pool *pool = threads > 1 ? qr_pool_new(threads) : NULL;
+                            qr_tensor y;
+                            qr_error e;
+                            cr_assert_eq(run_op_pool(ops[o], NULL, 0, in, 2, &y, &e, pool), QR_OK, "%s", e.msg);
+                            qr_pool_free(pool);
+                            cr_assert_eq(qr_tensor_numel(&y), n);
+                            for (int64_t i = 0; i < n; i++) {
+                                int64_t c = i / (d[2] * d[3]) % d[1], w = i % d[3];
+                                int64_t bj = kind == 0 ? 0 : kind == 1 ? c : w;
+                                if (integer) {
+                                    int32_t u = first ? bi[bj] : xi[i], v = first ? xi[i] : bi[bj];
+                                    int32_t want = o == 0 ? u - v : o == 2 ? u + v : u * v;
+                                    cr_assert_eq(((int32_t *)y.data)[i], want, "%s i32 shape %d b %d element %lld",
+                                                 ops[o], s, kind, (long long)i);
+                                } else {
+                                    float u = first ? bs[bj] : x[i], v = first ? x[i] : bs[bj];
+                                    float want = o == 0 ? u - v : o == 1 ? u / v : o == 2 ? u + v : u * v;
+                                    cr_assert_eq(((float *)y.data)[i], want, "%s f32 shape %d b %d element %lld: %g, not %g",
+                                                 ops[o], s, kind, (long long)i, ((float *)y.data)[i], want);
+                                }
+                            }
+                            qr_tensor_free(&y);
+                        }
+        }
+        free(x);
+        free(xi);
+    }
+}
