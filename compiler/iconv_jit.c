@@ -966,7 +966,8 @@ static void emit_packed_rows(gen *g, gcc_jit_block *b, int nv, int full, gcc_jit
         gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(
             b, NULL, !full ? "vmovdqu8 %0, (%1)%{%2%}" : nv == 4 ? "vmovdqu64 %0, (%1)" : "vmovdqu %t0, (%1)");
         gcc_jit_extended_asm_set_volatile_flag(e, 1);
-        gcc_jit_extended_asm_add_input_operand(e, NULL, "v", rv(g->pout));
+        /* vmovdqu (VEX) reaches ymm0-15 only: "x" keeps the register there */
+        gcc_jit_extended_asm_add_input_operand(e, NULL, full && nv != 4 ? "x" : "v", rv(g->pout));
         gcc_jit_extended_asm_add_input_operand(e, NULL, "r", dst);
         if (!full)
             gcc_jit_extended_asm_add_input_operand(e, NULL, "Yk", rv(g->bmask));
@@ -1194,14 +1195,29 @@ static gcc_jit_block *emit_row_setup(gen *g, gcc_jit_block *b)
  * large K, ResNet-18's 7x7 ones, streamed all its weights once per row tile the other way round). */
 static void emit_rows(gen *g, gcc_jit_block *b, int nv, int64_t step, gcc_jit_block *after)
 {
-    gcc_jit_block *rows = block(g), *body = block(g), *next = block(g), *adv = block(g);
+    gcc_jit_block *rows = block(g), *body = block(g), *adv = block(g);
     b = emit_strip_setup(g, b, nv);
     gcc_jit_block_add_assignment(b, NULL, g->i0, lng(g, 0));
     gcc_jit_block_end_with_jump(b, NULL, rows);
     gcc_jit_block_end_with_conditional(rows, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(g->i0), prm(g, P_M)), body, adv);
-    emit_tile(g, emit_row_setup(g, body), nv, step, next);
-    gcc_jit_block_add_assignment_op(next, NULL, g->i0, GCC_JIT_BINARY_OP_PLUS, lng(g, g->rows));
-    gcc_jit_block_end_with_jump(next, NULL, rows);
+    /* Tiles of R rows, and of R - 1 where the rows left fit the tiles they need that way: the same
+     * number of tiles with no row computed for nothing (a 7 x 7 image's 49 rows: 4 tiles of 6 and 5
+     * of 5, not 9 of 6 whose last computes 5 rows past m) */
+    int big = g->rows;
+    gcc_jit_rvalue *left = bin(g, GCC_JIT_BINARY_OP_MINUS, prm(g, P_M), rv(g->i0));
+    gcc_jit_rvalue *tiles = bin(g, GCC_JIT_BINARY_OP_DIVIDE, bin(g, GCC_JIT_BINARY_OP_PLUS, left, lng(g, big - 1)), lng(g, big));
+    gcc_jit_block *small_tile = block(g), *big_tile = block(g);
+    gcc_jit_block_end_with_conditional(body, NULL,
+                                       cmp(g, GCC_JIT_COMPARISON_LE, left, bin(g, GCC_JIT_BINARY_OP_MULT, tiles, lng(g, big - 1))),
+                                       small_tile, big_tile);
+    for (int sz = big - 1; sz <= big; sz++) {
+        gcc_jit_block *next = block(g);
+        g->rows = sz;
+        emit_tile(g, emit_row_setup(g, sz < big ? small_tile : big_tile), nv, step, next);
+        gcc_jit_block_add_assignment_op(next, NULL, g->i0, GCC_JIT_BINARY_OP_PLUS, lng(g, sz));
+        gcc_jit_block_end_with_jump(next, NULL, rows);
+    }
+    g->rows = big;
     gcc_jit_block_add_assignment_op(adv, NULL, g->jb, GCC_JIT_BINARY_OP_PLUS, lng(g, 16 * nv));
     gcc_jit_block_end_with_jump(adv, NULL, after);
 }

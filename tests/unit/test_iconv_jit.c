@@ -210,6 +210,32 @@ Test(iconv_jit, half_vectors_match_the_naive_reference)
             }
 }
 
+/* Row tiles of R rows and of R - 1 (6 and 5 where a strip is 4 vectors, else 8 and 7): every row
+ * count from 1 to 58 (a 7 x 7 image's 49: 4 tiles of 6 and 5 of 5), the 14 x 14 layers' blocks of
+ * 94 and 102 rows, on strips of every width, a last half vector, 1 x 1 and 3 x 3. */
+Test(iconv_jit, row_tiles_of_two_heights_match_the_naive_reference)
+{
+    if (!has_vnni()) {
+        cr_log_info("this CPU has no AVX-512 VNNI: nothing to run");
+        return;
+    }
+    static const int64_t ns[] = {16, 40, 48, 72, 200}, k4s[] = {8, 96};
+    for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+        for (size_t ki = 0; ki < sizeof k4s / sizeof *k4s; ki++)
+            for (int64_t taps = 1; taps <= 9; taps += 8) {
+                if (taps == 9 && k4s[ki] == 96)
+                    continue;
+                qr_iconv_fn fn = qc_iconv_jit(taps, k4s[ki], ns[ni]);
+                cr_assert_not_null(fn);
+                for (int64_t m = 1; m <= 104; m += m < 58 ? 1 : 44) {
+                    problem p;
+                    make(&p, taps, k4s[ki], ns[ni], m, FILL_RANDOM);
+                    check(&p, fn, 0, p.n);
+                    drop(&p);
+                }
+            }
+}
+
 /* u8 255 times s8 -128 in every product, from starting values just above INT32_MIN: each sum goes
  * below -2^31 and must wrap as the exact sum does. */
 Test(iconv_jit, wraps_at_the_extremes)

@@ -576,10 +576,11 @@ Test(vecmap, packed_tail_gives_the_oracle_bytes)
     /* n: 8 (1 vector, 8 lanes), 16 (1 full, 11 rows; one vector runs the fast tail), 24 (2 vectors, 8 lanes of the
      * second), 32 (2 full), 37 (3, 5), 48 (3 full), 64 (4 full), 80 (4 + 1 full, 5 rows), 96 (4 + 2 full: the
      * unmasked stores), 100 (4 + 3 ragged), 150 (4, 4, 2 ragged), 216 (3 strips of 4 + 2 ragged), 400 (6 full
-     * strips + 1 vector) */
+     * strips + 1 vector); rows 49, 29 and 55: tiles of 6 and 5 rows (8 and 7 where a strip is 2 or 3 vectors) */
     static const int64_t shapes[][4] = {{1, 4, 8, 6},    {9, 8, 16, 11}, {1, 16, 24, 19}, {1, 8, 32, 9},  {1, 4, 37, 17},
                                         {1, 16, 48, 9},  {1, 16, 64, 13}, {1, 4, 80, 5},  {1, 16, 96, 14}, {1, 8, 100, 7},
-                                        {2, 4, 150, 11}, {1, 4, 216, 6},  {1, 4, 400, 8}};
+                                        {2, 4, 150, 11}, {1, 4, 216, 6},  {1, 4, 400, 8},  {1, 16, 96, 49}, {1, 8, 32, 49},
+                                        {1, 24, 160, 29}, {1, 16, 64, 55}};
     static const tail_kind kind = {packed_tables, packed_tie};
     run_tail(m, shapes, sizeof shapes / sizeof shapes[0], &kind);
     qr_module_free(m);
