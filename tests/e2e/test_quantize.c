@@ -980,6 +980,67 @@ Test(quantize, extreme_holds_a_loud_unseen_sample_minmax_clips)
               calib[1]);
 }
 
+/* extreme(above = T) leaves headroom only where the calibration samples' per-sample maxima spread more
+ * than T times (largest over median): tail.onnx as above, T from numpy's spread of the input x's
+ * per-sample maxima and minima (the larger of the two ends' spreads), once just under it (every end
+ * whose spread is over T: x's top as extreme()'s) and once just over (no end: minmax()'s, and the loud
+ * unseen samples clip). Oracles: numpy's spread, minmax's and extreme's tops from the test above's
+ * recipes (the report's clip_max of x), and ONNX Runtime's SQNR of each export on the unseen samples
+ * against the f32 model: the gate open holds them as extreme() does (over 30 dB), shut it clips them as
+ * minmax() does (under 20 dB). */
+Test(quantize, extreme_above_gates_the_headroom_by_the_spread)
+{
+    char cmd[4096], recipe[700], out[700], *log;
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 '%s/tools/make_fallback_models.py' '%s' && cd '%s' && /usr/bin/python3 -c \""
+             "import numpy as np; x = np.load('tail_x.npy').astype(np.float64).reshape(64, -1)\n"
+             "r = [a.max() / np.median(a) for a in (x.max(axis=1), -x.min(axis=1))]\n"
+             "print('%%.17g' %% max(r))\"",
+             tu_root(), dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    double spread = atof(log);
+    free(log);
+    cr_assert(spread > 1.5, "numpy: x's per-sample maxima spread %g times", spread);
+    const char *by[4] = {"minmax()", "extreme()", "extreme(above = %.17g)", "extreme(above = %.17g)"};
+    const double above[4] = {0, 0, spread * 0.95, spread * 1.05};
+    double unseen[4], top[4], loud = 0;
+    for (int k = 0; k < 4; k++) {
+        char calib[200];
+        snprintf(calib, sizeof calib, by[k], above[k]);
+        snprintf(recipe, sizeof recipe, "%s/gate%d.qrl", dir, k);
+        FILE *f = fopen(recipe, "w");
+        cr_assert(f);
+        fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+                   "recipe r {\n  activation = u8 asymmetric by %s\n"
+                   "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n}\n",
+                calib);
+        fclose(f);
+        snprintf(out, sizeof out, "%s/gate%d.onnx", dir, k);
+        snprintf(cmd, sizeof cmd, "%s quantize %s/tail.onnx --recipe %s --calib %s/tail_x.npy -o %s --report %s/gate%d.json",
+                 tu_qrl(), dir, recipe, dir, out, dir, k);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 -c \"import json, numpy as np\n"
+                 "r = json.load(open('gate%d.json'))\n"
+                 "print(next(l['clip_max'] for l in r['layers'] if l['value'] == 'x'), np.load('tail_test.npy').max())\" && "
+                 "node '%s/tools/ort_sqnr.js' tail.onnx %s tail_test.npy",
+                 dir, k, tu_root(), out);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        const char *a = strstr(log, "\"sqnr_db\":");
+        cr_assert(a, "%s", log);
+        cr_assert_eq(sscanf(log, "%lf %lf", &top[k], &loud), 2, "%s", log);
+        unseen[k] = atof(a + 10);
+        free(log);
+    }
+    cr_assert(loud > top[0] && loud < top[1], "unseen max %g, minmax's top %g, extreme's %g", loud, top[0], top[1]);
+    cr_assert_float_eq(top[2], top[1], 1e-9 * top[1], "gate open (above %g): top %g, extreme's %g", above[2], top[2],
+                       top[1]);
+    cr_assert_float_eq(top[3], top[0], 1e-9 * top[0], "gate shut (above %g): top %g, minmax's %g", above[3], top[3],
+                       top[0]);
+    cr_assert(unseen[2] > 30 && unseen[3] < 20, "unseen: gate open %.2f dB, shut %.2f dB", unseen[2], unseen[3]);
+}
+
 /* search_samples = 8 runs the binary search's tries on the first 8 of the 32 samples (two batches of
  * 4) and confirms the answer on all 32: the same layers fall back, with the same output SQNR, as the
  * search on all 32. The calibration data makes the first 8 samples unlike the rest (scaled by 0.05:
