@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "op.h"
+#include "ops/resize.h"
 #include "ops/sgemm.h"
 
 static const float *fdata(const qr_tensor *t) { return t && t->data && t->dtype == QR_F32 ? t->data : NULL; }
@@ -40,8 +42,10 @@ int qr_vjp_input_supported(const qr_node *n, int j)
     for (int i = 0; binary[i]; i++)
         if (is(n, binary[i]))
             return j < 2;
-    if (is(n, "Conv"))
+    if (is(n, "Conv") || is(n, "ConvTranspose"))
         return j == 0 && n->in[1] && n->in[1]->t.ndim == 4; /* 2-D convolutions */
+    if (is(n, "Resize") || is(n, "Upsample"))
+        return j == 0;
     if (is(n, "Gemm") || is(n, "MatMul"))
         return j < 2;
     if (is(n, "Concat"))
@@ -247,6 +251,87 @@ static qr_status conv_vjp(const qr_node *n, const qr_tensor *x, const qr_tensor 
     return st;
 }
 
+static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+
+/* ConvTranspose's input adjoint: y = conv_transpose(x, W), so dx = conv(dy, W) with W [C, M/group,
+ * kh, kw] read as C filters over dy's M/group channels of the group, the same strides, dilations
+ * and pad begins (x's pixel (h, w) wrote y at h * s - pad_begin + i * d): per image and group,
+ * col = dy's windows at x's pixels (im2col, zero outside dy), dx += W_g col by sgemm. */
+static qr_status conv_tr_vjp(const qr_node *n, const qr_tensor *x, const qr_tensor *w, const qr_tensor *y,
+                             const qr_tensor *dy, qr_tensor *dx, qr_error *e)
+{
+    const float *wd = fdata(w), *g = fdata(dy);
+    int64_t grp = qr_attr_i(n, "group", 1);
+    if (!wd || x->ndim != 4 || y->ndim != 4 || w->ndim != 4 || grp < 1 || x->dims[1] % grp || w->dims[0] != x->dims[1] ||
+        y->dims[1] != w->dims[1] * grp)
+        return qr_errorf(e, "backward of ConvTranspose '%s': not a 2-D transposed convolution of f32 weights", n->name);
+    if (!g)
+        return QR_OK;
+    const int64_t *sa = NULL, *da = NULL, *pa = NULL, *oa = NULL, *os = NULL;
+    int ns = qr_attr_ints(n, "strides", &sa), nd = qr_attr_ints(n, "dilations", &da), np = qr_attr_ints(n, "pads", &pa);
+    int no = qr_attr_ints(n, "output_padding", &oa), nos = qr_attr_ints(n, "output_shape", &os);
+    const char *ap = qr_attr_s(n, "auto_pad", "NOTSET");
+    int64_t s[2], d[2], pb[2], k[2] = {w->dims[2], w->dims[3]};
+    for (int i = 0; i < 2; i++) {
+        s[i] = ns == 2 ? sa[i] : 1, d[i] = nd == 2 ? da[i] : 1;
+        /* the pad begin as runtime/ops/conv.c's transpose_geom derives it: from the size asked
+         * (output_shape or SAME_*), the odd unit at the end for SAME_UPPER; else the attribute */
+        if (nos > 0 || !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
+            int64_t full = s[i] * (x->dims[2 + i] - 1) + (no == 2 ? oa[i] : 0) + (k[i] - 1) * d[i] + 1;
+            int64_t total = full - y->dims[2 + i];
+            pb[i] = !strcmp(ap, "SAME_UPPER") ? floor_div(total, 2) : total - floor_div(total, 2);
+        } else
+            pb[i] = np == 4 ? pa[i] : 0;
+    }
+    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], M = y->dims[1], Ho = y->dims[2],
+            Wo = y->dims[3], Cg = C / grp, Mg = M / grp, kk = k[0] * k[1], Kc = Mg * kk, P = H * W;
+    float *col = malloc(sizeof *col * (size_t)(Kc * P + 1)), *prod = malloc(sizeof *prod * (size_t)(Cg * P + 1));
+    if (!col || !prod) {
+        free(col), free(prod);
+        return qr_errorf(e, "out of memory");
+    }
+    qr_status st = QR_OK;
+    float *gx = dx->data;
+    for (int64_t b = 0; b < N && st == QR_OK; b++)
+        for (int64_t gr = 0; gr < grp && st == QR_OK; gr++) {
+            for (int64_t r = 0; r < Kc; r++) {
+                int64_t m = r / kk, i = r % kk / k[1], j = r % k[1];
+                const float *plane = g + (b * M + gr * Mg + m) * Ho * Wo;
+                float *c = col + r * P;
+                for (int64_t h = 0; h < H; h++) {
+                    int64_t oh = h * s[0] - pb[0] + i * d[0];
+                    for (int64_t v = 0; v < W; v++) {
+                        int64_t ow = v * s[1] - pb[1] + j * d[1];
+                        c[h * W + v] = oh >= 0 && oh < Ho && ow >= 0 && ow < Wo ? plane[oh * Wo + ow] : 0;
+                    }
+                }
+            }
+            st = matmul_f32(wd + gr * Cg * Kc, Kc, 1, col, P, prod, Cg, P, Kc, e);
+            float *o = gx + (b * C + gr * Cg) * P;
+            for (int64_t i = 0; st == QR_OK && i < Cg * P; i++)
+                o[i] += prod[i];
+        }
+    free(col), free(prod);
+    return st;
+}
+
+/* Resize's input adjoint: its forward's taps turned around (runtime/ops/resize.c), on the scales,
+ * sizes and roi the forward read (in[1..3], constants or the forward's values). */
+static qr_status resize_vjp(const qr_node *n, const qr_tensor *const *in, const qr_tensor *y, const float *g,
+                            float *dx, qr_error *e)
+{
+    if (!fdata(in[0]))
+        return qr_errorf(e, "backward of %s '%s': its input is not f32", n->op, n->name);
+    qr_tensor *out[1] = {(qr_tensor *)y};
+    qr_kctx k = {.node = n, .opset = n->opset, .n_in = n->n_in, .n_out = 1, .in = in, .out = out};
+    qr_error why = {{0}};
+    k.err = &why;
+    qr_status st = qr_resize_transpose_f32(&k, g, dx);
+    if (st == QR_NEED_DATA) /* sizes or scales made at run time and not kept */
+        return qr_errorf(e, "backward of %s '%s': its scales or sizes were not kept", n->op, n->name);
+    return st == QR_OK ? QR_OK : qr_errorf(e, "backward of %s '%s': %s", n->op, n->name, why.msg);
+}
+
 /* ------------------------------------------------------------ pooling */
 
 static qr_status pool_vjp(const qr_node *n, const qr_tensor *x, const qr_tensor *y, const qr_tensor *dy,
@@ -353,25 +438,31 @@ static qr_status matmul_vjp(const qr_node *n, const qr_tensor *ta, const qr_tens
     bcast_offsets(&ab, &bt, oa);
     bcast_offsets(&bb, &bt, ob);
     float *da = ga ? ga->data : NULL, *db = gb ? gb->data : NULL;
-    for (int64_t t = 0; t < nb; t++) {
+    /* by the runtime's sgemm (PP-OCR rec's attention): dA = G B^T (B^T made contiguous), dB = A^T G
+     * (A read transposed through its strides), each product into tmp, then added */
+    int64_t big = M * K > K * N ? M * K : K * N;
+    float *btr = da ? malloc(sizeof *btr * (size_t)(K * N + 1)) : NULL, *tmp = malloc(sizeof *tmp * (size_t)(big + 1));
+    qr_status st = (da && !btr) || !tmp ? qr_errorf(e, "out of memory") : QR_OK;
+    for (int64_t t = 0; st == QR_OK && t < nb; t++) {
         const float *A = a + oa[t] * M * K, *B = b + ob[t] * K * N, *G = g + t * M * N;
-        for (int64_t i = 0; da && i < M; i++)
-            for (int64_t q = 0; q < K; q++) {
-                double s = 0;
+        if (da) {
+            for (int64_t q = 0; q < K; q++)
                 for (int64_t j = 0; j < N; j++)
-                    s += (double)G[i * N + j] * B[q * N + j];
-                da[oa[t] * M * K + i * K + q] += (float)s;
-            }
-        for (int64_t q = 0; db && q < K; q++)
-            for (int64_t j = 0; j < N; j++) {
-                double s = 0;
-                for (int64_t i = 0; i < M; i++)
-                    s += (double)A[i * K + q] * G[i * N + j];
-                db[ob[t] * K * N + q * N + j] += (float)s;
-            }
+                    btr[j * K + q] = B[q * N + j];
+            if ((st = matmul_f32(G, N, 1, btr, K, tmp, M, K, N, e)) != QR_OK)
+                break;
+            for (int64_t i = 0; i < M * K; i++)
+                da[oa[t] * M * K + i] += tmp[i];
+        }
+        if (db) {
+            if ((st = matmul_f32(A, 1, K, G, N, tmp, K, N, M, e)) != QR_OK)
+                break;
+            for (int64_t i = 0; i < K * N; i++)
+                db[ob[t] * K * N + i] += tmp[i];
+        }
     }
-    free(oa), free(ob);
-    return QR_OK;
+    free(oa), free(ob), free(btr), free(tmp);
+    return st;
 }
 
 /* ------------------------------------------------------------ layout */
@@ -486,6 +577,10 @@ qr_status qr_vjp_node(const qr_node *n, const qr_tensor *const *in, const qr_ten
     float *o = dx->data;
     if (is(n, "Conv"))
         return conv_vjp(n, x, in[1], y, dy, dx, e);
+    if (is(n, "ConvTranspose"))
+        return conv_tr_vjp(n, x, in[1], y, dy, dx, e);
+    if (is(n, "Resize") || is(n, "Upsample"))
+        return resize_vjp(n, in, y, g, o, e);
     if (is(n, "MaxPool") || is(n, "AveragePool"))
         return n->n_out > 1 ? qr_errorf(e, "backward of MaxPool '%s': with indices", n->name)
                             : pool_vjp(n, x, y, dy, dx, is(n, "MaxPool"), e);

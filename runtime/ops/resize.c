@@ -5,6 +5,7 @@
  * implementation (onnx/reference/ops/op_resize.py), including its choice of
  * neighbours when a coordinate falls exactly on an input index. */
 #include "ops_common.h"
+#include "resize.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -641,6 +642,66 @@ static qr_status rz_run(qr_kctx *k, int legacy)
         }
     }
 done:
+    for (int d = 0; d < r; d++) {
+        free(taps[d].cnt);
+        free(taps[d].idx);
+        free(taps[d].w);
+    }
+    return st;
+}
+
+/* The element loop of rz_run turned around: each output's adjoint goes to every input its taps
+ * read, times the tap's weight (the product over the axes, as the forward multiplies them). */
+qr_status qr_resize_transpose_f32(qr_kctx *k, const float *dy, float *dx)
+{
+    const qr_tensor *x = k->in[0], *y = k->out[0];
+    int legacy = !strcmp(k->node->op, "Upsample") || k->opset < 11;
+    rz_plan p;
+    qr_status st = rz_make(k, &p, legacy, 1);
+    if (st != QR_OK)
+        return st;
+    int r = x->ndim;
+    for (int d = 0; d < r; d++)
+        if (p.out[d] != y->dims[d])
+            return QR_KERR(k, "the output's axis %d is %lld, the resize gives %lld", d, (long long)y->dims[d],
+                           (long long)p.out[d]);
+    int64_t n = qr_tensor_numel(y);
+    if (n == 0)
+        return QR_OK;
+    if (r == 0) {
+        dx[0] += dy[0];
+        return QR_OK;
+    }
+    axis_taps taps[QR_MAX_DIMS];
+    memset(taps, 0, sizeof taps);
+    for (int d = 0; d < r && st == QR_OK; d++)
+        st = axis_build(k, &p, d, x->dims[d], &taps[d]);
+    int64_t xs[QR_MAX_DIMS], idx[QR_MAX_DIMS] = {0};
+    qr_tensor_strides(x, xs);
+    for (int64_t e = 0; st == QR_OK && e < n; e++) {
+        int outside = 0, j[QR_MAX_DIMS] = {0};
+        for (int d = 0; d < r; d++)
+            outside |= taps[d].cnt[idx[d]] < 0;
+        for (int more = !outside; more;) {
+            int64_t off = 0;
+            double w = 1;
+            for (int d = 0; d < r; d++) {
+                int64_t at = idx[d] * taps[d].width + j[d];
+                off += taps[d].idx[at] * xs[d];
+                w *= taps[d].w[at];
+            }
+            dx[off] += (float)(w * dy[e]);
+            int d = r - 1;
+            for (; d >= 0 && ++j[d] >= taps[d].cnt[idx[d]]; d--)
+                j[d] = 0;
+            more = d >= 0;
+        }
+        for (int d = r - 1; d >= 0; d--) {
+            if (++idx[d] < y->dims[d])
+                break;
+            idx[d] = 0;
+        }
+    }
     for (int d = 0; d < r; d++) {
         free(taps[d].cnt);
         free(taps[d].idx);

@@ -403,8 +403,104 @@ Test(vjp, batch_normalization_inference)
     check(g, n, 1, xv, xd, "y = F.batch_norm(x0, w2, w3, w0, w1, False, 0.0, 0.01)");
 }
 
+/* ConvTranspose: y = conv_transpose(x, W) is cropped by the pads from the full output (output_padding
+ * at the end), which torch's padding (symmetric only) cannot say: torch's full output, cropped. */
+Test(vjp, conv_transpose_grouped_strided_dilated_output_padding_asymmetric_pads)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1];
+    int64_t xs[4] = {2, 4, 5, 4}, ws[4] = {4, 3, 3, 2}, bs[1] = {6};
+    qr_value *xv[1] = {var(g, 0, 4, xs, &xd[0], 0)}, *in[3] = {xv[0], cst(g, 0, 4, ws, 0.5f, 0), cst(g, 1, 1, bs, 0.5f, 0)};
+    qr_node *n = tu_node(g, "ConvTranspose", "t", 3, in, 1);
+    tu_attr_int(g, n, "group", 2);
+    tu_attr_ints(g, n, "strides", 2, (int64_t[]){3, 2});
+    tu_attr_ints(g, n, "dilations", 2, (int64_t[]){2, 1});
+    tu_attr_ints(g, n, "output_padding", 2, (int64_t[]){1, 0});
+    tu_attr_ints(g, n, "pads", 4, (int64_t[]){1, 0, 2, 1});
+    /* full: 3 * 4 + 1 + 2 * 2 + 1 = 18 rows, 2 * 3 + 0 + 1 + 1 = 8 columns; cropped [1, 16), [0, 7) */
+    check(g, n, 1, xv, xd,
+          "y = F.conv_transpose2d(x0, w0, w1, stride=(3, 2), output_padding=(1, 0), groups=2, dilation=(2, 1))"
+          "[:, :, 1:16, 0:7]");
+}
+
+/* the pads from the size asked: SAME_UPPER (out = in x stride, the odd unit at the end) */
+Test(vjp, conv_transpose_same_upper)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1];
+    int64_t xs[4] = {1, 3, 4, 5}, ws[4] = {3, 5, 3, 3};
+    qr_value *xv[1] = {var(g, 0, 4, xs, &xd[0], 0)}, *in[2] = {xv[0], cst(g, 0, 4, ws, 0.5f, 0)};
+    qr_node *n = tu_node(g, "ConvTranspose", "t", 2, in, 1);
+    tu_attr_ints(g, n, "strides", 2, (int64_t[]){2, 2});
+    qr_node_add_attr_s(g, n, "auto_pad", "SAME_UPPER");
+    /* full 9 x 11, out 8 x 10: total 1, begin 0 */
+    check(g, n, 1, xv, xd, "y = F.conv_transpose2d(x0, w0, None, stride=2)[:, :, 0:8, 0:10]");
+}
+
+/* the pads from output_shape without auto_pad: the odd unit at the beginning */
+Test(vjp, conv_transpose_output_shape)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1];
+    int64_t xs[4] = {2, 2, 3, 4}, ws[4] = {2, 3, 4, 3};
+    qr_value *xv[1] = {var(g, 0, 4, xs, &xd[0], 0)}, *in[2] = {xv[0], cst(g, 0, 4, ws, 0.5f, 0)};
+    qr_node *n = tu_node(g, "ConvTranspose", "t", 2, in, 1);
+    tu_attr_ints(g, n, "strides", 2, (int64_t[]){2, 3});
+    tu_attr_ints(g, n, "output_shape", 2, (int64_t[]){7, 9});
+    /* full 2 * 2 + 4 = 8 rows, 3 * 3 + 3 = 12 columns; totals 1 and 3: begins 1 and 2 */
+    check(g, n, 1, xv, xd, "y = F.conv_transpose2d(x0, w0, None, stride=(2, 3))[:, :, 1:8, 2:11]");
+}
+
+/* Resize, data input only; in[1..3] roi, scales, sizes (NULL: absent). */
+static void resize_case(const int64_t *xs, const float *scales, const int64_t *sizes, const char *mode,
+                        const char *ctm, const char *nearest, const char *py)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1];
+    qr_value *xv[1] = {var(g, 0, 4, xs, &xd[0], 0)};
+    qr_value *in[4] = {xv[0], NULL, NULL, NULL};
+    if (scales)
+        in[2] = tu_const_f32(g, "scales", 1, (int64_t[]){4}, scales);
+    if (sizes)
+        in[3] = ints(g, "sizes", 4, sizes);
+    qr_node *n = tu_node(g, "Resize", "r", sizes ? 4 : 3, in, 1);
+    qr_node_add_attr_s(g, n, "mode", mode);
+    qr_node_add_attr_s(g, n, "coordinate_transformation_mode", ctm);
+    if (nearest)
+        qr_node_add_attr_s(g, n, "nearest_mode", nearest);
+    check(g, n, 1, xv, xd, py);
+}
+
+/* nearest, asymmetric, floor (torch's 'nearest'), up 2 x 3 */
+Test(vjp, resize_nearest_asymmetric_floor_scales)
+{
+    resize_case((int64_t[]){2, 3, 4, 3}, (float[]){1, 1, 2, 3}, NULL, "nearest", "asymmetric", "floor",
+                "y = F.interpolate(x0, size=(8, 9), mode='nearest')");
+}
+
+/* nearest, half_pixel, round_prefer_ceil (torch's 'nearest-exact'), up on one axis, down on the other */
+Test(vjp, resize_nearest_half_pixel_prefer_ceil_sizes)
+{
+    resize_case((int64_t[]){1, 2, 4, 7}, NULL, (int64_t[]){1, 2, 7, 3}, "nearest", "half_pixel", "round_prefer_ceil",
+                "y = F.interpolate(x0, size=(7, 3), mode='nearest-exact')");
+}
+
+/* linear, half_pixel (torch's bilinear without align_corners), up on one axis, down on the other */
+Test(vjp, resize_linear_half_pixel_sizes)
+{
+    resize_case((int64_t[]){2, 2, 4, 5}, NULL, (int64_t[]){2, 2, 7, 3}, "linear", "half_pixel", NULL,
+                "y = F.interpolate(x0, size=(7, 3), mode='bilinear', align_corners=False)");
+}
+
+/* linear, align_corners, scales 2 x 1.5 */
+Test(vjp, resize_linear_align_corners_scales)
+{
+    resize_case((int64_t[]){1, 3, 4, 6}, (float[]){1, 1, 2, 1.5f}, NULL, "linear", "align_corners", NULL,
+                "y = F.interpolate(x0, size=(8, 9), mode='bilinear', align_corners=True)");
+}
+
 /* Which values get an exact adjoint: through a Shape (an integer output, no first-order change) and
- * a Relu, yes; through an op without a backward (Resize), no, nor anything that reaches the outputs
+ * a Relu, yes; through an op without a backward (Erf), no, nor anything that reaches the outputs
  * only through it. */
 Test(vjp, exact_marks_what_an_op_without_backward_blocks)
 {
@@ -417,9 +513,9 @@ Test(vjp, exact_marks_what_an_op_without_backward_blocks)
     s->out[0]->t.dtype = QR_I64;
     qr_node *z = tu_node(g, "Relu", "z", 1, &r->out[0], 1);
     z->out[0]->t = x->t;
-    qr_node *rs = tu_node(g, "Resize", "rs", 1, &z->out[0], 1);
+    qr_node *rs = tu_node(g, "Erf", "rs", 1, &z->out[0], 1);
     rs->out[0]->t = x->t;
-    rs->out[0]->t.dtype = QR_UNDEF; /* a type import could not tell (PP-OCR det's Resize outputs) */
+    rs->out[0]->t.dtype = QR_UNDEF; /* a type import could not tell (as PP-OCR det's Resize outputs) */
     qr_value *both[2] = {r->out[0], rs->out[0]};
     qr_node *a = tu_node(g, "Add", "a", 2, both, 1);
     a->out[0]->t = x->t;
@@ -427,9 +523,9 @@ Test(vjp, exact_marks_what_an_op_without_backward_blocks)
     tu_output(g, s->out[0]);
     unsigned char ex[16];
     qr_vjp_exact(g, ex);
-    cr_assert(ex[a->out[0]->id] && ex[rs->out[0]->id], "the outputs and Resize's output are exact");
-    cr_assert(!ex[z->out[0]->id], "Resize's input reaches the output only through it");
-    cr_assert(!ex[r->out[0]->id], "r reaches the output through z and Resize too");
+    cr_assert(ex[a->out[0]->id] && ex[rs->out[0]->id], "the outputs and Erf's output are exact");
+    cr_assert(!ex[z->out[0]->id], "Erf's input reaches the output only through it");
+    cr_assert(!ex[r->out[0]->id], "r reaches the output through z and Erf too");
     cr_assert(!ex[x->id], "x reaches it through r");
     qr_graph_free(g);
 }
