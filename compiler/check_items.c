@@ -1157,6 +1157,8 @@ static void setting_value(ctx *c, const ql_node *k, qr_setting_id id)
             chk_err(c, v, "effect_macs is a number of multiply-accumulates, at least %llu: effect_macs = 2e12", lo);
         else if (id == QR_SET_SEARCH_FLOOR && v->kind != QL_INT && v->kind != QL_FLOAT)
             chk_err(c, v, "search_floor is a number of dB: search_floor = 5");
+        else if (id == QR_SET_GRAD_EXACT_BELOW && ((v->kind != QL_INT && v->kind != QL_FLOAT) || !(f >= d->lo)))
+            chk_err(c, v, "grad_exact_below is a number of dB, at least %llu: grad_exact_below = 32", lo);
         else if ((v->kind != QL_INT && v->kind != QL_FLOAT) || (v->kind == QL_FLOAT && !(v->fval >= d->lo)))
             chk_err(c, v, "tolerance is a number of dB: tolerance = 3");
         break;

@@ -2713,16 +2713,17 @@ static float grad_sign(uint64_t seed, uint64_t i)
  * output with outputs = worst, so that each output's energy is its own), each one backward pass
  * giving every layer's g_i = J_i^T u at once, and E_u <g_i, r_i>^2 = |J_i r_i|^2 (Hutchinson's
  * estimator, per sample). The effect is the outputs' SQNR that energy gives (the worst output's
- * with outputs = worst). A layer whose way to the outputs crosses an op without a backward, and
- * the grad_exact layers the estimate puts worst (the recipe's: the search's first decisions), get
- * their exact effect (measure_effects) instead. */
+ * with outputs = worst). A layer whose way to the outputs crosses an op without a backward, the
+ * grad_exact layers the estimate puts worst (the recipe's: the search's first decisions), and those
+ * it puts under grad_exact_below dB get their exact effect (measure_effects) instead. */
 static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *calib, int64_t count, ranked *rk,
                               int nr)
 {
     const qr_graph *g = q->g;
     int dirs = setting_count(q, QR_SET_GRAD_DIRECTIONS, 4), nexact = 0, no = g->n_outputs, worst = worst_output(q);
-    const qr_setting *gx = qr_recipe_setting(q->r, QR_SET_GRAD_EXACT);
+    const qr_setting *gx = qr_recipe_setting(q->r, QR_SET_GRAD_EXACT), *gb_ = qr_recipe_setting(q->r, QR_SET_GRAD_EXACT_BELOW);
     int top = gx && gx->value >= 0 ? (int)gx->value : 0;
+    double below = gb_ ? gb_->value : -INFINITY;
     outref o;
     int own = 1;
     qr_status st = effect_outref(&o, q, all, calib, count, &own);
@@ -2857,7 +2858,9 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
                 low = fmin(low, db);
         }
         rk[r].effect = worst ? low : all;
-        if (!exact[q->slots[rk[r].slot].value])
+        /* no adjoint; or an estimate under grad_exact_below, where a layer's error is large against
+         * the output's and the first-order estimate is optimistic (downstream saturation, a gate) */
+        if (!exact[q->slots[rk[r].slot].value] || rk[r].effect < below)
             sub[nexact++] = r;
     }
     /* the grad_exact worst estimates are measured too: the search's first steps decide on them */

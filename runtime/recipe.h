@@ -679,6 +679,7 @@ typedef enum qr_setting_kind {
     X(PROBE_HOLD, "probe_hold", QR_SK_COUNT, 1, 1000000, NULL)               \
     X(GRAD_DIRECTIONS, "grad_directions", QR_SK_COUNT, 1, 1000000, NULL)     \
     X(GRAD_EXACT, "grad_exact", QR_SK_COUNT, 0, 1000000, NULL)              \
+    X(GRAD_EXACT_BELOW, "grad_exact_below", QR_SK_NUMBER, 0, 0, NULL)       \
     X(FALLBACK_ACTIVATION, "fallback_activation", QR_SK_QSPEC, 0, 0, NULL)  \
     X(FALLBACK_CALIBRATE, "fallback_calibrate", QR_SK_CHOICE, 0, 0, "quantized float") \
     X(SEARCH_FLOOR, "search_floor", QR_SK_NUMBER, 0, 0, NULL)

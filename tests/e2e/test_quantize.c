@@ -3077,6 +3077,49 @@ Test(quantize, rank_grad_near_rank_effect_on_a_nonlinear_chain)
     free(log);
 }
 
+/* grad_exact_below: a layer whose estimate is under it is measured exactly, as rank = effect measures
+ * it. On gain_oracle.py's nonlinear chain (Relu, Sigmoid: the first order not exact), with the
+ * bound above every estimate each layer's effect_db is rank = effect's own, and without it the
+ * estimate differs from it somewhere (else this would test nothing). */
+Test(quantize, rank_grad_exact_below_measures_those_layers_as_rank_effect)
+{
+    char cmd[4096], recipe[700], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/gain_oracle.py' make '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *ranks[3] = {"effect", "grad", "grad\n  grad_exact_below = 1000"};
+    for (int k = 0; k < 3; k++) {
+        char lines[200];
+        snprintf(recipe, sizeof recipe, "%s/b%d.qrl", dir, k);
+        snprintf(lines, sizeof lines, "  fallback = f32 when output_sqnr < 99\n  rank = %s\n", ranks[k]);
+        write_recipe(recipe, lines);
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize %s/nonlin.onnx --recipe %s --calib %s/nonlin_x.npy -o %s/b%d.onnx "
+                 "--report %s/b%d.json", tu_root(), tu_qrl(), dir, recipe, dir, dir, k, dir, k);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json\n"
+             "e = [{l['value']: l['effect_db'] for l in json.load(open('%s/b%%d.json' %% k))['layers']} for k in (0, 1, 2)]\n"
+             "print(len(e[0]))\n"
+             "for v in e[0]: print(v, e[0][v], e[1][v], e[2][v])\"", dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    int nl = 0;
+    cr_assert(sscanf(log, "%d", &nl) == 1 && nl == 5, "%s", log);
+    const char *at = strchr(log, '\n');
+    double apart = 0;
+    for (int i = 0; i < nl && at; i++) {
+        char name[64];
+        double ex, gr, gb;
+        cr_assert(sscanf(at + 1, "%63s %lf %lf %lf", name, &ex, &gr, &gb) == 4, "%s", log);
+        cr_assert_float_eq(gb, ex, 1e-3, "layer %s: grad_exact_below = 1000 %.4f dB, effect %.4f dB\n%s", name, gb, ex, log);
+        apart = fmax(apart, fabs(gr - ex));
+        at = strchr(at + 1, '\n');
+    }
+    cr_assert(apart > 0.01, "the estimate equals the exact effects everywhere: nothing tested\n%s", log);
+    free(log);
+}
+
 /* fallback_activation = ... through qrl quantize: the fallback searches with its ranges, and the
  * recipe's own activation line ships only where that search left every layer on the integers and
  * its own does too. x = 16 samples of Laplace values (both signs), y = x * x, everything judged on
