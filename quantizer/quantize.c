@@ -1214,6 +1214,10 @@ typedef struct batch_run {
     _Atomic int64_t done; /* samples run, for the progress bar */
 } batch_run;
 
+static void spread_stream(const qr_quant_opts *o, const qr_tensor *calib, int64_t at, int64_t b, int64_t *from,
+                          int64_t *to);
+static void spread_unstream(const qr_quant_opts *o, int64_t from, int64_t to);
+
 typedef struct worker_arg {
     batch_run *r;
     calib_worker *w;
@@ -1255,7 +1259,8 @@ static void *run_worker(void *p)
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
     w->st = in ? qr_exec_new(g, &eo, &x, &w->err) : qr_errorf(&w->err, "out of memory");
     for (int64_t k = w->first; k < w->last && w->st == QR_OK; k++) {
-        int64_t at = k * r->batch, b = r->count - at < r->batch ? r->count - at : r->batch;
+        int64_t at = k * r->batch, b = r->count - at < r->batch ? r->count - at : r->batch, from, to;
+        spread_stream(r->q->o, r->calib, at, b, &from, &to);
         qr_plan_slice_inputs(r->calib, g->n_inputs, at, b, in);
         w->at = at, w->count = b;
         for (int i = 0; w->dlo && i < g->n_inputs; i++) /* inputs: no node reports them */
@@ -1265,6 +1270,7 @@ static void *run_worker(void *p)
             w->st = qr_exec_run(x, in, &r->keep[k * g->n_outputs], &w->err);
         else
             w->st = qr_plan_run_once(x, g, in, &w->err);
+        spread_unstream(r->q->o, from, to);
         int64_t done = (r->done += b);
         if (a->index == 0 && done < r->share) /* the caller's thread draws the bar */
             qr_plan_progress(r->q->o, r->what, done, r->share, r->t0);
@@ -1965,12 +1971,17 @@ static qr_status check_calib(const qr_graph *g, const qr_tensor *calib, qr_error
         if (calib[i].dtype == QR_F32) {
             const float *d = calib[i].data;
             int64_t n = qr_tensor_numel(&calib[i]), per = n / calib[i].dims[0];
-            for (int64_t k = 0; k < n; k++)
+            for (int64_t k = 0; k < n; k++) {
                 if (!isfinite(d[k]))
                     return qr_errorf(e, "the calibration data for input '%s' holds %s at sample %lld (element %lld of "
                                      "its %lld): calibration needs finite numbers",
                                      v->name, isnan(d[k]) ? "NaN" : "an infinity", (long long)(k / per),
                                      (long long)(k % per), (long long)per);
+                /* a mapped file's pages leave once read: the passes read them again from the page
+                 * cache, as they need them (the whole file resident was MobileNetV3-small's peak) */
+                if ((k + 1) % per == 0)
+                    qr_data_release(d, (size_t)(k + 1 - per) * sizeof *d, (size_t)per * sizeof *d);
+            }
         }
     }
     return QR_OK;
@@ -2534,8 +2545,9 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     if (st != QR_OK)
         return st;
     qr_plan_drop_rounded(q); /* what ships holds its weights' integers; the others' go */
-    if (judge != calib)
-        spread_hold(q->o, calib, 1);
+    /* the passes over the calibration samples below: the f32 pass (streamed, run_batches) and the
+     * output SQNR on the first ncal of them, which stay */
+    spread_drop(q->o, calib, ncal);
     res->output_sqnr_calib = res->output_sqnr;
     if (res->mixed && judge == calib) /* mixed precision measured its points on the calibration samples */
         res->mixed->heldout_samples = 0;
@@ -3021,7 +3033,10 @@ typedef struct qr_spread {
     int64_t ncal;         /* units that calibrate: [0, ncal) of the copy */
     size_t *unit;         /* bytes of a unit, per input */
     char *mapped;         /* per input: the copy is an anonymous mapping (else malloc'd, kept whole) */
-    int held;             /* the calibrating units are in the copies */
+    int64_t units, step;  /* units in the copy (ncal calibrating, then the held-out ones), samples a unit */
+    /* per unit: it is in the copies. A unit leaves with the whole pages among its bytes; the held-out
+     * ones are copied once and stay, the calibrating ones come and go (spread_hold, spread_stream) */
+    unsigned char *filled;
 } qr_spread;
 
 static void spread_free(qr_spread *sp)
@@ -3030,11 +3045,12 @@ static void spread_free(qr_spread *sp)
         return;
     for (int i = 0; sp->copy && i < sp->n; i++)
         qr_tensor_free(&sp->copy[i]);
-    free(sp->copy), free(sp->order), free(sp->unit), free(sp->mapped), free(sp);
+    free(sp->copy), free(sp->order), free(sp->unit), free(sp->mapped), free(sp->filled), free(sp);
 }
 
-/* Units [from, to) of every input copied from the source (whose mapped file's pages then leave
- * the resident set: the page cache keeps them for a later copy or read). */
+/* The units of [from, to) not in the copies copied from the source (whose mapped file's pages then
+ * leave the resident set: the page cache keeps them for a later copy or read). Units of different
+ * ranges may be filled at once (calibration's workers): each writes its own units' bytes alone. */
 static void spread_fill(qr_spread *sp, int64_t from, int64_t to)
 {
     for (int i = 0; i < sp->n; i++) {
@@ -3042,44 +3058,95 @@ static void spread_fill(qr_spread *sp, int64_t from, int64_t to)
         /* each unit's pages of the file leave as soon as copied, not after the whole copy: the file
          * and the copy were held whole together (BlazeFace back's 50 MB file: its peak) */
         for (int64_t u = from; u < to; u++) {
+            if (sp->filled[u])
+                continue;
             memcpy((char *)sp->copy[i].data + (size_t)u * sp->unit[i],
                    (const char *)src->data + (size_t)sp->order[u] * sp->unit[i], sp->unit[i]);
             qr_data_release(src->data, (size_t)sp->order[u] * sp->unit[i], sp->unit[i]);
         }
-        qr_data_release(src->data, 0, qr_tensor_nbytes(src));
     }
+    for (int64_t u = from; u < to; u++)
+        sp->filled[u] = 1;
+}
+
+/* Units [from, to) leave the copies: the whole pages inside their bytes (a page shared with a unit
+ * outside stays, never written here); each of them then counts as gone (read again as zeros where
+ * a page left). A copy that is not a mapping of its own stays whole. */
+static void spread_release(qr_spread *sp, int64_t from, int64_t to)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    int any = 0;
+    for (int i = 0; i < sp->n && to > from; i++) {
+        size_t a = ((size_t)from * sp->unit[i] + pg - 1) / pg * pg, b = (size_t)to * sp->unit[i] / pg * pg;
+        if (sp->mapped[i] && b > a) {
+            madvise((char *)sp->copy[i].data + a, b - a, MADV_DONTNEED);
+            any = 1;
+        }
+    }
+    for (int64_t u = from; any && u < to; u++)
+        sp->filled[u] = 0;
 }
 
 /* hold 0: the calibrating units of calib, when it is o's spread copy, leave memory (the whole
  * pages among them; a page shared with the first held-out unit stays); hold 1: they are copied
- * again. Nothing when calib is other samples, or they are already as asked. */
+ * again. Nothing when calib is other samples. */
 static void spread_hold(const qr_quant_opts *o, const qr_tensor *calib, int hold)
 {
     qr_spread *sp = o->spread;
-    if (!sp || calib != sp->copy || sp->held == hold)
+    if (!sp || calib != sp->copy)
         return;
-    if (hold) {
+    if (hold)
         spread_fill(sp, 0, sp->ncal);
-        sp->held = 1;
-    } else {
-        spread_drop(o, calib, 0);
-    }
+    else
+        spread_release(sp, 0, sp->ncal);
 }
 
-/* As spread_hold 0, but the first keep calibrating units stay (the whole pages after them leave):
- * calibrate_samples' judge reads them through the fallback. */
+/* The units of calib's first keep samples (o's spread copy) in the copies, the calibrating units
+ * after them not: the passes that follow read those alone (the fallback's calibrate_samples judge,
+ * the output SQNR on the calibration samples: 16 of ResNet-18's 48 calibrating images). */
 static void spread_drop(const qr_quant_opts *o, const qr_tensor *calib, int64_t keep)
 {
     qr_spread *sp = o->spread;
-    if (!sp || calib != sp->copy || !sp->held)
+    if (!sp || calib != sp->copy)
         return;
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    for (int i = 0; i < sp->n; i++) {
-        size_t from = ((size_t)keep * sp->unit[i] + pg - 1) / pg * pg, to = (size_t)sp->ncal * sp->unit[i] / pg * pg;
-        if (sp->mapped[i] && to > from) /* read again as zeros: never before spread_hold 1 */
-            madvise((char *)sp->copy[i].data + from, to - from, MADV_DONTNEED);
-    }
-    sp->held = 0;
+    int64_t ku = (keep + sp->step - 1) / sp->step;
+    if (ku > sp->ncal)
+        ku = sp->ncal;
+    spread_fill(sp, 0, ku);
+    spread_release(sp, ku, sp->ncal);
+}
+
+/* Calibration's passes over calib (o's spread copy) take the calibrating units a batch needs as it
+ * runs (samples [at, at + b)) and let them go after it (spread_unstream): the file is read again
+ * from the page cache instead of held copied whole through calibration and the f32 pass (MobileNetV3-
+ * small's 64 images, 38 MB). *from, *to: the units it copied, which the batch's end lets go (none
+ * when they were in the copies already, or calib is other samples). */
+static void spread_stream(const qr_quant_opts *o, const qr_tensor *calib, int64_t at, int64_t b, int64_t *from,
+                          int64_t *to)
+{
+    qr_spread *sp = o->spread;
+    *from = *to = 0;
+    if (!sp || calib != sp->copy || b < 1)
+        return;
+    int64_t u0 = at / sp->step, u1 = (at + b + sp->step - 1) / sp->step;
+    if (u1 > sp->ncal)
+        u1 = sp->ncal;
+    while (u0 < u1 && sp->filled[u0]) /* held already: they stay */
+        u0++;
+    while (u1 > u0 && sp->filled[u1 - 1])
+        u1--;
+    int some = 0;
+    for (int64_t u = u0; u < u1; u++)
+        some |= sp->filled[u];
+    spread_fill(sp, u0, u1);
+    if (!some) /* a held unit among them: they all stay (the batch's end would take it too) */
+        *from = u0, *to = u1;
+}
+
+static void spread_unstream(const qr_quant_opts *o, int64_t from, int64_t to)
+{
+    if (o->spread && to > from)
+        spread_release(o->spread, from, to);
 }
 
 /* Zeroed memory for t's data as an anonymous mapping the tensor owns (*mapped 1), else malloc'd. */
@@ -3121,13 +3188,14 @@ static qr_status spread_validate(const qr_graph *g, const qr_tensor *calib, cons
     qr_spread *sp = calloc(1, sizeof *sp);
     char *held = calloc((size_t)units, 1);
     if (sp) {
-        sp->src = calib, sp->n = g->n_inputs, sp->ncal = units - vu, sp->held = 1;
+        sp->src = calib, sp->n = g->n_inputs, sp->ncal = units - vu, sp->units = units, sp->step = step;
+        sp->filled = calloc((size_t)units + 1, 1);
         sp->order = malloc(sizeof *sp->order * (size_t)units);
         sp->copy = calloc((size_t)g->n_inputs + 1, sizeof *sp->copy);
         sp->unit = calloc((size_t)g->n_inputs + 1, sizeof *sp->unit);
         sp->mapped = calloc((size_t)g->n_inputs + 1, 1);
     }
-    if (!sp || !held || !sp->order || !sp->copy || !sp->unit || !sp->mapped) {
+    if (!sp || !held || !sp->order || !sp->copy || !sp->unit || !sp->mapped || !sp->filled) {
         spread_free(sp), free(held);
         return qr_errorf(e, "out of memory");
     }
@@ -3171,8 +3239,13 @@ static qr_status spread_validate(const qr_graph *g, const qr_tensor *calib, cons
         return QR_ERR;
     }
     /* the file's mapping (a .npy read by the CLI) leaves the resident set once copied: the copy is
-     * what runs (ResNet-18's 64 images held twice were 38 MB of its peak) */
-    spread_fill(sp, 0, units);
+     * what runs (ResNet-18's 64 images held twice were 38 MB of its peak). Only the held-out units
+     * are copied now: the calibrating ones come as the passes over them need them (spread_stream,
+     * spread_hold), never all of them at once where the passes stream them (calibration, the f32
+     * pass) */
+    spread_fill(sp, sp->ncal, units);
+    for (int i = 0; i < g->n_inputs; i++)
+        qr_data_release(calib[i].data, 0, qr_tensor_nbytes(&calib[i]));
     *out = sp;
     return QR_OK;
 }
@@ -3240,6 +3313,7 @@ static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_qu
                 return qr_errorf(e, "recipe '%s': transform %s corrects %s; a weight-only recipe takes rescalings only",
                                  q.r->name, t->match.name, t->bias ? "biases" : "roundings");
         }
+        spread_hold(o, calib, 1); /* read where they are: all of them in the copy */
         if (!transformed && qr_recipe_setting(q.r, QR_SET_TRANSFORM))
             return quantize_transformed(g, q.r, calib, o, out, e);
         return qr_weight_only(g, ref, calib, o, q.r, out, e);
@@ -3249,8 +3323,11 @@ static qr_status quantize(const qr_graph *g, const qr_tensor *calib, const qr_qu
     if (wc && wc->layer) /* it sees a layer's rows and rounds its weight: no qparams for a pattern to use */
         return qr_errorf(e, "recipe '%s': weight calibrator '%s' is a layer calibrator (it rounds a weight from the "
                             "layer's inputs): only weight-only recipes (activation = f32) can use it", q.r->name, wc->name);
-    if (!transformed && !o->from_file && qr_recipe_setting(q.r, QR_SET_TRANSFORM))
+    /* the transforms read the calibrating samples where they are: all of them in the copy */
+    if (!transformed && !o->from_file && qr_recipe_setting(q.r, QR_SET_TRANSFORM)) {
+        spread_hold(o, calib, 1);
         return quantize_transformed(g, q.r, calib, o, out, e);
+    }
     if (!o->from_file && q.r->fallback && qr_recipe_setting(q.r, QR_SET_FALLBACK_ACTIVATION))
         return quantize_two_ranges(g, calib, o, q.r, out, e, ref);
     return quantize_recipe(g, calib, o, q.r, out, e, ref);
@@ -3369,7 +3446,7 @@ static qr_status quantize_two_ranges(const qr_graph *g, const qr_tensor *calib, 
     /* every rank of a distributed job holds the search's decisions (qmeasure.c): they all run again */
     int second = st == QR_OK && res[0]->fallbacks == 0 && res[0]->widened == 0;
     if (second) {
-        spread_hold(o, calib, 1); /* the calibrating samples, which the first run's end let go */
+        spread_hold(o, calib, 0); /* the second's calibration streams them again, as the first's did */
         if ((st = ranges_recipe(r, 1, &rr[1], e)) == QR_OK)
             st = quantize_recipe(g, calib, o, &rr[1], &res[1], e, ref);
     }

@@ -620,11 +620,16 @@ int qrl_model_read_inputs(const qrl_model *m, const char *label, const char *opt
             /* the quantizer refuses them too; here the message can name the file */
             const float *d = t[slot].data;
             int64_t cnt = qr_tensor_numel(&t[slot]), per = t[slot].dims[0] ? cnt / t[slot].dims[0] : cnt;
-            for (int64_t i = 0; i < cnt && st == QR_OK; i++)
+            for (int64_t i = 0; i < cnt && st == QR_OK; i++) {
                 if (!isfinite(d[i]))
                     st = qr_errorf(&e, "%s: sample %lld holds %s (element %lld of its %lld): calibration needs finite "
                                    "numbers", file, (long long)(i / per), isnan(d[i]) ? "NaN" : "an infinity",
                                    (long long)(i % per), (long long)per);
+                /* a mapped file's pages leave once read (the page cache keeps them): the quantizer
+                 * reads the samples again as it needs them, not the whole file held from here */
+                if (per > 0 && (i + 1) % per == 0)
+                    qr_data_release(d, (size_t)(i + 1 - per) * sizeof *d, (size_t)per * sizeof *d);
+            }
         }
     }
     for (int j = 0; st == QR_OK && j < g->n_inputs; j++)

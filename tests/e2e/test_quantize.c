@@ -2034,6 +2034,69 @@ Test(quantize, validate_from_spread_holds_out_every_kth_sample)
     free(log);
 }
 
+/* validate_from = spread's calibrating samples are copied from the file as each pass over them needs
+ * them, batch by batch, and leave after it (stop 43): the calibration and the f32 pass stream them,
+ * the output SQNR on the calibration samples holds the first calibrate_figure_samples of them. With
+ * samples of 1100 floats (4400 bytes: whole pages inside a sample and pages shared by two), batches
+ * of 5 (batches that end inside a page) on 2 threads (two workers copying and letting go side by
+ * side) and on 1, the oracle is the one of validate_from_spread_holds_out_every_kth_sample: numpy
+ * puts the held-out rows last, and the tail split of that file (which reads the file, no copy) must
+ * give the same qparams and report. A sample read where it was let go (zeros) changes the ranges. */
+Test(quantize, spread_streams_the_calibrating_samples)
+{
+    char cmd[4096], *log, path[1024];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper as h, TensorProto as T; "
+             "r = np.random.default_rng(7); "
+             "w1 = h.make_tensor('w1', T.FLOAT, [1100, 24], r.standard_normal(26400).astype(np.float32) * 0.05); "
+             "w2 = h.make_tensor('w2', T.FLOAT, [24, 6], r.standard_normal(144).astype(np.float32) * 0.3); "
+             "nodes = [h.make_node('MatMul', ['x', 'w1'], ['m']), h.make_node('Relu', ['m'], ['a']), "
+             "h.make_node('MatMul', ['a', 'w2'], ['y'])]; "
+             "g = h.make_graph(nodes, 'g', [h.make_tensor_value_info('x', T.FLOAT, ['n', 1100])], "
+             "[h.make_tensor_value_info('y', T.FLOAT, ['n', 6])], [w1, w2]); "
+             "onnx.save(h.make_model(g, opset_imports=[h.make_opsetid('', 17)]), 'wide.onnx'); "
+             "x = r.standard_normal((64, 1100)).astype(np.float32) - 0.2; x[3::4] *= 1.5; x[10] *= 2.5; "
+             "np.save('wide_calib.npy', x); i = np.arange(64); "
+             "np.save('wide_reord.npy', np.concatenate([x[i %% 4 != 3], x[i %% 4 == 3]]))\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/wide.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    const char *body = "  activation = u8 asymmetric by minmax()\n"
+                       "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
+                       "  calibrate_figure_samples = 12\n  fallback = f32 when output_sqnr < 32\n";
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+               "recipe spread {\n%s  validate_from = spread\n}\nrecipe tail {\n%s  validate_from = end\n}\n",
+            body, body);
+    fclose(f);
+    const char *runs[][4] = {{"spread", "wide_calib", "s2", "2"}, {"spread", "wide_calib", "s1", "1"},
+                             {"tail", "wide_reord", "r", "1"}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize wide.onnx --recipe wide.qrl --recipe-name %s --calib %s.npy --batch 5 "
+                 "--threads %s -o wide.%s.onnx --qparams wide.%s.qp.json --report wide.%s.json 2>&1",
+                 dir, tu_qrl(), runs[i][0], runs[i][1], runs[i][3], runs[i][2], runs[i][2], runs[i][2]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        cr_expect(strstr(log, "on 16 held-out samples"), "%s", log);
+        free(log);
+    }
+    snprintf(path, sizeof path, "%s/wide.r.json", dir);
+    cr_log_info("fallbacks %.0f, calibrate figure %.2f dB", tu_json_number(path, "fallbacks"),
+                tu_json_number(path, "output_sqnr_calibrate_db"));
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && cmp wide.%s.qp.json wide.r.qp.json && /usr/bin/python3 -c \"import json\n"
+                 "def l(p):\n d = json.load(open(p)); d.pop('recipe')\n return {k: v for k, v in d.items() if not k.endswith('_ms')}\n"
+                 "a, b = l('wide.%s.json'), l('wide.r.json')\nassert a == b, [(k, a[k], b.get(k)) for k in a if a[k] != b.get(k)]\"",
+                 dir, runs[i][2], runs[i][2]);
+        cr_expect_eq(tu_run(cmd, &log), 0, "spread (%s threads) differs from the tail split of the reordered file: %s",
+                     runs[i][3], log);
+        free(log);
+    }
+}
+
 /* The bundled CNN's export dir/EXPORT.onnx on the samples dir/SAMPLES.npy: ONNX Runtime's outputs
  * against the f32 model's, numpy's sample_balanced_lower of them (tests/e2e/samples_oracle.py) is db
  * within 0.01 dB. */
