@@ -906,6 +906,8 @@ static int *f32_order_like(const qr_qctx *q, const qr_graph *rg)
     return seq;
 }
 
+static int *share_map(const qr_graph *g, const qr_graph *d);
+
 /* G's runs made, on threads kernel threads each. */
 static qr_status group_new(sbs *w, sbs_group *G)
 {
@@ -941,12 +943,15 @@ static qr_status group_new(sbs *w, sbs_group *G)
     qr_exec_opts o32 = {.threads = w->threads, .observer = observe_f32, .observer_user = &G->r, .node_seq = seq};
     qr_status st = qr_exec_new(q->g, &o32, &G->f.x, &G->e);
     free(seq);
+    const qr_exec *packs = G->f.x; /* what keeps the f32 model's packings in this group */
     if (st == QR_OK && w->o && w->o->pack && w->o->pack_threads == w->threads && !q->ref) {
         qr_exec_share_cache(G->f.x, w->o->pack); /* only read: the groups may share it at once */
+        packs = w->o->pack;
         if (w->ng == 1) /* a workspace is one run's at a time: one group's */
             qr_exec_share_work(G->f.x, w->o->pack);
     }
     double *outs = G->sums + (size_t)q->nslots * NSUMS; /* the readers' output sums, as reader_sums lays them */
+    int back = 0; /* the f32 run takes a reader's packings */
     for (int k = 0; st == QR_OK && k < w->nr; k++) {
         measure *m = &G->ms[k];
         *m = w->ms[k];
@@ -968,6 +973,34 @@ static qr_status group_new(sbs *w, sbs_group *G)
          * between kernels): one kernel workspace between them, the f32 run's */
         if (st == QR_OK)
             qr_exec_share_work(m->x, G->f.x);
+        /* a QDQ graph's layers in f32 read the model's weights as the f32 run does: one packing of
+         * them, the f32 run's (the group's runs take turns; the packing kept by o->pack, which
+         * never runs meanwhile, or by the group's own f32 run). The cumulative reader alone: the
+         * others rewrite values (share_map). MobileNetV3-small's measurement of what ships held
+         * the f32 run's 10.4 MiB of packings beside its QDQ run's 8.4 */
+        int *map = st == QR_OK && m->obs == observe_slots && !m->local && !q->ref ? share_map(q->g, m->g) : NULL;
+        if (map)
+            st = qr_exec_share_cache_nodes(m->x, packs, map, &G->e);
+        /* the reader runs a layer's kernel before it waits for the f32 run's value there, so it
+         * packs first: the f32 run takes the reader's packing then (either may pack first) */
+        if (map && st == QR_OK && packs == G->f.x && !back) {
+            int *inv = malloc(sizeof *inv * ((size_t)q->g->n_nodes + 1));
+            for (int i = 0; inv && i < q->g->n_nodes; i++)
+                inv[i] = -1;
+            for (int i = 0; inv && i < m->g->n_nodes; i++)
+                if (map[i] >= 0)
+                    inv[map[i]] = i;
+            if (inv && (st = qr_exec_share_cache_nodes(G->f.x, m->x, inv, &G->e)) == QR_OK)
+                back = 1;
+            free(inv);
+        }
+        free(map);
+        /* the integer graph's layers in f32 read the model's weights too: its run takes the QDQ
+         * run's packing of them (that run packs them first, the f32 run taking it in turn) */
+        if (st == QR_OK && m->obs == observe_ints && back && (map = share_map(G->ms[0].g, m->g))) {
+            st = qr_exec_share_cache_nodes(m->x, G->ms[0].x, map, &G->e);
+            free(map);
+        }
         /* readers of one graph (the local measurement's and the cumulative one's) run one at a
          * time: one packing of its weights between them, whichever packs first */
         for (int j = 0; st == QR_OK && j < k; j++)
@@ -1962,6 +1995,31 @@ static int same_consts(const qr_graph *g, int i, const qr_node *n)
             return 0;
     }
     return 1;
+}
+
+/* For a graph d the quantizer made of the model g (a measured QDQ graph, the integer graph) or of
+ * another such graph g: by node of d, the node of g that computes the same thing from the same
+ * constants and the same values (same_consts, the same attributes, each other input the value of
+ * the same name: found by the name of the value it makes, which both graphs keep for the model's
+ * nodes), -1 none; NULL when out of memory (nothing shared). For runs whose observers rewrite no
+ * value: a value made from constants alone is then the same in both, and so what a kernel keeps of
+ * it. */
+static int *share_map(const qr_graph *g, const qr_graph *d)
+{
+    int *map = malloc(sizeof *map * ((size_t)d->n_nodes + 1));
+    for (int i = 0; map && i < d->n_nodes; i++) {
+        const qr_node *n = d->nodes[i];
+        const qr_value *v = n->n_out > 0 && n->out[0] ? qr_graph_find(g, n->out[0]->name) : NULL;
+        const qr_node *o = v ? v->producer : NULL;
+        int ok = o && o->id >= 0 && o->id < g->n_nodes && g->nodes[o->id] == o && same_consts(g, o->id, n) &&
+                 o->n_attr == n->n_attr && !strcmp(o->domain, n->domain) && o->opset == n->opset;
+        for (int k = 0; ok && k < n->n_attr; k++)
+            ok = same_attr(&o->attr[k], &n->attr[k]);
+        for (int k = 0; ok && k < n->n_in; k++)
+            ok = !n->in[k] || n->in[k]->is_const || !strcmp(n->in[k]->name, o->in[k]->name);
+        map[i] = ok ? o->id : -1;
+    }
+    return map;
 }
 
 /* d, the QDQ graph of one layer quantized alone, cut at node at (of q->g): the nodes the quantizer
