@@ -2042,7 +2042,11 @@ Test(quantize, validate_from_spread_holds_out_every_kth_sample)
  * side) and on 1, the oracle is the one of validate_from_spread_holds_out_every_kth_sample: numpy
  * puts the held-out rows last, and the tail split of that file (which reads the file, no copy) must
  * give the same qparams and report. A sample read where it was let go (zeros) changes the ranges. */
-Test(quantize, spread_streams_the_calibrating_samples)
+/* wide.onnx, y = MatMul(Relu(MatMul(x, w1)), w2) on samples of 1100 floats, wide_calib.npy (64
+ * samples, every 4th 1.5 times wider, one of them louder still) and wide_reord.npy (the same,
+ * every 4th last), and wide.qrl: recipes spread and tail (validate_from = spread, end) that judge
+ * on a quarter held out. */
+static void make_wide(void)
 {
     char cmd[4096], *log, path[1024];
     snprintf(cmd, sizeof cmd,
@@ -2071,6 +2075,12 @@ Test(quantize, spread_streams_the_calibrating_samples)
                "recipe spread {\n%s  validate_from = spread\n}\nrecipe tail {\n%s  validate_from = end\n}\n",
             body, body);
     fclose(f);
+}
+
+Test(quantize, spread_streams_the_calibrating_samples)
+{
+    char cmd[4096], *log, path[1024];
+    make_wide();
     const char *runs[][4] = {{"spread", "wide_calib", "s2", "2"}, {"spread", "wide_calib", "s1", "1"},
                              {"tail", "wide_reord", "r", "1"}};
     for (int i = 0; i < 3; i++) {
@@ -2093,6 +2103,36 @@ Test(quantize, spread_streams_the_calibrating_samples)
                  dir, runs[i][2], runs[i][2]);
         cr_expect_eq(tu_run(cmd, &log), 0, "spread (%s threads) differs from the tail split of the reordered file: %s",
                      runs[i][3], log);
+        free(log);
+    }
+}
+
+/* The measurement of what ships runs the f32 model, the QDQ simulation and the integer graph side by
+ * side, and the layers the fallback keeps in f32 take one packing of their weights between them
+ * (stop 43: the f32 run and the QDQ run share it, the integer run takes the QDQ run's). The oracle:
+ * numpy runs the export (its Q/DQ pairs, per axis, half to even) and the f32 model in float64 on the
+ * held-out samples, and each quantized tensor's cumulative SQNR in the report is numpy's within
+ * 0.05 dB (tests/e2e/shipped_oracle.py), on 1 and 2 threads; a packing of one layer's weights read
+ * for another's would move them. */
+Test(quantize, shipped_sqnrs_with_layers_in_f32_match_numpy)
+{
+    char cmd[4096], *log, path[1024];
+    make_wide();
+    for (int t = 1; t <= 2; t++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize wide.onnx --recipe wide.qrl --recipe-name spread --calib wide_calib.npy "
+                 "--batch 5 --threads %d -o wide.q%d.onnx --report wide.q%d.json 2>&1",
+                 dir, tu_qrl(), t, t, t);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+        snprintf(path, sizeof path, "%s/wide.q%d.json", dir, t);
+        cr_expect_gt(tu_json_number(path, "fallbacks"), 0, "a layer in f32");
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 %s/tests/e2e/shipped_oracle.py wide.onnx wide.q%d.onnx wide_calib.npy "
+                 "wide.q%d.json 4 0.05",
+                 dir, tu_root(), t, t);
+        cr_expect_eq(tu_run(cmd, &log), 0, "threads %d: %s", t, log);
+        cr_log_info("threads %d: %s", t, log);
         free(log);
     }
 }
