@@ -388,3 +388,28 @@ qr_tensor tu_npy_load(const char *dir, const char *name)
     cr_assert_eq(qr_npy_read(path, &t, &e), QR_OK, "%s: %s", path, e.msg);
     return t;
 }
+
+qr_tensor tu_op_run(const char *domain, const char *op, int opset, qr_attr *attrs, int nattr, const qr_tensor **in,
+                    int nin, qr_pool *pool, const qr_act *act)
+{
+    const qr_op_def *d = qr_op_find(domain, op);
+    cr_assert(d, "no op %s", op);
+    qr_node n = {.name = "t", .op = op, .domain = domain, .opset = opset, .n_in = nin, .n_out = 1, .n_attr = nattr,
+                 .attr = attrs, .def = d};
+    qr_tensor out;
+    memset(&out, 0, sizeof out);
+    qr_tensor *outs[1] = {&out};
+    qr_error e = {{0}};
+    qr_kctx k = {.node = &n, .opset = opset, .n_in = nin, .n_out = 1, .in = in, .out = outs, .err = &e, .pool = pool,
+                 .act = act};
+    cr_assert_eq(d->infer(&k), QR_OK, "%s: %s", op, e.msg);
+    cr_assert_eq(qr_tensor_alloc(&out, &e), QR_OK, "%s: %s", op, e.msg);
+    cr_assert_eq(qr_op_run(&k), QR_OK, "%s: %s", op, e.msg);
+    return out;
+}
+
+unsigned tu_lcg(unsigned *seed)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    return *seed >> 16;
+}

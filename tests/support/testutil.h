@@ -4,6 +4,8 @@
 #define QR_TESTUTIL_H
 
 #include "graph.h"
+#include "op.h"
+#include "parallel.h"
 #include "tensor.h"
 
 /* A graph input of type f32 with the given shape. */
@@ -57,6 +59,15 @@ qr_tensor tu_npy_load(const char *dir, const char *name);
 void tu_write_file(const char *dir, const char *name, const char *text);
 /* Count of files in dir (non-recursive, . and .. excluded). */
 int tu_count_files(const char *dir);
+
+/* One node of the op table run alone: domain/op at opset with the given attributes, inputs and
+ * fused activation (NULL: none), shape inference then the kernel; the output, which the caller
+ * frees with qr_tensor_free (the test fails if the op is unknown or either step fails). */
+qr_tensor tu_op_run(const char *domain, const char *op, int opset, qr_attr *attrs, int nattr, const qr_tensor **in,
+                    int nin, qr_pool *pool, const qr_act *act);
+/* The next value of a seeded linear congruential sequence (0..32767): test data that is the same
+ * on every machine, whatever the C library's rand(). */
+unsigned tu_lcg(unsigned *seed);
 
 /* Sets one run-time switch of qr_options (options.h) by name, as qrl_set_option: "fuse" "0" keeps
  * every node apart, "nhwc" "" goes back to the default; the test fails on an unknown one. Every

@@ -13,28 +13,10 @@
 #include "parallel.h"
 #include "testutil.h"
 
-static unsigned next(unsigned *seed)
-{
-    *seed = *seed * 1103515245u + 12345u;
-    return *seed >> 16;
-}
-
 static qr_tensor run_conv(qr_attr *attrs, int nattr, const qr_tensor **in, const qr_act *act, qr_pool *pool)
 {
-    const qr_op_def *d = qr_op_find("", "Conv");
-    cr_assert(d && d->act, "Conv applies a fused activation");
-    qr_node n = {.name = "t", .op = "Conv", .domain = "", .opset = 17, .n_in = 3, .n_out = 1, .n_attr = nattr,
-                 .attr = attrs, .def = d};
-    qr_tensor out;
-    memset(&out, 0, sizeof out);
-    qr_tensor *outs[1] = {&out};
-    qr_error e = {{0}};
-    qr_kctx k = {.node = &n, .opset = 17, .n_in = 3, .n_out = 1, .in = in, .out = outs, .err = &e, .pool = pool,
-                 .act = act};
-    cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
-    cr_assert_eq(qr_tensor_alloc(&out, &e), QR_OK);
-    cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
-    return out;
+    cr_assert(qr_op_find("", "Conv")->act, "Conv applies a fused activation");
+    return tu_op_run("", "Conv", 17, attrs, nattr, in, 3, pool, act);
 }
 
 typedef struct conv_case {
@@ -51,7 +33,7 @@ static void check_case(conv_case cc, qr_dtype dt, qr_pool *pool, const char *wha
     cr_assert(x && w && b);
     unsigned seed = 3;
     for (int64_t i = 0; i < nx + nw + cc.m; i++) {
-        double v = (double)((int)(next(&seed) % 2001) - 1000) / 400.0;
+        double v = (double)((int)(tu_lcg(&seed) % 2001) - 1000) / 400.0;
         void *dst = i < nx ? x : i < nx + nw ? w : b;
         int64_t j = i < nx ? i : i < nx + nw ? i - nx : i - nx - nw;
         if (dt == QR_F64)
@@ -147,9 +129,9 @@ static qr_value *conv3x3(qr_graph *g, const char *name, qr_value *x, int64_t c, 
     float *w = malloc(sizeof(float) * (size_t)(m * c * 9)), b[16];
     cr_assert(w && m <= 16);
     for (int64_t i = 0; i < m * c * 9; i++)
-        w[i] = (float)((int)(next(&seed) % 201) - 100) / 150.0f;
+        w[i] = (float)((int)(tu_lcg(&seed) % 201) - 100) / 150.0f;
     for (int64_t i = 0; i < m; i++)
-        b[i] = (float)((int)(next(&seed) % 21) - 10) / 20.0f;
+        b[i] = (float)((int)(tu_lcg(&seed) % 21) - 10) / 20.0f;
     char wn[64], bn[64];
     snprintf(wn, sizeof wn, "%s_w", name);
     snprintf(bn, sizeof bn, "%s_b", name);
@@ -246,7 +228,7 @@ static void check_fusion(int dynamic)
     float *xd = malloc(sizeof(float) * 2 * 3 * 12 * 13);
     unsigned seed = 9;
     for (int i = 0; i < 2 * 3 * 12 * 13; i++)
-        xd[i] = (float)((int)(next(&seed) % 2001) - 1000) / 300.0f;
+        xd[i] = (float)((int)(tu_lcg(&seed) % 2001) - 1000) / 300.0f;
     qr_tensor x = {.dtype = QR_F32, .ndim = 4, .dims = {2, 3, 12, 13}, .data = xd};
     int64_t *runs = calloc((size_t)g->n_nodes, sizeof *runs), *runs0 = calloc((size_t)g->n_nodes, sizeof *runs0);
     cr_assert(runs && runs0);
@@ -335,9 +317,9 @@ Test(fusion, conv_and_maxpool_write_every_output_element)
         cr_assert(x && w && cc.m <= 32);
         unsigned seed = 17;
         for (int64_t i = 0; i < nx; i++)
-            x[i] = (float)((int)(next(&seed) % 2001) - 1000) / 400.0f;
+            x[i] = (float)((int)(tu_lcg(&seed) % 2001) - 1000) / 400.0f;
         for (int64_t i = 0; i < nw; i++)
-            w[i] = (float)((int)(next(&seed) % 2001) - 1000) / 400.0f;
+            w[i] = (float)((int)(tu_lcg(&seed) % 2001) - 1000) / 400.0f;
         for (int64_t i = 0; i < cc.m; i++)
             b[i] = (float)i;
         int64_t ks[2] = {cc.k, cc.k}, st[2] = {cc.stride, cc.stride}, pads[4] = {cc.pad, cc.pad, cc.pad, cc.pad};

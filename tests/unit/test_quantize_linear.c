@@ -14,25 +14,8 @@
 
 static qr_tensor run_q(const qr_tensor *x, const qr_tensor *sc, const qr_tensor *zp, qr_pool *pool)
 {
-    const qr_op_def *d = qr_op_find("", "QuantizeLinear");
-    cr_assert(d);
-    qr_node n = {.name = "q", .op = "QuantizeLinear", .domain = "", .opset = 19, .n_in = 3, .n_out = 1, .def = d};
-    qr_tensor out;
-    memset(&out, 0, sizeof out);
-    qr_tensor *outs[1] = {&out};
     const qr_tensor *in[3] = {x, sc, zp};
-    qr_error e = {{0}};
-    qr_kctx k = {.node = &n, .opset = 19, .n_in = 3, .n_out = 1, .in = in, .out = outs, .err = &e, .pool = pool};
-    cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
-    cr_assert_eq(qr_tensor_alloc(&out, &e), QR_OK);
-    cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
-    return out;
-}
-
-static unsigned next(unsigned *seed)
-{
-    *seed = *seed * 1103515245u + 12345u;
-    return *seed >> 16;
+    return tu_op_run("", "QuantizeLinear", 19, NULL, 0, in, 3, pool, NULL);
 }
 
 /* The definition in double: x / scale rounded to float (the reference divides in the input's
@@ -52,7 +35,7 @@ static void check(int64_t n, qr_dtype t, float s, int64_t z)
     cr_assert(x);
     unsigned seed = (unsigned)n * 7u + (unsigned)z;
     for (int64_t i = 0; i < n; i++) {
-        unsigned v = next(&seed) % 64;
+        unsigned v = tu_lcg(&seed) % 64;
         /* NaN, -0, +0, infinities, exact halves of the scale (ties), large values that saturate,
          * and values of both signs in range */
         x[i] = v == 0   ? NAN
@@ -60,9 +43,9 @@ static void check(int64_t n, qr_dtype t, float s, int64_t z)
                : v == 2 ? 0.0f
                : v == 3 ? INFINITY
                : v == 4 ? -INFINITY
-               : v < 16 ? ((float)((int)(next(&seed) % 601) - 300) + 0.5f) * s
-               : v < 20 ? (float)((int)(next(&seed) % 2001) - 1000) * 1e3f
-                        : (float)((int)(next(&seed) % 40001) - 20000) / 100.0f;
+               : v < 16 ? ((float)((int)(tu_lcg(&seed) % 601) - 300) + 0.5f) * s
+               : v < 20 ? (float)((int)(tu_lcg(&seed) % 2001) - 1000) * 1e3f
+                        : (float)((int)(tu_lcg(&seed) % 40001) - 20000) / 100.0f;
     }
     int64_t lo = t == QR_U8 || t == QR_U16 ? 0 : t == QR_I8 ? -128 : -32768;
     int64_t hi = t == QR_U8 ? 255 : t == QR_I8 ? 127 : t == QR_U16 ? 65535 : 32767;

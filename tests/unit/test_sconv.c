@@ -25,26 +25,7 @@
 static qr_tensor run(const char *domain, const char *op, qr_attr *attrs, int nattr, const qr_tensor **in, int nin,
                      qr_pool *pool, const qr_act *act)
 {
-    const qr_op_def *d = qr_op_find(domain, op);
-    cr_assert(d, "%s", op);
-    qr_node n = {.name = "t", .op = op, .domain = domain, .opset = 17, .n_in = nin, .n_out = 1, .n_attr = nattr,
-                 .attr = attrs, .def = d};
-    qr_tensor out;
-    memset(&out, 0, sizeof out);
-    qr_tensor *outs[1] = {&out};
-    qr_error e = {{0}};
-    qr_kctx k = {.node = &n, .opset = 17, .n_in = nin, .n_out = 1, .in = in, .out = outs, .err = &e, .pool = pool,
-                 .act = act};
-    cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
-    cr_assert_eq(qr_tensor_alloc(&out, &e), QR_OK);
-    cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
-    return out;
-}
-
-static unsigned next(unsigned *seed)
-{
-    *seed = *seed * 1103515245u + 12345u;
-    return *seed >> 16;
+    return tu_op_run(domain, op, 17, attrs, nattr, in, nin, pool, act);
 }
 
 /* [N][C][H][W] <-> [N][H][W][C] */
@@ -89,11 +70,11 @@ static void check_conv(cv c)
     cr_assert(x && w && b && ref && mag);
     unsigned seed = (unsigned)(c.C * 131 + c.M * 7 + c.H);
     for (int64_t i = 0; i < nx; i++)
-        x[i] = (float)((int)(next(&seed) % 2001) - 1000) / 700.0f;
+        x[i] = (float)((int)(tu_lcg(&seed) % 2001) - 1000) / 700.0f;
     for (int64_t i = 0; i < nw; i++)
-        w[i] = (float)((int)(next(&seed) % 2001) - 1000) / 1500.0f;
+        w[i] = (float)((int)(tu_lcg(&seed) % 2001) - 1000) / 1500.0f;
     for (int64_t m = 0; m < c.M; m++)
-        b[m] = (float)((int)(next(&seed) % 201) - 100) / 50.0f;
+        b[m] = (float)((int)(tu_lcg(&seed) % 201) - 100) / 50.0f;
     /* sconv's own chain, for its bits: fmaf from 0 over (ky, kx, c), the padding's products (w * 0)
      * included, then + bias, then the activation */
     float *chain = malloc(sizeof(float) * (size_t)ny);
@@ -301,9 +282,9 @@ Test(sconv, a_weight_not_finite_keeps_the_borders_nan)
         float x[16 * 6 * 7], w[20 * 16 * 9], b[20];
         unsigned seed = 11;
         for (int64_t i = 0; i < C * H * W; i++)
-            x[i] = (float)((int)(next(&seed) % 2001) - 1000) / 700.0f;
+            x[i] = (float)((int)(tu_lcg(&seed) % 2001) - 1000) / 700.0f;
         for (int64_t i = 0; i < M * C * K * K; i++)
-            w[i] = (float)((int)(next(&seed) % 2001) - 1000) / 1500.0f;
+            w[i] = (float)((int)(tu_lcg(&seed) % 2001) - 1000) / 1500.0f;
         for (int64_t m = 0; m < M; m++)
             b[m] = (float)m / 8.0f - 1.0f;
         w[(3 * C + 5) * 9 + 0] = bad[bi]; /* output channel 3, input channel 5, tap (0, 0) */
@@ -368,7 +349,7 @@ Test(sconv, maxpool_nhwc_matches_the_definition_bit_for_bit)
         cr_assert(x);
         unsigned seed = 5;
         for (int64_t i = 0; i < N * C * H * W; i++) {
-            unsigned v = next(&seed) % 40;
+            unsigned v = tu_lcg(&seed) % 40;
             x[i] = v == 0 ? NAN : v == 1 ? -0.0f : v == 2 ? 0.0f : v == 3 ? -INFINITY : (float)((int)v - 20) / 4.0f;
         }
         qr_pool *pool2 = qr_pool_new(2);
@@ -420,7 +401,7 @@ Test(sconv, global_average_pool_nhwc_gives_the_nchw_bits)
         cr_assert(x);
         unsigned seed = 9;
         for (int64_t i = 0; i < nx; i++)
-            x[i] = (float)((int)(next(&seed) % 20001) - 10000) / 3.0f;
+            x[i] = (float)((int)(tu_lcg(&seed) % 20001) - 10000) / 3.0f;
         /* channel 0: 2^60 in chain 1, -2^60 on the last pixel (chain 0's when n % 8 != 0): the
          * double sums drop the other values of the chain that holds both, so the pixels' chains
          * show in the bits */

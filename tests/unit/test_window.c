@@ -15,25 +15,7 @@
 
 static qr_tensor run(const char *op, qr_attr *attrs, int nattr, const qr_tensor **in, int nin, qr_pool *pool)
 {
-    const qr_op_def *d = qr_op_find("", op);
-    cr_assert(d);
-    qr_node n = {.name = "t", .op = op, .domain = "", .opset = 17, .n_in = nin, .n_out = 1, .n_attr = nattr,
-                 .attr = attrs, .def = d};
-    qr_tensor out;
-    memset(&out, 0, sizeof out);
-    qr_tensor *outs[1] = {&out};
-    qr_error e = {{0}};
-    qr_kctx k = {.node = &n, .opset = 17, .n_in = nin, .n_out = 1, .in = in, .out = outs, .err = &e, .pool = pool};
-    cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
-    cr_assert_eq(qr_tensor_alloc(&out, &e), QR_OK);
-    cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
-    return out;
-}
-
-static unsigned next(unsigned *seed)
-{
-    *seed = *seed * 1103515245u + 12345u;
-    return *seed >> 16;
+    return tu_op_run("", op, 17, attrs, nattr, in, nin, pool, NULL);
 }
 
 /* The window geometry of one case: kernel, strides, dilations, pads (top, left, bottom, right). */
@@ -71,7 +53,7 @@ static void check_maxpool(int64_t N, int64_t C, int64_t H, int64_t W, win w)
     cr_assert(x);
     unsigned seed = 77;
     for (int64_t i = 0; i < nx; i++) {
-        unsigned v = next(&seed) % 40;
+        unsigned v = tu_lcg(&seed) % 40;
         /* NaN, -0, +0, -inf and a few ties among values of both signs */
         x[i] = v == 0 ? NAN : v == 1 ? -0.0f : v == 2 ? 0.0f : v == 3 ? -INFINITY : (float)((int)v - 20) / 4.0f;
     }
@@ -137,10 +119,10 @@ static void check_depthwise(int64_t N, int64_t C, int64_t H, int64_t W, win w, i
     cr_assert(x && wt && C <= 8);
     unsigned seed = 31;
     for (int64_t i = 0; i < nx; i++)
-        x[i] = (float)((int)(next(&seed) % 2001) - 1000) / 300.0f;
+        x[i] = (float)((int)(tu_lcg(&seed) % 2001) - 1000) / 300.0f;
     x[0] = -0.0f;
     for (int64_t i = 0; i < nw; i++)
-        wt[i] = (float)((int)(next(&seed) % 201) - 100) / 70.0f;
+        wt[i] = (float)((int)(tu_lcg(&seed) % 201) - 100) / 70.0f;
     for (int64_t c = 0; c < C; c++)
         b[c] = (float)(c - 2) * 0.37f;
     int64_t ks[2], st[2], dl[2], pads[4];

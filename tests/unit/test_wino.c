@@ -23,29 +23,10 @@
 
 static qr_tensor run(const qr_tensor **in, int nin, int64_t *pads, qr_pool *pool, const qr_act *act)
 {
-    const qr_op_def *d = qr_op_find("qrl", "QrlConvF32Nhwc");
-    cr_assert(d);
     static int64_t ks[2] = {3, 3};
     qr_attr a[2] = {{.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
                     {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pads}};
-    qr_node n = {.name = "t", .op = "QrlConvF32Nhwc", .domain = "qrl", .opset = 17, .n_in = nin, .n_out = 1,
-                 .n_attr = 2, .attr = a, .def = d};
-    qr_tensor out;
-    memset(&out, 0, sizeof out);
-    qr_tensor *outs[1] = {&out};
-    qr_error e = {{0}};
-    qr_kctx k = {.node = &n, .opset = 17, .n_in = nin, .n_out = 1, .in = in, .out = outs, .err = &e, .pool = pool,
-                 .act = act};
-    cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
-    cr_assert_eq(qr_tensor_alloc(&out, &e), QR_OK);
-    cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
-    return out;
-}
-
-static unsigned next(unsigned *seed)
-{
-    *seed = *seed * 1103515245u + 12345u;
-    return *seed >> 16;
+    return tu_op_run("qrl", "QrlConvF32Nhwc", 17, a, 2, in, nin, pool, act);
 }
 
 static float act_ref(int act, float v)
@@ -76,13 +57,13 @@ static layer make(wc c, unsigned seed)
     L.b = malloc(sizeof(float) * (size_t)c.M), L.r = malloc(sizeof(float) * (size_t)L.ny);
     cr_assert(L.x && L.w && L.b && L.r);
     for (int64_t i = 0; i < L.nx; i++)
-        L.x[i] = (float)((int)(next(&seed) % 2001) - 1000) / 700.0f;
+        L.x[i] = (float)((int)(tu_lcg(&seed) % 2001) - 1000) / 700.0f;
     for (int64_t i = 0; i < L.nw; i++)
-        L.w[i] = (float)((int)(next(&seed) % 2001) - 1000) / 1500.0f;
+        L.w[i] = (float)((int)(tu_lcg(&seed) % 2001) - 1000) / 1500.0f;
     for (int64_t m = 0; m < c.M; m++)
-        L.b[m] = (float)((int)(next(&seed) % 201) - 100) / 50.0f;
+        L.b[m] = (float)((int)(tu_lcg(&seed) % 201) - 100) / 50.0f;
     for (int64_t i = 0; i < L.ny; i++)
-        L.r[i] = (float)((int)(next(&seed) % 2001) - 1000) / 300.0f;
+        L.r[i] = (float)((int)(tu_lcg(&seed) % 2001) - 1000) / 300.0f;
     return L;
 }
 
