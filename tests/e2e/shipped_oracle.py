@@ -1,10 +1,11 @@
 """The report's per-tensor cumulative SQNRs of an exported QDQ model rederived in numpy
-(tests/e2e/test_quantize.c, quantize/shipped_sqnrs_with_layers_in_f32_match_numpy).
+(tests/e2e/test_quantize.c, quantize/shipped_sqnrs_with_layers_in_f32_match_numpy and
+quantize/shipped_sqnrs_with_quantized_weights_on_an_f32_input_match_numpy).
 
 Usage: /usr/bin/python3 tests/e2e/shipped_oracle.py F32.onnx EXPORT.onnx SAMPLES.npy REPORT.json K TOL
 
 Runs the f32 model and the export (its QuantizeLinear / DequantizeLinear, per tensor or per axis,
-rounding half to even, and the f32 ops of the model: MatMul, Relu, Add) in float64, over the
+rounding half to even, and the f32 ops of the model: MatMul, Conv, Relu, Add) in float64, over the
 samples SAMPLES[K-1::K] (validate_from = spread's held-out ones, validate = 1/K), and checks each
 quantized tensor's sqnr_db of REPORT.json (the measurement of what ships: the value as quantized,
 every quantization upstream applied: the export's DequantizeLinear output of that name) against 10 log10(sum f32^2 / sum (f32 - qdq)^2) within TOL
@@ -33,6 +34,32 @@ def per_axis(p, x, axis):
     return p.reshape(shape)
 
 
+def conv(n, x, w, b):
+    """ONNX Conv (2-D, NCHW; pads, strides, dilations, group) in float64, by kernel tap."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    kh, kw = w.shape[2:]
+    pads = attr(n, "pads", [0, 0, 0, 0])
+    sh, sw = attr(n, "strides", [1, 1])
+    dh, dw = attr(n, "dilations", [1, 1])
+    group = attr(n, "group", 1)
+    if attr(n, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        raise SystemExit("Conv auto_pad not in the oracle")
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    oh = (xp.shape[2] - dh * (kh - 1) - 1) // sh + 1
+    ow = (xp.shape[3] - dw * (kw - 1) - 1) // sw + 1
+    cg, mg = w.shape[1], w.shape[0] // group
+    y = np.zeros((x.shape[0], w.shape[0], oh, ow))
+    for gi in range(group):
+        for i in range(kh):
+            for j in range(kw):
+                patch = xp[:, gi * cg:(gi + 1) * cg, i * dh:i * dh + sh * (oh - 1) + 1:sh,
+                           j * dw:j * dw + sw * (ow - 1) + 1:sw]
+                y[:, gi * mg:(gi + 1) * mg] += np.einsum("nchw,mc->nmhw", patch, w[gi * mg:(gi + 1) * mg, :, i, j])
+    if b is not None:
+        y += b.astype(np.float64).reshape(1, -1, 1, 1)
+    return y
+
+
 def run(model, x):
     g = model.graph
     v = {i.name: numpy_helper.to_array(i) for i in g.initializer}
@@ -41,6 +68,8 @@ def run(model, x):
         a = [v[i] if i else None for i in n.input]
         if n.op_type == "MatMul":
             y = a[0].astype(np.float64) @ a[1].astype(np.float64)
+        elif n.op_type == "Conv":
+            y = conv(n, a[0], a[1], a[2] if len(a) > 2 else None)
         elif n.op_type == "Relu":
             y = np.maximum(a[0], 0)
         elif n.op_type == "Add":

@@ -2137,6 +2137,58 @@ Test(quantize, shipped_sqnrs_with_layers_in_f32_match_numpy)
     }
 }
 
+/* The side-by-side runs share a packing only between nodes reading the same weights (share_map):
+ * a Conv of the QDQ graph that keeps the model's name for its output and its op, but reads int8
+ * weights through a DequantizeLinear (its input x kept in f32 by the fallback, so it is no
+ * QrlGridConv), must not take the f32 run's packing of the model's Conv, nor give it its own.
+ * The model: tests/e2e/fallback_input_model.py (x falls back, a = Relu(Conv(x)) stays quantized,
+ * the int8 weights of x's channel 3 zero). The oracle: numpy's float64 run of the export and of
+ * the f32 model on the held-out samples gives each quantized tensor's cumulative SQNR in the report
+ * within 0.05 dB (tests/e2e/shipped_oracle.py, with Conv), on 1 and 2 threads. share_map matching
+ * by op and output name alone, or same_consts taking a weight DequantizeLinear's output for the
+ * constant, reported a at 26.3 dB, numpy 18.7. */
+Test(quantize, shipped_sqnrs_with_quantized_weights_on_an_f32_input_match_numpy)
+{
+    char cmd[4096], *log, path[1024];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/fallback_input_model.py' '%s' 2>&1", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/fi.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+               "recipe fi {\n  activation = u8 asymmetric by minmax()\n"
+               "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
+               "  validate_from = spread\n  calibrate_figure_samples = 12\n  fallback = f32 when output_sqnr < 12\n}\n");
+    fclose(f);
+    for (int t = 1; t <= 2; t++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize fi.onnx --recipe fi.qrl --calib fi_calib.npy --batch 5 --threads %d "
+                 "-o fi.q%d.onnx --report fi.q%d.json 2>&1",
+                 dir, tu_qrl(), t, t, t);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+        /* the case itself: x in f32, the first Conv's weights and a quantized */
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 -c \"import json, onnx; l = {v['value']: v for v in "
+                 "json.load(open('fi.q%d.json'))['layers']}; assert l['x']['fallback'] and not l['a']['fallback'], l; "
+                 "n = [n for n in onnx.load('fi.q%d.onnx').graph.node if n.output[0] == 'c']; "
+                 "assert n[0].op_type == 'Conv' and n[0].input[0] == 'x', n; "
+                 "assert any(d.output[0] == 'w1' and d.op_type == 'DequantizeLinear' "
+                 "for d in onnx.load('fi.q%d.onnx').graph.node)\" 2>&1",
+                 dir, t, t, t);
+        cr_assert_eq(tu_run(cmd, &log), 0, "threads %d: %s", t, log);
+        free(log);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 %s/tests/e2e/shipped_oracle.py fi.onnx fi.q%d.onnx fi_calib.npy "
+                 "fi.q%d.json 4 0.05",
+                 dir, tu_root(), t, t);
+        cr_expect_eq(tu_run(cmd, &log), 0, "threads %d: %s", t, log);
+        cr_log_info("threads %d: %s", t, log);
+        free(log);
+    }
+}
+
 /* The bundled CNN's export dir/EXPORT.onnx on the samples dir/SAMPLES.npy: ONNX Runtime's outputs
  * against the f32 model's, numpy's sample_balanced_lower of them (tests/e2e/samples_oracle.py) is db
  * within 0.01 dB. */
