@@ -153,10 +153,11 @@ static qr_status mm_run(qr_kctx *k, mm_job j, qr_dtype t, int64_t nbatch, int64_
         j.y = wy;
     }
     const qr_sgemm_kernel *sk = ct == QR_F32 && native && nbatch == 1 && !j.aoff && !j.boff && j.m > 0 &&
-                                        qr_kinput_const(k, 1) ? qr_sgemm_best() : NULL;
+                                        qr_kinput_fixed(k, 1) ? qr_sgemm_best() : NULL;
     if (sk) {
-        /* a constant B (a weight): packed into the GEMM's panels on the first run only, from B or
-         * its transpose in place; the products are the same FMA chains as the packing per run's */
+        /* a constant B (a weight, or a QDQ graph's weight DequantizeLinear: qr_kinput_fixed, as
+         * sconv's): packed into the GEMM's panels on the first run only, from B or its transpose in
+         * place; the products are the same FMA chains as the packing per run's */
         int fresh = 1;
         float *pb = qr_kcache_get(k, (size_t)qr_sgemm_packed_size(sk, j.k, j.n) * sizeof(float) + 1, "packed B",
                                   &fresh);
@@ -180,9 +181,10 @@ static qr_status mm_run(qr_kctx *k, mm_job j, qr_dtype t, int64_t nbatch, int64_
     if (j.tb && !j.boff && j.n * j.k > 0) {
         /* B^T as [K, N] once: every output then sums over k in the same order
          * as the dot product did (bit for bit), with its inner loop along n,
-         * which vectorizes. Constant weights are transposed on the first run only. */
+         * which vectorizes. Constant weights (or made from constants alone) are transposed on
+         * the first run only. */
         size_t es = qr_dtype_size(ct);
-        int fresh = 1, keep = native && qr_kinput_const(k, 1);
+        int fresh = 1, keep = native && qr_kinput_fixed(k, 1);
         bt = keep ? qr_kcache_get(k, (size_t)(j.k * j.n) * es, "transposed B", &fresh)
                   : qr_kscratch(k, j.k, j.n, es, "transposed B");
         if (!bt) {

@@ -9,6 +9,7 @@
 #include "exec.h"
 #include "op.h"
 #include "ops/sconv.h"
+#include "ops/sgemm.h"
 #include "passes.h"
 #include "testutil.h"
 
@@ -455,6 +456,112 @@ Test(exec, conv_keeps_weights_made_from_constants)
                       fixed ? "fixed" : "computed", st.cache_bytes);
         qr_exec_free(x);
         qr_graph_free(g);
+    }
+}
+
+/* The matrix-product tests below: B of MP_N x MP_K (Gemm, transB = 1) or MP_K x MP_N (MatMul), its
+ * i8 values bq with one scale per row of the stored B (bs), bdq = bq * bs; A is MP_M x MP_K. */
+enum { MP_M = 5, MP_K = 40, MP_N = 24, MP_B = MP_N * MP_K };
+static const float mp_bs[MP_N] = {0.02f,  0.05f,  0.01f,  0.03f,  0.04f,  0.015f, 0.025f, 0.035f,
+                                  0.045f, 0.055f, 0.012f, 0.022f, 0.032f, 0.042f, 0.052f, 0.018f,
+                                  0.028f, 0.038f, 0.048f, 0.058f, 0.011f, 0.021f, 0.031f, 0.041f};
+
+/* y = Gemm(a, B, c; alpha 0.75, beta -1.5, transB 1) or MatMul(a, B), B by kind: 0 DequantizeLinear of
+ * the constant bq (made from constants alone), 1 the f32 constant bdq, 2 Mul(the graph input "b", 1)
+ * (computed each run). The rows of bq are the stored B's: the Gemm's n, the MatMul's k. */
+static qr_graph *mp_graph(int gemm, int kind, int8_t *bq, const float *bdq, const float *c)
+{
+    const int64_t da[] = {MP_M, MP_K}, db[] = {gemm ? MP_N : MP_K, gemm ? MP_K : MP_N}, dc[] = {MP_N},
+                  ds[] = {gemm ? MP_N : MP_K}, one_d[] = {1};
+    static const float one = 1.0f;
+    qr_graph *g = qr_graph_new();
+    qr_value *in[3] = {tu_input(g, "a", 2, da), NULL, gemm ? tu_const_f32(g, "c", 1, dc, c) : NULL};
+    if (kind == 0) {
+        qr_tensor t = {.dtype = QR_I8};
+        qr_tensor_set_shape(&t, 2, db);
+        t.data = bq;
+        qr_value *q = qr_graph_new_value(g, "bq");
+        qr_value_set_const(g, q, &t);
+        qr_value *dq[2] = {q, tu_const_f32(g, "bs", 1, ds, mp_bs)};
+        qr_node *d = tu_node(g, "DequantizeLinear", "dq", 2, dq, 1);
+        tu_attr_int(g, d, "axis", 0);
+        in[1] = d->out[0];
+    } else if (kind == 1)
+        in[1] = tu_const_f32(g, "bdq", 2, db, bdq);
+    else {
+        qr_value *mul[2] = {tu_input(g, "b", 2, db), tu_const_f32(g, "one", 1, one_d, &one)};
+        in[1] = tu_node(g, "Mul", "mul", 2, mul, 1)->out[0];
+    }
+    qr_node *n = tu_node(g, gemm ? "Gemm" : "MatMul", "mm", gemm ? 3 : 2, in, 1);
+    if (gemm) {
+        tu_attr_int(g, n, "transB", 1);
+        tu_attr_float(g, n, "alpha", 0.75f);
+        tu_attr_float(g, n, "beta", -1.5f);
+    }
+    tu_output(g, n->out[0]);
+    return g;
+}
+
+/* A Gemm or MatMul whose B a node makes from constants alone (a QDQ graph's weight
+ * DequantizeLinear: the quantizer's calibration graph's classifier) keeps its packing across runs
+ * as from a constant (qr_kinput_fixed), and computes the same bits as the same B given as an f32
+ * constant (packed too) and as a graph input (packed each run: the path it took before); each
+ * against a double reference, over two runs with other A each time. */
+Test(exec, matrix_products_keep_weights_made_from_constants)
+{
+    int8_t bq[MP_B];
+    float bdq[MP_B], c[MP_N], as[2][MP_M * MP_K];
+    for (int gemm = 1; gemm >= 0; gemm--) {
+        for (int i = 0; i < MP_B; i++) { /* row i / (row length) of the stored B takes its scale */
+            bq[i] = (int8_t)((i * 37) % 255 - 127);
+            bdq[i] = (float)bq[i] * mp_bs[i / (gemm ? MP_K : MP_N)];
+        }
+        for (int i = 0; i < MP_N; i++)
+            c[i] = (float)(i % 7) * 0.25f - 0.8f;
+        for (int r = 0; r < 2; r++)
+            for (int i = 0; i < MP_M * MP_K; i++)
+                as[r][i] = (float)((i * (5 + 2 * r)) % 29) / 8.0f - 1.5f;
+        float got[3][2][MP_M * MP_N];
+        size_t kept[3];
+        for (int kind = 0; kind < 3; kind++) {
+            qr_graph *g = mp_graph(gemm, kind, bq, bdq, c);
+            qr_exec *x;
+            qr_error e;
+            cr_assert_eq(qr_exec_new(g, NULL, &x, &e), QR_OK, "%s", e.msg);
+            for (int r = 0; r < 2; r++) {
+                qr_tensor t[2] = {{.dtype = QR_F32, .ndim = 2, .dims = {MP_M, MP_K}, .data = as[r]},
+                                  {.dtype = QR_F32, .ndim = 2, .dims = {gemm ? MP_N : MP_K, gemm ? MP_K : MP_N},
+                                   .data = bdq}},
+                          out;
+                cr_assert_eq(qr_exec_run(x, t, &out, &e), QR_OK, "%s", e.msg);
+                memcpy(got[kind][r], out.data, sizeof got[kind][r]);
+                qr_tensor_free(&out);
+                for (int i = 0; i < MP_M; i++)
+                    for (int j = 0; j < MP_N; j++) {
+                        double s = 0;
+                        for (int k = 0; k < MP_K; k++)
+                            s += (double)as[r][i * MP_K + k] * bdq[gemm ? j * MP_K + k : k * MP_N + j];
+                        if (gemm)
+                            s = 0.75 * s - 1.5 * c[j];
+                        double y = got[kind][r][i * MP_N + j];
+                        cr_assert(fabs(y - s) <= 1e-5 * (fabs(s) + 1), "%s, B kind %d, run %d, y[%d][%d]: %g, want %g",
+                                  gemm ? "Gemm" : "MatMul", kind, r, i, j, y, s);
+                    }
+            }
+            qr_exec_stats st;
+            qr_exec_get_stats(x, &st);
+            kept[kind] = st.cache_bytes;
+            qr_exec_free(x);
+            qr_graph_free(g);
+        }
+        cr_assert(!memcmp(got[0], got[1], sizeof got[0]), "%s: B made from constants, other bits than B constant",
+                  gemm ? "Gemm" : "MatMul");
+        cr_assert(!memcmp(got[0], got[2], sizeof got[0]), "%s: B made from constants, other bits than B computed",
+                  gemm ? "Gemm" : "MatMul");
+        cr_assert_eq(kept[2], 0, "%s: B computed each run, %zu bytes kept", gemm ? "Gemm" : "MatMul", kept[2]);
+        if (qr_sgemm_best()) /* the kernel that keeps packings */
+            cr_assert(kept[0] >= sizeof bdq && kept[0] == kept[1], "%s: %zu bytes kept of B made from constants, %zu of B constant",
+                      gemm ? "Gemm" : "MatMul", kept[0], kept[1]);
     }
 }
 
