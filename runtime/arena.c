@@ -49,7 +49,9 @@ void qr_arena_free(qr_arena *a)
     a->oom = 0;
 }
 
-void *qr_arena_try_alloc(qr_arena *a, size_t size)
+/* size bytes of the arena, not zeroed: for the copies below, which write every byte (a graph's
+ * clone copies its small constants through them: zeroing first doubled the writes). */
+static void *take(qr_arena *a, size_t size)
 {
     size_t need = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     if (need < size || need > SIZE_MAX / 2 || qr_arena_fail_now())
@@ -74,7 +76,14 @@ void *qr_arena_try_alloc(qr_arena *a, size_t size)
     void *p = c->data + c->used;
     c->used += need;
     a->total += need;
-    memset(p, 0, size);
+    return p;
+}
+
+void *qr_arena_try_alloc(qr_arena *a, size_t size)
+{
+    void *p = take(a, size);
+    if (p)
+        memset(p, 0, size);
     return p;
 }
 
@@ -88,25 +97,29 @@ void *qr_arena_alloc(qr_arena *a, size_t size)
 
 void *qr_arena_try_memdup(qr_arena *a, const void *p, size_t n)
 {
-    void *q = qr_arena_try_alloc(a, n ? n : 1);
-    if (q && n)
+    if (!n)
+        return qr_arena_try_alloc(a, 1);
+    void *q = take(a, n);
+    if (q)
         memcpy(q, p, n);
     return q;
 }
 
 void *qr_arena_memdup(qr_arena *a, const void *p, size_t n)
 {
-    void *q = qr_arena_alloc(a, n ? n : 1);
-    if (q && n)
-        memcpy(q, p, n);
+    void *q = qr_arena_try_memdup(a, p, n);
+    if (!q)
+        a->oom = 1;
     return q;
 }
 
 char *qr_arena_strndup(qr_arena *a, const char *s, size_t n)
 {
-    char *q = qr_arena_alloc(a, n + 1);
-    if (!q)
+    char *q = take(a, n + 1);
+    if (!q) {
+        a->oom = 1;
         return NULL;
+    }
     if (n) /* s may be NULL for an empty string (protobuf-c's empty bytes) */
         memcpy(q, s, n);
     q[n] = 0;

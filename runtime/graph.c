@@ -286,11 +286,13 @@ qr_status qr_value_share_const(qr_graph *g, qr_value *v, const qr_value *src, qr
 qr_status qr_value_try_set_const(qr_graph *g, qr_value *v, const qr_tensor *t, qr_error *e)
 {
     size_t n = qr_tensor_nbytes(t);
-    qr_blob *b;
-    void *data = const_mem(g, n, &b);
+    qr_blob *b = NULL;
+    /* a small one copied into the arena without zeroing it first (every clone of a graph copies
+     * its small constants here) */
+    void *data = n && n < QR_BLOB_MIN ? qr_arena_try_memdup(&g->arena, t->data, n) : const_mem(g, n, &b);
     if (!data)
         return qr_errorf(e, "out of memory: constant '%s' needs %zu bytes", v->name, n);
-    if (n)
+    if (n && b)
         memcpy(data, t->data, n);
     set_const(v, t, data, b);
     return QR_OK;

@@ -247,6 +247,52 @@ Test(graph, clone_shared_shares_large_constants)
     free(w);
 }
 
+/* Small constants are copied into the clone's arena without zeroing it first (qr_arena_try_memdup):
+ * each copy equals its source, whatever its size (an empty one, one byte, one under QR_BLOB_MIN),
+ * and what qr_arena_try_alloc gives is still zeroed, in an arena whose chunk malloc hands back
+ * after one full of 0xab was freed. */
+Test(graph, clone_copies_small_constants_exactly)
+{
+    static const int64_t sizes[] = {0, 1, 3, 64, 65, 4097, (int64_t)QR_BLOB_MIN - 1};
+    enum { NS = sizeof sizes / sizeof sizes[0] };
+    qr_graph *g = qr_graph_new();
+    unsigned char *src = malloc(QR_BLOB_MIN);
+    for (size_t i = 0; i < QR_BLOB_MIN; i++)
+        src[i] = (unsigned char)(i * 131 + 7);
+    for (int k = 0; k < NS; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%d", k);
+        qr_tensor t = {.dtype = QR_I8, .ndim = 1, .dims = {sizes[k]}, .data = src + k};
+        qr_value_set_const(g, qr_graph_new_value(g, name), &t);
+    }
+    qr_graph *c = qr_graph_clone_shared(g), *d = qr_graph_clone(g);
+    cr_assert(c && d && !qr_graph_oom(c) && !qr_graph_oom(d));
+    for (int k = 0; k < NS; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%d", k);
+        const qr_value *v = qr_graph_find(c, name), *w = qr_graph_find(d, name);
+        cr_assert(v && w && v->is_const && w->is_const && v->t.dims[0] == sizes[k], "%s", name);
+        cr_assert_neq(v->t.data, src + k, "%s: copied", name);
+        cr_assert(!sizes[k] || !memcmp(v->t.data, src + k, (size_t)sizes[k]), "%s: the clone's copy differs", name);
+        cr_assert(!sizes[k] || !memcmp(w->t.data, src + k, (size_t)sizes[k]), "%s: the deep copy differs", name);
+    }
+    qr_graph_free(d);
+    qr_graph_free(c);
+    qr_graph_free(g);
+    qr_arena a;
+    qr_arena_init(&a);
+    memset(src, 0xab, QR_BLOB_MIN);
+    cr_assert(qr_arena_try_memdup(&a, src, 4096));
+    qr_arena_free(&a);
+    qr_arena_init(&a);
+    unsigned char *z = qr_arena_try_alloc(&a, 4096);
+    cr_assert(z);
+    for (int i = 0; i < 4096; i++)
+        cr_assert_eq(z[i], 0, "byte %d of an allocation not zeroed", i);
+    qr_arena_free(&a);
+    free(src);
+}
+
 /* A block once shared stays read-only after every copy that shared it is freed; qr_value_writable
  * then gives the one holder its data back writable, its values kept (it copied from the unmapped
  * block before: a fault, the crash of steps = measure with adaround at stop 41), and a later share
