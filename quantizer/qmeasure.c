@@ -394,19 +394,6 @@ static void quantized_error(const qr_slot *s, const float *a, const float *b, in
     }
 }
 
-/* *c = a copy of t's data (malloc'd: not zeroed first, as qr_tensor_alloc does, since every byte
- * is written); c's shape and type set by the caller. The observers below copy a value per batch. */
-static qr_status copy_data(qr_tensor *c, const qr_tensor *t, qr_error *e)
-{
-    if (qr_tensor_check_shape(c, e) != QR_OK)
-        return QR_ERR;
-    size_t n = qr_tensor_nbytes(t);
-    if (!(c->data = malloc(n ? n : 1)))
-        return qr_errorf(e, "out of memory allocating %zu bytes", n);
-    memcpy(c->data, t->data, n);
-    return QR_OK;
-}
-
 /* The f32 run's observer: a value some reader reads, handed over; then the readers run first. */
 static void observe_f32(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
 {
@@ -422,8 +409,10 @@ static void observe_f32(void *user, const qr_node *n, const qr_value *v, qr_tens
         *c = *t;
         c->data = NULL;
         qr_error e;
-        if (copy_data(c, t, &e) == QR_OK)
+        if (qr_tensor_alloc(c, &e) == QR_OK) {
+            memcpy(c->data, t->data, qr_tensor_nbytes(t));
             r->pending += qr_tensor_nbytes(t);
+        }
     }
     r->there[v->id] = 1;
     r->left[v->id] = r->readers[v->id];
@@ -2214,7 +2203,8 @@ static void observe_effects(void *user, const qr_node *n, const qr_value *v, qr_
     qr_tensor_free(c);
     *c = *t;
     c->data = NULL;
-    ef->st = copy_data(c, t, &ef->e);
+    if ((ef->st = qr_tensor_alloc(c, &ef->e)) == QR_OK)
+        memcpy(c->data, t->data, qr_tensor_nbytes(t));
 }
 
 /* A worker of measure_effects: its own f32 run over every batch of effect samples (calib), taking
