@@ -460,7 +460,8 @@ Test(exec, conv_keeps_weights_made_from_constants)
 }
 
 /* The matrix-product tests below: B of MP_N x MP_K (Gemm, transB = 1) or MP_K x MP_N (MatMul), its
- * i8 values bq with one scale per row of the stored B (bs), bdq = bq * bs; A is MP_M x MP_K. */
+ * i8 values bq with one scale per output column n (bs: the Gemm's axis 0, the MatMul's axis 1),
+ * bdq = bq * bs; A is MP_M x MP_K. */
 enum { MP_M = 5, MP_K = 40, MP_N = 24, MP_B = MP_N * MP_K };
 static const float mp_bs[MP_N] = {0.02f,  0.05f,  0.01f,  0.03f,  0.04f,  0.015f, 0.025f, 0.035f,
                                   0.045f, 0.055f, 0.012f, 0.022f, 0.032f, 0.042f, 0.052f, 0.018f,
@@ -468,11 +469,11 @@ static const float mp_bs[MP_N] = {0.02f,  0.05f,  0.01f,  0.03f,  0.04f,  0.015f
 
 /* y = Gemm(a, B, c; alpha 0.75, beta -1.5, transB 1) or MatMul(a, B), B by kind: 0 DequantizeLinear of
  * the constant bq (made from constants alone), 1 the f32 constant bdq, 2 Mul(the graph input "b", 1)
- * (computed each run). The rows of bq are the stored B's: the Gemm's n, the MatMul's k. */
+ * (computed each run). */
 static qr_graph *mp_graph(int gemm, int kind, int8_t *bq, const float *bdq, const float *c)
 {
     const int64_t da[] = {MP_M, MP_K}, db[] = {gemm ? MP_N : MP_K, gemm ? MP_K : MP_N}, dc[] = {MP_N},
-                  ds[] = {gemm ? MP_N : MP_K}, one_d[] = {1};
+                  ds[] = {MP_N}, one_d[] = {1};
     static const float one = 1.0f;
     qr_graph *g = qr_graph_new();
     qr_value *in[3] = {tu_input(g, "a", 2, da), NULL, gemm ? tu_const_f32(g, "c", 1, dc, c) : NULL};
@@ -484,7 +485,7 @@ static qr_graph *mp_graph(int gemm, int kind, int8_t *bq, const float *bdq, cons
         qr_value_set_const(g, q, &t);
         qr_value *dq[2] = {q, tu_const_f32(g, "bs", 1, ds, mp_bs)};
         qr_node *d = tu_node(g, "DequantizeLinear", "dq", 2, dq, 1);
-        tu_attr_int(g, d, "axis", 0);
+        tu_attr_int(g, d, "axis", gemm ? 0 : 1);
         in[1] = d->out[0];
     } else if (kind == 1)
         in[1] = tu_const_f32(g, "bdq", 2, db, bdq);
@@ -512,9 +513,9 @@ Test(exec, matrix_products_keep_weights_made_from_constants)
     int8_t bq[MP_B];
     float bdq[MP_B], c[MP_N], as[2][MP_M * MP_K];
     for (int gemm = 1; gemm >= 0; gemm--) {
-        for (int i = 0; i < MP_B; i++) { /* row i / (row length) of the stored B takes its scale */
+        for (int i = 0; i < MP_B; i++) { /* element i's output column takes its scale */
             bq[i] = (int8_t)((i * 37) % 255 - 127);
-            bdq[i] = (float)bq[i] * mp_bs[i / (gemm ? MP_K : MP_N)];
+            bdq[i] = (float)bq[i] * mp_bs[gemm ? i / MP_K : i % MP_N];
         }
         for (int i = 0; i < MP_N; i++)
             c[i] = (float)(i % 7) * 0.25f - 0.8f;

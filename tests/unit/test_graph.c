@@ -256,8 +256,8 @@ Test(graph, clone_copies_small_constants_exactly)
     static const int64_t sizes[] = {0, 1, 3, 64, 65, 4097, (int64_t)QR_BLOB_MIN - 1};
     enum { NS = sizeof sizes / sizeof sizes[0] };
     qr_graph *g = qr_graph_new();
-    unsigned char *src = malloc(QR_BLOB_MIN);
-    for (size_t i = 0; i < QR_BLOB_MIN; i++)
+    unsigned char *src = malloc(QR_BLOB_MIN + NS); /* constant k starts at src + k */
+    for (size_t i = 0; i < QR_BLOB_MIN + NS; i++)
         src[i] = (unsigned char)(i * 131 + 7);
     for (int k = 0; k < NS; k++) {
         char name[16];
