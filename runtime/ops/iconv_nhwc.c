@@ -76,6 +76,8 @@ typedef struct nhwc_job {
     int one_by_one;      /* dense 1 x 1 windows without padding: window_rows_1x1 */
     int x_nchw;          /* gather: x is N x C x H x W */
     int cols;            /* gather by columns (gather_cols_avx512): rows overlap, weights in (kx, c, ky) order */
+    int stack;           /* gather by output columns (gather_stack): windows overlap down a column, weights in
+                          * (ky, c, kx) order */
     int64_t col_period;  /* cols: the 64-byte vectors after which the tables repeat */
     const uint8_t *col_idx;   /* cols: col_period x 64 vpermb indices */
     const uint64_t *col_mask; /* cols: col_period x C * KH byte masks, one per padded row */
@@ -461,7 +463,7 @@ static void gather_rows_bytes(const nhwc_job *j, int64_t r0, int64_t rows, uint8
     const uint8_t flip = j->flip, xz = (uint8_t)j->xz;
     int64_t n = r0 / P, oy = r0 % P / OW, ox = r0 % P % OW;
     for (int64_t i = 0; i < rows; i++) {
-        const uint8_t *img = j->x + n * H * W * C;
+        const uint8_t *img = j->x + n * g->big_n * C;
         uint8_t *d = buf + i * j->k4;
         for (int64_t c = 0; c < C; c++)
             for (int64_t ky = 0; ky < g->kernel[0]; ky++, d += KW) {
@@ -504,6 +506,46 @@ __attribute__((target("avx512f,avx512bw"))) static void pad_row_avx512(uint8_t *
         v = _mm512_mask_blend_epi8(m, v, _mm512_xor_si512(v, fl));
         _mm512_storeu_si512(p + c, v);
     }
+}
+
+/* Input row iy of channel c of image img as gather_rows' padded row p: bytes [q0, q1) from
+ * ix0 + q on (flipped), xz elsewhere up to span (a row above or below the image: all xz). */
+static void padded_row(const nhwc_job *j, uint8_t *p, const uint8_t *img, int64_t c, int64_t iy, int64_t ix0,
+                       int64_t q0, int64_t q1, int64_t span)
+{
+    static int avx512bw = -1;
+    if (avx512bw < 0)
+        avx512bw = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    const int64_t H = j->g->big[0], W = j->g->big[1], C = j->c;
+    const int64_t cs = j->x_nchw ? H * W : 1, ps = j->x_nchw ? 1 : C; /* channel and pixel strides */
+    const uint8_t flip = j->flip, xz = (uint8_t)j->xz;
+    if (avx512bw && ps == 1) {
+        int inside = iy >= 0 && iy < H;
+        pad_row_avx512(p, (uintptr_t)(img + c * cs + (inside ? iy : 0) * W) + (uintptr_t)ix0, inside ? q0 : 0,
+                       inside ? q1 : 0, span, xz, flip);
+        return;
+    }
+    if (iy < 0 || iy >= H) {
+        memset(p, xz, (size_t)span);
+        return;
+    }
+    const uint8_t *r = img + c * cs + iy * W * ps;
+    memset(p, xz, (size_t)q0);
+    if (ps == 1) {
+        const uint64_t flip8 = flip * 0x0101010101010101ull;
+        int64_t q = q0;
+        for (; q + 8 <= q1; q += 8) { /* words: GCC -O2 leaves this byte loop scalar */
+            uint64_t v;
+            memcpy(&v, r + ix0 + q, 8);
+            v ^= flip8;
+            memcpy(p + q, &v, 8);
+        }
+        for (; q < q1; q++)
+            p[q] = r[ix0 + q] ^ flip;
+    } else
+        for (int64_t q = q0; q < q1; q++)
+            p[q] = r[(ix0 + q) * ps] ^ flip;
+    memset(p + q1, xz, (size_t)(span - q1));
 }
 
 /* Bytes gather_rows keeps free after its padded rows: pad_row_avx512's last 64-byte store, and
@@ -589,9 +631,8 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void gather_cols_a
 static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *buf, const uint8_t **a)
 {
     const qr_conv_geom *g = j->g;
-    const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], C = j->c, P = g->small_n;
+    const int64_t W = g->big[1], OH = g->small[0], OW = g->small[1], C = j->c, P = g->small_n;
     const int64_t KH = g->kernel[0], KW = g->kernel[1], sx = g->stride[1], dx = g->dilation[1];
-    const int64_t cs = j->x_nchw ? H * W : 1, ps = j->x_nchw ? 1 : C; /* channel and pixel strides */
     const int64_t nseg = C * KH, K = C * j->taps, reach = (KW - 1) * dx + 1;
     /* each segment's padded row: the run's span and a word of slack for the last pixel's load */
     int64_t most = gather_most(j); /* pixels per run */
@@ -600,11 +641,6 @@ static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *bu
         return;
     }
     _Alignas(64) uint8_t pad[GATHER_STACK];
-    static int avx512bw = -1;
-    if (avx512bw < 0)
-        avx512bw = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-    const uint8_t flip = j->flip, xz = (uint8_t)j->xz;
-    const uint64_t flip8 = flip * 0x0101010101010101ull;
     /* the last segment's word with its bytes past KW zeroed: the row's zeros from K to K + 8 - KW
      * (reading the row back to mask it would stall on the words just stored) */
     const uint64_t last = KW >= 8 ? ~0ull : (1ull << (8 * KW)) - 1;
@@ -618,38 +654,11 @@ static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *bu
         int64_t q0 = ix0 < 0 ? -ix0 : 0, q1 = W - ix0 < span ? W - ix0 : span;
         q0 = q0 < span ? q0 : span;
         q1 = q1 > q0 ? q1 : q0;
-        const uint8_t *img = j->x + n * H * W * C;
+        const uint8_t *img = j->x + n * g->big_n * C;
         for (int64_t c = 0; c < C; c++)
-            for (int64_t ky = 0; ky < KH; ky++) {
-                uint8_t *p = pad + (c * KH + ky) * pstride;
-                int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
-                if (avx512bw && ps == 1) {
-                    int inside = iy >= 0 && iy < H;
-                    pad_row_avx512(p, (uintptr_t)(img + c * cs + (inside ? iy : 0) * W) + (uintptr_t)ix0,
-                                   inside ? q0 : 0, inside ? q1 : 0, span, xz, flip);
-                    continue;
-                }
-                if (iy < 0 || iy >= H) {
-                    memset(p, xz, (size_t)span);
-                    continue;
-                }
-                const uint8_t *r = img + c * cs + iy * W * ps;
-                memset(p, xz, (size_t)q0);
-                if (ps == 1) {
-                    int64_t q = q0;
-                    for (; q + 8 <= q1; q += 8) { /* words: GCC -O2 leaves this byte loop scalar */
-                        uint64_t v;
-                        memcpy(&v, r + ix0 + q, 8);
-                        v ^= flip8;
-                        memcpy(p + q, &v, 8);
-                    }
-                    for (; q < q1; q++)
-                        p[q] = r[ix0 + q] ^ flip;
-                } else
-                    for (int64_t q = q0; q < q1; q++)
-                        p[q] = r[(ix0 + q) * ps] ^ flip;
-                memset(p + q1, xz, (size_t)(span - q1));
-            }
+            for (int64_t ky = 0; ky < KH; ky++)
+                padded_row(j, pad + (c * KH + ky) * pstride, img, c,
+                           oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0], ix0, q0, q1, span);
         if (j->cols) { /* pixel t's window: the columns from t * sx on, k4 - K bytes of the next
                         * ones after it, read against zero weights */
             int64_t step = sx * nseg, nv = ((run - 1) * step + j->k4 + 63) / 64;
@@ -688,6 +697,66 @@ static void gather_rows(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *bu
     }
 }
 
+/* Few input channels, windows taller than the vertical stride (ResNet-18's 7 x 7 stride 2 stem
+ * over 3 channels, 42 > 32 bytes a pixel for gather_cols_avx512): pixel (oy, ox)'s window and
+ * (oy + 1, ox)'s share KH - sy input rows, so in an output column's bytes laid out by input row,
+ * each row's C segments of KW bytes (ox * sx - pad + kx) one after the other, a window in the
+ * order (ky, c, kx) is contiguous: C * KW bytes a row on from its first row. Each input row's
+ * segments are copied once a column (sy x C words a pixel, against C x KH for a row each, 21 of
+ * the stem's: 8 ms of its 44 at batch 64); a column's last word spills up to 8 - KW bytes, and a
+ * zero word after it covers the k4 - K bytes its last window reads against zero weights. buf:
+ * stack_bytes(j, rows). dx 1, KW <= 8, a padded row within GATHER_STACK (j->stack). */
+static void gather_stack(const nhwc_job *j, int64_t r0, int64_t rows, uint8_t *buf, const uint8_t **a)
+{
+    const qr_conv_geom *g = j->g;
+    const int64_t W = g->big[1], OW = g->small[1], C = j->c, P = g->small_n, KH = g->kernel[0], KW = g->kernel[1];
+    const int64_t sy = g->stride[0], sx = g->stride[1], CKW = C * KW;
+    _Alignas(64) uint8_t pad[GATHER_STACK];
+    for (int64_t i = 0; i < rows;) {
+        /* a piece: the block's pixels [p, p + len) of image n */
+        int64_t n = (r0 + i) / P, p = (r0 + i) % P, len = P - p < rows - i ? P - p : rows - i;
+        int64_t oyA = p / OW, oyB = (p + len - 1) / OW;
+        int64_t oxlo = oyA == oyB ? p % OW : 0, oxhi = oyA == oyB ? (p + len - 1) % OW : OW - 1;
+        int64_t iyA = oyA * sy - g->pad_begin[0], nIy = (oyB - oyA) * sy + KH;
+        int64_t cst = nIy * CKW + 8; /* a column's bytes: its rows, then the zero word */
+        int64_t span = (oxhi - oxlo) * sx + KW, ix0 = oxlo * sx - g->pad_begin[1];
+        int64_t q0 = ix0 < 0 ? -ix0 : 0, q1 = W - ix0 < span ? W - ix0 : span;
+        q0 = q0 < span ? q0 : span;
+        q1 = q1 > q0 ? q1 : q0;
+        const uint8_t *img = j->x + n * g->big_n * C;
+        for (int64_t r = 0; r < nIy; r++)
+            for (int64_t c = 0; c < C; c++) {
+                padded_row(j, pad, img, c, iyA + r, ix0, q0, q1, span);
+                uint8_t *d = buf + r * CKW + c * KW;
+                const uint8_t *s = pad;
+                for (int64_t ox = oxlo; ox <= oxhi; ox++, d += cst, s += sx) {
+                    uint64_t v;
+                    memcpy(&v, s, 8);
+                    memcpy(d, &v, 8);
+                }
+            }
+        for (int64_t ox = oxlo; ox <= oxhi; ox++)
+            memset(buf + (ox - oxlo) * cst + nIy * CKW, 0, 8);
+        for (int64_t t = 0, ox = p % OW, down = 0; t < len; t++) { /* no division a pixel */
+            a[i + t] = buf + (ox - oxlo) * cst + down;
+            if (++ox == OW)
+                ox = 0, down += sy * CKW;
+        }
+        buf += (oxhi - oxlo + 1) * cst;
+        i += len;
+    }
+}
+
+/* Bytes gather_stack takes for a block of rows pixels: at most (rows - 2) / P + 2 pieces (one an
+ * image it touches; counted with room to spare), each at most OW columns of (oyB - oyA) sy + KH
+ * input rows and the zero word, where the pieces' oyB - oyA add up to less than rows / OW + pieces. */
+static size_t stack_bytes(const nhwc_job *j, int64_t rows)
+{
+    const qr_conv_geom *g = j->g;
+    int64_t OW = g->small[1], CKW = j->c * g->kernel[1], pieces = (rows + g->small_n - 2) / g->small_n + 3;
+    return (size_t)(CKW * g->stride[0] * (rows + OW * pieces) + pieces * OW * (g->kernel[0] * CKW + 8) + 64);
+}
+
 static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
 {
     nhwc_job *j = arg;
@@ -699,7 +768,9 @@ static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
         int64_t part = b % j->parts, c0 = part * j->strips / j->parts * 64;
         int64_t c1 = (part + 1) * j->strips / j->parts * 64;
         c1 = c1 < j->m ? c1 : j->m;
-        if (j->gather)
+        if (j->stack)
+            gather_stack(j, r0, rows, s + j->at_rows, a);
+        else if (j->gather)
             gather_rows(j, r0, rows, s + j->at_rows, a);
         else if (j->one_by_one)
             window_rows_1x1(j, r0, rows, a);
@@ -775,6 +846,15 @@ static void pack_dense(const nhwc_job *j, const int8_t *w, int8_t *wp, int32_t *
             for (int64_t q = 0; q < j->k4; q++)
                 d[(q >> 2) * step + (q & 3)] = q < K && m < j->m ? w[m * K + q % S * KW + q / S] : 0;
         }
+    } else if (j->stack) { /* one tap of k = ky * C * KW + c * KW + kx: w's k = (c * KH + ky) * KW + kx */
+        int64_t K = j->c * j->taps, KH = j->g->kernel[0], KW = j->g->kernel[1], CKW = j->c * KW;
+        int64_t n16 = qr_igemm_n16(j->m), step;
+        for (int64_t m = 0; m < n16; m++) {
+            int8_t *d = (int8_t *)qr_iconv_col(wp, j->k4, n16, m, &step);
+            for (int64_t q = 0; q < j->k4; q++)
+                d[(q >> 2) * step + (q & 3)] =
+                    q < K && m < j->m ? w[m * K + (q % CKW / KW * KH + q / CKW) * KW + q % KW] : 0;
+        }
     } else if (j->gather) /* one tap of k = c * taps + t: the weights' own order */
         qr_iconv_pack_w(wp, w, 1, j->c * j->taps, j->k4, j->m, 0, 1, j->c * j->taps);
     else
@@ -834,7 +914,8 @@ static void slot_layout(nhwc_job *j, int64_t rows, int depthwise)
         int64_t most = gather_most(j), OW = g->small[1], per = most < OW ? most : OW;
         int64_t runs = (rows + per - 1) / per + 1;
         gathered = (size_t)(rows * g->stride[1] * j->c * g->kernel[0] + runs * (j->k4 + 64));
-    }
+    } else if (j->stack)
+        gathered = stack_bytes(j, rows);
     j->at_rows = (ptrs + 63) / 64 * 64;
     j->at_acc = j->at_rows + (gathered + 63) / 64 * 64;
     j->at_acct = j->at_acc + (accb + 63) / 64 * 64;
@@ -912,6 +993,11 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
                    __builtin_cpu_supports("avx512vbmi");
         j.cols = j.gather && vbmi && g.r == 2 && g.dilation[1] == 1 && g.stride[1] * j.c * g.kernel[0] <= 32 &&
                  gather_most(&j) >= 1 && !qr_options_get()->gather_rows;
+        /* else by output columns where windows overlap down them and a padded row fits the stack */
+        j.stack = j.gather && !j.cols && g.r == 2 && g.dilation[0] == 1 && g.dilation[1] == 1 &&
+                  g.kernel[1] <= 8 && g.kernel[0] > g.stride[0] &&
+                  (g.small[1] - 1) * g.stride[1] + g.kernel[1] + GATHER_SLACK <= GATHER_STACK &&
+                  !qr_options_get()->gather_rows;
         /* the batch folded into the rows: a block may span images, so small images share weight passes */
         j.total = nimg * g.small_n;
         j.p0 = img >= 0 ? (img * OH + oyb0) * OW : 0;
@@ -928,7 +1014,7 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     int fresh = 1;
     /* the column gather's order apart: an executor sharing this one's packing (qr_kcache_get) must
      * have packed in the same order */
-    const char *what = j.cols ? "packed weights, column order" : "packed weights";
+    const char *what = j.cols ? "packed weights, column order" : j.stack ? "packed weights, row order" : "packed weights";
     uint8_t *packed = wconst ? qr_kcache_get(k, pbytes, what, &fresh) : qr_kscratch(k, 1, (int64_t)pbytes, 1, what);
     if (!packed)
         return QR_ERR;

@@ -1034,6 +1034,41 @@ Test(nhwc, gathered_stems_match_convinteger)
     qr_pool_free(two);
 }
 
+/* A geometry from its window, strides, pads (begin, end) and image size, undilated. */
+static shape geom(int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sy, int64_t sx, int64_t pt,
+                  int64_t pl, int64_t pb, int64_t pr)
+{
+    shape sh = {.C = C, .H = H, .W = W};
+    int64_t oh = (H + pt + pb - kh) / sy + 1, ow = (W + pl + pr - kw) / sx + 1;
+    sh.g = (qr_conv_geom){.r = 2, .big = {H, W}, .small = {oh, ow}, .kernel = {kh, kw}, .stride = {sy, sx},
+                          .dilation = {1, 1}, .pad_begin = {pt, pl}, .pad_end = {pb, pr}, .big_n = H * W,
+                          .small_n = oh * ow, .kernel_n = kh * kw};
+    return sh;
+}
+
+/* Windows gathered by output columns (iconv_nhwc.c's gather_stack: windows taller than the
+ * vertical stride, rows of more than 32 bytes a pixel for the column gather): the ResNet stem's
+ * 7 x 7 stride 2 pads 3 over 3 channels of small images (blocks of several images: pieces), 8
+ * wide windows (no word spilling past a segment), strides 1 to 3 across, pads wider than the
+ * window, one image on two threads (blocks cut mid-row: pieces of part of one output row), x NCHW
+ * and NHWC, i8 and u8, ragged output channels; against ConvInteger and gather=rows. */
+Test(nhwc, stacked_windows_match_convinteger)
+{
+    unsigned s = 23;
+    qr_pool *two = qr_pool_new(2);
+    const shape shapes[] = {
+        geom(3, 19, 23, 7, 7, 2, 2, 3, 3, 3, 3), geom(3, 224, 224, 7, 7, 2, 2, 3, 3, 3, 3),
+        geom(5, 13, 30, 5, 8, 2, 3, 2, 1, 1, 4), geom(12, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1),
+        geom(3, 8, 9, 4, 5, 3, 3, 0, 6, 2, 0), geom(3, 17, 40, 6, 2, 1, 2, 5, 1, 0, 1),
+    };
+    static const int64_t Ns[] = {3, 1, 2, 4, 2, 1}, Ms[] = {64, 64, 21, 70, 8, 33};
+    for (int it = 0; it < 4; it++)
+        for (int i = 0; i < (int)(sizeof shapes / sizeof *shapes); i++)
+            check_gathered(&s, &shapes[i], Ns[i], Ms[i], it % 2, (it + i) % 2 || i == 1,
+                           it / 2 ? two : NULL);
+    qr_pool_free(two);
+}
+
 /* The output channels cut into parts of whole 64-channel strips, one task each (iconv_nhwc.c's
  * channel_parts: split=cols forces it, on one thread too), give the same sums as blocks of
  * pixels (split=rows) and as the choice by shape: 2 to 4 strips, ragged (80, 200: a last
