@@ -77,7 +77,8 @@ typedef struct qr_options {
     int bands;             /* a qr_bands_mode */
     int parts;             /* a qr_parts_mode */
     int gather_rows;       /* first layers' windows copied a pixel's row at a time, not by columns
-                            * (runtime/ops/iconv_nhwc.c gather_cols_avx512; the tests' second path) */
+                            * or output columns (runtime/ops/iconv_nhwc.c gather_cols_avx512,
+                            * gather_stack; the tests' second path) */
     int no_winograd;       /* f32 3 x 3 stride-1 channels-last convolutions direct, not by Winograd
                             * F(2x2, 3x3) (runtime/ops/wino.h: other numerics) */
 } qr_options;
