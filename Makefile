@@ -262,9 +262,11 @@ ort: deps
 layers: | $(GEN_HDRS)
 	@CC='$(CC)' $(foreach l,$(LAYERS),INC_$(l)='$(INC_$(l))') sh tools/check-layers.sh $(B)
 
-# The suite: every Criterion binary; the e2e tests find the qrl binary through QRL_BIN.
+# The suite: every Criterion binary, TEST_JOBS at a time (tools/run-tests.sh, docs/testing.md);
+# the e2e tests find the qrl binary through QRL_BIN.
+TEST_JOBS ?= 2
 check: tests data ort layers
-	@sh tools/run-tests.sh $(B) $(TEST_BIN)
+	@TEST_JOBS='$(TEST_JOBS)' bash tools/run-tests.sh $(B) $(TEST_BIN)
 
 test: deps
 	$(MAKE) check
