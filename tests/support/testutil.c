@@ -1,5 +1,6 @@
 #include "testutil.h"
 #include <criterion/criterion.h>
+#include <criterion/hooks.h>
 
 #include "../../compiler/check.h"
 #include "../../compiler/compile.h"
@@ -194,6 +195,31 @@ int tu_count_files(const char *dir)
     return n;
 }
 
+/* One module cache for the whole run of a test binary, made fresh before its first test and removed
+ * after its last: what tu_compile compiles was compiled by this build (as in memory), yet a recipe
+ * that several tests compile (recipes/int8.qrl and the stdlib's kernels: seconds of libgccjit
+ * each) is compiled once per binary. The hooks run in Criterion's runner process; each test's
+ * process inherits its environment. A test that wants a cold compile says so (qc_compile with
+ * no_cache, as test_cache and test_jit's cache tests do). */
+#define TU_MODULE_CACHE "QRL_TEST_MODULE_CACHE"
+static char *run_cache;
+
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+    (void)set;
+    run_cache = tu_tmpdir();
+    if (run_cache)
+        setenv(TU_MODULE_CACHE, run_cache, 1);
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+    (void)stats;
+    unsetenv(TU_MODULE_CACHE);
+    tu_rmdir(run_cache);
+    run_cache = NULL;
+}
+
 struct qrl_module *tu_compile(const char *rel, char *err, size_t n)
 {
     char path[600], stdlib[600];
@@ -206,7 +232,9 @@ struct qrl_module *tu_compile(const char *rel, char *err, size_t n)
     qc_unit_load(u, path);
     if (!u->diags.errors)
         qc_check(u);
-    qrl_module *m = u->diags.errors ? NULL : qc_compile(u, &(qc_options){.no_cache = 1}, NULL);
+    const char *cache = getenv(TU_MODULE_CACHE);
+    qc_options o = cache && *cache ? (qc_options){.cache_dir = cache} : (qc_options){.no_cache = 1};
+    qrl_module *m = u->diags.errors ? NULL : qc_compile(u, &o, NULL);
     snprintf(err, n, "%s: %s", rel, u->diags.n ? u->diags.v[0].msg : "cannot compile");
     qc_unit_free(u);
     return m;

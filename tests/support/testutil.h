@@ -75,8 +75,9 @@ unsigned tu_lcg(unsigned *seed);
  * unwritten reads 0xA5 bytes, not zeros. */
 void tu_option(const char *name, const char *value);
 
-/* Compiles a recipe file (path absolute or relative to the project root) with the stdlib,
- * in memory; NULL with the first diagnostic in err on failure. */
+/* Compiles a recipe file (path absolute or relative to the project root) with the stdlib; NULL
+ * with the first diagnostic in err on failure. Through the test binary's own module cache, fresh
+ * for each run of it ($QRL_TEST_MODULE_CACHE, testutil.c), else in memory. */
 struct qrl_module *tu_compile(const char *rel, char *err, size_t n);
 
 /* Function or kernel name of m, checked through the runtime's typed lookup (qr_module_fn_typed)
