@@ -21,8 +21,18 @@ long ql_arena_fail_nth(long n)
     return atomic_exchange(&fail_countdown, n);
 }
 
+static _Atomic(void (*)(void)) count_hook;
+
+void ql_arena_on_count(void (*fn)(void))
+{
+    atomic_store(&count_hook, fn);
+}
+
 static int fail_now(void)
 {
+    void (*hook)(void) = atomic_load(&count_hook);
+    if (hook)
+        hook();
     if (fail_countdown <= 0)
         return 0;
     return --fail_countdown == 0;

@@ -30,5 +30,8 @@ char *ql_strdup(ql_arena *a, const char *s);
 /* Tests: makes the nth ql_alloc from now fail, and every later one succeed; 0 turns it off.
  * Returns what was left of the previous count: 0 when its failure happened (or none was set). */
 long ql_arena_fail_nth(long n);
+/* Tests: fn runs on every ql_alloc, whether one is set to fail or not (NULL: none), as
+ * qr_arena_on_count (runtime/arena.h). */
+void ql_arena_on_count(void (*fn)(void));
 
 #endif

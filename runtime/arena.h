@@ -33,5 +33,9 @@ void *qr_arena_memdup(qr_arena *a, const void *p, size_t n);
 long qr_arena_fail_nth(long n);
 /* Whether the allocation about to be made is the one qr_arena_fail_nth chose (counts it). */
 int qr_arena_fail_now(void);
+/* Tests: fn runs on every allocation qr_arena_fail_now counts, whether one is set to fail or not
+ * (NULL: none), so that a test can record where each is made and fail one of each place
+ * (tests/unit/test_oom.c). */
+void qr_arena_on_count(void (*fn)(void));
 
 #endif

@@ -1,11 +1,20 @@
 /* Out of memory is an error value, never an abort: every entry point that builds a graph
  * (import, clone, the optimizing passes, the opset upgrade, quantizing, the QDQ export)
- * is run with its 1st, 2nd, 3rd, ... allocation failing (qr_arena_fail_nth: arenas' records
- * and the graph's own arrays) until one run needs no more; each failed run must return the
- * error "out of memory" without crashing, and (under ASan, `make test-asan`) without a leak
- * or a read of freed memory. The front end's parse and check likewise, with the AST arena's
- * allocations failing (ql_arena_fail_nth). */
+ * is run with an allocation failing (qr_arena_fail_nth: arenas' records and the graph's own
+ * arrays) at every place the entry point allocates; each failed run must return the error
+ * "out of memory" without crashing, and (under ASan, `make test-asan`) without a leak or a read
+ * of freed memory. The front end's parse and check likewise, with the AST arena's allocations
+ * failing (ql_arena_fail_nth).
+ *
+ * A place is the call path of an allocation (SITE_FRAMES return addresses): one run that fails
+ * nothing records the path of each allocation (qr_arena_on_count), then the first allocation of
+ * each path fails, one run each. Failing every allocation, the 1st, 2nd, 3rd, ... (set
+ * QRL_TEST_OOM_EVERY=1), fails the same places many times over: aciq.qrl's check alone makes
+ * over 26000 allocations at fewer than 700 paths, each run parsing the stdlib again. */
 #include <criterion/criterion.h>
+#include <execinfo.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,30 +44,98 @@ TestSuite(oom, .timeout = 600);
 
 typedef qr_status (*attempt_fn)(void *user, qr_error *e);
 
-/* Runs f with allocation n failing (fail_nth: qr_arena_fail_nth or ql_arena_fail_nth) for
- * n = 1, 2, ... until a run makes no more than n - 1 allocations; returns how many runs failed
- * (the allocations f makes). */
-static long fail_each_of(long (*fail_nth)(long), const char *what, attempt_fn f, void *user)
+/* Runs f with allocation n failing; 1 when the run made that allocation (it must then fail with
+ * "out of memory"), 0 when it made fewer (it must then succeed). */
+static int fail_at(long (*fail_nth)(long), const char *what, attempt_fn f, void *user, long n)
 {
-    for (long n = 1;; n++) {
-        qr_error e = {{0}};
-        fail_nth(n);
-        qr_status st = f(user, &e);
-        long left = fail_nth(0);
-        if (left > 0) {
-            cr_assert_eq(st, QR_OK, "%s: no allocation failed, yet: %s", what, e.msg);
-            ASSERT_NO_LEAKS(what);
-            cr_log_info("%s: %ld allocations, each failure an error", what, n - 1);
-            return n - 1;
-        }
-        cr_assert_neq(st, QR_OK, "%s: allocation %ld failed, and it succeeded anyway", what, n);
-        cr_assert(strstr(e.msg, "out of memory"), "%s: allocation %ld failed: %s", what, n, e.msg);
+    qr_error e = {{0}};
+    fail_nth(n);
+    qr_status st = f(user, &e);
+    long left = fail_nth(0);
+    if (left > 0) {
+        cr_assert_eq(st, QR_OK, "%s: no allocation failed, yet: %s", what, e.msg);
+        return 0;
     }
+    cr_assert_neq(st, QR_OK, "%s: allocation %ld failed, and it succeeded anyway", what, n);
+    cr_assert(strstr(e.msg, "out of memory"), "%s: allocation %ld failed: %s", what, n, e.msg);
+    return 1;
+}
+
+/* The call path of each allocation of the recording run, hashed; frame 0 is count_site. */
+enum { SITE_FRAMES = 6, MAX_COUNTED = 1 << 20 };
+static uint64_t *site_of;
+static _Atomic long counted;
+
+static void count_site(void)
+{
+    void *bt[SITE_FRAMES + 1];
+    int n = backtrace(bt, SITE_FRAMES + 1);
+    uint64_t h = 1469598103934665603u; /* FNV-1a over the return addresses */
+    for (int i = 1; i < n; i++)
+        h = (h ^ (uint64_t)(uintptr_t)bt[i]) * 1099511628211u;
+    long k = atomic_fetch_add(&counted, 1);
+    if (k < MAX_COUNTED)
+        site_of[k] = h;
+}
+
+/* Fails each place f allocates at (its first allocation there), or with QRL_TEST_OOM_EVERY set,
+ * allocation n = 1, 2, ... until a run makes no more than n - 1; returns the allocations f makes. */
+static long fail_each_of(long (*fail_nth)(long), void (*on_count)(void (*)(void)), const char *what, attempt_fn f,
+                         void *user)
+{
+    const char *every = getenv("QRL_TEST_OOM_EVERY");
+    if (every && *every && strcmp(every, "0")) {
+        long n = 1;
+        while (fail_at(fail_nth, what, f, user, n))
+            n++;
+        ASSERT_NO_LEAKS(what);
+        cr_log_info("%s: %ld allocations, each failure an error", what, n - 1);
+        return n - 1;
+    }
+    qr_error e = {{0}};
+    cr_assert_eq(f(user, &e), QR_OK, "%s: %s", what, e.msg); /* what a first run does once stays out */
+    site_of = calloc(MAX_COUNTED, sizeof *site_of);
+    cr_assert(site_of);
+    void *warm[2];
+    backtrace(warm, 2); /* loads libgcc's unwinder before counting */
+    atomic_store(&counted, 0);
+    fail_nth(0);
+    on_count(count_site);
+    qr_status st = f(user, &e);
+    on_count(NULL);
+    cr_assert_eq(st, QR_OK, "%s: %s", what, e.msg);
+    long total = atomic_load(&counted);
+    cr_assert_lt(total, MAX_COUNTED, "%s", what);
+    /* the first allocation of each path, in order (an open-addressing set of the paths seen) */
+    long cap = 1;
+    while (cap < 2 * total + 2)
+        cap *= 2;
+    uint64_t *seen = calloc((size_t)cap, sizeof *seen);
+    cr_assert(seen);
+    long places = 0, made = 0;
+    for (long n = 1; n <= total; n++) {
+        uint64_t h = site_of[n - 1] ? site_of[n - 1] : 1;
+        long k = (long)(h & (uint64_t)(cap - 1));
+        while (seen[k] && seen[k] != h)
+            k = (k + 1) & (cap - 1);
+        if (seen[k])
+            continue;
+        seen[k] = h;
+        places++;
+        made += fail_at(fail_nth, what, f, user, n);
+    }
+    free(seen);
+    free(site_of);
+    site_of = NULL;
+    ASSERT_NO_LEAKS(what);
+    cr_log_info("%s: %ld allocations at %ld places, a failure at each an error (%ld runs reached it)", what, total,
+                places, made);
+    return total;
 }
 
 static long fail_each(const char *what, attempt_fn f, void *user)
 {
-    return fail_each_of(qr_arena_fail_nth, what, f, user);
+    return fail_each_of(qr_arena_fail_nth, qr_arena_on_count, what, f, user);
 }
 
 static char model_path[600];
@@ -300,7 +377,10 @@ static qr_status front(void *user, qr_error *e)
 
 Test(oom, parse_and_check)
 {
-    cr_assert_gt(fail_each_of(ql_arena_fail_nth, "parse and check meanstd.qrl", front, "examples/recipes/meanstd.qrl"),
+    cr_assert_gt(fail_each_of(ql_arena_fail_nth, ql_arena_on_count, "parse and check meanstd.qrl", front,
+                              "examples/recipes/meanstd.qrl"),
                  200);
-    cr_assert_gt(fail_each_of(ql_arena_fail_nth, "parse and check aciq.qrl", front, "examples/recipes/aciq.qrl"), 200);
+    cr_assert_gt(fail_each_of(ql_arena_fail_nth, ql_arena_on_count, "parse and check aciq.qrl", front,
+                              "examples/recipes/aciq.qrl"),
+                 200);
 }
