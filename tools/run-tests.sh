@@ -23,11 +23,12 @@ case $jobs in '' | *[!0-9]* | 0) echo "TEST_JOBS must be a positive integer, not
 ALONE="test_large_graphs test_large_recipes test_run_memory"
 
 # Each binary's seconds at its last run ($B/test-times, written at the end): the longest start
-# first, so that no long one starts last with the other slot idle. Without that file, the
-# seconds of stop 43's suite run one at a time.
+# first, so that no long one starts last with the other slot idle. Without that file, stop 43's
+# seconds of each binary run alone, with test_intgraph's, test_docs' and test_oom's after stop 44
+# shortened them (docs/testing.md, "The runner").
 TIMES=$B/test-times
-DEFAULT_TIMES="test_intgraph 175 test_oom 156 test_quantize 112 test_vecmap 95 test_docs 91 test_cli 72
-test_jit 66 test_transform 47 test_vjp 38 test_op_quant 30 test_dynamic 29 test_pointwise 27
+DEFAULT_TIMES="test_quantize 112 test_vecmap 95 test_cli 72 test_jit 66 test_transform 47 test_docs 41
+test_vjp 38 test_intgraph 34 test_op_quant 30 test_dynamic 29 test_pointwise 27 test_oom 13
 test_iconv_jit 25 test_lib_exit 19 test_fuzz 18 test_accwidth 16 test_transformer 14 test_int4 13"
 declare -A secs
 if [ -f "$TIMES" ]; then
