@@ -272,7 +272,26 @@ static qr_status bind_args(qr_kctx *k, const qr_intcall *c, int first, qrl_tview
     return QR_OK;
 }
 
-static qr_status kcall_rows(qr_kctx *k, const qr_intcall *c, int *done);
+/* What fill_tables keeps in its node's run plan (op.h qr_kplan_get): which arguments are fixed,
+ * the key's length, whether the fill reads fixed arguments and the plan's shapes alone (then
+ * the kept tables, once made or checked on a run of the plan, are the same on every later one:
+ * comparing their key each run was 3% of the bundled CNN's run at batch 1). Zeroed when fresh. */
+typedef struct tables_plan {
+    int known, all_fixed, made;
+    uint64_t fixed;
+    int64_t klen;
+} tables_plan;
+
+/* A QrlKernel's run plan (op.h qr_kplan_get): its attributes, its tables' plan, its rows kernel. */
+typedef struct kcall_plan {
+    int64_t ci, acc;
+    tables_plan tables;
+    qr_rows_ep_fn rows_ep; /* NULL: none found yet (asked again) */
+} kcall_plan;
+
+static const char kcall_plan_what[] = "QrlKernel's run plan";
+
+static qr_status kcall_rows(qr_kctx *k, const qr_intcall *c, int *done, kcall_plan *plan);
 
 /* Tensor v expanded to y's shape (numpy's broadcast: v's dims right-aligned, each equal to y's
  * or 1) into dst, what y[i] = v[broadcast_index(v, y, i)] makes. Adjacent dims of one kind (kept
@@ -372,12 +391,19 @@ static int expand_broadcasts(qr_kctx *k, const qr_intcall *c, void **args)
 static qr_status kcall_run(qr_kctx *k)
 {
     const qr_intgraph *ig = k->user;
-    int64_t ci = qr_attr_i(k->node, "call", -1);
+    int fresh;
+    kcall_plan *plan = qr_kplan_get(k, sizeof *plan, kcall_plan_what, &fresh);
+    if (!plan)
+        return QR_ERR;
+    if (fresh)
+        *plan = (kcall_plan){.ci = qr_attr_i(k->node, "call", -1), .acc = qr_attr_i(k->node, "acc", 0)};
+    int64_t ci = plan->ci;
     if (!ig || ci < 0 || ci >= ig->ncalls)
         return QR_KERR(k, "QrlKernel runs only in the integer graph of a quantized model");
     const qr_intcall *c = &ig->calls[ci];
     int done = 0;
-    if (c->nhwc && qr_attr_i(k->node, "acc", 0) && (kcall_rows(k, c, &done) != QR_OK || done))
+    qr_kplan_ready(k, plan); /* its attributes; the rows' parts are filled as they are found */
+    if (c->nhwc && plan->acc && (kcall_rows(k, c, &done, plan) != QR_OK || done))
         return done ? QR_OK : QR_ERR;
     qrl_tview views[64];
     void *args[QRL_MAX_PARAMS];
@@ -566,6 +592,35 @@ typedef struct kept_tables {
 
 static const char kept_what[] = "epilogue's channel tables";
 
+
+/* Whether every argument kernel fn's fill reads (qr_fill_key's pieces) is the same on every run of
+ * one run plan: scalars (the call's own bytes, or the block's constants), fixed arrays, and tensors
+ * whose elements it does not read or that are fixed (shapes are the plan's). */
+static int fill_reads_fixed(const qr_fn_desc *fn, uint64_t fixed)
+{
+    if (!fn->fill_known || fn->nparams > 64)
+        return 0;
+    for (int i = 0; i < fn->nparams; i++) {
+        if (!(fn->fill_uses >> i & 1))
+            continue;
+        switch (fn->params[i].kind) {
+        case QR_PARAM_SCALAR:
+        case QR_PARAM_QTYPE:
+        case QR_PARAM_QPARAMS: break;
+        case QR_PARAM_ARRAY:
+            if (!(fixed >> i & 1))
+                return 0;
+            break;
+        case QR_PARAM_TENSOR:
+            if ((fn->fill_elems >> i & 1) && !(fixed >> i & 1))
+                return 0;
+            break;
+        default: return 0;
+        }
+    }
+    return 1;
+}
+
 /* The bytes a key may take: comparing it on every run costs no more than the fill it saves (a
  * channel's lets, a division or more each, against 64 bytes compared a table entry). */
 static int64_t key_cap(int64_t m, int tables)
@@ -580,7 +635,8 @@ static int64_t key_cap(int64_t m, int tables)
  * made from, and made again only when that key changes (the same bits: the fill is the kernel's
  * own code, run on the same values). A fill the compiler cannot say, or a key past key_cap, fills
  * the node's workspace on every run. first: the node's input the call's input 0 is. */
-static qr_status fill_tables(qr_kctx *k, tile_run *t, int first, int64_t m, const int32_t *const **ptrs)
+static qr_status fill_tables(qr_kctx *k, tile_run *t, int first, int64_t m, const int32_t *const **ptrs,
+                             tables_plan *tp)
 {
     const qr_intcall *c = t->c;
     int nt = c->tables;
@@ -591,8 +647,16 @@ static qr_status fill_tables(qr_kctx *k, tile_run *t, int first, int64_t m, cons
     int64_t extra[QR_TILE_NPARAMS];
     t->fill = 1;
     tile_args(t, 1, &fb, args, &acc, &y, extra); /* the key reads no table */
-    uint64_t fixed = fixed_args(k, c, first);
-    int64_t klen = qr_fill_key(fn, args, fixed, NULL, 0, NULL);
+    uint64_t fixed;
+    int64_t klen;
+    if (tp && tp->known)
+        fixed = tp->fixed, klen = tp->klen;
+    else {
+        fixed = fixed_args(k, c, first);
+        klen = qr_fill_key(fn, args, fixed, NULL, 0, NULL);
+        if (tp)
+            *tp = (tables_plan){.known = 1, .all_fixed = fill_reads_fixed(fn, fixed), .fixed = fixed, .klen = klen};
+    }
     size_t tab_bytes = (size_t)(nt * m) * sizeof(int64_t), lane_bytes = ((size_t)(nt * m) * sizeof(int32_t) + 63) / 64 * 64;
     size_t head = 64, ptr_bytes = ((size_t)nt * sizeof(int32_t *) + 63) / 64 * 64;
     unsigned char *buf;
@@ -614,9 +678,15 @@ static qr_status fill_tables(qr_kctx *k, tile_run *t, int first, int64_t m, cons
         t->tables[i] = (qrl_tview){tab + i * m, m, 1, {m}};
     *ptrs = pt;
     int same = 0;
-    if (klen >= 0 && !fresh && kt->valid && kt->fn == fn && kt->m == m && kt->tables == nt && kt->key_len == klen)
-        qr_fill_key(fn, args, fixed, key, klen, &same);
+    if (klen >= 0 && !fresh && kt->valid && kt->fn == fn && kt->m == m && kt->tables == nt && kt->key_len == klen) {
+        if (tp && tp->all_fixed && tp->made)
+            same = 1; /* made or checked on this plan, from what stays the same through it */
+        else
+            qr_fill_key(fn, args, fixed, key, klen, &same);
+    }
     if (same) {
+        if (tp)
+            tp->made = 1;
         t->fill = 0;
         return QR_OK;
     }
@@ -632,6 +702,8 @@ static qr_status fill_tables(qr_kctx *k, tile_run *t, int first, int64_t m, cons
     if (klen >= 0) { /* the key of the fill's own arguments (ew.fill 1) */
         qr_fill_key(fn, args, fixed, key, klen, NULL);
         *kt = (kept_tables){.fn = fn, .m = m, .key_len = klen, .tables = nt, .valid = 1};
+        if (tp)
+            tp->made = 1;
     }
     t->fill = 0;
     return QR_OK;
@@ -642,7 +714,7 @@ static qr_status fill_tables(qr_kctx *k, tile_run *t, int first, int64_t m, cons
  * for its vector form (when it has one) as 32-bit lanes.
  * epilogue=turn keeps the blocks turned for the tile kernel, epilogue=rows the
  * channels-last kernel without the vector form (the tests' second paths). */
-static qr_status bind_rows(qr_kctx *k, tile_run *t, int first, qr_acc_epilogue *ep)
+static qr_status bind_rows(qr_kctx *k, tile_run *t, int first, qr_acc_epilogue *ep, tables_plan *tp)
 {
     int mode = qr_options_get()->epilogue;
     if (!t->c->nhwc || t->c->tables > QI_MAX_TABLES || mode == QR_EPILOGUE_TURN)
@@ -650,7 +722,7 @@ static qr_status bind_rows(qr_kctx *k, tile_run *t, int first, qr_acc_epilogue *
     int64_t m = k->out[0]->dims[3];
     t->rows = t->c->nhwc;
     const int32_t *const *ptrs;
-    qr_status st = fill_tables(k, t, first, m, &ptrs);
+    qr_status st = fill_tables(k, t, first, m, &ptrs, tp);
     ep->run_rows = rows_block;
     if (st != QR_OK || !t->c->nhwc->vector_epilogue || mode == QR_EPILOGUE_ROWS)
         return st;
@@ -665,7 +737,7 @@ static qr_status bind_rows(qr_kctx *k, tile_run *t, int first, qr_acc_epilogue *
  * channel part (a division, the bias's index) once per element. Same bits (the tile and the
  * channels-last kernels are the kernel's own value). *done 0: not such a call (the caller runs
  * the whole-tensor kernel); epilogue=whole forces that (the tests' second path). */
-static qr_status kcall_rows(qr_kctx *k, const qr_intcall *c, int *done)
+static qr_status kcall_rows(qr_kctx *k, const qr_intcall *c, int *done, kcall_plan *plan)
 {
     const qr_tensor *acc = k->in[0];
     *done = 0;
@@ -700,11 +772,14 @@ static qr_status kcall_rows(qr_kctx *k, const qr_intcall *c, int *done)
         return QR_OK;
     t.rows = c->nhwc;
     const int32_t *const *tabs;
-    if (fill_tables(k, &t, 0, m, &tabs) != QR_OK)
+    if (fill_tables(k, &t, 0, m, &tabs, &plan->tables) != QR_OK)
         return QR_ERR;
     /* the vector form compiled alone (qr_rows_ep_fn) when there is one: the same bytes */
     const char *prog = c->nhwc && qr_options_get()->epilogue != QR_EPILOGUE_ROWS ? c->nhwc->vector_epilogue : NULL;
-    qr_rows_ep_fn rows_ep = prog && qr_dtype_size(k->out[0]->dtype) == 1 ? qr_rows_ep_specialized(prog) : NULL;
+    qr_rows_ep_fn rows_ep = !prog || qr_dtype_size(k->out[0]->dtype) != 1 ? NULL
+                            : plan->rows_ep                          ? plan->rows_ep
+                                                                     : qr_rows_ep_specialized(prog);
+    plan->rows_ep = rows_ep;
     if (rows_ep) {
         rows_ep(k->out[0]->data, m, acc->data, m, n / m, m, 0, tabs);
         *done = 1;
@@ -718,12 +793,11 @@ static qr_status kcall_rows(qr_kctx *k, const qr_intcall *c, int *done)
 }
 
 /* The second stage's arguments (fuse_stages: attributes then_call, then_first). */
-static qr_status bind_stage(qr_kctx *k, const qr_intgraph *ig, int nhwc, stage_run *s, qr_acc_epilogue *ep)
+static qr_status bind_stage(qr_kctx *k, const qr_intgraph *ig, int nhwc, int64_t ci, int64_t first, stage_run *s,
+                            qr_acc_epilogue *ep)
 {
-    int64_t ci = qr_attr_i(k->node, "then_call", -1);
     if (ci < 0)
         return QR_OK;
-    int64_t first = qr_attr_i(k->node, "then_first", -1);
     if (ci >= ig->ncalls || first < 1 || first > k->n_in || !nhwc)
         return QR_KERR(k, "QrlConvKernel: a second stage needs its call and an NHWC convolution");
     s->c = &ig->calls[ci];
@@ -774,11 +848,36 @@ static qr_status bind_joined(qr_kctx *k, const tile_run *t, const stage_run *s, 
     return QR_OK;
 }
 
+/* A QrlConvKernel's run plan (op.h qr_kplan_get): its attributes, its tables' plan, its NHWC
+ * convolution's. */
+typedef struct kconv_plan {
+    int64_t ci, nconv, then_call, then_first;
+    int nhwc, wconst;
+    tables_plan tables;
+    qr_nhwc_plan conv;
+} kconv_plan;
+
+static const char kconv_plan_what[] = "QrlConvKernel's run plan";
+
 static qr_status kconv_run(qr_kctx *k)
 {
     const qr_intgraph *ig = k->user;
-    int64_t ci = qr_attr_i(k->node, "call", -1), nconv = qr_attr_i(k->node, "conv_inputs", 2);
-    int nhwc = qr_attr_i(k->node, "nhwc", 0) != 0;
+    int fresh;
+    kconv_plan *plan = qr_kplan_get(k, sizeof *plan, kconv_plan_what, &fresh);
+    if (!plan)
+        return QR_ERR;
+    if (fresh) {
+        int64_t nc = qr_attr_i(k->node, "conv_inputs", 2);
+        const qr_tensor *xz = conv_in(k, nc, 2), *wz = conv_in(k, nc, 3);
+        memset(plan, 0, sizeof *plan);
+        plan->ci = qr_attr_i(k->node, "call", -1), plan->nconv = nc;
+        plan->then_call = qr_attr_i(k->node, "then_call", -1), plan->then_first = qr_attr_i(k->node, "then_first", -1);
+        plan->nhwc = qr_attr_i(k->node, "nhwc", 0) != 0;
+        plan->wconst = qr_kinput_const(k, 1) && (!xz || qr_kinput_const(k, 2));
+        plan->conv.wzp_fixed = !wz || qr_kinput_fixed(k, 3);
+    }
+    int64_t ci = plan->ci, nconv = plan->nconv;
+    int nhwc = plan->nhwc;
     if (!ig || ci < 0 || ci >= ig->ncalls || !ig->calls[ci].tile)
         return QR_KERR(k, "QrlConvKernel runs only in the integer graph of a quantized model");
     /* not zeroed whole: its views and tables (some 9 KB, and the stage's 6 KB) are set as bound, and
@@ -796,20 +895,22 @@ static qr_status kconv_run(qr_kctx *k)
         if (c->args[i].kind == ARG_OUTPUT)
             t.y_arg = i;
     const qr_tensor *xzp = conv_in(k, nconv, 2), *wzp = conv_in(k, nconv, 3);
-    int wconst = qr_kinput_const(k, 1) && (!xzp || qr_kinput_const(k, 2));
+    int wconst = plan->wconst;
     qr_acc_epilogue ep = {tile_block, &t, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL};
     stage_run stage;
     stage.c = NULL, stage.y_arg = -1;
     t.stage = &stage;
-    if (bind_stage(k, ig, nhwc, &stage, &ep) != QR_OK)
+    if (bind_stage(k, ig, nhwc, plan->then_call, plan->then_first, &stage, &ep) != QR_OK)
         return QR_ERR;
-    if (nhwc && bind_rows(k, &t, (int)nconv - 1, &ep) != QR_OK)
+    if (nhwc && bind_rows(k, &t, (int)nconv - 1, &ep, &plan->tables) != QR_OK)
         return QR_ERR;
     if (nhwc && bind_joined(k, &t, &stage, &ep) != QR_OK)
         return QR_ERR;
-    if (nhwc)
-        return qr_convint_run_nhwc(k, k->in[0], xzp, k->in[1], wzp, wconst, &ep);
-    return qr_convint_run_epilogue(k, k->in[0], xzp, k->in[1], wzp, wconst, &ep);
+    qr_status st = nhwc ? qr_convint_run_nhwc(k, k->in[0], xzp, k->in[1], wzp, wconst, &ep, &plan->conv)
+                        : qr_convint_run_epilogue(k, k->in[0], xzp, k->in[1], wzp, wconst, &ep);
+    if (st == QR_OK)
+        qr_kplan_ready(k, plan);
+    return st;
 }
 
 /* y[i] = table[x[i] - min(x's type)]: x integers of 8 or 16 bits. */

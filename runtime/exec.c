@@ -880,6 +880,8 @@ static void drop_plan(qr_exec *x)
             x->kind[i] = V_RUNTIME;
     }
     memset(x->node_done, 0, (size_t)x->nn + 1);
+    for (int i = 0; x->cache && i < x->nn; i++) /* the nodes' run plans were for the old shapes */
+        x->cache[i].plan_ready = 0;
     arena_give(x->arena, x->arena_cap);
     x->arena = NULL;
     x->arena_cap = 0;
@@ -949,6 +951,7 @@ void qr_exec_free(qr_exec *x)
     for (int i = 0; x->cache && i < x->nn; i++) {
         free(x->cache[i].data);
         free(x->cache[i].keep);
+        free(x->cache[i].plan);
     }
     free(x->cache);
     free(x->cache_map);
@@ -1110,7 +1113,7 @@ static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_erro
                       .cache_total = &x->cache_total, .cache_max = x->opts.cache_max,
                       .shared = n->id >= 0 && n->id < x->nn && x->g->nodes[n->id] == n ? shared_cache(x, n->id)
                                                                                       : NULL,
-                      .work = x->work_at, .fixed = x->fixed};
+                      .work = x->work_at, .fixed = x->fixed, .plan_static = !x->dynamic};
     if (n->n_out && out_value(x, n, 0) != n->out[0]) {
         int at = place(x, n);
         if (x->bias[at])

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ops/ops_common.h"
+#include "options.h"
 
 /* The tables of runtime/ops/, concatenated. Only ONNX's ops and the runtime's own: a layer
  * above (the quantizer) keeps its private ops in its own table. */
@@ -352,6 +353,46 @@ void *qr_kkeep_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
     if (k->cache_total)
         *k->cache_total += padded - had;
     return p;
+}
+
+void *qr_kplan_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
+{
+    qr_kcache *s = k->plan_static ? k->cache : NULL;
+    unsigned epoch = qr_options_epoch();
+    *fresh = 1;
+    if (!s)
+        return qr_kwork(k, 1, (int64_t)bytes, 1, what);
+    if (s->plan && s->plan_ready && s->plan_bytes == bytes && s->plan_what == what && s->plan_epoch == epoch) {
+        *fresh = 0;
+        return s->plan;
+    }
+    s->plan_ready = 0;
+    if (s->plan && s->plan_bytes == bytes && s->plan_what == what) {
+        s->plan_epoch = epoch;
+        return s->plan;
+    }
+    size_t had = s->plan ? (s->plan_bytes + 63) / 64 * 64 : 0, padded = (bytes + 63) / 64 * 64;
+    if (bytes == 0 || (k->cache_total && *k->cache_total - had + padded > (k->cache_max ? k->cache_max : QR_KCACHE_MAX)))
+        return qr_kwork(k, 1, (int64_t)bytes, 1, what);
+    void *p = aligned_alloc(64, padded);
+    if (!p) {
+        QR_KERR(k, "out of memory: its %s needs %zu bytes", what, bytes);
+        return NULL;
+    }
+    free(s->plan);
+    s->plan = p;
+    s->plan_bytes = bytes;
+    s->plan_what = what;
+    s->plan_epoch = epoch;
+    if (k->cache_total)
+        *k->cache_total += padded - had;
+    return p;
+}
+
+void qr_kplan_ready(qr_kctx *k, const void *p)
+{
+    if (k->plan_static && k->cache && p && k->cache->plan == p)
+        k->cache->plan_ready = 1;
 }
 
 /* Frees p unless it is the buffer slot keeps (a kernel context without the slot got a fresh one). */

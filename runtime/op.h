@@ -68,6 +68,9 @@ typedef struct qr_kctx {
     /* with a band: 1 when input 0 is a band chain's link, its rows just made in a window that
      * stays in the caches (runtime/exec.c bands_image), so no kernel need fetch them ahead */
     int band_in0_cached;
+    /* 1 when every value's shape is the executor's plan's, the same on every run until its input
+     * shapes change (no shape depends on data): a run plan may be kept (qr_kplan_get) */
+    int plan_static;
 } qr_kctx;
 
 /* How an op that computes a band of output 0's rows (qr_kctx.band0/1) reads input 0: per image
@@ -85,6 +88,11 @@ typedef struct qr_kcache {
     void *keep;       /* qr_kkeep_get's buffer, its size and name */
     size_t keep_bytes;
     const char *keep_what;
+    void *plan;       /* qr_kplan_get's buffer, its size and name, and whether it holds a plan */
+    size_t plan_bytes;
+    const char *plan_what;
+    int plan_ready;
+    unsigned plan_epoch; /* qr_options_epoch when it was made */
 } qr_kcache;
 
 typedef qr_status (*qr_op_fn)(qr_kctx *k);
@@ -205,6 +213,22 @@ void qr_kcache_done(qr_kctx *k, void *p);
  * executor's cache) a fresh one from the workspace every run. NULL with the error set. Never freed
  * by the kernel. */
 void *qr_kkeep_get(qr_kctx *k, size_t bytes, const char *what, int *fresh);
+/* A node's run plan: what its kernel derives from the node's attributes and the shapes of the
+ * executor's current plan (its geometry, attributes parsed, kernels looked up, flags of which
+ * inputs are fixed), made on the first run of a set of input shapes and reused until they change
+ * (the executor then drops every node's plan) or the kernels' choices do (qr_options_epoch).
+ * Looking all that up on every run was about a sixth of a small CNN's run at batch 1. *fresh 1:
+ * the caller fills it (contents undefined), then says qr_kplan_ready; 0: it holds what the caller
+ * filled on an earlier run of these shapes. A plan never holds what may change between runs of
+ * one shape: data, data pointers (a band's input moves), a band's rows, a kernel still being
+ * compiled (NULL). Without an executor's static plan (no cache, or shapes that depend on data)
+ * a fresh one from the workspace every run. Its own executor's only (never shared); made and read
+ * on the thread that runs the node (one node at a time), so two threads need no lock. 64-byte
+ * aligned; NULL with the error set. */
+void *qr_kplan_get(qr_kctx *k, size_t bytes, const char *what, int *fresh);
+/* The plan qr_kplan_get handed out fresh (p) is filled: later runs of these shapes may reuse it. */
+void qr_kplan_ready(qr_kctx *k, const void *p);
+
 /* The kernels' workspace: scratch for one run of one node, handed out from a buffer the
  * executor keeps across runs (its nodes run one at a time). What a node asked for beyond the
  * buffer comes from malloc for that run, and the buffer grows to the node's whole need when the

@@ -5,6 +5,17 @@
 #include <string.h>
 
 static qr_options options;
+static unsigned epoch;
+
+unsigned qr_options_epoch(void)
+{
+    return __atomic_load_n(&epoch, __ATOMIC_ACQUIRE);
+}
+
+void qr_options_touch(void)
+{
+    __atomic_add_fetch(&epoch, 1, __ATOMIC_ACQ_REL);
+}
 
 const qr_options *qr_options_get(void)
 {
@@ -17,6 +28,7 @@ void qr_options_set(const qr_options *o)
         options = *o;
     else
         memset(&options, 0, sizeof options);
+    qr_options_touch();
 }
 
 _Static_assert(sizeof ((qr_options *)0)->igemm == sizeof ((qr_options *)0)->sgemm, "string fields of one size");

@@ -87,6 +87,11 @@ typedef struct qr_options {
 const qr_options *qr_options_get(void);
 /* Replaces them (NULL: the defaults). */
 void qr_options_set(const qr_options *o);
+/* A count of the changes to what the kernels choose by: every qr_options_set and every
+ * qr_options_touch (a process-wide kernel choice changed: the JIT's specializers). What a kernel
+ * chose once and kept (a node's run plan, qr_kplan_get) is chosen again when it differs. */
+unsigned qr_options_epoch(void);
+void qr_options_touch(void);
 
 /* Sets option name of *o from its text value; QR_ERR with a message naming the option and the
  * values it takes. Names: kernels (auto, portable, avx2, avxvnni, avx512vnni: portable is every

@@ -9,6 +9,8 @@
 #include <stdint.h>
 
 #include "../op.h"
+#include "conv_geom.h"
+#include "igemm.h"
 
 /* One block of image n's accumulator: element (r, k) is acc[r * acc_rs + k], output channel
  * c0 + r, and goes to y's element y_off + r * y_rs + k, y the node's output (N x M x spatial), or
@@ -64,8 +66,33 @@ qr_status qr_convint_run_epilogue(qr_kctx *k, const qr_tensor *x, const qr_tenso
  * gets are as above (rows are channels), each with y_block set. */
 qr_status qr_convint_infer_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, const qr_tensor *w,
                                 const qr_tensor *wzp, qr_dtype t);
+
+/* The most taps whose window offsets a qr_nhwc_plan keeps (a 4 x 4 window): 9 RUN_BLOCK + 1 times. */
+#define QR_NHWC_PLAN_TAPS 16
+
+/* What qr_convint_run_nhwc derives from its node's attributes and its operands' shapes alone, kept
+ * in the node's run plan (op.h qr_kplan_get) across runs of one shape: the geometry, the checks of
+ * attributes and of the weights' zero point, the specialized kernels looked up (by shape and
+ * epilogue program, under the JIT's lock), the windows' tap offsets. The caller zeroes it when the
+ * plan is fresh and sets wzp_fixed; the convolution fills the rest on that run. */
+typedef struct qr_nhwc_plan {
+    int ready;     /* filled on an earlier run of these shapes */
+    int wzp_fixed; /* (the caller's) the weights' zero point is the same on every run of the executor */
+    int wzp_zero;  /* it was checked to be all zero */
+    int depthwise, x_nchw, gather, taps_kept, one_by_one;
+    qr_conv_geom g;
+    int64_t k4, cs, oy0, oy1, ox0, ox1;
+    qr_iconv_fn fn;                    /* NULL: none yet (asked again: the JIT may still compile it) */
+    const char *ep_prog[2];            /* the epilogue programs fused kernels were found for */
+    qr_iconv_ep_fn ep_fn[2];
+    const char *rows_prog;             /* the program the rows epilogue was found for */
+    qr_rows_ep_fn rows_fn;
+    int64_t tap_off[9 * QR_NHWC_PLAN_TAPS]; /* the taps' offsets, then RUN_BLOCK windows' (window_setup) */
+} qr_nhwc_plan;
+
+/* plan: the node's run plan (qr_nhwc_plan), or NULL: everything derived on this run. */
 qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, const qr_tensor *w,
-                              const qr_tensor *wzp, int wconst, const qr_acc_epilogue *ep);
+                              const qr_tensor *wzp, int wconst, const qr_acc_epilogue *ep, qr_nhwc_plan *plan);
 /* Whether qr_convint_run_nhwc of these operands can compute a band of output rows alone
  * (k->band0/1), and its geometry (op.h); one whose input is read NCHW only as a chain's first
  * node (in_rows 0). */

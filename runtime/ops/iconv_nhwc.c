@@ -923,23 +923,61 @@ static void slot_layout(nhwc_job *j, int64_t rows, int depthwise)
     j->slot_bytes = j->at_y + (yb + 63) / 64 * 64;
 }
 
+/* The specialized kernel with epilogue program prog fused, the plan's when it found one before. */
+static qr_iconv_ep_fn planned_ep(qr_nhwc_plan *p, int64_t taps, int64_t k4, int64_t m, const char *prog)
+{
+    for (int i = 0; p && i < 2; i++)
+        if (p->ep_fn[i] && p->ep_prog[i] == prog)
+            return p->ep_fn[i];
+    qr_iconv_ep_fn f = qr_iconv_specialized_ep(taps, k4, m, prog);
+    for (int i = 0; p && f && i < 2; i++)
+        if (!p->ep_fn[i]) {
+            p->ep_prog[i] = prog, p->ep_fn[i] = f;
+            break;
+        }
+    return f;
+}
+
+static qr_rows_ep_fn planned_rows(qr_nhwc_plan *p, const char *prog)
+{
+    if (p && p->rows_fn && p->rows_prog == prog)
+        return p->rows_fn;
+    qr_rows_ep_fn f = qr_rows_ep_specialized(prog);
+    if (p && f)
+        p->rows_prog = prog, p->rows_fn = f;
+    return f;
+}
+
 qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *xzp, const qr_tensor *w,
-                              const qr_tensor *wzp, int wconst, const qr_acc_epilogue *ep)
+                              const qr_tensor *wzp, int wconst, const qr_acc_epilogue *ep, qr_nhwc_plan *plan)
 {
     if (x->ndim != 4 || w->ndim != 4 || (x->dtype != QR_U8 && x->dtype != QR_I8) || w->dtype != QR_I8)
         return QR_KERR(k, "an NHWC convolution takes 4-D u8 or i8 input and 4-D i8 weights");
-    qr_tensor xv = nchw_view(k, x);
+    int planned = plan && plan->ready;
     qr_conv_geom g;
-    if (qr_conv_geom_init(k, &xv, w->dims + 2, QR_WIN_CONV, &g) != QR_OK)
-        return QR_ERR;
-    nhwc_job j = {.g = &g, .c = xv.dims[1], .m = w->dims[0], .taps = g.kernel_n, .parts = 1, .ep = ep, .err = k->err};
-    int64_t group = qr_attr_i(k->node, "group", 1), nimg = x->dims[0];
-    int depthwise = group == j.c && j.m == j.c && w->dims[1] == 1;
-    if (!depthwise && (group != 1 || w->dims[1] != j.c))
-        return QR_KERR(k, "an NHWC convolution has group 1 or is depthwise, not group %lld", (long long)group);
+    if (planned)
+        g = plan->g;
+    else {
+        qr_tensor xv = nchw_view(k, x);
+        if (qr_conv_geom_init(k, &xv, w->dims + 2, QR_WIN_CONV, &g) != QR_OK)
+            return QR_ERR;
+    }
+    int x_nchw = planned ? plan->x_nchw : (int)qr_attr_i(k->node, "x_nchw", 0);
+    int64_t nimg = x->dims[0];
+    nhwc_job j = {.g = &g, .c = x_nchw ? x->dims[1] : x->dims[3], .m = w->dims[0], .taps = g.kernel_n, .parts = 1, .ep = ep, .err = k->err};
+    int depthwise;
+    if (planned)
+        depthwise = plan->depthwise;
+    else {
+        int64_t group = qr_attr_i(k->node, "group", 1);
+        depthwise = group == j.c && j.m == j.c && w->dims[1] == 1;
+        if (!depthwise && (group != 1 || w->dims[1] != j.c))
+            return QR_KERR(k, "an NHWC convolution has group 1 or is depthwise, not group %lld", (long long)group);
+    }
     uint8_t flip = x->dtype == QR_I8 ? 0x80 : 0;
     j.xz = (int32_t)(xzp ? qr_get_i64(xzp->data, xzp->dtype, 0) : 0) + (flip ? 128 : 0);
-    if (!depthwise && wzp) { /* every run: a loop of qr_get_i64 was 1-2% of MobileNetV2 at batch 1 */
+    if (!depthwise && wzp && !(planned && plan->wzp_fixed && plan->wzp_zero)) {
+        /* every run unless fixed: a loop of qr_get_i64 was 1-2% of MobileNetV2 at batch 1 */
         int64_t n = qr_tensor_numel(wzp), i = 0;
         if (wzp->dtype == QR_I8 || wzp->dtype == QR_U8) {
             const uint8_t *b = wzp->data;
@@ -970,7 +1008,7 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     if (j.esize > sizeof(int32_t))
         return QR_KERR(k, "an NHWC convolution's epilogue writes at most 4-byte elements, not %zu", j.esize);
     if (ep->run_rows && ep->vprog && ep->vtabs && j.esize == 1)
-        j.rows_ep = qr_rows_ep_specialized(ep->vprog);
+        j.rows_ep = planned_rows(plan, ep->vprog);
     if (depthwise) {
         /* output rows: an accumulator block of about 256 KB */
         j.mb = 1 + (65536 / (j.c > 0 ? j.c : 1)) / (g.small[1] > 0 ? g.small[1] : 1);
@@ -980,7 +1018,7 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         }
         j.blocks_per_image = (oyb1 - oyb0 + j.mb - 1) / j.mb;
     } else {
-        j.x_nchw = (int)qr_attr_i(k->node, "x_nchw", 0);
+        j.x_nchw = x_nchw;
         j.gather = j.x_nchw || (j.c < 16 && j.taps > 1);
         j.k4 = qr_igemm_k4(j.gather ? j.taps * j.c : j.c);
         /* gathered by columns (gather_cols_avx512: AVX512-VBMI's vpermb) where the rows are undilated
@@ -1033,15 +1071,17 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
             pack_dense(&j, w->data, (int8_t *)packed, init);
         /* a kernel compiled for this layer's shape when the API registered a specializer
          * (iconv-jit=1), else the CPU's */
-        j.fn = qr_iconv_specialized(j.gather ? 1 : j.taps, j.k4, j.m);
+        j.fn = plan && plan->fn ? plan->fn : qr_iconv_specialized(j.gather ? 1 : j.taps, j.k4, j.m);
+        if (plan && j.fn)
+            plan->fn = j.fn; /* a NULL (compiling, or none) is asked again on the next run */
         if (!j.fn)
             j.fn = qr_iconv_u8s8();
         /* phase 2: the epilogue in the kernel too (before a second stage, y's bytes for it, or the
          * stage joined to it: the node's output) */
         if (ep->then && ep->jprog && ep->jtabs && ep->skip && j.esize == 1 && qr_dtype_size(k->out[0]->dtype) == 1)
-            j.joined = (j.fused = qr_iconv_specialized_ep(j.gather ? 1 : j.taps, j.k4, j.m, ep->jprog)) != NULL;
+            j.joined = (j.fused = planned_ep(plan, j.gather ? 1 : j.taps, j.k4, j.m, ep->jprog)) != NULL;
         if (!j.fused && ep->vprog && ep->vtabs && j.esize == 1)
-            j.fused = qr_iconv_specialized_ep(j.gather ? 1 : j.taps, j.k4, j.m, ep->vprog);
+            j.fused = planned_ep(plan, j.gather ? 1 : j.taps, j.k4, j.m, ep->vprog);
         j.flip = flip;
         /* the input pixels the output rows read: a band's window rows, or all */
         int64_t H = g.big[0], W = g.big[1], q0 = 0, q1 = nimg * H * W;
@@ -1060,7 +1100,11 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     int slots = threads;
     slot_layout(&j, rows, depthwise);
     uint8_t *zrow = depthwise ? NULL : qr_kwork(k, 1, j.k4 + 64, 1, "NHWC convolution's padding row");
-    int64_t *tap_off = depthwise ? NULL : qr_kwork(k, 1, (RUN_BLOCK + 1) * j.taps, sizeof(int64_t), "NHWC convolution's tap offsets");
+    /* the taps' offsets: the plan's (made on its first run) when they fit it */
+    int keep_taps = plan && !depthwise && j.taps <= QR_NHWC_PLAN_TAPS && (!planned || plan->taps_kept);
+    int64_t *tap_off = depthwise ? NULL
+                       : keep_taps ? plan->tap_off
+                                   : qr_kwork(k, 1, (RUN_BLOCK + 1) * j.taps, sizeof(int64_t), "NHWC convolution's tap offsets");
     j.work = (depthwise || (zrow && tap_off)) && (depthwise || j.x)
                  ? qr_kwork(k, slots, (int64_t)j.slot_bytes, 1, "NHWC convolution's blocks")
                  : NULL;
@@ -1093,8 +1137,19 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     }
     if (zrow)
         memset(zrow, (uint8_t)j.xz, (size_t)j.k4);
-    if (tap_off)
+    if (tap_off && planned && keep_taps && plan->cs == j.cs) {
+        j.tap_off = tap_off;
+        j.run_off = j.taps <= 16 ? tap_off + j.taps : NULL;
+        j.oy0 = plan->oy0, j.oy1 = plan->oy1, j.ox0 = plan->ox0, j.ox1 = plan->ox1;
+        j.one_by_one = plan->one_by_one;
+    } else if (tap_off) {
         window_setup(&j, tap_off);
+        if (keep_taps) {
+            plan->cs = j.cs;
+            plan->oy0 = j.oy0, plan->oy1 = j.oy1, plan->ox0 = j.ox0, plan->ox1 = j.ox1;
+            plan->one_by_one = j.one_by_one;
+        }
+    }
     j.zrow = zrow;
     int64_t blocks = depthwise ? (img >= 0 ? 1 : nimg) * j.blocks_per_image
                      : j.mb > 0   ? (j.p1 - j.p0 + j.mb - 1) / j.mb * j.parts
@@ -1103,7 +1158,17 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
     if (j.y_split) /* pixels of at least 16 KB of y a task */
         qr_parallel_for(k->pool, j.p1 - j.p0, (16384 + j.m - 1) / j.m, split_then, &j);
     qr_kcache_done(k, packed);
-    return j.failed ? QR_ERR : QR_OK;
+    if (j.failed)
+        return QR_ERR;
+    if (plan && !planned) { /* what later runs of these shapes take as it is */
+        plan->g = g;
+        plan->depthwise = depthwise;
+        plan->x_nchw = x_nchw;
+        plan->wzp_zero = 1; /* checked above (or none, or depthwise: not read) */
+        plan->taps_kept = keep_taps;
+        plan->ready = 1;
+    }
+    return QR_OK;
 }
 
 int qr_convint_band_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *w, qr_band_geom *bg)

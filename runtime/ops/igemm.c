@@ -392,6 +392,7 @@ static int specialized_allowed(void)
 void qr_iconv_set_specializer(qr_iconv_specializer f)
 {
     __atomic_store_n(&iconv_specializer, f, __ATOMIC_RELEASE);
+    qr_options_touch();
 }
 
 int qr_iconv_specializing(void)
@@ -411,6 +412,7 @@ static qr_iconv_ep_specializer iconv_ep_specializer;
 void qr_iconv_set_ep_specializer(qr_iconv_ep_specializer f)
 {
     __atomic_store_n(&iconv_ep_specializer, f, __ATOMIC_RELEASE);
+    qr_options_touch();
 }
 
 qr_iconv_ep_fn qr_iconv_specialized_ep(int64_t taps, int64_t k4, int64_t n, const char *prog)
@@ -424,6 +426,7 @@ static qr_rows_ep_specializer rows_ep_specializer;
 void qr_rows_ep_set_specializer(qr_rows_ep_specializer f)
 {
     __atomic_store_n(&rows_ep_specializer, f, __ATOMIC_RELEASE);
+    qr_options_touch();
 }
 
 qr_rows_ep_fn qr_rows_ep_specialized(const char *prog)

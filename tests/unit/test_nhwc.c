@@ -857,7 +857,7 @@ static qr_status conv_run(qr_kctx *k)
         ep.y_size = sizeof(int32_t);
     }
     ep_out = k->out[0]->data;
-    return qr_convint_run_nhwc(k, k->in[0], k->in[2], k->in[1], conv_wzp, 0, &ep);
+    return qr_convint_run_nhwc(k, k->in[0], k->in[2], k->in[1], conv_wzp, 0, &ep, NULL);
 }
 
 /* A convolution of group 1 over C channels (C < 16: the gathered rows), N images (blocks span
