@@ -74,18 +74,39 @@ static void pool_rows(void *arg, int64_t t0, int64_t t1, int slot)
     }
 }
 
+/* The pool's run plan (op.h qr_kplan_get): its geometry and attributes, from the node and x's shape
+ * alone (looked up on every run they were a tenth of the bundled CNN's two MaxPools at batch 1). */
+typedef struct pool_plan {
+    qr_conv_geom g;
+    int64_t c;
+    int include_pad, x_nchw;
+} pool_plan;
+
+static const char pool_plan_what[] = "NHWC pool's run plan";
+
 qr_status qr_pool_run_nhwc(qr_kctx *k, int is_max)
 {
-    qr_conv_geom g;
-    if (pool_geom(k, k->in[0], &g) != QR_OK)
+    int fresh;
+    pool_plan *p = qr_kplan_get(k, sizeof *p, pool_plan_what, &fresh);
+    if (!p)
         return QR_ERR;
+    if (fresh) {
+        if (pool_geom(k, k->in[0], &p->g) != QR_OK)
+            return QR_ERR;
+        p->c = pool_channels(k, k->in[0]);
+        p->include_pad = (int)qr_attr_i(k->node, "count_include_pad", 0);
+        p->x_nchw = qr_attr_i(k->node, "x_nchw", 0) != 0;
+        qr_kplan_ready(k, p);
+    } else if (k->in[0]->ndim != 4 || (k->in[0]->dtype != QR_U8 && k->in[0]->dtype != QR_I8))
+        return QR_KERR(k, "an NHWC pool takes 4-D u8 or i8 input"); /* (the plan's shapes: never) */
+    const qr_conv_geom *gp = &p->g;
+    qr_conv_geom g = *gp;
     /* tasks of about 16 KB of output rows */
-    int64_t c = pool_channels(k, k->in[0]), row_bytes = g.small[1] * c, rows = row_bytes > 0 ? 16384 / row_bytes : 1;
-    pool_job j = {&g, k->in[0], k->out[0], is_max, (int)qr_attr_i(k->node, "count_include_pad", 0), c,
-                  rows > 1 ? rows : 1};
+    int64_t c = p->c, row_bytes = g.small[1] * c, rows = row_bytes > 0 ? 16384 / row_bytes : 1;
+    pool_job j = {&g, k->in[0], k->out[0], is_max, p->include_pad, c, rows > 1 ? rows : 1};
     if (g.small[0] <= 0)
         return QR_OK;
-    if (qr_attr_i(k->node, "x_nchw", 0)) {
+    if (p->x_nchw) {
         if (!is_max)
             return QR_KERR(k, "only MaxPool reads NCHW input here (x_nchw)");
         j.scratch_bytes = (qr_nhwc_maxpool_nchw_scratch(c, &g, j.rows) + 64) / 64 * 64; /* never 0 */
