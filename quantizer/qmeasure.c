@@ -978,7 +978,12 @@ static qr_status group_new(sbs *w, sbs_group *G)
          * never runs meanwhile, or by the group's own f32 run). The cumulative reader alone: the
          * others rewrite values (share_map). MobileNetV3-small's measurement of what ships held
          * the f32 run's 10.4 MiB of packings beside its QDQ run's 8.4 */
-        int *map = st == QR_OK && m->obs == observe_slots && !m->local && !q->ref ? share_map(q->g, m->g) : NULL;
+        /* so does the integer graph's run beside the f32 run alone (the measurement of what ships'
+         * second pass: no QDQ run packs for it) */
+        int lone_int = m->obs == observe_ints && !back && packs == G->f.x;
+        int *map = st == QR_OK && ((m->obs == observe_slots && !m->local) || lone_int) && !q->ref
+                       ? share_map(q->g, m->g)
+                       : NULL;
         if (map)
             st = qr_exec_share_cache_nodes(m->x, packs, map, &G->e);
         /* the reader runs a layer's kernel before it waits for the f32 run's value there, so it
@@ -997,7 +1002,7 @@ static qr_status group_new(sbs *w, sbs_group *G)
         free(map);
         /* the integer graph's layers in f32 read the model's weights too: its run takes the QDQ
          * run's packing of them (that run packs them first, the f32 run taking it in turn) */
-        if (st == QR_OK && m->obs == observe_ints && back && (map = share_map(G->ms[0].g, m->g))) {
+        if (st == QR_OK && m->obs == observe_ints && back && !lone_int && (map = share_map(G->ms[0].g, m->g))) {
             st = qr_exec_share_cache_nodes(m->x, G->ms[0].x, map, &G->e);
             free(map);
         }
@@ -1259,7 +1264,14 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
     /* every slot in f32 and no narrow accumulator (M-LSD with int8.qrl): the three runs would
      * measure nothing (the sums stay 0); the search ran this integer graph already */
     int na = res->ig ? res->ig->naccs : 0;
-    qr_status st = measured || na ? side_by_side(q, ms, 2, calib, count, NULL) : QR_OK;
+    /* the QDQ run beside the f32 run, then the integer run beside another f32 run: two runs of a
+     * batch at a time where three were (PP-OCRv4 rec, batch 16: the phase's peak 271 -> 200 MiB,
+     * for one more f32 run of the held-out samples). The readers add up sums of their own (SX2..
+     * and ISX2..), each pass onto what the one before left, so every sum is the doubles one pass
+     * with both readers gives */
+    qr_status st = measured || na ? side_by_side(q, &ms[0], 1, calib, count, NULL) : QR_OK;
+    if (st == QR_OK && (measured || na))
+        st = side_by_side(q, &ms[1], 1, calib, count, NULL);
     if (st != QR_OK && ms[1].st != QR_OK && q->e->msg[0] && !strcmp(q->e->msg, ms[1].e.msg))
         qr_error_prefix(q->e, "running the integer graph");
     /* the narrow accumulators' counts of this run, over the ranks' batches */

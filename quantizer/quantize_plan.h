@@ -252,8 +252,8 @@ int qr_measure_calib_batches(const qr_qctx *q, int64_t count);
 int64_t qr_measure_calib_figure_samples(const qr_qctx *q, int64_t count);
 /* How many of count samples a measurement of the outputs runs on: the recipe's measure_samples. */
 int64_t qr_measure_figure_count(const qr_qctx *q, int64_t count);
-/* Each slot as it ships, against f32: cumulative error in the QDQ simulation (res->qdq) and in the
- * integer graph (res->ig), in one f32 run. */
+/* Each slot as it ships, against f32: cumulative error in the QDQ simulation (res->qdq) beside one
+ * f32 run, then in the integer graph (res->ig) beside another. */
 qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count);
 /* The recipe's fallback, layers with the worst local SQNR first, decided on the outputs of the
  * integer graph; leaves res->qdq and res->ig built for what stays quantized, and res's output SQNR

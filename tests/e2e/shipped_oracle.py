@@ -2,14 +2,16 @@
 (tests/e2e/test_quantize.c, quantize/shipped_sqnrs_with_layers_in_f32_match_numpy and
 quantize/shipped_sqnrs_with_quantized_weights_on_an_f32_input_match_numpy).
 
-Usage: /usr/bin/python3 tests/e2e/shipped_oracle.py F32.onnx EXPORT.onnx SAMPLES.npy REPORT.json K TOL
+Usage: /usr/bin/python3 tests/e2e/shipped_oracle.py F32.onnx EXPORT.onnx SAMPLES.npy REPORT.json K TOL [INT_TOL]
 
 Runs the f32 model and the export (its QuantizeLinear / DequantizeLinear, per tensor or per axis,
 rounding half to even, and the f32 ops of the model: MatMul, Conv, Relu, Add) in float64, over the
 samples SAMPLES[K-1::K] (validate_from = spread's held-out ones, validate = 1/K), and checks each
 quantized tensor's sqnr_db of REPORT.json (the measurement of what ships: the value as quantized,
 every quantization upstream applied: the export's DequantizeLinear output of that name) against 10 log10(sum f32^2 / sum (f32 - qdq)^2) within TOL
-dB. Reads nothing of QRL but the export and the report. Exits 1 on a mismatch.
+dB. With INT_TOL, each sqnr_int_db too (the integer graph's run in the same measurement: its
+integers requantized in integer arithmetic, so within INT_TOL of the QDQ figure, not TOL). Reads
+nothing of QRL but the export and the report. Exits 1 on a mismatch.
 """
 import json
 import sys
@@ -93,6 +95,7 @@ def run(model, x):
 def main():
     f32, export, samples, report, k, tol = sys.argv[1:7]
     k, tol = int(k), float(tol)
+    int_tol = float(sys.argv[7]) if len(sys.argv) > 7 else None
     x = np.load(samples)[k - 1::k]
     ref, _ = run(onnx.load(f32), x)
     got, g = run(onnx.load(export), x)
@@ -109,6 +112,11 @@ def main():
         print("%s: report %.3f dB, numpy %.3f dB" % (name, db, want))
         if abs(db - want) > tol:
             raise SystemExit("%s: the report's %.3f dB against numpy's %.3f" % (name, db, want))
+        if int_tol is not None:
+            idb = l.get("sqnr_int_db")
+            print("%s: integer graph %s dB" % (name, "none" if idb is None else "%.3f" % idb))
+            if idb is None or abs(idb - want) > int_tol:
+                raise SystemExit("%s: the integer graph's %s dB against numpy's %.3f" % (name, idb, want))
         checked += 1
     if checked == 0:
         raise SystemExit("no quantized tensor checked")
