@@ -2680,8 +2680,10 @@ static qr_status probe_effects(qr_qctx *q, const outref *all, const qr_tensor *c
 /* grad_effects' state in one batch of effect samples. */
 typedef struct grad_batch {
     qr_qctx *q;
-    qr_tensor *val;      /* by value id: the f32 forward's value in this batch (owned: own[id]) */
+    qr_tensor *val;      /* by value id: the f32 forward's value in this batch (owned: own[id]); its shape
+                          * alone (data NULL) where neither a backward nor the QDQ run reads it */
     unsigned char *own;
+    const unsigned char *need; /* by value id: a backward reads its data (qr_vjp_reads) */
     float **err;         /* by value id: the ranked layer's own error there (its QDQ value from f32 inputs, less f32) */
     const int *ridx;     /* by value id: its ranked index, or -1 */
     const qr_tensor *in; /* the batch's model inputs */
@@ -2690,21 +2692,27 @@ typedef struct grad_batch {
     double *e2;          /* [ranked][output][sample]: the estimated error energy, averaged over directions */
 } grad_batch;
 
-/* The f32 run's observer: every value kept for the backward passes. */
+/* The f32 run's observer: each value's shape, and its data where a backward reads it or the QDQ
+ * run replaces it (a quantized value: grad_local frees it there unless a backward reads it). */
 static void grad_keep(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
 {
     (void)n;
     grad_batch *gb = user;
-    if (v->id >= gb->q->g->n_values || gb->val[v->id].data)
+    if (v->id >= gb->q->g->n_values || gb->val[v->id].data || gb->own[v->id])
         return;
     qr_tensor c = *t;
     c.data = NULL;
+    gb->own[v->id] = 1;
+    if (t->dtype == QR_F32 && !gb->need[v->id] && !active(gb->q, v->id)) {
+        gb->val[v->id] = c;
+        return;
+    }
     qr_error e;
     if (qr_tensor_alloc(&c, &e) == QR_OK) {
         memcpy(c.data, t->data, qr_tensor_nbytes(t));
         gb->val[v->id] = c;
-        gb->own[v->id] = 1;
-    }
+    } else
+        gb->own[v->id] = 0;
 }
 
 /* The QDQ run's observer: at a ranked layer's value, its error from f32 inputs (its weights and its
@@ -2736,6 +2744,9 @@ static void grad_local(void *user, const qr_node *n, const qr_value *v, qr_tenso
         for (int64_t i = 0; i < cnt; i++)
             gb->err[v->id][i] = y[i] - x[i];
     memcpy(y, x, qr_tensor_nbytes(t));
+    if (gb->own[v->id] && !gb->need[v->id]) { /* replaced: only its shape is left to the backward */
+        qr_tensor_free(&gb->val[v->id]);
+    }
 }
 
 /* The backward pass's visitor: at a ranked layer's value, each sample's <g, r> squared, over the
@@ -2805,19 +2816,29 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
     int *ridx = malloc(sizeof *ridx * nv), *sub = calloc((size_t)nr + 1, sizeof *sub);
     qr_tensor *adj = calloc(nv, sizeof *adj), *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
     qr_tensor *out = calloc((size_t)no + 1, sizeof *out);
-    unsigned char *exact = malloc(nv), *was = malloc((size_t)q->nslots + 1);
+    unsigned char *exact = malloc(nv), *was = malloc((size_t)q->nslots + 1), *need = calloc(nv, 1);
     gb.n = o.n;
     double *x2 = calloc((size_t)no * (size_t)o.n + 1, sizeof *x2), *xs = calloc((size_t)o.n + 1, sizeof *xs);
     double *es = calloc((size_t)o.n + 1, sizeof *es);
     gb.e2 = calloc((size_t)nr * (size_t)no * (size_t)o.n + 1, sizeof *gb.e2);
     gb.ridx = ridx;
+    gb.need = need;
     if (!gb.val || !gb.own || !gb.err || !ridx || !sub || !adj || !in || !out || !exact || !was || !x2 || !xs ||
-        !es || !gb.e2)
+        !es || !gb.e2 || !need)
         st = qr_errorf(q->e, "out of memory");
     qr_quantized one = {0};
     qr_exec *fx = NULL, *qx = NULL;
     if (st == QR_OK) {
         qr_vjp_exact(g, exact);
+        for (int i = 0; i < g->n_nodes; i++) { /* what the backward passes read; the rest keep their shape */
+            const qr_node *n = g->nodes[i];
+            for (int j = 0; j < n->n_in; j++)
+                if (n->in[j] && qr_vjp_reads(n, j))
+                    need[n->in[j]->id] = 1;
+            for (int k = 0; k < n->n_out; k++)
+                if (n->out[k] && qr_vjp_reads(n, -1 - k))
+                    need[n->out[k]->id] = 1;
+        }
         for (size_t v = 0; v < nv; v++)
             ridx[v] = -1;
         for (int r = 0; r < nr; r++)
@@ -2832,8 +2853,13 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
             st = qr_exec_new(one.qdq, &eo, &qx, q->e);
         }
     }
-    for (int k = 0; st == QR_OK && k < o.nbatches; k++) {
-        int64_t from = k * o.batch, b = o.n - from < o.batch ? o.n - from : o.batch;
+    /* One sample per pass where the model's batch is open: what a pass holds (the values the
+     * backward reads, each layer's error) is one sample's, not the batch's; the directions are the
+     * batch's (each sample's slice of them), so the estimate is the batched one's. */
+    int64_t pass = qr_graph_fixed_batch(g) > 0 ? o.batch : 1;
+    for (int64_t at = 0; st == QR_OK && at < o.n; at += pass) {
+        int k = (int)(at / o.batch);
+        int64_t from = at, b = o.n - from < pass ? o.n - from : pass, row = from - (int64_t)k * o.batch;
         qr_plan_slice_inputs(calib, g->n_inputs, from, b, in);
         gb.in = in, gb.b = b, gb.from = from;
         for (int i = 0; i < g->n_inputs; i++)
@@ -2870,7 +2896,7 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
                 gb.out = j;
                 for (int jj = 0; st == QR_OK && jj < no; jj++) {
                     const qr_value *ov = g->outputs[jj];
-                    if ((j >= 0 && jj != j) || gb.val[ov->id].dtype != QR_F32 || !gb.val[ov->id].data)
+                    if ((j >= 0 && jj != j) || gb.val[ov->id].dtype != QR_F32)
                         continue;
                     qr_tensor *u = &adj[ov->id];
                     *u = gb.val[ov->id];
@@ -2878,8 +2904,9 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
                     if ((st = qr_tensor_alloc(u, q->e)) != QR_OK)
                         break;
                     uint64_t seed = 0x6A09E667F3BCC909ull ^ ((uint64_t)k << 40) ^ ((uint64_t)d << 20) ^ (uint64_t)jj;
-                    for (int64_t i = 0; i < qr_tensor_numel(u); i++)
-                        ((float *)u->data)[i] = grad_sign(seed, (uint64_t)i);
+                    int64_t m = qr_tensor_numel(u);
+                    for (int64_t i = 0; i < m; i++) /* the batch's signs at this pass's rows */
+                        ((float *)u->data)[i] = grad_sign(seed, (uint64_t)(row / b * m + i));
                 }
                 if (st == QR_OK)
                     st = qr_vjp_backward(g, gb.val, adj, grad_visit, &gb, q->e);
@@ -2966,6 +2993,7 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
     for (size_t v = 0; gb.err && v < nv; v++)
         free(gb.err[v]);
     free(gb.val), free(gb.own), free(gb.err), free(ridx), free(sub), free(adj), free(in), free(out), free(exact);
+    free(need);
     free(was), free(x2), free(xs), free(es), free(gb.e2);
     if (own)
         outref_free(&o);

@@ -18,6 +18,10 @@ static const float *fdata(const qr_tensor *t) { return t && t->data && t->dtype 
 
 static int is(const qr_node *n, const char *op) { return !strcmp(n->op, op); }
 
+/* An f32 value whose shape is known; its data may be absent where no backward reads it
+ * (qr_vjp_reads): the caller keeps only what the backward needs. */
+static int isf32(const qr_tensor *t) { return t && t->dtype == QR_F32; }
+
 /* f32, or of a type import could not tell (a value after a ConvTranspose in a dynamic model): what
  * the run will show, so the marking assumes it may carry an adjoint */
 static int maybe_f32(const qr_value *v) { return v->t.dtype == QR_F32 || v->t.dtype == QR_UNDEF; }
@@ -50,6 +54,24 @@ int qr_vjp_input_supported(const qr_node *n, int j)
         return j < 2;
     if (is(n, "Concat"))
         return 1;
+    return 0;
+}
+
+int qr_vjp_reads(const qr_node *n, int j)
+{
+    static const char *const by_x[] = {"Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "MaxPool",
+                                       "Mul", "Div", "Max", "Pow", "Gemm", "MatMul", NULL};
+    static const char *const by_y[] = {"Sigmoid", "Tanh", "Sqrt", "Softmax", "Pow", NULL};
+    if (!n->op)
+        return 1;
+    if (j >= 1) /* weights, a second operand, scales, starts, pads: all but a sum's or a list's */
+        return !is(n, "Add") && !is(n, "Sub") && !is(n, "Concat");
+    for (int i = 0; j == 0 && by_x[i]; i++)
+        if (is(n, by_x[i]))
+            return 1;
+    for (int i = 0; j == -1 && by_y[i]; i++)
+        if (is(n, by_y[i]))
+            return 1;
     return 0;
 }
 
@@ -87,8 +109,11 @@ static qr_status binary_vjp(const qr_node *n, const qr_tensor *ta, const qr_tens
                             const qr_tensor *tg, qr_tensor *ga, qr_tensor *gb, qr_error *e)
 {
     const float *a = fdata(ta), *b = fdata(tb), *y = fdata(ty), *g = fdata(tg);
-    if (!a || !b || !y)
+    if (!isf32(ta) || !isf32(tb) || !isf32(ty))
         return qr_errorf(e, "backward of %s '%s': its inputs are not f32", n->op, n->name);
+    int add = is(n, "Add") || is(n, "Sub");
+    if (!add && (!a || !b || (is(n, "Pow") && !y)))
+        return qr_errorf(e, "backward of %s '%s': its inputs' values were not kept", n->op, n->name);
     int64_t m = qr_tensor_numel(ty);
     float *da = ga ? ga->data : NULL, *db = gb ? gb->data : NULL;
     if (!g)
@@ -112,7 +137,7 @@ static qr_status binary_vjp(const qr_node *n, const qr_tensor *ta, const qr_tens
     bcast_offsets(tb, ty, ob);
     int op = is(n, "Add") ? 0 : is(n, "Sub") ? 1 : is(n, "Mul") ? 2 : is(n, "Div") ? 3 : is(n, "Max") ? 4 : 5;
     for (int64_t i = 0; i < m; i++) {
-        double gi = g[i], av = a[oa[i]], bv = b[ob[i]], ka, kb;
+        double gi = g[i], av = add ? 0 : a[oa[i]], bv = add ? 0 : b[ob[i]], ka, kb;
         switch (op) {
         case 0: ka = 1, kb = 1; break;
         case 1: ka = 1, kb = -1; break;
@@ -320,7 +345,7 @@ static qr_status conv_tr_vjp(const qr_node *n, const qr_tensor *x, const qr_tens
 static qr_status resize_vjp(const qr_node *n, const qr_tensor *const *in, const qr_tensor *y, const float *g,
                             float *dx, qr_error *e)
 {
-    if (!fdata(in[0]))
+    if (!isf32(in[0]))
         return qr_errorf(e, "backward of %s '%s': its input is not f32", n->op, n->name);
     qr_tensor *out[1] = {(qr_tensor *)y};
     qr_kctx k = {.node = n, .opset = n->opset, .n_in = n->n_in, .n_out = 1, .in = in, .out = out};
@@ -347,8 +372,10 @@ static qr_status pool_vjp(const qr_node *n, const qr_tensor *x, const qr_tensor 
     int64_t peh = np >= 4 ? p[2] : G.ph, pew = np >= 4 ? p[3] : G.pw;
     int incl = (int)qr_attr_i(n, "count_include_pad", 0);
     float *gx = dx->data;
-    for (int64_t bc = 0; g && xd && bc < G.N * G.C; bc++) {
-        const float *xp = xd + bc * G.H * G.W, *gy = g + bc * G.Ho * G.Wo;
+    if (max && !xd)
+        return qr_errorf(e, "backward of MaxPool '%s': its input's value was not kept", n->name);
+    for (int64_t bc = 0; g && bc < G.N * G.C; bc++) {
+        const float *xp = max ? xd + bc * G.H * G.W : NULL, *gy = g + bc * G.Ho * G.Wo;
         float *o = gx + bc * G.H * G.W;
         for (int64_t oh = 0; oh < G.Ho; oh++)
             for (int64_t ow = 0; ow < G.Wo; ow++) {
@@ -589,8 +616,10 @@ qr_status qr_vjp_node(const qr_node *n, const qr_tensor *const *in, const qr_ten
             o[i] += g[i];
         return QR_OK;
     }
-    if (!xd || !yd)
+    if (!isf32(x) || !isf32(y))
         return qr_errorf(e, "backward of %s '%s': its input is not f32", n->op, n->name);
+    if ((qr_vjp_reads(n, 0) && !xd) || (qr_vjp_reads(n, -1) && !yd))
+        return qr_errorf(e, "backward of %s '%s': its values were not kept", n->op, n->name);
     if (is(n, "Relu") || is(n, "LeakyRelu")) {
         float al = is(n, "Relu") ? 0 : qr_attr_f(n, "alpha", 0.01f);
         for (int64_t i = 0; i < m; i++)
@@ -809,8 +838,7 @@ qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *ad
             const qr_value *u = n->in[j];
             in[j] = u ? &val[u->id] : NULL;
             gin[j] = NULL;
-            if (u && !u->is_const && maybe_f32(u) && val[u->id].data && val[u->id].dtype == QR_F32 &&
-                qr_vjp_input_supported(n, j)) {
+            if (u && !u->is_const && maybe_f32(u) && val[u->id].dtype == QR_F32 && qr_vjp_input_supported(n, j)) {
                 if (!adj[u->id].data)
                     st = zeros_like(&val[u->id], &adj[u->id], e);
                 gin[j] = &adj[u->id];

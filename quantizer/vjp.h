@@ -14,6 +14,11 @@
 /* Whether node n has a backward for its input j (an f32 input whose adjoint it computes). */
 int qr_vjp_input_supported(const qr_node *n, int j);
 
+/* Whether node n's backward reads the data, not only the shape, of its input j (j >= 0) or of its
+ * output -1 - j: a value no backward reads may be given to qr_vjp_backward with its shape alone
+ * (data NULL), which is what a caller keeps to hold less. */
+int qr_vjp_reads(const qr_node *n, int j);
+
 /* One node's backward: in[j] its forward inputs (NULL: left out), out[k] its forward outputs,
  * gout[k] the adjoints of its outputs (NULL or no data: zero), gin[j] (NULL: not wanted) the
  * adjoint of input j, added to (allocated and zeroed by the caller, in[j]'s shape). QR_ERR with a
