@@ -586,6 +586,63 @@ Test(vecmap, packed_tail_gives_the_oracle_bytes)
     qr_module_free(m);
 }
 
+/* Tables for the packed tail's lean forms (iconv_jit.c emit_lean_check: a strip whose stored lanes
+ * all have A and B at T's bounds skips the byte clamp, and with Z 0 too the zero point's add), by
+ * strip of 64 channels, s = c / 64: s % 4 == 0, every lane Z 0 and no bound inside T's range (none,
+ * far out, or a Relu at T's bottom): both skipped; s % 4 == 1, zero points of both signs, no bounds
+ * inside: the clamp skipped, Z added; s % 4 == 2, as 0 but one lane's Clip inside T's range (its
+ * place moves with s): neither skipped; s % 4 == 3, as 0 but one lane with Z 3: Z added. Lanes 10
+ * of each 16 hold ties (lean_tie). */
+static void lean_tables(int64_t n, int32_t *lanes, int i8)
+{
+    for (int64_t c = 0; c < n; c++) {
+        int64_t s = c / 64;
+        int lane = (int)(c % 64), odd = (int)(s / 4 % 2);
+        float m = (float)((int)(next() % 2001) - 1000) * 2e-6f, lo = -INFINITY, hi = INFINITY;
+        int32_t bias = (int32_t)(next() % 200001) - 100000, yz = 0;
+        if (lane % 3 == 1)
+            lo = i8 ? -128.0f : 0.0f; /* a Relu at T's bottom */
+        if (lane % 5 == 2)
+            lo = -1e9f, hi = 1e9f;
+        if (lane % 16 == 10) {
+            m = 0.5f;
+            bias = (int32_t)(next() % 21) - 10;
+        }
+        if (s % 4 == 1)
+            yz = (int32_t)(next() % 100) + 1, yz = lane % 2 ? -yz : yz, lo = lane % 3 == 1 ? -1e9f : lo;
+        if (s % 4 == 2 && lane == (odd ? 63 : 5 + (int)(s % 7) * 9))
+            lo = -30.0f, hi = 40.0f; /* a Clip inside T's range */
+        if (s % 4 == 3 && lane == (odd ? 1 : 47))
+            yz = 3;
+        memcpy(&lanes[0 * n + c], &m, 4);
+        lanes[1 * n + c] = bias;
+        lanes[2 * n + c] = yz;
+        memcpy(&lanes[3 * n + c], &lo, 4);
+        memcpy(&lanes[4 * n + c], &hi, 4);
+    }
+}
+
+static int lean_tie(int64_t c) { return c % 16 == 10; }
+
+/* The packed tail's lean forms against the C oracle: u8 and i8; strips of 2 to 4 vectors, full and
+ * ragged (the lanes masked off are not looked at), each of the four kinds of lean_tables in full
+ * strips and in the ragged last one; row tiles of both heights, the last ragged; 1 and 9 taps. */
+Test(vecmap, packed_tail_lean_forms_give_the_oracle_bytes)
+{
+    if (!has_vnni()) {
+        cr_log_info("no AVX-512 VNNI: no fused kernels");
+        return;
+    }
+    qrl_module *m = compile_path("recipes/int8.qrl");
+    /* n 24 and 40 (one ragged strip: kind 0), 96 (4 + 2 full: kinds 0, 1), 150 (kinds 0, 1, 2 ragged), 216
+     * (0..3, the last ragged), 485 (eight strips: both places of kinds 2 and 3, the last of 5 lanes) */
+    static const int64_t shapes[][4] = {{1, 16, 24, 19}, {9, 4, 40, 11}, {1, 16, 96, 49}, {1, 8, 150, 29},
+                                        {1, 4, 216, 13}, {9, 8, 485, 6}, {1, 24, 485, 55}};
+    static const tail_kind kind = {lean_tables, lean_tie};
+    run_tail(m, shapes, sizeof shapes / sizeof shapes[0], &kind);
+    qr_module_free(m);
+}
+
 /* Hand-written programs whose bias the fused kernels fold into the sums' start (iconv_jit.c
  * bias_fold: `addi acc T`, T an i32 table, the accumulator read by nothing else), and ones they must
  * not fold, against their C transcription: y = sat(acc + T0) with the addi's operands in both
