@@ -328,16 +328,14 @@ void *qr_kcache_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
     return p;
 }
 
-void *qr_kkeep_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
+/* A new 64-byte aligned buffer of bytes for one of a node's kept slots (*slot, its size and name),
+ * the one it held freed, counted against the executor's kept bytes; past those, a workspace buffer
+ * for this run alone (the slot unchanged). NULL with the error set. */
+static void *slot_take(qr_kctx *k, void **slot, size_t *slot_bytes, const char **slot_what, size_t bytes,
+                       const char *what)
 {
-    qr_kcache *s = k->cache;
-    *fresh = 1;
-    if (s && s->keep && s->keep_bytes == bytes && s->keep_what == what) {
-        *fresh = 0;
-        return s->keep;
-    }
-    size_t had = s && s->keep ? (s->keep_bytes + 63) / 64 * 64 : 0, padded = (bytes + 63) / 64 * 64;
-    if (!s || bytes == 0 || (k->cache_total && *k->cache_total - had + padded > (k->cache_max ? k->cache_max : QR_KCACHE_MAX)))
+    size_t had = *slot ? (*slot_bytes + 63) / 64 * 64 : 0, padded = (bytes + 63) / 64 * 64;
+    if (bytes == 0 || (k->cache_total && *k->cache_total - had + padded > (k->cache_max ? k->cache_max : QR_KCACHE_MAX)))
         return qr_kwork(k, 1, (int64_t)bytes, 1, what);
     if (k->scratch_max && bytes > k->scratch_max) /* the budget's message */
         return qr_kscratch(k, 1, (int64_t)bytes, 1, what);
@@ -346,13 +344,26 @@ void *qr_kkeep_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
         QR_KERR(k, "out of memory: its %s needs %zu bytes", what, bytes);
         return NULL;
     }
-    free(s->keep);
-    s->keep = p;
-    s->keep_bytes = bytes;
-    s->keep_what = what;
+    free(*slot);
+    *slot = p;
+    *slot_bytes = bytes;
+    *slot_what = what;
     if (k->cache_total)
         *k->cache_total += padded - had;
     return p;
+}
+
+void *qr_kkeep_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
+{
+    qr_kcache *s = k->cache;
+    *fresh = 1;
+    if (s && s->keep && s->keep_bytes == bytes && s->keep_what == what) {
+        *fresh = 0;
+        return s->keep;
+    }
+    if (!s)
+        return qr_kwork(k, 1, (int64_t)bytes, 1, what);
+    return slot_take(k, &s->keep, &s->keep_bytes, &s->keep_what, bytes, what);
 }
 
 void *qr_kplan_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
@@ -367,25 +378,11 @@ void *qr_kplan_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
         return s->plan;
     }
     s->plan_ready = 0;
-    if (s->plan && s->plan_bytes == bytes && s->plan_what == what) {
+    void *p = s->plan && s->plan_bytes == bytes && s->plan_what == what
+                  ? s->plan
+                  : slot_take(k, &s->plan, &s->plan_bytes, &s->plan_what, bytes, what);
+    if (p && p == s->plan)
         s->plan_epoch = epoch;
-        return s->plan;
-    }
-    size_t had = s->plan ? (s->plan_bytes + 63) / 64 * 64 : 0, padded = (bytes + 63) / 64 * 64;
-    if (bytes == 0 || (k->cache_total && *k->cache_total - had + padded > (k->cache_max ? k->cache_max : QR_KCACHE_MAX)))
-        return qr_kwork(k, 1, (int64_t)bytes, 1, what);
-    void *p = aligned_alloc(64, padded);
-    if (!p) {
-        QR_KERR(k, "out of memory: its %s needs %zu bytes", what, bytes);
-        return NULL;
-    }
-    free(s->plan);
-    s->plan = p;
-    s->plan_bytes = bytes;
-    s->plan_what = what;
-    s->plan_epoch = epoch;
-    if (k->cache_total)
-        *k->cache_total += padded - had;
     return p;
 }
 
