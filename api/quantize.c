@@ -607,6 +607,20 @@ int qrl_quantized_phase(const qrl_quantized *q, int i, qrl_quant_phase *out)
     return 0;
 }
 
+int qrl_quantized_phase_runs(const qrl_quantized *q, int i, int64_t *node_samples)
+{
+    if (i < 0 || i >= q->q->nphases)
+        return 1;
+    *node_samples = q->q->phases[i].node_samples;
+    return 0;
+}
+
+void qrl_quantized_runs(const qrl_quantized *q, int64_t *pass, int64_t *total)
+{
+    *pass = q->q->pass_node_samples;
+    *total = q->q->node_samples;
+}
+
 int qrl_quantized_phase_peak(const qrl_quantized *q, int i, int64_t *bytes)
 {
     if (i < 0 || i >= q->q->nphases)

@@ -435,15 +435,24 @@ static void print_profile(const qrl_quantized *qz, const double t[3][2])
 {
     qrl_quant_phase p;
     double w = 0, c = 0;
-    printf("profile:   %-36s %9s %9s %9s\n", "phase", "wall s", "CPU s", "peak MiB");
+    int64_t pass = 0, total = 0, phased = 0;
+    qrl_quantized_runs(qz, &pass, &total);
+    /* runs: node-runs x samples over one f32 pass's (the model's nodes x the calibration samples) */
+    double unit = pass > 0 ? (double)pass : 1;
+    printf("profile:   %-36s %9s %9s %9s %9s\n", "phase", "wall s", "CPU s", "peak MiB", "f32 passes");
     for (int i = 0; qrl_quantized_phase(qz, i, &p) == 0; i++) {
-        int64_t peak = 0;
+        int64_t peak = 0, runs = 0;
         qrl_quantized_phase_peak(qz, i, &peak);
-        printf("           %-36s %9.2f %9.2f %9.1f\n", p.name, p.seconds, p.cpu_seconds, (double)peak / 1048576.0);
-        w += p.seconds, c += p.cpu_seconds;
+        qrl_quantized_phase_runs(qz, i, &runs);
+        printf("           %-36s %9.2f %9.2f %9.1f %9.2f\n", p.name, p.seconds, p.cpu_seconds, (double)peak / 1048576.0,
+               (double)runs / unit);
+        w += p.seconds, c += p.cpu_seconds, phased += runs;
     }
-    printf("           %-36s %9.2f %9.2f\n", "the rest of the quantization", t[1][0] - t[0][0] - w, t[1][1] - t[0][1] - c);
+    printf("           %-36s %9.2f %9.2f %9s %9.2f\n", "the rest of the quantization", t[1][0] - t[0][0] - w,
+           t[1][1] - t[0][1] - c, "", (double)(total - phased) / unit);
     printf("           %-36s %9.2f %9.2f\n", "the outputs written", t[2][0] - t[1][0], t[2][1] - t[1][1]);
+    printf("           %-36s %9s %9s %9s %9.2f (one: %lld node-runs x samples)\n", "runs of the whole quantize", "", "", "",
+           (double)total / unit, (long long)pass);
     qrl_search_try s;
     int64_t ran = 0;
     int i = 0;

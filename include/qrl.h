@@ -388,6 +388,15 @@ int qrl_quantized_phase(const qrl_quantized *q, int i, qrl_quant_phase *out);
  * not say) into *bytes: a phase whose figure is above the one before set a new peak. Non-zero past
  * the last. */
 int qrl_quantized_phase_peak(const qrl_quantized *q, int i, int64_t *bytes);
+/* The runs phase i made (its executors' node-runs x samples: every node of the graph run but the
+ * quantization's QuantizeLinear and DequantizeLinear, a pattern's requantizing kernel, Shape and
+ * what is made from constants alone, times the samples of the run) into *node_samples. Non-zero
+ * past the last. */
+int qrl_quantized_phase_runs(const qrl_quantized *q, int i, int64_t *node_samples);
+/* One f32 pass over the calibration samples in the same unit (*pass: the model's nodes counted so
+ * x the samples calibrated on and held out), and what the whole quantize ran (*total: the phases
+ * and what ran between them). A phase's node_samples / *pass is its runs in f32 passes. */
+void qrl_quantized_runs(const qrl_quantized *q, int64_t *pass, int64_t *total);
 
 /* The fallback's measurement i of the model's outputs, in order: with fallen_back layers of its
  * ranking in f32, on the first samples measured samples (the recipe's search_samples: the binary

@@ -226,6 +226,18 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     num(f, q->top1_int8);
     fprintf(f, ",\n  \"output_nonfinite\": %lld,\n  \"macs_per_sample\": %.0f,\n  \"macs_int_per_sample\": %.0f,\n",
             (long long)q->output_nonfinite, q->macs, q->macs_int);
+    /* the runs per phase, node-runs x samples (qr_exec_node_samples), against one f32 pass's */
+    fprintf(f, "  \"runs\": {\"f32_pass_node_samples\": %lld, \"node_samples\": %lld, \"phases\": [",
+            (long long)q->pass_node_samples, (long long)q->node_samples);
+    for (int i = 0; i < q->nphases; i++) {
+        const qr_phase_time *p = &q->phases[i];
+        fprintf(f, "%s\n    {\"phase\": \"", i ? "," : "");
+        esc(f, p->name, 1);
+        fprintf(f, "\", \"node_samples\": %lld, \"f32_passes\": ", (long long)p->node_samples);
+        num(f, q->pass_node_samples > 0 ? (double)p->node_samples / (double)q->pass_node_samples : NAN);
+        fprintf(f, "}");
+    }
+    fprintf(f, "%s]},\n", q->nphases ? "\n  " : "");
     /* the fallback's measurements of the outputs, in order (search_samples: the tries on fewer) */
     fprintf(f, "  \"search_tries\": [");
     for (int i = 0; i < q->ntries; i++) {

@@ -1109,6 +1109,7 @@ void qr_plan_phase_start(qr_qctx *q)
 {
     q->phase_ms = now_ms();
     q->phase_cpu_ms = cpu_ms();
+    q->phase_runs = qr_exec_node_samples();
 }
 
 /* The process's peak resident memory so far, bytes (0: unknown). */
@@ -1127,9 +1128,11 @@ void qr_plan_phase(qr_qctx *q, qr_quantized *res, const char *name)
      * effects left 78 MB that the measurement of what ships then ran on top of */
     qr_plan_give_back_memory();
     double t = now_ms(), c = cpu_ms();
+    int64_t runs = qr_exec_node_samples();
     if (res->nphases < QR_MAX_PHASES)
-        res->phases[res->nphases++] = (qr_phase_time){name, t - q->phase_ms, c - q->phase_cpu_ms, peak_rss()};
-    q->phase_ms = t, q->phase_cpu_ms = c;
+        res->phases[res->nphases++] =
+            (qr_phase_time){name, t - q->phase_ms, c - q->phase_cpu_ms, peak_rss(), runs - q->phase_runs};
+    q->phase_ms = t, q->phase_cpu_ms = c, q->phase_runs = runs;
 }
 
 /* A bar on a terminal only (stderr), with the time left at the rate so far. */
@@ -2394,6 +2397,7 @@ static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         val[i].dims[0] = nval;
         val[i].data = (char *)calib[i].data + (size_t)count * row;
     }
+    res->pass_node_samples = (int64_t)qr_exec_count_nodes(g) * (count + nval);
     qr_status st = calibrate_on(q, res, calib, count, nval ? val : calib, nval ? nval : count);
     res->validate_samples = nval;
     free(val);
@@ -3263,7 +3267,10 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
     if (sp && o->labels)
         po.labels = &labels;
     po.spread = sp;
+    int64_t runs = qr_exec_node_samples();
     qr_status st = quantize(g, sp ? sp->copy : calib, &po, out, e, 0, NULL);
+    if (st == QR_OK)
+        (*out)->node_samples = qr_exec_node_samples() - runs;
     spread_free(sp);
     if (sp)
         qr_plan_give_back_memory(); /* the copy's memory, before the caller's next steps (the export) */

@@ -98,12 +98,15 @@ typedef struct qr_step_figure {
     double calibrate_db, validate_db;
 } qr_step_figure;
 
-/* A phase of qr_quantize's time (for --profile): its wall and process CPU milliseconds, and the
- * process's peak resident memory so far at its end (bytes; 0 where the system does not say). */
+/* A phase of qr_quantize's time (for --profile): its wall and process CPU milliseconds, the
+ * process's peak resident memory so far at its end (bytes; 0 where the system does not say), and
+ * the runs it made: node-runs x samples (qr_exec_node_samples), whose unit of one f32 pass over the
+ * calibration samples is qr_quantized.pass_node_samples. */
 typedef struct qr_phase_time {
     const char *name;
     double ms, cpu_ms;
     int64_t peak_bytes;
+    int64_t node_samples;
 } qr_phase_time;
 
 enum { QR_MAX_PHASES = 16 };
@@ -165,6 +168,10 @@ typedef struct qr_quantized {
     int nsteps;
     qr_phase_time phases[QR_MAX_PHASES]; /* where the time went, in order (nphases) */
     int nphases;
+    /* one f32 pass over the calibration samples (those calibrated on and those held out), in
+     * node-runs x samples: the quantized graph's qr_exec_count_nodes x the samples; and what the
+     * whole quantize ran (every phase, and what ran outside them) */
+    int64_t pass_node_samples, node_samples;
 } qr_quantized;
 
 /* g: an optimized fp32 graph; calib: one tensor per graph input, in input

@@ -3,6 +3,7 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,8 @@ struct qr_exec {
     size_t *offset;     /* static plan: arena offset per runtime value */
     void **planned;     /* data of V_PLANNED values (malloc'd) */
     char *node_done;    /* node fully evaluated at plan time */
+    int ncounted;       /* its nodes qr_exec_count_nodes counts: each run adds them x samples */
+    int nsupplied;      /* of them, those the observer supplied in this run (not run) */
     int have_plan, dynamic;
     int poison; /* poison=1: outputs the executor does not zero are filled with 0xA5 */
     qr_tensor *plan_inputs; /* input shapes the plan was made for */
@@ -761,6 +764,46 @@ static qr_status find_bands(qr_exec *x)
     return QR_OK;
 }
 
+/* node-runs x samples of every executor of the process so far (qr_exec_node_samples): executors
+ * run on several threads at once (the quantizer's workers) */
+static _Atomic int64_t node_samples;
+
+int64_t qr_exec_node_samples(void)
+{
+    return atomic_load(&node_samples);
+}
+
+/* A node that is one of the model's computations: not the quantization's QuantizeLinear and
+ * DequantizeLinear borders (and the calibration's SimQuant), nor a pattern's QrlKernel after its accumulator (the integer graph's
+ * Conv is ConvInteger then QrlKernel, one computation as the f32 graph's Conv), nor Shape or
+ * Size (the plan's, not a run's). */
+static int counted_op(const qr_node *n)
+{
+    if (op_shape_only(n))
+        return 0;
+    if (!n->domain[0] || !strcmp(n->domain, "ai.onnx"))
+        return strcmp(n->op, "QuantizeLinear") != 0 && strcmp(n->op, "DequantizeLinear") != 0;
+    return strcmp(n->op, "QrlKernel") != 0 && strcmp(n->op, "SimQuant") != 0;
+}
+
+int qr_exec_count_nodes(const qr_graph *g)
+{
+    unsigned char *fixed = calloc((size_t)g->n_values + 1, 1);
+    if (!fixed)
+        return 0;
+    qr_exec_mark_fixed(g, fixed);
+    int c = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qr_node *n = g->nodes[i];
+        int made_of_constants = n->n_out > 0;
+        for (int j = 0; j < n->n_out; j++)
+            made_of_constants &= n->out[j] && n->out[j]->id >= 0 && n->out[j]->id < g->n_values && fixed[n->out[j]->id];
+        c += counted_op(n) && !made_of_constants;
+    }
+    free(fixed);
+    return c;
+}
+
 qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out, qr_error *e)
 {
     qr_exec *x = calloc(1, sizeof *x);
@@ -773,6 +816,7 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     x->poison = qr_options_get()->poison;
     x->nv = g->n_values;
     x->nn = g->n_nodes;
+    x->ncounted = qr_exec_count_nodes(g);
     size_t nv = (size_t)x->nv + 1, nn = (size_t)x->nn + 1;
     x->order = calloc(nn, sizeof *x->order);
     x->pos = calloc(nn, sizeof *x->pos);
@@ -1648,6 +1692,8 @@ static qr_status run_node(qr_exec *x, int ni, size_t *live, qr_error *e)
         st = run_gelu(x, x->gelu[ni], io.in[0], io.out[0]);
     else if (st == QR_OK && !supplied)
         st = qr_op_run(&io.k);
+    if (st == QR_OK && supplied && counted_op(n))
+        x->nsupplied++;
     if (st == QR_OK && x->prof) {
         struct timespec t1;
         clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -1844,6 +1890,7 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
 {
     const qr_graph *g = x->g;
     long spills0 = x->work_at->spills;
+    x->nsupplied = 0;
     for (int i = 0; i < g->n_outputs; i++)
         memset(&outputs[i], 0, sizeof outputs[i]);
     if (check_inputs(x, inputs, e) != QR_OK)
@@ -1896,6 +1943,10 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
     if (st != QR_OK)
         for (int i = 0; i < g->n_outputs; i++)
             qr_tensor_free(&outputs[i]);
+    if (st == QR_OK) { /* samples: the first input's first axis (a batch), 1 without one */
+        int64_t samples = g->n_inputs > 0 && inputs[0].ndim > 0 ? inputs[0].dims[0] : 1;
+        atomic_fetch_add(&node_samples, (int64_t)(x->ncounted - x->nsupplied) * samples);
+    }
     x->stats.dynamic = x->dynamic;
     x->stats.peak_bytes = x->dynamic ? peak : x->arena_size;
     x->stats.work_bytes = x->work_at->cap;

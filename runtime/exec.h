@@ -102,6 +102,14 @@ void qr_exec_mark_fixed(const qr_graph *g, unsigned char *fixed);
  * graph output, filled with malloc'd data the caller frees (qr_tensor_free). */
 qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, qr_error *e);
 void qr_exec_get_stats(const qr_exec *x, qr_exec_stats *s);
+/* The nodes of g one run computes, as the run counter counts them: every node but QuantizeLinear,
+ * DequantizeLinear, the calibration's SimQuant, a pattern's QrlKernel (its accumulator's node is
+ * counted), Shape, Size, and the nodes made from constants alone (qr_exec_mark_fixed: a weight's DequantizeLinear). */
+int qr_exec_count_nodes(const qr_graph *g);
+/* What every executor of the process has run so far: per successful qr_exec_run, its graph's
+ * qr_exec_count_nodes less the nodes its observer supplied, times the run's samples (the first
+ * input's first axis). In units of one pass, it is where a quantize's runs go (qr_phase_time). */
+int64_t qr_exec_node_samples(void);
 /* Per node of the graph, in node order, summed over every run so far; NULL unless opts.profile. */
 const qr_node_prof *qr_exec_profile(const qr_exec *x);
 /* Starts the profile over (a benchmark leaves its warm-up run out). */

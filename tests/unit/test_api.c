@@ -233,6 +233,31 @@ Test(api, quantized_model_is_within_half_a_point_of_fp32)
         last_peak = peak;
     }
     cr_assert_eq(np, nphases);
+    /* The runs of each phase, node-runs x samples, by hand: the optimized CNN computes 14 nodes (Sub,
+     * Div, 3 x Conv Relu, 2 MaxPool, Flatten, Gemm Relu, Gemm: the BatchNormalizations folded,
+     * Dropout gone; its QDQ graph the same 14 with QuantizeLinear/DequantizeLinear not counted),
+     * its integer graph 10 (Sub, Div, 3 QrlConvKernel, 2 QrlMaxPoolNhwc, Flatten, 2 MatMulInteger;
+     * the Gemms' QrlKernel and the output's DequantizeLinear not counted). The calibration runs the
+     * 150 calibrating samples; the local measurement the 50 held out in f32 and in the QDQ graph,
+     * where the 5 values not quantized (Sub's, each product's before its Relu) are supplied from
+     * the f32 run, not run; the first try the integer graph on the 50; the f32 pass and the
+     * integer graph the calibrate figure's first 32; what ships the QDQ and the integer graph
+     * beside an f32 run each, on the 50. One f32 pass: 14 nodes x 200 samples. */
+    const int64_t runs[] = {150 * 14, 50 * 14 + 50 * (14 - 5), 50 * 10, 32 * 14, 32 * 10, 50 * (14 + 14 + 14 + 10)};
+    int64_t pass = -1, total = -1, phased = 0;
+    qrl_quantized_runs(q, &pass, &total);
+    cr_assert_eq(pass, 14 * 200, "one f32 pass: %lld node-runs x samples", (long long)pass);
+    for (int i = 0; i < nphases; i++) {
+        int64_t r = -1;
+        cr_assert_eq(qrl_quantized_phase_runs(q, i, &r), 0, "%s", phases[i]);
+        cr_assert_eq(r, runs[i], "%s: %lld node-runs x samples, by hand %lld", phases[i], (long long)r,
+                     (long long)runs[i]);
+        phased += r;
+    }
+    cr_assert_eq(total, phased, "nothing runs outside the phases: %lld, %lld", (long long)total, (long long)phased);
+    int64_t runs_past = -1;
+    cr_assert_neq(qrl_quantized_phase_runs(q, np, &runs_past), 0, "past the last phase");
+    cr_assert_eq(runs_past, -1, "nothing written past the last phase");
     int64_t past = -1;
     cr_assert_neq(qrl_quantized_phase_peak(q, np, &past), 0, "past the last phase");
     cr_assert_eq(past, -1, "nothing written past the last phase");

@@ -130,6 +130,97 @@ Test(exec, observer_sees_every_value)
     qr_graph_free(g);
 }
 
+/* The run counter (qr_exec_node_samples): per run, the nodes that compute (not QuantizeLinear,
+ * DequantizeLinear, Shape, nor a node made from constants alone) times the samples (the first
+ * input's first axis), less the nodes the observer supplies. By hand: x[3, 5] -> Relu ->
+ * QuantizeLinear -> DequantizeLinear -> Neg -> Add(., DequantizeLinear(a constant)), and Shape(x):
+ * 3 nodes that compute (Relu, Neg, Add) of 7, so 3 x 3 = 9 a run; 2 x 3 with Neg supplied. */
+static int supply_neg(void *user, const qr_node *n, qr_tensor *const *out)
+{
+    (void)user;
+    if (strcmp(n->op, "Neg") != 0)
+        return 0;
+    float *y = out[0]->data;
+    for (int64_t i = 0; i < qr_tensor_numel(out[0]); i++)
+        y[i] = -1.0f;
+    return 1;
+}
+
+static void count_nothing(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
+{
+    (void)user, (void)n, (void)v, (void)t;
+}
+
+Test(exec, run_counter_counts_computing_nodes_times_samples)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t d[] = {3, 5};
+    float scale = 0.5f;
+    uint8_t zero = 128;
+    qr_value *x = tu_input(g, "x", 2, d);
+    qr_value *r = tu_node(g, "Relu", "relu", 1, &x, 1)->out[0];
+    qr_value *qin[3] = {r, tu_const_f32(g, "s", 0, NULL, &scale), NULL};
+    qr_tensor zt = {.dtype = QR_U8, .ndim = 0, .data = &zero};
+    qin[2] = qr_graph_new_value(g, "z");
+    qr_value_set_const(g, qin[2], &zt);
+    qr_value *qv = tu_node(g, "QuantizeLinear", "q", 3, qin, 1)->out[0];
+    qin[0] = qv;
+    qr_value *dv = tu_node(g, "DequantizeLinear", "dq", 3, qin, 1)->out[0];
+    qr_value *nv = tu_node(g, "Neg", "neg", 1, &dv, 1)->out[0];
+    /* a constant i8 row through DequantizeLinear: made from constants alone, not a run's */
+    int8_t ci[5] = {2, -4, 6, -8, 10};
+    qr_tensor ct = {.dtype = QR_I8};
+    qr_tensor_set_shape(&ct, 1, (const int64_t[]){5});
+    ct.data = ci;
+    qr_value *cq = qr_graph_new_value(g, "cq");
+    qr_value_set_const(g, cq, &ct);
+    qr_value *cin[2] = {cq, tu_const_f32(g, "cs", 0, NULL, &scale)};
+    qr_value *cv = tu_node(g, "DequantizeLinear", "cdq", 2, cin, 1)->out[0];
+    qr_value *ain[2] = {nv, cv};
+    qr_value *av = tu_node(g, "Add", "add", 2, ain, 1)->out[0];
+    qr_value *sv = tu_node(g, "Shape", "shape", 1, &x, 1)->out[0];
+    tu_output(g, av);
+    tu_output(g, sv);
+    cr_assert_eq(qr_exec_count_nodes(g), 3, "Relu, Neg, Add of %d nodes", g->n_nodes);
+    qr_exec *xa, *xb;
+    qr_error e;
+    cr_assert_eq(qr_exec_new(g, NULL, &xa, &e), QR_OK, "%s", e.msg);
+    qr_exec_opts so = {.observer = count_nothing, .supplied = supply_neg};
+    cr_assert_eq(qr_exec_new(g, &so, &xb, &e), QR_OK, "%s", e.msg);
+    float in[15];
+    for (int i = 0; i < 15; i++)
+        in[i] = (float)(i % 7) - 3.0f;
+    qr_tensor t = {.dtype = QR_F32, .ndim = 2, .dims = {3, 5}, .data = in}, out[2];
+    int64_t n0 = qr_exec_node_samples();
+    for (int run = 0; run < 2; run++) {
+        cr_assert_eq(qr_exec_run(xa, &t, out, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_exec_node_samples() - n0, (int64_t)(run + 1) * 3 * 3, "run %d", run);
+        /* the numbers are the graph's: Neg(DQ(Q(Relu(x)))) + c / 2 */
+        const float *y = out[0].data;
+        for (int i = 0; i < 15; i++) {
+            float relu = in[i] > 0 ? in[i] : 0;
+            cr_assert_float_eq(y[i], -relu + (float)ci[i % 5] * 0.5f, 1e-6, "element %d", i);
+        }
+        qr_tensor_free(&out[0]);
+        qr_tensor_free(&out[1]);
+    }
+    /* the observer supplies Neg's output: 2 nodes run, 3 samples */
+    n0 = qr_exec_node_samples();
+    cr_assert_eq(qr_exec_run(xb, &t, out, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_exec_node_samples() - n0, 2 * 3);
+    cr_assert_float_eq(((const float *)out[0].data)[0], -1.0f + 1.0f, 1e-6, "Neg supplied as -1");
+    qr_tensor_free(&out[0]);
+    qr_tensor_free(&out[1]);
+    /* a failed run counts nothing */
+    n0 = qr_exec_node_samples();
+    t.dtype = QR_I32;
+    cr_assert_eq(qr_exec_run(xa, &t, out, &e), QR_ERR);
+    cr_assert_eq(qr_exec_node_samples(), n0);
+    qr_exec_free(xa);
+    qr_exec_free(xb);
+    qr_graph_free(g);
+}
+
 Test(exec, wrong_inputs_are_errors)
 {
     qr_graph *g = chain(2);
