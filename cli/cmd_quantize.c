@@ -70,7 +70,9 @@ static void usage(void)
            "--profile prints where the time went (wall and CPU seconds of each phase: the f32 pass,\n"
            "calibration, the fallback's measurements, the measurement of what ships, the export;\n"
            "and the process's peak memory so far at each phase's end: where it rose, that phase\n"
-           "set it) and each measurement of the outputs the fallback took: the layers in f32, the samples\n"
+           "set it; and the runs each phase made, in f32 passes over the calibration samples: node-runs\n"
+           "x samples over the model's nodes x those samples) and each measurement of the outputs the\n"
+           "fallback took: the layers in f32, the samples\n"
            "it judged on and those it ran (the rest kept from an earlier try), whether the\n"
            "recipe held, the output SQNR.\n");
 }
@@ -331,6 +333,33 @@ static void print_steps(const qrl_quantized *qz)
     printf("\n");
 }
 
+/* What the quantize ran, in f32 passes over its n calibration samples (qrl_quantized_runs), and
+ * its two largest phases: where issue 24's cost bound (3 passes and a logarithmic number of
+ * validation passes) goes. */
+static void print_runs(const qrl_quantized *qz, int64_t n)
+{
+    int64_t pass = 0, total = 0;
+    qrl_quantized_runs(qz, &pass, &total);
+    if (pass <= 0 || total <= 0)
+        return;
+    const char *name[2] = {NULL, NULL};
+    int64_t most[2] = {0, 0};
+    qrl_quant_phase p;
+    for (int i = 0; qrl_quantized_phase(qz, i, &p) == 0; i++) {
+        int64_t r = 0;
+        qrl_quantized_phase_runs(qz, i, &r);
+        if (r > most[0])
+            most[1] = most[0], name[1] = name[0], most[0] = r, name[0] = p.name;
+        else if (r > most[1])
+            most[1] = r, name[1] = p.name;
+    }
+    printf("runs:      %.2f f32 passes over the %lld calibration samples (node-runs x samples)", (double)total / (double)pass,
+           (long long)n);
+    for (int i = 0; i < 2 && name[i]; i++)
+        printf("%s%s %.2f", i ? ", " : "; the most: ", name[i], (double)most[i] / (double)pass);
+    printf("\n");
+}
+
 static void print_summary(const quantize_args *a, const qrl_quantized *qz)
 {
     qrl_quant_summary s, *q = &s;
@@ -408,6 +437,7 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
     else if (q->validate_samples > 0)
         printf("validate:  the SQNR above and the fallback's decisions on %lld held-out samples; %.1f dB on the %lld "
                "calibration samples\n", (long long)q->validate_samples, q->output_sqnr_calib, (long long)q->samples);
+    print_runs(qz, q->samples + q->validate_samples);
     print_steps(qz);
     if (a->labels)
         print_top1(qz, q);
