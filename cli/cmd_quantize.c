@@ -468,7 +468,7 @@ static void print_profile(const qrl_quantized *qz, const double t[3][2])
     int64_t pass = 0, total = 0, phased = 0;
     qrl_quantized_runs(qz, &pass, &total);
     /* runs: node-runs x samples over one f32 pass's (the model's nodes x the calibration samples) */
-    double unit = pass > 0 ? (double)pass : 1;
+    double unit = pass > 0 ? (double)pass : NAN; /* no calibration pass (weight-only): no unit */
     printf("profile:   %-36s %9s %9s %9s %9s\n", "phase", "wall s", "CPU s", "peak MiB", "f32 passes");
     for (int i = 0; qrl_quantized_phase(qz, i, &p) == 0; i++) {
         int64_t peak = 0, runs = 0;
@@ -481,8 +481,9 @@ static void print_profile(const qrl_quantized *qz, const double t[3][2])
     printf("           %-36s %9.2f %9.2f %9s %9.2f\n", "the rest of the quantization", t[1][0] - t[0][0] - w,
            t[1][1] - t[0][1] - c, "", (double)(total - phased) / unit);
     printf("           %-36s %9.2f %9.2f\n", "the outputs written", t[2][0] - t[1][0], t[2][1] - t[1][1]);
-    printf("           %-36s %9s %9s %9s %9.2f (one: %lld node-runs x samples)\n", "runs of the whole quantize", "", "", "",
-           (double)total / unit, (long long)pass);
+    if (pass > 0)
+        printf("           %-36s %9s %9s %9s %9.2f (one: %lld node-runs x samples)\n", "runs of the whole quantize", "", "",
+               "", (double)total / unit, (long long)pass);
     qrl_search_try s;
     int64_t ran = 0;
     int i = 0;
