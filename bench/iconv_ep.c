@@ -7,7 +7,9 @@
  * (after `make`; `u8` or `i8` output; ONLY=i times shape i alone; MUL=k takes k times the pixels;
  * a second argument `3x3`: the small ResNet's 3 x 3 shapes instead, 9 taps a pixel pointed at rows
  * of random bytes and random panels, for time and bits, not a convolution's meaning, docs/runtime.md
- * stop 39):
+ * stop 39; COLD=mb: every call after mb MB of other bytes written, not timed, so that the weights
+ * and rows come from L3 (8) or memory (64); BLOCK=r: rows in blocks of r, the runtime's
+ * block_rows; MEDIAN=1: the median round instead of the best; docs/runtime.md stop 45):
  *   cc -O2 -Iruntime -Icompiler -Iinclude -I/usr/lib/gcc/x86_64-linux-gnu/12/include bench/iconv_ep.c \
  *      build/libqrl.a -lprotobuf-c -L/usr/lib/gcc/x86_64-linux-gnu/12 -lgccjit -ldl -lm -lpthread \
  *      -o build/iconv_ep_bench && bash tools/freeze.sh build/iconv_ep_bench u8
@@ -30,6 +32,12 @@ static uint32_t next(void)
     return (uint32_t)rng;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static double now_s(void)
 {
     struct timespec t;
@@ -40,6 +48,13 @@ static double now_s(void)
 int main(int argc, char **argv)
 {
     int i8 = argc > 1 && argv[1][0] == 'i', k3 = argc > 2 && !strcmp(argv[2], "3x3");
+    /* COLD=mb: each call after mb MB (1 to 1024) of other bytes, written (its time alone counted) */
+    size_t cold_bytes = getenv("COLD") ? (size_t)atoi(getenv("COLD")) << 20 : 0;
+    cold_bytes = cold_bytes > ((size_t)1 << 30) ? 0 : cold_bytes;
+    volatile uint8_t *cold = cold_bytes ? calloc(cold_bytes, 1) : NULL;
+    /* BLOCK=r: rows in blocks of r (at most 256) */
+    int64_t bl = getenv("BLOCK") ? atoll(getenv("BLOCK")) : 256;
+    bl = bl < 1 || bl > 256 ? 256 : bl;
     /* stdlib/kernels.qrl qlinear.nhwc<T>'s program (tests/unit/test_vecmap.c the_stdlib_requantization) */
     char prog[256];
     snprintf(prog, sizeof prog,
@@ -102,18 +117,31 @@ int main(int argc, char **argv)
             fprintf(stderr, "no fused kernel (AVX-512 VNNI, libgccjit)\n");
             return 1;
         }
-        double best = 1e9;
+        double best = 1e9, times[15];
         for (int rep = 0; rep < (mul ? 3 : 15); rep++) {
-            double t0 = now_s();
-            for (int it = 0; it < 5; it++)
-                for (int64_t r0 = 0; r0 < m; r0 += 256)
+            double t0 = now_s(), out = 0;
+            for (int it = 0; it < 5; it++) {
+                if (cold) { /* the caches' lines taken by COLD MB of other bytes, not timed: with 8 the
+                             * layer's weights and rows come from L3, with 64 from memory */
+                    double e0 = now_s();
+                    for (size_t i = 0; i < cold_bytes; i += 64)
+                        cold[i]++;
+                    out += now_s() - e0;
+                }
+                for (int64_t r0 = 0; r0 < m; r0 += bl)
                     if (fp) /* the sums alone, into one block's int32 (PLAIN=1: the epilogue's share by difference) */
-                        fp(acc, n, a + r0 * taps, taps, m - r0 < 256 ? m - r0 : 256, w, init, k4, 0, n, n);
+                        fp(acc, n, a + r0 * taps, taps, m - r0 < bl ? m - r0 : bl, w, init, k4, 0, n, n);
                     else
-                        f(y + r0 * n, n, a + r0 * taps, taps, m - r0 < 256 ? m - r0 : 256, w, init, k4, 0, n, n, tabs, NULL, 0);
-            double t = (now_s() - t0) / 5;
+                        f(y + r0 * n, n, a + r0 * taps, taps, m - r0 < bl ? m - r0 : bl, w, init, k4, 0, n, n, tabs, NULL, 0);
+            }
+            double t = (now_s() - t0 - out) / 5;
             best = t < best ? t : best;
+            times[rep] = t;
         }
+        int nrep = mul ? 3 : 15;
+        qsort(times, (size_t)nrep, sizeof *times, cmp_double);
+        if (getenv("MEDIAN"))
+            best = times[nrep / 2];
         uint64_t h = 1469598103934665603ull;
         for (int64_t i = 0; i < m * n; i++)
             h = (h ^ y[i]) * 1099511628211ull;
