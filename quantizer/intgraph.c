@@ -1034,7 +1034,7 @@ const qr_op_def qr_ops_intgraph[] = {
      .band_in0_typed = kconv_band_in0_typed},
     {"QrlMaxPoolNhwc", "qrl", 1, 1, 1, 1,
      "auto_pad:s ceil_mode:i dilations:ints kernel_shape:ints pads:ints storage_order:i strides:ints x_nchw:i",
-     qr_pool_infer_nhwc, maxpool_nhwc_run, 0, .writes_all = qr_op_writes_all},
+     qr_pool_infer_nhwc, maxpool_nhwc_run, 0, .writes_all = qr_op_writes_all, .band = qr_pool_band_nhwc},
     {"QrlAveragePoolNhwc", "qrl", 1, 1, 1, 1,
      "auto_pad:s ceil_mode:i count_include_pad:i dilations:ints kernel_shape:ints pads:ints strides:ints",
      qr_pool_infer_nhwc, avgpool_nhwc_run, 0, .writes_all = qr_op_writes_all},

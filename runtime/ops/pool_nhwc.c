@@ -44,6 +44,7 @@ typedef struct pool_job {
     qr_tensor *y;
     int is_max, include_pad;
     int64_t c, rows; /* channels; output rows per task */
+    int64_t img, oyb0, oyb1; /* a band (k->band0/1): its image and output rows, else img < 0 (all rows) */
     uint8_t *scratch; /* x_nchw: per slot, the task's input rows transposed */
     size_t scratch_bytes;
 } pool_job;
@@ -52,9 +53,10 @@ static void pool_rows(void *arg, int64_t t0, int64_t t1, int slot)
 {
     const pool_job *j = arg;
     const qr_conv_geom *g = j->g;
-    int64_t c = j->c, per = (g->small[0] + j->rows - 1) / j->rows;
+    int64_t c = j->c, per = (j->oyb1 - j->oyb0 + j->rows - 1) / j->rows;
     for (int64_t t = t0; t < t1; t++) {
-        int64_t n = t / per, oy0 = t % per * j->rows, oy1 = oy0 + j->rows < g->small[0] ? oy0 + j->rows : g->small[0];
+        int64_t n = j->img >= 0 ? j->img : t / per, oy0 = j->oyb0 + t % per * j->rows;
+        int64_t oy1 = oy0 + j->rows < j->oyb1 ? oy0 + j->rows : j->oyb1;
         const uint8_t *x = (const uint8_t *)j->x->data + n * g->big_n * c;
         uint8_t *y = (uint8_t *)j->y->data + n * g->small_n * c; /* the image's: the kernels write rows oy0 .. oy1 of it */
         int u8 = j->x->dtype == QR_U8;
@@ -103,9 +105,21 @@ qr_status qr_pool_run_nhwc(qr_kctx *k, int is_max)
     qr_conv_geom g = *gp;
     /* tasks of about 16 KB of output rows */
     int64_t c = p->c, row_bytes = g.small[1] * c, rows = row_bytes > 0 ? 16384 / row_bytes : 1;
-    pool_job j = {&g, k->in[0], k->out[0], is_max, p->include_pad, c, rows > 1 ? rows : 1};
+    pool_job j = {&g, k->in[0], k->out[0], is_max, p->include_pad, c, rows > 1 ? rows : 1, -1, 0, g.small[0]};
     if (g.small[0] <= 0)
         return QR_OK;
+    int64_t images = k->in[0]->dims[0];
+    if (k->band1 > 0) { /* a band of output rows (one image's, k->band0/1): the rows of x it reads are all
+                         * the kernels read of it (a band chain's link holds those alone) */
+        int64_t OH = g.small[0];
+        j.img = k->band0 / OH;
+        j.oyb0 = k->band0 - j.img * OH;
+        j.oyb1 = k->band1 - j.img * OH;
+        if (j.img >= images || j.oyb0 < 0 || j.oyb1 <= j.oyb0 || j.oyb1 > OH)
+            return QR_KERR(k, "an NHWC pool's band of rows [%lld, %lld) is not within one image", (long long)k->band0,
+                           (long long)k->band1);
+        images = 1;
+    }
     if (p->x_nchw) {
         if (!is_max)
             return QR_KERR(k, "only MaxPool reads NCHW input here (x_nchw)");
@@ -114,7 +128,26 @@ qr_status qr_pool_run_nhwc(qr_kctx *k, int is_max)
                                    "NHWC MaxPool's input rows, transposed")))
             return QR_ERR;
     }
-    int64_t per = (g.small[0] + j.rows - 1) / j.rows;
-    qr_parallel_for_slots(k->pool, k->in[0]->dims[0] * per, 1, pool_rows, &j);
+    int64_t per = (j.oyb1 - j.oyb0 + j.rows - 1) / j.rows;
+    qr_parallel_for_slots(k->pool, images * per, 1, pool_rows, &j);
     return QR_OK;
+}
+
+int qr_pool_band_nhwc(qr_kctx *k, qr_band_geom *bg)
+{
+    const qr_tensor *x = k->n_in >= 1 ? k->in[0] : NULL;
+    if (!x || x->ndim != 4 || (x->dtype != QR_U8 && x->dtype != QR_I8))
+        return 0;
+    qr_conv_geom g;
+    qr_error e, *keep = k->err;
+    k->err = &e; /* a geometry it cannot take is no band, not an error */
+    qr_status st = pool_geom(k, x, &g);
+    k->err = keep;
+    if (st != QR_OK || g.r != 2)
+        return 0;
+    /* an NCHW input (x_nchw) is no NHWC rows of a node before it: in_rows 0, the pool only starts a chain */
+    int nchw = qr_attr_i(k->node, "x_nchw", 0) != 0;
+    *bg = (qr_band_geom){x->dims[0], g.small[0], nchw ? 0 : g.big[0], g.stride[0], g.pad_begin[0],
+                         (g.kernel[0] - 1) * g.dilation[0]};
+    return 1;
 }

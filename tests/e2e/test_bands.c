@@ -220,3 +220,62 @@ Test(band_reads, kept_tables_follow_the_input_their_fill_reads)
         free(log);
     }
 }
+
+/* MaxPools inside band chains (pool_nhwc.c qr_pool_band_nhwc; ResNet-18's stem into its MaxPool
+ * at batch 64): tests/e2e/pool_bands_model.py's 7 x 7 stride-2 stem into a 3 x 3 stride-2 pool
+ * with pads, a convolution with a non-zero zero point into a 2 x 2 stride-2 pool whose input's
+ * last row and column no window reads, then a 1 x 1 convolution, on 25 x 19 images of 13 and 10
+ * channels. bands=all runs the five nodes as one chain (without the pools' bands: none, each
+ * chain one convolution long); its outputs must be bands=0's bits with 1 and 2 threads and on the
+ * portable kernels, and ONNX Runtime's on the export. */
+static char *pdir;
+
+static void pools_setup(void)
+{
+    pdir = tu_tmpdir();
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/pool_bands_model.py' %s && %s quantize %s/pools.onnx "
+             "--recipe '%s/recipes/int8-minmax.qrl' --calib %s/x.npy -o %s/q.onnx",
+             tu_root(), pdir, tu_qrl(), pdir, tu_root(), pdir, pdir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
+static void pools_teardown(void)
+{
+    tu_rmdir(pdir);
+}
+
+TestSuite(pool_bands, .init = pools_setup, .fini = pools_teardown, .timeout = 300);
+
+Test(pool_bands, maxpools_in_chains_give_the_whole_runs_bits)
+{
+    static const char *const runs[][3] = {
+        {"whole", "--option bands=0", NULL},
+        {"bands1", "--option bands=all --threads 1", "bands: 5 nodes run in chains by bands of rows"},
+        {"bands2", "--option bands=all --threads 2", "bands: 5 nodes run in chains by bands of rows"},
+        {"portable", "--option bands=all --kernels portable", "bands: 5 nodes run in chains by bands of rows"},
+    };
+    char cmd[8192], *log, a[4096], b[4096];
+    snprintf(a, sizeof a, "%s/whole/c3_c.npy", pdir);
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s run %s/q.onnx -i %s/x_test.npy -o %s/%s --stats --option nhwc=all %s", tu_qrl(),
+                 pdir, pdir, pdir, runs[i][0], runs[i][1]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", runs[i][0], log);
+        if (runs[i][2])
+            cr_assert_not_null(strstr(log, runs[i][2]), "%s: not '%s': %s", runs[i][0], runs[i][2], log);
+        else
+            cr_assert_null(strstr(log, "bands:"), "bands=0 ran bands: %s", log);
+        free(log);
+        snprintf(b, sizeof b, "%s/%s/c3_c.npy", pdir, runs[i][0]);
+        double d = tu_npy_rel_diff(a, b);
+        cr_assert(d == 0, "%s against bands=0: relative difference %g", runs[i][0], d);
+    }
+    snprintf(cmd, sizeof cmd, "node '%s/tools/ort_run.js' %s/q.onnx %s/x_test.npy -o %s/ort", tu_root(), pdir, pdir, pdir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(a, sizeof a, "%s/ort/c3_c.npy", pdir);
+    snprintf(b, sizeof b, "%s/bands1/c3_c.npy", pdir);
+    double d = tu_npy_rel_diff(a, b);
+    cr_assert(d >= 0 && d < 1e-5, "ORT against bands=all: %g", d);
+}
