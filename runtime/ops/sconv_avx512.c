@@ -618,6 +618,7 @@ XFNS(1)
 XFNS(3)
 XFNS(16)
 XFNS(32)
+XFNS(64)
 
 #define XROW6(xs, v) xtile_##xs##_##v##_1, xtile_##xs##_##v##_2, xtile_##xs##_##v##_3, xtile_##xs##_##v##_4, \
     xtile_##xs##_##v##_5, xtile_##xs##_##v##_6
@@ -625,8 +626,8 @@ XFNS(32)
     xtile_##xs##_##v##_10, xtile_##xs##_##v##_11, xtile_##xs##_##v##_12
 #define XTABLE(xs) {{NULL}, {NULL, XROW12(xs, 1)}, {NULL, XROW12(xs, 2)}, \
     {NULL, XROW6(xs, 3), xtile_##xs##_3_7, xtile_##xs##_3_8}, {NULL, XROW6(xs, 4)}}
-/* [XS 1, 3, 16, 32][V][R] */
-static const xtile_fn xtiles[4][5][13] = {XTABLE(1), XTABLE(3), XTABLE(16), XTABLE(32)};
+/* [XS 1, 3, 16, 32, 64][V][R] */
+static const xtile_fn xtiles[5][5][13] = {XTABLE(1), XTABLE(3), XTABLE(16), XTABLE(32), XTABLE(64)};
 
 /* After the tiles: an NCHW output's row block, [pixels][64], transposed into the panel's channels,
  * each a contiguous run of the rows' pixels. */
@@ -724,8 +725,19 @@ TARGET void qr_sconv_block(const qr_sconv *p, const float *xp, int64_t xp_img, c
      * keep it: a large model's small layers, ResNet-18's 147 KB of layer1, come from memory at batch 1. */
     const int small = V <= 2 && qr_sconv_weight_floats(p) * (int64_t)sizeof(float) <= 512 * 1024;
     /* one K block and pixels 1, 3, 16 or 32 floats apart (the last two only in the 12-pixel tiles of
-     * small layers, which need the registers: the small ResNet's 16- and 32-channel layers) */
-    const int xi = xs1 == 1 ? 0 : xs1 == 3 ? 1 : small && xs1 == 16 ? 2 : small && xs1 == 32 ? 3 : -1;
+     * small layers, which need the registers: the small ResNet's 16- and 32-channel layers), or 64
+     * apart at stride 1 in a layer whose weights stay in L2 (the xtiles do not prefetch them): the
+     * small ResNet's 64 -> 64 on 8 x 8, whose border taps (16% of a 3 x 3's on 8 x 8) the thin
+     * path's edge columns skip, where the general tile multiplied them by the padded zeros (2.70
+     * -> 2.35-2.54 ms at batch 64). Not at stride 2: its 32 -> 64 onto 8 x 8 (one border column)
+     * took 1.73-1.91 ms in rows of 4 + 3 pixels against 1.42-1.44 in the general 6-pixel tiles. */
+    const int l2 = qr_sconv_weight_floats(p) * (int64_t)sizeof(float) <= 512 * 1024;
+    const int xi = xs1 == 1                        ? 0
+                   : xs1 == 3                      ? 1
+                   : small && xs1 == 16            ? 2
+                   : small && xs1 == 32            ? 3
+                   : l2 && p->s1 == 1 && xs1 == 64 ? 4
+                                                   : -1;
     const int thin = p->nchunks == 1 && xi >= 0;
     if (thin && p->edge && packed[p->eflag] != 0.0f) {
         thin_edges(p, xp, xp_img, packed, panel, oy0, oy1, acc, ldc, V, R, ml, xtiles[xi][V], bias, act, epi, roff);
@@ -851,6 +863,76 @@ static const dw_tile_fn dw_tiles[5][2] = {
     {NULL, NULL}, {dw_tile_1_1, dw_tile_1_4}, {dw_tile_2_1, dw_tile_2_4}, {dw_tile_3_1, dw_tile_3_4},
     {dw_tile_4_1, dw_tile_4_4}};
 
+/* The 4-pixel tile of DW_TILE for a 3-wide undilated window at horizontal stride S (1 or 2),
+ * the pixels consecutive in one row: each kernel row's 3 + 3 S input vectors are loaded once and
+ * shared by the pixels whose windows overlap (pixel j's tap kx is input column S j + kx), where
+ * DW_TILE loads each of the 12 taps' vectors: 6 or 9 loads for 12 FMAs instead of 12 (its loads
+ * and the weights' were more than the FMAs). A vector of channels at a time, each output the same
+ * FMA chain over the taps in (ky, kx) order: the same bits. */
+TARGET static inline __attribute__((always_inline)) void dw_row3(const int V, const int S, const float *x,
+                                                                 const int64_t *toff, int64_t kh, const float *w,
+                                                                 float *acc, int64_t ldc, __mmask16 ml,
+                                                                 const float *bias, const qr_act *act,
+                                                                 const qr_sconv_epi *epi, ptrdiff_t roff,
+                                                                 int64_t xs)
+{
+    for (int v = 0; v < V; v++) {
+        __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        for (int64_t ky = 0; ky < kh; ky++) {
+            const float *r = x + toff[3 * ky] + 16 * v, *wt = w + 3 * ky * NR + 16 * v;
+            const __m512 w0 = _mm512_loadu_ps(wt), w1 = _mm512_loadu_ps(wt + NR), w2 = _mm512_loadu_ps(wt + 2 * NR);
+            /* input column i of the row: r + i * C (xs / S floats) */
+            const int64_t c = xs / S;
+            __m512 i0 = _mm512_loadu_ps(r), i1 = _mm512_loadu_ps(r + c), i2 = _mm512_loadu_ps(r + 2 * c);
+            __m512 i3 = _mm512_loadu_ps(r + 3 * c), i4 = _mm512_loadu_ps(r + 4 * c), i5 = _mm512_loadu_ps(r + 5 * c);
+            if (S == 1) {
+                s0 = _mm512_fmadd_ps(i0, w0, s0), s1 = _mm512_fmadd_ps(i1, w0, s1);
+                s2 = _mm512_fmadd_ps(i2, w0, s2), s3 = _mm512_fmadd_ps(i3, w0, s3);
+                s0 = _mm512_fmadd_ps(i1, w1, s0), s1 = _mm512_fmadd_ps(i2, w1, s1);
+                s2 = _mm512_fmadd_ps(i3, w1, s2), s3 = _mm512_fmadd_ps(i4, w1, s3);
+                s0 = _mm512_fmadd_ps(i2, w2, s0), s1 = _mm512_fmadd_ps(i3, w2, s1);
+                s2 = _mm512_fmadd_ps(i4, w2, s2), s3 = _mm512_fmadd_ps(i5, w2, s3);
+            } else {
+                __m512 i6 = _mm512_loadu_ps(r + 6 * c), i7 = _mm512_loadu_ps(r + 7 * c);
+                __m512 i8 = _mm512_loadu_ps(r + 8 * c);
+                s0 = _mm512_fmadd_ps(i0, w0, s0), s1 = _mm512_fmadd_ps(i2, w0, s1);
+                s2 = _mm512_fmadd_ps(i4, w0, s2), s3 = _mm512_fmadd_ps(i6, w0, s3);
+                s0 = _mm512_fmadd_ps(i1, w1, s0), s1 = _mm512_fmadd_ps(i3, w1, s1);
+                s2 = _mm512_fmadd_ps(i5, w1, s2), s3 = _mm512_fmadd_ps(i7, w1, s3);
+                s0 = _mm512_fmadd_ps(i2, w2, s0), s1 = _mm512_fmadd_ps(i4, w2, s1);
+                s2 = _mm512_fmadd_ps(i6, w2, s2), s3 = _mm512_fmadd_ps(i8, w2, s3);
+            }
+        }
+        const int last = v == V - 1;
+        EPI(s0, 0, v, last);
+        EPI(s1, 1, v, last);
+        EPI(s2, 2, v, last);
+        EPI(s3, 3, v, last);
+        if (last) {
+            _mm512_mask_storeu_ps(acc + 16 * v, ml, s0), _mm512_mask_storeu_ps(acc + ldc + 16 * v, ml, s1);
+            _mm512_mask_storeu_ps(acc + 2 * ldc + 16 * v, ml, s2), _mm512_mask_storeu_ps(acc + 3 * ldc + 16 * v, ml, s3);
+        } else {
+            _mm512_storeu_ps(acc + 16 * v, s0), _mm512_storeu_ps(acc + ldc + 16 * v, s1);
+            _mm512_storeu_ps(acc + 2 * ldc + 16 * v, s2), _mm512_storeu_ps(acc + 3 * ldc + 16 * v, s3);
+        }
+    }
+}
+
+typedef void (*dw_row_fn)(const float *x, const int64_t *toff, int64_t kh, const float *w, float *acc, int64_t ldc,
+                          __mmask16 ml, const float *bias, const qr_act *act, const qr_sconv_epi *epi, ptrdiff_t roff,
+                          int64_t xs);
+#define DW_ROW(V, S)                                                                                          \
+    TARGET static void dw_row_##V##_##S(const float *x, const int64_t *toff, int64_t kh, const float *w,     \
+                                        float *acc, int64_t ldc, __mmask16 ml, const float *bias,            \
+                                        const qr_act *act, const qr_sconv_epi *epi, ptrdiff_t roff, int64_t xs) \
+    {                                                                                                         \
+        dw_row3(V, S, x, toff, kh, w, acc, ldc, ml, bias, act, epi, roff, xs);                                \
+    }
+DW_ROW(1, 1) DW_ROW(2, 1) DW_ROW(3, 1) DW_ROW(4, 1) DW_ROW(1, 2) DW_ROW(2, 2) DW_ROW(3, 2) DW_ROW(4, 2)
+/* [S - 1][V] */
+static const dw_row_fn dw_rows[2][5] = {{NULL, dw_row_1_1, dw_row_2_1, dw_row_3_1, dw_row_4_1},
+                                        {NULL, dw_row_1_2, dw_row_2_2, dw_row_3_2, dw_row_4_2}};
+
 /* The tile of DW_TILE with each pixel's taps at their own addresses (tp[j * taps + t]): a window
  * that leaves the unpadded image (x_direct) reads its outside taps from dw_zeros, as the padded
  * copy's border would give them (the same FMA chain, so the same bits, NaN or infinite weights
@@ -915,12 +997,17 @@ void qr_sconv_dw_block(const qr_sconv *p, const float *xp, int x_direct, const f
     const int64_t xhi = !x_direct ? OW - 1 : xlast + pl >= 0 ? (xlast + pl) / p->s1 : -1;
     int64_t oy = oy0, ox = 0, iy0 = oy0 * p->s0 - pt, rowoff = iy0 * rowf - pl * C;
     int row_in = !x_direct || (iy0 >= 0 && iy0 <= ylast);
+    /* 3-wide undilated windows at stride 1 or 2 (MobileNetV2's): the row tile sharing inputs */
+    const dw_row_fn row3 = p->KW == 3 && p->d1 == 1 && (p->s1 == 1 || p->s1 == 2) ? dw_rows[p->s1 - 1][V] : NULL;
     for (int64_t px = 0; px < npix; px += 4) {
         int r = npix - px < 4 ? (int)(npix - px) : 4, inside = 0;
         int64_t po[4], iy[4], ix[4];
         if (r == 4 && row_in && ox >= xlo && ox + 3 <= xhi && ox + 3 < OW) { /* most tiles: one row, inside */
             po[0] = rowoff + ox * xs, po[1] = po[0] + xs, po[2] = po[1] + xs, po[3] = po[2] + xs;
-            dw_tiles[V][1](x, po, toff, taps, wp, acc + px * ldc, ldc, ml, bias, act, epi, roff);
+            if (row3)
+                row3(x + po[0], toff, p->KH, wp, acc + px * ldc, ldc, ml, bias, act, epi, roff, xs);
+            else
+                dw_tiles[V][1](x, po, toff, taps, wp, acc + px * ldc, ldc, ml, bias, act, epi, roff);
             if ((ox += 4) == OW) {
                 ox = 0, oy++, iy0 += p->s0, rowoff += ys;
                 row_in = !x_direct || (iy0 >= 0 && iy0 <= ylast);

@@ -267,6 +267,30 @@ Test(sconv, conv_matches_float64_on_ragged_shapes)
     check_conv((cv){2, 16, 11, 13, 20, 3, 3, 2, 2, 1, 2, 1, 2, 0, 1, 1, 0, 1});
     check_conv((cv){1, 32, 5, 3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0});
     check_conv((cv){2, 16, 9, 17, 16, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 1, 0, 0});
+    /* pixels 64 floats apart (C 64 at stride 1, C 32 at stride 2) in layers whose weights stay in
+     * L2: the thin tiles, with the border's taps skipped where the layer has a border. The small
+     * ResNet's 64 -> 64 on 8 x 8 (4 vectors, tiles of 6 inside, images stacked in a block) and its
+     * 32 -> 64 at stride 2 (one border column), a ragged M over two panels (64 + 6: a 1-vector
+     * panel) with uneven pads and odd sizes, a ragged 4th vector (M 50), a 1 x 1 at stride 2 (no
+     * border: the thin tiles without edges), a row dilation */
+    check_conv((cv){3, 64, 8, 8, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+    check_conv((cv){2, 32, 16, 16, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0});
+    check_conv((cv){2, 64, 9, 11, 70, 3, 3, 1, 1, 1, 1, 2, 1, 0, 2, 1, 0, 2});
+    check_conv((cv){1, 32, 13, 15, 50, 3, 3, 2, 2, 1, 1, 1, 0, 1, 1, 1, 1, 1});
+    check_conv((cv){2, 32, 9, 13, 40, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 0});
+    check_conv((cv){1, 64, 10, 7, 33, 3, 3, 1, 1, 2, 1, 2, 1, 2, 1, 1, 1, 2});
+    /* depthwise 3-wide undilated windows at stride 1 and 2 (the row tile sharing each kernel row's
+     * inputs): V 1 to 4 with ragged channels (24, 40, 72: a masked last vector), copied with their
+     * border or (over 512 KB, whole vectors) read in place, odd widths so that rows end in a
+     * partial tile, uneven pads, a row dilation, a 3 x 3 with a column dilation (the general tile) */
+    check_conv((cv){2, 24, 11, 13, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 24, 1, 1});
+    check_conv((cv){1, 40, 15, 17, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 40, 1, 2});
+    check_conv((cv){2, 72, 9, 21, 72, 3, 3, 1, 2, 1, 1, 0, 1, 2, 0, 72, 0, 0});
+    check_conv((cv){1, 48, 12, 19, 48, 3, 3, 1, 1, 2, 1, 2, 1, 2, 1, 48, 1, 1});
+    check_conv((cv){1, 96, 41, 37, 96, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 96, 1, 2});
+    check_conv((cv){1, 128, 33, 31, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 128, 1, 1});
+    check_conv((cv){1, 48, 60, 50, 48, 3, 3, 2, 2, 1, 1, 0, 1, 1, 0, 48, 0, 0});
+    check_conv((cv){1, 32, 10, 14, 32, 3, 3, 1, 1, 1, 2, 1, 2, 1, 2, 32, 1, 1});
 }
 
 /* A weight that is not finite: the border's products are inf * 0 = NaN, so the thin tiles must
