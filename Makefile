@@ -12,11 +12,12 @@ OPT      ?= -O2
 SAN      ?=
 CFLAGS   ?= -std=c11 -Wall -Wextra -Werror -Wno-format-truncation $(OPT) -g -fPIC -D_DEFAULT_SOURCE $(SAN)
 # The kernels' loops (GEMMs, im2col, the quantizer's fake quantization and
-# ranges, the gram's linear algebra) vectorize only under the dynamic cost model: -O2's "very cheap" one
-# left the AVX-512 clones scalar.
+# ranges, the gram's linear algebra, rank = grad's backward loops) vectorize only under the dynamic cost
+# model: -O2's "very cheap" one left the AVX-512 clones scalar.
 KERNEL_OBJ = $(B)/obj/runtime/ops/quant.o $(B)/obj/runtime/ops/conv.o $(B)/obj/runtime/ops/nhwc.o $(B)/obj/runtime/ops/dense.o \
              $(B)/obj/runtime/ops/elementwise.o $(B)/obj/quantizer/quantize.o $(B)/obj/runtime/recipe.o \
-             $(B)/obj/runtime/gram.o $(B)/obj/quantizer/gridconv.o $(B)/obj/quantizer/qmeasure.o
+             $(B)/obj/runtime/gram.o $(B)/obj/quantizer/gridconv.o $(B)/obj/quantizer/qmeasure.o \
+             $(B)/obj/quantizer/vjp.o
 $(KERNEL_OBJ): CFLAGS += -fvect-cost-model=dynamic
 LDFLAGS  ?= $(SAN)
 GCCJIT_DIR ?= /usr/lib/gcc/x86_64-linux-gnu/12

@@ -2684,6 +2684,8 @@ typedef struct grad_batch {
                           * alone (data NULL) where neither a backward nor the QDQ run reads it */
     unsigned char *own;
     const unsigned char *need; /* by value id: a backward reads its data (qr_vjp_reads) */
+    const qr_node **masker; /* by value id: the one node that reads its data, which reads it as a mask
+                             * (qr_vjp_masks: a Relu's, a Clip's input), or NULL */
     float **err;         /* by value id: the ranked layer's own error there (its QDQ value from f32 inputs, less f32) */
     const int *ridx;     /* by value id: its ranked index, or -1 */
     const qr_tensor *in; /* the batch's model inputs */
@@ -2708,6 +2710,19 @@ static void grad_keep(void *user, const qr_node *n, const qr_value *v, qr_tensor
         return;
     }
     qr_error e;
+    const qr_node *mn = gb->masker[v->id];
+    if (t->dtype == QR_F32 && mn && !active(gb->q, v->id)) { /* its one reader's mask: a byte, not four */
+        const qr_tensor *ins[3] = {t, NULL, NULL};
+        for (int j = 1; j < mn->n_in && j < 3; j++)
+            ins[j] = mn->in[j] ? &gb->val[mn->in[j]->id] : NULL;
+        c.dtype = QR_BOOL;
+        if (qr_tensor_alloc(&c, &e) == QR_OK) {
+            qr_vjp_mask(mn, ins, c.data);
+            gb->val[v->id] = c;
+        } else
+            gb->own[v->id] = 0;
+        return;
+    }
     if (qr_tensor_alloc(&c, &e) == QR_OK) {
         memcpy(c.data, t->data, qr_tensor_nbytes(t));
         gb->val[v->id] = c;
@@ -2817,14 +2832,17 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
     qr_tensor *adj = calloc(nv, sizeof *adj), *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
     qr_tensor *out = calloc((size_t)no + 1, sizeof *out);
     unsigned char *exact = malloc(nv), *was = malloc((size_t)q->nslots + 1), *need = calloc(nv, 1);
+    const qr_node **masker = calloc(nv, sizeof *masker);
+    int *readers = calloc(nv, sizeof *readers);
     gb.n = o.n;
     double *x2 = calloc((size_t)no * (size_t)o.n + 1, sizeof *x2), *xs = calloc((size_t)o.n + 1, sizeof *xs);
     double *es = calloc((size_t)o.n + 1, sizeof *es);
     gb.e2 = calloc((size_t)nr * (size_t)no * (size_t)o.n + 1, sizeof *gb.e2);
     gb.ridx = ridx;
     gb.need = need;
+    gb.masker = masker;
     if (!gb.val || !gb.own || !gb.err || !ridx || !sub || !adj || !in || !out || !exact || !was || !x2 || !xs ||
-        !es || !gb.e2 || !need)
+        !es || !gb.e2 || !need || !masker || !readers)
         st = qr_errorf(q->e, "out of memory");
     qr_quantized one = {0};
     qr_exec *fx = NULL, *qx = NULL;
@@ -2832,13 +2850,21 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
         qr_vjp_exact(g, exact);
         for (int i = 0; i < g->n_nodes; i++) { /* what the backward passes read; the rest keep their shape */
             const qr_node *n = g->nodes[i];
-            for (int j = 0; j < n->n_in; j++)
-                if (n->in[j] && qr_vjp_reads(n, j))
-                    need[n->in[j]->id] = 1;
+            for (int j = 0; j < n->n_in; j++) {
+                if (!n->in[j])
+                    continue;
+                int id = n->in[j]->id;
+                need[id] |= (unsigned char)qr_vjp_reads(n, j);
+                /* read by one node alone, as its mask (a Conv's output before its Relu; every other
+                 * backward takes an f32 value or its shape) */
+                masker[id] = !readers[id]++ && j == 0 && qr_vjp_masks(n) ? n : NULL;
+            }
             for (int k = 0; k < n->n_out; k++)
                 if (n->out[k] && qr_vjp_reads(n, -1 - k))
-                    need[n->out[k]->id] = 1;
+                    need[n->out[k]->id] = 1, readers[n->out[k]->id]++, masker[n->out[k]->id] = NULL;
         }
+        for (int i = 0; i < g->n_outputs; i++) /* the seeds' shapes and the directions: f32 */
+            masker[g->outputs[i]->id] = NULL;
         for (size_t v = 0; v < nv; v++)
             ridx[v] = -1;
         for (int r = 0; r < nr; r++)
@@ -2993,7 +3019,7 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
     for (size_t v = 0; gb.err && v < nv; v++)
         free(gb.err[v]);
     free(gb.val), free(gb.own), free(gb.err), free(ridx), free(sub), free(adj), free(in), free(out), free(exact);
-    free(need);
+    free(need), free(masker), free(readers);
     free(was), free(x2), free(xs), free(es), free(gb.e2);
     if (own)
         outref_free(&o);

@@ -57,13 +57,25 @@ int qr_vjp_input_supported(const qr_node *n, int j)
     return 0;
 }
 
+/* Whether input j of n gets an adjoint in a backward pass (as qr_vjp_backward gives one). */
+static int flows(const qr_node *n, int j)
+{
+    return j < n->n_in && n->in[j] && !n->in[j]->is_const && qr_vjp_input_supported(n, j);
+}
+
 int qr_vjp_reads(const qr_node *n, int j)
 {
     static const char *const by_x[] = {"Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "MaxPool",
-                                       "Mul", "Div", "Max", "Pow", "Gemm", "MatMul", NULL};
+                                       "Max", "Pow", NULL};
     static const char *const by_y[] = {"Sigmoid", "Tanh", "Sqrt", "Softmax", "Pow", NULL};
     if (!n->op)
         return 1;
+    /* a product reads each operand for the other's adjoint alone (Div's divisor for both): x * c,
+     * x / c and x W with a constant c or W keep nothing of x */
+    if (j <= 1 && j >= 0 && (is(n, "Mul") || is(n, "Gemm") || is(n, "MatMul")))
+        return flows(n, 1 - j);
+    if (j == 0 && is(n, "Div"))
+        return flows(n, 1);
     if (j >= 1) /* weights, a second operand, scales, starts, pads: all but a sum's or a list's */
         return !is(n, "Add") && !is(n, "Sub") && !is(n, "Concat");
     for (int i = 0; j == 0 && by_x[i]; i++)
@@ -73,6 +85,47 @@ int qr_vjp_reads(const qr_node *n, int j)
         if (is(n, by_y[i]))
             return 1;
     return 0;
+}
+
+int qr_vjp_masks(const qr_node *n)
+{
+    if (!n->op || (n->domain && n->domain[0]) || n->n_in < 1 || n->n_out != 1)
+        return 0;
+    if (is(n, "Clip")) /* its bounds known before the run: constants, attributes or absent */
+        return (n->n_in < 2 || !n->in[1] || n->in[1]->is_const) && (n->n_in < 3 || !n->in[2] || n->in[2]->is_const);
+    return is(n, "Relu") || is(n, "LeakyRelu") || is(n, "HardSigmoid");
+}
+
+/* Clip's bounds (opset < 11: attributes; else its constant inputs, absent: unbounded). */
+static void clip_bounds(const qr_node *n, const qr_tensor *const *in, double *lo, double *hi)
+{
+    *lo = -INFINITY, *hi = INFINITY;
+    if (n->opset < 11)
+        *lo = qr_attr_f(n, "min", -INFINITY), *hi = qr_attr_f(n, "max", INFINITY);
+    if (n->n_in > 1 && fdata(in[1]))
+        *lo = fdata(in[1])[0];
+    if (n->n_in > 2 && fdata(in[2]))
+        *hi = fdata(in[2])[0];
+}
+
+void qr_vjp_mask(const qr_node *n, const qr_tensor *const *in, unsigned char *restrict m)
+{
+    const float *restrict x = fdata(in[0]);
+    int64_t cnt = qr_tensor_numel(in[0]);
+    if (is(n, "Clip")) {
+        double lo, hi;
+        clip_bounds(n, in, &lo, &hi);
+        for (int64_t i = 0; i < cnt; i++) /* torch.clamp's: the bounds themselves pass */
+            m[i] = x[i] >= lo && x[i] <= hi;
+    } else if (is(n, "HardSigmoid")) {
+        float al = qr_attr_f(n, "alpha", 0.2f), be = qr_attr_f(n, "beta", 0.5f);
+        for (int64_t i = 0; i < cnt; i++) {
+            float t = al * x[i] + be;
+            m[i] = t > 0 && t < 1;
+        }
+    } else
+        for (int64_t i = 0; i < cnt; i++)
+            m[i] = x[i] > 0;
 }
 
 /* ------------------------------------------------------------ broadcasting */
@@ -111,17 +164,18 @@ static qr_status binary_vjp(const qr_node *n, const qr_tensor *ta, const qr_tens
     const float *a = fdata(ta), *b = fdata(tb), *y = fdata(ty), *g = fdata(tg);
     if (!isf32(ta) || !isf32(tb) || !isf32(ty))
         return qr_errorf(e, "backward of %s '%s': its inputs are not f32", n->op, n->name);
-    int add = is(n, "Add") || is(n, "Sub");
-    if (!add && (!a || !b || (is(n, "Pow") && !y)))
+    int add = is(n, "Add") || is(n, "Sub"), mul = is(n, "Mul"), div = is(n, "Div");
+    float *da = ga ? ga->data : NULL, *db = gb ? gb->data : NULL;
+    /* a product reads each operand for the other's adjoint (Div its divisor for both) */
+    int need_a = !add && (db || (!mul && !div)), need_b = !add && (da || !mul);
+    if ((need_a && !a) || (need_b && !b) || (is(n, "Pow") && !y))
         return qr_errorf(e, "backward of %s '%s': its inputs' values were not kept", n->op, n->name);
     int64_t m = qr_tensor_numel(ty);
-    float *da = ga ? ga->data : NULL, *db = gb ? gb->data : NULL;
     if (!g)
         return QR_OK;
     if ((is(n, "Add") || is(n, "Sub") || is(n, "Mul")) && qr_tensor_same_shape(ta, ty) && qr_tensor_same_shape(tb, ty)) {
         /* the common case (a residual Add, a gate's Mul) without the broadcast's offsets */
         float sb = is(n, "Sub") ? -1.0f : 1.0f;
-        int mul = is(n, "Mul");
         for (int64_t i = 0; da && i < m; i++)
             da[i] += mul ? g[i] * b[i] : g[i];
         for (int64_t i = 0; db && i < m; i++)
@@ -137,7 +191,7 @@ static qr_status binary_vjp(const qr_node *n, const qr_tensor *ta, const qr_tens
     bcast_offsets(tb, ty, ob);
     int op = is(n, "Add") ? 0 : is(n, "Sub") ? 1 : is(n, "Mul") ? 2 : is(n, "Div") ? 3 : is(n, "Max") ? 4 : 5;
     for (int64_t i = 0; i < m; i++) {
-        double gi = g[i], av = add ? 0 : a[oa[i]], bv = add ? 0 : b[ob[i]], ka, kb;
+        double gi = g[i], av = a && !add ? a[oa[i]] : 0, bv = b && !add ? b[ob[i]] : 0, ka, kb;
         switch (op) {
         case 0: ka = 1, kb = 1; break;
         case 1: ka = 1, kb = -1; break;
@@ -414,18 +468,17 @@ static qr_status gemm_vjp(const qr_node *n, const qr_tensor *ta, const qr_tensor
                           qr_tensor *ga, qr_tensor *gb, qr_error *e)
 {
     const float *a = fdata(ta), *b = fdata(tb), *g = fdata(dy);
-    if (!a || !b || ta->ndim != 2 || tb->ndim != 2)
+    if ((gb && !a) || (ga && !b) || ta->ndim != 2 || tb->ndim != 2) /* each operand read for the other's adjoint */
         return qr_errorf(e, "backward of Gemm '%s': not 2-D f32 operands", n->name);
     int tA = (int)qr_attr_i(n, "transA", 0), tB = (int)qr_attr_i(n, "transB", 0);
     double al = qr_attr_f(n, "alpha", 1.0f);
     int64_t M = tA ? ta->dims[1] : ta->dims[0], K = tA ? ta->dims[0] : ta->dims[1], N = tB ? tb->dims[0] : tb->dims[1];
-    for (int64_t i = 0; g && i < M; i++)
+    for (int64_t i = 0; g && ga && i < M; i++)
         for (int64_t q = 0; q < K; q++) {
             double s = 0;
             for (int64_t j = 0; j < N; j++)
                 s += (double)g[i * N + j] * b[tB ? j * K + q : q * N + j];
-            if (ga)
-                ((float *)ga->data)[tA ? q * M + i : i * K + q] += (float)(al * s);
+            ((float *)ga->data)[tA ? q * M + i : i * K + q] += (float)(al * s);
         }
     for (int64_t q = 0; g && gb && q < K; q++)
         for (int64_t j = 0; j < N; j++) {
@@ -442,7 +495,7 @@ static qr_status matmul_vjp(const qr_node *n, const qr_tensor *ta, const qr_tens
                             const qr_tensor *dy, qr_tensor *ga, qr_tensor *gb, qr_error *e)
 {
     const float *a = fdata(ta), *b = fdata(tb), *g = fdata(dy);
-    if (!a || !b || ta->ndim < 1 || tb->ndim < 1)
+    if ((gb && !a) || (ga && !b) || ta->ndim < 1 || tb->ndim < 1) /* each operand read for the other's adjoint */
         return qr_errorf(e, "backward of MatMul '%s': not f32 operands", n->name);
     if (!g)
         return QR_OK;
@@ -471,7 +524,7 @@ static qr_status matmul_vjp(const qr_node *n, const qr_tensor *ta, const qr_tens
     float *btr = da ? malloc(sizeof *btr * (size_t)(K * N + 1)) : NULL, *tmp = malloc(sizeof *tmp * (size_t)(big + 1));
     qr_status st = (da && !btr) || !tmp ? qr_errorf(e, "out of memory") : QR_OK;
     for (int64_t t = 0; st == QR_OK && t < nb; t++) {
-        const float *A = a + oa[t] * M * K, *B = b + ob[t] * K * N, *G = g + t * M * N;
+        const float *A = db ? a + oa[t] * M * K : NULL, *B = da ? b + ob[t] * K * N : NULL, *G = g + t * M * N;
         if (da) {
             for (int64_t q = 0; q < K; q++)
                 for (int64_t j = 0; j < N; j++)
@@ -565,7 +618,7 @@ qr_status qr_vjp_node(const qr_node *n, const qr_tensor *const *in, const qr_ten
     const qr_tensor *x = n->n_in > 0 ? in[0] : NULL, *y = n->n_out > 0 ? out[0] : NULL;
     const qr_tensor *dy = n->n_out > 0 ? gout[0] : NULL;
     qr_tensor *dx = n->n_in > 0 ? gin[0] : NULL;
-    const float *g = fdata(dy), *xd = fdata(x), *yd = fdata(y);
+    const float *restrict g = fdata(dy), *restrict xd = fdata(x), *restrict yd = fdata(y);
     int64_t m = y ? qr_tensor_numel(y) : 0;
     for (int j = 0; j < n->n_in; j++)
         if (gin[j] && !qr_vjp_input_supported(n, j))
@@ -601,7 +654,7 @@ qr_status qr_vjp_node(const qr_node *n, const qr_tensor *const *in, const qr_ten
         return matmul_vjp(n, in[0], in[1], y, dy, dx, gin[1], e);
     if (!g)
         return QR_OK;
-    float *o = dx->data;
+    float *restrict o = dx->data;
     if (is(n, "Conv"))
         return conv_vjp(n, x, in[1], y, dy, dx, e);
     if (is(n, "ConvTranspose"))
@@ -616,6 +669,23 @@ qr_status qr_vjp_node(const qr_node *n, const qr_tensor *const *in, const qr_ten
             o[i] += g[i];
         return QR_OK;
     }
+    if (x && x->dtype == QR_BOOL && qr_vjp_masks(n) && x->data && qr_tensor_numel(x) == m) {
+        /* its input kept as its mask (qr_vjp_mask): the same products as from the input */
+        const unsigned char *restrict mk = x->data;
+        if (is(n, "Relu") || is(n, "LeakyRelu")) {
+            float al = is(n, "Relu") ? 0 : qr_attr_f(n, "alpha", 0.01f);
+            for (int64_t i = 0; i < m; i++)
+                o[i] += mk[i] ? g[i] : al * g[i];
+        } else if (is(n, "Clip")) {
+            for (int64_t i = 0; i < m; i++)
+                o[i] += mk[i] ? g[i] : 0;
+        } else {
+            float al = qr_attr_f(n, "alpha", 0.2f);
+            for (int64_t i = 0; i < m; i++)
+                o[i] += mk[i] ? al * g[i] : 0;
+        }
+        return QR_OK;
+    }
     if (!isf32(x) || !isf32(y))
         return qr_errorf(e, "backward of %s '%s': its input is not f32", n->op, n->name);
     if ((qr_vjp_reads(n, 0) && !xd) || (qr_vjp_reads(n, -1) && !yd))
@@ -627,13 +697,8 @@ qr_status qr_vjp_node(const qr_node *n, const qr_tensor *const *in, const qr_ten
         return QR_OK;
     }
     if (is(n, "Clip")) {
-        double lo = -INFINITY, hi = INFINITY;
-        if (n->opset < 11)
-            lo = qr_attr_f(n, "min", -INFINITY), hi = qr_attr_f(n, "max", INFINITY);
-        if (n->n_in > 1 && fdata(in[1]))
-            lo = fdata(in[1])[0];
-        if (n->n_in > 2 && fdata(in[2]))
-            hi = fdata(in[2])[0];
+        double lo, hi;
+        clip_bounds(n, in, &lo, &hi);
         for (int64_t i = 0; i < m; i++) /* torch.clamp's: the bounds themselves pass */
             o[i] += xd[i] >= lo && xd[i] <= hi ? g[i] : 0;
         return QR_OK;
@@ -831,14 +896,20 @@ qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *ad
         if (!any)
             continue;
         const qr_tensor *in[64], *out[64], *gout[64];
-        qr_tensor *gin[64];
+        qr_tensor *gin[64], shape[128]; /* a value kept as a mask, to the nodes that read it not: its shape */
         if (n->n_in > 64 || n->n_out > 64)
             return qr_errorf(e, "backward of %s '%s': over 64 inputs or outputs", n->op, n->name);
         for (int j = 0; j < n->n_in; j++) {
             const qr_value *u = n->in[j];
             in[j] = u ? &val[u->id] : NULL;
             gin[j] = NULL;
-            if (u && !u->is_const && maybe_f32(u) && val[u->id].dtype == QR_F32 && qr_vjp_input_supported(n, j)) {
+            if (u && val[u->id].dtype == QR_BOOL && maybe_f32(u) && !(j == 0 && qr_vjp_masks(n))) {
+                shape[j] = val[u->id], shape[j].dtype = QR_F32, shape[j].data = NULL;
+                in[j] = &shape[j];
+            }
+            /* kept as its f32 value (or shape), or as the mask of the one node that reads it */
+            int kept = u && (val[u->id].dtype == QR_F32 || (val[u->id].dtype == QR_BOOL && qr_vjp_masks(n)));
+            if (kept && !u->is_const && maybe_f32(u) && qr_vjp_input_supported(n, j)) {
                 if (!adj[u->id].data)
                     st = zeros_like(&val[u->id], &adj[u->id], e);
                 gin[j] = &adj[u->id];
@@ -847,6 +918,10 @@ qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *ad
         for (int k = 0; k < n->n_out; k++) {
             out[k] = n->out[k] ? &val[n->out[k]->id] : NULL;
             gout[k] = n->out[k] ? &adj[n->out[k]->id] : NULL;
+            if (out[k] && out[k]->dtype == QR_BOOL && maybe_f32(n->out[k])) {
+                shape[64 + k] = *out[k], shape[64 + k].dtype = QR_F32, shape[64 + k].data = NULL;
+                out[k] = &shape[64 + k];
+            }
         }
         if (st == QR_OK)
             st = qr_vjp_node(n, in, out, gout, gin, e);

@@ -19,6 +19,16 @@ int qr_vjp_input_supported(const qr_node *n, int j);
  * (data NULL), which is what a caller keeps to hold less. */
 int qr_vjp_reads(const qr_node *n, int j);
 
+/* Whether node n's backward reads its input 0 only as a 0/1 mask of the elements that pass (Relu,
+ * LeakyRelu, Clip with constant bounds, HardSigmoid): a caller may keep that mask instead of the
+ * input (QR_BOOL, the input's shape, from qr_vjp_mask: a byte an element where the f32 value takes
+ * four) when n is the only node that reads the input's data. */
+int qr_vjp_masks(const qr_node *n);
+
+/* n's mask (qr_vjp_masks) from its forward inputs in (in[0] f32, with data; Clip's bounds): m[i] = 1
+ * where element i passes, one byte an element. */
+void qr_vjp_mask(const qr_node *n, const qr_tensor *const *in, unsigned char *m);
+
 /* One node's backward: in[j] its forward inputs (NULL: left out), out[k] its forward outputs,
  * gout[k] the adjoints of its outputs (NULL or no data: zero), gin[j] (NULL: not wanted) the
  * adjoint of input j, added to (allocated and zeroed by the caller, in[j]'s shape). QR_ERR with a
@@ -35,7 +45,8 @@ void qr_vjp_exact(const qr_graph *g, unsigned char *exact);
 typedef void (*qr_vjp_visit_fn)(void *user, int value_id, const qr_tensor *adj);
 
 /* The backward pass over g: val[v] the forward's f32 value of every value id (a constant: its own
- * data; other types may be empty), adj[v] the seeds (the outputs' directions; every other entry
+ * data; other types may be empty; a value no backward reads by its shape alone, one only a masking
+ * node reads by its mask, qr_vjp_masks), adj[v] the seeds (the outputs' directions; every other entry
  * empty), filled and freed as the pass goes, back to front; visit sees each value's final adjoint.
  * Values the outputs reach only through nodes without a backward get none from those. */
 qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *adj, qr_vjp_visit_fn visit,

@@ -147,6 +147,17 @@ static void check(qr_graph *g, qr_node *n, int nx, qr_value **xv, float **xd, co
             lean[n->in[j]->id].data = NULL;
     if (!qr_vjp_reads(n, -1))
         lean[n->out[0]->id].data = NULL;
+    /* a masking node (Relu, Clip...) given its input as the mask alone, as rank = grad keeps it */
+    unsigned char *mask = NULL;
+    if (qr_vjp_masks(n)) {
+        const qr_tensor *ins[3] = {&val[n->in[0]->id], NULL, NULL};
+        for (int j = 1; j < n->n_in && j < 3; j++)
+            ins[j] = n->in[j] ? &val[n->in[j]->id] : NULL;
+        mask = malloc((size_t)qr_tensor_numel(ins[0]) + 1);
+        qr_vjp_mask(n, ins, mask);
+        lean[n->in[0]->id].dtype = QR_BOOL;
+        lean[n->in[0]->id].data = mask;
+    }
     adj[n->out[0]->id] = gy;
     grab gr = {.nx = nx, .xv = (const qr_value *const *)xv}, gl = gr;
     cr_assert_eq(qr_vjp_backward(g, val, adj, visit, &gr, &e), QR_OK, "%s", e.msg);
@@ -195,7 +206,7 @@ static void check(qr_graph *g, qr_node *n, int nx, qr_value **xv, float **xd, co
         qr_tensor_free(&want);
         qr_tensor_free(got);
     }
-    free(lean);
+    free(lean), free(mask);
     qr_tensor_free(&y); /* gy: the backward freed it with y's adjoint */
     qr_exec_free(x);
     free(val), free(adj);
@@ -283,6 +294,48 @@ Test(vjp, gemm_trans_b_alpha_and_both_operands)
     tu_attr_float(g, n, "alpha", 0.5f);
     check(g, n, 2, xv, xd, "y = 0.5 * x0.t() @ x1.t() + w0");
 }
+
+/* A constant operand (weights, a scale): the variable one is read by no backward (qr_vjp_reads), so
+ * the lean pass gives it by its shape alone. */
+Test(vjp, gemm_constant_b_trans_a)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1];
+    int64_t as[2] = {5, 3}, bs[2] = {5, 4}, cs[1] = {4};
+    qr_value *xv[1] = {var(g, 0, 2, as, &xd[0], 0)};
+    qr_value *in[3] = {xv[0], cst(g, 0, 2, bs, 1, 0), cst(g, 1, 1, cs, 1, 0)};
+    qr_node *n = tu_node(g, "Gemm", "m", 3, in, 1);
+    tu_attr_int(g, n, "transA", 1);
+    tu_attr_float(g, n, "alpha", -0.7f);
+    check(g, n, 1, xv, xd, "y = -0.7 * x0.t() @ w0 + w1");
+}
+
+Test(vjp, matmul_constant_weights)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1];
+    int64_t as[3] = {2, 3, 4}, bs[2] = {4, 5};
+    qr_value *xv[1] = {var(g, 0, 3, as, &xd[0], 0)};
+    qr_value *in[2] = {xv[0], cst(g, 0, 2, bs, 1, 0)};
+    qr_node *n = tu_node(g, "MatMul", "m", 2, in, 1);
+    check(g, n, 1, xv, xd, "y = x0 @ w0");
+}
+
+static void by_constant(const char *op, const char *py, int first)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd[1];
+    int64_t as[3] = {2, 3, 4}, cs[2] = {3, 1};
+    qr_value *xv[1] = {var(g, 0, 3, as, &xd[0], 0)};
+    qr_value *c = cst(g, 0, 2, cs, 1, op[0] == 'D' && !first ? 2.0f : 0);
+    qr_value *in[2] = {first ? c : xv[0], first ? xv[0] : c};
+    qr_node *n = tu_node(g, op, "b", 2, in, 1);
+    check(g, n, 1, xv, xd, py);
+}
+
+Test(vjp, mul_by_constant) { by_constant("Mul", "y = x0 * w0", 0); }
+Test(vjp, constant_times_variable) { by_constant("Mul", "y = w0 * x0", 1); }
+Test(vjp, div_by_constant) { by_constant("Div", "y = x0 / w0", 0); }
 
 Test(vjp, matmul_broadcast_batch)
 {
