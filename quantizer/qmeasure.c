@@ -3000,6 +3000,15 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
             break;
         sub[nexact++] = best;
     }
+    /* the estimate's executors, QDQ graph and reference outputs go before the exact runs, which
+     * build their own (MobileNetV3-small's peak was the exact runs' beside them) */
+    qr_exec_free(fx), qr_exec_free(qx);
+    fx = qx = NULL;
+    qr_graph_free(one.qdq);
+    one.qdq = NULL;
+    if (own)
+        outref_free(&o), own = 0;
+    qr_plan_give_back_memory();
     if (st == QR_OK && nexact > 0) {
         ranked *rs = malloc(sizeof *rs * (size_t)nexact);
         if (!rs)
