@@ -18,7 +18,9 @@ two.onnx (make): x -> Conv (two nearly equal channels) -> a -> Conv (their diffe
 outputs: pooled, a's energy hides b's error.
 
 Usage: gain_oracle.py make DIR                 chain.onnx, chain_x.npy, two.onnx, two_x.npy, nonlin.onnx, nonlin_x.npy
-       gain_oracle.py check DIR QPARAMS REPORT  prints one line per layer: name exact gain reported"""
+       gain_oracle.py check DIR QPARAMS REPORT  prints one line per layer: name exact gain reported
+       gain_oracle.py two DIR REPORT N          two.onnx's exact effects on its first N samples from the
+                                                report's qparams: one line per layer: name exact reported"""
 import json
 import sys
 
@@ -121,8 +123,37 @@ def check(d, qpath, rpath):
         print(k, f"{exact[k]:.4f}", f"{gain[k]:.4f}", "null" if r is None else f"{r:.4f}")
 
 
+def two(d, rpath, n):
+    """two.onnx's exact effects (rank = effect's: one layer quantized alone, its producer's weights
+    too, outputs = worst) on its first n samples, from the report's qparams: one line per layer."""
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(f"{d}/two.onnx")
+    w = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    x = np.load(f"{d}/two_x.npy")[:n]
+    qp = {l["value"]: l for l in json.load(open(rpath))["layers"]}
+
+    def fq(name, v):
+        p = qp[name]
+        s, z = np.float32(p["scale"]), p["zero_point"]
+        return ((np.clip(np.rint(v / s) + z, 0, 255) - z) * s).astype(np.float32)
+
+    def db(ref, got):
+        ref = ref.astype(np.float64)
+        return 10 * np.log10((ref ** 2).sum() / ((ref - got.astype(np.float64)) ** 2).sum())
+
+    a = conv(w["wa"], x)
+    b = conv(w["wb"], a)
+    aq = fq("a", conv(wq(w["wa"]), x))
+    eff = {"a": min(db(a, aq), db(b, conv(w["wb"], aq))), "b": db(b, fq("b", conv(wq(w["wb"]), a)))}
+    for k in "ab":
+        print(k, f"{eff[k]:.4f}", f"{qp[k]['effect_db']:.4f}")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "make":
         make(sys.argv[2])
+    elif sys.argv[1] == "two":
+        two(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
         check(*sys.argv[2:5])
