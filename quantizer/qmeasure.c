@@ -2876,7 +2876,8 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
         qr_exec_opts eo = {.threads = q->o->threads > 1 ? q->o->threads : 1, .observer = grad_keep, .observer_user = &gb};
         if ((st = qr_plan_build_qdq(q, &one)) == QR_OK && (st = qr_exec_new(g, &eo, &fx, q->e)) == QR_OK) {
             eo.observer = grad_local;
-            st = qr_exec_new(one.qdq, &eo, &qx, q->e);
+            if ((st = qr_exec_new(one.qdq, &eo, &qx, q->e)) == QR_OK)
+                qr_exec_share_work(qx, fx); /* they never run at once */
         }
     }
     /* One sample per pass where the model's batch is open: what a pass holds (the values the
@@ -2895,6 +2896,9 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
                 gb.val[v] = g->values[v]->t;
         if ((st = qr_exec_run(fx, in, out, q->e)) != QR_OK)
             break;
+        /* each run's arena is the next run's (the QDQ run's, the next sample's f32 run's): the
+         * runs and the backward passes hold one arena, not two beside the kept values */
+        qr_exec_drop_plan(fx);
         for (int j = 0; j < no; j++) { /* each output's energy, sample by sample */
             const float *a = out[j].dtype == QR_F32 ? out[j].data : NULL;
             int64_t cnt = qr_tensor_numel(&out[j]), ns = out[j].ndim > 0 && out[j].dims[0] == b ? b : 1;
@@ -2904,6 +2908,7 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
         }
         if ((st = qr_exec_run(qx, in, out, q->e)) != QR_OK)
             break;
+        qr_exec_drop_plan(qx);
         for (int j = 0; j < no; j++)
             qr_tensor_free(&out[j]);
         for (int i = 0; i < g->n_inputs; i++) { /* a quantized model input: its rounding, which no run observes */
