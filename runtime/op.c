@@ -366,6 +366,22 @@ void *qr_kkeep_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
     return slot_take(k, &s->keep, &s->keep_bytes, &s->keep_what, bytes, what);
 }
 
+/* The shapes a run plan is made from, as one number: the dtype, rank and dims of every input that
+ * is not a constant (a constant's are the same on every run of the executor). */
+static uint64_t plan_shapes_key(const qr_kctx *k)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)k->n_in;
+    for (int i = 0; i < k->n_in; i++) {
+        const qr_tensor *t = k->in[i];
+        if (!t || qr_kinput_const(k, i))
+            continue;
+        h = (h ^ ((uint64_t)t->dtype << 32 | (uint32_t)t->ndim)) * 0x100000001b3ull;
+        for (int d = 0; d < t->ndim; d++)
+            h = (h ^ (uint64_t)t->dims[d]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
 void *qr_kplan_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
 {
     qr_kcache *s = k->plan_static ? k->cache : NULL;
@@ -374,6 +390,13 @@ void *qr_kplan_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
     if (!s)
         return qr_kwork(k, 1, (int64_t)bytes, 1, what);
     if (s->plan && s->plan_ready && s->plan_bytes == bytes && s->plan_what == what && s->plan_epoch == epoch) {
+        if (plan_shapes_key(k) != s->plan_shapes) { /* a bug of the executor's, not of the input */
+            fprintf(stderr,
+                    "qrl: internal error: node '%s' (%s): its %s was made for other input shapes and not dropped "
+                    "(runtime/exec.c drop_plan)\n",
+                    k->node->name ? k->node->name : "", k->node->op, what);
+            abort();
+        }
         *fresh = 0;
         return s->plan;
     }
@@ -381,8 +404,10 @@ void *qr_kplan_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
     void *p = s->plan && s->plan_bytes == bytes && s->plan_what == what
                   ? s->plan
                   : slot_take(k, &s->plan, &s->plan_bytes, &s->plan_what, bytes, what);
-    if (p && p == s->plan)
+    if (p && p == s->plan) {
         s->plan_epoch = epoch;
+        s->plan_shapes = plan_shapes_key(k);
+    }
     return p;
 }
 

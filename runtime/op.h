@@ -93,6 +93,7 @@ typedef struct qr_kcache {
     const char *plan_what;
     int plan_ready;
     unsigned plan_epoch; /* qr_options_epoch when it was made */
+    uint64_t plan_shapes; /* the input shapes it was made for, as one number (op.c plan_shapes_key) */
 } qr_kcache;
 
 typedef qr_status (*qr_op_fn)(qr_kctx *k);
@@ -224,7 +225,9 @@ void *qr_kkeep_get(qr_kctx *k, size_t bytes, const char *what, int *fresh);
  * compiled (NULL). Without an executor's static plan (no cache, or shapes that depend on data)
  * a fresh one from the workspace every run. Its own executor's only (never shared); made and read
  * on the thread that runs the node (one node at a time), so two threads need no lock. 64-byte
- * aligned; NULL with the error set. */
+ * aligned; NULL with the error set. A kept plan asked for on inputs of other shapes than it was made
+ * for (the executor failed to drop it) is a programmer error: qr_kplan_get aborts with a message
+ * rather than let the kernel run on the other shapes' geometry (stop 44: a run that never ended). */
 void *qr_kplan_get(qr_kctx *k, size_t bytes, const char *what, int *fresh);
 /* The plan qr_kplan_get handed out fresh (p) is filled: later runs of these shapes may reuse it. */
 void qr_kplan_ready(qr_kctx *k, const void *p);
