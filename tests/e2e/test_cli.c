@@ -71,6 +71,25 @@ static void run_case(const char *suite, const char *name, int nin, int nout)
     free(log);
 }
 
+static void make_torch_ref(const char *out, void *user)
+{
+    (void)user;
+    char *log = tu_sh("/usr/bin/python3 %s/tools/torch_reference.py %s/examples/fmnist/fmnist_cnn.onnx %s 7 1", tu_root(),
+                      tu_root(), out);
+    free(log);
+}
+
+/* dir/ref: tools/torch_reference.py's 7 seeded images of the bundled model (x.npy) and PyTorch's
+ * logits of them, made once for all the tests of the run (tu_shared; the script is seeded: the
+ * same files each time) and copied. */
+static void torch_ref(void)
+{
+    char *shared = tu_shared("torch_ref_7", make_torch_ref, NULL);
+    char *log = tu_sh("cp -r '%s' '%s/ref'", shared, dir);
+    free(log);
+    free(shared);
+}
+
 Test(cli, run_conformance_models)
 {
     run_case("node", "test_conv_with_strides_padding", 2, 1);
@@ -85,10 +104,7 @@ Test(cli, run_conformance_models)
 Test(cli, run_bundled_model_matches_torch)
 {
     char cmd[2048], *log;
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/torch_reference.py %s/examples/fmnist/fmnist_cnn.onnx %s/ref 7 1",
-             tu_root(), tu_root(), dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
+    torch_ref();
     for (int threads = 1; threads <= 2; threads++) {
         snprintf(cmd, sizeof cmd, "%s run %s/examples/fmnist/fmnist_cnn.onnx -i %s/ref/x.npy -o %s/out%d --threads %d --stats",
                  tu_qrl(), tu_root(), dir, dir, threads, threads);
@@ -120,10 +136,7 @@ Test(cli, run_bundled_model_matches_torch)
 Test(cli, run_profile_counts_the_models_macs)
 {
     char cmd[2048], *log;
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/torch_reference.py %s/examples/fmnist/fmnist_cnn.onnx %s/ref 7 1",
-             tu_root(), tu_root(), dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
+    torch_ref();
     snprintf(cmd, sizeof cmd, "%s run %s/examples/fmnist/fmnist_cnn.onnx -i %s/ref/x.npy -o %s/p32 --profile", tu_qrl(),
              tu_root(), dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -152,10 +165,7 @@ Test(cli, run_profile_counts_the_models_macs)
 Test(cli, one_and_two_threads_give_the_same_bits)
 {
     char cmd[2048], *log, path[600];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/torch_reference.py %s/examples/fmnist/fmnist_cnn.onnx %s/ref 7 1",
-             tu_root(), tu_root(), dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
+    torch_ref();
     const char *recipe[2] = {"", "--recipe %s/recipes/int8.qrl --calib %s/ref/x.npy"};
     for (int v = 0; v < 2; v++) {
         qr_tensor out[2];
@@ -184,10 +194,7 @@ Test(cli, one_and_two_threads_give_the_same_bits)
 Test(cli, bench_times_both_graphs_and_writes_json)
 {
     char cmd[2048], *log, path[600];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tools/torch_reference.py %s/examples/fmnist/fmnist_cnn.onnx %s/ref 7 1",
-             tu_root(), tu_root(), dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
+    torch_ref();
     snprintf(path, sizeof path, "%s/bench.json", dir);
     snprintf(cmd, sizeof cmd,
              "%s bench %s/examples/fmnist/fmnist_cnn.onnx --recipe %s/recipes/int8.qrl --calib %s/ref/x.npy --batch 1,3 "
@@ -422,10 +429,8 @@ static int same_bits(const qr_tensor *a, const qr_tensor *b)
 Test(cli, recipe_name_picks_the_recipe)
 {
     char cmd[4096], *log, two[600], one[2][600], extra[1400];
-    snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 %s/tools/torch_reference.py %s/examples/fmnist/fmnist_cnn.onnx %s/ref 7 1 && "
-             "/usr/bin/python3 -c \"import numpy as np; np.save('%s/y.npy', np.arange(7) %% 10)\"",
-             tu_root(), tu_root(), dir, dir);
+    torch_ref();
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as np; np.save('%s/y.npy', np.arange(7) %% 10)\"", dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
     const char *names[2] = {"mm", "pct"};
@@ -509,16 +514,40 @@ static const char *first_images(int n)
 }
 
 /* The bundled CNN quantized by recipes/<recipe>.qrl on 64 calibration images (of data folder d)
- * into dir/out. */
-static void quantize_bundled(const char *recipe, const char *d, const char *out)
+ * into path. */
+static void quantize_bundled_to(const char *recipe, const char *d, const char *path)
 {
     char cmd[4096], *log;
     snprintf(cmd, sizeof cmd,
              "%s quantize %s/examples/fmnist/fmnist_cnn.onnx --recipe %s/recipes/%s.qrl --calib %s/calib_images.npy "
-             "--calib-count 64 -o %s/%s --quiet",
-             tu_qrl(), tu_root(), tu_root(), recipe, d, dir, out);
+             "--calib-count 64 -o %s --quiet",
+             tu_qrl(), tu_root(), tu_root(), recipe, d, path);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
+}
+
+/* quantize_bundled_to into dir/out. */
+static void quantize_bundled(const char *recipe, const char *d, const char *out)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, out);
+    quantize_bundled_to(recipe, d, path);
+}
+
+static void make_bundled_int8(const char *out, void *d)
+{
+    quantize_bundled_to("int8", d, out);
+}
+
+/* quantize_bundled("int8", d, out), quantized once for all the tests of the run (tu_shared) and
+ * copied to dir/out: the same command with the same inputs gives the same export (qrl quantize is
+ * deterministic: test_provenance cmp's two runs). */
+static void bundled_int8(const char *d, const char *out)
+{
+    char *shared = tu_shared("fmnist_cnn.int8.onnx", make_bundled_int8, (void *)d);
+    char *log = tu_sh("cp '%s' '%s/%s'", shared, dir, out);
+    free(log);
+    free(shared);
 }
 
 /* qrl run --batch: 203 images of the bundled CNN (the last slice short) run 64 and 50 at a time
@@ -614,13 +643,16 @@ Test(cli, run_batches_only_what_follows_the_slices)
  * kernels of graphs that never ship, and the compiler's memory added to its peak): an empty module
  * cache holds the recipe's module afterwards and no iconv-/rowsep- entry; --option iconv-jit=auto
  * gives the background compilation back (at least one kernel, at exit, on a VNNI CPU), the export the
- * same bytes. */
+ * same bytes. The second run starts from a copy of the first's cache (the recipe's module, no shape
+ * kernel): it compiles no recipe again (the first run showed the module is written), only kernels. */
 Test(cli, quantize_compiles_no_shape_kernel_by_default, .timeout = 300)
 {
     char cmd[4096], *log;
     const char *d = first_images(64);
     int vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
     for (int auto_ = 0; auto_ < 2; auto_++) {
+        if (auto_)
+            free(tu_sh("cp -r '%s/qc0' '%s/qc1'", dir, dir));
         snprintf(cmd, sizeof cmd,
                  "XDG_CACHE_HOME='%s/qc%d' %s quantize %s/examples/fmnist/fmnist_cnn.onnx --recipe %s/recipes/int8.qrl "
                  "--calib %s/calib_images.npy --calib-count 64 -o %s/qc%d.onnx --quiet %s",
@@ -653,7 +685,7 @@ Test(cli, shape_kernels_compile_in_the_background, .timeout = 300)
 {
     char cmd[4096], *log;
     const char *d = first_images(16);
-    quantize_bundled("int8", d, "q.onnx");
+    bundled_int8(d, "q.onnx");
     snprintf(cmd, sizeof cmd, "mkdir '%s/tmp' && %s run %s/q.onnx -i %s/x.npy -o %s/off --option iconv-jit=0", dir,
              tu_qrl(), dir, dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
@@ -709,7 +741,7 @@ Test(cli, run_switches_give_the_same_bits, .timeout = 300)
 {
     char cmd[4096], *log;
     const char *d = first_images(64);
-    quantize_bundled("int8", d, "q.onnx");
+    bundled_int8(d, "q.onnx");
     const char *how[] = {"--option iconv-jit=0",
                          "--kernels portable",
                          "--kernels avx2",

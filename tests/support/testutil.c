@@ -6,12 +6,15 @@
 #include "../../compiler/compile.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "op.h"
 #include "options.h"
@@ -203,6 +206,9 @@ int tu_count_files(const char *dir)
  * no_cache, as test_cache and test_jit's cache tests do). */
 #define TU_MODULE_CACHE "QRL_TEST_MODULE_CACHE"
 static char *run_cache;
+/* The folder of the files the tests of one run share (tu_shared), made and removed with the cache. */
+#define TU_SHARED "QRL_TEST_SHARED"
+static char *run_shared;
 
 ReportHook(PRE_ALL)(struct criterion_test_set *set)
 {
@@ -210,6 +216,9 @@ ReportHook(PRE_ALL)(struct criterion_test_set *set)
     run_cache = tu_tmpdir();
     if (run_cache)
         setenv(TU_MODULE_CACHE, run_cache, 1);
+    run_shared = tu_tmpdir();
+    if (run_shared)
+        setenv(TU_SHARED, run_shared, 1);
 }
 
 ReportHook(POST_ALL)(struct criterion_global_stats *stats)
@@ -218,6 +227,34 @@ ReportHook(POST_ALL)(struct criterion_global_stats *stats)
     unsetenv(TU_MODULE_CACHE);
     tu_rmdir(run_cache);
     run_cache = NULL;
+    unsetenv(TU_SHARED);
+    tu_rmdir(run_shared);
+    run_shared = NULL;
+}
+
+char *tu_shared(const char *name, void (*make)(const char *out, void *user), void *user)
+{
+    const char *d = getenv(TU_SHARED);
+    cr_assert(d && *d, "no $%s (the test binary's PRE_ALL hook sets it)", TU_SHARED);
+    size_t n = strlen(d) + strlen(name) + 64;
+    char *path = malloc(n), *tmp = malloc(n), *lock = malloc(n);
+    cr_assert(path && tmp && lock);
+    snprintf(path, n, "%s/%s", d, name);
+    snprintf(lock, n, "%s/.lock", d);
+    /* one maker at a time (Criterion's --jobs runs tests in parallel); a maker that fails ends its
+     * process, which lets the lock go and leaves no file under the name */
+    int fd = open(lock, O_CREAT | O_RDWR, 0600);
+    cr_assert(fd >= 0 && flock(fd, LOCK_EX) == 0, "cannot lock %s", lock);
+    if (access(path, F_OK) != 0) {
+        snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+        make(tmp, user);
+        cr_assert(access(tmp, F_OK) == 0, "%s: its maker wrote nothing", name);
+        cr_assert(rename(tmp, path) == 0, "cannot rename %s to %s", tmp, path);
+    }
+    close(fd);
+    free(tmp);
+    free(lock);
+    return path;
 }
 
 struct qrl_module *tu_compile(const char *rel, char *err, size_t n)

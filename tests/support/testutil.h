@@ -80,6 +80,15 @@ void tu_option(const char *name, const char *value);
  * for each run of it ($QRL_TEST_MODULE_CACHE, testutil.c), else in memory. */
 struct qrl_module *tu_compile(const char *rel, char *err, size_t n);
 
+/* A file (or folder) the tests of one run of a test binary share, made once: several tests that
+ * would each make it alike (the same model quantized by the same command) read one, and each still
+ * asserts on what it reads. The path of name in the run's shared folder (malloc'd; made by the
+ * PRE_ALL hook, removed after the last test). The first test that asks makes it: make(out, user)
+ * writes out, a path beside it, which is then renamed to the path; a lock keeps tests run in
+ * parallel from making it twice, and a maker that fails leaves nothing under the name (the next
+ * test that asks tries again). A test must not change what it is given. */
+char *tu_shared(const char *name, void (*make)(const char *out, void *user), void *user);
+
 /* Function or kernel name of m, checked through the runtime's typed lookup (qr_module_fn_typed)
  * against its type written as a recipe writes types, "f64(f64[],tensor<u8>,qtype)" or
  * "void(i32)"; the test fails with the lookup's message when the type differs. */
