@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../../compiler/iconv_jit.h"
@@ -23,19 +24,29 @@
 
 static char *cache_dir;
 
-static void fresh_cache(void)
+static void make_cache_dir(const char *out, void *user)
 {
-    cache_dir = tu_tmpdir();
+    (void)user;
+    cr_assert_eq(mkdir(out, 0700), 0, "cannot make %s", out);
+}
+
+/* The fused kernels compiled go to a module cache (XDG_CACHE_HOME) that the tests of one run share
+ * (tu_shared), made empty before the first: what runs was compiled by this build, and a kernel of
+ * the same program and shape that two tests ask for (the stdlib's requantization at the channel
+ * counts the packed tail's and its lean forms' tests share) is compiled once. */
+static void run_cache(void)
+{
+    cache_dir = tu_shared("xdg_cache", make_cache_dir, NULL);
     setenv("XDG_CACHE_HOME", cache_dir, 1);
 }
 
 static void drop_cache(void)
 {
     qc_iconv_jit_release();
-    tu_rmdir(cache_dir);
+    free(cache_dir);
 }
 
-TestSuite(vecmap, .init = fresh_cache, .fini = drop_cache);
+TestSuite(vecmap, .init = run_cache, .fini = drop_cache);
 
 static qrl_module *compile_path(const char *rel)
 {
@@ -635,8 +646,10 @@ Test(vecmap, packed_tail_lean_forms_give_the_oracle_bytes)
     }
     qrl_module *m = compile_path("recipes/int8.qrl");
     /* n 24 and 40 (one ragged strip: kind 0), 96 (4 + 2 full: kinds 0, 1), 150 (kinds 0, 1, 2 ragged), 216
-     * (0..3, the last ragged), 485 (eight strips: both places of kinds 2 and 3, the last of 5 lanes) */
-    static const int64_t shapes[][4] = {{1, 16, 24, 19}, {9, 4, 40, 11}, {1, 16, 96, 49}, {1, 8, 150, 29},
+     * (0..3, the last ragged), 485 (eight strips: both places of kinds 2 and 3, the last of 5 lanes); taps and k4
+     * those of packed_tail_gives_the_oracle_bytes' shapes of 24, 96, 150 and 216 channels, whose kernels (the
+     * same program) the run's module cache then holds */
+    static const int64_t shapes[][4] = {{1, 16, 24, 19}, {9, 4, 40, 11}, {1, 16, 96, 49}, {2, 4, 150, 29},
                                         {1, 4, 216, 13}, {9, 8, 485, 6}, {1, 24, 485, 55}};
     static const tail_kind kind = {lean_tables, lean_tie};
     run_tail(m, shapes, sizeof shapes / sizeof shapes[0], &kind);
@@ -651,7 +664,9 @@ Test(vecmap, packed_tail_lean_forms_give_the_oracle_bytes)
  * (acc + T1 - T0). Biases of both signs and near the ends of i32 (the sums wrap, as addi does),
  * init near the ends too (make_layer); u8 and i8; 1, 2 and 9 taps; strips of 1 to 4 vectors, full
  * and ragged, several row tiles, the last ragged; all columns in one call and in two split at 64
- * (as two threads split them). */
+ * (as two threads split them). Each (program, shape) once, of type u8 or i8 by turns ((p + s) % 2):
+ * every program meets every shape, and each of them both types (a kernel is compiled per program
+ * and shape, seconds of libgccjit each: the full cross of 70 was the binary's longest test). */
 static int32_t fold_oracle(int p, int32_t a, int32_t t0, int32_t t1)
 {
     uint32_t ua = (uint32_t)a, u0 = (uint32_t)t0, u1 = (uint32_t)t1;
@@ -679,39 +694,38 @@ Test(vecmap, folded_bias_gives_the_oracle_bytes)
     };
     static const int64_t shapes[][4] = {{1, 4, 8, 6},  {9, 8, 16, 11}, {1, 16, 24, 19}, {2, 4, 37, 17},
                                         {1, 16, 64, 13}, {1, 8, 100, 7}, {1, 4, 150, 11}};
-    for (int i8 = 0; i8 < 2; i8++)
-        for (size_t p = 0; p < sizeof progs / sizeof progs[0]; p++) {
+    for (size_t p = 0; p < sizeof progs / sizeof progs[0]; p++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int i8 = (int)((p + s) % 2);
             char prog[128];
             snprintf(prog, sizeof prog, progs[p], i8 ? "i8" : "u8");
-            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-                layer l;
-                make_layer(&l, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
-                int32_t *t = malloc((size_t)(2 * l.n) * sizeof *t);
-                for (int64_t c = 0; c < 2 * l.n; c++) /* small of both signs, and near the ends of i32 */
-                    t[c] = c % 3 == 0 ? (int32_t)(next() % 601) - 300 : c % 3 == 1 ? INT32_MIN + (int32_t)(next() % 400) : (int32_t)next();
-                const int32_t *tabs[2] = {t, t + l.n};
-                for (int64_t i = 0; i < l.rows * l.n; i++) {
-                    int64_t c = i % l.n;
-                    int32_t v = fold_oracle((int)p, l.acc[i], t[c], t[l.n + c]);
-                    l.want[i] = i8 ? (uint8_t)(int8_t)(v < -128 ? -128 : v > 127 ? 127 : v) : (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-                }
-                qr_iconv_ep_fn fused = qc_iconv_jit_ep(l.taps, l.k4, l.n, prog);
-                cr_assert(fused, "%s: no fused kernel", prog);
-                for (int split = 0; split < 2; split++) {
-                    memset(l.got, 0xa5, (size_t)(l.rows * l.n) + 1);
-                    int64_t mid = split && l.n > 64 ? 64 : l.n;
-                    fused(l.got, l.n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, mid, l.n, tabs, NULL, 0);
-                    if (mid < l.n)
-                        fused(l.got, l.n, l.a, l.taps, l.rows, l.w, l.init, l.k4, mid, l.n, l.n, tabs, NULL, 0);
-                    for (int64_t i = 0; i < l.rows * l.n; i++)
-                        cr_assert_eq(l.got[i], l.want[i], "%s, taps %lld k4 %lld n %lld, split %d: y[%lld][%lld] = %d, want %d (acc %d)",
-                                     prog, (long long)l.taps, (long long)l.k4, (long long)l.n, split,
-                                     (long long)(i / l.n), (long long)(i % l.n), l.got[i], l.want[i], l.acc[i]);
-                    cr_assert_eq(l.got[l.rows * l.n], 0xa5, "written past the last row");
-                }
-                free(t);
-                drop_layer(&l);
+            layer l;
+            make_layer(&l, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+            int32_t *t = malloc((size_t)(2 * l.n) * sizeof *t);
+            for (int64_t c = 0; c < 2 * l.n; c++) /* small of both signs, and near the ends of i32 */
+                t[c] = c % 3 == 0 ? (int32_t)(next() % 601) - 300 : c % 3 == 1 ? INT32_MIN + (int32_t)(next() % 400) : (int32_t)next();
+            const int32_t *tabs[2] = {t, t + l.n};
+            for (int64_t i = 0; i < l.rows * l.n; i++) {
+                int64_t c = i % l.n;
+                int32_t v = fold_oracle((int)p, l.acc[i], t[c], t[l.n + c]);
+                l.want[i] = i8 ? (uint8_t)(int8_t)(v < -128 ? -128 : v > 127 ? 127 : v) : (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
             }
+            qr_iconv_ep_fn fused = qc_iconv_jit_ep(l.taps, l.k4, l.n, prog);
+            cr_assert(fused, "%s: no fused kernel", prog);
+            for (int split = 0; split < 2; split++) {
+                memset(l.got, 0xa5, (size_t)(l.rows * l.n) + 1);
+                int64_t mid = split && l.n > 64 ? 64 : l.n;
+                fused(l.got, l.n, l.a, l.taps, l.rows, l.w, l.init, l.k4, 0, mid, l.n, tabs, NULL, 0);
+                if (mid < l.n)
+                    fused(l.got, l.n, l.a, l.taps, l.rows, l.w, l.init, l.k4, mid, l.n, l.n, tabs, NULL, 0);
+                for (int64_t i = 0; i < l.rows * l.n; i++)
+                    cr_assert_eq(l.got[i], l.want[i], "%s, taps %lld k4 %lld n %lld, split %d: y[%lld][%lld] = %d, want %d (acc %d)",
+                                 prog, (long long)l.taps, (long long)l.k4, (long long)l.n, split,
+                                 (long long)(i / l.n), (long long)(i % l.n), l.got[i], l.want[i], l.acc[i]);
+                cr_assert_eq(l.got[l.rows * l.n], 0xa5, "written past the last row");
+            }
+            free(t);
+            drop_layer(&l);
         }
 }
 
