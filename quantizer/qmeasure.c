@@ -281,11 +281,12 @@ static qr_status outref_run(outref *o, qr_qctx *q, const qr_tensor *calib, int64
         int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
         if (split && !my_batch(k, o->nbatches))
             continue;
-        qr_plan_slice_inputs(calib, g->n_inputs, at, b, in);
+        qr_plan_take_inputs(q, calib, g->n_inputs, at, b, in);
         o->cur_b = b;
         for (int i = 0; i < g->n_inputs; i++) /* no node produces them: their shapes as given (symbolic ones) */
             observe_shapes(o, NULL, g->inputs[i], &in[i]);
         st = qr_exec_run(x, in, &o->out[k * g->n_outputs], q->e);
+        qr_plan_drop_inputs(q, calib, at, b);
     }
     if (x) {
         qr_exec_stats es;
@@ -1029,7 +1030,7 @@ static qr_status group_batch(sbs_group *G, int64_t kb)
     int nr = w->nr;
     int64_t at = kb * w->batch, b = w->n - at < w->batch ? w->n - at : w->batch;
     memset(G->sums, 0, sizeof *G->sums * (size_t)w->nsums);
-    qr_plan_slice_inputs(w->calib, q->g->n_inputs, at, b, G->in);
+    qr_plan_take_inputs(q, w->calib, q->g->n_inputs, at, b, G->in);
     memset(r->there, 0, nv);
     r->f32_done = 0;
     r->running = nr;
@@ -1046,6 +1047,7 @@ static qr_status group_batch(sbs_group *G, int64_t kb)
     int *started = calloc((size_t)nr + 1, sizeof *started);
     if (!tid || !started) {
         free(tid), free(started);
+        qr_plan_drop_inputs(q, w->calib, at, b);
         return qr_errorf(&G->e, "out of memory");
     }
     int f32_started = pthread_create(&f32_tid, NULL, f32_batch, &G->f) == 0;
@@ -1070,6 +1072,7 @@ static qr_status group_batch(sbs_group *G, int64_t kb)
         if (!started[k])
             read_batch(&G->ms[k]);
     free(tid), free(started);
+    qr_plan_drop_inputs(q, w->calib, at, b);
     for (size_t i = 0; i < nv; i++)
         qr_tensor_free(&r->t[i]);
     if (G->f.st != QR_OK) {
@@ -1581,8 +1584,10 @@ static void *rows_work(void *p)
     for (int i = w->w; st == QR_OK && !r->failed && i < r->nk; i += r->nw) {
         int k = r->ks[i];
         int64_t at = k * r->o->batch, b = r->o->n - at < r->o->batch ? r->o->n - at : r->o->batch;
-        qr_plan_slice_inputs(r->calib, g->n_inputs, at, b, in);
-        if ((st = qr_exec_run(x, in, out, &w->e)) != QR_OK)
+        qr_plan_take_inputs(r->q, r->calib, g->n_inputs, at, b, in);
+        st = qr_exec_run(x, in, out, &w->e);
+        qr_plan_drop_inputs(r->q, r->calib, at, b);
+        if (st != QR_OK)
             break;
         for (int j = 0; j < no; j++)
             got[j] = &out[j];
@@ -2248,9 +2253,11 @@ static void *effects_worker(void *p)
     int nown = ef->nown;
     ef->nown = 0;
     if (st == QR_OK && nown > 0 && o->nbatches > 0) {
-        qr_plan_slice_inputs(a->calib, g->n_inputs, 0, o->n < o->batch ? o->n : o->batch, in);
+        int64_t b = o->n < o->batch ? o->n : o->batch;
+        qr_plan_take_inputs(ef->q, a->calib, g->n_inputs, 0, b, in);
         ef->k = 0, ef->next = 0, ef->freed = -1, ef->in = in;
         st = qr_plan_run_once(x, g, in, &ef->e);
+        qr_plan_drop_inputs(ef->q, a->calib, 0, b);
         if (st == QR_OK)
             st = ef->st;
         for (size_t i = 0; i < nv; i++)
@@ -2259,11 +2266,12 @@ static void *effects_worker(void *p)
     ef->nown = nown;
     for (int k = 0; st == QR_OK && k < o->nbatches; k++) {
         int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
-        qr_plan_slice_inputs(a->calib, g->n_inputs, at, b, in);
+        qr_plan_take_inputs(ef->q, a->calib, g->n_inputs, at, b, in);
         ef->k = k, ef->next = 0, ef->freed = -1, ef->in = in;
         st = qr_plan_run_once(x, g, in, &ef->e);
         if (st == QR_OK && ef->st == QR_OK)
-            effects_upto(ef, g->n_nodes);
+            effects_upto(ef, g->n_nodes); /* the cuts still to run read the batch's inputs */
+        qr_plan_drop_inputs(ef->q, a->calib, at, b);
         if (st == QR_OK)
             st = ef->st;
         for (size_t i = 0; ef->val && i < nv; i++)
@@ -2523,8 +2531,10 @@ static qr_status probe_run(qr_qctx *q, const outref *o, const qr_tensor *calib, 
     size_t at = 0;
     for (int k = 0; st == QR_OK && k < o->nbatches; k++) {
         int64_t from = k * o->batch, b = o->n - from < o->batch ? o->n - from : o->batch;
-        qr_plan_slice_inputs(calib, g->n_inputs, from, b, in);
-        if ((st = qr_exec_run(x, in, out, q->e)) != QR_OK)
+        qr_plan_take_inputs(q, calib, g->n_inputs, from, b, in);
+        st = qr_exec_run(x, in, out, q->e);
+        qr_plan_drop_inputs(q, calib, from, b);
+        if (st != QR_OK)
             break;
         for (int j = 0; j < g->n_outputs; j++) {
             const qr_tensor *r = &o->out[(size_t)k * (size_t)g->n_outputs + (size_t)j];
@@ -4425,10 +4435,15 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         qr_plan_phase(q, res, "search given up");
     } else if (st == QR_OK && !holds) { /* the fewest worst layers whose fallback meets it: a binary search */
         /* past those, the layers with the worst effect on the outputs first */
+        /* rank = gain reads the held-out samples where they are (input_rounding), grad's passes
+         * keep a batch's views through its backward: the held-out samples stay in memory for them */
+        int pin = gain || choice_is(q, QR_SET_RANK, "grad"), was = pin ? qr_plan_stream_held(q, 0) : 0;
         st = gain    ? gain_effects(q, calib, o.n, outs, rk + k, nr - k)
              : probe ? probe_effects(q, &o, calib, count, rk + k, nr - k)
              : choice_is(q, QR_SET_RANK, "grad") ? grad_effects(q, &o, calib, count, rk + k, nr - k)
                      : measure_effects(q, &o, calib, count, rk + k, nr - k);
+        if (pin)
+            qr_plan_stream_held(q, was);
         for (int i = k; st == QR_OK && i < nr; i++)
             q->slots[rk[i].slot].effect = rk[i].effect;
         if (st == QR_OK)

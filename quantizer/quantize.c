@@ -2353,6 +2353,8 @@ static int64_t validate_count(const qr_recipe *r, int64_t count, int64_t fixed)
     return nval < validate_least(r) ? 0 : nval;
 }
 
+static int spread_stream_held(const qr_quant_opts *o, int on);
+
 static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib)
 {
     const qr_graph *g = q->g;
@@ -2399,6 +2401,7 @@ static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     }
     res->pass_node_samples = (int64_t)qr_exec_count_nodes(g) * (count + nval);
     qr_status st = calibrate_on(q, res, calib, count, nval ? val : calib, nval ? nval : count);
+    spread_stream_held(q->o, 0); /* after an error too: whatever reads the copy next finds them there */
     res->validate_samples = nval;
     free(val);
     return st;
@@ -2542,6 +2545,9 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     /* the fallback reads the held-out samples alone (and those): validate_from = spread's copy of
      * the calibrating ones leaves memory until the passes over them below */
     spread_drop(q->o, calib, q->cal_n);
+    /* and, through the fallback and the measurement of what ships, the held-out ones a batch at a
+     * time (each run takes its batch's: qr_plan_take_inputs) */
+    spread_stream_held(q->o, 1);
     st = qr_plan_build_qdq(q, res);
     if (st == QR_OK)
         st = qr_plan_fallback(q, res, judge, njudge);
@@ -2585,6 +2591,7 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
             q->slots[si].acc_over += c->overflows;
         }
     }
+    spread_stream_held(q->o, 0);
     res->top1_fp32 = res->top1_int8 = NAN;
     if (q->o->labels) {
         spread_hold(q->o, calib, 1);
@@ -3038,9 +3045,16 @@ typedef struct qr_spread {
     size_t *unit;         /* bytes of a unit, per input */
     char *mapped;         /* per input: the copy is an anonymous mapping (else malloc'd, kept whole) */
     int64_t units, step;  /* units in the copy (ncal calibrating, then the held-out ones), samples a unit */
-    /* per unit: it is in the copies. A unit leaves with the whole pages among its bytes; the held-out
-     * ones are copied once and stay, the calibrating ones come and go (spread_hold, spread_stream) */
+    /* per unit: it is in the copies. A unit leaves with the whole pages among its bytes; the
+     * calibrating ones come and go (spread_hold, spread_stream), the held-out ones too while the
+     * fallback and the measurement of what ships read them (spread_stream_held) */
     unsigned char *filled;
+    /* spread_stream_held: the held-out units are in the copies only while a run holds them
+     * (qr_plan_take_inputs): held[u - ncal] runs hold unit u (the fallback's workers take the same
+     * batches at once: the effects' workers, side by side's groups), under mu */
+    int stream_held, mu_made;
+    int *held;
+    pthread_mutex_t mu;
 } qr_spread;
 
 static void spread_free(qr_spread *sp)
@@ -3049,7 +3063,9 @@ static void spread_free(qr_spread *sp)
         return;
     for (int i = 0; sp->copy && i < sp->n; i++)
         qr_tensor_free(&sp->copy[i]);
-    free(sp->copy), free(sp->order), free(sp->unit), free(sp->mapped), free(sp->filled), free(sp);
+    if (sp->mu_made)
+        pthread_mutex_destroy(&sp->mu);
+    free(sp->copy), free(sp->order), free(sp->unit), free(sp->mapped), free(sp->filled), free(sp->held), free(sp);
 }
 
 /* The units of [from, to) not in the copies copied from the source (whose mapped file's pages then
@@ -3153,6 +3169,75 @@ static void spread_unstream(const qr_quant_opts *o, int64_t from, int64_t to)
         spread_release(o->spread, from, to);
 }
 
+/* on 1: the held-out units of o's spread copy leave memory and come back only for the runs that
+ * take them (qr_plan_take_inputs, qr_plan_drop_inputs), one batch at a time: the fallback and the
+ * measurement of what ships read them so (BlazeFace back's 16 held-out images are 12.4 MiB, M-LSD
+ * tiny's 25 MiB, held whole through both before). on 0: all of them in the copy again, for readers
+ * that read them where they are. Between phases only: no run holds them then. */
+static int spread_stream_held(const qr_quant_opts *o, int on)
+{
+    qr_spread *sp = o->spread;
+    if (!sp || !sp->held || sp->stream_held == on)
+        return sp ? sp->stream_held : 0;
+    sp->stream_held = on;
+    if (on)
+        spread_release(sp, sp->ncal, sp->units);
+    else
+        spread_fill(sp, sp->ncal, sp->units);
+    return !on;
+}
+
+int qr_plan_stream_held(const qr_qctx *q, int on)
+{
+    return spread_stream_held(q->o, on);
+}
+
+/* The held-out units of o's spread copy among samples [at, at + b) of calib (the copy, or a view
+ * into it such as the held-out samples'): [*u0, *u1), empty when calib is other samples. */
+static void held_units(const qr_spread *sp, const qr_tensor *calib, int64_t at, int64_t b, int64_t *u0, int64_t *u1)
+{
+    *u0 = *u1 = 0;
+    if (!sp || !sp->held || !calib || b < 1 || !sp->copy[0].data)
+        return;
+    const char *base = sp->copy[0].data, *p = calib[0].data;
+    size_t bytes = qr_tensor_nbytes(&sp->copy[0]), row = sp->unit[0] / (size_t)sp->step;
+    if (!p || p < base || p >= base + bytes || row == 0)
+        return;
+    int64_t s0 = (int64_t)((size_t)(p - base) / row) + at;
+    int64_t a = s0 / sp->step, z = (s0 + b + sp->step - 1) / sp->step;
+    *u0 = a > sp->ncal ? a : sp->ncal;
+    *u1 = z < sp->units ? z : sp->units;
+}
+
+void qr_plan_take_inputs(const qr_qctx *q, const qr_tensor *calib, int n, int64_t at, int64_t b, qr_tensor *in)
+{
+    qr_spread *sp = q->o->spread;
+    int64_t u0, u1;
+    held_units(sp, calib, at, b, &u0, &u1);
+    if (u1 > u0) {
+        pthread_mutex_lock(&sp->mu);
+        for (int64_t u = u0; u < u1; u++)
+            if (sp->held[u - sp->ncal]++ == 0 && !sp->filled[u])
+                spread_fill(sp, u, u + 1);
+        pthread_mutex_unlock(&sp->mu);
+    }
+    qr_plan_slice_inputs(calib, n, at, b, in);
+}
+
+void qr_plan_drop_inputs(const qr_qctx *q, const qr_tensor *calib, int64_t at, int64_t b)
+{
+    qr_spread *sp = q->o->spread;
+    int64_t u0, u1;
+    held_units(sp, calib, at, b, &u0, &u1);
+    if (u1 <= u0)
+        return;
+    pthread_mutex_lock(&sp->mu);
+    for (int64_t u = u0; u < u1; u++)
+        if (--sp->held[u - sp->ncal] == 0 && sp->stream_held)
+            spread_release(sp, u, u + 1);
+    pthread_mutex_unlock(&sp->mu);
+}
+
 /* Zeroed memory for t's data as an anonymous mapping the tensor owns (*mapped 1), else malloc'd. */
 static qr_status spread_alloc(qr_tensor *t, char *mapped, qr_error *e)
 {
@@ -3198,8 +3283,11 @@ static qr_status spread_validate(const qr_graph *g, const qr_tensor *calib, cons
         sp->copy = calloc((size_t)g->n_inputs + 1, sizeof *sp->copy);
         sp->unit = calloc((size_t)g->n_inputs + 1, sizeof *sp->unit);
         sp->mapped = calloc((size_t)g->n_inputs + 1, 1);
+        sp->held = calloc((size_t)vu + 1, sizeof *sp->held);
+        sp->mu_made = pthread_mutex_init(&sp->mu, NULL) == 0;
     }
-    if (!sp || !held || !sp->order || !sp->copy || !sp->unit || !sp->mapped || !sp->filled) {
+    if (!sp || !held || !sp->order || !sp->copy || !sp->unit || !sp->mapped || !sp->filled || !sp->held ||
+        !sp->mu_made) {
         spread_free(sp), free(held);
         return qr_errorf(e, "out of memory");
     }

@@ -217,6 +217,16 @@ void qr_plan_phase_start(qr_qctx *q);
 void qr_plan_phase(qr_qctx *q, qr_quantized *res, const char *name);
 /* Samples [at, at + b) of every calibration input, as views. */
 void qr_plan_slice_inputs(const qr_tensor *calib, int n, int64_t at, int64_t b, qr_tensor *in);
+/* The same views, for a run that reads them until qr_plan_drop_inputs of the same calib, at and b
+ * (every take its drop, from any thread): where calib is validate_from = spread's copy (or a view
+ * into it) and its held-out samples are streamed (qr_plan_stream_held), the ones among them come
+ * into memory first, and leave again when the last run that took them drops them. */
+void qr_plan_take_inputs(const qr_qctx *q, const qr_tensor *calib, int n, int64_t at, int64_t b, qr_tensor *in);
+void qr_plan_drop_inputs(const qr_qctx *q, const qr_tensor *calib, int64_t at, int64_t b);
+/* on 1: validate_from = spread's held-out samples are in memory only while a run takes them (the
+ * fallback and the measurement of what ships, calibrate_on); 0: all of them, for a reader that
+ * reads them where they are. Between runs only. Returns the state before (0 without a spread). */
+int qr_plan_stream_held(const qr_qctx *q, int on);
 /* Returns the heap's free memory to the system (glibc's malloc_trim; nothing elsewhere): what a
  * phase's threads freed stays in their malloc arenas, where the next phase's allocations (on
  * other threads, or too large) do not reuse it, so the peaks of successive phases would add up. */
