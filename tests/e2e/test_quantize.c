@@ -2107,6 +2107,63 @@ Test(quantize, spread_streams_the_calibrating_samples)
     }
 }
 
+/* validate_from = spread's held-out samples are in memory only while a run takes them (stop 45:
+ * qr_plan_take_inputs, each unit counted and let go by its last holder). fan.onnx: x [n, 1100] ->
+ * MatMul -> Relu -> a, read by two MatMuls (y, z), a model output too, s = y + z the other; its
+ * layers' effects run side by side on 2 threads (two effect workers take the same batches at once)
+ * and on 1. The oracle is the tail split of numpy's reordered file (validate_from = end: no copy,
+ * every sample where the file has it): the export byte for byte but its metadata (the recipe's
+ * name, the file's hash), the qparams, and the report (each layer's effect_db among it) equal. A held-out sample read after it was let go reads zeros. */
+Test(quantize, spread_streams_the_held_out_samples_through_the_fallback)
+{
+    char cmd[4096], *log, path[1024];
+    make_wide();
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper as h, TensorProto as T; "
+             "r = np.random.default_rng(11); "
+             "w1 = h.make_tensor('w1', T.FLOAT, [1100, 16], r.standard_normal(17600).astype(np.float32) * 0.05); "
+             "w2 = h.make_tensor('w2', T.FLOAT, [16, 6], r.standard_normal(96).astype(np.float32) * 0.3); "
+             "w3 = h.make_tensor('w3', T.FLOAT, [16, 6], r.standard_normal(96).astype(np.float32) * -0.4); "
+             "nodes = [h.make_node('MatMul', ['x', 'w1'], ['m']), h.make_node('Relu', ['m'], ['a']), "
+             "h.make_node('MatMul', ['a', 'w2'], ['y']), h.make_node('MatMul', ['a', 'w3'], ['z']), "
+             "h.make_node('Add', ['y', 'z'], ['s'])]; "
+             "g = h.make_graph(nodes, 'g', [h.make_tensor_value_info('x', T.FLOAT, ['n', 1100])], "
+             "[h.make_tensor_value_info('a', T.FLOAT, ['n', 16]), h.make_tensor_value_info('s', T.FLOAT, ['n', 6])], "
+             "[w1, w2, w3]); "
+             "onnx.save(h.make_model(g, opset_imports=[h.make_opsetid('', 17)]), 'fan.onnx')\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *runs[][4] = {{"spread", "wide_calib", "f2", "2"}, {"spread", "wide_calib", "f1", "1"},
+                             {"tail", "wide_reord", "fr", "1"}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize fan.onnx --recipe wide.qrl --recipe-name %s --calib %s.npy --batch 5 "
+                 "--threads %s -o fan.%s.onnx --qparams fan.%s.qp.json --report fan.%s.json 2>&1",
+                 dir, tu_qrl(), runs[i][0], runs[i][1], runs[i][3], runs[i][2], runs[i][2], runs[i][2]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        cr_expect(strstr(log, "on 16 held-out samples"), "%s", log);
+        free(log);
+    }
+    snprintf(path, sizeof path, "%s/fan.fr.json", dir);
+    cr_expect_gt(tu_json_number(path, "fallbacks"), 0, "the fallback searches: the layers' effects run");
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && cmp fan.%s.qp.json fan.fr.qp.json && "
+                 "/usr/bin/python3 -c \"import json, onnx\n"
+                 "def l(p):\n d = json.load(open(p)); d.pop('recipe')\n return {k: v for k, v in d.items() if not k.endswith('_ms')}\n"
+                 "a, b = l('fan.%s.json'), l('fan.fr.json')\nassert a == b, [(k, a[k], b.get(k)) for k in a if a[k] != b.get(k)]\n"
+                 "assert any(x.get('effect_db') is not None for x in a['layers']), 'no effect measured'\n"
+                 "m = [onnx.load(p) for p in ('fan.%s.onnx', 'fan.fr.onnx')]\n"
+                 "[x.metadata_props.__delitem__(slice(None)) for x in m]\n" /* the recipe's name, the file's hash */
+                 "assert m[0].SerializeToString() == m[1].SerializeToString(), 'the exports differ'\"",
+                 dir, runs[i][2], runs[i][2], runs[i][2]);
+        cr_expect_eq(tu_run(cmd, &log), 0, "spread (%s threads) differs from the tail split of the reordered file: %s",
+                     runs[i][3], log);
+        free(log);
+    }
+}
+
 /* The measurement of what ships runs the QDQ simulation beside the f32 model, then the integer
  * graph beside it (stop 44: two runs of a batch at a time), and the layers the fallback keeps in f32
  * take one packing of their weights between the runs of a pass (the f32 run's and the QDQ run's;
