@@ -2214,7 +2214,12 @@ static void observe_effects(void *user, const qr_node *n, const qr_value *v, qr_
     effects *ef = user;
     int p = n ? ef->pos[n->id] : 0;
     effects_upto(ef, p);
-    if (ef->st != QR_OK || !original(ef->q, v) || !t->data || ef->last[v->id] <= p)
+    /* kept only for a cut still to run that reads it: the cuts up to p have run, so the next one
+     * is the first after p, and a value whose last reader comes before it is read by none (the
+     * first batch's run before the cuts, none to run, keeps nothing); copied, it would only be
+     * freed at the next cut, the copies and frees fragmenting the heap the cut runs grow */
+    if (ef->st != QR_OK || ef->next >= ef->nown || !original(ef->q, v) || !t->data ||
+        ef->last[v->id] < ef->cut[ef->order[ef->next]] || ef->last[v->id] <= p)
         return;
     qr_tensor *c = &ef->val[v->id];
     qr_tensor_free(c);
