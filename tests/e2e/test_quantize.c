@@ -1164,7 +1164,7 @@ Test(quantize, fallback_runs_on_threads_decide_as_on_one)
              "cd '%s' && cmp th1.onnx th2.onnx && cmp th1.onnx th3.onnx && cmp th1.json th2.json && "
              "cmp th1.json th3.json && /usr/bin/python3 -c \"import json\n"
              "def strip(x):\n"
-             "    if isinstance(x, dict): return {k: strip(v) for k, v in x.items() if not k.endswith('_ms')}\n"
+             "    if isinstance(x, dict): return {k: strip(v) for k, v in x.items() if not k.endswith('_ms') and k != 'runs'}\n"
              "    return [strip(v) for v in x] if isinstance(x, list) else x\n"
              "r = [strip(json.load(open('th%%d-report.json' %% k))) for k in range(4)]\n"
              "assert r[1] == r[2] == r[3], [(k, r[1][k], r[2][k], r[3][k]) for k in r[1] if not r[1][k] == r[2][k] == r[3][k]]\n"
@@ -2027,7 +2027,7 @@ Test(quantize, validate_from_spread_holds_out_every_kth_sample)
      * name and the timings, and the qparams */
     snprintf(cmd, sizeof cmd,
              "cd '%s' && cmp mlps.s.qp.json mlps.r.qp.json && /usr/bin/python3 -c \"import json\n"
-             "def l(p):\n d = json.load(open(p)); d.pop('recipe')\n return {k: v for k, v in d.items() if not k.endswith('_ms')}\n"
+             "def l(p):\n d = json.load(open(p)); d.pop('recipe')\n return {k: v for k, v in d.items() if not k.endswith('_ms') and k != 'runs'}\n"
              "a, b = l('mlps.s.json'), l('mlps.r.json')\nassert a == b, [(k, a[k], b.get(k)) for k in a if a[k] != b.get(k)]\"",
              dir);
     cr_expect_eq(tu_run(cmd, &log), 0, "spread differs from the tail split of the reordered file: %s", log);
@@ -2098,7 +2098,7 @@ Test(quantize, spread_streams_the_calibrating_samples)
     for (int i = 0; i < 2; i++) {
         snprintf(cmd, sizeof cmd,
                  "cd '%s' && cmp wide.%s.qp.json wide.r.qp.json && /usr/bin/python3 -c \"import json\n"
-                 "def l(p):\n d = json.load(open(p)); d.pop('recipe')\n return {k: v for k, v in d.items() if not k.endswith('_ms')}\n"
+                 "def l(p):\n d = json.load(open(p)); d.pop('recipe')\n return {k: v for k, v in d.items() if not k.endswith('_ms') and k != 'runs'}\n"
                  "a, b = l('wide.%s.json'), l('wide.r.json')\nassert a == b, [(k, a[k], b.get(k)) for k in a if a[k] != b.get(k)]\"",
                  dir, runs[i][2], runs[i][2]);
         cr_expect_eq(tu_run(cmd, &log), 0, "spread (%s threads) differs from the tail split of the reordered file: %s",
@@ -2151,7 +2151,7 @@ Test(quantize, spread_streams_the_held_out_samples_through_the_fallback)
         snprintf(cmd, sizeof cmd,
                  "cd '%s' && cmp fan.%s.qp.json fan.fr.qp.json && "
                  "/usr/bin/python3 -c \"import json, onnx\n"
-                 "def l(p):\n d = json.load(open(p)); d.pop('recipe')\n return {k: v for k, v in d.items() if not k.endswith('_ms')}\n"
+                 "def l(p):\n d = json.load(open(p)); d.pop('recipe')\n return {k: v for k, v in d.items() if not k.endswith('_ms') and k != 'runs'}\n"
                  "a, b = l('fan.%s.json'), l('fan.fr.json')\nassert a == b, [(k, a[k], b.get(k)) for k in a if a[k] != b.get(k)]\n"
                  "assert any(x.get('effect_db') is not None for x in a['layers']), 'no effect measured'\n"
                  "m = [onnx.load(p) for p in ('fan.%s.onnx', 'fan.fr.onnx')]\n"
@@ -3098,7 +3098,7 @@ Test(quantize, speculate_decides_what_is_measured_beside_the_local_measurement)
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 -c \"import json, onnx\n"
              "def s(x):\n"
-             "    if isinstance(x, dict): return {k: s(v) for k, v in x.items() if not k.endswith(('_ms', 'sha256'))}\n"
+             "    if isinstance(x, dict): return {k: s(v) for k, v in x.items() if not k.endswith(('_ms', 'sha256')) and k != 'runs'}\n"
              "    return [s(v) for v in x] if isinstance(x, list) else x\n"
              "a, b = (s(json.load(open('%s/spec%%d.json' %% d))) for d in (200, 0))\n"
              "assert a == b and len(a['search_tries']) > 1, (a, b)\n"
