@@ -14,15 +14,22 @@
 
 static char *dir;
 
-static void setup(void)
+/* A new folder with tests/e2e/SCRIPT's model (MODEL.onnx, x.npy, x_test.npy) quantized by RECIPE
+ * (under the project root) into q.onnx. */
+static char *quantized_in_tmpdir(const char *script, const char *model, const char *recipe)
 {
-    dir = tu_tmpdir();
-    char cmd[4096], *log;
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/bands_model.py' %s && %s quantize %s/bands.onnx --recipe "
-             "'%s/recipes/int8-minmax.qrl' --calib %s/x.npy -o %s/q.onnx",
-             tu_root(), dir, tu_qrl(), dir, tu_root(), dir, dir);
+    char *d = tu_tmpdir(), cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/%s' %s && %s quantize %s/%s.onnx --recipe '%s/%s' "
+             "--calib %s/x.npy -o %s/q.onnx",
+             tu_root(), script, d, tu_qrl(), d, model, tu_root(), recipe, d, d);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
+    return d;
+}
+
+static void setup(void)
+{
+    dir = quantized_in_tmpdir("bands_model.py", "bands", "recipes/int8-minmax.qrl");
 }
 
 static void teardown(void)
@@ -105,13 +112,7 @@ static char *rdir;
 
 static void reads_setup(void)
 {
-    rdir = tu_tmpdir();
-    char cmd[4096], *log;
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/bands_reads_model.py' %s && %s quantize %s/reads.onnx "
-             "--recipe '%s/tests/recipes/conv-reads-input.qrl' --calib %s/x.npy -o %s/q.onnx",
-             tu_root(), rdir, tu_qrl(), rdir, tu_root(), rdir, rdir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
+    rdir = quantized_in_tmpdir("bands_reads_model.py", "reads", "tests/recipes/conv-reads-input.qrl");
 }
 
 static void reads_teardown(void)
@@ -232,13 +233,7 @@ static char *pdir;
 
 static void pools_setup(void)
 {
-    pdir = tu_tmpdir();
-    char cmd[4096], *log;
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/pool_bands_model.py' %s && %s quantize %s/pools.onnx "
-             "--recipe '%s/recipes/int8-minmax.qrl' --calib %s/x.npy -o %s/q.onnx",
-             tu_root(), pdir, tu_qrl(), pdir, tu_root(), pdir, pdir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
+    pdir = quantized_in_tmpdir("pool_bands_model.py", "pools", "recipes/int8-minmax.qrl");
 }
 
 static void pools_teardown(void)
