@@ -786,12 +786,9 @@ static int counted_op(const qr_node *n)
     return strcmp(n->op, "QrlKernel") != 0 && strcmp(n->op, "SimQuant") != 0;
 }
 
-int qr_exec_count_nodes(const qr_graph *g)
+/* The counted nodes of g, given its values made from constants (qr_exec_mark_fixed). */
+static int count_nodes(const qr_graph *g, const unsigned char *fixed)
 {
-    unsigned char *fixed = calloc((size_t)g->n_values + 1, 1);
-    if (!fixed)
-        return 0;
-    qr_exec_mark_fixed(g, fixed);
     int c = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const qr_node *n = g->nodes[i];
@@ -800,6 +797,16 @@ int qr_exec_count_nodes(const qr_graph *g)
             made_of_constants &= n->out[j] && n->out[j]->id >= 0 && n->out[j]->id < g->n_values && fixed[n->out[j]->id];
         c += counted_op(n) && !made_of_constants;
     }
+    return c;
+}
+
+int qr_exec_count_nodes(const qr_graph *g)
+{
+    unsigned char *fixed = calloc((size_t)g->n_values + 1, 1);
+    if (!fixed)
+        return 0;
+    qr_exec_mark_fixed(g, fixed);
+    int c = count_nodes(g, fixed);
     free(fixed);
     return c;
 }
@@ -816,7 +823,6 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     x->poison = qr_options_get()->poison;
     x->nv = g->n_values;
     x->nn = g->n_nodes;
-    x->ncounted = qr_exec_count_nodes(g);
     size_t nv = (size_t)x->nv + 1, nn = (size_t)x->nn + 1;
     x->order = calloc(nn, sizeof *x->order);
     x->pos = calloc(nn, sizeof *x->pos);
@@ -849,6 +855,7 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
         return qr_errorf(e, "out of memory");
     }
     qr_exec_mark_fixed(g, x->fixed);
+    x->ncounted = count_nodes(g, x->fixed);
     for (int k = 0; k < x->nn; k++) {
         x->nodes[k] = g->nodes[x->order[k]];
         x->pos[x->order[k]] = k;
