@@ -11,7 +11,8 @@
  *           y[v] = vmovdqu32 w_t[g][jb + 16v]
  *           acc[r][v] = vpdpbusd(acc[r][v], x[r], y[v])
  *       c[i0 + r][jb + 16v ...] = acc[r][v]      (masked past j1), or with an epilogue program
- *                                                 (vecmap.h) fused: y[i0 + r][jb + 16v ...] = its bytes
+ *                                                 (vecmap.h) fused: y[i0 + r][jb + 16v ...] = its bytes,
+ *                                                 acc through a stack array (acc_put, acc_get)
  * libgccjit 12 reaches no target builtin, so every AVX-512 instruction is an
  * extended asm whose operands GCC allocates (/work/shared/perf: "+v" works,
  * "=m" outputs crash it, a store is volatile with a "memory" clobber). The
@@ -373,6 +374,9 @@ typedef struct gen {
      * a strip init + the table, made once per strip (binit) */
     int fold, fold_tab;
     gcc_jit_lvalue *binit[MAX_VECS];
+    /* the fused kernel's accumulators between the tile's k loop and its epilogue: a stack array of
+     * v16 and its address (acc_put, acc_get) */
+    gcc_jit_lvalue *accs, *accsp;
     /* the tile being emitted ends in a half vector (emit_picks): its last vector's sums are 8 lanes
      * of ymm (the 8 above them zero), half the vpdpbusd cost on Zen 4's 256-bit pipes */
     int half;
@@ -456,6 +460,30 @@ static void asm_store(gen *g, gcc_jit_block *b, const char *op, gcc_jit_rvalue *
     gcc_jit_extended_asm_add_input_operand(e, NULL, "r", base);
     if (mask)
         gcc_jit_extended_asm_add_input_operand(e, NULL, "Yk", mask);
+    gcc_jit_extended_asm_add_clobber(e, "memory");
+}
+
+/* A fused kernel's tile ends its k loop by storing its accumulators to gen.accs, and its epilogue
+ * reads each back where it is used: kept in registers from the loop on into the epilogue, whose
+ * temporaries and column values need registers of their own beside them, the accumulators' live
+ * ranges crossed that pressure and GCC's allocator (libgccjit 12) spilled part of them inside the
+ * k loop itself: 25-26 zmm stack loads and stores and 20-30 register moves an iteration of 192 or
+ * 384 vpdpbusd of a 6 x 4 tile (ResNet-18's 3 x 3 shapes, the stdlib's qlinear program), none
+ * with this (docs/runtime.md, stop 46). */
+static void acc_put(gen *g, gcc_jit_block *b, int r, int v)
+{
+    asm_store(g, b, "vmovdqu32", rv(g->acc[r][v]), rv(g->accsp), 64 * (MAX_VECS * r + v), NULL);
+}
+
+/* acc[r][v] = its slot; the "memory" clobber orders the load after acc_put's store (and keeps the
+ * two apart: a load with no memory operand could be moved above it) */
+static void acc_get(gen *g, gcc_jit_block *b, int r, int v)
+{
+    char t[64];
+    snprintf(t, sizeof t, "vmovdqu32 %d(%%1), %%0", 64 * (MAX_VECS * r + v));
+    gcc_jit_extended_asm *e = gcc_jit_block_add_extended_asm(b, NULL, t);
+    gcc_jit_extended_asm_add_output_operand(e, NULL, "=v", g->acc[r][v]);
+    gcc_jit_extended_asm_add_input_operand(e, NULL, "r", rv(g->accsp));
     gcc_jit_extended_asm_add_clobber(e, "memory");
 }
 
@@ -960,6 +988,7 @@ static void emit_vec_rows(gen *g, gcc_jit_block *b, int v, gcc_jit_rvalue *mask,
             b = in;
         }
         g->row = r;
+        acc_get(g, b, r, v);
         emit_row_insns(g, b, g->acc[r][v], v, mask, t0, t1, fast);
         gcc_jit_rvalue *row = bin(g, GCC_JIT_BINARY_OP_PLUS, rv(g->i0), lng(g, r));
         gcc_jit_rvalue *dst = addr(g, prm(g, P_C), bin(g, GCC_JIT_BINARY_OP_PLUS, bin(g, GCC_JIT_BINARY_OP_MULT, row, prm(g, P_CRS)), rv(g->jb)));
@@ -1001,6 +1030,7 @@ static void emit_packed_rows(gen *g, gcc_jit_block *b, int nv, int full, int lea
         g->row = r;
         for (int v = 0; v < nv; v++) {
             g->val = g->vals[v];
+            acc_get(g, b, r, v);
             for (int i = 0; i < g->ep->n; i++)
                 if (g->ep->in[i].dep && !f->tail[i])
                     emit_insn(g, b, i, g->acc[r][v], v, v == nv - 1 ? rv(g->mask) : NULL, t0, t1);
@@ -1214,6 +1244,9 @@ static void emit_tile(gen *g, gcc_jit_block *b, int nv, int64_t step, gcc_jit_bl
     b = store;
     gcc_jit_block *advance = block(g);
     if (g->ep) {
+        for (int r = 0; r < g->rows; r++)
+            for (int v = 0; v < nv; v++)
+                acc_put(g, b, r, v);
         emit_epilogue(g, b, nv, advance);
         gcc_jit_block_end_with_jump(advance, NULL, done);
         return;
@@ -1406,6 +1439,9 @@ static void build(gen *g)
         fast_locals(g);
         for (int v = 0; g->fold >= 0 && v < g->vecs; v++)
             g->binit[v] = local(g, g->v16, "binit%d", v, 0);
+        g->accs = gcc_jit_function_new_local(g->fn, NULL, gcc_jit_context_new_array_type(c, NULL, g->v16, MAX_ROWS * MAX_VECS),
+                                             "accs");
+        g->accsp = local(g, gcc_jit_type_get_pointer(g->v16), "accsp", 0, 0);
     }
 
     gcc_jit_block *entry = block(g), *cols = block(g), *pick = block(g), *out = block(g);
@@ -1414,6 +1450,8 @@ static void build(gen *g)
         gcc_jit_block_add_assignment(entry, NULL, g->tab[t],
                                      rv(gcc_jit_context_new_array_access(c, NULL, prm(g, P_TABS), lng(g, t))));
     gcc_jit_block_add_assignment(entry, NULL, g->jb, prm(g, P_J0));
+    if (g->ep) /* once: libgccjit 12 crashed on the array's address as an asm operand in each load */
+        gcc_jit_block_add_assignment(entry, NULL, g->accsp, addr(g, rv(g->accs), lng(g, 0)));
     gcc_jit_block_end_with_jump(entry, NULL, cols);
     gcc_jit_block_end_with_conditional(cols, NULL, cmp(g, GCC_JIT_COMPARISON_LT, rv(g->jb), prm(g, P_J1)), pick, out);
     /* strips of 64 columns, the last one narrower when n16 is not a multiple of 64 */

@@ -514,6 +514,25 @@ Test(vecmap, requantization_tail_gives_the_oracle_bytes)
     qr_module_free(m);
 }
 
+/* The fused kernels' k loop (iconv_jit.c emit_tile: more than 16 k groups, a loop of 8 and the rest
+ * after it), whose accumulators go through the tile's stack slots to the epilogue (acc_put,
+ * acc_get, stop 46), against the C oracle: u8 and i8; 9 and 3 taps; 19 and 33 groups (3 and 1
+ * left after the loop); strips of 4 vectors, a ragged last strip of 3 vectors (4 lanes in the last)
+ * or of one half vector; row tiles of both heights, the last ragged; all columns in one call and
+ * split at 64 (run_tail). The other tests' k4 of at most 64 unroll every group. */
+Test(vecmap, fused_k_loops_give_the_oracle_bytes)
+{
+    if (!has_vnni()) {
+        cr_log_info("no AVX-512 VNNI: no fused kernels");
+        return;
+    }
+    qrl_module *m = compile_path("recipes/int8.qrl");
+    static const int64_t shapes[][4] = {{9, 76, 200, 29}, {3, 132, 100, 13}};
+    static const tail_kind kind = {tail_tables, tail_tie};
+    run_tail(m, shapes, sizeof shapes / sizeof shapes[0], &kind);
+    qr_module_free(m);
+}
+
 /* Tables for the packed tail (emit_packed_rows: a strip's vectors packed into one store when every
  * lane has |m| < 1 and |y_zero| <= 2^14 besides the fast tail's conditions), by strip of 64
  * channels, s = c / 64: s % 3 == 0, every lane takes it: ordinary layers' values and its edges (m
