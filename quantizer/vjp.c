@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec.h"
 #include "op.h"
 #include "ops/resize.h"
 #include "ops/sgemm.h"
@@ -884,9 +885,10 @@ qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *ad
                           void *user, qr_error *e)
 {
     qr_status st = QR_OK;
+    int64_t ran = 0;
     for (int i = g->n_nodes - 1; i >= 0 && st == QR_OK; i--) {
         const qr_node *n = g->nodes[i];
-        int any = 0;
+        int any = 0, wants = 0;
         for (int k = 0; !n->dead && k < n->n_out; k++)
             if (n->out[k] && adj[n->out[k]->id].data) {
                 any = 1;
@@ -913,6 +915,7 @@ qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *ad
                 if (!adj[u->id].data)
                     st = zeros_like(&val[u->id], &adj[u->id], e);
                 gin[j] = &adj[u->id];
+                wants = 1;
             }
         }
         for (int k = 0; k < n->n_out; k++) {
@@ -925,6 +928,7 @@ qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *ad
         }
         if (st == QR_OK)
             st = qr_vjp_node(n, in, out, gout, gin, e);
+        ran += st == QR_OK && wants;
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k])
                 qr_tensor_free(&adj[n->out[k]->id]);
@@ -935,5 +939,10 @@ qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *ad
                 visit(user, v, &adj[v]);
             qr_tensor_free(&adj[v]);
         }
+    /* the run counter's unit, as a forward run counts (qr_exec_node_samples): each node whose
+     * backward made an input's adjoint, one node-run per sample of the first input's first axis */
+    const qr_tensor *x0 = g->n_inputs > 0 ? &val[g->inputs[0]->id] : NULL;
+    if (st == QR_OK)
+        qr_exec_add_node_samples(ran * (x0 && x0->ndim > 0 ? x0->dims[0] : 1));
     return st;
 }

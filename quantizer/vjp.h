@@ -48,7 +48,11 @@ typedef void (*qr_vjp_visit_fn)(void *user, int value_id, const qr_tensor *adj);
  * data; other types may be empty; a value no backward reads by its shape alone, one only a masking
  * node reads by its mask, qr_vjp_masks), adj[v] the seeds (the outputs' directions; every other entry
  * empty), filled and freed as the pass goes, back to front; visit sees each value's final adjoint.
- * Values the outputs reach only through nodes without a backward get none from those. */
+ * Values the outputs reach only through nodes without a backward get none from those. The pass is
+ * counted in the process's run counter (qr_exec_add_node_samples): each node whose backward made an
+ * adjoint of an input, as one node-run, times the samples of the first graph input's first axis
+ * (as a forward run counts its nodes: a Conv's input adjoint is a transposed convolution of the
+ * forward's MACs, an elementwise op's about its forward's work). */
 qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *adj, qr_vjp_visit_fn visit,
                           void *user, qr_error *e);
 

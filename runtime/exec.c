@@ -773,6 +773,11 @@ int64_t qr_exec_node_samples(void)
     return atomic_load(&node_samples);
 }
 
+void qr_exec_add_node_samples(int64_t n)
+{
+    atomic_fetch_add(&node_samples, n);
+}
+
 /* A node that is one of the model's computations: not the quantization's QuantizeLinear and
  * DequantizeLinear borders (and the calibration's SimQuant), nor a pattern's QrlKernel after its accumulator (the integer graph's
  * Conv is ConvInteger then QrlKernel, one computation as the f32 graph's Conv), nor Shape or

@@ -110,6 +110,9 @@ int qr_exec_count_nodes(const qr_graph *g);
  * qr_exec_count_nodes less the nodes its observer supplied, times the run's samples (the first
  * input's first axis). In units of one pass, it is where a quantize's runs go (qr_phase_time). */
 int64_t qr_exec_node_samples(void);
+/* Adds n node-runs x samples made outside an executor (rank = grad's backward passes, vjp.c), so
+ * that the count is every pass a quantize makes. */
+void qr_exec_add_node_samples(int64_t n);
 /* Per node of the graph, in node order, summed over every run so far; NULL unless opts.profile. */
 const qr_node_prof *qr_exec_profile(const qr_exec *x);
 /* Starts the profile over (a benchmark leaves its warm-up run out). */

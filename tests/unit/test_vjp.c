@@ -616,3 +616,64 @@ Test(vjp, exact_through_shape_and_relu)
     cr_assert(ex[x->id], "x reaches the f32 output through Relu alone (Shape changes nothing to first order)");
     qr_graph_free(g);
 }
+
+/* The run counter (qr_exec_node_samples) counts a backward pass as vjp.h says: each node whose
+ * backward made an input's adjoint, times the first input's batch. Hand-counted on
+ *   a = Relu(x); b = Mul(a, w); c = Add(b, w2); f = Sqrt(w3); y = Add(c, f); t = Tanh(a) (t no output)
+ * with x of batch 3: y's Add, c's Add, b's Mul, a's Relu make adjoints (4 nodes); Sqrt reads a
+ * constant alone (no adjoint made) and Tanh's output reaches no output (no adjoint there): 4 x 3 =
+ * 12 node-samples a pass, where the forward run counts 5 x 3 (Sqrt: made from constants). */
+static void keep_all(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
+{
+    (void)n;
+    qr_tensor *val = user;
+    qr_error e;
+    qr_tensor c = *t;
+    c.data = NULL;
+    cr_assert_eq(qr_tensor_alloc(&c, &e), QR_OK);
+    memcpy(c.data, t->data, qr_tensor_nbytes(t));
+    val[v->id] = c;
+}
+
+Test(vjp, backward_passes_counted_as_node_runs_times_samples)
+{
+    qr_graph *g = qr_graph_new();
+    float *xd;
+    int64_t xs[2] = {3, 5}, ws[1] = {5};
+    qr_value *x = var(g, 0, 2, xs, &xd, 0), *w = cst(g, 0, 1, ws, 1, 0), *w2 = cst(g, 1, 1, ws, 1, 0);
+    qr_value *w3 = cst(g, 2, 1, ws, 0.5f, 1.0f);
+    qr_node *na = tu_node(g, "Relu", "a", 1, (qr_value *[]){x}, 1);
+    qr_node *nb = tu_node(g, "Mul", "b", 2, (qr_value *[]){na->out[0], w}, 1);
+    qr_node *nc = tu_node(g, "Add", "c", 2, (qr_value *[]){nb->out[0], w2}, 1);
+    qr_node *nf = tu_node(g, "Sqrt", "f", 1, (qr_value *[]){w3}, 1);
+    qr_node *ny = tu_node(g, "Add", "y", 2, (qr_value *[]){nc->out[0], nf->out[0]}, 1);
+    qr_node *nt = tu_node(g, "Tanh", "t", 1, (qr_value *[]){na->out[0]}, 1);
+    tu_output(g, ny->out[0]);
+    (void)nt;
+    qr_error e = {{0}};
+    qr_tensor *val = calloc((size_t)g->n_values + 1, sizeof *val), *adj = calloc((size_t)g->n_values + 1, sizeof *adj);
+    qr_exec_opts eo = {.threads = 1, .observer = keep_all, .observer_user = val};
+    qr_exec *ex = NULL;
+    cr_assert_eq(qr_exec_new(g, &eo, &ex, &e), QR_OK, "%s", e.msg);
+    qr_tensor in = x->t, y = {0};
+    in.data = xd;
+    int64_t before = qr_exec_node_samples();
+    cr_assert_eq(qr_exec_run(ex, &in, &y, &e), QR_OK, "%s", e.msg);
+    int64_t fwd = qr_exec_node_samples() - before;
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v]->is_const)
+            val[v] = g->values[v]->t;
+    val[x->id] = in;
+    adj[ny->out[0]->id] = y; /* y as the direction: any values */
+    before = qr_exec_node_samples();
+    cr_assert_eq(qr_vjp_backward(g, val, adj, NULL, NULL, &e), QR_OK, "%s", e.msg);
+    int64_t bwd = qr_exec_node_samples() - before;
+    cr_assert_eq(fwd, 5 * 3, "the forward run counted %lld node-samples, not 15", (long long)fwd);
+    cr_assert_eq(bwd, 4 * 3, "the backward pass counted %lld node-samples, not 12", (long long)bwd);
+    for (int v = 0; v < g->n_values; v++)
+        if (!g->values[v]->is_const && v != x->id)
+            qr_tensor_free(&val[v]);
+    qr_exec_free(ex);
+    free(val), free(adj), free(xd);
+    qr_graph_free(g);
+}
