@@ -1127,12 +1127,13 @@ static void setting_value(ctx *c, const ql_node *k, qr_setting_id id)
                        * calibrate_figure_samples = 16 */
         if ((v->kind != QL_INT || v->ival < lo || v->ival > hi) &&
             (id == QR_SET_PROBE_RUNS || id == QR_SET_PROBE_ROUNDS || id == QR_SET_PROBE_HOLD ||
-             id == QR_SET_GRAD_DIRECTIONS || id == QR_SET_GRAD_EXACT))
+             id == QR_SET_GRAD_DIRECTIONS || id == QR_SET_GRAD_EXACT || id == QR_SET_GRAD_EXACT_NEAR))
             chk_err(c, v, "%s is a count, %llu to %llu: %s", k->name, lo, hi,
                     id == QR_SET_PROBE_RUNS         ? "probe_runs = 8"
                     : id == QR_SET_PROBE_ROUNDS     ? "probe_rounds = 2"
                     : id == QR_SET_PROBE_HOLD       ? "probe_hold = 8"
                     : id == QR_SET_GRAD_DIRECTIONS ? "grad_directions = 4"
+                    : id == QR_SET_GRAD_EXACT_NEAR ? "grad_exact_near = 4"
                                                     : "grad_exact = 0");
         else if (v->kind != QL_INT || v->ival < lo || v->ival > hi)
             chk_err(c, v, "%s is a number of samples, %llu to %llu: %s", k->name, lo, hi,
@@ -1159,6 +1160,8 @@ static void setting_value(ctx *c, const ql_node *k, qr_setting_id id)
             chk_err(c, v, "search_floor is a number of dB: search_floor = 5");
         else if (id == QR_SET_GRAD_EXACT_BELOW && ((v->kind != QL_INT && v->kind != QL_FLOAT) || !(f >= d->lo)))
             chk_err(c, v, "grad_exact_below is a number of dB, at least %llu: grad_exact_below = 32", lo);
+        else if (id == QR_SET_GRAD_EXACT_KEPT_BELOW && ((v->kind != QL_INT && v->kind != QL_FLOAT) || !(f >= d->lo)))
+            chk_err(c, v, "grad_exact_kept_below is a number of dB, at least %llu: grad_exact_kept_below = 40", lo);
         else if ((v->kind != QL_INT && v->kind != QL_FLOAT) || (v->kind == QL_FLOAT && !(v->fval >= d->lo)))
             chk_err(c, v, "tolerance is a number of dB: tolerance = 3");
         break;

@@ -2826,9 +2826,10 @@ static float grad_sign(uint64_t seed, uint64_t i)
  * estimator, per sample). The effect is the outputs' SQNR that energy gives (the worst output's
  * with outputs = worst). A layer whose way to the outputs crosses an op without a backward, the
  * grad_exact layers the estimate puts worst (the recipe's: the search's first decisions), and those
- * it puts under grad_exact_below dB get their exact effect (measure_effects) instead. */
+ * it puts under grad_exact_below dB get their exact effect (measure_effects) instead (done[slot] = 1);
+ * grad_exact_near's and grad_exact_kept_below's are asked later, by the search (try_near). */
 static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *calib, int64_t count, ranked *rk,
-                              int nr)
+                              int nr, unsigned char *done)
 {
     const qr_graph *g = q->g;
     int dirs = setting_count(q, QR_SET_GRAD_DIRECTIONS, 4), nexact = 0, no = g->n_outputs, worst = worst_output(q);
@@ -3037,7 +3038,7 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
             rs[i] = rk[sub[i]];
         if (st == QR_OK && (st = measure_effects(q, all, calib, count, rs, nexact)) == QR_OK)
             for (int i = 0; i < nexact; i++)
-                rk[sub[i]].effect = rs[i].effect;
+                rk[sub[i]].effect = rs[i].effect, done[rk[sub[i]].slot] = 1;
         free(rs);
     }
     qr_exec_free(fx), qr_exec_free(qx);
@@ -3611,8 +3612,119 @@ static int search_batches(const qr_qctx *q, const outref *o)
  * are completed and that is all). Where a try's outcome on every sample only grows with k (more
  * layers in f32 never fail what fewer passed), that finds what the binary search on every sample
  * finds. The answer's graphs are left in res with its metrics. */
+/* rank = grad's exact effects where the search decides (the recipe's grad_exact_near = W): before
+ * each of the binary search's tries, the ranked layers within W places of its cut (either side)
+ * whose effect is still the estimate are measured exactly (measure_effects, as rank = effect), and
+ * the ranking is sorted again, until the cut's neighbours are all exact. Only the cuts the search
+ * asks for are refined: a logarithmic number of windows, not every layer. */
+typedef struct near_exact {
+    const outref *all;
+    const qr_tensor *calib;
+    int64_t count;
+    ranked *rk;          /* the search's ranking (search_k's rk: the same array) */
+    int k, w, per_mac;   /* ranked from k (the first tries' k before); W; order = per_mac */
+    double below;        /* grad_exact_kept_below: a try that holds measures its kept layers under it */
+    unsigned char *done; /* by slot: its effect is exact */
+    int measured;        /* how many this refined */
+    double ms, cpu_ms;   /* their wall and CPU time, and their node-runs x samples: the effects phase's */
+    int64_t runs;
+} near_exact;
+
+static qr_status order_per_mac(qr_qctx *q, const outref *o, ranked *rk, int nr);
+
+/* The exact effects at a try of cut c: its neighbours (kept = 0), or the layers it keeps quantized
+ * whose estimate is under grad_exact_kept_below (kept = 1: the estimate is optimistic where a
+ * layer's error is large, and a layer kept on an optimistic estimate is what the answer pays for);
+ * the ranking sorted again. A try of the attempts a whose layers in f32 changed with the ranking is
+ * forgotten (measured again when asked); *moved: try c's did. */
+static qr_status near_measure(qr_qctx *q, near_exact *ne, attempts *a, int nr, int c, int kept, int *moved)
+{
+    *moved = 0;
+    if (!ne || (kept ? !(ne->below > -INFINITY) : ne->w <= 0))
+        return QR_OK;
+    ranked *rk = ne->rk, *sub = malloc(sizeof *sub * ((size_t)nr + 1));
+    int *old = malloc(sizeof *old * ((size_t)nr + 1)), *pos = malloc(sizeof *pos * ((size_t)q->nslots + 1));
+    if (!sub || !old || !pos) {
+        free(sub), free(old), free(pos);
+        return qr_errorf(q->e, "out of memory");
+    }
+    for (int i = 0; i < nr; i++)
+        old[i] = rk[i].slot;
+    qr_status st = QR_OK;
+    int changed = 0;
+    for (;;) {
+        int n = 0, from = c - ne->w > ne->k ? c - ne->w : ne->k, to = c + ne->w < nr ? c + ne->w : nr;
+        if (kept) /* the layers this try keeps quantized whose estimate is under the bound */
+            from = c, to = nr;
+        for (int i = from; i < to; i++)
+            if (!ne->done[rk[i].slot] && (!kept || rk[i].effect < ne->below))
+                sub[n++] = rk[i];
+        if (n == 0)
+            break;
+        /* the slots as the effects measured them: the first tries' k in f32, the ranked quantized */
+        take_steps(q, NULL, rk, nr, ne->k);
+        double t0, c0, t1, c1;
+        int64_t r0 = qr_exec_node_samples();
+        qr_plan_clock(&t0, &c0);
+        st = measure_effects(q, ne->all, ne->calib, ne->count, sub, n);
+        qr_plan_clock(&t1, &c1);
+        ne->ms += t1 - t0, ne->cpu_ms += c1 - c0, ne->runs += qr_exec_node_samples() - r0;
+        if (st != QR_OK)
+            break;
+        for (int j = 0; j < n; j++) {
+            ne->done[sub[j].slot] = 1;
+            q->slots[sub[j].slot].effect = sub[j].effect;
+            for (int i = ne->k; i < nr; i++)
+                if (rk[i].slot == sub[j].slot)
+                    rk[i].effect = sub[j].effect;
+        }
+        ne->measured += n;
+        changed = 1;
+        qsort(rk + ne->k, (size_t)(nr - ne->k), sizeof *rk, by_effect);
+        if (ne->per_mac && (st = order_per_mac(q, ne->all, rk + ne->k, nr - ne->k)) != QR_OK)
+            break;
+    }
+    for (int i = 0; st == QR_OK && changed && i < q->nslots; i++)
+        pos[i] = -1;
+    for (int i = 0; st == QR_OK && changed && i < nr; i++)
+        pos[rk[i].slot] = i;
+    for (int t = 0; st == QR_OK && changed && t <= nr; t++) { /* try t: rk[0..t) in f32 */
+        int same = 1;
+        for (int i = 0; i < t && same; i++)
+            same = pos[old[i]] < t;
+        if (t == c)
+            *moved = !same;
+        if (same)
+            continue;
+        free(a->rows[t]);
+        a->rows[t] = NULL, a->nb[t] = 0, a->cal_holds[t] = -1, a->cal[t] = 0;
+    }
+    free(sub), free(old), free(pos);
+    return st;
+}
+
+/* try_upto of cut c with rank = grad's lazy exact effects (ne; NULL: none): the cut's neighbours
+ * measured first; where the try holds, the layers it keeps under grad_exact_kept_below too, and
+ * where that moves a layer across the cut, the try again with the layers now in f32. */
+static qr_status try_near(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, wide *wd,
+                          const ranked *rk, int nr, attempts *a, int c, int nb, int *holds, near_exact *ne)
+{
+    qr_status st = QR_OK;
+    for (int moved = 1; st == QR_OK && moved;) {
+        int m = 0;
+        if ((st = near_measure(q, ne, a, nr, c, 0, &m)) == QR_OK)
+            st = try_upto(q, res, o, calib, wd, rk, nr, a, c, nb, holds);
+        if (st == QR_OK && *holds)
+            st = near_measure(q, ne, a, nr, c, 1, &moved);
+        else
+            moved = 0;
+    }
+    return st;
+}
+
 static qr_status search_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, wide *wd,
-                          const ranked *rk, int nr, int lo, int top, fb_progress *pg, int *answer)
+                          const ranked *rk, int nr, int lo, int top, fb_progress *pg, int *answer,
+                          near_exact *ne)
 {
     attempts a = {.n = nr + 1};
     a.rows = calloc((size_t)nr + 1, sizeof *a.rows);
@@ -3625,7 +3737,7 @@ static qr_status search_k(qr_qctx *q, qr_quantized *res, const outref *o, const 
     int nb = o->nbatches, ns = search_batches(q, o), hi = top, holds = 0, lo0 = lo;
     while (st == QR_OK && hi - lo > 1) {
         int mid = lo + (hi - lo) / 2;
-        if ((st = try_upto(q, res, o, calib, wd, rk, nr, &a, mid, ns, &holds)) == QR_OK && holds)
+        if ((st = try_near(q, res, o, calib, wd, rk, nr, &a, mid, ns, &holds, ne)) == QR_OK && holds)
             hi = mid;
         else
             lo = mid;
@@ -3635,7 +3747,7 @@ static qr_status search_k(qr_qctx *q, qr_quantized *res, const outref *o, const 
         int c = hi, up = 0, gallop = 1, step = 1;
         lo = lo0, hi = top;
         if (c < top) { /* top is not tried: it holds, or everything in f32 is assumed to, on every sample */
-            if ((st = try_upto(q, res, o, calib, wd, rk, nr, &a, c, nb, &holds)) == QR_OK && holds)
+            if ((st = try_near(q, res, o, calib, wd, rk, nr, &a, c, nb, &holds, ne)) == QR_OK && holds)
                 hi = c;
             else
                 lo = c, up = 1;
@@ -3645,7 +3757,7 @@ static qr_status search_k(qr_qctx *q, qr_quantized *res, const outref *o, const 
             int mid = !gallop ? lo + (hi - lo) / 2
                       : up    ? (lo + step < hi ? lo + step : hi - 1)
                               : (hi - step > lo ? hi - step : lo + 1);
-            if ((st = try_upto(q, res, o, calib, wd, rk, nr, &a, mid, nb, &holds)) == QR_OK && holds)
+            if ((st = try_near(q, res, o, calib, wd, rk, nr, &a, mid, nb, &holds, ne)) == QR_OK && holds)
                 hi = mid;
             else
                 lo = mid;
@@ -3656,7 +3768,24 @@ static qr_status search_k(qr_qctx *q, qr_quantized *res, const outref *o, const 
         }
     }
     if (st == QR_OK) /* only rebuilt when measured on every batch (hi = top never is: then measured) */
-        st = try_upto(q, res, o, calib, wd, rk, nr, &a, hi, nb, &holds);
+        st = try_near(q, res, o, calib, wd, rk, nr, &a, hi, nb, &holds, ne);
+    /* with lazy exact effects, the order the search's earlier tries judged may have moved under
+     * its answer: where the answer fails now, the search goes on above it, on every batch */
+    while (st == QR_OK && ne && !holds && hi < top) {
+        lo = hi, hi = top;
+        while (st == QR_OK && hi - lo > 1) {
+            int mid = lo + (hi - lo) / 2;
+            if ((st = try_near(q, res, o, calib, wd, rk, nr, &a, mid, nb, &holds, ne)) == QR_OK && holds)
+                hi = mid;
+            else
+                lo = mid;
+            fb_step(pg);
+        }
+        if (st == QR_OK)
+            st = try_near(q, res, o, calib, wd, rk, nr, &a, hi, nb, &holds, ne);
+        if (hi == top)
+            break;
+    }
     *answer = hi;
     attempts_free(&a);
     return st;
@@ -4192,7 +4321,7 @@ static qr_status fewest_wide(qr_qctx *q, qr_quantized *res, const outref *o, con
     qr_status st = try_k(q, res, o, calib, wd, rk, n, k + h, &holds);
     fb_step(pg);
     if (st == QR_OK && !holds && m16 > 0) /* it holds with all of them: the answer above */
-        st = search_k(q, res, o, calib, wd, rk, n, k + h, k + h + m16, pg, &answer);
+        st = search_k(q, res, o, calib, wd, rk, n, k + h, k + h + m16, pg, &answer, NULL);
     qr_plan_phase(q, res, "fewest 16-bit steps");
     return st;
 }
@@ -4229,7 +4358,7 @@ static qr_status search_wide(qr_qctx *q, qr_quantized *res, const outref *o, con
     qr_plan_phase(q, res, "16-bit step");
     int answer = 0;
     if (st == QR_OK && holds) {
-        st = search_k(q, res, o, calib, wd, rk, total, k, k + n16, pg, &answer);
+        st = search_k(q, res, o, calib, wd, rk, total, k, k + n16, pg, &answer, NULL);
     } else if (st == QR_OK) {
         /* the f32 steps' effects at the width they then have: the widened ones measured again */
         take_steps(q, wd, rk, total, k + n16);
@@ -4246,7 +4375,7 @@ static qr_status search_wide(qr_qctx *q, qr_quantized *res, const outref *o, con
             st = order_per_mac(q, o, rk + k + n16, nf);
         qr_plan_phase(q, res, "effects at 16 bits");
         if (st == QR_OK)
-            st = search_k(q, res, o, calib, wd, rk, total, k + n16, total, pg, &answer);
+            st = search_k(q, res, o, calib, wd, rk, total, k + n16, total, pg, &answer, NULL);
         if (st == QR_OK)
             st = fewest_wide(q, res, o, calib, wd, rk, total, k, n16, answer, pg);
     }
@@ -4443,9 +4572,18 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         /* rank = gain reads the held-out samples where they are (input_rounding), grad's passes
          * keep a batch's views through its backward: the held-out samples stay in memory for them */
         int pin = gain || choice_is(q, QR_SET_RANK, "grad"), was = pin ? qr_plan_stream_held(q, 0) : 0;
-        st = gain    ? gain_effects(q, calib, o.n, outs, rk + k, nr - k)
+        /* rank = grad: by slot, whose effect is exact (the rest estimates, grad_exact_near's to refine) */
+        const qr_setting *nx = qr_recipe_setting(q->r, QR_SET_GRAD_EXACT_NEAR),
+                         *kb = qr_recipe_setting(q->r, QR_SET_GRAD_EXACT_KEPT_BELOW);
+        unsigned char *exact = calloc((size_t)q->nslots + 1, 1);
+        near_exact ne = {.all = &o, .calib = calib, .count = count, .rk = rk, .k = k, .done = exact,
+                         .w = choice_is(q, QR_SET_RANK, "grad") && nx ? (int)nx->value : 0,
+                         .per_mac = choice_is(q, QR_SET_ORDER, "per_mac"),
+                         .below = choice_is(q, QR_SET_RANK, "grad") && kb ? kb->value : -INFINITY};
+        st = !exact  ? qr_errorf(q->e, "out of memory")
+             : gain  ? gain_effects(q, calib, o.n, outs, rk + k, nr - k)
              : probe ? probe_effects(q, &o, calib, count, rk + k, nr - k)
-             : choice_is(q, QR_SET_RANK, "grad") ? grad_effects(q, &o, calib, count, rk + k, nr - k)
+             : choice_is(q, QR_SET_RANK, "grad") ? grad_effects(q, &o, calib, count, rk + k, nr - k, exact)
                      : measure_effects(q, &o, calib, count, rk + k, nr - k);
         if (pin)
             qr_plan_stream_held(q, was);
@@ -4462,9 +4600,12 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
             qr_plan_phase(q, res, "effects");
             int answer;
             if (st == QR_OK)
-                st = search_k(q, res, &o, calib, wd, rk, nr, k, nr, &pg, &answer);
+                st = search_k(q, res, &o, calib, wd, rk, nr, k, nr, &pg, &answer, &ne);
         }
+        free(exact);
         qr_plan_phase(q, res, "search");
+        /* the exact runs the search asked for are the effects' work, not the search's */
+        qr_plan_phase_move(res, "search", "effects", ne.ms, ne.cpu_ms, ne.runs);
     }
     pg.total = pg.done; /* finished: a full bar */
     qr_plan_progress(pg.o, "fallback ", pg.done, pg.total, pg.t0);

@@ -1135,6 +1135,26 @@ void qr_plan_phase(qr_qctx *q, qr_quantized *res, const char *name)
     q->phase_ms = t, q->phase_cpu_ms = c, q->phase_runs = runs;
 }
 
+void qr_plan_clock(double *ms, double *cpu)
+{
+    *ms = now_ms(), *cpu = cpu_ms();
+}
+
+void qr_plan_phase_move(qr_quantized *res, const char *from, const char *to, double ms, double cpu, int64_t runs)
+{
+    qr_phase_time *f = NULL, *t = NULL;
+    for (int i = 0; i < res->nphases; i++) {
+        if (!strcmp(res->phases[i].name, from))
+            f = &res->phases[i];
+        if (!strcmp(res->phases[i].name, to))
+            t = &res->phases[i];
+    }
+    if (!f || !t || f == t || (ms == 0 && cpu == 0 && runs == 0))
+        return;
+    f->ms -= ms, f->cpu_ms -= cpu, f->node_samples -= runs;
+    t->ms += ms, t->cpu_ms += cpu, t->node_samples += runs;
+}
+
 /* A bar on a terminal only (stderr), with the time left at the rate so far. */
 void qr_plan_progress(const qr_quant_opts *o, const char *what, int64_t done, int64_t total, double t0)
 {

@@ -682,7 +682,9 @@ typedef enum qr_setting_kind {
     X(GRAD_EXACT_BELOW, "grad_exact_below", QR_SK_NUMBER, 0, 0, NULL)       \
     X(FALLBACK_ACTIVATION, "fallback_activation", QR_SK_QSPEC, 0, 0, NULL)  \
     X(FALLBACK_CALIBRATE, "fallback_calibrate", QR_SK_CHOICE, 0, 0, "quantized float") \
-    X(SEARCH_FLOOR, "search_floor", QR_SK_NUMBER, 0, 0, NULL)
+    X(SEARCH_FLOOR, "search_floor", QR_SK_NUMBER, 0, 0, NULL)              \
+    X(GRAD_EXACT_NEAR, "grad_exact_near", QR_SK_COUNT, 0, 1000000, NULL)     \
+    X(GRAD_EXACT_KEPT_BELOW, "grad_exact_kept_below", QR_SK_NUMBER, 0, 0, NULL)
 
 /* accumulate = iN: the accumulator widths the runtime simulates (docs/quantizer.md, accumulator
  * width); i64 is accepted by the checker and refused by the quantizer. */

@@ -14,10 +14,15 @@ nonlin.onnx (make): x [8, 3, 6, 6] -> Conv 3x3 pads 1 -> p -> Relu -> r -> Conv 
 -> Sigmoid -> z -> Conv 1x1 -> y, weights and inputs of both signs (rank = grad's first order against
 rank = effect's exact runs).
 
+deep.onnx (make): x [16, 3, 8, 8] -> 16 x (Conv 3x3 pads 1 -> Relu, Sigmoid, Tanh or Relu) -> Conv 1x1
+-> y: 32 tensors for rank = grad's exact effects near the search's cut (grad_exact_near), against
+rank = effect's decisions.
+
 two.onnx (make): x -> Conv (two nearly equal channels) -> a -> Conv (their difference) -> b, both
 outputs: pooled, a's energy hides b's error.
 
-Usage: gain_oracle.py make DIR                 chain.onnx, chain_x.npy, two.onnx, two_x.npy, nonlin.onnx, nonlin_x.npy
+Usage: gain_oracle.py make DIR                 chain.onnx, chain_x.npy, two.onnx, two_x.npy, nonlin.onnx, nonlin_x.npy,
+                                                deep.onnx, deep_x.npy
        gain_oracle.py check DIR QPARAMS REPORT  prints one line per layer: name exact gain reported
        gain_oracle.py two DIR REPORT N          two.onnx's exact effects on its first N samples from the
                                                 report's qparams: one line per layer: name exact reported"""
@@ -68,6 +73,30 @@ def make(d):
     onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), f"{d}/nonlin.onnx")
     np.save(f"{d}/nonlin_x.npy", (r.standard_normal((8, 3, 6, 6)) * 1.5).astype(np.float32))
     np.save(f"{d}/two_x.npy", (r.standard_normal((32, 3, 4, 4)) * 2).astype(np.float32))
+    make_deep(d)
+
+
+def make_deep(d):
+    import onnx
+    from onnx import numpy_helper
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    r = np.random.default_rng(1)
+    nodes, inits, prev, ch = [], [], "x", 8
+    for i in range(16):
+        w = (r.standard_normal((ch, ch if i else 3, 3, 3)) / np.sqrt(9 * (ch if i else 3)) *
+             (1.6 if i % 4 != 1 else 3.0)).astype(np.float32)
+        w[r.integers(ch), 0, 1, 1] *= 1 + 6 * r.random()  # a weight a per-channel scale fits, in places
+        inits.append(numpy_helper.from_array(w, f"w{i}"))
+        nodes.append(h.make_node("Conv", [prev, f"w{i}"], [f"c{i}"], pads=[1, 1, 1, 1]))
+        nodes.append(h.make_node(["Relu", "Sigmoid", "Tanh", "Relu"][i % 4], [f"c{i}"], [f"a{i}"]))
+        prev = f"a{i}"
+    inits.append(numpy_helper.from_array((r.standard_normal((2, ch, 1, 1)) * 0.5).astype(np.float32), "wo"))
+    nodes.append(h.make_node("Conv", [prev, "wo"], ["y"]))
+    g = h.make_graph(nodes, "deep", [h.make_tensor_value_info("x", T.FLOAT, [None, 3, 8, 8])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [None, 2, 8, 8])], inits)
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), f"{d}/deep.onnx")
+    np.save(f"{d}/deep_x.npy", (r.standard_normal((16, 3, 8, 8)) * 1.5).astype(np.float32))
 
 
 def conv(w, x):

@@ -3519,3 +3519,57 @@ Test(quantize, fallback_activation_ships_the_recipes_ranges_only_where_nothing_f
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
 }
+
+/* grad_exact_near: the layers near each of the search's cuts get their exact effect, lazily, and
+ * the search decides as it does on every layer's exact effect. On gain_oracle.py's deep chain (16
+ * Conv layers through Relu, Sigmoid and Tanh; 30 dB), the layers sent to f32 with rank = grad and
+ * grad_exact_near = 2 are rank = effect's (the oracle of the decision: every layer measured exactly,
+ * the search over them; not independent of measure_effects, which both use), with fewer layers
+ * measured exactly than ranked (the others keep the estimate: their effect_db differ from effect's);
+ * the estimate alone (rank = grad) decides otherwise, so the exact runs near the cut are what
+ * decides. With grad_exact_kept_below = 1000 alone, every layer the answer keeps is exact (each try
+ * that holds measures the layers it keeps under the bound) and some sent to f32 keep the estimate. */
+Test(quantize, rank_grad_exact_near_the_cut_decides_as_rank_effect)
+{
+    char cmd[4096], recipe[700], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/gain_oracle.py' make '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *ranks[4] = {"effect", "grad", "grad\n  grad_exact_near = 2", "grad\n  grad_exact_kept_below = 1000"};
+    for (int k = 0; k < 4; k++) {
+        char lines[200];
+        snprintf(recipe, sizeof recipe, "%s/n%d.qrl", dir, k);
+        snprintf(lines, sizeof lines, "  fallback = f32 when output_sqnr < 30\n  rank = %s\n", ranks[k]);
+        write_recipe(recipe, lines);
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize %s/deep.onnx --recipe %s --calib %s/deep_x.npy -o %s/n%d.onnx "
+                 "--report %s/n%d.json", tu_root(), tu_qrl(), dir, recipe, dir, dir, k, dir, k);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        double db = 0;
+        const char *o = strstr(log, "output:    SQNR ");
+        cr_assert(o && sscanf(o, "output:    SQNR %lf", &db) == 1 && db >= 30.0, "rank = %s\n%s", ranks[k], log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json\n"
+             "r = [json.load(open('%s/n%%d.json' %% k))['layers'] for k in (0, 1, 2, 3)]\n"
+             "fell = [sorted(l['value'] for l in x if l['fallback']) for x in r]\n"
+             "e = [{l['value']: l['effect_db'] for l in x if l.get('effect_db') is not None} for x in r]\n"
+             "exact = sum(1 for v in e[0] if v in e[2] and abs(e[0][v] - e[2][v]) < 1e-3)\n"
+             "kept = [v for v in e[3] if v not in fell[3]]\n"
+             "kx = sum(1 for v in kept if abs(e[0][v] - e[3][v]) < 1e-3)\n"
+             "fx = sum(1 for v in e[3] if v in fell[3] and abs(e[0][v] - e[3][v]) < 1e-3)\n"
+             "print(len(e[0]), exact, int(fell[2] == fell[0]), int(fell[1] == fell[0]), len(kept), kx, fx, fell)\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    int ranked = 0, exact = 0, near_same = 0, grad_same = 0, kept = 0, kept_exact = 0, fell_exact = 0;
+    cr_assert(sscanf(log, "%d %d %d %d %d %d %d", &ranked, &exact, &near_same, &grad_same, &kept, &kept_exact,
+                     &fell_exact) == 7, "%s", log);
+    /* grad_exact_kept_below = 1000: every layer the answer keeps quantized has its exact effect,
+     * those sent to f32 (below the answer's cut) some estimates still */
+    cr_assert(kept > 0 && kept_exact == kept, "%d of the %d layers kept are exact: %s", kept_exact, kept, log);
+    cr_assert(fell_exact < ranked - kept, "every layer sent to f32 exact too: nothing tested\n%s", log);
+    cr_assert(near_same, "grad_exact_near = 2 sent other layers to f32 than rank = effect: %s", log);
+    cr_assert(ranked >= 20 && exact > 0 && exact < ranked, "%d of %d layers measured exactly: %s", exact, ranked, log);
+    cr_assert(!grad_same, "the estimate alone decides as rank = effect: nothing tested\n%s", log);
+    free(log);
+}
