@@ -62,6 +62,7 @@ static const option_def defs[] = {
     {"parts", {"auto", "whole", "1", "2", "4", "8"}, INT_FIELD(parts)},
     {"gather", {"auto", "rows"}, INT_FIELD(gather_rows)},
     {"winograd", {"auto", "0"}, INT_FIELD(no_winograd)},
+    {"amx", {"auto", "0"}, INT_FIELD(no_amx)},
 };
 
 /* dst (a string field) holds s and zeros after it: equal options compare equal bytewise. */

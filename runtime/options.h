@@ -81,6 +81,8 @@ typedef struct qr_options {
                             * gather_stack; the tests' second path) */
     int no_winograd;       /* f32 3 x 3 stride-1 channels-last convolutions direct, not by Winograd
                             * F(2x2, 3x3) (runtime/ops/wino.h: other numerics) */
+    int no_amx;            /* amx=0: integer convolutions on the AVX-512 VNNI kernels (JIT ones too) where the
+                            * CPU has AMX-INT8 (runtime/ops/igemm_iconv_amx.c); the same sums */
 } qr_options;
 
 /* The process's options (never NULL). Read without a lock: set them before runs start. */
@@ -97,7 +99,7 @@ void qr_options_touch(void);
  * values it takes. Names: kernels (auto, portable, avx2, avxvnni, avx512vnni: portable is every
  * kernel's portable path, an ISA the integer kernels'), iconv-jit (auto, 0, 1), and the tests' igemm,
  * sgemm, quant, window, f32-rows, fuse, nhwc, epilogue, split, poison, effects, bands, parts, gather,
- * winograd. An empty value is the default. An unknown name's message lists the names. */
+ * winograd, amx (auto, 0). An empty value is the default. An unknown name's message lists the names. */
 qr_status qr_options_parse(qr_options *o, const char *name, const char *value, qr_error *e);
 
 #endif

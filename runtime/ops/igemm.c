@@ -15,6 +15,8 @@ void qr_igemm_u8s8_4x8_avx2(int32_t *c, int64_t c_rs, const int8_t *a, const int
 void qr_iconv_u8s8_6x64_avx512vnni(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
                                    const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1,
                                    int64_t n);
+void qr_iconv_u8s8_amx(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m, const int8_t *w,
+                       const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
 void qr_iconv_u8s8_4x16_avxvnni(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
                                 const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
 void qr_iconv_u8s8_4x8_avx2(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
@@ -345,10 +347,20 @@ qr_igemm_pack_a_fn qr_igemm_pack_a(void)
     return qr_igemm_u8s8() == qr_igemm_u8s8_8x32_avx512vnni ? qr_igemm_pack_a_avx512vnni : qr_igemm_pack_a_ref;
 }
 
+/* AMX-INT8 for the convolutions when the CPU and the OS give it, the kernels are not forced to an
+ * ISA, and the amx option does not turn it off. */
+static int amx_chosen(void)
+{
+    const char *force = forced_choice();
+    return (!force || !strcmp(force, "amx")) && !qr_options_get()->no_amx && qr_amx_usable();
+}
+
 qr_iconv_fn qr_iconv_u8s8_isa(const char *isa)
 {
     if (!strcmp(isa, "portable"))
         return iconv_u8s8_portable;
+    if (!strcmp(isa, "amx"))
+        return qr_amx_usable() ? qr_iconv_u8s8_amx : NULL;
     __builtin_cpu_init();
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
         if (!strcmp(kernels[i].isa, isa))
@@ -361,6 +373,8 @@ qr_iconv_fn qr_iconv_u8s8(void)
     const char *force = forced_choice();
     if (force && qr_iconv_u8s8_isa(force))
         return qr_iconv_u8s8_isa(force);
+    if (amx_chosen())
+        return qr_iconv_u8s8_amx;
     __builtin_cpu_init();
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
         if (kernels[i].cpu_has())
@@ -386,7 +400,7 @@ static qr_iconv_specializer iconv_specializer;
 static int specialized_allowed(void)
 {
     const char *force = forced_choice();
-    return !qr_igemm_portable_forced() && (!force || !strcmp(force, "avx512vnni"));
+    return !qr_igemm_portable_forced() && (!force || !strcmp(force, "avx512vnni") || !strcmp(force, "amx"));
 }
 
 void qr_iconv_set_specializer(qr_iconv_specializer f)
@@ -404,7 +418,7 @@ int qr_iconv_specializing(void)
 qr_iconv_fn qr_iconv_specialized(int64_t taps, int64_t k4, int64_t n)
 {
     qr_iconv_specializer f = __atomic_load_n(&iconv_specializer, __ATOMIC_ACQUIRE);
-    return f && specialized_allowed() ? f(taps, k4, n) : NULL;
+    return f && specialized_allowed() && !amx_chosen() ? f(taps, k4, n) : NULL;
 }
 
 static qr_iconv_ep_specializer iconv_ep_specializer;
@@ -418,7 +432,7 @@ void qr_iconv_set_ep_specializer(qr_iconv_ep_specializer f)
 qr_iconv_ep_fn qr_iconv_specialized_ep(int64_t taps, int64_t k4, int64_t n, const char *prog)
 {
     qr_iconv_ep_specializer f = __atomic_load_n(&iconv_ep_specializer, __ATOMIC_ACQUIRE);
-    return f && prog && specialized_allowed() ? f(taps, k4, n, prog) : NULL;
+    return f && prog && specialized_allowed() && !amx_chosen() ? f(taps, k4, n, prog) : NULL;
 }
 
 static qr_rows_ep_specializer rows_ep_specializer;

@@ -644,7 +644,8 @@ Test(cli, run_batches_only_what_follows_the_slices)
  * cache holds the recipe's module afterwards and no iconv-/rowsep- entry; --option iconv-jit=auto
  * gives the background compilation back (at least one kernel, at exit, on a VNNI CPU), the export the
  * same bytes. The second run starts from a copy of the first's cache (the recipe's module, no shape
- * kernel): it compiles no recipe again (the first run showed the module is written), only kernels. */
+ * kernel): it compiles no recipe again (the first run showed the module is written), only kernels. With amx=0: shape kernels are the VNNI path's
+ * (on an AMX CPU the AMX kernel runs and none is asked for). */
 Test(cli, quantize_compiles_no_shape_kernel_by_default, .timeout = 300)
 {
     char cmd[4096], *log;
@@ -655,7 +656,7 @@ Test(cli, quantize_compiles_no_shape_kernel_by_default, .timeout = 300)
             free(tu_sh("cp -r '%s/qc0' '%s/qc1'", dir, dir));
         snprintf(cmd, sizeof cmd,
                  "XDG_CACHE_HOME='%s/qc%d' %s quantize %s/examples/fmnist/fmnist_cnn.onnx --recipe %s/recipes/int8.qrl "
-                 "--calib %s/calib_images.npy --calib-count 64 -o %s/qc%d.onnx --quiet %s",
+                 "--calib %s/calib_images.npy --calib-count 64 -o %s/qc%d.onnx --quiet --option amx=0 %s",
                  dir, auto_, tu_qrl(), tu_root(), tu_root(), d, dir, auto_, auto_ ? "--option iconv-jit=auto" : "");
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
         free(log);
@@ -680,7 +681,9 @@ Test(cli, quantize_compiles_no_shape_kernel_by_default, .timeout = 300)
 /* By default (iconv-jit=auto) a first run with an empty module cache runs the generic kernels while
  * a background thread compiles the layers' shapes: the same bytes as iconv-jit=0, and after exit
  * the cache holds kernels and no temporary file (*.tmp.*, nor a compilation's folder in TMPDIR).
- * Later runs load them (--profile counts them) and give the same bytes, until none is missing. */
+ * Later runs load them (--profile counts them) and give the same bytes, until none is missing. The
+ * compiling runs with amx=0 (AMX, where the CPU has it, asks for no shape kernel: iconv-jit=0's bytes
+ * are then AMX's, which the VNNI kernels' must equal). */
 Test(cli, shape_kernels_compile_in_the_background, .timeout = 300)
 {
     char cmd[4096], *log;
@@ -692,7 +695,7 @@ Test(cli, shape_kernels_compile_in_the_background, .timeout = 300)
     free(log);
     int vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"), loaded = 0;
     for (int i = 0; i < 8; i++) {
-        snprintf(cmd, sizeof cmd, "TMPDIR='%s/tmp' XDG_CACHE_HOME='%s/bg' %s run %s/q.onnx -i %s/x.npy -o %s/bg%d --profile",
+        snprintf(cmd, sizeof cmd, "TMPDIR='%s/tmp' XDG_CACHE_HOME='%s/bg' %s run %s/q.onnx -i %s/x.npy -o %s/bg%d --profile --option amx=0",
                  dir, dir, tu_qrl(), dir, dir, dir, i);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
         const char *line = strstr(log, "shape kernels (iconv-jit): ");
@@ -721,7 +724,7 @@ Test(cli, shape_kernels_compile_in_the_background, .timeout = 300)
     }
     cr_assert(!vnni || loaded > 0, "a later run loaded the cached kernels");
     /* qrl bench waits for them after its warm-up run: its timed runs are the steady state's */
-    snprintf(cmd, sizeof cmd, "XDG_CACHE_HOME='%s/bench' %s bench %s/q.onnx --batch 1 --threads 1 --min-time 0.01 --profile",
+    snprintf(cmd, sizeof cmd, "XDG_CACHE_HOME='%s/bench' %s bench %s/q.onnx --batch 1 --threads 1 --min-time 0.01 --profile --option amx=0",
              dir, tu_qrl(), dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     if (vnni)
@@ -745,8 +748,9 @@ Test(cli, run_switches_give_the_same_bits, .timeout = 300)
     const char *how[] = {"--option iconv-jit=0",
                          "--kernels portable",
                          "--kernels avx2",
-                         "--iconv-jit",
+                         "--iconv-jit --option amx=0",
                          "--kernels auto --iconv-jit",
+                         "--option amx=0",
                          "--option fuse=0 --option nhwc=0",
                          "--option nhwc=all --option split=cols --option epilogue=turn",
                          "--option iconv-jit=1 --option epilogue=rows",
@@ -793,7 +797,7 @@ Test(cli, run_switches_give_the_same_bits, .timeout = 300)
         {"--kernels", "qrl: --kernels: needs auto, portable, avx2, avxvnni or avx512vnni"},
         {"--option nhwc=yes", "qrl: --option: option nhwc takes auto, 0, all, not 'yes'"},
         {"--option fusion=0", "qrl: --option: no option named 'fusion' (the options: kernels, iconv-jit, igemm, sgemm, "
-                              "quant, window, f32-rows, fuse, nhwc, epilogue, split, poison, effects, bands, parts, gather, winograd)"},
+                              "quant, window, f32-rows, fuse, nhwc, epilogue, split, poison, effects, bands, parts, gather, winograd, amx)"},
         {"--option nhwc", "qrl: --option: needs NAME=VALUE, not 'nhwc'"},
         {"--option", "qrl: --option: needs NAME=VALUE, not ''"},
     };

@@ -54,6 +54,7 @@ static void fresh_cache(void)
     cache_dir = tu_tmpdir();
     cr_assert_not_null(cache_dir);
     setenv("XDG_CACHE_HOME", cache_dir, 1);
+    tu_option("amx", "0"); /* the specialized kernels are the VNNI path's: AMX, where there is, hands none out */
 }
 
 static void drop_cache(void)

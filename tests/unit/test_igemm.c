@@ -333,7 +333,7 @@ Test(igemm, matmul_integer_on_the_microkernel_matches_the_portable_path)
  * against the reference and against a naive loop over the unpacked weights written here (int64
  * sums wrapped at the end), so a wrong packing (qr_iconv_pack_w) fails too. Rows point into an
  * image of pixels of k4 bytes; a few pointers per row go to one zero-point row, as padding does. */
-static const char *const iconv_isas[] = {"avx512vnni", "avxvnni", "avx2", "portable"};
+static const char *const iconv_isas[] = {"amx", "avx512vnni", "avxvnni", "avx2", "portable"};
 
 /* c[i][j] = init[j] + sum_t sum_k<cin a[i * taps + t][k] * wt[t][k][j] (wt unpacked, [taps][cin][n]). */
 static void iconv_naive(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,

@@ -15,6 +15,7 @@
 
 #include "op.h"
 #include "ops/conv_epilogue.h"
+#include "ops/igemm.h"
 #include "ops/nhwc.h"
 #include "options.h"
 #include "parallel.h"
@@ -1153,6 +1154,44 @@ Test(nhwc, pointwise_convolutions_match_convinteger)
         int64_t N = 1 + rnd(&s) % 3, M = 1 + rnd(&s) % 70;
         check_conv(&s, &sh, N, M, it % 2, 0, it % 3 == 2 ? two : NULL, it % 4 < 2 ? EP_ROWS : EP_TURNED);
     }
+    qr_pool_free(two);
+}
+
+/* AMX-INT8 (runtime/ops/igemm_iconv_amx.c) and the AVX-512 VNNI kernels it stands in for (amx=0)
+ * on ResNet-18's kinds of layers at small sizes, against ConvInteger: 3 x 3 over 64 channels
+ * (K 576, nine whole 64s), stride 2 over 128 to 200 outputs (ragged strips of 64), the 1 x 1
+ * stride-2 downsample (one tap), 24 and 40 channels (K 216 and 360: a ragged last 64 of K), pixels
+ * not a multiple of 16 (7 x 7 = 49, 5 x 5 = 25 and the blocks' ends), M 1, 17, 40, 130; i8 and u8
+ * inputs with random zero points, both signs of weights; the channels-last and turned epilogues;
+ * 1 and 2 threads, split by rows and by channels. Where the CPU has no AMX the VNNI half runs. */
+Test(nhwc, amx_and_vnni_convolutions_match_convinteger)
+{
+    if (!qr_amx_usable())
+        cr_log_info("this CPU (or OS) has no AMX-INT8: the amx=0 half runs alone");
+    shape pw = {.C = 64, .H = 13, .W = 13};
+    pw.g = (qr_conv_geom){.r = 2, .big = {13, 13}, .small = {7, 7}, .kernel = {1, 1}, .stride = {2, 2},
+                          .dilation = {1, 1}, .big_n = 169, .small_n = 49, .kernel_n = 1};
+    const struct {
+        shape sh;
+        int64_t M;
+    } cases[] = {{square3(64, 7, 1), 64}, {square3(64, 9, 2), 130}, {pw, 128}, {square3(24, 11, 1), 40},
+                 {square3(40, 5, 1), 17}, {square3(128, 4, 1), 200}, {square3(16, 6, 2), 1}};
+    static const char *const splits[] = {"", "cols"};
+    unsigned s = 41;
+    qr_pool *two = qr_pool_new(2);
+    for (int amx = 0; amx < 2; amx++) {
+        if (!amx && !qr_amx_usable())
+            continue;
+        tu_option("amx", amx ? "0" : "");
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+            for (int it = 0; it < 4; it++) {
+                tu_option("split", splits[it / 2]);
+                check_conv(&s, &cases[c].sh, 1 + (int64_t)(c + it) % 2, cases[c].M, (int)(c + it) % 2, 0,
+                           it % 2 ? two : NULL, it % 2 ? EP_ROWS : EP_TURNED);
+            }
+    }
+    tu_option("split", "");
+    tu_option("amx", "");
     qr_pool_free(two);
 }
 
