@@ -124,11 +124,20 @@ TARGET void qr_iconv_u8s8_amx(int32_t *c, int64_t c_rs, const uint8_t *const *a,
         qr_iconv_u8s8_6x64_avx512vnni(c, c_rs, a, taps, m, w, init, k4, j0, j1, n);
         return;
     }
-    for (int64_t i = 0; i < m; i++) {
-        uint8_t *d = buf + i * kp;
-        for (int64_t t = 0; t < taps; t++)
-            memcpy(d + t * k4, a[i * taps + t], (size_t)k4);
-        memset(d + K, 0, (size_t)(kp - K));
+    if (k4 % 64 == 0) { /* whole vectors, inline: a memcpy call per tap was most of layer1's time (K 576, n 64) */
+        for (int64_t i = 0; i < m; i++) {
+            uint8_t *d = buf + i * kp;
+            for (int64_t t = 0; t < taps; t++, d += k4)
+                for (int64_t o = 0; o < k4; o += 64)
+                    _mm512_store_si512((void *)(d + o), _mm512_loadu_si512((const void *)(a[i * taps + t] + o)));
+        }
+    } else {
+        for (int64_t i = 0; i < m; i++) {
+            uint8_t *d = buf + i * kp;
+            for (int64_t t = 0; t < taps; t++)
+                memcpy(d + t * k4, a[i * taps + t], (size_t)k4);
+            memset(d + K, 0, (size_t)(kp - K));
+        }
     }
     memset(buf + m * kp, 0, (size_t)((mp - m) * kp));
     int8_t *tail = (int8_t *)(buf + mp * kp); /* 2 x 1 KB: the ragged last 64 of K of a column pair */
