@@ -431,6 +431,11 @@ Test(igemm, iconv_kernels_match_a_naive_loop_on_ragged_shapes)
     /* every row count through the 6-row tiles and the 3, 2, 1 of the ragged end */
     for (int64_t m = 0; m <= 19; m++)
         check_iconv_shape(m, 3, 8, 70, 0, 70, 70, 0, &seed);
+    /* the AMX kernel's pairs of 16-row tiles: a full second tile, ragged ones past it */
+    static const int64_t tall[] = {31, 32, 33, 47, 48, 49, 63, 64, 65, 97};
+    for (size_t r = 0; r < sizeof tall / sizeof tall[0]; r++)
+        check_iconv_shape(tall[r], r % 2 ? 9 : 1, r % 3 ? 64 : 24, 70 + 16 * (int64_t)r, 0, 70 + 16 * (int64_t)r,
+                          70 + 16 * (int64_t)r, 0, &seed);
     /* column ranges as threads would split them (j0 a multiple of 64, a strip's first column; one
      * empty), c_rs past n; the 1x1 shapes whose weights fit L1 (the AVX-512 kernel's rows-outer
      * order) too; n16 200 -> 208: strips of 64, 64, 64 and 16 */
