@@ -437,6 +437,53 @@ static void sconv_blocks(void *arg, int64_t t0, int64_t t1, int slot)
     }
 }
 
+/* One pass of sconv_run over images [n, n + gn) (stacked), its steps split on pool (NULL: this
+ * thread alone): the padded copy, then every (panel, row block) task. */
+static void sconv_pass(qr_pool *pool, sconv_job *j, int64_t n, int64_t gn, const float *x, float *y,
+                       const qr_sconv_epi *epi, int in_place)
+{
+    const qr_sconv *p = j->p;
+    j->x = x + n * p->C * p->H * p->W;
+    j->y = y + n * p->M * p->OH * p->OW;
+    j->rows = gn * p->OH;
+    j->nrb = (j->rows + j->rb - 1) / j->rb;
+    if (epi) {
+        j->img_epi = *epi;
+        if (epi->res)
+            j->img_epi.res = epi->res + n * p->M * p->OH * p->OW;
+    }
+    if (in_place)
+        j->xp = (float *)j->x;
+    else
+        qr_parallel_for(pool, gn * p->Hp, 8, sconv_image_rows, j);
+    qr_parallel_for_slots(pool, p->panels * j->nrb, 1, sconv_blocks, j);
+}
+
+typedef struct sconv_units_job {
+    const sconv_job *j;
+    const float *x;
+    float *y;
+    const qr_sconv_epi *epi;
+    int64_t n_img, g;
+    int in_place;
+} sconv_units_job;
+
+/* Passes [u0, u1) of g images each, whole on this thread, in its slot's padded copy and row
+ * blocks. */
+static void sconv_units(void *arg, int64_t u0, int64_t u1, int slot)
+{
+    const sconv_units_job *u = arg;
+    sconv_job j = *u->j;
+    if (!u->in_place)
+        j.xp += slot * u->g * j.xp_img;
+    if (j.blk)
+        j.blk += slot * j.blk_len;
+    for (int64_t t = u0; t < u1; t++) {
+        int64_t n = t * u->g;
+        sconv_pass(NULL, &j, n, u->n_img - n < u->g ? u->n_img - n : u->g, u->x, u->y, u->epi, u->in_place);
+    }
+}
+
 /* y = conv(x, w) + b on sconv, image by image: the weights packed on the first run when they are
  * the same every run (constants, or a QDQ graph's weight DequantizeLinear: repacked on every run,
  * ResNet-18's took 0.7 of the 1.7 s its convolutions cost over 64 images), every run when
@@ -469,8 +516,15 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
      * 0.028 ms copied, 0.036 in place) */
     j.dw_direct = x_nhwc && dw && p->C % 16 == 0 && p->H * p->W * p->C * (int64_t)sizeof(float) > DW_DIRECT_BYTES;
     in_place |= j.dw_direct;
-    j.xp = in_place ? NULL : qr_kwork(k, g, ifl, sizeof(float), "channels-last image");
-    j.blk = (in_place || j.xp) && !y_nhwc ? qr_kwork(k, qr_pool_threads(k->pool), j.blk_len, sizeof(float),
+    /* passes of g images (units) on the threads, each pass whole on one thread, when there are
+     * enough of them to share evenly: the small ResNet's 64 images split image by image (two
+     * parallel steps an image, of 10 to 40 us at 2 threads) ran no faster on 2 threads than on 1
+     * (docs/runtime.md, "f32 on two threads (stop 46)") */
+    const int slots = qr_pool_threads(k->pool);
+    int64_t units = (n_img + g - 1) / g;
+    units = slots > 1 && units >= 2 * slots ? units : 0;
+    j.xp = in_place ? NULL : qr_kwork(k, units ? slots * g : g, ifl, sizeof(float), "channels-last image");
+    j.blk = (in_place || j.xp) && !y_nhwc ? qr_kwork(k, slots, j.blk_len, sizeof(float),
                                                     "convolution row blocks")
                                          : NULL;
     if ((!in_place && !j.xp) || (!y_nhwc && !j.blk)) {
@@ -479,22 +533,12 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
     }
     if (fresh)
         (dw ? qr_sconv_dw_pack : qr_sconv_pack)(p, w, b, packed);
-    for (int64_t n = 0; n < n_img; n += g) {
-        int64_t gn = n_img - n < g ? n_img - n : g;
-        j.x = x + n * p->C * p->H * p->W;
-        j.y = y + n * p->M * p->OH * p->OW;
-        j.rows = gn * p->OH;
-        j.nrb = (j.rows + j.rb - 1) / j.rb;
-        if (epi) {
-            j.img_epi = *epi;
-            if (epi->res)
-                j.img_epi.res = epi->res + n * p->M * p->OH * p->OW;
-        }
-        if (in_place)
-            j.xp = (float *)j.x;
-        else
-            qr_parallel_for(k->pool, gn * p->Hp, 8, sconv_image_rows, &j);
-        qr_parallel_for_slots(k->pool, p->panels * j.nrb, 1, sconv_blocks, &j);
+    if (units) {
+        sconv_units_job u = {&j, x, y, epi, n_img, g, in_place};
+        qr_parallel_for_slots(k->pool, units, 1, sconv_units, &u);
+    } else {
+        for (int64_t n = 0; n < n_img; n += g)
+            sconv_pass(k->pool, &j, n, n_img - n < g ? n_img - n : g, x, y, epi, in_place);
     }
     qr_kcache_done(k, packed);
     return QR_OK;

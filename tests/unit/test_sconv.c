@@ -291,6 +291,87 @@ Test(sconv, conv_matches_float64_on_ragged_shapes)
     check_conv((cv){1, 128, 33, 31, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 128, 1, 1});
     check_conv((cv){1, 48, 60, 50, 48, 3, 3, 2, 2, 1, 1, 0, 1, 1, 0, 48, 0, 0});
     check_conv((cv){1, 32, 10, 14, 32, 3, 3, 1, 1, 1, 2, 1, 2, 1, 2, 32, 1, 1});
+    /* batches of at least twice the threads' images: each image (or stacked group) whole on one
+     * thread (conv.c's sconv_units), in its slot's padded copy: 5 images of a 3 x 3 (odd, so the
+     * threads' shares differ), 4 of a 1 x 1 read in place, 6 depthwise at stride 2, and 7 images
+     * of 903 KB under weights of 532 KB stacked in pairs (4 passes, the last of one image) */
+    check_conv((cv){5, 16, 9, 10, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+    check_conv((cv){4, 32, 7, 9, 32, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2});
+    check_conv((cv){6, 48, 9, 11, 48, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 48, 1, 1});
+    check_conv((cv){7, 512, 19, 19, 260, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0});
+}
+
+/* Images on the threads with a fused residual Add and Relu (the epilogue's residual is each
+ * image's own): every output the fmaf chain from 0 over the taps in (ky, kx, c) order, + bias,
+ * + the residual, then Relu, bit for bit, on 1 and 2 threads; a group-1 3 x 3 over 6 images, a
+ * depthwise one over 5 and a 1 x 1 read in place over 4. */
+Test(sconv, images_on_threads_add_their_own_residual)
+{
+    if (!qr_sconv_available())
+        cr_skip_test("no AVX-512F");
+    /* N, C, H, W, M, K, group */
+    const int64_t cs[3][7] = {{6, 16, 9, 10, 20, 3, 1}, {5, 32, 8, 7, 32, 3, 32}, {4, 32, 6, 9, 48, 1, 1}};
+    qr_pool *pool2 = qr_pool_new(2);
+    tu_option("winograd", "0");
+    for (int ci = 0; ci < 3; ci++) {
+        const int64_t N = cs[ci][0], C = cs[ci][1], H = cs[ci][2], W = cs[ci][3], M = cs[ci][4], K = cs[ci][5],
+                      G = cs[ci][6], cg = C / G, pad = K / 2, ny = N * H * W * M;
+        float *x = malloc(sizeof(float) * (size_t)(N * H * W * C)), *w = malloc(sizeof(float) * (size_t)(M * cg * K * K));
+        float *b = malloc(sizeof(float) * (size_t)M), *r = malloc(sizeof(float) * (size_t)ny);
+        cr_assert(x && w && b && r);
+        unsigned seed = 23 + (unsigned)ci;
+        for (int64_t i = 0; i < N * H * W * C; i++) /* NHWC */
+            x[i] = (float)((int)(tu_lcg(&seed) % 2001) - 1000) / 700.0f;
+        for (int64_t i = 0; i < M * cg * K * K; i++)
+            w[i] = (float)((int)(tu_lcg(&seed) % 2001) - 1000) / 1500.0f;
+        for (int64_t m = 0; m < M; m++)
+            b[m] = (float)((int)(tu_lcg(&seed) % 201) - 100) / 50.0f;
+        for (int64_t i = 0; i < ny; i++)
+            r[i] = (float)((int)(tu_lcg(&seed) % 2001) - 1000) / 300.0f;
+        int64_t ks[2] = {K, K}, pads[4] = {pad, pad, pad, pad};
+        qr_attr a[3] = {{.name = "kernel_shape", .kind = QR_ATTR_INTS, .n = 2, .ints = ks},
+                        {.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pads},
+                        {.name = "group", .kind = QR_ATTR_INT, .i = G}};
+        qr_tensor tx = {.dtype = QR_F32, .ndim = 4, .dims = {N, H, W, C}, .data = x};
+        qr_tensor tw = {.dtype = QR_F32, .ndim = 4, .dims = {M, cg, K, K}, .data = w};
+        qr_tensor tb = {.dtype = QR_F32, .ndim = 1, .dims = {M}, .data = b};
+        qr_tensor tr = {.dtype = QR_F32, .ndim = 4, .dims = {N, H, W, M}, .data = r};
+        const qr_tensor *in[4] = {&tx, &tw, &tb, &tr};
+        qr_act relu = {.relu = 1};
+        qr_tensor y1 = run("qrl", "QrlConvF32Nhwc", a, 3, in, 4, NULL, &relu);
+        qr_tensor y2 = run("qrl", "QrlConvF32Nhwc", a, 3, in, 4, pool2, &relu);
+        cr_assert(qr_tensor_numel(&y1) == ny && qr_tensor_numel(&y2) == ny);
+        const float *o1 = y1.data, *o2 = y2.data;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t oy = 0; oy < H; oy++)
+                for (int64_t ox = 0; ox < W; ox++)
+                    for (int64_t m = 0; m < M; m++) {
+                        float acc = 0;
+                        int64_t c0 = G > 1 ? m : 0;
+                        for (int64_t ky = 0; ky < K; ky++)
+                            for (int64_t kx = 0; kx < K; kx++)
+                                for (int64_t c = c0; c < c0 + cg; c++) {
+                                    int64_t iy = oy - pad + ky, ix = ox - pad + kx;
+                                    float xv = iy < 0 || iy >= H || ix < 0 || ix >= W
+                                                   ? 0.0f
+                                                   : x[((n * H + iy) * W + ix) * C + c];
+                                    acc = fmaf(w[((m * cg + c - c0) * K + ky) * K + kx], xv, acc);
+                                }
+                        int64_t o = ((n * H + oy) * W + ox) * M + m;
+                        acc += b[m];
+                        acc += r[o];
+                        acc = acc > 0 ? acc : 0;
+                        cr_assert(memcmp(&acc, &o1[o], sizeof acc) == 0,
+                                  "case %d: image %lld m %lld (%lld, %lld): %.9g vs the chain's %.9g", ci, (long long)n,
+                                  (long long)m, (long long)oy, (long long)ox, o1[o], acc);
+                        cr_assert(memcmp(&o1[o], &o2[o], sizeof(float)) == 0, "case %d, 2 threads: image %lld m %lld",
+                                  ci, (long long)n, (long long)m);
+                    }
+        qr_tensor_free(&y1), qr_tensor_free(&y2);
+        free(x), free(w), free(b), free(r);
+    }
+    tu_option("winograd", "");
+    qr_pool_free(pool2);
 }
 
 /* A weight that is not finite: the border's products are inf * 0 = NaN, so the thin tiles must
