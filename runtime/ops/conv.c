@@ -2073,11 +2073,28 @@ static int wino_takes(const qr_conv_geom *g, int64_t c, int64_t m, int64_t group
 
 typedef struct wino_job {
     const qr_wino *p;
-    const float *x, *mm, *bias, *res;
-    float *v, *y;
+    const float *x, *bias, *res;
+    float *v, *mm, *y;
     const qr_act *act;
-    int64_t ldv, ldm, tb;
+    int64_t ldv, ldm, tb, nt; /* nt tiles from tile tb in this chunk */
+    const qr_sgemm_kernel *kn;
+    const float *packed; /* the 16 products' packed weights, pf floats apart */
+    int64_t pf;
+    float *work; /* each slot's packed GEMM panels */
 } wino_job;
+
+/* Products [x0, x1) of the 16 (one per point of the 4 x 4 transformed tile) over the chunk's
+ * tiles, on this thread: each output the same bits however the products are shared. */
+static void wino_gemms(void *arg, int64_t x0, int64_t x1, int slot)
+{
+    const wino_job *j = arg;
+    const int64_t c = j->p->C, m = j->p->M;
+    for (int64_t xi = x0; xi < x1; xi++) {
+        qr_sgemm_job sj = {.a = j->v + xi * j->ldv, .a_rs = c, .a_cs = 1, .m = j->nt, .k = c, .n = m,
+                           .b_packed = j->packed + xi * j->pf, .c = j->mm + xi * j->ldm, .ldc = m};
+        qr_sgemm(NULL, j->kn, &sj, j->work + slot * qr_sgemm_work(j->kn));
+    }
+}
 
 static void wino_in(void *arg, int64_t t0, int64_t t1)
 {
@@ -2136,15 +2153,15 @@ static qr_status wino_run(qr_kctx *k, const qr_conv_geom *g, int64_t c, int64_t 
         return QR_ERR;
     }
     wino_job j = {.p = &p, .x = x, .mm = mm, .bias = b, .res = res, .v = v, .y = y, .act = act,
-                  .ldv = tb * c, .ldm = tb * m};
+                  .ldv = tb * c, .ldm = tb * m, .kn = kn, .packed = packed, .pf = pf, .work = work};
     for (j.tb = 0; j.tb < tiles; j.tb += tb) {
         int64_t nt = tiles - j.tb < tb ? tiles - j.tb : tb;
+        j.nt = nt;
         qr_parallel_for(k->pool, nt, 8, wino_in, &j);
-        for (int xi = 0; xi < 16; xi++) {
-            qr_sgemm_job sj = {.a = v + xi * j.ldv, .a_rs = c, .a_cs = 1, .m = nt, .k = c, .n = m,
-                               .b_packed = packed + xi * pf, .c = mm + xi * j.ldm, .ldc = m};
-            qr_sgemm(k->pool, kn, &sj, work);
-        }
+        /* the 16 products whole on the threads, in one step: split one by one, each (a few us at
+         * batch 1: ResNet-18's 64-channel layers, 112 tiles) cost two waits, and the layers ran
+         * slower on 2 threads than on 1 */
+        qr_parallel_for_slots(k->pool, 16, 1, wino_gemms, &j);
         qr_parallel_for(k->pool, nt, 8, wino_out, &j);
     }
     qr_kcache_done(k, packed);
