@@ -2215,6 +2215,13 @@ static qr_status conv_nhwc_infer(qr_kctx *k)
     return QR_OK;
 }
 
+static double conv_nhwc_macs(const qr_kctx *k);
+
+/* Multiply-adds under which a channels-last f32 convolution runs on one thread (a depthwise
+ * one's count 8 times: its kernel does about an eighth as many a second, MobileNetV2's 7 x 7 x
+ * 960 layer of 0.42 M gains from 2 threads), unless `--option f32-split=all` */
+#define F32_SPLIT_MACS 3e6
+
 static qr_status conv_nhwc_run(qr_kctx *k)
 {
     qr_conv_geom g;
@@ -2234,14 +2241,23 @@ static qr_status conv_nhwc_run(qr_kctx *k)
         epi.res = r->data;
     }
     int x_nhwc = !qr_attr_i(k->node, "x_nchw", 0);
-    if (!epi.hswish && wino_takes(&g, c, m, group, x_nhwc)) {
-        int done;
-        if (wino_run(k, &g, c, m, k->in[0]->data, k->in[1]->data, b ? b->data : NULL, k->out[0]->data,
-                     k->in[0]->dims[0], k->act, epi.res, &done) != QR_OK || done)
-            return done ? QR_OK : QR_ERR;
-    }
-    return sconv_run(k, &sp, k->in[0]->data, k->in[1]->data, b ? b->data : NULL, k->out[0]->data,
-                     k->in[0]->dims[0], k->act, group > 1, x_nhwc, 1, epi.res || epi.hswish ? &epi : NULL);
+    /* a layer of few MACs on this thread alone: split, its threads' steps cost more than they
+     * share (the image and products crossing between the cores' caches: the Fashion-MNIST CNN's
+     * 16 -> 32 on 14 x 14 by Winograd, 0.9 M, took 12 us on 1 thread and 25 on 2; the small
+     * ResNet at batch 1, 1.2 to 2.4 M a layer, 0.158 ms on 2 against 0.140 on 1) */
+    qr_pool *pool = k->pool;
+    if (!qr_options_get()->f32_split_all && conv_nhwc_macs(k) * (group > 1 ? 8 : 1) < F32_SPLIT_MACS)
+        k->pool = NULL;
+    qr_status st = QR_OK;
+    int done = 0;
+    if (!epi.hswish && wino_takes(&g, c, m, group, x_nhwc))
+        st = wino_run(k, &g, c, m, k->in[0]->data, k->in[1]->data, b ? b->data : NULL, k->out[0]->data,
+                      k->in[0]->dims[0], k->act, epi.res, &done);
+    if (st == QR_OK && !done)
+        st = sconv_run(k, &sp, k->in[0]->data, k->in[1]->data, b ? b->data : NULL, k->out[0]->data,
+                       k->in[0]->dims[0], k->act, group > 1, x_nhwc, 1, epi.res || epi.hswish ? &epi : NULL);
+    k->pool = pool;
+    return st;
 }
 
 static double conv_nhwc_macs(const qr_kctx *k)

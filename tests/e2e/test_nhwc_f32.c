@@ -58,7 +58,7 @@ Test(nhwc_f32, cnn_matches_onnx_runtime_channels_last_and_not)
         cr_log_info("no AVX-512F: the graph stays NCHW");
     }
     free(log);
-    snprintf(cmd, sizeof cmd, "%s run %s/m.onnx -i %s/x.npy -o %s/t --threads 2", tu_qrl(), dir, dir, dir);
+    snprintf(cmd, sizeof cmd, "%s --option f32-split=all run %s/m.onnx -i %s/x.npy -o %s/t --threads 2", tu_qrl(), dir, dir, dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
     snprintf(cmd, sizeof cmd, "%s --option nhwc=0 run %s/m.onnx -i %s/x.npy -o %s/r", tu_qrl(), dir, dir, dir);
@@ -113,7 +113,7 @@ Test(nhwc_f32, a_batch_runs_in_parts_with_each_samples_bits)
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
         one[m] = arena_of(log);
         free(log);
-        snprintf(cmd, sizeof cmd, "%s run %s/%s.onnx -i %s/xp.npy -o %s/t_%s --threads 2", tu_qrl(), dir, o, dir,
+        snprintf(cmd, sizeof cmd, "%s --option f32-split=all run %s/%s.onnx -i %s/xp.npy -o %s/t_%s --threads 2", tu_qrl(), dir, o, dir,
                  dir, o);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
         free(log);

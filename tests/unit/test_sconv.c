@@ -138,6 +138,7 @@ static void check_conv(cv c)
     const qr_tensor *in[3] = {&tx, &tw, &tb}, *inh[3] = {&txh, &tw, &tb};
     int nin = c.bias ? 3 : 2, dw = c.group == c.C && c.M == c.C && c.group > 1;
     qr_pool *pool2 = qr_pool_new(2);
+    tu_option("f32-split", "all"); /* the small layers split too (conv.c's F32_SPLIT_MACS) */
     tu_option("winograd", "0"); /* the direct kernel's chains (test_wino tests Winograd's) */
     /* runs: NCHW 1 and 2 threads, NHWC 1 and 2 threads, NHWC from NCHW, the GEMM path (sgemm=ref) */
     qr_tensor y[6];
@@ -312,6 +313,7 @@ Test(sconv, images_on_threads_add_their_own_residual)
     /* N, C, H, W, M, K, group */
     const int64_t cs[3][7] = {{6, 16, 9, 10, 20, 3, 1}, {5, 32, 8, 7, 32, 3, 32}, {4, 32, 6, 9, 48, 1, 1}};
     qr_pool *pool2 = qr_pool_new(2);
+    tu_option("f32-split", "all"); /* the small layers split too (conv.c's F32_SPLIT_MACS) */
     tu_option("winograd", "0");
     for (int ci = 0; ci < 3; ci++) {
         const int64_t N = cs[ci][0], C = cs[ci][1], H = cs[ci][2], W = cs[ci][3], M = cs[ci][4], K = cs[ci][5],
@@ -402,6 +404,7 @@ Test(sconv, a_weight_not_finite_keeps_the_borders_nan)
         qr_tensor tb = {.dtype = QR_F32, .ndim = 1, .dims = {M}, .data = b};
         const qr_tensor *in[3] = {&txh, &tw, &tb};
         qr_pool *pool2 = qr_pool_new(2);
+        tu_option("f32-split", "all");
         qr_tensor y1 = run("qrl", "QrlConvF32Nhwc", a, 2, in, 3, NULL, NULL);
         qr_tensor y2 = run("qrl", "QrlConvF32Nhwc", a, 2, in, 3, pool2, NULL);
         const float *o1 = y1.data, *o2 = y2.data;
@@ -458,6 +461,7 @@ Test(sconv, maxpool_nhwc_matches_the_definition_bit_for_bit)
             x[i] = v == 0 ? NAN : v == 1 ? -0.0f : v == 2 ? 0.0f : v == 3 ? -INFINITY : (float)((int)v - 20) / 4.0f;
         }
         qr_pool *pool2 = qr_pool_new(2);
+        tu_option("f32-split", "all");
         for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
             int64_t k = cases[ci].k, s = cases[ci].s, p = cases[ci].p;
             int64_t ks[2] = {k, k}, st[2] = {s, s}, pads[4] = {p, p, p, p};

@@ -108,6 +108,7 @@ static void check(wc c)
     qr_tensor ref = tu_npy_load(dir, "ref"), scale = tu_npy_load(dir, "scale");
     cr_assert(ref.dtype == QR_F64 && qr_tensor_numel(&ref) == L.ny && qr_tensor_numel(&scale) == L.ny);
     qr_pool *pool2 = qr_pool_new(2);
+    tu_option("f32-split", "all"); /* the small layers split too (conv.c's F32_SPLIT_MACS) */
     qr_tensor y1 = run_layer(&L, 0, c.N, NULL), y2 = run_layer(&L, 0, c.N, pool2);
     qr_tensor last = run_layer(&L, c.N - 1, 1, NULL);
     tu_option("winograd", "0");
@@ -168,6 +169,7 @@ Test(wino, nan_and_inf_inputs_reach_their_windows)
         const int64_t iy = 6, ix = 9;
         L.x[(iy * 14 + ix) * 20 + 7] = bad[bi];
         qr_pool *pool2 = qr_pool_new(2);
+        tu_option("f32-split", "all");
         qr_tensor y1 = run_layer(&L, 0, 1, NULL), y2 = run_layer(&L, 0, 1, pool2);
         const float *o1 = y1.data, *o2 = y2.data;
         for (int64_t oy = 0; oy < 14; oy++)
