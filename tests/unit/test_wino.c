@@ -155,6 +155,13 @@ Test(wino, matches_float64_on_ragged_shapes)
     check((wc){1, 300, 15, 15, 40, 2, 0, 1, 2, 1, 1, 2});  /* uneven pads, C over the K block, Clip */
     check((wc){2, 200, 14, 13, 180, 1, 1, 1, 1, 1, 0, 0}); /* 98 tiles in 3 chunks across the images */
     check((wc){3, 16, 14, 14, 32, 1, 1, 1, 1, 1, 1, 1});   /* the Fashion-MNIST CNN's 16 -> 32 */
+    /* chunks whole on the threads (conv.c's wino_chunks: at least 4 chunks of 48 tiles on 2
+     * threads, weights under 1 MB): 4 chunks of one image each, 4 of 61 and 60 tiles across 3
+     * images of 81 with a residual Add and Clip, and 5 of 120 (about 0.1 ms each, so that the
+     * second thread takes some even on a loaded machine) */
+    check((wc){4, 16, 14, 14, 32, 1, 1, 1, 1, 1, 0, 1});
+    check((wc){3, 24, 17, 17, 36, 1, 1, 1, 1, 1, 1, 2});
+    check((wc){6, 64, 20, 20, 64, 1, 1, 1, 1, 1, 1, 1});
 }
 
 /* A NaN or an inf input: every output whose window holds it is not finite (NaN for a NaN; an inf
