@@ -63,7 +63,6 @@ static const option_def defs[] = {
     {"gather", {"auto", "rows"}, INT_FIELD(gather_rows)},
     {"winograd", {"auto", "0"}, INT_FIELD(no_winograd)},
     {"amx", {"auto", "0"}, INT_FIELD(no_amx)},
-
     {"f32-split", {"auto", "all"}, INT_FIELD(f32_split_all)},
 };
 

@@ -83,7 +83,6 @@ typedef struct qr_options {
                             * F(2x2, 3x3) (runtime/ops/wino.h: other numerics) */
     int no_amx;            /* amx=0: integer convolutions on the AVX-512 VNNI kernels (JIT ones too) where the
                             * CPU has AMX-INT8 (runtime/ops/igemm_iconv_amx.c); the same sums */
-
     int f32_split_all;     /* channels-last f32 convolutions of few MACs split on the threads too,
                             * not run on one (the tests' path: the same bits either way) */
 } qr_options;
@@ -102,9 +101,8 @@ void qr_options_touch(void);
  * values it takes. Names: kernels (auto, portable, avx2, avxvnni, avx512vnni: portable is every
  * kernel's portable path, an ISA the integer kernels'), iconv-jit (auto, 0, 1), and the tests' igemm,
  * sgemm, quant, window, f32-rows, fuse, nhwc, epilogue, split, poison, effects, bands, parts, gather,
- * winograd, amx (auto, 0). An empty value is the default. An unknown name's message lists the names. */
-
- * winograd, f32-split. An empty value is the default. An unknown name's message lists the names. */
+ * winograd, amx (auto, 0), f32-split (auto, all). An empty value is the default. An unknown name's
+ * message lists the names. */
 qr_status qr_options_parse(qr_options *o, const char *name, const char *value, qr_error *e);
 
 #endif
