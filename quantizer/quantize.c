@@ -789,33 +789,6 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void qr_plan_fake_q
     }
 }
 
-/* The smallest and largest of x (NaN ignored), in 16 lanes that become vector min and max. */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void range_f32(const float *x, int64_t n,
-                                                                                  float *lo, float *hi)
-{
-    enum { LANES = 16 };
-    float l[LANES], h[LANES];
-    for (int i = 0; i < LANES; i++)
-        l[i] = INFINITY, h[i] = -INFINITY;
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) {
-            float v = x[i + j];
-            l[j] = v < l[j] ? v : l[j];
-            h[j] = v > h[j] ? v : h[j];
-        }
-    for (; i < n; i++) {
-        l[0] = x[i] < l[0] ? x[i] : l[0];
-        h[0] = x[i] > h[0] ? x[i] : h[0];
-    }
-    for (int j = 1; j < LANES; j++) {
-        l[0] = l[j] < l[0] ? l[j] : l[0];
-        h[0] = h[j] > h[0] ? h[j] : h[0];
-    }
-    *lo = l[0];
-    *hi = h[0];
-}
-
 /* ------------------------------------------------------- the SimQuant op */
 
 static qr_status simq_infer(qr_kctx *k)
@@ -855,7 +828,7 @@ static qr_status simq_run(qr_kctx *k)
     int64_t n = qr_tensor_numel(x);
     const float *xd = x->data;
     float lo, hi;
-    range_f32(xd, n, &lo, &hi);
+    qr_f32_range(xd, n, &lo, &hi);
     if (lo < w->lo[si])
         w->lo[si] = lo;
     if (hi > w->hi[si])
@@ -871,7 +844,7 @@ static qr_status simq_run(qr_kctx *k)
             qr_calib *b = NULL;
             st = qr_calib_fresh(w->cal[si], &b, k->err);
             if (st == QR_OK)
-                st = qr_calib_observe_samples(b, x, w->at, w->count, k->err);
+                st = qr_calib_observe_known(b, x, w->at, w->count, lo, hi, k->err);
             if (st == QR_OK)
                 st = qr_calib_merge(w->cal[si], b, k->err);
             qr_calib_free(b);
@@ -890,7 +863,7 @@ static qr_status simq_run(qr_kctx *k)
         qr_calib *b = NULL;
         qr_status st = qr_calib_fresh(w->cal[si], &b, k->err);
         if (st == QR_OK)
-            st = qr_calib_observe_samples(b, x, w->at, w->count, k->err);
+            st = qr_calib_observe_known(b, x, w->at, w->count, lo, hi, k->err);
         if (st == QR_OK)
             st = qr_calib_solve(b, &s->qt, &qp, k->err);
         if (st == QR_OK)

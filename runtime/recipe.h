@@ -869,6 +869,13 @@ qr_status qr_calib_observe(qr_calib *c, const qr_tensor *x, qr_error *e);
 /* The same for x holding `samples` calibration samples (its first axis) from sample `first` of them
  * on: what observe sees as x.first and x.samples (qr_calib_observe: 0 and 1). */
 qr_status qr_calib_observe_samples(qr_calib *c, const qr_tensor *x, int64_t first, int64_t samples, qr_error *e);
+/* The same, given x's range as qr_f32_range computed it (the caller's, reused): x.min() and
+ * x.max() in this observe return it instead of reading x again. */
+qr_status qr_calib_observe_known(qr_calib *c, const qr_tensor *x, int64_t first, int64_t samples, float lo, float hi,
+                                 qr_error *e);
+/* The smallest and largest of d[0 .. n) (NaN ignored; +inf and -inf for none), as x.min() and
+ * x.max() give them. */
+void qr_f32_range(const float *d, int64_t n, float *lo, float *hi);
 /* Folds o's state into c's (same calibrator and parameters). */
 qr_status qr_calib_merge(qr_calib *c, const qr_calib *o, qr_error *e);
 qr_status qr_calib_solve(qr_calib *c, const qrl_qtype *t, qrl_qparams *out, qr_error *e);

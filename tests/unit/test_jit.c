@@ -777,6 +777,110 @@ Test(jit, minmax_of_nothing_is_scale_1_zero_0)
     qr_module_free(m);
 }
 
+/* c's state as qr_calib_pack writes it (a fresh buffer the caller frees). */
+static unsigned char *packed(const qr_calib *c, size_t *len)
+{
+    unsigned char *buf = NULL;
+    size_t cap = 0;
+    qr_error e;
+    *len = 0;
+    cr_assert_eq(qr_calib_pack(c, &buf, len, &cap, &e), QR_OK, "%s", e.msg);
+    return buf;
+}
+
+/* minmax observing x: once as the quantizer's SimQuant does (its range from qr_f32_range, handed
+ * in: x.min() and x.max() read no data) and once reading x (the 16-lane folds); the two states
+ * packed hold the same bytes. Lengths around the 16 lanes, NaNs, infinities and zeros of both
+ * signs (where the order of comparisons would show); the range checked against a plain loop too.
+ * Broken on purpose (qr_f32_range's tail keeping a value equal to the current one, `<=`/`>=`):
+ * the zeros' signs differ and the states do not match. */
+Test(jit, known_range_gives_the_states_reading_gives)
+{
+    qrl_module *m = stdlib_calibrators();
+    enum { N = 1000 };
+    static float x[N];
+    const int64_t lens[] = {0, 1, 15, 16, 17, 33, 999, 1000};
+    for (int pattern = 0; pattern < 4; pattern++)
+        for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+            int64_t n = lens[li];
+            random_data(x, N, 3 + (unsigned)pattern);
+            for (int64_t i = 0; i < n; i++) {
+                if (pattern == 1 && i % 5 == 0) /* NaNs among the values */
+                    x[i] = NAN;
+                if (pattern == 2) /* zeros of both signs, and nothing else */
+                    x[i] = (i * 7 + 3) % 3 ? 0.0f : -0.0f;
+                if (pattern == 3 && i % 11 == 4) /* infinities */
+                    x[i] = i % 2 ? INFINITY : -INFINITY;
+            }
+            float lo, hi;
+            qr_f32_range(x, n, &lo, &hi);
+            float plo = INFINITY, phi = -INFINITY; /* the values (a zero's sign aside) */
+            for (int64_t i = 0; i < n; i++)
+                if (x[i] == x[i])
+                    plo = fminf(plo, x[i]), phi = fmaxf(phi, x[i]);
+            cr_assert(lo == plo && hi == phi, "pattern %d n %lld: range [%g, %g], the values' [%g, %g]", pattern,
+                      (long long)n, lo, hi, plo, phi);
+            qr_calib *read, *known;
+            qr_error e;
+            cr_assert_eq(qr_calib_new(m, "minmax", 0, NULL, NULL, &read, &e), QR_OK, "%s", e.msg);
+            cr_assert_eq(qr_calib_fresh(read, &known, &e), QR_OK, "%s", e.msg);
+            qr_tensor t = vec(x, n);
+            cr_assert_eq(qr_calib_observe_samples(read, &t, 0, 1, &e), QR_OK, "%s", e.msg);
+            cr_assert_eq(qr_calib_observe_known(known, &t, 0, 1, lo, hi, &e), QR_OK, "%s", e.msg);
+            size_t la, lb;
+            unsigned char *a = packed(read, &la), *b = packed(known, &lb);
+            cr_assert(la == lb && la > 0 && !memcmp(a, b, la), "pattern %d n %lld: the states differ", pattern,
+                      (long long)n);
+            free(a);
+            free(b);
+            qr_calib_free(read);
+            qr_calib_free(known);
+        }
+    qr_module_free(m);
+}
+
+/* The range handed in holds for that one observe only: SimQuant then rounds the tensor in place,
+ * and the next batch may come in the same buffer. After an observe given x's range, x changed in
+ * place is read again by the next observe (the same buffer and length): its state is what a
+ * calibrator that never saw the old values gives. Broken on purpose (the range left set after the
+ * call): the second state holds the old range. */
+Test(jit, known_range_is_forgotten_after_its_observe)
+{
+    qrl_module *m = stdlib_calibrators();
+    enum { N = 100 };
+    static float x[N];
+    random_data(x, N, 5);
+    qr_tensor t = vec(x, N);
+    float lo, hi;
+    qr_f32_range(x, N, &lo, &hi);
+    qr_calib *first, *next, *oracle;
+    qr_error e;
+    cr_assert_eq(qr_calib_new(m, "minmax", 0, NULL, NULL, &first, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_calib_fresh(first, &next, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_calib_fresh(first, &oracle, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_calib_observe_known(first, &t, 0, 1, lo, hi, &e), QR_OK, "%s", e.msg);
+    for (int i = 0; i < N; i++) /* changed in place, into [-0.5, 0.5] */
+        x[i] = (float)(i % 11) / 10.0f - 0.5f;
+    cr_assert_eq(qr_calib_observe(next, &t, &e), QR_OK, "%s", e.msg);
+    static float copy[N];
+    memcpy(copy, x, sizeof copy);
+    qr_tensor c = vec(copy, N);
+    cr_assert_eq(qr_calib_observe(oracle, &c, &e), QR_OK, "%s", e.msg);
+    qrl_qtype u8 = qr_qtype_of(QR_U8, 0, -1);
+    qrl_qparams qn, qo;
+    cr_assert_eq(qr_calib_solve(next, &u8, &qn, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_calib_solve(oracle, &u8, &qo, &e), QR_OK, "%s", e.msg);
+    /* the hand-derived qparams of [-0.5, 0.5] on u8: scale 1 / 255, zero round(0.5 * 255) = 128 */
+    cr_assert(qo.scale == (double)(0.5f - -0.5f) / 255 && qo.zero == 128, "oracle: %.9g %lld", qo.scale,
+              (long long)qo.zero);
+    cr_assert(qn.scale == qo.scale && qn.zero == qo.zero, "after the known observe: scale %.9g zero %lld, the "
+              "values' %.9g %lld", qn.scale, (long long)qn.zero, qo.scale, (long long)qo.zero);
+    qr_calib_free(first);
+    qr_calib_free(next);
+    qr_calib_free(oracle);
+    qr_module_free(m);
+}
+
 /* percentile: observe in three parts and merge == one pass == the C histogram. */
 Test(jit, percentile_histogram_merges_exactly_and_matches_c)
 {
