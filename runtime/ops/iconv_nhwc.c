@@ -1075,7 +1075,7 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         if (plan && j.fn)
             plan->fn = j.fn; /* a NULL (compiling, or none) is asked again on the next run */
         if (!j.fn)
-            j.fn = qr_iconv_u8s8();
+            j.fn = qr_iconv_u8s8_for(j.gather ? 1 : j.taps, j.k4, j.m);
         /* phase 2: the epilogue in the kernel too (before a second stage, y's bytes for it, or the
          * stage joined to it: the node's output) */
         if (ep->then && ep->jprog && ep->jtabs && ep->skip && j.esize == 1 && qr_dtype_size(k->out[0]->dtype) == 1)

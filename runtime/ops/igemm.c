@@ -355,6 +355,15 @@ static int amx_chosen(void)
     return (!force || !strcmp(force, "amx")) && !qr_options_get()->no_amx && qr_amx_usable();
 }
 
+/* Where AMX takes a layer: K (taps x k4 groups of 4 bytes) of at least one 64-byte tile row and at
+ * least 64 output channels. Under that, the per-call row copy and the unfused epilogue cost more
+ * than the tiles give (MobileNetV2's 16- to 32-channel 1 x 1 layers ran slower on AMX than on the
+ * fused shape kernels), so such layers keep the VNNI path and its shape kernels. */
+static int amx_takes(int64_t taps, int64_t k4, int64_t n)
+{
+    return taps * k4 >= 16 && n >= 64 && amx_chosen();
+}
+
 qr_iconv_fn qr_iconv_u8s8_isa(const char *isa)
 {
     if (!strcmp(isa, "portable"))
@@ -368,18 +377,30 @@ qr_iconv_fn qr_iconv_u8s8_isa(const char *isa)
     return NULL;
 }
 
-qr_iconv_fn qr_iconv_u8s8(void)
+/* The best kernel for this CPU but AMX (the VNNI one where the CPU has it) */
+static qr_iconv_fn iconv_u8s8_vector(void)
 {
-    const char *force = forced_choice();
-    if (force && qr_iconv_u8s8_isa(force))
-        return qr_iconv_u8s8_isa(force);
-    if (amx_chosen())
-        return qr_iconv_u8s8_amx;
     __builtin_cpu_init();
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
         if (kernels[i].cpu_has())
             return kernels[i].iconv;
     return iconv_u8s8_portable;
+}
+
+qr_iconv_fn qr_iconv_u8s8(void)
+{
+    const char *force = forced_choice();
+    if (force && qr_iconv_u8s8_isa(force))
+        return qr_iconv_u8s8_isa(force);
+    return amx_chosen() ? qr_iconv_u8s8_amx : iconv_u8s8_vector();
+}
+
+qr_iconv_fn qr_iconv_u8s8_for(int64_t taps, int64_t k4, int64_t n)
+{
+    const char *force = forced_choice();
+    if (force && qr_iconv_u8s8_isa(force))
+        return qr_iconv_u8s8_isa(force);
+    return amx_takes(taps, k4, n) ? qr_iconv_u8s8_amx : iconv_u8s8_vector();
 }
 
 qr_igemm_interleave_fn qr_igemm_interleave4(void)
@@ -418,7 +439,7 @@ int qr_iconv_specializing(void)
 qr_iconv_fn qr_iconv_specialized(int64_t taps, int64_t k4, int64_t n)
 {
     qr_iconv_specializer f = __atomic_load_n(&iconv_specializer, __ATOMIC_ACQUIRE);
-    return f && specialized_allowed() && !amx_chosen() ? f(taps, k4, n) : NULL;
+    return f && specialized_allowed() && !amx_takes(taps, k4, n) ? f(taps, k4, n) : NULL;
 }
 
 static qr_iconv_ep_specializer iconv_ep_specializer;
@@ -432,7 +453,7 @@ void qr_iconv_set_ep_specializer(qr_iconv_ep_specializer f)
 qr_iconv_ep_fn qr_iconv_specialized_ep(int64_t taps, int64_t k4, int64_t n, const char *prog)
 {
     qr_iconv_ep_specializer f = __atomic_load_n(&iconv_ep_specializer, __ATOMIC_ACQUIRE);
-    return f && prog && specialized_allowed() && !amx_chosen() ? f(taps, k4, n, prog) : NULL;
+    return f && prog && specialized_allowed() && !amx_takes(taps, k4, n) ? f(taps, k4, n, prog) : NULL;
 }
 
 static qr_rows_ep_specializer rows_ep_specializer;

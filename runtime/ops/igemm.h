@@ -130,6 +130,7 @@ void qr_igemm_u8s8_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t 
 typedef void (*qr_iconv_fn)(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
                             const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
 qr_iconv_fn qr_iconv_u8s8(void);                 /* best for this CPU (the igemm option as for qr_igemm_u8s8); never NULL: the portable one when no ISA fits */
+qr_iconv_fn qr_iconv_u8s8_for(int64_t taps, int64_t k4, int64_t n); /* as qr_iconv_u8s8, AMX only for a layer it takes (K >= 64 bytes, n >= 64) */
 qr_iconv_fn qr_iconv_u8s8_isa(const char *isa);  /* "amx", "avx512vnni", "avxvnni", "avx2", "portable"; NULL when the CPU lacks it */
 /* Whether this CPU and OS run AMX-INT8 tiles: CPUID's AMX-TILE and AMX-INT8, XCR0's tile state, and
  * the kernel's permission for this process (arch_prctl, asked once). With it and no ISA forced
