@@ -552,6 +552,19 @@ Test(igemm, iconv_dispatch_follows_the_forced_choice)
     }
     qr_igemm_force(NULL);
     cr_assert_eq(qr_iconv_u8s8(), best);
+    /* per layer: AMX (where the CPU has it) only for K >= 64 bytes and >= 64 output channels; a thin
+     * layer keeps the best vector kernel; forced, every layer takes the forced one */
+    qr_iconv_fn amx = qr_iconv_u8s8_isa("amx"), vec = NULL;
+    for (size_t s = 0; s < sizeof iconv_isas / sizeof iconv_isas[0] && !vec; s++)
+        if (strcmp(iconv_isas[s], "amx"))
+            vec = qr_iconv_u8s8_isa(iconv_isas[s]);
+    cr_assert_eq(qr_iconv_u8s8_for(9, 16, 64), amx ? amx : vec);
+    cr_assert_eq(qr_iconv_u8s8_for(1, 16, 64), amx ? amx : vec);
+    cr_assert_eq(qr_iconv_u8s8_for(1, 4, 96), vec, "K 16 bytes");
+    cr_assert_eq(qr_iconv_u8s8_for(9, 16, 32), vec, "32 output channels");
+    qr_igemm_force("portable");
+    cr_assert_eq(qr_iconv_u8s8_for(9, 16, 64), qr_iconv_u8s8_isa("portable"));
+    qr_igemm_force(NULL);
 }
 
 /* The kernels with column starting values and zero points per row (qr_igemm_rc_fn) against the
