@@ -175,8 +175,15 @@ static bytes_status compile_to_bytes(qc_unit *u, gcc_jit_context *c, unsigned ch
     }
     char path[PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/module.so", dir);
-    qc_jit_compile_to_file(c, so ? GCC_JIT_OUTPUT_KIND_DYNAMIC_LIBRARY : GCC_JIT_OUTPUT_KIND_ASSEMBLER, path);
-    const char *err = gcc_jit_context_get_first_error(c);
+    enum gcc_jit_output_kind kind = so ? GCC_JIT_OUTPUT_KIND_DYNAMIC_LIBRARY : GCC_JIT_OUTPUT_KIND_ASSEMBLER;
+    /* in a child process, so that libgccjit's working set is never this one's: a first quantize
+     * peaked at 2 to 4 times the second's (docs/quantizer.md, "The cold first quantize's peak
+     * (stop 46)") */
+    char msg[1024];
+    int apart = qc_jit_compile_to_file_apart(c, kind, path, msg, sizeof msg);
+    if (apart > 0)
+        qc_jit_compile_to_file(c, kind, path);
+    const char *err = apart < 0 ? msg : apart > 0 ? gcc_jit_context_get_first_error(c) : NULL;
     bytes_status r = BYTES_OK;
     if (err) {
         ql_error_file(&u->diags, NULL, "internal compiler error (libgccjit): %s", err);

@@ -3,10 +3,12 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -51,6 +53,7 @@ void qc_jit_at_exit(void (*fn)(void))
 /* Under setup_lock, once: the private folder, made libgccjit's by a first compilation (an empty
  * object file: about 20 ms) under TMPDIR=folder, which also tells whether the external driver runs. */
 static void set_up_scratch_dir(void);
+static int ensure_dir(void);
 
 /* Under setup_lock, once: the folder and the first compilation, then the exit functions' handler
  * (qc_jit_at_exit), registered after the handlers libgccjit registers at its first compilation. */
@@ -86,22 +89,37 @@ static void probe_function(gcc_jit_context *c)
     gcc_jit_block_end_with_return(done, NULL, gcc_jit_lvalue_as_rvalue(sum));
 }
 
-static void set_up_scratch_dir(void)
+static int have_folder;
+
+/* Under setup_lock, once: the private folder alone (TMPDIR/qrl-jit-XXXXXX), its removal at exit and
+ * on a fatal signal. A process that only compiles in child processes (qc_jit_compile_to_file_apart)
+ * needs no more: the probe's compilation would bring libgccjit's pages into it. */
+static void make_folder(void)
 {
-    set_up = 1;
+    if (have_folder)
+        return;
+    have_folder = 1;
     const char *t = getenv("TMPDIR");
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/qrl-jit-XXXXXX", t && *t ? t : "/tmp");
     if (!mkdtemp(dir))
         return; /* libgccjit's scratch goes where TMPDIR says, as without this module */
-    char *old = t ? strdup(t) : NULL;
-    if (t && !old) {
-        rmdir(dir);
-        return;
-    }
     snprintf(scratch, sizeof scratch, "%s", dir);
     qr_scratch_dir_set(scratch);
     atexit(remove_scratch);
+}
+
+static void set_up_scratch_dir(void)
+{
+    set_up = 1;
+    make_folder();
+    if (!scratch[0] || ensure_dir() != 0)
+        return;
+    const char *t = getenv("TMPDIR");
+    char *old = t ? strdup(t) : NULL;
+    if (t && !old)
+        return;
+    const char *dir = scratch;
     /* no other thread compiles meanwhile (setup_lock); setenv is not safe against a getenv in
      * another thread: this happens once, at the process's first compilation */
     setenv("TMPDIR", dir, 1);
@@ -146,6 +164,7 @@ static int ensure_dir(void)
 }
 
 static int active; /* compilations under way, under setup_lock */
+static pthread_cond_t idle = PTHREAD_COND_INITIALIZER; /* signalled when active drops to 0 */
 
 /* GCC sizes its garbage collector by the machine's RAM: with 1 GB or more its heap grows to 128 MB
  * before a first collection, then by 100% between collections, so compiling a recipe's kernels
@@ -183,8 +202,11 @@ static void after(void)
      * of libgccjit's: registered again, the exit functions run before it at a later exit */
     if (n_exit_fns)
         atexit(run_exit_fns);
-    if (--active == 0 && scratch[0])
-        rmdir(scratch); /* empty unless a compile_to_bytes folder is being used: then it stays */
+    if (--active == 0) {
+        pthread_cond_broadcast(&idle);
+        if (scratch[0])
+            rmdir(scratch); /* empty unless a compile_to_bytes folder is being used: then it stays */
+    }
     pthread_mutex_unlock(&setup_lock);
 }
 
@@ -224,9 +246,98 @@ void qc_jit_setup(void)
 const char *qc_jit_scratch_dir(int make)
 {
     pthread_mutex_lock(&setup_lock);
-    if (!set_up && make)
-        set_up_scratch();
+    if (make)
+        make_folder(); /* the probe's compilation waits for this process's own first (before) */
     const char *d = scratch[0] && (!make || ensure_dir() == 0) ? scratch : NULL;
     pthread_mutex_unlock(&setup_lock);
     return d;
+}
+
+/* The child's side of qc_jit_compile_to_file_apart: only the forking thread exists here, so
+ * nothing but the compilation and write(2); _exit leaves the parent's exit handlers (libgccjit's,
+ * the scratch folder's) alone. */
+static void compile_child(gcc_jit_context *c, enum gcc_jit_output_kind kind, const char *path, int fd)
+{
+    gcc_jit_context_compile_to_file(c, kind, path);
+    const char *e = gcc_jit_context_get_first_error(c);
+    if (e) {
+        size_t n = strlen(e);
+        while (n > 0) {
+            ssize_t w = write(fd, e, n);
+            if (w <= 0)
+                break;
+            e += w, n -= (size_t)w;
+        }
+    }
+    _exit(e ? 1 : 0);
+}
+
+int qc_jit_compile_to_file_apart(gcc_jit_context *c, enum gcc_jit_output_kind kind, const char *path, char *err,
+                                 size_t n)
+{
+    err[0] = 0;
+    int fd[2];
+    if (pipe(fd) != 0)
+        return 1;
+    pthread_mutex_lock(&setup_lock);
+    make_folder();
+    /* libgccjit holds a lock of its own through a compilation: forked while another thread's is
+     * under way, the child would wait on it for ever. Until the fork returns, setup_lock keeps
+     * any other from starting (before). */
+    while (active)
+        pthread_cond_wait(&idle, &setup_lock);
+    if (ensure_dir() != 0) {
+        pthread_mutex_unlock(&setup_lock);
+        close(fd[0]);
+        close(fd[1]);
+        snprintf(err, n, "no private folder to compile in");
+        return -1;
+    }
+    small_gc_heap(c);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        /* the child's first compilation: the probe (libgccjit's scratch in the folder, whether the
+         * external driver runs) is the child's when this process has compiled nothing itself */
+        if (!set_up)
+            set_up_scratch_dir();
+        if (external_driver)
+            gcc_jit_context_set_bool_use_external_driver(c, 1);
+        compile_child(c, kind, path, fd[1]);
+    }
+    pthread_mutex_unlock(&setup_lock);
+    close(fd[1]);
+    if (pid < 0) {
+        close(fd[0]);
+        return 1;
+    }
+    size_t len = 0;
+    for (;;) {
+        char buf[256];
+        ssize_t r = read(fd[0], buf, sizeof buf);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        for (ssize_t i = 0; i < r && len + 1 < n; i++)
+            err[len++] = buf[i];
+    }
+    err[len] = 0;
+    close(fd[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) {
+            if (!err[0])
+                snprintf(err, n, "waiting for the compiler process: %s", strerror(errno));
+            return -1;
+        }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && !err[0])
+        return 0;
+    if (err[0])
+        return -1;
+    if (WIFSIGNALED(st))
+        snprintf(err, n, "the compiler process was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else
+        snprintf(err, n, "the compiler process exited with status %d", WEXITSTATUS(st));
+    return -1;
 }

@@ -20,6 +20,14 @@
 gcc_jit_result *qc_jit_compile(gcc_jit_context *c);
 void qc_jit_compile_to_file(gcc_jit_context *c, enum gcc_jit_output_kind kind, const char *path);
 
+/* c compiled to path in a child process (fork): libgccjit's working set (its collector's heap,
+ * its code's pages: 90 to 400 MB for a recipe's kernels) is the child's, given back when it ends,
+ * never resident in this one. 0 when compiled; -1 when not, with libgccjit's first error (or how
+ * the child ended) in err; 1 when no child could be started (nothing was tried: compile in the
+ * process). c is left as it was for this process (the child compiled a copy of it). */
+int qc_jit_compile_to_file_apart(gcc_jit_context *c, enum gcc_jit_output_kind kind, const char *path, char *err,
+                                 size_t n);
+
 /* The process's first compilation registers libgccjit's own exit handlers, which must not run
  * while a compilation is under way (they tear down what it uses: a crash, or "compilation
  * terminated" and exit status 1). Exit handlers run in the reverse order of their registration,

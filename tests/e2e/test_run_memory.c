@@ -177,8 +177,81 @@ Test(run_memory, cold_quantize_compiles_in_a_small_heap)
     snprintf(cmd, sizeof cmd, "cmp '%s/q0.onnx' '%s/q1.onnx'", dir, dir);
     cr_expect_eq(tu_run(cmd, &log), 0, "the two exports differ: %s", log);
     free(log);
+    cr_log_info("peaks: first %ld KiB, second %ld", kb[0], kb[1]);
 #if !defined(__SANITIZE_ADDRESS__)
     cr_expect_lt(kb[0], kb[1] + 128 * 1024, "the first quantize peaked at %ld KiB, the second at %ld KiB", kb[0],
                  kb[1]);
 #endif
+}
+
+/* The largest "peak MiB" of `qrl quantize --profile`'s phases in log: the process's own peak
+ * (VmHWM), which a child process's is not part of (wait4's is the largest of both). */
+static double own_peak_mib(const char *log)
+{
+    char path[2048];
+    snprintf(path, sizeof path, "%s/profile.txt", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(log, f);
+    fclose(f);
+    char *s = tu_sh("awk '/^profile:/{p=1} /runs of the whole/{p=0} p && NF >= 5 && $(NF-1) ~ /^[0-9.]+$/ && "
+                    "$(NF-2) ~ /^[0-9.]+$/ && $(NF-3) ~ /^[0-9.]+$/ && $(NF-1) + 0 > m {m = $(NF-1) + 0} END {print m + 0}' "
+                    "'%s'",
+                    path);
+    double m = atof(s);
+    free(s);
+    return m;
+}
+
+/* The first quantize compiles the recipe's kernels in a child process (compiler/jitrun.h,
+ * qc_jit_compile_to_file_apart): its own peak is the second's (which loads them from the cache),
+ * where libgccjit compiling in the process kept 70 MiB more resident (its code's pages, its
+ * collector's heap); the first's, the second's and an in-memory compilation's exports (--no-cache:
+ * libgccjit in the process) are the same bytes. */
+Test(run_memory, first_quantize_compiles_in_a_child_process)
+{
+    char cmd[4096], *log;
+    double own[3];
+    free(tu_sh("rm -rf '%s/childcache'", dir));
+    const char *extra[3] = {"", "", " --no-cache"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && XDG_CACHE_HOME='%s/childcache' %s quantize '%s/mm.onnx' --recipe recipes/int8.qrl --calib "
+                 "'%s/small.npy' -o '%s/c%d.onnx' --threads 1 --profile%s",
+                 tu_root(), dir, tu_qrl(), dir, dir, dir, i, extra[i]);
+        int rc = tu_run(cmd, &log);
+        cr_assert_eq(rc, 0, "quantize %d: %s", i, log);
+        own[i] = own_peak_mib(log);
+        cr_assert_gt(own[i], 1, "no peak in: %s", log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd, "cd '%s' && cmp c0.onnx c1.onnx && cmp c0.onnx c2.onnx", dir);
+    cr_expect_eq(tu_run(cmd, &log), 0, "the exports differ: %s", log);
+    free(log);
+    cr_log_info("own peaks: first %.1f MiB, second %.1f, in memory %.1f", own[0], own[1], own[2]);
+#if !defined(__SANITIZE_ADDRESS__)
+    cr_expect_lt(own[0], own[1] + 24, "the first quantize's own peak %.1f MiB, the second's %.1f (in memory: %.1f)",
+                 own[0], own[1], own[2]);
+#endif
+}
+
+/* A compilation that fails in the child reaches the user as libgccjit's error, and qrl exits 1
+ * with nothing written: here the child is killed (a file size limit of 64 KiB: SIGXFSZ as
+ * libgccjit writes the assembler), which killed qrl itself when it compiled in the process. */
+Test(run_memory, a_compile_that_fails_in_the_child_is_an_error)
+{
+    char cmd[4096], *log;
+    free(tu_sh("rm -rf '%s/failcache' '%s/f.onnx'", dir, dir));
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && ulimit -f 64 && XDG_CACHE_HOME='%s/failcache' %s quantize '%s/mm.onnx' --recipe "
+             "recipes/int8.qrl --calib '%s/small.npy' -o '%s/f.onnx' --threads 1",
+             tu_root(), dir, tu_qrl(), dir, dir, dir);
+    int rc = tu_run(cmd, &log);
+    cr_expect_eq(rc, 1, "exit %d: %s", rc, log);
+    cr_expect(strstr(log, "error: internal compiler error (libgccjit): the compiler process was killed by signal 25"),
+              "%s", log);
+    cr_expect(!strchr(log, '\n') || !strchr(log, '\n')[1], "one line: %s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd, "%s/f.onnx", dir);
+    cr_expect(!tu_file_exists(cmd), "an output was written");
 }
