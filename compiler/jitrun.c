@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -294,9 +295,14 @@ int qc_jit_compile_to_file_apart(gcc_jit_context *c, enum gcc_jit_output_kind ki
         return -1;
     }
     small_gc_heap(c);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
         close(fd[0]);
+        /* a parent ended by a signal (its handlers remove the scratch folder) takes the child along */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(1);
         /* the child's first compilation: the probe (libgccjit's scratch in the folder, whether the
          * external driver runs) is the child's when this process has compiled nothing itself */
         if (!set_up)
@@ -305,6 +311,8 @@ int qc_jit_compile_to_file_apart(gcc_jit_context *c, enum gcc_jit_output_kind ki
             gcc_jit_context_set_bool_use_external_driver(c, 1);
         compile_child(c, kind, path, fd[1]);
     }
+    if (pid > 0)
+        qr_scratch_child(pid);
     pthread_mutex_unlock(&setup_lock);
     close(fd[1]);
     if (pid < 0) {
@@ -327,10 +335,12 @@ int qc_jit_compile_to_file_apart(gcc_jit_context *c, enum gcc_jit_output_kind ki
     int st = 0;
     while (waitpid(pid, &st, 0) < 0)
         if (errno != EINTR) {
+            qr_scratch_child(0);
             if (!err[0])
                 snprintf(err, n, "waiting for the compiler process: %s", strerror(errno));
             return -1;
         }
+    qr_scratch_child(0);
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && !err[0])
         return 0;
     if (err[0])

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 qr_status qr_read_file(const char *path, size_t max, unsigned char **data, size_t *len, qr_error *e)
@@ -145,9 +146,23 @@ void qr_scratch_dir_remove(void)
         remove_tree_at(AT_FDCWD, scratch_dir, 3);
 }
 
+static atomic_int scratch_child; /* a child compiling into the folder (qr_scratch_child), 0: none */
+
+void qr_scratch_child(int pid)
+{
+    atomic_store(&scratch_child, pid);
+}
+
 static void on_fatal_signal(int sig)
 {
     atomic_store(&dying, 1);
+    /* the child would go on writing into the folder removed below: ended first (kill and waitpid
+     * are async-signal-safe) */
+    int child = atomic_load(&scratch_child);
+    if (child > 0 && getpid() == scratch_pid) {
+        kill((pid_t)child, SIGKILL);
+        waitpid((pid_t)child, NULL, 0);
+    }
     /* at most about 30 s: a compilation takes well under one (nanosleep is async-signal-safe) */
     for (int i = 0; i < 3000 && atomic_load(&scratch_busy) > 0; i++)
         nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);

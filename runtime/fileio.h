@@ -53,6 +53,9 @@ void qr_scratch_leave(void);
  * that set it removes it (not a forked child). */
 void qr_scratch_dir_set(const char *dir);
 void qr_scratch_dir_remove(void);
+/* A child process compiling into that folder (compiler/jitrun.h), which the handlers end and wait
+ * for before they remove it; 0 once it has ended. */
+void qr_scratch_child(int pid);
 /* Puts the handlers of qr_atomic_cleanup_on_signals back where other code replaced them (not where
  * a signal is ignored); nothing when they were never installed. */
 void qr_signals_restore(void);
