@@ -621,6 +621,22 @@ void qrl_quantized_runs(const qrl_quantized *q, int64_t *pass, int64_t *total)
     *total = q->q->node_samples;
 }
 
+void qrl_quantized_runs_split(const qrl_quantized *q, int64_t *calibrate_pass, int64_t *calibrate,
+                              int64_t *validate_pass, int64_t *validate, int *ranked)
+{
+    *calibrate_pass = q->q->calibrate_pass_node_samples, *calibrate = q->q->calibrate_node_samples;
+    *validate_pass = q->q->validate_pass_node_samples, *validate = q->q->validate_node_samples;
+    *ranked = q->q->ranked;
+}
+
+int qrl_quantized_phase_runs_validate(const qrl_quantized *q, int i, int64_t *validate)
+{
+    if (i < 0 || i >= q->q->nphases)
+        return 1;
+    *validate = q->q->phases[i].validate_node_samples;
+    return 0;
+}
+
 int qrl_quantized_phase_peak(const qrl_quantized *q, int i, int64_t *bytes)
 {
     if (i < 0 || i >= q->q->nphases)

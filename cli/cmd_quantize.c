@@ -336,8 +336,9 @@ static void print_steps(const qrl_quantized *qz)
 /* What the quantize ran, in f32 passes over its n calibration samples (qrl_quantized_runs), and
  * its two largest phases: where issue 24's cost bound (3 passes and a logarithmic number of
  * validation passes) goes. */
-static void print_runs(const qrl_quantized *qz, int64_t n)
+static void print_runs(const qrl_quantized *qz, int64_t ns, int64_t nv)
 {
+    int64_t n = ns + nv;
     int64_t pass = 0, total = 0;
     qrl_quantized_runs(qz, &pass, &total);
     if (pass <= 0 || total <= 0)
@@ -357,6 +358,20 @@ static void print_runs(const qrl_quantized *qz, int64_t n)
            (long long)n);
     for (int i = 0; i < 2 && name[i]; i++)
         printf("%s%s %.2f", i ? ", " : "; the most: ", name[i], (double)most[i] / (double)pass);
+    printf("\n");
+    /* issue 24's own units: f32 passes over the samples calibrated on (its 3), and validation passes
+     * over those judged on beside log2 of the tensors the search ranked (its logarithmic number) */
+    int64_t cpass = 0, cal = 0, vpass = 0, val = 0;
+    int ranked = 0;
+    qrl_quantized_runs_split(qz, &cpass, &cal, &vpass, &val, &ranked);
+    if (cpass <= 0 || vpass <= 0)
+        return;
+    printf("           %.2f f32 passes over the %lld samples calibrated on (issue 24: at most 3); %.2f validation passes "
+           "over the %lld %s",
+           (double)cal / (double)cpass, (long long)ns, (double)val / (double)vpass, (long long)(nv ? nv : ns),
+           nv ? "held out" : "judged on (none held out)");
+    if (ranked > 0)
+        printf(" (log2 of the %d tensors the search ranked: %.2f)", ranked, log2((double)ranked));
     printf("\n");
 }
 
@@ -437,7 +452,7 @@ static void print_summary(const quantize_args *a, const qrl_quantized *qz)
     else if (q->validate_samples > 0)
         printf("validate:  the SQNR above and the fallback's decisions on %lld held-out samples; %.1f dB on the %lld "
                "calibration samples\n", (long long)q->validate_samples, q->output_sqnr_calib, (long long)q->samples);
-    print_runs(qz, q->samples + q->validate_samples);
+    print_runs(qz, q->samples, q->validate_samples);
     print_steps(qz);
     if (a->labels)
         print_top1(qz, q);
@@ -469,21 +484,36 @@ static void print_profile(const qrl_quantized *qz, const double t[3][2])
     qrl_quantized_runs(qz, &pass, &total);
     /* runs: node-runs x samples over one f32 pass's (the model's nodes x the calibration samples) */
     double unit = pass > 0 ? (double)pass : NAN; /* no calibration pass (weight-only): no unit */
-    printf("profile:   %-36s %9s %9s %9s %9s\n", "phase", "wall s", "CPU s", "peak MiB", "f32 passes");
+    /* and in issue 24's units: f32 passes over the samples calibrated on, validation passes over
+     * those judged on (qrl_quantized_runs_split) */
+    int64_t cpass = 0, cal = 0, vpass = 0, val = 0, phased_val = 0;
+    int ranked = 0;
+    qrl_quantized_runs_split(qz, &cpass, &cal, &vpass, &val, &ranked);
+    double cu = cpass > 0 ? (double)cpass : NAN, vu = vpass > 0 ? (double)vpass : NAN;
+    printf("profile:   %-36s %9s %9s %9s %9s %9s %9s\n", "phase", "wall s", "CPU s", "peak MiB", "f32 passes",
+           "calibrate", "validate");
     for (int i = 0; qrl_quantized_phase(qz, i, &p) == 0; i++) {
-        int64_t peak = 0, runs = 0;
+        int64_t peak = 0, runs = 0, rv = 0;
         qrl_quantized_phase_peak(qz, i, &peak);
         qrl_quantized_phase_runs(qz, i, &runs);
-        printf("           %-36s %9.2f %9.2f %9.1f %9.2f\n", p.name, p.seconds, p.cpu_seconds, (double)peak / 1048576.0,
-               (double)runs / unit);
-        w += p.seconds, c += p.cpu_seconds, phased += runs;
+        qrl_quantized_phase_runs_validate(qz, i, &rv);
+        printf("           %-36s %9.2f %9.2f %9.1f %9.2f %9.2f %9.2f\n", p.name, p.seconds, p.cpu_seconds,
+               (double)peak / 1048576.0, (double)runs / unit, (double)(runs - rv) / cu, (double)rv / vu);
+        w += p.seconds, c += p.cpu_seconds, phased += runs, phased_val += rv;
     }
-    printf("           %-36s %9.2f %9.2f %9s %9.2f\n", "the rest of the quantization", t[1][0] - t[0][0] - w,
-           t[1][1] - t[0][1] - c, "", (double)(total - phased) / unit);
+    printf("           %-36s %9.2f %9.2f %9s %9.2f %9.2f %9.2f\n", "the rest of the quantization", t[1][0] - t[0][0] - w,
+           t[1][1] - t[0][1] - c, "", (double)(total - phased) / unit,
+           (double)(total - phased - (val - phased_val)) / cu, (double)(val - phased_val) / vu);
     printf("           %-36s %9.2f %9.2f\n", "the outputs written", t[2][0] - t[1][0], t[2][1] - t[1][1]);
-    if (pass > 0)
-        printf("           %-36s %9s %9s %9s %9.2f (one: %lld node-runs x samples)\n", "runs of the whole quantize", "", "",
-               "", (double)total / unit, (long long)pass);
+    if (pass > 0) {
+        printf("           %-36s %9s %9s %9s %9.2f %9.2f %9.2f (one: %lld node-runs x samples; %lld calibrate, %lld "
+               "validate)",
+               "runs of the whole quantize", "", "", "", (double)total / unit, (double)cal / cu, (double)val / vu,
+               (long long)pass, (long long)cpass, (long long)vpass);
+        if (ranked > 0)
+            printf("; log2 of the %d tensors ranked: %.2f", ranked, log2((double)ranked));
+        printf("\n");
+    }
     qrl_search_try s;
     int64_t ran = 0;
     int i = 0;

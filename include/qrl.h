@@ -397,6 +397,18 @@ int qrl_quantized_phase_runs(const qrl_quantized *q, int i, int64_t *node_sample
  * x the samples calibrated on and held out), and what the whole quantize ran (*total: the phases
  * and what ran between them). A phase's node_samples / *pass is its runs in f32 passes. */
 void qrl_quantized_runs(const qrl_quantized *q, int64_t *pass, int64_t *total);
+/* The same in issue 24's two units. The runs over the samples calibrated on (calibration, the f32
+ * pass, the figure on the calibration samples, a recipe's transform's runs) into *calibrate, and
+ * one f32 pass over those samples into *calibrate_pass; the runs over the samples judged on (the
+ * fallback: local measurement, tries, effects, search; the measurement of what ships: the held-out
+ * samples, or the calibration samples when none is held out) into *validate, and one f32 pass over
+ * them into *validate_pass; *calibrate + *validate is qrl_quantized_runs' *total. *ranked: the
+ * tensors the fallback's search ranked by their effect (0: no search). Under mpirun, the job's. */
+void qrl_quantized_runs_split(const qrl_quantized *q, int64_t *calibrate_pass, int64_t *calibrate,
+                              int64_t *validate_pass, int64_t *validate, int *ranked);
+/* Of phase i's runs (qrl_quantized_phase_runs), those over the samples judged on, into *validate.
+ * Non-zero past the last. */
+int qrl_quantized_phase_runs_validate(const qrl_quantized *q, int i, int64_t *validate);
 
 /* The fallback's measurement i of the model's outputs, in order: with fallen_back layers of its
  * ranking in f32, on the first samples measured samples (the recipe's search_samples: the binary

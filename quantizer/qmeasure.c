@@ -3401,7 +3401,9 @@ static qr_status judge_calibrate(qr_qctx *q, qr_quantized *res, const wide *wd, 
     const qr_fn_desc *was = q->samples_fn;
     q->samples_fn = q->calib_samples_fn;
     out_metrics mt = {0};
+    int acct = qr_exec_account(QR_RUNS_CALIBRATE); /* these runs are over calibration samples */
     qr_status st = measure_outputs(q, q->cal_ref, res->ig->g, res->ig, q->cal_in, 1, &mt);
+    qr_exec_account(acct);
     q->samples_fn = was;
     for (int i = 0; i < na; i++)
         res->ig->accs[i].sums = counts[2 * i], res->ig->accs[i].overflows = counts[2 * i + 1];
@@ -4429,7 +4431,9 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     /* calibrate_samples = F: the calibration samples' f32 outputs for the tries judged on them too,
      * the f32 pass's (q->calib_out) or run now (after a bias correction: from q->ref) */
     outref co = {0};
+    int acct = qr_exec_account(QR_RUNS_CALIBRATE); /* their f32 run, when not kept */
     qr_status cst = q->cal_in && q->calib_samples_fn && q->r->fallback ? cal_ref_init(&co, q) : QR_OK;
+    qr_exec_account(acct);
     if (cst != QR_OK) {
         free(rk), free(wd);
         return cst;
@@ -4582,6 +4586,9 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
                          .below = choice_is(q, QR_SET_RANK, "grad") && kb ? kb->value : -INFINITY};
         st = !exact  ? qr_errorf(q->e, "out of memory")
              : gain  ? gain_effects(q, calib, o.n, outs, rk + k, nr - k)
+
+        res->ranked = nr - k;
+        st = gain    ? gain_effects(q, calib, o.n, outs, rk + k, nr - k)
              : probe ? probe_effects(q, &o, calib, count, rk + k, nr - k)
              : choice_is(q, QR_SET_RANK, "grad") ? grad_effects(q, &o, calib, count, rk + k, nr - k, exact)
                      : measure_effects(q, &o, calib, count, rk + k, nr - k);

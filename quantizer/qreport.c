@@ -227,14 +227,29 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     fprintf(f, ",\n  \"output_nonfinite\": %lld,\n  \"macs_per_sample\": %.0f,\n  \"macs_int_per_sample\": %.0f,\n",
             (long long)q->output_nonfinite, q->macs, q->macs_int);
     /* the runs per phase, node-runs x samples (qr_exec_node_samples), against one f32 pass's */
-    fprintf(f, "  \"runs\": {\"f32_pass_node_samples\": %lld, \"node_samples\": %lld, \"phases\": [",
-            (long long)q->pass_node_samples, (long long)q->node_samples);
+    fprintf(f, "  \"runs\": {\"f32_pass_node_samples\": %lld, \"node_samples\": %lld, ", (long long)q->pass_node_samples,
+            (long long)q->node_samples);
+    /* issue 24's two units: f32 passes over the samples calibrated on (its bound: 3), validation
+     * passes over those judged on, beside log2 of the tensors the search ranked */
+    fprintf(f, "\"calibrate\": {\"samples\": %lld, \"pass_node_samples\": %lld, \"node_samples\": %lld, \"f32_passes\": ",
+            (long long)q->samples, (long long)q->calibrate_pass_node_samples, (long long)q->calibrate_node_samples);
+    num(f, q->calibrate_pass_node_samples > 0 ? (double)q->calibrate_node_samples / (double)q->calibrate_pass_node_samples
+                                              : NAN);
+    fprintf(f, "}, \"validate\": {\"samples\": %lld, \"pass_node_samples\": %lld, \"node_samples\": %lld, \"passes\": ",
+            (long long)(q->validate_samples ? q->validate_samples : q->samples), (long long)q->validate_pass_node_samples,
+            (long long)q->validate_node_samples);
+    num(f, q->validate_pass_node_samples > 0 ? (double)q->validate_node_samples / (double)q->validate_pass_node_samples
+                                             : NAN);
+    fprintf(f, ", \"ranked\": %d, \"log2_ranked\": ", q->ranked);
+    num(f, q->ranked > 0 ? log2((double)q->ranked) : NAN);
+    fprintf(f, "}, \"phases\": [");
     for (int i = 0; i < q->nphases; i++) {
         const qr_phase_time *p = &q->phases[i];
         fprintf(f, "%s\n    {\"phase\": \"", i ? "," : "");
         esc(f, p->name, 1);
         fprintf(f, "\", \"node_samples\": %lld, \"f32_passes\": ", (long long)p->node_samples);
         num(f, q->pass_node_samples > 0 ? (double)p->node_samples / (double)q->pass_node_samples : NAN);
+        fprintf(f, ", \"validate_node_samples\": %lld", (long long)p->validate_node_samples);
         fprintf(f, "}");
     }
     fprintf(f, "%s]},\n", q->nphases ? "\n  " : "");

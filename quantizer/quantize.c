@@ -1083,6 +1083,7 @@ void qr_plan_phase_start(qr_qctx *q)
     q->phase_ms = now_ms();
     q->phase_cpu_ms = cpu_ms();
     q->phase_runs = qr_exec_node_samples();
+    q->phase_runs_validate = qr_exec_node_samples_in(QR_RUNS_VALIDATE);
 }
 
 /* The process's peak resident memory so far, bytes (0: unknown). */
@@ -1101,11 +1102,11 @@ void qr_plan_phase(qr_qctx *q, qr_quantized *res, const char *name)
      * effects left 78 MB that the measurement of what ships then ran on top of */
     qr_plan_give_back_memory();
     double t = now_ms(), c = cpu_ms();
-    int64_t runs = qr_exec_node_samples();
+    int64_t runs = qr_exec_node_samples(), val = qr_exec_node_samples_in(QR_RUNS_VALIDATE);
     if (res->nphases < QR_MAX_PHASES)
-        res->phases[res->nphases++] =
-            (qr_phase_time){name, t - q->phase_ms, c - q->phase_cpu_ms, peak_rss(), runs - q->phase_runs};
-    q->phase_ms = t, q->phase_cpu_ms = c, q->phase_runs = runs;
+        res->phases[res->nphases++] = (qr_phase_time){name,         t - q->phase_ms,     c - q->phase_cpu_ms,
+                                                      peak_rss(),   runs - q->phase_runs, val - q->phase_runs_validate};
+    q->phase_ms = t, q->phase_cpu_ms = c, q->phase_runs = runs, q->phase_runs_validate = val;
 }
 
 void qr_plan_clock(double *ms, double *cpu)
@@ -2392,7 +2393,10 @@ static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         val[i].dims[0] = nval;
         val[i].data = (char *)calib[i].data + (size_t)count * row;
     }
-    res->pass_node_samples = (int64_t)qr_exec_count_nodes(g) * (count + nval);
+    int nodes = qr_exec_count_nodes(g);
+    res->pass_node_samples = (int64_t)nodes * (count + nval);
+    res->calibrate_pass_node_samples = (int64_t)nodes * count;
+    res->validate_pass_node_samples = (int64_t)nodes * (nval ? nval : count);
     qr_status st = calibrate_on(q, res, calib, count, nval ? val : calib, nval ? nval : count);
     spread_stream_held(q->o, 0); /* after an error too: whatever reads the copy next finds them there */
     res->validate_samples = nval;
@@ -2449,8 +2453,10 @@ static qr_status step_outputs(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     qr_status st = qr_plan_build_qdq(q, res);
     if (st == QR_OK && !res->ig && (st = qr_intgraph_build(q, res->qdq, &res->ig, q->e)) != QR_OK)
         qr_error_prefix(q->e, "recipe '%s'", q->r->name);
+    int was = qr_exec_account(QR_RUNS_VALIDATE);
     if (st == QR_OK && judge != calib)
         st = qr_measure_output_sqnr(q, res, judge, njudge, &q->step_val);
+    qr_exec_account(was);
     if (st == QR_OK)
         st = qr_measure_output_sqnr(q, res, calib, judge != calib ? qr_measure_calib_figure_samples(q, count) : count,
                                     &q->step_cal);
@@ -2542,8 +2548,10 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
      * time (each run takes its batch's: qr_plan_take_inputs) */
     spread_stream_held(q->o, 1);
     st = qr_plan_build_qdq(q, res);
+    int was = qr_exec_account(QR_RUNS_VALIDATE); /* the fallback runs on the judge samples */
     if (st == QR_OK)
         st = qr_plan_fallback(q, res, judge, njudge);
+    qr_exec_account(was);
     q->cal_in = NULL, q->cal_n = 0;
     if (st != QR_OK)
         return st;
@@ -2572,7 +2580,11 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
         res->ig->accs[i].sums = res->ig->accs[i].overflows = 0;
     for (int i = 0; i < q->nslots; i++)
         q->slots[i].acc_on = 0, q->slots[i].acc_sums = q->slots[i].acc_over = 0;
-    if (!q->shipped && (st = qr_measure_shipped(q, res, judge, njudge)) != QR_OK)
+    was = qr_exec_account(QR_RUNS_VALIDATE);
+    if (!q->shipped)
+        st = qr_measure_shipped(q, res, judge, njudge);
+    qr_exec_account(was);
+    if (st != QR_OK)
         return st;
     qr_plan_phase(q, res, "measurement of what ships");
     for (int i = 0; res->ig && i < res->ig->naccs; i++) {
@@ -3348,10 +3360,15 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
     if (sp && o->labels)
         po.labels = &labels;
     po.spread = sp;
-    int64_t runs = qr_exec_node_samples();
+    int64_t runs = qr_exec_node_samples(), val = qr_exec_node_samples_in(QR_RUNS_VALIDATE);
+    int was = qr_exec_account(QR_RUNS_CALIBRATE);
     qr_status st = quantize(g, sp ? sp->copy : calib, &po, out, e, 0, NULL);
-    if (st == QR_OK)
+    qr_exec_account(was);
+    if (st == QR_OK) {
         (*out)->node_samples = qr_exec_node_samples() - runs;
+        (*out)->validate_node_samples = qr_exec_node_samples_in(QR_RUNS_VALIDATE) - val;
+        (*out)->calibrate_node_samples = (*out)->node_samples - (*out)->validate_node_samples;
+    }
     spread_free(sp);
     if (sp)
         qr_plan_give_back_memory(); /* the copy's memory, before the caller's next steps (the export) */

@@ -107,7 +107,14 @@ typedef struct qr_phase_time {
     double ms, cpu_ms;
     int64_t peak_bytes;
     int64_t node_samples;
+    int64_t validate_node_samples; /* of them, those run on the judge samples (QR_RUNS_VALIDATE) */
 } qr_phase_time;
+
+/* The run counter's accounts (qr_exec_account) a quantize counts into: the runs over the samples
+ * it calibrates on (calibration, the f32 pass, the figure on them, ...), and those over the samples
+ * the fallback and the measurement of what ships judge on (the held-out ones; the calibration
+ * samples themselves when none is held out). */
+enum { QR_RUNS_CALIBRATE = 0, QR_RUNS_VALIDATE = 1 };
 
 enum { QR_MAX_PHASES = 16 };
 
@@ -172,6 +179,14 @@ typedef struct qr_quantized {
      * node-runs x samples: the quantized graph's qr_exec_count_nodes x the samples; and what the
      * whole quantize ran (every phase, and what ran outside them) */
     int64_t pass_node_samples, node_samples;
+    /* issue 24's two units: one f32 pass over the samples calibrated on (the quantized graph's
+     * nodes x those samples), and over the samples judged on (x validate_samples; x the calibration
+     * samples when none is held out); what the quantize ran on each (QR_RUNS_CALIBRATE and
+     * QR_RUNS_VALIDATE: calibrate + validate = node_samples); and the tensors the fallback's search
+     * ranked by their effect (0: no search), whose log2 is the bound's number of validation passes */
+    int64_t calibrate_pass_node_samples, validate_pass_node_samples;
+    int64_t calibrate_node_samples, validate_node_samples;
+    int ranked;
 } qr_quantized;
 
 /* g: an optimized fp32 graph; calib: one tensor per graph input, in input

@@ -141,6 +141,7 @@ typedef struct qr_qctx {
     int *qnode; /* by node id: the id of the same node in the QDQ graph (sorting renumbers nodes) */
     double phase_ms, phase_cpu_ms; /* when the phase qr_plan_phase times next began (wall, process CPU) */
     int64_t phase_runs;            /* and qr_exec_node_samples then */
+    int64_t phase_runs_validate;   /* and qr_exec_node_samples_in(QR_RUNS_VALIDATE) */
     /* the f32 pass's outputs of its first f32_out_nb batches ([f32_out_nb][n_outputs]), kept for the
      * fallback's first try (qr_measure_kept_batches); NULL: not kept */
     qr_tensor *f32_out;

@@ -1,5 +1,6 @@
 #include "exec.h"
 
+#include <assert.h>
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
@@ -765,8 +766,10 @@ static qr_status find_bands(qr_exec *x)
 }
 
 /* node-runs x samples of every executor of the process so far (qr_exec_node_samples): executors
- * run on several threads at once (the quantizer's workers) */
-static _Atomic int64_t node_samples;
+ * run on several threads at once (the quantizer's workers); and the same per account, the one
+ * qr_exec_account last chose when the run ended */
+static _Atomic int64_t node_samples, node_samples_in[QR_EXEC_ACCOUNTS];
+static _Atomic int account;
 
 int64_t qr_exec_node_samples(void)
 {
@@ -776,6 +779,17 @@ int64_t qr_exec_node_samples(void)
 void qr_exec_add_node_samples(int64_t n)
 {
     atomic_fetch_add(&node_samples, n);
+
+int qr_exec_account(int a)
+{
+    assert(a >= 0 && a < QR_EXEC_ACCOUNTS);
+    return atomic_exchange(&account, a);
+}
+
+int64_t qr_exec_node_samples_in(int a)
+{
+    assert(a >= 0 && a < QR_EXEC_ACCOUNTS);
+    return atomic_load(&node_samples_in[a]);
 }
 
 /* A node that is one of the model's computations: not the quantization's QuantizeLinear and
@@ -1962,7 +1976,9 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
             qr_tensor_free(&outputs[i]);
     if (st == QR_OK) { /* samples: the first input's first axis (a batch), 1 without one */
         int64_t samples = g->n_inputs > 0 && inputs[0].ndim > 0 ? inputs[0].dims[0] : 1;
-        atomic_fetch_add(&node_samples, (int64_t)(x->ncounted - x->nsupplied) * samples);
+        int64_t n = (int64_t)(x->ncounted - x->nsupplied) * samples;
+        atomic_fetch_add(&node_samples, n);
+        atomic_fetch_add(&node_samples_in[atomic_load(&account)], n);
     }
     x->stats.dynamic = x->dynamic;
     x->stats.peak_bytes = x->dynamic ? peak : x->arena_size;

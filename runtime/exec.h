@@ -113,6 +113,13 @@ int64_t qr_exec_node_samples(void);
 /* Adds n node-runs x samples made outside an executor (rank = grad's backward passes, vjp.c), so
  * that the count is every pass a quantize makes. */
 void qr_exec_add_node_samples(int64_t n);
+
+/* The same counted apart per account: a run counts into the account chosen last before it ends
+ * (0 at the start). The caller switches it only while no run is under way (the quantizer between
+ * its runs over the samples it calibrates on and those it judges on). Returns the previous one. */
+enum { QR_EXEC_ACCOUNTS = 2 };
+int qr_exec_account(int a);
+int64_t qr_exec_node_samples_in(int a);
 /* Per node of the graph, in node order, summed over every run so far; NULL unless opts.profile. */
 const qr_node_prof *qr_exec_profile(const qr_exec *x);
 /* Starts the profile over (a benchmark leaves its warm-up run out). */

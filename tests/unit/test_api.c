@@ -255,6 +255,30 @@ Test(api, quantized_model_is_within_half_a_point_of_fp32)
         phased += r;
     }
     cr_assert_eq(total, phased, "nothing runs outside the phases: %lld, %lld", (long long)total, (long long)phased);
+    /* The same in issue 24's two units, by hand from the runs above: the 150 samples calibrated on
+     * run the calibration, the f32 pass and the integer graph of the calibrate figure (the first 32
+     * of them); the 50 held out run the local measurement, the first try and what ships. One pass
+     * over each: 14 nodes x 150, 14 x 50. No search: nothing ranked. */
+    const int64_t on_held_out[] = {0, runs[1], runs[2], 0, 0, runs[5]};
+    int64_t cpass = -1, cal = -1, vpass = -1, val = -1;
+    int ranked = -1;
+    qrl_quantized_runs_split(q, &cpass, &cal, &vpass, &val, &ranked);
+    cr_assert_eq(cpass, 14 * 150, "one f32 pass over the calibrating samples: %lld", (long long)cpass);
+    cr_assert_eq(vpass, 14 * 50, "one validation pass: %lld", (long long)vpass);
+    cr_assert_eq(cal, runs[0] + runs[3] + runs[4], "on the calibrating samples: %lld, by hand %lld", (long long)cal,
+                 (long long)(runs[0] + runs[3] + runs[4]));
+    cr_assert_eq(val, runs[1] + runs[2] + runs[5], "on the held-out samples: %lld, by hand %lld", (long long)val,
+                 (long long)(runs[1] + runs[2] + runs[5]));
+    cr_assert_eq(ranked, 0);
+    for (int i = 0; i < nphases; i++) {
+        int64_t v = -1;
+        cr_assert_eq(qrl_quantized_phase_runs_validate(q, i, &v), 0, "%s", phases[i]);
+        cr_assert_eq(v, on_held_out[i], "%s: %lld on the held-out samples, by hand %lld", phases[i], (long long)v,
+                     (long long)on_held_out[i]);
+    }
+    int64_t val_past = -1;
+    cr_assert_neq(qrl_quantized_phase_runs_validate(q, np, &val_past), 0, "past the last phase");
+    cr_assert_eq(val_past, -1, "nothing written past the last phase");
     int64_t runs_past = -1;
     cr_assert_neq(qrl_quantized_phase_runs(q, np, &runs_past), 0, "past the last phase");
     cr_assert_eq(runs_past, -1, "nothing written past the last phase");
