@@ -3347,6 +3347,43 @@ static qr_status spread_validate(const qr_graph *g, const qr_tensor *calib, cons
     return QR_OK;
 }
 
+/* Under mpirun each rank counted the runs it made (its share of the batches, and what every rank
+ * runs whole): the job's runs are their sums, gathered onto every rank (res NULL: this rank failed,
+ * `local`; every rank calls this once, so that none waits). Counts are exact in a double below 2^53. */
+static qr_status sum_ranks_runs(qr_quantized *res, qr_status local, qr_error *e)
+{
+    enum { N = 3 + 2 * QR_MAX_PHASES };
+    int size = qr_dist_size();
+    double *all = calloc((size_t)N * (size_t)size, sizeof *all);
+    int64_t *counts = calloc((size_t)size, sizeof *counts);
+    if (!all || !counts) {
+        free(all), free(counts);
+        return qr_errorf(e, "out of memory");
+    }
+    for (int r = 0; r < size; r++)
+        counts[r] = N;
+    double *mine = all + (size_t)qr_dist_rank() * N;
+    if (res) {
+        mine[0] = (double)res->node_samples, mine[1] = (double)res->calibrate_node_samples;
+        mine[2] = (double)res->validate_node_samples;
+        for (int i = 0; i < res->nphases; i++)
+            mine[3 + 2 * i] = (double)res->phases[i].node_samples,
+                    mine[4 + 2 * i] = (double)res->phases[i].validate_node_samples;
+    }
+    qr_status st = qr_dist_allgather(all, counts, local, e);
+    if (st == QR_OK && res) {
+        int64_t sum[N] = {0};
+        for (int r = 0; r < size; r++)
+            for (int i = 0; i < N; i++)
+                sum[i] += (int64_t)all[(size_t)r * N + (size_t)i];
+        res->node_samples = sum[0], res->calibrate_node_samples = sum[1], res->validate_node_samples = sum[2];
+        for (int i = 0; i < res->nphases; i++)
+            res->phases[i].node_samples = sum[3 + 2 * i], res->phases[i].validate_node_samples = sum[4 + 2 * i];
+    }
+    free(all), free(counts);
+    return st;
+}
+
 qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, qr_quantized **out,
                       qr_error *e)
 {
@@ -3368,6 +3405,14 @@ qr_status qr_quantize(const qr_graph *g, const qr_tensor *calib, const qr_quant_
         (*out)->node_samples = qr_exec_node_samples() - runs;
         (*out)->validate_node_samples = qr_exec_node_samples_in(QR_RUNS_VALIDATE) - val;
         (*out)->calibrate_node_samples = (*out)->node_samples - (*out)->validate_node_samples;
+    }
+    if (qr_dist_size() > 1) {
+        qr_status sst = sum_ranks_runs(st == QR_OK ? *out : NULL, st, e);
+        if (st == QR_OK && sst != QR_OK) {
+            qr_quantized_free(*out);
+            *out = NULL;
+        }
+        st = st == QR_OK ? sst : st;
     }
     spread_free(sp);
     if (sp)

@@ -152,6 +152,47 @@ Test(dist, search_matches_one_process)
     }
 }
 
+/* The report's runs under mpirun are the job's: each rank counts the runs it made (its share of the
+ * batches, and what it runs whole) and rank 0's report has their sums (gathered over the ranks). On
+ * the CNN with a search (tests/recipes/dist-search.qrl `search`, batches of 16, 200 samples: 150
+ * calibrate, 50 held out), two ranks and one process do the same work in the calibration, the local
+ * measurement, the first tries, the search and the measurement of what ships: each batch (each try)
+ * is run by one rank, so the phases' node-runs x samples are equal, on the calibrating and on the
+ * held-out samples. They differ where the work does: every rank runs the effects' f32 run itself
+ * (each rank's cuts read it): the f32 graph's 14 nodes on part of the 50 held-out samples, once more
+ * per rank; and the f32 pass is not kept under mpirun (qr_measure_kept_batches): it runs over all
+ * 150 before calibration, and the calibrate figure's f32 outputs are run again. Rank 0's own
+ * counts (its share of the calibration: 5 of 10 batches) would differ in every phase. */
+Test(dist, runs_are_the_jobs)
+{
+    need_mpirun();
+    char q[2048], qr[4096], cmd[4096], *log;
+    quantize_cmd(q, sizeof q, "tests/recipes/dist-search.qrl", "--recipe-name search --calib-count 200 --batch 16");
+    const char *tags[] = {"one", "np2"}, *pre[] = {"", MPIRUN " -np 2"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(qr, sizeof qr, "%s --report '%s/%s-r.json'", q, dir, tags[k]);
+        quantize_ok(pre[k], qr, tags[k]);
+    }
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import json\n"
+             "a, b = [json.load(open(p))['runs'] for p in ('one-r.json', 'np2-r.json')]\n"
+             "pa, pb = [{p['phase']: (p['node_samples'], p['validate_node_samples']) for p in r['phases']} for r in (a, b)]\n"
+             "assert set(pa) == set(pb), (pa, pb)\n"
+             "same = ['calibration', 'local measurement', 'first tries', 'search', 'measurement of what ships']\n"
+             "for k in same: assert pa[k] == pb[k], (k, pa[k], pb[k])\n"
+             "assert pa['calibration'] == (150 * 14, 0) and pa['search'][0] == pa['search'][1] > 0, pa\n"
+             "assert b['node_samples'] == sum(v[0] for v in pb.values()), b\n"
+             "assert b['validate']['node_samples'] == sum(v[1] for v in pb.values()), b\n"
+             "assert b['calibrate']['node_samples'] + b['validate']['node_samples'] == b['node_samples'], b\n"
+             "assert a['validate']['ranked'] == b['validate']['ranked'] > 0, (a, b)\n"
+             "assert pb['effects'][0] > pa['effects'][0] and pb['effects'][0] == pb['effects'][1], (pa, pb)\n"
+             "assert pb['fp32 pass'] == (150 * 14, 0), pb\n"
+             "\"",
+             dir);
+    cr_expect_eq(tu_run(cmd, &log), 0, "the job's runs:\n%s", log);
+    free(log);
+}
+
 /* tests/recipes/bad-merge.qrl's bad_merge drops merged states of several batches. One process on
  * one thread merges only one-batch states: it calibrates exactly as minmax (good_merge). Three ranks
  * of 4 batches each merge states of 4 batches: ranks 1 and 2 are lost, and the qparams change.
