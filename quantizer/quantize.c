@@ -3059,6 +3059,10 @@ typedef struct qr_spread {
      * batches at once: the effects' workers, side by side's groups), under mu */
     int stream_held, mu_made;
     int *held;
+    /* QRL_DEBUG_HELD_GHOST set: every take is joined by a second holder of the same units that
+     * drops them before the run reads them (the interleaving two effect workers on one batch may
+     * make, forced): a drop that let a unit go with a holder left shows as zeros read (the tests) */
+    int ghost;
     pthread_mutex_t mu;
 } qr_spread;
 
@@ -3224,7 +3228,11 @@ void qr_plan_take_inputs(const qr_qctx *q, const qr_tensor *calib, int n, int64_
         for (int64_t u = u0; u < u1; u++)
             if (sp->held[u - sp->ncal]++ == 0 && !sp->filled[u])
                 spread_fill(sp, u, u + 1);
+        for (int64_t u = u0; sp->ghost && u < u1; u++) /* the ghost's take: it holds them too */
+            sp->held[u - sp->ncal]++;
         pthread_mutex_unlock(&sp->mu);
+        if (sp->ghost) /* and lets them go first */
+            qr_plan_drop_inputs(q, calib, at, b);
     }
     qr_plan_slice_inputs(calib, n, at, b, in);
 }
@@ -3290,6 +3298,8 @@ static qr_status spread_validate(const qr_graph *g, const qr_tensor *calib, cons
         sp->mapped = calloc((size_t)g->n_inputs + 1, 1);
         sp->held = calloc((size_t)vu + 1, sizeof *sp->held);
         sp->mu_made = pthread_mutex_init(&sp->mu, NULL) == 0;
+        const char *gh = getenv("QRL_DEBUG_HELD_GHOST");
+        sp->ghost = gh && *gh && strcmp(gh, "0") != 0;
     }
     if (!sp || !held || !sp->order || !sp->copy || !sp->unit || !sp->mapped || !sp->filled || !sp->held ||
         !sp->mu_made) {
