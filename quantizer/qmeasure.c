@@ -4584,11 +4584,9 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
                          .w = choice_is(q, QR_SET_RANK, "grad") && nx ? (int)nx->value : 0,
                          .per_mac = choice_is(q, QR_SET_ORDER, "per_mac"),
                          .below = choice_is(q, QR_SET_RANK, "grad") && kb ? kb->value : -INFINITY};
+        res->ranked = nr - k;
         st = !exact  ? qr_errorf(q->e, "out of memory")
              : gain  ? gain_effects(q, calib, o.n, outs, rk + k, nr - k)
-
-        res->ranked = nr - k;
-        st = gain    ? gain_effects(q, calib, o.n, outs, rk + k, nr - k)
              : probe ? probe_effects(q, &o, calib, count, rk + k, nr - k)
              : choice_is(q, QR_SET_RANK, "grad") ? grad_effects(q, &o, calib, count, rk + k, nr - k, exact)
                      : measure_effects(q, &o, calib, count, rk + k, nr - k);

@@ -779,6 +779,8 @@ int64_t qr_exec_node_samples(void)
 void qr_exec_add_node_samples(int64_t n)
 {
     atomic_fetch_add(&node_samples, n);
+    atomic_fetch_add(&node_samples_in[atomic_load(&account)], n);
+}
 
 int qr_exec_account(int a)
 {
