@@ -21,6 +21,7 @@
 #include "match.h"
 #include "transform.h"
 #include "op.h"
+#include "options.h"
 #include "ops/ops_common.h"
 #include "passes.h"
 #include "quantize_plan.h"
@@ -3059,7 +3060,7 @@ typedef struct qr_spread {
      * batches at once: the effects' workers, side by side's groups), under mu */
     int stream_held, mu_made;
     int *held;
-    /* QRL_DEBUG_HELD_GHOST set: every take is joined by a second holder of the same units that
+    /* --option held-ghost=1: every take is joined by a second holder of the same units that
      * drops them before the run reads them (the interleaving two effect workers on one batch may
      * make, forced): a drop that let a unit go with a holder left shows as zeros read (the tests) */
     int ghost;
@@ -3298,8 +3299,7 @@ static qr_status spread_validate(const qr_graph *g, const qr_tensor *calib, cons
         sp->mapped = calloc((size_t)g->n_inputs + 1, 1);
         sp->held = calloc((size_t)vu + 1, sizeof *sp->held);
         sp->mu_made = pthread_mutex_init(&sp->mu, NULL) == 0;
-        const char *gh = getenv("QRL_DEBUG_HELD_GHOST");
-        sp->ghost = gh && *gh && strcmp(gh, "0") != 0;
+        sp->ghost = qr_options_get()->held_ghost;
     }
     if (!sp || !held || !sp->order || !sp->copy || !sp->unit || !sp->mapped || !sp->filled || !sp->held ||
         !sp->mu_made) {

@@ -64,6 +64,7 @@ static const option_def defs[] = {
     {"winograd", {"auto", "0"}, INT_FIELD(no_winograd)},
     {"amx", {"auto", "0"}, INT_FIELD(no_amx)},
     {"f32-split", {"auto", "all"}, INT_FIELD(f32_split_all)},
+    {"held-ghost", {"0", "1"}, INT_FIELD(held_ghost)},
 };
 
 /* dst (a string field) holds s and zeros after it: equal options compare equal bytewise. */

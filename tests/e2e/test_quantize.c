@@ -2135,17 +2135,17 @@ Test(quantize, spread_streams_the_held_out_samples_through_the_fallback)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
     /* fg: every take joined by a ghost holder that drops the units before the run reads them
-     * (QRL_DEBUG_HELD_GHOST), the interleaving of two workers on one batch made on one thread: a
+     * (--option held-ghost=1), the interleaving of two workers on one batch made on one thread: a
      * drop that lets a unit go while another run holds it reads zeros there, every time */
     const char *runs[][5] = {{"spread", "wide_calib", "f2", "2", ""},
                              {"spread", "wide_calib", "f1", "1", ""},
-                             {"spread", "wide_calib", "fg", "1", "QRL_DEBUG_HELD_GHOST=1 "},
+                             {"spread", "wide_calib", "fg", "1", " --option held-ghost=1"},
                              {"tail", "wide_reord", "fr", "1", ""}};
     for (int i = 0; i < 4; i++) {
         snprintf(cmd, sizeof cmd,
-                 "cd '%s' && %s%s quantize fan.onnx --recipe wide.qrl --recipe-name %s --calib %s.npy --batch 5 "
-                 "--threads %s -o fan.%s.onnx --qparams fan.%s.qp.json --report fan.%s.json 2>&1",
-                 dir, runs[i][4], tu_qrl(), runs[i][0], runs[i][1], runs[i][3], runs[i][2], runs[i][2], runs[i][2]);
+                 "cd '%s' && %s quantize fan.onnx --recipe wide.qrl --recipe-name %s --calib %s.npy --batch 5 "
+                 "--threads %s -o fan.%s.onnx --qparams fan.%s.qp.json --report fan.%s.json%s 2>&1",
+                 dir, tu_qrl(), runs[i][0], runs[i][1], runs[i][3], runs[i][2], runs[i][2], runs[i][2], runs[i][4]);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
         cr_expect(strstr(log, "on 16 held-out samples"), "%s", log);
         free(log);

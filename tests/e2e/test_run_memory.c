@@ -194,8 +194,10 @@ static double own_peak_mib(const char *log)
     cr_assert(f);
     fputs(log, f);
     fclose(f);
-    char *s = tu_sh("awk '/^profile:/{p=1} /runs of the whole/{p=0} p && NF >= 5 && $(NF-1) ~ /^[0-9.]+$/ && "
-                    "$(NF-2) ~ /^[0-9.]+$/ && $(NF-3) ~ /^[0-9.]+$/ && $(NF-1) + 0 > m {m = $(NF-1) + 0} END {print m + 0}' "
+    /* a phase's row: wall s, CPU s, peak MiB, then its f32 passes, calibrate and validate passes */
+    char *s = tu_sh("awk '/^profile:/{p=1} /runs of the whole/{p=0} p && NF >= 7 && $(NF-5) ~ /^[0-9.]+$/ && "
+                    "$(NF-4) ~ /^[0-9.]+$/ && $(NF-3) ~ /^[0-9.]+$/ && $(NF-2) ~ /^[0-9.]+$/ && $(NF-3) + 0 > m "
+                    "{m = $(NF-3) + 0} END {print m + 0}' "
                     "'%s'",
                     path);
     double m = atof(s);
