@@ -558,9 +558,13 @@ Test(igemm, iconv_dispatch_follows_the_forced_choice)
     for (size_t s = 0; s < sizeof iconv_isas / sizeof iconv_isas[0] && !vec; s++)
         if (strcmp(iconv_isas[s], "amx"))
             vec = qr_iconv_u8s8_isa(iconv_isas[s]);
+    /* k4 is a tap's bytes (what the convolution passes): K = taps x k4 bytes */
     cr_assert_eq(qr_iconv_u8s8_for(9, 16, 64), amx ? amx : vec);
-    cr_assert_eq(qr_iconv_u8s8_for(1, 16, 64), amx ? amx : vec);
-    cr_assert_eq(qr_iconv_u8s8_for(1, 4, 96), vec, "K 16 bytes");
+    cr_assert_eq(qr_iconv_u8s8_for(1, 64, 64), amx ? amx : vec);
+    cr_assert_eq(qr_iconv_u8s8_for(2, 32, 64), amx ? amx : vec);
+    cr_assert_eq(qr_iconv_u8s8_for(1, 16, 64), vec, "K 16 bytes");
+    cr_assert_eq(qr_iconv_u8s8_for(1, 32, 96), vec, "K 32 bytes");
+    cr_assert_eq(qr_iconv_u8s8_for(1, 60, 96), vec, "K 60 bytes");
     cr_assert_eq(qr_iconv_u8s8_for(9, 16, 32), vec, "32 output channels");
     qr_igemm_force("portable");
     cr_assert_eq(qr_iconv_u8s8_for(9, 16, 64), qr_iconv_u8s8_isa("portable"));
