@@ -86,6 +86,7 @@ typedef struct nhwc_job {
     qr_iconv_ep_fn fused; /* the epilogue's vector form fused into a specialized kernel: no block epilogue */
     int joined;           /* fused is the epilogue joined to the second stage (ep->jprog): no stage after */
     qr_rows_ep_fn rows_ep; /* the epilogue's vector form compiled alone, for channels-last blocks */
+    int amx_sink;          /* fn is the AMX kernel and rows_ep the epilogue: run per block of its sums (amx_rows) */
     uint8_t *y;
     size_t esize; /* y's element size */
     uint8_t *work; /* per slot: pointers, the block's accumulator, it turned, the epilogue's y */
@@ -757,6 +758,19 @@ static size_t stack_bytes(const nhwc_job *j, int64_t rows)
     return (size_t)(CKW * g->stride[0] * (rows + OW * pieces) + pieces * OW * (g->kernel[0] * CKW + 8) + 64);
 }
 
+/* The AMX kernel's blocks of sums (qr_iconv_sink) into y's bytes by the rows epilogue while they
+ * are in L1: y the block's first row's bytes (the output, the stage's rows or y_split), rows m apart. */
+typedef struct amx_rows_ctx {
+    const nhwc_job *j;
+    uint8_t *y;
+} amx_rows_ctx;
+
+static void amx_rows(void *arg, const int32_t *acc, int64_t acc_rs, int64_t i0, int64_t rows, int64_t j0, int64_t cols)
+{
+    const amx_rows_ctx *x = arg;
+    x->j->rows_ep(x->y + i0 * x->j->m + j0, x->j->m, acc, acc_rs, rows, cols, j0, x->j->ep->vtabs);
+}
+
 static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
 {
     nhwc_job *j = arg;
@@ -788,6 +802,17 @@ static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
                      j->ep->vtabs, NULL, 0);
             qr_error e;
             if (j->ep->then && !j->y_split && j->ep->then(j->ep, s + j->at_y, r0 * j->m, rows * j->m, &e) != QR_OK)
+                nhwc_failed(j, &e);
+            continue;
+        }
+        if (j->amx_sink) { /* the rows epilogue a block of 32 x 64 sums at a time, as block_epilogue's */
+            int64_t off = r0 * j->m;
+            uint8_t *ys = j->y_split ? j->y_split + off : s + j->at_y;
+            amx_rows_ctx x = {j, j->ep->then ? ys : j->y + off};
+            qr_iconv_u8s8_amx_sink(acc, j->m, a, j->gather ? 1 : j->taps, rows, j->wp, j->init, j->k4, c0, c1, j->m,
+                                   amx_rows, &x);
+            qr_error e;
+            if (j->ep->then && !j->y_split && j->ep->then(j->ep, ys, off, rows * j->m, &e) != QR_OK)
                 nhwc_failed(j, &e);
             continue;
         }
@@ -1082,6 +1107,9 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
             j.joined = (j.fused = planned_ep(plan, j.gather ? 1 : j.taps, j.k4, j.m, ep->jprog)) != NULL;
         if (!j.fused && ep->vprog && ep->vtabs && j.esize == 1)
             j.fused = planned_ep(plan, j.gather ? 1 : j.taps, j.k4, j.m, ep->vprog);
+        /* on AMX, the rows epilogue (vecmap.h's 16 lanes) on each 32 x 64 block of sums from the tiles,
+         * where block_epilogue's would read them back from the whole block's accumulator */
+        j.amx_sink = !j.fused && j.fn == qr_iconv_u8s8_amx && j.rows_ep && ep->run_rows;
         j.flip = flip;
         /* the input pixels the output rows read: a band's window rows, or all */
         int64_t H = g.big[0], W = g.big[1], q0 = 0, q1 = nimg * H * W;

@@ -15,8 +15,6 @@ void qr_igemm_u8s8_4x8_avx2(int32_t *c, int64_t c_rs, const int8_t *a, const int
 void qr_iconv_u8s8_6x64_avx512vnni(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
                                    const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1,
                                    int64_t n);
-void qr_iconv_u8s8_amx(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m, const int8_t *w,
-                       const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
 void qr_iconv_u8s8_4x16_avxvnni(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
                                 const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
 void qr_iconv_u8s8_4x8_avx2(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,

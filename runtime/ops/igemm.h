@@ -140,6 +140,20 @@ int qr_amx_usable(void);
 void qr_iconv_u8s8_ref(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m, const int8_t *w,
                        const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
 
+/* The AMX kernel (the one qr_iconv_u8s8_isa("amx") gives), and the same sums handed to an epilogue a
+ * block at a time while they are in L1: for each block of up to 32 rows from i0 and one strip's
+ * columns [j0, j0 + cols) (up to 64, j0 a multiple of 64), sink(ctx, acc, acc_rs, i0, rows, j0, cols)
+ * with acc[r * acc_rs + q] = row i0 + r's sum + init of column j0 + q, as qr_iconv_fn would have
+ * written c (here not written, but for the memory fallback: then c gets the sums and one sink call
+ * covers all rows). Only after qr_amx_usable(). */
+typedef void (*qr_iconv_sink)(void *ctx, const int32_t *acc, int64_t acc_rs, int64_t i0, int64_t rows, int64_t j0,
+                              int64_t cols);
+void qr_iconv_u8s8_amx(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m, const int8_t *w,
+                       const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
+void qr_iconv_u8s8_amx_sink(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
+                            const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n,
+                            qr_iconv_sink sink, void *ctx);
+
 /* The panels' columns come in strips of 64 (the last one narrower: n16 is a multiple of 16), each
  * strip's K = taps * k4 rows contiguous, so that the weights a 64-column tile streams over its whole
  * K are one run of memory. With one row of all n16 columns per k group instead, a strip's k groups

@@ -2,19 +2,26 @@
  * of u8 activations by a 64 x 16 tile of s8 weights into 16 x 16 int32 sums (16384 MACs an
  * instruction; the wrapping sums QRL's contract asks for, as vpdpbusd's).
  *
- * A: the block's rows are copied from their row pointers into one buffer, [rows up to 32s][K up
- * to 64s] with K = taps * k4, zero past m and K (so a tile reads whole rows and the padding adds
- * nothing); each row's taps are the row pointers' k4 bytes one after another, the order of the
- * weights' K. One copy per call serves all its column tiles (ResNet-18's layers have 64 to 512).
+ * A: one tap of K a multiple of 64 (1 x 1 convolutions): where 16 rows' pointers are one run of a
+ * stride (a block's pixels), the tiles load them where they are, no copy; other 16s (a padding
+ * row, a ragged end) are gathered 64 bytes at a time. Else the call's rows are copied from their
+ * row pointers into one buffer, [rows up to 32s][K up to 64s] with K = taps * k4, zero past m and
+ * K (so a tile reads whole rows and the padding adds nothing); each row's taps are the row
+ * pointers' k4 bytes one after another, the order of the weights' K. One copy serves all the
+ * call's column tiles.
  * B: the panels as they are (qr_iconv_col): in a strip, one k group of 16 columns is 64 bytes and
  * the next group `step` bytes on, which is a tile's rows and stride, so no weights are repacked. A
  * ragged last 64 of K is copied into a zeroed 1 KB tile (its rows past K would be the next
  * strip's weights, or past the panels' end).
- * Blocking: 2 x 2 tiles of sums (32 rows x 32 columns), 2 A and 2 B tiles: the eight tiles.
- * Column pairs outer, row pairs inner: a pair's weights (K * 32 bytes) stay in L2 while the rows
- * pass over them. The sums go through a 1 KB buffer to c, init added (wrapping), ragged rows and
- * columns under masks. Tiles are configured at each call and released at its end (ldtilecfg is a
- * thread's state; nothing else in QRL uses tiles). Only called after qr_amx_usable(). */
+ * Blocking: 2 x 2 tiles of sums (32 rows x 32 columns), 2 A and 2 B tiles: the eight. Strips of 64
+ * columns outer, blocks of 32 rows inner: a strip's weights (K * 64 bytes) stay in L2 while the
+ * rows pass over them. The accumulators start from init (loaded from 16 rows of it), so the stored
+ * tiles are the results: whole 16 x 16 tiles go straight to c, ragged ones under masks; or, with a
+ * sink (qr_iconv_u8s8_amx_sink), a block's 32 x 64 sums go to an 8 KB buffer and the sink (the
+ * convolution's rows epilogue) turns them into y's bytes while they are in L1, where the whole
+ * block's int32 accumulator went to memory and was read back. Tiles are configured at each call
+ * and released at its end (ldtilecfg is a thread's state; nothing else in QRL uses tiles). Only
+ * called after qr_amx_usable(). */
 #include <cpuid.h>
 #include <immintrin.h>
 #include <pthread.h>
@@ -100,18 +107,45 @@ typedef struct tilecfg {
     uint8_t rows[16];
 } tilecfg;
 
-/* Rows i < rows of c's 16 columns from j (cols of them stored) = the tile's sums + init. */
-TARGET static void store_tile(int32_t *c, int64_t c_rs, const int32_t *sums, const int32_t *init, int64_t rows,
-                              int64_t cols)
+/* The 16 x 64-byte block whose rows are all init[j .. j + 16) (cols of them, 0 past): an
+ * accumulator tile loaded from it starts at the bias, so the stored tiles are the sums + init
+ * (wrapping, as adding after would) and no pass adds it. */
+TARGET static void init_rows(int32_t *d, const int32_t *init, int64_t cols)
 {
-    __mmask16 k = cols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cols) - 1);
+    __mmask16 k = cols >= 16 ? (__mmask16)0xffff : cols > 0 ? (__mmask16)((1u << cols) - 1) : 0;
     __m512i iv = _mm512_maskz_loadu_epi32(k, init);
-    for (int64_t r = 0; r < rows; r++)
-        _mm512_mask_storeu_epi32(c + r * c_rs, k, _mm512_add_epi32(_mm512_load_si512(sums + 16 * r), iv));
+    for (int r = 0; r < 16; r++)
+        _mm512_store_si512(d + 16 * r, iv);
 }
 
-TARGET void qr_iconv_u8s8_amx(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
-                              const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n)
+/* Rows r < rows and columns < cols (<= 16) of a 16 x 16 block of sums (rows 16 apart) into c. */
+TARGET static void store_masked(int32_t *c, int64_t c_rs, const int32_t *sums, int64_t rows, int64_t cols)
+{
+    __mmask16 k = cols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cols) - 1);
+    for (int64_t r = 0; r < rows; r++)
+        _mm512_mask_storeu_epi32(c + r * c_rs, k, _mm512_load_si512(sums + 16 * r));
+}
+
+/* Whether rows i .. i + 16 of a are one run of a row stride (*d): a tile then loads them in place,
+ * no copy. One tap, K a multiple of 64 (a tile row reads K bytes and no more). */
+static int rows_strided(const uint8_t *const *a, int64_t i, int64_t *d)
+{
+    int64_t st = a[i + 1] - a[i];
+    if (st <= 0)
+        return 0;
+    for (int r = 2; r < 16; r++)
+        if (a[i + r] - a[i] != st * r)
+            return 0;
+    *d = st;
+    return 1;
+}
+
+/* The sums of rows [0, m) and columns [j0, j1) (see qr_iconv_fn), then either into c (sink NULL)
+ * or, a block of 32 rows x one strip of up to 64 columns at a time, to sink while they are in L1
+ * (qr_iconv_sink). */
+TARGET static void amx_run(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
+                           const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n,
+                           qr_iconv_sink sink, void *ctx)
 {
     if (j1 > n)
         j1 = n;
@@ -119,28 +153,41 @@ TARGET void qr_iconv_u8s8_amx(int32_t *c, int64_t c_rs, const uint8_t *const *a,
         return;
     int64_t K = taps * k4, full = K / 64, kt = (K + 63) / 64, kp = kt * 64, mp = (m + 31) / 32 * 32;
     int64_t n16 = qr_igemm_n16(n);
-    uint8_t *buf = a_buffer((size_t)(mp * kp) + 2048);
-    if (!buf) { /* no memory for the copy: the same sums by VNNI */
+    /* one tap of whole 64s: the tiles read the rows where they are when they are a run (1 x 1
+     * convolutions' pixels), else from the copy */
+    int direct = taps == 1 && K % 64 == 0 && m >= 16;
+    uint8_t *buf = direct ? a_buffer(2048 + 4096 + 8192) : a_buffer((size_t)(mp * kp) + 2048 + 4096 + 8192);
+    if (!buf) { /* no memory for the copy: the same sums by VNNI (no sink: the caller's epilogue runs) */
         qr_iconv_u8s8_6x64_avx512vnni(c, c_rs, a, taps, m, w, init, k4, j0, j1, n);
+        if (sink)
+            sink(ctx, c + j0, c_rs, 0, m, j0, j1 - j0);
         return;
     }
-    if (k4 % 64 == 0) { /* whole vectors, inline: a memcpy call per tap was most of layer1's time (K 576, n 64) */
+    uint8_t *rows = buf + 2048 + 4096 + 8192;
+    if (direct) {
+        rows = NULL;
+    } else if (k4 % 64 == 0) { /* whole vectors, inline: a memcpy call per tap was most of layer1's time (K 576, n 64) */
         for (int64_t i = 0; i < m; i++) {
-            uint8_t *d = buf + i * kp;
+            uint8_t *d = rows + i * kp;
             for (int64_t t = 0; t < taps; t++, d += k4)
                 for (int64_t o = 0; o < k4; o += 64)
                     _mm512_store_si512((void *)(d + o), _mm512_loadu_si512((const void *)(a[i * taps + t] + o)));
         }
     } else {
         for (int64_t i = 0; i < m; i++) {
-            uint8_t *d = buf + i * kp;
+            uint8_t *d = rows + i * kp;
             for (int64_t t = 0; t < taps; t++)
                 memcpy(d + t * k4, a[i * taps + t], (size_t)k4);
             memset(d + K, 0, (size_t)(kp - K));
         }
     }
-    memset(buf + m * kp, 0, (size_t)((mp - m) * kp));
-    int8_t *tail = (int8_t *)(buf + mp * kp); /* 2 x 1 KB: the ragged last 64 of K of a column pair */
+    if (rows)
+        memset(rows + m * kp, 0, (size_t)((mp - m) * kp));
+    int8_t *tail = (int8_t *)buf;              /* 2 x 1 KB: the ragged last 64 of K of a column pair */
+    int32_t *irows = (int32_t *)(buf + 2048);  /* 4 x 1 KB: init's rows, a strip's four 16 columns */
+    int32_t *sums = (int32_t *)(buf + 6144);   /* 32 x 64: a block's sums for the sink, or a ragged tile's */
+    /* direct: two 16-row tiles' 64 bytes of rows that are not a run */
+    _Alignas(64) uint8_t last[32 * 64];
 
     tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -148,60 +195,144 @@ TARGET void qr_iconv_u8s8_amx(int32_t *c, int64_t c_rs, const uint8_t *const *a,
     for (int t = 0; t < 8; t++)
         cfg.colsb[t] = 64, cfg.rows[t] = 16;
     _tile_loadconfig(&cfg);
-    int32_t sums[256] __attribute__((aligned(64)));
-    for (int64_t j = j0; j < j1; j += 32) {
-        int two = j + 16 < j1; /* a second column tile with columns to store */
-        int64_t step;
-        const int8_t *wj = qr_iconv_col(w, K, n16, j, &step);
-        if (full < kt) {
-            memset(tail, 0, 2048);
-            for (int64_t q = full * 16; q < K / 4; q++) {
-                memcpy(tail + (q - full * 16) * 64, wj + q * step, 64);
-                if (two)
-                    memcpy(tail + 1024 + (q - full * 16) * 64, wj + 64 + q * step, 64);
-            }
-        }
+    for (int64_t s0 = j0; s0 < j1; s0 += 64) {
+        int64_t se = s0 + 64 < j1 ? s0 + 64 : j1; /* the strip's columns [s0, se) */
+        for (int q = 0; q < 4; q++)
+            init_rows(irows + 256 * q, init + s0 + 16 * q, se - s0 - 16 * q);
         for (int64_t i = 0; i < m; i += 32) {
-            const uint8_t *ai = buf + i * kp;
             int down = i + 16 < m; /* a second row tile with rows to store */
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
-            for (int64_t q = 0; q < kt; q++) {
-                const int8_t *b0 = q < full ? wj + q * 16 * step : tail;
-                int64_t bs = q < full ? step : 64;
-                _tile_loadd(4, ai + q * 64, kp);
-                _tile_loadd(6, b0, bs);
-                _tile_dpbusd(0, 4, 6);
-                if (down) {
-                    _tile_loadd(5, ai + 16 * kp + q * 64, kp);
-                    _tile_dpbusd(1, 5, 6);
-                }
-                if (two) {
-                    _tile_loadd(7, q < full ? b0 + 64 : tail + 1024, bs);
-                    _tile_dpbusd(2, 4, 7);
-                    if (down)
-                        _tile_dpbusd(3, 5, 7);
-                }
-            }
             int64_t r0 = m - i < 16 ? m - i : 16, r1 = m - i - 16 < 16 ? m - i - 16 : 16;
-            int64_t c0 = j1 - j < 16 ? j1 - j : 16, c1 = j1 - j - 16 < 16 ? j1 - j - 16 : 16;
-            _tile_stored(0, sums, 64);
-            store_tile(c + i * c_rs + j, c_rs, sums, init + j, r0, c0);
-            if (down) {
-                _tile_stored(1, sums, 64);
-                store_tile(c + (i + 16) * c_rs + j, c_rs, sums, init + j, r1, c0);
+            const uint8_t *a0, *a1;
+            int64_t s_a0, s_a1;
+            if (rows) {
+                a0 = rows + i * kp, a1 = a0 + 16 * kp, s_a0 = s_a1 = kp;
+            } else {
+                /* rows in place where 16 of them are a run, else copied (K bytes each) */
+                const uint8_t *src[2];
+                int64_t st[2];
+                for (int h = 0; h < 2; h++) {
+                    int64_t ih = i + 16 * h, nr = h ? r1 : r0;
+                    if (h && !down) {
+                        src[h] = last, st[h] = 64; /* not read */
+                        continue;
+                    }
+                    if (nr == 16 && rows_strided(a, ih, &st[h])) {
+                        src[h] = a[ih];
+                        continue;
+                    }
+                    /* ragged or not a run: gathered 64 bytes a step (below) */
+                    src[h] = NULL, st[h] = 0;
+                }
+                a0 = src[0], a1 = src[1], s_a0 = st[0], s_a1 = st[1];
             }
-            if (two) {
-                _tile_stored(2, sums, 64);
-                store_tile(c + i * c_rs + j + 16, c_rs, sums, init + j + 16, r0, c1);
-                if (down) {
-                    _tile_stored(3, sums, 64);
-                    store_tile(c + (i + 16) * c_rs + j + 16, c_rs, sums, init + j + 16, r1, c1);
+            for (int64_t j = s0; j < se; j += 32) {
+                int two = j + 16 < se; /* a second column tile with columns to store */
+                int64_t step;
+                const int8_t *wj = qr_iconv_col(w, K, n16, j, &step);
+                if (full < kt) {
+                    memset(tail, 0, 2048);
+                    for (int64_t q = full * 16; q < K / 4; q++) {
+                        memcpy(tail + (q - full * 16) * 64, wj + q * step, 64);
+                        if (two)
+                            memcpy(tail + 1024 + (q - full * 16) * 64, wj + 64 + q * step, 64);
+                    }
+                }
+                const int32_t *iv = irows + 256 * ((j - s0) / 16);
+                _tile_loadd(0, iv, 64);
+                _tile_loadd(1, iv, 64);
+                _tile_loadd(2, iv + 256, 64);
+                _tile_loadd(3, iv + 256, 64);
+                for (int64_t q = 0; q < kt; q++) {
+                    const int8_t *b0 = q < full ? wj + q * 16 * step : tail;
+                    int64_t bs = q < full ? step : 64;
+                    const uint8_t *x0 = a0, *x1 = a1;
+                    int64_t sx0 = s_a0, sx1 = s_a1;
+                    if (!rows && !a0) { /* gather 16 rows' q-th 64 bytes */
+                        for (int r = 0; r < 16; r++)
+                            _mm512_store_si512((void *)(last + 64 * r),
+                                               r < r0 ? _mm512_loadu_si512((const void *)(a[i + r] + q * 64))
+                                                      : _mm512_setzero_si512());
+                        x0 = last, sx0 = 64;
+                    } else if (a0)
+                        x0 = a0 + q * 64;
+                    if (down) {
+                        if (!rows && !a1) {
+                            for (int r = 0; r < 16; r++)
+                                _mm512_store_si512((void *)(last + 1024 + 64 * r),
+                                                   r < r1 ? _mm512_loadu_si512((const void *)(a[i + 16 + r] + q * 64))
+                                                          : _mm512_setzero_si512());
+                            x1 = last + 1024, sx1 = 64;
+                        } else
+                            x1 = a1 + q * 64;
+                    }
+                    _tile_loadd(4, x0, sx0);
+                    _tile_loadd(6, b0, bs);
+                    _tile_dpbusd(0, 4, 6);
+                    if (down) {
+                        _tile_loadd(5, x1, sx1);
+                        _tile_dpbusd(1, 5, 6);
+                    }
+                    if (two) {
+                        _tile_loadd(7, q < full ? b0 + 64 : tail + 1024, bs);
+                        _tile_dpbusd(2, 4, 7);
+                        if (down)
+                            _tile_dpbusd(3, 5, 7);
+                    }
+                }
+                int64_t c0 = se - j < 16 ? se - j : 16, c1 = se - j - 16 < 16 ? se - j - 16 : 16;
+                if (sink) { /* the block's sums, 64 columns a row, for the sink */
+                    int32_t *sb = sums + (j - s0);
+                    _tile_stored(0, sb, 256);
+                    if (down)
+                        _tile_stored(1, sb + 16 * 64, 256);
+                    if (two) {
+                        _tile_stored(2, sb + 16, 256);
+                        if (down)
+                            _tile_stored(3, sb + 16 * 64 + 16, 256);
+                    }
+                    continue;
+                }
+                /* into c: whole tiles straight, ragged ones under masks */
+                int32_t *cij = c + i * c_rs + j;
+                for (int t = 0; t < 4; t++) {
+                    int64_t nr = t & 1 ? r1 : r0, nc = t & 2 ? c1 : c0;
+                    if ((t & 1 && !down) || (t & 2 && !two))
+                        continue;
+                    int32_t *ct = cij + (t & 1 ? 16 * c_rs : 0) + (t & 2 ? 16 : 0);
+                    if (nr == 16 && nc == 16) {
+                        switch (t) {
+                        case 0: _tile_stored(0, ct, c_rs * 4); break;
+                        case 1: _tile_stored(1, ct, c_rs * 4); break;
+                        case 2: _tile_stored(2, ct, c_rs * 4); break;
+                        default: _tile_stored(3, ct, c_rs * 4); break;
+                        }
+                        continue;
+                    }
+                    switch (t) {
+                    case 0: _tile_stored(0, sums, 64); break;
+                    case 1: _tile_stored(1, sums, 64); break;
+                    case 2: _tile_stored(2, sums, 64); break;
+                    default: _tile_stored(3, sums, 64); break;
+                    }
+                    store_masked(ct, c_rs, sums, nr, nc);
                 }
             }
+            if (sink)
+                sink(ctx, sums, 64, i, m - i < 32 ? m - i : 32, s0, se - s0);
         }
     }
     _tile_release();
+}
+
+TARGET void qr_iconv_u8s8_amx(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
+                              const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n)
+{
+    amx_run(c, c_rs, a, taps, m, w, init, k4, j0, j1, n, NULL, NULL);
+}
+
+void qr_iconv_u8s8_amx_sink(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
+                            const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n,
+                            qr_iconv_sink sink, void *ctx)
+{
+    amx_run(c, c_rs, a, taps, m, w, init, k4, j0, j1, n, sink, ctx);
 }

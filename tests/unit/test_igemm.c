@@ -448,6 +448,127 @@ Test(igemm, iconv_kernels_match_a_naive_loop_on_ragged_shapes)
                 check_iconv_shape(m, t, 12, ranges[r][0], ranges[r][1], ranges[r][2], ranges[r][3], 0, &seed);
 }
 
+/* The AMX kernel's sink (qr_iconv_u8s8_amx_sink): each block's sums, copied out where the
+ * callback says they are, with the block's geometry checked (rows <= 32 from a multiple of 32,
+ * columns <= 64 from a strip's first column, each element once). */
+typedef struct sink_rec {
+    int32_t *c;
+    int64_t c_rs, m, j0, j1;
+    int *seen;
+    int bad;
+} sink_rec;
+
+static void sink_copy(void *ctx, const int32_t *acc, int64_t acc_rs, int64_t i0, int64_t rows, int64_t j0, int64_t cols)
+{
+    sink_rec *r = ctx;
+    if (i0 % 32 || rows < 1 || rows > 32 || i0 + rows > r->m || j0 % 64 || cols < 1 || cols > 64 || j0 < r->j0 ||
+        j0 + cols > r->j1)
+        r->bad = 1;
+    for (int64_t i = 0; i < rows && !r->bad; i++)
+        for (int64_t j = 0; j < cols; j++) {
+            r->c[(i0 + i) * r->c_rs + j0 + j] = acc[i * acc_rs + j];
+            r->seen[(i0 + i) * r->c_rs + j0 + j]++;
+        }
+}
+
+/* One shape for the AMX kernel alone: m rows of one tap or more; the pixels one run of rows stride
+ * apart (gap bytes past k4 between them: the tiles read them in place when K is a multiple of 64),
+ * or with a padding row every `brk` rows (brk 0: none; copied); columns [j0, j1) of n; vals as
+ * check_iconv_shape's. Both entries, the plain one into c (c_rs > n) and the sink, against the
+ * naive int64 loop. */
+static void check_amx_shape(int64_t m, int64_t taps, int64_t cin, int64_t gap, int64_t brk, int64_t n, int64_t j0,
+                            int64_t j1, int vals, unsigned *seed)
+{
+    int64_t k4 = qr_igemm_k4(cin), n16 = qr_igemm_n16(n), ps = k4 + gap, npix = m + 2 * taps + 1, c_rs = n + 3;
+    uint8_t *img = malloc((size_t)(npix * ps + k4)), *zrow = malloc((size_t)k4);
+    const uint8_t **a = malloc(sizeof *a * (size_t)(m * taps + 1));
+    int8_t *wt = malloc((size_t)(taps * cin * n)), *wp = malloc((size_t)(taps * k4 * n16));
+    int32_t *init = malloc(sizeof *init * (size_t)n), *want = malloc(sizeof *want * (size_t)(m * c_rs + 1)),
+            *got = malloc(sizeof *got * (size_t)(m * c_rs + 1));
+    int *seen = calloc((size_t)(m * c_rs + 1), sizeof *seen);
+    cr_assert(img && zrow && a && wt && wp && init && want && got && seen);
+    for (int64_t i = 0; i < npix * ps + k4; i++)
+        img[i] = vals ? 255 : (uint8_t)(rnd(seed) & 0xff);
+    memset(zrow, (int)(rnd(seed) & 0xff), (size_t)k4);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t t = 0; t < taps; t++)
+            a[i * taps + t] = brk && i % brk == brk - 1 ? zrow : img + (i + 2 * t) * ps;
+    for (int64_t i = 0; i < taps * cin * n; i++)
+        wt[i] = vals == 1 ? -128 : vals == 2 ? 127 : (int8_t)(rnd(seed) & 0xff);
+    for (int64_t j = 0; j < n; j++)
+        init[j] = vals == 1 ? INT32_MIN + 0x100 : vals == 2 ? 0x7fffff00 : (int32_t)rnd(seed) - (1 << 23);
+    qr_iconv_pack_w(wp, wt, taps, cin, k4, n, cin * n, n, 1);
+    for (int64_t i = 0; i < m * c_rs + 1; i++)
+        want[i] = got[i] = (int32_t)0xdeadbeef;
+    iconv_naive(want, c_rs, a, taps, m, wt, cin, init, j0, j1, n);
+    const char *what = "plain";
+    qr_iconv_u8s8_amx(got, c_rs, a, taps, m, wp, init, k4, j0, j1, n);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int64_t i = 0; i < m * c_rs + 1; i++)
+            cr_assert_eq(got[i], want[i],
+                         "AMX %s, m %lld taps %lld cin %lld gap %lld brk %lld n %lld [%lld, %lld) element %lld: %d vs %d",
+                         what, (long long)m, (long long)taps, (long long)cin, (long long)gap, (long long)brk,
+                         (long long)n, (long long)j0, (long long)j1, (long long)i, got[i], want[i]);
+        if (pass)
+            break;
+        for (int64_t i = 0; i < m * c_rs + 1; i++)
+            got[i] = (int32_t)0xdeadbeef;
+        int32_t *scratch = malloc(sizeof *scratch * (size_t)(m * c_rs + 1)); /* c: written only by the fallback */
+        cr_assert(scratch);
+        sink_rec r = {got, c_rs, m, j0, j1 < n ? j1 : n, seen, 0};
+        qr_iconv_u8s8_amx_sink(scratch, c_rs, a, taps, m, wp, init, k4, j0, j1, n, sink_copy, &r);
+        free(scratch);
+        cr_assert(!r.bad, "AMX sink: a block out of its bounds, m %lld n %lld", (long long)m, (long long)n);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < c_rs; j++)
+                cr_assert_eq(seen[i * c_rs + j], j >= j0 && j < j1 && j < n, "AMX sink: element (%lld, %lld) %d times",
+                             (long long)i, (long long)j, seen[i * c_rs + j]);
+        what = "sink";
+    }
+    free(img);
+    free(zrow);
+    free(a);
+    free(wt);
+    free(wp);
+    free(init);
+    free(want);
+    free(got);
+    free(seen);
+}
+
+/* The AMX kernel on MobileNetV2's and ResNet-18's kinds of 1 x 1 layers and ragged ones: one tap of
+ * K 64, 128, 192, 320, 576 (whole 64s: the rows read in place when they are a run of 16, also with
+ * a gap after each pixel's bytes; a padding row every 7 or 20 rows: those 16 copied) and 96, 100,
+ * 160 (a ragged last 64: copied), taps 3 and 9; rows 1 to 97 (16-row tiles full, ragged, one of a
+ * pair); n 24 to 200 (ragged strips) and threads' column ranges; sums that wrap. Into c and through
+ * the sink, against the naive int64 loop. */
+Test(igemm, amx_kernel_and_its_sink_match_a_naive_loop)
+{
+    if (!qr_amx_usable()) {
+        cr_log_info("this CPU (or OS) has no AMX-INT8: not tested here");
+        return;
+    }
+    static const int64_t ms[] = {1, 15, 16, 17, 31, 32, 33, 47, 48, 50, 64, 97};
+    static const int64_t cins[] = {64, 128, 192, 320, 576, 96, 100, 160};
+    static const int64_t ns[] = {64, 70, 24, 130, 200};
+    unsigned seed = 31;
+    for (size_t ci = 0; ci < sizeof cins / sizeof cins[0]; ci++)
+        for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+            int64_t n = ns[(ci + mi) % 5], m = ms[mi];
+            check_amx_shape(m, 1, cins[ci], (int64_t)(mi % 3) * 32, mi % 4 == 3 ? 7 : mi % 4 == 1 ? 20 : 0, n, 0, n, 0,
+                            &seed);
+        }
+    for (int64_t m = 30; m <= 50; m += 4) {
+        check_amx_shape(m, 3, 24, 0, 0, 96, 0, 96, 0, &seed);
+        check_amx_shape(m, 9, 64, 4, m % 8 == 2 ? 5 : 0, 130, 0, 130, 0, &seed);
+    }
+    const int64_t ranges[][3] = {{200, 64, 200}, {200, 0, 64}, {200, 128, 150}, {130, 128, 130}, {64, 64, 64}};
+    for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++)
+        check_amx_shape(40, 1, 192, 0, 0, ranges[r][0], ranges[r][1], ranges[r][2], 0, &seed);
+    for (int vals = 1; vals <= 2; vals++)
+        check_amx_shape(33, 1, 70016, 0, 0, 40, 0, 40, vals, &seed);
+}
+
 /* Sums past int32 in both directions: 255 x -128 over 9 x 7000 and 70000 products from near
  * INT32_MIN, 255 x 127 from near INT32_MAX; the naive loop's int64 sum wrapped at the end is the
  * oracle. */

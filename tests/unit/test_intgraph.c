@@ -483,6 +483,85 @@ Test(intgraph, channel_parts_give_the_same_outputs)
     qr_tensor_free(&x);
 }
 
+/* The rows epilogues the runtime was handed (qc_rows_ep_jit's), each behind a wrapper that counts
+ * its calls on AMX blocks of sums (rows 64 apart, at most 32 rows: qr_iconv_u8s8_amx_sink's, where
+ * a whole block's accumulator has the layer's channels, 80 or 200 here, between rows). */
+enum { ROWS_SLOTS = 4 };
+static qr_rows_ep_fn rows_real[ROWS_SLOTS];
+static const char *rows_prog[ROWS_SLOTS];
+static int amx_blocks;
+
+#define ROWS_WRAP(k)                                                                                                 \
+    static void rows_wrap##k(uint8_t *y, int64_t y_rs, const int32_t *acc, int64_t acc_rs, int64_t rows,           \
+                             int64_t cols, int64_t c0, const int32_t *const *tabs)                                 \
+    {                                                                                                                \
+        if (acc_rs == 64 && rows <= 32)                                                                              \
+            __atomic_add_fetch(&amx_blocks, 1, __ATOMIC_RELAXED);                                                    \
+        rows_real[k](y, y_rs, acc, acc_rs, rows, cols, c0, tabs);                                                    \
+    }
+ROWS_WRAP(0)
+ROWS_WRAP(1)
+ROWS_WRAP(2)
+ROWS_WRAP(3)
+
+static qr_rows_ep_fn counting_rows(const char *prog)
+{
+    static const qr_rows_ep_fn wraps[ROWS_SLOTS] = {rows_wrap0, rows_wrap1, rows_wrap2, rows_wrap3};
+    qr_rows_ep_fn f = qc_rows_ep_jit(prog);
+    if (!f)
+        return NULL;
+    for (int k = 0; k < ROWS_SLOTS; k++) /* the runtime asks from one thread (the plan's first run) */
+        if (!rows_prog[k] || rows_prog[k] == prog) {
+            rows_prog[k] = prog, rows_real[k] = f;
+            return wraps[k];
+        }
+    return f;
+}
+
+/* On AMX (where the CPU has it), the dense convolutions' rows epilogue runs on each 32 x 64 block of
+ * sums as the tiles give them (qr_iconv_u8s8_amx_sink), before the residual Add's second stage on
+ * the block's rows: wide.onnx's 80- and 200-channel layers (ragged last strips of 16 and 8, K 720
+ * and more), onnx u8 and i8 asymmetric (the stdlib's kernels: vector forms; zero points of both
+ * kinds) and tflite (none: the generic path), split by rows, by channels (y_split: the stage after
+ * every part) and by shape, batch 32 and 1, 1 and 2 threads, give the bits of the separate NCHW
+ * kernels (fuse=0); the u8 and i8 runs' blocks went that way. */
+Test(intgraph, amx_blocks_run_the_rows_epilogue_as_the_separate_kernels)
+{
+    if (!qr_amx_usable()) {
+        cr_log_info("this CPU (or OS) has no AMX-INT8: not tested here");
+        return;
+    }
+    const char *recipes[] = {"recipes/int8.qrl", "tests/recipes/i8-asym-minmax.qrl", "recipes/int8-tflite.qrl"};
+    const char *splits[] = {"cols", "rows", NULL};
+    qr_tensor x = {0};
+    qr_graph *g;
+    load("zoo_test.npy", NULL, &x);
+    load("wide.onnx", &g, NULL);
+    qr_rows_ep_set_specializer(counting_rows);
+    for (int r = 0; r < 3; r++) {
+        qrl_module *m = compile(recipes[r]);
+        qr_quantized *apart, *fused;
+        quantize_apart_and_fused(g, m, "all", &apart, &fused);
+        for (int sp = 0; sp < 3; sp++) {
+            char what[256];
+            snprintf(what, sizeof what, "%s, split=%s, amx=auto", recipes[r], splits[sp] ? splits[sp] : "(unset)");
+            tu_option("split", splits[sp] ? splits[sp] : "");
+            amx_blocks = 0;
+            assert_same_outputs(apart, fused, &x, what);
+            cr_log_info("%s: %d AMX blocks through the rows epilogue", what, amx_blocks);
+            cr_assert(r == 2 || amx_blocks > 0, "%s: no AMX block ran the rows epilogue", what); /* tflite: no vector form */
+        }
+        tu_option("split", "");
+        qr_quantized_free(apart);
+        qr_quantized_free(fused);
+        qr_module_free(m);
+        memset(rows_prog, 0, sizeof rows_prog); /* the module's programs are gone */
+    }
+    qr_rows_ep_set_specializer(NULL);
+    qr_graph_free(g);
+    qr_tensor_free(&x);
+}
+
 /* A convolution whose residual Add runs as its second stage runs it in the fused kernel's
  * registers (the Add's element joined to the epilogue's vector form, the skip tensor's bytes
  * loaded there: vecjoin.h) where both have vector forms, and else takes its y's bytes from the
