@@ -23,6 +23,9 @@ void qr_iconv_u8s8_4x8_avx2(int32_t *c, int64_t c_rs, const uint8_t *const *a, i
 void qr_igemm_u8s8_rc_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init,
                                       const int32_t *cinit, const int32_t *rz, const int32_t *csum, int64_t m0,
                                       int64_t m1, const uint8_t *b, int64_t k4, int64_t n, int64_t pitch);
+void qr_igemm_u8s8_rc_amx(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
+                          const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b,
+                          int64_t k4, int64_t n, int64_t pitch);
 void qr_igemm_pack_b_avx512vnni(uint8_t *dst, const uint8_t *src, int64_t src_rs, int64_t k, int64_t n, uint8_t flip,
                                 int32_t *colsum, int64_t pitch);
 void qr_igemm_pack_a_avx512vnni(int8_t *dst, const uint8_t *src, int64_t src_rs, int64_t rows, int64_t k,
@@ -94,7 +97,10 @@ static void rc_avx2(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *in
 int64_t qr_igemm_rc_pitch(qr_igemm_rc_fn fn, int64_t k4, int64_t n)
 {
     int64_t n16 = qr_igemm_n16(n);
-    return fn == qr_igemm_u8s8_rc_8x32_avx512vnni && n16 % 256 == 0 && k4 >= 64 ? n16 + 16 : n16;
+    /* the AMX kernel's the same: a constant B packed once serves both (the choice goes by rows) */
+    return (fn == qr_igemm_u8s8_rc_8x32_avx512vnni || fn == qr_igemm_u8s8_rc_amx) && n16 % 256 == 0 && k4 >= 64
+               ? n16 + 16
+               : n16;
 }
 
 void qr_igemm_pack_b_ref(uint8_t *dst, const uint8_t *src, int64_t src_rs, int64_t k, int64_t n, uint8_t flip,
@@ -317,6 +323,8 @@ qr_igemm_fn qr_igemm_u8s8(void)
 
 qr_igemm_rc_fn qr_igemm_u8s8_rc_isa(const char *isa)
 {
+    if (!strcmp(isa, "amx"))
+        return qr_amx_usable() ? qr_igemm_u8s8_rc_amx : NULL;
     __builtin_cpu_init();
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
         if (!strcmp(kernels[i].isa, isa))
@@ -361,6 +369,15 @@ static int amx_chosen(void)
 static int amx_takes(int64_t taps, int64_t k4, int64_t n)
 {
     return taps * k4 >= 64 && n >= 64 && amx_chosen();
+}
+
+/* Where AMX takes a matrix product from the AVX-512 VNNI kernel: rows for one tile (16), K of at
+ * least one 64-byte tile row, and at least 32 columns (two column tiles). */
+qr_igemm_rc_fn qr_igemm_u8s8_rc_for(qr_igemm_rc_fn fn, int64_t m, int64_t k4, int64_t n)
+{
+    return fn == qr_igemm_u8s8_rc_8x32_avx512vnni && m >= 16 && k4 >= 64 && n >= 32 && amx_chosen()
+               ? qr_igemm_u8s8_rc_amx
+               : fn;
 }
 
 qr_iconv_fn qr_iconv_u8s8_isa(const char *isa)

@@ -77,7 +77,11 @@ typedef void (*qr_igemm_rc_fn)(int32_t *c, int64_t c_rs, const int8_t *a, const 
                                const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b,
                                int64_t k4, int64_t n, int64_t pitch);
 qr_igemm_rc_fn qr_igemm_u8s8_rc(void);
-qr_igemm_rc_fn qr_igemm_u8s8_rc_isa(const char *isa);
+qr_igemm_rc_fn qr_igemm_u8s8_rc_isa(const char *isa); /* "amx" too (igemm_amx.c) */
+/* fn, or the AMX-INT8 kernel in place of the AVX-512 VNNI one for a product of m rows (of one
+ * call's matrices), k4 and n where it pays and AMX is chosen as for the convolutions (CPU and OS,
+ * the igemm option not forcing another ISA, amx not 0). Its results are the same bits. */
+qr_igemm_rc_fn qr_igemm_u8s8_rc_for(qr_igemm_rc_fn fn, int64_t m, int64_t k4, int64_t n);
 void qr_igemm_u8s8_rc_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
                           const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b,
                           int64_t k4, int64_t n, int64_t pitch);

@@ -1190,6 +1190,7 @@ static qr_status mmq_run(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, const 
     j.nmat = fold ? 1 : nbatch;
     j.na = fold ? 1 : j.na;
     j.rb = (j.m + MMQ_ROWS - 1) / MMQ_ROWS;
+    j.fn = fn = qr_igemm_u8s8_rc_for(fn, j.m, j.k4, n); /* the same pitch: a cached packing serves both */
     size_t bbytes = (size_t)(j.nb * j.k4 * j.n16 + 63) / 64 * 64, cbytes = (size_t)(j.nb * n) * sizeof(int32_t);
     int fresh = 1;
     uint8_t *packed = bconst ? qr_kcache_get(k, bbytes + cbytes, "packed B", &fresh)

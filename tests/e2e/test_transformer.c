@@ -277,3 +277,37 @@ Test(transformer, shape_arithmetic_reads_the_integers)
     cr_expect(!strstr(log, "DequantizeLinear"), "a DequantizeLinear is left\n%s", log);
     free(log);
 }
+
+/* The integer matrix products on AMX-INT8 where the CPU has it (runtime/ops/igemm_amx.c: the
+ * feed-forward's second product here, K 64 by 32 columns) and on AVX-512 VNNI (amx=0), by 1 and 2
+ * threads: the same output bytes, static and dynamic recipes (integer sums are exact, and the
+ * kernels' row ranges do not change a row's arithmetic). */
+Test(transformer, amx_and_vnni_products_give_the_same_bytes)
+{
+    const char *models[] = {"bert", "gpt"}, *outs[] = {"y", "logits"},
+               *recipes[] = {"recipes/int8.qrl", "recipes/int8-dynamic.qrl"};
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as np; np.save('%s/gpt_one.npy', np.load('%s/gpt_test.npy')[:1]); "
+             "np.save('%s/bert_one.npy', np.load('%s/bert_test.npy'))\"", dir, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    for (int i = 0; i < 2; i++)
+        for (int r = 0; r < 2; r++) {
+            for (int v = 0; v < 3; v++) { /* amx=0 by 1 thread, the default by 1 and by 2 */
+                snprintf(cmd, sizeof cmd,
+                         "%s run '%s/%s.onnx' --recipe '%s/%s' --calib '%s/%s_calib.npy' -i '%s/%s_one.npy' "
+                         "-o '%s/%s_amx%d' --threads %d %s",
+                         tu_qrl(), dir, models[i], tu_root(), recipes[r], dir, models[i], dir, models[i], dir,
+                         models[i], v, v == 2 ? 2 : 1, v == 0 ? "--option amx=0" : "");
+                cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+                free(log);
+            }
+            for (int v = 1; v < 3; v++) {
+                snprintf(cmd, sizeof cmd, "cmp '%s/%s_amx0/%s.npy' '%s/%s_amx%d/%s.npy'", dir, models[i], outs[i], dir,
+                         models[i], v, outs[i]);
+                cr_expect_eq(tu_run(cmd, &log), 0, "%s, %s: amx=0 and %s differ: %s", models[i], recipes[r],
+                             v == 1 ? "the default" : "the default by 2 threads", log);
+                free(log);
+            }
+        }
+}
