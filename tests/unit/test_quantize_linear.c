@@ -109,3 +109,42 @@ Test(quantize_linear, f32_to_16bit_matches_the_definition_bit_for_bit)
     check(1000, QR_I16, 3.0f, 32767);
     check(64, QR_U16, 1e-3f, 65535);
 }
+
+/* The AVX-512 loop multiplies by 1 / scale where that gives the division's rint, and divides where
+ * a quotient lies near a half-integer (quant.c quantize_f32_8bit_avx512): values a few ulps around
+ * (k + 1/2) * scale, one to a vector among values far from any half (so a vector's one near lane
+ * decides its path), and everywhere, on scales whose reciprocal rounds up, down, is exact, or is
+ * not a normal float (every vector divides), against the definition's division. */
+Test(quantize_linear, near_halves_round_as_the_division)
+{
+    static const float scales[] = {0.1f, 1.0f / 3.0f, 0.0235294122f, 0.0569471046f, 3.0f, 7e-3f, 0.5f, 1e-39f,
+                                   3e38f, 1.17549435e-38f};
+    unsigned seed = 99;
+    for (size_t si = 0; si < sizeof scales / sizeof scales[0]; si++) {
+        float s = scales[si];
+        int64_t n = 16 * 200 + 5;
+        float *x = malloc(sizeof(float) * (size_t)n);
+        uint8_t zb = (uint8_t)(tu_lcg(&seed) % 256);
+        cr_assert(x);
+        for (int64_t i = 0; i < n; i++) {
+            float h = ((float)((int)(tu_lcg(&seed) % 601) - 300) + 0.5f) * s;
+            int ulps = (int)(tu_lcg(&seed) % 9) - 4;
+            float v = h;
+            for (int u = 0; u < (ulps < 0 ? -ulps : ulps); u++)
+                v = nextafterf(v, ulps < 0 ? -INFINITY : INFINITY);
+            /* lane 5 of every other vector near a half, the rest a quarter off one; every lane of
+             * the others near a half */
+            int near = (i / 16) % 2 ? i % 16 == 5 : 1;
+            x[i] = near ? v : h + 0.25f * s;
+        }
+        qr_tensor tx = {.dtype = QR_F32, .ndim = 1, .dims = {n}, .data = x};
+        qr_tensor ts = {.dtype = QR_F32, .ndim = 0, .data = &s};
+        qr_tensor tz = {.dtype = QR_U8, .ndim = 0, .data = &zb};
+        qr_tensor y = run_q(&tx, &ts, &tz, NULL);
+        for (int64_t i = 0; i < n; i++)
+            cr_assert_eq(((uint8_t *)y.data)[i], want_q(x[i], s, zb, 0, 255), "scale %g: x[%lld] = %.9g: %d, want %lld",
+                         s, (long long)i, x[i], ((uint8_t *)y.data)[i], (long long)want_q(x[i], s, zb, 0, 255));
+        qr_tensor_free(&y);
+        free(x);
+    }
+}
