@@ -37,7 +37,7 @@ static void tile_ref(const float *ap, int64_t ars, int64_t acs, const float *bp,
         for (int x = 0; x < cols; x++) {
             float s = load_c ? c[r * ldc + x] : 0.0f;
             for (int64_t q = 0; q < kc; q++)
-                s = fmaf(ap[q * acs + r * ars], bp[boff[q] + x], s);
+                s = fmaf(ap[q * acs + r * ars], bp[(boff ? boff[q] : q * REF_NR) + x], s);
             if (bias)
                 s += bias[r];
             c[r * ldc + x] = act ? qr_act_apply(act, s) : s;
@@ -55,8 +55,8 @@ static void tile_ref(const float *ap, int64_t ars, int64_t acs, const float *bp,
 int64_t qr_sgemm_work(const qr_sgemm_kernel *kn)
 {
     int64_t nc = (SG_NC + kn->nr - 1) / kn->nr * kn->nr;
-    /* B's block, A's tile (64-byte aligned), two tables of K offsets */
-    return (int64_t)SG_KC * (nc + kn->mr) + 16 + 4 * SG_KC;
+    /* B's block, A's tile (64-byte aligned), a table of K offsets (int64) */
+    return (int64_t)SG_KC * (nc + kn->mr) + 16 + 2 * SG_KC;
 }
 
 typedef struct sg_run {
@@ -87,10 +87,8 @@ static void sg_items(void *arg, int64_t i0, int64_t i1, int slot)
     const int mr = R->kn->mr, nr = R->kn->nr;
     float *bpk = R->work + slot * R->per_slot;
     float *apk = bpk + (SG_KC * ((R->nc + nr - 1) / nr * nr) + 15) / 16 * 16;
-    /* where B's rows of the K block are (roff, from j->b) and the packed panel's (poff) */
-    int64_t *roff = (int64_t *)(void *)(apk + SG_KC * mr), *poff = roff + SG_KC;
-    for (int64_t q = 0; q < SG_KC; q++)
-        poff[q] = q * nr;
+    /* where B's rows of the K block are (roff, from j->b); a packed panel's need no table */
+    int64_t *roff = (int64_t *)(void *)(apk + SG_KC * mr);
     for (int64_t it = i0; it < i1; it++) {
         int64_t m0 = it % R->row_blocks * R->mb, m1 = m0 + R->mb < j->m ? m0 + R->mb : j->m;
         int64_t n0 = it / R->row_blocks * R->nc, n1 = n0 + R->nc < j->n ? n0 + R->nc : j->n;
@@ -137,7 +135,7 @@ static void sg_items(void *arg, int64_t i0, int64_t i1, int slot)
                     const float *bp = j->b_packed ? j->b_packed + (x0 / nr * j->k + q0) * nr
                                       : pack      ? bpk + p * kc * nr
                                                   : j->b + x0;
-                    const int64_t *bo = pack || j->b_packed ? poff : roff;
+                    const int64_t *bo = pack || j->b_packed ? NULL : roff;
                     float *cp = j->c + r0 * j->ldc + x0;
                     const float *rb = bias ? bias + r0 : NULL;
                     if (j->col_bias && kb == R->kc_n - 1 && R->kn->tile_cols)

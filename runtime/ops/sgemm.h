@@ -16,7 +16,7 @@
 struct qr_act; /* op.h */
 
 /* One register tile: rows <= mr, cols <= nr of c from ap (A in place, or packed: ars = 1, acs = mr)
- * and bp (row q at boff[q]: a packed panel, boff[q] = q * nr, or B in place):
+ * and bp (row q at bp + boff[q]: B in place; boff NULL: a packed panel, row q at bp + q * nr):
  * c[r][x] = fma chain over q of ap[q*acs + r*ars] * bp[boff[q] + x], started from c[r][x] when load_c,
  * else from 0; then + bias[r] when bias is not NULL, then the activation act when not NULL
  * (qr_act_apply). Only the real rows and columns are read and stored. */

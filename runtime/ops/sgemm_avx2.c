@@ -77,9 +77,15 @@ TARGET static inline __attribute__((always_inline)) void tile(const int R, const
     if (load_c) {
         ROWS(LOAD)
     }
-    if (cols == 16)
+    /* boff NULL: a packed panel, row q at bp + q * 16 (a copy of each loop: no test a k) */
+    if (cols == 16 && boff)
         for (int64_t q = 0; q < kc; q++) {
             __m256 b0 = _mm256_loadu_ps(bp + boff[q]), b1 = _mm256_loadu_ps(bp + boff[q] + 8);
+            ROWS(FMA)
+        }
+    else if (cols == 16)
+        for (int64_t q = 0; q < kc; q++) {
+            __m256 b0 = _mm256_loadu_ps(bp + q * 16), b1 = _mm256_loadu_ps(bp + q * 16 + 8);
             ROWS(FMA)
         }
     else {
@@ -87,7 +93,8 @@ TARGET static inline __attribute__((always_inline)) void tile(const int R, const
         __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), lane);
         __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8), lane);
         for (int64_t q = 0; q < kc; q++) {
-            __m256 b0 = _mm256_maskload_ps(bp + boff[q], m0), b1 = _mm256_maskload_ps(bp + boff[q] + 8, m1);
+            const float *bq = boff ? bp + boff[q] : bp + q * 16;
+            __m256 b0 = _mm256_maskload_ps(bq, m0), b1 = _mm256_maskload_ps(bq + 8, m1);
             ROWS(FMA)
         }
     }

@@ -10,6 +10,9 @@
 #include "op.h"
 
 #define TARGET __attribute__((target("avx512f,fma")))
+/* Rows of a packed panel ahead of the loop that it prefetches (tile's PB); 16, 24 and 32 measured
+ * alike, 64 into L2 worse (stop 47) */
+#define SG_PF_ROWS 32
 
 static inline __mmask16 cols_mask(int cols)
 {
@@ -26,7 +29,7 @@ static inline __mmask16 cols_mask(int cols)
     }
 #define FMA(r)                                                                                               \
     if (r < R) {                                                                                             \
-        __m512 w = _mm512_set1_ps(ap[q * acs + r * ars]);                                                           \
+        __m512 w = _mm512_set1_ps(PA ? ap[q * 12 + r] : ap[q * acs + r * ars]);                              \
         l##r = _mm512_fmadd_ps(w, b0, l##r);                                                                 \
         h##r = _mm512_fmadd_ps(w, b1, h##r);                                                                 \
     }
@@ -50,8 +53,14 @@ static inline __mmask16 cols_mask(int cols)
     }
 
 /* R rows (a constant in each copy); B's columns past cols are not read (masked loads unless the
- * tile is full, F), so B may be read in place. */
-TARGET static inline __attribute__((always_inline)) void tile(const int R, const int F, const float *ap,
+ * tile is full, F), so B may be read in place. PB: B a packed panel (boff NULL), row q at bp + q * 32,
+ * without the load of boff[q] a k, and the panel SG_PF_ROWS rows ahead prefetched: a constant weight
+ * packed once comes from L3 on the first row tile (bert's products with B out of L2: 78-85 GMAC/s
+ * without, 82-92 with, on the Xeon of stop 47; docs/runtime.md). PA: A packed by the driver (ars 1,
+ * acs 12), its twelve rows at constant offsets where rows in place need twelve offsets (three were
+ * reloaded from the stack a k). */
+TARGET static inline __attribute__((always_inline)) void tile(const int R, const int F, const int PA, const int PB,
+                                                              const float *ap,
                                                               int64_t ars, int64_t acs, const float *bp,
                                                               const int64_t *boff, int64_t kc, float *c, int64_t ldc,
                                                               int cols, int load_c, const float *bias,
@@ -66,7 +75,11 @@ TARGET static inline __attribute__((always_inline)) void tile(const int R, const
         ROWS(LOAD)
     }
     for (int64_t q = 0; q < kc; q++) {
-        const float *bq = bp + boff[q];
+        const float *bq = PB ? bp + q * 32 : bp + boff[q];
+        if (PB && SG_PF_ROWS) {
+            _mm_prefetch((const char *)(bq + SG_PF_ROWS * 32), _MM_HINT_T0);
+            _mm_prefetch((const char *)(bq + SG_PF_ROWS * 32 + 16), _MM_HINT_T0);
+        }
         __m512 b0 = F ? _mm512_loadu_ps(bq) : _mm512_maskz_loadu_ps(k0, bq);
         __m512 b1 = F ? _mm512_loadu_ps(bq + 16) : _mm512_maskz_loadu_ps(k1, bq + 16);
         ROWS(FMA)
@@ -76,10 +89,16 @@ TARGET static inline __attribute__((always_inline)) void tile(const int R, const
 
 #define CASE(r)                                                                                              \
     case r + 1:                                                                                              \
-        if (cols == 32)                                                                                      \
-            tile(r + 1, 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act, cb);                   \
+        if (!boff && cols == 32 && ars == 1 && acs == 12)                                                    \
+            tile(r + 1, 1, 1, 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act, cb);           \
+        else if (!boff && cols == 32)                                                                        \
+            tile(r + 1, 1, 0, 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act, cb);           \
+        else if (!boff)                                                                                      \
+            tile(r + 1, 0, 0, 1, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act, cb);           \
+        else if (cols == 32)                                                                                 \
+            tile(r + 1, 1, 0, 0, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act, cb);           \
         else                                                                                                 \
-            tile(r + 1, 0, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act, cb);                   \
+            tile(r + 1, 0, 0, 0, ap, ars, acs, bp, boff, kc, c, ldc, cols, load_c, bias, act, cb);           \
         break;
 
 TARGET void qr_sgemm_tile_12x32_avx512(const float *ap, int64_t ars, int64_t acs, const float *bp,

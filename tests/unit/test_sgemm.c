@@ -32,16 +32,19 @@ static const shape shapes[] = {
     {31, 250, 33}, {49, 97, 600}, {100, 513, 9}, {250, 31, 250}, {3, 1100, 40}, {64, 70, 0},
 };
 
-/* c = a * b (+ bias) through qr_sgemm with kernel kn on pool, A transposed in memory when ta;
- * checks it against fmaf in k order (bits) and double (bound). */
-static void check_shape(const qr_sgemm_kernel *kn, qr_pool *pool, shape s, int ta, int with_bias, unsigned seed)
+/* c = a * b (+ bias) through qr_sgemm with kernel kn on pool, A transposed in memory when ta, B
+ * packed once beforehand (a constant weight: job.b_packed) when packed; checks it against fmaf in
+ * k order (bits) and double (bound). */
+static void check_shape_b(const qr_sgemm_kernel *kn, qr_pool *pool, shape s, int ta, int with_bias, unsigned seed,
+                          int packed)
 {
     int64_t m = s.m, n = s.n, k = s.k;
     float *a = malloc(sizeof(float) * (size_t)(m * k + 1)), *b = malloc(sizeof(float) * (size_t)(k * n + 1));
     float *bias = malloc(sizeof(float) * (size_t)m), *c = malloc(sizeof(float) * (size_t)(m * n));
     int threads = pool ? qr_pool_threads(pool) : 1;
     float *work = malloc(sizeof(float) * (size_t)(qr_sgemm_work(kn) * threads));
-    cr_assert(a && b && bias && c && work);
+    float *pk = malloc(sizeof(float) * (size_t)(qr_sgemm_packed_size(kn, k, n) + 1));
+    cr_assert(a && b && bias && c && work && pk);
     for (int64_t i = 0; i < m * k; i++)
         a[i] = rnd_f(&seed);
     for (int64_t i = 0; i < k * n; i++)
@@ -62,6 +65,10 @@ static void check_shape(const qr_sgemm_kernel *kn, qr_pool *pool, shape s, int t
                       .m = m,
                       .n = n,
                       .k = k};
+    if (packed) {
+        qr_sgemm_pack_b(kn, b, n, 1, k, n, pk);
+        j.b_packed = pk;
+    }
     qr_sgemm(pool, kn, &j, work);
     for (int64_t r = 0; r < m; r++)
         for (int64_t x = 0; x < n; x++) {
@@ -80,20 +87,57 @@ static void check_shape(const qr_sgemm_kernel *kn, qr_pool *pool, shape s, int t
             }
             float got = c[r * n + x];
             double tol = (double)(k + 1) * ldexp(1.0, -23) * mag;
-            cr_assert(fabs(got - d) <= tol, "%s m=%lld n=%lld k=%lld ta=%d (%lld, %lld): %.9g vs %.17g (tol %.3g)",
-                      kn->isa, (long long)m, (long long)n, (long long)k, ta, (long long)r, (long long)x, got, d, tol);
+            cr_assert(fabs(got - d) <= tol,
+                      "%s m=%lld n=%lld k=%lld ta=%d packed=%d (%lld, %lld): %.9g vs %.17g (tol %.3g)", kn->isa,
+                      (long long)m, (long long)n, (long long)k, ta, packed, (long long)r, (long long)x, got, d, tol);
             cr_assert(memcmp(&got, &f, sizeof f) == 0,
-                      "%s m=%lld n=%lld k=%lld ta=%d (%lld, %lld): %.9g, fmaf chain %.9g", kn->isa, (long long)m,
-                      (long long)n, (long long)k, ta, (long long)r, (long long)x, got, f);
+                      "%s m=%lld n=%lld k=%lld ta=%d packed=%d (%lld, %lld): %.9g, fmaf chain %.9g", kn->isa,
+                      (long long)m, (long long)n, (long long)k, ta, packed, (long long)r, (long long)x, got, f);
         }
     free(a);
     free(b);
     free(bias);
     free(c);
     free(work);
+    free(pk);
+}
+
+static void check_shape(const qr_sgemm_kernel *kn, qr_pool *pool, shape s, int ta, int with_bias, unsigned seed)
+{
+    check_shape_b(kn, pool, s, ta, with_bias, seed, 0);
 }
 
 static const char *const isas[] = {"avx512", "avx2", "ref"};
+
+/* B packed once (a MatMul's constant weight, stop 47): the tiles read its panels at fixed
+ * strides (the AVX-512 tile without a table of row offsets, prefetching the panel ahead; with A
+ * transposed, A's packed tile at constant offsets too), on ragged M (past the few-rows kernel and
+ * the 12-row tiles), ragged N (panels of 1..31 real columns), K past the 256 of a block (the sums
+ * through c between blocks), both signs, with and without bias, A in place and transposed, 1 and 2
+ * threads: the bits of the fmaf chain, as B in place. */
+Test(sgemm, packed_b_matches_fma_chain_on_ragged_shapes)
+{
+    static const shape ps[] = {{4, 1, 1},     {5, 33, 7},     {13, 31, 257},  {12, 32, 256}, {25, 65, 300},
+                               {49, 97, 600}, {128, 256, 64}, {100, 513, 9},  {250, 31, 250}, {64, 70, 0}};
+    qr_pool *pool = qr_pool_new(2);
+    cr_assert(pool);
+    int tested = 0;
+    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+        const qr_sgemm_kernel *kn = qr_sgemm_isa(isas[i]);
+        if (!kn) {
+            cr_log_info("sgemm: this CPU has no %s kernel, skipped", isas[i]);
+            continue;
+        }
+        tested++;
+        unsigned seed = 29;
+        for (size_t s = 0; s < sizeof ps / sizeof ps[0]; s++)
+            for (int ta = 0; ta < 2; ta++)
+                for (int t = 0; t < 2; t++)
+                    check_shape_b(kn, t ? pool : NULL, ps[s], ta, (int)(s + ta) % 2, seed += 101, 1);
+    }
+    cr_assert(tested >= 1);
+    qr_pool_free(pool);
+}
 
 Test(sgemm, kernels_match_fma_chain_and_double_on_ragged_shapes)
 {
