@@ -51,12 +51,15 @@ static void tile_ref(const float *ap, int64_t ars, int64_t acs, const float *bp,
 /* Rows of a work item from which B's block is packed (fewer rows read B in place: for 32 rows
  * of a block in L2 that measured faster, for 64 rows of a 7 MB im2col slower). */
 #define SG_PACK_ROWS 48
+/* Floats between A's rows when the driver copies them (a row of K block plus 64 bytes) */
+#define SG_A_PAD 16
 
 int64_t qr_sgemm_work(const qr_sgemm_kernel *kn)
 {
     int64_t nc = (SG_NC + kn->nr - 1) / kn->nr * kn->nr;
-    /* B's block, A's tile (64-byte aligned), a table of K offsets (int64) */
-    return (int64_t)SG_KC * (nc + kn->mr) + 16 + 2 * SG_KC;
+    /* B's block, A's tile (64-byte aligned; its rows SG_KC + SG_A_PAD apart when copied), a table of
+     * K offsets (int64) */
+    return (int64_t)SG_KC * nc + (SG_KC + SG_A_PAD) * kn->mr + 16 + 2 * SG_KC;
 }
 
 typedef struct sg_run {
@@ -88,7 +91,7 @@ static void sg_items(void *arg, int64_t i0, int64_t i1, int slot)
     float *bpk = R->work + slot * R->per_slot;
     float *apk = bpk + (SG_KC * ((R->nc + nr - 1) / nr * nr) + 15) / 16 * 16;
     /* where B's rows of the K block are (roff, from j->b); a packed panel's need no table */
-    int64_t *roff = (int64_t *)(void *)(apk + SG_KC * mr);
+    int64_t *roff = (int64_t *)(void *)(apk + (SG_KC + SG_A_PAD) * mr);
     for (int64_t it = i0; it < i1; it++) {
         int64_t m0 = it % R->row_blocks * R->mb, m1 = m0 + R->mb < j->m ? m0 + R->mb : j->m;
         int64_t n0 = it / R->row_blocks * R->nc, n1 = n0 + R->nc < j->n ? n0 + R->nc : j->n;
@@ -124,7 +127,15 @@ static void sg_items(void *arg, int64_t i0, int64_t i1, int slot)
                 /* A's rows [r0, +rows) read in place when each is contiguous in k, else packed as kc x mr */
                 const float *ap = j->a + r0 * j->a_rs + q0 * j->a_cs;
                 int64_t ars = j->a_rs, acs = j->a_cs;
-                if (acs != 1) {
+                if (acs == 1 && (ars * (int64_t)sizeof(float)) % 4096 == 0 && ars > 0 && panels > 1) {
+                    /* rows a multiple of 4 KB apart fall in one set of L1 (64 sets of 64-byte lines on
+                     * the x86 cores we know): twelve of them and B's lines evicted each other (bert's
+                     * K = 1024: 86.7 GMAC/s, the same rows 1040 floats apart 95.7, stop 47); copied
+                     * SG_KC + SG_A_PAD apart, once for all the block's panels */
+                    for (int r = 0; r < rows; r++)
+                        memcpy(apk + r * (SG_KC + SG_A_PAD), ap + r * ars, (size_t)kc * sizeof(float));
+                    ap = apk, ars = SG_KC + SG_A_PAD;
+                } else if (acs != 1) {
                     for (int64_t q = 0; q < kc; q++)
                         for (int r = 0; r < rows; r++)
                             apk[q * mr + r] = ap[q * acs + r * ars];

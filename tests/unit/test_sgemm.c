@@ -29,7 +29,7 @@ typedef struct shape {
 
 static const shape shapes[] = {
     {1, 1, 1},     {1, 7, 31},    {7, 1, 33},    {13, 33, 7},    {12, 32, 256}, {25, 65, 257},
-    {31, 250, 33}, {49, 97, 600}, {100, 513, 9}, {250, 31, 250}, {3, 1100, 40}, {64, 70, 0},
+    {31, 250, 33}, {49, 97, 600}, {100, 513, 9}, {250, 31, 250}, {3, 1100, 40}, {64, 70, 0}, {20, 33, 1024},
 };
 
 /* c = a * b (+ bias) through qr_sgemm with kernel kn on pool, A transposed in memory when ta, B
@@ -113,12 +113,14 @@ static const char *const isas[] = {"avx512", "avx2", "ref"};
  * strides (the AVX-512 tile without a table of row offsets, prefetching the panel ahead; with A
  * transposed, A's packed tile at constant offsets too), on ragged M (past the few-rows kernel and
  * the 12-row tiles), ragged N (panels of 1..31 real columns), K past the 256 of a block (the sums
- * through c between blocks), both signs, with and without bias, A in place and transposed, 1 and 2
- * threads: the bits of the fmaf chain, as B in place. */
+ * through c between blocks; K 1024 and 2048: A's rows 4 KB apart, copied apart by the driver), both
+ * signs, with and without bias, A in place and transposed, 1 and 2 threads: the bits of the fmaf
+ * chain, as B in place. */
 Test(sgemm, packed_b_matches_fma_chain_on_ragged_shapes)
 {
     static const shape ps[] = {{4, 1, 1},     {5, 33, 7},     {13, 31, 257},  {12, 32, 256}, {25, 65, 300},
-                               {49, 97, 600}, {128, 256, 64}, {100, 513, 9},  {250, 31, 250}, {64, 70, 0}};
+                               {49, 97, 600}, {128, 256, 64}, {100, 513, 9},  {250, 31, 250}, {64, 70, 0},
+                               {30, 65, 1024}, {13, 40, 2048}};
     qr_pool *pool = qr_pool_new(2);
     cr_assert(pool);
     int tested = 0;
