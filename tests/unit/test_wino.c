@@ -88,7 +88,9 @@ static qr_tensor run_layer(const layer *L, int64_t n0, int64_t nn, qr_pool *pool
     return run(in, c->res ? 4 : c->bias ? 3 : 2, pads, pool, c->act == 1 ? &relu : c->act == 2 ? &clip : NULL);
 }
 
-static void check(wc c)
+/* reps: how many times the 2-thread run repeats, each compared bit for bit with 1 thread (a
+ * sharing of buffers between the threads shows only where their chunks overlap in time). */
+static void check_reps(wc c, int reps)
 {
     layer L = make(c, (unsigned)(c.C * 131 + c.M * 7 + c.H));
     /* the oracle: numpy in float64 */
@@ -110,6 +112,12 @@ static void check(wc c)
     qr_pool *pool2 = qr_pool_new(2);
     tu_option("f32-split", "all"); /* the small layers split too (conv.c's F32_SPLIT_MACS) */
     qr_tensor y1 = run_layer(&L, 0, c.N, NULL), y2 = run_layer(&L, 0, c.N, pool2);
+    for (int r = 1; r < reps; r++) {
+        qr_tensor again = run_layer(&L, 0, c.N, pool2);
+        cr_assert(memcmp(again.data, y1.data, qr_tensor_nbytes(&y1)) == 0,
+                  "2 threads, run %d of %d: not 1 thread's bits", r + 1, reps);
+        qr_tensor_free(&again);
+    }
     qr_tensor last = run_layer(&L, c.N - 1, 1, NULL);
     tu_option("winograd", "0");
     qr_tensor yd = run_layer(&L, 0, c.N, NULL);
@@ -144,6 +152,11 @@ static void check(wc c)
     drop(&L);
 }
 
+static void check(wc c)
+{
+    check_reps(c, 1);
+}
+
 Test(wino, matches_float64_on_ragged_shapes)
 {
     if (!qr_sconv_available())
@@ -162,6 +175,20 @@ Test(wino, matches_float64_on_ragged_shapes)
     check((wc){4, 16, 14, 14, 32, 1, 1, 1, 1, 1, 0, 1});
     check((wc){3, 24, 17, 17, 36, 1, 1, 1, 1, 1, 1, 2});
     check((wc){6, 64, 20, 20, 64, 1, 1, 1, 1, 1, 1, 1});
+}
+
+/* Whole chunks on two threads that really run at the same time (conv.c's wino_chunks, each in its
+ * slot's inputs, products and GEMM panels): 16 chunks of 128 tiles (about 0.1 ms each) a run, the
+ * run 8 times, so that on a loaded machine the second thread takes chunks while the first works on
+ * its own; 1 thread against numpy, each 2-thread run against 1 thread's bits. The layers above
+ * share too few chunks to overlap for sure: there every slot on slot 0's Winograd inputs and
+ * products passed (stop 46). */
+Test(wino, whole_chunks_on_two_threads_keep_their_own_buffers)
+{
+    if (!qr_sconv_available())
+        cr_skip_test("no AVX-512F: the layers run on the GEMM path");
+    /*          N  C   H   W   M   pt pl pb pr bias res act */
+    check_reps((wc){8, 64, 32, 32, 64, 1, 1, 1, 1, 1, 1, 1}, 8);
 }
 
 /* A NaN or an inf input: every output whose window holds it is not finite (NaN for a NaN; an inf
