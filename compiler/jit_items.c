@@ -1060,6 +1060,8 @@ static void register_out_shape(jit *j, gcc_jit_block *b, gcc_jit_rvalue *m, gcc_
     }
 }
 
+#define ENTRY_ITEMS 8
+
 /* qrl_module_entry(m, imp): registers everything. */
 void jit_entry(jit *j, cal_fns *cals, item_fns *items)
 {
@@ -1073,12 +1075,33 @@ void jit_entry(jit *j, cal_fns *cals, item_fns *items)
 #define IMPF(i) gcc_jit_lvalue_as_rvalue(gcc_jit_rvalue_dereference_field(imp, NULL, j->f_imp[i]))
 #define STR(s) gcc_jit_context_new_string_literal(j->c, (s))
 #define ADDR(fn) jit_cast(j, gcc_jit_function_get_address((fn), NULL), j->t_voidp)
+    /* The registrations go into functions of ENTRY_ITEMS items each, which the entry calls: as one
+     * function of some 3,000 calls (the whole stdlib), -O1's passes took about 75 ms more of its
+     * cold compile (docs/runtime.md, "The stdlib's cold compile (stop 47)"). Exported, so that
+     * -O1's inlining of functions called once does not make the one function again. */
+    gcc_jit_block *top = b, *sub = NULL;
+    int nsub = 0, in_sub = 0;
     for (int i = 0; i < j->u->nitems; i++) {
         const qc_sym *s = j->u->items[i];
         if (j->want && !j->want[i])
             continue;
         if (s->kind == QC_SYM_FN && j->fns_private)
             continue;
+        if (!sub || in_sub >= ENTRY_ITEMS) {
+            if (sub)
+                gcc_jit_block_end_with_void_return(sub, NULL);
+            char nm[64];
+            snprintf(nm, sizeof nm, QRL_MODULE_ENTRY "_%d", nsub++);
+            gcc_jit_param *sp[2] = {gcc_jit_context_new_param(j->c, NULL, ts[0], "m"),
+                                    gcc_jit_context_new_param(j->c, NULL, ts[1], "imp")};
+            gcc_jit_function *sf = gcc_jit_context_new_function(j->c, NULL, GCC_JIT_FUNCTION_EXPORTED, j->t_void, nm, 2, sp, 0);
+            sub = b = gcc_jit_function_new_block(sf, NULL);
+            gcc_jit_rvalue *ca[2] = {gcc_jit_param_as_rvalue(p[0]), gcc_jit_param_as_rvalue(p[1])};
+            gcc_jit_block_add_eval(top, NULL, gcc_jit_context_new_call(j->c, NULL, sf, 2, ca));
+            m = gcc_jit_param_as_rvalue(sp[0]), imp = gcc_jit_param_as_rvalue(sp[1]);
+            in_sub = 0;
+        }
+        in_sub++;
         if (s->kind == QC_SYM_FN || s->kind == QC_SYM_KERNEL) {
             add_fn(j, b, m, imp, i);
             if (s->kind == QC_SYM_KERNEL && s->decl->nkids == 1) { /* a tile kernel: its rows' axis */
@@ -1158,7 +1181,9 @@ void jit_entry(jit *j, cal_fns *cals, item_fns *items)
         else if (s->kind == QC_SYM_TRANSFORM && items[i].defaults && items[i].scale)
             register_transform(j, b, m, imp, s, &items[i]);
     }
-    gcc_jit_block_end_with_void_return(b, NULL);
+    if (sub)
+        gcc_jit_block_end_with_void_return(sub, NULL);
+    gcc_jit_block_end_with_void_return(top, NULL);
 #undef IMPF
 #undef STR
 #undef ADDR
