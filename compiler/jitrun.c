@@ -257,10 +257,15 @@ const char *qc_jit_scratch_dir(int make)
 /* The child's side of qc_jit_compile_to_file_apart: only the forking thread exists here, so
  * nothing but the compilation and write(2); _exit leaves the parent's exit handlers (libgccjit's,
  * the scratch folder's) alone. */
-static void compile_child(gcc_jit_context *c, enum gcc_jit_output_kind kind, const char *path, int fd)
+#define CHILD_NO_DRIVER 3 /* compile_child's exit status: the unprobed external driver did not run */
+static int child_probes; /* the external driver failed unprobed: every child probes first */
+
+static void compile_child(gcc_jit_context *c, enum gcc_jit_output_kind kind, const char *path, int fd, int probed)
 {
     gcc_jit_context_compile_to_file(c, kind, path);
     const char *e = gcc_jit_context_get_first_error(c);
+    if (e && !probed && strstr(e, "gcc driver"))
+        _exit(CHILD_NO_DRIVER);
     if (e) {
         size_t n = strlen(e);
         while (n > 0) {
@@ -273,8 +278,26 @@ static void compile_child(gcc_jit_context *c, enum gcc_jit_output_kind kind, con
     _exit(e ? 1 : 0);
 }
 
+static int compile_apart(gcc_jit_context *c, enum gcc_jit_output_kind kind, const char *path, char *err, size_t n);
+
 int qc_jit_compile_to_file_apart(gcc_jit_context *c, enum gcc_jit_output_kind kind, const char *path, char *err,
                                  size_t n)
+{
+    int r = compile_apart(c, kind, path, err, n);
+    if (r == CHILD_NO_DRIVER) { /* once: the next children probe, as this process would */
+        pthread_mutex_lock(&setup_lock);
+        child_probes = 1;
+        pthread_mutex_unlock(&setup_lock);
+        r = compile_apart(c, kind, path, err, n);
+    }
+    if (r == CHILD_NO_DRIVER) { /* not from a probing child: never reached */
+        snprintf(err, n, "the gcc driver did not run");
+        r = -1;
+    }
+    return r;
+}
+
+static int compile_apart(gcc_jit_context *c, enum gcc_jit_output_kind kind, const char *path, char *err, size_t n)
 {
     err[0] = 0;
     int fd[2];
@@ -303,13 +326,20 @@ int qc_jit_compile_to_file_apart(gcc_jit_context *c, enum gcc_jit_output_kind ki
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(1);
-        /* the child's first compilation: the probe (libgccjit's scratch in the folder, whether the
-         * external driver runs) is the child's when this process has compiled nothing itself */
-        if (!set_up)
+        /* When this process has compiled nothing itself, the child's compilation is its first. The
+         * probe (libgccjit's scratch in the folder, whether the external driver runs) took about
+         * 30 ms of each child: without it, the scratch goes into the folder by TMPDIR (libgccjit
+         * reads it at its first compilation and keeps it; the child has one thread and ends by
+         * _exit, so no exit handlers to register), and the external driver is tried; when that
+         * does not run, the parent forks again, and from then on every child probes. */
+        int probed = set_up || child_probes;
+        if (!set_up && child_probes)
             set_up_scratch_dir();
-        if (external_driver)
+        else if (!set_up && scratch[0])
+            setenv("TMPDIR", scratch, 1);
+        if (external_driver || !probed)
             gcc_jit_context_set_bool_use_external_driver(c, 1);
-        compile_child(c, kind, path, fd[1]);
+        compile_child(c, kind, path, fd[1], probed);
     }
     if (pid > 0)
         qr_scratch_child(pid);
@@ -343,6 +373,8 @@ int qc_jit_compile_to_file_apart(gcc_jit_context *c, enum gcc_jit_output_kind ki
     qr_scratch_child(0);
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && !err[0])
         return 0;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == CHILD_NO_DRIVER && !err[0])
+        return CHILD_NO_DRIVER;
     if (err[0])
         return -1;
     if (WIFSIGNALED(st))

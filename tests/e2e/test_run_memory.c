@@ -257,3 +257,35 @@ Test(run_memory, a_compile_that_fails_in_the_child_is_an_error)
     snprintf(cmd, sizeof cmd, "%s/f.onnx", dir);
     cr_expect(!tu_file_exists(cmd), "an output was written");
 }
+
+/* The child tries the external gcc driver without the probe compilation (compiler/jitrun.c,
+ * qc_jit_compile_to_file_apart): where there is no driver on PATH (only the assembler and the
+ * linker that libgccjit's own driver runs), the child says so and the parent forks again with the
+ * probe, which picks libgccjit's own driver, as a process compiling itself would: the quantize
+ * succeeds, caches its modules, and its export is the one with the driver, byte for byte. */
+Test(run_memory, a_child_without_the_gcc_driver_compiles_with_libgccjits_own)
+{
+    char cmd[4096], *log;
+    free(tu_sh("rm -rf '%s/nodrv' '%s/drvcache' '%s/nodrvcache' && mkdir '%s/nodrv' && "
+               "ln -s \"$(command -v as)\" '%s/nodrv/as' && ln -s \"$(command -v ld)\" '%s/nodrv/ld'",
+               dir, dir, dir, dir, dir, dir));
+    const char *path[2] = {"$PATH", NULL};
+    char nodrv[2048];
+    snprintf(nodrv, sizeof nodrv, "%s/nodrv", dir);
+    path[1] = nodrv;
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && PATH=\"%s\" XDG_CACHE_HOME='%s/%s' %s quantize '%s/mm.onnx' --recipe recipes/int8.qrl "
+                 "--calib '%s/small.npy' -o '%s/d%d.onnx' --threads 1",
+                 tu_root(), path[i], dir, i ? "nodrvcache" : "drvcache", tu_qrl(), dir, dir, dir, i);
+        int rc = tu_run(cmd, &log);
+        cr_assert_eq(rc, 0, "quantize %s: %s", i ? "without the driver" : "with the driver", log);
+        free(log);
+    }
+    char *n = tu_sh("ls '%s/nodrvcache/qrl' | grep -c '\\.qmod$'", dir);
+    cr_expect(atoi(n) >= 2, "the modules were not cached: %s", n);
+    free(n);
+    snprintf(cmd, sizeof cmd, "cd '%s' && cmp d0.onnx d1.onnx", dir);
+    cr_expect_eq(tu_run(cmd, &log), 0, "the exports differ: %s", log);
+    free(log);
+}
