@@ -329,6 +329,7 @@ typedef struct refs {
     int f32_done;          /* the f32 run of this batch has finished (a value not there now never will be) */
     double f32_waited;     /* ms the f32 run of this batch waited for its readers */
     outref *o;             /* the f32 outputs and shapes to keep, or NULL */
+    unsigned char *f32_idle; /* by node index of the model, or NULL: no reader needs it (not run) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
 } refs;
@@ -347,6 +348,7 @@ typedef struct measure {
     void *user;        /* its kernel_user */
     qr_observer_fn obs;
     unsigned char *want; /* by value id of the original graph: it reads that value's f32 */
+    unsigned char *idle; /* by node index of g, or NULL: nothing its observer reads needs it (not run) */
     /* observe_slots: LOCAL replaces each value by its f32 value (quantized where it is); FRESH
      * (rank = gain) only the quantized ones, so that what f32 nodes make of their rounding reaches
      * the next quantized value; OWN (rank = gain) replaces each quantized value by its f32 value,
@@ -594,14 +596,17 @@ static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_te
     give_back(ms->r, v->id);
 }
 
-/* The local measurement's qr_exec_opts.supplied: a node whose every output observe_slots replaces
- * by its f32 value (LOCAL: a value of the model that is not quantized, nor a model output whose
- * error the run sums) need not run; taken here as observe_slots will take it (NULL: it runs). */
+/* The readers' qr_exec_opts.supplied: a node nothing the reader reads needs (measure.idle: past the
+ * last value it measures) does not run; nor, in the local measurement, a node whose every output
+ * observe_slots replaces by its f32 value (LOCAL: a value of the model that is not quantized, nor a
+ * model output whose error the run sums), taken here as observe_slots will take it (NULL: it runs). */
 static int local_supplied(void *user, const qr_node *n, qr_tensor *const *out)
 {
     measure *ms = user;
     qr_qctx *q = ms->q;
     int any = 0;
+    if (ms->idle && ms->idle[n->id])
+        return 1;
     if (ms->local != LOCAL || ms->obs != observe_slots)
         return 0;
     for (int j = 0; j < n->n_out; j++) {
@@ -810,13 +815,14 @@ static void group_free(sbs_group *G)
     for (int k = 0; G->ms && k < w->nr; k++) {
         qr_exec_free(G->ms[k].x);
         free(G->ms[k].want);
+        free(G->ms[k].idle);
     }
     if (G->made) {
         pthread_cond_destroy(&G->r.cv);
         pthread_mutex_destroy(&G->r.mu);
     }
     free(G->ms), free(G->in), free(G->sums);
-    free(G->r.t), free(G->r.readers), free(G->r.left), free(G->r.waiting), free(G->r.there);
+    free(G->r.t), free(G->r.readers), free(G->r.left), free(G->r.waiting), free(G->r.there), free(G->r.f32_idle);
 }
 
 /* Whether runs of graph g (a measured QDQ graph) may share their kernels' packings
@@ -909,6 +915,56 @@ static int *f32_order_like(const qr_qctx *q, const qr_graph *rg)
 
 static int *share_map(const qr_graph *g, const qr_graph *d);
 
+/* By node index of g, the nodes whose outputs nothing needs: neither read by the measurement
+ * (want, by value id of the original graph; wanted_g, by value id of g, or NULL) nor by a node that
+ * is needed. A node made of constants alone stays (the run counter does not count it, and it is
+ * cheap). NULL: none, or out of memory (every node runs: the same sums). The model's tail in f32
+ * after the last quantized tensor is such a run's idle work in the measurement of what ships. */
+static unsigned char *idle_nodes(const qr_qctx *q, const qr_graph *g, const unsigned char *want,
+                                 const unsigned char *wanted_g)
+{
+    int nn = g->n_nodes, any = 0;
+    int *order = malloc(sizeof *order * ((size_t)nn + 1));
+    unsigned char *need = calloc((size_t)g->n_values + 1, 1), *fixed = calloc((size_t)g->n_values + 1, 1);
+    unsigned char *idle = calloc((size_t)nn + 1, 1);
+    if (!order || !need || !fixed || !idle || qr_exec_order(g, order) != QR_OK) {
+        free(order), free(need), free(fixed), free(idle);
+        return NULL;
+    }
+    qr_exec_mark_fixed(g, fixed);
+    for (int k = nn - 1; k >= 0; k--) { /* readers before producers */
+        const qr_node *n = g->nodes[order[k]];
+        int needed = n->dead || n->n_out == 0, consts = n->n_out > 0;
+        for (int j = 0; j < n->n_out; j++) {
+            const qr_value *v = n->out[j];
+            if (!v)
+                continue;
+            needed |= need[v->id] || (wanted_g && wanted_g[v->id]) || (want && original(q, v) && want[v->id]);
+            consts &= fixed[v->id];
+        }
+        if (needed || consts) {
+            for (int j = 0; j < n->n_in; j++)
+                if (n->in[j])
+                    need[n->in[j]->id] = 1;
+        } else
+            idle[n->id] = any = 1;
+    }
+    free(order), free(need), free(fixed);
+    if (!any) {
+        free(idle);
+        idle = NULL;
+    }
+    return idle;
+}
+
+/* The f32 run's qr_exec_opts.supplied: a node no reader needs does not run (refs.f32_idle). */
+static int f32_supplied(void *user, const qr_node *n, qr_tensor *const *out)
+{
+    (void)out;
+    const refs *r = user;
+    return r->f32_idle && r->f32_idle[n->id];
+}
+
 /* G's runs made, on threads kernel threads each. */
 static qr_status group_new(sbs *w, sbs_group *G)
 {
@@ -941,7 +997,8 @@ static qr_status group_new(sbs *w, sbs_group *G)
     for (int k = 0; k < w->nr; k++)
         follow &= w->ms[k].obs == observe_slots && w->ms[k].g == w->ms[0].g;
     int *seq = follow ? f32_order_like(q, w->ms[0].g) : NULL;
-    qr_exec_opts o32 = {.threads = w->threads, .observer = observe_f32, .observer_user = &G->r, .node_seq = seq};
+    qr_exec_opts o32 = {.threads = w->threads, .observer = observe_f32, .observer_user = &G->r, .node_seq = seq,
+                        .supplied = f32_supplied};
     qr_status st = qr_exec_new(q->g, &o32, &G->f.x, &G->e);
     free(seq);
     const qr_exec *packs = G->f.x; /* what keeps the f32 model's packings in this group */
@@ -967,6 +1024,20 @@ static qr_status group_new(sbs *w, sbs_group *G)
         mark_wanted(m);
         for (size_t i = 0; i < nv; i++)
             G->r.readers[i] += m->want[i];
+        /* the cumulative measurement reads the values it measures (and the outputs it sums), not
+         * what the model computes after them */
+        if (m->obs == observe_slots && !m->local)
+            m->idle = idle_nodes(q, m->g, m->want, NULL);
+        /* the integer graph's: the integers it compares (no narrow accumulator counting a layer
+         * it would skip: with any, every node runs) */
+        const qr_intgraph *ig = m->obs == observe_ints ? m->user : NULL;
+        unsigned char *ints = ig && !ig->naccs ? calloc((size_t)m->g->n_values + 1, 1) : NULL;
+        for (int si = 0; ints && si < q->nslots; si++)
+            if (m->ival[si] && m->want[q->slots[si].value])
+                ints[m->ival[si]->id] = 1;
+        if (ints)
+            m->idle = idle_nodes(q, m->g, NULL, ints);
+        free(ints);
         qr_exec_opts oo = {.threads = w->threads, .observer = m->obs, .observer_user = m, .kernel_user = m->user,
                            .supplied = local_supplied};
         st = qr_exec_new(m->g, &oo, &m->x, &G->e);
@@ -1016,6 +1087,13 @@ static qr_status group_new(sbs *w, sbs_group *G)
                 break;
             }
     }
+    /* the f32 run computes what its readers read; all of it where its outputs or shapes are kept */
+    unsigned char *read = st == QR_OK && !w->o ? calloc(nv, 1) : NULL;
+    for (size_t i = 0; read && i < nv; i++)
+        read[i] = G->r.readers[i] > 0;
+    if (read)
+        G->r.f32_idle = idle_nodes(q, q->g, NULL, read);
+    free(read);
     return st;
 }
 
@@ -1267,13 +1345,25 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
     /* every slot in f32 and no narrow accumulator (M-LSD with int8.qrl): the three runs would
      * measure nothing (the sums stay 0); the search ran this integer graph already */
     int na = res->ig ? res->ig->naccs : 0;
-    /* the QDQ run beside the f32 run, then the integer run beside another f32 run: two runs of a
-     * batch at a time where three were (PP-OCRv4 rec, batch 16: the phase's peak 271 -> 200 MiB,
-     * for one more f32 run of the held-out samples). The readers add up sums of their own (SX2..
-     * and ISX2..), each pass onto what the one before left, so every sum is the doubles one pass
+    /* The QDQ and the integer run beside one f32 run, where a batch's f32 activations
+     * (q->o->run_bytes, more than an integer run's) are at most the model's constants: the
+     * quantize holds those twice already (f32, and packed or as integers), the f32 run once, so
+     * the third run adds no more than the f32 run's own share of issue 24's 2x (ResNet-18, the
+     * MobileNets, EfficientNet-B0: one f32 run of the held-out samples less). Else, where a
+     * batch outweighs them (PP-OCRv4 rec at batch 16: the phase's peak 271 MiB with the three,
+     * 200 in two passes), the QDQ run beside the f32 run, then the integer run beside another
+     * f32 run: two runs of a batch at a time. The readers add up sums of their own (SX2.. and
+     * ISX2..), each pass onto what the one before left, so every sum is the doubles one pass
      * with both readers gives */
-    qr_status st = measured || na ? side_by_side(q, &ms[0], 1, calib, count, NULL) : QR_OK;
-    if (st == QR_OK && (measured || na))
+    size_t consts = 0;
+    for (int i = 0; i < q->g->n_values; i++)
+        if (q->g->values[i]->is_const && q->g->values[i]->t.data)
+            consts += qr_tensor_nbytes(&q->g->values[i]->t);
+    int one = q->o->run_bytes > 0 && q->o->run_bytes <= consts;
+    qr_status st = !(measured || na) ? QR_OK
+                   : one            ? side_by_side(q, ms, 2, calib, count, NULL)
+                                    : side_by_side(q, &ms[0], 1, calib, count, NULL);
+    if (st == QR_OK && (measured || na) && !one)
         st = side_by_side(q, &ms[1], 1, calib, count, NULL);
     if (st != QR_OK && ms[1].st != QR_OK && q->e->msg[0] && !strcmp(q->e->msg, ms[1].e.msg))
         qr_error_prefix(q->e, "running the integer graph");

@@ -35,9 +35,12 @@ typedef struct qr_exec_opts {
      * bytes; 0: QR_KCACHE_MAX. */
     size_t cache_max;
     /* With an observer: called before a node's kernel would run (out: its outputs, their shapes
-     * and buffers set); nonzero when the observer will write every element of each of them, so
-     * that nothing reads what the kernel would compute and it does not run (the quantizer's
-     * local measurement replaces the values of f32 nodes by their f32 values). NULL: all run. */
+     * and buffers set); nonzero when the observer will write every element of each of them, or
+     * when nothing the caller reads needs them (their buffers are then left as they are: the
+     * graph's outputs among them are not to be read), so that nothing reads what the kernel would
+     * compute and it does not run (the quantizer's local measurement replaces the values of f32
+     * nodes by their f32 values; its measurement of what ships leaves out the nodes past the
+     * values it measures). NULL: all run. */
     int (*supplied)(void *user, const qr_node *node, qr_tensor *const *out);
     /* The graph's node indices in the order to take them (a topological order of all of them), or
      * NULL: the graph's own. qr_exec_order's placing of constant-only nodes applies to either. The

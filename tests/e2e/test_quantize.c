@@ -2169,14 +2169,21 @@ Test(quantize, spread_streams_the_held_out_samples_through_the_fallback)
     }
 }
 
-/* The measurement of what ships runs the QDQ simulation beside the f32 model, then the integer
- * graph beside it (stop 44: two runs of a batch at a time), and the layers the fallback keeps in f32
- * take one packing of their weights between the runs of a pass (the f32 run's and the QDQ run's;
- * then the f32 run's and the integer run's). The oracle: numpy runs the export (its Q/DQ pairs, per
- * axis, half to even) and the f32 model in float64 on the held-out samples, and each quantized
- * tensor's cumulative SQNR in the report is numpy's within 0.05 dB, its integer graph's within 0.5
- * (tests/e2e/shipped_oracle.py), on 1 and 2 threads; a packing of one layer's weights read for
- * another's would move them. */
+/* The measurement of what ships runs the QDQ simulation and the integer graph beside one f32 run
+ * where a batch's f32 activations are at most the model's constants (stop 47: wide.onnx's 106 KB of
+ * weights, 5 samples of 1154 floats), and the layers the fallback keeps in f32 take one packing of
+ * their weights between the runs (the f32 run's, the QDQ run's and the integer run's); each run
+ * leaves out the nodes nothing it measures needs (y's MatMul, y in f32). The oracle: numpy runs the
+ * export (its Q/DQ pairs, per axis, half to even) and the f32 model in float64 on the held-out
+ * samples, and each quantized tensor's cumulative SQNR in the report is numpy's within 0.05 dB, its
+ * integer graph's within 0.5 (tests/e2e/shipped_oracle.py), on 1 and 2 threads; a packing of one
+ * layer's weights read for another's, or a node left out that a measured one reads, would move them.
+ * The phase's runs by hand (node-runs x samples, docs/quantizer.md stop 45): x and a quantized, y in
+ * f32; the f32 run computes m = MatMul(x) and a = Relu(m), not y = MatMul(a) (no run reads y); the
+ * QDQ run the same two (QuantizeLinear and DequantizeLinear not counted); the integer graph its one
+ * node for the MatMul and Relu of a (MatMulInteger and its QrlKernel count one), not y's f32 MatMul:
+ * 16 held-out samples x (2 + 2 + 1) = 80. Two passes counted 16 x (2 + 2 + 2 + 1) = 112 (stop 46,
+ * whole runs: 16 x (3 + 3 + 3 + 2) = 176). */
 Test(quantize, shipped_sqnrs_with_layers_in_f32_match_numpy)
 {
     char cmd[4096], *log, path[1024];
@@ -2196,6 +2203,16 @@ Test(quantize, shipped_sqnrs_with_layers_in_f32_match_numpy)
                  dir, tu_root(), t, t);
         cr_expect_eq(tu_run(cmd, &log), 0, "threads %d: %s", t, log);
         cr_log_info("threads %d: %s", t, log);
+        free(log);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 -c \"import json; d = json.load(open('wide.q%d.json')); "
+                 "l = {v['value']: v['fallback'] for v in d['layers']}; "
+                 "assert l == {'x': False, 'a': False, 'y': True}, l; "
+                 "p = [x for x in d['runs']['phases'] if x['phase'] == 'measurement of what ships']; "
+                 "assert len(p) == 1 and p[0]['node_samples'] == 80 and p[0]['validate_node_samples'] == 80, "
+                 "p\" 2>&1",
+                 dir, t);
+        cr_expect_eq(tu_run(cmd, &log), 0, "threads %d: what ships' runs, by hand 16 x (2 + 2 + 1): %s", t, log);
         free(log);
     }
 }
