@@ -242,7 +242,10 @@ Test(api, quantized_model_is_within_half_a_point_of_fp32)
      * where the 5 values not quantized (Sub's, each product's before its Relu) are supplied from
      * the f32 run, not run; the first try the integer graph on the 50; the f32 pass and the
      * integer graph the calibrate figure's first 32; what ships the QDQ and the integer graph
-     * beside an f32 run each, on the 50. One f32 pass: 14 nodes x 200 samples. */
+     * beside an f32 run each, on the 50 (stop 47: in two passes, as the f32 activations of a batch of 32
+     * outweigh the CNN's weights, under 0.5 MB; one pass would count 50 x (14 + 14 + 10); its
+     * output is quantized, so each run needs every node: none left out).
+     * One f32 pass: 14 nodes x 200 samples. */
     const int64_t runs[] = {150 * 14, 50 * 14 + 50 * (14 - 5), 50 * 10, 32 * 14, 32 * 10, 50 * (14 + 14 + 14 + 10)};
     int64_t pass = -1, total = -1, phased = 0;
     qrl_quantized_runs(q, &pass, &total);
