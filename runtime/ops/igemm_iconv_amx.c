@@ -130,11 +130,12 @@ TARGET static void store_masked(int32_t *c, int64_t c_rs, const int32_t *sums, i
  * no copy. One tap, K a multiple of 64 (a tile row reads K bytes and no more). */
 static int rows_strided(const uint8_t *const *a, int64_t i, int64_t *d)
 {
-    int64_t st = a[i + 1] - a[i];
+    /* as addresses: the pointers may be into different objects (the padding row) */
+    intptr_t p0 = (intptr_t)a[i], st = (intptr_t)a[i + 1] - p0;
     if (st <= 0)
         return 0;
     for (int r = 2; r < 16; r++)
-        if (a[i + r] - a[i] != st * r)
+        if ((intptr_t)a[i + r] - p0 != st * r)
             return 0;
     *d = st;
     return 1;
