@@ -3718,8 +3718,13 @@ typedef struct near_exact {
     double below;        /* grad_exact_kept_below: a try that holds measures its kept layers under it */
     unsigned char *done; /* by slot: its effect is exact */
     int measured;        /* how many this refined */
+    /* grad_exact_at = predicted: nothing is measured (armed 0) until the layers near the cut
+     * predict_cut gives and those it keeps under grad_exact_kept_below are, in one call; the
+     * search starts from there */
+    int predicted, armed;
+    double s0;           /* the outputs' figure (dB) the first tries measured at k: predict_cut's scale */
     double ms, cpu_ms;   /* their wall and CPU time, and their node-runs x samples: the effects phase's */
-    int64_t runs;
+    int64_t runs, vruns; /* vruns: of them, on the judge samples (QR_RUNS_VALIDATE: all of them, in the fallback) */
 } near_exact;
 
 static qr_status order_per_mac(qr_qctx *q, const outref *o, ranked *rk, int nr);
@@ -3732,7 +3737,8 @@ static qr_status order_per_mac(qr_qctx *q, const outref *o, ranked *rk, int nr);
 static qr_status near_measure(qr_qctx *q, near_exact *ne, attempts *a, int nr, int c, int kept, int *moved)
 {
     *moved = 0;
-    if (!ne || (kept ? !(ne->below > -INFINITY) : ne->w <= 0))
+    int bound = ne && ne->below > -INFINITY;
+    if (!ne || (ne->predicted && !ne->armed) || (kept == 1 ? !bound : kept == 0 ? ne->w <= 0 : !bound && ne->w <= 0))
         return QR_OK;
     ranked *rk = ne->rk, *sub = malloc(sizeof *sub * ((size_t)nr + 1));
     int *old = malloc(sizeof *old * ((size_t)nr + 1)), *pos = malloc(sizeof *pos * ((size_t)q->nslots + 1));
@@ -3746,21 +3752,27 @@ static qr_status near_measure(qr_qctx *q, near_exact *ne, attempts *a, int nr, i
     int changed = 0;
     for (;;) {
         int n = 0, from = c - ne->w > ne->k ? c - ne->w : ne->k, to = c + ne->w < nr ? c + ne->w : nr;
-        if (kept) /* the layers this try keeps quantized whose estimate is under the bound */
+        if (kept == 1) /* the layers this try keeps quantized whose estimate is under the bound */
             from = c, to = nr;
         for (int i = from; i < to; i++)
-            if (!ne->done[rk[i].slot] && (!kept || rk[i].effect < ne->below))
+            if (!ne->done[rk[i].slot] && (kept != 1 || rk[i].effect < ne->below))
+                sub[n++] = rk[i];
+        /* kept = 2 (grad_exact_at = predicted's one call): the window and the kept layers under
+         * the bound together, once */
+        for (int i = to; kept == 2 && i < nr; i++)
+            if (!ne->done[rk[i].slot] && rk[i].effect < ne->below)
                 sub[n++] = rk[i];
         if (n == 0)
             break;
         /* the slots as the effects measured them: the first tries' k in f32, the ranked quantized */
         take_steps(q, NULL, rk, nr, ne->k);
         double t0, c0, t1, c1;
-        int64_t r0 = qr_exec_node_samples();
+        int64_t r0 = qr_exec_node_samples(), v0 = qr_exec_node_samples_in(QR_RUNS_VALIDATE);
         qr_plan_clock(&t0, &c0);
         st = measure_effects(q, ne->all, ne->calib, ne->count, sub, n);
         qr_plan_clock(&t1, &c1);
         ne->ms += t1 - t0, ne->cpu_ms += c1 - c0, ne->runs += qr_exec_node_samples() - r0;
+        ne->vruns += qr_exec_node_samples_in(QR_RUNS_VALIDATE) - v0;
         if (st != QR_OK)
             break;
         for (int j = 0; j < n; j++) {
@@ -3774,6 +3786,8 @@ static qr_status near_measure(qr_qctx *q, near_exact *ne, attempts *a, int nr, i
         changed = 1;
         qsort(rk + ne->k, (size_t)(nr - ne->k), sizeof *rk, by_effect);
         if (ne->per_mac && (st = order_per_mac(q, ne->all, rk + ne->k, nr - ne->k)) != QR_OK)
+            break;
+        if (kept == 2)
             break;
     }
     for (int i = 0; st == QR_OK && changed && i < q->nslots; i++)
@@ -3814,6 +3828,85 @@ static qr_status try_near(qr_qctx *q, qr_quantized *res, const outref *o, const 
     return st;
 }
 
+/* The boundary found from cut c on the first nb batches: c tried, then galloping towards the
+ * boundary (1, 2, 4 ... layers away), then halving, within (lo, top) (top holds or is assumed to);
+ * *answer the fewest found to hold. */
+static qr_status gallop_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, wide *wd,
+                          const ranked *rk, int nr, attempts *a, int c, int nb, int lo, int top, fb_progress *pg,
+                          near_exact *ne, int *answer)
+{
+    int up = 0, gallop = 1, step = 1, hi = top, holds = 0;
+    qr_status st = QR_OK;
+    if (c < top) { /* top is not tried: it holds, or everything in f32 is assumed to, on every sample */
+        if ((st = try_near(q, res, o, calib, wd, rk, nr, a, c, nb, &holds, ne)) == QR_OK && holds)
+            hi = c;
+        else
+            lo = c, up = 1;
+        fb_step(pg);
+    }
+    while (st == QR_OK && hi - lo > 1) {
+        int mid = !gallop ? lo + (hi - lo) / 2
+                  : up    ? (lo + step < hi ? lo + step : hi - 1)
+                          : (hi - step > lo ? hi - step : lo + 1);
+        if ((st = try_near(q, res, o, calib, wd, rk, nr, a, mid, nb, &holds, ne)) == QR_OK && holds)
+            hi = mid;
+        else
+            lo = mid;
+        if (up ? holds : !holds) /* crossed the boundary: it is between lo and hi */
+            gallop = 0;
+        step *= 2;
+        fb_step(pg);
+    }
+    *answer = hi;
+    return st;
+}
+
+/* The output SQNR (dB) from which the recipe's fallback condition holds for a layer whose own SQNR
+ * does not decide (found by halving between -100 and 300 dB, the condition called as judge calls
+ * it); NAN when it holds at -100 or fails at 300: no such bound. */
+static double holding_sqnr(qr_qctx *q)
+{
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    double lo = -100, hi = 300;
+    if (!q->r->fallback || q->r->fallback(&rt, 1e9, lo, 1, 1) == 0 || q->r->fallback(&rt, 1e9, hi, 1, 1) != 0)
+        return NAN;
+    for (int i = 0; i < 40; i++) {
+        double mid = (lo + hi) / 2;
+        if (q->r->fallback(&rt, 1e9, mid, 1, 1) == 0)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    qr_error e;
+    return qr_rt_status(&rt, &e) == QR_OK ? hi : NAN;
+}
+
+/* grad_exact_at = predicted: where the search should start, from the effects as they stand (the
+ * estimates, exact where measured): each layer quantized alone leaves the outputs an error share
+ * 10^(-effect/10); with rk[0..c) in f32 the shares of the others are added up (errors of different
+ * layers taken as independent), scaled so that at lo they give what the first tries measured there
+ * (ne->s0), and the first c whose figure reaches the recipe's bound (holding_sqnr) is the start;
+ * -1 when there is none of those. Only where the search starts: the tries decide. */
+static int predict_cut(qr_qctx *q, const near_exact *ne, const ranked *rk, int nr, int lo, int top)
+{
+    double target = holding_sqnr(q), *tail = malloc(sizeof *tail * ((size_t)nr + 2));
+    if (!tail || isnan(target) || !isfinite(ne->s0)) {
+        free(tail);
+        return -1;
+    }
+    tail[nr] = 0;
+    for (int i = nr - 1; i >= 0; i--)
+        tail[i] = tail[i + 1] + (rk[i].effect == INFINITY ? 0 : pow(10.0, -fmax(rk[i].effect, -100.0) / 10.0));
+    double scale = tail[lo] > 0 ? pow(10.0, -ne->s0 / 10.0) / tail[lo] : 1, bound = pow(10.0, -target / 10.0);
+    int c = -1;
+    for (int k = lo + 1; k < top && c < 0; k++)
+        if (scale * tail[k] <= bound)
+            c = k;
+    free(tail);
+    return c;
+}
+
 static qr_status search_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, wide *wd,
                           const ranked *rk, int nr, int lo, int top, fb_progress *pg, int *answer,
                           near_exact *ne)
@@ -3827,38 +3920,30 @@ static qr_status search_k(qr_qctx *q, qr_quantized *res, const outref *o, const 
     for (int k = 0; st == QR_OK && k <= nr; k++)
         a.cal_holds[k] = -1;
     int nb = o->nbatches, ns = search_batches(q, o), hi = top, holds = 0, lo0 = lo;
-    while (st == QR_OK && hi - lo > 1) {
-        int mid = lo + (hi - lo) / 2;
-        if ((st = try_near(q, res, o, calib, wd, rk, nr, &a, mid, ns, &holds, ne)) == QR_OK && holds)
-            hi = mid;
-        else
-            lo = mid;
-        fb_step(pg);
-    }
-    if (st == QR_OK && ns < nb) {
-        int c = hi, up = 0, gallop = 1, step = 1;
-        lo = lo0, hi = top;
-        if (c < top) { /* top is not tried: it holds, or everything in f32 is assumed to, on every sample */
-            if ((st = try_near(q, res, o, calib, wd, rk, nr, &a, c, nb, &holds, ne)) == QR_OK && holds)
-                hi = c;
-            else
-                lo = c, up = 1;
-            fb_step(pg);
+    int start = ne && ne->predicted ? predict_cut(q, ne, rk, nr, lo, top) : -1;
+    if (ne)
+        ne->armed = 1;
+    if (start > lo && start < top) {
+        /* grad_exact_at = predicted: the layers near the predicted cut and those it keeps under
+         * the bound measured in one call, the prediction made again on the order that gives, and
+         * the answer found from there */
+        int m = 0;
+        if ((st = near_measure(q, ne, &a, nr, start, 2, &m)) == QR_OK) {
+            int again = predict_cut(q, ne, rk, nr, lo, top);
+            start = again > lo && again < top ? again : start;
+            st = gallop_k(q, res, o, calib, wd, rk, nr, &a, start, ns, lo, top, pg, ne, &hi);
         }
+    } else
         while (st == QR_OK && hi - lo > 1) {
-            int mid = !gallop ? lo + (hi - lo) / 2
-                      : up    ? (lo + step < hi ? lo + step : hi - 1)
-                              : (hi - step > lo ? hi - step : lo + 1);
-            if ((st = try_near(q, res, o, calib, wd, rk, nr, &a, mid, nb, &holds, ne)) == QR_OK && holds)
+            int mid = lo + (hi - lo) / 2;
+            if ((st = try_near(q, res, o, calib, wd, rk, nr, &a, mid, ns, &holds, ne)) == QR_OK && holds)
                 hi = mid;
             else
                 lo = mid;
-            if (up ? holds : !holds) /* crossed the boundary: it is between lo and hi */
-                gallop = 0;
-            step *= 2;
             fb_step(pg);
         }
-    }
+    if (st == QR_OK && ns < nb)
+        st = gallop_k(q, res, o, calib, wd, rk, nr, &a, hi, nb, lo0, top, pg, ne, &hi);
     if (st == QR_OK) /* only rebuilt when measured on every batch (hi = top never is: then measured) */
         st = try_near(q, res, o, calib, wd, rk, nr, &a, hi, nb, &holds, ne);
     /* with lazy exact effects, the order the search's earlier tries judged may have moved under
@@ -4653,6 +4738,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     }
     qr_plan_phase(q, res, res->mixed ? "mixed precision" : "first tries");
     int up = 0;
+    double s0 = res->ntries > 0 ? res->tries[res->ntries - 1].output_sqnr : NAN; /* the first tries' last */
     if (st == QR_OK && !holds && (st = gives_up(q, res, &o, calib, wd, rk, nr, k, &up)) == QR_OK && up) {
         /* the recipe's search_floor: outputs this far from f32 with half the layers in f32, the
          * search would end with every layer in f32 (M-LSD) after the effects' runs, the most of
@@ -4673,7 +4759,9 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         near_exact ne = {.all = &o, .calib = calib, .count = count, .rk = rk, .k = k, .done = exact,
                          .w = choice_is(q, QR_SET_RANK, "grad") && nx ? (int)nx->value : 0,
                          .per_mac = choice_is(q, QR_SET_ORDER, "per_mac"),
-                         .below = choice_is(q, QR_SET_RANK, "grad") && kb ? kb->value : -INFINITY};
+                         .below = choice_is(q, QR_SET_RANK, "grad") && kb ? kb->value : -INFINITY,
+                         .predicted = choice_is(q, QR_SET_RANK, "grad") && choice_is(q, QR_SET_GRAD_EXACT_AT, "predicted"),
+                         .s0 = s0};
         res->ranked = nr - k;
         st = !exact  ? qr_errorf(q->e, "out of memory")
              : gain  ? gain_effects(q, calib, o.n, outs, rk + k, nr - k)
@@ -4700,7 +4788,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         free(exact);
         qr_plan_phase(q, res, "search");
         /* the exact runs the search asked for are the effects' work, not the search's */
-        qr_plan_phase_move(res, "search", "effects", ne.ms, ne.cpu_ms, ne.runs);
+        qr_plan_phase_move(res, "search", "effects", ne.ms, ne.cpu_ms, ne.runs, ne.vruns);
     }
     pg.total = pg.done; /* finished: a full bar */
     qr_plan_progress(pg.o, "fallback ", pg.done, pg.total, pg.t0);

@@ -1115,7 +1115,8 @@ void qr_plan_clock(double *ms, double *cpu)
     *ms = now_ms(), *cpu = cpu_ms();
 }
 
-void qr_plan_phase_move(qr_quantized *res, const char *from, const char *to, double ms, double cpu, int64_t runs)
+void qr_plan_phase_move(qr_quantized *res, const char *from, const char *to, double ms, double cpu, int64_t runs,
+                        int64_t validate_runs)
 {
     qr_phase_time *f = NULL, *t = NULL;
     for (int i = 0; i < res->nphases; i++) {
@@ -1126,8 +1127,8 @@ void qr_plan_phase_move(qr_quantized *res, const char *from, const char *to, dou
     }
     if (!f || !t || f == t || (ms == 0 && cpu == 0 && runs == 0))
         return;
-    f->ms -= ms, f->cpu_ms -= cpu, f->node_samples -= runs;
-    t->ms += ms, t->cpu_ms += cpu, t->node_samples += runs;
+    f->ms -= ms, f->cpu_ms -= cpu, f->node_samples -= runs, f->validate_node_samples -= validate_runs;
+    t->ms += ms, t->cpu_ms += cpu, t->node_samples += runs, t->validate_node_samples += validate_runs;
 }
 
 /* A bar on a terminal only (stderr), with the time left at the rate so far. */

@@ -220,9 +220,9 @@ void qr_plan_phase(qr_qctx *q, qr_quantized *res, const char *name);
 void qr_plan_clock(double *ms, double *cpu_ms);
 /* Work timed inside the last phase named from that belongs to the last one named to (rank =
  * grad's exact effects the search asks for: the effects'): its wall and CPU ms and node-runs x
- * samples move; the peaks stay. */
+ * samples (validate_runs of them on the judge samples) move; the peaks stay. */
 void qr_plan_phase_move(qr_quantized *res, const char *from, const char *to, double ms, double cpu_ms,
-                        int64_t runs);
+                        int64_t runs, int64_t validate_runs);
 /* Samples [at, at + b) of every calibration input, as views. */
 void qr_plan_slice_inputs(const qr_tensor *calib, int n, int64_t at, int64_t b, qr_tensor *in);
 /* The same views, for a run that reads them until qr_plan_drop_inputs of the same calib, at and b
