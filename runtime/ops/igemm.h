@@ -80,7 +80,9 @@ qr_igemm_rc_fn qr_igemm_u8s8_rc(void);
 qr_igemm_rc_fn qr_igemm_u8s8_rc_isa(const char *isa); /* "amx" too (igemm_amx.c) */
 /* fn, or the AMX-INT8 kernel in place of the AVX-512 VNNI one for a product of m rows (of one
  * call's matrices), k4 and n where it pays and AMX is chosen as for the convolutions (CPU and OS,
- * the igemm option not forcing another ISA, amx not 0). Its results are the same bits. */
+ * the igemm option not forcing another ISA, amx not 0). Its results are the same bits. The AMX
+ * kernel reads a's rows from max(0, m1 - 16) on (a ragged last tile loads the 16 rows that end at
+ * m1): rows of a before m0 must be readable, as a whole matrix's are (mmq_run). */
 qr_igemm_rc_fn qr_igemm_u8s8_rc_for(qr_igemm_rc_fn fn, int64_t m, int64_t k4, int64_t n);
 void qr_igemm_u8s8_rc_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
                           const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b,
