@@ -399,6 +399,7 @@ typedef struct sconv_job {
     int64_t xp_img; /* floats from one image's padded copy (or NHWC input read in place) to the next */
     int dw;     /* depthwise (qr_sconv_dw_block) */
     int dw_direct; /* depthwise reading its channels-last input in place */
+    int x_direct;  /* qr_sconv_reads_inside: the tiles read the channels-last input in place */
     int x_nhwc; /* x is channels-last */
     int y_nhwc; /* y is channels-last: the tiles write it in place */
     const qr_sconv_epi *epi; /* y_nhwc: after the bias (epi->res the whole batch's) */
@@ -432,7 +433,7 @@ static void sconv_blocks(void *arg, int64_t t0, int64_t t1, int slot)
             qr_sconv_dw_block(j->p, j->xp, j->dw_direct, j->packed, j->has_bias, j->act, j->blk + slot * j->blk_len,
                               j->y, panel, oy0, oy1, j->y_nhwc, j->epi ? &j->img_epi : NULL);
         else
-            qr_sconv_block(j->p, j->xp, j->xp_img, j->packed, j->has_bias, j->act, j->blk + slot * j->blk_len, j->y,
+            qr_sconv_block(j->p, j->xp, j->xp_img, j->x_direct, j->packed, j->has_bias, j->act, j->blk + slot * j->blk_len, j->y,
                            panel, oy0, oy1, j->y_nhwc, j->epi ? &j->img_epi : NULL);
     }
 }
@@ -506,8 +507,14 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
     }
     sconv_job j = {.p = p, .packed = packed, .has_bias = b != NULL, .act = act, .rb = qr_sconv_block_rows(p, g),
                    .blk_len = qr_sconv_block_floats(p), .dw = dw, .x_nhwc = x_nhwc, .y_nhwc = y_nhwc, .epi = epi};
-    /* a channels-last input without padding (a 1x1 at stride 1) is read in place */
-    int in_place = x_nhwc && !dw && p->Hp == p->H && p->Wp == p->W;
+    if (fresh)
+        (dw ? qr_sconv_dw_pack : qr_sconv_pack)(p, w, b, packed);
+    /* a channels-last input without padding (a 1x1 at stride 1) is read in place, and so is one
+     * whose tiles take only the taps inside the image (the thin tiles without the border's: the
+     * small ResNet's 3 x 3 layers but its stem and the 32 -> 64 at stride 2), which need no
+     * padded copy */
+    j.x_direct = x_nhwc && !dw && qr_sconv_reads_inside(p, packed);
+    int in_place = x_nhwc && !dw && ((p->Hp == p->H && p->Wp == p->W) || j.x_direct);
     j.xp_img = in_place ? p->C * p->H * p->W : ifl;
     /* and a depthwise layer's whole-vector channels on a large image: its padded copy (a read and
      * a write of it past L2, 6% of MobileNetV2's batch-1 time) costs more than the windows that
@@ -531,8 +538,6 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
         qr_kcache_done(k, packed);
         return QR_ERR;
     }
-    if (fresh)
-        (dw ? qr_sconv_dw_pack : qr_sconv_pack)(p, w, b, packed);
     if (units) {
         sconv_units_job u = {&j, x, y, epi, n_img, g, in_place};
         qr_parallel_for_slots(k->pool, units, 1, sconv_units, &u);

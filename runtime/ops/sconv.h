@@ -95,9 +95,15 @@ typedef struct qr_sconv_epi {
  * past OH into the next images (stacked: row r is image r / OH's row r % OH, y and epi->res
  * whole batches, image i's padded copy at xp + i * xp_img), so a block's tiles span images and
  * share its weights. */
-void qr_sconv_block(const qr_sconv *p, const float *xp, int64_t xp_img, const float *packed, int has_bias,
-                    const struct qr_act *act, float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc,
-                    const qr_sconv_epi *epi);
+void qr_sconv_block(const qr_sconv *p, const float *xp, int64_t xp_img, int x_direct, const float *packed,
+                    int has_bias, const struct qr_act *act, float *blk, float *y, int64_t panel, int64_t oy0,
+                    int64_t oy1, int nhwc, const qr_sconv_epi *epi);
+/* 1 when every panel of p with these packed weights runs the thin tiles without the border's taps
+ * (qr_sconv.edge: one K block, finite weights, pixels 1, 3, 16, 32 or 64 floats apart as
+ * qr_sconv_block picks them), which read only the taps inside the image: qr_sconv_block may then
+ * take x_direct, xp the channels-last images themselves ([H][W][C] each, xp_img floats apart)
+ * instead of their padded copies. */
+int qr_sconv_reads_inside(const qr_sconv *p, const float *packed);
 
 /* Depthwise (group = C = M, the plan's M = C): weights [C][1][KH][KW] packed per panel of 64
  * channels as [taps][64] + 64 biases; each output one FMA chain from 0 over the taps in (ky, kx)

@@ -640,17 +640,99 @@ TARGET static void thin_done(const qr_sconv *p, const float *blk, float *y, int6
     transpose(blk, NR, y + panel * NR * ohw + oy0 * p->OW, ohw, (oy1 - oy0) * p->OW, nch);
 }
 
+/* The runs of K of kernel rows [ky0, ky1) (nkx kernel columns from the first one taken) of a window
+ * in an image of rows rw floats apart, from the window's first taken value: (ky1 - ky0) * (1 or nkx)
+ * runs. */
+static int rows_pieces(const qr_sconv *p, int64_t rw, int64_t ky0, int64_t ky1, int64_t nkx, qr_sconv_piece *pc)
+{
+    int np = 0;
+    for (int64_t ky = ky0; ky < ky1 && nkx > 0; ky++) {
+        int64_t o = (ky - ky0) * p->d0 * rw;
+        if (p->d1 == 1)
+            pc[np++] = (qr_sconv_piece){o, nkx * p->C};
+        else
+            for (int64_t kx = 0; kx < nkx; kx++)
+                pc[np++] = (qr_sconv_piece){o + kx * p->d1 * p->C, p->C};
+    }
+    return np;
+}
+
+/* thin_edges on the channels-last images themselves (xp: image i at xp + i * xp_img, [H][W][C]),
+ * without the padded copy: every tile takes only the taps inside the image, the inside columns'
+ * as thin_edges does, a border column's in runs of its rows with the same kernel rows inside
+ * (thin_edges reads the others as the copy's zeros). The same FMA chains but for those products
+ * of a weight with a zero border (w finite: +-0, which leaves a nonzero sum as it was: the bits
+ * of thin_edges but for the sign of a zero sum, as qr_sconv.edge says). The copy, a write and a
+ * read of every image, was 5-7% of the small ResNet's f32 time at batch 64 (`perf record`). */
+TARGET static void thin_edges_direct(const qr_sconv *p, const float *xp, int64_t xp_img, const float *packed,
+                                     int64_t panel, int64_t oy0, int64_t oy1, float *acc, int64_t ldc, int V, int R,
+                                     __mmask16 ml, const xtile_fn *fx, const float *bias, const qr_act *act,
+                                     const qr_sconv_epi *epi, ptrdiff_t roff)
+{
+    const int64_t C = p->C, OW = p->OW, rw = p->W * C;
+    const float *wp = packed + panel * (p->K + 1) * NR;
+    const int64_t nin = p->oxr - p->oxl, nt = (nin + R - 1) / R, rb = nin / nt, rx = nin % nt;
+    qr_sconv_piece pc[QR_SCONV_PIECES];
+    for (int64_t oy = oy0; oy < oy1; oy++) {
+        int64_t ly = oy % p->OH, ky0, ky1;
+        inside(ly, p->s0, p->pt, p->d0, p->KH, p->H, &ky0, &ky1);
+        /* no kernel row inside (np 0): the tiles store 0 + bias, as thin_edges's */
+        int np = rows_pieces(p, rw, ky0, ky1, p->KW, pc);
+        /* the first inside row's value under the first column's window */
+        int64_t row = np ? oy / p->OH * xp_img + (ly * p->s0 - p->pt + ky0 * p->d0) * rw : 0;
+        const float *w = wp + (np ? ky0 : 0) * p->KW * C * NR;
+        for (int64_t t = 0, ox = p->oxl; t < nt; t++) {
+            int r = (int)(rb + (t < rx));
+            fx[r](xp + row + (np ? (ox * p->s1 - p->pl) * C : 0), pc, np, w, acc + ((oy - oy0) * OW + ox) * ldc, ldc,
+                  ml, bias, act, epi, roff);
+            ox += r;
+        }
+    }
+    for (int e = 0; e < p->necols; e++) {
+        const int64_t ox = p->ecol[e], kx0 = p->ekx0[e], nkx = p->ekx1[e] - kx0;
+        const float *we = packed + p->epack[e] + panel * p->KH * nkx * C * NR;
+        for (int64_t oy = oy0; oy < oy1;) {
+            /* a run of rows of one image with the same kernel rows inside, in tiles of up to R */
+            int64_t ly = oy % p->OH, ky0, ky1, k0, k1, n = 1;
+            inside(ly, p->s0, p->pt, p->d0, p->KH, p->H, &ky0, &ky1);
+            while (oy + n < oy1 && ly + n < p->OH) {
+                inside(ly + n, p->s0, p->pt, p->d0, p->KH, p->H, &k0, &k1);
+                if (k0 != ky0 || k1 != ky1)
+                    break;
+                n++;
+            }
+            int np = rows_pieces(p, rw, ky0, ky1, nkx, pc);
+            const float *w = we + (np ? ky0 : 0) * nkx * C * NR;
+            int64_t col = (ox * p->s1 - p->pl + kx0 * p->d1) * C;
+            const int64_t ct = (n + R - 1) / R, cb = n / ct, cx = n % ct;
+            for (int64_t t = 0; t < ct; t++) {
+                int r = (int)(cb + (t < cx));
+                int64_t po[12];
+                for (int j = 0; j < r; j++)
+                    po[j] = np ? (oy + j) / p->OH * xp_img + ((ly + j) * p->s0 - p->pt + ky0 * p->d0) * rw + col : 0;
+                tilesn[V][r](xp, po, pc, np, w, acc + ((oy - oy0) * OW + ox) * ldc, OW * ldc, ml, 0, bias, act, epi,
+                             roff, NULL, 0);
+                oy += r, ly += r;
+            }
+        }
+    }
+}
+
 /* The thin tiles without the border's taps (qr_sconv.edge): each row's inside columns [oxl, oxr)
  * in tiles of consecutive pixels over the kernel rows inside the image (their weights a slice of
  * the panel's: K runs ky-major), then each border column's pixels of the block's rows, R at a time
  * (pixels a row apart: the general tile with its pixel offsets, sums OW pixels apart), over the
  * kernel columns inside the image from the column's own packed weights; their kernel rows outside
  * the image are read as the padded copy's zeros. */
-TARGET static void thin_edges(const qr_sconv *p, const float *xp, int64_t xp_img, const float *packed, int64_t panel,
-                              int64_t oy0, int64_t oy1, float *acc, int64_t ldc, int V, int R, __mmask16 ml,
-                              const xtile_fn *fx, const float *bias, const qr_act *act, const qr_sconv_epi *epi,
-                              ptrdiff_t roff)
+TARGET static void thin_edges(const qr_sconv *p, const float *xp, int64_t xp_img, int direct, const float *packed,
+                              int64_t panel, int64_t oy0, int64_t oy1, float *acc, int64_t ldc, int V, int R,
+                              __mmask16 ml, const xtile_fn *fx, const float *bias, const qr_act *act,
+                              const qr_sconv_epi *epi, ptrdiff_t roff)
 {
+    if (direct) {
+        thin_edges_direct(p, xp, xp_img, packed, panel, oy0, oy1, acc, ldc, V, R, ml, fx, bias, act, epi, roff);
+        return;
+    }
     const int64_t C = p->C, OW = p->OW, ys = p->s0 * p->Wp * C, xs = p->s1 * C;
     const int rpr = p->d1 == 1 ? 1 : (int)p->KW; /* runs of K per kernel row */
     const float *wp = packed + panel * (p->K + 1) * NR;
@@ -698,9 +780,43 @@ TARGET static void thin_edges(const qr_sconv *p, const float *xp, int64_t xp_img
     }
 }
 
-TARGET void qr_sconv_block(const qr_sconv *p, const float *xp, int64_t xp_img, const float *packed, int has_bias,
-                           const qr_act *act, float *blk, float *y, int64_t panel, int64_t oy0, int64_t oy1, int nhwc,
-                           const qr_sconv_epi *epi)
+/* The xtiles' row of xtiles[] for a panel of V vectors (-1: the general tiles). Tiles of 12 pixels
+ * (one or two vectors) over weights that may stay in L2 (the packed layer at most 512 KB) run
+ * without the prefetch (qr_sconv_block); one K block and pixels 1, 3, 16 or 32 floats apart (the
+ * last two only in the 12-pixel tiles of small layers, which need the registers: the small
+ * ResNet's 16- and 32-channel layers), or 64 apart at stride 1 in a layer whose weights stay in L2
+ * (the xtiles do not prefetch them): the small ResNet's 64 -> 64 on 8 x 8, whose border taps (16%
+ * of a 3 x 3's on 8 x 8) the thin path's edge columns skip, where the general tile multiplied them
+ * by the padded zeros (2.70 -> 2.35-2.54 ms at batch 64). Not at stride 2: its 32 -> 64 onto 8 x 8
+ * (one border column) took 1.73-1.91 ms in rows of 4 + 3 pixels against 1.42-1.44 in the general
+ * 6-pixel tiles. */
+static int thin_xi(const qr_sconv *p, int V)
+{
+    const int64_t xs1 = p->s1 * p->C;
+    const int l2 = qr_sconv_weight_floats(p) * (int64_t)sizeof(float) <= 512 * 1024, small = V <= 2 && l2;
+    return xs1 == 1                        ? 0
+           : xs1 == 3                      ? 1
+           : small && xs1 == 16            ? 2
+           : small && xs1 == 32            ? 3
+           : l2 && p->s1 == 1 && xs1 == 64 ? 4
+                                           : -1;
+}
+
+int qr_sconv_reads_inside(const qr_sconv *p, const float *packed)
+{
+    if (p->nchunks != 1 || !p->edge || packed[p->eflag] == 0.0f)
+        return 0;
+    for (int64_t pn = 0; pn < p->panels; pn++) {
+        int64_t nch = p->M - pn * NR < NR ? p->M - pn * NR : NR;
+        if (thin_xi(p, (int)((nch + 15) / 16)) < 0)
+            return 0;
+    }
+    return 1;
+}
+
+TARGET void qr_sconv_block(const qr_sconv *p, const float *xp, int64_t xp_img, int x_direct, const float *packed,
+                           int has_bias, const qr_act *act, float *blk, float *y, int64_t panel, int64_t oy0,
+                           int64_t oy1, int nhwc, const qr_sconv_epi *epi)
 {
     const ptrdiff_t roff = epi && epi->res ? epi->res - y : 0;
     const int64_t C = p->C, OW = p->OW, mrem = p->M - panel * NR;
@@ -718,29 +834,16 @@ TARGET void qr_sconv_block(const qr_sconv *p, const float *xp, int64_t xp_img, c
      * cache line per FMA step: the first tile over a block would otherwise wait on memory for them
      * (ResNet-18's 46 MB of weights do not stay in L3), 73 GMAC/s on layer4 without. */
     const char *pf_end = (const char *)(packed + (panel + 2 < p->panels ? panel + 2 : p->panels) * (p->K + 1) * NR);
-    const int64_t xs1 = p->s1 * C;
     /* tiles of 12 pixels (one or two vectors) over weights that may stay in L2 (the packed layer at
      * most 512 KB) run without the prefetch: its pointer and step left registers for the 12 pixel
      * pointers (a 16 -> 16 3 x 3 layer reloaded three of them every FMA step). Tiles of 6 or 8 pixels
      * keep it: a large model's small layers, ResNet-18's 147 KB of layer1, come from memory at batch 1. */
     const int small = V <= 2 && qr_sconv_weight_floats(p) * (int64_t)sizeof(float) <= 512 * 1024;
-    /* one K block and pixels 1, 3, 16 or 32 floats apart (the last two only in the 12-pixel tiles of
-     * small layers, which need the registers: the small ResNet's 16- and 32-channel layers), or 64
-     * apart at stride 1 in a layer whose weights stay in L2 (the xtiles do not prefetch them): the
-     * small ResNet's 64 -> 64 on 8 x 8, whose border taps (16% of a 3 x 3's on 8 x 8) the thin
-     * path's edge columns skip, where the general tile multiplied them by the padded zeros (2.70
-     * -> 2.35-2.54 ms at batch 64). Not at stride 2: its 32 -> 64 onto 8 x 8 (one border column)
-     * took 1.73-1.91 ms in rows of 4 + 3 pixels against 1.42-1.44 in the general 6-pixel tiles. */
-    const int l2 = qr_sconv_weight_floats(p) * (int64_t)sizeof(float) <= 512 * 1024;
-    const int xi = xs1 == 1                        ? 0
-                   : xs1 == 3                      ? 1
-                   : small && xs1 == 16            ? 2
-                   : small && xs1 == 32            ? 3
-                   : l2 && p->s1 == 1 && xs1 == 64 ? 4
-                                                   : -1;
+    const int xi = thin_xi(p, V);
     const int thin = p->nchunks == 1 && xi >= 0;
     if (thin && p->edge && packed[p->eflag] != 0.0f) {
-        thin_edges(p, xp, xp_img, packed, panel, oy0, oy1, acc, ldc, V, R, ml, xtiles[xi][V], bias, act, epi, roff);
+        thin_edges(p, xp, xp_img, x_direct, packed, panel, oy0, oy1, acc, ldc, V, R, ml, xtiles[xi][V], bias, act, epi,
+                   roff);
         thin_done(p, blk, y, panel, oy0, oy1, nhwc, nch);
         return;
     }

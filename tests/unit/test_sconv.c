@@ -306,6 +306,25 @@ Test(sconv, conv_matches_float64_on_ragged_shapes)
  * image's own): every output the fmaf chain from 0 over the taps in (ky, kx, c) order, + bias,
  * + the residual, then Relu, bit for bit, on 1 and 2 threads; a group-1 3 x 3 over 6 images, a
  * depthwise one over 5 and a 1 x 1 read in place over 4. */
+/* The thin tiles without the border's taps read a channels-last input in place (conv.c's
+ * x_direct, sconv_avx512.c's thin_edges_direct: no padded copy), each border column's rows in runs
+ * of the same kernel rows inside: check_conv's NHWC runs then take it, its "NHWC from NCHW" run the
+ * padded copy, bit for bit with it, the fmaf chain and 2 threads. C 16 at stride 2 with uneven pads
+ * (the small ResNet's 16 -> 32), C 64 at stride 1 in two panels (64 and a ragged 6: the 64 -> 64),
+ * rows and a column without a kernel row or column inside (pads of 3 on a 3 x 3), dilation 2 (4
+ * border columns), 5 images (on the threads whole: conv.c's sconv_units) of C 32. */
+Test(sconv, thin_tiles_read_the_channels_last_image_in_place)
+{
+    if (!qr_sconv_available())
+        cr_skip_test("no AVX-512F");
+    /*            N  C   H   W   M  kh kw sh sw dh dw pt pl pb pr group bias act */
+    check_conv((cv){2, 16, 11, 13, 24, 3, 3, 2, 2, 1, 1, 1, 1, 2, 0, 1, 1, 1});
+    check_conv((cv){2, 64, 8, 8, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0});
+    check_conv((cv){1, 16, 3, 9, 16, 3, 3, 1, 1, 1, 1, 3, 1, 3, 3, 1, 1, 2});
+    check_conv((cv){1, 16, 9, 12, 32, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, 0, 1});
+    check_conv((cv){5, 32, 6, 10, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+}
+
 Test(sconv, images_on_threads_add_their_own_residual)
 {
     if (!qr_sconv_available())
