@@ -376,6 +376,13 @@ static int sconv_takes(const qr_conv_geom *g, int64_t c, int64_t m, int64_t grou
     return c * g->kernel_n >= 64;
 }
 
+/* Image bytes from which the thin tiles without the border's taps read a channels-last input in
+ * place (qr_sconv_reads_inside): below, the padded copy stays in L1 and costs less than the
+ * border columns' runs of rows (the Fashion-MNIST CNN's 32 -> 32 on 7 x 7, 6.3 KB an image: 0.38-0.40
+ * ms a batch of 64 copied, 0.43-0.44 in place; the small ResNet's 64 -> 64 on 8 x 8, 16 KB: 1.68-1.72
+ * -> 1.38-1.41; Intel Xeon model 167, frozen). */
+#define DIRECT_MIN_IMAGE_BYTES (8 * 1024)
+
 /* Image bytes above which a channels-last depthwise layer reads its input in place. */
 #define DW_DIRECT_BYTES (512 * 1024)
 
@@ -513,7 +520,8 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
      * whose tiles take only the taps inside the image (the thin tiles without the border's: the
      * small ResNet's 3 x 3 layers but its stem and the 32 -> 64 at stride 2), which need no
      * padded copy */
-    j.x_direct = x_nhwc && !dw && qr_sconv_reads_inside(p, packed);
+    j.x_direct = x_nhwc && !dw && p->C * p->H * p->W * (int64_t)sizeof(float) >= DIRECT_MIN_IMAGE_BYTES &&
+                 qr_sconv_reads_inside(p, packed);
     int in_place = x_nhwc && !dw && ((p->Hp == p->H && p->Wp == p->W) || j.x_direct);
     j.xp_img = in_place ? p->C * p->H * p->W : ifl;
     /* and a depthwise layer's whole-vector channels on a large image: its padded copy (a read and

@@ -312,7 +312,8 @@ Test(sconv, conv_matches_float64_on_ragged_shapes)
  * padded copy, bit for bit with it, the fmaf chain and 2 threads. C 16 at stride 2 with uneven pads
  * (the small ResNet's 16 -> 32), C 64 at stride 1 in two panels (64 and a ragged 6: the 64 -> 64),
  * rows and a column without a kernel row or column inside (pads of 3 on a 3 x 3), dilation 2 (4
- * border columns), 5 images (on the threads whole: conv.c's sconv_units) of C 32. */
+ * border columns), 5 images (on the threads whole: conv.c's sconv_units) of C 32; every image at
+ * least conv.c's DIRECT_MIN_IMAGE_BYTES (8 KB). */
 Test(sconv, thin_tiles_read_the_channels_last_image_in_place)
 {
     if (!qr_sconv_available())
@@ -320,9 +321,9 @@ Test(sconv, thin_tiles_read_the_channels_last_image_in_place)
     /*            N  C   H   W   M  kh kw sh sw dh dw pt pl pb pr group bias act */
     check_conv((cv){2, 16, 11, 13, 24, 3, 3, 2, 2, 1, 1, 1, 1, 2, 0, 1, 1, 1});
     check_conv((cv){2, 64, 8, 8, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0});
-    check_conv((cv){1, 16, 3, 9, 16, 3, 3, 1, 1, 1, 1, 3, 1, 3, 3, 1, 1, 2});
-    check_conv((cv){1, 16, 9, 12, 32, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, 0, 1});
-    check_conv((cv){5, 32, 6, 10, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+    check_conv((cv){1, 16, 3, 45, 16, 3, 3, 1, 1, 1, 1, 3, 1, 3, 3, 1, 1, 2});
+    check_conv((cv){1, 16, 12, 12, 32, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, 0, 1});
+    check_conv((cv){5, 32, 6, 12, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
 }
 
 Test(sconv, images_on_threads_add_their_own_residual)
