@@ -143,6 +143,9 @@ qr_iconv_fn qr_iconv_u8s8_isa(const char *isa);  /* "amx", "avx512vnni", "avxvnn
  * (igemm option) and amx not 0, qr_iconv_u8s8 is the AMX kernel and no specialized (JIT) convolution
  * kernels are handed out: the AMX one runs every dense NHWC convolution, the epilogue after it. */
 int qr_amx_usable(void);
+/* Configures the calling thread's tiles as both AMX kernels use them (eight of 16 x 64 bytes); the
+ * kernel releases them (_tile_release) when its call ends. Only after qr_amx_usable(). */
+void qr_amx_tiles_16x64(void);
 void qr_iconv_u8s8_ref(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m, const int8_t *w,
                        const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
 

@@ -25,13 +25,6 @@ void qr_igemm_u8s8_rc_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a,
                                       const int32_t *cinit, const int32_t *rz, const int32_t *csum, int64_t m0,
                                       int64_t m1, const uint8_t *b, int64_t k4, int64_t n, int64_t pitch);
 
-typedef struct tilecfg {
-    uint8_t palette, start;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tilecfg;
-
 /* Rows r0 .. r0 + rows of c's columns j .. j + cols (cols <= 16) from a tile's sums (sums: the
  * tile's row of r0), with init[r] + cinit[j] - rz[r] * csum[j] added, wrapping. */
 TARGET static void store_rc(int32_t *c, int64_t c_rs, const int32_t *sums, int64_t r0, int64_t rows, int64_t j,
@@ -74,12 +67,7 @@ TARGET void qr_igemm_u8s8_rc_amx(int32_t *c, int64_t c_rs, const int8_t *a, cons
     uint8_t bt[2][1024] __attribute__((aligned(64)));
     int32_t sums[256] __attribute__((aligned(64)));
 
-    tilecfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int i = 0; i < 8; i++)
-        cfg.colsb[i] = 64, cfg.rows[i] = 16;
-    _tile_loadconfig(&cfg);
+    qr_amx_tiles_16x64();
     for (int64_t j = 0; j < n; j += 32) {
         int two = j + 16 < n; /* a second column tile with columns to store */
         const uint8_t *bj = b + j * 4;

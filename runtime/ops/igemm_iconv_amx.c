@@ -70,6 +70,27 @@ int qr_amx_usable(void)
     return amx_usable;
 }
 
+/* The tile configuration both AMX kernels use (palette 1): eight tiles of 16 rows of 64 bytes. */
+typedef struct tilecfg {
+    uint8_t palette, start;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tilecfg;
+
+/* A constant in memory, not a local filled before the load: GCC 12 does not see ldtilecfg read its
+ * operand, and in a function of its own dropped the stores to a local (the tiles then fault). */
+static const tilecfg tiles_16x64 __attribute__((aligned(64))) = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
+TARGET void qr_amx_tiles_16x64(void)
+{
+    _tile_loadconfig(&tiles_16x64);
+}
+
 /* The calling thread's A buffer, grown as needed: the thread's pointer (_Thread_local, where leak
  * checkers see it) and a key whose destructor frees it when the thread ends. */
 static pthread_key_t buf_key;
@@ -100,12 +121,6 @@ static uint8_t *a_buffer(size_t bytes)
     return p;
 }
 
-typedef struct tilecfg {
-    uint8_t palette, start;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tilecfg;
 
 /* The 16 x 64-byte block whose rows are all init[j .. j + 16) (cols of them, 0 past): an
  * accumulator tile loaded from it starts at the bias, so the stored tiles are the sums + init
@@ -190,12 +205,7 @@ TARGET static void amx_run(int32_t *c, int64_t c_rs, const uint8_t *const *a, in
     /* direct: two 16-row tiles' 64 bytes of rows that are not a run */
     _Alignas(64) uint8_t last[32 * 64];
 
-    tilecfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 8; t++)
-        cfg.colsb[t] = 64, cfg.rows[t] = 16;
-    _tile_loadconfig(&cfg);
+    qr_amx_tiles_16x64();
     for (int64_t s0 = j0; s0 < j1; s0 += 64) {
         int64_t se = s0 + 64 < j1 ? s0 + 64 : j1; /* the strip's columns [s0, se) */
         for (int q = 0; q < 4; q++)
