@@ -190,11 +190,21 @@ TARGET static void amx_run(int32_t *c, int64_t c_rs, const uint8_t *const *a, in
                     _mm512_store_si512((void *)(d + o), _mm512_loadu_si512((const void *)(a[i * taps + t] + o)));
         }
     } else {
+        /* a tap's k4 bytes as 64-byte moves, the last under a mask (no call a tap: 16- and 32-byte
+         * taps of 3 x 3 layers were a memcpy each), then zeros to the row's end */
+        int64_t kl = k4 % 64 ? k4 % 64 : 64, kb = k4 - kl;
+        __mmask64 km = kl == 64 ? ~(__mmask64)0 : (((__mmask64)1 << kl) - 1);
         for (int64_t i = 0; i < m; i++) {
             uint8_t *d = rows + i * kp;
-            for (int64_t t = 0; t < taps; t++)
-                memcpy(d + t * k4, a[i * taps + t], (size_t)k4);
-            memset(d + K, 0, (size_t)(kp - K));
+            for (int64_t t = 0; t < taps; t++, d += k4) {
+                const uint8_t *src = a[i * taps + t];
+                for (int64_t o = 0; o < kb; o += 64)
+                    _mm512_storeu_si512((void *)(d + o), _mm512_loadu_si512((const void *)(src + o)));
+                _mm512_mask_storeu_epi8(d + kb, km, _mm512_maskz_loadu_epi8(km, src + kb));
+            }
+            for (int64_t o = K; o < kp; o += 64) /* the row's zeros past K, to its 64s' end */
+                _mm512_mask_storeu_epi8(rows + i * kp + o, kp - o >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (kp - o)) - 1),
+                                        _mm512_setzero_si512());
         }
     }
     if (rows)

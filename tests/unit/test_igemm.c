@@ -539,7 +539,7 @@ static void check_amx_shape(int64_t m, int64_t taps, int64_t cin, int64_t gap, i
 /* The AMX kernel on MobileNetV2's and ResNet-18's kinds of 1 x 1 layers and ragged ones: one tap of
  * K 64, 128, 192, 320, 576 (whole 64s: the rows read in place when they are a run of 16, also with
  * a gap after each pixel's bytes; a padding row every 7 or 20 rows: those 16 copied) and 96, 100,
- * 160 (a ragged last 64: copied), taps 3 and 9; rows 1 to 97 (16-row tiles full, ragged, one of a
+ * 160 (a ragged last 64: copied), taps 3 and 9 (also of 16- to 48-byte taps), 5; rows 1 to 97 (16-row tiles full, ragged, one of a
  * pair); n 24 to 200 (ragged strips) and threads' column ranges; sums that wrap. Into c and through
  * the sink, against the naive int64 loop. */
 Test(igemm, amx_kernel_and_its_sink_match_a_naive_loop)
@@ -561,6 +561,12 @@ Test(igemm, amx_kernel_and_its_sink_match_a_naive_loop)
     for (int64_t m = 30; m <= 50; m += 4) {
         check_amx_shape(m, 3, 24, 0, 0, 96, 0, 96, 0, &seed);
         check_amx_shape(m, 9, 64, 4, m % 8 == 2 ? 5 : 0, 130, 0, 130, 0, &seed);
+        /* taps of 16, 32, 48 and 20 bytes (3 x 3 layers of thin channels: each tap moved under a
+         * mask, zeros from K to the row's 64s' end), a padding row in some */
+        check_amx_shape(m, 9, 16, 0, m % 8 == 2 ? 5 : 0, 64, 0, 64, 0, &seed);
+        check_amx_shape(m, 9, 32, 16, 0, 70, 0, 70, 0, &seed);
+        check_amx_shape(m, 9, 45, 0, m % 8 == 6 ? 3 : 0, 24, 0, 24, 0, &seed);
+        check_amx_shape(m, 5, 17, 8, 0, 64, 0, 64, 0, &seed);
     }
     const int64_t ranges[][3] = {{200, 64, 200}, {200, 0, 64}, {200, 128, 150}, {130, 128, 130}, {64, 64, 64}};
     for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++)
