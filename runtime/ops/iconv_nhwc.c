@@ -87,6 +87,8 @@ typedef struct nhwc_job {
     int joined;           /* fused is the epilogue joined to the second stage (ep->jprog): no stage after */
     qr_rows_ep_fn rows_ep; /* the epilogue's vector form compiled alone, for channels-last blocks */
     int amx_sink;          /* fn is the AMX kernel and rows_ep the epilogue: run per block of its sums (amx_rows) */
+    int direct;            /* the AMX kernel on the input padded once (qr_iconv_u8s8_amx_direct): no row pointers */
+    qr_amx_direct dir;     /* direct: the padded input and its geometry */
     uint8_t *y;
     size_t esize; /* y's element size */
     uint8_t *work; /* per slot: pointers, the block's accumulator, it turned, the epilogue's y */
@@ -782,6 +784,22 @@ static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
         int64_t part = b % j->parts, c0 = part * j->strips / j->parts * 64;
         int64_t c1 = (part + 1) * j->strips / j->parts * 64;
         c1 = c1 < j->m ? c1 : j->m;
+        if (j->direct) { /* the tiles read the padded input; the rows epilogue on each run of sums, else
+                          * the sums into the block's accumulator and block_epilogue's */
+            int64_t off = r0 * j->m;
+            uint8_t *ys = j->y_split ? j->y_split + off : s + j->at_y;
+            amx_rows_ctx x = {j, j->ep->then ? ys : j->y + off};
+            if (j->amx_sink) {
+                qr_iconv_u8s8_amx_direct(&j->dir, r0, rows, j->wp, j->init, c0, c1, j->m, NULL, 0, amx_rows, &x);
+                qr_error e;
+                if (j->ep->then && !j->y_split && j->ep->then(j->ep, ys, off, rows * j->m, &e) != QR_OK)
+                    nhwc_failed(j, &e);
+            } else {
+                qr_iconv_u8s8_amx_direct(&j->dir, r0, rows, j->wp, j->init, c0, c1, j->m, acc, j->m, NULL, NULL);
+                block_epilogue(j, s, acc, r0, rows, c0, c1);
+            }
+            continue;
+        }
         if (j->stack)
             gather_stack(j, r0, rows, s + j->at_rows, a);
         else if (j->gather)
@@ -1069,6 +1087,16 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         j.strips = (j.m + 63) / 64;
         j.parts = channel_parts(j.m, pixels, images, threads);
         j.mb = block_rows(j.m, pixels, images, j.parts > 1 ? 1 : threads);
+        /* AMX on the input where it is: stride 1, undilated 2-D windows of more than one tap and K of
+         * a tile row or more, at least a column tile of output channels, whole images (not a band:
+         * its padded rows would be made per band) */
+        int64_t piece = qr_iconv_amx_piece(g.kernel[1] * j.k4);
+        j.direct = !j.gather && g.r == 2 && g.stride[0] == 1 && g.stride[1] == 1 && g.dilation[0] == 1 &&
+                   g.dilation[1] == 1 && j.taps > 1 && j.taps * j.k4 >= 64 && j.m >= 16 && img < 0 && piece &&
+                   g.small_n > 0 && qr_iconv_amx_chosen();
+        if (j.direct)
+            j.dir = (qr_amx_direct){.OH = OH, .OW = OW, .KH = g.kernel[0], .KW = g.kernel[1],
+                                    .Hp = OH + g.kernel[0] - 1, .Wp = OW + g.kernel[1] - 1, .k4 = j.k4, .piece = piece};
     }
     int64_t rows = depthwise ? j.mb * g.small[1] : j.mb;
     size_t wbytes = depthwise ? (size_t)(j.taps * j.c) * 4
@@ -1096,16 +1124,19 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
             pack_dense(&j, w->data, (int8_t *)packed, init);
         /* a kernel compiled for this layer's shape when the API registered a specializer
          * (iconv-jit=1), else the CPU's */
-        j.fn = plan && plan->fn ? plan->fn : qr_iconv_specialized(j.gather ? 1 : j.taps, j.k4, j.m);
-        if (plan && j.fn)
+        j.fn = j.direct ? qr_iconv_u8s8_amx
+               : plan && plan->fn ? plan->fn
+                                  : qr_iconv_specialized(j.gather ? 1 : j.taps, j.k4, j.m);
+        if (plan && j.fn && !j.direct)
             plan->fn = j.fn; /* a NULL (compiling, or none) is asked again on the next run */
         if (!j.fn)
             j.fn = qr_iconv_u8s8_for(j.gather ? 1 : j.taps, j.k4, j.m);
         /* phase 2: the epilogue in the kernel too (before a second stage, y's bytes for it, or the
          * stage joined to it: the node's output) */
-        if (ep->then && ep->jprog && ep->jtabs && ep->skip && j.esize == 1 && qr_dtype_size(k->out[0]->dtype) == 1)
+        if (!j.direct && ep->then && ep->jprog && ep->jtabs && ep->skip && j.esize == 1 &&
+            qr_dtype_size(k->out[0]->dtype) == 1)
             j.joined = (j.fused = planned_ep(plan, j.gather ? 1 : j.taps, j.k4, j.m, ep->jprog)) != NULL;
-        if (!j.fused && ep->vprog && ep->vtabs && j.esize == 1)
+        if (!j.direct && !j.fused && ep->vprog && ep->vtabs && j.esize == 1)
             j.fused = planned_ep(plan, j.gather ? 1 : j.taps, j.k4, j.m, ep->vprog);
         /* on AMX, the rows epilogue (vecmap.h's 16 lanes) on each 32 x 64 block of sums from the tiles,
          * where block_epilogue's would read them back from the whole block's accumulator */
@@ -1123,6 +1154,30 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         }
         j.x = j.gather ? x->data : dense_input(k, x, j.k4, q0, q1, &j.cs);
         j.xz &= 0xff;
+        if (j.direct && j.x) { /* the padded images: xz, the input's pixels at (iy + pad top, ix + pad left) */
+            int64_t Hp = j.dir.Hp, Wp = j.dir.Wp, k4 = j.k4, pt = g.pad_begin[0], pl = g.pad_begin[1];
+            int64_t bytes = nimg * Hp * Wp * k4 + qr_iconv_amx_slack(k4, j.dir.KW);
+            uint8_t *xp = qr_kwork(k, 1, bytes, 1, "NHWC convolution's padded input");
+            if (!xp) {
+                qr_kcache_done(k, packed);
+                return QR_ERR;
+            }
+            memset(xp, (uint8_t)j.xz, (size_t)bytes);
+            for (int64_t n = 0; n < nimg; n++)
+                for (int64_t iy = 0; iy < H; iy++) {
+                    int64_t py = iy + pt, px0 = pl < 0 ? 0 : pl, ix0 = px0 - pl, ix1 = W < Wp - pl ? W : Wp - pl;
+                    if (py < 0 || py >= Hp || ix1 <= ix0)
+                        continue;
+                    uint8_t *d = xp + ((n * Hp + py) * Wp + px0) * k4;
+                    const uint8_t *src = j.x + ((n * H + iy) * W + ix0) * j.cs;
+                    if (j.cs == k4)
+                        memcpy(d, src, (size_t)((ix1 - ix0) * k4));
+                    else
+                        for (int64_t ix = ix0; ix < ix1; ix++)
+                            memcpy(d + (ix - ix0) * k4, src + (ix - ix0) * j.cs, (size_t)k4);
+                }
+            j.dir.xp = xp;
+        }
     }
     j.init = init;
     int slots = threads;

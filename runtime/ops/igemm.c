@@ -361,6 +361,11 @@ static int amx_chosen(void)
     return (!force || !strcmp(force, "amx")) && !qr_options_get()->no_amx && qr_amx_usable();
 }
 
+int qr_iconv_amx_chosen(void)
+{
+    return amx_chosen();
+}
+
 /* Where AMX takes a layer: K = taps x k4 bytes (k4: a tap's bytes, a multiple of 4) of at least one
  * 64-byte tile row and at least 64 output channels. Under that, a tile's row is mostly zero padding
  * and the per-call row copy costs more than the tiles give: MobileNetV2's 16- to 32-byte 1 x 1

@@ -163,6 +163,36 @@ void qr_iconv_u8s8_amx_sink(int32_t *c, int64_t c_rs, const uint8_t *const *a, i
                             const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n,
                             qr_iconv_sink sink, void *ctx);
 
+/* A stride-1, undilated convolution on AMX that reads its input where it is, no row pointers and no
+ * copy a row (qr_iconv_u8s8_amx_direct): the input padded once a run (qr_iconv_amx_pad) into images
+ * of Hp x Wp pixels of k4 bytes, Hp = OH + KH - 1 and Wp = OW + KW - 1, xz (the input's zero point)
+ * where the window leaves the image. Output pixel (oy, ox)'s window row ky is then the KW * k4
+ * bytes from padded pixel (oy + ky, ox), and 16 pixels along a padded row are 16 runs k4 bytes
+ * apart: a tile's rows, overlapping. The kernel runs over the padded pixel grid ("flat" pixels
+ * f = (img * Hp + oy) * Wp + ox) and hands the sink only the real ones (oy < OH, ox < OW), as runs
+ * of pixels along an output row. */
+typedef struct qr_amx_direct {
+    const uint8_t *xp; /* nimg x Hp x Wp x k4 bytes, then qr_iconv_amx_slack bytes */
+    int64_t OH, OW, KH, KW, Hp, Wp, k4;
+    int64_t piece; /* bytes a tile row takes of a window row: a multiple of 4 dividing KW * k4 */
+} qr_amx_direct;
+/* The piece for a window row of kw_bytes (the largest of 64, 48, 32 dividing it), 0 where none does
+ * (the layer then takes the row pointers' path). */
+int64_t qr_iconv_amx_piece(int64_t kw_bytes);
+/* Bytes the padded input holds past its last image: the tiles of a last ragged row read there. */
+int64_t qr_iconv_amx_slack(int64_t k4, int64_t KW);
+/* Output pixels [r0, r0 + rows) (real, (img * OH + oy) * OW + ox) and columns [j0, j1) of n; each run
+ * of up to 32 rows along an output row and one strip's columns goes to sink(ctx, acc, acc_rs, i0,
+ * rows, j0, cols) with i0 from r0, as qr_iconv_u8s8_amx_sink's (sink NULL: into c, rows c_rs apart
+ * from r0's). w: the panels of K = KH * KW * k4 (taps in (ky, kx) order); init as qr_iconv_fn's.
+ * Only after qr_amx_usable(). */
+void qr_iconv_u8s8_amx_direct(const qr_amx_direct *d, int64_t r0, int64_t rows, const int8_t *w, const int32_t *init,
+                              int64_t j0, int64_t j1, int64_t n, int32_t *c, int64_t c_rs, qr_iconv_sink sink,
+                              void *ctx);
+/* Whether AMX is chosen for convolutions (CPU, OS, the igemm and amx options): the direct kernel's
+ * condition beside the layer's geometry. */
+int qr_iconv_amx_chosen(void);
+
 /* The panels' columns come in strips of 64 (the last one narrower: n16 is a multiple of 16), each
  * strip's K = taps * k4 rows contiguous, so that the weights a 64-column tile streams over its whole
  * K are one run of memory. With one row of all n16 columns per k group instead, a strip's k groups

@@ -357,3 +357,114 @@ void qr_iconv_u8s8_amx_sink(int32_t *c, int64_t c_rs, const uint8_t *const *a, i
 {
     amx_run(c, c_rs, a, taps, m, w, init, k4, j0, j1, n, sink, ctx);
 }
+
+/* The direct kernel's tile shapes (qr_iconv_u8s8_amx_direct): sums 0-3 of 16 x 64 bytes, A tiles 4
+ * and 5 of 16 rows of a piece's bytes, B tiles 6 and 7 of piece / 4 rows of 64 bytes. Constants, as
+ * tiles_16x64 (GCC 12 and ldtilecfg's operand). */
+#define DIRECT_CFG(P)                                                                                                 \
+    {                                                                                                                  \
+        .palette = 1, .colsb = {64, 64, 64, 64, P, P, 64, 64}, .rows = {16, 16, 16, 16, 16, 16, P / 4, P / 4},         \
+    }
+static const tilecfg tiles_direct[3] __attribute__((aligned(64))) = {DIRECT_CFG(32), DIRECT_CFG(48), DIRECT_CFG(64)};
+
+int64_t qr_iconv_amx_piece(int64_t kw_bytes)
+{
+    return kw_bytes % 64 == 0 ? 64 : kw_bytes % 48 == 0 ? 48 : kw_bytes % 32 == 0 ? 32 : 0;
+}
+
+int64_t qr_iconv_amx_slack(int64_t k4, int64_t KW)
+{
+    return (32 + KW) * k4 + 64;
+}
+
+/* The runs of real pixels among flat pixels [f, fe) (sums rows from f, 64 a row), to the sink or c */
+static void direct_emit(const qr_amx_direct *d, const int32_t *sums, int64_t f, int64_t fe, int64_t r0, int64_t s0,
+                        int64_t cols, int32_t *c, int64_t c_rs, qr_iconv_sink sink, void *ctx)
+{
+    int64_t img_px = d->Hp * d->Wp;
+    for (int64_t g = f; g < fe;) {
+        int64_t img = g / img_px, rem = g - img * img_px, oy = rem / d->Wp, ox = rem - oy * d->Wp;
+        if (oy >= d->OH) { /* the image's last KH - 1 padded rows */
+            g = (img + 1) * img_px;
+            continue;
+        }
+        if (ox >= d->OW) { /* a row's last KW - 1 padded pixels */
+            g += d->Wp - ox;
+            continue;
+        }
+        int64_t run = d->OW - ox < fe - g ? d->OW - ox : fe - g, i0 = (img * d->OH + oy) * d->OW + ox - r0;
+        const int32_t *src = sums + (g - f) * 64;
+        if (sink)
+            sink(ctx, src, 64, i0, run, s0, cols);
+        else
+            for (int64_t r = 0; r < run; r++)
+                memcpy(c + (i0 + r) * c_rs + s0, src + r * 64, (size_t)cols * sizeof *c);
+        g += run;
+    }
+}
+
+TARGET void qr_iconv_u8s8_amx_direct(const qr_amx_direct *d, int64_t r0, int64_t rows, const int8_t *w,
+                                     const int32_t *init, int64_t j0, int64_t j1, int64_t n, int32_t *c, int64_t c_rs,
+                                     qr_iconv_sink sink, void *ctx)
+{
+    if (j1 > n)
+        j1 = n;
+    if (rows <= 0 || j1 <= j0)
+        return;
+    int64_t OH = d->OH, OW = d->OW, Wp = d->Wp, img_px = d->Hp * Wp, k4 = d->k4, P = d->piece;
+    int64_t KWB = d->KW * k4, K = d->KH * KWB, pieces = KWB / P, n16 = qr_igemm_n16(n);
+    /* the flat pixels of the first and past the last real one */
+    int64_t l = r0 + rows - 1, i0 = r0 / (OH * OW), i1 = l / (OH * OW);
+    int64_t F0 = i0 * img_px + (r0 % (OH * OW)) / OW * Wp + r0 % OW;
+    int64_t F1 = i1 * img_px + (l % (OH * OW)) / OW * Wp + l % OW + 1;
+    _Alignas(64) int32_t irows[4 * 256]; /* init's rows, a strip's four 16 columns */
+    _Alignas(64) int32_t sums[32 * 64];  /* 32 flat pixels' sums of a strip */
+    _tile_loadconfig(&tiles_direct[P == 64 ? 2 : P == 48 ? 1 : 0]);
+    for (int64_t s0 = j0; s0 < j1; s0 += 64) {
+        int64_t se = s0 + 64 < j1 ? s0 + 64 : j1;
+        for (int q = 0; q < 4; q++)
+            init_rows(irows + 256 * q, init + s0 + 16 * q, se - s0 - 16 * q);
+        for (int64_t f = F0; f < F1; f += 32) {
+            int down = f + 16 < F1;
+            for (int64_t j = s0; j < se; j += 32) {
+                int two = j + 16 < se;
+                int64_t step;
+                const int8_t *wj = qr_iconv_col(w, K, n16, j, &step);
+                const int32_t *iv = irows + 256 * ((j - s0) / 16);
+                _tile_loadd(0, iv, 64);
+                _tile_loadd(1, iv, 64);
+                _tile_loadd(2, iv + 256, 64);
+                _tile_loadd(3, iv + 256, 64);
+                for (int64_t ky = 0; ky < d->KH; ky++)
+                    for (int64_t q = 0; q < pieces; q++) {
+                        const uint8_t *x0 = d->xp + (f + ky * Wp) * k4 + q * P;
+                        const int8_t *b0 = wj + (ky * KWB + q * P) / 4 * step;
+                        _tile_loadd(4, x0, k4);
+                        _tile_loadd(6, b0, step);
+                        _tile_dpbusd(0, 4, 6);
+                        if (down) {
+                            _tile_loadd(5, x0 + 16 * k4, k4);
+                            _tile_dpbusd(1, 5, 6);
+                        }
+                        if (two) {
+                            _tile_loadd(7, b0 + 64, step);
+                            _tile_dpbusd(2, 4, 7);
+                            if (down)
+                                _tile_dpbusd(3, 5, 7);
+                        }
+                    }
+                int32_t *sb = sums + (j - s0);
+                _tile_stored(0, sb, 256);
+                if (down)
+                    _tile_stored(1, sb + 16 * 64, 256);
+                if (two) {
+                    _tile_stored(2, sb + 16, 256);
+                    if (down)
+                        _tile_stored(3, sb + 16 * 64 + 16, 256);
+                }
+            }
+            direct_emit(d, sums, f, f + 32 < F1 ? f + 32 : F1, r0, s0, se - s0, c, c_rs, sink, ctx);
+        }
+    }
+    _tile_release();
+}

@@ -575,6 +575,133 @@ Test(igemm, amx_kernel_and_its_sink_match_a_naive_loop)
         check_amx_shape(33, 1, 70016, 0, 0, 40, 0, 40, vals, &seed);
 }
 
+/* The direct AMX kernel (qr_iconv_u8s8_amx_direct): runs of pixels along an output row, each once,
+ * within the block and one strip. */
+typedef struct direct_rec {
+    int32_t *c;
+    int64_t c_rs, r0, m, OW, j0, j1;
+    int *seen;
+    int bad;
+} direct_rec;
+
+static void direct_sink(void *ctx, const int32_t *acc, int64_t acc_rs, int64_t i0, int64_t rows, int64_t j0,
+                        int64_t cols)
+{
+    direct_rec *r = ctx;
+    if (i0 < 0 || rows < 1 || rows > 32 || i0 + rows > r->m || (r->r0 + i0) % r->OW + rows > r->OW || j0 % 64 ||
+        cols < 1 || cols > 64 || j0 < r->j0 || j0 + cols > r->j1)
+        r->bad = 1;
+    for (int64_t i = 0; i < rows && !r->bad; i++)
+        for (int64_t j = 0; j < cols; j++) {
+            r->c[(r->r0 + i0 + i) * r->c_rs + j0 + j] = acc[i * acc_rs + j];
+            r->seen[(r->r0 + i0 + i) * r->c_rs + j0 + j]++;
+        }
+}
+
+/* One layer for the direct kernel: nimg images whose padded input is (OH + KH - 1) x (OW + KW - 1)
+ * pixels of k4 bytes (every byte random: borders, the channels past cin, the slack after the last
+ * image), n columns of which [j0, j1), the output pixels in `blocks` uneven blocks; vals as
+ * check_iconv_shape's. Oracle: the naive int64 loop over row pointers the test makes from the
+ * geometry. Into c (c_rs past n) and through the sink. */
+static void check_amx_direct(int64_t nimg, int64_t OH, int64_t OW, int64_t KH, int64_t KW, int64_t cin, int64_t n,
+                             int64_t j0, int64_t j1, int64_t blocks, int vals, unsigned *seed)
+{
+    int64_t k4 = qr_igemm_k4(cin), n16 = qr_igemm_n16(n), taps = KH * KW, Hp = OH + KH - 1, Wp = OW + KW - 1;
+    int64_t M = nimg * OH * OW, c_rs = n + 3, xbytes = nimg * Hp * Wp * k4 + qr_iconv_amx_slack(k4, KW);
+    qr_amx_direct d = {.OH = OH, .OW = OW, .KH = KH, .KW = KW, .Hp = Hp, .Wp = Wp, .k4 = k4,
+                       .piece = qr_iconv_amx_piece(KW * k4)};
+    cr_assert(d.piece, "no piece for KW %lld k4 %lld", (long long)KW, (long long)k4);
+    uint8_t *xp = malloc((size_t)xbytes);
+    const uint8_t **a = malloc(sizeof *a * (size_t)(M * taps));
+    int8_t *wt = malloc((size_t)(taps * cin * n)), *wp = malloc((size_t)(taps * k4 * n16));
+    int32_t *init = malloc(sizeof *init * (size_t)n), *want = malloc(sizeof *want * (size_t)(M * c_rs)),
+            *got = malloc(sizeof *got * (size_t)(M * c_rs));
+    int *seen = calloc((size_t)(M * c_rs), sizeof *seen);
+    cr_assert(xp && a && wt && wp && init && want && got && seen);
+    for (int64_t i = 0; i < xbytes; i++)
+        xp[i] = vals ? 255 : (uint8_t)(rnd(seed) & 0xff);
+    for (int64_t i = 0; i < taps * cin * n; i++)
+        wt[i] = vals == 1 ? -128 : vals == 2 ? 127 : (int8_t)(rnd(seed) & 0xff);
+    for (int64_t j = 0; j < n; j++)
+        init[j] = vals == 1 ? INT32_MIN + 0x100 : vals == 2 ? 0x7fffff00 : (int32_t)rnd(seed) - (1 << 23);
+    for (int64_t img = 0, i = 0; img < nimg; img++)
+        for (int64_t oy = 0; oy < OH; oy++)
+            for (int64_t ox = 0; ox < OW; ox++, i++)
+                for (int64_t ky = 0; ky < KH; ky++)
+                    for (int64_t kx = 0; kx < KW; kx++)
+                        a[i * taps + ky * KW + kx] = xp + ((img * Hp + oy + ky) * Wp + ox + kx) * k4;
+    qr_iconv_pack_w(wp, wt, taps, cin, k4, n, cin * n, n, 1);
+    for (int64_t i = 0; i < M * c_rs; i++)
+        want[i] = got[i] = (int32_t)0xdeadbeef;
+    iconv_naive(want, c_rs, a, taps, M, wt, cin, init, j0, j1, n);
+    d.xp = xp;
+    for (int pass = 0; pass < 2; pass++) {
+        direct_rec r = {got, c_rs, 0, 0, OW, j0, j1 < n ? j1 : n, seen, 0};
+        for (int64_t b = 0; b < blocks; b++) { /* uneven blocks: odd ones 5 rows longer */
+            int64_t r0 = b * M / blocks + (b % 2 == 0 && b ? 5 : 0), r1 = (b + 1) * M / blocks + (b % 2 ? 5 : 0);
+            r0 = r0 > M ? M : r0, r1 = r1 > M ? M : b == blocks - 1 ? M : r1;
+            if (pass == 0)
+                qr_iconv_u8s8_amx_direct(&d, r0, r1 - r0, wp, init, j0, j1, n, got + r0 * c_rs, c_rs, NULL, NULL);
+            else {
+                r.r0 = r0, r.m = r1 - r0;
+                qr_iconv_u8s8_amx_direct(&d, r0, r1 - r0, wp, init, j0, j1, n, NULL, 0, direct_sink, &r);
+            }
+        }
+        cr_assert(!r.bad, "AMX direct sink: a run out of its bounds, %lld x %lld, n %lld", (long long)OH,
+                  (long long)OW, (long long)n);
+        for (int64_t i = 0; i < M * c_rs; i++) {
+            cr_assert_eq(got[i], want[i],
+                         "AMX direct (%s), %lld x %lld x %lld images, %lld x %lld over cin %lld, n %lld [%lld, %lld), %lld blocks, "
+                         "element %lld: %d vs %d",
+                         pass ? "sink" : "into c", (long long)OH, (long long)OW, (long long)nimg, (long long)KH,
+                         (long long)KW, (long long)cin, (long long)n, (long long)j0, (long long)j1, (long long)blocks,
+                         (long long)i, got[i], want[i]);
+            if (pass)
+                cr_assert_eq(seen[i], i % c_rs >= j0 && i % c_rs < j1 && i % c_rs < n, "AMX direct sink: element %lld %d times",
+                             (long long)i, seen[i]);
+        }
+        for (int64_t i = 0; i < M * c_rs; i++)
+            got[i] = (int32_t)0xdeadbeef;
+    }
+    free(xp);
+    free(a);
+    free(wt);
+    free(wp);
+    free(init);
+    free(want);
+    free(got);
+    free(seen);
+}
+
+/* The direct kernel on the small CNNs' kinds of layers and ragged ones: 3 x 3 over 16, 32, 64 and 13
+ * channels (pieces of 48, 48 (two a row), 64, 48), 2 x 2 and 1 x 3 windows; outputs from 2 x 3 to
+ * 32 x 32, one to three images (runs that cross rows and images); n 16 to 130 (ragged strips, column
+ * ranges of a thread's part); blocks of pixels that start and end mid-row; sums that wrap. */
+Test(igemm, amx_direct_kernel_matches_a_naive_loop)
+{
+    if (!qr_amx_usable()) {
+        cr_log_info("this CPU (or OS) has no AMX-INT8: not tested here");
+        return;
+    }
+    unsigned seed = 47;
+    cr_assert_eq(qr_iconv_amx_piece(48), 48);
+    cr_assert_eq(qr_iconv_amx_piece(96), 48);
+    cr_assert_eq(qr_iconv_amx_piece(192), 64);
+    cr_assert_eq(qr_iconv_amx_piece(60), 0);
+    check_amx_direct(1, 32, 32, 3, 3, 16, 16, 0, 16, 1, 0, &seed);
+    check_amx_direct(1, 32, 32, 3, 3, 16, 16, 0, 16, 3, 0, &seed);
+    check_amx_direct(2, 14, 14, 3, 3, 16, 32, 0, 32, 2, 0, &seed);
+    check_amx_direct(1, 7, 7, 3, 3, 32, 64, 0, 64, 1, 0, &seed);
+    check_amx_direct(2, 5, 9, 3, 3, 64, 70, 0, 70, 4, 0, &seed);
+    check_amx_direct(1, 3, 2, 3, 3, 13, 24, 0, 24, 1, 0, &seed);
+    check_amx_direct(3, 6, 5, 2, 2, 16, 130, 64, 130, 2, 0, &seed);
+    check_amx_direct(3, 6, 5, 2, 2, 16, 130, 0, 64, 5, 0, &seed);
+    check_amx_direct(1, 9, 11, 1, 3, 16, 17, 0, 17, 3, 0, &seed);
+    check_amx_direct(2, 16, 16, 3, 3, 32, 48, 0, 48, 3, 0, &seed);
+    for (int vals = 1; vals <= 2; vals++)
+        check_amx_direct(1, 8, 8, 3, 3, 64, 40, 0, 40, 2, vals, &seed);
+}
+
 /* Sums past int32 in both directions: 255 x -128 over 9 x 7000 and 70000 products from near
  * INT32_MIN, 255 x 127 from near INT32_MAX; the naive loop's int64 sum wrapped at the end is the
  * oracle. */
