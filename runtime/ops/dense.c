@@ -960,8 +960,10 @@ const qr_op_def qr_ops_dense[] = {
      .writes_all = qr_op_writes_all, .samples = gemm_samples},
     {"MatMul", "", 2, 2, 1, 1, "", matmul_infer, matmul_run, 0, .ins = "A:1+ B:1+",
      .writes_all = qr_op_writes_all, .bias = 1},
-    {"Softmax", "", 1, 1, 1, 1, "axis:i", softmax_infer, softmax_run, 0, .ins = "input", .writes_all = qr_op_writes_all},
-    {"LogSoftmax", "", 1, 1, 1, 1, "axis:i", softmax_infer, logsoftmax_run, 0, .ins = "input",
+    /* in place: every pass reads a group before its last pass writes it, element by element (the
+     * scores' buffer is written over instead of a fresh one: 2 MB a layer of bert at batch 8) */
+    {"Softmax", "", 1, 1, 1, 1, "axis:i", softmax_infer, softmax_run, 1, .ins = "input", .writes_all = qr_op_writes_all},
+    {"LogSoftmax", "", 1, 1, 1, 1, "axis:i", softmax_infer, logsoftmax_run, 1, .ins = "input",
      .writes_all = qr_op_writes_all},
     {"BatchNormalization", "", 5, 5, 1, 5,
      "epsilon:f momentum:f spatial:i is_test:i training_mode:i consumed_inputs:ints", bn_infer, bn_run, 0, .ins = "X scale B input_mean input_var"},

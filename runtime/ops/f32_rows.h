@@ -20,8 +20,8 @@ typedef struct qr_gelu_consts {
 
 typedef struct qr_f32_rows {
     const char *isa;
-    /* y = softmax of each of rows rows of n contiguous values: x - max exact (in two parts), exp
-     * by a polynomial, the sum in double, within 3 ulp of the exact result (results under
+    /* y = softmax of each of rows rows of n contiguous values (y may be x): x - max exact (in two
+     * parts), exp by a polynomial, the sum in double (of f32 pairs), within 3 ulp of the exact result (results under
      * FLT_MIN flushed to 0); a row with NaN or with no finite maximum (all -inf, or +inf) gives
      * NaN, as the portable loop and ONNX's reference do. */
     void (*softmax)(const float *x, float *y, int64_t rows, int64_t n);

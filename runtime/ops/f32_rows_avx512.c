@@ -41,18 +41,6 @@ TARGET static inline __m512 exp_core(__m512 x, __m512 lo)
     return _mm512_scalef_ps(p, n);
 }
 
-/* exp(x + lo), lo a correction far below x's ulp (0: plain exp), for any x. */
-TARGET static inline __m512 exp_zmm2(__m512 x, __m512 lo)
-{
-    /* below ln(FLT_MIN) the result is 0: no subnormal ever goes through the arithmetic (slow on
-     * some CPUs; a causal mask's -inf lands here) */
-    __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_LT_OQ);
-    /* max(lo, x) and min(hi, x) return x when it is NaN, so NaN stays */
-    x = _mm512_max_ps(_mm512_set1_ps(-87.33654f), x);
-    x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
-    return _mm512_maskz_mov_ps(~tiny, exp_core(x, lo));
-}
-
 /* The sum of v's 16 floats into two vectors of 8 doubles. */
 TARGET static inline void add_pd(__m512d *s0, __m512d *s1, __m512 v)
 {
@@ -71,31 +59,59 @@ TARGET static inline __m512 join_ps(__m512d lo, __m512d hi)
     return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(l)), _mm256_castps_pd(h), 1));
 }
 
+/* exp(x - max) of one softmax vector, nmx = -max, zero outside k: x - max exactly, as d + lo
+ * (Knuth's TwoSum; rounding d alone cost up to 8 ulp of exp at |d| ~ 20, and 30 at 80). d <= 0 or
+ * NaN (x <= max), so only the lower clamp: below ln(FLT_MIN) the result is 0 (a causal mask's
+ * -inf, whose NaN lo goes with it; no subnormal goes through the arithmetic); NaN stays NaN. */
+TARGET static inline __m512 softmax_exp(__m512 v, __m512 nmx, __mmask16 k)
+{
+    __m512 d = _mm512_add_ps(v, nmx), bv = _mm512_sub_ps(d, v), av = _mm512_sub_ps(d, bv);
+    __m512 lo = _mm512_add_ps(_mm512_sub_ps(v, av), _mm512_sub_ps(nmx, bv));
+    __mmask16 keep = _mm512_mask_cmp_ps_mask(k, d, _mm512_set1_ps(-87.33654f), _CMP_NLT_UQ);
+    return _mm512_maskz_mov_ps(keep, exp_core(_mm512_max_ps(_mm512_set1_ps(-87.33654f), d), lo));
+}
+
+TARGET static inline __mmask16 tail_mask2(int64_t left) { return left > 0 ? tail_mask(left) : 0; }
+
+/* Three passes over a row (it stays in L1): the max; exp(x - max) stored, and summed in double
+ * from pairs of vectors added in f32 (one rounding, 2^-24 of the sum at most: the conversions to
+ * double were a fifth of the row's time); the quotients e / s by the reciprocal of s's f32 part
+ * and one Markstein correction against both parts of s (e - q s_hi - q s_lo, exact to 2^-48 of
+ * e): the correctly rounded e / s up to s's own error, where a vector division was a quarter of
+ * the time (one every 10 cycles). Quotients under ~2^-100 may be an ulp off (the correction's
+ * residual is subnormal there). */
 TARGET static void softmax_avx512(const float *x, float *y, int64_t rows, int64_t n)
 {
     const __m512 minf = _mm512_set1_ps(-INFINITY);
     for (int64_t r = 0; r < rows; r++, x += n, y += n) {
-        __m512 m = minf;
-        for (int64_t i = 0; i < n; i += 16)
-            m = _mm512_max_ps(m, _mm512_mask_loadu_ps(minf, tail_mask(n - i), x + i));
-        /* a NaN max_ps dropped still makes its exp NaN, and with it the sum and the row */
-        __m512 nmx = _mm512_set1_ps(-_mm512_reduce_max_ps(m));
-        __m512d s0 = _mm512_setzero_pd(), s1 = s0;
-        for (int64_t i = 0; i < n; i += 16) {
-            __mmask16 k = tail_mask(n - i);
-            __m512 v = _mm512_maskz_loadu_ps(k, x + i);
-            /* x - max exactly, as d + lo (Knuth's TwoSum): rounding d alone cost up to 8 ulp of
-             * exp at |d| ~ 20, and 30 at 80 (-inf's NaN lo is masked by exp's flush) */
-            __m512 d = _mm512_add_ps(v, nmx), bv = _mm512_sub_ps(d, v), av = _mm512_sub_ps(d, bv);
-            __m512 lo = _mm512_add_ps(_mm512_sub_ps(v, av), _mm512_sub_ps(nmx, bv));
-            __m512 e = _mm512_maskz_mov_ps(k, exp_zmm2(d, lo));
-            _mm512_mask_storeu_ps(y + i, k, e);
-            add_pd(&s0, &s1, e);
+        __m512 m0 = minf, m1 = minf;
+        int64_t i = 0;
+        for (; i + 32 <= n; i += 32) {
+            m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
+            m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + i + 16));
         }
-        __m512 sv = _mm512_set1_ps((float)_mm512_reduce_add_pd(_mm512_add_pd(s0, s1)));
-        for (int64_t i = 0; i < n; i += 16) {
+        for (; i < n; i += 16)
+            m0 = _mm512_max_ps(m0, _mm512_mask_loadu_ps(minf, tail_mask(n - i), x + i));
+        /* a NaN max_ps dropped still makes its exp NaN, and with it the sum and the row */
+        __m512 nmx = _mm512_set1_ps(-_mm512_reduce_max_ps(_mm512_max_ps(m0, m1)));
+        __m512d s0 = _mm512_setzero_pd(), s1 = s0;
+        for (i = 0; i < n; i += 32) {
+            __mmask16 k0 = tail_mask(n - i), k1 = tail_mask2(n - i - 16);
+            __m512 e0 = softmax_exp(_mm512_maskz_loadu_ps(k0, x + i), nmx, k0);
+            __m512 e1 = softmax_exp(_mm512_maskz_loadu_ps(k1, x + i + 16), nmx, k1);
+            _mm512_mask_storeu_ps(y + i, k0, e0);
+            _mm512_mask_storeu_ps(y + i + 16, k1, e1);
+            add_pd(&s0, &s1, _mm512_add_ps(e0, e1));
+        }
+        /* s >= 1 (the max's exp), or NaN: then every quotient is NaN */
+        double s = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+        float shi = (float)s, slo = (float)(s - (double)shi);
+        __m512 rv = _mm512_set1_ps(1.0f / shi), hv = _mm512_set1_ps(shi), lv = _mm512_set1_ps(slo);
+        for (i = 0; i < n; i += 16) {
             __mmask16 k = tail_mask(n - i);
-            _mm512_mask_storeu_ps(y + i, k, _mm512_div_ps(_mm512_maskz_loadu_ps(k, y + i), sv));
+            __m512 e = _mm512_maskz_loadu_ps(k, y + i), q = _mm512_mul_ps(e, rv);
+            __m512 res = _mm512_fnmadd_ps(q, lv, _mm512_fnmadd_ps(q, hv, e));
+            _mm512_mask_storeu_ps(y + i, k, _mm512_fmadd_ps(res, rv, q));
         }
     }
 }

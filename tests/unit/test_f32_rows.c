@@ -164,9 +164,11 @@ static const char *const path_name[2] = {"avx512", "portable"};
 
 /* ---- Softmax, LogSoftmax ---- */
 
-/* rows x n logits: attention scores of both signs, a causal mask's -inf above the diagonal
- * (row r keeps r % n + 1 values), and the special rows: all -inf, one NaN, one +inf. */
-static qr_tensor logits(int64_t heads, int64_t rows, int64_t n, unsigned seed, int specials)
+/* rows x n logits: attention scores of both signs (offset + [-spread, spread)), a causal mask's
+ * -inf above the diagonal (row r keeps r % n + 1 values; without causal, every row whole), and the
+ * special rows: all -inf, one NaN, one +inf. */
+static qr_tensor logits_at(int64_t heads, int64_t rows, int64_t n, unsigned seed, int specials, float offset,
+                           float spread, int causal)
 {
     int64_t dims[3] = {heads, rows, n};
     qr_tensor t = f32_tensor(3, dims);
@@ -174,7 +176,7 @@ static qr_tensor logits(int64_t heads, int64_t rows, int64_t n, unsigned seed, i
     for (int64_t h = 0; h < heads; h++)
         for (int64_t r = 0; r < rows; r++)
             for (int64_t i = 0; i < n; i++)
-                x[(h * rows + r) * n + i] = i <= r % n ? rnd(&seed, 12.0f) : -INFINITY;
+                x[(h * rows + r) * n + i] = !causal || i <= r % n ? offset + rnd(&seed, spread) : -INFINITY;
     if (specials && heads * rows >= 4) {
         for (int64_t i = 0; i < n; i++)
             x[i] = -INFINITY;
@@ -185,9 +187,10 @@ static qr_tensor logits(int64_t heads, int64_t rows, int64_t n, unsigned seed, i
     return t;
 }
 
-static void check_softmax(const char *op, int64_t heads, int64_t rows, int64_t n, unsigned seed, double bound_fast)
+static void check_softmax_at(const char *op, int64_t heads, int64_t rows, int64_t n, unsigned seed, double bound_fast,
+                             float offset, float spread, int causal)
 {
-    qr_tensor x = logits(heads, rows, n, seed, 1);
+    qr_tensor x = logits_at(heads, rows, n, seed, 1, offset, spread, causal);
     save("x.npy", &x);
     char args[128];
     snprintf(args, sizeof args, "%s x.npy want.npy", strcmp(op, "Softmax") ? "logsoftmax" : "softmax");
@@ -202,8 +205,8 @@ static void check_softmax(const char *op, int64_t heads, int64_t rows, int64_t n
             qr_tensor y;
             run(op, NULL, 0, in, 1, &y, 1, t ? pool2 : NULL);
             char what[128];
-            snprintf(what, sizeof what, "%s [%lld,%lld,%lld] %s %d thread(s)", op, (long long)heads, (long long)rows,
-                     (long long)n, path_name[p], t + 1);
+            snprintf(what, sizeof what, "%s [%lld,%lld,%lld] %g +- %g %s %d thread(s)", op, (long long)heads,
+                     (long long)rows, (long long)n, (double)offset, (double)spread, path_name[p], t + 1);
             double w = check_ulps(what, &y, &want, p ? 1.0 : bound_fast);
             cr_log_info("%s: worst %.2f ulp", what, w);
             qr_tensor_free(&y);
@@ -215,6 +218,11 @@ static void check_softmax(const char *op, int64_t heads, int64_t rows, int64_t n
     qr_tensor_free(&x);
 }
 
+static void check_softmax(const char *op, int64_t heads, int64_t rows, int64_t n, unsigned seed, double bound_fast)
+{
+    check_softmax_at(op, heads, rows, n, seed, bound_fast, 0.0f, 12.0f, 1);
+}
+
 TestSuite(f32_rows, .init = setup, .fini = teardown);
 
 Test(f32_rows, softmax_matches_numpy_within_3_ulp)
@@ -224,6 +232,20 @@ Test(f32_rows, softmax_matches_numpy_within_3_ulp)
     check_softmax("Softmax", 12, 5, 16, 3, 3.0);   /* one vector a row, 12 heads */
     check_softmax("Softmax", 1, 9, 1, 4, 3.0);     /* rows of one */
     check_softmax("Softmax", 2, 6, 300, 5, 3.0);
+}
+
+/* Logits far from 0 (x - max must be exact: rounded, it cost 30 ulp at 1000 +- 30), spreads whose
+ * exps cross the flush to 0 (-87.3), rows long enough for the sum's f32 pairs to add up (4096),
+ * and lengths around the kernel's 32-value steps (its second vector empty or partly masked). */
+Test(f32_rows, softmax_far_from_zero_long_and_ragged_rows_within_3_ulp)
+{
+    check_softmax_at("Softmax", 2, 40, 96, 21, 3.0, 1000.0f, 30.0f, 1);
+    check_softmax_at("Softmax", 2, 40, 96, 22, 3.0, -1000.0f, 30.0f, 0);
+    check_softmax_at("Softmax", 1, 50, 200, 23, 3.0, 0.0f, 70.0f, 0);
+    check_softmax_at("Softmax", 1, 8, 4096, 24, 3.0, 0.0f, 4.0f, 0);
+    check_softmax_at("Softmax", 1, 8, 4099, 25, 3.0, 20.0f, 0.01f, 0); /* near-equal exps: the sum matters */
+    for (int64_t n = 15; n <= 49; n += 2)
+        check_softmax_at("Softmax", 1, 5, n, 26 + (unsigned)n, 3.0, -3.0f, 12.0f, n % 4 == 1);
 }
 
 Test(f32_rows, logsoftmax_matches_numpy_within_1_ulp)
