@@ -9,10 +9,14 @@ A, B = sys.argv[1], sys.argv[2]
 names = ['blazeface', 'ppocr_cls', 'oww_embedding', 'oww_melspec', 'resnet18', 'mobilenet_v2', 'mobilenet_v3_small',
          'efficientnet_b0', 'ppocr_rec', 'ppocr_det', 'blazeface_back', 'mlsd_tiny', 'mlsd_large']
 def table(d):
+    # -> cpu_s peak_mb to_f32 int_macs validate_db unseen_db: stop 47's lines as they are (7 fields),
+    # bench/j_sets.sh's (stop 48: cpu wall peak f32 macs calib validate unseen) picked from theirs
     t = {}
     p = os.path.join(d, 'table.tsv')
     for line in open(p) if os.path.exists(p) else []:
         f = line.rstrip('\n').split('\t')
+        if len(f) >= 9:
+            f = [f[0], f[1], f[3], f[4], f[5], f[7] if f[7] != '-' else f[6], f[8]]
         t[f[0]] = f[1:]
     return t
 ta, tb = table(A), table(B)
