@@ -3620,13 +3620,17 @@ typedef struct attempts {
      * there yet) and their figure: the answer's graphs rebuilt at the end are not judged again */
     int *cal_holds;
     double *cal;
+    /* grad_exact_at = fitted: by k, the outputs' figure (dB) the last try of k measured on the
+     * search's samples (NAN: none), kept where the ranking moved under it since (a layer or two
+     * across the cut: still the figure near it, which the model needs more than exactness) */
+    double *db;
 } attempts;
 
 static void attempts_free(attempts *a)
 {
     for (int k = 0; a->rows && k < a->n; k++)
         free(a->rows[k]);
-    free(a->rows), free(a->nb), free(a->cal_holds), free(a->cal);
+    free(a->rows), free(a->nb), free(a->cal_holds), free(a->cal), free(a->db);
 }
 
 /* try_k of k judged on the first nb batches of o, running only those its earlier tries did not. */
@@ -3722,6 +3726,7 @@ typedef struct near_exact {
      * predict_cut gives and those it keeps under grad_exact_kept_below are, in one call; the
      * search starts from there */
     int predicted, armed;
+    int fitted;          /* grad_exact_at = fitted: predict_fit's model, and the search led by it */
     double s0;           /* the outputs' figure (dB) the first tries measured at k: predict_cut's scale */
     double ms, cpu_ms;   /* their wall and CPU time, and their node-runs x samples: the effects phase's */
     int64_t runs, vruns; /* vruns: of them, on the judge samples (QR_RUNS_VALIDATE: all of them, in the fallback) */
@@ -3907,6 +3912,135 @@ static int predict_cut(qr_qctx *q, const near_exact *ne, const ranked *rk, int n
     return c;
 }
 
+/* The outputs' error share with rk[0..c) in f32 as the model of exponent p has it: the layers' own
+ * shares w = 10^(-effect/10) added as (sum w^p)^(1/p); p = 1 adds them as independent errors, p =
+ * 1/2 as amplitudes (coherent errors), p > 1 lets the largest decide. tail[c] for every c. */
+static void model_tail(const ranked *rk, int nr, double p, double *tail)
+{
+    double s = 0;
+    tail[nr] = 0;
+    for (int i = nr - 1; i >= 0; i--) {
+        s += rk[i].effect == INFINITY ? 0 : pow(10.0, -fmax(rk[i].effect, -100.0) * p / 10.0);
+        tail[i] = s > 0 ? pow(s, 1 / p) : 0;
+    }
+}
+
+/* grad_exact_at = fitted: where the search's answer falls, from a model fitted to what the tries
+ * measured. The model: a * (sum over the layers a cut keeps quantized of w^p)^(1/p) (model_tail).
+ * With the first tries' figure at lo alone (ne->s0), a = 1 and p between 1/2 and 1 such that the
+ * model gives that figure (where independent errors add up to less than was measured, the errors
+ * add more coherently); past those bounds p is the bound's and a scales. With tries of the search
+ * measured too (db by cut), p and a are fitted to two figures: the last cut under the bound and the
+ * first over it (or, with none over it yet, the last under it and lo's): least squares on their
+ * logarithms, p from 1/4 to 4, which for two figures is the model through both where one is. The
+ * first c after lo whose figure reaches the recipe's bound (holding_sqnr); top when none before it;
+ * -1 when nothing predicts. Only where the search tries: the tries decide. */
+static int predict_fit(qr_qctx *q, const near_exact *ne, const ranked *rk, int nr, int lo, int top, const double *db)
+{
+    double target = holding_sqnr(q), *tail = malloc(sizeof *tail * ((size_t)nr + 2)), pm[2];
+    int pc[2], np = 0;
+    if (!tail || isnan(target) || !isfinite(ne->s0)) {
+        free(tail);
+        return -1;
+    }
+    /* the figures nearest the bound on either side: the last cut under it (lo's figure, or a try's)
+     * and the first at or over it; without one over it, the last under it and lo's (extrapolated
+     * over the widest span: near cuts' figures differ by their noise as much as by the layers
+     * between them, PP-OCRv4 rec 24.3 dB at 172, 20.8 at 173) */
+    int f1 = lo, h1 = -1;
+    for (int c = lo + 1; db && c <= top && c <= nr; c++)
+        if (isfinite(db[c]) && db[c] < target)
+            f1 = c;
+        else if (isfinite(db[c]) && h1 < 0)
+            h1 = c;
+    int use[2] = {f1, h1 >= 0 ? h1 : f1 > lo ? lo : -1};
+    for (int j = 0; j < 2; j++)
+        if (use[j] >= 0)
+            pc[np] = use[j], pm[np++] = (use[j] == lo ? -ne->s0 : -db[use[j]]) / 10; /* log10 of the share */
+    double p = 1, la = 0; /* the exponent, log10 a */
+    if (np == 1) {
+        double x0 = 0.5, x1 = 1;
+        model_tail(rk, nr, x1, tail);
+        double l1 = tail[lo] > 0 ? log10(tail[lo]) : -INFINITY;
+        model_tail(rk, nr, x0, tail);
+        double l0 = tail[lo] > 0 ? log10(tail[lo]) : -INFINITY;
+        if (!isfinite(l1) || !isfinite(l0))
+            la = 0;
+        else if (l1 >= pm[0]) /* independent errors already give as much: scaled down */
+            la = pm[0] - l1;
+        else if (l0 <= pm[0]) /* more than amplitudes add up to: scaled up */
+            p = x0, la = pm[0] - l0;
+        else {
+            for (int it = 0; it < 40; it++) { /* the model's figure at lo falls as p grows */
+                p = (x0 + x1) / 2;
+                model_tail(rk, nr, p, tail);
+                if (log10(tail[lo]) > pm[0])
+                    x0 = p;
+                else
+                    x1 = p;
+            }
+            p = (x0 + x1) / 2;
+        }
+    } else {
+        double best = INFINITY;
+        for (int g = -32; g <= 32; g++) { /* p = 2^(g/16), 1/4 to 4 */
+            double pg = pow(2.0, g / 16.0), sum = 0, err = 0;
+            int n = 0;
+            model_tail(rk, nr, pg, tail);
+            for (int j = 0; j < np; j++)
+                if (tail[pc[j]] > 0)
+                    sum += pm[j] - log10(tail[pc[j]]), n++;
+            if (n == 0)
+                continue;
+            for (int j = 0; j < np; j++)
+                if (tail[pc[j]] > 0) {
+                    double r = pm[j] - log10(tail[pc[j]]) - sum / n;
+                    err += r * r;
+                }
+            if (err < best - 1e-12)
+                best = err, p = pg, la = sum / n;
+        }
+    }
+    model_tail(rk, nr, p, tail);
+    double bound = -target / 10;
+    int c = top;
+    for (int k = lo + 1; k < top && c == top; k++)
+        if (tail[k] <= 0 || la + log10(tail[k]) <= bound)
+            c = k;
+    free(tail);
+    return c;
+}
+
+/* grad_exact_at = fitted's search of rk[lo + 1 .. top] on the first nb batches: each try at the cut
+ * predict_fit gives from the figures measured so far (within the bracket (lo, hi); a cut that held
+ * and the model says holds again is not tried twice: the one below it is), halving instead where
+ * three of the model's tries in a row did not halve the bracket (a model that misleads costs a
+ * bounded multiple of the binary search's tries). *answer: the fewest found to hold. */
+static qr_status fitted_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, wide *wd,
+                          const ranked *rk, int nr, attempts *a, int nb, int lo, int top, fb_progress *pg,
+                          near_exact *ne, int *answer)
+{
+    int hi = top, holds = 0, slow = 0, lo0 = lo; /* lo0: where the first tries measured ne->s0 */
+    qr_status st = QR_OK;
+    while (st == QR_OK && hi - lo > 1) {
+        int w = hi - lo, c = slow >= 3 ? -1 : predict_fit(q, ne, rk, nr, lo0, top, a->db);
+        if (c < 0)
+            c = lo + w / 2, slow = 0;
+        c = c <= lo ? lo + 1 : c >= hi ? hi - 1 : c;
+        if ((st = try_near(q, res, o, calib, wd, rk, nr, a, c, nb, &holds, ne)) != QR_OK)
+            break;
+        a->db[c] = res->tries[res->ntries - 1].output_sqnr;
+        if (holds)
+            hi = c;
+        else
+            lo = c;
+        slow = 2 * (hi - lo) > w ? slow + 1 : 0;
+        fb_step(pg);
+    }
+    *answer = hi;
+    return st;
+}
+
 static qr_status search_k(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, wide *wd,
                           const ranked *rk, int nr, int lo, int top, fb_progress *pg, int *answer,
                           near_exact *ne)
@@ -3916,14 +4050,26 @@ static qr_status search_k(qr_qctx *q, qr_quantized *res, const outref *o, const 
     a.nb = calloc((size_t)nr + 1, sizeof *a.nb);
     a.cal_holds = malloc(((size_t)nr + 1) * sizeof *a.cal_holds);
     a.cal = calloc((size_t)nr + 1, sizeof *a.cal);
-    qr_status st = a.rows && a.nb && a.cal_holds && a.cal ? QR_OK : qr_errorf(q->e, "out of memory");
+    a.db = malloc(((size_t)nr + 1) * sizeof *a.db);
+    qr_status st = a.rows && a.nb && a.cal_holds && a.cal && a.db ? QR_OK : qr_errorf(q->e, "out of memory");
     for (int k = 0; st == QR_OK && k <= nr; k++)
-        a.cal_holds[k] = -1;
+        a.cal_holds[k] = -1, a.db[k] = NAN;
     int nb = o->nbatches, ns = search_batches(q, o), hi = top, holds = 0, lo0 = lo;
-    int start = ne && ne->predicted ? predict_cut(q, ne, rk, nr, lo, top) : -1;
+    int fitted = ne && ne->fitted;
+    int start = !ne || !ne->predicted ? -1
+                : fitted          ? predict_fit(q, ne, rk, nr, lo, top, NULL)
+                                  : predict_cut(q, ne, rk, nr, lo, top);
     if (ne)
         ne->armed = 1;
-    if (start > lo && start < top) {
+    if (fitted && start > lo && start <= top) {
+        /* the layers near the predicted cut and those it keeps under the bound measured in one
+         * call, then the search led by the model fitted to the tries */
+        int m = 0;
+        if (start < top)
+            st = near_measure(q, ne, &a, nr, start, 2, &m);
+        if (st == QR_OK)
+            st = fitted_k(q, res, o, calib, wd, rk, nr, &a, ns, lo, top, pg, ne, &hi);
+    } else if (start > lo && start < top) {
         /* grad_exact_at = predicted: the layers near the predicted cut and those it keeps under
          * the bound measured in one call, the prediction made again on the order that gives, and
          * the answer found from there */
@@ -4760,7 +4906,9 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
                          .w = choice_is(q, QR_SET_RANK, "grad") && nx ? (int)nx->value : 0,
                          .per_mac = choice_is(q, QR_SET_ORDER, "per_mac"),
                          .below = choice_is(q, QR_SET_RANK, "grad") && kb ? kb->value : -INFINITY,
-                         .predicted = choice_is(q, QR_SET_RANK, "grad") && choice_is(q, QR_SET_GRAD_EXACT_AT, "predicted"),
+                         .predicted = choice_is(q, QR_SET_RANK, "grad") && (choice_is(q, QR_SET_GRAD_EXACT_AT, "predicted") ||
+                                                                           choice_is(q, QR_SET_GRAD_EXACT_AT, "fitted")),
+                         .fitted = choice_is(q, QR_SET_RANK, "grad") && choice_is(q, QR_SET_GRAD_EXACT_AT, "fitted"),
                          .s0 = s0};
         res->ranked = nr - k;
         st = !exact  ? qr_errorf(q->e, "out of memory")

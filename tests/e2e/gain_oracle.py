@@ -18,12 +18,16 @@ deep.onnx (make): x [16, 3, 8, 8] -> 16 x (Conv 3x3 pads 1 -> Relu, Sigmoid, Tan
 -> y: 32 tensors for rank = grad's exact effects near the search's cut (grad_exact_near), against
 rank = effect's decisions.
 
+coh.onnx (make): x [16, 4, 4, 4] -> 40 x Conv 1x1 -> y, whose layers' weight errors add coherently
+(make_coherent): rank = grad's predicted cut against the exhaustive answer (coh).
+
 two.onnx (make): x -> Conv (two nearly equal channels) -> a -> Conv (their difference) -> b, both
 outputs: pooled, a's energy hides b's error.
 
 Usage: gain_oracle.py make DIR                 chain.onnx, chain_x.npy, two.onnx, two_x.npy, nonlin.onnx, nonlin_x.npy,
-                                                deep.onnx, deep_x.npy
+                                                deep.onnx, deep_x.npy, coh.onnx, coh_x.npy
        gain_oracle.py check DIR QPARAMS REPORT  prints one line per layer: name exact gain reported
+       gain_oracle.py coh DIR REPORT DB         coh.onnx's exhaustive answer for the bound DB (coh's doc)
        gain_oracle.py two DIR REPORT N          two.onnx's exact effects on its first N samples from the
                                                 report's qparams: one line per layer: name exact reported"""
 import json
@@ -74,6 +78,7 @@ def make(d):
     np.save(f"{d}/nonlin_x.npy", (r.standard_normal((8, 3, 6, 6)) * 1.5).astype(np.float32))
     np.save(f"{d}/two_x.npy", (r.standard_normal((32, 3, 4, 4)) * 2).astype(np.float32))
     make_deep(d)
+    make_coherent(d)
 
 
 def make_deep(d):
@@ -97,6 +102,73 @@ def make_deep(d):
                      [h.make_tensor_value_info("y", T.FLOAT, [None, 2, 8, 8])], inits)
     onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), f"{d}/deep.onnx")
     np.save(f"{d}/deep_x.npy", (r.standard_normal((16, 3, 8, 8)) * 1.5).astype(np.float32))
+
+
+def make_coherent(d):
+    """coh.onnx: x [16, 4, 4, 4] -> 40 x Conv 1x1 (4 channels: the identity plus small off-diagonal
+    weights) -> y. Each row's largest weight is its diagonal one, +1, which the i8 per-channel
+    scale max|w| / 127.5 rounds to 128 and clips to 127: every layer scales the signal by the same
+    127 / 127.5, so the weights' errors of the layers are one direction's multiples and add as
+    amplitudes (coherently); the activations' roundings add as powers."""
+    import onnx
+    from onnx import numpy_helper
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    r = np.random.default_rng(3)
+    nodes, inits, prev = [], [], "x"
+    for i in range(COH_LAYERS):
+        w = r.standard_normal((4, 4)) * 0.15
+        np.fill_diagonal(w, 1.0)
+        inits.append(numpy_helper.from_array(w.astype(np.float32).reshape(4, 4, 1, 1), f"w{i}"))
+        nodes.append(h.make_node("Conv", [prev, f"w{i}"], [f"c{i}"]))
+        prev = f"c{i}"
+    g = h.make_graph(nodes, "coh", [h.make_tensor_value_info("x", T.FLOAT, [None, 4, 4, 4])],
+                     [h.make_tensor_value_info(prev, T.FLOAT, [None, 4, 4, 4])], inits)
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), f"{d}/coh.onnx")
+    np.save(f"{d}/coh_x.npy", (r.standard_normal((16, 4, 4, 4)) * 1.5).astype(np.float32))
+
+
+COH_LAYERS = 40
+
+
+def coh(d, rpath, bound):
+    """coh.onnx's exhaustive answer in numpy, from the report's qparams: each tensor's effect alone
+    (its producer's weights quantized with it, as rank = effect measures), ranked worst first, and
+    the output SQNR (pooled over the samples) with the first k of them in f32, for every k: the
+    fewest k from which every larger k holds bound. Prints the answer, the ranking, each k's dB."""
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(f"{d}/coh.onnx")
+    w = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    x = np.load(f"{d}/coh_x.npy")
+    qp = {l["value"]: l for l in json.load(open(rpath))["layers"]}
+    names = ["x"] + [f"c{i}" for i in range(COH_LAYERS)]
+
+    def run(quant):
+        def fq(name, v):
+            if name not in quant:
+                return v
+            p = qp[name]
+            s, z = np.float32(p["scale"]), p["zero_point"]
+            return ((np.clip(np.rint(v / s) + z, 0, 255) - z) * s).astype(np.float32)
+        y = fq("x", x)
+        for i in range(COH_LAYERS):
+            y = fq(f"c{i}", conv(wq(w[f"w{i}"]) if f"c{i}" in quant else w[f"w{i}"], y))
+        return y.astype(np.float64)
+
+    ref = run(set())
+
+    def db(got):
+        e = ((ref - got) ** 2).sum()
+        return 10 * np.log10((ref ** 2).sum() / e) if e > 0 else float("inf")
+
+    eff = {v: db(run({v})) for v in names}
+    rank = sorted(names, key=lambda v: eff[v])
+    dbs = [db(run(set(rank[k:]))) for k in range(len(rank) + 1)]
+    ans = len(rank)
+    while ans > 0 and dbs[ans - 1] >= bound:
+        ans -= 1
+    print(ans, " ".join(rank), " ".join(f"{v:.2f}" for v in dbs))
 
 
 def conv(w, x):
@@ -182,6 +254,8 @@ def two(d, rpath, n):
 if __name__ == "__main__":
     if sys.argv[1] == "make":
         make(sys.argv[2])
+    elif sys.argv[1] == "coh":
+        coh(sys.argv[2], sys.argv[3], float(sys.argv[4]))
     elif sys.argv[1] == "two":
         two(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:

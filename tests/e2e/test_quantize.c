@@ -3652,3 +3652,59 @@ Test(quantize, rank_grad_exact_at_predicted_cut_in_one_call_decides_as_rank_effe
     cr_assert_eq(bad, 0, "a fallback phase's runs not all on the judge samples: %s", log);
     free(log);
 }
+
+/* grad_exact_at = fitted (stop 48): where the layers' errors add coherently, the independent errors'
+ * sum of grad_exact_at = predicted misplaces the answer, and its galloping from there walks to it one
+ * try at a time. gain_oracle.py's coh.onnx: 40 Conv 1x1 layers whose weights' errors are one
+ * direction's multiples (each layer scales the signal by 127 / 127.5), 41 tensors ranked, 30 dB. The
+ * oracle: numpy's exhaustive answer (each tensor's exact effect alone, ranked, the output SQNR with
+ * the first k in f32 for every k, from rank = effect's qparams). fitted's answer is within one layer
+ * of it and holds 30 dB; every try of its search led by the model fitted to two measured figures (all
+ * but the first, the one-figure prediction, and the last, the answer confirmed) lands within 2 layers
+ * of the exhaustive answer, where predicted's galloping does not; and it takes fewer tries than
+ * predicted and no more than rank = effect's binary search. */
+Test(quantize, rank_grad_fitted_prediction_near_the_exhaustive_answer_where_errors_add_coherently)
+{
+    char cmd[4096], recipe[700], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/gain_oracle.py' make '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *ranks[3] = {"effect", "grad\n  grad_exact_near = 2\n  grad_exact_kept_below = 40\n  grad_exact_at = predicted",
+                            "grad\n  grad_exact_near = 2\n  grad_exact_kept_below = 40\n  grad_exact_at = fitted"};
+    for (int k = 0; k < 3; k++) {
+        char lines[200];
+        snprintf(recipe, sizeof recipe, "%s/h%d.qrl", dir, k);
+        snprintf(lines, sizeof lines, "  fallback = f32 when output_sqnr < 30\n  rank = %s\n", ranks[k]);
+        write_recipe(recipe, lines);
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize %s/coh.onnx --recipe %s --calib %s/coh_x.npy -o %s/h%d.onnx "
+                 "--report %s/h%d.json", tu_root(), tu_qrl(), dir, recipe, dir, dir, k, dir, k);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/gain_oracle.py' coh '%s' '%s/h0.json' 30", tu_root(),
+             dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    int answer = -1;
+    cr_assert(sscanf(log, "%d", &answer) == 1 && answer > 4 && answer < 37, "the exhaustive answer: %s", log);
+    free(log);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json\n"
+             "R = [json.load(open('%s/h%%d.json' %% k)) for k in (0, 1, 2)]\n"
+             "T = [[t['fallen_back'] for t in r['search_tries']] for r in R]\n"
+             "fell = [sum(1 for l in r['layers'] if l['fallback']) for r in R]\n"
+             "far = lambda t: max(abs(k - %d) for k in t)\n"
+             "print(fell[2], int(R[2]['output_sqnr_db'] >= 30), far(T[2][2:-1]), far(T[1][2:-1]), len(T[0]), len(T[1]),"
+             " len(T[2]), T)\"",
+             dir, answer);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    int fell = 0, holds = 0, far_fit = 99, far_pred = 0, n_effect = 0, n_pred = 0, n_fit = 99;
+    cr_assert(sscanf(log, "%d %d %d %d %d %d %d", &fell, &holds, &far_fit, &far_pred, &n_effect, &n_pred, &n_fit) == 7,
+              "%s", log);
+    cr_assert(holds && abs(fell - answer) <= 1, "fitted: %d layers to f32 (exhaustive %d), 30 dB held %d: %s", fell,
+              answer, holds, log);
+    cr_assert(far_fit <= 2, "a try of fitted's model %d layers from the exhaustive answer %d: %s", far_fit, answer, log);
+    cr_assert(far_pred > 2, "predicted's tries all within 2 of the answer too: nothing tested\n%s", log);
+    cr_assert(n_fit < n_pred && n_fit <= n_effect, "fitted %d tries, predicted %d, effect %d: %s", n_fit, n_pred,
+              n_effect, log);
+    free(log);
+}
