@@ -61,7 +61,7 @@ static const option_def defs[] = {
     {"bands", {"auto", "0", "all"}, INT_FIELD(bands)},
     {"parts", {"auto", "whole", "1", "2", "4", "8"}, INT_FIELD(parts)},
     {"gather", {"auto", "rows"}, INT_FIELD(gather_rows)},
-    {"winograd", {"auto", "0"}, INT_FIELD(no_winograd)},
+    {"winograd", {"auto", "0", "all"}, INT_FIELD(no_winograd)},
     {"amx", {"auto", "0"}, INT_FIELD(no_amx)},
     {"f32-split", {"auto", "all"}, INT_FIELD(f32_split_all)},
     {"held-ghost", {"0", "1"}, INT_FIELD(held_ghost)},

@@ -79,8 +79,9 @@ typedef struct qr_options {
     int gather_rows;       /* first layers' windows copied a pixel's row at a time, not by columns
                             * or output columns (runtime/ops/iconv_nhwc.c gather_cols_avx512,
                             * gather_stack; the tests' second path) */
-    int no_winograd;       /* f32 3 x 3 stride-1 channels-last convolutions direct, not by Winograd
-                            * F(2x2, 3x3) (runtime/ops/wino.h: other numerics) */
+    int no_winograd;       /* 1: f32 3 x 3 stride-1 channels-last convolutions direct, not by Winograd
+                            * F(2x2, 3x3) (runtime/ops/wino.h: other numerics); 2 (all): by Winograd from
+                            * 16 input channels on every CPU (conv.c's wino_min_channels) */
     int no_amx;            /* amx=0: integer convolutions on the AVX-512 VNNI kernels (JIT ones too) where the
                             * CPU has AMX-INT8 (runtime/ops/igemm_iconv_amx.c); the same sums */
     int f32_split_all;     /* channels-last f32 convolutions of few MACs split on the threads too,

@@ -2070,18 +2070,30 @@ static qr_status unpool_run(qr_kctx *k)
  * image, not per call, so an image's outputs are the same bits in parts of any size. */
 #define WINO_MIN_TILES 48
 
+/* Input channels from which Winograd pays. 16 where a 512-bit FMA is double-pumped or one pipe
+ * (AMD Zen 4: the Fashion-MNIST CNN's 16 -> 32 on 14 x 14 by Winograd 1.849 ms at batch 64 against
+ * 1.892 direct, "Stop 43"); 32 on CPUs with AVX512-FP16 (Intel Sapphire Rapids and later Xeons,
+ * two full 512-bit FMA pipes), whose direct kernel runs twice as fast while the 16 products' K of 16
+ * and the transforms do not: that layer 0.985, 0.894 ms by Winograd against 0.856, 0.784 direct
+ * (Xeon model 167, batch 64, frozen, stop 48). The feature stands for the pipes, which CPUID does
+ * not report. */
+static int64_t wino_min_channels(void)
+{
+    return qr_options_get()->no_winograd == 2 || !__builtin_cpu_supports("avx512fp16") ? 16 : 32;
+}
+
 /* Whether a channels-last f32 Conv runs by Winograd F(2x2, 3x3) (wino.h): 3 x 3, stride 1, no
- * dilation, group 1, a channels-last input, at least 16 channels in and as many out as the GEMM
+ * dilation, group 1, a channels-last input, at least wino_min_channels() in and as many out as the GEMM
  * tile's columns (the small ResNet's 16 -> 16 on 32 x 32 filled half of the 12 x 32 tile: 4.9 ms
  * against 2.8 direct at batch 64; its 32 -> 32 on 16 x 16 2.2 against 2.6, the Fashion-MNIST
- * CNN's 16 -> 32 on 14 x 14 faster too), WINO_MIN_TILES, the AVX-512 GEMM, and not `--option
+ * CNN's 16 -> 32 on 14 x 14 faster too, on Zen 4), WINO_MIN_TILES, the AVX-512 GEMM, and not `--option
  * winograd=0`. */
 static int wino_takes(const qr_conv_geom *g, int64_t c, int64_t m, int64_t group, int x_nhwc)
 {
     const qr_sgemm_kernel *kn = qr_sgemm_best();
-    return !qr_options_get()->no_winograd && x_nhwc && group == 1 && g->r == 2 && g->kernel[0] == 3 &&
+    return qr_options_get()->no_winograd != 1 && x_nhwc && group == 1 && g->r == 2 && g->kernel[0] == 3 &&
            g->kernel[1] == 3 && g->stride[0] == 1 && g->stride[1] == 1 && g->dilation[0] == 1 &&
-           g->dilation[1] == 1 && kn && c >= 16 && m >= kn->nr &&
+           g->dilation[1] == 1 && kn && c >= wino_min_channels() && m >= kn->nr &&
            ((g->small[0] + 1) / 2) * ((g->small[1] + 1) / 2) >= WINO_MIN_TILES &&
            !strcmp(kn->isa, "avx512") && qr_sconv_available();
 }

@@ -111,6 +111,7 @@ static void check_reps(wc c, int reps)
     cr_assert(ref.dtype == QR_F64 && qr_tensor_numel(&ref) == L.ny && qr_tensor_numel(&scale) == L.ny);
     qr_pool *pool2 = qr_pool_new(2);
     tu_option("f32-split", "all"); /* the small layers split too (conv.c's F32_SPLIT_MACS) */
+    tu_option("winograd", "all");  /* from 16 channels on every CPU (conv.c's wino_min_channels) */
     qr_tensor y1 = run_layer(&L, 0, c.N, NULL), y2 = run_layer(&L, 0, c.N, pool2);
     for (int r = 1; r < reps; r++) {
         qr_tensor again = run_layer(&L, 0, c.N, pool2);
@@ -204,6 +205,7 @@ Test(wino, nan_and_inf_inputs_reach_their_windows)
         L.x[(iy * 14 + ix) * 20 + 7] = bad[bi];
         qr_pool *pool2 = qr_pool_new(2);
         tu_option("f32-split", "all");
+        tu_option("winograd", "all");
         qr_tensor y1 = run_layer(&L, 0, 1, NULL), y2 = run_layer(&L, 0, 1, pool2);
         const float *o1 = y1.data, *o2 = y2.data;
         for (int64_t oy = 0; oy < 14; oy++)
@@ -230,6 +232,7 @@ Test(wino, a_weight_not_finite_runs_the_direct_kernel)
         cr_skip_test("no AVX-512F");
     layer L = make((wc){1, 20, 14, 14, 40, 1, 1, 1, 1, 1, 0, 1}, 9);
     L.w[(3 * 20 + 5) * 9 + 4] = INFINITY;
+    tu_option("winograd", "all");
     qr_tensor y = run_layer(&L, 0, 1, NULL);
     tu_option("winograd", "0");
     qr_tensor yd = run_layer(&L, 0, 1, NULL);
@@ -254,6 +257,36 @@ Test(wino, small_layers_run_the_direct_kernel)
         tu_option("winograd", "");
         cr_assert(memcmp(y.data, yd.data, qr_tensor_nbytes(&y)) == 0, "case %d", i);
         qr_tensor_free(&y), qr_tensor_free(&yd);
+        drop(&L);
+    }
+}
+
+/* The CPU picks Winograd's channel floor (conv.c's wino_min_channels): with AVX512-FP16 (two full
+ * 512-bit FMA pipes) layers of fewer than 32 input channels run the direct kernel under auto, its
+ * bits (the Fashion-MNIST CNN's 16 -> 32 on 14 x 14, and 24 -> 36); elsewhere they run by Winograd,
+ * all's bits; a 32-channel layer runs by Winograd on both (not the direct kernel's bits). */
+Test(wino, the_cpu_sets_the_channels_winograd_needs)
+{
+    if (!qr_sconv_available())
+        cr_skip_test("no AVX-512F");
+    int wide = __builtin_cpu_supports("avx512fp16");
+    const wc cs[3] = {{2, 16, 14, 14, 32, 1, 1, 1, 1, 1, 0, 1}, {1, 24, 17, 15, 36, 1, 0, 1, 1, 1, 0, 0},
+                      {1, 32, 14, 14, 32, 1, 1, 1, 1, 1, 0, 1}};
+    for (int i = 0; i < 3; i++) {
+        layer L = make(cs[i], 11);
+        tu_option("winograd", "");
+        qr_tensor ya = run_layer(&L, 0, cs[i].N, NULL);
+        tu_option("winograd", "all");
+        qr_tensor yw = run_layer(&L, 0, cs[i].N, NULL);
+        tu_option("winograd", "0");
+        qr_tensor yd = run_layer(&L, 0, cs[i].N, NULL);
+        tu_option("winograd", "");
+        size_t nb = qr_tensor_nbytes(&ya);
+        cr_assert(memcmp(yw.data, yd.data, nb) != 0, "case %d: all ran the direct kernel", i);
+        int direct = wide && cs[i].C < 32;
+        cr_assert(memcmp(ya.data, direct ? yd.data : yw.data, nb) == 0, "case %d (C %lld, avx512fp16 %d): auto is not %s",
+                  i, (long long)cs[i].C, wide != 0, direct ? "the direct kernel" : "Winograd");
+        qr_tensor_free(&ya), qr_tensor_free(&yw), qr_tensor_free(&yd);
         drop(&L);
     }
 }
