@@ -200,10 +200,18 @@ static int64_t part_size(const qrl_model *m, const qr_tensor *in)
     int64_t s = per ? (int64_t)(l2_bytes() / per) : n;
     s = s < 1 ? 1 : s;
     /* only where a part would keep more than 8 L2s live: the Fashion-MNIST CNN's whole batch of 64
-     * keeps 4.2 MB and ran 2-4% slower in parts of 15 (an executor run per part) */
+     * keeps 4.2 MB and ran 2-4% slower in parts of 15 (an executor run per part; Zen). On CPUs with
+     * AVX512-FP16 (Intel Sapphire Rapids and later Xeons, whose mesh L3 feeds a core more slowly),
+     * where half an L2 holds two samples or more, more than half of one, and parts of half an L2:
+     * there the CNN at 64 ran 1.98-2.09 ms whole, 1.71-1.85 in parts of 16, 1.65-1.73 in parts of 8
+     * (Xeon model 167, frozen, stop 48). Samples of more than a quarter of an L2 keep the 8 L2s:
+     * ResNet-18 f32 at 64 (4 MB a sample) ran 1404-1580 ms in parts of 3, 1668-1944 in parts of 1 */
     int64_t k = s < n ? s : n;
-    if (m->sample_peak && (size_t)k * m->sample_peak > 8 * l2_bytes()) {
-        int64_t c = (int64_t)(l2_bytes() / m->sample_peak);
+    size_t half = l2_bytes() / 2;
+    int wide = m->sample_peak && half / m->sample_peak >= 2 && __builtin_cpu_supports("avx512fp16");
+    size_t budget = wide ? half : 8 * l2_bytes();
+    if (m->sample_peak && (size_t)k * m->sample_peak > budget) {
+        int64_t c = (int64_t)((wide ? half : l2_bytes()) / m->sample_peak);
         c = c < 1 ? 1 : c;
         /* parts of one size where one of at least half of c divides the batch (one plan for all) */
         for (int64_t d = c; d >= 1 && 2 * d >= c; d--)
