@@ -205,10 +205,11 @@ static int64_t part_size(const qrl_model *m, const qr_tensor *in)
      * where half an L2 holds two samples or more, more than half of one, and parts of half an L2:
      * there the CNN at 64 ran 1.98-2.09 ms whole, 1.71-1.85 in parts of 16, 1.65-1.73 in parts of 8
      * (Xeon model 167, frozen, stop 48). Samples of more than a quarter of an L2 keep the 8 L2s:
-     * ResNet-18 f32 at 64 (4 MB a sample) ran 1404-1580 ms in parts of 3, 1668-1944 in parts of 1 */
+     * ResNet-18 f32 at 64 (4 MB a sample) ran 1404-1580 ms in parts of 3, 1668-1944 in parts of 1.
+     * One thread only: on 2 the CNN at 64 ran 1.28-1.30 ms in parts of 8 against 1.06-1.10 whole */
     int64_t k = s < n ? s : n;
     size_t half = l2_bytes() / 2;
-    int wide = m->sample_peak && half / m->sample_peak >= 2 && __builtin_cpu_supports("avx512fp16");
+    int wide = m->threads <= 1 && m->sample_peak && half / m->sample_peak >= 2 && __builtin_cpu_supports("avx512fp16");
     size_t budget = wide ? half : 8 * l2_bytes();
     if (m->sample_peak && (size_t)k * m->sample_peak > budget) {
         int64_t c = (int64_t)((wide ? half : l2_bytes()) / m->sample_peak);
