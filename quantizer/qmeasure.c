@@ -2860,13 +2860,25 @@ static void grad_local(void *user, const qr_node *n, const qr_value *v, qr_tenso
     float *y = t->data;
     if (!active(q, v->id))
         return; /* inside a layer (a Conv's output before its Relu): its weights' error reaches the layer's value */
-    if (gb->ridx[v->id] >= 0 && !gb->err[v->id] && (gb->err[v->id] = malloc(sizeof(float) * (size_t)(cnt + 1))))
-        for (int64_t i = 0; i < cnt; i++)
-            gb->err[v->id][i] = y[i] - x[i];
-    memcpy(y, x, qr_tensor_nbytes(t));
-    if (gb->own[v->id] && !gb->need[v->id]) { /* replaced: only its shape is left to the backward */
-        qr_tensor_free(&gb->val[v->id]);
+    int mine = gb->own[v->id] && !gb->need[v->id]; /* replaced below: only its shape is left to the backward */
+    if (gb->ridx[v->id] >= 0 && !gb->err[v->id]) {
+        /* the error where the f32 value was when no backward reads that (its buffer, not a
+         * second one beside it: the errors of every ranked layer are a pass's largest part) */
+        float *er = mine ? gb->val[v->id].data : malloc(sizeof(float) * (size_t)(cnt + 1));
+        if (er) {
+            for (int64_t i = 0; i < cnt; i++) {
+                float d = y[i] - x[i];
+                y[i] = x[i], er[i] = d;
+            }
+            gb->err[v->id] = er;
+            if (mine)
+                gb->val[v->id].data = NULL;
+            return;
+        }
     }
+    memcpy(y, x, qr_tensor_nbytes(t));
+    if (mine)
+        qr_tensor_free(&gb->val[v->id]);
 }
 
 /* The backward pass's visitor: at a ranked layer's value, each sample's <g, r> squared, over the
@@ -2894,6 +2906,18 @@ static void grad_visit(void *user, int id, const qr_tensor *adj)
                 gb->e2[((size_t)r * (size_t)gb->no + (size_t)j) * (size_t)gb->n + (size_t)(gb->from + s)] +=
                     d * d / gb->dirs;
     }
+}
+
+/* What grad's executors keep of the weights now, into q's high-water mark. */
+static void grad_packings(qr_qctx *q, const qr_exec *fx, const qr_exec *qx)
+{
+    qr_exec_stats a = {0}, b = {0};
+    if (fx)
+        qr_exec_get_stats(fx, &a);
+    if (qx)
+        qr_exec_get_stats(qx, &b);
+    int64_t n = (int64_t)(a.cache_bytes + b.cache_bytes);
+    q->grad_packing_bytes = n > q->grad_packing_bytes ? n : q->grad_packing_bytes;
 }
 
 /* A Rademacher sign from splitmix64 at (seed, i): reproducible from the seed. */
@@ -2979,32 +3003,43 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
             was[i] = (unsigned char)q->slots[i].fallback, q->slots[i].fallback = 1;
         for (int r = 0; r < nr; r++)
             q->slots[rk[r].slot].fallback = 0;
-        qr_exec_opts eo = {.threads = q->o->threads > 1 ? q->o->threads : 1, .observer = grad_keep, .observer_user = &gb};
-        if ((st = qr_plan_build_qdq(q, &one)) == QR_OK && (st = qr_exec_new(g, &eo, &fx, q->e)) == QR_OK) {
-            eo.observer = grad_local;
-            if ((st = qr_exec_new(one.qdq, &eo, &qx, q->e)) == QR_OK)
-                qr_exec_share_work(qx, fx); /* they never run at once */
-        }
+        st = qr_plan_build_qdq(q, &one);
     }
+    /* cache_max 1: the kernels keep no packing of the weights past a node (an executor runs once:
+     * MobileNetV2's packings are 14 MB an executor, beside the kept values) */
+    qr_exec_opts eo = {.threads = q->o->threads > 1 ? q->o->threads : 1, .observer = grad_keep, .observer_user = &gb,
+                       .cache_max = 1},
+                 eq = eo;
+    eq.observer = grad_local;
     /* One sample per pass where the model's batch is open: what a pass holds (the values the
      * backward reads, each layer's error) is one sample's, not the batch's; the directions are the
      * batch's (each sample's slice of them), so the estimate is the batched one's. */
-    int64_t pass = qr_graph_fixed_batch(g) > 0 ? o.batch : 1;
+    int64_t pass = qr_graph_fixed_batch(g) > 0 ? o.batch : 1, held = -1, held_b = 0;
     for (int64_t at = 0; st == QR_OK && at < o.n; at += pass) {
         int k = (int)(at / o.batch);
         int64_t from = at, b = o.n - from < pass ? o.n - from : pass, row = from - (int64_t)k * o.batch;
-        qr_plan_slice_inputs(calib, g->n_inputs, from, b, in);
+        /* the pass's samples come into memory for it alone (validate_from = spread's held-out
+         * samples are streamed): the values and the backward read them as views until it ends */
+        qr_plan_take_inputs(q, calib, g->n_inputs, from, b, in);
+        held = from, held_b = b;
         gb.in = in, gb.b = b, gb.from = from;
         for (int i = 0; i < g->n_inputs; i++)
             gb.val[g->inputs[i]->id] = in[i];
         for (int v = 0; v < g->n_values; v++)
             if (g->values[v]->is_const)
                 gb.val[v] = g->values[v]->t;
+        /* each pass's executors: what their kernels keep of the weights (packings: MobileNetV2's
+         * 14 MB each) goes before the backward passes, which do not read it */
+        if ((st = qr_exec_new(one.qdq, &eq, &qx, q->e)) != QR_OK || (st = qr_exec_new(g, &eo, &fx, q->e)) != QR_OK)
+            break;
+        qr_exec_share_work(fx, qx); /* they never run at once */
         if ((st = qr_exec_run(fx, in, out, q->e)) != QR_OK)
             break;
         /* each run's arena is the next run's (the QDQ run's, the next sample's f32 run's): the
          * runs and the backward passes hold one arena, not two beside the kept values */
-        qr_exec_drop_plan(fx);
+        grad_packings(q, fx, qx);
+        qr_exec_free(fx); /* its arena the QDQ run's (the spare), its packings not beside the QDQ run's */
+        fx = NULL;
         for (int j = 0; j < no; j++) { /* each output's energy, sample by sample */
             const float *a = out[j].dtype == QR_F32 ? out[j].data : NULL;
             int64_t cnt = qr_tensor_numel(&out[j]), ns = out[j].ndim > 0 && out[j].dims[0] == b ? b : 1;
@@ -3014,9 +3049,16 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
         }
         if ((st = qr_exec_run(qx, in, out, q->e)) != QR_OK)
             break;
-        qr_exec_drop_plan(qx);
+        grad_packings(q, fx, qx);
+        q->grad_passes++;
         for (int j = 0; j < no; j++)
             qr_tensor_free(&out[j]);
+        /* the backward passes allocate no arena: the executors go, the arena the runs kept for the
+         * next plan, and the pages the runs freed with them, before the adjoints beside the errors */
+        qr_exec_free(qx), qr_exec_free(fx);
+        qx = fx = NULL;
+        qr_exec_free_spare();
+        qr_plan_give_back_memory();
         for (int i = 0; i < g->n_inputs; i++) { /* a quantized model input: its rounding, which no run observes */
             int id = g->inputs[i]->id, si = q->slot_of[id];
             int64_t m = qr_tensor_numel(&in[i]);
@@ -3057,7 +3099,11 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
             free(gb.err[v]);
             gb.err[v] = NULL;
         }
+        qr_plan_drop_inputs(q, calib, held, held_b);
+        held = -1;
     }
+    if (held >= 0) /* a run or a backward failed inside the pass */
+        qr_plan_drop_inputs(q, calib, held, held_b);
     for (int i = 0; was && i < q->nslots; i++)
         q->slots[i].fallback = was[i];
     /* each layer's figure as rank = effect's runs judge theirs: the recipe's samples = F over the
@@ -4895,9 +4941,9 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         qr_plan_phase(q, res, "search given up");
     } else if (st == QR_OK && !holds) { /* the fewest worst layers whose fallback meets it: a binary search */
         /* past those, the layers with the worst effect on the outputs first */
-        /* rank = gain reads the held-out samples where they are (input_rounding), grad's passes
-         * keep a batch's views through its backward: the held-out samples stay in memory for them */
-        int pin = gain || choice_is(q, QR_SET_RANK, "grad"), was = pin ? qr_plan_stream_held(q, 0) : 0;
+        /* rank = gain reads the held-out samples where they are (input_rounding): they stay in
+         * memory for it (grad's passes take theirs one pass at a time) */
+        int pin = gain, was = pin ? qr_plan_stream_held(q, 0) : 0;
         /* rank = grad: by slot, whose effect is exact (the rest estimates, grad_exact_near's to refine) */
         const qr_setting *nx = qr_recipe_setting(q->r, QR_SET_GRAD_EXACT_NEAR),
                          *kb = qr_recipe_setting(q->r, QR_SET_GRAD_EXACT_KEPT_BELOW);
@@ -4911,6 +4957,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
                          .fitted = choice_is(q, QR_SET_RANK, "grad") && choice_is(q, QR_SET_GRAD_EXACT_AT, "fitted"),
                          .s0 = s0};
         res->ranked = nr - k;
+        q->grad_passes = q->grad_packing_bytes = 0;
         st = !exact  ? qr_errorf(q->e, "out of memory")
              : gain  ? gain_effects(q, calib, o.n, outs, rk + k, nr - k)
              : probe ? probe_effects(q, &o, calib, count, rk + k, nr - k)
@@ -4918,6 +4965,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
                      : measure_effects(q, &o, calib, count, rk + k, nr - k);
         if (pin)
             qr_plan_stream_held(q, was);
+        res->grad_passes = q->grad_passes, res->grad_packing_bytes = q->grad_packing_bytes;
         for (int i = k; st == QR_OK && i < nr; i++)
             q->slots[rk[i].slot].effect = rk[i].effect;
         if (st == QR_OK)

@@ -206,6 +206,11 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     fprintf(f, "  \"validate_samples\": %lld,\n  \"validate_skipped\": %lld,\n  \"output_sqnr_db\": ",
             (long long)q->validate_samples, (long long)q->validate_skipped);
     num(f, q->output_sqnr);
+    if (q->grad_passes > 0) /* rank = grad's passes: what their executors kept of the weights at most */
+        fprintf(f, ",\n  \"grad\": {\"passes\": %lld, \"packing_bytes\": %lld}", (long long)q->grad_passes,
+                (long long)q->grad_packing_bytes);
+    if (q->held_out_peak_samples > 0) /* validate_from = spread: what its streaming held at most */
+        fprintf(f, ",\n  \"held_out_peak_samples\": %lld", (long long)q->held_out_peak_samples);
     fprintf(f, ",\n  \"output_sqnr_calibrate_db\": ");
     num(f, q->output_sqnr_calib);
     if (q->validate_samples > 0 && q->calib_figure_samples > 0) /* the calibration samples it is measured on */

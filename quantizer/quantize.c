@@ -2350,6 +2350,7 @@ static int64_t validate_count(const qr_recipe *r, int64_t count, int64_t fixed)
 }
 
 static int spread_stream_held(const qr_quant_opts *o, int on);
+static int64_t spread_watch_held(const qr_quant_opts *o, int on);
 
 static qr_status calibrate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib)
 {
@@ -2549,6 +2550,7 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     /* and, through the fallback and the measurement of what ships, the held-out ones a batch at a
      * time (each run takes its batch's: qr_plan_take_inputs) */
     spread_stream_held(q->o, 1);
+    spread_watch_held(q->o, 1);
     st = qr_plan_build_qdq(q, res);
     int was = qr_exec_account(QR_RUNS_VALIDATE); /* the fallback runs on the judge samples */
     if (st == QR_OK)
@@ -2598,6 +2600,7 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
             q->slots[si].acc_over += c->overflows;
         }
     }
+    res->held_out_peak_samples = spread_watch_held(q->o, 0);
     spread_stream_held(q->o, 0);
     res->top1_fp32 = res->top1_int8 = NAN;
     if (q->o->labels) {
@@ -3065,6 +3068,10 @@ typedef struct qr_spread {
      * drops them before the run reads them (the interleaving two effect workers on one batch may
      * make, forced): a drop that let a unit go with a holder left shows as zeros read (the tests) */
     int ghost;
+    /* held-out units in the copies now, and the most at once while watched (the fallback and the
+     * measurement of what ships: spread_watch_held), for the report */
+    int64_t held_in, held_peak;
+    int watch;
     pthread_mutex_t mu;
 } qr_spread;
 
@@ -3096,8 +3103,12 @@ static void spread_fill(qr_spread *sp, int64_t from, int64_t to)
             qr_data_release(src->data, (size_t)sp->order[u] * sp->unit[i], sp->unit[i]);
         }
     }
-    for (int64_t u = from; u < to; u++)
+    for (int64_t u = from; u < to; u++) {
+        sp->held_in += u >= sp->ncal && !sp->filled[u];
         sp->filled[u] = 1;
+    }
+    if (sp->watch && sp->held_in > sp->held_peak)
+        sp->held_peak = sp->held_in;
 }
 
 /* Units [from, to) leave the copies: the whole pages inside their bytes (a page shared with a unit
@@ -3114,8 +3125,27 @@ static void spread_release(qr_spread *sp, int64_t from, int64_t to)
             any = 1;
         }
     }
-    for (int64_t u = from; any && u < to; u++)
+    for (int64_t u = from; any && u < to; u++) {
+        sp->held_in -= u >= sp->ncal && sp->filled[u];
         sp->filled[u] = 0;
+    }
+}
+
+/* on 1: the count of held-out units in the copies at once starts (from those in them now); on 0:
+ * it stops. Returns the most held-out samples in memory at once while it ran (0 without a spread). */
+static int64_t spread_watch_held(const qr_quant_opts *o, int on)
+{
+    qr_spread *sp = o->spread;
+    if (!sp)
+        return 0;
+    if (on) {
+        sp->held_in = 0;
+        for (int64_t u = sp->ncal; u < sp->units; u++)
+            sp->held_in += sp->filled[u];
+        sp->held_peak = sp->held_in;
+    }
+    sp->watch = on;
+    return sp->held_peak * sp->step;
 }
 
 /* hold 0: the calibrating units of calib, when it is o's spread copy, leave memory (the whole

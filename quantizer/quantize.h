@@ -138,6 +138,9 @@ typedef struct qr_quantized {
                                                    * output_sqnr and the fallback were measured on (0: none) */
     int64_t validate_skipped;                       /* what validate would have held out, fewer than the
                                                    * recipe's validate_least: so none was (0: not so) */
+    int64_t held_out_peak_samples;                /* validate_from = spread: the most held-out samples in
+                                                   * memory at once through the fallback and the measurement
+                                                   * of what ships (whole units of the copy; 0: no copy) */
     double output_sqnr_calib;                     /* dB, output_sqnr on the calibration samples */
     int64_t calib_figure_samples;                 /* of them, those output_sqnr_calib is measured on (the first
                                                    * ones: the recipe's calibrate_figure_samples) */
@@ -187,6 +190,9 @@ typedef struct qr_quantized {
     int64_t calibrate_pass_node_samples, validate_pass_node_samples;
     int64_t calibrate_node_samples, validate_node_samples;
     int ranked;
+    /* rank = grad: its passes (0: none ran) and the most bytes their executors kept of the weights
+     * at once (qr_qctx's grad_passes, grad_packing_bytes) */
+    int64_t grad_passes, grad_packing_bytes;
 } qr_quantized;
 
 /* g: an optimized fp32 graph; calib: one tensor per graph input, in input

@@ -966,6 +966,16 @@ static void drop_plan(qr_exec *x)
     x->have_plan = 0;
 }
 
+void qr_exec_free_spare(void)
+{
+    pthread_mutex_lock(&spare_mu);
+    unsigned char *p = spare_arena;
+    spare_arena = NULL;
+    spare_size = 0;
+    pthread_mutex_unlock(&spare_mu);
+    free(p);
+}
+
 void qr_exec_drop_plan(qr_exec *x)
 {
     if (x->planned)

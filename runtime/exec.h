@@ -82,6 +82,10 @@ void qr_exec_share_cache(qr_exec *x, const qr_exec *from);
  * takes); its kernels' cache and workspace stay, and its next run plans again: for an executor
  * kept only for what another shares of it (qr_exec_share_cache, qr_exec_share_work). */
 void qr_exec_drop_plan(qr_exec *x);
+/* Frees the arena the last executor to let go of one kept for the next plan (none kept after): for
+ * a caller whose next allocations are not a run's (rank = grad's backward passes), which would
+ * otherwise fault in pages beside it. */
+void qr_exec_free_spare(void);
 
 /* As qr_exec_share_cache, for executors of different graphs: node i of x's graph takes what node
  * map[i] of from's graph keeps (-1: nothing), map holding x's graph's n_nodes entries (copied).

@@ -2027,7 +2027,7 @@ Test(quantize, validate_from_spread_holds_out_every_kth_sample)
      * name and the timings, and the qparams */
     snprintf(cmd, sizeof cmd,
              "cd '%s' && cmp mlps.s.qp.json mlps.r.qp.json && /usr/bin/python3 -c \"import json\n"
-             "def l(p):\n d = json.load(open(p)); d.pop('recipe')\n return {k: v for k, v in d.items() if not k.endswith('_ms') and k != 'runs'}\n"
+             "def l(p):\n d = json.load(open(p)); d.pop('recipe')\n return {k: v for k, v in d.items() if not k.endswith('_ms') and k not in ('runs', 'held_out_peak_samples')}\n"
              "a, b = l('mlps.s.json'), l('mlps.r.json')\nassert a == b, [(k, a[k], b.get(k)) for k in a if a[k] != b.get(k)]\"",
              dir);
     cr_expect_eq(tu_run(cmd, &log), 0, "spread differs from the tail split of the reordered file: %s", log);
@@ -2041,7 +2041,8 @@ Test(quantize, validate_from_spread_holds_out_every_kth_sample)
  * of 5 (batches that end inside a page) on 2 threads (two workers copying and letting go side by
  * side) and on 1, the oracle is the one of validate_from_spread_holds_out_every_kth_sample: numpy
  * puts the held-out rows last, and the tail split of that file (which reads the file, no copy) must
- * give the same qparams and report. A sample read where it was let go (zeros) changes the ranges. */
+ * give the same qparams and report (but held_out_peak_samples, the copy's alone). A sample read where
+ * it was let go (zeros) changes the ranges. */
 /* wide.onnx, y = MatMul(Relu(MatMul(x, w1)), w2) on samples of 1100 floats, wide_calib.npy (64
  * samples, every 4th 1.5 times wider, one of them louder still) and wide_reord.npy (the same,
  * every 4th last), and wide.qrl: recipes spread and tail (validate_from = spread, end) that judge
@@ -2098,7 +2099,7 @@ Test(quantize, spread_streams_the_calibrating_samples)
     for (int i = 0; i < 2; i++) {
         snprintf(cmd, sizeof cmd,
                  "cd '%s' && cmp wide.%s.qp.json wide.r.qp.json && /usr/bin/python3 -c \"import json\n"
-                 "def l(p):\n d = json.load(open(p)); d.pop('recipe')\n return {k: v for k, v in d.items() if not k.endswith('_ms') and k != 'runs'}\n"
+                 "def l(p):\n d = json.load(open(p)); d.pop('recipe')\n return {k: v for k, v in d.items() if not k.endswith('_ms') and k not in ('runs', 'held_out_peak_samples')}\n"
                  "a, b = l('wide.%s.json'), l('wide.r.json')\nassert a == b, [(k, a[k], b.get(k)) for k in a if a[k] != b.get(k)]\"",
                  dir, runs[i][2], runs[i][2]);
         cr_expect_eq(tu_run(cmd, &log), 0, "spread (%s threads) differs from the tail split of the reordered file: %s",
@@ -2113,7 +2114,8 @@ Test(quantize, spread_streams_the_calibrating_samples)
  * layers' effects run side by side on 2 threads (two effect workers take the same batches at once)
  * and on 1. The oracle is the tail split of numpy's reordered file (validate_from = end: no copy,
  * every sample where the file has it): the export byte for byte but its metadata (the recipe's
- * name, the file's hash), the qparams, and the report (each layer's effect_db among it) equal. A held-out sample read after it was let go reads zeros. */
+ * name, the file's hash), the qparams, and the report (each layer's effect_db among it) equal, but for
+ * held_out_peak_samples, which only the copy has. A held-out sample read after it was let go reads zeros. */
 Test(quantize, spread_streams_the_held_out_samples_through_the_fallback)
 {
     char cmd[4096], *log, path[1024];
@@ -2156,7 +2158,7 @@ Test(quantize, spread_streams_the_held_out_samples_through_the_fallback)
         snprintf(cmd, sizeof cmd,
                  "cd '%s' && cmp fan.%s.qp.json fan.fr.qp.json && "
                  "/usr/bin/python3 -c \"import json, onnx\n"
-                 "def l(p):\n d = json.load(open(p)); d.pop('recipe')\n return {k: v for k, v in d.items() if not k.endswith('_ms') and k != 'runs'}\n"
+                 "def l(p):\n d = json.load(open(p)); d.pop('recipe')\n return {k: v for k, v in d.items() if not k.endswith('_ms') and k not in ('runs', 'held_out_peak_samples')}\n"
                  "a, b = l('fan.%s.json'), l('fan.fr.json')\nassert a == b, [(k, a[k], b.get(k)) for k in a if a[k] != b.get(k)]\n"
                  "assert any(x.get('effect_db') is not None for x in a['layers']), 'no effect measured'\n"
                  "m = [onnx.load(p) for p in ('fan.%s.onnx', 'fan.fr.onnx')]\n"
@@ -2167,6 +2169,68 @@ Test(quantize, spread_streams_the_held_out_samples_through_the_fallback)
                      runs[i][3], *runs[i][4] ? ", a ghost holder" : "", log);
         free(log);
     }
+}
+
+/* rank = grad's passes hold what one pass needs (stop 48): the held-out samples one pass's at a
+ * time (they stayed in memory whole through its effects before: BlazeFace back's 16 images, 12.4
+ * MiB), and no packing of the weights past a node (each pass's executors run once; MobileNetV2's
+ * packings were 14 MB an executor, held through the backward passes). fan.onnx (as in
+ * spread_streams_the_held_out_samples_through_the_fallback) on samples of 4096 floats (whole pages:
+ * a sample of 1100 shares its pages and never leaves), validate_from = spread, 4 effect samples,
+ * open batch: by hand, 4 passes (one sample each), 0 bytes of packings, and the most
+ * held-out samples in memory at once no more than rank = effect's (which streams them) and fewer
+ * than the 16 held out. The effects themselves are the rank_grad_* tests'. */
+Test(quantize, rank_grad_passes_hold_one_passs_samples_and_no_packings)
+{
+    char cmd[4096], *log, path[1024];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper as h, TensorProto as T; "
+             "r = np.random.default_rng(11); "
+             "w1 = h.make_tensor('w1', T.FLOAT, [4096, 16], r.standard_normal(65536).astype(np.float32) * 0.025); "
+             "w2 = h.make_tensor('w2', T.FLOAT, [16, 6], r.standard_normal(96).astype(np.float32) * 0.3); "
+             "w3 = h.make_tensor('w3', T.FLOAT, [16, 6], r.standard_normal(96).astype(np.float32) * -0.4); "
+             "nodes = [h.make_node('MatMul', ['x', 'w1'], ['m']), h.make_node('Relu', ['m'], ['a']), "
+             "h.make_node('MatMul', ['a', 'w2'], ['y']), h.make_node('MatMul', ['a', 'w3'], ['z']), "
+             "h.make_node('Add', ['y', 'z'], ['s'])]; "
+             "g = h.make_graph(nodes, 'g', [h.make_tensor_value_info('x', T.FLOAT, ['n', 4096])], "
+             "[h.make_tensor_value_info('a', T.FLOAT, ['n', 16]), h.make_tensor_value_info('s', T.FLOAT, ['n', 6])], "
+             "[w1, w2, w3]); "
+             "onnx.save(h.make_model(g, opset_imports=[h.make_opsetid('', 17)]), 'gfan.onnx'); "
+             "x = r.standard_normal((64, 4096)).astype(np.float32) - 0.2; x[3::4] *= 1.5; x[10] *= 2.5; "
+             "np.save('gfan_calib.npy', x)\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/gfan.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    const char *body = "  activation = u8 asymmetric by minmax()\n"
+                       "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
+                       "  validate_from = spread\n  effect_samples = 4\n  fallback = f32 when output_sqnr < 32\n";
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+               "recipe g {\n%s  rank = grad\n}\nrecipe e {\n%s}\n",
+            body, body);
+    fclose(f);
+    double held[2];
+    for (int i = 0; i < 2; i++) {
+        const char *r = i ? "e" : "g";
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize gfan.onnx --recipe gfan.qrl --recipe-name %s --calib gfan_calib.npy --batch 5 "
+                 "--threads 1 -o gfan.%s.onnx --report gfan.%s.json 2>&1",
+                 dir, tu_qrl(), r, r, r);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        cr_expect(strstr(log, "on 16 held-out samples"), "%s", log);
+        free(log);
+        snprintf(path, sizeof path, "%s/gfan.%s.json", dir, r);
+        cr_assert_gt(tu_json_number(path, "fallbacks"), 0, "the fallback searches: the layers' effects run");
+        held[i] = tu_json_number(path, "held_out_peak_samples");
+    }
+    snprintf(path, sizeof path, "%s/gfan.g.json", dir);
+    cr_expect_eq(tu_json_number(path, "passes"), 4, "grad's passes: one per effect sample");
+    cr_expect_eq(tu_json_number(path, "packing_bytes"), 0, "grad's executors kept a packing of the weights");
+    cr_log_info("held-out samples in memory at most: grad %.0f, effect %.0f", held[0], held[1]);
+    cr_expect_leq(held[0], held[1], "grad held %.0f held-out samples at once, effect %.0f", held[0], held[1]);
+    cr_expect_lt(held[0], 16, "grad held every held-out sample at once (%.0f)", held[0]);
 }
 
 /* The measurement of what ships runs the QDQ simulation and the integer graph beside one f32 run
