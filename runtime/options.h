@@ -64,7 +64,7 @@ typedef struct qr_options {
     char igemm[16];        /* integer GEMM and convolution: "" the CPU's best, "portable", or
                             * avx2, avxvnni, avx512vnni (when the CPU has it) */
     char sgemm[16];        /* f32 GEMM: "" the CPU's best, "portable", or avx512, avx2, ref */
-    int quant_portable;    /* QuantizeLinear's portable loop, not the AVX-512 one */
+    int quant_portable;    /* QuantizeLinear's and the fake quantization's portable loops, not the AVX-512 ones */
     int window_portable;   /* f32 window kernels (pools, depthwise): the portable loops */
     int f32_rows_portable; /* f32 row kernels (softmax, norms, ...): the portable ones */
     int iconv_jit;         /* a qr_iconv_jit_mode: NHWC integer convolutions on kernels compiled for their shape */
