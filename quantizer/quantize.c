@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "exec.h"
+#include "ops/rint_div_avx512.h"
 #include "accwidth.h"
 #include "gridconv.h"
 #include "intgraph.h"
@@ -792,36 +793,22 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void fake_qu
     }
 }
 
-/* The same 16 at a time with x * (1 / scale) in place of the division where that gives the same
- * rint, as QuantizeLinear's AVX-512 loop (runtime/ops/quant.c) argues it: the two quotients are
- * less than 2^-21 |q| apart, so their rints differ only where a half-integer lies that close to
- * q = RN(x r); such lanes, and any not finite, take their vector back to vdivps; r not a normal
- * float: every vector divides. The rest is the portable loop's operations in the same order
- * (vmaxps/vminps clamp as its compares do, no NaN being left and q never -0), so the same bits.
- * The division was most of calibration's SimQuant on data in cache (its 10 or so cycles a
- * vector). */
+/* The same 16 at a time, rint(x / scale) as QuantizeLinear's AVX-512 loop takes it
+ * (ops/rint_div_avx512.h: a product where it gives the division's bits). The rest is the portable
+ * loop's operations in the same order (vmaxps/vminps clamp as its compares do, no NaN being left
+ * and q never -0), so the same bits. The division was most of calibration's SimQuant on data in
+ * cache (its 10 or so cycles a vector). */
 __attribute__((target("avx512f"))) static void fake_quant_avx512(const float *x, float *y, int64_t n, float s,
                                                                  float z, float lo, float hi)
 {
-    const float rf = 1.0f / s;
-    const int mul = __builtin_isnormal(rf);
-    const __m512 sv = _mm512_set1_ps(s), rv = _mm512_set1_ps(mul ? rf : 1.0f), zv = _mm512_set1_ps(z),
-                 lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi), half = _mm512_set1_ps(0.5f),
-                 eps = _mm512_set1_ps(0x1p-21f);
+    const qr_rint_div rd = qr_rint_div_init(s);
+    const __m512 zv = _mm512_set1_ps(z), lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi), sv = rd.s;
     for (int64_t i = 0; i < n; i += 16) {
         /* plain loads and stores for whole vectors: masked ones are slow on Zen 5 */
         int whole = n - i >= 16;
         __mmask16 m = whole ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        __m512 xv = whole ? _mm512_loadu_ps(x + i) : _mm512_maskz_loadu_ps(m, x + i), q, rq;
-        q = _mm512_mul_ps(xv, rv);
-        rq = _mm512_roundscale_ps(q, _MM_FROUND_CUR_DIRECTION);
-        /* | |q - rint(q)| - 1/2 |: q's distance to the nearest half-integer (NaN when q is not finite) */
-        __m512 d = _mm512_abs_ps(_mm512_sub_ps(_mm512_abs_ps(_mm512_sub_ps(q, rq)), half));
-        if (!mul || _mm512_cmp_ps_mask(d, _mm512_mul_ps(_mm512_abs_ps(q), eps), _CMP_GT_OQ) != 0xffff) {
-            q = _mm512_div_ps(xv, sv);
-            q = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(q, q, _CMP_ORD_Q), q); /* NaN as 0 */
-            rq = _mm512_roundscale_ps(q, _MM_FROUND_CUR_DIRECTION);
-        }
+        __m512 xv = whole ? _mm512_loadu_ps(x + i) : _mm512_maskz_loadu_ps(m, x + i);
+        __m512 rq = qr_rint_div_zmm(&rd, xv), q;
         q = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(rq, zv), lov), hiv);
         __m512 yv = _mm512_mul_ps(_mm512_sub_ps(q, zv), sv);
         if (whole)

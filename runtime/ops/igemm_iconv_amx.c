@@ -34,6 +34,21 @@
 
 #define TARGET __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw")))
 
+/* The four accumulators (tile 0 rows 0-15, tile 1 rows 16-31 of columns 0-15; tiles 2, 3 those of
+ * columns 16-31) stored into a block of sums 64 int32 a row; `down` the second 16 rows, `two` the
+ * second 16 columns. */
+TARGET static inline void store_block_sums(int32_t *sb, int down, int two)
+{
+    _tile_stored(0, sb, 256);
+    if (down)
+        _tile_stored(1, sb + 16 * 64, 256);
+    if (two) {
+        _tile_stored(2, sb + 16, 256);
+        if (down)
+            _tile_stored(3, sb + 16 * 64 + 16, 256);
+    }
+}
+
 void qr_iconv_u8s8_6x64_avx512vnni(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
                                    const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1,
                                    int64_t n);
@@ -303,14 +318,7 @@ TARGET static void amx_run(int32_t *c, int64_t c_rs, const uint8_t *const *a, in
                 int64_t c0 = se - j < 16 ? se - j : 16, c1 = se - j - 16 < 16 ? se - j - 16 : 16;
                 if (sink) { /* the block's sums, 64 columns a row, for the sink */
                     int32_t *sb = sums + (j - s0);
-                    _tile_stored(0, sb, 256);
-                    if (down)
-                        _tile_stored(1, sb + 16 * 64, 256);
-                    if (two) {
-                        _tile_stored(2, sb + 16, 256);
-                        if (down)
-                            _tile_stored(3, sb + 16 * 64 + 16, 256);
-                    }
+                    store_block_sums(sb, down, two);
                     continue;
                 }
                 /* into c: whole tiles straight, ragged ones under masks */
@@ -454,14 +462,7 @@ TARGET void qr_iconv_u8s8_amx_direct(const qr_amx_direct *d, int64_t r0, int64_t
                         }
                     }
                 int32_t *sb = sums + (j - s0);
-                _tile_stored(0, sb, 256);
-                if (down)
-                    _tile_stored(1, sb + 16 * 64, 256);
-                if (two) {
-                    _tile_stored(2, sb + 16, 256);
-                    if (down)
-                        _tile_stored(3, sb + 16 * 64 + 16, 256);
-                }
+                store_block_sums(sb, down, two);
             }
             direct_emit(d, sums, f, f + 32 < F1 ? f + 32 : F1, r0, s0, se - s0, c, c_rs, sink, ctx);
         }

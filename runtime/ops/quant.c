@@ -11,6 +11,7 @@
 #include "igemm.h"
 #include "options.h"
 #include "q4gemm.h"
+#include "rint_div_avx512.h"
 #include "sgemm.h"
 
 #include <immintrin.h>
@@ -250,33 +251,17 @@ QUANTIZE_F32_LOOP(quantize_f32_16bit, uint16_t, int16_t)
 __attribute__((target("avx512f,avx512bw,avx512vl"))) static void quantize_f32_8bit_avx512(const float *x, void *y, int64_t n, float s,
                                                                         float z, float lo, float hi)
 {
-    const __m512 sv = _mm512_set1_ps(s), zv = _mm512_set1_ps(z), lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi);
-    /* x * (1 / s) in place of x / s where it gives the same rint: r = RN(1/s) and RN(x r) are
-     * within (2^-23 + 2^-24 + 2^-48) |x / s| of x / s, RN(x / s) within 2^-24 |x / s|, so the two
-     * quotients are less than 2^-21 |q| apart, and their rints differ only where a half-integer
-     * lies within that of q = RN(x r). Such lanes, and any not finite, take the vector back to
-     * vdivps (one in some 250 vectors of a dynamic row's values), the rest keep the product: the
-     * division's bits, without its 10 or so cycles a vector (DynamicQuantizeRows' main cost). r
-     * not a normal float: every vector divides. */
-    const float rf = 1.0f / s;
-    const int mul = __builtin_isnormal(rf);
-    const __m512 rv = _mm512_set1_ps(mul ? rf : 1.0f), half = _mm512_set1_ps(0.5f),
-                 eps = _mm512_set1_ps(0x1p-21f);
+    /* rint(x / s) by x * (1 / s) where that gives the same bits (rint_div_avx512.h): the
+     * division's 10 or so cycles a vector were DynamicQuantizeRows' main cost */
+    const qr_rint_div rd = qr_rint_div_init(s);
+    const __m512 zv = _mm512_set1_ps(z), lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi);
     uint8_t *yb = y;
     for (int64_t i = 0; i < n; i += 16) {
         /* plain loads and stores for whole vectors: masked ones are slow on Zen 5 */
         int whole = n - i >= 16;
         __mmask16 m = whole ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        __m512 xv = whole ? _mm512_loadu_ps(x + i) : _mm512_maskz_loadu_ps(m, x + i), q, rq;
-        q = _mm512_mul_ps(xv, rv);
-        rq = _mm512_roundscale_ps(q, _MM_FROUND_CUR_DIRECTION);
-        /* | |q - rint(q)| - 1/2 |: q's distance to the nearest half-integer (NaN when q is not finite) */
-        __m512 d = _mm512_abs_ps(_mm512_sub_ps(_mm512_abs_ps(_mm512_sub_ps(q, rq)), half));
-        if (!mul || _mm512_cmp_ps_mask(d, _mm512_mul_ps(_mm512_abs_ps(q), eps), _CMP_GT_OQ) != 0xffff) {
-            q = _mm512_div_ps(xv, sv);
-            q = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(q, q, _CMP_ORD_Q), q); /* NaN as 0 */
-            rq = _mm512_roundscale_ps(q, _MM_FROUND_CUR_DIRECTION);
-        }
+        __m512 xv = whole ? _mm512_loadu_ps(x + i) : _mm512_maskz_loadu_ps(m, x + i), q;
+        __m512 rq = qr_rint_div_zmm(&rd, xv);
         q = _mm512_add_ps(rq, zv);
         q = _mm512_min_ps(_mm512_max_ps(q, lov), hiv);
         __m128i b = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(q));
