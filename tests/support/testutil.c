@@ -478,3 +478,19 @@ unsigned tu_lcg(unsigned *seed)
     *seed = *seed * 1103515245u + 12345u;
     return *seed >> 16;
 }
+
+void tu_quant_inputs(float *x, int64_t n, int64_t zero, float s, float in_range_unit)
+{
+    unsigned seed = (unsigned)n * 7u + (unsigned)zero;
+    for (int64_t i = 0; i < n; i++) {
+        unsigned v = tu_lcg(&seed) % 64;
+        x[i] = v == 0   ? NAN
+               : v == 1 ? -0.0f
+               : v == 2 ? 0.0f
+               : v == 3 ? INFINITY
+               : v == 4 ? -INFINITY
+               : v < 16 ? ((float)((int)(tu_lcg(&seed) % 601) - 300) + 0.5f) * s
+               : v < 20 ? (float)((int)(tu_lcg(&seed) % 2001) - 1000) * 1e3f
+                        : (float)((int)(tu_lcg(&seed) % 40001) - 20000) / 100.0f * in_range_unit;
+    }
+}

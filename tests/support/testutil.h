@@ -69,6 +69,11 @@ qr_tensor tu_op_run(const char *domain, const char *op, int opset, qr_attr *attr
  * on every machine, whatever the C library's rand(). */
 unsigned tu_lcg(unsigned *seed);
 
+/* Fills x[0..n) with what a quantizing loop must get right, from a seed made of n and zero: NaN,
+ * -0, +0, infinities, exact halves of the scale s (ties), values of +-1e6 order that saturate, and
+ * values of both signs in range: (-200 .. 200) * in_range_unit. */
+void tu_quant_inputs(float *x, int64_t n, int64_t zero, float s, float in_range_unit);
+
 /* Sets one run-time switch of qr_options (options.h) by name, as qrl_set_option: "fuse" "0" keeps
  * every node apart, "nhwc" "" goes back to the default; the test fails on an unknown one. Every
  * test process starts with the defaults and poison on ("poison" "1"): an element a kernel leaves

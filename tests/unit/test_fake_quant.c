@@ -82,18 +82,7 @@ static void mixed(int64_t n, float s, int64_t z, int64_t lo, int64_t hi)
 {
     float *x = malloc(sizeof(float) * ((size_t)n + 1));
     cr_assert(x);
-    unsigned seed = (unsigned)n * 7u + (unsigned)z;
-    for (int64_t i = 0; i < n; i++) {
-        unsigned v = tu_lcg(&seed) % 64;
-        x[i] = v == 0   ? NAN
-               : v == 1 ? -0.0f
-               : v == 2 ? 0.0f
-               : v == 3 ? INFINITY
-               : v == 4 ? -INFINITY
-               : v < 16 ? ((float)((int)(tu_lcg(&seed) % 601) - 300) + 0.5f) * s
-               : v < 20 ? (float)((int)(tu_lcg(&seed) % 2001) - 1000) * 1e3f
-                        : (float)((int)(tu_lcg(&seed) % 40001) - 20000) / 100.0f * s;
-    }
+    tu_quant_inputs(x, n, z, s, s);
     check("mixed", x, n, s, z, lo, hi);
     free(x);
 }

@@ -33,20 +33,7 @@ static void check(int64_t n, qr_dtype t, float s, int64_t z)
 {
     float *x = malloc(sizeof(float) * (size_t)n);
     cr_assert(x);
-    unsigned seed = (unsigned)n * 7u + (unsigned)z;
-    for (int64_t i = 0; i < n; i++) {
-        unsigned v = tu_lcg(&seed) % 64;
-        /* NaN, -0, +0, infinities, exact halves of the scale (ties), large values that saturate,
-         * and values of both signs in range */
-        x[i] = v == 0   ? NAN
-               : v == 1 ? -0.0f
-               : v == 2 ? 0.0f
-               : v == 3 ? INFINITY
-               : v == 4 ? -INFINITY
-               : v < 16 ? ((float)((int)(tu_lcg(&seed) % 601) - 300) + 0.5f) * s
-               : v < 20 ? (float)((int)(tu_lcg(&seed) % 2001) - 1000) * 1e3f
-                        : (float)((int)(tu_lcg(&seed) % 40001) - 20000) / 100.0f;
-    }
+    tu_quant_inputs(x, n, z, s, 1.0f);
     int64_t lo = t == QR_U8 || t == QR_U16 ? 0 : t == QR_I8 ? -128 : -32768;
     int64_t hi = t == QR_U8 ? 255 : t == QR_I8 ? 127 : t == QR_U16 ? 65535 : 32767;
     union {
