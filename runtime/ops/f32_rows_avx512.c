@@ -116,28 +116,53 @@ TARGET static void softmax_avx512(const float *x, float *y, int64_t rows, int64_
     }
 }
 
+/* The variance from one pass's sums where that is as good as two passes': s and ss (the sums of
+ * x and x^2 in double; each x^2 exact) have errors under n 2^-53 of sum |x| and sum x^2, so
+ * ss / n - mean^2 is off by at most ~3 n 2^-53 (var + mean^2); while 3 n (var + mean^2) <= 2^23 var
+ * that is under 2^-30 of var, far below the f32 output's rounding. Otherwise (a mean far from 0
+ * against the spread, a NaN or inf) the second pass over x - mean, as before. */
+#define LN_ONE_PASS (double)(1 << 23)
+
 TARGET static void layernorm_avx512(const float *x, float *y, int64_t rows, int64_t n, const float *scale,
                                     const float *bias, double eps, float *mean_out, float *inv_out)
 {
     for (int64_t r = 0; r < rows; r++, x += n, y += n) {
-        __m512d s0 = _mm512_setzero_pd(), s1 = s0;
-        for (int64_t i = 0; i < n; i += 16)
-            add_pd(&s0, &s1, _mm512_maskz_loadu_ps(tail_mask(n - i), x + i));
-        double mean = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1)) / (double)n;
-        __m512d md = _mm512_set1_pd(mean), q0 = _mm512_setzero_pd(), q1 = q0;
-        for (int64_t i = 0; i < n; i += 16) {
-            __mmask16 k = tail_mask(n - i);
-            __m512 v = _mm512_maskz_loadu_ps(k, x + i);
-            /* masked lanes hold 0 - mean: keep them out of the sum */
-            __m512d d0 = _mm512_maskz_sub_pd((__mmask8)k, lo_pd(v), md);
-            __m512d d1 = _mm512_maskz_sub_pd((__mmask8)(k >> 8), hi_pd(v), md);
-            q0 = _mm512_add_pd(q0, _mm512_mul_pd(d0, d0));
-            q1 = _mm512_add_pd(q1, _mm512_mul_pd(d1, d1));
+        /* four chains of sums and of squares: one add's latency a vector was the loop's bound */
+        __m512d s0 = _mm512_setzero_pd(), s1 = s0, s2 = s0, s3 = s0, q0 = s0, q1 = s0, q2 = s0, q3 = s0;
+        int64_t i = 0;
+        for (; i + 32 <= n; i += 32) {
+            __m512 v = _mm512_loadu_ps(x + i), w = _mm512_loadu_ps(x + i + 16);
+            __m512d a = lo_pd(v), b = hi_pd(v), c = lo_pd(w), d = hi_pd(w);
+            s0 = _mm512_add_pd(s0, a), s1 = _mm512_add_pd(s1, b), s2 = _mm512_add_pd(s2, c), s3 = _mm512_add_pd(s3, d);
+            q0 = _mm512_fmadd_pd(a, a, q0), q1 = _mm512_fmadd_pd(b, b, q1);
+            q2 = _mm512_fmadd_pd(c, c, q2), q3 = _mm512_fmadd_pd(d, d, q3);
         }
-        double var = _mm512_reduce_add_pd(_mm512_add_pd(q0, q1)) / (double)n;
+        for (; i < n; i += 16) { /* masked lanes load 0: nothing to either sum */
+            __m512 v = _mm512_maskz_loadu_ps(tail_mask(n - i), x + i);
+            __m512d a = lo_pd(v), b = hi_pd(v);
+            s0 = _mm512_add_pd(s0, a), s1 = _mm512_add_pd(s1, b);
+            q0 = _mm512_fmadd_pd(a, a, q0), q1 = _mm512_fmadd_pd(b, b, q1);
+        }
+        double s = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(s0, s1), _mm512_add_pd(s2, s3)));
+        double ss = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(q0, q1), _mm512_add_pd(q2, q3)));
+        double mean = s / (double)n, msq = ss / (double)n, var = msq - mean * mean;
+        __m512d md = _mm512_set1_pd(mean);
+        if (!(3.0 * (double)n * msq <= LN_ONE_PASS * var)) {
+            __m512d p0 = _mm512_setzero_pd(), p1 = p0;
+            for (i = 0; i < n; i += 16) {
+                __mmask16 k = tail_mask(n - i);
+                __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+                /* masked lanes hold 0 - mean: keep them out of the sum */
+                __m512d d0 = _mm512_maskz_sub_pd((__mmask8)k, lo_pd(v), md);
+                __m512d d1 = _mm512_maskz_sub_pd((__mmask8)(k >> 8), hi_pd(v), md);
+                p0 = _mm512_add_pd(p0, _mm512_mul_pd(d0, d0));
+                p1 = _mm512_add_pd(p1, _mm512_mul_pd(d1, d1));
+            }
+            var = _mm512_reduce_add_pd(_mm512_add_pd(p0, p1)) / (double)n;
+        }
         double inv = 1.0 / sqrt(var + eps);
         __m512d id = _mm512_set1_pd(inv);
-        for (int64_t i = 0; i < n; i += 16) {
+        for (i = 0; i < n; i += 16) {
             __mmask16 k = tail_mask(n - i);
             __m512 v = _mm512_maskz_loadu_ps(k, x + i), sc = _mm512_maskz_loadu_ps(k, scale + i);
             __m512d lo = _mm512_mul_pd(_mm512_mul_pd(_mm512_sub_pd(lo_pd(v), md), id), lo_pd(sc));

@@ -256,43 +256,66 @@ Test(f32_rows, logsoftmax_matches_numpy_within_1_ulp)
 
 /* ---- LayerNormalization ---- */
 
-static void check_layernorm(int64_t rows, int64_t n, float offset, int with_bias, unsigned seed)
+/* LayerNormalization of [2, rows, n] X (values offset + up to spread x 1..5 by row) against numpy
+ * float64: over the last axis, or (axis 1) over [rows, n] with Scale and B of that shape (the
+ * oracle's rows then the flattened [rows * n]); every output within 1 ulp, 1 and 2 threads the
+ * same bits. */
+static void check_layernorm_at(int64_t rows, int64_t n, float offset, float spread, int with_bias, float eps, int axis,
+                               unsigned seed)
 {
-    int64_t dims[3] = {2, rows, n}, pd[1] = {n}, sd[3] = {2, rows, 1};
-    qr_tensor x = f32_tensor(3, dims), sc = f32_tensor(1, pd), b = f32_tensor(1, pd);
+    int64_t dims[3] = {2, rows, n}, pd[2] = {rows, n}, flat[2] = {2, rows * n}, sd[3] = {2, axis == 1 ? 1 : rows, 1};
+    int64_t inner = axis == 1 ? rows * n : n;
+    qr_tensor x = f32_tensor(3, dims), sc = f32_tensor(axis == 1 ? 2 : 1, axis == 1 ? pd : pd + 1),
+              b = f32_tensor(axis == 1 ? 2 : 1, axis == 1 ? pd : pd + 1);
     float *xv = x.data, *sv = sc.data, *bv = b.data;
     for (int64_t i = 0; i < 2 * rows * n; i++)
-        xv[i] = offset + rnd(&seed, 3.0f) * (float)(1 + i / n % 5); /* rows of several spreads */
-    for (int64_t i = 0; i < n; i++) {
+        xv[i] = offset + rnd(&seed, spread) * (float)(1 + i / n % 5); /* rows of several spreads */
+    for (int64_t i = 0; i < inner; i++) {
         sv[i] = rnd(&seed, 2.0f);
         bv[i] = with_bias ? rnd(&seed, 1.0f) : 0.0f;
     }
-    save("x.npy", &x);
-    save("s.npy", &sc);
-    save("b.npy", &b);
-    oracle("layernorm x.npy s.npy b.npy 1e-5 want.npy mean.npy inv.npy");
+    qr_tensor xo = x, so = sc, bo = b; /* the oracle's views: rows of the normalized elements */
+    if (axis == 1) {
+        xo.ndim = 2, memcpy(xo.dims, flat, sizeof flat);
+        so.ndim = bo.ndim = 1, so.dims[0] = bo.dims[0] = inner;
+    }
+    save("x.npy", &xo);
+    save("s.npy", &so);
+    save("b.npy", &bo);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "layernorm x.npy s.npy b.npy %.9g want.npy mean.npy inv.npy", (double)eps);
+    oracle(cmd);
     qr_tensor want = load("want.npy"), mean = load("mean.npy"), inv = load("inv.npy");
     qr_pool *pool2 = qr_pool_new(2);
     const qr_tensor *in[3] = {&x, &sc, &b};
-    qr_attr a[1] = {{.name = "epsilon", .kind = QR_ATTR_FLOAT, .f = 1e-5f}};
+    qr_attr a[2] = {{.name = "epsilon", .kind = QR_ATTR_FLOAT, .f = eps}, {.name = "axis", .kind = QR_ATTR_INT, .i = axis}};
     for (int p = 0; p < 2; p++) {
         if (!use_path(p))
             continue;
+        qr_tensor y1[3];
         for (int t = 0; t < 2; t++) {
             qr_tensor y[3];
-            run("LayerNormalization", a, 1, in, with_bias ? 3 : 2, y, 3, t ? pool2 : NULL);
+            run("LayerNormalization", a, 2, in, with_bias ? 3 : 2, y, 3, t ? pool2 : NULL);
             cr_assert_eq(y[1].ndim, 3);
             cr_assert_eq(y[1].dims[2], 1);
             cr_assert_eq(y[1].dims[1], sd[1]);
-            char what[128];
-            snprintf(what, sizeof what, "LayerNormalization [2,%lld,%lld] + %g %s %d thread(s)", (long long)rows,
-                     (long long)n, (double)offset, path_name[p], t + 1);
+            char what[160];
+            snprintf(what, sizeof what, "LayerNormalization [2,%lld,%lld] axis %d eps %g, %g + %g %s %d thread(s)",
+                     (long long)rows, (long long)n, axis, (double)eps, (double)offset, (double)spread, path_name[p],
+                     t + 1);
             double w = check_ulps(what, &y[0], &want, 1.0);
             check_ulps(what, &y[1], &mean, 1.0);
             check_ulps(what, &y[2], &inv, 1.0);
             cr_log_info("%s: worst %.2f ulp", what, w);
-            for (int j = 0; j < 3; j++)
+            for (int j = 0; j < 3; j++) {
+                if (!t) {
+                    y1[j] = y[j];
+                    continue;
+                }
+                cr_assert(!memcmp(y[j].data, y1[j].data, qr_tensor_nbytes(&y[j])), "%s: output %d differs from 1 thread's", what, j);
                 qr_tensor_free(&y[j]);
+                qr_tensor_free(&y1[j]);
+            }
         }
     }
     tu_option("f32-rows", "");
@@ -305,6 +328,11 @@ static void check_layernorm(int64_t rows, int64_t n, float offset, int with_bias
     qr_tensor_free(&b);
 }
 
+static void check_layernorm(int64_t rows, int64_t n, float offset, int with_bias, unsigned seed)
+{
+    check_layernorm_at(rows, n, offset, 3.0f, with_bias, 1e-5f, -1, seed);
+}
+
 /* The bias is numpy's b (zeros when left out, which adds nothing). */
 Test(f32_rows, layernorm_matches_numpy_within_1_ulp)
 {
@@ -312,6 +340,22 @@ Test(f32_rows, layernorm_matches_numpy_within_1_ulp)
     check_layernorm(7, 33, -40.0f, 1, 12);  /* odd rows, a mean far from 0 */
     check_layernorm(5, 1000, 3.0f, 0, 13);  /* no bias */
     check_layernorm(3, 1, 0.0f, 1, 14);     /* rows of one: x - mean is 0 */
+}
+
+/* The AVX-512 kernel's variance from one pass's sums, and the second pass where the mean is far
+ * from 0 against the spread (f32_rows_avx512.c LN_ONE_PASS): both sides of its test, ragged rows
+ * around the 16- and 32-value steps, a non-default epsilon and axis. */
+Test(f32_rows, layernorm_one_pass_and_its_fallback_within_1_ulp)
+{
+    check_layernorm_at(9, 256, 100.0f, 3.0f, 1, 1e-5f, -1, 21);    /* mean^2 / var ~ 1e3: one pass */
+    check_layernorm_at(9, 256, -1000.0f, 0.05f, 1, 1e-5f, -1, 22); /* ~1e8: the second pass */
+    check_layernorm_at(6, 255, 30.0f, 0.1f, 1, 1e-5f, -1, 23);     /* near the test's bound */
+    check_layernorm_at(5, 257, 1e4f, 1.0f, 0, 1e-5f, -1, 24);
+    for (int64_t n = 15; n <= 49; n += 17)
+        check_layernorm_at(3, n, -2.0f, 1.5f, 1, 1e-5f, -1, 25 + (unsigned)n);
+    check_layernorm_at(4, 100, 0.0f, 1e-3f, 1, 0.25f, -1, 60);     /* epsilon against var */
+    check_layernorm_at(7, 24, 5.0f, 2.0f, 1, 1e-3f, 1, 61);        /* axis 1: rows of 168 */
+    check_layernorm_at(3, 40, -300.0f, 0.01f, 1, 1e-5f, 1, 62);
 }
 
 /* ---- Erf ---- */
@@ -1027,3 +1071,4 @@ Test(f32_rows, matmul_reads_and_writes_folded_transposes)
     check_folds(3, (int64_t[]){3, 4, 20}, (int[]){1, 0, 2}, (int64_t[]){20, 4, 70}, (int[]){1, 0, 2},
                 (int[]){1, 0, 2}, (int[]){0, 2, 1}, 65);
 }
+
