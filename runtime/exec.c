@@ -15,6 +15,7 @@
 #include "exec_tiles.h"
 #include "op.h"
 #include "ops/f32_rows.h"
+#include "ops/sgemm.h"
 #include "options.h"
 
 #define EXEC_ALIGN 64
@@ -104,6 +105,15 @@ struct qr_exec {
      * most rows it holds at once (its arena block's size, plan_memory), bwlo its first row held
      * while running, bwfill the byte its new rows start as (-1: none; run_node's zeros or poison) */
     int64_t *bwlo, *bwcap, *bwfill;
+    /* A MatMul of a constant weight whose output (its fused bias Add's) only Slices read, each
+     * along the last axis at step 1 (the attention's Q, K and V of one input projection):
+     * scol[s] the MatMul each Slice node s computes its columns of, into its own output, with the
+     * weight's and bias's columns in place (find_splits; -1: none); slive[s] this plan does
+     * (plan_splits, static plans), from column scol0[s]; mmsplit[m] then MatMul m does not run
+     * and its output gets no buffer. */
+    int *scol;
+    unsigned char *slive, *mmsplit;
+    int64_t *scol0;
 };
 
 /* Kernels may read a few optional inputs past the node's own: slots up to this many are always there. */
@@ -518,6 +528,119 @@ static qr_status fold_transposes(qr_exec *x)
     return QR_OK;
 }
 
+/* The graph's side of the split products (qr_exec.scol): a MatMul of two inputs, without a fused
+ * activation or an output written with strides (a Transpose folded into an operand: plan_splits
+ * takes it only where the plan does not), whose output (its fused Add's) no graph output, read by Slices
+ * (as their data) and by nodes that read its shape alone. Its inputs then live until the last
+ * Slice, which may compute from them. Whether a plan takes it is plan_splits'. Not with an
+ * observer (it sees every value) nor under fuse=0. */
+static qr_status find_splits(qr_exec *x)
+{
+    if (x->opts.observer || qr_options_get()->no_fuse)
+        return QR_OK;
+    size_t nn = (size_t)x->nn + 1;
+    x->scol = malloc(nn * sizeof *x->scol);
+    x->slive = calloc(nn, 1);
+    x->mmsplit = calloc(nn, 1);
+    x->scol0 = calloc(nn, sizeof *x->scol0);
+    if (!x->scol || !x->slive || !x->mmsplit || !x->scol0)
+        return QR_ERR;
+    for (size_t n = 0; n < nn; n++)
+        x->scol[n] = -1;
+    for (int m = 0; m < x->nn; m++) {
+        const qr_node *mn = x->nodes[m];
+        const qr_value *v = out_value(x, mn, 0);
+        if (!is_op(mn, "MatMul") || x->skip[m] || mn->n_in != 2 || mn->n_out != 1 || !mn->in[0] || !mn->in[1] ||
+            !v || v->is_output || (x->act_out[m] && !x->bias[m]) || mn->in[0] == mn->in[1] ||
+            (x->mmfold && x->mmfold[3 * m + 2] >= 0))
+            continue;
+        int ok = 1, slices = 0, last = m;
+        for (int n = m + 1; n < x->nn && ok; n++) {
+            const qr_node *r = x->nodes[n];
+            if (!reads(r, v) || op_shape_only(r))
+                continue;
+            ok = is_op(r, "Slice") && !x->skip[n] && r->in[0] == v && r->n_out == 1 && r->out[0] && r->n_in >= 3;
+            for (int j = 1; ok && j < r->n_in; j++)
+                ok = r->in[j] != v;
+            slices++, last = n;
+        }
+        if (!ok || !slices)
+            continue;
+        for (int n = m + 1; n <= last; n++)
+            if (x->nodes[n]->n_in && reads(x->nodes[n], v) && !op_shape_only(x->nodes[n]))
+                x->scol[n] = m;
+        for (int j = 0; j < 2; j++)
+            if (x->last_use[mn->in[j]->id] >= 0 && x->last_use[mn->in[j]->id] < last)
+                x->last_use[mn->in[j]->id] = last;
+    }
+    return QR_OK;
+}
+
+/* Value v's one integer, known while planning (a constant or computed then), into *out. */
+static int planned_int(const qr_exec *x, const qr_value *v, int64_t *out)
+{
+    const qr_tensor *t = v ? &x->vt[v->id] : NULL;
+    if (!t || !t->data || (t->dtype != QR_I64 && t->dtype != QR_I32) || qr_tensor_numel(t) != 1)
+        return 0;
+    *out = qr_get_i64(t->data, t->dtype, 0);
+    return 1;
+}
+
+/* Which split products (find_splits) this static plan takes: every Slice of the MatMul's output
+ * one range of columns of the last axis at step 1 (opset 10's inputs, known while planning), f32
+ * with a constant 2-D weight, an AVX-512 or AVX2 GEMM, at least 16 rows (fewer take qr_sgemm's
+ * routes for a row or a few, which differ on a packed weight); all of a MatMul's Slices or none. */
+static void plan_splits(qr_exec *x)
+{
+    for (int m = 0; x->scol && m < x->nn; m++)
+        x->mmsplit[m] = 0;
+    for (int s = 0; x->scol && s < x->nn; s++)
+        x->slive[s] = 0;
+    if (!x->scol || x->dynamic || !qr_sgemm_best())
+        return;
+    for (int m = 0; m < x->nn; m++) {
+        const qr_node *mn = x->nodes[m];
+        int any = 0, ok = !x->node_done[m];
+        for (int s = m + 1; s < x->nn && !any; s++)
+            any = x->scol[s] == m;
+        if (!any) /* not a split MatMul (find_splits) */
+            continue;
+        for (int o = 0; o < 2 && x->mmfold; o++) /* an operand this plan reads with strides */
+            ok = ok && (x->mmfold[3 * m + o] < 0 || !x->tlive[x->mmfold[3 * m + o]]);
+        const qr_tensor *a = &x->vt[mn->in[0]->id], *b = &x->vt[mn->in[1]->id];
+        const qr_tensor *y = &x->vt[out_value(x, mn, 0)->id];
+        ok = ok && a->dtype == QR_F32 && b->dtype == QR_F32 && x->kind[mn->in[1]->id] == V_CONST && b->data &&
+             b->ndim == 2 && a->ndim >= 2 && y->ndim == a->ndim && y->dtype == QR_F32 &&
+             y->dims[y->ndim - 1] == b->dims[1] && a->dims[a->ndim - 1] == b->dims[0] &&
+             qr_tensor_numel(a) >= 16 * b->dims[0]; /* rows past the GEMM's one-row and few-row routes */
+        for (int s = m + 1; s < x->nn; s++) {
+            if (x->scol[s] != m)
+                continue;
+            const qr_node *sn = x->nodes[s];
+            const qr_tensor *o = &x->vt[sn->out[0]->id];
+            int64_t st = 0, en = 0, ax = 0 /* absent: axes 0.. */, step = 1, r = y->ndim, n = y->dims[r - 1];
+            ok = ok && !x->node_done[s] && sn->opset >= 10 && sn->n_in <= 5 && planned_int(x, sn->in[1], &st) &&
+                 planned_int(x, sn->in[2], &en) && (sn->n_in < 4 || !sn->in[3] || planned_int(x, sn->in[3], &ax)) &&
+                 (sn->n_in < 5 || !sn->in[4] || planned_int(x, sn->in[4], &step)) && step == 1 &&
+                 (ax == r - 1 || ax == -1) && o->ndim == r && o->dtype == QR_F32;
+            for (int d = 0; ok && d + 1 < r; d++)
+                ok = o->dims[d] == y->dims[d];
+            if (!ok)
+                break;
+            st = st < 0 ? st + n : st; /* as slice_plan: clamped to [0, n], the length inferred */
+            st = st < 0 ? 0 : st > n ? n : st;
+            ok = o->dims[r - 1] >= 0 && st + o->dims[r - 1] <= n;
+            x->scol0[s] = st;
+        }
+        if (!ok)
+            continue;
+        x->mmsplit[m] = 1;
+        for (int s = m + 1; s < x->nn; s++)
+            if (x->scol[s] == m)
+                x->slive[s] = 1;
+    }
+}
+
 /* Which folded Transposes (fold_transposes) this static plan takes, and their strides: f32,
  * neither node evaluated while planning; an operand read in place only when both of the MatMul's
  * operands are batches of products (an attention's; a weight's product is one GEMM over every
@@ -898,7 +1021,8 @@ qr_status qr_exec_new(const qr_graph *g, const qr_exec_opts *opts, qr_exec **out
     }
     for (int i = 0; i < g->n_outputs; i++)
         x->last_use[g->outputs[i]->id] = x->nn;
-    if (fuse_acts(x) != QR_OK || fuse_gelu(x) != QR_OK || fold_transposes(x) != QR_OK || find_chains(x) != QR_OK ||
+    if (fuse_acts(x) != QR_OK || fuse_gelu(x) != QR_OK || fold_transposes(x) != QR_OK || find_splits(x) != QR_OK ||
+        find_chains(x) != QR_OK ||
         find_bands(x) != QR_OK) {
         qr_exec_free(x);
         return qr_errorf(e, "out of memory");
@@ -1061,6 +1185,10 @@ void qr_exec_free(qr_exec *x)
     free(x->tstr);
     free(x->tdiv);
     free(x->divt);
+    free(x->scol);
+    free(x->slive);
+    free(x->mmsplit);
+    free(x->scol0);
     free(x->chain);
     free(x->tiles);
     free(x->tiled);
@@ -1398,8 +1526,8 @@ static qr_status plan_memory(qr_exec *x, qr_error *e)
         int window = bands && in_chain && ni + 1 < chain_b;
         for (int j = 0; j < n->n_out; j++) {
             const qr_value *v = out_value(x, n, j);
-            if (!v || x->kind[v->id] != V_RUNTIME)
-                continue;
+            if (!v || x->kind[v->id] != V_RUNTIME || (j == 0 && x->mmsplit && x->mmsplit[ni]))
+                continue; /* a split MatMul's: its Slices write their columns (plan_splits) */
             size_t size = align_up(qr_tensor_nbytes(&x->vt[v->id])), off = 0;
             if (window && j == 0) {
                 const qr_band_geom *bg = &x->bgeom[ni];
@@ -1596,6 +1724,7 @@ static qr_status plan(qr_exec *x, const qr_tensor *inputs, qr_error *e)
         plan_bands(x, e);
     }
     plan_folds(x); /* none when dynamic; after the tiles (a Div run by tiles keeps its Transpose) */
+    plan_splits(x);
     if (!x->dynamic && plan_memory(x, e) != QR_OK)
         return QR_ERR;
     x->have_plan = 1;
@@ -1661,6 +1790,45 @@ static qr_status run_gelu(qr_exec *x, const qr_gelu_consts *g, const qr_tensor *
     return QR_OK;
 }
 
+/* Slice node s of a split MatMul (plan_splits): the MatMul's kernel on its input as rows of K (one
+ * product of every row, as unsplit), the weight's and bias's columns [c0, c0 + len) in place
+ * (the weight's rows N apart), into the Slice's output: each output the same FMA chain as the
+ * whole product's (qr_sgemm's sums run over k alone, however the columns are blocked or packed),
+ * so the same bits, without the whole output's buffer or the Slice's copy. Timed as the Slice. */
+static qr_status run_split(qr_exec *x, int s, const struct timespec *t0, qr_error *e)
+{
+    const qr_node *sn = x->nodes[s], *mn = x->nodes[x->scol[s]];
+    qr_tensor *out = &x->vt[sn->out[0]->id];
+    node_io io;
+    qr_status st = node_io_init(x, mn, &io, e);
+    if (st != QR_OK)
+        return st;
+    const qr_tensor *a = io.in[0], *w = io.in[1];
+    int64_t k = w->dims[0], n = w->dims[1], len = out->dims[out->ndim - 1], c0 = x->scol0[s];
+    qr_tensor av = *a, wv = *w, yv = *out, bv;
+    int64_t wstr[2] = {n, 1};
+    av.ndim = 2, av.dims[0] = qr_tensor_numel(a) / (k ? k : 1), av.dims[1] = k;
+    wv.dims[1] = len, wv.data = (float *)w->data + c0;
+    yv.ndim = 2, yv.dims[0] = av.dims[0], yv.dims[1] = len;
+    io.in[0] = &av, io.in[1] = &wv, io.out[0] = &yv;
+    io.k.in_strides[1] = wstr;
+    if (io.k.bias) {
+        bv = *io.k.bias;
+        bv.ndim = 1, bv.dims[0] = len, bv.data = (float *)bv.data + c0;
+        io.k.bias = &bv;
+    }
+    st = qr_op_run(&io.k);
+    if (st == QR_OK && t0) {
+        struct timespec t1;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        x->prof[x->order[s]].seconds += (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-9;
+        x->prof[x->order[s]].runs++;
+        x->prof[x->order[s]].macs += av.dims[0] * k * len;
+    }
+    node_io_free(mn, &io);
+    return st == QR_OK ? QR_OK : node_fail(sn, e);
+}
+
 /* Runs node ni: its shapes, its outputs' buffers (allocated when dynamic, within the budget with
  * *live bytes in use; zeroed otherwise), its kernel, its profile and observer. An error names the
  * node (node_fail), except when its inputs and outputs cannot be set up. */
@@ -1671,8 +1839,10 @@ static qr_status run_node(qr_exec *x, int ni, size_t *live, qr_error *e)
     struct timespec t0;
     if (x->prof)
         clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (x->tlive && x->tlive[ni]) /* folded into its MatMul (plan_folds): no run, as a fused node's */
+    if ((x->tlive && x->tlive[ni]) || (x->mmsplit && x->mmsplit[ni])) /* folded (plan_folds, plan_splits) */
         return QR_OK;
+    if (x->slive && x->slive[ni])
+        return run_split(x, ni, x->prof ? &t0 : NULL, e);
     qr_status st = node_io_init(x, n, &io, e);
     if (st != QR_OK)
         return st;

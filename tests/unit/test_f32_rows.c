@@ -1072,3 +1072,116 @@ Test(f32_rows, matmul_reads_and_writes_folded_transposes)
                 (int[]){1, 0, 2}, (int[]){0, 2, 1}, 65);
 }
 
+/* ---- A MatMul's output read by Slices alone (exec.c plan_splits) ---- */
+
+static qr_value *i64_const(qr_graph *g, const char *name, int64_t v)
+{
+    qr_tensor t = {.dtype = QR_I64, .ndim = 1, .dims = {1}, .data = &v};
+    qr_value *c = qr_graph_new_value(g, name);
+    qr_value_set_const(g, c, &t); /* copies the data */
+    return c;
+}
+
+static qr_value *slice_node(qr_graph *g, const char *name, qr_value *x, int64_t s, int64_t e, int64_t ax, int64_t step)
+{
+    char b[4][64];
+    const char *what[4] = {"s", "e", "a", "p"};
+    int64_t v[4] = {s, e, ax, step};
+    qr_value *in[5] = {x};
+    for (int i = 0; i < 4; i++) {
+        snprintf(b[i], sizeof b[i], "%s_%s", name, what[i]);
+        in[i + 1] = i64_const(g, b[i], v[i]);
+    }
+    return tu_node(g, "Slice", name, step ? 5 : 4, in, 1)->out[0];
+}
+
+/* X [2, rows, K] by a constant W [K, N] (+ a constant bias, as bert's input projection), the
+ * output read by Slices of the last axis alone: they compute their columns themselves (the MatMul
+ * does not run), the same bits as the unsplit route (fuse=0: the MatMul, the Add and the copies)
+ * on 1 and 2 threads, within the f32 dot product's bound of numpy's float64. Ragged column ranges
+ * (not panels of 32), a negative start, an end past N, an explicit step 1, an axis given as r - 1.
+ * A second MatMul whose output also has a Slice of another axis keeps its run. */
+static void check_split(int64_t rows, int64_t k, int64_t n, unsigned seed)
+{
+    qr_graph *g = qr_graph_new();
+    int64_t xd[3] = {2, rows, k}, wd[2] = {k, n}, bd[1] = {n};
+    qr_value *x = tu_input(g, "x", 3, xd);
+    float *wv = malloc(sizeof(float) * (size_t)(k * n)), *bv = malloc(sizeof(float) * (size_t)n);
+    cr_assert(wv && bv);
+    for (int64_t i = 0; i < k * n; i++)
+        wv[i] = rnd(&seed, 1.0f);
+    for (int64_t i = 0; i < n; i++)
+        bv[i] = rnd(&seed, 1.0f);
+    qr_value *w = tu_const_f32(g, "w", 2, wd, wv), *b = tu_const_f32(g, "b", 1, bd, bv);
+    qr_value *a = op2(g, "Add", "add", b, op2(g, "MatMul", "mm", x, w));
+    int64_t c1 = n / 3 + 1, c2 = n - 7;
+    tu_output(g, slice_node(g, "s1", a, 0, c1, -1, 0));
+    tu_output(g, slice_node(g, "s2", a, c1, c2, 2, 1));
+    tu_output(g, slice_node(g, "s3", a, -7, n + 100, -1, 0));
+    tu_output(g, slice_node(g, "s4", a, 5, n / 2, -1, 1)); /* overlapping the others */
+    qr_value *m2 = op2(g, "MatMul", "mm2", x, w);
+    tu_output(g, slice_node(g, "t1", m2, 0, n / 2, -1, 0));
+    tu_output(g, slice_node(g, "t2", m2, 0, 1, 1, 0)); /* rows: the MatMul runs */
+    qr_error e;
+    cr_assert_eq(qr_pass_infer_and_fold(g, &e), QR_OK, "%s", e.msg);
+    qr_tensor in[1] = {f32_tensor(3, xd)};
+    for (int64_t j = 0; j < qr_tensor_numel(&in[0]); j++)
+        ((float *)in[0].data)[j] = rnd(&seed, 2.0f);
+    qr_tensor wt = f32_tensor(2, wd), bt = f32_tensor(1, bd);
+    memcpy(wt.data, wv, sizeof(float) * (size_t)(k * n));
+    memcpy(bt.data, bv, sizeof(float) * (size_t)n);
+    save("x.npy", &in[0]);
+    save("w.npy", &wt);
+    oracle("matmul x.npy w.npy want.npy bound.npy");
+    qr_tensor want = load("want.npy"), bound = load("bound.npy");
+    const int64_t lo[6] = {0, c1, n - 7, 5, 0, 0}, hi[6] = {c1, c2, n, n / 2, n / 2, n};
+    int64_t *runs = calloc((size_t)g->n_nodes, sizeof *runs);
+    cr_assert(runs && g->n_outputs == 6);
+    qr_tensor ref[6], got[6];
+    tu_option("fuse", "0");
+    gelu_run(g, 1, in, ref, runs);
+    tu_option("fuse", "");
+    for (int threads = 1; threads <= 2; threads++) {
+        gelu_run(g, threads, in, got, runs);
+        cr_assert_eq(runs[gelu_node(g, "mm")], 0, "mm is split into its Slices");
+        cr_assert_eq(runs[gelu_node(g, "mm2")], 1, "mm2 runs");
+        for (int o = 0; o < 6; o++) {
+            cr_assert(qr_tensor_same_shape(&got[o], &ref[o]) &&
+                          memcmp(got[o].data, ref[o].data, qr_tensor_nbytes(&ref[o])) == 0,
+                      "output %d (%s) differs split, %d threads", o, g->outputs[o]->name, threads);
+            if (o == 5)
+                continue; /* one row of each batch */
+            const float *gv = got[o].data;
+            const double *ww = want.data, *bb = bound.data;
+            int64_t len = hi[o] - lo[o];
+            cr_assert_eq(got[o].dims[2], len, "%s's columns", g->outputs[o]->name);
+            for (int64_t r = 0; r < 2 * rows; r++)
+                for (int64_t c = 0; c < len; c++) {
+                    double add = o < 4 ? (double)bv[lo[o] + c] : 0.0, wnt = ww[r * n + lo[o] + c] + add;
+                    double bnd = bb[r * n + lo[o] + c] + 0x1p-24 * fabs(wnt); /* the sums', the Add's */
+                    cr_assert(fabs((double)gv[r * len + c] - wnt) <= bnd + 1e-30, "%s[%lld][%lld] = %.9g, numpy %.17g",
+                              g->outputs[o]->name, (long long)r, (long long)c, (double)gv[r * len + c], wnt);
+                }
+        }
+        for (int o = 0; o < 6; o++)
+            qr_tensor_free(&got[o]);
+    }
+    for (int o = 0; o < 6; o++)
+        qr_tensor_free(&ref[o]);
+    free(runs);
+    free(wv);
+    free(bv);
+    qr_tensor_free(&want);
+    qr_tensor_free(&bound);
+    qr_tensor_free(&wt);
+    qr_tensor_free(&bt);
+    qr_tensor_free(&in[0]);
+    qr_graph_free(g);
+}
+
+Test(f32_rows, slices_of_a_weights_product_compute_their_columns)
+{
+    check_split(64, 256, 768, 71); /* bert's projection, 128 rows */
+    check_split(9, 37, 101, 72);   /* 18 rows, ragged K and N */
+    check_split(40, 300, 70, 73);  /* K past one block of 256 */
+}
