@@ -913,6 +913,111 @@ static qr_status kconv_run(qr_kctx *k)
     return st;
 }
 
+/* QrlMatMulKernel: a MatMulInteger and the element-wise epilogue kernel it fed, whose channels are
+ * the product's last axis (N), fused (fuse_matmul_epilogues): inputs are the product's (mm_inputs
+ * of them: a, b, a_zero?, b_zero?), then the kernel's other inputs; its call's accumulator argument
+ * reads the blocks of whole rows the product hands over (qr_matmulint_run_epilogue) while they are
+ * in cache, where the separate nodes wrote the int32 tensor and read it back (at bert's batch 64,
+ * 32 MB a feed-forward product). The channel tables are kcall_rows's, made once. */
+typedef struct kmm_plan {
+    int64_t ci, nmm;
+    int bconst;
+    tables_plan tables;
+    qr_rows_ep_fn rows_ep; /* NULL: none found yet (asked again) */
+} kmm_plan;
+
+static const char kmm_plan_what[] = "QrlMatMulKernel's run plan";
+
+/* What each block of the product goes through: the vector form compiled alone, else the
+ * channels-last kernel (the same bytes). */
+typedef struct kmm_ep {
+    tile_run *t;
+    qr_rows_ep_fn rows_ep;
+    const int32_t *const *tabs;
+    uint8_t *y;
+} kmm_ep;
+
+static qr_status kmm_block(const qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e)
+{
+    const kmm_ep *u = ep->user;
+    if (u->rows_ep) {
+        u->rows_ep(u->y + b->y_off, b->y_rs, b->acc, b->acc_rs, b->rows, b->cols, b->c0, u->tabs);
+        return QR_OK;
+    }
+    return run_tile(u->t, 1, b, e);
+}
+
+static double kmm_macs(const qr_kctx *k)
+{
+    const qr_tensor *a = k->n_in > 0 ? k->in[0] : NULL;
+    if (!a || a->ndim < 1 || !k->out[0])
+        return 0;
+    return (double)qr_tensor_numel(k->out[0]) * (double)a->dims[a->ndim - 1];
+}
+
+static qr_status kmm_infer(qr_kctx *k)
+{
+    int64_t nmm = qr_attr_i(k->node, "mm_inputs", 2);
+    qr_dtype to = (qr_dtype)qr_attr_i(k->node, "to", QR_UNDEF);
+    return qr_matmulint_infer_as(k, k->in[0], conv_in(k, nmm, 2), k->in[1], conv_in(k, nmm, 3), to);
+}
+
+/* The call's tile kernel's channel axis as it runs on an accumulator of rank `rank` (-1: not known). */
+static int64_t tile_axis_of(const qr_intcall *c, const qr_fn_desc *tile, int rank)
+{
+    int64_t axis = tile->tile_axis;
+    int p = tile->tile_axis_param;
+    if (p >= 0) {
+        if (p >= c->nargs || c->args[p].kind != ARG_SCALAR || !qr_dtype_is_int(c->k->params[p].elem))
+            return INT64_MIN;
+        axis = qr_get_i64(c->args[p].bytes, c->k->params[p].elem, 0);
+    }
+    return axis < 0 && rank > 0 ? axis + rank : axis;
+}
+
+static qr_status kmm_run(qr_kctx *k)
+{
+    const qr_intgraph *ig = k->user;
+    int fresh;
+    kmm_plan *plan = qr_kplan_get(k, sizeof *plan, kmm_plan_what, &fresh);
+    if (!plan)
+        return QR_ERR;
+    if (fresh) {
+        memset(plan, 0, sizeof *plan);
+        plan->ci = qr_attr_i(k->node, "call", -1), plan->nmm = qr_attr_i(k->node, "mm_inputs", 2);
+        plan->bconst = qr_kinput_const(k, 1);
+    }
+    int64_t ci = plan->ci, nmm = plan->nmm;
+    if (!ig || ci < 0 || ci >= ig->ncalls || !ig->calls[ci].tile || !ig->calls[ci].nhwc)
+        return QR_KERR(k, "QrlMatMulKernel runs only in the integer graph of a quantized model");
+    const qr_intcall *c = &ig->calls[ci];
+    qr_tensor *y = k->out[0];
+    int64_t m = y->ndim > 0 ? y->dims[y->ndim - 1] : 0;
+    if (y->ndim < 1 || tile_axis_of(c, c->tile, y->ndim) != y->ndim - 1 || c->tables > QI_MAX_TABLES)
+        return QR_KERR(k, "kernel '%s': its channels are not the product's last axis", c->k->name);
+    tile_run t;
+    t.c = c, t.tile = c->tile, t.rows = c->nhwc, t.acc_arg = -1, t.y_arg = -1, t.stage = NULL, t.fill = 0;
+    if (bind_args(k, c, (int)nmm - 1, t.views, t.args, &t.acc_arg) != QR_OK)
+        return QR_ERR;
+    if (t.acc_arg < 0)
+        return QR_KERR(k, "kernel '%s': no accumulator parameter", c->k->name);
+    for (int i = 0; i < c->nargs; i++)
+        if (c->args[i].kind == ARG_OUTPUT)
+            t.y_arg = i;
+    kmm_ep u = {&t, NULL, NULL, y->data};
+    if (m > 0 && qr_tensor_numel(y) > 0 && fill_tables(k, &t, (int)nmm - 1, m, &u.tabs, &plan->tables) != QR_OK)
+        return QR_ERR;
+    const char *prog = qr_options_get()->epilogue != QR_EPILOGUE_ROWS ? c->nhwc->vector_epilogue : NULL;
+    u.rows_ep = !prog || qr_dtype_size(y->dtype) != 1 ? NULL
+                : plan->rows_ep                      ? plan->rows_ep
+                                                     : qr_rows_ep_specialized(prog);
+    plan->rows_ep = u.rows_ep;
+    qr_kplan_ready(k, plan);
+    qr_acc_epilogue ep = {NULL, &u, NULL, 0, kmm_block, NULL, NULL, NULL, NULL, NULL};
+    return qr_matmulint_run_epilogue(k, k->in[0], conv_in(k, nmm, 2), k->in[1], conv_in(k, nmm, 3), plan->bconst,
+                                     &ep);
+}
+
 /* y[i] = table[x[i] - min(x's type)]: x integers of 8 or 16 bits. */
 static qr_status lookup_infer(qr_kctx *k)
 {
@@ -1032,6 +1137,8 @@ const qr_op_def qr_ops_intgraph[] = {
      "call:i to:i conv_inputs:i nhwc:i x_nchw:i then_call:i then_first:i auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints",
      kconv_infer, kconv_run, 0, NULL, kconv_macs, kconv_writes_all, .band = kconv_band,
      .band_in0_typed = kconv_band_in0_typed},
+    {"QrlMatMulKernel", "qrl", 2, 128, 1, 1, "call:i to:i mm_inputs:i", kmm_infer, kmm_run, 0, NULL, kmm_macs,
+     qr_op_writes_all},
     {"QrlMaxPoolNhwc", "qrl", 1, 1, 1, 1,
      "auto_pad:s ceil_mode:i dilations:ints kernel_shape:ints pads:ints storage_order:i strides:ints x_nchw:i",
      qr_pool_infer_nhwc, maxpool_nhwc_run, 0, .writes_all = qr_op_writes_all, .band = qr_pool_band_nhwc},
@@ -2542,6 +2649,59 @@ static qr_status fuse_epilogues(builder *b)
     return QR_OK;
 }
 
+/* A MatMulInteger feeding only an element-wise epilogue kernel whose channels are the product's last
+ * axis (the stdlib's qlinear on MatMul and Gemm, a dynamic recipe's qlinear_dynamic) runs fused
+ * with it (QrlMatMulKernel): the kernel's channels-last form gets the int32 sums in blocks of rows
+ * while they are in cache. After the layout pass (whose Flatten fold rewrites MatMulInteger's
+ * weights); fuse=0 and epilogue=whole keep them apart (the references the fused path is tested
+ * against). */
+static qr_status fuse_matmul_epilogues(builder *b)
+{
+    qr_graph *d = b->d;
+    int *uses;
+    if (qr_options_get()->epilogue == QR_EPILOGUE_WHOLE)
+        return QR_OK;
+    qr_status st = fusion_uses(b, &uses);
+    if (!uses)
+        return st;
+    int n0 = d->n_nodes;
+    for (int i = 0; i < n0; i++) {
+        qr_node *n = d->nodes[i];
+        if (n->dead || strcmp(n->op, "QrlKernel") || !qr_attr_i(n, "acc", 0) || n->n_in < 1 || !n->in[0])
+            continue;
+        qr_value *acc = n->in[0];
+        qr_node *mm = acc->producer;
+        int64_t ci = qr_attr_i(n, "call", -1);
+        if (!mm || mm->dead || mm->domain[0] || strcmp(mm->op, "MatMulInteger") || mm->n_in < 2 || acc->is_output ||
+            uses[acc->id] != 1 || ci < 0 || ci >= b->ig->ncalls)
+            continue;
+        qr_intcall *c = &b->ig->calls[ci];
+        int rank = acc->t.ndim > 0 ? acc->t.ndim : -1;
+        if (c->k->nparams < 1 || c->k->params[0].elem != QR_I32 || !c->tile || !c->nhwc || c->tables > QI_MAX_TABLES)
+            continue;
+        int64_t axis = tile_axis_of(c, c->tile, rank);
+        if (!(axis == -1 || (rank > 0 && axis == rank - 1)))
+            continue; /* (a negative axis past -1 with the rank not known: left apart) */
+        int nmm = mm->n_in;
+        qr_node *f = add_node(b, "QrlMatMulKernel", n->name, nmm + n->n_in - 1, n->out[0]);
+        if (!f)
+            break; /* out of memory: the graph is marked, qr_intgraph_build reports it */
+        for (int j = 0; j < nmm; j++)
+            f->in[j] = mm->in[j];
+        for (int j = 1; j < n->n_in; j++)
+            f->in[nmm + j - 1] = n->in[j];
+        qr_node_add_attr_i(b->d, f, "call", ci);
+        qr_node_add_attr_i(b->d, f, "to", qr_attr_i(n, "to", QR_UNDEF));
+        qr_node_add_attr_i(b->d, f, "mm_inputs", nmm);
+        for (int a = 0; a < c->nargs; a++)
+            if (c->args[a].kind == ARG_TENSOR && c->args[a].input == 0)
+                c->args[a].input = -1; /* the accumulator: the blocks the product hands over */
+        n->dead = mm->dead = 1;
+    }
+    free(uses);
+    return QR_OK;
+}
+
 /* Shape (and Size) of a DequantizeLinear's output reads its integer input instead, which has the
  * same shape: a border kept only for the shape arithmetic of an export (BERT's heads: Shape of the
  * projection, of q, k, v) is then dropped, and no tensor is dequantized to be measured. */
@@ -2749,7 +2909,8 @@ qr_status qr_intgraph_build(const qr_qctx *q, const qr_graph *qdq, qr_intgraph *
     if (st == QR_OK)
         st = tidy(ig->g, e);
     if (st == QR_OK && (st = qr_layout_nhwc(ig->g, kernel_pointwise, ig, e)) == QR_OK &&
-        (st = fuse_stages(&b)) == QR_OK && (st = qr_graph_check_oom(ig->g, e)) == QR_OK)
+        (st = fuse_stages(&b)) == QR_OK && (st = fuse_matmul_epilogues(&b)) == QR_OK &&
+        (st = qr_graph_check_oom(ig->g, e)) == QR_OK)
         st = tidy(ig->g, e);
     free(b.dyn);
     if (st != QR_OK) {

@@ -98,4 +98,15 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
  * node (in_rows 0). */
 int qr_convint_band_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *w, qr_band_geom *bg);
 
+/* MatMulInteger's checks (8-bit operands) and output shape, y of type t. */
+qr_status qr_matmulint_infer_as(qr_kctx *k, const qr_tensor *a, const qr_tensor *azp, const qr_tensor *b,
+                                 const qr_tensor *bzp, qr_dtype t);
+/* MatMulInteger of these inputs (8-bit, as its int32 accumulator takes them) with the accumulator
+ * handed to ep->run_rows in blocks of whole rows of the output's matrices ([rows, N]: channels
+ * last; y_off the block's first element) while they are in cache, so no int32 tensor is made
+ * where the microkernels run; elsewhere (the GEMV, the portable loops) one block of all rows.
+ * bconst: b and its zero point are graph constants (the packing is kept). */
+qr_status qr_matmulint_run_epilogue(qr_kctx *k, const qr_tensor *a, const qr_tensor *azp, const qr_tensor *b,
+                                    const qr_tensor *bzp, int bconst, const qr_acc_epilogue *ep);
+
 #endif

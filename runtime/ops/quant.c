@@ -1113,6 +1113,12 @@ typedef struct mmq_job {
     const int64_t *ia, *ib; /* each output matrix's A and B matrix */
     int32_t *c;
     int64_t m, nmat;       /* rows of each output matrix, and how many */
+    /* Not NULL: each task's rows of sums go to slot buffers (MMQ_ROWS x n each, one per thread) and
+     * from there to ep->run_rows while in cache, instead of to c (qr_matmulint_run_epilogue) */
+    const qr_acc_epilogue *ep;
+    int32_t *slots;
+    int failed;
+    qr_error *err;
 } mmq_job;
 
 /* Rows of the kernel per task: whole 8-row tiles, enough tasks for two threads on one matrix. */
@@ -1167,13 +1173,51 @@ static void mmq_rows(void *arg, int64_t t0, int64_t t1)
     }
 }
 
+/* The same, each task's sums into its thread's slot and then through the epilogue: rows [r0, r1)
+ * of output matrix bi are the block's rows, all n columns (channels last), output rows bi m + r0
+ * on. The kernel gets the task's rows as rows 0.. of a shifted A (exact integer sums: the same
+ * values wherever a row starts). */
+static void mmq_rows_ep(void *arg, int64_t t0, int64_t t1, int slot)
+{
+    mmq_job *j = arg;
+    int64_t m = j->m, n = j->p->n;
+    int32_t *buf = j->slots + (int64_t)slot * MMQ_ROWS * n;
+    for (int64_t t = t0; t < t1 && !__atomic_load_n(&j->failed, __ATOMIC_ACQUIRE); t++) {
+        int64_t bi = t / j->rb, r0 = t % j->rb * MMQ_ROWS, r1 = r0 + MMQ_ROWS < m ? r0 + MMQ_ROWS : m;
+        int64_t ia = j->ia[bi], ib = j->ib[bi];
+        const int8_t *am = j->as ? j->as + ia * m * j->k4 : (const int8_t *)j->a + ia * m * j->k4;
+        j->fn(buf, n, am + r0 * j->k4, j->rinit + ia * m + r0, j->rz ? NULL : j->cinit + ib * n,
+              j->rz ? j->rz + ia * m + r0 : NULL, j->colsum + ib * n, 0, r1 - r0, j->bp + ib * j->k4 * j->n16, j->k4,
+              n, j->n16);
+        qr_acc_block blk = {buf, n, r1 - r0, n, 0, (bi * m + r0) * n, n, NULL};
+        qr_error e;
+        if (j->ep->run_rows(j->ep, &blk, &e) != QR_OK) {
+            if (!__atomic_exchange_n(&j->failed, 1, __ATOMIC_ACQ_REL))
+                *j->err = e;
+            return;
+        }
+    }
+}
+
 /* acc = (a - za) @ (b - zb) over the broadcast batch (p), on the microkernel fn; azr not NULL: A's
  * zero points one per row of its matrices instead of za (per_row_zero_points). bconst: B is a
  * graph constant, so its packing and column sums are made on the first run only. ia_out/ib_out
  * (NULL: not wanted) receive each output matrix's A and B matrix, as int_matmul's. */
+static qr_status mmq_run_ep(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, const qr_tensor *a, int64_t za,
+                            const qr_tensor *azr, const qr_tensor *b, int64_t zb, int bconst, int32_t *acc,
+                            int64_t *ia_out, int64_t *ib_out, const qr_acc_epilogue *ep);
+
 static qr_status mmq_run(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, const qr_tensor *a, int64_t za,
                          const qr_tensor *azr, const qr_tensor *b, int64_t zb, int bconst, int32_t *acc,
                          int64_t *ia_out, int64_t *ib_out)
+{
+    return mmq_run_ep(k, p, fn, a, za, azr, b, zb, bconst, acc, ia_out, ib_out, NULL);
+}
+
+/* ep not NULL: acc unused, the sums go through ep->run_rows (mmq_rows_ep). */
+static qr_status mmq_run_ep(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, const qr_tensor *a, int64_t za,
+                            const qr_tensor *azr, const qr_tensor *b, int64_t zb, int bconst, int32_t *acc,
+                            int64_t *ia_out, int64_t *ib_out, const qr_acc_epilogue *ep)
 {
     int64_t m = p->m, kd = p->kd, n = p->n, nbatch = qr_tensor_numel(&p->batch);
     if (m == 0 || n == 0 || nbatch == 0)
@@ -1212,7 +1256,11 @@ static qr_status mmq_run(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, const 
     j.azr = azr;
     j.rz = j.cinit && azr ? qr_kwork(k, j.na, j.m, sizeof(int32_t), "zero points of A's rows") : NULL;
     j.as = j.cinit && !a_as_is ? qr_kwork(k, j.na * j.m, j.k4, 1, "packed A") : NULL;
-    if (!j.cinit || (azr && !j.rz) || (!a_as_is && !j.as)) {
+    int nslots = qr_pool_threads(k->pool) > 1 ? qr_pool_threads(k->pool) : 1;
+    j.ep = ep, j.err = k->err;
+    j.slots = ep && j.cinit ? qr_kwork(k, (int64_t)nslots * MMQ_ROWS, n, sizeof(int32_t), "sums of a task's rows")
+                            : NULL;
+    if (!j.cinit || (azr && !j.rz) || (!a_as_is && !j.as) || (ep && !j.slots)) {
         if (bconst)
             qr_kcache_done(k, packed);
         return QR_ERR;
@@ -1232,10 +1280,13 @@ static qr_status mmq_run(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, const 
     j.ia = idx; /* folded: the one product's A and B are matrix 0 of each, as idx[0] and idx[nbatch] say */
     j.ib = idx + nbatch;
     qr_parallel_for(k->pool, j.na + j.nb, 1, mmq_pack, &j);
-    qr_parallel_for(k->pool, j.nmat * j.rb, 1, mmq_rows, &j);
+    if (ep)
+        qr_parallel_for_slots(k->pool, j.nmat * j.rb, 1, mmq_rows_ep, &j);
+    else
+        qr_parallel_for(k->pool, j.nmat * j.rb, 1, mmq_rows, &j);
     if (bconst)
         qr_kcache_done(k, packed);
-    return QR_OK;
+    return j.failed ? QR_ERR : QR_OK;
 }
 
 /* Whether zp (NULL: absent, 0) is one value for the whole operand: a scalar, or a vector of
@@ -1317,6 +1368,44 @@ static qr_status matmul_acc32(qr_kctx *k, const mm_plan *p, const qr_tensor *a, 
     qr_status st = int_matmul(k, p, &o, out, NULL, NULL);
     int_operands_free(&o);
     return st;
+}
+
+qr_status qr_matmulint_infer_as(qr_kctx *k, const qr_tensor *a, const qr_tensor *azp, const qr_tensor *b,
+                                 const qr_tensor *bzp, qr_dtype t)
+{
+    mm_plan p;
+    if (check_quant_operand(k, a, azp, "A", 0) != QR_OK || check_quant_operand(k, b, bzp, "B", 0) != QR_OK ||
+        mm_plan_init(k, a, b, &p) != QR_OK)
+        return QR_ERR;
+    mm_out_shape(a, b, &p, k->out[0]);
+    k->out[0]->dtype = t;
+    return QR_OK;
+}
+
+qr_status qr_matmulint_run_epilogue(qr_kctx *k, const qr_tensor *a, const qr_tensor *azp, const qr_tensor *b,
+                                    const qr_tensor *bzp, int bconst, const qr_acc_epilogue *ep)
+{
+    mm_plan p;
+    if (mm_plan_init(k, a, b, &p) != QR_OK)
+        return QR_ERR;
+    int64_t rows = p.kd ? qr_tensor_numel(a) / p.kd : 0;
+    qr_igemm_rc_fn fn = mmq_kernel(&p, azp, bzp);
+    qr_igemv_fn gemv = qr_igemv_u8s8();
+    int gemv_case = fn && gemv && b->dtype == QR_I8 && b->ndim == 2 && a->ndim >= 2 && all_zero(bzp) && rows > 0 &&
+                    rows <= QR_GEMV_MAX_ROWS && p.n > 0;
+    if (fn && !gemv_case) /* matmul_acc32's microkernel cases, by blocks of rows */
+        return mmq_run_ep(k, &p, fn, a, zero_point(azp), NULL, b, zero_point(bzp), bconst, NULL, NULL, NULL, ep);
+    if (!fn && p.kd > 0 && per_row_zero_points(a, azp) && uniform_zero_point(bzp, p.n) && (fn = qr_igemm_u8s8_rc()))
+        return mmq_run_ep(k, &p, fn, a, 0, azp, b, zero_point(bzp), bconst, NULL, NULL, NULL, ep);
+    /* the other paths: the whole accumulator, then one block of all its rows */
+    int64_t nacc = mm_acc_count(&p);
+    int32_t *acc = qr_kwork(k, nacc > 0 ? nacc : 1, 1, sizeof *acc, "accumulator");
+    if (!acc || matmul_acc32(k, &p, a, azp, b, bzp, bconst, acc) != QR_OK)
+        return QR_ERR;
+    if (nacc == 0 || p.n == 0)
+        return QR_OK;
+    qr_acc_block all = {acc, p.n, nacc / p.n, p.n, 0, 0, p.n, NULL};
+    return ep->run_rows(ep, &all, k->err);
 }
 
 /* A 16-bit tensor's high and low bytes as 8-bit tensors in the node's workspace, x - x_zero =

@@ -154,9 +154,9 @@ Test(cli, run_profile_counts_the_models_macs)
              tu_qrl(), tu_root(), dir, dir, tu_root(), dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     cr_assert(strstr(log, "11.0 MMAC per run"), "%s", log);
-    /* each convolution fused with its requantization (the fused nodes count their MACs) */
+    /* each convolution and each product fused with its requantization (the fused nodes count their MACs) */
     cr_assert(strstr(log, "\n  QrlConvKernel                3 "), "%s", log);
-    cr_assert(strstr(log, "\n  MatMulInteger                2 "), "%s", log);
+    cr_assert(strstr(log, "\n  QrlMatMulKernel              2 "), "%s", log);
     free(log);
 }
 

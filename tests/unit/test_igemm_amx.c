@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "op.h"
+#include "ops/conv_epilogue.h"
 #include "ops/igemm.h"
 #include "testutil.h"
 
@@ -210,6 +211,122 @@ Test(igemm_amx, matmul_integer_matches_a_naive_loop_with_both_zero_points)
                 tu_option("amx", "");
             }
         free(ad), free(bd), free(azd), free(want);
+    }
+    qr_pool_free(two);
+}
+
+/* qr_matmulint_run_epilogue (MatMulInteger with its sums handed over in blocks of rows, what the
+ * fused QrlMatMulKernel runs): every element of the accumulator reaches the epilogue exactly once,
+ * at its own place (the block's y_off), with the naive int64 loop's value wrapped to int32. Shapes
+ * whose rows split into 64-row tasks with ragged ends, several matrices (one product of their rows, and a
+ * B matrix for each: products apart), a K whose sums wrap, and
+ * few rows (the GEMV, one block of all rows); zero points scalar and per row; u8 and i8; on AMX
+ * (where there is one), VNNI (amx=0) and the portable path, by 1 and 2 threads. */
+typedef struct ep_record {
+    int32_t *got;
+    int *seen;
+    int64_t total;
+    int bad;
+} ep_record;
+
+static ep_record record;
+
+static qr_status record_rows(const qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e)
+{
+    (void)ep, (void)e;
+    for (int64_t r = 0; r < b->rows; r++)
+        for (int64_t c = 0; c < b->cols; c++) {
+            int64_t at = b->y_off + r * b->y_rs + b->c0 + c;
+            if (at < 0 || at >= record.total) {
+                __atomic_store_n(&record.bad, 1, __ATOMIC_RELAXED);
+                continue;
+            }
+            record.got[at] = b->acc[r * b->acc_rs + c];
+            __atomic_add_fetch(&record.seen[at], 1, __ATOMIC_RELAXED);
+        }
+    return QR_OK;
+}
+
+static qr_status ep_run(qr_kctx *k)
+{
+    qr_acc_epilogue ep = {.run_rows = record_rows};
+    return qr_matmulint_run_epilogue(k, k->in[0], k->in[2], k->in[1], k->in[3], 0, &ep);
+}
+
+Test(igemm_amx, matmul_epilogue_blocks_match_a_naive_loop)
+{
+    const int cases[][4] = {{1, 128, 256, 96}, {2, 17, 64, 33}, {1, 197, 100, 50}, {3, 70, 68, 40},
+                            {1, 65, 66000, 20}, {1, 3, 64, 70}, {2, 130, 32, 1}, {4, 16, 64, 128}};
+    static const char *const paths[] = {"", "0", "portable"};
+    unsigned seed = 11;
+    qr_pool *two = qr_pool_new(2);
+    cr_assert(two);
+    qr_op_def d = {.name = "MatMulEpilogue", .run = ep_run};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int B = cases[c][0], M = cases[c][1], K = cases[c][2], N = cases[c][3];
+        qr_dtype at = c % 2 ? QR_I8 : QR_U8, bt = c % 3 == 2 ? QR_U8 : QR_I8;
+        int per_row = c % 4 == 0 || c == 3, gemv = c == 5; /* case 5: 3 rows, i8 B with zero 0 (the GEMV) */
+        int nb = c == 3 || c == 6 || c == 7 ? B : 1; /* a B matrix per A matrix (attention's): not one product */
+        uint8_t *ad = malloc((size_t)B * M * K), *bd = malloc((size_t)nb * K * N), *azd = malloc((size_t)(B * M)), bz;
+        int64_t total = (int64_t)B * M * N;
+        int32_t *want = malloc(sizeof(int32_t) * (size_t)total);
+        record.got = malloc(sizeof(int32_t) * (size_t)total);
+        record.seen = malloc(sizeof(int) * (size_t)total);
+        record.total = total;
+        cr_assert(ad && bd && azd && want && record.got && record.seen);
+        for (int64_t i = 0; i < (int64_t)B * M * K; i++) /* K 66000: all 255 or -128, so the sums wrap */
+            ad[i] = K > 60000 ? (at == QR_U8 ? 255 : 0x80) : (uint8_t)(rnd(&seed) & 0xff);
+        for (int64_t i = 0; i < (int64_t)nb * K * N; i++)
+            bd[i] = K > 60000 ? 0x7f : (uint8_t)(rnd(&seed) & 0xff);
+        for (int i = 0; i < B * M; i++)
+            azd[i] = K > 60000 ? 0 : (uint8_t)(rnd(&seed) & 0xff);
+        bz = gemv ? 0 : K > 60000 ? 0x80 : (uint8_t)(rnd(&seed) & 0xff); /* K 66000: 255 (-128 - 127) a term */
+        int64_t zb = bt == QR_U8 ? bz : (int8_t)bz;
+        for (int bi = 0; bi < B; bi++)
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    int64_t za = AZ(per_row ? bi * M + i : 0), s = 0;
+                    for (int q = 0; q < K; q++)
+                        s += (AV(((int64_t)bi * M + i) * K + q) - za) *
+                             (BV((nb > 1 ? (int64_t)bi * K * N : 0) + (int64_t)q * N + j) - zb);
+                    want[((int64_t)bi * M + i) * N + j] = wrap32(s);
+                }
+        if (K > 60000)
+            cr_assert((int64_t)want[0] != (int64_t)K * 255 * 255, "case %zu: the sums wrap", c);
+        qr_tensor a = {.dtype = at, .ndim = 3, .dims = {B, M, K}, .data = ad};
+        qr_tensor b = nb > 1 ? (qr_tensor){.dtype = bt, .ndim = 3, .dims = {B, K, N}, .data = bd}
+                             : (qr_tensor){.dtype = bt, .ndim = 2, .dims = {K, N}, .data = bd};
+        qr_tensor az = per_row ? (qr_tensor){.dtype = at, .ndim = 3, .dims = {B, M, 1}, .data = azd}
+                               : (qr_tensor){.dtype = at, .ndim = 0, .data = azd};
+        qr_tensor bzt = {.dtype = bt, .ndim = 0, .data = &bz};
+        for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++)
+            for (int threads = 1; threads <= 2; threads++) {
+                if (p == 2)
+                    qr_igemm_force("portable");
+                else
+                    tu_option("amx", paths[p]);
+                qr_node n = {.name = "n", .op = "MatMulEpilogue", .domain = "", .opset = 13, .n_in = 4, .n_out = 1,
+                             .def = &d};
+                const qr_tensor *in[4] = {&a, &b, &az, &bzt};
+                qr_tensor y = {.dtype = QR_U8, .ndim = 0}, *out[1] = {&y};
+                qr_error e;
+                qr_kctx k = {.node = &n, .opset = 13, .n_in = 4, .n_out = 1, .in = in, .out = out, .err = &e,
+                             .pool = threads == 2 ? two : NULL};
+                memset(record.seen, 0, sizeof(int) * (size_t)total);
+                record.bad = 0;
+                cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
+                cr_assert(!record.bad, "case %zu: a block past the output", c);
+                for (int64_t x = 0; x < total; x++) {
+                    cr_assert_eq(record.seen[x], 1, "case %zu (%dx%dx%dx%d), amx=%s%s, %d threads: element %lld reached the epilogue %d times",
+                                 c, B, M, K, N, p == 2 ? "-" : paths[p], p == 2 ? " portable" : "", threads, (long long)x,
+                                 record.seen[x]);
+                    cr_assert_eq(record.got[x], want[x], "case %zu (%dx%dx%dx%d), amx=%s%s, %d threads, element %lld", c, B,
+                                 M, K, N, p == 2 ? "-" : paths[p], p == 2 ? " portable" : "", threads, (long long)x);
+                }
+                qr_igemm_force(NULL);
+                tu_option("amx", "");
+            }
+        free(ad), free(bd), free(azd), free(want), free(record.got), free(record.seen);
     }
     qr_pool_free(two);
 }
