@@ -3610,6 +3610,22 @@ static qr_status speculate(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
     return st;
 }
 
+/* Some ranked slot's own SQNR meets the recipe's condition whatever the outputs measure (read with
+ * them at +inf and at -inf dB): a try with it quantized cannot hold (judge), so every tensor
+ * quantized is not tried when the local measurement has already said so; the try with those in f32
+ * comes next (one validation pass less: the melspectrogram's 9 of 12 fail alone). */
+static int fails_alone(qr_qctx *q, const ranked *rk, int nr, qr_status *st)
+{
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    int any = 0;
+    for (int i = 0; q->r->fallback && i < nr && !any; i++)
+        any = q->r->fallback(&rt, rk[i].sqnr, INFINITY, 1.0, 1.0) != 0 &&
+              q->r->fallback(&rt, rk[i].sqnr, -INFINITY, -1.0, 0.0) != 0;
+    *st = qr_rt_status(&rt, q->e);
+    return *st == QR_OK && any;
+}
+
 /* A try of the search judged on n samples of o, ran of them run for it (the others' sums kept from
  * an earlier try of the same k), for the profile (qr_quantized.tries). */
 static qr_status note_try(qr_qctx *q, qr_quantized *res, const wide *wd, const ranked *rk, int k, int64_t n,
@@ -4900,7 +4916,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
             (st = judge_calibrate(q, res, wd, rk, nr, &holds, &cal)) == QR_OK)
             st = note_try(q, res, wd, rk, 0, o.n, o.n, holds, mt0.sqnr, cal);
         q->shipped = st == QR_OK && holds && ahead;
-    } else if (st == QR_OK)
+    } else if (st == QR_OK && !fails_alone(q, rk, nr, &st) && st == QR_OK)
         st = try_k(q, res, &o, calib, wd, rk, nr, 0, &holds);
     fb_step(&pg);
     if (st == QR_OK && !holds && q->r->fallback) {
@@ -4958,11 +4974,18 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
                          .s0 = s0};
         res->ranked = nr - k;
         q->grad_passes = q->grad_packing_bytes = 0;
+        /* rank = grad where any cut's grad_exact_near window holds every ranked layer (nr - k <= W
+         * + 1: the melspectrogram's 3): the first try would measure them all exactly, and grad's
+         * forward and backward would estimate nothing the search reads; they are measured at once,
+         * as rank = effect does */
+        int all_near = ne.w > 0 && nr - k <= ne.w + 1;
         st = !exact  ? qr_errorf(q->e, "out of memory")
              : gain  ? gain_effects(q, calib, o.n, outs, rk + k, nr - k)
              : probe ? probe_effects(q, &o, calib, count, rk + k, nr - k)
-             : choice_is(q, QR_SET_RANK, "grad") ? grad_effects(q, &o, calib, count, rk + k, nr - k, exact)
+             : choice_is(q, QR_SET_RANK, "grad") && !all_near ? grad_effects(q, &o, calib, count, rk + k, nr - k, exact)
                      : measure_effects(q, &o, calib, count, rk + k, nr - k);
+        for (int i = k; st == QR_OK && all_near && i < nr; i++)
+            exact[rk[i].slot] = 1;
         if (pin)
             qr_plan_stream_held(q, was);
         res->grad_passes = q->grad_passes, res->grad_packing_bytes = q->grad_packing_bytes;

@@ -3772,3 +3772,55 @@ Test(quantize, rank_grad_fitted_prediction_near_the_exhaustive_answer_where_erro
               n_effect, log);
     free(log);
 }
+
+/* Validation passes spent where nothing is learnt (stop 49), on gain_oracle.py's chain.onnx (x ->
+ * Conv -> a -> Conv -> y; 8 samples, 4 held out to judge). (1) The tensors' own SQNR fails `sqnr <
+ * 1000` whatever the outputs measure: the try with every tensor quantized cannot hold, so the first
+ * tries are the one try with those in f32 (two of the three), whose graph is the model's two Conv
+ * nodes: by hand, exactly one validation pass (2 nodes x 4 judge samples = 8 node-runs), where
+ * trying every tensor quantized first (its QDQ graph, 16 more) made it three. (2) With at most grad_exact_near + 1 tensors ranked, any cut's window holds them
+ * all: rank = grad measures them exactly at once, as rank = effect does, with no forward and
+ * backward of its own: its effects' node-runs and effect_db are rank = effect's. */
+Test(quantize, passes_not_spent_on_a_try_that_cannot_hold_nor_on_grad_where_every_layer_is_measured)
+{
+    char cmd[4096], recipe[700], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/gain_oracle.py' make '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *lines[3] = {
+        "  fallback = f32 when sqnr < 1000 or output_sqnr < 99\n  validate = 0.5\n  validate_least = 4\n",
+        "  fallback = f32 when output_sqnr < 99\n  validate = 0.5\n  validate_least = 4\n  rank = effect\n",
+        "  fallback = f32 when output_sqnr < 99\n  validate = 0.5\n  validate_least = 4\n  rank = grad\n"
+        "  grad_exact_near = 2\n  grad_exact_kept_below = 40\n  grad_exact_at = fitted\n"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(recipe, sizeof recipe, "%s/w%d.qrl", dir, k);
+        write_recipe(recipe, lines[k]);
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize %s/chain.onnx --recipe %s --calib %s/chain_x.npy -o %s/w%d.onnx "
+                 "--report %s/w%d.json", tu_root(), tu_qrl(), dir, recipe, dir, dir, k, dir, k);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json\n"
+             "R = [json.load(open('%s/w%%d.json' %% k)) for k in (0, 1, 2)]\n"
+             "ph = lambda r, n: sum(p['validate_node_samples'] for p in r['runs']['phases'] if p['phase'] == n)\n"
+             "T = [[t['fallen_back'] for t in r['search_tries']] for r in R]\n"
+             "e = [{l['value']: l['effect_db'] for l in r['layers'] if l.get('effect_db') is not None} for r in R[1:]]\n"
+             "same = int(len(e[0]) > 0 and e[0].keys() == e[1].keys() and all(abs(e[0][v] - e[1][v]) < 1e-3 for v in e[0]))\n"
+             "print(ph(R[0], 'first tries'), R[0]['runs']['validate']['pass_node_samples'], len(T[0]), min(T[0]),"
+             " len(R[0]['layers']), R[2]['runs']['validate']['ranked'], ph(R[1], 'effects'), ph(R[2], 'effects'), same, T)\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    long long first = -1, pass = 0, eff_effect = 0, eff_grad = -1;
+    int ntries = 0, least = -1, layers = 0, ranked = 0, same = 0;
+    cr_assert(sscanf(log, "%lld %lld %d %d %d %d %lld %lld %d", &first, &pass, &ntries, &least, &layers, &ranked,
+                     &eff_effect, &eff_grad, &same) == 9, "%s", log);
+    cr_assert(pass > 0 && first == pass, "the first tries took %lld node-runs x samples, not one pass's %lld: %s", first,
+              pass, log);
+    cr_assert(ntries >= 1 && least > 0 && layers > 0, "every tensor quantized tried, which could not hold: %s", log);
+    cr_assert(ranked >= 2 && ranked <= 3, "%d tensors ranked: not what (2) tests\n%s", ranked, log);
+    cr_assert(eff_effect > 0 && eff_grad == eff_effect && same,
+              "rank = grad's effects %lld node-runs x samples against rank = effect's %lld (effect_db the same: %d): %s",
+              eff_grad, eff_effect, same, log);
+    free(log);
+}
