@@ -2616,6 +2616,22 @@ static qr_status fusion_uses(builder *b, int **uses)
     return QR_OK;
 }
 
+/* The producer (an `op` of the default domain) of node n's accumulator when n is an element-wise
+ * epilogue kernel (stdlib's qlinear: QrlKernel with acc) that alone reads it, with n's call in *ci;
+ * NULL otherwise. */
+static qr_node *acc_producer(builder *b, const int *uses, qr_node *n, const char *op, int64_t *ci)
+{
+    if (n->dead || strcmp(n->op, "QrlKernel") || !qr_attr_i(n, "acc", 0) || n->n_in < 1 || !n->in[0])
+        return NULL;
+    qr_value *acc = n->in[0];
+    qr_node *p = acc->producer;
+    *ci = qr_attr_i(n, "call", -1);
+    if (!p || p->dead || p->domain[0] || strcmp(p->op, op) || acc->is_output || uses[acc->id] != 1 || *ci < 0 ||
+        *ci >= b->ig->ncalls)
+        return NULL;
+    return p;
+}
+
 /* A ConvInteger feeding only an element-wise epilogue kernel (stdlib's qlinear) whose rows are its
  * output channels runs fused with it: the recipe's tile kernel gets the int32 accumulator in blocks
  * while they are in cache, and no int32 tensor is made. fuse=0 keeps them apart (the reference
@@ -2630,13 +2646,9 @@ static qr_status fuse_epilogues(builder *b)
     int n0 = d->n_nodes;
     for (int i = 0; i < n0; i++) {
         qr_node *n = d->nodes[i];
-        if (n->dead || strcmp(n->op, "QrlKernel") || !qr_attr_i(n, "acc", 0) || n->n_in < 1 || !n->in[0])
-            continue;
-        qr_value *acc = n->in[0];
-        qr_node *conv = acc->producer;
-        int64_t ci = qr_attr_i(n, "call", -1);
-        if (!conv || conv->dead || strcmp(conv->op, "ConvInteger") || acc->is_output || uses[acc->id] != 1 || ci < 0 ||
-            ci >= b->ig->ncalls)
+        int64_t ci;
+        qr_node *conv = acc_producer(b, uses, n, "ConvInteger", &ci);
+        if (!conv)
             continue;
         qr_intcall *c = &b->ig->calls[ci];
         if (c->k->nparams < 1 || c->k->params[0].elem != QR_I32)
@@ -2667,14 +2679,11 @@ static qr_status fuse_matmul_epilogues(builder *b)
     int n0 = d->n_nodes;
     for (int i = 0; i < n0; i++) {
         qr_node *n = d->nodes[i];
-        if (n->dead || strcmp(n->op, "QrlKernel") || !qr_attr_i(n, "acc", 0) || n->n_in < 1 || !n->in[0])
+        int64_t ci;
+        qr_node *mm = acc_producer(b, uses, n, "MatMulInteger", &ci);
+        if (!mm || mm->n_in < 2)
             continue;
         qr_value *acc = n->in[0];
-        qr_node *mm = acc->producer;
-        int64_t ci = qr_attr_i(n, "call", -1);
-        if (!mm || mm->dead || mm->domain[0] || strcmp(mm->op, "MatMulInteger") || mm->n_in < 2 || acc->is_output ||
-            uses[acc->id] != 1 || ci < 0 || ci >= b->ig->ncalls)
-            continue;
         qr_intcall *c = &b->ig->calls[ci];
         int rank = acc->t.ndim > 0 ? acc->t.ndim : -1;
         if (c->k->nparams < 1 || c->k->params[0].elem != QR_I32 || !c->tile || !c->nhwc || c->tables > QI_MAX_TABLES)
