@@ -98,6 +98,8 @@ Test(fake_quant, matches_numpy_bit_for_bit_on_both_paths)
     mixed(1000, 3.0f, 127, 0, 255);
     mixed(70, 1e-3f, 255, 0, 255);
     mixed(4100, 1.5e-5f, 30000, 0, 65535); /* a 16-bit range */
+    mixed(128, 0.0235294122f, 0, 0, 255);    /* one whole vector to each of the AVX-512 loop's 8 streams */
+    mixed(16 * 8 * 3 + 16 * 5 + 7, 0.1f, 3, -128, 127); /* 3 to each, 5 left over, a tail of 7 */
 }
 
 /* Values a few ulps around (k + 1/2) * scale: lane 5 of every other vector near a half, the rest a
