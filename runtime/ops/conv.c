@@ -2076,10 +2076,13 @@ static qr_status unpool_run(qr_kctx *k)
  * two full 512-bit FMA pipes), whose direct kernel runs twice as fast while the 16 products' K of 16
  * and the transforms do not: that layer 0.985, 0.894 ms by Winograd against 0.856, 0.784 direct
  * (Xeon model 167, batch 64, frozen, stop 48). The feature stands for the pipes, which CPUID does
- * not report. */
+ * not report. 64 there since stop 50: the small ResNet's 32 -> 32 on 16 x 16 (products of K 32) ran
+ * 2.32, 2.45, 2.36, 2.42 ms at batch 64 by Winograd against 2.12, 2.09, 2.10, 2.03 direct (four
+ * rounds in turns, frozen, 1 thread); ResNet-18's 64 channels and more keep Winograd (not
+ * measured against direct here). */
 static int64_t wino_min_channels(void)
 {
-    return qr_options_get()->no_winograd == 2 || !__builtin_cpu_supports("avx512fp16") ? 16 : 32;
+    return qr_options_get()->no_winograd == 2 || !__builtin_cpu_supports("avx512fp16") ? 16 : 64;
 }
 
 /* Whether a channels-last f32 Conv runs by Winograd F(2x2, 3x3) (wino.h): 3 x 3, stride 1, no
