@@ -3047,7 +3047,7 @@ size_t qr_plan_held_bytes(const qr_graph *g, const qr_tensor *calib)
 /* The batch within the memory budget (--max-memory, per process: per rank under mpirun). Runs
  * of one batch each go side by side: calibration's workers (--threads), the measurements' three
  * graphs (f32, QDQ simulation, integer graph). Without --batch: up to 32 samples, fewer where one
- * batch's activations would pass AUTO_BATCH_BYTES or the budget's share of a run; with --batch, a
+ * batch's activations would pass AUTO_BATCH_BYTES or the budget's share of a run, a power of two; with --batch, a
  * batch that cannot fit is an error. One sample that cannot fit is an error naming the sizes. */
 static qr_status choose_batch(const qr_graph *g, const qr_tensor *calib, const qr_quant_opts *o, int *batch,
                               size_t *run_bytes, qr_error *e)
@@ -3086,7 +3086,13 @@ static qr_status choose_batch(const qr_graph *g, const qr_tensor *calib, const q
         return QR_OK;
     }
     size_t cap = AUTO_BATCH_BYTES / one < fit ? AUTO_BATCH_BYTES / one : fit;
-    *batch = cap >= 32 ? 32 : cap < 1 ? 1 : (int)cap;
+    /* A power of two: calibration's SimQuant rounds each batch with that batch's own qparams, so the
+     * batch moves the ranges and the decisions; a batch that followed the arena byte for byte let a
+     * planner's change move a model's quantization (PP-OCRv4 rec: an in-place Softmax, 16 -> 22). */
+    int b = 1;
+    while (b < 32 && (size_t)b * 2 <= cap)
+        b *= 2;
+    *batch = b;
     *run_bytes = one * (size_t)*batch;
     return QR_OK;
 }

@@ -456,7 +456,7 @@ static void fixed_batch_model(int b, const char *out)
 }
 
 /* Without --batch, a model whose sample takes more than 2 MB of planned activations calibrates and
- * measures in smaller batches (at most 64 MB each); a small one keeps 32, and --batch decides when
+ * measures in smaller batches (at most 64 MB each, a power of two); a small one keeps 32, and --batch decides when
  * given. The big model: Relu -> Conv 1x1 on [N, 8, 512, 512] f32, 8 MB a value per sample. */
 Test(quantize, default_batch_shrinks_for_large_activations)
 {
@@ -482,6 +482,27 @@ Test(quantize, default_batch_shrinks_for_large_activations)
     cr_expect(auto_b >= 1 && auto_b <= 64 / 8, "8 MB a value: at most 8 samples in 64 MB, got %d\n%s", auto_b, log);
     cr_expect(auto_b < 32, "the default shrinks: %d\n%s", auto_b, log);
     cr_expect_eq(given, 2, "--batch 2 is kept: %d", given);
+    free(log);
+    /* The same on [N, 8, 192, 192]: values of 1,179,648 bytes a sample, two or three of them live
+     * (64 MB over them: 28.4 or 19.0 samples): the batch is the power of two under either, 16. One that
+     * followed the plan byte for byte (28 here) let a planner's change move the calibration's ranges. */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"\n"
+             "import numpy as np, onnx\n"
+             "from onnx import helper, numpy_helper, TensorProto\n"
+             "w = np.random.default_rng(0).standard_normal((8, 8, 1, 1)).astype(np.float32)\n"
+             "g = helper.make_graph([helper.make_node('Relu', ['x'], ['r']), helper.make_node('Conv', ['r', 'w'], ['y'])], 'g',\n"
+             "    [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['N', 8, 192, 192])],\n"
+             "    [helper.make_tensor_value_info('y', TensorProto.FLOAT, ['N', 8, 192, 192])], [numpy_helper.from_array(w, 'w')])\n"
+             "m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]); m.ir_version = 8\n"
+             "onnx.save(m, 'mid.onnx')\n"
+             "np.save('mid_x.npy', np.random.default_rng(1).standard_normal((20, 8, 192, 192)).astype(np.float32))\n"
+             "\" && %s quantize mid.onnx --recipe '%s/recipes/int8.qrl' --calib mid_x.npy -o mid_q.onnx 2>&1",
+             dir, tu_qrl(), tu_root());
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    a = strstr(log, "; batch ");
+    cr_assert(a && sscanf(a, "; batch %d", &auto_b) == 1, "%s", log);
+    cr_expect(auto_b >= 8 && auto_b <= 16 && !(auto_b & (auto_b - 1)), "a power of two, 16 here: %d\n%s", auto_b, log);
     free(log);
     snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize '%s/examples/fmnist/fmnist_cnn.onnx' --recipe '%s/recipes/int8.qrl' "
              "--calib '%s/calib_images.npy' --calib-count 64 -o small_q.onnx 2>&1",
