@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "op.h"
+#include "options.h"
 #include "passes.h"
 
 typedef struct rows_ctx {
@@ -177,6 +178,25 @@ static qr_value *binary(rows_ctx *c, const char *op, qr_value *a, qr_value *b, c
 static qr_status rewrite(rows_ctx *c, qr_node *mm, qr_node *dqr, qr_value *w, qr_value *ws, qr_value *wz,
                          qr_value *bias, const qr_node *div)
 {
+    if (!qr_options_get()->no_fuse) {
+        /* one node, the product and its scaling by blocks of rows while they are in cache, the same
+         * f32 operations in the same order (QrlMatMulScaled, ops/quant.c); fuse=0 keeps the chain */
+        qr_value **fin = qr_arena_alloc(&c->g->arena, sizeof *fin * 8);
+        const char *dom = qr_arena_strdup(&c->g->arena, "qrl");
+        if (!fin || !dom)
+            return qr_errorf(c->e, "out of memory rewriting '%s'", mm->name);
+        qr_value *k = div ? div->in[1] : NULL;
+        qr_value *v[8] = {dqr->out[0], w, dqr->out[2], wz, dqr->out[1], ws, bias, k};
+        int nin = k ? 8 : bias ? 7 : 6;
+        memcpy(fin, v, sizeof v);
+        mm->op = "QrlMatMulScaled", mm->domain = dom, mm->opset = 1;
+        mm->def = qr_op_find(dom, mm->op);
+        mm->in = fin;
+        mm->n_in = nin;
+        mm->n_attr = 0;
+        qr_node_add_attr_i(c->g, mm, "last", !div ? 0 : strcmp(div->op, "Div") ? 1 : 2);
+        return qr_graph_check_oom(c->g, c->e);
+    }
     const char *base = mm->out[0]->name;
     qr_node *mi = new_node(c, "", "MatMulInteger", "", wz ? 4 : 3, 1);
     qr_value *acc = new_value(c, base, "_rows_int32");

@@ -1408,6 +1408,139 @@ qr_status qr_matmulint_run_epilogue(qr_kctx *k, const qr_tensor *a, const qr_ten
     return ep->run_rows(ep, &all, k->err);
 }
 
+/* QrlMatMulScaled (domain qrl; runtime/pass_dynrows.c): a dynamic export's per-row product
+ * MatMulInteger(a, b, a_zero, b_zero?) -> Cast to f32 -> Mul by s -> Mul by w [-> Add bias]
+ * [-> Mul or Div by k (attribute last: 1 Mul, 2 Div)] as one node. The f32 operations run in that
+ * order, each rounded as its node rounds it (ISO C: no contraction), on the product's blocks of
+ * rows while they are in cache (qr_matmulint_run_epilogue), so no int32 tensor and no f32
+ * intermediate goes to memory. s broadcasts to the output with its last dim 1 (one scale a row of
+ * the output, DynamicQuantizeRows's, or one); w and bias are one value or one a column, k one. */
+typedef struct mms_ep {
+    const float *s, *w, *bias;
+    float k;
+    int last;
+    int64_t n, nw;
+    const int64_t *s_of_row; /* s's index for each output row */
+    float *y;
+} mms_ep;
+
+/* One row: y = f32(acc) * s * w (+ bias) (* or / k), pass by pass over the row (in L1) so each
+ * loop vectorizes without the others' branches. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void mms_row(float *y, const int32_t *acc,
+                                                                                  int64_t n, float s, const float *w,
+                                                                                  int64_t nw, const float *bias,
+                                                                                  int last, float k)
+{
+    for (int64_t c = 0; c < n; c++)
+        y[c] = (float)acc[c] * s;
+    if (nw == 1) {
+        float w0 = w[0];
+        for (int64_t c = 0; c < n; c++)
+            y[c] = y[c] * w0;
+    } else
+        for (int64_t c = 0; c < n; c++)
+            y[c] = y[c] * w[c];
+    if (bias)
+        for (int64_t c = 0; c < n; c++)
+            y[c] = y[c] + bias[c];
+    if (last == 1)
+        for (int64_t c = 0; c < n; c++)
+            y[c] = y[c] * k;
+    else if (last == 2)
+        for (int64_t c = 0; c < n; c++)
+            y[c] = y[c] / k;
+}
+
+static qr_status mms_block(const qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e)
+{
+    (void)e;
+    const mms_ep *u = ep->user;
+    int64_t r0 = (b->y_off - b->c0) / b->y_rs; /* whole rows of [rows, n]: y_rs is n */
+    for (int64_t i = 0; i < b->rows; i++)
+        mms_row(u->y + b->y_off + i * b->y_rs, b->acc + i * b->acc_rs, b->cols, u->s[u->s_of_row[r0 + i]],
+                u->nw == 1 ? u->w : u->w + b->c0, u->nw, u->bias ? u->bias + b->c0 : NULL, u->last, u->k);
+    return QR_OK;
+}
+
+/* Whether t broadcasts to y's shape leaving it as it is, with its last dim 1 (last1) or either. */
+static int broadcasts_into(const qr_tensor *t, const qr_tensor *y, int last1)
+{
+    if (t->ndim > y->ndim || (last1 && t->ndim > 0 && t->dims[t->ndim - 1] != 1))
+        return 0;
+    for (int d = 1; d <= t->ndim; d++)
+        if (t->dims[t->ndim - d] != 1 && t->dims[t->ndim - d] != y->dims[y->ndim - d])
+            return 0;
+    return 1;
+}
+
+/* One value, or one a column of y (n). */
+static int per_column(const qr_tensor *t, const qr_tensor *y, int64_t n)
+{
+    int64_t c = qr_tensor_numel(t);
+    return broadcasts_into(t, y, 0) && (c == 1 || (c == n && t->ndim > 0 && t->dims[t->ndim - 1] == n));
+}
+
+static qr_status mms_infer(qr_kctx *k)
+{
+    if (k->n_in < 6 || !k->in[4] || !k->in[5]) /* (inputs 3, 6 and 7 may be left out: min_in is 3) */
+        return QR_KERR(k, "QrlMatMulScaled takes a, b, a_zero_point, b_zero_point?, s, w, bias?, k?");
+    if (qr_matmulint_infer_as(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), QR_F32) != QR_OK)
+        return QR_ERR;
+    const qr_tensor *y = k->out[0], *s = k->in[4], *w = k->in[5], *bias = opt_in(k, 6), *kk = opt_in(k, 7);
+    int64_t n = y->ndim > 0 ? y->dims[y->ndim - 1] : 1;
+    int last = (int)qr_attr_i(k->node, "last", 0);
+    if (s->dtype != QR_F32 || w->dtype != QR_F32 || (bias && bias->dtype != QR_F32) || (kk && kk->dtype != QR_F32))
+        return QR_KERR(k, "QrlMatMulScaled's scales, bias and factor are float32");
+    if (y->ndim < 1 || !broadcasts_into(s, y, 1))
+        return QR_KERR(k, "QrlMatMulScaled: the row scales (%d dims) do not broadcast into the output's rows", s->ndim);
+    if (!per_column(w, y, n) || (bias && (!per_column(bias, y, n) || qr_tensor_numel(bias) != n)))
+        return QR_KERR(k, "QrlMatMulScaled: the column scales and the bias are one value or one a column (%lld)",
+                       (long long)n);
+    if ((last != 0) != (kk != NULL) || last < 0 || last > 2 || (kk && (qr_tensor_numel(kk) != 1 || kk->ndim > y->ndim)))
+        return QR_KERR(k, "QrlMatMulScaled: 'last' (%d) and the factor do not agree", last);
+    return QR_OK;
+}
+
+static qr_status mms_run(qr_kctx *k)
+{
+    const qr_tensor *y = k->out[0], *s = k->in[4], *w = k->in[5], *bias = opt_in(k, 6), *kk = opt_in(k, 7);
+    int64_t n = y->dims[y->ndim - 1], rows = n > 0 ? qr_tensor_numel(y) / n : 0;
+    int64_t *s_of_row = qr_kwork(k, rows > 0 ? rows : 1, 1, sizeof *s_of_row, "row scales' places");
+    if (!s_of_row)
+        return QR_ERR;
+    /* each output row's scale: s's dims aligned to y's last ones, a dim of 1 repeats */
+    int64_t stride[QR_MAX_DIMS], sd[QR_MAX_DIMS];
+    int rd = y->ndim - 1; /* the rows' dims: y's but the last */
+    int64_t st = 1;
+    for (int d = y->ndim - 1; d >= 0; d--) {
+        int sdim = d - (y->ndim - s->ndim);
+        sd[d] = sdim >= 0 ? s->dims[sdim] : 1;
+        stride[d] = st;
+        st *= sd[d];
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t rem = r, at = 0;
+        for (int d = rd - 1; d >= 0; d--) {
+            int64_t i = rem % y->dims[d];
+            rem /= y->dims[d];
+            if (sd[d] != 1)
+                at += i * stride[d];
+        }
+        s_of_row[r] = at;
+    }
+    mms_ep u = {s->data, w->data, bias ? bias->data : NULL, kk ? ((const float *)kk->data)[0] : 0.f,
+                (int)qr_attr_i(k->node, "last", 0), n, qr_tensor_numel(w), s_of_row, y->data};
+    qr_acc_epilogue ep = {.run = mms_block, .user = &u, .run_rows = mms_block};
+    return qr_matmulint_run_epilogue(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), qr_kinput_const(k, 1), &ep);
+}
+
+/* Its multiply-accumulates, for profiles: Y's elements times K. */
+static double mms_macs(const qr_kctx *k)
+{
+    const qr_tensor *a = k->n_in > 0 ? k->in[0] : NULL;
+    return a && a->ndim > 0 && k->out[0] ? (double)qr_tensor_numel(k->out[0]) * (double)a->dims[a->ndim - 1] : 0;
+}
+
 /* A 16-bit tensor's high and low bytes as 8-bit tensors in the node's workspace, x - x_zero =
  * 256 (hi - hi_zero) + (lo - lo_zero): hi is u8 for u16 (i8 for i16), lo u8, and the zero point
  * (one) splits the same way. The 8-bit paths then make each part's exact int32 sums. */
@@ -2711,6 +2844,7 @@ const qr_op_def qr_ops_quant[] = {
     {"DynamicQuantizeLinear", "", 1, 1, 1, 3, "", dynquant_infer, dynquant_run, 0, .ins = "x:f"},
     {"DynamicQuantizeRows", "qrl", 1, 1, 3, 3, "", dynrows_infer, dynrows_run, 0, .ins = "x:f"},
     {"MatMulInteger", "", 2, 4, 1, 1, "", matmulint_infer, matmulint_run, 0, .ins = "A:w1+ B:w1+ a_zero_point?:w b_zero_point?:w", .writes_all = qr_op_writes_all},
+    {"QrlMatMulScaled", "qrl", 3, 8, 1, 1, "last:i", mms_infer, mms_run, 0, .ins = "A:q1+ B:q1+ a_zero_point:q b_zero_point?:q s:f w:f bias?:f k?:f", .writes_all = qr_op_writes_all, .macs = mms_macs},
     {"QLinearMatMul", "", 8, 8, 1, 1, "", qlmatmul_infer, qlmatmul_run, 0, .ins = "a:q1+ a_scale:f a_zero_point:q b:q1+ b_scale:f b_zero_point:q y_scale:f y_zero_point:q", .writes_all = qr_op_writes_all},
     {"ConvInteger", "", 2, 4, 1, 1, CONV_ATTRS, convint_infer, convint_run, 0, .ins = "x:w3+ w:w3+ x_zero_point?:w w_zero_point?:w"},
     {"MatMulNBits", "com.microsoft", 3, 6, 1, 1, "K:i N:i bits:i block_size:i accuracy_level:i", mnb_infer, mnb_run, 0, .ins = "A:f B scales:f zero_points? g_idx? bias?:f", .writes_all = qr_op_writes_all, .macs = mnb_macs},

@@ -222,8 +222,21 @@ Test(dynamic, qrl_runs_the_per_row_export_on_integers)
         free(log);
         log = tu_sh("cd '%s' && %s run %s.%s.onnx -i %s_one_0.npy -o %s.file_prof --profile", dir, tu_qrl(),
                     models[m], recipes[0], models[m], models[m]);
-        cr_assert(strstr(log, "DynamicQuantizeRows") && strstr(log, "MatMulInteger"), "%s", log);
+        cr_assert(strstr(log, "DynamicQuantizeRows") && strstr(log, "QrlMatMulScaled"), "%s", log);
         cr_assert(!strstr(log, "ReduceMax") && !strstr(log, "  MatMul "), "%s: float chains left:\n%s", models[m], log);
+        free(log);
+        /* the products fused with their scaling (QrlMatMulScaled) give the chain's bytes (fuse=0:
+         * MatMulInteger, Cast, Mul, Mul, Add), by 1 and 2 threads */
+        log = tu_sh("cd '%s' && %s run %s.%s.onnx -i %s_one_0.npy -o %s.file_chain --option fuse=0 && "
+                    "%s run %s.%s.onnx -i %s_one_0.npy -o %s.file_two --threads 2 && "
+                    "cmp %s.file_chain/*.npy %s.file_prof/*.npy && cmp %s.file_chain/*.npy %s.file_two/*.npy && echo same",
+                    dir, tu_qrl(), models[m], recipes[0], models[m], models[m], tu_qrl(), models[m], recipes[0],
+                    models[m], models[m], models[m], models[m], models[m], models[m]);
+        cr_expect(strstr(log, "same"), "%s: the fused products and the chain differ:\n%s", models[m], log);
+        free(log);
+        log = tu_sh("cd '%s' && %s run %s.%s.onnx -i %s_one_0.npy -o %s.file_chain --option fuse=0 --profile", dir,
+                    tu_qrl(), models[m], recipes[0], models[m], models[m]);
+        cr_expect(strstr(log, "MatMulInteger") && !strstr(log, "QrlMatMulScaled"), "%s: fuse=0 fused:\n%s", models[m], log);
         free(log);
         log = tu_sh("cd '%s' && for i in $(seq 0 %d); do %s run %s.%s.onnx -i %s_one_$i.npy -o %s.file_$i || exit 1; "
                     "done && /usr/bin/python3 -c \"import numpy as np, os\nouts = []\nfor i in range(%d):\n"

@@ -204,3 +204,97 @@ Test(dynamic_quant, matmul_integer_takes_a_zero_point_per_row)
     check_matmul(QR_U8, 0);
     check_matmul(QR_U8, 1);
 }
+
+/* QrlMatMulScaled (runtime/pass_dynrows.c's product of a dynamic export fused with its scaling)
+ * against numpy: acc = (A - z_row) B over int64, wrapped to int32, then ((f32(acc) * s) * w
+ * [+ bias]) [* or / k], each step in float32, bit for bit. A u8 batched [2, 5, K] with s and zero
+ * points [2, 5, 1] (scales of both signs' rows) and a matrix [rows, K] with s [rows, 1]; B s8 (the
+ * microkernel's blocks of rows) and u8 (the general path, one block); w one a column or one; with
+ * and without the bias and the factor; K 70000 where the sums wrap. */
+static void check_scaled(qr_dtype bt, int matrix, int64_t rows, int64_t K, int64_t N, int per_col, int bias_on,
+                         int last)
+{
+    qr_tensor a = {.dtype = QR_U8, .ndim = matrix ? 2 : 3}, z = {.dtype = QR_U8, .ndim = matrix ? 2 : 3};
+    qr_tensor s = {.dtype = QR_F32, .ndim = matrix ? 2 : 3};
+    if (matrix) {
+        a.dims[0] = rows, a.dims[1] = K;
+        z.dims[0] = s.dims[0] = rows, z.dims[1] = s.dims[1] = 1;
+    } else {
+        rows = 10;
+        a.dims[0] = 2, a.dims[1] = 5, a.dims[2] = K;
+        z.dims[0] = s.dims[0] = 2, z.dims[1] = s.dims[1] = 5, z.dims[2] = s.dims[2] = 1;
+    }
+    qr_tensor b = {.dtype = bt, .ndim = 2, .dims = {K, N}}, w = {.dtype = QR_F32, .ndim = 1, .dims = {per_col ? N : 1}};
+    qr_tensor bias = {.dtype = QR_F32, .ndim = 1, .dims = {N}}, kk = {.dtype = QR_F32, .ndim = 0};
+    qr_error e = {{0}};
+    qr_tensor *all[] = {&a, &z, &s, &b, &w, &bias, &kk};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        cr_assert_eq(qr_tensor_alloc(all[i], &e), QR_OK);
+    unsigned seed = 7;
+#define RND() ((seed = seed * 1103515245u + 12345u) >> 16)
+    int wrap = K > 65536;
+    for (int64_t i = 0; i < rows * K; i++) /* wrapping: 255 * 127 * 70000 > 2^31 */
+        ((uint8_t *)a.data)[i] = wrap ? 255 : (uint8_t)RND();
+    for (int64_t i = 0; i < rows; i++) {
+        ((uint8_t *)z.data)[i] = (uint8_t)(wrap ? 0 : i == 0 ? 0 : i == 1 ? 255 : RND());
+        ((float *)s.data)[i] = (float)((int)(RND() % 2001) - 1000) * 1.37e-5f;
+    }
+    for (int64_t i = 0; i < K * N; i++)
+        ((uint8_t *)b.data)[i] = wrap ? (uint8_t)(i % N == 0 ? 0x81 : 127) : (uint8_t)RND();
+    for (int64_t i = 0; i < N; i++) {
+        ((float *)w.data)[i % w.dims[0]] = (float)((int)(RND() % 999) + 1) * 3.1e-4f;
+        ((float *)bias.data)[i] = (float)((int)(RND() % 2001) - 1000) * 0.0123f;
+    }
+    ((float *)kk.data)[0] = 0.3f;
+#undef RND
+    save("a", &a);
+    save("za", &z);
+    save("b", &b);
+    save("s", &s);
+    save("w", &w);
+    save("bias", &bias);
+    char code[2048];
+    snprintf(code, sizeof code,
+             "import numpy as np\n"
+             "a = np.load('a.npy').astype(np.int64); z = np.load('za.npy').astype(np.int64)\n"
+             "acc = ((a - z) @ np.load('b.npy').astype(np.int64)).astype(np.int32)\n"
+             "y = acc.astype(np.float32) * np.load('s.npy')\n"
+             "y = y * np.load('w.npy')\n"
+             "%s\n%s\n"
+             "np.save('y.npy', y.astype(np.float32))\n",
+             bias_on ? "y = y + np.load('bias.npy')" : "", last == 1 ? "y = y * np.float32(0.3)" : last == 2 ? "y = y / np.float32(0.3)" : "");
+    python(code);
+    const qr_tensor *ins[8] = {&a, &b, &z, NULL, &s, &w, bias_on ? &bias : NULL, last ? &kk : NULL};
+    const qr_op_def *d = qr_op_find("qrl", "QrlMatMulScaled");
+    cr_assert(d, "QrlMatMulScaled is not in the op table");
+    int64_t lastv = last;
+    qr_attr at = {.name = "last", .kind = QR_ATTR_INT, .i = lastv};
+    qr_node n = {.name = "n", .op = "QrlMatMulScaled", .domain = "qrl", .opset = 1, .n_in = last ? 8 : bias_on ? 7 : 6,
+                 .n_out = 1, .def = d, .attr = &at, .n_attr = 1};
+    qr_tensor out = {0}, *o[1] = {&out};
+    qr_kctx k = {.node = &n, .opset = 1, .n_in = n.n_in, .n_out = 1, .in = ins, .out = o, .err = &e};
+    cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_tensor_alloc(&out, &e), QR_OK);
+    cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
+    qr_tensor want = load("y");
+    cr_assert_eq(qr_tensor_numel(&out), rows * N);
+    cr_expect_eq(memcmp(out.data, want.data, (size_t)(rows * N) * 4), 0,
+                 "B %s, %s, K %lld, N %lld, w %s, bias %d, last %d: the outputs differ (first: %g against %g)",
+                 qr_dtype_name(bt), matrix ? "a matrix" : "batched", (long long)K, (long long)N,
+                 per_col ? "a column's" : "one", bias_on, last, ((float *)out.data)[0], ((float *)want.data)[0]);
+    qr_tensor_free(&out);
+    qr_tensor_free(&want);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        qr_tensor_free(all[i]);
+}
+
+Test(dynamic_quant, scaled_product_matches_numpy_bit_for_bit)
+{
+    check_scaled(QR_I8, 0, 0, 19, 21, 1, 1, 0);
+    check_scaled(QR_I8, 1, 67, 37, 50, 1, 0, 0); /* 64-row blocks and a ragged one */
+    check_scaled(QR_I8, 1, 9, 64, 33, 0, 0, 2);
+    check_scaled(QR_I8, 1, 3, 19, 21, 1, 1, 1);  /* the GEMV's rows: one block */
+    check_scaled(QR_U8, 0, 0, 19, 21, 0, 1, 2);  /* the general path */
+    check_scaled(QR_U8, 1, 11, 23, 17, 1, 0, 1);
+    check_scaled(QR_I8, 1, 9, 70000, 5, 1, 1, 0); /* sums that wrap */
+}
