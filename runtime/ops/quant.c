@@ -1416,7 +1416,7 @@ qr_status qr_matmulint_run_epilogue(qr_kctx *k, const qr_tensor *a, const qr_ten
  * intermediate goes to memory. s broadcasts to the output with its last dim 1 (one scale a row of
  * the output, DynamicQuantizeRows's, or one); w and bias are one value or one a column, k one. */
 typedef struct mms_ep {
-    const float *s, *w, *bias;
+    const float *s, *w, *bias, *ebias; /* ebias: the executor's fused Add of a row vector, last */
     float k;
     int last;
     int64_t n, nw;
@@ -1429,7 +1429,8 @@ typedef struct mms_ep {
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void mms_row(float *y, const int32_t *acc,
                                                                                   int64_t n, float s, const float *w,
                                                                                   int64_t nw, const float *bias,
-                                                                                  int last, float k)
+                                                                                  int last, float k,
+                                                                                  const float *ebias)
 {
     for (int64_t c = 0; c < n; c++)
         y[c] = (float)acc[c] * s;
@@ -1449,6 +1450,9 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void mms_row
     else if (last == 2)
         for (int64_t c = 0; c < n; c++)
             y[c] = y[c] / k;
+    if (ebias)
+        for (int64_t c = 0; c < n; c++)
+            y[c] = y[c] + ebias[c];
 }
 
 static qr_status mms_block(const qr_acc_epilogue *ep, const qr_acc_block *b, qr_error *e)
@@ -1458,7 +1462,8 @@ static qr_status mms_block(const qr_acc_epilogue *ep, const qr_acc_block *b, qr_
     int64_t r0 = (b->y_off - b->c0) / b->y_rs; /* whole rows of [rows, n]: y_rs is n */
     for (int64_t i = 0; i < b->rows; i++)
         mms_row(u->y + b->y_off + i * b->y_rs, b->acc + i * b->acc_rs, b->cols, u->s[u->s_of_row[r0 + i]],
-                u->nw == 1 ? u->w : u->w + b->c0, u->nw, u->bias ? u->bias + b->c0 : NULL, u->last, u->k);
+                u->nw == 1 ? u->w : u->w + b->c0, u->nw, u->bias ? u->bias + b->c0 : NULL, u->last, u->k,
+                u->ebias ? u->ebias + b->c0 : NULL);
     return QR_OK;
 }
 
@@ -1528,7 +1533,12 @@ static qr_status mms_run(qr_kctx *k)
         }
         s_of_row[r] = at;
     }
-    mms_ep u = {s->data, w->data, bias ? bias->data : NULL, kk ? ((const float *)kk->data)[0] : 0.f,
+    /* an Add of a row vector after the node (a Linear's bias, qr_op_def.bias): its one rounding, last */
+    if (k->bias && (k->bias->dtype != QR_F32 || qr_tensor_numel(k->bias) != n))
+        return QR_KERR(k, "a fused bias of %lld values for %lld columns", (long long)qr_tensor_numel(k->bias),
+                       (long long)n);
+    mms_ep u = {s->data, w->data, bias ? bias->data : NULL, k->bias ? k->bias->data : NULL,
+                kk ? ((const float *)kk->data)[0] : 0.f,
                 (int)qr_attr_i(k->node, "last", 0), n, qr_tensor_numel(w), s_of_row, y->data};
     qr_acc_epilogue ep = {.run = mms_block, .user = &u, .run_rows = mms_block};
     return qr_matmulint_run_epilogue(k, k->in[0], opt_in(k, 2), k->in[1], opt_in(k, 3), qr_kinput_const(k, 1), &ep);
@@ -2844,7 +2854,7 @@ const qr_op_def qr_ops_quant[] = {
     {"DynamicQuantizeLinear", "", 1, 1, 1, 3, "", dynquant_infer, dynquant_run, 0, .ins = "x:f"},
     {"DynamicQuantizeRows", "qrl", 1, 1, 3, 3, "", dynrows_infer, dynrows_run, 0, .ins = "x:f"},
     {"MatMulInteger", "", 2, 4, 1, 1, "", matmulint_infer, matmulint_run, 0, .ins = "A:w1+ B:w1+ a_zero_point?:w b_zero_point?:w", .writes_all = qr_op_writes_all},
-    {"QrlMatMulScaled", "qrl", 3, 8, 1, 1, "last:i", mms_infer, mms_run, 0, .ins = "A:q1+ B:q1+ a_zero_point:q b_zero_point?:q s:f w:f bias?:f k?:f", .writes_all = qr_op_writes_all, .macs = mms_macs},
+    {"QrlMatMulScaled", "qrl", 3, 8, 1, 1, "last:i", mms_infer, mms_run, 0, .ins = "A:q1+ B:q1+ a_zero_point:q b_zero_point?:q s:f w:f bias?:f k?:f", .writes_all = qr_op_writes_all, .macs = mms_macs, .bias = 1},
     {"QLinearMatMul", "", 8, 8, 1, 1, "", qlmatmul_infer, qlmatmul_run, 0, .ins = "a:q1+ a_scale:f a_zero_point:q b:q1+ b_scale:f b_zero_point:q y_scale:f y_zero_point:q", .writes_all = qr_op_writes_all},
     {"ConvInteger", "", 2, 4, 1, 1, CONV_ATTRS, convint_infer, convint_run, 0, .ins = "x:w3+ w:w3+ x_zero_point?:w w_zero_point?:w"},
     {"MatMulNBits", "com.microsoft", 3, 6, 1, 1, "K:i N:i bits:i block_size:i accuracy_level:i", mnb_infer, mnb_run, 0, .ins = "A:f B scales:f zero_points? g_idx? bias?:f", .writes_all = qr_op_writes_all, .macs = mnb_macs},

@@ -210,9 +210,10 @@ Test(dynamic_quant, matmul_integer_takes_a_zero_point_per_row)
  * [+ bias]) [* or / k], each step in float32, bit for bit. A u8 batched [2, 5, K] with s and zero
  * points [2, 5, 1] (scales of both signs' rows) and a matrix [rows, K] with s [rows, 1]; B s8 (the
  * microkernel's blocks of rows) and u8 (the general path, one block); w one a column or one; with
- * and without the bias and the factor; K 70000 where the sums wrap. */
+ * and without the bias and the factor, and the executor's fused Add of a row vector after them;
+ * K 70000 where the sums wrap. */
 static void check_scaled(qr_dtype bt, int matrix, int64_t rows, int64_t K, int64_t N, int per_col, int bias_on,
-                         int last)
+                         int last, int ebias_on)
 {
     qr_tensor a = {.dtype = QR_U8, .ndim = matrix ? 2 : 3}, z = {.dtype = QR_U8, .ndim = matrix ? 2 : 3};
     qr_tensor s = {.dtype = QR_F32, .ndim = matrix ? 2 : 3};
@@ -227,7 +228,8 @@ static void check_scaled(qr_dtype bt, int matrix, int64_t rows, int64_t K, int64
     qr_tensor b = {.dtype = bt, .ndim = 2, .dims = {K, N}}, w = {.dtype = QR_F32, .ndim = 1, .dims = {per_col ? N : 1}};
     qr_tensor bias = {.dtype = QR_F32, .ndim = 1, .dims = {N}}, kk = {.dtype = QR_F32, .ndim = 0};
     qr_error e = {{0}};
-    qr_tensor *all[] = {&a, &z, &s, &b, &w, &bias, &kk};
+    qr_tensor eb = {.dtype = QR_F32, .ndim = 1, .dims = {N}};
+    qr_tensor *all[] = {&a, &z, &s, &b, &w, &bias, &kk, &eb};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         cr_assert_eq(qr_tensor_alloc(all[i], &e), QR_OK);
     unsigned seed = 7;
@@ -244,6 +246,7 @@ static void check_scaled(qr_dtype bt, int matrix, int64_t rows, int64_t K, int64
     for (int64_t i = 0; i < N; i++) {
         ((float *)w.data)[i % w.dims[0]] = (float)((int)(RND() % 999) + 1) * 3.1e-4f;
         ((float *)bias.data)[i] = (float)((int)(RND() % 2001) - 1000) * 0.0123f;
+        ((float *)eb.data)[i] = (float)((int)(RND() % 2001) - 1000) * 0.0071f;
     }
     ((float *)kk.data)[0] = 0.3f;
 #undef RND
@@ -253,6 +256,7 @@ static void check_scaled(qr_dtype bt, int matrix, int64_t rows, int64_t K, int64
     save("s", &s);
     save("w", &w);
     save("bias", &bias);
+    save("eb", &eb);
     char code[2048];
     snprintf(code, sizeof code,
              "import numpy as np\n"
@@ -260,9 +264,10 @@ static void check_scaled(qr_dtype bt, int matrix, int64_t rows, int64_t K, int64
              "acc = ((a - z) @ np.load('b.npy').astype(np.int64)).astype(np.int32)\n"
              "y = acc.astype(np.float32) * np.load('s.npy')\n"
              "y = y * np.load('w.npy')\n"
-             "%s\n%s\n"
+             "%s\n%s\n%s\n"
              "np.save('y.npy', y.astype(np.float32))\n",
-             bias_on ? "y = y + np.load('bias.npy')" : "", last == 1 ? "y = y * np.float32(0.3)" : last == 2 ? "y = y / np.float32(0.3)" : "");
+             bias_on ? "y = y + np.load('bias.npy')" : "", last == 1 ? "y = y * np.float32(0.3)" : last == 2 ? "y = y / np.float32(0.3)" : "",
+             ebias_on ? "y = y + np.load('eb.npy')" : "");
     python(code);
     const qr_tensor *ins[8] = {&a, &b, &z, NULL, &s, &w, bias_on ? &bias : NULL, last ? &kk : NULL};
     const qr_op_def *d = qr_op_find("qrl", "QrlMatMulScaled");
@@ -272,7 +277,8 @@ static void check_scaled(qr_dtype bt, int matrix, int64_t rows, int64_t K, int64
     qr_node n = {.name = "n", .op = "QrlMatMulScaled", .domain = "qrl", .opset = 1, .n_in = last ? 8 : bias_on ? 7 : 6,
                  .n_out = 1, .def = d, .attr = &at, .n_attr = 1};
     qr_tensor out = {0}, *o[1] = {&out};
-    qr_kctx k = {.node = &n, .opset = 1, .n_in = n.n_in, .n_out = 1, .in = ins, .out = o, .err = &e};
+    qr_kctx k = {.node = &n, .opset = 1, .n_in = n.n_in, .n_out = 1, .in = ins, .out = o, .err = &e,
+                 .bias = ebias_on ? &eb : NULL}; /* (the executor's fused Add of a row vector) */
     cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
     cr_assert_eq(qr_tensor_alloc(&out, &e), QR_OK);
     cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
@@ -290,11 +296,11 @@ static void check_scaled(qr_dtype bt, int matrix, int64_t rows, int64_t K, int64
 
 Test(dynamic_quant, scaled_product_matches_numpy_bit_for_bit)
 {
-    check_scaled(QR_I8, 0, 0, 19, 21, 1, 1, 0);
-    check_scaled(QR_I8, 1, 67, 37, 50, 1, 0, 0); /* 64-row blocks and a ragged one */
-    check_scaled(QR_I8, 1, 9, 64, 33, 0, 0, 2);
-    check_scaled(QR_I8, 1, 3, 19, 21, 1, 1, 1);  /* the GEMV's rows: one block */
-    check_scaled(QR_U8, 0, 0, 19, 21, 0, 1, 2);  /* the general path */
-    check_scaled(QR_U8, 1, 11, 23, 17, 1, 0, 1);
-    check_scaled(QR_I8, 1, 9, 70000, 5, 1, 1, 0); /* sums that wrap */
+    check_scaled(QR_I8, 0, 0, 19, 21, 1, 1, 0, 0);
+    check_scaled(QR_I8, 1, 67, 37, 50, 1, 0, 0, 1); /* 64-row blocks and a ragged one; a fused Add */
+    check_scaled(QR_I8, 1, 9, 64, 33, 0, 0, 2, 0);
+    check_scaled(QR_I8, 1, 3, 19, 21, 1, 1, 1, 1);  /* the GEMV's rows: one block */
+    check_scaled(QR_U8, 0, 0, 19, 21, 0, 1, 2, 1);  /* the general path */
+    check_scaled(QR_U8, 1, 11, 23, 17, 1, 0, 1, 0);
+    check_scaled(QR_I8, 1, 9, 70000, 5, 1, 1, 0, 0); /* sums that wrap */
 }
