@@ -2793,11 +2793,40 @@ typedef struct grad_batch {
                              * (qr_vjp_masks: a Relu's, a Clip's input), or NULL */
     float **err;         /* by value id: the ranked layer's own error there (its QDQ value from f32 inputs, less f32) */
     const int *ridx;     /* by value id: its ranked index, or -1 */
+    const unsigned char *exact; /* by value id: qr_vjp_exact's (else no error kept: its effect is measured) */
     const qr_tensor *in; /* the batch's model inputs */
     int64_t b, from, n;  /* samples in the batch, its first's index, all the effect samples */
     int no, out, dirs;   /* outputs; the output this pass's direction is at (-1: all, pooled); directions */
     double *e2;          /* [ranked][output][sample]: the estimated error energy, averaged over directions */
+    qr_tensor *rc;       /* by value id: grad_keep's recomputations (qr_vjp_recompute), empty between calls */
+    int64_t recomputed;  /* elements the pass keeps by their shape alone: the backward recomputes them */
 } grad_batch;
+
+/* rc's entries v's recomputation made (v and the producers' inputs it recomputed in turn) freed. */
+static void rc_free(qr_tensor *rc, const qr_value *v, int depth)
+{
+    qr_tensor_free(&rc[v->id]);
+    for (int j = 0; v->producer && depth < 5 && j < v->producer->n_in; j++)
+        if (v->producer->in[j] && !v->producer->in[j]->is_const)
+            rc_free(rc, v->producer->in[j], depth + 1);
+}
+
+/* Whether the backward gives v's data (t) again, bit for bit, from what the pass keeps (a SiLU's
+ * Sigmoid from x, a hard-swish's Clip(x + 3, 0, 6) and its mask from x): then its shape alone is kept. */
+static int grad_recomputed(grad_batch *gb, const qr_value *v, const qr_tensor *t)
+{
+    if (!v->producer || !qr_vjp_recomputes(v->producer))
+        return 0;
+    if (qr_vjp_recompute(v, gb->val, gb->rc, 0) != 0) {
+        rc_free(gb->rc, v, 0); /* what it recomputed before it could not */
+        return 0;
+    }
+    const qr_tensor *r = &gb->rc[v->id];
+    int same = qr_tensor_numel(r) == qr_tensor_numel(t) && !memcmp(r->data, t->data, qr_tensor_nbytes(t));
+    rc_free(gb->rc, v, 0);
+    gb->recomputed += same ? qr_tensor_numel(t) : 0;
+    return same;
+}
 
 /* The f32 run's observer: each value's shape, and its data where a backward reads it or the QDQ
  * run replaces it (a quantized value: grad_local frees it there unless a backward reads it). */
@@ -2810,18 +2839,18 @@ static void grad_keep(void *user, const qr_node *n, const qr_value *v, qr_tensor
     qr_tensor c = *t;
     c.data = NULL;
     gb->own[v->id] = 1;
-    if (t->dtype == QR_F32 && !gb->need[v->id] && !active(gb->q, v->id)) {
+    const qr_node *mn = gb->masker[v->id];
+    if (t->dtype == QR_F32 && !active(gb->q, v->id) && (!gb->need[v->id] || grad_recomputed(gb, v, t))) {
         gb->val[v->id] = c;
         return;
     }
     qr_error e;
-    const qr_node *mn = gb->masker[v->id];
-    if (t->dtype == QR_F32 && mn && !active(gb->q, v->id)) { /* its one reader's mask: a byte, not four */
+    if (t->dtype == QR_F32 && mn && !active(gb->q, v->id)) { /* its one reader's mask: a bit, not 32 */
         const qr_tensor *ins[3] = {t, NULL, NULL};
         for (int j = 1; j < mn->n_in && j < 3; j++)
             ins[j] = mn->in[j] ? &gb->val[mn->in[j]->id] : NULL;
         c.dtype = QR_BOOL;
-        if (qr_tensor_alloc(&c, &e) == QR_OK) {
+        if ((c.data = malloc((size_t)(qr_tensor_numel(t) + 7) / 8 + 1))) {
             qr_vjp_mask(mn, ins, c.data);
             gb->val[v->id] = c;
         } else
@@ -2861,7 +2890,7 @@ static void grad_local(void *user, const qr_node *n, const qr_value *v, qr_tenso
     if (!active(q, v->id))
         return; /* inside a layer (a Conv's output before its Relu): its weights' error reaches the layer's value */
     int mine = gb->own[v->id] && !gb->need[v->id]; /* replaced below: only its shape is left to the backward */
-    if (gb->ridx[v->id] >= 0 && !gb->err[v->id]) {
+    if (gb->ridx[v->id] >= 0 && gb->exact[v->id] && !gb->err[v->id]) {
         /* the error where the f32 value was when no backward reads that (its buffer, not a
          * second one beside it: the errors of every ranked layer are a pass's largest part) */
         float *er = mine ? gb->val[v->id].data : malloc(sizeof(float) * (size_t)(cnt + 1));
@@ -2920,6 +2949,22 @@ static void grad_packings(qr_qctx *q, const qr_exec *fx, const qr_exec *qx)
     q->grad_packing_bytes = n > q->grad_packing_bytes ? n : q->grad_packing_bytes;
 }
 
+/* The bytes a pass holds into the backward passes (the kept values, masks and the layers'
+ * errors, a quantized model input's among them, as the backward passes start), into q's
+ * high-water mark. */
+static void grad_held(qr_qctx *q, const grad_batch *gb, size_t nv)
+{
+    int64_t n = 0;
+    for (size_t v = 0; v < nv; v++) {
+        if (gb->own[v] && gb->val[v].data) /* a mask: a bit an element */
+            n += gb->val[v].dtype == QR_BOOL ? (qr_tensor_numel(&gb->val[v]) + 7) / 8
+                                             : (int64_t)qr_tensor_nbytes(&gb->val[v]);
+        if (gb->err[v])
+            n += (int64_t)sizeof(float) * qr_tensor_numel(&gb->val[v]);
+    }
+    q->grad_held_bytes = n > q->grad_held_bytes ? n : q->grad_held_bytes;
+}
+
 /* A Rademacher sign from splitmix64 at (seed, i): reproducible from the seed. */
 static float grad_sign(uint64_t seed, uint64_t i)
 {
@@ -2971,8 +3016,10 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
     gb.ridx = ridx;
     gb.need = need;
     gb.masker = masker;
+    gb.rc = calloc(nv, sizeof *gb.rc);
+    gb.exact = exact;
     if (!gb.val || !gb.own || !gb.err || !ridx || !sub || !adj || !in || !out || !exact || !was || !x2 || !xs ||
-        !es || !gb.e2 || !need || !masker || !readers)
+        !es || !gb.e2 || !need || !masker || !readers || !gb.rc)
         st = qr_errorf(q->e, "out of memory");
     qr_quantized one = {0};
     qr_exec *fx = NULL, *qx = NULL;
@@ -3062,7 +3109,7 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
         for (int i = 0; i < g->n_inputs; i++) { /* a quantized model input: its rounding, which no run observes */
             int id = g->inputs[i]->id, si = q->slot_of[id];
             int64_t m = qr_tensor_numel(&in[i]);
-            if (ridx[id] < 0 || si < 0 || !active(q, id) || in[i].dtype != QR_F32 ||
+            if (ridx[id] < 0 || !exact[id] || si < 0 || !active(q, id) || in[i].dtype != QR_F32 ||
                 !(gb.err[id] = malloc(sizeof(float) * (size_t)(m + 1))))
                 continue;
             const qr_slot *s = &q->slots[si];
@@ -3070,6 +3117,7 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
             for (int64_t e = 0; e < m; e++)
                 gb.err[id][e] -= ((const float *)in[i].data)[e];
         }
+        grad_held(q, &gb, nv); /* what the backward passes start from: a quantized input's error too */
         for (int j = worst && no > 1 ? 0 : -1; st == QR_OK && j < (worst && no > 1 ? no : 0); j++)
             for (int d = 0; st == QR_OK && d < dirs; d++) {
                 gb.out = j;
@@ -3185,7 +3233,7 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
     for (size_t v = 0; gb.err && v < nv; v++)
         free(gb.err[v]);
     free(gb.val), free(gb.own), free(gb.err), free(ridx), free(sub), free(adj), free(in), free(out), free(exact);
-    free(need), free(masker), free(readers);
+    free(need), free(masker), free(readers), free(gb.rc);
     free(was), free(x2), free(xs), free(es), free(gb.e2);
     if (own)
         outref_free(&o);
@@ -4973,7 +5021,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
                          .fitted = choice_is(q, QR_SET_RANK, "grad") && choice_is(q, QR_SET_GRAD_EXACT_AT, "fitted"),
                          .s0 = s0};
         res->ranked = nr - k;
-        q->grad_passes = q->grad_packing_bytes = 0;
+        q->grad_passes = q->grad_packing_bytes = q->grad_held_bytes = 0;
         /* rank = grad where any cut's grad_exact_near window holds every ranked layer (nr - k <= W
          * + 1: the melspectrogram's 3): the first try would measure them all exactly, and grad's
          * forward and backward would estimate nothing the search reads; they are measured at once,
@@ -4988,7 +5036,8 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
             exact[rk[i].slot] = 1;
         if (pin)
             qr_plan_stream_held(q, was);
-        res->grad_passes = q->grad_passes, res->grad_packing_bytes = q->grad_packing_bytes;
+        res->grad_passes = q->grad_passes, res->grad_packing_bytes = q->grad_packing_bytes,
+        res->grad_held_bytes = q->grad_held_bytes;
         for (int i = k; st == QR_OK && i < nr; i++)
             q->slots[rk[i].slot].effect = rk[i].effect;
         if (st == QR_OK)

@@ -207,8 +207,8 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
             (long long)q->validate_samples, (long long)q->validate_skipped);
     num(f, q->output_sqnr);
     if (q->grad_passes > 0) /* rank = grad's passes: what their executors kept of the weights at most */
-        fprintf(f, ",\n  \"grad\": {\"passes\": %lld, \"packing_bytes\": %lld}", (long long)q->grad_passes,
-                (long long)q->grad_packing_bytes);
+        fprintf(f, ",\n  \"grad\": {\"passes\": %lld, \"packing_bytes\": %lld, \"held_bytes\": %lld}",
+                (long long)q->grad_passes, (long long)q->grad_packing_bytes, (long long)q->grad_held_bytes);
     if (q->held_out_peak_samples > 0) /* validate_from = spread: what its streaming held at most */
         fprintf(f, ",\n  \"held_out_peak_samples\": %lld", (long long)q->held_out_peak_samples);
     fprintf(f, ",\n  \"output_sqnr_calibrate_db\": ");

@@ -191,8 +191,9 @@ typedef struct qr_quantized {
     int64_t calibrate_node_samples, validate_node_samples;
     int ranked;
     /* rank = grad: its passes (0: none ran) and the most bytes their executors kept of the weights
-     * at once (qr_qctx's grad_passes, grad_packing_bytes) */
-    int64_t grad_passes, grad_packing_bytes;
+     * at once, and the most bytes a pass held into its backward passes (kept values, masks, the layers'
+     * errors) (qr_qctx's grad_passes, grad_packing_bytes, grad_held_bytes) */
+    int64_t grad_passes, grad_packing_bytes, grad_held_bytes;
 } qr_quantized;
 
 /* g: an optimized fp32 graph; calib: one tensor per graph input, in input

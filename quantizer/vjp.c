@@ -113,20 +113,119 @@ void qr_vjp_mask(const qr_node *n, const qr_tensor *const *in, unsigned char *re
 {
     const float *restrict x = fdata(in[0]);
     int64_t cnt = qr_tensor_numel(in[0]);
-    if (is(n, "Clip")) {
+    double lo = 0, hi = 0;
+    float al = 0, be = 0;
+    int k = is(n, "Clip") ? 1 : is(n, "HardSigmoid") ? 2 : 0;
+    if (k == 1)
+        clip_bounds(n, in, &lo, &hi);
+    else if (k == 2)
+        al = qr_attr_f(n, "alpha", 0.2f), be = qr_attr_f(n, "beta", 0.5f);
+    for (int64_t b = 0; b < cnt; b += 8) { /* a bit an element, eight a byte */
+        unsigned byte = 0;
+        for (int64_t i = b; i < b + 8 && i < cnt; i++) {
+            int pass;
+            if (k == 1) /* torch.clamp's: the bounds themselves pass */
+                pass = x[i] >= lo && x[i] <= hi;
+            else if (k == 2) {
+                float t = al * x[i] + be;
+                pass = t > 0 && t < 1;
+            } else
+                pass = x[i] > 0;
+            byte |= (unsigned)pass << (i - b);
+        }
+        m[b >> 3] = (unsigned char)byte;
+    }
+}
+
+/* ------------------------------------------------------------ recomputation */
+
+/* The f32 constant scalar of n's input j, or NULL. */
+static const float *const_scalar(const qr_node *n, int j)
+{
+    const qr_value *u = j < n->n_in ? n->in[j] : NULL;
+    return u && u->is_const && u->t.dtype == QR_F32 && u->t.data && qr_tensor_numel(&u->t) == 1 ? u->t.data : NULL;
+}
+
+int qr_vjp_recomputes(const qr_node *n)
+{
+    if (!n->op || (n->domain && n->domain[0]) || n->n_out != 1 || n->n_in < 1 || !n->in[0])
+        return 0;
+    if (is(n, "Sigmoid") || is(n, "HardSigmoid"))
+        return n->n_in == 1;
+    if (is(n, "Clip"))
+        return qr_vjp_masks(n);
+    if (is(n, "Add") || is(n, "Sub") || is(n, "Mul") || is(n, "Div")) /* by a constant scalar */
+        return n->n_in == 2 && n->in[1] && !n->in[0]->is_const && const_scalar(n, 1);
+    return 0;
+}
+
+/* The elementwise ops qr_vjp_recomputes takes, as the runtime's kernels compute them (elementwise.c:
+ * in double, rounded to float; a sum, difference, product or quotient of two floats so rounded is
+ * the float operation's). The caller compares the bits where it drops a value on that account. */
+static void recompute_node(const qr_node *n, const qr_tensor *const *in, float *restrict y, int64_t m)
+{
+    const float *restrict x = fdata(in[0]);
+    if (is(n, "Sigmoid")) {
+        for (int64_t i = 0; i < m; i++) {
+            double v = x[i];
+            if (v >= 0)
+                y[i] = (float)(1.0 / (1.0 + exp(-v)));
+            else {
+                double e = exp(v);
+                y[i] = (float)(e / (1.0 + e));
+            }
+        }
+    } else if (is(n, "HardSigmoid")) {
+        double al = qr_attr_f(n, "alpha", 0.2f), be = qr_attr_f(n, "beta", 0.5f);
+        for (int64_t i = 0; i < m; i++) {
+            double v = al * x[i] + be;
+            y[i] = (float)(v > 1 ? 1 : v < 0 ? 0 : v);
+        }
+    } else if (is(n, "Clip")) {
         double lo, hi;
         clip_bounds(n, in, &lo, &hi);
-        for (int64_t i = 0; i < cnt; i++) /* torch.clamp's: the bounds themselves pass */
-            m[i] = x[i] >= lo && x[i] <= hi;
-    } else if (is(n, "HardSigmoid")) {
-        float al = qr_attr_f(n, "alpha", 0.2f), be = qr_attr_f(n, "beta", 0.5f);
-        for (int64_t i = 0; i < cnt; i++) {
-            float t = al * x[i] + be;
-            m[i] = t > 0 && t < 1;
+        float l = (float)lo, h = (float)hi;
+        for (int64_t i = 0; i < m; i++) {
+            float v = x[i];
+            v = v < l ? l : v;
+            y[i] = v > h ? h : v;
         }
-    } else
-        for (int64_t i = 0; i < cnt; i++)
-            m[i] = x[i] > 0;
+    } else {
+        float c = *const_scalar(n, 1);
+        int k = is(n, "Add") ? 0 : is(n, "Sub") ? 1 : is(n, "Mul") ? 2 : 3;
+        for (int64_t i = 0; i < m; i++)
+            y[i] = k == 0 ? x[i] + c : k == 1 ? x[i] - c : k == 2 ? x[i] * c : x[i] / c;
+    }
+}
+
+int qr_vjp_recompute(const qr_value *v, const qr_tensor *val, qr_tensor *rc, int depth)
+{
+    if (rc[v->id].data)
+        return 0;
+    const qr_node *n = v->producer;
+    if (!n || depth > 4 || !qr_vjp_recomputes(n) || n->out[0] != v)
+        return -1;
+    const qr_tensor *in[3] = {NULL, NULL, NULL};
+    for (int j = 0; j < n->n_in && j < 3; j++) {
+        const qr_value *u = n->in[j];
+        if (!u)
+            continue;
+        in[j] = u->is_const ? &u->t : &val[u->id];
+        if (!fdata(in[j])) {
+            if (u->is_const || qr_vjp_recompute(u, val, rc, depth + 1) != 0)
+                return -1;
+            in[j] = &rc[u->id];
+        }
+    }
+    qr_tensor y = *in[0];
+    y.data = NULL;
+    y.dtype = QR_F32;
+    qr_error e;
+    if (qr_tensor_alloc(&y, &e) != QR_OK)
+        return -1;
+    recompute_node(n, in, y.data, qr_tensor_numel(&y));
+    rc[v->id] = y;
+    return 0;
 }
 
 /* ------------------------------------------------------------ broadcasting */
@@ -673,18 +772,20 @@ qr_status qr_vjp_node(const qr_node *n, const qr_tensor *const *in, const qr_ten
     if (x && x->dtype == QR_BOOL && qr_vjp_masks(n) && x->data && qr_tensor_numel(x) == m) {
         /* its input kept as its mask (qr_vjp_mask): the same products as from the input */
         const unsigned char *restrict mk = x->data;
+#define MK(i) (mk[(i) >> 3] >> ((i) & 7) & 1)
         if (is(n, "Relu") || is(n, "LeakyRelu")) {
             float al = is(n, "Relu") ? 0 : qr_attr_f(n, "alpha", 0.01f);
             for (int64_t i = 0; i < m; i++)
-                o[i] += mk[i] ? g[i] : al * g[i];
+                o[i] += MK(i) ? g[i] : al * g[i];
         } else if (is(n, "Clip")) {
             for (int64_t i = 0; i < m; i++)
-                o[i] += mk[i] ? g[i] : 0;
+                o[i] += MK(i) ? g[i] : 0;
         } else {
             float al = qr_attr_f(n, "alpha", 0.2f);
             for (int64_t i = 0; i < m; i++)
-                o[i] += mk[i] ? al * g[i] : 0;
+                o[i] += MK(i) ? al * g[i] : 0;
         }
+#undef MK
         return QR_OK;
     }
     if (!isf32(x) || !isf32(y))
@@ -886,6 +987,11 @@ qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *ad
 {
     qr_status st = QR_OK;
     int64_t ran = 0;
+    /* values the caller left without data that their producers give again (qr_vjp_recompute): from
+     * their first reader's backward to their producer's, the last of them back to front */
+    qr_tensor *rc = calloc((size_t)g->n_values + 1, sizeof *rc);
+    if (!rc)
+        return qr_errorf(e, "out of memory");
     for (int i = g->n_nodes - 1; i >= 0 && st == QR_OK; i--) {
         const qr_node *n = g->nodes[i];
         int any = 0, wants = 0;
@@ -895,8 +1001,12 @@ qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *ad
                 if (visit)
                     visit(user, n->out[k]->id, &adj[n->out[k]->id]);
             }
-        if (!any)
+        if (!any) {
+            for (int k = 0; k < n->n_out; k++)
+                if (n->out[k])
+                    qr_tensor_free(&rc[n->out[k]->id]);
             continue;
+        }
         const qr_tensor *in[64], *out[64], *gout[64];
         qr_tensor *gin[64], shape[128]; /* a value kept as a mask, to the nodes that read it not: its shape */
         if (n->n_in > 64 || n->n_out > 64)
@@ -917,6 +1027,9 @@ qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *ad
                 gin[j] = &adj[u->id];
                 wants = 1;
             }
+            if (u && !u->is_const && val[u->id].dtype == QR_F32 && !val[u->id].data && qr_vjp_reads(n, j) &&
+                qr_vjp_recompute(u, val, rc, 0) == 0)
+                in[j] = &rc[u->id];
         }
         for (int k = 0; k < n->n_out; k++) {
             out[k] = n->out[k] ? &val[n->out[k]->id] : NULL;
@@ -925,14 +1038,20 @@ qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *ad
                 shape[64 + k] = *out[k], shape[64 + k].dtype = QR_F32, shape[64 + k].data = NULL;
                 out[k] = &shape[64 + k];
             }
+            if (out[k] && out[k]->dtype == QR_F32 && !out[k]->data && qr_vjp_reads(n, -1 - k) &&
+                qr_vjp_recompute(n->out[k], val, rc, 0) == 0)
+                out[k] = &rc[n->out[k]->id];
         }
         if (st == QR_OK)
             st = qr_vjp_node(n, in, out, gout, gin, e);
         ran += st == QR_OK && wants;
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k])
-                qr_tensor_free(&adj[n->out[k]->id]);
+                qr_tensor_free(&adj[n->out[k]->id]), qr_tensor_free(&rc[n->out[k]->id]);
     }
+    for (int v = 0; v < g->n_values; v++)
+        qr_tensor_free(&rc[v]);
+    free(rc);
     for (int v = 0; v < g->n_values && st == QR_OK; v++)
         if (adj[v].data && !g->values[v]->producer) {
             if (visit)

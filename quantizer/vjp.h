@@ -21,14 +21,22 @@ int qr_vjp_reads(const qr_node *n, int j);
 
 /* Whether node n's backward reads its input 0 only as a 0/1 mask of the elements that pass (Relu,
  * LeakyRelu, Clip with constant bounds, HardSigmoid): a caller may keep that mask instead of the
- * input (QR_BOOL, the input's shape, from qr_vjp_mask: a byte an element where the f32 value takes
- * four) when n is the only node that reads the input's data. */
+ * input (QR_BOOL, the input's shape, from qr_vjp_mask: a bit an element where the f32 value takes
+ * 32) when n is the only node that reads the input's data. */
 int qr_vjp_masks(const qr_node *n);
 
 /* n's mask (qr_vjp_masks) from its forward inputs in (in[0] f32, with data; Clip's bounds): m[i] = 1
- * where element i passes, one byte an element. */
+ * where element i passes: bit i % 8 of byte i / 8 ((numel + 7) / 8 bytes). */
 void qr_vjp_mask(const qr_node *n, const qr_tensor *const *in, unsigned char *m);
 
+/* Whether node n's output is recomputed from its input by qr_vjp_recompute: Sigmoid, HardSigmoid,
+ * Clip with constant bounds, Add, Sub, Mul or Div by a constant scalar. */
+int qr_vjp_recomputes(const qr_node *n);
+/* rc[v] (by value id): value v's data recomputed from its producer's inputs (qr_vjp_recomputes), each
+ * val's data, or (not kept, up to 4 producers up) recomputed into rc in turn; the runtime's kernels'
+ * formulas, which a caller that drops a value on that account checks bit for bit. 0 when done
+ * (already there too), -1 when it cannot (another op, an input missing, out of memory). */
+int qr_vjp_recompute(const qr_value *v, const qr_tensor *val, qr_tensor *rc, int depth);
 /* One node's backward: in[j] its forward inputs (NULL: left out), out[k] its forward outputs,
  * gout[k] the adjoints of its outputs (NULL or no data: zero), gin[j] (NULL: not wanted) the
  * adjoint of input j, added to (allocated and zeroed by the caller, in[j]'s shape). QR_ERR with a
@@ -48,6 +56,9 @@ typedef void (*qr_vjp_visit_fn)(void *user, int value_id, const qr_tensor *adj);
  * data; other types may be empty; a value no backward reads by its shape alone, one only a masking
  * node reads by its mask, qr_vjp_masks), adj[v] the seeds (the outputs' directions; every other entry
  * empty), filled and freed as the pass goes, back to front; visit sees each value's final adjoint.
+ * A value a backward reads that is given by its shape alone is recomputed from its producer's
+ * kept inputs where qr_vjp_recompute can (SiLU's Sigmoid from x), held from its first reader's
+ * backward to its producer's.
  * Values the outputs reach only through nodes without a backward get none from those. The pass is
  * counted in the process's run counter (qr_exec_add_node_samples): each node whose backward made an
  * adjoint of an input, as one node-run, times the samples of the first graph input's first axis

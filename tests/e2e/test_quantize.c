@@ -2254,6 +2254,60 @@ Test(quantize, rank_grad_passes_hold_one_passs_samples_and_no_packings)
     cr_expect_lt(held[0], 16, "grad held every held-out sample at once (%.0f)", held[0]);
 }
 
+/* What a rank = grad pass holds into its backward passes (stop 50: the report's grad.held_bytes),
+ * counted by hand on a chain with a SiLU (m1 * Sigmoid(m1)), a hard-swish (m2 * Clip(m2 + 3, 0, 6) /
+ * 6) and a MatMul + Relu, 64 floats a sample (out 8), one sample a pass. The quantized values are
+ * x, m1, a, m2, y, r and out (the report's layers); each ranked layer's error is a float an element:
+ * 6 x 256 + 32 bytes; the backward's Muls read m1 and m2 (kept beside their errors: 512 bytes);
+ * Sigmoid's s, x + 3's p and the Clip's c are recomputed from m1 and m2 (0 bytes); the Relu reads
+ * m3 as a mask, a bit an element (8 bytes). 2088 in all. Kept as before (s, p as a byte mask, c, m3
+ * a byte an element) it was 2720. */
+Test(quantize, rank_grad_holds_silu_and_hard_swish_inputs_alone_and_masks_as_bits)
+{
+    char cmd[4096], *log, path[1024];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper as h, TensorProto as T; "
+             "r = np.random.default_rng(5); "
+             "C = lambda n, a: h.make_tensor(n, T.FLOAT, list(a.shape), a.astype(np.float32).ravel()); "
+             "ws = [C('w1', r.standard_normal((64, 64)) * 0.3), C('w2', r.standard_normal((64, 64)) * 0.2), "
+             "C('w3', r.standard_normal((64, 64)) * 0.2), C('w4', r.standard_normal((64, 8)) * 0.2), "
+             "C('k3', np.array(3.0)), C('k0', np.array(0.0)), C('k6', np.array(6.0))]; "
+             "N = h.make_node; "
+             "nodes = [N('MatMul', ['x', 'w1'], ['m1']), N('Sigmoid', ['m1'], ['s']), N('Mul', ['m1', 's'], ['a']), "
+             "N('MatMul', ['a', 'w2'], ['m2']), N('Add', ['m2', 'k3'], ['p']), N('Clip', ['p', 'k0', 'k6'], ['c']), "
+             "N('Mul', ['m2', 'c'], ['hh']), N('Div', ['hh', 'k6'], ['y']), N('MatMul', ['y', 'w3'], ['m3']), "
+             "N('Relu', ['m3'], ['r']), N('MatMul', ['r', 'w4'], ['out'])]; "
+             "g = h.make_graph(nodes, 'g', [h.make_tensor_value_info('x', T.FLOAT, ['n', 64])], "
+             "[h.make_tensor_value_info('out', T.FLOAT, ['n', 8])], ws); "
+             "onnx.save(h.make_model(g, opset_imports=[h.make_opsetid('', 17)]), 'gsilu.onnx'); "
+             "np.save('gsilu_calib.npy', (r.standard_normal((32, 64)) * 2).astype(np.float32))\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/gsilu.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+               "recipe g {\n  activation = u8 asymmetric by minmax()\n"
+               "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  effect_samples = 4\n"
+               "  fallback = f32 when output_sqnr < 60\n  rank = grad\n}\n");
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s quantize gsilu.onnx --recipe gsilu.qrl --calib gsilu_calib.npy --threads 1 -o gsilu.q.onnx "
+             "--report gsilu.json 2>&1 && /usr/bin/python3 -c \"import json; "
+             "l = json.load(open('gsilu.json'))['layers']; "
+             "v = [x['value'] for x in l]; assert v == ['x', 'm1', 'a', 'm2', 'y', 'r', 'out'], v; "
+             "assert all(x['effect_db'] is not None for x in l), 'an effect not measured'\"",
+             dir, tu_qrl());
+    cr_assert_eq(tu_run(cmd, &log), 0, "the quantized values are not the ones counted by hand: %s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/gsilu.json", dir);
+    cr_expect_eq(tu_json_number(path, "passes"), 4, "grad's passes: one per effect sample");
+    cr_expect_eq(tu_json_number(path, "held_bytes"), 2088,
+                 "a pass held %.0f bytes into its backward passes, by hand 2088 (2720 with s, p, c kept and byte masks)",
+                 tu_json_number(path, "held_bytes"));
+}
+
 /* The measurement of what ships runs the QDQ simulation and the integer graph beside one f32 run
  * where a batch's f32 activations are at most the model's constants (stop 47: wide.onnx's 106 KB of
  * weights, 5 samples of 1154 floats), and the layers the fallback keeps in f32 take one packing of

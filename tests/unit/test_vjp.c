@@ -677,3 +677,79 @@ Test(vjp, backward_passes_counted_as_node_runs_times_samples)
     free(val), free(adj), free(xd);
     qr_graph_free(g);
 }
+
+/* rank = grad keeps a SiLU's x but not its Sigmoid, a hard-swish's x but not x + 3 (its Clip's mask)
+ * nor Clip(x + 3, 0, 6): the backward recomputes them (qr_vjp_recompute). The oracle is the
+ * runtime's forward: each recomputed value equals the run's bit for bit (elements past the
+ * Sigmoid's two forms, at the Clip's bends and bounds), and the backward given x alone makes the
+ * same adjoint bits as given every value. */
+Test(vjp, silu_and_hard_swish_recomputed_from_x_bit_for_bit)
+{
+    qr_graph *g = qr_graph_new();
+    int64_t xs[2] = {4, 300};
+    float *xd = rand_data(1200, 8.0f, 0);
+    xd[0] = 0, xd[1] = -3, xd[2] = 3, xd[3] = -0.0f, xd[4] = 90, xd[5] = -90, xd[6] = 1e-8f;
+    qr_value *x = tu_input(g, "x", 2, xs);
+    qr_value *three = tu_const_f32(g, "three", 0, NULL, (float[]){3}), *zero = tu_const_f32(g, "zero", 0, NULL, (float[]){0});
+    qr_value *six = tu_const_f32(g, "six", 0, NULL, (float[]){6});
+    qr_node *ns = tu_node(g, "Sigmoid", "s", 1, (qr_value *[]){x}, 1);
+    qr_node *nm = tu_node(g, "Mul", "m", 2, (qr_value *[]){x, ns->out[0]}, 1);
+    qr_node *na = tu_node(g, "Add", "a", 2, (qr_value *[]){nm->out[0], three}, 1);
+    qr_node *nc = tu_node(g, "Clip", "c", 3, (qr_value *[]){na->out[0], zero, six}, 1);
+    qr_node *nh = tu_node(g, "Mul", "h", 2, (qr_value *[]){nm->out[0], nc->out[0]}, 1);
+    qr_node *ny = tu_node(g, "Div", "y", 2, (qr_value *[]){nh->out[0], six}, 1);
+    tu_output(g, ny->out[0]);
+    qr_error e = {{0}};
+    qr_tensor *val = calloc((size_t)g->n_values + 1, sizeof *val), *lean = calloc((size_t)g->n_values + 1, sizeof *lean);
+    qr_tensor *adj = calloc((size_t)g->n_values + 1, sizeof *adj), *rc = calloc((size_t)g->n_values + 1, sizeof *rc);
+    qr_exec_opts eo = {.threads = 1, .observer = keep_all, .observer_user = val};
+    qr_exec *ex = NULL;
+    cr_assert_eq(qr_exec_new(g, &eo, &ex, &e), QR_OK, "%s", e.msg);
+    qr_tensor in = x->t, y = {0};
+    in.data = xd;
+    cr_assert_eq(qr_exec_run(ex, &in, &y, &e), QR_OK, "%s", e.msg);
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v]->is_const)
+            val[v] = g->values[v]->t;
+    val[x->id] = in;
+    const qr_value *dropped[3] = {ns->out[0], na->out[0], nc->out[0]};
+    for (int v = 0; v < g->n_values; v++)
+        lean[v] = val[v];
+    for (int i = 0; i < 3; i++) {
+        cr_assert(qr_vjp_recomputes(dropped[i]->producer));
+        lean[dropped[i]->id].data = NULL;
+    }
+    for (int i = 0; i < 3; i++) { /* the runtime's bits, from x alone (the Clip's through x + 3) */
+        const qr_value *d = dropped[i];
+        cr_assert_eq(qr_vjp_recompute(d, lean, rc, 0), 0, "%s not recomputed", d->name);
+        const float *a = val[d->id].data, *b = rc[d->id].data;
+        for (int64_t k = 0; k < 1200; k++)
+            cr_assert(!memcmp(&a[k], &b[k], sizeof(float)), "%s[%lld]: the run's %.9g (%a), recomputed %.9g (%a)",
+                      d->name, (long long)k, a[k], a[k], b[k], b[k]);
+        for (int v = 0; v < g->n_values; v++)
+            qr_tensor_free(&rc[v]);
+    }
+    qr_tensor got[2] = {{0}};
+    for (int pass = 0; pass < 2; pass++) {
+        qr_tensor u = y;
+        u.data = NULL;
+        cr_assert_eq(qr_tensor_alloc(&u, &e), QR_OK);
+        for (int64_t k = 0; k < 1200; k++)
+            ((float *)u.data)[k] = (float)((k * 7919) % 13) - 6;
+        adj[ny->out[0]->id] = u;
+        grab gr = {.nx = 1, .xv = (const qr_value *const *)&x};
+        cr_assert_eq(qr_vjp_backward(g, pass ? lean : val, adj, visit, &gr, &e), QR_OK, "%s: %s",
+                     pass ? "x alone" : "every value", e.msg);
+        got[pass] = gr.got[0];
+        cr_assert(got[pass].data, "no adjoint of x");
+    }
+    cr_assert(!memcmp(got[0].data, got[1].data, 1200 * sizeof(float)),
+              "the backward from x alone differs from the backward from every value");
+    qr_tensor_free(&got[0]), qr_tensor_free(&got[1]), qr_tensor_free(&y);
+    for (int v = 0; v < g->n_values; v++)
+        if (!g->values[v]->is_const && v != x->id)
+            qr_tensor_free(&val[v]);
+    qr_exec_free(ex);
+    free(val), free(lean), free(adj), free(rc), free(xd);
+    qr_graph_free(g);
+}
