@@ -141,8 +141,8 @@ static long long number_after(const char *text, const char *key)
 /* --max-memory bounds quantize's batch. A budget below batch 1 is an error giving one sample's
  * activation bytes A and the bytes held H (the model's constants: one.npy is mapped, not held);
  * from them, by the documented rule (H + 3 runs of a batch each, --threads 1), a budget of
- * H + 3 * 5 * A + 3 * A / 2 must give batch 5, the bytes of --batch 5 without a budget, and
- * refuse --batch 6. A budget below H is an error of its own. Each error:
+ * H + 3 * 5 * A + 3 * A / 2 fits batch 5: without --batch it gives 4 (the automatic batch is a
+ * power of two, stop 50), the bytes of --batch 4 without a budget, and refuses --batch 6 naming 5. A budget below H is an error of its own. Each error:
  * exit 1, one line, no output. */
 Test(data_scale, max_memory_bounds_the_batch)
 {
@@ -156,10 +156,10 @@ Test(data_scale, max_memory_bounds_the_batch)
     snprintf(extra, sizeof extra, "--max-memory %lldK", (m + 1023) / 1024);
     rc = quantize("", "one.npy", extra, "five", &log);
     cr_assert_eq(rc, 0, "%s: exit %d\n%s", extra, rc, log);
-    cr_expect(strstr(log, "batch 5)"), "%s: expected batch 5 (A %lld, H %lld):\n%s", extra, a, h, log);
+    cr_expect(strstr(log, "batch 4)"), "%s: expected batch 4 (A %lld, H %lld):\n%s", extra, a, h, log);
     free(log);
-    quantize_ok("", "one.npy", "--batch 5", "b5");
-    cr_expect(same("b5", "five", "json") && same("b5", "five", "onnx"), "differs from --batch 5 without a budget");
+    quantize_ok("", "one.npy", "--batch 4", "b4");
+    cr_expect(same("b4", "five", "json") && same("b4", "five", "onnx"), "differs from --batch 4 without a budget");
     char extra6[300];
     snprintf(extra6, sizeof extra6, "%s --batch 6", extra);
     rc = quantize("", "one.npy", extra6, "six", &log);
