@@ -159,43 +159,14 @@ int qr_vjp_recomputes(const qr_node *n)
     return 0;
 }
 
-/* The elementwise ops qr_vjp_recomputes takes, as the runtime's kernels compute them (elementwise.c:
- * in double, rounded to float; a sum, difference, product or quotient of two floats so rounded is
- * the float operation's). The caller compares the bits where it drops a value on that account. */
-static void recompute_node(const qr_node *n, const qr_tensor *const *in, float *restrict y, int64_t m)
+/* n's output y again, by the runtime's own kernel for n (the bits of the run's value unless the run
+ * fused n into another kernel: the callers compare where they drop a value on that account). */
+static int recompute_node(const qr_node *n, const qr_tensor *const *in, qr_tensor *y)
 {
-    const float *restrict x = fdata(in[0]);
-    if (is(n, "Sigmoid")) {
-        for (int64_t i = 0; i < m; i++) {
-            double v = x[i];
-            if (v >= 0)
-                y[i] = (float)(1.0 / (1.0 + exp(-v)));
-            else {
-                double e = exp(v);
-                y[i] = (float)(e / (1.0 + e));
-            }
-        }
-    } else if (is(n, "HardSigmoid")) {
-        double al = qr_attr_f(n, "alpha", 0.2f), be = qr_attr_f(n, "beta", 0.5f);
-        for (int64_t i = 0; i < m; i++) {
-            double v = al * x[i] + be;
-            y[i] = (float)(v > 1 ? 1 : v < 0 ? 0 : v);
-        }
-    } else if (is(n, "Clip")) {
-        double lo, hi;
-        clip_bounds(n, in, &lo, &hi);
-        float l = (float)lo, h = (float)hi;
-        for (int64_t i = 0; i < m; i++) {
-            float v = x[i];
-            v = v < l ? l : v;
-            y[i] = v > h ? h : v;
-        }
-    } else {
-        float c = *const_scalar(n, 1);
-        int k = is(n, "Add") ? 0 : is(n, "Sub") ? 1 : is(n, "Mul") ? 2 : 3;
-        for (int64_t i = 0; i < m; i++)
-            y[i] = k == 0 ? x[i] + c : k == 1 ? x[i] - c : k == 2 ? x[i] * c : x[i] / c;
-    }
+    qr_error e = {{0}};
+    qr_tensor *out[1] = {y};
+    qr_kctx k = {.node = n, .opset = n->opset, .n_in = n->n_in, .n_out = 1, .in = in, .out = out, .err = &e};
+    return n->def && qr_op_run(&k) == QR_OK ? 0 : -1;
 }
 
 int qr_vjp_recompute(const qr_value *v, const qr_tensor *val, qr_tensor *rc, int depth)
@@ -211,6 +182,8 @@ int qr_vjp_recompute(const qr_value *v, const qr_tensor *val, qr_tensor *rc, int
         if (!u)
             continue;
         in[j] = u->is_const ? &u->t : &val[u->id];
+        if (j > 0 && in[j]->ndim > in[0]->ndim) /* y takes x's shape: a scalar of higher rank would widen it */
+            return -1;
         if (!fdata(in[j])) {
             if (u->is_const || qr_vjp_recompute(u, val, rc, depth + 1) != 0)
                 return -1;
@@ -223,7 +196,10 @@ int qr_vjp_recompute(const qr_value *v, const qr_tensor *val, qr_tensor *rc, int
     qr_error e;
     if (qr_tensor_alloc(&y, &e) != QR_OK)
         return -1;
-    recompute_node(n, in, y.data, qr_tensor_numel(&y));
+    if (recompute_node(n, in, &y) != 0) {
+        qr_tensor_free(&y);
+        return -1;
+    }
     rc[v->id] = y;
     return 0;
 }
