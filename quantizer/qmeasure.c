@@ -2056,6 +2056,7 @@ typedef struct effects {
     effects_shared *sh;
     int nr, k, next, freed; /* batch k; order[next..] still to run in it; values last read before freed gone */
     int nown;               /* order[0..nown): this worker's layers, by cut */
+    int idle_from;          /* the f32 run leaves out the nodes from this place on (effects_supplied) */
     int threads;            /* kernel threads of this worker's runs */
     /* nodes by their place in the f32 run's order (qr_exec_order: a node of constants runs just
      * before its first reader, not at its place in q->g), as are cut and last */
@@ -2075,6 +2076,17 @@ typedef struct effects {
     qr_error e;
     qr_status st;
 } effects;
+
+/* A worker's f32 executor, kept between measure_effects' calls of one fallback (q->effects_keep):
+ * the f32 run over the effect samples is the same in every call (the model in f32, the same
+ * samples), and so is what its kernels pack of the weights, which the cuts' runs take. The first
+ * call makes it with a packing run (effects_worker); the others start from its packing. ef: the
+ * call under way, which the observer and supplied hooks read. */
+typedef struct qr_effects_keep {
+    qr_exec *x;
+    int threads;
+    effects *ef;
+} effects_keep;
 
 /* n (of a cut graph) is node i of g (-1: none) reading the same constants (the same data, or a small
  * one's equal copy): what its
@@ -2301,7 +2313,7 @@ static void effects_upto(effects *ef, int p)
 
 static void observe_effects(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
 {
-    effects *ef = user;
+    effects *ef = ((effects_keep *)user)->ef;
     int p = n ? ef->pos[n->id] : 0;
     effects_upto(ef, p);
     /* kept only for a cut still to run that reads it: the cuts up to p have run, so the next one
@@ -2319,11 +2331,23 @@ static void observe_effects(void *user, const qr_node *n, const qr_value *v, qr_
         memcpy(c->data, t->data, qr_tensor_nbytes(t));
 }
 
+/* The f32 run's qr_exec_opts.supplied: from the last cut of the worker's layers on, nothing its
+ * cuts read is computed (a cut's graph reads values made before its cut and runs everything
+ * after it itself; the outputs are the reference's, ef->o), so those nodes do not run. The
+ * observer still sees them: the node at the last cut runs that cut (effects_upto). */
+static int effects_supplied(void *user, const qr_node *n, qr_tensor *const *out)
+{
+    (void)out;
+    const effects *ef = ((const effects_keep *)user)->ef;
+    return ef->pos[n->id] >= ef->idle_from;
+}
+
 /* A worker of measure_effects: its own f32 run over every batch of effect samples (calib), taking
  * layers as it goes. */
 typedef struct effects_arg {
     effects *ef;
     const qr_tensor *calib;
+    effects_keep *keep; /* NULL: an executor of this call's own */
 } effects_arg;
 
 static void *effects_worker(void *p)
@@ -2337,17 +2361,28 @@ static void *effects_worker(void *p)
     ef->val = calloc(nv, sizeof *ef->val);
     ef->ext = calloc(nv, sizeof *ef->ext);
     ef->outs = calloc((size_t)g->n_outputs + 1, sizeof *ef->outs);
-    qr_exec_opts eo = {.threads = ef->threads, .observer = observe_effects, .observer_user = ef};
-    qr_exec *x = NULL;
-    qr_status st = in && ef->val && ef->ext && ef->outs ? qr_exec_new(g, &eo, &x, &ef->e)
-                                                         : qr_errorf(&ef->e, "out of memory");
+    effects_keep own = {0}, *kp = a->keep ? a->keep : &own;
+    if (kp->x && kp->threads != ef->threads) { /* packed for other kernel threads: not shared */
+        qr_exec_free(kp->x);
+        kp->x = NULL;
+    }
+    int packed = kp->x != NULL;
+    kp->ef = ef;
+    qr_exec_opts eo = {.threads = ef->threads, .observer = observe_effects, .observer_user = kp,
+                       .supplied = effects_supplied};
+    qr_exec *x = kp->x;
+    qr_status st = !(in && ef->val && ef->ext && ef->outs) ? qr_errorf(&ef->e, "out of memory")
+                   : x                                      ? QR_OK
+                                                            : qr_exec_new(g, &eo, &x, &ef->e);
     ef->fx = x;
     /* an f32 run of the first batch before the cuts: it packs every layer's f32 weights once, which
      * each cut's run then takes (run_cut) instead of packing again what it runs downstream (on
-     * ResNet-18, 18 layers by 4 batches: more than half of the effects' time) */
+     * ResNet-18, 18 layers by 4 batches: more than half of the effects' time); once a fallback,
+     * its executor kept for the next calls (q->effects_keep) */
     int nown = ef->nown;
     ef->nown = 0;
-    if (st == QR_OK && nown > 0 && o->nbatches > 0) {
+    ef->idle_from = g->n_nodes; /* the packing run runs every node: the cuts take from all of it */
+    if (st == QR_OK && !packed && nown > 0 && o->nbatches > 0) {
         int64_t b = o->n < o->batch ? o->n : o->batch;
         qr_plan_take_inputs(ef->q, a->calib, g->n_inputs, 0, b, in);
         ef->k = 0, ef->next = 0, ef->freed = -1, ef->in = in;
@@ -2359,6 +2394,9 @@ static void *effects_worker(void *p)
             qr_tensor_free(&ef->val[i]);
     }
     ef->nown = nown;
+    for (int i = 0; i < nown; i++) /* the last cut: the nodes from it on are idle in the runs below */
+        if (i == 0 || ef->cut[ef->order[i]] > ef->idle_from)
+            ef->idle_from = ef->cut[ef->order[i]];
     for (int k = 0; st == QR_OK && k < o->nbatches; k++) {
         int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
         qr_plan_take_inputs(ef->q, a->calib, g->n_inputs, at, b, in);
@@ -2372,7 +2410,14 @@ static void *effects_worker(void *p)
         for (size_t i = 0; ef->val && i < nv; i++)
             qr_tensor_free(&ef->val[i]);
     }
-    qr_exec_free(x);
+    if (a->keep && st == QR_OK && x) { /* its packing for the next call; its arena goes */
+        qr_exec_drop_plan(x);
+        kp->x = x, kp->threads = ef->threads;
+    } else {
+        qr_exec_free(x);
+        kp->x = NULL;
+    }
+    kp->ef = NULL;
     free(in), free(ef->val), free(ef->ext), free(ef->outs), free(ef->share);
     ef->val = NULL, ef->ext = NULL, ef->outs = NULL, ef->share = NULL, ef->fx = NULL;
     ef->st = st;
@@ -2542,7 +2587,7 @@ static qr_status measure_effects(qr_qctx *q, const outref *all, const qr_tensor 
         st = qr_errorf(q->e, "cannot make a mutex");
     int mu_made = st == QR_OK;
     for (int w = 0; st == QR_OK && !all_whole && w < nw; w++) {
-        args[w] = (effects_arg){&ef[w], calib};
+        args[w] = (effects_arg){&ef[w], calib, w < q->neffects_keep ? &q->effects_keep[w] : NULL};
         if (w > 0)
             started[w] = pthread_create(&tid[w], NULL, effects_worker, &args[w]) == 0;
     }
@@ -4869,6 +4914,11 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         free(rk), free(wd);
         return cst;
     }
+    /* the effects' f32 executors, kept between their calls until the fallback ends (none when
+     * there is no memory for the table: each call packs its own) */
+    int nkeep = q->o->threads > 1 ? q->o->threads : 1;
+    q->effects_keep = calloc((size_t)nkeep, sizeof *q->effects_keep);
+    q->neffects_keep = q->effects_keep ? nkeep : 0;
     for (int n = q->nslots; n > 0 && q->r->fallback; n /= 2) /* the search's steps, at most */
         pg.total++;
     /* the local measurement's f32 run keeps the outputs every comparison reads; after a bias
@@ -5070,6 +5120,10 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         qr_measure_macs(q, res, o.per_sample, o.last);
     outref_free(&o);
     cal_ref_done(&co, q);
+    for (int i = 0; i < q->neffects_keep; i++)
+        qr_exec_free(q->effects_keep[i].x);
+    free(q->effects_keep);
+    q->effects_keep = NULL, q->neffects_keep = 0;
     free(rk);
     free(outs);
     return st;

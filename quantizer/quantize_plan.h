@@ -177,6 +177,11 @@ typedef struct qr_qctx {
      * fallback, nothing exported */
     int steps_only;
     double step_val, step_cal;
+    /* measure_effects' f32 executors kept between its calls in one fallback, by worker (qmeasure.c):
+     * what they packed of the f32 weights, which every call's cuts take, instead of a packing run
+     * per call; NULL: none kept (each call its own) */
+    struct qr_effects_keep *effects_keep;
+    int neffects_keep;
 } qr_qctx;
 
 /* The qtype of integer type t (per tensor: axis -1), narrow as the recipe's narrow_range hook says

@@ -3899,3 +3899,52 @@ Test(quantize, passes_not_spent_on_a_try_that_cannot_hold_nor_on_grad_where_ever
               eff_grad, eff_effect, same, log);
     free(log);
 }
+
+/* The effects' f32 runs where nothing is learnt (stop 51), on gain_oracle.py's chain.onnx (x ->
+ * Conv -> a -> Conv -> y; 8 samples, 4 held out, one batch of 4) with the 16-bit step, so that
+ * measure_effects runs twice: the effects of x, a and y (their cuts: x and a at the first Conv, a's
+ * slot holding w1; y at the second, w2), then the effects at 16 bits of a and y. By hand, at one
+ * thread, one pass = 2 Conv x 4 samples = 8 node-runs: the first call's packing run, 8 (the second
+ * call takes its executor: no packing run); each call's f32 run only up to its last cut, the first
+ * Conv, 4; the cuts at the first Conv 8 each, at the second 4. So the effects 8 + 4 + (8 + 8 + 4)
+ * = 32 and the effects at 16 bits 4 + (8 + 4) = 16 (before: 36 and 28). Each layer's effect_db and
+ * effect16_db are those of whole runs of the model (effects=whole), on 1 and 2 threads. */
+Test(quantize, effects_f32_runs_packed_once_and_only_up_to_the_last_cut)
+{
+    char cmd[4096], recipe[700], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/gain_oracle.py' make '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(recipe, sizeof recipe, "%s/p.qrl", dir);
+    write_recipe(recipe, "  fallback = u16 then f32 when output_sqnr < 99\n  validate = 0.5\n  validate_least = 4\n"
+                         "  rank = effect\n");
+    const char *args[3] = {"--threads 1", "--threads 2", "--threads 1 --option effects=whole"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize %s/chain.onnx --recipe %s --calib %s/chain_x.npy %s "
+                 "-o %s/p%d.onnx --report %s/p%d.json", tu_root(), tu_qrl(), dir, recipe, dir, args[k], dir, k, dir, k);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json\n"
+             "R = [json.load(open('%s/p%%d.json' %% k)) for k in (0, 1, 2)]\n"
+             "ph = lambda r, n: sum(p['validate_node_samples'] for p in r['runs']['phases'] if p['phase'] == n)\n"
+             "E = [{l['value']: (l.get('effect_db'), l.get('effect16_db')) for l in r['layers']} for r in R]\n"
+             "near = lambda a, b: a == b or (a is not None and b is not None and abs(a - b) < 1e-3)\n"
+             "same = lambda a, b: int(a.keys() == b.keys() and all(near(a[v][i], b[v][i]) for v in a for i in (0, 1)))\n"
+             "n16 = sum(1 for v in E[0] if E[0][v][1] is not None)\n"
+             "print(R[0]['runs']['validate']['pass_node_samples'], ph(R[0], 'effects'), ph(R[0], 'effects at 16 bits'),"
+             " len(E[0]), n16, same(E[0], E[2]), same(E[1], E[2]), E)\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    long long pass = 0, eff = 0, eff16 = 0;
+    int layers = 0, n16 = 0, same1 = 0, same2 = 0;
+    cr_assert(sscanf(log, "%lld %lld %lld %d %d %d %d", &pass, &eff, &eff16, &layers, &n16, &same1, &same2) == 7,
+              "%s", log);
+    cr_assert(pass == 8 && layers == 3 && n16 == 2, "not the case derived by hand (pass %lld, %d layers, %d at 16 "
+              "bits): %s", pass, layers, n16, log);
+    cr_assert(eff == 32, "the effects took %lld node-runs x samples, not 8 + 4 + 20 = 32: %s", eff, log);
+    cr_assert(eff16 == 16, "the effects at 16 bits took %lld node-runs x samples, not 4 + 12 = 16: %s", eff16, log);
+    cr_assert(same1 && same2, "effects not those of whole runs (1 thread %d, 2 threads %d): %s", same1, same2, log);
+    free(log);
+}
