@@ -2408,6 +2408,51 @@ Test(quantize, shipped_sqnrs_with_quantized_weights_on_an_f32_input_match_numpy)
     }
 }
 
+/* The measurement of what ships in one pass where the held-out samples fill at most two thirds of a
+ * batch (stop 51): fi.onnx (tests/e2e/fallback_input_model.py, 4 KB of weights) with 64 samples,
+ * 16 held out, at --batch 32: 3 x 16 <= 2 x 32, so the QDQ and the integer run go beside one f32
+ * run. x and y fall back, a stays quantized; nothing measured reads y, so each run computes the
+ * first Conv and the Relu: by hand 16 x (2 + 2 + 2) = 96 node-runs x samples (two passes, as
+ * before: 16 x (2 + 2 + 2 + 2) = 128). The sums are numpy's (shipped_oracle.py), on 1 and 2 threads. */
+Test(quantize, shipped_in_one_pass_where_the_held_out_samples_fill_two_thirds_of_a_batch)
+{
+    char cmd[4096], *log, path[1024];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/fallback_input_model.py' '%s' 2>&1", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/f1.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+               "recipe fi {\n  activation = u8 asymmetric by minmax()\n"
+               "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
+               "  validate_from = spread\n  calibrate_figure_samples = 12\n  fallback = f32 when output_sqnr < 12\n}\n");
+    fclose(f);
+    for (int t = 1; t <= 2; t++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize fi.onnx --recipe f1.qrl --calib fi_calib.npy --batch 32 --threads %d "
+                 "-o f1.q%d.onnx --report f1.q%d.json 2>&1",
+                 dir, tu_qrl(), t, t, t);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 -c \"import json; d = json.load(open('f1.q%d.json')); "
+                 "l = {v['value']: v['fallback'] for v in d['layers']}; "
+                 "assert l == {'x': True, 'a': False, 'y': True}, l; "
+                 "p = [x for x in d['runs']['phases'] if x['phase'] == 'measurement of what ships']; "
+                 "assert len(p) == 1 and p[0]['validate_node_samples'] == 96, p\" 2>&1",
+                 dir, t);
+        cr_expect_eq(tu_run(cmd, &log), 0, "threads %d: what ships' runs, by hand 16 x (2 + 2 + 2): %s", t, log);
+        free(log);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 %s/tests/e2e/shipped_oracle.py fi.onnx f1.q%d.onnx fi_calib.npy "
+                 "f1.q%d.json 4 0.05 0.5",
+                 dir, tu_root(), t, t);
+        cr_expect_eq(tu_run(cmd, &log), 0, "threads %d: %s", t, log);
+        free(log);
+    }
+}
+
 /* The bundled CNN's export dir/EXPORT.onnx on the samples dir/SAMPLES.npy: ONNX Runtime's outputs
  * against the f32 model's, numpy's sample_balanced_lower of them (tests/e2e/samples_oracle.py) is db
  * within 0.01 dB. */
