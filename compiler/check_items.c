@@ -1162,6 +1162,8 @@ static void setting_value(ctx *c, const ql_node *k, qr_setting_id id)
             chk_err(c, v, "grad_exact_below is a number of dB, at least %llu: grad_exact_below = 32", lo);
         else if (id == QR_SET_GRAD_EXACT_KEPT_BELOW && ((v->kind != QL_INT && v->kind != QL_FLOAT) || !(f >= d->lo)))
             chk_err(c, v, "grad_exact_kept_below is a number of dB, at least %llu: grad_exact_kept_below = 40", lo);
+        else if (id == QR_SET_GRAD_PEAK_WITHIN && ((v->kind != QL_INT && v->kind != QL_FLOAT) || !(f >= d->lo)))
+            chk_err(c, v, "grad_peak_within is a multiple of the f32 run's memory, at least %llu: grad_peak_within = 2", lo);
         else if ((v->kind != QL_INT && v->kind != QL_FLOAT) || (v->kind == QL_FLOAT && !(v->fval >= d->lo)))
             chk_err(c, v, "tolerance is a number of dB: tolerance = 3");
         break;

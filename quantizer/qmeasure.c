@@ -3026,6 +3026,99 @@ static float grad_sign(uint64_t seed, uint64_t i)
     return z >> 63 ? 1.0f : -1.0f;
 }
 
+/* What grad's backward passes read of the f32 run, by value id (need; readers, zeroed, counts them):
+ * the values they read as f32, and masker[v] the one node that reads v as its mask alone (a byte
+ * an element, not four); the rest keep only their shape. */
+static void grad_reads(const qr_graph *g, unsigned char *need, const qr_node **masker, int *readers)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qr_node *n = g->nodes[i];
+        for (int j = 0; j < n->n_in; j++) {
+            if (!n->in[j])
+                continue;
+            int id = n->in[j]->id;
+            need[id] |= (unsigned char)qr_vjp_reads(n, j);
+            /* read by one node alone, as its mask (a Conv's output before its Relu; every other
+             * backward takes an f32 value or its shape) */
+            masker[id] = !readers[id]++ && j == 0 && qr_vjp_masks(n) ? n : NULL;
+        }
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] && qr_vjp_reads(n, -1 - k))
+                need[n->out[k]->id] = 1, readers[n->out[k]->id]++, masker[n->out[k]->id] = NULL;
+    }
+    for (int i = 0; i < g->n_outputs; i++) /* the seeds' shapes and the directions: f32 */
+        masker[g->outputs[i]->id] = NULL;
+}
+
+/* What a `qrl run` process holds before a model's bytes: its peak RSS on a one-Relu model (4 floats
+ * a sample) is 12.8 MB (/usr/bin/time -v, stop 51, the Intel Xeon; the same build): the binary's
+ * touched pages, the C library's and the runtime's tables. */
+#define GRAD_PEAK_BASE 12.8e6
+
+/* grad_peak_within: the bytes one of grad_effects' passes holds beside what the quantize holds
+ * anyway (*grad), and the f32 run's (*f32: the model's constants, one batch's run as probed
+ * (o->run_bytes) and that batch's inputs), from the f32 run's shapes (o->per_sample) before any
+ * pass runs. A pass (one sample where the batch is open, else the model's batch) keeps what
+ * grad_keep keeps: a value its backward reads as f32 (nothing where qr_vjp_recomputes' producer
+ * gives it again, a bit an element where its one reader reads a mask) and every ranked layer's
+ * f32 value (the QDQ run replaces it); the QDQ run turns a ranked layer's value into its error
+ * where qr_vjp_exact (beside it where the backward reads the value too) and frees the rest
+ * (grad_local). *held: the bytes as the backward passes start (grad.held_bytes' count); *values:
+ * the most of those and the f32 run's end; *grad adds a run's arena, scaled to the pass. *f32 is
+ * fitted to `qrl run`'s peak (docs/quantizer.md, stop 51). */
+static qr_status grad_peak_bytes(qr_qctx *q, const outref *o, const ranked *rk, int nr, double *grad, double *values,
+                                 double *held, double *f32)
+{
+    const qr_graph *g = q->g;
+    size_t nv = (size_t)g->n_values + 1;
+    unsigned char *need = calloc(nv, 1), *mine = calloc(nv, 1), *exact = calloc(nv, 1);
+    const qr_node **masker = calloc(nv, sizeof *masker);
+    int *readers = calloc(nv, sizeof *readers);
+    if (!need || !mine || !exact || !masker || !readers) {
+        free(need), free(mine), free(exact), free(masker), free(readers);
+        return qr_errorf(q->e, "out of memory");
+    }
+    grad_reads(g, need, masker, readers);
+    qr_vjp_exact(g, exact);
+    for (int r = 0; r < nr; r++) /* the values the ranked slots quantize: active() in grad_effects */
+        for (int v = 0; v < g->n_values; v++)
+            mine[v] |= q->slot_of[v] == rk[r].slot;
+    double pass = qr_graph_fixed_batch(g) > 0 ? (double)o->batch : 1, end = 0, back = 0, consts = 0, in = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const qr_value *x = g->values[v];
+        if (x->is_const) {
+            consts += (double)qr_tensor_nbytes(&x->t);
+            continue;
+        }
+        double n = o->per_sample[v] * pass, es = (double)qr_dtype_size(x->t.dtype != QR_UNDEF ? x->t.dtype : QR_F32);
+        double err = mine[v] && exact[v] ? n * 4 : 0;
+        if (x->is_input) { /* views of the pass's samples; a quantized input's error its own */
+            in += o->per_sample[v] * (double)o->batch * es;
+            back += err;
+            continue;
+        }
+        if (x->t.dtype != QR_F32 && x->t.dtype != QR_UNDEF) /* kept whole */
+            end += n * es, back += n * es;
+        else if (mine[v]) /* the f32 value until the QDQ run: then its error, the value too if read */
+            end += n * 4, back += err + (need[v] ? n * 4 : 0);
+        else if (need[v] && !(x->producer && qr_vjp_recomputes(x->producer))) {
+            double b = masker[v] ? ceil(n / 8) : n * 4;
+            end += b, back += b;
+        }
+    }
+    /* one batch's run: the outref's probe, else quantize's (choose_batch's activations of a batch) */
+    double rb = (double)(o->run_bytes ? o->run_bytes : q->o->run_bytes);
+    double run = rb * pass / (double)(o->batch > 0 ? o->batch : 1);
+    *held = back;
+    *values = end > back ? end : back;
+    *grad = *values + run;
+    /* the f32 run's peak as `qrl run` measures it: the process's own pages (GRAD_PEAK_BASE), the
+     * constants twice (the model's and the kernels' packings of them), a batch's run and inputs */
+    *f32 = GRAD_PEAK_BASE + 2 * consts + rb + in;
+    free(need), free(mine), free(exact), free(masker), free(readers);
+    return QR_OK;
+}
+
 /* rank = grad: each ranked layer's first-order effect on the outputs, |J_i r_i|^2, from backward
  * passes through the f32 model on the effect samples (quantizer/vjp.h), with no run per layer.
  * Per batch: one f32 run keeping every value; one QDQ run with every ranked layer quantized, each
@@ -3076,23 +3169,7 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
     qr_exec *fx = NULL, *qx = NULL;
     if (st == QR_OK) {
         qr_vjp_exact(g, exact);
-        for (int i = 0; i < g->n_nodes; i++) { /* what the backward passes read; the rest keep their shape */
-            const qr_node *n = g->nodes[i];
-            for (int j = 0; j < n->n_in; j++) {
-                if (!n->in[j])
-                    continue;
-                int id = n->in[j]->id;
-                need[id] |= (unsigned char)qr_vjp_reads(n, j);
-                /* read by one node alone, as its mask (a Conv's output before its Relu; every other
-                 * backward takes an f32 value or its shape) */
-                masker[id] = !readers[id]++ && j == 0 && qr_vjp_masks(n) ? n : NULL;
-            }
-            for (int k = 0; k < n->n_out; k++)
-                if (n->out[k] && qr_vjp_reads(n, -1 - k))
-                    need[n->out[k]->id] = 1, readers[n->out[k]->id]++, masker[n->out[k]->id] = NULL;
-        }
-        for (int i = 0; i < g->n_outputs; i++) /* the seeds' shapes and the directions: f32 */
-            masker[g->outputs[i]->id] = NULL;
+        grad_reads(g, need, masker, readers);
         for (size_t v = 0; v < nv; v++)
             ridx[v] = -1;
         for (int r = 0; r < nr; r++)
@@ -5068,13 +5145,25 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         const qr_setting *nx = qr_recipe_setting(q->r, QR_SET_GRAD_EXACT_NEAR),
                          *kb = qr_recipe_setting(q->r, QR_SET_GRAD_EXACT_KEPT_BELOW);
         unsigned char *exact = calloc((size_t)q->nslots + 1, 1);
+        /* rank = grad where its passes fit: grad_peak_within bounds the estimate of their peak (the
+         * f32 run's bytes and a pass's beside them) by that many f32 runs; over it, the effects are
+         * rank = effect's (the recipe's policy, stdlib's int8.qrl) */
+        int grad = choice_is(q, QR_SET_RANK, "grad");
+        const qr_setting *pw = qr_recipe_setting(q->r, QR_SET_GRAD_PEAK_WITHIN);
+        if (st == QR_OK && grad && pw && (st = grad_peak_bytes(q, &o, rk + k, nr - k, &res->grad_peak_bytes, &res->grad_peak_values,
+                                                               &res->grad_peak_held, &res->grad_peak_f32_bytes)) == QR_OK) {
+            res->grad_peak_bytes += res->grad_peak_f32_bytes;
+            res->grad_peak_within = pw->value;
+            grad = res->grad_peak_bytes <= pw->value * res->grad_peak_f32_bytes;
+            res->grad_peak_rank = grad ? 1 : 2;
+        }
         near_exact ne = {.all = &o, .calib = calib, .count = count, .rk = rk, .k = k, .done = exact,
-                         .w = choice_is(q, QR_SET_RANK, "grad") && nx ? (int)nx->value : 0,
+                         .w = grad && nx ? (int)nx->value : 0,
                          .per_mac = choice_is(q, QR_SET_ORDER, "per_mac"),
-                         .below = choice_is(q, QR_SET_RANK, "grad") && kb ? kb->value : -INFINITY,
-                         .predicted = choice_is(q, QR_SET_RANK, "grad") && (choice_is(q, QR_SET_GRAD_EXACT_AT, "predicted") ||
-                                                                           choice_is(q, QR_SET_GRAD_EXACT_AT, "fitted")),
-                         .fitted = choice_is(q, QR_SET_RANK, "grad") && choice_is(q, QR_SET_GRAD_EXACT_AT, "fitted"),
+                         .below = grad && kb ? kb->value : -INFINITY,
+                         .predicted = grad && (choice_is(q, QR_SET_GRAD_EXACT_AT, "predicted") ||
+                                               choice_is(q, QR_SET_GRAD_EXACT_AT, "fitted")),
+                         .fitted = grad && choice_is(q, QR_SET_GRAD_EXACT_AT, "fitted"),
                          .s0 = s0};
         res->ranked = nr - k;
         q->grad_passes = q->grad_packing_bytes = q->grad_held_bytes = 0;
@@ -5086,7 +5175,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         st = !exact  ? qr_errorf(q->e, "out of memory")
              : gain  ? gain_effects(q, calib, o.n, outs, rk + k, nr - k)
              : probe ? probe_effects(q, &o, calib, count, rk + k, nr - k)
-             : choice_is(q, QR_SET_RANK, "grad") && !all_near ? grad_effects(q, &o, calib, count, rk + k, nr - k, exact)
+             : grad && !all_near ? grad_effects(q, &o, calib, count, rk + k, nr - k, exact)
                      : measure_effects(q, &o, calib, count, rk + k, nr - k);
         for (int i = k; st == QR_OK && all_near && i < nr; i++)
             exact[rk[i].slot] = 1;

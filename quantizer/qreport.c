@@ -209,6 +209,11 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     if (q->grad_passes > 0) /* rank = grad's passes: what their executors kept of the weights at most */
         fprintf(f, ",\n  \"grad\": {\"passes\": %lld, \"packing_bytes\": %lld, \"held_bytes\": %lld}",
                 (long long)q->grad_passes, (long long)q->grad_packing_bytes, (long long)q->grad_held_bytes);
+    if (q->grad_peak_rank > 0) /* grad_peak_within: its estimates and what it chose */
+        fprintf(f, ",\n  \"grad_peak\": {\"bytes\": %.0f, \"values_bytes\": %.0f, \"held_bytes\": %.0f, "
+                   "\"f32_bytes\": %.0f, \"within\": %.17g, \"rank\": \"%s\"}",
+                q->grad_peak_bytes, q->grad_peak_values, q->grad_peak_held, q->grad_peak_f32_bytes, q->grad_peak_within,
+                q->grad_peak_rank == 1 ? "grad" : "effect");
     if (q->held_out_peak_samples > 0) /* validate_from = spread: what its streaming held at most */
         fprintf(f, ",\n  \"held_out_peak_samples\": %lld", (long long)q->held_out_peak_samples);
     fprintf(f, ",\n  \"output_sqnr_calibrate_db\": ");

@@ -194,6 +194,12 @@ typedef struct qr_quantized {
      * at once, and the most bytes a pass held into its backward passes (kept values, masks, the layers'
      * errors) (qr_qctx's grad_passes, grad_packing_bytes, grad_held_bytes) */
     int64_t grad_passes, grad_packing_bytes, grad_held_bytes;
+    /* grad_peak_within (rank = grad): the estimates of grad's peak and the f32 run's, bytes, of it
+     * the values one pass keeps (without its run's arena), of those what it holds as the backward
+     * passes start (grad_held_bytes' count), the recipe's bound, and the ranking it chose (0: none
+     * asked, 1: grad, 2: effect) */
+    double grad_peak_bytes, grad_peak_values, grad_peak_held, grad_peak_f32_bytes, grad_peak_within;
+    int grad_peak_rank;
 } qr_quantized;
 
 /* g: an optimized fp32 graph; calib: one tensor per graph input, in input

@@ -2290,7 +2290,7 @@ Test(quantize, rank_grad_holds_silu_and_hard_swish_inputs_alone_and_masks_as_bit
     fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
                "recipe g {\n  activation = u8 asymmetric by minmax()\n"
                "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  effect_samples = 4\n"
-               "  fallback = f32 when output_sqnr < 60\n  rank = grad\n}\n");
+               "  fallback = f32 when output_sqnr < 60\n  rank = grad\n  grad_peak_within = 1000\n}\n");
     fclose(f);
     snprintf(cmd, sizeof cmd,
              "cd '%s' && %s quantize gsilu.onnx --recipe gsilu.qrl --calib gsilu_calib.npy --threads 1 -o gsilu.q.onnx "
@@ -2306,6 +2306,88 @@ Test(quantize, rank_grad_holds_silu_and_hard_swish_inputs_alone_and_masks_as_bit
     cr_expect_eq(tu_json_number(path, "held_bytes"), 2088,
                  "a pass held %.0f bytes into its backward passes, by hand 2088 (2720 with s, p, c kept and byte masks)",
                  tu_json_number(path, "held_bytes"));
+    /* grad_peak_within's estimate from the f32 run's shapes (stop 51), before any pass: the same 2088
+     * as the backward passes start; at the f32 run's end the quantized values' f32 copies (m1, a, m2,
+     * y, r: 5 x 256, out 32) and m3's bit mask (8), 1320, under it; within 1000: grad */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import json; p = json.load(open('gsilu.json'))['grad_peak']; "
+             "assert p['held_bytes'] == 2088, 'the estimate held %%s bytes, by hand 2088' %% p['held_bytes']; "
+             "assert p['values_bytes'] == 2088, 'the estimate kept %%s bytes at most, by hand 2088' %% p['values_bytes']; "
+             "assert p['rank'] == 'grad' and p['within'] == 1000, p\"",
+             dir);
+    cr_expect_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
+
+/* grad_peak_within (stop 51): rank = grad where the estimate of its passes' peak (the f32 run's, and
+ * one pass's bytes beside it) is at most that many f32 runs, rank = effect's effects otherwise.
+ * pwide.onnx: three 1x1 Convs + Relu of 4 channels on 128 x 128 maps, --batch 1 (65536 floats =
+ * 262144 bytes a value). By hand: the quantized values are x, r0, r1 and y (a Conv + Relu a layer);
+ * a pass keeps the f32 values of r0, r1, y until the QDQ run (786432) and the Relus' inputs c0, c1
+ * as bit masks (2 x 8192); as the backward passes start, four errors (x's, and r0's, r1's, y's
+ * written over their values: no backward reads them) and the masks: 4 x 262144 + 16384 = 1064960,
+ * the most. The f32 run: the process's 12.8e6, the constants twice (2 x 3 x (16 + 4) floats =
+ * 480), a batch's run (quantize's probe: c0, r0, c1, r1 and y alive over the graph, 786432 as it
+ * counts them) and the input (262144): 13849056. A run's arena beside the pass (786432): 15700448
+ * in all, 1.134 f32 runs: within = 2 keeps grad, within = 1.1 takes effect, and then the same
+ * decisions as rank = effect (qparams identical; the export differs by the recipe name in its
+ * metadata). */
+Test(quantize, grad_peak_within_picks_grad_where_its_passes_fit_and_effect_where_not)
+{
+    char cmd[6144], *log, path[1024];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper as h, TensorProto as T; "
+             "r = np.random.default_rng(11); "
+             "ws = [h.make_tensor('k%%d' %% i, T.FLOAT, [4, 4, 1, 1], r.standard_normal(16).astype(np.float32) * 0.5) "
+             "for i in range(3)] + [h.make_tensor('b%%d' %% i, T.FLOAT, [4], r.standard_normal(4).astype(np.float32) * 0.1) "
+             "for i in range(3)]; "
+             "nodes = [h.make_node('Conv', ['x', 'k0', 'b0'], ['c0']), h.make_node('Relu', ['c0'], ['r0']), "
+             "h.make_node('Conv', ['r0', 'k1', 'b1'], ['c1']), h.make_node('Relu', ['c1'], ['r1']), "
+             "h.make_node('Conv', ['r1', 'k2', 'b2'], ['y'])]; "
+             "g = h.make_graph(nodes, 'g', [h.make_tensor_value_info('x', T.FLOAT, ['n', 4, 128, 128])], "
+             "[h.make_tensor_value_info('y', T.FLOAT, ['n', 4, 128, 128])], ws); "
+             "onnx.save(h.make_model(g, opset_imports=[h.make_opsetid('', 17)]), 'pwide.onnx'); "
+             "np.save('pwide_calib.npy', r.standard_normal((32, 4, 128, 128)).astype(np.float32))\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/peak.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    /* a target no try meets at once: the search ranks */
+    const char *body = "  activation = u8 asymmetric by minmax()\n"
+                       "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
+                       "  effect_samples = 2\n  fallback = f32 when output_sqnr < 60\n";
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+               "recipe g {\n%s  rank = grad\n  grad_peak_within = 2\n}\n"
+               "recipe s {\n%s  rank = grad\n  grad_peak_within = 1.1\n}\nrecipe e {\n%s}\n",
+            body, body, body);
+    fclose(f);
+    const char *runs[3] = {"g", "s", "e"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize pwide.onnx --recipe peak.qrl --recipe-name %s --calib pwide_calib.npy --batch 1 "
+                 "--threads 1 -o pwide.%s.onnx --qparams pwide.%s.qp.json --report pwide.%s.json 2>&1",
+                 dir, tu_qrl(), runs[i], runs[i], runs[i], runs[i]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import json\n"
+             "g = json.load(open('pwide.g.json'))\ns = json.load(open('pwide.s.json'))\n"
+             "assert g['fallbacks'] > 0 and s['fallbacks'] > 0, 'no search'\n"
+             "a, b = g['grad_peak'], s['grad_peak']\nprint(a, b)\n"
+             "for p in (a, b):\n"
+             "    assert p['held_bytes'] == 1064960 and p['values_bytes'] == 1064960, 'a pass keeps %%s, by hand 1064960' %% p\n"
+             "    assert p['f32_bytes'] == 13849056, 'the f32 run %%s, by hand 13849056' %% p['f32_bytes']\n"
+             "    assert p['bytes'] == 15700448, 'grad %%s, by hand 15700448' %% p['bytes']\n"
+             "assert a['within'] == 2 and a['rank'] == 'grad' and g['grad']['passes'] == 2 and g['grad']['held_bytes'] == 1064960, ('within 2', a, g.get('grad'))\n"
+             "assert b['within'] == 1.1 and b['rank'] == 'effect' and 'grad' not in s, ('within 1.1', b)\n\" && "
+             "cmp pwide.s.qp.json pwide.e.qp.json",
+             dir);
+    cr_expect_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_log_info("%s", log);
+    free(log);
 }
 
 /* The measurement of what ships runs the QDQ simulation and the integer graph beside one f32 run
