@@ -103,6 +103,23 @@ int64_t qr_igemm_rc_pitch(qr_igemm_rc_fn fn, int64_t k4, int64_t n)
                : n16;
 }
 
+qr_igemm_rc_fn qr_igemm_rc_panels_for(qr_igemm_rc_fn fn)
+{
+    return fn == qr_igemm_u8s8_rc_8x32_avx512vnni ? qr_igemm_u8s8_rc_panels_avx512vnni : NULL;
+}
+
+void qr_igemm_rc_panels(uint8_t *dst, const uint8_t *src, int64_t k4, int64_t n, int64_t pitch)
+{
+    int64_t kq = k4 / 4, n16 = qr_igemm_n16(n);
+    for (int64_t s = 0; s * 32 < n16; s++)
+        for (int64_t q = 0; q < kq; q++) {
+            uint8_t *d = dst + (s * kq + q) * 128;
+            size_t w = (size_t)(n16 - 32 * s >= 32 ? 32 : n16 - 32 * s) * 4; /* the last panel may be 16 wide */
+            memcpy(d, src + (q * pitch + 32 * s) * 4, w);
+            memset(d + w, 0, 128 - w);
+        }
+}
+
 void qr_igemm_pack_b_ref(uint8_t *dst, const uint8_t *src, int64_t src_rs, int64_t k, int64_t n, uint8_t flip,
                          int32_t *colsum, int64_t pitch)
 {

@@ -95,6 +95,19 @@ void qr_igemm_u8s8_rc_ref(int32_t *c, int64_t c_rs, const int8_t *a, const int32
  * apart, [.., 768] at 380; as qr_iconv_col's strips for convolutions). The other ISAs' take N16
  * only (given another pitch they run the reference). */
 int64_t qr_igemm_rc_pitch(qr_igemm_rc_fn fn, int64_t k4, int64_t n);
+/* The AVX-512 VNNI rc kernel on b packed in panels: each 32 columns' groups of four k one after
+ * another, [N32/32][K4/4][32][4] (zero past N16), k4 * N32 bytes a matrix; the other arguments as
+ * qr_igemm_rc_fn's (pitch not read). A strip's lines are then one run: the hardware's prefetchers
+ * fetch them where the rows' layout put each on another 4 KiB page, and they spread over L1's sets
+ * (quant.c packs a constant B of more than 32 columns so for this kernel). */
+void qr_igemm_u8s8_rc_panels_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init,
+                                        const int32_t *cinit, const int32_t *rz, const int32_t *csum, int64_t m0,
+                                        int64_t m1, const uint8_t *b, int64_t k4, int64_t n, int64_t pitch);
+/* That kernel where fn is the AVX-512 VNNI rc kernel; NULL for the others (rows only). */
+qr_igemm_rc_fn qr_igemm_rc_panels_for(qr_igemm_rc_fn fn);
+static inline int64_t qr_igemm_n32(int64_t n) { return (n + 31) / 32 * 32; }
+/* dst (k4 * N32 bytes) = src, a packing [K4/4][pitch][4] (its first N16 columns read), in panels. */
+void qr_igemm_rc_panels(uint8_t *dst, const uint8_t *src, int64_t k4, int64_t n, int64_t pitch);
 
 /* Packs a row-major matrix of bytes src [k][n] (rows src_rs bytes apart) as the kernels' b,
  * [K4/4][pitch][4] (pitch >= N16, a multiple of 16; columns N16 .. pitch not written), each

@@ -208,12 +208,13 @@ TARGET static void strip64(int32_t *c, int64_t c_rs, const int8_t *a, const int3
 static int wide_strips(int64_t n) { return qr_igemm_n16(n) % 1024 == 0; }
 
 /* Columns [j, j + 32) of rows [m0, m1); cinit (NULL: none) adds each column's starting value, rz
- * (NULL: none) takes rz[m] times csum off each (igemm.h, qr_igemm_rc_fn). */
+ * (NULL: none) takes rz[m] times csum off each (igemm.h, qr_igemm_rc_fn). pitch 0: b is packed in
+ * panels of 32 columns (igemm.h, qr_igemm_rc_panels), the strip's one contiguous. */
 TARGET static void strip(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, const int32_t *cinit,
                          const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b, int64_t k4,
                          int64_t n, int64_t pitch, int64_t j)
 {
-    int64_t n16 = qr_igemm_n16(n), kq = k4 / 4, step = pitch * 4;
+    int64_t n16 = qr_igemm_n16(n), kq = k4 / 4, step = pitch ? pitch * 4 : 128;
     /* the second half of the tile reads columns j + 16.. only where the packing has them */
     int two = j + 16 < n16;
     __mmask16 k0 = cols_mask(n - j), k1 = cols_mask(n - j - 16);
@@ -221,7 +222,7 @@ TARGET static void strip(int32_t *c, int64_t c_rs, const int8_t *a, const int32_
     __m512i cv1 = cinit ? _mm512_maskz_loadu_epi32(k1, cinit + j + 16) : _mm512_setzero_si512();
     __m512i sv0 = rz ? _mm512_maskz_loadu_epi32(k0, csum + j) : _mm512_setzero_si512();
     __m512i sv1 = rz ? _mm512_maskz_loadu_epi32(k1, csum + j + 16) : _mm512_setzero_si512();
-    const uint8_t *bj = b + j * 4;
+    const uint8_t *bj = pitch ? b + j * 4 : b + j * k4;
     int64_t m = m0;
     for (; m + 8 <= m1; m += 8) {
         if (two)
@@ -266,6 +267,17 @@ TARGET void qr_igemm_u8s8_rc_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int
     }
     for (int64_t j = 0; j < n; j += 32)
         strip(c, c_rs, a, init, cinit, rz, csum, m0, m1, b, k4, n, pitch, j);
+}
+
+/* The same on b packed in panels (igemm.h, qr_igemm_rc_panels; pitch not read). */
+TARGET void qr_igemm_u8s8_rc_panels_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init,
+                                               const int32_t *cinit, const int32_t *rz, const int32_t *csum,
+                                               int64_t m0, int64_t m1, const uint8_t *b, int64_t k4, int64_t n,
+                                               int64_t pitch)
+{
+    (void)pitch;
+    for (int64_t j = 0; j < n; j += 32)
+        strip(c, c_rs, a, init, cinit, rz, csum, m0, m1, b, k4, n, 0, j);
 }
 
 /* The last G groups of sixteen columns (G <= 4, fewer than the eight of a full step), columns [j,

@@ -1102,7 +1102,10 @@ typedef struct mmq_job {
     qr_igemm_pack_b_fn pack_b;
     const uint8_t *a, *b;  /* the operands' bytes */
     int8_t *as;            /* A's rows packed [rows][k4], or NULL: A is used as it is */
-    uint8_t *bp;           /* B's matrices packed [nb][K4/4][N16][4] */
+    uint8_t *bp;           /* B's matrices packed [nb][K4/4][N16][4], or in panels (bpanels) */
+    uint8_t *bt;           /* bpanels: B's matrices packed in rows first, then moved to panels */
+    int bpanels;           /* bp in panels of 32 columns (igemm.h, qr_igemm_rc_panels) */
+    int64_t bstride;       /* bytes of one packed B matrix */
     int32_t *rinit, *colsum, *cinit;
     const qr_tensor *azr;  /* A's zero points, one per row of its matrices, or NULL: za for all */
     int32_t *rz;           /* then those zero points moved (za_r - aflip), as the kernel takes them */
@@ -1150,9 +1153,12 @@ static void mmq_pack(void *arg, int64_t i0, int64_t i1)
             continue;
         }
         int64_t bi = i - j->na;
-        if (j->pack_b_too)
-            j->pack_b(j->bp + bi * j->k4 * j->n16, j->b + bi * kd * n, n, kd, n, j->bflip, j->colsum + bi * n,
-                      j->n16);
+        if (j->pack_b_too) {
+            uint8_t *rows = j->bpanels ? j->bt + bi * j->k4 * j->n16 : j->bp + bi * j->bstride;
+            j->pack_b(rows, j->b + bi * kd * n, n, kd, n, j->bflip, j->colsum + bi * n, j->n16);
+            if (j->bpanels)
+                qr_igemm_rc_panels(j->bp + bi * j->bstride, rows, j->k4, n, j->n16);
+        }
         for (int64_t x = 0; x < n && !j->rz; x++)
             j->cinit[bi * n + x] = (int32_t)(0u - j->za * (uint32_t)j->colsum[bi * n + x]);
     }
@@ -1168,7 +1174,7 @@ static void mmq_rows(void *arg, int64_t t0, int64_t t1)
         int64_t ia = j->ia[bi], ib = j->ib[bi];
         const int8_t *am = j->as ? j->as + ia * m * j->k4 : (const int8_t *)j->a + ia * m * j->k4;
         j->fn(j->c + bi * m * n, n, am, j->rinit + ia * m, j->rz ? NULL : j->cinit + ib * n,
-              j->rz ? j->rz + ia * m : NULL, j->colsum + ib * n, r0, r1, j->bp + ib * j->k4 * j->n16, j->k4, n,
+              j->rz ? j->rz + ia * m : NULL, j->colsum + ib * n, r0, r1, j->bp + ib * j->bstride, j->k4, n,
               j->n16);
     }
 }
@@ -1187,7 +1193,7 @@ static void mmq_rows_ep(void *arg, int64_t t0, int64_t t1, int slot)
         int64_t ia = j->ia[bi], ib = j->ib[bi];
         const int8_t *am = j->as ? j->as + ia * m * j->k4 : (const int8_t *)j->a + ia * m * j->k4;
         j->fn(buf, n, am + r0 * j->k4, j->rinit + ia * m + r0, j->rz ? NULL : j->cinit + ib * n,
-              j->rz ? j->rz + ia * m + r0 : NULL, j->colsum + ib * n, 0, r1 - r0, j->bp + ib * j->k4 * j->n16, j->k4,
+              j->rz ? j->rz + ia * m + r0 : NULL, j->colsum + ib * n, 0, r1 - r0, j->bp + ib * j->bstride, j->k4,
               n, j->n16);
         qr_acc_block blk = {buf, n, r1 - r0, n, 0, (bi * m + r0) * n, n, NULL};
         qr_error e;
@@ -1239,15 +1245,29 @@ static qr_status mmq_run_ep(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, con
     j.na = fold ? 1 : j.na;
     j.rb = (j.m + MMQ_ROWS - 1) / MMQ_ROWS;
     j.fn = fn = qr_igemm_u8s8_rc_for(fn, j.m, j.k4, n); /* the same pitch: a cached packing serves both */
-    size_t bbytes = (size_t)(j.nb * j.k4 * j.n16 + 63) / 64 * 64, cbytes = (size_t)(j.nb * n) * sizeof(int32_t);
+    /* A constant B of more than one 32-column strip for the AVX-512 VNNI kernel: in panels, packed
+     * once (igemm.h, qr_igemm_rc_panels; the kernel 1.03-1.17x on bert's projections at batch 1,
+     * whose weights come from L3). The cached bytes differ from the rows' packing (64 more; K4 >= 64), so a run that
+     * takes AMX instead packs its own. */
+    qr_igemm_rc_fn pfn = qr_igemm_rc_panels_for(fn);
+    j.bpanels = bconst && pfn && j.k4 >= 64 && n > 32;
+    if (j.bpanels)
+        j.fn = fn = pfn;
+    j.bstride = j.k4 * (j.bpanels ? qr_igemm_n32(n) : j.n16);
+    size_t bbytes = (size_t)(j.nb * j.bstride + 63) / 64 * 64 + (j.bpanels ? 64 : 0),
+           cbytes = (size_t)(j.nb * n) * sizeof(int32_t);
     int fresh = 1;
-    uint8_t *packed = bconst ? qr_kcache_get(k, bbytes + cbytes, "packed B", &fresh)
+    uint8_t *packed = bconst ? qr_kcache_get(k, bbytes + cbytes, j.bpanels ? "packed B (panels)" : "packed B", &fresh)
                              : qr_kwork(k, 1, (int64_t)(bbytes + cbytes), 1, "packed B");
     if (!packed)
         return QR_ERR;
     j.bp = packed;
     j.colsum = (int32_t *)(void *)(packed + bbytes);
     j.pack_b_too = fresh;
+    if (j.bpanels && fresh && !(j.bt = qr_kwork(k, j.nb, j.k4 * j.n16, 1, "B packed in rows"))) {
+        qr_kcache_done(k, packed);
+        return QR_ERR;
+    }
     /* A's bytes serve as the kernel's rows when they are s8 already in rows of k4 */
     int a_as_is = !j.aflip && kd == j.k4;
     int64_t *idx = qr_kwork(k, 2, nbatch, sizeof(int64_t), "batch indices");

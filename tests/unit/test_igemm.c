@@ -920,3 +920,92 @@ Test(igemm, rc_kernels_and_packings_match_the_references)
         free(rs1), free(rs2), free(cs1), free(cs2), free(c1), free(c2);
     }
 }
+
+/* The AVX-512 VNNI rc kernel (the static and dynamic integer products' on AMD's path, amx=0),
+ * on B packed in rows ([K4/4][pitch][4], N16 and the padded pitch) and in panels of 32 columns
+ * (qr_igemm_u8s8_rc_panels_avx512vnni, as quant.c packs a constant B for it), against a naive
+ * int64 loop, called as quant.c's mmq_rows_ep calls them: tasks of 64 rows, each into a buffer of
+ * its own rows (rows 0.. of a shifted A), with ragged rows, K and columns (a last panel of 16
+ * columns and of fewer), column starts and per-row zero points, both signs at their extremes among
+ * random bytes. The panels here are packed by hand from B; qr_igemm_rc_panels must give the same
+ * bytes from the rows' packing. */
+Test(igemm, vnni_rc_kernels_in_tasks_match_a_naive_loop)
+{
+    qr_igemm_rc_fn rows = qr_igemm_u8s8_rc_isa("avx512vnni");
+    if (!rows) {
+        cr_log_info("this CPU has no AVX-512 VNNI: nothing to compare");
+        return;
+    }
+    static const int64_t ms[] = {1, 7, 8, 9, 63, 64, 65, 130};
+    static const int64_t ks[] = {4, 61, 256, 260};
+    static const int64_t ns[] = {17, 33, 47, 100, 256, 261};
+    unsigned seed = 51;
+    int ran = 0;
+    for (size_t x = 0; x < sizeof ms / sizeof ms[0]; x++)
+        for (size_t y = 0; y < sizeof ks / sizeof ks[0]; y++)
+            for (size_t z = 0; z < sizeof ns / sizeof ns[0]; z++) {
+                int64_t m = ms[x], k = ks[y], n = ns[z], k4 = qr_igemm_k4(k), n16 = qr_igemm_n16(n);
+                int64_t n32 = qr_igemm_n32(n), kq = k4 / 4, pitch = (x + y + z) % 2 ? n16 + 16 : n16;
+                int8_t *a = calloc((size_t)(m * k4), 1);
+                uint8_t *b = malloc((size_t)(k * n)), *bp = calloc((size_t)(k4 * pitch), 1),
+                        *pan = calloc((size_t)(k4 * n32), 1), *pan2 = malloc((size_t)(k4 * n32));
+                int32_t *init = malloc(sizeof(int32_t) * (size_t)m), *rz = malloc(sizeof(int32_t) * (size_t)m),
+                        *cinit = malloc(sizeof(int32_t) * (size_t)n), *csum = malloc(sizeof(int32_t) * (size_t)n),
+                        *buf = malloc(sizeof(int32_t) * (size_t)(64 * n));
+                cr_assert(a && b && bp && pan && pan2 && init && rz && cinit && csum && buf);
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t q = 0; q < k; q++) {
+                        unsigned r = rnd(&seed);
+                        a[i * k4 + q] = r % 7 == 0 ? -128 : r % 7 == 1 ? 127 : (int8_t)(r & 0xff);
+                    }
+                for (int64_t i = 0; i < k * n; i++) {
+                    unsigned r = rnd(&seed);
+                    b[i] = r % 5 == 0 ? 255 : r % 5 == 1 ? 0 : (uint8_t)(r & 0xff);
+                }
+                for (int64_t q = 0; q < k; q++)
+                    for (int64_t j = 0; j < n; j++) {
+                        bp[((q >> 2) * pitch + j) * 4 + (q & 3)] = b[q * n + j];
+                        pan[((j / 32 * kq + (q >> 2)) * 32 + j % 32) * 4 + (q & 3)] = b[q * n + j];
+                    }
+                memset(pan2, 0x5a, (size_t)(k4 * n32));
+                qr_igemm_rc_panels(pan2, bp, k4, n, pitch);
+                cr_assert(!memcmp(pan, pan2, (size_t)(k4 * n32)), "%lldx%lld pitch %lld: panels differ", (long long)k,
+                          (long long)n, (long long)pitch);
+                for (int64_t i = 0; i < m; i++) {
+                    init[i] = (int32_t)rnd(&seed) - (1 << 23);
+                    rz[i] = (int32_t)(rnd(&seed) & 0x1ff) - 256;
+                }
+                for (int64_t j = 0; j < n; j++) {
+                    cinit[j] = (int32_t)rnd(&seed) - (1 << 23);
+                    csum[j] = (int32_t)(rnd(&seed) << 8); /* large: rz * csum wraps */
+                }
+                for (int mode = 0; mode < 6; mode++) {
+                    const int32_t *ci = mode % 3 != 1 ? cinit : NULL, *r = mode % 3 != 0 ? rz : NULL;
+                    int panels = mode >= 3;
+                    qr_igemm_rc_fn fn = panels ? qr_igemm_u8s8_rc_panels_avx512vnni : rows;
+                    for (int64_t r0 = 0; r0 < m; r0 += 64) {
+                        int64_t r1 = r0 + 64 < m ? r0 + 64 : m;
+                        memset(buf, 0xa5, sizeof(int32_t) * (size_t)(64 * n));
+                        fn(buf, n, a + r0 * k4, init + r0, ci, r ? r + r0 : NULL, csum, 0, r1 - r0, panels ? pan : bp,
+                           k4, n, pitch);
+                        for (int64_t i = r0; i < r1; i++)
+                            for (int64_t j = 0; j < n; j++) {
+                                int64_t s = (int64_t)init[i] + (ci ? ci[j] : 0) - (r ? (int64_t)r[i] * csum[j] : 0);
+                                for (int64_t q = 0; q < k; q++)
+                                    s += (int64_t)a[i * k4 + q] * b[q * n + j];
+                                cr_assert_eq(buf[(i - r0) * n + j], wrap32(s),
+                                             "%lldx%lldx%lld pitch %lld mode %d at %lld,%lld", (long long)m,
+                                             (long long)k, (long long)n, (long long)pitch, mode, (long long)i,
+                                             (long long)j);
+                            }
+                        for (int64_t i = (r1 - r0) * n; i < 64 * n; i++) /* rows past the task's unwritten */
+                            cr_assert_eq((uint32_t)buf[i], 0xa5a5a5a5u, "%lldx%lldx%lld: element %lld written",
+                                         (long long)m, (long long)k, (long long)n, (long long)i);
+                    }
+                    ran++;
+                }
+                free(a), free(b), free(bp), free(pan), free(pan2), free(init), free(rz), free(cinit), free(csum),
+                    free(buf);
+            }
+    cr_assert_eq(ran, 8 * 4 * 6 * 6);
+}

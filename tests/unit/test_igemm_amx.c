@@ -221,7 +221,9 @@ Test(igemm_amx, matmul_integer_matches_a_naive_loop_with_both_zero_points)
  * whose rows split into 64-row tasks with ragged ends, several matrices (one product of their rows, and a
  * B matrix for each: products apart), a K whose sums wrap, and
  * few rows (the GEMV, one block of all rows); zero points scalar and per row; u8 and i8; on AMX
- * (where there is one), VNNI (amx=0) and the portable path, by 1 and 2 threads. */
+ * (where there is one), VNNI (amx=0) and the portable path, by 1 and 2 threads; B computed, and
+ * constant (packed into the node's cache on one run, read from it on the next: on VNNI in panels
+ * where K4 >= 64 and N > 32, a last panel of 16 columns too, and a constant B per matrix). */
 typedef struct ep_record {
     int32_t *got;
     int *seen;
@@ -253,6 +255,14 @@ static qr_status ep_run(qr_kctx *k)
     return qr_matmulint_run_epilogue(k, k->in[0], k->in[2], k->in[1], k->in[3], 0, &ep);
 }
 
+/* The same with B a constant: packed on the first run into the node's cache and read from it after
+ * (in panels for the AVX-512 VNNI kernel where K4 >= 64 and N > 32: quant.c, igemm.h). */
+static qr_status ep_run_const(qr_kctx *k)
+{
+    qr_acc_epilogue ep = {.run_rows = record_rows};
+    return qr_matmulint_run_epilogue(k, k->in[0], k->in[2], k->in[1], k->in[3], 1, &ep);
+}
+
 Test(igemm_amx, matmul_epilogue_blocks_match_a_naive_loop)
 {
     const int cases[][4] = {{1, 128, 256, 96}, {2, 17, 64, 33}, {1, 197, 100, 50}, {3, 70, 68, 40},
@@ -261,7 +271,7 @@ Test(igemm_amx, matmul_epilogue_blocks_match_a_naive_loop)
     unsigned seed = 11;
     qr_pool *two = qr_pool_new(2);
     cr_assert(two);
-    qr_op_def d = {.name = "MatMulEpilogue", .run = ep_run};
+    qr_op_def d = {.name = "MatMulEpilogue", .run = ep_run}, dc = {.name = "MatMulEpilogue", .run = ep_run_const};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int B = cases[c][0], M = cases[c][1], K = cases[c][2], N = cases[c][3];
         qr_dtype at = c % 2 ? QR_I8 : QR_U8, bt = c % 3 == 2 ? QR_U8 : QR_I8;
@@ -305,24 +315,31 @@ Test(igemm_amx, matmul_epilogue_blocks_match_a_naive_loop)
                     qr_igemm_force("portable");
                 else
                     tu_option("amx", paths[p]);
-                qr_node n = {.name = "n", .op = "MatMulEpilogue", .domain = "", .opset = 13, .n_in = 4, .n_out = 1,
-                             .def = &d};
-                const qr_tensor *in[4] = {&a, &b, &az, &bzt};
-                qr_tensor y = {.dtype = QR_U8, .ndim = 0}, *out[1] = {&y};
-                qr_error e;
-                qr_kctx k = {.node = &n, .opset = 13, .n_in = 4, .n_out = 1, .in = in, .out = out, .err = &e,
-                             .pool = threads == 2 ? two : NULL};
-                memset(record.seen, 0, sizeof(int) * (size_t)total);
-                record.bad = 0;
-                cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
-                cr_assert(!record.bad, "case %zu: a block past the output", c);
-                for (int64_t x = 0; x < total; x++) {
-                    cr_assert_eq(record.seen[x], 1, "case %zu (%dx%dx%dx%d), amx=%s%s, %d threads: element %lld reached the epilogue %d times",
-                                 c, B, M, K, N, p == 2 ? "-" : paths[p], p == 2 ? " portable" : "", threads, (long long)x,
-                                 record.seen[x]);
-                    cr_assert_eq(record.got[x], want[x], "case %zu (%dx%dx%dx%d), amx=%s%s, %d threads, element %lld", c, B,
-                                 M, K, N, p == 2 ? "-" : paths[p], p == 2 ? " portable" : "", threads, (long long)x);
+                /* run 0: B computed; 1 and 2: B constant, packed on run 1, from the cache on run 2 */
+                qr_kcache cache;
+                memset(&cache, 0, sizeof cache);
+                for (int run = 0; run < 3; run++) {
+                    qr_node n = {.name = "n", .op = "MatMulEpilogue", .domain = "", .opset = 13, .n_in = 4, .n_out = 1,
+                                 .def = run ? &dc : &d};
+                    const qr_tensor *in[4] = {&a, &b, &az, &bzt};
+                    qr_tensor y = {.dtype = QR_U8, .ndim = 0}, *out[1] = {&y};
+                    qr_error e;
+                    qr_kctx k = {.node = &n, .opset = 13, .n_in = 4, .n_out = 1, .in = in, .out = out, .err = &e,
+                                 .pool = threads == 2 ? two : NULL, .cache = run ? &cache : NULL};
+                    memset(record.seen, 0, sizeof(int) * (size_t)total);
+                    record.bad = 0;
+                    cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
+                    cr_assert(!record.bad, "case %zu: a block past the output", c);
+                    for (int64_t x = 0; x < total; x++) {
+                        cr_assert_eq(record.seen[x], 1, "case %zu (%dx%dx%dx%d), amx=%s%s, %d threads: element %lld reached the epilogue %d times",
+                                     c, B, M, K, N, p == 2 ? "-" : paths[p], p == 2 ? " portable" : "", threads, (long long)x,
+                                     record.seen[x]);
+                        cr_assert_eq(record.got[x], want[x], "case %zu (%dx%dx%dx%d), amx=%s%s, %d threads, run %d, element %lld",
+                                     c, B, M, K, N, p == 2 ? "-" : paths[p], p == 2 ? " portable" : "", threads, run,
+                                     (long long)x);
+                    }
                 }
+                free(cache.data);
                 qr_igemm_force(NULL);
                 tu_option("amx", "");
             }
