@@ -645,6 +645,12 @@ int qrl_quantized_phase_peak(const qrl_quantized *q, int i, int64_t *bytes)
     return 0;
 }
 
+int qrl_quantized_effects_copied(const qrl_quantized *q, int64_t *bytes)
+{
+    *bytes = q->q->effects_copied_bytes;
+    return 0;
+}
+
 int qrl_quantized_search_try(const qrl_quantized *q, int i, qrl_search_try *out)
 {
     if (i < 0 || i >= q->q->ntries)

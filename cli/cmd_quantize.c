@@ -505,6 +505,10 @@ static void print_profile(const qrl_quantized *qz, const double t[3][2])
            t[1][1] - t[0][1] - c, "", (double)(total - phased) / unit,
            (double)(total - phased - (val - phased_val)) / cu, (double)(val - phased_val) / vu);
     printf("           %-36s %9.2f %9.2f\n", "the outputs written", t[2][0] - t[1][0], t[2][1] - t[1][1]);
+    int64_t copied = 0;
+    qrl_quantized_effects_copied(qz, &copied);
+    if (copied > 0)
+        printf("           the effects' cut runs held at most %lld bytes of f32 values copied\n", (long long)copied);
     if (pass > 0) {
         printf("           %-36s %9s %9s %9s %9.2f %9.2f %9.2f (one: %lld node-runs x samples; %lld calibrate, %lld "
                "validate)",

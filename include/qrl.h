@@ -388,6 +388,10 @@ int qrl_quantized_phase(const qrl_quantized *q, int i, qrl_quant_phase *out);
  * not say) into *bytes: a phase whose figure is above the one before set a new peak. Non-zero past
  * the last. */
 int qrl_quantized_phase_peak(const qrl_quantized *q, int i, int64_t *bytes);
+/* rank = effect's runs of each layer alone from its cut: the most bytes of the f32 run's values they
+ * held as copies at once (the rest they read where the f32 run keeps them) into *bytes; 0 when
+ * nothing was ranked so. Returns 0. */
+int qrl_quantized_effects_copied(const qrl_quantized *q, int64_t *bytes);
 /* The runs phase i made (its executors' node-runs x samples: every node of the graph run but the
  * quantization's QuantizeLinear and DequantizeLinear, a pattern's requantizing kernel, Shape and
  * what is made from constants alone, times the samples of the run) into *node_samples. Non-zero

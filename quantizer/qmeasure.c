@@ -2073,6 +2073,12 @@ typedef struct effects {
     unsigned char *whole;   /* by ranked index: measured by whole runs instead (a cut it could not make; under mu) */
     const qr_tensor *in;    /* the batch's model inputs */
     qr_tensor *val;         /* by value id of q->g: its f32 value in this batch, while a cut ahead reads it */
+    /* by value id: val[i] a copy of its own (a model output: the run's end may free it); else a
+     * view of the f32 run's buffer, which holds it until its last reader runs: each cut runs
+     * before the node at its cut does (effects_upto), so before any reader of what it reads */
+    unsigned char *owned;
+    int views;              /* 0: every value copied (a node without outputs would not trigger its cut in time) */
+    int64_t copied, copied_peak; /* bytes of the copies held now, and at most */
     int *ext;               /* scratch, by input of a cut graph: as in cut_graph */
     int *outs;              /* scratch, by output of a cut graph: the model output index */
     /* scratch, by node of a cut graph: the node of q->g whose packed weights it takes from fx, the
@@ -2244,6 +2250,7 @@ static int cut_graph(effects *ef, qr_graph *d, int at)
     return ok;
 }
 
+
 /* Ranked layer r alone quantized on batch ef->k, from its cut on, its sums into its row; whole[r]
  * when it cannot be cut. */
 static qr_status run_cut(effects *ef, int r)
@@ -2303,10 +2310,22 @@ static qr_status run_cut(effects *ef, int r)
     return st;
 }
 
-/* The f32 run has passed node p: the cuts up to it run, and what no cut ahead reads goes. */
+static void val_drop(effects *ef, int i)
+{
+    if (ef->owned[i]) {
+        ef->copied -= (int64_t)qr_tensor_nbytes(&ef->val[i]);
+        qr_tensor_free(&ef->val[i]);
+    }
+    ef->val[i].data = NULL;
+    ef->owned[i] = 0;
+}
+
+/* The f32 run has passed node p and the node at p + 1 is next: the cuts up to p + 1 run (a cut
+ * reads only values made before it, which its readers at or after the cut have not yet
+ * overwritten), and what no cut ahead reads goes. */
 static void effects_upto(effects *ef, int p)
 {
-    while (ef->st == QR_OK && ef->next < ef->nown && ef->cut[ef->order[ef->next]] <= p)
+    while (ef->st == QR_OK && ef->next < ef->nown && ef->cut[ef->order[ef->next]] <= p + 1)
         ef->st = run_cut(ef, ef->order[ef->next++]);
     int upto = ef->next < ef->nown && ef->cut[ef->order[ef->next]] < p ? ef->cut[ef->order[ef->next]] : p;
     if (upto <= ef->freed)
@@ -2314,27 +2333,44 @@ static void effects_upto(effects *ef, int p)
     ef->freed = upto;
     for (int i = 0; i < ef->q->g->n_values; i++)
         if (ef->val[i].data && ef->last[i] < upto)
-            qr_tensor_free(&ef->val[i]);
+            val_drop(ef, i);
+}
+
+/* v is n's last output the observer sees. */
+static int last_out(const qr_node *n, const qr_value *v)
+{
+    for (int j = n->n_out - 1; j >= 0; j--)
+        if (n->out[j])
+            return n->out[j] == v;
+    return 1;
 }
 
 static void observe_effects(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
 {
     effects *ef = ((effects_keep *)user)->ef;
     int p = n ? ef->pos[n->id] : 0;
-    effects_upto(ef, p);
+    effects_upto(ef, p - 1);
     /* kept only for a cut still to run that reads it: the cuts up to p have run, so the next one
      * is the first after p, and a value whose last reader comes before it is read by none (the
-     * first batch's run before the cuts, none to run, keeps nothing); copied, it would only be
-     * freed at the next cut, the copies and frees fragmenting the heap the cut runs grow */
-    if (ef->st != QR_OK || ef->next >= ef->nown || !original(ef->q, v) || !t->data ||
-        ef->last[v->id] < ef->cut[ef->order[ef->next]] || ef->last[v->id] <= p)
-        return;
-    qr_tensor *c = &ef->val[v->id];
-    qr_tensor_free(c);
-    *c = *t;
-    c->data = NULL;
-    if ((ef->st = qr_tensor_alloc(c, &ef->e)) == QR_OK)
-        memcpy(c->data, t->data, qr_tensor_nbytes(t));
+     * first batch's run before the cuts, none to run, keeps nothing) */
+    if (ef->st == QR_OK && ef->next < ef->nown && original(ef->q, v) && t->data &&
+        ef->last[v->id] >= ef->cut[ef->order[ef->next]] && ef->last[v->id] > p) {
+        val_drop(ef, v->id);
+        qr_tensor *c = &ef->val[v->id];
+        *c = *t;
+        /* a view where the f32 run's buffer outlives the cuts that read it (PP-OCR det: copies
+         * of up to 31 MB of values, their copies and frees fragmenting the heap the cut runs grow) */
+        if (!ef->views || ef->last[v->id] >= ef->q->g->n_nodes) {
+            c->data = NULL;
+            if ((ef->st = qr_tensor_alloc(c, &ef->e)) == QR_OK)
+                memcpy(c->data, t->data, qr_tensor_nbytes(t));
+            ef->owned[v->id] = c->data != NULL;
+            ef->copied += c->data ? (int64_t)qr_tensor_nbytes(c) : 0;
+            ef->copied_peak = ef->copied > ef->copied_peak ? ef->copied : ef->copied_peak;
+        }
+    }
+    if (!n || last_out(n, v)) /* the node's values all kept: the cuts that read them before the next node */
+        effects_upto(ef, p);
 }
 
 /* The f32 run's qr_exec_opts.supplied: from the last cut of the worker's layers on, nothing its
@@ -2365,6 +2401,7 @@ static void *effects_worker(void *p)
     size_t nv = (size_t)g->n_values + 1;
     qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
     ef->val = calloc(nv, sizeof *ef->val);
+    ef->owned = calloc(nv, 1);
     ef->ext = calloc(nv, sizeof *ef->ext);
     ef->outs = calloc((size_t)g->n_outputs + 1, sizeof *ef->outs);
     effects_keep own = {0}, *kp = a->keep ? a->keep : &own;
@@ -2377,7 +2414,7 @@ static void *effects_worker(void *p)
     qr_exec_opts eo = {.threads = ef->threads, .observer = observe_effects, .observer_user = kp,
                        .supplied = effects_supplied};
     qr_exec *x = kp->x;
-    qr_status st = !(in && ef->val && ef->ext && ef->outs) ? qr_errorf(&ef->e, "out of memory")
+    qr_status st = !(in && ef->val && ef->owned && ef->ext && ef->outs) ? qr_errorf(&ef->e, "out of memory")
                    : x                                      ? QR_OK
                                                             : qr_exec_new(g, &eo, &x, &ef->e);
     ef->fx = x;
@@ -2397,7 +2434,7 @@ static void *effects_worker(void *p)
         if (st == QR_OK)
             st = ef->st;
         for (size_t i = 0; i < nv; i++)
-            qr_tensor_free(&ef->val[i]);
+            val_drop(ef, (int)i);
     }
     ef->nown = nown;
     for (int i = 0; i < nown; i++) /* the last cut: the nodes from it on are idle in the runs below */
@@ -2414,7 +2451,7 @@ static void *effects_worker(void *p)
         if (st == QR_OK)
             st = ef->st;
         for (size_t i = 0; ef->val && i < nv; i++)
-            qr_tensor_free(&ef->val[i]);
+            val_drop(ef, (int)i);
     }
     if (a->keep && st == QR_OK && x) { /* its packing for the next call; its arena goes */
         qr_exec_drop_plan(x);
@@ -2424,8 +2461,8 @@ static void *effects_worker(void *p)
         kp->x = NULL;
     }
     kp->ef = NULL;
-    free(in), free(ef->val), free(ef->ext), free(ef->outs), free(ef->share);
-    ef->val = NULL, ef->ext = NULL, ef->outs = NULL, ef->share = NULL, ef->fx = NULL;
+    free(in), free(ef->val), free(ef->owned), free(ef->ext), free(ef->outs), free(ef->share);
+    ef->val = NULL, ef->owned = NULL, ef->ext = NULL, ef->outs = NULL, ef->share = NULL, ef->fx = NULL;
     ef->st = st;
     return NULL;
 }
@@ -2579,9 +2616,16 @@ static qr_status measure_effects(qr_qctx *q, const outref *all, const qr_tensor 
     char *started = calloc((size_t)nw + 1, 1);
     if (st == QR_OK && (!ef || !args || !tid || !started))
         st = qr_errorf(q->e, "out of memory");
+    int views = 1; /* every node observed: each cut runs as the node before it is passed */
+    for (int i = 0; i < g->n_nodes; i++) {
+        int outs = 0;
+        for (int j = 0; j < g->nodes[i]->n_out; j++)
+            outs += g->nodes[i]->out[j] != NULL;
+        views &= outs > 0;
+    }
     for (int w = 0; st == QR_OK && w < nw; w++) {
         ef[w] = (effects){.q = q, .o = &o, .rk = rk, .sh = &sh, .nr = nr, .threads = threads / nw, .pos = pos,
-                          .cut = cut, .last = last, .whole = whole};
+                          .cut = cut, .last = last, .whole = whole, .views = views};
         if (!(ef[w].order = calloc((size_t)nown + 1, sizeof *ef[w].order)))
             st = qr_errorf(q->e, "out of memory");
     }
@@ -2611,6 +2655,8 @@ static qr_status measure_effects(qr_qctx *q, const outref *all, const qr_tensor 
         else /* no thread: after the others, on this one */
             effects_worker(&args[w]);
     }
+    for (int w = 0; st == QR_OK && !all_whole && w < nw; w++)
+        q->effects_copied_bytes = ef[w].copied_peak > q->effects_copied_bytes ? ef[w].copied_peak : q->effects_copied_bytes;
     for (int w = 0; st == QR_OK && !all_whole && w < nw; w++)
         if (ef[w].st != QR_OK) { /* the first worker's error */
             *q->e = ef[w].e;

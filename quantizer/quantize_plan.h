@@ -99,6 +99,9 @@ typedef struct qr_qctx {
     /* rank = grad's passes (the report's "grad"): how many ran, and the most their executors kept of
      * the weights (the kernels' packings) at once beside the values the backward reads */
     int64_t grad_passes, grad_packing_bytes, grad_held_bytes;
+    /* rank = effect's cut runs: the most bytes of the f32 run's values held as copies at once (the
+     * rest read in place: struct effects' owned) */
+    int64_t effects_copied_bytes;
     /* calibrate_samples = F: the fn that reduces the calibration samples' sums when a try of the
      * fallback that holds on the held-out samples is judged on them too (NULL: it is not); cal_in
      * and cal_n: the calibration samples it judges on (the first cal_n of cal_in, the recipe's

@@ -1156,6 +1156,34 @@ Test(quantize, effects_from_cached_values_decide_as_whole_runs)
     }
 }
 
+/* The effects' cut runs read the f32 run's values where its executor keeps them (each cut runs just
+ * before the f32 run reaches the cut's node, so before any reader of what it reads overwrites it):
+ * only a model output, which the run's end may free, is copied. On branchy.onnx at batch 4 the
+ * copies held at once are at most the batch's two outputs, y [4, 10] and z [4, 2, 8, 8] in f32: 2208
+ * bytes (copying every value a cut ahead reads held 24752 at one thread), on 1 and 2 threads; the
+ * decisions are checked against whole runs by effects_from_cached_values_decide_as_whole_runs. */
+Test(quantize, effects_read_the_f32_values_in_place)
+{
+    char cmd[4096], recipe[700], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_fallback_models.py' '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(recipe, sizeof recipe, "%s/v36.qrl", dir);
+    write_recipe(recipe, "  fallback = f32 when output_sqnr < 36\n  outputs = worst\n");
+    for (int t = 1; t <= 2; t++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize %s/branchy.onnx --recipe %s --calib %s/branchy_x.npy --batch 4 --threads %d "
+                 "--profile -o %s/v%d.onnx",
+                 tu_root(), tu_qrl(), dir, recipe, dir, t, dir, t);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        const char *at = strstr(log, "cut runs held at most ");
+        cr_assert(at, "%s", log);
+        long long copied = atoll(at + strlen("cut runs held at most "));
+        cr_assert(copied > 0 && copied <= 4 * 10 * 4 + 4 * 2 * 8 * 8 * 4, "%d threads: %lld bytes copied", t, copied);
+        free(log);
+    }
+}
+
 /* The fallback's runs on --threads workers: the effect runs of different layers side by side (each
  * worker its own f32 run and kept values, taking the next layer its run has reached), the local
  * measurement's and the search's batches side by side (each its own executors and sums, added up in
