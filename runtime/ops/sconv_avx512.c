@@ -16,6 +16,9 @@
 /* K per block: a panel's block (KC x 64 floats, 256 KB) stays in L2 while a row block's tiles pass
  * over it (a whole panel of ResNet-18's layer4, 1.2 MB, did not). */
 #define KC 1024
+/* K per block of a 1 x 1 layer of at least KC1_MIN_C input channels (qr_sconv_plan). */
+#define KC1 128
+#define KC1_MIN_C 256
 /* Output pixels per row block: its sums (64 channels each, 64 KB) stay in L1/L2 between K blocks. */
 #define BLK_PIX 256
 
@@ -98,14 +101,20 @@ int qr_sconv_plan(qr_sconv *p, const qr_conv_geom *g, int64_t c, int64_t m)
     int n = 0;
     int64_t q = 0;
     int runs_per_row = p->d1 == 1 ? 1 : (int)p->KW;
+    /* a 1 x 1 of 256 input channels or more in K blocks of KC1: a panel's block (32 KB) stays in L1
+     * while the row block's tiles pass over it, where a block of KC streamed from L2 for every tile
+     * (MobileNetV2's 320 -> 1280 on 7 x 7 0.250 -> 0.218 ms, its 960 -> 320 0.187 -> 0.157; from 128
+     * input channels its 160 -> 960 took 128 + 32 and lost; docs/runtime.md, stop 51). The chain
+     * goes through memory between blocks: the same bits. */
+    const int64_t kc = p->KH == 1 && p->KW == 1 && c >= KC1_MIN_C ? KC1 : KC;
     for (int64_t ky = 0; ky < p->KH; ky++)
         for (int r = 0; r < runs_per_row; r++) {
             int64_t off = (ky * p->d0 * p->Wp + r * p->d1) * c, len = p->d1 == 1 ? p->KW * c : c;
             while (len > 0) {
-                int64_t room = KC - q % KC, take = len < room ? len : room;
+                int64_t room = kc - q % kc, take = len < room ? len : room;
                 if (n == QR_SCONV_PIECES)
                     return 0;
-                if (q % KC == 0)
+                if (q % kc == 0)
                     p->chunk[p->nchunks++] = n;
                 p->piece[n].off = off, p->piece[n].len = take;
                 n++;
@@ -619,6 +628,7 @@ XFNS(3)
 XFNS(16)
 XFNS(32)
 XFNS(64)
+XFNS(6)
 
 #define XROW6(xs, v) xtile_##xs##_##v##_1, xtile_##xs##_##v##_2, xtile_##xs##_##v##_3, xtile_##xs##_##v##_4, \
     xtile_##xs##_##v##_5, xtile_##xs##_##v##_6
@@ -626,8 +636,8 @@ XFNS(64)
     xtile_##xs##_##v##_10, xtile_##xs##_##v##_11, xtile_##xs##_##v##_12
 #define XTABLE(xs) {{NULL}, {NULL, XROW12(xs, 1)}, {NULL, XROW12(xs, 2)}, \
     {NULL, XROW6(xs, 3), xtile_##xs##_3_7, xtile_##xs##_3_8}, {NULL, XROW6(xs, 4)}}
-/* [XS 1, 3, 16, 32, 64][V][R] */
-static const xtile_fn xtiles[5][5][13] = {XTABLE(1), XTABLE(3), XTABLE(16), XTABLE(32), XTABLE(64)};
+/* [XS 1, 3, 16, 32, 64, 6][V][R] */
+static const xtile_fn xtiles[6][5][13] = {XTABLE(1), XTABLE(3), XTABLE(16), XTABLE(32), XTABLE(64), XTABLE(6)};
 
 /* After the tiles: an NCHW output's row block, [pixels][64], transposed into the panel's channels,
  * each a contiguous run of the rows' pixels. */
@@ -789,13 +799,15 @@ TARGET static void thin_edges(const qr_sconv *p, const float *xp, int64_t xp_img
  * of a 3 x 3's on 8 x 8) the thin path's edge columns skip, where the general tile multiplied them
  * by the padded zeros (2.70 -> 2.35-2.54 ms at batch 64). Not at stride 2: its 32 -> 64 onto 8 x 8
  * (one border column) took 1.73-1.91 ms in rows of 4 + 3 pixels against 1.42-1.44 in the general
- * 6-pixel tiles. */
+ * 6-pixel tiles. Pixels 6 floats apart: an RGB stem at stride 2 (MobileNetV2's 3 -> 32 on 224 x 224,
+ * whose 12-pixel general tiles reloaded their pointers: 0.272 -> 0.236-0.240 ms; stop 51). */
 static int thin_xi(const qr_sconv *p, int V)
 {
     const int64_t xs1 = p->s1 * p->C;
     const int l2 = qr_sconv_weight_floats(p) * (int64_t)sizeof(float) <= 512 * 1024, small = V <= 2 && l2;
     return xs1 == 1                        ? 0
            : xs1 == 3                      ? 1
+           : xs1 == 6                      ? 5
            : small && xs1 == 16            ? 2
            : small && xs1 == 32            ? 3
            : l2 && p->s1 == 1 && xs1 == 64 ? 4

@@ -302,6 +302,28 @@ Test(sconv, conv_matches_float64_on_ragged_shapes)
     check_conv((cv){7, 512, 19, 19, 260, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0});
 }
 
+/* Stop 51's MobileNetV2 paths, each against float64, the fmaf chain from 0 bit for bit, 2 threads
+ * and NHWC from NCHW: RGB stems at stride 2 (pixels 6 floats apart: the XS-6 thin tiles) with one
+ * and two vectors of channels, ragged (20, 40) and whole (32), odd sizes and uneven pads; 1 x 1
+ * layers of 256 input channels or more (K blocks of 128, the chain through memory between them):
+ * C 300 (blocks 128, 128, 44) into M 100 (panels 64 + 36, row-block major) on 9 x 7, C 256 into
+ * M 24 over 3 images, C 320 at stride 2 into M 130 (3 panels), C 960 into M 70 with Clip; and
+ * small-weight layers of several panels run row-block major: a 16 -> 96 1 x 1 on 41 x 37 (several
+ * row blocks) and a 24 -> 150 3 x 3. */
+Test(sconv, mobilenet_stems_blocked_1x1_and_row_major_panels)
+{
+    /*            N  C   H   W   M  kh kw sh sw dh dw pt pl pb pr group bias act */
+    check_conv((cv){1, 3, 31, 29, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2});
+    check_conv((cv){2, 3, 15, 17, 20, 3, 3, 2, 2, 1, 1, 1, 0, 0, 1, 1, 0, 1});
+    check_conv((cv){1, 3, 24, 25, 40, 3, 3, 2, 2, 1, 1, 0, 1, 1, 1, 1, 1, 0});
+    check_conv((cv){1, 300, 9, 7, 100, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2});
+    check_conv((cv){3, 256, 5, 6, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0});
+    check_conv((cv){1, 320, 9, 11, 130, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0, 1});
+    check_conv((cv){1, 960, 7, 7, 70, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2});
+    check_conv((cv){1, 16, 41, 37, 96, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2});
+    check_conv((cv){2, 24, 13, 11, 150, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+}
+
 /* Images on the threads with a fused residual Add and Relu (the epilogue's residual is each
  * image's own): every output the fmaf chain from 0 over the taps in (ky, kx, c) order, + bias,
  * + the residual, then Relu, bit for bit, on 1 and 2 threads; a group-1 3 x 3 over 6 images, a
