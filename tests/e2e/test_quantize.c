@@ -2466,6 +2466,24 @@ Test(quantize, shipped_sqnrs_with_layers_in_f32_match_numpy)
     }
 }
 
+/* tests/e2e/fallback_input_model.py's model and samples in dir, and a recipe for it named qrl:
+ * u8 activations, per-channel i8 weights, a quarter held out by spread, f32 below 12 dB. */
+static void fallback_input_setup(const char *qrl)
+{
+    char cmd[4096], *log, path[1024];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/fallback_input_model.py' '%s' 2>&1", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/%s", dir, qrl);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+               "recipe fi {\n  activation = u8 asymmetric by minmax()\n"
+               "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
+               "  validate_from = spread\n  calibrate_figure_samples = 12\n  fallback = f32 when output_sqnr < 12\n}\n");
+    fclose(f);
+}
+
 /* The side-by-side runs share a packing only between nodes reading the same weights (share_map):
  * a Conv of the QDQ graph that keeps the model's name for its output and its op, but reads int8
  * weights through a DequantizeLinear (its input x kept in f32 by the fallback, so it is no
@@ -2478,18 +2496,8 @@ Test(quantize, shipped_sqnrs_with_layers_in_f32_match_numpy)
  * a weight DequantizeLinear's output for the constant, reported a at 26.3 dB, numpy 18.7. */
 Test(quantize, shipped_sqnrs_with_quantized_weights_on_an_f32_input_match_numpy)
 {
-    char cmd[4096], *log, path[1024];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/fallback_input_model.py' '%s' 2>&1", tu_root(), dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
-    snprintf(path, sizeof path, "%s/fi.qrl", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
-               "recipe fi {\n  activation = u8 asymmetric by minmax()\n"
-               "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
-               "  validate_from = spread\n  calibrate_figure_samples = 12\n  fallback = f32 when output_sqnr < 12\n}\n");
-    fclose(f);
+    char cmd[4096], *log;
+    fallback_input_setup("fi.qrl");
     for (int t = 1; t <= 2; t++) {
         snprintf(cmd, sizeof cmd,
                  "cd '%s' && %s quantize fi.onnx --recipe fi.qrl --calib fi_calib.npy --batch 5 --threads %d "
@@ -2526,18 +2534,8 @@ Test(quantize, shipped_sqnrs_with_quantized_weights_on_an_f32_input_match_numpy)
  * before: 16 x (2 + 2 + 2 + 2) = 128). The sums are numpy's (shipped_oracle.py), on 1 and 2 threads. */
 Test(quantize, shipped_in_one_pass_where_the_held_out_samples_fill_two_thirds_of_a_batch)
 {
-    char cmd[4096], *log, path[1024];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/fallback_input_model.py' '%s' 2>&1", tu_root(), dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
-    snprintf(path, sizeof path, "%s/f1.qrl", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
-               "recipe fi {\n  activation = u8 asymmetric by minmax()\n"
-               "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
-               "  validate_from = spread\n  calibrate_figure_samples = 12\n  fallback = f32 when output_sqnr < 12\n}\n");
-    fclose(f);
+    char cmd[4096], *log;
+    fallback_input_setup("f1.qrl");
     for (int t = 1; t <= 2; t++) {
         snprintf(cmd, sizeof cmd,
                  "cd '%s' && %s quantize fi.onnx --recipe f1.qrl --calib fi_calib.npy --batch 32 --threads %d "
