@@ -425,13 +425,19 @@ TARGET void qr_iconv_u8s8_amx_direct(const qr_amx_direct *d, int64_t r0, int64_t
     int64_t l = r0 + rows - 1, i0 = r0 / (OH * OW), i1 = l / (OH * OW);
     int64_t F0 = i0 * img_px + (r0 % (OH * OW)) / OW * Wp + r0 % OW;
     int64_t F1 = i1 * img_px + (l % (OH * OW)) / OW * Wp + l % OW + 1;
-    _Alignas(64) int32_t irows[4 * 256]; /* init's rows, a strip's four 16 columns */
-    _Alignas(64) int32_t sums[32 * 64];  /* 32 flat pixels' sums of a strip */
+    _Alignas(64) int32_t irows[4 * 256];   /* init's rows, a strip's four 16 columns */
+    _Alignas(64) int32_t sums[2][32 * 64]; /* 32 flat pixels' sums of a strip: this block's, the last one's */
     _tile_loadconfig(&tiles_direct[P == 64 ? 2 : P == 48 ? 1 : 0]);
     for (int64_t s0 = j0; s0 < j1; s0 += 64) {
         int64_t se = s0 + 64 < j1 ? s0 + 64 : j1;
         for (int q = 0; q < 4; q++)
             init_rows(irows + 256 * q, init + s0 + 16 * q, se - s0 - 16 * q);
+        /* the last block's sums go to the sink while the tiles make this block's: emitted after its
+         * tile products are issued and before their stores, the epilogue's vector work runs beside
+         * them, where emitting each block after its own stores left the tiles idle meanwhile (the
+         * stores wait for the products, the epilogue for the stores, the next products for both) */
+        int64_t pend = -1; /* the block whose sums wait in sums[cur ^ 1] */
+        int cur = 0;
         for (int64_t f = F0; f < F1; f += 32) {
             int down = f + 16 < F1;
             for (int64_t j = s0; j < se; j += 32) {
@@ -461,11 +467,18 @@ TARGET void qr_iconv_u8s8_amx_direct(const qr_amx_direct *d, int64_t r0, int64_t
                                 _tile_dpbusd(3, 5, 7);
                         }
                     }
-                int32_t *sb = sums + (j - s0);
-                store_block_sums(sb, down, two);
+                if (pend >= 0) {
+                    direct_emit(d, sums[cur ^ 1], pend, pend + 32 < F1 ? pend + 32 : F1, r0, s0, se - s0, c, c_rs,
+                                sink, ctx);
+                    pend = -1;
+                }
+                store_block_sums(sums[cur] + (j - s0), down, two);
             }
-            direct_emit(d, sums, f, f + 32 < F1 ? f + 32 : F1, r0, s0, se - s0, c, c_rs, sink, ctx);
+            pend = f;
+            cur ^= 1;
         }
+        if (pend >= 0)
+            direct_emit(d, sums[cur ^ 1], pend, pend + 32 < F1 ? pend + 32 : F1, r0, s0, se - s0, c, c_rs, sink, ctx);
     }
     _tile_release();
 }
