@@ -977,14 +977,17 @@ static qr_status matmulint_infer(qr_kctx *k)
 /* Whether every zero point in zp is 0 (an absent one is): the microkernels take s8 weights as they are. */
 static int all_zero(const qr_tensor *zp)
 {
+    /* the count once: asked in the loop's test it was a call an element (a classifier's 64 zero
+     * points, twice a run: qr_tensor_numel 1.3-1.8% of the bundled CNN's run at batch 1, 0.6% after) */
+    int64_t n = zp ? qr_tensor_numel(zp) : 0;
     if (zp && is_8bit(zp->dtype)) { /* as uniform_zero_point's: asked on every run */
         const uint8_t *d = zp->data;
         uint8_t any = 0;
-        for (int64_t i = 0; i < qr_tensor_numel(zp); i++)
+        for (int64_t i = 0; i < n; i++)
             any |= d[i];
         return !any;
     }
-    for (int64_t i = 0; zp && i < qr_tensor_numel(zp); i++)
+    for (int64_t i = 0; i < n; i++)
         if (get_int(zp->data, zp->dtype, i) != 0)
             return 0;
     return 1;
