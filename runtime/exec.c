@@ -74,6 +74,11 @@ struct qr_exec {
     /* gelu[n]: node n runs the GELU chain it starts as one pass with these constants (fuse_gelu;
      * its act_out the chain's output, the chain's other nodes skipped); NULL: none */
     qr_gelu_consts **gelu;
+    /* pregelu[n]: node n (an op whose def has gelu_in) reads pregelu_in[n], a GELU chain's input,
+     * and runs the chain on it itself (k->pre_gelu), the chain's nodes all skipped: the chain's
+     * f32 output, read by node n alone, is never made (fuse_gelu); NULL: none */
+    qr_gelu_consts **pregelu;
+    const qr_value **pregelu_in;
     /* Transposes folded into the MatMul beside them (fold_transposes): tfold[n] for Transpose node
      * n, the place of the MatMul that reads its input in place with strides (tslot[n] 0 or 1, the
      * operand) or writes its output so (tslot[n] 2); -1: none. mmfold[3 m + s]: the Transpose
@@ -388,7 +393,9 @@ static qr_status fuse_gelu(qr_exec *x)
         return QR_OK;
     int *uses = calloc((size_t)x->nv + 1, sizeof *uses), *reader = calloc((size_t)x->nv + 1, sizeof *reader);
     x->gelu = calloc((size_t)x->nn + 1, sizeof *x->gelu);
-    if (!uses || !reader || !x->gelu) {
+    x->pregelu = calloc((size_t)x->nn + 1, sizeof *x->pregelu);
+    x->pregelu_in = calloc((size_t)x->nn + 1, sizeof *x->pregelu_in);
+    if (!uses || !reader || !x->gelu || !x->pregelu || !x->pregelu_in) {
         free(uses);
         free(reader);
         return QR_ERR;
@@ -404,19 +411,31 @@ static qr_status fuse_gelu(qr_exec *x)
         /* the chain's output must be read or kept, as fuse_acts asks */
         if (x->last_use[last->out[0]->id] < 0)
             continue;
-        if (!(x->gelu[n] = malloc(sizeof g))) {
+        /* read by one node that can run the chain on its input itself (DynamicQuantizeRows: GELU's
+         * output quantized per row for the next product) */
+        const qr_value *cv = last->out[0];
+        int r = uses[cv->id] == 1 && !cv->is_output ? reader[cv->id] : -1;
+        const qr_node *rn = r > w.at ? x->nodes[r] : NULL;
+        int pre = rn && rn->def && rn->def->gelu_in && rn->n_in >= 1 && rn->in[0] == cv && !x->skip[r] &&
+                  !x->act_out[r] && !x->gelu[r] && !x->pregelu[r];
+        qr_gelu_consts **slot = pre ? &x->pregelu[r] : &x->gelu[n];
+        if (!(*slot = malloc(sizeof g))) {
             st = QR_ERR;
             break;
         }
-        *x->gelu[n] = g;
-        x->act_out[n] = last->out[0];
+        **slot = g;
+        if (pre) {
+            x->pregelu_in[r] = x->nodes[n]->in[0];
+            x->skip[n] = 1;
+        } else
+            x->act_out[n] = last->out[0];
         for (int i = 1; i < w.count; i++)
             x->skip[w.nodes[i]] = 1;
         /* x's last reader that still runs (or the end, for a graph output) */
         const qr_value *in = x->nodes[n]->in[0];
-        int lu = in->is_output ? x->nn : n;
+        int lu = in->is_output ? x->nn : pre ? r : n;
         for (int m = n + 1; m < x->nn && !in->is_output; m++)
-            if (!x->skip[m] && reads(x->nodes[m], in))
+            if (!x->skip[m] && reads(x->nodes[m], in) && m > lu)
                 lu = m;
         x->last_use[in->id] = lu;
     }
@@ -1209,6 +1228,10 @@ void qr_exec_free(qr_exec *x)
     for (int n = 0; x->gelu && n < x->nn; n++)
         free(x->gelu[n]);
     free(x->gelu);
+    for (int n = 0; x->pregelu && n < x->nn; n++)
+        free(x->pregelu[n]);
+    free(x->pregelu);
+    free(x->pregelu_in);
     free(x->tfold);
     free(x->mmfold);
     free(x->tslot);
@@ -1360,6 +1383,11 @@ static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_erro
                       .shared = n->id >= 0 && n->id < x->nn && x->g->nodes[n->id] == n ? shared_cache(x, n->id)
                                                                                       : NULL,
                       .work = x->work_at, .fixed = x->fixed, .plan_static = !x->dynamic};
+    int pat = x->pregelu_in ? place(x, n) : -1;
+    if (pat >= 0 && x->pregelu_in[pat]) { /* it reads the GELU chain's input and runs the chain (fuse_gelu) */
+        io->in[0] = &x->vt[x->pregelu_in[pat]->id];
+        io->k.pre_gelu = x->pregelu[pat];
+    }
     if (n->n_out && out_value(x, n, 0) != n->out[0]) {
         int at = place(x, n);
         if (x->bias[at])
@@ -1500,10 +1528,12 @@ static qr_status plan_shapes(qr_exec *x, const qr_tensor *inputs, qr_error *e)
 /* Takes node ni's blocks that die there out of live[]: inputs read for the last time, outputs nobody reads. */
 static void release_dead(const qr_exec *x, const qr_node *n, int ni, block *live, int *nlive_io)
 {
-    int nlive = *nlive_io;
-    for (int j = 0; j < n->n_in + n->n_out; j++) {
-        const qr_value *v = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
-        if (!v || x->kind[v->id] != V_RUNTIME || (j < n->n_in ? x->last_use[v->id] != ni : x->last_use[v->id] > ni))
+    int nlive = *nlive_io, pre = x->pregelu_in && x->pregelu_in[ni];
+    for (int j = 0; j < n->n_in + n->n_out + pre; j++) {
+        /* (past the outputs: the GELU chain's input the node reads instead of its input 0) */
+        const qr_value *v = j < n->n_in ? n->in[j] : j < n->n_in + n->n_out ? n->out[j - n->n_in] : x->pregelu_in[ni];
+        int input = j < n->n_in || j == n->n_in + n->n_out;
+        if (!v || x->kind[v->id] != V_RUNTIME || (input ? x->last_use[v->id] != ni : x->last_use[v->id] > ni))
             continue;
         int at = find_block(live, nlive, x->offset[v->id]);
         if (at < 0 || live[at].value != v->id)
@@ -2114,8 +2144,10 @@ static qr_status run_bands(qr_exec *x, int a, qr_error *e)
 static void free_dead(qr_exec *x, int ni, size_t *live)
 {
     const qr_node *n = x->nodes[ni];
-    for (int j = 0; j < n->n_in; j++) {
-        qr_value *v = n->in[j];
+    int pre = x->pregelu_in && x->pregelu_in[ni];
+    for (int j = 0; j < n->n_in + pre; j++) {
+        /* (j == n_in: the GELU chain's input the node reads instead of its input 0, fuse_gelu) */
+        const qr_value *v = j < n->n_in ? n->in[j] : x->pregelu_in[ni];
         if (v && x->kind[v->id] == V_RUNTIME && x->last_use[v->id] == ni && x->vt[v->id].data) {
             *live -= qr_tensor_nbytes(&x->vt[v->id]);
             qr_tensor_free(&x->vt[v->id]);

@@ -50,6 +50,9 @@ typedef struct qr_kctx {
     /* f32 values added last to every row of output 0, one per element of its last dim (a fused
      * Add; only for ops whose def has bias); NULL: none */
     const struct qr_tensor *bias;
+    /* input 0 is a GELU chain's input, which the op runs through the chain first (exec.c fuse_gelu:
+     * a chain read by DynamicQuantizeRows alone); NULL: none */
+    const struct qr_gelu_consts *pre_gelu;
     /* infer only, on stand-in sizes (symbolic shape inference): the outputs are never allocated
      * beyond a few elements, so qr_set_out checks ranks and dims but not the tensor size limit */
     int shapes_only;
@@ -142,6 +145,9 @@ typedef struct qr_op_def {
     /* run adds k->bias to output 0's rows when it is f32 (the executor may then fuse an Add of a
      * constant vector of output 0's last dim) */
     int bias;
+    /* run passes f32 input 0 through k->pre_gelu first when it is set (the executor may then fuse a
+     * GELU chain whose one reader the node is, fuse_gelu) */
+    int gelu_in;
     /* output element i depends on element i of each input (after broadcasting) alone, and run
      * takes inputs and output of any shapes infer accepts (the executor may run chains of such
      * nodes by tiles, exec_tiles.h) */

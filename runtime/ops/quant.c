@@ -8,6 +8,7 @@
  * float8 types are not in qr_dtype, so not supported. */
 #include "conv_epilogue.h"
 #include "conv_geom.h"
+#include "f32_rows.h"
 #include "igemm.h"
 #include "options.h"
 #include "q4gemm.h"
@@ -549,6 +550,9 @@ typedef struct dynrows_job {
     uint8_t *y, *zero;
     int64_t cols;
     int simd;
+    const qr_gelu_consts *gelu; /* the GELU chain applied to x first (k->pre_gelu); NULL: none */
+    const qr_f32_rows *table;   /* its f32 kernels (qr_f32_rows_best) */
+    float *slots;               /* sixteen rows of the chain's output a thread */
 } dynrows_job;
 
 /* Lane r of the result: OP (min or max) of s[r]'s sixteen lanes, for sixteen rows at once (pairs of
@@ -602,16 +606,35 @@ TARGET_AVX512 static void dynrows_16(const float *x, int64_t cols, float *scale,
     }
 }
 
-static void dynrows_part(void *arg, int64_t r0, int64_t r1)
+/* Rows [r0, r1) of x (cols each) quantized: sixteen at a time where the CPU has AVX-512. */
+static void dynrows_rows(const dynrows_job *j, const float *x, int64_t r0, int64_t r1)
+{
+    for (; j->simd && r0 + 16 <= r1; r0 += 16, x += 16 * j->cols)
+        dynrows_16(x, j->cols, j->scale + r0, j->zero + r0, j->y + r0 * j->cols);
+    for (int64_t r = r0; r < r1; r++, x += j->cols) {
+        int64_t zp;
+        dynquant_params(x, j->cols, &j->scale[r], &zp, j->simd);
+        dynquant_values(x, j->cols, j->scale[r], zp, j->y + r * j->cols, j->simd);
+        j->zero[r] = (uint8_t)zp;
+    }
+}
+
+/* With a GELU chain before it (k->pre_gelu): each group of sixteen rows goes through the chain into
+ * the thread's slot (sixteen rows, in L2), then is quantized from there while it is in cache: the
+ * chain's f32 output never goes to memory, and every value is the chain's (qr_gelu_f32, the
+ * executor's pass) and each row's quantization DynamicQuantizeRows' own, so the same bits. */
+static void dynrows_slot(void *arg, int64_t r0, int64_t r1, int slot)
 {
     const dynrows_job *j = arg;
-    for (; j->simd && r0 + 16 <= r1; r0 += 16)
-        dynrows_16(j->x + r0 * j->cols, j->cols, j->scale + r0, j->zero + r0, j->y + r0 * j->cols);
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t zp;
-        dynquant_params(j->x + r * j->cols, j->cols, &j->scale[r], &zp, j->simd);
-        dynquant_values(j->x + r * j->cols, j->cols, j->scale[r], zp, j->y + r * j->cols, j->simd);
-        j->zero[r] = (uint8_t)zp;
+    if (!j->gelu) {
+        dynrows_rows(j, j->x + r0 * j->cols, r0, r1);
+        return;
+    }
+    float *t = j->slots + (size_t)slot * 16 * (size_t)j->cols;
+    for (int64_t r = r0; r < r1; r += 16) {
+        int64_t e = r + 16 < r1 ? r + 16 : r1;
+        qr_gelu_f32(j->table, j->gelu, j->x + r * j->cols, t, (e - r) * j->cols);
+        dynrows_rows(j, t, r, e);
     }
 }
 
@@ -619,12 +642,20 @@ static qr_status dynrows_run(qr_kctx *k)
 {
     const qr_tensor *x = k->in[0];
     int64_t cols = x->dims[x->ndim - 1], rows = cols > 0 ? qr_tensor_numel(x) / cols : qr_tensor_numel(k->out[1]);
-    dynrows_job j = {x->data, k->out[1]->data, k->out[0]->data, k->out[2]->data, cols, quant_avx512()};
-    if (cols == 0) { /* empty rows: scale 1, zero point 0, as an all-zero row */
-        dynrows_part(&j, 0, rows);
+    dynrows_job j = {x->data, k->out[1]->data, k->out[0]->data, k->out[2]->data, cols, quant_avx512(),
+                     k->pre_gelu, NULL, NULL};
+    if (cols == 0) { /* empty rows: scale 1, zero point 0, as an all-zero row (GELU of nothing: nothing) */
+        j.gelu = NULL;
+        dynrows_slot(&j, 0, rows, 0);
         return QR_OK;
     }
-    qr_parallel_for(k->pool, rows, 8, dynrows_part, &j); /* rows are independent: the same bits on any split */
+    if (j.gelu) {
+        j.table = qr_f32_rows_best();
+        if (!(j.slots = qr_kwork(k, qr_pool_threads(k->pool), 16 * cols, sizeof(float), "GELU's rows")))
+            return QR_ERR;
+    }
+    /* rows are independent: the same bits on any split */
+    qr_parallel_for_slots(k->pool, rows, j.gelu ? 16 : 8, dynrows_slot, &j);
     return QR_OK;
 }
 
@@ -2875,7 +2906,7 @@ const qr_op_def qr_ops_quant[] = {
     {"QuantizeLinear", "", 2, 3, 1, 1, "axis:i block_size:i output_dtype:i saturate:i", quantize_infer, quantize_run, 0, .ins = "x y_scale y_zero_point?", .writes_all = qr_op_writes_all},
     {"DequantizeLinear", "", 2, 3, 1, 1, "axis:i block_size:i output_dtype:i", dequantize_infer, dequantize_run, 0, .ins = "x x_scale x_zero_point?", .writes_all = qr_op_writes_all},
     {"DynamicQuantizeLinear", "", 1, 1, 1, 3, "", dynquant_infer, dynquant_run, 0, .ins = "x:f"},
-    {"DynamicQuantizeRows", "qrl", 1, 1, 3, 3, "", dynrows_infer, dynrows_run, 0, .ins = "x:f"},
+    {"DynamicQuantizeRows", "qrl", 1, 1, 3, 3, "", dynrows_infer, dynrows_run, 0, .ins = "x:f", .gelu_in = 1},
     {"MatMulInteger", "", 2, 4, 1, 1, "", matmulint_infer, matmulint_run, 0, .ins = "A:w1+ B:w1+ a_zero_point?:w b_zero_point?:w", .writes_all = qr_op_writes_all},
     {"QrlMatMulScaled", "qrl", 3, 8, 1, 1, "last:i", mms_infer, mms_run, 0, .ins = "A:q1+ B:q1+ a_zero_point:q b_zero_point?:q s:f w:f bias?:f k?:f", .writes_all = qr_op_writes_all, .macs = mms_macs, .bias = 1},
     {"QLinearMatMul", "", 8, 8, 1, 1, "", qlmatmul_infer, qlmatmul_run, 0, .ins = "a:q1+ a_scale:f a_zero_point:q b:q1+ b_scale:f b_zero_point:q y_scale:f y_zero_point:q", .writes_all = qr_op_writes_all},

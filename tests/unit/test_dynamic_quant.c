@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "op.h"
+#include "ops/f32_rows.h"
+#include "parallel.h"
 #include "tensor_io.h"
 #include "testutil.h"
 
@@ -39,6 +41,30 @@ static void run_op(const char *domain, const char *op, const qr_tensor **ins, in
     for (int i = 0; i < n_out; i++)
         cr_assert_eq(qr_tensor_alloc(&outs[i], &e), QR_OK);
     cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
+}
+
+/* DynamicQuantizeRows with a GELU chain g fused before it (k->pre_gelu: the executor's fuse_gelu), on
+ * `threads` threads; outputs allocated here. */
+static void run_rows_gelu(const qr_tensor *x, const qr_gelu_consts *g, int threads, qr_tensor *outs)
+{
+    const qr_op_def *d = qr_op_find("qrl", "DynamicQuantizeRows");
+    cr_assert(d && d->gelu_in, "DynamicQuantizeRows takes a GELU chain before it");
+    qr_node n = {.name = "n", .op = "DynamicQuantizeRows", .domain = "qrl", .opset = 1, .n_in = 1, .n_out = 3, .def = d};
+    qr_tensor *o[3];
+    for (int i = 0; i < 3; i++) {
+        memset(&outs[i], 0, sizeof outs[i]);
+        o[i] = &outs[i];
+    }
+    const qr_tensor *ins[1] = {x};
+    qr_error e = {{0}};
+    qr_pool *pool = qr_pool_new(threads);
+    qr_kctx k = {.node = &n, .opset = 1, .n_in = 1, .n_out = 3, .in = ins, .out = o, .err = &e, .pool = pool,
+                 .pre_gelu = g};
+    cr_assert_eq(d->infer(&k), QR_OK, "%s", e.msg);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(qr_tensor_alloc(&outs[i], &e), QR_OK);
+    cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
+    qr_pool_free(pool);
 }
 
 static void save(const char *name, const qr_tensor *t) { tu_npy_save(dir, name, t); }
@@ -303,4 +329,85 @@ Test(dynamic_quant, scaled_product_matches_numpy_bit_for_bit)
     check_scaled(QR_U8, 0, 0, 19, 21, 0, 1, 2, 1);  /* the general path */
     check_scaled(QR_U8, 1, 11, 23, 17, 1, 0, 1, 0);
     check_scaled(QR_I8, 1, 9, 70000, 5, 1, 1, 0, 0); /* sums that wrap */
+}
+
+/* GELU then DynamicQuantizeRows in one pass (exec.c fuse_gelu hands the chain to the node: each
+ * sixteen rows through the chain into a slot, then quantized from there): on the portable f32
+ * loops against numpy (GELU's steps in float32, erf and tanh in float64 rounded once, as
+ * f32_rows.c's portable chain; then numpy_rows), bit for bit; on the AVX-512 table against the
+ * executor's unfused pair (qr_gelu_f32's pass, then the op alone). Both GELU forms; 39 rows of
+ * K (two groups of sixteen and a ragged seven; K 5 shorter than a vector, 70 a tail, 1000 a
+ * feed-forward's), values of both signs, a row of zeros; 1 and 2 threads give the same bytes. */
+static void check_rows_gelu(int tanh_form, int64_t K, int portable)
+{
+    enum { ROWS = 39 };
+    const qr_gelu_consts g = tanh_form ? (qr_gelu_consts){1, {0.044715f, 0.797884560802865356f, 1.0f, 0.5f}}
+                                       : (qr_gelu_consts){0, {1.41421356237309505f, 1.0f, 0.5f, 0}};
+    tu_option("f32-rows", portable ? "portable" : "auto");
+    qr_tensor x = {.dtype = QR_F32, .ndim = 3, .dims = {3, 13, K}};
+    qr_error e = {{0}};
+    cr_assert_eq(qr_tensor_alloc(&x, &e), QR_OK);
+    float *xf = x.data;
+    unsigned seed = 11;
+    for (int row = 0; row < ROWS; row++)
+        for (int c = 0; c < K; c++) {
+            seed = seed * 1103515245u + 12345u;
+            float v = ((float)(seed >> 16 & 0xffff) / 65536.0f - 0.5f) * (row % 3 == 1 ? 12.0f : 5.0f);
+            xf[row * K + c] = row == 5 ? 0.0f : row % 7 == 2 ? -fabsf(v) : v; /* both signs, negatives only, 0s */
+        }
+    qr_tensor out[3], two[3];
+    run_rows_gelu(&x, &g, 1, out);
+    run_rows_gelu(&x, &g, 2, two);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(memcmp(out[i].data, two[i].data, qr_tensor_nbytes(&out[i])), 0,
+                     "K %lld: output %d differs on 2 threads", (long long)K, i);
+    qr_tensor ref[3];
+    if (portable) {
+        save("x", &x);
+        char code[4096];
+        snprintf(code, sizeof code,
+                 "import numpy as np, math\n"
+                 "x = np.load('x.npy'); f = np.float32; c = [f(v) for v in (%.9g, %.9g, %.9g, %.9g)]\n"
+                 "if %d:\n"
+                 "  u = x + c[0] * (x * (x * x))\n"
+                 "  t = np.vectorize(lambda v: f(math.tanh(float(v))))(c[1] * u).astype(f)\n"
+                 "  g = c[3] * (x * (c[2] + t))\n"
+                 "else:\n"
+                 "  t = np.vectorize(lambda v: f(math.erf(float(v))))(x / c[0]).astype(f)\n"
+                 "  g = (t + c[1]) * x * c[2]\n"
+                 "np.save('x.npy', g.astype(f))\n",
+                 g.c[0], g.c[1], g.c[2], g.c[3], tanh_form);
+        python(code);
+        python(numpy_rows);
+        ref[0] = load("y"), ref[1] = load("s"), ref[2] = load("z");
+    } else {
+        qr_tensor gx = x;
+        gx.data = NULL;
+        cr_assert_eq(qr_tensor_alloc(&gx, &e), QR_OK);
+        qr_gelu_f32(qr_f32_rows_best(), &g, xf, gx.data, ROWS * K);
+        const qr_tensor *ins[1] = {&gx};
+        run_op("qrl", "DynamicQuantizeRows", ins, 1, ref, 3);
+        qr_tensor_free(&gx);
+    }
+    const char *what[3] = {"integers", "scales", "zero points"};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(qr_tensor_nbytes(&out[i]), qr_tensor_nbytes(&ref[i]));
+        cr_assert_eq(memcmp(out[i].data, ref[i].data, qr_tensor_nbytes(&out[i])), 0,
+                     "%s form, K %lld%s: the %s differ from %s", tanh_form ? "tanh" : "erf", (long long)K,
+                     portable ? " (portable)" : "", what[i], portable ? "numpy's" : "the unfused pair's");
+        qr_tensor_free(&out[i]);
+        qr_tensor_free(&two[i]);
+        qr_tensor_free(&ref[i]);
+    }
+    qr_tensor_free(&x);
+    tu_option("f32-rows", "auto");
+}
+
+Test(dynamic_quant, gelu_then_rows_match_numpy_bit_for_bit)
+{
+    static const int64_t ks[] = {5, 70, 1000};
+    for (int portable = 0; portable <= 1; portable++)
+        for (int tanh_form = 0; tanh_form <= 1; tanh_form++)
+            for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+                check_rows_gelu(tanh_form, ks[i], portable);
 }
