@@ -598,6 +598,14 @@ int qrl_quantized_layer_acc(const qrl_quantized *q, int i, int64_t *sums, int64_
     return 0;
 }
 
+int qrl_quantized_layer_effect(const qrl_quantized *q, int i, double *effect)
+{
+    if (i < 0 || i >= q->q->nlayers)
+        return 1;
+    *effect = q->q->layers[i].effect;
+    return 0;
+}
+
 int qrl_quantized_phase(const qrl_quantized *q, int i, qrl_quant_phase *out)
 {
     if (i < 0 || i >= q->q->nphases)
@@ -648,6 +656,13 @@ int qrl_quantized_phase_peak(const qrl_quantized *q, int i, int64_t *bytes)
 int qrl_quantized_effects_copied(const qrl_quantized *q, int64_t *bytes)
 {
     *bytes = q->q->effects_copied_bytes;
+    return 0;
+}
+
+int qrl_quantized_run_samples(const qrl_quantized *q, int64_t *effects, int64_t *shipped)
+{
+    *effects = q->q->effects_run_samples;
+    *shipped = q->q->shipped_run_samples;
     return 0;
 }
 

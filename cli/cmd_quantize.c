@@ -509,6 +509,11 @@ static void print_profile(const qrl_quantized *qz, const double t[3][2])
     qrl_quantized_effects_copied(qz, &copied);
     if (copied > 0)
         printf("           the effects' cut runs held at most %lld bytes of f32 values copied\n", (long long)copied);
+    int64_t es = 0, ss = 0;
+    qrl_quantized_run_samples(qz, &es, &ss);
+    if (es > 0 || ss > 0)
+        printf("           a run took at most %lld samples in the effects, %lld in the measurement of what ships\n",
+               (long long)es, (long long)ss);
     if (pass > 0) {
         printf("           %-36s %9s %9s %9s %9.2f %9.2f %9.2f (one: %lld node-runs x samples; %lld calibrate, %lld "
                "validate)",

@@ -373,6 +373,9 @@ int qrl_quantized_layer(const qrl_quantized *q, int i, qrl_layer_info *out);
  * in the layer that writes it (sums) and those that left the range (overflows), over the measured
  * samples; -1 when no narrow accumulator writes it. Non-zero past the last, nothing written then. */
 int qrl_quantized_layer_acc(const qrl_quantized *q, int i, int64_t *sums, int64_t *overflows);
+/* Of activation i (as qrl_quantized_layer): its effect, the outputs' SQNR in dB with it alone
+ * quantized as the recipe's rank measured it (NaN: not measured). Non-zero past the last. */
+int qrl_quantized_layer_effect(const qrl_quantized *q, int i, double *effect);
 
 /* Where the quantization's time went (qrl quantize --profile), phase i in order: its name (the f32
  * pass, calibration, the fallback's measurements, the measurement of what ships), its wall
@@ -392,6 +395,11 @@ int qrl_quantized_phase_peak(const qrl_quantized *q, int i, int64_t *bytes);
  * held as copies at once (the rest they read where the f32 run keeps them) into *bytes; 0 when
  * nothing was ranked so. Returns 0. */
 int qrl_quantized_effects_copied(const qrl_quantized *q, int64_t *bytes);
+/* The most samples one run of rank = effect's effects (the f32 run or a layer's) and one of the
+ * measurement of what ships took at once (a batch, or half of one where a batch's activations
+ * outweigh the model's constants: the same figures) into *effects and *shipped; 0 where none ran.
+ * Returns 0. */
+int qrl_quantized_run_samples(const qrl_quantized *q, int64_t *effects, int64_t *shipped);
 /* The runs phase i made (its executors' node-runs x samples: every node of the graph run but the
  * quantization's QuantizeLinear and DequantizeLinear, a pattern's requantizing kernel, Shape and
  * what is made from constants alone, times the samples of the run) into *node_samples. Non-zero

@@ -146,6 +146,16 @@ static qr_status bsums_finish(bsums *b, qr_qctx *q, qr_status st)
 
 /* Whether the recipe's choice id is name: outputs = worst judges each output on its own (the
  * worst one decides), rank = gain ranks the layers by gain_effects. */
+/* The bytes of the model's constants. */
+static size_t const_bytes(const qr_qctx *q)
+{
+    size_t n = 0;
+    for (int i = 0; i < q->g->n_values; i++)
+        if (q->g->values[i]->is_const && q->g->values[i]->t.data)
+            n += qr_tensor_nbytes(&q->g->values[i]->t);
+    return n;
+}
+
 static int choice_is(const qr_qctx *q, qr_setting_id id, const char *name)
 {
     const qr_setting *s = qr_recipe_setting(q->r, id);
@@ -362,6 +372,14 @@ typedef struct measure {
     int64_t (*ival_nhwc)[4];
     qr_exec *x;
     const qr_tensor *in;
+    /* a batch run in parts (side_by_side's sub): this run's samples [sub_at, sub_at + sub_b) of
+     * the batch; lanes (by slot, SUM_LANES of them), the cumulative sums' lanes carried over the
+     * parts and added at the batch's end, so that every sum is the doubles of one run of the batch;
+     * mixed: a value measured whose first axis is not the samples (the parts' order is not the
+     * batch's) */
+    double (*lanes)[3];
+    int64_t sub_at, sub_b;
+    int mixed;
     qr_error e;
     qr_status st;
 } measure;
@@ -588,6 +606,19 @@ static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_te
         return;
     }
     double lo = (double)(s->qt.qmin - s->qp.zero) * s->qp.scale, hi = (double)(s->qt.qmax - s->qp.zero) * s->qp.scale;
+    if (ms->lanes) { /* a part of the batch (sub_b 0: all of it): its elements at their places in the batch's lanes */
+        if (ms->sub_b > 0 && (t->ndim < 1 || t->dims[0] != ms->sub_b)) {
+            ms->mixed = 1;
+            give_back(ms->r, v->id);
+            return;
+        }
+        int64_t at = ms->sub_b > 0 ? ms->sub_at * (cnt / ms->sub_b) : 0;
+        lane_sums(a, b, NULL, cnt, at, ms->lanes + (size_t)si * SUM_LANES);
+        lane_clipped(a, cnt, lo, hi, ms->lanes + (size_t)si * SUM_LANES); /* counts: exact in any order */
+        S[N] += (double)cnt;
+        give_back(ms->r, v->id);
+        return;
+    }
     double sums[SUM_LANES][3] = {{0}};
     lane_sums(a, b, NULL, cnt, 0, sums);
     lane_clipped(a, cnt, lo, hi, sums);
@@ -683,6 +714,8 @@ static void observe_ints(void *user, const qr_node *n, const qr_value *v, qr_ten
         if (!ms->want[s->value])
             return;
         const float *a = take(ms->r, s->value, qr_tensor_numel(t));
+        if (ms->sub_b > 0 && (t->ndim < 1 || t->dims[0] != ms->sub_b))
+            ms->mixed = 1; /* measured all the same: in the parts' order */
         if (a && qr_dtype_is_int(t->dtype))
             compare_ints(s, ms->sums + (size_t)si * NSUMS, a, t, ms->ival_nhwc[si]);
         give_back(ms->r, s->value);
@@ -791,6 +824,12 @@ typedef struct sbs {
     _Atomic int failed; /* a group failed: the others stop after their batch */
     bsums *bs;
     int share; /* shares_packing of the readers' common graph: -1 not yet asked (group_new) */
+    /* each batch run in parts of sub samples (0: whole; never with o), the same sums (measure's
+     * lanes); whole: a part measured a value not laid out by samples (measure.mixed), so every
+     * batch from then on runs whole, that one again (only a cumulative QDQ reader: nothing else
+     * counts what it ran) */
+    int64_t sub;
+    _Atomic int whole;
 } sbs;
 
 /* A group: an f32 run and the readers, one batch at a time, with executors, values handed over and
@@ -804,6 +843,7 @@ typedef struct sbs_group {
     qr_tensor *in;
     double *sums; /* nsums: this batch's, as bsums lays them out */
     int made;     /* r's mutex and condition made */
+    int64_t most; /* the most samples one of its runs took */
     qr_error e;
     qr_status st;
 } sbs_group;
@@ -816,6 +856,7 @@ static void group_free(sbs_group *G)
         qr_exec_free(G->ms[k].x);
         free(G->ms[k].want);
         free(G->ms[k].idle);
+        free(G->ms[k].lanes);
     }
     if (G->made) {
         pthread_cond_destroy(&G->r.cv);
@@ -1021,6 +1062,9 @@ static qr_status group_new(sbs *w, sbs_group *G)
         }
         if (!(m->want = calloc(nv, 1)))
             return qr_errorf(&G->e, "out of memory");
+        if (w->sub > 0 && m->obs == observe_slots && !m->local &&
+            !(m->lanes = calloc((size_t)q->nslots * SUM_LANES + 1, sizeof *m->lanes)))
+            return qr_errorf(&G->e, "out of memory");
         mark_wanted(m);
         for (size_t i = 0; i < nv; i++)
             G->r.readers[i] += m->want[i];
@@ -1097,18 +1141,17 @@ static qr_status group_new(sbs *w, sbs_group *G)
     return st;
 }
 
-/* Batch kb through G: the f32 run and the readers side by side, each on its own thread (the first
- * reader on this one), its sums into its row. */
-static qr_status group_batch(sbs_group *G, int64_t kb)
+/* Samples [at, at + b) through G: the f32 run and the readers side by side, each on its own thread
+ * (the first reader on this one), their sums onto G's. */
+static qr_status group_part(sbs_group *G, int64_t kb, int64_t at, int64_t b)
 {
     sbs *w = G->w;
     qr_qctx *q = w->q;
     refs *r = &G->r;
     size_t nv = (size_t)q->g->n_values + 1;
     int nr = w->nr;
-    int64_t at = kb * w->batch, b = w->n - at < w->batch ? w->n - at : w->batch;
-    memset(G->sums, 0, sizeof *G->sums * (size_t)w->nsums);
     qr_plan_take_inputs(q, w->calib, q->g->n_inputs, at, b, G->in);
+    G->most = b > G->most ? b : G->most;
     memset(r->there, 0, nv);
     r->f32_done = 0;
     r->running = nr;
@@ -1162,6 +1205,57 @@ static qr_status group_batch(sbs_group *G, int64_t kb)
             G->e = G->ms[k].e;
             return QR_ERR;
         }
+    return QR_OK;
+}
+
+/* Batch kb through G (in parts of w->sub samples where it asks), its sums into its row. */
+static qr_status group_batch(sbs_group *G, int64_t kb)
+{
+    sbs *w = G->w;
+    qr_qctx *q = w->q;
+    int nr = w->nr;
+    int64_t at = kb * w->batch, b = w->n - at < w->batch ? w->n - at : w->batch;
+    for (;;) {
+        int parts = w->sub > 0 && w->sub < b && !w->whole;
+        int64_t step = parts ? w->sub : b;
+        memset(G->sums, 0, sizeof *G->sums * (size_t)w->nsums);
+        for (int k = 0; k < nr; k++) {
+            measure *m = &G->ms[k];
+            m->mixed = 0;
+            if (m->lanes)
+                memset(m->lanes, 0, sizeof *m->lanes * (size_t)q->nslots * SUM_LANES);
+        }
+        qr_status st = QR_OK;
+        int mixed = 0;
+        for (int64_t s0 = 0; st == QR_OK && s0 < b; s0 += step) {
+            int64_t sb = b - s0 < step ? b - s0 : step;
+            for (int k = 0; parts && k < nr; k++)
+                G->ms[k].sub_at = s0, G->ms[k].sub_b = sb;
+            st = group_part(G, kb, at + s0, sb);
+        }
+        for (int k = 0; k < nr; k++) {
+            mixed |= G->ms[k].mixed;
+            G->ms[k].sub_b = 0;
+        }
+        if (st != QR_OK)
+            return st;
+        if (parts && mixed && !(nr == 1 && G->ms[0].obs == observe_slots && !G->ms[0].local)) {
+            w->whole = 1; /* not run again: the integer graph's counters count each run */
+            mixed = 0;
+        }
+        if (parts && mixed) { /* this batch again, whole, and every one from now on */
+            w->whole = 1;
+            continue;
+        }
+        for (int k = 0; k < nr; k++) { /* the parts' lanes, added as one run's */
+            const measure *m = &G->ms[k];
+            for (int si = 0; m->lanes && si < q->nslots; si++) {
+                double *S = G->sums + (size_t)si * NSUMS;
+                add_lanes(m->lanes + (size_t)si * SUM_LANES, S + SX2, S + SE2, S + CLIPPED);
+            }
+        }
+        break;
+    }
     memcpy(w->bs->rows + (size_t)kb * (size_t)w->nsums, G->sums, sizeof *G->sums * (size_t)w->nsums);
     return QR_OK;
 }
@@ -1188,11 +1282,13 @@ static void *group_work(void *p)
  * first (its f32 run's, then its readers' in order); a reader's is also left in ms[k].e. Under
  * mpirun each rank runs its share of the batches (o gets their outputs, and the last batch's
  * shapes) and every rank ends with every sum. */
-static qr_status side_by_side(qr_qctx *q, measure *ms, int nr, const qr_tensor *calib, int64_t count, outref *o)
+static qr_status side_by_side_parts(qr_qctx *q, measure *ms, int nr, const qr_tensor *calib, int64_t count,
+                                    outref *o, int64_t sub, int *whole, int64_t *most)
 {
     int64_t n = count < measure_samples(q) ? count : measure_samples(q), batch = qr_plan_batch(q);
     int64_t nb = (n + batch - 1) / batch;
-    sbs w = {.q = q, .ms = ms, .nr = nr, .calib = calib, .o = o, .n = n, .batch = batch, .nb = nb, .share = -1};
+    sbs w = {.q = q, .ms = ms, .nr = nr, .calib = calib, .o = o, .n = n, .batch = batch, .nb = nb, .share = -1,
+             .sub = o ? 0 : sub};
     int64_t *ks = calloc((size_t)nb + 1, sizeof *ks);
     double **sum_at = NULL;
     bsums bs = {0};
@@ -1248,12 +1344,21 @@ static qr_status side_by_side(qr_qctx *q, measure *ms, int nr, const qr_tensor *
             o->f32_ms += G[g].f.ms / ng;
         st = share_shapes(q, o, nb, st);
     }
+    for (int g = 0; most && G && g < ng; g++)
+        *most = G[g].most > *most ? G[g].most : *most;
     for (int g = 0; G && g < ng; g++)
         if (G[g].w)
             group_free(&G[g]);
     free(G), free(tid), free(started), free(ks);
     qr_plan_give_back_memory();
+    if (whole)
+        *whole = w.whole;
     return st;
+}
+
+static qr_status side_by_side(qr_qctx *q, measure *ms, int nr, const qr_tensor *calib, int64_t count, outref *o)
+{
+    return side_by_side_parts(q, ms, nr, calib, count, o, 0, NULL, NULL);
 }
 
 /* Each slot's local SQNR: the QDQ graph with every value replaced by its f32 value; o (outref_alloc'd
@@ -1355,10 +1460,7 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
      * f32 run: two runs of a batch at a time. The readers add up sums of their own (SX2.. and
      * ISX2..), each pass onto what the one before left, so every sum is the doubles one pass
      * with both readers gives */
-    size_t consts = 0;
-    for (int i = 0; i < q->g->n_values; i++)
-        if (q->g->values[i]->is_const && q->g->values[i]->t.data)
-            consts += qr_tensor_nbytes(&q->g->values[i]->t);
+    size_t consts = const_bytes(q);
     /* or where the held-out samples fill at most two thirds of a batch (PP-OCR cls and the
      * openWakeWord models: 16 held out at batch 32): the three runs of their batch then hold no
      * more activations than two f32 runs of the batch the f32 pass runs (the phase's peak over
@@ -1366,11 +1468,21 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
     int64_t batch = qr_plan_batch(q), jb = count < measure_samples(q) ? count : measure_samples(q);
     jb = jb < batch ? jb : batch;
     int one = q->o->run_bytes > 0 && (q->o->run_bytes <= consts || 3 * jb <= 2 * batch);
+    /* In two passes, each batch in two halves where the model's batch is free (PP-OCRv4 det: a
+     * batch of 4's f32 run beside its QDQ run held the quantize's peak, 155 MiB): two runs of half
+     * a batch hold the activations of one f32 run of the batch. The same sums (group_batch): the
+     * runs compute each sample as in the whole batch (the samples are the first axis of every
+     * value measured, checked; else whole batches) */
+    int64_t sub = qr_graph_fixed_batch(q->g) <= 0 && batch >= 2 && !qr_options_get()->halves_whole ? (batch + 1) / 2
+                                                                                                  : 0;
+    int whole = 0;
+    int64_t most = 0;
     qr_status st = !(measured || na) ? QR_OK
-                   : one            ? side_by_side(q, ms, 2, calib, count, NULL)
-                                    : side_by_side(q, &ms[0], 1, calib, count, NULL);
+                   : one            ? side_by_side_parts(q, ms, 2, calib, count, NULL, 0, NULL, &most)
+                                    : side_by_side_parts(q, &ms[0], 1, calib, count, NULL, sub, &whole, &most);
     if (st == QR_OK && (measured || na) && !one)
-        st = side_by_side(q, &ms[1], 1, calib, count, NULL);
+        st = side_by_side_parts(q, &ms[1], 1, calib, count, NULL, whole ? 0 : sub, NULL, &most);
+    q->shipped_run_samples = most > q->shipped_run_samples ? most : q->shipped_run_samples;
     if (st != QR_OK && ms[1].st != QR_OK && q->e->msg[0] && !strcmp(q->e->msg, ms[1].e.msg))
         qr_error_prefix(q->e, "running the integer graph");
     /* the narrow accumulators' counts of this run, over the ranks' batches */
@@ -1577,6 +1689,43 @@ static void out_row(const qr_qctx *q, const outref *o, int k, const qr_tensor *c
             pair_sum(&p, rt, t, smp * per, per);
             double *c = sr + 3 * (smp * no + j);
             c[0] = p.sx2, c[1] = p.se2, c[2] = 1;
+        }
+    }
+}
+
+/* Samples [s0, s0 + sb) of batch k of o, got[j] output j's for them alone, onto the batch's row r
+ * (afresh when s0 is 0): each sum goes on from the part before, element after element, so that the
+ * parts of a batch in order give the doubles out_row gives it whole. Every output of batch k is
+ * laid out by samples (effects_parts). */
+static void out_row_part(const qr_qctx *q, const outref *o, int k, const qr_tensor *const *got, int64_t s0,
+                         int64_t sb, double *r)
+{
+    const qr_graph *g = q->g;
+    int no = g->n_outputs;
+    int64_t b = o->n - (int64_t)k * o->batch < o->batch ? o->n - (int64_t)k * o->batch : o->batch;
+    if (s0 == 0)
+        memset(r, 0, sizeof *r * (size_t)row_width(q));
+    double *sr = r + 5 * no + 2;
+    for (int j = 0; j < no; j++) {
+        const qr_tensor *rt = &o->out[k * no + j], *t = got[j];
+        int64_t per = qr_tensor_numel(rt) / b, cnt = per * sb, n = rt->dims[rt->ndim - 1];
+        qr_tensor rv = *rt; /* the part's samples of the reference */
+        rv.dims[0] = sb;
+        rv.data = (char *)rt->data + (size_t)(s0 * per) * qr_dtype_size(rt->dtype);
+        int sums = cnt == qr_tensor_numel(t) && qr_dtype_is_float(rt->dtype) && qr_dtype_is_float(t->dtype);
+        pair_sums p = {r[5 * j], r[5 * j + 1], r[5 * j + 2], r[5 * j + 3], (int64_t)r[5 * j + 4]};
+        if (sums)
+            pair_sum(&p, &rv, t, 0, cnt);
+        r[5 * j] = p.sx2, r[5 * j + 1] = p.se2, r[5 * j + 2] = p.sv2, r[5 * j + 3] = p.sxv;
+        r[5 * j + 4] = (double)p.nonfinite;
+        if (cnt == qr_tensor_numel(t) && n > 1 && cnt % n == 0)
+            for (int64_t row = 0; row < cnt / n; row++)
+                r[5 * no] += 1, r[5 * no + 1] += same_argmax(&rv, t, row, n);
+        for (int64_t smp = 0; q->samples_fn && sums && smp < sb; smp++) {
+            pair_sums ps = {0};
+            pair_sum(&ps, &rv, t, smp * per, per);
+            double *c = sr + 3 * ((s0 + smp) * no + j);
+            c[0] = ps.sx2, c[1] = ps.se2, c[2] = 1;
         }
     }
 }
@@ -2061,6 +2210,10 @@ typedef struct effects {
     const ranked *rk;
     effects_shared *sh;
     int nr, k, next, freed; /* batch k; order[next..] still to run in it; values last read before freed gone */
+    /* each batch in parts of sub samples (0: whole, effects_parts): this run's samples [part_at,
+     * part_at + part_b) of batch k (part_b 0: all of it) */
+    int64_t sub, part_at, part_b;
+    int64_t most; /* the most samples one of its runs took */
     int nown;               /* order[0..nown): this worker's layers, by cut */
     int idle_from;          /* the f32 run leaves out the nodes from this place on (effects_supplied) */
     int threads;            /* kernel threads of this worker's runs */
@@ -2290,17 +2443,34 @@ static qr_status run_cut(effects *ef, int r)
             if ((st = qr_exec_new(d, &eo, &x, &ef->e)) == QR_OK &&
                 (st = qr_exec_share_cache_nodes(x, ef->fx, ef->share, &ef->e)) == QR_OK)
                 st = qr_exec_run(x, in, out, &ef->e);
-        for (int j = 0; st == QR_OK && j < g->n_outputs; j++)
+        qr_tensor *part = ef->part_b > 0 ? calloc((size_t)g->n_outputs + 1, sizeof *part) : NULL;
+        if (st == QR_OK && ef->part_b > 0 && !part)
+            st = qr_errorf(&ef->e, "out of memory");
+        for (int j = 0; st == QR_OK && j < g->n_outputs; j++) {
             got[j] = &ef->o->out[ef->k * g->n_outputs + j];
+            if (part) { /* the reference's samples of this part, for the outputs the layer does not reach */
+                const qr_tensor *rt = got[j];
+                int64_t per = qr_tensor_numel(rt) / rt->dims[0];
+                part[j] = *rt;
+                part[j].dims[0] = ef->part_b;
+                part[j].data = (char *)rt->data + (size_t)(ef->part_at * per) * qr_dtype_size(rt->dtype);
+                got[j] = &part[j];
+            }
+        }
         for (int j = 0; st == QR_OK && j < d->n_outputs; j++)
             got[ef->outs[j]] = &out[j];
         out_acc sums = {.each = calloc((size_t)g->n_outputs + 1, sizeof *sums.each)};
         if (st == QR_OK && !sums.each)
             st = qr_errorf(&ef->e, "out of memory");
-        if (st == QR_OK) /* the batch's sums, added up with the others' at the end (as measure_outputs does) */
-            out_row(q, ef->o, ef->k, got, &sums,
-                    ef->sh->rows + ((size_t)r * (size_t)ef->sh->nbatches + (size_t)ef->k) * (size_t)row_width(q));
+        double *row = st == QR_OK ? ef->sh->rows + ((size_t)r * (size_t)ef->sh->nbatches + (size_t)ef->k) *
+                                                       (size_t)row_width(q)
+                                  : NULL;
+        if (row && part) /* the part's sums, onto the batch's row */
+            out_row_part(q, ef->o, ef->k, got, ef->part_at, ef->part_b, row);
+        else if (row) /* the batch's sums, added up with the others' at the end (as measure_outputs does) */
+            out_row(q, ef->o, ef->k, got, &sums, row);
         free(sums.each);
+        free(part);
         for (int j = 0; out && j < d->n_outputs; j++)
             qr_tensor_free(&out[j]);
     }
@@ -2392,6 +2562,21 @@ typedef struct effects_arg {
     effects_keep *keep; /* NULL: an executor of this call's own */
 } effects_arg;
 
+/* Whether batch k (b samples) runs in parts of ef->sub: each f32 output of it is laid out by
+ * samples (first axis b, and rows of its last axis within a sample: out_row_part). */
+static int effects_parts(const effects *ef, int k, int64_t b)
+{
+    const qr_graph *g = ef->q->g;
+    if (ef->sub <= 0 || ef->sub >= b)
+        return 0;
+    for (int j = 0; j < g->n_outputs; j++) {
+        const qr_tensor *rt = &ef->o->out[k * g->n_outputs + j];
+        if (rt->ndim < 2 || rt->dims[0] != b || !rt->data)
+            return 0;
+    }
+    return 1;
+}
+
 static void *effects_worker(void *p)
 {
     effects_arg *a = p;
@@ -2427,6 +2612,7 @@ static void *effects_worker(void *p)
     ef->idle_from = g->n_nodes; /* the packing run runs every node: the cuts take from all of it */
     if (st == QR_OK && !packed && nown > 0 && o->nbatches > 0) {
         int64_t b = o->n < o->batch ? o->n : o->batch;
+        b = ef->sub > 0 && ef->sub < b ? ef->sub : b; /* the weights packed as by a whole batch */
         qr_plan_take_inputs(ef->q, a->calib, g->n_inputs, 0, b, in);
         ef->k = 0, ef->next = 0, ef->freed = -1, ef->in = in;
         st = qr_plan_run_once(x, g, in, &ef->e);
@@ -2442,16 +2628,23 @@ static void *effects_worker(void *p)
             ef->idle_from = ef->cut[ef->order[i]];
     for (int k = 0; st == QR_OK && k < o->nbatches; k++) {
         int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
-        qr_plan_take_inputs(ef->q, a->calib, g->n_inputs, at, b, in);
-        ef->k = k, ef->next = 0, ef->freed = -1, ef->in = in;
-        st = qr_plan_run_once(x, g, in, &ef->e);
-        if (st == QR_OK && ef->st == QR_OK)
-            effects_upto(ef, g->n_nodes); /* the cuts still to run read the batch's inputs */
-        qr_plan_drop_inputs(ef->q, a->calib, at, b);
-        if (st == QR_OK)
-            st = ef->st;
-        for (size_t i = 0; ef->val && i < nv; i++)
-            val_drop(ef, (int)i);
+        int64_t step = effects_parts(ef, k, b) ? ef->sub : b;
+        for (int64_t s0 = 0; st == QR_OK && s0 < b; s0 += step) { /* the batch, or its parts in order */
+            int64_t sb = b - s0 < step ? b - s0 : step;
+            qr_plan_take_inputs(ef->q, a->calib, g->n_inputs, at + s0, sb, in);
+            ef->k = k, ef->next = 0, ef->freed = -1, ef->in = in;
+            ef->part_at = s0, ef->part_b = step < b ? sb : 0;
+            ef->most = sb > ef->most ? sb : ef->most;
+            st = qr_plan_run_once(x, g, in, &ef->e);
+            if (st == QR_OK && ef->st == QR_OK)
+                effects_upto(ef, g->n_nodes); /* the cuts still to run read the batch's inputs */
+            qr_plan_drop_inputs(ef->q, a->calib, at + s0, sb);
+            if (st == QR_OK)
+                st = ef->st;
+            for (size_t i = 0; ef->val && i < nv; i++)
+                val_drop(ef, (int)i);
+        }
+        ef->part_at = ef->part_b = 0;
     }
     if (a->keep && st == QR_OK && x) { /* its packing for the next call; its arena goes */
         qr_exec_drop_plan(x);
@@ -2623,9 +2816,18 @@ static qr_status measure_effects(qr_qctx *q, const outref *all, const qr_tensor 
             outs += g->nodes[i]->out[j] != NULL;
         views &= outs > 0;
     }
+    /* Where a batch's f32 run outweighs the model's constants and the model's batch is free, each
+     * batch runs in two halves, the f32 run and every cut (PP-OCRv4 det at batch 4: the f32 run's
+     * arena, 31 MB, beside a cut's, 21 to 45 MB, held the effects' 146 MiB): the same rows
+     * (out_row_part), as the runs compute each sample as in the whole batch */
+    int64_t eb = o.n < o.batch ? o.n : o.batch;
+    int64_t sub = qr_graph_fixed_batch(g) <= 0 && eb >= 2 && o.run_bytes > const_bytes(q) &&
+                          !qr_options_get()->halves_whole
+                      ? (eb + 1) / 2
+                      : 0;
     for (int w = 0; st == QR_OK && w < nw; w++) {
         ef[w] = (effects){.q = q, .o = &o, .rk = rk, .sh = &sh, .nr = nr, .threads = threads / nw, .pos = pos,
-                          .cut = cut, .last = last, .whole = whole, .views = views};
+                          .cut = cut, .last = last, .whole = whole, .views = views, .sub = sub};
         if (!(ef[w].order = calloc((size_t)nown + 1, sizeof *ef[w].order)))
             st = qr_errorf(q->e, "out of memory");
     }
@@ -2657,6 +2859,8 @@ static qr_status measure_effects(qr_qctx *q, const outref *all, const qr_tensor 
     }
     for (int w = 0; st == QR_OK && !all_whole && w < nw; w++)
         q->effects_copied_bytes = ef[w].copied_peak > q->effects_copied_bytes ? ef[w].copied_peak : q->effects_copied_bytes;
+    for (int w = 0; st == QR_OK && !all_whole && w < nw; w++)
+        q->effects_run_samples = ef[w].most > q->effects_run_samples ? ef[w].most : q->effects_run_samples;
     for (int w = 0; st == QR_OK && !all_whole && w < nw; w++)
         if (ef[w].st != QR_OK) { /* the first worker's error */
             *q->e = ef[w].e;

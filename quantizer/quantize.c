@@ -2656,6 +2656,7 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     }
     res->held_out_peak_samples = spread_watch_held(q->o, 0);
     res->effects_copied_bytes = q->effects_copied_bytes;
+    res->effects_run_samples = q->effects_run_samples, res->shipped_run_samples = q->shipped_run_samples;
     spread_stream_held(q->o, 0);
     res->top1_fp32 = res->top1_int8 = NAN;
     if (q->o->labels) {

@@ -201,6 +201,7 @@ typedef struct qr_quantized {
     double grad_peak_bytes, grad_peak_values, grad_peak_held, grad_peak_f32_bytes, grad_peak_within;
     int grad_peak_rank;
     int64_t effects_copied_bytes; /* qr_qctx's: the effects' copies of f32 values at once, at most */
+    int64_t effects_run_samples, shipped_run_samples; /* qr_qctx's: the most samples one of their runs took */
 } qr_quantized;
 
 /* g: an optimized fp32 graph; calib: one tensor per graph input, in input

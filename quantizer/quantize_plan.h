@@ -102,6 +102,9 @@ typedef struct qr_qctx {
     /* rank = effect's cut runs: the most bytes of the f32 run's values held as copies at once (the
      * rest read in place: struct effects' owned) */
     int64_t effects_copied_bytes;
+    /* the most samples one run of the effects (its f32 run or a cut's) and of the measurement of
+     * what ships took: a batch, or half of one where they run in halves */
+    int64_t effects_run_samples, shipped_run_samples;
     /* calibrate_samples = F: the fn that reduces the calibration samples' sums when a try of the
      * fallback that holds on the held-out samples is judged on them too (NULL: it is not); cal_in
      * and cal_n: the calibration samples it judges on (the first cal_n of cal_in, the recipe's

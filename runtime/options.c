@@ -65,6 +65,7 @@ static const option_def defs[] = {
     {"amx", {"auto", "0"}, INT_FIELD(no_amx)},
     {"f32-split", {"auto", "all"}, INT_FIELD(f32_split_all)},
     {"held-ghost", {"0", "1"}, INT_FIELD(held_ghost)},
+    {"halves", {"auto", "whole"}, INT_FIELD(halves_whole)},
 };
 
 /* dst (a string field) holds s and zeros after it: equal options compare equal bytewise. */

@@ -88,6 +88,9 @@ typedef struct qr_options {
                             * not run on one (the tests' path: the same bits either way) */
     int held_ghost;        /* every take of a held-out unit joined by a second holder that drops it before
                             * the run reads it (the tests' forced interleaving of two workers on a batch) */
+    int halves_whole;      /* halves=whole: the effects' and the measurement of what ships' batches run
+                            * whole, not in halves (quantizer/qmeasure.c; the tests' reference: the
+                            * same sums either way) */
 } qr_options;
 
 /* The process's options (never NULL). Read without a lock: set them before runs start. */
@@ -104,7 +107,7 @@ void qr_options_touch(void);
  * values it takes. Names: kernels (auto, portable, avx2, avxvnni, avx512vnni: portable is every
  * kernel's portable path, an ISA the integer kernels'), iconv-jit (auto, 0, 1), and the tests' igemm,
  * sgemm, quant, window, f32-rows, fuse, nhwc, epilogue, split, poison, effects, bands, parts, gather,
- * winograd, amx (auto, 0), f32-split (auto, all), held-ghost (0, 1). An empty value is the default. An unknown name's
+ * winograd, amx (auto, 0), f32-split (auto, all), held-ghost (0, 1), halves (auto, whole). An empty value is the default. An unknown name's
  * message lists the names. */
 qr_status qr_options_parse(qr_options *o, const char *name, const char *value, qr_error *e);
 

@@ -4057,10 +4057,12 @@ Test(quantize, passes_not_spent_on_a_try_that_cannot_hold_nor_on_grad_where_ever
  * Conv -> a -> Conv -> y; 8 samples, 4 held out, one batch of 4) with the 16-bit step, so that
  * measure_effects runs twice: the effects of x, a and y (their cuts: x and a at the first Conv, a's
  * slot holding w1; y at the second, w2), then the effects at 16 bits of a and y. By hand, at one
- * thread, one pass = 2 Conv x 4 samples = 8 node-runs: the first call's packing run, 8 (the second
- * call takes its executor: no packing run); each call's f32 run only up to its last cut, the first
- * Conv, 4; the cuts at the first Conv 8 each, at the second 4. So the effects 8 + 4 + (8 + 8 + 4)
- * = 32 and the effects at 16 bits 4 + (8 + 4) = 16 (before: 36 and 28). Each layer's effect_db and
+ * thread, one pass = 2 Conv x 4 samples = 8 node-runs: the first call's packing run, 4 (the batch's
+ * first half: its activations outweigh the weights, so the effects run in halves, stop 52; the
+ * second call takes its executor: no packing run); each call's f32 run only up to its last cut, the
+ * first Conv, 4; the cuts at the first Conv 8 each, at the second 4. So the effects 4 + 4 + (8 + 8 +
+ * 4) = 28 (32 with the packing run of a whole batch) and the effects at 16 bits 4 + (8 + 4) = 16
+ * (before stop 51: 36 and 28). Each layer's effect_db and
  * effect16_db are those of whole runs of the model (effects=whole), on 1 and 2 threads. */
 Test(quantize, effects_f32_runs_packed_once_and_only_up_to_the_last_cut)
 {
@@ -4096,7 +4098,7 @@ Test(quantize, effects_f32_runs_packed_once_and_only_up_to_the_last_cut)
               "%s", log);
     cr_assert(pass == 8 && layers == 3 && n16 == 2, "not the case derived by hand (pass %lld, %d layers, %d at 16 "
               "bits): %s", pass, layers, n16, log);
-    cr_assert(eff == 32, "the effects took %lld node-runs x samples, not 8 + 4 + 20 = 32: %s", eff, log);
+    cr_assert(eff == 28, "the effects took %lld node-runs x samples, not 4 + 4 + 20 = 28: %s", eff, log);
     cr_assert(eff16 == 16, "the effects at 16 bits took %lld node-runs x samples, not 4 + 12 = 16: %s", eff16, log);
     cr_assert(same1 && same2, "effects not those of whole runs (1 thread %d, 2 threads %d): %s", same1, same2, log);
     free(log);

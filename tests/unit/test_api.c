@@ -923,3 +923,77 @@ Test(api, recipe_check)
     free(want);
     free(diag);
 }
+
+/* rank = effect's effects and the measurement of what ships run each batch in two halves where a
+ * batch's f32 activations outweigh the model's constants and its batch is free (PP-OCRv4 det: the
+ * two runs of a batch of 4 side by side held the quantize's peak; docs/quantizer.md, stop 52). On
+ * branchy.onnx (tools/make_fallback_models.py) at batch 4 a run then takes 2 samples, not the
+ * batch's 4 (qrl_quantized_run_samples; --option halves=whole: 4), and every figure is the same
+ * double as whole batches give: each layer's effect, its SQNR in the simulation and on the
+ * integers, and the export, byte for byte; on 1 and 2 threads. */
+Test(api, effects_and_what_ships_run_in_halves_to_the_same_bits)
+{
+    char cmd[2048], path[1024], err[1024] = "", *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/make_fallback_models.py' '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/v36.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+               "recipe r {\n  activation = u8 asymmetric by minmax()\n"
+               "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n"
+               "  fallback = f32 when output_sqnr < 36\n  outputs = worst\n}\n");
+    fclose(f);
+    qrl_recipe *r;
+    cr_assert_eq(qrl_recipe_compile(path, QRL_RECIPE_NO_CACHE, stderr, &r, err, sizeof err), 0, "%s", err);
+    qrl_model *m;
+    snprintf(path, sizeof path, "%s/branchy.onnx", dir);
+    cr_assert_eq(qrl_model_load(path, 1, &m, err, sizeof err), 0, "%s", err);
+    qrl_tensor c;
+    snprintf(path, sizeof path, "%s/branchy_x.npy", dir);
+    cr_assert_eq(qrl_tensor_read_npy(path, &c, err, sizeof err), 0, "%s", err);
+    enum { MAXL = 64 };
+    double first[MAXL][3];
+    int nl = -1;
+    for (int k = 0; k < 4; k++) { /* whole on 1 thread (the reference), halves on 1, whole and halves on 2 */
+        int threads = k < 2 ? 1 : 2, halves = k % 2;
+        cr_assert_eq(qrl_set_option("halves", halves ? "auto" : "whole", err, sizeof err), 0, "%s", err);
+        qrl_quantize_opts o = {.batch = 4, .threads = threads};
+        qrl_quantized *q;
+        cr_assert_eq(qrl_quantize(m, r, &c, &o, &q, err, sizeof err), 0, "%s", err);
+        int64_t es = -1, ss = -1;
+        cr_assert_eq(qrl_quantized_run_samples(q, &es, &ss), 0);
+        cr_assert(es == (halves ? 2 : 4) && ss == (halves ? 2 : 4), "halves %d, %d threads: runs of %lld samples in "
+                  "the effects, %lld in the measurement of what ships", halves, threads, (long long)es, (long long)ss);
+        int i = 0, effects = 0, ints = 0;
+        qrl_layer_info li;
+        for (; i < MAXL && qrl_quantized_layer(q, i, &li) == 0; i++) {
+            double got[3] = {li.sqnr, li.sqnr_int, 0};
+            cr_assert_eq(qrl_quantized_layer_effect(q, i, &got[2]), 0);
+            effects += !isnan(got[2]) && isfinite(got[2]);
+            ints += !isnan(got[1]) && isfinite(got[1]);
+            if (k == 0)
+                memcpy(first[i], got, sizeof got);
+            else
+                cr_assert(!memcmp(first[i], got, sizeof got), "halves %d, %d threads, %s: SQNR %.17g, on the integers "
+                          "%.17g, effect %.17g; whole on 1 thread: %.17g, %.17g, %.17g", halves, threads, li.value,
+                          got[0], got[1], got[2], first[i][0], first[i][1], first[i][2]);
+        }
+        cr_assert(i < MAXL && effects >= 5 && ints >= 5, "%d layers, %d effects, %d SQNRs on the integers", i,
+                  effects, ints);
+        cr_assert(nl < 0 || nl == i);
+        nl = i;
+        snprintf(path, sizeof path, "%s/halves%d.onnx", dir, k);
+        cr_assert_eq(qrl_quantized_save(q, path, err, sizeof err), 0, "%s", err);
+        qrl_quantized_free(q);
+    }
+    cr_assert_eq(qrl_set_option("halves", "", err, sizeof err), 0, "%s", err);
+    snprintf(cmd, sizeof cmd, "cd '%s' && cmp halves0.onnx halves1.onnx && cmp halves0.onnx halves2.onnx && "
+             "cmp halves0.onnx halves3.onnx", dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    qrl_tensor_free(&c);
+    qrl_model_free(m);
+    qrl_recipe_free(r);
+}
