@@ -1473,8 +1473,9 @@ qr_status qr_measure_shipped(qr_qctx *q, const qr_quantized *res, const qr_tenso
      * a batch hold the activations of one f32 run of the batch. The same sums (group_batch): the
      * runs compute each sample as in the whole batch (the samples are the first axis of every
      * value measured, checked; else whole batches) */
-    int64_t sub = qr_graph_fixed_batch(q->g) <= 0 && batch >= 2 && !qr_options_get()->halves_whole ? (batch + 1) / 2
-                                                                                                  : 0;
+    int64_t sub = qr_graph_fixed_batch(q->g) <= 0 && batch >= 2 && !qr_options_get()->halves_whole && !q->halves_bad
+                      ? (batch + 1) / 2
+                      : 0;
     int whole = 0;
     int64_t most = 0;
     qr_status st = !(measured || na) ? QR_OK
@@ -2214,6 +2215,7 @@ typedef struct effects {
      * part_at + part_b) of batch k (part_b 0: all of it) */
     int64_t sub, part_at, part_b;
     int64_t most; /* the most samples one of its runs took */
+    int halves_bad; /* half a batch's f32 outputs were not the whole batch's: whole batches */
     int nown;               /* order[0..nown): this worker's layers, by cut */
     int idle_from;          /* the f32 run leaves out the nodes from this place on (effects_supplied) */
     int threads;            /* kernel threads of this worker's runs */
@@ -2251,6 +2253,7 @@ typedef struct qr_effects_keep {
     qr_exec *x;
     int threads;
     effects *ef;
+    int halves; /* the packing run's verdict on halves (effects_worker): 1 the same outputs, -1 not, 0 not asked */
 } effects_keep;
 
 /* n (of a cut graph) is node i of g (-1: none) reading the same constants (the same data, or a small
@@ -2612,10 +2615,26 @@ static void *effects_worker(void *p)
     ef->idle_from = g->n_nodes; /* the packing run runs every node: the cuts take from all of it */
     if (st == QR_OK && !packed && nown > 0 && o->nbatches > 0) {
         int64_t b = o->n < o->batch ? o->n : o->batch;
-        b = ef->sub > 0 && ef->sub < b ? ef->sub : b; /* the weights packed as by a whole batch */
+        /* in halves: the first half (the weights packed as by a whole batch), its outputs against
+         * the whole batch's, to the last bit: a model that mixes its samples (the openWakeWord
+         * melspectrogram's effects moved by 1 to 4 dB) runs whole batches */
+        int half = effects_parts(ef, 0, b);
+        qr_tensor *out = half ? calloc((size_t)g->n_outputs + 1, sizeof *out) : NULL;
+        b = half ? ef->sub : b;
         qr_plan_take_inputs(ef->q, a->calib, g->n_inputs, 0, b, in);
         ef->k = 0, ef->next = 0, ef->freed = -1, ef->in = in;
-        st = qr_plan_run_once(x, g, in, &ef->e);
+        st = !out ? qr_plan_run_once(x, g, in, &ef->e) : qr_exec_run(x, in, out, &ef->e);
+        for (int j = 0; out && st == QR_OK && j < g->n_outputs; j++) {
+            const qr_tensor *rt = &o->out[j];
+            size_t bytes = qr_tensor_nbytes(rt) / (size_t)rt->dims[0] * (size_t)b;
+            kp->halves = kp->halves < 0 || out[j].dtype != rt->dtype || out[j].ndim != rt->ndim ||
+                                 qr_tensor_nbytes(&out[j]) != bytes || memcmp(out[j].data, rt->data, bytes)
+                             ? -1
+                             : 1;
+        }
+        for (int j = 0; out && j < g->n_outputs; j++)
+            qr_tensor_free(&out[j]);
+        free(out);
         qr_plan_drop_inputs(ef->q, a->calib, 0, b);
         if (st == QR_OK)
             st = ef->st;
@@ -2623,6 +2642,9 @@ static void *effects_worker(void *p)
             val_drop(ef, (int)i);
     }
     ef->nown = nown;
+    if (kp->halves != 1) /* not asked (no packing run in halves) or not the same: whole batches */
+        ef->sub = 0;
+    ef->halves_bad = kp->halves < 0;
     for (int i = 0; i < nown; i++) /* the last cut: the nodes from it on are idle in the runs below */
         if (i == 0 || ef->cut[ef->order[i]] > ef->idle_from)
             ef->idle_from = ef->cut[ef->order[i]];
@@ -2859,8 +2881,10 @@ static qr_status measure_effects(qr_qctx *q, const outref *all, const qr_tensor 
     }
     for (int w = 0; st == QR_OK && !all_whole && w < nw; w++)
         q->effects_copied_bytes = ef[w].copied_peak > q->effects_copied_bytes ? ef[w].copied_peak : q->effects_copied_bytes;
-    for (int w = 0; st == QR_OK && !all_whole && w < nw; w++)
+    for (int w = 0; st == QR_OK && !all_whole && w < nw; w++) {
         q->effects_run_samples = ef[w].most > q->effects_run_samples ? ef[w].most : q->effects_run_samples;
+        q->halves_bad |= ef[w].halves_bad;
+    }
     for (int w = 0; st == QR_OK && !all_whole && w < nw; w++)
         if (ef[w].st != QR_OK) { /* the first worker's error */
             *q->e = ef[w].e;

@@ -105,6 +105,9 @@ typedef struct qr_qctx {
     /* the most samples one run of the effects (its f32 run or a cut's) and of the measurement of
      * what ships took: a batch, or half of one where they run in halves */
     int64_t effects_run_samples, shipped_run_samples;
+    /* the effects found half a batch's f32 outputs not the whole batch's (the model mixes its
+     * samples): the measurement of what ships runs whole batches too */
+    int halves_bad;
     /* calibrate_samples = F: the fn that reduces the calibration samples' sums when a try of the
      * fallback that holds on the held-out samples is judged on them too (NULL: it is not); cal_in
      * and cal_n: the calibration samples it judges on (the first cal_n of cal_in, the recipe's
