@@ -1127,13 +1127,15 @@ static void setting_value(ctx *c, const ql_node *k, qr_setting_id id)
                        * calibrate_figure_samples = 16 */
         if ((v->kind != QL_INT || v->ival < lo || v->ival > hi) &&
             (id == QR_SET_PROBE_RUNS || id == QR_SET_PROBE_ROUNDS || id == QR_SET_PROBE_HOLD ||
-             id == QR_SET_GRAD_DIRECTIONS || id == QR_SET_GRAD_EXACT || id == QR_SET_GRAD_EXACT_NEAR))
+             id == QR_SET_GRAD_DIRECTIONS || id == QR_SET_GRAD_EXACT || id == QR_SET_GRAD_EXACT_NEAR ||
+             id == QR_SET_GRAD_SEGMENTS))
             chk_err(c, v, "%s is a count, %llu to %llu: %s", k->name, lo, hi,
                     id == QR_SET_PROBE_RUNS         ? "probe_runs = 8"
                     : id == QR_SET_PROBE_ROUNDS     ? "probe_rounds = 2"
                     : id == QR_SET_PROBE_HOLD       ? "probe_hold = 8"
                     : id == QR_SET_GRAD_DIRECTIONS ? "grad_directions = 4"
                     : id == QR_SET_GRAD_EXACT_NEAR ? "grad_exact_near = 4"
+                    : id == QR_SET_GRAD_SEGMENTS   ? "grad_segments = 8"
                                                     : "grad_exact = 0");
         else if (v->kind != QL_INT || v->ival < lo || v->ival > hi)
             chk_err(c, v, "%s is a number of samples, %llu to %llu: %s", k->name, lo, hi,

@@ -3125,6 +3125,8 @@ typedef struct grad_batch {
     double *e2;          /* [ranked][output][sample]: the estimated error energy, averaged over directions */
     qr_tensor *rc;       /* by value id: grad_keep's recomputations (qr_vjp_recompute), empty between calls */
     int64_t recomputed;  /* elements the pass keeps by their shape alone: the backward recomputes them */
+    const unsigned char *qneed; /* by QDQ node id: its segment's errors read what it computes (else it
+                                 * does not run: grad_supplied) */
 } grad_batch;
 
 /* rc's entries v's recomputation made (v and the producers' inputs it recomputed in turn) freed. */
@@ -3235,6 +3237,14 @@ static void grad_local(void *user, const qr_node *n, const qr_value *v, qr_tenso
         qr_tensor_free(&gb->val[v->id]);
 }
 
+/* The QDQ run's qr_exec_opts.supplied: a node past what the segment's errors read does not run. */
+static int grad_supplied(void *user, const qr_node *n, qr_tensor *const *out)
+{
+    (void)out;
+    const grad_batch *gb = user;
+    return gb->qneed && !gb->qneed[n->id];
+}
+
 /* The backward pass's visitor: at a ranked layer's value, each sample's <g, r> squared, over the
  * directions (E_u <J^T u, r>^2 = |J r|^2 for u of independent unit-variance entries). */
 static void grad_visit(void *user, int id, const qr_tensor *adj)
@@ -3324,10 +3334,108 @@ static void grad_reads(const qr_graph *g, unsigned char *need, const qr_node **m
         masker[g->outputs[i]->id] = NULL;
 }
 
+/* grad_segments: the ranked layers rk[0, nr) in segments, so that a pass holds one segment's
+ * errors (and the f32 values its QDQ run replaces), not every layer's: seg[r] in [0, K), contiguous
+ * in the graph's node order, each about 1/K of the errors' elements (per_sample where qr_vjp_exact:
+ * a layer without an adjoint keeps none). The estimate and the passes split alike from this. */
+static void grad_segment(const qr_qctx *q, const double *per_sample, const ranked *rk, int nr,
+                         const unsigned char *exact, int K, int *seg)
+{
+    const qr_graph *g = q->g;
+    double total = 0, c = 0;
+    for (int r = 0; r < nr; r++) {
+        int v = q->slots[rk[r].slot].value;
+        total += exact[v] ? per_sample[v] : 0;
+    }
+    /* by node order (a model input's slot first), without sorting rk: the graph's nodes are few */
+    int done = 0;
+    for (int at = -1; at < g->n_nodes && done < nr; at++)
+        for (int r = 0; r < nr; r++) {
+            const qr_value *v = g->values[q->slots[rk[r].slot].value];
+            if ((v->producer ? v->producer->id : -1) != at)
+                continue;
+            double w = exact[v->id] ? per_sample[v->id] : 0;
+            int s = K > 1 && total > 0 ? (int)floor((c + w / 2) * K / total) : 0;
+            seg[r] = s < K ? s : K - 1;
+            c += w, done++;
+        }
+}
+
+/* Segment s's slots (grad_segment's seg), by slot: 2 for its ranked layers, 1 for the ranked slots
+ * just upstream of them (through the f32 values between, as with every ranked layer quantized): its
+ * QDQ graph quantizes both, so that its layers' weights and biases (a bias is quantized where its
+ * input is) are quantized as in the graph with every ranked layer quantized, and each layer's error
+ * is that graph's to the bit; the rest stay f32. rs[slot]: ranked. stamp (by value id, mark unique
+ * per call) and stack (n_values) are the walk's. */
+static void grad_segment_slots(const qr_qctx *q, const ranked *rk, int nr, const int *seg, int s,
+                               const unsigned char *rs, unsigned char *in, int *stamp, int mark,
+                               const qr_value **stack)
+{
+    memset(in, 0, (size_t)q->nslots);
+    for (int r = 0; r < nr; r++)
+        if (seg[r] == s)
+            in[rk[r].slot] = 2;
+    for (int r = 0; r < nr; r++) {
+        if (seg[r] != s)
+            continue;
+        int top = 0;
+        stack[top++] = q->g->values[q->slots[rk[r].slot].value];
+        while (top > 0) {
+            const qr_node *nd = stack[--top]->producer;
+            for (int i = 0; nd && i < nd->n_in; i++) {
+                const qr_value *u = nd->in[i];
+                if (!u || u->is_const || stamp[u->id] == mark)
+                    continue;
+                stamp[u->id] = mark;
+                int si = q->slot_of[u->id];
+                if (si >= 0 && rs[si])
+                    in[si] = in[si] ? in[si] : 1;
+                else if (u->producer)
+                    stack[top++] = u;
+            }
+        }
+    }
+}
+
 /* What a `qrl run` process holds before a model's bytes: its peak RSS on a one-Relu model (4 floats
  * a sample) is 12.8 MB (/usr/bin/time -v, stop 51, the Intel Xeon; the same build): the binary's
  * touched pages, the C library's and the runtime's tables. */
 #define GRAD_PEAK_BASE 12.8e6
+
+/* grad_peak_bytes' view of grad_keep in one segment's pass: whether value v's data is there as f32
+ * as its readers run in the f32 run (st[v]: 0 not asked, 1 there, 2 not; a model input's view, a
+ * value the segment quantizes, one a backward reads that is neither recomputed nor a mask), and
+ * whether qr_vjp_recompute finds it from those (grad_found: its producer recomputes, each input
+ * there or found in turn, at most 4 producers up). mine: by value id, the segment's. */
+static int grad_found(const qr_value *v, const unsigned char *need, const qr_node *const *masker,
+                      const unsigned char *mine, unsigned char *st, int depth);
+static int grad_there(const qr_value *u, const unsigned char *need, const qr_node *const *masker,
+                      const unsigned char *mine, unsigned char *st)
+{
+    if (!st[u->id]) {
+        int f32 = u->t.dtype == QR_F32 || u->t.dtype == QR_UNDEF;
+        st[u->id] = 2;
+        if (f32 && (u->is_input || mine[u->id] ||
+                    (need[u->id] && !grad_found(u, need, masker, mine, st, 0) && !masker[u->id])))
+            st[u->id] = 1;
+    }
+    return st[u->id] == 1;
+}
+
+static int grad_found(const qr_value *v, const unsigned char *need, const qr_node *const *masker,
+                      const unsigned char *mine, unsigned char *st, int depth)
+{
+    const qr_node *n = v->producer;
+    if (!n || depth > 4 || !qr_vjp_recomputes(n) || n->out[0] != v)
+        return 0;
+    for (int j = 0; j < n->n_in && j < 3; j++) {
+        const qr_value *u = n->in[j];
+        if (u && !u->is_const && !grad_there(u, need, masker, mine, st) &&
+            !grad_found(u, need, masker, mine, st, depth + 1))
+            return 0;
+    }
+    return 1;
+}
 
 /* grad_peak_within: the bytes one of grad_effects' passes holds beside what the quantize holds
  * anyway (*grad), and the f32 run's (*f32: the model's constants, one batch's run as probed
@@ -3337,60 +3445,82 @@ static void grad_reads(const qr_graph *g, unsigned char *need, const qr_node **m
  * gives it again, a bit an element where its one reader reads a mask) and every ranked layer's
  * f32 value (the QDQ run replaces it); the QDQ run turns a ranked layer's value into its error
  * where qr_vjp_exact (beside it where the backward reads the value too) and frees the rest
- * (grad_local). *held: the bytes as the backward passes start (grad.held_bytes' count); *values:
+ * (grad_local). In K segments (grad_segment), each segment's pass keeps those of its slots and the
+ * slots just upstream (grad_segment_slots) and its layers' errors alone: the most of any segment's.
+ * *held: the bytes as the backward passes start (grad.held_bytes' count); *values:
  * the most of those and the f32 run's end; *grad adds a run's arena, scaled to the pass. *f32 is
  * fitted to `qrl run`'s peak (docs/quantizer.md, stop 51). */
-static qr_status grad_peak_bytes(qr_qctx *q, const outref *o, const ranked *rk, int nr, double *grad, double *values,
-                                 double *held, double *f32)
+static qr_status grad_peak_bytes(qr_qctx *q, const outref *o, const ranked *rk, int nr, int K, double *grad,
+                                 double *values, double *held, double *f32)
 {
     const qr_graph *g = q->g;
-    size_t nv = (size_t)g->n_values + 1;
-    unsigned char *need = calloc(nv, 1), *mine = calloc(nv, 1), *exact = calloc(nv, 1);
+    size_t nv = (size_t)g->n_values + 1, ns = (size_t)q->nslots + 1;
+    unsigned char *need = calloc(nv, 1), *exact = calloc(nv, 1), *rs = calloc(ns, 1), *in = calloc(ns, 1);
+    unsigned char *mv = calloc(nv, 1), *there = calloc(nv, 1);
     const qr_node **masker = calloc(nv, sizeof *masker);
-    int *readers = calloc(nv, sizeof *readers);
-    if (!need || !mine || !exact || !masker || !readers) {
-        free(need), free(mine), free(exact), free(masker), free(readers);
-        return qr_errorf(q->e, "out of memory");
+    const qr_value **stack = calloc(nv, sizeof *stack);
+    int *readers = calloc(nv, sizeof *readers), *stamp = calloc(nv, sizeof *stamp), *seg = calloc((size_t)nr + 1, sizeof *seg);
+    qr_status st = QR_OK;
+    if (!need || !exact || !rs || !in || !masker || !stack || !readers || !stamp || !seg || !mv || !there)
+        st = qr_errorf(q->e, "out of memory");
+    double pass = qr_graph_fixed_batch(g) > 0 ? (double)o->batch : 1, consts = 0, inputs = 0, most = 0, hb = 0;
+    if (st == QR_OK) {
+        grad_reads(g, need, masker, readers);
+        qr_vjp_exact(g, exact);
+        grad_segment(q, o->per_sample, rk, nr, exact, K, seg);
+        for (int r = 0; r < nr; r++)
+            rs[rk[r].slot] = 1;
     }
-    grad_reads(g, need, masker, readers);
-    qr_vjp_exact(g, exact);
-    for (int r = 0; r < nr; r++) /* the values the ranked slots quantize: active() in grad_effects */
-        for (int v = 0; v < g->n_values; v++)
-            mine[v] |= q->slot_of[v] == rk[r].slot;
-    double pass = qr_graph_fixed_batch(g) > 0 ? (double)o->batch : 1, end = 0, back = 0, consts = 0, in = 0;
-    for (int v = 0; v < g->n_values; v++) {
+    for (int v = 0; st == QR_OK && v < g->n_values; v++) {
         const qr_value *x = g->values[v];
-        if (x->is_const) {
+        if (x->is_const)
             consts += (double)qr_tensor_nbytes(&x->t);
-            continue;
+        else if (x->is_input)
+            inputs += o->per_sample[v] * (double)o->batch * (double)qr_dtype_size(x->t.dtype != QR_UNDEF ? x->t.dtype : QR_F32);
+    }
+    for (int s = 0; st == QR_OK && s < K; s++) {
+        /* segment s's pass: the slots its QDQ graph quantizes (mine: the values active() in
+         * grad_effects), its layers' errors (2) */
+        grad_segment_slots(q, rk, nr, seg, s, rs, in, stamp, s + 1, stack);
+        for (int v = 0; v < g->n_values; v++)
+            mv[v] = q->slot_of[v] >= 0 && in[q->slot_of[v]], there[v] = 0;
+        double end = 0, back = 0;
+        for (int v = 0; v < g->n_values; v++) {
+            const qr_value *x = g->values[v];
+            if (x->is_const)
+                continue;
+            int si = q->slot_of[v], mine = si >= 0 && in[si];
+            double n = o->per_sample[v] * pass, es = (double)qr_dtype_size(x->t.dtype != QR_UNDEF ? x->t.dtype : QR_F32);
+            double err = mine && in[si] == 2 && exact[v] ? n * 4 : 0;
+            if (x->is_input) { /* views of the pass's samples; a quantized input's error its own */
+                back += err;
+                continue;
+            }
+            if (x->t.dtype != QR_F32 && x->t.dtype != QR_UNDEF) /* kept whole */
+                end += n * es, back += n * es;
+            else if (mine) /* the f32 value until the QDQ run: then its error, the value too if read */
+                end += n * 4, back += err + (need[v] ? n * 4 : 0);
+            else if (need[v] && !grad_found(x, need, masker, mv, there, 0)) {
+                double b = masker[v] ? ceil(n / 8) : n * 4;
+                end += b, back += b;
+            }
         }
-        double n = o->per_sample[v] * pass, es = (double)qr_dtype_size(x->t.dtype != QR_UNDEF ? x->t.dtype : QR_F32);
-        double err = mine[v] && exact[v] ? n * 4 : 0;
-        if (x->is_input) { /* views of the pass's samples; a quantized input's error its own */
-            in += o->per_sample[v] * (double)o->batch * es;
-            back += err;
-            continue;
-        }
-        if (x->t.dtype != QR_F32 && x->t.dtype != QR_UNDEF) /* kept whole */
-            end += n * es, back += n * es;
-        else if (mine[v]) /* the f32 value until the QDQ run: then its error, the value too if read */
-            end += n * 4, back += err + (need[v] ? n * 4 : 0);
-        else if (need[v] && !(x->producer && qr_vjp_recomputes(x->producer))) {
-            double b = masker[v] ? ceil(n / 8) : n * 4;
-            end += b, back += b;
-        }
+        hb = back > hb ? back : hb;
+        most = end > most ? end : most;
+        most = back > most ? back : most;
     }
     /* one batch's run: the outref's probe, else quantize's (choose_batch's activations of a batch) */
     double rb = (double)(o->run_bytes ? o->run_bytes : q->o->run_bytes);
     double run = rb * pass / (double)(o->batch > 0 ? o->batch : 1);
-    *held = back;
-    *values = end > back ? end : back;
-    *grad = *values + run;
+    *held = hb;
+    *values = most;
+    *grad = most + run;
     /* the f32 run's peak as `qrl run` measures it: the process's own pages (GRAD_PEAK_BASE), the
      * constants twice (the model's and the kernels' packings of them), a batch's run and inputs */
-    *f32 = GRAD_PEAK_BASE + 2 * consts + rb + in;
-    free(need), free(mine), free(exact), free(masker), free(readers);
-    return QR_OK;
+    *f32 = GRAD_PEAK_BASE + 2 * consts + rb + inputs;
+    free(need), free(exact), free(rs), free(in), free(masker), free(stack), free(readers), free(stamp), free(seg);
+    free(mv), free(there);
+    return st;
 }
 
 /* rank = grad: each ranked layer's first-order effect on the outputs, |J_i r_i|^2, from backward
@@ -3406,7 +3536,7 @@ static qr_status grad_peak_bytes(qr_qctx *q, const outref *o, const ranked *rk, 
  * it puts under grad_exact_below dB get their exact effect (measure_effects) instead (done[slot] = 1);
  * grad_exact_near's and grad_exact_kept_below's are asked later, by the search (try_near). */
 static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *calib, int64_t count, ranked *rk,
-                              int nr, unsigned char *done)
+                              int nr, int K, unsigned char *done)
 {
     const qr_graph *g = q->g;
     int dirs = setting_count(q, QR_SET_GRAD_DIRECTIONS, 4), nexact = 0, no = g->n_outputs, worst = worst_output(q);
@@ -3427,6 +3557,10 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
     unsigned char *exact = malloc(nv), *was = malloc((size_t)q->nslots + 1), *need = calloc(nv, 1);
     const qr_node **masker = calloc(nv, sizeof *masker);
     int *readers = calloc(nv, sizeof *readers);
+    /* the segments (grad_segment): each layer's segment, and segment s's slots (grad_segment_slots) */
+    int *seg = calloc((size_t)nr + 1, sizeof *seg), *stamp = calloc(nv, sizeof *stamp);
+    unsigned char *rs = calloc((size_t)q->nslots + 1, 1), *insl = calloc((size_t)q->nslots + 1, 1);
+    const qr_value **stack = calloc(nv, sizeof *stack);
     gb.n = o.n;
     double *x2 = calloc((size_t)no * (size_t)o.n + 1, sizeof *x2), *xs = calloc((size_t)o.n + 1, sizeof *xs);
     double *es = calloc((size_t)o.n + 1, sizeof *es);
@@ -3437,22 +3571,18 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
     gb.rc = calloc(nv, sizeof *gb.rc);
     gb.exact = exact;
     if (!gb.val || !gb.own || !gb.err || !ridx || !sub || !adj || !in || !out || !exact || !was || !x2 || !xs ||
-        !es || !gb.e2 || !need || !masker || !readers || !gb.rc)
+        !es || !gb.e2 || !need || !masker || !readers || !gb.rc || !seg || !stamp || !rs || !insl || !stack)
         st = qr_errorf(q->e, "out of memory");
     qr_quantized one = {0};
     qr_exec *fx = NULL, *qx = NULL;
     if (st == QR_OK) {
         qr_vjp_exact(g, exact);
         grad_reads(g, need, masker, readers);
-        for (size_t v = 0; v < nv; v++)
-            ridx[v] = -1;
-        for (int r = 0; r < nr; r++)
-            ridx[q->slots[rk[r].slot].value] = r;
         for (int i = 0; i < q->nslots; i++)
-            was[i] = (unsigned char)q->slots[i].fallback, q->slots[i].fallback = 1;
+            was[i] = (unsigned char)q->slots[i].fallback;
         for (int r = 0; r < nr; r++)
-            q->slots[rk[r].slot].fallback = 0;
-        st = qr_plan_build_qdq(q, &one);
+            rs[rk[r].slot] = 1;
+        grad_segment(q, o.per_sample, rk, nr, exact, K, seg);
     }
     /* cache_max 1: the kernels keep no packing of the weights past a node (an executor runs once:
      * MobileNetV2's packings are 14 MB an executor, beside the kept values) */
@@ -3460,102 +3590,158 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
                        .cache_max = 1},
                  eq = eo;
     eq.observer = grad_local;
+    eq.supplied = grad_supplied;
     /* One sample per pass where the model's batch is open: what a pass holds (the values the
      * backward reads, each layer's error) is one sample's, not the batch's; the directions are the
      * batch's (each sample's slice of them), so the estimate is the batched one's. */
     int64_t pass = qr_graph_fixed_batch(g) > 0 ? o.batch : 1, held = -1, held_b = 0;
-    for (int64_t at = 0; st == QR_OK && at < o.n; at += pass) {
-        int k = (int)(at / o.batch);
-        int64_t from = at, b = o.n - from < pass ? o.n - from : pass, row = from - (int64_t)k * o.batch;
-        /* the pass's samples come into memory for it alone (validate_from = spread's held-out
-         * samples are streamed): the values and the backward read them as views until it ends */
-        qr_plan_take_inputs(q, calib, g->n_inputs, from, b, in);
-        held = from, held_b = b;
-        gb.in = in, gb.b = b, gb.from = from;
-        for (int i = 0; i < g->n_inputs; i++)
-            gb.val[g->inputs[i]->id] = in[i];
-        for (int v = 0; v < g->n_values; v++)
-            if (g->values[v]->is_const)
-                gb.val[v] = g->values[v]->t;
-        /* each pass's executors: what their kernels keep of the weights (packings: MobileNetV2's
-         * 14 MB each) goes before the backward passes, which do not read it */
-        if ((st = qr_exec_new(one.qdq, &eq, &qx, q->e)) != QR_OK || (st = qr_exec_new(g, &eo, &fx, q->e)) != QR_OK)
+    /* Segment by segment (one where the passes fit: grad_segments): each segment's passes run the
+     * f32 model and a QDQ graph of its layers and the slots just upstream, and hold its layers'
+     * errors alone; a layer's error and adjoints are the same bits in any segment (its inputs are
+     * the f32 run's, its weights and bias quantized alike, the directions the same), each layer's
+     * energy summed in the same order: the segments cost K f32 and K QDQ runs a sample. */
+    int x2done = 0;
+    unsigned char *qneed = NULL;
+    const qr_value **qstack = NULL;
+    for (int s = 0; st == QR_OK && s < K; s++) {
+        int any = 0;
+        for (int r = 0; r < nr; r++)
+            any |= seg[r] == s;
+        if (!any)
+            continue;
+        grad_segment_slots(q, rk, nr, seg, s, rs, insl, stamp, s + 1, stack);
+        for (size_t v = 0; v < nv; v++)
+            ridx[v] = -1;
+        for (int r = 0; r < nr; r++)
+            if (seg[r] == s)
+                ridx[q->slots[rk[r].slot].value] = r;
+        for (int i = 0; i < q->nslots; i++)
+            q->slots[i].fallback = !insl[i];
+        qr_graph_free(one.qdq);
+        one = (qr_quantized){0};
+        if ((st = qr_plan_build_qdq(q, &one)) != QR_OK)
             break;
-        qr_exec_share_work(fx, qx); /* they never run at once */
-        if ((st = qr_exec_run(fx, in, out, q->e)) != QR_OK)
+        /* the QDQ run computes what the segment's layers' values are made from, no more (each node
+         * marked as its output is stacked: the stack holds each at most once) */
+        free(qneed), free(qstack);
+        qneed = calloc((size_t)one.qdq->n_nodes + 1, 1);
+        qstack = calloc((size_t)one.qdq->n_nodes + 1, sizeof *qstack);
+        if (!qneed || !qstack) {
+            st = qr_errorf(q->e, "out of memory");
             break;
-        /* each run's arena is the next run's (the QDQ run's, the next sample's f32 run's): the
-         * runs and the backward passes hold one arena, not two beside the kept values */
-        grad_packings(q, fx, qx);
-        qr_exec_free(fx); /* its arena the QDQ run's (the spare), its packings not beside the QDQ run's */
-        fx = NULL;
-        for (int j = 0; j < no; j++) { /* each output's energy, sample by sample */
-            const float *a = out[j].dtype == QR_F32 ? out[j].data : NULL;
-            int64_t cnt = qr_tensor_numel(&out[j]), ns = out[j].ndim > 0 && out[j].dims[0] == b ? b : 1;
-            for (int64_t i = 0; a && i < cnt; i++)
-                x2[(size_t)j * (size_t)o.n + (size_t)(from + i / (cnt / ns))] += isfinite(a[i]) ? (double)a[i] * a[i] : 0;
-            qr_tensor_free(&out[j]);
         }
-        if ((st = qr_exec_run(qx, in, out, q->e)) != QR_OK)
-            break;
-        grad_packings(q, fx, qx);
-        q->grad_passes++;
-        for (int j = 0; j < no; j++)
-            qr_tensor_free(&out[j]);
-        /* the backward passes allocate no arena: the executors go, the arena the runs kept for the
-         * next plan, and the pages the runs freed with them, before the adjoints beside the errors */
-        qr_exec_free(qx), qr_exec_free(fx);
-        qx = fx = NULL;
-        qr_exec_free_spare();
-        qr_plan_give_back_memory();
-        for (int i = 0; i < g->n_inputs; i++) { /* a quantized model input: its rounding, which no run observes */
-            int id = g->inputs[i]->id, si = q->slot_of[id];
-            int64_t m = qr_tensor_numel(&in[i]);
-            if (ridx[id] < 0 || !exact[id] || si < 0 || !active(q, id) || in[i].dtype != QR_F32 ||
-                !(gb.err[id] = malloc(sizeof(float) * (size_t)(m + 1))))
+        for (int r = 0, top = 0; r < nr; r++) {
+            const qr_value *v = one.qdq->values[q->slots[rk[r].slot].value];
+            if (seg[r] != s || !v->producer || qneed[v->producer->id])
                 continue;
-            const qr_slot *s = &q->slots[si];
-            qr_plan_fake_quant(in[i].data, gb.err[id], m, (float)s->qp.scale, s->qp.zero, s->qt.qmin, s->qt.qmax);
-            for (int64_t e = 0; e < m; e++)
-                gb.err[id][e] -= ((const float *)in[i].data)[e];
-        }
-        grad_held(q, &gb, nv); /* what the backward passes start from: a quantized input's error too */
-        for (int j = worst && no > 1 ? 0 : -1; st == QR_OK && j < (worst && no > 1 ? no : 0); j++)
-            for (int d = 0; st == QR_OK && d < dirs; d++) {
-                gb.out = j;
-                for (int jj = 0; st == QR_OK && jj < no; jj++) {
-                    const qr_value *ov = g->outputs[jj];
-                    if ((j >= 0 && jj != j) || gb.val[ov->id].dtype != QR_F32)
-                        continue;
-                    qr_tensor *u = &adj[ov->id];
-                    *u = gb.val[ov->id];
-                    u->data = NULL;
-                    if ((st = qr_tensor_alloc(u, q->e)) != QR_OK)
-                        break;
-                    uint64_t seed = 0x6A09E667F3BCC909ull ^ ((uint64_t)k << 40) ^ ((uint64_t)d << 20) ^ (uint64_t)jj;
-                    int64_t m = qr_tensor_numel(u);
-                    for (int64_t i = 0; i < m; i++) /* the batch's signs at this pass's rows */
-                        ((float *)u->data)[i] = grad_sign(seed, (uint64_t)(row / b * m + i));
+            qneed[v->producer->id] = 1, qstack[top++] = v;
+            while (top > 0) {
+                const qr_node *nd = qstack[--top]->producer;
+                for (int i = 0; i < nd->n_in; i++) {
+                    const qr_value *u = nd->in[i];
+                    if (u && u->producer && !qneed[u->producer->id])
+                        qneed[u->producer->id] = 1, qstack[top++] = u;
                 }
-                if (st == QR_OK)
-                    st = qr_vjp_backward(g, gb.val, adj, grad_visit, &gb, q->e);
-                for (size_t v = 0; v < nv; v++)
-                    qr_tensor_free(&adj[v]);
             }
-        for (size_t v = 0; v < nv; v++) {
-            if (gb.own[v])
-                qr_tensor_free(&gb.val[v]);
-            gb.val[v] = (qr_tensor){0}, gb.own[v] = 0;
-            free(gb.err[v]);
-            gb.err[v] = NULL;
         }
-        qr_plan_drop_inputs(q, calib, held, held_b);
-        held = -1;
+        gb.qneed = qneed;
+        for (int64_t at = 0; st == QR_OK && at < o.n; at += pass) {
+            int k = (int)(at / o.batch);
+            int64_t from = at, b = o.n - from < pass ? o.n - from : pass, row = from - (int64_t)k * o.batch;
+            /* the pass's samples come into memory for it alone (validate_from = spread's held-out
+             * samples are streamed): the values and the backward read them as views until it ends */
+            qr_plan_take_inputs(q, calib, g->n_inputs, from, b, in);
+            held = from, held_b = b;
+            gb.in = in, gb.b = b, gb.from = from;
+            for (int i = 0; i < g->n_inputs; i++)
+                gb.val[g->inputs[i]->id] = in[i];
+            for (int v = 0; v < g->n_values; v++)
+                if (g->values[v]->is_const)
+                    gb.val[v] = g->values[v]->t;
+            /* each pass's executors: what their kernels keep of the weights (packings: MobileNetV2's
+             * 14 MB each) goes before the backward passes, which do not read it */
+            if ((st = qr_exec_new(one.qdq, &eq, &qx, q->e)) != QR_OK || (st = qr_exec_new(g, &eo, &fx, q->e)) != QR_OK)
+                break;
+            qr_exec_share_work(fx, qx); /* they never run at once */
+            if ((st = qr_exec_run(fx, in, out, q->e)) != QR_OK)
+                break;
+            /* each run's arena is the next run's (the QDQ run's, the next sample's f32 run's): the
+             * runs and the backward passes hold one arena, not two beside the kept values */
+            grad_packings(q, fx, qx);
+            qr_exec_free(fx); /* its arena the QDQ run's (the spare), its packings not beside the QDQ run's */
+            fx = NULL;
+            for (int j = 0; j < no; j++) { /* each output's energy, sample by sample (the first segment's runs) */
+                const float *a = out[j].dtype == QR_F32 && !x2done ? out[j].data : NULL;
+                int64_t cnt = qr_tensor_numel(&out[j]), ns = out[j].ndim > 0 && out[j].dims[0] == b ? b : 1;
+                for (int64_t i = 0; a && i < cnt; i++)
+                    x2[(size_t)j * (size_t)o.n + (size_t)(from + i / (cnt / ns))] += isfinite(a[i]) ? (double)a[i] * a[i] : 0;
+                qr_tensor_free(&out[j]);
+            }
+            if ((st = qr_exec_run(qx, in, out, q->e)) != QR_OK)
+                break;
+            grad_packings(q, fx, qx);
+            q->grad_passes++;
+            for (int j = 0; j < no; j++)
+                qr_tensor_free(&out[j]);
+            /* the backward passes allocate no arena: the executors go, the arena the runs kept for the
+             * next plan, and the pages the runs freed with them, before the adjoints beside the errors */
+            qr_exec_free(qx), qr_exec_free(fx);
+            qx = fx = NULL;
+            qr_exec_free_spare();
+            qr_plan_give_back_memory();
+            for (int i = 0; i < g->n_inputs; i++) { /* a quantized model input: its rounding, which no run observes */
+                int id = g->inputs[i]->id, si = q->slot_of[id];
+                int64_t m = qr_tensor_numel(&in[i]);
+                if (ridx[id] < 0 || !exact[id] || si < 0 || !active(q, id) || in[i].dtype != QR_F32 ||
+                    !(gb.err[id] = malloc(sizeof(float) * (size_t)(m + 1))))
+                    continue;
+                const qr_slot *s = &q->slots[si];
+                qr_plan_fake_quant(in[i].data, gb.err[id], m, (float)s->qp.scale, s->qp.zero, s->qt.qmin, s->qt.qmax);
+                for (int64_t e = 0; e < m; e++)
+                    gb.err[id][e] -= ((const float *)in[i].data)[e];
+            }
+            grad_held(q, &gb, nv); /* what the backward passes start from: a quantized input's error too */
+            for (int j = worst && no > 1 ? 0 : -1; st == QR_OK && j < (worst && no > 1 ? no : 0); j++)
+                for (int d = 0; st == QR_OK && d < dirs; d++) {
+                    gb.out = j;
+                    for (int jj = 0; st == QR_OK && jj < no; jj++) {
+                        const qr_value *ov = g->outputs[jj];
+                        if ((j >= 0 && jj != j) || gb.val[ov->id].dtype != QR_F32)
+                            continue;
+                        qr_tensor *u = &adj[ov->id];
+                        *u = gb.val[ov->id];
+                        u->data = NULL;
+                        if ((st = qr_tensor_alloc(u, q->e)) != QR_OK)
+                            break;
+                        uint64_t seed = 0x6A09E667F3BCC909ull ^ ((uint64_t)k << 40) ^ ((uint64_t)d << 20) ^ (uint64_t)jj;
+                        int64_t m = qr_tensor_numel(u);
+                        for (int64_t i = 0; i < m; i++) /* the batch's signs at this pass's rows */
+                            ((float *)u->data)[i] = grad_sign(seed, (uint64_t)(row / b * m + i));
+                    }
+                    if (st == QR_OK)
+                        st = qr_vjp_backward(g, gb.val, adj, grad_visit, &gb, q->e);
+                    for (size_t v = 0; v < nv; v++)
+                        qr_tensor_free(&adj[v]);
+                }
+            for (size_t v = 0; v < nv; v++) {
+                if (gb.own[v])
+                    qr_tensor_free(&gb.val[v]);
+                gb.val[v] = (qr_tensor){0}, gb.own[v] = 0;
+                free(gb.err[v]);
+                gb.err[v] = NULL;
+            }
+            qr_plan_drop_inputs(q, calib, held, held_b);
+            held = -1;
+        }
+        x2done = 1;
     }
     if (held >= 0) /* a run or a backward failed inside the pass */
         qr_plan_drop_inputs(q, calib, held, held_b);
     for (int i = 0; was && i < q->nslots; i++)
         q->slots[i].fallback = was[i];
+    q->grad_energy = 0; /* the estimates' total, in a fixed order: two runs' estimates compared to the bit */
+    for (size_t i = 0; st == QR_OK && i < (size_t)nr * (size_t)no * (size_t)o.n; i++)
+        q->grad_energy += gb.e2[i];
     /* each layer's figure as rank = effect's runs judge theirs: the recipe's samples = F over the
      * samples' energies (else pooled), per output (the worst) or over the outputs together, so that
      * estimates and exact effects rank on one scale */
@@ -3635,7 +3821,8 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
     for (size_t v = 0; gb.err && v < nv; v++)
         free(gb.err[v]);
     free(gb.val), free(gb.own), free(gb.err), free(ridx), free(sub), free(adj), free(in), free(out), free(exact);
-    free(need), free(masker), free(readers), free(gb.rc);
+    free(need), free(masker), free(readers), free(gb.rc), free(seg), free(stamp), free(rs), free(insl), free(stack);
+    free(qneed), free(qstack);
     free(was), free(x2), free(xs), free(es), free(gb.e2);
     if (own)
         outref_free(&o);
@@ -5424,13 +5611,22 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
          * rank = effect's (the recipe's policy, stdlib's int8.qrl) */
         int grad = choice_is(q, QR_SET_RANK, "grad");
         const qr_setting *pw = qr_recipe_setting(q->r, QR_SET_GRAD_PEAK_WITHIN);
-        if (st == QR_OK && grad && pw && (st = grad_peak_bytes(q, &o, rk + k, nr - k, &res->grad_peak_bytes, &res->grad_peak_values,
-                                                               &res->grad_peak_held, &res->grad_peak_f32_bytes)) == QR_OK) {
+        /* grad_segments: at most that many segments; with grad_peak_within, the fewest whose
+         * estimate fits (one pass's errors a segment's), else that many */
+        const qr_setting *sg = qr_recipe_setting(q->r, QR_SET_GRAD_SEGMENTS);
+        int segs = sg ? (int)sg->value : 1;
+        for (int K = 1; st == QR_OK && grad && pw && K <= segs; K++) {
+            if ((st = grad_peak_bytes(q, &o, rk + k, nr - k, K, &res->grad_peak_bytes, &res->grad_peak_values,
+                                      &res->grad_peak_held, &res->grad_peak_f32_bytes)) != QR_OK)
+                break;
             res->grad_peak_bytes += res->grad_peak_f32_bytes;
             res->grad_peak_within = pw->value;
-            grad = res->grad_peak_bytes <= pw->value * res->grad_peak_f32_bytes;
-            res->grad_peak_rank = grad ? 1 : 2;
+            res->grad_peak_rank = res->grad_peak_bytes <= pw->value * res->grad_peak_f32_bytes ? 1 : 2;
+            if (res->grad_peak_rank == 1 || K == segs)
+                segs = K;
         }
+        if (st == QR_OK && grad && pw)
+            grad = res->grad_peak_rank == 1;
         near_exact ne = {.all = &o, .calib = calib, .count = count, .rk = rk, .k = k, .done = exact,
                          .w = grad && nx ? (int)nx->value : 0,
                          .per_mac = choice_is(q, QR_SET_ORDER, "per_mac"),
@@ -5440,7 +5636,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
                          .fitted = grad && choice_is(q, QR_SET_GRAD_EXACT_AT, "fitted"),
                          .s0 = s0};
         res->ranked = nr - k;
-        q->grad_passes = q->grad_packing_bytes = q->grad_held_bytes = 0;
+        q->grad_passes = q->grad_packing_bytes = q->grad_held_bytes = 0, q->grad_energy = 0;
         /* rank = grad where any cut's grad_exact_near window holds every ranked layer (nr - k <= W
          * + 1: the melspectrogram's 3): the first try would measure them all exactly, and grad's
          * forward and backward would estimate nothing the search reads; they are measured at once,
@@ -5449,14 +5645,15 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         st = !exact  ? qr_errorf(q->e, "out of memory")
              : gain  ? gain_effects(q, calib, o.n, outs, rk + k, nr - k)
              : probe ? probe_effects(q, &o, calib, count, rk + k, nr - k)
-             : grad && !all_near ? grad_effects(q, &o, calib, count, rk + k, nr - k, exact)
+             : grad && !all_near ? grad_effects(q, &o, calib, count, rk + k, nr - k, segs, exact)
                      : measure_effects(q, &o, calib, count, rk + k, nr - k);
         for (int i = k; st == QR_OK && all_near && i < nr; i++)
             exact[rk[i].slot] = 1;
         if (pin)
             qr_plan_stream_held(q, was);
         res->grad_passes = q->grad_passes, res->grad_packing_bytes = q->grad_packing_bytes,
-        res->grad_held_bytes = q->grad_held_bytes;
+        res->grad_held_bytes = q->grad_held_bytes, res->grad_segments = grad && !all_near ? segs : 0,
+        res->grad_energy = q->grad_energy;
         for (int i = k; st == QR_OK && i < nr; i++)
             q->slots[rk[i].slot].effect = rk[i].effect;
         if (st == QR_OK)

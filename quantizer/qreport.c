@@ -207,8 +207,10 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
             (long long)q->validate_samples, (long long)q->validate_skipped);
     num(f, q->output_sqnr);
     if (q->grad_passes > 0) /* rank = grad's passes: what their executors kept of the weights at most */
-        fprintf(f, ",\n  \"grad\": {\"passes\": %lld, \"packing_bytes\": %lld, \"held_bytes\": %lld}",
-                (long long)q->grad_passes, (long long)q->grad_packing_bytes, (long long)q->grad_held_bytes);
+        fprintf(f, ",\n  \"grad\": {\"passes\": %lld, \"packing_bytes\": %lld, \"held_bytes\": %lld, \"segments\": %d, "
+                   "\"energy\": %.17g}",
+                (long long)q->grad_passes, (long long)q->grad_packing_bytes, (long long)q->grad_held_bytes,
+                q->grad_segments > 0 ? q->grad_segments : 1, q->grad_energy);
     if (q->grad_peak_rank > 0) /* grad_peak_within: its estimates and what it chose */
         fprintf(f, ",\n  \"grad_peak\": {\"bytes\": %.0f, \"values_bytes\": %.0f, \"held_bytes\": %.0f, "
                    "\"f32_bytes\": %.0f, \"within\": %.17g, \"rank\": \"%s\"}",

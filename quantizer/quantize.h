@@ -200,6 +200,8 @@ typedef struct qr_quantized {
      * asked, 1: grad, 2: effect) */
     double grad_peak_bytes, grad_peak_values, grad_peak_held, grad_peak_f32_bytes, grad_peak_within;
     int grad_peak_rank;
+    int grad_segments; /* rank = grad: the segments its passes ran the ranked layers in (grad_segments) */
+    double grad_energy; /* rank = grad: every estimated error energy (layer, output, sample) summed in that order */
     int64_t effects_copied_bytes; /* qr_qctx's: the effects' copies of f32 values at once, at most */
     int64_t effects_run_samples, shipped_run_samples; /* qr_qctx's: the most samples one of their runs took */
 } qr_quantized;

@@ -99,6 +99,7 @@ typedef struct qr_qctx {
     /* rank = grad's passes (the report's "grad"): how many ran, and the most their executors kept of
      * the weights (the kernels' packings) at once beside the values the backward reads */
     int64_t grad_passes, grad_packing_bytes, grad_held_bytes;
+    double grad_energy; /* rank = grad: its estimates' error energies summed (runs compared bit for bit) */
     /* rank = effect's cut runs: the most bytes of the f32 run's values held as copies at once (the
      * rest read in place: struct effects' owned) */
     int64_t effects_copied_bytes;

@@ -2347,22 +2347,11 @@ Test(quantize, rank_grad_holds_silu_and_hard_swish_inputs_alone_and_masks_as_bit
     free(log);
 }
 
-/* grad_peak_within (stop 51): rank = grad where the estimate of its passes' peak (the f32 run's, and
- * one pass's bytes beside it) is at most that many f32 runs, rank = effect's effects otherwise.
- * pwide.onnx: three 1x1 Convs + Relu of 4 channels on 128 x 128 maps, --batch 1 (65536 floats =
- * 262144 bytes a value). By hand: the quantized values are x, r0, r1 and y (a Conv + Relu a layer);
- * a pass keeps the f32 values of r0, r1, y until the QDQ run (786432) and the Relus' inputs c0, c1
- * as bit masks (2 x 8192); as the backward passes start, four errors (x's, and r0's, r1's, y's
- * written over their values: no backward reads them) and the masks: 4 x 262144 + 16384 = 1064960,
- * the most. The f32 run: the process's 12.8e6, the constants twice (2 x 3 x (16 + 4) floats =
- * 480), a batch's run (quantize's probe: c0, r0, c1, r1 and y alive over the graph, 786432 as it
- * counts them) and the input (262144): 13849056. A run's arena beside the pass (786432): 15700448
- * in all, 1.134 f32 runs: within = 2 keeps grad, within = 1.1 takes effect, and then the same
- * decisions as rank = effect (qparams identical; the export differs by the recipe name in its
- * metadata). */
-Test(quantize, grad_peak_within_picks_grad_where_its_passes_fit_and_effect_where_not)
+/* pwide.onnx and pwide_calib.npy in dir: three 1x1 Convs + Relu of 4 channels on 128 x 128 maps
+ * (grad_peak_within's and grad_segments' tests count its bytes by hand). */
+static void make_pwide(void)
 {
-    char cmd[6144], *log, path[1024];
+    char cmd[4096], *log;
     snprintf(cmd, sizeof cmd,
              "cd '%s' && /usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper as h, TensorProto as T; "
              "r = np.random.default_rng(11); "
@@ -2379,6 +2368,25 @@ Test(quantize, grad_peak_within_picks_grad_where_its_passes_fit_and_effect_where
              dir);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
+}
+
+/* grad_peak_within (stop 51): rank = grad where the estimate of its passes' peak (the f32 run's, and
+ * one pass's bytes beside it) is at most that many f32 runs, rank = effect's effects otherwise.
+ * pwide.onnx: three 1x1 Convs + Relu of 4 channels on 128 x 128 maps, --batch 1 (65536 floats =
+ * 262144 bytes a value). By hand: the quantized values are x, r0, r1 and y (a Conv + Relu a layer);
+ * a pass keeps the f32 values of r0, r1, y until the QDQ run (786432) and the Relus' inputs c0, c1
+ * as bit masks (2 x 8192); as the backward passes start, four errors (x's, and r0's, r1's, y's
+ * written over their values: no backward reads them) and the masks: 4 x 262144 + 16384 = 1064960,
+ * the most. The f32 run: the process's 12.8e6, the constants twice (2 x 3 x (16 + 4) floats =
+ * 480), a batch's run (quantize's probe: c0, r0, c1, r1 and y alive over the graph, 786432 as it
+ * counts them) and the input (262144): 13849056. A run's arena beside the pass (786432): 15700448
+ * in all, 1.134 f32 runs: within = 2 keeps grad, within = 1.1 takes effect, and then the same
+ * decisions as rank = effect (qparams identical; the export differs by the recipe name in its
+ * metadata). */
+Test(quantize, grad_peak_within_picks_grad_where_its_passes_fit_and_effect_where_not)
+{
+    char cmd[6144], *log, path[1024];
+    make_pwide();
     snprintf(path, sizeof path, "%s/peak.qrl", dir);
     FILE *f = fopen(path, "w");
     cr_assert(f);
@@ -2412,6 +2420,70 @@ Test(quantize, grad_peak_within_picks_grad_where_its_passes_fit_and_effect_where
              "assert a['within'] == 2 and a['rank'] == 'grad' and g['grad']['passes'] == 2 and g['grad']['held_bytes'] == 1064960, ('within 2', a, g.get('grad'))\n"
              "assert b['within'] == 1.1 and b['rank'] == 'effect' and 'grad' not in s, ('within 1.1', b)\n\" && "
              "cmp pwide.s.qp.json pwide.e.qp.json",
+             dir);
+    cr_expect_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_log_info("%s", log);
+    free(log);
+}
+
+/* grad_segments (stop 52): grad's passes in segments of the ranked layers, each segment's passes
+ * holding its layers' errors alone, give the one-segment run's estimates to the bit (the report's
+ * grad.energy, every layer's error energy summed in one order, equal; effect_db and the qparams the
+ * same), on 1 and 2 threads. pwide.onnx (make_pwide), --batch 1, 2 effect samples, 262144 bytes a
+ * value. By hand, in node order x, r0, r1, y, each a quarter of the errors:
+ * - one segment: 1064960 bytes held (grad_peak_within's test);
+ * - two, {x, r0} and {r1, y}: the first's QDQ graph quantizes x and r0, its pass keeps r0's f32
+ *   value (x is the input's view) and the masks of c0 and c1 (2 x 8192) to the f32 run's end:
+ *   278528, then the errors of x and r0 and the masks: 540672; the second's quantizes r0 too (just
+ *   upstream of r1: r1's bias is quantized where its input is), so it keeps r0's, r1's and y's f32
+ *   values and the masks to the f32 run's end, 802816 (the most), then r1's and y's errors and the
+ *   masks, 540672 (r0's value freed: no backward reads it). With a run's arena (786432) and the f32
+ *   run's 13849056: 15438304, 1.1148 f32 runs, where one segment's 15700448 is 1.1337: within 1.12
+ *   and at most 4 segments takes two;
+ * - four, one layer each: 278528 held as the backward passes start (one error and the masks).
+ * Passes: 2 samples x segments. */
+Test(quantize, grad_segments_hold_one_segments_errors_and_give_one_segments_estimates)
+{
+    char cmd[6144], *log, path[1024];
+    make_pwide();
+    snprintf(path, sizeof path, "%s/segs.qrl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    const char *body = "  activation = u8 asymmetric by minmax()\n"
+                       "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
+                       "  effect_samples = 2\n  fallback = f32 when output_sqnr < 60\n  rank = grad\n";
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
+               "recipe a {\n%s  grad_peak_within = 1000\n}\n"
+               "recipe b {\n%s  grad_segments = 4\n  grad_peak_within = 1.12\n}\n"
+               "recipe c {\n%s  grad_segments = 4\n}\n",
+            body, body, body);
+    fclose(f);
+    const char *runs[4] = {"a", "b", "c", "c"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize pwide.onnx --recipe segs.qrl --recipe-name %s --calib pwide_calib.npy --batch 1 "
+                 "--threads %d -o pwide.%d.onnx --qparams pwide.%d.qp.json --report pwide.%d.json 2>&1",
+                 dir, tu_qrl(), runs[i], i == 3 ? 2 : 1, i, i, i);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import json\n"
+             "r = [json.load(open('pwide.%%d.json' %% i)) for i in range(4)]\n"
+             "for i, d in enumerate(r): print(i, d['grad'], d.get('grad_peak'))\n"
+             "assert r[0]['fallbacks'] > 0, 'no search'\n"
+             "want = [(1, 2, 1064960), (2, 4, 540672), (4, 8, 278528), (4, 8, 278528)]\n"
+             "for d, (k, p, h) in zip(r, want):\n"
+             "    g = d['grad']\n"
+             "    assert (g['segments'], g['passes'], g['held_bytes']) == (k, p, h), ('segments, passes, held by hand', k, p, h, g)\n"
+             "    assert g['energy'] == r[0]['grad']['energy'], ('the estimates moved', g['energy'], r[0]['grad']['energy'])\n"
+             "    e = [(l['value'], l['effect_db']) for l in d['layers']]\n"
+             "    assert e == [(l['value'], l['effect_db']) for l in r[0]['layers']], ('effect_db moved', e)\n"
+             "b = r[1]['grad_peak']\n"
+             "assert (b['held_bytes'], b['values_bytes'], b['bytes'], b['rank']) == (540672, 802816, 15438304, 'grad'), ('two segments by hand 540672, 802816, 15438304', b)\n"
+             "assert r[0]['grad_peak']['bytes'] == 15700448 and 'grad_peak' not in r[2], r[0]['grad_peak']\n\" && "
+             "cmp pwide.0.qp.json pwide.1.qp.json && cmp pwide.0.qp.json pwide.2.qp.json && "
+             "cmp pwide.0.qp.json pwide.3.qp.json",
              dir);
     cr_expect_eq(tu_run(cmd, &log), 0, "%s", log);
     cr_log_info("%s", log);
