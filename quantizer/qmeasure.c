@@ -3645,6 +3645,13 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
             }
         }
         gb.qneed = qneed;
+        /* the backward passes go down to the segment's first layer (a model input's: all the way) */
+        int stop = g->n_nodes;
+        for (int r = 0; r < nr; r++) {
+            const qr_node *p = g->values[q->slots[rk[r].slot].value]->producer;
+            if (seg[r] == s)
+                stop = !p ? 0 : p->id < stop ? p->id : stop;
+        }
         for (int64_t at = 0; st == QR_OK && at < o.n; at += pass) {
             int k = (int)(at / o.batch);
             int64_t from = at, b = o.n - from < pass ? o.n - from : pass, row = from - (int64_t)k * o.batch;
@@ -3719,7 +3726,7 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
                             ((float *)u->data)[i] = grad_sign(seed, (uint64_t)(row / b * m + i));
                     }
                     if (st == QR_OK)
-                        st = qr_vjp_backward(g, gb.val, adj, grad_visit, &gb, q->e);
+                        st = qr_vjp_backward_to(g, gb.val, adj, grad_visit, &gb, stop, q->e);
                     for (size_t v = 0; v < nv; v++)
                         qr_tensor_free(&adj[v]);
                 }

@@ -961,6 +961,12 @@ static qr_status zeros_like(const qr_tensor *t, qr_tensor *z, qr_error *e)
 qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *adj, qr_vjp_visit_fn visit,
                           void *user, qr_error *e)
 {
+    return qr_vjp_backward_to(g, val, adj, visit, user, 0, e);
+}
+
+qr_status qr_vjp_backward_to(const qr_graph *g, const qr_tensor *val, qr_tensor *adj, qr_vjp_visit_fn visit,
+                             void *user, int stop, qr_error *e)
+{
     qr_status st = QR_OK;
     int64_t ran = 0;
     /* values the caller left without data that their producers give again (qr_vjp_recompute): from
@@ -968,7 +974,7 @@ qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *ad
     qr_tensor *rc = calloc((size_t)g->n_values + 1, sizeof *rc);
     if (!rc)
         return qr_errorf(e, "out of memory");
-    for (int i = g->n_nodes - 1; i >= 0 && st == QR_OK; i--) {
+    for (int i = g->n_nodes - 1; i >= (stop > 0 ? stop : 0) && st == QR_OK; i--) {
         const qr_node *n = g->nodes[i];
         int any = 0, wants = 0;
         for (int k = 0; !n->dead && k < n->n_out; k++)
@@ -977,7 +983,7 @@ qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *ad
                 if (visit)
                     visit(user, n->out[k]->id, &adj[n->out[k]->id]);
             }
-        if (!any) {
+        if (!any || (stop > 0 && i == stop)) { /* node stop's outputs visited: nothing before it is asked */
             for (int k = 0; k < n->n_out; k++)
                 if (n->out[k])
                     qr_tensor_free(&rc[n->out[k]->id]);
@@ -1028,7 +1034,7 @@ qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *ad
     for (int v = 0; v < g->n_values; v++)
         qr_tensor_free(&rc[v]);
     free(rc);
-    for (int v = 0; v < g->n_values && st == QR_OK; v++)
+    for (int v = 0; v < g->n_values && st == QR_OK && stop <= 0; v++)
         if (adj[v].data && !g->values[v]->producer) {
             if (visit)
                 visit(user, v, &adj[v]);

@@ -66,5 +66,11 @@ typedef void (*qr_vjp_visit_fn)(void *user, int value_id, const qr_tensor *adj);
  * forward's MACs, an elementwise op's about its forward's work). */
 qr_status qr_vjp_backward(const qr_graph *g, const qr_tensor *val, qr_tensor *adj, qr_vjp_visit_fn visit,
                           void *user, qr_error *e);
+/* qr_vjp_backward down to node index stop (> 0): node stop's outputs are visited and no node before
+ * it runs its backward (the values made after it get their final adjoints all the same; the rest,
+ * the graph's inputs among them, are not visited): a caller asking for the adjoints of values made
+ * at stop or later alone. stop <= 0: qr_vjp_backward. */
+qr_status qr_vjp_backward_to(const qr_graph *g, const qr_tensor *val, qr_tensor *adj, qr_vjp_visit_fn visit,
+                             void *user, int stop, qr_error *e);
 
 #endif
