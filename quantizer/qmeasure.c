@@ -2163,6 +2163,13 @@ static int64_t effect_count(const qr_qctx *q, const outref *all)
     return fit < 1 ? 1 : fit < (double)n ? (int64_t)fit : n;
 }
 
+/* effect_outref's run kept through a fallback (qr_qctx.effects_ref): its outputs, and what they are of */
+typedef struct qr_kept_ref {
+    outref o;
+    const qr_tensor *calib;
+    int64_t count, ne;
+} kept_ref;
+
 /* The f32 outputs of the first effect_count samples of calib's count samples (whole batches where the
  * model fixes its batch). When all (the fallback's reference, of the same samples in the same
  * batches: NULL if none) holds them as whole batches of its own, o is a view of its first batches
@@ -2177,6 +2184,26 @@ static qr_status effect_outref(outref *o, qr_qctx *q, const outref *all, const q
     ne = ne < count ? ne : count;
     int64_t n = ne < measure_samples(q) ? ne : measure_samples(q); /* as outref_alloc takes them */
     *own = !all || !all->out || qr_dist_size() > 1 || n > all->n || (n < all->n && n % all->batch != 0);
+    /* else, in a fallback, the run of the first call that needs it, kept for the others (grad's,
+     * each of the fitted search's windows, the effects at 16 bits: the same samples of the same
+     * model, so the same outputs): the embedding's four calls ran it four times, 0.25 validation
+     * pass each (stop 52) */
+    kept_ref *k = q->effects_keep ? q->effects_ref : NULL;
+    if (*own && q->effects_keep && !k && !(k = q->effects_ref = calloc(1, sizeof *k)))
+        return qr_errorf(q->e, "out of memory");
+    if (*own && k && k->o.out && k->calib == calib && k->count == count && k->ne == ne) {
+        *o = k->o, *own = 0;
+        return QR_OK;
+    }
+    if (*own && k) {
+        outref_free(&k->o);
+        qr_status st = outref_init(&k->o, q, calib, ne, 0);
+        if (st != QR_OK)
+            return st;
+        k->calib = calib, k->count = count, k->ne = ne;
+        *o = k->o, *own = 0;
+        return QR_OK;
+    }
     if (*own)
         return outref_init(o, q, calib, ne, 0);
     *o = *all;
@@ -5697,6 +5724,10 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         qr_exec_free(q->effects_keep[i].x);
     free(q->effects_keep);
     q->effects_keep = NULL, q->neffects_keep = 0;
+    if (q->effects_ref)
+        outref_free(&q->effects_ref->o);
+    free(q->effects_ref);
+    q->effects_ref = NULL;
     free(rk);
     free(outs);
     return st;

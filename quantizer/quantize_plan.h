@@ -192,6 +192,9 @@ typedef struct qr_qctx {
      * per call; NULL: none kept (each call its own) */
     struct qr_effects_keep *effects_keep;
     int neffects_keep;
+    /* the effect samples' f32 outputs (qmeasure.c's effect_outref), run once in a fallback (while
+     * effects_keep is there) for the calls of the same calib, count and ne */
+    struct qr_kept_ref *effects_ref;
 } qr_qctx;
 
 /* The qtype of integer type t (per tensor: axis -1), narrow as the recipe's narrow_range hook says

@@ -2598,6 +2598,59 @@ Test(quantize, shipped_sqnrs_with_quantized_weights_on_an_f32_input_match_numpy)
     }
 }
 
+/* The effect samples' f32 outputs run once a fallback (stop 52): gain_oracle.py's chain.onnx (x ->
+ * Conv -> a -> Conv -> y; 8 samples, 4 held out, one batch of 4) with effect_samples = 2, fewer than
+ * the held-out batch, so the effects' reference outputs are a run of their own (not a view of the
+ * local measurement's), and the 16-bit step, so that measure_effects runs twice. By hand, one pass
+ * = 2 Conv x 4 samples = 8 node-runs; at one thread the effects: the reference outputs 2 x 2 = 4,
+ * the packing run 4, the f32 run up to the first Conv 2, the cuts of x and a at the first Conv 4
+ * each, y's at the second 2: 20; the effects at 16 bits: the f32 run 2, the cuts of a 4 and y 2: 8
+ * (before: 12, the reference outputs run again). effects=whole: 4 + 3 x 4 = 16, then 8. Each
+ * layer's effect_db and effect16_db are those of whole runs, on 1 and 2 threads. */
+Test(quantize, effects_reference_outputs_run_once_a_fallback)
+{
+    char cmd[4096], recipe[700], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/gain_oracle.py' make '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(recipe, sizeof recipe, "%s/er.qrl", dir);
+    write_recipe(recipe, "  fallback = u16 then f32 when output_sqnr < 99\n  validate = 0.5\n  validate_least = 4\n"
+                         "  rank = effect\n  effect_samples = 2\n");
+    const char *args[3] = {"--threads 1", "--threads 2", "--threads 1 --option effects=whole"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize %s/chain.onnx --recipe %s --calib %s/chain_x.npy %s "
+                 "-o %s/er%d.onnx --report %s/er%d.json", tu_root(), tu_qrl(), dir, recipe, dir, args[k], dir, k, dir, k);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json\n"
+             "R = [json.load(open('%s/er%%d.json' %% k)) for k in (0, 1, 2)]\n"
+             "ph = lambda r, n: sum(p['validate_node_samples'] for p in r['runs']['phases'] if p['phase'] == n)\n"
+             "E = [{l['value']: (l.get('effect_db'), l.get('effect16_db')) for l in r['layers']} for r in R]\n"
+             "near = lambda a, b: a == b or (a is not None and b is not None and abs(a - b) < 1e-3)\n"
+             "same = lambda a, b: int(a.keys() == b.keys() and all(near(a[v][i], b[v][i]) for v in a for i in (0, 1)))\n"
+             "n16 = sum(1 for v in E[0] if E[0][v][1] is not None)\n"
+             "print(R[0]['runs']['validate']['pass_node_samples'], ph(R[0], 'effects'), ph(R[0], 'effects at 16 bits'),"
+             " ph(R[2], 'effects'), ph(R[2], 'effects at 16 bits'), len(E[0]), n16, same(E[0], E[2]), same(E[1], E[2]),"
+             " E)\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    long long pass = 0, eff = 0, eff16 = 0, whole = 0, whole16 = 0;
+    int layers = 0, n16 = 0, same1 = 0, same2 = 0;
+    cr_assert(sscanf(log, "%lld %lld %lld %lld %lld %d %d %d %d", &pass, &eff, &eff16, &whole, &whole16, &layers, &n16,
+                     &same1, &same2) == 9,
+              "%s", log);
+    cr_assert(pass == 8 && layers == 3 && n16 == 2, "not the case derived by hand (pass %lld, %d layers, %d at 16 "
+              "bits): %s", pass, layers, n16, log);
+    cr_assert(eff == 20 && whole == 16, "the effects took %lld (whole: %lld) node-runs x samples, not 20 (16): %s", eff,
+              whole, log);
+    cr_assert(eff16 == 8 && whole16 == 8, "the effects at 16 bits took %lld (whole: %lld) node-runs x samples, not 8: "
+              "the reference outputs run again: %s", eff16, whole16, log);
+    cr_assert(same1 && same2, "effects not those of whole runs (1 thread %d, 2 threads %d): %s", same1, same2, log);
+    free(log);
+}
+
 /* The measurement of what ships in one pass where the held-out samples fill at most two thirds of a
  * batch (stop 51): fi.onnx (tests/e2e/fallback_input_model.py, 4 KB of weights) with 64 samples,
  * 16 held out, at --batch 32: 3 x 16 <= 2 x 32, so the QDQ and the integer run go beside one f32
