@@ -359,6 +359,12 @@ typedef struct measure {
     qr_observer_fn obs;
     unsigned char *want; /* by value id of the original graph: it reads that value's f32 */
     unsigned char *idle; /* by node index of g, or NULL: nothing its observer reads needs it (not run) */
+    /* by node index of g, or NULL (the cumulative QDQ run and the integer run): a node of the model
+     * that reads only the model's unquantized values and constants, so computes the f32 run's
+     * values to the bit (the same kernel on the same inputs): not run, its outputs the f32 run's
+     * where a node that runs reads them (want), nothing where only such nodes do (clean_nodes) */
+    unsigned char *clean;
+    int *mid; /* with clean: by value id of g, the model's value it is (-1: none) */
     /* observe_slots: LOCAL replaces each value by its f32 value (quantized where it is); FRESH
      * (rank = gain) only the quantized ones, so that what f32 nodes make of their rounding reaches
      * the next quantized value; OWN (rank = gain) replaces each quantized value by its f32 value,
@@ -566,6 +572,8 @@ static void observe_slots(void *user, const qr_node *n, const qr_value *v, qr_te
         return;
     }
     float *b = t->data;
+    if (ms->clean && n && ms->clean[n->id]) /* supplied: the f32 run's value is this run's to the bit */
+        memcpy(b, a, qr_tensor_nbytes(t));
     if (si < 0 || q->slots[si].fallback) { /* read only when local, or a model output */
         int k = ms->out_e2 ? output_index(q->g, v) : -1;
         for (int64_t i = 0; k >= 0 && i < cnt; i++) { /* as the quantized model computes it */
@@ -638,6 +646,13 @@ static int local_supplied(void *user, const qr_node *n, qr_tensor *const *out)
     int any = 0;
     if (ms->idle && ms->idle[n->id])
         return 1;
+    if (ms->clean && ms->clean[n->id]) { /* observe_slots copies the f32 values in */
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] && ms->want[ms->mid[n->out[j]->id]] &&
+                !take(ms->r, ms->mid[n->out[j]->id], qr_tensor_numel(out[j])))
+                return 0; /* not handed over (never here: clean_nodes takes f32 values only) */
+        return 1;
+    }
     if (ms->local != LOCAL || ms->obs != observe_slots)
         return 0;
     for (int j = 0; j < n->n_out; j++) {
@@ -704,9 +719,18 @@ static void compare_ints(const qr_slot *s, double *S, const float *a, const qr_t
 /* The integer graph's integers of a slot, dequantized, against the f32 value. */
 static void observe_ints(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
 {
-    (void)n;
     measure *ms = user;
     qr_qctx *q = ms->q;
+    int id = ms->clean && n && ms->clean[n->id] ? ms->mid[v->id] : -1;
+    if (id >= 0 && ms->want[id]) { /* supplied: the f32 run's value, this run's to the bit */
+        const float *a = take(ms->r, id, qr_tensor_numel(t));
+        if (a && t->dtype == QR_F32)
+            memcpy(t->data, a, qr_tensor_nbytes(t));
+        int slot = q->slot_of[id] >= 0 && ms->ival[q->slot_of[id]]; /* its comparison gives it back */
+        if (!slot)
+            give_back(ms->r, id);
+        return;
+    }
     for (int si = 0; si < q->nslots; si++) {
         if (ms->ival[si] != v)
             continue;
@@ -857,6 +881,7 @@ static void group_free(sbs_group *G)
         free(G->ms[k].want);
         free(G->ms[k].idle);
         free(G->ms[k].lanes);
+        free(G->ms[k].clean), free(G->ms[k].mid);
     }
     if (G->made) {
         pthread_cond_destroy(&G->r.cv);
@@ -998,6 +1023,92 @@ static unsigned char *idle_nodes(const qr_qctx *q, const qr_graph *g, const unsi
     return idle;
 }
 
+static int same_value(const qr_value *a, const qr_value *b);
+static int same_attr(const qr_attr *a, const qr_attr *b);
+
+/* The model's value that v of g (a QDQ or integer graph of it) is, by name, or NULL. */
+static const qr_value *model_value(const qr_qctx *q, const qr_value *v)
+{
+    if (original(q, v))
+        return q->g->values[v->id];
+    const qr_value *m = qr_graph_find(q->g, v->name);
+    return m && m->t.dtype == v->t.dtype && m->t.ndim == v->t.ndim &&
+                   !memcmp(m->t.dims, v->t.dims, sizeof *m->t.dims * (size_t)(v->t.ndim > 0 ? v->t.ndim : 0))
+               ? m
+               : NULL;
+}
+
+/* By node index of g (a QDQ or integer graph of the model), or NULL (none, or out of memory: every
+ * node runs, the same sums): the nodes measure.clean describes. A node is clean when it is the
+ * model's node that makes its outputs (the same op and attributes; f32 outputs of the model's
+ * names and shapes) and reads what that node reads: the same constants, unquantized model inputs
+ * and outputs of clean nodes. No Q or DQ node is upstream of it, so its values are the f32 run's.
+ * *mid: by value id of g, the model's value (-1: none). want (by value id of the model) gets the
+ * clean values a node that runs reads, and the clean outputs: the f32 run hands those over. What
+ * ships on MobileNetV2 keeps its first 26 activations in f32: its QDQ and integer runs computed
+ * them again beside the f32 run (stop 52). */
+static unsigned char *clean_nodes(const qr_qctx *q, const qr_graph *g, const unsigned char *idle, unsigned char *want,
+                                  int **mid)
+{
+    int nn = g->n_nodes, any = 0;
+    int *order = malloc(sizeof *order * ((size_t)nn + 1)), *m = malloc(sizeof *m * ((size_t)g->n_values + 1));
+    unsigned char *ok = calloc((size_t)g->n_values + 1, 1), *clean = calloc((size_t)nn + 1, 1);
+    *mid = NULL;
+    if (!order || !m || !ok || !clean || qr_exec_order(g, order) != QR_OK) {
+        free(order), free(m), free(ok), free(clean);
+        return NULL;
+    }
+    for (int i = 0; i < g->n_values; i++) {
+        const qr_value *mv = model_value(q, g->values[i]);
+        m[i] = mv ? mv->id : -1;
+    }
+    for (int i = 0; i < g->n_inputs; i++) { /* an input quantized is read through its Q and DQ */
+        const qr_value *v = g->inputs[i];
+        ok[v->id] = m[v->id] >= 0 && !q->g->values[m[v->id]]->producer && !active(q, m[v->id]);
+    }
+    for (int k = 0; k < nn; k++) {
+        const qr_node *n = g->nodes[order[k]];
+        /* the same node as the model's that makes its first output: op, attributes, inputs */
+        const qr_value *o0 = n->n_out > 0 && n->out[0] && m[n->out[0]->id] >= 0 ? q->g->values[m[n->out[0]->id]] : NULL;
+        const qr_node *p = o0 ? o0->producer : NULL;
+        int c = !n->dead && p && !strcmp(n->op, p->op) && !strcmp(n->domain, p->domain) && n->opset == p->opset &&
+                n->n_in == p->n_in && n->n_out == p->n_out && n->n_attr == p->n_attr;
+        for (int j = 0; c && j < n->n_attr; j++)
+            c = same_attr(&n->attr[j], &p->attr[j]);
+        for (int j = 0; c && j < n->n_out; j++)
+            c = (!n->out[j] && !p->out[j]) || (n->out[j] && p->out[j] && m[n->out[j]->id] == p->out[j]->id &&
+                                               n->out[j]->t.dtype == QR_F32);
+        for (int j = 0; c && j < n->n_in; j++) {
+            const qr_value *u = n->in[j], *w = p->in[j];
+            c = (!u && !w) || (u && w && (u->is_const ? w->is_const && same_value(u, w) : ok[u->id] && m[u->id] == w->id));
+        }
+        for (int j = 0; c && j < n->n_out; j++)
+            if (n->out[j])
+                ok[n->out[j]->id] = 1;
+        clean[n->id] = (unsigned char)c;
+        any |= c;
+    }
+    /* what a node that runs (or the measurement) reads of them comes from the f32 run */
+    for (int k = 0; any && k < nn; k++) {
+        const qr_node *n = g->nodes[order[k]];
+        if (clean[n->id] || (idle && idle[n->id]))
+            continue;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] && !n->in[j]->is_const && n->in[j]->producer && clean[n->in[j]->producer->id])
+                want[m[n->in[j]->id]] = 1;
+    }
+    for (int i = 0; any && i < g->n_outputs; i++)
+        if (g->outputs[i]->producer && clean[g->outputs[i]->producer->id])
+            want[m[g->outputs[i]->id]] = 1;
+    free(order), free(ok);
+    if (!any) {
+        free(clean), free(m);
+        return NULL;
+    }
+    *mid = m;
+    return clean;
+}
+
 /* The f32 run's qr_exec_opts.supplied: a node no reader needs does not run (refs.f32_idle). */
 static int f32_supplied(void *user, const qr_node *n, qr_tensor *const *out)
 {
@@ -1066,12 +1177,12 @@ static qr_status group_new(sbs *w, sbs_group *G)
             !(m->lanes = calloc((size_t)q->nslots * SUM_LANES + 1, sizeof *m->lanes)))
             return qr_errorf(&G->e, "out of memory");
         mark_wanted(m);
-        for (size_t i = 0; i < nv; i++)
-            G->r.readers[i] += m->want[i];
         /* the cumulative measurement reads the values it measures (and the outputs it sums), not
          * what the model computes after them */
-        if (m->obs == observe_slots && !m->local)
+        if (m->obs == observe_slots && !m->local) {
             m->idle = idle_nodes(q, m->g, m->want, NULL);
+            m->clean = clean_nodes(q, m->g, m->idle, m->want, &m->mid);
+        }
         /* the integer graph's: the integers it compares (no narrow accumulator counting a layer
          * it would skip: with any, every node runs) */
         const qr_intgraph *ig = m->obs == observe_ints ? m->user : NULL;
@@ -1082,6 +1193,10 @@ static qr_status group_new(sbs *w, sbs_group *G)
         if (ints)
             m->idle = idle_nodes(q, m->g, NULL, ints);
         free(ints);
+        if (ig)
+            m->clean = clean_nodes(q, m->g, m->idle, m->want, &m->mid);
+        for (size_t i = 0; i < nv; i++)
+            G->r.readers[i] += m->want[i];
         qr_exec_opts oo = {.threads = w->threads, .observer = m->obs, .observer_user = m, .kernel_user = m->user,
                            .supplied = local_supplied};
         st = qr_exec_new(m->g, &oo, &m->x, &G->e);

@@ -1,11 +1,12 @@
 """The report's per-tensor cumulative SQNRs of an exported QDQ model rederived in numpy
-(tests/e2e/test_quantize.c, quantize/shipped_sqnrs_with_layers_in_f32_match_numpy and
-quantize/shipped_sqnrs_with_quantized_weights_on_an_f32_input_match_numpy).
+(tests/e2e/test_quantize.c, quantize/shipped_sqnrs_with_layers_in_f32_match_numpy,
+quantize/shipped_sqnrs_with_quantized_weights_on_an_f32_input_match_numpy and
+quantize/shipped_runs_take_the_f32_prefix_from_the_f32_run).
 
 Usage: /usr/bin/python3 tests/e2e/shipped_oracle.py F32.onnx EXPORT.onnx SAMPLES.npy REPORT.json K TOL [INT_TOL]
 
 Runs the f32 model and the export (its QuantizeLinear / DequantizeLinear, per tensor or per axis,
-rounding half to even, and the f32 ops of the model: MatMul, Conv, Relu, Add) in float64, over the
+rounding half to even, and the f32 ops of the model: MatMul, Conv, Relu, Add, Sin, Cos) in float64, over the
 samples SAMPLES[K-1::K] (validate_from = spread's held-out ones, validate = 1/K), and checks each
 quantized tensor's sqnr_db of REPORT.json (the measurement of what ships: the value as quantized,
 every quantization upstream applied: the export's DequantizeLinear output of that name) against 10 log10(sum f32^2 / sum (f32 - qdq)^2) within TOL
@@ -76,6 +77,10 @@ def run(model, x):
             y = np.maximum(a[0], 0)
         elif n.op_type == "Add":
             y = a[0].astype(np.float64) + a[1].astype(np.float64)
+        elif n.op_type == "Sin":
+            y = np.sin(a[0].astype(np.float64))
+        elif n.op_type == "Cos":
+            y = np.cos(a[0].astype(np.float64))
         elif n.op_type == "QuantizeLinear":
             ax = attr(n, "axis", 1)
             s, z = per_axis(a[1].astype(np.float64), a[0], ax), per_axis(a[2], a[0], ax)

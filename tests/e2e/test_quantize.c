@@ -2686,6 +2686,50 @@ Test(quantize, shipped_in_one_pass_where_the_held_out_samples_fill_two_thirds_of
     }
 }
 
+/* What ships' runs take the f32 prefix from the f32 run (stop 52): cp.onnx
+ * (tests/e2e/clean_prefix_model.py: x -> Sin -> s -> Cos -> t -> Conv -> Relu -> a -> Conv -> y) with
+ * 64 samples, 16 held out, at --batch 32 (what ships in one pass). Nothing quantizes Sin: it reads the
+ * unquantized model input and makes s, an f32 value of the model, so the QDQ and the integer run
+ * compute it as the f32 run does; they take it from the f32 run instead. By hand, one pass = 5 nodes
+ * x 16 = 80 node-runs; what ships: the f32 run 5 x 16, the QDQ and the integer run each 4 x 16 (Cos,
+ * the Conv, the Relu, the Conv: Q and DQ nodes do not count), 208 (before: 3 x 80 = 240). The sums
+ * are numpy's (shipped_oracle.py), on 1 and 2 threads. */
+Test(quantize, shipped_runs_take_the_f32_prefix_from_the_f32_run)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/clean_prefix_model.py' '%s' 2>&1", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    char recipe[1024];
+    snprintf(recipe, sizeof recipe, "%s/cp.qrl", dir);
+    write_recipe(recipe, "  validate = 0.25\n  validate_from = spread\n  calibrate_figure_samples = 12\n"
+                         "  fallback = f32 when sqnr < 30 or output_sqnr < 12\n");
+    for (int t = 1; t <= 2; t++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize cp.onnx --recipe cp.qrl --calib cp_calib.npy --batch 32 --threads %d "
+                 "-o cp.q%d.onnx --report cp.q%d.json 2>&1",
+                 dir, tu_qrl(), t, t, t);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 -c \"import json; d = json.load(open('cp.q%d.json')); "
+                 "l = {v['value']: v['fallback'] for v in d['layers']}; "
+                 "assert l == {'t': False, 'a': False, 'y': False}, l; "
+                 "assert d['runs']['validate']['pass_node_samples'] == 80, d['runs']['validate']; "
+                 "p = [x for x in d['runs']['phases'] if x['phase'] == 'measurement of what ships']; "
+                 "assert len(p) == 1 and p[0]['validate_node_samples'] == 208, p\" 2>&1",
+                 dir, t);
+        cr_expect_eq(tu_run(cmd, &log), 0, "threads %d: what ships' runs, by hand 16 x (5 + 4 + 4): %s", t, log);
+        free(log);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 %s/tests/e2e/shipped_oracle.py cp.onnx cp.q%d.onnx cp_calib.npy "
+                 "cp.q%d.json 4 0.05 0.5",
+                 dir, tu_root(), t, t);
+        cr_expect_eq(tu_run(cmd, &log), 0, "threads %d: %s", t, log);
+        free(log);
+    }
+}
+
 /* The bundled CNN's export dir/EXPORT.onnx on the samples dir/SAMPLES.npy: ONNX Runtime's outputs
  * against the f32 model's, numpy's sample_balanced_lower of them (tests/e2e/samples_oracle.py) is db
  * within 0.01 dB. */

@@ -243,10 +243,11 @@ Test(api, quantized_model_is_within_half_a_point_of_fp32)
      * the f32 run, not run; the first try the integer graph on the 50; the f32 pass and the
      * integer graph the calibrate figure's first 32; what ships the QDQ and the integer graph
      * beside an f32 run each, on the 50 (stop 47: in two passes, as the f32 activations of a batch of 32
-     * outweigh the CNN's weights, under 0.5 MB; one pass would count 50 x (14 + 14 + 10); its
-     * output is quantized, so each run needs every node: none left out).
+     * outweigh the CNN's weights, under 0.5 MB; one pass would count 50 x (14 + 13 + 9); its
+     * output is quantized, so each run needs every node: none left out), each taking the Sub (the
+     * model's node on the unquantized input and its constant) from the f32 run beside it (stop 52).
      * One f32 pass: 14 nodes x 200 samples. */
-    const int64_t runs[] = {150 * 14, 50 * 14 + 50 * (14 - 5), 50 * 10, 32 * 14, 32 * 10, 50 * (14 + 14 + 14 + 10)};
+    const int64_t runs[] = {150 * 14, 50 * 14 + 50 * (14 - 5), 50 * 10, 32 * 14, 32 * 10, 50 * (14 + 13 + 14 + 9)};
     int64_t pass = -1, total = -1, phased = 0;
     qrl_quantized_runs(q, &pass, &total);
     cr_assert_eq(pass, 14 * 200, "one f32 pass: %lld node-runs x samples", (long long)pass);
