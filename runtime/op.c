@@ -301,7 +301,9 @@ double qr_op_macs(const qr_kctx *k)
 
 void *qr_kcache_get(qr_kctx *k, size_t bytes, const char *what, int *fresh)
 {
-    if (k->cache && k->cache->data && k->cache->bytes == bytes) {
+    /* the name too: two layouts of one size (the GEMV's packing and the VNNI kernel's panels of a
+     * B of 32 k columns) must never be read as each other when a node's row count picks another path */
+    if (k->cache && k->cache->data && k->cache->bytes == bytes && k->cache->what && !strcmp(k->cache->what, what)) {
         *fresh = 0;
         return k->cache->data;
     }

@@ -1070,8 +1070,8 @@ static void gemv_groups(void *arg, int64_t g0, int64_t g1)
     j->fn(j->y, j->x, j->w, j->init, j->k4, g0 * 16, g1 * 16, j->n);
 }
 
-/* The GEMV's packing is one size larger than the GEMM's for the same B (see below), so a node's
- * kept buffer from one is never taken for the other's. B packed and its column sums are kept
+/* The GEMV's packing has a name of its own (qr_kcache_get checks it), so a node's kept buffer from
+ * one path is never taken for another's. B packed and its column sums are kept
  * (bconst); the columns' starts -za * sum, which a computed zero point changes every run (the
  * dynamic recipes'), are made per run: N products, where packing B again was K * N. */
 static qr_status matmulint_gemv(qr_kctx *k, const qr_tensor *a, int64_t za, uint8_t flip, const qr_tensor *b,
@@ -1081,8 +1081,8 @@ static qr_status matmulint_gemv(qr_kctx *k, const qr_tensor *a, int64_t za, uint
     int64_t k4 = qr_igemm_k4(kd), n16 = qr_igemm_n16(nn);
     size_t wbytes = (size_t)(n16 * k4 + 63) / 64 * 64, bytes = wbytes + (size_t)nn * sizeof(int32_t) + 64;
     int fresh = 1;
-    uint8_t *packed = bconst ? qr_kcache_get(k, bytes, "packed B", &fresh) : qr_kscratch(k, 1, (int64_t)bytes, 1,
-                                                                                          "packed B");
+    uint8_t *packed = bconst ? qr_kcache_get(k, bytes, "packed B (GEMV)", &fresh)
+                            : qr_kscratch(k, 1, (int64_t)bytes, 1, "packed B (GEMV)");
     uint8_t *x = packed ? qr_kwork(k, 1, k4, 1, "a row of A") : NULL;
     int32_t *init = x ? qr_kwork(k, 1, nn, sizeof(int32_t), "the columns' starts") : NULL;
     if (!init) {

@@ -134,3 +134,67 @@ Test(matmulint, every_path_matches_numpy)
         cr_log_info("no u8s8 microkernel on this CPU: only the portable path was compared");
     tu_rmdir(dir);
 }
+
+/* A node keeps its constant B packed across runs (qr_kcache_get), and its row count picks the path
+ * each run: the GEMV (up to QR_GEMV_MAX_ROWS rows), the AVX-512 VNNI kernel on B in panels of 32
+ * columns, AMX from 16 rows. The GEMV's packing and the panels of a B of 64 columns are the same
+ * size, so a panels run after a GEMV run once read the GEMV's bytes as panels (the bundled CNN's
+ * classifier, batches of 5 to 15 after a batch of 1: logits off by up to 19). Runs of 1, 8, 1, 12,
+ * 3 and 16 rows through one kept buffer, each against the definition's int64 sums. */
+Test(matmulint, a_kept_packing_is_read_only_by_the_path_that_made_it)
+{
+    enum { K = 260, N = 64, MAXR = 16 };
+    static const int rows[] = {1, 8, 1, 12, 3, 16};
+    qr_tensor b = {.dtype = QR_I8, .ndim = 2, .dims = {K, N}}, za = {.dtype = QR_U8, .ndim = 0};
+    qr_error e;
+    cr_assert_eq(qr_tensor_alloc(&b, &e), QR_OK);
+    cr_assert_eq(qr_tensor_alloc(&za, &e), QR_OK);
+    uint32_t s = 12345;
+    for (int64_t i = 0; i < K * N; i++)
+        ((int8_t *)b.data)[i] = (int8_t)((s = s * 1103515245u + 12345u) >> 24);
+    *(uint8_t *)za.data = 131;
+    qr_value vb = {.name = "b", .is_const = 1}, vz = {.name = "za", .is_const = 1}, va = {.name = "a"};
+    qr_value *vin[3] = {&va, &vb, &vz};
+    const qr_op_def *d = qr_op_find("", "MatMulInteger");
+    cr_assert(d);
+    qr_node n = {.name = "n", .op = "MatMulInteger", .domain = "", .opset = 13, .n_in = 3, .n_out = 1, .def = d,
+                 .in = vin};
+    qr_kcache cache = {0};
+    const char *const paths[] = {NULL, "avx512vnni"}; /* the CPU's choice (AMX here from 16 rows), and VNNI's */
+    for (size_t p = 0; p < 2; p++) {
+        if (paths[p] && !qr_igemm_u8s8_isa(paths[p]))
+            continue;
+        qr_igemm_force(paths[p]);
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+            int m = rows[r];
+            qr_tensor a = {.dtype = QR_U8, .ndim = 2, .dims = {m, K}}, y;
+            cr_assert_eq(qr_tensor_alloc(&a, &e), QR_OK);
+            for (int64_t i = 0; i < m * K; i++)
+                ((uint8_t *)a.data)[i] = (uint8_t)((s = s * 1103515245u + 12345u) >> 24);
+            const qr_tensor *in[3] = {&a, &b, &za};
+            qr_tensor *out[1] = {&y};
+            qr_kctx k = {.node = &n, .opset = 13, .n_in = 3, .n_out = 1, .in = in, .out = out, .err = &e,
+                         .cache = &cache};
+            memset(&y, 0, sizeof y);
+            cr_assert_eq(qr_op_infer(&k), QR_OK, "%s", e.msg);
+            cr_assert_eq(qr_tensor_alloc(&y, &e), QR_OK);
+            cr_assert_eq(qr_op_run(&k), QR_OK, "%s", e.msg);
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < N; j++) {
+                    int64_t want = 0;
+                    for (int q = 0; q < K; q++)
+                        want += ((int64_t)((uint8_t *)a.data)[i * K + q] - 131) * ((int8_t *)b.data)[q * N + j];
+                    cr_assert_eq(((int32_t *)y.data)[i * N + j], (int32_t)want,
+                                 "path %s, run %zu (%d rows): row %d column %d is %d, the sums say %lld",
+                                 paths[p] ? paths[p] : "default", r, m, i, j, ((int32_t *)y.data)[i * N + j],
+                                 (long long)want);
+                }
+            qr_tensor_free(&a);
+            qr_tensor_free(&y);
+        }
+    }
+    qr_igemm_force(NULL);
+    free(cache.data), free(cache.keep), free(cache.plan);
+    qr_tensor_free(&b);
+    qr_tensor_free(&za);
+}
