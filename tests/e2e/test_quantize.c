@@ -2598,34 +2598,33 @@ Test(quantize, shipped_sqnrs_with_quantized_weights_on_an_f32_input_match_numpy)
     }
 }
 
-/* The effect samples' f32 outputs run once a fallback (stop 52): gain_oracle.py's chain.onnx (x ->
- * Conv -> a -> Conv -> y; 8 samples, 4 held out, one batch of 4) with effect_samples = 2, fewer than
- * the held-out batch, so the effects' reference outputs are a run of their own (not a view of the
- * local measurement's), and the 16-bit step, so that measure_effects runs twice. By hand, one pass
- * = 2 Conv x 4 samples = 8 node-runs; at one thread the effects: the reference outputs 2 x 2 = 4,
- * the packing run 4, the f32 run up to the first Conv 2, the cuts of x and a at the first Conv 4
- * each, y's at the second 2: 20; the effects at 16 bits: the f32 run 2, the cuts of a 4 and y 2: 8
- * (before: 12, the reference outputs run again). effects=whole: 4 + 3 x 4 = 16, then 8. Each
- * layer's effect_db and effect16_db are those of whole runs, on 1 and 2 threads. */
-Test(quantize, effects_reference_outputs_run_once_a_fallback)
+/* gain_oracle.py's chain.onnx quantized with `rank = effect`, the 16-bit step and settings, on 1
+ * thread, 2 threads and 1 thread with effects=whole (files TAG*): c = one pass's node-runs x samples,
+ * the effects' and the effects' at 16 bits on 1 thread, the same with effects=whole; layers and those
+ * with a 16-bit effect; same1/same2 whether 1 / 2 threads give effects=whole's effect_db and
+ * effect16_db. The output is left in *log (freed by the caller). */
+static void chain_effects(const char *tag, const char *settings, long long c[5], int *layers, int *n16, int *same1,
+                          int *same2, char **log)
 {
-    char cmd[4096], recipe[700], *log;
+    char cmd[4096], recipe[700], text[512];
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/gain_oracle.py' make '%s'", tu_root(), dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
-    snprintf(recipe, sizeof recipe, "%s/er.qrl", dir);
-    write_recipe(recipe, "  fallback = u16 then f32 when output_sqnr < 99\n  validate = 0.5\n  validate_least = 4\n"
-                         "  rank = effect\n  effect_samples = 2\n");
+    cr_assert_eq(tu_run(cmd, log), 0, "%s", *log);
+    free(*log);
+    snprintf(recipe, sizeof recipe, "%s/%s.qrl", dir, tag);
+    snprintf(text, sizeof text, "  fallback = u16 then f32 when output_sqnr < 99\n  validate = 0.5\n  validate_least = 4\n"
+                                "  rank = effect\n%s", settings);
+    write_recipe(recipe, text);
     const char *args[3] = {"--threads 1", "--threads 2", "--threads 1 --option effects=whole"};
     for (int k = 0; k < 3; k++) {
         snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize %s/chain.onnx --recipe %s --calib %s/chain_x.npy %s "
-                 "-o %s/er%d.onnx --report %s/er%d.json", tu_root(), tu_qrl(), dir, recipe, dir, args[k], dir, k, dir, k);
-        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-        free(log);
+                 "-o %s/%s%d.onnx --report %s/%s%d.json", tu_root(), tu_qrl(), dir, recipe, dir, args[k], dir, tag, k,
+                 dir, tag, k);
+        cr_assert_eq(tu_run(cmd, log), 0, "%s", *log);
+        free(*log);
     }
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 -c \"import json\n"
-             "R = [json.load(open('%s/er%%d.json' %% k)) for k in (0, 1, 2)]\n"
+             "R = [json.load(open('%s/%s%%d.json' %% k)) for k in (0, 1, 2)]\n"
              "ph = lambda r, n: sum(p['validate_node_samples'] for p in r['runs']['phases'] if p['phase'] == n)\n"
              "E = [{l['value']: (l.get('effect_db'), l.get('effect16_db')) for l in r['layers']} for r in R]\n"
              "near = lambda a, b: a == b or (a is not None and b is not None and abs(a - b) < 1e-3)\n"
@@ -2634,16 +2633,33 @@ Test(quantize, effects_reference_outputs_run_once_a_fallback)
              "print(R[0]['runs']['validate']['pass_node_samples'], ph(R[0], 'effects'), ph(R[0], 'effects at 16 bits'),"
              " ph(R[2], 'effects'), ph(R[2], 'effects at 16 bits'), len(E[0]), n16, same(E[0], E[2]), same(E[1], E[2]),"
              " E)\"",
-             dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    long long pass = 0, eff = 0, eff16 = 0, whole = 0, whole16 = 0;
-    int layers = 0, n16 = 0, same1 = 0, same2 = 0;
-    cr_assert(sscanf(log, "%lld %lld %lld %lld %lld %d %d %d %d", &pass, &eff, &eff16, &whole, &whole16, &layers, &n16,
-                     &same1, &same2) == 9,
-              "%s", log);
+             dir, tag);
+    cr_assert_eq(tu_run(cmd, log), 0, "%s", *log);
+    cr_assert(sscanf(*log, "%lld %lld %lld %lld %lld %d %d %d %d", &c[0], &c[1], &c[2], &c[3], &c[4], layers, n16,
+                     same1, same2) == 9,
+              "%s", *log);
+}
+
+/* The effect samples' f32 outputs run once a fallback (stop 52): gain_oracle.py's chain.onnx (x ->
+ * Conv -> a -> Conv -> y; 8 samples, 4 held out, one batch of 4) with effect_samples = 2, fewer than
+ * the held-out batch, so the effects' reference outputs are a run of their own (not a view of the
+ * local measurement's), and the 16-bit step, so that measure_effects runs twice. By hand, one pass
+ * = 2 Conv x 4 samples = 8 node-runs; at one thread the effects: the reference outputs 2 x 2 = 4,
+ * the packing run 2 (the first half of the batch of 2: its activations outweigh the weights, so the
+ * effects run in halves), the f32 run up to the first Conv 2, the cuts of x and a at the first Conv
+ * 4 each, y's at the second 2: 18; the effects at 16 bits: the f32 run 2, the cuts of a 4 and y 2: 8
+ * (before: 12, the reference outputs run again). effects=whole: 4 + 3 x 4 = 16, then 8. Each
+ * layer's effect_db and effect16_db are those of whole runs, on 1 and 2 threads. */
+Test(quantize, effects_reference_outputs_run_once_a_fallback)
+{
+    char *log;
+    long long c[5];
+    int layers, n16, same1, same2;
+    chain_effects("er", "  effect_samples = 2\n", c, &layers, &n16, &same1, &same2, &log);
+    long long pass = c[0], eff = c[1], eff16 = c[2], whole = c[3], whole16 = c[4];
     cr_assert(pass == 8 && layers == 3 && n16 == 2, "not the case derived by hand (pass %lld, %d layers, %d at 16 "
               "bits): %s", pass, layers, n16, log);
-    cr_assert(eff == 20 && whole == 16, "the effects took %lld (whole: %lld) node-runs x samples, not 20 (16): %s", eff,
+    cr_assert(eff == 18 && whole == 16, "the effects took %lld (whole: %lld) node-runs x samples, not 18 (16): %s", eff,
               whole, log);
     cr_assert(eff16 == 8 && whole16 == 8, "the effects at 16 bits took %lld (whole: %lld) node-runs x samples, not 8: "
               "the reference outputs run again: %s", eff16, whole16, log);
@@ -4235,36 +4251,11 @@ Test(quantize, passes_not_spent_on_a_try_that_cannot_hold_nor_on_grad_where_ever
  * effect16_db are those of whole runs of the model (effects=whole), on 1 and 2 threads. */
 Test(quantize, effects_f32_runs_packed_once_and_only_up_to_the_last_cut)
 {
-    char cmd[4096], recipe[700], *log;
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/gain_oracle.py' make '%s'", tu_root(), dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
-    snprintf(recipe, sizeof recipe, "%s/p.qrl", dir);
-    write_recipe(recipe, "  fallback = u16 then f32 when output_sqnr < 99\n  validate = 0.5\n  validate_least = 4\n"
-                         "  rank = effect\n");
-    const char *args[3] = {"--threads 1", "--threads 2", "--threads 1 --option effects=whole"};
-    for (int k = 0; k < 3; k++) {
-        snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize %s/chain.onnx --recipe %s --calib %s/chain_x.npy %s "
-                 "-o %s/p%d.onnx --report %s/p%d.json", tu_root(), tu_qrl(), dir, recipe, dir, args[k], dir, k, dir, k);
-        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-        free(log);
-    }
-    snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 -c \"import json\n"
-             "R = [json.load(open('%s/p%%d.json' %% k)) for k in (0, 1, 2)]\n"
-             "ph = lambda r, n: sum(p['validate_node_samples'] for p in r['runs']['phases'] if p['phase'] == n)\n"
-             "E = [{l['value']: (l.get('effect_db'), l.get('effect16_db')) for l in r['layers']} for r in R]\n"
-             "near = lambda a, b: a == b or (a is not None and b is not None and abs(a - b) < 1e-3)\n"
-             "same = lambda a, b: int(a.keys() == b.keys() and all(near(a[v][i], b[v][i]) for v in a for i in (0, 1)))\n"
-             "n16 = sum(1 for v in E[0] if E[0][v][1] is not None)\n"
-             "print(R[0]['runs']['validate']['pass_node_samples'], ph(R[0], 'effects'), ph(R[0], 'effects at 16 bits'),"
-             " len(E[0]), n16, same(E[0], E[2]), same(E[1], E[2]), E)\"",
-             dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    long long pass = 0, eff = 0, eff16 = 0;
-    int layers = 0, n16 = 0, same1 = 0, same2 = 0;
-    cr_assert(sscanf(log, "%lld %lld %lld %d %d %d %d", &pass, &eff, &eff16, &layers, &n16, &same1, &same2) == 7,
-              "%s", log);
+    char *log;
+    long long c[5];
+    int layers, n16, same1, same2;
+    chain_effects("p", "", c, &layers, &n16, &same1, &same2, &log);
+    long long pass = c[0], eff = c[1], eff16 = c[2];
     cr_assert(pass == 8 && layers == 3 && n16 == 2, "not the case derived by hand (pass %lld, %d layers, %d at 16 "
               "bits): %s", pass, layers, n16, log);
     cr_assert(eff == 28, "the effects took %lld node-runs x samples, not 4 + 4 + 20 = 28: %s", eff, log);
