@@ -2370,6 +2370,36 @@ static void make_pwide(void)
     free(log);
 }
 
+/* pwide's recipe body for the fallback's search: a target no try meets at once, so it ranks */
+#define PWIDE_SEARCH                                                                                    \
+    "  activation = u8 asymmetric by minmax()\n"                                                       \
+    "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"             \
+    "  effect_samples = 2\n  fallback = f32 when output_sqnr < 60\n"
+
+/* pwide.onnx (make_pwide) quantized once for each of n runs, with recipe names[i] of dir/file on
+ * threads[i] threads at --batch 1: pwide.<i>.onnx, pwide.<i>.qp.json and pwide.<i>.json. file holds
+ * the three stdlib imports, then recipes: a format whose every %s is body. */
+static void pwide_quantize(const char *file, const char *recipes, const char *body, const char *const *names,
+                           const int *threads, int n)
+{
+    char cmd[2048], path[1024], *log;
+    make_pwide();
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n");
+    fprintf(f, recipes, body, body, body);
+    fclose(f);
+    for (int i = 0; i < n; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize pwide.onnx --recipe %s --recipe-name %s --calib pwide_calib.npy --batch 1 "
+                 "--threads %d -o pwide.%d.onnx --qparams pwide.%d.qp.json --report pwide.%d.json 2>&1",
+                 dir, tu_qrl(), file, names[i], threads[i], i, i, i);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+    }
+}
+
 /* grad_peak_within (stop 51): rank = grad where the estimate of its passes' peak (the f32 run's, and
  * one pass's bytes beside it) is at most that many f32 runs, rank = effect's effects otherwise.
  * pwide.onnx: three 1x1 Convs + Relu of 4 channels on 128 x 128 maps, --batch 1 (65536 floats =
@@ -2385,32 +2415,17 @@ static void make_pwide(void)
  * metadata). */
 Test(quantize, grad_peak_within_picks_grad_where_its_passes_fit_and_effect_where_not)
 {
-    char cmd[6144], *log, path[1024];
-    make_pwide();
-    snprintf(path, sizeof path, "%s/peak.qrl", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    /* a target no try meets at once: the search ranks */
-    const char *body = "  activation = u8 asymmetric by minmax()\n"
-                       "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
-                       "  effect_samples = 2\n  fallback = f32 when output_sqnr < 60\n";
-    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
-               "recipe g {\n%s  rank = grad\n  grad_peak_within = 2\n}\n"
-               "recipe s {\n%s  rank = grad\n  grad_peak_within = 1.1\n}\nrecipe e {\n%s}\n",
-            body, body, body);
-    fclose(f);
+    char cmd[6144], *log;
+    const char *body = PWIDE_SEARCH;
     const char *runs[3] = {"g", "s", "e"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(cmd, sizeof cmd,
-                 "cd '%s' && %s quantize pwide.onnx --recipe peak.qrl --recipe-name %s --calib pwide_calib.npy --batch 1 "
-                 "--threads 1 -o pwide.%s.onnx --qparams pwide.%s.qp.json --report pwide.%s.json 2>&1",
-                 dir, tu_qrl(), runs[i], runs[i], runs[i], runs[i]);
-        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-        free(log);
-    }
+    const int threads[3] = {1, 1, 1};
+    pwide_quantize("peak.qrl",
+                   "recipe g {\n%s  rank = grad\n  grad_peak_within = 2\n}\n"
+                   "recipe s {\n%s  rank = grad\n  grad_peak_within = 1.1\n}\nrecipe e {\n%s}\n",
+                   body, runs, threads, 3);
     snprintf(cmd, sizeof cmd,
              "cd '%s' && /usr/bin/python3 -c \"import json\n"
-             "g = json.load(open('pwide.g.json'))\ns = json.load(open('pwide.s.json'))\n"
+             "g = json.load(open('pwide.0.json'))\ns = json.load(open('pwide.1.json'))\n"
              "assert g['fallbacks'] > 0 and s['fallbacks'] > 0, 'no search'\n"
              "a, b = g['grad_peak'], s['grad_peak']\nprint(a, b)\n"
              "for p in (a, b):\n"
@@ -2419,7 +2434,7 @@ Test(quantize, grad_peak_within_picks_grad_where_its_passes_fit_and_effect_where
              "    assert p['bytes'] == 15700448, 'grad %%s, by hand 15700448' %% p['bytes']\n"
              "assert a['within'] == 2 and a['rank'] == 'grad' and g['grad']['passes'] == 2 and g['grad']['held_bytes'] == 1064960, ('within 2', a, g.get('grad'))\n"
              "assert b['within'] == 1.1 and b['rank'] == 'effect' and 'grad' not in s, ('within 1.1', b)\n\" && "
-             "cmp pwide.s.qp.json pwide.e.qp.json",
+             "cmp pwide.1.qp.json pwide.2.qp.json",
              dir);
     cr_expect_eq(tu_run(cmd, &log), 0, "%s", log);
     cr_log_info("%s", log);
@@ -2444,29 +2459,15 @@ Test(quantize, grad_peak_within_picks_grad_where_its_passes_fit_and_effect_where
  * Passes: 2 samples x segments. */
 Test(quantize, grad_segments_hold_one_segments_errors_and_give_one_segments_estimates)
 {
-    char cmd[6144], *log, path[1024];
-    make_pwide();
-    snprintf(path, sizeof path, "%s/segs.qrl", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    const char *body = "  activation = u8 asymmetric by minmax()\n"
-                       "  weight = i8 symmetric per_channel by minmax(symmetric = true)\n  validate = 0.25\n"
-                       "  effect_samples = 2\n  fallback = f32 when output_sqnr < 60\n  rank = grad\n";
-    fprintf(f, "import \"calibrators.qrl\"\nimport \"affine.qrl\"\nimport \"patterns.qrl\"\n"
-               "recipe a {\n%s  grad_peak_within = 1000\n}\n"
-               "recipe b {\n%s  grad_segments = 4\n  grad_peak_within = 1.12\n}\n"
-               "recipe c {\n%s  grad_segments = 4\n}\n",
-            body, body, body);
-    fclose(f);
+    char cmd[6144], *log;
+    const char *body = PWIDE_SEARCH "  rank = grad\n";
     const char *runs[4] = {"a", "b", "c", "c"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(cmd, sizeof cmd,
-                 "cd '%s' && %s quantize pwide.onnx --recipe segs.qrl --recipe-name %s --calib pwide_calib.npy --batch 1 "
-                 "--threads %d -o pwide.%d.onnx --qparams pwide.%d.qp.json --report pwide.%d.json 2>&1",
-                 dir, tu_qrl(), runs[i], i == 3 ? 2 : 1, i, i, i);
-        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-        free(log);
-    }
+    const int threads[4] = {1, 1, 1, 2};
+    pwide_quantize("segs.qrl",
+                   "recipe a {\n%s  grad_peak_within = 1000\n}\n"
+                   "recipe b {\n%s  grad_segments = 4\n  grad_peak_within = 1.12\n}\n"
+                   "recipe c {\n%s  grad_segments = 4\n}\n",
+                   body, runs, threads, 4);
     snprintf(cmd, sizeof cmd,
              "cd '%s' && /usr/bin/python3 -c \"import json\n"
              "r = [json.load(open('pwide.%%d.json' %% i)) for i in range(4)]\n"
