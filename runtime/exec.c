@@ -185,7 +185,7 @@ static int op_shape_only(const qr_node *n)
 
 /* The activation node m applies to its input 0, when m is a Relu, or a Clip whose bounds are
  * constants (or absent), as elementwise.c's clip_run reads them; 0 when m is neither. */
-static int act_of(const qr_node *m, qr_act *a)
+int qr_node_act(const qr_node *m, qr_act *a)
 {
     if (m->domain[0] || m->n_out != 1 || !m->out[0])
         return 0;
@@ -273,7 +273,7 @@ static qr_status fuse_acts(qr_exec *x)
         /* the reader's output must be read or kept: a dead one would hold its block to the end */
         if (m <= n || x->skip[m] || x->act_out[m] || x->last_use[r->out[0]->id] < 0)
             continue;
-        if (p->def->act && r->in[0] == v && act_of(r, &a))
+        if (p->def->act && r->in[0] == v && qr_node_act(r, &a))
             x->act[n] = a;
         else if (p->def->bias && (b = bias_of(r, v)))
             x->bias[n] = b;

@@ -16,6 +16,12 @@
 
 typedef struct qr_exec qr_exec;
 
+struct qr_act;
+/* The activation node m applies to its input 0 (a Relu, or a Clip with constant bounds), as the
+ * executor fuses it into the node before; 0 when m is neither. Its output's values (NaN aside)
+ * lie within it: the quantizer's SimQuant reads a range with that (qr_f32_range_within). */
+int qr_node_act(const qr_node *m, struct qr_act *a);
+
 /* Called after a node ran, once per output (t->data valid only during the call). The observer may
  * rewrite t's data in place (same shape and type): the nodes after read what it wrote (the
  * quantizer measures each layer with f32 inputs that way). */

@@ -127,14 +127,17 @@ static double t_max(const qrl_tview *x)
  * keeping the earlier where two compare equal (+0 and -0), ends on the value that fold's lane
  * ends on. */
 #define RANGE_STREAMS 4
-__attribute__((target_clones("avx512f", "avx2", "default"))) void qr_f32_range(const float *d, int64_t n, float *lo,
-                                                                               float *hi)
+
+/* The whole vectors d[0 .. nv * LANES) folded into the lanes l and h (min and max), as a fold's
+ * lanes would take them after what they hold: the streams' lanes merged in after them in order,
+ * keeping the earlier where two compare equal. Inlined into each of its callers' clones. */
+static inline __attribute__((always_inline)) void range_vectors(const float *d, int64_t nv, float *lo, float *hi)
 {
     float l[RANGE_STREAMS][LANES], h[RANGE_STREAMS][LANES];
     for (int s = 0; s < RANGE_STREAMS; s++)
         for (int k = 0; k < LANES; k++)
             l[s][k] = INFINITY, h[s][k] = -INFINITY;
-    int64_t nv = n / LANES, per = nv / RANGE_STREAMS;
+    int64_t per = nv / RANGE_STREAMS;
     for (int64_t b = 0; b < per; b++)
         for (int s = 0; s < RANGE_STREAMS; s++) {
             const float *v = d + (s * per + b) * LANES;
@@ -150,22 +153,85 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void qr_f32_range(c
             l[RANGE_STREAMS - 1][k] = LESS(a, l[RANGE_STREAMS - 1][k]) ? a : l[RANGE_STREAMS - 1][k];
             h[RANGE_STREAMS - 1][k] = MORE(a, h[RANGE_STREAMS - 1][k]) ? a : h[RANGE_STREAMS - 1][k];
         }
-    for (int s = 1; s < RANGE_STREAMS; s++)
+    for (int s = 0; s < RANGE_STREAMS; s++)
         for (int k = 0; k < LANES; k++) {
-            l[0][k] = LESS(l[s][k], l[0][k]) ? l[s][k] : l[0][k];
-            h[0][k] = MORE(h[s][k], h[0][k]) ? h[s][k] : h[0][k];
+            lo[k] = LESS(l[s][k], lo[k]) ? l[s][k] : lo[k];
+            hi[k] = MORE(h[s][k], hi[k]) ? h[s][k] : hi[k];
         }
-    for (int64_t i = nv * LANES; i < n; i++) { /* the folds' tail, into lane 0 */
+}
+
+/* The folds' end: the tail d[from .. n) into lane 0, then the lanes into lane 0 in order. */
+static inline __attribute__((always_inline)) void range_finish(const float *d, int64_t from, int64_t n, float *l,
+                                                               float *h, float *lo, float *hi)
+{
+    for (int64_t i = from; i < n; i++) {
         float a = d[i];
-        l[0][0] = LESS(a, l[0][0]) ? a : l[0][0];
-        h[0][0] = MORE(a, h[0][0]) ? a : h[0][0];
+        l[0] = LESS(a, l[0]) ? a : l[0];
+        h[0] = MORE(a, h[0]) ? a : h[0];
     }
     for (int k = 1; k < LANES; k++) {
-        l[0][0] = LESS(l[0][k], l[0][0]) ? l[0][k] : l[0][0];
-        h[0][0] = MORE(h[0][k], h[0][0]) ? h[0][k] : h[0][0];
+        l[0] = LESS(l[k], l[0]) ? l[k] : l[0];
+        h[0] = MORE(h[k], h[0]) ? h[k] : h[0];
     }
-    *lo = l[0][0];
-    *hi = h[0][0];
+    *lo = l[0];
+    *hi = h[0];
+}
+
+/* fold_min and fold_max in one read: the same lanes and comparisons, so the same values (the sign
+ * of a zero included), which is what lets known_range stand for them. Read as RANGE_STREAMS
+ * streams, each over its quarter of the whole vectors (the last one's the vectors left over too),
+ * with lanes of their own: four reads in flight instead of one, 10-30% faster on tensors beyond
+ * L2 (calibration's SimQuant reads each activation through it, up to 43 MB). A lane of one fold
+ * reads the quarters' values in order, so stream s's lane merged into stream 0's in order of s,
+ * keeping the earlier where two compare equal (+0 and -0), ends on the value that fold's lane
+ * ends on. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) void qr_f32_range(const float *d, int64_t n, float *lo,
+                                                                               float *hi)
+{
+    float l[LANES], h[LANES];
+    for (int k = 0; k < LANES; k++)
+        l[k] = INFINITY, h[k] = -INFINITY;
+    range_vectors(d, n / LANES, l, h);
+    range_finish(d, n / LANES * LANES, n, l, h, lo, hi);
+}
+
+/* Whether the fold's result is decided by lanes m (min: less, max: more) that hold b, a bound no
+ * value passes: b itself, once a lane holds it (a nonzero float equal to b is b, bit for bit);
+ * a zero's sign is its first holder's in lane order, so for b = 0 lane 0 must hold it. */
+static inline __attribute__((always_inline)) int range_decided(const float *m, float b)
+{
+    if (b == 0)
+        return m[0] == 0;
+    int hit = 0;
+    for (int k = 0; k < LANES; k++)
+        hit |= m[k] == b;
+    return hit;
+}
+
+/* Vectors qr_f32_range_within reads before its first look at whether both bounds are held (64
+ * KiB), doubled after each look: a look per few percent of what was read, and the last blocks
+ * long enough for the four streams. */
+#define RANGE_FIRST_BLOCK 1024
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void qr_f32_range_within(const float *d, int64_t n,
+                                                                                      float blo, float bhi,
+                                                                                      float *lo, float *hi)
+{
+    float l[LANES], h[LANES];
+    for (int k = 0; k < LANES; k++)
+        l[k] = INFINITY, h[k] = -INFINITY;
+    int64_t nv = n / LANES, at = 0, block = RANGE_FIRST_BLOCK;
+    while (at < nv) {
+        int64_t m = nv - at < block ? nv - at : block;
+        range_vectors(d + at * LANES, m, l, h);
+        at += m;
+        block *= 2;
+        if (at < nv && range_decided(l, blo) && range_decided(h, bhi)) { /* nothing after can change it */
+            range_finish(d, 0, 0, l, h, lo, hi);
+            return;
+        }
+    }
+    range_finish(d, nv * LANES, n, l, h, lo, hi);
 }
 
 static double t_sum(const qrl_tview *x)

@@ -879,6 +879,11 @@ qr_status qr_calib_observe_known(qr_calib *c, const qr_tensor *x, int64_t first,
 /* The smallest and largest of d[0 .. n) (NaN ignored; +inf and -inf for none), as x.min() and
  * x.max() give them. */
 void qr_f32_range(const float *d, int64_t n, float *lo, float *hi);
+/* The same for d whose values (NaN aside) all lie in [blo, bhi] (a Clip's or Relu's output,
+ * qr_node_act): it stops reading once what it has read holds both bounds where they decide the
+ * result, which is then qr_f32_range's, the sign of a zero included (calibration's SimQuant: most
+ * of MobileNetV2's activations hold 0 and 6 within their first few percent). */
+void qr_f32_range_within(const float *d, int64_t n, float blo, float bhi, float *lo, float *hi);
 /* Folds o's state into c's (same calibrator and parameters). */
 qr_status qr_calib_merge(qr_calib *c, const qr_calib *o, qr_error *e);
 qr_status qr_calib_solve(qr_calib *c, const qrl_qtype *t, qrl_qparams *out, qr_error *e);

@@ -844,6 +844,127 @@ Test(jit, known_range_gives_the_states_reading_gives)
     qr_module_free(m);
 }
 
+/* The range as its definition reads it (x.min() and x.max(): the stdlib's fold, one element at a
+ * time): 16 lanes, element i in lane i % 16 (the tail's in lane 0 after the whole vectors), a
+ * value replacing the lane's only when strictly less (more), the lanes then merged in order
+ * keeping the earlier on a tie. The sign of a zero comes out of that order. */
+static void range_by_definition(const float *x, int64_t n, float *lo, float *hi)
+{
+    float l[16], h[16];
+    for (int k = 0; k < 16; k++)
+        l[k] = INFINITY, h[k] = -INFINITY;
+    int64_t nv = n / 16 * 16;
+    for (int64_t i = 0; i < n; i++) {
+        int k = i < nv ? (int)(i % 16) : 0;
+        if (x[i] < l[k])
+            l[k] = x[i];
+        if (x[i] > h[k])
+            h[k] = x[i];
+    }
+    for (int k = 1; k < 16; k++) {
+        if (l[k] < l[0])
+            l[0] = l[k];
+        if (h[k] > h[0])
+            h[0] = h[k];
+    }
+    *lo = l[0], *hi = h[0];
+}
+
+/* Data within [blo, bhi] (NaN aside), as a Clip's output: pattern 0 random values clipped to the
+ * bounds (both met within the first few elements); 1 the same with NaNs, the bounds met only in
+ * the last hundred elements; 2 bounds 0 and 6, zeros of both signs: -0 in lanes 1-15 from the
+ * start, lane 0's first zero (+0) only at element 16 * 5000 (after the first look), 6 at element
+ * 7; 3 the bounds never met, the range set by the first vectors of the second and third blocks
+ * (elements 16 * 1024 + 3 and 16 * 3072 + 9); 4 bounds -3 and 0, the same zeros as 2 but at the
+ * top (-0 first in lane 0 at element 16 * 3000, +0 in the other lanes); 5 a Relu's bounds, 0 and
+ * +inf, both met early (+inf at element 40). */
+static void clipped_data(float *x, int64_t n, int pattern, float *blo, float *bhi)
+{
+    random_data(x, (int)n, 11 + (unsigned)pattern);
+    float b[6][2] = {{-1, 2}, {-2, 3}, {0, 6}, {-100, 100}, {-3, 0}, {0, INFINITY}};
+    *blo = b[pattern][0], *bhi = b[pattern][1];
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i] * (pattern == 2 || pattern == 5 ? 2.0f : 1.0f);
+        if (pattern == 1 || pattern == 3)
+            v = fminf(fmaxf(v, *blo * 0.99f), *bhi * 0.99f); /* inside: the bounds placed below */
+        v = v < *blo ? *blo : v > *bhi ? *bhi : v;
+        if (pattern == 1 && i % 13 == 5)
+            v = NAN;
+        if (pattern == 2 && v == 0) /* the clip's zeros: -0 outside lane 0, lane 0's comes late */
+            v = i % 16 ? -0.0f : 0.5f;
+        if (pattern == 2 && i % 16 == 0 && i == 16 * 5000)
+            v = 0.0f;
+        if (pattern == 4 && v == 0)
+            v = i % 16 ? 0.0f : -1.0f;
+        if (pattern == 4 && i == 16 * 3000)
+            v = -0.0f;
+        x[i] = v;
+    }
+    if (pattern == 1 && n >= 100)
+        x[n - 100] = *blo, x[n - 37] = *bhi;
+    if (pattern == 2 && n > 7)
+        x[7] = 6.0f;
+    if (pattern == 5 && n > 40)
+        x[40] = INFINITY;
+    if (pattern == 3 && n > 16 * 3072 + 9) /* the range only at the first vectors of the second and third blocks */
+        x[16 * 1024 + 3] = -50.0f, x[16 * 3072 + 9] = 50.0f;
+}
+
+/* qr_f32_range_within (calibration's SimQuant on a Relu's or Clip's output) gives the range its
+ * definition gives, bit for bit (a zero's sign included), wherever the bounds are met and whether
+ * or not it stops early: ragged sizes around its first look (1024 vectors) and the doubled blocks
+ * after it, NaNs, zeros of both signs at either bound, infinite bounds. Broken on purpose: the
+ * zero bound taken as decided when any lane holds a zero (patterns 2 and 4 give the other sign),
+ * a vector skipped after each look (pattern 3). */
+Test(jit, range_within_bounds_is_the_definitions)
+{
+    enum { N = 16 * 9000 + 13 };
+    static float x[N];
+    const int64_t lens[] = {0, 1, 15, 16, 17, 16 * 1024 - 1, 16 * 1024, 16 * 1024 + 1, 16 * 1024 + 17, 16 * 3072 + 5,
+                            16 * 5000 + 3, 16 * 5001, 100003, N};
+    for (int pattern = 0; pattern < 6; pattern++)
+        for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+            int64_t n = lens[li];
+            float blo, bhi, lo, hi, dlo, dhi, rlo, rhi;
+            clipped_data(x, n, pattern, &blo, &bhi);
+            range_by_definition(x, n, &dlo, &dhi);
+            qr_f32_range_within(x, n, blo, bhi, &lo, &hi);
+            qr_f32_range(x, n, &rlo, &rhi);
+            cr_assert(!memcmp(&lo, &dlo, sizeof lo) && !memcmp(&hi, &dhi, sizeof hi),
+                      "pattern %d n %lld: [%g, %g] (signbits %d %d), the definition's [%g, %g] (%d %d)", pattern,
+                      (long long)n, lo, hi, !!signbit(lo), !!signbit(hi), dlo, dhi, !!signbit(dlo), !!signbit(dhi));
+            cr_assert(!memcmp(&rlo, &dlo, sizeof lo) && !memcmp(&rhi, &dhi, sizeof hi),
+                      "pattern %d n %lld: qr_f32_range [%g, %g], the definition's [%g, %g]", pattern, (long long)n,
+                      rlo, rhi, dlo, dhi);
+        }
+}
+
+/* It stops reading once both bounds are held (the contract broken on purpose past that point
+ * shows what it did not read), and not before: with one bound held it reads to the end. Broken
+ * on purpose (stopping when either bound is held) the second half fails. */
+Test(jit, range_within_stops_once_both_bounds_are_held)
+{
+    enum { N = 16 * 4096 + 3 };
+    static float x[N];
+    for (int64_t i = 0; i < N; i++)
+        x[i] = (float)(i % 100) / 25.0f; /* 0 to 3.96, 0 at element 0 */
+    x[5] = 4.0f;
+    x[N - 20] = 9.0f; /* beyond the bound 4, after the first look */
+    float lo, hi;
+    qr_f32_range_within(x, N, 0.0f, 4.0f, &lo, &hi);
+    cr_assert(lo == 0 && !signbit(lo) && hi == 4.0f, "both held in the first block: [%g, %g], not [0, 4]", lo, hi);
+    x[5] = 3.5f; /* 4 never held: read to the end */
+    qr_f32_range_within(x, N, 0.0f, 4.0f, &lo, &hi);
+    cr_assert(lo == 0 && hi == 9.0f, "only 0 held: [%g, %g], not [0, 9]", lo, hi);
+    x[5] = 4.0f, x[0] = 0.25f; /* 0 held only where lane 0 is not: the zero's sign undecided, read on */
+    for (int64_t i = 0; i < N; i += 16)
+        if (x[i] == 0)
+            x[i] = 0.25f;
+    x[N - 19] = -1.0f;
+    qr_f32_range_within(x, N, 0.0f, 4.0f, &lo, &hi);
+    cr_assert(lo == -1.0f && hi == 9.0f, "0 outside lane 0: [%g, %g], not [-1, 9]", lo, hi);
+}
+
 /* The range handed in holds for that one observe only: SimQuant then rounds the tensor in place,
  * and the next batch may come in the same buffer. After an observe given x's range, x changed in
  * place is read again by the next observe (the same buffer and length): its state is what a
