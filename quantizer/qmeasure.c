@@ -3812,8 +3812,11 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
             if ((st = qr_exec_new(one.qdq, &eq, &qx, q->e)) != QR_OK || (st = qr_exec_new(g, &eo, &fx, q->e)) != QR_OK)
                 break;
             qr_exec_share_work(fx, qx); /* they never run at once */
+            /* each kind of run counted apart (grad_node_samples: f32, QDQ, backward) */
+            int64_t ran = qr_exec_node_samples();
             if ((st = qr_exec_run(fx, in, out, q->e)) != QR_OK)
                 break;
+            q->grad_node_samples[0] += qr_exec_node_samples() - ran, ran = qr_exec_node_samples();
             /* each run's arena is the next run's (the QDQ run's, the next sample's f32 run's): the
              * runs and the backward passes hold one arena, not two beside the kept values */
             grad_packings(q, fx, qx);
@@ -3828,6 +3831,7 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
             }
             if ((st = qr_exec_run(qx, in, out, q->e)) != QR_OK)
                 break;
+            q->grad_node_samples[1] += qr_exec_node_samples() - ran, ran = qr_exec_node_samples();
             grad_packings(q, fx, qx);
             q->grad_passes++;
             for (int j = 0; j < no; j++)
@@ -3850,6 +3854,7 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
                     gb.err[id][e] -= ((const float *)in[i].data)[e];
             }
             grad_held(q, &gb, nv); /* what the backward passes start from: a quantized input's error too */
+            ran = qr_exec_node_samples();
             for (int j = worst && no > 1 ? 0 : -1; st == QR_OK && j < (worst && no > 1 ? no : 0); j++)
                 for (int d = 0; st == QR_OK && d < dirs; d++) {
                     gb.out = j;
@@ -3872,6 +3877,7 @@ static qr_status grad_effects(qr_qctx *q, const outref *all, const qr_tensor *ca
                     for (size_t v = 0; v < nv; v++)
                         qr_tensor_free(&adj[v]);
                 }
+            q->grad_node_samples[2] += qr_exec_node_samples() - ran;
             for (size_t v = 0; v < nv; v++) {
                 if (gb.own[v])
                     qr_tensor_free(&gb.val[v]);
@@ -5786,6 +5792,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
                          .s0 = s0};
         res->ranked = nr - k;
         q->grad_passes = q->grad_packing_bytes = q->grad_held_bytes = 0, q->grad_energy = 0;
+        memset(q->grad_node_samples, 0, sizeof q->grad_node_samples);
         /* rank = grad where any cut's grad_exact_near window holds every ranked layer (nr - k <= W
          * + 1: the melspectrogram's 3): the first try would measure them all exactly, and grad's
          * forward and backward would estimate nothing the search reads; they are measured at once,
@@ -5803,6 +5810,7 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
         res->grad_passes = q->grad_passes, res->grad_packing_bytes = q->grad_packing_bytes,
         res->grad_held_bytes = q->grad_held_bytes, res->grad_segments = grad && !all_near ? segs : 0,
         res->grad_energy = q->grad_energy;
+        memcpy(res->grad_node_samples, q->grad_node_samples, sizeof res->grad_node_samples);
         for (int i = k; st == QR_OK && i < nr; i++)
             q->slots[rk[i].slot].effect = rk[i].effect;
         if (st == QR_OK)

@@ -208,9 +208,10 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     num(f, q->output_sqnr);
     if (q->grad_passes > 0) /* rank = grad's passes: what their executors kept of the weights at most */
         fprintf(f, ",\n  \"grad\": {\"passes\": %lld, \"packing_bytes\": %lld, \"held_bytes\": %lld, \"segments\": %d, "
-                   "\"energy\": %.17g}",
+                   "\"energy\": %.17g, \"node_samples\": {\"f32\": %lld, \"qdq\": %lld, \"backward\": %lld}}",
                 (long long)q->grad_passes, (long long)q->grad_packing_bytes, (long long)q->grad_held_bytes,
-                q->grad_segments > 0 ? q->grad_segments : 1, q->grad_energy);
+                q->grad_segments > 0 ? q->grad_segments : 1, q->grad_energy, (long long)q->grad_node_samples[0],
+                (long long)q->grad_node_samples[1], (long long)q->grad_node_samples[2]);
     if (q->grad_peak_rank > 0) /* grad_peak_within: its estimates and what it chose */
         fprintf(f, ",\n  \"grad_peak\": {\"bytes\": %.0f, \"values_bytes\": %.0f, \"held_bytes\": %.0f, "
                    "\"f32_bytes\": %.0f, \"within\": %.17g, \"rank\": \"%s\"}",

@@ -194,6 +194,9 @@ typedef struct qr_quantized {
      * at once, and the most bytes a pass held into its backward passes (kept values, masks, the layers'
      * errors) (qr_qctx's grad_passes, grad_packing_bytes, grad_held_bytes) */
     int64_t grad_passes, grad_packing_bytes, grad_held_bytes;
+    /* rank = grad's f32 runs, QDQ runs and backward passes, node-runs x samples each (qr_qctx's
+     * grad_node_samples: where its share of the validation passes goes) */
+    int64_t grad_node_samples[3];
     /* grad_peak_within (rank = grad): the estimates of grad's peak and the f32 run's, bytes, of it
      * the values one pass keeps (without its run's arena), of those what it holds as the backward
      * passes start (grad_held_bytes' count), the recipe's bound, and the ranking it chose (0: none

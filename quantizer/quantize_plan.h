@@ -100,6 +100,9 @@ typedef struct qr_qctx {
      * the weights (the kernels' packings) at once beside the values the backward reads */
     int64_t grad_passes, grad_packing_bytes, grad_held_bytes;
     double grad_energy; /* rank = grad: its estimates' error energies summed (runs compared bit for bit) */
+    /* rank = grad's runs in the run counter's unit (node-runs x samples, qr_exec_node_samples): its
+     * f32 runs, its QDQ runs and its backward passes, apart (the report's grad.node_samples) */
+    int64_t grad_node_samples[3];
     /* rank = effect's cut runs: the most bytes of the f32 run's values held as copies at once (the
      * rest read in place: struct effects' owned) */
     int64_t effects_copied_bytes;

@@ -2456,7 +2456,16 @@ Test(quantize, grad_peak_within_picks_grad_where_its_passes_fit_and_effect_where
  *   run's 13849056: 15438304, 1.1148 f32 runs, where one segment's 15700448 is 1.1337: within 1.12
  *   and at most 4 segments takes two;
  * - four, one layer each: 278528 held as the backward passes start (one error and the masks).
- * Passes: 2 samples x segments. */
+ * Passes: 2 samples x segments. Their runs (the report's grad.node_samples, node-runs x samples, the
+ * run counter's unit: Conv, Relu, Conv, Relu, Conv counted, Q and DQ not), by hand, 2 samples and 4
+ * directions a sample (one output): each segment's f32 run all 5 nodes (10); its QDQ run the nodes
+ * its layers' values are made from; its backward passes each node from y's Conv down to its first
+ * layer's producer, that one not (x, a model input: all 5):
+ * - one segment: f32 10, QDQ 10, backward 5 x 4 x 2 = 40;
+ * - two: f32 20; QDQ 2 x (2 + 5) = 14 ({x, r0}: c0's Conv and Relu; {r1, y}: all 5); backward
+ *   40 + 1 x 8 (y's Conv alone: r1's Relu is the first producer) = 48;
+ * - four: f32 40; QDQ 2 x (0 + 2 + 4 + 5) = 22; backward 8 x (5 + 3 + 1 + 0) = 72.
+ * Segments cost f32 runs, QDQ runs and backward passes from the outputs again (stop 53). */
 Test(quantize, grad_segments_hold_one_segments_errors_and_give_one_segments_estimates)
 {
     char cmd[6144], *log;
@@ -2474,9 +2483,12 @@ Test(quantize, grad_segments_hold_one_segments_errors_and_give_one_segments_esti
              "for i, d in enumerate(r): print(i, d['grad'], d.get('grad_peak'))\n"
              "assert r[0]['fallbacks'] > 0, 'no search'\n"
              "want = [(1, 2, 1064960), (2, 4, 540672), (4, 8, 278528), (4, 8, 278528)]\n"
-             "for d, (k, p, h) in zip(r, want):\n"
+             "runs = [(10, 10, 40), (20, 14, 48), (40, 22, 72), (40, 22, 72)]\n"
+             "for d, (k, p, h), n in zip(r, want, runs):\n"
              "    g = d['grad']\n"
              "    assert (g['segments'], g['passes'], g['held_bytes']) == (k, p, h), ('segments, passes, held by hand', k, p, h, g)\n"
+             "    c = g['node_samples']\n"
+             "    assert (c['f32'], c['qdq'], c['backward']) == n, ('f32, QDQ, backward node-runs x samples by hand', n, c)\n"
              "    assert g['energy'] == r[0]['grad']['energy'], ('the estimates moved', g['energy'], r[0]['grad']['energy'])\n"
              "    e = [(l['value'], l['effect_db']) for l in d['layers']]\n"
              "    assert e == [(l['value'], l['effect_db']) for l in r[0]['layers']], ('effect_db moved', e)\n"
