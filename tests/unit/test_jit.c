@@ -1991,18 +1991,18 @@ Test(jit, l2_matches_the_reference_and_the_brute_force_optimum, .timeout = 120)
 /* extreme: per sample (index 0 of the first axis) its maximum and minimum; the range's top is the largest
  * maximum plus k times its distance above the maxima's median, the bottom likewise. Observed in batches
  * merged, as calibration runs it. */
-static qrl_qparams extreme_gated(qrl_module *m, float *x, int64_t samples, int64_t per, int batches, double k,
-                                 double cap, int ratio, double above, qr_dtype dt)
+static qrl_qparams extreme_ends(qrl_module *m, float *x, int64_t samples, int64_t per, int batches, double k,
+                                double cap, int ratio, double above, int bottom, qr_dtype dt)
 {
-    const char *names[4] = {"k", "cap", "ratio", "above"};
-    const double vals[4] = {k, cap, ratio, above};
+    const char *names[5] = {"k", "cap", "ratio", "above", "bottom"};
+    const double vals[5] = {k, cap, ratio, above, bottom};
     qr_calib *c, *b;
     qr_error e;
-    cr_assert_eq(qr_calib_new(m, "extreme", 4, names, vals, &c, &e), QR_OK, "%s", e.msg);
+    cr_assert_eq(qr_calib_new(m, "extreme", 5, names, vals, &c, &e), QR_OK, "%s", e.msg);
     for (int i = 0; i < batches; i++) {
         int64_t s0 = samples * i / batches, s1 = samples * (i + 1) / batches;
         qr_tensor t = {.dtype = QR_F32, .ndim = 2, .dims = {s1 - s0, per}, .data = x + s0 * per};
-        cr_assert_eq(qr_calib_new(m, "extreme", 4, names, vals, &b, &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(qr_calib_new(m, "extreme", 5, names, vals, &b, &e), QR_OK, "%s", e.msg);
         cr_assert_eq(qr_calib_observe(b, &t, &e), QR_OK, "%s", e.msg);
         cr_assert_eq(qr_calib_merge(c, b, &e), QR_OK, "%s", e.msg);
         qr_calib_free(b);
@@ -2013,6 +2013,12 @@ static qrl_qparams extreme_gated(qrl_module *m, float *x, int64_t samples, int64
     cr_assert_eq(qr_calib_solve(c, &qt, &qp, &e), QR_OK, "%s", e.msg);
     qr_calib_free(c);
     return qp;
+}
+
+static qrl_qparams extreme_gated(qrl_module *m, float *x, int64_t samples, int64_t per, int batches, double k,
+                                 double cap, int ratio, double above, qr_dtype dt)
+{
+    return extreme_ends(m, x, samples, per, batches, k, cap, ratio, above, 1, dt);
 }
 
 static qrl_qparams extreme_qparams(qrl_module *m, float *x, int64_t samples, int64_t per, int batches, double k,
@@ -2051,6 +2057,13 @@ Test(jit, extreme_by_hand)
         qp = extreme_gated(m, x, 4, 2, batches, 1.0, 256, 0, 5.0, QR_U8);
         cr_assert_float_eq(qp.scale, 12.0 / 255, 1e-15, "above 5: scale %.17g", qp.scale);
         cr_assert_eq(qp.zero, (int64_t)nearbyint(2.0 / (12.0 / 255)));
+        /* bottom = false: the top alone takes headroom. k = 1, above 0: top 17.5, bottom minmax's -2 (scale
+         * 19.5 / 255, zero 26, as above = 3); above = 5 gates the top too: minmax's [-2, 10]. */
+        qp = extreme_ends(m, x, 4, 2, batches, 1.0, 256, 0, 0.0, 0, QR_U8);
+        cr_assert_float_eq(qp.scale, 19.5 / 255, 1e-15, "top only: scale %.17g", qp.scale);
+        cr_assert_eq(qp.zero, 26);
+        qp = extreme_ends(m, x, 4, 2, batches, 1.0, 256, 0, 5.0, 0, QR_U8);
+        cr_assert_float_eq(qp.scale, 12.0 / 255, 1e-15, "top only, above 5: scale %.17g", qp.scale);
     }
     float p[8] = {1, 2, 0.5f, 4, 2, 3, 3, 20}; /* maxima 2 4 3 20 (median 3.5), minima 1 0.5 2 3 */
     qrl_qparams qp = extreme_qparams(m, p, 4, 2, 1, 2.0, 256, 0, QR_U8);
@@ -2086,12 +2099,13 @@ Test(jit, extreme_matches_numpy)
     qr_tensor t = {.dtype = QR_F32, .ndim = 2, .dims = {S, P}, .data = x};
     qr_error e;
     cr_assert_eq(qr_npy_write(path, &t, &e), QR_OK, "%s", e.msg);
-    const double ks[5] = {1.5, 0.7, 0.8, 0.8, 1.5}, caps[5] = {256, 8, 256, 256, 8};
-    double above_at[5] = {0, 0, 0, 0, 0};
+    /* the last two: bottom = false (top-only headroom), ungated and gated between the ends' spreads */
+    const double ks[7] = {1.5, 0.7, 0.8, 0.8, 1.5, 0.4, 0.6}, caps[7] = {256, 8, 256, 256, 8, 256, 256};
+    double above_at[7] = {0, 0, 0, 0, 0, 0, 0};
     int one_end = 0;
-    for (int j = 0; j < 5; j++) {
-        int ratio = j == 2 || j == 3;
-        if (j >= 3) { /* above between the two ends' spreads (numpy's): one end gated, the other not */
+    for (int j = 0; j < 7; j++) {
+        int ratio = j == 2 || j == 3 || j == 5, bottom = j < 5;
+        if (j == 3 || j == 4 || j == 6) { /* above between the two ends' spreads (numpy's): one end gated, the other not */
             snprintf(cmd, sizeof cmd,
                      "/usr/bin/python3 -c \"import numpy as np; x = np.load('%s').astype(np.float64); cap = %d\n"
                      "mid = lambda a: np.median(a) if len(a) < 2 * cap else np.sort(a)[::-1][cap - 1]\n"
@@ -2102,25 +2116,25 @@ Test(jit, extreme_matches_numpy)
             cr_assert_eq(sscanf(log, "%lf", &above_at[j]), 1, "%s", log);
             free(log);
         }
-        qrl_qparams u8 = extreme_gated(m, x, S, P, 3, ks[j], caps[j], ratio, above_at[j], QR_U8);
-        qrl_qparams i8 = extreme_gated(m, x, S, P, 3, ks[j], caps[j], ratio, above_at[j], QR_I8);
+        qrl_qparams u8 = extreme_ends(m, x, S, P, 3, ks[j], caps[j], ratio, above_at[j], bottom, QR_U8);
+        qrl_qparams i8 = extreme_ends(m, x, S, P, 3, ks[j], caps[j], ratio, above_at[j], bottom, QR_I8);
         snprintf(cmd, sizeof cmd,
-                 "/usr/bin/python3 -c \"import numpy as np; x = np.load('%s').astype(np.float64); k, cap, ratio, above = %g, %d, %d, %.17g\n"
+                 "/usr/bin/python3 -c \"import numpy as np; x = np.load('%s').astype(np.float64); k, cap, ratio, above, bottom = %g, %d, %d, %.17g, %d\n"
                  "mx, mn = x.max(axis=1), -x.min(axis=1)\n"
                  "mid = lambda a: np.median(a) if len(a) < 2 * cap else np.sort(a)[::-1][cap - 1]\n"
                  "gate = lambda a: above <= 0 or (a.max() > 0 and mid(a) > 0 and a.max() > above * mid(a))\n"
                  "end = lambda a: a.max() if not gate(a) else a.max() * (a.max() / mid(a)) ** k if ratio and mid(a) > 0 else a.max() + k * (a.max() - mid(a))\n"
-                 "hi = end(mx); lo = -end(mn)\n"
+                 "hi = end(mx); lo = -end(mn) if bottom else -mn.max()\n"
                  "a, b = min(lo, 0), max(hi, 0); s = (b - a) / 255; z = int(np.clip(np.round(-a / s), 0, 255))\n"
                  "print('%%.17g %%d %%.17g %%d' %% (s, z, max(-a, b) / 127.5, int(gate(mx)) + int(gate(mn))))\"",
-                 path, ks[j], (int)caps[j], ratio, above_at[j]);
+                 path, ks[j], (int)caps[j], ratio, above_at[j], bottom);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
         double s, s8;
         long long z;
         int gated;
         cr_assert_eq(sscanf(log, "%lf %lld %lf %d", &s, &z, &s8, &gated), 4, "%s", log);
         free(log);
-        one_end += j >= 3 && gated == 1;
+        one_end += (j == 3 || j == 4 || j == 6) && gated == 1;
         cr_assert_float_eq(u8.scale, s, 1e-12 * s, "k %g cap %g: u8 scale %.17g, numpy %.17g", ks[j], caps[j],
                            u8.scale, s);
         cr_assert_eq(u8.zero, z, "k %g cap %g: u8 zero %lld, numpy %lld", ks[j], caps[j], (long long)u8.zero, z);
@@ -2128,7 +2142,7 @@ Test(jit, extreme_matches_numpy)
                            i8.scale, s8);
         cr_assert_eq(i8.zero, 0);
     }
-    cr_assert_eq(one_end, 2, "each gated case has one end with headroom and one without");
+    cr_assert_eq(one_end, 3, "each gated case has one end with headroom and one without");
     qr_module_free(m);
 }
 /* Calibrator arguments and the fallback of settings listed after many use
