@@ -2580,7 +2580,10 @@ static qr_status run_cut(effects *ef, int r)
         in = calloc((size_t)d->n_inputs + 1, sizeof *in);
         out = calloc((size_t)g->n_outputs + 1, sizeof *out);
         got = calloc((size_t)g->n_outputs + 1, sizeof *got);
-        qr_exec_opts eo = {.threads = ef->threads};
+        /* counted as the batch's samples (its model inputs' first axis, as the f32 run counts
+         * them), not the first axis of the value it starts from ([3, B, ...] in PP-OCRv4 rec) */
+        qr_exec_opts eo = {.threads = ef->threads,
+                           .samples = g->n_inputs > 0 && ef->in[0].ndim > 0 ? ef->in[0].dims[0] : 1};
         st = in && out && got ? QR_OK : qr_errorf(&ef->e, "out of memory");
         for (int i = 0; st == QR_OK && i < d->n_inputs; i++)
             in[i] = ef->ext[i] < 0 ? ef->in[-1 - ef->ext[i]] : ef->val[ef->ext[i]];

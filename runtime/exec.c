@@ -2221,6 +2221,8 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
             qr_tensor_free(&outputs[i]);
     if (st == QR_OK) { /* samples: the first input's first axis (a batch), 1 without one */
         int64_t samples = g->n_inputs > 0 && inputs[0].ndim > 0 ? inputs[0].dims[0] : 1;
+        if (x->opts.samples > 0) /* the caller's count: its first input is not a batch */
+            samples = x->opts.samples;
         int64_t n = (int64_t)(x->ncounted - x->nsupplied) * samples;
         atomic_fetch_add(&node_samples, n);
         atomic_fetch_add(&node_samples_in[atomic_load(&account)], n);

@@ -53,6 +53,10 @@ typedef struct qr_exec_opts {
      * quantizer's f32 run follows a measured graph's order with it, so that the values it hands
      * over are read as they come instead of piling up (docs/quantizer.md, stop 42). */
     const int *node_seq;
+    /* The samples a run counts in the run counter (qr_exec_node_samples), or 0: its first input's
+     * first axis, 1 without one. For a graph whose first input is not a batch of samples (the
+     * quantizer's cut runs start from values inside the model: PP-OCRv4 rec's [3, B, ...] qkv). */
+    int64_t samples;
 } qr_exec_opts;
 
 /* What one node cost over the runs of a profiling executor. */

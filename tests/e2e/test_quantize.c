@@ -2680,6 +2680,43 @@ Test(quantize, effects_reference_outputs_run_once_a_fallback)
     free(log);
 }
 
+/* The effects' cut runs count the batch's samples, not the first axis of the value they start from
+ * (stop 53: PP-OCRv4 rec's cuts from its [3, B, ...] qkv counted 3 samples a run where B was 2).
+ * tests/e2e/transposed_cut_model.py: tA and tB are the same five nodes and numbers, tA's values
+ * between its Transposes [6, n, 4], tB's [n, 6, 4]; 8 samples, 4 held out, effect_samples = 2, every
+ * layer ranked. By hand one pass is 5 nodes x 4 samples = 20 in both, and the effects' runs are the
+ * same runs of the same nodes on the same samples: the same node-runs x samples (the base build
+ * counts tA's cuts 6 a run: 123 against tB's 43), and the same effect_db to the bit. */
+Test(quantize, effects_cut_runs_count_the_batch_not_the_first_axis_they_start_from)
+{
+    char cmd[4096], *log, recipe[1024];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/transposed_cut_model.py' '%s' 2>&1", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(recipe, sizeof recipe, "%s/tc.qrl", dir);
+    write_recipe(recipe, "  fallback = f32 when output_sqnr < 99\n  validate = 0.5\n  validate_least = 4\n"
+                         "  rank = effect\n  effect_samples = 2\n");
+    for (int m = 0; m < 2; m++) {
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize t%c.onnx --recipe tc.qrl --calib t_x.npy --threads 1 "
+                 "-o t%c.q.onnx --report t%c.json 2>&1", dir, tu_qrl(), "AB"[m], "AB"[m], "AB"[m]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import json\n"
+             "A, B = json.load(open('tA.json')), json.load(open('tB.json'))\n"
+             "ph = lambda r: [(p['phase'], p['validate_node_samples']) for p in r['runs']['phases']]\n"
+             "print(ph(A), ph(B))\n"
+             "assert A['runs']['validate']['pass_node_samples'] == 20 == B['runs']['validate']['pass_node_samples']\n"
+             "assert [l['value'] for l in A['layers'] if 'effect_db' in l] == ['t', 'r', 'u', 'y'], A['layers']\n"
+             "assert ph(A) == ph(B), ('the runs counted apart', ph(A), ph(B))\n"
+             "assert [l['effect_db'] for l in A['layers']] == [l['effect_db'] for l in B['layers']]\" 2>&1",
+             dir);
+    cr_expect_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_log_info("%s", log);
+    free(log);
+}
+
 /* The measurement of what ships in one pass where the held-out samples fill at most two thirds of a
  * batch (stop 51): fi.onnx (tests/e2e/fallback_input_model.py, 4 KB of weights) with 64 samples,
  * 16 held out, at --batch 32: 3 x 16 <= 2 x 32, so the QDQ and the integer run go beside one f32
