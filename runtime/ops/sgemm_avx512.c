@@ -9,7 +9,7 @@
 
 #include "op.h"
 
-#define TARGET __attribute__((target("avx512f,fma")))
+#define TARGET __attribute__((target("avx512f,fma,prfchw")))
 /* Rows of a packed panel ahead of the loop that it prefetches (tile's PB); 16, 24 and 32 measured
  * alike, 64 into L2 worse (stop 47) */
 #define SG_PF_ROWS 32
@@ -26,6 +26,12 @@ static inline __mmask16 cols_mask(int cols)
     if (r < R) {                                                                                             \
         l##r = _mm512_maskz_loadu_ps(k0, c + r * ldc);                                                       \
         h##r = _mm512_maskz_loadu_ps(k1, c + r * ldc + 16);                                                  \
+    }
+/* C's two lines of row r fetched for writing (PREFETCHW) while the k loop runs */
+#define PFW(r)                                                                                               \
+    if (r < R) {                                                                                             \
+        __builtin_prefetch(c + r * ldc, 1, 3);                                                               \
+        __builtin_prefetch(c + r * ldc + 16, 1, 3);                                                          \
     }
 #define FMA(r)                                                                                               \
     if (r < R) {                                                                                             \
@@ -73,6 +79,8 @@ TARGET static inline __attribute__((always_inline)) void tile(const int R, const
     ROWS(ZERO)
     if (load_c) {
         ROWS(LOAD)
+    } else {
+        ROWS(PFW)
     }
     for (int64_t q = 0; q < kc; q++) {
         const float *bq = PB ? bp + q * 32 : bp + boff[q];
@@ -274,6 +282,15 @@ TARGET void qr_sgemm_pack_bt_32_avx512(const float *b, int64_t b_cs, int64_t k, 
         __mmask16 m = cols_mask(rows);
         for (int g = 0; g < 2; g++) {
             __m512 v[16];
+            /* the next 16 columns' lines asked for now: a transposed B's columns are rows of the
+             * source far apart (an attention's keys 8 KB apart at batch 8), one page each, which
+             * no hardware prefetcher follows */
+            if (q0 + 16 < k || g == 0)
+                for (int i = 0; i < 16; i++) {
+                    int x = g == 0 ? 16 + i : i;
+                    if (x < w)
+                        _mm_prefetch((const char *)(b + x * b_cs + (g == 0 ? q0 : q0 + 16)), _MM_HINT_T0);
+                }
             for (int i = 0; i < 16; i++) {
                 int x = g * 16 + i;
                 v[i] = x < w ? _mm512_maskz_loadu_ps(m, b + x * b_cs + q0) : _mm512_setzero_ps();

@@ -113,14 +113,15 @@ static const char *const isas[] = {"avx512", "avx2", "ref"};
  * strides (the AVX-512 tile without a table of row offsets, prefetching the panel ahead; with A
  * transposed, A's packed tile at constant offsets too), on ragged M (past the few-rows kernel and
  * the 12-row tiles), ragged N (panels of 1..31 real columns), K past the 256 of a block (the sums
- * through c between blocks; K 1024 and 2048: A's rows 4 KB apart, copied apart by the driver), both
+ * through c between blocks; K 1024 and 2048: A's rows 4 KB apart, copied apart by the driver; 700 and
+ * 515 rows: C's rows over 256 KB, split in row blocks, stop 53), both
  * signs, with and without bias, A in place and transposed, 1 and 2 threads: the bits of the fmaf
  * chain, as B in place. */
 Test(sgemm, packed_b_matches_fma_chain_on_ragged_shapes)
 {
     static const shape ps[] = {{4, 1, 1},     {5, 33, 7},     {13, 31, 257},  {12, 32, 256}, {25, 65, 300},
                                {49, 97, 600}, {128, 256, 64}, {100, 513, 9},  {250, 31, 250}, {64, 70, 0},
-                               {30, 65, 1024}, {13, 40, 2048}};
+                               {30, 65, 1024}, {13, 40, 2048}, {700, 100, 300}, {515, 256, 520}};
     qr_pool *pool = qr_pool_new(2);
     cr_assert(pool);
     int tested = 0;
@@ -400,5 +401,72 @@ Test(sgemm, column_bias_is_the_product_then_one_add)
             free(work);
         }
     }
+    qr_pool_free(pool);
+}
+
+/* An attention's Q.K^T as the strided MatMul runs it (stop 53): A's rows (the queries) 8 KB apart,
+ * copied by the driver with the next tile's rows prefetched, and B transposed (the keys, one
+ * column of B a row of the source 8 KB on) packed by qr_sgemm_pack_b with the next columns'
+ * lines prefetched; ragged M (tiles of 11 and 12 rows, a last tile of 1), N (16 + 13 real columns
+ * in a panel), K (a last group of 6 of 16; past a block of 256), both signs, 1 and 2 threads,
+ * every ISA: the bits of the fmaf chain and within its bound of the double product. */
+Test(sgemm, attention_keys_transposed_and_queries_8kb_apart)
+{
+    static const shape as[] = {{128, 128, 64}, {37, 45, 70}, {133, 29, 16}, {25, 128, 300}, {1, 7, 5}};
+    const int64_t ld = 2048; /* floats between two queries' and two keys' rows */
+    qr_pool *pool = qr_pool_new(2);
+    cr_assert(pool);
+    int tested = 0;
+    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+        const qr_sgemm_kernel *kn = qr_sgemm_isa(isas[i]);
+        if (!kn)
+            continue;
+        tested++;
+        for (size_t s = 0; s < sizeof as / sizeof as[0]; s++) {
+            int64_t m = as[s].m, n = as[s].n, k = as[s].k;
+            float *a = malloc(sizeof(float) * (size_t)(m * ld)), *b = malloc(sizeof(float) * (size_t)(n * ld));
+            float *c = malloc(sizeof(float) * (size_t)(m * n));
+            float *pk = malloc(sizeof(float) * (size_t)qr_sgemm_packed_size(kn, k, n));
+            float *work = malloc(sizeof(float) * (size_t)(qr_sgemm_work(kn) * 2));
+            cr_assert(a && b && c && pk && work);
+            unsigned seed = 41 + (unsigned)s;
+            for (int64_t e = 0; e < m * ld; e++)
+                a[e] = rnd_f(&seed);
+            for (int64_t e = 0; e < n * ld; e++)
+                b[e] = rnd_f(&seed);
+            for (int t = 0; t < 2; t++) {
+                for (int64_t e = 0; e < m * n; e++)
+                    c[e] = NAN;
+                qr_sgemm_pack_b(kn, b, 1, ld, k, n, pk); /* B(q, x) = keys[x][q] */
+                qr_sgemm_job j = {.a = a, .c = c, .a_rs = ld, .a_cs = 1, .ldc = n, .m = m, .n = n, .k = k,
+                                  .b_packed = pk};
+                qr_sgemm(t ? pool : NULL, kn, &j, work);
+                for (int64_t r = 0; r < m; r++)
+                    for (int64_t x = 0; x < n; x++) {
+                        float f = 0;
+                        double d = 0, mag = 0;
+                        for (int64_t q = 0; q < k; q++) {
+                            float av = a[r * ld + q], bv = b[x * ld + q];
+                            f = fmaf(av, bv, f);
+                            d += (double)av * bv;
+                            mag += fabs((double)av * bv);
+                        }
+                        float got = c[r * n + x];
+                        cr_assert(fabs(got - d) <= (double)(k + 1) * ldexp(1.0, -23) * mag,
+                                  "%s %lldx%lldx%lld threads %d (%lld, %lld): %.9g vs %.17g", kn->isa, (long long)m,
+                                  (long long)n, (long long)k, t + 1, (long long)r, (long long)x, got, d);
+                        cr_assert(memcmp(&got, &f, sizeof f) == 0,
+                                  "%s %lldx%lldx%lld threads %d (%lld, %lld): %.9g, fmaf chain %.9g", kn->isa,
+                                  (long long)m, (long long)n, (long long)k, t + 1, (long long)r, (long long)x, got, f);
+                    }
+            }
+            free(a);
+            free(b);
+            free(c);
+            free(pk);
+            free(work);
+        }
+    }
+    cr_assert(tested >= 1);
     qr_pool_free(pool);
 }
