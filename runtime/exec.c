@@ -120,6 +120,12 @@ struct qr_exec {
     int *scol;
     unsigned char *slive, *mmsplit;
     int64_t *scol0;
+    /* Each node's kernel context as far as the static plan fixes it (prepare_nodes): prep[p]
+     * for the node at place p, NULL until made for this plan (dropped with it). A batch-1 run of
+     * a small CNN spent some 5% of its time building them node by node on every run. */
+    struct node_prep *prep;
+    const qr_tensor **prep_in; /* the records' input pointers, one block */
+    qr_tensor **prep_out;      /* and their output pointers */
 };
 
 /* Kernels may read a few optional inputs past the node's own: slots up to this many are always there. */
@@ -1121,6 +1127,8 @@ static void arena_give(unsigned char *p, size_t bytes)
     arena_free(p, bytes);
 }
 
+static void drop_prep(qr_exec *x);
+
 static void drop_plan(qr_exec *x)
 {
     for (int i = 0; i < x->nv; i++) {
@@ -1137,6 +1145,7 @@ static void drop_plan(qr_exec *x)
     x->arena_cap = 0;
     x->arena_size = 0;
     x->have_plan = 0;
+    drop_prep(x);
 }
 
 void qr_exec_free_spare(void)
@@ -1158,6 +1167,7 @@ void qr_exec_drop_plan(qr_exec *x)
 
 void qr_exec_share_cache(qr_exec *x, const qr_exec *from)
 {
+    drop_prep(x); /* the records hold the shared caches */
     free(x->cache_map);
     x->cache_map = NULL;
     x->cache_from = from && from != x && from->g == x->g && from->opts.threads == x->opts.threads ? from : NULL;
@@ -1165,6 +1175,7 @@ void qr_exec_share_cache(qr_exec *x, const qr_exec *from)
 
 qr_status qr_exec_share_cache_nodes(qr_exec *x, const qr_exec *from, const int *map, qr_error *e)
 {
+    drop_prep(x);
     free(x->cache_map);
     x->cache_map = NULL;
     x->cache_from = NULL;
@@ -1198,6 +1209,7 @@ void qr_exec_free(qr_exec *x)
         return;
     if (x->planned)
         drop_plan(x);
+    drop_prep(x);
     free(x->order);
     free(x->pos);
     free(x->nodes);
@@ -1396,6 +1408,79 @@ static qr_status node_io_init(qr_exec *x, const qr_node *n, node_io *io, qr_erro
             io->k.act = &x->act[at];
     }
     return QR_OK;
+}
+
+/* What node_io_init makes of the node at a place when the plan is static, kept for the plan's
+ * runs: its inputs' and outputs' tensors (x->vt's, which the plan's runs keep; a fused GELU
+ * chain's input in place of input 0), its context (.err and .work set per run), and which
+ * outputs run_node zeroes before the kernel (bit j: the kernel does not write every element). */
+typedef struct node_prep {
+    const qr_tensor **in;
+    qr_tensor **out;
+    qr_kctx k;
+    unsigned zero;
+    int ok; /* 0: node_io_init each run (an output absent or past 32, made by the kernel) */
+} node_prep;
+
+static void drop_prep(qr_exec *x)
+{
+    free(x->prep);
+    free(x->prep_in);
+    free(x->prep_out);
+    x->prep = NULL;
+    x->prep_in = NULL;
+    x->prep_out = NULL;
+}
+
+/* The static plan's node records (node_prep); none where memory is short (node_io_init then). */
+static void prepare_nodes(qr_exec *x, qr_error *e)
+{
+    size_t nin = 0, nout = 0;
+    for (int i = 0; i < x->nn; i++)
+        nin += (size_t)x->nodes[i]->n_in, nout += (size_t)x->nodes[i]->n_out;
+    x->prep = calloc((size_t)x->nn + 1, sizeof *x->prep);
+    x->prep_in = calloc(nin + 1, sizeof *x->prep_in);
+    x->prep_out = calloc(nout + 1, sizeof *x->prep_out);
+    if (!x->prep || !x->prep_in || !x->prep_out) {
+        drop_prep(x);
+        return;
+    }
+    nin = nout = 0;
+    for (int i = 0; i < x->nn; i++) {
+        const qr_node *n = x->nodes[i];
+        node_prep *p = &x->prep[i];
+        node_io io;
+        p->in = x->prep_in + nin, p->out = x->prep_out + nout;
+        nin += (size_t)n->n_in, nout += (size_t)n->n_out;
+        int ok = n->n_out <= 32 && n->n_in <= x->io_nin && n->n_out <= x->io_nout;
+        for (int j = 0; j < n->n_out && ok; j++)
+            ok = n->out[j] && out_value(x, n, j);
+        if (!ok || node_io_init(x, n, &io, e) != QR_OK)
+            continue; /* (the run's node_io_init reports it) */
+        memcpy(p->in, io.in, sizeof *p->in * (size_t)n->n_in);
+        memcpy(p->out, io.out, sizeof *p->out * (size_t)n->n_out);
+        p->k = io.k;
+        p->k.err = NULL, p->k.work = NULL;
+        for (int j = 0; j < n->n_out; j++)
+            if (!n->def->inplace && !(x->gelu && x->gelu[i]) && (!n->def->writes_all || !n->def->writes_all(&io.k)))
+                p->zero |= 1u << j;
+        p->ok = 1;
+    }
+}
+
+/* node_io_init from the node's record (prepare_nodes): what it would make, with no look-ups. */
+static void node_io_prepared(qr_exec *x, const node_prep *p, const qr_node *n, node_io *io, qr_error *e)
+{
+    io->in = x->io_in;
+    io->out = x->io_out;
+    io->scratch = x->io_scratch;
+    memcpy(io->in, p->in, sizeof *io->in * (size_t)n->n_in);
+    for (int j = n->n_in; j < x->io_hi; j++)
+        io->in[j] = NULL;
+    x->io_hi = n->n_in;
+    memcpy(io->out, p->out, sizeof *io->out * (size_t)n->n_out);
+    io->k = p->k;
+    io->k.in = io->in, io->k.out = io->out, io->k.err = e, io->k.work = x->work_at;
 }
 
 static void node_io_free(const qr_node *n, node_io *io)
@@ -1904,8 +1989,11 @@ static qr_status run_node(qr_exec *x, int ni, size_t *live, qr_error *e)
         return QR_OK;
     if (x->slive && x->slive[ni])
         return run_split(x, ni, x->prof ? &t0 : NULL, e);
-    qr_status st = node_io_init(x, n, &io, e);
-    if (st != QR_OK)
+    const node_prep *prep = x->prep && x->prep[ni].ok ? &x->prep[ni] : NULL;
+    qr_status st = QR_OK;
+    if (prep)
+        node_io_prepared(x, prep, n, &io, e);
+    else if ((st = node_io_init(x, n, &io, e)) != QR_OK)
         return st;
     int dt = x->divt ? x->divt[ni] : -1;
     if (dt >= 0 && x->tlive[dt]) { /* the Div of a folded Transpose's input, in its layout */
@@ -1934,7 +2022,7 @@ static qr_status run_node(qr_exec *x, int ni, size_t *live, qr_error *e)
      * and no shape there depends on data: inferring again each run was ~3% of a small CNN's run.
      * An absent output's scratch tensor has no shape yet, so that node is inferred. */
     int infer = x->dynamic;
-    for (int j = 0; j < n->n_out && !infer; j++)
+    for (int j = 0; j < n->n_out && !infer && !prep; j++)
         infer = !out_value(x, n, j);
     if (infer)
         st = node_infer(n, &io, e);
@@ -1954,7 +2042,7 @@ static qr_status run_node(qr_exec *x, int ni, size_t *live, qr_error *e)
             /* Kernels get zeroed outputs in both modes (the arena is reused), unless they
              * write every element anyway (zeroing was 2% of an integer CNN's run); in-place
              * kernels write every element and may be reading this buffer. */
-            if (!n->def->writes_all || !n->def->writes_all(&io.k))
+            if (prep ? prep->zero >> j & 1 : !n->def->writes_all || !n->def->writes_all(&io.k))
                 memset(io.out[j]->data, 0, qr_tensor_nbytes(io.out[j]));
             else if (x->poison)
                 memset(io.out[j]->data, 0xa5, qr_tensor_nbytes(io.out[j]));
@@ -1977,7 +2065,8 @@ static qr_status run_node(qr_exec *x, int ni, size_t *live, qr_error *e)
     }
     if (st == QR_OK)
         observe(x, n);
-    node_io_free(n, &io);
+    if (!prep) /* (a prepared node has no scratch outputs) */
+        node_io_free(n, &io);
     return st == QR_OK ? QR_OK : node_fail(n, e);
 }
 
@@ -2176,6 +2265,8 @@ qr_status qr_exec_run(qr_exec *x, const qr_tensor *inputs, qr_tensor *outputs, q
         return QR_ERR;
     }
     bind_values(x, inputs);
+    if (!x->dynamic && !x->prep && !x->opts.observer && !x->opts.no_records)
+        prepare_nodes(x, e);
     size_t live = 0, peak = 0;
     qr_status st = QR_OK;
     for (int ni = 0; ni < x->nn; ni++) {

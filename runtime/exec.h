@@ -57,6 +57,9 @@ typedef struct qr_exec_opts {
      * first axis, 1 without one. For a graph whose first input is not a batch of samples (the
      * quantizer's cut runs start from values inside the model: PP-OCRv4 rec's [3, B, ...] qkv). */
     int64_t samples;
+    /* 1: each run builds every node's kernel context node by node, not from the static plan's
+     * records (exec.c prepare_nodes): the tests' reference for them */
+    int no_records;
 } qr_exec_opts;
 
 /* What one node cost over the runs of a profiling executor. */

@@ -1174,3 +1174,110 @@ Test(exec, a_node_sequence_sets_the_run_order)
     }
     qr_graph_free(g);
 }
+
+/* A static plan's runs build each node's kernel context from its record (exec.c prepare_nodes),
+ * made once a plan, not node by node. x [B, 2, 5, 5] -> Conv (W [3, 2, 3, 3], bias, strides 2,
+ * pads 1: not the defaults) -> Clip [0, 0.7] (fused into the Conv: the record's activation) ->
+ * Reshape [B, 3, 9] -> MatMul W2 [9, 4] -> Add b2 [4] (fused: the record's bias) -> Flatten axis 2
+ * (not the default) -> [3 B, 4]; at B = 2,
+ * three runs on new data (the records made on the first), on 1 and 2 threads: every bit the run that
+ * builds each context per node (no_records) and the unfused one's (fuse=0), and a double
+ * reference. */
+static void check_prepared(int threads)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t dx[] = {2, 2, 5, 5}, dw[] = {3, 2, 3, 3}, d3[] = {3}, d1[] = {1}, dw2[] = {9, 4}, d4[] = {4};
+    static float w[54], cb[3], w2[36], b2[4], xs[2 * 50];
+    const float lo = 0.0f, hi = 0.7f;
+    for (int i = 0; i < 54; i++)
+        w[i] = (float)((i * 29) % 17) / 16.0f - 0.5f;
+    for (int i = 0; i < 36; i++)
+        w2[i] = (float)((i * 13) % 11) / 8.0f - 0.6f;
+    for (int i = 0; i < 3; i++)
+        cb[i] = 0.1f * (float)i - 0.1f;
+    for (int i = 0; i < 4; i++)
+        b2[i] = 0.25f * (float)i - 0.3f;
+    qr_value *x = tu_input(g, "x", 4, dx);
+    qr_value *ci[] = {x, tu_const_f32(g, "w", 4, dw, w), tu_const_f32(g, "cb", 1, d3, cb)};
+    qr_node *conv = tu_node(g, "Conv", "conv", 3, ci, 1);
+    const int64_t st[] = {2, 2}, pads[] = {1, 1, 1, 1};
+    tu_attr_ints(g, conv, "strides", 2, st);
+    tu_attr_ints(g, conv, "pads", 4, pads);
+    qr_value *cl[] = {conv->out[0], tu_const_f32(g, "lo", 0, d1, &lo), tu_const_f32(g, "hi", 0, d1, &hi)};
+    qr_value *v = tu_node(g, "Clip", "clip", 3, cl, 1)->out[0];
+    static const int64_t shape[] = {0, 3, 9}, d3s[] = {3};
+    qr_tensor st3 = {.dtype = QR_I64};
+    qr_tensor_set_shape(&st3, 1, d3s);
+    st3.data = (void *)shape;
+    qr_value *sv = qr_graph_new_value(g, "shape");
+    qr_value_set_const(g, sv, &st3);
+    qr_value *ri[] = {v, sv};
+    qr_value *mi[] = {tu_node(g, "Reshape", "reshape", 2, ri, 1)->out[0], tu_const_f32(g, "w2", 2, dw2, w2)};
+    qr_value *mm = tu_node(g, "MatMul", "mm", 2, mi, 1)->out[0];
+    qr_value *ai[] = {mm, tu_const_f32(g, "b2", 1, d4, b2)};
+    v = tu_node(g, "Add", "add", 2, ai, 1)->out[0];
+    qr_node *fl = tu_node(g, "Flatten", "flatten", 1, &v, 1);
+    tu_attr_int(g, fl, "axis", 2);
+    tu_output(g, fl->out[0]);
+    qr_error e;
+    cr_assert_eq(qr_pass_infer_and_fold(g, &e), QR_OK, "%s", e.msg);
+    qr_exec *xs3[3]; /* records; none (node by node); unfused */
+    for (int k = 0; k < 3; k++) {
+        qr_exec_opts o = {.threads = threads, .no_records = k == 1, .profile = 1};
+        if (k == 2)
+            tu_option("fuse", "0");
+        cr_assert_eq(qr_exec_new(g, &o, &xs3[k], &e), QR_OK, "%s", e.msg);
+        tu_option("fuse", "");
+    }
+    for (int r = 0; r < 3; r++) {
+        int64_t b = 2;
+        for (int64_t i = 0; i < b * 50; i++)
+            xs[i] = (float)((i * 37 + r * 11) % 23) / 11.0f - 1.0f;
+        qr_tensor in = {.dtype = QR_F32, .ndim = 4, .dims = {b, 2, 5, 5}, .data = xs}, out[3];
+        for (int k = 0; k < 3; k++)
+            cr_assert_eq(qr_exec_run(xs3[k], &in, &out[k], &e), QR_OK, "%s", e.msg);
+        cr_assert_eq(out[0].ndim, 2);
+        cr_assert(out[0].dims[0] == 3 * b && out[0].dims[1] == 4);
+        for (int k = 0; k < 3; k++) { /* the Clip and the Add fused but under fuse=0 */
+            const qr_node_prof *p = qr_exec_profile(xs3[k]);
+            cr_assert_eq(p[1].runs == 0 && p[4].runs == 0, k < 2, "run %d: the Clip ran %lld times, the Add %lld", k,
+                         (long long)p[1].runs, (long long)p[4].runs);
+        }
+        for (int k = 1; k < 3; k++)
+            cr_assert_eq(memcmp(out[0].data, out[k].data, qr_tensor_nbytes(&out[0])), 0,
+                         "run %d, %d threads: the records' run differs from run %d's", r, threads, k);
+        const float *y = out[0].data;
+        for (int64_t n = 0; n < b; n++)
+            for (int oc = 0; oc < 3; oc++)
+                for (int j = 0; j < 4; j++) {
+                    double want = b2[j];
+                    for (int p = 0; p < 9; p++) { /* conv output (n, oc, p / 3, p % 3), clipped */
+                        double c = cb[oc];
+                        for (int ic = 0; ic < 2; ic++)
+                            for (int ky = 0; ky < 3; ky++)
+                                for (int kx = 0; kx < 3; kx++) {
+                                    int iy = p / 3 * 2 - 1 + ky, ix = p % 3 * 2 - 1 + kx;
+                                    if (iy >= 0 && iy < 5 && ix >= 0 && ix < 5)
+                                        c += (double)w[((oc * 2 + ic) * 3 + ky) * 3 + kx] *
+                                             xs[((n * 2 + ic) * 5 + iy) * 5 + ix];
+                                }
+                        c = c < lo ? lo : c > hi ? hi : c;
+                        want += c * w2[p * 4 + j];
+                    }
+                    double got = y[(n * 3 + oc) * 4 + j];
+                    cr_assert(fabs(got - want) <= 1e-5 * (1 + fabs(want)), "run %d (%lld, %d, %d): %g, want %g", r,
+                              (long long)n, oc, j, got, want);
+                }
+        for (int k = 0; k < 3; k++)
+            qr_tensor_free(&out[k]);
+    }
+    for (int k = 0; k < 3; k++)
+        qr_exec_free(xs3[k]);
+    qr_graph_free(g);
+}
+
+Test(exec, prepared_node_records_match_the_node_by_node_run)
+{
+    check_prepared(1);
+    check_prepared(2);
+}
