@@ -1281,3 +1281,35 @@ Test(exec, prepared_node_records_match_the_node_by_node_run)
     check_prepared(1);
     check_prepared(2);
 }
+
+/* EyeLike writes only its ones (no writes_all): the executor zeroes its output first, by the
+ * record's bit (the tests poison what it does not zero, testutil.c). y = EyeLike(x, k = 1) + x,
+ * x [4, 5], three runs on new data: y = x plus ones at (i, i + 1), by hand. */
+Test(exec, a_record_zeroes_the_outputs_its_kernel_leaves)
+{
+    qr_graph *g = qr_graph_new();
+    const int64_t dx[] = {4, 5};
+    qr_value *x = tu_input(g, "x", 2, dx);
+    qr_node *eye = tu_node(g, "EyeLike", "eye", 1, &x, 1);
+    tu_attr_int(g, eye, "k", 1);
+    qr_value *ai[] = {eye->out[0], x};
+    tu_output(g, tu_node(g, "Add", "add", 2, ai, 1)->out[0]);
+    qr_error e;
+    cr_assert_eq(qr_pass_infer_and_fold(g, &e), QR_OK, "%s", e.msg);
+    qr_exec *ex;
+    cr_assert_eq(qr_exec_new(g, NULL, &ex, &e), QR_OK, "%s", e.msg);
+    float xs[20];
+    for (int r = 0; r < 3; r++) {
+        for (int i = 0; i < 20; i++)
+            xs[i] = (float)(i * (r + 1)) / 8.0f;
+        qr_tensor in = {.dtype = QR_F32, .ndim = 2, .dims = {4, 5}, .data = xs}, out;
+        cr_assert_eq(qr_exec_run(ex, &in, &out, &e), QR_OK, "%s", e.msg);
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 5; j++)
+                cr_assert_eq(((float *)out.data)[i * 5 + j], xs[i * 5 + j] + (j == i + 1 ? 1.0f : 0.0f),
+                             "run %d (%d, %d)", r, i, j);
+        qr_tensor_free(&out);
+    }
+    qr_exec_free(ex);
+    qr_graph_free(g);
+}
