@@ -1022,10 +1022,12 @@ Test(quantize, extreme_above_gates_the_headroom_by_the_spread)
     double spread = atof(log);
     free(log);
     cr_assert(spread > 1.5, "numpy: x's per-sample maxima spread %g times", spread);
-    const char *by[4] = {"minmax()", "extreme()", "extreme(above = %.17g)", "extreme(above = %.17g)"};
-    const double above[4] = {0, 0, spread * 0.95, spread * 1.05};
-    double unseen[4], top[4], loud = 0;
-    for (int k = 0; k < 4; k++) {
+    /* the last: bottom = false (recipes/int8-spread-top.qrl's form): extreme's top, minmax's bottom */
+    const char *by[5] = {"minmax()", "extreme()", "extreme(above = %.17g)", "extreme(above = %.17g)",
+                         "extreme(bottom = false)"};
+    const double above[5] = {0, 0, spread * 0.95, spread * 1.05, 0};
+    double unseen[5], top[5], bot[5], loud = 0;
+    for (int k = 0; k < 5; k++) {
         char calib[200];
         snprintf(calib, sizeof calib, by[k], above[k]);
         snprintf(recipe, sizeof recipe, "%s/gate%d.qrl", dir, k);
@@ -1044,13 +1046,14 @@ Test(quantize, extreme_above_gates_the_headroom_by_the_spread)
         snprintf(cmd, sizeof cmd,
                  "cd '%s' && /usr/bin/python3 -c \"import json, numpy as np\n"
                  "r = json.load(open('gate%d.json'))\n"
-                 "print(next(l['clip_max'] for l in r['layers'] if l['value'] == 'x'), np.load('tail_test.npy').max())\" && "
+                 "l = next(l for l in r['layers'] if l['value'] == 'x')\n"
+                 "print(l['clip_max'], np.load('tail_test.npy').max(), l['clip_min'])\" && "
                  "node '%s/tools/ort_sqnr.js' tail.onnx %s tail_test.npy",
                  dir, k, tu_root(), out);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
         const char *a = strstr(log, "\"sqnr_db\":");
         cr_assert(a, "%s", log);
-        cr_assert_eq(sscanf(log, "%lf %lf", &top[k], &loud), 2, "%s", log);
+        cr_assert_eq(sscanf(log, "%lf %lf %lf", &top[k], &loud, &bot[k]), 3, "%s", log);
         unseen[k] = atof(a + 10);
         free(log);
     }
@@ -1060,6 +1063,12 @@ Test(quantize, extreme_above_gates_the_headroom_by_the_spread)
     cr_assert_float_eq(top[3], top[0], 1e-9 * top[0], "gate shut (above %g): top %g, minmax's %g", above[3], top[3],
                        top[0]);
     cr_assert(unseen[2] > 30 && unseen[3] < 20, "unseen: gate open %.2f dB, shut %.2f dB", unseen[2], unseen[3]);
+    cr_assert(bot[1] < bot[0] - 1e-6 * fabs(bot[0]), "extreme's bottom %g, minmax's %g", bot[1], bot[0]);
+    /* within one step of the u8 grid: the zero point's rounding moves the clipped ends by under a step */
+    double step = (top[4] - bot[4]) / 255;
+    cr_assert(fabs(top[4] - top[1]) <= step, "bottom = false: top %g, extreme's %g", top[4], top[1]);
+    cr_assert(fabs(bot[4] - bot[0]) <= step, "bottom = false: bottom %g, minmax's %g", bot[4], bot[0]);
+    cr_assert(bot[4] > bot[1] + step, "bottom = false: bottom %g, extreme's %g", bot[4], bot[1]);
 }
 
 /* search_samples = 8 runs the binary search's tries on the first 8 of the 32 samples (two batches of
