@@ -118,14 +118,7 @@ static double t_max(const qrl_tview *x)
     return fold_max(x);
 }
 
-/* fold_min and fold_max in one read: the same lanes and comparisons, so the same values (the sign
- * of a zero included), which is what lets known_range stand for them. Read as RANGE_STREAMS
- * streams, each over its quarter of the whole vectors (the last one's the vectors left over too),
- * with lanes of their own: four reads in flight instead of one, 10-30% faster on tensors beyond
- * L2 (calibration's SimQuant reads each activation through it, up to 43 MB). A lane of one fold
- * reads the quarters' values in order, so stream s's lane merged into stream 0's in order of s,
- * keeping the earlier where two compare equal (+0 and -0), ends on the value that fold's lane
- * ends on. */
+/* Streams a range read runs side by side (qr_f32_range, below) */
 #define RANGE_STREAMS 4
 
 /* The whole vectors d[0 .. nv * LANES) folded into the lanes l and h (min and max), as a fold's
