@@ -1079,9 +1079,13 @@ static size_t spare_size;
 
 static unsigned char *arena_alloc(size_t bytes)
 {
+    /* MAP_POPULATE: every page of a plan's arena is written by its run, so it is mapped in one call
+     * rather than a fault a page; on the Zen 5 VM of stop 54 a fault costs several microseconds (a
+     * paravirtualized trap) and the first phase of a quantize, calibration, paid them all: the small
+     * ResNet's calibration 40-44 -> 25-33 ms in alternating runs, the same exports, the same peaks. */
     if (bytes < ARENA_MAP_MIN)
         return aligned_alloc(EXEC_ALIGN, bytes);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
