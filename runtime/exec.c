@@ -1077,16 +1077,65 @@ static size_t spare_size;
  * 125 in use at their peak). The spare (above) still spares a new plan the page faults. */
 #define ARENA_MAP_MIN ((size_t)1 << 20)
 
+/* Whether a fresh 4 KiB page costs so much to fault in that arenas should take 2 MiB pages
+ * (MADV_HUGEPAGE): a property of the machine (its hypervisor), not of the CPU, so measured once per
+ * process: the fastest of eight first touches. The stop 54 AMD VM: 12-18 us a page (a 7 MB arena
+ * 25-30 ms, the small ResNet's whole calibration over again), with 2 MiB pages 0.3-2 us a 4 KiB
+ * equivalent; the Intel Xeon of stops 48-53: 1.8 us, where 2 MiB pages once stalled a run by 25 ms
+ * (stop 48), so it keeps 4 KiB pages. */
+#define SLOW_FAULT_NS 6000.0
+
+static pthread_once_t slow_faults_once = PTHREAD_ONCE_INIT;
+static int slow_faults;
+
+static void probe_faults(void)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0)
+        return;
+    unsigned char *p = mmap(NULL, (size_t)pg * 8, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return;
+    double best = INFINITY;
+    for (int i = 0; i < 8; i++) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        *(volatile unsigned char *)(p + (size_t)pg * (size_t)i) = 1;
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
+        best = ns < best ? ns : best;
+    }
+    munmap(p, (size_t)pg * 8);
+    const char *f = getenv("QRL_ARENA_HUGE"); /* 1 or 0: the choice forced (tests, timings) */
+    slow_faults = f && *f ? *f == '1' : best > SLOW_FAULT_NS;
+}
+
+int qr_exec_arena_huge(void)
+{
+    pthread_once(&slow_faults_once, probe_faults);
+    return slow_faults;
+}
+
 static unsigned char *arena_alloc(size_t bytes)
 {
-    /* MAP_POPULATE: every page of a plan's arena is written by its run, so it is mapped in one call
-     * rather than a fault a page; on the Zen 5 VM of stop 54 a fault costs several microseconds (a
-     * paravirtualized trap) and the first phase of a quantize, calibration, paid them all: the small
-     * ResNet's calibration 40-44 -> 25-33 ms in alternating runs, the same exports, the same peaks. */
+    /* Every page of a plan's arena is written by its run, so its first touches are paid anyway:
+     * where a fault is slow (qr_exec_arena_huge) an arena of 2 MiB or more takes 2 MiB pages, one
+     * fault each; otherwise the mapping is populated in the one call (MAP_POPULATE) rather than
+     * a fault a page. Calibration, a quantize's first phase, paid them all on stop 54's Zen 5 VM:
+     * the small ResNet's 40-44 -> 25-33 ms populated, 59 -> 31 ms (medians) in 2 MiB pages; the
+     * same exports, the same peaks (docs/quantizer.md, stop 54). */
     if (bytes < ARENA_MAP_MIN)
         return aligned_alloc(EXEC_ALIGN, bytes);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    int huge = bytes >= ((size_t)2 << 20) && qr_exec_arena_huge();
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (huge ? 0 : MAP_POPULATE), -1,
+                   0);
+    if (p == MAP_FAILED)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    if (huge) /* advice only: its failure changes nothing */
+        (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
 }
 
 static void arena_free(unsigned char *p, size_t bytes)

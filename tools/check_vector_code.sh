@@ -34,8 +34,8 @@ check $O/ops/nhwc.o dw_avx2 'vpmulld.*ymm'
 check $O/ops/nhwc.o qr_nhwc_maxpool_u8.arch_x86_64_v4 'zmm|ymm'
 check $O/ops/nhwc.o qr_nhwc_avgpool_u8.arch_x86_64_v4 'zmm|ymm'
 check $O/ops/igemm_avx512vnni.o qr_igemm_interleave4_avx512bw 'vpunpck'
-check $B/obj/quantizer/quantize.o qr_plan_fake_quant.avx512f 'zmm|ymm'
-check $O/recipe.o t_min.avx512f 'zmm|ymm'
+check $B/obj/quantizer/quantize.o fake_quant_avx512 zmm  # qr_plan_fake_quant dispatches to it at run time
+check $O/recipe.o fold_min.avx512f 'zmm|ymm'  # t_min (not a clone) calls it
 # The recipes' JIT-compiled epilogue tile kernels (stdlib qlinear, tfl_linear): the example
 # quantized with int8.qrl and int8-tflite.qrl into a cache of this script's own, whose modules
 # (each .qmod holds an ELF object after its header) are then read.

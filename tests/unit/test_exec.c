@@ -912,6 +912,7 @@ static long minor_faults(void)
 Test(exec, a_new_executor_reuses_the_arena_of_one_freed)
 {
     enum { S = 1024, NN = S * S };
+    setenv("QRL_ARENA_HUGE", "0", 1); /* 4 KiB pages, counted: 2 MiB ones would make the first run's few */
     qr_graph *g = qr_graph_new();
     const int64_t d[] = {S, S}, perm[] = {1, 0};
     qr_value *x = tu_input(g, "x", 2, d);
@@ -1313,3 +1314,60 @@ Test(exec, a_record_zeroes_the_outputs_its_kernel_leaves)
     qr_exec_free(ex);
     qr_graph_free(g);
 }
+
+/* The mappings of this process advised MADV_HUGEPAGE ("hg" in smaps' VmFlags). */
+static int huge_advised_mappings(void)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmFlags:", 8) && strstr(line, " hg"))
+            n++;
+    fclose(f);
+    return n;
+}
+
+/* Relu then Neg over 4M floats (a 16 MB arena) with the arena's 2 MiB pages forced on or off
+ * (QRL_ARENA_HUGE, read once per process: each Criterion test is a process of its own): the values
+ * are the hand-derived -max(x, 0) on both signs either way, and the arena is advised only when on. */
+static void run_with_arena_pages(const char *huge)
+{
+    enum { M = 1 << 22 };
+    setenv("QRL_ARENA_HUGE", huge, 1);
+    qr_exec_free_spare();
+    cr_assert_eq(qr_exec_arena_huge(), huge[0] == '1');
+    int before = huge_advised_mappings();
+    qr_graph *g = qr_graph_new();
+    const int64_t d[] = {M};
+    qr_value *v = tu_input(g, "x", 1, d);
+    v = tu_node(g, "Relu", "r", 1, &v, 1)->out[0];
+    v = tu_node(g, "Neg", "n", 1, &v, 1)->out[0];
+    tu_output(g, v);
+    float *in = malloc(sizeof *in * M);
+    cr_assert(in);
+    for (int i = 0; i < M; i++)
+        in[i] = (float)(i % 9) - 4.5f;
+    qr_exec *x;
+    qr_error e;
+    cr_assert_eq(qr_exec_new(g, NULL, &x, &e), QR_OK, "%s", e.msg);
+    qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {M}, .data = in}, out;
+    cr_assert_eq(qr_exec_run(x, &t, &out, &e), QR_OK, "%s", e.msg);
+    for (int i = 0; i < M; i++)
+        cr_assert_eq(((float *)out.data)[i], in[i] > 0 ? -in[i] : -0.f, "element %d", i);
+    int during = huge_advised_mappings();
+    if (huge[0] == '1')
+        cr_assert_gt(during, before, "no mapping advised MADV_HUGEPAGE (%d before, %d)", before, during);
+    else
+        cr_assert_eq(during, before, "a mapping advised MADV_HUGEPAGE with QRL_ARENA_HUGE=0");
+    qr_tensor_free(&out);
+    qr_exec_free(x);
+    qr_exec_free_spare();
+    qr_graph_free(g);
+    free(in);
+}
+
+Test(exec, a_large_arena_takes_2mib_pages_when_chosen) { run_with_arena_pages("1"); }
+Test(exec, a_large_arena_keeps_4kib_pages_when_not) { run_with_arena_pages("0"); }
