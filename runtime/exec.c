@@ -1106,12 +1106,14 @@ static void probe_faults(void)
         best = ns < best ? ns : best;
     }
     munmap(p, (size_t)pg * 8);
-    const char *f = getenv("QRL_ARENA_HUGE"); /* 1 or 0: the choice forced (tests, timings) */
-    slow_faults = f && *f ? *f == '1' : best > SLOW_FAULT_NS;
+    slow_faults = best > SLOW_FAULT_NS;
 }
 
 int qr_exec_arena_huge(void)
 {
+    int forced = qr_options_get()->arena_pages; /* arena-pages=4k or 2m (tests, timings) */
+    if (forced)
+        return forced == 2;
     pthread_once(&slow_faults_once, probe_faults);
     return slow_faults;
 }

@@ -99,7 +99,7 @@ void qr_exec_drop_plan(qr_exec *x);
  * a caller whose next allocations are not a run's (rank = grad's backward passes), which would
  * otherwise fault in pages beside it. */
 /* 1 when this machine's fresh pages fault in slowly enough that executors' arenas of 2 MiB or more
- * take 2 MiB pages (measured once per process; QRL_ARENA_HUGE=0/1 forces it). */
+ * take 2 MiB pages (measured once per process; the option arena-pages=4k or 2m forces it). */
 int qr_exec_arena_huge(void);
 void qr_exec_free_spare(void);
 

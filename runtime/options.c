@@ -66,6 +66,7 @@ static const option_def defs[] = {
     {"f32-split", {"auto", "all"}, INT_FIELD(f32_split_all)},
     {"held-ghost", {"0", "1"}, INT_FIELD(held_ghost)},
     {"halves", {"auto", "whole"}, INT_FIELD(halves_whole)},
+    {"arena-pages", {"auto", "4k", "2m"}, INT_FIELD(arena_pages)},
 };
 
 /* dst (a string field) holds s and zeros after it: equal options compare equal bytewise. */

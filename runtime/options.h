@@ -91,6 +91,9 @@ typedef struct qr_options {
     int halves_whole;      /* halves=whole: the effects' and the measurement of what ships' batches run
                             * whole, not in halves (quantizer/qmeasure.c; the tests' reference: the
                             * same sums either way) */
+    int arena_pages;       /* arena-pages: 0 (auto) an executor's arenas of 2 MiB or more in 2 MiB pages
+                            * where fresh pages fault in slowly (runtime/exec.c qr_exec_arena_huge),
+                            * 1 (4k) never, 2 (2m) always (the tests': both paths on any machine) */
 } qr_options;
 
 /* The process's options (never NULL). Read without a lock: set them before runs start. */

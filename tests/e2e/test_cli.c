@@ -799,7 +799,7 @@ Test(cli, run_switches_give_the_same_bits, .timeout = 300)
         {"--option nhwc=yes", "qrl: --option: option nhwc takes auto, 0, all, not 'yes'"},
         {"--option fusion=0", "qrl: --option: no option named 'fusion' (the options: kernels, iconv-jit, igemm, sgemm, "
                               "quant, window, f32-rows, fuse, nhwc, epilogue, split, poison, effects, bands, parts, gather, winograd, amx, "
-                              "f32-split, held-ghost, halves)"},
+                              "f32-split, held-ghost, halves, arena-pages)"},
         {"--option nhwc", "qrl: --option: needs NAME=VALUE, not 'nhwc'"},
         {"--option", "qrl: --option: needs NAME=VALUE, not ''"},
     };

@@ -9,6 +9,7 @@
 
 #include "exec.h"
 #include "op.h"
+#include "options.h"
 #include "ops/sconv.h"
 #include "ops/sgemm.h"
 #include "passes.h"
@@ -904,6 +905,14 @@ static long minor_faults(void)
     return u.ru_minflt;
 }
 
+/* The option arena-pages: 1 (4k) or 2 (2m), for this test's process (Criterion runs each apart). */
+static void set_arena_pages(int v)
+{
+    qr_options o = *qr_options_get();
+    o.arena_pages = v;
+    qr_options_set(&o);
+}
+
 /* y = transpose(-transpose(x)) with x [1024, 1024]: 4 MiB intermediates in the executor's
  * arena, which it faults in page by page on its first run. A second executor (the quantizer makes
  * one per measurement) takes the arena the first one let go of: its first run faults in at most
@@ -912,7 +921,7 @@ static long minor_faults(void)
 Test(exec, a_new_executor_reuses_the_arena_of_one_freed)
 {
     enum { S = 1024, NN = S * S };
-    setenv("QRL_ARENA_HUGE", "0", 1); /* 4 KiB pages, counted: 2 MiB ones would make the first run's few */
+    set_arena_pages(1); /* arena-pages=4k, counted: 2 MiB pages would make the first run's few */
     qr_graph *g = qr_graph_new();
     const int64_t d[] = {S, S}, perm[] = {1, 0};
     qr_value *x = tu_input(g, "x", 2, d);
@@ -1331,12 +1340,12 @@ static int huge_advised_mappings(void)
 }
 
 /* Relu then Neg over 4M floats (a 16 MB arena) with the arena's 2 MiB pages forced on or off
- * (QRL_ARENA_HUGE, read once per process: each Criterion test is a process of its own): the values
+ * (the option arena-pages=2m or 4k): the values
  * are the hand-derived -max(x, 0) on both signs either way, and the arena is advised only when on. */
 static void run_with_arena_pages(const char *huge)
 {
     enum { M = 1 << 22 };
-    setenv("QRL_ARENA_HUGE", huge, 1);
+    set_arena_pages(huge[0] == '1' ? 2 : 1);
     qr_exec_free_spare();
     cr_assert_eq(qr_exec_arena_huge(), huge[0] == '1');
     int before = huge_advised_mappings();
@@ -1361,7 +1370,7 @@ static void run_with_arena_pages(const char *huge)
     if (huge[0] == '1')
         cr_assert_gt(during, before, "no mapping advised MADV_HUGEPAGE (%d before, %d)", before, during);
     else
-        cr_assert_eq(during, before, "a mapping advised MADV_HUGEPAGE with QRL_ARENA_HUGE=0");
+        cr_assert_eq(during, before, "a mapping advised MADV_HUGEPAGE with arena-pages=4k");
     qr_tensor_free(&out);
     qr_exec_free(x);
     qr_exec_free_spare();

@@ -97,7 +97,7 @@ Test(options, a_wrong_name_or_value_is_refused_with_the_values)
     cr_assert_eq(qr_options_parse(&o, "fusion", "0", &e), QR_ERR);
     cr_assert_str_eq(e.msg, "no option named 'fusion' (the options: kernels, iconv-jit, igemm, sgemm, quant, window, f32-rows, "
                               "fuse, nhwc, epilogue, split, poison, effects, bands, parts, gather, winograd, amx, "
-                              "f32-split, held-ghost, halves)");
+                              "f32-split, held-ghost, halves, arena-pages)");
     cr_assert_eq(memcmp(&o, &zero, sizeof o), 0, "a refused value changed the options");
     char err[128];
     cr_assert_eq(qrl_set_option("split", "diagonal", err, sizeof err), 1);
