@@ -57,6 +57,25 @@ Test(exec, memory_plan_reuses_buffers)
     qr_graph_free(g);
 }
 
+/* x -> Relu -> Neg over m floats, its executor made, and an input of both signs: (i % k) - off. */
+static qr_exec *relu_neg_exec(int64_t m, int k, float off, qr_graph **g, float **in)
+{
+    *g = qr_graph_new();
+    const int64_t d[] = {m};
+    qr_value *v = tu_input(*g, "x", 1, d);
+    v = tu_node(*g, "Relu", "r", 1, &v, 1)->out[0];
+    v = tu_node(*g, "Neg", "n", 1, &v, 1)->out[0];
+    tu_output(*g, v);
+    *in = malloc(sizeof **in * (size_t)m);
+    cr_assert(*in);
+    for (int64_t i = 0; i < m; i++)
+        (*in)[i] = (float)(i % k) - off;
+    qr_exec *x;
+    qr_error e;
+    cr_assert_eq(qr_exec_new(*g, NULL, &x, &e), QR_OK, "%s", e.msg);
+    return x;
+}
+
 /* An arena of 1 MiB or more is a mapping of its own, outside the heap: qrl keeps large blocks in
  * the heap (M_MMAP_THRESHOLD 1 GiB, cli/main.c), where a freed arena stayed resident as a hole the
  * next allocations only partly filled (PP-OCR det's effects: 90 MB free in the heap at their peak,
@@ -68,19 +87,10 @@ Test(exec, a_large_arena_is_not_in_the_heap)
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     qr_exec_free_spare();
-    qr_graph *g = qr_graph_new();
-    const int64_t d[] = {M};
-    qr_value *v = tu_input(g, "x", 1, d);
-    v = tu_node(g, "Relu", "r", 1, &v, 1)->out[0];
-    v = tu_node(g, "Neg", "n", 1, &v, 1)->out[0];
-    tu_output(g, v);
-    float *in = malloc(sizeof *in * M);
-    cr_assert(in);
-    for (int i = 0; i < M; i++)
-        in[i] = (float)(i % 7) - 3.f;
-    qr_exec *x;
+    qr_graph *g;
+    float *in;
+    qr_exec *x = relu_neg_exec(M, 7, 3.f, &g, &in);
     qr_error e;
-    cr_assert_eq(qr_exec_new(g, NULL, &x, &e), QR_OK, "%s", e.msg);
     qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {M}, .data = in}, out;
     size_t before = mallinfo2().uordblks;
     cr_assert_eq(qr_exec_run(x, &t, &out, &e), QR_OK, "%s", e.msg);
@@ -1349,19 +1359,10 @@ static void run_with_arena_pages(const char *huge)
     qr_exec_free_spare();
     cr_assert_eq(qr_exec_arena_huge(), huge[0] == '1');
     int before = huge_advised_mappings();
-    qr_graph *g = qr_graph_new();
-    const int64_t d[] = {M};
-    qr_value *v = tu_input(g, "x", 1, d);
-    v = tu_node(g, "Relu", "r", 1, &v, 1)->out[0];
-    v = tu_node(g, "Neg", "n", 1, &v, 1)->out[0];
-    tu_output(g, v);
-    float *in = malloc(sizeof *in * M);
-    cr_assert(in);
-    for (int i = 0; i < M; i++)
-        in[i] = (float)(i % 9) - 4.5f;
-    qr_exec *x;
+    qr_graph *g;
+    float *in;
+    qr_exec *x = relu_neg_exec(M, 9, 4.5f, &g, &in);
     qr_error e;
-    cr_assert_eq(qr_exec_new(g, NULL, &x, &e), QR_OK, "%s", e.msg);
     qr_tensor t = {.dtype = QR_F32, .ndim = 1, .dims = {M}, .data = in}, out;
     cr_assert_eq(qr_exec_run(x, &t, &out, &e), QR_OK, "%s", e.msg);
     for (int i = 0; i < M; i++)
