@@ -383,7 +383,8 @@ static int dwr_fits(int64_t C, const qr_conv_geom *g, int64_t *wp, int64_t *c16,
         return 0;
     *c16 = (C + 15) / 16 * 16;
     *groups = (g->kernel[1] + 3) / 4;
-    *wp = (g->small[1] - 1) * g->stride[1] + 4 * *groups;
+    /* whole 64-byte lines a block's row, so that column 4 k starts one (dwr_out_row_lines) */
+    *wp = ((g->small[1] - 1) * g->stride[1] + 4 * *groups + 3) / 4 * 4;
     return (g->kernel[0] + 1) * *wp * *c16 <= DWR_BYTES && g->kernel[0] * *groups * *c16 * 4 <= DWR_W_BYTES;
 }
 
@@ -525,13 +526,80 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_ro
         dwr_out_block(1, arow, acc_ps, prow, wpk, start, C, OW, sx, wp, c16, c0, KH, groups);
 }
 
+/* dwr_out_row for one group of four taps a window row (KW <= 4) at stride SX = 1 or 2, U = 4 / SX
+ * output pixels at a time. Their windows, columns ox SX + u SX .. + 3, lie in the two 64-byte lines of
+ * P from column 4 k = ox SX (P's rows are whole lines, dwr_fits), and one two-source byte permute
+ * (vpermt2b) takes each window's dwords from the two: two aligned loads for U windows, where
+ * dwr_out_block loads each window on its own, three of four across a line at stride 1. On Zen 5
+ * those split loads cost more than the permutes (stop 55: 3 x 3 layers at stride 1 10-60% faster; at
+ * stride 2, where half the windows' loads split, no faster, so dwr_rows runs it at stride 1 only; SX = 2
+ * is kept correct for that choice to be measured again).
+ * The pixels past the last whole U, one block of 16 channels at a time, as dwr_out_block does. */
+static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_row_lines(
+    const int SX, uint32_t *arow, int64_t acc_ps, const uint8_t *const *prow, const int32_t *wpk, const int32_t *start,
+    int64_t C, int64_t OW, int64_t wp, int64_t c16)
+{
+    const int U = 4 / SX;
+    /* window u: byte 4 c + j from pixel u SX + j's channel c, byte 16 (u SX + j) + c of the two lines */
+    const __m512i i0 = _mm512_set_epi32(0x3f2f1f0f, 0x3e2e1e0e, 0x3d2d1d0d, 0x3c2c1c0c, 0x3b2b1b0b, 0x3a2a1a0a,
+                                        0x39291909, 0x38281808, 0x37271707, 0x36261606, 0x35251505, 0x34241404,
+                                        0x33231303, 0x32221202, 0x31211101, 0x30201000);
+    const __m512i i1 = _mm512_add_epi8(i0, _mm512_set1_epi8((char)(16 * SX))),
+                  i2 = _mm512_add_epi8(i0, _mm512_set1_epi8(32)), i3 = _mm512_add_epi8(i0, _mm512_set1_epi8(48));
+    const int64_t OWU = OW / U * U;
+    for (int64_t c = 0; c < c16; c += 16) {
+        const __mmask16 m = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
+        const __m512i t = _mm512_maskz_loadu_epi32(m, start + c);
+        const __m512i w0 = _mm512_loadu_si512((const void *)(wpk + c)),
+                      w1 = _mm512_loadu_si512((const void *)(wpk + c16 + c)),
+                      w2 = _mm512_loadu_si512((const void *)(wpk + 2 * c16 + c));
+        const uint8_t *p0 = prow[0] + c * wp, *p1 = prow[1] + c * wp, *p2 = prow[2] + c * wp;
+        uint32_t *a = arow + c;
+        int64_t ox = 0;
+        for (; ox < OWU; ox += U) {
+            __m512i a0 = t, a1 = t, a2 = t, a3 = t;
+#define DWR_LINES(P, W)                                                                                        \
+    do {                                                                                                       \
+        const __m512i A = _mm512_load_si512((const void *)((P) + ox * SX * 16)),                               \
+                      B = _mm512_load_si512((const void *)((P) + ox * SX * 16 + 64));                           \
+        a0 = _mm512_dpbusd_epi32(a0, _mm512_permutexvar_epi8(i0, A), W);                                      \
+        a1 = _mm512_dpbusd_epi32(a1, _mm512_permutex2var_epi8(A, i1, B), W);                                  \
+        if (U > 2) {                                                                                           \
+            a2 = _mm512_dpbusd_epi32(a2, _mm512_permutex2var_epi8(A, i2, B), W);                              \
+            a3 = _mm512_dpbusd_epi32(a3, _mm512_permutex2var_epi8(A, i3, B), W);                              \
+        }                                                                                                      \
+    } while (0)
+            DWR_LINES(p0, w0);
+            DWR_LINES(p1, w1);
+            DWR_LINES(p2, w2);
+#undef DWR_LINES
+            _mm512_mask_storeu_epi32(a + ox * acc_ps, m, a0);
+            _mm512_mask_storeu_epi32(a + (ox + 1) * acc_ps, m, a1);
+            if (U > 2) {
+                _mm512_mask_storeu_epi32(a + (ox + 2) * acc_ps, m, a2);
+                _mm512_mask_storeu_epi32(a + (ox + 3) * acc_ps, m, a3);
+            }
+        }
+        for (; ox < OW; ox++) {
+            __m512i a0 = t;
+            a0 = _mm512_dpbusd_epi32(
+                a0, _mm512_permutexvar_epi8(i0, _mm512_loadu_si512((const void *)(p0 + ox * SX * 16))), w0);
+            a0 = _mm512_dpbusd_epi32(
+                a0, _mm512_permutexvar_epi8(i0, _mm512_loadu_si512((const void *)(p1 + ox * SX * 16))), w1);
+            a0 = _mm512_dpbusd_epi32(
+                a0, _mm512_permutexvar_epi8(i0, _mm512_loadu_si512((const void *)(p2 + ox * SX * 16))), w2);
+            _mm512_mask_storeu_epi32(a + ox * acc_ps, m, a0);
+        }
+    }
+}
+
 static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_rows(
     const int FLIP, const int AHEAD, uint32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
     const int32_t *wk, const int32_t *start, uint8_t xz, int64_t oy0, int64_t oy1, int64_t wp, int64_t c16,
     int64_t groups, qr_nhwc_dw_row_done done, void *ctx)
 {
     const int64_t H = g->big[0], OW = g->small[1], KH = g->kernel[0], KW = g->kernel[1], rb = wp * c16;
-    _Alignas(64) uint8_t buf[DWR_BYTES];
+    _Alignas(64) uint8_t buf[DWR_BYTES + 64]; /* + the line dwr_out_row_lines reads past the last row */
     _Alignas(64) int32_t wpk[DWR_W_BYTES / 4];
     dwr_pack_w(wpk, wk, C, KH, KW, groups, c16);
     int64_t held[DW_VNNI_TAPS]; /* the input row in each slot of the ring, or -1 */
@@ -556,7 +624,9 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_rows(
             prow[ky] = r;
         }
         uint32_t *arow = done ? acc : acc + (oy - oy0) * OW * acc_ps;
-        if (KH == 3 && groups == 1)
+        if (KH == 3 && groups == 1 && g->stride[1] == 1)
+            dwr_out_row_lines(1, arow, acc_ps, prow, wpk, start, C, OW, wp, c16);
+        else if (KH == 3 && groups == 1)
             dwr_out_row(arow, acc_ps, prow, wpk, start, C, OW, g->stride[1], wp, c16, 3, 1);
         else
             dwr_out_row(arow, acc_ps, prow, wpk, start, C, OW, g->stride[1], wp, c16, KH, groups);
