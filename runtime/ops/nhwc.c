@@ -534,7 +534,8 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_ro
  * those split loads cost more than the permutes (stop 55: 3 x 3 layers at stride 1 10-60% faster; at
  * stride 2, where half the windows' loads split, no faster, so dwr_rows runs it at stride 1 only; SX = 2
  * is kept correct for that choice to be measured again).
- * The pixels past the last whole U, one block of 16 channels at a time, as dwr_out_block does. */
+ * The last U pixels may pass OW: their windows read past the row's last column (at most a line past
+ * wp: the next block's columns, or the slack after P's last row) and are not stored. */
 static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_row_lines(
     const int SX, uint32_t *arow, int64_t acc_ps, const uint8_t *const *prow, const int32_t *wpk, const int32_t *start,
     int64_t C, int64_t OW, int64_t wp, int64_t c16)
@@ -546,7 +547,6 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_ro
                                         0x33231303, 0x32221202, 0x31211101, 0x30201000);
     const __m512i i1 = _mm512_add_epi8(i0, _mm512_set1_epi8((char)(16 * SX))),
                   i2 = _mm512_add_epi8(i0, _mm512_set1_epi8(32)), i3 = _mm512_add_epi8(i0, _mm512_set1_epi8(48));
-    const int64_t OWU = OW / U * U;
     for (int64_t c = 0; c < c16; c += 16) {
         const __mmask16 m = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
         const __m512i t = _mm512_maskz_loadu_epi32(m, start + c);
@@ -555,8 +555,7 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_ro
                       w2 = _mm512_loadu_si512((const void *)(wpk + 2 * c16 + c));
         const uint8_t *p0 = prow[0] + c * wp, *p1 = prow[1] + c * wp, *p2 = prow[2] + c * wp;
         uint32_t *a = arow + c;
-        int64_t ox = 0;
-        for (; ox < OWU; ox += U) {
+        for (int64_t ox = 0; ox < OW; ox += U) {
             __m512i a0 = t, a1 = t, a2 = t, a3 = t;
 #define DWR_LINES(P, W)                                                                                        \
     do {                                                                                                       \
@@ -574,21 +573,12 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_ro
             DWR_LINES(p2, w2);
 #undef DWR_LINES
             _mm512_mask_storeu_epi32(a + ox * acc_ps, m, a0);
-            _mm512_mask_storeu_epi32(a + (ox + 1) * acc_ps, m, a1);
-            if (U > 2) {
+            if (ox + 1 < OW)
+                _mm512_mask_storeu_epi32(a + (ox + 1) * acc_ps, m, a1);
+            if (U > 2 && ox + 2 < OW)
                 _mm512_mask_storeu_epi32(a + (ox + 2) * acc_ps, m, a2);
+            if (U > 3 && ox + 3 < OW)
                 _mm512_mask_storeu_epi32(a + (ox + 3) * acc_ps, m, a3);
-            }
-        }
-        for (; ox < OW; ox++) {
-            __m512i a0 = t;
-            a0 = _mm512_dpbusd_epi32(
-                a0, _mm512_permutexvar_epi8(i0, _mm512_loadu_si512((const void *)(p0 + ox * SX * 16))), w0);
-            a0 = _mm512_dpbusd_epi32(
-                a0, _mm512_permutexvar_epi8(i0, _mm512_loadu_si512((const void *)(p1 + ox * SX * 16))), w1);
-            a0 = _mm512_dpbusd_epi32(
-                a0, _mm512_permutexvar_epi8(i0, _mm512_loadu_si512((const void *)(p2 + ox * SX * 16))), w2);
-            _mm512_mask_storeu_epi32(a + ox * acc_ps, m, a0);
         }
     }
 }
@@ -599,7 +589,7 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_rows(
     int64_t groups, qr_nhwc_dw_row_done done, void *ctx)
 {
     const int64_t H = g->big[0], OW = g->small[1], KH = g->kernel[0], KW = g->kernel[1], rb = wp * c16;
-    _Alignas(64) uint8_t buf[DWR_BYTES + 64]; /* + the line dwr_out_row_lines reads past the last row */
+    _Alignas(64) uint8_t buf[DWR_BYTES + 128]; /* + the lines dwr_out_row_lines reads past the last row */
     _Alignas(64) int32_t wpk[DWR_W_BYTES / 4];
     dwr_pack_w(wpk, wk, C, KH, KW, groups, c16);
     int64_t held[DW_VNNI_TAPS]; /* the input row in each slot of the ring, or -1 */
