@@ -531,9 +531,8 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_ro
  * P from column 4 k = ox SX (P's rows are whole lines, dwr_fits), and one two-source byte permute
  * (vpermt2b) takes each window's dwords from the two: two aligned loads for U windows, where
  * dwr_out_block loads each window on its own, three of four across a line at stride 1. On Zen 5
- * those split loads cost more than the permutes (stop 55: 3 x 3 layers at stride 1 10-60% faster; at
- * stride 2, where half the windows' loads split, no faster, so dwr_rows runs it at stride 1 only; SX = 2
- * is kept correct for that choice to be measured again).
+ * those split loads cost more than the permutes (stop 55, tools/nhwc_dw_timing: MobileNetV2's 3 x 3
+ * layers at stride 1 20-80% faster, at stride 2, where half the windows' loads split, 5-15%).
  * The last U pixels may pass OW: their windows read past the row's last column (at most a line past
  * wp: the next block's columns, or the slack after P's last row) and are not stored. */
 static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_row_lines(
@@ -616,6 +615,8 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_rows(
         uint32_t *arow = done ? acc : acc + (oy - oy0) * OW * acc_ps;
         if (KH == 3 && groups == 1 && g->stride[1] == 1)
             dwr_out_row_lines(1, arow, acc_ps, prow, wpk, start, C, OW, wp, c16);
+        else if (KH == 3 && groups == 1 && g->stride[1] == 2)
+            dwr_out_row_lines(2, arow, acc_ps, prow, wpk, start, C, OW, wp, c16);
         else if (KH == 3 && groups == 1)
             dwr_out_row(arow, acc_ps, prow, wpk, start, C, OW, g->stride[1], wp, c16, 3, 1);
         else
