@@ -532,7 +532,7 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_ro
  * (vpermt2b) takes each window's dwords from the two: two aligned loads for U windows, where
  * dwr_out_block loads each window on its own, three of four across a line at stride 1. On Zen 5
  * those split loads cost more than the permutes (stop 55, tools/nhwc_dw_timing: MobileNetV2's 3 x 3
- * layers at stride 1 20-80% faster, at stride 2, where half the windows' loads split, 5-15%).
+ * layers at stride 1 17-44% faster, at stride 2, where half the windows' loads split, 3-12%).
  * The last U pixels may pass OW: their windows read past the row's last column (at most a line past
  * wp: the next block's columns, or the slack after P's last row) and are not stored. */
 static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_row_lines(
