@@ -1052,7 +1052,8 @@ static shape geom(int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64
  * 7 x 7 stride 2 pads 3 over 3 channels of small images (blocks of several images: pieces), 8
  * wide windows (no word spilling past a segment), strides 1 to 3 across, pads wider than the
  * window, one image on two threads (blocks cut mid-row: pieces of part of one output row), x NCHW
- * and NHWC, i8 and u8, ragged output channels; against ConvInteger and gather=rows. */
+ * and NHWC, i8 and u8, ragged output channels; 2 and 4 channels too (rows over 64 pixels);
+ * against ConvInteger and gather=rows. */
 Test(nhwc, stacked_windows_match_convinteger)
 {
     unsigned s = 23;
@@ -1061,8 +1062,9 @@ Test(nhwc, stacked_windows_match_convinteger)
         geom(3, 19, 23, 7, 7, 2, 2, 3, 3, 3, 3), geom(3, 224, 224, 7, 7, 2, 2, 3, 3, 3, 3),
         geom(5, 13, 30, 5, 8, 2, 3, 2, 1, 1, 4), geom(12, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1),
         geom(3, 8, 9, 4, 5, 3, 3, 0, 6, 2, 0), geom(3, 17, 40, 6, 2, 1, 2, 5, 1, 0, 1),
+        geom(2, 70, 75, 7, 7, 2, 2, 3, 3, 3, 3), geom(4, 67, 90, 5, 6, 2, 1, 2, 1, 3, 2),
     };
-    static const int64_t Ns[] = {3, 1, 2, 4, 2, 1}, Ms[] = {64, 64, 21, 70, 8, 33};
+    static const int64_t Ns[] = {3, 1, 2, 4, 2, 1, 2, 1}, Ms[] = {64, 64, 21, 70, 8, 33, 19, 40};
     for (int it = 0; it < 4; it++)
         for (int i = 0; i < (int)(sizeof shapes / sizeof *shapes); i++)
             check_gathered(&s, &shapes[i], Ns[i], Ms[i], it % 2, (it + i) % 2 || i == 1,
