@@ -458,6 +458,15 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_pack_w
             }
 }
 
+/* The vpermb indices that turn four pixels' 16 channels (64 bytes, pixel-major) into dwords of four
+ * taps: byte 4 c + j from pixel j's channel c, 16 j + c. */
+static inline __attribute__((always_inline, target(DWR_TARGET))) __m512i dwr_taps_index(void)
+{
+    return _mm512_set_epi32(0x3f2f1f0f, 0x3e2e1e0e, 0x3d2d1d0d, 0x3c2c1c0c, 0x3b2b1b0b, 0x3a2a1a0a, 0x39291909,
+                            0x38281808, 0x37271707, 0x36261606, 0x35251505, 0x34241404, 0x33231303, 0x32221202,
+                            0x31211101, 0x30201000);
+}
+
 /* Sum S of 16 channels += the 4 taps whose pixels are the 64 bytes at p (P's block of those
  * channels), by their weights' dwords at w. */
 #define DWR_TAP(S, p, w, idx)                                                                                  \
@@ -472,10 +481,7 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_bl
     const int32_t *start, int64_t C, int64_t OW, int64_t sx, int64_t wp, int64_t c16, int64_t c0, const int64_t KH,
     const int64_t groups)
 {
-    /* byte 4 c + j from pixel j's channel c: 16 j + c */
-    const __m512i idx = _mm512_set_epi32(0x3f2f1f0f, 0x3e2e1e0e, 0x3d2d1d0d, 0x3c2c1c0c, 0x3b2b1b0b, 0x3a2a1a0a,
-                                         0x39291909, 0x38281808, 0x37271707, 0x36261606, 0x35251505, 0x34241404,
-                                         0x33231303, 0x32221202, 0x31211101, 0x30201000);
+    const __m512i idx = dwr_taps_index();
     __mmask16 m[4];
     __m512i t[4];
     for (int r = 0; r < 4; r++) {
@@ -541,9 +547,7 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_ro
 {
     const int U = 4 / SX;
     /* window u: byte 4 c + j from pixel u SX + j's channel c, byte 16 (u SX + j) + c of the two lines */
-    const __m512i i0 = _mm512_set_epi32(0x3f2f1f0f, 0x3e2e1e0e, 0x3d2d1d0d, 0x3c2c1c0c, 0x3b2b1b0b, 0x3a2a1a0a,
-                                        0x39291909, 0x38281808, 0x37271707, 0x36261606, 0x35251505, 0x34241404,
-                                        0x33231303, 0x32221202, 0x31211101, 0x30201000);
+    const __m512i i0 = dwr_taps_index();
     const __m512i i1 = _mm512_add_epi8(i0, _mm512_set1_epi8((char)(16 * SX))),
                   i2 = _mm512_add_epi8(i0, _mm512_set1_epi8(32)), i3 = _mm512_add_epi8(i0, _mm512_set1_epi8(48));
     for (int64_t c = 0; c < c16; c += 16) {
