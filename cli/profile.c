@@ -95,13 +95,20 @@ int cli_print_profile(FILE *f, const qrl_model *m, int top)
     sort_prof = p;
     qsort(order, (size_t)ran, sizeof *order, by_node_time);
     int shown = top > 0 && top < ran ? top : ran;
-    fprintf(f, "by node (%s%d):\n  %-40s %-18s %10s %6s %9s %9s\n", shown < ran ? "the slowest " : "all ", shown,
-            "node", "op", "ms/run", "%", "MMAC", "GMAC/s");
+    /* names in full: the fused nodes' names differ only at their ends ("...features.3/conv/conv.2/Conv") */
+    int width = 40;
+    for (int r = 0; r < shown; r++) {
+        const char *name = p[order[r]].name;
+        int len = name ? (int)strlen(name) : 0;
+        width = len > width ? (len < 100 ? len : 100) : width;
+    }
+    fprintf(f, "by node (%s%d):\n  %-*s %-18s %10s %6s %9s %9s\n", shown < ran ? "the slowest " : "all ", shown,
+            width, "node", "op", "ms/run", "%", "MMAC", "GMAC/s");
     for (int r = 0; r < shown; r++) {
         int i = order[r];
         const char *name = p[i].name;
         double per = (double)p[i].runs;
-        fprintf(f, "  %-40.40s %-18.18s %10.3f %6.1f", name && name[0] ? name : "(unnamed)", p[i].op,
+        fprintf(f, "  %-*.*s %-18.18s %10.3f %6.1f", width, width, name && name[0] ? name : "(unnamed)", p[i].op,
                 p[i].seconds / per * 1e3, total > 0 ? 100.0 * p[i].seconds / total : 0.0);
         if (p[i].macs > 0)
             fprintf(f, " %9.2f", p[i].macs / per * 1e-6);
