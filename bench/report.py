@@ -277,7 +277,7 @@ def main():
           (results["machine"]["cpu"], os.cpu_count(), vnni, peak.get("fma_gflop_pairs")))
     cnns = [n for n in models if n not in TRANSFORMERS and n != "int4"]
     if cnns:
-        print("times: median ms per batch; speed-up = peer time / QRL time (> 1: QRL faster)")
+        print("times: median ms per batch (QRL and ORT: the median of the rounds run in turns); speed-up = peer time / QRL time (> 1: QRL faster)")
     hdr = ("%-13s %5s %3s | %9s %9s %7s | %9s %7s | %9s %7s | %9s %7s | %9s %9s %7s | %7s %6s" %
            ("model", "batch", "thr", "QRL int8", "ORT int8", "vs ORT", "int8 jit", "vs ORT", "QRL f32", "i8/f32",
             "ORT f32", "f32/ORT", "torch f32", "FX int8", "vs FX", "GMAC/s", "%peak"))

@@ -9,7 +9,8 @@
 #   ONNX Runtime (onnxruntime-node) on the same f32 model and on QRL's export  - tools/ort_bench.js
 #   PyTorch f32 and FX post-training int8 (not for the CNN: ONNX only)         - tools/torch_bench.py
 #   the u8s8 VNNI and f32 FMA peak of one core                                 - bench/peak.c
-# at batch 1 and 64, 1 and 2 threads, and `qrl quantize`: its calibration pass against one f32
+# at batch 1 and 64, 1 and 2 threads (QRL's and ORT's commands in BENCH_ROUNDS turns, 3 by default,
+# each configuration's median round kept: bench/merge_rounds.py), and `qrl quantize`: its calibration pass against one f32
 # pass over the same samples (as it reports them), and its whole time. bench/report.py prints the table of ratios against the targets
 # and writes bench/results.json. Measures; never pass/fail.
 # QRL-H's transformers (tools/make_transformer_models.py --size bench, random weights, in
@@ -36,6 +37,8 @@
 set -e
 B=${1:-build}
 MIN=${2:-1.0}
+# the CNN speed rows: how many turns MIN is shared among (bench/merge_rounds.py)
+ROUNDS=${BENCH_ROUNDS:-3}
 [ $# -gt 0 ] && shift
 [ $# -gt 0 ] && shift
 MODELS=${*:-fmnist_cnn small_resnet resnet18 mobilenet_v2 bert gpt int4}
@@ -187,18 +190,30 @@ for name in $MODELS; do
         > "$D/$name.quantize.json"
     grep -E "^(calibration|output):" "$D/$name.quantize.txt"
     echo "all-int8 export (the speed rows): $(grep -E "^output:" "$D/$name.quantize_all8.txt")"
-    $B/qrl bench "$f32" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_f32.json"
-    # the generic kernels alone (by default, iconv-jit=auto, kernels compiled in the background
-    # would replace them during the timed runs)
-    $B/qrl bench "$q8" --option iconv-jit=0 --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_int8.json"
-    # phase 2: kernels compiled per layer shape, the epilogue fused (compiled before the timed runs);
-    # chains of convolutions whose links pass 4 MB band by band (bands=auto, the default since stop
-    # 36, when the compiler shows the epilogues take their convolution's input for its type alone;
-    # said here as well so the row means the same in older builds; the same bits on the four CNNs:
-    # docs/runtime.md, stops 35 and 36)
-    $B/qrl bench --iconv-jit --option bands=auto "$q8" --batch 1,64 --threads 1,2 --min-time "$MIN" --json "$D/$name.qrl_int8_jit.json"
-    node tools/ort_bench.js "$f32" "$shape" 1,64 1,2 "$MIN" > "$D/$name.ort_f32.json"
-    node tools/ort_bench.js "$q8" "$shape" 1,64 1,2 "$MIN" > "$D/$name.ort_int8.json"
+    # the speed rows in ROUNDS turns of MIN / ROUNDS seconds each, QRL's and ORT's commands one after
+    # the other, each configuration's median round kept (bench/merge_rounds.py): one command's whole
+    # run against the next's compared times taken minutes apart on a VM that drifts within minutes
+    rmin=$(awk "BEGIN { print $MIN / $ROUNDS }")
+    for r in $(seq "$ROUNDS"); do
+        $B/qrl bench "$f32" --batch 1,64 --threads 1,2 --min-time "$rmin" --json "$D/$name.qrl_f32.r$r.json"
+        # the generic kernels alone (by default, iconv-jit=auto, kernels compiled in the background
+        # would replace them during the timed runs)
+        $B/qrl bench "$q8" --option iconv-jit=0 --batch 1,64 --threads 1,2 --min-time "$rmin" \
+            --json "$D/$name.qrl_int8.r$r.json"
+        # phase 2: kernels compiled per layer shape, the epilogue fused (compiled before the timed
+        # runs); chains of convolutions whose links pass 4 MB band by band (bands=auto, the default
+        # since stop 36, when the compiler shows the epilogues take their convolution's input for its
+        # type alone; said here as well so the row means the same in older builds; the same bits on
+        # the four CNNs: docs/runtime.md, stops 35 and 36)
+        $B/qrl bench --iconv-jit --option bands=auto "$q8" --batch 1,64 --threads 1,2 --min-time "$rmin" \
+            --json "$D/$name.qrl_int8_jit.r$r.json"
+        node tools/ort_bench.js "$f32" "$shape" 1,64 1,2 "$rmin" > "$D/$name.ort_f32.r$r.json"
+        node tools/ort_bench.js "$q8" "$shape" 1,64 1,2 "$rmin" > "$D/$name.ort_int8.r$r.json"
+    done
+    for t in qrl_f32 qrl_int8 qrl_int8_jit ort_f32 ort_int8; do
+        $PY bench/merge_rounds.py "$D/$name.$t.json" "$D/$name.$t".r*.json
+        rm -f "$D/$name.$t".r*.json
+    done
     if [ "$tname" != - ]; then
         $PY tools/torch_bench.py "$tname" "$state" "$calib" 1,64 1,2 "$MIN" > "$D/$name.torch.json" ||
             echo "bench: PyTorch failed on $name (its column stays empty)" >&2
