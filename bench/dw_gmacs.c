@@ -37,7 +37,7 @@ static void call(qr_nhwc_dw_fn fn, int32_t *acc, const uint8_t *x, int64_t C, co
     if (fn)
         fn(acc, C, x, C, g, wk, init, 0, 3, 0, g->small[0]);
     else
-        qr_nhwc_dw_u8_rows(acc, C, x, C, g, wk, init, 0, 3, 0, g->small[0], ahead, row_done, NULL);
+        qr_nhwc_dw_u8_rows(acc, C, x, C, g, wk, init, 0, 3, 0, g->small[0], ahead, row_done, NULL, NULL);
 }
 
 typedef struct layer {

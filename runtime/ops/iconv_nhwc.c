@@ -19,6 +19,7 @@
 #include "igemm.h"
 #include "options.h"
 #include "nhwc.h"
+#include "requant_prog.h"
 #include "../parallel.h"
 
 /* x's dims as ConvInteger reads them (N, C, H, W), the data unchanged: for the geometry only. An
@@ -86,6 +87,10 @@ typedef struct nhwc_job {
     qr_iconv_ep_fn fused; /* the epilogue's vector form fused into a specialized kernel: no block epilogue */
     int joined;           /* fused is the epilogue joined to the second stage (ep->jprog): no stage after */
     qr_rows_ep_fn rows_ep; /* the epilogue's vector form compiled alone, for channels-last blocks */
+    /* depthwise: the epilogue's per-channel requantization (requant_prog.h) that the kernel applies to
+     * its sums in registers, or rq_on 0 */
+    int rq_on;
+    qr_nhwc_dw_requant rq;
     int amx_sink;          /* fn is the AMX kernel and rows_ep the epilogue: run per block of its sums (amx_rows) */
     int direct;            /* the AMX kernel on the input padded once (qr_iconv_u8s8_amx_direct): no row pointers */
     qr_amx_direct dir;     /* direct: the padded input and its geometry */
@@ -915,8 +920,10 @@ static void depthwise_blocks(void *arg, int64_t b0, int64_t b1, int slot)
         /* each row's epilogue as soon as it is made, while its sums are in L1 (a block's, made first
          * and read back from L2, took as long as its sums on MobileNetV2) */
         dw_row_ctx r = {j, s, acc, n * g->small_n};
+        qr_nhwc_dw_requant rq = j->rq;
+        rq.y = j->y + n * g->small_n * j->c;
         qr_nhwc_dw_u8_rows(acc, j->c, j->x + n * g->big_n * j->c, j->c, g, j->wk, j->init, j->flip, j->xz, oy0, oy1,
-                           j->ahead, depthwise_row_done, &r);
+                           j->ahead, depthwise_row_done, &r, j->rq_on ? &rq : NULL);
     }
 }
 
@@ -1165,6 +1172,20 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         j.x = x->data;
         j.cs = j.c;
         j.ahead = !(img >= 0 && k->band_in0_cached) && qr_nhwc_dw_ahead(nimg * g.big_n * j.c);
+        /* the epilogue's requantization in the kernel where its program reduces to one per channel
+         * that every channel passes (requant_prog.h): the sums never leave the registers */
+        qr_rqp rqp;
+        if (j.rows_ep && !ep->then && __builtin_cpu_supports("avx512f") && qr_rqp_match(ep->vprog, &rqp)) {
+            int64_t c16 = (j.c + 15) / 16 * 16;
+            int32_t *v = qr_kwork(k, 5, c16, sizeof(int32_t), "depthwise requantization's channel values");
+            if (!v) {
+                qr_kcache_done(k, packed);
+                return QR_ERR;
+            }
+            float *f = (float *)(void *)(v + 2 * c16);
+            j.rq = (qr_nhwc_dw_requant){.bias = v, .z = v + c16, .m = f, .lo = f + c16, .hi = f + 2 * c16};
+            j.rq_on = qr_rqp_fill(&rqp, ep->vtabs, j.c, v, f, f + c16, f + 2 * c16, v + c16);
+        }
     } else {
         j.wp = (const int8_t *)packed;
         if (fresh)

@@ -542,8 +542,8 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_ro
  * The last U pixels may pass OW: their windows read past the row's last column (at most a line past
  * wp: the next block's columns, or the slack after P's last row) and are not stored. */
 static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_row_lines(
-    const int SX, uint32_t *arow, int64_t acc_ps, const uint8_t *const *prow, const int32_t *wpk, const int32_t *start,
-    int64_t C, int64_t OW, int64_t wp, int64_t c16)
+    const int SX, const int RQ, uint32_t *arow, int64_t acc_ps, const uint8_t *const *prow, const int32_t *wpk,
+    const int32_t *start, int64_t C, int64_t OW, int64_t wp, int64_t c16, const qr_nhwc_dw_requant *rq, uint8_t *yrow)
 {
     const int U = 4 / SX;
     /* window u: byte 4 c + j from pixel u SX + j's channel c, byte 16 (u SX + j) + c of the two lines */
@@ -552,7 +552,14 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_ro
                   i2 = _mm512_add_epi8(i0, _mm512_set1_epi8(32)), i3 = _mm512_add_epi8(i0, _mm512_set1_epi8(48));
     for (int64_t c = 0; c < c16; c += 16) {
         const __mmask16 m = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
-        const __m512i t = _mm512_maskz_loadu_epi32(m, start + c);
+        __m512i t = _mm512_maskz_loadu_epi32(m, start + c);
+        __m512 qm = _mm512_setzero_ps(), qlo = qm, qhi = qm;
+        __m512i qz = _mm512_setzero_si512();
+        if (RQ) { /* the bias in the starting sums: the same sums modulo 2^32 */
+            t = _mm512_add_epi32(t, _mm512_maskz_loadu_epi32(m, rq->bias + c));
+            qm = _mm512_maskz_loadu_ps(m, rq->m + c), qlo = _mm512_maskz_loadu_ps(m, rq->lo + c);
+            qhi = _mm512_maskz_loadu_ps(m, rq->hi + c), qz = _mm512_maskz_loadu_epi32(m, rq->z + c);
+        }
         const __m512i w0 = _mm512_loadu_si512((const void *)(wpk + c)),
                       w1 = _mm512_loadu_si512((const void *)(wpk + c16 + c)),
                       w2 = _mm512_loadu_si512((const void *)(wpk + 2 * c16 + c));
@@ -575,6 +582,24 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_ro
             DWR_LINES(p1, w1);
             DWR_LINES(p2, w2);
 #undef DWR_LINES
+            if (RQ) {
+#define DWR_REQUANT(A, K)                                                                                      \
+    do {                                                                                                       \
+        __m512 f = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(A), qm), qlo), qhi);          \
+        __m512i r = _mm512_add_epi32(_mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), \
+                                     qz);                                                                      \
+        _mm_mask_storeu_epi8(yrow + (ox + (K)) * C + c, m, _mm512_cvtepi32_epi8(r));                         \
+    } while (0)
+                DWR_REQUANT(a0, 0);
+                if (ox + 1 < OW)
+                    DWR_REQUANT(a1, 1);
+                if (U > 2 && ox + 2 < OW)
+                    DWR_REQUANT(a2, 2);
+                if (U > 3 && ox + 3 < OW)
+                    DWR_REQUANT(a3, 3);
+#undef DWR_REQUANT
+                continue;
+            }
             _mm512_mask_storeu_epi32(a + ox * acc_ps, m, a0);
             if (ox + 1 < OW)
                 _mm512_mask_storeu_epi32(a + (ox + 1) * acc_ps, m, a1);
@@ -589,9 +614,13 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_out_ro
 static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_rows(
     const int FLIP, const int AHEAD, uint32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
     const int32_t *wk, const int32_t *start, uint8_t xz, int64_t oy0, int64_t oy1, int64_t wp, int64_t c16,
-    int64_t groups, qr_nhwc_dw_row_done done, void *ctx)
+    int64_t groups, qr_nhwc_dw_row_done done, void *ctx, const qr_nhwc_dw_requant *rq)
 {
     const int64_t H = g->big[0], OW = g->small[1], KH = g->kernel[0], KW = g->kernel[1], rb = wp * c16;
+    /* the requantization in the kernel where the rows are made by dwr_out_row_lines */
+    const int lines = KH == 3 && groups == 1 && (g->stride[1] == 1 || g->stride[1] == 2);
+    if (!lines)
+        rq = NULL;
     _Alignas(64) uint8_t buf[DWR_BYTES + 128]; /* + the lines dwr_out_row_lines reads past the last row */
     _Alignas(64) int32_t wpk[DWR_W_BYTES / 4];
     dwr_pack_w(wpk, wk, C, KH, KW, groups, c16);
@@ -617,10 +646,18 @@ static inline __attribute__((always_inline, target(DWR_TARGET))) void dwr_rows(
             prow[ky] = r;
         }
         uint32_t *arow = done ? acc : acc + (oy - oy0) * OW * acc_ps;
+        if (rq) {
+            uint8_t *yrow = rq->y + oy * OW * C;
+            if (g->stride[1] == 1)
+                dwr_out_row_lines(1, 1, arow, acc_ps, prow, wpk, start, C, OW, wp, c16, rq, yrow);
+            else
+                dwr_out_row_lines(2, 1, arow, acc_ps, prow, wpk, start, C, OW, wp, c16, rq, yrow);
+            continue;
+        }
         if (KH == 3 && groups == 1 && g->stride[1] == 1)
-            dwr_out_row_lines(1, arow, acc_ps, prow, wpk, start, C, OW, wp, c16);
+            dwr_out_row_lines(1, 0, arow, acc_ps, prow, wpk, start, C, OW, wp, c16, NULL, NULL);
         else if (KH == 3 && groups == 1 && g->stride[1] == 2)
-            dwr_out_row_lines(2, arow, acc_ps, prow, wpk, start, C, OW, wp, c16);
+            dwr_out_row_lines(2, 0, arow, acc_ps, prow, wpk, start, C, OW, wp, c16, NULL, NULL);
         else if (KH == 3 && groups == 1)
             dwr_out_row(arow, acc_ps, prow, wpk, start, C, OW, g->stride[1], wp, c16, 3, 1);
         else
@@ -634,12 +671,13 @@ static __attribute__((noinline, target(DWR_TARGET))) void dwr_any(uint32_t *acc,
                                                                   int64_t C, const qr_conv_geom *g, const int32_t *wk,
                                                                   const int32_t *start, uint8_t flip, uint8_t xz,
                                                                   int64_t oy0, int64_t oy1, int64_t wp, int64_t c16,
-                                                                  int64_t groups, qr_nhwc_dw_row_done done, void *ctx)
+                                                                  int64_t groups, qr_nhwc_dw_row_done done, void *ctx,
+                                                                  const qr_nhwc_dw_requant *rq)
 {
     if (flip)
-        dwr_rows(1, 0, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups, done, ctx);
+        dwr_rows(1, 0, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups, done, ctx, rq);
     else
-        dwr_rows(0, 0, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups, done, ctx);
+        dwr_rows(0, 0, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups, done, ctx, rq);
 }
 
 static __attribute__((noinline, target(DWR_TARGET))) void dwr_any_ahead(uint32_t *acc, int64_t acc_ps,
@@ -648,12 +686,13 @@ static __attribute__((noinline, target(DWR_TARGET))) void dwr_any_ahead(uint32_t
                                                                         const int32_t *start, uint8_t flip,
                                                                         uint8_t xz, int64_t oy0, int64_t oy1,
                                                                         int64_t wp, int64_t c16, int64_t groups,
-                                                                        qr_nhwc_dw_row_done done, void *ctx)
+                                                                        qr_nhwc_dw_row_done done, void *ctx,
+                                                                        const qr_nhwc_dw_requant *rq)
 {
     if (flip)
-        dwr_rows(1, 1, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups, done, ctx);
+        dwr_rows(1, 1, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups, done, ctx, rq);
     else
-        dwr_rows(0, 1, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups, done, ctx);
+        dwr_rows(0, 1, acc, acc_ps, x, C, g, wk, start, xz, oy0, oy1, wp, c16, groups, done, ctx, rq);
 }
 
 /* by_rows: the four-taps-a-dword kernel where dwr_fits (2: prefetching the rows ahead), else (0,
@@ -661,7 +700,7 @@ static __attribute__((noinline, target(DWR_TARGET))) void dwr_any_ahead(uint32_t
 static inline __attribute__((always_inline, target(DW_VNNI_TARGET))) void dw_vnni_any(
     int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g, const int32_t *wk,
     const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0, int64_t oy1, int by_rows, qr_nhwc_dw_row_done done,
-    void *ctx)
+    void *ctx, const qr_nhwc_dw_requant *rq)
 {
     int64_t taps = g->kernel_n;
     int fits = C <= DW_VNNI_CMAX && taps <= DW_VNNI_TAPS && g->kernel[0] <= DW_VNNI_TAPS;
@@ -692,7 +731,7 @@ static inline __attribute__((always_inline, target(DW_VNNI_TARGET))) void dw_vnn
     int64_t wp, c16, groups;
     if (by_rows && __builtin_cpu_supports("avx512vbmi") && dwr_fits(C, g, &wp, &c16, &groups)) {
         (by_rows == 2 ? dwr_any_ahead : dwr_any)((uint32_t *)acc, acc_ps, x, C, g, wk, start, flip, (uint8_t)xz, oy0,
-                                                 oy1, wp, c16, groups, done, ctx);
+                                                 oy1, wp, c16, groups, done, ctx, rq);
         return;
     }
     memset(zrow, (uint8_t)xz ^ flip, (size_t)C); /* read back flipped: z */
@@ -712,7 +751,7 @@ static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni(int32_t *acc, 
                                                                    const int32_t *init, uint8_t flip, int32_t xz,
                                                                    int64_t oy0, int64_t oy1)
 {
-    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, 1, NULL, NULL);
+    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, 1, NULL, NULL, NULL);
 }
 
 static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni_ahead(int32_t *acc, int64_t acc_ps,
@@ -721,7 +760,7 @@ static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni_ahead(int32_t 
                                                                          const int32_t *init, uint8_t flip,
                                                                          int32_t xz, int64_t oy0, int64_t oy1)
 {
-    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, 2, NULL, NULL);
+    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, 2, NULL, NULL, NULL);
 }
 
 static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni_px(int32_t *acc, int64_t acc_ps, const uint8_t *x,
@@ -730,7 +769,7 @@ static __attribute__((target(DW_VNNI_TARGET))) void dw_avx512vnni_px(int32_t *ac
                                                                       uint8_t flip, int32_t xz, int64_t oy0,
                                                                       int64_t oy1)
 {
-    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, 0, NULL, NULL);
+    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, 0, NULL, NULL, NULL);
 }
 
 static __attribute__((target(DW_VNNI_TARGET))) void dw_vnni_rows_entry(int32_t *acc, int64_t acc_ps, const uint8_t *x,
@@ -738,9 +777,10 @@ static __attribute__((target(DW_VNNI_TARGET))) void dw_vnni_rows_entry(int32_t *
                                                                         const int32_t *wk, const int32_t *init,
                                                                         uint8_t flip, int32_t xz, int64_t oy0,
                                                                         int64_t oy1, int by_rows,
-                                                                        qr_nhwc_dw_row_done done, void *ctx)
+                                                                        qr_nhwc_dw_row_done done, void *ctx,
+                                                                        const qr_nhwc_dw_requant *rq)
 {
-    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, by_rows, done, ctx);
+    dw_vnni_any(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, by_rows, done, ctx, rq);
 }
 
 static int dw_has_vnni(void)
@@ -766,10 +806,10 @@ qr_nhwc_dw_fn qr_nhwc_dw_u8_isa(const char *isa)
 
 void qr_nhwc_dw_u8_rows(int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
                         const int32_t *wk, const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0, int64_t oy1,
-                        int ahead, qr_nhwc_dw_row_done done, void *ctx)
+                        int ahead, qr_nhwc_dw_row_done done, void *ctx, const qr_nhwc_dw_requant *rq)
 {
     if (dw_has_vnni()) {
-        dw_vnni_rows_entry(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, ahead ? 2 : 1, done, ctx);
+        dw_vnni_rows_entry(acc, acc_ps, x, C, g, wk, init, flip, xz, oy0, oy1, ahead ? 2 : 1, done, ctx, rq);
         return;
     }
     dw_each_row(__builtin_cpu_supports("avx512f") ? dw_avx512 : __builtin_cpu_supports("avx2") ? dw_avx2 : dw_portable,

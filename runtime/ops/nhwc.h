@@ -41,9 +41,19 @@ void qr_nhwc_dw_u8(int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, co
  * next row overwrites it; the same sums. So a row's sums are read back from L1 rather than a block
  * of rows' from L2 (the four-taps kernel keeps its copied input rows across the rows of the call). */
 typedef void (*qr_nhwc_dw_row_done)(void *ctx, int64_t oy);
+/* A requantization the kernel may apply itself, while the sums are in registers (ops/requant_prog.h):
+ * y[(oy * OW + ox) * C + c] = round_even(clamp(f32(sum + bias[c]) * m[c], lo[c], hi[c])) + z[c]
+ * (the sum wrapping as above), whose values the caller has checked to be bytes of y's type. */
+typedef struct qr_nhwc_dw_requant {
+    const int32_t *bias, *z;
+    const float *m, *lo, *hi;
+    uint8_t *y; /* the image's output, [OH][OW][C] */
+} qr_nhwc_dw_requant;
+/* rq (or NULL): the rows the four-taps kernel makes with 3 x 3 windows at strides 1 and 2 are
+ * requantized into rq->y instead (done is not called for them); the others go to done. */
 void qr_nhwc_dw_u8_rows(int32_t *acc, int64_t acc_ps, const uint8_t *x, int64_t C, const qr_conv_geom *g,
                         const int32_t *wk, const int32_t *init, uint8_t flip, int32_t xz, int64_t oy0, int64_t oy1,
-                        int ahead, qr_nhwc_dw_row_done done, void *ctx);
+                        int ahead, qr_nhwc_dw_row_done done, void *ctx, const qr_nhwc_dw_requant *rq);
 /* Whether a depthwise layer's input of `bytes` (all its images) is taken to come from memory:
  * past 16 MB, half this EPYC's L3, which the rest of the graph's values share. Prefetching rows
  * that are in the caches only costs: on MobileNetV2's layers of one image, up to 18% more time. */

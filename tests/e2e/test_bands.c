@@ -77,6 +77,9 @@ Test(bands, chains_by_bands_give_the_whole_runs_bits)
         {"bands1", "--option bands=all --threads 1"},
         {"bands2", "--option bands=all --threads 2"},
         {"portable", "--option bands=all --kernels portable"},
+        /* the shape kernels and the rows epilogue compiled (the depthwise layers' requantization in
+         * their kernel: ops/requant_prog.h) */
+        {"jit", "--option bands=all --iconv-jit"},
     };
     for (size_t i = 0; i < sizeof banded / sizeof banded[0]; i++) {
         log = run(banded[i][0], banded[i][1]);
@@ -88,6 +91,9 @@ Test(bands, chains_by_bands_give_the_whole_runs_bits)
         free(log);
         assert_same("whole", banded[i][0]);
     }
+    log = run("jit_whole", "--option bands=0 --iconv-jit");
+    free(log);
+    assert_same("whole", "jit_whole");
     /* ONNX Runtime on the same export */
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "node '%s/tools/ort_run.js' %s/q.onnx %s/x_test.npy -o %s/ort", tu_root(), dir, dir, dir);

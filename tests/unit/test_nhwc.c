@@ -270,7 +270,7 @@ Test(nhwc, depthwise_one_row_at_a_time_matches_the_definition)
         for (int i = 0; i + 1 < nc; i++) {
             seen.next = cuts[i];
             qr_nhwc_dw_u8_rows(acc, ps, xb, C, g, wk, init, signed8 ? 0x80 : 0, xz + (signed8 ? 128 : 0), cuts[i],
-                               cuts[i + 1], it % 4 == 1, dw_rows_copy, &seen);
+                               cuts[i + 1], it % 4 == 1, dw_rows_copy, &seen, NULL);
             cr_assert_eq(seen.next, cuts[i + 1], "%s: rows [%lld, %lld) ended at %lld", describe(&sh),
                          (long long)cuts[i], (long long)cuts[i + 1], (long long)seen.next);
         }
@@ -291,6 +291,126 @@ Test(nhwc, depthwise_one_row_at_a_time_matches_the_definition)
         free(acc);
         free(out);
     }
+}
+
+/* The rows handed to done with a requantization given (qr_nhwc_dw_requant): which rows, copied. */
+typedef struct dw_rq_seen {
+    const int32_t *acc;
+    int32_t *out;
+    int64_t row;
+    uint8_t *via_done; /* per output row: 1 when done was called for it */
+} dw_rq_seen;
+
+static void dw_rq_copy(void *ctx, int64_t oy)
+{
+    dw_rq_seen *r = ctx;
+    r->via_done[oy]++;
+    memcpy(r->out + oy * r->row, r->acc, (size_t)r->row * sizeof(int32_t));
+}
+
+/* The requantization in the kernel (qr_nhwc_dw_u8_rows with rq): on MobileNet-like 3 x 3 layers at
+ * strides 1 and 2 (ragged channels, widths 1 to 17, rows in pieces, with and without the prefetching
+ * rows) every row is y's bytes round_even(clamp(f32(sum + bias) * m, lo, hi)) + z of dw_ref's sums
+ * (scales of both signs, bounds inside and at the type's ends, biases that make the sums wrap) and
+ * done is not called for it; on other windows (random geometries) every row goes to done with
+ * dw_ref's sums and y is untouched. On a CPU with AVX512-VBMI the 3 x 3 rows must take the kernel's
+ * path; elsewhere every row goes to done. */
+Test(nhwc, depthwise_requantized_in_the_kernel)
+{
+    unsigned s = 77;
+    __builtin_cpu_init();
+    int vbmi = qr_nhwc_dw_u8_isa("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
+    int lines_seen = 0;
+    for (int it = 0; it < 200; it++) {
+        shape sh;
+        int signed8 = it % 2, lines = it % 5 != 4;
+        if (!lines) {
+            while (!make_shape(&s, 0, &sh) || (sh.g.kernel[0] == 3 && sh.g.kernel[1] == 3))
+                ;
+        } else {
+            static const int64_t Cs[] = {17, 40, 100, 32, 144};
+            int64_t W = 1 + (it / 2) % 17, st = 1 + (it / 3) % 2;
+            sh = (shape){.C = Cs[(it / 2) % 5], .H = 1 + rnd(&s) % 9, .W = W};
+            sh.g = (qr_conv_geom){.r = 2, .big = {sh.H, W}, .kernel = {3, 3}, .stride = {st, st}, .dilation = {1, 1},
+                                  .pad_begin = {1, 1}, .pad_end = {1, 1}, .kernel_n = 9};
+            for (int d = 0; d < 2; d++)
+                sh.g.small[d] = (sh.g.big[d] + 2 - 3) / st + 1;
+            sh.g.big_n = sh.H * W, sh.g.small_n = sh.g.small[0] * sh.g.small[1];
+        }
+        const qr_conv_geom *g = &sh.g;
+        int64_t C = sh.C, n = C * sh.H * sh.W, kn = g->kernel_n, OH = g->small[0], OW = g->small[1];
+        uint8_t *xb = malloc((size_t)n + 1), *y = malloc((size_t)(OH * OW * C) + 1), *via = calloc((size_t)OH + 1, 1);
+        int32_t *xv = malloc((size_t)n * sizeof(int32_t) + 1);
+        int32_t *wk = malloc((size_t)(kn * C) * sizeof(int32_t)), *wv = malloc((size_t)(kn * C) * sizeof(int32_t));
+        int32_t *init = malloc((size_t)C * sizeof(int32_t)), *acc = malloc((size_t)(OW * C) * sizeof(int32_t) + 1);
+        int32_t *out = malloc((size_t)(OH * OW * C) * sizeof(int32_t) + 1);
+        int32_t *bias = malloc((size_t)C * sizeof(int32_t)), *z = malloc((size_t)C * sizeof(int32_t));
+        float *m = malloc((size_t)C * sizeof(float)), *lo = malloc((size_t)C * sizeof(float)),
+              *hi = malloc((size_t)C * sizeof(float));
+        cr_assert(xb && y && via && xv && wk && wv && init && acc && out && bias && z && m && lo && hi);
+        for (int64_t i = 0; i < n; i++) {
+            xv[i] = signed8 ? rnd_in(&s, -128, 127) : rnd_in(&s, 0, 255);
+            xb[i] = (uint8_t)xv[i];
+        }
+        int32_t xz = signed8 ? rnd_in(&s, -128, 127) : rnd_in(&s, 0, 255);
+        int tl = signed8 ? -128 : 0, th = signed8 ? 127 : 255;
+        for (int64_t c = 0; c < C; c++) {
+            for (int64_t t = 0; t < kn; t++)
+                wv[c * kn + t] = wk[t * C + c] = rnd_in(&s, -128, 127);
+            init[c] = (int32_t)(rnd(&s) % 20001) - 10000;
+            /* now and then a bias that makes the sums wrap */
+            bias[c] = c % 11 == 5 ? INT32_MAX - (int32_t)(rnd(&s) % 1000) : (int32_t)(rnd(&s) % 20001) - 10000;
+            m[c] = (float)((int)(rnd(&s) % 2001) - 1000) * (c % 3 ? 1e-4f : 2e-2f);
+            z[c] = rnd_in(&s, tl, th);
+            int a = rnd_in(&s, tl, th), b = rnd_in(&s, tl, th);
+            if (a > b) {
+                int t = a;
+                a = b, b = t;
+            }
+            lo[c] = (float)(a - z[c]);
+            hi[c] = (float)(b - z[c]);
+        }
+        memset(y, 0x5a, (size_t)(OH * OW * C));
+        for (int64_t i = 0; i < OH * OW * C; i++)
+            out[i] = 0x5a5a5a5a;
+        qr_nhwc_dw_requant rq = {.bias = bias, .z = z, .m = m, .lo = lo, .hi = hi, .y = y};
+        int64_t cuts[4];
+        int nc = row_cuts(&s, OH, cuts);
+        dw_rq_seen seen = {.acc = acc, .out = out, .row = OW * C, .via_done = via};
+        for (int i = 0; i + 1 < nc; i++)
+            qr_nhwc_dw_u8_rows(acc, C, xb, C, g, wk, init, signed8 ? 0x80 : 0, xz + (signed8 ? 128 : 0), cuts[i],
+                               cuts[i + 1], it % 4 == 1, dw_rq_copy, &seen, &rq);
+        for (int64_t oy = 0; oy < OH; oy++) {
+            cr_assert(via[oy] <= 1, "%s: row %lld handed to done %d times", describe(&sh), (long long)oy, via[oy]);
+            if (lines && vbmi)
+                cr_assert_eq(via[oy], 0, "%s: row %lld not requantized in the kernel", describe(&sh), (long long)oy);
+            if (!lines)
+                cr_assert_eq(via[oy], 1, "%s: row %lld not handed to done", describe(&sh), (long long)oy);
+            lines_seen += !via[oy];
+            for (int64_t ox = 0; ox < OW; ox++)
+                for (int64_t c = 0; c < C; c++) {
+                    int64_t at = (oy * OW + ox) * C + c;
+                    int32_t sum = dw_ref(&sh, xv, xz, wv, init, c, oy, ox);
+                    if (via[oy]) {
+                        cr_assert_eq(out[at], sum, "%s: (%lld, %lld) channel %lld: sum %d, want %d", describe(&sh),
+                                     (long long)oy, (long long)ox, (long long)c, out[at], sum);
+                        cr_assert_eq(y[at], 0x5a, "%s: y written where done was called", describe(&sh));
+                        continue;
+                    }
+                    volatile float f = (float)(int32_t)((uint32_t)sum + (uint32_t)bias[c]) * m[c];
+                    float cl = f < lo[c] ? lo[c] : f > hi[c] ? hi[c] : f;
+                    uint8_t want = (uint8_t)(int32_t)((int32_t)rintf(cl) + z[c]);
+                    cr_assert_eq(y[at], want, "%s %s: (%lld, %lld) channel %lld: %u, want %u", signed8 ? "i8" : "u8",
+                                 describe(&sh), (long long)oy, (long long)ox, (long long)c, y[at], want);
+                }
+        }
+        free(xb), free(y), free(via), free(xv), free(wk), free(wv), free(init), free(acc), free(out);
+        free(bias), free(z), free(m), free(lo), free(hi);
+    }
+    if (vbmi)
+        cr_assert(lines_seen > 0);
+    else
+        cr_log_info("this CPU has no AVX512-VBMI: the requantization in the kernel is not tested");
 }
 
 /* MobileNet's layers (3x3, stride 1 and 2, pads 1, C a multiple of 16, and 17 for a partial
