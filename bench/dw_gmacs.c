@@ -30,14 +30,14 @@ static void row_done(void *ctx, int64_t oy)
     (void)oy;
 }
 
-/* one image: fn, or (fn NULL) qr_nhwc_dw_u8_rows */
-static void call(qr_nhwc_dw_fn fn, int32_t *acc, const uint8_t *x, int64_t C, const qr_conv_geom *g, const int32_t *wk,
-                 const int32_t *init, int ahead)
+/* one image: fn, or (fn NULL) qr_nhwc_dw_u8_rows, with the requantization rq or none */
+static void call(qr_nhwc_dw_fn fn, const qr_nhwc_dw_requant *rq, int32_t *acc, const uint8_t *x, int64_t C,
+                 const qr_conv_geom *g, const int32_t *wk, const int32_t *init, int ahead)
 {
     if (fn)
         fn(acc, C, x, C, g, wk, init, 0, 3, 0, g->small[0]);
     else
-        qr_nhwc_dw_u8_rows(acc, C, x, C, g, wk, init, 0, 3, 0, g->small[0], ahead, row_done, NULL, NULL);
+        qr_nhwc_dw_u8_rows(acc, C, x, C, g, wk, init, 0, 3, 0, g->small[0], ahead, row_done, NULL, rq);
 }
 
 typedef struct layer {
@@ -50,9 +50,11 @@ int main(int argc, char **argv)
     static const layer layers[] = {{112, 32, 1}, {112, 96, 2}, {56, 144, 1}, {56, 144, 2}, {28, 192, 1},
                                     {28, 192, 2}, {14, 384, 1}, {14, 576, 1}, {14, 576, 2}, {7, 960, 1}};
     /* the last, "rows": qr_nhwc_dw_u8_rows as iconv_nhwc.c calls it (each output row's sums in the same
-     * place, read by a callback: here none; ahead with N > 1), the CPU's best kernel */
-    static const char *const isas[] = {"avx512vnni", "avx512vnni-ahead", "avx512vnni-pixels", "avx512f", "avx2", "rows"};
-    enum { NISA = 6 };
+     * place, read by a callback: here none; ahead with N > 1), the CPU's best kernel; "rows-rq": the same
+     * with the requantization in the kernel (qr_nhwc_dw_requant), bytes out where "rows" leaves sums */
+    static const char *const isas[] = {"avx512vnni", "avx512vnni-ahead", "avx512vnni-pixels", "avx512f", "avx2",
+                                       "rows",       "rows-rq"};
+    enum { NISA = 7, ROWS = 5 };
     const int ROUNDS = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 60;
     for (size_t li = 0; li < sizeof layers / sizeof *layers; li++) {
         const layer *L = &layers[li];
@@ -77,28 +79,34 @@ int main(int argc, char **argv)
             wk[i] = rand() % 255 - 127;
         for (int64_t i = 0; i < C; i++)
             init[i] = rand() % 1000;
+        int32_t *zb = calloc((size_t)(2 * C), 4);
+        float *mf = malloc((size_t)(3 * C) * 4);
+        uint8_t *y = malloc((size_t)(P * C));
+        for (int64_t i = 0; i < C; i++)
+            mf[i] = 1e-3f, mf[C + i] = 0, mf[2 * C + i] = 255;
+        const qr_nhwc_dw_requant rq = {.bias = zb, .z = zb + C, .m = mf, .lo = mf + C, .hi = mf + 2 * C, .y = y};
         double best[NISA];
         long calls[NISA];
         for (int i = 0; i < NISA; i++) {
             best[i] = 1e9;
             calls[i] = 0;
-            qr_nhwc_dw_fn fn = i == NISA - 1 ? NULL : qr_nhwc_dw_u8_isa(isas[i]);
-            if (!fn && i < NISA - 1)
+            qr_nhwc_dw_fn fn = i >= ROWS ? NULL : qr_nhwc_dw_u8_isa(isas[i]);
+            if (!fn && i < ROWS)
                 continue;
             double t0 = now_s();
             do {
-                call(fn, acc, xs + xi++ % nx * xn, C, &g, wk, init, nx > 1);
+                call(fn, i == NISA - 1 ? &rq : NULL, acc, xs + xi++ % nx * xn, C, &g, wk, init, nx > 1);
                 calls[i]++;
             } while (now_s() - t0 < 0.02);
         }
         for (int r = 0; r < ROUNDS; r++)
             for (int i = 0; i < NISA; i++) {
-                qr_nhwc_dw_fn fn = i == NISA - 1 ? NULL : qr_nhwc_dw_u8_isa(isas[i]);
-                if (!fn && i < NISA - 1)
+                qr_nhwc_dw_fn fn = i >= ROWS ? NULL : qr_nhwc_dw_u8_isa(isas[i]);
+                if (!fn && i < ROWS)
                     continue;
                 double t0 = now_s();
                 for (long k = 0; k < calls[i]; k++)
-                    call(fn, acc, xs + xi++ % nx * xn, C, &g, wk, init, nx > 1);
+                    call(fn, i == NISA - 1 ? &rq : NULL, acc, xs + xi++ % nx * xn, C, &g, wk, init, nx > 1);
                 double t = (now_s() - t0) / (double)calls[i];
                 if (t < best[i])
                     best[i] = t;
@@ -108,7 +116,7 @@ int main(int argc, char **argv)
                 printf("%3lldx%-3lld c %4lld s %lld  %-10s  %6.1f GMAC/s  %6.2f ns/pixel  %7.1f us\n", (long long)L->h,
                        (long long)L->h, (long long)C, (long long)L->s, isas[i], (double)(P * C * 9) / best[i] * 1e-9,
                        best[i] / (double)P * 1e9, best[i] * 1e6);
-        free(xs), free(wk), free(init), free(acc);
+        free(xs), free(wk), free(init), free(acc), free(zb), free(mf), free(y);
     }
     return 0;
 }
