@@ -11,6 +11,7 @@
 #include "../op.h"
 #include "conv_geom.h"
 #include "igemm.h"
+#include "requant_prog.h"
 
 /* One block of image n's accumulator: element (r, k) is acc[r * acc_rs + k], output channel
  * c0 + r, and goes to y's element y_off + r * y_rs + k, y the node's output (N x M x spatial), or
@@ -87,6 +88,9 @@ typedef struct qr_nhwc_plan {
     qr_iconv_ep_fn ep_fn[2];
     const char *rows_prog;             /* the program the rows epilogue was found for */
     qr_rows_ep_fn rows_fn;
+    const char *rq_prog; /* depthwise: the program rq_ok and rq were matched from (qr_rqp_match) */
+    int rq_ok;
+    qr_rqp rq;
     int64_t tap_off[9 * QR_NHWC_PLAN_TAPS]; /* the taps' offsets, then RUN_BLOCK windows' (window_setup) */
 } qr_nhwc_plan;
 

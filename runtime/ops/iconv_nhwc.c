@@ -1031,6 +1031,19 @@ static qr_iconv_ep_fn planned_ep(qr_nhwc_plan *p, int64_t taps, int64_t k4, int6
     return f;
 }
 
+/* qr_rqp_match of prog, kept in the plan (parsing it took over a microsecond a run) */
+static int planned_rq(qr_nhwc_plan *p, const char *prog, qr_rqp *out)
+{
+    if (!p)
+        return qr_rqp_match(prog, out);
+    if (p->rq_prog != prog) {
+        p->rq_ok = qr_rqp_match(prog, &p->rq);
+        p->rq_prog = prog;
+    }
+    *out = p->rq;
+    return p->rq_ok;
+}
+
 static qr_rows_ep_fn planned_rows(qr_nhwc_plan *p, const char *prog)
 {
     if (p && p->rows_fn && p->rows_prog == prog)
@@ -1175,7 +1188,7 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         /* the epilogue's requantization in the kernel where its program reduces to one per channel
          * that every channel passes (requant_prog.h): the sums never leave the registers */
         qr_rqp rqp;
-        if (j.rows_ep && !ep->then && __builtin_cpu_supports("avx512f") && qr_rqp_match(ep->vprog, &rqp)) {
+        if (j.rows_ep && !ep->then && __builtin_cpu_supports("avx512f") && planned_rq(plan, ep->vprog, &rqp)) {
             int64_t c16 = (j.c + 15) / 16 * 16;
             int32_t *v = qr_kwork(k, 5, c16, sizeof(int32_t), "depthwise requantization's channel values");
             if (!v) {
