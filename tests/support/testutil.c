@@ -494,3 +494,17 @@ void tu_quant_inputs(float *x, int64_t n, int64_t zero, float s, float in_range_
                         : (float)((int)(tu_lcg(&seed) % 40001) - 20000) / 100.0f * in_range_unit;
     }
 }
+
+float tu_vmin(float a, float b) { return isnan(b) ? a : a < b ? a : b; }
+float tu_vmax(float a, float b) { return isnan(b) ? a : a > b ? a : b; }
+
+uint8_t tu_qlinear_byte(int32_t acc, float m, int32_t bias, int32_t yz, float lo, float hi, int i8)
+{
+    volatile float x = (float)(int32_t)((uint32_t)acc + (uint32_t)bias) * m; /* volatile: no contraction */
+    float v = tu_vmin(tu_vmax(rintf(x) + (float)yz, lo), hi);
+    if (isnan(v))
+        return 0;
+    float tl = i8 ? -128.0f : 0.0f, th = i8 ? 127.0f : 255.0f;
+    v = v > th ? th : v < tl ? tl : v;
+    return i8 ? (uint8_t)(int8_t)truncf(v) : (uint8_t)truncf(v);
+}

@@ -99,4 +99,13 @@ char *tu_shared(const char *name, void (*make)(const char *out, void *user), voi
  * "void(i32)"; the test fails with the lookup's message when the type differs. */
 const struct qr_fn_desc *tu_fn(const struct qrl_module *m, const char *name, const char *type);
 
+/* The stdlib's qlinear (kernels.qrl: min(max(round_even(f32(acc + bias) * m) + f32(y_zero), floor), top),
+ * then sat<T>) written out in C with the vector programs' rules (compiler/vecmap.h): i32 wraps, min is
+ * a < b ? a : b and max a > b ? a : b, each giving a where b is NaN (tu_vmin, tu_vmax); sat<T> gives 0
+ * for NaN, else clamps to T's range and truncates. y's byte, T i8 when i8. The oracle the generated
+ * epilogues and the depthwise kernel's requantization are held to. */
+float tu_vmin(float a, float b);
+float tu_vmax(float a, float b);
+uint8_t tu_qlinear_byte(int32_t acc, float m, int32_t bias, int32_t yz, float lo, float hi, int i8);
+
 #endif

@@ -216,6 +216,18 @@ static void dw_rows_copy(void *ctx, int64_t oy)
     memcpy(r->out + oy * r->row, r->acc, (size_t)r->row * sizeof(int32_t));
 }
 
+/* A MobileNet-like depthwise layer: C channels of H x W, a 3 x 3 window at stride st, pads 1. */
+static shape mobilenet_dw_shape(int64_t C, int64_t H, int64_t W, int64_t st)
+{
+    shape sh = {.C = C, .H = H, .W = W};
+    sh.g = (qr_conv_geom){.r = 2, .big = {H, W}, .kernel = {3, 3}, .stride = {st, st}, .dilation = {1, 1},
+                          .pad_begin = {1, 1}, .pad_end = {1, 1}, .kernel_n = 9};
+    for (int d = 0; d < 2; d++)
+        sh.g.small[d] = (sh.g.big[d] + 2 - 3) / st + 1;
+    sh.g.big_n = H * W, sh.g.small_n = sh.g.small[0] * sh.g.small[1];
+    return sh;
+}
+
 /* The rows one at a time (qr_nhwc_dw_u8_rows, as iconv_nhwc.c runs depthwise layers: each row made
  * in the same place, then handed over), on random geometries (dilations 2: the pixel kernel; weights
  * past s8: the AVX-512 one) and MobileNet-like 3 x 3 layers of ragged channels (17, 40, 100) and
@@ -232,13 +244,7 @@ Test(nhwc, depthwise_one_row_at_a_time_matches_the_definition)
                 ;
         } else {
             static const int64_t Cs[] = {17, 40, 100, 32};
-            int64_t W = 1 + (it / 2) % 17, st = 1 + (it / 4) % 2;
-            sh = (shape){.C = Cs[(it / 2) % 4], .H = 1 + rnd(&s) % 9, .W = W};
-            sh.g = (qr_conv_geom){.r = 2, .big = {sh.H, W}, .kernel = {3, 3}, .stride = {st, st}, .dilation = {1, 1},
-                                  .pad_begin = {1, 1}, .pad_end = {1, 1}, .kernel_n = 9};
-            for (int d = 0; d < 2; d++)
-                sh.g.small[d] = (sh.g.big[d] + 2 - 3) / st + 1;
-            sh.g.big_n = sh.H * W, sh.g.small_n = sh.g.small[0] * sh.g.small[1];
+            sh = mobilenet_dw_shape(Cs[(it / 2) % 4], 1 + rnd(&s) % 9, 1 + (it / 2) % 17, 1 + (it / 4) % 2);
         }
         const qr_conv_geom *g = &sh.g;
         int64_t C = sh.C, n = C * sh.H * sh.W, kn = g->kernel_n, OH = g->small[0], OW = g->small[1];
@@ -329,13 +335,7 @@ Test(nhwc, depthwise_requantized_in_the_kernel)
                 ;
         } else {
             static const int64_t Cs[] = {17, 40, 100, 32, 144};
-            int64_t W = 1 + (it / 2) % 17, st = 1 + (it / 3) % 2;
-            sh = (shape){.C = Cs[(it / 2) % 5], .H = 1 + rnd(&s) % 9, .W = W};
-            sh.g = (qr_conv_geom){.r = 2, .big = {sh.H, W}, .kernel = {3, 3}, .stride = {st, st}, .dilation = {1, 1},
-                                  .pad_begin = {1, 1}, .pad_end = {1, 1}, .kernel_n = 9};
-            for (int d = 0; d < 2; d++)
-                sh.g.small[d] = (sh.g.big[d] + 2 - 3) / st + 1;
-            sh.g.big_n = sh.H * W, sh.g.small_n = sh.g.small[0] * sh.g.small[1];
+            sh = mobilenet_dw_shape(Cs[(it / 2) % 5], 1 + rnd(&s) % 9, 1 + (it / 2) % 17, 1 + (it / 3) % 2);
         }
         const qr_conv_geom *g = &sh.g;
         int64_t C = sh.C, n = C * sh.H * sh.W, kn = g->kernel_n, OH = g->small[0], OW = g->small[1];

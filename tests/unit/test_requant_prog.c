@@ -1,7 +1,6 @@
 /* runtime/ops/requant_prog.h: which epilogue programs reduce to one requantization per channel,
- * and the reduced values' bytes against the program's own definition (compiler/vecmap.h's rules,
- * written out in C here: i32 wraps, min is a < b ? a : b and max a > b ? a : b, each giving a
- * where b is NaN, sat gives 0 for NaN, else clamps to the type and truncates) on channel values of
+ * and the reduced values' bytes against the program's own definition (compiler/vecmap.h's rules
+ * written out in C: testutil.h tu_qlinear_byte) on channel values of
  * both signs, at the edges the reduction still takes, and on the ones it must refuse. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -10,6 +9,7 @@
 #include <string.h>
 
 #include "ops/requant_prog.h"
+#include "testutil.h"
 
 /* the stdlib's qlinear as the compiler writes it (tests/unit/test_vecmap.c the_stdlib_requantization):
  * tables m (0, f32), bias (1, i32), y_zero (2, i32), floor (3, f32), top (4, f32) */
@@ -90,21 +90,6 @@ Test(requant_prog, other_programs_do_not_match)
                            &p));
 }
 
-/* the program's value by the language's rules */
-static float ref_min(float a, float b) { return isnan(b) ? a : a < b ? a : b; }
-static float ref_max(float a, float b) { return isnan(b) ? a : a > b ? a : b; }
-
-static uint8_t program_byte(int32_t acc, float m, int32_t bias, int32_t yz, float lo, float hi, int i8)
-{
-    volatile float x = (float)(int32_t)((uint32_t)acc + (uint32_t)bias) * m; /* volatile: no contraction */
-    float v = ref_min(ref_max(rintf(x) + (float)yz, lo), hi);
-    if (isnan(v))
-        return 0;
-    float tl = i8 ? -128.0f : 0.0f, th = i8 ? 127.0f : 255.0f;
-    v = v > th ? th : v < tl ? tl : v;
-    return i8 ? (uint8_t)(int8_t)truncf(v) : (uint8_t)truncf(v);
-}
-
 /* the reduced form a kernel runs: round_even(clamp(f32(acc + bias) * m, lo, hi)) + z, its low byte */
 static uint8_t reduced_byte(int32_t acc, int32_t bias, float m, float lo, float hi, int32_t z)
 {
@@ -175,7 +160,7 @@ Test(requant_prog, reduced_values_give_the_programs_bytes)
                 int32_t acc = k < 6 ? (int32_t[]){INT32_MIN, INT32_MAX, 0, -1, 1, -100000}[k]
                               : k < 200 ? (int32_t)(next() << 8 ^ next())
                                         : (int32_t)(next() % 4001) - 2000 - t[1][c]; /* near zero: the ties */
-                uint8_t want = program_byte(acc, tm, t[1][c], t[2][c], tlo, thi, i8);
+                uint8_t want = tu_qlinear_byte(acc, tm, t[1][c], t[2][c], tlo, thi, i8);
                 uint8_t got = reduced_byte(acc, bias[c], m[c], lo[c], hi[c], z[c]);
                 cr_assert_eq(got, want, "%s channel %d (m %g bias %d z %d lo %g hi %g) acc %d: %u, want %u",
                              i8 ? "i8" : "u8", c, (double)tm, t[1][c], t[2][c], (double)tlo, (double)thi, acc, got,

@@ -328,24 +328,6 @@ Test(vecmap, fused_kernels_write_the_bytes_of_the_channels_last_kernel)
 
 /* ------------------------------------- the requantization tail (vfast) */
 
-/* stdlib qlinear's value (kernels.qrl: min(max(round_even(f32(acc + bias) * m) + f32(y_zero), floor),
- * top), then sat<T>) written out here in C with the language's rules (vecmap.h): i32 wraps, min is
- * a < b ? a : b and max a > b ? a : b, each giving a where b is NaN; sat<T> gives 0 for NaN, else
- * clamps to T's range and truncates. The oracle both generated kernels are held to. */
-static float ref_min(float a, float b) { return isnan(b) ? a : a < b ? a : b; }
-static float ref_max(float a, float b) { return isnan(b) ? a : a > b ? a : b; }
-
-static uint8_t qlinear_oracle(int32_t acc, float m, int32_t bias, int32_t yz, float lo, float hi, int i8)
-{
-    volatile float x = (float)(int32_t)((uint32_t)acc + (uint32_t)bias) * m; /* volatile: no contraction */
-    float v = ref_min(ref_max(rintf(x) + (float)yz, lo), hi);
-    if (isnan(v))
-        return 0;
-    float tl = i8 ? -128.0f : 0.0f, th = i8 ? 127.0f : 255.0f;
-    v = v > th ? th : v < tl ? tl : v;
-    return i8 ? (uint8_t)(int8_t)truncf(v) : (uint8_t)truncf(v);
-}
-
 /* The tables of channel c: m (0), bias (1), y_zero (2), floor (3), top (4). Vectors of 16 channels
  * are of three kinds by c / 16 % 3: ordinary layers' values (the fast tail), values at the fast
  * tail's edges that it still takes (products that overflow to infinities, bounds outside T's range
@@ -403,7 +385,7 @@ static uint8_t tail_want(const int32_t *lanes, int64_t n, int64_t c, int32_t acc
     memcpy(&m, &lanes[c], 4);
     memcpy(&lo, &lanes[3 * n + c], 4);
     memcpy(&hi, &lanes[4 * n + c], 4);
-    return qlinear_oracle(acc, m, lanes[n + c], lanes[2 * n + c], lo, hi, i8);
+    return tu_qlinear_byte(acc, m, lanes[n + c], lanes[2 * n + c], lo, hi, i8);
 }
 
 /* A layer's requantization tables (channels n, y's type i8) and which channels hold the rounding
@@ -752,14 +734,14 @@ Test(vecmap, folded_bias_gives_the_oracle_bytes)
 
 /* stdlib qadd's value on the epilogue's byte a and the skip tensor's byte b (kernels.qrl: add_real,
  * then sat<T>(max(v, floor)), floor = bound(lo, y_scale, y_zero) = round_even(lo / y_scale) +
- * f32(y_zero)), written out here in C with the language's rules (as qlinear_oracle). */
+ * f32(y_zero)), written out here in C with the language's rules (as tu_qlinear_byte). */
 static uint8_t qadd_oracle(int32_t a, int32_t b, float as, int32_t az, float bs, int32_t bz, float ys, int32_t yz, float lo,
                            int i8)
 {
     volatile float pa = (float)(int32_t)((uint32_t)a - (uint32_t)az) * as; /* volatile: no contraction */
     volatile float pb = (float)(int32_t)((uint32_t)b - (uint32_t)bz) * bs;
     volatile float real = pa + pb, floor = rintf(lo / ys) + (float)yz;
-    float v = ref_max(rintf(real / ys) + (float)yz, floor);
+    float v = tu_vmax(rintf(real / ys) + (float)yz, floor);
     if (isnan(v))
         return 0;
     float tl = i8 ? -128.0f : 0.0f, th = i8 ? 127.0f : 255.0f;
