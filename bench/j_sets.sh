@@ -8,14 +8,18 @@
 # line is also appended to OUTDIR/table.tsv (bench/o1_compare.py reads it).
 # bench/o1_table.sh is this runner with --qrl-args "--threads 1 --profile" and
 # DIR "own". Measures; never pass/fail.
-# Usage: bench/j_sets.sh [--qrl-args ARGS] QRL RECIPE OUTDIR "DIR..." MODEL...
+# Usage: bench/j_sets.sh [--qrl-args ARGS] [--calib-dir DIR] QRL RECIPE OUTDIR "DIR..." MODEL...
 #   e.g. bench/j_sets.sh build/qrl recipes/int8.qrl /tmp/js "build/rm32 build/rm32b" ppocr_cls tv:resnet18
 #   --qrl-args ARGS: more arguments for each `qrl quantize` (split on spaces).
+#   --calib-dir DIR: calibrate on DIR/<data>_calib.npy (e.g. more samples,
+#   tools/make_real_inputs.py DIR --only calib --calib 256) instead of the
+#   model's own file.
 #   DIR "own": the model's own directory (build/realmodels, or build/j4).
 #   MODEL as bench/fallback_table.sh takes it (build/j4 made there).
 set -e
-ARGS=
+ARGS= CALIBDIR=
 if [ "$1" = --qrl-args ]; then ARGS=$2; shift 2; fi
+if [ "$1" = --calib-dir ]; then CALIBDIR=$2; shift 2; fi
 QRL=$1 RECIPE=$2 OUT=$3 DIRS=$4
 shift 4
 mkdir -p "$OUT"
@@ -32,8 +36,10 @@ for m in "$@"; do
     d=$ROOT/build/realmodels
     [ -f "$d/$n.onnx" ] || d=$ROOT/build/j4
     log=$OUT/$n.log
+    calib=$d/${data}_calib.npy
+    [ -z "$CALIBDIR" ] || calib=$CALIBDIR/${data}_calib.npy
     # shellcheck disable=SC2086 # ARGS: several arguments
-    /usr/bin/time -v "$QRL" quantize "$d/$n.onnx" --recipe "$RECIPE" --calib "$d/${data}_calib.npy" $ARGS \
+    /usr/bin/time -v "$QRL" quantize "$d/$n.onnx" --recipe "$RECIPE" --calib "$calib" $ARGS \
         -o "$OUT/$n.onnx" --report "$OUT/$n.json" > "$log" 2>&1 || { printf '%s\tfailed (%s)\n' "$n" "$log"; continue; }
     cpu=$(awk -F': ' '/User time/{u=$2} /System time/{s=$2} END{printf "%.1f", u+s}' "$log")
     wall=$(awk -F': ' '/Elapsed/{n=split($2, t, ":"); s=0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; printf "%.1f", s}' "$log")

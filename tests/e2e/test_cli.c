@@ -279,12 +279,13 @@ Test(cli, run_external_data_model)
     qr_tensor_free(&t);
 }
 
-/* Every file of the stdlib and of recipes/ compiles cleanly through the CLI. The timeout is a hang
+/* Every file of the stdlib, of recipes/ and of bench/ladder/ (the PTQ ladder's rungs) compiles cleanly
+ * through the CLI. The timeout is a hang
  * guard, not a speed bound: under ASan beside other suites the cold compile took over 120 s (stop 48). */
 Test(cli, check_compiles_stdlib_and_recipes, .timeout = 600)
 {
     char cmd[2048], *log;
-    snprintf(cmd, sizeof cmd, "cd '%s' && QRL_STDLIB=stdlib %s check --no-cache stdlib/*.qrl recipes/*.qrl examples/recipes/*.qrl",
+    snprintf(cmd, sizeof cmd, "cd '%s' && QRL_STDLIB=stdlib %s check --no-cache stdlib/*.qrl recipes/*.qrl examples/recipes/*.qrl bench/ladder/*.qrl",
              tu_root(), tu_qrl());
     int rc = tu_run(cmd, &log);
     cr_assert_eq(rc, 0, "%s", log);
