@@ -2942,6 +2942,58 @@ Test(quantize, int8_margin_recipe_falls_back_what_int8_keeps_under_32_db)
     cr_assert(db[1] >= 32 && fb[1] >= 1 && macs[1] < macs[0], "int8-margin.qrl: %.2f dB, %.0f fallbacks, %.0f of %.0f MACs",
               db[1], fb[1], macs[1], macs[0]);
 }
+/* recipes/int8-best-a16-margin.qrl is int8-best-a16.qrl judged at 26 dB: where int8-best-a16.qrl
+ * keeps everything at 25-26 dB on the held-out samples, it widens layers to 16 bits (still integer
+ * MACs) rather than sending them to f32. The model, made here by numpy: int8_margin's MatMul -> Relu
+ * -> MatMul on 64 Student-t samples (2.7 degrees of freedom, seed 39: int8-best-a16.qrl lands at
+ * 25.7 dB). The oracle: ONNX Runtime runs the f32 model and each export on the 16 held-out samples
+ * x[3::4], and numpy's sample_balanced_lower of them (samples_oracle.py) is what qrl reports within
+ * 0.01 dB: int8-best-a16.qrl's between 25 and 26 with nothing moved, the margin's at least 26 with a
+ * layer at 16 bits, nothing in f32 and every MAC still on the integers. */
+Test(quantize, int8_best_a16_margin_widens_what_int8_best_a16_keeps_under_26_db)
+{
+    char cmd[4096], *log, path[1024];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper, numpy_helper as nh, "
+             "TensorProto as T\nrng = np.random.default_rng(39)\n"
+             "w1 = rng.normal(0, 0.2, (32, 32)).astype(np.float32); w2 = rng.normal(0, 0.2, (32, 8)).astype(np.float32)\n"
+             "g = helper.make_graph([helper.make_node('MatMul', ['x', 'w1'], ['h']), helper.make_node('Relu', ['h'], ['r']), "
+             "helper.make_node('MatMul', ['r', 'w2'], ['y'])], 'mm', [helper.make_tensor_value_info('x', T.FLOAT, ['N', 32])], "
+             "[helper.make_tensor_value_info('y', T.FLOAT, ['N', 8])], [nh.from_array(w1, 'w1'), nh.from_array(w2, 'w2')])\n"
+             "m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]); m.ir_version = 8; onnx.save(m, '%s/am.onnx')\n"
+             "x = rng.standard_t(2.7, (64, 32)).astype(np.float32); np.save('%s/am.npy', x); np.save('%s/am_val.npy', x[3::4])\"",
+             dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *recipes[] = {"int8-best-a16", "int8-best-a16-margin"};
+    double db[2], macs[2], fb[2], wide[2], total = 0;
+    for (int r = 0; r < 2; r++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && %s quantize %s/am.onnx --recipe recipes/%s.qrl --calib %s/am.npy -o %s/am-%s.onnx "
+                 "--report %s/am-%s.json 2>&1",
+                 tu_root(), tu_qrl(), dir, recipes[r], dir, dir, recipes[r], dir, recipes[r]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+        snprintf(path, sizeof path, "%s/am-%s.json", dir, recipes[r]);
+        cr_assert_eq(tu_json_number(path, "validate_samples"), 16);
+        db[r] = tu_json_number(path, "output_sqnr_db");
+        fb[r] = tu_json_number(path, "fallbacks");
+        wide[r] = tu_json_number(path, "widened");
+        macs[r] = tu_json_number(path, "macs_int_per_sample");
+        total = tu_json_number(path, "macs_per_sample");
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && /usr/bin/python3 tests/e2e/samples_oracle.py %s/am.onnx %s/am-%s.onnx %s/am_val.npy 0.01 "
+                 "sample_balanced_lower=%.6f",
+                 tu_root(), dir, dir, recipes[r], dir, db[r]);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", recipes[r], log);
+        free(log);
+    }
+    cr_assert(db[0] >= 25 && db[0] < 26 && fb[0] == 0 && wide[0] == 0, "int8-best-a16.qrl: %.2f dB, %.0f fallbacks, %.0f widened",
+              db[0], fb[0], wide[0]);
+    cr_assert(db[1] >= 26 && fb[1] == 0 && wide[1] >= 1 && macs[1] == total,
+              "int8-best-a16-margin.qrl: %.2f dB, %.0f fallbacks, %.0f widened, %.0f of %.0f MACs", db[1], fb[1], wide[1],
+              macs[1], total);
+}
 /* calibrate_samples = F judges each try of the fallback that passes on the held-out samples on the
  * first calibrate_figure_samples calibration samples too, by F: the try holds only where both do.
  * The model (numpy): x (64 samples of 32 Student-t values) -> MatMul -> Relu -> MatMul; the held-out
