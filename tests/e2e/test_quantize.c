@@ -2853,14 +2853,6 @@ Test(quantize, int8_recipe_judges_on_held_out_samples)
     expect_fmnist_bound("ho", "ho_val", db);
 }
 
-/* recipes/int8-margin.qrl is int8.qrl with the fallback's target at 32 dB (7 above the 25 it is to
- * hold): a layer int8.qrl keeps on the integers at 25-32 dB on the held-out samples goes to f32. The
- * model, made here by numpy: x (64 samples of 32 Student-t values, 3 degrees of freedom: a heavy
- * tail, so minmax's u8 steps are coarse) -> MatMul -> Relu -> MatMul. The oracle: ONNX Runtime runs
- * the f32 model and each export on the 16 held-out samples x[3::4], and numpy's
- * sample_balanced_lower of them (samples_oracle.py) is what qrl reports within 0.01 dB: int8.qrl's
- * between 25 and 32 with nothing in f32, int8-margin.qrl's at least 32 with a tensor in f32 and
- * fewer integer MACs. */
 /* A weight channel of zeros with a bias (a pruned channel): any scale holds the zeros, and the
  * bias's unit is the input's scale times the channel's, so a tiny weight scale (1e-12) made that
  * unit too small for the bias's i32 (3.0 saturated at 2^31 - 1: the channel gave 6e-5). The oracle:
@@ -2902,46 +2894,73 @@ Test(quantize, a_weight_channel_of_zeros_keeps_its_bias)
     free(log);
 }
 
-Test(quantize, int8_margin_recipe_falls_back_what_int8_keeps_under_32_db)
+/* The margin recipes' model, made here by numpy as NAME.onnx, NAME.npy and NAME_val.npy (the held-out
+ * quarter x[3::4]): x (64 samples of 32 Student-t values, DF degrees of freedom: a heavy tail, so
+ * minmax's u8 steps are coarse) -> MatMul -> Relu -> MatMul, weights and samples from SEED. */
+static void make_margin_model(const char *name, int seed, double df)
 {
-    char cmd[4096], *log, path[1024];
+    char cmd[4096], *log;
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper, numpy_helper as nh, "
-             "TensorProto as T\nrng = np.random.default_rng(39)\n"
+             "TensorProto as T\nrng = np.random.default_rng(%d)\n"
              "w1 = rng.normal(0, 0.2, (32, 32)).astype(np.float32); w2 = rng.normal(0, 0.2, (32, 8)).astype(np.float32)\n"
              "g = helper.make_graph([helper.make_node('MatMul', ['x', 'w1'], ['h']), helper.make_node('Relu', ['h'], ['r']), "
              "helper.make_node('MatMul', ['r', 'w2'], ['y'])], 'mm', [helper.make_tensor_value_info('x', T.FLOAT, ['N', 32])], "
              "[helper.make_tensor_value_info('y', T.FLOAT, ['N', 8])], [nh.from_array(w1, 'w1'), nh.from_array(w2, 'w2')])\n"
-             "m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]); m.ir_version = 8; onnx.save(m, '%s/mg.onnx')\n"
-             "x = rng.standard_t(3, (64, 32)).astype(np.float32); np.save('%s/mg.npy', x); np.save('%s/mg_val.npy', x[3::4])\"",
-             dir, dir, dir);
+             "m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]); m.ir_version = 8; onnx.save(m, '%s/%s.onnx')\n"
+             "x = rng.standard_t(%g, (64, 32)).astype(np.float32); np.save('%s/%s.npy', x); np.save('%s/%s_val.npy', x[3::4])\"",
+             seed, dir, name, df, dir, name, dir, name);
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
-    const char *recipes[] = {"int8", "int8-margin"};
-    double db[2], macs[2], fb[2];
-    for (int r = 0; r < 2; r++) {
-        snprintf(cmd, sizeof cmd,
-                 "cd '%s' && %s quantize %s/mg.onnx --recipe recipes/%s.qrl --calib %s/mg.npy -o %s/mg-%s.onnx "
-                 "--report %s/mg-%s.json 2>&1",
-                 tu_root(), tu_qrl(), dir, recipes[r], dir, dir, recipes[r], dir, recipes[r]);
-        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-        free(log);
-        snprintf(path, sizeof path, "%s/mg-%s.json", dir, recipes[r]);
-        cr_assert_eq(tu_json_number(path, "validate_samples"), 16);
-        db[r] = tu_json_number(path, "output_sqnr_db");
-        fb[r] = tu_json_number(path, "fallbacks");
-        macs[r] = tu_json_number(path, "macs_int_per_sample");
-        snprintf(cmd, sizeof cmd,
-                 "cd '%s' && /usr/bin/python3 tests/e2e/samples_oracle.py %s/mg.onnx %s/mg-%s.onnx %s/mg_val.npy 0.01 "
-                 "sample_balanced_lower=%.6f",
-                 tu_root(), dir, dir, recipes[r], dir, db[r]);
-        cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", recipes[r], log);
-        free(log);
-    }
-    cr_assert(db[0] >= 25 && db[0] < 32 && fb[0] == 0, "int8.qrl: %.2f dB, %.0f fallbacks", db[0], fb[0]);
-    cr_assert(db[1] >= 32 && fb[1] >= 1 && macs[1] < macs[0], "int8-margin.qrl: %.2f dB, %.0f fallbacks, %.0f of %.0f MACs",
-              db[1], fb[1], macs[1], macs[0]);
 }
+
+/* What recipes/RECIPE.qrl makes of make_margin_model's NAME, from its JSON report; the reported output
+ * SQNR checked against ONNX Runtime's run of the f32 model and the export on the 16 held-out samples,
+ * reduced by numpy's sample_balanced_lower (samples_oracle.py), within 0.01 dB. */
+struct margin_run {
+    double db, fallbacks, widened, macs_int, macs;
+};
+
+static struct margin_run quantize_margin_model(const char *name, const char *recipe)
+{
+    char cmd[4096], *log, path[1024];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && %s quantize %s/%s.onnx --recipe recipes/%s.qrl --calib %s/%s.npy -o %s/%s-%s.onnx "
+             "--report %s/%s-%s.json 2>&1",
+             tu_root(), tu_qrl(), dir, name, recipe, dir, name, dir, name, recipe, dir, name, recipe);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    snprintf(path, sizeof path, "%s/%s-%s.json", dir, name, recipe);
+    cr_assert_eq(tu_json_number(path, "validate_samples"), 16);
+    struct margin_run r = {tu_json_number(path, "output_sqnr_db"), tu_json_number(path, "fallbacks"),
+                           tu_json_number(path, "widened"), tu_json_number(path, "macs_int_per_sample"),
+                           tu_json_number(path, "macs_per_sample")};
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 tests/e2e/samples_oracle.py %s/%s.onnx %s/%s-%s.onnx %s/%s_val.npy 0.01 "
+             "sample_balanced_lower=%.6f",
+             tu_root(), dir, name, dir, name, recipe, dir, name, r.db);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", recipe, log);
+    free(log);
+    return r;
+}
+
+/* recipes/int8-margin.qrl is int8.qrl with the fallback's target at 32 dB (7 above the 25 it is to
+ * hold): a layer int8.qrl keeps on the integers at 25-32 dB on the held-out samples goes to f32. The
+ * model, made here by numpy: x (64 samples of 32 Student-t values, 3 degrees of freedom: a heavy
+ * tail, so minmax's u8 steps are coarse) -> MatMul -> Relu -> MatMul. The oracle: ONNX Runtime runs
+ * the f32 model and each export on the 16 held-out samples x[3::4], and numpy's
+ * sample_balanced_lower of them (samples_oracle.py) is what qrl reports within 0.01 dB: int8.qrl's
+ * between 25 and 32 with nothing in f32, int8-margin.qrl's at least 32 with a tensor in f32 and
+ * fewer integer MACs. */
+Test(quantize, int8_margin_recipe_falls_back_what_int8_keeps_under_32_db)
+{
+    make_margin_model("mg", 39, 3);
+    struct margin_run a = quantize_margin_model("mg", "int8"), b = quantize_margin_model("mg", "int8-margin");
+    cr_assert(a.db >= 25 && a.db < 32 && a.fallbacks == 0, "int8.qrl: %.2f dB, %.0f fallbacks", a.db, a.fallbacks);
+    cr_assert(b.db >= 32 && b.fallbacks >= 1 && b.macs_int < a.macs_int, "int8-margin.qrl: %.2f dB, %.0f fallbacks, %.0f of %.0f MACs",
+              b.db, b.fallbacks, b.macs_int, a.macs_int);
+}
+
 /* recipes/int8-best-a16-margin.qrl is int8-best-a16.qrl judged at 26 dB: where int8-best-a16.qrl
  * keeps everything at 25-26 dB on the held-out samples, it widens layers to 16 bits (still integer
  * MACs) rather than sending them to f32. The model, made here by numpy: int8_margin's MatMul -> Relu
@@ -2952,47 +2971,13 @@ Test(quantize, int8_margin_recipe_falls_back_what_int8_keeps_under_32_db)
  * layer at 16 bits, nothing in f32 and every MAC still on the integers. */
 Test(quantize, int8_best_a16_margin_widens_what_int8_best_a16_keeps_under_26_db)
 {
-    char cmd[4096], *log, path[1024];
-    snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 -c \"import numpy as np, onnx; from onnx import helper, numpy_helper as nh, "
-             "TensorProto as T\nrng = np.random.default_rng(39)\n"
-             "w1 = rng.normal(0, 0.2, (32, 32)).astype(np.float32); w2 = rng.normal(0, 0.2, (32, 8)).astype(np.float32)\n"
-             "g = helper.make_graph([helper.make_node('MatMul', ['x', 'w1'], ['h']), helper.make_node('Relu', ['h'], ['r']), "
-             "helper.make_node('MatMul', ['r', 'w2'], ['y'])], 'mm', [helper.make_tensor_value_info('x', T.FLOAT, ['N', 32])], "
-             "[helper.make_tensor_value_info('y', T.FLOAT, ['N', 8])], [nh.from_array(w1, 'w1'), nh.from_array(w2, 'w2')])\n"
-             "m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]); m.ir_version = 8; onnx.save(m, '%s/am.onnx')\n"
-             "x = rng.standard_t(2.7, (64, 32)).astype(np.float32); np.save('%s/am.npy', x); np.save('%s/am_val.npy', x[3::4])\"",
-             dir, dir, dir);
-    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-    free(log);
-    const char *recipes[] = {"int8-best-a16", "int8-best-a16-margin"};
-    double db[2], macs[2], fb[2], wide[2], total = 0;
-    for (int r = 0; r < 2; r++) {
-        snprintf(cmd, sizeof cmd,
-                 "cd '%s' && %s quantize %s/am.onnx --recipe recipes/%s.qrl --calib %s/am.npy -o %s/am-%s.onnx "
-                 "--report %s/am-%s.json 2>&1",
-                 tu_root(), tu_qrl(), dir, recipes[r], dir, dir, recipes[r], dir, recipes[r]);
-        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
-        free(log);
-        snprintf(path, sizeof path, "%s/am-%s.json", dir, recipes[r]);
-        cr_assert_eq(tu_json_number(path, "validate_samples"), 16);
-        db[r] = tu_json_number(path, "output_sqnr_db");
-        fb[r] = tu_json_number(path, "fallbacks");
-        wide[r] = tu_json_number(path, "widened");
-        macs[r] = tu_json_number(path, "macs_int_per_sample");
-        total = tu_json_number(path, "macs_per_sample");
-        snprintf(cmd, sizeof cmd,
-                 "cd '%s' && /usr/bin/python3 tests/e2e/samples_oracle.py %s/am.onnx %s/am-%s.onnx %s/am_val.npy 0.01 "
-                 "sample_balanced_lower=%.6f",
-                 tu_root(), dir, dir, recipes[r], dir, db[r]);
-        cr_assert_eq(tu_run(cmd, &log), 0, "%s: %s", recipes[r], log);
-        free(log);
-    }
-    cr_assert(db[0] >= 25 && db[0] < 26 && fb[0] == 0 && wide[0] == 0, "int8-best-a16.qrl: %.2f dB, %.0f fallbacks, %.0f widened",
-              db[0], fb[0], wide[0]);
-    cr_assert(db[1] >= 26 && fb[1] == 0 && wide[1] >= 1 && macs[1] == total,
-              "int8-best-a16-margin.qrl: %.2f dB, %.0f fallbacks, %.0f widened, %.0f of %.0f MACs", db[1], fb[1], wide[1],
-              macs[1], total);
+    make_margin_model("am", 39, 2.7);
+    struct margin_run a = quantize_margin_model("am", "int8-best-a16"), b = quantize_margin_model("am", "int8-best-a16-margin");
+    cr_assert(a.db >= 25 && a.db < 26 && a.fallbacks == 0 && a.widened == 0, "int8-best-a16.qrl: %.2f dB, %.0f fallbacks, %.0f widened",
+              a.db, a.fallbacks, a.widened);
+    cr_assert(b.db >= 26 && b.fallbacks == 0 && b.widened >= 1 && b.macs_int == b.macs,
+              "int8-best-a16-margin.qrl: %.2f dB, %.0f fallbacks, %.0f widened, %.0f of %.0f MACs", b.db, b.fallbacks, b.widened,
+              b.macs_int, b.macs);
 }
 /* calibrate_samples = F judges each try of the fallback that passes on the held-out samples on the
  * first calibrate_figure_samples calibration samples too, by F: the try holds only where both do.
