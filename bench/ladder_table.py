@@ -23,7 +23,7 @@ def cell_db(v):
         return v
 
 
-def load(out, dirs, name):
+def load(out, name):
     got = {}
     path = os.path.join(out, name, "table.tsv")
     if os.path.exists(path):
@@ -45,13 +45,15 @@ def main():
     names = [os.path.basename(r)[:-4] if r.endswith(".qrl") else r for r in args]
     sets = []
     for _, dirs in runs:
-        sets += [os.path.basename(d.rstrip("/")) for d in dirs if os.path.basename(d.rstrip("/")) not in sets]
+        for d in dirs:
+            if os.path.basename(d.rstrip("/")) not in sets:
+                sets.append(os.path.basename(d.rstrip("/")))
     table = {}  # (name, model) -> (quantize columns, {set: dB})
     models = []
     for out, dirs in runs:
         here = [os.path.basename(d.rstrip("/")) for d in dirs]
         for name in names:
-            for m, f in load(out, dirs, name).items():
+            for m, f in load(out, name).items():
                 if m not in models:
                     models.append(m)
                 q, dbs = table.setdefault((name, m), (f[:8], {}))
