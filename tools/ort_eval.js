@@ -9,11 +9,12 @@ const fs = require('fs');
 const path = require('path');
 const ort = require(process.env.ORT_NODE_MODULE || 'onnxruntime-node');
 const npy = require('./npy');
+const {exact} = require('./ort_exact');
 
 
 async function main() {
     const [model, xfile, yfile, optimized] = process.argv.slice(2);
-    const opts = {graphOptimizationLevel: 'all', executionProviders: ['cpu'], intraOpNumThreads: 1};
+    const opts = exact({graphOptimizationLevel: 'all', executionProviders: ['cpu'], intraOpNumThreads: 1});
     if (optimized) opts.optimizedModelFilePath = path.resolve(optimized);
     const session = await ort.InferenceSession.create(model, opts);
     const x = npy.read(xfile), y = npy.read(yfile);

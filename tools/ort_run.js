@@ -15,6 +15,7 @@ const fs = require('fs');
 const path = require('path');
 const ort = require(process.env.ORT_NODE_MODULE || 'onnxruntime-node');
 const npy = require('./npy');
+const {exact} = require('./ort_exact');
 
 function loadNpy(file) {
     const t = npy.read(file);
@@ -38,8 +39,8 @@ async function runOne(args) {
     if (!model) throw new Error('usage: ort_run.js MODEL.onnx [NAME=]X.npy... -o OUTDIR');
     // ORT fuses an int4 DequantizeLinear + MatMul into MatMulNBits, which by default (accuracy level 4)
     // quantizes the activations to int8; level 0 keeps the model's own f32 arithmetic.
-    const opts = {graphOptimizationLevel: 'all', executionProviders: ['cpu'], intraOpNumThreads: 1,
-                  extra: {session: {qdq_matmulnbits_accuracy_level: '0'}}};
+    const opts = exact({graphOptimizationLevel: 'all', executionProviders: ['cpu'], intraOpNumThreads: 1,
+                        extra: {session: {qdq_matmulnbits_accuracy_level: '0'}}});
     let session;
     try {
         session = await ort.InferenceSession.create(model, opts);

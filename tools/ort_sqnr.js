@@ -23,6 +23,7 @@ const fs = require('fs');
 const path = require('path');
 const ort = require(process.env.ORT_NODE_MODULE || 'onnxruntime-node');
 const npy = require('./npy');
+const {exact} = require('./ort_exact');
 
 function bindInputs(session, specs) {
     const feeds = [];
@@ -62,8 +63,8 @@ function sample(feeds, i) {
 // ORT_OPT_LEVEL=disabled runs a model as ONNX defines it: ORT's QDQ rewrites at 'basic' and above
 // can change the numerics of a graph that mixes f32 layers with quantized ones.
 async function session(model, level) {
-    return ort.InferenceSession.create(model, {graphOptimizationLevel: level || process.env.ORT_OPT_LEVEL || 'all',
-        executionProviders: ['cpu'], intraOpNumThreads: 1});
+    return ort.InferenceSession.create(model, exact({graphOptimizationLevel: level || process.env.ORT_OPT_LEVEL || 'all',
+        executionProviders: ['cpu'], intraOpNumThreads: 1}));
 }
 
 async function runAll(s, feeds, n) {

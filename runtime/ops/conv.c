@@ -2307,6 +2307,10 @@ static qr_status conv_nhwc_run(qr_kctx *k)
     int64_t c, m, group;
     if (conv_nhwc_check(k, &g, &c, &m, &group) != QR_OK)
         return QR_ERR;
+    /* its kernels are AVX-512F's (sconv_avx512.c): the NHWC pass makes this op only where the CPU
+     * has it, so elsewhere a graph that holds one is refused, not run into an illegal instruction */
+    if (!qr_sconv_available())
+        return QR_KERR(k, "the channels-last f32 convolution needs a CPU with AVX-512F (this one has none)");
     qr_sconv sp;
     if (!qr_sconv_plan(&sp, &g, c, m))
         return QR_KERR(k, "the window has too many runs for the channels-last kernel");

@@ -144,7 +144,7 @@ static void check_conv(cv c)
     qr_tensor y[6];
     y[0] = run("", "Conv", a, 5, in, nin, NULL, act);
     y[1] = run("", "Conv", a, 5, in, nin, pool2, act);
-    int nhwc = c.group == 1 || dw;
+    int nhwc = (c.group == 1 || dw) && qr_sconv_available(); /* the NHWC op runs on AVX-512F only */
     if (nhwc) {
         y[2] = run("qrl", "QrlConvF32Nhwc", a, 5, inh, nin, NULL, act);
         y[3] = run("qrl", "QrlConvF32Nhwc", a, 5, inh, nin, pool2, act);
