@@ -505,6 +505,11 @@ int qrl_quantized_search_given_up(const qrl_quantized *q)
     return q->q->gave_up;
 }
 
+int qrl_quantized_idle_to_f32(const qrl_quantized *q)
+{
+    return q->q->idle;
+}
+
 int qrl_quantized_batch(const qrl_quantized *q)
 {
     return q->q->batch;

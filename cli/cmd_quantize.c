@@ -239,6 +239,8 @@ static void print_sqnr(const qrl_quantized *q, const qrl_quant_summary *s)
         snprintf(widened, sizeof widened, ", %d to 16 bits", nw);
     if (qrl_quantized_search_given_up(q)) /* appended: the line as it was otherwise */
         snprintf(widened + strlen(widened), sizeof widened - strlen(widened), " (search_floor: no search)");
+    if (qrl_quantized_idle_to_f32(q))
+        snprintf(widened + strlen(widened), sizeof widened - strlen(widened), " (idle: none ran on the integers)");
     if (s->activations)
         printf("sqnr:      lowest %.1f dB (%s), in the integer graph %.1f dB (%s); %d tensor%s fell back to f32%s\n",
                worst, worst_name, iworst, iworst_name, s->fallbacks, s->fallbacks == 1 ? "" : "s", widened);

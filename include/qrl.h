@@ -331,6 +331,9 @@ int qrl_quantized_widened(const qrl_quantized *q);
 /* 1 when the recipe's search_floor gave the fallback's search up (every tensor left went to f32
  * before the effects were measured), else 0: */
 int qrl_quantized_search_given_up(const qrl_quantized *q);
+/* 1 when the recipe's idle = drop sent what the search kept to f32 (it ran nothing on the integers:
+ * no kernel, lookup table, integer op or requantization), else 0: */
+int qrl_quantized_idle_to_f32(const qrl_quantized *q);
 /* Samples per calibration and measurement run: */
 int qrl_quantized_batch(const qrl_quantized *q);
 /* With samples held out (validate), of the summary's samples those its output_sqnr_calib is

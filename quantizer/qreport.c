@@ -283,6 +283,8 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     fprintf(f, "%s],\n", q->ntries ? "\n  " : "");
     if (q->gave_up) /* only then: the reports of every other quantize as they were */
         fprintf(f, "  \"search_given_up\": true,\n");
+    if (q->idle)
+        fprintf(f, "  \"idle_to_f32\": true,\n");
     /* steps = measure: every layer quantized after each prefix of the transform chain */
     if (q->nsteps) {
         fprintf(f, "  \"steps\": [");

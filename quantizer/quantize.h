@@ -174,6 +174,7 @@ typedef struct qr_quantized {
     qr_search_try *tries;  /* the fallback's measurements of the outputs, in order (ntries) */
     int ntries;
     int gave_up;           /* the recipe's search_floor sent every tensor left to f32 before the effects */
+    int idle;              /* idle = drop: what the search kept ran nothing on the integers, so it went to f32 */
     qr_step_figure *steps; /* steps = measure: the transform chain's prefixes, in order (nsteps); NULL */
     int nsteps;
     qr_phase_time phases[QR_MAX_PHASES]; /* where the time went, in order (nphases) */

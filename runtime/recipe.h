@@ -687,7 +687,8 @@ typedef enum qr_setting_kind {
     X(GRAD_EXACT_KEPT_BELOW, "grad_exact_kept_below", QR_SK_NUMBER, 0, 0, NULL) \
     X(GRAD_EXACT_AT, "grad_exact_at", QR_SK_CHOICE, 0, 0, "tries predicted fitted") \
     X(GRAD_PEAK_WITHIN, "grad_peak_within", QR_SK_NUMBER, 1, 0, NULL)     \
-    X(GRAD_SEGMENTS, "grad_segments", QR_SK_COUNT, 1, 64, NULL)
+    X(GRAD_SEGMENTS, "grad_segments", QR_SK_COUNT, 1, 64, NULL)            \
+    X(IDLE, "idle", QR_SK_CHOICE, 0, 0, "keep drop")
 
 /* accumulate = iN: the accumulator widths the runtime simulates (docs/quantizer.md, accumulator
  * width); i64 is accepted by the checker and refused by the quantizer. */
