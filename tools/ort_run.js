@@ -64,7 +64,20 @@ async function runOne(args) {
             feeds[session.inputNames[next]] = loadNpy(s);
         }
     }
-    const out = await session.run(feeds);
+    let out;
+    try {
+        out = await session.run(feeds);
+    } catch (e) {
+        // ORT's u8 x u8 rewrite (session.x64quantprecision, tools/ort_exact.js) can break a valid graph
+        // on a CPU without VNNI (a blocked 4-bit DequantizeLinear: "x_zero_point must be null or have the
+        // same rank as x"): run it without the rewrite then, and say so.
+        if (!opts.extra.session.x64quantprecision) throw e;
+        delete opts.extra.session.x64quantprecision;
+        session = await ort.InferenceSession.create(model, opts);
+        out = await session.run(feeds);
+        console.error('ort_run: ' + model + ': with session.x64quantprecision: ' + e.message.split('\n')[0] +
+                      '; ran without it');
+    }
     fs.mkdirSync(outdir, {recursive: true});
     for (const name of session.outputNames) npy.write(path.join(outdir, fileName(name) + '.npy'), out[name].type, out[name].dims, out[name].data);
 }
