@@ -173,8 +173,7 @@ Test(q4gemm, cpu_kernels_match_portable_bit_for_bit)
     qr_q4_f32_fn ff = qr_q4_f32_kernel();
     qr_q4_quant_fn fq = qr_q4_quant_kernel();
     if (fi == qr_q4_i8_ref || ff == qr_q4_f32_ref || fq == qr_q4_quant_ref) {
-        cr_log_warn("no AVX-512 VNNI on this CPU: only the portable kernels ran");
-        return;
+        cr_skip_test("no AVX-512 VNNI on this CPU: only the portable kernels ran");
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int i8 = 0; i8 < 2; i8++) {
