@@ -2793,7 +2793,8 @@ static int integer_nodes_after_sin(int t)
             sin += !strcmp(op, "Sin") * k;
             n += strcmp(op, "QuantizeLinear") && strcmp(op, "DequantizeLinear") && strcmp(op, "Sin") ? k : 0;
         }
-    cr_assert(sin == 1 && n >= 3, "%d nodes: %s", n, log);
+    /* by hand: Cos and the two Convs, each Conv one fused node or the product and its epilogue's */
+    cr_assert(sin == 1 && n >= 3 && n <= 5, "%d nodes: %s", n, log);
     free(log);
     return n;
 }
