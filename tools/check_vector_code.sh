@@ -22,7 +22,7 @@ check $O/ops/igemm_avx512vnni.o strip vpdpbusd  # tile_8x32, tile_8x16 and tile_
 check $O/ops/igemm_avx512vnni.o strip64 vpdpbusd
 check $O/ops/igemm_avx512vnni.o qr_igemv_u8s8_avx512vnni vpdpbusd
 check $O/ops/igemm_avxvnni.o qr_igemm_u8s8_4x16_avxvnni vpdpbusd
-check $O/ops/igemm_avx2.o qr_igemm_u8s8_4x8_avx2 vpmaddwd
+check $O/ops/igemm_avx2.o tile_6 vpmaddwd  # qr_igemm_u8s8_6x8_avx2 calls it
 check $O/ops/quant.o quantize_f32_8bit.avx512f 'zmm|ymm'
 check $O/ops/quant.o dequantize_8bit_f32.avx512f 'zmm|ymm'
 check $O/ops/quant.o dw_planes_runs.avx512f 'zmm|ymm'

@@ -10,14 +10,14 @@ void qr_igemm_u8s8_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, co
                                    int64_t m1, const uint8_t *b, int64_t k4, int64_t n);
 void qr_igemm_u8s8_4x16_avxvnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0,
                                 int64_t m1, const uint8_t *b, int64_t k4, int64_t n);
-void qr_igemm_u8s8_4x8_avx2(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
+void qr_igemm_u8s8_6x8_avx2(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
                             const uint8_t *b, int64_t k4, int64_t n);
 void qr_iconv_u8s8_6x64_avx512vnni(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
                                    const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1,
                                    int64_t n);
 void qr_iconv_u8s8_4x16_avxvnni(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
                                 const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
-void qr_iconv_u8s8_4x8_avx2(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
+void qr_iconv_u8s8_6x8_avx2(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
                             const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
 
 void qr_igemm_u8s8_rc_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init,
@@ -90,7 +90,7 @@ static void rc_avx2(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *in
         qr_igemm_u8s8_rc_ref(c, c_rs, a, init, cinit, rz, csum, m0, m1, b, k4, n, pitch);
         return;
     }
-    qr_igemm_u8s8_4x8_avx2(c, c_rs, a, init, m0, m1, b, k4, n);
+    qr_igemm_u8s8_6x8_avx2(c, c_rs, a, init, m0, m1, b, k4, n);
     add_cinit(c, c_rs, cinit, rz, csum, m0, m1, n);
 }
 
@@ -291,7 +291,7 @@ static const struct {
     {"avx512vnni", has_avx512vnni, qr_igemm_u8s8_8x32_avx512vnni, qr_iconv_u8s8_6x64_avx512vnni,
      qr_igemm_u8s8_rc_8x32_avx512vnni},
     {"avxvnni", has_avxvnni, qr_igemm_u8s8_4x16_avxvnni, qr_iconv_u8s8_4x16_avxvnni, rc_avxvnni},
-    {"avx2", has_avx2, qr_igemm_u8s8_4x8_avx2, qr_iconv_u8s8_4x8_avx2, rc_avx2},
+    {"avx2", has_avx2, qr_igemm_u8s8_6x8_avx2, qr_iconv_u8s8_6x8_avx2, rc_avx2},
 };
 
 qr_igemm_fn qr_igemm_u8s8_isa(const char *isa)
