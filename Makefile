@@ -17,7 +17,7 @@ CFLAGS   ?= -std=c11 -Wall -Wextra -Werror -Wno-format-truncation $(OPT) -g -fPI
 KERNEL_OBJ = $(B)/obj/runtime/ops/quant.o $(B)/obj/runtime/ops/conv.o $(B)/obj/runtime/ops/nhwc.o $(B)/obj/runtime/ops/dense.o \
              $(B)/obj/runtime/ops/elementwise.o $(B)/obj/quantizer/quantize.o $(B)/obj/runtime/recipe.o \
              $(B)/obj/runtime/gram.o $(B)/obj/quantizer/gridconv.o $(B)/obj/quantizer/qmeasure.o \
-             $(B)/obj/quantizer/vjp.o
+             $(B)/obj/quantizer/vjp.o $(B)/obj/runtime/ops/wino_nchw.o
 $(KERNEL_OBJ): CFLAGS += -fvect-cost-model=dynamic
 LDFLAGS  ?= $(SAN)
 GCCJIT_DIR ?= /usr/lib/gcc/x86_64-linux-gnu/12

@@ -7,6 +7,7 @@
 #include "sconv.h"
 #include "sgemm.h"
 #include "wino.h"
+#include "wino_nchw.h"
 #include "window_f32.h"
 #include "options.h"
 
@@ -1101,6 +1102,14 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
             dj.act = act;                                                                                     \
             qr_parallel_for(k->pool, n_img * ch, 1, dw_planes_##S, &dj);                                      \
             return QR_OK;                                                                                     \
+        }                                                                                                     \
+        if (sizeof(T) == sizeof(float) && qr_wino_nchw_takes(g, ch, m, group)) {                              \
+            int done = 0;                                                                                     \
+            if (qr_wino_nchw_run(k, g, ch, m, (const float *)x, (const float *)w, (const float *)b, (float *)y,  \
+                                 n_img, act, &done) != QR_OK)                                                 \
+                return QR_ERR;                                                                                \
+            if (done)                                                                                         \
+                return QR_OK;                                                                                 \
         }                                                                                                     \
         /* the FMA GEMM's panels are taken after each path's own scratch, whose size errors name */           \
         const qr_sgemm_kernel *sk = sizeof(T) == sizeof(float) ? qr_sgemm_best() : NULL;                      \
