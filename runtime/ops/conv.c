@@ -2189,22 +2189,10 @@ static qr_status wino_run(qr_kctx *k, const qr_conv_geom *g, int64_t c, int64_t 
 {
     *done = 0;
     const qr_sgemm_kernel *kn = qr_sgemm_best();
-    const int64_t pf = qr_sgemm_packed_size(kn, c, m), total = 16 * pf + 16;
-    int fresh = 1, keep = qr_kinput_fixed(k, 1);
-    float *packed = keep ? qr_kcache_get(k, (size_t)total * sizeof(float), "Winograd weights", &fresh)
-                         : qr_kscratch(k, total, 1, sizeof(float), "Winograd weights");
+    const int64_t pf = qr_sgemm_packed_size(kn, c, m);
+    float *packed = qr_wino_packed_weights(k, kn, w, c, m);
     if (!packed)
         return QR_ERR;
-    if (fresh) {
-        float *u = qr_kwork(k, qr_wino_u_floats(c, m), 1, sizeof(float), "Winograd weights before packing");
-        if (!u) {
-            qr_kcache_done(k, packed);
-            return QR_ERR;
-        }
-        packed[16 * pf] = (float)qr_wino_weights(w, c, m, u);
-        for (int xi = 0; xi < 16; xi++)
-            qr_sgemm_pack_b(kn, u + (int64_t)xi * c * m, m, 1, c, m, packed + xi * pf);
-    }
     if (packed[16 * pf] == 0.0f) {
         qr_kcache_done(k, packed);
         return QR_OK;

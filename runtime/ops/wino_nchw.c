@@ -193,28 +193,34 @@ TARGET static void outputs(void *arg, int64_t t0, int64_t t1)
     }
 }
 
+float *qr_wino_packed_weights(qr_kctx *k, const qr_sgemm_kernel *kn, const float *w, int64_t c, int64_t m)
+{
+    const int64_t pf = qr_sgemm_packed_size(kn, c, m), total = 16 * pf + 16;
+    int fresh = 1, keep = qr_kinput_fixed(k, 1);
+    float *packed = keep ? qr_kcache_get(k, (size_t)total * sizeof(float), "Winograd weights", &fresh)
+                         : qr_kscratch(k, total, 1, sizeof(float), "Winograd weights");
+    if (!packed || !fresh)
+        return packed;
+    float *u = qr_kwork(k, qr_wino_u_floats(c, m), 1, sizeof(float), "Winograd weights before packing");
+    if (!u) {
+        qr_kcache_done(k, packed);
+        return NULL;
+    }
+    packed[16 * pf] = (float)qr_wino_weights(w, c, m, u);
+    for (int64_t xi = 0; xi < 16; xi++)
+        qr_sgemm_pack_b(kn, u + xi * c * m, m, 1, c, m, packed + xi * pf);
+    return packed;
+}
+
 qr_status qr_wino_nchw_run(qr_kctx *k, const qr_conv_geom *g, int64_t c, int64_t m, const float *x, const float *w,
                            const float *b, float *y, int64_t n_img, const qr_act *act, int *done)
 {
     *done = 0;
     const qr_sgemm_kernel *kn = qr_sgemm_best();
-    /* U = G g G^T [16][C][M], each packed once as the GEMMs' B, then the flag of finite weights */
-    const int64_t pf = qr_sgemm_packed_size(kn, c, m), total = 16 * pf + 16;
-    int fresh = 1, keep = qr_kinput_fixed(k, 1);
-    float *packed = keep ? qr_kcache_get(k, (size_t)total * sizeof(float), "Winograd weights", &fresh)
-                         : qr_kscratch(k, total, 1, sizeof(float), "Winograd weights");
+    const int64_t pf = qr_sgemm_packed_size(kn, c, m);
+    float *packed = qr_wino_packed_weights(k, kn, w, c, m);
     if (!packed)
         return QR_ERR;
-    if (fresh) {
-        float *u = qr_kwork(k, qr_wino_u_floats(c, m), 1, sizeof(float), "Winograd weights before packing");
-        if (!u) {
-            qr_kcache_done(k, packed);
-            return QR_ERR;
-        }
-        packed[16 * pf] = (float)qr_wino_weights(w, c, m, u);
-        for (int64_t xi = 0; xi < 16; xi++)
-            qr_sgemm_pack_b(kn, u + xi * c * m, m, 1, c, m, packed + xi * pf);
-    }
     if (packed[16 * pf] == 0.0f) {
         qr_kcache_done(k, packed);
         return QR_OK;
