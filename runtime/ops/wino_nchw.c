@@ -217,14 +217,6 @@ qr_status qr_wino_nchw_run(qr_kctx *k, const qr_conv_geom *g, int64_t c, int64_t
 {
     *done = 0;
     const qr_sgemm_kernel *kn = qr_sgemm_best();
-    const int64_t pf = qr_sgemm_packed_size(kn, c, m);
-    float *packed = qr_wino_packed_weights(k, kn, w, c, m);
-    if (!packed)
-        return QR_ERR;
-    if (packed[16 * pf] == 0.0f) {
-        qr_kcache_done(k, packed);
-        return QR_OK;
-    }
     const int64_t OH = g->small[0], OW = g->small[1], TH = (OH + 1) / 2, TW = (OW + 1) / 2;
     /* chunks of whole tile rows, at least MIN_TILES each (so the GEMMs' rows fill their tiles), the
      * rows shared out evenly */
@@ -232,6 +224,21 @@ qr_status qr_wino_nchw_run(qr_kctx *k, const qr_conv_geom *g, int64_t c, int64_t
     rows = rows < least ? least : rows;
     int64_t chunks = TH / rows > 1 ? TH / rows : 1, most = (TH + chunks - 1) / chunks;
     const int64_t ldv = most * TW, slots = qr_pool_threads(k->pool), rows_len = 8 * (2 * TW + 2) + 2 * (TW + 1);
+    /* under a memory budget (--max-memory) that the direct GEMM's smaller workspace fits and this
+     * one's does not, the direct GEMM (the Fashion-MNIST CNN's probe run at 600 KB: 16 x (16 + 32)
+     * floats a tile against its padded planes) */
+    const int64_t pf = qr_sgemm_packed_size(kn, c, m);
+    size_t need = (size_t)(16 * pf + 16 + 16 * c * m + 16 * (c + m) * ldv + slots * (rows_len + qr_sgemm_work(kn))) *
+                  sizeof(float);
+    if (k->scratch_max && k->work && k->work->need + need > k->scratch_max)
+        return QR_OK;
+    float *packed = qr_wino_packed_weights(k, kn, w, c, m);
+    if (!packed)
+        return QR_ERR;
+    if (packed[16 * pf] == 0.0f) {
+        qr_kcache_done(k, packed);
+        return QR_OK;
+    }
     float *v = qr_kwork(k, 16 * c, ldv, sizeof(float), "Winograd inputs");
     float *mm = v ? qr_kwork(k, 16 * m, ldv, sizeof(float), "Winograd products") : NULL;
     float *rw = mm ? qr_kwork(k, slots, rows_len, sizeof(float), "Winograd rows") : NULL;

@@ -22,7 +22,9 @@
 int qr_wino_nchw_takes(const qr_conv_geom *g, int64_t c, int64_t m, int64_t group);
 
 /* y [n_img][m][OH][OW] = conv(x [n_img][c][H][W], w [m][c][3][3]) + b (NULL: none), then act (NULL:
- * none). *done 0 (nothing written) when a weight is not finite: the caller runs the direct kernel. */
+ * none). *done 0 (nothing written) when a weight is not finite, or when its workspace (16 x (c + m)
+ * floats a tile, the transformed weights) would pass the memory budget (--max-memory): the caller
+ * runs the direct kernel. */
 qr_status qr_wino_nchw_run(qr_kctx *k, const qr_conv_geom *g, int64_t c, int64_t m, const float *x, const float *w,
                            const float *b, float *y, int64_t n_img, const qr_act *act, int *done);
 
