@@ -2190,13 +2190,11 @@ static qr_status wino_run(qr_kctx *k, const qr_conv_geom *g, int64_t c, int64_t 
     *done = 0;
     const qr_sgemm_kernel *kn = qr_sgemm_best();
     const int64_t pf = qr_sgemm_packed_size(kn, c, m);
-    float *packed = qr_wino_packed_weights(k, kn, w, c, m);
-    if (!packed)
+    float *packed;
+    if (qr_wino_packed_weights(k, kn, w, c, m, &packed) != QR_OK)
         return QR_ERR;
-    if (packed[16 * pf] == 0.0f) {
-        qr_kcache_done(k, packed);
+    if (!packed)
         return QR_OK;
-    }
     qr_wino p = {.C = c, .H = g->big[0], .W = g->big[1], .M = m, .OH = g->small[0], .OW = g->small[1],
                  .pt = g->pad_begin[0], .pl = g->pad_begin[1]};
     p.TH = (p.OH + 1) / 2, p.TW = (p.OW + 1) / 2;

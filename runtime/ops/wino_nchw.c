@@ -193,23 +193,32 @@ TARGET static void outputs(void *arg, int64_t t0, int64_t t1)
     }
 }
 
-float *qr_wino_packed_weights(qr_kctx *k, const qr_sgemm_kernel *kn, const float *w, int64_t c, int64_t m)
+qr_status qr_wino_packed_weights(qr_kctx *k, const qr_sgemm_kernel *kn, const float *w, int64_t c, int64_t m,
+                                 float **packed)
 {
+    /* the packings, then at [16 * pf] 1.0 when every weight is finite, else 0 */
     const int64_t pf = qr_sgemm_packed_size(kn, c, m), total = 16 * pf + 16;
     int fresh = 1, keep = qr_kinput_fixed(k, 1);
-    float *packed = keep ? qr_kcache_get(k, (size_t)total * sizeof(float), "Winograd weights", &fresh)
-                         : qr_kscratch(k, total, 1, sizeof(float), "Winograd weights");
-    if (!packed || !fresh)
-        return packed;
-    float *u = qr_kwork(k, qr_wino_u_floats(c, m), 1, sizeof(float), "Winograd weights before packing");
-    if (!u) {
-        qr_kcache_done(k, packed);
-        return NULL;
+    float *p = keep ? qr_kcache_get(k, (size_t)total * sizeof(float), "Winograd weights", &fresh)
+                    : qr_kscratch(k, total, 1, sizeof(float), "Winograd weights");
+    *packed = NULL;
+    if (!p)
+        return QR_ERR;
+    if (fresh) {
+        float *u = qr_kwork(k, qr_wino_u_floats(c, m), 1, sizeof(float), "Winograd weights before packing");
+        if (!u) {
+            qr_kcache_done(k, p);
+            return QR_ERR;
+        }
+        p[16 * pf] = (float)qr_wino_weights(w, c, m, u);
+        for (int64_t xi = 0; xi < 16; xi++)
+            qr_sgemm_pack_b(kn, u + xi * c * m, m, 1, c, m, p + xi * pf);
     }
-    packed[16 * pf] = (float)qr_wino_weights(w, c, m, u);
-    for (int64_t xi = 0; xi < 16; xi++)
-        qr_sgemm_pack_b(kn, u + xi * c * m, m, 1, c, m, packed + xi * pf);
-    return packed;
+    if (p[16 * pf] == 0.0f)
+        qr_kcache_done(k, p);
+    else
+        *packed = p;
+    return QR_OK;
 }
 
 qr_status qr_wino_nchw_run(qr_kctx *k, const qr_conv_geom *g, int64_t c, int64_t m, const float *x, const float *w,
@@ -232,13 +241,11 @@ qr_status qr_wino_nchw_run(qr_kctx *k, const qr_conv_geom *g, int64_t c, int64_t
                   sizeof(float);
     if (k->scratch_max && k->work && k->work->need + need > k->scratch_max)
         return QR_OK;
-    float *packed = qr_wino_packed_weights(k, kn, w, c, m);
-    if (!packed)
+    float *packed;
+    if (qr_wino_packed_weights(k, kn, w, c, m, &packed) != QR_OK)
         return QR_ERR;
-    if (packed[16 * pf] == 0.0f) {
-        qr_kcache_done(k, packed);
+    if (!packed)
         return QR_OK;
-    }
     float *v = qr_kwork(k, 16 * c, ldv, sizeof(float), "Winograd inputs");
     float *mm = v ? qr_kwork(k, 16 * m, ldv, sizeof(float), "Winograd products") : NULL;
     float *rw = mm ? qr_kwork(k, slots, rows_len, sizeof(float), "Winograd rows") : NULL;

@@ -28,11 +28,12 @@ int qr_wino_nchw_takes(const qr_conv_geom *g, int64_t c, int64_t m, int64_t grou
 qr_status qr_wino_nchw_run(qr_kctx *k, const qr_conv_geom *g, int64_t c, int64_t m, const float *x, const float *w,
                            const float *b, float *y, int64_t n_img, const qr_act *act, int *done);
 
-/* U = G g G^T of w [m][c][3][3] for the 16 products, each packed as kn's B
- * (qr_sgemm_packed_size(kn, c, m) floats apart), then at [16 * that] 1.0 when every weight is
- * finite, else 0 (the caller then runs its direct kernel): kept across the executor's runs where
- * the weights are (qr_kinput_fixed), else made for this run. NULL with the error set. Give it back
- * with qr_kcache_done. Both Winograd paths' (conv.c's wino_run too). */
-float *qr_wino_packed_weights(qr_kctx *k, const qr_sgemm_kernel *kn, const float *w, int64_t c, int64_t m);
+/* *packed = U = G g G^T of w [m][c][3][3] for the 16 products, each packed as kn's B
+ * (qr_sgemm_packed_size(kn, c, m) floats apart): kept across the executor's runs where the weights
+ * are (qr_kinput_fixed), else made for this run; give it back with qr_kcache_done. *packed NULL
+ * (and QR_OK) when a weight is not finite: the caller runs its direct kernel (an inf weight makes
+ * inf - inf in U). Both Winograd paths' (conv.c's wino_run too). */
+qr_status qr_wino_packed_weights(qr_kctx *k, const qr_sgemm_kernel *kn, const float *w, int64_t c, int64_t m,
+                                 float **packed);
 
 #endif

@@ -473,6 +473,15 @@ qr_tensor tu_op_run(const char *domain, const char *op, int opset, qr_attr *attr
     return out;
 }
 
+float tu_act_ref(int act, float v)
+{
+    if (act == 1)
+        return v <= 0 ? 0.0f : v;
+    if (act == 2)
+        return v < -0.5f ? -0.5f : v > 0.7f ? 0.7f : v;
+    return v;
+}
+
 unsigned tu_lcg(unsigned *seed)
 {
     *seed = *seed * 1103515245u + 12345u;

@@ -68,6 +68,8 @@ qr_tensor tu_op_run(const char *domain, const char *op, int opset, qr_attr *attr
 /* The next value of a seeded linear congruential sequence (0..32767): test data that is the same
  * on every machine, whatever the C library's rand(). */
 unsigned tu_lcg(unsigned *seed);
+/* The kernels' tests' fused activations applied to v: act 0 none, 1 Relu, 2 Clip(-0.5, 0.7). */
+float tu_act_ref(int act, float v);
 
 /* Fills x[0..n) with what a quantizing loop must get right, from a seed made of n and zero: NaN,
  * -0, +0, infinities, exact halves of the scale s (ties), values of +-1e6 order that saturate, and

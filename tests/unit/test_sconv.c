@@ -50,15 +50,6 @@ static int64_t out_dim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, 
     return (in + p0 + p1 - d * (k - 1) - 1) / s + 1;
 }
 
-static float act_ref(int act, float v)
-{
-    if (act == 1)
-        return v <= 0 ? 0.0f : v;
-    if (act == 2)
-        return v < -0.5f ? -0.5f : v > 0.7f ? 0.7f : v;
-    return v;
-}
-
 static void check_conv(cv c)
 {
     int64_t cg = c.C / c.group, mg = c.M / c.group, kk = c.kh * c.kw;
@@ -96,7 +87,7 @@ static void check_conv(cv c)
                             }
                     if (c.bias)
                         acc += b[m];
-                    chain[((n * c.M + m) * OH + oy) * OW + ox] = act_ref(c.act, acc);
+                    chain[((n * c.M + m) * OH + oy) * OW + ox] = tu_act_ref(c.act, acc);
                 }
     /* float64 reference and the sum of the terms' magnitudes (the rounding bound's scale) */
     for (int64_t n = 0; n < c.N; n++)
@@ -161,7 +152,7 @@ static void check_conv(cv c)
                 int64_t o = (n * c.M + m) * OH * OW + p, oh = (n * OH * OW + p) * c.M + m;
                 /* a chain of K float roundings, then the bias and the activation (which only clamp) */
                 double tol = (double)(cg * kk + 2) * 0x1p-23 * mag[o] + 1e-30;
-                float want = act_ref(c.act, (float)ref[o]);
+                float want = tu_act_ref(c.act, (float)ref[o]);
                 const float *y0 = y[0].data, *y1 = y[1].data, *y5 = y[5].data;
                 cr_assert(fabs(y0[o] - want) <= tol,
                           "C%lld M%lld %lldx%lld k%lldx%lld s%lld d%lld g%lld: out %lld: %.9g vs %.9g (tol %g)",

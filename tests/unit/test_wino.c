@@ -29,15 +29,6 @@ static qr_tensor run(const qr_tensor **in, int nin, int64_t *pads, qr_pool *pool
     return tu_op_run("qrl", "QrlConvF32Nhwc", 17, a, 2, in, nin, pool, act);
 }
 
-static float act_ref(int act, float v)
-{
-    if (act == 1)
-        return v <= 0 ? 0.0f : v;
-    if (act == 2)
-        return v < -0.5f ? -0.5f : v > 0.7f ? 0.7f : v;
-    return v;
-}
-
 typedef struct wc {
     int64_t N, C, H, W, M, pt, pl, pb, pr;
     int bias, res, act; /* act: 0 none, 1 Relu, 2 Clip(-0.5, 0.7) */
@@ -129,7 +120,7 @@ static void check_reps(wc c, int reps)
     double worst = 0, worst_d = 0;
     for (int64_t i = 0; i < L.ny; i++) {
         double tol = (double)(c.C + 8) * 0x1p-23 * sc[i] + 1e-30;
-        float want = act_ref(c.act, (float)rf[i]);
+        float want = tu_act_ref(c.act, (float)rf[i]);
         worst = fmax(worst, fabs(o1[i] - want) / tol), worst_d = fmax(worst_d, fabs(od[i] - want) / tol);
         cr_assert(fabs(o1[i] - want) <= tol, "N%lld C%lld %lldx%lld M%lld: out %lld: %.9g vs %.9g (tol %g)",
                   (long long)c.N, (long long)c.C, (long long)c.H, (long long)c.W, (long long)c.M, (long long)i, o1[i],

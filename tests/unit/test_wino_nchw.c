@@ -25,15 +25,6 @@ typedef struct wc {
     int bias, act; /* act: 0 none, 1 Relu, 2 Clip(-0.5, 0.7) */
 } wc;
 
-static float act_ref(int act, float v)
-{
-    if (act == 1)
-        return v <= 0 ? 0.0f : v;
-    if (act == 2)
-        return v < -0.5f ? -0.5f : v > 0.7f ? 0.7f : v;
-    return v;
-}
-
 typedef struct layer {
     wc c;
     int64_t OH, OW, nx, nw, ny;
@@ -121,7 +112,7 @@ static void check(wc c)
             for (int64_t p = 0; p < L.OH * L.OW; p++) {
                 int64_t i = (n * c.M + m) * L.OH * L.OW + p, h = (n * L.OH * L.OW + p) * c.M + m;
                 double tol = (double)(c.C + 8) * 0x1p-23 * sc[h] + 1e-30;
-                float want = act_ref(c.act, (float)rf[h]);
+                float want = tu_act_ref(c.act, (float)rf[h]);
                 worst = fmax(worst, fabs(o1[i] - want) / tol);
                 cr_assert(fabs(o1[i] - want) <= tol, "N%lld C%lld %lldx%lld M%lld: out %lld: %.9g vs %.9g (tol %g)",
                           (long long)c.N, (long long)c.C, (long long)c.H, (long long)c.W, (long long)c.M, (long long)i,
