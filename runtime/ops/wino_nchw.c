@@ -1,7 +1,6 @@
 #include "wino_nchw.h"
 
 #include <immintrin.h>
-#include <math.h>
 #include <string.h>
 
 #include "options.h"
@@ -30,7 +29,7 @@ int qr_wino_nchw_takes(const qr_conv_geom *g, int64_t c, int64_t m, int64_t grou
 
 typedef struct job {
     const qr_conv_geom *g;
-    int64_t C, M, TH, TW, ty0, nt, ldv; /* tile rows from ty0, nt tiles, ldv floats a row of V and MM */
+    int64_t C, M, TW, ty0, nt, ldv;     /* tile rows from ty0, nt tiles, ldv floats a row of V and MM */
     const float *x;                     /* this image's [C][H][W] */
     float *v, *mm, *y;                  /* V [16][C][ldv], MM [16][ldv][M]; y this image's [M][OH][OW] */
     float *rows;                        /* per thread: 4 padded input rows, B^T d's 4, evens and odds */
@@ -42,7 +41,7 @@ typedef struct job {
 /* The transforms run only where the AVX2 GEMM does (qr_wino_nchw_takes), in its vectors. */
 #define TARGET __attribute__((target("avx2")))
 
-/* dst[k] = src[2k] and dst2[k] = src[2k + 1] for k < n (src holds 2n floats). */
+/* ev[k] = src[2k] and od[k] = src[2k + 1] for k < n (src holds 2n floats). */
 TARGET static void evens_odds(const float *src, int64_t n, float *ev, float *od)
 {
     int64_t k = 0;
@@ -254,7 +253,7 @@ qr_status qr_wino_nchw_run(qr_kctx *k, const qr_conv_geom *g, int64_t c, int64_t
         qr_kcache_done(k, packed);
         return QR_ERR;
     }
-    job j = {.g = g, .C = c, .M = m, .TH = TH, .TW = TW, .ldv = ldv, .v = v, .mm = mm, .rows = rw,
+    job j = {.g = g, .C = c, .M = m, .TW = TW, .ldv = ldv, .v = v, .mm = mm, .rows = rw,
              .rows_len = rows_len, .bias = b, .act = act};
     for (int64_t n = 0; n < n_img; n++) {
         j.x = x + n * c * g->big_n, j.y = y + n * m * g->small_n;
