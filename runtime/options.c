@@ -63,6 +63,7 @@ static const option_def defs[] = {
     {"gather", {"auto", "rows"}, INT_FIELD(gather_rows)},
     {"winograd", {"auto", "0", "all"}, INT_FIELD(no_winograd)},
     {"amx", {"auto", "0"}, INT_FIELD(no_amx)},
+    {"wide16", {"auto", "0"}, INT_FIELD(no_wide16)},
     {"f32-split", {"auto", "all"}, INT_FIELD(f32_split_all)},
     {"held-ghost", {"0", "1"}, INT_FIELD(held_ghost)},
     {"halves", {"auto", "whole"}, INT_FIELD(halves_whole)},

@@ -84,6 +84,9 @@ typedef struct qr_options {
                             * 16 input channels on every CPU (conv.c's wino_min_channels) */
     int no_amx;            /* amx=0: integer convolutions on the AVX-512 VNNI kernels (JIT ones too) where the
                             * CPU has AMX-INT8 (runtime/ops/igemm_iconv_amx.c); the same sums */
+    int no_wide16;         /* wide16=0: the AVX2 integer kernels widen each operand to i16 in their tiles, not
+                            * the NHWC input once (qr_iconv_wide_twin) nor the constant rows when packed
+                            * (qr_igemm_wide_twin); the same sums */
     int f32_split_all;     /* channels-last f32 convolutions of few MACs split on the threads too,
                             * not run on one (the tests' path: the same bits either way) */
     int held_ghost;        /* every take of a held-out unit joined by a second holder that drops it before
@@ -110,7 +113,7 @@ void qr_options_touch(void);
  * values it takes. Names: kernels (auto, portable, avx2, avxvnni, avx512vnni: portable is every
  * kernel's portable path, an ISA the integer kernels'), iconv-jit (auto, 0, 1), and the tests' igemm,
  * sgemm, quant, window, f32-rows, fuse, nhwc, epilogue, split, poison, effects, bands, parts, gather,
- * winograd, amx (auto, 0), f32-split (auto, all), held-ghost (0, 1), halves (auto, whole). An empty value is the default. An unknown name's
+ * winograd, amx (auto, 0), wide16 (auto, 0), f32-split (auto, all), held-ghost (0, 1), halves (auto, whole). An empty value is the default. An unknown name's
  * message lists the names. */
 qr_status qr_options_parse(qr_options *o, const char *name, const char *value, qr_error *e);
 

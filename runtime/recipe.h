@@ -688,6 +688,7 @@ typedef enum qr_setting_kind {
     X(GRAD_EXACT_AT, "grad_exact_at", QR_SK_CHOICE, 0, 0, "tries predicted fitted") \
     X(GRAD_PEAK_WITHIN, "grad_peak_within", QR_SK_NUMBER, 1, 0, NULL)     \
     X(GRAD_SEGMENTS, "grad_segments", QR_SK_COUNT, 1, 64, NULL)            \
+    X(SEARCH_START, "search_start", QR_SK_CHOICE, 0, 0, "halving predicted fitted") \
     X(IDLE, "idle", QR_SK_CHOICE, 0, 0, "keep drop")
 
 /* accumulate = iN: the accumulator widths the runtime simulates (docs/quantizer.md, accumulator

@@ -84,6 +84,10 @@ typedef struct nhwc_job {
     const uint64_t *col_mask; /* cols: col_period x C * KH byte masks, one per padded row */
     size_t at_rows;      /* gather: the block's rows in the slot */
     qr_iconv_fn fn;
+    qr_iconv16_fn fn16;    /* fn's twin on the input widened to i16 once (qr_iconv_wide_twin: AVX2), or NULL */
+    const int16_t *x16;    /* fn16: x's pixels [q16, ...) as i16, x16[0] the first of pixel q16 */
+    const int16_t *zrow16; /* fn16: zrow as i16 */
+    int64_t q16;
     qr_iconv_ep_fn fused; /* the epilogue's vector form fused into a specialized kernel: no block epilogue */
     int joined;           /* fused is the epilogue joined to the second stage (ep->jprog): no stage after */
     qr_rows_ep_fn rows_ep; /* the epilogue's vector form compiled alone, for channels-last blocks */
@@ -821,6 +825,17 @@ static void amx_rows(void *arg, const int32_t *acc, int64_t acc_rs, int64_t i0, 
     x->j->rows_ep(x->y + i0 * x->j->m + j0, x->j->m, acc, acc_rs, rows, cols, j0, x->j->ep->vtabs);
 }
 
+/* The n row pointers at a, into x or zrow, made pointers to the same rows of x16 or zrow16, in place. */
+static const int16_t *const *wide_rows(const nhwc_job *j, const uint8_t **a, int64_t n)
+{
+    const uint8_t *x0 = j->x + j->q16 * j->cs;
+    for (int64_t i = 0; i < n; i++) {
+        const int16_t *p = a[i] == j->zrow ? j->zrow16 : j->x16 + (a[i] - x0);
+        memcpy(&a[i], &p, sizeof p); /* the slot's bytes hold i16 pointers from here on */
+    }
+    return (const int16_t *const *)(void *)a;
+}
+
 static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
 {
     nhwc_job *j = arg;
@@ -882,7 +897,10 @@ static void dense_blocks(void *arg, int64_t b0, int64_t b1, int slot)
                 nhwc_failed(j, &e);
             continue;
         }
-        j->fn(acc, j->m, a, j->gather ? 1 : j->taps, rows, j->wp, j->init, j->k4, c0, c1, j->m);
+        if (j->fn16) /* the rows' pointers moved onto the i16 input */
+            j->fn16(acc, j->m, wide_rows(j, a, rows * j->taps), j->taps, rows, j->wp, j->init, j->k4, c0, c1, j->m);
+        else
+            j->fn(acc, j->m, a, j->gather ? 1 : j->taps, rows, j->wp, j->init, j->k4, c0, c1, j->m);
         block_epilogue(j, s, acc, r0, rows, c0, c1);
     }
 }
@@ -1235,6 +1253,25 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
         }
         j.x = j.gather ? x->data : dense_input(k, x, j.k4, q0, q1, &j.cs);
         j.xz &= 0xff;
+        /* AVX2 without VNNI: the input's pixels widened to i16 once, not in the tiles for every 8
+         * columns (qr_iconv_wide_twin), where the memory budget leaves room for them */
+        j.fn16 = !j.gather && !j.direct && !j.fused && !j.amx_sink && j.x ? qr_iconv_wide_twin(j.fn) : NULL;
+        int64_t n16 = (q1 - q0) * j.cs;
+        if (j.fn16 && k->scratch_max && k->work && k->work->need + (size_t)(n16 + j.k4) * 2 + 64 > k->scratch_max)
+            j.fn16 = NULL;
+        if (j.fn16) {
+            int16_t *x16 = qr_kwork(k, 1, n16 + j.k4, sizeof(int16_t), "NHWC convolution's input as i16");
+            if (!x16) {
+                qr_kcache_done(k, packed);
+                return QR_ERR;
+            }
+            const uint8_t *src = j.x + q0 * j.cs;
+            for (int64_t i = 0; i < n16; i++)
+                x16[i] = src[i];
+            for (int64_t i = 0; i < j.k4; i++)
+                x16[n16 + i] = (int16_t)j.xz;
+            j.x16 = x16, j.zrow16 = x16 + n16, j.q16 = q0;
+        }
         if (j.direct && j.x) { /* the padded images: xz, the input's pixels at (iy + pad top, ix + pad left) */
             int64_t Hp = j.dir.Hp, Wp = j.dir.Wp, k4 = j.k4, pt = g.pad_begin[0], pl = g.pad_begin[1];
             int64_t bytes = nimg * Hp * Wp * k4 + qr_iconv_amx_slack(k4, j.dir.KW);

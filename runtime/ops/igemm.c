@@ -12,6 +12,8 @@ void qr_igemm_u8s8_4x16_avxvnni(int32_t *c, int64_t c_rs, const int8_t *a, const
                                 int64_t m1, const uint8_t *b, int64_t k4, int64_t n);
 void qr_igemm_u8s8_6x8_avx2(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init, int64_t m0, int64_t m1,
                             const uint8_t *b, int64_t k4, int64_t n);
+void qr_igemm_i16s8_6x8_avx2(int32_t *c, int64_t c_rs, const int16_t *a, const int32_t *init, int64_t m0,
+                             int64_t m1, const uint8_t *b, int64_t k4, int64_t n);
 void qr_iconv_u8s8_6x64_avx512vnni(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
                                    const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1,
                                    int64_t n);
@@ -19,6 +21,8 @@ void qr_iconv_u8s8_4x16_avxvnni(int32_t *c, int64_t c_rs, const uint8_t *const *
                                 const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
 void qr_iconv_u8s8_6x8_avx2(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64_t taps, int64_t m,
                             const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
+void qr_iconv_i16s8_6x8_avx2(int32_t *c, int64_t c_rs, const int16_t *const *a, int64_t taps, int64_t m,
+                             const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
 
 void qr_igemm_u8s8_rc_8x32_avx512vnni(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *init,
                                       const int32_t *cinit, const int32_t *rz, const int32_t *csum, int64_t m0,
@@ -439,6 +443,16 @@ qr_iconv_fn qr_iconv_u8s8_for(int64_t taps, int64_t k4, int64_t n)
     if (force && qr_iconv_u8s8_isa(force))
         return qr_iconv_u8s8_isa(force);
     return amx_takes(taps, k4, n) ? qr_iconv_u8s8_amx : iconv_u8s8_vector();
+}
+
+qr_iconv16_fn qr_iconv_wide_twin(qr_iconv_fn fn)
+{
+    return fn == qr_iconv_u8s8_6x8_avx2 && !qr_options_get()->no_wide16 ? qr_iconv_i16s8_6x8_avx2 : NULL;
+}
+
+qr_igemm16_fn qr_igemm_wide_twin(qr_igemm_fn fn)
+{
+    return fn == qr_igemm_u8s8_6x8_avx2 && !qr_options_get()->no_wide16 ? qr_igemm_i16s8_6x8_avx2 : NULL;
 }
 
 qr_igemm_interleave_fn qr_igemm_interleave4(void)

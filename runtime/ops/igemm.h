@@ -25,6 +25,13 @@ typedef void (*qr_igemm_fn)(int32_t *c, int64_t c_rs, const int8_t *a, const int
  * int32 path). igemm=portable forces NULL; igemm=avx512vnni, avxvnni
  * or avx2 picks that kernel when the CPU has it. */
 qr_igemm_fn qr_igemm_u8s8(void);
+/* qr_igemm_fn on rows widened to i16 beforehand: a holds m rows of k4 i16 values (-128..127), the
+ * rest as qr_igemm_fn. Where a kernel widens each row's weights for every 8 columns (AVX2 without
+ * VNNI), the caller packs the constant rows so once instead. */
+typedef void (*qr_igemm16_fn)(int32_t *c, int64_t c_rs, const int16_t *a, const int32_t *init, int64_t m0,
+                              int64_t m1, const uint8_t *b, int64_t k4, int64_t n);
+/* fn's twin on i16 rows, or NULL where fn has none (every kernel but AVX2's) or the wide16 option is 0. */
+qr_igemm16_fn qr_igemm_wide_twin(qr_igemm_fn fn);
 
 /* Sets the igemm option (qr_options) for tests that compare the paths in one process:
  * "portable", an ISA's name, or NULL for the CPU's best. */
@@ -151,6 +158,14 @@ typedef void (*qr_iconv_fn)(int32_t *c, int64_t c_rs, const uint8_t *const *a, i
 qr_iconv_fn qr_iconv_u8s8(void);                 /* best for this CPU (the igemm option as for qr_igemm_u8s8); never NULL: the portable one when no ISA fits */
 qr_iconv_fn qr_iconv_u8s8_for(int64_t taps, int64_t k4, int64_t n); /* as qr_iconv_u8s8, AMX only for a layer it takes (K >= 64 bytes, n >= 64) */
 qr_iconv_fn qr_iconv_u8s8_isa(const char *isa);  /* "amx", "avx512vnni", "avxvnni", "avx2", "portable"; NULL when the CPU lacks it */
+/* qr_iconv_fn on activations widened to i16 beforehand: a's rows hold k4 i16 values (0..255), the
+ * rest as qr_iconv_fn. Where a kernel widens each activation for every 8 columns it computes (AVX2
+ * without VNNI: vpmaddwd takes i16), the caller widens the input once instead. */
+typedef void (*qr_iconv16_fn)(int32_t *c, int64_t c_rs, const int16_t *const *a, int64_t taps, int64_t m,
+                              const int8_t *w, const int32_t *init, int64_t k4, int64_t j0, int64_t j1, int64_t n);
+/* fn's twin on i16 activations, or NULL where fn has none (every kernel but AVX2's) or the wide16
+ * option is 0 (qr_options: the tests compare both on one CPU). */
+qr_iconv16_fn qr_iconv_wide_twin(qr_iconv_fn fn);
 /* Whether this CPU and OS run AMX-INT8 tiles: CPUID's AMX-TILE and AMX-INT8, XCR0's tile state, and
  * the kernel's permission for this process (arch_prctl, asked once). With it and no ISA forced
  * (igemm option) and amx not 0, qr_iconv_u8s8 is the AMX kernel and no specialized (JIT) convolution

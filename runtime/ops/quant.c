@@ -1032,12 +1032,17 @@ typedef struct vnni_job {
     const int32_t *init;
     const uint8_t *b;
     int64_t c_rs, k4, n;
+    qr_igemm16_fn fn16; /* with a16: fn's twin on the rows as i16 (qr_igemm_wide_twin), run instead */
+    const int16_t *a16;
 } vnni_job;
 
 static void vnni_rows(void *arg, int64_t m0, int64_t m1)
 {
     const vnni_job *j = arg;
-    j->fn(j->c, j->c_rs, j->a, j->init, m0, m1, j->b, j->k4, j->n);
+    if (j->fn16)
+        j->fn16(j->c, j->c_rs, j->a16, j->init, m0, m1, j->b, j->k4, j->n);
+    else
+        j->fn(j->c, j->c_rs, j->a, j->init, m0, m1, j->b, j->k4, j->n);
 }
 
 /* Each column's sum of B (s8 [K, N]), wrapped: x - a_zero times w summed is x times w summed
@@ -1945,10 +1950,12 @@ typedef struct u8conv_job {
     const iconv *cv;
     const uint8_t *x;
     uint8_t xz, flip;
-    const int8_t *wp;     /* m x k4, the weight panels */
+    const int8_t *wp;     /* m x k4, the weight panels (NULL with wp16) */
+    const int16_t *wp16;  /* or them as i16 for fn16, fn's twin (qr_igemm_wide_twin), or NULL */
     const int32_t *init;  /* m: bias - x_zero * sum(w) */
     int32_t *acc;
     qr_igemm_fn fn;
+    qr_igemm16_fn fn16;
     qr_igemm_interleave_fn interleave; /* four rows of bytes into words */
     int64_t k4, n16;
     uint8_t *colp;        /* slots x k4 x n16 */
@@ -2070,6 +2077,14 @@ static void pack_padded(const u8conv_job *j, int64_t cg, const uint8_t *xpad, ui
  * rows are long enough to vectorize), and copying the planes would cost more. */
 #define QR_PHASED_MAX_OW 64
 
+/* The GEMM of group gi's rows by colp's n columns into c (rows n apart). */
+static vnni_job group_gemm(const u8conv_job *j, int64_t gi, int32_t *c, const uint8_t *colp, int64_t n)
+{
+    int64_t r0 = gi * (j->cv->m / j->cv->group);
+    return (vnni_job){j->fn, c, j->wp ? j->wp + r0 * j->k4 : NULL, j->init + r0, colp, n, j->k4, n,
+                      j->wp16 ? j->fn16 : NULL, j->wp16 ? j->wp16 + r0 * j->k4 : NULL};
+}
+
 /* One image, every group: its packed im2col, then the GEMM of the group's rows, split across
  * threads when pool is given. */
 static void u8conv_image(const u8conv_job *j, int64_t n, uint8_t *colp, int64_t *offs, uint8_t *xpad, int32_t *accp,
@@ -2083,8 +2098,7 @@ static void u8conv_image(const u8conv_job *j, int64_t n, uint8_t *colp, int64_t 
         if (j->padded) {
             pad_planes(j, xg, cg, xpad);
             pack_padded(j, cg, xpad, colp);
-            rows_job rj = {j, {j->fn, accp, j->wp + gi * mg * j->k4, j->init + gi * mg, colp, j->npad, j->k4, j->npad},
-                           n, gi};
+            rows_job rj = {j, group_gemm(j, gi, accp, colp, j->npad), n, gi};
             if (pool)
                 qr_parallel_for(pool, mg, 4, gemm_rows_epi, &rj);
             else
@@ -2112,7 +2126,7 @@ static void u8conv_image(const u8conv_job *j, int64_t n, uint8_t *colp, int64_t 
                 }
             }
         int32_t *c = j->ep ? accp : j->acc + (n * cv->m + gi * mg) * sn;
-        rows_job rj = {j, {j->fn, c, j->wp + gi * mg * j->k4, j->init + gi * mg, colp, sn, j->k4, sn}, n, gi};
+        rows_job rj = {j, group_gemm(j, gi, c, colp, sn), n, gi};
         if (pool)
             qr_parallel_for(pool, mg, 4, gemm_rows_epi, &rj);
         else
@@ -2148,28 +2162,35 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
     int64_t cg = cv->c / cv->group, ck = cg * g->kernel_n, sn = g->small_n;
     int64_t k4 = qr_igemm_k4(ck), n16 = qr_igemm_n16(sn);
     int slots = cv->n > 1 ? qr_pool_threads(k->pool) : 1;
-    size_t wbytes = (size_t)(cv->m * k4 + 63) / 64 * 64, bytes = wbytes + (size_t)cv->m * sizeof(int32_t);
+    /* the kernel's twin on i16 weights where it has one (AVX2: no widening in its tiles), packed so */
+    qr_igemm16_fn fn16 = qr_igemm_wide_twin(fn);
+    size_t esz = fn16 ? sizeof(int16_t) : 1;
+    size_t wbytes = ((size_t)(cv->m * k4) * esz + 63) / 64 * 64, bytes = wbytes + (size_t)cv->m * sizeof(int32_t);
+    const char *what = fn16 ? "packed weights as i16" : "packed weights";
     int fresh = 1;
-    uint8_t *packed = wconst ? qr_kcache_get(k, bytes, "packed weights", &fresh) : qr_kscratch(k, 1, (int64_t)bytes, 1,
-                                                                                                 "packed weights");
+    uint8_t *packed = wconst ? qr_kcache_get(k, bytes, what, &fresh) : qr_kscratch(k, 1, (int64_t)bytes, 1, what);
     if (!packed)
         return QR_ERR;
-    int8_t *wp = (int8_t *)packed;
+    int8_t *wp = fn16 ? NULL : (int8_t *)packed;
+    int16_t *wp16 = fn16 ? (int16_t *)(void *)packed : NULL;
     int32_t *init = (int32_t *)(packed + wbytes);
     if (fresh) {
-        memset(wp, 0, wbytes);
+        memset(packed, 0, wbytes);
         const int8_t *wd = w->data;
         for (int64_t m = 0; m < cv->m; m++) {
             uint32_t sum = 0;
             for (int64_t i = 0; i < ck; i++) {
-                wp[m * k4 + i] = wd[m * ck + i];
+                if (wp16)
+                    wp16[m * k4 + i] = wd[m * ck + i];
+                else
+                    wp[m * k4 + i] = wd[m * ck + i];
                 sum += (uint32_t)(int32_t)wd[m * ck + i];
             }
             uint32_t b0 = bias ? (uint32_t)get_int(bias->data, bias->dtype, m) : 0;
             init[m] = (int32_t)(b0 - (uint32_t)xz * sum);
         }
     }
-    u8conv_job j = {cv, x->data, (uint8_t)xz, flip, wp, init, acc, fn, qr_igemm_interleave4(), k4, n16, NULL, NULL, NULL};
+    u8conv_job j = {cv, x->data, (uint8_t)xz, flip, wp, wp16, init, acc, fn, fn16, qr_igemm_interleave4(), k4, n16, NULL, NULL, NULL};
     int64_t mg = cv->m / cv->group;
     if (g->r == 2 && g->stride[0] == 1 && g->stride[1] == 1) {
         /* padded planes, when the junk columns cost at most half more (a 3x3 window on 7x7: 9/7) */

@@ -108,6 +108,22 @@ static void check_kernel(const char *isa, qr_igemm_fn fn)
                 cr_assert_eq(c2[i * n + j], want, "%s, shape %lldx%lldx%lld, row %lld column %lld: %d, exact %d", isa,
                              (long long)m, (long long)k, (long long)n, (long long)i, (long long)j, c2[i * n + j], want);
             }
+        /* its twin on the rows widened to i16 (as quant.c packs constant weights for it) */
+        qr_igemm16_fn wide = qr_igemm_wide_twin(fn);
+        int16_t *a16 = wide ? malloc(sizeof *a16 * (size_t)(m * k4)) : NULL;
+        for (int64_t i = 0; a16 && i < m * k4; i++)
+            a16[i] = a[i];
+        if (wide) {
+            cr_assert(a16);
+            for (int64_t i = 0; i < m * n; i++)
+                c2[i] = (int32_t)0xdeadbeef;
+            wide(c2, n, a16, init, 0, m / 2, bp, k4, n);
+            wide(c2, n, a16, init, m / 2, m, bp, k4, n);
+            for (int64_t i = 0; i < m * n; i++)
+                cr_assert_eq(c2[i], c1[i], "%s on i16 rows, shape %lldx%lldx%lld element %lld: %d vs %d", isa,
+                             (long long)m, (long long)k, (long long)n, (long long)i, c2[i], c1[i]);
+        }
+        free(a16);
         free(a);
         free(b);
         free(bp);
@@ -398,6 +414,26 @@ static void check_iconv_shape(int64_t m, int64_t taps, int64_t cin, int64_t n, i
             cr_assert_eq(got[i], want[i], "%s, m %lld taps %lld cin %lld n %lld [%lld, %lld) c_rs %lld element %lld: %d vs %d",
                          iconv_isas[s], (long long)m, (long long)taps, (long long)cin, (long long)n, (long long)j0,
                          (long long)j1, (long long)c_rs, (long long)i, got[i], want[i]);
+        /* its twin on the rows widened to i16 (the input as iconv_nhwc.c widens it once) */
+        qr_iconv16_fn wide = qr_iconv_wide_twin(fn);
+        if (!wide)
+            continue;
+        int16_t *img16 = malloc(sizeof *img16 * (size_t)((npix + 1) * k4));
+        const int16_t **a16 = malloc(sizeof *a16 * (size_t)(m * taps + 1));
+        cr_assert(img16 && a16);
+        for (int64_t i = 0; i < (npix + 1) * k4; i++)
+            img16[i] = img[i];
+        for (int64_t i = 0; i < m * taps; i++)
+            a16[i] = img16 + (a[i] - img);
+        for (int64_t i = 0; i < m * c_rs + 1; i++)
+            got[i] = (int32_t)0xdeadbeef;
+        wide(got, c_rs, a16, taps, m, wp, init, k4, j0, j1, n);
+        for (int64_t i = 0; i < m * c_rs + 1; i++)
+            cr_assert_eq(got[i], want[i], "%s on i16, m %lld taps %lld cin %lld n %lld [%lld, %lld) c_rs %lld element %lld: %d vs %d",
+                         iconv_isas[s], (long long)m, (long long)taps, (long long)cin, (long long)n, (long long)j0,
+                         (long long)j1, (long long)c_rs, (long long)i, got[i], want[i]);
+        free(img16);
+        free(a16);
     }
     free(img);
     free(a);

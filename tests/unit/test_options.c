@@ -96,7 +96,7 @@ Test(options, a_wrong_name_or_value_is_refused_with_the_values)
     cr_assert_str_eq(e.msg, "option kernels takes auto, portable, avx2, avxvnni, avx512vnni, not 'avx512'");
     cr_assert_eq(qr_options_parse(&o, "fusion", "0", &e), QR_ERR);
     cr_assert_str_eq(e.msg, "no option named 'fusion' (the options: kernels, iconv-jit, igemm, sgemm, quant, window, f32-rows, "
-                              "fuse, nhwc, epilogue, split, poison, effects, bands, parts, gather, winograd, amx, "
+                              "fuse, nhwc, epilogue, split, poison, effects, bands, parts, gather, winograd, amx, wide16, "
                               "f32-split, held-ghost, halves, arena-pages)");
     cr_assert_eq(memcmp(&o, &zero, sizeof o), 0, "a refused value changed the options");
     char err[128];
