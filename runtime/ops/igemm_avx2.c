@@ -5,10 +5,9 @@
  * of a column stay in neighbouring lanes until the tile is stored (int32 adds
  * wrap, so the order of the adds does not change the sum modulo 2^32). Tile:
  * 6 weight rows x 8 columns (12 accumulators), the last rows in tiles of 3:
- * vpmaddwd is the bound (one a cycle on AMD Zen 3), and 6 rows share each
- * widening of the columns (ResNet-18's 3 x 3 layers as GEMMs, 1 thread, Zen 3:
- * 36-41 GMAC/s against 31-36 with 4 rows). Only called when the CPU reports
- * avx2 (igemm.c).
+ * 6 rows share each widening of the columns (ResNet-18's 3 x 3 layers as
+ * GEMMs, 1 thread, Zen 3: 36-41 GMAC/s against 31-36 with 4 rows). Only
+ * called when the CPU reports avx2 (igemm.c).
  *
  * qr_igemm_i16s8_6x8_avx2 reads the rows (the constant weights, quant.c packs
  * them once) widened to i16 beforehand: a row's four weights are then one

@@ -7,12 +7,11 @@
  * in neighbouring lanes until the tile is stored (int32 adds wrap, so the
  * order of the adds does not change the sum modulo 2^32). Tile: 6 rows x 8
  * columns (12 accumulators, the two weight registers and an activation: 15 of
- * the 16 ymm), ragged last rows in tiles of 4, 2 and 1. vpmaddwd is the bound
- * (one a cycle on AMD Zen 3): 6 rows convert the weights for 12 of them, 4 rows
- * for 8, and an activation is one broadcast load and one widening, not a load,
- * a widening and a broadcast (ResNet-18's 3 x 3 layers alone, 1 thread, Zen 3:
- * 40-43 GMAC/s against 33-37 with 4 rows). Only called when the CPU reports
- * avx2 (igemm.c).
+ * the 16 ymm), ragged last rows in tiles of 4, 2 and 1: 6 rows convert the
+ * weights for 12 vpmaddwd, 4 rows for 8, and an activation is one broadcast
+ * load and one widening, not a load, a widening and a broadcast (ResNet-18's
+ * 3 x 3 layers alone, 1 thread, Zen 3: 40-43 GMAC/s against 33-37 with 4
+ * rows). Only called when the CPU reports avx2 (igemm.c).
  *
  * qr_iconv_i16s8_6x8_avx2 reads activations widened to i16 beforehand (the
  * input image once per call, iconv_nhwc.c): an activation is then one
