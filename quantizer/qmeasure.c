@@ -5789,9 +5789,12 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
                          .w = grad && nx ? (int)nx->value : 0,
                          .per_mac = choice_is(q, QR_SET_ORDER, "per_mac"),
                          .below = grad && kb ? kb->value : -INFINITY,
-                         .predicted = grad && (choice_is(q, QR_SET_GRAD_EXACT_AT, "predicted") ||
-                                               choice_is(q, QR_SET_GRAD_EXACT_AT, "fitted")),
-                         .fitted = grad && choice_is(q, QR_SET_GRAD_EXACT_AT, "fitted"),
+                         .predicted = (grad && (choice_is(q, QR_SET_GRAD_EXACT_AT, "predicted") ||
+                                                choice_is(q, QR_SET_GRAD_EXACT_AT, "fitted"))) ||
+                                      choice_is(q, QR_SET_SEARCH_START, "predicted") ||
+                                      choice_is(q, QR_SET_SEARCH_START, "fitted"),
+                         .fitted = (grad && choice_is(q, QR_SET_GRAD_EXACT_AT, "fitted")) ||
+                                   choice_is(q, QR_SET_SEARCH_START, "fitted"),
                          .s0 = s0};
         res->ranked = nr - k;
         q->grad_passes = q->grad_packing_bytes = q->grad_held_bytes = 0, q->grad_energy = 0;

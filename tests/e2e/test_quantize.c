@@ -4305,6 +4305,47 @@ Test(quantize, rank_grad_exact_at_predicted_cut_in_one_call_decides_as_rank_effe
     free(log);
 }
 
+/* search_start (stop 62): with rank = effect, the search starts where the effects predict its answer
+ * (predicted: galloping from there, then halving; fitted: led by the model fitted to the tries)
+ * instead of halving from the middle. On gain_oracle.py's deep chain (30 dB): each sends to f32
+ * exactly the layers halving sends (the oracle: the same answer found by the binary search, every
+ * try of which is on the judge samples), holds 30 dB, and takes fewer tries. */
+Test(quantize, search_start_at_the_predicted_cut_decides_as_halving_in_fewer_tries)
+{
+    char cmd[4096], recipe[700], *log;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/e2e/gain_oracle.py' make '%s'", tu_root(), dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+    const char *starts[3] = {"halving", "predicted", "fitted"};
+    for (int k = 0; k < 3; k++) {
+        char lines[200];
+        snprintf(recipe, sizeof recipe, "%s/s%d.qrl", dir, k);
+        snprintf(lines, sizeof lines, "  fallback = f32 when output_sqnr < 30\n  rank = effect\n  search_start = %s\n",
+                 starts[k]);
+        write_recipe(recipe, lines);
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize %s/deep.onnx --recipe %s --calib %s/deep_x.npy -o %s/s%d.onnx "
+                 "--report %s/s%d.json", tu_root(), tu_qrl(), dir, recipe, dir, dir, k, dir, k);
+        cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json\n"
+             "R = [json.load(open('%s/s%%d.json' %% k)) for k in (0, 1, 2)]\n"
+             "fell = [sorted(l['value'] for l in r['layers'] if l['fallback']) for r in R]\n"
+             "print(len(fell[0]), int(fell[1] == fell[0]), int(fell[2] == fell[0]),"
+             " min(r['output_sqnr_db'] for r in R), *[len(r['search_tries']) for r in R], fell)\"",
+             dir);
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    int nfell = 0, same_p = 0, same_f = 0, n0 = 0, n1 = 0, n2 = 0;
+    double db = 0;
+    cr_assert(sscanf(log, "%d %d %d %lf %d %d %d", &nfell, &same_p, &same_f, &db, &n0, &n1, &n2) == 7, "%s", log);
+    cr_assert(nfell > 0, "nothing fell back: nothing searched\n%s", log);
+    cr_assert(same_p && same_f, "a predicted start sent other layers to f32 than halving: %s", log);
+    cr_assert(db >= 30, "missed 30 dB: %s", log);
+    cr_assert(n1 < n0 && n2 < n0, "tries: halving %d, predicted %d, fitted %d: %s", n0, n1, n2, log);
+    free(log);
+}
+
 /* grad_exact_at = fitted (stop 48): where the layers' errors add coherently, the independent errors'
  * sum of grad_exact_at = predicted misplaces the answer, and its galloping from there walks to it one
  * try at a time. gain_oracle.py's coh.onnx: 40 Conv 1x1 layers whose weights' errors are one

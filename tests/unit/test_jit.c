@@ -2470,7 +2470,7 @@ Test(jit, setting_errors_name_what_the_table_allows)
                           "budget, compute, candidate_activation, search_samples, bias_qparams, narrow_range, "
                           "pattern_priority, samples, calibrate, validate_from, validate_least, speculate, "
                           "calibrate_figure_samples, calibrate_samples, steps, probe_runs, probe_rounds, "
-                          "probe_hold, grad_directions, grad_exact, grad_exact_below, fallback_activation, fallback_calibrate, search_floor, grad_exact_near, grad_exact_kept_below, grad_exact_at, grad_peak_within, grad_segments, idle)\n"),
+                          "probe_hold, grad_directions, grad_exact, grad_exact_below, fallback_activation, fallback_calibrate, search_floor, grad_exact_near, grad_exact_kept_below, grad_exact_at, grad_peak_within, grad_segments, search_start, idle)\n"),
               "%s", log);
     free(log);
 }
