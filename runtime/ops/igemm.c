@@ -2,6 +2,7 @@
 #include "igemm.h"
 #include "options.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,21 @@ static void rc_avx2(int32_t *c, int64_t c_rs, const int8_t *a, const int32_t *in
     }
     qr_igemm_u8s8_6x8_avx2(c, c_rs, a, init, m0, m1, b, k4, n);
     add_cinit(c, c_rs, cinit, rz, csum, m0, m1, n);
+}
+
+static void rc16_avx2(int32_t *c, int64_t c_rs, const int16_t *a, const int32_t *init, const int32_t *cinit,
+                      const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b, int64_t k4,
+                      int64_t n, int64_t pitch)
+{
+    assert(pitch == qr_igemm_n16(n)); /* B packed as qr_igemm_rc_pitch has it for rc_avx2 */
+    (void)pitch;
+    qr_igemm_i16s8_6x8_avx2(c, c_rs, a, init, m0, m1, b, k4, n);
+    add_cinit(c, c_rs, cinit, rz, csum, m0, m1, n);
+}
+
+qr_igemm_rc16_fn qr_igemm_rc_wide_twin(qr_igemm_rc_fn fn)
+{
+    return fn == rc_avx2 && !qr_options_get()->no_wide16 ? rc16_avx2 : NULL;
 }
 
 int64_t qr_igemm_rc_pitch(qr_igemm_rc_fn fn, int64_t k4, int64_t n)

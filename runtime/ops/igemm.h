@@ -84,6 +84,12 @@ typedef void (*qr_igemm_rc_fn)(int32_t *c, int64_t c_rs, const int8_t *a, const 
                                const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b,
                                int64_t k4, int64_t n, int64_t pitch);
 qr_igemm_rc_fn qr_igemm_u8s8_rc(void);
+/* qr_igemm_rc_fn on rows widened to i16 beforehand (a: rows of k4 i16 values, -128..127), the rest
+ * as qr_igemm_rc_fn; fn's twin (AVX2's) or NULL as qr_igemm_wide_twin. */
+typedef void (*qr_igemm_rc16_fn)(int32_t *c, int64_t c_rs, const int16_t *a, const int32_t *init, const int32_t *cinit,
+                                 const int32_t *rz, const int32_t *csum, int64_t m0, int64_t m1, const uint8_t *b,
+                                 int64_t k4, int64_t n, int64_t pitch);
+qr_igemm_rc16_fn qr_igemm_rc_wide_twin(qr_igemm_rc_fn fn);
 qr_igemm_rc_fn qr_igemm_u8s8_rc_isa(const char *isa); /* "amx" too (igemm_amx.c) */
 /* fn, or the AMX-INT8 kernel in place of the AVX-512 VNNI one for a product of m rows (of one
  * call's matrices), k4 and n where it pays and AMX is chosen as for the convolutions (CPU and OS,

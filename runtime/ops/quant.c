@@ -1141,6 +1141,8 @@ typedef struct mmq_job {
     qr_igemm_pack_b_fn pack_b;
     const uint8_t *a, *b;  /* the operands' bytes */
     int8_t *as;            /* A's rows packed [rows][k4], or NULL: A is used as it is */
+    qr_igemm_rc16_fn fn16; /* fn's twin on A's rows as i16 (qr_igemm_rc_wide_twin), run instead, or NULL */
+    int16_t *as16;         /* fn16: A's rows [rows][k4] as i16 */
     uint8_t *bp;           /* B's matrices packed [nb][K4/4][N16][4], or in panels (bpanels) */
     uint8_t *bt;           /* bpanels: B's matrices packed in rows first, then moved to panels */
     int bpanels;           /* bp in panels of 32 columns (igemm.h, qr_igemm_rc_panels) */
@@ -1182,12 +1184,19 @@ static void mmq_pack(void *arg, int64_t i0, int64_t i1)
             if (!j->as && !j->zb) { /* A as it is, and no row needs a correction */
                 for (int64_t x = 0; x < m; x++)
                     r[x] = 0;
-                continue;
+            } else {
+                j->pack_a(j->as ? j->as + i * m * j->k4 : NULL, j->a + i * m * kd, kd, m, kd, j->aflip,
+                          j->zb ? r : NULL);
+                for (int64_t x = 0; x < m; x++) {
+                    uint32_t kzz = (uint32_t)kd * (rz ? (uint32_t)rz[x] : j->za) * j->zb;
+                    r[x] = j->zb ? (int32_t)(kzz - j->zb * (uint32_t)r[x]) : 0;
+                }
             }
-            j->pack_a(j->as ? j->as + i * m * j->k4 : NULL, j->a + i * m * kd, kd, m, kd, j->aflip, j->zb ? r : NULL);
-            for (int64_t x = 0; x < m; x++) {
-                uint32_t kzz = (uint32_t)kd * (rz ? (uint32_t)rz[x] : j->za) * j->zb;
-                r[x] = j->zb ? (int32_t)(kzz - j->zb * (uint32_t)r[x]) : 0;
+            if (j->as16) { /* the kernel's rows (packed, or A's own s8 rows of k4) widened once */
+                const int8_t *src = j->as ? j->as + i * m * j->k4 : (const int8_t *)j->a + i * m * j->k4;
+                int16_t *d = j->as16 + i * m * j->k4;
+                for (int64_t e = 0; e < m * j->k4; e++)
+                    d[e] = src[e];
             }
             continue;
         }
@@ -1212,9 +1221,14 @@ static void mmq_rows(void *arg, int64_t t0, int64_t t1)
         int64_t bi = t / j->rb, r0 = t % j->rb * MMQ_ROWS, r1 = r0 + MMQ_ROWS < m ? r0 + MMQ_ROWS : m;
         int64_t ia = j->ia[bi], ib = j->ib[bi];
         const int8_t *am = j->as ? j->as + ia * m * j->k4 : (const int8_t *)j->a + ia * m * j->k4;
-        j->fn(j->c + bi * m * n, n, am, j->rinit + ia * m, j->rz ? NULL : j->cinit + ib * n,
-              j->rz ? j->rz + ia * m : NULL, j->colsum + ib * n, r0, r1, j->bp + ib * j->bstride, j->k4, n,
-              j->n16);
+        if (j->fn16)
+            j->fn16(j->c + bi * m * n, n, j->as16 + ia * m * j->k4, j->rinit + ia * m,
+                    j->rz ? NULL : j->cinit + ib * n, j->rz ? j->rz + ia * m : NULL, j->colsum + ib * n, r0, r1,
+                    j->bp + ib * j->bstride, j->k4, n, j->n16);
+        else
+            j->fn(j->c + bi * m * n, n, am, j->rinit + ia * m, j->rz ? NULL : j->cinit + ib * n,
+                  j->rz ? j->rz + ia * m : NULL, j->colsum + ib * n, r0, r1, j->bp + ib * j->bstride, j->k4, n,
+                  j->n16);
     }
 }
 
@@ -1231,9 +1245,14 @@ static void mmq_rows_ep(void *arg, int64_t t0, int64_t t1, int slot)
         int64_t bi = t / j->rb, r0 = t % j->rb * MMQ_ROWS, r1 = r0 + MMQ_ROWS < m ? r0 + MMQ_ROWS : m;
         int64_t ia = j->ia[bi], ib = j->ib[bi];
         const int8_t *am = j->as ? j->as + ia * m * j->k4 : (const int8_t *)j->a + ia * m * j->k4;
-        j->fn(buf, n, am + r0 * j->k4, j->rinit + ia * m + r0, j->rz ? NULL : j->cinit + ib * n,
-              j->rz ? j->rz + ia * m + r0 : NULL, j->colsum + ib * n, 0, r1 - r0, j->bp + ib * j->bstride, j->k4,
-              n, j->n16);
+        if (j->fn16)
+            j->fn16(buf, n, j->as16 + (ia * m + r0) * j->k4, j->rinit + ia * m + r0,
+                    j->rz ? NULL : j->cinit + ib * n, j->rz ? j->rz + ia * m + r0 : NULL, j->colsum + ib * n, 0,
+                    r1 - r0, j->bp + ib * j->bstride, j->k4, n, j->n16);
+        else
+            j->fn(buf, n, am + r0 * j->k4, j->rinit + ia * m + r0, j->rz ? NULL : j->cinit + ib * n,
+                  j->rz ? j->rz + ia * m + r0 : NULL, j->colsum + ib * n, 0, r1 - r0, j->bp + ib * j->bstride,
+                  j->k4, n, j->n16);
         qr_acc_block blk = {buf, n, r1 - r0, n, 0, (bi * m + r0) * n, n, NULL};
         qr_error e;
         if (j->ep->run_rows(j->ep, &blk, &e) != QR_OK) {
@@ -1315,11 +1334,18 @@ static qr_status mmq_run_ep(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, con
     j.azr = azr;
     j.rz = j.cinit && azr ? qr_kwork(k, j.na, j.m, sizeof(int32_t), "zero points of A's rows") : NULL;
     j.as = j.cinit && !a_as_is ? qr_kwork(k, j.na * j.m, j.k4, 1, "packed A") : NULL;
+    /* AVX2 without VNNI: A's rows widened to i16 once, not in the tiles for every 8 columns
+     * (qr_igemm_rc_wide_twin), where the memory budget leaves room for them */
+    j.fn16 = j.n16 == qr_igemm_n16(n) ? qr_igemm_rc_wide_twin(fn) : NULL;
+    size_t a16 = (size_t)(j.na * j.m * j.k4) * sizeof(int16_t) + 64;
+    if (j.fn16 && k->scratch_max && k->work && k->work->need + a16 > k->scratch_max)
+        j.fn16 = NULL;
+    j.as16 = j.cinit && j.fn16 ? qr_kwork(k, j.na * j.m, j.k4, sizeof(int16_t), "A's rows as i16") : NULL;
     int nslots = qr_pool_threads(k->pool) > 1 ? qr_pool_threads(k->pool) : 1;
     j.ep = ep, j.err = k->err;
     j.slots = ep && j.cinit ? qr_kwork(k, (int64_t)nslots * MMQ_ROWS, n, sizeof(int32_t), "sums of a task's rows")
                             : NULL;
-    if (!j.cinit || (azr && !j.rz) || (!a_as_is && !j.as) || (ep && !j.slots)) {
+    if (!j.cinit || (azr && !j.rz) || (!a_as_is && !j.as) || (ep && !j.slots) || (j.fn16 && !j.as16)) {
         if (bconst)
             qr_kcache_done(k, packed);
         return QR_ERR;

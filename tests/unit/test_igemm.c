@@ -950,6 +950,20 @@ Test(igemm, rc_kernels_and_packings_match_the_references)
                 int64_t pitch = qr_igemm_rc_pitch(fn, k4, n);
                 cr_assert(pitch == n16 || (pitch == wide && !strcmp(isas[i], "avx512vnni") && n16 % 256 == 0),
                           "%s pitch %lld for n %lld", isas[i], (long long)pitch, (long long)n);
+                /* its twin on the rows widened to i16 (as quant.c's mmq widens A once), B at N16 */
+                qr_igemm_rc16_fn twin = qr_igemm_rc_wide_twin(fn);
+                int16_t *ap16 = twin ? malloc(sizeof *ap16 * (size_t)(m * k4)) : NULL;
+                cr_assert(!twin || ap16);
+                for (int64_t e = 0; twin && e < m * k4; e++)
+                    ap16[e] = ap1[e];
+                if (twin) {
+                    memset(c2, 0xa5, sizeof(int32_t) * (size_t)(m * n));
+                    twin(c2, n, ap16, rs1, cinit, rz, cs2, 0, m / 2, bp1, k4, n, n16);
+                    twin(c2, n, ap16, rs1, cinit, rz, cs2, m / 2, m, bp1, k4, n, n16);
+                    cr_assert(!memcmp(c1, c2, sizeof(int32_t) * (size_t)(m * n)), "%s rc on i16 %lldx%lldx%lld mode %d",
+                              isas[i], (long long)m, (long long)k, (long long)n, mode);
+                }
+                free(ap16);
             }
         }
         free(a), free(b), free(ap1), free(ap2), free(bp1), free(bp2), free(bp3), free(bp4);
