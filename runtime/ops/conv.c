@@ -285,6 +285,7 @@ typedef struct dw_runs_job {
     int phased;
     int64_t wrow, n, plen, dlen, alen;
     const int64_t *off; /* per window position: where its run starts in the slot's plane */
+    int taps_avx2;      /* f32 on a CPU with AVX2 and no AVX-512: the taps by qr_dw_taps_f32_avx2 (same bits) */
 } dw_runs_job;
 
 /* Rows are computed four at a time, so each row of b is loaded once for four
@@ -1022,7 +1023,10 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
                         dr[t] = src[2 * t];                                                                   \
                 }                                                                                             \
             }                                                                                                 \
-            dw_taps_##S(a, d, P->off, wc, KH * KW, P->n);                                                     \
+            if (sizeof(T) == sizeof(float) && P->taps_avx2)                                                  \
+                qr_dw_taps_f32_avx2((float *)a, (const float *)d, P->off, (const float *)wc, KH * KW, P->n);   \
+            else                                                                                              \
+                dw_taps_##S(a, d, P->off, wc, KH * KW, P->n);                                                 \
             T *out = y + p * OH * OW;                                                                         \
             if (b) { /* the bias test out of the loops, so they vectorize */                                  \
                 T bc = b[c];                                                                                  \
@@ -1069,7 +1073,8 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
             /* depthwise at stride 1 over padded planes, at stride 2 over their phases */                     \
             int64_t hp = g->big[0] + g->pad_begin[0] + g->pad_end[0];                                         \
             int64_t wp = g->big[1] + g->pad_begin[1] + g->pad_end[1], KW = g->kernel[1];                      \
-            dw_runs_job P = {.phased = dw_s2, .wrow = dw_s2 ? (wp + 1) / 2 : wp};                             \
+            dw_runs_job P = {.phased = dw_s2, .wrow = dw_s2 ? (wp + 1) / 2 : wp,                              \
+                             .taps_avx2 = sizeof(T) == sizeof(float) && qr_window_avx2()};                     \
             P.n = g->small[0] * P.wrow;                                                                       \
             P.alen = (P.n + 15) / 16 * 16;                                                                    \
             /* the last window position reads (KW - 1) * dilation past the plane's last row, (KW - 1) / 2     \

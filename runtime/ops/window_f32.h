@@ -6,6 +6,8 @@
 #ifndef QR_WINDOW_F32_H
 #define QR_WINDOW_F32_H
 
+#include <stdint.h>
+
 #include "conv_geom.h"
 
 struct qr_act; /* op.h */
@@ -35,5 +37,14 @@ void qr_dw_plane_f32_avx512(const qr_conv_geom *g, const float *x, const float *
  * NaN never wins, -0 and +0 keep the earlier), -inf for a window of padding only: the bits of
  * conv.c's pool_max_f32. */
 void qr_maxpool_plane_f32_avx512(const qr_conv_geom *g, const float *x, float *y);
+
+/* 1 when this CPU reports avx2 and not avx512f (whose kernels above take the planes) and the window
+ * option is not "portable". */
+int qr_window_avx2(void);
+
+/* conv.c's depthwise runs' sums with AVX2 (window_avx2.c): a[i] = sum over the taps t in order,
+ * from 0, of w[t] * d[off[t] + i], each a multiply then an add (no FMA), for i < n: the bits of
+ * conv.c's dw_taps loop. */
+void qr_dw_taps_f32_avx2(float *a, const float *d, const int64_t *off, const float *w, int64_t ntaps, int64_t n);
 
 #endif

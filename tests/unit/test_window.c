@@ -1,7 +1,7 @@
 /* f32 sliding-window kernels (ops/window_avx512.c: depthwise Conv and MaxPool over 2-D planes in
- * place) through the op table, bit for bit against the definition summed or compared in the
- * kernels' order, on the AVX-512 path (when the CPU has it) and the portable one (window=
- * portable), serial and on two threads. Planes wider than 16 and taller than 4 rows reach the
+ * place; ops/window_avx2.c: the depthwise runs' sums without AVX-512) through the op table, bit for
+ * bit against the definition summed or compared in the kernels' order, on the CPU's path (AVX-512,
+ * AVX2) and the portable one (window=portable), serial and on two threads. Planes wider than 16 and taller than 4 rows reach the
  * kernels' interior blocks (plain loads) as well as their masked borders. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -43,8 +43,9 @@ static void set_attrs(const win *w, qr_attr *a, int64_t *ks, int64_t *st, int64_
     a[3] = (qr_attr){.name = "pads", .kind = QR_ATTR_INTS, .n = 4, .ints = pads};
 }
 
-/* Both paths (AVX-512 when there, portable), serial and on two threads: every output's bits. */
-static const char *const paths[2] = {"avx512", "portable"};
+/* Both paths (the CPU's: AVX-512, else AVX2 for the depthwise sums; portable), serial and on two
+ * threads: every output's bits. */
+static const char *const paths[2] = {"the CPU's", "portable"};
 
 static void check_maxpool(int64_t N, int64_t C, int64_t H, int64_t W, win w)
 {
@@ -175,6 +176,7 @@ static void check_depthwise(int64_t N, int64_t C, int64_t H, int64_t W, win w, i
 
 Test(window, depthwise_f32_matches_the_definition_bit_for_bit)
 {
+    cr_log_info("AVX2 depthwise sums: %s", qr_window_avx2() ? "yes" : "no");
     check_depthwise(2, 3, 29, 70, (win){3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0}, 1); /* MobileNet's 3x3, stride 1 */
     check_depthwise(2, 3, 30, 75, (win){3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}, 1); /* ... and stride 2 */
     check_depthwise(1, 2, 21, 50, (win){3, 3, 2, 2, 1, 1, 0, 1, 1, 0, 0}, 0); /* uneven pads, no bias */
