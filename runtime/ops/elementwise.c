@@ -232,6 +232,7 @@ typedef struct unary_job {
     const qr_tensor *x;
     qr_tensor *y;
     const qr_f32_rows *fr; /* vector kernels (Erf, Tanh), NULL: the portable loops */
+    int sigmoid_vec;       /* Sigmoid by qr_sigmoid_f32_avx2 (f32_rows.h) */
 } unary_job;
 
 static void unary_range(void *arg, int64_t lo, int64_t hi)
@@ -259,6 +260,8 @@ static void unary_range(void *arg, int64_t lo, int64_t hi)
         else
             for (int64_t i = 0; i < hi - lo; i++)
                 ys[i] = (float)(xs[i] * clamp01((double)xs[i] / 6 + 0.5));
+    } else if (x->dtype == QR_F32 && y->dtype == QR_F32 && f == u_sigmoid && j->sigmoid_vec) {
+        qr_sigmoid_f32_avx2((const float *)x->data + lo, (float *)y->data + lo, hi - lo);
     } else if (x->dtype == QR_F32 && y->dtype == QR_F32 && (f == u_erf || f == u_tanh) && j->fr) {
         (f == u_erf ? j->fr->erf : j->fr->tanh)((const float *)x->data + lo, (float *)y->data + lo, hi - lo);
     } else if (x->dtype == QR_F32 && y->dtype == QR_F32) {
@@ -280,7 +283,8 @@ static void unary_range(void *arg, int64_t lo, int64_t hi)
 
 static qr_status unary_run(qr_kctx *k)
 {
-    unary_job j = {.d = unary_find(k->node->op), .x = k->in[0], .y = k->out[0], .fr = qr_f32_rows_best()};
+    unary_job j = {.d = unary_find(k->node->op), .x = k->in[0], .y = k->out[0], .fr = qr_f32_rows_best(),
+                   .sigmoid_vec = qr_sigmoid_f32_vector()};
     unary_params(k->node, &j.p);
     qr_parallel_for(k->pool, qr_tensor_numel(j.x), GRAIN, unary_range, &j);
     return QR_OK;

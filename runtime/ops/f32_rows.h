@@ -53,4 +53,12 @@ void qr_gelu_f32(const qr_f32_rows *table, const qr_gelu_consts *g, const float 
 /* The AVX-512 table, NULL when this CPU lacks AVX-512F (the tests call it directly). */
 const qr_f32_rows *qr_f32_rows_avx512(void);
 
+/* Sigmoid's vector kernel (sigmoid_avx2.c): 1 when this CPU has AVX2 and FMA and f32-rows is not
+ * portable. qr_sigmoid_f32_avx2: y[i] = sigmoid(x[i]) in double (the portable loop's two forms,
+ * exp by a polynomial within a few double ulp of libm's), rounded once: the portable loop's bits
+ * but where the exact value lies within about 2^-28 of an f32 step of a rounding boundary (then
+ * one ulp off); NaN stays NaN, y may be x. */
+int qr_sigmoid_f32_vector(void);
+void qr_sigmoid_f32_avx2(const float *x, float *y, int64_t n);
+
 #endif

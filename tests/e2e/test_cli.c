@@ -739,7 +739,8 @@ Test(cli, shape_kernels_compile_in_the_background, .timeout = 300)
 
 /* The run-time switches change no integer result: the bundled CNN quantized by the int8 recipe
  * (once: calibration runs f32 kernels, whose portable forms may round otherwise), run on 64 images,
- * gives the bits of iconv-jit=0 (the generic kernels) with --kernels portable and avx2, --iconv-jit, the default, and the tests' switches
+ * gives the bits of iconv-jit=0 (the generic kernels) with --kernels portable and avx2 (its operands
+ * widened once, and in the tiles: wide16=0), --iconv-jit, the default, and the tests' switches
  * through --option (fuse=0, nhwc=0 or all, split, epilogue) (numpy compares the files). --option
  * takes effect (nhwc=0: the profile shows the NCHW MaxPool, not the channels-last one), the last
  * one given wins, and the environment's QRL_* variables set nothing. A name or value an option
@@ -758,6 +759,7 @@ Test(cli, run_switches_give_the_same_bits, .timeout = 300)
                          "--option fuse=0 --option nhwc=0",
                          "--option nhwc=all --option split=cols --option epilogue=turn",
                          "--option iconv-jit=1 --option epilogue=rows",
+                         "--kernels avx2 --option wide16=0",
                          ""};
     int n = (int)(sizeof how / sizeof how[0]);
     for (int i = 0; i < n; i++) {
@@ -802,7 +804,7 @@ Test(cli, run_switches_give_the_same_bits, .timeout = 300)
         {"--option nhwc=yes", "qrl: --option: option nhwc takes auto, 0, all, not 'yes'"},
         {"--option fusion=0", "qrl: --option: no option named 'fusion' (the options: kernels, iconv-jit, igemm, sgemm, "
                               "quant, window, f32-rows, fuse, nhwc, epilogue, split, poison, effects, bands, parts, gather, winograd, amx, "
-                              "f32-split, held-ghost, halves, arena-pages)"},
+                              "wide16, f32-split, held-ghost, halves, arena-pages)"},
         {"--option nhwc", "qrl: --option: needs NAME=VALUE, not 'nhwc'"},
         {"--option", "qrl: --option: needs NAME=VALUE, not ''"},
     };

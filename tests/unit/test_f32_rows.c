@@ -409,6 +409,60 @@ Test(f32_rows, tanh_kernel_within_2_ulp_of_libm_on_a_sweep)
         cr_assert(ulps(y[i], tanh((double)sp[i])) <= 2.0, "tanh(%g) = %g", (double)sp[i], (double)y[i]);
 }
 
+/* ---- Sigmoid ---- */
+
+/* The exact sigmoid in long double (expl: neither the kernel's polynomial nor libm's double exp). */
+static double sigmoid_exact(double x)
+{
+    long double e = expl(-fabsl((long double)x));
+    return (double)(x >= 0 ? 1.0L / (1.0L + e) : e / (1.0L + e));
+}
+
+/* elementwise.c's portable loop, in double with libm's exp, rounded once. */
+static float sigmoid_portable(float xf)
+{
+    double x = xf;
+    if (x >= 0)
+        return (float)(1.0 / (1.0 + exp(-x)));
+    double e = exp(x);
+    return (float)(e / (1.0 + e));
+}
+
+/* Every 61st float of [-120, 120]: within half an ulp of the exact value and a hair (the double's
+ * few ulps), and the portable loop's bits on all but a few; the specials as the loop has them. */
+Test(f32_rows, sigmoid_kernel_rounds_the_exact_value_on_a_sweep)
+{
+    if (!qr_sigmoid_f32_vector())
+        cr_skip_test("no AVX2 and FMA on this CPU: the sigmoid kernel is not tested here");
+    sweep(qr_sigmoid_f32_avx2, sigmoid_exact, 120.0f, 0.5001, "sigmoid");
+    enum { N = 1 << 16 };
+    static float x[N], y[N];
+    unsigned seed = 41;
+    int64_t differ = 0, total = 0;
+    for (int round = 0; round < 16; round++) {
+        for (int64_t i = 0; i < N; i++)
+            x[i] = rnd(&seed, round < 8 ? 8.0f : 90.0f);
+        qr_sigmoid_f32_avx2(x, y, N - round); /* ragged lengths: the padded last vector */
+        for (int64_t i = 0; i < N - round; i++, total++) {
+            float p = sigmoid_portable(x[i]);
+            differ += memcmp(&p, &y[i], 4) != 0;
+            cr_assert(ulps(y[i], (double)p) <= 1.0, "sigmoid(%.9g) = %.9g, the loop's %.9g", (double)x[i],
+                      (double)y[i], (double)p);
+        }
+    }
+    cr_log_info("sigmoid: %lld of %lld values differ from the portable loop's bits", (long long)differ,
+                (long long)total);
+    cr_assert(differ * 100000 <= total, "%lld of %lld differ from the portable loop", (long long)differ, (long long)total);
+    const float sp[] = {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 1e-40f, -1e-40f, 700.0f, -700.0f, 88.0f, -104.0f};
+    float o[11];
+    qr_sigmoid_f32_avx2(sp, o, 11);
+    cr_assert(o[0] == 1.0f && o[1] == 0.0f && !signbit(o[1]) && isnan(o[2]) && o[7] == 1.0f && o[8] == 0.0f);
+    for (int i = 3; i < 11; i++)
+        if (i != 7 && i != 8)
+            cr_assert(o[i] == sigmoid_portable(sp[i]), "sigmoid(%g) = %g, the loop's %g", (double)sp[i], (double)o[i],
+                      (double)sigmoid_portable(sp[i]));
+}
+
 Test(f32_rows, tanh_op_matches_numpy)
 {
     int64_t dims[2] = {2, 1001};
