@@ -580,19 +580,22 @@ static qr_status sconv_run(qr_kctx *k, const qr_sconv *p, const float *x, const 
     }                                                                                                         \
                                                                                                               \
     /* y[i] = act(y[i]) for n values (act NULL: none), in T, with qr_act_apply's compares. */                 \
-    static void act_post_##S(T *y, int64_t n, const qr_act *act)                                              \
+    /* the two forms' loops apart and cloned, so each vectorizes (MobileNetV2's Clips after its f32         \
+     * depthwise layers were 8.6% of its run on Zen 3 as one loop testing relu per element) */               \
+    __attribute__((target_clones("avx512f", "avx2", "default"))) static void act_post_##S(T *y, int64_t n,    \
+                                                                                          const qr_act *act)  \
     {                                                                                                         \
         if (!act)                                                                                             \
             return;                                                                                           \
-        const T lo = act->relu ? 0 : act->lo, hi = act->hi;                                                   \
+        if (act->relu) {                                                                                      \
+            for (int64_t i = 0; i < n; i++)                                                                   \
+                y[i] = y[i] <= 0 ? 0 : y[i];                                                                  \
+            return;                                                                                           \
+        }                                                                                                     \
+        const T lo = act->lo, hi = act->hi;                                                                   \
         for (int64_t i = 0; i < n; i++) {                                                                     \
-            T v = y[i];                                                                                       \
-            if (act->relu)                                                                                    \
-                y[i] = v <= 0 ? 0 : v;                                                                        \
-            else {                                                                                            \
-                v = v < lo ? lo : v;                                                                          \
-                y[i] = v > hi ? hi : v;                                                                       \
-            }                                                                                                 \
+            T v = y[i] < lo ? lo : y[i];                                                                      \
+            y[i] = v > hi ? hi : v;                                                                           \
         }                                                                                                     \
     }                                                                                                         \
                                                                                                               \
