@@ -2188,35 +2188,43 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
     int64_t cg = cv->c / cv->group, ck = cg * g->kernel_n, sn = g->small_n;
     int64_t k4 = qr_igemm_k4(ck), n16 = qr_igemm_n16(sn);
     int slots = cv->n > 1 ? qr_pool_threads(k->pool) : 1;
-    /* the kernel's twin on i16 weights where it has one (AVX2: no widening in its tiles), packed so */
-    qr_igemm16_fn fn16 = qr_igemm_wide_twin(fn);
-    size_t esz = fn16 ? sizeof(int16_t) : 1;
-    size_t wbytes = ((size_t)(cv->m * k4) * esz + 63) / 64 * 64, bytes = wbytes + (size_t)cv->m * sizeof(int32_t);
-    const char *what = fn16 ? "packed weights as i16" : "packed weights";
+    size_t wbytes = (size_t)(cv->m * k4 + 63) / 64 * 64, bytes = wbytes + (size_t)cv->m * sizeof(int32_t);
     int fresh = 1;
-    uint8_t *packed = wconst ? qr_kcache_get(k, bytes, what, &fresh) : qr_kscratch(k, 1, (int64_t)bytes, 1, what);
+    uint8_t *packed = wconst ? qr_kcache_get(k, bytes, "packed weights", &fresh) : qr_kscratch(k, 1, (int64_t)bytes, 1,
+                                                                                                 "packed weights");
     if (!packed)
         return QR_ERR;
-    int8_t *wp = fn16 ? NULL : (int8_t *)packed;
-    int16_t *wp16 = fn16 ? (int16_t *)(void *)packed : NULL;
+    int8_t *wp = (int8_t *)packed;
     int32_t *init = (int32_t *)(packed + wbytes);
     if (fresh) {
-        memset(packed, 0, wbytes);
+        memset(wp, 0, wbytes);
         const int8_t *wd = w->data;
         for (int64_t m = 0; m < cv->m; m++) {
             uint32_t sum = 0;
             for (int64_t i = 0; i < ck; i++) {
-                if (wp16)
-                    wp16[m * k4 + i] = wd[m * ck + i];
-                else
-                    wp[m * k4 + i] = wd[m * ck + i];
+                wp[m * k4 + i] = wd[m * ck + i];
                 sum += (uint32_t)(int32_t)wd[m * ck + i];
             }
             uint32_t b0 = bias ? (uint32_t)get_int(bias->data, bias->dtype, m) : 0;
             init[m] = (int32_t)(b0 - (uint32_t)xz * sum);
         }
     }
-    u8conv_job j = {cv, x->data, (uint8_t)xz, flip, wp, wp16, init, acc, fn, fn16, qr_igemm_interleave4(), k4, n16, NULL, NULL, NULL};
+    /* the kernel's twin on i16 weights where it has one (AVX2: no widening in its tiles): the panels
+     * widened for this call in the workspace (kept as i16 in the node's cache, each of the quantizer's
+     * executors held twice their bytes: ResNet-18's quantize 139 -> 150 MB), where the memory
+     * budget leaves room */
+    qr_igemm16_fn fn16 = qr_igemm_wide_twin(fn);
+    size_t w16 = (size_t)(cv->m * k4) * sizeof(int16_t) + 64;
+    if (fn16 && k->scratch_max && k->work && k->work->need + w16 > k->scratch_max)
+        fn16 = NULL;
+    int16_t *wp16 = fn16 ? qr_kwork(k, cv->m, k4, sizeof(int16_t), "weights as i16") : NULL;
+    if (fn16 && !wp16) {
+        qr_kcache_done(k, packed);
+        return QR_ERR;
+    }
+    for (int64_t i = 0; wp16 && i < cv->m * k4; i++)
+        wp16[i] = wp[i];
+    u8conv_job j = {cv, x->data, (uint8_t)xz, flip, wp16 ? NULL : wp, wp16, init, acc, fn, fn16, qr_igemm_interleave4(), k4, n16, NULL, NULL, NULL};
     int64_t mg = cv->m / cv->group;
     if (g->r == 2 && g->stride[0] == 1 && g->stride[1] == 1) {
         /* padded planes, when the junk columns cost at most half more (a 3x3 window on 7x7: 9/7) */
