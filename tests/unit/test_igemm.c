@@ -6,6 +6,7 @@
  * are skipped and say so. */
 #include <criterion/criterion.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -365,6 +366,15 @@ static void iconv_naive(int32_t *c, int64_t c_rs, const uint8_t *const *a, int64
         }
 }
 
+/* Every one of count sums of a kernel (what: which, and the shape) against the naive loop's. */
+static void assert_iconv_sums(const int32_t *got, const int32_t *want, int64_t count, const char *what, int64_t n,
+                              int64_t j0, int64_t j1, int64_t c_rs)
+{
+    for (int64_t i = 0; i < count; i++)
+        cr_assert_eq(got[i], want[i], "%s n %lld [%lld, %lld) c_rs %lld element %lld: %d vs %d", what, (long long)n,
+                     (long long)j0, (long long)j1, (long long)c_rs, (long long)i, got[i], want[i]);
+}
+
 /* One shape: m rows, taps, cin input channels (k4 = cin rounded up to 4; the bytes past cin are
  * the padding of the pixel rows, any value as the weights there are 0), n columns, columns
  * [j0, j1), row stride c_rs; vals 0 random, 1 all 255 x -128 from init near INT32_MIN, 2 all
@@ -410,10 +420,10 @@ static void check_iconv_shape(int64_t m, int64_t taps, int64_t cin, int64_t n, i
         for (int64_t i = 0; i < m * c_rs + 1; i++)
             got[i] = (int32_t)0xdeadbeef;
         fn(got, c_rs, a, taps, m, wp, init, k4, j0, j1, n);
-        for (int64_t i = 0; i < m * c_rs + 1; i++)
-            cr_assert_eq(got[i], want[i], "%s, m %lld taps %lld cin %lld n %lld [%lld, %lld) c_rs %lld element %lld: %d vs %d",
-                         iconv_isas[s], (long long)m, (long long)taps, (long long)cin, (long long)n, (long long)j0,
-                         (long long)j1, (long long)c_rs, (long long)i, got[i], want[i]);
+        char what[64];
+        snprintf(what, sizeof what, "%s, m %lld taps %lld cin %lld", iconv_isas[s], (long long)m, (long long)taps,
+                 (long long)cin);
+        assert_iconv_sums(got, want, m * c_rs + 1, what, n, j0, j1, c_rs);
         /* its twin on the rows widened to i16 (the input as iconv_nhwc.c widens it once) */
         qr_iconv16_fn wide = qr_iconv_wide_twin(fn);
         if (!wide)
@@ -428,10 +438,9 @@ static void check_iconv_shape(int64_t m, int64_t taps, int64_t cin, int64_t n, i
         for (int64_t i = 0; i < m * c_rs + 1; i++)
             got[i] = (int32_t)0xdeadbeef;
         wide(got, c_rs, a16, taps, m, wp, init, k4, j0, j1, n);
-        for (int64_t i = 0; i < m * c_rs + 1; i++)
-            cr_assert_eq(got[i], want[i], "%s on i16, m %lld taps %lld cin %lld n %lld [%lld, %lld) c_rs %lld element %lld: %d vs %d",
-                         iconv_isas[s], (long long)m, (long long)taps, (long long)cin, (long long)n, (long long)j0,
-                         (long long)j1, (long long)c_rs, (long long)i, got[i], want[i]);
+        snprintf(what, sizeof what, "%s on i16, m %lld taps %lld cin %lld", iconv_isas[s], (long long)m,
+                 (long long)taps, (long long)cin);
+        assert_iconv_sums(got, want, m * c_rs + 1, what, n, j0, j1, c_rs);
         free(img16);
         free(a16);
     }
