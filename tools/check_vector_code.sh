@@ -23,6 +23,11 @@ check $O/ops/igemm_avx512vnni.o strip64 vpdpbusd
 check $O/ops/igemm_avx512vnni.o qr_igemv_u8s8_avx512vnni vpdpbusd
 check $O/ops/igemm_avxvnni.o qr_igemm_u8s8_4x16_avxvnni vpdpbusd
 check $O/ops/igemm_avx2.o tile_6 vpmaddwd  # qr_igemm_u8s8_6x8_avx2 calls it
+check $O/ops/igemm_avx2.o tile_6_wide vpmaddwd  # qr_igemm_i16s8_6x8_avx2's (rows as i16)
+check $O/ops/igemm_iconv_avx2.o tile_6_wide vpmaddwd  # qr_iconv_i16s8_6x8_avx2's (input as i16)
+check $O/ops/window_avx2.o qr_dw_taps_f32_avx2 'vmulps.*ymm'
+check $O/ops/sigmoid_avx2.o qr_sigmoid_f32_avx2 'vfmadd.*ymm'
+check $O/ops/conv.o act_post_f32.avx2 ymm
 check $O/ops/quant.o quantize_f32_8bit.avx512f 'zmm|ymm'
 check $O/ops/quant.o dequantize_8bit_f32.avx512f 'zmm|ymm'
 check $O/ops/quant.o dw_planes_runs.avx512f 'zmm|ymm'
