@@ -440,6 +440,17 @@ typedef struct qr_kwork_spill {
 
 enum { KWORK_ALIGN = 64 };
 
+int qr_kwork_fits(const qr_kctx *k, int64_t rows, int64_t cols, size_t elem)
+{
+    int64_t count;
+    size_t bytes;
+    if (rows < 0 || cols < 0 || __builtin_mul_overflow(rows, cols, &count) ||
+        __builtin_mul_overflow((size_t)count, elem, &bytes) || bytes > SIZE_MAX / 2)
+        return 0;
+    size_t padded = (bytes + KWORK_ALIGN - 1) / KWORK_ALIGN * KWORK_ALIGN;
+    return !k->scratch_max || !k->work || k->work->need + padded <= k->scratch_max;
+}
+
 void *qr_kwork(qr_kctx *k, int64_t rows, int64_t cols, size_t elem, const char *what)
 {
     qr_kwork_arena *a = k->work;

@@ -256,6 +256,10 @@ typedef struct qr_kwork_arena {
  * the memory budget like qr_kscratch; NULL with the error set. Only on the thread that runs the
  * kernel (not inside qr_parallel_for's workers): a kernel takes its threads' slots at once. */
 void *qr_kwork(qr_kctx *k, int64_t rows, int64_t cols, size_t elem, const char *what);
+/* Whether qr_kwork(k, rows, cols, elem, ...) now would stay within the memory budget (always, without
+ * one): asked before workspace a kernel can do without (a faster path's copy of an operand), so that
+ * the budget turns that path off instead of failing the node. */
+int qr_kwork_fits(const qr_kctx *k, int64_t rows, int64_t cols, size_t elem);
 /* Runs k's kernel with its workspace: the executor's (k->work), or one for this run alone. */
 qr_status qr_op_run(qr_kctx *k);
 void qr_kwork_arena_free(qr_kwork_arena *a);

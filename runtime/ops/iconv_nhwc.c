@@ -1257,7 +1257,7 @@ qr_status qr_convint_run_nhwc(qr_kctx *k, const qr_tensor *x, const qr_tensor *x
          * columns (qr_iconv_wide_twin), where the memory budget leaves room for them */
         j.fn16 = !j.gather && !j.direct && !j.fused && !j.amx_sink && j.x ? qr_iconv_wide_twin(j.fn) : NULL;
         int64_t n16 = (q1 - q0) * j.cs;
-        if (j.fn16 && k->scratch_max && k->work && k->work->need + (size_t)(n16 + j.k4) * 2 + 64 > k->scratch_max)
+        if (j.fn16 && !qr_kwork_fits(k, 1, n16 + j.k4, sizeof(int16_t)))
             j.fn16 = NULL;
         if (j.fn16) {
             int16_t *x16 = qr_kwork(k, 1, n16 + j.k4, sizeof(int16_t), "NHWC convolution's input as i16");

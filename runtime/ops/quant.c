@@ -1336,10 +1336,9 @@ static qr_status mmq_run_ep(qr_kctx *k, const mm_plan *p, qr_igemm_rc_fn fn, con
     j.as = j.cinit && !a_as_is ? qr_kwork(k, j.na * j.m, j.k4, 1, "packed A") : NULL;
     /* AVX2 without VNNI: A's rows widened to i16 once, not in the tiles for every 8 columns
      * (qr_igemm_rc_wide_twin), where the memory budget leaves room for them */
-    j.fn16 = j.n16 == qr_igemm_n16(n) ? qr_igemm_rc_wide_twin(fn) : NULL;
-    size_t a16 = (size_t)(j.na * j.m * j.k4) * sizeof(int16_t) + 64;
-    if (j.fn16 && k->scratch_max && k->work && k->work->need + a16 > k->scratch_max)
-        j.fn16 = NULL;
+    j.fn16 = j.n16 == qr_igemm_n16(n) && qr_kwork_fits(k, j.na * j.m, j.k4, sizeof(int16_t))
+                 ? qr_igemm_rc_wide_twin(fn)
+                 : NULL;
     j.as16 = j.cinit && j.fn16 ? qr_kwork(k, j.na * j.m, j.k4, sizeof(int16_t), "A's rows as i16") : NULL;
     int nslots = qr_pool_threads(k->pool) > 1 ? qr_pool_threads(k->pool) : 1;
     j.ep = ep, j.err = k->err;
@@ -2213,10 +2212,7 @@ static qr_status iconv_acc_u8s8(qr_kctx *k, const iconv *cv, const qr_tensor *x,
      * widened for this call in the workspace (kept as i16 in the node's cache, each of the quantizer's
      * executors held twice their bytes: ResNet-18's quantize 139 -> 150 MB), where the memory
      * budget leaves room */
-    qr_igemm16_fn fn16 = qr_igemm_wide_twin(fn);
-    size_t w16 = (size_t)(cv->m * k4) * sizeof(int16_t) + 64;
-    if (fn16 && k->scratch_max && k->work && k->work->need + w16 > k->scratch_max)
-        fn16 = NULL;
+    qr_igemm16_fn fn16 = qr_kwork_fits(k, cv->m, k4, sizeof(int16_t)) ? qr_igemm_wide_twin(fn) : NULL;
     int16_t *wp16 = fn16 ? qr_kwork(k, cv->m, k4, sizeof(int16_t), "weights as i16") : NULL;
     if (fn16 && !wp16) {
         qr_kcache_done(k, packed);

@@ -238,7 +238,7 @@ qr_status qr_wino_nchw_run(qr_kctx *k, const qr_conv_geom *g, int64_t c, int64_t
     const int64_t pf = qr_sgemm_packed_size(kn, c, m);
     size_t need = (size_t)(16 * pf + 16 + 16 * c * m + 16 * (c + m) * ldv + slots * (rows_len + qr_sgemm_work(kn))) *
                   sizeof(float);
-    if (k->scratch_max && k->work && k->work->need + need > k->scratch_max)
+    if (!qr_kwork_fits(k, 1, (int64_t)need, 1))
         return QR_OK;
     float *packed;
     if (qr_wino_packed_weights(k, kn, w, c, m, &packed) != QR_OK)
