@@ -85,8 +85,9 @@ typedef struct qr_options {
     int no_amx;            /* amx=0: integer convolutions on the AVX-512 VNNI kernels (JIT ones too) where the
                             * CPU has AMX-INT8 (runtime/ops/igemm_iconv_amx.c); the same sums */
     int no_wide16;         /* wide16=0: the AVX2 integer kernels widen each operand to i16 in their tiles, not
-                            * the NHWC input once (qr_iconv_wide_twin) nor the constant rows when packed
-                            * (qr_igemm_wide_twin); the same sums */
+                            * once a call beforehand: the NHWC input (qr_iconv_wide_twin), the NCHW
+                            * ConvInteger's weights (qr_igemm_wide_twin), the matrix products' A rows
+                            * (qr_igemm_rc_wide_twin); the same sums */
     int f32_split_all;     /* channels-last f32 convolutions of few MACs split on the threads too,
                             * not run on one (the tests' path: the same bits either way) */
     int held_ghost;        /* every take of a held-out unit joined by a second holder that drops it before

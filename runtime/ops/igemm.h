@@ -27,7 +27,7 @@ typedef void (*qr_igemm_fn)(int32_t *c, int64_t c_rs, const int8_t *a, const int
 qr_igemm_fn qr_igemm_u8s8(void);
 /* qr_igemm_fn on rows widened to i16 beforehand: a holds m rows of k4 i16 values (-128..127), the
  * rest as qr_igemm_fn. Where a kernel widens each row's weights for every 8 columns (AVX2 without
- * VNNI), the caller packs the constant rows so once instead. */
+ * VNNI), the caller widens the rows once a call instead (quant.c: the weights, into the workspace). */
 typedef void (*qr_igemm16_fn)(int32_t *c, int64_t c_rs, const int16_t *a, const int32_t *init, int64_t m0,
                               int64_t m1, const uint8_t *b, int64_t k4, int64_t n);
 /* fn's twin on i16 rows, or NULL where fn has none (every kernel but AVX2's) or the wide16 option is 0. */
