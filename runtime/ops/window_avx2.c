@@ -55,3 +55,51 @@ TARGET void qr_dw_taps_f32_avx2(float *restrict a, const float *restrict d, cons
         a[r] = s;
     }
 }
+
+/* Output columns [lo, hi) whose input column ox * s + b lies in [0, W). */
+static void valid_cols(int64_t b, int64_t s, int64_t W, int64_t OW, int64_t *lo, int64_t *hi)
+{
+    *lo = b < 0 ? (-b + s - 1) / s : 0;
+    *hi = W - 1 - b >= 0 ? (W - 1 - b) / s + 1 : 0;
+    *hi = *hi < OW ? *hi : OW;
+    *lo = *lo < *hi ? *lo : *hi;
+}
+
+/* One output row's maxima: the row starts at -inf and takes each window position's values in
+ * window order, _mm256_max_ps(v, a) being v > a ? v : a (the earlier of equals, never NaN), as
+ * the scalar tails; padding is skipped, as the definition. Stride 1 and 2 columns in vectors
+ * (stride 2 from two loads' even elements), others one at a time. */
+TARGET void qr_maxpool_plane_f32_avx2(const qr_conv_geom *g, const float *x, float *y)
+{
+    const int64_t H = g->big[0], W = g->big[1], OH = g->small[0], OW = g->small[1], sw = g->stride[1];
+    for (int64_t oy = 0; oy < OH; oy++) {
+        float *yr = y + oy * OW;
+        for (int64_t ox = 0; ox < OW; ox++)
+            yr[ox] = -__builtin_inff();
+        for (int64_t ky = 0; ky < g->kernel[0]; ky++) {
+            int64_t iy = oy * g->stride[0] - g->pad_begin[0] + ky * g->dilation[0];
+            if (iy < 0 || iy >= H)
+                continue;
+            const float *row = x + iy * W;
+            for (int64_t kx = 0; kx < g->kernel[1]; kx++) {
+                int64_t b = kx * g->dilation[1] - g->pad_begin[1], lo, hi, ox;
+                valid_cols(b, sw, W, OW, &lo, &hi);
+                ox = lo;
+                if (sw == 1)
+                    for (; ox + 8 <= hi; ox += 8)
+                        _mm256_storeu_ps(yr + ox, _mm256_max_ps(_mm256_loadu_ps(row + ox + b), _mm256_loadu_ps(yr + ox)));
+                else if (sw == 2)
+                    for (; ox + 8 <= hi && 2 * ox + b + 16 <= W; ox += 8) {
+                        __m256 p = _mm256_loadu_ps(row + 2 * ox + b), q = _mm256_loadu_ps(row + 2 * ox + b + 8);
+                        __m256 ev = _mm256_castpd_ps(
+                            _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(p, q, 0x88)), 0xd8));
+                        _mm256_storeu_ps(yr + ox, _mm256_max_ps(ev, _mm256_loadu_ps(yr + ox)));
+                    }
+                for (; ox < hi; ox++) {
+                    float v = row[ox * sw + b];
+                    yr[ox] = v > yr[ox] ? v : yr[ox];
+                }
+            }
+        }
+    }
+}

@@ -47,4 +47,8 @@ int qr_window_avx2(void);
  * conv.c's dw_taps loop. */
 void qr_dw_taps_f32_avx2(float *a, const float *d, const int64_t *off, const float *w, int64_t ntaps, int64_t n);
 
+/* One plane of a 2-D MaxPool with AVX2 (window_avx2.c), any strides, dilations and pads: the bits
+ * of qr_maxpool_plane_f32_avx512 and conv.c's pool_max_f32. */
+void qr_maxpool_plane_f32_avx2(const qr_conv_geom *g, const float *x, float *y);
+
 #endif

@@ -1,7 +1,7 @@
 /* f32 sliding-window kernels (ops/window_avx512.c: depthwise Conv and MaxPool over 2-D planes in
  * place; ops/window_avx2.c: the depthwise runs' sums without AVX-512) through the op table, bit for
  * bit against the definition summed or compared in the kernels' order, on the CPU's path (AVX-512,
- * AVX2) and the portable one (window=portable), serial and on two threads. Planes wider than 16 and taller than 4 rows reach the
+ * AVX2: the depthwise sums and MaxPool) and the portable one (window=portable), serial and on two threads. Planes wider than 16 and taller than 4 rows reach the
  * kernels' interior blocks (plain loads) as well as their masked borders. */
 #include <criterion/criterion.h>
 #include <math.h>
