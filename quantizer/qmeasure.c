@@ -4360,6 +4360,13 @@ static int outputs_hold(const qr_qctx *q, const out_metrics *mt)
     return qr_rt_status(&rt, &e) == QR_OK && !fails; /* an error: not expected to hold (the try decides) */
 }
 
+int qr_measure_outputs_meet(const qr_qctx *q, const qr_quantized *res)
+{
+    out_metrics mt = {.sqnr = res->output_sqnr, .cosine = res->output_cosine, .agreement = res->output_agreement,
+                      .nonfinite = res->output_nonfinite};
+    return outputs_hold(q, &mt);
+}
+
 /* Whether what ships is measured beside the local measurement before the first try is judged (the
  * f32 pass being that measurement's f32 run): when the first try's outputs on the first
  * effect_samples (whole batches where the model fixes its batch) meet the recipe's condition read

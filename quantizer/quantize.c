@@ -2653,6 +2653,22 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     if (st != QR_OK)
         return st;
     qr_plan_phase(q, res, "measurement of what ships");
+    /* what ships against the recipe's own condition on the outputs: the fallback meets it by
+     * sending layers to f32, but values quantized at run time are no candidates of it (a
+     * dynamic recipe with a fallback line shipped 14.8 dB under a 25 dB condition, silently) */
+    if (q->r->fallback && !qr_measure_outputs_meet(q, res)) {
+        int ndyn = 0;
+        for (int i = 0; q->dyn && i < q->g->n_values; i++)
+            ndyn += q->dyn[i] != 0;
+        st = ndyn ? plan_note(q,
+                              "recipe '%s': what ships misses its fallback condition on the outputs (output SQNR "
+                              "%.1f dB): the fallback sends no value quantized at run time to f32, and %d are",
+                              q->r->name, res->output_sqnr, ndyn)
+                  : plan_note(q, "recipe '%s': what ships misses its fallback condition on the outputs (output SQNR %.1f dB)",
+                              q->r->name, res->output_sqnr);
+        if (st != QR_OK)
+            return st;
+    }
     for (int i = 0; res->ig && i < res->ig->naccs; i++) {
         const qr_acc_counter *c = &res->ig->accs[i];
         int si = c->value >= 0 ? q->slot_of[c->value] : -1;

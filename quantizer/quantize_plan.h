@@ -305,6 +305,9 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
 /* Whether the integer graph that ships (res->ig) computes the f32 reference node for node (every
  * slot fell back, no narrow accumulator): its outputs are the reference's, with no error. */
 int qr_measure_computes_reference(const qr_qctx *q, const qr_quantized *res);
+/* Whether res's output figures (what ships) meet the recipe's fallback condition on the outputs,
+ * read with every layer's own SQNR as met; 1 without a fallback. */
+int qr_measure_outputs_meet(const qr_qctx *q, const qr_quantized *res);
 /* The integer graph's output SQNR against f32 on the first count samples of calib (at most 256):
  * against q->calib_out, which it takes (and frees), when the f32 pass kept it; else f32 runs; inf
  * with no run when it computes the reference (qr_measure_computes_reference). */
