@@ -5990,10 +5990,21 @@ static double node_macs(const qr_node *n, const double *per_sample, const int64_
     return 0;
 }
 
-void qr_measure_macs(const qr_qctx *q, qr_quantized *res, const double *per_sample, const int64_t *last)
+void qr_measure_macs(qr_qctx *q, qr_quantized *res, const double *per_sample, const int64_t *last)
 {
     const qr_graph *g = q->g;
     res->macs = res->macs_int = 0;
+    for (int i = 0; i < q->nslots; i++)
+        q->slots[i].macs = 0;
+    for (int k = 0; k < q->nmatches; k++) { /* each slot: the matches that need it (the report's "macs") */
+        const struct mrec *r = &q->matches[k];
+        double m = 0;
+        for (int j = 0; j < r->nnodes; j++)
+            m += g->nodes[r->nodes[j]]->dead ? 0 : node_macs(g->nodes[r->nodes[j]], per_sample, last);
+        for (int i = 0; m > 0 && i < q->nslots; i++)
+            if (match_needs(q, r, i))
+                q->slots[i].macs += m;
+    }
     for (int i = 0; i < g->n_nodes; i++) {
         const qr_node *n = g->nodes[i];
         double m = n->dead ? 0 : node_macs(n, per_sample, last);

@@ -333,6 +333,8 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
         num(f, l->sqnr_local);
         fprintf(f, ", \"effect_db\": ");
         num(f, l->effect);
+        fprintf(f, ", \"macs_needing\": ");
+        num(f, l->macs);
         fprintf(f, ", \"top1_delta_alone\": ");
         num(f, l->top1_delta);
         fprintf(f, ", \"clipped\": ");

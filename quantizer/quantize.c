@@ -2777,6 +2777,7 @@ static qr_status fill_layers(const qr_qctx *q, qr_quantized *res)
         l->sqnr = qr_plan_sqnr(s);
         l->sqnr_local = qr_plan_local_sqnr(s);
         l->effect = s->effect;
+        l->macs = s->macs;
         l->top1_delta = q->top1 ? q->top1[i] : NAN;
         l->sqnr_int = s->fallback || q->qval[s->value] < 0 ? NAN
                       : s->ise2 <= 0 ? INFINITY : 10.0 * log10(s->isx2 / s->ise2);
@@ -2800,7 +2801,7 @@ static qr_status fill_layers(const qr_qctx *q, qr_quantized *res)
             .value = res->qdq->values[i]->name, .op = v->producer ? v->producer->op : "input",
             .how = rows ? "dynamic per row" : "dynamic per tensor", .dynamic = rows ? 2 : 1, .dtype = q->act_dtype,
             .lo = seen ? q->dyn_lo[i] : NAN, .hi = seen ? q->dyn_hi[i] : NAN, .scale = NAN, .qmin = 0, .qmax = 255,
-            .sqnr = NAN, .sqnr_local = NAN, .effect = NAN, .top1_delta = NAN, .sqnr_int = NAN, .step16 = -1,
+            .sqnr = NAN, .sqnr_local = NAN, .effect = NAN, .macs = NAN, .top1_delta = NAN, .sqnr_int = NAN, .step16 = -1,
             .effect16 = NAN, .runs = rows ? "quantized at run time, per row (DynamicQuantizeRows)"
                          : "quantized at run time, per tensor (DynamicQuantizeLinear)"};
         res->ndynamic++;

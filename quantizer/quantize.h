@@ -55,6 +55,9 @@ typedef struct qr_qlayer {
     int64_t qmin, qmax;
     double sqnr;    /* dB, of this tensor in the quantized model against f32 (measured on calibration data) */
     double sqnr_local; /* dB, the error its layer alone adds (f32 inputs): the fallback's ranking */
+    double macs;       /* per sample: the multiply-accumulates of the matches that run on the integers only
+                        * while this value is quantized (its layer's input or output): what sending it to
+                        * f32 costs at most (matches needing several values count in each) */
     double effect;     /* dB, the outputs' SQNR with this layer alone quantized, as the recipe's rank measured or
                         * estimated it for the fallback's search (NaN: the search did not rank it) */
     double top1_delta; /* with labels: top-1 (points) with only this layer quantized, minus f32's; NaN otherwise */

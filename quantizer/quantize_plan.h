@@ -44,6 +44,7 @@ typedef struct qr_slot {
      * that left the range, over the measured samples; acc_on: its layer has one */
     int64_t acc_sums, acc_over;
     int acc_on;
+    double macs; /* qr_qlayer's macs (qr_measure_macs) */
 } qr_slot;
 
 typedef struct qr_wquant { /* a quantized weight */
@@ -313,7 +314,8 @@ int qr_measure_outputs_meet(const qr_qctx *q, const qr_quantized *res);
  * with no run when it computes the reference (qr_measure_computes_reference). */
 qr_status qr_measure_output_sqnr(qr_qctx *q, const qr_quantized *res, const qr_tensor *calib, int64_t count,
                                  double *sqnr);
-void qr_measure_macs(const qr_qctx *q, qr_quantized *res, const double *per_sample, const int64_t *last);
+/* res's MACs per sample, all and on the integers, and each slot's macs (the matches needing it). */
+void qr_measure_macs(qr_qctx *q, qr_quantized *res, const double *per_sample, const int64_t *last);
 /* With labels: top-1 of f32, of the integer graph, and (top1 by slot, NaN where not measured) of the
  * QDQ model with that slot's layer alone quantized. */
 qr_status qr_measure_top1(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, const qr_tensor *labels,

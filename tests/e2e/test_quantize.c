@@ -4530,3 +4530,31 @@ Test(quantize, effects_of_a_model_mixing_its_samples_run_whole_batches)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
 }
+
+/* The report's macs_needing: per sample, the multiply-accumulates of the layers that run on the
+ * integers only while that value is quantized, by hand on two Convs (x [1,3,8,8] -> Conv 4x3x3x3,
+ * pads 1 -> Relu -> Conv 5x4x3x3, pads 1): Conv1 64 x 4 outputs of 27 MACs = 6912, Conv2 64 x 5 of
+ * 36 = 11520. x feeds Conv1 alone, the Relu's output is Conv1's (its Relu fused) and Conv2's
+ * input, Conv2's output is Conv2's. */
+Test(quantize, report_counts_the_macs_each_value_keeps_on_the_integers)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && /usr/bin/python3 -c \"import numpy as np, onnx\nfrom onnx import helper as h, TensorProto as T, "
+             "numpy_helper as nh\nr = np.random.default_rng(5)\n"
+             "w1 = nh.from_array(r.normal(size=(4, 3, 3, 3)).astype(np.float32), 'w1')\n"
+             "w2 = nh.from_array(r.normal(size=(5, 4, 3, 3)).astype(np.float32), 'w2')\n"
+             "n = [h.make_node('Conv', ['x', 'w1'], ['y'], pads=[1, 1, 1, 1]), h.make_node('Relu', ['y'], ['r']),\n"
+             "     h.make_node('Conv', ['r', 'w2'], ['z'], pads=[1, 1, 1, 1])]\n"
+             "g = h.make_graph(n, 'two', [h.make_tensor_value_info('x', T.FLOAT, [1, 3, 8, 8])],\n"
+             "                 [h.make_tensor_value_info('z', T.FLOAT, [1, 5, 8, 8])], [w1, w2])\n"
+             "m = h.make_model(g, opset_imports=[h.make_opsetid('', 13)]); m.ir_version = 8\n"
+             "onnx.save(m, 'macs.onnx')\nnp.save('macs_calib.npy', r.normal(size=(16, 3, 8, 8)).astype(np.float32))\" && "
+             "%s quantize macs.onnx --recipe '%s/recipes/int8-minmax.qrl' --calib macs_calib.npy -o macs.q.onnx "
+             "--report macs.json --quiet && /usr/bin/python3 -c \"import json\n"
+             "m = {l['value']: l['macs_needing'] for l in json.load(open('macs.json'))['layers']}\n"
+             "assert m == {'x': 6912, 'r': 6912 + 11520, 'z': 11520}, m\"",
+             dir, tu_qrl(), tu_root());
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    free(log);
+}
