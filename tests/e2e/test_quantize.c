@@ -4558,3 +4558,21 @@ Test(quantize, report_counts_the_macs_each_value_keeps_on_the_integers)
     cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
     free(log);
 }
+
+/* tools/why_f32.py on a report written by hand: effects 30, 30 and 20 dB (error powers 1e-3, 1e-3,
+ * 1e-2) against 25 dB (3.162e-3): one layer alone under it, 19.2 dB predicted all-int8, 3.8x the
+ * budget, and one layer back (the 20 dB one, the most error per MAC) fits the rest (2e-3). */
+Test(quantize, why_f32_reads_effects_as_added_error_powers)
+{
+    char cmd[4096], *log;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && printf '%%s' '{\"model\": \"m.onnx\", \"macs_per_sample\": 1000, \"macs_int_per_sample\": 600, "
+             "\"output_sqnr_db\": 26.0, \"layers\": [{\"value\": \"a\", \"effect_db\": 30, \"macs_needing\": 400, "
+             "\"fallback\": false}, {\"value\": \"b\", \"effect_db\": 30, \"macs_needing\": 200, \"fallback\": false}, "
+             "{\"value\": \"c\", \"effect_db\": 20, \"macs_needing\": 400, \"fallback\": true}]}' > why.json && "
+             "/usr/bin/python3 '%s/tools/why_f32.py' why.json",
+             dir, tu_root());
+    cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
+    cr_expect(strstr(log, "m.onnx                 60.0   26.0    1 (  40.0%)     19.2      3.8x      1 (    1)"), "%s", log);
+    free(log);
+}
