@@ -2660,12 +2660,11 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
         int ndyn = 0;
         for (int i = 0; q->dyn && i < q->g->n_values; i++)
             ndyn += q->dyn[i] != 0;
-        st = ndyn ? plan_note(q,
-                              "recipe '%s': what ships misses its fallback condition on the outputs (output SQNR "
-                              "%.1f dB): the fallback sends no value quantized at run time to f32, and %d are",
-                              q->r->name, res->output_sqnr, ndyn)
-                  : plan_note(q, "recipe '%s': what ships misses its fallback condition on the outputs (output SQNR %.1f dB)",
-                              q->r->name, res->output_sqnr);
+        char why[128] = "";
+        if (ndyn)
+            snprintf(why, sizeof why, ": the fallback sends no value quantized at run time to f32, and %d are", ndyn);
+        st = plan_note(q, "recipe '%s': what ships misses its fallback condition on the outputs (output SQNR %.1f dB)%s",
+                       q->r->name, res->output_sqnr, why);
         if (st != QR_OK)
             return st;
     }

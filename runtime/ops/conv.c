@@ -1752,27 +1752,20 @@ static void pool_counts(const qr_kctx *k, const qr_conv_geom *g, int64_t *offs, 
 POOL_AVG_INT(u8, uint8_t, 0, 255)
 POOL_AVG_INT(i8, int8_t, -128, 127)
 
+/* f32 MaxPool planes [p0, p1) with a window kernel of window_f32.h (AVX-512's, or AVX2's: ResNet-18's
+ * 3 x 3 / 2 pool was 4% of its f32 run on AMD Zen 3 in the scalar loop). */
 typedef struct pool_f32_job {
     const qr_conv_geom *g;
     const float *x;
     float *y;
+    void (*plane)(const qr_conv_geom *g, const float *x, float *y);
 } pool_f32_job;
 
-/* f32 MaxPool planes [p0, p1) with the AVX-512 window kernel. */
-static void pool_max_planes_avx512(void *arg, int64_t p0, int64_t p1)
+static void pool_max_planes(void *arg, int64_t p0, int64_t p1)
 {
     const pool_f32_job *j = arg;
     for (int64_t p = p0; p < p1; p++)
-        qr_maxpool_plane_f32_avx512(j->g, j->x + p * j->g->big_n, j->y + p * j->g->small_n);
-}
-
-/* f32 MaxPool planes [p0, p1) with the AVX2 one (ResNet-18's 3 x 3 / 2 pool was 4% of its f32
- * run on AMD Zen 3 in the scalar loop). */
-static void pool_max_planes_avx2(void *arg, int64_t p0, int64_t p1)
-{
-    const pool_f32_job *j = arg;
-    for (int64_t p = p0; p < p1; p++)
-        qr_maxpool_plane_f32_avx2(j->g, j->x + p * j->g->big_n, j->y + p * j->g->small_n);
+        j->plane(j->g, j->x + p * j->g->big_n, j->y + p * j->g->small_n);
 }
 
 /* MaxPool of f32, 8- or 16-bit data as it is (no index output): 8-bit images by planes across the
@@ -1792,14 +1785,13 @@ static qr_status pool_max_native(qr_kctx *k, const qr_conv_geom *g, const qr_ten
         qr_parallel_for_slots(k->pool, planes, 1, pool8_planes, &pj);
         return QR_OK;
     }
-    if (x->dtype == QR_F32 && qr_window_avx512_fits(g) && qr_window_avx512()) {
-        pool_f32_job pj = {g, x->data, y->data};
-        qr_parallel_for(k->pool, planes, 1, pool_max_planes_avx512, &pj);
-        return QR_OK;
-    }
-    if (x->dtype == QR_F32 && g->r == 2 && qr_window_avx2()) {
-        pool_f32_job pj = {g, x->data, y->data};
-        qr_parallel_for(k->pool, planes, 1, pool_max_planes_avx2, &pj);
+    pool_f32_job pj = {g, x->data, y->data, NULL};
+    if (x->dtype == QR_F32 && qr_window_avx512_fits(g) && qr_window_avx512())
+        pj.plane = qr_maxpool_plane_f32_avx512;
+    else if (x->dtype == QR_F32 && g->r == 2 && qr_window_avx2())
+        pj.plane = qr_maxpool_plane_f32_avx2;
+    if (pj.plane) {
+        qr_parallel_for(k->pool, planes, 1, pool_max_planes, &pj);
         return QR_OK;
     }
     int64_t *o = qr_kwork(k, g->small_n, 1, sizeof(int64_t), "window offsets");
