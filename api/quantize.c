@@ -697,6 +697,14 @@ int qrl_quantized_search_try_widened(const qrl_quantized *q, int i, int *out)
     return 0;
 }
 
+int qrl_quantized_search_try_dynamic(const qrl_quantized *q, int i, int *out)
+{
+    if (i < 0 || i >= q->q->ntries)
+        return 1;
+    *out = q->q->tries[i].dynamic;
+    return 0;
+}
+
 const char *qrl_quantized_tensor(const qrl_quantized *q, int i)
 {
     return i >= 0 && i < q->nqp ? q->qp[i].name : NULL;

@@ -530,15 +530,17 @@ static void print_profile(const qrl_quantized *qz, const double t[3][2])
     int i = 0;
     for (; qrl_quantized_search_try(qz, i, &s) == 0; i++) {
         int64_t tr = 0;
-        int tw = 0;
+        int tw = 0, td = 0;
         qrl_quantized_search_try_ran(qz, i, &tr);
         qrl_quantized_search_try_widened(qz, i, &tw);
+        qrl_quantized_search_try_dynamic(qz, i, &td);
         ran += tr;
         char w16[32] = ""; /* fallback = u16 then f32: the layers at 16 bits */
         if (tw)
             snprintf(w16, sizeof w16, ", %d at 16 bits", tw);
-        printf("%s %3d in f32%s on %4lld samples (%4lld run): %-5s %.2f dB\n", i ? "          " : "tries:    ",
-               s.fallen_back, w16, (long long)s.samples, (long long)tr, s.holds ? "holds" : "fails", s.output_sqnr);
+        printf("%s %3d %sin f32%s on %4lld samples (%4lld run): %-5s %.2f dB\n", i ? "          " : "tries:    ",
+               s.fallen_back, td ? "run-time values " : "", w16, (long long)s.samples, (long long)tr,
+               s.holds ? "holds" : "fails", s.output_sqnr);
     }
     if (i)
         printf("           %d measurements of the outputs, %lld sample runs\n", i, (long long)ran);

@@ -441,6 +441,10 @@ int qrl_quantized_search_try(const qrl_quantized *q, int i, qrl_search_try *out)
  * bits (fallback = u16 then f32). Non-zero past the last, nothing written then. */
 int qrl_quantized_search_try_ran(const qrl_quantized *q, int i, int64_t *out);
 int qrl_quantized_search_try_widened(const qrl_quantized *q, int i, int *out);
+/* Of measurement i, into *out: 1 when it tried values quantized at run time in f32 (a dynamic
+ * recipe's fallback, after the calibrated tensors' search; fallen_back then counts those values),
+ * else 0. Non-zero past the last. */
+int qrl_quantized_search_try_dynamic(const qrl_quantized *q, int i, int *out);
 
 /* The quantization parameters of a tensor of the model q was made from, by its name in that
  * model (as qrl_model_input, qrl_node_input and qrl_node_output give them; not the integer

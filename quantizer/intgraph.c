@@ -2106,7 +2106,7 @@ static qr_status lower_match(builder *b, const struct mrec *r)
     const qr_pattern *p = r->p;
     int real = p->nlowers && p->values[p->lowers[0].out].role == QR_ROLE_REAL;
     qr_value *yi = real ? real_output(b, r->out) : int_of(b, r->out);
-    if (!p->nlowers || (!real && !slot_for(b->q, r->out)) || !yi)
+    if (!p->nlowers || (!real && !slot_for(b->q, r->out)) || !yi || qr_plan_match_dyn_f32(b->q, r))
         return QR_OK; /* nothing to lower, or it fell back to f32 */
     const qr_pat_lower *l;
     const qr_fn_desc *kd = NULL;

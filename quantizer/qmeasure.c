@@ -5599,6 +5599,207 @@ static void cal_ref_done(outref *co, qr_qctx *q)
     outref_free(co);
 }
 
+/* ------------------------------------------- values quantized at run time */
+
+/* The fallback's candidates among the values a match quantizes at run time (role dynamic): they
+ * have no slot, no calibrated range, so the slots' measurements do not see them. Each is measured
+ * on its own (its local SQNR: quantized at run time from its f32 value, as the integer graph's
+ * DynamicQuantizeLinear / DynamicQuantizeRows do), then the fewest of them, worst first, go to f32
+ * until the outputs meet the recipe's condition (a binary search on the integer graph's outputs). */
+typedef struct dyn_local {
+    const qr_qctx *q;
+    double *x2, *e2; /* by value id: signal and error energy over the runs */
+} dyn_local;
+
+/* x quantized to u8 over its own range with 0 in it (ONNX DynamicQuantizeLinear's formula) in
+ * rows of row elements: the energy of x and of its rounding error added to *x2, *e2. */
+static void dyn_rounding(const float *x, int64_t n, int64_t row, double *x2, double *e2)
+{
+    for (int64_t at = 0; row > 0 && at < n; at += row) {
+        float lo = 0, hi = 0;
+        for (int64_t i = at; i < at + row && i < n; i++)
+            if (isfinite(x[i]))
+                lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
+        float scale = (hi - lo) / 255.0f;
+        float zero = scale > 0 ? fminf(fmaxf(nearbyintf(-lo / scale), 0.0f), 255.0f) : 0.0f;
+        for (int64_t i = at; i < at + row && i < n; i++) {
+            if (!isfinite(x[i]))
+                continue;
+            float y = scale > 0 ? fminf(fmaxf(nearbyintf(x[i] / scale) + zero, 0.0f), 255.0f) : zero;
+            double d = (double)x[i] - (double)((y - zero) * scale);
+            *x2 += (double)x[i] * x[i];
+            *e2 += d * d;
+        }
+    }
+}
+
+static void dyn_observe_tensor(dyn_local *d, int v, const qr_tensor *t)
+{
+    if (v < 0 || v >= d->q->g->n_values || !d->q->dyn[v] || t->dtype != QR_F32 || !t->data)
+        return;
+    int64_t n = qr_tensor_numel(t), row = d->q->dyn[v] == DYN_ROW && t->ndim > 0 ? t->dims[t->ndim - 1] : n;
+    dyn_rounding(t->data, n, row, &d->x2[v], &d->e2[v]);
+}
+
+static void observe_dyn(void *user, const qr_node *n, const qr_value *v, qr_tensor *t)
+{
+    (void)n;
+    dyn_observe_tensor(user, v->id, t);
+}
+
+/* q->dyn_sqnr of every dynamic value: one f32 run over o's samples. */
+static qr_status dyn_local_sqnr(qr_qctx *q, const outref *o, const qr_tensor *calib)
+{
+    const qr_graph *g = q->g;
+    dyn_local d = {.q = q, .x2 = calloc((size_t)g->n_values + 1, sizeof *d.x2),
+                   .e2 = calloc((size_t)g->n_values + 1, sizeof *d.e2)};
+    qr_tensor *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = calloc((size_t)g->n_outputs + 1, sizeof *out);
+    qr_exec_opts eo = {.threads = q->o->threads > 1 ? q->o->threads : 1, .observer = observe_dyn, .observer_user = &d};
+    qr_exec *x = NULL;
+    qr_status st = d.x2 && d.e2 && in && out ? qr_exec_new(g, &eo, &x, q->e) : qr_errorf(q->e, "out of memory");
+    for (int k = 0; st == QR_OK && k < o->nbatches; k++) {
+        int64_t at = k * o->batch, b = o->n - at < o->batch ? o->n - at : o->batch;
+        qr_plan_take_inputs(q, calib, g->n_inputs, at, b, in);
+        for (int i = 0; i < g->n_inputs; i++) /* no node reports the inputs */
+            dyn_observe_tensor(&d, g->inputs[i]->id, &in[i]);
+        st = qr_exec_run(x, in, out, q->e);
+        qr_plan_drop_inputs(q, calib, at, b);
+        for (int j = 0; st == QR_OK && j < g->n_outputs; j++)
+            qr_tensor_free(&out[j]);
+    }
+    for (int v = 0; st == QR_OK && v < g->n_values; v++)
+        q->dyn_sqnr[v] = !q->dyn[v] || d.x2[v] <= 0 ? NAN : d.e2[v] <= 0 ? INFINITY : 10.0 * log10(d.x2[v] / d.e2[v]);
+    qr_exec_free(x);
+    free(in), free(out), free(d.x2), free(d.e2);
+    return st;
+}
+
+typedef struct dyn_ranked {
+    int value;
+    double sqnr;   /* local */
+    double effect; /* the outputs' SQNR with it alone quantized at run time (NaN: not measured) */
+    int alone;     /* the recipe's condition sends it back on its own (read with outputs that met it) */
+} dyn_ranked;
+
+/* Those the condition sends back on their own first, then the worst effect on the outputs (where
+ * measured), then the worst local SQNR. */
+static int by_dyn_effect(const void *a, const void *b)
+{
+    const dyn_ranked *x = a, *y = b;
+    if (x->alone != y->alone)
+        return y->alone - x->alone;
+    double ex = isnan(x->effect) ? INFINITY : x->effect, ey = isnan(y->effect) ? INFINITY : y->effect;
+    if (ex != ey)
+        return ex < ey ? -1 : 1;
+    double sx = isnan(x->sqnr) ? INFINITY : x->sqnr, sy = isnan(y->sqnr) ? INFINITY : y->sqnr;
+    return sx < sy ? -1 : sx > sy ? 1 : x->value - y->value;
+}
+
+/* The first k of dr in f32 (the rest quantized at run time), the graphs rebuilt and the outputs
+ * measured; *holds: they meet the recipe's condition, and so does every dynamic value left. */
+static qr_status dyn_try(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib, const dyn_ranked *dr,
+                         int nd, int k, int *holds, out_metrics *mt)
+{
+    for (int i = 0; i < nd; i++)
+        q->dyn_f32[dr[i].value] = i < k;
+    *mt = (out_metrics){0};
+    qr_status st = rebuild_measured(q, res, o, calib, mt);
+    *holds = st == QR_OK && outputs_hold(q, mt);
+    for (int i = k; *holds && i < nd; i++)
+        *holds = !dr[i].alone;
+    if (st == QR_OK && (st = note_try(q, res, NULL, NULL, 0, o->n, o->n, *holds, mt->sqnr, NAN)) == QR_OK)
+        res->tries[res->ntries - 1].fallen_back = k, res->tries[res->ntries - 1].dynamic = 1;
+    return st;
+}
+
+/* After the slots' search: the dynamic values the outputs need in f32. *changed: the graphs were
+ * rebuilt (what ships is measured again). */
+static qr_status dynamic_fallback(qr_qctx *q, qr_quantized *res, const outref *o, const qr_tensor *calib,
+                                  int64_t count, int *changed)
+{
+    *changed = 0;
+    int nd = 0;
+    for (int v = 0; v < q->g->n_values; v++)
+        nd += q->dyn[v] != DYN_NONE;
+    if (!nd || !q->r->fallback || !res->ig)
+        return QR_OK;
+    dyn_ranked *dr = calloc((size_t)nd + 1, sizeof *dr);
+    out_metrics *tried = calloc((size_t)nd + 1, sizeof *tried);
+    qr_status st = dr && tried ? dyn_local_sqnr(q, o, calib) : qr_errorf(q->e, "out of memory");
+    qrl_rt rt;
+    qr_rt_init(&rt);
+    int n = 0, k0 = 0;
+    for (int v = 0; st == QR_OK && v < q->g->n_values; v++)
+        if (q->dyn[v] != DYN_NONE) {
+            double s = q->dyn_sqnr[v];
+            int alone = !isnan(s) && q->r->fallback(&rt, s, INFINITY, 1.0, 1.0) != 0;
+            dr[n++] = (dyn_ranked){v, s, NAN, alone};
+            k0 += alone;
+        }
+    if (st == QR_OK)
+        st = qr_rt_status(&rt, q->e);
+    if (st == QR_OK)
+        qsort(dr, (size_t)nd, sizeof *dr, by_dyn_effect);
+    /* k = 0: what the slots' search left, measured again (its last try may not have been it); then
+     * the values the condition sends back on their own (k0), then every one (nd), then the fewest
+     * between that hold: a binary search, each try on the integer graph's outputs */
+    int lo = 0, hi = -1, h = 0, last = -1;
+    int at[3] = {0, k0, nd};
+    for (int i = 0; st == QR_OK && i < 3 && hi < 0; i++) {
+        if (i > 0 && at[i] == at[i - 1])
+            continue;
+        if ((st = dyn_try(q, res, o, calib, dr, nd, at[i], &h, &tried[at[i]])) != QR_OK)
+            break;
+        last = at[i];
+        if (h)
+            hi = at[i];
+        else
+            lo = at[i];
+    }
+    if (st == QR_OK && hi < 0) /* every one in f32 fails too: the slots' search left the outputs so */
+        hi = nd;
+    if (st == QR_OK && hi == nd && lo < nd) { /* nd holds: the fewest past lo that do */
+        /* the order past lo: each one's effect, the outputs with it alone quantized at run time
+         * (the slots as the search left them), on the first effect_samples judge samples (as the
+         * slots' effects); the worst first */
+        outref eo;
+        int own = 0;
+        if (nd - lo > 1)
+            st = effect_outref(&eo, q, o, calib, count, &own);
+        for (int i = lo; st == QR_OK && i < nd && nd - lo > 1; i++) {
+            for (int j = 0; j < nd; j++)
+                q->dyn_f32[dr[j].value] = j != i;
+            out_metrics me = {0};
+            if ((st = rebuild(q, res)) == QR_OK && (st = measure_outputs(q, &eo, res->ig->g, res->ig, calib, 1, &me)) == QR_OK)
+                q->dyn_effect[dr[i].value] = dr[i].effect = me.sqnr;
+        }
+        if (own)
+            outref_free(&eo);
+        if (st == QR_OK)
+            qsort(dr + lo, (size_t)(nd - lo), sizeof *dr, by_dyn_effect);
+        last = -1;
+        while (st == QR_OK && hi - lo > 1) {
+            int mid = lo + (hi - lo) / 2;
+            if ((st = dyn_try(q, res, o, calib, dr, nd, mid, &h, &tried[mid])) != QR_OK)
+                break;
+            last = mid;
+            if (h)
+                hi = mid;
+            else
+                lo = mid;
+        }
+    }
+    if (st == QR_OK && last != hi) { /* the answer's graphs again */
+        for (int i = 0; i < nd; i++)
+            q->dyn_f32[dr[i].value] = i < hi;
+        if ((st = rebuild(q, res)) == QR_OK)
+            res_metrics(q, res, &tried[hi]);
+    }
+    *changed = 1;
+    free(dr), free(tried);
+    return st;
+}
+
 qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib, int64_t count)
 {
     outref o;
@@ -5857,6 +6058,12 @@ qr_status qr_plan_fallback(qr_qctx *q, qr_quantized *res, const qr_tensor *calib
             res->idle = 1;
             qr_plan_phase(q, res, "idle to f32");
         }
+    }
+    /* the values quantized at run time the outputs need in f32 (a dynamic recipe's fallback) */
+    int dyn_changed = 0;
+    if (st == QR_OK && (st = dynamic_fallback(q, res, &o, calib, count, &dyn_changed)) == QR_OK && dyn_changed) {
+        q->shipped = 0; /* what ships is measured again, on the graphs now built */
+        qr_plan_phase(q, res, "values quantized at run time");
     }
     pg.total = pg.done; /* finished: a full bar */
     qr_plan_progress(pg.o, "fallback ", pg.done, pg.total, pg.t0);

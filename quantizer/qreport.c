@@ -271,8 +271,8 @@ static void write_json(FILE *f, const qr_quantized *q, const char *model)
     for (int i = 0; i < q->ntries; i++) {
         const qr_search_try *t = &q->tries[i];
         fprintf(f, "%s\n    {\"fallen_back\": %d, \"widened\": %d, \"samples\": %lld, \"ran\": %lld, \"holds\": %s, "
-                   "\"output_sqnr_db\": ", i ? "," : "", t->fallen_back, t->widened, (long long)t->samples,
-                (long long)t->ran, t->holds ? "true" : "false");
+                   "%s\"output_sqnr_db\": ", i ? "," : "", t->fallen_back, t->widened, (long long)t->samples,
+                (long long)t->ran, t->holds ? "true" : "false", t->dynamic ? "\"dynamic\": true, " : "");
         num(f, t->output_sqnr);
         if (!isnan(t->calibrate_sqnr)) { /* calibrate_samples = F: judged on the calibration samples too */
             fprintf(f, ", \"calibrate_sqnr_db\": ");

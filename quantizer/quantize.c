@@ -1666,7 +1666,7 @@ static qr_status insert_dynamic(qr_qctx *q, qr_graph *d)
 {
     const qr_graph *g = q->g;
     for (int v = 0; v < g->n_values; v++) {
-        if (!q->dyn[v])
+        if (!q->dyn[v] || q->dyn_f32[v])
             continue;
         qr_value *x = d->values[v], *xd = dyn_quant(d, x, q->dyn[v] == DYN_ROW);
         if (!xd)
@@ -1711,6 +1711,9 @@ static void qctx_free(qr_qctx *q)
     free(q->roles);
     free(q->slot_of);
     free(q->dyn);
+    free(q->dyn_f32);
+    free(q->dyn_sqnr);
+    free(q->dyn_effect);
     free(q->dyn_lo);
     free(q->dyn_hi);
     free(q->qval);
@@ -1735,18 +1738,34 @@ static int qctx_alloc(qr_qctx *q)
     q->roles = calloc((size_t)g->n_values + 1, sizeof *q->roles);
     q->slot_of = malloc(sizeof *q->slot_of * (size_t)(g->n_values + 1));
     q->dyn = calloc((size_t)g->n_values + 1, 1);
-    if (!q->claimed || !q->node_kind || !q->aff_of || !q->roles || !q->slot_of || !q->dyn)
+    q->dyn_f32 = calloc((size_t)g->n_values + 1, 1);
+    q->dyn_sqnr = malloc(sizeof *q->dyn_sqnr * (size_t)(g->n_values + 1));
+    q->dyn_effect = malloc(sizeof *q->dyn_effect * (size_t)(g->n_values + 1));
+    if (!q->claimed || !q->node_kind || !q->aff_of || !q->roles || !q->slot_of || !q->dyn || !q->dyn_f32 ||
+        !q->dyn_sqnr || !q->dyn_effect)
         return 0;
+    for (int i = 0; i < g->n_values; i++)
+        q->dyn_sqnr[i] = q->dyn_effect[i] = NAN;
     for (int i = 0; i < g->n_values; i++)
         q->slot_of[i] = -1;
     return 1;
 }
 
-/* Whether match r runs in f32: its output's slot falls back, or, when its output is real (never
- * quantized: no slot of its own), the slot of an activation it reads does; without its integer input
- * the layer has no integer product to run. */
+/* Whether match r runs in f32: a value it quantizes at run time went to f32, its output's slot
+ * falls back, or, when its output is real (never quantized: no slot of its own), the slot of an
+ * activation it reads does; without its integer input the layer has no integer product to run. */
+int qr_plan_match_dyn_f32(const qr_qctx *q, const struct mrec *r)
+{
+    for (int i = 0; i < r->p->nvalues && i < QR_MATCH_MAX_VALUES; i++)
+        if (r->p->values[i].role == QR_ROLE_DYNAMIC && r->values[i] >= 0 && q->dyn_f32[r->values[i]])
+            return 1;
+    return 0;
+}
+
 static int match_falls_back(const qr_qctx *q, const struct mrec *r)
 {
+    if (qr_plan_match_dyn_f32(q, r))
+        return 1;
     int s = q->slot_of[r->out];
     if (s >= 0)
         return q->slots[s].fallback;
@@ -2656,15 +2675,15 @@ static qr_status calibrate_on(qr_qctx *q, qr_quantized *res, const qr_tensor *ca
     /* what ships against the recipe's own condition on the outputs: the fallback meets it by
      * sending layers to f32, but values quantized at run time are no candidates of it (a
      * dynamic recipe with a fallback line shipped 14.8 dB under a 25 dB condition, silently) */
+    int ndyn = 0, ndyn_f32 = 0;
+    for (int i = 0; q->dyn && i < q->g->n_values; i++)
+        ndyn += q->dyn[i] != 0, ndyn_f32 += q->dyn[i] && q->dyn_f32[i];
+    if (q->r->fallback && ndyn && (st = plan_note(q, "recipe '%s': the fallback sent %d of the %d values quantized at "
+                                                     "run time to f32", q->r->name, ndyn_f32, ndyn)) != QR_OK)
+        return st;
     if (q->r->fallback && !qr_measure_outputs_meet(q, res)) {
-        int ndyn = 0;
-        for (int i = 0; q->dyn && i < q->g->n_values; i++)
-            ndyn += q->dyn[i] != 0;
-        char why[128] = "";
-        if (ndyn)
-            snprintf(why, sizeof why, ": the fallback sends no value quantized at run time to f32, and %d are", ndyn);
-        st = plan_note(q, "recipe '%s': what ships misses its fallback condition on the outputs (output SQNR %.1f dB)%s",
-                       q->r->name, res->output_sqnr, why);
+        st = plan_note(q, "recipe '%s': what ships misses its fallback condition on the outputs (output SQNR %.1f dB)",
+                       q->r->name, res->output_sqnr);
         if (st != QR_OK)
             return st;
     }
@@ -2800,9 +2819,11 @@ static qr_status fill_layers(const qr_qctx *q, qr_quantized *res)
             .value = res->qdq->values[i]->name, .op = v->producer ? v->producer->op : "input",
             .how = rows ? "dynamic per row" : "dynamic per tensor", .dynamic = rows ? 2 : 1, .dtype = q->act_dtype,
             .lo = seen ? q->dyn_lo[i] : NAN, .hi = seen ? q->dyn_hi[i] : NAN, .scale = NAN, .qmin = 0, .qmax = 255,
-            .sqnr = NAN, .sqnr_local = NAN, .effect = NAN, .macs = NAN, .top1_delta = NAN, .sqnr_int = NAN, .step16 = -1,
-            .effect16 = NAN, .runs = rows ? "quantized at run time, per row (DynamicQuantizeRows)"
-                         : "quantized at run time, per tensor (DynamicQuantizeLinear)"};
+            .sqnr = NAN, .sqnr_local = q->dyn_sqnr[i], .effect = q->dyn_effect[i], .macs = NAN, .top1_delta = NAN, .sqnr_int = NAN,
+            .step16 = -1, .effect16 = NAN, .fallback = q->dyn_f32[i],
+            .runs = q->dyn_f32[i] ? "f32 (fallback)"
+                    : rows        ? "quantized at run time, per row (DynamicQuantizeRows)"
+                                  : "quantized at run time, per tensor (DynamicQuantizeLinear)"};
         res->ndynamic++;
     }
     res->recipe = q->r->name;

@@ -84,6 +84,7 @@ struct qr_intgraph;
  * an earlier try of the same layers; 0: the answer's graphs only rebuilt). */
 typedef struct qr_search_try {
     int fallen_back, widened;
+    int dynamic; /* a try of the values quantized at run time: fallen_back counts those in f32 */
     int64_t samples, ran;
     int holds; /* the recipe's condition held for none left quantized, the outputs finite */
     double output_sqnr;

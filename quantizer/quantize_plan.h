@@ -141,6 +141,12 @@ typedef struct qr_qctx {
     int nodes_pattern, nodes_affine;
     unsigned char *dyn; /* by value id: a match quantizes it at run time (role dynamic): DYN_TENSOR or DYN_ROW;
                          * it has no slot (nothing to calibrate) */
+    /* by value id: the fallback sent this dynamic value's run-time quantization to f32 (every
+     * match that reads it so runs in f32, its weights too); dyn_sqnr: its local SQNR (dB) as the
+     * fallback measured it, the value quantized at run time from f32 inputs (NaN: not measured) */
+    unsigned char *dyn_f32;
+    double *dyn_sqnr;
+    double *dyn_effect; /* by value id: the outputs' SQNR (dB) with it alone quantized at run time (NaN: not measured) */
     double *dyn_lo, *dyn_hi; /* by value id: the range a dynamic value had in the f32 pass over the calibration
                               * samples (NaN aside), for reports; NULL when not observed */
     /* each accepted match: its pattern, values and nodes (ids), output value, constants (for fallback) */
@@ -223,6 +229,9 @@ qr_status qr_plan_quantize_weight(qr_qctx *q, int value, const qr_setting *ws, q
 void qr_plan_count_weight(qr_quantized *res, qr_dtype t, int64_t n);
 /* Whether constant `value` belongs to a match whose output fell back to f32. */
 int qr_plan_const_falls_back(const qr_qctx *q, int value);
+/* Whether match r reads a value at run time whose quantization the fallback sent to f32
+ * (qr_qctx.dyn_f32): the match runs in f32. */
+int qr_plan_match_dyn_f32(const qr_qctx *q, const struct mrec *r);
 /* ONNX QuantizeLinear of one value: x / scale rounded half to even, plus zero, saturated. */
 int64_t qr_plan_round(float x, float scale, int64_t zero, int64_t qmin, int64_t qmax);
 /* A constant QRL quantizes itself (weight, bias, table entry, constant operand): rounded as the
