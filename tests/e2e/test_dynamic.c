@@ -562,30 +562,33 @@ Test(dynamic_cnn, reports_list_run_time_quantization)
  * read it so (their weights too), until the outputs meet its condition, and a note counts them.
  * The CNN quantized per tensor at run time is 30-40 dB from f32: a condition of 200 dB takes all 6
  * back (the export, read with onnx: no DynamicQuantizeLinear, no ConvInteger, and ONNX Runtime on
- * it gives f32's outputs), one of 5 dB none (all 5 ConvIntegers stay). Neither misses. */
+ * it gives f32's outputs), one of 5 dB none (all 5 ConvIntegers stay); neither misses. A condition
+ * no output meets (a cosine under 2) sends all 6 back and says that what ships misses it. */
 Test(dynamic_cnn, the_fallback_sends_values_quantized_at_run_time_to_f32)
 {
-    static const double targets[2] = {200, 5};
-    static const char *const tags[2] = {"fb200", "fb5"};
-    for (int t = 0; t < 2; t++) {
+    static const char *const conds[3] = {"output_sqnr < 200", "output_sqnr < 5", "output_cosine < 2"};
+    static const char *const tags[3] = {"fb200", "fb5", "fbnever"};
+    static const int back[3] = {6, 0, 6};
+    for (int t = 0; t < 3; t++) {
         char path[1024], body[512], note[256], *log;
         snprintf(body, sizeof body,
                  "  activation = u8 asymmetric by minmax()\n  weight = i8 symmetric per_channel by minmax(symmetric = "
-                 "true)\n  fallback = f32 when output_sqnr < %g\n  use conv_dynamic, gemm_dynamic\n",
-                 targets[t]);
+                 "true)\n  fallback = f32 when %s\n  use conv_dynamic, gemm_dynamic\n",
+                 conds[t]);
         write_recipe(cdir, "fb.qrl", "dyn_fallback", body, path, sizeof path);
         char cmd[4096];
         snprintf(cmd, sizeof cmd, "cd '%s' && %s quantize '%s/cnn.onnx' --recipe '%s' --calib '%s/cnn_calib.npy' -o '%s/cnn.%s.onnx'",
                  tu_root(), tu_qrl(), cdir, path, cdir, cdir, tags[t]);
         cr_assert_eq(tu_run(cmd, &log), 0, "%s", log);
         snprintf(note, sizeof note, "note: recipe 'dyn_fallback': the fallback sent %d of the 6 values quantized at run time to f32",
-                 t == 0 ? 6 : 0);
-        cr_expect(strstr(log, note), "%s", log);
-        cr_expect(!strstr(log, "misses its fallback condition"), "%s", log);
+                 back[t]);
+        cr_expect(strstr(log, note), "%s: %s", conds[t], log);
+        cr_expect_eq(strstr(log, "note: recipe 'dyn_fallback': what ships misses its fallback condition on the outputs") != NULL,
+                     t == 2, "%s: %s", conds[t], log);
         free(log);
         char *ops = cnn_export_ops(tags[t]);
-        cr_expect_eq(count_lines(ops, "DynamicQuantizeLinear"), t == 0 ? 0 : 6, "%s", ops);
-        cr_expect_eq(count_lines(ops, "ConvInteger"), t == 0 ? 0 : 5, "%s", ops);
+        cr_expect_eq(count_lines(ops, "DynamicQuantizeLinear"), back[t] ? 0 : 6, "%s", ops);
+        cr_expect_eq(count_lines(ops, "ConvInteger"), back[t] ? 0 : 5, "%s", ops);
         free(ops);
     }
     char cmd[2048], *log;
